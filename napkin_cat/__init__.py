@@ -26,5 +26,7 @@ from napkin_cat.relabel import at_level, rename_axis, substitute
 from napkin_cat.builder import Builder
 from napkin_cat.evaluate import evaluate, equivalent, Equivalence
 from napkin_cat import library
+from napkin_cat.bubbles import Grid, Kernel, Region, Stream
+from napkin_cat.algorithm import group, kernel, stream, unfused
 
 __version__ = "0.1.0"

@@ -111,6 +111,9 @@ class Ty(markov.Ty):
     def arrays(self) -> tuple[Array, ...]:
         return tuple(self.inside)
 
+    def __repr__(self):  # discopy prefixes the module path for classes outside discopy
+        return f"Ty({', '.join(map(repr, self.inside))})"
+
 
 def _describe_mismatch(left: Ty, right: Ty) -> str:
     a, b = left.inside, right.inside

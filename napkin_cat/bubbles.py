@@ -89,3 +89,127 @@ def weave_bubble(box: Region, axis, inputs: dict, position: int):
         dom[i] = dom[i].replace(axes=insert_at(dom[i].axes, axis, p, f"input {i} of {box.name}"))
     cod = [a.replace(axes=insert_at(a.axes, axis, position, f"output of {box.name}")) for a in box.cod.inside]
     return type(box).rebuild(inner, Ty(*dom), Ty(*cod), box.params)
+
+
+def _size_param(fa, axis: str, size):
+    """Map a tile/stream size through an array functor (sizes live on axes)."""
+    from napkin_cat.axis import Axis
+    mapped = fa(Array((Axis(axis, size),)))
+    return mapped.axes[0].size
+
+
+def _slices(total: int, size: int, what: str):
+    if total % size:
+        from napkin_cat.errors import ShapeError
+        raise ShapeError(f"{what} size {size} does not divide the axis size {total}; "
+                         f"legal sizes are the divisors of {total}")
+    return [slice(k, k + size) for k in range(0, total, size)]
+
+
+@_register
+class Grid(Region):
+    """Group partition of ``axis`` into groups of ``size`` (paper Fig. group_partitioning).
+
+    The inside sees ``axis`` with size ``size``; it runs ``a/size`` times.  Every
+    output carries the axis; inputs without it are sent to every group.
+    """
+
+    region = "grid"
+
+    @property
+    def axis(self) -> str:
+        return self.params["axis"]
+
+    @property
+    def size(self):
+        return self.params["size"]
+
+    def full_size(self):
+        for arr in self.cod.inside:
+            if self.axis in arr.names:
+                return arr.axis(self.axis).size
+        raise ValueError(f"{self.name}: no output carries {self.axis!r}")
+
+    @property
+    def trips(self):
+        return self.full_size() / self.size
+
+    def mapped_params(self, fa, fname):
+        return {"axis": fname(self.axis), "size": _size_param(fa, self.axis, self.size)}
+
+    def run(self, xs, env):
+        from napkin_cat.evaluate import Env, interpret
+        total = env.size(self.full_size(), f"axis {self.axis!r}")
+        g = env.size(self.size, f"the group size of {self.axis!r} ({self.size})") \
+            if not isinstance(self.size, int) else self.size
+        inner_env = Env(env)
+        if not isinstance(self.size, int):
+            inner_env[self.size] = g
+        pos_in = [arr.names.index(self.axis) if self.axis in arr.names else None for arr in self.dom.inside]
+        pos_out = [arr.names.index(self.axis) for arr in self.cod.inside]
+        parts = []
+        for sl in _slices(total, g, f"group of {self.axis!r}:"):
+            chunk = []
+            for x, p in zip(xs, pos_in):
+                if p is None:
+                    chunk.append(x)
+                else:
+                    idx = [slice(None)] * x.ndim
+                    idx[p] = sl
+                    chunk.append(x[tuple(idx)])
+            parts.append(interpret(self.arg, chunk, inner_env))
+        import numpy as np
+        return [np.concatenate([p[j] for p in parts], axis=pos_out[j]) for j in range(len(self.cod))]
+
+
+@_register
+class Stream(Region):
+    """Stream partition of ``axis`` in slices of ``size`` (paper Fig. streaming_relabeling).
+
+    The inside is the region with the streamed axis relabelled to ``size``; its
+    head runs once, its body (chunk boxes and accumulators) ``b/size`` times, its tail once.
+    """
+
+    region = "stream"
+
+    @property
+    def axis(self) -> str:
+        return self.params["axis"]
+
+    @property
+    def size(self):
+        return self.params["size"]
+
+    def full_size(self):
+        for arr in self.dom.inside:
+            if self.axis in arr.names:
+                return arr.axis(self.axis).size
+        raise ValueError(f"{self.name}: no input carries {self.axis!r}")
+
+    @property
+    def trips(self):
+        return self.full_size() / self.size
+
+    @property
+    def plan(self):
+        from napkin_cat.streaming import analyse
+        cached = self.__dict__.get("_plan")
+        if cached is None:
+            cached = analyse(self.arg, self.axis)
+            self.__dict__["_plan"] = cached
+        return cached
+
+    def mapped_params(self, fa, fname):
+        return {"axis": fname(self.axis), "size": _size_param(fa, self.axis, self.size)}
+
+    def run(self, xs, env):
+        from napkin_cat.evaluate import Env
+        from napkin_cat.streaming import run_stream
+        total = env.size(self.full_size(), f"axis {self.axis!r}")
+        s = env.size(self.size, f"the stream size of {self.axis!r} ({self.size})") \
+            if not isinstance(self.size, int) else self.size
+        _slices(total, s, f"stream of {self.axis!r}:")
+        inner_env = Env(env)
+        if not isinstance(self.size, int):
+            inner_env[self.size] = s
+        return run_stream(self.arg, self.plan, xs, inner_env, s, total)

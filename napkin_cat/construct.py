@@ -216,8 +216,17 @@ def types(spec, *, level: int = 0, dtype=FP32, **sizes) -> Ty:
     return Ty(*(Array(tuple(axes[n] for n in names), level, dtype) for names in ins))
 
 
-def Id(spec="", *, level: int = 0, dtype=FP32, **sizes) -> Diagram:
-    """The identity on arrays given as ``"x d"`` (or ``"q d, x d"``, a Ty, an Array)."""
+def Id(spec=None, *, level: int = 0, dtype=FP32, **sizes) -> Diagram:
+    """The identity on arrays given as ``"x d"`` (or ``"q d, x d"``, a Ty, an Array).
+
+    ``Id()`` is the identity on the empty tuple (the unit of ``@``); ``Id("")`` is
+    the identity on the item R.
+
+    >>> Id().dom, Id("").dom
+    (Ty(), Ty(Array(R)))
+    """
+    if spec is None:
+        return Diagram.id(Ty())
     return Diagram.id(types(spec, level=level, dtype=dtype, **sizes))
 
 

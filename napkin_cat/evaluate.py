@@ -173,6 +173,16 @@ class Equivalence:
         return f"Equivalence({self.ok}{': ' + self.message if self.message else ''})"
 
 
+def tile_sizes(diagram: Diagram):
+    """``(tile size, full axis size)`` of every Grid and Stream, outermost first."""
+    from napkin_cat.bubbles import Grid, Region, Stream
+    for _, box in layers(diagram):
+        if isinstance(box, (Grid, Stream)):
+            yield box.size, box.full_size()
+        if isinstance(box, Region):
+            yield from tile_sizes(box.arg)
+
+
 def free_sizes(diagram: Diagram) -> list:
     syms = set()
     for arr in diagram.dom.inside:
@@ -203,6 +213,11 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
         env = dict(fixed)
         for s in free_sizes(d1):
             env.setdefault(s, int(rng.integers(low, high + 1)))
+        for d in (d1, d2):
+            for tile, full in tile_sizes(d):
+                if not isinstance(tile, int) and tile not in env:
+                    n = Env(env).size(full, f"the axis partitioned by {tile}")
+                    env[tile] = int(rng.choice([g for g in range(1, n + 1) if n % g == 0]))
         xs = []
         for arr in d1.dom.inside:
             shape = tuple(Env(env).size(a.size, f"axis {a.name!r}") for a in arr.axes)

@@ -145,10 +145,10 @@ def weave(diagram: Diagram, axis, inputs=None, position: int = 0, **sizes) -> Di
         if not 0 <= i < n:
             raise WeaveError(f"cannot weave input {i}: the diagram has inputs 0..{n - 1}")
     wires = list(diagram.dom.inside)
-    flags = [False] * n
+    flags = [None] * n  # per wire: where the axis was inserted, None if not weaved
     for i, p in inputs.items():
         wires[i] = wires[i].replace(axes=insert_at(wires[i].axes, axis, p, f"input {i}"))
-        flags[i] = True
+        flags[i] = p
     dom = Ty(*wires)
     items = []
     for offset, box in layers(diagram):
@@ -164,25 +164,25 @@ def weave(diagram: Diagram, axis, inputs=None, position: int = 0, **sizes) -> Di
             elif kind == "copy":
                 out_flags = fl * len(box.cod)
             elif kind == "merge":
-                if len(set(fl)) > 1:
+                if len({f is None for f in fl}) > 1:
                     raise WeaveError("cannot weave a merge of weaved and un-weaved wires")
                 out_flags = fl[:1]
             else:
                 out_flags = []
         elif isinstance(box, Bubble):
             from napkin_cat.bubbles import weave_bubble
-            new_box = weave_bubble(box, axis, {j: position for j, f in enumerate(fl) if f}, position)
-            out_flags = [True] * len(box.cod)
-        elif any(fl):
-            new_box = weave_box(box, axis, {j: position for j, f in enumerate(fl) if f}, position)
-            out_flags = [True] * len(box.cod)
+            new_box = weave_bubble(box, axis, {j: f for j, f in enumerate(fl) if f is not None}, position)
+            out_flags = [position] * len(box.cod)
+        elif any(f is not None for f in fl):
+            new_box = weave_box(box, axis, {j: f for j, f in enumerate(fl) if f is not None}, position)
+            out_flags = [position] * len(box.cod)
         else:
-            new_box, out_flags = box, [False] * len(box.cod)
+            new_box, out_flags = box, [None] * len(box.cod)
         items.append((Ty(*wires[:offset]), new_box, Ty(*wires[offset + k:])))
         wires[offset:offset + k] = list(new_box.cod.inside)
         flags[offset:offset + k] = out_flags
     for j, f in enumerate(flags):
-        if not f:
+        if f is None:
             b = broadcast_box(wires[j], axis, position)
             items.append((Ty(*wires[:j]), b, Ty(*wires[j + 1:])))
             wires[j] = b.cod.inside[0]

@@ -1,0 +1,621 @@
+"""JSON serialisation of diagrams: :func:`dumps` and :func:`loads`, with no code execution.
+
+A document is ``{"napkin_cat": 1, "diagram": D}`` where a diagram ``D`` is::
+
+    {"dom": [A, ...], "cod": [A, ...], "layers": [{"offset": k, "box": B}, ...]}
+
+an array ``A`` is ``{"axes": [[name, size], ...], "level": int, "dtype": "fp32"|"fp16"|"bf16"|"fp8"}``
+and a box ``B`` is one of::
+
+    {"type": "box", "kind": k, "name": n, "dom": [A], "cod": [A],
+     "weaves": [{"name": axis, "inputs": [int, ...]}, ...],   # innermost first
+     "params": {key: V}}
+    {"type": "swap", "left": [A], "right": [A]}
+    {"type": "copy", "dom": [A], "n": int}                      # n >= 2 copies
+    {"type": "discard", "dom": [A]}
+    {"type": "merge", "cod": [A], "n": int}
+    {"type": "region", "region": key, "params": {key: V}, "dom": [A], "cod": [A], "diagram": D}
+
+The left and right context of each layer is not stored: it is recomputed from
+the wires, which also checks that every box fits where it is placed.
+
+A size is a JSON integer or an *expression tree*: an integer is ``Integer``, a
+string is the axis symbol of that name (``napkin_cat.axis.symbol``: positive,
+integer), and a list ``[node, args...]`` is one of ``Symbol`` (name and
+assumptions), ``Rational`` (p, q), ``Float`` (mantissa, exponent, precision:
+exactly ``mantissa * 2**exponent``), ``Add``, ``Mul``, ``Pow``, the functions
+``floor``, ``ceiling``, ``Max``, ``Min``, ``exp``, ``log``, ``Abs``, ``Mod`` and the
+constants ``["pi"]``, ``["E"]``, ``["oo"]``.  Trees are decoded by building the
+sympy objects directly; strings are never parsed or evaluated as code.
+
+A parameter value ``V`` is JSON ``null``/``true``/``false``/number/string/list,
+or a tagged object with one key: ``{"expr": tree}`` (a sympy expression),
+``{"tuple": [V, ...]}``, ``{"dict": {key: V}}``, ``{"float": "inf"|"-inf"|"nan"}``.
+
+Every error raised by :func:`loads` is a :class:`~napkin_cat.errors.SerialisationError`
+naming the place in the document (e.g. ``diagram.layers[3].box.kind``) and what
+would be legal; an unknown primitive kind raises
+:class:`~napkin_cat.errors.UnknownPrimitiveError` instead.
+
+>>> import napkin_cat as nc
+>>> att = nc.library.attention(d=64)
+>>> text = dumps(att)
+>>> loads(text) == att
+True
+>>> import json; json.loads(text)["diagram"]["dom"][0]
+{'axes': [['q', 'q'], ['d', 64]], 'level': 0, 'dtype': 'fp32'}
+>>> expression_to_json(1 / nc.symbol("d") ** sympy.Rational(1, 2))
+['Pow', 'd', ['Rational', -1, 2]]
+>>> loads('{"napkin_cat": 2, "diagram": {}}')
+Traceback (most recent call last):
+...
+napkin_cat.errors.SerialisationError: napkin_cat: unsupported format version 2; this napkin_cat reads version 1
+"""
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import re
+
+import sympy
+
+from napkin_cat.adapter import Array, Bubble, Diagram, Ty, from_layers, is_structural, layers
+from napkin_cat.axis import Axis, symbol
+from napkin_cat.dtype import DTYPES
+from napkin_cat.errors import NapkinError, SerialisationError, UnknownPrimitiveError
+from napkin_cat.primitive import KINDS, Spec, Weave
+
+VERSION = 1
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
+_MAX_PRECISION = 4096  # bits of a Float
+_MAX_NUMERIC_EXPONENT = 1024  # |p|, |q| of an exponent applied to a number (no 10**10**9)
+
+_FUNCTIONS = {
+    "floor": (sympy.floor, 1, 1),
+    "ceiling": (sympy.ceiling, 1, 1),
+    "exp": (sympy.exp, 1, 1),
+    "log": (sympy.log, 1, 1),
+    "Abs": (sympy.Abs, 1, 1),
+    "Mod": (sympy.Mod, 2, 2),
+    "Max": (sympy.Max, 1, None),
+    "Min": (sympy.Min, 1, None),
+}
+_CONSTANTS = {"pi": sympy.pi, "E": sympy.E, "oo": sympy.oo}
+_NODES = ("Symbol", "Rational", "Float", "Add", "Mul", "Pow", *_FUNCTIONS, *_CONSTANTS)
+_LEGAL_TREE = ("an integer, an axis-symbol name (a string such as 'q'), or a list "
+               f"[node, args...] with node one of {list(_NODES)}")
+
+
+def _fail(path: str, message: str):
+    raise SerialisationError(f"{path}: {message}")
+
+
+# =========================================================================== expressions
+def expression_to_json(expr, path: str = "expression"):
+    """The JSON tree of a sympy expression (see the module docstring)."""
+    if isinstance(expr, bool):
+        _fail(path, f"cannot serialise the boolean {expr!r} as an expression")
+    if isinstance(expr, numbers.Integral) and not isinstance(expr, sympy.Basic):
+        return int(expr)
+    if not isinstance(expr, sympy.Basic):
+        _fail(path, f"cannot serialise {type(expr).__name__} {expr!r} as an expression")
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Rational:
+        return ["Rational", int(expr.p), int(expr.q)]
+    if expr.is_Float:
+        sign, man, exp, _bc = expr._mpf_
+        if man == 0 and exp != 0:  # inf / nan encodings of mpmath
+            _fail(path, f"cannot serialise the non-finite Float {expr}")
+        return ["Float", -int(man) if sign else int(man), int(exp), int(expr._prec)]
+    if isinstance(expr, sympy.Dummy) or isinstance(expr, sympy.Wild):
+        _fail(path, f"cannot serialise the dummy symbol {expr}")
+    if expr.is_Symbol:
+        if not _NAME.match(expr.name):
+            _fail(path, f"symbol name {expr.name!r} is not identifier-like")
+        if expr == symbol(expr.name):
+            return expr.name
+        assumptions = getattr(expr, "_assumptions_orig", None)
+        if assumptions is None or sympy.Symbol(expr.name, **assumptions) != expr:
+            assumptions = expr.assumptions0
+        return ["Symbol", expr.name, {k: bool(v) for k, v in sorted(assumptions.items())
+                                      if v is not None}]
+    for name, const in _CONSTANTS.items():
+        if expr == const:
+            return [name]
+    if expr == -sympy.oo:
+        return ["Mul", -1, ["oo"]]
+    if expr.is_Add:
+        return ["Add", *(expression_to_json(a, f"{path}[{i + 1}]") for i, a in enumerate(expr.args))]
+    if expr.is_Mul:
+        return ["Mul", *(expression_to_json(a, f"{path}[{i + 1}]") for i, a in enumerate(expr.args))]
+    if expr.is_Pow:
+        return ["Pow", expression_to_json(expr.base, f"{path}[1]"), expression_to_json(expr.exp, f"{path}[2]")]
+    name = type(expr).__name__
+    if name in _FUNCTIONS and type(expr) is _FUNCTIONS[name][0]:
+        return [name, *(expression_to_json(a, f"{path}[{i + 1}]") for i, a in enumerate(expr.args))]
+    _fail(path, f"cannot serialise the sympy {name} {expr}; serialisable nodes are {list(_NODES)}")
+
+
+def _int(value, path: str, what: str = "an integer") -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        _fail(path, f"expected {what}, got {_show(value)}")
+    return value
+
+
+def _show(value) -> str:
+    text = json.dumps(value, ensure_ascii=False) if _jsonable(value) else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _jsonable(value) -> bool:
+    try:
+        json.dumps(value)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _symbol_name(name, path: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        _fail(path, f"symbol name {_show(name)} is not legal: a symbol name is identifier-like "
+                    "(letters, digits, _ and ', not starting with a digit)")
+    return name
+
+
+def expression_from_json(tree, path: str = "expression"):
+    """Build the sympy expression of a JSON tree (never parses or evaluates strings)."""
+    try:
+        return _expr(tree, path)
+    except RecursionError:
+        _fail(path, "expression nested too deeply")
+
+
+def _expr(tree, path: str):
+    if isinstance(tree, bool):
+        _fail(path, f"a boolean is not an expression; an expression is {_LEGAL_TREE}")
+    if isinstance(tree, int):
+        return sympy.Integer(tree)
+    if isinstance(tree, str):
+        return symbol(_symbol_name(tree, path))
+    if not isinstance(tree, list) or not tree or not isinstance(tree[0], str):
+        _fail(path, f"expected an expression, got {_show(tree)}; an expression is {_LEGAL_TREE}")
+    node, args = tree[0], tree[1:]
+    if node not in _NODES:
+        _fail(f"{path}[0]", f"expression node {_show(node)} is not allowed; "
+                            f"allowed nodes are {list(_NODES)}")
+
+    def arity(lo, hi):
+        if len(args) < lo or (hi is not None and len(args) > hi):
+            want = f"{lo}" if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
+            _fail(path, f"node {node!r} takes {want} argument(s), got {len(args)}")
+
+    def sub():
+        return [_expr(a, f"{path}[{i + 1}]") for i, a in enumerate(args)]
+
+    if node == "Symbol":
+        arity(2, 2)
+        name = _symbol_name(args[0], f"{path}[1]")
+        assumptions = args[1]
+        if not isinstance(assumptions, dict):
+            _fail(f"{path}[2]", f"expected an object of assumptions, got {_show(assumptions)}")
+        from sympy.core.assumptions import _assume_defined
+        for k, v in assumptions.items():
+            if k not in _assume_defined:
+                _fail(f"{path}[2].{k}", f"unknown assumption; legal assumptions are {sorted(_assume_defined)}")
+            if not isinstance(v, bool):
+                _fail(f"{path}[2].{k}", f"an assumption is true or false, got {_show(v)}")
+        try:
+            return sympy.Symbol(name, **assumptions)
+        except Exception as e:  # inconsistent assumptions
+            _fail(f"{path}[2]", f"inconsistent assumptions: {e}")
+    if node == "Rational":
+        arity(2, 2)
+        p = _int(args[0], f"{path}[1]")
+        q = _int(args[1], f"{path}[2]")
+        if q == 0:
+            _fail(f"{path}[2]", "the denominator of a Rational must not be 0")
+        return sympy.Rational(p, q)
+    if node == "Float":
+        arity(3, 3)
+        man = _int(args[0], f"{path}[1]", "an integer mantissa")
+        exp = _int(args[1], f"{path}[2]", "an integer exponent")
+        prec = _int(args[2], f"{path}[3]", "an integer precision in bits")
+        if not 1 <= prec <= _MAX_PRECISION:
+            _fail(f"{path}[3]", f"a Float's precision is 1..{_MAX_PRECISION} bits, got {prec}")
+        if man and man.bit_length() > prec:
+            _fail(f"{path}[1]", f"mantissa has more than {prec} bits")
+        if abs(exp) > 1_000_000:
+            _fail(f"{path}[2]", "a Float's binary exponent must be within ±1000000")
+        value = sympy.Integer(man) * (sympy.Integer(2) ** exp if exp >= 0
+                                      else sympy.Rational(1, 2 ** (-exp)))
+        return sympy.Float(value, precision=prec)
+    if node in _CONSTANTS:
+        arity(0, 0)
+        return _CONSTANTS[node]
+    if node == "Add":
+        arity(1, None)
+        return sympy.Add(*sub())
+    if node == "Mul":
+        arity(1, None)
+        return sympy.Mul(*sub())
+    if node == "Pow":
+        arity(2, 2)
+        base, exp = sub()
+        if base.is_number and exp.is_Rational and max(abs(exp.p), exp.q) > _MAX_NUMERIC_EXPONENT:
+            _fail(f"{path}[2]", f"an exponent of a number is limited to ±{_MAX_NUMERIC_EXPONENT} "
+                                "(numerator and denominator)")
+        return sympy.Pow(base, exp)
+    fn, lo, hi = _FUNCTIONS[node]
+    arity(lo, hi)
+    return fn(*sub())
+
+
+# =========================================================================== parameter values
+def _value_to_json(value, path: str):
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, sympy.Basic):
+        return {"expr": expression_to_json(value, f"{path}.expr")}
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return float(value)
+        return {"float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+    if isinstance(value, tuple):
+        return {"tuple": [_value_to_json(v, f"{path}.tuple[{i}]") for i, v in enumerate(value)]}
+    if isinstance(value, list):
+        return [_value_to_json(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        for k in value:
+            if not isinstance(k, str):
+                _fail(path, f"a dict parameter needs string keys, got {k!r}")
+        return {"dict": {k: _value_to_json(v, f"{path}.dict.{k}") for k, v in value.items()}}
+    _fail(path, f"cannot serialise a parameter of type {type(value).__name__} ({value!r}); "
+                "parameters are None, bools, numbers, strings, sympy expressions, tuples, lists or dicts")
+
+
+_VALUE_TAGS = ("expr", "tuple", "dict", "float")
+
+
+def _value_from_json(obj, path: str):
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, list):
+        return [_value_from_json(v, f"{path}[{i}]") for i, v in enumerate(obj)]
+    if isinstance(obj, dict):
+        if len(obj) != 1 or next(iter(obj)) not in _VALUE_TAGS:
+            _fail(path, f"a tagged parameter value is an object with exactly one key among "
+                        f"{list(_VALUE_TAGS)}, got keys {sorted(obj)}")
+        (tag, inner), = obj.items()
+        where = f"{path}.{tag}"
+        if tag == "expr":
+            return expression_from_json(inner, where)
+        if tag == "tuple":
+            if not isinstance(inner, list):
+                _fail(where, f"expected a list, got {_show(inner)}")
+            return tuple(_value_from_json(v, f"{where}[{i}]") for i, v in enumerate(inner))
+        if tag == "dict":
+            if not isinstance(inner, dict):
+                _fail(where, f"expected an object, got {_show(inner)}")
+            return {k: _value_from_json(v, f"{where}.{k}") for k, v in inner.items()}
+        if inner not in ("inf", "-inf", "nan"):
+            _fail(where, f"a tagged float is 'inf', '-inf' or 'nan', got {_show(inner)}")
+        return float(inner)
+    _fail(path, f"unsupported parameter value {_show(obj)}")  # pragma: no cover (json gives no other types)
+
+
+def _params_to_json(params: dict, path: str) -> dict:
+    out = {}
+    for k, v in params.items():
+        if not isinstance(k, str):
+            _fail(path, f"parameter keys must be strings, got {k!r}")
+        out[k] = _value_to_json(v, f"{path}.{k}")
+    return out
+
+
+def _params_from_json(obj, path: str) -> dict:
+    if not isinstance(obj, dict):
+        _fail(path, f"expected an object of parameters, got {_show(obj)}")
+    return {k: _value_from_json(v, f"{path}.{k}") for k, v in obj.items()}
+
+
+# =========================================================================== arrays
+def _size_to_json(size, path):
+    return expression_to_json(size, path)
+
+
+def array_to_json(array: Array, path: str = "array") -> dict:
+    return {"axes": [[a.name, _size_to_json(a.size, f"{path}.axes[{i}][1]")] for i, a in enumerate(array.axes)],
+            "level": array.level, "dtype": array.dtype.name}
+
+
+def _fields(obj, path: str, required: tuple, what: str) -> dict:
+    if not isinstance(obj, dict):
+        _fail(path, f"expected {what} (an object with fields {list(required)}), got {_show(obj)}")
+    missing = [k for k in required if k not in obj]
+    if missing:
+        _fail(path, f"{what} is missing field(s) {missing}; its fields are {list(required)}")
+    extra = sorted(k for k in obj if k not in required)
+    if extra:
+        _fail(path, f"{what} has unknown field(s) {extra}; its fields are {list(required)}")
+    return obj
+
+
+def array_from_json(obj, path: str = "array") -> Array:
+    _fields(obj, path, ("axes", "level", "dtype"), "an array")
+    axes_obj = obj["axes"]
+    if not isinstance(axes_obj, list):
+        _fail(f"{path}.axes", f"expected a list of [name, size] pairs, got {_show(axes_obj)}")
+    axes = []
+    for i, pair in enumerate(axes_obj):
+        where = f"{path}.axes[{i}]"
+        if not isinstance(pair, list) or len(pair) != 2:
+            _fail(where, f"an axis is a pair [name, size], got {_show(pair)}")
+        name, size = pair
+        if not isinstance(name, str) or not _NAME.match(name):
+            _fail(f"{where}[0]", f"axis name {_show(name)} is not legal: use an identifier-like "
+                                 "name such as 'q', 'd_k' or 'x2'")
+        value = expression_from_json(size, f"{where}[1]")
+        try:
+            axes.append(Axis(name, value))
+        except NapkinError as e:
+            _fail(f"{where}[1]", str(e))
+    level = obj["level"]
+    if isinstance(level, bool) or not isinstance(level, int) or level < 0:
+        _fail(f"{path}.level", f"a level is a non-negative integer, got {_show(level)}")
+    dtype = obj["dtype"]
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        _fail(f"{path}.dtype", f"unknown dtype {_show(dtype)}; legal dtypes are {sorted(DTYPES)}")
+    return Array(tuple(axes), level, dtype)
+
+
+def _arrays_to_json(ty: Ty, path: str) -> list:
+    return [array_to_json(a, f"{path}[{i}]") for i, a in enumerate(ty.inside)]
+
+
+def _arrays_from_json(obj, path: str) -> list:
+    if not isinstance(obj, list):
+        _fail(path, f"expected a list of arrays, got {_show(obj)}")
+    return [array_from_json(a, f"{path}[{i}]") for i, a in enumerate(obj)]
+
+
+# =========================================================================== boxes and diagrams
+def _box_to_json(box, path: str) -> dict:
+    if getattr(box, "is_dagger", False):
+        _fail(path, f"cannot serialise the dagger of {box!r}")
+    kind = is_structural(box)
+    if kind == "swap":
+        return {"type": "swap", "left": _arrays_to_json(box.left, f"{path}.left"),
+                "right": _arrays_to_json(box.right, f"{path}.right")}
+    if kind == "copy":
+        return {"type": "copy", "dom": _arrays_to_json(box.dom, f"{path}.dom"), "n": len(box.cod)}
+    if kind == "discard":
+        return {"type": "discard", "dom": _arrays_to_json(box.dom, f"{path}.dom")}
+    if kind == "merge":
+        return {"type": "merge", "cod": _arrays_to_json(box.cod, f"{path}.cod"), "n": len(box.dom)}
+    from napkin_cat.bubbles import REGIONS, Region
+    if isinstance(box, Region):
+        if REGIONS.get(box.region) is not type(box):
+            _fail(path, f"region {box.region!r} ({type(box).__name__}) is not registered in "
+                        f"napkin_cat.bubbles.REGIONS; registered regions are {sorted(REGIONS)}")
+        return {"type": "region", "region": box.region,
+                "params": _params_to_json(box.params, f"{path}.params"),
+                "dom": _arrays_to_json(box.dom, f"{path}.dom"),
+                "cod": _arrays_to_json(box.cod, f"{path}.cod"),
+                "diagram": _diagram_to_json(box.arg, f"{path}.diagram")}
+    if isinstance(box, Bubble):
+        _fail(path, f"cannot serialise the bubble {box!r}: only regions registered in "
+                    "napkin_cat.bubbles.REGIONS are serialisable")
+    spec = getattr(box, "data", None)
+    if not isinstance(spec, Spec):
+        _fail(path, f"cannot serialise {box!r}: it is neither structural, a region, nor a primitive "
+                    "box (whose data is a napkin_cat.primitive.Spec)")
+    return {"type": "box", "kind": spec.kind, "name": box.name,
+            "dom": _arrays_to_json(box.dom, f"{path}.dom"),
+            "cod": _arrays_to_json(box.cod, f"{path}.cod"),
+            "weaves": [{"name": w.name, "inputs": list(w.inputs)} for w in spec.weaves],
+            "params": _params_to_json(dict(spec.params), f"{path}.params")}
+
+
+def _diagram_to_json(diagram: Diagram, path: str) -> dict:
+    return {"dom": _arrays_to_json(diagram.dom, f"{path}.dom"),
+            "cod": _arrays_to_json(diagram.cod, f"{path}.cod"),
+            "layers": [{"offset": offset, "box": _box_to_json(box, f"{path}.layers[{i}].box")}
+                       for i, (offset, box) in enumerate(layers(diagram))]}
+
+
+_BOX_FIELDS = {
+    "box": ("type", "kind", "name", "dom", "cod", "weaves", "params"),
+    "swap": ("type", "left", "right"),
+    "copy": ("type", "dom", "n"),
+    "discard": ("type", "dom"),
+    "merge": ("type", "cod", "n"),
+    "region": ("type", "region", "params", "dom", "cod", "diagram"),
+}
+
+
+def _one_box(diagram: Diagram, path: str, what: str):
+    if len(diagram.boxes) != 1:
+        _fail(path, f"{what} does not make a single box; use single-array {what}s")
+    return diagram.boxes[0]
+
+
+def _box_from_json(obj, path: str):
+    if not isinstance(obj, dict):
+        _fail(path, f"expected a box (an object with a 'type' among {list(_BOX_FIELDS)}), got {_show(obj)}")
+    if "type" not in obj:
+        _fail(path, f"a box is missing field 'type'; legal types are {list(_BOX_FIELDS)}")
+    t = obj["type"]
+    if not isinstance(t, str) or t not in _BOX_FIELDS:
+        _fail(f"{path}.type", f"unknown box type {_show(t)}; legal types are {list(_BOX_FIELDS)}")
+    _fields(obj, path, _BOX_FIELDS[t], f"a {t!r} box")
+    if t == "swap":
+        left = _arrays_from_json(obj["left"], f"{path}.left")
+        right = _arrays_from_json(obj["right"], f"{path}.right")
+        if not left or not right:
+            _fail(path, "a swap needs at least one array on each side")
+        return _one_box(Diagram.swap(Ty(*left), Ty(*right)), path, "swap")
+    if t in ("copy", "discard"):
+        dom = _arrays_from_json(obj["dom"], f"{path}.dom")
+        if len(dom) != 1:
+            _fail(f"{path}.dom", f"a {t} acts on exactly one array, got {len(dom)}")
+        n = 0
+        if t == "copy":
+            n = _int(obj["n"], f"{path}.n", "the number of copies (an integer >= 2)")
+            if n < 2:
+                _fail(f"{path}.n", f"a copy makes at least 2 copies, got {n} (use 'discard' for 0)")
+        return _one_box(Diagram.copy(Ty(*dom), n), path, t)
+    if t == "merge":
+        cod = _arrays_from_json(obj["cod"], f"{path}.cod")
+        if len(cod) != 1:
+            _fail(f"{path}.cod", f"a merge makes exactly one array, got {len(cod)}")
+        n = _int(obj["n"], f"{path}.n", "the number of merged wires (an integer >= 2)")
+        if n < 2:
+            _fail(f"{path}.n", f"a merge takes at least 2 wires, got {n}")
+        return _one_box(Diagram.merge(Ty(*cod), n), path, "merge")
+    if t == "region":
+        return _region_from_json(obj, path)
+    return _primitive_from_json(obj, path)
+
+
+def _region_from_json(obj, path: str):
+    from napkin_cat.bubbles import REGIONS
+    key = obj["region"]
+    if not isinstance(key, str) or key not in REGIONS:
+        _fail(f"{path}.region", f"unknown region {_show(key)}; registered regions are {sorted(REGIONS)}")
+    params = _params_from_json(obj["params"], f"{path}.params")
+    dom = _arrays_from_json(obj["dom"], f"{path}.dom")
+    cod = _arrays_from_json(obj["cod"], f"{path}.cod")
+    arg = _diagram_from_json(obj["diagram"], f"{path}.diagram")
+    try:
+        return REGIONS[key].rebuild(arg, Ty(*dom), Ty(*cod), params)
+    except SerialisationError:
+        raise
+    except (NapkinError, TypeError, ValueError, KeyError, AssertionError) as e:
+        _fail(path, f"the {key!r} region does not accept this content: {e}")
+
+
+def _primitive_from_json(obj, path: str):
+    kind = obj["kind"]
+    if not isinstance(kind, str):
+        _fail(f"{path}.kind", f"a kind is a string naming a declared primitive kind, got {_show(kind)}")
+    if kind not in KINDS:
+        raise UnknownPrimitiveError(f"{path}.kind: unknown primitive kind {kind!r}; "
+                                    f"declared kinds are {sorted(KINDS)}")
+    name = obj["name"]
+    if not isinstance(name, str):
+        _fail(f"{path}.name", f"a box name is a string, got {_show(name)}")
+    dom = _arrays_from_json(obj["dom"], f"{path}.dom")
+    cod = _arrays_from_json(obj["cod"], f"{path}.cod")
+    weaves_obj = obj["weaves"]
+    if not isinstance(weaves_obj, list):
+        _fail(f"{path}.weaves", f"expected a list of weaves, got {_show(weaves_obj)}")
+    weaves = []
+    for i, w in enumerate(weaves_obj):
+        where = f"{path}.weaves[{i}]"
+        _fields(w, where, ("name", "inputs"), "a weave")
+        if not isinstance(w["name"], str) or not _NAME.match(w["name"]):
+            _fail(f"{where}.name", f"a weave names an axis (identifier-like), got {_show(w['name'])}")
+        inputs = w["inputs"]
+        if not isinstance(inputs, list):
+            _fail(f"{where}.inputs", f"expected a list of input indices, got {_show(inputs)}")
+        for j, k in enumerate(inputs):
+            _int(k, f"{where}.inputs[{j}]", "an input index")
+            if not 0 <= k < len(dom):
+                _fail(f"{where}.inputs[{j}]", f"input index {k} out of range; the box has inputs "
+                                              f"0..{len(dom) - 1}")
+        weaves.append(Weave(w["name"], tuple(inputs)))
+    params = _params_from_json(obj["params"], f"{path}.params")
+    from napkin_cat.weave import build_box
+    try:
+        box = build_box(kind, dom, cod, weaves, params, name=name)
+    except (NapkinError, TypeError, ValueError) as e:
+        _fail(path, f"inconsistent {kind!r} box: {e}")
+    except Exception as e:  # a user-declared kind's check may raise anything
+        _fail(path, f"the {kind!r} kind rejects this box: {type(e).__name__}: {e}")
+    return box
+
+
+def _diagram_from_json(obj, path: str) -> Diagram:
+    _fields(obj, path, ("dom", "cod", "layers"), "a diagram")
+    dom = _arrays_from_json(obj["dom"], f"{path}.dom")
+    cod = _arrays_from_json(obj["cod"], f"{path}.cod")
+    layers_obj = obj["layers"]
+    if not isinstance(layers_obj, list):
+        _fail(f"{path}.layers", f"expected a list of layers, got {_show(layers_obj)}")
+    wires = list(dom)
+    items = []
+    for i, layer in enumerate(layers_obj):
+        where = f"{path}.layers[{i}]"
+        _fields(layer, where, ("offset", "box"), "a layer")
+        box = _box_from_json(layer["box"], f"{where}.box")
+        offset = _int(layer["offset"], f"{where}.offset", "a wire offset")
+        k = len(box.dom)
+        if not 0 <= offset <= len(wires) - k:
+            _fail(f"{where}.offset", f"offset {offset} is out of range: the box takes {k} wire(s) and "
+                                     f"there are {len(wires)}, so legal offsets are 0..{len(wires) - k}")
+        here = wires[offset:offset + k]
+        if list(box.dom.inside) != here:
+            _fail(f"{where}.box", f"the box takes {[str(a) for a in box.dom.inside]} but the wires at "
+                                  f"offset {offset} carry {[str(a) for a in here]}")
+        items.append((Ty(*wires[:offset]), box, Ty(*wires[offset + k:])))
+        wires[offset:offset + k] = list(box.cod.inside)
+    if wires != cod:
+        _fail(f"{path}.cod", f"the layers output {[str(a) for a in wires]} but the diagram declares "
+                             f"{[str(a) for a in cod]}")
+    return from_layers(Ty(*dom), Ty(*cod), items)
+
+
+# =========================================================================== entry points
+def to_json(diagram: Diagram) -> dict:
+    """The JSON document (a dict) of a diagram."""
+    if not isinstance(diagram, Diagram):
+        raise SerialisationError(f"dumps takes a napkin_cat Diagram, got {type(diagram).__name__}")
+    return {"napkin_cat": VERSION, "diagram": _diagram_to_json(diagram, "diagram")}
+
+
+def from_json(doc) -> Diagram:
+    """The diagram of a JSON document (a dict as produced by :func:`to_json`)."""
+    if not isinstance(doc, dict):
+        raise SerialisationError(f"document: expected a JSON object {{\"napkin_cat\": {VERSION}, "
+                                 f"\"diagram\": ...}}, got {_show(doc)}")
+    if "napkin_cat" not in doc:
+        raise SerialisationError(f"document: missing field 'napkin_cat' (the format version, {VERSION}); "
+                                 "is this a napkin_cat document?")
+    version = doc["napkin_cat"]
+    if isinstance(version, bool) or not isinstance(version, int) or version != VERSION:
+        raise SerialisationError(f"napkin_cat: unsupported format version {_show(version)}; "
+                                 f"this napkin_cat reads version {VERSION}")
+    _fields(doc, "document", ("napkin_cat", "diagram"), "a napkin_cat document")
+    try:
+        return _diagram_from_json(doc["diagram"], "diagram")
+    except RecursionError:
+        raise SerialisationError("diagram: nested too deeply") from None
+
+
+def dumps(diagram: Diagram, *, indent=None) -> str:
+    """Serialise ``diagram`` to a JSON string (see the module docstring for the format)."""
+    return json.dumps(to_json(diagram), indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+def _reject_constant(name):
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def loads(text) -> Diagram:
+    """Rebuild a diagram from :func:`dumps` output; never executes code from ``text``."""
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise SerialisationError(f"loads takes a JSON string, got {type(text).__name__}")
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as e:
+        raise SerialisationError(f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except RecursionError:
+        raise SerialisationError("malformed JSON: nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise SerialisationError(f"malformed JSON: {e}") from None
+    return from_json(doc)

@@ -1,0 +1,123 @@
+"""Shared fixtures for the unit tests of napkin_cat.
+
+Plain-numpy references live here so that every test compares the library with
+code that does not go through napkin_cat; ``helpers`` is session-scoped so that
+hypothesis tests may use it.
+"""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from napkin_cat.adapter import Diagram, layers
+from napkin_cat.primitive import KINDS, kind_of
+from napkin_cat.weave import core_of
+
+
+def softmax_reference(z, axis=-1):
+    """Numerically stable softmax in float64 (max subtracted)."""
+    z = np.asarray(z, dtype=np.float64)
+    z = z - np.max(z, axis=axis, keepdims=True)
+    e = np.exp(z)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def attention_reference(Q, K, V):
+    """softmax(Q Kᵀ / √d) V over the last two axes, batch axes in front."""
+    d = Q.shape[-1]
+    S = np.matmul(Q, np.swapaxes(K, -1, -2)) / math.sqrt(d)
+    return np.matmul(softmax_reference(S), V)
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def relu(x):
+    return np.maximum(x, 0.0)
+
+
+def layer_norm_reference(X, gamma, beta, eps):
+    mu = X.mean(axis=-1, keepdims=True)
+    var = ((X - mu) ** 2).mean(axis=-1, keepdims=True)
+    return (X - mu) / np.sqrt(var + eps) * gamma + beta
+
+
+def rms_norm_reference(X, gamma, eps):
+    return X / np.sqrt((X ** 2).mean(axis=-1, keepdims=True) + eps) * gamma
+
+
+def assert_well_typed(diagram: Diagram):
+    """Every layer's box takes exactly the wires in front of it (re-scanned, not trusted)."""
+    wires = list(diagram.dom.inside)
+    for k, (offset, box) in enumerate(layers(diagram)):
+        n = len(box.dom)
+        got = wires[offset:offset + n]
+        assert got == list(box.dom.inside), (
+            f"layer {k}: box {box.name!r} takes {[str(a) for a in box.dom.inside]} "
+            f"but the wires at offset {offset} carry {[str(a) for a in got]}")
+        wires[offset:offset + n] = list(box.cod.inside)
+    assert wires == list(diagram.cod.inside), (
+        f"the last layer ends in {[str(a) for a in wires]}, the diagram claims {diagram.cod}")
+
+
+def weave_sizes(box, env=None):
+    """The product of the sizes of a primitive box's weaved axes (read off its outputs)."""
+    env = env or {}
+    total = 1
+    arr = box.cod.inside[0]
+    for name in box.data.weave_names:
+        size = arr.axis(name).size
+        total = total * (size if isinstance(size, int) else size.subs(env))
+    return total
+
+
+def box_flops(box, env=None):
+    """FLOPs per pipeline of one primitive box: the kind's item count times its weave sizes."""
+    spec = box.data
+    core = core_of(spec, box.dom, box.cod, env or {})
+    per_item = kind_of(spec.kind).item_flops(core)
+    n = weave_sizes(box, env)
+    return {pipe: per_item[pipe] * n for pipe in per_item}
+
+
+def diagram_flops(diagram):
+    """Sum of :func:`box_flops` over the primitive boxes of a flat diagram."""
+    from napkin_cat.adapter import is_structural
+    total = {}
+    for _, box in layers(diagram):
+        if is_structural(box) is not None:
+            continue
+        for pipe, n in box_flops(box).items():
+            total[pipe] = total.get(pipe, 0) + n
+    return total
+
+
+@pytest.fixture(scope="session")
+def helpers():
+    return SimpleNamespace(
+        softmax=softmax_reference, attention=attention_reference, gelu_tanh=gelu_tanh, silu=silu,
+        relu=relu, layer_norm=layer_norm_reference, rms_norm=rms_norm_reference,
+        well_typed=assert_well_typed, weave_sizes=weave_sizes, box_flops=box_flops,
+        diagram_flops=diagram_flops)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20240611)
+
+
+@pytest.fixture
+def scratch_kinds():
+    """Names of primitive kinds declared by a test; they are removed afterwards."""
+    before = set(KINDS)
+    yield
+    for name in set(KINDS) - before:
+        del KINDS[name]
