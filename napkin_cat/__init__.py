@@ -28,5 +28,7 @@ from napkin_cat.evaluate import evaluate, equivalent, Equivalence
 from napkin_cat import library
 from napkin_cat.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.algorithm import group, kernel, stream, unfused
+from napkin_cat.iocost import Cost, cost
+from napkin_cat.optimum import Optimum, optimal, power_terms
 
 __version__ = "0.1.0"

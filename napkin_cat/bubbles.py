@@ -132,7 +132,8 @@ class Grid(Region):
 
     @property
     def trips(self):
-        return self.full_size() / self.size
+        import sympy
+        return sympy.sympify(self.full_size()) / sympy.sympify(self.size)
 
     def mapped_params(self, fa, fname):
         return {"axis": fname(self.axis), "size": _size_param(fa, self.axis, self.size)}
@@ -188,7 +189,8 @@ class Stream(Region):
 
     @property
     def trips(self):
-        return self.full_size() / self.size
+        import sympy
+        return sympy.sympify(self.full_size()) / sympy.sympify(self.size)
 
     @property
     def plan(self):

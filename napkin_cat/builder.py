@@ -94,12 +94,14 @@ class Builder:
                 return len(state)
             anchor = taken[0]
             for j in range(1, len(taken)):
-                src, dst = taken[j], anchor + j if taken[j] > anchor else anchor + j - 1
+                src = taken[j]
                 if src < anchor:
-                    move(src, anchor)
+                    # it goes right after the block, which shifts left by one
+                    dst = anchor + j - 1
+                    move(src, dst)
+                    taken = [t - 1 if src < t <= dst else t for t in taken]
                     anchor -= 1
-                    taken = [t - 1 if src < t <= anchor + 1 else t for t in taken]
-                    taken[j] = anchor + j
+                    taken[j] = dst
                     continue
                 move(src, anchor + j)
                 taken = [t + 1 if anchor + j <= t < src else t for t in taken]

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from sympy import Basic
+
 from napkin_cat.adapter import Array, Bubble, Diagram, Ty, from_layers, is_structural, layers
 from napkin_cat.axis import Axis, symbol
 from napkin_cat.errors import AxisError
@@ -23,17 +25,19 @@ from napkin_cat.primitive import Weave
 from napkin_cat.weave import build_box
 
 
-def map_arrays(diagram: Diagram, fa: Callable[[Array], Array], fname: Callable[[str], str] = None) -> Diagram:
-    """Apply ``fa`` to every array and ``fname`` to every weave name, box by box."""
+def map_arrays(diagram: Diagram, fa: Callable[[Array], Array], fname: Callable[[str], str] = None, *,
+               fparam: Callable = None) -> Diagram:
+    """Apply ``fa`` to every array, ``fname`` to every weave name, ``fparam`` to every box parameter."""
     fname = fname or (lambda n: n)
     items = []
     for layer in diagram.inside:
         left, box, right = layer.boxes_or_types[:3]
-        items.append((Ty(*map(fa, left.inside)), map_box(box, fa, fname), Ty(*map(fa, right.inside))))
+        items.append((Ty(*map(fa, left.inside)), map_box(box, fa, fname, fparam=fparam),
+                      Ty(*map(fa, right.inside))))
     return from_layers(Ty(*map(fa, diagram.dom.inside)), Ty(*map(fa, diagram.cod.inside)), items)
 
 
-def map_box(box, fa, fname):
+def map_box(box, fa, fname, *, fparam: Callable = None):
     kind = is_structural(box)
     dom = [fa(a) for a in box.dom.inside]
     if kind == "swap":
@@ -47,8 +51,8 @@ def map_box(box, fa, fname):
         return box.map_arrays(fa, fname)
     spec = box.data
     weaves = [Weave(fname(w.name), w.inputs) for w in spec.weaves]
-    return build_box(spec.kind, dom, [fa(a) for a in box.cod.inside], weaves, dict(spec.params),
-                     name=box.name)
+    params = {k: fparam(v) for k, v in spec.params} if fparam else dict(spec.params)
+    return build_box(spec.kind, dom, [fa(a) for a in box.cod.inside], weaves, params, name=box.name)
 
 
 def rename_axis(diagram: Diagram, old: str, new: str, size=None) -> Diagram:
@@ -62,14 +66,21 @@ def rename_axis(diagram: Diagram, old: str, new: str, size=None) -> Diagram:
 
 
 def substitute(diagram: Diagram, mapping: dict | None = None, **sizes) -> Diagram:
-    """Substitute sizes (``d=64`` or ``{symbol: value}``) in every array of the diagram."""
+    """Substitute sizes (``d=64`` or ``{symbol: value}``) in every array and box parameter.
+
+    Parameters such as SoftMax's ``β = d^(-1/2)`` follow the sizes, so the result
+    is the diagram built with those sizes in the first place.
+    """
     subs = {symbol(k): v for k, v in sizes.items()}
     subs.update({(symbol(k) if isinstance(k, str) else k): v for k, v in (mapping or {}).items()})
 
     def fa(arr: Array) -> Array:
         return arr.replace(axes=tuple(
             a if isinstance(a.size, int) else Axis(a.name, a.size.subs(subs)) for a in arr.axes))
-    return map_arrays(diagram, fa)
+
+    def fparam(value):
+        return value.subs(subs) if isinstance(value, Basic) else value
+    return map_arrays(diagram, fa, fparam=fparam)
 
 
 def at_level(diagram: Diagram, level: int) -> Diagram:
