@@ -175,6 +175,8 @@ def _walk(diagram: Diagram, extra_for=None) -> Cost:
                 inner = region_cost(box)
                 base = _plus(_column(others), extra_for(k) if extra_for else {})
                 for lvl, cols in inner.columns.items():
+                    if lvl == 0:  # global arrays are whole at level 0: the outer columns count them
+                        continue
                     for v in cols:
                         total.add_column(_plus(base, {lvl: v}))
                 inner.columns = {}

@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from napkin_cat.errors import SignatureError
+from napkin_cat.errors import ShapeError, SignatureError
 from napkin_cat.primitive import Accumulator, Core, declare
 from napkin_cat.dtype import as_dtype
 
@@ -286,6 +286,9 @@ def _sizes(axes, core):
 
 def _split_impl(xs, core: Core):
     sizes = _sizes([o[0] for o in core.outputs], core)
+    if sum(sizes) != xs[0].shape[-1]:
+        raise ShapeError(f"split of axis {core.inputs[0][0].name!r}: parts {sizes} add up to {sum(sizes)}, "
+                         f"but the array has {xs[0].shape[-1]} along it")
     return np.split(xs[0], np.cumsum(sizes)[:-1], axis=-1)
 
 
