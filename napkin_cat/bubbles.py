@@ -143,7 +143,7 @@ class Grid(Region):
         total = env.size(self.full_size(), f"axis {self.axis!r}")
         g = env.size(self.size, f"the group size of {self.axis!r} ({self.size})") \
             if not isinstance(self.size, int) else self.size
-        inner_env = Env(env)
+        inner_env = env.child()
         if not isinstance(self.size, int):
             inner_env[self.size] = g
         pos_in = [arr.names.index(self.axis) if self.axis in arr.names else None for arr in self.dom.inside]
@@ -211,7 +211,7 @@ class Stream(Region):
         s = env.size(self.size, f"the stream size of {self.axis!r} ({self.size})") \
             if not isinstance(self.size, int) else self.size
         _slices(total, s, f"stream of {self.axis!r}:")
-        inner_env = Env(env)
+        inner_env = env.child()
         if not isinstance(self.size, int):
             inner_env[self.size] = s
         return run_stream(self.arg, self.plan, xs, inner_env, s, total)

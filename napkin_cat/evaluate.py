@@ -28,7 +28,18 @@ from napkin_cat.weave import core_of
 
 
 class Env(dict):
-    """Bindings of size symbols to ints, shared by one evaluation."""
+    """Bindings of size symbols to ints, shared by one evaluation.
+
+    ``counters`` (optional) tallies the values each Load/Save really moves, per level.
+    """
+
+    counters = None
+
+    def child(self) -> "Env":
+        """A copy for the inside of a region (new bindings stay inside; counters are shared)."""
+        e = Env(self)
+        e.counters = self.counters
+        return e
 
     def size(self, expr, what: str) -> int:
         if isinstance(expr, int):
@@ -68,6 +79,9 @@ def run_primitive(box, xs: list, env: Env) -> list:
     """Apply one primitive box: transpose weaves to the front, call the kind, transpose back."""
     spec = box.data
     kind = kind_of(spec.kind)
+    if env.counters is not None and spec.kind in ("load", "save"):
+        lvl = max(box.dom.inside[0].level, box.cod.inside[0].level)
+        env.counters[lvl] = env.counters.get(lvl, 0) + int(np.asarray(xs[0]).size)
     if kind.labelled is not None:
         return kind.labelled(xs, [a.names for a in box.dom.inside], [a.names for a in box.cod.inside])
     core = core_of(spec, box.dom, box.cod, env)
@@ -128,14 +142,19 @@ def interpret(diagram: Diagram, xs: list, env: Env) -> list:
     return values
 
 
-def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None):
-    """Evaluate ``diagram`` on numpy arrays; one output gives an array, several a tuple."""
+def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dict | None = None):
+    """Evaluate ``diagram`` on numpy arrays; one output gives an array, several a tuple.
+
+    ``sizes`` binds sizes the inputs do not show (tile sizes such as ``g_q``);
+    ``counters``, a dict, receives the values moved per level by the Loads/Saves run.
+    """
     if not isinstance(diagram, Diagram):
         raise NapkinError(f"evaluate takes a napkin_cat Diagram, got {type(diagram).__name__}")
     if len(arrays) != len(diagram.dom):
         raise ShapeError(f"the diagram takes {len(diagram.dom)} array(s) {[str(a) for a in diagram.dom.inside]}, "
                          f"got {len(arrays)}")
     env = Env()
+    env.counters = counters
     from napkin_cat.axis import symbol
     for k, v in (sizes or {}).items():
         env[symbol(k) if isinstance(k, str) else k] = int(v)

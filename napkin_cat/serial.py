@@ -4,6 +4,9 @@ A document is ``{"napkin_cat": 1, "diagram": D}`` where a diagram ``D`` is::
 
     {"dom": [A, ...], "cod": [A, ...], "layers": [{"offset": k, "box": B}, ...]}
 
+or, when the diagram *is* a single box (discopy tells a box from the one-box
+diagram around it, and so does equality), that box ``B`` itself;
+
 an array ``A`` is ``{"axes": [[name, size], ...], "level": int, "dtype": "fp32"|"fp16"|"bf16"|"fp8"}``
 and a box ``B`` is one of::
 
@@ -59,6 +62,8 @@ import numbers
 import re
 
 import sympy
+
+from discopy import cat
 
 from napkin_cat.adapter import Array, Bubble, Diagram, Ty, from_layers, is_structural, layers
 from napkin_cat.axis import Axis, symbol
@@ -422,6 +427,8 @@ def _box_to_json(box, path: str) -> dict:
 
 
 def _diagram_to_json(diagram: Diagram, path: str) -> dict:
+    if isinstance(diagram, cat.Box):  # a box is its own one-layer diagram: keep it a box
+        return _box_to_json(diagram, path)
     return {"dom": _arrays_to_json(diagram.dom, f"{path}.dom"),
             "cod": _arrays_to_json(diagram.cod, f"{path}.cod"),
             "layers": [{"offset": offset, "box": _box_to_json(box, f"{path}.layers[{i}].box")}
@@ -541,6 +548,11 @@ def _primitive_from_json(obj, path: str):
 
 
 def _diagram_from_json(obj, path: str) -> Diagram:
+    if isinstance(obj, dict) and "type" in obj:  # a diagram that is a single box
+        box = _box_from_json(obj, path)
+        if isinstance(box, Diagram):
+            return box
+        return from_layers(Ty(*box.dom.inside), Ty(*box.cod.inside), [(Ty(), box, Ty())])
     _fields(obj, path, ("dom", "cod", "layers"), "a diagram")
     dom = _arrays_from_json(obj["dom"], f"{path}.dom")
     cod = _arrays_from_json(obj["cod"], f"{path}.cod")

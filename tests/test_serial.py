@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 import sympy
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import napkin_cat as nc
@@ -19,6 +19,7 @@ from napkin_cat.adapter import Array, Diagram, Ty, is_structural, layers
 from napkin_cat.axis import Axis, symbol
 from napkin_cat.bubbles import REGIONS, Kernel, Region
 from napkin_cat.errors import SerialisationError, UnknownPrimitiveError
+from napkin_cat.evaluate import Env, free_sizes
 from napkin_cat.primitive import KINDS
 from napkin_cat.serial import (dumps, expression_from_json, expression_to_json, from_json, loads,
                                to_json)
@@ -26,33 +27,35 @@ from napkin_cat.weave import all_arrays
 
 
 # --------------------------------------------------------------------------- helpers
-def same(loaded: Diagram, original: Diagram) -> bool:
-    """Structural equality; a bare region box is compared as the one-box diagram it is.
-
-    (``Region.__eq__`` answers False for any non-Region, so ``diagram == region`` is False
-    even when the diagram is that region alone: Python tries the subclass's reflected
-    ``__eq__`` first.)
-    """
-    if isinstance(original, Region):
-        return (loaded.dom == original.dom and loaded.cod == original.cod
-                and len(loaded.boxes) == 1 and loaded.boxes[0] == original)
-    return loaded == original
-
-
 def roundtrip(d: Diagram, *, indent=None) -> Diagram:
     text = dumps(d, indent=indent)
     doc = json.loads(text)
     assert doc["napkin_cat"] == 1
     e = loads(text)
-    assert isinstance(e, Diagram)
-    assert same(e, d), f"round trip changed the diagram:\n{text[:2000]}"
+    assert isinstance(e, Diagram) and type(e) is type(d)  # a box comes back a box
+    assert e == d, f"round trip changed the diagram:\n{text[:2000]}"
     assert dumps(e, indent=indent) == text  # the document is canonical
     return e
 
 
-def agree(d: Diagram, e: Diagram, **kw):
-    verdict = nc.equivalent(d, e, trials=2, **kw)
-    assert verdict, verdict
+def agree(d: Diagram, e: Diagram, *, sizes=None, low=1, high=4, trials=2, seed=0):
+    """``d`` and ``e`` compute the same values (bit for bit, NaN included) on random inputs.
+
+    Symbolic sizes are drawn in ``low..high``; inputs are positive (so sqrt and log are defined).
+    """
+    rng = np.random.default_rng(seed)
+    for _ in range(trials):
+        env = {symbol(k): v for k, v in (sizes or {}).items()}
+        for s in free_sizes(d):
+            env.setdefault(s, int(rng.integers(low, high + 1)))
+        xs = [rng.uniform(0.1, 2.0, size=tuple(Env(env).size(a.size, a.name) for a in arr.axes))
+              for arr in d.dom.inside]
+        named = {str(k): v for k, v in env.items()}
+        y1, y2 = nc.evaluate(d, *xs, sizes=named), nc.evaluate(e, *xs, sizes=named)
+        y1, y2 = (y1 if isinstance(y1, tuple) else (y1,)), (y2 if isinstance(y2, tuple) else (y2,))
+        assert len(y1) == len(y2)
+        for a, b in zip(y1, y2):
+            np.testing.assert_array_equal(a, b)
 
 
 def doc_of(d: Diagram) -> dict:
@@ -63,7 +66,7 @@ def load_doc(doc) -> Diagram:
     return loads(json.dumps(doc))
 
 
-SOFTMAX = nc.softmax("q x", over="x", beta=sympy.Rational(1, 8), x=4)
+SOFTMAX = nc.Id("q x", x=4) >> nc.softmax("q x", over="x", beta=sympy.Rational(1, 8), x=4)
 
 
 # --------------------------------------------------------------------------- library round trips
@@ -130,14 +133,13 @@ def test_attention_keeps_symbolic_inverse_temperature():
 
 def test_layer_norm_has_swaps_copies_and_discards():
     d = library.layer_norm()
-    kinds = {is_structural(b) for b in d.boxes}
-    assert {"copy", "swap"} <= kinds
-    roundtrip(d)
+    assert "copy" in {is_structural(b) for b in d.boxes}
+    agree(d, roundtrip(d))
     b = nc.Builder(nc.types("n d, d, d"))
     X, g, _unused = b.inputs
     y = b(nc.elementwise("mul", "n d, d -> n d"), X, g)
-    d2 = b.build(y, X)
-    assert {"discard", "copy"} <= {is_structural(b) for b in d2.boxes}
+    d2 = b.build(g, y, X)
+    assert {"discard", "copy", "swap"} <= {is_structural(b) for b in d2.boxes}
     agree(d2, roundtrip(d2))
 
 
@@ -168,7 +170,7 @@ def test_every_array_feature_round_trips():
 def one_box_per_builtin_kind() -> dict[str, Diagram]:
     out = {
         "contract": nc.einsum("q d, x d -> q x", d=8),
-        "softmax": nc.softmax("h q x", over="x", beta=1 / sympy.sqrt(symbol("d")) * 0 + 0.125),
+        "softmax": nc.softmax("h q x", over="x", beta=0.125),
         "softmax_aux": nc.apply("softmax_aux", "q x, q, q -> q x, q, q, q", core="x",
                                 params={"beta": 1 / sympy.sqrt(symbol("x"))}),
         "softmax_unscaled": nc.apply("softmax_unscaled", "q x, q, q -> q x, q, q, q", core="x", x=4),
@@ -252,14 +254,14 @@ def test_kernel_region_round_trips():
     k = Kernel.around(nc.at_level(library.attention(), 1), level=1)
     e = roundtrip(k)
     assert e.boxes[0].params == {"level": 1} and isinstance(e.boxes[0], Kernel)
-    agree(Diagram.id(k.dom) >> k, e)
+    agree(k, e)
+    assert doc_of(k)["diagram"]["type"] == "region"  # a bare box is written as that box
 
 
 def test_kernel_between_loads_and_saves_and_nested():
     att = library.attention(d=8)
     inner = Kernel.around(nc.at_level(att, 2), level=2)
-    outer = Kernel.around(Diagram.id(inner.dom).then(inner) if False else
-                          _transfers(nc.at_level(att, 1), inner), level=1)
+    outer = Kernel.around(_transfers(nc.at_level(att, 1), inner), level=1)
     d = _transfers(att, outer)
     e = roundtrip(d)
     assert isinstance(e.boxes[3], Kernel) and isinstance(e.boxes[3].arg.boxes[3], Kernel)
@@ -304,7 +306,7 @@ def test_any_registered_region_round_trips(tagged_region):
     del REGIONS[Tagged.region]
     try:
         with pytest.raises(SerialisationError, match=r"diagram\.layers\[1\]\.box\.region: unknown region "
-                                                     r"'test_tagged'; registered regions are \[.*'kernel'"):
+                                                     r"\"test_tagged\"; registered regions are \[.*'kernel'"):
             loads(text)
         with pytest.raises(SerialisationError, match=r"diagram\.layers\[1\]\.box: region 'test_tagged'.*"
                                                      r"not registered"):
@@ -462,6 +464,7 @@ def test_random_diagrams_round_trip_and_agree(d):
         st.lists(sub, min_size=2, max_size=2).map(lambda xs: sympy.Max(*xs))),
     max_leaves=8))
 def test_random_expressions_round_trip(expr):
+    assume(not expr.has(sympy.zoo, sympy.nan))
     tree = expression_to_json(expr)
     assert json.loads(json.dumps(tree)) == tree
     back = expression_from_json(json.loads(json.dumps(tree)))
@@ -571,8 +574,6 @@ BOX = lambda doc, i=0: doc["diagram"]["layers"][i]["box"]  # noqa: E731
      r"inputs 0\.\.0"),
     (lambda doc: BOX(doc).update(weaves=[{"name": "q"}]),
      r"diagram\.layers\[0\]\.box\.weaves\[0\]: a weave is missing field\(s\) \['inputs'\]"),
-    (lambda doc: BOX(doc).update(weaves=[]),
-     r"diagram\.layers\[0\]\.box: inconsistent 'softmax' box: softmax: the item signature is"),
     (lambda doc: BOX(doc).update(weaves=[{"name": "q", "inputs": []}]),
      r"diagram\.layers\[0\]\.box: inconsistent 'softmax' box: softmax: weave axis 'q' and input 0"),
     (lambda doc: BOX(doc)["cod"][0]["axes"].pop(),
@@ -658,14 +659,14 @@ def test_structural_box_errors(mutate, message):
      r"diagram\.layers\[0\]\.box\.params\.level\.expr\[0\]: expression node \"Function\" is not allowed"),
     (lambda doc: BOX(doc)["diagram"]["layers"][0]["box"].update(kind="nope"), None),
     (lambda doc: BOX(doc)["diagram"]["layers"][1]["box"]["params"].update(
-        beta={"expr": ["Pow", "x", "__class__"]}), None),
+        beta={"expr": ["Pow", "x", "__class__()"]}), None),
     (lambda doc: BOX(doc)["diagram"].pop("layers"),
      r"diagram\.layers\[0\]\.box\.diagram: a diagram is missing field\(s\) \['layers'\]"),
 ])
 def test_region_errors_name_the_nested_path(mutate, message):
     k = Kernel.around(nc.at_level(nc.einsum("q d, x d -> q x") >> nc.softmax("q x", over="x", beta=0.5), 1),
                       level=1)
-    text = _mutated(mutate, k)
+    text = _mutated(mutate, Diagram.id(k.dom) >> k)
     if message is None:
         with pytest.raises((SerialisationError, UnknownPrimitiveError),
                            match=r"diagram\.layers\[0\]\.box\.diagram\.layers\[[01]\]\.box\."):
@@ -700,11 +701,15 @@ def test_deeply_nested_expression_is_rejected():
     tree = 1
     for _ in range(5000):
         tree = ["Add", tree, 1]
-    with pytest.raises(SerialisationError, match=r"nested too deeply"):
+    with pytest.raises(SerialisationError, match=r"x: expression nested too deeply"):
         expression_from_json(tree, "x")
-    text = _mutated(lambda doc: BOX(doc)["params"].update(beta={"expr": tree}))
+    deep = '["Add", ' * 600 + "1" + ", 1]" * 600
+    text = _mutated(lambda doc: BOX(doc)["params"].update(beta={"expr": "PLACEHOLDER"}))
     with pytest.raises(SerialisationError, match=r"nested too deeply"):
-        loads(text)
+        loads(text.replace('"PLACEHOLDER"', deep))
+    deep = '["Add", ' * 100000 + "1" + ", 1]" * 100000
+    with pytest.raises(SerialisationError, match=r"nested too deeply"):
+        loads(text.replace('"PLACEHOLDER"', deep))
 
 
 def test_from_json_and_to_json_are_the_dict_level_api():
