@@ -32,3 +32,4 @@ from napkin_cat.iocost import Cost, cost
 from napkin_cat.optimum import Optimum, optimal, power_terms
 
 __version__ = "0.1.0"
+from napkin_cat.serial import dumps, loads

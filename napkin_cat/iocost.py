@@ -94,31 +94,36 @@ class Cost:
 
     def then(self, other: "Cost") -> "Cost":
         """Sequential composition: H and FLOPs add, M is the max (columns are pooled)."""
-        out = Cost()
-        for src in (self, other):
-            for l, h in src.H.items():
-                out.H[l] = out.H.get(l, ZERO) + h
-            for l, h in src.H_bytes.items():
-                out.H_bytes[l] = out.H_bytes.get(l, ZERO) + h
-            for l, cols in src.columns.items():
-                out.columns.setdefault(l, [])
-                out.columns[l] += [c for c in cols if c not in out.columns[l]]
-            for p, f in src.flops.items():
-                out.flops[p] = out.flops.get(p, ZERO) + f
-            out.groups += src.groups
-            out.streams += src.streams
-        return out
+        return Cost().absorb(self).absorb(other)
+
+    def absorb(self, src: "Cost") -> "Cost":
+        """In place: ``self ← self ; src`` (the functor's accumulator; linear in the diagram)."""
+        for l, h in src.H.items():
+            self.H[l] = self.H.get(l, ZERO) + h
+        for l, h in src.H_bytes.items():
+            self.H_bytes[l] = self.H_bytes.get(l, ZERO) + h
+        for l, cols in src.columns.items():
+            for v in cols:
+                self._add(l, v)
+        for p, f in src.flops.items():
+            self.flops[p] = self.flops.get(p, ZERO) + f
+        self.groups += src.groups
+        self.streams += src.streams
+        return self
 
     __rshift__ = then
+
+    def _add(self, l, v):
+        seen = self.__dict__.setdefault("_seen", {}).setdefault(l, set())
+        if v not in seen:
+            seen.add(v)
+            self.columns.setdefault(l, []).append(v)
 
     def add_column(self, col: dict):
         for l, v in col.items():
             v = sympy.expand(v)
-            if v == 0:
-                continue
-            cols = self.columns.setdefault(l, [])
-            if v not in cols:
-                cols.append(v)
+            if v != 0:
+                self._add(l, v)
 
     def __repr__(self):
         H = {l: h for l, h in self.H.items()}
@@ -180,9 +185,9 @@ def _walk(diagram: Diagram, extra_for=None) -> Cost:
                     for v in cols:
                         total.add_column(_plus(base, {lvl: v}))
                 inner.columns = {}
-                total = total.then(inner)
+                total.absorb(inner)
             else:
-                total = total.then(box_cost(box))
+                total.absorb(box_cost(box))
         col[offset:offset + n] = list(box.cod.inside)
         total.add_column(_plus(_column(col), extra_for(k + 1) if extra_for else {}))
     return total
@@ -268,7 +273,7 @@ def _stream_cost(box: Stream) -> Cost:
             if role_of_layer[k] in ("chunk", "softmax", "reduce"):
                 c = c.scaled(trips)
             c.columns = {}
-            total = total.then(c)
+            total.absorb(c)
             new_ids = [next(fresh) for _ in b.cod.inside]
         elif kind == "swap":
             nl = len(b.left)

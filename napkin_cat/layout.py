@@ -448,3 +448,166 @@ class _Engine:
                 if seg.kind == "region" or not is_structural(seg.box):
                     born.append(slot)
         return out_slots, born, x1
+
+    # ---- measuring a box: its width, body extent, natural outputs and pre-bend sources
+    def measure(self, seg, anchor):
+        from napkin_cat.bubbles import Region
+        box = seg.box
+        ins_ys = [y for s in seg.ins for y in s.ys()]
+        lo, hi = (min(ins_ys), max(ins_ys)) if ins_ys else (anchor, anchor)
+        seg.body = (lo, hi) if ins_ys else None
+        struct = is_structural(box)
+        if isinstance(box, Region):
+            return self.measure_region(seg, lo, hi)
+        if struct in ("swap", "copy", "merge"):
+            if struct == "swap":
+                n = len(box.left)
+                seg.pre = [[[(0.0, y)] for y in s.ys()] for s in seg.ins[n:] + seg.ins[:n]]
+            elif struct == "copy":
+                seg.pre = [[[(None, y)] for y in seg.ins[0].ys()] for _ in seg.outs]
+            else:
+                seg.pre = [[[(None, s.ys()[k]) for s in seg.ins] for k in range(len(seg.ins[0].names))]]
+            block = sum(_height(a) for a in seg.outs) + GAP * (len(seg.outs) - 1)
+            seg.out_tops = _stack(seg.outs, lo if struct == "swap" else (lo + hi - block) / 2)
+            return
+        if struct == "discard":
+            seg.width, seg.out_tops = 0.25, []
+            return
+        spec = box.data
+        shape = kind_of(spec.kind).shape
+        text, tex = _box_text(box)
+        woven = set() if shape == "transfer" else set(spec.weave_names)
+        core_in, weave_src = [], {}
+        for s in seg.ins:
+            for n, y in zip(s.names, s.ys()):
+                (weave_src.setdefault(n, []) if n in woven else core_in).append(y)
+        n_out = sum(1 for a in seg.outs for n in (a.names or (None,)) if n not in woven)
+        c_lo, c_hi = (min(core_in), max(core_in)) if core_in else (lo, hi)
+        cy = (c_lo + c_hi) / 2
+        if shape == "contract" and core_in:
+            cy = _free_y(ins_ys, c_lo, c_hi, cy, 0.25, cy)
+        elif not core_in:
+            cy = _free_y(ins_ys, lo, hi, cy, 0.32, lo - 0.62) if ins_ys else anchor
+        pre_core = core_in if n_out == len(core_in) else [cy + (i - (n_out - 1) / 2) * WIRE
+                                                            for i in range(n_out)]
+        ext = core_in + pre_core + [cy]
+        if shape == "triangle":
+            top, bot = min(ext) - 0.38, max(ext) + 0.38
+            w = min(1.3, max(0.75, 0.55 * (bot - top)))
+        elif shape == "transfer":
+            top, bot, w = lo - 0.3, hi + 0.3, 0.5
+        elif shape == "contract":
+            top, bot, w = min(ext) - 0.15, max(ext) + 0.15, 0.9
+        elif shape == "circle":
+            top, bot = cy - 0.28, cy + 0.28
+            w = 0.56 if len(text) <= 2 else 0.3 + 0.85 * CHAR * len(text)
+        else:
+            top, bot = min(ext) - 0.3, max(ext) + 0.3
+            w = max(0.7, 0.3 + CHAR * len(text))
+        seg.width, seg.geom = w, (shape, cy, top, bot, text, tex, woven)
+        seg.body = (min(top, lo), max(bot, hi))
+
+        def offset(y):
+            if shape == "triangle":
+                return w * (1 - abs(y - cy) / ((bot - top) / 2))
+            if shape == "transfer":
+                return 0.55 * w + self.notch(y, cy, top, bot, w)
+            return w
+        it = iter(pre_core)
+        seg.pre = [[[(w, y) for y in weave_src.get(n, [])] or [(w, cy)] if n in woven
+                    else [(offset(y), y) for y in [next(it)]] for n in (a.names or (None,))]
+                   for a in seg.outs]
+        same = [s for s in seg.ins if seg.outs and s.array.names == seg.outs[0].names]
+        if same:
+            seg.out_tops = _stack(seg.outs, same[0].top)
+        else:
+            ys = [y for wires in seg.pre for srcs in wires for _, y in srcs] or [cy]
+            block = sum(_height(a) for a in seg.outs) + GAP * (len(seg.outs) - 1)
+            seg.out_tops = _stack(seg.outs, sum(ys) / len(ys) - block / 2)
+
+    @staticmethod
+    def notch(y, cy, top, bot, w):
+        return 0.45 * w * (1 - abs(y - cy) / ((bot - top) / 2))
+
+    def measure_region(self, seg, lo, hi):
+        box, inner = seg.box, _Engine().run(seg.box.arg)
+        seg.kind, seg.inner = "region", inner
+        ix = PAD_X - min(0.0, inner.bbox[0])
+        right = ix + max(inner.width, inner.bbox[2])
+        seg.width = w = max(right + PAD_X, 0.4 + 0.8 * CHAR * len(box.name))
+        dy = seg.ins[0].top - inner.inputs[0][0] if seg.ins and inner.inputs else lo - inner.bbox[1]
+        ftop, fbot = inner.bbox[1] + dy - TITLE - PAD_Y, inner.bbox[3] + dy + PAD_Y
+        seg.geom = (ix, dy, ftop, fbot)
+        seg.body = (min(ftop, lo), max(fbot, hi))
+        outs = inner.outputs
+        seg.pre = [[[(ix + inner.width, outs[j][k] + dy)] if j < len(outs) and k < len(outs[j])
+                    else [(w, (ftop + fbot) / 2)] for k in range(len(a.names or (None,)))]
+                   for j, a in enumerate(seg.outs)]
+        seg.out_tops = ([outs[j][0] + dy for j in range(len(seg.outs))] if len(outs) == len(seg.outs)
+                        else _stack(seg.outs, seg.pre[0][0][0][1] if seg.outs else 0.0))
+
+    # ---- emitting a box's body (its input wires end here)
+    def emit(self, seg, sx0, bx1, x1, tops):
+        struct, d = is_structural(seg.box), seg.delta
+        if seg.kind == "region":
+            return self.emit_region(seg, sx0)
+        if struct:
+            for s in seg.ins:
+                for k, y in enumerate(s.ys()):
+                    x = {"swap": sx0, "discard": sx0 + 0.12}.get(struct, bx1)
+                    self.end(s, k, x)
+                    if struct in ("copy", "discard"):
+                        self.dot(x, y, level_color(s.array.level))
+            return
+        shape, cy, top, bot, text, tex, woven = seg.geom
+        cy, top, bot, w = cy + d, top + d, bot + d, seg.width
+        dot = (sx0 + 0.6 * w, cy)
+        for s in seg.ins:
+            for k, (n, y) in enumerate(zip(s.names, s.ys())):
+                if n in woven:
+                    self.end(s, k, sx0)
+                    self.wire(s.array, n, sx0, sx0 + w, y, role="weave", halo=True)
+                elif shape == "transfer":
+                    self.end(s, k, sx0 + self.notch(y, cy, top, bot, w))
+                else:
+                    self.end(s, k, sx0)
+                    if shape == "contract":
+                        self.bend(s.array, n, (sx0, y), dot)
+        out = seg.outs[0].level if seg.outs else 0
+        if shape == "triangle":
+            self.items.append(Shape("polygon", ((sx0, top), (sx0, bot), (sx0 + w, cy)), role="triangle"))
+            sub = text[len("SoftMax"):] if text.startswith("SoftMax") else text
+            if sub:
+                self.items.append(Label((sx0 + 0.33 * w, cy), sub, tex_escape(sub), "c", 8.0, role="box"))
+            return
+        if shape == "contract":
+            self.items.append(Shape("circle", (dot,), 0.1, BLACK, BLACK, role="contract"))
+            return
+        if shape == "transfer":
+            n = self.notch(cy, cy, top, bot, w)
+            pts = ((sx0, top), (sx0 + 0.55 * w, top), (sx0 + w, cy), (sx0 + 0.55 * w, bot), (sx0, bot),
+                   (sx0 + n, cy))
+            self.items.append(Shape("polygon", pts, 0.0, level_color(out), level_color(out), role="chevron"))
+            return
+        if shape == "circle" and len(text) <= 2:
+            self.items.append(Shape("circle", ((sx0 + w / 2, cy),), 0.28, role="map"))
+        else:
+            self.items.append(Shape("rect", ((sx0, top), (sx0 + w, bot)), 0.28 if shape == "circle" else 0.08,
+                                    role="map" if shape == "circle" else "box"))
+        self.items.append(Label((sx0 + w / 2, cy), text, tex, "c", 10.0 if len(text) <= 2 else 8.5,
+                                role="box"))
+
+    def emit_region(self, seg, sx0):
+        box, inner, d = seg.box, seg.inner, seg.delta
+        ix, dy, ftop, fbot = seg.geom
+        for i, s in enumerate(seg.ins):
+            for k, y in enumerate(s.ys()):
+                self.end(s, k, sx0)
+                if i < len(inner.inputs) and k < len(inner.inputs[i]):
+                    self.bend(s.array, s.names[k], (sx0, y), (sx0 + ix, inner.inputs[i][k] + dy + d))
+        self.items.extend(_shift(item, sx0 + ix, dy + d) for item in inner.items)
+        color = level_color(box.params.get("level", 0)) if box.region == "kernel" else (0.3, 0.3, 0.3)
+        self.items.append(Shape("rect", ((sx0, ftop + d), (sx0 + seg.width, fbot + d)), 0.25, None, color,
+                                "dashed", "frame", 1.1))
+        self.items.append(Label((sx0 + 0.15, ftop + d + 0.1), box.name, tex_escape(box.name), "nw", 8.0,
+                                color, "title"))

@@ -16,7 +16,7 @@ then port, outputs likewise), and :meth:`Match.substitute` plugs a replacement
 of that type into the hole.
 
 >>> import napkin_cat as nc
->>> t = nc.types("a", level=1)[0]
+>>> t = nc.types("a", level=1).inside[0]
 >>> d = nc.transfer("save", t) >> nc.transfer("load", t.replace(level=0))
 >>> p = Pattern({"s": kind("save"), "l": kind("load")}, [("s", 0, "l", 0)])
 >>> [m.describe() for m in find(p, d)]

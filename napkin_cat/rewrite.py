@@ -1,0 +1,494 @@
+"""Rewrite rules as values, one driver, and replayable traces.
+
+A :class:`Rule` is a named value: a :class:`~napkin_cat.match.Pattern`
+(left-hand side), a right-hand side builder ``rhs(match) -> Diagram`` of the
+hole's type, side ``conditions`` as data (:class:`Condition`), a proof
+:class:`Obligation` and a ``doc`` (``lhs → rhs`` and the paper citation).
+Rules compose into a :class:`RuleSet` with ``+``; :func:`rewrite` is the one
+driver; every step is recorded in a :class:`Trace` (rule, match, before,
+after) that can be replayed, checked by ``equivalent`` and drawn.
+
+>>> import napkin_cat as nc
+>>> from napkin_cat.match import Pattern, kind
+>>> def drop(m):
+...     return nc.Id(m.dom)
+>>> identity = Rule("drop_identity", Pattern({"f": kind("id")}), drop,
+...                 conditions=(Condition("same_type", lambda m: m.dom == m.cod,
+...                                       "the identity box must not broadcast"),),
+...                 doc="id(x) → x")
+>>> d = nc.elementwise("id", "q") >> nc.elementwise("exp", "q")
+>>> r = rewrite(d, RuleSet([identity]))
+>>> [b.name for b in r.diagram.boxes], len(r.trace)
+(['exp'], 1)
+>>> r.trace.replay(d) == r.diagram and bool(r.trace.check())
+True
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+
+from napkin_cat.errors import RewriteError
+from napkin_cat.match import Match, Pattern, find
+from napkin_cat.netlist import Netlist, to_netlist
+
+
+# ---------------------------------------------------------------------- side conditions
+@dataclass(frozen=True)
+class Condition:
+    """A named side condition ``test(match)``: True/None passes; False or a string (why) fails."""
+
+    name: str
+    test: Callable
+    message: str = ""
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.message}" if self.message else self.name
+
+    def failure(self, m: Match) -> str | None:
+        """None when the condition holds on ``m``, else the reason it fails."""
+        got = self.test(m)
+        if got is True or got is None:
+            return None
+        return self.message + (f" ({got})" if isinstance(got, str) else "")
+
+
+class ObligationError(RewriteError):
+    """A rule's proof obligation failed; ``counterexample`` holds sizes, max error, seed, match."""
+
+    def __init__(self, message: str, counterexample: dict | None = None):
+        super().__init__(message)
+        self.counterexample = counterexample or {}
+
+
+# ---------------------------------------------------------------------- rules
+@dataclass(frozen=True)
+class Rule:
+    """A rewrite rule (see module docstring).  ``oriented=False`` marks an equation that the
+    fixpoint strategy does not use (it would loop); ``params`` are fixed by :meth:`using`."""
+
+    name: str
+    pattern: Pattern
+    rhs: Callable
+    conditions: tuple = ()
+    obligation: "Obligation | None" = None
+    doc: str = ""
+    oriented: bool = True
+    params: tuple = ()
+
+    def using(self, **params) -> "Rule":
+        """The same rule with parameters (e.g. an axis name) visible to conditions and rhs."""
+        return replace(self, params=tuple(sorted({**dict(self.params), **params}.items())))
+
+    def candidates(self, source) -> list:
+        """Matches of the pattern, side conditions not yet checked."""
+        return find(self.pattern, source, rule=self.name, params=dict(self.params))
+
+    def failure(self, m: Match) -> tuple | None:
+        """The first failing condition and why, or None."""
+        for c in self.conditions:
+            why = c.failure(m)
+            if why is not None:
+                return c, why
+        return None
+
+    def matches(self, source) -> list:
+        """All matches where every side condition holds."""
+        return [m for m in self.candidates(source) if self.failure(m) is None]
+
+    def check(self, m: Match) -> None:
+        """Raise :class:`RewriteError` naming the first side condition that fails on ``m``."""
+        failed = self.failure(m)
+        if failed is not None:
+            c, why = failed
+            raise RewriteError(f"rule {self.name!r} cannot rewrite at {m.describe()}: "
+                               f"condition {c.name!r} fails: {why}")
+
+    def apply(self, diagram, match: Match | None = None):
+        """Rewrite ``diagram`` at ``match`` (default: the first legal match)."""
+        if match is None:
+            cands = self.candidates(diagram)
+            if not cands:
+                raise RewriteError(f"rule {self.name!r} does not match: the diagram has no sub-diagram "
+                                   f"of the form {self.pattern.describe()}")
+            legal = [m for m in cands if self.failure(m) is None]
+            match = legal[0] if legal else cands[0]
+        elif match.diagram is not diagram and match.diagram != diagram:
+            raise RewriteError(f"rule {self.name!r}: the match {match.describe()} was found in another "
+                               "diagram; find matches with rule.matches(diagram) on this one")
+        self.check(match)
+        replacement = self.rhs(match)
+        return match.substitute(replacement)
+
+    __call__ = apply
+
+    def __repr__(self):
+        return f"Rule({self.name!r}: {self.doc.splitlines()[0] if self.doc else self.pattern.describe()})"
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """An ordered set of rules with distinct names; ``+`` concatenates."""
+
+    rules: tuple = ()
+
+    def __post_init__(self):
+        rules = tuple(self.rules.rules if isinstance(self.rules, RuleSet) else self.rules)
+        names = [r.name for r in rules]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise RewriteError(f"a ruleset holds each rule once; {dup} appear twice")
+        object.__setattr__(self, "rules", rules)
+
+    def __add__(self, other):
+        other = other.rules if isinstance(other, RuleSet) else (other,) if isinstance(other, Rule) \
+            else tuple(other)
+        return RuleSet(self.rules + other)
+
+    __radd__ = lambda self, other: RuleSet(tuple(other)) + self  # noqa: E731
+
+    def __iter__(self):
+        return iter(self.rules)
+
+    def __len__(self):
+        return len(self.rules)
+
+    def __contains__(self, name):
+        return any(r.name == (name.name if isinstance(name, Rule) else name) for r in self.rules)
+
+    def __getitem__(self, name: str) -> Rule:
+        for r in self.rules:
+            if r.name == name:
+                return r
+        raise RewriteError(f"no rule named {name!r}; the ruleset has {self.names}")
+
+    @property
+    def names(self) -> list:
+        return [r.name for r in self.rules]
+
+    def __repr__(self):
+        return f"RuleSet({self.names})"
+
+
+def as_ruleset(rules) -> RuleSet:
+    if isinstance(rules, RuleSet):
+        return rules
+    if isinstance(rules, Rule):
+        return RuleSet((rules,))
+    return RuleSet(tuple(rules))
+
+
+# ---------------------------------------------------------------------- proof obligations
+def random_sizes(rng, diagram, low: int = 1, high: int = 6) -> dict:
+    """Random ints for the free size symbols of a diagram's inputs (name → int)."""
+    from napkin_cat.evaluate import free_sizes
+    return {str(s): int(rng.integers(low, high + 1)) for s in free_sizes(diagram)}
+
+
+def _shape(arr, sizes):
+    import sympy
+    env = {sympy.Symbol(k, positive=True, integer=True): v for k, v in sizes.items()}
+    return tuple(a.size if isinstance(a.size, int) else int(a.size.subs(env)) for a in arr.axes)
+
+
+@dataclass(frozen=True)
+class Obligation:
+    """What proves a rule: random lhs ``instances(rng) -> Diagram`` rewritten at each match and
+    compared on inputs ``inputs(rng, diagram, sizes) -> arrays`` (default: normal values);
+    ``symbolic`` sympy checks (callables raising AssertionError); ``cost(lhs, rhs, match)``
+    asserting the rule's cost claim; ``structural(lhs, rhs) -> bool`` (e.g. isomorphism)."""
+
+    instances: Callable
+    inputs: Callable | None = None
+    symbolic: tuple = ()
+    cost: Callable | None = None
+    structural: Callable | None = None
+    trials: int = 12
+    rtol: float = 1e-6
+    atol: float = 1e-8
+
+    def check_instance(self, rule: Rule, seed: int) -> dict:
+        """Rewrite one random instance at each of its matches; return the evidence."""
+        rng = np.random.default_rng(seed)
+        lhs = self.instances(rng)
+        ms = rule.matches(lhs)
+        if not ms:
+            raise ObligationError(f"rule {rule.name!r}: its obligation's instance (seed {seed}) has no "
+                                  f"legal match: the instance generator must produce the left-hand side",
+                                  {"seed": seed, "diagram": lhs})
+        worst, n = 0.0, 0
+        for m in ms[:3]:
+            rhs = rule.apply(lhs, m)
+            n += 1
+            sizes = random_sizes(rng, lhs)
+            xs = (self.inputs(rng, lhs, sizes) if self.inputs is not None
+                  else [rng.normal(size=_shape(a, sizes)) for a in lhs.dom.inside])
+            worst = max(worst, self._compare(rule, lhs, rhs, xs, sizes, seed, m))
+            if self.structural is not None and not self.structural(lhs, rhs):
+                raise ObligationError(f"rule {rule.name!r}: structural check failed at {m.describe()} "
+                                      f"(seed {seed})", {"seed": seed, "match": m.describe()})
+            if self.cost is not None:
+                try:
+                    self.cost(lhs, rhs, m)
+                except AssertionError as e:
+                    raise ObligationError(f"rule {rule.name!r}: cost claim fails at {m.describe()} "
+                                          f"(seed {seed}): {e}", {"seed": seed}) from None
+        return {"rewrites": n, "max_error": worst}
+
+    def _compare(self, rule, lhs, rhs, xs, sizes, seed, m) -> float:
+        from napkin_cat.evaluate import evaluate
+        with np.errstate(all="ignore"):
+            y1 = evaluate(lhs, *xs, sizes=sizes)
+            y2 = evaluate(rhs, *xs, sizes=sizes)
+            y1 = y1 if isinstance(y1, tuple) else (y1,)
+            y2 = y2 if isinstance(y2, tuple) else (y2,)
+            worst = 0.0
+            for j, (a, b) in enumerate(zip(y1, y2)):
+                a, b = np.asarray(a, float), np.asarray(b, float)
+                same_nan = np.array_equal(np.isnan(a), np.isnan(b))
+                ok = a.shape == b.shape and same_nan and np.allclose(a, b, rtol=self.rtol, atol=self.atol,
+                                                                     equal_nan=True)
+                fin = np.isfinite(a) & np.isfinite(b) if a.shape == b.shape else np.zeros(0, bool)
+                err = float(np.max(np.abs(a - b)[fin])) if fin.any() else 0.0
+                if not ok:
+                    shapes = [tuple(x.shape) for x in xs]
+                    if not same_nan:
+                        err = float("nan")
+                    raise ObligationError(
+                        f"rule {rule.name!r} is unsound: counterexample (seed {seed}) at {m.describe()}: "
+                        f"output {j} differs by up to {err:.3g} at sizes {sizes} (input shapes {shapes})",
+                        {"seed": seed, "sizes": sizes, "output": j, "max_error": err,
+                         "match": m.describe(), "inputs": xs, "lhs": lhs})
+                worst = max(worst, err)
+        return worst
+
+    def discharge(self, rule: Rule, *, seed: int = 0, trials: int | None = None) -> "Proof":
+        """Run the symbolic checks and ``trials`` random instances; raise ObligationError on failure."""
+        for check in self.symbolic:
+            try:
+                check()
+            except AssertionError as e:
+                raise ObligationError(f"rule {rule.name!r}: symbolic check {check.__name__!r} fails: {e}")
+        rewrites, worst = 0, 0.0
+        for t in range(self.trials if trials is None else trials):
+            ev = self.check_instance(rule, seed + t)
+            rewrites += ev["rewrites"]
+            worst = max(worst, ev["max_error"])
+        return Proof(rule.name, rewrites, worst, tuple(c.__name__ for c in self.symbolic),
+                     self.cost is not None)
+
+
+@dataclass(frozen=True)
+class Proof:
+    """Evidence that an obligation was discharged."""
+
+    rule: str
+    rewrites: int
+    max_error: float
+    symbolic: tuple
+    cost_checked: bool
+
+
+# ---------------------------------------------------------------------- the driver
+@dataclass(frozen=True)
+class Step:
+    """One rewrite: the rule's name, the match position and description, before and after."""
+
+    rule: str
+    key: tuple
+    description: str
+    before: object = None
+    after: object = None
+
+
+def _serial():
+    try:
+        from napkin_cat import serial
+    except ImportError:
+        return None
+    return serial if hasattr(serial, "dumps") and hasattr(serial, "loads") else None
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The steps of a derivation; ``rules`` resolves rule names when replaying."""
+
+    steps: tuple = ()
+    rules: RuleSet = field(default_factory=RuleSet)
+
+    def __len__(self):
+        return len(self.steps)
+
+    def __iter__(self):
+        return iter(self.steps)
+
+    def replay(self, start, rules=None):
+        """Re-apply every step from ``start`` (same rule, same match position); return the result."""
+        rules = as_ruleset(rules) if rules is not None else self.rules
+        d = start
+        for k, step in enumerate(self.steps):
+            rule = rules[step.rule]
+            found = [m for m in rule.candidates(d) if m.key == tuple(map(tuple, step.key))]
+            if not found:
+                raise RewriteError(f"replay step {k}: rule {step.rule!r} no longer matches at "
+                                   f"{step.description}")
+            d = rule.apply(d, found[0])
+            if step.after is not None and d != step.after:
+                raise RewriteError(f"replay step {k} ({step.rule}) did not reproduce the recorded diagram")
+        return d
+
+    def check(self, **equivalent_options):
+        """Check every step with ``equivalent(before, after)``; return the last verdict."""
+        from napkin_cat.evaluate import Equivalence, equivalent
+        verdict = Equivalence(True)
+        for k, step in enumerate(self.steps):
+            if step.before is None or step.after is None:
+                raise RewriteError("this trace holds no diagrams (loaded without napkin_cat.serial): "
+                                   "replay it from its start diagram first")
+            verdict = equivalent(step.before, step.after, **equivalent_options)
+            if not verdict:
+                raise RewriteError(f"step {k} (rule {step.rule!r} at {step.description}) changed the "
+                                   f"function: {verdict.message}")
+        return verdict
+
+    def dumps(self) -> str:
+        """JSON: rule names and match positions, plus the diagrams when napkin_cat.serial exists."""
+        serial = _serial()
+        out = []
+        for s in self.steps:
+            item = {"rule": s.rule, "key": [list(p) for p in s.key], "description": s.description}
+            if serial is not None and s.before is not None:
+                item["before"], item["after"] = serial.dumps(s.before), serial.dumps(s.after)
+            out.append(item)
+        return json.dumps({"napkin_cat_trace": 1, "steps": out})
+
+    @classmethod
+    def loads(cls, text: str, rules=None) -> "Trace":
+        try:
+            data = json.loads(text)
+            items = data["steps"]
+            serial = _serial()
+            steps = tuple(Step(i["rule"], tuple(tuple(p) for p in i["key"]), i["description"],
+                               serial.loads(i["before"]) if serial and "before" in i else None,
+                               serial.loads(i["after"]) if serial and "after" in i else None)
+                          for i in items)
+        except (KeyError, TypeError, ValueError) as e:
+            raise RewriteError(f"not a napkin_cat trace: {e}") from None
+        return cls(steps, as_ruleset(rules) if rules is not None else RuleSet())
+
+    def draw(self, path: str):
+        """A strip of equations, one panel per step (``napkin_cat.draw`` if present)."""
+        return _draw_trace(self, path)
+
+    def __repr__(self):
+        return f"Trace({[s.rule for s in self.steps]})"
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """The result of :func:`rewrite`: the final ``diagram`` and the ``trace`` from ``start``."""
+
+    start: object
+    diagram: object
+    trace: Trace
+
+
+def rewrite(diagram, rules, strategy="fixpoint", *, max_steps: int = 1000) -> Derivation:
+    """Apply ``rules`` to ``diagram``; return a :class:`Derivation`.
+
+    ``strategy``: ``"fixpoint"`` (first legal match of the first oriented rule that
+    applies, until none applies; RewriteError after ``max_steps``), a list of rule
+    names (each applied once, in order, at its first legal match), or a callable
+    ``pick(diagram, options) -> (rule, match) | None`` over the legal
+    ``(rule, match)`` options (stops at None or after ``max_steps``).
+    """
+    rules = as_ruleset(rules)
+    d, steps = diagram, []
+
+    def step(rule, m):
+        nonlocal d
+        after = rule.apply(d, m)
+        steps.append(Step(rule.name, m.key, m.describe(), d, after))
+        d = after
+
+    if isinstance(strategy, str) and strategy == "fixpoint":
+        active = [r for r in rules if r.oriented]
+        while True:
+            net = to_netlist(d)
+            for rule in active:
+                ms = rule.matches(net)
+                if ms:
+                    break
+            else:
+                break
+            if len(steps) >= max_steps:
+                raise RewriteError(f"no fixpoint after {max_steps} steps (rule {rule.name!r} still "
+                                   f"applies at {ms[0].describe()}); the ruleset may not terminate")
+            step(rule, ms[0])
+    elif callable(strategy):
+        while len(steps) < max_steps:
+            net = to_netlist(d)
+            options = [(r, m) for r in rules for m in r.matches(net)]
+            picked = strategy(d, options) if options else None
+            if picked is None:
+                break
+            step(*picked)
+    else:
+        for k, name in enumerate(strategy):
+            rule = rules[name]
+            cands = rule.candidates(d)
+            legal = [m for m in cands if rule.failure(m) is None]
+            if not legal:
+                if cands:
+                    rule.check(cands[0])
+                raise RewriteError(f"step {k}: rule {name!r} does not match ({rule.pattern.describe()})")
+            step(rule, legal[0])
+    return Derivation(diagram, d, Trace(tuple(steps), rules))
+
+
+def _draw_trace(trace: Trace, path: str) -> str:
+    """One row per step: ``before  =rule⇒  after``; pictures by napkin_cat.draw when available."""
+    import importlib
+    import os
+    import tempfile
+
+    from matplotlib.figure import Figure
+    try:
+        drawer = getattr(importlib.import_module("napkin_cat.draw"), "draw", None)
+    except ImportError:
+        drawer = None
+    rows = max(len(trace.steps), 1)
+    fig = Figure(figsize=(10, 2.6 * rows))
+    axes = fig.subplots(rows, 3, squeeze=False, gridspec_kw={"width_ratios": [4, 1, 4]})
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, step in enumerate(trace.steps or [Step("(no steps)", (), "")]):
+            for col, d in ((0, step.before), (2, step.after)):
+                ax = axes[k][col]
+                ax.axis("off")
+                if d is None:
+                    continue
+                picture = None
+                if drawer is not None:
+                    try:
+                        png = os.path.join(tmp, f"{k}-{col}.png")
+                        drawer(d, path=png)
+                        from matplotlib.image import imread
+                        picture = imread(png)
+                    except Exception:  # a drawing backend failure must not lose the trace
+                        picture = None
+                if picture is not None:
+                    ax.imshow(picture)
+                else:
+                    names = [b.name for b in d.boxes if type(b).__name__ not in ("Swap", "Copy", "Discard")]
+                    ax.text(0.5, 0.5, "\n".join(names[:12] + (["…"] if len(names) > 12 else [])),
+                            ha="center", va="center", fontsize=8, family="monospace",
+                            bbox={"boxstyle": "round", "fc": "#f4f4f4"})
+            ax = axes[k][1]
+            ax.axis("off")
+            ax.text(0.5, 0.5, f"= {step.rule} ⇒", ha="center", va="center", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
