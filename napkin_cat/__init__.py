@@ -33,3 +33,6 @@ from napkin_cat.optimum import Optimum, optimal, power_terms
 
 __version__ = "0.1.0"
 from napkin_cat.serial import dumps, loads
+from napkin_cat.netlist import Netlist, isomorphic, to_diagram, to_netlist
+from napkin_cat.rewrite import (Condition, Derivation, Obligation, ObligationError, Rule, RuleSet, Trace,
+                                rewrite)

@@ -59,7 +59,9 @@ class Region(Bubble):
         return interpret(self.arg, xs, env)
 
     def __eq__(self, other):
-        return (isinstance(other, Region) and type(self) is type(other) and self.params == other.params
+        if not isinstance(other, Region):
+            return NotImplemented
+        return (type(self) is type(other) and self.params == other.params
                 and self.arg == other.arg and self.dom == other.dom and self.cod == other.cod)
 
     def __hash__(self):

@@ -29,7 +29,11 @@ assumptions), ``Rational`` (p, q), ``Float`` (mantissa, exponent, precision:
 exactly ``mantissa * 2**exponent``), ``Add``, ``Mul``, ``Pow``, the functions
 ``floor``, ``ceiling``, ``Max``, ``Min``, ``exp``, ``log``, ``Abs``, ``Mod`` and the
 constants ``["pi"]``, ``["E"]``, ``["oo"]``.  Trees are decoded by building the
-sympy objects directly; strings are never parsed or evaluated as code.
+sympy objects directly; strings are never parsed or evaluated as code.  Numbers
+are bounded so that a hostile document cannot make sympy build huge ones:
+integers and rationals up to 512 bits, Floats up to 1024 bits of precision, the
+numbers an ``Add``/``Mul``/``Pow`` combines up to 65536 bits, exponents of a
+number up to ±1024.
 
 A parameter value ``V`` is JSON ``null``/``true``/``false``/number/string/list,
 or a tagged object with one key: ``{"expr": tree}`` (a sympy expression),
@@ -52,7 +56,7 @@ True
 >>> loads('{"napkin_cat": 2, "diagram": {}}')
 Traceback (most recent call last):
 ...
-napkin_cat.errors.SerialisationError: napkin_cat: unsupported format version 2; this napkin_cat reads version 1
+napkin_cat.errors.SerialisationError: napkin_cat: unsupported format version 2; this napkin_cat reads ...
 """
 from __future__ import annotations
 
@@ -63,9 +67,7 @@ import re
 
 import sympy
 
-from discopy import cat
-
-from napkin_cat.adapter import Array, Bubble, Diagram, Ty, from_layers, is_structural, layers
+from napkin_cat.adapter import Array, Box, Bubble, Diagram, Ty, from_layers, is_structural, layers
 from napkin_cat.axis import Axis, symbol
 from napkin_cat.dtype import DTYPES
 from napkin_cat.errors import NapkinError, SerialisationError, UnknownPrimitiveError
@@ -74,8 +76,10 @@ from napkin_cat.primitive import KINDS, Spec, Weave
 VERSION = 1
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
-_MAX_PRECISION = 4096  # bits of a Float
+_MAX_PRECISION = 1024  # bits of a Float
 _MAX_NUMERIC_EXPONENT = 1024  # |p|, |q| of an exponent applied to a number (no 10**10**9)
+_MAX_INT_BITS = 512  # integers and the numerators/denominators of rationals in a tree
+_MAX_NUMBER_BITS = 1 << 16  # what Add, Mul and Pow may combine (see _bits): no huge numbers
 
 _FUNCTIONS = {
     "floor": (sympy.floor, 1, 1),
@@ -103,13 +107,13 @@ def expression_to_json(expr, path: str = "expression"):
     if isinstance(expr, bool):
         _fail(path, f"cannot serialise the boolean {expr!r} as an expression")
     if isinstance(expr, numbers.Integral) and not isinstance(expr, sympy.Basic):
-        return int(expr)
+        return _small(int(expr), path)
     if not isinstance(expr, sympy.Basic):
         _fail(path, f"cannot serialise {type(expr).__name__} {expr!r} as an expression")
     if expr.is_Integer:
-        return int(expr)
+        return _small(int(expr), path)
     if expr.is_Rational:
-        return ["Rational", int(expr.p), int(expr.q)]
+        return ["Rational", _small(int(expr.p), f"{path}[1]"), _small(int(expr.q), f"{path}[2]")]
     if expr.is_Float:
         sign, man, exp, _bc = expr._mpf_
         if man == 0 and exp != 0:  # inf / nan encodings of mpmath
@@ -137,11 +141,25 @@ def expression_to_json(expr, path: str = "expression"):
     if expr.is_Mul:
         return ["Mul", *(expression_to_json(a, f"{path}[{i + 1}]") for i, a in enumerate(expr.args))]
     if expr.is_Pow:
-        return ["Pow", expression_to_json(expr.base, f"{path}[1]"), expression_to_json(expr.exp, f"{path}[2]")]
+        return ["Pow", expression_to_json(expr.base, f"{path}[1]"),
+                expression_to_json(expr.exp, f"{path}[2]")]
     name = type(expr).__name__
     if name in _FUNCTIONS and type(expr) is _FUNCTIONS[name][0]:
         return [name, *(expression_to_json(a, f"{path}[{i + 1}]") for i, a in enumerate(expr.args))]
     _fail(path, f"cannot serialise the sympy {name} {expr}; serialisable nodes are {list(_NODES)}")
+
+
+def _small(value: int, path: str) -> int:
+    if value.bit_length() > _MAX_INT_BITS:
+        _fail(path, f"integers in expressions are limited to {_MAX_INT_BITS} bits, got one of "
+                    f"{value.bit_length()} bits")
+    return value
+
+
+def _bits(expr) -> int:
+    """A bound on the size of the numbers in ``expr`` (what evaluating a product could build)."""
+    return sum(r.p.bit_length() + r.q.bit_length() for r in expr.atoms(sympy.Rational)) + \
+        sum(f._prec for f in expr.atoms(sympy.Float))
 
 
 def _int(value, path: str, what: str = "an integer") -> int:
@@ -182,7 +200,7 @@ def _expr(tree, path: str):
     if isinstance(tree, bool):
         _fail(path, f"a boolean is not an expression; an expression is {_LEGAL_TREE}")
     if isinstance(tree, int):
-        return sympy.Integer(tree)
+        return sympy.Integer(_small(tree, path))
     if isinstance(tree, str):
         return symbol(_symbol_name(tree, path))
     if not isinstance(tree, list) or not tree or not isinstance(tree[0], str):
@@ -209,7 +227,8 @@ def _expr(tree, path: str):
         from sympy.core.assumptions import _assume_defined
         for k, v in assumptions.items():
             if k not in _assume_defined:
-                _fail(f"{path}[2].{k}", f"unknown assumption; legal assumptions are {sorted(_assume_defined)}")
+                _fail(f"{path}[2].{k}",
+                      f"unknown assumption; legal assumptions are {sorted(_assume_defined)}")
             if not isinstance(v, bool):
                 _fail(f"{path}[2].{k}", f"an assumption is true or false, got {_show(v)}")
         try:
@@ -218,8 +237,8 @@ def _expr(tree, path: str):
             _fail(f"{path}[2]", f"inconsistent assumptions: {e}")
     if node == "Rational":
         arity(2, 2)
-        p = _int(args[0], f"{path}[1]")
-        q = _int(args[1], f"{path}[2]")
+        p = _small(_int(args[0], f"{path}[1]"), f"{path}[1]")
+        q = _small(_int(args[1], f"{path}[2]"), f"{path}[2]")
         if q == 0:
             _fail(f"{path}[2]", "the denominator of a Rational must not be 0")
         return sympy.Rational(p, q)
@@ -228,30 +247,33 @@ def _expr(tree, path: str):
         man = _int(args[0], f"{path}[1]", "an integer mantissa")
         exp = _int(args[1], f"{path}[2]", "an integer exponent")
         prec = _int(args[2], f"{path}[3]", "an integer precision in bits")
-        if not 1 <= prec <= _MAX_PRECISION:
-            _fail(f"{path}[3]", f"a Float's precision is 1..{_MAX_PRECISION} bits, got {prec}")
+        if not 2 <= prec <= _MAX_PRECISION:
+            _fail(f"{path}[3]", f"a Float's precision is 2..{_MAX_PRECISION} bits, got {prec}")
         if man and man.bit_length() > prec:
             _fail(f"{path}[1]", f"mantissa has more than {prec} bits")
-        if abs(exp) > 1_000_000:
-            _fail(f"{path}[2]", "a Float's binary exponent must be within ±1000000")
+        if abs(exp) > 100_000:
+            _fail(f"{path}[2]", "a Float's binary exponent must be within ±100000")
         value = sympy.Integer(man) * (sympy.Integer(2) ** exp if exp >= 0
                                       else sympy.Rational(1, 2 ** (-exp)))
         return sympy.Float(value, precision=prec)
     if node in _CONSTANTS:
         arity(0, 0)
         return _CONSTANTS[node]
-    if node == "Add":
+    if node in ("Add", "Mul"):
         arity(1, None)
-        return sympy.Add(*sub())
-    if node == "Mul":
-        arity(1, None)
-        return sympy.Mul(*sub())
+        terms = sub()
+        if sum(_bits(t) for t in terms) > _MAX_NUMBER_BITS:
+            _fail(path, f"the numbers of this {node} exceed {_MAX_NUMBER_BITS} bits together")
+        return (sympy.Add if node == "Add" else sympy.Mul)(*terms)
     if node == "Pow":
         arity(2, 2)
         base, exp = sub()
-        if base.is_number and exp.is_Rational and max(abs(exp.p), exp.q) > _MAX_NUMERIC_EXPONENT:
-            _fail(f"{path}[2]", f"an exponent of a number is limited to ±{_MAX_NUMERIC_EXPONENT} "
-                                "(numerator and denominator)")
+        if base.is_number and exp.is_Rational:
+            if max(abs(exp.p), exp.q) > _MAX_NUMERIC_EXPONENT:
+                _fail(f"{path}[2]", f"an exponent of a number is limited to ±{_MAX_NUMERIC_EXPONENT} "
+                                    "(numerator and denominator)")
+            if _bits(base) * abs(exp.p) > _MAX_NUMBER_BITS:
+                _fail(path, f"the power of a number is limited to about {_MAX_NUMBER_BITS} bits")
         return sympy.Pow(base, exp)
     fn, lo, hi = _FUNCTIONS[node]
     arity(lo, hi)
@@ -334,7 +356,8 @@ def _size_to_json(size, path):
 
 
 def array_to_json(array: Array, path: str = "array") -> dict:
-    return {"axes": [[a.name, _size_to_json(a.size, f"{path}.axes[{i}][1]")] for i, a in enumerate(array.axes)],
+    return {"axes": [[a.name, _size_to_json(a.size, f"{path}.axes[{i}][1]")]
+                     for i, a in enumerate(array.axes)],
             "level": array.level, "dtype": array.dtype.name}
 
 
@@ -427,7 +450,7 @@ def _box_to_json(box, path: str) -> dict:
 
 
 def _diagram_to_json(diagram: Diagram, path: str) -> dict:
-    if isinstance(diagram, cat.Box):  # a box is its own one-layer diagram: keep it a box
+    if isinstance(diagram, Box):  # a box is its own one-layer diagram: keep it a box
         return _box_to_json(diagram, path)
     return {"dom": _arrays_to_json(diagram.dom, f"{path}.dom"),
             "cod": _arrays_to_json(diagram.cod, f"{path}.cod"),
