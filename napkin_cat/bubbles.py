@@ -46,9 +46,9 @@ class Region(Bubble):
     def rebuild(cls, arg: Diagram, dom: Ty, cod: Ty, params: dict) -> "Region":
         return cls(arg, dom, cod, params)
 
-    def map_arrays(self, fa, fname):
+    def map_arrays(self, fa, fname, *, fparam=None):
         from napkin_cat.relabel import map_arrays
-        return type(self).rebuild(map_arrays(self.arg, fa, fname), Ty(*map(fa, self.dom.inside)),
+        return type(self).rebuild(map_arrays(self.arg, fa, fname, fparam=fparam), Ty(*map(fa, self.dom.inside)),
                                   Ty(*map(fa, self.cod.inside)), self.mapped_params(fa, fname))
 
     def mapped_params(self, fa, fname) -> dict:

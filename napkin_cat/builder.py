@@ -14,7 +14,7 @@ discard (a wire never used) that a string diagram needs.
 """
 from __future__ import annotations
 
-from napkin_cat.adapter import Diagram, Ty, compose_all
+from napkin_cat.adapter import Diagram, Ty, from_layers
 from napkin_cat.errors import CompositionError
 
 
@@ -63,7 +63,9 @@ class Builder:
         def layer(k, diagram):
             left = Ty(*(a for _, a in state[:k]))
             right = Ty(*(a for _, a in state[k + len(diagram.dom):]))
-            parts.append(Diagram.id(left) @ diagram @ Diagram.id(right))
+            for inner in diagram.inside:  # splice layers directly: no rescans, no tensoring
+                l, box, r = inner.boxes_or_types[:3]
+                parts.append((Ty(*left.inside, *l.inside), box, Ty(*r.inside, *right.inside)))
 
         def move(src, dst):
             # adjacent swaps moving state[src] to index dst
@@ -129,4 +131,5 @@ class Builder:
             if not k <= j < k + len(outputs):
                 layer(j, Diagram.copy(Ty(state[j][1]), 0))
                 del state[j]
-        return compose_all(self.dom, *parts)
+        cod = Ty(*(a for _, a in state))
+        return from_layers(self.dom, cod, parts)

@@ -48,7 +48,7 @@ def map_box(box, fa, fname, *, fparam: Callable = None):
     if kind == "discard":
         return Diagram.copy(Ty(*dom), 0).boxes[0]
     if isinstance(box, Bubble):
-        return box.map_arrays(fa, fname)
+        return box.map_arrays(fa, fname, fparam=fparam)
     spec = box.data
     weaves = [Weave(fname(w.name), w.inputs) for w in spec.weaves]
     params = {k: fparam(v) for k, v in spec.params} if fparam else dict(spec.params)
