@@ -36,3 +36,4 @@ from napkin_cat.serial import dumps, loads
 from napkin_cat.netlist import Netlist, isomorphic, to_diagram, to_netlist
 from napkin_cat.rewrite import (Condition, Derivation, Obligation, ObligationError, Rule, RuleSet, Trace,
                                 rewrite)
+from napkin_cat.draw import draw, to_tikz

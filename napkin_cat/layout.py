@@ -41,11 +41,12 @@ BODY_GAP = 0.3    # clearance between pictograms of one function column
 PAD_X, PAD_Y, TITLE = 0.45, 0.35, 0.55   # region frame paddings and title band
 CHAR = 0.2        # width of one label character at 9pt, in diagram units
 
-BLACK, WHITE, GREY = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), (0.55, 0.55, 0.55)
+BLACK, WHITE, GREY = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), (0.45, 0.45, 0.45)
 LEVEL_COLORS = {0: BLACK, 1: (0.96, 0.65, 0.14), 2: (0.49, 0.83, 0.13), 3: (0.29, 0.56, 0.89)}
 PALETTE = [(0.58, 0.40, 0.74), (0.84, 0.15, 0.16), (0.09, 0.75, 0.81), (0.55, 0.34, 0.29)]
-SYMBOLS = {"add": ("+", "+"), "sub": ("−", "-"), "mul": ("×", r"\times"), "div": ("÷", r"\div"),
-           "sum": ("Σ", r"\Sigma")}
+SYMBOLS = {"add": "+", "sub": "−", "mul": "×", "div": "÷", "sum": "Σ"}
+Z_ORDER = {"frame": 1, "separator": 1.5, "wire": 2, "box": 3, "triangle": 3, "map": 3, "chevron": 3,
+           "contract": 4, "halo": 4.5, "weave": 5, "dot": 6, "label": 7}
 
 
 def level_color(level: int) -> tuple:
@@ -89,16 +90,20 @@ class Shape:
 
 @dataclass(frozen=True)
 class Label:
-    """A text at ``pos``: ``text`` (unicode), ``tex`` (LaTeX), ``math`` (typeset as math)."""
+    """A text at ``pos``; ``tex`` is its LaTeX math source when it is typeset as math (axis sizes)."""
 
     pos: tuple
     text: str
-    tex: str
+    tex: str | None = None
     anchor: str = "sw"          # sw | c | nw
     size: float = 9.0
     color: tuple = BLACK
     role: str = "wire"          # wire | box | title
-    math: bool = False
+
+
+def z_order(item) -> float:
+    """Drawing order: frames, wires, pictograms, weaves over them, dots, labels."""
+    return Z_ORDER["label"] if isinstance(item, Label) else Z_ORDER.get(item.role, 2)
 
 
 def _shift(item, dx: float, dy: float):
@@ -142,116 +147,106 @@ class Layout:
                 "frames": [t.text for t in self.labels("title")],
                 "weaves": sorted({l.axis for l in self.lines("weave")}),
                 "separators": len(self.lines("separator")),
-                "columns": self.columns}
+                "dashed_separators": all(l.style == "dashed" for l in self.lines("separator"))}
 
 
 # --------------------------------------------------------------------------- labels
-def size_label(size) -> tuple[str, str, bool]:
-    """``(text, tex, math)`` for an axis size: ``64``, or ``g_q`` typeset as math.
+def size_label(size) -> tuple[str, str | None]:
+    """``(text, tex)`` for an axis size: ``64`` as text, a symbol such as ``g_q`` as math.
 
     >>> from napkin_cat.axis import symbol
     >>> size_label(64), size_label(symbol("g_q"))
-    (('64', '64', False), ('g_q', 'g_{q}', True))
+    (('64', None), ('g_q', 'g_{q}'))
     """
     if isinstance(size, int) or (isinstance(size, sympy.Basic) and size.is_Integer):
-        return str(int(size)), str(int(size)), False
-    return str(size), sympy.latex(size), True
+        return str(int(size)), None
+    return str(size), sympy.latex(size)
 
 
-_SUBSCRIPTS = {c: str(k) for k, c in enumerate("₀₁₂₃₄₅₆₇₈₉")}
-
-
-def tex_escape(text: str) -> str:
-    """Plain text as LaTeX (``_`` and friends escaped, unicode subscripts as math).
-
-    >>> tex_escape("Grid(axis=q, size=g_q)"), tex_escape("SoftMax₀")
-    ('Grid(axis=q, size=g\\\\_q)', 'SoftMax$_0$')
-    """
-    out = []
-    for c in text:
-        if c in "_#%&{}$":
-            out.append("\\" + c)
-        elif c in _SUBSCRIPTS:
-            out.append(f"$_{_SUBSCRIPTS[c]}$")
-        elif c in "·×−Σ→":
-            out.append({"·": r"$\cdot$", "×": r"$\times$", "−": "$-$", "Σ": r"$\Sigma$", "→": r"$\to$"}[c])
-        else:
-            out.append(c)
-    return "".join(out)
-
-
-def _box_text(box) -> tuple[str, str]:
+def _box_text(box) -> str:
     spec = box.data
-    kind = spec.kind
-    if kind.startswith("reduce_"):
-        kind = kind[len("reduce_"):]
-    if box.name == kind_of(spec.kind).label and kind in SYMBOLS:
+    kind = spec.kind[len("reduce_"):] if spec.kind.startswith("reduce_") else spec.kind
+    if box.name != kind_of(spec.kind).label:
+        return box.name
+    if kind in SYMBOLS:
         return SYMBOLS[kind]
-    if spec.kind == "cast" and box.name == "cast":
-        return f"→{spec.param('dtype')}", rf"$\to${spec.param('dtype')}"
-    if spec.kind == "rename" and box.name == "rename":
-        woven = set(spec.weave_names)
-        a = [n for n in box.dom.inside[0].names if n not in woven]
-        b = [n for n in box.cod.inside[0].names if n not in woven]
-        text = f"{' '.join(a)}→{' '.join(b)}"
-        return text, tex_escape(text)
-    return box.name, tex_escape(box.name)
+    if kind == "cast":
+        return f"→{spec.param('dtype')}"
+    if kind == "rename":
+        a, b = box.dom.inside[0].names, box.cod.inside[0].names
+        return f"{' '.join(n for n in a if n not in b)}→{' '.join(n for n in b if n not in a)}"
+    return box.name
 
 
 # --------------------------------------------------------------------------- columns
 def foliate(diagram: Diagram) -> list[list[tuple[int, object]]]:
     """Group the layers into columns of independent boxes: ``[(offset before the column, box)]``.
 
-    A box joins the current column when its inputs touch no output of that
-    column (the interchange law); else it starts a new column.
+    Each box goes to the earliest column after the boxes that made its inputs
+    and after any box that removed a wire from between them (the interchange
+    law); a box without inputs starts a column of its own.  Linear in boxes
+    times live wires.
 
     >>> import napkin_cat as nc
-    >>> d = nc.einsum("a b, b c -> a c") @ nc.softmax("q x", over="x")
-    >>> [[b.name for _, b in col] for col in foliate(d)]
-    [['·', 'SoftMax']]
+    >>> sm, exp = nc.softmax("q x", over="x"), nc.elementwise("exp", "q x")
+    >>> [[b.name for _, b in col] for col in foliate((sm >> exp) @ (sm >> exp))]
+    [['SoftMax', 'SoftMax'], ['exp', 'exp']]
     """
-    columns, current = [], []
+    wires = [(i, 0) for i in range(len(diagram.dom))]      # (wire id, first free column)
+    bounds = [0] * (len(wires) + 1)                         # the same, for the gaps between wires
+    placed, n_cols, floor, fresh = [], 0, 0, len(wires)
     for offset, box in layers(diagram):
-        k = len(box.dom)
-        pre, shift, ok = offset, 0, bool(current)
-        for p, b in current:                # kept sorted by offset
-            start = p + shift
-            m = len(b.cod)
-            if offset + k <= start and not (k == 0 and offset == start and m == 0):
-                break
-            if offset >= start + m:
-                shift += m - len(b.dom)
-                pre = offset - shift
-                continue
-            ok = False
-            break
-        if ok:
-            current.append((pre, box))
-            current.sort(key=lambda pb: (pb[0], len(pb[1].dom) > 0))
-        else:
-            if current:
-                columns.append(current)
-            current = [(offset, box)]
-    if current:
-        columns.append(current)
+        k, m = len(box.dom), len(box.cod)
+        ins = wires[offset:offset + k]
+        c = max([floor] + [r for _, r in ins] + bounds[offset + 1:offset + k]) if k else n_cols
+        if not k:
+            floor = c + 1
+        n_cols = max(n_cols, c + 1)
+        right = wires[offset][0] if offset < len(wires) else None
+        outs = [(fresh + j, c + 1) for j in range(m)]
+        fresh += m
+        placed.append((c, box, [i for i, _ in ins] or [right], [i for i, _ in outs]))
+        wires[offset:offset + k] = outs
+        edge = [max(bounds[offset], bounds[offset + k], c + 1)] if not m else [bounds[offset]]
+        bounds[offset:offset + k + 1] = edge + [c + 1] * (m - 1) + ([bounds[offset + k]] if m else [])
+    by_column = [[] for _ in range(n_cols)]
+    for seq, (c, box, ins, outs) in enumerate(placed):
+        by_column[c].append((seq, box, ins, outs))
+    current, columns = list(range(len(diagram.dom))), []
+    for entries in by_column:
+        pos = {w: p for p, w in enumerate(current)}
+        order = sorted((pos.get(ins[0], len(current)), len(box.dom) > 0, seq, box, outs)
+                       for seq, box, ins, outs in entries)
+        nxt, ptr = [], 0
+        for p, _, _, box, outs in order:
+            nxt += current[ptr:p] + outs
+            ptr = p + len(box.dom)
+        current = nxt + current[ptr:]
+        columns.append([(p, box) for p, _, _, box, _ in order])
     return columns
 
 
 def layout(diagram: Diagram) -> Layout:
-    """Lay out ``diagram`` (see module docstring); regions are laid out recursively."""
+    """Lay out ``diagram`` (see module docstring); regions are laid out recursively.
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.bubbles import Kernel
+    >>> lay = layout(Kernel.around(nc.at_level(nc.library.matmul(), 1), level=1))
+    >>> lay.summary()["frames"], lay.summary()["level_colors"]
+    (['Kernel(level=1)'], {1: (0.96, 0.65, 0.14)})
+    """
     return _Engine().run(diagram)
 
 
 # --------------------------------------------------------------------------- the engine
 class _Slot:
-    """A live array: its wires' top ``y`` and where each wire's straight run started."""
+    """A live array: the ``top`` y of its wires and where each wire's straight run started."""
 
     __slots__ = ("array", "top", "runs", "names")
 
-    def __init__(self, array, top: float, runs):
-        self.array, self.top = array, top
-        self.names = array.names or (None,)
-        self.runs = list(runs) if not isinstance(runs, (int, float)) else [runs] * len(self.names)
+    def __init__(self, array, top: float, run: float):
+        self.array, self.top, self.names = array, top, array.names or (None,)
+        self.runs = [run] * len(self.names)
 
     def ys(self):
         return [self.top + k * WIRE for k in range(len(self.names))]
@@ -273,54 +268,63 @@ def _stack(arrays, top: float) -> list[float]:
     return tops
 
 
-def _free_y(ys, lo: float, hi: float, centre: float, radius: float, above: float) -> float:
-    """The y in [lo, hi] nearest ``centre`` at least ``radius`` from every wire (else ``above``)."""
+def _free_y(ys, lo: float, hi: float, centre: float, radius: float, default: float) -> float:
+    """The y in [lo, hi] nearest ``centre`` at least ``radius`` from every wire, else ``default``."""
     ys = sorted(set(ys))
     options = [(a + b) / 2 for a, b in zip(ys, ys[1:]) if b - a >= 2 * radius and lo <= (a + b) / 2 <= hi]
-    return min(options, key=lambda o: abs(o - centre)) if options else above
+    return min(options, key=lambda o: abs(o - centre)) if options else default
 
 
 class _Seg:
-    """One entry of a function column: an identity array, a box, or a region."""
+    """One entry of a function column: an identity array (``box`` None), a box or a region.
 
-    def __init__(self, kind, ins, box=None):
-        self.kind, self.ins, self.box = kind, ins, box
-        self.outs = [] if box is None else list(box.cod.inside)
-        self.delta, self.width, self.body = 0.0, 0.0, None
-        self.pre = []           # per output array, per wire: [(x offset from the segment's left | None, y)]
+    ``body`` is its vertical extent, ``width`` its width, ``out_tops`` where its
+    outputs would like to go and ``pre`` the sources of each output wire:
+    ``(x offset from the segment's left, or None for the end of the body zone, y)``.
+    """
+
+    def __init__(self, ins, box=None):
+        self.ins, self.box, self.delta, self.width = ins, box, 0.0, 0.0
+        self.kind = "id" if box is None else "box"
+        self.outs = [ins[0].array] if box is None else list(box.cod.inside)
+        ys = [y for s in ins for y in s.ys()]
+        self.body = (min(ys), max(ys)) if ys else None
+        self.out_tops = [ins[0].top] if box is None else []
+        self.pre = [[[(0.0, y)] for y in ins[0].ys()]] if box is None else []
 
 
 class _Engine:
     def __init__(self):
         self.items = []
 
-    # ---- emission helpers
-    def wire(self, array, name, x0, x1, y, role="wire", halo=False):
-        if x1 - x0 > 1e-9:
-            item = not array.axes
-            self.items.append(Line(((x0, y), (x1, y)), level_color(array.level), 2.2 if item else 1.2,
-                                   "dotted" if item else "solid", role, False, halo, array.level, name))
+    def wire(self, array, name, x0, x1, y, role="wire", halo=False, to=None):
+        """A straight run of a wire at ``y`` from ``x0`` to ``x1``, or an S-bend to the point ``to``."""
+        if to is not None and abs(to[1] - y) > 1e-9:
+            points = ((x0, y), ((x0 + to[0]) / 2, y), ((x0 + to[0]) / 2, to[1]), to)
+        elif x1 - x0 > 1e-9:
+            points = ((x0, y), (x1, y))
+        else:
+            return
+        item = not array.axes
+        self.items.append(Line(points, level_color(array.level), 2.2 if item else 1.2, "dotted" if item
+                               else "solid", role, len(points) == 4, halo, array.level, name))
 
     def bend(self, array, name, p, q):
-        if abs(p[1] - q[1]) < 1e-9:
-            return self.wire(array, name, p[0], q[0], p[1])
-        mx = (p[0] + q[0]) / 2
-        self.items.append(Line((p, (mx, p[1]), (mx, q[1]), q), level_color(array.level),
-                               2.2 if not array.axes else 1.2, "dotted" if not array.axes else "solid",
-                               "wire", True, False, array.level, name))
+        self.wire(array, name, p[0], q[0], p[1], to=q)
 
     def end(self, slot, k, x):
         self.wire(slot.array, slot.names[k], slot.runs[k], x, slot.top + k * WIRE)
         slot.runs[k] = x
 
-    def dot(self, x, y, color=BLACK, r=0.09):
-        self.items.append(Shape("circle", ((x, y),), r, color, None, role="dot"))
+    def dot(self, x, y, color=BLACK):
+        self.items.append(Shape("circle", ((x, y),), 0.09, color, None, role="dot"))
 
-    # ---- the diagram
-    def run(self, diagram: Diagram) -> Layout:
+    def run(self, diagram: Diagram, outer=None) -> Layout:
+        """Lay out ``diagram``; inside a region, label only the inputs that differ from ``outer``."""
         slots = [_Slot(a, t, 0.0) for a, t in zip(diagram.dom.inside, _stack(diagram.dom.inside, 0.0))]
-        inputs = [s.ys() for s in slots]
-        x = self.data_column(slots, slots, 0.0)
+        inputs, outer = [s.ys() for s in slots], list(outer.inside) if outer is not None else []
+        x = self.data_column(slots, [s for i, s in enumerate(slots)
+                                     if i >= len(outer) or outer[i].axes != s.array.axes], 0.0)
         columns = foliate(diagram)
         for column in columns:
             slots, born, x = self.column(slots, column, x)
@@ -331,83 +335,66 @@ class _Engine:
         return Layout(self.items, x, self.bbox(x), inputs, [s.ys() for s in slots], len(columns))
 
     def bbox(self, width):
-        xs, ys = [0.0, width], [0.0]
+        x0, y0, x1, y1 = 0.0, 0.0, width, 0.0
         for i in self.items:
             if isinstance(i, Label):
                 (x, y), w, h = i.pos, CHAR * len(i.text) * i.size / 9, 0.4 * i.size / 9
-                x0 = x - w / 2 if i.anchor == "c" else x
-                y0 = y - h if i.anchor == "sw" else y if i.anchor == "nw" else y - h / 2
-                xs += [x0, x0 + w]
-                ys += [y0, y0 + h]
+                x, y = x - w / 2 * (i.anchor == "c"), y - h * {"sw": 1, "nw": 0, "c": 0.5}[i.anchor]
+                x0, y0, x1, y1 = min(x0, x), min(y0, y), max(x1, x + w), max(y1, y + h)
             else:
-                r = i.size if isinstance(i, Shape) and i.geometry == "circle" else 0.0
+                r = i.size if getattr(i, "geometry", None) == "circle" else 0.0
                 for x, y in i.points:
-                    xs += [x - r, x + r]
-                    ys += [y - r, y + r]
-        return (min(xs), min(ys), max(xs), max(ys))
+                    x0, y0, x1, y1 = min(x0, x - r), min(y0, y - r), max(x1, x + r), max(y1, y + r)
+        return (x0, y0, x1, y1)
 
     def data_column(self, slots, born, x):
         """Wire labels of the arrays born here, and dashed lines between the arrays of the tuple."""
-        w = 0.55
+        w = 0.75
         for s in born:
             for k, a in enumerate(s.array.axes):
-                text, tex, math = size_label(a.size)
+                text, tex = size_label(a.size)
                 self.items.append(Label((x + 0.08, s.top + k * WIRE - 0.07), text, tex, "sw", 9.0,
-                                        level_color(s.array.level), "wire", math))
-                w = max(w, 0.2 + CHAR * len(text) * (0.75 if math and "_" in text else 1.0))
+                                        level_color(s.array.level)))
+                w = max(w, 0.2 + CHAR * len(text) * (0.75 if "_" in text else 1.0))
         for up, down in zip(slots, slots[1:]):
             ym = (up.bottom + down.top) / 2
             self.items.append(Line(((x + 0.05, ym), (x + w - 0.05, ym)), GREY, 0.8, "dashed", "separator"))
         return x + w
 
     def column(self, slots, column, x0):
-        segs, boxes, i = [], dict(), 0
+        """One function column: sweep the bodies, then the outputs, then draw (entry | body | bends)."""
+        segs, at, i = [], {}, 0
         for off, box in column:
-            boxes.setdefault(off, []).append(box)
+            at.setdefault(off, []).append(box)
         while i <= len(slots):
-            for box in boxes.get(i, []):
-                k = len(box.dom)
-                seg = _Seg("box", slots[i:i + k], box)
-                anchor = slots[i - 1].bottom + GAP if i else (slots[0].top - GAP if slots else 0.0)
-                self.measure(seg, anchor)
+            for box in at.get(i, []):
+                seg = _Seg(slots[i:i + len(box.dom)], box)
+                self.measure(seg, slots[i - 1].bottom + GAP if i else (slots[0].top - GAP if slots else 0.0))
                 segs.append(seg)
-                i += k
-                if k:
+                i += len(box.dom)
+                if box.dom:
                     break
             else:
                 if i < len(slots):
-                    seg = _Seg("id", [slots[i]])
-                    seg.outs, seg.body = [slots[i].array], (slots[i].top, slots[i].bottom)
-                    seg.out_tops = [slots[i].top]
-                    seg.pre = [[[("run", y)] for y in slots[i].ys()]]
-                    segs.append(seg)
+                    segs.append(_Seg([slots[i]]))
                 i += 1
-        # body sweep: pictograms and frames must not overlap (their inputs bend down)
-        prev = -1e9
+        prev = -1e9                         # bodies must not overlap: their inputs bend down
         for seg in segs:
             if seg.body is not None:
                 seg.delta = max(0.0, prev + BODY_GAP - seg.body[0])
                 prev = seg.body[1] + seg.delta
-        # output sweep: the arrays of the next data column are stacked in order
-        prev, finals = -1e9, []
+        prev, finals, move = -1e9, [], 0.0  # the next data column stacks the outputs in order
         for seg in segs:
-            tops = [t + seg.delta for t in seg.out_tops] if seg.outs else []
-            push = max(0.0, prev + GAP - tops[0]) if tops else 0.0
-            tops = [t + push for t in tops]
-            if tops:
-                prev = tops[-1] + _height(seg.outs[-1])
+            tops = [t + seg.delta for t in seg.out_tops]
+            tops = [t + max(0.0, prev + GAP - tops[0]) for t in tops]
+            prev = tops[-1] + _height(seg.outs[-1]) if tops else prev
             finals.append(tops)
-        entry = 0.7 if any(s.delta > 1e-9 for s in segs) else 0.0
-        body = max([s.width for s in segs] + [0.0])
-        move = 0.0
-        for seg, tops in zip(segs, finals):
-            for arr, t, wires in zip(seg.outs, tops, seg.pre):
-                for k, sources in enumerate(wires):
-                    for _, y in sources:
-                        move = max(move, abs(t + k * WIRE - y - seg.delta) + (len(sources) > 1))
-        bend = min(2.4, 0.8 + 0.2 * move) if move > 1e-9 else 0.0
-        bx0 = x0 + entry
-        bx1, x1 = bx0 + body, bx0 + body + bend
+            move = max([move] + [abs(t + k * WIRE - y - seg.delta) + (len(srcs) > 1)
+                                 for t, wires in zip(tops, seg.pre) for k, srcs in enumerate(wires)
+                                 for _, y in srcs])
+        bx0 = x0 + (0.7 if any(s.delta > 1e-9 for s in segs) else 0.0)
+        bx1 = bx0 + max([s.width for s in segs] + [0.0])
+        x1 = bx1 + (min(2.4, 0.8 + 0.2 * move) if move > 1e-9 else 0.0)
         out_slots, born = [], []
         for seg, tops in zip(segs, finals):
             for s in seg.ins:
@@ -417,7 +404,7 @@ class _Engine:
                         self.bend(s.array, s.names[k], (x0, y), (bx0, y + seg.delta))
                         s.runs[k] = bx0
                     s.top += seg.delta
-            sx0 = bx0 + (body - seg.width) / 2
+            sx0 = bx0 + (bx1 - bx0 - seg.width) / 2
             if seg.kind == "id":
                 slot = seg.ins[0]
                 for k, y in enumerate(slot.ys()):
@@ -428,54 +415,47 @@ class _Engine:
                 slot.top = tops[0]
                 out_slots.append(slot)
                 continue
-            self.emit(seg, sx0, bx1, x1, tops)
-            for arr, t, wires in zip(seg.outs, tops, seg.pre):
+            (self.emit_region if seg.kind == "region" else self.emit)(seg, sx0, bx1)
+            inner = seg.box.arg.cod.inside if seg.kind == "region" else None
+            for j, (arr, t, wires) in enumerate(zip(seg.outs, tops, seg.pre)):
                 slot = _Slot(arr, t, x1)
                 for k, sources in enumerate(wires):
                     y_out = t + k * WIRE
-                    (off, y), = sources[:1] or [(None, y_out - seg.delta)]
-                    xs = bx1 if off is None else sx0 + off
-                    if len(sources) == 1 and abs(y + seg.delta - y_out) < 1e-9:
-                        slot.runs[k] = xs
+                    if len(sources) == 1 and abs(sources[0][1] + seg.delta - y_out) < 1e-9:
+                        slot.runs[k] = bx1 if sources[0][0] is None else sx0 + sources[0][0]
                         continue
                     for off, y in sources:
-                        xs = bx1 if off is None else sx0 + off
-                        self.wire(arr, slot.names[k], xs, bx1, y + seg.delta)
+                        self.wire(arr, slot.names[k], bx1 if off is None else sx0 + off, bx1, y + seg.delta)
                         self.bend(arr, slot.names[k], (bx1, y + seg.delta), (x1, y_out))
                     if is_structural(seg.box) == "merge":
                         self.dot(x1, y_out, level_color(arr.level))
                 out_slots.append(slot)
-                if seg.kind == "region" or not is_structural(seg.box):
+                if (inner is None and not is_structural(seg.box)) or (
+                        inner is not None and (len(inner) != len(seg.outs) or inner[j].axes != arr.axes)):
                     born.append(slot)
         return out_slots, born, x1
 
-    # ---- measuring a box: its width, body extent, natural outputs and pre-bend sources
     def measure(self, seg, anchor):
+        """A box's width, body, natural output tops and the sources of its output wires."""
         from napkin_cat.bubbles import Region
-        box = seg.box
-        ins_ys = [y for s in seg.ins for y in s.ys()]
-        lo, hi = (min(ins_ys), max(ins_ys)) if ins_ys else (anchor, anchor)
-        seg.body = (lo, hi) if ins_ys else None
+        box, ins_ys = seg.box, [y for s in seg.ins for y in s.ys()]
+        lo, hi = seg.body or (anchor, anchor)
         struct = is_structural(box)
         if isinstance(box, Region):
             return self.measure_region(seg, lo, hi)
         if struct in ("swap", "copy", "merge"):
-            if struct == "swap":
-                n = len(box.left)
-                seg.pre = [[[(0.0, y)] for y in s.ys()] for s in seg.ins[n:] + seg.ins[:n]]
-            elif struct == "copy":
-                seg.pre = [[[(None, y)] for y in seg.ins[0].ys()] for _ in seg.outs]
-            else:
-                seg.pre = [[[(None, s.ys()[k]) for s in seg.ins] for k in range(len(seg.ins[0].names))]]
+            n = len(box.left) if struct == "swap" else 0
+            seg.pre = ([[[(0.0, y)] for y in s.ys()] for s in seg.ins[n:] + seg.ins[:n]] if struct == "swap"
+                       else [[[(None, y)] for y in seg.ins[0].ys()] for _ in seg.outs] if struct == "copy"
+                       else [[[(None, s.ys()[k]) for s in seg.ins] for k in range(len(seg.ins[0].names))]])
             block = sum(_height(a) for a in seg.outs) + GAP * (len(seg.outs) - 1)
-            seg.out_tops = _stack(seg.outs, lo if struct == "swap" else (lo + hi - block) / 2)
+            seg.out_tops = _stack(seg.outs, lo if struct != "merge" else (lo + hi - block) / 2)
             return
         if struct == "discard":
-            seg.width, seg.out_tops = 0.25, []
+            seg.width = 0.25
             return
         spec = box.data
-        shape = kind_of(spec.kind).shape
-        text, tex = _box_text(box)
+        shape, text = kind_of(spec.kind).shape, _box_text(box)
         woven = set() if shape == "transfer" else set(spec.weave_names)
         core_in, weave_src = [], {}
         for s in seg.ins:
@@ -486,71 +466,40 @@ class _Engine:
         cy = (c_lo + c_hi) / 2
         if shape == "contract" and core_in:
             cy = _free_y(ins_ys, c_lo, c_hi, cy, 0.25, cy)
-        elif not core_in:
-            cy = _free_y(ins_ys, lo, hi, cy, 0.32, lo - 0.62) if ins_ys else anchor
+        elif not core_in:       # a map on items: its label sits between the wires passing over it
+            cy = _free_y(ins_ys, lo, hi, cy, 0.45, lo - 0.45) if ins_ys else anchor
         pre_core = core_in if n_out == len(core_in) else [cy + (i - (n_out - 1) / 2) * WIRE
                                                             for i in range(n_out)]
         ext = core_in + pre_core + [cy]
+        pad, w = {"triangle": 0.38, "contract": 0.15}.get(shape, 0.3), max(0.7, 0.3 + CHAR * len(text))
+        top, bot = min(ext) - pad, max(ext) + pad
         if shape == "triangle":
-            top, bot = min(ext) - 0.38, max(ext) + 0.38
             w = min(1.3, max(0.75, 0.55 * (bot - top)))
         elif shape == "transfer":
             top, bot, w = lo - 0.3, hi + 0.3, 0.5
         elif shape == "contract":
-            top, bot, w = min(ext) - 0.15, max(ext) + 0.15, 0.9
+            w = 0.9
         elif shape == "circle":
-            top, bot = cy - 0.28, cy + 0.28
-            w = 0.56 if len(text) <= 2 else 0.3 + 0.85 * CHAR * len(text)
-        else:
-            top, bot = min(ext) - 0.3, max(ext) + 0.3
-            w = max(0.7, 0.3 + CHAR * len(text))
-        seg.width, seg.geom = w, (shape, cy, top, bot, text, tex, woven)
+            top, bot, w = min(top, lo - 0.3), max(bot, hi + 0.3), max(0.6, 0.35 + CHAR * len(text))
+        seg.width, seg.geom = w, (shape, cy, top, bot, text, woven)
         seg.body = (min(top, lo), max(bot, hi))
 
-        def offset(y):
-            if shape == "triangle":
-                return w * (1 - abs(y - cy) / ((bot - top) / 2))
-            if shape == "transfer":
-                return 0.55 * w + self.notch(y, cy, top, bot, w)
-            return w
+        def offset(y):          # where a core output leaves the pictogram
+            half = (bot - top) / 2
+            return {"triangle": w * (1 - abs(y - cy) / half),
+                    "transfer": 0.55 * w + 0.45 * w * (1 - abs(y - cy) / half)}.get(shape, w)
         it = iter(pre_core)
         seg.pre = [[[(w, y) for y in weave_src.get(n, [])] or [(w, cy)] if n in woven
                     else [(offset(y), y) for y in [next(it)]] for n in (a.names or (None,))]
                    for a in seg.outs]
         same = [s for s in seg.ins if seg.outs and s.array.names == seg.outs[0].names]
-        if same:
-            seg.out_tops = _stack(seg.outs, same[0].top)
-        else:
-            ys = [y for wires in seg.pre for srcs in wires for _, y in srcs] or [cy]
-            block = sum(_height(a) for a in seg.outs) + GAP * (len(seg.outs) - 1)
-            seg.out_tops = _stack(seg.outs, sum(ys) / len(ys) - block / 2)
+        ys = [y for wires in seg.pre for srcs in wires for _, y in srcs] or [cy]
+        block = sum(_height(a) for a in seg.outs) + GAP * (len(seg.outs) - 1)
+        seg.out_tops = _stack(seg.outs, same[0].top if same else sum(ys) / len(ys) - block / 2)
 
-    @staticmethod
-    def notch(y, cy, top, bot, w):
-        return 0.45 * w * (1 - abs(y - cy) / ((bot - top) / 2))
-
-    def measure_region(self, seg, lo, hi):
-        box, inner = seg.box, _Engine().run(seg.box.arg)
-        seg.kind, seg.inner = "region", inner
-        ix = PAD_X - min(0.0, inner.bbox[0])
-        right = ix + max(inner.width, inner.bbox[2])
-        seg.width = w = max(right + PAD_X, 0.4 + 0.8 * CHAR * len(box.name))
-        dy = seg.ins[0].top - inner.inputs[0][0] if seg.ins and inner.inputs else lo - inner.bbox[1]
-        ftop, fbot = inner.bbox[1] + dy - TITLE - PAD_Y, inner.bbox[3] + dy + PAD_Y
-        seg.geom = (ix, dy, ftop, fbot)
-        seg.body = (min(ftop, lo), max(fbot, hi))
-        outs = inner.outputs
-        seg.pre = [[[(ix + inner.width, outs[j][k] + dy)] if j < len(outs) and k < len(outs[j])
-                    else [(w, (ftop + fbot) / 2)] for k in range(len(a.names or (None,)))]
-                   for j, a in enumerate(seg.outs)]
-        seg.out_tops = ([outs[j][0] + dy for j in range(len(seg.outs))] if len(outs) == len(seg.outs)
-                        else _stack(seg.outs, seg.pre[0][0][0][1] if seg.outs else 0.0))
-
-    # ---- emitting a box's body (its input wires end here)
-    def emit(self, seg, sx0, bx1, x1, tops):
+    def emit(self, seg, sx0, bx1):
+        """Draw a box's pictogram; its input wires end at it, its weave wires pass over it."""
         struct, d = is_structural(seg.box), seg.delta
-        if seg.kind == "region":
-            return self.emit_region(seg, sx0)
         if struct:
             for s in seg.ins:
                 for k, y in enumerate(s.ys()):
@@ -559,45 +508,50 @@ class _Engine:
                     if struct in ("copy", "discard"):
                         self.dot(x, y, level_color(s.array.level))
             return
-        shape, cy, top, bot, text, tex, woven = seg.geom
+        shape, cy, top, bot, text, woven = seg.geom
         cy, top, bot, w = cy + d, top + d, bot + d, seg.width
-        dot = (sx0 + 0.6 * w, cy)
+        dot, notch = (sx0 + 0.6 * w, cy), (lambda y: 0.45 * w * (1 - 2 * abs(y - cy) / (bot - top)))
         for s in seg.ins:
             for k, (n, y) in enumerate(zip(s.names, s.ys())):
+                self.end(s, k, sx0 + notch(y) if shape == "transfer" and n not in woven else sx0)
                 if n in woven:
-                    self.end(s, k, sx0)
                     self.wire(s.array, n, sx0, sx0 + w, y, role="weave", halo=True)
-                elif shape == "transfer":
-                    self.end(s, k, sx0 + self.notch(y, cy, top, bot, w))
-                else:
-                    self.end(s, k, sx0)
-                    if shape == "contract":
-                        self.bend(s.array, n, (sx0, y), dot)
-        out = seg.outs[0].level if seg.outs else 0
+                elif shape == "contract":
+                    self.bend(s.array, n, (sx0, y), dot)
+        color = level_color(seg.outs[0].level if seg.outs else 0)
         if shape == "triangle":
             self.items.append(Shape("polygon", ((sx0, top), (sx0, bot), (sx0 + w, cy)), role="triangle"))
             sub = text[len("SoftMax"):] if text.startswith("SoftMax") else text
             if sub:
-                self.items.append(Label((sx0 + 0.33 * w, cy), sub, tex_escape(sub), "c", 8.0, role="box"))
-            return
-        if shape == "contract":
+                self.items.append(Label((sx0 + 0.33 * w, cy), sub, None, "c", 8.0, role="box"))
+        elif shape == "contract":
             self.items.append(Shape("circle", (dot,), 0.1, BLACK, BLACK, role="contract"))
-            return
-        if shape == "transfer":
-            n = self.notch(cy, cy, top, bot, w)
+        elif shape == "transfer":
             pts = ((sx0, top), (sx0 + 0.55 * w, top), (sx0 + w, cy), (sx0 + 0.55 * w, bot), (sx0, bot),
-                   (sx0 + n, cy))
-            self.items.append(Shape("polygon", pts, 0.0, level_color(out), level_color(out), role="chevron"))
-            return
-        if shape == "circle" and len(text) <= 2:
-            self.items.append(Shape("circle", ((sx0 + w / 2, cy),), 0.28, role="map"))
+                   (sx0 + notch(cy), cy))
+            self.items.append(Shape("polygon", pts, 0.0, color, color, role="chevron"))
         else:
-            self.items.append(Shape("rect", ((sx0, top), (sx0 + w, bot)), 0.28 if shape == "circle" else 0.08,
-                                    role="map" if shape == "circle" else "box"))
-        self.items.append(Label((sx0 + w / 2, cy), text, tex, "c", 10.0 if len(text) <= 2 else 8.5,
-                                role="box"))
+            self.items.append(Shape("rect", ((sx0, top), (sx0 + w, bot)), min(w / 2, 0.3) if shape == "circle"
+                                    else 0.08, role="map" if shape == "circle" else "box"))
+            self.items.append(Label((sx0 + w / 2, cy), text, None, "c", 10.0 if len(text) <= 2 else 8.5,
+                                    role="box"))
 
-    def emit_region(self, seg, sx0):
+    def measure_region(self, seg, lo, hi):
+        box, inner = seg.box, _Engine().run(seg.box.arg, seg.box.dom)
+        seg.kind, seg.inner = "region", inner
+        ix = PAD_X - min(0.0, inner.bbox[0])
+        seg.width = w = max(ix + max(inner.width, inner.bbox[2]) + PAD_X, 0.4 + 0.8 * CHAR * len(box.name))
+        dy = seg.ins[0].top - inner.inputs[0][0] if seg.ins and inner.inputs else lo - inner.bbox[1]
+        ftop, fbot = inner.bbox[1] + dy - TITLE - PAD_Y, inner.bbox[3] + dy + PAD_Y
+        seg.geom, seg.body, outs = (ix, dy, ftop, fbot), (min(ftop, lo), max(fbot, hi)), inner.outputs
+        seg.pre = [[[(ix + inner.width, outs[j][k] + dy)] if j < len(outs) and k < len(outs[j])
+                    else [(w, (ftop + fbot) / 2)] for k in range(len(a.names or (None,)))]
+                   for j, a in enumerate(seg.outs)]
+        seg.out_tops = ([outs[j][0] + dy for j in range(len(seg.outs))] if len(outs) == len(seg.outs)
+                        else _stack(seg.outs, seg.pre[0][0][0][1] if seg.outs else 0.0))
+
+    def emit_region(self, seg, sx0, bx1):
+        """The inner layout, shifted into place, in a dashed frame titled with the region's name."""
         box, inner, d = seg.box, seg.inner, seg.delta
         ix, dy, ftop, fbot = seg.geom
         for i, s in enumerate(seg.ins):
@@ -609,5 +563,4 @@ class _Engine:
         color = level_color(box.params.get("level", 0)) if box.region == "kernel" else (0.3, 0.3, 0.3)
         self.items.append(Shape("rect", ((sx0, ftop + d), (sx0 + seg.width, fbot + d)), 0.25, None, color,
                                 "dashed", "frame", 1.1))
-        self.items.append(Label((sx0 + 0.15, ftop + d + 0.1), box.name, tex_escape(box.name), "nw", 8.0,
-                                color, "title"))
+        self.items.append(Label((sx0 + 0.15, ftop + d + 0.1), box.name, None, "nw", 8.0, color, "title"))

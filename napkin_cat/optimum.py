@@ -13,7 +13,7 @@ Two answers, side by side (errata D-12):
 >>> mm = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
 >>> o = optimal(nc.cost(mm), memory="M")
 >>> o.H, o.sizes
-(2*a*b*c/sqrt(M) + a*c, {g_a: sqrt(M), g_c: sqrt(M), s_b: 1})
+(a*c + 2*a*b*c/sqrt(M), {g_a: sqrt(M), g_c: sqrt(M), s_b: 1})
 """
 from __future__ import annotations
 

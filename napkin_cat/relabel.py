@@ -55,12 +55,22 @@ def map_box(box, fa, fname, *, fparam: Callable = None):
     return build_box(spec.kind, dom, [fa(a) for a in box.cod.inside], weaves, params, name=box.name)
 
 
+def _renamed_size(axis: Axis, new: str, size):
+    if size is not None:
+        return size
+    return symbol(new) if axis.size == symbol(axis.name) else axis.size
+
+
 def rename_axis(diagram: Diagram, old: str, new: str, size=None) -> Diagram:
-    """Rename axis ``old`` to ``new`` everywhere (keeping its size unless ``size`` is given)."""
+    """Rename axis ``old`` to ``new`` everywhere.
+
+    A symbolic size named after the axis is renamed with it (``x`` becomes ``k``);
+    any other size is kept unless ``size`` is given.
+    """
     def fa(arr: Array) -> Array:
         if new in arr.names and old in arr.names:
             raise AxisError(f"cannot rename {old!r} to {new!r}: {arr} already has both")
-        return arr.replace(axes=tuple(Axis(new, a.size if size is None else size) if a.name == old else a
+        return arr.replace(axes=tuple(Axis(new, _renamed_size(a, new, size)) if a.name == old else a
                                       for a in arr.axes))
     return map_arrays(diagram, fa, lambda n: new if n == old else n)
 

@@ -1,0 +1,264 @@
+"""Algorithms from functions: kernel formation, kernel fusion, stream and group partitions (paper §2.2-2.4).
+
+=======================  ===================================================================
+rule                     lhs → rhs
+=======================  ===================================================================
+``kernel_formation``     f (a primitive at level 0) → Kernel_ℓ(Load ; f@ℓ ; Save)
+``kernel_fusion``        Kernel(f) ; Kernel(g) → Kernel(f ; g)  (Save ; Load eliminated)
+``stream_partition``     Kernel(F) → Kernel(Stream_{b,s}(F))      if F is streamable along b
+``group_partition``      Kernel(weave_a F) → Grid_{a,g}(Kernel(F[a ↦ g]))  if F is weaved over a
+=======================  ===================================================================
+
+The last two take parameters (``rule.using(axis="x", size="s_x")``); they are
+equations a user orients by choosing the axis, so the fixpoint driver does not use them.
+
+>>> import napkin_cat as nc
+>>> from napkin_cat.rewrite import rewrite
+>>> r = rewrite(nc.library.attention(), [kernel_formation])
+>>> [s.rule for s in r.trace], [type(b).__name__ for b in r.diagram.boxes]
+(['kernel_formation', 'kernel_formation', 'kernel_formation'], ['Kernel', 'Kernel', 'Kernel'])
+"""
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+import napkin_cat as nc
+from napkin_cat.errors import RewriteError
+from napkin_cat.match import Pattern, where
+from napkin_cat.relabel import map_box
+from napkin_cat.rewrite import Condition, Obligation, Rule, RuleSet
+from napkin_cat.streaming import analyse
+
+
+# ---------------------------------------------------------------------- node tests
+def _is_function_box(net, n) -> bool:
+    return (n.kind == "box" and n.spec.kind not in ("load", "save")
+            and all(a.level == 0 for a in (*n.dom, *n.cod)))
+
+
+def _is_kernel(net, n) -> bool:
+    return n.kind == "region" and isinstance(n.box, nc.Kernel)
+
+
+def _is_plain_kernel(net, n) -> bool:
+    """A kernel whose inside is Loads ; primitives ; Saves (not yet partitioned)."""
+    return _is_kernel(net, n) and not any(isinstance(b, nc.Region) for b in n.box.arg.boxes)
+
+
+def _is_partitionable(net, n) -> bool:
+    return n.kind == "region" and isinstance(n.box, (nc.Kernel, nc.Grid))
+
+
+FUNCTION_BOX = where("primitive at level 0", _is_function_box)
+PLAIN_KERNEL = where("unpartitioned Kernel", _is_plain_kernel)
+KERNEL = where("Kernel", _is_kernel)
+PARTITIONABLE = where("Kernel or Grid", _is_partitionable)
+
+
+def _single(m, var):
+    """The matched node as a one-box diagram."""
+    box = m.box(var)
+    return nc.Diagram.id(box.dom).then(box)
+
+
+# ---------------------------------------------------------------------- kernel formation
+def _level(m) -> int:
+    return int(m.params.get("level", 1))
+
+
+def _kernel_rhs(m):
+    return nc.kernel(_single(m, "f"), _level(m))
+
+
+def _function_instance(rng):
+    kinds = [lambda: nc.einsum("q d, x d -> q x"), lambda: nc.softmax("q x", over="x"),
+             lambda: nc.elementwise("exp", "q x"), lambda: nc.reduce("sum", "q x -> q"),
+             lambda: nc.library.attention(), lambda: nc.library.mlp()]
+    return kinds[int(rng.integers(len(kinds)))]()
+
+
+def _kernel_cost(lhs, rhs, m):
+    box = m.box("f")
+    moved = sum((nc.iocost.numel(a) for a in (*box.dom.inside, *box.cod.inside)), sympy.Integer(0))
+    got = nc.cost(rhs).H.get(_level(m), 0) - nc.cost(lhs).H.get(_level(m), 0)
+    assert sympy.simplify(got - moved) == 0, f"kernel formation moves {got}, expected {moved}"
+
+
+kernel_formation = Rule(
+    "kernel_formation",
+    Pattern({"f": FUNCTION_BOX}),
+    _kernel_rhs,
+    obligation=Obligation(_function_instance, cost=_kernel_cost),
+    doc="""f → Kernel_ℓ(Load ; f@ℓ ; Save): a primitive becomes its own kernel (level assignment).
+
+    Paper §2.2 (algorithms embedded in a hierarchy): inputs are loaded to the level
+    below, the function runs there, outputs are saved.  Cost claim: moves exactly
+    f's inputs and outputs once.""")
+
+
+# ---------------------------------------------------------------------- kernel fusion
+def strip(kernel_box) -> nc.Diagram:
+    """The function inside an unpartitioned kernel: Loads and Saves dropped, recoloured to level 0."""
+    from napkin_cat.adapter import from_layers
+    to0 = lambda a: a.replace(level=0)  # noqa: E731
+    items = []
+    for layer in kernel_box.arg.inside:
+        left, box, right = layer.boxes_or_types[:3]
+        if getattr(box, "data", None) is not None and getattr(box.data, "kind", None) in ("load", "save"):
+            continue
+        items.append((nc.Ty(*map(to0, left.inside)), map_box(box, to0, lambda n: n),
+                      nc.Ty(*map(to0, right.inside))))
+    return from_layers(nc.Ty(*map(to0, kernel_box.dom.inside)), nc.Ty(*map(to0, kernel_box.cod.inside)), items)
+
+
+def _same_level(m):
+    a, b = m.box("k1").params["level"], m.box("k2").params["level"]
+    return a == b or f"the kernels run at levels {a} and {b}"
+
+
+def _fusion_rhs(m):
+    k1, k2 = m.box("k1"), m.box("k2")
+    b, wires = m.wiring()
+    n1, n2 = m.node("k1"), m.node("k2")
+    out1 = b(strip(k1), *[wires[("k1", p)] for p in range(len(n1.dom))])
+    out1 = out1 if isinstance(out1, tuple) else (out1,)
+    internal = {w.dst[1]: w.src[1] for w in m.net.wires.values()
+                if w.src[0] == m.nodes["k1"] and w.dst[0] == m.nodes["k2"]}
+    args = [out1[internal[p]] if p in internal else wires[("k2", p)] for p in range(len(n2.dom))]
+    out2 = b(strip(k2), *args)
+    out2 = out2 if isinstance(out2, tuple) else (out2,)
+    outs = {("k1", p): out1[p] for p in range(len(out1))}
+    outs.update({("k2", p): out2[p] for p in range(len(out2))})
+    return nc.kernel(m.finish(b, outs), k1.params["level"])
+
+
+def _fusion_instance(rng):
+    chains = [lambda: nc.library.attention(), lambda: nc.library.mlp(activation="relu"),
+              lambda: nc.elementwise("exp", "q x") >> nc.reduce("sum", "q x -> q"),
+              lambda: nc.library.rms_norm()]
+    return nc.unfused(chains[int(rng.integers(len(chains)))]())
+
+
+def _fusion_cost(lhs, rhs, m):
+    """Fusion removes exactly the intermediate's round trip: 2·size per fused wire."""
+    saved = sum((2 * nc.iocost.numel(w.array) for w in m.net.wires.values()
+                 if w.src[0] == m.nodes["k1"] and w.dst[0] == m.nodes["k2"]), sympy.Integer(0))
+    lvl = m.box("k1").params["level"]
+    got = nc.cost(lhs).H[lvl] - nc.cost(rhs).H[lvl]
+    assert sympy.simplify(got - saved) == 0, f"fusion saves {got}, expected {saved}"
+
+
+kernel_fusion = Rule(
+    "kernel_fusion",
+    Pattern({"k1": PLAIN_KERNEL, "k2": PLAIN_KERNEL}, [("k1", None, "k2", None)]),
+    _fusion_rhs,
+    conditions=(Condition("same_level", _same_level, "both kernels must run at one level"),),
+    obligation=Obligation(_fusion_instance, cost=_fusion_cost),
+    doc="""Kernel(f) ; Kernel(g) → Kernel(f ; g): Save ; Load of the intermediate eliminated.
+
+    Paper §1 and Fig. SoftMax_MatMul_algorithm (fusion computes all sequential steps on
+    low-level memory).  Cost claim: H drops by exactly twice the intermediate's size.""")
+
+
+# ---------------------------------------------------------------------- stream partition
+def _axis_size(m):
+    axis = m.params.get("axis")
+    if axis is None:
+        raise RewriteError("stream_partition/group_partition need an axis: rule.using(axis='x', size='s_x')")
+    return axis, m.params.get("size", f"s_{axis}")
+
+
+def _streamable(m):
+    axis, _ = _axis_size(m)
+    k = m.box("k")
+    if not any(axis in a.names for a in k.arg.dom.inside):
+        return f"no input of the kernel carries {axis!r}"
+    try:
+        analyse(k.arg, axis)
+    except RewriteError as e:
+        return str(e)
+    return True
+
+
+def _stream_rhs(m):
+    axis, size = _axis_size(m)
+    return nc.stream(_single(m, "k"), axis, size)
+
+
+def _stream_instance(rng):
+    algos = [lambda: nc.library.attention(q=4, x=6, d=3), lambda: nc.library.matmul(a=3, b=6, c=2),
+             lambda: nc.reduce("max", "q x -> q", q=2, x=6),
+             lambda: nc.einsum("q x, x d -> q d", q=2, x=6, d=2)]
+    return nc.kernel(algos[int(rng.integers(len(algos)))]())
+
+
+def _stream_cost(lhs, rhs, m):
+    """Streaming moves the same data: H is unchanged (the whole axis is still transferred)."""
+    a, b = nc.cost(lhs).H, nc.cost(rhs).H
+    assert all(sympy.simplify(a[l] - b.get(l, 0)) == 0 for l in a), f"H changed: {a} → {b}"
+
+
+stream_partition = Rule(
+    "stream_partition",
+    Pattern({"k": PLAIN_KERNEL}),
+    _stream_rhs,
+    conditions=(Condition("streamable", _streamable, "the kernel must be streamable along the axis"),),
+    obligation=Obligation(lambda rng: _stream_instance(rng), cost=_stream_cost),
+    doc="""Kernel(F) → Kernel(Stream_{b, s_b}(F)) when F is streamable along b.
+
+    Paper Figs. streaming_condition, recursive_decomposition, streaming_relabeling and the
+    fusion theorem (Appendix A.1): streamability is derived from the primitives'
+    accumulators (contraction: sum; SoftMax-contraction: online softmax).  Cost claim:
+    transfers are unchanged; memory uses s_b in place of b.""",
+    oriented=False,
+).using(size=1)
+
+
+# ---------------------------------------------------------------------- group partition
+def _weaved(m):
+    axis, _ = _axis_size(m)
+    try:
+        nc.group(_single(m, "k"), axis, m.params.get("size", f"g_{axis}"))
+    except RewriteError as e:
+        return str(e)
+    return True
+
+
+def _group_rhs(m):
+    axis, _ = _axis_size(m)
+    return nc.group(_single(m, "k"), axis, m.params.get("size", f"g_{axis}"))
+
+
+def _group_instance(rng):
+    algos = [lambda: nc.kernel(nc.library.attention(q=6, x=4, d=3)),
+             lambda: nc.stream(nc.kernel(nc.library.attention(q=6, x=4, d=3)), "x", 2),
+             lambda: nc.kernel(nc.einsum("q x, x d -> q d", q=6, x=3, d=2)),
+             lambda: nc.kernel(nc.elementwise("exp", "q x", q=6, x=2))]
+    return algos[int(rng.integers(len(algos)))]()
+
+
+def _group_cost(lhs, rhs, m):
+    """H = N_g · H_g on the grouped side."""
+    c = nc.cost(rhs)
+    assert c.groups, "the rewrite made no group partition"
+    lvl = max(c.H)
+    assert sympy.simplify(c.H[lvl] - c.N_g * c.H_g[lvl]) == 0
+
+
+group_partition = Rule(
+    "group_partition",
+    Pattern({"k": PARTITIONABLE}),
+    _group_rhs,
+    conditions=(Condition("weaved", _weaved, "the region must be weaved over the axis"),),
+    obligation=Obligation(_group_instance, cost=_group_cost),
+    doc="""Kernel(weave_a F) → Grid_{a, g_a}(Kernel(F[a ↦ g_a])), i.e. split_a ; (F ⊗ … ⊗ F) ; join_a.
+
+    Paper Figs. weaved_algorithm, group_partitioning and multiple_weaves: a weaved algorithm
+    equals sub-algorithms on partitions of the weaved axis; un-weaved inputs go to every
+    group.  Cost claim: H = N_g H_g with N_g = a/g_a.""",
+    oriented=False,
+).using(axis="q", size=3)
+
+
+RULES = RuleSet((kernel_formation, kernel_fusion, stream_partition, group_partition))
