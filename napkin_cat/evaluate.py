@@ -242,14 +242,23 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
             shape = tuple(Env(env).size(a.size, f"axis {a.name!r}") for a in arr.axes)
             xs.append(rng.normal(size=shape) * scale)
         named = {str(k): v for k, v in env.items()}
-        y1 = evaluate(d1, *xs, sizes=named)
-        y2 = evaluate(d2, *xs, sizes=named)
+        with np.errstate(all="ignore"):
+            y1 = evaluate(d1, *xs, sizes=named)
+            y2 = evaluate(d2, *xs, sizes=named)
         y1 = y1 if isinstance(y1, tuple) else (y1,)
         y2 = y2 if isinstance(y2, tuple) else (y2,)
         for j, (a, b) in enumerate(zip(y1, y2)):
-            err = float(np.max(np.abs(a - b))) if a.size else 0.0
-            if np.isnan(err) or not np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
-                return Equivalence(False, f"output {j} differs by up to {err:.3g} at sizes {named} "
+            a, b = np.asarray(a, float), np.asarray(b, float)
+            # NaN and ±inf must sit in the same places; the error is taken over finite entries
+            same_specials = (np.array_equal(np.isnan(a), np.isnan(b))
+                             and np.array_equal(np.where(np.isinf(a), a, 0), np.where(np.isinf(b), b, 0)))
+            finite = np.isfinite(a) & np.isfinite(b)
+            err = float(np.max(np.abs(a - b)[finite])) if finite.any() else 0.0
+            if not same_specials or not np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
+                if not same_specials:
+                    err = float("nan")
+                what = "has NaN/inf in other places" if not same_specials else f"differs by up to {err:.3g}"
+                return Equivalence(False, f"output {j} {what} at sizes {named} "
                                    f"(trial {t}, seed {seed})", j, err, named, t + 1)
             worst = max(worst, err)
     return Equivalence(True, "", None, worst, {}, trials)

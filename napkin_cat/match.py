@@ -143,10 +143,27 @@ def _ports_fit(have, want) -> bool:
     return True
 
 
+def _arc_consistent(pattern: Pattern, net: Netlist, candidates: dict) -> dict:
+    """Drop candidates lacking a candidate neighbour along some pattern edge (before VF2)."""
+    cands = {v: set(c) for v, c in candidates.items()}
+    changed = True
+    while changed:
+        changed = False
+        for e in pattern.edges:
+            src = {a for a in cands[e.src] if any(b in cands[e.dst] for b in net.successors[a])}
+            dst = {b for b in cands[e.dst] if any(a in cands[e.src] for a in net.predecessors[b])}
+            if src != cands[e.src] or dst != cands[e.dst]:
+                cands[e.src], cands[e.dst], changed = src, dst, True
+    return cands
+
+
 def _monomorphisms(pattern: Pattern, net: Netlist, candidates: dict):
     if len(pattern.nodes) == 1:
         (var, _), = pattern.nodes
         return [{var: nid} for nid in sorted(candidates[var], key=net.position.get)]
+    candidates = _arc_consistent(pattern, net, candidates)
+    if any(not c for c in candidates.values()):
+        return []
     union = set().union(*candidates.values())
     target = net.graph.subgraph(union)
     pg = nx.DiGraph()
@@ -199,10 +216,9 @@ def find(pattern: Pattern, source, *, rule: str = "", params: dict | None = None
         else:
             absorbed = set()
         chosen = set(nodes.values())
-        internal = [w for w in net.wires.values()
-                    if w.src[0] in chosen and w.dst[0] in chosen
-                    and w.src[0] not in absorbed and w.dst[0] not in absorbed]
-        if len(internal) != len(pattern.edges) or not _convex(net, chosen):
+        kept = chosen - absorbed
+        internal = sum(1 for n in kept for w in net.outs[n] if net.wires[w].dst[0] in kept)
+        if internal != len(pattern.edges) or not _convex(net, chosen):
             continue
         m = _boundary(net, nodes, chosen, rule, params or {})
         if pattern.bind is not None:
@@ -251,7 +267,8 @@ class Match:
 
     @property
     def diagram(self):
-        return self.net.source
+        """The diagram the match was found in (laid out once if the netlist was spliced)."""
+        return self.net.diagram
 
     @property
     def dom(self) -> Ty:
@@ -297,15 +314,19 @@ class Match:
         return builder.build(*(outs[p] for p in self.outputs))
 
     # ------------------------------------------------------------- the hole
-    def substitute(self, replacement):
-        """The diagram with the matched nodes replaced by ``replacement`` (of type dom → cod)."""
+    def fill(self, replacement) -> Netlist:
+        """The netlist with the matched nodes replaced by ``replacement`` (of type dom → cod)."""
         if replacement.dom != self.dom or replacement.cod != self.cod:
             raise RewriteError(
                 f"rule {self.rule!r}: the replacement has type {replacement.dom} → {replacement.cod} "
                 f"but the matched sub-diagram has type {self.dom} → {self.cod}; both sides of a rule "
                 "must have the same type")
-        return to_diagram(splice(self.net, set(self.nodes.values()), self.input_wires,
-                                 self.output_wires, to_netlist(replacement)))
+        return normalize(splice(self.net, set(self.nodes.values()), self.input_wires,
+                                self.output_wires, to_netlist(replacement)))
+
+    def substitute(self, replacement):
+        """The diagram with the matched nodes replaced by ``replacement`` (of type dom → cod)."""
+        return to_diagram(self.fill(replacement))
 
 
 def splice(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) -> Netlist:
@@ -331,6 +352,51 @@ def splice(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) ->
     if not placed:
         nodes.extend(new)
     return Netlist.build(net.dom, net.cod, nodes, conns)
+
+
+def normalize(net: Netlist) -> Netlist:
+    """Flatten copies of copies into one copy node and dissolve one-output copies.
+
+    Splicing a replacement can leave such chains; :func:`to_netlist` never does.
+    """
+    copies = [nid for nid, n in net.nodes.items() if n.kind == "copy"]
+    root = {}
+    for c in copies:  # topological order: a parent copy comes first
+        parent = net.wires[net.ins[c][0]].src[0]
+        if parent in root or (parent in net.nodes and net.nodes[parent].kind == "copy"):
+            root[c] = root.get(parent, parent)
+    fanout = {c: 0 for c in copies if c not in root}
+    for c in copies:
+        for w in net.outs[c]:
+            if net.wires[w].dst[0] not in root:
+                fanout[root.get(c, c)] += 1
+    through = {c for c, k in fanout.items() if k == 1}
+    if not root and not through:
+        return net
+    ports = dict.fromkeys(fanout, 0)
+    conns = []
+    for w in net.wires.values():
+        (a, _), (b, _) = w.src, w.dst
+        if b in root:
+            continue  # the wire from a parent copy into a merged copy
+        src = w.src
+        if a in root or a in fanout:
+            top = root.get(a, a)
+            src = (top, ports[top])
+            ports[top] += 1
+        conns.append([w.array, src, w.dst])
+    if through:  # a copy with one output is a wire
+        feed = {c: net.wires[net.ins[c][0]].src for c in through}
+        conns = [c for c in conns if c[2][0] not in through]
+        for c in conns:
+            while c[1][0] in through:
+                c[1] = feed[c[1][0]]
+    nodes = []
+    for nid, n in net.nodes.items():
+        if nid in root or nid in through:
+            continue
+        nodes.append(replace(n, cod=n.dom * fanout[nid]) if nid in fanout else n)
+    return Netlist.build(net.dom, net.cod, nodes, [tuple(c) for c in conns])
 
 
 # ---------------------------------------------------------------------- tools for right-hand sides

@@ -159,6 +159,18 @@ class Netlist:
 
     # ------------------------------------------------------------------ views
     @cached_property
+    def diagram(self) -> Diagram:
+        """The diagram it was read from, else its layout by :func:`to_diagram` (computed once)."""
+        return self.source if self.source is not None else to_diagram(self)
+
+    def same_as(self, other: "Netlist") -> bool:
+        """Equal node ids, boxes and connections (a cheap check that two derivations agree)."""
+        return (self.dom == other.dom and self.cod == other.cod and self.nodes.keys() == other.nodes.keys()
+                and all(n.label == other.nodes[k].label and (n.box is None or n.box == other.nodes[k].box)
+                        for k, n in self.nodes.items())
+                and set(self.connections()) == set(other.connections()))
+
+    @cached_property
     def position(self) -> dict:
         """Node id → index in the topological order."""
         return {nid: k for k, nid in enumerate(self.nodes)}
@@ -338,20 +350,45 @@ def _discard_box(a):
     return discard(Ty(a)).boxes[0]
 
 
+@lru_cache(maxsize=65536)
+def _ty(arrays: tuple):
+    return Ty(*arrays)
+
+
 def to_diagram(net: Netlist) -> Diagram:
     """Lay a netlist out as a diagram: nodes in topological order, swaps to gather inputs.
 
-    Composes once (:func:`napkin_cat.adapter.from_layers`), never ``>>`` in a loop.
+    A copy node is laid out lazily, as binary copies made just before each
+    consumer (which keeps the diagram narrow); discards go right after their
+    wire appears.  Composes once (:func:`napkin_cat.adapter.from_layers`).
     """
     state = list(net.inputs)
     arrays = {w.id: w.array for w in net.wires.values()}
     items = []
+    lazy = {}     # output wire of a copy node, not yet laid out -> the copy node
+    holder = {}   # copy node -> the wire in ``state`` carrying its value
+    left = {}     # copy node -> outputs not yet laid out
 
     def emit(pos, box, k, outs):
-        left = Ty(*(arrays[w] for w in state[:pos]))
-        right = Ty(*(arrays[w] for w in state[pos + k:]))
-        items.append((left, box, right))
+        items.append((_ty(tuple(arrays[w] for w in state[:pos])), box,
+                      _ty(tuple(arrays[w] for w in state[pos + k:]))))
         state[pos:pos + k] = outs
+
+    def materialize(w):
+        """Put wire ``w`` in ``state``, copying its copy node's value if needed."""
+        c = lazy.pop(w, None)
+        if c is None:
+            return
+        if c not in holder:
+            materialize(net.ins[c][0])
+            holder[c] = net.ins[c][0]
+        pos = state.index(holder[c])
+        if left[c] == 1:
+            state[pos] = w
+            del holder[c]
+        else:
+            emit(pos, _copy_box(arrays[w], 2), 1, [w, holder[c]])
+            left[c] -= 1
 
     def move(src, dst):
         while src < dst:
@@ -365,31 +402,43 @@ def to_diagram(net: Netlist) -> Diagram:
 
     def gather(wids):
         """Make ``wids`` adjacent, in order; return the offset of the first."""
+        for w in wids:
+            materialize(w)
         if not wids:
             return len(state)
         anchor = state.index(wids[0])
         for j in range(1, len(wids)):
             p = state.index(wids[j])
             if p < anchor:
-                move(p, anchor)
+                move(p, anchor + j - 1)
                 anchor -= 1
             else:
                 move(p, anchor + j)
         return anchor
 
+    def discard_now(wids):
+        for w in wids:
+            owner = net.wires[w].dst[0]
+            if owner != OUTPUT and net.nodes[owner].kind == "discard":
+                materialize(w)
+                emit(state.index(w), _discard_box(arrays[w]), 1, [])
+
+    discard_now(net.inputs)
     for nid, node in net.nodes.items():
-        wids = list(net.ins[nid])
-        pos = gather(wids)
+        if node.kind == "discard":
+            continue
         if node.kind == "copy":
-            box = _copy_box(node.dom[0], len(node.cod))
-        elif node.kind == "discard":
-            box = _discard_box(node.dom[0])
+            left[nid] = len(net.outs[nid])
+            lazy.update(dict.fromkeys(net.outs[nid], nid))
         else:
-            box = node.box
-        emit(pos, box, len(wids), list(net.outs[nid]))
+            wids = list(net.ins[nid])
+            pos = gather(wids)
+            emit(pos, node.box, len(wids), list(net.outs[nid]))
+        discard_now(net.outs[nid])
     for j, w in enumerate(net.outputs):
+        materialize(w)
         move(state.index(w), j)
-    return from_layers(Ty(*net.dom), Ty(*net.cod), items)
+    return from_layers(_ty(tuple(net.dom)), _ty(tuple(net.cod)), items)
 
 
 # ---------------------------------------------------------------------- isomorphism

@@ -51,9 +51,9 @@ class Condition:
     def failure(self, m: Match) -> str | None:
         """None when the condition holds on ``m``, else the reason it fails."""
         got = self.test(m)
-        if got is True or got is None:
-            return None
-        return self.message + (f" ({got})" if isinstance(got, str) else "")
+        if isinstance(got, str):
+            return self.message + (f" ({got})" if got else "")
+        return None if got is None or got else self.message
 
 
 class ObligationError(RewriteError):
@@ -78,6 +78,10 @@ class Rule:
     doc: str = ""
     oriented: bool = True
     params: tuple = ()
+
+    def __post_init__(self):
+        if self.doc:  # help(rule) shows its lhs → rhs and citation
+            object.__setattr__(self, "__doc__", self.doc)
 
     def using(self, **params) -> "Rule":
         """The same rule with parameters (e.g. an axis name) visible to conditions and rhs."""
@@ -119,9 +123,12 @@ class Rule:
         elif match.diagram is not diagram and match.diagram != diagram:
             raise RewriteError(f"rule {self.name!r}: the match {match.describe()} was found in another "
                                "diagram; find matches with rule.matches(diagram) on this one")
+        return self.fill(match).diagram
+
+    def fill(self, match: Match) -> Netlist:
+        """Check the side conditions and splice the right-hand side into the match's netlist."""
         self.check(match)
-        replacement = self.rhs(match)
-        return match.substitute(replacement)
+        return match.fill(self.rhs(match))
 
     __call__ = apply
 
@@ -148,7 +155,8 @@ class RuleSet:
             else tuple(other)
         return RuleSet(self.rules + other)
 
-    __radd__ = lambda self, other: RuleSet(tuple(other)) + self  # noqa: E731
+    def __radd__(self, other):
+        return as_ruleset(other) + self
 
     def __iter__(self):
         return iter(self.rules)
@@ -188,9 +196,26 @@ def random_sizes(rng, diagram, low: int = 1, high: int = 6) -> dict:
     return {str(s): int(rng.integers(low, high + 1)) for s in free_sizes(diagram)}
 
 
-def _shape(arr, sizes):
+def bind_tiles(rng, sizes: dict, *diagrams) -> dict:
+    """``sizes`` plus a random divisor for every unbound Grid/Stream tile size of the diagrams."""
     import sympy
-    env = {sympy.Symbol(k, positive=True, integer=True): v for k, v in sizes.items()}
+    from napkin_cat.evaluate import Env, tile_sizes
+    env = Env({sympy.Symbol(k, positive=True, integer=True): v for k, v in sizes.items()})
+    out = dict(sizes)
+    for d in diagrams:
+        for tile, full in tile_sizes(d):
+            if isinstance(tile, int) or tile in env:
+                continue
+            n = env.size(full, f"the axis partitioned by {tile}")
+            env[tile] = int(rng.choice([g for g in range(1, n + 1) if n % g == 0]))
+            out[str(tile)] = env[tile]
+    return out
+
+
+def shape_of(arr, sizes: dict) -> tuple:
+    """The numpy shape of an array once its size symbols take the values ``sizes`` (name → int)."""
+    from napkin_cat.axis import symbol
+    env = {symbol(k): v for k, v in sizes.items()}
     return tuple(a.size if isinstance(a.size, int) else int(a.size.subs(env)) for a in arr.axes)
 
 
@@ -225,7 +250,7 @@ class Obligation:
             n += 1
             sizes = random_sizes(rng, lhs)
             xs = (self.inputs(rng, lhs, sizes) if self.inputs is not None
-                  else [rng.normal(size=_shape(a, sizes)) for a in lhs.dom.inside])
+                  else [rng.normal(size=shape_of(a, sizes)) for a in lhs.dom.inside])
             worst = max(worst, self._compare(rule, lhs, rhs, xs, sizes, seed, m))
             if self.structural is not None and not self.structural(lhs, rhs):
                 raise ObligationError(f"rule {rule.name!r}: structural check failed at {m.describe()} "
@@ -240,6 +265,7 @@ class Obligation:
 
     def _compare(self, rule, lhs, rhs, xs, sizes, seed, m) -> float:
         from napkin_cat.evaluate import evaluate
+        sizes = bind_tiles(np.random.default_rng(seed), sizes, lhs, rhs)
         with np.errstate(all="ignore"):
             y1 = evaluate(lhs, *xs, sizes=sizes)
             y2 = evaluate(rhs, *xs, sizes=sizes)
@@ -255,11 +281,11 @@ class Obligation:
                 err = float(np.max(np.abs(a - b)[fin])) if fin.any() else 0.0
                 if not ok:
                     shapes = [tuple(x.shape) for x in xs]
-                    if not same_nan:
-                        err = float("nan")
+                    what = f"differs by up to {err:.3g}" if same_nan else \
+                        f"is NaN where the other side is not (finite entries differ by up to {err:.3g})"
                     raise ObligationError(
                         f"rule {rule.name!r} is unsound: counterexample (seed {seed}) at {m.describe()}: "
-                        f"output {j} differs by up to {err:.3g} at sizes {sizes} (input shapes {shapes})",
+                        f"output {j} {what} at sizes {sizes} (input shapes {shapes})",
                         {"seed": seed, "sizes": sizes, "output": j, "max_error": err,
                          "match": m.describe(), "inputs": xs, "lhs": lhs})
                 worst = max(worst, err)
@@ -295,13 +321,36 @@ class Proof:
 # ---------------------------------------------------------------------- the driver
 @dataclass(frozen=True)
 class Step:
-    """One rewrite: the rule's name, the match position and description, before and after."""
+    """One rewrite: the rule's name, the match position and description, before and after.
+
+    The driver records netlists; ``before``/``after`` lay them out as diagrams on demand.
+    """
 
     rule: str
     key: tuple
     description: str
-    before: object = None
-    after: object = None
+    before_net: Netlist | None = None
+    after_net: Netlist | None = None
+    stored: tuple = ()  # (before, after) diagrams read back by Trace.loads
+    fresh: bool = True  # the step's netlist was read from a diagram (a new rewrite() call)
+    params: tuple = ()  # the rule's parameters (see Rule.using)
+
+    @property
+    def before(self):
+        if self.stored:
+            return self.stored[0]
+        return self.before_net.diagram if self.before_net is not None else None
+
+    @property
+    def after(self):
+        if self.stored:
+            return self.stored[1]
+        return self.after_net.diagram if self.after_net is not None else None
+
+
+def _jsonable(value):
+    """A rule parameter as JSON: numbers, strings and booleans as they are, anything else as str."""
+    return value if isinstance(value, (bool, int, float, str)) or value is None else str(value)
 
 
 def _serial():
@@ -327,18 +376,26 @@ class Trace:
 
     def replay(self, start, rules=None):
         """Re-apply every step from ``start`` (same rule, same match position); return the result."""
+        from napkin_cat.netlist import isomorphic
         rules = as_ruleset(rules) if rules is not None else self.rules
-        d = start
+        net = None
         for k, step in enumerate(self.steps):
+            if net is None or step.fresh:  # match positions are relative to a freshly read netlist
+                net = to_netlist(start if net is None else net.diagram)
             rule = rules[step.rule]
-            found = [m for m in rule.candidates(d) if m.key == tuple(map(tuple, step.key))]
+            if step.params:
+                rule = rule.using(**dict(step.params))
+            key = tuple(map(tuple, step.key))
+            found = [m for m in rule.candidates(net) if m.key == key]
             if not found:
                 raise RewriteError(f"replay step {k}: rule {step.rule!r} no longer matches at "
                                    f"{step.description}")
-            d = rule.apply(d, found[0])
-            if step.after is not None and d != step.after:
+            net = rule.fill(found[0])
+            if step.after_net is not None and not net.same_as(step.after_net):
                 raise RewriteError(f"replay step {k} ({step.rule}) did not reproduce the recorded diagram")
-        return d
+        if self.steps and self.steps[-1].stored and not isomorphic(net, self.steps[-1].stored[1]):
+            raise RewriteError("replay did not reproduce the recorded final diagram")
+        return start if net is None else net.diagram
 
     def check(self, **equivalent_options):
         """Check every step with ``equivalent(before, after)``; return the last verdict."""
@@ -359,7 +416,8 @@ class Trace:
         serial = _serial()
         out = []
         for s in self.steps:
-            item = {"rule": s.rule, "key": [list(p) for p in s.key], "description": s.description}
+            item = {"rule": s.rule, "key": [list(p) for p in s.key], "description": s.description,
+                    "fresh": s.fresh, "params": [[k, _jsonable(v)] for k, v in s.params]}
             if serial is not None and s.before is not None:
                 item["before"], item["after"] = serial.dumps(s.before), serial.dumps(s.after)
             out.append(item)
@@ -372,9 +430,10 @@ class Trace:
             items = data["steps"]
             serial = _serial()
             steps = tuple(Step(i["rule"], tuple(tuple(p) for p in i["key"]), i["description"],
-                               serial.loads(i["before"]) if serial and "before" in i else None,
-                               serial.loads(i["after"]) if serial and "after" in i else None)
-                          for i in items)
+                               stored=(serial.loads(i["before"]), serial.loads(i["after"]))
+                               if serial and "before" in i else (), fresh=bool(i.get("fresh", k == 0)),
+                               params=tuple((str(a), b) for a, b in i.get("params", ())))
+                          for k, i in enumerate(items))
         except (KeyError, TypeError, ValueError) as e:
             raise RewriteError(f"not a napkin_cat trace: {e}") from None
         return cls(steps, as_ruleset(rules) if rules is not None else RuleSet())
@@ -402,22 +461,23 @@ def rewrite(diagram, rules, strategy="fixpoint", *, max_steps: int = 1000) -> De
     ``strategy``: ``"fixpoint"`` (first legal match of the first oriented rule that
     applies, until none applies; RewriteError after ``max_steps``), a list of rule
     names (each applied once, in order, at its first legal match), or a callable
-    ``pick(diagram, options) -> (rule, match) | None`` over the legal
-    ``(rule, match)`` options (stops at None or after ``max_steps``).
+    ``pick(netlist, options) -> (rule, match) | None`` over the legal
+    ``(rule, match)`` options (stops at None or after ``max_steps``; ``netlist.diagram``
+    is the current diagram).  Work happens on netlists; diagrams are laid out on demand.
     """
     rules = as_ruleset(rules)
-    d, steps = diagram, []
+    net, steps = to_netlist(diagram), []
 
     def step(rule, m):
-        nonlocal d
-        after = rule.apply(d, m)
-        steps.append(Step(rule.name, m.key, m.describe(), d, after))
-        d = after
+        nonlocal net
+        after = rule.fill(m)
+        steps.append(Step(rule.name, m.key, m.describe(), net, after, fresh=net.source is not None,
+                          params=rule.params))
+        net = after
 
     if isinstance(strategy, str) and strategy == "fixpoint":
         active = [r for r in rules if r.oriented]
         while True:
-            net = to_netlist(d)
             for rule in active:
                 ms = rule.matches(net)
                 if ms:
@@ -430,23 +490,22 @@ def rewrite(diagram, rules, strategy="fixpoint", *, max_steps: int = 1000) -> De
             step(rule, ms[0])
     elif callable(strategy):
         while len(steps) < max_steps:
-            net = to_netlist(d)
             options = [(r, m) for r in rules for m in r.matches(net)]
-            picked = strategy(d, options) if options else None
+            picked = strategy(net, options) if options else None
             if picked is None:
                 break
             step(*picked)
     else:
         for k, name in enumerate(strategy):
             rule = rules[name]
-            cands = rule.candidates(d)
+            cands = rule.candidates(net)
             legal = [m for m in cands if rule.failure(m) is None]
             if not legal:
                 if cands:
                     rule.check(cands[0])
                 raise RewriteError(f"step {k}: rule {name!r} does not match ({rule.pattern.describe()})")
             step(rule, legal[0])
-    return Derivation(diagram, d, Trace(tuple(steps), rules))
+    return Derivation(diagram, net.diagram, Trace(tuple(steps), rules))
 
 
 def _draw_trace(trace: Trace, path: str) -> str:
@@ -456,6 +515,8 @@ def _draw_trace(trace: Trace, path: str) -> str:
     import tempfile
 
     from matplotlib.figure import Figure
+
+    from napkin_cat.adapter import is_structural
     try:
         drawer = getattr(importlib.import_module("napkin_cat.draw"), "draw", None)
     except ImportError:
@@ -482,7 +543,7 @@ def _draw_trace(trace: Trace, path: str) -> str:
                 if picture is not None:
                     ax.imshow(picture)
                 else:
-                    names = [b.name for b in d.boxes if type(b).__name__ not in ("Swap", "Copy", "Discard")]
+                    names = [b.name for b in d.boxes if is_structural(b) is None]
                     ax.text(0.5, 0.5, "\n".join(names[:12] + (["…"] if len(names) > 12 else [])),
                             ha="center", va="center", fontsize=8, family="monospace",
                             bbox={"boxstyle": "round", "fc": "#f4f4f4"})

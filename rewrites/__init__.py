@@ -1,1 +1,59 @@
-"""The theorem library: rewrite rules of the paper as data (built on napkin_cat's public API)."""
+"""The theorem library: rewrite rules of the paper as data (built on napkin_cat's public API).
+
+One module per family; each rule's docstring shows ``lhs → rhs`` and cites the
+paper, and each rule carries its proof obligation (discharged in ``proofs/``).
+
+=================  ==========================================================================
+ruleset            rules
+=================  ==========================================================================
+``BASIC``          copy_discard, delete_pure_box, remove_identity, weave_functoriality
+``SOFTMAX``        softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction,
+                   softmax_contraction_to_unscaled
+``FUSION``         save_load_elimination
+``SIMPLIFY``       the terminating clean-up rules (copy law, deletion, identities, Save;Load)
+``UNSCALED``       the paper's SoftMax → Auxiliary → Unscaled derivation, plus SIMPLIFY
+``PARTITION``      kernel_formation, kernel_fusion, stream_partition, group_partition
+=================  ==========================================================================
+
+Derivations: ``flash_attention(attention)`` and ``tiled_matmul(matmul)`` (module ``derive``).
+
+>>> import napkin_cat as nc
+>>> att = nc.library.attention()
+>>> r = unscaled_softmax(att)
+>>> [s.rule for s in r.trace][:3]
+['softmax_to_auxiliary', 'auxiliary_to_unscaled', 'divide_after_contraction']
+>>> nc.isomorphic(r.diagram, softmax_contraction_to_unscaled.apply(att))
+True
+"""
+from napkin_cat.rewrite import Derivation, RuleSet, rewrite
+from rewrites.basic import RULES as BASIC
+from rewrites.basic import copy_discard, delete_pure_box, remove_identity, weave_functoriality
+from rewrites.fusion import RULES as FUSION
+from rewrites.fusion import save_load_elimination
+from rewrites.partition import RULES as PARTITION
+from rewrites.partition import group_partition, kernel_formation, kernel_fusion, stream_partition
+from rewrites.softmax import RULES as SOFTMAX
+from rewrites.softmax import (auxiliary_to_unscaled, divide_after_contraction, softmax_contraction_to_unscaled,
+                              softmax_to_auxiliary)
+
+SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_elimination))
+UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
+
+# A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
+ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION
+
+from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
+
+
+def unscaled_softmax(diagram, *, max_steps: int = 1000) -> Derivation:
+    """Rewrite every SoftMax · contraction into Unscaled SoftMax · contraction / z, step by step
+    (paper Appendix "Fusion of SoftMax-Contraction"); the first stage of a FlashAttention derivation."""
+    return rewrite(diagram, UNSCALED, max_steps=max_steps)
+
+
+__all__ = ["ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "UNSCALED", "PARTITION", "unscaled_softmax",
+           "flash_attention", "tiled_matmul", "kernel_formation", "kernel_fusion", "stream_partition",
+           "group_partition",
+           "copy_discard", "delete_pure_box", "remove_identity", "weave_functoriality",
+           "softmax_to_auxiliary", "auxiliary_to_unscaled", "divide_after_contraction",
+           "softmax_contraction_to_unscaled", "save_load_elimination"]

@@ -9,8 +9,9 @@ rule                     lhs → rhs
 ``group_partition``      Kernel(weave_a F) → Grid_{a,g}(Kernel(F[a ↦ g]))  if F is weaved over a
 =======================  ===================================================================
 
-The last two take parameters (``rule.using(axis="x", size="s_x")``); they are
-equations a user orients by choosing the axis, so the fixpoint driver does not use them.
+The last two take parameters (``rule.using(axis="x", size="s_x")``); without an axis they
+pick the first legal one read off the kernel.  They are equations a user orients by choosing
+the axis and size, so the fixpoint driver does not use them.
 
 >>> import napkin_cat as nc
 >>> from napkin_cat.rewrite import rewrite
@@ -162,16 +163,29 @@ kernel_fusion = Rule(
 
 
 # ---------------------------------------------------------------------- stream partition
-def _axis_size(m):
+def _stream_axis(m):
+    """The rule's axis, or else the first axis the kernel reads but does not output that it streams."""
+    k = m.box("k")
     axis = m.params.get("axis")
-    if axis is None:
-        raise RewriteError("stream_partition/group_partition need an axis: rule.using(axis='x', size='s_x')")
-    return axis, m.params.get("size", f"s_{axis}")
+    if axis is not None:
+        return axis, m.params.get("size", f"s_{axis}")
+    outs = {n for a in k.cod.inside for n in a.names}
+    for arr in k.arg.dom.inside:
+        for name in arr.names:
+            if name not in outs:
+                try:
+                    analyse(k.arg, name)
+                    return name, m.params.get("size", f"s_{name}")
+                except RewriteError:
+                    continue
+    return None, None
 
 
 def _streamable(m):
-    axis, _ = _axis_size(m)
+    axis, _ = _stream_axis(m)
     k = m.box("k")
+    if axis is None:
+        return "the kernel is streamable along none of the axes it reduces"
     if not any(axis in a.names for a in k.arg.dom.inside):
         return f"no input of the kernel carries {axis!r}"
     try:
@@ -182,14 +196,18 @@ def _streamable(m):
 
 
 def _stream_rhs(m):
-    axis, size = _axis_size(m)
+    axis, size = _stream_axis(m)
     return nc.stream(_single(m, "k"), axis, size)
 
 
 def _stream_instance(rng):
-    algos = [lambda: nc.library.attention(q=4, x=6, d=3), lambda: nc.library.matmul(a=3, b=6, c=2),
-             lambda: nc.reduce("max", "q x -> q", q=2, x=6),
-             lambda: nc.einsum("q x, x d -> q d", q=2, x=6, d=2)]
+    """A kernel streamable along some axis; sizes symbolic or concrete at random."""
+    concrete = bool(rng.integers(2))
+    k = lambda **kw: kw if concrete else {}  # noqa: E731
+    algos = [lambda: nc.library.attention(**k(q=4, x=6, d=3)), lambda: nc.library.matmul(**k(a=3, b=6, c=2)),
+             lambda: nc.reduce("max", "q x -> q", **k(q=2, x=6)),
+             lambda: nc.library.multi_head_attention(**k(q=2, x=4, d=2, h=2)),
+             lambda: nc.einsum("q x, x d -> q d", **k(q=2, x=6, d=2))]
     return nc.kernel(algos[int(rng.integers(len(algos)))]())
 
 
@@ -212,29 +230,50 @@ stream_partition = Rule(
     accumulators (contraction: sum; SoftMax-contraction: online softmax).  Cost claim:
     transfers are unchanged; memory uses s_b in place of b.""",
     oriented=False,
-).using(size=1)
+)
 
 
 # ---------------------------------------------------------------------- group partition
+def _group_axis(m):
+    """The rule's axis, or else the first output axis the region is weaved over (not yet grouped)."""
+    axis = m.params.get("axis")
+    if axis is not None:
+        return axis, m.params.get("size", f"g_{axis}")
+    k = _single(m, "k")
+    for name in k.cod.inside[0].names:
+        try:
+            nc.group(k, name, f"g_{name}")
+            return name, m.params.get("size", f"g_{name}")
+        except RewriteError:
+            continue
+    return None, None
+
+
 def _weaved(m):
-    axis, _ = _axis_size(m)
+    axis, size = _group_axis(m)
+    if axis is None:
+        return "the region is weaved over none of its output axes"
     try:
-        nc.group(_single(m, "k"), axis, m.params.get("size", f"g_{axis}"))
+        nc.group(_single(m, "k"), axis, size)
     except RewriteError as e:
         return str(e)
     return True
 
 
 def _group_rhs(m):
-    axis, _ = _axis_size(m)
-    return nc.group(_single(m, "k"), axis, m.params.get("size", f"g_{axis}"))
+    axis, size = _group_axis(m)
+    return nc.group(_single(m, "k"), axis, size)
 
 
 def _group_instance(rng):
-    algos = [lambda: nc.kernel(nc.library.attention(q=6, x=4, d=3)),
-             lambda: nc.stream(nc.kernel(nc.library.attention(q=6, x=4, d=3)), "x", 2),
-             lambda: nc.kernel(nc.einsum("q x, x d -> q d", q=6, x=3, d=2)),
-             lambda: nc.kernel(nc.elementwise("exp", "q x", q=6, x=2))]
+    """A kernel (or streamed kernel) weaved over an output axis; sizes symbolic or concrete."""
+    concrete = bool(rng.integers(2))
+    k = lambda **kw: kw if concrete else {}  # noqa: E731
+    algos = [lambda: nc.kernel(nc.library.attention(**k(q=6, x=4, d=3))),
+             lambda: nc.stream(nc.kernel(nc.library.attention(**k(q=6, x=4, d=3))), "x", "s_x"),
+             lambda: nc.kernel(nc.einsum("q x, x d -> q d", **k(q=6, x=3, d=2))),
+             lambda: nc.kernel(nc.elementwise("exp", "q x", **k(q=6, x=2))),
+             lambda: nc.stream(nc.library.grouped_query_attention(**k(q=2, x=4, d=2, h=2, g=3)), "x", "s_x")]
     return algos[int(rng.integers(len(algos)))]()
 
 
@@ -258,7 +297,7 @@ group_partition = Rule(
     equals sub-algorithms on partitions of the weaved axis; un-weaved inputs go to every
     group.  Cost claim: H = N_g H_g with N_g = a/g_a.""",
     oriented=False,
-).using(axis="q", size=3)
+)
 
 
 RULES = RuleSet((kernel_formation, kernel_fusion, stream_partition, group_partition))

@@ -1,0 +1,288 @@
+"""Structural rules: the laws of a markov category and of weaving (paper §2).
+
+=========================  =====================================================
+rule                       lhs → rhs
+=========================  =====================================================
+``copy_discard``           copyₙ ; (… ⊗ discard ⊗ …) → copyₙ₋₁ (copy₂ ; discard → id)
+``delete_pure_box``        f ; discard^⊗ → discard^⊗ on f's inputs
+``remove_identity``        id-box (dom = cod) → the identity wire
+``weave_functoriality``    weave_h(f) ; weave_h(g) → weave_h(f ; g)   (an equation)
+=========================  =====================================================
+
+>>> import napkin_cat as nc
+>>> d = nc.Diagram.copy(nc.types("q"), 2) >> nc.Id("q") @ nc.Diagram.copy(nc.types("q"), 0)
+>>> copy_discard.apply(d) == nc.Id("q")
+True
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import napkin_cat as nc
+from napkin_cat.match import ANY_BOX, Pattern, feeds_only, kind, peel_weave, structural
+from napkin_cat.netlist import isomorphic
+from napkin_cat.rewrite import Condition, Obligation, Rule, RuleSet
+
+AXES = ("a", "b", "c", "d")
+UNARY = ("tanh", "neg", "relu", "sigmoid", "square", "id")
+
+
+def random_type(rng, names=AXES, level: int = 0):
+    """A random array type over 1-3 of ``names`` (symbolic sizes)."""
+    k = int(rng.integers(1, min(3, len(names)) + 1))
+    picked = [str(n) for n in rng.permutation(list(names))[:k]]
+    return nc.types(" ".join(picked), level=level).inside[0]
+
+
+def _sig(arr) -> str:
+    return " ".join(arr.names)
+
+
+def _unary(rng, arr):
+    name = UNARY[int(rng.integers(len(UNARY)))]
+    return nc.elementwise(name, _sig(arr), level=arr.level, dtype=arr.dtype,
+                          **{a.name: a.size for a in arr.axes})
+
+
+# ---------------------------------------------------------------------- copy law
+def _copy_discard_rhs(m):
+    return nc.Diagram.copy(m.dom, len(m.outputs)) if len(m.outputs) > 1 else nc.Id(m.dom)
+
+
+def _copy_discard_instance(rng):
+    arr = random_type(rng)
+    t = nc.Ty(arr)
+    n = int(rng.integers(2, 5))
+    j = int(rng.integers(n))
+    tails = [_unary(rng, arr) for _ in range(n)]
+    tails[j] = nc.Diagram.copy(t, 0)
+    layer = tails[0]
+    for f in tails[1:]:
+        layer = layer @ f
+    return nc.Diagram.copy(t, n) >> layer
+
+
+copy_discard = Rule(
+    "copy_discard",
+    Pattern({"c": structural("copy"), "k": structural("discard")}, [("c", None, "k", 0)]),
+    _copy_discard_rhs,
+    obligation=Obligation(_copy_discard_instance),
+    doc="""copyₙ(x) with one copy discarded → copyₙ₋₁(x); copy₂ ; (id ⊗ discard) → id.
+
+    The counit law of the copy comonoid (paper §2: copy and discard come free
+    with tuples of arrays; a markov category).""")
+
+
+# ---------------------------------------------------------------------- deletion
+def _discards_of(net, nodes):
+    (nid,) = nodes.values()
+    return {f"discard{k}": end[0] for k, end in enumerate(net.consumers(nid))}
+
+
+def _delete_rhs(m):
+    return nc.Diagram.copy(m.dom, 0)
+
+
+def _delete_instance(rng):
+    arr = random_type(rng)
+    x, y = nc.Ty(arr), nc.Ty(random_type(rng, names=AXES[2:] + ("e",)))
+    b = nc.Builder(x @ y)
+    X, Y = b.inputs
+    keep = b(_unary(rng, arr), X)
+    dead = b(nc.einsum(f"{_sig(arr)}, {_sig(y.inside[0])} -> {_sig(arr)}"), X, Y)
+    if rng.integers(2):
+        dead = b(_unary(rng, arr), dead)
+    return b.build(keep)
+
+
+delete_pure_box = Rule(
+    "delete_pure_box",
+    Pattern({"f": feeds_only(structural("discard"), "box whose outputs are all discarded")},
+            absorb=_discards_of),
+    _delete_rhs,
+    conditions=(Condition("pure", lambda m: m.node("f").kind in ("box", "region"),
+                          "only a box or region (a deterministic function) may be deleted"),),
+    obligation=Obligation(_delete_instance),
+    doc="""f ; (discard ⊗ … ⊗ discard) → discard ⊗ … ⊗ discard (on f's inputs).
+
+    Deletion: every box is a deterministic (pure) function, so discarding all
+    of its outputs is discarding its inputs (markov categories, paper §2).""")
+
+
+# ---------------------------------------------------------------------- identity boxes
+def _identity_instance(rng):
+    arr = random_type(rng)
+    f = _unary(rng, arr)
+    ident = nc.elementwise("id", _sig(arr))
+    return (ident >> f) if rng.integers(2) else (f >> ident)
+
+
+remove_identity = Rule(
+    "remove_identity",
+    Pattern({"f": kind("id")}),
+    lambda m: nc.Id(m.dom),
+    conditions=(Condition("not_a_broadcast", lambda m: m.dom == m.cod,
+                          "the 'id' box must map an array to itself (a broadcast 'id' adds an axis)"),),
+    obligation=Obligation(_identity_instance),
+    doc="""id-box(x) → x, when its input and output arrays agree.
+
+    The elementwise identity is the identity wire (paper §2); a broadcast is
+    an 'id' box weaved over an axis its input lacks and is not removed.""")
+
+
+# ---------------------------------------------------------------------- weave functoriality
+def _outer(node):
+    spec = node.spec
+    return spec.weaves[-1].name if spec is not None and spec.weaves else None
+
+
+def _bind_weave(m):
+    f, g = m.node("f"), m.node("g")
+    h = _outer(f)
+    if h is None or h != _outer(g):
+        return None
+    positions = {arr.names.index(h) for n in (f, g) for arr in n.cod}
+    if len(positions) != 1:
+        return None
+    return {"axis": f.cod[0].axis(h), "position": positions.pop()}
+
+
+def _weave_rhs(m):
+    h, position = m.vars["axis"], m.vars["position"]
+    f, g = peel_weave(m.box("f"), h.name), peel_weave(m.box("g"), h.name)
+    dom = [a.replace(axes=tuple(x for x in a.axes if x.name != h.name)) for a in m.dom.inside]
+    b = nc.Builder(nc.Ty(*dom))
+    wires = dict(zip(m.inputs, b.inputs))
+    f_out = b(f, *(wires[("f", p)] for p in range(len(f.dom))))
+    f_out = f_out if isinstance(f_out, tuple) else (f_out,)
+    fid = m.nodes["f"]
+    g_in = []
+    for p, src in enumerate(m.net.producers(m.nodes["g"])):
+        g_in.append(f_out[src[1]] if src[0] == fid else wires[("g", p)])
+    g_out = b(g, *g_in)
+    g_out = g_out if isinstance(g_out, tuple) else (g_out,)
+    outs = {("g", p): w for p, w in enumerate(g_out)}
+    outs.update({("f", p): w for p, w in enumerate(f_out) if ("f", p) in m.outputs})
+    item = b.build(*(outs[p] for p in m.outputs))
+    inputs = {i: a.names.index(h.name) for i, a in enumerate(m.dom.inside) if h.name in a.names}
+    return nc.weave(item, h, inputs=inputs, position=position)
+
+
+_F = ("tanh", "softmax", "sum", "contract")
+
+
+def _item_box(rng, which, first):
+    """An item-level box; a second box must take the one item-level array ``x``."""
+    name = _F[which]
+    if name == "softmax":
+        return nc.softmax("x", over="x")
+    if name == "sum":
+        return nc.reduce("sum", "x y -> x") if first else nc.elementwise("neg", "x")
+    if name == "contract":
+        return nc.einsum("x y, y -> x") if first else nc.elementwise("sigmoid", "x")
+    return nc.elementwise(name, "x")
+
+
+def _weave_instance(rng):
+    f = _item_box(rng, int(rng.integers(len(_F))), True)
+    g = _item_box(rng, int(rng.integers(len(_F))), False)
+    h = ["h", "k"][int(rng.integers(2))]
+    position = int(rng.integers(0, 2))
+    weaved = {i: position for i in range(len(f.dom)) if i == 0 or rng.integers(2)}
+    wf = nc.weave(f, h, inputs=weaved, position=position)
+    return wf >> nc.weave(g, h, position=position)
+
+
+def _weave_semantics():
+    """weave_h(F) on X equals F applied to each slice X[h] (checked on a random composite)."""
+    rng = np.random.default_rng(7)
+    f = nc.softmax("x", over="x") >> nc.elementwise("tanh", "x")
+    X = rng.normal(size=(3, 4))
+    got = nc.evaluate(nc.weave(f, "h", position=0), X)
+    want = np.stack([nc.evaluate(f, row) for row in X])
+    assert np.allclose(got, want), "weaving is not mapping over the axis"
+
+
+weave_functoriality = Rule(
+    "weave_functoriality",
+    Pattern({"f": ANY_BOX, "g": ANY_BOX}, [("f", None, "g", None)], bind=_bind_weave),
+    _weave_rhs,
+    obligation=Obligation(_weave_instance, structural=isomorphic, symbolic=(_weave_semantics,)),
+    oriented=False,
+    doc="""weave_h(f) ; weave_h(g) → weave_h(f ; g)   (an equation: both sides are equal).
+
+    Weaving is functorial (paper §2, Fig. weaved_function): the rhs is rebuilt
+    by weaving the item-level composite, and must be isomorphic to the lhs.""")
+
+
+RULES = RuleSet((copy_discard, delete_pure_box, remove_identity, weave_functoriality))
+
+
+# ---------------------------------------------------------------------- random diagrams (fuzzing)
+_FUZZ_TYPES = ("q x", "x d", "q d", "q")
+
+
+def random_diagram(rng, n_ops: int = 10, *, level: int = 1):
+    """A random diagram of ``n_ops`` primitive applications on level-``level`` arrays.
+
+    Built from elementwise maps, SoftMax, contractions (and SoftMax-contractions),
+    reductions, divisions, Save/Load round trips and identity boxes; unused wires are discarded and
+    reused ones copied (by the Builder), so every structural rule has prey.
+
+    >>> import numpy as np
+    >>> d = random_diagram(np.random.default_rng(0), 6)
+    >>> len(d.dom) >= 2 and len(d.cod) >= 1
+    True
+    """
+    t = {s: nc.types(s, level=level).inside[0] for s in _FUZZ_TYPES}
+    dom = [t["q x"], t["x d"]] + [t[s] for s in rng.choice(_FUZZ_TYPES, int(rng.integers(0, 3)))]
+    b = nc.Builder(nc.Ty(*dom))
+    pool, saved = list(b.inputs), []
+
+    def pick(sig):
+        """A wire of that type: the newest one half of the time (so chains form), else any."""
+        ws = [w for w in pool if w.array == t[sig]]
+        if not ws:
+            return None
+        return ws[-1] if rng.random() < 0.5 else ws[int(rng.integers(len(ws)))]
+
+    def op(name, sig, *args, **kw):
+        return b(name if not isinstance(name, str) else nc.elementwise(name, sig, level=level, **kw), *args)
+
+    for _ in range(n_ops):
+        choice = int(rng.integers(9))
+        sig = _FUZZ_TYPES[int(rng.integers(len(_FUZZ_TYPES)))]
+        w = pick(sig)
+        if w is None:
+            continue
+        if choice == 0:
+            w = op(UNARY[int(rng.integers(len(UNARY)))], sig, w)
+        elif choice == 1:
+            w = op(["add", "mul"][int(rng.integers(2))], sig, w, pick(sig))
+        elif choice == 2 and pick("q x"):
+            w = b(nc.softmax("q x", over="x", level=level), pick("q x"))
+        elif choice == 3 and pick("q x") and pick("x d"):
+            w = b(nc.einsum("q x, x d -> q d", level=level), pick("q x"), pick("x d"))
+        elif choice == 4 and pick("q x"):
+            w = b(nc.reduce(["sum", "max"][int(rng.integers(2))], "q x -> q", level=level), pick("q x"))
+        elif choice == 5 and pick("q x") and pick("q"):
+            z = op("sigmoid", "q", pick("q"))
+            w = b(nc.elementwise("div", "q x, q -> q x", level=level), pick("q x"), z)
+        elif choice == 6 and level > 0:
+            up = b(nc.transfer("save", w.array), w)
+            if rng.integers(3):
+                w = b(nc.transfer("load", up.array), up)
+            else:
+                saved.append(up)
+                continue
+        elif choice == 7:
+            w = op("id", sig, w)
+        elif pick("q x") and pick("x d"):  # SoftMax-contraction, the heart of attention
+            p = b(nc.softmax("q x", over="x", level=level), pick("q x"))
+            w = b(nc.einsum("q x, x d -> q d", level=level), p, pick("x d"))
+        else:
+            continue
+        pool.append(w)
+    k = int(rng.integers(1, 3))
+    outs = list(dict.fromkeys([pool[-1]] + [pool[int(i)] for i in rng.integers(len(pool), size=k)]))
+    return b.build(*(outs + saved[:2]))
