@@ -20,7 +20,6 @@ True
 from __future__ import annotations
 
 from discopy import cat, markov, monoidal
-from discopy.utils import AxiomError
 from discopy.cat import factory
 
 from napkin_cat.axis import Axis

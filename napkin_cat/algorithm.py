@@ -16,7 +16,7 @@ True
 """
 from __future__ import annotations
 
-from napkin_cat.adapter import Array, Bubble, Diagram, Ty, compose_all, from_layers, is_structural, layers
+from napkin_cat.adapter import Array, Diagram, Ty, compose_all, from_layers, is_structural, layers
 from napkin_cat.axis import Axis, as_size
 from napkin_cat.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.construct import transfer
@@ -50,8 +50,6 @@ def kernel(diagram: Diagram, level: int = 1) -> Diagram:
             raise RewriteError(f"cannot form a kernel around {box.name}: the diagram is already an algorithm")
     body = at_level(diagram, level)
     loads = _moves(list(diagram.dom.inside), level, "load")
-    saves = _moves(list(body.cod.inside), diagram.cod.inside[0].level if len(diagram.cod) else 0, "save") \
-        if len(diagram.cod) else Diagram.id(Ty())
     saves = _saves_back(body.cod.inside, diagram.cod.inside)
     inner = compose_all(diagram.dom, loads, body, saves)
     return Kernel.around(inner, level)
@@ -171,8 +169,7 @@ def group(diagram: Diagram, axis: str, size) -> Diagram:
             raise RewriteError(f"group size {tile} does not divide {axis!r} = {full}; legal group sizes are "
                                f"the divisors {[g for g in range(1, full + 1) if full % g == 0]}")
         inner = relabel_axis(k, axis, tile)
-        return Grid(Diagram.id(inner.dom).then(inner) if False else inner, k.dom, k.cod,
-                    {"axis": axis, "size": tile})
+        return Grid(inner, k.dom, k.cod, {"axis": axis, "size": tile})
 
     out, n = _map_kernels(diagram, fn)
     if not n:

@@ -108,15 +108,10 @@ def _slices(total: int, size: int, what: str):
     return [slice(k, k + size) for k in range(0, total, size)]
 
 
-@_register
-class Grid(Region):
-    """Group partition of ``axis`` into groups of ``size`` (paper Fig. group_partitioning).
+class Partition(Region):
+    """A relabelling bubble: ``axis`` seen inside with ``size`` (shared by Grid and Stream)."""
 
-    The inside sees ``axis`` with size ``size``; it runs ``a/size`` times.  Every
-    output carries the axis; inputs without it are sent to every group.
-    """
-
-    region = "grid"
+    carrier = "cod"  # where the full axis is read: a Grid's outputs, a Stream's inputs
 
     @property
     def axis(self) -> str:
@@ -127,10 +122,11 @@ class Grid(Region):
         return self.params["size"]
 
     def full_size(self):
-        for arr in self.cod.inside:
+        for arr in getattr(self, self.carrier).inside:
             if self.axis in arr.names:
                 return arr.axis(self.axis).size
-        raise ValueError(f"{self.name}: no output carries {self.axis!r}")
+        side = "output" if self.carrier == "cod" else "input"
+        raise ValueError(f"{self.name}: no {side} carries {self.axis!r}")
 
     @property
     def trips(self):
@@ -140,14 +136,33 @@ class Grid(Region):
     def mapped_params(self, fa, fname):
         return {"axis": fname(self.axis), "size": _size_param(fa, self.axis, self.size)}
 
-    def run(self, xs, env):
-        from napkin_cat.evaluate import Env, interpret
+    def bind(self, env, what: str):
+        """``(full size, tile size, inner env)`` with the tile size bound inside."""
         total = env.size(self.full_size(), f"axis {self.axis!r}")
-        g = env.size(self.size, f"the group size of {self.axis!r} ({self.size})") \
-            if not isinstance(self.size, int) else self.size
-        inner_env = env.child()
+        tile = self.size if isinstance(self.size, int) else \
+            env.size(self.size, f"the {what} size of {self.axis!r} ({self.size})")
+        _slices(total, tile, f"{what} of {self.axis!r}:")
+        inner = env.child()
         if not isinstance(self.size, int):
-            inner_env[self.size] = g
+            inner[self.size] = tile
+        return total, tile, inner
+
+
+@_register
+class Grid(Partition):
+    """Group partition of ``axis`` into groups of ``size`` (paper Fig. group_partitioning).
+
+    The inside sees ``axis`` with size ``size``; it runs ``a/size`` times.  Every
+    output carries the axis; inputs without it are sent to every group.
+    """
+
+    region = "grid"
+    carrier = "cod"
+
+    def run(self, xs, env):
+        import numpy as np
+        from napkin_cat.evaluate import interpret
+        total, g, inner_env = self.bind(env, "group")
         pos_in = [arr.names.index(self.axis) if self.axis in arr.names else None for arr in self.dom.inside]
         pos_out = [arr.names.index(self.axis) for arr in self.cod.inside]
         parts = []
@@ -161,12 +176,11 @@ class Grid(Region):
                     idx[p] = sl
                     chunk.append(x[tuple(idx)])
             parts.append(interpret(self.arg, chunk, inner_env))
-        import numpy as np
         return [np.concatenate([p[j] for p in parts], axis=pos_out[j]) for j in range(len(self.cod))]
 
 
 @_register
-class Stream(Region):
+class Stream(Partition):
     """Stream partition of ``axis`` in slices of ``size`` (paper Fig. streaming_relabeling).
 
     The inside is the region with the streamed axis relabelled to ``size``; its
@@ -174,25 +188,7 @@ class Stream(Region):
     """
 
     region = "stream"
-
-    @property
-    def axis(self) -> str:
-        return self.params["axis"]
-
-    @property
-    def size(self):
-        return self.params["size"]
-
-    def full_size(self):
-        for arr in self.dom.inside:
-            if self.axis in arr.names:
-                return arr.axis(self.axis).size
-        raise ValueError(f"{self.name}: no input carries {self.axis!r}")
-
-    @property
-    def trips(self):
-        import sympy
-        return sympy.sympify(self.full_size()) / sympy.sympify(self.size)
+    carrier = "dom"
 
     @property
     def plan(self):
@@ -203,17 +199,7 @@ class Stream(Region):
             self.__dict__["_plan"] = cached
         return cached
 
-    def mapped_params(self, fa, fname):
-        return {"axis": fname(self.axis), "size": _size_param(fa, self.axis, self.size)}
-
     def run(self, xs, env):
-        from napkin_cat.evaluate import Env
         from napkin_cat.streaming import run_stream
-        total = env.size(self.full_size(), f"axis {self.axis!r}")
-        s = env.size(self.size, f"the stream size of {self.axis!r} ({self.size})") \
-            if not isinstance(self.size, int) else self.size
-        _slices(total, s, f"stream of {self.axis!r}:")
-        inner_env = env.child()
-        if not isinstance(self.size, int):
-            inner_env[self.size] = s
+        total, s, inner_env = self.bind(env, "stream")
         return run_stream(self.arg, self.plan, xs, inner_env, s, total)

@@ -56,9 +56,12 @@ def cmd_demo(args):
     P = np.exp(S - S.max(1, keepdims=True))
     ref = (P / P.sum(1, keepdims=True)) @ V
     print(f"attention: evaluate vs numpy, max |error| = {np.abs(O - ref).max():.2e}")
-    flash = _derive("attention")
-    print(f"FlashAttention = group(stream(kernel(attention), x, s_x), q, g_q): "
-          f"equivalent = {bool(nc.equivalent(att, flash, trials=5))}")
+    from rewrites import flash_attention
+    derivation = flash_attention(att)
+    flash = derivation.diagram
+    print("FlashAttention derived by rules: " + " ; ".join(s.rule for s in derivation.trace))
+    print(f"  every step checked: {bool(derivation.trace.check())};  "
+          f"equivalent to attention: {bool(nc.equivalent(att, flash, trials=5))}")
     Of = nc.evaluate(flash, Q, K, V, sizes={"g_q": 16, "s_x": 8})
     print(f"  tiled run (g_q=16, s_x=8) vs numpy, max |error| = {np.abs(Of - ref).max():.2e}")
     c = nc.cost(flash)
@@ -72,7 +75,9 @@ def cmd_demo(args):
         for name, d in (("attention", att), ("flash_attention", flash)):
             for ext in ("png", "svg"):
                 nc.draw(d, path=os.path.join(out, f"{name}.{ext}"))
-        print(f"drawings written to {out}/attention.png, {out}/flash_attention.png (and .svg)")
+        derivation.trace.draw(os.path.join(out, "flash_derivation.png"))
+        print(f"drawings written to {out}/attention.png, {out}/flash_attention.png (and .svg), "
+              f"{out}/flash_derivation.png (one row per rewrite)")
     return 0
 
 
@@ -89,6 +94,23 @@ def cmd_cost(args):
     if args.derived:
         o = nc.optimal(c)
         print(f"H* = {o.H}  with {o.sizes}")
+    return 0
+
+
+def cmd_derive(args):
+    import napkin_cat as nc
+    from rewrites import flash_attention, tiled_matmul
+    d = _example(args.example)
+    derive = tiled_matmul if args.example == "matmul" else flash_attention
+    r = derive(d)
+    for k, step in enumerate(r.trace):
+        print(f"{k}: {step.rule}")
+    print(f"checked: {bool(r.trace.check())}")
+    o = nc.optimal(nc.cost(r.diagram))
+    print(f"H* = {o.H}  with {o.sizes}")
+    if args.strip:
+        r.trace.draw(args.strip)
+        print(args.strip)
     return 0
 
 
@@ -112,6 +134,10 @@ def main(argv=None) -> int:
     s.add_argument("example", choices=EXAMPLES)
     s.add_argument("--derived", action="store_true")
     s.set_defaults(fn=cmd_cost)
+    s = sub.add_parser("derive", help="derive the tiled/streamed algorithm by rewrite rules; print the trace")
+    s.add_argument("example", choices=("matmul", "attention", "multi_head_attention", "grouped_query_attention"))
+    s.add_argument("--strip", help="draw the derivation (one row per rewrite) to this PNG/SVG path")
+    s.set_defaults(fn=cmd_derive)
     s = sub.add_parser("draw", help="draw a library algorithm to PNG/SVG")
     s.add_argument("example", choices=EXAMPLES)
     s.add_argument("path")

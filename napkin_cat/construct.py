@@ -22,7 +22,7 @@ from napkin_cat.adapter import Array, Diagram, Ty
 from napkin_cat.axis import Axis, check_name, resolve
 from napkin_cat.dtype import FP32
 from napkin_cat.errors import AxisError, SignatureError, UnknownPrimitiveError
-from napkin_cat.ops import BINARY, ELEMENTWISE, REDUCTIONS, UNARY
+from napkin_cat.ops import ELEMENTWISE, REDUCTIONS, UNARY
 from napkin_cat.primitive import Weave
 from napkin_cat.weave import build_box
 

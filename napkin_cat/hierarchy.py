@@ -18,7 +18,7 @@ algorithm whose two-level optimum is ``H*(a, M) = Σ α_t M^-β_t`` is::
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import sympy
 

@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 import sympy
 
 from napkin_cat.adapter import Array, Diagram, is_structural, layers
-from napkin_cat.bubbles import Grid, Kernel, Region, Stream
-from napkin_cat.errors import LevelError
+from napkin_cat.bubbles import Grid, Region, Stream
 from napkin_cat.primitive import kind_of
 from napkin_cat.weave import core_of
 

@@ -18,7 +18,7 @@ from typing import Callable
 
 from sympy import Basic
 
-from napkin_cat.adapter import Array, Bubble, Diagram, Ty, from_layers, is_structural, layers
+from napkin_cat.adapter import Array, Bubble, Diagram, Ty, from_layers, is_structural
 from napkin_cat.axis import Axis, symbol
 from napkin_cat.errors import AxisError
 from napkin_cat.primitive import Weave

@@ -13,8 +13,7 @@ from hypothesis.extra.numpy import arrays
 
 import napkin_cat as nc
 from napkin_cat.netlist import isomorphic, to_netlist
-from rewrites import (ALL_RULES, SIMPLIFY, auxiliary_to_unscaled, copy_discard, delete_pure_box,
-                      divide_after_contraction, remove_identity, save_load_elimination,
+from rewrites import (ALL_RULES, SIMPLIFY, auxiliary_to_unscaled, copy_discard, remove_identity, save_load_elimination,
                       softmax_contraction_to_unscaled, softmax_to_auxiliary, unscaled_softmax,
                       weave_functoriality)
 from rewrites.fusion import numel, transfer_volume

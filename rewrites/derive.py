@@ -21,7 +21,6 @@ one the algorithm contracts away; the grouped axes are the output's weaves.
 """
 from __future__ import annotations
 
-import napkin_cat as nc
 from napkin_cat.errors import RewriteError
 from napkin_cat.rewrite import Derivation, Trace, rewrite
 from rewrites.partition import group_partition, kernel_formation, kernel_fusion, stream_partition

@@ -21,7 +21,6 @@ the axis and size, so the fixpoint driver does not use them.
 """
 from __future__ import annotations
 
-import numpy as np
 import sympy
 
 import napkin_cat as nc
@@ -200,10 +199,15 @@ def _stream_rhs(m):
     return nc.stream(_single(m, "k"), axis, size)
 
 
+def _sizes_or_symbols(rng):
+    """``k(**sizes)``: the sizes, or (at random) nothing, so that the instance stays symbolic."""
+    concrete = bool(rng.integers(2))
+    return lambda **kw: kw if concrete else {}
+
+
 def _stream_instance(rng):
     """A kernel streamable along some axis; sizes symbolic or concrete at random."""
-    concrete = bool(rng.integers(2))
-    k = lambda **kw: kw if concrete else {}  # noqa: E731
+    k = _sizes_or_symbols(rng)
     algos = [lambda: nc.library.attention(**k(q=4, x=6, d=3)), lambda: nc.library.matmul(**k(a=3, b=6, c=2)),
              lambda: nc.reduce("max", "q x -> q", **k(q=2, x=6)),
              lambda: nc.library.multi_head_attention(**k(q=2, x=4, d=2, h=2)),
@@ -267,8 +271,7 @@ def _group_rhs(m):
 
 def _group_instance(rng):
     """A kernel (or streamed kernel) weaved over an output axis; sizes symbolic or concrete."""
-    concrete = bool(rng.integers(2))
-    k = lambda **kw: kw if concrete else {}  # noqa: E731
+    k = _sizes_or_symbols(rng)
     algos = [lambda: nc.kernel(nc.library.attention(**k(q=6, x=4, d=3))),
              lambda: nc.stream(nc.kernel(nc.library.attention(**k(q=6, x=4, d=3))), "x", "s_x"),
              lambda: nc.kernel(nc.einsum("q x, x d -> q d", **k(q=6, x=3, d=2))),

@@ -8,7 +8,7 @@ import sympy
 import napkin_cat as nc
 from napkin_cat.rewrite import Trace, rewrite
 from rewrites import ALL_RULES, PARTITION, flash_attention, tiled_matmul
-from rewrites.partition import group_partition, kernel_formation, kernel_fusion, stream_partition
+from rewrites.partition import group_partition, kernel_fusion, stream_partition
 
 S = nc.symbol
 q, x, d, h, g, M = (S(n) for n in ("q", "x", "d", "h", "g", "M"))

@@ -153,7 +153,8 @@ def test_unknown_reduction_lists_legal_names():
 
 
 def test_unknown_kind_lists_declared_kinds():
-    with pytest.raises(nc.UnknownPrimitiveError, match=r"unknown primitive kind 'nokind'; declared kinds are \[.*'contract'"):
+    with pytest.raises(nc.UnknownPrimitiveError,
+                       match=r"unknown primitive kind 'nokind'; declared kinds are \[.*'contract'"):
         nc.apply("nokind", "q x")
 
 
@@ -164,7 +165,8 @@ def test_unknown_primitive_is_a_key_error_with_a_readable_message():
 
 
 def test_unknown_dtype():
-    with pytest.raises(nc.NapkinError, match=r"unknown dtype 'fp64'; legal dtypes are \['bf16', 'fp16', 'fp32', 'fp8'\]"):
+    with pytest.raises(nc.NapkinError,
+                       match=r"unknown dtype 'fp64'; legal dtypes are \['bf16', 'fp16', 'fp32', 'fp8'\]"):
         nc.cast("q", to="fp64")
 
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import napkin_cat as nc
 from napkin_cat.adapter import compose_all

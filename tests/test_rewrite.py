@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 import napkin_cat as nc
 from napkin_cat.errors import RewriteError
 from napkin_cat.match import ANY_BOX, Pattern, find, kind, peel_weave
-from napkin_cat.netlist import isomorphic, to_netlist
+from napkin_cat.netlist import isomorphic
 from napkin_cat.rewrite import Condition, Obligation, ObligationError, Rule, RuleSet, Trace, rewrite
 from rewrites import (ALL_RULES, SIMPLIFY, copy_discard, divide_after_contraction, remove_identity,
                       save_load_elimination, softmax_contraction_to_unscaled, unscaled_softmax,
