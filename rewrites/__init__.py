@@ -13,6 +13,7 @@ ruleset            rules
 ``SIMPLIFY``       the terminating clean-up rules (copy law, deletion, identities, Save;Load)
 ``UNSCALED``       the paper's SoftMax → Auxiliary → Unscaled derivation, plus SIMPLIFY
 ``PARTITION``      kernel_formation, kernel_fusion, stream_partition, group_partition
+``DECOMPOSE``      group_split_join, stream_decomposition, online_softmax_decomposition (written-out forms)
 =================  ==========================================================================
 
 Derivations: ``flash_attention(attention)`` and ``tiled_matmul(matmul)`` (module ``derive``).
@@ -30,6 +31,8 @@ from rewrites.basic import RULES as BASIC
 from rewrites.basic import copy_discard, delete_pure_box, remove_identity, weave_functoriality
 from rewrites.fusion import RULES as FUSION
 from rewrites.fusion import save_load_elimination
+from rewrites.decompose import RULES as DECOMPOSE
+from rewrites.decompose import group_split_join, online_softmax_decomposition, stream_decomposition
 from rewrites.partition import RULES as PARTITION
 from rewrites.partition import group_partition, kernel_formation, kernel_fusion, stream_partition
 from rewrites.softmax import RULES as SOFTMAX
@@ -40,7 +43,7 @@ SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_el
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
-ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION
+ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + DECOMPOSE
 
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
@@ -53,7 +56,8 @@ def unscaled_softmax(diagram, *, max_steps: int = 1000) -> Derivation:
 
 __all__ = ["ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "UNSCALED", "PARTITION", "unscaled_softmax",
            "flash_attention", "tiled_matmul", "kernel_formation", "kernel_fusion", "stream_partition",
-           "group_partition",
+           "group_partition", "DECOMPOSE", "group_split_join", "stream_decomposition",
+           "online_softmax_decomposition",
            "copy_discard", "delete_pure_box", "remove_identity", "weave_functoriality",
            "softmax_to_auxiliary", "auxiliary_to_unscaled", "divide_after_contraction",
            "softmax_contraction_to_unscaled", "save_load_elimination"]

@@ -103,3 +103,40 @@ def test_fuzz_partition_rules():
             fired[s.rule] = fired.get(s.rule, 0) + 1
     assert total >= 100, fired
     assert set(fired) == {r.name for r in PARTITION}, fired
+
+
+def test_fuzz_decomposition_rules():
+    """Written-out partitions on random concrete algorithms, applied repeatedly: the function is kept."""
+    from rewrites import DECOMPOSE
+    fired, total = {}, 0
+    builders = [lambda r: nc.library.attention(q=int(r.integers(1, 4)), x=int(r.integers(2, 9)), d=2),
+                lambda r: nc.library.matmul(a=int(r.integers(2, 5)), b=int(r.integers(2, 9)), c=3),
+                lambda r: nc.library.mlp(n=int(r.integers(2, 5)), i=4, f=6, o=2, activation="relu"),
+                lambda r: nc.reduce("max", "q x -> q", q=3, x=int(r.integers(2, 9)))]
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        f = builders[seed % len(builders)](rng)
+
+        def pick(diagram, options):
+            return options[int(rng.integers(len(options)))] if options else None
+        r = rewrite(f, DECOMPOSE, pick, max_steps=int(rng.integers(1, 4)))
+        assert nc.equivalent(f, r.diagram, trials=2, seed=seed, scale=10.0), (seed, [s.rule for s in r.trace])
+        total += len(r.trace)
+        for s in r.trace:
+            fired[s.rule] = fired.get(s.rule, 0) + 1
+    assert total >= 40 and set(fired) == {r.name for r in DECOMPOSE}, fired
+
+
+def test_online_softmax_with_a_fully_masked_first_chunk():
+    """−inf logits over the whole first chunk: δ and the first partial sum vanish, no NaN appears."""
+    from rewrites import online_softmax_decomposition
+    b = nc.Builder(nc.types("q x, x d", q=2, x=6, d=3))
+    S, V = b.inputs
+    sc = b.build(b(nc.einsum("q x, x d -> q d", q=2, x=6, d=3), b(nc.softmax("q x", over="x", q=2, x=6), S), V))
+    two = online_softmax_decomposition.using(first=3).apply(sc)
+    rng = np.random.default_rng(0)
+    logits, values = rng.normal(size=(2, 6)) * 1e4, rng.normal(size=(6, 3))
+    logits[:, :3] = -np.inf
+    got, want = nc.evaluate(two, logits, values), nc.evaluate(sc, logits, values)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=1e-12)

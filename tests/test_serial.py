@@ -317,15 +317,12 @@ def test_any_registered_region_round_trips(tagged_region):
 
 
 @pytest.mark.parametrize("how", ["group", "stream"])
-def test_grid_and_stream_regions_round_trip_when_available(how):
-    """Grid/Stream are built by ``napkin_cat.algorithm`` (in progress elsewhere): skip if unavailable."""
-    try:
-        from napkin_cat import algorithm
-        kernel = Kernel.around(nc.at_level(library.matmul(), 1), level=1)
-        d = _transfers(library.matmul(), kernel)
-        d = algorithm.group(d, "a", "g_a") if how == "group" else algorithm.stream(d, "b", "s_b")
-    except Exception as exc:  # pragma: no cover - depends on other modules' progress
-        pytest.skip(f"{how} not available yet: {type(exc).__name__}: {exc}")
+def test_grid_and_stream_regions_round_trip(how):
+    """Grid and Stream regions (napkin_cat.algorithm) round-trip with their parameters."""
+    from napkin_cat import algorithm
+    kernel = Kernel.around(nc.at_level(library.matmul(), 1), level=1)
+    d = _transfers(library.matmul(), kernel)
+    d = algorithm.group(d, "a", "g_a") if how == "group" else algorithm.stream(d, "b", "s_b")
     regions = [b for b in _all_boxes(d) if isinstance(b, Region)]
     assert {r.region for r in regions} >= {"kernel", "grid" if how == "group" else "stream"}
     e = roundtrip(d)
