@@ -173,3 +173,21 @@ def test_matmul_partitions_count_matches_cost(data):
     np.testing.assert_allclose(out, A @ B, rtol=1e-9, atol=1e-12)
     env = {nc.symbol(k): v for k, v in dict(a=a, b=b, c=c_, g_a=ga, g_c=gc, s_b=sb).items()}
     assert nc.cost(t).H[1].subs(env) == counters[1]
+
+
+def test_user_declared_accumulator_makes_a_new_kind_streamable():
+    """A user's primitive with an accumulator streams without editing the library."""
+    import napkin_cat.ops as ops
+    kind = nc.declare("sum_of_squares", lambda xs, core: [np.sum(xs[0] ** 2, axis=-1)],
+                      flops=lambda core: {"general": 2}, accumulator=ops.SUM)
+    try:
+        f = nc.apply("sum_of_squares", "q x -> q")
+        s = nc.group(nc.stream(f, "x", "s_x"), "q", "g_q")
+        assert nc.equivalent(f, s, trials=5)
+        assert kind.accumulator.name == "sum"
+        # without an accumulator the same kind is refused, and says why
+        nc.declare("sum_of_squares", kind.impl, replace=True)
+        with pytest.raises(nc.RewriteError, match="declares no accumulator"):
+            nc.stream(nc.apply("sum_of_squares", "q x -> q"), "x", "s_x")
+    finally:
+        del nc.KINDS["sum_of_squares"]
