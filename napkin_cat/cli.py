@@ -29,19 +29,12 @@ def _example(name):
 
 
 def _derive(name):
-    """Tiled/streamed form of a library algorithm (group partitions over its weaves)."""
-    import napkin_cat as nc
-    d = _example(name)
-    if name == "matmul":
-        return nc.group(nc.group(nc.stream(d, "b", "s_b"), "a", "g_a"), "c", "g_c")
-    if name == "attention":
-        return nc.group(nc.stream(d, "x", "s_x"), "q", "g_q")
-    if name == "multi_head_attention":
-        return nc.group(nc.group(nc.stream(d, "x", "s_x"), "q", "g_q"), "h", "g_h")
-    if name == "grouped_query_attention":
-        return nc.group(nc.group(nc.group(nc.stream(d, "x", "s_x"), "q", "g_q"), "g", "g_g"), "h", "g_h")
-    raise SystemExit(f"no derivation for {name!r}; derivable: matmul, attention, multi_head_attention, "
-                     "grouped_query_attention")
+    """The tiled/streamed form of a library algorithm, derived by the rewrite rules (axes read off it)."""
+    from rewrites import flash_attention, tiled_matmul
+    if name not in ("matmul", "attention", "multi_head_attention", "grouped_query_attention"):
+        raise SystemExit(f"no derivation for {name!r}; derivable: matmul, attention, multi_head_attention, "
+                         "grouped_query_attention")
+    return (tiled_matmul if name == "matmul" else flash_attention)(_example(name)).diagram
 
 
 def cmd_demo(args):
