@@ -1,0 +1,9 @@
+"""Hypothesis profiles: CI runs derandomized (the same examples every run, so a landing is
+reproducible); local runs draw fresh examples each time and so keep exploring."""
+import os
+
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("dev", deadline=None, print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
