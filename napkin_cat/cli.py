@@ -61,7 +61,7 @@ def cmd_demo(args):
     o = nc.optimal(c)
     print(f"  N_g = {c.N_g},  H_g = {c.H_g[1]},  M = {c.M[1]}")
     print(f"  H* (large M) = {o.H}   tiles {o.sizes}   [paper: 2qd + 4xqd²/M]")
-    print(f"  H* (exact memory model) = {o.exact_H}")
+    print(f"  H* (exact memory model, errata D-12) = {o.exact_H}   tiles {o.exact_sizes}")
     u = nc.cost(nc.unfused(att))
     print(f"  unfused baseline H = {u.H[1]}")
     if hasattr(nc, "draw"):

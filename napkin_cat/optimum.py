@@ -40,6 +40,16 @@ class Optimum:
     exact_constraint: sympy.Expr | None = None
     notes: list = field(default_factory=list)
 
+    def __str__(self):
+        terms = " + ".join(f"({a})·M^-{b}" for a, b in self.terms)
+        lines = [f"H* (paper's large-M form) = {self.H}   with {self.sizes}",
+                 f"   as power terms Σ α_t M^-β_t: {terms}"]
+        if self.exact_H is not None and self.exact_constraint is not None:
+            lines.append(f"H* (exact, memory {self.exact_constraint} ≤ {self.memory}) = {self.exact_H}"
+                         f"   with {self.exact_sizes}")
+        lines += [f"   note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
     def at(self, **values):
         """``H`` with sizes and memory substituted (numbers)."""
         subs = {symbol(k): v for k, v in values.items()}
@@ -100,6 +110,16 @@ def _dominant(columns, tiles):
     return best[0]
 
 
+def _tidy(expr):
+    """The shortest of a few equivalent forms (``(M+1)/sqrt(M+1) - 1`` → ``sqrt(M + 1) - 1``)."""
+    expr = sympy.sympify(expr)
+    forms = [expr, sympy.simplify(expr)]
+    roots = [p for p in expr.atoms(sympy.Pow) if p.exp == sympy.Rational(1, 2)]
+    forms += [sympy.collect(sympy.expand(expr), r) for r in roots]
+    forms += [sympy.factor(sympy.collect(sympy.expand(expr), r)) for r in roots]
+    return min(forms, key=sympy.count_ops)
+
+
 def _solve(H, constraint, tiles, M):
     """Minimise ``H`` over ``tiles`` with ``constraint = M`` (Lagrange); tiles H ignores are 1."""
     free = [g for g in tiles if H.has(g)]
@@ -116,9 +136,9 @@ def _solve(H, constraint, tiles, M):
     for sol in sols:
         if all(sol.get(g) is not None and sol[g].is_positive is not False and not sol[g].has(sympy.I)
                and not (sol[g].free_symbols & set(free)) for g in free):
-            sizes = {g: sympy.simplify(sol[g]) for g in free}
+            sizes = {g: _tidy(sol[g]) for g in free}
             sizes.update(fixed)
-            return sizes, sympy.simplify(H.subs(sizes))
+            return sizes, _tidy(H.subs(sizes))
     if len(free) > 1:
         # degenerate (H sees the tiles only through their product): grow one tile, keep the others at 1
         for g in free:
