@@ -44,17 +44,16 @@ def test_flash_structure_and_equivalence():
     assert nc.equivalent(nc.library.attention(), f, trials=6)
 
 
-@pytest.mark.parametrize("build", [
-    lambda: nc.group(nc.group(nc.stream(nc.library.multi_head_attention(), "x", "s_x"), "q", "g_q"), "h", "g_h"),
-    lambda: nc.group(nc.group(nc.stream(nc.library.grouped_query_attention(), "x", "s_x"), "q", "g_q"), "g", "g_g"),
-    tiled_matmul,
-])
-def test_partitioned_algorithms_are_equivalent(build):
-    d = build()
-    base = {"matmul": nc.library.matmul()}.get("matmul") if d.dom == nc.library.matmul().dom else None
-    ref = base or (nc.library.multi_head_attention() if d.dom == nc.library.multi_head_attention().dom
-                   else nc.library.grouped_query_attention())
-    assert nc.equivalent(ref, d, trials=6)
+@pytest.mark.parametrize("function, build", [
+    (nc.library.multi_head_attention,
+     lambda f: nc.group(nc.group(nc.stream(f, "x", "s_x"), "q", "g_q"), "h", "g_h")),
+    (nc.library.grouped_query_attention,
+     lambda f: nc.group(nc.group(nc.stream(f, "x", "s_x"), "q", "g_q"), "g", "g_g")),
+    (nc.library.matmul, lambda f: nc.group(nc.group(nc.stream(f, "b", "s_b"), "a", "g_a"), "c", "g_c")),
+], ids=["mha", "gqa", "matmul"])
+def test_partitioned_algorithms_are_equivalent(function, build):
+    f = function()
+    assert nc.equivalent(f, build(f), trials=6)
 
 
 def test_streaming_is_derived_not_listed():
