@@ -114,20 +114,24 @@ def _chunk_role(plan, i, box, ins, outs, arrays, uses, fused):
         return "chunk"
     kind = kind_of(spec.kind)
     out_carry = [j for j, arr in enumerate(box.cod.inside) if _has_axis(arr, axis)]
-    if spec.kind == "softmax":
-        if out_carry:
-            users = uses.get(outs[0], [])
-            ok = len(users) == 1 and users[0][0] >= 0 and _is_contraction_over(plan.ops[users[0][0]][0], axis)
-            if ok:
-                contraction = plan.ops[users[0][0]][0]
-                others = [a for a in box.cod.inside[0].names if a != axis]
-                if all(n in contraction.cod.inside[0].names for n in others):
-                    if [a.name for a in box.dom.inside[0].axes if a.name not in spec.weave_names] == [axis]:
-                        fused[users[0][0]] = i
-                        plan.reducers.append(Reducer("softmax-contraction", users[0][0], i))
-                        return "softmax"
+    if spec.kind == "softmax" and out_carry:
+        users = uses.get(outs[0], [])
+        if not (len(users) == 1 and users[0][0] >= 0 and _is_contraction_over(plan.ops[users[0][0]][0], axis)):
             raise RewriteError(f"SoftMax alone is not streamable along {axis!r}: its output grows with "
                                f"{axis!r} (output 0 carries it); compose it with a contraction over {axis!r}")
+        core = [a.name for a in box.dom.inside[0].axes if a.name not in spec.weave_names]
+        if core != [axis]:
+            raise RewriteError(f"SoftMax over {core} is streamable along one of its axes only when it runs over "
+                               f"that axis alone; here it runs over {core}")
+        contraction = plan.ops[users[0][0]][0]
+        rows = [a for a in box.cod.inside[0].names if a != axis]
+        lost = [n for n in rows if n not in contraction.cod.inside[0].names]
+        if lost:
+            raise RewriteError(f"SoftMax-contraction is not streamable along {axis!r}: the contraction also sums "
+                               f"away {lost}, along which the running max and sum differ")
+        fused[users[0][0]] = i
+        plan.reducers.append(Reducer("softmax-contraction", users[0][0], i))
+        return "softmax"
     if out_carry:
         raise RewriteError(f"{box.name!r} is not streamable along {axis!r}: {axis!r} is in its item-level "
                            f"core and its output {out_carry[0]} still carries it")
@@ -141,8 +145,7 @@ def _chunk_role(plan, i, box, ins, outs, arrays, uses, fused):
 def _is_contraction_over(box, axis) -> bool:
     if isinstance(box, Bubble) or box.data.kind != "contract":
         return False
-    return axis in box.dom.inside[0].names + tuple(n for a in box.dom.inside for n in a.names) \
-        and all(axis not in a.names for a in box.cod.inside)
+    return any(axis in a.names for a in box.dom.inside) and all(axis not in a.names for a in box.cod.inside)
 
 
 def is_streamable(region: Diagram, axis: str) -> bool:

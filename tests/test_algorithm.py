@@ -190,3 +190,13 @@ def test_user_declared_accumulator_makes_a_new_kind_streamable():
             nc.stream(nc.apply("sum_of_squares", "q x -> q"), "x", "s_x")
     finally:
         del nc.KINDS["sum_of_squares"]
+
+
+def test_softmax_contraction_refusals_say_which_condition_fails():
+    with pytest.raises(nc.RewriteError, match=r"the contraction also sums away \['q'\]"):
+        nc.stream(nc.softmax("q x", over="x") >> nc.einsum("q x -> "), "x", "s_x")
+    b = nc.Builder(nc.types("q x y, x y d"))
+    S, V = b.inputs
+    d = b.build(b(nc.einsum("q x y, x y d -> q d"), b(nc.softmax("q x y", over="x y"), S), V))
+    with pytest.raises(nc.RewriteError, match=r"runs over \['x', 'y'\]"):
+        nc.stream(d, "x", "s_x")
