@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from napkin_cat.adapter import Diagram, layers
+from napkin_cat.bubbles import REGIONS, Region
 from napkin_cat.primitive import KINDS, kind_of
 from napkin_cat.weave import core_of
 
@@ -121,3 +122,16 @@ def scratch_kinds():
     yield
     for name in set(KINDS) - before:
         del KINDS[name]
+
+
+class Tagged(Region):
+    """A test-only region: checks that serialisation is generic over ``REGIONS``."""
+
+    region = "test_tagged"
+
+
+@pytest.fixture
+def tagged_region():
+    REGIONS[Tagged.region] = Tagged
+    yield Tagged
+    del REGIONS[Tagged.region]
