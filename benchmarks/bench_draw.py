@@ -13,11 +13,11 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import napkin_cat as nc  # noqa: E402
-from napkin_cat.adapter import Diagram, Ty, compose_all, layers  # noqa: E402
-from napkin_cat.algorithm import unfused  # noqa: E402
-from napkin_cat.draw import draw  # noqa: E402
-from napkin_cat.layout import layout  # noqa: E402
-from napkin_cat.tikz import to_tikz  # noqa: E402
+from napkin_cat.syntax.adapter import Diagram, Ty, compose_all, layers  # noqa: E402
+from napkin_cat.algorithms.partitions import unfused  # noqa: E402
+from napkin_cat.render.draw import draw  # noqa: E402
+from napkin_cat.render.layout import layout  # noqa: E402
+from napkin_cat.render.tikz import to_tikz  # noqa: E402
 
 
 def chained_blocks(n_blocks: int) -> Diagram:

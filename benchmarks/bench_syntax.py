@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import napkin_cat as nc  # noqa: E402
-from napkin_cat.builder import Builder  # noqa: E402
+from napkin_cat.syntax.builder import Builder  # noqa: E402
 
 
 def chain_boxes(n: int):

@@ -1,7 +1,11 @@
 """napkin-cat: FlashAttention on a napkin, as software.
 
 Neural circuit diagrams (paper §2) built on discopy, verified rewrites, and
-functors to numpy, IO cost, plans and pictures.
+functors to numpy, IO cost, plans and pictures.  ``__all__`` is the public
+surface; the layers behind it are subpackages reached by their paths
+(``napkin_cat.syntax``, ``.algorithms``, ``.library``, ``.semantics``, ``.cost``,
+``.rewriting``, ``.search``, ``.plan``, ``.codegen``, ``.hardware``, ``.render``,
+``.io``; see ``docs/architecture.md``).
 
 >>> import napkin_cat as nc
 >>> att = nc.library.attention()
@@ -11,29 +15,54 @@ functors to numpy, IO cost, plans and pictures.
 >>> nc.evaluate(att, Q, K, V).shape
 (4, 8)
 """
-from napkin_cat import ops as _ops  # registers the built-in primitive kinds
-from napkin_cat.adapter import Array, Box, Diagram, Ty
-from napkin_cat.axis import Axis, axes, symbol
-from napkin_cat.construct import (Id, apply, cast, einsum, elementwise, join, parse, reduce, rename,
-                                  softmax, split, transfer, types)
-from napkin_cat.dtype import BF16, DTYPES, FP8, FP16, FP32, DType
+from napkin_cat.syntax import ops as _ops  # noqa: F401  (registers the built-in primitive kinds)
 from napkin_cat.errors import (AxisError, CompositionError, LevelError, MemoryLimitError,
                                NapkinError, RewriteError, SerialisationError, ShapeError,
                                SignatureError, UnknownPrimitiveError, WeaveError)
-from napkin_cat.primitive import Accumulator, KINDS, declare
-from napkin_cat.weave import weave
-from napkin_cat.relabel import at_level, rename_axis, substitute
-from napkin_cat.builder import Builder
-from napkin_cat.evaluate import evaluate, equivalent, Equivalence
+from napkin_cat.syntax.adapter import Array, Box, Diagram, Ty
+from napkin_cat.syntax.axis import Axis, axes, symbol
+from napkin_cat.syntax.construct import (Id, apply, cast, einsum, elementwise, join, parse, reduce, rename,
+                                         softmax, split, transfer, types)
+from napkin_cat.syntax.dtype import BF16, DTYPES, FP8, FP16, FP32, DType
+from napkin_cat.syntax.primitive import Accumulator, KINDS, declare
+from napkin_cat.syntax.weave import weave
+from napkin_cat.syntax.relabel import at_level, rename_axis, substitute
+from napkin_cat.syntax.builder import Builder
 from napkin_cat import library
-from napkin_cat.bubbles import Grid, Kernel, Region, Stream
-from napkin_cat.algorithm import group, kernel, stream, unfused
-from napkin_cat.iocost import Cost, cost
-from napkin_cat.optimum import Optimum, optimal, power_terms
+from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
+from napkin_cat.algorithms.partitions import group, kernel, stream, unfused
+from napkin_cat.semantics.evaluate import evaluate
+from napkin_cat.semantics.equivalent import Equivalence, equivalent
+from napkin_cat.cost.iocost import Cost, cost
+from napkin_cat.cost.optimum import Optimum, optimal, power_terms
+from napkin_cat.rewriting.netlist import Netlist, to_netlist
+from napkin_cat.rewriting.readback import to_diagram
+from napkin_cat.rewriting.isomorphism import isomorphic
+from napkin_cat.rewriting.obligation import Obligation, ObligationError
+from napkin_cat.rewriting.rules import Condition, Rule, RuleSet
+from napkin_cat.rewriting.trace import Derivation, Trace
+from napkin_cat.rewriting.driver import rewrite
+from napkin_cat.io.serial import dumps, loads
+from napkin_cat.render.draw import draw, to_tikz
+from napkin_cat.render import strip as _strip  # noqa: F401  (registers the derivation-strip drawer)
 
 __version__ = "0.1.0"
-from napkin_cat.serial import dumps, loads
-from napkin_cat.netlist import Netlist, isomorphic, to_diagram, to_netlist
-from napkin_cat.rewrite import (Condition, Derivation, Obligation, ObligationError, Rule, RuleSet, Trace,
-                                rewrite)
-from napkin_cat.draw import draw, to_tikz
+
+__all__ = [
+    # errors
+    "NapkinError", "AxisError", "CompositionError", "LevelError", "MemoryLimitError", "RewriteError",
+    "SerialisationError", "ShapeError", "SignatureError", "UnknownPrimitiveError", "WeaveError",
+    # syntax
+    "Array", "Box", "Diagram", "Ty", "Axis", "axes", "symbol", "DType", "DTYPES", "FP32", "FP16", "BF16", "FP8",
+    "Accumulator", "KINDS", "declare", "Id", "apply", "cast", "einsum", "elementwise", "join", "parse", "reduce",
+    "rename", "softmax", "split", "transfer", "types", "weave", "at_level", "rename_axis", "substitute", "Builder",
+    # algorithms and the named ones
+    "library", "Region", "Kernel", "Grid", "Stream", "kernel", "unfused", "group", "stream",
+    # functors: numpy, cost
+    "evaluate", "equivalent", "Equivalence", "Cost", "cost", "Optimum", "optimal", "power_terms",
+    # rewriting
+    "Netlist", "to_netlist", "to_diagram", "isomorphic", "Condition", "Rule", "RuleSet", "Obligation",
+    "ObligationError", "Trace", "Derivation", "rewrite",
+    # pictures and JSON
+    "draw", "to_tikz", "dumps", "loads",
+]

@@ -28,13 +28,18 @@ def _example(name):
     return getattr(nc.library, name)()
 
 
+def _derivation(name):
+    """The named derivation of the rule book (found through the ``napkin_cat.rules`` entry point)."""
+    from napkin_cat.rewriting.registry import rulebook
+    return rulebook().derivations["tiled_matmul" if name == "matmul" else "flash_attention"]
+
+
 def _derive(name):
     """The tiled/streamed form of a library algorithm, derived by the rewrite rules (axes read off it)."""
-    from rewrites import flash_attention, tiled_matmul
     if name not in ("matmul", "attention", "multi_head_attention", "grouped_query_attention"):
         raise SystemExit(f"no derivation for {name!r}; derivable: matmul, attention, multi_head_attention, "
                          "grouped_query_attention")
-    return (tiled_matmul if name == "matmul" else flash_attention)(_example(name)).diagram
+    return _derivation(name)(_example(name)).diagram
 
 
 def cmd_demo(args):
@@ -49,8 +54,7 @@ def cmd_demo(args):
     P = np.exp(S - S.max(1, keepdims=True))
     ref = (P / P.sum(1, keepdims=True)) @ V
     print(f"attention: evaluate vs numpy, max |error| = {np.abs(O - ref).max():.2e}")
-    from rewrites import flash_attention
-    derivation = flash_attention(att)
+    derivation = _derivation("attention")(att)
     flash = derivation.diagram
     print("FlashAttention derived by rules: " + " ; ".join(s.rule for s in derivation.trace))
     print(f"  every step checked: {bool(derivation.trace.check())};  "
@@ -92,10 +96,8 @@ def cmd_cost(args):
 
 def cmd_derive(args):
     import napkin_cat as nc
-    from rewrites import flash_attention, tiled_matmul
     d = _example(args.example)
-    derive = tiled_matmul if args.example == "matmul" else flash_attention
-    r = derive(d)
+    r = _derivation(args.example)(d)
     for k, step in enumerate(r.trace):
         print(f"{k}: {step.rule}")
     print(f"checked: {bool(r.trace.check())}")

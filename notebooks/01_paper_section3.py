@@ -55,7 +55,7 @@ print("H* =", opt.H, " with", opt.sizes)
 # ## §4.3 Quantization: FP32 → FP16
 
 # %%
-from napkin_cat.hierarchy import quantization_factors
+from napkin_cat.cost.hierarchy import quantization_factors
 
 att_q = quantization_factors(nc.optimal(nc.cost(flash)), 4, 2)
 mm_q = quantization_factors(nc.optimal(nc.cost(tiled)), 4, 2)

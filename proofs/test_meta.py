@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import napkin_cat as nc
-from napkin_cat.match import Pattern, kind
-from napkin_cat.rewrite import Obligation, Rule
+from napkin_cat.rewriting.match import Pattern, kind
+from napkin_cat.rewriting import Obligation, Rule
 from rewrites import ALL_RULES
 
 PROOFS = Path(__file__).with_name("test_rules.py")

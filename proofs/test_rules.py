@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 
 import napkin_cat as nc
-from napkin_cat.netlist import isomorphic, to_netlist
+from napkin_cat.rewriting import isomorphic, to_netlist
 from rewrites import (ALL_RULES, SIMPLIFY, auxiliary_to_unscaled, copy_discard, remove_identity, save_load_elimination,
                       softmax_contraction_to_unscaled, softmax_to_auxiliary, unscaled_softmax,
                       weave_functoriality)

@@ -26,7 +26,8 @@ Derivations: ``flash_attention(attention)`` and ``tiled_matmul(matmul)`` (module
 >>> nc.isomorphic(r.diagram, softmax_contraction_to_unscaled.apply(att))
 True
 """
-from napkin_cat.rewrite import Derivation, RuleSet, rewrite
+from napkin_cat.rewriting import Derivation, RuleSet, rewrite
+from napkin_cat.rewriting.registry import Rulebook
 from rewrites.basic import RULES as BASIC
 from rewrites.basic import copy_discard, delete_pure_box, remove_identity, weave_functoriality
 from rewrites.fusion import RULES as FUSION
@@ -54,7 +55,13 @@ def unscaled_softmax(diagram, *, max_steps: int = 1000) -> Derivation:
     return rewrite(diagram, UNSCALED, max_steps=max_steps)
 
 
-__all__ = ["ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "UNSCALED", "PARTITION", "unscaled_softmax",
+#: The paper's rule book, found by napkin_cat through the ``napkin_cat.rules`` entry point (pyproject.toml).
+RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "tiled_matmul": tiled_matmul,
+                                        "unscaled_softmax": unscaled_softmax})
+
+
+__all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "UNSCALED", "PARTITION",
+           "unscaled_softmax",
            "flash_attention", "tiled_matmul", "kernel_formation", "kernel_fusion", "stream_partition",
            "group_partition", "DECOMPOSE", "group_split_join", "stream_decomposition",
            "online_softmax_decomposition",

@@ -19,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 import napkin_cat as nc
-from napkin_cat.match import ANY_BOX, Pattern, feeds_only, kind, peel_weave, structural
-from napkin_cat.netlist import isomorphic
-from napkin_cat.rewrite import Condition, Obligation, Rule, RuleSet
+from napkin_cat.rewriting.match import ANY_BOX, Pattern, feeds_only, kind, peel_weave, structural
+from napkin_cat.rewriting import isomorphic
+from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
 
 AXES = ("a", "b", "c", "d")
 UNARY = ("tanh", "neg", "relu", "sigmoid", "square", "id")

@@ -27,9 +27,9 @@ True
 from __future__ import annotations
 
 import napkin_cat as nc
-from napkin_cat.algorithm import relabel_axis
-from napkin_cat.match import Pattern, kind, where
-from napkin_cat.rewrite import Condition, Obligation, Rule, RuleSet
+from napkin_cat.algorithms.partitions import relabel_axis
+from napkin_cat.rewriting.match import Pattern, kind, where
+from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
 from rewrites.softmax import SAME_FORMAT, SURVIVES, WEAVED, _binary, _bind_softmax, _online, initialize
 
 COMBINE = {"sum": "add", "max": "max", "min": "min"}

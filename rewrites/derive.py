@@ -1,6 +1,6 @@
 """Derivations: FlashAttention and tiled matmul reached from their functions by rules alone (§3).
 
-Each derivation is a replayable :class:`~napkin_cat.rewrite.Derivation` whose trace
+Each derivation is a replayable :class:`~napkin_cat.rewriting.trace.Derivation` whose trace
 lists the rules applied:
 
 1. ``kernel_formation`` to a fixpoint: every primitive its own kernel (the unfused baseline);
@@ -22,7 +22,7 @@ one the algorithm contracts away; the grouped axes are the output's weaves.
 from __future__ import annotations
 
 from napkin_cat.errors import RewriteError
-from napkin_cat.rewrite import Derivation, Trace, rewrite
+from napkin_cat.rewriting import Derivation, Trace, rewrite
 from rewrites.partition import group_partition, kernel_formation, kernel_fusion, stream_partition
 
 
@@ -33,7 +33,7 @@ def _chain(start, stages) -> Derivation:
         steps += list(r.trace.steps)
         rules += [rule for rule in r.trace.rules if rule.name not in {x.name for x in rules}]
         d = r.diagram
-    from napkin_cat.rewrite import RuleSet
+    from napkin_cat.rewriting import RuleSet
     return Derivation(start, d, Trace(tuple(steps), RuleSet(tuple(rules))))
 
 

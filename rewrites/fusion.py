@@ -22,8 +22,8 @@ from __future__ import annotations
 import sympy
 
 import napkin_cat as nc
-from napkin_cat.match import Pattern, kind
-from napkin_cat.rewrite import Condition, Obligation, Rule, RuleSet
+from napkin_cat.rewriting.match import Pattern, kind
+from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
 from rewrites.basic import UNARY, random_type
 
 

@@ -14,7 +14,7 @@ pick the first legal one read off the kernel.  They are equations a user orients
 the axis and size, so the fixpoint driver does not use them.
 
 >>> import napkin_cat as nc
->>> from napkin_cat.rewrite import rewrite
+>>> from napkin_cat.rewriting import rewrite
 >>> r = rewrite(nc.library.attention(), [kernel_formation])
 >>> [s.rule for s in r.trace], [type(b).__name__ for b in r.diagram.boxes]
 (['kernel_formation', 'kernel_formation', 'kernel_formation'], ['Kernel', 'Kernel', 'Kernel'])
@@ -25,10 +25,11 @@ import sympy
 
 import napkin_cat as nc
 from napkin_cat.errors import RewriteError
-from napkin_cat.match import Pattern, where
-from napkin_cat.relabel import map_box
-from napkin_cat.rewrite import Condition, Obligation, Rule, RuleSet
-from napkin_cat.streaming import analyse
+from napkin_cat.rewriting.match import Pattern, where
+from napkin_cat.syntax.relabel import map_box
+from napkin_cat.cost.iocost import numel
+from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
+from napkin_cat.algorithms.streaming import analyse
 
 
 # ---------------------------------------------------------------------- node tests
@@ -62,6 +63,15 @@ def _single(m, var):
     return nc.Diagram.id(box.dom).then(box)
 
 
+def _refusal(attempt):
+    """A side condition that asks the constructor: True when ``attempt()`` succeeds, else its reason."""
+    try:
+        attempt()
+    except RewriteError as e:
+        return str(e)
+    return True
+
+
 # ---------------------------------------------------------------------- kernel formation
 def _level(m) -> int:
     return int(m.params.get("level", 1))
@@ -80,7 +90,7 @@ def _function_instance(rng):
 
 def _kernel_cost(lhs, rhs, m):
     box = m.box("f")
-    moved = sum((nc.iocost.numel(a) for a in (*box.dom.inside, *box.cod.inside)), sympy.Integer(0))
+    moved = sum((numel(a) for a in (*box.dom.inside, *box.cod.inside)), sympy.Integer(0))
     got = nc.cost(rhs).H.get(_level(m), 0) - nc.cost(lhs).H.get(_level(m), 0)
     assert sympy.simplify(got - moved) == 0, f"kernel formation moves {got}, expected {moved}"
 
@@ -100,7 +110,7 @@ kernel_formation = Rule(
 # ---------------------------------------------------------------------- kernel fusion
 def strip(kernel_box) -> nc.Diagram:
     """The function inside an unpartitioned kernel: Loads and Saves dropped, recoloured to level 0."""
-    from napkin_cat.adapter import from_layers
+    from napkin_cat.syntax.adapter import from_layers
     to0 = lambda a: a.replace(level=0)  # noqa: E731
     items = []
     for layer in kernel_box.arg.inside:
@@ -142,7 +152,7 @@ def _fusion_instance(rng):
 
 def _fusion_cost(lhs, rhs, m):
     """Fusion removes exactly the intermediate's round trip: 2·size per fused wire."""
-    saved = sum((2 * nc.iocost.numel(w.array) for w in m.net.wires.values()
+    saved = sum((2 * numel(w.array) for w in m.net.wires.values()
                  if w.src[0] == m.nodes["k1"] and w.dst[0] == m.nodes["k2"]), sympy.Integer(0))
     lvl = m.box("k1").params["level"]
     got = nc.cost(lhs).H[lvl] - nc.cost(rhs).H[lvl]
@@ -187,11 +197,7 @@ def _streamable(m):
         return "the kernel is streamable along none of the axes it reduces"
     if not any(axis in a.names for a in k.arg.dom.inside):
         return f"no input of the kernel carries {axis!r}"
-    try:
-        analyse(k.arg, axis)
-    except RewriteError as e:
-        return str(e)
-    return True
+    return _refusal(lambda: analyse(k.arg, axis))
 
 
 def _stream_rhs(m):
@@ -257,11 +263,7 @@ def _weaved(m):
     axis, size = _group_axis(m)
     if axis is None:
         return "the region is weaved over none of its output axes"
-    try:
-        nc.group(_single(m, "k"), axis, size)
-    except RewriteError as e:
-        return str(e)
-    return True
+    return _refusal(lambda: nc.group(_single(m, "k"), axis, size))
 
 
 def _group_rhs(m):

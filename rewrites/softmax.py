@@ -19,7 +19,7 @@ inputs), so the rewritten diagram copies the scores into it.
 >>> import napkin_cat as nc
 >>> att = nc.library.attention()
 >>> fa2 = softmax_contraction_to_unscaled.apply(att)
->>> from napkin_cat.netlist import to_netlist
+>>> from napkin_cat.rewriting import to_netlist
 >>> [n.name for n in to_netlist(fa2).nodes.values() if n.kind == "box"]
 ['·', 'Initialize', 'SoftMax₁', '·', 'div']
 >>> bool(nc.equivalent(att, fa2))
@@ -31,8 +31,8 @@ import numpy as np
 import sympy
 
 import napkin_cat as nc
-from napkin_cat.match import Pattern, kind
-from napkin_cat.rewrite import Condition, Obligation, Rule, RuleSet, shape_of
+from napkin_cat.rewriting.match import Pattern, kind
+from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, shape_of
 
 INIT = "softmax_init"
 

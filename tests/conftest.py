@@ -12,10 +12,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from napkin_cat.adapter import Diagram, layers
-from napkin_cat.bubbles import REGIONS, Region
-from napkin_cat.primitive import KINDS, kind_of
-from napkin_cat.weave import core_of
+from napkin_cat.semantics.regions import REGION_SEMANTICS, run_kernel
+
+from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.algorithms.bubbles import REGIONS, Region
+from napkin_cat.syntax.primitive import KINDS, kind_of
+from napkin_cat.syntax.weave import core_of
 
 
 def softmax_reference(z, axis=-1):
@@ -91,7 +93,7 @@ def box_flops(box, env=None):
 
 def diagram_flops(diagram):
     """Sum of :func:`box_flops` over the primitive boxes of a flat diagram."""
-    from napkin_cat.adapter import is_structural
+    from napkin_cat.syntax.adapter import is_structural
     total = {}
     for _, box in layers(diagram):
         if is_structural(box) is not None:
@@ -132,6 +134,8 @@ class Tagged(Region):
 
 @pytest.fixture
 def tagged_region():
+    """A user's region, registered as a region (syntax) and by its numpy meaning (it runs its inside)."""
     REGIONS[Tagged.region] = Tagged
+    REGION_SEMANTICS[Tagged.region] = run_kernel
     yield Tagged
-    del REGIONS[Tagged.region]
+    del REGIONS[Tagged.region], REGION_SEMANTICS[Tagged.region]

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import napkin_cat as nc
-from napkin_cat.builder import Builder
+from napkin_cat.syntax.builder import Builder
 
 
 # --------------------------------------------------------------------------- composition

@@ -1,0 +1,163 @@
+"""Regions with control structure: ``Kernel``, ``Grid`` and ``Stream`` bubbles (paper §2.2-2.4).
+
+A region is a discopy bubble around a diagram (its ``arg``) with parameters:
+
+* ``Kernel(level)``: the inside runs as one fused kernel; its boundary is Loads/Saves.
+* ``Grid(axis, g)``: group partition; the inside sees ``axis`` with size ``g``
+  and runs ``a/g`` times on separate cores; inputs without the axis go to every group.
+* ``Stream(axis, s)``: stream partition; the inside sees the streamed inputs
+  with ``axis`` of size ``s``; its body (the accumulator) runs ``b/s`` times.
+
+Every region has ``region`` (its kind), ``params`` (a dict of JSON-able or sympy
+values) and is rebuilt by ``REGIONS[region].rebuild(arg, dom, cod, params)``.  A
+region is syntax: what it computes, costs and looks like is said by the functors of
+the layers above (``napkin_cat.semantics``, ``napkin_cat.cost``, ``napkin_cat.render``).
+
+>>> import napkin_cat as nc
+>>> k = Kernel.around(nc.at_level(nc.einsum("a b, b c -> a c"), 1), level=1)
+>>> k.region, k.params
+('kernel', {'level': 1})
+"""
+from __future__ import annotations
+
+import sympy
+
+from napkin_cat.algorithms.streaming import analyse
+from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty
+from napkin_cat.syntax.axis import Axis
+from napkin_cat.syntax.relabel import map_arrays
+from napkin_cat.syntax.weave import insert_at, weave
+
+REGIONS: dict[str, type] = {}
+
+
+def _register(cls):
+    REGIONS[cls.region] = cls
+    return cls
+
+
+class Region(Bubble):
+    """Base class of Kernel, Grid and Stream."""
+
+    region = "region"
+
+    def __init__(self, arg: Diagram, dom: Ty, cod: Ty, params: dict):
+        self.params = dict(params)
+        super().__init__(arg, dom=dom, cod=cod, name=self.title(self.params))
+
+    @classmethod
+    def title(cls, params) -> str:
+        inner = ", ".join(f"{k}={v}" for k, v in params.items())
+        return f"{cls.__name__}({inner})"
+
+    @classmethod
+    def rebuild(cls, arg: Diagram, dom: Ty, cod: Ty, params: dict) -> "Region":
+        return cls(arg, dom, cod, params)
+
+    def map_arrays(self, fa, fname, *, fparam=None):
+        """The region with ``fa`` applied to every array inside and on its boundary."""
+        return type(self).rebuild(map_arrays(self.arg, fa, fname, fparam=fparam), Ty(*map(fa, self.dom.inside)),
+                                  Ty(*map(fa, self.cod.inside)), self.mapped_params(fa, fname))
+
+    def mapped_params(self, fa, fname) -> dict:
+        return dict(self.params)
+
+    def woven(self, axis, inputs: dict, position: int) -> "Region":
+        """Weave a region: weave its inside; the region keeps its parameters (fusion theorem)."""
+        inner = weave(self.arg, axis, inputs=inputs, position=position)
+        dom = list(self.dom.inside)
+        for i, p in inputs.items():
+            dom[i] = dom[i].replace(axes=insert_at(dom[i].axes, axis, p, f"input {i} of {self.name}"))
+        cod = [a.replace(axes=insert_at(a.axes, axis, position, f"output of {self.name}")) for a in self.cod.inside]
+        return type(self).rebuild(inner, Ty(*dom), Ty(*cod), self.params)
+
+    def __eq__(self, other):
+        if not isinstance(other, Region):
+            return NotImplemented
+        return (type(self) is type(other) and self.params == other.params
+                and self.arg == other.arg and self.dom == other.dom and self.cod == other.cod)
+
+    def __hash__(self):
+        return hash((self.region, self.name))
+
+    def __repr__(self):
+        return f"{self.name}[{self.dom} → {self.cod}; {len(self.arg.boxes)} boxes]"
+
+
+@_register
+class Kernel(Region):
+    """One fused kernel: the inside runs at ``level`` between its Loads and Saves."""
+
+    region = "kernel"
+
+    @classmethod
+    def around(cls, arg: Diagram, level: int) -> "Kernel":
+        return cls(arg, arg.dom, arg.cod, {"level": int(level)})
+
+
+def _size_param(fa, axis: str, size):
+    """Map a tile/stream size through an array functor (sizes live on axes)."""
+    mapped = fa(Array((Axis(axis, size),)))
+    return mapped.axes[0].size
+
+
+class Partition(Region):
+    """A relabelling bubble: ``axis`` seen inside with ``size`` (shared by Grid and Stream)."""
+
+    carrier = "cod"  # where the full axis is read: a Grid's outputs, a Stream's inputs
+
+    @property
+    def axis(self) -> str:
+        return self.params["axis"]
+
+    @property
+    def size(self):
+        return self.params["size"]
+
+    def full_size(self):
+        for arr in getattr(self, self.carrier).inside:
+            if self.axis in arr.names:
+                return arr.axis(self.axis).size
+        side = "output" if self.carrier == "cod" else "input"
+        raise ValueError(f"{self.name}: no {side} carries {self.axis!r}")
+
+    @property
+    def trips(self):
+        """How many times the inside runs: ``a/g`` (Grid) or ``b/s`` (Stream)."""
+        return sympy.sympify(self.full_size()) / sympy.sympify(self.size)
+
+    def mapped_params(self, fa, fname):
+        return {"axis": fname(self.axis), "size": _size_param(fa, self.axis, self.size)}
+
+
+@_register
+class Grid(Partition):
+    """Group partition of ``axis`` into groups of ``size`` (paper Fig. group_partitioning).
+
+    The inside sees ``axis`` with size ``size``; it runs ``a/size`` times.  Every
+    output carries the axis; inputs without it are sent to every group.
+    """
+
+    region = "grid"
+    carrier = "cod"
+
+
+@_register
+class Stream(Partition):
+    """Stream partition of ``axis`` in slices of ``size`` (paper Fig. streaming_relabeling).
+
+    The inside is the region with the streamed axis relabelled to ``size``; its
+    head runs once, its body (chunk boxes and accumulators) ``b/size`` times, its tail once.
+    """
+
+    region = "stream"
+    carrier = "dom"
+
+    @property
+    def plan(self):
+        """The streaming analysis of the inside (head / chunk / accumulate / tail), computed once."""
+        cached = self.__dict__.get("_plan")
+        if cached is None:
+            cached = analyse(self.arg, self.axis)
+            self.__dict__["_plan"] = cached
+        return cached

@@ -1,0 +1,300 @@
+"""The cost functor: transfers H, memory M and FLOPs per level, read off the diagram (§2.2-2.4).
+
+* ``H[ℓ]``: values moved into or out of level ℓ (Loads/Saves whose lower end is ℓ),
+  times the trip counts of enclosing Grids (``a/g``) and Streams (``b/s``).
+* ``M[ℓ]``: the maximum over columns of the live data at ℓ, with relabelled
+  sizes inside bubbles, plus what a Stream maintains (its accumulated outputs and
+  the auxiliaries of online softmax) while its body runs.
+* ``flops[pipeline]``: item FLOPs × weave sizes × trips.
+
+It is a monoid-valued functor: composition adds H and FLOPs and takes the max of M::
+
+    cost(f >> g) == cost(f).then(cost(g))
+
+>>> import napkin_cat as nc
+>>> q, x, d, g = nc.symbol("q"), nc.symbol("x"), nc.symbol("d"), nc.symbol("g_q")
+>>> c = cost(nc.group(nc.stream(nc.library.attention(), "x", "s_x"), "q", "g_q"))
+>>> c.N_g, c.H_g[1]
+(q/g_q, 2*d*g_q + 2*d*x)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+
+from napkin_cat.syntax.adapter import Array, Diagram, is_structural, layers
+from napkin_cat.algorithms.bubbles import Grid, Region, Stream
+from napkin_cat.syntax.primitive import kind_of
+from napkin_cat.syntax.weave import core_of
+
+ZERO = sympy.Integer(0)
+
+
+def numel(arr: Array):
+    n = sympy.Integer(1)
+    for a in arr.axes:
+        n = n * a.size
+    return n
+
+
+@dataclass
+class GroupCost:
+    """One group partition: ``H = N_g · H_g`` (per level), over the grouped ``axes`` with ``tiles``."""
+
+    axes: tuple
+    tiles: tuple
+    N_g: sympy.Expr
+    H_g: dict
+    fulls: tuple = ()
+
+
+@dataclass
+class Cost:
+    """H (values), H_bytes, M (max over ``columns``), FLOPs per pipeline, and the group partitions."""
+
+    H: dict = field(default_factory=dict)
+    H_bytes: dict = field(default_factory=dict)
+    columns: dict = field(default_factory=dict)
+    flops: dict = field(default_factory=dict)
+    groups: list = field(default_factory=list)
+    streams: list = field(default_factory=list)   # (axis, stream size, full size)
+
+    @property
+    def M(self) -> dict:
+        return {lvl: (sympy.Max(*cols) if len(cols) > 1 else cols[0]) for lvl, cols in self.columns.items()}
+
+    @property
+    def levels(self):
+        return sorted(set(self.H) | set(self.columns))
+
+    def _first_group(self):
+        if not self.groups:
+            raise AttributeError("this algorithm has no group partition (use nc.group)")
+        return self.groups[0]
+
+    @property
+    def N_g(self):
+        return self._first_group().N_g
+
+    @property
+    def H_g(self) -> dict:
+        return self._first_group().H_g
+
+    @property
+    def total_flops(self):
+        return sum(self.flops.values(), ZERO)
+
+    def scaled(self, k) -> "Cost":
+        """The cost of running this ``k`` times (H and FLOPs scale, M does not)."""
+        return Cost({l: h * k for l, h in self.H.items()}, {l: h * k for l, h in self.H_bytes.items()},
+                    {l: list(c) for l, c in self.columns.items()}, {p: f * k for p, f in self.flops.items()},
+                    [GroupCost(g.axes, g.tiles, g.N_g * k, g.H_g, g.fulls) for g in self.groups], list(self.streams))
+
+    def then(self, other: "Cost") -> "Cost":
+        """Sequential composition: H and FLOPs add, M is the max (columns are pooled)."""
+        return Cost().absorb(self).absorb(other)
+
+    def absorb(self, src: "Cost") -> "Cost":
+        """In place: ``self ← self ; src`` (the functor's accumulator; linear in the diagram)."""
+        for l, h in src.H.items():
+            self.H[l] = self.H.get(l, ZERO) + h
+        for l, h in src.H_bytes.items():
+            self.H_bytes[l] = self.H_bytes.get(l, ZERO) + h
+        for l, cols in src.columns.items():
+            for v in cols:
+                self._add(l, v)
+        for p, f in src.flops.items():
+            self.flops[p] = self.flops.get(p, ZERO) + f
+        self.groups += src.groups
+        self.streams += src.streams
+        return self
+
+    __rshift__ = then
+
+    def _add(self, l, v):
+        seen = self.__dict__.setdefault("_seen", {}).setdefault(l, set())
+        if v not in seen:
+            seen.add(v)
+            self.columns.setdefault(l, []).append(v)
+
+    def add_column(self, col: dict):
+        for l, v in col.items():
+            v = sympy.expand(v)
+            if v != 0:
+                self._add(l, v)
+
+    def __repr__(self):
+        H = {l: h for l, h in self.H.items()}
+        return f"Cost(H={H}, M={self.M}, flops={self.flops})"
+
+
+def _column(arrays) -> dict:
+    out = {}
+    for a in arrays:
+        out[a.level] = out.get(a.level, ZERO) + numel(a)
+    return out
+
+
+def _plus(col: dict, extra: dict) -> dict:
+    out = dict(col)
+    for l, v in extra.items():
+        out[l] = out.get(l, ZERO) + v
+    return out
+
+
+def box_cost(box) -> Cost:
+    """The cost of one primitive box run once."""
+    c = Cost()
+    spec = box.data
+    kind = kind_of(spec.kind)
+    per_item = kind.item_flops(core_of(spec, box.dom, box.cod))
+    weave = sympy.Integer(1)
+    for w in spec.weave_names:
+        for arr in box.cod.inside:
+            if w in arr.names:
+                weave = weave * arr.axis(w).size
+                break
+    for p, f in per_item.items():
+        c.flops[p] = c.flops.get(p, ZERO) + sympy.sympify(f) * weave
+    if spec.kind in ("load", "save"):
+        src, dst = box.dom.inside[0], box.cod.inside[0]
+        lvl = max(src.level, dst.level)
+        c.H[lvl] = numel(src)
+        c.H_bytes[lvl] = numel(src) * max(src.dtype.bytes, dst.dtype.bytes) if src.dtype == dst.dtype \
+            else numel(src) * dst.dtype.bytes
+    return c
+
+
+def _walk(diagram: Diagram, extra_for=None) -> Cost:
+    """Cost of ``diagram``; ``extra_for(layer_index)`` adds maintained data to a column."""
+    total = Cost()
+    col = list(diagram.dom.inside)
+    total.add_column(_plus(_column(col), extra_for(0) if extra_for else {}))
+    for k, (offset, box) in enumerate(layers(diagram)):
+        n = len(box.dom)
+        others = col[:offset] + col[offset + n:]
+        if is_structural(box) is None:
+            if isinstance(box, Region):
+                inner = region_cost(box)
+                base = _plus(_column(others), extra_for(k) if extra_for else {})
+                for lvl, cols in inner.columns.items():
+                    if lvl == 0:  # global arrays are whole at level 0: the outer columns count them
+                        continue
+                    for v in cols:
+                        total.add_column(_plus(base, {lvl: v}))
+                inner.columns = {}
+                total.absorb(inner)
+            else:
+                total.absorb(box_cost(box))
+        col[offset:offset + n] = list(box.cod.inside)
+        total.add_column(_plus(_column(col), extra_for(k + 1) if extra_for else {}))
+    return total
+
+
+def region_cost(box: Region) -> Cost:
+    if isinstance(box, Grid):
+        inner = region_cost_of_arg(box.arg)
+        trips = sympy.sympify(box.full_size()) / sympy.sympify(box.size)
+        nested = inner.groups[0] if inner.groups and _is_nest(box.arg) else None
+        out = inner.scaled(trips)
+        if nested is not None:
+            out.groups = [GroupCost((box.axis,) + nested.axes, (box.size,) + nested.tiles,
+                                    nested.N_g * trips, nested.H_g,
+                                    (box.full_size(),) + nested.fulls)] + out.groups[1:]
+        else:
+            out.groups = [GroupCost((box.axis,), (box.size,), trips, dict(inner.H),
+                                    (box.full_size(),))] + out.groups
+        return out
+    if isinstance(box, Stream):
+        return _stream_cost(box)
+    return region_cost_of_arg(box.arg)
+
+
+def region_cost_of_arg(arg: Diagram) -> Cost:
+    return _walk(arg)
+
+
+def _is_nest(arg: Diagram) -> bool:
+    boxes = [b for _, b in layers(arg) if is_structural(b) is None]
+    return len(boxes) == 1 and isinstance(boxes[0], Grid)
+
+
+def _stream_cost(box: Stream) -> Cost:
+    plan = box.plan
+    trips = sympy.sympify(box.full_size()) / sympy.sympify(box.size)
+    layer_ops = [k for k, (_, b) in enumerate(layers(box.arg)) if is_structural(b) is None]
+    role_of_layer = {k: plan.role[i] for i, k in enumerate(layer_ops)}
+    body_layers = [k for k, r in role_of_layer.items() if r in ("chunk", "softmax", "reduce")]
+    first, last = min(body_layers), max(body_layers)
+    state = {}
+    for r in plan.reducers:
+        out_arr = plan_op_box(plan, r.op).cod.inside[0]
+        size = {out_arr.level: numel(out_arr)}
+        if r.kind == "softmax-contraction":
+            sm = plan_op_box(plan, r.softmax)
+            row = sm.dom.inside[0]
+            aux = numel(row) / row.axis(plan.axis).size
+            size[out_arr.level] = size[out_arr.level] + 2 * aux
+        state[layer_ops[r.op]] = size
+
+    # values computed once (head) or passed whole that the body re-reads on every trip stay resident
+    body_ops = {i for i, r in plan.role.items() if r in ("chunk", "softmax", "reduce")}
+    const = set(plan.dom[i] for i in range(len(plan.dom)) if i not in plan.streamed_inputs)
+    const |= {v for i in plan.indices("head") for v in plan.ops[i][2]}
+    resident = {v for i in body_ops for v in plan.ops[i][1] if v in const}
+    arrays = {v: box.arg.dom.inside[j] for j, v in enumerate(plan.dom)}
+    for b, ins, outs in plan.ops:
+        arrays.update({v: a for v, a in zip(outs, b.cod.inside)})
+
+    def extra(k, ids):
+        """Maintained data in the column before layer ``k``: unapplied reducer state, resident inputs."""
+        if not first < k <= last:
+            return {}
+        out = {}
+        for lk, size in state.items():
+            if lk >= k:
+                out = _plus(out, size)
+        for v in resident - set(ids):
+            out = _plus(out, {arrays[v].level: numel(arrays[v])})
+        return out
+
+    total = Cost()
+    col = list(box.arg.dom.inside)
+    ids = list(plan.dom)
+    total.add_column(_column(col))
+    fresh = iter(v for _, _, outs in plan.ops for v in outs)
+    for k, (offset, b) in enumerate(layers(box.arg)):
+        n = len(b.dom)
+        kind = is_structural(b)
+        if kind is None:
+            c = region_cost(b) if isinstance(b, Region) else box_cost(b)
+            if role_of_layer[k] in ("chunk", "softmax", "reduce"):
+                c = c.scaled(trips)
+            c.columns = {}
+            total.absorb(c)
+            new_ids = [next(fresh) for _ in b.cod.inside]
+        elif kind == "swap":
+            nl = len(b.left)
+            new_ids = ids[offset + nl:offset + n] + ids[offset:offset + nl]
+        elif kind == "copy":
+            new_ids = ids[offset:offset + n] * len(b.cod)
+        else:
+            new_ids = []
+        col[offset:offset + n] = list(b.cod.inside)
+        ids[offset:offset + n] = new_ids
+        total.add_column(_plus(_column(col), extra(k + 1, ids)))
+    total.streams.append((box.axis, box.size, box.full_size()))
+    return total
+
+
+def plan_op_box(plan, i):
+    return plan.ops[i][0]
+
+
+def cost(diagram: Diagram, hierarchy=None) -> Cost:
+    """The IO cost of an algorithm (or of a function diagram, which moves nothing)."""
+    c = _walk(diagram)
+    if hierarchy is not None:
+        hierarchy.check_levels(c.levels)
+    return c

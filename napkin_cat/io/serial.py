@@ -1,0 +1,401 @@
+"""JSON serialisation of diagrams: :func:`dumps` and :func:`loads`, with no code execution.
+
+A document is ``{"napkin_cat": 1, "diagram": D}`` where a diagram ``D`` is::
+
+    {"dom": [A, ...], "cod": [A, ...], "layers": [{"offset": k, "box": B}, ...]}
+
+or, when the diagram *is* a single box (discopy tells a box from the one-box
+diagram around it, and so does equality), that box ``B`` itself;
+
+an array ``A`` is ``{"axes": [[name, size], ...], "level": int, "dtype": "fp32"|"fp16"|"bf16"|"fp8"}``
+and a box ``B`` is one of::
+
+    {"type": "box", "kind": k, "name": n, "dom": [A], "cod": [A],
+     "weaves": [{"name": axis, "inputs": [int, ...]}, ...],   # innermost first
+     "params": {key: V}}
+    {"type": "swap", "left": [A], "right": [A]}
+    {"type": "copy", "dom": [A], "n": int}                      # n >= 2 copies
+    {"type": "discard", "dom": [A]}
+    {"type": "merge", "cod": [A], "n": int}
+    {"type": "region", "region": key, "params": {key: V}, "dom": [A], "cod": [A], "diagram": D}
+
+The left and right context of each layer is not stored: it is recomputed from
+the wires, which also checks that every box fits where it is placed.
+
+A size is a JSON integer or an *expression tree*: an integer is ``Integer``, a
+string is the axis symbol of that name (``napkin_cat.syntax.axis.symbol``: positive,
+integer), and a list ``[node, args...]`` is one of ``Symbol`` (name and
+assumptions), ``Rational`` (p, q), ``Float`` (mantissa, exponent, precision:
+exactly ``mantissa * 2**exponent``), ``Add``, ``Mul``, ``Pow``, the functions
+``floor``, ``ceiling``, ``Max``, ``Min``, ``exp``, ``log``, ``Abs``, ``Mod`` and the
+constants ``["pi"]``, ``["E"]``, ``["oo"]``.  Trees are decoded by building the
+sympy objects directly; strings are never parsed or evaluated as code.  Numbers
+are bounded so that a hostile document cannot make sympy build huge ones:
+integers and rationals up to 512 bits, Floats up to 1024 bits of precision, the
+numbers an ``Add``/``Mul``/``Pow`` combines up to 65536 bits, exponents of a
+number up to ±1024.
+
+A parameter value ``V`` is JSON ``null``/``true``/``false``/number/string/list,
+or a tagged object with one key: ``{"expr": tree}`` (a sympy expression),
+``{"tuple": [V, ...]}``, ``{"dict": {key: V}}``, ``{"float": "inf"|"-inf"|"nan"}``.
+
+Every error raised by :func:`loads` is a :class:`~napkin_cat.errors.SerialisationError`
+naming the place in the document (e.g. ``diagram.layers[3].box.kind``) and what
+would be legal; an unknown primitive kind raises
+:class:`~napkin_cat.errors.UnknownPrimitiveError` instead.
+
+>>> import napkin_cat as nc
+>>> att = nc.library.attention(d=64)
+>>> text = dumps(att)
+>>> loads(text) == att
+True
+>>> import json; json.loads(text)["diagram"]["dom"][0]
+{'axes': [['q', 'q'], ['d', 64]], 'level': 0, 'dtype': 'fp32'}
+>>> import sympy; expression_to_json(1 / nc.symbol("d") ** sympy.Rational(1, 2))
+['Pow', 'd', ['Rational', -1, 2]]
+>>> loads('{"napkin_cat": 2, "diagram": {}}')
+Traceback (most recent call last):
+...
+napkin_cat.errors.SerialisationError: napkin_cat: unsupported format version 2; this napkin_cat reads ...
+"""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+
+from napkin_cat.algorithms.bubbles import REGIONS, Region
+from napkin_cat.rewriting.trace import HOOKS
+from napkin_cat.syntax.adapter import Array, Box, Bubble, Diagram, Ty, from_layers, is_structural, layers
+from napkin_cat.syntax.weave import build_box
+from napkin_cat.syntax.axis import Axis
+from napkin_cat.syntax.dtype import DTYPES
+from napkin_cat.errors import NapkinError, SerialisationError, UnknownPrimitiveError
+from napkin_cat.syntax.primitive import KINDS, Spec, Weave
+from napkin_cat.io.exprjson import (_NAME, _fail, _int, _show, _value_from_json, _value_to_json,  # noqa: F401
+                               expression_from_json, expression_to_json)
+
+VERSION = 1
+
+
+
+def _params_to_json(params: dict, path: str) -> dict:
+    out = {}
+    for k, v in params.items():
+        if not isinstance(k, str):
+            _fail(path, f"parameter keys must be strings, got {k!r}")
+        out[k] = _value_to_json(v, f"{path}.{k}")
+    return out
+
+
+def _params_from_json(obj, path: str) -> dict:
+    if not isinstance(obj, dict):
+        _fail(path, f"expected an object of parameters, got {_show(obj)}")
+    return {k: _value_from_json(v, f"{path}.{k}") for k, v in obj.items()}
+
+
+# =========================================================================== arrays
+def _size_to_json(size, path):
+    return expression_to_json(size, path)
+
+
+def array_to_json(array: Array, path: str = "array") -> dict:
+    return {"axes": [[a.name, _size_to_json(a.size, f"{path}.axes[{i}][1]")]
+                     for i, a in enumerate(array.axes)],
+            "level": array.level, "dtype": array.dtype.name}
+
+
+def _fields(obj, path: str, required: tuple, what: str) -> dict:
+    if not isinstance(obj, dict):
+        _fail(path, f"expected {what} (an object with fields {list(required)}), got {_show(obj)}")
+    missing = [k for k in required if k not in obj]
+    if missing:
+        _fail(path, f"{what} is missing field(s) {missing}; its fields are {list(required)}")
+    extra = sorted(k for k in obj if k not in required)
+    if extra:
+        _fail(path, f"{what} has unknown field(s) {extra}; its fields are {list(required)}")
+    return obj
+
+
+def array_from_json(obj, path: str = "array") -> Array:
+    _fields(obj, path, ("axes", "level", "dtype"), "an array")
+    axes_obj = obj["axes"]
+    if not isinstance(axes_obj, list):
+        _fail(f"{path}.axes", f"expected a list of [name, size] pairs, got {_show(axes_obj)}")
+    axes = []
+    for i, pair in enumerate(axes_obj):
+        where = f"{path}.axes[{i}]"
+        if not isinstance(pair, list) or len(pair) != 2:
+            _fail(where, f"an axis is a pair [name, size], got {_show(pair)}")
+        name, size = pair
+        if not isinstance(name, str) or not _NAME.match(name):
+            _fail(f"{where}[0]", f"axis name {_show(name)} is not legal: use an identifier-like "
+                                 "name such as 'q', 'd_k' or 'x2'")
+        value = expression_from_json(size, f"{where}[1]")
+        try:
+            axes.append(Axis(name, value))
+        except NapkinError as e:
+            _fail(f"{where}[1]", str(e))
+    level = obj["level"]
+    if isinstance(level, bool) or not isinstance(level, int) or level < 0:
+        _fail(f"{path}.level", f"a level is a non-negative integer, got {_show(level)}")
+    dtype = obj["dtype"]
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        _fail(f"{path}.dtype", f"unknown dtype {_show(dtype)}; legal dtypes are {sorted(DTYPES)}")
+    return Array(tuple(axes), level, dtype)
+
+
+def _arrays_to_json(ty: Ty, path: str) -> list:
+    return [array_to_json(a, f"{path}[{i}]") for i, a in enumerate(ty.inside)]
+
+
+def _arrays_from_json(obj, path: str) -> list:
+    if not isinstance(obj, list):
+        _fail(path, f"expected a list of arrays, got {_show(obj)}")
+    return [array_from_json(a, f"{path}[{i}]") for i, a in enumerate(obj)]
+
+
+# =========================================================================== boxes and diagrams
+def _box_to_json(box, path: str) -> dict:
+    if getattr(box, "is_dagger", False):
+        _fail(path, f"cannot serialise the dagger of {box!r}")
+    kind = is_structural(box)
+    if kind == "swap":
+        return {"type": "swap", "left": _arrays_to_json(box.left, f"{path}.left"),
+                "right": _arrays_to_json(box.right, f"{path}.right")}
+    if kind == "copy":
+        return {"type": "copy", "dom": _arrays_to_json(box.dom, f"{path}.dom"), "n": len(box.cod)}
+    if kind == "discard":
+        return {"type": "discard", "dom": _arrays_to_json(box.dom, f"{path}.dom")}
+    if kind == "merge":
+        return {"type": "merge", "cod": _arrays_to_json(box.cod, f"{path}.cod"), "n": len(box.dom)}
+    if isinstance(box, Region):
+        if REGIONS.get(box.region) is not type(box):
+            _fail(path, f"region {box.region!r} ({type(box).__name__}) is not registered in "
+                        f"napkin_cat.algorithms.bubbles.REGIONS; registered regions are {sorted(REGIONS)}")
+        return {"type": "region", "region": box.region,
+                "params": _params_to_json(box.params, f"{path}.params"),
+                "dom": _arrays_to_json(box.dom, f"{path}.dom"),
+                "cod": _arrays_to_json(box.cod, f"{path}.cod"),
+                "diagram": _diagram_to_json(box.arg, f"{path}.diagram")}
+    if isinstance(box, Bubble):
+        _fail(path, f"cannot serialise the bubble {box!r}: only regions registered in "
+                    "napkin_cat.algorithms.bubbles.REGIONS are serialisable")
+    spec = getattr(box, "data", None)
+    if not isinstance(spec, Spec):
+        _fail(path, f"cannot serialise {box!r}: it is neither structural, a region, nor a primitive "
+                    "box (whose data is a napkin_cat.syntax.primitive.Spec)")
+    return {"type": "box", "kind": spec.kind, "name": box.name,
+            "dom": _arrays_to_json(box.dom, f"{path}.dom"),
+            "cod": _arrays_to_json(box.cod, f"{path}.cod"),
+            "weaves": [{"name": w.name, "inputs": list(w.inputs)} for w in spec.weaves],
+            "params": _params_to_json(dict(spec.params), f"{path}.params")}
+
+
+def _diagram_to_json(diagram: Diagram, path: str) -> dict:
+    if isinstance(diagram, Box):  # a box is its own one-layer diagram: keep it a box
+        return _box_to_json(diagram, path)
+    return {"dom": _arrays_to_json(diagram.dom, f"{path}.dom"),
+            "cod": _arrays_to_json(diagram.cod, f"{path}.cod"),
+            "layers": [{"offset": offset, "box": _box_to_json(box, f"{path}.layers[{i}].box")}
+                       for i, (offset, box) in enumerate(layers(diagram))]}
+
+
+_BOX_FIELDS = {
+    "box": ("type", "kind", "name", "dom", "cod", "weaves", "params"),
+    "swap": ("type", "left", "right"),
+    "copy": ("type", "dom", "n"),
+    "discard": ("type", "dom"),
+    "merge": ("type", "cod", "n"),
+    "region": ("type", "region", "params", "dom", "cod", "diagram"),
+}
+
+
+def _one_box(diagram: Diagram, path: str, what: str):
+    if len(diagram.boxes) != 1:
+        _fail(path, f"{what} does not make a single box; use single-array {what}s")
+    return diagram.boxes[0]
+
+
+def _box_from_json(obj, path: str):
+    if not isinstance(obj, dict):
+        _fail(path, f"expected a box (an object with a 'type' among {list(_BOX_FIELDS)}), got {_show(obj)}")
+    if "type" not in obj:
+        _fail(path, f"a box is missing field 'type'; legal types are {list(_BOX_FIELDS)}")
+    t = obj["type"]
+    if not isinstance(t, str) or t not in _BOX_FIELDS:
+        _fail(f"{path}.type", f"unknown box type {_show(t)}; legal types are {list(_BOX_FIELDS)}")
+    _fields(obj, path, _BOX_FIELDS[t], f"a {t!r} box")
+    if t == "swap":
+        left = _arrays_from_json(obj["left"], f"{path}.left")
+        right = _arrays_from_json(obj["right"], f"{path}.right")
+        if not left or not right:
+            _fail(path, "a swap needs at least one array on each side")
+        return _one_box(Diagram.swap(Ty(*left), Ty(*right)), path, "swap")
+    if t in ("copy", "discard"):
+        dom = _arrays_from_json(obj["dom"], f"{path}.dom")
+        if len(dom) != 1:
+            _fail(f"{path}.dom", f"a {t} acts on exactly one array, got {len(dom)}")
+        n = 0
+        if t == "copy":
+            n = _int(obj["n"], f"{path}.n", "the number of copies (an integer >= 2)")
+            if n < 2:
+                _fail(f"{path}.n", f"a copy makes at least 2 copies, got {n} (use 'discard' for 0)")
+        return _one_box(Diagram.copy(Ty(*dom), n), path, t)
+    if t == "merge":
+        cod = _arrays_from_json(obj["cod"], f"{path}.cod")
+        if len(cod) != 1:
+            _fail(f"{path}.cod", f"a merge makes exactly one array, got {len(cod)}")
+        n = _int(obj["n"], f"{path}.n", "the number of merged wires (an integer >= 2)")
+        if n < 2:
+            _fail(f"{path}.n", f"a merge takes at least 2 wires, got {n}")
+        return _one_box(Diagram.merge(Ty(*cod), n), path, "merge")
+    if t == "region":
+        return _region_from_json(obj, path)
+    return _primitive_from_json(obj, path)
+
+
+def _region_from_json(obj, path: str):
+    key = obj["region"]
+    if not isinstance(key, str) or key not in REGIONS:
+        _fail(f"{path}.region", f"unknown region {_show(key)}; registered regions are {sorted(REGIONS)}")
+    params = _params_from_json(obj["params"], f"{path}.params")
+    dom = _arrays_from_json(obj["dom"], f"{path}.dom")
+    cod = _arrays_from_json(obj["cod"], f"{path}.cod")
+    arg = _diagram_from_json(obj["diagram"], f"{path}.diagram")
+    try:
+        return REGIONS[key].rebuild(arg, Ty(*dom), Ty(*cod), params)
+    except SerialisationError:
+        raise
+    except (NapkinError, TypeError, ValueError, KeyError, AssertionError) as e:
+        _fail(path, f"the {key!r} region does not accept this content: {e}")
+
+
+def _primitive_from_json(obj, path: str):
+    kind = obj["kind"]
+    if not isinstance(kind, str):
+        _fail(f"{path}.kind", f"a kind is a string naming a declared primitive kind, got {_show(kind)}")
+    if kind not in KINDS:
+        raise UnknownPrimitiveError(f"{path}.kind: unknown primitive kind {kind!r}; "
+                                    f"declared kinds are {sorted(KINDS)}")
+    name = obj["name"]
+    if not isinstance(name, str):
+        _fail(f"{path}.name", f"a box name is a string, got {_show(name)}")
+    dom = _arrays_from_json(obj["dom"], f"{path}.dom")
+    cod = _arrays_from_json(obj["cod"], f"{path}.cod")
+    weaves_obj = obj["weaves"]
+    if not isinstance(weaves_obj, list):
+        _fail(f"{path}.weaves", f"expected a list of weaves, got {_show(weaves_obj)}")
+    weaves = []
+    for i, w in enumerate(weaves_obj):
+        where = f"{path}.weaves[{i}]"
+        _fields(w, where, ("name", "inputs"), "a weave")
+        if not isinstance(w["name"], str) or not _NAME.match(w["name"]):
+            _fail(f"{where}.name", f"a weave names an axis (identifier-like), got {_show(w['name'])}")
+        inputs = w["inputs"]
+        if not isinstance(inputs, list):
+            _fail(f"{where}.inputs", f"expected a list of input indices, got {_show(inputs)}")
+        for j, k in enumerate(inputs):
+            _int(k, f"{where}.inputs[{j}]", "an input index")
+            if not 0 <= k < len(dom):
+                _fail(f"{where}.inputs[{j}]", f"input index {k} out of range; the box has inputs "
+                                              f"0..{len(dom) - 1}")
+        weaves.append(Weave(w["name"], tuple(inputs)))
+    params = _params_from_json(obj["params"], f"{path}.params")
+    try:
+        box = build_box(kind, dom, cod, weaves, params, name=name)
+    except (NapkinError, TypeError, ValueError) as e:
+        _fail(path, f"inconsistent {kind!r} box: {e}")
+    except Exception as e:  # a user-declared kind's check may raise anything
+        _fail(path, f"the {kind!r} kind rejects this box: {type(e).__name__}: {e}")
+    return box
+
+
+def _diagram_from_json(obj, path: str) -> Diagram:
+    if isinstance(obj, dict) and "type" in obj:  # a diagram that is a single box
+        box = _box_from_json(obj, path)
+        if isinstance(box, Diagram):
+            return box
+        return from_layers(Ty(*box.dom.inside), Ty(*box.cod.inside), [(Ty(), box, Ty())])
+    _fields(obj, path, ("dom", "cod", "layers"), "a diagram")
+    dom = _arrays_from_json(obj["dom"], f"{path}.dom")
+    cod = _arrays_from_json(obj["cod"], f"{path}.cod")
+    layers_obj = obj["layers"]
+    if not isinstance(layers_obj, list):
+        _fail(f"{path}.layers", f"expected a list of layers, got {_show(layers_obj)}")
+    wires = list(dom)
+    items = []
+    for i, layer in enumerate(layers_obj):
+        where = f"{path}.layers[{i}]"
+        _fields(layer, where, ("offset", "box"), "a layer")
+        box = _box_from_json(layer["box"], f"{where}.box")
+        offset = _int(layer["offset"], f"{where}.offset", "a wire offset")
+        k = len(box.dom)
+        if not 0 <= offset <= len(wires) - k:
+            _fail(f"{where}.offset", f"offset {offset} is out of range: the box takes {k} wire(s) and "
+                                     f"there are {len(wires)}, so legal offsets are 0..{len(wires) - k}")
+        here = wires[offset:offset + k]
+        if list(box.dom.inside) != here:
+            _fail(f"{where}.box", f"the box takes {[str(a) for a in box.dom.inside]} but the wires at "
+                                  f"offset {offset} carry {[str(a) for a in here]}")
+        items.append((Ty(*wires[:offset]), box, Ty(*wires[offset + k:])))
+        wires[offset:offset + k] = list(box.cod.inside)
+    if wires != cod:
+        _fail(f"{path}.cod", f"the layers output {[str(a) for a in wires]} but the diagram declares "
+                             f"{[str(a) for a in cod]}")
+    return from_layers(Ty(*dom), Ty(*cod), items)
+
+
+# =========================================================================== entry points
+def to_json(diagram: Diagram) -> dict:
+    """The JSON document (a dict) of a diagram."""
+    if not isinstance(diagram, Diagram):
+        raise SerialisationError(f"dumps takes a napkin_cat Diagram, got {type(diagram).__name__}")
+    return {"napkin_cat": VERSION, "diagram": _diagram_to_json(diagram, "diagram")}
+
+
+def from_json(doc) -> Diagram:
+    """The diagram of a JSON document (a dict as produced by :func:`to_json`)."""
+    if not isinstance(doc, dict):
+        raise SerialisationError(f"document: expected a JSON object {{\"napkin_cat\": {VERSION}, "
+                                 f"\"diagram\": ...}}, got {_show(doc)}")
+    if "napkin_cat" not in doc:
+        raise SerialisationError(f"document: missing field 'napkin_cat' (the format version, {VERSION}); "
+                                 "is this a napkin_cat document?")
+    version = doc["napkin_cat"]
+    if isinstance(version, bool) or not isinstance(version, int) or version != VERSION:
+        raise SerialisationError(f"napkin_cat: unsupported format version {_show(version)}; "
+                                 f"this napkin_cat reads version {VERSION}")
+    _fields(doc, "document", ("napkin_cat", "diagram"), "a napkin_cat document")
+    try:
+        return _diagram_from_json(doc["diagram"], "diagram")
+    except RecursionError:
+        raise SerialisationError("diagram: nested too deeply") from None
+
+
+def dumps(diagram: Diagram, *, indent=None) -> str:
+    """Serialise ``diagram`` to a JSON string (see the module docstring for the format)."""
+    return json.dumps(to_json(diagram), indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+def _reject_constant(name):
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def loads(text) -> Diagram:
+    """Rebuild a diagram from :func:`dumps` output; never executes code from ``text``."""
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise SerialisationError(f"loads takes a JSON string, got {type(text).__name__}")
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as e:
+        raise SerialisationError(f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except RecursionError:
+        raise SerialisationError("malformed JSON: nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise SerialisationError(f"malformed JSON: {e}") from None
+    return from_json(doc)
+
+
+# traces carry their diagrams as JSON through this codec (napkin_cat.rewriting.trace.HOOKS)
+HOOKS["codec"] = SimpleNamespace(dumps=dumps, loads=loads)

@@ -1,0 +1,20 @@
+"""Layer 2, library: the named algorithms, built only from the public constructors (paper §3).
+
+Every function takes optional axis sizes (ints; symbolic when omitted).
+
+May import: :mod:`napkin_cat.errors` and :mod:`napkin_cat.syntax`.
+
+>>> import napkin_cat as nc
+>>> len(attention().boxes), attention().cod
+(3, Ty(Array(q×d)))
+>>> grouped_query_attention().dom
+Ty(Array(h×g×q×d), Array(h×x×d), Array(h×x×d))
+"""
+from napkin_cat.library.attention import (attention, grouped_query_attention, inverse_temperature,
+                                          multi_head_attention)
+from napkin_cat.library.dense import linear, matmul, mlp
+from napkin_cat.library.norms import layer_norm, rms_norm
+from napkin_cat.library.transformer import transformer_block
+
+__all__ = ["matmul", "attention", "multi_head_attention", "grouped_query_attention", "linear", "mlp",
+           "layer_norm", "rms_norm", "transformer_block", "inverse_temperature"]

@@ -1,0 +1,43 @@
+"""The public constructors with the sizes an algorithm was given (each keeps the sizes it names).
+
+>>> _Sized({"q": 4, "d": 8}).einsum("q d, x d -> q x").dom
+Ty(Array(q[4]×d[8]), Array(x×d[8]))
+"""
+from __future__ import annotations
+
+from napkin_cat.syntax.construct import einsum, elementwise, reduce, rename, softmax, types
+
+
+def _sizes(**kw):
+    return {k: v for k, v in kw.items() if v is not None}
+
+
+def _for(signature: str, sizes: dict) -> dict:
+    """The sizes that ``signature`` names (constructors reject sizes for axes they lack)."""
+    names = set(signature.replace(",", " ").replace("->", " ").split())
+    return {k: v for k, v in sizes.items() if k in names}
+
+
+class _Sized:
+    """The public constructors with the sizes an algorithm was given, each keeping those it names."""
+
+    def __init__(self, sizes: dict):
+        self.sizes = sizes
+
+    def einsum(self, sig):
+        return einsum(sig, **_for(sig, self.sizes))
+
+    def elementwise(self, name, sig, **kw):
+        return elementwise(name, sig, **kw, **_for(sig, self.sizes))
+
+    def reduce(self, name, sig):
+        return reduce(name, sig, **_for(sig, self.sizes))
+
+    def softmax(self, sig, **kw):
+        return softmax(sig, **kw, **_for(sig, self.sizes))
+
+    def rename(self, sig):
+        return rename(sig, **_for(sig, self.sizes))
+
+    def types(self, sig):
+        return types(sig, **_for(sig, self.sizes))

@@ -1,0 +1,421 @@
+"""Matching sub-diagrams: patterns, matches, and the diagram with a hole.
+
+A :class:`Pattern` is a small graph of pattern nodes (a variable name and a
+:class:`NodeTest`) and port-labelled edges.  It is matched in a diagram's
+:class:`~napkin_cat.rewriting.netlist.Netlist` with networkx's ``DiGraphMatcher``
+(subgraph monomorphism), so matches are found across unrelated boxes and
+through swaps.  A match is kept when it is
+
+* *exact*: the wires between matched nodes are exactly the pattern's edges, and
+* *convex*: no path leaves the matched nodes and comes back (else the
+  replacement would need a cycle).
+
+A :class:`Match` is "a diagram with a hole": its :attr:`Match.dom` and
+:attr:`Match.cod` are the boundary wires (inputs ordered by pattern variable
+then port, outputs likewise), and :meth:`Match.substitute` plugs a replacement
+of that type into the hole.
+
+>>> import napkin_cat as nc
+>>> t = nc.types("a", level=1).inside[0]
+>>> d = nc.transfer("save", t) >> nc.transfer("load", t.replace(level=0))
+>>> p = Pattern({"s": kind("save"), "l": kind("load")}, [("s", 0, "l", 0)])
+>>> [m.describe() for m in find(p, d)]
+["s=#0 'save', l=#1 'load'"]
+>>> find(p, d)[0].substitute(nc.Id(nc.types("a", level=1))).boxes
+[]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import networkx as nx
+from networkx.algorithms.isomorphism import DiGraphMatcher
+
+from napkin_cat.syntax.adapter import Ty
+from napkin_cat.errors import RewriteError
+from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist, to_netlist
+from napkin_cat.rewriting.readback import to_diagram
+
+
+# ---------------------------------------------------------------------- node tests
+@dataclass(frozen=True)
+class NodeTest:
+    """A predicate on netlist nodes, with a name for messages: ``test(net, node) -> bool``."""
+
+    name: str
+    test: Callable
+
+    def __call__(self, net, node) -> bool:
+        return bool(self.test(net, node))
+
+    def describe(self) -> str:
+        return self.name
+
+
+def kind(*kinds: str) -> NodeTest:
+    """A primitive box whose ``Spec.kind`` is one of ``kinds``."""
+    return NodeTest("|".join(kinds), lambda net, n: n.kind == "box" and n.spec.kind in kinds)
+
+
+def structural(name: str) -> NodeTest:
+    """A node of structural kind 'copy', 'discard', 'merge' or 'region'."""
+    return NodeTest(name, lambda net, n: n.kind == name)
+
+
+def where(name: str, test: Callable) -> NodeTest:
+    """Any named predicate ``test(net, node)``."""
+    return NodeTest(name, test)
+
+
+ANY_BOX = NodeTest("box", lambda net, n: n.kind in ("box", "region"))
+
+
+def feeds_only(test: NodeTest, name: str | None = None) -> NodeTest:
+    """A box with at least one output, every output going to a node satisfying ``test``."""
+    def fn(net, node):
+        ends = net.consumers(node.id)
+        return bool(ends) and all(e[0] != OUTPUT and test(net, net.nodes[e[0]]) for e in ends)
+    return NodeTest(name or f"box feeding only {test.name}", fn)
+
+
+# ---------------------------------------------------------------------- patterns
+@dataclass(frozen=True)
+class Edge:
+    """A pattern edge: output ``src_port`` of ``src`` feeds input ``dst_port`` of ``dst`` (None: any)."""
+
+    src: str
+    src_port: int | None
+    dst: str
+    dst_port: int | None
+
+    def __str__(self):
+        def p(x):
+            return "*" if x is None else x
+        return f"{self.src}.{p(self.src_port)} → {self.dst}.{p(self.dst_port)}"
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """Pattern nodes ``{var: NodeTest}`` (ordered), edges, optional ``absorb`` and ``bind``.
+
+    ``absorb(net, nodes) -> {var: node id}`` adds nodes determined by the match
+    (e.g. every discard of a box's outputs); ``bind(match) -> dict | None``
+    binds variables (axis names, sizes, parameters), None rejecting the match.
+    """
+
+    nodes: tuple
+    edges: tuple = ()
+    absorb: Callable | None = None
+    bind: Callable | None = None
+
+    def __post_init__(self):
+        nodes = tuple(self.nodes.items()) if isinstance(self.nodes, dict) else tuple(self.nodes)
+        edges = tuple(e if isinstance(e, Edge) else Edge(*e) for e in self.edges)
+        names = [v for v, _ in nodes]
+        if not nodes or len(set(names)) != len(names):
+            raise RewriteError(f"a pattern needs distinct variable names, got {names}")
+        for e in edges:
+            for v in (e.src, e.dst):
+                if v not in names:
+                    raise RewriteError(f"pattern edge {e} names {v!r}, which is not a pattern node {names}")
+        object.__setattr__(self, "nodes", nodes)
+        object.__setattr__(self, "edges", edges)
+
+    @property
+    def variables(self) -> tuple:
+        return tuple(v for v, _ in self.nodes)
+
+    def describe(self) -> str:
+        nodes = ", ".join(f"{v}:{t.describe()}" for v, t in self.nodes)
+        return nodes + ("; " + ", ".join(map(str, self.edges)) if self.edges else "")
+
+
+def _ports_fit(have, want) -> bool:
+    """Injective assignment of wanted port pairs (None = any) into the graph's pairs."""
+    free = list(have)
+    for sp, dp in sorted(want, key=lambda pq: (pq[0] is None) + (pq[1] is None)):
+        for k, (a, b) in enumerate(free):
+            if (sp is None or sp == a) and (dp is None or dp == b):
+                del free[k]
+                break
+        else:
+            return False
+    return True
+
+
+def _arc_consistent(pattern: Pattern, net: Netlist, candidates: dict) -> dict:
+    """Drop candidates lacking a candidate neighbour along some pattern edge (before VF2)."""
+    cands = {v: set(c) for v, c in candidates.items()}
+    changed = True
+    while changed:
+        changed = False
+        for e in pattern.edges:
+            src = {a for a in cands[e.src] if any(b in cands[e.dst] for b in net.successors[a])}
+            dst = {b for b in cands[e.dst] if any(a in cands[e.src] for a in net.predecessors[b])}
+            if src != cands[e.src] or dst != cands[e.dst]:
+                cands[e.src], cands[e.dst], changed = src, dst, True
+    return cands
+
+
+def _monomorphisms(pattern: Pattern, net: Netlist, candidates: dict):
+    if len(pattern.nodes) == 1:
+        (var, _), = pattern.nodes
+        return [{var: nid} for nid in sorted(candidates[var], key=net.position.get)]
+    candidates = _arc_consistent(pattern, net, candidates)
+    if any(not c for c in candidates.values()):
+        return []
+    union = set().union(*candidates.values())
+    target = net.graph.subgraph(union)
+    pg = nx.DiGraph()
+    for var, _ in pattern.nodes:
+        pg.add_node(var, var=var)
+    for e in pattern.edges:
+        if pg.has_edge(e.src, e.dst):
+            pg[e.src][e.dst]["ports"].append((e.src_port, e.dst_port))
+        else:
+            pg.add_edge(e.src, e.dst, ports=[(e.src_port, e.dst_port)])
+    matcher = DiGraphMatcher(target, pg, node_match=lambda g, p: g["nid"] in candidates[p["var"]],
+                             edge_match=lambda g, p: _ports_fit(g["ports"], p["ports"]))
+    found = [{v: g for g, v in m.items()} for m in matcher.subgraph_monomorphisms_iter()]
+    order = net.position
+    found.sort(key=lambda m: [order[m[v]] for v, _ in pattern.nodes])
+    return found
+
+
+def _convex(net: Netlist, chosen: set) -> bool:
+    """No path leaves ``chosen`` and re-enters it (search pruned by topological position)."""
+    pos = net.position
+    hi = max(pos[n] for n in chosen)
+    stack = [s for n in chosen for s in net.successors[n] if s not in chosen]
+    seen = set()
+    while stack:
+        x = stack.pop()
+        if x in seen or pos[x] > hi:
+            continue
+        if x in chosen:
+            return False
+        seen.add(x)
+        stack.extend(net.successors[x])
+    return True
+
+
+def find(pattern: Pattern, source, *, rule: str = "", params: dict | None = None) -> list:
+    """All exact, convex matches of ``pattern`` in a diagram (or netlist), in diagram order."""
+    net = source if isinstance(source, Netlist) else to_netlist(source)
+    candidates = {var: {nid for nid, n in net.nodes.items() if test(net, n)} for var, test in pattern.nodes}
+    if any(not c for c in candidates.values()):
+        return []
+    out = []
+    for nodes in _monomorphisms(pattern, net, candidates):
+        if pattern.absorb is not None:
+            extra = pattern.absorb(net, dict(nodes))
+            if extra is None or set(extra.values()) & set(nodes.values()):
+                continue
+            absorbed = set(extra.values())
+            nodes = {**nodes, **extra}
+        else:
+            absorbed = set()
+        chosen = set(nodes.values())
+        kept = chosen - absorbed
+        internal = sum(1 for n in kept for w in net.outs[n] if net.wires[w].dst[0] in kept)
+        if internal != len(pattern.edges) or not _convex(net, chosen):
+            continue
+        m = _boundary(net, nodes, chosen, rule, params or {})
+        if pattern.bind is not None:
+            bound = pattern.bind(m)
+            if bound is None:
+                continue
+            m = replace(m, vars=dict(bound))
+        out.append(m)
+    return out
+
+
+def _boundary(net, nodes, chosen, rule, params):
+    ins, in_w, outs, out_w = [], [], [], []
+    for var, nid in nodes.items():
+        for port, w in enumerate(net.ins[nid]):
+            if net.wires[w].src[0] not in chosen:
+                ins.append((var, port))
+                in_w.append(w)
+        for port, w in enumerate(net.outs[nid]):
+            if net.wires[w].dst[0] not in chosen:
+                outs.append((var, port))
+                out_w.append(w)
+    return Match(net, dict(nodes), tuple(ins), tuple(in_w), tuple(outs), tuple(out_w), {}, dict(params), rule)
+
+
+# ---------------------------------------------------------------------- matches
+@dataclass(frozen=True, eq=False)
+class Match:
+    """A matched sub-netlist and its context: a diagram with a hole of type ``dom → cod``.
+
+    ``nodes`` maps pattern variables to node ids; ``inputs``/``outputs`` are the
+    boundary ports ``(var, port)`` in order, ``input_wires``/``output_wires``
+    the netlist wires crossing the boundary; ``vars`` the bound variables;
+    ``params`` the rule's parameters.
+    """
+
+    net: Netlist
+    nodes: dict
+    inputs: tuple
+    input_wires: tuple
+    outputs: tuple
+    output_wires: tuple
+    vars: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+    rule: str = ""
+
+    @property
+    def diagram(self):
+        """The diagram the match was found in (laid out once if the netlist was spliced)."""
+        return self.net.diagram
+
+    @property
+    def dom(self) -> Ty:
+        return Ty(*(self.net.wires[w].array for w in self.input_wires))
+
+    @property
+    def cod(self) -> Ty:
+        return Ty(*(self.net.wires[w].array for w in self.output_wires))
+
+    def node(self, var: str):
+        return self.net.nodes[self.nodes[var]]
+
+    def box(self, var: str):
+        return self.node(var).box
+
+    def spec(self, var: str):
+        return self.node(var).spec
+
+    @property
+    def key(self) -> tuple:
+        """The position of the match: ``((var, node id), …)`` (stable for a given diagram)."""
+        return tuple(self.nodes.items())
+
+    def describe(self) -> str:
+        return ", ".join(f"{v}=#{n} {self.net.nodes[n].name!r}" for v, n in self.nodes.items())
+
+    def __repr__(self):
+        return f"Match({self.rule + ': ' if self.rule else ''}{self.describe()}; {self.dom} → {self.cod})"
+
+    # ------------------------------------------------------------- building replacements
+    def wiring(self):
+        """A :class:`~napkin_cat.syntax.builder.Builder` on the hole's inputs and ``{(var, port): wire}``."""
+        from napkin_cat.syntax.builder import Builder
+        b = Builder(self.dom)
+        return b, dict(zip(self.inputs, b.inputs))
+
+    def finish(self, builder, outs: dict):
+        """The replacement built in ``builder``; ``outs`` maps each boundary output port to a wire."""
+        missing = [p for p in self.outputs if p not in outs]
+        if missing:
+            raise RewriteError(f"rule {self.rule!r}: the right-hand side gives no wire for boundary "
+                               f"output(s) {missing}; it must give one for each of {list(self.outputs)}")
+        return builder.build(*(outs[p] for p in self.outputs))
+
+    # ------------------------------------------------------------- the hole
+    def fill(self, replacement) -> Netlist:
+        """The netlist with the matched nodes replaced by ``replacement`` (of type dom → cod)."""
+        if replacement.dom != self.dom or replacement.cod != self.cod:
+            raise RewriteError(
+                f"rule {self.rule!r}: the replacement has type {replacement.dom} → {replacement.cod} "
+                f"but the matched sub-diagram has type {self.dom} → {self.cod}; both sides of a rule "
+                "must have the same type")
+        return normalize(splice(self.net, set(self.nodes.values()), self.input_wires,
+                                self.output_wires, to_netlist(replacement)))
+
+    def substitute(self, replacement):
+        """The diagram with the matched nodes replaced by ``replacement`` (of type dom → cod)."""
+        return to_diagram(self.fill(replacement))
+
+
+def splice(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) -> Netlist:
+    """Replace the nodes ``chosen`` (with these boundary wires) by the netlist ``rn``."""
+    offset = max(net.nodes, default=-1) + 1
+    srcs = [net.wires[w].src for w in input_wires]
+    dsts = [net.wires[w].dst for w in output_wires]
+    conns = [(w.array, w.src, w.dst) for w in net.wires.values()
+             if w.src[0] not in chosen and w.dst[0] not in chosen]
+    for w in rn.wires.values():
+        s = srcs[w.src[1]] if w.src[0] == INPUT else (w.src[0] + offset, w.src[1])
+        d = dsts[w.dst[1]] if w.dst[0] == OUTPUT else (w.dst[0] + offset, w.dst[1])
+        conns.append((w.array, s, d))
+    new = [replace(n, id=n.id + offset) for n in rn.nodes.values()]
+    nodes, placed = [], False
+    for nid, n in net.nodes.items():
+        if nid in chosen:
+            if not placed:
+                nodes.extend(new)
+                placed = True
+            continue
+        nodes.append(n)
+    if not placed:
+        nodes.extend(new)
+    return Netlist.build(net.dom, net.cod, nodes, conns)
+
+
+def normalize(net: Netlist) -> Netlist:
+    """Flatten copies of copies into one copy node and dissolve one-output copies.
+
+    Splicing a replacement can leave such chains; :func:`to_netlist` never does.
+    """
+    copies = [nid for nid, n in net.nodes.items() if n.kind == "copy"]
+    root = {}
+    for c in copies:  # topological order: a parent copy comes first
+        parent = net.wires[net.ins[c][0]].src[0]
+        if parent in root or (parent in net.nodes and net.nodes[parent].kind == "copy"):
+            root[c] = root.get(parent, parent)
+    fanout = {c: 0 for c in copies if c not in root}
+    for c in copies:
+        for w in net.outs[c]:
+            if net.wires[w].dst[0] not in root:
+                fanout[root.get(c, c)] += 1
+    through = {c for c, k in fanout.items() if k == 1}
+    if not root and not through:
+        return net
+    ports = dict.fromkeys(fanout, 0)
+    conns = []
+    for w in net.wires.values():
+        (a, _), (b, _) = w.src, w.dst
+        if b in root:
+            continue  # the wire from a parent copy into a merged copy
+        src = w.src
+        if a in root or a in fanout:
+            top = root.get(a, a)
+            src = (top, ports[top])
+            ports[top] += 1
+        conns.append([w.array, src, w.dst])
+    if through:  # a copy with one output is a wire
+        feed = {c: net.wires[net.ins[c][0]].src for c in through}
+        conns = [c for c in conns if c[2][0] not in through]
+        for c in conns:
+            while c[1][0] in through:
+                c[1] = feed[c[1][0]]
+    nodes = []
+    for nid, n in net.nodes.items():
+        if nid in root or nid in through:
+            continue
+        nodes.append(replace(n, cod=n.dom * fanout[nid]) if nid in fanout else n)
+    return Netlist.build(net.dom, net.cod, nodes, [tuple(c) for c in conns])
+
+
+# ---------------------------------------------------------------------- tools for right-hand sides
+def peel_weave(box, axis: str):
+    """The box without its weave over ``axis`` (the inverse of weaving one box).
+
+    >>> import napkin_cat as nc
+    >>> b = nc.elementwise("exp", "q x").boxes[0]
+    >>> peel_weave(b, "q").dom
+    Ty(Array(x))
+    """
+    from napkin_cat.syntax.weave import build_box
+    spec = box.data
+    if axis not in spec.weave_names:
+        raise RewriteError(f"box {box.name!r} is not weaved over {axis!r} (weaves {list(spec.weave_names)})")
+
+    def drop(arr):
+        return arr.replace(axes=tuple(a for a in arr.axes if a.name != axis))
+    weaves = [w for w in spec.weaves if w.name != axis]
+    return build_box(spec.kind, [drop(a) for a in box.dom.inside], [drop(a) for a in box.cod.inside],
+                     weaves, dict(spec.params), name=box.name)

@@ -1,0 +1,330 @@
+"""Netlists: a diagram as boxes and wires, up to interchange and symmetry.
+
+A :class:`Netlist` forgets the layering of a diagram.  Its nodes are the
+primitive boxes and regions (opaque), copies, discards and merges; swaps are
+dissolved into the wiring; each wire has one producer (a node's output port or
+an input of the diagram) and one consumer (a node's input port or an output of
+the diagram).  Copy trees are flattened into one n-ary copy node whose outputs
+are unordered (copy is coassociative and cocommutative in a markov category).
+
+The round trip is evaluation-preserving (the way back is
+:mod:`napkin_cat.rewriting.readback`), and the netlist is the normal form used by
+:func:`napkin_cat.rewriting.isomorphism.isomorphic`::
+
+    evaluate(to_diagram(to_netlist(d))) == evaluate(d)
+    isomorphic(d, to_diagram(to_netlist(d)))
+
+>>> import napkin_cat as nc
+>>> att = nc.library.attention()
+>>> net = to_netlist(att)
+>>> [n.name for n in net.nodes.values()]
+['·', 'SoftMax', '·']
+>>> nc.isomorphic(net.diagram, att)
+True
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from functools import cached_property
+
+import networkx as nx
+
+from napkin_cat.rewriting.readback import to_diagram
+from napkin_cat.syntax.adapter import Bubble, Diagram, is_structural, layers
+from napkin_cat.errors import RewriteError
+
+INPUT, OUTPUT = "in", "out"
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    """A node of a netlist: ``kind`` is 'box', 'region', 'copy', 'discard' or 'merge'.
+
+    ``box`` is the discopy box (None for copy and discard); ``dom``/``cod`` are
+    the arrays on its input and output ports.
+    """
+
+    id: int
+    kind: str
+    box: object
+    dom: tuple
+    cod: tuple
+
+    @property
+    def name(self) -> str:
+        if self.box is not None:
+            return self.box.name
+        return "copy" if self.kind == "copy" else "discard"
+
+    @property
+    def spec(self):
+        """The primitive :class:`~napkin_cat.syntax.primitive.Spec` of a box node, else None."""
+        return self.box.data if self.kind == "box" else None
+
+    @property
+    def label(self) -> tuple:
+        """What a node *is*, independently of where it sits (used by :func:`isomorphic`)."""
+        if self.kind == "box":
+            return ("box", self.box.name, self.box.data, self.dom, self.cod)
+        if self.kind == "region":
+            return ("region", type(self.box).__name__, self.box.name, self.dom, self.cod)
+        if self.kind == "copy":
+            return ("copy", self.dom, len(self.cod))
+        return (self.kind, self.dom, self.cod)
+
+    def __repr__(self):
+        return f"Node(#{self.id} {self.name}: {len(self.dom)} → {len(self.cod)})"
+
+
+@dataclass(frozen=True)
+class Wire:
+    """A wire: its ``array``, its producer ``src`` and its consumer ``dst``.
+
+    An endpoint is ``(node_id, port)``, ``("in", i)`` or ``("out", j)``.
+    """
+
+    id: int
+    array: object
+    src: tuple
+    dst: tuple
+
+
+def _node_kind(box) -> str:
+    kind = is_structural(box)
+    if kind is not None:
+        return kind
+    return "region" if isinstance(box, Bubble) else "box"
+
+
+@dataclass(frozen=True, eq=False)
+class Netlist:
+    """Boxes and wires of a diagram (see module docstring); nodes are in topological order."""
+
+    dom: tuple
+    cod: tuple
+    nodes: dict
+    wires: dict
+    ins: dict    # node id -> input wire ids, by port
+    outs: dict   # node id -> output wire ids, by port
+    inputs: tuple
+    outputs: tuple
+    source: object = None  # the diagram it was read from, if any
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def build(cls, dom, cod, nodes, connections, source=None) -> "Netlist":
+        """A netlist from nodes (in a preferred order) and ``(array, src, dst)`` connections.
+
+        Nodes are re-sorted topologically (stably); every port must be connected once.
+        """
+        order = _topological(nodes, connections)
+        ins = {n.id: [None] * len(n.dom) for n in order}
+        outs = {n.id: [None] * len(n.cod) for n in order}
+        inputs, outputs = [None] * len(dom), [None] * len(cod)
+        wires = {}
+        byid = {n.id: n for n in order}
+        for wid, (array, src, dst) in enumerate(connections):
+            wires[wid] = Wire(wid, array, src, dst)
+            for end, table, boundary, side in ((src, outs, inputs, "cod"), (dst, ins, outputs, "dom")):
+                owner, port = end
+                slot = boundary if owner in (INPUT, OUTPUT) else table[owner]
+                if slot[port] is not None:
+                    raise RewriteError(f"netlist: port {port} of {_where(owner, byid)} is connected twice")
+                slot[port] = wid
+                want = (dom if owner == INPUT else cod)[port] if owner in (INPUT, OUTPUT) \
+                    else getattr(byid[owner], side)[port]
+                if want != array:
+                    raise RewriteError(f"netlist: a wire carrying {array} is plugged into port {port} of "
+                                       f"{_where(owner, byid)}, which carries {want}")
+        for table, side in ((ins, "input"), (outs, "output")):
+            for nid, ports in table.items():
+                if None in ports:
+                    raise RewriteError(f"netlist: {side} port {ports.index(None)} of {_where(nid, byid)} "
+                                       "is not connected")
+        for ports, side in ((inputs, INPUT), (outputs, OUTPUT)):
+            if None in ports:
+                raise RewriteError(f"netlist: diagram {side}put {ports.index(None)} is not connected")
+        return cls(tuple(dom), tuple(cod), {n.id: n for n in order}, wires,
+                   {k: tuple(v) for k, v in ins.items()}, {k: tuple(v) for k, v in outs.items()},
+                   tuple(inputs), tuple(outputs), source)
+
+    def connections(self):
+        """The ``(array, src, dst)`` triples (the input of :meth:`build`)."""
+        return [(w.array, w.src, w.dst) for w in self.wires.values()]
+
+    # ------------------------------------------------------------------ views
+    @cached_property
+    def diagram(self) -> Diagram:
+        """The diagram it was read from, else its layout by :func:`to_diagram` (computed once)."""
+        return self.source if self.source is not None else to_diagram(self)
+
+    def same_as(self, other: "Netlist") -> bool:
+        """Equal node ids, boxes and connections (a cheap check that two derivations agree)."""
+        return (self.dom == other.dom and self.cod == other.cod and self.nodes.keys() == other.nodes.keys()
+                and all(n.label == other.nodes[k].label and (n.box is None or n.box == other.nodes[k].box)
+                        for k, n in self.nodes.items())
+                and set(self.connections()) == set(other.connections()))
+
+    @cached_property
+    def position(self) -> dict:
+        """Node id → index in the topological order."""
+        return {nid: k for k, nid in enumerate(self.nodes)}
+
+    @cached_property
+    def successors(self) -> dict:
+        return {nid: [self.wires[w].dst[0] for w in ws if self.wires[w].dst[0] != OUTPUT]
+                for nid, ws in self.outs.items()}
+
+    @cached_property
+    def predecessors(self) -> dict:
+        return {nid: [self.wires[w].src[0] for w in ws if self.wires[w].src[0] != INPUT]
+                for nid, ws in self.ins.items()}
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        """A networkx DiGraph of the nodes; edge attribute ``ports``: ``(src_port, dst_port)`` pairs."""
+        g = nx.DiGraph()
+        for nid, node in self.nodes.items():
+            g.add_node(nid, nid=nid)
+        for w in self.wires.values():
+            (a, p), (b, q) = w.src, w.dst
+            if a in (INPUT, OUTPUT) or b in (INPUT, OUTPUT):
+                continue
+            if g.has_edge(a, b):
+                g[a][b]["ports"].append((p, q))
+            else:
+                g.add_edge(a, b, ports=[(p, q)])
+        return g
+
+    def consumers(self, nid: int) -> list:
+        """The consumer endpoint of each output of node ``nid``."""
+        return [self.wires[w].dst for w in self.outs[nid]]
+
+    def producers(self, nid: int) -> list:
+        return [self.wires[w].src for w in self.ins[nid]]
+
+    def __len__(self):
+        return len(self.nodes)
+
+    def __repr__(self):
+        return (f"Netlist({len(self.dom)} → {len(self.cod)}; {len(self.nodes)} nodes, "
+                f"{len(self.wires)} wires)")
+
+
+def _where(owner, byid) -> str:
+    if owner in (INPUT, OUTPUT):
+        return f"the diagram's {owner}puts"
+    return f"node #{owner} {byid[owner].name!r}" if owner in byid else f"node #{owner}"
+
+
+def _topological(nodes, connections):
+    """Stable topological sort: the given order where legal (Kahn's algorithm, a heap on rank)."""
+    rank = {n.id: k for k, n in enumerate(nodes)}
+    byid = {n.id: n for n in nodes}
+    succ = {n.id: [] for n in nodes}
+    indeg = dict.fromkeys(rank, 0)
+    for _, (a, _p), (b, _q) in connections:
+        if a in rank and b in rank:
+            succ[a].append(b)
+            indeg[b] += 1
+    heap = [rank[n] for n, d in indeg.items() if d == 0]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        node = nodes[heapq.heappop(heap)]
+        out.append(node)
+        for b in succ[node.id]:
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                heapq.heappush(heap, rank[b])
+    if len(out) != len(nodes):
+        stuck = sorted((byid[n].name for n, d in indeg.items() if d > 0))
+        raise RewriteError(f"netlist has a cycle through {stuck}: the replaced sub-diagram was not convex")
+    return out
+
+
+# ---------------------------------------------------------------------- diagram → netlist
+def to_netlist(diagram: Diagram) -> Netlist:
+    """Read a diagram's boxes and wires (swaps dissolved, copy trees flattened)."""
+    wires = {}                 # wid -> [array, src, dst]
+    copy_outs = {}             # copy node id -> list of output wids
+    nodes = []
+    state = []
+    for i, arr in enumerate(diagram.dom.inside):
+        wires[i] = [arr, (INPUT, i), None]
+        state.append(i)
+    fresh = len(state)
+    for nid, (offset, box) in enumerate(layers(diagram)):
+        k = len(box.dom)
+        taken = state[offset:offset + k]
+        kind = _node_kind(box)
+        if kind == "swap":
+            nl = len(box.left)
+            state[offset:offset + k] = taken[nl:] + taken[:nl]
+            continue
+        if kind == "copy":
+            n = len(box.cod)
+            (w,) = taken
+            if n == 1:
+                continue
+            arr, src = wires[w][0], wires[w][1]
+            news = list(range(fresh, fresh + n))
+            fresh += n
+            if src[0] in copy_outs:  # copy of a copy: flatten into the first copy node
+                owner = src[0]
+                copy_outs[owner].remove(w)
+                del wires[w]
+            else:
+                owner = nid
+                wires[w][2] = (nid, 0)
+                copy_outs[nid] = []
+                nodes.append([nid, "copy", None, (arr,)])
+            for v in news:
+                wires[v] = [arr, (owner, None), None]
+            copy_outs[owner].extend(news)
+            state[offset:offset + 1] = news
+            continue
+        if kind == "discard":
+            for j, w in enumerate(taken):
+                did = nid if j == 0 else (nid, j)
+                wires[w][2] = (did, 0)
+                nodes.append([did, "discard", None, (wires[w][0],)])
+            state[offset:offset + k] = []
+            continue
+        for j, w in enumerate(taken):
+            wires[w][2] = (nid, j)
+        news = list(range(fresh, fresh + len(box.cod)))
+        fresh += len(news)
+        for j, (v, arr) in enumerate(zip(news, box.cod.inside)):
+            wires[v] = [arr, (nid, j), None]
+        nodes.append([nid, kind, box, tuple(box.dom.inside)])
+        state[offset:offset + k] = news
+    for j, w in enumerate(state):
+        wires[w][2] = (OUTPUT, j)
+    # discards split from one multi-array layer get fresh ids after the layer indices
+    top = len(diagram.inside)
+    ids = {}
+    for entry in nodes:
+        if isinstance(entry[0], tuple):
+            ids[entry[0]], top = top, top + 1
+        else:
+            ids[entry[0]] = entry[0]
+    for owner, ws in copy_outs.items():
+        for port, w in enumerate(ws):
+            wires[w][1] = (owner, port)
+    built = []
+    for old, kind, box, dom in nodes:
+        if kind == "copy":
+            cod = dom * len(copy_outs[old])
+        elif kind == "discard":
+            cod = ()
+        else:
+            cod = tuple(box.cod.inside)
+        built.append(Node(ids[old], kind, box, dom, cod))
+
+    def end(e):
+        return e if e[0] in (INPUT, OUTPUT) else (ids[e[0]], e[1])
+    connections = [(a, end(s), end(d)) for a, s, d in wires.values()]
+    return Netlist.build(tuple(diagram.dom.inside), tuple(diagram.cod.inside), built, connections,
+                         source=diagram)

@@ -1,0 +1,155 @@
+"""Proof obligations: what proves a rewrite rule, and the evidence that it was discharged.
+
+An :class:`Obligation` generates random left-hand sides, rewrites them at their matches and
+compares both sides numerically (random sizes, random tile sizes, given or normal inputs), runs
+sympy checks for algebraic laws, and checks the rule's cost claim.  A failure raises
+:class:`ObligationError` with the counterexample (seed, sizes, output, max error, match).
+
+>>> import numpy as np, napkin_cat as nc
+>>> sorted(random_sizes(np.random.default_rng(0), nc.einsum("q d, x d -> q x")))
+['d', 'q', 'x']
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from napkin_cat.errors import RewriteError
+from napkin_cat.semantics.env import Env
+from napkin_cat.semantics.equivalent import free_sizes, tile_sizes
+from napkin_cat.semantics.evaluate import evaluate
+from napkin_cat.syntax.axis import symbol
+
+
+class ObligationError(RewriteError):
+    """A rule's proof obligation failed; ``counterexample`` holds sizes, max error, seed, match."""
+
+    def __init__(self, message: str, counterexample: dict | None = None):
+        super().__init__(message)
+        self.counterexample = counterexample or {}
+
+
+def random_sizes(rng, diagram, low: int = 1, high: int = 6) -> dict:
+    """Random ints for the free size symbols of a diagram's inputs (name → int)."""
+    return {str(s): int(rng.integers(low, high + 1)) for s in free_sizes(diagram)}
+
+
+def bind_tiles(rng, sizes: dict, *diagrams) -> dict:
+    """``sizes`` plus a random divisor for every unbound Grid/Stream tile size of the diagrams."""
+    import sympy
+    env = Env({sympy.Symbol(k, positive=True, integer=True): v for k, v in sizes.items()})
+    out = dict(sizes)
+    for d in diagrams:
+        for tile, full in tile_sizes(d):
+            if isinstance(tile, int) or tile in env:
+                continue
+            n = env.size(full, f"the axis partitioned by {tile}")
+            env[tile] = int(rng.choice([g for g in range(1, n + 1) if n % g == 0]))
+            out[str(tile)] = env[tile]
+    return out
+
+
+def shape_of(arr, sizes: dict) -> tuple:
+    """The numpy shape of an array once its size symbols take the values ``sizes`` (name → int)."""
+    env = {symbol(k): v for k, v in sizes.items()}
+    return tuple(a.size if isinstance(a.size, int) else int(a.size.subs(env)) for a in arr.axes)
+
+
+@dataclass(frozen=True)
+class Obligation:
+    """What proves a rule: random lhs ``instances(rng) -> Diagram`` rewritten at each match and
+    compared on inputs ``inputs(rng, diagram, sizes) -> arrays`` (default: normal values);
+    ``symbolic`` sympy checks (callables raising AssertionError); ``cost(lhs, rhs, match)``
+    asserting the rule's cost claim; ``structural(lhs, rhs) -> bool`` (e.g. isomorphism)."""
+
+    instances: Callable
+    inputs: Callable | None = None
+    symbolic: tuple = ()
+    cost: Callable | None = None
+    structural: Callable | None = None
+    trials: int = 12
+    rtol: float = 1e-6
+    atol: float = 1e-8
+
+    def check_instance(self, rule, seed: int) -> dict:
+        """Rewrite one random instance at each of its matches; return the evidence."""
+        rng = np.random.default_rng(seed)
+        lhs = self.instances(rng)
+        ms = rule.matches(lhs)
+        if not ms:
+            raise ObligationError(f"rule {rule.name!r}: its obligation's instance (seed {seed}) has no "
+                                  f"legal match: the instance generator must produce the left-hand side",
+                                  {"seed": seed, "diagram": lhs})
+        worst, n = 0.0, 0
+        for m in ms[:3]:
+            rhs = rule.apply(lhs, m)
+            n += 1
+            sizes = random_sizes(rng, lhs)
+            xs = (self.inputs(rng, lhs, sizes) if self.inputs is not None
+                  else [rng.normal(size=shape_of(a, sizes)) for a in lhs.dom.inside])
+            worst = max(worst, self._compare(rule, lhs, rhs, xs, sizes, seed, m))
+            if self.structural is not None and not self.structural(lhs, rhs):
+                raise ObligationError(f"rule {rule.name!r}: structural check failed at {m.describe()} "
+                                      f"(seed {seed})", {"seed": seed, "match": m.describe()})
+            if self.cost is not None:
+                try:
+                    self.cost(lhs, rhs, m)
+                except AssertionError as e:
+                    raise ObligationError(f"rule {rule.name!r}: cost claim fails at {m.describe()} "
+                                          f"(seed {seed}): {e}", {"seed": seed}) from None
+        return {"rewrites": n, "max_error": worst}
+
+    def _compare(self, rule, lhs, rhs, xs, sizes, seed, m) -> float:
+        sizes = bind_tiles(np.random.default_rng(seed), sizes, lhs, rhs)
+        with np.errstate(all="ignore"):
+            y1 = evaluate(lhs, *xs, sizes=sizes)
+            y2 = evaluate(rhs, *xs, sizes=sizes)
+            y1 = y1 if isinstance(y1, tuple) else (y1,)
+            y2 = y2 if isinstance(y2, tuple) else (y2,)
+            worst = 0.0
+            for j, (a, b) in enumerate(zip(y1, y2)):
+                a, b = np.asarray(a, float), np.asarray(b, float)
+                same_nan = np.array_equal(np.isnan(a), np.isnan(b))
+                ok = a.shape == b.shape and same_nan and np.allclose(a, b, rtol=self.rtol, atol=self.atol,
+                                                                     equal_nan=True)
+                fin = np.isfinite(a) & np.isfinite(b) if a.shape == b.shape else np.zeros(0, bool)
+                err = float(np.max(np.abs(a - b)[fin])) if fin.any() else 0.0
+                if not ok:
+                    shapes = [tuple(x.shape) for x in xs]
+                    what = f"differs by up to {err:.3g}" if same_nan else \
+                        f"is NaN where the other side is not (finite entries differ by up to {err:.3g})"
+                    raise ObligationError(
+                        f"rule {rule.name!r} is unsound: counterexample (seed {seed}) at {m.describe()}: "
+                        f"output {j} {what} at sizes {sizes} (input shapes {shapes})",
+                        {"seed": seed, "sizes": sizes, "output": j, "max_error": err,
+                         "match": m.describe(), "inputs": xs, "lhs": lhs})
+                worst = max(worst, err)
+        return worst
+
+    def discharge(self, rule, *, seed: int = 0, trials: int | None = None) -> "Proof":
+        """Run the symbolic checks and ``trials`` random instances; raise ObligationError on failure."""
+        for check in self.symbolic:
+            try:
+                check()
+            except AssertionError as e:
+                raise ObligationError(f"rule {rule.name!r}: symbolic check {check.__name__!r} fails: {e}")
+        rewrites, worst = 0, 0.0
+        for t in range(self.trials if trials is None else trials):
+            ev = self.check_instance(rule, seed + t)
+            rewrites += ev["rewrites"]
+            worst = max(worst, ev["max_error"])
+        return Proof(rule.name, rewrites, worst, tuple(c.__name__ for c in self.symbolic),
+                     self.cost is not None)
+
+
+@dataclass(frozen=True)
+class Proof:
+    """Evidence that an obligation was discharged."""
+
+    rule: str
+    rewrites: int
+    max_error: float
+    symbolic: tuple
+    cost_checked: bool

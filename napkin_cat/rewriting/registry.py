@@ -1,0 +1,85 @@
+"""Rule books: where the rule sets and named derivations come from, without importing them.
+
+``rewrites/`` (the paper's theorem library) sits above the package: it imports
+``napkin_cat``, never the reverse.  It declares itself under the packaging entry-point
+group ``napkin_cat.rules``; the CLI, trace loading and the derivation search find rule
+books here.  A user's own rule package plugs in the same way, or by :func:`register`.
+
+>>> import napkin_cat as nc
+>>> book = Rulebook("mine", nc.RuleSet(()), {})
+>>> register(book) is book and rulebook("mine") is book
+True
+>>> del BOOKS["mine"]
+>>> rulebook("nonesuch")
+Traceback (most recent call last):
+...
+napkin_cat.errors.RewriteError: no rule book named 'nonesuch'; registered: ...
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+
+from napkin_cat.errors import RewriteError
+from napkin_cat.rewriting.rules import RuleSet
+
+GROUP = "napkin_cat.rules"
+BOOKS: dict = {}
+_loaded = False
+
+
+@dataclass(frozen=True)
+class Rulebook:
+    """A named rule set and its named derivations (``name -> derive(diagram) -> Derivation``)."""
+
+    name: str
+    rules: RuleSet
+    derivations: dict = field(default_factory=dict)
+
+
+def register(book: Rulebook) -> Rulebook:
+    """Make ``book`` findable by name (replacing a book of the same name)."""
+    if not isinstance(book, Rulebook):
+        raise RewriteError(f"register takes a Rulebook, got {type(book).__name__}")
+    BOOKS[book.name] = book
+    return book
+
+
+def _load_entry_points():
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for ep in entry_points(group=GROUP):
+        if ep.name in BOOKS:
+            continue
+        book = ep.load()
+        if not isinstance(book, Rulebook):
+            raise RewriteError(f"entry point {ep.name!r} of group {GROUP!r} ({ep.value}) is a "
+                               f"{type(book).__name__}, not a Rulebook")
+        BOOKS.setdefault(book.name, book)
+
+
+def rulebooks() -> dict:
+    """Every registered rule book, by name (entry points of ``napkin_cat.rules`` loaded once)."""
+    _load_entry_points()
+    return dict(BOOKS)
+
+
+def rulebook(name: str | None = None) -> Rulebook:
+    """The rule book called ``name``; without a name, the only one (or ``paper``, the default library)."""
+    books = rulebooks()
+    if name is None:
+        if "paper" in books:
+            return books["paper"]
+        if len(books) == 1:
+            return next(iter(books.values()))
+        if not books:
+            raise RewriteError(f"no rule book is registered: install napkin-cat (`pip install .`) so that the "
+                               f"{GROUP!r} entry point of `rewrites` is found, or register one with "
+                               "napkin_cat.rewriting.registry.register")
+        raise RewriteError(f"several rule books are registered ({sorted(books)}); name one")
+    try:
+        return books[name]
+    except KeyError:
+        raise RewriteError(f"no rule book named {name!r}; registered: {sorted(books)}") from None

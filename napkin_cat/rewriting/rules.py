@@ -1,0 +1,176 @@
+"""Rewrite rules as values: a pattern, a right-hand side, side conditions, a proof obligation.
+
+A :class:`Rule` is a named value: a :class:`~napkin_cat.rewriting.match.Pattern`
+(left-hand side), a right-hand side builder ``rhs(match) -> Diagram`` of the hole's
+type, side ``conditions`` as data (:class:`Condition`), a proof
+:class:`~napkin_cat.rewriting.obligation.Obligation` and a ``doc`` (``lhs → rhs`` and
+the paper citation).  Rules compose into a :class:`RuleSet` with ``+``; the one driver
+that applies them is :func:`napkin_cat.rewriting.driver.rewrite`.
+
+>>> import napkin_cat as nc
+>>> from napkin_cat.rewriting.match import Pattern, kind
+>>> drop = Rule("drop_identity", Pattern({"f": kind("id")}), lambda m: nc.Id(m.dom),
+...             conditions=(Condition("same_type", lambda m: m.dom == m.cod,
+...                                   "the identity box must not broadcast"),), doc="id(x) → x")
+>>> d = nc.elementwise("id", "q") >> nc.elementwise("exp", "q")
+>>> [b.name for b in drop.apply(d).boxes]
+['exp']
+>>> (RuleSet([drop]) + drop)
+Traceback (most recent call last):
+...
+napkin_cat.errors.RewriteError: a ruleset holds each rule once; ['drop_identity'] appear twice
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from napkin_cat.errors import RewriteError
+from napkin_cat.rewriting.match import Match, Pattern, find
+from napkin_cat.rewriting.netlist import Netlist
+from napkin_cat.rewriting.obligation import Obligation
+
+
+# ---------------------------------------------------------------------- side conditions
+@dataclass(frozen=True)
+class Condition:
+    """A named side condition ``test(match)``: True/None passes; False or a string (why) fails."""
+
+    name: str
+    test: Callable
+    message: str = ""
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.message}" if self.message else self.name
+
+    def failure(self, m: Match) -> str | None:
+        """None when the condition holds on ``m``, else the reason it fails."""
+        got = self.test(m)
+        if isinstance(got, str):
+            return self.message + (f" ({got})" if got else "")
+        return None if got is None or got else self.message
+
+
+# ---------------------------------------------------------------------- rules
+@dataclass(frozen=True)
+class Rule:
+    """A rewrite rule (see module docstring).  ``oriented=False`` marks an equation that the
+    fixpoint strategy does not use (it would loop); ``params`` are fixed by :meth:`using`."""
+
+    name: str
+    pattern: Pattern
+    rhs: Callable
+    conditions: tuple = ()
+    obligation: Obligation | None = None
+    doc: str = ""
+    oriented: bool = True
+    params: tuple = ()
+
+    def __post_init__(self):
+        if self.doc:  # help(rule) shows its lhs → rhs and citation
+            object.__setattr__(self, "__doc__", self.doc)
+
+    def using(self, **params) -> "Rule":
+        """The same rule with parameters (e.g. an axis name) visible to conditions and rhs."""
+        return replace(self, params=tuple(sorted({**dict(self.params), **params}.items())))
+
+    def candidates(self, source) -> list:
+        """Matches of the pattern, side conditions not yet checked."""
+        return find(self.pattern, source, rule=self.name, params=dict(self.params))
+
+    def failure(self, m: Match) -> tuple | None:
+        """The first failing condition and why, or None."""
+        for c in self.conditions:
+            why = c.failure(m)
+            if why is not None:
+                return c, why
+        return None
+
+    def matches(self, source) -> list:
+        """All matches where every side condition holds."""
+        return [m for m in self.candidates(source) if self.failure(m) is None]
+
+    def check(self, m: Match) -> None:
+        """Raise :class:`RewriteError` naming the first side condition that fails on ``m``."""
+        failed = self.failure(m)
+        if failed is not None:
+            c, why = failed
+            raise RewriteError(f"rule {self.name!r} cannot rewrite at {m.describe()}: "
+                               f"condition {c.name!r} fails: {why}")
+
+    def apply(self, diagram, match: Match | None = None):
+        """Rewrite ``diagram`` at ``match`` (default: the first legal match)."""
+        if match is None:
+            cands = self.candidates(diagram)
+            if not cands:
+                raise RewriteError(f"rule {self.name!r} does not match: the diagram has no sub-diagram "
+                                   f"of the form {self.pattern.describe()}")
+            legal = [m for m in cands if self.failure(m) is None]
+            match = legal[0] if legal else cands[0]
+        elif match.diagram is not diagram and match.diagram != diagram:
+            raise RewriteError(f"rule {self.name!r}: the match {match.describe()} was found in another "
+                               "diagram; find matches with rule.matches(diagram) on this one")
+        return self.fill(match).diagram
+
+    def fill(self, match: Match) -> Netlist:
+        """Check the side conditions and splice the right-hand side into the match's netlist."""
+        self.check(match)
+        return match.fill(self.rhs(match))
+
+    __call__ = apply
+
+    def __repr__(self):
+        return f"Rule({self.name!r}: {self.doc.splitlines()[0] if self.doc else self.pattern.describe()})"
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """An ordered set of rules with distinct names; ``+`` concatenates."""
+
+    rules: tuple = ()
+
+    def __post_init__(self):
+        rules = tuple(self.rules.rules if isinstance(self.rules, RuleSet) else self.rules)
+        names = [r.name for r in rules]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise RewriteError(f"a ruleset holds each rule once; {dup} appear twice")
+        object.__setattr__(self, "rules", rules)
+
+    def __add__(self, other):
+        other = other.rules if isinstance(other, RuleSet) else (other,) if isinstance(other, Rule) \
+            else tuple(other)
+        return RuleSet(self.rules + other)
+
+    def __radd__(self, other):
+        return as_ruleset(other) + self
+
+    def __iter__(self):
+        return iter(self.rules)
+
+    def __len__(self):
+        return len(self.rules)
+
+    def __contains__(self, name):
+        return any(r.name == (name.name if isinstance(name, Rule) else name) for r in self.rules)
+
+    def __getitem__(self, name: str) -> Rule:
+        for r in self.rules:
+            if r.name == name:
+                return r
+        raise RewriteError(f"no rule named {name!r}; the ruleset has {self.names}")
+
+    @property
+    def names(self) -> list:
+        return [r.name for r in self.rules]
+
+    def __repr__(self):
+        return f"RuleSet({self.names})"
+
+
+def as_ruleset(rules) -> RuleSet:
+    if isinstance(rules, RuleSet):
+        return rules
+    if isinstance(rules, Rule):
+        return RuleSet((rules,))
+    return RuleSet(tuple(rules))

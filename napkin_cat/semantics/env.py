@@ -1,0 +1,67 @@
+"""Size bindings of one evaluation: axis and tile symbols to ints, and the transfer counters.
+
+>>> import sympy
+>>> from napkin_cat.syntax.axis import symbol
+>>> env = Env({symbol("q"): 4})
+>>> env.size(2 * symbol("q"), "twice q")
+8
+>>> env.size(symbol("g_q"), "the group size of 'q'")
+Traceback (most recent call last):
+...
+napkin_cat.errors.ShapeError: the size of the group size of 'q' (g_q) is not known from the inputs: ...
+"""
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+from napkin_cat.errors import ShapeError
+from napkin_cat.syntax.adapter import Array
+
+
+class Env(dict):
+    """Bindings of size symbols to ints, shared by one evaluation.
+
+    ``counters`` (optional) tallies the values each Load/Save really moves, per level.
+    """
+
+    counters = None
+
+    def child(self) -> "Env":
+        """A copy for the inside of a region (new bindings stay inside; counters are shared)."""
+        e = Env(self)
+        e.counters = self.counters
+        return e
+
+    def size(self, expr, what: str) -> int:
+        if isinstance(expr, int):
+            return expr
+        v = expr.subs(self) if self else expr
+        if not v.is_number:
+            missing = sorted(str(s) for s in v.free_symbols)
+            raise ShapeError(f"the size of {what} ({expr}) is not known from the inputs: "
+                             f"pass sizes={{{', '.join(repr(m) + ': …' for m in missing)}}}")
+        if not v.is_integer:
+            raise ShapeError(f"the size of {what} is {expr} = {v}, not an integer")
+        return int(v)
+
+    def bind(self, array: Array, value: np.ndarray, where: str):
+        if value.ndim != len(array.axes):
+            raise ShapeError(f"{where}: expected an array of rank {len(array.axes)} with axes "
+                             f"{list(array.names)}, got shape {value.shape}")
+        for axis, n in zip(array.axes, value.shape):
+            size = axis.size
+            if isinstance(size, int):
+                if size != n:
+                    raise ShapeError(f"{where}: axis {axis.name!r} has size {size}, but the array "
+                                     f"has {n} along it (shape {value.shape})")
+            elif isinstance(size, sympy.Symbol):
+                if size in self and self[size] != n:
+                    raise ShapeError(f"{where}: axis {axis.name!r} ({size}) is already bound to "
+                                     f"{self[size]}, but this array has {n} along it")
+                self[size] = n
+            else:
+                want = self.size(size, f"axis {axis.name!r}") if size.free_symbols <= set(self) else None
+                if want is not None and want != n:
+                    raise ShapeError(f"{where}: axis {axis.name!r} has size {size} = {want}, but the "
+                                     f"array has {n} along it")

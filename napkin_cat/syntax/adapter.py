@@ -1,0 +1,267 @@
+"""The one module that knows discopy's names.
+
+napkin-cat's syntax is a discopy ``markov`` category (swap, copy, discard
+come free).  This module subclasses the discopy classes it needs and
+registers them as factories; every other module imports from here, so a
+discopy upgrade that renames ``ty_factory`` & co. touches this file only.
+
+Laws inherited from discopy (checked in ``tests/test_laws.py``)::
+
+    (f >> g) >> h == f >> (g >> h)      f >> Id(f.cod) == f == Id(f.dom) >> f
+    (f @ g) @ h == f @ (g @ h)          f @ Id() == f == Id() @ f
+
+>>> from napkin_cat.syntax.axis import axes
+>>> q, d = axes("q d")
+>>> A = Array((q, d)); A
+Array(q×d)
+>>> A == Array((q, d)) and A != Array((q, d), level=1)
+True
+"""
+from __future__ import annotations
+
+from discopy import cat, markov, monoidal
+from discopy.cat import factory
+
+from napkin_cat.syntax.axis import Axis
+from napkin_cat.syntax.dtype import DType, FP32, as_dtype
+from napkin_cat.errors import CompositionError
+
+
+class Array(cat.Ob):
+    """An array type: ordered ``axes``, a memory ``level`` and a ``dtype``.
+
+    The item R is the array with no axes.  Equality and hash include axes
+    (names and sizes), level and dtype.
+    """
+
+    def __init__(self, axes: tuple = (), level: int = 0, dtype: DType | str = FP32):
+        self.axes = tuple(axes)
+        for a in self.axes:
+            if not isinstance(a, Axis):
+                raise TypeError(f"Array axes must be Axis objects, got {a!r}")
+        self.level = int(level)
+        self.dtype = as_dtype(dtype)
+        label = "×".join(_axis_label(a)
+                         for a in self.axes) or "R"
+        super().__init__(label)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.axes)
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(a.size for a in self.axes)
+
+    @property
+    def numel(self):
+        n = 1
+        for a in self.axes:
+            n = n * a.size
+        return n
+
+    def axis(self, name: str) -> Axis:
+        for a in self.axes:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    def replace(self, axes=None, level=None, dtype=None) -> "Array":
+        return Array(self.axes if axes is None else axes,
+                     self.level if level is None else level,
+                     self.dtype if dtype is None else dtype)
+
+    def _key(self):
+        return (self.axes, self.level, self.dtype.name)
+
+    def __eq__(self, other):
+        return isinstance(other, Array) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        extra = ""
+        if self.level:
+            extra += f"@{self.level}"
+        if self.dtype is not FP32 and self.dtype.name != "fp32":
+            extra += f":{self.dtype.name}"
+        return f"Array({self.name}{extra})"
+
+    def __str__(self):
+        return repr(self)[6:-1]
+
+
+def _axis_label(a: Axis) -> str:
+    from napkin_cat.syntax.axis import symbol
+    return a.name if a.size == symbol(a.name) else f"{a.name}[{a.size}]"
+
+
+@factory
+class Ty(markov.Ty):
+    """A tuple of arrays; ``@`` concatenates (the paper's dashed line)."""
+
+    ob_factory = Array
+
+    @property
+    def arrays(self) -> tuple[Array, ...]:
+        return tuple(self.inside)
+
+    def __repr__(self):  # discopy prefixes the module path for classes outside discopy
+        return f"Ty({', '.join(map(repr, self.inside))})"
+
+
+def _describe_mismatch(left: Ty, right: Ty) -> str:
+    a, b = left.inside, right.inside
+    if len(a) != len(b):
+        return (f"the first diagram outputs {len(a)} array(s) {list(map(str, a))} but the second "
+                f"takes {len(b)} array(s) {list(map(str, b))}")
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            why = []
+            if x.axes != y.axes:
+                why.append(f"axes {[str(t) for t in x.axes]} vs {[str(t) for t in y.axes]}")
+            if x.level != y.level:
+                why.append(f"level {x.level} vs {y.level}")
+            if x.dtype != y.dtype:
+                why.append(f"dtype {x.dtype.name} vs {y.dtype.name}")
+            return (f"array {i}: the first diagram outputs {x} but the second takes {y} "
+                    f"({'; '.join(why)})")
+    return "types differ"
+
+
+@factory
+class Diagram(markov.Diagram):
+    """A neural circuit diagram: ``>>`` is the paper's ``;``, ``@`` its ``⊗``."""
+
+    ty_factory = Ty
+
+    def then(self, *others):
+        cod = self.cod
+        for k, other in enumerate(others):
+            if not isinstance(other, Diagram):
+                raise CompositionError(
+                    f"cannot compose a napkin_cat Diagram with {type(other).__name__}")
+            if other.dom != cod:
+                raise CompositionError(
+                    f"cannot compose: boundary types differ at composite {k + 1}: "
+                    + _describe_mismatch(cod, other.dom))
+            cod = other.cod
+        return super().then(*others)
+
+    def tensor(self, other=None, *others):
+        for o in (other, *others):
+            if o is not None and not isinstance(o, Diagram):
+                raise CompositionError(
+                    f"cannot tensor a napkin_cat Diagram with {type(o).__name__}")
+        return super().tensor(other, *others)
+
+    def __repr__(self):
+        boxes = [b.name for b in self.boxes]
+        if len(boxes) > 8:
+            boxes = boxes[:4] + ["…"] + boxes[-3:]
+        return f"Diagram({self.dom} → {self.cod}; {len(self.boxes)} boxes: {', '.join(boxes)})"
+
+    def __str__(self):
+        return repr(self)
+
+
+class Box(markov.Box, Diagram):
+    """A box; napkin-cat keeps its primitive spec in ``data`` (hashable)."""
+
+    __ambiguous_inheritance__ = (markov.Box,)
+
+    def __repr__(self):
+        return f"Box({self.name!r}: {self.dom} → {self.cod})"
+
+
+class Swap(markov.Swap, Box):
+    __ambiguous_inheritance__ = (markov.Swap,)
+
+
+class Copy(markov.Copy, Box):
+    pass
+
+
+class Merge(markov.Merge, Box):
+    pass
+
+
+class Discard(markov.Discard, Copy):
+    pass
+
+
+class Bubble(monoidal.Bubble, Box):
+    """A region with control structure (Kernel, Grid, Stream) around a diagram.
+
+    The syntax layer declares what every region must say about itself; the regions
+    (``napkin_cat.algorithms.bubbles``) define it: how it is weaved over a new axis and how
+    an array functor (rename, substitute, recolor) maps it.
+    """
+
+    __ambiguous_inheritance__ = (monoidal.Bubble,)
+
+    def woven(self, axis, inputs: dict, position: int) -> "Bubble":
+        """This region mapped over ``axis`` (inserted at ``inputs[i]`` of input i, ``position`` of outputs)."""
+        raise NotImplementedError(f"{type(self).__name__} does not say how it is weaved")
+
+    def map_arrays(self, fa, fname, *, fparam=None) -> "Bubble":
+        """This region with the array functor ``fa`` (and weave-name map ``fname``) applied inside."""
+        raise NotImplementedError(f"{type(self).__name__} does not say how an array functor maps it")
+
+
+Diagram.braid_factory = Swap
+Diagram.copy_factory, Diagram.merge_factory = Copy, Merge
+Diagram.discard_factory = Discard
+Diagram.bubble_factory = Bubble
+
+
+def layers(diagram: Diagram):
+    """Yield ``(offset, box)`` in order: the flat view every functor interprets."""
+    for layer in diagram.inside:
+        left, box, _right = layer.boxes_or_types[:3]
+        yield len(left), box
+
+
+def compose_all(dom: Ty, *diagrams: Diagram) -> Diagram:
+    """Compose many diagrams once (never in a loop: discopy's ``>>`` rescans)."""
+    return Diagram.id(dom).then(*diagrams) if diagrams else Diagram.id(dom)
+
+
+def identity(dom: Ty) -> Diagram:
+    return Diagram.id(dom)
+
+
+def swap(left: Ty, right: Ty) -> Diagram:
+    return Diagram.swap(left, right)
+
+
+def copy(x: Ty, n: int = 2) -> Diagram:
+    return Diagram.copy(x, n)
+
+
+def discard(x: Ty) -> Diagram:
+    return Diagram.copy(x, 0)
+
+
+def is_structural(box) -> str | None:
+    """'swap', 'copy', 'merge', 'discard' for discopy's structural boxes, else None."""
+    if isinstance(box, markov.Discard) or (isinstance(box, markov.Copy) and len(box.cod) == 0):
+        return "discard"
+    if isinstance(box, markov.Copy):
+        return "copy"
+    if isinstance(box, markov.Merge):
+        return "merge"
+    if isinstance(box, markov.Swap):
+        return "swap"
+    return None
+
+
+def make_layer(left: Ty, box, right: Ty):
+    return monoidal.Layer(left, box, right)
+
+
+def from_layers(dom: Ty, cod: Ty, items) -> Diagram:
+    """A diagram from ``(left, box, right)`` triples without rescanning (trusted input)."""
+    inside = tuple(Diagram.layer_factory(l, b, r) for l, b, r in items)
+    return Diagram(inside, dom, cod, _scan=False)

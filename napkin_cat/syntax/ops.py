@@ -1,0 +1,341 @@
+"""The built-in primitive kinds (paper §2, Table 4).
+
+Each kind is item-level: its numpy implementation acts on the trailing core
+axes and broadcasts over leading batch (weave) dimensions.
+
+=================  =======================  ==================  ==================
+kind               item signature           FLOPs per item      accumulator
+=================  =======================  ==================  ==================
+contract           Rᵏ ⊗ Rᵏ → R              tensor 2k           sum
+softmax            Rˣ → Rˣ (β)              special x, gen 5x   —
+softmax_aux        Rˣ⊗R⊗R → Rˣ⊗R⊗R⊗R         (Table 4, middle)   —
+softmax_unscaled   Rˣ⊗R⊗R → Rˣ⊗R⊗R⊗R         (Table 4, right)    —
+exp, add, …        R^n → R                  1 (special/general) —
+sum, max, min      Rᵃ → R                   a                   sum / max / min
+split, join        Rᵃ ↔ Rᵃ¹ ⊗ Rᵃ²           0                   —
+load, save         R@ℓ → R@ℓ±1              0                   —
+cast               R:fp32 → R:fp16 …        general 1           —
+=================  =======================  ==================  ==================
+
+>>> import numpy as np
+>>> from napkin_cat.syntax.primitive import kind_of, Core
+>>> from napkin_cat.syntax.axis import Axis
+>>> x = Axis("x", 3)
+>>> y, = kind_of("softmax").impl([np.array([[0., 0., 1e3]])], Core(((x,),), ((x,),), {"beta": 1}))
+>>> y.round(3).tolist()
+[[0.0, 0.0, 1.0]]
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from napkin_cat.errors import ShapeError, SignatureError
+from napkin_cat.syntax.primitive import Accumulator, Core, declare
+from napkin_cat.syntax.dtype import as_dtype
+
+
+def _numel(axes):
+    n = 1
+    for a in axes:
+        n = n * a.size
+    return n
+
+
+def _require(cond, kind, msg):
+    if not cond:
+        raise SignatureError(f"{kind}: {msg}")
+
+
+# --------------------------------------------------------------------------- accumulators
+SUM = Accumulator("sum", lambda shape, dtype=float: np.zeros(shape, dtype), np.add)
+MAX = Accumulator("max", lambda shape, dtype=float: np.full(shape, -np.inf, dtype), np.maximum)
+MIN = Accumulator("min", lambda shape, dtype=float: np.full(shape, np.inf, dtype), np.minimum)
+
+# --------------------------------------------------------------------------- contraction
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _contract_check(core: Core):
+    _require(len(core.inputs) >= 1, "contract", "needs at least one operand")
+    _require(len(core.outputs) == 1 and core.outputs[0] == (), "contract",
+             f"the item output is the scalar R, got core outputs {core.outputs}")
+
+
+def _contract_impl(xs, core: Core):
+    letters = {}
+    for axes in core.inputs:
+        for a in axes:
+            letters.setdefault(a.name, _LETTERS[len(letters)])
+    subs = ",".join("..." + "".join(letters[a.name] for a in axes) for axes in core.inputs)
+    return [np.einsum(subs + "->...", *xs, optimize=len(xs) > 2)]
+
+
+def _contract_labelled(xs, in_names, out_names):
+    letters = {}
+    for names in (*in_names, *out_names):
+        for n in names:
+            letters.setdefault(n, _LETTERS[len(letters)])
+    subs = ",".join("".join(letters[n] for n in names) for names in in_names)
+    out = "".join(letters[n] for n in out_names[0])
+    return [np.einsum(f"{subs}->{out}", *xs, optimize=True)]
+
+
+def _contract_flops(core: Core):
+    contracted = {a.name: a for axes in core.inputs for a in axes}
+    k = _numel(contracted.values())
+    n = len(core.inputs)
+    if n >= 2 and contracted:
+        return {"tensor": n * k}
+    if n >= 2:
+        return {"general": n - 1}
+    return {"general": k} if contracted else {}
+
+
+declare("contract", _contract_impl, flops=_contract_flops, check=_contract_check,
+        accumulator=SUM, labelled=_contract_labelled, label="·", shape="contract",
+        doc="Contraction (dot product): the sum over shared core axes of the product of the operands.")
+
+# --------------------------------------------------------------------------- SoftMax family
+
+
+def _last_axes(core_axes):
+    return tuple(range(-len(core_axes), 0)) if core_axes else ()
+
+
+def _softmax_check(core: Core):
+    _require(len(core.inputs) == 1 and len(core.outputs) == 1, "softmax", "takes one array to one array")
+    _require(core.inputs[0] == core.outputs[0] and len(core.inputs[0]) >= 1, "softmax",
+             f"the item signature is Rˣ → Rˣ over the softmax axis, got {core.inputs} → {core.outputs}")
+
+
+def _softmax_impl(xs, core: Core):
+    beta = core.value(core.params.get("beta", 1))
+    ax = _last_axes(core.inputs[0])
+    z = beta * xs[0]
+    mu = np.max(z, axis=ax, keepdims=True)
+    mu = np.where(np.isfinite(mu), mu, 0.0)
+    s = np.exp(z - mu)
+    return [s / np.sum(s, axis=ax, keepdims=True)]
+
+
+def _softmax_flops(core: Core):
+    n = _numel(core.inputs[0])
+    return {"special": n, "general": 5 * n}
+
+
+declare("softmax", _softmax_impl, flops=_softmax_flops, check=_softmax_check, label="SoftMax",
+        shape="triangle", doc="SoftMax with inverse temperature β: y = exp(βx − μ)/Σ exp(βx − μ).")
+
+
+def _aux_check(name):
+    def check(core: Core):
+        _require(len(core.inputs) == 3 and len(core.outputs) == 4, name,
+                 "the item signature is (Rˣ, μ′: R, z′: R) → (Rˣ, μ: R, R, z: R)")
+        _require(core.inputs[1:] == ((), ()) and core.outputs[1:] == ((), (), ()), name,
+                 "the auxiliaries μ, δ, z are items (no core axes)")
+        _require(core.inputs[0] == core.outputs[0] and len(core.inputs[0]) >= 1, name,
+                 "the scores keep their softmax axis")
+    return check
+
+
+def _online_step(xs, core: Core):
+    beta = core.value(core.params.get("beta", 1))
+    ax = _last_axes(core.inputs[0])
+    x, mu_prev, z_prev = xs
+    bx = beta * x
+    mu = np.maximum(np.max(bx, axis=ax), mu_prev)
+    safe_mu = np.where(np.isfinite(mu), mu, 0.0)
+    s = np.exp(bx - np.expand_dims(safe_mu, ax))
+    with np.errstate(invalid="ignore"):
+        delta = np.where(np.isneginf(mu_prev), 0.0, np.exp(mu_prev - safe_mu))
+    z = delta * z_prev + np.sum(s, axis=ax)
+    return s, mu, delta, z
+
+
+def _aux_impl(xs, core: Core):
+    """Auxiliary SoftMax₀ (Table 4, errata D-08): y = s/z and the prior-rescale factor δz′/z."""
+    s, mu, delta, z = _online_step(xs, core)
+    ax = _last_axes(core.inputs[0])
+    dz = delta * xs[2]
+    return [s / np.expand_dims(z, ax), mu, dz, z]
+
+
+def _unscaled_impl(xs, core: Core):
+    """Unscaled SoftMax₁ (Table 4, errata D-08): s = exp(βx − μ), δ = exp(μ′ − μ), z = δz′ + Σs."""
+    s, mu, delta, z = _online_step(xs, core)
+    return [s, mu, delta, z]
+
+
+declare("softmax_aux", _aux_impl, flops=_softmax_flops, check=_aux_check("softmax_aux"),
+        label="SoftMax₀", shape="triangle",
+        doc="Auxiliary SoftMax (Table 4): returns y = s/z with (μ, δz′, z); prior y′ ← y′·δz′/z.")
+declare("softmax_unscaled", _unscaled_impl, flops=_softmax_flops, check=_aux_check("softmax_unscaled"),
+        label="SoftMax₁", shape="triangle",
+        doc="Unscaled SoftMax (Table 4): returns s with (μ, δ, z); prior y′ ← y′·δ, tail y ← y/z.")
+
+# --------------------------------------------------------------------------- elementwise maps
+
+
+def _gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+# name: (arity, function(*xs, core), pipeline)
+UNARY = {
+    "id": (lambda x, c: x, None),
+    "exp": (lambda x, c: np.exp(x), "special"),
+    "neg": (lambda x, c: -x, "general"),
+    "relu": (lambda x, c: np.maximum(x, 0), "general"),
+    "gelu": (lambda x, c: _gelu(x), "special"),
+    "silu": (lambda x, c: _silu(x), "special"),
+    "sigmoid": (lambda x, c: _sigmoid(x), "special"),
+    "tanh": (lambda x, c: np.tanh(x), "special"),
+    "sqrt": (lambda x, c: np.sqrt(x), "special"),
+    "rsqrt": (lambda x, c: 1.0 / np.sqrt(x), "special"),
+    "recip": (lambda x, c: 1.0 / x, "special"),
+    "square": (lambda x, c: x * x, "general"),
+    "scale": (lambda x, c: c.value(c.params.get("c", 1)) * x, "general"),
+    "shift": (lambda x, c: x + c.value(c.params.get("c", 0)), "general"),
+}
+BINARY = {
+    "add": (np.add, "general"),
+    "sub": (np.subtract, "general"),
+    "mul": (np.multiply, "general"),
+    "div": (np.divide, "general"),
+    "max": (np.maximum, "general"),
+    "min": (np.minimum, "general"),
+}
+ELEMENTWISE = sorted(set(UNARY) | set(BINARY))
+
+
+def _elementwise_check(name, arity):
+    def check(core: Core):
+        _require(len(core.inputs) == arity and len(core.outputs) == 1, name,
+                 f"is an elementwise map on {arity} item(s) to one item")
+        _require(all(a == () for a in core.inputs + core.outputs), name,
+                 "acts on items: every axis must be weaved (use an einops string such as 'q x')")
+    return check
+
+
+def _unary_kind(name, fn, pipeline):
+    declare(name, lambda xs, core, fn=fn: [fn(xs[0], core)],
+            flops=(lambda core, p=pipeline: {p: 1} if p else {}),
+            check=_elementwise_check(name, 1), label=name, shape="circle",
+            doc=f"Elementwise {name} on items.")
+
+
+def _binary_kind(name, fn, pipeline):
+    declare(name, lambda xs, core, fn=fn: [fn(xs[0], xs[1])],
+            flops=lambda core, p=pipeline: {p: 1},
+            check=_elementwise_check(name, 2), label=name, shape="circle",
+            doc=f"Elementwise {name} of two items.")
+
+
+for _name, (_fn, _p) in UNARY.items():
+    _unary_kind(_name, _fn, _p)
+for _name, (_fn, _p) in BINARY.items():
+    _binary_kind(_name, _fn, _p)
+
+# --------------------------------------------------------------------------- reductions
+REDUCTIONS = {
+    "sum": (np.sum, SUM),
+    "max": (np.max, MAX),
+    "min": (np.min, MIN),
+    "mean": (np.mean, None),
+}
+
+
+def _reduce_check(name):
+    def check(core: Core):
+        _require(len(core.inputs) == 1 and len(core.outputs) == 1 and core.outputs[0] == ()
+                 and len(core.inputs[0]) >= 1, f"reduce_{name}",
+                 "the item signature is Rᵃ → R (reduce at least one axis to an item)")
+    return check
+
+
+for _name, (_fn, _acc) in REDUCTIONS.items():
+    declare(f"reduce_{_name}",
+            lambda xs, core, fn=_fn: [fn(xs[0], axis=_last_axes(core.inputs[0]))],
+            flops=lambda core: {"general": _numel(core.inputs[0])},
+            check=_reduce_check(_name), accumulator=_acc, label=_name, shape="reduce",
+            doc=f"Reduction by {_name} over the core axes.")
+
+# --------------------------------------------------------------------------- split / join
+
+
+def _split_check(core: Core):
+    _require(len(core.inputs) == 1 and len(core.inputs[0]) == 1, "split", "splits one axis of one array")
+    name = core.inputs[0][0].name
+    _require(len(core.outputs) >= 2 and all(len(o) == 1 and o[0].name == name for o in core.outputs),
+             "split", f"every part keeps the axis name {name!r}")
+
+
+def _sizes(axes, core):
+    return [int(core.value(a.size)) if not isinstance(a.size, int) else a.size for a in axes]
+
+
+def _split_impl(xs, core: Core):
+    sizes = _sizes([o[0] for o in core.outputs], core)
+    if sum(sizes) != xs[0].shape[-1]:
+        raise ShapeError(f"split of axis {core.inputs[0][0].name!r}: parts {sizes} add up to {sum(sizes)}, "
+                         f"but the array has {xs[0].shape[-1]} along it")
+    return np.split(xs[0], np.cumsum(sizes)[:-1], axis=-1)
+
+
+def _join_check(core: Core):
+    _require(len(core.outputs) == 1 and len(core.outputs[0]) == 1, "join", "joins into one axis of one array")
+    name = core.outputs[0][0].name
+    _require(len(core.inputs) >= 2 and all(len(i) == 1 and i[0].name == name for i in core.inputs),
+             "join", f"every part carries the axis name {name!r}")
+
+
+def _join_impl(xs, core: Core):
+    shape = np.broadcast_shapes(*(x.shape[:-1] for x in xs))
+    return [np.concatenate([np.broadcast_to(x, shape + x.shape[-1:]) for x in xs], axis=-1)]
+
+
+declare("split", _split_impl, check=_split_check, label="split", shape="split",
+        doc="Split an axis into consecutive slices (paper Fig. primitive_weaving).")
+declare("join", _join_impl, check=_join_check, label="join", shape="join",
+        doc="Join slices along an axis (inverse of split).")
+
+# --------------------------------------------------------------------------- transfers and casts
+
+
+def _item_check(name):
+    def check(core: Core):
+        _require(len(core.inputs) == 1 and len(core.outputs) == 1 and core.inputs[0] == ()
+                 and core.outputs[0] == (), name, "acts on items; weave every axis")
+    return check
+
+
+declare("load", lambda xs, core: [xs[0]], check=_item_check("load"), label="load", shape="transfer",
+        doc="Transfer to the level below (numpy: identity; cost: the array's size).")
+declare("save", lambda xs, core: [xs[0]], check=_item_check("save"), label="save", shape="transfer",
+        doc="Transfer to the level above (numpy: identity; cost: the array's size).")
+declare("cast", lambda xs, core: [as_dtype(core.params["dtype"]).quantize(xs[0])],
+        flops=lambda core: {"general": 1}, check=_item_check("cast"), label="cast", shape="circle",
+        doc="Convert between number formats (numpy: round to the target format).")
+
+# --------------------------------------------------------------------------- reindexing
+
+
+def _rename_check(core: Core):
+    _require(len(core.inputs) == 1 and len(core.outputs) == 1, "rename", "takes one array to one array")
+    a, b = core.inputs[0], core.outputs[0]
+    _require(len(a) == len(b) and all(x.size == y.size for x, y in zip(a, b)), "rename",
+             f"renames axes of equal sizes position by position, got {a} → {b}")
+
+
+declare("rename", lambda xs, core: [xs[0]], check=_rename_check, label="rename", shape="circle",
+        doc="Rename axes (a reindexing: same values, new axis names).")

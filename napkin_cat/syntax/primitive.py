@@ -1,0 +1,147 @@
+"""Primitives: item-level boxes with numpy semantics, FLOPs and accumulators.
+
+A primitive *kind* is declared once with four ingredients (the architecture's
+"same four ingredients" a user also has):
+
+* an item-level **signature check** (which core axes each port may carry);
+* a numpy **implementation** on arrays whose *leading* dimensions are batch
+  dimensions (the weaves) and whose trailing dimensions are the core axes;
+* **FLOPs** per item, by pipeline class (``tensor``, ``special``, ``general``);
+* optionally an **accumulator** (what makes it streamable along a core axis).
+
+A box built from a kind stores a :class:`Spec` in its ``data``: the kind's
+name, hashable parameters, and the weave list (innermost first).  The box's
+``dom``/``cod`` arrays carry the full axes, so the core axes of a port are its
+axes minus the weaved ones.
+
+>>> from napkin_cat.syntax import ops  # registers the built-in kinds
+>>> sorted(k for k in KINDS if k in ("contract", "softmax", "exp"))
+['contract', 'exp', 'softmax']
+>>> declare("double", lambda xs, core: [2 * xs[0]], flops=lambda core: {"general": 1})
+Kind('double')
+>>> del KINDS["double"]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from napkin_cat.errors import UnknownPrimitiveError, SignatureError
+
+PIPELINES = ("tensor", "special", "general")
+
+
+@dataclass(frozen=True)
+class Weave:
+    """One weave of a box: the axis ``name`` and the input ports that carry it."""
+
+    name: str
+    inputs: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a primitive box is: ``kind`` name, ``params`` (hashable), weaves (innermost first)."""
+
+    kind: str
+    params: tuple = ()
+    weaves: tuple[Weave, ...] = ()
+
+    @property
+    def weave_names(self) -> tuple[str, ...]:
+        return tuple(w.name for w in self.weaves)
+
+    def param(self, key, default=None):
+        for k, v in self.params:
+            if k == key:
+                return v
+        return default
+
+
+@dataclass(frozen=True)
+class Core:
+    """The item-level view of a box handed to a kind: core axes per port and params."""
+
+    inputs: tuple  # tuple[tuple[Axis, ...], ...]
+    outputs: tuple
+    params: dict = field(default_factory=dict)
+    env: dict = field(default_factory=dict)  # symbol -> int, at evaluation time
+
+    def value(self, expr):
+        """A parameter's numeric value, with axis sizes bound (``beta = d**-0.5``)."""
+        import sympy
+        if isinstance(expr, sympy.Basic):
+            v = expr.subs(self.env)
+            return float(v)
+        return expr
+
+
+@dataclass(frozen=True)
+class Accumulator:
+    """How a kind streams along a core axis it reduces (a monoid on its output).
+
+    ``identity(shape)`` is the empty fold, ``combine(a, b)`` merges two partial
+    results.  The law (checked in ``proofs/``)::
+
+        F(x₁ ++ x₂) == combine(F(x₁), F(x₂))      combine(identity, y) == y
+    """
+
+    name: str
+    identity: Callable
+    combine: Callable
+
+
+@dataclass(frozen=True, eq=False)
+class Kind:
+    """A declared primitive kind (see module docstring)."""
+
+    name: str
+    impl: Callable
+    flops: Callable = None
+    check: Callable = None
+    accumulator: Accumulator | None = None
+    labelled: Callable | None = None  # optional impl on full labelled arrays (einsum)
+    label: str | None = None
+    shape: str = "box"  # drawing pictogram: box, triangle, circle, transfer
+    doc: str = ""
+
+    def __repr__(self):
+        return f"Kind({self.name!r})"
+
+    def item_flops(self, core: Core) -> dict:
+        if self.flops is None:
+            return {}
+        out = self.flops(core)
+        for k in out:
+            if k not in PIPELINES:
+                raise SignatureError(f"kind {self.name!r} reports FLOPs for unknown pipeline {k!r}; "
+                                     f"legal pipelines are {PIPELINES}")
+        return out
+
+
+KINDS: dict[str, Kind] = {}
+
+
+def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callable = None,
+            accumulator: Accumulator | None = None, labelled: Callable | None = None,
+            label: str | None = None, shape: str = "box", doc: str = "", replace: bool = False) -> Kind:
+    """Declare (register) a primitive kind; returns it.
+
+    ``impl(xs, core)`` takes numpy arrays with leading batch dims and returns a
+    list of outputs; ``flops(core)`` returns ``{pipeline: per-item count}``;
+    ``check(core)`` raises :class:`SignatureError` for an illegal core signature.
+    """
+    if name in KINDS and not replace:
+        raise SignatureError(f"a primitive kind called {name!r} is already declared; "
+                             "pass replace=True to redefine it")
+    kind = Kind(name, impl, flops, check, accumulator, labelled, label or name, shape, doc)
+    KINDS[name] = kind
+    return kind
+
+
+def kind_of(name: str) -> Kind:
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise UnknownPrimitiveError(
+            f"unknown primitive kind {name!r}; declared kinds are {sorted(KINDS)}") from None

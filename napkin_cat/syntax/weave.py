@@ -1,0 +1,185 @@
+"""Weaving: map a diagram over a new axis (paper Fig. weaved_function).
+
+``weave(f, a, inputs=S, position=p)`` inserts the axis ``a`` at position ``p``
+of every output and of the inputs in ``S``; un-weaved inputs are copied to
+every index of ``a``.  A weaved box keeps its item-level core and appends to
+its weave list.  Weaving is functorial::
+
+    weave_S(f >> g) ≡ weave_S(f) >> weave_all(g)
+    weave_{S ⊔ T}(f @ g) ≡ weave_S(f) @ weave_T(g)
+
+(literally equal when every output of ``f`` already depends on a weaved input).
+
+>>> import napkin_cat as nc
+>>> f = nc.softmax("x", over="x")
+>>> g = weave(f, "q", position=0)
+>>> g.cod, g.boxes[0].data.weave_names
+(Ty(Array(q×x)), ('q',))
+"""
+from __future__ import annotations
+
+from napkin_cat.syntax.adapter import (Array, Box, Bubble, Diagram, Ty, from_layers, is_structural,
+                                layers)
+from napkin_cat.syntax.axis import Axis, resolve
+from napkin_cat.errors import SignatureError, WeaveError
+from napkin_cat.syntax.primitive import Core, Spec, Weave, kind_of
+from napkin_cat.syntax.wiring import route
+
+
+# --------------------------------------------------------------------------- boxes from kinds
+def core_of(spec: Spec, dom: Ty, cod: Ty, env=None) -> Core:
+    """The item-level view (core axes per port) of a primitive box."""
+    woven = set(spec.weave_names)
+    ins = tuple(tuple(a for a in arr.axes if a.name not in woven) for arr in dom.inside)
+    outs = tuple(tuple(a for a in arr.axes if a.name not in woven) for arr in cod.inside)
+    return Core(ins, outs, dict(spec.params), env or {})
+
+
+def build_box(kind: str, dom: list[Array], cod: list[Array], weaves: list[Weave], params=None,
+              name: str | None = None) -> Box:
+    """A primitive box with full arrays ``dom``/``cod`` and its weave list (innermost first).
+
+    Checks that every weave axis sits in every output and exactly in the inputs it
+    names, that no array names an axis twice, and the kind's item signature.
+    """
+    k = kind_of(kind)
+    params = tuple(sorted((params or {}).items()))
+    for side, arrays in (("input", dom), ("output", cod)):
+        for i, arr in enumerate(arrays):
+            names = arr.names
+            if len(set(names)) != len(names):
+                dup = sorted({n for n in names if names.count(n) > 1})
+                raise SignatureError(f"{kind}: {side} {i} names axis {dup[0]!r} twice ({list(names)}); "
+                                     "an array carries each axis once")
+    seen = set()
+    for w in weaves:
+        if w.name in seen:
+            raise WeaveError(f"{kind}: axis {w.name!r} is weaved twice")
+        seen.add(w.name)
+        for j, arr in enumerate(cod):
+            if w.name not in arr.names:
+                raise WeaveError(f"{kind}: weave axis {w.name!r} missing from output {j} {arr}")
+        for i, arr in enumerate(dom):
+            if (w.name in arr.names) != (i in w.inputs):
+                raise WeaveError(f"{kind}: weave axis {w.name!r} and input {i} {arr} disagree "
+                                 f"(weave inputs {list(w.inputs)})")
+    spec = Spec(kind, params, tuple(weaves))
+    dom_t, cod_t = Ty(*dom), Ty(*cod)
+    if k.check is not None:
+        k.check(core_of(spec, dom_t, cod_t))
+    return Box(name or k.label, dom_t, cod_t, data=spec)
+
+
+def insert_at(axes: tuple, axis: Axis, position: int, where: str) -> tuple:
+    n = len(axes)
+    p = position if position >= 0 else n + 1 + position
+    if not 0 <= p <= n:
+        raise WeaveError(f"cannot weave {axis.name!r} at position {position} of {where} (rank {n}); "
+                         f"legal positions are {-n - 1}..{n}")
+    return axes[:p] + (axis,) + axes[p:]
+
+
+def weave_box(box: Box, axis: Axis, inputs: dict[int, int], position: int) -> Box:
+    """Weave one primitive box: ``axis`` at ``inputs[i]`` of input i, at ``position`` of outputs."""
+    spec: Spec = box.data
+    for arr in (*box.dom.inside, *box.cod.inside):
+        if axis.name in arr.names:
+            raise WeaveError(f"cannot weave over {axis.name!r}: box {box.name!r} already has it in {arr}; "
+                             "weave over a new axis name")
+    dom = list(box.dom.inside)
+    for i, p in inputs.items():
+        if not 0 <= i < len(dom):
+            raise WeaveError(f"box {box.name!r} has inputs 0..{len(dom) - 1}, not {i}")
+        dom[i] = dom[i].replace(axes=insert_at(dom[i].axes, axis, p, f"input {i} of {box.name!r}"))
+    cod = [arr.replace(axes=insert_at(arr.axes, axis, position, f"output {j} of {box.name!r}"))
+           for j, arr in enumerate(box.cod.inside)]
+    weaves = spec.weaves + (Weave(axis.name, tuple(sorted(inputs))),)
+    return build_box(spec.kind, dom, cod, list(weaves), dict(spec.params), name=box.name)
+
+
+def broadcast_box(array: Array, axis: Axis, position: int) -> Box:
+    """Copy an array along a new axis: the weave of the identity with no input weaved."""
+    ident = build_box("id", [array.replace(axes=())], [array.replace(axes=())], [])
+    for k, a in enumerate(reversed(array.axes)):
+        ident = weave_box(ident, a, {0: 0}, 0)
+    return weave_box(ident, axis, {}, position)
+
+
+# --------------------------------------------------------------------------- diagrams
+def all_arrays(diagram: Diagram):
+    yield from diagram.dom.inside
+    for _, box in layers(diagram):
+        yield from box.cod.inside
+        if isinstance(box, Bubble):
+            yield from all_arrays(box.arg)
+
+
+def _structural(kind: str, box, arrays: list[Array]) -> Diagram:
+    if kind == "swap":
+        n_left = len(box.left)
+        return Diagram.swap(Ty(*arrays[:n_left]), Ty(*arrays[n_left:]))
+    if kind == "copy":
+        return Diagram.copy(Ty(*arrays), len(box.cod))
+    if kind == "merge":
+        return Diagram.merge(Ty(arrays[0]), len(box.dom))
+    return Diagram.copy(Ty(*arrays), 0)
+
+
+def _merge_flags(flags):
+    if len({f is None for f in flags}) > 1:
+        raise WeaveError("cannot weave a merge of weaved and un-weaved wires")
+    return flags[:1]
+
+
+def weave(diagram: Diagram, axis, inputs=None, position: int = 0, **sizes) -> Diagram:
+    """Map ``diagram`` over a new ``axis`` (name or :class:`Axis`).
+
+    ``inputs``: indices of the weaved inputs (default: all), or a dict
+    ``{index: position}``; ``position``: where the axis goes in the outputs
+    (and in the listed inputs), Python-insert style (``-1`` is last).
+    """
+    axis = resolve([axis], sizes)[0]
+    for arr in all_arrays(diagram):
+        if axis.name in arr.names:
+            raise WeaveError(f"cannot weave over {axis.name!r}: the diagram already has it in {arr}; "
+                             "weave over a new axis name")
+    n = len(diagram.dom)
+    if inputs is None:
+        inputs = {i: position for i in range(n)}
+    elif not isinstance(inputs, dict):
+        inputs = {int(i): position for i in inputs}
+    for i in inputs:
+        if not 0 <= i < n:
+            raise WeaveError(f"cannot weave input {i}: the diagram has inputs 0..{n - 1}")
+    wires = list(diagram.dom.inside)
+    flags = [None] * n  # per wire: where the axis was inserted, None if not weaved
+    for i, p in inputs.items():
+        wires[i] = wires[i].replace(axes=insert_at(wires[i].axes, axis, p, f"input {i}"))
+        flags[i] = p
+    dom = Ty(*wires)
+    items = []
+    for offset, box in layers(diagram):
+        k = len(box.dom)
+        ins, fl = wires[offset:offset + k], flags[offset:offset + k]
+        kind = is_structural(box)
+        if kind is not None:
+            sub = _structural(kind, box, ins)
+            new_box = sub.boxes[0] if sub.boxes else None
+            out_flags = route(box, fl, merge=_merge_flags)
+        elif isinstance(box, Bubble):  # a region weaves its inside (the algorithms layer says how)
+            new_box = box.woven(axis, {j: f for j, f in enumerate(fl) if f is not None}, position)
+            out_flags = [position] * len(box.cod)
+        elif any(f is not None for f in fl):
+            new_box = weave_box(box, axis, {j: f for j, f in enumerate(fl) if f is not None}, position)
+            out_flags = [position] * len(box.cod)
+        else:
+            new_box, out_flags = box, [None] * len(box.cod)
+        items.append((Ty(*wires[:offset]), new_box, Ty(*wires[offset + k:])))
+        wires[offset:offset + k] = list(new_box.cod.inside)
+        flags[offset:offset + k] = out_flags
+    for j, f in enumerate(flags):
+        if f is None:
+            b = broadcast_box(wires[j], axis, position)
+            items.append((Ty(*wires[:j]), b, Ty(*wires[j + 1:])))
+            wires[j] = b.cod.inside[0]
+    return from_layers(dom, Ty(*wires), items)

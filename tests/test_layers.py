@@ -1,0 +1,152 @@
+"""The package's layers: every import goes down, and no import circle exists.
+
+The layers, lowest first (``../shared/design/architecture.md``, "Layout")::
+
+    errors → syntax → algorithms, library → semantics, cost → rewriting → search, plan
+           → codegen, hardware → render, io → cli and the package face (napkin_cat/__init__.py)
+
+A module may import from its own layer or below.  The imports are read with ``ast``
+from the source (function-level and ``TYPE_CHECKING`` imports included: a lazy import
+is still a dependency), so the test sees what the interpreter would import.  The theorem
+library ``rewrites`` sits above the package: nothing in ``napkin_cat`` imports it.
+
+Run on the tree before the move to subpackages, this test failed with::
+
+    napkin_cat/adapter.py is in no layer: put it in one of the layer folders (...)
+    ...
+    import circle: napkin_cat.bubbles → napkin_cat.evaluate → napkin_cat.bubbles
+    import circle: napkin_cat.obligation → napkin_cat.rewrite → napkin_cat.obligation
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "napkin_cat"
+
+#: folder (or top-level module) → layer rank; a module imports only ranks ≤ its own.
+LAYERS = {
+    "errors": 0,
+    "syntax": 1,
+    "algorithms": 2, "library": 2,
+    "semantics": 3, "cost": 3,
+    "rewriting": 4,
+    "search": 5, "plan": 5,
+    "codegen": 6, "hardware": 6,
+    "render": 7, "io": 7,
+    "cli": 8, "__init__": 8,
+}
+
+
+def module_name(path: Path, root: Path) -> str:
+    rel = path.relative_to(root).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> str | None:
+    """The layer key of ``napkin_cat.<key>...``; the bare package is its face, ``__init__``."""
+    parts = module.split(".")
+    if parts == [PACKAGE]:
+        return "__init__"
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def imports_of(path: Path, modules: set) -> list[tuple[int, str]]:
+    """``(line, module)`` for every napkin_cat/rewrites module imported by the file, anywhere in it."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                out.append((node.lineno, sub if sub in modules else node.module))
+    return [(line, m) for line, m in out if m.split(".")[0] in (PACKAGE, "rewrites")]
+
+
+def violations(root: Path = ROOT) -> list[str]:
+    """Every upward import, import of ``rewrites``, module outside the layers, and import circle."""
+    files = sorted((root / PACKAGE).rglob("*.py"))
+    modules = {module_name(p, root) for p in files}
+    graph = nx.DiGraph()
+    problems = []
+    for path in files:
+        me = module_name(path, root)
+        graph.add_node(me)
+        rel = path.relative_to(root)
+        mine = layer_of(me)
+        if mine is None:
+            problems.append(f"{rel} is in no layer: put it in one of the layer folders "
+                            f"{sorted(k for k in LAYERS if k not in ('cli', '__init__', 'errors'))}")
+        for line, target in sorted(set(imports_of(path, modules))):
+            if target.split(".")[0] == "rewrites":
+                problems.append(f"{rel}:{line} imports {target}: the theorem library sits above the package; "
+                                "find rules through napkin_cat.rewriting.registry instead")
+                continue
+            if target != me:
+                graph.add_edge(me, target, line=line)
+            theirs = layer_of(target)
+            if mine is None or theirs is None:
+                continue  # reported where the module is defined
+            if LAYERS[theirs] > LAYERS[mine]:
+                problems.append(f"{rel}:{line} imports {target} ({theirs}, layer {LAYERS[theirs]}) from "
+                                f"{mine} (layer {LAYERS[mine]}): imports must go down")
+    for cycle in nx.simple_cycles(graph):
+        if len(cycle) > 1:
+            ring = cycle + [cycle[0]]
+            problems.append("import circle: " + " → ".join(ring))
+    return problems
+
+
+def test_imports_only_go_down_and_no_circle():
+    found = violations()
+    assert not found, "layering violations:\n" + "\n".join(found)
+
+
+def test_every_layer_folder_is_a_package_with_a_docstring():
+    for key in LAYERS:
+        if key in ("cli", "__init__", "errors"):
+            continue
+        init = ROOT / PACKAGE / key / "__init__.py"
+        assert init.exists(), f"{key}/ has no __init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and "May import" in doc, f"{key}/__init__.py must say what the layer is and what it may import"
+
+
+def test_the_checker_catches_an_upward_import_and_a_circle(tmp_path):
+    pkg = tmp_path / PACKAGE
+    for sub in ("syntax", "cost"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text('"""May import: below."""\n')
+    (pkg / "__init__.py").write_text("")
+    (pkg / "syntax" / "a.py").write_text("def f():\n    from napkin_cat.cost import b\n")
+    (pkg / "cost" / "b.py").write_text("from napkin_cat.syntax import a\n")
+    (pkg / "flat.py").write_text("import rewrites\n")
+    found = violations(tmp_path)
+    assert any("syntax/a.py:2 imports napkin_cat.cost.b (cost, layer 3)" in f for f in found), found
+    assert any(f.startswith("import circle:") and "napkin_cat.syntax.a" in f for f in found), found
+    assert any("flat.py is in no layer" in f for f in found), found
+
+
+def test_the_public_surface_is_all_and_hides_the_internals():
+    import napkin_cat as nc
+    assert "evaluate" in nc.__all__ and "cost" in nc.__all__ and "library" in nc.__all__
+    for old in ("adapter", "bubbles", "iocost", "weave_box", "netlist", "obligation", "exprjson"):
+        assert old not in nc.__all__, old
+    for name in nc.__all__:
+        assert hasattr(nc, name), f"nc.__all__ names {name!r}, which napkin_cat does not define"
+
+
+@pytest.mark.parametrize("folder", sorted(k for k in LAYERS if k not in ("cli", "__init__", "errors")))
+def test_tests_mirror_the_package_folders(folder):
+    code = ROOT / PACKAGE / folder
+    modules = [p for p in code.glob("*.py") if p.name != "__init__.py"]
+    if modules:
+        assert (ROOT / "tests" / folder).is_dir(), f"tests/{folder}/ is missing: tests mirror napkin_cat/{folder}/"
