@@ -10,7 +10,9 @@ Each row is the median (and min) of ``--repeats`` runs of ``time.perf_counter``:
 * ``then``      compose n boxes once: ``Diagram.id(dom).then(*boxes)``;
 * ``builder``   the same chain written as straight-line code with the :class:`Builder`,
                 plus every tenth step adding the input back (copies and swaps to insert);
-* ``>> loop``   ``d = d >> box`` in a Python loop for a smaller n (quadratic: discopy rescans);
+* ``>> loop``   ``d = d >> box`` in a Python loop (napkin_cat's operator: checks the boundary only);
+* ``>> loop (discopy)``  the same loop through discopy's stock ``then`` (re-scans every layer), the baseline;
+* ``@ loop``     ``d = d @ box`` in a loop for ``--tensor-n`` boxes, and the same through discopy's stock ``tensor``;
 * ``evaluate``  the flat interpreter on the n-box chain (arrays of 16×16 float64);
 * ``weave``     weaving the n-box chain over a new axis;
 * ``==``        structural equality of two equal n-box chains.
@@ -26,6 +28,7 @@ import time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
+from discopy import markov, monoidal  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import napkin_cat as nc  # noqa: E402
@@ -47,6 +50,21 @@ def build_loop(boxes):
     d = nc.Diagram.id(boxes[0].dom)
     for box in boxes:
         d = d >> box
+    return d
+
+
+def build_loop_stock(boxes):
+    """The baseline: discopy's own ``then`` (every call re-validates every layer)."""
+    d = nc.Diagram.id(boxes[0].dom)
+    for box in boxes:
+        d = markov.Diagram.then(d, box)
+    return d
+
+
+def tensor_loop(boxes, *, stock: bool):
+    d = boxes[0]
+    for box in boxes[1:]:
+        d = monoidal.Diagram.tensor(d, box) if stock else d @ box
     return d
 
 
@@ -74,7 +92,8 @@ def timed(fn, repeats):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=1000, help="boxes in the long diagrams (default 1000)")
-    parser.add_argument("--loop-n", type=int, default=200, help="boxes for the >> loop (default 200)")
+    parser.add_argument("--loop-n", type=int, default=800, help="boxes for the >> loops (default 800)")
+    parser.add_argument("--tensor-n", type=int, default=100, help="boxes for the @ loops (default 100)")
     parser.add_argument("--repeats", type=int, default=5, help="runs per row (default 5)")
     args = parser.parse_args(argv)
 
@@ -90,6 +109,15 @@ def main(argv=None):
     med, low, looped = timed(lambda: build_loop(small), max(1, min(args.repeats, 3)))
     assert looped == build_then(small)
     rows.append((">> loop", args.loop_n, len(looped.boxes), med, low))
+    med, low, stock = timed(lambda: build_loop_stock(small), max(1, min(args.repeats, 3)))
+    assert stock == looped
+    rows.append((">> loop (discopy)", args.loop_n, len(stock.boxes), med, low))
+    parallel = [nc.elementwise("exp", f"a{k}") for k in range(args.tensor_n)]
+    med, low, wide = timed(lambda: tensor_loop(parallel, stock=False), max(1, min(args.repeats, 3)))
+    rows.append(("@ loop", args.tensor_n, len(wide.boxes), med, low))
+    med, low, wide_stock = timed(lambda: tensor_loop(parallel, stock=True), 1)
+    assert wide_stock == wide
+    rows.append(("@ loop (discopy)", args.tensor_n, len(wide_stock.boxes), med, low))
     med, low, _ = timed(lambda: nc.evaluate(chain, X), args.repeats)
     rows.append(("evaluate", args.n, len(chain.boxes), med, low))
     med, low, _ = timed(lambda: nc.evaluate(built, X), args.repeats)
@@ -103,9 +131,9 @@ def main(argv=None):
 
     print(f"napkin_cat syntax benchmark  (OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}, "
           f"repeats={args.repeats}, python {sys.version.split()[0]}, numpy {np.__version__})")
-    print(f"{'operation':<18}{'n ops':>7}{'boxes':>7}{'median ms':>12}{'min ms':>10}")
+    print(f"{'operation':<20}{'n ops':>7}{'boxes':>7}{'median ms':>12}{'min ms':>10}")
     for name, n, nboxes, med, low in rows:
-        print(f"{name:<18}{n:>7}{nboxes:>7}{med * 1e3:>12.2f}{low * 1e3:>10.2f}")
+        print(f"{name:<20}{n:>7}{nboxes:>7}{med * 1e3:>12.2f}{low * 1e3:>10.2f}")
 
 
 if __name__ == "__main__":
