@@ -15,8 +15,8 @@ The format (sections, fields, units; ``?`` marks an optional field)::
     [memory]     gmem, l2, smem_per_sm, smem_per_block, registers_per_sm, registers_per_block,
                  registers_per_thread (counts of registers), register_bytes, transaction (bytes)
     [bandwidth]  hbm, l2_to_smem?, gmem_to_smem?, smem (B/clk per SM), sm_to_sm? {cluster size: bandwidth}
-    [pipelines.P] for P in tensor, special, general: rate_by (operands | output), computes_in?,
-                 and one rate (ops/clk per SM) per dtype (fp32, fp16, bf16, fp8)
+    [pipelines.P] for P in tensor, special, general: rate_by (operands | output), computes_in?, widen?
+                 {dtype: dtype}, and one rate (ops/clk per SM) per dtype (fp32, fp16, bf16, fp8)
     [[tensor_shapes]] instruction, dtypes, m, n, k, n_max?   (a tile multiple of m, n, k; n up to n_max)
 
 >>> h = load("h100-sxm5")
@@ -76,6 +76,7 @@ class Pipeline:
     rate_by: str
     rates: dict
     computes_in: str | None = None
+    widen: dict = field(default_factory=dict)    # dtype -> the dtype it is computed in (fp8 -> fp16)
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ class GPU:
     def rate(self, pipeline: str, dtype: str):
         """Ops per clock per SM of ``pipeline`` on values of ``dtype`` (after ``computes_in``)."""
         p = self.pipeline(pipeline)
-        key = p.computes_in or dtype
+        key = p.computes_in or p.widen.get(dtype, dtype)
         if key not in p.rates:
             raise HardwareError(f"{self.name}: the {pipeline} pipeline has no rate for {key!r} values; it runs "
                                 f"{sorted(p.rates)} (add '{key} = \"... ops/clk\"' under [pipelines.{pipeline}])")
@@ -263,9 +264,12 @@ def _pipelines(data, where) -> dict:
         if rate_by not in RATE_BY:
             raise HardwareError(f"{where}: pipelines.{name}.rate_by must be one of {RATE_BY}, got {rate_by!r}")
         computes_in = body.get("computes_in")
+        widen = body.get("widen", {})
+        if not isinstance(widen, dict) or any(k not in DTYPES or v not in DTYPES for k, v in widen.items()):
+            raise HardwareError(f"{where}: pipelines.{name}.widen must map dtypes to dtypes, got {widen!r}")
         rates = {}
         for key, value in body.items():
-            if key in ("rate_by", "computes_in"):
+            if key in ("rate_by", "computes_in", "widen"):
                 continue
             if key not in DTYPES:
                 raise HardwareError(f"{where}: pipelines.{name}.{key}: unknown dtype {key!r}; dtypes are "
@@ -278,7 +282,10 @@ def _pipelines(data, where) -> dict:
             raise HardwareError(f"{where}: [pipelines.{name}] gives no rate; write e.g. fp16 = \"512 FLOP/clk\"")
         if computes_in is not None and computes_in not in rates:
             raise HardwareError(f"{where}: pipelines.{name}.computes_in = {computes_in!r} has no rate of its own")
-        out[name] = Pipeline(name, rate_by, rates, computes_in)
+        for small, big in widen.items():
+            if big not in rates:
+                raise HardwareError(f"{where}: pipelines.{name}.widen computes {small} in {big}, which has no rate")
+        out[name] = Pipeline(name, rate_by, rates, computes_in, dict(widen))
     missing = [p for p in PIPELINES if p not in out]
     if missing:
         raise HardwareError(f"{where}: missing pipeline(s) {', '.join(f'[pipelines.{p}]' for p in missing)}")

@@ -82,6 +82,7 @@ class ToyHierarchy:
     pools: tuple
     levels: tuple
     path: str = ""
+    asynchronous: tuple = ()     # pipelines whose ops are issued without blocking the issuing unit (wgmma)
 
     def level(self, key) -> ToyLevel:
         """A level by index (the diagram's array level) or by name."""
@@ -174,7 +175,12 @@ def _validate(data, where) -> ToyHierarchy:
     for lv in levels:
         if lv.parent is not None and lv.parent not in level_names:
             raise HardwareError(f"{where}: level {lv.name!r}: parent {lv.parent!r} is not a level")
-    return ToyHierarchy(data.get("name", where), data.get("description", ""), unit, tuple(pools), levels, where)
+    asynchronous = tuple(data.get("asynchronous", ()))
+    bad = [p for p in asynchronous if p not in PIPELINES]
+    if bad:
+        raise HardwareError(f"{where}: asynchronous names unknown pipeline(s) {bad}; pipelines are {PIPELINES}")
+    return ToyHierarchy(data.get("name", where), data.get("description", ""), unit, tuple(pools), levels, where,
+                        asynchronous)
 
 
 # ---------------------------------------------------------------------------------------------- diagrams
