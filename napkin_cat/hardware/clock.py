@@ -20,7 +20,7 @@ work on the others is reported as *secondary* clocks (the paper's "overhead", ha
 ...        OpRecord("exp", "exp", "special", "g*s", 1, (("stream", "x"),), "body", "fp16", index=1)]
 >>> t = clock_table(ops, load("a100"), {"d": 64, "s": 32, "g": 128}, rows="g")
 >>> [(c.label, c.ops, c.rate, c.clocks) for c in t.columns]
-[('S = QKᵀ', Fraction(4096, 1), 2048, Fraction(2, 1)), ('exp', Fraction(32, 1), 16, Fraction(2, 1))]
+[('S = QKᵀ', Fraction(4096, 1), Fraction(2048, 1), Fraction(2, 1)), ('exp', Fraction(32, 1), Fraction(16, 1), Fraction(2, 1))]
 >>> t.k_TC
 Fraction(2, 1)
 """
