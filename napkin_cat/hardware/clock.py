@@ -20,7 +20,8 @@ work on the others is reported as *secondary* clocks (the paper's "overhead", ha
 ...        OpRecord("exp", "exp", "special", "g*s", 1, (("stream", "x"),), "body", "fp16", index=1)]
 >>> t = clock_table(ops, load("a100"), {"d": 64, "s": 32, "g": 128}, rows="g")
 >>> [(c.label, c.ops, c.rate, c.clocks) for c in t.columns]
-[('S = QKᵀ', Fraction(4096, 1), Fraction(2048, 1), Fraction(2, 1)), ('exp', Fraction(32, 1), Fraction(16, 1), Fraction(2, 1))]
+[('S = QKᵀ', Fraction(4096, 1), Fraction(2048, 1), Fraction(2, 1)),
+ ('exp', Fraction(32, 1), Fraction(16, 1), Fraction(2, 1))]
 >>> t.k_TC
 Fraction(2, 1)
 """
@@ -133,8 +134,8 @@ def rate_key(op, gpu) -> str:
     if p.rate_by == "operands":
         operands = tuple(getattr(op, "operands", ()) or ())
         if not operands:
-            raise HardwareError(f"op {op.label!r} runs on the {op.pipeline} pipeline, whose rate depends on the operand "
-                                f"format, but its record gives no operand dtypes (operands=...)")
+            raise HardwareError(f"op {op.label!r} runs on the {op.pipeline} pipeline, whose rate depends on the "
+                                "operand format, but its record gives no operand dtypes (operands=...)")
         return max(operands, key=lambda d: as_dtype(d).bytes)
     return op.dtype
 

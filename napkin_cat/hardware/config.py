@@ -35,7 +35,7 @@ from fractions import Fraction
 import sympy
 
 from napkin_cat.hardware.errors import CapacityError, HardwareError
-from napkin_cat.hardware.tables import decimal, dumps, exact, kb, number, text_table
+from napkin_cat.hardware.tables import decimal, dumps, kb, number, text_table
 from napkin_cat.hardware.toy import load_hierarchy
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.dtype import as_dtype

@@ -56,7 +56,8 @@ class IntensityTable:
     def to_dict(self) -> dict:
         return {"hardware": self.gpu.name, "dtype": self.dtype, "transfers_per_flop": str(self.per_flop),
                 "tensor_flops_per_s": number(self.gpu.peak("tensor", self.dtype)),
-                "levels": [{"level": lv.name, "values_per_s": number(lv.values_per_s), "memory_values": number(lv.memory),
+                "levels": [{"level": lv.name, "values_per_s": number(lv.values_per_s),
+                            "memory_values": number(lv.memory),
                             "values_per_flop": float(lv.ratio), "min_M_values": float(lv.min_M),
                             "min_b": float(lv.min_b),
                             "min_b_at_memory": None if lv.min_b_at_memory is None else float(lv.min_b_at_memory)}
@@ -98,7 +99,8 @@ def matmul_intensity(gpu, *, dtype: str = "fp16", derived=None) -> IntensityTabl
     q = as_dtype(dtype).bytes
     m_sm = Fraction(gpu.smem_per_block, q)
     h = Hierarchy((Level("GMEM"),
-                   Level("L2", capacity=sympy.Rational(gpu.l2, q), weight=sympy.Rational(q) / exact(gpu.hbm), kind="cache"),
+                   Level("L2", capacity=sympy.Rational(gpu.l2, q), weight=sympy.Rational(q) / exact(gpu.hbm),
+                         kind="cache"),
                    Level("SMEM", capacity=sympy.Rational(m_sm.numerator, m_sm.denominator),
                          weight=sympy.Rational(q) / exact(gpu.l2_to_smem), max_children=gpu.sm_count)),
                   name=f"{gpu.name} GMEM→L2→SMEM")

@@ -27,7 +27,7 @@ The format (sections, fields, units; ``?`` marks an optional field)::
 >>> load("b300")
 Traceback (most recent call last):
 ...
-napkin_cat.hardware.errors.HardwareError: no hardware model called 'b300'; shipped models are a100, h100-pcie, h100-sxm5, h200, h800 (or give the path of a .toml file)
+napkin_cat.hardware.errors.HardwareError: no hardware model called 'b300'; shipped models are a100, h100-pcie, ...
 """
 from __future__ import annotations
 

@@ -21,7 +21,8 @@ each pipeline its FLOPs use, and every transfer moves between a level and its pa
 >>> h.partition("q")
 {'block': 'g_q', 'warpgroup': 'w_q', 'thread': 't_q'}
 >>> [(p.array.names, p.level, p.pool, p.dtype) for p in placement(nc.einsum("q d, x d -> q x", level=3), h)]
-[(('q', 'd'), 'tensor-core', 'SMEM', 'fp32'), (('x', 'd'), 'tensor-core', 'SMEM', 'fp32'), (('q', 'x'), 'tensor-core', 'registers', 'fp32')]
+[(('q', 'd'), 'tensor-core', 'SMEM', 'fp32'), (('x', 'd'), 'tensor-core', 'SMEM', 'fp32'),
+ (('q', 'x'), 'tensor-core', 'registers', 'fp32')]
 """
 from __future__ import annotations
 
