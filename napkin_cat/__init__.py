@@ -43,6 +43,7 @@ from napkin_cat.rewriting.rules import Condition, Rule, RuleSet
 from napkin_cat.rewriting.trace import Derivation, Trace
 from napkin_cat.rewriting.driver import rewrite
 from napkin_cat.io.serial import dumps, loads
+from napkin_cat import hardware
 from napkin_cat.render.draw import draw, to_tikz
 from napkin_cat.render import strip as _strip  # noqa: F401  (registers the derivation-strip drawer)
 
@@ -65,4 +66,6 @@ __all__ = [
     "ObligationError", "Trace", "Derivation", "rewrite",
     # pictures and JSON
     "draw", "to_tikz", "dumps", "loads",
+    # hardware models and tables
+    "hardware",
 ]
