@@ -288,6 +288,21 @@ def _stream_cost(box: Stream) -> Cost:
     arrays = plan.arrays
     in_form = {i for r in plan.reducers if r.step is not None for i in r.ops}
 
+    # a form's state is counted once, as its maintained arrays: the values its ops make without the
+    # streamed axis (μ, z, δ, Initialize's (−∞, 0)) are that state, not more memory, until the form completes
+    stateful = [(layer_ops[r.op], {v for i in r.ops for v in plan.ops[i][2] if plan.axis not in arrays[v].names})
+                for r in plan.reducers if r.step is not None]
+
+    def visible(k, col, ids):
+        """The column's arrays, each value once (a copy shares its storage), hidden state left out."""
+        hidden = set().union(*(vs for lk, vs in stateful if lk >= k)) if first < k <= last else set()
+        seen, out = set(), []
+        for a, v in zip(col, ids):
+            if v not in hidden and v not in seen:
+                seen.add(v)
+                out.append(a)
+        return out
+
     def extra(k, ids):
         """Maintained data in the column before layer ``k``: unapplied reducer state, resident inputs."""
         if not first < k <= last:
@@ -326,7 +341,7 @@ def _stream_cost(box: Stream) -> Cost:
             new_ids = []
         col[offset:offset + n] = list(b.cod.inside)
         ids[offset:offset + n] = new_ids
-        total.add_column(_plus(_column(col), extra(k + 1, ids)))
+        total.add_column(_plus(_column(visible(k + 1, col, ids)), extra(k + 1, ids)))
     for r in plan.reducers:
         if r.step is not None:
             total.absorb(_flop_cost(r.step).scaled(trips, role="body"))
