@@ -119,6 +119,11 @@ SAME_FORMAT = Condition(
     "same_format",
     lambda m: (m.vars["out"].level, m.vars["out"].dtype) == (m.vars["scores"].level, m.vars["scores"].dtype),
     "the contraction's output must have the level and dtype of the scores")
+SAME_LEVEL = Condition(
+    "same_level",
+    lambda m: m.vars["out"].level == m.vars["scores"].level,
+    "the contraction's output must live at the level of the scores (number formats may differ: the rewrite "
+    "converts s to the contraction's operand format and z to the output's format)")
 
 
 # ---------------------------------------------------------------------- rules
@@ -154,7 +159,9 @@ def _fused(m):
     x = ins[("s", 0)]
     mu0, z0 = b(initialize(v["scores"], v["over"]), x)
     s, _mu, _delta, z = b(_online("softmax_unscaled", v["scores"], v["over"], v["beta"]), x, mu0, z0)
+    s = b.convert(s, c.dom.inside[v["port"]].dtype)  # P in the format the contraction takes (FA3's conversion)
     o = b(c, *(s if p == v["port"] else ins[("c", p)] for p in range(len(c.dom))))
+    z = b.convert(z, v["out"].dtype)
     return m.finish(b, {("c", 0): b(_binary("div", v["out"], z.array), o, z)})
 
 
@@ -318,7 +325,7 @@ softmax_contraction_to_unscaled = Rule(
     "softmax_contraction_to_unscaled",
     Pattern({"s": kind("softmax"), "c": kind("contract")}, [("s", 0, "c", None)], bind=_bind_softmax("s")),
     _fused,
-    conditions=(WEAVED, SURVIVES, SAME_FORMAT),
+    conditions=(WEAVED, SURVIVES, SAME_LEVEL),
     obligation=Obligation(softmax_contraction_instance, inputs=extreme_inputs,
                           symbolic=(online_softmax_identity, division_identity)),
     doc="""SoftMax(x) · v → (SoftMax₁(x, Initialize(x)).s · v) / z.
@@ -334,20 +341,26 @@ def online_state(scores, out, axis):
 
 
 def online_step(b, state, scores, contract, axis, box):
-    """B((μ′, z′, o′), x, v) = (μ, z, δ·o′ + s·v) with (s, μ, δ, z) = SoftMax₁(x, μ′, z′) (Table 4, D-08)."""
+    """B((μ′, z′, o′), x, v) = (μ, z, δ·o′ + s·v) with (s, μ, δ, z) = SoftMax₁(x, μ′, z′) (Table 4, D-08).
+
+    The running output is rescaled and accumulated by one fused multiply-add per value (the paper's
+    "FP16 accumulate", 2d FLOPs per row per trip in Table 3).
+    """
     mu_p, z_p, o_p = state
     beta = box.data.param("beta", 1)
     s, mu, delta, z = b(_online("softmax_unscaled", scores.array, (axis,), beta), scores, mu_p, z_p)
     out = o_p.array
-    rescaled = b(_binary("mul", out, delta.array), o_p, delta)
-    o = b(nc.elementwise("add", _sig(out.names), level=out.level, dtype=out.dtype, **_sizes(out)),
-          rescaled, contract(s))
+    delta = b.convert(delta, out.dtype)  # the rescale factor in the running output's format
+    rows = delta.array
+    sig = f"{_sig(out.names)}, {_sig(rows.names)}, {_sig(out.names)} -> {_sig(out.names)}"
+    o = b(nc.elementwise("fma", sig, level=out.level, dtype=out.dtype, **_sizes(out, rows)), o_p, delta, contract(s))
     return [mu, z, o]
 
 
 def online_finish(b, state):
-    """The tail: y = o / z."""
+    """The tail: y = o / z (z converted to the output's number format when they differ)."""
     _mu, z, o = state
+    z = b.convert(z, o.array.dtype)
     return b(_binary("div", o.array, z.array), o, z)
 
 
@@ -380,8 +393,12 @@ class UnscaledForm:
         if not own:
             return f"the state (μ′, z′) of {box.name} does not come from its own Initialize (the stream's head)"
         users = plan.uses.get(outs[0], [])
+        conversion = ()
+        if len(users) == 1 and users[0][0] >= 0 and plan.ops[users[0][0]][0].data.kind == "cast":
+            conversion = (users[0][0],)  # s converted to the contraction's operand format on the way
+            users = plan.uses.get(plan.ops[users[0][0]][2][0], [])
         if not (len(users) == 1 and users[0][0] >= 0 and is_contraction_over(plan.ops[users[0][0]][0], axis)):
-            return f"{box.name}'s scores must feed one contraction over {axis!r}"
+            return f"{box.name}'s scores must feed one contraction over {axis!r} (through at most one cast)"
         if plan.uses.get(outs[2]):
             return f"{box.name}'s δ is read elsewhere; the online form keeps it inside the step"
         c, port = users[0]
@@ -393,9 +410,9 @@ class UnscaledForm:
         others = [p for p in range(len(cins)) if p != port]
 
         def step(b, st, x, *rest):
-            def contract(w):
+            def contract(w):  # the contraction takes its operand in its own number format
                 args = list(rest)
-                args.insert(port, w)
+                args.insert(port, b.convert(w, cbox.dom.inside[port].dtype))
                 return b(single(cbox), *args)
             return online_step(b, st, x, contract, axis, box)
 
@@ -405,8 +422,8 @@ class UnscaledForm:
 
         step_d, finish_d = build_state_diagrams(self.name, state, [scores] + [cbox.dom.inside[p] for p in others],
                                                 step, finish, [out, box.cod.inside[3], box.cod.inside[1]])
-        return Binding(self, (k, i, c), (ins[0], *(cins[p] for p in others)), tuple(state), step_d, finish_d,
-                       (couts[0], outs[3], outs[1]))
+        return Binding(self, (k, i, *conversion, c), (ins[0], *(cins[p] for p in others)), tuple(state), step_d,
+                       finish_d, (couts[0], outs[3], outs[1]))
 
 
 #: The online forms this library provides (entry point ``napkin_cat.accumulators``; registered on import).

@@ -154,9 +154,9 @@ class NormaliserForm:
         contraction = single(cbox)
 
         def step(b, st, s, *rest):
-            def contract(w):
+            def contract(w):  # the contraction takes its operand in its own number format
                 args = list(rest)
-                args.insert(port, w)
+                args.insert(port, b.convert(w, cbox.dom.inside[port].dtype))
                 return b(contraction, *args)
             return self.step(b, list(st), s, contract, axis, box)
 

@@ -21,8 +21,8 @@ per reducer, its state arrays (shape, init), its step diagram ``B`` and its fini
 >>> (r,) = plan.reducers
 >>> r.kind, [(s.name, str(s.array), s.init) for s in r.state]
 ('softmax_contraction_to_unscaled', [('μ', 'q', -inf), ('z', 'q', 0.0), ('o', 'q×d', 0.0)])
->>> sorted(b.name for b in r.step.boxes if b.name in ("SoftMax₁", "·", "mul", "add"))
-['SoftMax₁', 'add', 'mul', '·']
+>>> sorted(b.name for b in r.step.boxes if b.name in ("SoftMax₁", "·", "fma"))
+['SoftMax₁', 'fma', '·']
 >>> analyse(nc.softmax("q x", over="x"), "x")
 Traceback (most recent call last):
 ...

@@ -23,6 +23,7 @@ It is a monoid-valued functor: composition adds H and FLOPs and takes the max of
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
 
 import sympy
@@ -48,7 +49,9 @@ class OpCost:
 
     ``region`` is the path of enclosing partitions (``(("grid", "q"), ("stream", "x"))``), ``role``
     the box's part of its innermost stream (``'head'``, ``'body'``, ``'tail'``; ``''`` outside one),
-    ``dtype`` the name of its output's number format.
+    ``dtype`` the name of its output's number format, ``operands`` the formats of its inputs (a tensor
+    core's rate is set by them), ``index`` the box's occurrence (records of one box share it; numbered
+    in the order of the walk; not compared, so that ``cost(f >> g).ops == cost(f).then(cost(g)).ops``).
     """
 
     label: str
@@ -59,6 +62,8 @@ class OpCost:
     region: tuple = ()
     role: str = ""
     dtype: str = ""
+    operands: tuple = ()
+    index: int = field(default=-1, compare=False)   # bookkeeping: which records are one box, not a cost
 
 
 @dataclass
@@ -180,6 +185,7 @@ def box_cost(box) -> Cost:
     c = Cost()
     spec = box.data
     kind = kind_of(spec.kind)
+    occurrence = next(_OCCURRENCES)
     per_item = kind.item_flops(core_of(spec, box.dom, box.cod))
     weave = sympy.Integer(1)
     for w in spec.weave_names:
@@ -191,7 +197,8 @@ def box_cost(box) -> Cost:
     for p, f in per_item.items():
         f = sympy.sympify(f) * weave
         c.flops[p] = c.flops.get(p, ZERO) + f
-        c.ops.append(OpCost(box.name, spec.kind, p, f, sympy.Integer(1), dtype=out.dtype.name if out else ""))
+        c.ops.append(OpCost(box.name, spec.kind, p, f, sympy.Integer(1), dtype=out.dtype.name if out else "",
+                            operands=tuple(a.dtype.name for a in box.dom.inside), index=occurrence))
     if spec.kind in ("load", "save"):
         src, dst = box.dom.inside[0], box.cod.inside[0]
         lvl = max(src.level, dst.level)
@@ -351,9 +358,19 @@ def _stream_cost(box: Stream) -> Cost:
     return total
 
 
+_OCCURRENCES = itertools.count()
+
+
+def _number_occurrences(ops: list) -> list:
+    """Dense box indices 0, 1, … in the order of the walk (records of one box keep one index)."""
+    dense = {}
+    return [replace(r, index=dense.setdefault(r.index, len(dense))) for r in ops]
+
+
 def cost(diagram: Diagram, hierarchy=None) -> Cost:
     """The IO cost of an algorithm (or of a function diagram, which moves nothing)."""
     c = _walk(diagram)
+    c.ops = _number_occurrences(c.ops)
     if hierarchy is not None:
         hierarchy.check_levels(c.levels)
     return c

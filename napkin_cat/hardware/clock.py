@@ -13,6 +13,8 @@ the body ops of the streamed loop; per column and per stream trip::
 
 A box whose FLOPs use several pipelines is one column on the pipeline where it takes longest; its
 work on the others is reported as *secondary* clocks (the paper's "overhead", hatched regions).
+Number-format conversions (``cast`` boxes) are not columns either: §5.7 classifies them as overhead
+("type conversions are extremely slow"); they are listed in ``conversions`` with their clocks.
 
 >>> from napkin_cat.hardware.model import load
 >>> ops = [OpRecord("S = QKᵀ", "contract", "tensor", "2*d*g*s", 1, (("stream", "x"),), "body", "fp32",
@@ -151,6 +153,7 @@ class ClockTable:
     tensor_ops: Fraction
     moved: Fraction | None = None
     notes: list = field(default_factory=list)
+    conversions: list = field(default_factory=list)   # cast boxes: overhead, not columns (§5.7)
 
     @property
     def min_rows(self) -> Fraction | None:
@@ -180,6 +183,8 @@ class ClockTable:
                              "clocks_per_thread": number(c.clocks),
                              "secondary_clocks": {p: number(v) for p, v in c.secondary.items()}}
                             for c in self.columns],
+                "conversions": [{"operation": c.label, "pipeline": c.pipeline, "dtype": c.dtype,
+                                 "clocks_per_thread": number(c.clocks)} for c in self.conversions],
                 "k_TC": number(self.k_TC), "tensor_ops_per_thread": number(self.tensor_ops),
                 "bytes_per_trip_per_block": number(self.moved), "min_rows": number(self.min_rows),
                 "ideal_flops_per_s": number(self.ideal), "notes": list(self.notes)}
@@ -200,6 +205,9 @@ class ClockTable:
         lines = [text_table(headers, rows, title=f"Table 3: clock cycles per thread per {self.stream} trip on "
                                                  f"{self.gpu.name}, sizes {self.sizes}")]
         lines.append(f"tensor-core lower bound k_TC = {decimal(self.k_TC)} clk/thread")
+        for c in self.conversions:
+            lines.append(f"conversion {c.label} ({c.dtype}, {c.pipeline}): {decimal(c.clocks)} clk/thread, counted "
+                         "as overhead (§5.7: type conversions are overhead, not a column)")
         if self.min_rows is not None:
             lines.append(f"not bandwidth-bound when {self.rows} ≥ f_K·H·N_SM/(k_TC·B) = {decimal(self.min_rows)} "
                          f"(H = {decimal(self.moved)} B per trip per block, f_K = {decimal(self.gpu.f_K / 10**9)} GHz, "
@@ -222,7 +230,7 @@ def clock_table(ops, gpu, sizes: dict, *, rows, iterations=None, moved=None, str
     stream, body = body_ops(ops, stream)
     rows_n = _number(rows, env, "rows")
     iters = None if iterations is None else _expr(iterations)
-    columns = []
+    columns, conversions = [], []
     for records in _boxes(body):
         clocks = {}
         for op in records:
@@ -245,11 +253,13 @@ def clock_table(ops, gpu, sizes: dict, *, rows, iterations=None, moved=None, str
         op, key, per_thread, rate, clk = clocks[main]
         secondary = {p: v[4] for p, v in clocks.items() if p != main}
         key = gpu.pipeline(main).computes_in or gpu.pipeline(main).widen.get(key, key)
-        columns.append(Column(op.label, op.kind, main, key, per_thread, rate, clk, secondary))
+        column = Column(op.label, op.kind, main, key, per_thread, rate, clk, secondary)
+        (conversions if all(r.kind == "cast" for r in records) else columns).append(column)
     k_TC = sum((c.clocks for c in columns if c.pipeline == "tensor"), Fraction(0))
     tensor_ops = sum((c.ops for c in columns if c.pipeline == "tensor"), Fraction(0))
     moved_n = None if moved is None else _number(moved, env, "bytes per trip")
-    return ClockTable(gpu, stream, str(rows), dict(sizes), columns, k_TC, tensor_ops, moved_n)
+    return ClockTable(gpu, stream, str(rows), dict(sizes), columns, k_TC, tensor_ops, moved_n,
+                      conversions=conversions)
 
 
 def clock_table_of(cost, gpu, sizes: dict, *, ops=None, level: int = 1, stream=None) -> ClockTable:

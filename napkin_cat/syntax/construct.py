@@ -22,7 +22,7 @@ from napkin_cat.syntax.adapter import Array, Diagram, Ty
 from napkin_cat.syntax.axis import Axis, check_name, resolve
 from napkin_cat.syntax.dtype import FP32
 from napkin_cat.errors import AxisError, SignatureError, UnknownPrimitiveError
-from napkin_cat.syntax.ops import ELEMENTWISE, REDUCTIONS, UNARY
+from napkin_cat.syntax.ops import ARITY, ELEMENTWISE, REDUCTIONS
 from napkin_cat.syntax.primitive import Weave
 from napkin_cat.syntax.weave import build_box
 
@@ -158,7 +158,7 @@ def elementwise(name: str, signature: str, *, const=None, level: int = 0, dtype=
     """
     if name not in ELEMENTWISE:
         raise UnknownPrimitiveError(f"unknown elementwise map {name!r}; legal names are {ELEMENTWISE}")
-    arity = 1 if name in UNARY else 2
+    arity = ARITY[name]
     ins, outs = parse(signature)
     if outs is None:
         ins = [list(ins[0])] * arity if len(ins) == 1 else ins

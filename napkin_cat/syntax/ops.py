@@ -11,6 +11,7 @@ softmax            Rˣ → Rˣ (β)              special x, gen 5x   —
 softmax_aux        Rˣ⊗R⊗R → Rˣ⊗R⊗R⊗R         spec. x+1, 5x+2     —
 softmax_unscaled   Rˣ⊗R⊗R → Rˣ⊗R⊗R⊗R         spec. x+1, 4x+2     —
 exp, add, …        R^n → R                  1 (special/general) —
+fma                R⊗R⊗R → R (a·b + c)      general 2           —
 sum, max, min      Rᵃ → R                   a                   sum / max / min
 split, join        Rᵃ ↔ Rᵃ¹ ⊗ Rᵃ²           0                   —
 load, save         R@ℓ → R@ℓ±1              0                   —
@@ -226,7 +227,12 @@ BINARY = {
     "max": (np.maximum, "general"),
     "min": (np.minimum, "general"),
 }
-ELEMENTWISE = sorted(set(UNARY) | set(BINARY))
+#: fused multiply-add ``a·b + c``: one instruction, a multiply and an add (the paper's "multiply-add", §5.6)
+TERNARY = {
+    "fma": (lambda a, b, c: a * b + c, "general", 2),
+}
+ELEMENTWISE = sorted(set(UNARY) | set(BINARY) | set(TERNARY))
+ARITY = {**dict.fromkeys(UNARY, 1), **dict.fromkeys(BINARY, 2), **dict.fromkeys(TERNARY, 3)}
 
 
 def _elementwise_check(name, arity):
@@ -252,10 +258,19 @@ def _binary_kind(name, fn, pipeline):
             doc=f"Elementwise {name} of two items.")
 
 
+def _ternary_kind(name, fn, pipeline, flops):
+    declare(name, lambda xs, core, fn=fn: [fn(xs[0], xs[1], xs[2])],
+            flops=lambda core, p=pipeline, n=flops: {p: n},
+            check=_elementwise_check(name, 3), label=name, shape="circle",
+            doc=f"Elementwise {name} of three items.")
+
+
 for _name, (_fn, _p) in UNARY.items():
     _unary_kind(_name, _fn, _p)
 for _name, (_fn, _p) in BINARY.items():
     _binary_kind(_name, _fn, _p)
+for _name, (_fn, _p, _n) in TERNARY.items():
+    _ternary_kind(_name, _fn, _p, _n)
 
 # --------------------------------------------------------------------------- reductions
 REDUCTIONS = {

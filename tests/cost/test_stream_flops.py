@@ -27,9 +27,10 @@ def test_derived_flash_attention_counts_table3_flops():
 
 
 def test_rescale_and_accumulate_of_the_running_output_is_counted_per_trip():
-    """o ← δ·o′ + s·v: d multiplies and d adds per row per trip (Table 3's FP16 accumulate, 2d·s_x/u_x)."""
+    """o ← δ·o′ + s·v: one fused multiply-add per output value per trip, 2d per row (Table 3's FP16 accumulate,
+    2d·s_x/u_x)."""
     c = nc.cost(flash_attention(nc.library.attention()).diagram)
-    acc = [r for r in c.ops if r.role == "body" and r.kind in ("mul", "add")]
-    assert {r.region for r in acc} == {(("grid", "q"), ("stream", "x"))}
-    assert all(r.pipeline == "general" and r.flops == g_q * d and r.trips == q / g_q * x / s_x for r in acc)
+    acc = [r for r in c.ops if r.role == "body" and r.kind == "fma"]
+    assert {r.region for r in acc} == {(("grid", "q"), ("stream", "x"))} and len(acc) == 1
+    assert all(r.pipeline == "general" and r.flops == 2 * g_q * d and r.trips == q / g_q * x / s_x for r in acc)
     assert _per_row_per_trip(sum(r.flops * r.trips for r in acc)) == 2 * d
