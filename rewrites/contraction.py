@@ -18,7 +18,9 @@ rule                             lhs → rhs
 The choices (which operands go first; which summed axis to rename) are enumerated as matches of
 their own (``Rule.choices``), so ``rule.matches(d)`` lists every legal order; ``rule.using(first="0 2")``
 fixes one.  Nothing reads an axis name: which axes survive, are summed or are captured follows
-from the arrays on the wires.
+from the arrays on the wires.  Only the merge is oriented (each step removes a contraction, so
+it terminates): the fixpoint driver normalises a contraction network into multi-operand
+contractions, from which a search splits in the cheapest order.
 
 Cost: each rule's claim states the exact FLOPs of its rewritten side from the axis sizes, each
 contraction costed as one loop nest (:func:`rewrites.sum_product.loop_nest_flops`, what the cost
@@ -258,7 +260,7 @@ def _renaming_legal(m):
     term, a, to = Term.of(m.node("c")), m.params.get("axis"), m.params.get("to")
     if a not in term.summed:
         return f"axis {a!r} is not summed by the contraction (summed: {list(term.summed)})"
-    if to in term.axes or not isinstance(to, str):
+    if not isinstance(to, str) or to in term.axes:
         return f"the new name {to!r} is already an axis of the contraction ({sorted(term.axes)})"
     try:
         nc.Axis(to)
@@ -358,8 +360,7 @@ contracted_axis_renaming = Rule(
     Pattern({"c": CONTRACTION}),
     _renaming_rhs,
     conditions=(Condition("summed_and_fresh", _renaming_legal,
-                          "axis= must be summed by the contraction and to= a name it does not use"),
-                _term_condition("same_format", one_format, "operands and output must have one level and dtype")),
+                          "axis= must be summed by the contraction and to= a name it does not use"),),
     obligation=Obligation(capture_instance, cost=flops_claim(_renaming_flops)),
     oriented=False,
     choices=_renamings,
