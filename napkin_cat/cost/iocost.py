@@ -27,6 +27,7 @@ from napkin_cat.syntax.adapter import Array, Diagram, is_structural, layers
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.weave import core_of
+from napkin_cat.syntax.wiring import route
 
 ZERO = sympy.Integer(0)
 
@@ -129,9 +130,14 @@ class Cost:
         return f"Cost(H={H}, M={self.M}, flops={self.flops})"
 
 
-def _column(arrays) -> dict:
-    out = {}
-    for a in arrays:
+def _column(arrays, ids=None) -> dict:
+    """Live data per level; a value copied onto several wires is one variable (counted once, by its id)."""
+    out, seen = {}, set()
+    for k, a in enumerate(arrays):
+        if ids is not None:
+            if ids[k] in seen:
+                continue
+            seen.add(ids[k])
         out[a.level] = out.get(a.level, ZERO) + numel(a)
     return out
 
@@ -170,14 +176,17 @@ def _walk(diagram: Diagram, extra_for=None) -> Cost:
     """Cost of ``diagram``; ``extra_for(layer_index)`` adds maintained data to a column."""
     total = Cost()
     col = list(diagram.dom.inside)
-    total.add_column(_plus(_column(col), extra_for(0) if extra_for else {}))
+    ids = list(range(len(col)))
+    fresh = len(ids)
+    total.add_column(_plus(_column(col, ids), extra_for(0) if extra_for else {}))
     for k, (offset, box) in enumerate(layers(diagram)):
         n = len(box.dom)
         others = col[:offset] + col[offset + n:]
+        other_ids = ids[:offset] + ids[offset + n:]
         if is_structural(box) is None:
             if isinstance(box, Region):
                 inner = region_cost(box)
-                base = _plus(_column(others), extra_for(k) if extra_for else {})
+                base = _plus(_column(others, other_ids), extra_for(k) if extra_for else {})
                 for lvl, cols in inner.columns.items():
                     if lvl == 0:  # global arrays are whole at level 0: the outer columns count them
                         continue
@@ -187,8 +196,13 @@ def _walk(diagram: Diagram, extra_for=None) -> Cost:
                 total.absorb(inner)
             else:
                 total.absorb(box_cost(box))
+        if is_structural(box) is not None:
+            new_ids = route(box, ids[offset:offset + n])
+        else:
+            new_ids, fresh = list(range(fresh, fresh + len(box.cod))), fresh + len(box.cod)
         col[offset:offset + n] = list(box.cod.inside)
-        total.add_column(_plus(_column(col), extra_for(k + 1) if extra_for else {}))
+        ids[offset:offset + n] = new_ids
+        total.add_column(_plus(_column(col, ids), extra_for(k + 1) if extra_for else {}))
     return total
 
 
@@ -262,7 +276,7 @@ def _stream_cost(box: Stream) -> Cost:
     total = Cost()
     col = list(box.arg.dom.inside)
     ids = list(plan.dom)
-    total.add_column(_column(col))
+    total.add_column(_column(col, ids))
     fresh = iter(v for _, _, outs in plan.ops for v in outs)
     for k, (offset, b) in enumerate(layers(box.arg)):
         n = len(b.dom)
@@ -283,7 +297,7 @@ def _stream_cost(box: Stream) -> Cost:
             new_ids = []
         col[offset:offset + n] = list(b.cod.inside)
         ids[offset:offset + n] = new_ids
-        total.add_column(_plus(_column(col), extra(k + 1, ids)))
+        total.add_column(_plus(_column(col, ids), extra(k + 1, ids)))
     total.streams.append((box.axis, box.size, box.full_size()))
     return total
 
