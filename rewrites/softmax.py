@@ -31,6 +31,8 @@ import numpy as np
 import sympy
 
 import napkin_cat as nc
+from napkin_cat.algorithms.accumulators import (Binding, NormaliserForm, StateArray, build_state_diagrams,
+                                                is_contraction_over, register, single)
 from napkin_cat.rewriting.match import Pattern, kind
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, shape_of
 
@@ -323,6 +325,94 @@ softmax_contraction_to_unscaled = Rule(
 
     Paper Appendix "Fusion of SoftMax-Contraction" and Table 4: unscaled SoftMax
     with the "/z" tail moved to the end (FlashAttention-2's numerically stable form).""")
+
+# ---------------------------------------------------------------------- the online form (accumulator B)
+def online_state(scores, out, axis):
+    """The maintained arrays of streamed SoftMax-contraction: running max μ, running sum z, output o."""
+    rows = scores.replace(axes=tuple(a for a in scores.axes if a.name != axis))
+    return [StateArray("μ", rows, -np.inf), StateArray("z", rows, 0.0), StateArray("o", out, 0.0)]
+
+
+def online_step(b, state, scores, contract, axis, box):
+    """B((μ′, z′, o′), x, v) = (μ, z, δ·o′ + s·v) with (s, μ, δ, z) = SoftMax₁(x, μ′, z′) (Table 4, D-08)."""
+    mu_p, z_p, o_p = state
+    beta = box.data.param("beta", 1)
+    s, mu, delta, z = b(_online("softmax_unscaled", scores.array, (axis,), beta), scores, mu_p, z_p)
+    out = o_p.array
+    rescaled = b(_binary("mul", out, delta.array), o_p, delta)
+    o = b(nc.elementwise("add", _sig(out.names), level=out.level, dtype=out.dtype, **_sizes(out)),
+          rescaled, contract(s))
+    return [mu, z, o]
+
+
+def online_finish(b, state):
+    """The tail: y = o / z."""
+    _mu, z, o = state
+    return b(_binary("div", o.array, z.array), o, z)
+
+
+#: SoftMax(x) · v streamed: the accumulator of softmax_contraction_to_unscaled's right-hand side.
+SOFTMAX_CONTRACTION = NormaliserForm(
+    "softmax_contraction_to_unscaled", "softmax", online_state, online_step, online_finish,
+    doc="SoftMax over the streamed axis, consumed by a contraction over it: online softmax (Table 4).")
+
+
+class UnscaledForm:
+    """The same accumulator read off the rule's output: Initialize ; SoftMax₁ ; contraction (then /z).
+
+    Matched at a SoftMax₁ whose (μ′, z′) come from an Initialize (the head: (−∞, 0)) and whose
+    scores feed one contraction over the axis; its (μ, z) and the contraction's output are the state.
+    """
+
+    name = "softmax_contraction_to_unscaled"
+    kind = "softmax_unscaled"
+
+    def match(self, plan, i):
+        box, ins, outs = plan.ops[i]
+        axis = plan.axis
+        core = [a.name for a in box.dom.inside[0].axes if a.name not in box.data.weave_names]
+        if core != [axis]:
+            return f"{box.name} runs over {core}, not over the streamed axis {axis!r} alone"
+        heads = [plan.producer(v) for v in ins[1:]]
+        k = heads[0][0] if None not in heads and [h[0] for h in heads] == [heads[0][0]] * 2 else None
+        own = k is not None and plan.ops[k][0].data.kind == INIT and [h[1] for h in heads] == [0, 1] and all(
+            u == (i, p) for p, v in zip((1, 2), plan.ops[k][2]) for u in plan.uses.get(v, []))
+        if not own:
+            return f"the state (μ′, z′) of {box.name} does not come from its own Initialize (the stream's head)"
+        users = plan.uses.get(outs[0], [])
+        if not (len(users) == 1 and users[0][0] >= 0 and is_contraction_over(plan.ops[users[0][0]][0], axis)):
+            return f"{box.name}'s scores must feed one contraction over {axis!r}"
+        if plan.uses.get(outs[2]):
+            return f"{box.name}'s δ is read elsewhere; the online form keeps it inside the step"
+        c, port = users[0]
+        cbox, cins, couts = plan.ops[c]
+        if any(n != axis and n not in cbox.cod.inside[0].names for n in box.cod.inside[0].names):
+            return f"the contraction after {box.name} sums away an axis along which μ and z differ"
+        scores, out = box.dom.inside[0], cbox.cod.inside[0]
+        state = online_state(scores, out, axis)
+        others = [p for p in range(len(cins)) if p != port]
+
+        def step(b, st, x, *rest):
+            def contract(w):
+                args = list(rest)
+                args.insert(port, w)
+                return b(single(cbox), *args)
+            return online_step(b, st, x, contract, axis, box)
+
+        def finish(b, st):
+            mu, z, o = st
+            return o, z, mu
+
+        step_d, finish_d = build_state_diagrams(self.name, state, [scores] + [cbox.dom.inside[p] for p in others],
+                                                step, finish, [out, box.cod.inside[3], box.cod.inside[1]])
+        return Binding(self, (k, i, c), (ins[0], *(cins[p] for p in others)), tuple(state), step_d, finish_d,
+                       (couts[0], outs[3], outs[1]))
+
+
+#: The online forms this library provides (entry point ``napkin_cat.accumulators``; registered on import).
+ONLINE_FORMS = (SOFTMAX_CONTRACTION, UnscaledForm())
+for _form in ONLINE_FORMS:
+    register(_form)
 
 RULES = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction,
                  softmax_contraction_to_unscaled))

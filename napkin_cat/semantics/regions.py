@@ -21,7 +21,6 @@ from napkin_cat.algorithms.streaming import StreamPlan
 from napkin_cat.errors import ShapeError
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.syntax.adapter import Bubble, Diagram
-from napkin_cat.syntax.primitive import Core, kind_of
 
 
 def _slices(total: int, size: int, what: str):
@@ -73,16 +72,12 @@ def run_stream(box: Stream, xs: list, env, interpret) -> list:
     return fold(box.arg, box.plan, xs, inner_env, s, total, interpret)
 
 
-def _align(x, names, target):
-    """Transpose/expand ``x`` (axes ``names``) to broadcast against axes ``target``."""
-    order = [n for n in target if n in names]
-    x = np.transpose(x, [names.index(n) for n in order])
-    shape = [x.shape[order.index(n)] if n in order else 1 for n in target]
-    return x.reshape(shape)
-
-
 def fold(region: Diagram, plan: StreamPlan, xs: list, env, size: int, total: int, interpret) -> list:
-    """Evaluate ``region`` as a fold over slices of ``size`` along the streamed axis."""
+    """Evaluate ``region`` as a fold over slices of ``size`` along the streamed axis.
+
+    head once; per slice the maps, then every reducer's accumulator (a monoid's combine, or a
+    form's step diagram on its state); after the last slice each form's finish, then the tail.
+    """
     axis = plan.axis
     values = {v: x for v, x in zip(plan.dom, xs)}
     positions = {v: region.dom.inside[k].names.index(axis) for k, v in enumerate(plan.dom)
@@ -97,64 +92,41 @@ def fold(region: Diagram, plan: StreamPlan, xs: list, env, size: int, total: int
 
     for i in plan.indices("head"):
         run(i, values)
-    state = {}
-    order = sorted(plan.role)
-    by_op = {r.op: r for r in plan.reducers}
+    state = {k: _initial(r, env) for k, r in enumerate(plan.reducers)}
+    maps = plan.maps
     for start in range(0, total, size):
         vals = dict(values)
         for v, p in positions.items():
             sl = [slice(None)] * values[v].ndim
             sl[p] = slice(start, start + size)
             vals[v] = values[v][tuple(sl)]
-        for i in order:
-            role = plan.role[i]
-            if role == "chunk":
-                run(i, vals)
-            elif role == "reduce":
-                _accumulate(plan, by_op[i], vals, state, env, run_primitive)
-    for r in plan.reducers:
-        box, ins, outs = plan.ops[r.op]
-        if r.kind == "softmax-contraction":
-            y, mu, z, names = state[r.op]
-            out_names = list(box.cod.inside[0].names)
-            values[outs[0]] = y / _align(z, names, out_names)
-        else:
-            values[outs[0]] = state[r.op]
+        for i in maps:
+            run(i, vals)
+        for k, r in enumerate(plan.reducers):
+            state[k] = _accumulate(plan, r, state[k], vals, env, interpret)
+    for k, r in enumerate(plan.reducers):
+        finished = state[k] if r.finish is None else interpret(r.finish, state[k], env)
+        values.update(zip(r.outputs, finished))
     for i in plan.indices("tail"):
         run(i, values)
     return [values[v] for v in plan.cod]
 
 
-def _accumulate(plan, r, vals, state, env, run_primitive):
-    box, ins, outs = plan.ops[r.op]
-    if r.kind != "softmax-contraction":
-        part = run_primitive(box, [vals[v] for v in ins], env)[0]
-        acc = kind_of(box.data.kind).accumulator
-        state[r.op] = part if r.op not in state else acc.combine(state[r.op], part)
-        return
-    sm, sm_ins, sm_outs = plan.ops[r.softmax]
-    beta = Core((), (), {}, env).value(dict(sm.data.params).get("beta", 1))
-    names = list(sm.dom.inside[0].names)
-    ax = names.index(plan.axis)
-    scores = beta * vals[sm_ins[0]]
-    m_c = np.max(scores, axis=ax)
-    safe = np.where(np.isfinite(m_c), m_c, 0.0)
-    e = np.exp(scores - np.expand_dims(safe, ax))
-    z_c = np.sum(e, axis=ax)
-    args = [e if v == sm_outs[0] else vals[v] for v in ins]
-    y_c = run_primitive(box, args, env)[0]
-    row = [n for n in names if n != plan.axis]
-    out_names = list(box.cod.inside[0].names)
-    if r.op not in state:
-        state[r.op] = (y_c, m_c, z_c, row)
-        return
-    y, m, z, _ = state[r.op]
-    m_new = np.maximum(m, m_c)
-    safe_new = np.where(np.isfinite(m_new), m_new, 0.0)
-    with np.errstate(invalid="ignore"):
-        a = np.where(np.isneginf(m), 0.0, np.exp(m - safe_new))
-        b = np.where(np.isneginf(m_c), 0.0, np.exp(m_c - safe_new))
-    state[r.op] = (y * _align(a, row, out_names) + y_c * _align(b, row, out_names), m_new, z * a + z_c * b, row)
+def _initial(r, env):
+    """The state of an empty stream: each state array filled with its ``init`` (a monoid starts empty)."""
+    if r.step is None:
+        return None
+    return [np.full(tuple(env.size(a.size, f"axis {a.name!r} of the state {s.name!r}") for a in s.array.axes),
+                    s.init) for s in r.state]
+
+
+def _accumulate(plan, r, state, vals, env, interpret):
+    """One trip of a reducer: ``combine(state, F(chunk))`` for a monoid, ``B(state, chunk)`` for a form."""
+    if r.step is not None:
+        return interpret(r.step, list(state) + [vals[v] for v in r.inputs], env)
+    box, ins, _ = plan.ops[r.op]
+    part = run_primitive(box, [vals[v] for v in ins], env)[0]
+    return [part] if state is None else [r.accumulator.combine(state[0], part)]
 
 
 #: region kind → its numpy meaning ``run(box, xs, env, interpret)``; a new region registers here.

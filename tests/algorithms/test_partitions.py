@@ -40,7 +40,7 @@ def test_flash_structure_and_equivalence():
     assert isinstance(st_, Stream) and st_.axis == "x"
     # the inside sees the relabelled sizes
     assert any(a.axis("q").size == nc.symbol("g_q") for a in grid.arg.dom.inside if "q" in a.names)
-    assert [r.kind for r in st_.plan.reducers] == ["softmax-contraction"]
+    assert [r.kind for r in st_.plan.reducers] == ["softmax_contraction_to_unscaled"]
     assert nc.equivalent(nc.library.attention(), f, trials=6)
 
 

@@ -260,10 +260,14 @@ def test_table_4_literal_update_is_wrong(helpers, rng):
     assert not np.allclose(np.concatenate(literal, axis=1), want)
 
 
-def test_softmax_forms_flops_match_softmax(helpers):
+def test_softmax_forms_flops_add_the_rescale_factor(helpers):
+    """Table 4's online forms compute δ = exp(μ′ − μ) once per row on top of SoftMax's exps
+    (paper Table 3: s_x + s_x/u_x exps), and SoftMax₁ leaves the division by z to the tail."""
+    q, x = nc.symbol("q"), nc.symbol("x")
     base = flops(nc.softmax("q x", over="x"), helpers)
-    assert flops(aux_box(1), helpers) == base
-    assert flops(unscaled_box(1), helpers) == base
+    assert base == {"special": q * x, "general": 5 * q * x}
+    assert flops(aux_box(1), helpers) == {"special": q * x + q, "general": 5 * q * x + 2 * q}
+    assert flops(unscaled_box(1), helpers) == {"special": q * x + q, "general": 4 * q * x + 2 * q}
 
 
 # --------------------------------------------------------------------------- casts
