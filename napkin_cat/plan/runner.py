@@ -93,6 +93,7 @@ class Machine:
         self.counters = Counters() if instrument else None
         self.live: dict = {}
         self.threads = threads
+        self.fast: dict = {}   # Compute -> its box with parameters bound, or a BLAS call
 
     # ------------------------------------------------------------------ values
     def view(self, ref, frame):
@@ -107,7 +108,8 @@ class Machine:
                 idx.append(slice(None))
             else:
                 start = number(rng.start, frame.nominal)
-                idx.append(slice(start, start + number(rng.extent, frame.nominal)))
+                stop = min(start + number(rng.tile, frame.nominal), number(rng.end, frame.nominal))
+                idx.append(slice(start, stop))
         return x[tuple(idx)]
 
     def write(self, ref, y, frame):
@@ -191,7 +193,10 @@ class Machine:
 
     def _run_Compute(self, s, frame):
         xs = [self.view(r, frame) for r in s.ins]
-        ys = run_primitive(s.box, xs, frame.env())
+        fast = self.fast.get(s)
+        if fast is None:
+            fast = self.fast[s] = _prepare(s.box, self.plan.sizes)
+        ys = fast(xs) if callable(fast) else run_primitive(fast, xs, frame.env())
         if self.counters is not None:
             for p, n in measured_flops(s.box, xs, ys).items():
                 self.counters.add(self.counters.flops, p, n)
@@ -226,6 +231,27 @@ class Machine:
             inner.values, inner.live = frame.values, frame.live   # the state carries from trip to trip
             self.block(s.body, inner)
         self.block(s.tail, frame)
+
+
+def _prepare(box, sizes):
+    """``box`` ready to run many times: parameters bound to numbers once (``β = d^-1/2``), and a
+    contraction of two operands with no shared batch axis as one BLAS call (``tensordot``)."""
+    spec = box.data
+    if spec.kind == "contract" and len(box.dom) == 2:
+        (a, b), out = [arr.names for arr in box.dom.inside], box.cod.inside[0].names
+        summed = [n for n in a if n in b and n not in out]
+        if not [n for n in a if n in b and n in out]:
+            axes = ([a.index(n) for n in summed], [b.index(n) for n in summed])
+            kept = [n for n in a if n not in summed] + [n for n in b if n not in summed]
+            perm = [kept.index(n) for n in out]
+            identity = perm == list(range(len(perm)))
+            return lambda xs: [np.tensordot(xs[0], xs[1], axes) if identity
+                               else np.tensordot(xs[0], xs[1], axes).transpose(perm)]
+    if not any(isinstance(v, sympy.Basic) for _, v in spec.params):
+        return box
+    params = tuple((k, float(sympy.sympify(v).subs(sizes)) if isinstance(v, sympy.Basic) else v)
+                   for k, v in spec.params)
+    return type(box)(box.name, box.dom, box.cod, data=type(spec)(spec.kind, params, spec.weaves))
 
 
 class Frame:
