@@ -32,6 +32,7 @@ from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.weave import core_of
 from napkin_cat.syntax.wiring import route
+from napkin_cat.cost.columns import stream_columns
 
 ZERO = sympy.Integer(0)
 
@@ -279,68 +280,24 @@ def _flop_cost(diagram: Diagram) -> Cost:
 def _stream_cost(box: Stream) -> Cost:
     """A stream: head once, body (maps, monoid reducers, each form's step) per trip, finish and tail once.
 
-    Memory: the columns of the relabelled inside, plus, while the body runs, each reducer's state
-    (its maintained arrays: e.g. μ, z and o for online softmax) and the values the body re-reads.
+    Memory: the columns of the stream's expansion in the order it runs (:mod:`napkin_cat.cost.columns`):
+    the head's, then each trip's with the reducers' state (e.g. μ, z and o for online softmax) and the
+    values the body re-reads, the step diagram's own intermediates included, then the tail's.
     """
     plan = box.plan
     trips = sympy.sympify(box.full_size()) / sympy.sympify(box.size)
-    layer_ops = [k for k, (_, b) in enumerate(layers(box.arg)) if is_structural(b) is None]
-    op_of_layer = {k: i for i, k in enumerate(layer_ops)}
-    body = plan.indices("body")
-    first, last = layer_ops[min(body)], layer_ops[max(body)]
-    state = []
-    for r in plan.reducers:
-        size = {}
-        for s in r.state:
-            size = _plus(size, {s.array.level: numel(s.array)})
-        state.append((layer_ops[r.op], size))
-
-    # values computed once (head) or passed whole that the body re-reads on every trip stay resident
-    const = set(plan.dom[i] for i in range(len(plan.dom)) if i not in plan.streamed_inputs)
-    const |= {v for i in plan.indices("head") for v in plan.ops[i][2]}
-    resident = {v for i in body for v in plan.ops[i][1] if v in const}
-    arrays = plan.arrays
     in_form = {i for r in plan.reducers if r.step is not None for i in r.ops}
-
-    def extra(k, ids):
-        """Maintained data in the column before layer ``k``: unapplied reducer state, resident inputs."""
-        if not first < k <= last:
-            return {}
-        out = {}
-        for lk, size in state:
-            if lk >= k:
-                out = _plus(out, size)
-        for v in resident - set(ids):
-            out = _plus(out, {arrays[v].level: numel(arrays[v])})
-        return out
-
     total = Cost()
-    col = list(box.arg.dom.inside)
-    ids = list(plan.dom)
-    total.add_column(_column(col, ids))
-    fresh = iter(v for _, _, outs in plan.ops for v in outs)
-    for k, (offset, b) in enumerate(layers(box.arg)):
-        n = len(b.dom)
-        kind = is_structural(b)
-        if kind is None:
-            i = op_of_layer[k]
-            if i not in in_form:   # a form's ops are counted by its step and finish
-                c = region_cost(b) if isinstance(b, Region) else box_cost(b)
-                role = plan.role[i]
-                c = c.scaled(trips if role == "body" else 1, role=role)
-                c.columns = {}
-                total.absorb(c)
-            new_ids = [next(fresh) for _ in b.cod.inside]
-        elif kind == "swap":
-            nl = len(b.left)
-            new_ids = ids[offset + nl:offset + n] + ids[offset:offset + nl]
-        elif kind == "copy":
-            new_ids = ids[offset:offset + n] * len(b.cod)
-        else:
-            new_ids = []
-        col[offset:offset + n] = list(b.cod.inside)
-        ids[offset:offset + n] = new_ids
-        total.add_column(_plus(_column(col, ids), extra(k + 1, ids)))
+    for col in stream_columns(box, plan):
+        total.add_column(col)
+    for i, (b, _, _) in enumerate(plan.ops):
+        if i in in_form:   # a form's ops are counted by its step and finish
+            continue
+        c = region_cost(b) if isinstance(b, Region) else box_cost(b)
+        role = plan.role[i]
+        c = c.scaled(trips if role == "body" else 1, role=role)
+        c.columns = {}
+        total.absorb(c)
     for r in plan.reducers:
         if r.step is not None:
             total.absorb(_flop_cost(r.step).scaled(trips, role="body"))
