@@ -189,7 +189,7 @@ def _check_partition(box, env):
         raise PlanError(f"{what} does not divide {axis!r} = {full} and is fixed in the diagram, so the plan cannot "
                         f"mask the last tile; legal sizes are the divisors {legal}")
     for _, b in layers(box.arg):
-        if isinstance(b, Region) or not hasattr(b, "data"):
+        if isinstance(b, Region) or getattr(b, "data", None) is None:
             continue
         deps = set().union(*(sympy.sympify(v).free_symbols for _, v in b.data.params
                              if isinstance(v, sympy.Basic))) if b.data.params else set()
