@@ -95,3 +95,32 @@ def test_softmax_streams_by_the_form_the_rule_library_registers():
     assert reducer.form.name == "softmax_contraction_to_unscaled"
     assert [s.name for s in reducer.state] == ["μ", "z", "o"]
     assert [s.init for s in reducer.state] == [-np.inf, 0.0, 0.0]
+
+
+def test_forms_are_found_through_the_entry_point_group(monkeypatch, expnorm):
+    """A plugin declares its forms under ``napkin_cat.accumulators``; the analysis loads them lazily."""
+    import napkin_cat.algorithms.accumulators as acc
+    form = NormaliserForm("expnorm_plugin", EXPNORM, _state, _step, _finish)
+
+    class EntryPoint:
+        name, value = "plugin", "plugin:FORMS"
+
+        def load(self):
+            return (form,)
+    monkeypatch.setattr(acc, "_loaded", False)
+    monkeypatch.setattr(acc, "FORMS", {})
+    monkeypatch.setattr(acc, "entry_points", lambda group: [EntryPoint()] if group == acc.GROUP else [])
+    assert acc.forms_for(EXPNORM) == [form]
+    assert nc.equivalent(expnorm, nc.stream(expnorm, "x", "s_x"), trials=3)
+
+
+def test_a_form_whose_step_has_the_wrong_type_is_refused(expnorm):
+    """A form's step must map the state (and the chunk) back to the state: the error says both types."""
+    def bad_step(b, state, scores, contract, axis, box):
+        return state[:1]
+    register(NormaliserForm("expnorm_bad", EXPNORM, _state, bad_step, _finish))
+    try:
+        with pytest.raises(nc.RewriteError, match=r"form 'expnorm_bad': its step goes .* but the stream needs"):
+            nc.stream(expnorm, "x", "s_x")
+    finally:
+        unregister("expnorm_bad")
