@@ -32,6 +32,8 @@ from napkin_cat.syntax.adapter import Array, Diagram, is_structural, layers
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.weave import core_of
+from napkin_cat.syntax.wiring import route
+from napkin_cat.cost.columns import stream_columns
 
 ZERO = sympy.Integer(0)
 
@@ -166,9 +168,14 @@ class Cost:
         return f"Cost(H={H}, M={self.M}, flops={self.flops})"
 
 
-def _column(arrays) -> dict:
-    out = {}
-    for a in arrays:
+def _column(arrays, ids=None) -> dict:
+    """Live data per level; a value copied onto several wires is one variable (counted once, by its id)."""
+    out, seen = {}, set()
+    for k, a in enumerate(arrays):
+        if ids is not None:
+            if ids[k] in seen:
+                continue
+            seen.add(ids[k])
         out[a.level] = out.get(a.level, ZERO) + numel(a)
     return out
 
@@ -212,14 +219,17 @@ def _walk(diagram: Diagram, extra_for=None) -> Cost:
     """Cost of ``diagram``; ``extra_for(layer_index)`` adds maintained data to a column."""
     total = Cost()
     col = list(diagram.dom.inside)
-    total.add_column(_plus(_column(col), extra_for(0) if extra_for else {}))
+    ids = list(range(len(col)))
+    fresh = len(ids)
+    total.add_column(_plus(_column(col, ids), extra_for(0) if extra_for else {}))
     for k, (offset, box) in enumerate(layers(diagram)):
         n = len(box.dom)
         others = col[:offset] + col[offset + n:]
+        other_ids = ids[:offset] + ids[offset + n:]
         if is_structural(box) is None:
             if isinstance(box, Region):
                 inner = region_cost(box)
-                base = _plus(_column(others), extra_for(k) if extra_for else {})
+                base = _plus(_column(others, other_ids), extra_for(k) if extra_for else {})
                 for lvl, cols in inner.columns.items():
                     if lvl == 0:  # global arrays are whole at level 0: the outer columns count them
                         continue
@@ -229,8 +239,13 @@ def _walk(diagram: Diagram, extra_for=None) -> Cost:
                 total.absorb(inner)
             else:
                 total.absorb(box_cost(box))
+        if is_structural(box) is not None:
+            new_ids = route(box, ids[offset:offset + n])
+        else:
+            new_ids, fresh = list(range(fresh, fresh + len(box.cod))), fresh + len(box.cod)
         col[offset:offset + n] = list(box.cod.inside)
-        total.add_column(_plus(_column(col), extra_for(k + 1) if extra_for else {}))
+        ids[offset:offset + n] = new_ids
+        total.add_column(_plus(_column(col, ids), extra_for(k + 1) if extra_for else {}))
     return total
 
 
@@ -272,83 +287,24 @@ def _flop_cost(diagram: Diagram) -> Cost:
 def _stream_cost(box: Stream) -> Cost:
     """A stream: head once, body (maps, monoid reducers, each form's step) per trip, finish and tail once.
 
-    Memory: the columns of the relabelled inside, plus, while the body runs, each reducer's state
-    (its maintained arrays: e.g. μ, z and o for online softmax) and the values the body re-reads.
+    Memory: the columns of the stream's expansion in the order it runs (:mod:`napkin_cat.cost.columns`):
+    the head's, then each trip's with the reducers' state (e.g. μ, z and o for online softmax) and the
+    values the body re-reads, the step diagram's own intermediates included, then the tail's.
     """
     plan = box.plan
     trips = sympy.sympify(box.full_size()) / sympy.sympify(box.size)
-    layer_ops = [k for k, (_, b) in enumerate(layers(box.arg)) if is_structural(b) is None]
-    op_of_layer = {k: i for i, k in enumerate(layer_ops)}
-    body = plan.indices("body")
-    first, last = layer_ops[min(body)], layer_ops[max(body)]
-    state = []
-    for r in plan.reducers:
-        size = {}
-        for s in r.state:
-            size = _plus(size, {s.array.level: numel(s.array)})
-        state.append((layer_ops[r.op], size))
-
-    # values computed once (head) or passed whole that the body re-reads on every trip stay resident
-    const = set(plan.dom[i] for i in range(len(plan.dom)) if i not in plan.streamed_inputs)
-    const |= {v for i in plan.indices("head") for v in plan.ops[i][2]}
-    resident = {v for i in body for v in plan.ops[i][1] if v in const}
-    arrays = plan.arrays
     in_form = {i for r in plan.reducers if r.step is not None for i in r.ops}
-
-    # a form's state is counted once, as its maintained arrays: the values its ops make without the
-    # streamed axis (μ, z, δ, Initialize's (−∞, 0)) are that state, not more memory, until the form completes
-    stateful = [(layer_ops[r.op], {v for i in r.ops for v in plan.ops[i][2] if plan.axis not in arrays[v].names})
-                for r in plan.reducers if r.step is not None]
-
-    def visible(k, col, ids):
-        """The column's arrays, each value once (a copy shares its storage), hidden state left out."""
-        hidden = set().union(*(vs for lk, vs in stateful if lk >= k)) if first < k <= last else set()
-        seen, out = set(), []
-        for a, v in zip(col, ids):
-            if v not in hidden and v not in seen:
-                seen.add(v)
-                out.append(a)
-        return out
-
-    def extra(k, ids):
-        """Maintained data in the column before layer ``k``: unapplied reducer state, resident inputs."""
-        if not first < k <= last:
-            return {}
-        out = {}
-        for lk, size in state:
-            if lk >= k:
-                out = _plus(out, size)
-        for v in resident - set(ids):
-            out = _plus(out, {arrays[v].level: numel(arrays[v])})
-        return out
-
     total = Cost()
-    col = list(box.arg.dom.inside)
-    ids = list(plan.dom)
-    total.add_column(_column(col))
-    fresh = iter(v for _, _, outs in plan.ops for v in outs)
-    for k, (offset, b) in enumerate(layers(box.arg)):
-        n = len(b.dom)
-        kind = is_structural(b)
-        if kind is None:
-            i = op_of_layer[k]
-            if i not in in_form:   # a form's ops are counted by its step and finish
-                c = region_cost(b) if isinstance(b, Region) else box_cost(b)
-                role = plan.role[i]
-                c = c.scaled(trips if role == "body" else 1, role=role)
-                c.columns = {}
-                total.absorb(c)
-            new_ids = [next(fresh) for _ in b.cod.inside]
-        elif kind == "swap":
-            nl = len(b.left)
-            new_ids = ids[offset + nl:offset + n] + ids[offset:offset + nl]
-        elif kind == "copy":
-            new_ids = ids[offset:offset + n] * len(b.cod)
-        else:
-            new_ids = []
-        col[offset:offset + n] = list(b.cod.inside)
-        ids[offset:offset + n] = new_ids
-        total.add_column(_plus(_column(visible(k + 1, col, ids)), extra(k + 1, ids)))
+    for col in stream_columns(box, plan):
+        total.add_column(col)
+    for i, (b, _, _) in enumerate(plan.ops):
+        if i in in_form:   # a form's ops are counted by its step and finish
+            continue
+        c = region_cost(b) if isinstance(b, Region) else box_cost(b)
+        role = plan.role[i]
+        c = c.scaled(trips if role == "body" else 1, role=role)
+        c.columns = {}
+        total.absorb(c)
     for r in plan.reducers:
         if r.step is not None:
             total.absorb(_flop_cost(r.step).scaled(trips, role="body"))
