@@ -2,7 +2,10 @@
 
 Colors are declared with ``\\definecolor`` (``level0``, ``level1``, … for the
 memory levels); every weave is preceded by a ``% weave <axis>`` comment and
-drawn over a white halo.  ``standalone=True`` gives a compilable document.
+drawn over a white halo.  ``standalone=True`` gives a document that compiles with
+plain ``pdflatex`` and only the ``tikz`` and ``preview`` packages (Debian:
+``texlive-latex-base``, ``texlive-pictures``, ``preview-latex-style``); every label
+is ASCII LaTeX, so no font encoding or Unicode setup is needed.
 
 >>> import napkin_cat as nc
 >>> src = to_tikz(nc.library.attention())
@@ -10,26 +13,67 @@ drawn over a white halo.  ``standalone=True`` gives a compilable document.
 '\\\\begin{tikzpicture}[x=0.6cm, y=-0.6cm]'
 >>> "\\\\definecolor{level0}{rgb}{0,0,0}" in src, "% weave q" in src
 (True, True)
->>> to_tikz(nc.library.matmul(), standalone=True).splitlines()[0]
-'\\\\documentclass[tikz,border=4pt]{standalone}'
+>>> to_tikz(nc.library.matmul(), standalone=True).splitlines()[:2]
+['\\\\documentclass{article}', '\\\\usepackage{tikz}']
+>>> src.isascii()
+True
 """
 from __future__ import annotations
+
+import unicodedata
 
 from napkin_cat.render.layout import Line, Shape, layout, z_order
 from napkin_cat.render.style import level_color
 
 _ANCHORS = {"sw": "south west", "nw": "north west", "c": "center"}
 _SPECIAL = {"·": r"$\cdot$", "×": r"$\times$", "−": "$-$", "÷": r"$\div$", "Σ": r"$\Sigma$", "→": r"$\to$",
-            **{c: f"$_{k}$" for k, c in enumerate("₀₁₂₃₄₅₆₇₈₉")}}
+            "⇒": r"$\Rightarrow$", "≡": r"$\equiv$", "⊗": r"$\otimes$", "√": r"$\surd$", "′": "$'$",
+            "…": r"\dots{}", "≤": r"$\le$", "≥": r"$\ge$", "∞": r"$\infty$", "∘": r"$\circ$",
+            "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
+            "<": r"$<$", ">": r"$>$", "|": r"$|$"}
+_ESCAPED = "_#%&{}$"
+# Greek capitals that look like Latin ones have no TeX macro: they are typeset as the Latin letter
+_GREEK_AS_LATIN = {"alpha": "A", "beta": "B", "epsilon": "E", "zeta": "Z", "eta": "H", "iota": "I", "kappa": "K",
+                   "mu": "M", "nu": "N", "omicron": "O", "rho": "P", "tau": "T", "chi": "X"}
+# the document preamble: `preview` crops the page to the picture (what the `standalone` class does,
+# without needing texlive-latex-extra)
+PREAMBLE = (r"\documentclass{article}", r"\usepackage{tikz}", r"\usepackage[active,tightpage]{preview}",
+            r"\PreviewEnvironment{tikzpicture}", r"\setlength\PreviewBorder{4pt}", r"\begin{document}")
+
+
+def _tex_char(c: str) -> str:
+    """One non-ASCII character as ASCII LaTeX: a symbol, a Greek letter, a sub/superscript, a base letter."""
+    if c in _SPECIAL:
+        return _SPECIAL[c]
+    name = unicodedata.name(c, "")
+    words = name.split()
+    if words[:1] == ["GREEK"] and "LETTER" in words:
+        letter = words[-1].lower()
+        if "CAPITAL" in words:
+            return _GREEK_AS_LATIN.get(letter) or f"$\\{letter.capitalize()}$"
+        return "$o$" if letter == "omicron" else "$\\varsigma$" if "FINAL" in words else f"$\\{letter}$"
+    if "SUBSCRIPT" in words or "SUPERSCRIPT" in words:
+        base = unicodedata.normalize("NFKD", c)
+        if base.isascii() and base.isprintable():
+            return ("$_{" if "SUBSCRIPT" in words else "$^{") + tex_escape(base).strip("$") + "}$"
+    base = "".join(ch for ch in unicodedata.normalize("NFKD", c) if ch.isascii())
+    if base:                                     # é → e, … → ..., ﬁ → fi
+        return tex_escape(base)
+    return r"\texttt{[U+%04X]}" % ord(c)          # visible and compilable, never a TeX error
 
 
 def tex_escape(text: str) -> str:
-    """Plain text as LaTeX: ``_`` and friends escaped, the pictograms' symbols as math.
+    """Plain text as ASCII LaTeX: ``_`` and friends escaped, symbols and Greek letters as math.
+
+    Any character becomes something plain ``pdflatex`` typesets (an unknown one shows its code point).
 
     >>> print(tex_escape("Grid(axis=q, size=g_q)"), tex_escape("SoftMax₀"), tex_escape("×"))
-    Grid(axis=q, size=g\\_q) SoftMax$_0$ $\\times$
+    Grid(axis=q, size=g\\_q) SoftMax$_{0}$ $\\times$
+    >>> print(tex_escape("μ ≡ σ′ ⇒ Δ"), tex_escape("x²"), tex_escape("🙂"))
+    $\\mu$ $\\equiv$ $\\sigma$$'$ $\\Rightarrow$ $\\Delta$ x$^{2}$ \\texttt{[U+1F642]}
     """
-    return "".join("\\" + c if c in "_#%&{}$" else _SPECIAL.get(c, c) for c in text)
+    return "".join("\\" + c if c in _ESCAPED else _SPECIAL.get(c, c) if c.isascii() else _tex_char(c)
+                   for c in text)
 
 
 def _num(v: float) -> str:
@@ -116,8 +160,7 @@ def render_tikz(lay, *, standalone: bool = False, scale: float = 0.6) -> str:
     lines = [rf"\begin{{tikzpicture}}[x={_num(scale)}cm, y=-{_num(scale)}cm]", *colors.definitions(),
              *body, r"\end{tikzpicture}"]
     if standalone:
-        lines = [r"\documentclass[tikz,border=4pt]{standalone}", r"\usepackage[T1]{fontenc}",
-                 r"\begin{document}", *lines, r"\end{document}"]
+        lines = [*PREAMBLE, *lines, r"\end{document}"]
     return "\n".join(lines) + "\n"
 
 
