@@ -58,7 +58,8 @@ def build(out_dir) -> list[Path]:
     out = Path(out_dir)
     with warnings.catch_warnings():
         warnings.simplefilter("error")               # an unresolved or broken docstring fails the build
-        pdoc.render.configure(docformat="restructuredtext", footer_text="napkin-cat")
+        # no "view source" blocks: the source is in the repository, and highlighting it is most of the build
+        pdoc.render.configure(docformat="restructuredtext", footer_text="napkin-cat", show_source=False)
         pdoc.pdoc(*modules(), output_directory=out)
     return sorted(out.rglob("*.html"))
 
