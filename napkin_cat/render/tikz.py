@@ -30,11 +30,21 @@ _SPECIAL = {"·": r"$\cdot$", "×": r"$\times$", "−": "$-$", "÷": r"$\div$", 
             "⇒": r"$\Rightarrow$", "≡": r"$\equiv$", "⊗": r"$\otimes$", "√": r"$\surd$", "′": "$'$",
             "…": r"\dots{}", "≤": r"$\le$", "≥": r"$\ge$", "∞": r"$\infty$", "∘": r"$\circ$",
             "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
-            "<": r"$<$", ">": r"$>$", "|": r"$|$"}
+            "<": r"$<$", ">": r"$>$", "|": r"$|$", "ß": r"{\ss}", "ø": r"{\o}", "Ø": r"{\O}", "æ": r"{\ae}",
+            "Æ": r"{\AE}", "œ": r"{\oe}", "Œ": r"{\OE}", "ł": r"{\l}", "Ł": r"{\L}", "ı": r"{\i}"}
+# combining marks and the text accents of plain LaTeX (é = e + U+0301 → \'{e})
+_ACCENTS = {"\u0300": "`", "\u0301": "'", "\u0302": "^", "\u0303": "~", "\u0304": "=", "\u0306": "u",
+            "\u0307": ".", "\u0308": '"', "\u030a": "r", "\u030b": "H", "\u030c": "v", "\u0327": "c",
+            "\u0328": "k"}
 _ESCAPED = "_#%&{}$"
-# Greek capitals that look like Latin ones have no TeX macro: they are typeset as the Latin letter
-_GREEK_AS_LATIN = {"alpha": "A", "beta": "B", "epsilon": "E", "zeta": "Z", "eta": "H", "iota": "I", "kappa": "K",
-                   "mu": "M", "nu": "N", "omicron": "O", "rho": "P", "tau": "T", "chi": "X"}
+# Greek letters by their Unicode names: TeX has a macro for each small letter but omicron, and for the
+# capitals that do not look like Latin ones; those are typeset as the Latin letter
+_GREEK_SMALL = {n: f"$\\{n}$" for n in ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi "
+                                        "pi rho sigma tau upsilon phi chi psi omega").split()}
+_GREEK_SMALL.update(lamda=r"$\lambda$", omicron="$o$", final=r"$\varsigma$")
+_GREEK_CAPITAL = {n.lower(): f"$\\{n}$" for n in "Gamma Delta Theta Lambda Xi Pi Sigma Upsilon Phi Psi Omega".split()}
+_GREEK_CAPITAL.update(lamda=r"$\Lambda$", alpha="A", beta="B", epsilon="E", zeta="Z", eta="H", iota="I", kappa="K",
+                      mu="M", nu="N", omicron="O", rho="P", tau="T", chi="X")
 # the document preamble: `preview` crops the page to the picture (what the `standalone` class does,
 # without needing texlive-latex-extra)
 PREAMBLE = (r"\documentclass{article}", r"\usepackage{tikz}", r"\usepackage[active,tightpage]{preview}",
@@ -47,18 +57,24 @@ def _tex_char(c: str) -> str:
         return _SPECIAL[c]
     name = unicodedata.name(c, "")
     words = name.split()
-    if words[:1] == ["GREEK"] and "LETTER" in words:
-        letter = words[-1].lower()
-        if "CAPITAL" in words:
-            return _GREEK_AS_LATIN.get(letter) or f"$\\{letter.capitalize()}$"
-        return "$o$" if letter == "omicron" else "$\\varsigma$" if "FINAL" in words else f"$\\{letter}$"
+    if words[:1] == ["GREEK"] and "LETTER" in words and words.index("LETTER") + 1 < len(words):
+        letter = words[words.index("LETTER") + 1].lower()        # ALPHA in "… LETTER ALPHA WITH TONOS"
+        table = _GREEK_CAPITAL if "CAPITAL" in words else _GREEK_SMALL
+        if letter in table:
+            return table[letter]
     if "SUBSCRIPT" in words or "SUPERSCRIPT" in words:
         base = unicodedata.normalize("NFKD", c)
         if base.isascii() and base.isprintable():
             return ("$_{" if "SUBSCRIPT" in words else "$^{") + tex_escape(base).strip("$") + "}$"
-    base = "".join(ch for ch in unicodedata.normalize("NFKD", c) if ch.isascii())
-    if base:                                     # é → e, … → ..., ﬁ → fi
-        return tex_escape(base)
+    base, *marks = unicodedata.normalize("NFD", c)
+    if base.isascii() and marks and all(m in _ACCENTS for m in marks):
+        out = tex_escape(base)
+        for m in marks:
+            out = f"\\{_ACCENTS[m]}{{{out}}}"
+        return out
+    compatible = unicodedata.normalize("NFKC", c)          # ﬁ → fi, … → ...
+    if compatible != c and all(ch.isascii() or ch in _SPECIAL for ch in compatible):
+        return tex_escape(compatible)
     return r"\texttt{[U+%04X]}" % ord(c)          # visible and compilable, never a TeX error
 
 
@@ -71,6 +87,8 @@ def tex_escape(text: str) -> str:
     Grid(axis=q, size=g\\_q) SoftMax$_{0}$ $\\times$
     >>> print(tex_escape("μ ≡ σ′ ⇒ Δ"), tex_escape("x²"), tex_escape("🙂"))
     $\\mu$ $\\equiv$ $\\sigma$$'$ $\\Rightarrow$ $\\Delta$ x$^{2}$ \\texttt{[U+1F642]}
+    >>> print(tex_escape("λς ά Α ϝ"), tex_escape("Gödel ça ﬁt ß"))
+    $\\lambda$$\\varsigma$ $\\alpha$ A \\texttt{[U+03DD]} G\\"{o}del \\c{c}a fit {\\ss}
     """
     return "".join("\\" + c if c in _ESCAPED else _SPECIAL.get(c, c) if c.isascii() else _tex_char(c)
                    for c in text)

@@ -10,6 +10,7 @@ import inspect
 import re
 import shutil
 import subprocess
+import unicodedata
 
 import numpy as np
 import pytest
@@ -96,12 +97,20 @@ def test_strip_to_an_unknown_extension_is_refused(tmp_path):
         r.trace.draw(str(tmp_path / "strip.pdf"))
 
 
+# every assigned code point of the Greek block, accented Latin, ligatures, sub/superscripts and symbols
+ALPHABETS = ("".join(chr(c) for c in range(0x370, 0x400) if unicodedata.name(chr(c), "")),
+             "éèçñøßﬁ", "₀₁₂₊₋ₐₑᵢⱼ⁰¹²³⁺⁻ⁿ", "·×−÷Σ→⇒≡⊗√′…≤≥∞∘~^\\<>|")
+
+
 def _exotic_labels():
-    """A user primitive whose label is Greek, sub/superscripts, symbols and an emoji; a cast; a rename."""
+    """User primitives labelled with Greek, sub/superscripts, symbols and an emoji; a cast; a rename."""
     nc.declare("tikz_exotic", lambda xs, core: [np.tanh(xs[0])], flops=lambda core: {"special": 1},
                label="σ≡μ₁′ ⇒ x² 🙂 & 50%_", shape="box")
-    return (nc.apply("tikz_exotic", "q x") >> nc.cast("q x", to="fp16", dtype="fp32")
-            >> nc.rename("q x -> q y", dtype="fp16"))
+    d = nc.apply("tikz_exotic", "q x")
+    for k, label in enumerate(ALPHABETS):
+        nc.declare(f"tikz_alphabet{k}", lambda xs, core: [xs[0]], label=label, shape="box")
+        d = d >> nc.apply(f"tikz_alphabet{k}", "q x")
+    return d >> nc.cast("q x", to="fp16", dtype="fp32") >> nc.rename("q x -> q y", dtype="fp16")
 
 
 def test_every_label_becomes_ascii_latex(scratch_kinds):
