@@ -64,6 +64,15 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(fn=commands.cmd_derive)
 
+    s = sub.add_parser("plan", help="the loop-nest plan of an algorithm (pseudocode and its variables)")
+    algorithm_args(s)
+    s.add_argument("--sizes", required=True, help="axis sizes, and tile sizes if you fix them: q=4096,x=4096,d=64")
+    s.add_argument("--hardware", default="h100-sxm5",
+                   help="GPU model (name or file) whose shared memory per thread block bounds the tiles chosen by "
+                        "nc.optimal for tiles not in --sizes (default h100-sxm5)")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(fn=commands.cmd_plan)
+
     s = sub.add_parser("draw", help="draw an algorithm to PNG/SVG in the paper's style")
     algorithm_args(s)
     s.add_argument("path", help="output .png or .svg")

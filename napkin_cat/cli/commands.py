@@ -130,6 +130,47 @@ def cmd_draw(args):
     return 0
 
 
+def _tiles_by_optimum(d, sizes: dict, capacity: int) -> dict:
+    """Tile sizes of an algorithm's partitions chosen by ``nc.optimal``'s integer search at ``capacity`` values."""
+    c = cost(d)
+    if not c.groups:
+        return {}
+    o = optimal(c, memory=capacity, sizes=sizes)
+    return {str(k): int(v) for k, v in o.sizes.items()}
+
+
+def cmd_plan(args):
+    from napkin_cat.algorithms.bubbles import Region
+    from napkin_cat.hardware.model import load as load_hardware
+    from napkin_cat.plan.program import plan, render
+    from napkin_cat.syntax.adapter import layers
+    label, d = algorithm(args.algorithm, name=args.name)
+    if not any(isinstance(b, Region) for _, b in layers(d)):
+        d = derivation_for(label, d).diagram  # a function: plan the algorithm the rules derive from it
+    sizes = parse_sizes(args.sizes)
+    needed = sorted({str(s) for arr in d.dom.inside for a in arr.axes if not isinstance(a.size, int)
+                     for s in a.size.free_symbols} - set(sizes))
+    if needed:
+        raise CLIError(f"the plan needs the size of every input axis: add {', '.join(f'{n}=…' for n in needed)} "
+                       f"to --sizes")
+    gpu = load_hardware(args.hardware)
+    bytes_per_value = max((a.dtype.bytes for a in (*d.dom.inside, *d.cod.inside)), default=4)
+    capacity = int(gpu.smem_per_block) // bytes_per_value
+    chosen = {k: v for k, v in _tiles_by_optimum(d, sizes, capacity).items() if k not in sizes}
+    p = plan(d, {**sizes, **chosen}, memory={1: capacity})
+    if args.json:
+        data = json.loads(render(p, fmt="json"))
+        data["tiles_chosen"] = chosen
+        data["capacity"] = {"level": 1, "values": capacity, "hardware": gpu.name}
+        print(json.dumps(data, indent=1, ensure_ascii=False))
+    else:
+        if chosen:
+            print(f"# tiles {chosen} chosen by nc.optimal for level 1 = {capacity} values "
+                  f"({gpu.name} shared memory per thread block, {bytes_per_value} B per value)")
+        print(render(p))
+    return 0
+
+
 def cmd_reproduce(args):
     from napkin_cat.paper.report import reproduce
     out = _writable(args.out)

@@ -112,3 +112,19 @@ def test_help_everywhere(capsys):
             main([cmd, "--help"])
         assert e.value.code == 0
         assert "usage: napkin " + cmd in capsys.readouterr().out
+
+
+def test_plan_prints_pseudocode_and_variables(capsys):
+    assert main(["plan", "attention", "--sizes", "q=512,x=512,d=64"]) == 0
+    out = capsys.readouterr().out
+    assert "parallel for i_q" in out and "for i_x" in out and "fma(" in out and "variables:" in out
+    assert "chosen by nc.optimal" in out
+    assert main(["plan", "matmul", "--sizes", "a=64,b=64,c=64,g_a=16,g_c=32,s_b=8", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["tiles_chosen"] == {} and data["smem_bytes"] == 4 * (16 * 32 + 16 * 8 + 8 * 32)
+
+
+def test_plan_needs_the_axis_sizes(capsys):
+    assert main(["plan", "attention", "--sizes", "q=512"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "napkin: error:" in err, err
