@@ -6,7 +6,7 @@ paper, and each rule carries its proof obligation (discharged in ``proofs/``).
 =================  ==========================================================================
 ruleset            rules
 =================  ==========================================================================
-``BASIC``          copy_discard, delete_pure_box, remove_identity, weave_functoriality
+``BASIC``          copy_discard, delete_pure_box, remove_identity
 ``SOFTMAX``        softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction,
                    softmax_contraction_to_unscaled
 ``FUSION``         save_load_elimination
@@ -29,7 +29,7 @@ True
 from napkin_cat.rewriting import Derivation, RuleSet, rewrite
 from napkin_cat.rewriting.registry import Rulebook
 from rewrites.basic import RULES as BASIC
-from rewrites.basic import copy_discard, delete_pure_box, remove_identity, weave_functoriality
+from rewrites.basic import copy_discard, delete_pure_box, remove_identity
 from rewrites.fusion import RULES as FUSION
 from rewrites.fusion import save_load_elimination
 from rewrites.decompose import RULES as DECOMPOSE
@@ -65,6 +65,6 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "flash_attention", "tiled_matmul", "kernel_formation", "kernel_fusion", "stream_partition",
            "group_partition", "DECOMPOSE", "group_split_join", "stream_decomposition",
            "online_softmax_decomposition",
-           "copy_discard", "delete_pure_box", "remove_identity", "weave_functoriality",
+           "copy_discard", "delete_pure_box", "remove_identity",
            "softmax_to_auxiliary", "auxiliary_to_unscaled", "divide_after_contraction",
            "softmax_contraction_to_unscaled", "save_load_elimination"]
