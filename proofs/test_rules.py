@@ -52,7 +52,7 @@ def test_online_softmax_combination_is_the_unsplit_softmax_contraction():
 
 
 @proves("softmax_to_auxiliary", "auxiliary_to_unscaled")
-def test_table4_auxiliary_is_unscaled_with_the_z_tail():
+def test_table4_auxiliary_softmax_is_the_softmax_of_the_concatenation():
     table4_identity()
 
 
