@@ -56,8 +56,9 @@ def inner_session(pytester, *args, rules=None):
         (pytester.path / name).write_text((HERE / name).read_text())
     pytester.makeini("[pytest]\naddopts = --import-mode=importlib -p no:cacheprovider\n")
     plugins = [PlantBook(rules)] if rules is not None else []
+    before = rulebook()
     result = pytester.runpytest_inprocess(*args, plugins=plugins)
-    assert rulebook().rules is not None and "paper" in registry.BOOKS  # the book is restored
+    assert rulebook() is before, "the inner session did not restore the registered rule book"
     return result
 
 
@@ -68,8 +69,8 @@ def meta_report(result) -> str:
     if not m:
         return ""
     lines = [line[1:].strip() for line in m.group(1).splitlines() if line.startswith("E ")]
-    start = next(k for k, line in enumerate(lines) if "rules without a passing proof" in line)
-    end = next(k for k, line in enumerate(lines) if k > start and line.startswith("assert "))
+    start = next((k for k, line in enumerate(lines) if "rules without a passing proof" in line), len(lines))
+    end = next((k for k, line in enumerate(lines) if k > start and line.startswith("assert ")), len(lines))
     return "\n".join(lines[start:end])
 
 
@@ -114,10 +115,10 @@ def test_the_table4_check_fails_on_a_wrong_rescaling():
         table4_identity(rhs=lambda s, mu, delta, z, z_prev: ([x / z for x in s], mu, delta, z))  # forgot ·z′
     from rewrites.softmax import unscaled_step
 
-    with pytest.raises(AssertionError):
-        def inverted(x, beta, mu_prev, z_prev):  # δ = exp(μ − μ′) instead of exp(μ′ − μ)
-            s, mu, delta, z = unscaled_step(x, beta, mu_prev, z_prev)
-            return s, mu, 1 / delta, z - delta * z_prev + z_prev / delta
+    def inverted(x, beta, mu_prev, z_prev):  # δ = exp(μ − μ′) instead of exp(μ′ − μ)
+        s, mu, delta, z = unscaled_step(x, beta, mu_prev, z_prev)
+        return s, mu, 1 / delta, z - delta * z_prev + z_prev / delta
+    with pytest.raises(AssertionError, match="softmax of the concatenation"):
         table4_identity(step=inverted)
 
 
@@ -153,9 +154,11 @@ def test_the_meta_test_run_alone_runs_the_proofs_in_a_child_session(pytester):
     pytester.makepyfile(test_one_proof='''
         import pytest
 
+        from rewrites import copy_discard
+
         @pytest.mark.proves("copy_discard")
         def test_copy_discard_is_proved_here():
-            assert 1 + 1 == 2
+            assert copy_discard.obligation.check_instance(copy_discard, 0)["rewrites"] >= 1
         ''')
     result = pytester.runpytest_inprocess("test_meta.py", "-k", META)
     result.assert_outcomes(failed=1)
