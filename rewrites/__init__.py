@@ -6,7 +6,7 @@ paper, and each rule carries its proof obligation (discharged in ``proofs/``).
 =================  ==========================================================================
 ruleset            rules
 =================  ==========================================================================
-``BASIC``          copy_discard, delete_pure_box, remove_identity, weave_functoriality
+``BASIC``          copy_discard, delete_pure_box, remove_identity
 ``SOFTMAX``        softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction,
                    softmax_contraction_to_unscaled
 ``FUSION``         save_load_elimination
@@ -33,7 +33,7 @@ from rewrites.basic import RULES as BASIC
 from rewrites.contraction import RULES as CONTRACTION
 from rewrites.contraction import (contracted_axis_renaming, contraction_merge, contraction_reassociation,
                                   contraction_split)
-from rewrites.basic import copy_discard, delete_pure_box, remove_identity, weave_functoriality
+from rewrites.basic import copy_discard, delete_pure_box, remove_identity
 from rewrites.fusion import RULES as FUSION
 from rewrites.fusion import save_load_elimination
 from rewrites.decompose import RULES as DECOMPOSE
@@ -69,7 +69,7 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "flash_attention", "tiled_matmul", "kernel_formation", "kernel_fusion", "stream_partition",
            "group_partition", "DECOMPOSE", "group_split_join", "stream_decomposition",
            "online_softmax_decomposition",
-           "copy_discard", "delete_pure_box", "remove_identity", "weave_functoriality",
+           "copy_discard", "delete_pure_box", "remove_identity",
            "softmax_to_auxiliary", "auxiliary_to_unscaled", "divide_after_contraction",
            "softmax_contraction_to_unscaled", "save_load_elimination",
            "CONTRACTION", "contraction_merge", "contraction_split", "contraction_reassociation",

@@ -252,21 +252,58 @@ def online_softmax_identity():
     assert sympy.simplify(z - sum(sympy.exp(xi - m) for xi in xs)) == 0, "running sum"
 
 
-def table4_identity():
-    """SoftMax₀ = (s/z, μ, δz′, z) of SoftMax₁ = (s, μ, δ, z); with (−∞, 0) it is SoftMax."""
-    x = sympy.symbols("x1:4", real=True)
-    beta, mu_p, z_p = sympy.symbols("beta mu_p z_p", real=True)
-    mu = sympy.Max(*(beta * xi for xi in x), mu_p)
+def unscaled_step(x, beta, mu_prev, z_prev):
+    """Table 4's SoftMax₁(x⃗, (μ′, ·, z′)) → (s⃗, μ, δ, z), in sympy: the rule's right-hand side runs it."""
+    mu = sympy.Max(*(beta * xi for xi in x), mu_prev)
     s = [sympy.exp(beta * xi - mu) for xi in x]
-    delta = sympy.exp(mu_p - mu)
-    z = delta * z_p + sum(s)
-    aux = ([si / z for si in s], mu, delta * z_p, z)
-    unscaled = (s, mu, delta, z)
-    assert all(sympy.simplify(a - u / unscaled[3]) == 0 for a, u in zip(aux[0], unscaled[0]))
-    assert sympy.simplify(aux[2] - unscaled[2] * z_p) == 0
-    y0 = [si / (sum(s)) for si in s]  # μ′ = −∞ gives δ = 0 and z = Σ s
-    target = [sympy.exp(beta * xi) / sum(sympy.exp(beta * xj) for xj in x) for xi in x]
-    assert all(sympy.simplify(sympy.powsimp(sympy.expand(a - t))) == 0 for a, t in zip(y0, target))
+    delta = sympy.exp(mu_prev - mu)
+    return s, mu, delta, delta * z_prev + sum(s)
+
+
+def auxiliary_from_unscaled(s, mu, delta, z, z_prev):
+    """The right-hand side of ``auxiliary_to_unscaled``: SoftMax₀'s outputs (s⃗/z, μ, δ·z′, z) from SoftMax₁'s."""
+    return [si / z for si in s], mu, delta * z_prev, z
+
+
+def _softmax_of(scores, beta):
+    """The textbook SoftMax exp(βxᵢ) / Σⱼ exp(βxⱼ), with no running maximum."""
+    total = sum(sympy.exp(beta * xj) for xj in scores)
+    return [sympy.exp(beta * xi) / total for xi in scores]
+
+
+def _same(a, b) -> bool:
+    """a = b: refuted fast at seeded random points, else proved by sympy."""
+    diff = a - b
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        point = {s: sympy.Float(rng.uniform(0.1, 2.0) if s.is_positive else rng.normal()) for s in diff.free_symbols}
+        if abs(complex(diff.subs(point).evalf())) > 1e-9:
+            return False
+    return sympy.simplify(sympy.powsimp(sympy.expand(sympy.powsimp(diff)))) == 0
+
+
+def table4_identity(step=unscaled_step, rhs=auxiliary_from_unscaled):
+    """Recursively expanded Auxiliary SoftMax is the SoftMax of the concatenation (Table 4, Fig. softmax_stream).
+
+    A prior chunk x⃗′ is summarised, as Base SoftMax computes them, by μ′ = max βx′ⱼ and
+    z′ = Σⱼ exp(βx′ⱼ − μ′).  SoftMax₀(x⃗, (μ′, z′)), built as ``rhs(step(x⃗, μ′, z′))``, must give
+    y⃗ = the SoftMax of x⃗′ ++ x⃗ restricted to x⃗, δz′·e^μ = Σⱼ exp(βx′ⱼ) (the prior sum, rebased)
+    and z·e^μ = Σ over x⃗′ ++ x⃗ (the running sum), each compared with the textbook formula; and
+    from Initialize() = (−∞, 0) it gives SoftMax(x⃗).
+    """
+    x, prior = sympy.symbols("x1:4", real=True), sympy.symbols("p1:3", real=True)
+    beta = sympy.Symbol("beta", positive=True)
+    mu_prev = sympy.Max(*(beta * p for p in prior))
+    z_prev = sum(sympy.exp(beta * p - mu_prev) for p in prior)
+    y, mu, dz, z = rhs(*step(x, beta, mu_prev, z_prev), z_prev)
+    whole = _softmax_of(prior + x, beta)[len(prior):]
+    assert all(_same(a, b) for a, b in zip(y, whole)), "y is not the softmax of the concatenation"
+    assert _same(dz * sympy.exp(mu), sum(sympy.exp(beta * p) for p in prior)), "δz′ is not the rebased prior sum"
+    assert _same(z * sympy.exp(mu), sum(sympy.exp(beta * v) for v in prior + x)), "z is not the running sum"
+    y0, _, _, z0 = rhs(*step(x, beta, -sympy.oo, 0), 0)
+    assert all(_same(a, b) for a, b in zip(y0, _softmax_of(x, beta))), "from Initialize() it is not SoftMax"
+    assert _same(z0 * sympy.exp(sympy.Max(*(beta * xi for xi in x))), sum(sympy.exp(beta * xi) for xi in x)), \
+        "from Initialize() z is not the sum"
 
 
 def division_identity():

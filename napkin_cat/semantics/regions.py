@@ -3,13 +3,16 @@
 These are the paper's equivalences read as programs (Figs. weaved_algorithm and
 recursive_decomposition): a Grid splits its axis into groups, runs the inside on each and
 joins the results; a Stream runs its head once, its body once per slice (folding the
-reducers' accumulators, online softmax included), and its tail once.  The interpreter of
+reducers' accumulators, online softmax included), and its tail once.  A tile that does not
+divide its axis leaves a shorter last group or slice (a ragged tile).  The interpreter of
 the inside is passed in, so this module knows regions and nothing of the interpreter.
 
 >>> import numpy as np, napkin_cat as nc
 >>> flash = nc.group(nc.stream(nc.library.attention(), "x", "s_x"), "q", "g_q")
 >>> Q, K, V = np.ones((4, 2)), np.ones((6, 2)), np.ones((6, 2))
 >>> nc.evaluate(flash, Q, K, V, sizes={"g_q": 2, "s_x": 3}).shape
+(4, 2)
+>>> nc.evaluate(flash, Q, K, V, sizes={"g_q": 3, "s_x": 4}).shape   # ragged: groups 3 + 1, slices 4 + 2
 (4, 2)
 """
 from __future__ import annotations
@@ -21,13 +24,13 @@ from napkin_cat.algorithms.streaming import StreamPlan
 from napkin_cat.errors import ShapeError
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.syntax.adapter import Bubble, Diagram
+from napkin_cat.syntax.relabel import map_arrays
 
 
-def _slices(total: int, size: int, what: str):
-    if total % size:
-        raise ShapeError(f"{what} size {size} does not divide the axis size {total}; "
-                         f"legal sizes are the divisors of {total}")
-    return [slice(k, k + size) for k in range(0, total, size)]
+def _slices(total: int, size: int):
+    """Consecutive slices of ``size`` covering ``total``; the last one is shorter when ``size`` does
+    not divide ``total`` (a ragged tile: the paper's recursive decomposition allows any split)."""
+    return [slice(k, min(k + size, total)) for k in range(0, total, size)]
 
 
 def bind(region: Partition, env, what: str):
@@ -35,11 +38,26 @@ def bind(region: Partition, env, what: str):
     total = env.size(region.full_size(), f"axis {region.axis!r}")
     tile = region.size if isinstance(region.size, int) else \
         env.size(region.size, f"the {what} size of {region.axis!r} ({region.size})")
-    _slices(total, tile, f"{what} of {region.axis!r}:")
+    if tile < 1:
+        raise ShapeError(f"the {what} size of {region.axis!r} ({region.size}) is {tile}; it must be a positive "
+                         f"integer (any size from 1 up; one that does not divide {total} leaves a shorter last tile)")
     inner = env.child()
     if not isinstance(region.size, int):
         inner[region.size] = tile
     return total, tile, inner
+
+
+def _short_group(box: Grid, env, n: int):
+    """The inside and its env for a last group of ``n`` < the group size: the group size reads ``n``."""
+    if not isinstance(box.size, int):
+        inner = env.child()
+        inner[box.size] = n
+        return box.arg, inner
+
+    def fa(arr):
+        return arr.replace(axes=tuple(a.relabel(n) if a.name == box.axis and a.size == box.size else a
+                                      for a in arr.axes))
+    return map_arrays(box.arg, fa), env
 
 
 def run_kernel(box: Kernel, xs: list, env, interpret) -> list:
@@ -53,7 +71,9 @@ def run_grid(box: Grid, xs: list, env, interpret) -> list:
     pos_in = [arr.names.index(box.axis) if box.axis in arr.names else None for arr in box.dom.inside]
     pos_out = [arr.names.index(box.axis) for arr in box.cod.inside]
     parts = []
-    for sl in _slices(total, g, f"group of {box.axis!r}:"):
+    for sl in _slices(total, g):
+        inside, group_env = (box.arg, inner_env) if sl.stop - sl.start == g else \
+            _short_group(box, inner_env, sl.stop - sl.start)
         chunk = []
         for x, p in zip(xs, pos_in):
             if p is None:
@@ -62,7 +82,7 @@ def run_grid(box: Grid, xs: list, env, interpret) -> list:
                 idx = [slice(None)] * x.ndim
                 idx[p] = sl
                 chunk.append(x[tuple(idx)])
-        parts.append(interpret(box.arg, chunk, inner_env))
+        parts.append(interpret(inside, chunk, group_env))
     return [np.concatenate([p[j] for p in parts], axis=pos_out[j]) for j in range(len(box.cod))]
 
 

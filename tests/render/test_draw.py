@@ -421,5 +421,15 @@ def test_gallery_renders_the_library(tmp_path):
 
 
 def test_render_of_a_layout_is_reusable():
-    lay = layout(nc.library.mlp())
-    assert render(lay).napkin_summary["wire_labels"] == render(lay).napkin_summary["wire_labels"]
+    """Each render of one layout draws what the diagram says, where the layout put it."""
+    d = nc.library.mlp()
+    lay = layout(d)
+    where = sorted((t.text, t.pos) for t in lay.labels("wire"))
+    for _ in range(2):
+        ax = render(lay).axes[0]
+        drawn = sorted((t.napkin_text, tuple(float(v) for v in t.get_position())) for t in ax.texts
+                       if (t.get_gid() or "").startswith("napkin-wire-label"))
+        assert [text for text, _ in drawn] == sorted(expected_wire_labels(d))
+        assert drawn == where
+        patches = [p for p in ax.patches if p.get_gid().split("-")[1] in ("box", "map", "contract", "triangle")]
+        assert len(patches) == len(primitives(d))
