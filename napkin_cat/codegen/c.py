@@ -1,0 +1,309 @@
+"""C with OpenMP: the CPU kernel (the CUDA kernel's loop nest, run here), compiled by ``cc`` and called by ctypes.
+
+One launch per chain of Grid loops: ``#pragma omp parallel for`` over the Grid indices, each thread with
+its own arena (the on-chip variables at the layout's offsets) and staging buffer.  Element loops are
+nested ``for`` loops the compiler vectorises (``-O3 -march=native``; reductions carry ``omp simd``); exp
+is a branch-free polynomial (``nc_exp``, Cody–Waite reduction and a degree-6 polynomial, exact 0 below
+the smallest normal exponent) so it vectorises without ``-ffast-math``, whose finite-math assumption
+would break the −∞-safe δ.  A contraction of two operands that is a matrix product (one summed axis,
+one free axis per operand, any shared batch axes, a unit stride in each) is one ``cblas_sgemm`` per batch
+index when BLAS is used (``blas=True``, or ``None``: when ``cblas.h`` is found); otherwise it is the
+element loop the CUDA kernel runs.
+
+>>> import napkin_cat as nc
+>>> p = nc.plan(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"),
+...             {"a": 5, "b": 6, "c": 4, "s_b": 3, "g_a": 2})
+>>> src = CPrinter(p, blas=False).doprint_plan()
+>>> "#pragma omp for schedule(dynamic, 1)" in src and "const int e_i_a = NC_MIN(2, 5 - 2*i_a);" in src
+True
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from napkin_cat.codegen.cfamily import CFamilyPrinter
+from napkin_cat.codegen.errors import CodegenError, ToolNotFoundError
+from napkin_cat.codegen.kernel import GeneratedKernel, cache_dir, digest, tool
+from napkin_cat.codegen.printer import ident, launches
+
+PRELUDE = r"""#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <omp.h>
+{blas_include}
+#define NC_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define NC_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* exp(x) = 2^n p(r), n = round(x / ln 2), r = x - n ln 2 (Cody-Waite); exactly 0 below the smallest
+   normal exponent and for x = -inf, NaN for NaN; branch-free, so element loops vectorise. */
+static inline float nc_exp(float x) {{
+    const float lo = -87.33654475f, hi = 88.0f;
+    const float xc = fminf(fmaxf(x, lo), hi);
+    const float n = floorf(xc * 1.44269504088896341f + 0.5f);
+    float r = xc - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    const float y = p * scale;
+    return x != x ? x : (x < lo ? 0.0f : (x > hi ? (x > 88.72283935546875f ? INFINITY : expf(x)) : y));
+}}
+static inline float nc_sigmoid(float x) {{ return 1.0f / (1.0f + nc_exp(-x)); }}
+static inline float nc_silu(float x) {{ return x / (1.0f + nc_exp(-x)); }}
+static inline float nc_gelu(float x) {{
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}}
+static void *nc_alloc(size_t bytes) {{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
+    return p;
+}}
+"""
+
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math")
+
+
+def blas_available() -> bool:
+    """Whether ``cblas.h`` and OpenBLAS are installed (Debian's ``libopenblas-dev``)."""
+    for root in ("/usr/include", "/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu",
+                 "/usr/local/include", "/usr/include/openblas"):
+        if os.path.exists(os.path.join(root, "cblas.h")):
+            return True
+    return False
+
+
+class CPrinter(CFamilyPrinter):
+    """C99 with OpenMP; ``blas``: contractions that are matrix products by ``cblas_sgemm``; ``poison``: fill each
+    block's arena with NaN first (a test's check that no value is read before it is written)."""
+
+    backend = "c"
+    dtypes = {"fp32": "float", "fp16": "_Float16"}
+    simd_reduction = "#pragma omp simd reduction({op}:{var})"
+
+    def __init__(self, plan, *, blas: bool | None = None, poison: bool = False):
+        if blas is None:
+            blas = blas_available()
+        elif blas and not blas_available():
+            raise ToolNotFoundError("blas=True, but cblas.h (OpenBLAS: Debian's libopenblas-dev) is not installed; "
+                                    "install it or pass blas=False (contractions as loops)")
+        super().__init__(plan, blas=blas, poison=poison)
+        self.blas, self.poison = blas, poison
+
+    # ------------------------------------------------------------------ element loops: nested, vectorised
+    def loop(self, space, body, depth):
+        if not space:
+            return [self.line(depth, "{")] + [self.line(depth + 1, b) for b in body] + [self.line(depth, "}")]
+        return [self.line(depth, b) for b in self.nested(space, body)]
+
+    # ------------------------------------------------------------------ launches and the entry point
+    def _print_Launch(self, launch, depth=0):
+        self.stage_values = 0
+        inner = 2 if launch.grids else 1
+        body = ([self.line(depth + inner + (1 if launch.grids else 0), f"memset(nc_arena, 0xff, {max(self.arena_bytes(launch), 1)});   "
+                                              f"{self.comment} poison: NaN until written")] if self.poison else [])
+        at = depth + inner + (1 if launch.grids else 0)
+        for name, value in self.decode(launch, "nc_b"):
+            body.append(self.line(at, f"const int {name} = (int)({value});"))
+        body += self.block_body(launch, at)
+        arena = max(self.arena_bytes(launch), 1)
+        alloc = [self.line(inner, f"unsigned char *nc_arena = (unsigned char *)nc_alloc({arena});   "
+                                  f"{self.comment} level 1: {self.arena_bytes(launch)} B, the plan's columns"),
+                 self.line(inner, f"float *nc_stage = (float *)nc_alloc({max(self.stage_values, 1)} * sizeof(float));")]
+        release = [self.line(inner, "free(nc_arena);"), self.line(inner, "free(nc_stage);")]
+        out = [f"static void {launch.name}({self.parameters('restrict ')}, int nc_threads) {{"]
+        if not launch.grids:
+            return out + [self.line(1, "(void)nc_threads;")] + alloc + body + release + ["}"]
+        return out + [self.line(1, "#pragma omp parallel num_threads(nc_threads)"), self.line(1, "{")] + alloc + [
+            self.line(2, "#pragma omp for schedule(dynamic, 1)"),
+            self.line(2, f"for (long nc_b = 0; nc_b < {launch.blocks}; ++nc_b) {{")] + body + [
+            self.line(2, "}")] + release + [self.line(1, "}"), "}"]
+
+    def doprint_plan(self) -> str:
+        """The whole source: prelude, one function per launch, and ``nc_run`` (the entry point)."""
+        parts = [PRELUDE.format(blas_include="#include <cblas.h>" if self.blas else "")]
+        ls = launches(self.plan)
+        for launch in ls:
+            parts.append("\n".join(self._print_Launch(launch)))
+        work = [v for v in self.globals_() if v.role not in ("input", "output")]
+        entry = [f"void nc_run({self.parameters('restrict ', user=True)}, int nc_threads) {{"]
+        if self.blas:
+            entry.append(self.line(1, "openblas_set_num_threads(1);   /* parallel over the Grid, not inside a tile */"))
+        for v in work:
+            entry.append(self.line(1, f"{self.ctype(v.name)} *{ident(v.name)} = ({self.ctype(v.name)} *)nc_alloc("
+                                      f"{self.layout_bytes(v)});   {self.comment} workspace (level 0)"))
+        for launch in ls:
+            entry.append(self.line(1, f"{launch.name}({self.arguments()}, nc_threads);"))
+        for v in work:
+            entry.append(self.line(1, f"free({ident(v.name)});"))
+        parts.append("\n".join(entry + ["}"]))
+        return "\n\n".join(parts) + "\n"
+
+    def layout_bytes(self, v) -> int:
+        from napkin_cat.codegen.layout import _bytes
+        return _bytes(v, self.sizes)
+
+    # ------------------------------------------------------------------ contractions by BLAS
+    def _print_contract(self, s, depth):
+        g = self.gemm(s) if self.blas else None
+        if g is None:
+            return super()._print_contract(s, depth)
+        out = s.outs[0]
+        (A, B), (m, n, k), batch = g["operands"], g["axes"], g["batch"]
+        bspace = self.space(out, batch)
+        idx = {a: sym for sym, _, a, _ in bspace}
+        zero = dict(idx, **{m: 0, n: 0, k: 0})
+        staged = out.var in self.layout.aliased(s)
+        target = "nc_stage" if staged else ident(out.var)
+        c_off = self.code(self.offset(out, zero))
+        call = (f"cblas_sgemm({g['order']}, {g['ta']}, {g['tb']}, {self.code(self.ext(out, m))}, "
+                f"{self.code(self.ext(out, n))}, {self.code(self.ext(A, k))}, 1.0f, "
+                f"{ident(A.var)} + {self.code(self.offset(A, zero))}, {g['lda']}, "
+                f"{ident(B.var)} + {self.code(self.offset(B, zero))}, {g['ldb']}, "
+                f"{'1.0f' if s.accumulate else '0.0f'}, {target} + {c_off}, {g['ldc']});")
+        lines = self._head(s, depth)
+        sp = self.space(out)
+        full = {a: sym for sym, _, a, _ in sp}
+        if staged:
+            self.stage_values = max(self.stage_values, int(self.nominal(self.variables[out.var].size)))
+            if s.accumulate:
+                lines += self.loop(sp, [f"nc_stage[{self.code(self.offset(out, full))}] = {self.read(out, full)};"],
+                                   depth)
+        lines += self.loop(bspace, [call], depth)
+        if staged:
+            lines += self.loop(sp, [self.store(out, full, f"nc_stage[{self.code(self.offset(out, full))}]")], depth)
+        return lines
+
+    def gemm(self, s):
+        """The ``cblas_sgemm`` form of a contraction, or None (see the module docstring)."""
+        if len(s.ins) != 2 or s.accumulate not in (None, "sum") or \
+                any(self.variables[r.var].dtype != "fp32" for r in (*s.ins, *s.outs)):
+            return None
+        A, B = s.ins
+        out = s.outs[0]
+        a, b, o = (self.variables[r.var].axes for r in (A, B, out))
+        summed = [x for x in (*a, *b) if x not in o]
+        fa = [x for x in o if x in a and x not in b]
+        fb = [x for x in o if x in b and x not in a]
+        if len(set(summed)) != 1 or not (summed[0] in a and summed[0] in b) or len(fa) != 1 or len(fb) != 1:
+            return None
+        m, n, k = fa[0], fb[0], summed[0]
+        batch = [x for x in o if x in a and x in b]
+        sa, sb, so = self.strides(A.var), self.strides(B.var), self.strides(out.var)
+        if so[n] == 1:
+            order, ldc, row = "CblasRowMajor", so[m], True
+        elif so[m] == 1:
+            order, ldc, row = "CblasColMajor", so[n], False
+        else:
+            return None
+        if sa[k] == 1:
+            ta, lda = (not row), sa[m]
+        elif sa[m] == 1:
+            ta, lda = row, sa[k]
+        else:
+            return None
+        if sb[n] == 1:
+            tb, ldb = (not row), sb[k]
+        elif sb[k] == 1:
+            tb, ldb = row, sb[n]
+        else:
+            return None
+        flag = {False: "CblasNoTrans", True: "CblasTrans"}
+        return {"operands": (A, B), "axes": (m, n, k), "batch": batch, "order": order, "ta": flag[ta],
+                "tb": flag[tb], "lda": lda, "ldb": ldb, "ldc": ldc}
+
+
+class CKernel(GeneratedKernel):
+    """The C kernel: ``k(*arrays, threads=1)`` compiles it once (cached by source hash) and runs it."""
+
+    backend = "c"
+    suffix = ".c"
+
+    def flags(self) -> list[str]:
+        return [*FLAGS, *(["-lopenblas"] if self.printer.blas else []), "-lm"]
+
+    def library_path(self) -> Path:
+        """Compile (or find in the cache) the shared library; ``$CC`` overrides ``cc``."""
+        cc = tool("cc", env="CC", fallback=("gcc", "clang"), purpose="compile the C kernel (apt-get install gcc)")
+        cpu = platform.machine() + _cpu_model()
+        path = cache_dir() / f"c-{digest(self.source, self.flags(), cc, cpu)}.so"
+        if not path.exists():
+            work = path.with_suffix(f".{os.getpid()}.c")
+            work.write_text(self.source)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            run = subprocess.run([cc, str(work), "-o", str(tmp), *self.flags()], capture_output=True, text=True)
+            work.unlink(missing_ok=True)
+            if run.returncode != 0:
+                raise CodegenError(f"{cc} rejected the generated C kernel:\n{run.stderr[-3000:]}")
+            os.replace(tmp, path)
+        return path
+
+    def function(self):
+        if getattr(self, "_fn", None) is None:
+            lib = ctypes.CDLL(str(self.library_path()))
+            fn = lib.nc_run
+            n = len(self.plan.inputs) + len(self.plan.outputs)
+            fn.argtypes = [ctypes.c_void_p] * n + [ctypes.c_int]
+            fn.restype = None
+            self._lib, self._fn = lib, fn
+        return self._fn
+
+    def __call__(self, *arrays, threads: int = 1, out=None):
+        """Run on float32 arrays; ``out``: arrays to write the outputs into (C-contiguous float32)."""
+        xs = self.check(arrays)
+        _, shapes = self.shapes()
+        ys = list(out) if out is not None else [np.empty(s, np.float32) for s in shapes]
+        for y, want in zip(ys, shapes):
+            if y.shape != want or y.dtype != np.float32 or not y.flags.c_contiguous:
+                raise CodegenError(f"an output array must be C-contiguous float32 of shape {want}, got {y.dtype} "
+                                   f"{y.shape}")
+        fn = self.function()
+        fn(*[x.ctypes.data for x in xs], *[y.ctypes.data for y in ys], int(threads))
+        return ys[0] if len(ys) == 1 else tuple(ys)
+
+    def launcher(self) -> str:
+        ins, outs = self.shapes()
+        return LAUNCHER.format(flags=" ".join(self.flags()), ins=ins, outs=outs)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith(("model name", "flags")):
+                return line
+    except OSError:
+        pass
+    return platform.processor()
+
+
+LAUNCHER = '''"""Compile kernel.c and run it on random inputs: python launch.py (needs cc with OpenMP)."""
+import ctypes, pathlib, subprocess
+import numpy as np
+
+here = pathlib.Path(__file__).parent
+subprocess.run("cc kernel.c -o kernel.so {flags}".split(), cwd=here, check=True)
+lib = ctypes.CDLL(str(here / "kernel.so"))
+ins = [np.random.default_rng(0).standard_normal(s, dtype=np.float32) for s in {ins}]
+outs = [np.empty(s, np.float32) for s in {outs}]
+lib.nc_run(*[ctypes.c_void_p(a.ctypes.data) for a in ins + outs], ctypes.c_int(1))
+print([o.shape for o in outs])
+'''
+
+
+def c(plan, *, blas: bool | None = None, poison: bool = False) -> CKernel:
+    """The C/OpenMP kernel of ``plan`` (see the module docstring)."""
+    printer = CPrinter(plan, blas=blas, poison=poison)
+    return CKernel(plan, printer.doprint_plan(), printer)

@@ -1,0 +1,265 @@
+"""The loop nest shared by the CUDA C++ and C/OpenMP kernels: what running the C kernel checks of the CUDA one.
+
+Shared, printed by this module for both languages (so a C run executes the CUDA kernel's logic):
+
+* the **loop nest**: Stream loops (head, sequential trips, tail) and Grid loops inside a block;
+* **extents and masks**: ``e = min(tile, full − i·tile)`` for every ragged tile; every element loop runs
+  to the current extent, so a partial edge tile is never read or written past its end;
+* **addresses**: the offset of every element of every ref (row-major at the variable's full shape, plus
+  the slice's start for a slice of a global array);
+* the **arena**: on-chip variables at the byte offsets of :mod:`napkin_cat.codegen.layout` (the same
+  bytes in the C kernel's per-thread buffer and the CUDA kernel's ``__shared__`` array);
+* **staging**: a statement whose output takes bytes it still reads computes into per-thread staging
+  storage (a heap buffer in C, a local array in CUDA: registers) and writes after it (and after a
+  barrier on the GPU), in the same element order;
+* the **element formula** of every primitive kind (tables keyed by kind, :mod:`napkin_cat.codegen.ckinds`).
+
+Different, in the subclasses: how an element loop is spread (C: nested loops the compiler vectorises;
+CUDA: one flat loop strided by ``threadIdx.x``), the launch (``#pragma omp parallel for`` over the Grid
+indices vs one thread block per index, ``blockIdx.x``), memory qualifiers, barriers, the prelude
+(``nc_exp`` is a vectorisable polynomial in C, ``expf`` in CUDA) and contractions by BLAS in C.
+"""
+from __future__ import annotations
+
+import math
+
+import sympy
+
+from napkin_cat.codegen.ckinds import KindsMixin
+from napkin_cat.codegen.printer import CodePrinter, ident
+from napkin_cat.codegen.errors import CodegenError
+from napkin_cat.plan.ir import Compute, StreamLoop
+
+
+class CFamilyPrinter(KindsMixin, CodePrinter):
+    """Statements of a block in C syntax; subclasses say how element loops spread and what a launch is."""
+
+    min_template = "NC_MIN({0}, {1})"
+    max_template = "NC_MAX({0}, {1})"
+    threads = 1        # threads that share one element loop (a thread block's, on a GPU)
+
+    def __init__(self, plan, **options):
+        super().__init__(plan, **options)
+        self.stage_values = 0    # the most staged values one thread holds (per launch)
+        self._staged: dict = {}
+
+    # ------------------------------------------------------------------ backend hooks
+    def loop(self, space, body, depth) -> list[str]:
+        """``body`` (lines) for every element of ``space`` (``[(symbol, extent), …]``)."""
+        raise NotImplementedError
+
+    def sync(self, depth) -> list[str]:
+        """A barrier between statements (nothing on a CPU thread)."""
+        return []
+
+    def number(self, value) -> str:
+        s = super().number(value)
+        return s if "INFINITY" in s else s + "f"
+
+    # ------------------------------------------------------------------ elements
+    def index(self, axes) -> dict:
+        """Element index symbols ``j_<axis>`` for ``axes``."""
+        return {a: sympy.Symbol(f"j_{ident(a)}", integer=True, nonnegative=True) for a in axes}
+
+    def space(self, ref, axes=None) -> list:
+        """``[(symbol, extent, axis, bound)]`` over ``axes`` of ``ref`` (all by default) in the variable's order;
+        ``extent`` is the current one (masked), ``bound`` its largest value (the full tile)."""
+        v = self.variables[ref.var]
+        axes = v.axes if axes is None else [a for a in v.axes if a in axes]
+        idx = self.index(axes)
+        out = []
+        for a in axes:
+            rng = ref.range(a)
+            bound = int(self.nominal(rng.tile if rng is not None else dict(v.shape)[a]))
+            out.append((idx[a], self.ext(ref, a), a, bound))
+        return out
+
+    def elem(self, ref, idx) -> str:
+        return f"{ident(ref.var)}[{self.code(self.offset(ref, idx))}]"
+
+    def read(self, ref, idx) -> str:
+        t = self.ctype(ref.var)
+        return self.elem(ref, idx) if t == "float" else f"(float){self.elem(ref, idx)}"
+
+    def store(self, ref, idx, value) -> str:
+        t = self.ctype(ref.var)
+        return f"{self.elem(ref, idx)} = {value if t == 'float' else f'({t})({value})'};"
+
+    def put(self, ref, idx, value) -> str:
+        """The line that gives an output element its value (into staging storage if the output is staged)."""
+        if ref.var in self._staged:
+            counter, base = self._staged[ref.var]
+            return f"nc_stage[{base} + {counter}++] = {value};" if base else f"nc_stage[{counter}++] = {value};"
+        return self.store(ref, idx, value)
+
+    def extent_code(self, e) -> str:
+        return self.code(e)
+
+    def for_lines(self, sym, extent, body, depth, pragma=None) -> list[str]:
+        """A sequential ``for`` over one axis (inside an element, or a row's core axes)."""
+        head = [self.line(depth, pragma)] if pragma else []
+        j = ident(sym.name)
+        return head + [self.line(depth, f"for (int {j} = 0; {j} < {self.extent_code(extent)}; ++{j}) {{")] + \
+            [self.indent + b for b in body] + [self.line(depth, "}")]
+
+    def nested(self, space, body) -> list[str]:
+        """``body`` inside sequential loops over ``space`` (relative indentation)."""
+        for sym, extent, *_ in reversed(space):
+            body = self.for_lines(sym, extent, body, 0)
+        return body
+
+    # ------------------------------------------------------------------ one statement, staged or not
+    def statement(self, s, depth, space, body_fn, outs) -> list[str]:
+        """A simple statement: ``body_fn()`` runs per element of ``space`` and writes ``outs`` through :meth:`put`.
+
+        Outputs that take bytes the statement still reads are staged: computed in this thread's order
+        into ``nc_stage``, then (after a barrier) written back in the same order.
+        """
+        staged = self.layout.aliased(s)
+        rows = {a for _, _, a, _ in space}
+        per_thread = -(-math.prod(b for *_, b in space) // self.threads)
+        self._staged, base = {}, 0
+        for r in outs:
+            if r.var in staged and r.var not in self._staged:
+                inner = math.prod(b for _, _, a, b in self.space(r) if a not in rows)
+                self._staged[r.var] = (f"nc_k{len(self._staged)}", base)
+                base += per_thread * inner
+        self.stage_values = max(self.stage_values, base)
+        body = body_fn()
+        staged_now, self._staged = self._staged, {}
+        if not staged_now:
+            return self.loop(space, body, depth) + self.sync(depth)
+        back = []
+        for r in outs:
+            if r.var in staged_now:
+                counter, b = staged_now.pop(r.var)
+                full = self.space(r)
+                idx = {a: sym for sym, _, a, _ in full}
+                back += self.nested([x for x in full if x[2] not in rows],
+                                    [self.store(r, idx, f"nc_stage[{b} + {counter}++]" if b else f"nc_stage[{counter}++]")])
+                staged_now[r.var] = (counter, b)
+        counters = [k for k, _ in staged_now.values()]
+        return ([self.line(depth, f"{{   {self.comment} staged: {', '.join(sorted(staged_now))} "
+                                  "take bytes this statement reads")] +
+                [self.line(depth + 1, f"int {k} = 0;") for k in counters] +
+                self.loop(space, body, depth + 1) + self.sync(depth + 1) +
+                [self.line(depth + 1, f"{k} = 0;") for k in counters] +
+                self.loop(space, back, depth + 1) + [self.line(depth, "}")] + self.sync(depth))
+
+    # ------------------------------------------------------------------ transfers, fills, copies
+    def _move(self, s, depth, what):
+        sp = self.space(s.dst)
+        idx = {a: sym for sym, _, a, _ in sp}
+        src_idx = dict(idx)
+        head = [self.line(depth, f"{self.comment} {self.ref(s.dst)} ← {what}{self.ref(s.src)}")]
+        return head + self.statement(s, depth, sp, lambda: [self.put(s.dst, idx, self.read(s.src, src_idx))],
+                                     [s.dst])
+
+    def _print_Load(self, s, depth):
+        return self._move(s, depth, "load ")
+
+    def _print_Store(self, s, depth):
+        return self._move(s, depth, "store ")
+
+    def _print_Copy(self, s, depth):
+        return self._move(s, depth, "")
+
+    def _print_Fill(self, s, depth):
+        from napkin_cat.plan.ir import Ref
+        ref = Ref(s.var)
+        sp = self.space(ref)
+        idx = {a: sym for sym, _, a, _ in sp}
+        head = [self.line(depth, f"{self.comment} {s.var} ← {s.value:g}")]
+        return head + self.loop(sp, [self.store(ref, idx, self.number(s.value))], depth) + self.sync(depth)
+
+    # ------------------------------------------------------------------ loops inside a block
+    def _print_StreamLoop(self, s, depth):
+        out = []
+        if s.head:
+            out += [self.line(depth, f"{self.comment} head")] + self._lines(s.head, depth)
+        out.append(self.line(depth, f"for (int {ident(s.index.name)} = 0; {ident(s.index.name)} < "
+                                    f"{self.code(self.trips(s))}; ++{ident(s.index.name)}) {{   "
+                                    f"{self.comment} {self.loop_comment(s)}"))
+        out += self._trip(s, depth + 1)
+        out.append(self.line(depth, "}"))
+        if s.tail:
+            out += [self.line(depth, f"{self.comment} tail")] + self._lines(s.tail, depth)
+        return out
+
+    def _trip(self, s, depth):
+        saved = self.extents.get(s.tile)
+        bound = self.enter(s)
+        lines = []
+        if bound is not None:
+            lines.append(self.line(depth, f"const int {ident(bound[0].name)} = {self.code(bound[1])};"))
+        lines += self._lines(s.body, depth)
+        self.leave(s, saved)
+        return lines
+
+    def _print_GridLoop(self, s, depth):
+        """A Grid loop inside a block (not one of its launch's): its groups run one after another."""
+        i = ident(s.index.name)
+        return [self.line(depth, f"for (int {i} = 0; {i} < {self.code(self.trips(s))}; ++{i}) {{   "
+                                 f"{self.comment} {self.loop_comment(s)}, in order")] + \
+            self._trip(s, depth + 1) + [self.line(depth, "}")]
+
+    # ------------------------------------------------------------------ a launch
+    def globals_(self) -> list:
+        """The global (level-0) variables every launch takes: inputs, outputs, then workspace."""
+        vs = [v for v in self.plan.variables if v.level == 0]
+        order = {"input": 0, "output": 1}
+        return sorted(vs, key=lambda v: order.get(v.role, 2))
+
+    def parameters(self, qualifier="", *, user: bool = False) -> str:
+        """The C parameter list of the global variables (``user``: the caller's inputs and outputs only)."""
+        out = []
+        for v in self.globals_():
+            if user and v.role not in ("input", "output"):
+                continue
+            const = "const " if v.role == "input" else ""
+            out.append(f"{const}{self.ctype(v.name)} *{qualifier}{ident(v.name)}")
+        return ", ".join(out)
+
+    def arguments(self) -> str:
+        return ", ".join(ident(v.name) for v in self.globals_())
+
+    def on_chip(self, launch) -> list:
+        """The on-chip variables a launch uses, in the plan's order."""
+        from napkin_cat.plan.ir import walk, reads, writes
+        used = set()
+        for s in walk(launch.body):
+            used |= set(reads(s)) | set(writes(s))
+        out = [v for v in self.plan.variables if v.name in used and v.level > 0]
+        deep = [v.name for v in out if v.level > 1]
+        if deep and not self.deep_levels:
+            raise CodegenError(f"the {self.backend} backend keeps level-1 variables on chip and has no form for "
+                               f"variables at deeper levels: {deep}")
+        return out
+
+    deep_levels = True
+
+    def block_body(self, launch, depth) -> list[str]:
+        """The statements one block runs: its Grid indices, their extents, its arena pointers, its statements."""
+        lines = []
+        saved = []
+        for g in launch.grids:
+            saved.append(self.extents.get(g.tile))
+            bound = self.enter(g)
+            if bound is not None:
+                lines.append(self.line(depth, f"const int {ident(bound[0].name)} = {self.code(bound[1])};   "
+                                              f"{self.comment} {self.loop_comment(g)}"))
+        for v in self.on_chip(launch):
+            t = self.ctype(v.name)
+            lines.append(self.line(depth, f"{t} *const {ident(v.name)} = ({t} *)(nc_arena + "
+                                          f"{self.layout.offsets[v.name]});   {self.comment} "
+                                          f"{'×'.join(str(self.nominal(e)) for _, e in v.shape) or '1'}"))
+        lines += self._lines(launch.body, depth)
+        for g, s in zip(reversed(launch.grids), reversed(saved)):
+            self.leave(g, s)
+        return lines
+
+    def arena_bytes(self, launch) -> int:
+        return self.layout.of([v.name for v in self.on_chip(launch)])
+
+    def loop_is_stream(self, s) -> bool:
+        return isinstance(s, StreamLoop)

@@ -1,0 +1,229 @@
+"""The primitive kinds in C syntax, shared by the C/OpenMP and CUDA C++ printers (paper Table 4).
+
+Elementwise maps print through a template per kind; the others through a method per kind:
+
+===============================  ================================================================
+kind                             element code (per element of the output, or per row)
+===============================  ================================================================
+elementwise (exp, add, fma, …)   ``out = f(in₀, in₁, …)``, inputs broadcast by axis name
+contract                         ``acc = Σ_summed Π inᵢ`` (an inner loop per summed axis)
+reduce_sum / max / min / mean    ``acc = ⊕_core in``; mean divides by the count
+softmax                          per row: μ = max βx (0 if not finite), y = exp(βx − μ) / Σ exp(βx − μ)
+softmax_unscaled (SoftMax₁)      per row: μ = max(max βx, μ′), s = exp(βx − μ), δ = 0 if μ′ = −∞ else
+                                 exp(μ′ − μ) (the −∞-safe δ), z = δz′ + Σ s
+softmax_aux (SoftMax₀)           as SoftMax₁, returning y = s/z and δz′ in place of s and δ
+cast, rename, split, join        element copies (a cast converts on store)
+===============================  ================================================================
+
+A statement with ``accumulate`` folds its value into its output with the accumulator's template.
+"""
+from __future__ import annotations
+
+import sympy
+
+ELEMENTWISE_C = {
+    "id": "{0}", "cast": "{0}", "exp": "nc_exp({0})", "neg": "(-{0})", "relu": "fmaxf({0}, 0.0f)",
+    "gelu": "nc_gelu({0})", "silu": "nc_silu({0})", "sigmoid": "nc_sigmoid({0})", "tanh": "tanhf({0})",
+    "sqrt": "sqrtf({0})", "rsqrt": "(1.0f / sqrtf({0}))", "recip": "(1.0f / {0})", "square": "({0} * {0})",
+    "scale": "({c} * {0})", "shift": "({0} + {c})",
+    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
+    "max": "fmaxf({0}, {1})", "min": "fminf({0}, {1})",
+    "fma": "fmaf({0}, {1}, {2})",
+}
+
+STRUCTURED_C = {
+    "contract": "_print_contract", "softmax": "_print_softmax", "softmax_unscaled": "_print_online",
+    "softmax_aux": "_print_online", "reduce_sum": "_print_reduce", "reduce_max": "_print_reduce",
+    "reduce_min": "_print_reduce", "reduce_mean": "_print_reduce", "rename": "_print_rename",
+    "split": "_print_split", "join": "_print_join",
+}
+
+ACCUMULATORS_C = {"sum": "{0} + {1}", "max": "fmaxf({0}, {1})", "min": "fminf({0}, {1})"}
+
+#: reduction kind → (identity, step template)
+REDUCE = {"reduce_sum": ("0.0f", "{0} + {1}"), "reduce_mean": ("0.0f", "{0} + {1}"),
+          "reduce_max": ("-INFINITY", "fmaxf({0}, {1})"), "reduce_min": ("INFINITY", "fminf({0}, {1})")}
+
+
+class KindsMixin:
+    """The kind printers of :class:`~napkin_cat.codegen.cfamily.CFamilyPrinter`."""
+
+    elementwise = ELEMENTWISE_C
+    structured = STRUCTURED_C
+    accumulators = ACCUMULATORS_C
+    #: pragma before a reduction loop (``{op}``, ``{var}``); empty where the loop is not vectorised
+    simd_reduction = ""
+
+    def _reduction_pragma(self, op, var):
+        return self.simd_reduction.format(op=op, var=var) if self.simd_reduction and not self._staged else None
+
+    def _core_loops(self, space, body, pragma=None) -> list[str]:
+        """``body`` in loops over ``space`` (sequential, inside one element); the innermost gets ``pragma``."""
+        for k, (sym, extent, *_) in enumerate(reversed(space)):
+            body = self.for_lines(sym, extent, body, 0, pragma if k == 0 else None)
+        return body
+
+    def _head(self, s, depth):
+        args = ", ".join(self.ref(r) for r in s.ins)
+        outs = ", ".join(self.ref(r) for r in s.outs)
+        op = f" {s.accumulate}=" if s.accumulate else " ←"
+        return [self.line(depth, f"{self.comment} {outs}{op} {s.box.name}({args})")]
+
+    def _fold(self, s, out, idx, value):
+        if s.accumulate:
+            value = self.combine(s.accumulate, self.read(out, idx), value)
+        return self.put(out, idx, value)
+
+    # ------------------------------------------------------------------ elementwise
+    def _print_elementwise(self, s, depth):
+        out = s.outs[0]
+        sp = self.space(out)
+        idx = {a: sym for sym, _, a, _ in sp}
+        return self._head(s, depth) + self.statement(
+            s, depth, sp, lambda: [self._fold(s, out, idx, self.apply(s, [self.read(r, idx) for r in s.ins]))], [out])
+
+    def _print_rename(self, s, depth):
+        out, src = s.outs[0], s.ins[0]
+        sp = self.space(out)
+        idx = {a: sym for sym, _, a, _ in sp}
+        src_idx = {a: idx[b] for a, b in zip(self.variables[src.var].axes, self.variables[out.var].axes)}
+        return self._head(s, depth) + self.statement(s, depth, sp, lambda: [self.put(out, idx, self.read(src, src_idx))],
+                                                     [out])
+
+    # ------------------------------------------------------------------ contraction and reductions
+    def _print_contract(self, s, depth):
+        out = s.outs[0]
+        sp = self.space(out)
+        idx = {a: sym for sym, _, a, _ in sp}
+        summed = []
+        for r in s.ins:
+            summed += [(r, a) for a in self.variables[r.var].axes if a not in idx and a not in [b for _, b in summed]]
+        inner = []
+        for r, a in summed:
+            (entry,) = self.space(r, [a])
+            inner.append(entry)
+        full = dict(idx)
+        full.update({a: sym for sym, _, a, _ in inner})
+        product = " * ".join(self.read(r, full) for r in s.ins) or "1.0f"
+
+        def body():
+            if not inner:
+                return [self._fold(s, out, idx, product)]
+            pragma = self._reduction_pragma("+", "nc_acc")
+            return (["float nc_acc = 0.0f;"] + self._core_loops(inner, [f"nc_acc += {product};"], pragma) +
+                    [self._fold(s, out, idx, "nc_acc")])
+        return self._head(s, depth) + self.statement(s, depth, sp, body, [out])
+
+    def _print_reduce(self, s, depth):
+        out, x = s.outs[0], s.ins[0]
+        sp = self.space(out)
+        idx = {a: sym for sym, _, a, _ in sp}
+        core = [e for e in self.space(x) if e[2] not in idx]
+        full = dict(idx)
+        full.update({a: sym for sym, _, a, _ in core})
+        identity, step = REDUCE[s.kind]
+        op = {"reduce_sum": "+", "reduce_mean": "+", "reduce_max": "max", "reduce_min": "min"}[s.kind]
+
+        def body():
+            pragma = self._reduction_pragma(op, "nc_acc")
+            lines = [f"float nc_acc = {identity};"] + self._core_loops(
+                core, [f"nc_acc = {step.format('nc_acc', self.read(x, full))};"], pragma)
+            value = "nc_acc"
+            if s.kind == "reduce_mean":
+                count = sympy.Mul(*[e for _, e, _, _ in core])
+                value = f"nc_acc / (float)({self.extent_code(count)})"
+            return lines + [self._fold(s, out, idx, value)]
+        return self._head(s, depth) + self.statement(s, depth, sp, body, [out])
+
+    # ------------------------------------------------------------------ the SoftMax family
+    def _rows(self, s):
+        """``(x, core entries, row space, index)``: the scores, their softmax axes, the rows (weave axes)."""
+        x, y = s.ins[0], s.outs[0]
+        woven = set(s.box.data.weave_names)
+        core = [e for e in self.space(x) if e[2] not in woven]
+        core_axes = {e[2] for e in core}
+        rows = self.space(y, [a for a in self.variables[y.var].axes if a not in core_axes])
+        idx = {a: sym for sym, _, a, _ in rows}
+        idx.update({a: sym for sym, _, a, _ in core})
+        return x, core, rows, idx
+
+    def _max_pass(self, s, x, core, idx, beta):
+        return ["float nc_m = -INFINITY;"] + self._core_loops(
+            core, [f"nc_m = fmaxf(nc_m, {beta} * {self.read(x, idx)});"], self._reduction_pragma("max", "nc_m"))
+
+    def _print_softmax(self, s, depth):
+        x, core, rows, idx = self._rows(s)
+        y = s.outs[0]
+        beta = self.number(self.param(s, "beta", 1))
+        e = f"nc_exp({beta} * {self.read(x, idx)} - nc_m)"
+
+        def body():
+            return (self._max_pass(s, x, core, idx, beta) +
+                    ["nc_m = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : 0.0f;", "float nc_z = 0.0f;"] +
+                    self._core_loops(core, [f"nc_z += {e};"], self._reduction_pragma("+", "nc_z")) +
+                    ["const float nc_rz = 1.0f / nc_z;"] +
+                    self._core_loops(core, [self.put(y, idx, f"{e} * nc_rz")]))
+        return self._head(s, depth) + self.statement(s, depth, rows, body, [y])
+
+    def _print_online(self, s, depth):
+        x, core, rows, idx = self._rows(s)
+        _, mu_prev, z_prev = s.ins
+        y, mu, d, z = s.outs
+        beta = self.number(self.param(s, "beta", 1))
+        e = f"nc_exp({beta} * {self.read(x, idx)} - nc_ms)"
+        aux = s.kind == "softmax_aux"
+
+        def body():
+            lines = self._max_pass(s, x, core, idx, beta) + [
+                f"const float nc_mp = {self.read(mu_prev, idx)};",
+                f"const float nc_zp = {self.read(z_prev, idx)};",
+                "nc_m = fmaxf(nc_m, nc_mp);",
+                "const float nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : 0.0f;",
+                "const float nc_d = (nc_mp == -INFINITY) ? 0.0f : nc_exp(nc_mp - nc_ms);   "
+                f"{self.comment} δ, safe at μ′ = −∞",
+                "float nc_z = 0.0f;"]
+            if aux:
+                lines += self._core_loops(core, [f"nc_z += {e};"], self._reduction_pragma("+", "nc_z"))
+                lines += ["nc_z = nc_d * nc_zp + nc_z;", "const float nc_rz = 1.0f / nc_z;"]
+                lines += self._core_loops(core, [self.put(y, idx, f"{e} * nc_rz")])
+            else:
+                lines += self._core_loops(core, ["const float nc_s = " + e + ";", self.put(y, idx, "nc_s"),
+                                                 "nc_z += nc_s;"], self._reduction_pragma("+", "nc_z"))
+                lines += ["nc_z = nc_d * nc_zp + nc_z;"]
+            return lines + [self.put(mu, idx, "nc_m"), self.put(d, idx, "nc_d * nc_zp" if aux else "nc_d"),
+                            self.put(z, idx, "nc_z")]
+        return self._head(s, depth) + self.statement(s, depth, rows, body, [y, mu, d, z])
+
+    # ------------------------------------------------------------------ split and join
+    def _cut_axis(self, s, arr):
+        woven = set(s.box.data.weave_names)
+        (axis,) = [a for a in self.variables[arr.var].axes if a not in woven]
+        return axis
+
+    def _print_split(self, s, depth):
+        x = s.ins[0]
+        axis = self._cut_axis(s, x)
+        lines, at = self._head(s, depth), 0
+        for part in s.outs:
+            sp = self.space(part)
+            idx = {a: sym for sym, _, a, _ in sp}
+            src = dict(idx)
+            src[axis] = idx[axis] + at
+            lines += self.statement(s, depth, sp, lambda part=part, idx=idx, src=src:
+                                    [self.put(part, idx, self.read(x, src))], [part])
+            at += int(self.nominal(dict(self.variables[part.var].shape)[axis]))
+        return lines
+
+    def _print_join(self, s, depth):
+        out = s.outs[0]
+        axis = self._cut_axis(s, out)
+        lines, at = self._head(s, depth), 0
+        for part in s.ins:
+            sp = [e if e[2] != axis else self.space(part, [axis])[0] for e in self.space(out)]
+            idx = {a: sym for sym, _, a, _ in sp}
+            dst = dict(idx)
+            dst[axis] = idx[axis] + at
+            lines += self.statement(s, depth, sp, lambda part=part, idx=idx, dst=dst:
+                                    [self.put(out, dst, self.read(part, idx))], [out])
+            at += int(self.nominal(dict(self.variables[part.var].shape)[axis]))
+        return lines

@@ -1,0 +1,98 @@
+"""A generated kernel as an object: its source, a folder to save it in, its arguments checked against the plan.
+
+``k.source`` is the text; ``k.save(folder)`` writes the source and a launcher; ``k(*arrays)`` (where the
+machine can run it) returns what ``p(*arrays)`` returns.  Compiled artefacts are cached by the hash of
+their source and flags in the user's cache folder (``$NAPKIN_CACHE``, else ``$XDG_CACHE_HOME/napkin-cat``,
+else ``~/.cache/napkin-cat``), never in the repository.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import sympy
+
+from napkin_cat.codegen.errors import ToolNotFoundError
+from napkin_cat.errors import ShapeError
+
+
+def cache_dir() -> Path:
+    """The folder for compiled kernels (created on first use)."""
+    root = os.environ.get("NAPKIN_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "napkin-cat")
+    path = Path(root) / "kernels"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def digest(*parts) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(str(p).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:20]
+
+
+def tool(name: str, *, env: str | None = None, fallback: tuple = (), purpose: str = "") -> str:
+    """The path of a command-line tool (``$env`` first, then PATH, then ``fallback``); else a typed error."""
+    candidates = ([os.environ[env]] if env and os.environ.get(env) else []) + [name, *fallback]
+    for c in candidates:
+        found = shutil.which(c)
+        if found:
+            return found
+    raise ToolNotFoundError(f"{name} is not on this machine (looked for {candidates}); it is needed to {purpose}")
+
+
+class GeneratedKernel:
+    """Source text for a plan, with what this machine can do with it (see the subclasses)."""
+
+    backend = "code"
+    suffix = ".txt"
+
+    def __init__(self, plan, source: str, printer):
+        self.plan, self.source, self.printer = plan, source, printer
+
+    def __repr__(self):
+        return f"{type(self).__name__}({len(self.source.splitlines())} lines, sizes={ {str(k): v for k, v in self.plan.sizes.items()} })"
+
+    def __str__(self):
+        return self.source
+
+    # ------------------------------------------------------------------ files
+    def launcher(self) -> str:
+        """A small program that loads and runs the saved kernel (the backend's)."""
+        raise NotImplementedError
+
+    def save(self, folder) -> list[Path]:
+        """Write ``kernel<suffix>`` and ``launch.py`` into ``folder``; returns their paths."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        src = folder / f"kernel{self.suffix}"
+        src.write_text(self.source)
+        launch = folder / "launch.py"
+        launch.write_text(self.launcher())
+        return [src, launch]
+
+    # ------------------------------------------------------------------ arguments
+    def shapes(self) -> tuple[list, list]:
+        """Shapes of the plan's inputs and outputs at its sizes."""
+        def shape(name):
+            return tuple(int(sympy.sympify(e).subs(self.plan.sizes)) for _, e in self.plan.variable_map[name].shape)
+        return [shape(n) for n in self.plan.inputs], [shape(n) for n in self.plan.outputs]
+
+    def check(self, arrays) -> list:
+        """The arguments as float32 C-ordered numpy arrays, after checking their number and shapes."""
+        ins, _ = self.shapes()
+        if len(arrays) != len(ins):
+            raise ShapeError(f"the {self.backend} kernel takes {len(ins)} array(s) of shapes {ins}, got {len(arrays)}")
+        out = []
+        for k, (name, want, x) in enumerate(zip(self.plan.inputs, ins, arrays)):
+            x = np.asarray(x)
+            if x.shape != want:
+                raise ShapeError(f"argument {k} ({name}, axes {list(self.plan.variable_map[name].axes)}) must have "
+                                 f"shape {want} at the plan's sizes, got {x.shape}")
+            out.append(np.ascontiguousarray(x, dtype=np.float32))
+        return out

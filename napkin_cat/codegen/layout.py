@@ -1,0 +1,197 @@
+"""Where each on-chip value lives: one arena per level, byte offsets from liveness (paper §5, "Identifying Variables").
+
+The plan's columns say which values are live at once (:mod:`napkin_cat.plan.static` samples the live set
+between statements).  Values live at once get disjoint bytes; a value may take the bytes of one that died::
+
+    conflict(u, v)  ⇔  some column holds both u and v
+    arena           =  max over values of offset + bytes   ≥   the plan's peak bytes at that level
+
+The arena is found by first fit under a few orders of the values (by first column, by size) and the
+smallest is kept.  An operation's inputs and outputs never share a column (they meet only inside the
+operation), so an output may be given the bytes of an input that dies with it: the kernel then computes
+that statement into staging storage (registers on a GPU) before writing it (:meth:`Layout.aliased`).
+
+>>> import napkin_cat as nc
+>>> p = nc.plan(nc.stream(nc.library.matmul(), "b", "s_b"), {"a": 4, "b": 6, "c": 5, "s_b": 3})
+>>> lay = layout(p)
+>>> lay.bytes == p.smem_bytes, sorted(lay.offsets)
+(True, ['sum0', 'x0_1', 'x1_1'])
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import sympy
+
+from napkin_cat.plan.ir import Alloc, Compute, Copy, Free, GridLoop, Kernel, Load, Store, StreamLoop, walk
+from napkin_cat.plan.liveness import defs
+from napkin_cat.syntax.dtype import as_dtype
+from napkin_cat.syntax.ops import ELEMENTWISE
+
+
+#: kinds whose output element e reads element e of a same-shaped input and nothing else of it (elementwise
+#: maps, casts, renames), or whose rows are read and written by one thread (the SoftMax family): an output
+#: may take exactly the bytes of such an input and be written in place
+IN_PLACE = frozenset(ELEMENTWISE) | {"cast", "rename", "softmax", "softmax_aux", "softmax_unscaled"}
+
+
+def reads_writes(stmt) -> tuple[list, list]:
+    """``(refs read, refs written)`` of a simple statement."""
+    if isinstance(stmt, (Load, Store, Copy)):
+        return [stmt.src], [stmt.dst]
+    if isinstance(stmt, Compute):
+        return list(stmt.ins) + (list(stmt.outs) if stmt.accumulate else []), list(stmt.outs)
+    return [], []
+
+
+def _in_place(stmt, out, src, variables) -> bool:
+    """Whether ``out`` may be written over exactly the bytes of ``src`` while ``stmt`` runs."""
+    if out.var == src.var:
+        return out == src
+    kind = stmt.kind if isinstance(stmt, Compute) else "copy"
+    a, b = variables[out.var], variables[src.var]
+    return (kind in IN_PLACE or kind == "copy") and out.whole and src.whole and \
+        tuple(e for _, e in a.shape) == tuple(e for _, e in b.shape) and a.dtype == b.dtype
+
+
+@dataclass(frozen=True)
+class Layout:
+    """``offsets`` (variable → byte offset in its level's arena), ``sizes`` (bytes), ``bytes`` (the arena)."""
+
+    level: int
+    offsets: dict
+    sizes: dict
+    bytes: int
+    variables: dict
+
+    def overlap(self, u: str, v: str) -> bool:
+        """Whether the bytes of ``u`` and ``v`` meet (a variable always meets itself)."""
+        if u not in self.offsets or v not in self.offsets:
+            return False
+        a, b = self.offsets[u], self.offsets[v]
+        return a < b + self.sizes[v] and b < a + self.sizes[u]
+
+    def aliased(self, stmt) -> set:
+        """Variables ``stmt`` writes over bytes it still reads (other than in place): they must be staged."""
+        ins, outs = reads_writes(stmt)
+        staged = set()
+        for o in outs:
+            for i in ins:
+                if self.overlap(o.var, i.var) and not (self.offsets[o.var] == self.offsets[i.var]
+                                                      and _in_place(stmt, o, i, self.variables)):
+                    staged.add(o.var)
+        return staged
+
+    def of(self, variables) -> int:
+        """The arena bytes that ``variables`` (one kernel's) need."""
+        return max((self.offsets[v] + self.sizes[v] for v in variables if v in self.offsets), default=0)
+
+
+def columns(p, level: int = 1) -> list[frozenset]:
+    """The live sets at ``level``, sampled as :func:`napkin_cat.plan.static.static_peak` samples them."""
+    live: dict = {}
+    out = []
+
+    def sample():
+        out.append(frozenset(v for v in live if p.variable_map[v].level == level))
+
+    def block(stmts):
+        for s in stmts:
+            if isinstance(s, Free):
+                live.pop(s.var, None)
+                continue
+            sample()
+            if isinstance(s, (Kernel, GridLoop)):
+                block(s.body)
+            elif isinstance(s, StreamLoop):
+                block(s.head)
+                block(s.body)
+                block(s.tail)
+            elif not isinstance(s, Alloc):
+                for v in defs(s):
+                    live[v] = True
+    for name in p.inputs:
+        live[name] = True
+    block(p.body)
+    sample()
+    return out
+
+
+def _bytes(v, sizes) -> int:
+    return int(sympy.sympify(v.size).subs(sizes)) * as_dtype(v.dtype).bytes * v.buffers
+
+
+def layout(p, level: int = 1) -> Layout:
+    """Byte offsets of the plan's variables at ``level``: first fit under a few orders, the smallest arena kept.
+
+    Hard: values live in one column never meet.  Soft: an output avoids the bytes of what its statement
+    reads (or takes exactly an in-place partner's), when that keeps the arena at the columns' bound.
+    """
+    cols = columns(p, level)
+    names = [v.name for v in p.variables if v.level == level]
+    size = {n: _bytes(p.variable_map[n], p.sizes) for n in names}
+    bound = max((sum(size[n] for n in c) for c in cols), default=0)
+    first, hard = {}, {n: set() for n in names}
+    for k, col in enumerate(cols):
+        for n in col:
+            first.setdefault(n, k)
+            hard[n] |= col - {n}
+    for n in names:   # a value written and dropped at once is in no column but still needs bytes
+        first.setdefault(n, len(cols))
+    soft, partners = {n: set() for n in names}, {n: [] for n in names}
+    for s in walk(p.body):
+        ins, outs = reads_writes(s)
+        for o in outs:
+            for i in ins:
+                if o.var in soft and i.var in soft and o.var != i.var:
+                    soft[o.var].add(i.var)
+                    soft[i.var].add(o.var)
+                    if _in_place(s, o, i, p.variable_map):
+                        partners[o.var].append(i.var)
+    orders = [sorted(names, key=lambda n: (first[n], -size[n])),
+              sorted(names, key=lambda n: (-size[n], first[n])),
+              sorted(names, key=lambda n: (-len(hard[n]), -size[n], first[n]))]
+    best = None
+    align = {n: as_dtype(p.variable_map[n].dtype).bytes for n in names}
+    none = {n: set() for n in names}
+    for order, (prefer, near) in itertools.product(orders, ((soft, partners), (none, none))):
+        offsets = _Fit(size, align, hard, prefer, near, bound).place(order)
+        total = max((offsets[n] + size[n] for n in names), default=0)
+        staged = sum(len(Layout(level, offsets, size, total, p.variable_map).aliased(s)) for s in walk(p.body))
+        if best is None or (total, staged) < best[1:]:
+            best = (offsets, total, staged)
+    return Layout(level, best[0], size, best[1], p.variable_map)
+
+
+class _Fit:
+    """First fit: an in-place partner's bytes, else the lowest offset clear of hard and soft neighbours within
+    the bound, else the lowest clear of hard ones."""
+
+    def __init__(self, size, align, hard, soft, partners, bound):
+        self.size, self.align, self.hard, self.soft, self.partners, self.bound = size, align, hard, soft, partners, bound
+        self.offsets: dict = {}
+
+    def lowest(self, n, avoid) -> int:
+        taken = sorted((self.offsets[m], self.offsets[m] + self.size[m]) for m in avoid if m in self.offsets)
+        at = 0
+        for lo, hi in taken:
+            if at + self.size[n] <= lo:
+                break
+            at = max(at, -(-hi // self.align[n]) * self.align[n])
+        return at
+
+    def clear(self, n, at) -> bool:
+        return all(at + self.size[n] <= self.offsets[m] or self.offsets[m] + self.size[m] <= at
+                   for m in self.hard[n] if m in self.offsets)
+
+    def place(self, order) -> dict:
+        for n in order:
+            at = next((self.offsets[m] for m in self.partners[n] if m in self.offsets and self.clear(n, self.offsets[m])
+                       and self.offsets[m] + self.size[n] <= self.bound), None)
+            if at is None:
+                at = self.lowest(n, self.hard[n] | self.soft[n])
+                if at + self.size[n] > self.bound:
+                    at = self.lowest(n, self.hard[n])
+            self.offsets[n] = at
+        return self.offsets

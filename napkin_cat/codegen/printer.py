@@ -1,0 +1,333 @@
+"""One printer over the plan IR: a ``_print_<Node>`` per node, dialects as subclasses that differ in tables.
+
+The pseudocode printer of :mod:`napkin_cat.plan.printer` is the root; :class:`CodePrinter` adds what
+every kernel printer needs, whatever the language:
+
+* **launches**: the plan's top level cut into kernel launches, one per maximal chain of Grid loops
+  around a kernel (one thread block / program / OpenMP iteration per Grid index, ``b`` decoded into
+  the loop indices innermost first: ``i_n = b mod T_n``, ``i_{n-1} = (b div T_n) mod T_{n-1}`` …);
+* **extents**: a tile's extent in the current trip, ``e = min(tile, full − i·tile)`` (the mask of a
+  ragged edge), bound to the tile's symbol inside its loop as the numpy runner binds it;
+* **expressions**: sizes substituted, loop indices and extents kept, printed through the dialect's
+  table (``min``, integer division, literals);
+* **kinds**: a primitive kind prints through ``elementwise`` (a template per kind) or ``structured``
+  (a method per kind); an unknown kind raises :class:`~napkin_cat.codegen.errors.UnknownKindError`
+  naming the kind and the backend.
+
+>>> import napkin_cat as nc
+>>> p = nc.plan(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"),
+...             {"a": 5, "b": 6, "c": 4, "s_b": 3, "g_a": 2})
+>>> [(len(l.grids), l.blocks) for l in launches(p)]
+[(1, 3)]
+>>> (grid,) = launches(p)[0].grids
+>>> printer = CodePrinter(p)
+>>> printer.code(printer.extent_of(grid)), printer.decode(launches(p)[0], "b")
+('min(2, 5 - 2*i_a)', [('i_a', 'b')])
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from napkin_cat.codegen.errors import CodegenError, UnknownKindError
+from napkin_cat.codegen.layout import layout
+from napkin_cat.plan.ir import Alloc, Free, GridLoop, Kernel, StreamLoop
+from napkin_cat.plan.printer import Printer
+
+_GREEK = {"μ": "mu", "δ": "delta", "σ": "sigma", "β": "beta", "·": "dot", "'": "p", "′": "p"}
+
+
+def ident(name: str) -> str:
+    """A name as an identifier of every target language (ASCII letters, digits, underscores)."""
+    out = "".join(_GREEK.get(c, c) for c in str(name))
+    out = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in out)
+    return out if out and not out[0].isdigit() else f"v{out}"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: the Grid loops around it (outermost first; ``blocks`` = the product of their
+    trips) and the statements each block runs."""
+
+    grids: tuple
+    body: tuple
+    blocks: int
+    index: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"nc_kernel{self.index}"
+
+
+def _only(stmts):
+    """The single non-Free statement of a block, or None."""
+    rest = [s for s in stmts if not isinstance(s, Free)]
+    return rest[0] if len(rest) == 1 else None
+
+
+def launches(p) -> list[Launch]:
+    """The plan's top level as launches; top-level Allocs and Frees are the host's (workspace)."""
+    out, loose = [], []
+
+    def flush():
+        if loose:
+            out.append(Launch((), tuple(loose), 1, len(out)))
+            loose.clear()
+    for s in p.body:
+        if isinstance(s, (Alloc, Free)):
+            continue
+        if isinstance(s, GridLoop):
+            flush()
+            grids, inner = [], s
+            while isinstance(inner, GridLoop) and _trips(inner, p.sizes) is not None:
+                grids.append(inner)
+                nxt = _only(inner.body)
+                if not isinstance(nxt, GridLoop) or _trips(nxt, p.sizes) is None:
+                    break
+                inner = nxt
+            if not grids:
+                out.append(Launch((), (s,), 1, len(out)))
+                continue
+            blocks = 1
+            for g in grids:
+                blocks *= _trips(g, p.sizes)
+            out.append(Launch(tuple(grids), tuple(grids[-1].body), blocks, len(out)))
+        elif isinstance(s, Kernel):
+            flush()
+            out.append(Launch((), (s,), 1, len(out)))
+        else:
+            loose.append(s)
+    flush()
+    return out
+
+
+def _trips(loop, sizes):
+    t = sympy.ceiling(sympy.sympify(loop.full).subs(sizes) / sympy.sympify(loop.tile).subs(sizes))
+    return int(t) if t.is_Integer else None
+
+
+class CodePrinter(Printer):
+    """The base of the kernel printers (see the module docstring); a dialect overrides the tables below."""
+
+    backend = "code"
+    #: dtype name → the dialect's type of a stored value
+    dtypes: dict = {"fp32": "float"}
+    #: primitive kind → template over the arguments ``{0}``, ``{1}``, … and parameters ``{c}``, ``{beta}``
+    elementwise: dict = {}
+    #: primitive kind → name of the method printing it
+    structured: dict = {}
+    #: accumulator (monoid) name → template combining the old value ``{0}`` with the new ``{1}``
+    accumulators: dict = {}
+    min_template = "min({0}, {1})"
+    max_template = "max({0}, {1})"
+    div_template = "{0} / {1}"
+    mod_template = "{0} % {1}"
+    comment = "//"
+    indent = "    "
+
+    def __init__(self, plan, **options):
+        super().__init__(plan.variable_map, plan.masked)
+        self.plan, self.sizes, self.options = plan, dict(plan.sizes), options
+        self.layout = layout(plan)
+        self.extents: dict = {}    # tile symbol -> symbol of its extent in the current trip
+
+    # ------------------------------------------------------------------ expressions
+    def nominal(self, e) -> sympy.Expr:
+        """``e`` at the plan's sizes (tiles at their full size)."""
+        return sympy.sympify(e).subs(self.sizes)
+
+    def current(self, e) -> sympy.Expr:
+        """``e`` in the current trip: tile symbols bound by enclosing loops become their extents."""
+        return sympy.sympify(e).subs(self.extents).subs(self.sizes)
+
+    def code(self, e, names: dict | None = None) -> str:
+        """An integer expression in the dialect; ``names`` maps symbols to printed text."""
+        return self._expr(sympy.sympify(e).subs(self.sizes), names or {})
+
+    def _expr(self, e, names) -> str:
+        if e.is_Integer:
+            return str(int(e))
+        if e.is_Symbol:
+            return names.get(e, ident(e.name))
+        if isinstance(e, (sympy.Min, sympy.Max)):
+            template = self.min_template if isinstance(e, sympy.Min) else self.max_template
+            args = [self._expr(a, names) for a in e.args]
+            out = args[0]
+            for a in args[1:]:
+                out = template.format(out, a)
+            return out
+        if e.is_Add:
+            terms = sorted(e.args, key=lambda t: (bool(t.as_coeff_Mul()[0] < 0), t.is_number, sympy.default_sort_key(t)))
+            out = self._expr(terms[0], names)
+            for t in terms[1:]:
+                c, rest = t.as_coeff_Mul()
+                if c.is_number and c < 0:
+                    out += " - " + self._expr(-t, names)
+                else:
+                    out += " + " + self._expr(t, names)
+            return out
+        if e.is_Mul:
+            c, rest = e.as_coeff_Mul()
+            if c == -1:
+                return "-" + self._atom(rest, names)
+            factors = ([str(int(c))] if c != 1 else []) + [self._atom(f, names) for f in sympy.Mul.make_args(rest)]
+            return "*".join(factors)
+        if e.is_Pow and e.exp.is_Integer and e.exp > 0:
+            return "*".join([self._atom(e.base, names)] * int(e.exp))
+        if isinstance(e, sympy.ceiling):
+            num, den = sympy.fraction(sympy.together(e.args[0]))
+            if den.is_Integer:
+                return self.div_template.format(f"({self._expr(num, names)} + {int(den) - 1})", int(den))
+        raise CodegenError(f"the {self.backend} backend cannot print the index expression {e} (from the plan's "
+                           "sizes and loop indices); integer sums, products, min and max print")
+
+    def _atom(self, e, names) -> str:
+        s = self._expr(e, names)
+        return f"({s})" if (e.is_Add or (e.is_Number and e < 0)) else s
+
+    def number(self, value) -> str:
+        """A floating-point literal."""
+        v = float(value)
+        if v == float("inf"):
+            return "INFINITY"
+        if v == float("-inf"):
+            return "-INFINITY"
+        return repr(v)
+
+    def param(self, stmt, key, default=None):
+        """A parameter of the statement's primitive at the plan's sizes (``β = d^-1/2`` → a number)."""
+        v = stmt.box.data.param(key, default)
+        if isinstance(v, sympy.Basic):
+            v = self.nominal(v)
+            if not v.is_number:
+                raise CodegenError(f"{stmt.box.name}: parameter {key!r} = {v} is not a number at the plan's sizes")
+        return v
+
+    # ------------------------------------------------------------------ loops and extents
+    def trips(self, loop) -> sympy.Expr:
+        return sympy.ceiling(self.nominal(loop.full) / self.nominal(loop.tile))
+
+    def extent_of(self, loop) -> sympy.Expr:
+        """The tile's extent in the current trip: ``min(tile, full − i·tile)`` (the tile itself if it divides)."""
+        full, tile = self.nominal(loop.full), self.nominal(loop.tile)
+        e = sympy.Min(tile, full - loop.index * tile)
+        return tile if (full.is_Integer and tile.is_Integer and int(full) % int(tile) == 0) else e
+
+    def enter(self, loop) -> tuple:
+        """Bind the loop's tile to its extent symbol; returns ``(symbol, extent)`` (None if the tile is fixed)."""
+        if not isinstance(loop.tile, sympy.Symbol):
+            return None
+        sym = sympy.Symbol(f"e_{ident(loop.index.name)}", integer=True, positive=True)
+        self.extents[loop.tile] = sym
+        return sym, self.extent_of(loop)
+
+    def leave(self, loop, saved):
+        if saved is None:
+            self.extents.pop(loop.tile, None)
+        else:
+            self.extents[loop.tile] = saved
+
+    def decode(self, launch, block: str) -> list[tuple[str, str]]:
+        """``(index, expression)`` of each Grid index of ``launch`` from the linear block index ``block``:
+        the innermost varies fastest (``i_n = b mod T_n``, ``i_{n-1} = (b div T_n) mod T_{n-1}``, …)."""
+        out, div = [], 1
+        grids = list(launch.grids)
+        for k, g in enumerate(reversed(grids)):
+            t = int(self.trips(g))
+            q = block if div == 1 else self.div_template.format(block, div)
+            outermost = k == len(grids) - 1
+            out.append((ident(g.index.name), q if outermost else self.mod_template.format(
+                q if div == 1 else f"({q})", t)))
+            div *= t
+        return list(reversed(out))
+
+    # ------------------------------------------------------------------ refs
+    def strides(self, var: str) -> dict:
+        """Row-major strides of a variable at its full (nominal) shape: axis → int."""
+        v = self.variables[var]
+        out, step = {}, 1
+        for a, e in reversed(v.shape):
+            out[a] = step
+            step *= int(self.nominal(e))
+        return out
+
+    def ext(self, ref, axis: str) -> sympy.Expr:
+        """The extent of ``ref`` along ``axis`` in the current trip (its slice's, or its variable's)."""
+        rng = ref.range(axis)
+        if rng is not None:
+            return self.nominal(rng.extent)
+        return self.current(dict(self.variables[ref.var].shape)[axis])
+
+    def offset(self, ref, index: dict) -> sympy.Expr:
+        """The element ``index`` (axis → symbol) of ``ref`` as an offset from its variable's first value."""
+        st = self.strides(ref.var)
+        off = sympy.Integer(0)
+        for a in self.variables[ref.var].axes:
+            if a not in index:
+                raise CodegenError(f"{ref.var}: axis {a!r} has no index in this statement (indices for "
+                                   f"{sorted(index)})")
+            rng = ref.range(a)
+            start = self.nominal(rng.start) if rng is not None else 0
+            off += (start + index[a]) * st[a]
+        return sympy.expand(off)
+
+    def ctype(self, var: str) -> str:
+        dt = self.variables[var].dtype
+        if dt not in self.dtypes:
+            raise CodegenError(f"the {self.backend} backend stores no {dt!r} values (variable {var!r}); it stores "
+                               f"{sorted(self.dtypes)}")
+        return self.dtypes[dt]
+
+    # ------------------------------------------------------------------ kinds
+    def template(self, stmt) -> str:
+        kind = stmt.kind
+        if kind not in self.elementwise:
+            raise UnknownKindError(kind, self.backend, type(self).__name__, [*self.elementwise, *self.structured])
+        return self.elementwise[kind]
+
+    def _print_Compute(self, s, depth):
+        method = self.structured.get(s.kind)
+        if method is not None:
+            return getattr(self, method)(s, depth)
+        self.template(s)
+        return self._print_elementwise(s, depth)
+
+    def _print_elementwise(self, s, depth):
+        raise NotImplementedError
+
+    def combine(self, monoid: str, old: str, new: str) -> str:
+        if monoid not in self.accumulators:
+            raise CodegenError(f"the {self.backend} backend cannot fold with the accumulator {monoid!r}; it folds "
+                               f"with {sorted(self.accumulators)}")
+        return self.accumulators[monoid].format(old, new)
+
+    def apply(self, stmt, args: list) -> str:
+        """The element formula of an elementwise statement on printed arguments."""
+        params = {k: self.number(self.param(stmt, k)) for k, _ in stmt.box.data.params}
+        params.setdefault("c", self.number(1.0 if stmt.kind == "scale" else 0.0))
+        return self.template(stmt).format(*args, **params)
+
+    # ------------------------------------------------------------------ nodes shared by every dialect
+    def _lines(self, stmts, depth):
+        out = []
+        for s in stmts:
+            if isinstance(s, Free):
+                continue
+            out += self.doprint(s, depth)
+        return out
+
+    def line(self, depth, text) -> str:
+        return self.indent * depth + text
+
+    def _print_Free(self, s, depth):
+        return []
+
+    def _print_Alloc(self, s, depth):
+        return [self.line(depth, f"{self.comment} {s.var}: allocated by the launcher")]
+
+    def _print_Kernel(self, s, depth):
+        return [self.line(depth, f"{self.comment} kernel @{s.level}")] + self._lines(s.body, depth)
+
+    def loop_comment(self, s) -> str:
+        return ("stream " if isinstance(s, StreamLoop) else "group ") + f"{s.axis} by {self.nominal(s.tile)}"
