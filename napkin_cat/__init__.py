@@ -45,6 +45,7 @@ from napkin_cat.rewriting.driver import rewrite
 from napkin_cat.plan import Counters, Plan, PlanError, plan
 from napkin_cat.io.serial import dumps, loads
 from napkin_cat import hardware
+from napkin_cat import codegen
 from napkin_cat.render.draw import draw, to_tikz
 from napkin_cat.render import strip as _strip  # noqa: F401  (registers the derivation-strip drawer)
 
@@ -69,6 +70,6 @@ __all__ = [
     "plan", "Plan", "Counters", "PlanError",
     # pictures and JSON
     "draw", "to_tikz", "dumps", "loads",
-    # hardware models and tables
-    "hardware",
+    # hardware models and tables; kernels
+    "hardware", "codegen",
 ]

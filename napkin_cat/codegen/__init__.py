@@ -1,4 +1,31 @@
-"""Layer 6, codegen: one printer over the plan IR, backends Triton, CUDA C++ and C/OpenMP — room for them.
+"""Layer 6, codegen: kernels printed from plans by one printer over the plan IR (paper §5).
 
-May import: every layer up to plan and search.
+``triton(p)``, ``cuda(p)`` and ``c(p)`` return kernel objects with ``.source`` and ``.save(folder)``, and what
+this machine can do with them: the C kernel runs (``k(*arrays)``, compiled by ``cc -O3 -fopenmp``), the
+Triton kernel runs under Triton's interpreter and compiles for a GPU target (``k.compile(arch=90)``),
+the CUDA kernel compiles (``k.compile(arch="sm_90")``, ptxas's registers, spills and shared memory).
+
+The printers (:mod:`~napkin_cat.codegen.printer`): one ``_print_<Node>`` per IR node;
+:class:`~napkin_cat.codegen.cfamily.CFamilyPrinter` is the loop nest C and CUDA share, with the kind tables
+of :mod:`~napkin_cat.codegen.ckinds`; :class:`~napkin_cat.codegen.tritonlang.TritonPrinter` the Triton
+dialect.  On-chip variables take the byte offsets of :mod:`~napkin_cat.codegen.layout`.
+
+May import: every layer up to plan and search (and the hardware models beside it).
+
+>>> import numpy as np, napkin_cat as nc
+>>> p = nc.plan(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"),
+...             {"a": 5, "b": 7, "c": 3, "s_b": 3, "g_a": 2})
+>>> k = c(p)
+>>> A, B = np.ones((5, 7), np.float32), np.ones((7, 3), np.float32)
+>>> bool(np.array_equal(k(A, B), p(A, B)))
+True
 """
+from napkin_cat.codegen.c import CKernel, CPrinter, c
+from napkin_cat.codegen.cuda import CudaKernel, CudaPrinter, cuda
+from napkin_cat.codegen.errors import CodegenError, ToolNotFoundError, UnknownKindError
+from napkin_cat.codegen.printer import CodePrinter
+from napkin_cat.codegen.tritonkernel import TritonKernel, triton
+from napkin_cat.codegen.tritonlang import TritonPrinter
+
+__all__ = ["c", "cuda", "triton", "CKernel", "CudaKernel", "TritonKernel", "CodePrinter", "CPrinter", "CudaPrinter",
+           "TritonPrinter", "CodegenError", "UnknownKindError", "ToolNotFoundError"]

@@ -203,27 +203,23 @@ class CPrinter(CFamilyPrinter):
         m, n, k = fa[0], fb[0], summed[0]
         batch = [x for x in o if x in a and x in b]
         sa, sb, so = self.strides(A.var), self.strides(B.var), self.strides(out.var)
-        if so[n] == 1:
-            order, ldc, row = "CblasRowMajor", so[m], True
-        elif so[m] == 1:
-            order, ldc, row = "CblasColMajor", so[n], False
-        else:
-            return None
-        if sa[k] == 1:
-            ta, lda = (not row), sa[m]
-        elif sa[m] == 1:
-            ta, lda = row, sa[k]
-        else:
-            return None
-        if sb[n] == 1:
-            tb, ldb = (not row), sb[k]
-        elif sb[k] == 1:
-            tb, ldb = row, sb[n]
-        else:
-            return None
+        M, N, K = (self.space(r, [x])[0][3] for r, x in ((out, m), (out, n), (A, k)))
         flag = {False: "CblasNoTrans", True: "CblasTrans"}
-        return {"operands": (A, B), "axes": (m, n, k), "batch": batch, "order": order, "ta": flag[ta],
-                "tb": flag[tb], "lda": lda, "ldb": ldb, "ldc": ldc}
+        for row in (True, False):
+            # (unit-stride axis, leading-dimension axis, least legal leading dimension) of C, A, B
+            c_form = (n, m, N) if row else (m, n, M)
+            if so[c_form[0]] != 1 or so[c_form[1]] < c_form[2]:
+                continue
+            a_forms = {False: (k, m, K) if row else (m, k, M), True: (m, k, M) if row else (k, m, K)}
+            b_forms = {False: (n, k, N) if row else (k, n, K), True: (k, n, K) if row else (n, k, N)}
+            ta = next((t for t, (u, ld, least) in a_forms.items() if sa[u] == 1 and sa[ld] >= least), None)
+            tb = next((t for t, (u, ld, least) in b_forms.items() if sb[u] == 1 and sb[ld] >= least), None)
+            if ta is None or tb is None:
+                continue
+            return {"operands": (A, B), "axes": (m, n, k), "batch": batch,
+                    "order": "CblasRowMajor" if row else "CblasColMajor", "ta": flag[ta], "tb": flag[tb],
+                    "lda": sa[a_forms[ta][1]], "ldb": sb[b_forms[tb][1]], "ldc": so[c_form[1]]}
+        return None
 
 
 class CKernel(GeneratedKernel):

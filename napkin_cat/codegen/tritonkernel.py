@@ -1,0 +1,157 @@
+"""The Triton kernel object: run under Triton's interpreter on CPU tensors, compiled for a GPU without one.
+
+``k(*arrays)`` runs the kernel with ``TRITON_INTERPRET=1`` in a worker process (the interpreter must be
+switched on before ``triton`` is imported, so it never is in the caller's process); torch tensors in,
+torch tensors out (numpy in, numpy out).  ``k.compile(arch=90)`` runs ``triton.compile`` for
+``GPUTarget("cuda", arch, 32)`` in a second worker and returns the shared memory Triton allocates.
+
+Why that is not ``p.smem_bytes``.  The plan counts each on-chip value once, at its tile's size.  Triton
+decides placement itself: block tensors live in registers, and shared memory holds (i) the operands of
+``tl.dot`` while they change layout and (ii) the tiles a Stream loop loads, **once per pipelining
+stage**: with ``num_stages = s`` the loads of trip ``i + s − 1`` are issued while trip ``i`` computes, so
+each loaded tile has ``s − 1`` buffers in flight (its padded size × its bytes).  Triton's number therefore
+grows with ``num_stages`` by the padded bytes of the stream's loads for each added stage, and at one stage it
+holds no stream buffers at all; ``tests/codegen/test_triton.py`` measures both.
+"""
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from napkin_cat.codegen.errors import CodegenError, ToolNotFoundError
+from napkin_cat.codegen.kernel import GeneratedKernel, cache_dir, digest
+from napkin_cat.codegen.printer import launches
+from napkin_cat.codegen.tritonlang import TritonPrinter
+
+WORKER = Path(__file__).with_name("triton_worker.py")
+_WORKERS: dict = {}
+
+
+def require(*packages):
+    for p in packages:
+        if importlib.util.find_spec(p) is None:
+            raise ToolNotFoundError(f"{p} is not installed; it is needed to run or compile Triton kernels "
+                                    "(pip install 'napkin-cat[kernels]')")
+
+
+class _Worker:
+    def __init__(self, interpret: bool):
+        env = dict(os.environ)
+        if interpret:
+            env["TRITON_INTERPRET"] = "1"
+        else:
+            env.pop("TRITON_INTERPRET", None)
+        env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, text=True, env=env)
+
+    def ask(self, request: dict) -> dict:
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line:
+            self.log.seek(0)
+            raise CodegenError(f"the Triton worker stopped:\n{self.log.read()[-3000:]}")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise CodegenError(f"Triton failed on the generated kernel:\n{answer['error']}")
+        return answer
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+
+
+def worker(interpret: bool) -> _Worker:
+    w = _WORKERS.get(interpret)
+    if w is None or w.proc.poll() is not None:
+        require("torch", "triton")
+        w = _WORKERS[interpret] = _Worker(interpret)
+    return w
+
+
+@atexit.register
+def _close_workers():
+    for w in _WORKERS.values():
+        try:
+            w.close()
+        except Exception:    # the process is going away: nothing to report to
+            pass
+
+
+class TritonKernel(GeneratedKernel):
+    """The Triton kernel (see the module docstring)."""
+
+    backend = "triton"
+    suffix = ".py"
+
+    def path(self) -> Path:
+        p = cache_dir() / f"triton-{digest(self.source)}.py"
+        if not p.exists():
+            tmp = p.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(self.source)
+            os.replace(tmp, p)
+        return p
+
+    def __call__(self, *arrays):
+        """Run under the interpreter (CPU); torch tensors in, torch tensors out (numpy in, numpy out)."""
+        as_torch = any(type(a).__module__.startswith("torch") for a in arrays)
+        xs = self.check([a.detach().cpu().numpy() if type(a).__module__.startswith("torch") else a for a in arrays])
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = []
+            for k, x in enumerate(xs):
+                paths.append(os.path.join(tmp, f"x{k}.npy"))
+                np.save(paths[-1], x)
+            answer = worker(interpret=True).ask({"op": "run", "source": str(self.path()), "arrays": paths, "out": tmp})
+            ys = [np.load(p) for p in answer["outputs"]]
+        if as_torch:
+            import torch
+            ys = [torch.from_numpy(y) for y in ys]
+        return ys[0] if len(ys) == 1 else tuple(ys)
+
+    def compile(self, arch=90, *, num_warps: int = 4, num_stages: int = 3) -> dict:
+        """``triton.compile`` for ``GPUTarget("cuda", arch, 32)``: ``smem`` (bytes Triton allocates, the most over
+        the kernels), per ``kernels``, beside ``plan_smem`` (``p.smem_bytes``) and the stream's loads."""
+        digits = int("".join(c for c in str(arch) if c.isdigit()))
+        kernels = {launch.name: [self.printer.dtypes[v.dtype].split(".")[1].replace("float", "fp")
+                                 for v in self.printer.globals_()] for launch in launches(self.plan)}
+        answer = worker(interpret=False).ask({"op": "compile", "source": str(self.path()), "kernels": kernels,
+                                              "arch": digits, "warps": num_warps, "stages": num_stages})
+        ks = answer["kernels"]
+        return {"arch": digits, "num_warps": num_warps, "num_stages": num_stages,
+                "smem": max(k["smem"] for k in ks.values()), "plan_smem": self.plan.smem_bytes, "kernels": ks,
+                "stream_loads": self.printer.stream_load_bytes()}
+
+    def launcher(self) -> str:
+        ins, outs = self.shapes()
+        return LAUNCHER.format(ins=ins)
+
+
+LAUNCHER = '''"""Run kernel.py: on a GPU with torch, or on the CPU with TRITON_INTERPRET=1 python launch.py."""
+import os
+import torch
+import kernel
+
+device = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+ins = [torch.randn(*s, device=device) for s in {ins}]
+print([o.shape for o in kernel.nc_run(*ins)])
+'''
+
+
+def triton(plan, *, precision: str = "ieee") -> TritonKernel:
+    """The Triton kernel of ``plan`` (see the module docstring)."""
+    printer = TritonPrinter(plan, precision=precision)
+    return TritonKernel(plan, printer.doprint_plan(), printer)

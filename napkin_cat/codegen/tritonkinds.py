@@ -1,0 +1,168 @@
+"""The primitive kinds in Triton: block-tensor expressions (the kind printers of the Triton dialect).
+
+=================================  ===========================================================
+kind                               Triton
+=================================  ===========================================================
+elementwise (exp, add, fma, …)     the template on the inputs aligned to the output's axes
+contract                           ``tl.dot`` for a matrix product, else ``tl.sum`` of the
+                                   broadcast product over the contracted axes
+reduce_sum / max / min / mean      ``tl.sum`` / ``tl.max`` / ``tl.min`` over the core axes,
+                                   the input masked with the reduction's identity
+softmax                            μ = max βx (0 if not finite), y = exp(βx − μ) / Σ exp(βx − μ)
+softmax_unscaled / softmax_aux     μ = max(max βx, μ′), s = exp(βx − μ), δ = 0 where μ′ = −∞ else
+                                   exp(μ′ − μ), z = δz′ + Σ s (SoftMax₀: y = s/z, δz′)
+rename, cast                       the same tensor (a cast converts on assignment)
+=================================  ===========================================================
+"""
+from __future__ import annotations
+
+import sympy
+
+from napkin_cat.codegen.errors import CodegenError
+
+NEG_INF = 'float("-inf")'
+POS_INF = 'float("inf")'
+
+
+class TritonKindsMixin:
+    """Kind printers of :class:`~napkin_cat.codegen.tritonlang.TritonPrinter`."""
+
+    def _head(self, s, depth):
+        args = ", ".join(self.ref(r) for r in s.ins)
+        outs = ", ".join(self.ref(r) for r in s.outs)
+        op = f" {s.accumulate}=" if s.accumulate else " ←"
+        return [self.line(depth, f"# {outs}{op} {s.box.name}({args})")]
+
+    def _out(self, s, ref, expr, have, depth):
+        """Assign ``expr`` (over axes ``have``) to the output ``ref``, folding it in if ``s`` accumulates."""
+        want = self.axes(ref)
+        full = ref.var if any(a not in have for a in want) else None
+        expr = self.align(expr, list(have), want, full_var=full)
+        if s.accumulate:
+            expr = self.combine(s.accumulate, self.value(ref), expr)
+        return self.assign(ref, expr, depth)
+
+    def _print_elementwise(self, s, depth):
+        out = s.outs[0]
+        want = self.axes(out)
+        args = [self.align(self.value(r), self.axes(r), want) for r in s.ins]
+        have = [a for a in want if any(a in self.axes(r) for r in s.ins)]
+        if have != want:      # an output axis no input carries: the value is the same along it
+            args = [self.align(self.value(r), self.axes(r), have) for r in s.ins]
+        return self._head(s, depth) + self._out(s, out, self.apply(s, args), have, depth)
+
+    def _print_rename(self, s, depth):
+        return self._head(s, depth) + self.assign(s.outs[0], self.value(s.ins[0]), depth)
+
+    # ------------------------------------------------------------------ contraction and reductions
+    def _summed(self, s, out_axes):
+        summed = []
+        for r in s.ins:
+            summed += [a for a in self.axes(r) if a not in out_axes and a not in summed]
+        return summed
+
+    def _dot(self, s, O, summed):
+        """``tl.dot`` for a product of two matrices (one contracted axis, one free axis each), else None."""
+        if len(s.ins) != 2 or len(O) != 2 or len(summed) != 1:
+            return None
+        (k,), (A, B) = summed, s.ins
+        a, b = self.axes(A), self.axes(B)
+        if len(a) != 2 or len(b) != 2 or k not in a or k not in b:
+            return None
+        m, n = O
+        if m in b and n in a:
+            A, B, a, b = B, A, b, a
+        if not (m in a and n in b):
+            return None
+        return (f"tl.dot({self.align(self.value(A), a, [m, k])}, {self.align(self.value(B), b, [k, n])}, "
+                f"input_precision=\"{self.precision}\")")
+
+    def _print_contract(self, s, depth):
+        out = s.outs[0]
+        O = self.axes(out)
+        summed = self._summed(s, O)
+        expr = self._dot(s, O, summed)
+        have = O
+        if expr is None:
+            union = O + summed
+            expr = " * ".join(self.align(self.value(r), self.axes(r), union) for r in s.ins) or "1.0"
+            for k in reversed(range(len(O), len(union))):
+                expr = f"tl.sum({expr}, axis={k})"
+            have = [a for a in O if any(a in self.axes(r) for r in s.ins)]
+            if have != O:
+                union = have + summed
+                expr = " * ".join(self.align(self.value(r), self.axes(r), union) for r in s.ins)
+                for k in reversed(range(len(have), len(union))):
+                    expr = f"tl.sum({expr}, axis={k})"
+        return self._head(s, depth) + self._out(s, out, expr, have, depth)
+
+    def _reduce_over(self, expr, X, core, how):
+        for k in sorted((X.index(a) for a in core), reverse=True):
+            expr = f"{how}({expr}, axis={k})"
+        return expr
+
+    def _print_reduce(self, s, depth):
+        x, out = s.ins[0], s.outs[0]
+        X, O = self.axes(x), self.axes(out)
+        core = [a for a in X if a not in O]
+        identity, how = self.reductions[s.kind]
+        v = self.value(x)
+        m = self.mask(x.var)
+        if m:
+            v = f"tl.where({m}, {v}, {identity})"
+        v = self._reduce_over(v, X, core, how)
+        if s.kind == "reduce_mean":
+            count = sympy.Mul(*[self.ext(x, a) for a in core])
+            v = f"{v} / ({self.code(count)})"
+        return self._head(s, depth) + self._out(s, out, v, [a for a in X if a not in core], depth)
+
+    # ------------------------------------------------------------------ the SoftMax family
+    def _scores(self, s, depth):
+        """Lines defining ``t_x`` (βx, −∞ outside the mask); returns (lines, name, X, core, rows)."""
+        x = s.ins[0]
+        X = self.axes(x)
+        woven = set(s.box.data.weave_names)
+        core = [a for a in X if a not in woven]
+        rows = [a for a in X if a not in core]
+        t = self.temp("x")
+        beta = self.number(self.param(s, "beta", 1))
+        v = f"{beta} * {self.value(x)}"
+        m = self.mask(x.var)
+        return [self.line(depth, f"{t} = " + (f"tl.where({m}, {v}, {NEG_INF})" if m else v))], t, X, core, rows
+
+    def _finite(self, name):
+        return f"tl.where(({name} > {NEG_INF}) & ({name} < {POS_INF}), {name}, 0.0)"
+
+    def _print_softmax(self, s, depth):
+        lines, tx, X, core, rows = self._scores(s, depth)
+        tm, ts, tz = self.temp("m"), self.temp("s"), self.temp("z")
+        lines += [self.line(depth, f"{tm} = {self._reduce_over(tx, X, core, 'tl.max')}"),
+                  self.line(depth, f"{tm} = {self._finite(tm)}"),
+                  self.line(depth, f"{ts} = tl.exp({tx} - {self.align(tm, rows, X)})"),
+                  self.line(depth, f"{tz} = {self._reduce_over(ts, X, core, 'tl.sum')}")]
+        y = f"{ts} / {self.align(tz, rows, X)}"
+        return self._head(s, depth) + lines + self._out(s, s.outs[0], y, X, depth)
+
+    def _print_online(self, s, depth):
+        lines, tx, X, core, rows = self._scores(s, depth)
+        _, mu_prev, z_prev = s.ins
+        y, mu, d, z = s.outs
+        for r in (mu_prev, z_prev):
+            if any(a not in rows for a in self.axes(r)):
+                raise CodegenError(f"{s.box.name}: the auxiliary {r.var} has axes {self.axes(r)} outside the rows "
+                                   f"of the scores {rows}")
+        tmp, tzp, tm, tms, ts, td, tz = (self.temp(w) for w in ("mp", "zp", "m", "ms", "s", "d", "z"))
+        lines += [
+            self.line(depth, f"{tmp} = {self.align(self.value(mu_prev), self.axes(mu_prev), rows)}"),
+            self.line(depth, f"{tzp} = {self.align(self.value(z_prev), self.axes(z_prev), rows)}"),
+            self.line(depth, f"{tm} = tl.maximum({self._reduce_over(tx, X, core, 'tl.max')}, {tmp})"),
+            self.line(depth, f"{tms} = {self._finite(tm)}"),
+            self.line(depth, f"{ts} = tl.exp({tx} - {self.align(tms, rows, X)})"),
+            self.line(depth, f"{td} = tl.where({tmp} == {NEG_INF}, 0.0, tl.exp({tmp} - {tms}))   # δ, safe at μ′ = −∞"),
+            self.line(depth, f"{tz} = {td} * {tzp} + {self._reduce_over(ts, X, core, 'tl.sum')}")]
+        if s.kind == "softmax_aux":
+            first, third = f"{ts} / {self.align(tz, rows, X)}", f"{td} * {tzp}"
+        else:
+            first, third = ts, td
+        return (self._head(s, depth) + lines + self._out(s, y, first, X, depth) + self._out(s, mu, tm, rows, depth) +
+                self._out(s, d, third, rows, depth) + self._out(s, z, tz, rows, depth))
