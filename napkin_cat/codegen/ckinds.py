@@ -66,7 +66,7 @@ class KindsMixin:
     def _head(self, s, depth):
         args = ", ".join(self.ref(r) for r in s.ins)
         outs = ", ".join(self.ref(r) for r in s.outs)
-        op = f" {s.accumulate}=" if s.accumulate else " ←"
+        op = (" +=" if s.accumulate == "sum" else f" {s.accumulate}=") if s.accumulate else " ←"
         return [self.line(depth, f"{self.comment} {outs}{op} {s.box.name}({args})")]
 
     def _fold(self, s, out, idx, value):

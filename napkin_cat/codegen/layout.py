@@ -19,7 +19,7 @@ that statement into staging storage (registers on a GPU) before writing it (:met
 """
 from __future__ import annotations
 
-import itertools
+import random
 from dataclasses import dataclass
 
 import sympy
@@ -28,6 +28,9 @@ from napkin_cat.plan.ir import Alloc, Compute, Copy, Free, GridLoop, Kernel, Loa
 from napkin_cat.plan.liveness import defs
 from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.syntax.ops import ELEMENTWISE
+
+#: first-fit restarts from random orders when no fixed order reaches the columns' bound
+RESTARTS = 200
 
 
 #: kinds whose output element e reads element e of a same-shaped input and nothing else of it (elementwise
@@ -57,13 +60,16 @@ def _in_place(stmt, out, src, variables) -> bool:
 
 @dataclass(frozen=True)
 class Layout:
-    """``offsets`` (variable → byte offset in its level's arena), ``sizes`` (bytes), ``bytes`` (the arena)."""
+    """``offsets`` (variable → byte offset in its level's arena), ``sizes`` (bytes), ``bytes`` (the arena),
+    ``bound``: the most bytes live in one column (the plan's peak), which the arena reaches unless the
+    values cannot be packed without a gap (first fit is a heuristic: packing is NP-hard in general)."""
 
     level: int
     offsets: dict
     sizes: dict
     bytes: int
     variables: dict
+    bound: int = 0
 
     def overlap(self, u: str, v: str) -> bool:
         """Whether the bytes of ``u`` and ``v`` meet (a variable always meets itself)."""
@@ -123,7 +129,8 @@ def _bytes(v, sizes) -> int:
 
 
 def layout(p, level: int = 1) -> Layout:
-    """Byte offsets of the plan's variables at ``level``: first fit under a few orders, the smallest arena kept.
+    """Byte offsets of the plan's variables at ``level``: first and best fit under a few orders (then seeded
+    random ones while the bound is not reached), the smallest arena kept, then the fewest staged outputs.
 
     Hard: values live in one column never meet.  Soft: an output avoids the bytes of what its statement
     reads (or takes exactly an in-place partner's), when that keeps the arena at the columns' bound.
@@ -149,37 +156,58 @@ def layout(p, level: int = 1) -> Layout:
                     soft[i.var].add(o.var)
                     if _in_place(s, o, i, p.variable_map):
                         partners[o.var].append(i.var)
+    last = {n: max((k for k, col in enumerate(cols) if n in col), default=first[n]) for n in names}
     orders = [sorted(names, key=lambda n: (first[n], -size[n])),
               sorted(names, key=lambda n: (-size[n], first[n])),
-              sorted(names, key=lambda n: (-len(hard[n]), -size[n], first[n]))]
-    best = None
+              sorted(names, key=lambda n: (-len(hard[n]), -size[n], first[n])),
+              sorted(names, key=lambda n: (-(last[n] - first[n]), -size[n], first[n])),
+              sorted(names, key=lambda n: (-last[n], -size[n]))]
     align = {n: as_dtype(p.variable_map[n].dtype).bytes for n in names}
     none = {n: set() for n in names}
-    for order, (prefer, near) in itertools.product(orders, ((soft, partners), (none, none))):
-        offsets = _Fit(size, align, hard, prefer, near, bound).place(order)
+    rng = random.Random(0)      # seeded: the same plan always gets the same layout
+
+    def candidates():
+        for order in orders:
+            for prefer, near in ((soft, partners), (none, none)):
+                for best_fit in (False, True):
+                    yield order, prefer, near, best_fit
+        for _ in range(RESTARTS):
+            order = list(names)
+            rng.shuffle(order)
+            yield order, none, none, rng.random() < 0.5
+    best = None
+    for k, (order, prefer, near, best_fit) in enumerate(candidates()):
+        offsets = _Fit(size, align, hard, prefer, near, bound, best_fit=best_fit).place(order)
         total = max((offsets[n] + size[n] for n in names), default=0)
-        staged = sum(len(Layout(level, offsets, size, total, p.variable_map).aliased(s)) for s in walk(p.body))
+        staged = sum(len(Layout(level, offsets, size, total, p.variable_map, bound).aliased(s)) for s in walk(p.body))
         if best is None or (total, staged) < best[1:]:
             best = (offsets, total, staged)
-    return Layout(level, best[0], size, best[1], p.variable_map)
+        if best[1] == bound and (best[2] == 0 or k >= 4 * len(orders) - 1):
+            break     # at the bound: nothing smaller exists; past the fixed orders, fewer staged is a luxury
+    return Layout(level, best[0], size, best[1], p.variable_map, bound)
 
 
 class _Fit:
-    """First fit: an in-place partner's bytes, else the lowest offset clear of hard and soft neighbours within
-    the bound, else the lowest clear of hard ones."""
+    """First (or best) fit: an in-place partner's bytes, else the lowest (tightest) offset clear of hard and
+    soft neighbours within the bound, else clear of hard ones."""
 
-    def __init__(self, size, align, hard, soft, partners, bound):
+    def __init__(self, size, align, hard, soft, partners, bound, *, best_fit=False):
         self.size, self.align, self.hard, self.soft, self.partners, self.bound = size, align, hard, soft, partners, bound
+        self.best_fit = best_fit
         self.offsets: dict = {}
 
     def lowest(self, n, avoid) -> int:
         taken = sorted((self.offsets[m], self.offsets[m] + self.size[m]) for m in avoid if m in self.offsets)
-        at = 0
+        at, gaps = 0, []
         for lo, hi in taken:
             if at + self.size[n] <= lo:
-                break
+                gaps.append((lo - at, at))
+                if not self.best_fit:
+                    break
             at = max(at, -(-hi // self.align[n]) * self.align[n])
-        return at
+        if not gaps or self.best_fit:
+            gaps.append((float("inf"), at))
+        return min(gaps)[1] if self.best_fit else gaps[0][1]
 
     def clear(self, n, at) -> bool:
         return all(at + self.size[n] <= self.offsets[m] or self.offsets[m] + self.size[m] <= at

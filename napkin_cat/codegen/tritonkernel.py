@@ -5,13 +5,15 @@ switched on before ``triton`` is imported, so it never is in the caller's proces
 torch tensors out (numpy in, numpy out).  ``k.compile(arch=90)`` runs ``triton.compile`` for
 ``GPUTarget("cuda", arch, 32)`` in a second worker and returns the shared memory Triton allocates.
 
-Why that is not ``p.smem_bytes``.  The plan counts each on-chip value once, at its tile's size.  Triton
-decides placement itself: block tensors live in registers, and shared memory holds (i) the operands of
-``tl.dot`` while they change layout and (ii) the tiles a Stream loop loads, **once per pipelining
-stage**: with ``num_stages = s`` the loads of trip ``i + s − 1`` are issued while trip ``i`` computes, so
-each loaded tile has ``s − 1`` buffers in flight (its padded size × its bytes).  Triton's number therefore
-grows with ``num_stages`` by the padded bytes of the stream's loads for each added stage, and at one stage it
-holds no stream buffers at all; ``tests/codegen/test_triton.py`` measures both.
+Why that is not ``p.smem_bytes``.  The plan counts each on-chip value once, at its tile's size, and
+keeps a stream's state (the accumulator) on chip beside the tiles.  Triton places values itself: block
+tensors, the accumulator among them, live in registers; shared memory holds the operands of ``tl.dot``
+on their way to the tensor cores and the tiles a Stream loop loads, **once per pipelining stage in
+flight**: with ``num_stages = s`` the loads of the next ``s − 1`` trips are issued while one trip
+computes.  Measured on the derived matmul and FlashAttention plans, each stage past the second adds
+exactly the padded bytes of the stream's loads (``k.compile(...)["stream_loads"]``), and a two-stage
+matmul's shared memory is the plan's minus its accumulator (which Triton keeps in registers).
+``tests/codegen/test_triton.py`` checks both.
 """
 from __future__ import annotations
 

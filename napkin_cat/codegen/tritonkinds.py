@@ -30,7 +30,7 @@ class TritonKindsMixin:
     def _head(self, s, depth):
         args = ", ".join(self.ref(r) for r in s.ins)
         outs = ", ".join(self.ref(r) for r in s.outs)
-        op = f" {s.accumulate}=" if s.accumulate else " ←"
+        op = (" +=" if s.accumulate == "sum" else f" {s.accumulate}=") if s.accumulate else " ←"
         return [self.line(depth, f"# {outs}{op} {s.box.name}({args})")]
 
     def _out(self, s, ref, expr, have, depth):

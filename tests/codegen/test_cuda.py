@@ -1,0 +1,77 @@
+"""The CUDA C++ kernel: it compiles for sm_80 and sm_90 (no GPU needed) with the shared memory the plan
+predicts, byte for byte; registers and spills beside the plan's estimate; limits from the hardware models."""
+from __future__ import annotations
+
+import pytest
+
+import napkin_cat as nc
+from napkin_cat.hardware import CapacityError
+
+from kernels_common import needs_nvcc
+
+ARCHS = ["sm_80", "sm_90"]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name", ["matmul", "attention"])
+def test_compiles_with_the_predicted_shared_memory(algorithms, name, arch):
+    p = algorithms[name]
+    r = nc.codegen.cuda(p).compile(arch=arch)
+    assert r["smem"] == p.smem_bytes > 0
+    assert r["arch"] == arch and r["hardware"] == {"sm_80": "a100", "sm_90": "h100-sxm5"}[arch]
+    print(f"{name} {arch}: registers {r['registers']}, spills {r['spills']} B, smem {r['smem']} B; "
+          f"plan: {r['estimate']['registers']} staged values per thread, {p.smem_bytes} B")
+    for kernel in r["kernels"].values():
+        # the staged values are somewhere the compiler accounts for: registers or the stack frame
+        assert kernel["registers"] + kernel["stack"] // 4 >= r["estimate"]["registers"]
+
+
+@needs_nvcc
+def test_a_tile_past_the_static_window_is_dynamic_shared_memory():
+    """Over 48 KiB the arena is ``extern __shared__`` (opted in by the launcher): ptxas counts no static bytes."""
+    from rewrites import flash_attention
+    p = nc.plan(flash_attention(nc.library.attention()).diagram, {"q": 256, "x": 256, "d": 64, "g_q": 64, "s_x": 64})
+    k = nc.codegen.cuda(p)
+    assert "extern __shared__" in k.source and f"cudaFuncAttributeMaxDynamicSharedMemorySize, {p.smem_bytes}" \
+        in k.source
+    r = k.compile(arch="sm_90")
+    assert r["smem"] == 0 and r["estimate"]["smem"] == p.smem_bytes > 48 * 1024
+
+
+# ---------------------------------------------------------------------- limits and tools
+def _matmul(g):
+    return nc.plan(nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c"),
+                   {"a": 512, "b": 512, "c": 512, "s_b": g, "g_a": g, "g_c": g})
+
+
+def test_tiles_over_the_shared_memory_of_the_target_are_refused():
+    big = _matmul(144)      # 3 tiles of 144×144 fp32: 248832 B, over the H100's 232448 B per block
+    with pytest.raises(CapacityError, match=r"keeps 248832 B of tiles in shared memory per thread block, over the "
+                                            r"h100-sxm5's 232448 B \(memory.smem_per_block\)"):
+        nc.codegen.cuda(big)
+    mid = _matmul(128)      # 196608 B: fits the H100, not the A100's 166912 B
+    k = nc.codegen.cuda(mid)
+    with pytest.raises(CapacityError, match=r"196608 B .* over the a100's 166912 B"):
+        k.compile(arch="sm_80")
+
+
+def test_staging_over_the_registers_of_a_thread_is_refused():
+    p = _matmul(64)
+    with pytest.raises(CapacityError, match=r"stages 512 values per thread \(8 threads per block\), over the "
+                                            r"h100-sxm5's 255 registers per thread"):
+        nc.codegen.cuda(nc.plan(nc.group(nc.kernel(nc.library.matmul()), "a", "g_a"),
+                                {"a": 64, "b": 64, "c": 64, "g_a": 64}), threads=8)
+    assert nc.codegen.cuda(p, threads=128).printer.kernels["nc_kernel0"]["stage"] <= 255
+
+
+def test_a_missing_nvcc_is_a_typed_error(algorithms, monkeypatch):
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    k = nc.codegen.cuda(algorithms["matmul"])
+    with pytest.raises(nc.codegen.ToolNotFoundError, match=r"nvcc is not on this machine.*nvidia-cuda-nvcc"):
+        k.compile(arch="sm_90")
+
+
+def test_an_unknown_architecture_is_named(algorithms):
+    with pytest.raises(nc.codegen.CodegenError, match=r"no hardware model has compute capability 7.5"):
+        nc.codegen.cuda(algorithms["matmul"]).compile(arch="sm_75")
