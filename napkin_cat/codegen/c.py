@@ -97,9 +97,6 @@ class CPrinter(CFamilyPrinter):
     def __init__(self, plan, *, blas: bool | None = None, poison: bool = False):
         if blas is None:
             blas = blas_available()
-        elif blas and not blas_available():
-            raise ToolNotFoundError("blas=True, but cblas.h (OpenBLAS: Debian's libopenblas-dev) is not installed; "
-                                    "install it or pass blas=False (contractions as loops)")
         super().__init__(plan, blas=blas, poison=poison)
         self.blas, self.poison = blas, poison
 
@@ -234,6 +231,9 @@ class CKernel(GeneratedKernel):
     def library_path(self) -> Path:
         """Compile (or find in the cache) the shared library; ``$CC`` overrides ``cc``."""
         cc = tool("cc", env="CC", fallback=("gcc", "clang"), purpose="compile the C kernel (apt-get install gcc)")
+        if self.printer.blas and not blas_available():
+            raise ToolNotFoundError("this kernel calls cblas_sgemm, but cblas.h (OpenBLAS: Debian's libopenblas-dev) "
+                                    "is not installed; install it or print the kernel with blas=False")
         cpu = platform.machine() + _cpu_model()
         path = cache_dir() / f"c-{digest(self.source, self.flags(), cc, cpu)}.so"
         if not path.exists():

@@ -86,7 +86,10 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
         return f"{self.elem(ref, idx)} = {value if t == 'float' else f'({t})({value})'};"
 
     def put(self, ref, idx, value) -> str:
-        """The line that gives an output element its value (into staging storage if the output is staged)."""
+        """The line that gives an output element its value (into staging storage if the output is staged;
+        nothing if no statement reads the output)."""
+        if ref.var in self.layout.dead:
+            return f"{self.comment} {ref.var}: never read"
         if ref.var in self._staged:
             counter, base = self._staged[ref.var]
             return f"nc_stage[{base} + {counter}++] = {value};" if base else f"nc_stage[{counter}++] = {value};"
@@ -120,7 +123,7 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
         per_thread = -(-math.prod(b for *_, b in space) // self.threads)
         self._staged, base = {}, 0
         for r in outs:
-            if r.var in staged and r.var not in self._staged:
+            if r.var in staged and r.var not in self._staged and r.var not in self.layout.dead:
                 inner = math.prod(b for _, _, a, b in self.space(r) if a not in rows)
                 self._staged[r.var] = (f"nc_k{len(self._staged)}", base)
                 base += per_thread * inner
@@ -229,7 +232,7 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
         used = set()
         for s in walk(launch.body):
             used |= set(reads(s)) | set(writes(s))
-        out = [v for v in self.plan.variables if v.name in used and v.level > 0]
+        out = [v for v in self.plan.variables if v.name in used and v.level > 0 and v.name not in self.layout.dead]
         deep = [v.name for v in out if v.level > 1]
         if deep and not self.deep_levels:
             raise CodegenError(f"the {self.backend} backend keeps level-1 variables on chip and has no form for "

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from napkin_cat.plan.ir import Alloc, Compute, Copy, Free, GridLoop, Kernel, Load, Store, StreamLoop, walk
+from napkin_cat.plan.ir import Alloc, Compute, Copy, Free, GridLoop, Kernel, Load, Store, StreamLoop, reads, walk
 from napkin_cat.plan.liveness import defs
 from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.syntax.ops import ELEMENTWISE
@@ -60,7 +60,8 @@ def _in_place(stmt, out, src, variables) -> bool:
 
 @dataclass(frozen=True)
 class Layout:
-    """``offsets`` (variable → byte offset in its level's arena), ``sizes`` (bytes), ``bytes`` (the arena),
+    """``offsets`` (variable → byte offset in its level's arena), ``sizes`` (bytes), ``bytes`` (the arena);
+    ``dead``: values nothing reads (an unused output of a box): they get no bytes and are never written;
     ``bound``: the most bytes live in one column (the plan's peak), which the arena reaches unless the
     values cannot be packed without a gap (first fit is a heuristic: packing is NP-hard in general)."""
 
@@ -70,6 +71,7 @@ class Layout:
     bytes: int
     variables: dict
     bound: int = 0
+    dead: frozenset = frozenset()
 
     def overlap(self, u: str, v: str) -> bool:
         """Whether the bytes of ``u`` and ``v`` meet (a variable always meets itself)."""
@@ -136,7 +138,9 @@ def layout(p, level: int = 1) -> Layout:
     reads (or takes exactly an in-place partner's), when that keeps the arena at the columns' bound.
     """
     cols = columns(p, level)
-    names = [v.name for v in p.variables if v.level == level]
+    read = {v for s in walk(p.body) for v in reads(s)}
+    dead = frozenset(v.name for v in p.variables if v.level == level and v.name not in read)
+    names = [v.name for v in p.variables if v.level == level and v.name not in dead]
     size = {n: _bytes(p.variable_map[n], p.sizes) for n in names}
     bound = max((sum(size[n] for n in c) for c in cols), default=0)
     first, hard = {}, {n: set() for n in names}
@@ -184,7 +188,7 @@ def layout(p, level: int = 1) -> Layout:
             best = (offsets, total, staged)
         if best[1] == bound and (best[2] == 0 or k >= 4 * len(orders) - 1):
             break     # at the bound: nothing smaller exists; past the fixed orders, fewer staged is a luxury
-    return Layout(level, best[0], size, best[1], p.variable_map, bound)
+    return Layout(level, best[0] if best else {}, size, best[1] if best else 0, p.variable_map, bound, dead)
 
 
 class _Fit:

@@ -32,7 +32,7 @@ import sympy
 
 from napkin_cat.codegen.errors import CodegenError, UnknownKindError
 from napkin_cat.codegen.layout import layout
-from napkin_cat.plan.ir import Alloc, Free, GridLoop, Kernel, StreamLoop
+from napkin_cat.plan.ir import Alloc, Free, GridLoop, Kernel, StreamLoop, writes
 from napkin_cat.plan.printer import Printer
 
 _GREEK = {"μ": "mu", "δ": "delta", "σ": "sigma", "β": "beta", "·": "dot", "'": "p", "′": "p"}
@@ -313,6 +313,10 @@ class CodePrinter(Printer):
         out = []
         for s in stmts:
             if isinstance(s, Free):
+                continue
+            w = writes(s)
+            if w and not isinstance(s, Alloc) and all(v in self.layout.dead for v in w):
+                out.append(self.line(depth, f"{self.comment} {', '.join(w)}: never read"))
                 continue
             out += self.doprint(s, depth)
         return out

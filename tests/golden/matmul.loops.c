@@ -1,0 +1,106 @@
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <omp.h>
+
+#define NC_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define NC_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* exp(x) = 2^n p(r), n = round(x / ln 2), r = x - n ln 2 (Cody-Waite); exactly 0 below the smallest
+   normal exponent and for x = -inf, NaN for NaN; branch-free, so element loops vectorise. */
+static inline float nc_exp(float x) {
+    const float lo = -87.33654475f, hi = 88.0f;
+    const float xc = fminf(fmaxf(x, lo), hi);
+    const float n = floorf(xc * 1.44269504088896341f + 0.5f);
+    float r = xc - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    const float y = p * scale;
+    return x != x ? x : (x < lo ? 0.0f : (x > hi ? (x > 88.72283935546875f ? INFINITY : expf(x)) : y));
+}
+static inline float nc_sigmoid(float x) { return 1.0f / (1.0f + nc_exp(-x)); }
+static inline float nc_silu(float x) { return x / (1.0f + nc_exp(-x)); }
+static inline float nc_gelu(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+static void *nc_alloc(size_t bytes) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
+    return p;
+}
+
+
+static void nc_kernel0(const float *restrict x0, const float *restrict x1, float *restrict y0, int nc_threads) {
+    #pragma omp parallel num_threads(nc_threads)
+    {
+        unsigned char *nc_arena = (unsigned char *)nc_alloc(320);   // level 1: 320 B, the plan's columns
+        float *nc_stage = (float *)nc_alloc(1 * sizeof(float));
+        #pragma omp for schedule(dynamic, 1)
+        for (long nc_b = 0; nc_b < 9; ++nc_b) {
+            const int i_c = (int)(nc_b / 3);
+            const int i_a = (int)(nc_b % 3);
+            const int e_i_c = NC_MIN(4, 9 - 4*i_c);   // group c by 4
+            const int e_i_a = NC_MIN(4, 10 - 4*i_a);   // group a by 4
+            float *const sum0 = (float *)(nc_arena + 0);   // 4×4
+            float *const x0_1 = (float *)(nc_arena + 64);   // 4×8
+            float *const x1_1 = (float *)(nc_arena + 192);   // 8×4
+            // kernel @1
+            // head
+            // sum0 ← 0
+            for (int j_a = 0; j_a < e_i_a; ++j_a) {
+                for (int j_c = 0; j_c < e_i_c; ++j_c) {
+                    sum0[4*j_a + j_c] = 0.0f;
+                }
+            }
+            for (int i_b = 0; i_b < 2; ++i_b) {   // stream b by 8
+                const int e_i_b = NC_MIN(8, 12 - 8*i_b);
+                // x0_1 ← load x0[g_a·i_a : +≤g_a, i_b·s_b : +≤s_b]
+                for (int j_a = 0; j_a < e_i_a; ++j_a) {
+                    for (int j_b = 0; j_b < e_i_b; ++j_b) {
+                        x0_1[8*j_a + j_b] = x0[48*i_a + 8*i_b + 12*j_a + j_b];
+                    }
+                }
+                // x1_1 ← load x1[i_b·s_b : +≤s_b, g_c·i_c : +≤g_c]
+                for (int j_b = 0; j_b < e_i_b; ++j_b) {
+                    for (int j_c = 0; j_c < e_i_c; ++j_c) {
+                        x1_1[4*j_b + j_c] = x1[72*i_b + 4*i_c + 9*j_b + j_c];
+                    }
+                }
+                // sum0 += ·(x0_1, x1_1)
+                for (int j_a = 0; j_a < e_i_a; ++j_a) {
+                    for (int j_c = 0; j_c < e_i_c; ++j_c) {
+                        float nc_acc = 0.0f;
+                        #pragma omp simd reduction(+:nc_acc)
+                        for (int j_b = 0; j_b < e_i_b; ++j_b) {
+                            nc_acc += x0_1[8*j_a + j_b] * x1_1[4*j_b + j_c];
+                        }
+                        sum0[4*j_a + j_c] = sum0[4*j_a + j_c] + nc_acc;
+                    }
+                }
+            }
+            // tail
+            // y0[g_a·i_a : +≤g_a, g_c·i_c : +≤g_c] ← store sum0
+            for (int j_a = 0; j_a < NC_MIN(4, 10 - 4*i_a); ++j_a) {
+                for (int j_c = 0; j_c < NC_MIN(4, 9 - 4*i_c); ++j_c) {
+                    y0[36*i_a + 4*i_c + 9*j_a + j_c] = sum0[4*j_a + j_c];
+                }
+            }
+        }
+        free(nc_arena);
+        free(nc_stage);
+    }
+}
+
+void nc_run(const float *restrict x0, const float *restrict x1, float *restrict y0, int nc_threads) {
+    nc_kernel0(x0, x1, y0, nc_threads);
+}
