@@ -110,9 +110,9 @@ class CPrinter(CFamilyPrinter):
     def _print_Launch(self, launch, depth=0):
         self.stage_values = 0
         inner = 2 if launch.grids else 1
-        body = ([self.line(depth + inner + (1 if launch.grids else 0), f"memset(nc_arena, 0xff, {max(self.arena_bytes(launch), 1)});   "
-                                              f"{self.comment} poison: NaN until written")] if self.poison else [])
         at = depth + inner + (1 if launch.grids else 0)
+        body = ([self.line(at, f"memset(nc_arena, 0xff, {max(self.arena_bytes(launch), 1)});   "
+                               f"{self.comment} poison: NaN until written")] if self.poison else [])
         for name, value in self.decode(launch, "nc_b"):
             body.append(self.line(at, f"const int {name} = (int)({value});"))
         body += self.block_body(launch, at)

@@ -28,7 +28,7 @@ import sympy
 from napkin_cat.codegen.ckinds import KindsMixin
 from napkin_cat.codegen.printer import CodePrinter, ident
 from napkin_cat.codegen.errors import CodegenError
-from napkin_cat.plan.ir import Compute, StreamLoop
+from napkin_cat.plan.ir import StreamLoop
 
 
 class CFamilyPrinter(KindsMixin, CodePrinter):
@@ -139,7 +139,8 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
                 full = self.space(r)
                 idx = {a: sym for sym, _, a, _ in full}
                 back += self.nested([x for x in full if x[2] not in rows],
-                                    [self.store(r, idx, f"nc_stage[{b} + {counter}++]" if b else f"nc_stage[{counter}++]")])
+                                    [self.store(r, idx, f"nc_stage[{b} + {counter}++]" if b else
+                                                f"nc_stage[{counter}++]")])
                 staged_now[r.var] = (counter, b)
         counters = [k for k, _ in staged_now.values()]
         return ([self.line(depth, f"{{   {self.comment} staged: {', '.join(sorted(staged_now))} "

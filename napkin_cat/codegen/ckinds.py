@@ -87,8 +87,8 @@ class KindsMixin:
         sp = self.space(out)
         idx = {a: sym for sym, _, a, _ in sp}
         src_idx = {a: idx[b] for a, b in zip(self.variables[src.var].axes, self.variables[out.var].axes)}
-        return self._head(s, depth) + self.statement(s, depth, sp, lambda: [self.put(out, idx, self.read(src, src_idx))],
-                                                     [out])
+        return self._head(s, depth) + self.statement(
+            s, depth, sp, lambda: [self.put(out, idx, self.read(src, src_idx))], [out])
 
     # ------------------------------------------------------------------ contraction and reductions
     def _print_contract(self, s, depth):

@@ -6,7 +6,7 @@ Limits of a target (shared memory per thread block, registers per thread) raise 
 >>> issubclass(UnknownKindError, CodegenError) and issubclass(CodegenError, NapkinError)
 True
 >>> print(UnknownKindError("gelu2", "cuda", "CudaPrinter", ["exp", "add"]))
-the cuda backend has no printed form for primitive kind 'gelu2'; give one in CudaPrinter.elementwise (a template) or CudaPrinter.structured (a method); it prints add, exp
+the cuda backend has no printed form for primitive kind 'gelu2'; give one in CudaPrinter.elementwise ...
 """
 from __future__ import annotations
 

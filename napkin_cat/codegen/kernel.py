@@ -56,7 +56,8 @@ class GeneratedKernel:
         self.plan, self.source, self.printer = plan, source, printer
 
     def __repr__(self):
-        return f"{type(self).__name__}({len(self.source.splitlines())} lines, sizes={ {str(k): v for k, v in self.plan.sizes.items()} })"
+        sizes = {str(k): v for k, v in self.plan.sizes.items()}
+        return f"{type(self).__name__}({len(self.source.splitlines())} lines, sizes={sizes})"
 
     def __str__(self):
         return self.source

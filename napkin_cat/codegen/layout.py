@@ -196,7 +196,8 @@ class _Fit:
     soft neighbours within the bound, else clear of hard ones."""
 
     def __init__(self, size, align, hard, soft, partners, bound, *, best_fit=False):
-        self.size, self.align, self.hard, self.soft, self.partners, self.bound = size, align, hard, soft, partners, bound
+        self.size, self.align, self.hard, self.soft = size, align, hard, soft
+        self.partners, self.bound = partners, bound
         self.best_fit = best_fit
         self.offsets: dict = {}
 

@@ -158,7 +158,8 @@ class CodePrinter(Printer):
                 out = template.format(out, a)
             return out
         if e.is_Add:
-            terms = sorted(e.args, key=lambda t: (bool(t.as_coeff_Mul()[0] < 0), t.is_number, sympy.default_sort_key(t)))
+            terms = sorted(e.args, key=lambda t: (bool(t.as_coeff_Mul()[0] < 0), t.is_number,
+                                                  sympy.default_sort_key(t)))
             out = self._expr(terms[0], names)
             for t in terms[1:]:
                 c, rest = t.as_coeff_Mul()

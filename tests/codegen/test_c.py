@@ -44,7 +44,7 @@ def test_masks_hold_one_off_every_tile_multiple(blas):
     for q, x in itertools.product((7, 8, 9), (7, 8, 9)):
         p = nc.plan(flash, {"q": q, "x": x, "d": 3, "g_q": 4, "s_x": 4})
         xs = inputs(p, seed=q * 10 + x)
-        bufs, views = [], []
+        views = []
         for arr in xs:
             buf, view = _canaried(arr.shape, 1e30)
             view[...] = arr
