@@ -75,7 +75,8 @@ def section_5_7(book, ctx):
                  corrected=295.35, rel=0.002, erratum="D-04",
                  note="the paper's side evaluates the printed formula with the same H, B, N_SM")
     book.number("S5.7-ideal", sec, "the ideal tensor-core-bound throughput is 1.32 PFLOP/s", paper=1.32e15,
-                library=float(t.ideal), rel=0.005, note="at f_K = 1.83 GHz, the clock behind NVIDIA's dense specs (D-14)")
+                library=float(t.ideal), rel=0.005,
+                note="at f_K = 1.83 GHz, the clock behind NVIDIA's dense specs (D-14)")
     book.fact("S5.7-D-14", sec, "295 and 1.32 PFLOP/s rest on an unstated clock (D-14: 1.83 GHz; at the 1.98 GHz "
               "boost they would be 319.6 and 1.427 PF)", paper="f_K unstated",
               library=gpu.f_K == Fraction(183, 100) * 10 ** 9 and gpu.boost > gpu.f_K,
