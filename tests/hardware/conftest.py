@@ -12,20 +12,18 @@ from pathlib import Path
 import pytest
 
 import napkin_cat as nc
-from napkin_cat.library.attention import inverse_temperature
 
 sys.path.insert(0, str(Path(__file__).parent))
 from provisional import ops_of  # noqa: E402
 
 
 def typed_attention(qk, scores, probs, v, out, *, axes=("q", "x", "d")):
-    q, x, d = axes
-    b = nc.Builder(nc.types(f"{q} {d}", dtype=qk) @ nc.types(f"{x} {d}", dtype=qk) @ nc.types(f"{x} {d}", dtype=v))
-    Q, K, V = b.inputs
-    S = b(nc.apply("contract", f"{q} {d}, {x} {d} -> {q} {x}", dtype=qk, out_dtype=scores), Q, K)
-    P = b(nc.apply("softmax", f"{q} {x}", core=x, params={"beta": inverse_temperature(nc.symbol(d))},
-                   dtype=scores, out_dtype=probs), S)
-    return b.build(b(nc.apply("contract", f"{q} {x}, {x} {d} -> {q} {d}", dtype=probs, out_dtype=out), P, V))
+    """Attention in the given number formats (the library's ``formats``), with the axes renamed if asked."""
+    d = nc.library.attention(formats={"Q": qk, "K": qk, "S": scores, "P": probs, "V": v, "O": out})
+    for old, new in zip(("q", "x", "d"), axes):
+        if old != new:
+            d = nc.rename_axis(d, old, new)
+    return d
 
 
 def derived(diagram):
