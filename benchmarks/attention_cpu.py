@@ -1,4 +1,5 @@
-"""The fast runner on the derived FlashAttention plan vs torch's scaled_dot_product_attention and naive numpy.
+"""The derived FlashAttention plan, run by the fast runner and as a generated C kernel, vs torch's
+scaled_dot_product_attention (and naive numpy for the runner).
 
 fp32 end to end, one thread everywhere (run with ``OPENBLAS_NUM_THREADS=1``), medians of ``--repeats``
 runs, peak memory of one call by tracemalloc (numpy's allocations) for the plan and naive numpy
@@ -9,7 +10,12 @@ The tiles are not hand-picked: ``g_q`` comes from ``nc.optimal`` on the plan's c
 (the paper's stream size 1 is one of them), the largest is taken, since a longer slice means fewer
 trips and transfers do not depend on it.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/attention_cpu.py [--sizes 1024 4096 8192] [--repeats 5]
+The C kernel (``nc.codegen.c(p)``: OpenMP over the Grid, ``cblas_sgemm`` for the two contractions, a
+vectorised polynomial exp) runs at ``--c-sizes`` on 1 and 2 threads, against torch on the same number of
+threads (``torch.set_num_threads``); compilation is cached and not timed.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/attention_cpu.py [--sizes 1024 4096 8192] [--c-sizes 4096 8192]
+        [--threads 1 2] [--repeats 5]
 """
 from __future__ import annotations
 
@@ -70,12 +76,16 @@ def traced_peak(fn) -> int:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096, 8192])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[1024, 4096, 8192])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--d", type=int, default=64)
+    ap.add_argument("--c-sizes", type=int, nargs="*", default=[4096, 8192])
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     args = ap.parse_args()
     import torch
     torch.set_num_threads(1)
+    if args.c_sizes:
+        c_kernel_table(args, torch)
     diagram = flash_attention(nc.library.attention()).diagram
     rows = []
     for n in args.sizes:
@@ -102,6 +112,36 @@ def main():
     for n, t, tp, tt, tn, mp, mn, err in rows:
         print(f"| {n} | g_q={t['g_q']}, s_x={t['s_x']} | {tp * 1e3:.0f} | {tt * 1e3:.0f} | {tn * 1e3:.0f} | "
               f"{tp / tt:.2f} | {mp / mib:.1f} | {mn / mib:.1f} | {mp / mn:.3f} | {err:.1e} |")
+
+
+def c_kernel_table(args, torch):
+    """The generated C kernel vs torch's scaled_dot_product_attention, on 1 and 2 threads."""
+    diagram = flash_attention(nc.library.attention()).diagram
+    rows = []
+    for n in args.c_sizes:
+        t = tiles(diagram, n, args.d)
+        p = nc.plan(diagram, {"q": n, "x": n, "d": args.d, **t})
+        k = nc.codegen.c(p)
+        rng = np.random.default_rng(0)
+        Q, K, V = (rng.standard_normal((n, args.d), dtype=np.float32) for _ in range(3))
+        tq, tk, tv = (torch.from_numpy(a)[None] for a in (Q, K, V))
+        k(Q, K, V)   # compile (cached) outside the timing
+        for threads in args.threads:
+            torch.set_num_threads(threads)
+            with torch.no_grad():
+                ref = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv)[0].numpy()
+                t_torch = median_time(lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv),
+                                      args.repeats)
+            err = float(np.max(np.abs(k(Q, K, V, threads=threads) - ref)))
+            t_c = median_time(lambda: k(Q, K, V, threads=threads), args.repeats)
+            rows.append((n, threads, t, t_c, t_torch, err))
+        torch.set_num_threads(1)
+    print("| N | threads | tiles (nc.optimal, L2 = 1 MiB) | C kernel ms | torch ms | C / torch | max error vs torch |")
+    print("| ---: | ---: | --- | ---: | ---: | ---: | ---: |")
+    for n, threads, t, tc, tt, err in rows:
+        print(f"| {n} | {threads} | g_q={t['g_q']}, s_x={t['s_x']} | {tc * 1e3:.0f} | {tt * 1e3:.0f} | {tc / tt:.2f} | "
+              f"{err:.1e} |")
+    print()
 
 
 if __name__ == "__main__":
