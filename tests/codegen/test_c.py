@@ -83,10 +83,12 @@ def test_compiled_libraries_are_cached_by_source_hash(algorithms, tmp_path, monk
     assert again.library_path() == path and path.stat().st_mtime_ns == stamp
 
 
-def test_save_writes_the_source_and_a_launcher(algorithms, tmp_path):
-    k = nc.codegen.c(algorithms["matmul"])
-    src, launch = k.save(tmp_path / "matmul")
-    assert src.read_text() == k.source and "nc_run" in launch.read_text()
+@pytest.mark.parametrize("backend, suffix", [("c", ".c"), ("cuda", ".cu"), ("triton", ".py")])
+def test_save_writes_the_source_and_a_launcher(algorithms, tmp_path, backend, suffix):
+    k = getattr(nc.codegen, backend)(algorithms["matmul"])
+    src, launch = k.save(tmp_path / backend)
+    assert src.name == f"kernel{suffix}" and src.read_text() == k.source
+    assert "nc_run" in launch.read_text() and "nc_run" in k.source
     compile(launch.read_text(), str(launch), "exec")
 
 
