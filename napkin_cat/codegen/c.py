@@ -111,16 +111,22 @@ class CPrinter(CFamilyPrinter):
         self.stage_values = 0
         inner = 2 if launch.grids else 1
         at = depth + inner + (1 if launch.grids else 0)
-        body = ([self.line(at, f"memset(nc_arena, 0xff, {max(self.arena_bytes(launch), 1)});   "
-                               f"{self.comment} poison: NaN until written")] if self.poison else [])
+        body = [self.line(at, f"memset({self.arena_name(level)}, 0xff, {max(self.arena_bytes(launch, level), 1)});   "
+                              f"{self.comment} poison: NaN until written") for level in self.levels(launch)
+                if self.poison]
         for name, value in self.decode(launch, "nc_b"):
             body.append(self.line(at, f"const int {name} = (int)({value});"))
         body += self.block_body(launch, at)
-        arena = max(self.arena_bytes(launch), 1)
-        alloc = [self.line(inner, f"unsigned char *nc_arena = (unsigned char *)nc_alloc({arena});   "
-                                  f"{self.comment} level 1: {self.arena_bytes(launch)} B, the plan's columns"),
-                 self.line(inner, f"float *nc_stage = (float *)nc_alloc({max(self.stage_values, 1)} * sizeof(float));")]
-        release = [self.line(inner, "free(nc_arena);"), self.line(inner, "free(nc_stage);")]
+        alloc, release = [], []
+        for level in self.levels(launch):
+            name = self.arena_name(level)
+            alloc.append(self.line(inner, f"unsigned char *{name} = (unsigned char *)nc_alloc("
+                                          f"{max(self.arena_bytes(launch, level), 1)});   {self.comment} level {level}: "
+                                          f"{self.arena_bytes(launch, level)} B, the plan's columns"))
+            release.append(self.line(inner, f"free({name});"))
+        alloc.append(self.line(inner, f"float *nc_stage = (float *)nc_alloc({max(self.stage_values, 1)} * "
+                                      "sizeof(float));"))
+        release.append(self.line(inner, "free(nc_stage);"))
         out = [f"static void {launch.name}({self.parameters('restrict ')}, int nc_threads) {{"]
         if not launch.grids:
             return out + [self.line(1, "(void)nc_threads;")] + alloc + body + release + ["}"]

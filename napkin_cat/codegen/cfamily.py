@@ -168,6 +168,15 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
     def _print_Copy(self, s, depth):
         return self._move(s, depth, "")
 
+    def _print_Combine(self, s, depth):
+        """``dst ← dst ⊕ src``: a region's partial result folded into a stream's state."""
+        sp = self.space(s.dst)
+        idx = {a: sym for sym, _, a, _ in sp}
+        head = [self.line(depth, f"{self.comment} {self.ref(s.dst)} {'+' if s.monoid == 'sum' else s.monoid}= "
+                                 f"{self.ref(s.src)}")]
+        return head + self.statement(s, depth, sp, lambda: [self.put(s.dst, idx, self.combine(
+            s.monoid, self.read(s.dst, idx), self.read(s.src, idx)))], [s.dst])
+
     def _print_Fill(self, s, depth):
         from napkin_cat.plan.ir import Ref
         ref = Ref(s.var)
@@ -254,7 +263,7 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
                                               f"{self.comment} {self.loop_comment(g)}"))
         for v in self.on_chip(launch):
             t = self.ctype(v.name)
-            lines.append(self.line(depth, f"{t} *const {ident(v.name)} = ({t} *)(nc_arena + "
+            lines.append(self.line(depth, f"{t} *const {ident(v.name)} = ({t} *)({self.arena_name(v.level)} + "
                                           f"{self.layout.offsets[v.name]});   {self.comment} "
                                           f"{'×'.join(str(self.nominal(e)) for _, e in v.shape) or '1'}"))
         lines += self._lines(launch.body, depth)
@@ -262,8 +271,17 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
             self.leave(g, s)
         return lines
 
-    def arena_bytes(self, launch) -> int:
-        return self.layout.of([v.name for v in self.on_chip(launch)])
+    def arena_bytes(self, launch, level: int = 1) -> int:
+        """Bytes of the launch's arena at ``level`` (its variables at their offsets)."""
+        return self.layout.of([v.name for v in self.on_chip(launch) if v.level == level], level)
+
+    def levels(self, launch) -> list[int]:
+        """The on-chip levels a launch keeps variables at."""
+        return sorted({v.level for v in self.on_chip(launch)} | {1})
+
+    @staticmethod
+    def arena_name(level: int) -> str:
+        return "nc_arena" if level == 1 else f"nc_arena{level}"
 
     def loop_is_stream(self, s) -> bool:
         return isinstance(s, StreamLoop)

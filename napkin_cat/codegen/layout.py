@@ -40,7 +40,9 @@ IN_PLACE = frozenset(ELEMENTWISE) | {"cast", "rename", "softmax", "softmax_aux",
 
 
 def reads_writes(stmt) -> tuple[list, list]:
-    """``(refs read, refs written)`` of a simple statement."""
+    """``(refs read, refs written)`` of a simple statement (a ``Combine`` reads its destination too)."""
+    if type(stmt).__name__ == "Combine":
+        return [stmt.src, stmt.dst], [stmt.dst]
     if isinstance(stmt, (Load, Store, Copy)):
         return [stmt.src], [stmt.dst]
     if isinstance(stmt, Compute):
@@ -96,8 +98,32 @@ class Layout:
         return max((self.offsets[v] + self.sizes[v] for v in variables if v in self.offsets), default=0)
 
 
+class Layouts(dict):
+    """The layouts of every on-chip level (level → :class:`Layout`), asked as one."""
+
+    @property
+    def dead(self) -> frozenset:
+        return frozenset().union(*(lay.dead for lay in self.values()))
+
+    @property
+    def offsets(self) -> dict:
+        return {v: o for lay in self.values() for v, o in lay.offsets.items()}
+
+    def aliased(self, stmt) -> set:
+        return set().union(*(lay.aliased(stmt) for lay in self.values()))
+
+    def of(self, variables, level: int = 1) -> int:
+        return self[level].of(variables) if level in self else 0
+
+
+def layouts(p) -> Layouts:
+    """A :class:`Layout` per on-chip level of the plan."""
+    return Layouts({lvl: layout(p, lvl) for lvl in sorted({v.level for v in p.variables if v.level > 0})})
+
+
 def columns(p, level: int = 1) -> list[frozenset]:
-    """The live sets at ``level``, sampled as :func:`napkin_cat.plan.static.static_peak` samples them."""
+    """The live sets at ``level``, sampled as :func:`napkin_cat.plan.static.static_peak` samples them (an
+    ``Alloc`` of an on-chip variable brings it to life: a partition's output held while its loop runs)."""
     live: dict = {}
     out = []
 
@@ -116,7 +142,10 @@ def columns(p, level: int = 1) -> list[frozenset]:
                 block(s.head)
                 block(s.body)
                 block(s.tail)
-            elif not isinstance(s, Alloc):
+            elif isinstance(s, Alloc):
+                if p.variable_map[s.var].level > 0:
+                    live[s.var] = True
+            else:
                 for v in defs(s):
                     live[v] = True
     for name in p.inputs:

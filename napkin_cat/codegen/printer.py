@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import sympy
 
 from napkin_cat.codegen.errors import CodegenError, UnknownKindError
-from napkin_cat.codegen.layout import layout
+from napkin_cat.codegen.layout import layouts
 from napkin_cat.plan.ir import Alloc, Free, GridLoop, Kernel, StreamLoop, writes
 from napkin_cat.plan.printer import Printer
 
@@ -129,7 +129,7 @@ class CodePrinter(Printer):
     def __init__(self, plan, **options):
         super().__init__(plan.variable_map, plan.masked)
         self.plan, self.sizes, self.options = plan, dict(plan.sizes), options
-        self.layout = layout(plan)
+        self.layout = layouts(plan)     # on-chip variables: byte offsets per level
         self.extents: dict = {}    # tile symbol -> symbol of its extent in the current trip
 
     # ------------------------------------------------------------------ expressions

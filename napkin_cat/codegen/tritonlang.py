@@ -198,6 +198,11 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
             return self._print_Store(s, depth)
         return self.assign(s.dst, self.value(s.src), depth)
 
+    def _print_Combine(self, s, depth):
+        """``dst ← dst ⊕ src`` (a region's partial result folded into a stream's state)."""
+        return [self.line(depth, f"# {self.ref(s.dst)} {'+' if s.monoid == 'sum' else s.monoid}= {self.ref(s.src)}")] + \
+            self.assign(s.dst, self.combine(s.monoid, self.value(s.dst), self.value(s.src)), depth)
+
     def _print_Fill(self, s, depth):
         v = s.var
         return [self.line(depth, f"# {v} ← {s.value:g}")] + self.assign(
