@@ -61,18 +61,22 @@ class CudaPrinter(CFamilyPrinter):
 
     backend = "cuda"
     dtypes = {"fp32": "float", "fp16": "__half", "bf16": "__nv_bfloat16"}
-    deep_levels = False
 
     def __init__(self, plan, *, threads: int = 128, hardware="h100-sxm5"):
         super().__init__(plan, threads=threads, hardware=hardware)
         self.threads = threads
         self.hardware = hardware if not isinstance(hardware, str) else load(hardware)
         self.kernels: dict = {}     # launch name -> {"smem": arena bytes, "stage": staged values, "dynamic": bool}
+        self.in_thread = False      # inside a Grid spread over the threads: one thread runs each group
         if threads > self.hardware.max_threads_per_block:
             raise CapacityError(f"{threads} threads per block exceed the {self.hardware.name}'s "
                                 f"{self.hardware.max_threads_per_block} (sm.max_threads_per_block)")
 
     def loop(self, space, body, depth):
+        if self.in_thread:          # a thread's own group: its element loops are its own, in order
+            if not space:
+                return [self.line(depth, "{")] + [self.line(depth + 1, b) for b in body] + [self.line(depth, "}")]
+            return [self.line(depth, b) for b in self.nested(space, body)]
         if not space:
             return [self.line(depth, "if (threadIdx.x == 0) {")] + [self.line(depth + 1, b) for b in body] + \
                 [self.line(depth, "}")]
@@ -92,7 +96,49 @@ class CudaPrinter(CFamilyPrinter):
         return s if s.isidentifier() or s.isdigit() else f"({s})"
 
     def sync(self, depth):
-        return [self.line(depth, "__syncthreads();")]
+        return [] if self.in_thread else [self.line(depth, "__syncthreads();")]
+
+    # ------------------------------------------------------------------ the thread level
+    def _print_GridLoop(self, s, depth):
+        """A Grid inside a block around a kernel one level down: its groups are spread over the threads (the
+        paper's thread level); each thread runs its groups' statements alone, its variables in its own arena
+        (registers, or local memory where ptxas cannot index them statically)."""
+        from napkin_cat.plan.ir import GridLoop, Kernel, walk
+        if self.in_thread or not any(isinstance(k, Kernel) and k.level > 1 for k in walk(s.body)):
+            return super()._print_GridLoop(s, depth)
+        chain = [s]
+        while True:
+            nxt = [b for b in chain[-1].body if type(b).__name__ != "Free"]
+            if len(nxt) == 1 and isinstance(nxt[0], GridLoop) and not (
+                    self.trips(nxt[0]).free_symbols & {g.index for g in chain}):
+                chain.append(nxt[0])
+            else:
+                break
+        trips = [f"nc_T{k}" for k in range(len(chain))]
+        lines = [self.line(depth, f"{{   {self.comment} groups of {', '.join(g.axis for g in chain)}: a thread each")]
+        lines += [self.line(depth + 1, f"const int {t} = {self.code(self.trips(g))};") for t, g in zip(trips, chain)]
+        lines.append(self.line(depth + 1, f"for (int nc_t = threadIdx.x; nc_t < {' * '.join(trips)}; "
+                                          "nc_t += blockDim.x) {"))
+        decode, div = [], ""
+        for k in reversed(range(len(chain))):
+            value = f"nc_t{div}" if k == 0 else f"nc_t{div} % {trips[k]}"
+            decode.insert(0, self.line(depth + 2, f"const int {ident(chain[k].index.name)} = {value};"))
+            div += f" / {trips[k]}"
+        lines += decode
+        saved, threads = [], self.threads
+        for g in chain:
+            saved.append(self.extents.get(g.tile))
+            bound = self.enter(g)
+            if bound is not None:
+                lines.append(self.line(depth + 2, f"const int {ident(bound[0].name)} = {self.code(bound[1])};"))
+        self.in_thread, self.threads = True, 1
+        try:
+            lines += self._lines(chain[-1].body, depth + 2)
+        finally:
+            self.in_thread, self.threads = False, threads
+            for g, sv in zip(reversed(chain), reversed(saved)):
+                self.leave(g, sv)
+        return lines + [self.line(depth + 1, "}"), self.line(depth, "}")] + self.sync(depth)
 
     # ------------------------------------------------------------------ launches
     def _print_Launch(self, launch, depth=0):
@@ -102,9 +148,11 @@ class CudaPrinter(CFamilyPrinter):
             body.append(self.line(1, f"const int {name} = (int)({value});"))
         body += self.block_body(launch, 1)
         arena = self.arena_bytes(launch)
-        self.check_limits(launch.name, arena, self.stage_values, self.hardware)
+        thread_bytes = sum(self.arena_bytes(launch, level) for level in self.levels(launch) if level > 1)
+        self.check_limits(launch.name, arena, self.stage_values + thread_bytes // 4, self.hardware)
         dynamic = arena > STATIC_WINDOW
-        self.kernels[launch.name] = {"smem": arena, "stage": self.stage_values, "dynamic": dynamic,
+        self.kernels[launch.name] = {"smem": arena, "stage": self.stage_values + thread_bytes // 4,
+                                     "dynamic": dynamic,
                                      "blocks": launch.blocks}
         head = [f'extern "C" __global__ void __launch_bounds__({self.threads}) '
                 f"{launch.name}({self.parameters('__restrict__ ')}) {{"]
@@ -113,6 +161,11 @@ class CudaPrinter(CFamilyPrinter):
                                       f"{self.comment} {arena} B, dynamic") if dynamic else
                                      (f"__shared__ __align__(16) unsigned char nc_arena[{arena}];   "
                                       f"{self.comment} level 1, the plan's columns")))
+        for level in self.levels(launch):
+            if level > 1:
+                head.append(self.line(1, f"__align__(16) unsigned char {self.arena_name(level)}["
+                                         f"{max(self.arena_bytes(launch, level), 1)}];   {self.comment} level {level}, "
+                                         "one per thread"))
         if self.stage_values:
             head.append(self.line(1, f"float nc_stage[{self.stage_values}];   {self.comment} staged values "
                                      "(registers)"))

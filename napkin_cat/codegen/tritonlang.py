@@ -200,7 +200,8 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
 
     def _print_Combine(self, s, depth):
         """``dst ← dst ⊕ src`` (a region's partial result folded into a stream's state)."""
-        return [self.line(depth, f"# {self.ref(s.dst)} {'+' if s.monoid == 'sum' else s.monoid}= {self.ref(s.src)}")] + \
+        op = "+" if s.monoid == "sum" else s.monoid
+        return [self.line(depth, f"# {self.ref(s.dst)} {op}= {self.ref(s.src)}")] + \
             self.assign(s.dst, self.combine(s.monoid, self.value(s.dst), self.value(s.src)), depth)
 
     def _print_Fill(self, s, depth):
