@@ -111,8 +111,8 @@ class CPrinter(CFamilyPrinter):
         self.stage_values = 0
         inner = 2 if launch.grids else 1
         at = depth + inner + (1 if launch.grids else 0)
-        body = [self.line(at, f"memset({self.arena_name(lvl)}, 0xff, {max(self.arena_bytes(launch, lvl), 1)});   "
-                              f"{self.comment} poison: NaN until written") for lvl in self.levels(launch)
+        body = [self.line(at, f"memset({self.arena_name(lvl)}, 0xff, {max(self.arena_bytes(launch, lvl), 1)});"
+                              f"   {self.comment} poison: NaN until written") for lvl in self.levels(launch)
                 if self.poison]
         for name, value in self.decode(launch, "nc_b"):
             body.append(self.line(at, f"const int {name} = (int)({value});"))
