@@ -120,9 +120,9 @@ class CPrinter(CFamilyPrinter):
         alloc, release = [], []
         for level in self.levels(launch):
             name = self.arena_name(level)
-            alloc.append(self.line(inner, f"unsigned char *{name} = (unsigned char *)nc_alloc("
-                                          f"{max(self.arena_bytes(launch, level), 1)});   {self.comment} level {level}: "
-                                          f"{self.arena_bytes(launch, level)} B, the plan's columns"))
+            size = self.arena_bytes(launch, level)
+            alloc.append(self.line(inner, f"unsigned char *{name} = (unsigned char *)nc_alloc({max(size, 1)});   "
+                                          f"{self.comment} level {level}: {size} B, the plan's columns"))
             release.append(self.line(inner, f"free({name});"))
         alloc.append(self.line(inner, f"float *nc_stage = (float *)nc_alloc({max(self.stage_values, 1)} * "
                                       "sizeof(float));"))
