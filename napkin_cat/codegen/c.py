@@ -267,11 +267,12 @@ class CKernel(GeneratedKernel):
         """Run on float32 arrays; ``out``: arrays to write the outputs into (C-contiguous float32)."""
         xs = self.check(arrays)
         _, shapes = self.shapes()
-        ys = list(out) if out is not None else [np.empty(s, np.float32) for s in shapes]
-        for y, want in zip(ys, shapes):
-            if y.shape != want or y.dtype != np.float32 or not y.flags.c_contiguous:
-                raise CodegenError(f"an output array must be C-contiguous float32 of shape {want}, got {y.dtype} "
-                                   f"{y.shape}")
+        types = [self.numpy_dtype(n) for n in self.plan.outputs]
+        ys = list(out) if out is not None else [np.empty(s, t) for s, t in zip(shapes, types)]
+        for y, want, t in zip(ys, shapes, types):
+            if y.shape != want or y.dtype != t or not y.flags.c_contiguous:
+                raise CodegenError(f"an output array must be C-contiguous {np.dtype(t).name} of shape {want}, got "
+                                   f"{y.dtype} {y.shape}")
         fn = self.function()
         fn(*[x.ctypes.data for x in xs], *[y.ctypes.data for y in ys], int(threads))
         return ys[0] if len(ys) == 1 else tuple(ys)

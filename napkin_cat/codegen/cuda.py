@@ -8,7 +8,10 @@ statement, the arena is ``__shared__`` and the staging storage is a per-thread a
 Checked by the compiler: ``k.compile(arch="sm_90")`` runs ``nvcc -Xptxas -v`` and reads back, per
 kernel, the registers, spills and static shared memory; the shared memory is the layout's arena, which
 equals ``p.smem_bytes`` (the plan's peak at level 1) byte for byte.  The register estimate is the values
-one thread stages (the compiler adds its addressing and loop registers).
+one thread holds: what it stages, and its thread-level variables (a Grid inside a block around a kernel
+one level down runs one group per thread, its variables in a per-thread arena).  Those arrays are indexed
+by counters, so ptxas keeps them in the thread's stack frame (local memory, cached in L1): the report
+shows them as ``stack`` bytes beside ``registers`` (the compiler's addressing and loop registers).
 
 Limits come from the hardware model of the target (``nc.hardware.load``): a kernel whose arena exceeds
 ``memory.smem_per_block`` or whose staged values exceed ``memory.registers_per_thread`` raises

@@ -15,8 +15,11 @@ from pathlib import Path
 import numpy as np
 import sympy
 
-from napkin_cat.codegen.errors import ToolNotFoundError
+from napkin_cat.codegen.errors import CodegenError, ToolNotFoundError
 from napkin_cat.errors import ShapeError
+
+
+NUMPY = {"fp32": np.float32, "fp16": np.float16}
 
 
 def cache_dir() -> Path:
@@ -84,8 +87,17 @@ class GeneratedKernel:
             return tuple(int(sympy.sympify(e).subs(self.plan.sizes)) for _, e in self.plan.variable_map[name].shape)
         return [shape(n) for n in self.plan.inputs], [shape(n) for n in self.plan.outputs]
 
+    def numpy_dtype(self, name: str):
+        """The numpy type of a global variable's values (fp32 → float32, fp16 → float16)."""
+        dt = self.plan.variable_map[name].dtype
+        if dt not in NUMPY:
+            raise CodegenError(f"the {self.backend} kernel exchanges {sorted(NUMPY)} arrays with numpy; {name} is "
+                               f"{dt}: cast it in the diagram (nc.cast) to one of them")
+        return NUMPY[dt]
+
     def check(self, arrays) -> list:
-        """The arguments as float32 C-ordered numpy arrays, after checking their number and shapes."""
+        """The arguments as C-ordered numpy arrays of their variables' formats (float32 for fp32), after
+        checking their number and shapes."""
         ins, _ = self.shapes()
         if len(arrays) != len(ins):
             raise ShapeError(f"the {self.backend} kernel takes {len(ins)} array(s) of shapes {ins}, got {len(arrays)}")
@@ -95,5 +107,5 @@ class GeneratedKernel:
             if x.shape != want:
                 raise ShapeError(f"argument {k} ({name}, axes {list(self.plan.variable_map[name].axes)}) must have "
                                  f"shape {want} at the plan's sizes, got {x.shape}")
-            out.append(np.ascontiguousarray(x, dtype=np.float32))
+            out.append(np.ascontiguousarray(x, dtype=self.numpy_dtype(name)))
         return out

@@ -305,7 +305,8 @@ class CodePrinter(Printer):
 
     def apply(self, stmt, args: list) -> str:
         """The element formula of an elementwise statement on printed arguments."""
-        params = {k: self.number(self.param(stmt, k)) for k, _ in stmt.box.data.params}
+        params = {k: self.number(self.param(stmt, k)) for k, v in stmt.box.data.params
+                  if isinstance(v, (int, float, sympy.Basic)) and not isinstance(v, bool)}
         params.setdefault("c", self.number(1.0 if stmt.kind == "scale" else 0.0))
         return self.template(stmt).format(*args, **params)
 

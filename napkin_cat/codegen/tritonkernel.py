@@ -34,6 +34,8 @@ from napkin_cat.codegen.printer import launches
 from napkin_cat.codegen.tritonlang import TritonPrinter
 
 WORKER = Path(__file__).with_name("triton_worker.py")
+#: a global array's pointer type in a Triton signature
+SIGNATURE = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8e4nv"}
 _WORKERS: dict = {}
 
 
@@ -128,8 +130,7 @@ class TritonKernel(GeneratedKernel):
         """``triton.compile`` for ``GPUTarget("cuda", arch, 32)``: ``smem`` (bytes Triton allocates, the most over
         the kernels), per ``kernels``, beside ``plan_smem`` (``p.smem_bytes``) and the stream's loads."""
         digits = int("".join(c for c in str(arch) if c.isdigit()))
-        kernels = {launch.name: [self.printer.dtypes[v.dtype].split(".")[1].replace("float", "fp")
-                                 for v in self.printer.globals_()] for launch in launches(self.plan)}
+        kernels = {launch.name: [SIGNATURE[v.dtype] for v in self.printer.globals_()] for launch in launches(self.plan)}
         answer = worker(interpret=False).ask({"op": "compile", "source": str(self.path()), "kernels": kernels,
                                               "arch": digits, "warps": num_warps, "stages": num_stages})
         ks = answer["kernels"]

@@ -129,3 +129,21 @@ def test_a_declared_kind_prints_once_given_a_template(scratch_kinds, monkeypatch
     p = nc.plan(nc.kernel(nc.apply("twice", "n -> n")), {"n": 4})
     x = np.arange(4, dtype=np.float32)
     np.testing.assert_array_equal(nc.codegen.c(p)(x), 2 * x)
+
+
+def test_number_formats_are_stored_as_declared():
+    """FP16 operands and probabilities (the library's number formats): fp16 arrays in, on-chip fp16 tiles and
+    a cast that rounds P to fp16, fp32 scores and output; the kernel gives the runner's results."""
+    from rewrites import flash_attention
+    att = nc.library.attention(formats={"Q": "fp16", "K": "fp16", "V": "fp16", "P": "fp16"})
+    p = nc.plan(flash_attention(att).diagram, {"q": 9, "x": 11, "d": 8, "g_q": 4, "s_x": 4})
+    xs = [x.astype(np.float16) for x in inputs(p)]
+    k = nc.codegen.c(p)
+    assert "const _Float16 *restrict x0" in k.source and "(_Float16)(" in k.source
+    y = k(*xs)
+    assert y.dtype == np.float32
+    assert_close(y, p(*[x.astype(np.float32) for x in xs]))
+    with pytest.raises(nc.codegen.CodegenError, match=r"the c backend stores no 'bf16' values \(variable 'x0_1'\); "
+                                                    r"it stores \['fp16', 'fp32'\]"):
+        nc.codegen.c(nc.plan(flash_attention(nc.library.attention(formats={"Q": "bf16", "K": "bf16"})).diagram,
+                             {"q": 4, "x": 4, "d": 2, "g_q": 2, "s_x": 2}))
