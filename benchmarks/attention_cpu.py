@@ -12,7 +12,7 @@ trips and transfers do not depend on it.
 
 The C kernel (``nc.codegen.c(p)``: OpenMP over the Grid, ``cblas_sgemm`` for the two contractions, a
 vectorised polynomial exp) runs at ``--c-sizes`` on 1 and 2 threads, against torch on the same number of
-threads (``torch.set_num_threads``); compilation is cached and not timed.
+threads (``torch.set_num_threads``), the two timed in alternation; compilation is cached and not timed.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/attention_cpu.py [--sizes 1024 4096 8192] [--c-sizes 4096 8192]
         [--threads 1 2] [--repeats 5]
@@ -63,6 +63,18 @@ def median_time(fn, repeats):
         fn()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+def paired_medians(fn_a, fn_b, repeats):
+    """Medians of ``fn_a`` and ``fn_b`` timed in alternation (a busy machine's drift hits both alike)."""
+    a, b = [], []
+    for _ in range(repeats):
+        for fn, out in ((fn_a, a), (fn_b, b)):
+            gc.collect()
+            t = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t)
+    return statistics.median(a), statistics.median(b)
 
 
 def traced_peak(fn) -> int:
@@ -130,10 +142,10 @@ def c_kernel_table(args, torch):
             torch.set_num_threads(threads)
             with torch.no_grad():
                 ref = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv)[0].numpy()
-                t_torch = median_time(lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv),
-                                      args.repeats)
+                t_c, t_torch = paired_medians(lambda: k(Q, K, V, threads=threads),
+                                              lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv),
+                                              args.repeats)
             err = float(np.max(np.abs(k(Q, K, V, threads=threads) - ref)))
-            t_c = median_time(lambda: k(Q, K, V, threads=threads), args.repeats)
             rows.append((n, threads, t, t_c, t_torch, err))
         torch.set_num_threads(1)
     print("| N | threads | tiles (nc.optimal, L2 = 1 MiB) | C kernel ms | torch ms | C / torch | max error vs torch |")
