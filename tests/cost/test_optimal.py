@@ -1,4 +1,6 @@
 """Optimal transfers H*(a, M): the paper's large-M forms and the exact optimum side by side (§3, §4.1, D-12)."""
+import re
+
 import sympy
 import pytest
 
@@ -77,3 +79,12 @@ def test_quantization_factors():
     assert 1 / att[1] == 4
     assert sympy.nsimplify(1 / mm[sympy.Rational(1, 2)]) == 2 * sympy.sqrt(2)
     assert abs(float(1 / mm[sympy.Rational(1, 2)]) - 2 ** 1.5) < 1e-12
+
+
+@pytest.mark.parametrize("memory", [-5, 0, -2.5, sympy.Integer(-3), sympy.Rational(-1, 2), "-M"])
+@pytest.mark.parametrize("sizes", [None, {"a": 8, "b": 8, "c": 8}])
+def test_non_positive_memory_is_a_memory_limit_error(memory, sizes):
+    """A memory of zero or below names the value and says what is legal (Soundness item 11)."""
+    shown = str(memory)
+    with pytest.raises(nc.MemoryLimitError, match=rf"memory must be positive, got {re.escape(shown)}\b"):
+        nc.optimal(nc.cost(tiled_matmul()), memory=memory, sizes=sizes)
