@@ -155,7 +155,7 @@ def _check(exact: ExactOptimum, Hstar, sizes):
                     - exact.memory.free_symbols, key=str)
     full_axes = set().union(*(sympy.sympify(f).free_symbols for f in prog.fulls))
     checked = 0
-    for _ in range(8 * SAMPLES):
+    for k in range(8 * SAMPLES):
         if checked >= SAMPLES:
             break
         env = {p: (2 ** 20 if p in full_axes and not any(C.has(p) for C in exact.columns) else rng.randint(1, 64))
@@ -163,7 +163,12 @@ def _check(exact: ExactOptimum, Hstar, sizes):
         ones = {g: 1 for g in prog.tiles}
         smallest = max(sympy.sympify(C).subs(ones).subs(env) for C in exact.columns)
         if isinstance(exact.memory, sympy.Symbol):
-            env[exact.memory] = int(smallest * 10 ** rng.uniform(0.05, 4)) + 1
+            # slack log-spaced from just above the smallest legal memory to 10^4 times it: the
+            # columns that bind only for small tiles are met as well as the large-M ones
+            slack = 1.05 * (1e4 / 1.05) ** ((k % SAMPLES) / (SAMPLES - 1))
+            env[exact.memory] = int(smallest * slack) + 1
+        else:
+            env.update({s: rng.randint(1, 10 ** 6) for s in exact.memory.free_symbols})
         M = exact.memory.subs(env)
         if not M > smallest:
             continue

@@ -6,12 +6,16 @@ The second route is independent of the library's solver: with one tile and every
 increasing in it, the optimum is the largest tile that every column admits, found here by
 solving each column for the tile in exact rational arithmetic.
 """
+import re
 from fractions import Fraction
 
+import pytest
 import sympy
 from hypothesis import given, settings, strategies as st
 
 import napkin_cat as nc
+from napkin_cat.cost import exact as exact_module
+from napkin_cat.cost.tiling import program
 
 S = nc.symbol
 q, x, d, M, g_q, s_x = (S(n) for n in ("q", "x", "d", "M", "g_q", "s_x"))
@@ -63,3 +67,46 @@ def test_attention_exact_optimum_is_feasible_and_optimal(d, slack, q_, x_):
     assert sympy.simplify(OPT.exact_H.subs(values) - H_ref) == 0
     # never below the paper's printed large-M bound (errata D-12)
     assert OPT.exact_H.subs(values) >= OPT.H.subs(values)
+
+
+def test_a_closed_form_that_overflows_a_column_is_never_returned(monkeypatch):
+    """The check inside ``optimal``: main's old attention form (only 2d·g_q + d + 3g_q binds) is refused."""
+    old = (M - d) / (2 * d + 3)
+    monkeypatch.setattr(exact_module, "piecewise_optimum", lambda H, cols, free, M_: (H.subs(g_q, old), {g_q: old}, []))
+    prog = program(COST, 1)
+    e = exact_module.exact_optimum(prog, prog.H, prog.columns, (g_q,), (), M)
+    assert e.H is None and e.sizes is None
+    assert re.search(r"failed its check \(column 2\*d\*g_q \+ 2\*d \+ 2\*g_q holds [\d.]+ > \d+", e.notes[0]), e.notes
+    # the optimum is still there, implicitly: its KKT system and its value at numbers
+    H, tiles = e.at(q=4096, x=4096, d=32, M=2000)
+    assert abs(tiles[g_q] - 1936 / 66) < 1e-6
+
+
+def test_a_feasible_but_suboptimal_closed_form_is_never_returned(monkeypatch):
+    half = (M - 2 * d) / (4 * d + 4)      # fits every column, but half the best tile
+    monkeypatch.setattr(exact_module, "piecewise_optimum",
+                        lambda H, cols, free, M_: (H.subs(g_q, half), {g_q: half}, []))
+    prog = program(COST, 1)
+    e = exact_module.exact_optimum(prog, prog.H, prog.columns, (g_q,), (), M)
+    assert e.H is None and re.search(r"failed its check \(H\* = [\d.e+]+ but the numeric optimum is", e.notes[0])
+
+
+def test_kkt_system_and_solution_set_name_every_binding_column():
+    e = OPT.exact
+    assert e.columns == (2 * d * g_q + d + 3 * g_q, 2 * d * g_q + 2 * d + 2 * g_q)
+    lam1, lam2 = e.multipliers
+    assert sympy.Eq(lam1 * (e.columns[0] - M), 0) in e.system.args
+    assert e.solution_set.sym == sympy.Tuple(g_q, lam1, lam2)
+    # the closed form satisfies the system: stationarity with the binding column's multiplier
+    at = {d: 32, M: 2000, q: 64, x: 64}
+    g = e.sizes[g_q].subs(at)
+    lam = -sympy.diff(e.objective, g_q) / sympy.diff(e.columns[1], g_q)
+    assert e.system.subs(at).subs({g_q: g, lam1: 0, lam2: lam.subs(at).subs(g_q, g)}) is sympy.true
+
+
+def test_exact_at_names_what_is_missing_or_too_small():
+    with pytest.raises(nc.NapkinError, match=r"give a number for \['d', 'x'\]"):
+        OPT.exact.at(q=64, M=2000)
+    # tiles of 1: the column 2d·g_q + 2d + 2g_q holds 2·32 + 2·32 + 2 = 130 values
+    with pytest.raises(nc.MemoryLimitError, match="the smallest legal memory is 130"):
+        OPT.exact.at(q=64, x=64, d=32, M=90)

@@ -88,3 +88,25 @@ def test_non_positive_memory_is_a_memory_limit_error(memory, sizes):
     shown = str(memory)
     with pytest.raises(nc.MemoryLimitError, match=rf"memory must be positive, got {re.escape(shown)}\b"):
         nc.optimal(nc.cost(tiled_matmul()), memory=memory, sizes=sizes)
+
+
+@pytest.mark.parametrize("memory, message", [
+    (float("inf"), "memory must be finite, got inf"),
+    (sympy.oo, "memory must be finite, got oo"),
+    (1 + 2j, r"memory must be positive, got \(1\+2j\)"),
+    ("M +", r"memory 'M \+' is not a number or an expression"),
+    ([4096], r"memory \[4096\] is not a number or an expression"),
+])
+def test_memory_that_is_no_capacity_is_refused(memory, message):
+    with pytest.raises(nc.MemoryLimitError, match=message):
+        nc.optimal(nc.cost(tiled_matmul()), memory=memory)
+
+
+def test_integer_search_names_the_missing_size():
+    c = nc.cost(tiled_matmul())
+    with pytest.raises(nc.NapkinError, match=r"give a concrete size for axis 'c' \(sizes=\{'c': …\}\)"):
+        nc.optimal(c, memory=4096, sizes={"a": 8, "b": 8})
+    with pytest.raises(nc.NapkinError, match=r"not a number: give sizes for \['b'\]"):
+        nc.optimal(c, memory=4096, sizes={"a": 8, "c": 8})
+    with pytest.raises(nc.MemoryLimitError, match="needs a number for the memory limit, got M"):
+        nc.optimal(c, memory="M", sizes={"a": 8, "b": 8, "c": 8})

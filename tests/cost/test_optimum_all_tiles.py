@@ -10,6 +10,7 @@ import itertools
 from fractions import Fraction
 
 import numpy as np
+import pytest
 import sympy
 
 import napkin_cat as nc
@@ -25,6 +26,12 @@ def chain():
 def fused_chain():
     """One kernel, streamed over c (s_c), grouped over a (g_a) and d (g_d)."""
     return nc.group(nc.group(nc.stream(nc.kernel(chain()), "c", "s_c"), "a", "g_a"), "d", "g_d")
+
+
+def grouped_query_attention():
+    """Three tiles in one nest: g_q, g_g, g_h (H sees g_q and g_g only through their product)."""
+    att = nc.stream(nc.library.grouped_query_attention(), "x", "s_x")
+    return nc.group(nc.group(nc.group(att, "q", "g_q"), "g", "g_g"), "h", "g_h")
 
 
 def two_partitions():
@@ -93,15 +100,26 @@ def test_fused_chain_symbolic_optimum_covers_all_tiles_without_closed_form():
     assert H <= best * (1 + 1e-9) and best <= H * (1 + 1e-6)
     # the solution set is a sympy object over both tiles
     assert {g_a, g_d} <= o.exact.solution_set.free_symbols | set(o.exact.solution_set.sym)
+    # the large-M form (the constraint cut to b·g_a + g_a·g_d) holds sqrt(M + bc): a relaxation, so below H*
+    assert sympy.sqrt(M + b * c) in o.H.atoms(sympy.Pow)
+    assert float(o.H.subs(env)) <= H
+    with pytest.raises(nc.NapkinError, match="is not a sum of powers of M: it has no power terms"):
+        o.terms
 
 
-def test_two_partitions_integer_optimum_over_all_tiles():
-    cost = nc.cost(two_partitions())
-    sizes = {"a": 64, "b": 32, "c": 48, "d": 96}
-    o = nc.optimal(cost, memory=3000, sizes=sizes)
-    h, tiles = brute_force(cost, sizes, 3000)
+@pytest.mark.parametrize("build, sizes, memory", [
+    (two_partitions, {"a": 64, "b": 32, "c": 48, "d": 96}, 3000),
+    (fused_chain, {"a": 96, "b": 16, "c": 64, "d": 80, "s_c": 1}, 2500),
+    (grouped_query_attention, {"q": 64, "x": 96, "d": 16, "g": 4, "h": 6, "s_x": 1}, 1500),
+])
+def test_integer_optimum_over_the_tiles_of_every_group(build, sizes, memory):
+    cost = nc.cost(build())
+    o = nc.optimal(cost, memory=memory, sizes={k: v for k, v in sizes.items() if not k.startswith("s_")})
+    h, tiles = brute_force(cost, sizes, memory)
     assert as_fraction(o.H) == h
-    assert {t: int(o.sizes[t]) for t in tiles} == tiles
+    chosen = {t: int(o.sizes[t]) for t in tiles}
+    assert as_fraction(cost.H[1].subs({S(k): v for k, v in sizes.items()}).subs(chosen)) == h
+    assert all(col.subs({S(k): v for k, v in sizes.items()}).subs(chosen) <= memory for col in cost.columns[1])
 
 
 def test_two_partitions_symbolic_optimum_leaves_no_tile_free():
