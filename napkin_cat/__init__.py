@@ -42,7 +42,9 @@ from napkin_cat.rewriting.obligation import Obligation, ObligationError
 from napkin_cat.rewriting.rules import Condition, Rule, RuleSet
 from napkin_cat.rewriting.trace import Derivation, Trace
 from napkin_cat.rewriting.driver import rewrite
+from napkin_cat.plan import Counters, Plan, PlanError, plan
 from napkin_cat.io.serial import dumps, loads
+from napkin_cat import hardware
 from napkin_cat.render.draw import draw, to_tikz
 from napkin_cat.render import strip as _strip  # noqa: F401  (registers the derivation-strip drawer)
 
@@ -63,6 +65,10 @@ __all__ = [
     # rewriting
     "Netlist", "to_netlist", "to_diagram", "isomorphic", "Condition", "Rule", "RuleSet", "Obligation",
     "ObligationError", "Trace", "Derivation", "rewrite",
+    # plans
+    "plan", "Plan", "Counters", "PlanError",
     # pictures and JSON
     "draw", "to_tikz", "dumps", "loads",
+    # hardware models and tables
+    "hardware",
 ]

@@ -6,7 +6,7 @@ paper, and each rule carries its proof obligation (discharged in ``proofs/``).
 =================  ==========================================================================
 ruleset            rules
 =================  ==========================================================================
-``BASIC``          copy_discard, delete_pure_box, remove_identity, weave_functoriality
+``BASIC``          copy_discard, delete_pure_box, remove_identity
 ``SOFTMAX``        softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction,
                    softmax_contraction_to_unscaled
 ``FUSION``         save_load_elimination
@@ -14,6 +14,7 @@ ruleset            rules
 ``UNSCALED``       the paper's SoftMax → Auxiliary → Unscaled derivation, plus SIMPLIFY
 ``PARTITION``      kernel_formation, kernel_fusion, stream_partition, group_partition
 ``DECOMPOSE``      group_split_join, stream_decomposition, online_softmax_decomposition (written-out forms)
+``CONTRACTION``    contraction_merge, contraction_split, contraction_reassociation, contracted_axis_renaming
 =================  ==========================================================================
 
 Derivations: ``flash_attention(attention)`` and ``tiled_matmul(matmul)`` (module ``derive``).
@@ -29,7 +30,10 @@ True
 from napkin_cat.rewriting import Derivation, RuleSet, rewrite
 from napkin_cat.rewriting.registry import Rulebook
 from rewrites.basic import RULES as BASIC
-from rewrites.basic import copy_discard, delete_pure_box, remove_identity, weave_functoriality
+from rewrites.contraction import RULES as CONTRACTION
+from rewrites.contraction import (contracted_axis_renaming, contraction_merge, contraction_reassociation,
+                                  contraction_split)
+from rewrites.basic import copy_discard, delete_pure_box, remove_identity
 from rewrites.fusion import RULES as FUSION
 from rewrites.fusion import save_load_elimination
 from rewrites.decompose import RULES as DECOMPOSE
@@ -44,7 +48,7 @@ SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_el
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
-ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + DECOMPOSE
+ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + DECOMPOSE + CONTRACTION
 
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
@@ -65,6 +69,8 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "flash_attention", "tiled_matmul", "kernel_formation", "kernel_fusion", "stream_partition",
            "group_partition", "DECOMPOSE", "group_split_join", "stream_decomposition",
            "online_softmax_decomposition",
-           "copy_discard", "delete_pure_box", "remove_identity", "weave_functoriality",
+           "copy_discard", "delete_pure_box", "remove_identity",
            "softmax_to_auxiliary", "auxiliary_to_unscaled", "divide_after_contraction",
-           "softmax_contraction_to_unscaled", "save_load_elimination"]
+           "softmax_contraction_to_unscaled", "save_load_elimination",
+           "CONTRACTION", "contraction_merge", "contraction_split", "contraction_reassociation",
+           "contracted_axis_renaming"]

@@ -1,4 +1,4 @@
-"""Structural rules: the laws of a markov category and of weaving (paper §2).
+"""Structural rules: the laws of a markov category (paper §2).
 
 =========================  =====================================================
 rule                       lhs → rhs
@@ -6,8 +6,11 @@ rule                       lhs → rhs
 ``copy_discard``           copyₙ ; (… ⊗ discard ⊗ …) → copyₙ₋₁ (copy₂ ; discard → id)
 ``delete_pure_box``        f ; discard^⊗ → discard^⊗ on f's inputs
 ``remove_identity``        id-box (dom = cod) → the identity wire
-``weave_functoriality``    weave_h(f) ; weave_h(g) → weave_h(f ; g)   (an equation)
 =========================  =====================================================
+
+Weave functoriality, ``weave_h(f ; g) = weave_h(f) ; weave_h(g)``, is not a rule: the
+constructor ``nc.weave`` builds both sides equal (tests/syntax/test_laws.py checks it, as
+diagrams and as functions), so a rule for it would rewrite nothing.
 
 >>> import napkin_cat as nc
 >>> d = nc.Diagram.copy(nc.types("q"), 2) >> nc.Id("q") @ nc.Diagram.copy(nc.types("q"), 0)
@@ -16,11 +19,9 @@ True
 """
 from __future__ import annotations
 
-import numpy as np
 
 import napkin_cat as nc
-from napkin_cat.rewriting.match import ANY_BOX, Pattern, feeds_only, kind, peel_weave, structural
-from napkin_cat.rewriting import isomorphic
+from napkin_cat.rewriting.match import Pattern, feeds_only, kind, structural
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
 
 AXES = ("a", "b", "c", "d")
@@ -130,92 +131,7 @@ remove_identity = Rule(
     an 'id' box weaved over an axis its input lacks and is not removed.""")
 
 
-# ---------------------------------------------------------------------- weave functoriality
-def _outer(node):
-    spec = node.spec
-    return spec.weaves[-1].name if spec is not None and spec.weaves else None
-
-
-def _bind_weave(m):
-    f, g = m.node("f"), m.node("g")
-    h = _outer(f)
-    if h is None or h != _outer(g):
-        return None
-    positions = {arr.names.index(h) for n in (f, g) for arr in n.cod}
-    if len(positions) != 1:
-        return None
-    return {"axis": f.cod[0].axis(h), "position": positions.pop()}
-
-
-def _weave_rhs(m):
-    h, position = m.vars["axis"], m.vars["position"]
-    f, g = peel_weave(m.box("f"), h.name), peel_weave(m.box("g"), h.name)
-    dom = [a.replace(axes=tuple(x for x in a.axes if x.name != h.name)) for a in m.dom.inside]
-    b = nc.Builder(nc.Ty(*dom))
-    wires = dict(zip(m.inputs, b.inputs))
-    f_out = b(f, *(wires[("f", p)] for p in range(len(f.dom))))
-    f_out = f_out if isinstance(f_out, tuple) else (f_out,)
-    fid = m.nodes["f"]
-    g_in = []
-    for p, src in enumerate(m.net.producers(m.nodes["g"])):
-        g_in.append(f_out[src[1]] if src[0] == fid else wires[("g", p)])
-    g_out = b(g, *g_in)
-    g_out = g_out if isinstance(g_out, tuple) else (g_out,)
-    outs = {("g", p): w for p, w in enumerate(g_out)}
-    outs.update({("f", p): w for p, w in enumerate(f_out) if ("f", p) in m.outputs})
-    item = b.build(*(outs[p] for p in m.outputs))
-    inputs = {i: a.names.index(h.name) for i, a in enumerate(m.dom.inside) if h.name in a.names}
-    return nc.weave(item, h, inputs=inputs, position=position)
-
-
-_F = ("tanh", "softmax", "sum", "contract")
-
-
-def _item_box(rng, which, first):
-    """An item-level box; a second box must take the one item-level array ``x``."""
-    name = _F[which]
-    if name == "softmax":
-        return nc.softmax("x", over="x")
-    if name == "sum":
-        return nc.reduce("sum", "x y -> x") if first else nc.elementwise("neg", "x")
-    if name == "contract":
-        return nc.einsum("x y, y -> x") if first else nc.elementwise("sigmoid", "x")
-    return nc.elementwise(name, "x")
-
-
-def _weave_instance(rng):
-    f = _item_box(rng, int(rng.integers(len(_F))), True)
-    g = _item_box(rng, int(rng.integers(len(_F))), False)
-    h = ["h", "k"][int(rng.integers(2))]
-    position = int(rng.integers(0, 2))
-    weaved = {i: position for i in range(len(f.dom)) if i == 0 or rng.integers(2)}
-    wf = nc.weave(f, h, inputs=weaved, position=position)
-    return wf >> nc.weave(g, h, position=position)
-
-
-def _weave_semantics():
-    """weave_h(F) on X equals F applied to each slice X[h] (checked on a random composite)."""
-    rng = np.random.default_rng(7)
-    f = nc.softmax("x", over="x") >> nc.elementwise("tanh", "x")
-    X = rng.normal(size=(3, 4))
-    got = nc.evaluate(nc.weave(f, "h", position=0), X)
-    want = np.stack([nc.evaluate(f, row) for row in X])
-    assert np.allclose(got, want), "weaving is not mapping over the axis"
-
-
-weave_functoriality = Rule(
-    "weave_functoriality",
-    Pattern({"f": ANY_BOX, "g": ANY_BOX}, [("f", None, "g", None)], bind=_bind_weave),
-    _weave_rhs,
-    obligation=Obligation(_weave_instance, structural=isomorphic, symbolic=(_weave_semantics,)),
-    oriented=False,
-    doc="""weave_h(f) ; weave_h(g) → weave_h(f ; g)   (an equation: both sides are equal).
-
-    Weaving is functorial (paper §2, Fig. weaved_function): the rhs is rebuilt
-    by weaving the item-level composite, and must be isomorphic to the lhs.""")
-
-
-RULES = RuleSet((copy_discard, delete_pure_box, remove_identity, weave_functoriality))
+RULES = RuleSet((copy_discard, delete_pure_box, remove_identity))
 
 
 # ---------------------------------------------------------------------- random diagrams (fuzzing)

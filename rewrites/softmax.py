@@ -31,6 +31,8 @@ import numpy as np
 import sympy
 
 import napkin_cat as nc
+from napkin_cat.algorithms.accumulators import (Binding, NormaliserForm, StateArray, build_state_diagrams,
+                                                is_contraction_over, register, single)
 from napkin_cat.rewriting.match import Pattern, kind
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, shape_of
 
@@ -117,6 +119,11 @@ SAME_FORMAT = Condition(
     "same_format",
     lambda m: (m.vars["out"].level, m.vars["out"].dtype) == (m.vars["scores"].level, m.vars["scores"].dtype),
     "the contraction's output must have the level and dtype of the scores")
+SAME_LEVEL = Condition(
+    "same_level",
+    lambda m: m.vars["out"].level == m.vars["scores"].level,
+    "the contraction's output must live at the level of the scores (number formats may differ: the rewrite "
+    "converts s to the contraction's operand format and z to the output's format)")
 
 
 # ---------------------------------------------------------------------- rules
@@ -152,7 +159,9 @@ def _fused(m):
     x = ins[("s", 0)]
     mu0, z0 = b(initialize(v["scores"], v["over"]), x)
     s, _mu, _delta, z = b(_online("softmax_unscaled", v["scores"], v["over"], v["beta"]), x, mu0, z0)
+    s = b.convert(s, c.dom.inside[v["port"]].dtype)  # P in the format the contraction takes (FA3's conversion)
     o = b(c, *(s if p == v["port"] else ins[("c", p)] for p in range(len(c.dom))))
+    z = b.convert(z, v["out"].dtype)
     return m.finish(b, {("c", 0): b(_binary("div", v["out"], z.array), o, z)})
 
 
@@ -243,21 +252,58 @@ def online_softmax_identity():
     assert sympy.simplify(z - sum(sympy.exp(xi - m) for xi in xs)) == 0, "running sum"
 
 
-def table4_identity():
-    """SoftMax₀ = (s/z, μ, δz′, z) of SoftMax₁ = (s, μ, δ, z); with (−∞, 0) it is SoftMax."""
-    x = sympy.symbols("x1:4", real=True)
-    beta, mu_p, z_p = sympy.symbols("beta mu_p z_p", real=True)
-    mu = sympy.Max(*(beta * xi for xi in x), mu_p)
+def unscaled_step(x, beta, mu_prev, z_prev):
+    """Table 4's SoftMax₁(x⃗, (μ′, ·, z′)) → (s⃗, μ, δ, z), in sympy: the rule's right-hand side runs it."""
+    mu = sympy.Max(*(beta * xi for xi in x), mu_prev)
     s = [sympy.exp(beta * xi - mu) for xi in x]
-    delta = sympy.exp(mu_p - mu)
-    z = delta * z_p + sum(s)
-    aux = ([si / z for si in s], mu, delta * z_p, z)
-    unscaled = (s, mu, delta, z)
-    assert all(sympy.simplify(a - u / unscaled[3]) == 0 for a, u in zip(aux[0], unscaled[0]))
-    assert sympy.simplify(aux[2] - unscaled[2] * z_p) == 0
-    y0 = [si / (sum(s)) for si in s]  # μ′ = −∞ gives δ = 0 and z = Σ s
-    target = [sympy.exp(beta * xi) / sum(sympy.exp(beta * xj) for xj in x) for xi in x]
-    assert all(sympy.simplify(sympy.powsimp(sympy.expand(a - t))) == 0 for a, t in zip(y0, target))
+    delta = sympy.exp(mu_prev - mu)
+    return s, mu, delta, delta * z_prev + sum(s)
+
+
+def auxiliary_from_unscaled(s, mu, delta, z, z_prev):
+    """The right-hand side of ``auxiliary_to_unscaled``: SoftMax₀'s outputs (s⃗/z, μ, δ·z′, z) from SoftMax₁'s."""
+    return [si / z for si in s], mu, delta * z_prev, z
+
+
+def _softmax_of(scores, beta):
+    """The textbook SoftMax exp(βxᵢ) / Σⱼ exp(βxⱼ), with no running maximum."""
+    total = sum(sympy.exp(beta * xj) for xj in scores)
+    return [sympy.exp(beta * xi) / total for xi in scores]
+
+
+def _same(a, b) -> bool:
+    """a = b: refuted fast at seeded random points, else proved by sympy."""
+    diff = a - b
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        point = {s: sympy.Float(rng.uniform(0.1, 2.0) if s.is_positive else rng.normal()) for s in diff.free_symbols}
+        if abs(complex(diff.subs(point).evalf())) > 1e-9:
+            return False
+    return sympy.simplify(sympy.powsimp(sympy.expand(sympy.powsimp(diff)))) == 0
+
+
+def table4_identity(step=unscaled_step, rhs=auxiliary_from_unscaled):
+    """Recursively expanded Auxiliary SoftMax is the SoftMax of the concatenation (Table 4, Fig. softmax_stream).
+
+    A prior chunk x⃗′ is summarised, as Base SoftMax computes them, by μ′ = max βx′ⱼ and
+    z′ = Σⱼ exp(βx′ⱼ − μ′).  SoftMax₀(x⃗, (μ′, z′)), built as ``rhs(step(x⃗, μ′, z′))``, must give
+    y⃗ = the SoftMax of x⃗′ ++ x⃗ restricted to x⃗, δz′·e^μ = Σⱼ exp(βx′ⱼ) (the prior sum, rebased)
+    and z·e^μ = Σ over x⃗′ ++ x⃗ (the running sum), each compared with the textbook formula; and
+    from Initialize() = (−∞, 0) it gives SoftMax(x⃗).
+    """
+    x, prior = sympy.symbols("x1:4", real=True), sympy.symbols("p1:3", real=True)
+    beta = sympy.Symbol("beta", positive=True)
+    mu_prev = sympy.Max(*(beta * p for p in prior))
+    z_prev = sum(sympy.exp(beta * p - mu_prev) for p in prior)
+    y, mu, dz, z = rhs(*step(x, beta, mu_prev, z_prev), z_prev)
+    whole = _softmax_of(prior + x, beta)[len(prior):]
+    assert all(_same(a, b) for a, b in zip(y, whole)), "y is not the softmax of the concatenation"
+    assert _same(dz * sympy.exp(mu), sum(sympy.exp(beta * p) for p in prior)), "δz′ is not the rebased prior sum"
+    assert _same(z * sympy.exp(mu), sum(sympy.exp(beta * v) for v in prior + x)), "z is not the running sum"
+    y0, _, _, z0 = rhs(*step(x, beta, -sympy.oo, 0), 0)
+    assert all(_same(a, b) for a, b in zip(y0, _softmax_of(x, beta))), "from Initialize() it is not SoftMax"
+    assert _same(z0 * sympy.exp(sympy.Max(*(beta * xi for xi in x))), sum(sympy.exp(beta * xi) for xi in x)), \
+        "from Initialize() z is not the sum"
 
 
 def division_identity():
@@ -316,13 +362,111 @@ softmax_contraction_to_unscaled = Rule(
     "softmax_contraction_to_unscaled",
     Pattern({"s": kind("softmax"), "c": kind("contract")}, [("s", 0, "c", None)], bind=_bind_softmax("s")),
     _fused,
-    conditions=(WEAVED, SURVIVES, SAME_FORMAT),
+    conditions=(WEAVED, SURVIVES, SAME_LEVEL),
     obligation=Obligation(softmax_contraction_instance, inputs=extreme_inputs,
                           symbolic=(online_softmax_identity, division_identity)),
     doc="""SoftMax(x) · v → (SoftMax₁(x, Initialize(x)).s · v) / z.
 
     Paper Appendix "Fusion of SoftMax-Contraction" and Table 4: unscaled SoftMax
     with the "/z" tail moved to the end (FlashAttention-2's numerically stable form).""")
+
+# ---------------------------------------------------------------------- the online form (accumulator B)
+def online_state(scores, out, axis):
+    """The maintained arrays of streamed SoftMax-contraction: running max μ, running sum z, output o."""
+    rows = scores.replace(axes=tuple(a for a in scores.axes if a.name != axis))
+    return [StateArray("μ", rows, -np.inf), StateArray("z", rows, 0.0), StateArray("o", out, 0.0)]
+
+
+def online_step(b, state, scores, contract, axis, box):
+    """B((μ′, z′, o′), x, v) = (μ, z, δ·o′ + s·v) with (s, μ, δ, z) = SoftMax₁(x, μ′, z′) (Table 4, D-08).
+
+    The running output is rescaled and accumulated by one fused multiply-add per value (the paper's
+    "FP16 accumulate", 2d FLOPs per row per trip in Table 3).
+    """
+    mu_p, z_p, o_p = state
+    beta = box.data.param("beta", 1)
+    s, mu, delta, z = b(_online("softmax_unscaled", scores.array, (axis,), beta), scores, mu_p, z_p)
+    out = o_p.array
+    delta = b.convert(delta, out.dtype)  # the rescale factor in the running output's format
+    rows = delta.array
+    sig = f"{_sig(out.names)}, {_sig(rows.names)}, {_sig(out.names)} -> {_sig(out.names)}"
+    o = b(nc.elementwise("fma", sig, level=out.level, dtype=out.dtype, **_sizes(out, rows)), o_p, delta, contract(s))
+    return [mu, z, o]
+
+
+def online_finish(b, state):
+    """The tail: y = o / z (z converted to the output's number format when they differ)."""
+    _mu, z, o = state
+    z = b.convert(z, o.array.dtype)
+    return b(_binary("div", o.array, z.array), o, z)
+
+
+#: SoftMax(x) · v streamed: the accumulator of softmax_contraction_to_unscaled's right-hand side.
+SOFTMAX_CONTRACTION = NormaliserForm(
+    "softmax_contraction_to_unscaled", "softmax", online_state, online_step, online_finish,
+    doc="SoftMax over the streamed axis, consumed by a contraction over it: online softmax (Table 4).")
+
+
+class UnscaledForm:
+    """The same accumulator read off the rule's output: Initialize ; SoftMax₁ ; contraction (then /z).
+
+    Matched at a SoftMax₁ whose (μ′, z′) come from an Initialize (the head: (−∞, 0)) and whose
+    scores feed one contraction over the axis; its (μ, z) and the contraction's output are the state.
+    """
+
+    name = "softmax_contraction_to_unscaled"
+    kind = "softmax_unscaled"
+
+    def match(self, plan, i):
+        box, ins, outs = plan.ops[i]
+        axis = plan.axis
+        core = [a.name for a in box.dom.inside[0].axes if a.name not in box.data.weave_names]
+        if core != [axis]:
+            return f"{box.name} runs over {core}, not over the streamed axis {axis!r} alone"
+        heads = [plan.producer(v) for v in ins[1:]]
+        k = heads[0][0] if None not in heads and [h[0] for h in heads] == [heads[0][0]] * 2 else None
+        own = k is not None and plan.ops[k][0].data.kind == INIT and [h[1] for h in heads] == [0, 1] and all(
+            u == (i, p) for p, v in zip((1, 2), plan.ops[k][2]) for u in plan.uses.get(v, []))
+        if not own:
+            return f"the state (μ′, z′) of {box.name} does not come from its own Initialize (the stream's head)"
+        users = plan.uses.get(outs[0], [])
+        conversion = ()
+        if len(users) == 1 and users[0][0] >= 0 and plan.ops[users[0][0]][0].data.kind == "cast":
+            conversion = (users[0][0],)  # s converted to the contraction's operand format on the way
+            users = plan.uses.get(plan.ops[users[0][0]][2][0], [])
+        if not (len(users) == 1 and users[0][0] >= 0 and is_contraction_over(plan.ops[users[0][0]][0], axis)):
+            return f"{box.name}'s scores must feed one contraction over {axis!r} (through at most one cast)"
+        if plan.uses.get(outs[2]):
+            return f"{box.name}'s δ is read elsewhere; the online form keeps it inside the step"
+        c, port = users[0]
+        cbox, cins, couts = plan.ops[c]
+        if any(n != axis and n not in cbox.cod.inside[0].names for n in box.cod.inside[0].names):
+            return f"the contraction after {box.name} sums away an axis along which μ and z differ"
+        scores, out = box.dom.inside[0], cbox.cod.inside[0]
+        state = online_state(scores, out, axis)
+        others = [p for p in range(len(cins)) if p != port]
+
+        def step(b, st, x, *rest):
+            def contract(w):  # the contraction takes its operand in its own number format
+                args = list(rest)
+                args.insert(port, b.convert(w, cbox.dom.inside[port].dtype))
+                return b(single(cbox), *args)
+            return online_step(b, st, x, contract, axis, box)
+
+        def finish(b, st):
+            mu, z, o = st
+            return o, z, mu
+
+        step_d, finish_d = build_state_diagrams(self.name, state, [scores] + [cbox.dom.inside[p] for p in others],
+                                                step, finish, [out, box.cod.inside[3], box.cod.inside[1]])
+        return Binding(self, (k, i, *conversion, c), (ins[0], *(cins[p] for p in others)), tuple(state), step_d,
+                       finish_d, (couts[0], outs[3], outs[1]))
+
+
+#: The online forms this library provides (entry point ``napkin_cat.accumulators``; registered on import).
+ONLINE_FORMS = (SOFTMAX_CONTRACTION, UnscaledForm())
+for _form in ONLINE_FORMS:
+    register(_form)
 
 RULES = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction,
                  softmax_contraction_to_unscaled))

@@ -155,7 +155,7 @@ class Stream(Partition):
 
     @property
     def plan(self):
-        """The streaming analysis of the inside (head / chunk / accumulate / tail), computed once."""
+        """The streaming analysis of the inside (head / body with its reducers / tail), computed once."""
         cached = self.__dict__.get("_plan")
         if cached is None:
             cached = analyse(self.arg, self.axis)

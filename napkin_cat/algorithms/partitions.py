@@ -145,8 +145,9 @@ def _weaved_everywhere(d: Diagram, axis: str) -> str | None:
 def group(diagram: Diagram, axis: str, size) -> Diagram:
     """Group-partition every kernel weaved over ``axis`` into groups of ``size`` (a ``Grid``).
 
-    ``size`` is a tile name such as ``"g_q"`` (symbolic) or an int (must divide a concrete axis).
-    A function diagram is first made one kernel at level 1.
+    ``size`` is a tile name such as ``"g_q"`` (symbolic), a sympy expression or a positive int; a
+    size that does not divide the axis leaves a shorter last group (a ragged tile).  A function
+    diagram is first made one kernel at level 1.
     """
     diagram = _ensure_algorithm(diagram)
     tile = _tile(axis, size)
@@ -164,10 +165,6 @@ def group(diagram: Diagram, axis: str, size) -> Diagram:
         if why:
             reasons.append(why)
             return None
-        full = next(a.axis(axis).size for a in k.cod.inside)
-        if isinstance(full, int) and isinstance(tile, int) and full % tile:
-            raise RewriteError(f"group size {tile} does not divide {axis!r} = {full}; legal group sizes are "
-                               f"the divisors {[g for g in range(1, full + 1) if full % g == 0]}")
         inner = relabel_axis(k, axis, tile)
         return Grid(inner, k.dom, k.cod, {"axis": axis, "size": tile})
 
@@ -179,6 +176,8 @@ def group(diagram: Diagram, axis: str, size) -> Diagram:
 
 def stream(diagram: Diagram, axis: str, size) -> Diagram:
     """Stream-partition every kernel that is streamable along ``axis`` in slices of ``size``.
+
+    ``size`` is as for :func:`group`; a size that does not divide the axis leaves a shorter last slice.
 
     Refuses with a RewriteError saying why when no kernel is streamable along it.
     """
@@ -196,9 +195,6 @@ def stream(diagram: Diagram, axis: str, size) -> Diagram:
         except RewriteError as e:
             reasons.append(str(e))
             return None
-        full = next(a.axis(axis).size for a in region.dom.inside if axis in a.names)
-        if isinstance(full, int) and isinstance(tile, int) and full % tile:
-            raise RewriteError(f"stream size {tile} does not divide {axis!r} = {full}")
         s = Stream(relabel_axis(region, axis, tile), region.dom, region.cod, {"axis": axis, "size": tile})
         return Kernel.rebuild(s, k.dom, k.cod, k.params)
 

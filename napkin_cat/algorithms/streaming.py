@@ -1,20 +1,28 @@
-"""Streamability along an axis, derived from the primitives' accumulators (Appendix A.1).
+"""Streamability along an axis, derived from accumulators and accumulator forms (Appendix A.1).
 
-A region F is streamable along ``a`` when every box that reads streamed data
-either maps over ``a`` (``a`` is one of its weaves: an *E* box, applied chunk by
-chunk), or reduces ``a`` away with an accumulator (contraction: sum; reductions:
-sum/max/min), or is a SoftMax over ``a`` whose only consumer is a contraction
-over ``a`` (SoftMax-contraction: the online-softmax accumulator of Table 4).
-Boxes that do not see streamed data run once before (head) or after (tail).
-This is the fusion theorem read as an algorithm::
+A region F is streamable along ``a`` when every box that reads streamed data either maps over
+``a`` (``a`` is one of its weaves: an *E* box, applied chunk by chunk), or reduces ``a`` away with
+the accumulator of its kind (contraction: sum; reductions: sum/max/min), or is matched by a
+registered accumulator form (:mod:`napkin_cat.algorithms.accumulators`; SoftMax followed by a
+contraction has the online-softmax form of the rule library).  Boxes that do not see streamed data
+run once before (head) or after (tail).  This is the fusion theorem read as an algorithm::
 
     F streamable along a, E weaved over a   ⟹   E ; F streamable along a
     F streamable along a                    ⟹   weave_h(F) streamable along a
 
+The result, a :class:`StreamPlan`, is the one description of a stream that the numpy fold
+(``semantics.regions``) and the cost functor (``cost.iocost``) read: head / body / tail ops and,
+per reducer, its state arrays (shape, init), its step diagram ``B`` and its finish.
+
 >>> import napkin_cat as nc
 >>> plan = analyse(nc.library.attention(), "x")
->>> [r.kind for r in plan.reducers]
-['softmax-contraction']
+>>> [plan.role[i] for i in range(len(plan.ops))]
+['body', 'body', 'body']
+>>> (r,) = plan.reducers
+>>> r.kind, [(s.name, str(s.array), s.init) for s in r.state]
+('softmax_contraction_to_unscaled', [('μ', 'q', -inf), ('z', 'q', 0.0), ('o', 'q×d', 0.0)])
+>>> sorted(b.name for b in r.step.boxes if b.name in ("SoftMax₁", "·", "fma"))
+['SoftMax₁', 'fma', '·']
 >>> analyse(nc.softmax("q x", over="x"), "x")
 Traceback (most recent call last):
 ...
@@ -24,43 +32,105 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from napkin_cat.syntax.adapter import Bubble, Diagram
+from napkin_cat.algorithms.accumulators import GROUP, Binding, StateArray, forms_for
 from napkin_cat.errors import RewriteError
+from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.wiring import consumers, trace_values
 
 
-@dataclass
+@dataclass(frozen=True)
 class Reducer:
-    """A box (or SoftMax-contraction pair) that folds the streamed axis away."""
+    """Ops that fold the streamed axis away, with the state they maintain.
 
-    kind: str            # 'sum', 'max', 'min', 'softmax-contraction'
-    op: int              # index of the reducing op (the contraction for the pair)
-    softmax: int | None = None
+    A monoid reducer (``accumulator`` set, ``step``/``finish`` None) is one op combining its
+    partial results; a form reducer (``form`` set) runs ``step`` once per trip on
+    ``state ⊗ inputs`` and ``finish`` once, producing the values ``outputs``.
+    """
+
+    ops: tuple
+    inputs: tuple
+    state: tuple
+    outputs: tuple
+    step: Diagram | None = None
+    finish: Diagram | None = None
+    accumulator: object = None
+    form: object = None
+
+    @property
+    def op(self) -> int:
+        """The last op of the reducer (where its outputs are complete)."""
+        return max(self.ops)
+
+    @property
+    def kind(self) -> str:
+        return self.form.name if self.form is not None else self.accumulator.name
 
 
 @dataclass
 class StreamPlan:
-    """head (run once), chunk (run per slice), reducers (accumulate), tail (run once)."""
+    """head (run once), body (run per slice: maps and reducers), tail (run once), and the reducers."""
 
     axis: str
     ops: list
     dom: list
     cod: list
-    role: dict = field(default_factory=dict)   # op index -> 'head' | 'chunk' | 'reduce' | 'tail'
+    arrays: dict = field(default_factory=dict)   # value id -> Array
+    uses: dict = field(default_factory=dict)     # value id -> [(op, port)]
+    role: dict = field(default_factory=dict)     # op index -> 'head' | 'body' | 'tail'
     reducers: list = field(default_factory=list)
     streamed_inputs: list = field(default_factory=list)
 
     def indices(self, role):
-        return [i for i, r in self.role.items() if r == role]
+        return [i for i, r in sorted(self.role.items()) if r == role]
+
+    def producer(self, v):
+        """``(op, port)`` that writes value ``v``, or None for an input of the region."""
+        for k, (_, _, outs) in enumerate(self.ops):
+            if v in outs:
+                return k, outs.index(v)
+        return None
+
+    @property
+    def covered(self) -> dict:
+        """op index -> the reducer it belongs to."""
+        return {i: r for r in self.reducers for i in r.ops}
+
+    @property
+    def maps(self) -> list:
+        """Body ops that map over the axis, run chunk by chunk (not part of a reducer)."""
+        cov = self.covered
+        return [i for i in self.indices("body") if i not in cov]
 
 
 def _has_axis(arr, axis):
     return axis in arr.names
 
 
-def _label(box):
-    return "SoftMax" if box.data.kind == "softmax" else repr(box.name)
+def _no_form(box, axis, j, reasons):
+    kind = box.data.kind
+    if reasons:
+        return reasons[0]
+    return (f"{box.name!r} is not streamable along {axis!r}: {axis!r} is in its item-level core and its output {j} "
+            f"still carries it, and no accumulator form is registered for its kind {kind!r}; register one with "
+            f"napkin_cat.algorithms.accumulators.register(...) (or under the {GROUP!r} entry point)")
+
+
+def _bindings(plan) -> tuple[dict, dict]:
+    """Registered forms matched in the region: op -> Binding (first match wins), op -> reasons."""
+    found, reasons = {}, {}
+    for i, (box, _, _) in enumerate(plan.ops):
+        if isinstance(box, Bubble):
+            continue
+        for form in forms_for(box.data.kind):
+            res = form.match(plan, i)
+            if isinstance(res, Binding):
+                if not any(j in found for j in res.ops):
+                    for j in res.ops:
+                        found[j] = res
+                break
+            reasons.setdefault(i, []).append(res)
+    return found, reasons
 
 
 def analyse(region: Diagram, axis: str) -> StreamPlan:
@@ -68,34 +138,39 @@ def analyse(region: Diagram, axis: str) -> StreamPlan:
     ops, dom, cod = trace_values(region)
     arrays = {v: region.dom.inside[v] for v in dom}
     for box, ins, outs in ops:
-        for v, arr in zip(outs, box.cod.inside):
-            arrays[v] = arr
-    plan = StreamPlan(axis, ops, dom, cod)
+        arrays.update(zip(outs, box.cod.inside))
+    plan = StreamPlan(axis, ops, dom, cod, arrays, consumers(ops, cod))
     plan.streamed_inputs = [i for i, v in enumerate(dom) if _has_axis(arrays[v], axis)]
     if not plan.streamed_inputs:
         raise RewriteError(f"cannot stream along {axis!r}: no input of the region carries it "
                            f"(inputs {[str(a) for a in region.dom.inside]})")
     dep = {v: ("chunk" if _has_axis(arrays[v], axis) else "const") for v in dom}
-    uses = consumers(ops, cod)
-    fused = {}
+    bound, reasons = _bindings(plan)
     for i, (box, ins, outs) in enumerate(ops):
-        classes = {dep[v] for v in ins}
-        if i in fused:  # the contraction of a SoftMax-contraction pair
-            role = "reduce"
-        elif "chunk" not in classes:
-            role = "tail" if "state" in classes else "head"
-        elif "state" in classes:
-            raise RewriteError(f"{box.name!r} reads both streamed data and an accumulated result, so "
-                               f"it is not streamable along {axis!r}")
-        elif isinstance(box, Bubble):
-            raise RewriteError(f"cannot stream along {axis!r} through the region {box.name}; "
-                               "stream before partitioning inside it")
+        if i in bound:
+            role = _bound_role(plan, i, bound[i], dep)
         else:
-            role = _chunk_role(plan, i, box, ins, outs, arrays, uses, fused)
+            classes = {dep[v] for v in ins}
+            if "internal" in classes:
+                raise RewriteError(f"{box.name!r} reads a value inside the accumulator form of another box, so the "
+                                   f"region is not streamable along {axis!r}")
+            if "chunk" not in classes:
+                role = "tail" if "state" in classes else "head"
+            elif "state" in classes:
+                raise RewriteError(f"{box.name!r} reads both streamed data and an accumulated result, so "
+                                   f"it is not streamable along {axis!r}")
+            elif isinstance(box, Bubble):
+                raise RewriteError(f"cannot stream along {axis!r} through the region {box.name}; "
+                                   "stream before partitioning inside it")
+            else:
+                role = _chunk_role(plan, i, box, ins, outs, reasons.get(i, []))
         plan.role[i] = role
+        reduced = any(i in r.ops for r in plan.reducers)
         for v in outs:
-            dep[v] = {"head": "const", "chunk": "chunk", "reduce": "state", "tail": "state",
-                      "softmax": "chunk"}[role]
+            if i in bound:
+                dep[v] = "state" if v in bound[i].outputs else "internal"
+            else:
+                dep[v] = "state" if reduced else {"head": "const", "body": "chunk", "tail": "state"}[role]
     for j, v in enumerate(cod):
         if dep[v] == "chunk":
             raise RewriteError(f"region is not streamable along {axis!r}: output {j} "
@@ -105,45 +180,38 @@ def analyse(region: Diagram, axis: str) -> StreamPlan:
     return plan
 
 
-def _chunk_role(plan, i, box, ins, outs, arrays, uses, fused):
+def _bound_role(plan, i, binding, dep):
+    """Role of an op covered by a form; at its last op the form becomes a reducer."""
+    if i != max(binding.ops):
+        return "body"
+    classes = {dep[v] for v in binding.inputs}
+    name = binding.form.name
+    if "state" in classes or "internal" in classes:
+        raise RewriteError(f"the accumulator form {name!r} reads an accumulated result, so it is not "
+                           f"streamable along {plan.axis!r}")
+    if "chunk" not in classes:
+        raise RewriteError(f"the accumulator form {name!r} reads no streamed data along {plan.axis!r}")
+    plan.reducers.append(Reducer(binding.ops, binding.inputs, binding.state, binding.outputs,
+                                 binding.step, binding.finish, form=binding.form))
+    return "body"
+
+
+def _chunk_role(plan, i, box, ins, outs, reasons):
     axis = plan.axis
     spec = box.data
     if axis in spec.weave_names:
-        return "chunk"
-    kind = kind_of(spec.kind)
+        return "body"
     out_carry = [j for j, arr in enumerate(box.cod.inside) if _has_axis(arr, axis)]
-    if spec.kind == "softmax" and out_carry:
-        users = uses.get(outs[0], [])
-        if not (len(users) == 1 and users[0][0] >= 0 and _is_contraction_over(plan.ops[users[0][0]][0], axis)):
-            raise RewriteError(f"SoftMax alone is not streamable along {axis!r}: its output grows with "
-                               f"{axis!r} (output 0 carries it); compose it with a contraction over {axis!r}")
-        core = [a.name for a in box.dom.inside[0].axes if a.name not in spec.weave_names]
-        if core != [axis]:
-            raise RewriteError(f"SoftMax over {core} is streamable along one of its axes only when it runs over "
-                               f"that axis alone; here it runs over {core}")
-        contraction = plan.ops[users[0][0]][0]
-        rows = [a for a in box.cod.inside[0].names if a != axis]
-        lost = [n for n in rows if n not in contraction.cod.inside[0].names]
-        if lost:
-            raise RewriteError(f"SoftMax-contraction is not streamable along {axis!r}: the contraction also sums "
-                               f"away {lost}, along which the running max and sum differ")
-        fused[users[0][0]] = i
-        plan.reducers.append(Reducer("softmax-contraction", users[0][0], i))
-        return "softmax"
     if out_carry:
-        raise RewriteError(f"{box.name!r} is not streamable along {axis!r}: {axis!r} is in its item-level "
-                           f"core and its output {out_carry[0]} still carries it")
-    if kind.accumulator is None:
+        raise RewriteError(_no_form(box, axis, out_carry[0], reasons))
+    acc = kind_of(spec.kind).accumulator
+    if acc is None:
         raise RewriteError(f"{box.name!r} reduces {axis!r} but its kind {spec.kind!r} declares no "
-                           "accumulator, so it is not streamable")
-    plan.reducers.append(Reducer(kind.accumulator.name, i))
-    return "reduce"
-
-
-def _is_contraction_over(box, axis) -> bool:
-    if isinstance(box, Bubble) or box.data.kind != "contract":
-        return False
-    return any(axis in a.names for a in box.dom.inside) and all(axis not in a.names for a in box.cod.inside)
+                           "accumulator, so it is not streamable" + (f" ({reasons[0]})" if reasons else ""))
+    out = box.cod.inside[0]
+    init = float(acc.identity(()))
+    plan.reducers.append(Reducer((i,), tuple(ins), (StateArray(acc.name, out, init),), (outs[0],), accumulator=acc))
+    return "body"
 
 
 def is_streamable(region: Diagram, axis: str) -> bool:

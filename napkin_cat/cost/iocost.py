@@ -5,7 +5,11 @@
 * ``M[ℓ]``: the maximum over columns of the live data at ℓ, with relabelled
   sizes inside bubbles, plus what a Stream maintains (its accumulated outputs and
   the auxiliaries of online softmax) while its body runs.
-* ``flops[pipeline]``: item FLOPs × weave sizes × trips.
+* ``flops[pipeline]``: item FLOPs × weave sizes × trips; ``ops`` breaks them down per box
+  (:class:`OpCost`: one record per box and pipeline, with the box's FLOPs per execution and its
+  trips), so that ``flops[p] == Σ r.flops · r.trips`` over the records of pipeline ``p``.
+  A stream's body counts its accumulator's step diagram once per trip (the online-softmax
+  δ = exp(μ′ − μ) and the running output's rescale-and-accumulate included), its finish once.
 
 It is a monoid-valued functor: composition adds H and FLOPs and takes the max of M::
 
@@ -19,7 +23,8 @@ It is a monoid-valued functor: composition adds H and FLOPs and takes the max of
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import itertools
+from dataclasses import dataclass, field, replace
 
 import sympy
 
@@ -27,6 +32,8 @@ from napkin_cat.syntax.adapter import Array, Diagram, is_structural, layers
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.weave import core_of
+from napkin_cat.syntax.wiring import route
+from napkin_cat.cost.columns import stream_columns
 
 ZERO = sympy.Integer(0)
 
@@ -36,6 +43,29 @@ def numel(arr: Array):
     for a in arr.axes:
         n = n * a.size
     return n
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """One box's FLOPs in one pipeline: ``flops`` per execution (tile sizes), run ``trips`` times.
+
+    ``region`` is the path of enclosing partitions (``(("grid", "q"), ("stream", "x"))``), ``role``
+    the box's part of its innermost stream (``'head'``, ``'body'``, ``'tail'``; ``''`` outside one),
+    ``dtype`` the name of its output's number format, ``operands`` the formats of its inputs (a tensor
+    core's rate is set by them), ``index`` the box's occurrence (records of one box share it; numbered
+    in the order of the walk; not compared, so that ``cost(f >> g).ops == cost(f).then(cost(g)).ops``).
+    """
+
+    label: str
+    kind: str
+    pipeline: str
+    flops: sympy.Expr
+    trips: sympy.Expr
+    region: tuple = ()
+    role: str = ""
+    dtype: str = ""
+    operands: tuple = ()
+    index: int = field(default=-1, compare=False)   # bookkeeping: which records are one box, not a cost
 
 
 @dataclass
@@ -59,6 +89,7 @@ class Cost:
     flops: dict = field(default_factory=dict)
     groups: list = field(default_factory=list)
     streams: list = field(default_factory=list)   # (axis, stream size, full size)
+    ops: list = field(default_factory=list)       # OpCost records, the per-box breakdown of ``flops``
 
     @property
     def M(self) -> dict:
@@ -85,11 +116,18 @@ class Cost:
     def total_flops(self):
         return sum(self.flops.values(), ZERO)
 
-    def scaled(self, k) -> "Cost":
-        """The cost of running this ``k`` times (H and FLOPs scale, M does not)."""
+    def scaled(self, k, *, region=None, role: str = "") -> "Cost":
+        """The cost of running this ``k`` times (H and FLOPs scale, M does not).
+
+        ``region`` (a partition such as ``("grid", "q")``) is prepended to the ops' region paths;
+        ``role`` is given to the ops that have none yet (the innermost stream decides).
+        """
+        ops = [replace(o, trips=o.trips * k, region=((region,) if region else ()) + o.region,
+                       role=o.role or role) for o in self.ops]
         return Cost({l: h * k for l, h in self.H.items()}, {l: h * k for l, h in self.H_bytes.items()},
                     {l: list(c) for l, c in self.columns.items()}, {p: f * k for p, f in self.flops.items()},
-                    [GroupCost(g.axes, g.tiles, g.N_g * k, g.H_g, g.fulls) for g in self.groups], list(self.streams))
+                    [GroupCost(g.axes, g.tiles, g.N_g * k, g.H_g, g.fulls) for g in self.groups], list(self.streams),
+                    ops)
 
     def then(self, other: "Cost") -> "Cost":
         """Sequential composition: H and FLOPs add, M is the max (columns are pooled)."""
@@ -108,6 +146,7 @@ class Cost:
             self.flops[p] = self.flops.get(p, ZERO) + f
         self.groups += src.groups
         self.streams += src.streams
+        self.ops += src.ops
         return self
 
     __rshift__ = then
@@ -129,9 +168,14 @@ class Cost:
         return f"Cost(H={H}, M={self.M}, flops={self.flops})"
 
 
-def _column(arrays) -> dict:
-    out = {}
-    for a in arrays:
+def _column(arrays, ids=None) -> dict:
+    """Live data per level; a value copied onto several wires is one variable (counted once, by its id)."""
+    out, seen = {}, set()
+    for k, a in enumerate(arrays):
+        if ids is not None:
+            if ids[k] in seen:
+                continue
+            seen.add(ids[k])
         out[a.level] = out.get(a.level, ZERO) + numel(a)
     return out
 
@@ -148,6 +192,7 @@ def box_cost(box) -> Cost:
     c = Cost()
     spec = box.data
     kind = kind_of(spec.kind)
+    occurrence = next(_OCCURRENCES)
     per_item = kind.item_flops(core_of(spec, box.dom, box.cod))
     weave = sympy.Integer(1)
     for w in spec.weave_names:
@@ -155,8 +200,12 @@ def box_cost(box) -> Cost:
             if w in arr.names:
                 weave = weave * arr.axis(w).size
                 break
+    out = (box.cod.inside or box.dom.inside)[0] if (box.cod.inside or box.dom.inside) else None
     for p, f in per_item.items():
-        c.flops[p] = c.flops.get(p, ZERO) + sympy.sympify(f) * weave
+        f = sympy.sympify(f) * weave
+        c.flops[p] = c.flops.get(p, ZERO) + f
+        c.ops.append(OpCost(box.name, spec.kind, p, f, sympy.Integer(1), dtype=out.dtype.name if out else "",
+                            operands=tuple(a.dtype.name for a in box.dom.inside), index=occurrence))
     if spec.kind in ("load", "save"):
         src, dst = box.dom.inside[0], box.cod.inside[0]
         lvl = max(src.level, dst.level)
@@ -170,14 +219,17 @@ def _walk(diagram: Diagram, extra_for=None) -> Cost:
     """Cost of ``diagram``; ``extra_for(layer_index)`` adds maintained data to a column."""
     total = Cost()
     col = list(diagram.dom.inside)
-    total.add_column(_plus(_column(col), extra_for(0) if extra_for else {}))
+    ids = list(range(len(col)))
+    fresh = len(ids)
+    total.add_column(_plus(_column(col, ids), extra_for(0) if extra_for else {}))
     for k, (offset, box) in enumerate(layers(diagram)):
         n = len(box.dom)
         others = col[:offset] + col[offset + n:]
+        other_ids = ids[:offset] + ids[offset + n:]
         if is_structural(box) is None:
             if isinstance(box, Region):
                 inner = region_cost(box)
-                base = _plus(_column(others), extra_for(k) if extra_for else {})
+                base = _plus(_column(others, other_ids), extra_for(k) if extra_for else {})
                 for lvl, cols in inner.columns.items():
                     if lvl == 0:  # global arrays are whole at level 0: the outer columns count them
                         continue
@@ -187,8 +239,13 @@ def _walk(diagram: Diagram, extra_for=None) -> Cost:
                 total.absorb(inner)
             else:
                 total.absorb(box_cost(box))
+        if is_structural(box) is not None:
+            new_ids = route(box, ids[offset:offset + n])
+        else:
+            new_ids, fresh = list(range(fresh, fresh + len(box.cod))), fresh + len(box.cod)
         col[offset:offset + n] = list(box.cod.inside)
-        total.add_column(_plus(_column(col), extra_for(k + 1) if extra_for else {}))
+        ids[offset:offset + n] = new_ids
+        total.add_column(_plus(_column(col, ids), extra_for(k + 1) if extra_for else {}))
     return total
 
 
@@ -197,7 +254,7 @@ def region_cost(box: Region) -> Cost:
         inner = region_cost_of_arg(box.arg)
         trips = sympy.sympify(box.full_size()) / sympy.sympify(box.size)
         nested = inner.groups[0] if inner.groups and _is_nest(box.arg) else None
-        out = inner.scaled(trips)
+        out = inner.scaled(trips, region=("grid", box.axis))
         if nested is not None:
             out.groups = [GroupCost((box.axis,) + nested.axes, (box.size,) + nested.tiles,
                                     nested.N_g * trips, nested.H_g,
@@ -220,81 +277,56 @@ def _is_nest(arg: Diagram) -> bool:
     return len(boxes) == 1 and isinstance(boxes[0], Grid)
 
 
+def _flop_cost(diagram: Diagram) -> Cost:
+    """FLOPs (and their per-op records) of a diagram run once; its memory is the stream's to count."""
+    c = _walk(diagram)
+    c.columns = {}
+    return c
+
+
 def _stream_cost(box: Stream) -> Cost:
+    """A stream: head once, body (maps, monoid reducers, each form's step) per trip, finish and tail once.
+
+    Memory: the columns of the stream's expansion in the order it runs (:mod:`napkin_cat.cost.columns`):
+    the head's, then each trip's with the reducers' state (e.g. μ, z and o for online softmax) and the
+    values the body re-reads, the step diagram's own intermediates included, then the tail's.
+    """
     plan = box.plan
     trips = sympy.sympify(box.full_size()) / sympy.sympify(box.size)
-    layer_ops = [k for k, (_, b) in enumerate(layers(box.arg)) if is_structural(b) is None]
-    role_of_layer = {k: plan.role[i] for i, k in enumerate(layer_ops)}
-    body_layers = [k for k, r in role_of_layer.items() if r in ("chunk", "softmax", "reduce")]
-    first, last = min(body_layers), max(body_layers)
-    state = {}
-    for r in plan.reducers:
-        out_arr = plan_op_box(plan, r.op).cod.inside[0]
-        size = {out_arr.level: numel(out_arr)}
-        if r.kind == "softmax-contraction":
-            sm = plan_op_box(plan, r.softmax)
-            row = sm.dom.inside[0]
-            aux = numel(row) / row.axis(plan.axis).size
-            size[out_arr.level] = size[out_arr.level] + 2 * aux
-        state[layer_ops[r.op]] = size
-
-    # values computed once (head) or passed whole that the body re-reads on every trip stay resident
-    body_ops = {i for i, r in plan.role.items() if r in ("chunk", "softmax", "reduce")}
-    const = set(plan.dom[i] for i in range(len(plan.dom)) if i not in plan.streamed_inputs)
-    const |= {v for i in plan.indices("head") for v in plan.ops[i][2]}
-    resident = {v for i in body_ops for v in plan.ops[i][1] if v in const}
-    arrays = {v: box.arg.dom.inside[j] for j, v in enumerate(plan.dom)}
-    for b, ins, outs in plan.ops:
-        arrays.update({v: a for v, a in zip(outs, b.cod.inside)})
-
-    def extra(k, ids):
-        """Maintained data in the column before layer ``k``: unapplied reducer state, resident inputs."""
-        if not first < k <= last:
-            return {}
-        out = {}
-        for lk, size in state.items():
-            if lk >= k:
-                out = _plus(out, size)
-        for v in resident - set(ids):
-            out = _plus(out, {arrays[v].level: numel(arrays[v])})
-        return out
-
+    in_form = {i for r in plan.reducers if r.step is not None for i in r.ops}
     total = Cost()
-    col = list(box.arg.dom.inside)
-    ids = list(plan.dom)
-    total.add_column(_column(col))
-    fresh = iter(v for _, _, outs in plan.ops for v in outs)
-    for k, (offset, b) in enumerate(layers(box.arg)):
-        n = len(b.dom)
-        kind = is_structural(b)
-        if kind is None:
-            c = region_cost(b) if isinstance(b, Region) else box_cost(b)
-            if role_of_layer[k] in ("chunk", "softmax", "reduce"):
-                c = c.scaled(trips)
-            c.columns = {}
-            total.absorb(c)
-            new_ids = [next(fresh) for _ in b.cod.inside]
-        elif kind == "swap":
-            nl = len(b.left)
-            new_ids = ids[offset + nl:offset + n] + ids[offset:offset + nl]
-        elif kind == "copy":
-            new_ids = ids[offset:offset + n] * len(b.cod)
-        else:
-            new_ids = []
-        col[offset:offset + n] = list(b.cod.inside)
-        ids[offset:offset + n] = new_ids
-        total.add_column(_plus(_column(col), extra(k + 1, ids)))
+    for col in stream_columns(box, plan):
+        total.add_column(col)
+    for i, (b, _, _) in enumerate(plan.ops):
+        if i in in_form:   # a form's ops are counted by its step and finish
+            continue
+        c = region_cost(b) if isinstance(b, Region) else box_cost(b)
+        role = plan.role[i]
+        c = c.scaled(trips if role == "body" else 1, role=role)
+        c.columns = {}
+        total.absorb(c)
+    for r in plan.reducers:
+        if r.step is not None:
+            total.absorb(_flop_cost(r.step).scaled(trips, role="body"))
+            total.absorb(_flop_cost(r.finish).scaled(1, role="tail"))
+    total.ops = [replace(o, region=(("stream", box.axis),) + o.region) for o in total.ops]
     total.streams.append((box.axis, box.size, box.full_size()))
     return total
 
 
-def plan_op_box(plan, i):
-    return plan.ops[i][0]
+_OCCURRENCES = itertools.count()
+
+
+def _number_occurrences(ops: list) -> list:
+    """Dense box indices 0, 1, … in the order of the walk (records of one box keep one index)."""
+    dense = {}
+    return [replace(r, index=dense.setdefault(r.index, len(dense))) for r in ops]
 
 
 def cost(diagram: Diagram, hierarchy=None) -> Cost:
     """The IO cost of an algorithm (or of a function diagram, which moves nothing)."""
     c = _walk(diagram)
+    c.ops = _number_occurrences(c.ops)
     if hierarchy is not None:
         hierarchy.check_levels(c.levels)
     return c

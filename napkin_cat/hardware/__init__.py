@@ -1,4 +1,31 @@
 """Layer 6, hardware: GPU models as data, divisor constraints, configuration / clock / overlap tables (§5-6).
 
+* :mod:`~napkin_cat.hardware.model`: GPU models (TOML files with units; ``load(name_or_path)``);
+* :mod:`~napkin_cat.hardware.toy`: the toy hierarchies of §5 (levels, pools, what each level offers);
+* :mod:`~napkin_cat.hardware.divisors`: coalescing, tensor-core shapes, warpgroup multiples (step 4);
+* :mod:`~napkin_cat.hardware.config`: Tables 1-2 (bytes per block / warpgroup, ``N_max``);
+* :mod:`~napkin_cat.hardware.clock`: Table 3 (clocks per thread, ``k_TC``, the ``g_q`` threshold, ideal FLOP/s);
+* :mod:`~napkin_cat.hardware.overlap`: warpgroup schedules and utilisation (§5.7, §6);
+* :mod:`~napkin_cat.hardware.intensity`: matmul arithmetic intensity per level (Appendix A.4).
+
+Every table has ``to_text()`` and ``to_json()``.
+
+>>> import napkin_cat as nc
+>>> nc.hardware.load("h100-sxm5").sm_count
+132
+
 May import: every layer up to plan and search.
 """
+from napkin_cat.hardware.errors import CapacityError, DivisorError, HardwareError, ScheduleError
+from napkin_cat.hardware.model import GPU, load, models
+from napkin_cat.hardware.toy import check_offers, hierarchy_of, load_hierarchy, placement
+from napkin_cat.hardware.divisors import ArrayUse, MatmulUse, constraints, uses_of
+from napkin_cat.hardware.config import Variable, config_table
+from napkin_cat.hardware.clock import OpRecord, clock_table, clock_table_of
+from napkin_cat.hardware.overlap import Task, inter, intra, overlap_table, sequential, simulate
+from napkin_cat.hardware.intensity import matmul_intensity
+
+__all__ = ["HardwareError", "DivisorError", "CapacityError", "ScheduleError", "GPU", "load", "models",
+           "load_hierarchy", "hierarchy_of", "placement", "check_offers", "ArrayUse", "MatmulUse", "constraints",
+           "uses_of", "Variable", "config_table", "OpRecord", "clock_table", "clock_table_of", "Task", "sequential",
+           "intra", "inter", "simulate", "overlap_table", "matmul_intensity"]

@@ -1,18 +1,43 @@
 """Attention and its batched forms: ``SoftMax(Q Kᵀ/√d) V`` (paper §3.2, Figs. mha, gqa).
 
+``formats`` gives the number formats of the arrays (the quantization labels of the paper's
+configurations, §5 step 3 and Table 1): ``Q`` and ``K`` (one format: the first product takes its
+operands in one format), ``S`` = QKᵀ, ``P`` = SoftMax(S), ``V`` (the format of ``P``: the second
+product takes its operands in one format) and ``O``; unnamed arrays are fp32.
+
 >>> attention().dom
 Ty(Array(q×d), Array(x×d), Array(x×d))
 >>> grouped_query_attention().dom
 Ty(Array(h×g×q×d), Array(h×x×d), Array(h×x×d))
+>>> attention(formats={"Q": "fp8", "K": "fp8", "S": "fp16", "P": "fp16", "V": "fp16", "O": "fp16"}).dom
+Ty(Array(q×d:fp8), Array(x×d:fp8), Array(x×d:fp16))
 """
 from __future__ import annotations
 
 import sympy
 
+from napkin_cat.errors import SignatureError
 from napkin_cat.library.sizing import _Sized, _sizes
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.dtype import FP32, as_dtype
+
+ARRAYS = ("Q", "K", "V", "S", "P", "O")
+
+
+def number_formats(formats) -> dict:
+    """The format of every array of attention from a partial mapping (see module docstring)."""
+    out = dict.fromkeys(ARRAYS, FP32)
+    for name, value in (formats or {}).items():
+        if name not in ARRAYS:
+            raise SignatureError(f"attention has no array {name!r}; its arrays are {list(ARRAYS)}")
+        out[name] = as_dtype(value)
+    for a, b, why in (("Q", "K", "QKᵀ"), ("P", "V", "P·V")):
+        if out[a] != out[b]:
+            raise SignatureError(f"{a} is {out[a].name} but {b} is {out[b].name}: the product {why} takes its "
+                                 f"operands in one format; convert one of them (nc.cast) or give both one format")
+    return out
 
 
 def inverse_temperature(d) -> sympy.Expr:
@@ -21,28 +46,30 @@ def inverse_temperature(d) -> sympy.Expr:
     return 1 / sympy.sqrt(size)
 
 
-def _attention(batch: str, kv: str, q, x, d, **more) -> Diagram:
+def _attention(batch: str, kv: str, q, x, d, formats=None, **more) -> Diagram:
     s = _sizes(q=q, x=x, d=d, **more)
+    f = number_formats(formats)
     k = _Sized(s)
     pre = f"{batch} " if batch else ""
     kvp = f"{kv} " if kv else ""
-    b = Builder(k.types(f"{pre}q d, {kvp}x d, {kvp}x d"))
+    b = Builder(k.types(f"{pre}q d", dtype=f["Q"]) @ k.types(f"{kvp}x d", dtype=f["K"])
+                @ k.types(f"{kvp}x d", dtype=f["V"]))
     Q, K, V = b.inputs
-    S = b(k.einsum(f"{pre}q d, {kvp}x d -> {pre}q x"), Q, K)
-    P = b(k.softmax(f"{pre}q x", over="x", beta=inverse_temperature(d)), S)
-    return b.build(b(k.einsum(f"{pre}q x, {kvp}x d -> {pre}q d"), P, V))
+    S = b(k.einsum(f"{pre}q d, {kvp}x d -> {pre}q x", dtype=f["Q"], out_dtype=f["S"]), Q, K)
+    P = b(k.softmax(f"{pre}q x", over="x", beta=inverse_temperature(d), dtype=f["S"], out_dtype=f["P"]), S)
+    return b.build(b(k.einsum(f"{pre}q x, {kvp}x d -> {pre}q d", dtype=f["P"], out_dtype=f["O"]), P, V))
 
 
-def attention(q=None, x=None, d=None) -> Diagram:
+def attention(q=None, x=None, d=None, *, formats=None) -> Diagram:
     """``SoftMax(Q Kᵀ/√d) V`` with Q: q×d, K: x×d, V: x×d (§3.2)."""
-    return _attention("", "", q, x, d)
+    return _attention("", "", q, x, d, formats)
 
 
-def multi_head_attention(q=None, x=None, d=None, h=None) -> Diagram:
+def multi_head_attention(q=None, x=None, d=None, h=None, *, formats=None) -> Diagram:
     """Attention with a head axis ``h`` weaved over every operation (Fig. mha)."""
-    return _attention("h", "h", q, x, d, h=h)
+    return _attention("h", "h", q, x, d, formats, h=h)
 
 
-def grouped_query_attention(q=None, x=None, d=None, h=None, g=None) -> Diagram:
+def grouped_query_attention(q=None, x=None, d=None, h=None, g=None, *, formats=None) -> Diagram:
     """Grouped-query attention: ``g`` query heads share each of ``h`` key/value heads (Fig. gqa)."""
-    return _attention("h g", "h", q, x, d, h=h, g=g)
+    return _attention("h g", "h", q, x, d, formats, h=h, g=g)

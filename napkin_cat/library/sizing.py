@@ -24,8 +24,8 @@ class _Sized:
     def __init__(self, sizes: dict):
         self.sizes = sizes
 
-    def einsum(self, sig):
-        return einsum(sig, **_for(sig, self.sizes))
+    def einsum(self, sig, **kw):
+        return einsum(sig, **kw, **_for(sig, self.sizes))
 
     def elementwise(self, name, sig, **kw):
         return elementwise(name, sig, **kw, **_for(sig, self.sizes))
@@ -39,5 +39,5 @@ class _Sized:
     def rename(self, sig):
         return rename(sig, **_for(sig, self.sizes))
 
-    def types(self, sig):
-        return types(sig, **_for(sig, self.sizes))
+    def types(self, sig, **kw):
+        return types(sig, **kw, **_for(sig, self.sizes))

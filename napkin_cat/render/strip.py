@@ -1,6 +1,8 @@
 """A derivation drawn as a strip of equations: one row per rewrite, ``before =rule⇒ after``.
 
-Registered as the drawer of :meth:`napkin_cat.rewriting.trace.Trace.draw`.
+Registered as the drawer of :meth:`napkin_cat.rewriting.trace.Trace.draw`: a ``.png`` or
+``.svg`` path gets a matplotlib figure, a ``.tex`` path a standalone TikZ document
+(:func:`strip_tikz`, laid out by :func:`strip_layout` from the diagrams' own layouts).
 
 >>> import tempfile, os, napkin_cat as nc
 >>> from napkin_cat.rewriting import Pattern, kind
@@ -9,19 +11,68 @@ Registered as the drawer of :meth:`napkin_cat.rewriting.trace.Trace.draw`.
 >>> with tempfile.TemporaryDirectory() as tmp:
 ...     os.path.getsize(r.trace.draw(os.path.join(tmp, "strip.png"))) > 0
 True
+>>> strip_tikz(r.trace).count("% rule")
+1
 """
 from __future__ import annotations
 
 import os
 import tempfile
 
-from napkin_cat.render.draw import draw
+from napkin_cat.errors import NapkinError
+from napkin_cat.render.draw import EXTENSIONS, draw
+from napkin_cat.render.layout import layout
+from napkin_cat.render.picture import Label, Layout, _shift
+from napkin_cat.render.style import CHAR
+from napkin_cat.render.tikz import render_tikz
 from napkin_cat.rewriting.trace import HOOKS, Step, Trace
 from napkin_cat.syntax.adapter import is_structural
 
+ROW_GAP, ARROW_PAD = 1.2, 0.6      # diagram units between rows, and around the ``= rule ⇒`` label
+
+
+def strip_layout(trace: Trace) -> Layout:
+    """One :class:`~napkin_cat.render.picture.Layout` of the whole strip: per step, the layout of
+    ``before``, a label ``= rule ⇒`` and the layout of ``after``, rows stacked downward."""
+    items, top, right = [], 0.0, 0.0
+    for step in trace.steps:
+        sides = [layout(d) if d is not None else None for d in (step.before, step.after)]
+        if None in sides:
+            raise NapkinError(f"step {step.rule!r} holds no diagrams (a trace loaded without them): replay it "
+                              "from its start diagram first")
+        height = max(lay.bbox[3] - lay.bbox[1] for lay in sides)
+        text = f"= {step.rule} ⇒"
+        x = 0.0
+        for k, lay in enumerate(sides):
+            x0, y0, x1, y1 = lay.bbox
+            dy = top + (height - (y1 - y0)) / 2 - y0          # rows centred vertically
+            items += [_shift(item, x - x0, dy) for item in lay.items]
+            x += x1 - x0
+            if k == 0:
+                label_width = CHAR * len(text)
+                items.append(Label((x + ARROW_PAD + label_width / 2, top + height / 2), text, None, "c", 9.0,
+                                   role="rule"))
+                x += label_width + 2 * ARROW_PAD
+        right, top = max(right, x), top + height + ROW_GAP
+    return Layout(items, right, (0.0, 0.0, right, max(top - ROW_GAP, 0.0)), [], [])
+
+
+def strip_tikz(trace: Trace, *, standalone: bool = False, scale: float = 0.6) -> str:
+    """TikZ source of the strip (one ``tikzpicture``; a whole document when ``standalone``)."""
+    return render_tikz(strip_layout(trace), standalone=standalone, scale=scale)
+
 
 def draw_trace(trace: Trace, path: str) -> str:
-    """One row per step: ``before  =rule⇒  after``, each side drawn by :func:`~napkin_cat.render.draw.draw`."""
+    """One row per step: ``before  =rule⇒  after``, each side drawn by :func:`~napkin_cat.render.draw.draw`;
+    a ``.tex`` path gets the standalone TikZ document of :func:`strip_tikz`."""
+    ext = os.path.splitext(str(path))[1].lower()
+    if ext == ".tex":
+        with open(path, "w", encoding="ascii") as f:
+            f.write(strip_tikz(trace, standalone=True))
+        return path
+    if ext not in EXTENSIONS:
+        raise NapkinError(f"cannot draw a derivation to {str(path)!r}: the extension must be one of "
+                          f"{', '.join(EXTENSIONS + ('.tex',))}")
     from matplotlib.figure import Figure   # here: `import napkin_cat` stays fast
     drawer = draw
     rows = max(len(trace.steps), 1)

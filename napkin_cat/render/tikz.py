@@ -2,7 +2,10 @@
 
 Colors are declared with ``\\definecolor`` (``level0``, ``level1``, … for the
 memory levels); every weave is preceded by a ``% weave <axis>`` comment and
-drawn over a white halo.  ``standalone=True`` gives a compilable document.
+drawn over a white halo.  ``standalone=True`` gives a document that compiles with
+plain ``pdflatex`` and only the ``tikz`` and ``preview`` packages (Debian:
+``texlive-latex-base``, ``texlive-pictures``, ``preview-latex-style``); every label
+is ASCII LaTeX, so no font encoding or Unicode setup is needed.
 
 >>> import napkin_cat as nc
 >>> src = to_tikz(nc.library.attention())
@@ -10,26 +13,85 @@ drawn over a white halo.  ``standalone=True`` gives a compilable document.
 '\\\\begin{tikzpicture}[x=0.6cm, y=-0.6cm]'
 >>> "\\\\definecolor{level0}{rgb}{0,0,0}" in src, "% weave q" in src
 (True, True)
->>> to_tikz(nc.library.matmul(), standalone=True).splitlines()[0]
-'\\\\documentclass[tikz,border=4pt]{standalone}'
+>>> to_tikz(nc.library.matmul(), standalone=True).splitlines()[:2]
+['\\\\documentclass{article}', '\\\\usepackage{tikz}']
+>>> src.isascii()
+True
 """
 from __future__ import annotations
+
+import unicodedata
 
 from napkin_cat.render.layout import Line, Shape, layout, z_order
 from napkin_cat.render.style import level_color
 
 _ANCHORS = {"sw": "south west", "nw": "north west", "c": "center"}
 _SPECIAL = {"·": r"$\cdot$", "×": r"$\times$", "−": "$-$", "÷": r"$\div$", "Σ": r"$\Sigma$", "→": r"$\to$",
-            **{c: f"$_{k}$" for k, c in enumerate("₀₁₂₃₄₅₆₇₈₉")}}
+            "⇒": r"$\Rightarrow$", "≡": r"$\equiv$", "⊗": r"$\otimes$", "√": r"$\surd$", "′": "$'$",
+            "…": r"\dots{}", "≤": r"$\le$", "≥": r"$\ge$", "∞": r"$\infty$", "∘": r"$\circ$",
+            "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
+            "<": r"$<$", ">": r"$>$", "|": r"$|$", "ß": r"{\ss}", "ø": r"{\o}", "Ø": r"{\O}", "æ": r"{\ae}",
+            "Æ": r"{\AE}", "œ": r"{\oe}", "Œ": r"{\OE}", "ł": r"{\l}", "Ł": r"{\L}", "ı": r"{\i}"}
+# combining marks and the text accents of plain LaTeX (é = e + U+0301 → \'{e})
+_ACCENTS = {"\u0300": "`", "\u0301": "'", "\u0302": "^", "\u0303": "~", "\u0304": "=", "\u0306": "u",
+            "\u0307": ".", "\u0308": '"', "\u030a": "r", "\u030b": "H", "\u030c": "v", "\u0327": "c",
+            "\u0328": "k"}
+_ESCAPED = "_#%&{}$"
+# Greek letters by their Unicode names: TeX has a macro for each small letter but omicron, and for the
+# capitals that do not look like Latin ones; those are typeset as the Latin letter
+_GREEK_SMALL = {n: f"$\\{n}$" for n in ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi "
+                                        "pi rho sigma tau upsilon phi chi psi omega").split()}
+_GREEK_SMALL.update(lamda=r"$\lambda$", omicron="$o$", final=r"$\varsigma$")
+_GREEK_CAPITAL = {n.lower(): f"$\\{n}$" for n in "Gamma Delta Theta Lambda Xi Pi Sigma Upsilon Phi Psi Omega".split()}
+_GREEK_CAPITAL.update(lamda=r"$\Lambda$", alpha="A", beta="B", epsilon="E", zeta="Z", eta="H", iota="I", kappa="K",
+                      mu="M", nu="N", omicron="O", rho="P", tau="T", chi="X")
+# the document preamble: `preview` crops the page to the picture (what the `standalone` class does,
+# without needing texlive-latex-extra)
+PREAMBLE = (r"\documentclass{article}", r"\usepackage{tikz}", r"\usepackage[active,tightpage]{preview}",
+            r"\PreviewEnvironment{tikzpicture}", r"\setlength\PreviewBorder{4pt}", r"\begin{document}")
+
+
+def _tex_char(c: str) -> str:
+    """One non-ASCII character as ASCII LaTeX: a symbol, a Greek letter, a sub/superscript, a base letter."""
+    if c in _SPECIAL:
+        return _SPECIAL[c]
+    name = unicodedata.name(c, "")
+    words = name.split()
+    if words[:1] == ["GREEK"] and "LETTER" in words and words.index("LETTER") + 1 < len(words):
+        letter = words[words.index("LETTER") + 1].lower()        # ALPHA in "… LETTER ALPHA WITH TONOS"
+        table = _GREEK_CAPITAL if "CAPITAL" in words else _GREEK_SMALL
+        if letter in table:
+            return table[letter]
+    if "SUBSCRIPT" in words or "SUPERSCRIPT" in words:
+        base = unicodedata.normalize("NFKD", c)
+        if base.isascii() and base.isprintable():
+            return ("$_{" if "SUBSCRIPT" in words else "$^{") + tex_escape(base).strip("$") + "}$"
+    base, *marks = unicodedata.normalize("NFD", c)
+    if base.isascii() and marks and all(m in _ACCENTS for m in marks):
+        out = tex_escape(base)
+        for m in marks:
+            out = f"\\{_ACCENTS[m]}{{{out}}}"
+        return out
+    compatible = unicodedata.normalize("NFKC", c)          # ﬁ → fi, … → ...
+    if compatible != c and all(ch.isascii() or ch in _SPECIAL for ch in compatible):
+        return tex_escape(compatible)
+    return r"\texttt{[U+%04X]}" % ord(c)          # visible and compilable, never a TeX error
 
 
 def tex_escape(text: str) -> str:
-    """Plain text as LaTeX: ``_`` and friends escaped, the pictograms' symbols as math.
+    """Plain text as ASCII LaTeX: ``_`` and friends escaped, symbols and Greek letters as math.
+
+    Any character becomes something plain ``pdflatex`` typesets (an unknown one shows its code point).
 
     >>> print(tex_escape("Grid(axis=q, size=g_q)"), tex_escape("SoftMax₀"), tex_escape("×"))
-    Grid(axis=q, size=g\\_q) SoftMax$_0$ $\\times$
+    Grid(axis=q, size=g\\_q) SoftMax$_{0}$ $\\times$
+    >>> print(tex_escape("μ ≡ σ′ ⇒ Δ"), tex_escape("x²"), tex_escape("🙂"))
+    $\\mu$ $\\equiv$ $\\sigma$$'$ $\\Rightarrow$ $\\Delta$ x$^{2}$ \\texttt{[U+1F642]}
+    >>> print(tex_escape("λς ά Α ϝ"), tex_escape("Gödel ça ﬁt ß"))
+    $\\lambda$$\\varsigma$ $\\alpha$ A \\texttt{[U+03DD]} G\\"{o}del \\c{c}a fit {\\ss}
     """
-    return "".join("\\" + c if c in "_#%&{}$" else _SPECIAL.get(c, c) for c in text)
+    return "".join("\\" + c if c in _ESCAPED else _SPECIAL.get(c, c) if c.isascii() else _tex_char(c)
+                   for c in text)
 
 
 def _num(v: float) -> str:
@@ -116,8 +178,7 @@ def render_tikz(lay, *, standalone: bool = False, scale: float = 0.6) -> str:
     lines = [rf"\begin{{tikzpicture}}[x={_num(scale)}cm, y=-{_num(scale)}cm]", *colors.definitions(),
              *body, r"\end{tikzpicture}"]
     if standalone:
-        lines = [r"\documentclass[tikz,border=4pt]{standalone}", r"\usepackage[T1]{fontenc}",
-                 r"\begin{document}", *lines, r"\end{document}"]
+        lines = [*PREAMBLE, *lines, r"\end{document}"]
     return "\n".join(lines) + "\n"
 
 

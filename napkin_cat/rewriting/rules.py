@@ -55,7 +55,9 @@ class Condition:
 @dataclass(frozen=True)
 class Rule:
     """A rewrite rule (see module docstring).  ``oriented=False`` marks an equation that the
-    fixpoint strategy does not use (it would loop); ``params`` are fixed by :meth:`using`."""
+    fixpoint strategy does not use (it would loop); ``params`` are fixed by :meth:`using`;
+    ``choices(match) -> [params]`` makes one candidate per choice the rule leaves open (which
+    operands go first, which axis), so a search sees each choice as a match of its own."""
 
     name: str
     pattern: Pattern
@@ -65,6 +67,7 @@ class Rule:
     doc: str = ""
     oriented: bool = True
     params: tuple = ()
+    choices: Callable | None = None
 
     def __post_init__(self):
         if self.doc:  # help(rule) shows its lhs → rhs and citation
@@ -75,8 +78,11 @@ class Rule:
         return replace(self, params=tuple(sorted({**dict(self.params), **params}.items())))
 
     def candidates(self, source) -> list:
-        """Matches of the pattern, side conditions not yet checked."""
-        return find(self.pattern, source, rule=self.name, params=dict(self.params))
+        """Matches of the pattern (one per open choice), side conditions not yet checked."""
+        found = find(self.pattern, source, rule=self.name, params=dict(self.params))
+        if self.choices is None:
+            return found
+        return [replace(m, params={**m.params, **c}) for m in found for c in self.choices(m)]
 
     def failure(self, m: Match) -> tuple | None:
         """The first failing condition and why, or None."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting.isomorphism import isomorphic
 from napkin_cat.rewriting.netlist import Netlist, to_netlist
+from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.rewriting.rules import RuleSet, as_ruleset
 from napkin_cat.semantics.equivalent import Equivalence, equivalent
 
@@ -68,7 +69,8 @@ def _jsonable(value):
 
 @dataclass(frozen=True)
 class Trace:
-    """The steps of a derivation; ``rules`` resolves rule names when replaying."""
+    """The steps of a derivation; ``rules`` resolves rule names when replaying (a loaded trace's
+    default: the registered rule book's rules)."""
 
     steps: tuple = ()
     rules: RuleSet = field(default_factory=RuleSet)
@@ -128,6 +130,15 @@ class Trace:
 
     @classmethod
     def loads(cls, text: str, rules=None) -> "Trace":
+        """Read a trace written by :meth:`dumps`.  Its rule names resolve in ``rules``; by default in
+        the registered rule book's (``registry.rulebook()``: the paper's library, ``rewrites``).
+
+        >>> import napkin_cat as nc
+        >>> from napkin_cat.rewriting.registry import rulebook
+        >>> r = rulebook().derivations["unscaled_softmax"](nc.library.attention())
+        >>> Trace.loads(r.trace.dumps()).replay(nc.library.attention()) == r.diagram
+        True
+        """
         try:
             data = json.loads(text)
             items = data["steps"]
@@ -139,7 +150,7 @@ class Trace:
                           for k, i in enumerate(items))
         except (KeyError, TypeError, ValueError) as e:
             raise RewriteError(f"not a napkin_cat trace: {e}") from None
-        return cls(steps, as_ruleset(rules) if rules is not None else RuleSet())
+        return cls(steps, as_ruleset(rules) if rules is not None else rulebook().rules)
 
     def draw(self, path: str):
         """A strip of equations, one row per step (drawn by the render layer's registered drawer)."""

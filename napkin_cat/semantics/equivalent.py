@@ -1,27 +1,40 @@
 """Equivalence of two diagrams: same outputs on random sizes, tiles and data.
 
+Every size symbol of either diagram is bound (axis sizes anywhere, box and region parameters
+such as β = d^(-1/2)).  The trials cycle through three kinds of tiles: ``random`` (sizes in
+``[low, high]``, each tile a random divisor of its axis), ``tiles ≥ 2`` (every tile at least 2,
+each axis at least two whole tiles) and ``ragged`` (every tile at least 2 and, where the axis
+allows, not dividing it: at least two whole tiles and a shorter last one).  A verdict with no
+finite output entry compared is a failure: NaN everywhere certifies nothing.
+
 >>> import napkin_cat as nc
->>> bool(equivalent(nc.einsum("a b -> b a"), nc.einsum("a b -> b a")))
-True
+>>> v = equivalent(nc.einsum("a b -> b a"), nc.einsum("a b -> b a"))
+>>> bool(v), v.seed, len(v.tried)
+(True, 0, 3)
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
+import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.evaluate import evaluate
-from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.syntax.adapter import Diagram, is_structural, layers
 from napkin_cat.syntax.axis import symbol
+
+#: the kinds of trial, in the order the trials cycle through them (when the diagrams have tiles)
+TRIAL_KINDS = ("random", "tiles ≥ 2", "ragged")
 
 
 @dataclass
 class Equivalence:
     """The verdict of :func:`equivalent`; truthy when the diagrams agree.
 
-    On disagreement it says where: the first failing output, the max error, the sizes.
+    ``seed`` and ``tried`` (per trial: its number, kind of tiles and sizes) say what was compared;
+    on disagreement ``message``, ``output``, ``max_error`` and ``sizes`` say where.
     """
 
     ok: bool
@@ -30,12 +43,17 @@ class Equivalence:
     max_error: float = 0.0
     sizes: dict = field(default_factory=dict)
     trials: int = 0
+    seed: int | None = None
+    tried: list = field(default_factory=list)
 
     def __bool__(self):
         return self.ok
 
     def __repr__(self):
-        return f"Equivalence({self.ok}{': ' + self.message if self.message else ''})"
+        said = self.message or (f"{self.trials} trial(s), seed {self.seed}, max error {self.max_error:.3g}"
+                                if self.seed is not None else "")
+        tried = "; ".join(f"trial {t['trial']} ({t['tiles']}) {t['sizes']}" for t in self.tried)
+        return f"Equivalence({self.ok}{': ' + said if said else ''}{' [' + tried + ']' if tried else ''})"
 
 
 def tile_sizes(diagram: Diagram):
@@ -48,6 +66,7 @@ def tile_sizes(diagram: Diagram):
 
 
 def free_sizes(diagram: Diagram) -> list:
+    """The size symbols of a diagram's inputs (what its input arrays' shapes bind)."""
     syms = set()
     for arr in diagram.dom.inside:
         for a in arr.axes:
@@ -56,36 +75,116 @@ def free_sizes(diagram: Diagram) -> list:
     return sorted(syms, key=str)
 
 
+def _symbols_of(value) -> set:
+    return set(value.free_symbols) if isinstance(value, sympy.Basic) else set()
+
+
+def size_symbols(diagram: Diagram) -> set:
+    """Every symbol in the diagram: its arrays' sizes (insides of regions too), box and region parameters."""
+    syms = set()
+    for arr in (*diagram.dom.inside, *diagram.cod.inside):
+        for a in arr.axes:
+            syms |= _symbols_of(a.size)
+    for _, box in layers(diagram):
+        for arr in (*box.dom.inside, *box.cod.inside):
+            for a in arr.axes:
+                syms |= _symbols_of(a.size)
+        if isinstance(box, Region):
+            syms |= size_symbols(box.arg)
+            for v in box.params.values():
+                syms |= _symbols_of(v)
+        elif is_structural(box) is None:
+            for _, v in box.data.params:
+                syms |= _symbols_of(v)
+    return syms
+
+
+def _value(env: dict, expr):
+    """``expr`` as an int when the bindings determine it, else None."""
+    if isinstance(expr, int):
+        return expr
+    v = expr.subs(env)
+    return int(v) if v.is_number and v.is_integer else None
+
+
+def _whole_tiles(rng, tile: int, kind: str) -> int:
+    """An axis size for ``tile``: two or three whole tiles, plus a shorter last one when ragged."""
+    whole = tile * int(rng.integers(2, 4))
+    return whole + int(rng.integers(1, tile)) if kind == "ragged" and tile >= 2 else whole
+
+
+def _bind_tile(env: dict, rng, tile, full, kind: str):
+    """Bind ``tile`` (and its axis, when free) so that the trial has its ``kind`` of tiles, where legal."""
+    if isinstance(full, sympy.Symbol) and full not in env:
+        t = tile if isinstance(tile, int) else _value(env, tile)
+        if t is None and isinstance(tile, sympy.Symbol):
+            t = env[tile] = int(rng.integers(2, 4))
+        if t is not None:
+            env[full] = _whole_tiles(rng, t, kind)
+        return
+    if not isinstance(tile, sympy.Symbol) or tile in env:
+        return
+    n = _value(env, full)
+    if n is None:
+        return
+    if kind == "ragged":
+        options = [t for t in range(2, n // 2 + 1) if n % t]
+    else:
+        options = [t for t in range(2, n // 2 + 1) if n % t == 0]
+    options = options or [t for t in range(2, n // 2 + 1)]
+    if options:
+        env[tile] = int(rng.choice(options))
+
+
+def _trial_sizes(rng, fixed: dict, d1, d2, kind: str, low: int, high: int) -> dict:
+    """Bindings for one trial: tiles of the trial's kind first, then every other symbol, then divisors."""
+    env = dict(fixed)
+    tiles = list(tile_sizes(d1)) + list(tile_sizes(d2))
+    tile_symbols = {t for t, _ in tiles if isinstance(t, sympy.Symbol)}
+    if kind != "random":
+        for tile, full in tiles:
+            if not isinstance(full, sympy.Symbol):  # an expression: its symbols first, then the tile
+                for s in sorted(_symbols_of(full) - tile_symbols - set(env), key=str):
+                    env[s] = int(rng.integers(low, high + 1))
+            _bind_tile(env, rng, tile, full, kind)
+    for s in sorted((size_symbols(d1) | size_symbols(d2)) - tile_symbols, key=str):
+        env.setdefault(s, int(rng.integers(low, high + 1)))
+    for tile, full in tiles:
+        if isinstance(tile, sympy.Symbol) and tile not in env:
+            n = Env(env).size(full, f"the axis partitioned by {tile}")
+            env[tile] = int(rng.choice([g for g in range(1, n + 1) if n % g == 0]))
+    return env
+
+
 def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, sizes: dict | None = None,
                low: int = 1, high: int = 7, rtol: float = 1e-6, atol: float = 1e-8,
                scale: float = 1.0) -> Equivalence:
-    """Compare two diagrams on random inputs (and random sizes for symbolic axes).
+    """Compare two diagrams on random inputs (and random sizes and tiles for symbolic ones).
+
+    ``sizes`` fixes some sizes (name → int); the others are drawn per trial (see the module doc).
+    NaN and ±inf must sit in the same places; finite entries must agree to ``rtol``/``atol``; and
+    some finite entry must have been compared.
 
     >>> import napkin_cat as nc
-    >>> bool(equivalent(nc.einsum("a b -> b a"), nc.einsum("a b -> b a")))
-    True
+    >>> v = equivalent(nc.reduce("sum", "a -> "), nc.reduce("max", "a -> "), sizes={"a": 3})
+    >>> bool(v), v.sizes
+    (False, {'a': 3})
     """
     if d1.dom != d2.dom or d1.cod != d2.cod:
-        return Equivalence(False, f"types differ: {d1.dom} → {d1.cod} vs {d2.dom} → {d2.cod}")
+        return Equivalence(False, f"types differ: {d1.dom} → {d1.cod} vs {d2.dom} → {d2.cod}", seed=seed)
     rng = np.random.default_rng(seed)
-    fixed = {}
-    for k, v in (sizes or {}).items():
-        fixed[symbol(k) if isinstance(k, str) else k] = int(v)
-    worst = 0.0
+    fixed = {(symbol(k) if isinstance(k, str) else k): int(v) for k, v in (sizes or {}).items()}
+    tiled = bool(list(tile_sizes(d1)) or list(tile_sizes(d2)))
+    worst, compared, entries, tried = 0.0, 0, 0, []
     for t in range(trials):
-        env = dict(fixed)
-        for s in free_sizes(d1):
-            env.setdefault(s, int(rng.integers(low, high + 1)))
-        for d in (d1, d2):
-            for tile, full in tile_sizes(d):
-                if not isinstance(tile, int) and tile not in env:
-                    n = Env(env).size(full, f"the axis partitioned by {tile}")
-                    env[tile] = int(rng.choice([g for g in range(1, n + 1) if n % g == 0]))
+        kind = TRIAL_KINDS[t % len(TRIAL_KINDS)] if tiled else "random"
+        env = _trial_sizes(rng, fixed, d1, d2, kind, low, high)
+        named = {str(k): v for k, v in sorted(env.items(), key=lambda kv: str(kv[0]))}
+        tried.append({"trial": t, "tiles": kind, "sizes": named})
         xs = []
         for arr in d1.dom.inside:
             shape = tuple(Env(env).size(a.size, f"axis {a.name!r}") for a in arr.axes)
             xs.append(rng.normal(size=shape) * scale)
-        named = {str(k): v for k, v in env.items()}
         with np.errstate(all="ignore"):
             y1 = evaluate(d1, *xs, sizes=named)
             y2 = evaluate(d2, *xs, sizes=named)
@@ -94,15 +193,19 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
         for j, (a, b) in enumerate(zip(y1, y2)):
             a, b = np.asarray(a, float), np.asarray(b, float)
             # NaN and ±inf must sit in the same places; the error is taken over finite entries
-            same_specials = (np.array_equal(np.isnan(a), np.isnan(b))
+            same_specials = (a.shape == b.shape and np.array_equal(np.isnan(a), np.isnan(b))
                              and np.array_equal(np.where(np.isinf(a), a, 0), np.where(np.isinf(b), b, 0)))
-            finite = np.isfinite(a) & np.isfinite(b)
+            finite = np.isfinite(a) & np.isfinite(b) if a.shape == b.shape else np.zeros(0, bool)
             err = float(np.max(np.abs(a - b)[finite])) if finite.any() else 0.0
             if not same_specials or not np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
                 if not same_specials:
                     err = float("nan")
                 what = "has NaN/inf in other places" if not same_specials else f"differs by up to {err:.3g}"
-                return Equivalence(False, f"output {j} {what} at sizes {named} "
-                                   f"(trial {t}, seed {seed})", j, err, named, t + 1)
-            worst = max(worst, err)
-    return Equivalence(True, "", None, worst, {}, trials)
+                return Equivalence(False, f"output {j} {what} at sizes {named} (trial {t}, {kind} tiles, "
+                                   f"seed {seed})", j, err, named, t + 1, seed, tried)
+            worst, compared, entries = max(worst, err), compared + int(finite.sum()), entries + a.size
+    if entries and not compared:
+        return Equivalence(False, f"no finite output was compared: every output entry is NaN or ±inf in all "
+                           f"{trials} trial(s) (seed {seed}), so agreement certifies nothing",
+                           None, 0.0, tried[-1]["sizes"] if tried else {}, trials, seed, tried)
+    return Equivalence(True, "", None, worst, {}, trials, seed, tried)

@@ -3,13 +3,16 @@
 These are the paper's equivalences read as programs (Figs. weaved_algorithm and
 recursive_decomposition): a Grid splits its axis into groups, runs the inside on each and
 joins the results; a Stream runs its head once, its body once per slice (folding the
-reducers' accumulators, online softmax included), and its tail once.  The interpreter of
+reducers' accumulators, online softmax included), and its tail once.  A tile that does not
+divide its axis leaves a shorter last group or slice (a ragged tile).  The interpreter of
 the inside is passed in, so this module knows regions and nothing of the interpreter.
 
 >>> import numpy as np, napkin_cat as nc
 >>> flash = nc.group(nc.stream(nc.library.attention(), "x", "s_x"), "q", "g_q")
 >>> Q, K, V = np.ones((4, 2)), np.ones((6, 2)), np.ones((6, 2))
 >>> nc.evaluate(flash, Q, K, V, sizes={"g_q": 2, "s_x": 3}).shape
+(4, 2)
+>>> nc.evaluate(flash, Q, K, V, sizes={"g_q": 3, "s_x": 4}).shape   # ragged: groups 3 + 1, slices 4 + 2
 (4, 2)
 """
 from __future__ import annotations
@@ -21,14 +24,13 @@ from napkin_cat.algorithms.streaming import StreamPlan
 from napkin_cat.errors import ShapeError
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.syntax.adapter import Bubble, Diagram
-from napkin_cat.syntax.primitive import Core, kind_of
+from napkin_cat.syntax.relabel import map_arrays
 
 
-def _slices(total: int, size: int, what: str):
-    if total % size:
-        raise ShapeError(f"{what} size {size} does not divide the axis size {total}; "
-                         f"legal sizes are the divisors of {total}")
-    return [slice(k, k + size) for k in range(0, total, size)]
+def _slices(total: int, size: int):
+    """Consecutive slices of ``size`` covering ``total``; the last one is shorter when ``size`` does
+    not divide ``total`` (a ragged tile: the paper's recursive decomposition allows any split)."""
+    return [slice(k, min(k + size, total)) for k in range(0, total, size)]
 
 
 def bind(region: Partition, env, what: str):
@@ -36,11 +38,26 @@ def bind(region: Partition, env, what: str):
     total = env.size(region.full_size(), f"axis {region.axis!r}")
     tile = region.size if isinstance(region.size, int) else \
         env.size(region.size, f"the {what} size of {region.axis!r} ({region.size})")
-    _slices(total, tile, f"{what} of {region.axis!r}:")
+    if tile < 1:
+        raise ShapeError(f"the {what} size of {region.axis!r} ({region.size}) is {tile}; it must be a positive "
+                         f"integer (any size from 1 up; one that does not divide {total} leaves a shorter last tile)")
     inner = env.child()
     if not isinstance(region.size, int):
         inner[region.size] = tile
     return total, tile, inner
+
+
+def _short_group(box: Grid, env, n: int):
+    """The inside and its env for a last group of ``n`` < the group size: the group size reads ``n``."""
+    if not isinstance(box.size, int):
+        inner = env.child()
+        inner[box.size] = n
+        return box.arg, inner
+
+    def fa(arr):
+        return arr.replace(axes=tuple(a.relabel(n) if a.name == box.axis and a.size == box.size else a
+                                      for a in arr.axes))
+    return map_arrays(box.arg, fa), env
 
 
 def run_kernel(box: Kernel, xs: list, env, interpret) -> list:
@@ -54,7 +71,9 @@ def run_grid(box: Grid, xs: list, env, interpret) -> list:
     pos_in = [arr.names.index(box.axis) if box.axis in arr.names else None for arr in box.dom.inside]
     pos_out = [arr.names.index(box.axis) for arr in box.cod.inside]
     parts = []
-    for sl in _slices(total, g, f"group of {box.axis!r}:"):
+    for sl in _slices(total, g):
+        inside, group_env = (box.arg, inner_env) if sl.stop - sl.start == g else \
+            _short_group(box, inner_env, sl.stop - sl.start)
         chunk = []
         for x, p in zip(xs, pos_in):
             if p is None:
@@ -63,7 +82,7 @@ def run_grid(box: Grid, xs: list, env, interpret) -> list:
                 idx = [slice(None)] * x.ndim
                 idx[p] = sl
                 chunk.append(x[tuple(idx)])
-        parts.append(interpret(box.arg, chunk, inner_env))
+        parts.append(interpret(inside, chunk, group_env))
     return [np.concatenate([p[j] for p in parts], axis=pos_out[j]) for j in range(len(box.cod))]
 
 
@@ -73,16 +92,12 @@ def run_stream(box: Stream, xs: list, env, interpret) -> list:
     return fold(box.arg, box.plan, xs, inner_env, s, total, interpret)
 
 
-def _align(x, names, target):
-    """Transpose/expand ``x`` (axes ``names``) to broadcast against axes ``target``."""
-    order = [n for n in target if n in names]
-    x = np.transpose(x, [names.index(n) for n in order])
-    shape = [x.shape[order.index(n)] if n in order else 1 for n in target]
-    return x.reshape(shape)
-
-
 def fold(region: Diagram, plan: StreamPlan, xs: list, env, size: int, total: int, interpret) -> list:
-    """Evaluate ``region`` as a fold over slices of ``size`` along the streamed axis."""
+    """Evaluate ``region`` as a fold over slices of ``size`` along the streamed axis.
+
+    head once; per slice the maps, then every reducer's accumulator (a monoid's combine, or a
+    form's step diagram on its state); after the last slice each form's finish, then the tail.
+    """
     axis = plan.axis
     values = {v: x for v, x in zip(plan.dom, xs)}
     positions = {v: region.dom.inside[k].names.index(axis) for k, v in enumerate(plan.dom)
@@ -97,64 +112,41 @@ def fold(region: Diagram, plan: StreamPlan, xs: list, env, size: int, total: int
 
     for i in plan.indices("head"):
         run(i, values)
-    state = {}
-    order = sorted(plan.role)
-    by_op = {r.op: r for r in plan.reducers}
+    state = {k: _initial(r, env) for k, r in enumerate(plan.reducers)}
+    maps = plan.maps
     for start in range(0, total, size):
         vals = dict(values)
         for v, p in positions.items():
             sl = [slice(None)] * values[v].ndim
             sl[p] = slice(start, start + size)
             vals[v] = values[v][tuple(sl)]
-        for i in order:
-            role = plan.role[i]
-            if role == "chunk":
-                run(i, vals)
-            elif role == "reduce":
-                _accumulate(plan, by_op[i], vals, state, env, run_primitive)
-    for r in plan.reducers:
-        box, ins, outs = plan.ops[r.op]
-        if r.kind == "softmax-contraction":
-            y, mu, z, names = state[r.op]
-            out_names = list(box.cod.inside[0].names)
-            values[outs[0]] = y / _align(z, names, out_names)
-        else:
-            values[outs[0]] = state[r.op]
+        for i in maps:
+            run(i, vals)
+        for k, r in enumerate(plan.reducers):
+            state[k] = _accumulate(plan, r, state[k], vals, env, interpret)
+    for k, r in enumerate(plan.reducers):
+        finished = state[k] if r.finish is None else interpret(r.finish, state[k], env)
+        values.update(zip(r.outputs, finished))
     for i in plan.indices("tail"):
         run(i, values)
     return [values[v] for v in plan.cod]
 
 
-def _accumulate(plan, r, vals, state, env, run_primitive):
-    box, ins, outs = plan.ops[r.op]
-    if r.kind != "softmax-contraction":
-        part = run_primitive(box, [vals[v] for v in ins], env)[0]
-        acc = kind_of(box.data.kind).accumulator
-        state[r.op] = part if r.op not in state else acc.combine(state[r.op], part)
-        return
-    sm, sm_ins, sm_outs = plan.ops[r.softmax]
-    beta = Core((), (), {}, env).value(dict(sm.data.params).get("beta", 1))
-    names = list(sm.dom.inside[0].names)
-    ax = names.index(plan.axis)
-    scores = beta * vals[sm_ins[0]]
-    m_c = np.max(scores, axis=ax)
-    safe = np.where(np.isfinite(m_c), m_c, 0.0)
-    e = np.exp(scores - np.expand_dims(safe, ax))
-    z_c = np.sum(e, axis=ax)
-    args = [e if v == sm_outs[0] else vals[v] for v in ins]
-    y_c = run_primitive(box, args, env)[0]
-    row = [n for n in names if n != plan.axis]
-    out_names = list(box.cod.inside[0].names)
-    if r.op not in state:
-        state[r.op] = (y_c, m_c, z_c, row)
-        return
-    y, m, z, _ = state[r.op]
-    m_new = np.maximum(m, m_c)
-    safe_new = np.where(np.isfinite(m_new), m_new, 0.0)
-    with np.errstate(invalid="ignore"):
-        a = np.where(np.isneginf(m), 0.0, np.exp(m - safe_new))
-        b = np.where(np.isneginf(m_c), 0.0, np.exp(m_c - safe_new))
-    state[r.op] = (y * _align(a, row, out_names) + y_c * _align(b, row, out_names), m_new, z * a + z_c * b, row)
+def _initial(r, env):
+    """The state of an empty stream: each state array filled with its ``init`` (a monoid starts empty)."""
+    if r.step is None:
+        return None
+    return [np.full(tuple(env.size(a.size, f"axis {a.name!r} of the state {s.name!r}") for a in s.array.axes),
+                    s.init) for s in r.state]
+
+
+def _accumulate(plan, r, state, vals, env, interpret):
+    """One trip of a reducer: ``combine(state, F(chunk))`` for a monoid, ``B(state, chunk)`` for a form."""
+    if r.step is not None:
+        return interpret(r.step, list(state) + [vals[v] for v in r.inputs], env)
+    box, ins, _ = plan.ops[r.op]
+    part = run_primitive(box, [vals[v] for v in ins], env)[0]
+    return [part] if state is None else [r.accumulator.combine(state[0], part)]
 
 
 #: region kind → its numpy meaning ``run(box, xs, env, interpret)``; a new region registers here.

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from napkin_cat.syntax.adapter import Diagram, Ty, from_layers
 from napkin_cat.errors import CompositionError
+from napkin_cat.syntax.construct import cast
+from napkin_cat.syntax.dtype import as_dtype
 
 
 class Wire:
@@ -49,6 +51,22 @@ class Builder:
             self._next += 1
         self._ops.append((diagram, [w.id for w in wires], outs))
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def convert(self, wire: Wire, dtype) -> Wire:
+        """``wire`` in the number format ``dtype``: the wire itself, or a Cast box when the formats differ.
+
+        >>> import napkin_cat as nc
+        >>> b = Builder(nc.types("q x", dtype="fp32"))
+        >>> (x,) = b.inputs
+        >>> b.convert(x, "fp32") is x, b.convert(x, "fp16").array
+        (True, Array(q×x:fp16))
+        """
+        target = as_dtype(dtype)
+        arr = wire.array
+        if arr.dtype == target:
+            return wire
+        return self(cast(" ".join(arr.names), to=target, level=arr.level, dtype=arr.dtype,
+                         **{a.name: a.size for a in arr.axes}), wire)
 
     def build(self, *outputs: Wire) -> Diagram:
         uses = {}

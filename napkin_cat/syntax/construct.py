@@ -22,7 +22,7 @@ from napkin_cat.syntax.adapter import Array, Diagram, Ty
 from napkin_cat.syntax.axis import Axis, check_name, resolve
 from napkin_cat.syntax.dtype import FP32
 from napkin_cat.errors import AxisError, SignatureError, UnknownPrimitiveError
-from napkin_cat.syntax.ops import ELEMENTWISE, REDUCTIONS, UNARY
+from napkin_cat.syntax.ops import ARITY, ELEMENTWISE, REDUCTIONS
 from napkin_cat.syntax.primitive import Weave
 from napkin_cat.syntax.weave import build_box
 
@@ -119,19 +119,23 @@ def apply(kind: str, signature: str, *, core=(), params=None, level: int = 0, dt
     return build_box(kind, dom, cod, weaves, params, name=name)
 
 
-def einsum(signature: str, *, level: int = 0, dtype=FP32, **sizes) -> Diagram:
+def einsum(signature: str, *, level: int = 0, dtype=FP32, out_dtype=None, **sizes) -> Diagram:
     """Contraction of any number of operands; contracted axes are those missing from the output.
+
+    ``dtype`` is the operands' number format, ``out_dtype`` the result's (default: the same).
 
     >>> einsum("a b, b c, c d -> a d").dom
     Ty(Array(a×b), Array(b×c), Array(c×d))
+    >>> einsum("a b, b c -> a c", dtype="fp8", out_dtype="fp16").cod
+    Ty(Array(a×c:fp16))
     """
     ins, outs = parse(signature, arrow=True)
     if len(outs) != 1:
         raise SignatureError(f"einsum {signature!r} must have exactly one output array")
-    return apply("contract", signature, level=level, dtype=dtype, **sizes)
+    return apply("contract", signature, level=level, dtype=dtype, out_dtype=out_dtype, **sizes)
 
 
-def softmax(signature: str, *, over, beta=1, level: int = 0, dtype=FP32, **sizes) -> Diagram:
+def softmax(signature: str, *, over, beta=1, level: int = 0, dtype=FP32, out_dtype=None, **sizes) -> Diagram:
     """SoftMax along ``over`` (β the inverse temperature), weaved over the other axes.
 
     >>> softmax("q x", over="x", beta=0.125).cod
@@ -147,7 +151,8 @@ def softmax(signature: str, *, over, beta=1, level: int = 0, dtype=FP32, **sizes
             raise SignatureError(f"softmax over {n!r}: the array {ins[0]} has no such axis; "
                                  f"legal choices are {ins[0]}")
     params = {} if beta == 1 else {"beta": beta}
-    return apply("softmax", signature, core=over_names, params=params, level=level, dtype=dtype, **sizes)
+    return apply("softmax", signature, core=over_names, params=params, level=level, dtype=dtype,
+                 out_dtype=out_dtype, **sizes)
 
 
 def elementwise(name: str, signature: str, *, const=None, level: int = 0, dtype=FP32, **sizes) -> Diagram:
@@ -158,7 +163,7 @@ def elementwise(name: str, signature: str, *, const=None, level: int = 0, dtype=
     """
     if name not in ELEMENTWISE:
         raise UnknownPrimitiveError(f"unknown elementwise map {name!r}; legal names are {ELEMENTWISE}")
-    arity = 1 if name in UNARY else 2
+    arity = ARITY[name]
     ins, outs = parse(signature)
     if outs is None:
         ins = [list(ins[0])] * arity if len(ins) == 1 else ins

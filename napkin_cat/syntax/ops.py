@@ -8,9 +8,10 @@ kind               item signature           FLOPs per item      accumulator
 =================  =======================  ==================  ==================
 contract           Rᵏ ⊗ Rᵏ → R              tensor 2k           sum
 softmax            Rˣ → Rˣ (β)              special x, gen 5x   —
-softmax_aux        Rˣ⊗R⊗R → Rˣ⊗R⊗R⊗R         (Table 4, middle)   —
-softmax_unscaled   Rˣ⊗R⊗R → Rˣ⊗R⊗R⊗R         (Table 4, right)    —
+softmax_aux        Rˣ⊗R⊗R → Rˣ⊗R⊗R⊗R         spec. x+1, 5x+2     —
+softmax_unscaled   Rˣ⊗R⊗R → Rˣ⊗R⊗R⊗R         spec. x+1, 4x+2     —
 exp, add, …        R^n → R                  1 (special/general) —
+fma                R⊗R⊗R → R (a·b + c)      general 2           —
 sum, max, min      Rᵃ → R                   a                   sum / max / min
 split, join        Rᵃ ↔ Rᵃ¹ ⊗ Rᵃ²           0                   —
 load, save         R@ℓ → R@ℓ±1              0                   —
@@ -168,10 +169,21 @@ def _unscaled_impl(xs, core: Core):
     return [s, mu, delta, z]
 
 
-declare("softmax_aux", _aux_impl, flops=_softmax_flops, check=_aux_check("softmax_aux"),
+def _online_flops(divides: bool):
+    """Table 4's online forms per row of n scores: βx, max with μ′, βx − μ, Σs + δz′ (general n each),
+    μ′ − μ and δ·z′ (general 1 each); exp of the scores (special n) and δ = exp(μ′ − μ) (special 1);
+    SoftMax₀ also divides s/z (general n)."""
+    def flops(core: Core):
+        n = _numel(core.inputs[0])
+        return {"special": n + 1, "general": (5 if divides else 4) * n + 2}
+    return flops
+
+
+declare("softmax_aux", _aux_impl, flops=_online_flops(divides=True), check=_aux_check("softmax_aux"),
         label="SoftMax₀", shape="triangle",
         doc="Auxiliary SoftMax (Table 4): returns y = s/z with (μ, δz′, z); prior y′ ← y′·δz′/z.")
-declare("softmax_unscaled", _unscaled_impl, flops=_softmax_flops, check=_aux_check("softmax_unscaled"),
+declare("softmax_unscaled", _unscaled_impl, flops=_online_flops(divides=False),
+        check=_aux_check("softmax_unscaled"),
         label="SoftMax₁", shape="triangle",
         doc="Unscaled SoftMax (Table 4): returns s with (μ, δ, z); prior y′ ← y′·δ, tail y ← y/z.")
 
@@ -215,7 +227,12 @@ BINARY = {
     "max": (np.maximum, "general"),
     "min": (np.minimum, "general"),
 }
-ELEMENTWISE = sorted(set(UNARY) | set(BINARY))
+#: fused multiply-add ``a·b + c``: one instruction, a multiply and an add (the paper's "multiply-add", §5.6)
+TERNARY = {
+    "fma": (lambda a, b, c: a * b + c, "general", 2),
+}
+ELEMENTWISE = sorted(set(UNARY) | set(BINARY) | set(TERNARY))
+ARITY = {**dict.fromkeys(UNARY, 1), **dict.fromkeys(BINARY, 2), **dict.fromkeys(TERNARY, 3)}
 
 
 def _elementwise_check(name, arity):
@@ -241,10 +258,19 @@ def _binary_kind(name, fn, pipeline):
             doc=f"Elementwise {name} of two items.")
 
 
+def _ternary_kind(name, fn, pipeline, flops):
+    declare(name, lambda xs, core, fn=fn: [fn(xs[0], xs[1], xs[2])],
+            flops=lambda core, p=pipeline, n=flops: {p: n},
+            check=_elementwise_check(name, 3), label=name, shape="circle",
+            doc=f"Elementwise {name} of three items.")
+
+
 for _name, (_fn, _p) in UNARY.items():
     _unary_kind(_name, _fn, _p)
 for _name, (_fn, _p) in BINARY.items():
     _binary_kind(_name, _fn, _p)
+for _name, (_fn, _p, _n) in TERNARY.items():
+    _ternary_kind(_name, _fn, _p, _n)
 
 # --------------------------------------------------------------------------- reductions
 REDUCTIONS = {

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from napkin_cat.errors import UnknownPrimitiveError, SignatureError
+from napkin_cat.errors import ShapeError, UnknownPrimitiveError, SignatureError
 
 PIPELINES = ("tensor", "special", "general")
 
@@ -72,6 +72,10 @@ class Core:
         import sympy
         if isinstance(expr, sympy.Basic):
             v = expr.subs(self.env)
+            if v.free_symbols:
+                missing = sorted(str(x) for x in v.free_symbols)
+                raise ShapeError(f"the parameter {expr} is not known: {missing} are bound by no input; pass "
+                                 f"sizes={{{', '.join(repr(m) + ': …' for m in missing)}}} to evaluate")
             return float(v)
         return expr
 

@@ -19,7 +19,7 @@ from typing import Callable
 from sympy import Basic
 
 from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty, from_layers, is_structural
-from napkin_cat.syntax.axis import Axis, symbol
+from napkin_cat.syntax.axis import Axis, as_size, symbol
 from napkin_cat.errors import AxisError
 from napkin_cat.syntax.primitive import Weave
 from napkin_cat.syntax.weave import build_box
@@ -55,24 +55,41 @@ def map_box(box, fa, fname, *, fparam: Callable = None):
     return build_box(spec.kind, dom, [fa(a) for a in box.cod.inside], weaves, params, name=box.name)
 
 
-def _renamed_size(axis: Axis, new: str, size):
-    if size is not None:
-        return size
-    return symbol(new) if axis.size == symbol(axis.name) else axis.size
-
-
 def rename_axis(diagram: Diagram, old: str, new: str, size=None) -> Diagram:
-    """Rename axis ``old`` to ``new`` everywhere.
+    """Rename axis ``old`` to ``new`` everywhere, its size symbol with it.
 
-    A symbolic size named after the axis is renamed with it (``x`` becomes ``k``);
-    any other size is kept unless ``size`` is given.
+    The symbol ``old`` (the axis's own size) becomes ``size``, by default the symbol ``new``,
+    wherever it occurs: in the sizes of every array (``2·old`` too), in box parameters (SoftMax's
+    β = old^(-1/2)) and in region parameters (a Grid's group size), as well as in weave names; so
+    the result is the diagram built on ``new`` in the first place.  A size not written with the
+    symbol ``old`` (a concrete int, a tile ``g_q`` inside a Grid) is kept, and a given ``size``
+    must agree with it on the boundary.
+
+    >>> import napkin_cat as nc
+    >>> att = rename_axis(nc.library.attention(), "d", "c")
+    >>> att.dom, [b.data.params for b in att.boxes][1]
+    (Ty(Array(q×c), Array(x×c), Array(x×c)), (('beta', 1/sqrt(c)),))
     """
+    target = symbol(new) if size is None else as_size(new, size)
+    subs = {symbol(old): target}
+    for arr in (*diagram.dom.inside, *diagram.cod.inside):
+        for a in arr.axes:
+            if a.name == old and size is not None and symbol(old) not in _symbols(a.size) and a.size != target:
+                raise AxisError(f"cannot rename {old!r} to {new!r} with size {target}: axis {old!r} has size "
+                                f"{a.size}, which cannot also be {target}; pass size={a.size} or no size")
+
+    def fsize(value):
+        return value.subs(subs) if isinstance(value, Basic) else value
+
     def fa(arr: Array) -> Array:
         if new in arr.names and old in arr.names:
             raise AxisError(f"cannot rename {old!r} to {new!r}: {arr} already has both")
-        return arr.replace(axes=tuple(Axis(new, _renamed_size(a, new, size)) if a.name == old else a
-                                      for a in arr.axes))
-    return map_arrays(diagram, fa, lambda n: new if n == old else n)
+        return arr.replace(axes=tuple(Axis(new if a.name == old else a.name, fsize(a.size)) for a in arr.axes))
+    return map_arrays(diagram, fa, lambda n: new if n == old else n, fparam=fsize)
+
+
+def _symbols(size) -> set:
+    return size.free_symbols if isinstance(size, Basic) else set()
 
 
 def substitute(diagram: Diagram, mapping: dict | None = None, **sizes) -> Diagram:

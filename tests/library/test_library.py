@@ -239,3 +239,28 @@ def test_symbolic_and_concrete_agree_under_substitution():
                                    library.layer_norm, library.rms_norm, library.transformer_block])
 def test_library_diagrams_are_well_typed(build, helpers):
     helpers.well_typed(build())
+
+
+def test_attention_in_the_papers_number_formats(rng):
+    """Table 1's quantization labels: FP8 queries and keys, FP16 values, scores, probabilities and output."""
+    f = {"Q": "fp8", "K": "fp8", "S": "fp16", "P": "fp16", "V": "fp16", "O": "fp16"}
+    att = nc.library.attention(formats=f)
+    assert [a.dtype.name for a in att.dom.inside] == ["fp8", "fp8", "fp16"] and att.cod.inside[0].dtype.name == "fp16"
+    boxes = [b for b in att.boxes if b.name in ("·", "SoftMax")]
+    assert [(b.dom.inside[0].dtype.name, b.cod.inside[0].dtype.name) for b in boxes] == \
+        [("fp8", "fp16"), ("fp16", "fp16"), ("fp16", "fp16")]
+    assert nc.library.multi_head_attention(formats=f).dom.inside[2].dtype.name == "fp16"
+    assert nc.library.attention(formats={}) == nc.library.attention()
+    Q, K, V = (rng.normal(size=s) for s in ((4, 8), (6, 8), (6, 8)))
+    assert np.allclose(nc.evaluate(att, Q, K, V), nc.evaluate(nc.library.attention(), Q, K, V), atol=0.2)
+
+
+@pytest.mark.parametrize("formats, message", [
+    ({"Q": "fp8"}, "Q is fp8 but K is fp32"),
+    ({"P": "fp16"}, "P is fp16 but V is fp32"),
+    ({"X": "fp16"}, "attention has no array 'X'"),
+    ({"Q": "fp7", "K": "fp7"}, "unknown dtype 'fp7'"),
+])
+def test_attention_formats_are_checked(formats, message):
+    with pytest.raises(nc.NapkinError, match=message):
+        nc.library.attention(formats=formats)

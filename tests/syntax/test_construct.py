@@ -181,6 +181,51 @@ def test_rename_axis_and_substitute():
     assert nc.substitute(mm, {nc.symbol("q"): 2}) == nc.einsum("q d, x d -> q x", q=2)
 
 
+def attention_on(d: str):
+    """Attention built from the constructors with the head axis called ``d`` and β = 1/√d."""
+    b = nc.Builder(nc.types(f"q {d}, x {d}, x {d}"))
+    Q, K, V = b.inputs
+    S = b(nc.einsum(f"q {d}, x {d} -> q x"), Q, K)
+    P = b(nc.softmax("q x", over="x", beta=1 / sympy.sqrt(nc.symbol(d))), S)
+    return b.build(b(nc.einsum(f"q x, x {d} -> q {d}"), P, V))
+
+
+def test_rename_axis_substitutes_the_size_everywhere(rng, helpers):
+    """β = 1/√d follows d → c: the renamed attention is the one built on c, and it runs."""
+    assert attention_on("d") == nc.library.attention()
+    renamed = nc.rename_axis(nc.library.attention(), "d", "c")
+    assert renamed == attention_on("c")
+    Q, K, V = rng.normal(size=(2, 5)), rng.normal(size=(3, 5)), rng.normal(size=(3, 5))
+    np.testing.assert_allclose(nc.evaluate(renamed, Q, K, V), helpers.attention(Q, K, V), rtol=1e-10)
+
+
+def test_rename_axis_reaches_region_sizes_and_weaves(rng, helpers):
+    """A Grid whose group size is an expression in the renamed axis, inside a weave over it."""
+    mha = nc.library.multi_head_attention()
+    grid = nc.group(mha, "q", nc.symbol("q") / 2)
+    renamed = nc.rename_axis(nc.rename_axis(grid, "q", "n"), "h", "k")
+    box = renamed.boxes[0]
+    assert box.params == {"axis": "n", "size": nc.symbol("n") / 2}
+    assert nc.rename_axis(nc.rename_axis(grid, "q", "n"), "n", "q") == grid
+    names = {w for b in box.arg.boxes[0].arg.boxes for w in getattr(b.data, "weave_names", ())}
+    assert "k" in names and "h" not in names and "q" not in names
+    Q, K, V = rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 5, 3)), rng.normal(size=(2, 5, 3))
+    np.testing.assert_allclose(nc.evaluate(renamed, Q, K, V), helpers.attention(Q, K, V), rtol=1e-10)
+
+
+def test_rename_axis_with_a_size_that_contradicts_the_axis():
+    with pytest.raises(nc.AxisError, match="'d' has size 8.*cannot also be 4"):
+        nc.rename_axis(nc.library.attention(d=8), "d", "c", size=4)
+    assert nc.rename_axis(nc.library.attention(d=8), "d", "c", size=8) == nc.rename_axis(
+        nc.library.attention(d=8), "d", "c")
+
+
+def test_an_unbound_parameter_is_a_shape_error(rng):
+    sm = nc.softmax("q x", over="x", beta=1 / sympy.sqrt(nc.symbol("k")))
+    with pytest.raises(nc.ShapeError, match=r"parameter 1/sqrt\(k\) is not known: \[.k.\].*sizes="):
+        nc.evaluate(sm, rng.normal(size=(2, 3)))
+
+
 def test_relabel_is_a_functor():
     f = nc.einsum("q d, x d -> q x")
     g = nc.softmax("q x", over="x", beta=nc.symbol("d") ** -0.5)

@@ -68,6 +68,16 @@ def test_binary_elementwise_semantics(name, rng):
     np.testing.assert_allclose(got, BINARY_REFERENCE[name](A, B), rtol=1e-12)
 
 
+def test_fused_multiply_add(rng):
+    """fma(a, b, c) = a·b + c with broadcasting by weaves: one multiply and one add (2 general FLOPs) per item."""
+    A, B, C = rng.normal(size=(3, 4)), rng.normal(size=3), rng.normal(size=(3, 4))
+    f = nc.elementwise("fma", "q d, q, q d -> q d")
+    np.testing.assert_allclose(nc.evaluate(f, A, B, C), A * B[:, None] + C, rtol=1e-12)
+    assert nc.cost(f).flops == {"general": 2 * nc.symbol("q") * nc.symbol("d")}
+    with pytest.raises(nc.SignatureError, match="'fma' takes 3 input"):
+        nc.elementwise("fma", "q d, q d -> q d")
+
+
 @pytest.mark.parametrize("name, reference", [
     ("sum", lambda x: x.sum(-1)), ("max", lambda x: x.max(-1)),
     ("min", lambda x: x.min(-1)), ("mean", lambda x: x.sum(-1) / x.shape[-1])])
@@ -121,7 +131,7 @@ def test_split_join_load_save_rename_are_reindexings(rng):
 TESTED_KINDS = (set(UNARY_REFERENCE) | set(BINARY_REFERENCE) | {"scale", "shift"}
                 | {f"reduce_{n}" for n in ("sum", "max", "min", "mean")}
                 | {"contract", "softmax", "softmax_aux", "softmax_unscaled", "split", "join", "load", "save",
-                   "rename", "cast"})
+                   "rename", "cast", "fma"})
 
 
 def test_every_built_in_kind_is_tested_here():
@@ -260,10 +270,14 @@ def test_table_4_literal_update_is_wrong(helpers, rng):
     assert not np.allclose(np.concatenate(literal, axis=1), want)
 
 
-def test_softmax_forms_flops_match_softmax(helpers):
+def test_softmax_forms_flops_add_the_rescale_factor(helpers):
+    """Table 4's online forms compute δ = exp(μ′ − μ) once per row on top of SoftMax's exps
+    (paper Table 3: s_x + s_x/u_x exps), and SoftMax₁ leaves the division by z to the tail."""
+    q, x = nc.symbol("q"), nc.symbol("x")
     base = flops(nc.softmax("q x", over="x"), helpers)
-    assert flops(aux_box(1), helpers) == base
-    assert flops(unscaled_box(1), helpers) == base
+    assert base == {"special": q * x, "general": 5 * q * x}
+    assert flops(aux_box(1), helpers) == {"special": q * x + q, "general": 5 * q * x + 2 * q}
+    assert flops(unscaled_box(1), helpers) == {"special": q * x + q, "general": 4 * q * x + 2 * q}
 
 
 # --------------------------------------------------------------------------- casts

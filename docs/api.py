@@ -1,0 +1,72 @@
+"""Build the API reference of napkin_cat and rewrites from their docstrings, with pdoc.
+
+    python docs/api.py OUT_DIR          # then open OUT_DIR/index.html
+
+Every module is documented: the public surface (``napkin_cat``, whose ``__all__`` is what
+``import napkin_cat as nc`` offers), each layer package and its modules, and the rule library.  pdoc
+follows a package's submodules only when its ``__all__`` names them, and ``napkin_cat.__all__`` names
+functions (``nc.cost``, ``nc.draw``), not the layers, so the layers are listed here explicitly, each once.
+Exits non-zero if pdoc fails or warns (a docstring that does not render is a build error).
+"""
+from __future__ import annotations
+
+import os
+import pkgutil
+import sys
+import warnings
+from pathlib import Path
+
+PACKAGES = ("napkin_cat", "rewrites")
+
+
+def modules() -> list[str]:
+    """Every module of the packages, each listed once, in the order pdoc reaches it."""
+    import importlib
+    names, covered = [], set()
+    for top in PACKAGES:
+        package = importlib.import_module(top)
+        found = [top] + [m.name for m in pkgutil.walk_packages(package.__path__, top + ".")]
+        for name in found:
+            if name in covered:
+                continue
+            names.append(name)
+            covered |= _reached(name, found)
+    return names
+
+
+def _reached(name: str, found: list[str]) -> set:
+    """The modules pdoc documents for the spec ``name``: itself and, recursively, the submodules that
+    its ``__all__`` (when it has one) names."""
+    import importlib
+    out, todo = set(), [name]
+    while todo:
+        current = todo.pop()
+        out.add(current)
+        module = importlib.import_module(current)
+        names = getattr(module, "__all__", None)
+        for child in found:
+            parent, _, short = child.rpartition(".")
+            if parent == current and (names is None or short in names):
+                todo.append(child)
+    return out
+
+
+def build(out_dir) -> list[Path]:
+    """Write the HTML reference into ``out_dir``; return the pages written."""
+    os.environ.setdefault("PDOC_ALLOW_EXEC", "1")   # discopy imports matplotlib's image comparison, which
+    import pdoc                                      # asks for ghostscript's version: let it run
+    out = Path(out_dir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")               # an unresolved or broken docstring fails the build
+        # no "view source" blocks: the source is in the repository, and highlighting it is most of the build
+        pdoc.render.configure(docformat="restructuredtext", footer_text="napkin-cat", show_source=False)
+        pdoc.pdoc(*modules(), output_directory=out)
+    return sorted(out.rglob("*.html"))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    pages = build(sys.argv[1])
+    print(f"{len(pages)} pages in {sys.argv[1]}")

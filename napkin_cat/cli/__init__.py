@@ -1,0 +1,96 @@
+"""The ``napkin`` command (the only layer that may import everything).
+
+``napkin reproduce --out DIR`` reproduces the paper end to end and writes a report;
+``napkin demo`` draws, evaluates and derives FlashAttention; ``cost``, ``derive`` and ``draw``
+take a library algorithm by name or a Python file that defines a diagram.  Bad input gives
+one line on stderr and exit status 2; ``reproduce`` exits 1 when a value differs from the paper.
+
+>>> main(["derive", "matmul"]) == 0
+0: kernel_formation
+...
+True
+>>> main(["cost", "resnet"])
+2
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from napkin_cat.cli import commands
+from napkin_cat.cli.inputs import LIBRARY, CLIError
+from napkin_cat.errors import NapkinError
+
+ALGORITHM_HELP = f"a library algorithm ({', '.join(LIBRARY)}) or a Python file that defines a diagram"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors reported in one line (no usage dump, no traceback)."""
+
+    def error(self, message):
+        raise CLIError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="napkin", description="FlashAttention on a napkin: neural circuit diagrams, verified "
+                "rewrites, IO-cost functors, plans and pictures.")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
+
+    s = sub.add_parser("reproduce", help="reproduce the paper end to end; write DIR/report.md and report.json")
+    s.add_argument("--out", default="out", help="output folder (default: out)")
+    s.add_argument("--json", action="store_true", help="print the claims as JSON")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(fn=commands.cmd_reproduce)
+
+    s = sub.add_parser("demo", help="draw, evaluate and derive FlashAttention; print its IO cost")
+    s.add_argument("--out", default="out", help="output folder for the drawings (default: out)")
+    s.set_defaults(fn=commands.cmd_demo)
+
+    def algorithm_args(s):
+        s.add_argument("algorithm", help=ALGORITHM_HELP)
+        s.add_argument("--name", help="which diagram of the Python file (default: `diagram`, or the only one)")
+
+    s = sub.add_parser("cost", help="IO cost (H, M, FLOPs per level) of an algorithm, unfused or --derived")
+    algorithm_args(s)
+    s.add_argument("--derived", action="store_true", help="cost the tiled/streamed form derived by the rules")
+    s.add_argument("--sizes", help="concrete axis sizes, e.g. q=4096,x=4096,d=64")
+    s.add_argument("--memory", help="the memory for the optimum (a symbol name; default M)")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(fn=commands.cmd_cost)
+
+    s = sub.add_parser("derive", help="derive the tiled/streamed algorithm by rewrite rules; print the trace")
+    algorithm_args(s)
+    s.add_argument("--strip", help="draw the derivation (one row per rewrite) to this PNG/SVG path")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(fn=commands.cmd_derive)
+
+    s = sub.add_parser("plan", help="the loop-nest plan of an algorithm (pseudocode and its variables)")
+    algorithm_args(s)
+    s.add_argument("--sizes", required=True, help="axis sizes, and tile sizes if you fix them: q=4096,x=4096,d=64")
+    s.add_argument("--hardware", default="h100-sxm5",
+                   help="GPU model (name or file) whose shared memory per thread block bounds the tiles chosen by "
+                        "nc.optimal for tiles not in --sizes (default h100-sxm5)")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(fn=commands.cmd_plan)
+
+    s = sub.add_parser("draw", help="draw an algorithm to PNG/SVG in the paper's style")
+    algorithm_args(s)
+    s.add_argument("path", help="output .png or .svg")
+    s.add_argument("--derived", action="store_true", help="draw the form derived by the rules")
+    s.set_defaults(fn=commands.cmd_draw)
+    return p
+
+
+def main(argv=None) -> int:
+    """Run ``napkin``; return the exit status (2 for bad input, with one line on stderr)."""
+    try:
+        args = parser().parse_args(argv)
+        return args.fn(args)
+    except (NapkinError, OSError) as e:
+        message = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"napkin: error: {message}", file=sys.stderr)
+        return 2
+
+
+def entry() -> None:  # pragma: no cover  (the console script)
+    sys.exit(main())

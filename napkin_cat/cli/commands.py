@@ -1,0 +1,189 @@
+"""The ``napkin`` subcommands: each takes the parsed arguments and prints (text, or JSON with ``--json``).
+
+>>> from napkin_cat.cli import main
+>>> main(["cost", "attention"]) == 0
+H = 2*d*q + 2*d*x + 4*q*x
+...
+True
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from napkin_cat import library
+from napkin_cat.algorithms.partitions import unfused
+from napkin_cat.cli.inputs import CLIError, algorithm, parse_sizes
+from napkin_cat.cost.iocost import cost
+from napkin_cat.cost.optimum import optimal
+from napkin_cat.render.draw import draw
+from napkin_cat.rewriting.registry import rulebook
+from napkin_cat.semantics.equivalent import equivalent
+from napkin_cat.semantics.evaluate import evaluate
+from napkin_cat.syntax.relabel import substitute
+
+
+def derivation_for(label: str, diagram):
+    """The rule book's derivation of a diagram: tiled matmul for ``matmul``, else the FlashAttention-style
+    partition (kernel formation, fusion, stream the contracted axis, group the carried axes)."""
+    book = rulebook()
+    return book.derivations["tiled_matmul" if label == "matmul" else "flash_attention"](diagram)
+
+
+def _writable(folder: str) -> str:
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise CLIError(f"cannot create the output folder {folder!r}: {e.strerror}") from None
+    if not os.access(folder, os.W_OK):
+        raise CLIError(f"the output folder {folder!r} is not writable")
+    return folder
+
+
+def _emit(args, data: dict, text: list):
+    print(json.dumps(data, indent=1, default=str) if getattr(args, "json", False) else "\n".join(text))
+    return 0
+
+
+def cmd_demo(args):
+    out = _writable(args.out)
+    att = library.attention()
+    rng = np.random.default_rng(0)
+    Q, K, V = (rng.normal(size=s) for s in ((64, 32), (96, 32), (96, 32)))
+    O = evaluate(att, Q, K, V)
+    S = Q @ K.T / np.sqrt(32)
+    P = np.exp(S - S.max(1, keepdims=True))
+    ref = (P / P.sum(1, keepdims=True)) @ V
+    print(f"attention: evaluate vs numpy, max |error| = {np.abs(O - ref).max():.2e}")
+    derivation = derivation_for("attention", att)
+    flash = derivation.diagram
+    print("FlashAttention derived by rules: " + " ; ".join(s.rule for s in derivation.trace))
+    print(f"  every step checked: {bool(derivation.trace.check())};  "
+          f"equivalent to attention: {bool(equivalent(att, flash, trials=5))}")
+    Of = evaluate(flash, Q, K, V, sizes={"g_q": 16, "s_x": 8})
+    print(f"  tiled run (g_q=16, s_x=8) vs numpy, max |error| = {np.abs(Of - ref).max():.2e}")
+    c = cost(flash)
+    o = optimal(c)
+    print(f"  N_g = {c.N_g},  H_g = {c.H_g[1]},  M = {c.M[1]}")
+    print(f"  H* (large M) = {o.H}   tiles {o.sizes}   [paper: 2qd + 4xqd²/M]")
+    print(f"  H* (exact memory model, errata D-12) = {o.exact_H}   tiles {o.exact_sizes}")
+    u = cost(unfused(att))
+    print(f"  unfused baseline H = {u.H[1]}")
+    for name, d in (("attention", att), ("flash_attention", flash)):
+        for ext in ("png", "svg"):
+            draw(d, path=os.path.join(out, f"{name}.{ext}"))
+    derivation.trace.draw(os.path.join(out, "flash_derivation.png"))
+    print(f"drawings written to {out}/attention.png, {out}/flash_attention.png (and .svg), "
+          f"{out}/flash_derivation.png (one row per rewrite)")
+    return 0
+
+
+def _sized(diagram, args):
+    sizes = parse_sizes(getattr(args, "sizes", None))
+    return (substitute(diagram, **sizes) if sizes else diagram), sizes
+
+
+def cmd_cost(args):
+    label, d = algorithm(args.algorithm, name=args.name)
+    d = derivation_for(label, d).diagram if args.derived else unfused(d)
+    d, sizes = _sized(d, args)
+    c = cost(d)
+    data = {"algorithm": label, "derived": args.derived, "sizes": sizes,
+            "H": {lvl: str(h) for lvl, h in c.H.items()}, "M": {lvl: str(m) for lvl, m in c.M.items()},
+            "flops": {p: str(f) for p, f in c.flops.items()}}
+    text = [f"H = {c.H[lvl]}" if lvl == 1 else f"H[{lvl}] = {c.H[lvl]}" for lvl in c.levels if lvl in c.H]
+    text += [f"M[{lvl}] = {m}" for lvl, m in c.M.items()] + [f"FLOPs = {c.flops}"]
+    if args.derived and c.groups:
+        o = optimal(c, memory=args.memory if args.memory else "M")
+        data["optimum"] = {"H": str(o.H), "tiles": {str(k): str(v) for k, v in o.sizes.items()}}
+        text.append(f"H* = {o.H}  with {o.sizes}")
+    return _emit(args, data, text)
+
+
+def cmd_derive(args):
+    label, d = algorithm(args.algorithm, name=args.name)
+    r = derivation_for(label, d)
+    checked = bool(r.trace.check())
+    o = optimal(cost(r.diagram))
+    data = {"algorithm": label, "trace": [s.rule for s in r.trace], "checked": checked,
+            "H_star": str(o.H), "tiles": {str(k): str(v) for k, v in o.sizes.items()}}
+    text = [f"{k}: {step.rule}" for k, step in enumerate(r.trace)]
+    text += [f"checked: {checked}", f"H* = {o.H}  with {o.sizes}"]
+    if args.strip:
+        folder = os.path.dirname(os.path.abspath(args.strip))
+        _writable(folder)
+        r.trace.draw(args.strip)
+        data["strip"] = args.strip
+        text.append(args.strip)
+    return _emit(args, data, text)
+
+
+def cmd_draw(args):
+    label, d = algorithm(args.algorithm, name=args.name)
+    if args.derived:
+        d = derivation_for(label, d).diagram
+    _writable(os.path.dirname(os.path.abspath(args.path)))
+    draw(d, path=args.path)
+    print(args.path)
+    return 0
+
+
+def _tiles_by_optimum(d, sizes: dict, capacity: int) -> dict:
+    """Tile sizes of an algorithm's partitions chosen by ``nc.optimal``'s integer search at ``capacity`` values."""
+    c = cost(d)
+    if not c.groups:
+        return {}
+    o = optimal(c, memory=capacity, sizes=sizes)
+    return {str(k): int(v) for k, v in o.sizes.items()}
+
+
+def cmd_plan(args):
+    from napkin_cat.algorithms.bubbles import Region
+    from napkin_cat.hardware.model import load as load_hardware
+    from napkin_cat.plan.program import plan, render
+    from napkin_cat.syntax.adapter import layers
+    label, d = algorithm(args.algorithm, name=args.name)
+    if not any(isinstance(b, Region) for _, b in layers(d)):
+        d = derivation_for(label, d).diagram  # a function: plan the algorithm the rules derive from it
+    sizes = parse_sizes(args.sizes)
+    needed = sorted({str(s) for arr in d.dom.inside for a in arr.axes if not isinstance(a.size, int)
+                     for s in a.size.free_symbols} - set(sizes))
+    if needed:
+        raise CLIError(f"the plan needs the size of every input axis: add {', '.join(f'{n}=…' for n in needed)} "
+                       f"to --sizes")
+    gpu = load_hardware(args.hardware)
+    bytes_per_value = max((a.dtype.bytes for a in (*d.dom.inside, *d.cod.inside)), default=4)
+    capacity = int(gpu.smem_per_block) // bytes_per_value
+    chosen = {k: v for k, v in _tiles_by_optimum(d, sizes, capacity).items() if k not in sizes}
+    p = plan(d, {**sizes, **chosen}, memory={1: capacity})
+    if args.json:
+        data = json.loads(render(p, fmt="json"))
+        data["tiles_chosen"] = chosen
+        data["capacity"] = {"level": 1, "values": capacity, "hardware": gpu.name}
+        print(json.dumps(data, indent=1, ensure_ascii=False))
+    else:
+        if chosen:
+            print(f"# tiles {chosen} chosen by nc.optimal for level 1 = {capacity} values "
+                  f"({gpu.name} shared memory per thread block, {bytes_per_value} B per value)")
+        print(render(p))
+    return 0
+
+
+def cmd_reproduce(args):
+    from napkin_cat.paper.report import reproduce
+    out = _writable(args.out)
+    book = reproduce(out, progress=not args.no_progress)
+    counts = book.counts()
+    if args.json:
+        print(json.dumps({"claims": [c.as_json() for c in book.claims], "counts": counts, "ok": book.ok},
+                         indent=1))
+    else:
+        print(f"{len(book.claims)} claims: {counts['reproduced']} reproduced, {counts['erratum']} errata "
+              f"(corrected values computed), {counts['differs']} differ")
+        for c in book.claims:
+            if c.status == "differs":
+                print(f"  DIFFERS {c.id} ({c.section}): {c.what}: paper {c.paper}, library {c.library}")
+        print(f"report: {os.path.join(out, 'report.md')} and report.json")
+    return 0 if book.ok else 1

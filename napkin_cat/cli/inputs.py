@@ -1,0 +1,109 @@
+"""What the command line takes in: an algorithm (a library name or a user's Python file), sizes, memory.
+
+Every malformed input raises :class:`CLIError` with a one-line message saying what is wrong and
+what would be legal; ``napkin`` prints it and exits with status 2 (no traceback).
+
+>>> parse_sizes("q=4096, x=4096,d=64")
+{'q': 4096, 'x': 4096, 'd': 64}
+>>> parse_memory("2^14"), parse_memory("2^10..2^12")
+(16384, [1024, 2048, 4096])
+>>> parse_sizes("q=4096,x")
+Traceback (most recent call last):
+...
+napkin_cat.cli.inputs.CLIError: malformed --sizes 'q=4096,x': 'x' is not name=positive-int (e.g. q=4096,x=4096,d=64)
+"""
+from __future__ import annotations
+
+import os
+import re
+import runpy
+
+from napkin_cat import library
+from napkin_cat.errors import NapkinError
+from napkin_cat.syntax.adapter import Diagram
+
+LIBRARY = tuple(library.__all__[:-1])  # the named algorithms (inverse_temperature is a helper)
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
+
+
+class CLIError(NapkinError):
+    """A malformed command-line input (printed as one line; exit status 2)."""
+
+
+def algorithm(spec: str, *, name: str | None = None) -> tuple[str, Diagram]:
+    """``(label, diagram)`` from a library name (``attention``) or a Python file that defines a diagram.
+
+    The file is run as a script; the diagram is its top-level ``diagram`` variable, else its only
+    top-level :class:`~napkin_cat.Diagram` (``name`` picks one when there are several).
+    """
+    if spec in LIBRARY:
+        return spec, getattr(library, spec)()
+    if not spec.endswith(".py"):
+        raise CLIError(f"unknown algorithm {spec!r}: give one of {', '.join(LIBRARY)}, or a Python file "
+                       "(*.py) that defines a diagram")
+    if not os.path.isfile(spec):
+        raise CLIError(f"no such file {spec!r}")
+    try:
+        namespace = runpy.run_path(spec, run_name="__napkin__")
+    except SystemExit as e:
+        raise CLIError(f"{spec} exited (status {e.code}) instead of defining a diagram") from None
+    except BaseException as e:  # a user's file: report any failure in one line
+        raise CLIError(f"{spec} raised {type(e).__name__}: {e}".splitlines()[0]) from None
+    found = {k: v for k, v in namespace.items() if isinstance(v, Diagram) and not k.startswith("_")}
+    label = os.path.splitext(os.path.basename(spec))[0]
+    if name is not None:
+        if name not in found:
+            raise CLIError(f"{spec} defines no diagram called {name!r}; its diagrams: {sorted(found) or 'none'}")
+        return label, found[name]
+    if "diagram" in found:
+        return label, found["diagram"]
+    if len(found) == 1:
+        return label, next(iter(found.values()))
+    if not found:
+        raise CLIError(f"{spec} defines no diagram: assign one at top level, e.g. "
+                       "`diagram = nc.einsum(\"a b, b c -> a c\")`")
+    raise CLIError(f"{spec} defines several diagrams ({', '.join(sorted(found))}): name one with --name, or "
+                   "call it `diagram`")
+
+
+def parse_sizes(text: str | None) -> dict:
+    """``"q=4096,x=4096,d=64"`` → ``{"q": 4096, ...}`` (names as axis names, positive ints)."""
+    if not text:
+        return {}
+    out = {}
+    for part in (p.strip() for p in text.split(",")):
+        key, _, value = part.partition("=")
+        key, value = key.strip(), value.strip()
+        if not (_NAME.match(key) and value.isdigit() and int(value) > 0):
+            raise CLIError(f"malformed --sizes {text!r}: {part!r} is not name=positive-int "
+                           "(e.g. q=4096,x=4096,d=64)")
+        if key in out:
+            raise CLIError(f"malformed --sizes {text!r}: {key!r} is given twice")
+        out[key] = int(value)
+    return out
+
+
+def _power(text: str, whole: str) -> int:
+    text = text.strip()
+    m = re.fullmatch(r"(\d+)(?:\^(\d+))?", text)
+    if not m:
+        raise CLIError(f"malformed --memory {whole!r}: {text!r} is not an int or a power such as 2^14")
+    value = int(m.group(1)) ** int(m.group(2) or 1)
+    if value <= 0:
+        raise CLIError(f"malformed --memory {whole!r}: memory must be positive, got {value}")
+    return value
+
+
+def parse_memory(text: str):
+    """``"16384"`` or ``"2^14"`` → an int; ``"2^10..2^20"`` → the powers of two in that range (a list)."""
+    if ".." in text:
+        lo, _, hi = text.partition("..")
+        lo, hi = _power(lo, text), _power(hi, text)
+        if hi < lo:
+            raise CLIError(f"malformed --memory {text!r}: the range runs from {lo} down to {hi}")
+        out, m = [], lo
+        while m <= hi:
+            out.append(m)
+            m *= 2
+        return out
+    return _power(text, text)

@@ -1,0 +1,212 @@
+"""Divisor constraints (§5, step 4): tile sizes the hardware can use, as data, a checker and candidates.
+
+Three families, each read off the hardware model and the toy hierarchy, never per algorithm:
+
+* **coalescing**: an array moved between GMEM and SMEM has its lowermost (contiguous) axis divisible by
+  ``transaction / bytes per value`` (128 B: 64 FP16 or 128 FP8 values);
+* **tensor-core shapes**: a matmul ``(m × k)·(k × n)`` on the tensor pipeline needs ``m``, ``n``, ``k``
+  multiples of one instruction shape for its operand format (wgmma ``m64nNk16`` FP16, ``k32`` FP8;
+  wmma ``m16n16k16`` ... on A100); any listed shape will do;
+* **partition multiples**: the warpgroup tile is a multiple of the threads of a warpgroup (``w_q^(128)``),
+  the block tile a multiple of the warpgroup tile, and ``w = threads · t``.
+
+Several divisors on one tile impose their least common multiple::
+
+    legal(tile) = { v : lcm(divisors of tile) | v }
+
+>>> from napkin_cat.hardware.model import load
+>>> c = constraints(load("h100-sxm5"), arrays=[ArrayUse("K", ("s_x", "d"), "fp8", moved=True)],
+...                 matmuls=[MatmulUse("QK", m="w_q", n="s_x", k="d", dtype="fp8")])
+>>> c.divisor("d"), c.candidates("d", upper=512)
+(128, [128, 256, 384, 512])
+>>> c.check({"s_x": 64, "d": 96, "w_q": 128})
+Traceback (most recent call last):
+...
+napkin_cat.hardware.errors.DivisorError: tile d = 96 of K violates coalesced GMEM↔SMEM access of K (fp8: 128 B / 1 B
+per value): it needs a multiple of 128; legal values near 96: 128
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import sympy
+
+from napkin_cat.hardware.errors import DivisorError, HardwareError
+from napkin_cat.hardware.toy import TRANSFERS, _boxes, load_hierarchy, pipelines_of
+from napkin_cat.syntax.dtype import as_dtype
+
+
+@dataclass(frozen=True)
+class ArrayUse:
+    """An array of a configuration: tile names of its axes (lowermost last), dtype, level, and whether it
+    is moved between GMEM and SMEM (the transfers that must be coalesced)."""
+
+    name: str
+    axes: tuple
+    dtype: str
+    level: str = "SMEM"
+    moved: bool = False
+
+
+@dataclass(frozen=True)
+class MatmulUse:
+    """A tensor-pipeline matmul ``(m × k)·(k × n)`` by tile names, with its operand dtype."""
+
+    name: str
+    m: str
+    n: str
+    k: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Divisor:
+    """``tile`` must be a multiple of ``divisor`` (an int, or another tile's name) because of ``reason``."""
+
+    tile: str
+    divisor: object
+    reason: str
+    variable: str
+
+
+def _near(value: int, divisor: int) -> str:
+    below, above = (value // divisor) * divisor, -(-value // divisor) * divisor
+    return ", ".join(str(v) for v in sorted({below, above}) if v > 0)
+
+
+@dataclass
+class Constraints:
+    """The divisors on each tile, and the tensor-core shape alternatives of each matmul."""
+
+    fixed: list = field(default_factory=list)
+    matmuls: list = field(default_factory=list)     # (MatmulUse, [TensorShape, ...])
+
+    def divisor(self, tile: str, *, shape: int = 0) -> int:
+        """The lcm of the integer divisors on ``tile``, with the matmuls' ``shape``-th listed instruction."""
+        ds = [d.divisor for d in self.fixed if d.tile == tile and isinstance(d.divisor, int)]
+        for mm, shapes in self.matmuls:
+            s = shapes[min(shape, len(shapes) - 1)]
+            ds += [getattr(s, dim) for dim in ("m", "n", "k") if getattr(mm, dim) == tile]
+        return math.lcm(*ds) if ds else 1
+
+    def candidates(self, tile: str, *, upper: int, full: int | None = None, shape: int = 0) -> list:
+        """Legal values of ``tile`` up to ``upper`` (dividing ``full`` when given): the integer search's domain."""
+        step = self.divisor(tile, shape=shape)
+        return [v for v in range(step, upper + 1, step) if full is None or full % v == 0]
+
+    def check(self, config: dict) -> list:
+        """Raise :class:`DivisorError` for the first violated constraint; return the constraints checked."""
+        for d in self.fixed:
+            if d.tile not in config:
+                continue
+            value = config[d.tile]
+            divisor = config.get(d.divisor) if isinstance(d.divisor, str) else d.divisor
+            if divisor is None:
+                continue
+            if value % divisor:
+                raise DivisorError(f"tile {d.tile} = {value} of {d.variable} violates {d.reason}: it needs a multiple "
+                                   f"of {divisor}; legal values near {value}: {_near(value, divisor)}")
+        for mm, shapes in self.matmuls:
+            dims = {dim: config.get(getattr(mm, dim)) for dim in ("m", "n", "k")}
+            if any(v is None for v in dims.values()):
+                continue
+            if not any(all(dims[dim] % getattr(s, dim) == 0 for dim in dims) for s in shapes):
+                tried = "; ".join(f"{s.instruction} m{s.m}n{s.n}k{s.k}" for s in shapes)
+                s = shapes[0]
+                bad = [dim for dim in dims if dims[dim] % getattr(s, dim)]
+                dim = bad[0]
+                tile = getattr(mm, dim)
+                raise DivisorError(f"tile {tile} = {dims[dim]} of matmul {mm.name} ({mm.dtype}) is the {dim} of a "
+                                   f"tensor-core instruction and fits no shape ({tried}); with {s.instruction} "
+                                   f"it needs a multiple of {getattr(s, dim)}; legal values near {dims[dim]}: "
+                                   f"{_near(dims[dim], getattr(s, dim))}")
+        self._check_threads(config)
+        return list(self.fixed)
+
+    def _check_threads(self, config):
+        for d in self.fixed:
+            if d.reason.startswith("thread tile") and d.tile in config and d.variable in config:
+                rows, threads = config[d.tile], d.divisor
+                if config[d.variable] * threads != rows:
+                    raise DivisorError(f"tile {d.tile} = {rows} rows over {threads} threads gives "
+                                       f"{d.variable} = {sympy.Rational(rows, threads)}, but {d.variable} = "
+                                       f"{config[d.variable]}; set {d.variable} = {sympy.Rational(rows, threads)} "
+                                       f"or {d.tile} = {config[d.variable] * threads}")
+
+
+def coalescing(array: ArrayUse, gpu) -> list:
+    """The lowermost axis of an array moved between GMEM and SMEM is divisible by 128 B / bytes per value."""
+    if not array.moved or not array.axes:
+        return []
+    q = as_dtype(array.dtype).bytes
+    if gpu.transaction % q:
+        raise HardwareError(f"{array.name}: a {gpu.transaction} B transaction does not hold whole {array.dtype} values")
+    reason = (f"coalesced GMEM↔SMEM access of {array.name} ({array.dtype}: {gpu.transaction} B / {q} B per value)")
+    return [Divisor(array.axes[-1], gpu.transaction // q, reason, array.name)]
+
+
+def tensor_shapes(mm: MatmulUse, gpu) -> list:
+    shapes = list(gpu.shapes_for(mm.dtype))
+    if not shapes:
+        have = sorted({d for s in gpu.tensor_shapes for d in s.dtypes})
+        raise HardwareError(f"{gpu.name} has no tensor-core instruction for {mm.dtype} operands (matmul {mm.name}); "
+                            f"its tensor cores take {have}")
+    return shapes
+
+
+def partition_multiples(partition: dict, gpu, hierarchy) -> list:
+    """``w`` a multiple of the scaling unit's threads, ``g`` a multiple of ``w``, and ``w = threads · t``."""
+    h = load_hierarchy(hierarchy)
+    unit = h.scaling_unit
+    out = []
+    w, g, t = partition.get(unit), partition.get("block"), partition.get("thread")
+    threads = gpu.threads(unit)
+    if w is not None:
+        out.append(Divisor(w, threads, f"{unit} multiple ({threads} threads per {unit})", w))
+    if g is not None and w is not None:
+        out.append(Divisor(g, w, f"whole {unit}s per thread block", g))
+    if w is not None and t is not None:
+        out.append(Divisor(w, threads, f"thread tile {t}: {w} = {threads} · {t}", t))
+    return out
+
+
+def constraints(gpu, *, arrays=(), matmuls=(), partition: dict | None = None, hierarchy=None) -> Constraints:
+    """All divisor constraints of a configuration on ``gpu`` (see module docstring)."""
+    c = Constraints()
+    for a in arrays:
+        c.fixed += coalescing(a, gpu)
+    for mm in matmuls:
+        c.matmuls.append((mm, tensor_shapes(mm, gpu)))
+    if partition:
+        c.fixed += partition_multiples(partition, gpu, hierarchy or gpu.hierarchy)
+    return c
+
+
+def _tile(size) -> str | None:
+    if isinstance(size, sympy.Symbol):
+        return str(size)
+    return None
+
+
+def uses_of(diagram, hierarchy) -> tuple:
+    """``(arrays, matmuls)`` read off a diagram: the arrays its transfers move between GMEM and the coalesced
+    level, and its two-operand contractions on the tensor pipeline (m, n: the output's axes, k: contracted)."""
+    h = load_hierarchy(hierarchy)
+    arrays, matmuls = [], []
+    for box in _boxes(diagram):
+        if box.data.kind in TRANSFERS:
+            src, dst = box.dom.inside[0], box.cod.inside[0]
+            levels = {h.level(src.level), h.level(dst.level)}
+            if any(lv.coalesced_with and h.level(lv.coalesced_with) in levels for lv in levels):
+                names = tuple(_tile(a.size) or str(a.size) for a in src.axes)
+                arrays.append(ArrayUse(f"{box.data.kind} of {src}", names, src.dtype.name, moved=True))
+        elif "tensor" in pipelines_of(box) and len(box.dom.inside) == 2:
+            out = box.cod.inside[0]
+            contracted = [a for a in box.dom.inside[0].axes if a.name not in out.names]
+            if len(out.axes) == 2 and len(contracted) == 1:
+                m, n = (_tile(a.size) or str(a.size) for a in out.axes)
+                k = _tile(contracted[0].size) or str(contracted[0].size)
+                wide = max((a.dtype for a in box.dom.inside), key=lambda d: d.bytes)
+                matmuls.append(MatmulUse(box.name, m, n, k, wide.name))
+    return arrays, matmuls

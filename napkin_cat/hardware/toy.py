@@ -1,0 +1,256 @@
+"""The toy hierarchies of §5 as data: levels, what each level offers, where its bytes live.
+
+A toy hierarchy (``hierarchies/hopper.toml``, ``ampere.toml``, or a user's file) lists
+
+* **pools**: the physical memories (GMEM, SMEM, registers) with their capacities, named as attributes
+  of the hardware model (``smem_per_block``, ``register_bytes_per_block``), and a per-thread limit;
+* **levels**: the logical levels of the diagram (an array's ``level`` index is the level's ``index``,
+  drawn in the paper's colours), each with the partition ``unit`` that holds one copy (grid, block,
+  warpgroup or warp, thread), the relabelled ``tile`` prefix (``g_q`` → ``w_q``, ``t_q``, step 3), the
+  pool its data lives in (tensor-core operands may live elsewhere: ``operand_pool``), its ``parent``
+  through which transfers pipe, and the pipelines it **offers** (tensor cores: matmul only; threads:
+  general-purpose and special functions).
+
+The law checked by :func:`check_offers` (recolouring, step 3): every box runs on a level that offers
+each pipeline its FLOPs use, and every transfer moves between a level and its parent.
+
+>>> import napkin_cat as nc
+>>> h = load_hierarchy("hopper")
+>>> [(lv.index, lv.name, lv.unit) for lv in h.levels]
+[(0, 'GMEM', 'grid'), (1, 'SMEM', 'block'), (2, 'registers', 'thread'), (3, 'tensor-core', 'warpgroup')]
+>>> h.partition("q")
+{'block': 'g_q', 'warpgroup': 'w_q', 'thread': 't_q'}
+>>> [(p.array.names, p.level, p.pool, p.dtype) for p in placement(nc.einsum("q d, x d -> q x", level=3), h)]
+[(('q', 'd'), 'tensor-core', 'SMEM', 'fp32'), (('x', 'd'), 'tensor-core', 'SMEM', 'fp32'),
+ (('q', 'x'), 'tensor-core', 'registers', 'fp32')]
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from napkin_cat.errors import LevelError
+from napkin_cat.hardware.errors import HardwareError
+from napkin_cat.syntax.adapter import Bubble, is_structural, layers
+from napkin_cat.syntax.primitive import PIPELINES, kind_of
+from napkin_cat.syntax.weave import core_of
+
+UNITS = ("grid", "block", "warpgroup", "warp", "thread")
+OFFERS = PIPELINES + ("transfer",)
+TRANSFERS = ("load", "save")
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A physical memory: its capacity per thread block (a hardware-model attribute) and per-thread limit."""
+
+    name: str
+    capacity: str
+    per_thread: str | None = None
+
+
+@dataclass(frozen=True)
+class ToyLevel:
+    index: int
+    name: str
+    unit: str
+    pool: str
+    offers: tuple
+    tile: str | None = None
+    operand_pool: str | None = None
+    parent: str | None = None
+    coalesced_with: str | None = None
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where one array of a diagram lives: its logical ``level``, physical ``pool`` and quantization."""
+
+    array: object
+    level: str
+    pool: str
+    dtype: str
+    role: str          # 'operand' (read by a tensor op), 'value'
+
+
+@dataclass(frozen=True)
+class ToyHierarchy:
+    name: str
+    description: str
+    scaling_unit: str
+    pools: tuple
+    levels: tuple
+    path: str = ""
+    asynchronous: tuple = ()     # pipelines whose ops are issued without blocking the issuing unit (wgmma)
+
+    def level(self, key) -> ToyLevel:
+        """A level by index (the diagram's array level) or by name."""
+        for lv in self.levels:
+            if lv.index == key or lv.name == key:
+                return lv
+        raise LevelError(f"level {key!r} is not in the toy hierarchy {self.name!r}; its levels are "
+                         + ", ".join(f"{lv.index} ({lv.name})" for lv in self.levels))
+
+    def pool(self, name: str) -> Pool:
+        for p in self.pools:
+            if p.name == name:
+                return p
+        raise HardwareError(f"toy hierarchy {self.name!r} has no memory pool {name!r}; pools are "
+                            f"{[p.name for p in self.pools]}")
+
+    def unit_level(self, unit: str) -> ToyLevel | None:
+        return next((lv for lv in self.levels if lv.unit == unit), None)
+
+    def partition(self, axis: str) -> dict:
+        """The tile names of a grouped ``axis`` at each partition unit (step 3's relabelling of ``g``)."""
+        return {lv.unit: f"{lv.tile}_{axis}" for lv in sorted(self.levels, key=lambda lv: UNITS.index(lv.unit))
+                if lv.tile}
+
+
+# ---------------------------------------------------------------------------------------------- loading
+def hierarchies() -> list[str]:
+    folder = resources.files("napkin_cat.hardware") / "hierarchies"
+    return sorted(p.name[:-len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def load_hierarchy(name_or_path) -> ToyHierarchy:
+    """A toy hierarchy by name (``hopper``, ``ampere``) or from a TOML file (the format of ``hopper.toml``)."""
+    if isinstance(name_or_path, ToyHierarchy):
+        return name_or_path
+    path = Path(str(name_or_path))
+    if path.suffix == ".toml":
+        if not path.is_file():
+            raise HardwareError(f"no toy-hierarchy file at {str(path)!r}")
+        text, where = path.read_text(), str(path)
+    elif str(name_or_path) in hierarchies():
+        text = (resources.files("napkin_cat.hardware") / "hierarchies" / f"{name_or_path}.toml").read_text()
+        where = f"{name_or_path}.toml"
+    else:
+        raise HardwareError(f"no toy hierarchy called {name_or_path!r}; shipped ones are {', '.join(hierarchies())}")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise HardwareError(f"{where}: not valid TOML ({e})") from None
+    return _validate(data, where)
+
+
+def hierarchy_of(gpu) -> ToyHierarchy:
+    """The toy hierarchy a hardware model names (``hierarchy = "hopper"``)."""
+    return load_hierarchy(gpu.hierarchy)
+
+
+def _validate(data, where) -> ToyHierarchy:
+    if data.get("format") != 1:
+        raise HardwareError(f"{where}: format = {data.get('format')!r}; this napkin-cat reads format 1")
+    pools = []
+    for i, p in enumerate(data.get("pool", [])):
+        if "name" not in p or "capacity" not in p:
+            raise HardwareError(f"{where}: pool[{i}] needs a name and a capacity (a hardware-model attribute)")
+        pools.append(Pool(p["name"], p["capacity"], p.get("per_thread")))
+    names = {p.name for p in pools}
+    levels = []
+    for i, lv in enumerate(data.get("level", [])):
+        for key in ("index", "name", "unit", "pool", "offers"):
+            if key not in lv:
+                raise HardwareError(f"{where}: level[{i}] is missing field {key}")
+        if lv["unit"] not in UNITS:
+            raise HardwareError(f"{where}: level {lv['name']!r}: unit {lv['unit']!r} is not one of {UNITS}")
+        bad = [o for o in lv["offers"] if o not in OFFERS]
+        if bad:
+            raise HardwareError(f"{where}: level {lv['name']!r} offers unknown pipeline(s) {bad}; legal: {OFFERS}")
+        for key in ("pool", "operand_pool"):
+            if lv.get(key) is not None and lv[key] not in names:
+                raise HardwareError(f"{where}: level {lv['name']!r}: {key} {lv[key]!r} is not a declared pool "
+                                    f"({sorted(names)})")
+        levels.append(ToyLevel(lv["index"], lv["name"], lv["unit"], lv["pool"], tuple(lv["offers"]),
+                               lv.get("tile"), lv.get("operand_pool"), lv.get("parent"), lv.get("coalesced_with")))
+    if not levels:
+        raise HardwareError(f"{where}: a toy hierarchy needs [[level]] entries")
+    unit = data.get("scaling_unit")
+    if unit not in UNITS:
+        raise HardwareError(f"{where}: scaling_unit {unit!r} is not one of {UNITS}")
+    levels = tuple(sorted(levels, key=lambda lv: lv.index))
+    level_names = {lv.name for lv in levels}
+    for lv in levels:
+        if lv.parent is not None and lv.parent not in level_names:
+            raise HardwareError(f"{where}: level {lv.name!r}: parent {lv.parent!r} is not a level")
+    asynchronous = tuple(data.get("asynchronous", ()))
+    bad = [p for p in asynchronous if p not in PIPELINES]
+    if bad:
+        raise HardwareError(f"{where}: asynchronous names unknown pipeline(s) {bad}; pipelines are {PIPELINES}")
+    return ToyHierarchy(data.get("name", where), data.get("description", ""), unit, tuple(pools), levels, where,
+                        asynchronous)
+
+
+# ---------------------------------------------------------------------------------------------- diagrams
+def _boxes(diagram):
+    """Every primitive box of ``diagram``, inside bubbles too."""
+    for _, box in layers(diagram):
+        if is_structural(box) is not None:
+            continue
+        if isinstance(box, Bubble):
+            yield from _boxes(box.arg)
+        else:
+            yield box
+
+
+def pipelines_of(box) -> tuple:
+    """The pipelines a primitive box runs on: ``transfer`` for loads/saves, else its FLOPs' pipelines."""
+    spec = box.data
+    if spec.kind in TRANSFERS:
+        return ("transfer",)
+    flops = kind_of(spec.kind).item_flops(core_of(spec, box.dom, box.cod))
+    return tuple(p for p, f in flops.items() if f != 0)
+
+
+def placement(diagram, hierarchy) -> list:
+    """Each array of ``diagram`` (inputs, and every box's outputs) with its level, pool and quantization.
+
+    An input of a tensor-pipeline box is an *operand*: it lives in the level's ``operand_pool`` when the
+    level names one (wgmma reads A/B from SMEM; wmma fragments are loaded into registers).
+    """
+    h = load_hierarchy(hierarchy)
+    out, seen = [], {}
+
+    def put(arr, role):
+        lv = h.level(arr.level)
+        pool = lv.operand_pool if role == "operand" and lv.operand_pool else lv.pool
+        key = (arr, role)
+        if key not in seen:
+            seen[key] = len(out)
+            out.append(Placed(arr, lv.name, pool, arr.dtype.name, role))
+
+    for box in _boxes(diagram):
+        role = "operand" if "tensor" in pipelines_of(box) else "value"
+        for arr in box.dom.inside:
+            put(arr, role)
+        for arr in box.cod.inside:
+            put(arr, "value")
+    if not out:
+        for arr in diagram.dom.inside:
+            put(arr, "value")
+    return out
+
+
+def check_offers(diagram, hierarchy) -> None:
+    """Raise :class:`LevelError` for a box on a level that does not offer its pipeline, or a transfer
+    that skips the parent level (tensor cores and threads exchange data through SMEM, step 3)."""
+    h = load_hierarchy(hierarchy)
+    for box in _boxes(diagram):
+        levels = {a.level for a in box.dom.inside} | {a.level for a in box.cod.inside}
+        if box.data.kind in TRANSFERS:
+            src, dst = h.level(box.dom.inside[0].level), h.level(box.cod.inside[0].level)
+            if src.parent != dst.name and dst.parent != src.name:
+                raise LevelError(f"{box.data.kind} of {box.dom.inside[0]} moves between {src.name} and {dst.name}, "
+                                 f"which are not parent and child in {h.name!r}; pipe it through "
+                                 f"{src.parent or dst.parent}")
+            continue
+        for index in sorted(levels):
+            lv = h.level(index)
+            for p in pipelines_of(box):
+                if p not in lv.offers:
+                    able = [o.name for o in h.levels if p in o.offers]
+                    raise LevelError(f"box {box.name!r} uses the {p} pipeline on level {lv.name!r}, which offers "
+                                     f"only {list(lv.offers)}; recolour it onto {' or '.join(able)}")

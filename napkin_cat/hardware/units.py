@@ -1,0 +1,81 @@
+"""Quantities with units, as the hardware files write them: ``"1.83 GHz"``, ``"227 KiB"``, ``"3352 GB/s"``.
+
+Every number in a hardware file carries its unit, and a field accepts only units of
+its dimension.  The value is converted to the dimension's base unit (Hz, bytes,
+bytes per second, operations per clock per SM, counts)::
+
+    parse("1.83 GHz", "frequency") == 1.83e9 Hz
+    parse("227 KiB", "bytes")      == 227 · 1024 B        (KiB, MiB: powers of 1024; KB, MB: powers of 1000)
+
+>>> parse("1.83 GHz", "frequency"), parse("227 KiB", "bytes"), parse("12 TB/s", "bandwidth")
+(Fraction(1830000000, 1), Fraction(232448, 1), Fraction(12000000000000, 1))
+>>> parse("16 ops/clk", "rate")
+Fraction(16, 1)
+>>> parse("3 GHz", "bytes")
+Traceback (most recent call last):
+...
+napkin_cat.hardware.errors.HardwareError: 'GHz' is a unit of frequency, but a bytes is expected (one of B, ...)
+"""
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from napkin_cat.hardware.errors import HardwareError
+
+#: dimension → {unit: factor to the base unit}
+UNITS = {
+    "frequency": {"Hz": 1, "kHz": 10 ** 3, "MHz": 10 ** 6, "GHz": 10 ** 9},
+    "bytes": {"B": 1, "KB": 10 ** 3, "KiB": 2 ** 10, "MB": 10 ** 6, "MiB": 2 ** 20, "GB": 10 ** 9, "GiB": 2 ** 30},
+    "bandwidth": {"B/s": 1, "KB/s": 10 ** 3, "MB/s": 10 ** 6, "GB/s": 10 ** 9, "TB/s": 10 ** 12,
+                  "B/clk": None},
+    # operations (FLOPs; a fused multiply-add counts 2) per clock cycle per SM
+    "rate": {"ops/clk": 1, "FLOP/clk": 1},
+    "count": {"": 1, "SMs": 1, "threads": 1, "registers": 1, "warps": 1},
+}
+
+_QUANTITY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z/]*)\s*$")
+
+
+def _dimension_of(unit: str):
+    return next((dim for dim, table in UNITS.items() if unit in table), None)
+
+
+def parse(text, dimension: str, *, where: str = "") -> Fraction:
+    """The value of ``text`` (a number and a unit of ``dimension``) in the base unit, exactly.
+
+    ``B/clk`` (bytes per clock per SM) is kept as is: it is a bandwidth that needs a clock.
+    A bare number is accepted for counts only.  Negative numbers are refused.
+    """
+    at = f"{where}: " if where else ""
+    legal = ", ".join(u for u in UNITS[dimension] if u)
+    if isinstance(text, bool):
+        raise HardwareError(f"{at}expected a quantity in {dimension} ({legal}), got {text!r}")
+    if isinstance(text, (int, float)):
+        if dimension != "count":
+            raise HardwareError(f"{at}the number {text!r} has no unit; write it with a unit of {dimension} "
+                                f"({legal}), e.g. \"{text} {next(u for u in UNITS[dimension] if u)}\"")
+        text = str(text)
+    if not isinstance(text, str):
+        raise HardwareError(f"{at}expected a quantity in {dimension} ({legal}), got {text!r}")
+    if text.strip().startswith("-"):
+        raise HardwareError(f"{at}{text!r} is negative; a hardware quantity is a non-negative number")
+    m = _QUANTITY.match(text)
+    if not m:
+        raise HardwareError(f"{at}cannot read {text!r} as a number and a unit of {dimension} ({legal})")
+    number, unit = m.groups()
+    table = UNITS[dimension]
+    if unit not in table:
+        other = _dimension_of(unit)
+        if other is not None:
+            raise HardwareError(f"{at}{unit!r} is a unit of {other}, but a {dimension} is expected (one of {legal})")
+        raise HardwareError(f"{at}unknown unit {unit!r} for a {dimension}; legal units are {legal}")
+    value = Fraction(number)
+    factor = table[unit]
+    return value if factor is None else value * factor
+
+
+def unit_of(text: str) -> str:
+    """The unit written after the number (``"128 B/clk"`` → ``"B/clk"``)."""
+    m = _QUANTITY.match(str(text))
+    return m.group(2) if m else ""

@@ -1,0 +1,237 @@
+"""``nc.plan(diagram, sizes)``: the executable plan of an algorithm at concrete sizes (paper §5.1-5.3).
+
+A :class:`Plan` holds the loop nest (``body``), its variables, and the sizes it was made for.
+``str(p)`` is pseudocode, ``p.variables`` the allocations (size expression, dtype, level, bytes),
+``p.run(*arrays)`` the instrumented run, ``p(*arrays)`` the fast one.
+
+>>> import numpy as np, napkin_cat as nc
+>>> p = plan(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"),
+...          {"a": 4, "b": 6, "c": 5, "s_b": 3, "g_a": 2})
+>>> [(v.name, v.level, v.role) for v in p.variables if v.level]
+[('sum0', 1, 'state'), ('x0_1', 1, 'tile'), ('x1_1', 1, 'tile')]
+>>> p.peak, p.smem_bytes
+({1: 31}, 124)
+>>> A, B = np.ones((4, 6)), np.ones((6, 5))
+>>> np.array_equal(p(A, B), A @ B)
+True
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import sympy
+
+from napkin_cat.algorithms.bubbles import Grid, Region, Stream
+from napkin_cat.errors import AxisError, MemoryLimitError, ShapeError
+from napkin_cat.plan.expand import Expander
+from napkin_cat.plan.ir import PlanError, walk, GridLoop, StreamLoop
+from napkin_cat.plan.liveness import with_frees
+from napkin_cat.plan.printer import Printer, variable_table
+from napkin_cat.plan.runner import Machine
+from napkin_cat.plan.static import static_peak
+from napkin_cat.syntax.adapter import Bubble, Diagram, layers
+from napkin_cat.syntax.axis import symbol
+from napkin_cat.syntax.dtype import as_dtype
+
+
+class Plan:
+    """An executable plan: ``body`` (statements), ``variables``, ``inputs``/``outputs`` (names), ``sizes``."""
+
+    def __init__(self, diagram, sizes, body, variables, inputs, outputs):
+        self.diagram, self.sizes, self.body = diagram, sizes, tuple(body)
+        self.variable_map = dict(variables)
+        self.inputs, self.outputs = tuple(inputs), tuple(outputs)
+        self.masked = {s.index for s in walk(self.body) if isinstance(s, (GridLoop, StreamLoop))
+                       and _ragged(s, self.sizes)}
+        self._peaks = None
+
+    @property
+    def variables(self) -> list:
+        """The variables in order of creation (inputs, outputs, then as the program makes them)."""
+        return list(self.variable_map.values())
+
+    def _static(self):
+        if self._peaks is None:
+            self._peaks = static_peak(self)
+        return self._peaks
+
+    @property
+    def peak(self) -> dict:
+        """Values live at once per on-chip level (the most over the program's columns), at full tiles."""
+        return dict(self._static()[0])
+
+    @property
+    def peak_bytes(self) -> dict:
+        return dict(self._static()[1])
+
+    @property
+    def smem_bytes(self) -> int:
+        """Bytes the plan keeps at level 1 per thread block (one index of the Grid loops)."""
+        return self._static()[1].get(1, 0)
+
+    def pseudocode(self) -> str:
+        return Printer(self.variable_map, self.masked).block(self.body)
+
+    def __str__(self):
+        sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        ins = ", ".join(f"{v}[{'×'.join(a for a in self.variable_map[v].axes)}]" for v in self.inputs)
+        outs = ", ".join(f"{v}[{'×'.join(a for a in self.variable_map[v].axes)}]" for v in self.outputs)
+        return (f"plan at {sizes}\ninputs: {ins}\noutputs: {outs}\n\n{self.pseudocode()}\n\n"
+                f"variables:\n{variable_table(self.variables, self.sizes)}")
+
+    def __repr__(self):
+        return f"Plan({len(self.variables)} variables, sizes={ {str(k): v for k, v in self.sizes.items()} })"
+
+    # ------------------------------------------------------------------ running
+    def _check(self, arrays):
+        if len(arrays) != len(self.inputs):
+            raise ShapeError(f"the plan takes {len(self.inputs)} array(s) "
+                             f"{[str(a) for a in self.diagram.dom.inside]}, got {len(arrays)}")
+        out = []
+        for k, (name, x) in enumerate(zip(self.inputs, arrays)):
+            x = np.asarray(x)
+            v = self.variable_map[name]
+            want = tuple(int(sympy.sympify(e).subs(self.sizes)) for _, e in v.shape)
+            if x.shape != want:
+                bad = [f"{a}: {w} (got {g})" for (a, _), w, g in zip(v.shape, want, x.shape) if w != g] \
+                    if x.ndim == len(want) else [f"rank {len(want)} (got {x.ndim})"]
+                raise ShapeError(f"argument {k} ({name}, axes {list(v.axes)}) must have shape {want} at the "
+                                 f"plan's sizes; mismatched: {', '.join(bad)}")
+            out.append(x)
+        return out
+
+    def run(self, *arrays):
+        """``(outputs, counters)``: the instrumented run (see :mod:`napkin_cat.plan.runner`)."""
+        outs, counters = Machine(self, instrument=True).run(self._check(arrays))
+        return (outs[0] if len(outs) == 1 else tuple(outs)), counters
+
+    def __call__(self, *arrays, threads: int = 1):
+        """The fast run: tiles as numpy (BLAS) calls, the groups of a Grid on ``threads`` threads."""
+        outs, _ = Machine(self, threads=threads).run(self._check(arrays))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    # ------------------------------------------------------------------ for the CLI and the tables
+    def to_dict(self) -> dict:
+        return {"sizes": {str(k): v for k, v in self.sizes.items()}, "pseudocode": self.pseudocode(),
+                "variables": [{"name": v.name, "shape": [[a, str(e)] for a, e in v.shape], "size": str(v.size),
+                               "dtype": v.dtype, "level": v.level, "role": v.role, "buffers": v.buffers,
+                               "bytes": str(v.bytes), "bytes_at_sizes": int(sympy.sympify(v.bytes).subs(self.sizes)),
+                               "origin": v.origin} for v in self.variables],
+                "peak": {str(k): v for k, v in self.peak.items()}, "smem_bytes": self.smem_bytes}
+
+
+def _ragged(loop, sizes) -> bool:
+    full, tile = sympy.sympify(loop.full).subs(sizes), sympy.sympify(loop.tile).subs(sizes)
+    return not (full.is_Integer and tile.is_Integer and int(full) % int(tile) == 0)
+
+
+def render(p: Plan, *, fmt: str = "text") -> str:
+    """The plan for a reader: ``text`` (pseudocode and the variable table) or ``json``."""
+    if fmt == "json":
+        import json
+        return json.dumps(p.to_dict(), indent=2, ensure_ascii=False)
+    if fmt != "text":
+        raise PlanError(f"unknown plan format {fmt!r}; use 'text' or 'json'")
+    return str(p)
+
+
+# ---------------------------------------------------------------------- building
+def _symbols(diagram: Diagram, found: set, tiles: list):
+    for arr in (*diagram.dom.inside, *diagram.cod.inside):
+        for a in arr.axes:
+            found |= sympy.sympify(a.size).free_symbols
+    for _, box in layers(diagram):
+        for arr in (*box.dom.inside, *box.cod.inside):
+            for a in arr.axes:
+                found |= sympy.sympify(a.size).free_symbols
+        if isinstance(box, Bubble):
+            if isinstance(box, (Grid, Stream)):
+                tiles.append(box)
+                found |= sympy.sympify(box.size).free_symbols
+            _symbols(box.arg, found, tiles)
+            if isinstance(box, Stream):
+                for r in box.plan.reducers:
+                    for d in (getattr(r, "step", None), getattr(r, "finish", None)):
+                        if d is not None:
+                            _symbols(d, found, tiles)
+
+
+def _bind(sizes: dict, needed: set) -> dict:
+    env = {}
+    names = {str(s) for s in needed}
+    for k, v in (sizes or {}).items():
+        name = str(k)
+        if name not in names:
+            raise AxisError(f"size given for {name!r}, which the diagram does not have; its axes and tiles are "
+                            f"{sorted(names)}")
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise AxisError(f"the size of {name!r} must be a positive int, got {v!r}")
+        env[symbol(name)] = int(v)
+    missing = sorted(n for n in names if symbol(n) not in env)
+    if missing:
+        raise AxisError(f"the plan needs every axis and tile size; missing {missing} "
+                        f"(pass sizes={{{', '.join(repr(m) + ': …' for m in missing)}}})")
+    return env
+
+
+def _check_partition(box, env):
+    """A tile must fit its axis; an edge tile is masked unless the inside depends on the tile's exact size."""
+    axis, tile = box.axis, sympy.sympify(box.size)
+    full, t = int(sympy.sympify(box.full_size()).subs(env)), int(tile.subs(env))
+    what = f"the {'group' if isinstance(box, Grid) else 'stream'} size of {axis!r} ({tile} = {t})"
+    if t > full:
+        raise PlanError(f"{what} exceeds the axis ({axis} = {full}); legal sizes are 1 … {full}")
+    if full % t == 0:
+        return
+    legal = [g for g in range(1, full + 1) if full % g == 0]
+    if tile.is_Integer:
+        raise PlanError(f"{what} does not divide {axis!r} = {full} and is fixed in the diagram, so the plan cannot "
+                        f"mask the last tile; legal sizes are the divisors {legal}")
+    for _, b in layers(box.arg):
+        if isinstance(b, Region) or getattr(b, "data", None) is None:
+            continue
+        deps = set().union(*(sympy.sympify(v).free_symbols for _, v in b.data.params
+                             if isinstance(v, sympy.Basic))) if b.data.params else set()
+        if tile in deps or (b.data.kind in ("split", "join") and any(axis in a.names for a in b.dom.inside)):
+            raise PlanError(f"{what} does not divide {axis!r} = {full}, and {b.name!r} inside depends on the "
+                            f"tile's exact size, so the plan cannot mask the last tile; legal sizes are {legal}")
+
+
+def plan(diagram: Diagram, sizes: dict, *, memory: dict | int | None = None) -> Plan:
+    """The plan of ``diagram`` at ``sizes`` (axis and tile names → ints).
+
+    ``memory``: capacity in values per level (``{1: 65536}``, or an int for level 1); a plan whose
+    peak exceeds it raises :class:`~napkin_cat.errors.MemoryLimitError` naming the level.
+    """
+    if not isinstance(diagram, Diagram):
+        raise PlanError(f"nc.plan takes a napkin_cat Diagram, got {type(diagram).__name__}")
+    needed, parts = set(), []
+    _symbols(diagram, needed, parts)
+    env = _bind(sizes, needed)
+    for box in parts:
+        _check_partition(box, env)
+    e = Expander(env)
+    stmts, outs = e.top(diagram)
+    body = with_frees(stmts, {o.var for o in outs})
+    p = Plan(diagram, env, body, e.variables, [v.name for v in e.variables.values() if v.role == "input"],
+             [o.var for o in outs])
+    if memory is not None:
+        _check_memory(p, memory)
+    return p
+
+
+def _check_memory(p: Plan, memory):
+    caps = memory if isinstance(memory, dict) else {1: memory}
+    for lvl, cap in caps.items():
+        used = p.peak.get(lvl, 0)
+        if used > cap:
+            big = sorted((v for v in p.variables if v.level == lvl),
+                         key=lambda v: -int(sympy.sympify(v.size).subs(p.sizes)))[:3]
+            names = ", ".join(f"{v.name}[{'×'.join(str(e) for _, e in v.shape)}]" for v in big)
+            raise MemoryLimitError(f"level {lvl} holds up to {used} values at once in this plan, over its capacity "
+                                   f"of {cap}; the largest variables there are {names}: choose smaller tiles")
+
+
+def bytes_of(v, sizes) -> int:
+    return int(math.prod(int(sympy.sympify(e).subs(sizes)) for _, e in v.shape) * as_dtype(v.dtype).bytes)

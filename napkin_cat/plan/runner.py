@@ -1,0 +1,272 @@
+"""Running a plan on numpy arrays, tile by tile; instrumented, it measures what it moves.
+
+The instrumented run counts, from the arrays it actually handles (never from ``nc.cost``):
+
+* ``transfers[ℓ]`` / ``bytes[ℓ]``: values (bytes) each Load and Store copies into or out of level ℓ;
+* ``peak[ℓ]``: the most values live at level ℓ ≥ 1 at any program point between two statements
+  (the paper's columns: an operation's inputs and outputs meet only inside it); a value is live
+  from the statement that writes it to its ``Free``;
+* ``flops[pipeline]``: each executed primitive's FLOPs as its kind declares them per item, at the
+  extents of the tiles it ran on (a masked edge tile counts what it computes), times its items.
+
+Ragged axes run with masked edge tiles: a tile's extent is ``min(tile, end − start)``; the user's
+arrays are sliced, never padded.  The fast run (``instrument=False``) skips the counting and may
+run the tiles of a Grid on a thread pool.
+
+>>> import numpy as np, napkin_cat as nc
+>>> p = nc.plan(nc.stream(nc.library.matmul(), "b", "s_b"), {"a": 2, "b": 5, "c": 3, "s_b": 2})
+>>> A, B = np.ones((2, 5)), np.ones((5, 3))
+>>> (C,), n = Machine(p, instrument=True).run([A, B])
+>>> C.tolist(), n.transfers, n.flops
+([[5.0, 5.0, 5.0], [5.0, 5.0, 5.0]], {1: 31}, {'tensor': 60})
+"""
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy
+
+from napkin_cat.plan.ir import (Free)
+from napkin_cat.semantics.env import Env
+from napkin_cat.semantics.primitives import run_primitive
+from napkin_cat.syntax.axis import Axis
+from napkin_cat.syntax.dtype import as_dtype
+from napkin_cat.syntax.primitive import Core, kind_of
+
+
+@dataclass
+class Counters:
+    """What a run measured: ``transfers``/``bytes`` and ``peak`` per level, ``flops`` per pipeline."""
+
+    transfers: dict = field(default_factory=dict)
+    bytes: dict = field(default_factory=dict)
+    peak: dict = field(default_factory=dict)
+    flops: dict = field(default_factory=dict)
+
+    def add(self, table: dict, key, n: int):
+        table[key] = table.get(key, 0) + int(n)
+
+
+_LAMBDAS: dict = {}
+
+
+def number(e, env: dict) -> int:
+    """An index or size expression evaluated at ``env`` (symbol → int), compiled once per expression."""
+    if isinstance(e, int):
+        return e
+    f = _LAMBDAS.get(e)
+    if f is None:
+        syms = tuple(sorted(e.free_symbols, key=str))
+        fn = sympy.lambdify(syms, e, modules=[{"Min": min, "Max": max}, "math"], dummify=True)
+        f = _LAMBDAS[e] = (syms, fn)
+    syms, fn = f
+    return int(fn(*(env[s] for s in syms)))
+
+
+def measured_flops(box, xs, ys) -> dict:
+    """FLOPs of one execution of ``box``: its kind's per-item count at the actual core extents × items."""
+    spec = box.data
+    weaves = set(spec.weave_names)
+
+    def core(arrays, values):
+        return tuple(tuple(Axis(n, int(k)) for n, k in zip(arr.names, np.shape(x)) if n not in weaves)
+                     for arr, x in zip(arrays, values))
+    per_item = kind_of(spec.kind).item_flops(Core(core(box.dom.inside, xs), core(box.cod.inside, ys),
+                                                  dict(spec.params)))
+    items = 1
+    out = box.cod.inside[0]
+    for n, k in zip(out.names, np.shape(ys[0])):
+        if n in weaves:
+            items *= int(k)
+    return {p: int(f) * items for p, f in per_item.items()}
+
+
+class Machine:
+    """Executes a plan: ``run(arrays) -> (outputs, counters)``; counters are None when not instrumented."""
+
+    def __init__(self, plan, *, instrument: bool = False, threads: int = 1):
+        self.plan = plan
+        self.vars = plan.variable_map
+        self.counters = Counters() if instrument else None
+        self.live: dict = {}
+        self.threads = threads
+        self.fast: dict = {}   # Compute -> its box with parameters bound, or a BLAS call
+
+    # ------------------------------------------------------------------ values
+    def view(self, ref, frame):
+        x = frame.values[ref.var]
+        if ref.whole:
+            return x
+        v = self.vars[ref.var]
+        idx = []
+        for a in v.axes:
+            rng = ref.range(a)
+            if rng is None:
+                idx.append(slice(None))
+            else:
+                start = number(rng.start, frame.nominal)
+                stop = min(start + number(rng.tile, frame.nominal), number(rng.end, frame.nominal))
+                idx.append(slice(start, stop))
+        return x[tuple(idx)]
+
+    def write(self, ref, y, frame):
+        if ref.whole:
+            old = frame.values.get(ref.var)
+            frame.values[ref.var] = y
+            self._grow(ref.var, (np.size(old) if ref.var in frame.live else 0), np.size(y), frame)
+        else:
+            self.view(ref, frame)[...] = y
+
+    def _grow(self, var, old, new, frame):
+        if self.counters is None:
+            return
+        lvl = self.vars[var].level
+        frame.live.add(var)
+        self.live[lvl] = self.live.get(lvl, 0) - old + new
+
+    def free(self, var, frame):
+        if var in frame.live:
+            frame.live.discard(var)
+            if self.counters is not None:
+                lvl = self.vars[var].level
+                self.live[lvl] -= int(np.size(frame.values[var]))
+        if self.vars[var].level > 0:
+            frame.values.pop(var, None)
+
+    def sample(self):
+        if self.counters is None:
+            return
+        for lvl, n in self.live.items():
+            if lvl > 0 and n > self.counters.peak.get(lvl, 0):
+                self.counters.peak[lvl] = n
+
+    def shape(self, var, frame):
+        return tuple(number(e, frame.extents) for _, e in self.vars[var].shape)
+
+    # ------------------------------------------------------------------ the program
+    def run(self, arrays):
+        frame = Frame(self.plan.sizes, self.plan.sizes, {}, set())
+        dtype = np.result_type(*arrays) if arrays else np.float64
+        self.dtype = dtype if np.issubdtype(dtype, np.floating) else np.float64
+        for v, x in zip(self.plan.inputs, arrays):
+            frame.values[v] = x
+            self._grow(v, 0, np.size(x), frame)
+        self.block(self.plan.body, frame)
+        self.sample()
+        return [frame.values[v] for v in self.plan.outputs], self.counters
+
+    def block(self, stmts, frame):
+        for s in stmts:
+            if isinstance(s, Free):
+                self.free(s.var, frame)
+                continue
+            self.sample()
+            getattr(self, f"_run_{type(s).__name__}")(s, frame)
+
+    def _run_Alloc(self, s, frame):
+        fill = np.nan if self.counters is not None else 0
+        self.write_new(s.var, np.full(self.shape(s.var, frame), fill, self.dtype), frame)
+
+    def write_new(self, var, y, frame):
+        frame.values[var] = y
+        self._grow(var, 0, np.size(y), frame)
+
+    def _run_Fill(self, s, frame):
+        self.write_new(s.var, np.full(self.shape(s.var, frame), s.value, self.dtype), frame)
+
+    def _move(self, s, frame):
+        x = np.array(self.view(s.src, frame), dtype=self.dtype)
+        if self.counters is not None:
+            n = x.size
+            self.counters.add(self.counters.transfers, s.level, n)
+            self.counters.add(self.counters.bytes, s.level, n * as_dtype(self.vars[s.dst.var].dtype).bytes)
+        self.write(s.dst, x, frame)
+
+    _run_Load = _move
+    _run_Store = _move
+
+    def _run_Copy(self, s, frame):
+        self.write(s.dst, np.array(self.view(s.src, frame)), frame)
+
+    def _run_Compute(self, s, frame):
+        xs = [self.view(r, frame) for r in s.ins]
+        fast = self.fast.get(s)
+        if fast is None:
+            fast = self.fast[s] = _prepare(s.box, self.plan.sizes)
+        ys = fast(xs) if callable(fast) else run_primitive(fast, xs, frame.env())
+        if self.counters is not None:
+            for p, n in measured_flops(s.box, xs, ys).items():
+                self.counters.add(self.counters.flops, p, n)
+        if s.accumulate:
+            combine = kind_of(s.kind).accumulator.combine
+            ref = s.outs[0]
+            self.write(ref, combine(self.view(ref, frame), ys[0]), frame)
+            return
+        for r, y in zip(s.outs, ys):
+            self.write(r, y, frame)
+
+    def _run_Kernel(self, s, frame):
+        self.block(s.body, frame)
+
+    def _trips(self, s, frame):
+        full, tile = number(s.full, frame.nominal), number(s.tile, frame.nominal)
+        return [(t, min(tile, full - t * tile)) for t in range(math.ceil(full / tile))]
+
+    def _run_GridLoop(self, s, frame):
+        trips = self._trips(s, frame)
+        if self.threads > 1 and self.counters is None and len(trips) > 1:
+            with ThreadPoolExecutor(self.threads) as pool:
+                list(pool.map(lambda te: self.block(s.body, frame.trip(s, *te)), trips))
+            return
+        for t, extent in trips:
+            self.block(s.body, frame.trip(s, t, extent))
+
+    def _run_StreamLoop(self, s, frame):
+        self.block(s.head, frame)
+        for t, extent in self._trips(s, frame):
+            inner = frame.trip(s, t, extent)
+            inner.values, inner.live = frame.values, frame.live   # the state carries from trip to trip
+            self.block(s.body, inner)
+        self.block(s.tail, frame)
+
+
+def _prepare(box, sizes):
+    """``box`` ready to run many times: parameters bound to numbers once (``β = d^-1/2``), and a
+    contraction of two operands with no shared batch axis as one BLAS call (``tensordot``)."""
+    spec = box.data
+    if spec.kind == "contract" and len(box.dom) == 2:
+        (a, b), out = [arr.names for arr in box.dom.inside], box.cod.inside[0].names
+        summed = [n for n in a if n in b and n not in out]
+        if not [n for n in a if n in b and n in out]:
+            axes = ([a.index(n) for n in summed], [b.index(n) for n in summed])
+            kept = [n for n in a if n not in summed] + [n for n in b if n not in summed]
+            perm = [kept.index(n) for n in out]
+            identity = perm == list(range(len(perm)))
+            return lambda xs: [np.tensordot(xs[0], xs[1], axes) if identity
+                               else np.tensordot(xs[0], xs[1], axes).transpose(perm)]
+    if not any(isinstance(v, sympy.Basic) for _, v in spec.params):
+        return box
+    params = tuple((k, float(sympy.sympify(v).subs(sizes)) if isinstance(v, sympy.Basic) else v)
+                   for k, v in spec.params)
+    return type(box)(box.name, box.dom, box.cod, data=type(spec)(spec.kind, params, spec.weaves))
+
+
+class Frame:
+    """Bindings of one trip: ``nominal`` sizes and indices, ``extents`` of the current tiles, values."""
+
+    def __init__(self, nominal, extents, values, live):
+        self.nominal, self.extents, self.values, self.live = nominal, extents, values, live
+
+    def trip(self, loop, t: int, extent: int) -> "Frame":
+        nominal = dict(self.nominal)
+        nominal[loop.index] = t
+        extents = dict(self.extents)
+        if isinstance(loop.tile, sympy.Symbol):
+            extents[loop.tile] = extent
+        return Frame(nominal, extents, dict(self.values), set(self.live))
+
+    def env(self) -> Env:
+        return Env(self.extents)

@@ -1,0 +1,58 @@
+"""The plan's memory read off its text: live values per level at every column, at full tiles.
+
+The same discipline as the instrumented run (a value is live from the statement that writes it
+whole to its ``Free``; the live set is sampled between statements) walked once over the program
+without data: one trip of each loop stands for all (every trip has the same live pattern).
+
+>>> import napkin_cat as nc
+>>> p = nc.plan(nc.stream(nc.library.matmul(), "b", "s_b"), {"a": 4, "b": 6, "c": 5, "s_b": 3})
+>>> static_peak(p)
+({1: 47}, {1: 188})
+"""
+from __future__ import annotations
+
+import sympy
+
+from napkin_cat.plan.ir import Free, GridLoop, Kernel, StreamLoop, Alloc
+from napkin_cat.plan.liveness import defs
+from napkin_cat.syntax.dtype import as_dtype
+
+
+def static_peak(p) -> tuple[dict, dict]:
+    """``(values, bytes)`` per on-chip level: the most live at once over the program's columns."""
+    sizes = {v.name: int(sympy.sympify(v.size).subs(p.sizes)) for v in p.variables}
+    live: dict = {}
+    peak_v: dict = {}
+    peak_b: dict = {}
+
+    def sample():
+        vals, byts = {}, {}
+        for name in live:
+            v = p.variable_map[name]
+            if v.level > 0:
+                vals[v.level] = vals.get(v.level, 0) + sizes[name]
+                byts[v.level] = byts.get(v.level, 0) + sizes[name] * as_dtype(v.dtype).bytes * v.buffers
+        for lvl in vals:
+            peak_v[lvl] = max(peak_v.get(lvl, 0), vals[lvl])
+            peak_b[lvl] = max(peak_b.get(lvl, 0), byts[lvl])
+
+    def block(stmts):
+        for s in stmts:
+            if isinstance(s, Free):
+                live.pop(s.var, None)
+                continue
+            sample()
+            if isinstance(s, Kernel) or isinstance(s, GridLoop):
+                block(s.body)
+            elif isinstance(s, StreamLoop):
+                block(s.head)
+                block(s.body)
+                block(s.tail)
+            elif not isinstance(s, Alloc):
+                for v in defs(s):
+                    live[v] = True
+    for name in p.inputs:
+        live[name] = True
+    block(p.body)
+    sample()
+    return peak_v, peak_b

@@ -1,0 +1,130 @@
+"""The ``napkin`` command line: the main jobs, a user's own algorithm, and one-line errors for bad input."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from napkin_cat.cli import main
+
+
+def test_demo_writes_drawings_and_reports_the_paper_formula(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "FlashAttention derived by rules: " in out and "kernel_formation" in out
+    assert "every step checked: True" in out and "equivalent to attention: True" in out
+    assert "H* (large M) = 2*d*q + 4*d**2*q*x/M" in out
+    for name in ("attention.png", "attention.svg", "flash_attention.png", "flash_derivation.png"):
+        assert (tmp_path / name).stat().st_size > 1000
+
+
+def test_derive_prints_the_trace_and_draws_the_strip(tmp_path, capsys):
+    strip = tmp_path / "mm.png"
+    assert main(["derive", "matmul", "--strip", str(strip)]) == 0
+    out = capsys.readouterr().out
+    assert "0: kernel_formation" in out and "H* = a*c + 2*a*b*c/sqrt(M)" in out
+    assert strip.stat().st_size > 1000
+    assert main(["derive", "attention", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["checked"] is True and data["H_star"] == "2*d*q + 4*d**2*q*x/M" and "group_partition" in data["trace"]
+
+
+def test_cost_and_draw(tmp_path, capsys):
+    assert main(["cost", "matmul", "--derived"]) == 0
+    assert "M[1] = g_a*g_c + g_a*s_b + g_c*s_b" in capsys.readouterr().out
+    assert main(["draw", "mlp", str(tmp_path / "mlp.svg")]) == 0
+    assert "<svg" in (tmp_path / "mlp.svg").read_text()
+
+
+def test_cost_json_with_concrete_sizes(capsys):
+    assert main(["cost", "attention", "--sizes", "q=64,x=32,d=8", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    # unfused attention moves Q, K (scores out), the scores twice through SoftMax, P and V, O: 2qd + 2xd + 4qx
+    assert data["H"]["1"] == str(2 * 64 * 8 + 2 * 32 * 8 + 4 * 64 * 32) and data["sizes"] == {"q": 64, "x": 32, "d": 8}
+
+
+def test_a_users_own_algorithm_from_a_python_file(tmp_path, capsys):
+    src = tmp_path / "mine.py"
+    src.write_text("import napkin_cat as nc\n"
+                   "scores = nc.einsum('u v, w v -> u w')\n"
+                   "diagram = scores >> nc.elementwise('sigmoid', 'u w')\n")
+    assert main(["cost", str(src), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["algorithm"] == "mine" and "tensor" in data["flops"]
+    assert main(["draw", str(src), str(tmp_path / "mine.png")]) == 0
+    assert (tmp_path / "mine.png").stat().st_size > 1000
+    assert main(["cost", str(src), "--name", "scores"]) == 0
+
+
+BAD = [
+    (["cost", "resnet"], "unknown algorithm 'resnet'"),
+    (["cost", "attention", "--sizes", "q=4096,x"], "malformed --sizes"),
+    (["cost", "attention", "--sizes", "q=-3"], "malformed --sizes"),
+    (["draw", "nowhere.py", "x.png"], "no such file 'nowhere.py'"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD, ids=[b[1][:20] for b in BAD])
+def test_bad_input_is_one_line_and_status_2(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("napkin: error: ") and message in err, err
+
+
+def test_a_file_that_defines_no_diagram_or_raises(tmp_path, capsys):
+    empty, broken, many = tmp_path / "empty.py", tmp_path / "broken.py", tmp_path / "many.py"
+    empty.write_text("x = 1\n")
+    broken.write_text("raise RuntimeError('the user made a mistake')\n")
+    many.write_text("import napkin_cat as nc\na = nc.Id('q')\nb = nc.Id('x')\n")
+    for path, message in ((empty, "defines no diagram"), (broken, "raised RuntimeError: the user made a mistake"),
+                          (many, "defines several diagrams (a, b)")):
+        assert main(["cost", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+
+
+def test_an_unwritable_output_folder(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        target = locked / "inner" if os.geteuid() != 0 else tmp_path / "file-not-folder" / "x"
+        if os.geteuid() == 0:  # root may write anywhere: use a path whose parent is a file instead
+            (tmp_path / "file-not-folder").write_text("")
+        assert main(["demo", "--out", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "cannot create the output folder" in err, err
+    finally:
+        locked.chmod(0o700)
+
+
+def test_the_console_script_prints_no_traceback():
+    run = subprocess.run([sys.executable, "-c", "import sys; from napkin_cat.cli import entry; sys.argv = "
+                          "['napkin', 'cost', 'resnet']; entry()"], capture_output=True, text=True)
+    assert run.returncode == 2 and "Traceback" not in run.stderr and run.stderr.startswith("napkin: error:")
+
+
+def test_help_everywhere(capsys):
+    for cmd in ("reproduce", "demo", "cost", "derive", "draw"):
+        with pytest.raises(SystemExit) as e:
+            main([cmd, "--help"])
+        assert e.value.code == 0
+        assert "usage: napkin " + cmd in capsys.readouterr().out
+
+
+def test_plan_prints_pseudocode_and_variables(capsys):
+    assert main(["plan", "attention", "--sizes", "q=512,x=512,d=64"]) == 0
+    out = capsys.readouterr().out
+    assert "parallel for i_q" in out and "for i_x" in out and "fma(" in out and "variables:" in out
+    assert "chosen by nc.optimal" in out
+    assert main(["plan", "matmul", "--sizes", "a=64,b=64,c=64,g_a=16,g_c=32,s_b=8", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["tiles_chosen"] == {} and data["smem_bytes"] == 4 * (16 * 32 + 16 * 8 + 8 * 32)
+
+
+def test_plan_needs_the_axis_sizes(capsys):
+    assert main(["plan", "attention", "--sizes", "q=512"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "napkin: error:" in err, err

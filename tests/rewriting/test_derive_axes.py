@@ -1,0 +1,42 @@
+"""Item 9: the derivation chooses its streamed and grouped axes from the diagram's structure."""
+import pytest
+
+import napkin_cat as nc
+from rewrites import flash_attention
+from rewrites.derive import grouped_axes
+
+
+def _attention_then_projection():
+    b = nc.Builder(nc.types("q d, x d, x d, d e"))
+    Q, K, V, W = b.inputs
+    A = b(nc.library.attention(), Q, K, V)
+    return b.build(b(nc.einsum("q d, d e -> q e"), A, W))
+
+
+def _attention_written_d_q():
+    b = nc.Builder(nc.types("q d, x d, x d"))
+    Q, K, V = b.inputs
+    s = b(nc.einsum("q d, x d -> q x"), Q, K)
+    p = b(nc.softmax("q x", over="x", beta=nc.library.inverse_temperature(nc.symbol("d"))), s)
+    return b.build(b(nc.einsum("q x, x d -> d q"), p, V))
+
+
+@pytest.mark.parametrize("build", [
+    _attention_then_projection,
+    _attention_written_d_q,
+    lambda: nc.rename_axis(nc.rename_axis(_attention_written_d_q(), "x", "k"), "q", "t"),
+    lambda: nc.rename_axis(_attention_then_projection(), "x", "k"),
+], ids=["projection", "d-q", "renamed-d-q", "renamed-projection"])
+def test_derivation_reads_axes_from_structure(build):
+    f = build()
+    r = flash_attention(f)
+    assert nc.equivalent(f, r.diagram, trials=4)
+    streams = [s for s in r.trace if s.rule == "stream_partition"]
+    groups = [s for s in r.trace if s.rule == "group_partition"]
+    names = {a.name for arr in f.dom.inside for a in arr.axes}
+    key, query = ("k" if "k" in names else "x"), ("t" if "t" in names else "q")
+    # the feature axis d is summed by Q·K, so it is never grouped; a projection's e may be (like matmul's c)
+    assert query in grouped_axes(f) and "d" not in grouped_axes(f)
+    assert len(streams) == 1 and len(groups) == len(grouped_axes(f))
+    c = nc.cost(r.diagram)
+    assert [s[0] for s in c.streams] == [key] and query in c.groups[0].axes
