@@ -8,13 +8,14 @@ numeric optimum of :mod:`.geometric` (an independent route); a form that fails i
 Always available: the KKT system (``system``, ``solution_set``) and ``at(**sizes)``, the
 optimum at numbers.
 
->>> import napkin_cat as nc
->>> att = nc.group(nc.stream(nc.library.attention(), "x", "s_x"), "q", "g_q")
->>> e = nc.optimal(nc.cost(att)).exact
->>> e.sizes[nc.symbol("g_q")]
+>>> from napkin_cat import symbol
+>>> g, d, q, x, M = (symbol(n) for n in ("g_q", "d", "q", "x", "M"))
+>>> attention = TilingProgram(2*d*q + 2*d*q*x/g, (2*d*g + d + 3*g, 2*d*g + 2*d + 2*g), (g,), ("q",), (q,))
+>>> e = exact_optimum(attention, M)
+>>> e.sizes[g]
 Piecewise(((M - d)/(2*d + 3), M >= 2*d**2 + 4*d), ((M - 2*d)/(2*d + 2), True))
->>> H, tiles = e.at(q=4096, x=4096, d=32, M=2000)      # g_q < d: the 2d·s_x column binds
->>> round(tiles[nc.symbol("g_q")], 6)
+>>> H, tiles = e.at(q=4096, x=4096, d=32, M=2000)      # g_q < d: the column 2d·g_q + 2d + 2g_q binds
+>>> round(tiles[g], 6)
 29.333333
 """
 from __future__ import annotations
@@ -117,11 +118,12 @@ class ExactOptimum:
         return float(np.exp(obj(u)[0])), tiles
 
 
-def exact_optimum(prog, H, columns, free, ones, M, *, dominant=None) -> ExactOptimum:
-    """The exact optimum of ``H`` under ``columns`` (closed form if found and checked, else implicit).
+def exact_optimum(prog: TilingProgram, M, *, dominant=None) -> ExactOptimum:
+    """The exact optimum of the tiling program under memory ``M`` (closed form if found and checked, else implicit).
 
     ``dominant``: the column that binds for large tiles; its branch of a ``Piecewise`` comes first.
     """
+    H, columns, free, ones = prog.restricted()
     binding = binding_columns(columns)
     binding = tuple(sorted(binding, key=lambda C: C != dominant))
     for g in free:
@@ -158,26 +160,27 @@ def _check(exact: ExactOptimum, Hstar, sizes):
     for k in range(8 * SAMPLES):
         if checked >= SAMPLES:
             break
-        env = {p: (2 ** 20 if p in full_axes and not any(C.has(p) for C in exact.columns) else rng.randint(1, 64))
-               for p in params}
-        ones = {g: 1 for g in prog.tiles}
-        smallest = max(sympy.sympify(C).subs(ones).subs(env) for C in exact.columns)
+        env = {p: sympy.Integer(2 ** 20 if p in full_axes and not any(C.has(p) for C in exact.columns)
+                                else rng.randint(1, 64)) for p in params}
+        ones = {g: sympy.Integer(1) for g in prog.tiles}
+        smallest = max(sympy.sympify(C).xreplace(ones).xreplace(env) for C in exact.columns)
         if isinstance(exact.memory, sympy.Symbol):
             # slack log-spaced from just above the smallest legal memory to 10^4 times it: the
             # columns that bind only for small tiles are met as well as the large-M ones
             slack = 1.05 * (1e4 / 1.05) ** ((k % SAMPLES) / (SAMPLES - 1))
-            env[exact.memory] = int(smallest * slack) + 1
+            env[exact.memory] = sympy.Integer(int(smallest * slack) + 1)
         else:
-            env.update({s: rng.randint(1, 10 ** 6) for s in exact.memory.free_symbols})
-        M = exact.memory.subs(env)
+            env.update({s: sympy.Integer(rng.randint(1, 10 ** 6)) for s in exact.memory.free_symbols})
+        M = exact.memory.xreplace(env)
         if not M > smallest:
             continue
-        at = {g: sympy.sympify(v).subs(env) for g, v in sizes.items()}
+        # xreplace: every size at once (subs goes symbol by symbol and re-simplifies a Piecewise each time)
+        at = {g: sympy.sympify(v).xreplace(env) for g, v in sizes.items()}
         for C in exact.columns:
-            used = sympy.sympify(C).subs(at).subs(env)
+            used = sympy.sympify(C).xreplace(env).xreplace(at)
             if not _at_most(used, M):
                 return f"column {C} holds {sympy.N(used, 8)} > {M} at {env}"
-        value = float(Hstar.subs(env))
+        value = float(Hstar.xreplace(env))
         try:
             # the closed form ignores g ≥ 1: compare only where its tiles are at least 1
             best = exact._at(env, upper=False)[0] if all(float(v) >= 1 for v in at.values()) else None

@@ -225,6 +225,22 @@ def condition(expr, M):
     return sympy.Le(sign * body, 0)
 
 
+def _tightest(conds, M):
+    """Drop a bound ``M ≥ e`` (``M ≤ e``) implied by another ``M ≥ e'`` with ``e' − e ≥ 0`` (``≤ 0``)."""
+    def implied(c, other, way):
+        diff = sympy.expand(way * (other.rhs - c.rhs))
+        return diff == 0 or sign_of(diff) == 1
+    out = []
+    for i, c in enumerate(conds):
+        if isinstance(c, (sympy.GreaterThan, sympy.LessThan)) and c.lhs == M:
+            way = 1 if isinstance(c, sympy.GreaterThan) else -1
+            if any(j != i and type(o) is type(c) and o.lhs == M and implied(c, o, way)
+                   and not (implied(o, c, way) and j > i) for j, o in enumerate(conds)):
+                continue
+        out.append(c)
+    return out
+
+
 def piecewise_optimum(H, columns, free, M):
     """``(H*, tiles, branches)``: the exact optimum as a ``Piecewise`` over active sets; ``None`` past the bounds.
 
@@ -245,11 +261,12 @@ def piecewise_optimum(H, columns, free, M):
             radicands = {p.base for v in point.values() for p in sympy.sympify(v).atoms(sympy.Pow)
                          if not p.exp.is_integer and p.base.is_nonnegative is not True}
             conds = [condition(-r, M) for r in radicands]
+            conds += [condition(-g, M) for g in tiles.values()]
             conds += [condition(-point[f"lambda_{j}"], M) for j in range(len(active))]
             conds += [condition(C.subs(tiles) - M, M) for C in columns if C not in active]
             if any(c is None for c in conds):
                 return None
-            cond = sympy.And(*conds)
+            cond = sympy.And(*_tightest(conds, M))
             if cond is not sympy.false:
                 branches.append((active, tiles, cond))
     if not branches:

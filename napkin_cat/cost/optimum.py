@@ -38,14 +38,37 @@ from napkin_cat.errors import LevelError, MemoryLimitError, NapkinError
 from napkin_cat.syntax.axis import symbol
 
 
+class _PowerTerms:
+    """The field ``terms``: a list of ``(α_t, β_t)``, or a :class:`NapkinError` on reading it when ``H`` has none.
+
+    A descriptor keeps ``terms`` a dataclass field (``dataclasses.replace(o, terms=...)`` works) while a
+    consumer of power terms (hierarchies, quantization) gets a typed error instead of iterating ``None``.
+    """
+
+    def __set_name__(self, owner, name):
+        self.slot = "_" + name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return None                    # the field's default
+        value = obj.__dict__.get(self.slot)
+        if value is None:
+            raise NapkinError(f"the large-M optimum H* = {obj.H} is not a sum of powers of {obj.memory}: "
+                              f"it has no power terms (the exact optimum is o.exact)")
+        return value
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.slot] = None if isinstance(value, _PowerTerms) else value   # the default: none
+
+
 @dataclass
 class Optimum:
     """``H`` (large-M form), ``sizes``, ``terms`` [(α_t, β_t)], and the exact optimum (``exact``)."""
 
     H: sympy.Expr | None
     sizes: dict
-    power_form: list | None
-    memory: sympy.Expr
+    terms: list | None = field(default=_PowerTerms(), repr=False, compare=False)
+    memory: sympy.Expr | None = None
     exact_H: sympy.Expr | None = None
     exact_sizes: dict | None = None
     constraint: sympy.Expr | None = None
@@ -54,17 +77,13 @@ class Optimum:
     exact: ExactOptimum | None = None
 
     @property
-    def terms(self) -> list:
-        """``[(α_t, β_t)]`` with ``H = Σ α_t M^-β_t``; a :class:`NapkinError` if ``H`` is no such sum."""
-        if self.power_form is None:
-            raise NapkinError(f"the large-M optimum H* = {self.H} is not a sum of powers of {self.memory}: "
-                              f"it has no power terms (the exact optimum is o.exact)")
-        return self.power_form
+    def has_power_terms(self) -> bool:
+        return self.__dict__.get("_terms") is not None
 
     def __str__(self):
         lines = [f"H* (paper's large-M form) = {self.H}   with {self.sizes}"]
-        if self.power_form is not None:
-            terms = " + ".join(f"({a})·M^-{b}" for a, b in self.power_form)
+        if self.has_power_terms:
+            terms = " + ".join(f"({a})·M^-{b}" for a, b in self.terms)
             lines.append(f"   as power terms Σ α_t M^-β_t: {terms}")
         if self.exact_H is not None and self.exact_constraint is not None:
             lines.append(f"H* (exact, memory {self.exact_constraint} ≤ {self.memory}) = {self.exact_H}"
@@ -175,21 +194,15 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
     if sizes is not None:
         return _integer_optimum(prog, M, level, tuple(sorted(sizes.items())))
     o = _symbolic_optimum(prog, M)
-    return Optimum(o.H, dict(o.sizes), o.power_form, o.memory, o.exact_H,
+    return Optimum(o.H, dict(o.sizes), o.__dict__.get("_terms"), o.memory, o.exact_H,
                    dict(o.exact_sizes) if o.exact_sizes is not None else None,
                    o.constraint, o.exact_constraint, list(o.notes), o.exact)
 
 
 @lru_cache(maxsize=256)
 def _symbolic_optimum(prog: TilingProgram, M) -> Optimum:
-    free, ones = prog.reduced()
+    H, columns, free, ones = prog.restricted()
     at_one = {t: sympy.Integer(1) for t in ones}
-    H = sympy.expand(prog.H.subs(at_one))
-    columns = []
-    for col in prog.columns:
-        col = sympy.expand(col.subs(at_one))
-        if col not in columns:
-            columns.append(col)
     notes = []
     dominant = _dominant(columns, free) if columns else sympy.Integer(0)
     lead = _leading(dominant, free)
@@ -208,7 +221,7 @@ def _symbolic_optimum(prog: TilingProgram, M) -> Optimum:
         notes.append(f"no closed form for the large-M optimum of {H} subject to {lead} = {M}")
     sizes.update(at_one)
     sizes.update({s: v for s, v in prog.fixed})
-    exact = exact_optimum(prog, H, columns, free, ones, M, dominant=dominant)
+    exact = exact_optimum(prog, M, dominant=dominant)
     notes += exact.notes
     return Optimum(Hform, sizes, terms, M, exact.H, exact.sizes, lead, exact.constraint, notes, exact)
 

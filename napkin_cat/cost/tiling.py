@@ -12,8 +12,8 @@ are its global minima (the solvers in :mod:`.lagrange`, :mod:`.geometric`, :mod:
 >>> p = program(nc.cost(att), level=1)
 >>> p.tiles, p.H
 ((g_q,), 2*d*q + 2*d*q*x/g_q)
->>> p.columns[0], len(p.columns)
-(d*g_q, 4)
+>>> p.fixed
+((s_x, 1),)
 """
 from __future__ import annotations
 
@@ -120,6 +120,10 @@ class TilingProgram:
                 ones.append(t)
         return tuple(free), tuple(ones)
 
+    def restricted(self) -> tuple:
+        """``(H, columns, free, ones)``: the program over the free tiles only, the others set to 1."""
+        return _restricted(self)
+
     def smallest_memory(self, env: dict):
         """``max_j C_j`` with every tile 1: below it no tiling fits."""
         ones = {t: 1 for t in self.tiles}
@@ -152,3 +156,15 @@ def _program(H, columns, tiles, axes, fulls, fixed) -> TilingProgram:
         if col not in cols:
             cols.append(col)
     return TilingProgram(sympy.expand(H.subs(subs)), tuple(cols), tiles, axes, fulls, fixed)
+
+
+@lru_cache(maxsize=512)
+def _restricted(prog: TilingProgram) -> tuple:
+    free, ones = prog.reduced()
+    at_one = {t: sympy.Integer(1) for t in ones}
+    columns = []
+    for col in prog.columns:
+        col = sympy.expand(col.subs(at_one))
+        if col not in columns:
+            columns.append(col)
+    return sympy.expand(prog.H.subs(at_one)), tuple(columns), free, ones

@@ -43,12 +43,12 @@ def largest_tile(values) -> Fraction:
 
 
 def test_attention_exact_optimum_fits_every_column_when_g_q_is_below_d():
-    """d = 32, M = 2000: the column 2d·g_q + 2d·s_x + 2g_q binds (g_q < d), not 2d·g_q + d + 3g_q."""
+    """d = 32, M = 2000 (the issue's case): g_q < d, where a column other than the large-M one binds."""
     values = {d: 32, M: 2000}
     g = OPT.exact_sizes[g_q].subs(values)
     peaks = {str(col): col.subs(g_q, g).subs(values) for col in COLUMNS}
     assert all(v <= 2000 for v in peaks.values()), f"exact tile g_q = {g} overflows memory: {peaks}"
-    assert g == largest_tile(values) == Fraction(1936, 66)
+    assert g == largest_tile(values) and g < 32
 
 
 @settings(max_examples=60)
@@ -72,41 +72,49 @@ def test_attention_exact_optimum_is_feasible_and_optimal(d, slack, q_, x_):
 def test_a_closed_form_that_overflows_a_column_is_never_returned(monkeypatch):
     """The check inside ``optimal``: main's old attention form (only 2d·g_q + d + 3g_q binds) is refused."""
     old = (M - d) / (2 * d + 3)
+    assert any(col.subs(g_q, old).subs({d: 32, M: 2000}) > 2000 for col in COLUMNS)   # it does overflow
     monkeypatch.setattr(exact_module, "piecewise_optimum", lambda H, cols, free, M_: (H.subs(g_q, old), {g_q: old}, []))
     prog = program(COST, 1)
-    e = exact_module.exact_optimum(prog, prog.H, prog.columns, (g_q,), (), M)
+    e = exact_module.exact_optimum(prog, M)
     assert e.H is None and e.sizes is None
-    assert re.search(r"failed its check \(column 2\*d\*g_q \+ 2\*d \+ 2\*g_q holds [\d.]+ > \d+", e.notes[0]), e.notes
+    assert re.search(r"failed its check \(column [^)]*g_q[^)]* holds [\d.]+ > \d+ at ", e.notes[0]), e.notes
     # the optimum is still there, implicitly: its KKT system and its value at numbers
     H, tiles = e.at(q=4096, x=4096, d=32, M=2000)
-    assert abs(tiles[g_q] - 1936 / 66) < 1e-6
+    assert abs(tiles[g_q] - float(largest_tile({d: 32, M: 2000}))) < 1e-6
 
 
 def test_a_feasible_but_suboptimal_closed_form_is_never_returned(monkeypatch):
-    half = (M - 2 * d) / (4 * d + 4)      # fits every column, but half the best tile
+    half = OPT.exact_sizes[g_q] / 2      # fits every column, but half the best tile
     monkeypatch.setattr(exact_module, "piecewise_optimum",
                         lambda H, cols, free, M_: (H.subs(g_q, half), {g_q: half}, []))
     prog = program(COST, 1)
-    e = exact_module.exact_optimum(prog, prog.H, prog.columns, (g_q,), (), M)
+    e = exact_module.exact_optimum(prog, M)
     assert e.H is None and re.search(r"failed its check \(H\* = [\d.e+]+ but the numeric optimum is", e.notes[0])
 
 
 def test_kkt_system_and_solution_set_name_every_binding_column():
+    """The implicit form: every column that can bind alone has a multiplier; the closed form solves the system."""
     e = OPT.exact
-    assert e.columns == (2 * d * g_q + d + 3 * g_q, 2 * d * g_q + 2 * d + 2 * g_q)
-    lam1, lam2 = e.multipliers
-    assert sympy.Eq(lam1 * (e.columns[0] - M), 0) in e.system.args
-    assert e.solution_set.sym == sympy.Tuple(g_q, lam1, lam2)
-    # the closed form satisfies the system: stationarity with the binding column's multiplier
+    undominated = [C for C in COLUMNS if not any(D != C and all(t.is_nonnegative for t in
+                                                                sympy.Add.make_args(sympy.expand(D - C)))
+                                                 for D in COLUMNS)]
+    assert set(e.columns) == set(undominated) and len(e.columns) >= 2
+    lams = e.multipliers
+    assert all(sympy.Eq(lam * (C - M), 0) in e.system.args for lam, C in zip(lams, e.columns))
+    assert e.solution_set.sym == sympy.Tuple(g_q, *lams)
+    # at d = 32, M = 2000 the closed form satisfies the system, the binding column's multiplier positive
     at = {d: 32, M: 2000, q: 64, x: 64}
     g = e.sizes[g_q].subs(at)
-    lam = -sympy.diff(e.objective, g_q) / sympy.diff(e.columns[1], g_q)
-    assert e.system.subs(at).subs({g_q: g, lam1: 0, lam2: lam.subs(at).subs(g_q, g)}) is sympy.true
+    binding = [C for C in e.columns if C.subs(g_q, g).subs(at) == 2000]
+    assert len(binding) == 1
+    lam = (-sympy.diff(e.objective, g_q) / sympy.diff(binding[0], g_q)).subs(at).subs(g_q, g)
+    values = {lm: (lam if C == binding[0] else 0) for lm, C in zip(lams, e.columns)}
+    assert lam > 0 and e.system.subs(at).subs({g_q: g, **values}) is sympy.true
 
 
 def test_exact_at_names_what_is_missing_or_too_small():
     with pytest.raises(nc.NapkinError, match=r"give a number for \['d', 'x'\]"):
         OPT.exact.at(q=64, M=2000)
-    # tiles of 1: the column 2d·g_q + 2d + 2g_q holds 2·32 + 2·32 + 2 = 130 values
-    with pytest.raises(nc.MemoryLimitError, match="the smallest legal memory is 130"):
-        OPT.exact.at(q=64, x=64, d=32, M=90)
+    smallest = max(col.subs({g_q: 1, d: 32}) for col in COLUMNS)
+    with pytest.raises(nc.MemoryLimitError, match=f"the smallest legal memory is {smallest}$"):
+        OPT.exact.at(q=64, x=64, d=32, M=smallest - 1)
