@@ -7,17 +7,20 @@ the "cold" rows clear those caches before every run (the first call on a new alg
 "sweep" row is what a derivation search does: one algorithm, many memory sizes. A row whose first
 run raises, or takes more than ``SLOW`` seconds, is run once and reported as such.
 
-Measured here (2 cores, median s; main at 8df4bab vs soundness-optimum):
+Measured here (2 cores, load ~2.6 from other jobs; medians, ranges over two runs; main at 8df4bab):
 
-    what                                                        main          this branch
-    optimal(flash attention), symbolic, cold                    0.30          0.32
-    optimal(tiled matmul), symbolic, cold                       0.17          0.31
-    optimal(three-matrix chain, fused, g_a g_d), symbolic       raises after 168 s ("not a sum of powers")  0.57
-    optimal(three-matrix chain, two partitions), integer        TypeError     0.0054
-    optimal(tiled matmul), integer 1024^3, M=16384, cold        0.015         0.0048
-    optimal(tiled matmul), integer, sweep of 32 memory sizes    0.014 / call  0.00026 / call
-    optimal(GQA, 3 tiles), integer, cold                        (first group only)  0.0072
-    exact.at(three-matrix chain), numeric real optimum          n/a           0.013
+    what                                                     main                       this branch
+    optimal(flash attention), symbolic, cold                 0.23-0.24                  0.33-0.49
+    optimal(tiled matmul), symbolic, cold                    0.50-0.81                  0.15-0.17
+    optimal(three-matrix chain, fused, g_a g_d), symbolic    raises after 172-250 s     0.43-0.73
+    optimal(three-matrix chain, two partitions), integer     TypeError                  0.0016-0.0019
+    optimal(tiled matmul), integer 1024^3, M=16384, cold     0.057-0.088                0.0013-0.0017
+    optimal(tiled matmul), integer, memory sweep, per call   0.051-0.057                0.0003-0.0005
+    optimal(GQA, 3 tiles), integer, cold                     0.11-0.12                  0.0037-0.0046
+    exact.at(three-matrix chain), numeric real optimum       (none)                     0.013-0.031
+
+The symbolic attention optimum is slower: it now solves every binding column (a Piecewise) and
+checks the result at sample sizes against every column and the numeric optimum.
 """
 import statistics
 import sys
