@@ -131,6 +131,8 @@ def exact_optimum(prog: TilingProgram, M, *, dominant=None) -> ExactOptimum:
             return ExactOptimum(prog, H, binding, free, ones, M,
                                 notes=[f"tile {g} is bounded by no column of the memory model: H* is not attained"])
     base = ExactOptimum(prog, H, binding, free, ones, M)
+    if not free:                           # H sees no tile: tiles of 1 hold the least memory
+        return ExactOptimum(prog, H, binding, free, ones, M, H, {g: sympy.Integer(1) for g in ones})
     found = piecewise_optimum(H, binding, list(free), M)
     if found is None:
         return ExactOptimum(prog, H, binding, free, ones, M, notes=[

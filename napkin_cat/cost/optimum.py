@@ -23,6 +23,7 @@ side (errata D-12):
 """
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -193,10 +194,10 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
     prog = program(c, level, streams)
     if sizes is not None:
         return _integer_optimum(prog, M, level, tuple(sorted(sizes.items())))
-    o = _symbolic_optimum(prog, M)
-    return Optimum(o.H, dict(o.sizes), o.__dict__.get("_terms"), o.memory, o.exact_H,
-                   dict(o.exact_sizes) if o.exact_sizes is not None else None,
-                   o.constraint, o.exact_constraint, list(o.notes), o.exact)
+    out = copy.copy(_symbolic_optimum(prog, M))   # memoised: the caller gets its own dicts and lists
+    out.sizes, out.notes = dict(out.sizes), list(out.notes)
+    out.exact_sizes = dict(out.exact_sizes) if out.exact_sizes is not None else None
+    return out
 
 
 @lru_cache(maxsize=256)
@@ -243,6 +244,8 @@ def _compiled(prog: TilingProgram, sizes: tuple):
         n = sympy.sympify(full).subs(env)
         if not n.is_Integer:
             raise NapkinError(f"give a concrete size for axis {axis!r} (sizes={{'{axis}': …}})")
+        if n < 1:
+            raise NapkinError(f"axis {axis!r} has size {n}: sizes are positive integers")
         fulls.append(int(n))
 
     def exact(expr, what):

@@ -14,8 +14,6 @@ import sympy
 from hypothesis import given, settings, strategies as st
 
 import napkin_cat as nc
-from napkin_cat.cost import exact as exact_module
-from napkin_cat.cost.tiling import program
 
 S = nc.symbol
 q, x, d, M, g_q, s_x = (S(n) for n in ("q", "x", "d", "M", "g_q", "s_x"))
@@ -71,6 +69,8 @@ def test_attention_exact_optimum_is_feasible_and_optimal(d, slack, q_, x_):
 
 def test_a_closed_form_that_overflows_a_column_is_never_returned(monkeypatch):
     """The check inside ``optimal``: main's old attention form (only 2d·g_q + d + 3g_q binds) is refused."""
+    from napkin_cat.cost import exact as exact_module
+    from napkin_cat.cost.tiling import program
     old = (M - d) / (2 * d + 3)
     assert any(col.subs(g_q, old).subs({d: 32, M: 2000}) > 2000 for col in COLUMNS)   # it does overflow
     monkeypatch.setattr(exact_module, "piecewise_optimum", lambda H, cols, free, M_: (H.subs(g_q, old), {g_q: old}, []))
@@ -84,6 +84,8 @@ def test_a_closed_form_that_overflows_a_column_is_never_returned(monkeypatch):
 
 
 def test_a_feasible_but_suboptimal_closed_form_is_never_returned(monkeypatch):
+    from napkin_cat.cost import exact as exact_module
+    from napkin_cat.cost.tiling import program
     half = OPT.exact_sizes[g_q] / 2      # fits every column, but half the best tile
     monkeypatch.setattr(exact_module, "piecewise_optimum",
                         lambda H, cols, free, M_: (H.subs(g_q, half), {g_q: half}, []))

@@ -110,3 +110,8 @@ def test_integer_search_names_the_missing_size():
         nc.optimal(c, memory=4096, sizes={"a": 8, "c": 8})
     with pytest.raises(nc.MemoryLimitError, match="needs a number for the memory limit, got M"):
         nc.optimal(c, memory="M", sizes={"a": 8, "b": 8, "c": 8})
+
+
+def test_integer_search_refuses_a_non_positive_axis_size():
+    with pytest.raises(nc.NapkinError, match="axis 'a' has size 0: sizes are positive integers"):
+        nc.optimal(nc.cost(tiled_matmul()), memory=4096, sizes={"a": 0, "b": 8, "c": 8})

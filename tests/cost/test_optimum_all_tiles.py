@@ -126,3 +126,24 @@ def test_two_partitions_symbolic_optimum_leaves_no_tile_free():
     o = nc.optimal(nc.cost(two_partitions()), memory="M")
     assert not (o.H.free_symbols & {g_a, g_d}), o.H
     assert set(o.sizes) >= {g_a, g_d}
+
+
+def test_two_partitions_exact_optimum_at_numbers_fits_every_column():
+    cost = nc.cost(two_partitions())
+    o = nc.optimal(cost, memory="M")
+    values = {"a": 4096, "b": 64, "c": 96, "d": 4096, "M": 30000}
+    H, tiles = o.exact.at(**values)
+    env = {S(k): v for k, v in values.items()}
+    assert max(float(col.subs(env).subs(tiles)) for col in cost.columns[1]) <= 30000 * (1 + 1e-9)
+    assert abs(float(cost.H[1].subs(env).subs(tiles)) - H) <= 1e-9 * H
+    # never better than the large-M relaxation, never worse than the best integer tiling
+    sizes = {k: v for k, v in values.items() if k != "M"}
+    assert float(o.H.subs(env)) <= H <= float(nc.optimal(cost, memory=30000, sizes=sizes).H)
+
+
+def test_a_tile_no_transfer_depends_on_is_one():
+    """Grouping an elementwise map saves nothing: the least memory, tiles of 1, in every route."""
+    cost = nc.cost(nc.group(nc.kernel(nc.elementwise("exp", "q d")), "q", "g_q"))
+    o = nc.optimal(cost, memory="M")
+    assert o.exact_sizes == {S("g_q"): 1} and o.exact_H == cost.H[1]
+    assert nc.optimal(cost, memory=1000, sizes={"q": 64, "d": 8}).sizes == {S("g_q"): 1}
