@@ -11,7 +11,7 @@ side (errata D-12):
   the binding column changes, checked against every column and against the numeric optimum
   before it is returned), else implicit: its KKT system as a sympy set and a numeric function
   of the sizes (:mod:`.geometric`). With concrete ``sizes=`` and a number for ``memory``, the
-  exact integer optimum over divisor tiles (:mod:`.divisors`).
+  exact integer optimum over divisor tiles (:mod:`.integer_search`).
 
 >>> import napkin_cat as nc
 >>> mm = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
@@ -31,7 +31,7 @@ from functools import lru_cache
 
 import sympy
 
-from napkin_cat.cost import divisors
+from napkin_cat.cost import integer_search
 from napkin_cat.cost.exact import ExactOptimum, exact_optimum
 from napkin_cat.cost.lagrange import _tidy, kkt_points
 from napkin_cat.cost.tiling import TilingProgram, monomials, program
@@ -179,12 +179,14 @@ def _dominant(columns, tiles):
     return best[0]
 
 
-def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = None) -> Optimum:
+def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = None,
+            candidates: dict | None = None) -> Optimum:
     """Optimal tile sizes and transfers at ``level`` under ``memory`` (a symbol name, an expression or a number).
 
     ``streams``: the stream sizes (default 1, the paper's choice: no extra transfers, least memory).
     ``sizes``: concrete axis sizes; with a number for ``memory`` this runs the exact integer search
-    over divisor tiles of every group.
+    over the tiles of every group, each a divisor of its axis, or one of ``candidates[tile name]``
+    (legal values, e.g. from the hardware's divisor constraints; each must divide its axis).
     """
     if level not in c.H:
         raise LevelError(f"the algorithm moves nothing at level {level}; levels with transfers: {sorted(c.H)}")
@@ -193,7 +195,10 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
     M = memory_limit(memory)
     prog = program(c, level, streams)
     if sizes is not None:
-        return _integer_optimum(prog, M, level, tuple(sorted(sizes.items())))
+        legal = tuple(sorted((str(k), tuple(sorted(set(v)))) for k, v in (candidates or {}).items()))
+        return _integer_optimum(prog, M, level, tuple(sorted(sizes.items())), legal)
+    if candidates is not None:
+        raise NapkinError("candidates= restricts the integer search: give sizes= (every axis) and a number for memory")
     out = copy.copy(_symbolic_optimum(prog, M))   # memoised: the caller gets its own dicts and lists
     out.sizes, out.notes = dict(out.sizes), list(out.notes)
     out.exact_sizes = dict(out.exact_sizes) if out.exact_sizes is not None else None
@@ -257,19 +262,43 @@ def _compiled(prog: TilingProgram, sizes: tuple):
     return H, cols, tuple(fulls), smallest
 
 
-def _integer_optimum(prog: TilingProgram, M, level, sizes) -> Optimum:
+def _legal_values(prog: TilingProgram, fulls, legal) -> list:
+    """Per tile: ``candidates[tile]`` (checked to divide the axis), else the divisors of the axis."""
+    given = dict(legal)
+    unknown = sorted(set(given) - {str(t) for t in prog.tiles})
+    if unknown:
+        raise NapkinError(f"candidates for {unknown}: not tiles of this algorithm; its tiles are "
+                          f"{[str(t) for t in prog.tiles]}")
+    out = []
+    for tile, axis, n in zip(prog.tiles, prog.axes, fulls):
+        values = given.get(str(tile))
+        if values is None:
+            out.append(integer_search.divisors(n))
+            continue
+        bad = [v for v in values if not isinstance(v, (int, sympy.Integer)) or v < 1 or n % int(v)]
+        if bad or not values:
+            raise NapkinError(f"candidates for {tile}: {bad or 'none'} do not divide axis {axis!r} of size {n}; "
+                              f"legal tiles are its divisors {list(integer_search.divisors(n))}")
+        out.append(tuple(int(v) for v in values))
+    return out
+
+
+def _integer_optimum(prog: TilingProgram, M, level, sizes, legal=()) -> Optimum:
     if not M.is_number:
         raise MemoryLimitError(f"the exact integer search needs a number for the memory limit, got {M}")
     H, cols, fulls, smallest = _compiled(prog, sizes)
-    found = divisors.best(H, cols, fulls, _fraction(M, "the memory limit"))
-    if found is None:
+    found = integer_search.best(H, cols, _legal_values(prog, fulls, legal), _fraction(M, "the memory limit"))
+    if found is None and not legal:
         shown = smallest.numerator if smallest.denominator == 1 else smallest
         raise MemoryLimitError(f"no tile sizes fit level {level} with memory {M}: even tiles of 1 need "
                                f"{shown} values; the smallest legal memory is {shown}")
+    if found is None:
+        raise MemoryLimitError(f"no tiling from the candidates {dict(legal)} fits level {level} with memory {M}")
     h, combo = found
     h = sympy.Rational(h.numerator, h.denominator)
     sub = {t: sympy.Integer(g) for t, g in zip(prog.tiles, combo)}
     exact_sizes = dict(sub)
     sub.update({s: v for s, v in prog.fixed})
     return Optimum(h, sub, [(h, sympy.Integer(0))], M, h, exact_sizes, None, None,
-                   ["exact integer search over the divisors of every tile's axis, every column within memory"])
+                   [f"exact integer search over {'the candidates given and ' if legal else ''}the divisors of "
+                    f"every tile's axis, every column within memory"])

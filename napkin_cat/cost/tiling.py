@@ -5,7 +5,7 @@ axes, several partitions), in order of appearance; stream sizes are fixed (the p
 ``H`` (transfers) and every column ``C_j`` (live values) are *posynomials* in the tiles: sums of
 monomials ``α g^e`` with positive coefficients. In log coordinates ``u = log g`` a posynomial is
 a log-sum-exp of affine maps, hence convex: the program is a geometric program, its KKT points
-are its global minima (the solvers in :mod:`.lagrange`, :mod:`.geometric`, :mod:`.divisors` rely on it).
+are its global minima (the solvers in :mod:`.lagrange`, :mod:`.geometric`, :mod:`.integer_search` rely on it).
 
 >>> import napkin_cat as nc
 >>> att = nc.group(nc.stream(nc.library.attention(), "x", "s_x"), "q", "g_q")

@@ -115,3 +115,21 @@ def test_integer_search_names_the_missing_size():
 def test_integer_search_refuses_a_non_positive_axis_size():
     with pytest.raises(nc.NapkinError, match="axis 'a' has size 0: sizes are positive integers"):
         nc.optimal(nc.cost(tiled_matmul()), memory=4096, sizes={"a": 0, "b": 8, "c": 8})
+
+
+def test_integer_search_over_given_candidates():
+    """Legal tile values from outside (the hardware's divisor constraints): the best among them, exactly."""
+    c = nc.cost(tiled_matmul())
+    sizes = {"a": 256, "b": 256, "c": 256}
+    free = nc.optimal(c, memory=4096, sizes=sizes)
+    o = nc.optimal(c, memory=4096, sizes=sizes, candidates={"g_a": [16, 32, 128], "g_c": [16, 32]})
+    best = min((256 ** 3 * sympy.Rational(1, g1) + 256 ** 3 * sympy.Rational(1, g2) + 256 ** 2, g1, g2)
+               for g1 in (16, 32, 128) for g2 in (16, 32) if g1 * g2 + g1 + g2 <= 4096)
+    assert (o.H, o.sizes[S("g_a")], o.sizes[S("g_c")]) == best
+    assert o.H >= free.H
+    with pytest.raises(nc.NapkinError, match=r"candidates for g_a: \[96\] do not divide axis 'a' of size 256"):
+        nc.optimal(c, memory=4096, sizes=sizes, candidates={"g_a": [32, 96]})
+    with pytest.raises(nc.NapkinError, match=r"candidates for \['g_q'\]: not tiles of this algorithm"):
+        nc.optimal(c, memory=4096, sizes=sizes, candidates={"g_q": [32]})
+    with pytest.raises(nc.MemoryLimitError, match="no tiling from the candidates"):
+        nc.optimal(c, memory=4096, sizes=sizes, candidates={"g_a": [256], "g_c": [256]})

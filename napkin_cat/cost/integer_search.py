@@ -1,7 +1,9 @@
-"""The exact integer optimum: every tile a divisor of its axis, every column within memory.
+"""The exact integer optimum: every tile a legal value (a divisor of its axis), every column within memory.
 
-``H*(a, M) = min { H(g) : g_i | n_i,  C_j(g) ≤ M for every column j }`` over the tiles of every
-group. The candidates (the product of the divisor lists) are scored at once with numpy in
+``H*(a, M) = min { H(g) : g_i ∈ V_i,  C_j(g) ≤ M for every column j }`` over the tiles of every
+group, where ``V_i`` is the divisors of the tile's axis ``n_i`` unless the caller gives the legal
+values (the hardware's divisor constraints, say). The candidates (the product of the lists) are
+scored at once with numpy in
 log coordinates (``P(g) = Σ α_k exp(E_k · log g)``); the few candidates within rounding of the
 best are then re-scored in exact rational arithmetic, so the answer is exact, and ties go to the
 least memory, then to the smallest later tiles.
@@ -9,7 +11,7 @@ least memory, then to the smallest later tiles.
 >>> from fractions import Fraction
 >>> H = ((Fraction(1), Fraction(1)), ((-1, 0), (0, -1)))      # 1/g_a + 1/g_c
 >>> C = [((Fraction(1), Fraction(1), Fraction(1)), ((1, 1), (1, 0), (0, 1)))]   # g_a g_c + g_a + g_c
->>> best(H, C, [8, 8], 30)
+>>> best(H, C, [divisors(8), divisors(8)], 30)
 (Fraction(1, 2), (4, 4))
 """
 from __future__ import annotations
@@ -62,12 +64,13 @@ def _blocks(lists):
         yield np.stack(mesh, axis=-1).reshape(-1, len(lists))
 
 
-def best(H, columns, fulls, memory):
-    """``(H*, tiles)`` exactly, or ``None`` if no divisor tiling fits; polynomials as ``(coeffs, exponents)``.
+def best(H, columns, values, memory):
+    """``(H*, tiles)`` exactly, or ``None`` if no tiling fits; polynomials as ``(coeffs, exponents)``.
 
-    ``coeffs`` are exact numbers (``int``/``Fraction``); ``memory`` a number.
+    ``values``: per tile, its legal values; ``coeffs`` are exact numbers (``int``/``Fraction``);
+    ``memory`` a number.
     """
-    lists = [np.array(divisors(int(n)), dtype=float) for n in fulls]
+    lists = [np.array(sorted(v), dtype=float) for v in values]
     limit = Fraction(memory)
     found = None
     for block in _blocks(lists):
