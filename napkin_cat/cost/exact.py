@@ -6,7 +6,9 @@ elimination of :mod:`.lagrange` solves every active set, ``H`` and ``sizes`` are
 closed form is checked at sample sizes: every column within memory, and the value equal to the
 numeric optimum of :mod:`.geometric` (an independent route); a form that fails is dropped.
 Always available: the KKT system (``system``, ``solution_set``) and ``at(**sizes)``, the
-optimum at numbers.
+optimum at numbers. The closed form holds where the program is feasible (``M`` at least every
+column with tiles of 1) and its tiles lie between 1 and their axis sizes; ``at`` imposes
+``1 ≤ g ≤ n`` itself.
 
 >>> from napkin_cat import symbol
 >>> g, d, q, x, M = (symbol(n) for n in ("g_q", "d", "q", "x", "M"))
