@@ -3,9 +3,10 @@
 The program is over the tiles of every group partition (:mod:`.tiling`). Two answers, side by
 side (errata D-12):
 
-* the paper's **large-M form**: stream sizes set to 1, the memory constraint cut to the leading
-  terms (highest total degree) of its dominant column, solved by Lagrange multipliers; where the
-  result is a sum of power terms ``Σ α_t M^-β_t`` they are ``.terms``;
+* the paper's **large-M form**: stream sizes set to 1, the paper's memory model (what each group
+  holds: its per-group transfers with every streamed axis relabelled to its stream size,
+  :func:`.tiling.held`) cut to its leading terms (highest total degree), solved by Lagrange
+  multipliers; where the result is a sum of power terms ``Σ α_t M^-β_t`` they are ``.terms``;
 * the **exact** optimum under the full memory model (every column of ``c.M``), ``.exact``: a
   closed form where the bounded elimination of :mod:`.lagrange` finds one (a ``Piecewise`` when
   the binding column changes, checked against every column and against the numeric optimum
@@ -34,7 +35,7 @@ import sympy
 from napkin_cat.cost import integer_search
 from napkin_cat.cost.exact import ExactOptimum, exact_optimum
 from napkin_cat.cost.lagrange import _tidy, kkt_points
-from napkin_cat.cost.tiling import TilingProgram, monomials, program
+from napkin_cat.cost.tiling import dominates, TilingProgram, monomials, program
 from napkin_cat.errors import LevelError, MemoryLimitError, NapkinError
 from napkin_cat.syntax.axis import symbol
 
@@ -205,15 +206,28 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
     return out
 
 
+def _paper_memory(prog: TilingProgram, columns, free, at_one) -> list:
+    """The leading terms of what each group holds (the paper's memory model, :func:`.tiling.held`), when that
+    model relaxes the exact one: each is dominated, term by term, by the leading terms of some column (the
+    paper leaves out a group's temporaries, so its bound is the looser).  Else ``[]`` (the caller falls back
+    to the exact model's dominant column)."""
+    leads = [_leading(k.subs(at_one), free) for k in prog.held if k.subs(at_one).free_symbols & set(free)]
+    column_leads = [_leading(col, free) for col in columns]
+    if leads and all(any(dominates(cl, lead) for cl in column_leads) for lead in leads):
+        return leads
+    return []
+
+
 @lru_cache(maxsize=256)
 def _symbolic_optimum(prog: TilingProgram, M) -> Optimum:
     H, columns, free, ones = prog.restricted()
     at_one = {t: sympy.Integer(1) for t in ones}
     notes = []
     dominant = _dominant(columns, free) if columns else sympy.Integer(0)
-    lead = _leading(dominant, free)
+    leads = _paper_memory(prog, columns, free, at_one) or [_leading(dominant, free)]
+    lead = leads[0] if len(leads) == 1 else tuple(leads)
     Hform, sizes, terms = None, {}, None
-    points = kkt_points(H, [lead], list(free), M) if free else [{}]
+    points = kkt_points(H, leads, list(free), M) if free else [{}]
     if points:
         sizes = {g: points[0][str(g)] for g in free}
         Hstar = sympy.expand(H.subs(sizes))

@@ -94,6 +94,7 @@ class TilingProgram:
     axes: tuple
     fulls: tuple
     fixed: tuple = ()
+    held: tuple = ()   # the paper's memory model: per group, H_g with each streamed axis relabelled to its slice
 
     def reduced(self) -> tuple:
         """``(free, ones)``: the tiles to optimise over, and those the optimum may set to 1.
@@ -130,6 +131,34 @@ class TilingProgram:
         return max((sympy.sympify(col).subs(ones).subs(env) for col in self.columns), default=sympy.Integer(0))
 
 
+def held(c, level: int) -> tuple:
+    """The paper's memory model of each group partition (§2.3-2.4, App. A.2): what one group holds at once.
+
+    A group moves ``H_g`` values (its inputs and outputs, streamed axes whole); it holds them with every
+    streamed axis relabelled to its stream size ("we use the full axis size b for transfer costs ... the
+    stream size s_b for memory").  For attention ``H_g = 2 g_q d + 2 x d`` gives ``2 g_q d + 2 s_x d``, the
+    paper's ``M ≥ 2 g_q d + 2 s_x d``; for matmul ``g_a g_c + g_a s_b + s_b g_c``.  Temporaries inside a
+    group (a score tile, a product before it is accumulated) are not in it: they are in the exact model's
+    columns.  Empty when a streamed axis has a concrete size (its value cannot be told from other numbers).
+
+    >>> import napkin_cat as nc
+    >>> att = nc.group(nc.stream(nc.library.attention(), "x", "s_x"), "q", "g_q")
+    >>> held(nc.cost(att), 1)
+    (2*d*g_q + 2*d*s_x,)
+    """
+    relabel = {}
+    for _, size, full in c.streams:
+        if not isinstance(sympy.sympify(full), sympy.Symbol):
+            return ()
+        relabel[sympy.sympify(full)] = sympy.sympify(size)
+    out = []
+    for grp in c.groups:
+        if level not in grp.H_g:
+            return ()
+        out.append(sympy.expand(sympy.sympify(grp.H_g[level]).subs(relabel)))
+    return tuple(out)
+
+
 def program(c, level: int, streams=1) -> TilingProgram:
     """The tiling program of cost ``c`` at ``level``; ``streams``: one size for all, or ``{name: size}``."""
     stream_sizes = {s: sympy.sympify(streams if not isinstance(streams, dict) else streams.get(str(s), 1))
@@ -143,19 +172,20 @@ def program(c, level: int, streams=1) -> TilingProgram:
             axes.append(axis)
             fulls.append(sympy.sympify(full) if full is not None else sympy.oo)
     key = (c.H[level], tuple(c.columns.get(level, ())), tuple(tiles), tuple(axes), tuple(fulls),
-           tuple(sorted(stream_sizes.items(), key=str)))
+           tuple(sorted(stream_sizes.items(), key=str)), held(c, level))
     return _program(*key)
 
 
 @lru_cache(maxsize=512)
-def _program(H, columns, tiles, axes, fulls, fixed) -> TilingProgram:
+def _program(H, columns, tiles, axes, fulls, fixed, kept) -> TilingProgram:
     subs = dict(fixed)
     cols = []
     for col in columns:
         col = sympy.expand(sympy.sympify(col).subs(subs))
         if col not in cols:
             cols.append(col)
-    return TilingProgram(sympy.expand(H.subs(subs)), tuple(cols), tiles, axes, fulls, fixed)
+    kept = tuple(sympy.expand(k.subs(subs)) for k in kept)
+    return TilingProgram(sympy.expand(H.subs(subs)), tuple(cols), tiles, axes, fulls, fixed, kept)
 
 
 @lru_cache(maxsize=512)
