@@ -1,49 +1,92 @@
 """Optimal transfers: ``H*(a, M) = min_g (Π a / Π g) H_g  s.t.  M_ℓ ≤ M`` (paper §4.1, App. A.2).
 
-Two answers, side by side (errata D-12):
+The program is over the tiles of every group partition (:mod:`.tiling`). Two answers, side by
+side (errata D-12):
 
-* the paper's **large-M form**: stream sizes set to 1, the memory constraint cut
-  to its leading terms (highest total degree), solved in closed form by Lagrange
-  multipliers; the result is a sum of power terms ``Σ α_t M^-β_t`` (``.terms``);
-* the **exact** optimum under the full memory model (every live column), in
-  closed form where sympy solves it, and by exact integer search over divisors
-  for concrete sizes (``optimal(..., sizes={...})`` with an int ``memory``).
+* the paper's **large-M form**: stream sizes set to 1, the paper's memory model (what each group
+  holds: its per-group transfers with every streamed axis relabelled to its stream size,
+  :func:`.tiling.held`) cut to its leading terms (highest total degree), solved by Lagrange
+  multipliers; where the result is a sum of power terms ``Σ α_t M^-β_t`` they are ``.terms``;
+* the **exact** optimum under the full memory model (every column of ``c.M``), ``.exact``: a
+  closed form where the bounded elimination of :mod:`.lagrange` finds one (a ``Piecewise`` when
+  the binding column changes, checked against every column and against the numeric optimum
+  before it is returned), else implicit: its KKT system as a sympy set and a numeric function
+  of the sizes (:mod:`.geometric`). With concrete ``sizes=`` and a number for ``memory``, the
+  exact integer optimum over divisor tiles (:mod:`.integer_search`).
 
 >>> import napkin_cat as nc
 >>> mm = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
 >>> o = optimal(nc.cost(mm), memory="M")
 >>> o.H, o.sizes
 (a*c + 2*a*b*c/sqrt(M), {g_a: sqrt(M), g_c: sqrt(M), s_b: 1})
+>>> o.exact_sizes
+{g_a: sqrt(M + 1) - 1, g_c: sqrt(M + 1) - 1}
 """
 from __future__ import annotations
 
-import itertools
+import copy
+import re
 from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
 
 import sympy
 
-from napkin_cat.syntax.axis import symbol
+from napkin_cat.cost import integer_search
+from napkin_cat.cost.exact import ExactOptimum, exact_optimum
+from napkin_cat.cost.lagrange import _tidy, kkt_points
+from napkin_cat.cost.tiling import dominates, TilingProgram, monomials, program
 from napkin_cat.errors import LevelError, MemoryLimitError, NapkinError
+from napkin_cat.syntax.axis import symbol
+
+
+class _PowerTerms:
+    """The field ``terms``: a list of ``(α_t, β_t)``, or a :class:`NapkinError` on reading it when ``H`` has none.
+
+    A descriptor keeps ``terms`` a dataclass field (``dataclasses.replace(o, terms=...)`` works) while a
+    consumer of power terms (hierarchies, quantization) gets a typed error instead of iterating ``None``.
+    """
+
+    def __set_name__(self, owner, name):
+        self.slot = "_" + name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return None                    # the field's default
+        value = obj.__dict__.get(self.slot)
+        if value is None:
+            raise NapkinError(f"the large-M optimum H* = {obj.H} is not a sum of powers of {obj.memory}: "
+                              f"it has no power terms (the exact optimum is o.exact)")
+        return value
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.slot] = None if isinstance(value, _PowerTerms) else value   # the default: none
 
 
 @dataclass
 class Optimum:
-    """``H`` (large-M closed form), ``sizes``, ``terms`` [(α_t, β_t)], and the exact optimum."""
+    """``H`` (large-M form), ``sizes``, ``terms`` [(α_t, β_t)], and the exact optimum (``exact``)."""
 
-    H: sympy.Expr
+    H: sympy.Expr | None
     sizes: dict
-    terms: list
-    memory: sympy.Expr
+    terms: list | None = field(default=_PowerTerms(), repr=False, compare=False)
+    memory: sympy.Expr | None = None
     exact_H: sympy.Expr | None = None
     exact_sizes: dict | None = None
     constraint: sympy.Expr | None = None
     exact_constraint: sympy.Expr | None = None
     notes: list = field(default_factory=list)
+    exact: ExactOptimum | None = None
+
+    @property
+    def has_power_terms(self) -> bool:
+        return self.__dict__.get("_terms") is not None
 
     def __str__(self):
-        terms = " + ".join(f"({a})·M^-{b}" for a, b in self.terms)
-        lines = [f"H* (paper's large-M form) = {self.H}   with {self.sizes}",
-                 f"   as power terms Σ α_t M^-β_t: {terms}"]
+        lines = [f"H* (paper's large-M form) = {self.H}   with {self.sizes}"]
+        if self.has_power_terms:
+            terms = " + ".join(f"({a})·M^-{b}" for a, b in self.terms)
+            lines.append(f"   as power terms Σ α_t M^-β_t: {terms}")
         if self.exact_H is not None and self.exact_constraint is not None:
             lines.append(f"H* (exact, memory {self.exact_constraint} ≤ {self.memory}) = {self.exact_H}"
                          f"   with {self.exact_sizes}")
@@ -56,10 +99,36 @@ class Optimum:
         return self.H.subs(subs)
 
 
-def _as_memory(memory):
-    if isinstance(memory, str):
-        return symbol(memory)
-    return sympy.sympify(memory)
+_NAMES = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def memory_limit(memory) -> sympy.Expr:
+    """``memory`` as a sympy expression: a name is the positive symbol; zero or below is refused.
+
+    >>> memory_limit("M"), memory_limit(4096)
+    (M, 4096)
+    >>> memory_limit(-5)
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.MemoryLimitError: memory must be positive, got -5: give the level's capacity in values ...
+    """
+    legal = "give the level's capacity in values (a positive number, or a symbol name such as 'M')"
+    try:
+        if isinstance(memory, str):
+            M = sympy.sympify(memory, locals={n: symbol(n) for n in _NAMES.findall(memory)})
+        else:
+            M = sympy.sympify(memory)
+    except (sympy.SympifyError, TypeError, SyntaxError) as err:
+        raise MemoryLimitError(f"memory {memory!r} is not a number or an expression: {legal}") from err
+    if not isinstance(M, sympy.Expr):
+        raise MemoryLimitError(f"memory {memory!r} is not a number or an expression: {legal}")
+    if M.is_number and (M.is_extended_real is False or not (M > 0)):
+        raise MemoryLimitError(f"memory must be positive, got {memory}: {legal}")
+    if M.is_number and M.is_finite is False:
+        raise MemoryLimitError(f"memory must be finite, got {memory}: {legal}")
+    if not M.is_number and M.is_positive is False:
+        raise MemoryLimitError(f"memory must be positive, got {memory}: {legal}")
+    return M
 
 
 def power_terms(expr, M) -> list:
@@ -79,6 +148,7 @@ def _leading(expr, tiles):
     poly_terms = [t for t in sympy.Add.make_args(sympy.expand(expr)) if t.free_symbols & set(tiles)]
     if not poly_terms:
         return sympy.expand(expr)
+
     def degree(t):
         return sum(sympy.degree(t, s) for s in t.free_symbols)
     top = max(degree(t) for t in poly_terms)
@@ -101,7 +171,7 @@ def _dominant(columns, tiles):
                 best = (col, key)
             continue
         for x, y in zip(a, b):
-            diff = sympy.simplify(x - y)
+            diff = sympy.expand(x - y)
             if diff.is_positive:
                 best = (col, key)
                 break
@@ -110,110 +180,139 @@ def _dominant(columns, tiles):
     return best[0]
 
 
-def _tidy(expr):
-    """The shortest of a few equivalent forms (``(M+1)/sqrt(M+1) - 1`` → ``sqrt(M + 1) - 1``)."""
-    expr = sympy.sympify(expr)
-    forms = [expr, sympy.simplify(expr)]
-    roots = [p for p in expr.atoms(sympy.Pow) if p.exp == sympy.Rational(1, 2)]
-    forms += [sympy.collect(sympy.expand(expr), r) for r in roots]
-    forms += [sympy.factor(sympy.collect(sympy.expand(expr), r)) for r in roots]
-    return min(forms, key=sympy.count_ops)
-
-
-def _solve(H, constraint, tiles, M):
-    """Minimise ``H`` over ``tiles`` with ``constraint = M`` (Lagrange); tiles H ignores are 1."""
-    free = [g for g in tiles if H.has(g)]
-    fixed = {g: sympy.Integer(1) for g in tiles if not H.has(g)}
-    constraint = constraint.subs(fixed)
-    if not free:
-        return dict(fixed), H
-    lam = sympy.Symbol("lambda_", positive=True)
-    eqs = [sympy.diff(H, g) + lam * sympy.diff(constraint, g) for g in free] + [constraint - M]
-    try:
-        sols = sympy.solve(eqs, free + [lam], dict=True)
-    except NotImplementedError:
-        sols = []
-    for sol in sols:
-        if all(sol.get(g) is not None and sol[g].is_positive is not False and not sol[g].has(sympy.I)
-               and not (sol[g].free_symbols & set(free)) for g in free):
-            sizes = {g: _tidy(sol[g]) for g in free}
-            sizes.update(fixed)
-            return sizes, _tidy(H.subs(sizes))
-    if len(free) > 1:
-        # degenerate (H sees the tiles only through their product): grow one tile, keep the others at 1
-        for g in free:
-            rest = {h: sympy.Integer(1) for h in free if h is not g}
-            sizes, value = _solve(H.subs(rest), constraint.subs(rest), [g], M)
-            if sizes is not None:
-                sizes.update(rest)
-                sizes.update(fixed)
-                return sizes, value
-    return None, None
-
-
-def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = None) -> Optimum:
-    """Optimal tile sizes and transfers at ``level`` under ``memory`` (a symbol name, an expression or an int).
+def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = None,
+            candidates: dict | None = None) -> Optimum:
+    """Optimal tile sizes and transfers at ``level`` under ``memory`` (a symbol name, an expression or a number).
 
     ``streams``: the stream sizes (default 1, the paper's choice: no extra transfers, least memory).
-    ``sizes``: concrete axis sizes; with an int ``memory`` this runs the exact integer search.
+    ``sizes``: concrete axis sizes; with a number for ``memory`` this runs the exact integer search
+    over the tiles of every group, each a divisor of its axis, or one of ``candidates[tile name]``
+    (legal values, e.g. from the hardware's divisor constraints; each must divide its axis).
     """
     if level not in c.H:
         raise LevelError(f"the algorithm moves nothing at level {level}; levels with transfers: {sorted(c.H)}")
     if not c.groups:
         raise NapkinError("the algorithm has no group partition to optimise: apply nc.group first")
-    M = _as_memory(memory)
-    grp = c.groups[0]
-    tiles = list(grp.tiles)
-    stream_subs = {s: (streams if not isinstance(streams, dict) else streams.get(str(s), 1))
-                   for _, s, _ in c.streams if not isinstance(s, int)}
-    H = sympy.expand(c.H[level].subs(stream_subs))
-    columns = [sympy.expand(col.subs(stream_subs)) for col in c.columns.get(level, [])]
+    M = memory_limit(memory)
+    prog = program(c, level, streams)
     if sizes is not None:
-        return _integer_search(c, H, columns, tiles, M, level, sizes, stream_subs)
-    dominant = _dominant(columns, tiles)
-    lead = _leading(dominant, tiles)
-    tile_sizes, Hstar = _solve(H, lead, tiles, M)
-    if tile_sizes is None:
-        raise NapkinError(f"no closed form for the optimum of {H} subject to {lead} <= {M}")
-    Hstar = sympy.expand(sympy.simplify(Hstar))
-    terms = power_terms(Hstar, M)
-    Hform = sympy.Add(*[a * M ** (-b) for a, b in terms])
-    exact_sizes, exact_H = _solve(H, dominant, tiles, M)
+        legal = tuple(sorted((str(k), tuple(sorted(set(v)))) for k, v in (candidates or {}).items()))
+        return _integer_optimum(prog, M, level, tuple(sorted(sizes.items())), legal)
+    if candidates is not None:
+        raise NapkinError("candidates= restricts the integer search: give sizes= (every axis) and a number for memory")
+    out = copy.copy(_symbolic_optimum(prog, M))   # memoised: the caller gets its own dicts and lists
+    out.sizes, out.notes = dict(out.sizes), list(out.notes)
+    out.exact_sizes = dict(out.exact_sizes) if out.exact_sizes is not None else None
+    return out
+
+
+def _paper_memory(prog: TilingProgram, columns, free, at_one) -> list:
+    """The leading terms of what each group holds (the paper's memory model, :func:`.tiling.held`), when that
+    model relaxes the exact one: each is dominated, term by term, by the leading terms of some column (the
+    paper leaves out a group's temporaries, so its bound is the looser).  Else ``[]`` (the caller falls back
+    to the exact model's dominant column)."""
+    leads = [_leading(k.subs(at_one), free) for k in prog.held if k.subs(at_one).free_symbols & set(free)]
+    column_leads = [_leading(col, free) for col in columns]
+    if leads and all(any(dominates(cl, lead) for cl in column_leads) for lead in leads):
+        return leads
+    return []
+
+
+@lru_cache(maxsize=256)
+def _symbolic_optimum(prog: TilingProgram, M) -> Optimum:
+    H, columns, free, ones = prog.restricted()
+    at_one = {t: sympy.Integer(1) for t in ones}
     notes = []
-    if exact_H is None:
-        notes.append(f"no closed form for the exact optimum under {dominant} <= {M}")
-    tile_sizes.update({s: sympy.sympify(v) for s, v in stream_subs.items()})
-    return Optimum(Hform, tile_sizes, terms, M, exact_H, exact_sizes, lead, dominant, notes)
+    dominant = _dominant(columns, free) if columns else sympy.Integer(0)
+    leads = _paper_memory(prog, columns, free, at_one) or [_leading(dominant, free)]
+    lead = leads[0] if len(leads) == 1 else tuple(leads)
+    Hform, sizes, terms = None, {}, None
+    points = kkt_points(H, leads, list(free), M) if free else [{}]
+    if points:
+        sizes = {g: points[0][str(g)] for g in free}
+        Hstar = sympy.expand(H.subs(sizes))
+        try:
+            terms = power_terms(Hstar, M)
+            Hform = sympy.Add(*[a * M ** (-b) for a, b in terms])
+        except NapkinError:
+            Hform = _tidy(Hstar)
+            notes.append(f"the large-M optimum is not a sum of powers of {M}")
+    else:
+        notes.append(f"no closed form for the large-M optimum of {H} subject to {lead} = {M}")
+    sizes.update(at_one)
+    sizes.update({s: v for s, v in prog.fixed})
+    exact = exact_optimum(prog, M, dominant=dominant)
+    notes += exact.notes
+    return Optimum(Hform, sizes, terms, M, exact.H, exact.sizes, lead, exact.constraint, notes, exact)
 
 
-def _divisors(n: int):
-    return [g for g in range(1, n + 1) if n % g == 0]
+def _fraction(value, what) -> Fraction:
+    value = sympy.nsimplify(value) if isinstance(value, sympy.Float) else value
+    if not (isinstance(value, sympy.Rational) or isinstance(value, int)):
+        missing = sorted(map(str, getattr(value, "free_symbols", ())))
+        raise NapkinError(f"{what} is {value}, not a number: give sizes for {missing} (sizes={{'name': …}})")
+    return Fraction(int(value.p), int(value.q)) if isinstance(value, sympy.Rational) else Fraction(value)
 
 
-def _integer_search(c, H, columns, tiles, M, level, sizes, stream_subs):
-    env = {symbol(k): v for k, v in sizes.items()}
-    if not M.is_number:
-        raise MemoryLimitError(f"the exact integer search needs a number for the memory limit, got {M}")
-    full = {}
-    for axis, tile, n in zip(c.groups[0].axes, tiles, c.groups[0].fulls):
-        n = sympy.sympify(n).subs(env)
+@lru_cache(maxsize=256)
+def _compiled(prog: TilingProgram, sizes: tuple):
+    """The program at concrete sizes: exact posynomials over the tiles, and each tile's axis size."""
+    env = {symbol(k): v for k, v in sizes}
+    fulls = []
+    for axis, full in zip(prog.axes, prog.fulls):
+        n = sympy.sympify(full).subs(env)
         if not n.is_Integer:
             raise NapkinError(f"give a concrete size for axis {axis!r} (sizes={{'{axis}': …}})")
-        full[tile] = int(n)
-    Hn = H.subs(env)
-    cols = [col.subs(env) for col in columns]
-    best = None
-    for combo in itertools.product(*(_divisors(full[t]) for t in tiles)):
-        sub = dict(zip(tiles, combo))
-        if all(col.subs(sub) <= M for col in cols):
-            h = Hn.subs(sub)
-            if best is None or h < best[0]:
-                best = (h, sub)
-    if best is None:
-        smallest = max([col.subs({t: 1 for t in tiles}) for col in cols], default=0)
+        if n < 1:
+            raise NapkinError(f"axis {axis!r} has size {n}: sizes are positive integers")
+        fulls.append(int(n))
+
+    def exact(expr, what):
+        m = monomials(expr, prog.tiles)
+        return tuple(_fraction(sympy.sympify(a).subs(env), what) for a in m.coeffs), m.exponents
+    H = exact(prog.H, "a transfer coefficient")
+    cols = tuple(exact(col, "a memory coefficient") for col in prog.columns)
+    smallest = max((sum(a for a in col[0]) for col in cols), default=Fraction(0))
+    return H, cols, tuple(fulls), smallest
+
+
+def _legal_values(prog: TilingProgram, fulls, legal) -> list:
+    """Per tile: ``candidates[tile]`` (checked to divide the axis), else the divisors of the axis."""
+    given = dict(legal)
+    unknown = sorted(set(given) - {str(t) for t in prog.tiles})
+    if unknown:
+        raise NapkinError(f"candidates for {unknown}: not tiles of this algorithm; its tiles are "
+                          f"{[str(t) for t in prog.tiles]}")
+    out = []
+    for tile, axis, n in zip(prog.tiles, prog.axes, fulls):
+        values = given.get(str(tile))
+        if values is None:
+            out.append(integer_search.divisors(n))
+            continue
+        bad = [v for v in values if not isinstance(v, (int, sympy.Integer)) or v < 1 or n % int(v)]
+        if bad or not values:
+            raise NapkinError(f"candidates for {tile}: {bad or 'none'} do not divide axis {axis!r} of size {n}; "
+                              f"legal tiles are its divisors {list(integer_search.divisors(n))}")
+        out.append(tuple(int(v) for v in values))
+    return out
+
+
+def _integer_optimum(prog: TilingProgram, M, level, sizes, legal=()) -> Optimum:
+    if not M.is_number:
+        raise MemoryLimitError(f"the exact integer search needs a number for the memory limit, got {M}")
+    H, cols, fulls, smallest = _compiled(prog, sizes)
+    found = integer_search.best(H, cols, _legal_values(prog, fulls, legal), _fraction(M, "the memory limit"))
+    if found is None and not legal:
+        shown = smallest.numerator if smallest.denominator == 1 else smallest
         raise MemoryLimitError(f"no tile sizes fit level {level} with memory {M}: even tiles of 1 need "
-                               f"{smallest} values; the smallest legal memory is {smallest}")
-    h, sub = best
-    sub.update({s: sympy.Integer(v) for s, v in stream_subs.items()})
-    return Optimum(sympy.Integer(h), sub, [(sympy.Integer(h), sympy.Integer(0))], M, sympy.Integer(h), dict(sub),
-                   None, None, ["exact integer search over divisors"])
+                               f"{shown} values; the smallest legal memory is {shown}")
+    if found is None:
+        raise MemoryLimitError(f"no tiling from the candidates {dict(legal)} fits level {level} with memory {M}")
+    h, combo = found
+    h = sympy.Rational(h.numerator, h.denominator)
+    sub = {t: sympy.Integer(g) for t, g in zip(prog.tiles, combo)}
+    exact_sizes = dict(sub)
+    sub.update({s: v for s, v in prog.fixed})
+    return Optimum(h, sub, [(h, sympy.Integer(0))], M, h, exact_sizes, None, None,
+                   [f"exact integer search over {'the candidates given and ' if legal else ''}the divisors of "
+                    f"every tile's axis, every column within memory"])

@@ -1,4 +1,6 @@
 """Optimal transfers H*(a, M): the paper's large-M forms and the exact optimum side by side (§3, §4.1, D-12)."""
+import re
+
 import sympy
 import pytest
 
@@ -77,3 +79,72 @@ def test_quantization_factors():
     assert 1 / att[1] == 4
     assert sympy.nsimplify(1 / mm[sympy.Rational(1, 2)]) == 2 * sympy.sqrt(2)
     assert abs(float(1 / mm[sympy.Rational(1, 2)]) - 2 ** 1.5) < 1e-12
+
+
+@pytest.mark.parametrize("memory", [-5, 0, -2.5, sympy.Integer(-3), sympy.Rational(-1, 2), "-M"])
+@pytest.mark.parametrize("sizes", [None, {"a": 8, "b": 8, "c": 8}])
+def test_non_positive_memory_is_a_memory_limit_error(memory, sizes):
+    """A memory of zero or below names the value and says what is legal (Soundness item 11)."""
+    shown = str(memory)
+    with pytest.raises(nc.MemoryLimitError, match=rf"memory must be positive, got {re.escape(shown)}\b"):
+        nc.optimal(nc.cost(tiled_matmul()), memory=memory, sizes=sizes)
+
+
+@pytest.mark.parametrize("memory, message", [
+    (float("inf"), "memory must be finite, got inf"),
+    (sympy.oo, "memory must be finite, got oo"),
+    (1 + 2j, r"memory must be positive, got \(1\+2j\)"),
+    ("M +", r"memory 'M \+' is not a number or an expression"),
+    ([4096], r"memory \[4096\] is not a number or an expression"),
+])
+def test_memory_that_is_no_capacity_is_refused(memory, message):
+    with pytest.raises(nc.MemoryLimitError, match=message):
+        nc.optimal(nc.cost(tiled_matmul()), memory=memory)
+
+
+def test_integer_search_names_the_missing_size():
+    c = nc.cost(tiled_matmul())
+    with pytest.raises(nc.NapkinError, match=r"give a concrete size for axis 'c' \(sizes=\{'c': …\}\)"):
+        nc.optimal(c, memory=4096, sizes={"a": 8, "b": 8})
+    with pytest.raises(nc.NapkinError, match=r"not a number: give sizes for \['b'\]"):
+        nc.optimal(c, memory=4096, sizes={"a": 8, "c": 8})
+    with pytest.raises(nc.MemoryLimitError, match="needs a number for the memory limit, got M"):
+        nc.optimal(c, memory="M", sizes={"a": 8, "b": 8, "c": 8})
+
+
+def test_integer_search_refuses_a_non_positive_axis_size():
+    with pytest.raises(nc.NapkinError, match="axis 'a' has size 0: sizes are positive integers"):
+        nc.optimal(nc.cost(tiled_matmul()), memory=4096, sizes={"a": 0, "b": 8, "c": 8})
+
+
+def test_integer_search_over_given_candidates():
+    """Legal tile values from outside (the hardware's divisor constraints): the best among them, exactly."""
+    c = nc.cost(tiled_matmul())
+    sizes = {"a": 256, "b": 256, "c": 256}
+    free = nc.optimal(c, memory=4096, sizes=sizes)
+    o = nc.optimal(c, memory=4096, sizes=sizes, candidates={"g_a": [16, 32, 128], "g_c": [16, 32]})
+    best = min((256 ** 3 * sympy.Rational(1, g1) + 256 ** 3 * sympy.Rational(1, g2) + 256 ** 2, g1, g2)
+               for g1 in (16, 32, 128) for g2 in (16, 32) if g1 * g2 + g1 + g2 <= 4096)
+    assert (o.H, o.sizes[S("g_a")], o.sizes[S("g_c")]) == best
+    assert o.H >= free.H
+    with pytest.raises(nc.NapkinError, match=r"candidates for g_a: \[96\] do not divide axis 'a' of size 256"):
+        nc.optimal(c, memory=4096, sizes=sizes, candidates={"g_a": [32, 96]})
+    with pytest.raises(nc.NapkinError, match=r"candidates for \['g_q'\]: not tiles of this algorithm"):
+        nc.optimal(c, memory=4096, sizes=sizes, candidates={"g_q": [32]})
+    with pytest.raises(nc.MemoryLimitError, match="no tiling from the candidates"):
+        nc.optimal(c, memory=4096, sizes=sizes, candidates={"g_a": [256], "g_c": [256]})
+
+
+def test_large_m_form_is_the_papers_memory_model_whatever_the_column_order():
+    """App. A.2: the large-M constraint is what a group holds (H_g with streamed axes relabelled to their
+    slices), not whichever column of the exact model comes first: reordering the columns changes nothing."""
+    import dataclasses
+    from rewrites import flash_attention
+    c = nc.cost(flash_attention(nc.library.attention()).diagram)
+    S = nc.symbol
+    o = nc.optimal(c)
+    assert o.constraint == 2 * S("d") * S("g_q")
+    flipped = dataclasses.replace(c, columns={lvl: list(reversed(cols)) for lvl, cols in c.columns.items()})
+    assert nc.optimal(flipped).H == o.H == 2 * S("d") * S("q") + 4 * S("d") ** 2 * S("q") * S("x") / S("M")
+    # the exact optimum keeps every column: it is never below the large-M bound
+    assert any(col.has(S("g_q")) and sympy.degree(col, S("g_q")) == 1 for col in c.columns[1])

@@ -1,0 +1,282 @@
+"""Closed forms for the tiling program by Lagrange multipliers, with bounded symbolic work.
+
+For an *active set* A of columns the KKT conditions of ``min H  s.t.  C_j ≤ M`` read::
+
+    ∂H/∂g_i + Σ_{j∈A} λ_j ∂C_j/∂g_i = 0   (every free tile i),   C_j = M,   λ_j > 0   (j ∈ A)
+    C_k ≤ M                                                        (k ∉ A)
+
+The program is a geometric program (convex in log coordinates), so a KKT point is the global
+optimum; its active set decides which formula holds where. :func:`kkt_points` solves one active
+set by elimination, never by an open-ended ``sympy.solve``: it factors every equation (a factor
+that is a sum of same-signed terms has no positive root and is dropped), substitutes any unknown
+that occurs linearly, solves univariate equations up to degree 2 in radicals, and gives up
+(``None``) beyond that. :func:`piecewise_optimum` joins the active sets into a ``Piecewise``.
+
+>>> import sympy, napkin_cat as nc
+>>> g, M, d = nc.symbol("g_q"), nc.symbol("M"), nc.symbol("d")
+>>> [p["g_q"] for p in kkt_points(2 * d / g, [2 * d * g + d + 3 * g], [g], M)]
+[(M - d)/(2*d + 3)]
+"""
+from __future__ import annotations
+
+import itertools
+
+import sympy
+
+MAX_DEGREE = 2        # univariate equations are solved in radicals up to this degree
+MAX_BRANCHES = 32     # factor and root branches followed per active set
+MAX_ACTIVE_SETS = 64  # active sets tried before the closed form is given up
+MAX_TIDY_OPS = 120    # expressions larger than this are not simplified further
+MAX_RADICAL_OPS = 30  # radicals are rewritten only in expressions up to this size
+
+
+def sign_of(expr):
+    """+1 or -1 if every term of ``expr`` has that strict sign for positive symbols, else ``None``."""
+    if sympy.count_ops(expr) > MAX_TIDY_OPS:
+        return None                        # expanding large radical expressions has no useful bound
+    terms = sympy.Add.make_args(sympy.expand(expr))
+    if all(t.is_positive for t in terms):
+        return 1
+    if all(t.is_negative for t in terms):
+        return -1
+    return None
+
+
+def _factors(eq, unknowns):
+    """The factors of ``eq``'s numerator that can vanish for positive unknowns (``[]``: it never vanishes)."""
+    num = sympy.numer(sympy.together(eq))
+    if num == 0:
+        return None
+    _, factors = _factor_list(num)
+    return [f for f, _ in factors if f.free_symbols & unknowns and sign_of(f) is None]
+
+
+def _linear_pair(eqs, unknowns, order):
+    """An equation and an unknown in which it is linear with a coefficient free of that unknown."""
+    best = None
+    for k, eq in enumerate(eqs):
+        for x in order:
+            if x not in unknowns or not eq.has(x):
+                continue
+            poly = sympy.Poly(eq, x)
+            if poly.degree() != 1:
+                continue
+            coeff, rest = poly.all_coeffs()
+            rank = (order.index(x), len(eq.free_symbols & unknowns), sympy.count_ops(coeff))
+            if best is None or rank < best[0]:
+                best = (rank, k, x, coeff, rest)
+    return best
+
+
+def _roots(eq, x):
+    poly = sympy.Poly(eq, x)
+    if poly.degree() > MAX_DEGREE:
+        return None
+    if poly.degree() == 1:
+        a, b = poly.all_coeffs()
+        return [-b / a]
+    a, b, c = poly.all_coeffs()
+    disc = sympy.factor(b ** 2 - 4 * a * c)
+    return [(-b + s * sympy.sqrt(disc)) / (2 * a) for s in (1, -1)]
+
+
+def _eliminate(eqs, unknowns, order, assigned, budget):
+    """Every solution of ``eqs = 0`` in positive ``unknowns``, as lists of assignments; None past the bounds."""
+    if budget[0] <= 0:
+        return None
+    normal = []
+    for i, eq in enumerate(eqs):
+        fs = _factors(eq, unknowns)
+        if fs is None:
+            continue                       # 0 = 0
+        if not fs:
+            return []                      # never zero for positive unknowns: no solution here
+        if len(fs) > 1:
+            out = []
+            for f in fs:                   # a product vanishes where one factor does
+                budget[0] -= 1
+                sub = _eliminate([f] + eqs[:i] + eqs[i + 1:], unknowns, order, assigned, budget)
+                if sub is None:
+                    return None
+                out += sub
+            return out
+        normal.append(sympy.expand(fs[0]))
+    if not unknowns:
+        return [assigned] if not normal else []
+    if not normal:
+        return None                        # a continuum of solutions: not a closed form
+    pair = _linear_pair(normal, unknowns, order)
+    if pair is not None:
+        _, k, x, coeff, rest = pair
+        value = -rest / coeff
+        candidates = [value]
+    else:
+        single = [(eq, next(iter(eq.free_symbols & unknowns))) for eq in normal
+                  if len(eq.free_symbols & unknowns) == 1]
+        if not single:
+            return None
+        eq, x = single[0]
+        k = normal.index(eq)
+        candidates = _roots(eq, x)
+        if candidates is None:
+            return None
+    out = []
+    for value in candidates:
+        if value.is_positive is False or value.has(sympy.I):
+            continue
+        budget[0] -= 1
+        rest_eqs = [e.subs(x, value) for j, e in enumerate(normal) if j != k]
+        sub = _eliminate(rest_eqs, unknowns - {x}, order, assigned + [(x, value)], budget)
+        if sub is None:
+            return None
+        out += sub
+    return out
+
+
+def kkt_points(H, active, free, M):
+    """The KKT points of ``min H  s.t.  C = M`` (C in ``active``) with multipliers > 0, in closed form.
+
+    Each point maps every free tile's name, and ``"lambda_j"``, to its value (an expression in the
+    sizes and ``M``); ``None`` if the system is beyond the bounded elimination.
+    """
+    lams = [sympy.Dummy(f"lambda_{j}", positive=True) for j in range(len(active))]
+    eqs = [sympy.diff(H, g) + sum(lam * sympy.diff(C, g) for lam, C in zip(lams, active)) for g in free]
+    eqs += [C - M for C in active]
+    order = lams + list(free)
+    solutions = _eliminate(eqs, set(order), order, [], [MAX_BRANCHES])
+    if solutions is None:
+        return None
+    points = []
+    for assignment in solutions:
+        values = {}
+        for x, v in reversed(assignment):
+            values[x] = v.subs(values)
+        point = {str(g): _tidy(values[g]) for g in free}
+        point.update({f"lambda_{j}": values[lam] for j, lam in enumerate(lams)})   # only its sign is used
+        if any(v.is_positive is False for v in point.values()):
+            continue
+        if point not in points:
+            points.append(point)
+    return points
+
+
+def _tidy(expr):
+    """The shortest of a few equivalent forms (``(M+1)/sqrt(M+1) - 1`` → ``sqrt(M + 1) - 1``).
+
+    Rewriting radicals (``radsimp``, collecting) is tried on small expressions only: on large
+    ones it has no useful time bound (minutes on the three-matrix chain).
+    """
+    expr = sympy.sympify(expr)
+    ops = sympy.count_ops(expr)
+    if ops > MAX_TIDY_OPS:
+        return expr
+    forms = [expr, sympy.factor(expr), sympy.cancel(expr)]
+    roots = [p for p in expr.atoms(sympy.Pow) if p.exp == sympy.Rational(1, 2)]
+    if roots and ops <= MAX_RADICAL_OPS:
+        forms.append(sympy.radsimp(expr))
+        forms += [sympy.collect(sympy.expand(expr), r) for r in roots]
+        forms += [sympy.factor(sympy.collect(sympy.expand(expr), r)) for r in roots]
+    return min(forms, key=sympy.count_ops)
+
+
+def _factor_list(expr):
+    """``(coefficient, [(factor, power)])``; an expression sympy cannot factor is its own factor."""
+    expr = sympy.expand(expr)
+    if expr.is_number:
+        return expr, []
+    try:
+        return sympy.factor_list(expr)
+    except sympy.PolynomialError:
+        return sympy.Integer(1), [(expr, 1)]
+
+
+def condition(expr, M):
+    """``expr ≤ 0`` made readable: same-signed factors dropped, and solved for ``M`` where linear in it.
+
+    ``None`` if ``expr`` is too large to work on within bounds.
+    """
+    if sympy.count_ops(expr) > MAX_TIDY_OPS:
+        return None                        # too large to decide or print: no closed form
+    num, den = sympy.fraction(sympy.together(expr))
+    if num == 0:
+        return sympy.true
+    sign, kept = 1, []
+    for part, power in ((num, 1), (den, -1)):
+        coeff, factors = _factor_list(part)
+        sign = -sign if coeff.is_negative else sign
+        for f, k in factors:
+            s = sign_of(f)
+            if k % 2 == 0:
+                continue                   # an even power is never negative (zero only on a boundary)
+            if s is None:
+                kept.append(f ** (k * power))
+            elif s < 0:
+                sign = -sign
+    if not kept:
+        return sympy.true if sign < 0 else sympy.false
+    body = sympy.Mul(*kept)
+    if isinstance(M, sympy.Symbol) and len(kept) == 1 and body.is_polynomial(M) and sympy.degree(body, M) == 1:
+        a, b = sympy.Poly(body, M).all_coeffs()
+        slope = sign_of(sign * a)
+        if slope is not None:
+            bound = sympy.cancel(-b / a)
+            bound = sympy.expand(bound) if bound.is_polynomial() else _tidy(bound)
+            return sympy.Le(M, bound) if slope > 0 else sympy.Ge(M, bound)
+    return sympy.Le(sign * body, 0)
+
+
+def _tightest(conds, M):
+    """Drop a bound ``M ≥ e`` (``M ≤ e``) implied by another ``M ≥ e'`` with ``e' − e ≥ 0`` (``≤ 0``)."""
+    def implied(c, other, way):
+        diff = sympy.expand(way * (other.rhs - c.rhs))
+        return diff == 0 or sign_of(diff) == 1
+    out = []
+    for i, c in enumerate(conds):
+        if isinstance(c, (sympy.GreaterThan, sympy.LessThan)) and c.lhs == M:
+            way = 1 if isinstance(c, sympy.GreaterThan) else -1
+            if any(j != i and type(o) is type(c) and o.lhs == M and implied(c, o, way)
+                   and not (implied(o, c, way) and j > i) for j, o in enumerate(conds)):
+                continue
+        out.append(c)
+    return out
+
+
+def piecewise_optimum(H, columns, free, M):
+    """``(H*, tiles, branches)``: the exact optimum as a ``Piecewise`` over active sets; ``None`` past the bounds.
+
+    ``branches`` lists ``(active columns, tiles, condition)``; the last branch's condition is
+    replaced by ``True``: the active sets are exhaustive, so where the others fail it holds.
+    """
+    branches = []
+    sets = [s for r in range(1, len(free) + 1) for s in itertools.combinations(columns, r)]
+    if len(sets) > MAX_ACTIVE_SETS:
+        return None
+    for active in sets:
+        points = kkt_points(H, list(active), free, M)
+        if points is None:
+            return None
+        for point in points:
+            tiles = {g: point[str(g)] for g in free}
+            # real first: where a root's radicand is negative, this fails before anything compares complex values
+            radicands = {p.base for v in point.values() for p in sympy.sympify(v).atoms(sympy.Pow)
+                         if not p.exp.is_integer and p.base.is_nonnegative is not True}
+            conds = [condition(-r, M) for r in radicands]
+            conds += [condition(-g, M) for g in tiles.values()]
+            conds += [condition(-point[f"lambda_{j}"], M) for j in range(len(active))]
+            conds += [condition(C.subs(tiles) - M, M) for C in columns if C not in active]
+            if any(c is None for c in conds):
+                return None
+            cond = sympy.And(*_tightest(conds, M))
+            if cond is not sympy.false:
+                branches.append((active, tiles, cond))
+    if not branches:
+        return None
+    if any(cond is sympy.true for _, _, cond in branches):
+        branches = [next(b for b in branches if b[2] is sympy.true)]
+    values = [_tidy(H.subs(tiles)) for _, tiles, _ in branches]
+    if len(branches) == 1:
+        return values[0], dict(branches[0][1]), branches
+    conds = [cond for _, _, cond in branches[:-1]] + [sympy.true]
+    Hstar = sympy.Piecewise(*zip(values, conds))
+    tiles = {g: sympy.Piecewise(*[(t[g], c) for (_, t, _), c in zip(branches, conds)]) for g in free}
+    return Hstar, tiles, branches

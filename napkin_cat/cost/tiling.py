@@ -1,0 +1,200 @@
+"""The tiling program of a cost: ``min_g H(g)  s.t.  C_j(g) ≤ M`` for every column j (paper §4.1, App. A.2).
+
+The tiles are those of **every** group partition of the algorithm (nested Grids over several
+axes, several partitions), in order of appearance; stream sizes are fixed (the paper's s = 1).
+``H`` (transfers) and every column ``C_j`` (live values) are *posynomials* in the tiles: sums of
+monomials ``α g^e`` with positive coefficients. In log coordinates ``u = log g`` a posynomial is
+a log-sum-exp of affine maps, hence convex: the program is a geometric program, its KKT points
+are its global minima (the solvers in :mod:`.lagrange`, :mod:`.geometric`, :mod:`.integer_search` rely on it).
+
+>>> import napkin_cat as nc
+>>> att = nc.group(nc.stream(nc.library.attention(), "x", "s_x"), "q", "g_q")
+>>> p = program(nc.cost(att), level=1)
+>>> p.tiles, p.H
+((g_q,), 2*d*q + 2*d*q*x/g_q)
+>>> p.fixed
+((s_x, 1),)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import sympy
+
+from napkin_cat.errors import NapkinError
+
+
+@dataclass(frozen=True)
+class Monomials:
+    """A posynomial ``Σ_k α_k Π_i g_i^E[k,i]`` over fixed tiles: coefficients (sympy) and exponents."""
+
+    coeffs: tuple
+    exponents: tuple    # one tuple of ints per term
+
+    def numeric(self, env: dict) -> tuple:
+        """``(log α, E)`` as numpy arrays, every size substituted from ``env`` (a posynomial needs α > 0)."""
+        alphas = [float(sympy.sympify(a).subs(env)) for a in self.coeffs]
+        if any(not alpha > 0 for alpha in alphas):
+            raise NapkinError(f"not a posynomial at {env}: coefficients {alphas} must be positive")
+        return np.log(np.array(alphas)), np.array(self.exponents, dtype=float).reshape(len(alphas), -1)
+
+
+def monomials(expr, tiles) -> Monomials:
+    """``expr`` as a sum of monomials in ``tiles`` (integer exponents; coefficients free of tiles)."""
+    coeffs, exps = {}, []
+    for term in sympy.Add.make_args(sympy.expand(expr)):
+        powers = term.as_powers_dict()
+        e = tuple(powers.get(t, 0) for t in tiles)
+        if any(not sympy.sympify(k).is_integer for k in e):
+            raise NapkinError(f"{expr} is not a sum of monomials in the tiles {tiles}")
+        e = tuple(int(k) for k in e)
+        alpha = term / sympy.Mul(*[t ** k for t, k in zip(tiles, e)])
+        if alpha.free_symbols & set(tiles):
+            raise NapkinError(f"{expr} is not a sum of monomials in the tiles {tiles}")
+        if e not in coeffs:
+            exps.append(e)
+        coeffs[e] = coeffs.get(e, 0) + alpha
+    return Monomials(tuple(coeffs[e] for e in exps), tuple(exps))
+
+
+def dominates(big, small) -> bool:
+    """``small ≤ big`` for all positive sizes and tiles: every term of ``big − small`` is non-negative."""
+    diff = sympy.expand(big - small)
+    return all(t.is_nonnegative for t in sympy.Add.make_args(diff))
+
+
+def binding(columns) -> tuple:
+    """The columns no other column dominates: a dominated column never binds alone (equal ones: the first).
+
+    >>> from napkin_cat import symbol
+    >>> g, d = symbol("g_q"), symbol("d")
+    >>> binding([d * g, 2 * d * g + d + 3 * g, 2 * d * g + 2 * d + 2 * g])
+    (2*d*g_q + d + 3*g_q, 2*d*g_q + 2*d + 2*g_q)
+    """
+    out = []
+    for j, col in enumerate(columns):
+        if not any(k != j and dominates(other, col) and not (dominates(col, other) and k > j)
+                   for k, other in enumerate(columns)):
+            out.append(col)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class TilingProgram:
+    """``min H  s.t.  columns ≤ M`` over ``tiles`` (each at most its axis size ``fulls[i]``).
+
+    ``fixed``: stream sizes (and whatever the caller pinned), as ``((symbol, value), ...)``.
+    """
+
+    H: sympy.Expr
+    columns: tuple
+    tiles: tuple
+    axes: tuple
+    fulls: tuple
+    fixed: tuple = ()
+    held: tuple = ()   # the paper's memory model: per group, H_g with each streamed axis relabelled to its slice
+
+    def reduced(self) -> tuple:
+        """``(free, ones)``: the tiles to optimise over, and those the optimum may set to 1.
+
+        A tile that ``H`` ignores costs memory and saves nothing: 1. A tile that ``H`` and every
+        column see only through products with earlier tiles spans no new direction in log-tile
+        space (the exponent vectors' rank); the optimum is then a continuum, and setting the
+        later tile to 1 picks one of its points (GQA: ``g_q g_g`` is what counts; ``g_g = 1``).
+        """
+        seen = [t for t in self.tiles if self.H.has(t)]
+        ones = [t for t in self.tiles if t not in seen]
+        rows = []
+        for expr in (self.H,) + self.columns:
+            rows += list(monomials(expr, tuple(seen)).exponents)
+        matrix = np.array(rows, dtype=float).reshape(len(rows), len(seen))
+        free, rank = [], 0
+        for i, t in enumerate(seen):
+            cols = [seen.index(f) for f in free] + [i]
+            r = np.linalg.matrix_rank(matrix[:, cols]) if len(rows) else 0
+            if r > rank:
+                free.append(t)
+                rank = r
+            else:
+                ones.append(t)
+        return tuple(free), tuple(ones)
+
+    def restricted(self) -> tuple:
+        """``(H, columns, free, ones)``: the program over the free tiles only, the others set to 1."""
+        return _restricted(self)
+
+    def smallest_memory(self, env: dict):
+        """``max_j C_j`` with every tile 1: below it no tiling fits."""
+        ones = {t: 1 for t in self.tiles}
+        return max((sympy.sympify(col).subs(ones).subs(env) for col in self.columns), default=sympy.Integer(0))
+
+
+def held(c, level: int) -> tuple:
+    """The paper's memory model of each group partition (§2.3-2.4, App. A.2): what one group holds at once.
+
+    A group moves ``H_g`` values (its inputs and outputs, streamed axes whole); it holds them with every
+    streamed axis relabelled to its stream size ("we use the full axis size b for transfer costs ... the
+    stream size s_b for memory").  For attention ``H_g = 2 g_q d + 2 x d`` gives ``2 g_q d + 2 s_x d``, the
+    paper's ``M ≥ 2 g_q d + 2 s_x d``; for matmul ``g_a g_c + g_a s_b + s_b g_c``.  Temporaries inside a
+    group (a score tile, a product before it is accumulated) are not in it: they are in the exact model's
+    columns.  Empty when a streamed axis has a concrete size (its value cannot be told from other numbers).
+
+    >>> import napkin_cat as nc
+    >>> att = nc.group(nc.stream(nc.library.attention(), "x", "s_x"), "q", "g_q")
+    >>> held(nc.cost(att), 1)
+    (2*d*g_q + 2*d*s_x,)
+    """
+    relabel = {}
+    for _, size, full in c.streams:
+        if not isinstance(sympy.sympify(full), sympy.Symbol):
+            return ()
+        relabel[sympy.sympify(full)] = sympy.sympify(size)
+    out = []
+    for grp in c.groups:
+        if level not in grp.H_g:
+            return ()
+        out.append(sympy.expand(sympy.sympify(grp.H_g[level]).subs(relabel)))
+    return tuple(out)
+
+
+def program(c, level: int, streams=1) -> TilingProgram:
+    """The tiling program of cost ``c`` at ``level``; ``streams``: one size for all, or ``{name: size}``."""
+    stream_sizes = {s: sympy.sympify(streams if not isinstance(streams, dict) else streams.get(str(s), 1))
+                    for _, s, _ in c.streams if not isinstance(s, int)}
+    tiles, axes, fulls = [], [], []
+    for grp in c.groups:
+        for axis, tile, full in zip(grp.axes, grp.tiles, grp.fulls or (None,) * len(grp.tiles)):
+            if tile in tiles:
+                continue
+            tiles.append(tile)
+            axes.append(axis)
+            fulls.append(sympy.sympify(full) if full is not None else sympy.oo)
+    key = (c.H[level], tuple(c.columns.get(level, ())), tuple(tiles), tuple(axes), tuple(fulls),
+           tuple(sorted(stream_sizes.items(), key=str)), held(c, level))
+    return _program(*key)
+
+
+@lru_cache(maxsize=512)
+def _program(H, columns, tiles, axes, fulls, fixed, kept) -> TilingProgram:
+    subs = dict(fixed)
+    cols = []
+    for col in columns:
+        col = sympy.expand(sympy.sympify(col).subs(subs))
+        if col not in cols:
+            cols.append(col)
+    kept = tuple(sympy.expand(k.subs(subs)) for k in kept)
+    return TilingProgram(sympy.expand(H.subs(subs)), tuple(cols), tiles, axes, fulls, fixed, kept)
+
+
+@lru_cache(maxsize=512)
+def _restricted(prog: TilingProgram) -> tuple:
+    free, ones = prog.reduced()
+    at_one = {t: sympy.Integer(1) for t in ones}
+    columns = []
+    for col in prog.columns:
+        col = sympy.expand(col.subs(at_one))
+        if col not in columns:
+            columns.append(col)
+    return sympy.expand(prog.H.subs(at_one)), tuple(columns), free, ones
