@@ -61,7 +61,10 @@ def unscaled_softmax(diagram, *, max_steps: int = 1000) -> Derivation:
 
 #: The paper's rule book, found by napkin_cat through the ``napkin_cat.rules`` entry point (pyproject.toml).
 RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "tiled_matmul": tiled_matmul,
-                                        "unscaled_softmax": unscaled_softmax})
+                                        "unscaled_softmax": unscaled_softmax},
+                    roles={"kernel": "kernel_formation", "fuse": "kernel_fusion", "stream": "stream_partition",
+                           "group": "group_partition",
+                           "prepare": ("softmax_contraction_to_unscaled", "contraction_reassociation")})
 
 
 __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "UNSCALED", "PARTITION",

@@ -181,13 +181,15 @@ def _dominant(columns, tiles):
 
 
 def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = None,
-            candidates: dict | None = None) -> Optimum:
+            candidates: dict | None = None, exact: bool = True) -> Optimum:
     """Optimal tile sizes and transfers at ``level`` under ``memory`` (a symbol name, an expression or a number).
 
     ``streams``: the stream sizes (default 1, the paper's choice: no extra transfers, least memory).
     ``sizes``: concrete axis sizes; with a number for ``memory`` this runs the exact integer search
     over the tiles of every group, each a divisor of its axis, or one of ``candidates[tile name]``
     (legal values, e.g. from the hardware's divisor constraints; each must divide its axis).
+    ``exact=False`` (symbolic memory): the large-M form only, without the exact optimum (``o.exact``
+    is None), which is the slow part.
     """
     if level not in c.H:
         raise LevelError(f"the algorithm moves nothing at level {level}; levels with transfers: {sorted(c.H)}")
@@ -200,7 +202,7 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
         return _integer_optimum(prog, M, level, tuple(sorted(sizes.items())), legal)
     if candidates is not None:
         raise NapkinError("candidates= restricts the integer search: give sizes= (every axis) and a number for memory")
-    out = copy.copy(_symbolic_optimum(prog, M))   # memoised: the caller gets its own dicts and lists
+    out = copy.copy(_symbolic_optimum(prog, M, bool(exact)))   # memoised: the caller gets its own dicts and lists
     out.sizes, out.notes = dict(out.sizes), list(out.notes)
     out.exact_sizes = dict(out.exact_sizes) if out.exact_sizes is not None else None
     return out
@@ -219,7 +221,7 @@ def _paper_memory(prog: TilingProgram, columns, free, at_one) -> list:
 
 
 @lru_cache(maxsize=256)
-def _symbolic_optimum(prog: TilingProgram, M) -> Optimum:
+def _symbolic_optimum(prog: TilingProgram, M, exact: bool = True) -> Optimum:
     H, columns, free, ones = prog.restricted()
     at_one = {t: sympy.Integer(1) for t in ones}
     notes = []
@@ -241,6 +243,8 @@ def _symbolic_optimum(prog: TilingProgram, M) -> Optimum:
         notes.append(f"no closed form for the large-M optimum of {H} subject to {lead} = {M}")
     sizes.update(at_one)
     sizes.update({s: v for s, v in prog.fixed})
+    if not exact:
+        return Optimum(Hform, sizes, terms, M, None, None, lead, None, notes, None)
     exact = exact_optimum(prog, M, dominant=dominant)
     notes += exact.notes
     return Optimum(Hform, sizes, terms, M, exact.H, exact.sizes, lead, exact.constraint, notes, exact)

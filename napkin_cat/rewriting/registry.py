@@ -28,13 +28,42 @@ BOOKS: dict = {}
 _loaded = False
 
 
+#: The parts a rule book may play in the derivation search (:mod:`napkin_cat.search`), by role:
+#: ``kernel`` (a primitive becomes its own kernel; takes ``level=``), ``fuse`` (two kernels become one),
+#: ``stream`` and ``group`` (partition a kernel; take ``axis=`` and ``size=``), ``prepare`` (a tuple of
+#: function-level rules the search tries before partitioning: online forms, reassociations).
+ROLES = ("kernel", "fuse", "stream", "group", "prepare")
+
+
 @dataclass(frozen=True)
 class Rulebook:
-    """A named rule set and its named derivations (``name -> derive(diagram) -> Derivation``)."""
+    """A named rule set, its named derivations (``name -> derive(diagram) -> Derivation``) and the
+    ``roles`` its rules play in the derivation search (``{role: rule name}``, ``prepare``: names)."""
 
     name: str
     rules: RuleSet
     derivations: dict = field(default_factory=dict)
+    roles: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        unknown = sorted(set(self.roles) - set(ROLES))
+        if unknown:
+            raise RewriteError(f"rule book {self.name!r}: unknown roles {unknown}; the roles are {list(ROLES)}")
+        for role, names in self.roles.items():
+            for n in (names,) if isinstance(names, str) else names:
+                if n not in self.rules:
+                    raise RewriteError(f"rule book {self.name!r}: role {role!r} names {n!r}, which is not one of "
+                                       f"its rules {self.rules.names}")
+
+    def role(self, name: str):
+        """The rule playing ``name`` (for ``prepare``: a tuple of rules); RewriteError if none does."""
+        if name not in self.roles:
+            raise RewriteError(f"rule book {self.name!r} declares no rule for the role {name!r} (its roles: "
+                               f"{sorted(self.roles)}); give Rulebook(..., roles={{{name!r}: <rule name>}})")
+        names = self.roles[name]
+        if isinstance(names, str):
+            return self.rules[names]
+        return tuple(self.rules[n] for n in names)
 
 
 def register(book: Rulebook) -> Rulebook:

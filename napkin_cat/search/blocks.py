@@ -1,0 +1,189 @@
+"""Fusion blocks: which operations share a kernel, as differences of down-sets of the data-flow graph.
+
+A kernel partition of a function diagram puts every primitive box in one kernel.  The kernels run
+one after another, so the partition is a chain of *down-sets* (sets closed under "is computed
+before") ``∅ = D₀ ⊂ D₁ ⊂ … ⊂ D_k = all``, kernel ``i`` being the block ``D_i ∖ D_{i-1}``.  Such a
+difference is always convex (no path leaves it and comes back), which is what
+``kernel_fusion`` needs; a block must also be connected (fusion joins a kernel with one it feeds).
+Every kernel partition is such a chain, so the cheapest partition is a shortest path over the
+down-sets (the search in :mod:`napkin_cat.search.derive`), with the costs of the blocks additive
+because each kernel keeps its own tiles and its own memory.
+
+A block's kernel is built as ``kernel_formation`` and ``kernel_fusion`` build it: one input per
+input port that reads a value from outside the block (each port is loaded), one output per value
+read outside (saved once), nothing saved that only a discard reads.
+
+>>> import napkin_cat as nc
+>>> g = OpGraph(nc.to_netlist(nc.library.attention()))
+>>> [g.name(i) for i in range(len(g))], len(g.downsets())
+(['·', 'SoftMax', '·'], 4)
+>>> sorted(bin(b).count("1") for _, _, b in g.blocks())
+[1, 1, 1, 2, 2, 3]
+>>> g.subdiagram(0b110).dom, g.subdiagram(0b110).cod
+(Ty(Array(q×x), Array(x×d)), Ty(Array(q×d)))
+"""
+from __future__ import annotations
+
+from napkin_cat.errors import RewriteError
+from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist
+from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.builder import Builder
+
+
+def bits(mask: int) -> list:
+    """The indices of the set bits of ``mask``, increasing."""
+    out, k = [], 0
+    while mask:
+        if mask & 1:
+            out.append(k)
+        mask >>= 1
+        k += 1
+    return out
+
+
+class OpGraph:
+    """The primitive boxes of a function netlist (its *operations*) and the data flow between them.
+
+    Operations are numbered in the netlist's topological order; a set of operations is a bit mask.
+    """
+
+    def __init__(self, net: Netlist):
+        kinds = {n.kind for n in net.nodes.values()}
+        if "region" in kinds:
+            raise RewriteError("the derivation search starts from a function diagram; this one already has "
+                               "kernels or partitions (Kernel, Grid, Stream): derive from the function")
+        if "merge" in kinds:
+            raise RewriteError("the derivation search does not handle merge nodes; remove them first")
+        self.net = net
+        self.nodes = [nid for nid, n in net.nodes.items() if n.kind == "box"]
+        self.index = {nid: i for i, nid in enumerate(self.nodes)}
+        self.preds = [0] * len(self.nodes)
+        self.succs = [0] * len(self.nodes)
+        for i, nid in enumerate(self.nodes):
+            for src in self.sources(nid):
+                if src[0] != INPUT:
+                    j = self.index[src[0]]
+                    self.preds[i] |= 1 << j
+                    self.succs[j] |= 1 << i
+
+    def __len__(self):
+        return len(self.nodes)
+
+    def name(self, i: int) -> str:
+        return self.net.nodes[self.nodes[i]].name
+
+    def box(self, i: int):
+        return self.net.nodes[self.nodes[i]].box
+
+    @property
+    def full(self) -> int:
+        return (1 << len(self.nodes)) - 1
+
+    # ------------------------------------------------------------------ the wiring, through copies
+    def _source(self, wid):
+        """The producer of wire ``wid`` seen through copy nodes: ``(node, port)`` or ``("in", i)``."""
+        src = self.net.wires[wid].src
+        while src[0] != INPUT and self.net.nodes[src[0]].kind == "copy":
+            src = self.net.wires[self.net.ins[src[0]][0]].src
+        return src
+
+    def sources(self, nid) -> list:
+        """The producer of each input port of node ``nid`` (through copies)."""
+        return [self._source(w) for w in self.net.ins[nid]]
+
+    def readers(self, wid) -> list:
+        """The consumers of wire ``wid`` through copies: ``(node, port)`` or ``("out", j)``; discards dropped."""
+        dst = self.net.wires[wid].dst
+        if dst[0] == OUTPUT:
+            return [dst]
+        node = self.net.nodes[dst[0]]
+        if node.kind == "copy":
+            return [r for w in self.net.outs[dst[0]] for r in self.readers(w)]
+        if node.kind == "discard":
+            return []
+        return [dst]
+
+    # ------------------------------------------------------------------ down-sets and blocks
+    def downsets(self) -> list:
+        """Every down-set (a mask closed under predecessors), by increasing size."""
+        seen, frontier = {0}, [0]
+        while frontier:
+            nxt = []
+            for d in frontier:
+                for i in range(len(self.nodes)):
+                    if not d >> i & 1 and self.preds[i] & ~d == 0:
+                        e = d | 1 << i
+                        if e not in seen:
+                            seen.add(e)
+                            nxt.append(e)
+            frontier = nxt
+        return sorted(seen, key=lambda m: (bin(m).count("1"), m))
+
+    def connected(self, block: int) -> bool:
+        """The operations of ``block`` are connected by data flow inside it (undirected)."""
+        start = block & -block
+        seen, stack = start, [start.bit_length() - 1]
+        while stack:
+            i = stack.pop()
+            nxt = (self.preds[i] | self.succs[i]) & block & ~seen
+            seen |= nxt
+            stack.extend(bits(nxt))
+        return seen == block
+
+    def blocks(self, max_ops: int | None = None):
+        """``(D, D', D' ∖ D)`` for down-sets ``D ⊂ D'`` whose difference is a connected block."""
+        downs = self.downsets()
+        for a in downs:
+            for b in downs:
+                if b != a and a & ~b == 0:
+                    block = b & ~a
+                    if (max_ops is None or bin(block).count("1") <= max_ops) and self.connected(block):
+                        yield a, b, block
+
+    # ------------------------------------------------------------------ a block as a function diagram
+    def subdiagram(self, block: int) -> Diagram:
+        """The block's operations as a function diagram: per-port inputs, outputs read outside."""
+        return self._sub(block)[0]
+
+    def _sub(self, block: int):
+        ops = bits(block)
+        inside = {self.nodes[i] for i in ops}
+        ports, dom = [], []
+        for i in ops:
+            nid = self.nodes[i]
+            for p, src in enumerate(self.sources(nid)):
+                if src[0] not in inside:
+                    ports.append((nid, p))
+                    dom.append(self.net.nodes[nid].dom[p])
+        b = Builder(Ty(*dom))
+        feed = dict(zip(ports, b.inputs))
+        made, outs = {}, []
+        for i in ops:
+            nid = self.nodes[i]
+            node = self.net.nodes[nid]
+            args = [feed[(nid, p)] if (nid, p) in feed else made[src]
+                    for p, src in enumerate(self.sources(nid))]
+            got = b(Diagram.id(node.box.dom).then(node.box), *args)
+            got = got if isinstance(got, tuple) else (got,)
+            for port, (w, wire) in enumerate(zip(self.net.outs[nid], got)):
+                made[(nid, port)] = wire
+                if any(r[0] == OUTPUT or r[0] not in inside for r in self.readers(w)):
+                    outs.append(wire)
+        return b.build(*outs), tuple(ports)
+
+    def key(self, block: int) -> tuple:
+        """A canonical key of the block's kernel: its operations' labels and wiring in topological order.
+
+        Equal keys mean equal sub-diagrams (the same boxes wired the same way), wherever the block sits.
+        """
+        ops = bits(block)
+        local = {self.nodes[i]: k for k, i in enumerate(ops)}
+        out = []
+        for i in ops:
+            nid = self.nodes[i]
+            node = self.net.nodes[nid]
+            srcs = tuple((local[s[0]], s[1]) if s[0] in local else "in" for s in self.sources(nid))
+            read = tuple(any(r[0] == OUTPUT or r[0] not in local for r in self.readers(w))
+                         for w in self.net.outs[nid])
+            out.append((node.label, srcs, read))
+        return tuple(out)

@@ -1,0 +1,113 @@
+"""Lower bounds on the transfers at one level, where one is known, read off the diagram's structure.
+
+* **compulsory** (any diagram): every input is loaded into the level at least once and every output
+  saved once, ``Σ |inputs| + Σ |outputs|``;
+* **one contraction** ``A(a, b) · B(b, c) → C(a, c)`` (with batch axes carried by all three):
+  Hong and Kung (1981), with the constant of Smith et al., "A communication-optimal matrix
+  multiplication" (2019): ``2·|a||b||c| / √M + |a||c|`` per batch index;
+* **attention** ``O = SoftMax(X₁ · X₂) · X₃`` (the first contraction sums the feature axes ``d``, the
+  SoftMax and the second contraction run over ``x``): Saha and Ye, "The I/O complexity of
+  attention, or how optimal is FlashAttention?" (2024): ``Ω(|S|·d²/M)`` for ``M ≥ d²`` and
+  ``Ω(|S|·d/√M)`` below (matrix-multiplication-like), ``|S|`` the size of the score array.  The
+  constant of that Ω is not known; it is taken as 1, so a ratio to it is a gap up to a constant.
+
+Each bound is the largest of the compulsory one and the structural one.  The structures are
+recognised from the boxes' kinds and the axes on their wires, never from names.
+
+>>> import napkin_cat as nc
+>>> M = nc.symbol("M")
+>>> lower_bound(nc.library.matmul(), M).source
+'Hong-Kung / Smith et al. 2019 (one contraction)'
+>>> lower_bound(nc.library.attention(), M).H.subs({nc.symbol("q"): 4096, nc.symbol("x"): 4096,
+...                                             nc.symbol("d"): 128, M: 2 ** 14})
+16777216
+>>> lower_bound(nc.library.mlp(), M).source
+'compulsory (inputs read once, outputs written once); no stronger bound is known for this diagram'
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from napkin_cat.cost.iocost import numel
+from napkin_cat.syntax.wiring import trace_values
+
+COMPULSORY = "compulsory (inputs read once, outputs written once)"
+
+
+@dataclass(frozen=True)
+class Bound:
+    """``H`` (an expression in the sizes and the memory), its ``source``, and whether it is ``structural``
+    (a theorem about this diagram's structure) or only the compulsory one."""
+
+    H: sympy.Expr
+    source: str
+    structural: bool
+
+    def at(self, env: dict):
+        return self.H.subs(env)
+
+
+def _size(names, arr_of) -> sympy.Expr:
+    out = sympy.Integer(1)
+    for n in names:
+        out *= arr_of[n]
+    return out
+
+
+def _axes(*arrays) -> dict:
+    return {a.name: a.size for arr in arrays for a in arr.axes}
+
+
+def _contraction(diagram, ops, M):
+    if len(ops) != 1:
+        return None
+    (box, ins, outs), = ops
+    if box.data.kind != "contract" or len(box.dom) != 2 or sorted(ins) != [0, 1]:
+        return None
+    A, B = (set(a.names) for a in box.dom.inside)
+    C = set(box.cod.inside[0].names)
+    batch, a, c, b = A & B & C, (A & C) - B, (B & C) - A, (A & B) - C
+    if not (a and b and c) or A - (batch | a | b) or B - (batch | b | c):
+        return None
+    s = _axes(*box.dom.inside, *box.cod.inside)
+    n = _size(batch, s)
+    na, nb, nc_ = _size(a, s), _size(b, s), _size(c, s)
+    return n * (2 * na * nb * nc_ / sympy.sqrt(M) + na * nc_), "Hong-Kung / Smith et al. 2019 (one contraction)"
+
+
+def _attention(diagram, ops, M):
+    if [op[0].data.kind for op in ops] != ["contract", "softmax", "contract"]:
+        return None
+    (c1, i1, o1), (sm, i2, o2), (c2, i3, o3) = ops
+    n_in = len(diagram.dom)
+    if len(c1.dom) != 2 or i2 != o1 or len(c2.dom) != 2 or o2[0] not in i3 or len(diagram.cod) != 1:
+        return None
+    other = [v for v in i3 if v != o2[0]]
+    if sorted(list(i1) + other) != list(range(n_in)):
+        return None
+    S = c1.cod.inside[0]
+    d = [n for n in set(c1.dom.inside[0].names) & set(c1.dom.inside[1].names) if n not in S.names]
+    over = [n for n in S.names if n not in sm.data.weave_names]
+    if not d or not over or any(n in c2.cod.inside[0].names for n in over):
+        return None
+    D = _size(d, _axes(*c1.dom.inside))
+    nS = numel(S)
+    return (sympy.Piecewise((nS * D ** 2 / M, M >= D ** 2), (nS * D / sympy.sqrt(M), True)),
+            "Saha-Ye 2024 (attention; Ω, constant taken as 1)")
+
+
+RECOGNISERS = [_contraction, _attention]
+
+
+def lower_bound(diagram, M) -> Bound:
+    """The best known lower bound on the values moved through one level of memory ``M`` (see module)."""
+    ops, _, _ = trace_values(diagram)
+    compulsory = sum((numel(a) for a in (*diagram.dom.inside, *diagram.cod.inside)), sympy.Integer(0))
+    for recognise in RECOGNISERS:
+        found = recognise(diagram, ops, M)
+        if found is not None:
+            expr, source = found
+            return Bound(sympy.Max(compulsory, expr), source, True)
+    return Bound(compulsory, COMPULSORY + "; no stronger bound is known for this diagram", False)

@@ -1,0 +1,103 @@
+"""``H*(M)`` of one partitioned kernel: exact integers per memory size, or the large-M closed form.
+
+A kernel's tiles are its own and its memory columns are its own (the arrays between kernels live at
+the level above), so the transfers of a chain of kernels are the sum of each kernel's ``H*(M)``:
+
+* numeric (``sizes`` and a number ``M``): :func:`napkin_cat.cost.optimum.optimal`'s exact integer
+  search over divisor tiles; ``None`` when no tiling fits (below :meth:`Curve.smallest`);
+* symbolic: the large-M form of :func:`~napkin_cat.cost.optimum.optimal` (a sum of powers of ``M``),
+  valid from the kernel's smallest memory (every tile 1) up.
+
+A kernel with no group partition has no tiles: it moves ``H`` whatever the memory and needs its
+largest column.
+
+>>> import napkin_cat as nc
+>>> mm = nc.group(nc.group(nc.stream(nc.kernel(nc.library.matmul()), "b", "s_b"), "a", "g_a"), "c", "g_c")
+>>> c = Curve(mm)
+>>> c.at({"a": 64, "b": 64, "c": 64}, 2 ** 10)
+(163840, {g_a: 32, g_c: 16, s_b: 1})
+>>> c.smallest({"a": 64, "b": 64, "c": 64}), c.symbolic(nc.symbol("M"))
+(3, a*c + 2*a*b*c/sqrt(M))
+"""
+from __future__ import annotations
+
+import sympy
+
+from napkin_cat.cost.iocost import cost
+from napkin_cat.cost.optimum import optimal
+from napkin_cat.cost.tiling import program
+from napkin_cat.errors import MemoryLimitError, NapkinError
+from napkin_cat.syntax.axis import symbol
+
+
+def _env(sizes: dict) -> dict:
+    return {symbol(str(k)): int(v) for k, v in sizes.items()}
+
+
+class Curve:
+    """The optimum transfers of one partitioned kernel at one level, as a function of the memory."""
+
+    def __init__(self, diagram, level: int = 1):
+        self.diagram, self.level = diagram, level
+        self.cost = cost(diagram)
+        self.streams = {s for _, s, _ in self.cost.streams if isinstance(s, sympy.Symbol)}
+        self._at, self._smallest, self._symbolic = {}, {}, {}
+
+    @property
+    def H(self):
+        return sympy.sympify(self.cost.H.get(self.level, 0))
+
+    @property
+    def grouped(self) -> bool:
+        return bool(self.cost.groups)
+
+    def _fixed(self) -> dict:
+        return {s: 1 for s in self.streams}
+
+    def smallest(self, sizes: dict):
+        """The least memory that fits the kernel (every tile and stream 1), at ``sizes`` (or symbolic: ``{}``)."""
+        key = tuple(sorted(sizes.items()))
+        if key not in self._smallest:
+            cols = self.cost.columns.get(self.level, [])
+            ones = self._fixed()
+            if self.grouped:
+                prog = program(self.cost, self.level)
+                ones.update({t: 1 for t in prog.tiles})
+            env = {**ones, **_env(sizes)}
+            vals = [sympy.expand(sympy.sympify(c).subs(env)) for c in cols]
+            self._smallest[key] = (max(vals) if all(v.is_number for v in vals) else sympy.Max(*vals)) if vals \
+                else sympy.Integer(0)
+        return self._smallest[key]
+
+    def at(self, sizes: dict, memory: int):
+        """``(H*, tiles)`` at ``sizes`` with ``memory`` values at the level, or ``(None, {})`` if nothing fits."""
+        key = (tuple(sorted(sizes.items())), int(memory))
+        if key not in self._at:
+            self._at[key] = self._solve(sizes, memory)
+        return self._at[key]
+
+    def _solve(self, sizes, memory):
+        if not self.grouped:
+            if self.smallest(sizes) > memory:
+                return None, {}
+            H = sympy.sympify(self.H).subs({**self._fixed(), **_env(sizes)})
+            if not H.is_number:
+                raise NapkinError(f"give sizes for {sorted(map(str, H.free_symbols))} (sizes={{'name': …}})")
+            return int(H), {s: sympy.Integer(1) for s in self.streams}
+        try:
+            o = optimal(self.cost, memory=memory, level=self.level, sizes=sizes)
+        except MemoryLimitError:
+            return None, {}
+        return int(o.H), dict(o.sizes)
+
+    def symbolic(self, M):
+        """The large-M form of ``H*`` (a sum of powers of ``M``), or ``H`` itself for a kernel without tiles."""
+        if M not in self._symbolic:
+            if not self.grouped:
+                self._symbolic[M] = sympy.expand(sympy.sympify(self.H).subs(self._fixed()))
+            else:
+                o = optimal(self.cost, memory=M, level=self.level, exact=False)
+                if o.H is None:
+                    raise NapkinError(f"no closed form for the large-M optimum of {self.diagram}: {o.notes}")
+                self._symbolic[M] = o.H
+        return self._symbolic[M]

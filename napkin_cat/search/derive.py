@@ -1,0 +1,411 @@
+"""``derive``: the IO-optimal algorithm of a function for each memory size, found by cost-guided rewriting.
+
+The search space is the rule book's: a function is first optionally *prepared* (rules playing
+``prepare``, e.g. the online-softmax form or a reassociation of a contraction chain), then its
+operations are split into kernels (``kernel`` then ``fuse``), each kernel streamed along an axis the
+streaming analysis accepts and grouped along every axis its outputs carry (``stream``, ``group``).
+For one prepared function, a kernel split is a chain of down-sets of its data-flow graph
+(:mod:`.blocks`) and each kernel's transfers depend on its own tiles only, so
+
+    H*(M) = min over chains ∅ ⊂ D₁ ⊂ … ⊂ all of  Σ_i min over partitions p of block D_i ∖ D_{i-1}  H*_p(M)
+
+is a shortest path over the down-sets, one per memory size (:func:`_shortest`).  Every block's
+partitions are costed once per canonical form (:meth:`.blocks.OpGraph.key`; equal blocks anywhere,
+in any call, share their costs), and a block is skipped when its compulsory transfers cannot beat the
+best path known.  The winner is then *made by the rules* (:mod:`.construct`), so the result carries
+its trace, which replays to the same algorithm; its cost is re-read off the made algorithm.
+
+Numeric mode (``sizes`` and an int memory, or a list of them): per memory, the exact integer optimum
+over divisor tiles.  Symbolic mode (a memory symbol): the lower envelope of the winners' large-M
+forms, a ``Piecewise`` in ``M`` (:mod:`.envelope`).
+
+>>> import napkin_cat as nc
+>>> r = derive(nc.library.matmul(), memory=2 ** 12, sizes={"a": 256, "b": 256, "c": 256})
+>>> r.H, r.variant.kind, str(r.variant)
+(1114112, 'fully fused', '[·] group c,a · stream b')
+>>> r.H == nc.optimal(nc.cost(r.diagram), memory=2 ** 12, sizes={"a": 256, "b": 256, "c": 256}).H
+True
+>>> nc.isomorphic(r.trace.replay(nc.library.matmul()), r.diagram)
+True
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import sympy
+
+from napkin_cat.cost.iocost import cost as cost_of, numel
+from napkin_cat.cost.optimum import Optimum, memory_limit
+from napkin_cat.errors import MemoryLimitError, NapkinError, RewriteError
+from napkin_cat.rewriting.isomorphism import isomorphic
+from napkin_cat.rewriting.netlist import to_netlist
+from napkin_cat.rewriting.registry import rulebook
+from napkin_cat.rewriting.trace import Derivation as _Derivation, Step, Trace
+from napkin_cat.search.blocks import OpGraph, bits
+from napkin_cat.search.bounds import Bound, lower_bound
+from napkin_cat.search.construct import make
+from napkin_cat.search.curves import Curve
+from napkin_cat.search.schedule import KernelChoice, Schedule
+from napkin_cat.search.variants import axis_names, variants
+from napkin_cat.syntax.adapter import Diagram, is_structural, layers
+from napkin_cat.syntax.axis import symbol
+
+#: Per canonical block (and level): its partitions and their cost curves (shared by every call).
+MEMO: dict = {}
+MEMO_LIMIT = 20_000
+
+
+# ---------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class Regime:
+    """One piece of the answer: where it holds (``memory`` for a number; ``lower`` ≤ M < ``upper`` and
+    ``condition`` in symbolic mode), its ``variant``, ``H``, algorithm ``diagram``, ``trace``, ``cost``,
+    ``optimum`` (tiles), and the lower ``bound`` with the ``gap`` H / bound (None where no bound is known)."""
+
+    variant: Schedule
+    H: object
+    diagram: Diagram
+    trace: Trace
+    cost: object
+    optimum: Optimum
+    bound: object = None
+    gap: object = None
+    memory: object = None
+    lower: object = None
+    upper: object = None
+    condition: object = None
+
+    @property
+    def tiles(self) -> dict:
+        return {str(k): v for k, v in self.optimum.sizes.items()}
+
+
+@dataclass(frozen=True)
+class Derivation(_Derivation):
+    """A derived algorithm (``start`` → ``diagram`` by ``trace``) with its optimum transfers ``H`` at
+    ``level`` for ``memory``: an int (one memory), ``{M: H}`` (a list of memories) or a ``Piecewise``
+    in M (symbolic).  ``regimes`` are the pieces; ``diagram``, ``trace``, ``variant``, ``cost``,
+    ``optimum``, ``gap`` are those of the last regime (the largest memory).  ``bound`` is the known
+    lower bound (:mod:`.bounds`)."""
+
+    H: object = None
+    cost: object = None
+    optimum: Optimum | None = None
+    variant: Schedule | None = None
+    regimes: tuple = ()
+    memory: object = None
+    level: int = 1
+    sizes: dict | None = None
+    bound: Bound | None = None
+    gap: object = None
+    candidates: tuple = field(default=(), repr=False)
+
+    def at(self, memory) -> "Derivation":
+        """The single-memory derivation for one of the memories of a numeric range."""
+        for r in self.regimes:
+            if r.memory == memory:
+                return _single(self, r)
+        raise NapkinError(f"no regime for memory {memory}; this derivation has "
+                          f"{[r.memory for r in self.regimes]}")
+
+    def table(self) -> list:
+        """Rows ``(M, variant, H*, tiles, bound ratio)``, one per regime."""
+        return [(r.memory if r.memory is not None else (r.lower, r.upper), str(r.variant), r.H, r.tiles, r.gap)
+                for r in self.regimes]
+
+
+def _single(parent, r: Regime) -> Derivation:
+    return Derivation(parent.start, r.diagram, r.trace, H=r.H, cost=r.cost, optimum=r.optimum, variant=r.variant,
+                      regimes=(r,), memory=r.memory, level=parent.level, sizes=parent.sizes, bound=parent.bound,
+                      gap=r.gap)
+
+
+# ---------------------------------------------------------------------- prepared functions
+@dataclass
+class Form:
+    """A function reached by ``prepare`` rules: its ``steps`` from the start, their rule names."""
+
+    diagram: Diagram
+    steps: tuple = ()
+    prepared: tuple = ()
+
+    def __post_init__(self):
+        self.graph = OpGraph(to_netlist(self.diagram))
+
+
+def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
+    """The function and what the ``prepare`` rules make of it (breadth first, up to ``depth`` steps and
+    ``limit`` forms, isomorphic ones once)."""
+    rules = book.role("prepare") if "prepare" in book.roles else ()
+    forms = [Form(diagram)]
+    queue = [forms[0]]
+    while queue and len(forms) < limit:
+        f = queue.pop(0)
+        if len(f.steps) >= depth:
+            continue
+        net = to_netlist(f.diagram)
+        for rule in rules:
+            for m in rule.matches(net):
+                after = rule.fill(m)
+                new = after.diagram
+                if any(isomorphic(new, g.diagram) for g in forms):
+                    continue
+                step = Step(rule.name, m.key, m.describe(), net, after, fresh=True,
+                            params=tuple(sorted(m.params.items())))
+                g = Form(new, f.steps + (step,), f.prepared + (rule.name,))
+                forms.append(g)
+                queue.append(g)
+                if len(forms) >= limit:
+                    return forms
+    return forms
+
+
+# ---------------------------------------------------------------------- blocks and their costs
+class Choice:
+    """A block's partitions and cost curves, and its compulsory transfers (a lower bound)."""
+
+    def __init__(self, function, level):
+        self.function = function
+        self.options = [(v, Curve(v.diagram, level)) for v in variants(function, level)]
+        self.compulsory = sum((numel(a) for a in (*function.dom.inside, *function.cod.inside)), sympy.Integer(0))
+
+
+def _choice(graph, block, level) -> Choice:
+    key = (graph.key(block), level)
+    found = MEMO.get(key)
+    if found is None:
+        if len(MEMO) >= MEMO_LIMIT:
+            MEMO.clear()
+        found = MEMO[key] = Choice(graph.subdiagram(block), level)
+    return found
+
+
+def _number(expr, env) -> float:
+    v = sympy.sympify(expr).subs(env)
+    if not v.is_number:
+        raise NapkinError(f"give sizes for {sorted(map(str, v.free_symbols))} (sizes={{'name': …}})")
+    return float(v)
+
+
+def _shortest(graph, level, points, evaluate, lower):
+    """Per point k: ``(H, kernels, path)`` with ``path = [(block, variant, curve)]``, or None if nothing fits.
+
+    ``evaluate(curve, k)`` is a kernel's H* at point k (None: does not fit); ``lower(choice)`` a lower bound
+    of any of the block's partitions.
+    """
+    n = len(points)
+    downs = graph.downsets()
+    inf = (math.inf, math.inf)
+    dist, back = {0: [(0, 0)] * n}, {0: [None] * n}
+    for b in downs[1:]:
+        dist[b], back[b] = [inf] * n, [None] * n
+        for a in sorted((a for a in downs if a != b and a & ~b == 0), key=lambda m: -bin(m).count("1")):
+            block = b & ~a
+            da = dist[a]
+            if all(x == inf for x in da) or not graph.connected(block):
+                continue
+            ch = _choice(graph, block, level)
+            lb = lower(ch)
+            if all(da[k][0] + lb >= dist[b][k][0] for k in range(n)):
+                continue
+            for v, curve in ch.options:
+                for k in range(n):
+                    if da[k] == inf:
+                        continue
+                    h = evaluate(curve, k)
+                    if h is None:
+                        continue
+                    cand = (da[k][0] + h, da[k][1] + 1)
+                    if cand < dist[b][k]:
+                        dist[b][k], back[b][k] = cand, (a, block, v, curve)
+    out = []
+    for k in range(n):
+        if dist[graph.full][k] == inf:
+            out.append(None)
+            continue
+        path, node = [], graph.full
+        while node:
+            a, block, v, curve = back[node][k]
+            path.append((block, v, curve))
+            node = a
+        out.append((dist[graph.full][k][0], dist[graph.full][k][1], path[::-1]))
+    return out
+
+
+def _smallest_memory(graph, level, sizes):
+    """The least memory at which some kernel split fits (a bottleneck shortest path over the down-sets)."""
+    downs = graph.downsets()
+    best = {0: 0}
+    for b in downs[1:]:
+        best[b] = math.inf
+        for a in downs:
+            if a == b or a & ~b or best.get(a, math.inf) == math.inf:
+                continue
+            block = b & ~a
+            if not graph.connected(block):
+                continue
+            need = min(int(c.smallest(sizes)) for _, c in _choice(graph, block, level).options)
+            best[b] = min(best[b], max(best[a], need))
+    return best[graph.full]
+
+
+# ---------------------------------------------------------------------- making the winner
+def _tile_names(path, taken):
+    """Tile names per kernel: ``g_q``, ``s_x`` for the first kernel that uses them, then ``g_q_2``, …"""
+    used, out = set(taken), []
+    for _, v, _ in path:
+        names = {}
+        for axis, generic in v.tiles:
+            name, k = generic, 1
+            while name in used:
+                k += 1
+                name = f"{generic}_{k}"
+            used.add(name)
+            names[axis] = name
+        out.append(names)
+    return out
+
+
+class _Made:
+    """The winner of a path, made by the rules; its kernels' cost curves read off the made algorithm."""
+
+    def __init__(self, start, form, path, book, level):
+        taken = set(axis_names(form.diagram))
+        names = _tile_names(path, taken)
+        plan = [(block, v, nm) for (block, v, _), nm in zip(path, names)]
+        self.diagram, steps = make(form.diagram, form.graph, plan, book, level)
+        self.trace = Trace(form.steps + steps, book.rules)
+        self.variant = Schedule(tuple(KernelChoice(tuple(form.graph.name(i) for i in bits(block)), v.stream,
+                                                   v.groups, dict(nm)) for block, v, nm in plan), form.prepared)
+        self.kernels = [Curve(Diagram.id(box.dom).then(box), level) for _, box in layers(self.diagram)
+                        if is_structural(box) is None]
+        self.level = level
+        self._cost = None
+
+    @property
+    def cost(self):
+        if self._cost is None:
+            self._cost = cost_of(self.diagram)
+        return self._cost
+
+    def numeric(self, sizes, memory):
+        total, tiles = 0, {}
+        for k in self.kernels:
+            h, t = k.at(sizes, memory)
+            if h is None:
+                return None, {}
+            total += h
+            tiles.update(t)
+        return total, tiles
+
+    def symbolic(self, M):
+        return sympy.Add(*[k.symbolic(M) for k in self.kernels])
+
+
+# ---------------------------------------------------------------------- derive
+def _memories(memory):
+    if isinstance(memory, (list, tuple, range)):
+        ms = [memory_limit(m) for m in memory]
+        if not ms:
+            raise MemoryLimitError("give at least one memory size")
+        if not all(m.is_Integer for m in ms):
+            raise MemoryLimitError(f"a list of memories must be integers, got {list(memory)}")
+        return [int(m) for m in ms], True
+    M = memory_limit(memory)
+    if M.is_number:
+        if not M.is_Integer:
+            raise MemoryLimitError(f"memory {memory} is not a whole number of values")
+        return [int(M)], False
+    return M, False
+
+
+def _check_sizes(diagram, sizes):
+    env = {symbol(str(k)): int(v) for k, v in sizes.items()}
+    missing = sorted({str(s) for arr in (*diagram.dom.inside, *diagram.cod.inside) for a in arr.axes
+                      for s in sympy.sympify(a.size).free_symbols if s not in env})
+    if missing:
+        raise NapkinError(f"numeric derivation needs the size of every axis: add {missing} to sizes= "
+                          f"(e.g. sizes={{{', '.join(repr(m) + ': …' for m in missing)}}})")
+    bad = {k: v for k, v in sizes.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1}
+    if bad:
+        raise NapkinError(f"sizes must be positive integers, got {bad}")
+    return env
+
+
+def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = None, *, book=None,
+           depth: int = 2, reference: dict | None = None) -> Derivation:
+    """The cheapest algorithm for ``diagram`` at ``level`` with ``memory`` values there (see module docstring).
+
+    ``memory``: a symbol name (symbolic mode: ``.H`` is a ``Piecewise`` in it), an int, or a list of ints
+    (numeric mode: ``sizes`` must give every axis; ``.H`` an int, or ``{M: H}``).  ``book``: the rule
+    book's name (default: the registered one).  ``depth``: how many ``prepare`` rewrites to chain.
+    ``reference``: sizes at which symbolic mode orders its candidates (default: ``sizes``, else 1024 for
+    every axis).  Raises :class:`~napkin_cat.errors.MemoryLimitError` naming the smallest memory that
+    works when no algorithm fits.
+    """
+    if not isinstance(diagram, Diagram):
+        raise NapkinError(f"derive takes a function diagram, got {type(diagram).__name__}")
+    if not isinstance(level, int) or isinstance(level, bool) or level < 1:
+        raise NapkinError(f"level must be a positive int (1: the first level below global memory), got {level!r}")
+    book = rulebook(book) if not hasattr(book, "roles") else book
+    memories, many = _memories(memory)
+    forms = prepared_forms(diagram, book, depth)
+    if not any(len(f.graph) for f in forms):
+        raise RewriteError("the diagram has no operation to derive an algorithm for")
+    if isinstance(memories, list):
+        if sizes is None:
+            raise NapkinError("a number for memory needs sizes= for every axis (numeric mode); or give a memory "
+                              "symbol such as 'M' for the symbolic envelope")
+        return _numeric(diagram, forms, book, level, memories, many, dict(sizes))
+    from napkin_cat.search.envelope import symbolic
+    return symbolic(diagram, forms, book, level, memories, sizes, reference)
+
+
+def _numeric(diagram, forms, book, level, memories, many, sizes):
+    env = _check_sizes(diagram, sizes)
+    n = len(memories)
+    best = [None] * n
+    for rank, form in enumerate(forms):
+        def evaluate(curve, k):
+            return curve.at(sizes, memories[k])[0]
+
+        def lower(ch):
+            return _number(ch.compulsory, env)
+        for k, found in enumerate(_shortest(form.graph, level, memories, evaluate, lower)):
+            if found is None:
+                continue
+            key = (found[0], found[1], -len(form.steps), rank)
+            if best[k] is None or key < best[k][0]:
+                best[k] = (key, form, found[2])
+    if any(b is None for b in best):
+        small = min(_smallest_memory(f.graph, level, sizes) for f in forms)
+        low = [m for m, b in zip(memories, best) if b is None]
+        err = MemoryLimitError(f"no algorithm for this diagram fits level {level} with memory "
+                               f"{low[0] if len(low) == 1 else low}: the smallest memory that works is {small} "
+                               f"values (at sizes {sizes})")
+        err.smallest = small
+        raise err
+    M = symbol("M")
+    bound = lower_bound(diagram, M)
+    made, regimes = {}, []
+    for m, (_, form, path) in zip(memories, best):
+        key = (id(form), tuple((block, v.stream, v.groups) for block, v, _ in path))
+        if key not in made:
+            made[key] = _Made(diagram, form, path, book, level)
+        w = made[key]
+        H, tiles = w.numeric(sizes, m)
+        if H is None:
+            raise RewriteError(f"the algorithm made by the rules does not fit memory {m} as its search estimate "
+                               f"did: {w.variant}")
+        b = bound.at({**env, M: m})
+        gap = sympy.Rational(H, int(b)) if bound.structural and b else None
+        opt = Optimum(sympy.Integer(H), tiles, [(sympy.Integer(H), sympy.Integer(0))], sympy.Integer(m),
+                      sympy.Integer(H), dict(tiles), None, None,
+                      [f"sum of each kernel's exact integer optimum over divisor tiles ({len(w.kernels)} kernels)"])
+        regimes.append(Regime(w.variant, H, w.diagram, w.trace, w.cost, opt, b, gap, memory=m))
+    last = regimes[-1]
+    return Derivation(diagram, last.diagram, last.trace, H={r.memory: r.H for r in regimes} if many else last.H,
+                      cost=last.cost, optimum=last.optimum, variant=last.variant, regimes=tuple(regimes),
+                      memory=memories if many else memories[0], level=level, sizes=sizes, bound=bound, gap=last.gap)
+

@@ -1,0 +1,62 @@
+"""What a derived algorithm is, in words: its kernels, what each fuses, streams and groups.
+
+>>> s = Schedule((KernelChoice(("·",), "d", ("x", "q")), KernelChoice(("SoftMax", "·"), "x", ("d", "q"))))
+>>> s.kind, str(s)
+('partly fused', '[·] group x,q · stream d | [SoftMax ; ·] group d,q · stream x')
+>>> Schedule((KernelChoice(("·", "SoftMax", "·"), "x", ("q",)),), ("softmax_contraction_to_unscaled",)).kind
+'fully fused'
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """One kernel: the operations it fuses (box names, in order), its streamed axis and grouped axes,
+    and the tile names of its partitions (``{axis: tile}``)."""
+
+    ops: tuple
+    stream: str | None
+    groups: tuple
+    tiles: dict = field(default_factory=dict, compare=False)
+
+    def __str__(self):
+        parts = []
+        if self.groups:
+            parts.append("group " + ",".join(self.groups))
+        if self.stream:
+            parts.append("stream " + self.stream)
+        return f"[{' ; '.join(self.ops)}]" + (" " + " · ".join(parts) if parts else "")
+
+    def as_json(self) -> dict:
+        return {"ops": list(self.ops), "stream": self.stream, "groups": list(self.groups),
+                "tiles": {a: str(t) for a, t in self.tiles.items()}}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The variant of a derivation: its kernels in execution order and the function-level rewrites
+    applied first (``prepared``: rule names)."""
+
+    kernels: tuple
+    prepared: tuple = ()
+
+    @property
+    def kind(self) -> str:
+        """``'fully fused'`` (one kernel), ``'unfused'`` (one kernel per operation) or ``'partly fused'``."""
+        if len(self.kernels) == 1:
+            return "fully fused"
+        if all(len(k.ops) == 1 for k in self.kernels):
+            return "unfused"
+        return "partly fused"
+
+    def __str__(self):
+        return " | ".join(map(str, self.kernels))
+
+    def describe(self) -> str:
+        pre = f" after {', '.join(self.prepared)}" if self.prepared else ""
+        return f"{self.kind}{pre}: {self}"
+
+    def as_json(self) -> dict:
+        return {"kind": self.kind, "prepared": list(self.prepared), "kernels": [k.as_json() for k in self.kernels]}

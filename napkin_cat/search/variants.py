@@ -1,0 +1,124 @@
+"""The partitions of one kernel, read off its structure: which axis to stream, which axes to group.
+
+For a block of operations fused into one kernel (:func:`napkin_cat.algorithms.partitions.kernel`):
+
+* **stream** along any axis the kernel reads and sums away that the streaming analysis accepts
+  (:func:`napkin_cat.algorithms.streaming.analyse`: maps, monoid reducers, registered accumulator
+  forms such as online softmax); one variant per such axis, or one unstreamed variant if there is none;
+* **group** along every axis that every output carries and every box that sees it maps over
+  (:func:`napkin_cat.algorithms.partitions.group` accepts it), innermost first.  Grouping an axis
+  never costs more: its tile may be the whole axis.
+
+No axis is named: the candidates are the axes on the kernel's own wires.  The partitions are the
+ones the rules ``stream_partition`` and ``group_partition`` make (their right-hand sides call these
+same functions), so a variant costed here is what the derivation's trace will build.
+
+>>> import napkin_cat as nc
+>>> [(v.stream, v.groups) for v in variants(nc.library.matmul())]
+[('b', ('c', 'a'))]
+>>> [(v.stream, v.groups) for v in variants(nc.library.attention())]
+[('x', ('q',))]
+>>> [(v.stream, v.groups) for v in variants(nc.softmax("q x", over="x"))]
+[(None, ('q',))]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from napkin_cat.algorithms.partitions import group, kernel, stream
+from napkin_cat.algorithms.streaming import analyse
+from napkin_cat.errors import RewriteError
+from napkin_cat.syntax.adapter import Diagram
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One partition of a kernel: the ``stream`` axis (or None), the ``groups`` in the order applied,
+    and the partitioned kernel ``diagram`` (tiles named ``tiles[axis]``)."""
+
+    stream: str | None
+    groups: tuple
+    diagram: Diagram
+    tiles: tuple = ()   # ((axis, tile name), ...): the stream's first, then the groups'
+
+    def describe(self) -> str:
+        parts = []
+        if self.groups:
+            parts.append("group " + ",".join(self.groups))
+        if self.stream:
+            parts.append("stream " + self.stream)
+        return " · ".join(parts) or "whole"
+
+
+def axis_names(diagram: Diagram) -> list:
+    seen = []
+    for arr in (*diagram.dom.inside, *diagram.cod.inside):
+        seen += [n for n in arr.names if n not in seen]
+    return seen
+
+
+def tile_name(prefix: str, axis: str, taken) -> str:
+    """``g_q`` for a group of ``q`` (``s_x`` for a stream of ``x``), primed until no axis or tile uses it."""
+    name = f"{prefix}_{axis}"
+    while name in taken:
+        name += "ʹ" if name.isidentifier() and (name + "ʹ").isidentifier() else "_"
+    return name
+
+
+def reduced_axes(diagram: Diagram) -> list:
+    """Axes an input carries and no output does (summed away inside), in order of first appearance."""
+    outs = {n for a in diagram.cod.inside for n in a.names}
+    seen = []
+    for arr in diagram.dom.inside:
+        seen += [n for n in arr.names if n not in outs and n not in seen]
+    return seen
+
+
+def carried_axes(diagram: Diagram) -> list:
+    """Axes every output carries, innermost first (the order in which groups nest best)."""
+    outs = [a.names for a in diagram.cod.inside]
+    if not outs:
+        return []
+    common = [n for n in outs[0] if all(n in names for names in outs[1:])]
+    return list(reversed(common))
+
+
+def streamable_axes(function: Diagram) -> list:
+    """The reduced axes along which the streaming analysis accepts the function."""
+    out = []
+    for axis in reduced_axes(function):
+        try:
+            analyse(function, axis)
+        except RewriteError:
+            continue
+        out.append(axis)
+    return out
+
+
+def variants(function: Diagram, level: int = 1, names=None) -> list:
+    """Every partition of ``kernel(function, level)`` the search considers (see module docstring).
+
+    ``names(prefix, axis)`` gives tile names (default ``g_<axis>``, ``s_<axis>``, primed past the axes).
+    """
+    taken = set(axis_names(function))
+    if names is None:
+        def names(prefix, axis):
+            return tile_name(prefix, axis, taken)
+    base = kernel(function, level)
+    out = []
+    for axis in streamable_axes(function) or [None]:
+        k, tiles = base, []
+        if axis is not None:
+            tiles.append((axis, names("s", axis)))
+            k = stream(k, axis, tiles[-1][1])
+        grouped = []
+        for a in carried_axes(function):
+            try:
+                k2 = group(k, a, names("g", a))
+            except RewriteError:
+                continue
+            k = k2
+            grouped.append(a)
+            tiles.append((a, names("g", a)))
+        out.append(Variant(axis, tuple(grouped), k, tuple(tiles)))
+    return out
