@@ -94,3 +94,39 @@ def best(H, columns, values, memory):
             if fits[near].any():
                 break
     return None if found is None else (found[0], found[2][::-1])
+
+
+def best_many(H, columns, values, memories) -> list:
+    """:func:`best` for several memory sizes at once: the candidates are scored once.
+
+    >>> from fractions import Fraction
+    >>> H = ((Fraction(1), Fraction(1)), ((-1, 0), (0, -1)))
+    >>> C = [((Fraction(1), Fraction(1), Fraction(1)), ((1, 1), (1, 0), (0, 1)))]
+    >>> best_many(H, C, [divisors(8), divisors(8)], [2, 30, 100])
+    [None, (Fraction(1, 2), (4, 4)), (Fraction(1, 4), (8, 8))]
+    """
+    lists = [np.array(sorted(v), dtype=float) for v in values]
+    limits = [Fraction(m) for m in memories]
+    found = [None] * len(limits)
+    for block in _blocks(lists):
+        logs = np.log(block)
+        peak = np.zeros(len(block))
+        for col in columns:
+            peak = np.maximum(peak, _scores(col, logs))
+        scores = _scores(H, logs)
+        for j, limit in enumerate(limits):
+            fits = peak <= float(limit) * (1 + 1e-12)
+            while fits.any():
+                near = np.flatnonzero(fits & (scores <= scores[fits].min() * (1 + 1e-9)))
+                for k in near:
+                    combo = tuple(int(g) for g in block[k])
+                    exact_peak = max((_exact(col, combo) for col in columns), default=Fraction(0))
+                    if exact_peak > limit:
+                        fits[k] = False
+                        continue
+                    key = (_exact(H, combo), exact_peak, combo[::-1])
+                    if found[j] is None or key < found[j]:
+                        found[j] = key
+                if fits[near].any():
+                    break
+    return [None if f is None else (f[0], f[2][::-1]) for f in found]

@@ -301,6 +301,41 @@ def _legal_values(prog: TilingProgram, fulls, legal) -> list:
     return out
 
 
+def optima(c, memories, level: int = 1, *, sizes: dict, streams=1) -> list:
+    """The exact integer optimum over divisor tiles for each memory size of ``memories`` in one pass
+    (the candidates scored once): a list of :class:`Optimum`, ``None`` where no tiling fits.
+
+    >>> import napkin_cat as nc
+    >>> mm = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
+    >>> [o.H if o else None for o in optima(nc.cost(mm), [2, 1024], sizes={"a": 64, "b": 64, "c": 64})]
+    [None, 28672]
+    """
+    if level not in c.H:
+        raise LevelError(f"the algorithm moves nothing at level {level}; levels with transfers: {sorted(c.H)}")
+    if not c.groups:
+        raise NapkinError("the algorithm has no group partition to optimise: apply nc.group first")
+    prog = program(c, level, streams)
+    Ms = [memory_limit(m) for m in memories]
+    if not all(M.is_number for M in Ms):
+        raise MemoryLimitError(f"the exact integer search needs numbers for the memory limits, got {memories}")
+    H, cols, fulls, _ = _compiled(prog, tuple(sorted(sizes.items())))
+    found = integer_search.best_many(H, cols, _legal_values(prog, fulls, ()),
+                                     [_fraction(M, "the memory limit") for M in Ms])
+    out = []
+    for M, f in zip(Ms, found):
+        if f is None:
+            out.append(None)
+            continue
+        h, combo = f
+        h = sympy.Rational(h.numerator, h.denominator)
+        sub = {t: sympy.Integer(g) for t, g in zip(prog.tiles, combo)}
+        exact_sizes = dict(sub)
+        sub.update({s: v for s, v in prog.fixed})
+        out.append(Optimum(h, sub, [(h, sympy.Integer(0))], M, h, exact_sizes, None, None,
+                           ["exact integer search over the divisors of every tile's axis, every column within memory"]))
+    return out
+
+
 def _integer_optimum(prog: TilingProgram, M, level, sizes, legal=()) -> Optimum:
     if not M.is_number:
         raise MemoryLimitError(f"the exact integer search needs a number for the memory limit, got {M}")

@@ -18,8 +18,7 @@ recognised from the boxes' kinds and the axes on their wires, never from names.
 >>> M = nc.symbol("M")
 >>> lower_bound(nc.library.matmul(), M).source
 'Hong-Kung / Smith et al. 2019 (one contraction)'
->>> lower_bound(nc.library.attention(), M).H.subs({nc.symbol("q"): 4096, nc.symbol("x"): 4096,
-...                                             nc.symbol("d"): 128, M: 2 ** 14})
+>>> lower_bound(nc.library.attention(), M).at({"q": 4096, "x": 4096, "d": 128, "M": 2 ** 14})
 16777216
 >>> lower_bound(nc.library.mlp(), M).source
 'compulsory (inputs read once, outputs written once); no stronger bound is known for this diagram'
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 import sympy
 
 from napkin_cat.cost.iocost import numel
+from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.wiring import trace_values
 
 COMPULSORY = "compulsory (inputs read once, outputs written once)"
@@ -38,15 +38,27 @@ COMPULSORY = "compulsory (inputs read once, outputs written once)"
 
 @dataclass(frozen=True)
 class Bound:
-    """``H`` (an expression in the sizes and the memory), its ``source``, and whether it is ``structural``
-    (a theorem about this diagram's structure) or only the compulsory one."""
+    """``H`` = max(``compulsory``, ``theorem``) (expressions in the sizes and the memory), its ``source``,
+    and whether it is ``structural`` (a theorem about this diagram's structure) or only the compulsory one."""
 
-    H: sympy.Expr
+    compulsory: sympy.Expr
+    theorem: sympy.Expr | None
     source: str
-    structural: bool
+
+    @property
+    def structural(self) -> bool:
+        return self.theorem is not None
+
+    @property
+    def H(self) -> sympy.Expr:
+        return self.compulsory if self.theorem is None else sympy.Max(self.compulsory, self.theorem)
 
     def at(self, env: dict):
-        return self.H.subs(env)
+        """The bound at concrete sizes and memory (each part substituted, then the larger taken)."""
+        env = {symbol(k) if isinstance(k, str) else k: v for k, v in env.items()}
+        parts = [self.compulsory] + ([self.theorem] if self.theorem is not None else [])
+        values = [sympy.sympify(p).subs(env) for p in parts]
+        return max(values) if all(v.is_number for v in values) else sympy.Max(*values)
 
 
 def _size(names, arr_of) -> sympy.Expr:
@@ -109,5 +121,5 @@ def lower_bound(diagram, M) -> Bound:
         found = recognise(diagram, ops, M)
         if found is not None:
             expr, source = found
-            return Bound(sympy.Max(compulsory, expr), source, True)
-    return Bound(compulsory, COMPULSORY + "; no stronger bound is known for this diagram", False)
+            return Bound(compulsory, expr, source)
+    return Bound(compulsory, None, COMPULSORY + "; no stronger bound is known for this diagram")

@@ -15,7 +15,7 @@ largest column.
 >>> mm = nc.group(nc.group(nc.stream(nc.kernel(nc.library.matmul()), "b", "s_b"), "a", "g_a"), "c", "g_c")
 >>> c = Curve(mm)
 >>> c.at({"a": 64, "b": 64, "c": 64}, 2 ** 10)
-(163840, {g_a: 32, g_c: 16, s_b: 1})
+(28672, {g_a: 32, g_c: 16, s_b: 1})
 >>> c.smallest({"a": 64, "b": 64, "c": 64}), c.symbolic(nc.symbol("M"))
 (3, a*c + 2*a*b*c/sqrt(M))
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 import sympy
 
 from napkin_cat.cost.iocost import cost
-from napkin_cat.cost.optimum import optimal
+from napkin_cat.cost.optimum import optima, optimal
 from napkin_cat.cost.tiling import program
 from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.syntax.axis import symbol
@@ -76,6 +76,15 @@ class Curve:
             self._at[key] = self._solve(sizes, memory)
         return self._at[key]
 
+    def at_all(self, sizes: dict, memories) -> list:
+        """:meth:`at` for every memory of ``memories`` (one pass over the tile candidates)."""
+        skey = tuple(sorted(sizes.items()))
+        todo = [m for m in memories if (skey, int(m)) not in self._at]
+        if todo and self.grouped:
+            for m, o in zip(todo, optima(self.cost, todo, self.level, sizes=sizes)):
+                self._at[(skey, int(m))] = (None, {}) if o is None else (int(o.H), dict(o.sizes))
+        return [self.at(sizes, m) for m in memories]
+
     def _solve(self, sizes, memory):
         if not self.grouped:
             if self.smallest(sizes) > memory:
@@ -92,12 +101,17 @@ class Curve:
 
     def symbolic(self, M):
         """The large-M form of ``H*`` (a sum of powers of ``M``), or ``H`` itself for a kernel without tiles."""
+        return self.symbolic_optimum(M)[0]
+
+    def symbolic_optimum(self, M):
+        """``(H*, tiles)`` in the large-M form (tiles as expressions in ``M``; streams 1)."""
         if M not in self._symbolic:
             if not self.grouped:
-                self._symbolic[M] = sympy.expand(sympy.sympify(self.H).subs(self._fixed()))
+                self._symbolic[M] = (sympy.expand(sympy.sympify(self.H).subs(self._fixed())),
+                                     {s: sympy.Integer(1) for s in self.streams})
             else:
                 o = optimal(self.cost, memory=M, level=self.level, exact=False)
                 if o.H is None:
                     raise NapkinError(f"no closed form for the large-M optimum of {self.diagram}: {o.notes}")
-                self._symbolic[M] = o.H
+                self._symbolic[M] = (o.H, dict(o.sizes))
         return self._symbolic[M]

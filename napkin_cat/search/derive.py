@@ -22,7 +22,7 @@ forms, a ``Piecewise`` in ``M`` (:mod:`.envelope`).
 >>> import napkin_cat as nc
 >>> r = derive(nc.library.matmul(), memory=2 ** 12, sizes={"a": 256, "b": 256, "c": 256})
 >>> r.H, r.variant.kind, str(r.variant)
-(1114112, 'fully fused', '[·] group c,a · stream b')
+(851968, 'fully fused', '[·] group c,a · stream b')
 >>> r.H == nc.optimal(nc.cost(r.diagram), memory=2 ** 12, sizes={"a": 256, "b": 256, "c": 256}).H
 True
 >>> nc.isomorphic(r.trace.replay(nc.library.matmul()), r.diagram)
@@ -289,10 +289,10 @@ class _Made:
             self._cost = cost_of(self.diagram)
         return self._cost
 
-    def numeric(self, sizes, memory):
+    def numeric(self, sizes, memory, memories):
         total, tiles = 0, {}
         for k in self.kernels:
-            h, t = k.at(sizes, memory)
+            h, t = k.at_all(sizes, memories)[memories.index(memory)]
             if h is None:
                 return None, {}
             total += h
@@ -362,13 +362,17 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
     return symbolic(diagram, forms, book, level, memories, sizes, reference)
 
 
-def _numeric(diagram, forms, book, level, memories, many, sizes):
-    env = _check_sizes(diagram, sizes)
-    n = len(memories)
-    best = [None] * n
+def select(forms, level, sizes, memories) -> list:
+    """Per memory: ``(form, path)`` of the cheapest algorithm at ``sizes``, or None if none fits.
+
+    Ties go to fewer kernels, then to the more prepared form (its trace shows the rewrites that make the
+    kernels streamable), then to the earlier form.
+    """
+    env = _check_sizes_env(sizes)
+    best = [None] * len(memories)
     for rank, form in enumerate(forms):
         def evaluate(curve, k):
-            return curve.at(sizes, memories[k])[0]
+            return curve.at_all(sizes, memories)[k][0]
 
         def lower(ch):
             return _number(ch.compulsory, env)
@@ -378,6 +382,26 @@ def _numeric(diagram, forms, book, level, memories, many, sizes):
             key = (found[0], found[1], -len(form.steps), rank)
             if best[k] is None or key < best[k][0]:
                 best[k] = (key, form, found[2])
+    return [None if b is None else (b[1], b[2]) for b in best]
+
+
+def _check_sizes_env(sizes):
+    return {symbol(str(k)): int(v) for k, v in sizes.items()}
+
+
+class Makers(dict):
+    """The winners made by the rules, once per (form, path)."""
+
+    def get_made(self, diagram, form, path, book, level) -> _Made:
+        key = (id(form), tuple((block, v.stream, v.groups) for block, v, _ in path))
+        if key not in self:
+            self[key] = _Made(diagram, form, path, book, level)
+        return self[key]
+
+
+def _numeric(diagram, forms, book, level, memories, many, sizes):
+    env = _check_sizes(diagram, sizes)
+    best = select(forms, level, sizes, memories)
     if any(b is None for b in best):
         small = min(_smallest_memory(f.graph, level, sizes) for f in forms)
         low = [m for m, b in zip(memories, best) if b is None]
@@ -388,13 +412,10 @@ def _numeric(diagram, forms, book, level, memories, many, sizes):
         raise err
     M = symbol("M")
     bound = lower_bound(diagram, M)
-    made, regimes = {}, []
-    for m, (_, form, path) in zip(memories, best):
-        key = (id(form), tuple((block, v.stream, v.groups) for block, v, _ in path))
-        if key not in made:
-            made[key] = _Made(diagram, form, path, book, level)
-        w = made[key]
-        H, tiles = w.numeric(sizes, m)
+    made, regimes = Makers(), []
+    for m, (form, path) in zip(memories, best):
+        w = made.get_made(diagram, form, path, book, level)
+        H, tiles = w.numeric(sizes, m, memories)
         if H is None:
             raise RewriteError(f"the algorithm made by the rules does not fit memory {m} as its search estimate "
                                f"did: {w.variant}")
@@ -408,4 +429,3 @@ def _numeric(diagram, forms, book, level, memories, many, sizes):
     return Derivation(diagram, last.diagram, last.trace, H={r.memory: r.H for r in regimes} if many else last.H,
                       cost=last.cost, optimum=last.optimum, variant=last.variant, regimes=tuple(regimes),
                       memory=memories if many else memories[0], level=level, sizes=sizes, bound=bound, gap=last.gap)
-

@@ -1,0 +1,197 @@
+"""Symbolic mode: ``H*(M)`` as the lower envelope of the winning algorithms' closed forms, a ``Piecewise``.
+
+1. **Candidates.** The search (:func:`napkin_cat.search.derive.select`) runs at *reference sizes*
+   (the ``sizes`` given, else ``reference``, else 1024 for every axis) over memories from 1 to 2⁴⁰;
+   every algorithm that wins somewhere is a candidate, made by the rules.
+2. **Closed forms.** A candidate's ``H*(M)`` is the sum of its kernels' large-M forms
+   (:meth:`~napkin_cat.search.curves.Curve.symbolic`, sums of powers of ``M``); it holds from the
+   candidate's smallest memory (every tile 1) up.
+3. **Envelope.** Ordered at the reference sizes, the cheapest candidate wins on each interval of ``M``;
+   an interval ends where the next winner starts to fit (its smallest memory) or where the two closed
+   forms cross.  A crossing ``H_A(M) = H_B(M)`` is solved symbolically: with ``u = M^{1/L}`` (``L`` the
+   common denominator of the exponents) it is a polynomial in ``u``, whose positive root that matches
+   the reference crossing is the breakpoint, in the sizes (``d``, ``q``, ``x`` for attention).
+
+The result is ``Piecewise((nan, M < smallest), (H₁, M < b₁), …, (H_k, True))``: ``nan`` where nothing fits.
+"""
+from __future__ import annotations
+
+import math
+
+import sympy
+
+from napkin_cat.cost.optimum import Optimum, power_terms
+from napkin_cat.errors import MemoryLimitError, NapkinError
+from napkin_cat.search.bounds import lower_bound
+from napkin_cat.syntax.axis import symbol
+
+#: Memories at which the reference search runs: 1 … 2⁴⁰ in steps of √2.
+GRID = sorted({round(2 ** (k / 2)) for k in range(0, 81)})
+REFERENCE_SIZE = 1024
+
+
+def _size_symbols(diagram) -> list:
+    names = set()
+    for arr in (*diagram.dom.inside, *diagram.cod.inside):
+        for a in arr.axes:
+            names |= {str(s) for s in sympy.sympify(a.size).free_symbols}
+    return sorted(names)
+
+
+class Candidate:
+    """A winning algorithm: its closed form ``H`` in ``M`` and its smallest memory ``smallest``."""
+
+    def __init__(self, made, M, sizes, env):
+        self.made = made
+        parts = [k.symbolic_optimum(M) for k in made.kernels]
+        self.H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env))
+        self.tiles = {}
+        for _, t in parts:
+            self.tiles.update({k: sympy.sympify(v).subs(env) for k, v in t.items()})
+        smalls = [k.smallest(sizes) for k in made.kernels]
+        self.smallest = smalls[0] if len(smalls) == 1 else sympy.Max(*smalls)
+        self.smallest = sympy.sympify(self.smallest).subs(env)
+
+
+def _float(expr, env) -> float:
+    v = sympy.sympify(expr).subs(env)
+    try:
+        return float(v)
+    except TypeError:
+        raise NapkinError(f"cannot evaluate {expr} at the reference sizes {env}") from None
+
+
+def _winner(cands, fs, ts, m):
+    best = None
+    for i, (f, t) in enumerate(zip(fs, ts)):
+        if t <= m:
+            v = f(m)
+            if best is None or v < best[0] * (1 - 1e-12):
+                best = (v, i)
+    return None if best is None else best[1]
+
+
+def _crossing(a, b, M, ref, lo, hi, fs):
+    """``(M*, note)``: where candidate ``a``'s and ``b``'s closed forms cross near [lo, hi] at the reference."""
+    fa, fb = fs[a], fs[b]
+    for _ in range(200):   # the crossing at the reference sizes, by bisection on log M
+        mid = math.sqrt(lo * hi)
+        if (fa(mid) - fb(mid)) > 0:
+            hi = mid
+        else:
+            lo = mid
+        if hi / lo < 1 + 1e-12:
+            break
+    target = math.sqrt(lo * hi)
+    return target
+
+
+def _solve(Ha, Hb, M, ref, target):
+    """The symbolic root of ``Ha = Hb`` in ``M`` that equals ``target`` at the reference sizes, or None."""
+    try:
+        terms = power_terms(sympy.expand(Ha - Hb), M)
+    except NapkinError:
+        return None
+    if not terms:
+        return None
+    L = 1
+    for _, beta in terms:
+        L = sympy.ilcm(L, sympy.Rational(beta).q)
+    top = max(beta for _, beta in terms)
+    u = sympy.Dummy("u", positive=True)
+    poly = sympy.Add(*[alpha * u ** int(L * (top - beta)) for alpha, beta in terms])
+    if sympy.degree(poly, u) > 4:
+        return None
+    try:
+        roots = sympy.solve(poly, u)
+    except (NotImplementedError, ValueError):
+        return None
+    best = None
+    for r in roots:
+        try:
+            v = complex(sympy.sympify(r).subs(ref).evalf())
+        except TypeError:
+            continue
+        if abs(v.imag) > 1e-9 * max(1.0, abs(v.real)) or v.real <= 0:
+            continue
+        err = abs(v.real ** int(L) - target) / target
+        if best is None or err < best[0]:
+            best = (err, r)
+    if best is None or best[0] > 1e-6:
+        return None
+    return sympy.simplify(best[1] ** int(L))
+
+
+def envelope(cands, M, ref):
+    """``[(candidate index, lower, upper)]``: the cheapest candidate per interval of ``M`` (module docstring)."""
+    fs = [sympy.lambdify(M, c.H.subs(ref), "math") for c in cands]
+    ts = [_float(c.smallest, ref) for c in cands]
+    start = min(ts)
+    grid = [start * (2 ** 44 / start) ** (k / 4000) for k in range(4001)] if start < 2 ** 44 else [start]
+    seq = []
+    for m in grid:
+        w = _winner(cands, fs, ts, m)
+        if w is not None and (not seq or seq[-1][0] != w):
+            seq.append((w, m))
+    pieces, lower = [], cands[seq[0][0]].smallest
+    for j, (w, m) in enumerate(seq):
+        if j + 1 == len(seq):
+            pieces.append((w, lower, sympy.oo, None))
+            break
+        nxt, m_next = seq[j + 1]
+        prev_m = grid[grid.index(m_next) - 1]
+        note = None
+        if ts[nxt] > prev_m and fs[nxt](ts[nxt]) <= fs[w](ts[nxt]):
+            upper = cands[nxt].smallest
+        else:
+            target = _crossing(w, nxt, M, ref, prev_m, m_next, fs)
+            upper = _solve(cands[w].H, cands[nxt].H, M, ref, target)
+            if upper is None:
+                upper, note = sympy.Float(target, 6), "breakpoint found numerically at the reference sizes"
+        pieces.append((w, lower, upper, note))
+        lower = upper
+    return pieces
+
+
+def symbolic(diagram, forms, book, level, M, sizes, reference):
+    """Symbolic mode of :func:`napkin_cat.search.derive.derive` (module docstring)."""
+    from napkin_cat.search.derive import Derivation, Makers, Regime, _check_sizes, select
+    names = _size_symbols(diagram)
+    env = _check_sizes(diagram, sizes) if sizes else {}
+    ref_sizes = dict(reference or sizes or {n: REFERENCE_SIZE for n in names})
+    missing = [n for n in names if n not in ref_sizes]
+    if missing:
+        raise NapkinError(f"reference= must give every axis of the diagram; missing {missing}")
+    ref = {symbol(k): v for k, v in ref_sizes.items()}
+    ref[M] = M
+    best = select(forms, level, ref_sizes, GRID)
+    makers, cands, seen = Makers(), [], {}
+    for b in best:
+        if b is None:
+            continue
+        made = makers.get_made(diagram, *b, book, level)
+        if id(made) not in seen:
+            seen[id(made)] = len(cands)
+            cands.append(Candidate(made, M, sizes or {}, env))
+    if not cands:
+        raise MemoryLimitError(f"no algorithm for this diagram fits level {level} with any memory up to 2^40 at "
+                               f"the reference sizes {ref_sizes}")
+    ref_env = {k: v for k, v in ref.items() if k != M}
+    pieces = envelope(cands, M, ref_env)
+    bound = lower_bound(diagram, M)
+    bexpr = bound.H.subs(env) if bound.structural else None
+    regimes, args = [], [(sympy.nan, M < pieces[0][1])]
+    for w, lower, upper, note in pieces:
+        c = cands[w]
+        notes = ["sum of each kernel's large-M optimum (the paper's memory model)"] + ([note] if note else [])
+        opt = Optimum(c.H, dict(c.tiles), None, M, None, None, None, None, notes)
+        cond = sympy.And(M >= lower, M < upper) if upper != sympy.oo else (M >= lower)
+        regimes.append(Regime(c.made.variant, c.H, c.made.diagram, c.made.trace, c.made.cost, opt, bexpr,
+                              (c.H / bexpr) if bexpr is not None else None, lower=lower, upper=upper,
+                              condition=cond))
+        args.append((c.H, M < upper) if upper != sympy.oo else (c.H, True))
+    H = sympy.Piecewise(*args)
+    last = regimes[-1]
+    return Derivation(diagram, last.diagram, last.trace, H=H, cost=last.cost, optimum=last.optimum,
+                      variant=last.variant, regimes=tuple(regimes), memory=M, level=level, sizes=sizes,
+                      bound=bound, gap=last.gap, candidates=tuple(c.made.variant for c in cands))
