@@ -6,7 +6,7 @@ before") ``∅ = D₀ ⊂ D₁ ⊂ … ⊂ D_k = all``, kernel ``i`` being the b
 difference is always convex (no path leaves it and comes back), which is what
 ``kernel_fusion`` needs; a block must also be connected (fusion joins a kernel with one it feeds).
 Every kernel partition is such a chain, so the cheapest partition is a shortest path over the
-down-sets (the search in :mod:`napkin_cat.search.derive`), with the costs of the blocks additive
+down-sets (the search in :mod:`napkin_cat.search.derivation`), with the costs of the blocks additive
 because each kernel keeps its own tiles and its own memory.
 
 A block's kernel is built as ``kernel_formation`` and ``kernel_fusion`` build it: one input per

@@ -1,6 +1,6 @@
 """Symbolic mode: ``H*(M)`` as the lower envelope of the winning algorithms' closed forms, a ``Piecewise``.
 
-1. **Candidates.** The search (:func:`napkin_cat.search.derive.select`) runs at *reference sizes*
+1. **Candidates.** The search (:func:`napkin_cat.search.derivation.select`) runs at *reference sizes*
    (the ``sizes`` given, else ``reference``, else 1024 for every axis) over memories from 1 to 2⁴⁰;
    every algorithm that wins somewhere is a candidate, made by the rules.
 2. **Closed forms.** A candidate's ``H*(M)`` is the sum of its kernels' large-M forms
@@ -154,8 +154,8 @@ def envelope(cands, M, ref):
 
 
 def symbolic(diagram, forms, book, level, M, sizes, reference):
-    """Symbolic mode of :func:`napkin_cat.search.derive.derive` (module docstring)."""
-    from napkin_cat.search.derive import Derivation, Makers, Regime, _check_sizes, select
+    """Symbolic mode of :func:`napkin_cat.search.derivation.derive` (module docstring)."""
+    from napkin_cat.search.derivation import Derivation, Makers, Regime, _check_sizes, select
     names = _size_symbols(diagram)
     env = _check_sizes(diagram, sizes) if sizes else {}
     ref_sizes = dict(reference or sizes or {n: REFERENCE_SIZE for n in names})

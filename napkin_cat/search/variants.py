@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from napkin_cat.algorithms.partitions import group, kernel, stream
 from napkin_cat.algorithms.streaming import analyse
-from napkin_cat.errors import RewriteError
+from napkin_cat.errors import NapkinError, RewriteError
 from napkin_cat.syntax.adapter import Diagram
 
 
@@ -110,12 +110,15 @@ def variants(function: Diagram, level: int = 1, names=None) -> list:
         k, tiles = base, []
         if axis is not None:
             tiles.append((axis, names("s", axis)))
-            k = stream(k, axis, tiles[-1][1])
+            try:
+                k = stream(k, axis, tiles[-1][1])
+            except NapkinError:   # e.g. a rename inside ties the streamed axis to one that is not streamed
+                continue
         grouped = []
         for a in carried_axes(function):
             try:
                 k2 = group(k, a, names("g", a))
-            except RewriteError:
+            except NapkinError:
                 continue
             k = k2
             grouped.append(a)

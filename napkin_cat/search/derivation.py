@@ -132,6 +132,13 @@ class Form:
 
     def __post_init__(self):
         self.graph = OpGraph(to_netlist(self.diagram))
+        self._space = None
+
+    @property
+    def space(self) -> Space:
+        if self._space is None:
+            self._space = Space(self.graph)
+        return self._space
 
 
 def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
@@ -163,12 +170,18 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
 
 # ---------------------------------------------------------------------- blocks and their costs
 class Choice:
-    """A block's partitions and cost curves, and its compulsory transfers (a lower bound)."""
+    """A block's partitions and cost curves (built on first use), and its compulsory transfers."""
 
     def __init__(self, function, level):
-        self.function = function
-        self.options = [(v, Curve(v.diagram, level)) for v in variants(function, level)]
+        self.function, self.level = function, level
         self.compulsory = sum((numel(a) for a in (*function.dom.inside, *function.cod.inside)), sympy.Integer(0))
+        self._options = None
+
+    @property
+    def options(self) -> list:
+        if self._options is None:
+            self._options = [(v, Curve(v.diagram, self.level)) for v in variants(self.function, self.level)]
+        return self._options
 
 
 def _choice(graph, block, level) -> Choice:
@@ -188,22 +201,48 @@ def _number(expr, env) -> float:
     return float(v)
 
 
-def _shortest(graph, level, points, evaluate, lower):
+#: Blocks (distinct kernels) a form may cost exactly; beyond, kernels are capped in size and grown greedily.
+BUDGET = 100
+
+
+class Space:
+    """The kernel splits of one form: edges ``(D, D', block)`` between down-sets, blocks of at most ``cap``
+    operations (plus the whole function, so that full fusion is always tried)."""
+
+    def __init__(self, graph, budget: int | None = None):
+        budget = BUDGET if budget is None else budget
+        self.graph = graph
+        self.downs = graph.downsets()
+        edges = [(a, b, b & ~a) for a in self.downs for b in self.downs
+                 if b != a and a & ~b == 0 and graph.connected(b & ~a)]
+        sizes = sorted({bin(e[2]).count("1") for e in edges})
+        self.cap = sizes[-1] if sizes else 0
+        for k in sizes:
+            distinct = {graph.key(e[2]) for e in edges if bin(e[2]).count("1") <= k}
+            if len(distinct) > budget:
+                self.cap = max(1, k - 1)
+                break
+        self.exact = self.cap == (sizes[-1] if sizes else 0)
+        keep = [e for e in edges if bin(e[2]).count("1") <= self.cap or e[2] == graph.full]
+        self.into = {b: [] for b in self.downs}
+        for a, b, block in sorted(keep, key=lambda e: -bin(e[0]).count("1")):
+            self.into[b].append((a, block))
+
+
+def _shortest(space, level, points, evaluate, lower):
     """Per point k: ``(H, kernels, path)`` with ``path = [(block, variant, curve)]``, or None if nothing fits.
 
     ``evaluate(curve, k)`` is a kernel's H* at point k (None: does not fit); ``lower(choice)`` a lower bound
-    of any of the block's partitions.
+    of any of the block's partitions (a block that cannot beat the best path known is not costed).
     """
-    n = len(points)
-    downs = graph.downsets()
+    graph, n = space.graph, len(points)
     inf = (math.inf, math.inf)
     dist, back = {0: [(0, 0)] * n}, {0: [None] * n}
-    for b in downs[1:]:
+    for b in space.downs[1:]:
         dist[b], back[b] = [inf] * n, [None] * n
-        for a in sorted((a for a in downs if a != b and a & ~b == 0), key=lambda m: -bin(m).count("1")):
-            block = b & ~a
+        for a, block in space.into[b]:
             da = dist[a]
-            if all(x == inf for x in da) or not graph.connected(block):
+            if all(x == inf for x in da):
                 continue
             ch = _choice(graph, block, level)
             lb = lower(ch)
@@ -233,21 +272,96 @@ def _shortest(graph, level, points, evaluate, lower):
     return out
 
 
-def _smallest_memory(graph, level, sizes):
+def _best_option(graph, block, level, evaluate, k):
+    best = None
+    for v, curve in _choice(graph, block, level).options:
+        h = evaluate(curve, k)
+        if h is not None and (best is None or h < best[0]):
+            best = (h, v, curve)
+    return best
+
+
+def _feeds(graph, x: int, y: int) -> bool:
+    """Some operation of ``x`` feeds one of ``y`` directly."""
+    return any(graph.succs[i] & y for i in bits(x))
+
+
+def _convex(graph, block: int) -> bool:
+    """No path leaves ``block`` and comes back into it."""
+    out = 0
+    for i in bits(block):
+        out |= graph.succs[i] & ~block
+    seen = 0
+    while out:
+        seen |= out
+        nxt = 0
+        for i in bits(out):
+            if graph.succs[i] & block:
+                return False
+            nxt |= graph.succs[i]
+        out = nxt & ~seen & ~block
+    return True
+
+
+def _ordered(graph, blocks) -> list | None:
+    """The blocks in an order where each comes after those it reads (None if their quotient has a cycle)."""
+    left, out, done = list(blocks), [], 0
+    while left:
+        for k, b in enumerate(left):
+            need = 0
+            for i in bits(b):
+                need |= graph.preds[i]
+            if need & ~b & ~done == 0:
+                out.append(b)
+                done |= b
+                del left[k]
+                break
+        else:
+            return None
+    return out
+
+
+def _grow(graph, level, found, evaluate, k):
+    """Greedy fusion past the cap: join two kernels where one feeds the other and their union is convex, the
+    join that lowers H* the most first, while one does (cost-guided ``fuse`` steps)."""
+    H, _, path = found
+    path = list(path)
+    while True:
+        best = None
+        for i in range(len(path)):
+            for j in range(len(path)):
+                x, y = path[i][0], path[j][0]
+                if i == j or not _feeds(graph, x, y) or not _convex(graph, x | y):
+                    continue
+                got = _best_option(graph, x | y, level, evaluate, k)
+                if got is None:
+                    continue
+                saved = evaluate(path[i][2], k) + evaluate(path[j][2], k) - got[0]
+                if saved > 0 and (best is None or saved > best[0]):
+                    rest = [p[0] for n, p in enumerate(path) if n not in (i, j)] + [x | y]
+                    if _ordered(graph, rest) is not None:
+                        best = (saved, i, j, (x | y, got[1], got[2]))
+        if best is None:
+            return (H, len(path), path)
+        saved, i, j, merged = best
+        rest = {p[0]: p for n, p in enumerate(path) if n not in (i, j)}
+        rest[merged[0]] = merged
+        path = [rest[b] for b in _ordered(graph, list(rest))]
+        H -= saved
+
+
+def _smallest_memory(space, level, sizes):
     """The least memory at which some kernel split fits (a bottleneck shortest path over the down-sets)."""
-    downs = graph.downsets()
     best = {0: 0}
-    for b in downs[1:]:
+    for b in space.downs[1:]:
         best[b] = math.inf
-        for a in downs:
-            if a == b or a & ~b or best.get(a, math.inf) == math.inf:
+        for a, block in space.into[b]:
+            if best.get(a, math.inf) == math.inf:
                 continue
-            block = b & ~a
-            if not graph.connected(block):
-                continue
-            need = min(int(c.smallest(sizes)) for _, c in _choice(graph, block, level).options)
+            need = min((int(c.smallest(sizes)) for _, c in _choice(space.graph, block, level).options),
+                       default=math.inf)
             best[b] = min(best[b], max(best[a], need))
-    return best[graph.full]
+    return best[space.graph.full]
 
 
 # ---------------------------------------------------------------------- making the winner
@@ -365,8 +479,8 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
 def select(forms, level, sizes, memories) -> list:
     """Per memory: ``(form, path)`` of the cheapest algorithm at ``sizes``, or None if none fits.
 
-    Ties go to fewer kernels, then to the more prepared form (its trace shows the rewrites that make the
-    kernels streamable), then to the earlier form.
+    Ties go to fewer kernels, then to the finer form (more operations: an accumulator written out as
+    boxes, whose trace shows how the kernel streams), then to fewer rewrites, then to the earlier form.
     """
     env = _check_sizes_env(sizes)
     best = [None] * len(memories)
@@ -376,13 +490,17 @@ def select(forms, level, sizes, memories) -> list:
 
         def lower(ch):
             return _number(ch.compulsory, env)
-        for k, found in enumerate(_shortest(form.graph, level, memories, evaluate, lower)):
+        space = form.space
+        for k, found in enumerate(_shortest(space, level, memories, evaluate, lower)):
             if found is None:
                 continue
-            key = (found[0], found[1], -len(form.steps), rank)
+            key = (found[0], found[1], -len(form.graph), len(form.steps), rank)
             if best[k] is None or key < best[k][0]:
-                best[k] = (key, form, found[2])
-    return [None if b is None else (b[1], b[2]) for b in best]
+                best[k] = (key, form, found, evaluate)
+    for k, b in enumerate(best):   # kernels capped in size: grow the winner by cost-guided fusion
+        if b is not None and not b[1].space.exact:
+            best[k] = (None, b[1], _grow(b[1].graph, level, b[2], b[3], k), None)
+    return [None if b is None else (b[1], b[2][2]) for b in best]
 
 
 def _check_sizes_env(sizes):
@@ -403,7 +521,7 @@ def _numeric(diagram, forms, book, level, memories, many, sizes):
     env = _check_sizes(diagram, sizes)
     best = select(forms, level, sizes, memories)
     if any(b is None for b in best):
-        small = min(_smallest_memory(f.graph, level, sizes) for f in forms)
+        small = min(_smallest_memory(f.space, level, sizes) for f in forms)
         low = [m for m, b in zip(memories, best) if b is None]
         err = MemoryLimitError(f"no algorithm for this diagram fits level {level} with memory "
                                f"{low[0] if len(low) == 1 else low}: the smallest memory that works is {small} "
