@@ -1,0 +1,225 @@
+"""nc.derive: the cheapest algorithm per memory size, checked against an independent brute force over the
+hand-built partitions (the direct API), against today's integer optimum, and by replaying its trace."""
+import numpy as np
+import pytest
+import sympy
+
+import napkin_cat as nc
+from napkin_cat.cost.numeric import at as cost_at
+from napkin_cat.search.variants import streamable_axes
+from rewrites import flash_attention, tiled_matmul
+
+S = nc.symbol
+q, x, d, M = (S(n) for n in "qxdM")
+ATT = {"q": 4096, "x": 4096, "d": 128}
+POWERS = [2 ** k for k in range(10, 21)]
+
+
+def integer_optimum(algorithm, memory, sizes):
+    try:
+        return int(nc.optimal(nc.cost(algorithm), memory=memory, sizes=sizes).H)
+    except nc.MemoryLimitError:
+        return None
+
+
+def fused_attention(sizes, memory):
+    return integer_optimum(flash_attention(nc.library.attention()).diagram, memory, sizes)
+
+
+def best_kernel(function, memory, sizes):
+    """min over the streamable axes of kernel(function), every axis its outputs carry grouped (direct API)."""
+    best = None
+    for axis in streamable_axes(function) or [None]:
+        k = nc.kernel(function)
+        if axis:
+            k = nc.stream(k, axis, f"s_{axis}")
+        outs = [a.names for a in function.cod.inside]
+        for a in reversed([n for n in outs[0] if all(n in o for o in outs)]):
+            try:
+                k = nc.group(k, a, f"g_{a}")
+            except nc.RewriteError:
+                pass
+        c = nc.cost(k)
+        if c.groups:
+            h = integer_optimum(k, memory, sizes)
+        else:
+            h = int(c.H[1].subs({S(n): v for n, v in sizes.items()}))
+            if int(c.M[1].subs({S(n): v for n, v in sizes.items()})) > memory:
+                h = None
+        if h is not None and (best is None or h < best):
+            best = h
+    return best
+
+
+def segment(lo, hi):
+    """Operations lo … hi-1 of attention (S = Q·Kᵀ, P = SoftMax(S), O = P·V) as one function."""
+    inputs = {0: "q d, x d", 1: "q x", 2: "q x"}[lo] + (", x d" if hi == 3 else "")
+    b = nc.Builder(nc.types(inputs))
+    ins = list(b.inputs)
+    cur = b(nc.einsum("q d, x d -> q x"), ins[0], ins[1]) if lo == 0 else ins[0]
+    if lo <= 1 < hi:
+        cur = b(nc.softmax("q x", over="x", beta=nc.library.inverse_temperature(d)), cur)
+    if hi == 3:
+        cur = b(nc.einsum("q x, x d -> q d"), cur, ins[-1])
+    return b.build(cur)
+
+
+def brute_force_attention(sizes, memory):
+    """Every split of attention into consecutive kernels, each partitioned by hand: the least H*."""
+    best = None
+    for cuts in ([], [1], [2], [1, 2]):
+        bounds = [0] + cuts + [3]
+        parts = [best_kernel(segment(lo, hi), memory, sizes) for lo, hi in zip(bounds, bounds[1:])]
+        if None not in parts and (best is None or sum(parts) < best):
+            best = sum(parts)
+    return best
+
+
+@pytest.fixture(scope="module")
+def curve():
+    return nc.derive(nc.library.attention(), memory=POWERS, sizes=ATT)
+
+
+def test_attention_beats_the_fused_form_where_memory_is_small_and_never_loses(curve):
+    for m in POWERS:
+        fused = fused_attention(ATT, m)
+        assert curve.H[m] <= fused, (m, curve.H[m], fused)
+    assert curve.H[2 ** 10] * 4 < fused_attention(ATT, 2 ** 10)          # 2.15e9 for the fused form
+    assert curve.H[2 ** 14] < fused_attention(ATT, 2 ** 14) == 135_266_304
+    assert curve.at(2 ** 10).variant.kind == "partly fused"
+    assert all(curve.at(m).variant.kind == "fully fused" for m in POWERS if m >= 2 ** 15)
+
+
+@pytest.mark.parametrize("m", [2 ** 10, 2 ** 12, 2 ** 14, 2 ** 16])
+def test_attention_equals_an_independent_brute_force(curve, m):
+    assert curve.H[m] == brute_force_attention(ATT, m)
+
+
+def test_each_answer_is_its_algorithm_made_by_the_rules(curve):
+    att = nc.library.attention()
+    seen = set()
+    for r in curve.regimes:
+        # a second route: the ceil-aware numeric cost functor at the chosen tiles
+        assert cost_at(r.diagram, {**ATT, **r.tiles}).H[1] == r.H
+        if id(r.diagram) in seen:
+            continue
+        seen.add(id(r.diagram))
+        assert nc.isomorphic(r.trace.replay(att), r.diagram)
+        assert nc.equivalent(att, r.diagram, trials=2, seed=len(seen))
+
+
+def test_the_fused_regime_is_flash_attention():
+    att = nc.library.attention()
+    r = nc.derive(att, memory=2 ** 18, sizes=ATT)
+    flash = flash_attention(att)
+    assert [s.rule for s in r.trace] == [s.rule for s in flash.trace]
+    assert nc.isomorphic(r.diagram, flash.diagram)
+    assert r.H == fused_attention(ATT, 2 ** 18)
+
+
+def test_matmul_equals_todays_integer_optimum_at_every_memory():
+    sizes = {"a": 1024, "b": 1024, "c": 1024}
+    r = nc.derive(nc.library.matmul(), memory=POWERS, sizes=sizes)
+    tiled = tiled_matmul(nc.library.matmul()).diagram
+    for m in POWERS:
+        assert r.H[m] == integer_optimum(tiled, m, sizes)
+        assert r.at(m).gap >= 1           # Smith et al.'s bound is a lower bound
+    assert nc.isomorphic(r.trace.replay(nc.library.matmul()), r.diagram)
+
+
+@pytest.mark.parametrize("head", [64, 256])
+def test_other_head_dimensions_and_memories_below_d_squared(head):
+    sizes = {"q": 2048, "x": 1024, "d": head}
+    ms = [head * head // 8, head * head // 2, head * head * 2]
+    r = nc.derive(nc.library.attention(), memory=ms, sizes=sizes)
+    for m in ms:
+        assert r.H[m] == brute_force_attention(sizes, m)
+        fused = fused_attention(sizes, m)
+        assert fused is None or r.H[m] <= fused
+
+
+def test_a_skinny_product_reports_its_gap_to_the_bound():
+    """B (128 × 128) fits on chip: the compulsory traffic is the bound; the tiled form re-reads B per group."""
+    sizes = {"a": 4096, "b": 128, "c": 128}
+    r = nc.derive(nc.library.matmul(), memory=2 ** 16, sizes=sizes)
+    assert r.H == integer_optimum(tiled_matmul(nc.library.matmul()).diagram, 2 ** 16, sizes)
+    compulsory = 4096 * 128 * 2 + 128 * 128
+    assert r.bound.at({**sizes, "M": 2 ** 16}) == compulsory and r.gap > 1
+
+
+def test_renamed_axes_give_the_same_answers(curve):
+    att = nc.rename_axis(nc.rename_axis(nc.rename_axis(nc.library.attention(), "q", "t"), "x", "k"), "d", "f")
+    r = nc.derive(att, memory=[2 ** 10, 2 ** 14, 2 ** 18], sizes={"t": 4096, "k": 4096, "f": 128})
+    assert [r.H[m] for m in (2 ** 10, 2 ** 14, 2 ** 18)] == [curve.H[m] for m in (2 ** 10, 2 ** 14, 2 ** 18)]
+    assert "stream k" in str(r.at(2 ** 18).variant)
+
+
+def test_too_little_memory_names_the_smallest_that_works():
+    att = nc.library.attention()
+    with pytest.raises(nc.MemoryLimitError, match=r"smallest memory that works is (\d+)") as e:
+        nc.derive(att, memory=4, sizes=ATT)
+    small = e.value.smallest
+    assert nc.derive(att, memory=small, sizes=ATT).H > 0
+    with pytest.raises(nc.MemoryLimitError):
+        nc.derive(att, memory=small - 1, sizes=ATT)
+
+
+def test_symbolic_mode_is_the_piecewise_envelope_with_solved_breakpoints():
+    r = nc.derive(nc.library.attention(), memory="M")
+    assert isinstance(r.H, sympy.Piecewise) and len(r.regimes) == 2
+    small, large = r.regimes
+    assert sympy.expand(large.H - (2 * q * d + 4 * x * q * d ** 2 / M)) == 0        # the paper's FlashAttention
+    assert [s.rule for s in large.trace] == [s.rule for s in flash_attention(nc.library.attention()).trace]
+    assert small.variant.kind == "partly fused"
+    assert [beta for _, beta in nc.power_terms(small.H, M)] == [0, sympy.Rational(1, 2)]   # matmul-like
+    b = small.upper
+    assert b == large.lower and b.free_symbols <= {d, x, q}
+    at = {d: 128, x: 4096, q: 4096}
+    point = float(b.subs(at))
+    assert 0.5 * 128 ** 2 < point < 128 ** 2        # fused wins from about 0.69 d² on
+    assert abs(float((small.H - large.H).subs(at).subs(M, point))) < 1e-6 * float(large.H.subs(at).subs(M, point))
+    assert r.H.subs(M, 1) is sympy.nan                # below every algorithm's smallest memory
+
+
+def test_numeric_symbolic_inputs_are_checked():
+    att = nc.library.attention()
+    with pytest.raises(nc.NapkinError, match="needs sizes="):
+        nc.derive(att, memory=1024)
+    with pytest.raises(nc.NapkinError, match=r"add \['d'\]"):
+        nc.derive(att, memory=1024, sizes={"q": 8, "x": 8})
+    with pytest.raises(nc.NapkinError, match="level must be a positive int"):
+        nc.derive(att, memory=1024, sizes=ATT, level=0)
+    with pytest.raises(nc.MemoryLimitError, match="must be positive"):
+        nc.derive(att, memory=-3, sizes=ATT)
+
+
+def test_the_search_memoises_blocks_by_canonical_form():
+    from napkin_cat.search import derivation
+    from napkin_cat.search.blocks import OpGraph
+    derivation.MEMO.clear()
+    nc.derive(nc.library.attention(), memory=2 ** 12, sizes=ATT)
+    first = len(derivation.MEMO)
+    nc.derive(nc.library.attention(), memory=2 ** 12, sizes=ATT)
+    assert len(derivation.MEMO) == first       # the same kernels: nothing new is costed
+    nc.derive(nc.rename_axis(nc.library.attention(), "q", "t"), memory=2 ** 12, sizes={**ATT, "t": 4096})
+    assert len(derivation.MEMO) > first        # renamed axes are other kernels
+    # the two layer norms of a transformer block are one kernel for the search, wherever they sit
+    g = OpGraph(nc.to_netlist(nc.library.transformer_block()))
+    means = [i for i in range(len(g)) if g.name(i) == "mean"]
+    first_ln, second_ln = (sum(1 << i for i in range(lo, lo + 8)) for lo in (means[0], means[2]))
+    assert first_ln != second_ln and g.key(first_ln) == g.key(second_ln)
+    assert g.key(first_ln) != g.key(first_ln >> 1)
+
+
+def test_random_sizes_agree_with_the_brute_force():
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        sizes = {"q": int(2 ** rng.integers(6, 11)), "x": int(2 ** rng.integers(6, 11)),
+                 "d": int(2 ** rng.integers(3, 7))}
+        m = int(2 ** rng.integers(6, 14))
+        try:
+            got = nc.derive(nc.library.attention(), memory=m, sizes=sizes).H
+        except nc.MemoryLimitError:
+            got = None
+        assert got == brute_force_attention(sizes, m), (sizes, m)
+
