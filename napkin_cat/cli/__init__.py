@@ -58,8 +58,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(fn=commands.cmd_cost)
 
-    s = sub.add_parser("derive", help="derive the tiled/streamed algorithm by rewrite rules; print the trace")
+    s = sub.add_parser("derive", help="derive the algorithm by rewrite rules: the paper's derivation (its trace), "
+                       "or with --memory the cheapest algorithm per memory size found by the search")
     algorithm_args(s)
+    s.add_argument("--memory", help="search the cheapest algorithm per memory: a number (2^14), a range of powers of "
+                   "two (2^10..2^20) with --sizes, or a symbol (M) for the piecewise closed form")
+    s.add_argument("--sizes", help="axis sizes for a numeric search, e.g. q=4096,x=4096,d=128")
+    s.add_argument("--level", type=int, default=1, help="the memory level searched (default 1)")
+    s.add_argument("--plot", help="with --memory: plot every candidate's H*(M), the envelope and the bound (PNG/SVG)")
     s.add_argument("--strip", help="draw the derivation (one row per rewrite) to this PNG/SVG path")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(fn=commands.cmd_derive)

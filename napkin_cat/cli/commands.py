@@ -12,10 +12,11 @@ import json
 import os
 
 import numpy as np
+import sympy
 
 from napkin_cat import library
 from napkin_cat.algorithms.partitions import unfused
-from napkin_cat.cli.inputs import CLIError, algorithm, parse_sizes
+from napkin_cat.cli.inputs import CLIError, algorithm, parse_memory, parse_sizes
 from napkin_cat.cost.iocost import cost
 from napkin_cat.cost.optimum import optimal
 from napkin_cat.render.draw import draw
@@ -102,8 +103,56 @@ def cmd_cost(args):
     return _emit(args, data, text)
 
 
+def _search_memory(text: str):
+    """``--memory`` of the search: a symbol name (symbolic mode), else an int or a range (numeric mode)."""
+    text = text.strip()
+    if text.isidentifier():
+        return text
+    return parse_memory(text)
+
+
+def _row_text(r) -> tuple:
+    tiles = " ".join(f"{k}={v}" for k, v in r.tiles.items())
+    ratio = "—" if r.gap is None else (f"{float(r.gap):.2f}" if sympy.sympify(r.gap).is_number else str(r.gap))
+    where = str(r.memory) if r.memory is not None else (f"{r.lower} ≤ M" + ("" if r.upper == sympy.oo
+                                                                          else f" < {r.upper}"))
+    return where, str(r.H), ratio, r.variant.describe(), tiles
+
+
+def cmd_search(args, label, d):
+    from napkin_cat.search import derive
+    memory = _search_memory(args.memory)
+    sizes = parse_sizes(args.sizes) or None
+    r = derive(d, memory=memory, level=args.level, sizes=sizes)
+    rows = [_row_text(g) for g in r.regimes]
+    data = {"algorithm": label, "level": args.level, "sizes": sizes, "memory": str(memory),
+            "H": str(r.H) if not isinstance(r.H, dict) else {str(k): v for k, v in r.H.items()},
+            "bound": r.bound.source,
+            "rows": [{"M": row[0], "H_star": row[1], "bound_ratio": row[2], "variant": g.variant.as_json(),
+                      "tiles": {k: str(v) for k, v in g.tiles.items()}, "trace": [s.rule for s in g.trace]}
+                     for row, g in zip(rows, r.regimes)]}
+    width = max(len(row[0]) for row in rows)
+    hwidth = max(len(row[1]) for row in rows)
+    text = [f"{'M':>{width}}  {'H*':>{hwidth}}  {'ratio':>6}  variant  |  tiles"]
+    text += [f"{m:>{width}}  {h:>{hwidth}}  {ratio:>6}  {variant}  |  {tiles}" for m, h, ratio, variant, tiles in rows]
+    text.append(f"ratio: H* over the lower bound ({r.bound.source})")
+    if isinstance(r.H, sympy.Piecewise):
+        text.append(f"H* = {r.H}")
+    if args.plot:
+        from napkin_cat.render.curves import plot_derivation
+        _writable(os.path.dirname(os.path.abspath(args.plot)))
+        plot_derivation(r, args.plot)
+        data["plot"] = args.plot
+        text.append(args.plot)
+    return _emit(args, data, text)
+
+
 def cmd_derive(args):
     label, d = algorithm(args.algorithm, name=args.name)
+    if args.memory is not None:
+        return cmd_search(args, label, d)
+    if args.plot or args.sizes:
+        raise CLIError("--plot and --sizes belong to the search: give --memory (e.g. --memory 2^10..2^20)")
     r = derivation_for(label, d)
     checked = bool(r.trace.check())
     o = optimal(cost(r.diagram))

@@ -99,7 +99,7 @@ class Derivation(_Derivation):
     sizes: dict | None = None
     bound: Bound | None = None
     gap: object = None
-    candidates: tuple = field(default=(), repr=False)
+    candidates: tuple = field(default=(), repr=False)   # (label, {M: H or None}) numeric; variants, symbolic
 
     def at(self, memory) -> "Derivation":
         """The single-memory derivation for one of the memories of a numeric range."""
@@ -517,6 +517,28 @@ class Makers(dict):
         return self[key]
 
 
+def _extremes(forms, level, sizes, memories) -> dict:
+    """``{"unfused": [H per memory], "fully fused": [...]}``: every operation its own kernel, and one kernel
+    (each partitioned at its best; the best over the prepared forms; None where it does not fit)."""
+    out = {"unfused": [None] * len(memories), "fully fused": [None] * len(memories)}
+    for form in forms:
+        g = form.graph
+
+        def evaluate(curve, k):
+            return curve.at_all(sizes, memories)[k][0]
+        for kind, blocks in (("unfused", [1 << i for i in range(len(g))]), ("fully fused", [g.full])):
+            if kind == "fully fused" and not g.connected(g.full):
+                continue
+            for k in range(len(memories)):
+                parts = [_best_option(g, b, level, evaluate, k) for b in blocks]
+                if None in parts:
+                    continue
+                h = sum(p[0] for p in parts)
+                if out[kind][k] is None or h < out[kind][k]:
+                    out[kind][k] = h
+    return out
+
+
 def _numeric(diagram, forms, book, level, memories, many, sizes):
     env = _check_sizes(diagram, sizes)
     best = select(forms, level, sizes, memories)
@@ -543,7 +565,11 @@ def _numeric(diagram, forms, book, level, memories, many, sizes):
                       sympy.Integer(H), dict(tiles), None, None,
                       [f"sum of each kernel's exact integer optimum over divisor tiles ({len(w.kernels)} kernels)"])
         regimes.append(Regime(w.variant, H, w.diagram, w.trace, w.cost, opt, b, gap, memory=m))
+    curves = {str(w.variant): [w.numeric(sizes, m, memories)[0] for m in memories] for w in made.values()}
+    for kind, hs in _extremes(forms, level, sizes, memories).items():
+        curves.setdefault(kind, hs)
     last = regimes[-1]
     return Derivation(diagram, last.diagram, last.trace, H={r.memory: r.H for r in regimes} if many else last.H,
                       cost=last.cost, optimum=last.optimum, variant=last.variant, regimes=tuple(regimes),
-                      memory=memories if many else memories[0], level=level, sizes=sizes, bound=bound, gap=last.gap)
+                      memory=memories if many else memories[0], level=level, sizes=sizes, bound=bound, gap=last.gap,
+                      candidates=tuple((label, dict(zip(memories, hs))) for label, hs in curves.items()))

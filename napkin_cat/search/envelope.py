@@ -1,7 +1,7 @@
 """Symbolic mode: ``H*(M)`` as the lower envelope of the winning algorithms' closed forms, a ``Piecewise``.
 
 1. **Candidates.** The search (:func:`napkin_cat.search.derivation.select`) runs at *reference sizes*
-   (the ``sizes`` given, else ``reference``, else 1024 for every axis) over memories from 1 to 2⁴⁰;
+   (``reference``, else the ``sizes`` given, else 512, 1024, 2048, … for the axes in order) over memories from 1 to 2⁴⁰;
    every algorithm that wins somewhere is a candidate, made by the rules.
 2. **Closed forms.** A candidate's ``H*(M)`` is the sum of its kernels' large-M forms
    (:meth:`~napkin_cat.search.curves.Curve.symbolic`, sums of powers of ``M``); it holds from the
@@ -27,15 +27,21 @@ from napkin_cat.syntax.axis import symbol
 
 #: Memories at which the reference search runs: 1 … 2⁴⁰ in steps of √2.
 GRID = sorted({round(2 ** (k / 2)) for k in range(0, 81)})
-REFERENCE_SIZE = 1024
+#: Default reference sizes: 2⁹, 2¹⁰, 2¹¹, … by order of appearance (distinct, so that no breakpoint degenerates).
+REFERENCE_SIZES = (512, 1024, 2048)
 
 
-def _size_symbols(diagram) -> list:
-    names = set()
+def size_symbols(diagram) -> list:
+    """The names of the size symbols of the diagram's axes, in order of first appearance."""
+    names = []
     for arr in (*diagram.dom.inside, *diagram.cod.inside):
         for a in arr.axes:
-            names |= {str(s) for s in sympy.sympify(a.size).free_symbols}
-    return sorted(names)
+            names += [str(s) for s in sorted(sympy.sympify(a.size).free_symbols, key=str) if str(s) not in names]
+    return names
+
+
+def reference_sizes(diagram) -> dict:
+    return {n: REFERENCE_SIZES[k % len(REFERENCE_SIZES)] for k, n in enumerate(size_symbols(diagram))}
 
 
 class Candidate:
@@ -110,7 +116,9 @@ def _solve(Ha, Hb, M, ref, target):
     for r in roots:
         try:
             v = complex(sympy.sympify(r).subs(ref).evalf())
-        except TypeError:
+        except (TypeError, ValueError):
+            continue
+        if v != v:   # nan: the root degenerates at the reference sizes
             continue
         if abs(v.imag) > 1e-9 * max(1.0, abs(v.real)) or v.real <= 0:
             continue
@@ -156,9 +164,9 @@ def envelope(cands, M, ref):
 def symbolic(diagram, forms, book, level, M, sizes, reference):
     """Symbolic mode of :func:`napkin_cat.search.derivation.derive` (module docstring)."""
     from napkin_cat.search.derivation import Derivation, Makers, Regime, _check_sizes, select
-    names = _size_symbols(diagram)
+    names = size_symbols(diagram)
     env = _check_sizes(diagram, sizes) if sizes else {}
-    ref_sizes = dict(reference or sizes or {n: REFERENCE_SIZE for n in names})
+    ref_sizes = dict(reference or sizes or reference_sizes(diagram))
     missing = [n for n in names if n not in ref_sizes]
     if missing:
         raise NapkinError(f"reference= must give every axis of the diagram; missing {missing}")
@@ -194,4 +202,4 @@ def symbolic(diagram, forms, book, level, M, sizes, reference):
     last = regimes[-1]
     return Derivation(diagram, last.diagram, last.trace, H=H, cost=last.cost, optimum=last.optimum,
                       variant=last.variant, regimes=tuple(regimes), memory=M, level=level, sizes=sizes,
-                      bound=bound, gap=last.gap, candidates=tuple(c.made.variant for c in cands))
+                      bound=bound, gap=last.gap, candidates=tuple((str(c.made.variant), c.H) for c in cands))

@@ -57,7 +57,33 @@ def test_a_users_own_algorithm_from_a_python_file(tmp_path, capsys):
     assert main(["cost", str(src), "--name", "scores"]) == 0
 
 
+def test_derive_searches_a_range_of_memories_and_plots(tmp_path, capsys):
+    plot = tmp_path / "curves.png"
+    assert main(["derive", "attention", "--memory", "2^10..2^16", "--sizes", "q=4096,x=4096,d=128",
+                 "--plot", str(plot)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["M", "H*", "ratio"] and len([ln for ln in lines if ln.strip()[:1].isdigit()]) == 7
+    assert " 1024  487063552 " in out and "partly fused" in out and "fully fused" in out
+    assert "Saha-Ye" in out and plot.stat().st_size > 10_000
+    assert main(["derive", "matmul", "--memory", "2^12", "--sizes", "a=256,b=256,c=256", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (row,) = data["rows"]
+    assert row["H_star"] == "851968" and row["tiles"]["g_a"] == "32" and row["trace"][0] == "kernel_formation"
+    assert row["variant"]["kind"] == "fully fused" and data["bound"].startswith("Hong-Kung")
+
+
+def test_derive_symbolic_prints_the_piecewise_envelope(capsys):
+    assert main(["derive", "attention", "--memory", "M"]) == 0
+    out = capsys.readouterr().out
+    assert "H* = Piecewise((nan, M < 6)" in out and "2*d*q + 4*d**2*q*x/M, True)" in out
+
+
 BAD = [
+    (["derive", "attention", "--memory", "2", "--sizes", "q=64,x=64,d=16"], "smallest memory that works is"),
+    (["derive", "attention", "--memory", "1024"], "needs sizes="),
+    (["derive", "attention", "--plot", "x.png"], "--plot and --sizes belong to the search"),
+    (["derive", "attention", "--memory", "2^x"], "malformed --memory"),
     (["cost", "resnet"], "unknown algorithm 'resnet'"),
     (["cost", "attention", "--sizes", "q=4096,x"], "malformed --sizes"),
     (["cost", "attention", "--sizes", "q=-3"], "malformed --sizes"),
