@@ -3,10 +3,12 @@
 The search picks, for a (prepared) function, its kernels and each kernel's partition; this module
 makes that algorithm with the rule book's rules alone, recording every step:
 
-1. the rule playing ``kernel`` (kernel formation) on every primitive, at the level asked;
-2. the rule playing ``fuse`` (kernel fusion) on two kernels of one block, until each block is one kernel;
-3. per kernel, the rule playing ``stream`` along its streamed axis, then ``group`` along each grouped
-   axis, with the kernel's own tile names (parameters ``axis=`` and ``size=`` of the rules).
+block by block, in execution order:
+
+1. the rule playing ``kernel`` (kernel formation) on each of the block's primitives, at the level asked;
+2. the rule playing ``fuse`` (kernel fusion) on two of its kernels, until the block is one kernel;
+3. the rule playing ``stream`` along its streamed axis, then ``group`` along each grouped axis, with the
+   kernel's own tile names (parameters ``axis=`` and ``size=`` of the rules).
 
 Every step is applied at the match that touches the block it is building, so the trace replays
 (:meth:`~napkin_cat.rewriting.trace.Trace.replay`) to the same algorithm.
@@ -44,53 +46,45 @@ def _region_among(net, ids) -> int:
 def make(form, graph, path, book, level: int):
     """``(diagram, steps)``: ``form`` (whose ops are ``graph``'s) partitioned as ``path`` by the book's rules.
 
-    ``path``: ``[(block mask, Variant, {axis: tile name})]`` in execution order.
+    ``path``: ``[(block mask, Variant, {axis: tile name})]`` in an order where each block comes after the
+    blocks it reads.  Block by block: its operations become kernels, are fused into one, and it is
+    partitioned, before the next block's operations become kernels; so the only unpartitioned kernels
+    fusion can pair are the block's own.
     """
     kernel_rule, fuse_rule = book.role("kernel").using(level=level), book.role("fuse")
     stream_rule, group_rule = book.role("stream"), book.role("group")
     mk = Maker(form)
-    owner = {}                         # netlist node id of a kernel -> index of its block in the path
-    block_of = {}
-    for k, (mask, _, _) in enumerate(path):
-        for i in bits(mask):
-            block_of[graph.nodes[i]] = k
-    # 1. every primitive its own kernel
-    while True:
-        options = [m for m in kernel_rule.matches(mk.net) if m.nodes["f"] in block_of]
-        if not options:
-            break
-        m = options[0]
-        new, _ = mk.apply(kernel_rule, m)
-        owner[_region_among(mk.net, new)] = block_of[m.nodes["f"]]
-    left = [n for n, node in mk.net.nodes.items() if node.kind == "box"]
-    if left:
-        raise RewriteError(f"kernel formation left {[mk.net.nodes[n].name for n in left]} outside any kernel")
-    # 2. fuse within each block
-    count = {k: sum(1 for v in owner.values() if v == k) for k in range(len(path))}
-    while any(c > 1 for c in count.values()):
-        options = [m for m in fuse_rule.matches(mk.net)
-                   if m.nodes["k1"] in owner and m.nodes["k2"] in owner
-                   and owner[m.nodes["k1"]] == owner[m.nodes["k2"]]]
-        if not options:
-            stuck = [k for k, c in count.items() if c > 1]
-            raise RewriteError(f"kernel fusion cannot join the kernels of block(s) {stuck}: no legal match")
-        m = options[0]
-        k = owner[m.nodes["k1"]]
-        new, gone = mk.apply(fuse_rule, m)
-        for g in gone:
-            owner.pop(g, None)
-        owner[_region_among(mk.net, new)] = k
-        count[k] -= 1
-    # 3. partition each kernel
-    region = {k: nid for nid, k in owner.items()}
-    for k, (_, variant, names) in enumerate(path):
+    for k, (mask, variant, names) in enumerate(path):
+        ops = {graph.nodes[i] for i in bits(mask)}
+        mine = set()
+        # 1. every operation of the block its own kernel
+        while True:
+            options = [m for m in kernel_rule.matches(mk.net) if m.nodes["f"] in ops]
+            if not options:
+                break
+            new, _ = mk.apply(kernel_rule, options[0])
+            mine.add(_region_among(mk.net, new))
+        if len(mine) != len(ops):
+            raise RewriteError(f"kernel formation made {len(mine)} kernels for the {len(ops)} operations of block {k}")
+        # 2. fuse them into one
+        while len(mine) > 1:
+            options = [m for m in fuse_rule.matches(mk.net) if m.nodes["k1"] in mine and m.nodes["k2"] in mine]
+            if not options:
+                raise RewriteError(f"kernel fusion cannot join the {len(mine)} kernels of block {k}: no legal match")
+            new, gone = mk.apply(fuse_rule, options[0])
+            mine = (mine - gone) | {_region_among(mk.net, new)}
+        (region,) = mine
+        # 3. partition it
         steps = ([(stream_rule, variant.stream)] if variant.stream else []) + \
             [(group_rule, a) for a in variant.groups]
         for rule, axis in steps:
             r = rule.using(axis=axis, size=names[axis])
-            options = [m for m in r.matches(mk.net) if m.nodes["k"] == region[k]]
+            options = [m for m in r.matches(mk.net) if m.nodes["k"] == region]
             if not options:
                 raise RewriteError(f"rule {rule.name!r} does not apply along {axis!r} to kernel {k}")
             new, _ = mk.apply(r, options[0])
-            region[k] = _region_among(mk.net, new)
+            region = _region_among(mk.net, new)
+    left = [n for n, node in mk.net.nodes.items() if node.kind == "box"]
+    if left:
+        raise RewriteError(f"kernel formation left {[mk.net.nodes[n].name for n in left]} outside any kernel")
     return mk.net.diagram, tuple(mk.steps)
