@@ -7,3 +7,8 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("dev", deadline=None, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--fuzz", type=int, default=10_000, metavar="N",
+                     help="rule applications the soundness fuzzer makes (tests/search/test_fuzz.py; default 10000)")

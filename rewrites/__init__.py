@@ -64,7 +64,8 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                                         "unscaled_softmax": unscaled_softmax},
                     roles={"kernel": "kernel_formation", "fuse": "kernel_fusion", "stream": "stream_partition",
                            "group": "group_partition",
-                           "prepare": ("softmax_contraction_to_unscaled", "contraction_reassociation")})
+                           "prepare": ("softmax_contraction_to_unscaled", "contraction_reassociation"),
+                           "simplify": tuple(SIMPLIFY.names)})
 
 
 __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "UNSCALED", "PARTITION",

@@ -323,16 +323,24 @@ def _group_axis(m):
     return None, None
 
 
+def _grouped(m):
+    """``nc.group`` of the matched region along the rule's axis, built once per match (the side condition
+    asks the constructor; the right-hand side is what it built)."""
+    if "_grouped" not in m.vars:
+        axis, size = _group_axis(m)
+        m.vars["_grouped"] = nc.group(_single(m, "k"), axis, size)
+    return m.vars["_grouped"]
+
+
 def _weaved(m):
     axis, size = _group_axis(m)
     if axis is None:
         return "the region is weaved over none of its output axes"
-    return _refusal(lambda: nc.group(_single(m, "k"), axis, size))
+    return _refusal(lambda: _grouped(m))
 
 
 def _group_rhs(m):
-    axis, size = _group_axis(m)
-    return nc.group(_single(m, "k"), axis, size)
+    return _grouped(m)
 
 
 def _group_instance(rng):

@@ -38,6 +38,7 @@ import sympy
 from napkin_cat.cost.iocost import cost as cost_of, numel
 from napkin_cat.cost.optimum import Optimum, memory_limit
 from napkin_cat.errors import MemoryLimitError, NapkinError, RewriteError
+from napkin_cat.rewriting.driver import rewrite
 from napkin_cat.rewriting.isomorphism import isomorphic
 from napkin_cat.rewriting.netlist import to_netlist
 from napkin_cat.rewriting.registry import rulebook
@@ -141,15 +142,23 @@ class Form:
         return self._space
 
 
+def _simplified(diagram, book) -> Form:
+    """The function with the book's ``simplify`` rules applied to a fixpoint (dead code, identities removed)."""
+    if "simplify" not in book.roles:
+        return Form(diagram)
+    r = rewrite(diagram, book.role("simplify"), "fixpoint")
+    return Form(r.diagram, tuple(r.trace.steps), tuple(s.rule for s in r.trace.steps))
+
+
 def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
     """The function and what the ``prepare`` rules make of it (breadth first, up to ``depth`` steps and
     ``limit`` forms, isomorphic ones once)."""
     rules = book.role("prepare") if "prepare" in book.roles else ()
-    forms = [Form(diagram)]
+    forms = [_simplified(diagram, book)]
     queue = [forms[0]]
     while queue and len(forms) < limit:
         f = queue.pop(0)
-        if len(f.steps) >= depth:
+        if len(f.prepared) - len(forms[0].prepared) >= depth:
             continue
         net = to_netlist(f.diagram)
         for rule in rules:

@@ -1,0 +1,5 @@
+"""The search tests' helpers (``fuzzing``: random functions, random walks, reproducers) on the path."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
