@@ -121,7 +121,7 @@ def best_many(H, columns, values, memories) -> list:
                 for k in near:
                     combo = tuple(int(g) for g in block[k])
                     exact_peak = max((_exact(col, combo) for col in columns), default=Fraction(0))
-                    if exact_peak > limit:
+                    if peak[k] > float(limit) * (1 - 1e-9) and exact_peak > limit:   # only near the limit
                         fits[k] = False
                         continue
                     key = (_exact(H, combo), exact_peak, combo[::-1])

@@ -36,6 +36,12 @@ class Maker:
         return set(after.nodes) - set(before.nodes), set(before.nodes) - set(after.nodes)
 
 
+def _legal(rule, net, wanted):
+    """The legal matches of ``rule`` in ``net`` that ``wanted(match)`` accepts (side conditions checked only
+    on those: a partition's condition builds the partition)."""
+    return [m for m in rule.candidates(net) if wanted(m) and rule.failure(m) is None]
+
+
 def _region_among(net, ids) -> int:
     found = [i for i in ids if net.nodes[i].kind == "region"]
     if len(found) != 1:
@@ -59,7 +65,7 @@ def make(form, graph, path, book, level: int):
         mine = set()
         # 1. every operation of the block its own kernel
         while True:
-            options = [m for m in kernel_rule.matches(mk.net) if m.nodes["f"] in ops]
+            options = _legal(kernel_rule, mk.net, lambda m: m.nodes["f"] in ops)
             if not options:
                 break
             new, _ = mk.apply(kernel_rule, options[0])
@@ -68,7 +74,7 @@ def make(form, graph, path, book, level: int):
             raise RewriteError(f"kernel formation made {len(mine)} kernels for the {len(ops)} operations of block {k}")
         # 2. fuse them into one
         while len(mine) > 1:
-            options = [m for m in fuse_rule.matches(mk.net) if m.nodes["k1"] in mine and m.nodes["k2"] in mine]
+            options = _legal(fuse_rule, mk.net, lambda m: m.nodes["k1"] in mine and m.nodes["k2"] in mine)
             if not options:
                 raise RewriteError(f"kernel fusion cannot join the {len(mine)} kernels of block {k}: no legal match")
             new, gone = mk.apply(fuse_rule, options[0])
@@ -79,7 +85,7 @@ def make(form, graph, path, book, level: int):
             [(group_rule, a) for a in variant.groups]
         for rule, axis in steps:
             r = rule.using(axis=axis, size=names[axis])
-            options = [m for m in r.matches(mk.net) if m.nodes["k"] == region]
+            options = _legal(r, mk.net, lambda m: m.nodes["k"] == region)
             if not options:
                 raise RewriteError(f"rule {rule.name!r} does not apply along {axis!r} to kernel {k}")
             new, _ = mk.apply(r, options[0])

@@ -1,8 +1,8 @@
 """Symbolic mode: ``H*(M)`` as the lower envelope of the winning algorithms' closed forms, a ``Piecewise``.
 
 1. **Candidates.** The search (:func:`napkin_cat.search.derivation.select`) runs at *reference sizes*
-   (``reference``, else the ``sizes`` given, else 512, 1024, 2048, … for the axes in order) over memories from 1 to 2⁴⁰;
-   every algorithm that wins somewhere is a candidate, made by the rules.
+   (``reference``, else the ``sizes`` given, else 512, 1024, 2048, … for the axes in order) over memories
+   from 1 to 2⁴⁰ (powers of two); every algorithm that wins somewhere is a candidate, made by the rules.
 2. **Closed forms.** A candidate's ``H*(M)`` is the sum of its kernels' large-M forms
    (:meth:`~napkin_cat.search.curves.Curve.symbolic`, sums of powers of ``M``); it holds from the
    candidate's smallest memory (every tile 1) up.
@@ -25,8 +25,8 @@ from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.search.bounds import lower_bound
 from napkin_cat.syntax.axis import symbol
 
-#: Memories at which the reference search runs: 1 … 2⁴⁰ in steps of √2.
-GRID = sorted({round(2 ** (k / 2)) for k in range(0, 81)})
+#: Memories at which the reference search runs: 1 … 2⁴⁰ in steps of 2.
+GRID = [2 ** k for k in range(0, 41)]
 #: Default reference sizes: 2⁹, 2¹⁰, 2¹¹, … by order of appearance (distinct, so that no breakpoint degenerates).
 REFERENCE_SIZES = (512, 1024, 2048)
 
@@ -109,8 +109,8 @@ def _solve(Ha, Hb, M, ref, target):
     if sympy.degree(poly, u) > 4:
         return None
     try:
-        roots = sympy.solve(poly, u)
-    except (NotImplementedError, ValueError):
+        roots = list(sympy.roots(sympy.Poly(poly, u)))
+    except (NotImplementedError, ValueError, sympy.PolynomialError):
         return None
     best = None
     for r in roots:
@@ -127,7 +127,7 @@ def _solve(Ha, Hb, M, ref, target):
             best = (err, r)
     if best is None or best[0] > 1e-6:
         return None
-    return sympy.simplify(best[1] ** int(L))
+    return sympy.radsimp(best[1] ** int(L))
 
 
 def envelope(cands, M, ref):

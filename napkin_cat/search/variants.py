@@ -105,15 +105,15 @@ def variants(function: Diagram, level: int = 1, names=None) -> list:
         def names(prefix, axis):
             return tile_name(prefix, axis, taken)
     base = kernel(function, level)
+    streamed = []
+    for axis in reduced_axes(function):   # the streaming analysis decides (stream() refuses with its reason)
+        try:
+            streamed.append((axis, stream(base, axis, names("s", axis))))
+        except NapkinError:   # not streamable, or e.g. a rename ties the axis to one that is not streamed
+            continue
     out = []
-    for axis in streamable_axes(function) or [None]:
-        k, tiles = base, []
-        if axis is not None:
-            tiles.append((axis, names("s", axis)))
-            try:
-                k = stream(k, axis, tiles[-1][1])
-            except NapkinError:   # e.g. a rename inside ties the streamed axis to one that is not streamed
-                continue
+    for axis, k in streamed or [(None, base)]:
+        tiles = [(axis, names("s", axis))] if axis is not None else []
         grouped = []
         for a in carried_axes(function):
             try:
