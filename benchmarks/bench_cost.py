@@ -22,6 +22,8 @@ Measured here (2 cores, load ~2.6 from other jobs; medians, ranges over two runs
 The symbolic attention optimum is slower: it now solves every binding column (a Piecewise) and
 checks the result at sample sizes against every column and the numeric optimum.
 """
+import argparse
+import os
 import statistics
 import sys
 import time
@@ -64,11 +66,68 @@ def chain(n):
     return nc.unfused(nc.Diagram.id(boxes[0].dom).then(*boxes))
 
 
+def stacked_blocks(n_blocks: int):
+    """``n_blocks`` transformer blocks composed with ``>>``, each with its own 12 weight inputs.
+
+    Block k reads the running activation and its weights; the weights of the blocks after it pass
+    beside it on identity wires, so the diagram is as wide as all the weights not yet used.
+    """
+    block = nc.library.transformer_block()
+    x, weights = block.dom.inside[0], block.dom.inside[1:]
+    d = nc.Diagram.id(nc.Ty(x, *(weights * n_blocks)))
+    for k in range(n_blocks):
+        d = d >> (block @ nc.Diagram.id(nc.Ty(*(weights * (n_blocks - k - 1)))))
+    return d
+
+
+def count_boxes(diagram) -> int:
+    """Boxes the cost functor visits: every layer's box (swaps and copies too), inside regions as well."""
+    total = 0
+    for layer in diagram.inside:
+        box = layer.boxes_or_types[1]
+        total += 1 + (count_boxes(box.arg) if isinstance(getattr(box, "arg", None), nc.Diagram) else 0)
+    return total
+
+
+def stacked(runs: int):
+    """The cost functor on 1, 4, 8, 16 stacked blocks (function diagram and unfused algorithm): ms per box."""
+    print(f"{'stacked transformer blocks':30s} {'boxes':>6s} {'cost median s':>14s} {'ms per box':>11s} "
+          f"{'vs 4 blocks':>12s}")
+    for form, make in (("function", stacked_blocks), ("unfused", lambda n: nc.unfused(stacked_blocks(n)))):
+        base = None
+        for n in (1, 4, 8, 16):
+            d = make(n)
+            boxes = count_boxes(d)
+            t = median_time(lambda: nc.cost(d), runs)
+            if not isinstance(t, float):
+                print(f"{form + ', ' + str(n) + ' blocks':30s} {boxes:6d} {t}")
+                continue
+            per_box = 1000 * t / boxes
+            base = per_box if n == 4 else base
+            ratio = f"{per_box / base:12.2f}" if base else f"{'':12s}"
+            print(f"{form + ', ' + str(n) + ' blocks':30s} {boxes:6d} {t:14.4f} {per_box:11.3f} {ratio}")
+
+
 def three_matrices():
     return (nc.einsum("a b, b c -> a c") @ nc.Id("c d")) >> nc.einsum("a c, c d -> a d")
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=("optimal", "chain", "stacked"), help="run one part")
+    parser.add_argument("--runs", type=int, default=5, help="runs per stacked-blocks row (median)")
+    args = parser.parse_args()
+    if os.environ.get("OPENBLAS_NUM_THREADS") != "1":
+        print("warning: run with OPENBLAS_NUM_THREADS=1 (see benchmarks/README.md)", file=sys.stderr)
+    if args.only in (None, "optimal"):
+        optimal_rows()
+    if args.only in (None, "chain"):
+        chains()
+    if args.only in (None, "stacked"):
+        stacked(args.runs)
+
+
+def optimal_rows():
     flash = nc.group(nc.stream(nc.library.attention(), "x", "s_x"), "q", "g_q")
     mm = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
     fused = nc.group(nc.group(nc.stream(nc.kernel(three_matrices()), "c", "s_c"), "a", "g_a"), "d", "g_d")
@@ -111,11 +170,15 @@ def main():
     for name, t in rows:
         print(f"{name:70s} {t:10.4f}" if isinstance(t, float) else f"{name:70s} {t}")
     print()
+
+
+def chains():
     print(f"{'unfused chain boxes':>20s} {'cost median s':>14s} {'ms per box':>12s}")
     for n in (125, 250, 500, 1000):
         d = chain(n)
         t = median_time(lambda: nc.cost(d), 3)
         print(f"{n:20d} {t:14.4f} {1000 * t / n:12.3f}")
+    print()
 
 
 if __name__ == "__main__":
