@@ -89,23 +89,43 @@ def count_boxes(diagram) -> int:
     return total
 
 
+def clear_sympy():
+    """Empty sympy's expression cache and the cost functor's own memo (absent in older trees)."""
+    from sympy.core.cache import clear_cache
+    clear_cache()
+    terms = getattr(sys.modules.get("napkin_cat.cost.iocost"), "_terms", None)
+    if hasattr(terms, "cache_clear"):
+        terms.cache_clear()
+
+
 def stacked(runs: int):
-    """The cost functor on 1, 4, 8, 16 stacked blocks (function diagram and unfused algorithm): ms per box."""
-    print(f"{'stacked transformer blocks':30s} {'boxes':>6s} {'cost median s':>14s} {'ms per box':>11s} "
-          f"{'vs 4 blocks':>12s}")
+    """The cost functor on 1, 4, 8, 16 stacked blocks (function diagram and unfused algorithm): ms per box.
+
+    "cold": sympy's cache emptied before every run (what a first call on a new diagram costs);
+    "warm": the same call repeated.  sympy keeps at most 1000 expressions, so a warm run on a small
+    diagram is served from the previous run's results and a large one is not: compare cold rows
+    for how the time per box grows with width.
+    """
+    print(f"{'stacked transformer blocks':28s} {'boxes':>6s} {'cold s':>8s} {'ms/box':>7s} {'vs 4':>5s}  "
+          f"{'warm s':>8s} {'ms/box':>7s} {'vs 4':>5s}")
     for form, make in (("function", stacked_blocks), ("unfused", lambda n: nc.unfused(stacked_blocks(n)))):
-        base = None
+        base = {}
         for n in (1, 4, 8, 16):
             d = make(n)
             boxes = count_boxes(d)
-            t = median_time(lambda: nc.cost(d), runs)
-            if not isinstance(t, float):
-                print(f"{form + ', ' + str(n) + ' blocks':30s} {boxes:6d} {t}")
-                continue
-            per_box = 1000 * t / boxes
-            base = per_box if n == 4 else base
-            ratio = f"{per_box / base:12.2f}" if base else f"{'':12s}"
-            print(f"{form + ', ' + str(n) + ' blocks':30s} {boxes:6d} {t:14.4f} {per_box:11.3f} {ratio}")
+            row = f"{form + ', ' + str(n) + ' blocks':28s} {boxes:6d}"
+            for mode in ("cold", "warm"):
+                nc.cost(d)
+                t = median_time(lambda: (clear_sympy() if mode == "cold" else None, nc.cost(d)), runs)
+                if not isinstance(t, float):
+                    row += f" {t}"
+                    break
+                per_box = 1000 * t / boxes
+                if n == 4:
+                    base[mode] = per_box
+                ratio = f"{per_box / base[mode]:5.2f}" if mode in base else f"{'':5s}"
+                row += f" {t:8.4f} {per_box:7.3f} {ratio} "
+            print(row)
 
 
 def three_matrices():
