@@ -150,6 +150,25 @@ class Cost:
         self.ops += src.ops
         return self
 
+    def absorb_all(self, parts) -> "Cost":
+        """In place: ``self ← self ; p₁ ; … ; pₙ``, each total summed once (not through n partial sums)."""
+        parts = list(parts)
+        for name in ("H", "H_bytes", "flops"):
+            mine, terms = getattr(self, name), {}
+            for src in [self] + parts:
+                for k, v in getattr(src, name).items():
+                    terms.setdefault(k, []).append(v)
+            for k, vs in terms.items():
+                mine[k] = sympy.Add(*vs)
+        for src in parts:
+            for l, cols in src.columns.items():
+                for v in cols:
+                    self._add(l, v)
+            self.groups += src.groups
+            self.streams += src.streams
+            self.ops += src.ops
+        return self
+
     __rshift__ = then
 
     def _add(self, l, v):
@@ -173,7 +192,7 @@ class Cost:
 @lru_cache(maxsize=None)
 def _terms(arr: Array) -> tuple:
     """``numel(arr)`` expanded, as ``(monomial, coefficient)`` pairs (computed once per array)."""
-    return tuple(sympy.expand(numel(arr)).as_coefficients_dict().items())
+    return tuple((m, int(c) if c.is_Integer else c) for m, c in sympy.expand(numel(arr)).as_coefficients_dict().items())
 
 
 class _Live:
@@ -268,7 +287,7 @@ def _walk(diagram: Diagram) -> Cost:
     get fresh ids.  Inside a region, every column of the region is counted on top of what lies
     beside it outside (the live data minus the region's inputs).
     """
-    total = Cost()
+    total, parts = Cost(), []
     live = _Live()
     fresh = [len(diagram.dom)]
     values = list(enumerate(diagram.dom.inside))
@@ -284,12 +303,12 @@ def _walk(diagram: Diagram) -> Cost:
                 if lvl == 0:  # global arrays are whole at level 0: the outer columns count them
                     continue
                 base = live.column(without=step.ins) if base is None else base
-                for v in cols:
-                    total.add_column(_plus(base, {lvl: v}))
+                for v in cols:   # both sides expanded: their sum is too
+                    total.add_column(_plus(base, {lvl: v}), expanded=True)
             inner.columns = {}
-            total.absorb(inner)
+            parts.append(inner)
         else:
-            total.absorb(box_cost(box))
+            parts.append(box_cost(box))
         outs = [(fresh[0] + j, arr) for j, arr in enumerate(box.cod.inside)]
         fresh[0] += len(outs)
         _after(step, outs)
@@ -300,7 +319,7 @@ def _walk(diagram: Diagram) -> Cost:
         live.put(outs)
         total.add_column(live.column(), expanded=True)
     traverse(diagram, values, on_box, on_wiring=_after)
-    return total
+    return total.absorb_all(parts)
 
 
 def region_cost(box: Region) -> Cost:
