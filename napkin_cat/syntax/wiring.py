@@ -140,7 +140,9 @@ def traverse(diagram: Diagram, values, on_box: Callable, *, merge: Callable | No
     ``on_box(step)`` returns the values a computing box (primitive or region) puts on its output
     wires (a :class:`Step` says which box, which input values, what lies beside it).  Swaps, copies
     and discards move the values themselves (:func:`route`); ``on_wiring(step, outs)``, if given, is
-    told what each did.  A merge goes to ``merge(step)`` (by default it is refused).
+    told what each did (a value of ``step.ins`` missing from ``outs`` was discarded, one found twice
+    was copied) and may return the outputs renamed (a list as long as ``outs``: e.g. a netlist gives
+    each branch of a copy its own wire).  A merge goes to ``merge(step)`` (by default it is refused).
 
     >>> import napkin_cat as nc
     >>> d = nc.Diagram.swap(nc.types("a"), nc.types("b")) >> nc.elementwise("exp", "b") @ nc.Diagram.id(
@@ -160,7 +162,12 @@ def traverse(diagram: Diagram, values, on_box: Callable, *, merge: Callable | No
         else:
             outs = route(box, step.ins)
             if on_wiring is not None:
-                on_wiring(step, outs)
+                renamed = on_wiring(step, outs)
+                if renamed is not None:
+                    if len(renamed) != len(outs):
+                        raise NapkinError(f"on_wiring renamed the {len(outs)} output(s) of {box.name!r} "
+                                          f"as {len(renamed)}")
+                    outs = list(renamed)
         values[offset:offset + k] = outs
     return values
 

@@ -15,9 +15,8 @@ import sympy
 
 import napkin_cat as nc
 import importlib
-from napkin_cat.syntax.adapter import Diagram, Ty, is_structural, layers
+from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.axis import symbol
-from napkin_cat.syntax.wiring import route
 
 SIZES = dict(n=3, e=4, h=2, d=2, f=5)
 iocost = importlib.import_module("napkin_cat.cost.iocost")   # (the package exports the function `cost`)
@@ -33,54 +32,17 @@ def stacked_blocks(n_blocks: int) -> Diagram:
     return d
 
 
-def _numel(arr):
-    out = sympy.Integer(1)
-    for a in arr.axes:
-        out *= a.size
-    return out
-
-
-def reference_columns(diagram: Diagram) -> dict:
-    """Level → the columns of a region-free diagram, by the definition: after every layer, the sum
-    of the distinct values on the wires, expanded (a copied value is one variable)."""
-    wires = list(enumerate(diagram.dom.inside))
-    fresh = len(wires)
-    cols = {}
-
-    def read():
-        seen, col = set(), {}
-        for vid, arr in wires:
-            if vid not in seen:
-                seen.add(vid)
-                col[arr.level] = col.get(arr.level, 0) + _numel(arr)
-        for lvl, v in col.items():
-            v = sympy.expand(v)
-            if v != 0 and v not in cols.setdefault(lvl, []):
-                cols[lvl].append(v)
-    read()
-    for offset, box in layers(diagram):
-        k = len(box.dom)
-        if is_structural(box):
-            outs = route(box, wires[offset:offset + k])
-        else:
-            outs = [(fresh + j, arr) for j, arr in enumerate(box.cod.inside)]
-            fresh += len(outs)
-        wires[offset:offset + k] = outs
-        read()
-    return cols
-
-
 @pytest.mark.parametrize("n_blocks", [1, 3])
-def test_columns_of_stacked_blocks_are_the_per_layer_definition(n_blocks):
+def test_columns_of_stacked_blocks_are_the_per_layer_definition(n_blocks, helpers):
     d = stacked_blocks(n_blocks)
-    assert nc.cost(d).columns == reference_columns(d)
+    assert nc.cost(d).columns == helpers.live_columns(d)
 
 
-def test_columns_with_swaps_copies_and_discards_are_the_per_layer_definition():
+def test_columns_with_swaps_copies_and_discards_are_the_per_layer_definition(helpers):
     a, b = nc.types("q d"), nc.types("x d")
     d = (Diagram.copy(a, 3) @ b >> a @ Diagram.swap(a, a @ b) >> a @ a @ b @ Diagram.copy(a, 0)
          >> nc.elementwise("exp", "q d") @ Diagram.swap(a, b) >> nc.Id("q d") @ nc.einsum("x d, q d -> x q"))
-    assert nc.cost(d).columns == reference_columns(d)
+    assert nc.cost(d).columns == helpers.live_columns(d)
 
 
 def test_stacking_adds_flops_and_transfers():
