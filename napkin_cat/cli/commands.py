@@ -286,8 +286,8 @@ def _run_report(target, k, p, seed) -> tuple[dict, list, bool]:
         rows.append({"output": name, "dtype": dtype, "max_error": err, "max_value": scale, "tolerance": tol,
                      "ok": err <= tol})
     lines = [f"run on random inputs (seed {seed}) against the numpy runner: {r['output']} ({r['dtype']}) "
-             f"max |error| = {r['max_error']:.3g} (largest |value| {r['max_value']:.3g}; tolerance {r['tolerance']:.3g})"
-             f" {'ok' if r['ok'] else 'TOO LARGE'}" for r in rows]
+             f"max |error| = {r['max_error']:.3g} (largest |value| {r['max_value']:.3g}; "
+             f"tolerance {r['tolerance']:.3g}) {'ok' if r['ok'] else 'TOO LARGE'}" for r in rows]
     return {"seed": seed, "outputs": rows, "ok": ok}, lines, ok
 
 
