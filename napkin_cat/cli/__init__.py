@@ -1,8 +1,9 @@
 """The ``napkin`` command (the only layer that may import everything).
 
 ``napkin reproduce --out DIR`` reproduces the paper end to end and writes a report;
-``napkin demo`` draws, evaluates and derives FlashAttention; ``cost``, ``derive`` and ``draw``
-take a library algorithm by name or a Python file that defines a diagram.  Bad input gives
+``napkin demo`` draws, evaluates and derives FlashAttention; ``cost``, ``derive``, ``plan``, ``codegen``
+and ``draw`` take a library algorithm by name or a Python file that defines a diagram (``plan`` prints
+the loop nest, ``codegen`` the Triton, CUDA or C kernel of that plan, and compiles or runs it).  Bad input gives
 one line on stderr and exit status 2; ``reproduce`` exits 1 when a value differs from the paper.
 
 >>> main(["derive", "matmul"]) == 0
