@@ -268,9 +268,6 @@ def _compile_report(target, k, arch, p) -> tuple[dict, list]:
 def _run_report(target, k, p, seed) -> tuple[dict, list, bool]:
     """Run ``k`` and the numpy runner ``p`` on the same random inputs; the largest error of each output."""
     import sympy
-    if target == "cuda":
-        raise CLIError("--run needs a GPU for the cuda target (none here): use --compile to check it with ptxas, "
-                       "or --target c / triton to run the same plan")
     rng = np.random.default_rng(seed)
     xs = [rng.standard_normal(tuple(int(sympy.sympify(e).subs(p.sizes)) for _, e in p.variable_map[n].shape))
           .astype(k.numpy_dtype(n)) for n in p.inputs]
@@ -295,13 +292,15 @@ def cmd_codegen(args):
     """``napkin codegen``: plan the algorithm as ``napkin plan`` does, print the kernel of ``--target``, save it
     with its launcher (``--out``), compile it (``--compile``) or run it against the numpy runner (``--run``)."""
     target = args.target
-    arch = args.compile
-    if arch == "default":
-        arch = DEFAULT_ARCH.get(target)
-    elif arch is not None and target == "c":
+    compiling = args.compile is not None
+    arch = DEFAULT_ARCH.get(target) if args.compile == "default" else args.compile
+    if target == "c" and arch is not None:
         raise CLIError(f"--compile {arch}: the c target compiles for this CPU; give --compile without an architecture")
+    if target == "cuda" and args.run:
+        raise CLIError("--run needs a GPU for the cuda target (none here): use --compile to check it with ptxas, "
+                       "or --target c / triton to run the same plan")
     hardware = args.hardware
-    if hardware is None and arch is not None and target != "c":
+    if hardware is None and compiling and target != "c":
         from napkin_cat.codegen.cuda import model_for
         from napkin_cat.hardware.model import load as load_hardware
         hardware = model_for(arch, load_hardware("h100-sxm5")).name   # tiles chosen for the GPU compiled for
@@ -315,7 +314,7 @@ def cmd_codegen(args):
             "tiles_chosen": made.chosen, "capacity": {"level": 1, "values": made.capacity, "hardware": made.gpu.name},
             "smem_bytes": p.smem_bytes}
     text = [made.chosen_line()] if made.chosen else []
-    show_source = not (args.out or arch or args.run)
+    show_source = not (args.out or compiling or args.run)
     if args.out:
         paths = [str(x) for x in k.save(_writable(args.out))]
         data["files"] = paths
@@ -323,7 +322,7 @@ def cmd_codegen(args):
     elif show_source or args.json:
         data["source"] = k.source
     ok = True
-    if arch is not None:
+    if compiling:
         data["compile"], lines = _compile_report(target, k, arch, p)
         text += lines
     if args.run:

@@ -90,6 +90,16 @@ def test_the_triton_kernel_runs_under_the_interpreter(capsys):
 
 
 @needs_cc
+def test_compile_builds_the_c_library(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("NAPKIN_CACHE", str(tmp_path))
+    assert main(["codegen", "matmul", "--target", "c", "--sizes", "a=9,b=11,c=7", "--compile", "--json"]) == 0
+    data = _json(capsys)
+    library = data["compile"]["library"]
+    assert library.startswith(str(tmp_path)) and library.endswith(".so") and os.path.getsize(library) > 1000
+    assert "source" in data and "run" not in data
+
+
+@needs_cc
 def test_out_saves_the_source_and_a_launcher(tmp_path, capsys):
     mine = tmp_path / "mine.py"          # an algorithm the library has never named
     mine.write_text("import napkin_cat as nc\n"
