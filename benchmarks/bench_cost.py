@@ -1,4 +1,4 @@
-"""Cost functor and optimal tile sizes: time for attention, the three-matrix chain, and growing unfused chains.
+"""Cost functor and optimal tile sizes: attention, the three-matrix chain, chains and stacked transformer blocks.
 
 Run: OPENBLAS_NUM_THREADS=1 python benchmarks/bench_cost.py            (this tree)
      OPENBLAS_NUM_THREADS=1 PYTHONPATH=<other tree> python benchmarks/bench_cost.py   (a baseline)
