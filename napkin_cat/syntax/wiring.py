@@ -31,19 +31,6 @@ from typing import Callable
 from napkin_cat.errors import NapkinError
 from napkin_cat.syntax.adapter import Diagram, Ty, is_structural, layers
 
-WIRING = ("swap", "copy", "discard")
-
-
-def is_wiring(box) -> bool:
-    """True for the generators that only move values (swap, copy, discard)."""
-    return is_structural(box) in WIRING
-
-
-def is_merge(box) -> bool:
-    """True for a merge (several wires summed into one)."""
-    return is_structural(box) == "merge"
-
-
 def computes(box) -> bool:
     """True for a box that computes (a primitive or a region): neither wiring nor a merge."""
     return is_structural(box) is None
@@ -126,11 +113,6 @@ class Step:
     @property
     def right(self) -> list:
         return self.values[self.offset + len(self.ins):]
-
-    @property
-    def others(self) -> list:
-        """The values on every wire but the box's inputs."""
-        return self.left + self.right
 
 
 def traverse(diagram: Diagram, values, on_box: Callable, *, merge: Callable | None = None,
