@@ -31,6 +31,7 @@ from typing import Callable
 from napkin_cat.errors import NapkinError
 from napkin_cat.syntax.adapter import Diagram, Ty, is_structural, layers
 
+
 def computes(box) -> bool:
     """True for a box that computes (a primitive or a region): neither wiring nor a merge."""
     return is_structural(box) is None

@@ -5,6 +5,8 @@ made mostly of wiring (swaps of one or two wires, copies into 1-3 branches, disc
 computing boxes are run through every functor built on it, and each is compared with a numpy
 reference assembled step by step while the diagram is drawn (it never goes through napkin_cat):
 
+* ``traverse`` itself is a functor (``>>`` composes folds, ``@`` juxtaposes them);
+
 * ``nc.evaluate`` equals the reference;
 * the values view (``trace_values``) replayed box by box equals it;
 * the netlist read back (``to_diagram(to_netlist(d))``) evaluates to it and is isomorphic to ``d``;
@@ -24,7 +26,7 @@ from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.semantics.env import Env
 from napkin_cat.syntax.adapter import Diagram, Ty, layers
 from napkin_cat.syntax.axis import symbol
-from napkin_cat.syntax.wiring import computes, trace_values
+from napkin_cat.syntax.wiring import computes, trace_values, traverse
 
 SIGS = ("q d", "x d", "q x", "d")
 SIZES = {"q": 2, "d": 3, "x": 4}
@@ -178,3 +180,22 @@ def test_plan_of_the_unfused_diagram_agrees(case):
     env = {symbol(k): v for k, v in SIZES.items()}
     assert counters.transfers == {l: int(h.subs(env)) for l, h in c.H.items() if h != 0}
     assert counters.peak == {l: int(m.subs(env)) for l, m in c.M.items() if l > 0}
+
+
+def _symbolic(step):
+    """A box's outputs as terms over its inputs: the value of a wire says how it was computed."""
+    return [f"{step.box.name}#{j}({', '.join(step.ins)})" for j in range(len(step.box.cod))]
+
+
+@PROPERTY
+@given(wirings(), st.data())
+def test_traverse_is_a_functor(case, data):
+    """``traverse(f >> g) = traverse(g) ∘ traverse(f)`` and ``traverse(f @ g) = traverse(f) × traverse(g)``."""
+    d, _ = case
+    k = data.draw(st.integers(0, len(d.inside)))
+    f, g = d[:k], d[k:]
+    xs = [f"x{i}" for i in range(len(d.dom))]
+    whole = traverse(d, xs, _symbolic)
+    assert traverse(g, traverse(f, xs, _symbolic), _symbolic) == whole
+    ys = [f"y{i}" for i in range(len(g.dom))]
+    assert traverse(d @ g, xs + ys, _symbolic) == whole + traverse(g, ys, _symbolic)
