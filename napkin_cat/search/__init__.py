@@ -4,14 +4,16 @@
 kernel splits, streamed and grouped axes), costs each candidate with ``nc.cost`` and ``nc.optimal``,
 and returns the winner made by the rules, with its trace, cost, optimum, variant and the gap to a
 known lower bound.  Modules: ``blocks`` (kernel splits as down-sets), ``variants`` (a kernel's
-partitions), ``curves`` (a kernel's ``H*(M)``), ``construct`` (the trace by the rules), ``envelope``
+partitions), ``curves`` (a kernel's ``H*(M)``), ``space`` (forms, kernel splits, shortest paths),
+``construct`` (the trace by the rules), ``results`` (``Derivation``, ``Regime``), ``envelope``
 (symbolic mode), ``bounds`` (lower bounds), ``schedule`` (the variant described), ``derivation``.
 
 May import: every layer up to rewriting; it finds rule sets through a registry, never by
 importing ``rewrites``.
 """
 from napkin_cat.search.bounds import Bound, lower_bound
-from napkin_cat.search.derivation import Derivation, Regime, derive
+from napkin_cat.search.derivation import derive
+from napkin_cat.search.results import Derivation, Regime
 from napkin_cat.search.schedule import KernelChoice, Schedule
 
 __all__ = ["derive", "Derivation", "Regime", "Schedule", "KernelChoice", "Bound", "lower_bound"]

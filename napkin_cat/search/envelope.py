@@ -1,6 +1,6 @@
 """Symbolic mode: ``H*(M)`` as the lower envelope of the winning algorithms' closed forms, a ``Piecewise``.
 
-1. **Candidates.** The search (:func:`napkin_cat.search.derivation.select`) runs at *reference sizes*
+1. **Candidates.** The search (:func:`napkin_cat.search.space.select`) runs at *reference sizes*
    (``reference``, else the ``sizes`` given, else 512, 1024, 2048, … for the axes in order) over memories
    from 1 to 2⁴⁰ (powers of two); every algorithm that wins somewhere is a candidate, made by the rules.
 2. **Closed forms.** A candidate's ``H*(M)`` is the sum of its kernels' large-M forms
@@ -23,6 +23,8 @@ import sympy
 from napkin_cat.cost.optimum import Optimum, power_terms
 from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.search.bounds import lower_bound
+from napkin_cat.search.results import Derivation, Regime
+from napkin_cat.search.space import Makers, check_sizes, select
 from napkin_cat.syntax.axis import symbol
 
 #: Memories at which the reference search runs: 1 … 2⁴⁰ in steps of 2.
@@ -163,9 +165,8 @@ def envelope(cands, M, ref):
 
 def symbolic(diagram, forms, book, level, M, sizes, reference):
     """Symbolic mode of :func:`napkin_cat.search.derivation.derive` (module docstring)."""
-    from napkin_cat.search.derivation import Derivation, Makers, Regime, _check_sizes, select
     names = size_symbols(diagram)
-    env = _check_sizes(diagram, sizes) if sizes else {}
+    env = check_sizes(diagram, sizes) if sizes else {}
     ref_sizes = dict(reference or sizes or reference_sizes(diagram))
     missing = [n for n in names if n not in ref_sizes]
     if missing:

@@ -194,15 +194,15 @@ def test_numeric_symbolic_inputs_are_checked():
 
 
 def test_the_search_memoises_blocks_by_canonical_form():
-    from napkin_cat.search import derivation
+    from napkin_cat.search import space
     from napkin_cat.search.blocks import OpGraph
-    derivation.MEMO.clear()
+    space.MEMO.clear()
     nc.derive(nc.library.attention(), memory=2 ** 12, sizes=ATT)
-    first = len(derivation.MEMO)
+    first = len(space.MEMO)
     nc.derive(nc.library.attention(), memory=2 ** 12, sizes=ATT)
-    assert len(derivation.MEMO) == first       # the same kernels: nothing new is costed
+    assert len(space.MEMO) == first       # the same kernels: nothing new is costed
     nc.derive(nc.rename_axis(nc.library.attention(), "q", "t"), memory=2 ** 12, sizes={**ATT, "t": 4096})
-    assert len(derivation.MEMO) > first        # renamed axes are other kernels
+    assert len(space.MEMO) > first        # renamed axes are other kernels
     # the two layer norms of a transformer block are one kernel for the search, wherever they sit
     g = OpGraph(nc.to_netlist(nc.library.transformer_block()))
     means = [i for i in range(len(g)) if g.name(i) == "mean"]

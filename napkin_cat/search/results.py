@@ -1,0 +1,81 @@
+"""What ``nc.derive`` returns: a :class:`Derivation` (the winner, made by the rules) and its :class:`Regime` s.
+
+A regime is one piece of the answer: one memory size (numeric mode) or one interval of ``M`` (symbolic
+mode), with its variant, transfers, algorithm, trace, cost, optimum and the gap to the lower bound.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from napkin_cat.cost.optimum import Optimum
+from napkin_cat.errors import NapkinError
+from napkin_cat.rewriting.trace import Derivation as _Derivation, Trace
+from napkin_cat.search.bounds import Bound
+from napkin_cat.search.schedule import Schedule
+from napkin_cat.syntax.adapter import Diagram
+
+
+@dataclass(frozen=True)
+class Regime:
+    """One piece of the answer: where it holds (``memory`` for a number; ``lower`` ≤ M < ``upper`` and
+    ``condition`` in symbolic mode), its ``variant``, ``H``, algorithm ``diagram``, ``trace``, ``cost``,
+    ``optimum`` (tiles), and the lower ``bound`` with the ``gap`` H / bound (None where no bound is known)."""
+
+    variant: Schedule
+    H: object
+    diagram: Diagram
+    trace: Trace
+    cost: object
+    optimum: Optimum
+    bound: object = None
+    gap: object = None
+    memory: object = None
+    lower: object = None
+    upper: object = None
+    condition: object = None
+
+    @property
+    def tiles(self) -> dict:
+        return {str(k): v for k, v in self.optimum.sizes.items()}
+
+
+@dataclass(frozen=True)
+class Derivation(_Derivation):
+    """A derived algorithm (``start`` → ``diagram`` by ``trace``) with its optimum transfers ``H`` at
+    ``level`` for ``memory``: an int (one memory), ``{M: H}`` (a list of memories) or a ``Piecewise``
+    in M (symbolic).  ``regimes`` are the pieces; ``diagram``, ``trace``, ``variant``, ``cost``,
+    ``optimum``, ``gap`` are those of the last regime (the largest memory).  ``bound`` is the known
+    lower bound (:mod:`.bounds`)."""
+
+    H: object = None
+    cost: object = None
+    optimum: Optimum | None = None
+    variant: Schedule | None = None
+    regimes: tuple = ()
+    memory: object = None
+    level: int = 1
+    sizes: dict | None = None
+    bound: Bound | None = None
+    gap: object = None
+    candidates: tuple = field(default=(), repr=False)   # (label, {M: H or None}) numeric; variants, symbolic
+
+    def at(self, memory) -> "Derivation":
+        """The single-memory derivation for one of the memories of a numeric range."""
+        for r in self.regimes:
+            if r.memory == memory:
+                return _single(self, r)
+        raise NapkinError(f"no regime for memory {memory}; this derivation has "
+                          f"{[r.memory for r in self.regimes]}")
+
+    def table(self) -> list:
+        """Rows ``(M, variant, H*, tiles, bound ratio)``, one per regime."""
+        return [(r.memory if r.memory is not None else (r.lower, r.upper), str(r.variant), r.H, r.tiles, r.gap)
+                for r in self.regimes]
+
+
+def _single(parent, r: Regime) -> Derivation:
+    return Derivation(parent.start, r.diagram, r.trace, H=r.H, cost=r.cost, optimum=r.optimum, variant=r.variant,
+                      regimes=(r,), memory=r.memory, level=parent.level, sizes=parent.sizes, bound=parent.bound,
+                      gap=r.gap)
+
+
