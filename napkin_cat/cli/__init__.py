@@ -66,6 +66,8 @@ def parser() -> argparse.ArgumentParser:
                    "two (2^10..2^20) with --sizes, or a symbol (M) for the piecewise closed form")
     s.add_argument("--sizes", help="axis sizes for a numeric search, e.g. q=4096,x=4096,d=128")
     s.add_argument("--level", type=int, default=1, help="the memory level searched (default 1)")
+    s.add_argument("--tiles", choices=("divisors", "any"), default="divisors",
+                   help="numeric search: tiles divide their axes (default), or any size with a shorter last tile")
     s.add_argument("--plot", help="with --memory: plot every candidate's H*(M), the envelope and the bound (PNG/SVG)")
     s.add_argument("--strip", help="draw the derivation (one row per rewrite) to this PNG/SVG path")
     s.add_argument("--json", action="store_true", help="print JSON")

@@ -125,7 +125,7 @@ def cmd_search(args, label, d):
     from napkin_cat.search import derive
     memory = _search_memory(args.memory)
     sizes = parse_sizes(args.sizes) or None
-    r = derive(d, memory=memory, level=args.level, sizes=sizes)
+    r = derive(d, memory=memory, level=args.level, sizes=sizes, tiles=args.tiles)
     rows = [_row_text(g) for g in r.regimes]
     data = {"algorithm": label, "level": args.level, "sizes": sizes, "memory": str(memory),
             "H": str(r.H) if not isinstance(r.H, dict) else {str(k): v for k, v in r.H.items()},

@@ -96,24 +96,72 @@ def best(H, columns, values, memory):
     return None if found is None else (found[0], found[2][::-1])
 
 
-def best_many(H, columns, values, memories) -> list:
+def ragged_values(n: int, most: int = 160) -> tuple:
+    """Tiles of an axis of size ``n`` when the last tile may be shorter: for each number of trips ``k`` the
+    least tile that makes it, ``⌈n/k⌉`` (a larger tile with as many trips only holds more); at most about
+    ``most`` of them (the largest tiles all kept, the smaller ones thinned geometrically), with the divisors.
+
+    >>> ragged_values(10)
+    (1, 2, 3, 4, 5, 10)
+    """
+    tiles = sorted({-(-n // k) for k in range(1, n + 1)}) if n <= 4 * most else None
+    if tiles is None or len(tiles) > most:
+        ks, k = [], 1.0
+        while k <= n:
+            ks.append(int(k))
+            k = k + 1 if k < most // 2 else k * 1.05
+        tiles = sorted({-(-n // k) for k in ks} | {1})
+    return tuple(sorted(set(tiles) | set(divisors(n))))
+
+
+def _exact_ragged(poly, combo, fulls) -> Fraction:
+    """H with a shorter last tile: each trip factor ``n/g`` (a tile exponent -1) counts ``⌈n/g⌉`` trips."""
+    coeffs, exps = poly
+    total = Fraction(0)
+    for alpha, e in zip(coeffs, exps):
+        term = Fraction(alpha)
+        for g, k, n in zip(combo, e, fulls):
+            term *= Fraction(-(-n // g), n) if k == -1 else Fraction(g) ** k
+        total += term
+    return total
+
+
+def _scores_ragged(poly, logs, logc):
+    coeffs, exps = poly
+    alpha = np.array([float(a) for a in coeffs])
+    E = np.array(exps, dtype=float).reshape(len(coeffs), logs.shape[1])
+    trips = (E == -1).astype(float)
+    return np.exp(logs @ (E + trips).T + logc @ trips.T) @ alpha
+
+
+def best_many(H, columns, values, memories, fulls=None) -> list:
     """:func:`best` for several memory sizes at once: the candidates are scored once.
+
+    ``fulls`` (each tile's axis size): tiles need not divide their axes; the last tile of an axis is shorter
+    and a trip factor ``n/g`` of ``H`` counts ``⌈n/g⌉`` trips (memory is what a full tile holds).
 
     >>> from fractions import Fraction
     >>> H = ((Fraction(1), Fraction(1)), ((-1, 0), (0, -1)))
     >>> C = [((Fraction(1), Fraction(1), Fraction(1)), ((1, 1), (1, 0), (0, 1)))]
     >>> best_many(H, C, [divisors(8), divisors(8)], [2, 30, 100])
     [None, (Fraction(1, 2), (4, 4)), (Fraction(1, 4), (8, 8))]
+    >>> best_many(H, C, [ragged_values(8), ragged_values(8)], [30], fulls=(8, 8))
+    [(Fraction(1, 2), (4, 4))]
     """
     lists = [np.array(sorted(v), dtype=float) for v in values]
     limits = [Fraction(m) for m in memories]
     found = [None] * len(limits)
+    exact_H = (lambda combo: _exact(H, combo)) if fulls is None else (lambda combo: _exact_ragged(H, combo, fulls))
     for block in _blocks(lists):
         logs = np.log(block)
         peak = np.zeros(len(block))
         for col in columns:
             peak = np.maximum(peak, _scores(col, logs))
-        scores = _scores(H, logs)
+        if fulls is None:
+            scores = _scores(H, logs)
+        else:
+            n = np.array(fulls, dtype=float)
+            scores = _scores_ragged(H, logs, np.log(np.ceil(n / block) / n))
         for j, limit in enumerate(limits):
             fits = peak <= float(limit) * (1 + 1e-12)
             while fits.any():
@@ -124,7 +172,7 @@ def best_many(H, columns, values, memories) -> list:
                     if peak[k] > float(limit) * (1 - 1e-9) and exact_peak > limit:   # only near the limit
                         fits[k] = False
                         continue
-                    key = (_exact(H, combo), exact_peak, combo[::-1])
+                    key = (exact_H(combo), exact_peak, combo[::-1])
                     if found[j] is None or key < found[j]:
                         found[j] = key
                 if fits[near].any():

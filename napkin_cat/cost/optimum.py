@@ -301,9 +301,12 @@ def _legal_values(prog: TilingProgram, fulls, legal) -> list:
     return out
 
 
-def optima(c, memories, level: int = 1, *, sizes: dict, streams=1) -> list:
+def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = "divisors") -> list:
     """The exact integer optimum over divisor tiles for each memory size of ``memories`` in one pass
     (the candidates scored once): a list of :class:`Optimum`, ``None`` where no tiling fits.
+
+    ``tiles="any"``: a tile need not divide its axis (the last tile is shorter; ``H`` counts ``⌈n/g⌉``
+    trips, memory what a full tile holds, as :func:`napkin_cat.cost.numeric.at` counts them).
 
     >>> import napkin_cat as nc
     >>> mm = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
@@ -318,9 +321,19 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1) -> list:
     Ms = [memory_limit(m) for m in memories]
     if not all(M.is_number for M in Ms):
         raise MemoryLimitError(f"the exact integer search needs numbers for the memory limits, got {memories}")
+    if tiles not in ("divisors", "any"):
+        raise NapkinError(f"tiles must be 'divisors' (each tile divides its axis) or 'any' (a shorter last "
+                          f"tile), got {tiles!r}")
     H, cols, fulls, _ = _compiled(prog, tuple(sorted(sizes.items())))
-    found = integer_search.best_many(H, cols, _legal_values(prog, fulls, ()),
-                                     [_fraction(M, "the memory limit") for M in Ms])
+    if tiles == "any":
+        if any(e not in (-1, 0, 1) for exps in H[1] for e in exps):
+            raise NapkinError(f"the transfers {prog.H} are not linear in each tile's trips; use tiles='divisors'")
+        values = [integer_search.ragged_values(n) for n in fulls]
+        found = integer_search.best_many(H, cols, values, [_fraction(M, "the memory limit") for M in Ms],
+                                         fulls=fulls)
+    else:
+        found = integer_search.best_many(H, cols, _legal_values(prog, fulls, ()),
+                                         [_fraction(M, "the memory limit") for M in Ms])
     out = []
     for M, f in zip(Ms, found):
         if f is None:
@@ -331,8 +344,10 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1) -> list:
         sub = {t: sympy.Integer(g) for t, g in zip(prog.tiles, combo)}
         exact_sizes = dict(sub)
         sub.update({s: v for s, v in prog.fixed})
+        note = ("exact integer search over the divisors of every tile's axis" if tiles == "divisors" else
+                "exact integer search over every tile size (a shorter last tile; ⌈n/g⌉ trips)")
         out.append(Optimum(h, sub, [(h, sympy.Integer(0))], M, h, exact_sizes, None, None,
-                           ["exact integer search over the divisors of every tile's axis, every column within memory"]))
+                           [note + ", every column within memory"]))
     return out
 
 

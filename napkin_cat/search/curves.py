@@ -26,7 +26,7 @@ import sympy
 from napkin_cat.cost.iocost import cost
 from napkin_cat.cost.optimum import optima, optimal
 from napkin_cat.cost.tiling import program
-from napkin_cat.errors import MemoryLimitError, NapkinError
+from napkin_cat.errors import NapkinError
 from napkin_cat.syntax.axis import symbol
 
 
@@ -69,23 +69,26 @@ class Curve:
                 else sympy.Integer(0)
         return self._smallest[key]
 
-    def at(self, sizes: dict, memory: int):
-        """``(H*, tiles)`` at ``sizes`` with ``memory`` values at the level, or ``(None, {})`` if nothing fits."""
-        key = (tuple(sorted(sizes.items())), int(memory))
+    def at(self, sizes: dict, memory: int, tiles: str = "divisors"):
+        """``(H*, tiles)`` at ``sizes`` with ``memory`` values at the level, or ``(None, {})`` if nothing fits.
+
+        ``tiles``: ``"divisors"`` (each tile divides its axis) or ``"any"`` (a shorter last tile).
+        """
+        key = (tuple(sorted(sizes.items())), int(memory), tiles)
         if key not in self._at:
-            self._at[key] = self._solve(sizes, memory)
+            self._at[key] = self._solve(sizes, memory, tiles)
         return self._at[key]
 
-    def at_all(self, sizes: dict, memories) -> list:
+    def at_all(self, sizes: dict, memories, tiles: str = "divisors") -> list:
         """:meth:`at` for every memory of ``memories`` (one pass over the tile candidates)."""
         skey = tuple(sorted(sizes.items()))
-        todo = [m for m in memories if (skey, int(m)) not in self._at]
+        todo = [m for m in memories if (skey, int(m), tiles) not in self._at]
         if todo and self.grouped:
-            for m, o in zip(todo, optima(self.cost, todo, self.level, sizes=sizes)):
-                self._at[(skey, int(m))] = (None, {}) if o is None else (int(o.H), dict(o.sizes))
-        return [self.at(sizes, m) for m in memories]
+            for m, o in zip(todo, optima(self.cost, todo, self.level, sizes=sizes, tiles=tiles)):
+                self._at[(skey, int(m), tiles)] = (None, {}) if o is None else (int(o.H), dict(o.sizes))
+        return [self.at(sizes, m, tiles) for m in memories]
 
-    def _solve(self, sizes, memory):
+    def _solve(self, sizes, memory, tiles="divisors"):
         if not self.grouped:
             if self.smallest(sizes) > memory:
                 return None, {}
@@ -93,11 +96,8 @@ class Curve:
             if not H.is_number:
                 raise NapkinError(f"give sizes for {sorted(map(str, H.free_symbols))} (sizes={{'name': …}})")
             return int(H), {s: sympy.Integer(1) for s in self.streams}
-        try:
-            o = optimal(self.cost, memory=memory, level=self.level, sizes=sizes)
-        except MemoryLimitError:
-            return None, {}
-        return int(o.H), dict(o.sizes)
+        (o,) = optima(self.cost, [memory], self.level, sizes=sizes, tiles=tiles)
+        return (None, {}) if o is None else (int(o.H), dict(o.sizes))
 
     def symbolic(self, M):
         """The large-M form of ``H*`` (a sum of powers of ``M``), or ``H`` itself for a kernel without tiles."""

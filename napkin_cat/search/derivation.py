@@ -64,15 +64,16 @@ def _memories(memory):
 
 
 def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = None, *, book=None,
-           depth: int = 2, reference: dict | None = None) -> Derivation:
+           depth: int = 2, reference: dict | None = None, tiles: str = "divisors") -> Derivation:
     """The cheapest algorithm for ``diagram`` at ``level`` with ``memory`` values there (see module docstring).
 
     ``memory``: a symbol name (symbolic mode: ``.H`` is a ``Piecewise`` in it), an int, or a list of ints
     (numeric mode: ``sizes`` must give every axis; ``.H`` an int, or ``{M: H}``).  ``book``: the rule
     book's name (default: the registered one).  ``depth``: how many ``prepare`` rewrites to chain.
     ``reference``: sizes at which symbolic mode orders its candidates (default: ``sizes``, else 1024 for
-    every axis).  Raises :class:`~napkin_cat.errors.MemoryLimitError` naming the smallest memory that
-    works when no algorithm fits.
+    every axis).  ``tiles`` (numeric mode): ``"divisors"`` (each tile divides its axis, the default) or
+    ``"any"`` (a tile may leave a shorter last tile; trips are ``⌈n/g⌉``).  Raises
+    :class:`~napkin_cat.errors.MemoryLimitError` naming the smallest memory that works when no algorithm fits.
     """
     if not isinstance(diagram, Diagram):
         raise NapkinError(f"derive takes a function diagram, got {type(diagram).__name__}")
@@ -87,14 +88,18 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
         if sizes is None:
             raise NapkinError("a number for memory needs sizes= for every axis (numeric mode); or give a memory "
                               "symbol such as 'M' for the symbolic envelope")
-        return _numeric(diagram, forms, book, level, memories, many, dict(sizes))
+        return _numeric(diagram, forms, book, level, memories, many, dict(sizes), tiles)
+    if tiles != "divisors":
+        raise NapkinError("tiles='any' is a numeric-mode option (the symbolic large-M forms have no tile grid)")
     from napkin_cat.search.envelope import symbolic
     return symbolic(diagram, forms, book, level, memories, sizes, reference)
 
 
-def _numeric(diagram, forms, book, level, memories, many, sizes):
+def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors"):
     env = check_sizes(diagram, sizes)
-    best = select(forms, level, sizes, memories)
+    if tiles not in ("divisors", "any"):
+        raise NapkinError(f"tiles must be 'divisors' or 'any', got {tiles!r}")
+    best = select(forms, level, sizes, memories, tiles)
     if any(b is None for b in best):
         small = min(_smallest_memory(f.space, level, sizes) for f in forms)
         low = [m for m, b in zip(memories, best) if b is None]
@@ -108,18 +113,19 @@ def _numeric(diagram, forms, book, level, memories, many, sizes):
     made, regimes = Makers(), []
     for m, (form, path) in zip(memories, best):
         w = made.get_made(diagram, form, path, book, level)
-        H, tiles = w.numeric(sizes, m, memories)
+        H, chosen = w.numeric(sizes, m, memories, tiles)
         if H is None:
             raise RewriteError(f"the algorithm made by the rules does not fit memory {m} as its search estimate "
                                f"did: {w.variant}")
         b = bound.at({**env, M: m})
         gap = sympy.Rational(H, int(b)) if bound.structural and b else None
-        opt = Optimum(sympy.Integer(H), tiles, [(sympy.Integer(H), sympy.Integer(0))], sympy.Integer(m),
-                      sympy.Integer(H), dict(tiles), None, None,
-                      [f"sum of each kernel's exact integer optimum over divisor tiles ({len(w.kernels)} kernels)"])
+        over = "divisor tiles" if tiles == "divisors" else "every tile size (a shorter last tile)"
+        opt = Optimum(sympy.Integer(H), chosen, [(sympy.Integer(H), sympy.Integer(0))], sympy.Integer(m),
+                      sympy.Integer(H), dict(chosen), None, None,
+                      [f"sum of each kernel's exact integer optimum over {over} ({len(w.kernels)} kernels)"])
         regimes.append(Regime(w.variant, H, w.diagram, w.trace, w.cost, opt, b, gap, memory=m))
-    curves = {str(w.variant): [w.numeric(sizes, m, memories)[0] for m in memories] for w in made.values()}
-    for kind, hs in _extremes(forms, level, sizes, memories).items():
+    curves = {str(w.variant): [w.numeric(sizes, m, memories, tiles)[0] for m in memories] for w in made.values()}
+    for kind, hs in _extremes(forms, level, sizes, memories, tiles).items():
         curves.setdefault(kind, hs)
     last = regimes[-1]
     return Derivation(diagram, last.diagram, last.trace, H={r.memory: r.H for r in regimes} if many else last.H,

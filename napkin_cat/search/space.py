@@ -324,21 +324,21 @@ class _Made:
             self._cost = cost_of(self.diagram)
         return self._cost
 
-    def numeric(self, sizes, memory, memories):
-        total, tiles = 0, {}
+    def numeric(self, sizes, memory, memories, tiles="divisors"):
+        total, chosen = 0, {}
         for k in self.kernels:
-            h, t = k.at_all(sizes, memories)[memories.index(memory)]
+            h, t = k.at_all(sizes, memories, tiles)[memories.index(memory)]
             if h is None:
                 return None, {}
             total += h
-            tiles.update(t)
-        return total, tiles
+            chosen.update(t)
+        return total, chosen
 
     def symbolic(self, M):
         return sympy.Add(*[k.symbolic(M) for k in self.kernels])
 
 
-def select(forms, level, sizes, memories) -> list:
+def select(forms, level, sizes, memories, tiles="divisors") -> list:
     """Per memory: ``(form, path)`` of the cheapest algorithm at ``sizes``, or None if none fits.
 
     Ties go to fewer kernels, then to the finer form (more operations: an accumulator written out as
@@ -348,7 +348,7 @@ def select(forms, level, sizes, memories) -> list:
     best = [None] * len(memories)
     for rank, form in enumerate(forms):
         def evaluate(curve, k):
-            return curve.at_all(sizes, memories)[k][0]
+            return curve.at_all(sizes, memories, tiles)[k][0]
 
         def lower(ch):
             return _number(ch.compulsory, env)
@@ -375,7 +375,7 @@ class Makers(dict):
         return self[key]
 
 
-def _extremes(forms, level, sizes, memories) -> dict:
+def _extremes(forms, level, sizes, memories, tiles="divisors") -> dict:
     """``{"unfused": [H per memory], "fully fused": [...]}``: every operation its own kernel, and one kernel
     (each partitioned at its best; the best over the prepared forms; None where it does not fit)."""
     out = {"unfused": [None] * len(memories), "fully fused": [None] * len(memories)}
@@ -383,7 +383,7 @@ def _extremes(forms, level, sizes, memories) -> dict:
         g = form.graph
 
         def evaluate(curve, k):
-            return curve.at_all(sizes, memories)[k][0]
+            return curve.at_all(sizes, memories, tiles)[k][0]
         for kind, blocks in (("unfused", [1 << i for i in range(len(g))]), ("fully fused", [g.full])):
             if kind == "fully fused" and not g.connected(g.full):
                 continue

@@ -117,14 +117,29 @@ def test_the_fused_regime_is_flash_attention():
     assert r.H == fused_attention(ATT, 2 ** 18)
 
 
+def test_tiles_that_need_not_divide_reach_the_mappers_numbers(curve):
+    """tiles="any": a shorter last tile is allowed (as nc.evaluate and the ceil-aware cost count it)."""
+    r = nc.derive(nc.library.attention(), memory=POWERS, sizes=ATT, tiles="any")
+    for g in r.regimes:
+        assert cost_at(g.diagram, {**ATT, **g.tiles}).H[1] == g.H      # the second route agrees
+        assert g.H <= curve.H[g.memory]
+    assert r.H[2 ** 10] <= 420_000_000                  # AccelForge's mapper: 4.2e8
+    assert r.H[2 ** 14] <= 1.01 * 101_711_872            # the mapper: 101,711,872 (its own memory model)
+    assert any(ATT[a] % t for g in r.regimes for a, t in (("q", g.tiles.get("g_q", 1)),))
+    with pytest.raises(nc.NapkinError, match="numeric-mode option"):
+        nc.derive(nc.library.attention(), memory="M", tiles="any")
+
+
 def test_matmul_equals_todays_integer_optimum_at_every_memory():
     sizes = {"a": 1024, "b": 1024, "c": 1024}
     r = nc.derive(nc.library.matmul(), memory=POWERS, sizes=sizes)
-    tiled = tiled_matmul(nc.library.matmul()).diagram
+    tiled = tiled_matmul(nc.library.matmul())
     for m in POWERS:
-        assert r.H[m] == integer_optimum(tiled, m, sizes)
+        assert r.H[m] == integer_optimum(tiled.diagram, m, sizes)
         assert r.at(m).gap >= 1           # Smith et al.'s bound is a lower bound
     assert nc.isomorphic(r.trace.replay(nc.library.matmul()), r.diagram)
+    # the search's answer is the named derivation of the paper
+    assert [s.rule for s in r.trace] == [s.rule for s in tiled.trace] and nc.isomorphic(r.diagram, tiled.diagram)
 
 
 @pytest.mark.parametrize("head", [64, 256])
