@@ -23,6 +23,7 @@ from functools import lru_cache
 import numpy as np
 
 CHUNK = 1 << 16
+NEAR = 64   # candidates within rounding of the best that best_many settles exactly
 
 
 @lru_cache(maxsize=4096)
@@ -166,12 +167,18 @@ def best_many(H, columns, values, memories, fulls=None) -> list:
             fits = peak <= float(limit) * (1 + 1e-12)
             while fits.any():
                 near = np.flatnonzero(fits & (scores <= scores[fits].min() * (1 + 1e-9)))
+                if len(near) > NEAR:   # many ties (tiles the transfers do not see): settle the first by float order
+                    order = np.lexsort(tuple(block[near, ::-1].T) + (peak[near], scores[near]))
+                    near = near[order[:NEAR]]
                 for k in near:
                     combo = tuple(int(g) for g in block[k])
-                    exact_peak = max((_exact(col, combo) for col in columns), default=Fraction(0))
-                    if peak[k] > float(limit) * (1 - 1e-9) and exact_peak > limit:   # only near the limit
-                        fits[k] = False
-                        continue
+                    if peak[k] > float(limit) * (1 - 1e-9):   # near the limit: settle the memory exactly
+                        exact_peak = max((_exact(col, combo) for col in columns), default=Fraction(0))
+                        if exact_peak > limit:
+                            fits[k] = False
+                            continue
+                    else:
+                        exact_peak = Fraction(float(peak[k]))
                     key = (exact_H(combo), exact_peak, combo[::-1])
                     if found[j] is None or key < found[j]:
                         found[j] = key

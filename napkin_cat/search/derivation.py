@@ -70,10 +70,12 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
     ``memory``: a symbol name (symbolic mode: ``.H`` is a ``Piecewise`` in it), an int, or a list of ints
     (numeric mode: ``sizes`` must give every axis; ``.H`` an int, or ``{M: H}``).  ``book``: the rule
     book's name (default: the registered one).  ``depth``: how many ``prepare`` rewrites to chain.
-    ``reference``: sizes at which symbolic mode orders its candidates (default: ``sizes``, else 1024 for
-    every axis).  ``tiles`` (numeric mode): ``"divisors"`` (each tile divides its axis, the default) or
-    ``"any"`` (a tile may leave a shorter last tile; trips are ``⌈n/g⌉``).  Raises
-    :class:`~napkin_cat.errors.MemoryLimitError` naming the smallest memory that works when no algorithm fits.
+    ``reference``: sizes at which symbolic mode orders its candidates (default: ``sizes``, else 1024,
+    1088, 1152, … for the axes in order of appearance): pass the regime of interest (e.g. ``d`` much
+    smaller than ``x``) when the order of the candidates depends on the sizes.  ``tiles`` (numeric mode):
+    ``"divisors"`` (each tile divides its axis, the default) or ``"any"`` (a tile may leave a shorter last
+    tile; trips are ``⌈n/g⌉``).  Raises :class:`~napkin_cat.errors.MemoryLimitError` naming the smallest
+    memory that works when no algorithm fits.
     """
     if not isinstance(diagram, Diagram):
         raise NapkinError(f"derive takes a function diagram, got {type(diagram).__name__}")

@@ -1,7 +1,7 @@
 """Symbolic mode: ``H*(M)`` as the lower envelope of the winning algorithms' closed forms, a ``Piecewise``.
 
 1. **Candidates.** The search (:func:`napkin_cat.search.space.select`) runs at *reference sizes*
-   (``reference``, else the ``sizes`` given, else 512, 1024, 2048, … for the axes in order) over memories
+   (``reference``, else the ``sizes`` given, else 1024, 1088, 1152, … for the axes in order) over memories
    from 1 to 2⁴⁰ (powers of two); every algorithm that wins somewhere is a candidate, made by the rules.
 2. **Closed forms.** A candidate's ``H*(M)`` is the sum of its kernels' large-M forms
    (:meth:`~napkin_cat.search.curves.Curve.symbolic`, sums of powers of ``M``); it holds from the
@@ -29,8 +29,9 @@ from napkin_cat.syntax.axis import symbol
 
 #: Memories at which the reference search runs: 1 … 2⁴⁰ in steps of 2.
 GRID = [2 ** k for k in range(0, 41)]
-#: Default reference sizes: 2⁹, 2¹⁰, 2¹¹, … by order of appearance (distinct, so that no breakpoint degenerates).
-REFERENCE_SIZES = (512, 1024, 2048)
+#: Default reference sizes: 1024, 1088, 1152, … (1024·(1 + k/16) for the k-th axis in order of appearance):
+#: alike, so that no axis dominates the ordering, and distinct, so that no breakpoint degenerates.
+REFERENCE_SIZES = tuple(1024 + 64 * k for k in range(16))
 
 
 def size_symbols(diagram) -> list:
