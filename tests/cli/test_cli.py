@@ -73,6 +73,19 @@ def test_derive_searches_a_range_of_memories_and_plots(tmp_path, capsys):
     assert row["variant"]["kind"] == "fully fused" and data["bound"].startswith("Hong-Kung")
 
 
+def test_derive_searches_a_users_own_diagram(tmp_path, capsys):
+    src = tmp_path / "gated.py"
+    src.write_text("import napkin_cat as nc\n"
+                   "b = nc.Builder(nc.types('u v, w v, w z'))\n"
+                   "A, B, C = b.inputs\n"
+                   "S = b(nc.einsum('u v, w v -> u w'), A, B)\n"
+                   "diagram = b.build(b(nc.einsum('u w, w z -> u z'), b(nc.elementwise('sigmoid', 'u w'), S), C))\n")
+    assert main(["derive", str(src), "--memory", "2^8..2^12", "--sizes", "u=256,v=32,w=256,z=32", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [row["M"] for row in data["rows"]] == ["256", "512", "1024", "2048", "4096"]
+    assert data["bound"].startswith("compulsory") and all(row["bound_ratio"] == "—" for row in data["rows"])
+
+
 def test_derive_symbolic_prints_the_piecewise_envelope(capsys):
     assert main(["derive", "attention", "--memory", "M"]) == 0
     out = capsys.readouterr().out

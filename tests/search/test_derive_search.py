@@ -169,6 +169,15 @@ def test_renamed_axes_give_the_same_answers(curve):
     assert "stream k" in str(r.at(2 ** 18).variant)
 
 
+def test_below_the_fused_forms_smallest_tiles_an_unfused_schedule_still_runs():
+    """nc.optimal refuses the fused form under 4d + 2 values; the search answers with a split schedule."""
+    fused = flash_attention(nc.library.attention()).diagram
+    with pytest.raises(nc.MemoryLimitError, match="smallest legal memory is 514"):
+        nc.optimal(nc.cost(fused), memory=256, sizes=ATT)
+    r = nc.derive(nc.library.attention(), memory=256, sizes=ATT)
+    assert r.variant.kind != "fully fused" and r.H == brute_force_attention(ATT, 256)
+
+
 def test_too_little_memory_names_the_smallest_that_works():
     att = nc.library.attention()
     with pytest.raises(nc.MemoryLimitError, match=r"smallest memory that works is (\d+)") as e:
