@@ -285,7 +285,8 @@ def _flop_cost(diagram: Diagram) -> Cost:
 
 
 def _stream_cost(box: Stream) -> Cost:
-    """A stream: head once, body (maps, monoid reducers, each form's step) per trip, finish and tail once.
+    """A stream: head once, body (maps, monoid reducers, each form's step, each nested region advanced on
+    the state) per trip, finish and tail once.
 
     Memory: the columns of the stream's expansion in the order it runs (:mod:`napkin_cat.cost.columns`):
     the head's, then each trip's with the reducers' state (e.g. μ, z and o for online softmax) and the
@@ -293,25 +294,83 @@ def _stream_cost(box: Stream) -> Cost:
     """
     plan = box.plan
     trips = sympy.sympify(box.full_size()) / sympy.sympify(box.size)
-    in_form = {i for r in plan.reducers if r.step is not None for i in r.ops}
     total = Cost()
     for col in stream_columns(box, plan):
         total.add_column(col)
-    for i, (b, _, _) in enumerate(plan.ops):
-        if i in in_form:   # a form's ops are counted by its step and finish
-            continue
-        c = region_cost(b) if isinstance(b, Region) else box_cost(b)
-        role = plan.role[i]
-        c = c.scaled(trips if role == "body" else 1, role=role)
-        c.columns = {}
-        total.absorb(c)
+    total.absorb(_trips_cost(plan, trips, head=True))
     for r in plan.reducers:
-        if r.step is not None:
-            total.absorb(_flop_cost(r.step).scaled(trips, role="body"))
+        if r.finish is not None:
             total.absorb(_flop_cost(r.finish).scaled(1, role="tail"))
+    for i in plan.indices("tail"):
+        total.absorb(_op_cost(plan.ops[i][0]).scaled(1, role="tail"))
     total.ops = [replace(o, region=(("stream", box.axis),) + o.region) for o in total.ops]
     total.streams.append((box.axis, box.size, box.full_size()))
     return total
+
+
+def _op_cost(b) -> Cost:
+    c = region_cost(b) if isinstance(b, Region) else box_cost(b)
+    c.columns = {}
+    return c
+
+
+def _trips_cost(plan, trips, *, head: bool) -> Cost:
+    """The head of a stream plan once, then its body ``trips`` times: maps, and each reducer's accumulator
+    (a monoid's box, a form's step, a nested region advanced)."""
+    total = Cost()
+    if head:
+        for i in plan.indices("head"):
+            total.absorb(_op_cost(plan.ops[i][0]).scaled(1, role="head"))
+    trip = Cost()
+    for i in plan.maps:
+        trip.absorb(_op_cost(plan.ops[i][0]))
+    for r in plan.reducers:
+        if r.nest is not None:
+            trip.absorb(advance_cost(r.nest))
+        elif r.step is not None:
+            trip.absorb(_flop_cost(r.step))
+        else:
+            trip.absorb(_op_cost(plan.ops[r.op][0]))
+    return total.absorb(trip.scaled(trips, role="body"))
+
+
+def advance_cost(nest) -> Cost:
+    """One trip of a nested reducer (:mod:`napkin_cat.algorithms.nesting`): a Kernel loads the state to its
+    level and saves it back around its inside, a Grid runs its inside per group, a sub-loop per sub-slice,
+    a diagram its head and one slice.  No memory: the enclosing stream counts it."""
+    region = nest.region
+    kind = getattr(region, "region", None)
+    if kind == "kernel":
+        c = advance_cost(nest.child)
+        level = region.params["level"]
+        for s in nest.state:
+            for direction in ("load", "save"):
+                for step in state_moves(s.array, level, direction):
+                    c.absorb(box_cost(step))
+        c.ops = [replace(o, region=(("kernel", level),) + o.region) for o in c.ops]
+        return c
+    if kind == "grid":
+        trips = sympy.sympify(region.full_size()) / sympy.sympify(region.size)
+        return advance_cost(nest.child).scaled(trips, region=("grid", region.axis))
+    if kind == "stream":
+        trips = sympy.sympify(region.full_size()) / sympy.sympify(region.size)
+        c = _trips_cost(nest.plan, trips, head=True)
+        c.ops = [replace(o, region=(("stream", region.axis),) + o.region) for o in c.ops]
+        return c
+    return _trips_cost(nest.plan, 1, head=True)
+
+
+def state_moves(arr, level: int, direction: str) -> list:
+    """The Load (or Save) boxes that take a state array between its level and ``level``, one level a step."""
+    from napkin_cat.syntax.construct import transfer
+    steps, cur = [], arr
+    while cur.level < level:
+        step = transfer("load", cur).boxes[0]
+        steps.append(step)
+        cur = step.cod.inside[0]
+    if direction == "save":
+        steps = [transfer("save", b.cod.inside[0]).boxes[0] for b in reversed(steps)]
+    return steps
 
 
 _OCCURRENCES = itertools.count()
