@@ -77,6 +77,18 @@ class GroupCost:
     N_g: sympy.Expr
     H_g: dict
     fulls: tuple = ()
+    level: int = 1      # the level of the kernel it partitions (2: a level-2 kernel's groups in a level-1 tile)
+
+
+class StreamRecord(tuple):
+    """``(axis, stream size, full size)`` of one stream, with the ``level`` its slices are held at."""
+
+    level = 1
+
+    def __new__(cls, axis, size, full, level: int = 1):
+        out = super().__new__(cls, (axis, size, full))
+        out.level = level
+        return out
 
 
 @dataclass
@@ -126,7 +138,7 @@ class Cost:
                        role=o.role or role) for o in self.ops]
         return Cost({l: h * k for l, h in self.H.items()}, {l: h * k for l, h in self.H_bytes.items()},
                     {l: list(c) for l, c in self.columns.items()}, {p: f * k for p, f in self.flops.items()},
-                    [GroupCost(g.axes, g.tiles, g.N_g * k, g.H_g, g.fulls) for g in self.groups], list(self.streams),
+                    [replace(g, N_g=g.N_g * k) for g in self.groups], list(self.streams),
                     ops)
 
     def then(self, other: "Cost") -> "Cost":
@@ -251,21 +263,35 @@ def _walk(diagram: Diagram, extra_for=None) -> Cost:
 
 def region_cost(box: Region) -> Cost:
     if isinstance(box, Grid):
-        inner = region_cost_of_arg(box.arg)
-        trips = sympy.sympify(box.full_size()) / sympy.sympify(box.size)
-        nested = inner.groups[0] if inner.groups and _is_nest(box.arg) else None
-        out = inner.scaled(trips, region=("grid", box.axis))
-        if nested is not None:
-            out.groups = [GroupCost((box.axis,) + nested.axes, (box.size,) + nested.tiles,
-                                    nested.N_g * trips, nested.H_g,
-                                    (box.full_size(),) + nested.fulls)] + out.groups[1:]
-        else:
-            out.groups = [GroupCost((box.axis,), (box.size,), trips, dict(inner.H),
-                                    (box.full_size(),))] + out.groups
-        return out
+        return _grid_cost(box, region_cost_of_arg(box.arg), _is_nest(box.arg))
     if isinstance(box, Stream):
         return _stream_cost(box)
     return region_cost_of_arg(box.arg)
+
+
+def _grid_cost(box: Grid, inner: Cost, nest: bool) -> Cost:
+    """``a/g`` runs of the inside; its group partition (merged with a Grid directly inside: one group
+    over several axes)."""
+    trips = sympy.sympify(box.full_size()) / sympy.sympify(box.size)
+    nested = inner.groups[0] if inner.groups and nest else None
+    out = inner.scaled(trips, region=("grid", box.axis))
+    if nested is not None:
+        out.groups = [GroupCost((box.axis,) + nested.axes, (box.size,) + nested.tiles, nested.N_g * trips,
+                                nested.H_g, (box.full_size(),) + nested.fulls, nested.level)] + out.groups[1:]
+    else:
+        out.groups = [GroupCost((box.axis,), (box.size,), trips, dict(inner.H), (box.full_size(),),
+                                _kernel_level(box.arg))] + out.groups
+    return out
+
+
+def _kernel_level(arg: Diagram) -> int:
+    """The level of the kernel a Grid partitions (through Grids directly inside)."""
+    for _, b in layers(arg):
+        if isinstance(b, Region) and b.region == "kernel":
+            return b.params["level"]
+        if isinstance(b, Grid):
+            return _kernel_level(b.arg)
+    return 1
 
 
 def region_cost_of_arg(arg: Diagram) -> Cost:
@@ -304,8 +330,16 @@ def _stream_cost(box: Stream) -> Cost:
     for i in plan.indices("tail"):
         total.absorb(_op_cost(plan.ops[i][0]).scaled(1, role="tail"))
     total.ops = [replace(o, region=(("stream", box.axis),) + o.region) for o in total.ops]
-    total.streams.append((box.axis, box.size, box.full_size()))
+    total.streams.append(StreamRecord(box.axis, box.size, box.full_size(), _held_at(box)))
     return total
+
+
+def _held_at(box: Stream) -> int:
+    """The level a stream's slices are held at: the deepest level on its inside's own wires."""
+    levels = [a.level for a in box.arg.dom.inside]
+    for _, b in layers(box.arg):
+        levels += [a.level for a in b.cod.inside]
+    return max(levels + [1])
 
 
 def _op_cost(b) -> Cost:
@@ -350,12 +384,12 @@ def advance_cost(nest) -> Cost:
         c.ops = [replace(o, region=(("kernel", level),) + o.region) for o in c.ops]
         return c
     if kind == "grid":
-        trips = sympy.sympify(region.full_size()) / sympy.sympify(region.size)
-        return advance_cost(nest.child).scaled(trips, region=("grid", region.axis))
+        return _grid_cost(region, advance_cost(nest.child), _is_nest(region.arg))
     if kind == "stream":
         trips = sympy.sympify(region.full_size()) / sympy.sympify(region.size)
         c = _trips_cost(nest.plan, trips, head=True)
         c.ops = [replace(o, region=(("stream", region.axis),) + o.region) for o in c.ops]
+        c.streams.append(StreamRecord(region.axis, region.size, region.full_size(), _held_at(region)))
         return c
     return _trips_cost(nest.plan, 1, head=True)
 
