@@ -323,12 +323,20 @@ def _stream_cost(box: Stream) -> Cost:
     total = Cost()
     for col in stream_columns(box, plan):
         total.add_column(col)
-    total.absorb(_trips_cost(plan, trips, head=True))
+    in_form = {i: r for r in plan.reducers if r.step is not None or r.nest is not None for i in r.ops}
+    for i, (b, _, _) in enumerate(plan.ops):   # in the order of the ops (the records' and the dicts' order)
+        r = in_form.get(i)
+        if r is not None:
+            if r.nest is not None:
+                total.absorb(advance_cost(r.nest).scaled(trips, role="body"))
+            continue
+        role = plan.role[i]
+        total.absorb(_op_cost(b).scaled(trips if role == "body" else 1, role=role))
     for r in plan.reducers:
+        if r.step is not None:
+            total.absorb(_flop_cost(r.step).scaled(trips, role="body"))
         if r.finish is not None:
             total.absorb(_flop_cost(r.finish).scaled(1, role="tail"))
-    for i in plan.indices("tail"):
-        total.absorb(_op_cost(plan.ops[i][0]).scaled(1, role="tail"))
     total.ops = [replace(o, region=(("stream", box.axis),) + o.region) for o in total.ops]
     total.streams.append(StreamRecord(box.axis, box.size, box.full_size(), _held_at(box)))
     return total
@@ -355,17 +363,17 @@ def _trips_cost(plan, trips, *, head: bool) -> Cost:
     if head:
         for i in plan.indices("head"):
             total.absorb(_op_cost(plan.ops[i][0]).scaled(1, role="head"))
-    trip = Cost()
-    for i in plan.maps:
-        trip.absorb(_op_cost(plan.ops[i][0]))
+    parts = [_op_cost(plan.ops[i][0]) for i in plan.maps]   # each scaled alone: b/s_b · a·s_b reads a·b
     for r in plan.reducers:
         if r.nest is not None:
-            trip.absorb(advance_cost(r.nest))
+            parts.append(advance_cost(r.nest))
         elif r.step is not None:
-            trip.absorb(_flop_cost(r.step))
+            parts.append(_flop_cost(r.step))
         else:
-            trip.absorb(_op_cost(plan.ops[r.op][0]))
-    return total.absorb(trip.scaled(trips, role="body"))
+            parts.append(_op_cost(plan.ops[r.op][0]))
+    for part in parts:
+        total.absorb(part.scaled(trips, role="body"))
+    return total
 
 
 def advance_cost(nest) -> Cost:
