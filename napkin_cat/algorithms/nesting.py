@@ -36,6 +36,7 @@ from napkin_cat.errors import RewriteError
 from napkin_cat.syntax.adapter import Bubble, Diagram, Ty
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.construct import transfer
 from napkin_cat.syntax.relabel import map_arrays
 
 
@@ -68,15 +69,16 @@ def state_count(r) -> int:
     return len(r.state)
 
 
-def nest_of(region, axis: str) -> Nest:
-    """The nest of a region op of a stream along ``axis`` (cached on the region), or RewriteError saying why."""
+def nest_of(region, axis: str, analyse) -> Nest:
+    """The nest of a region op of a stream along ``axis`` (cached on the region), or RewriteError saying why;
+    ``analyse`` is the streaming analysis (:func:`napkin_cat.algorithms.streaming.analyse`) of its inside."""
     cache = region.__dict__.setdefault("_nests", {})
     if axis not in cache:
-        cache[axis] = _nest_of(region, axis)
+        cache[axis] = _nest_of(region, axis, analyse)
     return cache[axis]
 
 
-def _nest_of(region, axis: str) -> Nest:
+def _nest_of(region, axis: str, analyse) -> Nest:
     if getattr(region, "region", None) == "stream":
         if region.axis != axis:
             raise RewriteError(f"{region.name} inside the stream along {axis!r} streams another axis; a stream "
@@ -84,11 +86,11 @@ def _nest_of(region, axis: str) -> Nest:
         inner = _of_plan(region.plan, None)
         return Nest(region, axis, inner.state, inner.finish, region.plan, None, inner.parts)
     if getattr(region, "region", None) == "kernel":
-        child = _of_diagram(region.arg, axis)
+        child = nest_of_diagram(region.arg, axis, analyse)
         level = (region.dom.inside or region.cod.inside)[0].level
         fa = lambda a: a.replace(level=level)   # noqa: E731
     elif getattr(region, "region", None) == "grid":
-        child = _of_diagram(region.arg, axis)
+        child = nest_of_diagram(region.arg, axis, analyse)
         full = region.full_size()
         fa = lambda a: a.replace(axes=tuple(Axis(x.name, full) if x.name == region.axis else x  # noqa: E731
                                             for x in a.axes))
@@ -105,13 +107,8 @@ def _nest_of(region, axis: str) -> Nest:
     return Nest(region, axis, state, finish, None, child)
 
 
-def nest_of_diagram(d: Diagram, axis: str) -> Nest:
+def nest_of_diagram(d: Diagram, axis: str, analyse) -> Nest:
     """The nest of a diagram run on one slice (the inside of a Kernel or a Grid)."""
-    return _of_diagram(d, axis)
-
-
-def _of_diagram(d: Diagram, axis: str) -> Nest:
-    from napkin_cat.algorithms.streaming import analyse
     return _of_plan(analyse(d, axis), None)
 
 
@@ -159,3 +156,15 @@ def _at_one_level(d: Diagram) -> Diagram:
     """The finish at its state's level (a tail's saves were dropped: the values stay where the state is)."""
     level = d.dom.inside[0].level if d.dom.inside else 0
     return map_arrays(d, lambda a: a.replace(level=level))
+
+
+def state_moves(arr, level: int, direction: str) -> list:
+    """The Load (or Save) boxes that take a state array between its level and ``level``, one level a step."""
+    steps, cur = [], arr
+    while cur.level < level:
+        step = transfer("load", cur).boxes[0]
+        steps.append(step)
+        cur = step.cod.inside[0]
+    if direction == "save":
+        steps = [transfer("save", b.cod.inside[0]).boxes[0] for b in reversed(steps)]
+    return steps

@@ -207,7 +207,7 @@ def _nested_role(plan, i, box, ins, outs):
         raise RewriteError(f"cannot stream along {axis!r} through the region {box.name}: its output still carries "
                            f"{axis!r}; stream before partitioning inside it")
     try:
-        nest = nest_of(box, axis)
+        nest = nest_of(box, axis, analyse)
     except RewriteError as e:
         raise RewriteError(f"cannot stream along {axis!r} through the region {box.name}: {e}") from None
     plan.reducers.append(Reducer((i,), tuple(ins), nest.state, tuple(outs), finish=nest.finish, nest=nest))

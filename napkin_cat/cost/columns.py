@@ -21,6 +21,7 @@ import sympy
 
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.wiring import trace_values
+from napkin_cat.algorithms.nesting import state_moves
 
 
 def in_place(step: Diagram, n_state: int) -> list:
@@ -125,7 +126,6 @@ def nest_items(nest, state: list, ins: list, arrays: dict, tag) -> list:
     region = nest.region
     kind = getattr(region, "region", None)
     if kind == "kernel":
-        from napkin_cat.cost.iocost import state_moves
         loads, saves, inner = [], [], []
         for j, (sid, s) in enumerate(zip(state, nest.state)):
             cur = sid

@@ -34,6 +34,7 @@ from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.weave import core_of
 from napkin_cat.syntax.wiring import route
 from napkin_cat.cost.columns import stream_columns
+from napkin_cat.algorithms.nesting import state_moves
 
 ZERO = sympy.Integer(0)
 
@@ -400,19 +401,6 @@ def advance_cost(nest) -> Cost:
         c.streams.append(StreamRecord(region.axis, region.size, region.full_size(), _held_at(region)))
         return c
     return _trips_cost(nest.plan, 1, head=True)
-
-
-def state_moves(arr, level: int, direction: str) -> list:
-    """The Load (or Save) boxes that take a state array between its level and ``level``, one level a step."""
-    from napkin_cat.syntax.construct import transfer
-    steps, cur = [], arr
-    while cur.level < level:
-        step = transfer("load", cur).boxes[0]
-        steps.append(step)
-        cur = step.cod.inside[0]
-    if direction == "save":
-        steps = [transfer("save", b.cod.inside[0]).boxes[0] for b in reversed(steps)]
-    return steps
 
 
 _OCCURRENCES = itertools.count()

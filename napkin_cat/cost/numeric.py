@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
-from napkin_cat.cost.iocost import state_moves, box_cost, cost
+from napkin_cat.cost.iocost import box_cost, cost
+from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.syntax.adapter import Diagram, is_structural, layers
 from napkin_cat.syntax.axis import symbol
 

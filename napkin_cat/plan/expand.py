@@ -33,6 +33,7 @@ from napkin_cat.plan.ir import (Alloc, Compute, Copy, Fill, GridLoop, Kernel as 
                                 Range, Ref, Store, StreamLoop, Variable, loop_index)
 from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.wiring import trace_values
+from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.plan.reducers import ops_in, reducers_of
 
 
@@ -258,7 +259,6 @@ class Expander:
             self.path = saved_path
 
     def _advance_kernel(self, nest, state, ins):
-        from napkin_cat.cost.iocost import state_moves
         level = nest.region.params["level"]
         loads, saves, inner = [], [], []
         for ref, s in zip(state, nest.state):

@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Partition, Region, Stream
-from napkin_cat.algorithms.streaming import StreamPlan
+from napkin_cat.algorithms.nesting import nest_of_diagram
+from napkin_cat.algorithms.streaming import StreamPlan, analyse
 from napkin_cat.errors import ShapeError
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.syntax.adapter import Bubble, Diagram
@@ -183,7 +184,6 @@ def advance(nest, state: list, xs: list, env, interpret) -> list:
 
 
 def _advance_grid(nest, state, xs, env, interpret):
-    from napkin_cat.algorithms.nesting import nest_of_diagram
     box = nest.region
     total, g, inner_env = bind(box, env, "group")
     pos_in = [arr.names.index(box.axis) if box.axis in arr.names else None for arr in box.dom.inside]
@@ -197,7 +197,7 @@ def _advance_grid(nest, state, xs, env, interpret):
     for sl in _slices(total, g):
         n = sl.stop - sl.start
         inside, group_env = (box.arg, inner_env) if n == g else _short_group(box, inner_env, n)
-        child = nest.child if inside is box.arg else nest_of_diagram(inside, nest.axis)
+        child = nest.child if inside is box.arg else nest_of_diagram(inside, nest.axis, analyse)
         chunk = [x if p is None else x[cut(x, p, sl)] for x, p in zip(xs, pos_in)]
         res = advance(child, [x[cut(x, p, sl)] for x, p in zip(new, pos_st)], chunk, group_env, interpret)
         for x, p, y in zip(new, pos_st, res):
