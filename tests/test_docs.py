@@ -90,3 +90,12 @@ def test_api_reference_builds_and_documents_the_public_surface(tmp_path):
     sections, links = documented("rewrites.html")
     missing = [n for n in rewrites.__all__ if n not in sections and f"rewrites/{n}" not in links]
     assert not missing, f"rewrites.html does not document {missing}"
+
+
+def test_the_index_links_every_page_and_notebook():
+    index = (DOCS / "index.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(([^)#]+)\)", index))
+    pages = {p.name for p in DOCS.glob("*.md")} - {"index.md"}
+    notebooks = {f"../notebooks/{p.name}" for p in (ROOT / "notebooks").glob("*.ipynb")}
+    assert pages | notebooks <= linked, sorted((pages | notebooks) - linked)
+    assert all((DOCS / target).exists() for target in linked), [t for t in linked if not (DOCS / t).exists()]

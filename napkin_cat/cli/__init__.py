@@ -1,8 +1,9 @@
 """The ``napkin`` command (the only layer that may import everything).
 
 ``napkin reproduce --out DIR`` reproduces the paper end to end and writes a report;
-``napkin demo`` draws, evaluates and derives FlashAttention; ``cost``, ``derive`` and ``draw``
-take a library algorithm by name or a Python file that defines a diagram.  Bad input gives
+``napkin demo`` draws, evaluates and derives FlashAttention; ``cost``, ``derive``, ``plan``, ``codegen``
+and ``draw`` take a library algorithm by name or a Python file that defines a diagram (``plan`` prints
+the loop nest, ``codegen`` the Triton, CUDA or C kernel of that plan, and compiles or runs it).  Bad input gives
 one line on stderr and exit status 2; ``reproduce`` exits 1 when a value differs from the paper.
 
 >>> main(["derive", "matmul"]) == 0
@@ -72,6 +73,29 @@ def parser() -> argparse.ArgumentParser:
                         "nc.optimal for tiles not in --sizes (default h100-sxm5)")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(fn=commands.cmd_plan)
+
+    s = sub.add_parser("codegen", help="the kernel of an algorithm's plan: Triton, CUDA C++ or C/OpenMP; save, "
+                       "compile or run it", description="Plan the algorithm as `napkin plan` does (a function is "
+                       "first derived by the rules; tiles not in --sizes are chosen by nc.optimal), then print the "
+                       "kernel's source (stdout) or save it with a launcher (--out); --compile reports what the "
+                       "compiler allocates beside the plan, --run checks the kernel against the numpy runner.")
+    algorithm_args(s)
+    s.add_argument("--target", required=True, choices=commands.TARGETS, help="the backend")
+    s.add_argument("--sizes", help="axis sizes, and tile sizes if you fix them: q=4096,x=4096,d=64")
+    s.add_argument("--derivation", help="the rule book's derivation to apply to a function (default: tiled_matmul "
+                   "for matmul, else flash_attention); a diagram already partitioned is planned as it is")
+    s.add_argument("--hardware", help="GPU model (name or file) whose shared memory per thread block bounds the tiles "
+                   "(default: the model of --compile's architecture, else h100-sxm5)")
+    s.add_argument("--out", metavar="DIR", help="save the kernel and its launcher (launch.py) into DIR")
+    s.add_argument("--compile", nargs="?", const="default", metavar="ARCH",
+                   help="compile it: cuda (nvcc -Xptxas -v: registers, spills, shared memory vs the plan's; ARCH "
+                        "sm_90 or sm_80, default sm_90), triton (triton.compile for ARCH: shared memory), c (cc "
+                        "-O3 -fopenmp, no ARCH)")
+    s.add_argument("--run", action="store_true", help="run it on random inputs (c; triton under its interpreter) and "
+                   "print the largest error against the numpy runner (exit 1 beyond tolerance)")
+    s.add_argument("--seed", type=int, default=0, help="seed of --run's random inputs (default 0)")
+    s.add_argument("--json", action="store_true", help="print JSON (the source included unless --out)")
+    s.set_defaults(fn=commands.cmd_codegen)
 
     s = sub.add_parser("draw", help="draw an algorithm to PNG/SVG in the paper's style")
     algorithm_args(s)

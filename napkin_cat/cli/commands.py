@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -139,13 +141,23 @@ def _tiles_by_optimum(d, sizes: dict, capacity: int) -> dict:
     return {str(k): int(v) for k, v in o.sizes.items()}
 
 
-def cmd_plan(args):
+def planned(args, *, hardware=None):
+    """The plan ``napkin plan`` makes of ``args.algorithm`` at ``args.sizes``: the algorithm derived by the rules
+    when it is a function (``args.derivation`` names the rule book's derivation, else :func:`derivation_for`
+    picks it), tile sizes not in ``--sizes`` chosen by ``nc.optimal`` at the shared memory per thread block of
+    the hardware model.  Returns a :class:`Planned`."""
     from napkin_cat.algorithms.bubbles import Region
     from napkin_cat.hardware.model import load as load_hardware
-    from napkin_cat.plan.program import plan, render
+    from napkin_cat.plan.program import plan
     from napkin_cat.syntax.adapter import layers
     label, d = algorithm(args.algorithm, name=args.name)
-    if not any(isinstance(b, Region) for _, b in layers(d)):
+    derivation = getattr(args, "derivation", None)
+    if derivation:
+        book = rulebook()
+        if derivation not in book.derivations:
+            raise CLIError(f"unknown derivation {derivation!r}: the rule book's are {', '.join(book.derivations)}")
+        d = book.derivations[derivation](d).diagram
+    elif not any(isinstance(b, Region) for _, b in layers(d)):
         d = derivation_for(label, d).diagram  # a function: plan the algorithm the rules derive from it
     sizes = parse_sizes(args.sizes)
     needed = sorted({str(s) for arr in d.dom.inside for a in arr.axes if not isinstance(a.size, int)
@@ -153,20 +165,42 @@ def cmd_plan(args):
     if needed:
         raise CLIError(f"the plan needs the size of every input axis: add {', '.join(f'{n}=…' for n in needed)} "
                        f"to --sizes")
-    gpu = load_hardware(args.hardware)
+    gpu = load_hardware(hardware if hardware is not None else args.hardware)
     bytes_per_value = max((a.dtype.bytes for a in (*d.dom.inside, *d.cod.inside)), default=4)
     capacity = int(gpu.smem_per_block) // bytes_per_value
     chosen = {k: v for k, v in _tiles_by_optimum(d, sizes, capacity).items() if k not in sizes}
     p = plan(d, {**sizes, **chosen}, memory={1: capacity})
+    return Planned(label, p, chosen, capacity, gpu, bytes_per_value)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A plan as the CLI made it: the tiles it chose and the memory it chose them for."""
+
+    label: str
+    plan: object
+    chosen: dict
+    capacity: int
+    gpu: object
+    bytes_per_value: int
+
+    def chosen_line(self) -> str:
+        return (f"# tiles {self.chosen} chosen by nc.optimal for level 1 = {self.capacity} values "
+                f"({self.gpu.name} shared memory per thread block, {self.bytes_per_value} B per value)")
+
+
+def cmd_plan(args):
+    from napkin_cat.plan.program import render
+    made = planned(args)
+    p = made.plan
     if args.json:
         data = json.loads(render(p, fmt="json"))
-        data["tiles_chosen"] = chosen
-        data["capacity"] = {"level": 1, "values": capacity, "hardware": gpu.name}
+        data["tiles_chosen"] = made.chosen
+        data["capacity"] = {"level": 1, "values": made.capacity, "hardware": made.gpu.name}
         print(json.dumps(data, indent=1, ensure_ascii=False))
     else:
-        if chosen:
-            print(f"# tiles {chosen} chosen by nc.optimal for level 1 = {capacity} values "
-                  f"({gpu.name} shared memory per thread block, {bytes_per_value} B per value)")
+        if made.chosen:
+            print(made.chosen_line())
         print(render(p))
     return 0
 
@@ -187,3 +221,119 @@ def cmd_reproduce(args):
                 print(f"  DIFFERS {c.id} ({c.section}): {c.what}: paper {c.paper}, library {c.library}")
         print(f"report: {os.path.join(out, 'report.md')} and report.json")
     return 0 if book.ok else 1
+
+
+# ---------------------------------------------------------------------------------------------- napkin codegen
+TARGETS = ("triton", "cuda", "c")
+#: the default architecture ``--compile`` builds for, per GPU target
+DEFAULT_ARCH = {"cuda": "sm_90", "triton": "sm_90"}
+#: ``--run``'s tolerance on the largest error, relative to the largest output value, per output format
+RUN_TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2}
+
+
+def _kernel(target, p, gpu):
+    from napkin_cat import codegen
+    if target == "cuda":
+        return codegen.cuda(p, hardware=gpu)
+    return codegen.triton(p) if target == "triton" else codegen.c(p)
+
+
+def _compile_report(target, k, arch, p) -> tuple[dict, list]:
+    """Compile ``k``; the report (a dict) and its lines beside the plan's shared memory."""
+    if target == "c":
+        path = str(k.library_path())
+        return {"library": path}, [f"compiled: {path} (cc -O3 -fopenmp, cached by the source's hash)"]
+    if target == "cuda":
+        r = k.compile(arch=arch)
+        lines = [f"{r['arch']} ({r['hardware']}): {r['registers']} registers, {r['spills']} B spilled; "
+                 f"the plan: {p.smem_bytes} B shared memory per thread block (smem_bytes), "
+                 f"{r['estimate']['registers']} staged values per thread"]
+        for name, info in k.printer.kernels.items():
+            ptxas = r["kernels"].get(name, {}).get("smem", 0)
+            if info["dynamic"]:
+                lines.append(f"  {name}: {info['smem']} B dynamic shared memory (extern __shared__, past the 48 KiB "
+                             f"static window; the launch asks for it), ptxas counts {ptxas} B static")
+            else:
+                same = "=" if ptxas == info["smem"] else "≠"
+                lines.append(f"  {name}: ptxas reports {ptxas} B static shared memory {same} the arena's "
+                             f"{info['smem']} B")
+        r["dynamic_smem"] = {n: i["smem"] for n, i in k.printer.kernels.items() if i["dynamic"]}
+        return r, lines
+    r = k.compile(arch=arch)
+    return r, [f"triton sm_{r['arch']} ({r['num_warps']} warps, {r['num_stages']} stages): {r['smem']} B shared "
+               f"memory; the plan: {r['plan_smem']} B (Triton keeps accumulators in registers and buffers the "
+               f"stream's loads once per pipelining stage: {r['stream_loads']} B per stage)"]
+
+
+def _run_report(target, k, p, seed) -> tuple[dict, list, bool]:
+    """Run ``k`` and the numpy runner ``p`` on the same random inputs; the largest error of each output."""
+    import sympy
+    rng = np.random.default_rng(seed)
+    xs = [rng.standard_normal(tuple(int(sympy.sympify(e).subs(p.sizes)) for _, e in p.variable_map[n].shape))
+          .astype(k.numpy_dtype(n)) for n in p.inputs]
+    got, want = k(*xs), p(*xs)
+    got, want = (list(v) if isinstance(v, tuple) else [v] for v in (got, want))
+    rows, ok = [], True
+    for name, g, w in zip(p.outputs, got, want):
+        g, w = np.asarray(g, dtype=np.float64), np.asarray(w, dtype=np.float64)
+        err, scale = float(np.abs(g - w).max(initial=0.0)), float(np.abs(w).max(initial=0.0))
+        dtype = p.variable_map[name].dtype
+        tol = RUN_TOLERANCE.get(dtype, 1e-2) * max(scale, 1.0)
+        ok &= err <= tol
+        rows.append({"output": name, "dtype": dtype, "max_error": err, "max_value": scale, "tolerance": tol,
+                     "ok": err <= tol})
+    lines = [f"run on random inputs (seed {seed}) against the numpy runner: {r['output']} ({r['dtype']}) "
+             f"max |error| = {r['max_error']:.3g} (largest |value| {r['max_value']:.3g}; "
+             f"tolerance {r['tolerance']:.3g}) {'ok' if r['ok'] else 'TOO LARGE'}" for r in rows]
+    return {"seed": seed, "outputs": rows, "ok": ok}, lines, ok
+
+
+def cmd_codegen(args):
+    """``napkin codegen``: plan the algorithm as ``napkin plan`` does, print the kernel of ``--target``, save it
+    with its launcher (``--out``), compile it (``--compile``) or run it against the numpy runner (``--run``)."""
+    target = args.target
+    compiling = args.compile is not None
+    arch = DEFAULT_ARCH.get(target) if args.compile == "default" else args.compile
+    if target == "c" and arch is not None:
+        raise CLIError(f"--compile {arch}: the c target compiles for this CPU; give --compile without an architecture")
+    if target == "cuda" and args.run:
+        raise CLIError("--run needs a GPU for the cuda target (none here): use --compile to check it with ptxas, "
+                       "or --target c / triton to run the same plan")
+    hardware = args.hardware
+    if hardware is None and compiling and target != "c":
+        from napkin_cat.codegen.cuda import model_for
+        from napkin_cat.hardware.model import load as load_hardware
+        hardware = model_for(arch, load_hardware("h100-sxm5")).name   # tiles chosen for the GPU compiled for
+    if args.algorithm in rulebook().derivations and not args.algorithm.endswith(".py"):
+        raise CLIError(f"{args.algorithm!r} is a derivation, not an algorithm: give the function it derives from "
+                       f"and name it, e.g. `napkin codegen attention --derivation {args.algorithm} --target {target}`")
+    made = planned(args, hardware=hardware or "h100-sxm5")
+    p = made.plan
+    k = _kernel(target, p, made.gpu)
+    data = {"algorithm": made.label, "target": target, "sizes": {str(a): v for a, v in p.sizes.items()},
+            "tiles_chosen": made.chosen, "capacity": {"level": 1, "values": made.capacity, "hardware": made.gpu.name},
+            "smem_bytes": p.smem_bytes}
+    text = [made.chosen_line()] if made.chosen else []
+    show_source = not (args.out or compiling or args.run)
+    if args.out:
+        paths = [str(x) for x in k.save(_writable(args.out))]
+        data["files"] = paths
+        text.append(f"{target} kernel and launcher written: {', '.join(paths)}")
+    elif show_source or args.json:
+        data["source"] = k.source
+    ok = True
+    if compiling:
+        data["compile"], lines = _compile_report(target, k, arch, p)
+        text += lines
+    if args.run:
+        data["run"], lines, ok = _run_report(target, k, p, args.seed)
+        text += lines
+    if args.json:
+        print(json.dumps(data, indent=1, default=str))
+    elif show_source:
+        if text:      # the tile choice on stderr: stdout is the kernel (napkin codegen … > kernel.c)
+            print("\n".join(text), file=sys.stderr)
+        print(k.source, end="" if k.source.endswith("\n") else "\n")
+    else:
+        print("\n".join(text))
+    return 0 if ok else 1

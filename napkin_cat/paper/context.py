@@ -31,12 +31,18 @@ class Context:
 
     def __init__(self, out: str | None):
         self.out = out
+        self.section = ""        # the title of the section running (set by the report)
+        self.notes: dict = {}    # title -> what a section could not check on this machine, and why
         if out is not None:
             os.makedirs(os.path.join(out, "figures"), exist_ok=True)
 
     def figure(self, name: str) -> str | None:
         """The path for a picture (``figures/<name>``) or None when no pictures are written."""
         return None if self.out is None else os.path.join(self.out, "figures", name)
+
+    def note(self, text: str):
+        """Record, under the running section, something the report must say (e.g. a claim skipped: no compiler)."""
+        self.notes.setdefault(self.section, []).append(text)
 
     @cached_property
     def book(self):

@@ -21,12 +21,12 @@ import time
 import sympy
 
 from napkin_cat.errors import NapkinError
-from napkin_cat.paper import analysis, examples, throughput
+from napkin_cat.paper import analysis, examples, plans, throughput
 from napkin_cat.paper.context import Context
 from napkin_cat.paper.ledger import Ledger
 
 #: (title, function(ledger, context)) in the order of the paper; later layers append theirs.
-SECTIONS = [*examples.SECTIONS, *analysis.SECTIONS, *throughput.SECTIONS]
+SECTIONS = [*examples.SECTIONS, *analysis.SECTIONS, *plans.SECTIONS, *throughput.SECTIONS]
 
 
 def section_names() -> list:
@@ -48,12 +48,13 @@ def reproduce(out: str, *, sections=None, progress: bool = True) -> Ledger:
             bar.set_description(title)
         before = set(os.listdir(os.path.join(out, "figures")))
         start, first = time.perf_counter(), len(book.claims)
+        ctx.section = title
         run(book, ctx)
         times[title] = time.perf_counter() - start
         recorded[title] = book.claims[first:]
         figures[title] = sorted(set(os.listdir(os.path.join(out, "figures"))) - before)
-    _write_json(book, out, times)
-    _write_markdown(book, out, recorded, figures, times)
+    _write_json(book, out, times, ctx.notes)
+    _write_markdown(book, out, recorded, figures, times, ctx.notes)
     return book
 
 
@@ -67,9 +68,9 @@ def _progress(items, enabled):
     return tqdm(items, unit="section", leave=False)
 
 
-def _write_json(book, out, times):
+def _write_json(book, out, times, notes):
     data = {"claims": [c.as_json() for c in book.claims], "counts": book.counts(), "ok": book.ok,
-            "seconds": {k: round(v, 3) for k, v in times.items()},
+            "seconds": {k: round(v, 3) for k, v in times.items()}, "notes": notes,
             "python": platform.python_version()}
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(data, f, indent=1)
@@ -88,7 +89,7 @@ def _latex(value) -> str:
 STATUS_MARK = {"reproduced": "reproduced", "erratum": "erratum", "differs": "**DIFFERS**"}
 
 
-def _write_markdown(book, out, recorded, figures, times):
+def _write_markdown(book, out, recorded, figures, times, notes):
     counts = book.counts()
     lines = ["# FlashAttention on a Napkin, reproduced by napkin-cat", "",
              f"{len(book.claims)} claims: {counts['reproduced']} reproduced, {counts['erratum']} errata (the "
@@ -100,6 +101,8 @@ def _write_markdown(book, out, recorded, figures, times):
         lines += [f"## {title}", "", f"({times[title]:.2f} s)", ""]
         for name in figures.get(title, []):
             lines += [f"![{name}](figures/{name})", ""]
+        for text in notes.get(title, []):
+            lines += [f"> not checked on this machine: {text}", ""]
         if rows:
             lines += ["| id | claim | paper | library | status |", "| --- | --- | --- | --- | --- |"]
             for c in rows:
