@@ -243,8 +243,15 @@ def _walk(diagram: Diagram, extra_for=None) -> Cost:
             if isinstance(box, Region):
                 inner = region_cost(box)
                 base = _plus(_column(others, other_ids), extra_for(k) if extra_for else {})
+                # a partition's arrays are whole at its own level (0 for a top-level Grid, 1 for a level-2
+                # kernel's Grid in a level-1 tile): the groups' columns count only the levels below it
+                whole = max((a.level for a in (*box.dom.inside, *box.cod.inside)), default=0) \
+                    if isinstance(box, (Grid, Stream)) else 0
+                if whole:
+                    held = _column(list(box.dom.inside) + list(box.cod.inside))
+                    total.add_column(_plus(base, {l: v for l, v in held.items() if 0 < l <= whole}))
                 for lvl, cols in inner.columns.items():
-                    if lvl == 0:  # global arrays are whole at level 0: the outer columns count them
+                    if lvl <= whole or lvl == 0:   # global arrays are whole at level 0: the outer columns count them
                         continue
                     for v in cols:
                         total.add_column(_plus(base, {lvl: v}))

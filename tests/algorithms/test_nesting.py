@@ -190,3 +190,15 @@ def test_e_partitions_of_an_axis_the_inner_kernel_lacks():
         nc.group(k2, "b", "h_b")
     with pytest.raises(RewriteError, match=r"stream along 'a' in the level-2 kernels.*grows with 'a'"):
         nc.stream(k2, "a", "u_a")
+
+
+def test_a_level_2_grid_holds_its_level_1_arrays_whole_and_three_levels_nest():
+    """A level-2 kernel's Grid in an unstreamed level-1 tile: level 1 holds the tile's inputs and the Grid's output
+    whole while the groups run (the runner allocates the output before the loop); a level-3 kernel nests in turn."""
+    flat = nc.group(nc.kernel(nc.group(attention(), "r", "g_r"), level=2), "r", "h_r")
+    p, n = check(attention(), flat, {"r": 7, "k": 5, "e": 3, "g_r": 4, "h_r": 3})
+    assert n.peak[1] == 4 * 3 + 2 * 5 * 3 + 4 * 3          # Q tile, K and V, the output tile
+    three = nc.kernel(two_level(), level=3)
+    p, n = check(nc.library.matmul(), three, {"a": 5, "b": 7, "c": 4, "g_a": 3, "g_c": 2, "s_b": 4, "h_a": 2,
+                                              "h_c": 1, "u_b": 3})
+    assert set(n.transfers) == {1, 2, 3} and n.flops == {"tensor": 2 * 5 * 7 * 4}
