@@ -1,4 +1,4 @@
-"""Cost functor and optimal tile sizes: time for attention, the three-matrix chain, and growing unfused chains.
+"""Cost functor and optimal tile sizes: attention, the three-matrix chain, chains and stacked transformer blocks.
 
 Run: OPENBLAS_NUM_THREADS=1 python benchmarks/bench_cost.py            (this tree)
      OPENBLAS_NUM_THREADS=1 PYTHONPATH=<other tree> python benchmarks/bench_cost.py   (a baseline)
@@ -22,6 +22,8 @@ Measured here (2 cores, load ~2.6 from other jobs; medians, ranges over two runs
 The symbolic attention optimum is slower: it now solves every binding column (a Piecewise) and
 checks the result at sample sizes against every column and the numeric optimum.
 """
+import argparse
+import os
 import statistics
 import sys
 import time
@@ -64,11 +66,88 @@ def chain(n):
     return nc.unfused(nc.Diagram.id(boxes[0].dom).then(*boxes))
 
 
+def stacked_blocks(n_blocks: int):
+    """``n_blocks`` transformer blocks composed with ``>>``, each with its own 12 weight inputs.
+
+    Block k reads the running activation and its weights; the weights of the blocks after it pass
+    beside it on identity wires, so the diagram is as wide as all the weights not yet used.
+    """
+    block = nc.library.transformer_block()
+    x, weights = block.dom.inside[0], block.dom.inside[1:]
+    d = nc.Diagram.id(nc.Ty(x, *(weights * n_blocks)))
+    for k in range(n_blocks):
+        d = d >> (block @ nc.Diagram.id(nc.Ty(*(weights * (n_blocks - k - 1)))))
+    return d
+
+
+def count_boxes(diagram) -> int:
+    """Boxes the cost functor visits: every layer's box (swaps and copies too), inside regions as well."""
+    total = 0
+    for layer in diagram.inside:
+        box = layer.boxes_or_types[1]
+        total += 1 + (count_boxes(box.arg) if isinstance(getattr(box, "arg", None), nc.Diagram) else 0)
+    return total
+
+
+def clear_sympy():
+    """Empty sympy's expression cache and the cost functor's own memo (absent in older trees)."""
+    from sympy.core.cache import clear_cache
+    clear_cache()
+    terms = getattr(sys.modules.get("napkin_cat.cost.iocost"), "_terms", None)
+    if hasattr(terms, "cache_clear"):
+        terms.cache_clear()
+
+
+def stacked(runs: int):
+    """The cost functor on 1, 4, 8, 16 stacked blocks (function diagram and unfused algorithm): ms per box.
+
+    "cold": sympy's cache emptied before every run (what a first call on a new diagram costs);
+    "warm": the same call repeated.  sympy keeps at most 1000 expressions, so a warm run on a small
+    diagram is served from the previous run's results and a large one is not: compare cold rows
+    for how the time per box grows with width.
+    """
+    print(f"{'stacked transformer blocks':28s} {'boxes':>6s} {'cold s':>8s} {'ms/box':>7s} {'vs 4':>5s}  "
+          f"{'warm s':>8s} {'ms/box':>7s} {'vs 4':>5s}")
+    for form, make in (("function", stacked_blocks), ("unfused", lambda n: nc.unfused(stacked_blocks(n)))):
+        base = {}
+        for n in (1, 4, 8, 16):
+            d = make(n)
+            boxes = count_boxes(d)
+            row = f"{form + ', ' + str(n) + ' blocks':28s} {boxes:6d}"
+            for mode in ("cold", "warm"):
+                nc.cost(d)
+                t = median_time(lambda: (clear_sympy() if mode == "cold" else None, nc.cost(d)), runs)
+                if not isinstance(t, float):
+                    row += f" {t}"
+                    break
+                per_box = 1000 * t / boxes
+                if n == 4:
+                    base[mode] = per_box
+                ratio = f"{per_box / base[mode]:5.2f}" if mode in base else f"{'':5s}"
+                row += f" {t:8.4f} {per_box:7.3f} {ratio} "
+            print(row)
+
+
 def three_matrices():
     return (nc.einsum("a b, b c -> a c") @ nc.Id("c d")) >> nc.einsum("a c, c d -> a d")
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=("optimal", "chain", "stacked"), help="run one part")
+    parser.add_argument("--runs", type=int, default=5, help="runs per stacked-blocks row (median)")
+    args = parser.parse_args()
+    if os.environ.get("OPENBLAS_NUM_THREADS") != "1":
+        print("warning: run with OPENBLAS_NUM_THREADS=1 (see benchmarks/README.md)", file=sys.stderr)
+    if args.only in (None, "optimal"):
+        optimal_rows()
+    if args.only in (None, "chain"):
+        chains()
+    if args.only in (None, "stacked"):
+        stacked(args.runs)
+
+
+def optimal_rows():
     flash = nc.group(nc.stream(nc.library.attention(), "x", "s_x"), "q", "g_q")
     mm = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
     fused = nc.group(nc.group(nc.stream(nc.kernel(three_matrices()), "c", "s_c"), "a", "g_a"), "d", "g_d")
@@ -111,11 +190,15 @@ def main():
     for name, t in rows:
         print(f"{name:70s} {t:10.4f}" if isinstance(t, float) else f"{name:70s} {t}")
     print()
+
+
+def chains():
     print(f"{'unfused chain boxes':>20s} {'cost median s':>14s} {'ms per box':>12s}")
     for n in (125, 250, 500, 1000):
         d = chain(n)
         t = median_time(lambda: nc.cost(d), 3)
         print(f"{n:20d} {t:14.4f} {1000 * t / n:12.3f}")
+    print()
 
 
 if __name__ == "__main__":

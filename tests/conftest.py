@@ -103,13 +103,51 @@ def diagram_flops(diagram):
     return total
 
 
+def live_columns(diagram):
+    """Level → the columns of a region-free diagram by their definition, in order: after every layer,
+    the sum of the distinct values on the wires, expanded (a copied value is one variable).  Swaps,
+    copies and discards are read off the boxes' types here, not through ``napkin_cat.syntax.wiring``."""
+    import sympy
+    from discopy import markov
+    wires = list(enumerate(diagram.dom.inside))
+    fresh, cols = len(wires), {}
+
+    def read():
+        seen, col = set(), {}
+        for vid, arr in wires:
+            if vid not in seen:
+                seen.add(vid)
+                size = sympy.Integer(1)
+                for a in arr.axes:
+                    size *= a.size
+                col[arr.level] = col.get(arr.level, 0) + size
+        for lvl, v in col.items():
+            v = sympy.expand(v)
+            if v != 0 and v not in cols.setdefault(lvl, []):
+                cols[lvl].append(v)
+    read()
+    for offset, box in layers(diagram):
+        k = len(box.dom)
+        ins = wires[offset:offset + k]
+        if isinstance(box, markov.Swap):
+            outs = ins[len(box.left):] + ins[:len(box.left)]
+        elif isinstance(box, markov.Copy):        # a discard is a copy with no outputs
+            outs = ins * len(box.cod)
+        else:
+            outs = [(fresh + j, arr) for j, arr in enumerate(box.cod.inside)]
+            fresh += len(outs)
+        wires[offset:offset + k] = outs
+        read()
+    return cols
+
+
 @pytest.fixture(scope="session")
 def helpers():
     return SimpleNamespace(
         softmax=softmax_reference, attention=attention_reference, gelu_tanh=gelu_tanh, silu=silu,
         relu=relu, layer_norm=layer_norm_reference, rms_norm=rms_norm_reference,
         well_typed=assert_well_typed, weave_sizes=weave_sizes, box_flops=box_flops,
-        diagram_flops=diagram_flops)
+        diagram_flops=diagram_flops, live_columns=live_columns)
 
 
 @pytest.fixture

@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import sympy
 
-from napkin_cat.syntax.adapter import Array, Diagram, is_structural, layers
+from napkin_cat.syntax.adapter import Array, Diagram, layers
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.weave import core_of
-from napkin_cat.syntax.wiring import route
+from napkin_cat.syntax.wiring import computes, traverse
 from napkin_cat.cost.columns import stream_columns
 from napkin_cat.algorithms.nesting import state_moves
 
@@ -162,6 +163,25 @@ class Cost:
         self.ops += src.ops
         return self
 
+    def absorb_all(self, parts) -> "Cost":
+        """In place: ``self ← self ; p₁ ; … ; pₙ``, each total summed once (not through n partial sums)."""
+        parts = list(parts)
+        for name in ("H", "H_bytes", "flops"):
+            mine, terms = getattr(self, name), {}
+            for src in [self] + parts:
+                for k, v in getattr(src, name).items():
+                    terms.setdefault(k, []).append(v)
+            for k, vs in terms.items():
+                mine[k] = sympy.Add(*vs)
+        for src in parts:
+            for l, cols in src.columns.items():
+                for v in cols:
+                    self._add(l, v)
+            self.groups += src.groups
+            self.streams += src.streams
+            self.ops += src.ops
+        return self
+
     __rshift__ = then
 
     def _add(self, l, v):
@@ -170,9 +190,10 @@ class Cost:
             seen.add(v)
             self.columns.setdefault(l, []).append(v)
 
-    def add_column(self, col: dict):
+    def add_column(self, col: dict, *, expanded: bool = False):
+        """Pool a column (level → live data), expanded so that equal columns are pooled once."""
         for l, v in col.items():
-            v = sympy.expand(v)
+            v = v if expanded else sympy.expand(v)
             if v != 0:
                 self._add(l, v)
 
@@ -181,16 +202,59 @@ class Cost:
         return f"Cost(H={H}, M={self.M}, flops={self.flops})"
 
 
-def _column(arrays, ids=None) -> dict:
-    """Live data per level; a value copied onto several wires is one variable (counted once, by its id)."""
-    out, seen = {}, set()
-    for k, a in enumerate(arrays):
-        if ids is not None:
-            if ids[k] in seen:
-                continue
-            seen.add(ids[k])
-        out[a.level] = out.get(a.level, ZERO) + numel(a)
-    return out
+@lru_cache(maxsize=None)
+def _terms(arr: Array) -> tuple:
+    """``numel(arr)`` expanded, as ``(monomial, coefficient)`` pairs (computed once per array)."""
+    return tuple((m, int(c) if c.is_Integer else c) for m, c in sympy.expand(numel(arr)).as_coefficients_dict().items())
+
+
+class _Live:
+    """The data live on a diagram's wires, per level, kept up to date layer by layer.
+
+    A value copied onto several wires is one variable: it is counted once, while any wire carries it.
+    Each level's total is a polynomial held as monomial → coefficient, so a layer changes only the
+    terms of the values it consumes and makes, and reading a column costs the number of distinct
+    monomials, not the number of wires (the weights of later blocks riding beside a transformer
+    block cost nothing per layer).
+    """
+
+    def __init__(self):
+        self.wires = {}     # value id -> number of wires carrying it
+        self.terms = {}     # level -> {monomial: coefficient}
+
+    def _shift(self, arr: Array, sign: int, terms=None):
+        level = (terms if terms is not None else self.terms).setdefault(arr.level, {})
+        for m, c in _terms(arr):
+            level[m] = level.get(m, 0) + sign * c
+
+    def put(self, values):
+        for vid, arr in values:
+            n = self.wires.get(vid, 0)
+            self.wires[vid] = n + 1
+            if n == 0:
+                self._shift(arr, 1)
+
+    def take(self, values):
+        for vid, arr in values:
+            n = self.wires[vid] - 1
+            self.wires[vid] = n
+            if n == 0:
+                del self.wires[vid]
+                self._shift(arr, -1)
+
+    def column(self, without=()) -> dict:
+        """Level → live data (expanded); ``without``: values on wires about to be consumed, left out."""
+        terms = self.terms
+        if without:
+            terms = {l: dict(t) for l, t in terms.items()}
+            on_them = {}
+            for vid, arr in without:
+                on_them[vid] = on_them.get(vid, 0) + 1
+            for vid, arr in dict(without).items():
+                if self.wires[vid] == on_them[vid]:
+                    self._shift(arr, -1, terms)
+        return {l: sympy.Add(*(c * m for m, c in t.items() if c)) for l, t in terms.items()
+                if any(t.values())}
 
 
 def _plus(col: dict, extra: dict) -> dict:
@@ -228,45 +292,58 @@ def box_cost(box) -> Cost:
     return c
 
 
-def _walk(diagram: Diagram, extra_for=None) -> Cost:
-    """Cost of ``diagram``; ``extra_for(layer_index)`` adds maintained data to a column."""
-    total = Cost()
-    col = list(diagram.dom.inside)
-    ids = list(range(len(col)))
-    fresh = len(ids)
-    total.add_column(_plus(_column(col, ids), extra_for(0) if extra_for else {}))
-    for k, (offset, box) in enumerate(layers(diagram)):
-        n = len(box.dom)
-        others = col[:offset] + col[offset + n:]
-        other_ids = ids[:offset] + ids[offset + n:]
-        if is_structural(box) is None:
-            if isinstance(box, Region):
-                inner = region_cost(box)
-                base = _plus(_column(others, other_ids), extra_for(k) if extra_for else {})
-                # a partition's arrays are whole at its own level (0 for a top-level Grid, 1 for a level-2
-                # kernel's Grid in a level-1 tile): the groups' columns count only the levels below it
-                whole = max((a.level for a in (*box.dom.inside, *box.cod.inside)), default=0) \
-                    if isinstance(box, (Grid, Stream)) else 0
-                if whole:
-                    held = _column(list(box.dom.inside) + list(box.cod.inside))
-                    total.add_column(_plus(base, {l: v for l, v in held.items() if 0 < l <= whole}))
-                for lvl, cols in inner.columns.items():
-                    if lvl <= whole or lvl == 0:   # global arrays are whole at level 0: the outer columns count them
-                        continue
-                    for v in cols:
-                        total.add_column(_plus(base, {lvl: v}))
-                inner.columns = {}
-                total.absorb(inner)
-            else:
-                total.absorb(box_cost(box))
-        if is_structural(box) is not None:
-            new_ids = route(box, ids[offset:offset + n])
+def _walk(diagram: Diagram) -> Cost:
+    """Cost of ``diagram``: the boxes' costs add up; a column of live data is read after every layer.
+
+    One pass of :func:`~napkin_cat.syntax.wiring.traverse` whose values are ``(id, array)``: the
+    wiring moves them (a copy keeps the id, so the copied variable is counted once), a box's outputs
+    get fresh ids.  Inside a region, every column of the region is counted on top of what lies
+    beside it outside (the live data minus the region's inputs).
+    """
+    total, parts = Cost(), []
+    live = _Live()
+    fresh = [len(diagram.dom)]
+    values = list(enumerate(diagram.dom.inside))
+    live.put(values)
+    total.add_column(live.column(), expanded=True)
+
+    def on_box(step):
+        box = step.box
+        if isinstance(box, Region):
+            inner = region_cost(box)
+            base = None
+            # a partition's arrays are whole at its own level (0 for a top-level Grid, 1 for a level-2
+            # kernel's Grid in a level-1 tile): its groups' columns count only the levels below it
+            whole = max((a.level for a in (*box.dom.inside, *box.cod.inside)), default=0) \
+                if isinstance(box, (Grid, Stream)) else 0
+            if whole:
+                base = live.column(without=step.ins)
+                held = {}
+                for a in (*box.dom.inside, *box.cod.inside):
+                    if 0 < a.level <= whole:
+                        held[a.level] = held.get(a.level, ZERO) + numel(a)
+                total.add_column(_plus(base, held))
+            for lvl, cols in inner.columns.items():
+                if lvl <= whole or lvl == 0:  # global arrays are whole at level 0: the outer columns count them
+                    continue
+                base = live.column(without=step.ins) if base is None else base
+                for v in cols:   # both sides expanded: their sum is too
+                    total.add_column(_plus(base, {lvl: v}), expanded=True)
+            inner.columns = {}
+            parts.append(inner)
         else:
-            new_ids, fresh = list(range(fresh, fresh + len(box.cod))), fresh + len(box.cod)
-        col[offset:offset + n] = list(box.cod.inside)
-        ids[offset:offset + n] = new_ids
-        total.add_column(_plus(_column(col, ids), extra_for(k + 1) if extra_for else {}))
-    return total
+            parts.append(box_cost(box))
+        outs = [(fresh[0] + j, arr) for j, arr in enumerate(box.cod.inside)]
+        fresh[0] += len(outs)
+        _after(step, outs)
+        return outs
+
+    def _after(step, outs):
+        live.take(step.ins)
+        live.put(outs)
+        total.add_column(live.column(), expanded=True)
+    traverse(diagram, values, on_box, on_wiring=_after)
+    return total.absorb_all(parts)
 
 
 def region_cost(box: Region) -> Cost:
@@ -307,7 +384,7 @@ def region_cost_of_arg(arg: Diagram) -> Cost:
 
 
 def _is_nest(arg: Diagram) -> bool:
-    boxes = [b for _, b in layers(arg) if is_structural(b) is None]
+    boxes = [b for _, b in layers(arg) if computes(b)]
     return len(boxes) == 1 and isinstance(boxes[0], Grid)
 
 

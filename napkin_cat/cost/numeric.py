@@ -25,8 +25,9 @@ import sympy
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.cost.iocost import box_cost, cost
 from napkin_cat.algorithms.nesting import state_moves
-from napkin_cat.syntax.adapter import Diagram, is_structural, layers
+from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.syntax.axis import symbol
+from napkin_cat.syntax.wiring import computes
 
 
 @dataclass
@@ -78,7 +79,7 @@ def _bound(box, env, extent):
 def _diagram(d: Diagram, env) -> NumericCost:
     total = NumericCost()
     for _, box in layers(d):
-        if is_structural(box) is None:
+        if computes(box):
             total.add(_region(box, env) if isinstance(box, Region) else _box(box, env))
     return total
 

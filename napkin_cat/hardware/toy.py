@@ -33,7 +33,8 @@ from pathlib import Path
 
 from napkin_cat.errors import LevelError
 from napkin_cat.hardware.errors import HardwareError
-from napkin_cat.syntax.adapter import Bubble, is_structural, layers
+from napkin_cat.syntax.adapter import Bubble, layers
+from napkin_cat.syntax.wiring import computes
 from napkin_cat.syntax.primitive import PIPELINES, kind_of
 from napkin_cat.syntax.weave import core_of
 
@@ -188,7 +189,7 @@ def _validate(data, where) -> ToyHierarchy:
 def _boxes(diagram):
     """Every primitive box of ``diagram``, inside bubbles too."""
     for _, box in layers(diagram):
-        if is_structural(box) is not None:
+        if not computes(box):
             continue
         if isinstance(box, Bubble):
             yield from _boxes(box.arg)

@@ -14,7 +14,7 @@ and a box ``B`` is one of::
      "weaves": [{"name": axis, "inputs": [int, ...]}, ...],   # innermost first
      "params": {key: V}}
     {"type": "swap", "left": [A], "right": [A]}
-    {"type": "copy", "dom": [A], "n": int}                      # n >= 2 copies
+    {"type": "copy", "dom": [A], "n": int}                      # n >= 1 copies (1: discopy's identity copy)
     {"type": "discard", "dom": [A]}
     {"type": "merge", "cod": [A], "n": int}
     {"type": "region", "region": key, "params": {key: V}, "dom": [A], "cod": [A], "diagram": D}
@@ -238,9 +238,9 @@ def _box_from_json(obj, path: str):
             _fail(f"{path}.dom", f"a {t} acts on exactly one array, got {len(dom)}")
         n = 0
         if t == "copy":
-            n = _int(obj["n"], f"{path}.n", "the number of copies (an integer >= 2)")
-            if n < 2:
-                _fail(f"{path}.n", f"a copy makes at least 2 copies, got {n} (use 'discard' for 0)")
+            n = _int(obj["n"], f"{path}.n", "the number of copies (an integer >= 1)")
+            if n < 1:
+                _fail(f"{path}.n", f"a copy makes at least 1 copy, got {n} (use 'discard' for 0)")
         return _one_box(Diagram.copy(Ty(*dom), n), path, t)
     if t == "merge":
         cod = _arrays_from_json(obj["cod"], f"{path}.cod")

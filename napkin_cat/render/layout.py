@@ -33,6 +33,7 @@ from napkin_cat.render.picture import Z_ORDER, Label, Layout, Line, Shape, _shif
 from napkin_cat.render.style import (BLACK, BODY_GAP, CHAR, GAP, GREY, PAD_X, PAD_Y, TITLE, WIRE, box_text,
                                      level_color, size_label)
 from napkin_cat.syntax.adapter import Diagram, is_structural
+from napkin_cat.syntax.wiring import route
 from napkin_cat.syntax.primitive import kind_of
 
 def layout(diagram: Diagram) -> Layout:
@@ -253,9 +254,10 @@ class _Engine:
         if isinstance(box, Region):
             return self.measure_region(seg, lo, hi)
         if struct in ("swap", "copy", "merge"):
-            n = len(box.left) if struct == "swap" else 0
-            seg.pre = ([[[(0.0, y)] for y in s.ys()] for s in seg.ins[n:] + seg.ins[:n]] if struct == "swap"
-                       else [[[(None, y)] for y in seg.ins[0].ys()] for _ in seg.outs] if struct == "copy"
+            # where each output wire comes from: the wiring's own routing of the input slots; a swap's
+            # wires cross the whole box (from its left edge), a copy forks and a merge joins at its right edge
+            seg.pre = ([[[(0.0 if struct == "swap" else None, y)] for y in s.ys()] for s in route(box, seg.ins)]
+                       if struct != "merge"
                        else [[[(None, s.ys()[k]) for s in seg.ins] for k in range(len(seg.ins[0].names))]])
             block = sum(_height(a) for a in seg.outs) + GAP * (len(seg.outs) - 1)
             seg.out_tops = _stack(seg.outs, lo if struct != "merge" else (lo + hi - block) / 2)

@@ -26,7 +26,7 @@ from napkin_cat.render.picture import Label, Layout, _shift
 from napkin_cat.render.style import CHAR
 from napkin_cat.render.tikz import render_tikz
 from napkin_cat.rewriting.trace import HOOKS, Step, Trace
-from napkin_cat.syntax.adapter import is_structural
+from napkin_cat.syntax.wiring import computes
 
 ROW_GAP, ARROW_PAD = 1.2, 0.6      # diagram units between rows, and around the ``= rule ⇒`` label
 
@@ -97,7 +97,7 @@ def draw_trace(trace: Trace, path: str) -> str:
                 if picture is not None:
                     ax.imshow(picture)
                 else:
-                    names = [b.name for b in d.boxes if is_structural(b) is None]
+                    names = [b.name for b in d.boxes if computes(b)]
                     ax.text(0.5, 0.5, "\n".join(names[:12] + (["…"] if len(names) > 12 else [])),
                             ha="center", va="center", fontsize=8, family="monospace",
                             bbox={"boxstyle": "round", "fc": "#f4f4f4"})

@@ -31,7 +31,8 @@ from functools import cached_property
 import networkx as nx
 
 from napkin_cat.rewriting.readback import to_diagram
-from napkin_cat.syntax.adapter import Bubble, Diagram, is_structural, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram
+from napkin_cat.syntax.wiring import traverse
 from napkin_cat.errors import RewriteError
 
 INPUT, OUTPUT = "in", "out"
@@ -88,13 +89,6 @@ class Wire:
     array: object
     src: tuple
     dst: tuple
-
-
-def _node_kind(box) -> str:
-    kind = is_structural(box)
-    if kind is not None:
-        return kind
-    return "region" if isinstance(box, Bubble) else "box"
 
 
 @dataclass(frozen=True, eq=False)
@@ -246,60 +240,62 @@ def _topological(nodes, connections):
 
 # ---------------------------------------------------------------------- diagram → netlist
 def to_netlist(diagram: Diagram) -> Netlist:
-    """Read a diagram's boxes and wires (swaps dissolved, copy trees flattened)."""
+    """Read a diagram's boxes and wires (swaps dissolved, copy trees flattened).
+
+    One :func:`~napkin_cat.syntax.wiring.traverse` whose values are wire ids: the wiring moves them;
+    a wire that a wiring layer drops ends in a discard node, and a wire it puts out several times
+    goes into a copy node with one fresh wire per branch (a branch copied again joins that node).
+    """
     wires = {}                 # wid -> [array, src, dst]
     copy_outs = {}             # copy node id -> list of output wids
     nodes = []
-    state = []
     for i, arr in enumerate(diagram.dom.inside):
         wires[i] = [arr, (INPUT, i), None]
-        state.append(i)
-    fresh = len(state)
-    for nid, (offset, box) in enumerate(layers(diagram)):
-        k = len(box.dom)
-        taken = state[offset:offset + k]
-        kind = _node_kind(box)
-        if kind == "swap":
-            nl = len(box.left)
-            state[offset:offset + k] = taken[nl:] + taken[:nl]
-            continue
-        if kind == "copy":
-            n = len(box.cod)
-            (w,) = taken
-            if n == 1:
-                continue
-            arr, src = wires[w][0], wires[w][1]
-            news = list(range(fresh, fresh + n))
-            fresh += n
-            if src[0] in copy_outs:  # copy of a copy: flatten into the first copy node
-                owner = src[0]
-                copy_outs[owner].remove(w)
-                del wires[w]
-            else:
-                owner = nid
-                wires[w][2] = (nid, 0)
-                copy_outs[nid] = []
-                nodes.append([nid, "copy", None, (arr,)])
-            for v in news:
-                wires[v] = [arr, (owner, None), None]
-            copy_outs[owner].extend(news)
-            state[offset:offset + 1] = news
-            continue
-        if kind == "discard":
-            for j, w in enumerate(taken):
-                did = nid if j == 0 else (nid, j)
-                wires[w][2] = (did, 0)
-                nodes.append([did, "discard", None, (wires[w][0],)])
-            state[offset:offset + k] = []
-            continue
-        for j, w in enumerate(taken):
+    fresh = [len(wires)]
+
+    def node(step, kind):
+        nid, box = step.index, step.box
+        for j, w in enumerate(step.ins):
             wires[w][2] = (nid, j)
-        news = list(range(fresh, fresh + len(box.cod)))
-        fresh += len(news)
+        news = list(range(fresh[0], fresh[0] + len(box.cod)))
+        fresh[0] += len(news)
         for j, (v, arr) in enumerate(zip(news, box.cod.inside)):
             wires[v] = [arr, (nid, j), None]
         nodes.append([nid, kind, box, tuple(box.dom.inside)])
-        state[offset:offset + k] = news
+        return news
+
+    def on_wiring(step, outs):
+        nid, renamed = step.index, list(outs)
+        for j, w in enumerate(step.ins):
+            n = outs.count(w)
+            if n == 0:           # dropped: a discard node
+                did = nid if j == 0 else (nid, j)
+                wires[w][2] = (did, 0)
+                nodes.append([did, "discard", None, (wires[w][0],)])
+            elif n > 1:          # put out n times: a copy node, one wire per branch
+                arr, src = wires[w][0], wires[w][1]
+                news = list(range(fresh[0], fresh[0] + n))
+                fresh[0] += n
+                if src[0] in copy_outs:  # copy of a copy: flatten into the first copy node
+                    owner = src[0]
+                    copy_outs[owner].remove(w)
+                    del wires[w]
+                else:
+                    owner = nid
+                    wires[w][2] = (nid, 0)
+                    copy_outs[nid] = []
+                    nodes.append([nid, "copy", None, (arr,)])
+                for v in news:
+                    wires[v] = [arr, (owner, None), None]
+                copy_outs[owner].extend(news)
+                it = iter(news)
+                renamed = [next(it) if v == w else v for v in renamed]
+        return renamed
+
+    def on_box(step):
+        return node(step, "region" if isinstance(step.box, Bubble) else "box")
+    state = traverse(diagram, range(len(diagram.dom)), on_box, merge=lambda step: node(step, "merge"),
+                     on_wiring=on_wiring)
     for j, w in enumerate(state):
         wires[w][2] = (OUTPUT, j)
     # discards split from one multi-array layer get fresh ids after the layer indices

@@ -22,8 +22,9 @@ import sympy
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.evaluate import evaluate
-from napkin_cat.syntax.adapter import Diagram, is_structural, layers
+from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.syntax.axis import symbol
+from napkin_cat.syntax.wiring import computes
 
 #: the kinds of trial, in the order the trials cycle through them (when the diagrams have tiles)
 TRIAL_KINDS = ("random", "tiles ≥ 2", "ragged")
@@ -93,7 +94,7 @@ def size_symbols(diagram: Diagram) -> set:
             syms |= size_symbols(box.arg)
             for v in box.params.values():
                 syms |= _symbols_of(v)
-        elif is_structural(box) is None:
+        elif computes(box):
             for _, v in box.data.params:
                 syms |= _symbols_of(v)
     return syms

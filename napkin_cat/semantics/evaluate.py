@@ -20,27 +20,20 @@ import numpy as np
 
 from napkin_cat.errors import NapkinError, ShapeError
 from napkin_cat.semantics.env import Env
-from napkin_cat.semantics.primitives import run_primitive, run_structural
+from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.semantics.regions import run_region
-from napkin_cat.syntax.adapter import Bubble, Diagram, is_structural, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.axis import symbol
+from napkin_cat.syntax.wiring import traverse
 
 
 def interpret(diagram: Diagram, xs: list, env: Env) -> list:
-    """Run the layers of ``diagram`` on the list of input values."""
-    values = list(xs)
-    for offset, box in layers(diagram):
-        k = len(box.dom)
-        ins = values[offset:offset + k]
-        kind = is_structural(box)
-        if kind is not None:
-            outs = run_structural(kind, box, ins)
-        elif isinstance(box, Bubble):
-            outs = run_region(box, ins, env, interpret)
-        else:
-            outs = run_primitive(box, ins, env)
-        values[offset:offset + k] = outs
-    return values
+    """Run the layers of ``diagram`` on the list of input values (the wiring moves arrays as any values)."""
+    def on_box(step):
+        if isinstance(step.box, Bubble):
+            return run_region(step.box, step.ins, env, interpret)
+        return run_primitive(step.box, step.ins, env)
+    return traverse(diagram, xs, on_box)
 
 
 def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dict | None = None):

@@ -1,4 +1,4 @@
-"""The numpy meaning of the generators: primitive boxes and the structural swap, copy, discard.
+"""The numpy meaning of the primitive boxes (the wiring moves arrays as it moves any values: ``syntax.wiring``).
 
 A primitive box is item-level: its kind acts on the trailing core axes, so the box
 moves its weave axes to the front, calls the kind once on the batched arrays, and
@@ -17,7 +17,6 @@ import numpy as np
 from napkin_cat.semantics.env import Env
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.weave import core_of
-from napkin_cat.syntax.wiring import route
 
 
 def run_primitive(box, xs: list, env: Env) -> list:
@@ -58,7 +57,3 @@ def run_primitive(box, xs: list, env: Env) -> list:
         results.append(np.transpose(y, perm) if perm != list(range(len(perm))) else y)
     return results
 
-
-def run_structural(kind: str, box, xs: list) -> list:
-    """Swap, copy and discard move arrays as they move any values (:func:`~napkin_cat.syntax.wiring.route`)."""
-    return route(box, xs)

@@ -18,11 +18,12 @@ from typing import Callable
 
 from sympy import Basic
 
-from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty, from_layers, is_structural
+from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty, from_layers
 from napkin_cat.syntax.axis import Axis, as_size, symbol
 from napkin_cat.errors import AxisError
 from napkin_cat.syntax.primitive import Weave
 from napkin_cat.syntax.weave import build_box
+from napkin_cat.syntax.wiring import computes, retype
 
 
 def map_arrays(diagram: Diagram, fa: Callable[[Array], Array], fname: Callable[[str], str] = None, *,
@@ -38,15 +39,9 @@ def map_arrays(diagram: Diagram, fa: Callable[[Array], Array], fname: Callable[[
 
 
 def map_box(box, fa, fname, *, fparam: Callable = None):
-    kind = is_structural(box)
     dom = [fa(a) for a in box.dom.inside]
-    if kind == "swap":
-        n = len(box.left)
-        return Diagram.swap(Ty(*dom[:n]), Ty(*dom[n:])).boxes[0]
-    if kind == "copy":
-        return Diagram.copy(Ty(*dom), len(box.cod)).boxes[0]
-    if kind == "discard":
-        return Diagram.copy(Ty(*dom), 0).boxes[0]
+    if not computes(box):      # the same generator on the mapped wires
+        return retype(box, dom)
     if isinstance(box, Bubble):
         return box.map_arrays(fa, fname, fparam=fparam)
     spec = box.data

@@ -18,12 +18,11 @@ its weave list.  Weaving is functorial::
 """
 from __future__ import annotations
 
-from napkin_cat.syntax.adapter import (Array, Box, Bubble, Diagram, Ty, from_layers, is_structural,
-                                layers)
+from napkin_cat.syntax.adapter import Array, Box, Bubble, Diagram, Ty, from_layers, layers
 from napkin_cat.syntax.axis import Axis, resolve
 from napkin_cat.errors import SignatureError, WeaveError
 from napkin_cat.syntax.primitive import Core, Spec, Weave, kind_of
-from napkin_cat.syntax.wiring import route
+from napkin_cat.syntax.wiring import retype, traverse
 
 
 # --------------------------------------------------------------------------- boxes from kinds
@@ -114,23 +113,6 @@ def all_arrays(diagram: Diagram):
             yield from all_arrays(box.arg)
 
 
-def _structural(kind: str, box, arrays: list[Array]) -> Diagram:
-    if kind == "swap":
-        n_left = len(box.left)
-        return Diagram.swap(Ty(*arrays[:n_left]), Ty(*arrays[n_left:]))
-    if kind == "copy":
-        return Diagram.copy(Ty(*arrays), len(box.cod))
-    if kind == "merge":
-        return Diagram.merge(Ty(arrays[0]), len(box.dom))
-    return Diagram.copy(Ty(*arrays), 0)
-
-
-def _merge_flags(flags):
-    if len({f is None for f in flags}) > 1:
-        raise WeaveError("cannot weave a merge of weaved and un-weaved wires")
-    return flags[:1]
-
-
 def weave(diagram: Diagram, axis, inputs=None, position: int = 0, **sizes) -> Diagram:
     """Map ``diagram`` over a new ``axis`` (name or :class:`Axis`).
 
@@ -158,25 +140,34 @@ def weave(diagram: Diagram, axis, inputs=None, position: int = 0, **sizes) -> Di
         flags[i] = p
     dom = Ty(*wires)
     items = []
-    for offset, box in layers(diagram):
-        k = len(box.dom)
-        ins, fl = wires[offset:offset + k], flags[offset:offset + k]
-        kind = is_structural(box)
-        if kind is not None:
-            sub = _structural(kind, box, ins)
-            new_box = sub.boxes[0] if sub.boxes else None
-            out_flags = route(box, fl, merge=_merge_flags)
-        elif isinstance(box, Bubble):  # a region weaves its inside (the algorithms layer says how)
-            new_box = box.woven(axis, {j: f for j, f in enumerate(fl) if f is not None}, position)
-            out_flags = [position] * len(box.cod)
-        elif any(f is not None for f in fl):
-            new_box = weave_box(box, axis, {j: f for j, f in enumerate(fl) if f is not None}, position)
-            out_flags = [position] * len(box.cod)
+
+    def put(step, new_box):
+        items.append((Ty(*(a for a, _ in step.left)), new_box, Ty(*(a for a, _ in step.right))))
+
+    def on_box(step):  # a value is (array, flag): where the axis was inserted, None if not weaved
+        fl = [f for _, f in step.ins]
+        box, woven = step.box, {j: f for j, f in enumerate(fl) if f is not None}
+        if isinstance(box, Bubble):  # a region weaves its inside (the algorithms layer says how)
+            new_box, out_flag = box.woven(axis, woven, position), position
+        elif woven:
+            new_box, out_flag = weave_box(box, axis, woven, position), position
         else:
-            new_box, out_flags = box, [None] * len(box.cod)
-        items.append((Ty(*wires[:offset]), new_box, Ty(*wires[offset + k:])))
-        wires[offset:offset + k] = list(new_box.cod.inside)
-        flags[offset:offset + k] = out_flags
+            new_box, out_flag = box, None
+        put(step, new_box)
+        return [(a, out_flag) for a in new_box.cod.inside]
+
+    def on_wiring(step, outs):
+        put(step, retype(step.box, [a for a, _ in step.ins]))
+
+    def merge(step):
+        if len({f is None for _, f in step.ins}) > 1:
+            raise WeaveError("cannot weave a merge of weaved and un-weaved wires")
+        new_box = retype(step.box, [a for a, _ in step.ins])
+        put(step, new_box)
+        return [(new_box.cod.inside[0], step.ins[0][1])]
+
+    out = traverse(diagram, zip(wires, flags), on_box, merge=merge, on_wiring=on_wiring)
+    wires, flags = [a for a, _ in out], [f for _, f in out]
     for j, f in enumerate(flags):
         if f is None:
             b = broadcast_box(wires[j], axis, position)

@@ -1,8 +1,22 @@
-"""Values view of a diagram: each box with the value ids it reads and writes.
+"""The one traversal of values through a diagram: every functor is a fold over its layers.
 
-Swaps and copies only move or alias values, and discards drop them, so the
-boxes that compute are listed with the ids of their input and output values.
-This is the view the streaming analysis and the cost functor walk.
+A diagram's generators are of two sorts.  The *wiring* (the markov category's structure) only
+moves, aliases or drops the values on its wires::
+
+    swap(a, b) ↦ (b, a)      copyₙ(a) ↦ (a, …, a)      discard(a) ↦ ()
+
+The other boxes (primitives, regions) compute: they take the values on their input wires and put
+new values on their output wires.  :func:`traverse` walks the layers once, moves the values through
+the wiring itself (:func:`route`) and asks the caller only what a computing box makes of its
+inputs.  The numpy functor, the cost functor, weaving, the netlist and the values view below are
+all instances of it, so the meaning of swap, copy and discard is written here and nowhere else::
+
+    traverse(f >> g, xs, on_box) == traverse(g, traverse(f, xs, on_box), on_box)
+    traverse(f @ g, xs + ys, on_box) == traverse(f, xs, on_box) + traverse(g, ys, on_box)
+
+(for an ``on_box`` without side effects on the order of its calls).  A merge (the sum of several
+wires into one) is not part of the structure: it is handed to ``merge`` when the caller gives one
+and refused otherwise.
 
 >>> import napkin_cat as nc
 >>> ops, dom, cod = trace_values(nc.library.attention())
@@ -11,18 +25,30 @@ This is the view the streaming analysis and the cost functor walk.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from napkin_cat.errors import NapkinError
-from napkin_cat.syntax.adapter import Diagram, is_structural, layers
+from napkin_cat.syntax.adapter import Diagram, Ty, is_structural, layers
 
 
-def route(box, values: list, *, merge=None) -> list:
-    """What a structural box does to the values on its inputs (the markov category's structure)::
+def computes(box) -> bool:
+    """True for a box that computes (a primitive or a region): neither wiring nor a merge."""
+    return is_structural(box) is None
+
+
+def _refuse_merge(box):
+    raise NapkinError(f"{box.name!r} is a merge: a merge has no meaning as a function of arrays "
+                      "(use an elementwise add)")
+
+
+def route(box, values: list) -> list:
+    """What a wiring box does to the values on its inputs (the markov category's structure)::
 
         swap(a, b) ↦ (b, a)      copyₙ(a) ↦ (a, …, a)      discard(a) ↦ ()
 
     The values may be anything (arrays, value ids, weave flags): every functor moves them
-    the same way.  A merge has no meaning as a function of arrays; ``merge(values)`` says
-    what a caller makes of one (by default it is refused).
+    the same way.
 
     >>> import napkin_cat as nc
     >>> swap = nc.Diagram.swap(nc.types("a"), nc.types("b")).boxes[0]
@@ -37,28 +63,113 @@ def route(box, values: list, *, merge=None) -> list:
         return values * len(box.cod)
     if kind == "discard":
         return []
-    if kind == "merge" and merge is not None:
-        return merge(values)
-    raise NapkinError(f"{box.name!r} is not a swap, copy or discard: a merge has no meaning as a function "
-                      "of arrays (use an elementwise add)" if kind == "merge" else f"{box.name!r} is not structural")
+    if kind == "merge":
+        _refuse_merge(box)
+    raise NapkinError(f"{box.name!r} is not a swap, copy or discard")
+
+
+def retype(box, arrays) -> object:
+    """The same wiring box (or merge) on wires carrying ``arrays`` (its new inputs).
+
+    What an array functor (rename, weave, recolor) makes of a structural box: the generator is
+    kept, only the arrays on its wires change.
+
+    >>> import napkin_cat as nc
+    >>> swap = nc.Diagram.swap(nc.types("a"), nc.types("b")).boxes[0]
+    >>> retype(swap, nc.types("c, b").inside).cod
+    Ty(Array(b), Array(c))
+    """
+    kind, arrays = is_structural(box), list(arrays)
+    if kind == "swap":
+        n = len(box.left)
+        return Diagram.swap(Ty(*arrays[:n]), Ty(*arrays[n:])).boxes[0]
+    if kind == "copy":
+        return Diagram.copy(Ty(*arrays), len(box.cod)).boxes[0]
+    if kind == "discard":
+        return Diagram.copy(Ty(*arrays), 0).boxes[0]
+    if kind == "merge":
+        return Diagram.merge(Ty(arrays[0]), len(box.dom)).boxes[0]
+    raise NapkinError(f"{box.name!r} is not structural: retype only rebuilds swaps, copies, discards and merges")
+
+
+@dataclass
+class Step:
+    """One layer as the traversal meets it: ``box`` at ``offset``, reading ``ins`` off ``values``.
+
+    ``values`` is the list of values on every wire just before the layer (do not keep it: the
+    traversal replaces the box's inputs by its outputs in place after the call); ``left`` and
+    ``right`` are the values on the wires beside the box.  ``index`` numbers the layers from 0.
+    """
+
+    index: int
+    offset: int
+    box: object
+    ins: list
+    values: list
+
+    @property
+    def left(self) -> list:
+        return self.values[:self.offset]
+
+    @property
+    def right(self) -> list:
+        return self.values[self.offset + len(self.ins):]
+
+
+def traverse(diagram: Diagram, values, on_box: Callable, *, merge: Callable | None = None,
+             on_wiring: Callable | None = None) -> list:
+    """Fold ``diagram`` over the ``values`` on its input wires; the values on its output wires.
+
+    ``on_box(step)`` returns the values a computing box (primitive or region) puts on its output
+    wires (a :class:`Step` says which box, which input values, what lies beside it).  Swaps, copies
+    and discards move the values themselves (:func:`route`); ``on_wiring(step, outs)``, if given, is
+    told what each did (a value of ``step.ins`` missing from ``outs`` was discarded, one found twice
+    was copied) and may return the outputs renamed (a list as long as ``outs``: e.g. a netlist gives
+    each branch of a copy its own wire).  A merge goes to ``merge(step)`` (by default it is refused).
+
+    >>> import napkin_cat as nc
+    >>> d = nc.Diagram.swap(nc.types("a"), nc.types("b")) >> nc.elementwise("exp", "b") @ nc.Diagram.id(
+    ...     nc.types("a"))
+    >>> traverse(d, ["A", "B"], lambda s: [f"{s.box.name}({s.ins[0]})"])
+    ['exp(B)', 'A']
+    """
+    values = list(values)
+    for index, (offset, box) in enumerate(layers(diagram)):
+        k = len(box.dom)
+        step = Step(index, offset, box, values[offset:offset + k], values)
+        kind = is_structural(box)
+        if kind is None:
+            outs = list(on_box(step))
+        elif kind == "merge":
+            outs = list(merge(step)) if merge is not None else _refuse_merge(box)
+        else:
+            outs = route(box, step.ins)
+            if on_wiring is not None:
+                renamed = on_wiring(step, outs)
+                if renamed is not None:
+                    if len(renamed) != len(outs):
+                        raise NapkinError(f"on_wiring renamed the {len(outs)} output(s) of {box.name!r} "
+                                          f"as {len(renamed)}")
+                    outs = list(renamed)
+        values[offset:offset + k] = outs
+    return values
 
 
 def trace_values(diagram: Diagram):
-    """``(ops, dom_ids, cod_ids)``: ops are ``(box, input ids, output ids)`` in layer order."""
-    wires = list(range(len(diagram.dom)))
-    fresh = len(wires)
-    ops = []
-    for offset, box in layers(diagram):
-        k = len(box.dom)
-        ins = wires[offset:offset + k]
-        if is_structural(box) in ("swap", "copy", "discard"):
-            outs = route(box, ins)
-        else:
-            outs = list(range(fresh, fresh + len(box.cod)))
-            fresh += len(box.cod)
-            ops.append((box, ins, outs))
-        wires[offset:offset + k] = outs
-    return ops, list(range(len(diagram.dom))), wires
+    """``(ops, dom_ids, cod_ids)``: ops are ``(box, input ids, output ids)`` in layer order.
+
+    The values view: every computing box (and merge) with the ids of the values it reads and
+    writes; the wiring only moves ids, so a copied value keeps its id.
+    """
+    ops, fresh = [], [len(diagram.dom)]
+
+    def on_box(step):
+        outs = list(range(fresh[0], fresh[0] + len(step.box.cod)))
+        fresh[0] += len(outs)
+        ops.append((step.box, step.ins, outs))
+        return outs
+    cod = traverse(diagram, range(len(diagram.dom)), on_box, merge=on_box)
+    return ops, list(range(len(diagram.dom))), cod
 
 
 def consumers(ops, cod_ids) -> dict:

@@ -204,8 +204,8 @@ def test_unknown_kind_is_an_unknown_primitive_error():
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda doc: BOX(doc, 0).update(n=1), r"diagram\.layers\[0\]\.box\.n: a copy makes at least 2 copies, "
-                                          r"got 1 \(use 'discard' for 0\)"),
+    (lambda doc: BOX(doc, 0).update(n=0), r"diagram\.layers\[0\]\.box\.n: a copy makes at least 1 copy, "
+                                          r"got 0 \(use 'discard' for 0\)"),
     (lambda doc: BOX(doc, 0).update(n="2"), r"diagram\.layers\[0\]\.box\.n: expected the number of copies"),
     (lambda doc: BOX(doc, 0).update(dom=[]), r"diagram\.layers\[0\]\.box\.dom: a copy acts on exactly one "
                                              r"array, got 0"),
