@@ -21,15 +21,17 @@ def _cases():
     tiled = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
     two_level = nc.group(nc.group(nc.stream(nc.kernel(tiled, level=2), "b", "u_b"), "a", "h_a"), "c", "h_c")
     sub_loop = nc.stream(flash, "x", "u_x")
+    two_level_flash = nc.stream(nc.group(nc.kernel(flash, level=2), "q", "h_q"), "x", "u_x")
     return {
         "two_level_matmul": (two_level, {"a": 9, "b": 13, "c": 7, "g_a": 4, "g_c": 6, "s_b": 6, "h_a": 2,
                                          "h_c": 3, "u_b": 4}),
         "sub_loop_attention": (sub_loop, {"q": 9, "x": 13, "d": 3, "g_q": 4, "s_x": 6, "u_x": 4}),
+        "two_level_attention": (two_level_flash, {"q": 9, "x": 13, "d": 3, "g_q": 4, "s_x": 6, "u_x": 4, "h_q": 3}),
     }
 
 
 @needs_cc
-@pytest.mark.parametrize("name", ["two_level_matmul", "sub_loop_attention"])
+@pytest.mark.parametrize("name", ["two_level_matmul", "sub_loop_attention", "two_level_attention"])
 def test_nested_plans_run_and_compile(name):
     diagram, sizes = _cases()[name]
     p = nc.plan(diagram, sizes)
