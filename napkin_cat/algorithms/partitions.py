@@ -89,7 +89,25 @@ def _nest_kernel(diagram: Diagram, kernels: list, level: int) -> Diagram:
         return Kernel.rebuild(_innermost(k.arg, lambda d: _wrap_core(d, top, lambda core: kernel(core, level))),
                               k.dom, k.cod, k.params)
     out, _ = _map_kernels(diagram, fn)
-    return out
+    return _streams_hold(out, f"a level-{level} kernel")
+
+
+def _streams_hold(diagram: Diagram, what: str) -> Diagram:
+    """``diagram`` once every Stream in it has been analysed: a partition nested inside a stream changes what the
+    stream must carry from slice to slice, so a nesting the enclosing stream cannot advance (a region whose tail
+    reads a value that is not accumulated, a Grid sharing its state) is refused here, when it is built, and
+    not later by the cost or the plan."""
+    def visit(d: Diagram):
+        for _, box in layers(d):
+            if isinstance(box, Region):
+                visit(box.arg)
+                if isinstance(box, Stream):
+                    try:
+                        box.plan
+                    except RewriteError as e:
+                        raise RewriteError(f"cannot place {what} here: {e}") from None
+    visit(diagram)
+    return diagram
 
 
 def _sole_stream(d: Diagram):
@@ -300,7 +318,7 @@ def group(diagram: Diagram, axis: str, size) -> Diagram:
     if not n:
         raise RewriteError(f"cannot group along {axis!r}{_which(diagram)}: "
                            + ("; ".join(reasons) or "no kernel carries it"))
-    return out
+    return _streams_hold(out, f"a group along {axis!r} of size {tile}")
 
 
 def _which(diagram: Diagram) -> str:
@@ -348,7 +366,7 @@ def stream(diagram: Diagram, axis: str, size) -> Diagram:
     if not n:
         raise RewriteError(f"cannot stream along {axis!r}{_which(diagram)}: "
                            + ("; ".join(reasons) or "no kernel reads it"))
-    return out
+    return _streams_hold(out, f"a stream along {axis!r} of size {tile}")
 
 
 def _streams_along(d: Diagram, axis: str) -> bool:
