@@ -318,11 +318,12 @@ def _walk(diagram: Diagram) -> Cost:
                 if isinstance(box, (Grid, Stream)) else 0
             if whole:
                 base = live.column(without=step.ins)
-                held = {}
-                for a in (*box.dom.inside, *box.cod.inside):
-                    if 0 < a.level <= whole:
-                        held[a.level] = held.get(a.level, ZERO) + numel(a)
-                total.add_column(_plus(base, held))
+                for arrays in _held_phases(box):
+                    held = {}
+                    for a in arrays:
+                        if 0 < a.level <= whole:
+                            held[a.level] = held.get(a.level, ZERO) + numel(a)
+                    total.add_column(_plus(base, held))
             for lvl, cols in inner.columns.items():
                 if lvl <= whole or lvl == 0:  # global arrays are whole at level 0: the outer columns count them
                     continue
@@ -344,6 +345,21 @@ def _walk(diagram: Diagram) -> Cost:
         total.add_column(live.column(), expanded=True)
     traverse(diagram, values, on_box, on_wiring=_after)
     return total.absorb_all(parts)
+
+
+def _held_phases(box: Region) -> list:
+    """The region's own inputs and outputs held at once, phase by phase.  A Grid writes its output group by group,
+    so it holds every input and output throughout.  A Stream holds all its inputs in its head, then only those
+    its body or tail still reads (the slices it streams, what the tail uses), and its outputs from its tail on
+    (they are made there), with the inputs the tail reads."""
+    if not isinstance(box, Stream):
+        return [list(box.dom.inside) + list(box.cod.inside)]
+    plan = box.plan
+    phases = {v: {plan.role[op] for op, _ in plan.uses.get(v, ())} for v in plan.dom}
+    dom = list(zip(plan.dom, box.dom.inside))
+    body = [a for v, a in dom if phases[v] & {"body", "tail"} or v in plan.streamed_inputs]
+    tail = [a for v, a in dom if "tail" in phases[v]] + list(box.cod.inside)
+    return [list(box.dom.inside), body, tail]
 
 
 def region_cost(box: Region) -> Cost:

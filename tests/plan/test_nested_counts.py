@@ -6,7 +6,8 @@ multi-level structures of paper §3.1, §4 and §5.2:
 * a **sub-loop**: the level-1 stream's axis streamed again with a size ``u`` no larger than the slice;
 * a **level-2 kernel** around the innermost body (``nc.kernel(alg, level=2)``) with its own partitions drawn
   inside: optionally a stream (a sub-loop of the level-1 stream's axis, or any axis the level-2 body streams
-  along) and up to two groups (at least one partition), each tile no larger than the level-1 tile (or the axis) it splits.
+  along) and up to two groups (at least one partition), each tile no larger than the level-1 tile (or the
+  axis) it splits.
 
 A draw the library refuses (a ``NapkinError`` from ``nc.stream``/``nc.group``/``nc.kernel``: an axis the kernel
 is not weaved over, a stream along an axis that grows, ...) is discarded with ``assume``; every test checks at
@@ -31,8 +32,11 @@ from napkin_cat.plan.program import _symbols
 sys.path.insert(0, str(Path(__file__).parent))
 from test_plan_counts import LIBRARY, PARTITIONS, _axes, check  # noqa: E402
 
-# transformer_block's plans are ~10× slower per example than the others: fewer examples keep the file near 20 s
-EXAMPLES = {name: 3 if name == "transformer_block" else 6 for name in LIBRARY}
+# The transformer block's only single-level partitions stream its whole body (along f or h), and the slice's
+# tail adds the residual to a value the nested region does not accumulate: every nesting is refused today
+# (see test_the_transformer_block_refuses_every_nesting_with_the_reason), so it has no nested draws.
+NESTABLE = sorted(set(LIBRARY) - {"transformer_block"})
+EXAMPLES = {name: 6 for name in NESTABLE}
 TILE = ("s_", "g_", "u_", "h_")
 
 
@@ -85,7 +89,7 @@ def draw_sizes(data, algorithm):
     return sizes
 
 
-@pytest.mark.parametrize("name", sorted(LIBRARY))
+@pytest.mark.parametrize("name", NESTABLE)
 def test_nested_counters_equal_the_cost_functor(name):
     seen = Counter()
 
@@ -121,3 +125,29 @@ def test_a_sub_loop_whose_slice_ends_in_a_bias_is_refused_when_built():
     mlp = nc.stream(nc.library.mlp(), "f", "s_f")
     with pytest.raises(NapkinError, match=r"stream along 'f' of size u_f.*'add' runs after the fold along 'f'"):
         nc.stream(mlp, "f", "u_f")
+
+
+def test_the_transformer_block_refuses_every_nesting_with_the_reason():
+    """Every single-level partition of the block is a stream of its whole body; a sub-loop or a level-2 kernel
+    inside would have to carry the residual ``add`` of the slice's tail, which reads a value not accumulated
+    along the streamed axis.  (Nesting only the reducing part of the slice, the tail left to the outer stream,
+    would make these legal: a suggestion, not built here.)"""
+    assert [k for k, _ in PARTITIONS["transformer_block"]] == [("f", None, None), ("h", None, None)]
+    for base, ((s, _, _), d) in enumerate(PARTITIONS["transformer_block"]):
+        tries = [("sub-loop",)] + [("level-2", u, g) for u in (None, s) for g in ((), ("n",))][1:]
+        for structure in tries:
+            e = nested("transformer_block", base, structure)
+            assert isinstance(e, NapkinError), structure
+            assert f"'add' runs after the fold along {s!r}" in str(e)
+
+
+def test_a_level_2_stream_holds_its_head_input_only_in_the_head():
+    """Found by the property test: attention grouped in g_q, a level-2 kernel streaming x in u_x.  The level-1 Q
+    tile is read only by the level-2 head (loaded once to level 2) and the output tile is made in the tail, so
+    level 1 never holds both; the cost functor counted them together (M[1] = 2·d·g_q + 2·d·x, the runner 22 at
+    d=2, q=3, x=4, g_q=3, u_x=2 against the functor's 28)."""
+    d = nc.stream(nc.kernel(nc.group(nc.library.attention(), "q", "g_q"), level=2), "x", "u_x")
+    _, n = check(nc.library.attention(), d, {"d": 2, "q": 3, "x": 4, "g_q": 3, "u_x": 2})
+    assert n.peak[1] == 2 * 3 + 2 * 2 * 4
+    dd, g, x = nc.symbol("d"), nc.symbol("g_q"), nc.symbol("x")
+    assert nc.cost(d).M[1] == dd * g + 2 * dd * x
