@@ -90,6 +90,8 @@ def as_expr(size) -> sympy.Expr:
 def _split(var, e, unit, scaling, part, threads, where):
     """``(per thread block, per scaling unit)`` bytes expressions of one variable (module docstring)."""
     g, w, t = (symbol(part[k]) if part.get(k) else None for k in ("block", scaling, "thread"))
+    if unit != "block" and g is not None and e.has(g):
+        unit = "block"          # a value spread over the block's units: its rows are the block's rows
     if unit == "thread":
         return sympy.Integer(0), e * threads[scaling]
     if unit in ("warp", "warpgroup") and unit != "block":

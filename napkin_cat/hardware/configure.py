@@ -1,0 +1,833 @@
+"""An algorithm configured for a toy hierarchy (§5, steps 3-5): recoloured, piped, relabelled, split, buffered.
+
+Input: an algorithm whose kernels run at the block level (FlashAttention as the rules derive it: a Grid
+over ``q``, a Stream over ``x``, its kernel at level 1 = SMEM), a toy hierarchy and sizes.  Its plan (the
+two-level pseudocode, step 1) is rewritten statement by statement, the same way for every algorithm:
+
+* **recolouring** (step 3): each computation runs on the level below the block that offers its pipelines
+  (matmuls on the tensor cores, exponentials and elementwise maps on the threads); consecutive
+  computations on one level form one kernel there;
+* **relabelling**: a level's kernel runs in a parallel loop over the scaling axis with the level's tile
+  (``g_q`` → ``w_q`` per warpgroup, ``t_q`` per thread); what it makes is one tile per unit;
+* **piping**: a value made on one level and read on another goes through the block level (SMEM); a
+  tensor operand that its level reads in its operand pool (wgmma reads SMEM) is read in place, anything
+  else is loaded into the reading level;
+* **state**: a value kept across a level's kernels (the stream's state μ, z, o; SoftMax's δ) lives on that
+  level, spread over its units (``g_q`` rows over the block's threads);
+* **splits** (step 2's degrees of freedom): ``splits={axis: {level name: tile}}`` splits the matmuls
+  along an output axis and what accumulates them (``d → d′`` on the block level, ``d″`` on the threads);
+* **buffers**: tiles a stream loads from GMEM on every trip are kept in the hierarchy's
+  ``stream_buffers`` copies (asynchronous loads); a computation writes over an input of its own shape
+  and format that it reads last (in place).
+
+The configured plan runs (``configured.plan.run``), so what it computes is checked against the two-level
+plan and numpy.  Its variables are the configuration table's rows (Tables 1-2): the **steady state**, what
+the kernel holds for its loop (head, state and body); what a stream's tail makes after the loop reuses
+their storage (§5.5, "we can reuse a variable at two points where it is not simultaneously required")
+and is listed apart (``tail``).
+
+>>> import napkin_cat as nc
+>>> mm = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
+>>> c = configure(mm, "hopper", {"g_a": 256, "g_c": 64, "s_b": 64, "w_a": 128, "t_a": 1})
+>>> [(a.box, a.level) for a in c.assignments]
+[('·', 'tensor-core')]
+>>> [(v.name, str(v.size), v.level, v.buffers) for v in c.plan.variables if v.name in c.steady]
+[('sum0', 'g_a*g_c', 3, 1), ('x0_1', 'g_a*s_b', 1, 2), ('x1_1', 'g_c*s_b', 1, 2)]
+>>> t = c.table("h100-sxm5"); (t.n, t.pool("SMEM").M_TB, t.pool("SMEM").M_WG, t.pool("registers").M_WG)
+(2, 32768, 65536, 32768)
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+
+import sympy
+
+from napkin_cat.errors import LevelError
+from napkin_cat.hardware.config import Variable as ConfigVariable, config_table
+from napkin_cat.hardware.errors import HardwareError
+from napkin_cat.hardware.model import load
+from napkin_cat.hardware.toy import load_hierarchy, pipelines_of
+from napkin_cat.plan.ir import (Alloc, Compute, Copy, Fill, Free, GridLoop, Kernel, Load, Range, Ref, Store,
+                                StreamLoop, Variable, loop_index, walk)
+from napkin_cat.plan.liveness import with_frees
+from napkin_cat.plan.program import Plan, plan as make_plan
+from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.syntax.axis import Axis, symbol
+from napkin_cat.syntax.relabel import map_box
+
+UNIT_LEVELS = ("warpgroup", "warp", "thread")
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Step 3 for one computation: the ``box`` (its label and kind), the pipelines it uses, the ``level``."""
+
+    box: str
+    kind: str
+    pipelines: tuple
+    level: str
+
+
+@dataclass(frozen=True)
+class Pipe:
+    """A value made on ``source`` and read on ``targets``, moved through the block level in ``var``."""
+
+    value: str
+    var: str
+    source: str
+    targets: tuple
+
+
+@dataclass
+class Configured:
+    """The configured algorithm: the two-level ``base`` plan, the configured ``plan`` and how it was made.
+
+    ``steady``: the variables of the loop's steady state (the configuration table's rows), ``tail``: those
+    made after the loop in reused storage; ``partition``: the scaling axis's tile per unit
+    (``{'block': 'g_q', 'warpgroup': 'w_q', 'thread': 't_q'}``).
+    """
+
+    algorithm: object
+    base: Plan
+    plan: Plan
+    hierarchy: object
+    axis: str | None
+    partition: dict
+    assignments: list
+    pipes: list
+    steady: tuple
+    tail: tuple
+    splits: dict = field(default_factory=dict)
+    what: dict = field(default_factory=dict)
+
+    @property
+    def sizes(self) -> dict:
+        """The sizes of the configuration, by name."""
+        return {str(k): int(v) for k, v in self.plan.sizes.items()}
+
+    def variable(self, name: str):
+        try:
+            return self.plan.variable_map[name]
+        except KeyError:
+            raise HardwareError(f"the configured plan has no variable {name!r}; its variables are "
+                                f"{sorted(self.plan.variable_map)}") from None
+
+    def describe(self, v) -> str:
+        """What a variable of the configured plan holds, in words."""
+        return self.what.get(v.name, v.origin.rsplit("/", 1)[-1] if v.origin else v.name)
+
+    def variables(self, *, tail: bool = False) -> list:
+        """The configuration table's variables: the steady state's (or the tail's) on-chip variables."""
+        names = self.tail if tail else self.steady
+        out = []
+        for name in names:
+            v = self.plan.variable_map[name]
+            out.append(ConfigVariable(v.name, v.size, v.dtype, v.level, buffers=v.buffers,
+                                      description=self.describe(v)))
+        return out
+
+    def table(self, gpu, *, n: int | None = None, printed: dict | None = None, strict: bool = True):
+        """Tables 1-2 of this configuration on ``gpu`` (a model, its name or a file)."""
+        gpu = load(gpu) if not hasattr(gpu, "capacity") else gpu
+        if not self.partition:
+            raise HardwareError("this configuration has no partitioned axis, so no scaling unit to count "
+                                "(group the algorithm along an axis first)")
+        return config_table(self.variables(), gpu, self.sizes, partition=self.partition, n=n, printed=printed,
+                            hierarchy=self.hierarchy, strict=strict)
+
+    def __str__(self):
+        return str(self.plan)
+
+
+# ---------------------------------------------------------------------------------------------- entry point
+def configure(algorithm, hierarchy, sizes: dict, *, axis: str | None = None, splits: dict | None = None,
+              stream_buffers: int | None = None, in_place: bool = True) -> Configured:
+    """Configure ``algorithm`` (a diagram with kernels at the block level, or its plan) for ``hierarchy``.
+
+    ``sizes``: axis and tile sizes by name, the units' tiles of the scaling axis included (``w_q``,
+    ``t_q`` on Hopper) and the split tiles; a grouped axis missing from ``sizes`` is one block, a
+    streamed one two trips (a configuration is per block).  ``axis``: the scaling axis (default: the
+    outermost grouped axis).  ``splits``: ``{axis: {level name: tile name}}``.  ``stream_buffers``:
+    copies of each tile a stream loads per trip (default: the hierarchy's).
+    """
+    h = load_hierarchy(hierarchy)
+    sizes = dict(sizes)
+    splits = _check_splits(splits or {}, h)
+    if isinstance(algorithm, Plan):
+        base = algorithm
+    elif isinstance(algorithm, Diagram):
+        full = _planning_sizes(algorithm, sizes, splits, h)
+        base = make_plan(algorithm, full)
+    else:
+        raise HardwareError(f"configure takes an algorithm diagram or its plan, got {type(algorithm).__name__}")
+    buffers = h.stream_buffers if stream_buffers is None else stream_buffers
+    if isinstance(buffers, bool) or not isinstance(buffers, int) or buffers < 1:
+        raise HardwareError(f"stream_buffers = {buffers!r} must be a positive integer (copies of a streamed tile)")
+    c = _Configurer(base, h, axis, splits, buffers, in_place, sizes)
+    return c.run(algorithm)
+
+
+def _planning_sizes(diagram, sizes, splits, h) -> dict:
+    """Sizes for the plan: the given ones, plus a grouped axis = one block and a streamed axis = two trips."""
+    from napkin_cat.algorithms.bubbles import Grid, Stream
+    parts = []
+
+    def collect(d):
+        for _, box in layers(d):
+            if isinstance(box, (Grid, Stream)):
+                parts.append(box)
+            if hasattr(box, "arg") and hasattr(box, "region"):
+                collect(box.arg)
+    collect(diagram)
+    full = {}
+    for box in parts:
+        tile = sympy.sympify(box.size)
+        size = sympy.sympify(box.full_size())
+        if not isinstance(size, sympy.Symbol) or str(size) in sizes or str(size) in full:
+            continue
+        value = tile.subs({symbol(k): v for k, v in sizes.items()})
+        if not value.is_Integer:
+            continue   # the plan names the missing tile
+        full[str(size)] = int(value) * (1 if isinstance(box, Grid) else 2)
+    known = {**sizes, **full}
+    return {k: v for k, v in known.items() if not _is_configuration_tile(k, splits, h)}
+
+
+def _is_configuration_tile(name, splits, h) -> bool:
+    """Tiles that exist only in the configured plan (unit tiles, split tiles), not in the algorithm."""
+    if any(name in tiles.values() for tiles in splits.values()):
+        return True
+    prefixes = {lv.tile for lv in h.levels if lv.tile and lv.unit in UNIT_LEVELS}
+    return any(name.startswith(f"{p}_") for p in prefixes)
+
+
+def _check_splits(splits: dict, h) -> dict:
+    out = {}
+    for axis, tiles in splits.items():
+        if not isinstance(tiles, dict):
+            raise HardwareError(f"splits[{axis!r}] must map level names to tile names, e.g. "
+                                f"{{'SMEM': \"{axis}'\", 'registers': \"{axis}''\"}}; got {tiles!r}")
+        for level, tile in tiles.items():
+            h.level(level)
+            if not isinstance(tile, str) or not tile:
+                raise HardwareError(f"splits[{axis!r}][{level!r}] must be a tile name, got {tile!r}")
+        out[axis] = dict(tiles)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- the rewrite
+@dataclass
+class _Loop:
+    """A loop the configuration adds: ``axis`` in tiles of ``tile`` (index ``index``), on the block or a unit."""
+
+    axis: str
+    tile: sympy.Expr
+    index: sympy.Symbol
+
+
+@dataclass
+class _Group:
+    """Consecutive computations on one level: one kernel there."""
+
+    level: object
+    stmts: list
+
+
+class _Configurer:
+    def __init__(self, base: Plan, h, axis, splits, buffers, in_place, sizes):
+        self.base, self.h, self.axis_wanted, self.splits = base, h, axis, splits
+        self.buffers, self.in_place, self.given = buffers, in_place, sizes
+        self.block = h.unit_level("block")
+        if self.block is None:
+            raise HardwareError(f"toy hierarchy {h.name!r} has no level whose unit is 'block' to configure from")
+        self.vars = dict(base.variable_map)
+        self.order = list(base.variable_map)
+        self.sizes = dict(base.sizes)
+        self.taken = {str(s.index) for s in walk(base.body) if isinstance(s, (GridLoop, StreamLoop))}
+        self.birth: dict = {}
+        self.assignments: list = []
+        self.pipes: dict = {}
+        self.pipe_info: dict = {}
+        self.what: dict = {}
+        self.tail_vars: set = set()
+        self.partition: dict = {}
+        self.axis = None
+
+    # ------------------------------------------------------------------ sizes and symbols
+    def tile(self, name: str, why: str) -> sympy.Symbol:
+        s = symbol(name)
+        if s not in self.sizes:
+            if name not in self.given:
+                raise HardwareError(f"the configuration needs the size of {name} ({why}); pass sizes={{{name!r}: …}}")
+            v = self.given[name]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise HardwareError(f"the size of {name} must be a positive int, got {v!r}")
+            self.sizes[s] = v
+        return s
+
+    def value(self, e) -> int:
+        return int(sympy.sympify(e).subs(self.sizes))
+
+    # ------------------------------------------------------------------ levels of computations
+    def level_of(self, box):
+        pipes = pipelines_of(box) or ("general",)
+        able = [lv for lv in self.h.levels if lv.unit in UNIT_LEVELS and all(p in lv.offers for p in pipes)]
+        if not able:
+            offer = {p: [lv.name for lv in self.h.levels if p in lv.offers] for p in pipes}
+            raise LevelError(f"box {box.name!r} uses the pipeline(s) {list(pipes)}, which no level below "
+                             f"{self.block.name} of {self.h.name!r} offers together ({offer}); split it or "
+                             f"describe a level that offers them")
+        return able[0], pipes
+
+    # ------------------------------------------------------------------ the whole plan
+    def run(self, algorithm) -> Configured:
+        body = self.top(_strip(self.base.body), [])
+        used = {name for s in walk(body) for name in _names(s)} | set(self.base.inputs) | set(self.base.outputs)
+        variables = {n: self.vars[n] for n in self.order if n in used}
+        outs = set(self.base.outputs)
+        p = Plan(self.base.diagram, self.sizes, with_frees(body, outs), variables, self.base.inputs,
+                 self.base.outputs)
+        on_chip = [n for n in variables if variables[n].level > 0]
+        steady = tuple(n for n in on_chip if n not in self.tail_vars)
+        tail = tuple(n for n in on_chip if n in self.tail_vars)
+        pipes = [Pipe(v, var, *self.pipe_info[var]) for v, var in self.pipes.items()]
+        return Configured(algorithm, self.base, p, self.h, self.axis, dict(self.partition), self.assignments,
+                          pipes, steady, tail, self.splits, self.describe(variables))
+
+    def describe(self, variables) -> dict:
+        """A line per on-chip variable: where its value comes from and where it lives."""
+        out = {}
+        for name, v in variables.items():
+            if v.level == 0:
+                continue
+            lv = self.h.level(v.level).name
+            if name in self.what:
+                out[name] = self.what[name]
+            elif v.role == "state":
+                label = v.origin.rsplit("/", 1)[-1]
+                out[name] = f"stream state {label}" + ("" if v.level == self.block.index else f", spread over {lv}")
+            else:
+                label = v.origin.rsplit("/", 1)[-1]
+                out[name] = f"{label} on {lv}"
+        return out
+
+    def top(self, stmts, grids):
+        out = []
+        for s in stmts:
+            if isinstance(s, GridLoop):
+                out.append(replace(s, body=tuple(self.top(s.body, grids + [s]))))
+            elif isinstance(s, Kernel):
+                if s.level != self.block.index:
+                    raise HardwareError(f"configure starts from kernels at the block level {self.block.index} "
+                                        f"({self.block.name}); this plan has a kernel at level {s.level}")
+                out.append(self.kernel(s, grids))
+            else:
+                out.append(s)
+        return out
+
+    # ------------------------------------------------------------------ one block-level kernel
+    def kernel(self, k: Kernel, grids) -> Kernel:
+        axes = [g.axis for g in grids]
+        if self.axis_wanted is not None and self.axis_wanted not in axes:
+            raise HardwareError(f"scaling axis {self.axis_wanted!r} is not grouped around the kernel; its grouped "
+                                f"axes are {axes}")
+        axis = self.axis_wanted or (axes[0] if axes else None)
+        self.axis = axis
+        if axis is not None:
+            grid = grids[axes.index(axis)]
+            self.partition = {"block": str(grid.tile)}
+            for lv in self.h.levels:
+                if lv.unit in UNIT_LEVELS and lv.tile:
+                    self.partition[lv.unit] = f"{lv.tile}_{axis}"
+        self.extents = self._extents(k)
+        self.analyse(k.body)
+        body = self.emit(list(k.body), [], in_stream=False, in_tail=False)
+        return Kernel(k.level, tuple(body), k.origin)
+
+    def _extents(self, k) -> dict:
+        out = {}
+        for s in walk(k.body):
+            for name in _names(s):
+                v = self.vars.get(name)
+                if v is not None and v.level > 0:
+                    for a, e in v.shape:
+                        out.setdefault(a, e)
+        return out
+
+    # ------------------------------------------------------------------ analysis: levels, homes, groups
+    def analyse(self, stmts):
+        self.level = {}        # id(Compute) -> ToyLevel
+        self.pipelines = {}    # id(Compute) -> pipelines
+        self.writers, self.readers, self.filled = {}, {}, set()
+        self.group_of = {}     # id(stmt) -> group number
+        counter = itertools.count()
+
+        def scan(block):
+            current, cur_level = None, None
+            for s in block:
+                if isinstance(s, Compute):
+                    lv, pipes = self.level_of(s.box)
+                    self.level[id(s)], self.pipelines[id(s)] = lv, pipes
+                    self.assignments.append(Assignment(s.box.name, s.kind, pipes, lv.name))
+                    if current is None or cur_level is not lv:
+                        current, cur_level = next(counter), lv
+                    self.group_of[id(s)] = current
+                    for r in s.ins:
+                        self.readers.setdefault(r.var, []).append(s)
+                    for r in s.outs:
+                        self.writers.setdefault(r.var, []).append(s)
+                        if s.accumulate:
+                            self.readers.setdefault(r.var, []).append(s)
+                    continue
+                current = None
+                if isinstance(s, StreamLoop):
+                    scan(s.head), scan(s.body), scan(s.tail)
+                elif isinstance(s, GridLoop):
+                    scan(s.body)
+                elif isinstance(s, Kernel):
+                    raise HardwareError(f"configure: the block kernel already holds a kernel at level {s.level}")
+                elif isinstance(s, (Load, Store, Copy)):
+                    self.readers.setdefault(s.src.var, []).append(s)
+                    self.writers.setdefault(s.dst.var, []).append(s)
+                elif isinstance(s, Fill):
+                    self.filled.add(s.var)
+        scan(stmts)
+        self.home = {}
+        for name, ws in self.writers.items():
+            v = self.vars[name]
+            if v.level == 0:
+                continue
+            computes = [w for w in ws if isinstance(w, Compute)]
+            if computes:
+                self.home[name] = self.level[id(computes[0])]
+            else:
+                self.home[name] = self.block
+        for name, ws in self.writers.items():     # a state moved by Copy lives where its value is made
+            for w in ws:
+                if isinstance(w, Copy) and self.home.get(w.src.var, self.block) is not self.block:
+                    self.home[name] = self.home[w.src.var]
+        for name, ws in self.writers.items():
+            if name in self.home and self.home[name] is not self.block:
+                lv = self.home[name]
+                others = [w for w in ws if isinstance(w, Compute) and self.level[id(w)] is not lv]
+                if others:
+                    raise HardwareError(f"variable {name!r} is written on {lv.name} and on "
+                                        f"{self.level[id(others[0])].name}; configure keeps each value on one level")
+
+    def per_unit(self, name) -> bool:
+        """A value made once and read only inside its kernel (or piped out): one tile per unit."""
+        ws = self.writers.get(name, [])
+        if name in self.filled or len(ws) != 1 or not isinstance(ws[0], Compute) or ws[0].accumulate:
+            return False
+        lv, g = self.home[name], self.group_of[id(ws[0])]
+        for r in self.readers.get(name, []):
+            if isinstance(r, Compute) and self.level[id(r)] is lv and self.group_of[id(r)] != g:
+                return False
+            if isinstance(r, Copy):
+                return False
+        return True
+
+    def reader_levels(self, name) -> set:
+        out = set()
+        for r in self.readers.get(name, []):
+            out.add(self.level[id(r)].name if isinstance(r, Compute) else self.block.name)
+        return out
+
+    def needs_pipe(self, name) -> bool:
+        home = self.home.get(name, self.block)
+        return home is not self.block and bool(self.reader_levels(name) - {home.name})
+
+    # ------------------------------------------------------------------ variables and views
+    def new_var(self, base: str, shape, dtype, level, role, origin, depth) -> str:
+        name, k = base, 1
+        while name in self.vars:
+            k += 1
+            name = f"{base}_{k}"
+        self.vars[name] = Variable(name, tuple(shape), dtype, level, role, origin)
+        self.order.append(name)
+        self.birth[name] = depth
+        return name
+
+    def shape_in(self, shape, ctx, since=0):
+        """A shape with each axis that the loops ``ctx[since:]`` partition cut to the innermost tile."""
+        out = []
+        for a, e in shape:
+            tiles = [lp.tile for lp in ctx[since:] if lp.axis == a]
+            out.append((a, tiles[-1] if tiles else e))
+        return tuple(out)
+
+    def view(self, name, ctx) -> Ref:
+        """The part of ``name`` that the current iteration of the loops ``ctx`` (since its birth) sees."""
+        v = self.vars[name]
+        since = self.birth.get(name, 0)
+        index = []
+        for a, e in v.shape:
+            loops = [lp for lp in ctx[since:] if lp.axis == a]
+            if not loops:
+                continue
+            start = sum((lp.index * lp.tile for lp in loops), sympy.Integer(0))
+            outer = sum((lp.index * lp.tile for lp in loops[:-1]), sympy.Integer(0))
+            end = outer + (loops[-2].tile if len(loops) > 1 else e)
+            index.append((a, Range(start, loops[-1].tile, end)))
+        return Ref(name, tuple(index))
+
+    def extent(self, axis, ctx):
+        tiles = [lp.tile for lp in ctx if lp.axis == axis]
+        return tiles[-1] if tiles else self.extents[axis]
+
+    def loop(self, axis, tile) -> _Loop:
+        index = loop_index(axis, self.taken)
+        return _Loop(axis, tile, index)
+
+    # ------------------------------------------------------------------ emission
+    def emit(self, stmts, ctx, *, in_stream, in_tail):
+        items = self.items(stmts)
+        out = []
+        for kind, item in items:
+            if kind == "run":
+                out += self.emit_run(item, ctx, in_tail=in_tail)
+            elif kind == "group":
+                out += self.emit_group(item, ctx, in_tail=in_tail)
+            else:
+                out += self.emit_simple(item, ctx, in_stream=in_stream, in_tail=in_tail)
+        return out
+
+    def items(self, stmts):
+        """The statements as groups (consecutive computations on one level), block-level split runs, others."""
+        groups, current = [], None
+        for s in stmts:
+            if isinstance(s, Compute):
+                lv = self.level[id(s)]
+                if current is not None and current.level is lv and self.group_of[id(s)] == self.group_of[
+                        id(current.stmts[-1])]:
+                    current.stmts.append(s)
+                else:
+                    current = _Group(lv, [s])
+                    groups.append(("group", current))
+                continue
+            current = None
+            groups.append(("stmt", s))
+        block_splits = [(a, t[self.block.name]) for a, t in self.splits.items() if self.block.name in t]
+        for axis, tile in block_splits:
+            groups = self.runs(groups, axis, tile)
+        return groups
+
+    def runs(self, items, axis, tile):
+        """Maximal runs of consecutive groups weaved over ``axis`` that hold a tensor-pipeline computation."""
+        out, run = [], []
+
+        def close():
+            if run and any("tensor" in self.pipelines[id(s)] for _, g in run for s in _computes(g)):
+                out.append(("run", (axis, tile, list(run))))
+            else:
+                out.extend(run)
+            run.clear()
+        for kind, item in items:
+            if kind in ("group", "run") and all(axis in s.box.data.weave_names for s in _computes(item)):
+                run.append((kind, item))
+                continue
+            close()
+            out.append((kind, item))
+        close()
+        return out
+
+    def emit_simple(self, s, ctx, *, in_stream, in_tail):
+        if isinstance(s, StreamLoop):
+            head = self.emit(list(s.head), ctx, in_stream=False, in_tail=in_tail)
+            body = self.emit(list(s.body), ctx, in_stream=True, in_tail=in_tail)
+            tail = self.emit(list(s.tail), ctx, in_stream=False, in_tail=True)
+            return [replace(s, head=tuple(head), body=tuple(body), tail=tuple(tail))]
+        if isinstance(s, GridLoop):
+            return [replace(s, body=tuple(self.emit(list(s.body), ctx, in_stream=in_stream, in_tail=in_tail)))]
+        if isinstance(s, Load):
+            v = self.vars[s.dst.var]
+            if self.vars[s.src.var].level == 0:
+                when = "every trip" if in_stream else "once"
+                self.what[v.name] = f"tile of {s.src.var} loaded {when} from GMEM"
+                if in_stream and self.buffers != 1:
+                    self.vars[v.name] = replace(v, buffers=self.buffers)
+                    self.what[v.name] += f" ({self.buffers} buffers: asynchronous loads)"
+            self._born(s.dst.var, ctx, in_tail)
+            return [s]
+        if isinstance(s, Store):
+            pre, src = self.block_read(s.src, ctx, in_tail)
+            return pre + [replace(s, src=src)]
+        if isinstance(s, Copy):
+            home = self.home.get(s.dst.var, self.block)
+            if home is self.block:
+                pre, src = self.block_read(s.src, ctx, in_tail)
+                return pre + [replace(s, src=src)]
+            return self.unit_kernel(home, [s], ctx, in_tail=in_tail)
+        if isinstance(s, Fill):
+            home = self.home.get(s.var, self.block)
+            if home is not self.block:
+                v = self.vars[s.var]
+                self.vars[s.var] = replace(v, level=home.index)
+            self._born(s.var, ctx, in_tail)
+            return [s]
+        return [s]
+
+    def _born(self, name, ctx, in_tail):
+        self.birth.setdefault(name, len(ctx))
+        if in_tail:
+            self.tail_vars.add(name)
+
+    def block_read(self, ref, ctx, in_tail):
+        """A block-level statement reading ``ref``: from its pipe when it lives on a unit level."""
+        name = ref.var
+        home = self.home.get(name, self.block)
+        if home is self.block:
+            return [], ref
+        if name in self.pipes:
+            return [], self.view(self.pipes[name], ctx) if not ref.index else replace(ref, var=self.pipes[name])
+        # a value spread over a unit level: its own kernel pipes it to the block level first
+        pre = self.alloc_pipe(name, ctx, in_tail)
+        pre += self.unit_kernel(home, [("pipe", name)], ctx, in_tail=in_tail)
+        return pre, self.view(self.pipes[name], ctx)
+
+    def alloc_pipe(self, name, ctx, in_tail) -> list:
+        v = self.vars[name]
+        home = self.home[name]
+        shape = self.shape_in(self.original_shape(name), ctx)
+        var = self.new_var(f"{name}_{self.block.index}", shape, v.dtype, self.block.index, "temp",
+                           f"{v.origin} → {self.block.name}", len(ctx))
+        self.pipes[name] = var
+        targets = sorted(self.reader_levels(name) - {home.name})
+        self.pipe_info[var] = (home.name, tuple(targets))
+        self.what[var] = f"{self.label(name)} piped from {home.name} to {', '.join(targets)}"
+        if in_tail:
+            self.tail_vars.add(var)
+        return [Alloc(var)]
+
+    def label(self, name) -> str:
+        """A value by the box that makes it (``SoftMax₁ output 0``) or its variable's name."""
+        ws = [w for w in self.writers.get(name, []) if isinstance(w, Compute)]
+        if not ws:
+            return name
+        w = ws[0]
+        j = [r.var for r in w.outs].index(name)
+        return f"{w.box.name} output" + (f" {j}" if len(w.outs) > 1 else "") + f" ({name})"
+
+    def original_shape(self, name):
+        return self.base.variable_map[name].shape if name in self.base.variable_map else self.vars[name].shape
+
+    def spread(self, name, ctx, in_tail) -> list:
+        """A value kept on a unit level across kernels, allocated whole on that level (spread over its units)."""
+        if name in self.birth or name in self.filled:
+            return []
+        v = self.vars[name]
+        home = self.home[name]
+        self.vars[name] = replace(v, shape=self.shape_in(self.original_shape(name), ctx), level=home.index)
+        self.what[name] = f"{self.label(name)}, spread over {home.name}"
+        self._born(name, ctx, in_tail)
+        return [Alloc(name)]
+
+    def prepare(self, group_stmts, ctx, in_tail) -> list:
+        """Allocations before a group: pipes of its tiles, and its spread values."""
+        pre = []
+        for s in group_stmts:
+            for r in s.outs:
+                name = r.var
+                if self.home.get(name, self.block) is self.block:
+                    continue
+                if not self.per_unit(name):
+                    pre += self.spread(name, ctx, in_tail)
+                if self.needs_pipe(name) and name not in self.pipes and self.per_unit(name):
+                    pre += self.alloc_pipe(name, ctx, in_tail)
+        return pre
+
+    def emit_group(self, g: _Group, ctx, *, in_tail):
+        pre = self.prepare(g.stmts, ctx, in_tail)
+        for s in g.stmts:   # inputs spread on another unit level: piped before the group
+            for r in s.ins:
+                home = self.home.get(r.var, self.block)
+                if home is not self.block and home is not g.level and r.var not in self.pipes:
+                    pre += self.alloc_pipe(r.var, ctx, in_tail)
+                    pre += self.unit_kernel(home, [("pipe", r.var)], ctx, in_tail=in_tail)
+        return pre + self.unit_kernel(g.level, g.stmts, ctx, in_tail=in_tail)
+
+    def emit_run(self, run, ctx, *, in_tail):
+        axis, tile_name, items = run
+        tile = self.tile(tile_name, f"the {self.block.name} split of {axis}")
+        lp = self.loop(axis, tile)
+        inner = ctx + [lp]
+        stmts_in = [s for _, it in items for s in _computes(it)]
+        inside = set(map(id, stmts_in))
+        pre = []
+        for s in stmts_in:    # values also read after the run are allocated whole before it
+            for r in s.outs:
+                name = r.var
+                if self.home.get(name, self.block) is self.block or self.per_unit(name):
+                    continue
+                if any(id(x) not in inside for x in self.readers.get(name, [])):
+                    pre += self.spread(name, ctx, in_tail)
+        body = []
+        for kind, it in items:
+            body += self.emit_run(it, inner, in_tail=in_tail) if kind == "run" else \
+                self.emit_group(it, inner, in_tail=in_tail)
+        full = self.extent(axis, ctx)
+        return pre + [GridLoop(axis, tile, full, lp.index, tuple(body), f"split {axis} ({self.block.name})")]
+
+    # ------------------------------------------------------------------ one kernel on a unit level
+    def unit_kernel(self, lv, stmts, ctx, *, in_tail):
+        """``parallel for`` over the scaling axis in the level's tiles, around ``kernel @level``."""
+        axis = self.axis
+        computes = [s for s in stmts if isinstance(s, Compute)]
+        outer = list(ctx)
+        wrap = None
+        carries = axis is not None and lv.tile and all(axis in dict(self.original_shape(n))
+                                                       for s in stmts for n in _made(s))
+        if carries:
+            tile = self.tile(f"{lv.tile}_{axis}", f"the {lv.unit} tile of {axis}")
+            wrap = self.loop(axis, tile)
+            outer = outer + [wrap]
+        inner = list(outer)
+        split = None
+        for a, tiles in self.splits.items():
+            if lv.name in tiles and computes and all(a in s.box.data.weave_names for s in computes):
+                split = self.loop(a, self.tile(tiles[lv.name], f"the {lv.name} split of {a}"))
+                inner = inner + [split]
+                break
+        body = self.kernel_body(lv, stmts, inner, in_tail)
+        if split is not None:
+            body = [GridLoop(split.axis, split.tile, self.extent(split.axis, outer), split.index, tuple(body),
+                             f"split {split.axis} ({lv.name})")]
+        node = Kernel(lv.index, tuple(body), f"{lv.name}")
+        if wrap is None:
+            return [node]
+        return [GridLoop(axis, wrap.tile, self.extent(axis, ctx), wrap.index, (node,), f"{lv.unit}s of {axis}")]
+
+    def kernel_body(self, lv, stmts, ctx, in_tail):
+        body, loaded, current = [], {}, {}
+        stmts = list(stmts)
+        for k, s in enumerate(stmts):
+            if isinstance(s, tuple):          # ("pipe", name): a spread value stored to its pipe
+                _, name = s
+                body.append(Store(self.view(self.pipes[name], ctx), self.view(name, ctx), lv.index,
+                                  f"pipe {name} → {self.block.name}"))
+                continue
+            if isinstance(s, Copy):
+                body.append(Copy(self.view(s.dst.var, ctx), self.read(s.src.var, None, lv, ctx, body, loaded,
+                                                                          current, in_tail), s.origin))
+                continue
+            ins = [self.read(r.var, s, lv, ctx, body, loaded, current, in_tail) for r in s.ins]
+            outs = []
+            for r in s.outs:
+                name = r.var
+                if not self.per_unit(name):
+                    outs.append(self.view(name, ctx))
+                    continue
+                v = self.base.variable_map.get(name, self.vars[name])
+                shape = self.shape_in(v.shape, ctx)
+                reuse = self.in_place_candidate(s, shape, v.dtype, ins, stmts[k + 1:], loaded, current) \
+                    if self.in_place and not s.accumulate else None
+                if reuse is not None:
+                    current[name] = reuse
+                    self.what[reuse] += f", then {self.label(name)} in place"
+                    outs.append(Ref(reuse))
+                    continue
+                self.vars[name] = Variable(name, shape, v.dtype, lv.index, v.role, v.origin)
+                self.what[name] = f"{self.label(name)} on {lv.name}"
+                self.birth[name] = len(ctx)
+                if in_tail:
+                    self.tail_vars.add(name)
+                current[name] = name
+                outs.append(Ref(name))
+            box = self.relabel(s.box, lv, ctx)
+            body.append(Compute(box, tuple(outs), tuple(ins), s.accumulate, f"{s.origin} @{lv.name}"))
+            for r in s.outs:
+                if self.per_unit(r.var) and self.needs_pipe(r.var):
+                    body.append(Store(self.view(self.pipes[r.var], ctx), Ref(current[r.var]), lv.index,
+                                      f"pipe {r.var} → {self.block.name}"))
+        return body
+
+    def read(self, name, s, lv, ctx, body, loaded, current, in_tail) -> Ref:
+        home = self.home.get(name, self.block)
+        if home is lv:
+            return Ref(current[name]) if name in current else self.view(name, ctx)
+        src = name if home is self.block else self.pipes[name]
+        operand = s is not None and "tensor" in self.pipelines[id(s)]
+        if operand and lv.operand_pool is not None and lv.operand_pool == self.block.pool:
+            return self.view(src, ctx)       # read in place (wgmma takes its operands from SMEM)
+        if src in loaded:
+            return Ref(loaded[src])
+        v = self.vars[src]
+        shape = self.shape_in(v.shape, ctx, self.birth.get(src, 0))
+        dst = self.new_var(f"{src}_{lv.index}", shape, v.dtype, lv.index, "tile", f"{v.origin} → {lv.name}",
+                           len(ctx))
+        self.what[dst] = f"{self.label(name)} loaded into {lv.name}"
+        if in_tail:
+            self.tail_vars.add(dst)
+        body.append(Load(Ref(dst), self.view(src, ctx), lv.index, f"load {src} → {lv.name}"))
+        loaded[src] = dst
+        return Ref(dst)
+
+    def in_place_candidate(self, s, shape, dtype, ins, later, loaded, current):
+        """An input tile of this kernel with the output's shape and format that nothing later reads."""
+        later_reads = {r.var for x in later if isinstance(x, Compute) for r in x.ins}
+        for r in ins:
+            if not r.whole:
+                continue
+            v = self.vars[r.var]
+            if v.dtype != dtype or tuple(e for _, e in v.shape) != tuple(e for _, e in shape):
+                continue
+            sources = [src for src, dst in loaded.items() if dst == r.var]
+            made = [n for n, cur in current.items() if cur == r.var]
+            if sources and not any(self.pipes.get(x) == sources[0] or x == sources[0] for x in later_reads):
+                del loaded[sources[0]]
+                return r.var
+            if made and not (set(made) & later_reads) and not any(self.needs_pipe(m) and m not in current
+                                                                   for m in made):
+                return r.var
+        return None
+
+    def relabel(self, box, lv, ctx):
+        tiles = {}
+        for lp in ctx:
+            tiles[lp.axis] = lp.tile
+
+        def fa(arr):
+            axes = tuple(Axis(a.name, tiles[a.name]) if a.name in tiles else a for a in arr.axes)
+            return arr.replace(axes=axes, level=lv.index)
+        return map_box(box, fa, lambda n: n)
+
+
+def _computes(item):
+    if isinstance(item, _Group):
+        return list(item.stmts)
+    axis, tile, items = item
+    return [s for _, it in items for s in _computes(it)]
+
+
+def _made(s) -> list:
+    """The variables a statement of a unit kernel makes (a pipe request names the value it stores)."""
+    if isinstance(s, tuple):
+        return [s[1]]
+    if isinstance(s, Compute):
+        return [r.var for r in s.outs]
+    return [s.dst.var]
+
+
+def _strip(stmts):
+    """The statements without their Frees (liveness is recomputed on the configured plan)."""
+    out = []
+    for s in stmts:
+        if isinstance(s, Free):
+            continue
+        if isinstance(s, StreamLoop):
+            s = replace(s, head=tuple(_strip(s.head)), body=tuple(_strip(s.body)), tail=tuple(_strip(s.tail)))
+        elif isinstance(s, (GridLoop, Kernel)):
+            s = replace(s, body=tuple(_strip(s.body)))
+        out.append(s)
+    return out
+
+
+def _names(s) -> set:
+    if isinstance(s, (Load, Store, Copy)):
+        return {s.src.var, s.dst.var}
+    if isinstance(s, Compute):
+        return {r.var for r in (*s.ins, *s.outs)}
+    if isinstance(s, (Fill, Alloc, Free)):
+        return {s.var}
+    return set()
