@@ -245,6 +245,10 @@ def _summarise(rows, gpu, h, sizes, n, scaling, threads, *, strict) -> ConfigTab
     fits = [t[4] for t in totals.values() if t[4] is not None]
     if n is None:
         n = math.floor(min(fits)) if fits else 1
+        if n < 1:   # not one unit fits: the check below names the pool (or, not strict, show N = 1 overflowing)
+            n = 1
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise HardwareError(f"N = {n!r} {scaling}s per thread block must be a positive integer")
     if strict:
         _check_capacity(rows, totals, n, scaling, threads, gpu)
     pools = []
@@ -260,9 +264,10 @@ def _check_capacity(rows, totals, n, scaling, threads, gpu):
         if tb + n * wg > M_max:
             big = sorted((r for r in rows if r.pool == name), key=lambda r: -(r.per_tb + n * r.per_wg))[:3]
             names = ", ".join(f"{r.variable.name} ({r.per_tb + n * r.per_wg} B)" for r in big)
-            most = "none" if n_max is None or n_max < 1 else str(math.floor(n_max))
+            most = f"no {scaling} fits" if n_max is not None and n_max < 1 else \
+                f"at most {math.floor(n_max)} {scaling}(s) fit" if n_max is not None else f"no {scaling} fits"
             raise CapacityError(f"{name} overflows with N = {n} {scaling}s: {tb} + {n}·{wg} = {tb + n * wg} B > "
-                                f"M_max = {M_max} B; largest variables: {names}; at most {most} {scaling}(s) fit "
+                                f"M_max = {M_max} B; largest variables: {names}; {most} "
                                 f"(N_max = {decimal(n_max) if n_max is not None else '∞'})")
         if pool.per_thread and n:
             per_thread = Fraction(tb + n * wg, n * threads)

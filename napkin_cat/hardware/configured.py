@@ -100,6 +100,7 @@ class Configured:
     tail: tuple
     splits: dict = field(default_factory=dict)
     what: dict = field(default_factory=dict)
+    pending: list = field(default_factory=list)
 
     @property
     def sizes(self) -> dict:
@@ -127,76 +128,158 @@ class Configured:
                                       description=self.describe(v)))
         return out
 
-    def table(self, gpu, *, n: int | None = None, printed: dict | None = None, strict: bool = True):
-        """Tables 1-2 of this configuration on ``gpu`` (a model, its name or a file)."""
+    def table(self, gpu, *, n: int | str | None = None, printed: dict | None = None, strict: bool = True):
+        """Tables 1-2 of this configuration on ``gpu`` (a model, its name or a file).
+
+        ``n``: the scaling units per block for the excess columns; default the block tile over the unit's
+        tile as configured (``g_q / w_q``), ``"fit"`` the most that fit."""
         gpu = load(gpu) if not hasattr(gpu, "capacity") else gpu
         if not self.partition:
             raise HardwareError("this configuration has no partitioned axis, so no scaling unit to count "
                                 "(group the algorithm along an axis first)")
-        return config_table(self.variables(), gpu, self.sizes, partition=self.partition, n=n, printed=printed,
+        sizes = self.sizes
+        if n == "fit":
+            sizes.pop(self.partition["block"], None)
+            n = None
+        return config_table(self.variables(), gpu, sizes, partition=self.partition, n=n, printed=printed,
                             hierarchy=self.hierarchy, strict=strict)
+
+    def constraints(self, gpu):
+        """Step 4's divisor constraints on ``gpu``: coalesced GMEM↔SMEM moves of the plan's tiles, the tensor-core
+        shapes of its matmuls, the partition multiples (:mod:`~napkin_cat.hardware.divisors`)."""
+        from napkin_cat.hardware.divisors import ArrayUse, MatmulUse, constraints
+        gpu = load(gpu) if not hasattr(gpu, "capacity") else gpu
+        variables = self.plan.variable_map
+        arrays, matmuls = [], []
+        for s in walk(self.plan.body):
+            if isinstance(s, (Load, Store)):
+                ends = (variables[s.src.var], variables[s.dst.var])
+                levels = [self.hierarchy.level(v.level) for v in ends]
+                if any(lv.coalesced_with and self.hierarchy.level(lv.coalesced_with) in levels for lv in levels):
+                    tile = max(ends, key=lambda v: v.level)
+                    arrays.append(ArrayUse(tile.name, tuple(_tile_name(e) for _, e in tile.shape), tile.dtype,
+                                           moved=True))
+            elif isinstance(s, Compute) and "tensor" in pipelines_of(s.box) and len(s.box.dom.inside) == 2:
+                out = s.box.cod.inside[0]
+                contracted = [a for a in s.box.dom.inside[0].axes if a.name not in out.names]
+                if len(out.axes) == 2 and len(contracted) == 1:
+                    m, n = (_tile_name(a.size) for a in out.axes)
+                    wide = max((a.dtype for a in s.box.dom.inside), key=lambda d: d.bytes)
+                    matmuls.append(MatmulUse(f"{s.box.name} → {s.outs[0].var}", m, n, _tile_name(contracted[0].size),
+                                             wide.name))
+        return constraints(gpu, arrays=arrays, matmuls=matmuls, partition=self.partition, hierarchy=self.hierarchy)
+
+    def check(self, gpu) -> list:
+        """Raise :class:`~napkin_cat.hardware.errors.DivisorError` (or HardwareError: no tensor-core instruction
+        for a format) for the first violated constraint; return the constraints checked."""
+        return self.constraints(gpu).check(self.sizes)
 
     def __str__(self):
         return str(self.plan)
 
 
+def _tile_name(e) -> str:
+    e = sympy.sympify(e)
+    return str(e) if isinstance(e, sympy.Symbol) else str(e)
+
+
 # ---------------------------------------------------------------------------------------------- entry point
 def configure(algorithm, hierarchy, sizes: dict, *, axis: str | None = None, splits: dict | None = None,
-              stream_buffers: int | None = None, in_place: bool = True) -> Configured:
+              subloops: dict | None = None, stream_buffers: int | None = None, in_place: bool = True) -> Configured:
     """Configure ``algorithm`` (a diagram with kernels at the block level, or its plan) for ``hierarchy``.
 
     ``sizes``: axis and tile sizes by name, the units' tiles of the scaling axis included (``w_q``,
     ``t_q`` on Hopper) and the split tiles; a grouped axis missing from ``sizes`` is one block, a
     streamed one two trips (a configuration is per block).  ``axis``: the scaling axis (default: the
-    outermost grouped axis).  ``splits``: ``{axis: {level name: tile name}}``.  ``stream_buffers``:
-    copies of each tile a stream loads per trip (default: the hierarchy's).
+    outermost grouped axis).  ``splits``: ``{axis: {level name: tile name}}``.  ``subloops``:
+    ``{streamed axis: sub-tile name}``, the stream's body streamed again (step 2: ``u_x`` of ``s_x``).
+    ``stream_buffers``: copies of each tile a stream loads per trip (default: the hierarchy's).
     """
     h = load_hierarchy(hierarchy)
     sizes = dict(sizes)
     splits = _check_splits(splits or {}, h)
+    pending = []
     if isinstance(algorithm, Plan):
         base = algorithm
     elif isinstance(algorithm, Diagram):
-        full = _planning_sizes(algorithm, sizes, splits, h)
-        base = make_plan(algorithm, full)
+        algorithm, pending = _with_subloops(algorithm, subloops or {}, sizes)
+        base = make_plan(algorithm, _planning_sizes(algorithm, sizes, splits, subloops or {}, h))
     else:
         raise HardwareError(f"configure takes an algorithm diagram or its plan, got {type(algorithm).__name__}")
     buffers = h.stream_buffers if stream_buffers is None else stream_buffers
     if isinstance(buffers, bool) or not isinstance(buffers, int) or buffers < 1:
         raise HardwareError(f"stream_buffers = {buffers!r} must be a positive integer (copies of a streamed tile)")
     c = _Configurer(base, h, axis, splits, buffers, in_place, sizes)
-    return c.run(algorithm)
+    out = c.run(algorithm)
+    out.pending = pending
+    return out
 
 
-def _planning_sizes(diagram, sizes, splits, h) -> dict:
-    """Sizes for the plan: the given ones, plus a grouped axis = one block and a streamed axis = two trips."""
-    from napkin_cat.algorithms.bubbles import Grid, Stream
-    parts = []
+#: sub-loops wait for nested streams (streaming an already streamed axis), which the algorithm layer builds
+#: elsewhere; until ``nc.stream`` accepts them, a sub-loop as long as its stream's tile (one trip: the same
+#: variables, the stream's tile in place of the sub-tile) is recorded here and skipped.
+SUBLOOPS_NEED = "nested streams (nc.stream along an axis the algorithm already streams)"
 
-    def collect(d):
-        for _, box in layers(d):
-            if isinstance(box, (Grid, Stream)):
-                parts.append(box)
-            if hasattr(box, "arg") and hasattr(box, "region"):
-                collect(box.arg)
-    collect(diagram)
-    full = {}
-    for box in parts:
-        tile = sympy.sympify(box.size)
-        size = sympy.sympify(box.full_size())
-        if not isinstance(size, sympy.Symbol) or str(size) in sizes or str(size) in full:
+
+def _with_subloops(algorithm, subloops: dict, sizes: dict):
+    from napkin_cat.algorithms.partitions import stream
+    from napkin_cat.errors import RewriteError
+    pending = []
+    for axis, tile in subloops.items():
+        try:
+            algorithm = stream(algorithm, axis, tile)
             continue
+        except RewriteError as e:
+            reason = str(e)
+        outer = [str(b.size) for b in _partitions(algorithm) if b.region == "stream" and b.axis == axis]
+        if not outer:
+            raise HardwareError(f"sub-loop {tile} of {axis!r}: the algorithm does not stream {axis!r}")
+        if tile not in sizes or outer[0] not in sizes or sizes[tile] != sizes[outer[0]]:
+            raise HardwareError(f"the sub-loop {tile} of {axis!r} (streamed in tiles of {outer[0]}) needs "
+                                f"{SUBLOOPS_NEED}, which this tree cannot build yet ({reason}); a sub-loop of one "
+                                f"trip ({tile} = {outer[0]}) is configured as the stream itself")
+        pending.append((axis, tile, outer[0], f"{tile} = {outer[0]}: one trip, configured as the stream itself "
+                                             f"until {SUBLOOPS_NEED} exist"))
+    return algorithm, pending
+
+
+def _partitions(diagram) -> list:
+    from napkin_cat.algorithms.bubbles import Grid, Stream
+    out = []
+    for _, box in layers(diagram):
+        if isinstance(box, (Grid, Stream)):
+            out.append(box)
+        if hasattr(box, "arg") and hasattr(box, "region"):
+            out += _partitions(box.arg)
+    return out
+
+
+def _planning_sizes(diagram, sizes, splits, subloops, h) -> dict:
+    """Sizes for the plan: the diagram's, plus a grouped axis = one block and a streamed axis = two trips.
+
+    A size the diagram does not name must be a tile of the configuration (a unit's tile, a split tile or
+    a sub-loop's tile)."""
+    from napkin_cat.plan.program import _symbols
+    needed, parts = set(), []
+    _symbols(diagram, needed, parts)
+    names = {str(s) for s in needed}
+    full = {}
+    for box in _partitions(diagram):
+        size, tile = sympy.sympify(box.full_size()), sympy.sympify(box.size)
         value = tile.subs({symbol(k): v for k, v in sizes.items()})
-        if not value.is_Integer:
-            continue   # the plan names the missing tile
-        full[str(size)] = int(value) * (1 if isinstance(box, Grid) else 2)
-    known = {**sizes, **full}
-    return {k: v for k, v in known.items() if not _is_configuration_tile(k, splits, h)}
+        if isinstance(size, sympy.Symbol) and str(size) not in sizes and value.is_Integer:
+            full.setdefault(str(size), int(value) * (1 if box.region == "grid" else 2))
+    extra = sorted(k for k in sizes if k not in names and not _is_configuration_tile(k, splits, subloops, h))
+    if extra:
+        raise HardwareError(f"size given for {', '.join(map(repr, extra))}, which neither the algorithm (its axes "
+                            f"and tiles are {sorted(names)}) nor the configuration's unit, split or sub-loop tiles "
+                            f"name")
+    return {k: v for k, v in {**sizes, **full}.items() if k in names}
 
 
-def _is_configuration_tile(name, splits, h) -> bool:
-    """Tiles that exist only in the configured plan (unit tiles, split tiles), not in the algorithm."""
-    if any(name in tiles.values() for tiles in splits.values()):
+def _is_configuration_tile(name, splits, subloops, h) -> bool:
+    """Tiles that exist only in the configured plan (unit tiles, split tiles, sub-loop tiles)."""
+    if any(name in tiles.values() for tiles in splits.values()) or name in subloops.values():
         return True
     prefixes = {lv.tile for lv in h.levels if lv.tile and lv.unit in UNIT_LEVELS}
     return any(name.startswith(f"{p}_") for p in prefixes)
