@@ -100,7 +100,6 @@ class Configured:
     tail: tuple
     splits: dict = field(default_factory=dict)
     what: dict = field(default_factory=dict)
-    pending: list = field(default_factory=list)
 
     @property
     def sizes(self) -> dict:
@@ -185,7 +184,8 @@ def _tile_name(e) -> str:
 
 # ---------------------------------------------------------------------------------------------- entry point
 def configure(algorithm, hierarchy, sizes: dict, *, axis: str | None = None, splits: dict | None = None,
-              subloops: dict | None = None, stream_buffers: int | None = None, in_place: bool = True) -> Configured:
+              subloops: dict | None = None, stream_buffers: int | None = None, in_place: bool = True,
+              hoist: bool = True) -> Configured:
     """Configure ``algorithm`` (a diagram with kernels at the block level, or its plan) for ``hierarchy``.
 
     ``sizes``: axis and tile sizes by name, the units' tiles of the scaling axis included (``w_q``,
@@ -194,53 +194,39 @@ def configure(algorithm, hierarchy, sizes: dict, *, axis: str | None = None, spl
     outermost grouped axis).  ``splits``: ``{axis: {level name: tile name}}``.  ``subloops``:
     ``{streamed axis: sub-tile name}``, the stream's body streamed again (step 2: ``u_x`` of ``s_x``).
     ``stream_buffers``: copies of each tile a stream loads per trip (default: the hierarchy's).
+    ``hoist``: the maps that open a sub-loop run once on the stream's whole tile (the sub-loop keeps the
+    accumulator, as in the paper); ``in_place``: a computation may write over an input it reads last.
     """
     h = load_hierarchy(hierarchy)
     sizes = dict(sizes)
     splits = _check_splits(splits or {}, h)
-    pending = []
     if isinstance(algorithm, Plan):
         base = algorithm
     elif isinstance(algorithm, Diagram):
-        algorithm, pending = _with_subloops(algorithm, subloops or {}, sizes)
+        algorithm = _with_subloops(algorithm, subloops or {})
         base = make_plan(algorithm, _planning_sizes(algorithm, sizes, splits, subloops or {}, h))
     else:
         raise HardwareError(f"configure takes an algorithm diagram or its plan, got {type(algorithm).__name__}")
     buffers = h.stream_buffers if stream_buffers is None else stream_buffers
     if isinstance(buffers, bool) or not isinstance(buffers, int) or buffers < 1:
         raise HardwareError(f"stream_buffers = {buffers!r} must be a positive integer (copies of a streamed tile)")
-    c = _Configurer(base, h, axis, splits, buffers, in_place, sizes)
-    out = c.run(algorithm)
-    out.pending = pending
-    return out
+    c = _Configurer(base, h, axis, splits, buffers, in_place, sizes, hoist)
+    return c.run(algorithm)
 
 
-#: sub-loops wait for nested streams (streaming an already streamed axis), which the algorithm layer builds
-#: elsewhere; until ``nc.stream`` accepts them, a sub-loop as long as its stream's tile (one trip: the same
-#: variables, the stream's tile in place of the sub-tile) is recorded here and skipped.
-SUBLOOPS_NEED = "nested streams (nc.stream along an axis the algorithm already streams)"
-
-
-def _with_subloops(algorithm, subloops: dict, sizes: dict):
+def _with_subloops(algorithm, subloops: dict):
+    """Each stream's body streamed again along its axis (a sub-loop, ``nc.stream`` on a streamed axis)."""
     from napkin_cat.algorithms.partitions import stream
     from napkin_cat.errors import RewriteError
-    pending = []
     for axis, tile in subloops.items():
+        if not any(b.region == "stream" and b.axis == axis for b in _partitions(algorithm)):
+            raise HardwareError(f"sub-loop {tile} of {axis!r}: the algorithm does not stream {axis!r}; its streams "
+                                f"are {sorted({b.axis for b in _partitions(algorithm) if b.region == 'stream'})}")
         try:
             algorithm = stream(algorithm, axis, tile)
-            continue
         except RewriteError as e:
-            reason = str(e)
-        outer = [str(b.size) for b in _partitions(algorithm) if b.region == "stream" and b.axis == axis]
-        if not outer:
-            raise HardwareError(f"sub-loop {tile} of {axis!r}: the algorithm does not stream {axis!r}")
-        if tile not in sizes or outer[0] not in sizes or sizes[tile] != sizes[outer[0]]:
-            raise HardwareError(f"the sub-loop {tile} of {axis!r} (streamed in tiles of {outer[0]}) needs "
-                                f"{SUBLOOPS_NEED}, which this tree cannot build yet ({reason}); a sub-loop of one "
-                                f"trip ({tile} = {outer[0]}) is configured as the stream itself")
-        pending.append((axis, tile, outer[0], f"{tile} = {outer[0]}: one trip, configured as the stream itself "
-                                             f"until {SUBLOOPS_NEED} exist"))
-    return algorithm, pending
+            raise HardwareError(f"sub-loop {tile} of {axis!r}: {e}") from None
+    return algorithm
 
 
 def _partitions(diagram) -> list:
@@ -318,13 +304,15 @@ class _Group:
 
 
 class _Configurer:
-    def __init__(self, base: Plan, h, axis, splits, buffers, in_place, sizes):
+    def __init__(self, base: Plan, h, axis, splits, buffers, in_place, sizes, hoisting=True):
         self.base, self.h, self.axis_wanted, self.splits = base, h, axis, splits
+        self.hoisting = hoisting
         self.buffers, self.in_place, self.given = buffers, in_place, sizes
         self.block = h.unit_level("block")
         if self.block is None:
             raise HardwareError(f"toy hierarchy {h.name!r} has no level whose unit is 'block' to configure from")
         self.vars = dict(base.variable_map)
+        self.shapes = {n: v.shape for n, v in base.variable_map.items()}
         self.order = list(base.variable_map)
         self.sizes = dict(base.sizes)
         self.taken = {str(s.index) for s in walk(base.body) if isinstance(s, (GridLoop, StreamLoop))}
@@ -423,10 +411,70 @@ class _Configurer:
             for lv in self.h.levels:
                 if lv.unit in UNIT_LEVELS and lv.tile:
                     self.partition[lv.unit] = f"{lv.tile}_{axis}"
+        stmts = self.hoist(list(k.body)) if self.hoisting else list(k.body)
         self.extents = self._extents(k)
-        self.analyse(k.body)
-        body = self.emit(list(k.body), [], in_stream=False, in_tail=False)
+        self.analyse(stmts)
+        body = self.emit(stmts, [], in_stream=False, in_tail=False)
         return Kernel(k.level, tuple(body), k.origin)
+
+    # ------------------------------------------------------------------ sub-loops wrap the accumulator only
+    def hoist(self, stmts, outer=None):
+        """The maps that open a sub-loop (a stream along the axis its enclosing stream already streams) run once
+        per trip of the enclosing stream, on its whole tile: the sub-loop keeps the accumulator (§5.2: "the B
+        component always allows for a subloop"; Table 1: S is w_q×s_x, P′ is t_q×u_x)."""
+        out = []
+        for s in stmts:
+            if isinstance(s, StreamLoop):
+                body = []
+                for t in s.body:
+                    if isinstance(t, StreamLoop) and t.axis == s.axis:
+                        maps, t = self.hoist_maps(t, s)
+                        body += maps
+                    body.append(t)
+                s = replace(s, head=tuple(self.hoist(list(s.head))), body=tuple(self.hoist(body)),
+                            tail=tuple(self.hoist(list(s.tail))))
+            elif isinstance(s, GridLoop):
+                s = replace(s, body=tuple(self.hoist(list(s.body))))
+            out.append(s)
+        return out
+
+    def hoist_maps(self, inner: StreamLoop, outer: StreamLoop):
+        axis = inner.axis
+        written = {n for x in walk(inner.body) for n in _written(x)}
+        writers = {}
+        for x in walk(self.base.body):
+            for n in _written(x):
+                writers[n] = writers.get(n, 0) + 1
+        maps, rng = [], None
+        body = list(inner.body)
+        while body:
+            c = body[0]
+            if not isinstance(c, Compute) or c.accumulate or axis not in c.box.data.weave_names:
+                break
+            if any(r.var in written for r in c.ins):
+                break
+            outs = [self.vars[r.var] for r in c.outs]
+            if any(v.role != "temp" or writers.get(v.name, 0) != 1 for v in outs):
+                break
+            ranges = [r.range(axis) for r in c.ins if r.range(axis) is not None
+                      and inner.index in sympy.sympify(r.range(axis).start).free_symbols]
+            if not ranges:
+                break
+            rng = ranges[0]
+            ins = tuple(Ref(r.var, tuple((a, x) for a, x in r.index if a != axis))
+                        if r.range(axis) is not None and inner.index in sympy.sympify(r.range(axis).start).free_symbols
+                        else r for r in c.ins)
+            for v in outs:
+                shape = tuple((a, outer.tile if a == axis else e) for a, e in v.shape)
+                self.vars[v.name] = replace(v, shape=shape)
+                self.shapes[v.name] = shape
+
+            def fa(arr, tile=outer.tile):
+                return arr.replace(axes=tuple(Axis(a.name, tile) if a.name == axis else a for a in arr.axes))
+            maps.append(Compute(map_box(c.box, fa, lambda n: n), c.outs, ins, None, c.origin))
+            hoisted = {r.var for r in c.outs}
+            body = [_sliced(x, hoisted, axis, rng) for x in body[1:]]
+        return maps, replace(inner, body=tuple(body))
 
     def _extents(self, k) -> dict:
         out = {}
@@ -540,20 +588,39 @@ class _Configurer:
             out.append((a, tiles[-1] if tiles else e))
         return tuple(out)
 
-    def view(self, name, ctx) -> Ref:
-        """The part of ``name`` that the current iteration of the loops ``ctx`` (since its birth) sees."""
+    def view(self, name, ctx, orig: Ref | None = None) -> Ref:
+        """The part of ``name`` that the current iteration of the loops ``ctx`` (since its birth) sees, inside
+        the slice ``orig`` of the two-level plan (a sub-loop's slice) when given."""
         v = self.vars[name]
         since = self.birth.get(name, 0)
+        base = dict(orig.index) if orig is not None else {}
         index = []
         for a, e in v.shape:
             loops = [lp for lp in ctx[since:] if lp.axis == a]
+            r0 = base.get(a)
             if not loops:
+                if r0 is not None:
+                    index.append((a, r0))
                 continue
-            start = sum((lp.index * lp.tile for lp in loops), sympy.Integer(0))
-            outer = sum((lp.index * lp.tile for lp in loops[:-1]), sympy.Integer(0))
-            end = outer + (loops[-2].tile if len(loops) > 1 else e)
+            origin = r0.start if r0 is not None else sympy.Integer(0)
+            start = origin + sum((lp.index * lp.tile for lp in loops), sympy.Integer(0))
+            if len(loops) > 1:
+                end = origin + sum((lp.index * lp.tile for lp in loops[:-1]), sympy.Integer(0)) + loops[-2].tile
+            else:
+                end = r0.end if r0 is not None else e
             index.append((a, Range(start, loops[-1].tile, end)))
         return Ref(name, tuple(index))
+
+    def view_shape(self, name, ctx, orig: Ref | None = None) -> tuple:
+        """The shape of :meth:`view`: each sliced axis at its innermost tile."""
+        v = self.vars[name]
+        since = self.birth.get(name, 0)
+        base = dict(orig.index) if orig is not None else {}
+        out = []
+        for a, e in v.shape:
+            tiles = [lp.tile for lp in ctx[since:] if lp.axis == a]
+            out.append((a, tiles[-1] if tiles else base[a].tile if a in base else e))
+        return tuple(out)
 
     def extent(self, axis, ctx):
         tiles = [lp.tile for lp in ctx if lp.axis == axis]
@@ -693,7 +760,8 @@ class _Configurer:
         return f"{w.box.name} output" + (f" {j}" if len(w.outs) > 1 else "") + f" ({name})"
 
     def original_shape(self, name):
-        return self.base.variable_map[name].shape if name in self.base.variable_map else self.vars[name].shape
+        """The shape a value has in the two-level plan (after hoisting maps out of sub-loops)."""
+        return self.shapes.get(name, self.vars[name].shape)
 
     def spread(self, name, ctx, in_tail) -> list:
         """A value kept on a unit level across kernels, allocated whole on that level (spread over its units)."""
@@ -791,18 +859,18 @@ class _Configurer:
                                   f"pipe {name} → {self.block.name}"))
                 continue
             if isinstance(s, Copy):
-                body.append(Copy(self.view(s.dst.var, ctx), self.read(s.src.var, None, lv, ctx, body, loaded,
-                                                                          current, in_tail), s.origin))
+                body.append(Copy(self.view(s.dst.var, ctx, s.dst), self.read(s.src, None, lv, ctx, body, loaded,
+                                                                             current, in_tail), s.origin))
                 continue
-            ins = [self.read(r.var, s, lv, ctx, body, loaded, current, in_tail) for r in s.ins]
+            ins = [self.read(r, s, lv, ctx, body, loaded, current, in_tail) for r in s.ins]
             outs = []
             for r in s.outs:
                 name = r.var
                 if not self.per_unit(name):
-                    outs.append(self.view(name, ctx))
+                    outs.append(self.view(name, ctx, r))
                     continue
                 v = self.base.variable_map.get(name, self.vars[name])
-                shape = self.shape_in(v.shape, ctx)
+                shape = self.shape_in(self.original_shape(name), ctx)
                 reuse = self.in_place_candidate(s, shape, v.dtype, ins, stmts[k + 1:], loaded, current) \
                     if self.in_place and not s.accumulate else None
                 if reuse is not None:
@@ -825,25 +893,27 @@ class _Configurer:
                                       f"pipe {r.var} → {self.block.name}"))
         return body
 
-    def read(self, name, s, lv, ctx, body, loaded, current, in_tail) -> Ref:
+    def read(self, ref, s, lv, ctx, body, loaded, current, in_tail) -> Ref:
+        name = ref.var
         home = self.home.get(name, self.block)
         if home is lv:
-            return Ref(current[name]) if name in current else self.view(name, ctx)
+            return Ref(current[name]) if name in current else self.view(name, ctx, ref)
         src = name if home is self.block else self.pipes[name]
         operand = s is not None and "tensor" in self.pipelines[id(s)]
         if operand and lv.operand_pool is not None and lv.operand_pool == self.block.pool:
-            return self.view(src, ctx)       # read in place (wgmma takes its operands from SMEM)
-        if src in loaded:
-            return Ref(loaded[src])
+            return self.view(src, ctx, ref)       # read in place (wgmma takes its operands from SMEM)
+        key = (src, ref.index)
+        if key in loaded:
+            return Ref(loaded[key])
         v = self.vars[src]
-        shape = self.shape_in(v.shape, ctx, self.birth.get(src, 0))
+        shape = self.view_shape(src, ctx, ref)
         dst = self.new_var(f"{src}_{lv.index}", shape, v.dtype, lv.index, "tile", f"{v.origin} → {lv.name}",
                            len(ctx))
         self.what[dst] = f"{self.label(name)} loaded into {lv.name}"
         if in_tail:
             self.tail_vars.add(dst)
-        body.append(Load(Ref(dst), self.view(src, ctx), lv.index, f"load {src} → {lv.name}"))
-        loaded[src] = dst
+        body.append(Load(Ref(dst), self.view(src, ctx, ref), lv.index, f"load {src} → {lv.name}"))
+        loaded[key] = dst
         return Ref(dst)
 
     def in_place_candidate(self, s, shape, dtype, ins, later, loaded, current):
@@ -855,10 +925,10 @@ class _Configurer:
             v = self.vars[r.var]
             if v.dtype != dtype or tuple(e for _, e in v.shape) != tuple(e for _, e in shape):
                 continue
-            sources = [src for src, dst in loaded.items() if dst == r.var]
+            keys = [key for key, dst in loaded.items() if dst == r.var]
             made = [n for n, cur in current.items() if cur == r.var]
-            if sources and not any(self.pipes.get(x) == sources[0] or x == sources[0] for x in later_reads):
-                del loaded[sources[0]]
+            if keys and not any(self.pipes.get(x) == keys[0][0] or x == keys[0][0] for x in later_reads):
+                del loaded[keys[0]]
                 return r.var
             if made and not (set(made) & later_reads) and not any(self.needs_pipe(m) and m not in current
                                                                    for m in made):
@@ -881,6 +951,33 @@ def _computes(item):
         return list(item.stmts)
     axis, tile, items = item
     return [s for _, it in items for s in _computes(it)]
+
+
+def _written(s) -> set:
+    if isinstance(s, (Load, Store, Copy)):
+        return {s.dst.var}
+    if isinstance(s, Compute):
+        return {r.var for r in s.outs}
+    if isinstance(s, Fill):
+        return {s.var}
+    return set()
+
+
+def _sliced(s, names, axis, rng):
+    """``s`` reading the slice ``rng`` along ``axis`` of the values ``names`` (made whole outside its loop)."""
+    def cut(r):
+        return Ref(r.var, r.index + ((axis, rng),)) if r.var in names and r.range(axis) is None else r
+    if isinstance(s, Compute):
+        return replace(s, ins=tuple(map(cut, s.ins)))
+    if isinstance(s, (Load, Store, Copy)):
+        return replace(s, src=cut(s.src))
+    if isinstance(s, StreamLoop):
+        return replace(s, head=tuple(_sliced(x, names, axis, rng) for x in s.head),
+                       body=tuple(_sliced(x, names, axis, rng) for x in s.body),
+                       tail=tuple(_sliced(x, names, axis, rng) for x in s.tail))
+    if isinstance(s, (GridLoop, Kernel)):
+        return replace(s, body=tuple(_sliced(x, names, axis, rng) for x in s.body))
+    return s
 
 
 def _made(s) -> list:

@@ -18,8 +18,9 @@ from conftest import VARIANTS, typed_attention
 
 KB = 1024
 PARTITION = {"block": "g_q", "warpgroup": "w_q", "thread": "t_q"}
-PAPER = {"w_q": 128, "t_q": 1, "s_x": 64, "d": 128, "d'": 32, "d''": 8, "g_q": 3 * 128}   # Table 1's caption, N = 3
+PAPER = {"w_q": 128, "t_q": 1, "s_x": 64, "u_x": 64, "d": 128, "d'": 32, "d''": 8, "g_q": 3 * 128}   # Table 1, N = 3
 SPLITS = {"d": {"SMEM": "d'", "registers": "d''"}}     # step 2: the output accumulation split along d
+SUBLOOPS = {"x": "u_x"}                                 # step 2: the sub-loop of the s_x stream
 
 
 def flash(variant="paper"):
@@ -29,7 +30,7 @@ def flash(variant="paper"):
 
 @pytest.fixture(scope="module")
 def configured():
-    return configure(flash(), "hopper", PAPER, splits=SPLITS)
+    return configure(flash(), "hopper", PAPER, splits=SPLITS, subloops=SUBLOOPS)
 
 
 def d01(c):
@@ -48,8 +49,6 @@ def table(configured):
 #:   Q: the paper writes the tensor cores' view w_q×d; the plan holds the block's tile g_q×d = N·w_q×d in SMEM,
 #:      which the tensor cores read in place;
 #:   O', α: the paper writes one thread's t_q rows; the plan spreads g_q rows over the block's threads;
-#:   P', A: the paper's u_x (the sub-loop of s_x) is s_x here: u_x = s_x is one trip, and sub-loops need
-#:      nested streams (SUBLOOP_PENDING below);
 #:   α: μ, z and δ, three rows of 256 B.
 TABLE1 = {
     "Q": ("SMEM", "d*g_q", "fp8", 0, 16384),
@@ -57,15 +56,14 @@ TABLE1 = {
     "V": ("SMEM", "d*s_x", "fp16", 32768, 0),           # ×2
     "S": ("tensor-core", "s_x*w_q", "fp16", 0, 16384),
     "P": ("SMEM", "g_q*s_x", "fp16", 0, 16384),
-    "P'": ("registers", "s_x*t_q", "fp16", 0, 16384),
-    "A": ("SMEM", "g_q*s_x", "fp16", 0, 16384),         # the paper prints 8192 (errata D-01)
+    "P'": ("registers", "t_q*u_x", "fp16", 0, 16384),
+    "A": ("SMEM", "g_q*u_x", "fp16", 0, 16384),         # the paper prints 8192 (errata D-01)
     "α": ("registers", "g_q", "fp16", 0, 768),
     "O'": ("registers", "d*g_q", "fp16", 0, 32768),
     "D": ("tensor-core", "d'*w_q", "fp16", 0, 8192),
     "ΔO": ("SMEM", "d'*g_q", "fp16", 0, 8192),
     "ΔO'": ("registers", "d''*t_q", "fp16", 0, 2048),
 }
-SUBLOOP_PENDING = ("P'", "A")
 
 
 def rows_by_paper_name(c, t):
@@ -86,7 +84,7 @@ def rows_by_paper_name(c, t):
     out["S"] = next(n for n in tc if "d" not in str(c.variable(n).size))
     out["D"] = next(n for n in tc if "d" in str(c.variable(n).size))
     regs = [n for n in rows if level[n] == "registers"]
-    out["P'"] = next(n for n in regs if c.variable(n).role == "tile" and "s_x" in str(c.variable(n).size))
+    out["P'"] = next(n for n in regs if c.variable(n).role == "tile" and "u_x" in str(c.variable(n).size))
     out["ΔO'"] = next(n for n in regs if c.variable(n).role == "tile" and "d" in str(c.variable(n).size))
     out["O'"] = next(n for n in regs if c.variable(n).role == "state" and "d" in str(c.variable(n).size))
     out["α"] = [n for n in regs if str(c.variable(n).size) == "g_q"]
@@ -108,17 +106,20 @@ def test_table1_rows_come_from_the_configured_plan(configured, table):
     assert {n: configured.variable(n).buffers for n in (names["K"], names["V"])} == {names["K"]: 2, names["V"]: 2}
 
 
-def test_the_sub_loop_waits_for_nested_streams_in_one_place():
-    from napkin_cat.paper.configuration import configuration
-    c = configuration("h100-sxm5")
-    if c.pending:      # nested streams not in this tree: u_x = s_x is configured as the stream itself
-        assert [(a, t, s) for a, t, s, _ in c.pending] == [("x", "u_x", "s_x")]
-        with pytest.raises(HardwareError, match=r"sub-loop u_x of 'x' \(streamed in tiles of s_x\) needs nested "
-                                                r"streams"):
-            configure(flash(), "hopper", {**PAPER, "u_x": 32}, splits=SPLITS, subloops={"x": "u_x"})
-    else:
-        sizes = {str(r.size) for r in c.table("h100-sxm5").rows}
-        assert {"t_q*u_x", "g_q*u_x"} <= sizes
+def test_a_shorter_sub_loop_shrinks_only_what_it_holds(configured, table):
+    # u_x = 32: the threads' P' and the tensor cores' operand A hold half the columns; S and P (made once per
+    # s_x trip, before the sub-loop) do not change, nor does anything else
+    c = configure(flash(), "hopper", {**PAPER, "u_x": 32}, splits=SPLITS, subloops=SUBLOOPS)
+    t = c.table("h100-sxm5")
+    names, _, _ = rows_by_paper_name(configured, table)
+    new, _, _ = rows_by_paper_name(c, t)
+    for paper in TABLE1:
+        old_b = sum(table.row(n).per_wg for n in (names[paper] if paper == "α" else [names[paper]]))
+        new_b = sum(t.row(n).per_wg for n in (new[paper] if paper == "α" else [new[paper]]))
+        assert new_b == (old_b // 2 if paper in ("P'", "A") else old_b), paper
+    with pytest.raises(HardwareError, match=r"sub-loop u_d of 'd': the algorithm does not stream 'd'; its streams "
+                                            r"are \['x'\]"):
+        configure(flash(), "hopper", {**PAPER, "u_d": 8}, splits=SPLITS, subloops={"d": "u_d"})
 
 
 def test_table1_totals_and_table2_as_printed(table):
@@ -146,14 +147,14 @@ def test_errata_d01_computed_values(configured, table):
 
 def test_default_n_is_the_configured_one_and_fit_is_the_largest_that_fits(configured):
     assert configured.table("h100-sxm5").n == 3
-    two = configure(flash(), "hopper", {**PAPER, "g_q": 256}, splits=SPLITS)
+    two = configure(flash(), "hopper", {**PAPER, "g_q": 256}, splits=SPLITS, subloops=SUBLOOPS)
     assert two.table("h100-sxm5").n == 2 and two.table("h100-sxm5", n="fit").n == 3
 
 
 def test_exceeding_smem_names_the_pool_and_the_variables(configured):
     with pytest.raises(CapacityError, match=r"SMEM overflows with N = 4 warpgroups: .* largest variables: x0_1"):
         configured.table("h100-sxm5", n=4)
-    four = configure(flash(), "hopper", {**PAPER, "g_q": 512}, splits=SPLITS)
+    four = configure(flash(), "hopper", {**PAPER, "g_q": 512}, splits=SPLITS, subloops=SUBLOOPS)
     with pytest.raises(CapacityError, match=r"at most 3 warpgroup\(s\) fit"):
         four.table("h100-sxm5")
 
@@ -167,7 +168,7 @@ def test_exceeding_registers_per_thread():
 
 def test_a_configuration_that_fits_no_warpgroup_is_refused_not_clamped():
     # d = 512: the K, V and Q tiles alone take 192 KB + 64 KB per warpgroup of SMEM's 227 KB
-    c = configure(flash(), "hopper", {**PAPER, "d": 512, "g_q": 128}, splits=SPLITS)
+    c = configure(flash(), "hopper", {**PAPER, "d": 512, "g_q": 128}, splits=SPLITS, subloops=SUBLOOPS)
     with pytest.raises(CapacityError, match=r"SMEM overflows with N = 1 warpgroups: 196608 \+ 1·106496 = 303104 B > "
                                             r"M_max = 232448 B; largest variables: x2_1 \(131072 B\).* no warpgroup "
                                             r"fits \(N_max = 0.34\)"):
@@ -192,7 +193,7 @@ def test_missing_size_and_bad_buffers_are_named():
 def test_head_dimension_64_halves_the_k_v_tiles_and_frees_memory_for_more_warpgroups(configured, table):
     # d enters Q, K, V, O' (not S, P, P', A, α, D, ΔO, ΔO', which use s_x, d' and d''): halving d halves those
     # rows, so N_max grows on both pools
-    c = configure(flash(), "hopper", {**PAPER, "d": 64}, splits=SPLITS)
+    c = configure(flash(), "hopper", {**PAPER, "d": 64}, splits=SPLITS, subloops=SUBLOOPS)
     t = c.table("h100-sxm5", n="fit")
     names, _, _ = rows_by_paper_name(configured, table)
     for paper in ("Q", "K", "V", "O'"):
@@ -207,11 +208,11 @@ def test_head_dimension_64_halves_the_k_v_tiles_and_frees_memory_for_more_warpgr
 
 def test_d64_fp8_keys_violate_coalescing_fp16_do_not():
     # a row of FP8 keys with d = 64 is 64 B: half a 128 B transaction (step 4's coalescing divisor)
-    c = configure(flash(), "hopper", {**PAPER, "d": 64}, splits=SPLITS)
+    c = configure(flash(), "hopper", {**PAPER, "d": 64}, splits=SPLITS, subloops=SUBLOOPS)
     with pytest.raises(nc.hardware.DivisorError, match=r"tile d = 64 of x0_1 violates coalesced GMEM↔SMEM access "
                                                          r"of x0_1 \(fp8: 128 B / 1 B per value\).*multiple of 128"):
         c.check("h100-sxm5")
-    fp16 = configure(flash("fa3-fp16"), "hopper", {**PAPER, "d": 64}, splits=SPLITS)
+    fp16 = configure(flash("fa3-fp16"), "hopper", {**PAPER, "d": 64}, splits=SPLITS, subloops=SUBLOOPS)
     assert fp16.check("h100-sxm5")
 
 
@@ -220,7 +221,7 @@ def test_the_paper_configuration_passes_every_divisor_constraint_on_h100(configu
     reasons = " ".join(d.reason for d in checked)
     assert "coalesced" in reasons and "warpgroup multiple (128 threads per warpgroup)" in reasons
     matmuls = configured.constraints("h100-sxm5").matmuls
-    assert sorted((m.m, m.n, m.k, m.dtype) for m, _ in matmuls) == [("w_q", "d'", "s_x", "fp16"),
+    assert sorted((m.m, m.n, m.k, m.dtype) for m, _ in matmuls) == [("w_q", "d'", "u_x", "fp16"),
                                                                     ("w_q", "s_x", "d", "fp8")]
 
 
@@ -228,10 +229,10 @@ def test_a100_has_no_fp8_tensor_cores_and_less_smem(table):
     # Ampere: warps of 32 threads are the scaling unit (w_q = 32 t_q); wmma operands are loaded into registers
     gpu = load("a100")
     sizes = {**PAPER, "w_q": 32, "g_q": 32}
-    fp8 = configure(flash(), "ampere", sizes, splits=SPLITS)
+    fp8 = configure(flash(), "ampere", sizes, splits=SPLITS, subloops=SUBLOOPS)
     with pytest.raises(HardwareError, match=r"a100 has no tensor-core instruction for fp8 operands"):
         fp8.check(gpu)
-    c = configure(flash("fp16"), "ampere", sizes, splits=SPLITS)
+    c = configure(flash("fp16"), "ampere", sizes, splits=SPLITS, subloops=SUBLOOPS)
     assert c.check(gpu)
     t = c.table(gpu, n="fit", strict=False)
     assert t.scaling == "warp" and t.threads == 32 and t.pool("SMEM").M_max == 163 * KB

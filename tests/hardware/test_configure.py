@@ -9,7 +9,7 @@ import pytest
 import napkin_cat as nc
 from napkin_cat.hardware import HardwareError, configure, load_hierarchy
 from napkin_cat.hardware.toy import pipelines_of
-from napkin_cat.plan.ir import Compute, GridLoop, Kernel, Load, Store, StreamLoop
+from napkin_cat.plan.ir import Compute, GridLoop, Kernel, Load, Store, StreamLoop, walk
 
 from conftest import VARIANTS, typed_attention
 
@@ -50,10 +50,10 @@ def check_laws(c):
 
 
 def test_the_configured_plan_computes_attention():
-    # small tiles (several warpgroups of several threads with two rows each, three trips, both splits) keep the
-    # instrumented run short; the paper's sizes run the same statements on larger tiles
-    small = {"w_q": 8, "t_q": 2, "g_q": 16, "s_x": 8, "x": 24, "d": 16, "d'": 8, "d''": 4}
-    c = configure(flash(), "hopper", small, splits=SPLITS)
+    # small tiles (several warpgroups of several threads with two rows each, three trips of two sub-loop trips,
+    # both splits) keep the instrumented run short; the paper's sizes run the same statements on larger tiles
+    small = {"w_q": 8, "t_q": 2, "g_q": 16, "s_x": 8, "u_x": 4, "x": 24, "d": 16, "d'": 8, "d''": 4}
+    c = configure(flash(), "hopper", small, splits=SPLITS, subloops={"x": "u_x"})
     rng = np.random.default_rng(1)
     Q, K, V = rng.normal(size=(16, 16)), rng.normal(size=(24, 16)), rng.normal(size=(24, 16))
     out, counted = c.plan.run(Q, K, V)
@@ -66,6 +66,13 @@ def test_the_configured_plan_computes_attention():
     # the tensor cores read Q, K, V and A in place (wgmma takes SMEM operands): they load nothing
     assert not [s for s, lvl in kernels(c.plan.body) if isinstance(s, Load) and lvl == 3]
     check_laws(c)
+    # the sub-loop keeps the accumulator: Q·Kᵀ runs once per s_x trip, before it (S is w_q×s_x, P′ t_q×u_x)
+    loops = [s for s in walk(c.plan.body) if isinstance(s, StreamLoop)]
+    assert [str(lp.tile) for lp in loops] == ["s_x", "u_x"]
+    assert not any(isinstance(s, Compute) and s.kind == "contract" and s.box.cod.inside[0].names == ("q", "x")
+                   for s in walk(loops[1].body))
+    sizes = {str(c.variable(n).size) for n in c.steady}
+    assert {"s_x*w_q", "g_q*s_x", "t_q*u_x", "g_q*u_x"} <= sizes
 
 
 def test_recolouring_follows_what_each_level_offers():
