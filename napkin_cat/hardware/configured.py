@@ -136,12 +136,52 @@ class Configured:
         if not self.partition:
             raise HardwareError("this configuration has no partitioned axis, so no scaling unit to count "
                                 "(group the algorithm along an axis first)")
-        sizes = self.sizes
+        used = {str(x) for v in self.variables() for x in sympy.sympify(v.size).free_symbols}
+        sizes = {k: v for k, v in self.sizes.items() if k in used or k in self.partition.values()}
         if n == "fit":
             sizes.pop(self.partition["block"], None)
             n = None
         return config_table(self.variables(), gpu, sizes, partition=self.partition, n=n, printed=printed,
                             hierarchy=self.hierarchy, strict=strict)
+
+    def pipelined(self, program) -> "Configured":
+        """This configuration with the values an overlap program (:mod:`~napkin_cat.hardware.overlap`) keeps in
+        flight buffered: a program runs column ``k`` of iteration ``j`` in slot ``j + stage_k``, so a value made
+        in stage ``s`` and last read in stage ``s′`` of the same iteration lives through ``1 + s′ − s`` slots,
+        one copy each (FlashAttention-3's intra-warpgroup overlap holds the next iteration's scores).
+
+        The program's tasks are the stream body's computations in order (Table 3's columns, conversions
+        excluded: a conversion runs in the stage of the computation before it)."""
+        stream = next((x for x in walk(self.plan.body) if isinstance(x, StreamLoop)), None)
+        if stream is None:
+            raise HardwareError("this configuration has no stream, so no iterations to pipeline")
+        computes = [x for x in walk(stream.body) if isinstance(x, Compute)]
+        columns = [x for x in computes if x.kind != "cast"]
+        names = [t.name for t in program.tasks]
+        if [x.box.name for x in columns] != names:
+            raise HardwareError(f"the program's tasks {names} are not the stream body's computations "
+                                f"{[x.box.name for x in columns]}")
+        stage_of, stage = {}, {k: -offset for k, offset in program.slots}
+        for x in computes:
+            stage_of[id(x)] = stage[columns.index(x)] if x in columns else stage_of.get(id(computes[
+                max(computes.index(x) - 1, 0)]), 0)
+        made, read = {}, {}
+        for x in computes:
+            for r in x.outs:
+                made.setdefault(r.var, stage_of[id(x)])
+            for r in x.ins:
+                read[r.var] = max(read.get(r.var, 0), stage_of[id(x)])
+        variables = dict(self.plan.variable_map)
+        for name, first in made.items():
+            copies = 1 + read.get(name, first) - first
+            if copies > 1 and name in self.steady:
+                variables[name] = replace(variables[name], buffers=max(variables[name].buffers, copies))
+        p = Plan(self.plan.diagram, self.plan.sizes, self.plan.body, variables, self.plan.inputs, self.plan.outputs)
+        what = dict(self.what)
+        for name, v in variables.items():
+            if v.buffers != self.plan.variable_map[name].buffers and v.role != "tile":
+                what[name] = f"{what.get(name, name)} ({v.buffers} iterations in flight: {program.name})"
+        return replace(self, plan=p, what=what)
 
     def constraints(self, gpu):
         """Step 4's divisor constraints on ``gpu``: coalesced GMEM↔SMEM moves of the plan's tiles, the tensor-core
