@@ -6,6 +6,8 @@ warpgroup, ``t_q`` thread), concrete sizes, and a hardware model.  Each variable
 ``size · bytes(dtype) · buffers``, counted in the pool its level stores it in, and split into a part
 per thread block and a part per warpgroup (the scaling unit) *from the size expression*:
 
+* a value spread over the block's units (a size with the block tile on a unit level: the stream's state
+  ``g_q × d`` on the threads) counts like a block-level one: its rows are the block's rows;
 * one copy per thread (a thread-level variable): ``threads per warpgroup ×`` per warpgroup;
 * one copy per warpgroup (a fragment, or any size with the warpgroup tile ``w``): per warpgroup;
 * a block-level size with the block tile: ``g = N · w`` makes it ``M_TB + N · M_WG``, read off;
