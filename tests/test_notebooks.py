@@ -24,9 +24,9 @@ IDS = [p.stem for p in NOTEBOOKS]
 
 # what a notebook may import: the public package, the rule library, documented layer paths that have
 # no `nc.` name yet, and ordinary scientific Python
-PUBLIC_LAYER_PATHS = {"napkin_cat.cost.hierarchy"}
+PUBLIC_LAYER_PATHS = {"napkin_cat.cost.hierarchy", "napkin_cat.render.timeline"}
 OTHER_MODULES = {"numpy", "sympy", "matplotlib", "matplotlib.pyplot", "IPython.display", "json", "math",
-                 "dataclasses", "itertools", "pathlib"}
+                 "dataclasses", "itertools", "pathlib", "fractions"}
 NC_NAMES = set(nc.__all__) | {"__version__"}
 
 

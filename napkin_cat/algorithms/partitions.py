@@ -22,6 +22,8 @@ from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.syntax.construct import transfer
 from napkin_cat.errors import LevelError, RewriteError
 from napkin_cat.syntax.relabel import at_level, map_arrays
+from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.wiring import trace_values
 
 
 def _moves(arrays, target: int, direction: str):
@@ -42,17 +44,156 @@ def _moves(arrays, target: int, direction: str):
 
 
 def kernel(diagram: Diagram, level: int = 1) -> Diagram:
-    """Wrap a function diagram into one fused kernel at ``level`` (loads in, saves out)."""
+    """Wrap a function diagram into one fused kernel at ``level`` (loads in, saves out).
+
+    On an algorithm (a diagram with kernels already) the new kernel is nested: around the
+    innermost body of every deepest kernel (the computation inside its partitions), one level
+    down (paper §3.1 and Fig. multi-level: a level-2 kernel inside the Grid/Stream of a level-1
+    kernel).  ``level`` must then be deeper than every enclosing kernel's level.
+    """
     if level < 1:
         raise LevelError(f"a kernel runs below the global level 0; got level={level}, use 1 or more")
-    for _, box in layers(diagram):
-        if isinstance(box, Region):
-            raise RewriteError(f"cannot form a kernel around {box.name}: the diagram is already an algorithm")
+    kernels = _kernels(diagram)
+    if kernels:
+        return _nest_kernel(diagram, kernels, int(level))
     body = at_level(diagram, level)
     loads = _moves(list(diagram.dom.inside), level, "load")
     saves = _saves_back(body.cod.inside, diagram.cod.inside)
     inner = compose_all(diagram.dom, loads, body, saves)
     return Kernel.around(inner, level)
+
+
+def _kernels(diagram: Diagram) -> list:
+    """Every Kernel of ``diagram``, looking inside every region."""
+    out = []
+    for _, box in layers(diagram):
+        if isinstance(box, Kernel):
+            out.append(box)
+        if isinstance(box, Region):
+            out += _kernels(box.arg)
+    return out
+
+
+def _deepest(kernels) -> int:
+    return max(k.params["level"] for k in kernels)
+
+
+def _nest_kernel(diagram: Diagram, kernels: list, level: int) -> Diagram:
+    top = _deepest(kernels)
+    if level <= top:
+        k = next(k for k in kernels if k.params["level"] >= level)
+        raise LevelError(f"cannot nest a kernel at level {level} inside {k.name} (level {k.params['level']}): a "
+                         f"nested kernel runs deeper than every enclosing kernel; use level={top + 1} or more")
+
+    def fn(k: Kernel):
+        return Kernel.rebuild(_innermost(k.arg, lambda d: _wrap_core(d, top, lambda core: kernel(core, level))),
+                              k.dom, k.cod, k.params)
+    out, _ = _map_kernels(diagram, fn)
+    return _streams_hold(out, f"a level-{level} kernel")
+
+
+def _streams_hold(diagram: Diagram, what: str) -> Diagram:
+    """``diagram`` once every Stream in it has been analysed: a partition nested inside a stream changes what the
+    stream must carry from slice to slice, so a nesting the enclosing stream cannot advance (a region whose tail
+    reads a value that is not accumulated, a Grid sharing its state) is refused here, when it is built, and
+    not later by the cost or the plan."""
+    def visit(d: Diagram):
+        for _, box in layers(d):
+            if isinstance(box, Region):
+                visit(box.arg)
+                if isinstance(box, Stream):
+                    try:
+                        box.plan
+                    except RewriteError as e:
+                        raise RewriteError(f"cannot place {what} here: {e}") from None
+    visit(diagram)
+    return diagram
+
+
+def _sole_stream(d: Diagram):
+    """The Stream of ``d`` when ``d`` is that Stream and transfers (a streamed kernel's inside), else None."""
+    streams = [b for _, b in layers(d) if isinstance(b, Stream)]
+    others = [b for _, b in layers(d) if is_structural(b) is None and not isinstance(b, Stream)
+              and getattr(getattr(b, "data", None), "kind", None) not in ("load", "save")]
+    return streams[0] if len(streams) == 1 and not others else None
+
+
+def _innermost(d: Diagram, fn) -> Diagram:
+    """``fn`` applied to the innermost body of a kernel's inside: through its (sub-)Streams, to the diagram that
+    computes one slice."""
+    s = _sole_stream(d)
+    if s is not None:
+        return _replace(d, s, Stream.rebuild(_innermost(s.arg, fn), s.dom, s.cod, s.params))
+    return fn(d)
+
+
+def _replace(d: Diagram, old, new) -> Diagram:
+    items = []
+    for layer in d.inside:
+        left, box, right = layer.boxes_or_types[:3]
+        items.append((left, new if box is old else box, right))
+    return from_layers(d.dom, d.cod, items)
+
+
+def single(box) -> Diagram:
+    """A box as a one-box diagram."""
+    return Diagram.id(box.dom).then(box)
+
+
+def _is_boundary(box, level: int) -> bool:
+    """A Load/Save between the kernel's level and a level above it (the kernel's own boundary)."""
+    kind = getattr(getattr(box, "data", None), "kind", None)
+    if kind not in ("load", "save") or isinstance(box, Region):
+        return False
+    return min(box.dom.inside[0].level, box.cod.inside[0].level) < level
+
+
+def _wrap_core(d: Diagram, level: int, make) -> Diagram:
+    """``d`` = loads ; core ; saves at ``level`` rebuilt as loads ; ``make(core)`` ; saves (one region)."""
+    ops, dom, cod = trace_values(d)
+    boundary = [_is_boundary(box, level) for box, _, _ in ops]
+    if all(boundary):
+        raise RewriteError(f"the kernel body {d} computes nothing at level {level} to wrap")
+    made_core = {v for (box, _, outs), b in zip(ops, boundary) if not b for v in outs}
+    arrays = {v: a for v, a in zip(dom, d.dom.inside)}
+    for box, _, outs in ops:
+        arrays.update(zip(outs, box.cod.inside))
+    core_in, core_out = [], []
+    for (box, ins, _), b in zip(ops, boundary):
+        if not b:
+            core_in += [v for v in ins if v not in made_core and v not in core_in]
+    for (box, ins, _), b in zip(ops, boundary):
+        if b:
+            core_out += [v for v in ins if v in made_core and v not in core_out]
+    core_out += [v for v in cod if v in made_core and v not in core_out]
+    for (box, ins, outs), b in zip(ops, boundary):
+        if b and any(v in made_core for v in ins) and any(v in core_in for v in outs):
+            raise RewriteError(f"{box.name!r} moves a value out of level {level} that the computation reads back, "
+                               "so the body is not loads ; computation ; saves")
+    inner = Builder(Ty(*(arrays[v] for v in core_in)))
+    wire = dict(zip(core_in, inner.inputs))
+    for (box, ins, outs), b in zip(ops, boundary):
+        if not b:
+            res = inner(single(box), *(wire[v] for v in ins))
+            wire.update(zip(outs, res if isinstance(res, tuple) else (res,)))
+    region = make(inner.build(*(wire[v] for v in core_out)))
+    outer = Builder(d.dom)
+    wire = dict(zip(dom, outer.inputs))
+    pending = [(box, ins, outs) for (box, ins, outs), b in zip(ops, boundary) if b]
+
+    def emit(ready):
+        while True:
+            k = next((k for k, (_, ins, _) in enumerate(pending) if ready(ins)), None)
+            if k is None:
+                return
+            box, ins, outs = pending.pop(k)
+            res = outer(single(box), *(wire[v] for v in ins))
+            wire.update(zip(outs, res if isinstance(res, tuple) else (res,)))
+    emit(lambda ins: all(v in wire for v in ins) and not any(v in made_core for v in ins))
+    res = outer(region, *(wire[v] for v in core_in))
+    wire.update(zip(core_out, res if isinstance(res, tuple) else (res,)))
+    emit(lambda ins: all(v in wire for v in ins))
+    return outer.build(*(wire[v] for v in cod))
 
 
 def _saves_back(arrays, targets):
@@ -94,20 +235,24 @@ def _tile(axis: str, size):
     return as_size(axis, size)
 
 
-def _map_kernels(diagram: Diagram, fn) -> tuple[Diagram, int]:
-    """Apply ``fn`` to each Kernel (looking inside Grids); returns the new diagram and a count."""
+def _map_kernels(diagram: Diagram, fn, level: int | None = None) -> tuple[Diagram, int]:
+    """Apply ``fn`` to each Kernel at ``level`` (by default the deepest), looking inside every region;
+    returns the new diagram and a count."""
+    if level is None:
+        kernels = _kernels(diagram)
+        level = _deepest(kernels) if kernels else 1
     count = 0
     items = []
     for layer in diagram.inside:
         left, box, right = layer.boxes_or_types[:3]
-        if isinstance(box, Kernel):
+        if isinstance(box, Kernel) and box.params["level"] == level:
             new = fn(box)
             if new is not None:
                 box, count = new, count + 1
-        elif isinstance(box, Grid):
-            inner, n = _map_kernels(box.arg, fn)
+        elif isinstance(box, Region):
+            inner, n = _map_kernels(box.arg, fn, level)
             if n:
-                box, count = Grid.rebuild(inner, box.dom, box.cod, box.params), count + n
+                box, count = type(box).rebuild(inner, box.dom, box.cod, box.params), count + n
         items.append((left, box, right))
     return from_layers(diagram.dom, diagram.cod, items), count
 
@@ -147,7 +292,8 @@ def group(diagram: Diagram, axis: str, size) -> Diagram:
 
     ``size`` is a tile name such as ``"g_q"`` (symbolic), a sympy expression or a positive int; a
     size that does not divide the axis leaves a shorter last group (a ragged tile).  A function
-    diagram is first made one kernel at level 1.
+    diagram is first made one kernel at level 1.  In a multi-level algorithm the deepest kernels are
+    partitioned (a level-2 kernel's groups inside a level-1 tile).
     """
     diagram = _ensure_algorithm(diagram)
     tile = _tile(axis, size)
@@ -170,14 +316,25 @@ def group(diagram: Diagram, axis: str, size) -> Diagram:
 
     out, n = _map_kernels(diagram, fn)
     if not n:
-        raise RewriteError(f"cannot group along {axis!r}: " + ("; ".join(reasons) or "no kernel carries it"))
-    return out
+        raise RewriteError(f"cannot group along {axis!r}{_which(diagram)}: "
+                           + ("; ".join(reasons) or "no kernel carries it"))
+    return _streams_hold(out, f"a group along {axis!r} of size {tile}")
+
+
+def _which(diagram: Diagram) -> str:
+    """`` in the level-ℓ kernels`` for a multi-level algorithm (where partitions go), else nothing."""
+    levels = {k.params["level"] for k in _kernels(diagram)}
+    return f" in the level-{max(levels)} kernels (the deepest)" if len(levels) > 1 else ""
 
 
 def stream(diagram: Diagram, axis: str, size) -> Diagram:
     """Stream-partition every kernel that is streamable along ``axis`` in slices of ``size``.
 
     ``size`` is as for :func:`group`; a size that does not divide the axis leaves a shorter last slice.
+
+    In a multi-level algorithm the deepest kernels are partitioned.  A kernel already streamed along
+    ``axis`` gets a **sub-loop** (paper §5.2): the computation inside its slice (between the slice's
+    loads and saves) is streamed again in sub-slices of ``size``, its accumulator carried through.
 
     Refuses with a RewriteError saying why when no kernel is streamable along it.
     """
@@ -186,19 +343,33 @@ def stream(diagram: Diagram, axis: str, size) -> Diagram:
     tile = _tile(axis, size)
     reasons = []
 
+    def wrap(region: Diagram) -> Diagram:
+        analyse(region, axis)
+        return Stream(relabel_axis(region, axis, tile), region.dom, region.cod, {"axis": axis, "size": tile})
+
     def fn(k: Kernel):
         region = k.arg
         if not any(axis in a.names for a in region.dom.inside):
+            reasons.append(f"{k.name}: no input carries {axis!r}")
             return None
         try:
-            analyse(region, axis)
+            if _streams_along(region, axis):
+                inner = _innermost(region, lambda d: _wrap_core(d, k.params["level"], wrap))
+            else:
+                inner = wrap(region)
         except RewriteError as e:
             reasons.append(str(e))
             return None
-        s = Stream(relabel_axis(region, axis, tile), region.dom, region.cod, {"axis": axis, "size": tile})
-        return Kernel.rebuild(s, k.dom, k.cod, k.params)
+        return Kernel.rebuild(inner, k.dom, k.cod, k.params)
 
     out, n = _map_kernels(diagram, fn)
     if not n:
-        raise RewriteError(f"cannot stream along {axis!r}: " + ("; ".join(reasons) or "no kernel reads it"))
-    return out
+        raise RewriteError(f"cannot stream along {axis!r}{_which(diagram)}: "
+                           + ("; ".join(reasons) or "no kernel reads it"))
+    return _streams_hold(out, f"a stream along {axis!r} of size {tile}")
+
+
+def _streams_along(d: Diagram, axis: str) -> bool:
+    """Whether the chain of Streams that :func:`_innermost` descends has one along ``axis``."""
+    s = _sole_stream(d)
+    return s is not None and (s.axis == axis or _streams_along(s.arg, axis))

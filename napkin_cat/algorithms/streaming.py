@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from napkin_cat.algorithms.accumulators import GROUP, Binding, StateArray, forms_for
+from napkin_cat.algorithms.nesting import nest_of
 from napkin_cat.errors import RewriteError
 from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.primitive import kind_of
@@ -56,15 +57,19 @@ class Reducer:
     finish: Diagram | None = None
     accumulator: object = None
     form: object = None
+    nest: object = None
+
+    @property
+    def kind(self) -> str:
+        if self.nest is not None:
+            return self.nest.kind
+        return self.form.name if self.form is not None else self.accumulator.name
 
     @property
     def op(self) -> int:
         """The last op of the reducer (where its outputs are complete)."""
         return max(self.ops)
 
-    @property
-    def kind(self) -> str:
-        return self.form.name if self.form is not None else self.accumulator.name
 
 
 @dataclass
@@ -160,8 +165,7 @@ def analyse(region: Diagram, axis: str) -> StreamPlan:
                 raise RewriteError(f"{box.name!r} reads both streamed data and an accumulated result, so "
                                    f"it is not streamable along {axis!r}")
             elif isinstance(box, Bubble):
-                raise RewriteError(f"cannot stream along {axis!r} through the region {box.name}; "
-                                   "stream before partitioning inside it")
+                role = _nested_role(plan, i, box, ins, outs)
             else:
                 role = _chunk_role(plan, i, box, ins, outs, reasons.get(i, []))
         plan.role[i] = role
@@ -193,6 +197,20 @@ def _bound_role(plan, i, binding, dep):
         raise RewriteError(f"the accumulator form {name!r} reads no streamed data along {plan.axis!r}")
     plan.reducers.append(Reducer(binding.ops, binding.inputs, binding.state, binding.outputs,
                                  binding.step, binding.finish, form=binding.form))
+    return "body"
+
+
+def _nested_role(plan, i, box, ins, outs):
+    """A region reading the slice: a nested reducer when it folds the axis away (:mod:`.nesting`)."""
+    axis = plan.axis
+    if any(_has_axis(arr, axis) for arr in box.cod.inside):
+        raise RewriteError(f"cannot stream along {axis!r} through the region {box.name}: its output still carries "
+                           f"{axis!r}; stream before partitioning inside it")
+    try:
+        nest = nest_of(box, axis, analyse)
+    except RewriteError as e:
+        raise RewriteError(f"cannot stream along {axis!r} through the region {box.name}: {e}") from None
+    plan.reducers.append(Reducer((i,), tuple(ins), nest.state, tuple(outs), finish=nest.finish, nest=nest))
     return "body"
 
 

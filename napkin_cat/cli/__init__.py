@@ -1,6 +1,8 @@
 """The ``napkin`` command (the only layer that may import everything).
 
 ``napkin reproduce --out DIR`` reproduces the paper end to end and writes a report;
+``napkin table config|clock|overlap`` prints the hardware tables of §5 (the paper's configuration by
+default; ``--hardware`` a model's name or file, ``--d``, ``--n``, ``--variant``);
 ``napkin demo`` draws, evaluates and derives FlashAttention; ``cost``, ``derive``, ``plan``, ``codegen``
 and ``draw`` take a library algorithm by name or a Python file that defines a diagram (``plan`` prints
 the loop nest, ``codegen`` the Triton, CUDA or C kernel of that plan, and compiles or runs it).  Bad input gives
@@ -81,6 +83,32 @@ def parser() -> argparse.ArgumentParser:
                         "nc.optimal for tiles not in --sizes (default h100-sxm5)")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(fn=commands.cmd_plan)
+
+    s = sub.add_parser("table", help="the paper's hardware tables: config (Tables 1-2), clock (Table 3), "
+                       "overlap (§5.7)",
+                       description="Tables of FlashAttention configured for a GPU's toy hierarchy (paper §5). "
+                       "Defaults are the paper's configuration: FP8 queries and keys, FP16 otherwise, "
+                       "t_q = 1, s_x = u_x = 64, d = 128, d' = 32, d'' = 8, on H100 SXM5.")
+    s.add_argument("which", choices=("config", "clock", "overlap"),
+                   help="config: variables, bytes per block and per warpgroup, N_max (Tables 1-2); clock: clocks "
+                        "per thread per trip (Table 3); overlap: tensor utilisation of overlap strategies (§5.7)")
+    s.add_argument("--hardware", default="h100-sxm5", help="a GPU model's name (h100-sxm5, h100-pcie, h200, h800, "
+                   "a100) or the path of a model file (docs/adding-a-hardware-model.md); default h100-sxm5")
+    s.add_argument("--variant", default="paper", choices=("paper", "fp16", "fa3-fp16", "fa3-fp8"),
+                   help="number formats: paper (FP8 Q, K; FP16 otherwise), fp16 (FP16 throughout: GPUs without "
+                        "FP8 tensor cores), fa3-fp16, fa3-fp8 (FlashAttention-3, §6); default paper")
+    s.add_argument("--d", type=int, default=128, help="head dimension (default 128)")
+    s.add_argument("--n", type=int, help="config: scaling units (warpgroups on Hopper) per thread block for the "
+                                         "excess columns (default: the most that fit)")
+    s.add_argument("--strategy", choices=("intra", "inter"), help="config with a FlashAttention-3 variant: its "
+                   "overlap strategy, whose iterations in flight are buffered (default: intra for fa3-fp16, inter "
+                   "for fa3-fp8; Appendix A.5)")
+    s.add_argument("--overhead", help="overlap: overhead per pipeline, e.g. special=2/3,general=1 "
+                                      "(default §5.7's: special=1/2,general=1)")
+    s.add_argument("--no-strict", action="store_true", help="config: show a table that overflows instead of "
+                                                            "refusing it")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(fn=commands.cmd_table)
 
     s = sub.add_parser("codegen", help="the kernel of an algorithm's plan: Triton, CUDA C++ or C/OpenMP; save, "
                        "compile or run it", description="Plan the algorithm as `napkin plan` does (a function is "

@@ -272,6 +272,66 @@ def cmd_reproduce(args):
     return 0 if book.ok else 1
 
 
+def cmd_table(args):
+    """``napkin table config|clock|overlap``: the paper's configuration (or a variant) on a hardware model."""
+    from fractions import Fraction
+    from napkin_cat.hardware.model import load as load_hardware
+    from napkin_cat.paper import configuration as paper
+    gpu = load_hardware(args.hardware)
+    if args.d < 1:
+        raise CLIError(f"--d {args.d}: the head dimension must be a positive int")
+    if args.which == "config":
+        if args.n is not None and args.n < 1:
+            raise CLIError(f"--n {args.n}: the number of {paper.hierarchy_of(gpu).scaling_unit}s per block must be "
+                           "a positive int")
+        if args.variant.startswith("fa3-"):    # FlashAttention-3 (Appendix A.5): its hierarchy, sizes, strategy
+            strategy = args.strategy or ("intra" if args.variant == "fa3-fp16" else "inter")
+            name = f"{args.variant[4:]}-{strategy}"
+            if name not in paper.FA3:
+                raise CLIError(f"--variant {args.variant} --strategy {strategy}: FlashAttention-3's configurations are "
+                               f"{', '.join(sorted(paper.FA3))}")
+            c = paper.fa3_configuration(name, gpu, d=args.d)
+        elif args.strategy:
+            raise CLIError("--strategy chooses a FlashAttention-3 configuration: use it with --variant fa3-fp16 "
+                           "or fa3-fp8")
+        else:
+            c = paper.configuration(gpu, variant=args.variant, d=args.d, n=args.n or 1)
+        checked = c.check(gpu)
+        is_paper = args.variant == "paper" and args.d == 128 and gpu.name == "h100-sxm5"
+        fa3 = args.variant.startswith("fa3-")    # FlashAttention-3's block holds its two consumer warpgroups
+        t = paper.table(c, gpu, n=args.n or (None if fa3 else "fit"), printed=is_paper, strict=not args.no_strict)
+        if args.json:
+            data = t.to_dict()
+            data["variant"] = args.variant
+            data["divisor_constraints"] = [{"tile": d.tile, "divisor": str(d.divisor), "reason": d.reason}
+                                           for d in checked]
+            data["tail"] = [v.name for v in c.variables(tail=True)]
+            return _emit(args, data, [])
+        text = [t.to_text(), f"divisor constraints: {len(checked)} checked, all satisfied"]
+        tail = c.variables(tail=True)
+        if tail:
+            text.append("after the loop (reusing the loop's storage): " + ", ".join(
+                f"{v.name} [{v.size}] on {c.hierarchy.level(v.level).name}" for v in tail))
+        return _emit(args, {}, text)
+    overhead = None
+    if args.overhead:
+        overhead = {}
+        for part in args.overhead.split(","):
+            key, _, value = part.partition("=")
+            try:
+                overhead[key.strip()] = Fraction(value.strip())
+            except (ValueError, ZeroDivisionError):
+                raise CLIError(f"malformed --overhead {args.overhead!r}: {part!r} is not pipeline=fraction "
+                               "(e.g. special=2/3,general=1)") from None
+            if overhead[key.strip()] < 0:
+                raise CLIError(f"--overhead {part!r}: an overhead is a fraction ≥ 0")
+    if args.which == "clock":
+        t = paper.clock(gpu, variant=args.variant, d=args.d)
+    else:
+        t = paper.overlap(gpu, variant=args.variant, d=args.d, overhead=overhead)
+    return _emit(args, t.to_dict(), [t.to_text()])
+
+
 # ---------------------------------------------------------------------------------------------- napkin codegen
 TARGETS = ("triton", "cuda", "c")
 #: the default architecture ``--compile`` builds for, per GPU target

@@ -21,6 +21,7 @@ import sympy
 
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.wiring import trace_values
+from napkin_cat.algorithms.nesting import state_moves
 
 
 def in_place(step: Diagram, n_state: int) -> list:
@@ -57,54 +58,110 @@ def _sub(diagram, ins: list, outs: dict, tag):
 def stream_columns(box, plan) -> list:
     """Columns (dicts level → live values) of a stream, in the order its expansion runs."""
     arrays = dict(plan.arrays)
-    head, body, tail = [], [], []
-    for i in sorted(plan.role):
-        if plan.role[i] == "head":
-            _, ins, outs = plan.ops[i]
-            head.append((list(ins), list(outs)))
-    covered = {i: r for r in plan.reducers for i in r.ops}
+    head, tail = [], []
+    for i in plan.indices("head"):
+        _, ins, outs = plan.ops[i]
+        head.append((list(ins), list(outs)))
     state = {}
     for k, r in enumerate(plan.reducers):
-        if r.step is None:
-            state[k] = [r.outputs[0]]
+        if r.finish is None:
+            state[k] = list(r.outputs)
         else:
             state[k] = [("state", k, j) for j in range(len(r.state))]
             for sid, s in zip(state[k], r.state):
                 arrays[sid] = s.array
         for sid in state[k]:
             head.append(([], [sid]))
-    for i in sorted(plan.role):
-        if plan.role[i] != "body":
-            continue
-        _, ins, outs = plan.ops[i]
-        r = covered.get(i)
-        if r is None:
-            body.append((list(ins), list(outs)))
-        elif i == max(r.ops):
-            k = plan.reducers.index(r)
-            if r.step is None:
-                body.append((list(ins) + state[k], state[k]))
-                continue
-            ops, dom, cod = trace_values(r.step)
-            ok = in_place(r.step, len(state[k]))
-            rename = {cod[j]: state[k][j] for j in range(len(state[k])) if ok[j]}
-            items, arrs, new = _sub(r.step, state[k] + list(r.inputs), rename, ("step", k))
-            arrays.update(arrs)
-            body += items
-            body += [([v], [s]) for v, s in zip(new, state[k]) if v != s]
+    body = _trip_items(plan, state, {v: v for v in plan.arrays}, arrays, ())
     alias = {}
     for k, r in enumerate(plan.reducers):
-        if r.step is not None:
+        if r.finish is not None:
             items, arrs, new = _sub(r.finish, state[k], {}, ("finish", k))
             arrays.update(arrs)
             tail += items
             alias.update(zip(r.outputs, new))
-    for i in sorted(plan.role):
-        if plan.role[i] == "tail":
-            _, ins, outs = plan.ops[i]
-            tail.append(([alias.get(v, v) for v in ins], list(outs)))
+    for i in plan.indices("tail"):
+        _, ins, outs = plan.ops[i]
+        tail.append(([alias.get(v, v) for v in ins], list(outs)))
     live_out = {alias.get(v, v) for v in plan.cod}
     return _columns(head, body, tail, live_out, arrays)
+
+
+def _trip_items(plan, state: dict, name: dict, arrays: dict, tag) -> list:
+    """The items of one slice of a stream plan: its maps, then each reducer's accumulator on ``state[k]``
+    (ids); ``name`` maps the plan's value ids to the ids used here (its inputs: the caller's)."""
+    def nm(v):
+        if v not in name:
+            name[v] = (tag, v)
+            arrays[name[v]] = plan.arrays[v]
+        return name[v]
+    covered = {i: r for r in plan.reducers for i in r.ops}
+    items = []
+    for i in plan.indices("body"):
+        _, ins, outs = plan.ops[i]
+        r = covered.get(i)
+        if r is None:
+            items.append(([nm(v) for v in ins], [nm(v) for v in outs]))
+        elif i == max(r.ops):
+            k = plan.reducers.index(r)
+            if r.nest is not None:
+                items += nest_items(r.nest, state[k], [nm(v) for v in r.inputs], arrays, tag + (i,))
+            elif r.step is None:
+                items.append(([nm(v) for v in ins] + state[k], state[k]))
+            else:
+                ops, dom, cod = trace_values(r.step)
+                ok = in_place(r.step, len(state[k]))
+                rename = {cod[j]: state[k][j] for j in range(len(state[k])) if ok[j]}
+                sub, arrs, new = _sub(r.step, state[k] + [nm(v) for v in r.inputs], rename, tag + ("step", k))
+                arrays.update(arrs)
+                items += sub
+                items += [([v], [s]) for v, s in zip(new, state[k]) if v != s]
+    return items
+
+
+def nest_items(nest, state: list, ins: list, arrays: dict, tag) -> list:
+    """The items of one trip of a nested reducer (:mod:`napkin_cat.algorithms.nesting`) on the ids ``state`` and
+    ``ins``, as the plan runs it: a Kernel's state loaded to its level and saved back around its inside, a
+    Grid's one group (its slices are views: the same ids), a sub-loop's head and one sub-slice."""
+    region = nest.region
+    kind = getattr(region, "region", None)
+    if kind == "kernel":
+        loads, saves, inner = [], [], []
+        for j, (sid, s) in enumerate(zip(state, nest.state)):
+            cur = sid
+            for step in state_moves(s.array, region.params["level"], "load"):
+                arr = step.cod.inside[0]
+                nid = (tag, "state", j, arr.level)
+                arrays[nid] = arr
+                loads.append(([cur], [nid]))
+                saves.insert(0, ([nid, cur], []))
+                cur = nid
+            inner.append(cur)
+        return loads + nest_items(nest.child, inner, ins, arrays, tag + ("kernel",)) + saves
+    if kind == "grid":
+        return _looped(nest_items(nest.child, state, ins, arrays, tag + ("grid",)))
+    plan = nest.plan
+    name = dict(zip(plan.dom, ins))
+    items = []
+    for i in plan.indices("head"):
+        _, i_ids, o_ids = plan.ops[i]
+        for v in o_ids:
+            name[v] = (tag, v)
+            arrays[name[v]] = plan.arrays[v]
+        items.append(([name[v] for v in i_ids], [name[v] for v in o_ids]))
+    parts = {k: list(state[a:b]) for k, (a, b) in enumerate(nest.parts)}
+    trip = _trip_items(plan, parts, name, arrays, tag)
+    return items + (_looped(trip) if kind == "stream" else trip)
+
+
+def _looped(items) -> list:
+    """One trip of a loop standing for all: what the trip reads from outside stays live to its end (the
+    next trip reads it again)."""
+    made, outside = set(), []
+    for uses, defs in items:
+        outside += [v for v in uses if v not in made and v not in outside]
+        made |= set(defs)
+    return items + [(outside, [])]
 
 
 def _block_in(items, live):

@@ -109,6 +109,32 @@ class Hierarchy:
         return total
 
 
+    def per_level(self, c, *, streams=1) -> tuple:
+        """``({ℓ: Optimum}, Σ_ℓ Ḣ_ℓ⁻¹ H*_ℓ)`` for a multi-level algorithm's cost ``c``: each level's own tiles
+        (the Grids of its kernels) optimised under the level's effective capacity (``nc.optimal(c, M_ℓ,
+        level=ℓ)``), and the weighted total of the levels' optimal transfers (eq. levels, level by level).
+
+        >>> import napkin_cat as nc
+        >>> mm = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
+        >>> two = nc.group(nc.group(nc.stream(nc.kernel(mm, level=2), "b", "u_b"), "a", "h_a"), "c", "h_c")
+        >>> h = Hierarchy((Level("global"), Level("smem", "M_1", "w_1"), Level("registers", "M_2", "w_2")))
+        >>> optima, total = h.per_level(nc.cost(two))
+        >>> optima[2].sizes[nc.symbol("h_a")], total
+        (sqrt(M_2), w_1*(a*c + 2*a*b*c/sqrt(M_1)) + w_2*(2*a*b*c + 2*a*b*c/sqrt(M_2)))
+
+        (At level 2 the accumulator's round trip per level-1 slice, ``2ac·b/s_b``, is ``2abc`` at the paper's
+        stream size 1.)
+        """
+        from napkin_cat.cost.optimum import optimal
+        self.check_levels(c.levels)
+        optima, total = {}, sympy.Integer(0)
+        for level, weight, memory in self.effective():
+            if level in c.H:
+                optima[level] = optimal(c, memory, level, streams=streams)
+                total += weight * optima[level].H
+        return optima, total
+
+
 def two_level(memory="M") -> Hierarchy:
     """The paper's default: global level 0 (black, unlimited, free) and level 1 (orange, memory M)."""
     return Hierarchy((Level("global", sympy.oo, 0), Level("shared", memory, 1)), name="two-level")

@@ -35,6 +35,7 @@ from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.weave import core_of
 from napkin_cat.syntax.wiring import computes, traverse
 from napkin_cat.cost.columns import stream_columns
+from napkin_cat.algorithms.nesting import state_moves
 
 ZERO = sympy.Integer(0)
 
@@ -78,6 +79,18 @@ class GroupCost:
     N_g: sympy.Expr
     H_g: dict
     fulls: tuple = ()
+    level: int = 1      # the level of the kernel it partitions (2: a level-2 kernel's groups in a level-1 tile)
+
+
+class StreamRecord(tuple):
+    """``(axis, stream size, full size)`` of one stream, with the ``level`` its slices are held at."""
+
+    level = 1
+
+    def __new__(cls, axis, size, full, level: int = 1):
+        out = super().__new__(cls, (axis, size, full))
+        out.level = level
+        return out
 
 
 @dataclass
@@ -127,7 +140,7 @@ class Cost:
                        role=o.role or role) for o in self.ops]
         return Cost({l: h * k for l, h in self.H.items()}, {l: h * k for l, h in self.H_bytes.items()},
                     {l: list(c) for l, c in self.columns.items()}, {p: f * k for p, f in self.flops.items()},
-                    [GroupCost(g.axes, g.tiles, g.N_g * k, g.H_g, g.fulls) for g in self.groups], list(self.streams),
+                    [replace(g, N_g=g.N_g * k) for g in self.groups], list(self.streams),
                     ops)
 
     def then(self, other: "Cost") -> "Cost":
@@ -299,8 +312,20 @@ def _walk(diagram: Diagram) -> Cost:
         if isinstance(box, Region):
             inner = region_cost(box)
             base = None
+            # a partition's arrays are whole at its own level (0 for a top-level Grid, 1 for a level-2
+            # kernel's Grid in a level-1 tile): its groups' columns count only the levels below it
+            whole = max((a.level for a in (*box.dom.inside, *box.cod.inside)), default=0) \
+                if isinstance(box, (Grid, Stream)) else 0
+            if whole:
+                base = live.column(without=step.ins)
+                for arrays in _held_phases(box):
+                    held = {}
+                    for a in arrays:
+                        if 0 < a.level <= whole:
+                            held[a.level] = held.get(a.level, ZERO) + numel(a)
+                    total.add_column(_plus(base, held))
             for lvl, cols in inner.columns.items():
-                if lvl == 0:  # global arrays are whole at level 0: the outer columns count them
+                if lvl <= whole or lvl == 0:  # global arrays are whole at level 0: the outer columns count them
                     continue
                 base = live.column(without=step.ins) if base is None else base
                 for v in cols:   # both sides expanded: their sum is too
@@ -322,23 +347,52 @@ def _walk(diagram: Diagram) -> Cost:
     return total.absorb_all(parts)
 
 
+def _held_phases(box: Region) -> list:
+    """The region's own inputs and outputs held at once, phase by phase.  A Grid writes its output group by group,
+    so it holds every input and output throughout.  A Stream holds all its inputs in its head, then only those
+    its body or tail still reads (the slices it streams, what the tail uses), and its outputs from its tail on
+    (they are made there), with the inputs the tail reads."""
+    if not isinstance(box, Stream):
+        return [list(box.dom.inside) + list(box.cod.inside)]
+    plan = box.plan
+    phases = {v: {plan.role[op] for op, _ in plan.uses.get(v, ())} for v in plan.dom}
+    dom = list(zip(plan.dom, box.dom.inside))
+    body = [a for v, a in dom if phases[v] & {"body", "tail"} or v in plan.streamed_inputs]
+    tail = [a for v, a in dom if "tail" in phases[v]] + list(box.cod.inside)
+    return [list(box.dom.inside), body, tail]
+
+
 def region_cost(box: Region) -> Cost:
     if isinstance(box, Grid):
-        inner = region_cost_of_arg(box.arg)
-        trips = sympy.sympify(box.full_size()) / sympy.sympify(box.size)
-        nested = inner.groups[0] if inner.groups and _is_nest(box.arg) else None
-        out = inner.scaled(trips, region=("grid", box.axis))
-        if nested is not None:
-            out.groups = [GroupCost((box.axis,) + nested.axes, (box.size,) + nested.tiles,
-                                    nested.N_g * trips, nested.H_g,
-                                    (box.full_size(),) + nested.fulls)] + out.groups[1:]
-        else:
-            out.groups = [GroupCost((box.axis,), (box.size,), trips, dict(inner.H),
-                                    (box.full_size(),))] + out.groups
-        return out
+        return _grid_cost(box, region_cost_of_arg(box.arg), _is_nest(box.arg))
     if isinstance(box, Stream):
         return _stream_cost(box)
     return region_cost_of_arg(box.arg)
+
+
+def _grid_cost(box: Grid, inner: Cost, nest: bool) -> Cost:
+    """``a/g`` runs of the inside; its group partition (merged with a Grid directly inside: one group
+    over several axes)."""
+    trips = sympy.sympify(box.full_size()) / sympy.sympify(box.size)
+    nested = inner.groups[0] if inner.groups and nest else None
+    out = inner.scaled(trips, region=("grid", box.axis))
+    if nested is not None:
+        out.groups = [GroupCost((box.axis,) + nested.axes, (box.size,) + nested.tiles, nested.N_g * trips,
+                                nested.H_g, (box.full_size(),) + nested.fulls, nested.level)] + out.groups[1:]
+    else:
+        out.groups = [GroupCost((box.axis,), (box.size,), trips, dict(inner.H), (box.full_size(),),
+                                _kernel_level(box.arg))] + out.groups
+    return out
+
+
+def _kernel_level(arg: Diagram) -> int:
+    """The level of the kernel a Grid partitions (through Grids directly inside)."""
+    for _, b in layers(arg):
+        if isinstance(b, Region) and b.region == "kernel":
+            return b.params["level"]
+        if isinstance(b, Grid):
+            return _kernel_level(b.arg)
+    return 1
 
 
 def region_cost_of_arg(arg: Diagram) -> Cost:
@@ -358,7 +412,8 @@ def _flop_cost(diagram: Diagram) -> Cost:
 
 
 def _stream_cost(box: Stream) -> Cost:
-    """A stream: head once, body (maps, monoid reducers, each form's step) per trip, finish and tail once.
+    """A stream: head once, body (maps, monoid reducers, each form's step, each nested region advanced on
+    the state) per trip, finish and tail once.
 
     Memory: the columns of the stream's expansion in the order it runs (:mod:`napkin_cat.cost.columns`):
     the head's, then each trip's with the reducers' state (e.g. μ, z and o for online softmax) and the
@@ -366,25 +421,86 @@ def _stream_cost(box: Stream) -> Cost:
     """
     plan = box.plan
     trips = sympy.sympify(box.full_size()) / sympy.sympify(box.size)
-    in_form = {i for r in plan.reducers if r.step is not None for i in r.ops}
     total = Cost()
     for col in stream_columns(box, plan):
         total.add_column(col)
-    for i, (b, _, _) in enumerate(plan.ops):
-        if i in in_form:   # a form's ops are counted by its step and finish
+    in_form = {i: r for r in plan.reducers if r.step is not None or r.nest is not None for i in r.ops}
+    for i, (b, _, _) in enumerate(plan.ops):   # in the order of the ops (the records' and the dicts' order)
+        r = in_form.get(i)
+        if r is not None:
+            if r.nest is not None:
+                total.absorb(advance_cost(r.nest).scaled(trips, role="body"))
             continue
-        c = region_cost(b) if isinstance(b, Region) else box_cost(b)
         role = plan.role[i]
-        c = c.scaled(trips if role == "body" else 1, role=role)
-        c.columns = {}
-        total.absorb(c)
+        total.absorb(_op_cost(b).scaled(trips if role == "body" else 1, role=role))
     for r in plan.reducers:
         if r.step is not None:
             total.absorb(_flop_cost(r.step).scaled(trips, role="body"))
+        if r.finish is not None:
             total.absorb(_flop_cost(r.finish).scaled(1, role="tail"))
     total.ops = [replace(o, region=(("stream", box.axis),) + o.region) for o in total.ops]
-    total.streams.append((box.axis, box.size, box.full_size()))
+    total.streams.append(StreamRecord(box.axis, box.size, box.full_size(), _held_at(box)))
     return total
+
+
+def _held_at(box: Stream) -> int:
+    """The level a stream's slices are held at: the deepest level on its inside's own wires."""
+    levels = [a.level for a in box.arg.dom.inside]
+    for _, b in layers(box.arg):
+        levels += [a.level for a in b.cod.inside]
+    return max(levels + [1])
+
+
+def _op_cost(b) -> Cost:
+    c = region_cost(b) if isinstance(b, Region) else box_cost(b)
+    c.columns = {}
+    return c
+
+
+def _trips_cost(plan, trips, *, head: bool) -> Cost:
+    """The head of a stream plan once, then its body ``trips`` times: maps, and each reducer's accumulator
+    (a monoid's box, a form's step, a nested region advanced)."""
+    total = Cost()
+    if head:
+        for i in plan.indices("head"):
+            total.absorb(_op_cost(plan.ops[i][0]).scaled(1, role="head"))
+    parts = [_op_cost(plan.ops[i][0]) for i in plan.maps]   # each scaled alone: b/s_b · a·s_b reads a·b
+    for r in plan.reducers:
+        if r.nest is not None:
+            parts.append(advance_cost(r.nest))
+        elif r.step is not None:
+            parts.append(_flop_cost(r.step))
+        else:
+            parts.append(_op_cost(plan.ops[r.op][0]))
+    for part in parts:
+        total.absorb(part.scaled(trips, role="body"))
+    return total
+
+
+def advance_cost(nest) -> Cost:
+    """One trip of a nested reducer (:mod:`napkin_cat.algorithms.nesting`): a Kernel loads the state to its
+    level and saves it back around its inside, a Grid runs its inside per group, a sub-loop per sub-slice,
+    a diagram its head and one slice.  No memory: the enclosing stream counts it."""
+    region = nest.region
+    kind = getattr(region, "region", None)
+    if kind == "kernel":
+        c = advance_cost(nest.child)
+        level = region.params["level"]
+        for s in nest.state:
+            for direction in ("load", "save"):
+                for step in state_moves(s.array, level, direction):
+                    c.absorb(box_cost(step))
+        c.ops = [replace(o, region=(("kernel", level),) + o.region) for o in c.ops]
+        return c
+    if kind == "grid":
+        return _grid_cost(region, advance_cost(nest.child), _is_nest(region.arg))
+    if kind == "stream":
+        trips = sympy.sympify(region.full_size()) / sympy.sympify(region.size)
+        c = _trips_cost(nest.plan, trips, head=True)
+        c.ops = [replace(o, region=(("stream", region.axis),) + o.region) for o in c.ops]
+        c.streams.append(StreamRecord(region.axis, region.size, region.full_size(), _held_at(region)))
+        return c
+    return _trips_cost(nest.plan, 1, head=True)
 
 
 _OCCURRENCES = itertools.count()

@@ -24,6 +24,7 @@ import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.cost.iocost import box_cost, cost
+from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.wiring import computes
@@ -100,25 +101,56 @@ def _op(box, env):
 
 def _stream(box: Stream, env) -> NumericCost:
     plan = box.plan
-    in_form = {i for r in plan.reducers if r.step is not None for i in r.ops}
     total = NumericCost()
-    for i, (b, _, _) in enumerate(plan.ops):
-        if i not in in_form and plan.role[i] != "body":
-            total.add(_op(b, env))
+    for i in plan.indices("head") + plan.indices("tail"):
+        total.add(_op(plan.ops[i][0], env))
     for r in plan.reducers:
         if r.finish is not None:
             total.add(_diagram(r.finish, env))
     for extent, count in _tiles(box, env):
-        inner = _bound(box, env, extent)
-        trip = NumericCost()
-        for i, (b, _, _) in enumerate(plan.ops):
-            if i not in in_form and plan.role[i] == "body":
-                trip.add(_op(b, inner))
-        for r in plan.reducers:
-            if r.step is not None:
-                trip.add(_diagram(r.step, inner))
-        total.add(trip, count)
+        total.add(_trip(plan, _bound(box, env, extent)), count)
     return total
+
+
+def _trip(plan, env) -> NumericCost:
+    """One slice of a stream plan: its maps and each reducer's accumulator."""
+    trip = NumericCost()
+    for i in plan.maps:
+        trip.add(_op(plan.ops[i][0], env))
+    for r in plan.reducers:
+        if r.nest is not None:
+            trip.add(_advance(r.nest, env))
+        elif r.step is not None:
+            trip.add(_diagram(r.step, env))
+        else:
+            trip.add(_op(plan.ops[r.op][0], env))
+    return trip
+
+
+def _advance(nest, env) -> NumericCost:
+    """A nested reducer's trip at ``env`` (iocost's :func:`~napkin_cat.cost.iocost.advance_cost`, tile by tile)."""
+    region = nest.region
+    kind = getattr(region, "region", None)
+    if kind == "kernel":
+        total = _advance(nest.child, env)
+        for s in nest.state:
+            for direction in ("load", "save"):
+                for step in state_moves(s.array, region.params["level"], direction):
+                    total.add(_box(step, env))
+        return total
+    if kind == "grid":
+        total = NumericCost()
+        for extent, count in _tiles(region, env):
+            total.add(_advance(nest.child, _bound(region, env, extent)), count)
+        return total
+    total = NumericCost()
+    for i in nest.plan.indices("head"):
+        total.add(_op(nest.plan.ops[i][0], env))
+    if kind == "stream":
+        for extent, count in _tiles(region, env):
+            total.add(_trip(nest.plan, _bound(region, env, extent)), count)
+        return total
+    return total.add(_trip(nest.plan, env))
 
 
 def at(diagram: Diagram, sizes: dict) -> NumericCost:

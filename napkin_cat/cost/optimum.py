@@ -196,6 +196,8 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
     if not c.groups:
         raise NapkinError("the algorithm has no group partition to optimise: apply nc.group first")
     M = memory_limit(memory)
+    if sizes is not None:
+        streams = _streams_with_sizes(c, streams, sizes)
     prog = program(c, level, streams)
     if sizes is not None:
         legal = tuple(sorted((str(k), tuple(sorted(set(v)))) for k, v in (candidates or {}).items()))
@@ -205,6 +207,20 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
     out = copy.copy(_symbolic_optimum(prog, M, bool(exact)))   # memoised: the caller gets its own dicts and lists
     out.sizes, out.notes = dict(out.sizes), list(out.notes)
     out.exact_sizes = dict(out.exact_sizes) if out.exact_sizes is not None else None
+    return out
+
+
+def _streams_with_sizes(c, streams, sizes: dict):
+    """The stream sizes: ``streams`` (one size for all, or by name), each overridden by its entry in ``sizes`` when
+    there is one; a stream given in both with different values is refused."""
+    names = [str(s) for _, s, _ in c.streams if not isinstance(s, int)]
+    out = {n: (streams.get(n, 1) if isinstance(streams, dict) else streams) for n in names}
+    for n in names:
+        if n in sizes:
+            if isinstance(streams, dict) and n in streams and streams[n] != sizes[n]:
+                raise NapkinError(f"stream size {n!r} is given twice: sizes={{'{n}': {sizes[n]}}} and "
+                                  f"streams={{'{n}': {streams[n]}}}; give it once")
+            out[n] = sizes[n]
     return out
 
 

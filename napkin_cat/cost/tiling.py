@@ -147,12 +147,15 @@ def held(c, level: int) -> tuple:
     (2*d*g_q + 2*d*s_x,)
     """
     relabel = {}
-    for _, size, full in c.streams:
+    for rec in c.streams:
+        _, size, full = rec
+        if getattr(rec, "level", 1) != level:
+            continue
         if not isinstance(sympy.sympify(full), sympy.Symbol):
             return ()
         relabel[sympy.sympify(full)] = sympy.sympify(size)
     out = []
-    for grp in c.groups:
+    for grp in _groups_at(c, level):
         if level not in grp.H_g:
             return ()
         out.append(sympy.expand(sympy.sympify(grp.H_g[level]).subs(relabel)))
@@ -164,7 +167,7 @@ def program(c, level: int, streams=1) -> TilingProgram:
     stream_sizes = {s: sympy.sympify(streams if not isinstance(streams, dict) else streams.get(str(s), 1))
                     for _, s, _ in c.streams if not isinstance(s, int)}
     tiles, axes, fulls = [], [], []
-    for grp in c.groups:
+    for grp in _groups_at(c, level):
         for axis, tile, full in zip(grp.axes, grp.tiles, grp.fulls or (None,) * len(grp.tiles)):
             if tile in tiles:
                 continue
@@ -174,6 +177,13 @@ def program(c, level: int, streams=1) -> TilingProgram:
     key = (c.H[level], tuple(c.columns.get(level, ())), tuple(tiles), tuple(axes), tuple(fulls),
            tuple(sorted(stream_sizes.items(), key=str)), held(c, level))
     return _program(*key)
+
+
+def _groups_at(c, level: int) -> list:
+    """The group partitions whose tiles level ``level`` holds: the Grids of its kernels (a single-level
+    algorithm's groups serve every level, the paper's eq. levels)."""
+    mine = [g for g in c.groups if getattr(g, "level", 1) == level]
+    return mine or [g for g in c.groups if getattr(g, "level", 1) == 1]
 
 
 @lru_cache(maxsize=512)

@@ -3,6 +3,8 @@
 * :mod:`~napkin_cat.hardware.model`: GPU models (TOML files with units; ``load(name_or_path)``);
 * :mod:`~napkin_cat.hardware.toy`: the toy hierarchies of §5 (levels, pools, what each level offers);
 * :mod:`~napkin_cat.hardware.divisors`: coalescing, tensor-core shapes, warpgroup multiples (step 4);
+* :mod:`~napkin_cat.hardware.configured`: an algorithm configured for a toy hierarchy (steps 3-5: recoloured,
+  piped through SMEM, relabelled per unit, split, buffered), its plan and its variables;
 * :mod:`~napkin_cat.hardware.config`: Tables 1-2 (bytes per block / warpgroup, ``N_max``);
 * :mod:`~napkin_cat.hardware.clock`: Table 3 (clocks per thread, ``k_TC``, the ``g_q`` threshold, ideal FLOP/s);
 * :mod:`~napkin_cat.hardware.overlap`: warpgroup schedules and utilisation (§5.7, §6);
@@ -21,11 +23,13 @@ from napkin_cat.hardware.model import GPU, load, models
 from napkin_cat.hardware.toy import check_offers, hierarchy_of, load_hierarchy, placement
 from napkin_cat.hardware.divisors import ArrayUse, MatmulUse, constraints, uses_of
 from napkin_cat.hardware.config import Variable, config_table
+from napkin_cat.hardware.configured import Configured, configure
 from napkin_cat.hardware.clock import OpRecord, clock_table, clock_table_of
 from napkin_cat.hardware.overlap import Task, inter, intra, overlap_table, sequential, simulate
 from napkin_cat.hardware.intensity import matmul_intensity
 
 __all__ = ["HardwareError", "DivisorError", "CapacityError", "ScheduleError", "GPU", "load", "models",
            "load_hierarchy", "hierarchy_of", "placement", "check_offers", "ArrayUse", "MatmulUse", "constraints",
-           "uses_of", "Variable", "config_table", "OpRecord", "clock_table", "clock_table_of", "Task", "sequential",
+           "uses_of", "Variable", "config_table", "Configured",
+           "configure", "OpRecord", "clock_table", "clock_table_of", "Task", "sequential",
            "intra", "inter", "simulate", "overlap_table", "matmul_intensity"]

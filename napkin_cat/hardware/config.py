@@ -6,6 +6,8 @@ warpgroup, ``t_q`` thread), concrete sizes, and a hardware model.  Each variable
 ``size · bytes(dtype) · buffers``, counted in the pool its level stores it in, and split into a part
 per thread block and a part per warpgroup (the scaling unit) *from the size expression*:
 
+* a value spread over the block's units (a size with the block tile on a unit level: the stream's state
+  ``g_q × d`` on the threads) counts like a block-level one: its rows are the block's rows;
 * one copy per thread (a thread-level variable): ``threads per warpgroup ×`` per warpgroup;
 * one copy per warpgroup (a fragment, or any size with the warpgroup tile ``w``): per warpgroup;
 * a block-level size with the block tile: ``g = N · w`` makes it ``M_TB + N · M_WG``, read off;
@@ -90,6 +92,8 @@ def as_expr(size) -> sympy.Expr:
 def _split(var, e, unit, scaling, part, threads, where):
     """``(per thread block, per scaling unit)`` bytes expressions of one variable (module docstring)."""
     g, w, t = (symbol(part[k]) if part.get(k) else None for k in ("block", scaling, "thread"))
+    if unit != "block" and g is not None and e.has(g):
+        unit = "block"          # a value spread over the block's units: its rows are the block's rows
     if unit == "thread":
         return sympy.Integer(0), e * threads[scaling]
     if unit in ("warp", "warpgroup") and unit != "block":
@@ -243,6 +247,10 @@ def _summarise(rows, gpu, h, sizes, n, scaling, threads, *, strict) -> ConfigTab
     fits = [t[4] for t in totals.values() if t[4] is not None]
     if n is None:
         n = math.floor(min(fits)) if fits else 1
+        if n < 1:   # not one unit fits: the check below names the pool (or, not strict, show N = 1 overflowing)
+            n = 1
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise HardwareError(f"N = {n!r} {scaling}s per thread block must be a positive integer")
     if strict:
         _check_capacity(rows, totals, n, scaling, threads, gpu)
     pools = []
@@ -258,9 +266,10 @@ def _check_capacity(rows, totals, n, scaling, threads, gpu):
         if tb + n * wg > M_max:
             big = sorted((r for r in rows if r.pool == name), key=lambda r: -(r.per_tb + n * r.per_wg))[:3]
             names = ", ".join(f"{r.variable.name} ({r.per_tb + n * r.per_wg} B)" for r in big)
-            most = "none" if n_max is None or n_max < 1 else str(math.floor(n_max))
+            most = f"no {scaling} fits" if n_max is not None and n_max < 1 else \
+                f"at most {math.floor(n_max)} {scaling}(s) fit" if n_max is not None else f"no {scaling} fits"
             raise CapacityError(f"{name} overflows with N = {n} {scaling}s: {tb} + {n}·{wg} = {tb + n * wg} B > "
-                                f"M_max = {M_max} B; largest variables: {names}; at most {most} {scaling}(s) fit "
+                                f"M_max = {M_max} B; largest variables: {names}; {most} "
                                 f"(N_max = {decimal(n_max) if n_max is not None else '∞'})")
         if pool.per_thread and n:
             per_thread = Fraction(tb + n * wg, n * threads)

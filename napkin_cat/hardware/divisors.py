@@ -162,7 +162,7 @@ def partition_multiples(partition: dict, gpu, hierarchy) -> list:
     out = []
     w, g, t = partition.get(unit), partition.get("block"), partition.get("thread")
     threads = gpu.threads(unit)
-    if w is not None:
+    if w is not None and t is not None:     # one thread per t rows: a unit's rows are a multiple of its threads
         out.append(Divisor(w, threads, f"{unit} multiple ({threads} threads per {unit})", w))
     if g is not None and w is not None:
         out.append(Divisor(g, w, f"whole {unit}s per thread block", g))

@@ -59,8 +59,17 @@ SCHEMA = {
 }
 TOP = {"format", "name", "description", "compute_capability", "hierarchy", "sources", "clock", "sm", "memory",
        "bandwidth", "pipelines", "tensor_shapes"}
-POSITIVE = {("clock", "f_K"), ("clock", "boost"), ("sm", "count"), ("sm", "warp"), ("memory", "register_bytes"),
-            ("memory", "transaction"), ("memory", "smem_per_block"), ("memory", "registers_per_block")}
+POSITIVE = {("clock", "f_K"), ("clock", "boost"), ("sm", "count"), ("sm", "warp"), ("sm", "warpgroup"),
+            ("sm", "max_threads_per_block"), ("sm", "max_threads_per_sm"), ("memory", "register_bytes"),
+            ("memory", "transaction"), ("memory", "smem_per_sm"), ("memory", "smem_per_block"),
+            ("memory", "registers_per_sm"), ("memory", "registers_per_block"), ("memory", "registers_per_thread"),
+            ("bandwidth", "hbm"), ("bandwidth", "smem")}
+#: (smaller, larger): a per-block limit within the SM's, a thread's within the block's
+AT_MOST = [(("memory", "smem_per_block"), ("memory", "smem_per_sm")),
+           (("memory", "registers_per_block"), ("memory", "registers_per_sm")),
+           (("memory", "registers_per_thread"), ("memory", "registers_per_block")),
+           (("sm", "max_threads_per_block"), ("sm", "max_threads_per_sm")),
+           (("sm", "warp"), ("sm", "max_threads_per_block"))]
 
 
 @dataclass(frozen=True)
@@ -335,12 +344,19 @@ def from_dict(data: dict, *, where: str = "<dict>") -> GPU:
         if not str(size).isdigit() or int(size) < 2:
             raise HardwareError(f"{where}: bandwidth.sm_to_sm.{size}: a cluster size is an integer ≥ 2")
         sm_to_sm[int(size)] = parse(value, "bandwidth", where=f"{where}: bandwidth.sm_to_sm.{size}")
-    if mem["smem_per_block"] > mem["smem_per_sm"]:
-        raise HardwareError(f"{where}: memory.smem_per_block ({mem['smem_per_block']} B) exceeds "
-                            f"memory.smem_per_sm ({mem['smem_per_sm']} B)")
+    fields = {"clock": clock, "sm": sm, "memory": mem, "bandwidth": bw}
+    for (s1, k1), (s2, k2) in AT_MOST:
+        small, large = fields[s1][k1], fields[s2][k2]
+        if small > large:
+            unit = " B" if s1 == "memory" and "smem" in k1 else ""
+            raise HardwareError(f"{where}: {s1}.{k1} ({small}{unit}) exceeds {s2}.{k2} ({large}{unit})")
+    if sm["warpgroup"] is not None and sm["warpgroup"] % sm["warp"]:
+        raise HardwareError(f"{where}: sm.warpgroup = {sm['warpgroup']} threads is not a whole number of warps "
+                            f"({sm['warp']} threads each)")
+    hierarchy = _hierarchy(data["hierarchy"], sm, where)
     return GPU(
         name=data["name"], description=data.get("description", ""),
-        compute_capability=str(data.get("compute_capability", "")), hierarchy=data["hierarchy"],
+        compute_capability=str(data.get("compute_capability", "")), hierarchy=hierarchy,
         sources=dict(data.get("sources", {})), f_K=clock["f_K"], boost=clock["boost"],
         sm_count=sm["count"], warp=sm["warp"], warpgroup=sm["warpgroup"],
         max_threads_per_block=sm["max_threads_per_block"], max_threads_per_sm=sm["max_threads_per_sm"],
@@ -350,3 +366,23 @@ def from_dict(data: dict, *, where: str = "<dict>") -> GPU:
         transaction=mem["transaction"], hbm=bw["hbm"], smem_bandwidth=bw["smem"], l2_to_smem=bw["l2_to_smem"],
         gmem_to_smem=bw["gmem_to_smem"], sm_to_sm=sm_to_sm, pipelines=_pipelines(data, where),
         tensor_shapes=_shapes(data, where), path=where)
+
+
+def _hierarchy(name: str, sm: dict, where: str) -> str:
+    """The toy hierarchy a model names (a shipped name, or a .toml path relative to the model's file), checked
+    against the model: every partition unit it uses must be counted in [sm]."""
+    from napkin_cat.hardware.toy import load_hierarchy
+    if name.endswith(".toml") and not Path(name).is_absolute() and Path(where).is_file():
+        name = str(Path(where).parent / name)
+    try:
+        h = load_hierarchy(name)
+    except HardwareError as e:
+        raise HardwareError(f"{where}: field hierarchy = {name!r}: {e}") from None
+    for lv in h.levels:
+        if lv.unit in ("warp", "warpgroup") and sm.get(lv.unit) is None:
+            raise HardwareError(f"{where}: the toy hierarchy {h.name!r} has {lv.unit}s (level {lv.name!r}), but "
+                                f"[sm] gives no {lv.unit} size; add e.g. {lv.unit} = \"128 threads\"")
+    if sm.get(h.scaling_unit) is None and h.scaling_unit in ("warp", "warpgroup"):
+        raise HardwareError(f"{where}: the toy hierarchy {h.name!r} scales by {h.scaling_unit}s, but [sm] gives "
+                            f"no {h.scaling_unit} size")
+    return name

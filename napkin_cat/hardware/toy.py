@@ -85,6 +85,7 @@ class ToyHierarchy:
     levels: tuple
     path: str = ""
     asynchronous: tuple = ()     # pipelines whose ops are issued without blocking the issuing unit (wgmma)
+    stream_buffers: int = 1      # copies of a tile a stream loads from GMEM on every trip (asynchronous loads)
 
     def level(self, key) -> ToyLevel:
         """A level by index (the diagram's array level) or by name."""
@@ -181,8 +182,12 @@ def _validate(data, where) -> ToyHierarchy:
     bad = [p for p in asynchronous if p not in PIPELINES]
     if bad:
         raise HardwareError(f"{where}: asynchronous names unknown pipeline(s) {bad}; pipelines are {PIPELINES}")
+    buffers = data.get("stream_buffers", 1)
+    if isinstance(buffers, bool) or not isinstance(buffers, int) or buffers < 1:
+        raise HardwareError(f"{where}: stream_buffers = {buffers!r} must be a positive integer (copies of a tile a "
+                            f"stream loads on every trip)")
     return ToyHierarchy(data.get("name", where), data.get("description", ""), unit, tuple(pools), levels, where,
-                        asynchronous)
+                        asynchronous, buffers)
 
 
 # ---------------------------------------------------------------------------------------------- diagrams

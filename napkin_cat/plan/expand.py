@@ -33,6 +33,7 @@ from napkin_cat.plan.ir import (Alloc, Compute, Copy, Fill, GridLoop, Kernel as 
                                 Range, Ref, Store, StreamLoop, Variable, loop_index)
 from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.wiring import trace_values
+from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.plan.reducers import ops_in, reducers_of
 
 
@@ -50,6 +51,7 @@ class Expander:
         self.variables: dict[str, Variable] = {}
         self.indices: set = set()
         self.context: dict[str, Range] = {}   # axis -> the range enclosing loops give it
+        self.offsets: dict[str, dict] = {}    # variable -> {axis: where its first value sits on the axis}
         self.path: tuple = ()
 
     # ----------------------------------------------------------------- variables
@@ -60,7 +62,14 @@ class Expander:
             name = f"{_ascii(base)}_{k}"
         shape = tuple((a.name, sympy.sympify(a.size)) for a in array.axes)
         self.variables[name] = Variable(name, shape, array.dtype.name, array.level, role, origin)
+        self.offsets[name] = {a.name: self.context[a.name].start for a in array.axes if a.name in self.context}
         return Ref(name)
+
+    def slice(self, ref: Ref, axis: str, rng: Range) -> Ref:
+        """``ref`` narrowed to the absolute range ``rng``, indexed from its variable's first value (a tile made
+        inside a loop holds that loop's range: a level-2 group reads its part of a level-1 tile)."""
+        o = self.offsets.get(ref.var, {}).get(axis, 0)
+        return ref.sliced(axis, rng if o == 0 else Range(rng.start - o, rng.tile, rng.end - o))
 
     def origin(self, label: str) -> str:
         return "/".join(self.path + (label,))
@@ -156,7 +165,7 @@ class Expander:
         base = outer.start if outer is not None else sympy.Integer(0)
         index = loop_index(axis, self.indices)
         rng = Range(base + index * tile, tile, base + full)
-        sliced = [r.sliced(axis, rng) if axis in arr.names else r for r, arr in zip(ins, arrays)]
+        sliced = [self.slice(r, axis, rng) if axis in arr.names else r for r, arr in zip(ins, arrays)]
         return index, tile, full, rng, sliced
 
     def _inside(self, axis, rng, fn):
@@ -172,7 +181,7 @@ class Expander:
 
     def grid(self, box: Grid, ins, dests):
         index, tile, full, rng, sliced = self._partition(box, ins, box.dom.inside)
-        inner_dests = [d.sliced(box.axis, rng) for d in dests]
+        inner_dests = [self.slice(d, box.axis, rng) for d in dests]
         body, outs = self._inside(box.axis, rng, lambda: self.diagram(box.arg, sliced, inner_dests))
         return [GridLoop(box.axis, tile, full, index, tuple(body), self.origin(""))]
 
@@ -186,35 +195,23 @@ class Expander:
             if dst is not None and v not in dest_of:
                 dest_of[v] = dst
         reds = reducers_of(plan)
-        covered = {i: r for r in reds for i in r.ops}
         head, state = [], {}
         for i in ops_in(plan, "head"):
             head += self._emit(plan, i, refs, dest_of)
         for k, r in enumerate(reds):
             state[k] = []
-            for name, arr, init in r.state:
-                own = dest_of.get(r.outputs[0]) if r.step is None else None
+            for j, (name, arr, init) in enumerate(r.state):
+                own = dest_of.get(r.outputs[j]) if r.step is None and r.finish is None else None
                 ref = own if own is not None else self.new_var(f"{name}{k}", arr, "state", self.origin(name))
                 state[k].append(ref)
                 head.append(Fill(ref.var, float(init), self.origin(f"{name} = {init}")))
-
-        def body_of():
-            out = []
-            vals = dict(refs)
-            vals.update(chunk)
-            for i in ops_in(plan, "body"):
-                r = covered.get(i)
-                if r is None:
-                    out.extend(self._emit(plan, i, vals, {}))
-                elif i == max(r.ops):
-                    k = reds.index(r)
-                    out.extend(self._step(plan, r, state[k], vals))
-            return out
-        body = self._inside(box.axis, rng, body_of)
+        vals = dict(refs)
+        vals.update(chunk)
+        body = self._inside(box.axis, rng, lambda: self._trip(plan, reds, state, vals))
         tail = []
         for k, r in enumerate(reds):
-            if r.step is None:
-                refs[r.outputs[0]] = state[k][0]
+            if r.finish is None:
+                refs.update(zip(r.outputs, state[k]))
             else:
                 s, outs = self.diagram(r.finish, state[k], [dest_of.get(v) for v in r.outputs])
                 tail += s
@@ -224,6 +221,76 @@ class Expander:
         tail += self._copies(plan.cod, refs, dests)
         return [StreamLoop(box.axis, tile, full, index, tuple(head), tuple(body), tuple(tail), self.origin(""))]
 
+    def _trip(self, plan, reds, state, vals):
+        """One slice: the maps, then each reducer's step on its state (``state[k]``, refs)."""
+        covered = {i: r for r in reds for i in r.ops}
+        out = []
+        vals = dict(vals)
+        for i in ops_in(plan, "body"):
+            r = covered.get(i)
+            if r is None:
+                out.extend(self._emit(plan, i, vals, {}))
+            elif i == max(r.ops):
+                out.extend(self._step(plan, r, state[reds.index(r)], vals))
+        return out
+
+    def _advance(self, nest, state: list, ins: list):
+        """A nested reducer's trip (:mod:`napkin_cat.algorithms.nesting`) on the state refs: a Kernel loads the
+        state to its level, advances its inside and saves the state back; a Grid loops over its groups on the
+        state's slices; a sub-loop streams the slice again; a diagram runs its head and one slice."""
+        region = nest.region
+        kind = getattr(region, "region", None)
+        if region is None:
+            return self._advance_plan(nest, state, ins, None)
+        saved_path = self.path
+        p = region.params
+        self.path = self.path + (f"kernel({p['level']})" if kind == "kernel" else f"{kind}({p.get('axis', '')})",)
+        try:
+            if kind == "kernel":
+                return self._advance_kernel(nest, state, ins)
+            index, tile, full, rng, sliced = self._partition(region, ins, region.dom.inside)
+            if kind == "grid":
+                part = [self.slice(r, region.axis, rng) for r in state]
+                body = self._inside(region.axis, rng, lambda: self._advance(nest.child, part, sliced))
+                return [GridLoop(region.axis, tile, full, index, tuple(body), self.origin(""))]
+            head, body = self._inside(region.axis, rng, lambda: self._advance_plan(nest, state, ins, sliced))
+            return [StreamLoop(region.axis, tile, full, index, tuple(head), tuple(body), (), self.origin(""))]
+        finally:
+            self.path = saved_path
+
+    def _advance_kernel(self, nest, state, ins):
+        level = nest.region.params["level"]
+        loads, saves, inner = [], [], []
+        for ref, s in zip(state, nest.state):
+            cur = ref
+            chain = []
+            for step in state_moves(s.array, level, "load"):
+                arr = step.cod.inside[0]
+                dst = self.new_var(f"{s.name}_{arr.level}", arr, "state", self.origin(f"{s.name} (loaded)"))
+                loads.append(Load(dst, cur, arr.level, self.origin(f"load {s.name}")))
+                chain.append((cur, dst, arr.level))
+                cur = dst
+            inner.append(cur)
+            saves = [Store(src_ref, dst, lvl, self.origin(f"save {s.name}")) for src_ref, dst, lvl in reversed(chain)] \
+                + saves
+        body = self._advance(nest.child, inner, ins)
+        return [KernelNode(level, tuple(loads + body + saves), self.origin(""))]
+
+    def _advance_plan(self, nest, state, ins, sliced):
+        """A plan-level nest: its head on ``ins``; its trip on ``sliced`` (a sub-loop's slice) or on ``ins``."""
+        plan = nest.plan
+        reds = reducers_of(plan)
+        refs = dict(zip(plan.dom, ins))
+        head = []
+        for i in ops_in(plan, "head"):
+            head += self._emit(plan, i, refs, {})
+        parts = {k: list(state[a:b]) for k, (a, b) in enumerate(nest.parts)}
+        vals = dict(refs)
+        if sliced is not None:
+            vals.update(zip(plan.dom, sliced))
+            return head, self._trip(plan, reds, parts, vals)
+        return head + self._trip(plan, reds, parts, vals)
+
     def _emit(self, plan, i, vals, dest_of):
         box, i_ids, o_ids = plan.ops[i]
         s, outs = self.op(box, [vals[v] for v in i_ids], [dest_of.get(v) for v in o_ids])
@@ -232,6 +299,8 @@ class Expander:
 
     def _step(self, plan, r, state, vals):
         """One trip of a reducer: a monoid folds its box into the state; a form runs its step diagram."""
+        if r.nest is not None:
+            return self._advance(r.nest, list(state), [vals[v] for v in r.inputs])
         if r.step is None:
             box, i_ids, _ = plan.ops[r.ops[0]]
             return [Compute(box, (state[0],), tuple(vals[v] for v in i_ids), r.monoid, self.origin(box.name))]

@@ -24,7 +24,8 @@ from napkin_cat.syntax.primitive import kind_of
 @dataclass(frozen=True)
 class PlanReducer:
     """``ops`` covered; ``inputs``/``outputs`` value ids; ``state`` ((name, Array, init), …);
-    ``monoid`` (accumulator name) or ``step``/``finish`` diagrams."""
+    ``monoid`` (accumulator name) or ``step``/``finish`` diagrams, or ``nest`` (a nested region advanced
+    on the state, :mod:`napkin_cat.algorithms.nesting`) and its ``finish``."""
 
     ops: tuple
     inputs: tuple
@@ -33,6 +34,7 @@ class PlanReducer:
     monoid: str | None = None
     step: object = None
     finish: object = None
+    nest: object = None
 
 
 _ROLES = {"chunk": "body", "softmax": "body", "reduce": "body"}
@@ -47,6 +49,11 @@ def reducers_of(plan) -> list:
     """The reducers of a :class:`~napkin_cat.algorithms.streaming.StreamPlan`."""
     out = []
     for r in plan.reducers:
+        if getattr(r, "nest", None) is not None:
+            state = tuple((s.name, s.array, s.init) for s in r.state)
+            out.append(PlanReducer(tuple(r.ops), tuple(r.inputs), tuple(r.outputs), state, None, None, r.finish,
+                                   r.nest))
+            continue
         step = getattr(r, "step", None)
         if step is not None:
             state = tuple((s.name, s.array, s.init) for s in r.state)

@@ -48,7 +48,9 @@ def static_peak(p) -> tuple[dict, dict]:
                 block(s.head)
                 block(s.body)
                 block(s.tail)
-            elif not isinstance(s, Alloc):
+            elif isinstance(s, Alloc):
+                live[s.var] = True     # allocated before a partition writes it slice by slice
+            else:
                 for v in defs(s):
                     live[v] = True
     for name in p.inputs:

@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Partition, Region, Stream
-from napkin_cat.algorithms.streaming import StreamPlan
+from napkin_cat.algorithms.nesting import nest_of_diagram
+from napkin_cat.algorithms.streaming import StreamPlan, analyse
 from napkin_cat.errors import ShapeError
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.syntax.adapter import Bubble, Diagram
@@ -95,24 +96,35 @@ def run_stream(box: Stream, xs: list, env, interpret) -> list:
 def fold(region: Diagram, plan: StreamPlan, xs: list, env, size: int, total: int, interpret) -> list:
     """Evaluate ``region`` as a fold over slices of ``size`` along the streamed axis.
 
-    head once; per slice the maps, then every reducer's accumulator (a monoid's combine, or a
-    form's step diagram on its state); after the last slice each form's finish, then the tail.
+    head once; per slice the maps, then every reducer's accumulator (a monoid's combine, a form's
+    step diagram on its state, a nested region advanced on its state); after the last slice each
+    reducer's finish, then the tail.
     """
-    axis = plan.axis
     values = {v: x for v, x in zip(plan.dom, xs)}
-    positions = {v: region.dom.inside[k].names.index(axis) for k, v in enumerate(plan.dom)
-                 if k in plan.streamed_inputs}
-
-    def run(i, vals):
-        box, ins, outs = plan.ops[i]
-        res = run_region(box, [vals[v] for v in ins], env, interpret) if isinstance(box, Bubble) else \
-            run_primitive(box, [vals[v] for v in ins], env)
-        for v, r in zip(outs, res):
-            vals[v] = r
-
     for i in plan.indices("head"):
-        run(i, values)
-    state = {k: _initial(r, env) for k, r in enumerate(plan.reducers)}
+        _run(plan, i, values, env, interpret)
+    state = [_initial(r, env) for r in plan.reducers]
+    state = _slices_of(plan, values, state, env, size, total, interpret)
+    for k, r in enumerate(plan.reducers):
+        finished = state[k] if r.finish is None else interpret(r.finish, state[k], env)
+        values.update(zip(r.outputs, finished))
+    for i in plan.indices("tail"):
+        _run(plan, i, values, env, interpret)
+    return [values[v] for v in plan.cod]
+
+
+def _run(plan, i, vals, env, interpret):
+    box, ins, outs = plan.ops[i]
+    res = run_region(box, [vals[v] for v in ins], env, interpret) if isinstance(box, Bubble) else \
+        run_primitive(box, [vals[v] for v in ins], env)
+    for v, r in zip(outs, res):
+        vals[v] = r
+
+
+def _slices_of(plan, values, state, env, size, total, interpret) -> list:
+    """The reducers' states after the body has run on every slice of ``size`` of ``total``."""
+    positions = {v: plan.arrays[v].names.index(plan.axis) for k, v in enumerate(plan.dom)
+                 if k in plan.streamed_inputs}
     maps = plan.maps
     for start in range(0, total, size):
         vals = dict(values)
@@ -121,32 +133,76 @@ def fold(region: Diagram, plan: StreamPlan, xs: list, env, size: int, total: int
             sl[p] = slice(start, start + size)
             vals[v] = values[v][tuple(sl)]
         for i in maps:
-            run(i, vals)
-        for k, r in enumerate(plan.reducers):
-            state[k] = _accumulate(plan, r, state[k], vals, env, interpret)
-    for k, r in enumerate(plan.reducers):
-        finished = state[k] if r.finish is None else interpret(r.finish, state[k], env)
-        values.update(zip(r.outputs, finished))
-    for i in plan.indices("tail"):
-        run(i, values)
-    return [values[v] for v in plan.cod]
+            _run(plan, i, vals, env, interpret)
+        state = [_accumulate(plan, r, state[k], vals, env, interpret) for k, r in enumerate(plan.reducers)]
+    return state
 
 
 def _initial(r, env):
     """The state of an empty stream: each state array filled with its ``init`` (a monoid starts empty)."""
-    if r.step is None:
+    if r.step is None and r.nest is None:
         return None
     return [np.full(tuple(env.size(a.size, f"axis {a.name!r} of the state {s.name!r}") for a in s.array.axes),
                     s.init) for s in r.state]
 
 
 def _accumulate(plan, r, state, vals, env, interpret):
-    """One trip of a reducer: ``combine(state, F(chunk))`` for a monoid, ``B(state, chunk)`` for a form."""
+    """One trip of a reducer: ``combine(state, F(chunk))`` for a monoid, ``B(state, chunk)`` for a form,
+    the nested region advanced on the state (:func:`advance`)."""
+    if r.nest is not None:
+        return advance(r.nest, state, [vals[v] for v in r.inputs], env, interpret)
     if r.step is not None:
         return interpret(r.step, list(state) + [vals[v] for v in r.inputs], env)
     box, ins, _ = plan.ops[r.op]
     part = run_primitive(box, [vals[v] for v in ins], env)[0]
     return [part] if state is None else [r.accumulator.combine(state[0], part)]
+
+
+def advance(nest, state: list, xs: list, env, interpret) -> list:
+    """A nested reducer's trip (:mod:`napkin_cat.algorithms.nesting`): the region's inside run on one slice
+    ``xs`` with its accumulators carried in ``state``; returns the new state.  A Kernel's inside is
+    advanced as is (its Loads and Saves are identities), a Grid's on each group's slice of the state, a
+    sub-loop's per sub-slice."""
+    region = nest.region
+    kind = getattr(region, "region", None)
+    if kind == "kernel":
+        return advance(nest.child, state, xs, env, interpret)
+    if kind == "grid":
+        return _advance_grid(nest, state, xs, env, interpret)
+    plan = nest.plan
+    values = {v: x for v, x in zip(plan.dom, xs)}
+    for i in plan.indices("head"):
+        _run(plan, i, values, env, interpret)
+    mine = [list(state[a:b]) for a, b in nest.parts]
+    total = max([values[v].shape[plan.arrays[v].names.index(plan.axis)]      # the slice's real extent
+                 for k, v in enumerate(plan.dom) if k in plan.streamed_inputs] + [1])
+    size = total
+    if kind == "stream":
+        _, size, env = bind(region, env, "stream")
+    mine = _slices_of(plan, values, mine, env, size, total, interpret)
+    return [x for part in mine for x in part]
+
+
+def _advance_grid(nest, state, xs, env, interpret):
+    box = nest.region
+    total, g, inner_env = bind(box, env, "group")
+    pos_in = [arr.names.index(box.axis) if box.axis in arr.names else None for arr in box.dom.inside]
+    pos_st = [s.array.names.index(box.axis) for s in nest.state]
+    new = [np.array(x, copy=True) for x in state]
+
+    def cut(x, p, sl):
+        idx = [slice(None)] * x.ndim
+        idx[p] = sl
+        return tuple(idx)
+    for sl in _slices(total, g):
+        n = sl.stop - sl.start
+        inside, group_env = (box.arg, inner_env) if n == g else _short_group(box, inner_env, n)
+        child = nest.child if inside is box.arg else nest_of_diagram(inside, nest.axis, analyse)
+        chunk = [x if p is None else x[cut(x, p, sl)] for x, p in zip(xs, pos_in)]
+        res = advance(child, [x[cut(x, p, sl)] for x, p in zip(new, pos_st)], chunk, group_env, interpret)
+        for x, p, y in zip(new, pos_st, res):
+            x[cut(x, p, sl)] = y
+    return new
 
 
 #: region kind → its numpy meaning ``run(box, xs, env, interpret)``; a new region registers here.

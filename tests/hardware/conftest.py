@@ -36,6 +36,8 @@ def derived(diagram):
 VARIANTS = {
     # the paper's derived algorithm (Table 1 quantizations)
     "paper": (nc.FP8, nc.FP16, nc.FP16, nc.FP16, nc.FP16),
+    # the paper's configuration in FP16 throughout (a GPU without FP8 tensor cores)
+    "fp16": (nc.FP16, nc.FP16, nc.FP16, nc.FP16, nc.FP16),
     # FlashAttention-3 FP16: FP32 scores and accumulators (§6.1)
     "fa3-fp16": (nc.FP16, nc.FP32, nc.FP16, nc.FP16, nc.FP32),
     # FlashAttention-3 FP8: FP8 operands for both products, FP16 accumulators (§6.2)

@@ -74,10 +74,32 @@ def _broken(tmp_path, old, new):
     ('f_K = "1.83 GHz"', "f_K = 1.83", r"clock.f_K: the number 1.83 has no unit"),
     ("format = 1", "format = 2", r"format = 2; this napkin-cat reads format 1"),
     ('m = 64\nn = 8\nk = 32', 'm = 64\nn = -8\nk = 32', r"tensor_shapes\[1\]: n = -8 must be a positive integer"),
+    ('registers_per_thread = "255 registers"', 'registers_per_thread = "0 registers"',
+     r"memory.registers_per_thread = '0 registers' must be positive"),
+    ('registers_per_block = "65536 registers"', 'registers_per_block = "131072 registers"',
+     r"memory.registers_per_block \(131072\) exceeds memory.registers_per_sm \(65536\)"),
+    ('smem_per_block = "227 KiB"', 'smem_per_block = "300 KiB"',
+     r"memory.smem_per_block \(307200 B\) exceeds memory.smem_per_sm \(233472 B\)"),
+    ('hbm = "3352 GB/s"', 'hbm = "0 GB/s"', r"bandwidth.hbm = '0 GB/s' must be positive"),
+    ('warpgroup = "128 threads"', 'warpgroup = "100 threads"',
+     r"sm.warpgroup = 100 threads is not a whole number of warps \(32 threads each\)"),
+    ('warpgroup = "128 threads"\n', "", r"the toy hierarchy 'hopper' has warpgroups \(level 'tensor-core'\), but "
+                                        r"\[sm\] gives no warpgroup size"),
+    ('hierarchy = "hopper"', 'hierarchy = "volta"', r"field hierarchy = 'volta': no toy hierarchy called 'volta'"),
 ])
 def test_bad_files_name_the_file_and_the_field(tmp_path, old, new, message):
     with pytest.raises(HardwareError, match=message):
         load(_broken(tmp_path, old, new))
+
+
+def test_a_users_model_with_its_own_toy_hierarchy_beside_it(tmp_path):
+    from importlib import resources
+    hopper = (resources.files("napkin_cat.hardware") / "hierarchies" / "hopper.toml").read_text()
+    (tmp_path / "mine.toml").write_text(hopper.replace('name = "hopper"', 'name = "mine"'))
+    path = tmp_path / "gpu.toml"
+    path.write_text(H100.read_text().replace('hierarchy = "hopper"', 'hierarchy = "mine.toml"'))
+    g = load(str(path))
+    assert nc.hardware.hierarchy_of(g).name == "mine"
 
 
 def test_unknown_names_and_paths():

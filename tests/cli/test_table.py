@@ -1,0 +1,115 @@
+"""``napkin table config|clock|overlap``: the paper's tables by default, other GPUs and head dimensions, JSON for
+programs, one-line errors for bad input."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from napkin_cat.cli import main
+
+
+def run(capsys, *argv):
+    code = main(["table", *argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_config_defaults_to_the_papers_configuration(capsys):
+    code, out, _ = run(capsys, "config")
+    assert code == 0
+    assert "Table 1: configuration on h100-sxm5" in out and "excess at N = 3" in out
+    assert "74.75" in out and "paper prints 8192 (errata D-01)" in out and "Table 2 with the paper's printed" in out
+    assert "divisor constraints: 7 checked, all satisfied" in out
+    code, out, _ = run(capsys, "config", "--json")
+    data = json.loads(out)
+    smem, regs = data["pools"]
+    assert (round(smem["N_max"], 2), round(regs["N_max"], 2), round(regs["excess_per_thread_B"])) == (3.2, 3.42, 85)
+    assert data["pools_as_printed"][0]["M_WG_B"] == 48 * 1024 and data["N"] == 3 and data["variant"] == "paper"
+    assert {v["dtype"] for v in data["variables"]} == {"fp8", "fp16"} and len(data["variables"]) == 14
+
+
+def test_config_on_other_gpus_and_head_dimensions(capsys):
+    # H200: the same SMEM and registers per block as H100, so the same table
+    _, h100, _ = run(capsys, "config", "--json")
+    _, h200, _ = run(capsys, "config", "--hardware", "h200", "--json")
+    assert json.loads(h200)["pools"] == json.loads(h100)["pools"]
+    # d = 64 in FP16 throughout: half of K's and V's columns at twice K's bytes per value; FP16 Q, P, A, ΔO
+    # leave SMEM binding at 3 warpgroups (3.48) while the registers (O' halved) would hold 4.36
+    code, out, _ = run(capsys, "config", "--d", "64", "--variant", "fp16", "--json")
+    data = json.loads(out)
+    smem, regs = data["pools"]
+    assert code == 0 and data["N"] == 3 and (round(smem["N_max"], 2), round(regs["N_max"], 2)) == (3.48, 4.36)
+    kv = sorted(v["M_TB_B"] for v in data["variables"] if v["M_TB_B"])
+    assert kv == [16384, 16384]                 # 64·64·2 B × 2 buffers, each
+    # --n: an explicit number of warpgroups, refused when it does not fit
+    code, out, _ = run(capsys, "config", "--n", "2", "--json")
+    assert code == 0 and json.loads(out)["N"] == 2
+
+
+def test_clock_and_overlap(capsys):
+    code, out, _ = run(capsys, "clock")
+    assert code == 0 and "k_TC = 6 clk/thread" in out and "295.18" in out and "1.319 PFLOP/s" in out
+    code, out, _ = run(capsys, "clock", "--hardware", "h200", "--json")
+    data = json.loads(out)
+    assert round(data["min_rows"]) == 206          # H200's 4.8 TB/s lowers the g_q threshold from 295
+    code, out, _ = run(capsys, "clock", "--hardware", "a100", "--variant", "fp16", "--json")
+    data = json.loads(out)
+    assert data["k_TC"] == 16 and round(data["ideal_flops_per_s"] / 1e12) == 312
+    code, out, _ = run(capsys, "overlap", "--variant", "fa3-fp16", "--overhead", "special=2/3", "--json")
+    rows = {r["strategy"]: r for r in json.loads(out)["strategies"]}
+    assert round(rows["intra"]["tensor_utilisation"], 2) == 0.75     # §6.1: FA3 FP16 at 75%
+    code, out, _ = run(capsys, "overlap")
+    assert code == 0 and "overhead: special 50%, general 100%" in out and "inter (3 warpgroups, pipelined)" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["config", "--hardware", "a100"], "a100 has no tensor-core instruction for fp8 operands"),
+    (["config", "--d", "64"], "tile d = 64 of x0_1 violates coalesced GMEM↔SMEM access"),
+    (["config", "--n", "4"], "SMEM overflows with N = 4 warpgroups"),
+    (["config", "--n", "0"], "--n 0: the number of warpgroups per block must be a positive int"),
+    (["config", "--d", "0"], "--d 0: the head dimension must be a positive int"),
+    (["config", "--hardware", "b300"], "no hardware model called 'b300'"),
+    (["config", "--hardware", "a100", "--variant", "fp16"], "registers: 1622 B per thread exceeds the per-thread "
+                                                            "limit"),
+    (["overlap", "--overhead", "special=half"], "malformed --overhead 'special=half'"),
+    (["overlap", "--overhead", "special=-1"], "an overhead is a fraction ≥ 0"),
+    (["clock", "--hardware", "a100"], "a100: the tensor pipeline has no rate for 'fp8' values"),
+    (["shape"], "invalid choice: 'shape'"),
+])
+def test_bad_input_is_one_line_naming_what_is_wrong(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_users_hardware_file(tmp_path, capsys):
+    from importlib import resources
+    text = (resources.files("napkin_cat.hardware") / "models" / "h100-sxm5.toml").read_text()
+    mine = tmp_path / "half-smem.toml"
+    mine.write_text(text.replace('name = "h100-sxm5"', 'name = "half-smem"')
+                    .replace('smem_per_block = "227 KiB"', 'smem_per_block = "113 KiB"'))
+    code, out, _ = run(capsys, "config", "--hardware", str(mine), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["hardware"] == "half-smem" and data["N"] == 1     # (113 − 48) / 56 = 1.16
+    assert data["pools"][0]["M_max_B"] == 113 * 1024
+    code, _, err = run(capsys, "config", "--hardware", str(mine), "--no-strict", "--n", "3")
+    assert code == 0
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace('smem_per_block = "227 KiB"', 'smem_per_block = "-1 KiB"'))
+    code, _, err = run(capsys, "config", "--hardware", str(bad))
+    assert code == 2 and "smem_per_block" in err
+
+
+def test_flashattention3_configurations(capsys):
+    # Appendix A.5: FP8 inter-warpgroup fits its two warpgroups; FP16 intra-warpgroup holds a second iteration
+    # and spills (refused, or shown with --no-strict)
+    code, out, _ = run(capsys, "config", "--variant", "fa3-fp8", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["N"] == 2 and data["hierarchy"] == "hopper-fragments"
+    assert round(data["pools"][1]["excess_per_thread_B"]) == 441     # (256 − 2 · 72.875) KB over 256 threads
+    code, _, err = run(capsys, "config", "--variant", "fa3-fp16")
+    assert code == 2 and "registers overflows with N = 2 warpgroups" in err
+    code, out, _ = run(capsys, "config", "--variant", "fa3-fp16", "--no-strict")
+    assert code == 0 and "2 iterations in flight: intra" in out
+    code, _, err = run(capsys, "config", "--strategy", "intra")
+    assert code == 2 and "--strategy chooses a FlashAttention-3 configuration" in err
