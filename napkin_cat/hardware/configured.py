@@ -100,7 +100,6 @@ class Configured:
     tail: tuple
     splits: dict = field(default_factory=dict)
     what: dict = field(default_factory=dict)
-    pending: list = field(default_factory=list)     # sub-loops of one trip configured as their stream (SUBLOOPS_NEED)
 
     @property
     def sizes(self) -> dict:
@@ -241,11 +240,10 @@ def configure(algorithm, hierarchy, sizes: dict, *, axis: str | None = None, spl
     h = load_hierarchy(hierarchy)
     sizes = dict(sizes)
     splits = _check_splits(splits or {}, h)
-    pending = []
     if isinstance(algorithm, Plan):
         base = algorithm
     elif isinstance(algorithm, Diagram):
-        algorithm, pending = _with_subloops(algorithm, subloops or {}, sizes)
+        algorithm = _with_subloops(algorithm, subloops or {})
         base = make_plan(algorithm, _planning_sizes(algorithm, sizes, splits, subloops or {}, h))
     else:
         raise HardwareError(f"configure takes an algorithm diagram or its plan, got {type(algorithm).__name__}")
@@ -253,40 +251,23 @@ def configure(algorithm, hierarchy, sizes: dict, *, axis: str | None = None, spl
     if isinstance(buffers, bool) or not isinstance(buffers, int) or buffers < 1:
         raise HardwareError(f"stream_buffers = {buffers!r} must be a positive integer (copies of a streamed tile)")
     c = _Configurer(base, h, axis, splits, buffers, in_place, sizes, hoist)
-    out = c.run(algorithm)
-    out.pending = pending
-    return out
+    return c.run(algorithm)
 
 
-#: a sub-loop is a stream along an axis the algorithm already streams: the algorithm layer's nested streams.
-#: Where they are not available (``nc.stream`` refuses a streamed axis), a sub-loop as long as its stream's tile
-#: (one trip: the same variables, with the stream's tile in place of the sub-tile) is configured as the stream
-#: itself and recorded in ``Configured.pending``; a shorter one is refused.
-SUBLOOPS_NEED = "nested streams (nc.stream along an axis the algorithm already streams)"
-
-
-def _with_subloops(algorithm, subloops: dict, sizes: dict):
-    """Each stream's body streamed again along its axis (a sub-loop, ``nc.stream`` on a streamed axis)."""
+def _with_subloops(algorithm, subloops: dict):
+    """Each stream's body streamed again along its axis: a sub-loop is ``nc.stream`` on a streamed axis."""
     from napkin_cat.algorithms.partitions import stream
     from napkin_cat.errors import RewriteError
-    pending = []
     for axis, tile in subloops.items():
-        outer = [str(b.size) for b in _partitions(algorithm) if b.region == "stream" and b.axis == axis]
-        if not outer:
+        streams = {b.axis for b in _partitions(algorithm) if b.region == "stream"}
+        if axis not in streams:
             raise HardwareError(f"sub-loop {tile} of {axis!r}: the algorithm does not stream {axis!r}; its streams "
-                                f"are {sorted({b.axis for b in _partitions(algorithm) if b.region == 'stream'})}")
+                                f"are {sorted(streams)}")
         try:
             algorithm = stream(algorithm, axis, tile)
-            continue
         except RewriteError as e:
-            reason = str(e)
-        if tile not in sizes or outer[0] not in sizes or sizes[tile] != sizes[outer[0]]:
-            raise HardwareError(f"the sub-loop {tile} of {axis!r} (streamed in tiles of {outer[0]}) needs "
-                                f"{SUBLOOPS_NEED}, which this tree cannot build ({reason}); a sub-loop of one trip "
-                                f"({tile} = {outer[0]}) is configured as the stream itself")
-        pending.append((axis, tile, outer[0], f"{tile} = {outer[0]}: one trip, configured as the stream itself "
-                                             f"until {SUBLOOPS_NEED} exist"))
-    return algorithm, pending
+            raise HardwareError(f"the sub-loop {tile} of {axis!r} cannot be built: {e}") from None
+    return algorithm
 
 
 def _partitions(diagram) -> list:

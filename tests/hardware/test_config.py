@@ -33,19 +33,8 @@ def configured():
     return configure(flash(), "hopper", PAPER, splits=SPLITS, subloops=SUBLOOPS)
 
 
-def nested_streams() -> bool:
-    """Whether this tree streams an already streamed axis (the algorithm layer's nested streams)."""
-    from napkin_cat.errors import RewriteError
-    try:
-        nc.stream(flash(), "x", "u_x")
-        return True
-    except RewriteError:
-        return False
-
-
-#: the one place where the tree's nested streams show: with them the sub-loop's tile is u_x (Table 1's P′, A);
-#: without, u_x = s_x is one trip, configured as the stream itself (Configured.pending), and the rows say s_x
-U = "u_x" if nested_streams() else "s_x"
+#: the sub-loop's tile (Table 1's P′, A)
+U = "u_x"
 
 
 def d01(c):
@@ -124,13 +113,6 @@ def test_table1_rows_come_from_the_configured_plan(configured, table):
 def test_a_shorter_sub_loop_shrinks_only_what_it_holds(configured, table):
     # u_x = 32: the threads' P' and the tensor cores' operand A hold half the columns; S and P (made once per
     # s_x trip, before the sub-loop) do not change, nor does anything else
-    if not nested_streams():
-        assert [(a, t, s) for a, t, s, _ in configured.pending] == [("x", "u_x", "s_x")]
-        with pytest.raises(HardwareError, match=r"sub-loop u_x of 'x' \(streamed in tiles of s_x\) needs nested "
-                                                r"streams"):
-            configure(flash(), "hopper", {**PAPER, "u_x": 32}, splits=SPLITS, subloops=SUBLOOPS)
-        pytest.skip("nested streams are not in this tree: a sub-loop shorter than its stream cannot be built")
-    assert not configured.pending
     c = configure(flash(), "hopper", {**PAPER, "u_x": 32}, splits=SPLITS, subloops=SUBLOOPS)
     t = c.table("h100-sxm5")
     names, _, _ = rows_by_paper_name(configured, table)
