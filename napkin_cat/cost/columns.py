@@ -19,20 +19,9 @@ from __future__ import annotations
 
 import sympy
 
-from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.wiring import trace_values
 from napkin_cat.algorithms.nesting import state_moves
-
-
-def in_place(step: Diagram, n_state: int) -> list:
-    """Per new state value of a step diagram: whether it may overwrite the old one (read no later)."""
-    ops, dom, cod = trace_values(step)
-    last_read = {}
-    for k, (_, ins, _) in enumerate(ops):
-        for v in ins:
-            last_read[v] = k
-    made = {v: k for k, (_, _, outs) in enumerate(ops) for v in outs}
-    return [cod[j] in made and last_read.get(dom[j], -1) <= made[cod[j]] for j in range(n_state)]
+from napkin_cat.algorithms.reuse import finish_in_place, step_in_place
 
 
 def _numel(arr):
@@ -76,7 +65,9 @@ def stream_columns(box, plan) -> list:
     alias = {}
     for k, r in enumerate(plan.reducers):
         if r.finish is not None:
-            items, arrs, new = _sub(r.finish, state[k], {}, ("finish", k))
+            _, _, fcod = trace_values(r.finish)
+            over = {fcod[j]: state[k][i] for j, i in finish_in_place(r.finish).items()}
+            items, arrs, new = _sub(r.finish, state[k], over, ("finish", k))
             arrays.update(arrs)
             tail += items
             alias.update(zip(r.outputs, new))
@@ -110,7 +101,7 @@ def _trip_items(plan, state: dict, name: dict, arrays: dict, tag) -> list:
                 items.append(([nm(v) for v in ins] + state[k], state[k]))
             else:
                 ops, dom, cod = trace_values(r.step)
-                ok = in_place(r.step, len(state[k]))
+                ok = step_in_place(r.step, len(state[k]))
                 rename = {cod[j]: state[k][j] for j in range(len(state[k])) if ok[j]}
                 sub, arrs, new = _sub(r.step, state[k] + [nm(v) for v in r.inputs], rename, tag + ("step", k))
                 arrays.update(arrs)

@@ -35,6 +35,7 @@ from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.wiring import trace_values
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.plan.reducers import ops_in, reducers_of
+from napkin_cat.algorithms.reuse import finish_in_place, step_in_place
 
 
 def _ascii(name: str) -> str:
@@ -213,7 +214,11 @@ class Expander:
             if r.finish is None:
                 refs.update(zip(r.outputs, state[k]))
             else:
-                s, outs = self.diagram(r.finish, state[k], [dest_of.get(v) for v in r.outputs])
+                fdests = [dest_of.get(v) for v in r.outputs]
+                for j, i in finish_in_place(r.finish).items():
+                    if fdests[j] is None:
+                        fdests[j] = state[k][i]
+                s, outs = self.diagram(r.finish, state[k], fdests)
                 tail += s
                 refs.update(zip(r.outputs, outs))
         for i in ops_in(plan, "tail"):
@@ -304,18 +309,8 @@ class Expander:
         if r.step is None:
             box, i_ids, _ = plan.ops[r.ops[0]]
             return [Compute(box, (state[0],), tuple(vals[v] for v in i_ids), r.monoid, self.origin(box.name))]
-        dests = _in_place(r.step, len(state))
+        dests = step_in_place(r.step, len(state))
         stmts, outs = self.diagram(r.step, list(state) + [vals[v] for v in r.inputs],
                                    [state[j] if ok else None for j, ok in enumerate(dests)])
         return stmts
 
-
-def _in_place(step: Diagram, n_state: int) -> list:
-    """Per new state value: whether it may be written over the old one (the old one is read no later)."""
-    ops, dom, cod = trace_values(step)
-    last_read = {}
-    for k, (_, ins, _) in enumerate(ops):
-        for v in ins:
-            last_read[v] = k
-    made = {v: k for k, (_, _, outs) in enumerate(ops) for v in outs}
-    return [cod[j] in made and last_read.get(dom[j], -1) <= made[cod[j]] for j in range(n_state)]
