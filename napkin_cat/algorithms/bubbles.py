@@ -127,7 +127,8 @@ class Partition(Region):
         return sympy.sympify(self.full_size()) / sympy.sympify(self.size)
 
     def mapped_params(self, fa, fname):
-        return {"axis": fname(self.axis), "size": _size_param(fa, self.axis, self.size)}
+        extra = {k: v for k, v in self.params.items() if k not in ("axis", "size")}
+        return {"axis": fname(self.axis), "size": _size_param(fa, self.axis, self.size), **extra}
 
 
 @_register
@@ -148,16 +149,23 @@ class Stream(Partition):
 
     The inside is the region with the streamed axis relabelled to ``size``; its
     head runs once, its body (chunk boxes and accumulators) ``b/size`` times, its tail once.
+    With ``params["sliced"]`` (a *sliced* stream) outputs that carry ``axis`` are written slice by
+    slice, one slice per trip.
     """
 
     region = "stream"
     carrier = "dom"
 
     @property
+    def sliced(self) -> bool:
+        """Whether outputs that carry the axis are written slice by slice (``stream(..., sliced=True)``)."""
+        return bool(self.params.get("sliced", False))
+
+    @property
     def plan(self):
         """The streaming analysis of the inside (head / body with its reducers / tail), computed once."""
         cached = self.__dict__.get("_plan")
         if cached is None:
-            cached = analyse(self.arg, self.axis)
+            cached = analyse(self.arg, self.axis, sliced=self.sliced)
             self.__dict__["_plan"] = cached
         return cached

@@ -327,10 +327,15 @@ def _which(diagram: Diagram) -> str:
     return f" in the level-{max(levels)} kernels (the deepest)" if len(levels) > 1 else ""
 
 
-def stream(diagram: Diagram, axis: str, size) -> Diagram:
+def stream(diagram: Diagram, axis: str, size, sliced: bool = False) -> Diagram:
     """Stream-partition every kernel that is streamable along ``axis`` in slices of ``size``.
 
     ``size`` is as for :func:`group`; a size that does not divide the axis leaves a shorter last slice.
+
+    With ``sliced=True`` a kernel whose outputs carry ``axis`` is streamed too: each trip computes and
+    writes its slice of those outputs (its other outputs may still be reduced along ``axis``), and what
+    does not carry ``axis`` is loaded once and kept (``S = QKᵀ`` with the ``Q`` tile stationary).  The
+    Stream records ``sliced: True`` in its parameters.  A sliced stream takes no sub-loop along its axis.
 
     In a multi-level algorithm the deepest kernels are partitioned.  A kernel already streamed along
     ``axis`` gets a **sub-loop** (paper §5.2): the computation inside its slice (between the slice's
@@ -343,9 +348,11 @@ def stream(diagram: Diagram, axis: str, size) -> Diagram:
     tile = _tile(axis, size)
     reasons = []
 
+    params = {"axis": axis, "size": tile, **({"sliced": True} if sliced else {})}
+
     def wrap(region: Diagram) -> Diagram:
-        analyse(region, axis)
-        return Stream(relabel_axis(region, axis, tile), region.dom, region.cod, {"axis": axis, "size": tile})
+        analyse(region, axis, sliced=sliced)
+        return Stream(relabel_axis(region, axis, tile), region.dom, region.cod, params)
 
     def fn(k: Kernel):
         region = k.arg
@@ -354,6 +361,10 @@ def stream(diagram: Diagram, axis: str, size) -> Diagram:
             return None
         try:
             if _streams_along(region, axis):
+                if sliced or _sliced_along(region, axis):
+                    raise RewriteError(f"{k.name} is already streamed along {axis!r}; a sliced stream takes no "
+                                       f"sub-loop along its axis (the sub-slices would write the output slice "
+                                       f"piecewise), so stream along {axis!r} once")
                 inner = _innermost(region, lambda d: _wrap_core(d, k.params["level"], wrap))
             else:
                 inner = wrap(region)
@@ -367,6 +378,12 @@ def stream(diagram: Diagram, axis: str, size) -> Diagram:
         raise RewriteError(f"cannot stream along {axis!r}{_which(diagram)}: "
                            + ("; ".join(reasons) or "no kernel reads it"))
     return _streams_hold(out, f"a stream along {axis!r} of size {tile}")
+
+
+def _sliced_along(d: Diagram, axis: str) -> bool:
+    """Whether the chain of Streams that :func:`_innermost` descends has a sliced one along ``axis``."""
+    s = _sole_stream(d)
+    return s is not None and ((s.axis == axis and s.sliced) or _sliced_along(s.arg, axis))
 
 
 def _streams_along(d: Diagram, axis: str) -> bool:

@@ -85,6 +85,16 @@ class StreamPlan:
     role: dict = field(default_factory=dict)     # op index -> 'head' | 'body' | 'tail'
     reducers: list = field(default_factory=list)
     streamed_inputs: list = field(default_factory=list)
+    sliced: list = field(default_factory=list)   # output positions written slice by slice (a sliced stream)
+
+    def cod_array(self, j: int):
+        """The array of output ``j``."""
+        return self.arrays[self.cod[j]]
+
+    @property
+    def sliced_values(self) -> list:
+        """The value ids of the sliced outputs (made per trip by the body, written at the trip's range)."""
+        return [self.cod[j] for j in self.sliced]
 
     def indices(self, role):
         return [i for i, r in sorted(self.role.items()) if r == role]
@@ -138,8 +148,13 @@ def _bindings(plan) -> tuple[dict, dict]:
     return found, reasons
 
 
-def analyse(region: Diagram, axis: str) -> StreamPlan:
-    """Classify the boxes of ``region`` for streaming along ``axis``, or raise RewriteError saying why not."""
+def analyse(region: Diagram, axis: str, sliced: bool = False) -> StreamPlan:
+    """Classify the boxes of ``region`` for streaming along ``axis``, or raise RewriteError saying why not.
+
+    With ``sliced`` an output that grows with ``axis`` is accepted: each trip computes its slice and
+    writes it (a *sliced* output, recorded in ``plan.sliced``); inputs without ``axis`` are loaded once by
+    the head and stay live through the trips.  Without it such an output is refused.
+    """
     ops, dom, cod = trace_values(region)
     arrays = {v: region.dom.inside[v] for v in dom}
     for box, ins, outs in ops:
@@ -177,10 +192,20 @@ def analyse(region: Diagram, axis: str) -> StreamPlan:
                 dep[v] = "state" if reduced else {"head": "const", "body": "chunk", "tail": "state"}[role]
     for j, v in enumerate(cod):
         if dep[v] == "chunk":
-            raise RewriteError(f"region is not streamable along {axis!r}: output {j} "
-                               f"{region.cod.inside[j]} grows with {axis!r}")
-    if not plan.reducers:
-        raise RewriteError(f"region is not streamable along {axis!r}: no box folds it away")
+            if not sliced:
+                raise RewriteError(f"region is not streamable along {axis!r}: output {j} "
+                                   f"{region.cod.inside[j]} grows with {axis!r} (a sliced stream, "
+                                   f"stream(..., sliced=True), writes such outputs slice by slice)")
+            if v in dom:
+                raise RewriteError(f"a sliced stream along {axis!r} cannot pass input {dom.index(v)} straight "
+                                   f"through to output {j}: an output is made by a box of the region")
+            plan.sliced.append(j)
+        elif sliced and axis in region.cod.inside[j].names:
+            raise RewriteError(f"output {j} {region.cod.inside[j]} of the sliced stream along {axis!r} carries "
+                               f"{axis!r} but is made once (after the fold), not slice by slice")
+    if not plan.reducers and not plan.sliced:
+        raise RewriteError(f"region is not streamable along {axis!r}: no box folds it away"
+                           + ("" if sliced else " (and no output is sliced: see stream(..., sliced=True))"))
     return plan
 
 
@@ -205,7 +230,9 @@ def _nested_role(plan, i, box, ins, outs):
     axis = plan.axis
     if any(_has_axis(arr, axis) for arr in box.cod.inside):
         raise RewriteError(f"cannot stream along {axis!r} through the region {box.name}: its output still carries "
-                           f"{axis!r}; stream before partitioning inside it")
+                           f"{axis!r} (a region is advanced as a nested reducer, which folds the axis away; a "
+                           f"sliced stream does not run a region as a map either); stream before partitioning "
+                           f"inside it")
     try:
         nest = nest_of(box, axis, analyse)
     except RewriteError as e:
@@ -232,9 +259,9 @@ def _chunk_role(plan, i, box, ins, outs, reasons):
     return "body"
 
 
-def is_streamable(region: Diagram, axis: str) -> bool:
+def is_streamable(region: Diagram, axis: str, sliced: bool = False) -> bool:
     try:
-        analyse(region, axis)
+        analyse(region, axis, sliced)
         return True
     except RewriteError:
         return False

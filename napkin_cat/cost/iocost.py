@@ -351,15 +351,17 @@ def _held_phases(box: Region) -> list:
     """The region's own inputs and outputs held at once, phase by phase.  A Grid writes its output group by group,
     so it holds every input and output throughout.  A Stream holds all its inputs in its head, then only those
     its body or tail still reads (the slices it streams, what the tail uses), and its outputs from its tail on
-    (they are made there), with the inputs the tail reads."""
+    (they are made there), with the inputs the tail reads; a sliced stream's sliced outputs throughout
+    (each trip writes its slice into them, so they exist before the first)."""
     if not isinstance(box, Stream):
         return [list(box.dom.inside) + list(box.cod.inside)]
     plan = box.plan
     phases = {v: {plan.role[op] for op, _ in plan.uses.get(v, ())} for v in plan.dom}
     dom = list(zip(plan.dom, box.dom.inside))
     body = [a for v, a in dom if phases[v] & {"body", "tail"} or v in plan.streamed_inputs]
+    sliced = [box.cod.inside[j] for j in plan.sliced]   # written trip by trip: held whole from the start
     tail = [a for v, a in dom if "tail" in phases[v]] + list(box.cod.inside)
-    return [list(box.dom.inside), body, tail]
+    return [list(box.dom.inside) + sliced, body + sliced, tail]
 
 
 def region_cost(box: Region) -> Cost:

@@ -208,7 +208,10 @@ class Expander:
                 head.append(Fill(ref.var, float(init), self.origin(f"{name} = {init}")))
         vals = dict(refs)
         vals.update(chunk)
-        body = self._inside(box.axis, rng, lambda: self._trip(plan, reds, state, vals))
+        # a sliced output: the body writes its slice straight into the destination at the trip's range
+        into = {v: self.slice(dest_of[v], box.axis, rng) for v in plan.sliced_values}
+        refs.update((v, dest_of[v]) for v in plan.sliced_values)
+        body = self._inside(box.axis, rng, lambda: self._trip(plan, reds, state, vals, into))
         tail = []
         for k, r in enumerate(reds):
             if r.finish is None:
@@ -226,15 +229,16 @@ class Expander:
         tail += self._copies(plan.cod, refs, dests)
         return [StreamLoop(box.axis, tile, full, index, tuple(head), tuple(body), tuple(tail), self.origin(""))]
 
-    def _trip(self, plan, reds, state, vals):
-        """One slice: the maps, then each reducer's step on its state (``state[k]``, refs)."""
+    def _trip(self, plan, reds, state, vals, into=None):
+        """One slice: the maps, then each reducer's step on its state (``state[k]``, refs); ``into``: value id ->
+        the destination slice a map writes (a sliced output)."""
         covered = {i: r for r in reds for i in r.ops}
         out = []
         vals = dict(vals)
         for i in ops_in(plan, "body"):
             r = covered.get(i)
             if r is None:
-                out.extend(self._emit(plan, i, vals, {}))
+                out.extend(self._emit(plan, i, vals, into or {}))
             elif i == max(r.ops):
                 out.extend(self._step(plan, r, state[reds.index(r)], vals))
         return out

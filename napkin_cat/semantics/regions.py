@@ -98,13 +98,17 @@ def fold(region: Diagram, plan: StreamPlan, xs: list, env, size: int, total: int
 
     head once; per slice the maps, then every reducer's accumulator (a monoid's combine, a form's
     step diagram on its state, a nested region advanced on its state); after the last slice each
-    reducer's finish, then the tail.
+    reducer's finish, then the tail.  A sliced output (``plan.sliced``) is made by the maps slice by
+    slice: its slices are concatenated along the axis, ``y = y₁ ⧺ y₂ ⧺ …``.
     """
     values = {v: x for v, x in zip(plan.dom, xs)}
     for i in plan.indices("head"):
         _run(plan, i, values, env, interpret)
     state = [_initial(r, env) for r in plan.reducers]
-    state = _slices_of(plan, values, state, env, size, total, interpret)
+    pieces = {v: [] for v in plan.sliced_values}   # a sliced output: its slices, concatenated after the trips
+    state = _slices_of(plan, values, state, env, size, total, interpret, pieces)
+    for j, v in zip(plan.sliced, plan.sliced_values):
+        values[v] = np.concatenate(pieces[v], axis=plan.cod_array(j).names.index(plan.axis))
     for k, r in enumerate(plan.reducers):
         finished = state[k] if r.finish is None else interpret(r.finish, state[k], env)
         values.update(zip(r.outputs, finished))
@@ -121,8 +125,9 @@ def _run(plan, i, vals, env, interpret):
         vals[v] = r
 
 
-def _slices_of(plan, values, state, env, size, total, interpret) -> list:
-    """The reducers' states after the body has run on every slice of ``size`` of ``total``."""
+def _slices_of(plan, values, state, env, size, total, interpret, pieces=None) -> list:
+    """The reducers' states after the body has run on every slice of ``size`` of ``total``; the slices of the
+    sliced outputs are appended to ``pieces`` (value id -> list)."""
     positions = {v: plan.arrays[v].names.index(plan.axis) for k, v in enumerate(plan.dom)
                  if k in plan.streamed_inputs}
     maps = plan.maps
@@ -134,6 +139,8 @@ def _slices_of(plan, values, state, env, size, total, interpret) -> list:
             vals[v] = values[v][tuple(sl)]
         for i in maps:
             _run(plan, i, vals, env, interpret)
+        for v in pieces or ():
+            pieces[v].append(vals[v])
         state = [_accumulate(plan, r, state[k], vals, env, interpret) for k, r in enumerate(plan.reducers)]
     return state
 
