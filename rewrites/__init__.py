@@ -12,7 +12,7 @@ ruleset            rules
 ``FUSION``         save_load_elimination
 ``SIMPLIFY``       the terminating clean-up rules (copy law, deletion, identities, Save;Load)
 ``UNSCALED``       the paper's SoftMax → Auxiliary → Unscaled derivation, plus SIMPLIFY
-``PARTITION``      kernel_formation, kernel_fusion, stream_partition, group_partition
+``PARTITION``      kernel_formation, kernel_fusion, stream_partition, sliced_stream, group_partition
 ``DECOMPOSE``      group_split_join, stream_decomposition, online_softmax_decomposition (written-out forms)
 ``CONTRACTION``    contraction_merge, contraction_split, contraction_reassociation, contracted_axis_renaming
 =================  ==========================================================================
@@ -39,7 +39,7 @@ from rewrites.fusion import save_load_elimination
 from rewrites.decompose import RULES as DECOMPOSE
 from rewrites.decompose import group_split_join, online_softmax_decomposition, stream_decomposition
 from rewrites.partition import RULES as PARTITION
-from rewrites.partition import group_partition, kernel_formation, kernel_fusion, stream_partition
+from rewrites.partition import group_partition, kernel_formation, kernel_fusion, sliced_stream, stream_partition
 from rewrites.softmax import RULES as SOFTMAX
 from rewrites.softmax import (auxiliary_to_unscaled, divide_after_contraction, softmax_contraction_to_unscaled,
                               softmax_to_auxiliary)
@@ -63,14 +63,14 @@ def unscaled_softmax(diagram, *, max_steps: int = 1000) -> Derivation:
 RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "tiled_matmul": tiled_matmul,
                                         "unscaled_softmax": unscaled_softmax},
                     roles={"kernel": "kernel_formation", "fuse": "kernel_fusion", "stream": "stream_partition",
-                           "group": "group_partition",
+                           "sweep": "sliced_stream", "group": "group_partition",
                            "prepare": ("softmax_contraction_to_unscaled", "contraction_reassociation"),
                            "simplify": tuple(SIMPLIFY.names)})
 
 
 __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "UNSCALED", "PARTITION",
            "unscaled_softmax",
-           "flash_attention", "tiled_matmul", "kernel_formation", "kernel_fusion", "stream_partition",
+           "flash_attention", "tiled_matmul", "kernel_formation", "kernel_fusion", "stream_partition", "sliced_stream",
            "group_partition", "DECOMPOSE", "group_split_join", "stream_decomposition",
            "online_softmax_decomposition",
            "copy_discard", "delete_pure_box", "remove_identity",

@@ -6,6 +6,7 @@ rule                     lhs → rhs
 ``kernel_formation``     f (a primitive at level 0) → Kernel_ℓ(Load ; f@ℓ ; Save)
 ``kernel_fusion``        Kernel(f) ; Kernel(g) → Kernel(f ; g)  (Save ; Load eliminated)
 ``stream_partition``     Kernel(F) → Kernel(Stream_{b,s}(F))      if F is streamable along b
+``sliced_stream``        Kernel(F) → Kernel(Stream_{b,s,sliced}(F))  if F streams along b, outputs sliced
 ``group_partition``      Kernel(weave_a F) → Grid_{a,g}(Kernel(F[a ↦ g]))  if F is weaved over a
 =======================  ===================================================================
 
@@ -307,6 +308,67 @@ stream_partition = Rule(
 )
 
 
+# ---------------------------------------------------------------------- sliced stream
+def _sliced_axis(m):
+    """The rule's axis, or else the first axis an input and an output of the kernel carry that it sweeps."""
+    k = m.box("k")
+    axis = m.params.get("axis")
+    if axis is not None:
+        return axis, m.params.get("size", f"s_{axis}")
+    outs = {n for a in k.cod.inside for n in a.names}
+    for arr in k.arg.dom.inside:
+        for name in arr.names:
+            if name in outs:
+                try:
+                    analyse(k.arg, name, sliced=True)
+                    return name, m.params.get("size", f"s_{name}")
+                except RewriteError:
+                    continue
+    return None, None
+
+
+def _sweepable(m):
+    axis, _ = _sliced_axis(m)
+    k = m.box("k")
+    if axis is None:
+        return "the kernel can be swept along none of the axes an input and an output carry"
+    if not any(axis in a.names for a in k.arg.dom.inside):
+        return f"no input of the kernel carries {axis!r}"
+    return _refusal(lambda: analyse(k.arg, axis, sliced=True))
+
+
+def _sliced_rhs(m):
+    axis, size = _sliced_axis(m)
+    return nc.stream(_single(m, "k"), axis, size, sliced=True)
+
+
+def _sliced_instance(rng):
+    """A kernel with an output axis an input carries (sliced) and maybe a reduced one; sizes symbolic or not."""
+    k = _sizes_or_symbols(rng)
+    algos = [lambda: nc.library.attention(**k(q=4, x=6, d=3)), lambda: nc.library.matmul(**k(a=3, b=6, c=2)),
+             lambda: nc.einsum("q d, x d -> q x", **k(q=2, x=6, d=2)),
+             lambda: nc.library.mlp(**k(n=3, i=2, f=4, o=2)),
+             lambda: nc.library.layer_norm(**k(n=4, d=3))]
+    return nc.kernel(algos[int(rng.integers(len(algos)))]())
+
+
+sliced_stream = Rule(
+    "sliced_stream",
+    Pattern({"k": PLAIN_KERNEL}),
+    _sliced_rhs,
+    conditions=(Condition("sweepable", _sweepable, "the kernel must stream along the axis, outputs sliced"),),
+    obligation=Obligation(lambda rng: _sliced_instance(rng), cost=_stream_cost),
+    doc="""Kernel(F) → Kernel(Stream_{b, s_b, sliced}(F)) when F streams along b writing its outputs that carry b
+    slice by slice (a sweep).
+
+    The recursive decomposition (paper Fig. recursive_decomposition) read for an axis an output keeps: F weaved
+    over b is split_b ; (F ⊗ … ⊗ F) ; join_b run one slice after the other, so what does not carry b (a
+    stationary operand) is loaded once and kept, and each trip saves its slice of the outputs; reducers along
+    b may run beside.  Cost claim: transfers are unchanged; memory uses s_b in place of b for the slices.""",
+    oriented=False,
+)
+
+
 # ---------------------------------------------------------------------- group partition
 def _group_axis(m):
     """The rule's axis, or else the first output axis the region is weaved over (not yet grouped)."""
@@ -421,4 +483,4 @@ group_partition = Rule(
 )
 
 
-RULES = RuleSet((kernel_formation, kernel_fusion, stream_partition, group_partition))
+RULES = RuleSet((kernel_formation, kernel_fusion, stream_partition, sliced_stream, group_partition))

@@ -30,10 +30,12 @@ _loaded = False
 
 #: The parts a rule book may play in the derivation search (:mod:`napkin_cat.search`), by role:
 #: ``kernel`` (a primitive becomes its own kernel; takes ``level=``), ``fuse`` (two kernels become one),
-#: ``stream`` and ``group`` (partition a kernel; take ``axis=`` and ``size=``), ``prepare`` (a tuple of
+#: ``stream`` and ``group`` (partition a kernel; take ``axis=`` and ``size=``), ``sweep`` (a sliced stream: a
+#: kernel streamed along an axis its outputs carry, each trip writing its slice; takes ``axis=`` and ``size=``;
+#: optional: a book without it gives the search no sliced variants), ``prepare`` (a tuple of
 #: function-level rules the search tries before partitioning: online forms, reassociations) and
 #: ``simplify`` (a tuple of terminating clean-up rules applied to a fixpoint first: dead code, identities).
-ROLES = ("kernel", "fuse", "stream", "group", "prepare", "simplify")
+ROLES = ("kernel", "fuse", "stream", "sweep", "group", "prepare", "simplify")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ block by block, in execution order:
 
 1. the rule playing ``kernel`` (kernel formation) on each of the block's primitives, at the level asked;
 2. the rule playing ``fuse`` (kernel fusion) on two of its kernels, until the block is one kernel;
-3. the rule playing ``stream`` along its streamed axis, then ``group`` along each grouped axis, with the
+3. the rule playing ``stream`` along its streamed axis (``sweep`` for a sliced stream), then ``group`` along each grouped axis, with the
    kernel's own tile names (parameters ``axis=`` and ``size=`` of the rules).
 
 Every step is applied at the match that touches the block it is building, so the trace replays
@@ -81,7 +81,8 @@ def make(form, graph, path, book, level: int):
             mine = (mine - gone) | {_region_among(mk.net, new)}
         (region,) = mine
         # 3. partition it
-        steps = ([(stream_rule, variant.stream)] if variant.stream else []) + \
+        first = book.role("sweep") if getattr(variant, "sliced", False) else stream_rule
+        steps = ([(first, variant.stream)] if variant.stream else []) + \
             [(group_rule, a) for a in variant.groups]
         for rule, axis in steps:
             r = rule.using(axis=axis, size=names[axis])

@@ -20,18 +20,19 @@ class KernelChoice:
     stream: str | None
     groups: tuple
     tiles: dict = field(default_factory=dict, compare=False)
+    sliced: bool = False   # the stream writes its outputs slice by slice (a sweep)
 
     def __str__(self):
         parts = []
         if self.groups:
             parts.append("group " + ",".join(self.groups))
         if self.stream:
-            parts.append("stream " + self.stream)
+            parts.append(("sweep " if self.sliced else "stream ") + self.stream)
         return f"[{' ; '.join(self.ops)}]" + (" " + " · ".join(parts) if parts else "")
 
     def as_json(self) -> dict:
         return {"ops": list(self.ops), "stream": self.stream, "groups": list(self.groups),
-                "tiles": {a: str(t) for a, t in self.tiles.items()}}
+                "tiles": {a: str(t) for a, t in self.tiles.items()}, **({"sliced": True} if self.sliced else {})}
 
 
 @dataclass(frozen=True)

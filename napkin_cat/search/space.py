@@ -312,7 +312,8 @@ class _Made:
         self.diagram, steps = make(form.diagram, form.graph, plan, book, level)
         self.trace = Trace(form.steps + steps, book.rules)
         self.variant = Schedule(tuple(KernelChoice(tuple(form.graph.name(i) for i in bits(block)), v.stream,
-                                                   v.groups, dict(nm)) for block, v, nm in plan), form.prepared)
+                                                   v.groups, dict(nm), v.sliced) for block, v, nm in plan),
+                                form.prepared)
         self.kernels = [Curve(Diagram.id(box.dom).then(box), level) for _, box in layers(self.diagram)
                         if is_structural(box) is None]
         self.level = level
@@ -369,7 +370,7 @@ class Makers(dict):
     """The winners made by the rules, once per (form, path)."""
 
     def get_made(self, diagram, form, path, book, level) -> _Made:
-        key = (id(form), tuple((block, v.stream, v.groups) for block, v, _ in path))
+        key = (id(form), tuple((block, v.stream, v.sliced, v.groups) for block, v, _ in path))
         if key not in self:
             self[key] = _Made(diagram, form, path, book, level)
         return self[key]

@@ -5,21 +5,24 @@ For a block of operations fused into one kernel (:func:`napkin_cat.algorithms.pa
 * **stream** along any axis the kernel reads and sums away that the streaming analysis accepts
   (:func:`napkin_cat.algorithms.streaming.analyse`: maps, monoid reducers, registered accumulator
   forms such as online softmax); one variant per such axis, or one unstreamed variant if there is none;
+* **sweep** (a sliced stream) along any axis an output carries and an input carries, when the streaming
+  analysis accepts it with the outputs written slice by slice (what lacks the axis stays on chip: a
+  stationary operand, loaded once);
 * **group** along every axis that every output carries and every box that sees it maps over
   (:func:`napkin_cat.algorithms.partitions.group` accepts it), innermost first.  Grouping an axis
   never costs more: its tile may be the whole axis.
 
 No axis is named: the candidates are the axes on the kernel's own wires.  The partitions are the
-ones the rules ``stream_partition`` and ``group_partition`` make (their right-hand sides call these
+ones the rules ``stream_partition``, ``sliced_stream`` and ``group_partition`` make (their right-hand sides call these
 same functions), so a variant costed here is what the derivation's trace will build.
 
 >>> import napkin_cat as nc
->>> [(v.stream, v.groups) for v in variants(nc.library.matmul())]
-[('b', ('c', 'a'))]
->>> [(v.stream, v.groups) for v in variants(nc.library.attention())]
-[('x', ('q',))]
->>> [(v.stream, v.groups) for v in variants(nc.softmax("q x", over="x"))]
-[(None, ('q',))]
+>>> [v.describe() for v in variants(nc.library.matmul())]
+['group c,a · stream b', 'group c · sweep a', 'group a · sweep c']
+>>> [v.describe() for v in variants(nc.library.attention())]
+['group q · stream x', 'sweep q']
+>>> [v.describe() for v in variants(nc.softmax("q x", over="x"))]
+['group q', 'sweep q']
 """
 from __future__ import annotations
 
@@ -40,13 +43,14 @@ class Variant:
     groups: tuple
     diagram: Diagram
     tiles: tuple = ()   # ((axis, tile name), ...): the stream's first, then the groups'
+    sliced: bool = False   # the stream writes the outputs that carry its axis slice by slice (a sweep)
 
     def describe(self) -> str:
         parts = []
         if self.groups:
             parts.append("group " + ",".join(self.groups))
         if self.stream:
-            parts.append("stream " + self.stream)
+            parts.append(("sweep " if self.sliced else "stream ") + self.stream)
         return " · ".join(parts) or "whole"
 
 
@@ -83,6 +87,15 @@ def carried_axes(diagram: Diagram) -> list:
     return list(reversed(common))
 
 
+def swept_axes(diagram: Diagram) -> list:
+    """Axes some output carries and some input carries (candidates of a sliced stream), in order of appearance."""
+    outs = {n for a in diagram.cod.inside for n in a.names}
+    seen = []
+    for arr in diagram.dom.inside:
+        seen += [n for n in arr.names if n in outs and n not in seen]
+    return seen
+
+
 def streamable_axes(function: Diagram) -> list:
     """The reduced axes along which the streaming analysis accepts the function."""
     out = []
@@ -111,17 +124,26 @@ def variants(function: Diagram, level: int = 1, names=None) -> list:
             streamed.append((axis, stream(base, axis, names("s", axis))))
         except NapkinError:   # not streamable, or e.g. a rename ties the axis to one that is not streamed
             continue
+    swept = []
+    for axis in swept_axes(function):
+        try:
+            swept.append((axis, stream(base, axis, names("s", axis), sliced=True)))
+        except NapkinError:
+            continue
     out = []
-    for axis, k in streamed or [(None, base)]:
-        tiles = [(axis, names("s", axis))] if axis is not None else []
-        grouped = []
-        for a in carried_axes(function):
-            try:
-                k2 = group(k, a, names("g", a))
-            except NapkinError:
-                continue
-            k = k2
-            grouped.append(a)
-            tiles.append((a, names("g", a)))
-        out.append(Variant(axis, tuple(grouped), k, tuple(tiles)))
+    for sliced, choices in ((False, streamed or [(None, base)]), (True, swept)):
+        for axis, k in choices:
+            tiles = [(axis, names("s", axis))] if axis is not None else []
+            grouped = []
+            for a in carried_axes(function):
+                if a == axis:
+                    continue
+                try:
+                    k2 = group(k, a, names("g", a))
+                except NapkinError:
+                    continue
+                k = k2
+                grouped.append(a)
+                tiles.append((a, names("g", a)))
+            out.append(Variant(axis, tuple(grouped), k, tuple(tiles), sliced))
     return out
