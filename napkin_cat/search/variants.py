@@ -22,7 +22,7 @@ same functions), so a variant costed here is what the derivation's trace will bu
 >>> [v.describe() for v in variants(nc.library.attention())]
 ['group q · stream x', 'sweep q']
 >>> [v.describe() for v in variants(nc.softmax("q x", over="x"))]
-['group q', 'sweep q']
+['group q']
 """
 from __future__ import annotations
 
@@ -88,11 +88,16 @@ def carried_axes(diagram: Diagram) -> list:
 
 
 def swept_axes(diagram: Diagram) -> list:
-    """Axes some output carries and some input carries (candidates of a sliced stream), in order of appearance."""
+    """Axes some output carries and some input carries (candidates of a sliced stream), in order of appearance.
+
+    An axis every input and every output carries is left out: nothing would stay on chip from trip to trip,
+    and the group along it (any tile) does what the sweep does.
+    """
     outs = {n for a in diagram.cod.inside for n in a.names}
+    arrays = (*diagram.dom.inside, *diagram.cod.inside)
     seen = []
     for arr in diagram.dom.inside:
-        seen += [n for n in arr.names if n in outs and n not in seen]
+        seen += [n for n in arr.names if n in outs and n not in seen and not all(n in a.names for a in arrays)]
     return seen
 
 
