@@ -7,7 +7,8 @@ block by block, in execution order:
 
 1. the rule playing ``kernel`` (kernel formation) on each of the block's primitives, at the level asked;
 2. the rule playing ``fuse`` (kernel fusion) on two of its kernels, until the block is one kernel;
-3. the rule playing ``stream`` along its streamed axis (``sweep`` for a sliced stream), then ``group`` along each grouped axis, with the
+3. the rule playing ``stream`` along its streamed axis (``sweep`` for a sliced stream), then ``group``
+   along each grouped axis, with the
    kernel's own tile names (parameters ``axis=`` and ``size=`` of the rules).
 
 Every step is applied at the match that touches the block it is building, so the trace replays
