@@ -133,3 +133,8 @@ def test_sliced_round_trips_through_json_and_shows_in_the_title():
     assert "sliced" not in str(d)   # recorded only when set
     A, B = np.ones((3, 2)), np.ones((4, 2))
     np.testing.assert_allclose(nc.evaluate(back, A, B, sizes={"s_x": 3}), A @ B.T)
+
+
+def test_the_drawing_titles_a_sliced_stream():
+    d = nc.group(nc.stream(nc.einsum("q d, x d -> q x"), "x", "s_x", sliced=True), "q", "g_q")
+    assert "Stream(axis=x, size=s\\_x, sliced=True)" in nc.to_tikz(d)
