@@ -138,3 +138,11 @@ def test_sliced_round_trips_through_json_and_shows_in_the_title():
 def test_the_drawing_titles_a_sliced_stream():
     d = nc.group(nc.stream(nc.einsum("q d, x d -> q x"), "x", "s_x", sliced=True), "q", "g_q")
     assert "Stream(axis=x, size=s\\_x, sliced=True)" in nc.to_tikz(d)
+
+
+def test_a_region_inside_a_sliced_stream_is_refused_with_the_reason():
+    """A level-2 kernel inside a sliced stream's slice would have to run as a map of the trip (not a nested reducer):
+    not supported, refused when built, naming the axis and the region."""
+    d = nc.stream(nc.library.matmul(), "a", "s_a", sliced=True)
+    with pytest.raises(RewriteError, match=r"level-2 kernel.*'a'.*Kernel\(level=2\).*sliced stream"):
+        nc.kernel(d, level=2)
