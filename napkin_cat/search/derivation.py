@@ -101,7 +101,7 @@ def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors
     env = check_sizes(diagram, sizes)
     if tiles not in ("divisors", "any"):
         raise NapkinError(f"tiles must be 'divisors' or 'any', got {tiles!r}")
-    best = select(forms, level, sizes, memories, tiles)
+    best = select(forms, level, sizes, memories, tiles, tuple(book.roles))
     if any(b is None for b in best):
         small = min(_smallest_memory(f.space, level, sizes) for f in forms)
         low = [m for m, b in zip(memories, best) if b is None]
@@ -127,7 +127,7 @@ def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors
                       [f"sum of each kernel's exact integer optimum over {over} ({len(w.kernels)} kernels)"])
         regimes.append(Regime(w.variant, H, w.diagram, w.trace, w.cost, opt, b, gap, memory=m))
     curves = {str(w.variant): [w.numeric(sizes, m, memories, tiles)[0] for m in memories] for w in made.values()}
-    for kind, hs in _extremes(forms, level, sizes, memories, tiles).items():
+    for kind, hs in _extremes(forms, level, sizes, memories, tiles, tuple(book.roles)).items():
         curves.setdefault(kind, hs)
     last = regimes[-1]
     return Derivation(diagram, last.diagram, last.trace, H={r.memory: r.H for r in regimes} if many else last.H,

@@ -174,7 +174,7 @@ def symbolic(diagram, forms, book, level, M, sizes, reference):
         raise NapkinError(f"reference= must give every axis of the diagram; missing {missing}")
     ref = {symbol(k): v for k, v in ref_sizes.items()}
     ref[M] = M
-    best = select(forms, level, ref_sizes, GRID)
+    best = select(forms, level, ref_sizes, GRID, roles=tuple(book.roles))
     makers, cands, seen = Makers(), [], {}
     for b in best:
         if b is None:

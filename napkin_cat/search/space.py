@@ -101,8 +101,18 @@ class Choice:
     @property
     def options(self) -> list:
         if self._options is None:
-            self._options = [(v, Curve(v.diagram, self.level)) for v in variants(self.function, self.level)]
+            self._options = []
+            for v in variants(self.function, self.level):
+                curve = Curve(v.diagram, self.level)
+                curve.role = "sweep" if v.sliced else "stream"
+                self._options.append((v, curve))
         return self._options
+
+
+def playable(roles):
+    """Whether a partition's curve is one the rule book can build (a sweep needs a rule playing ``sweep``)."""
+    sweeps = "sweep" in set(roles)
+    return lambda curve: sweeps or getattr(curve, "role", "stream") != "sweep"
 
 
 def _choice(graph, block, level) -> Choice:
@@ -339,17 +349,19 @@ class _Made:
         return sympy.Add(*[k.symbolic(M) for k in self.kernels])
 
 
-def select(forms, level, sizes, memories, tiles="divisors") -> list:
+def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep",)) -> list:
     """Per memory: ``(form, path)`` of the cheapest algorithm at ``sizes``, or None if none fits.
 
     Ties go to fewer kernels, then to the finer form (more operations: an accumulator written out as
     boxes, whose trace shows how the kernel streams), then to fewer rewrites, then to the earlier form.
+    Only partitions the rule book's ``roles`` can build are considered.
     """
     env = {symbol(str(k)): int(v) for k, v in sizes.items()}
     best = [None] * len(memories)
+    ok = playable(roles)
     for rank, form in enumerate(forms):
         def evaluate(curve, k):
-            return curve.at_all(sizes, memories, tiles)[k][0]
+            return curve.at_all(sizes, memories, tiles)[k][0] if ok(curve) else None
 
         def lower(ch):
             return _number(ch.compulsory, env)
@@ -376,15 +388,16 @@ class Makers(dict):
         return self[key]
 
 
-def _extremes(forms, level, sizes, memories, tiles="divisors") -> dict:
+def _extremes(forms, level, sizes, memories, tiles="divisors", roles=("sweep",)) -> dict:
     """``{"unfused": [H per memory], "fully fused": [...]}``: every operation its own kernel, and one kernel
     (each partitioned at its best; the best over the prepared forms; None where it does not fit)."""
     out = {"unfused": [None] * len(memories), "fully fused": [None] * len(memories)}
+    ok = playable(roles)
     for form in forms:
         g = form.graph
 
         def evaluate(curve, k):
-            return curve.at_all(sizes, memories, tiles)[k][0]
+            return curve.at_all(sizes, memories, tiles)[k][0] if ok(curve) else None
         for kind, blocks in (("unfused", [1 << i for i in range(len(g))]), ("fully fused", [g.full])):
             if kind == "fully fused" and not g.connected(g.full):
                 continue

@@ -172,6 +172,30 @@ def test_a_skinny_product_reaches_its_compulsory_traffic():
     assert nc.equivalent(nc.library.matmul(), r.diagram, trials=2, seed=0)
 
 
+def test_a_book_without_a_sweep_rule_is_searched_without_sweeps():
+    """The search considers only partitions its rule book can build: without a rule playing ``sweep`` the skinny
+    product falls back to the tiled form (and nothing raises for a missing role)."""
+    from napkin_cat.rewriting.registry import Rulebook
+    from rewrites import RULEBOOK
+    roles = {k: v for k, v in RULEBOOK.roles.items() if k != "sweep"}
+    book = Rulebook("no sweeps", RULEBOOK.rules, dict(RULEBOOK.derivations), roles=roles)
+    sizes = {"a": 4096, "b": 128, "c": 128}
+    r = nc.derive(nc.library.matmul(), memory=2 ** 16, sizes=sizes, book=book)
+    assert "sweep" not in str(r.variant)
+    assert r.H == integer_optimum(tiled_matmul(nc.library.matmul()).diagram, 2 ** 16, sizes) > 4096 * 128 * 2 + 128 ** 2
+    assert "sliced_stream" not in [s.rule for s in r.trace]
+
+
+def test_divisor_tiles_meet_the_mappers_numbers(curve):
+    """AccelForge's mapper (q = x = 4096, d = 128): 4.2e8 values at M = 2^10 and 101,711,872 at 2^14.  The
+    search meets both with tiles dividing the axes: at 2^10 QKᵀ as a tiled matmul and SoftMax·V streamed with
+    P·V accumulated into o; at 2^14 QKᵀ with a stationary operand (a sweep) and SoftMax·V grouped over q only."""
+    assert curve.H[2 ** 10] <= 420_000_000
+    assert curve.H[2 ** 10] == 419_954_688                # 400.5·2^20
+    assert curve.H[2 ** 14] <= 101_711_872
+    assert "sweep" in str(curve.at(2 ** 14).variant)
+
+
 def test_renamed_axes_give_the_same_answers(curve):
     att = nc.rename_axis(nc.rename_axis(nc.rename_axis(nc.library.attention(), "q", "t"), "x", "k"), "d", "f")
     r = nc.derive(att, memory=[2 ** 10, 2 ** 14, 2 ** 18], sizes={"t": 4096, "k": 4096, "f": 128})
