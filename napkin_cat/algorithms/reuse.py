@@ -97,7 +97,8 @@ def accumulated_addends(step: Diagram, n_state: int) -> list:
     ``t`` (the one output of an op whose kind's accumulator is the sum monoid) qualifies when it is read
     once, by an op ``f`` with one output, at an addend position of ``f``'s kind; ``f``'s output is new state
     ``j`` written over the old one (:func:`step_in_place`); ``t``'s maker reads no old state (it runs
-    later, when the state is being overwritten), and ``t`` is not itself an output of the step."""
+    later, when the state is being overwritten), and ``t`` is not itself an output of the step; one sum
+    per consumer (``add(t₁, t₂)`` accumulates ``t₁`` only)."""
     ops, dom, cod = trace_values(step)
     ok = step_in_place(step, n_state)
     uses = {}
@@ -117,6 +118,8 @@ def accumulated_addends(step: Diagram, n_state: int) -> list:
         fkind = _kind(fbox)
         addend = next((a for a in (fkind.addends if fkind else ()) if a.position == pos), None)
         if addend is None or len(fouts) != 1:
+            continue
+        if any(a.consumer == f for a in out):
             continue
         js = [j for j in range(n_state) if cod[j] == fouts[0] and ok[j]]
         if len(js) != 1 or any(v in dom[:n_state] for v in ins) or cod.count(fouts[0]) != 1:
