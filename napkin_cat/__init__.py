@@ -28,6 +28,7 @@ from napkin_cat.syntax.primitive import Accumulator, KINDS, declare
 from napkin_cat.syntax.weave import weave
 from napkin_cat.syntax.relabel import at_level, rename_axis, substitute
 from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.wiring import traverse
 from napkin_cat import library
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.algorithms.partitions import group, kernel, stream, unfused
@@ -60,6 +61,7 @@ __all__ = [
     "Array", "Box", "Diagram", "Ty", "Axis", "axes", "symbol", "DType", "DTYPES", "FP32", "FP16", "BF16", "FP8",
     "Accumulator", "KINDS", "declare", "Id", "apply", "cast", "einsum", "elementwise", "join", "parse", "reduce",
     "rename", "softmax", "split", "transfer", "types", "weave", "at_level", "rename_axis", "substitute", "Builder",
+    "traverse",
     # algorithms and the named ones
     "library", "Region", "Kernel", "Grid", "Stream", "kernel", "unfused", "group", "stream",
     # functors: numpy, cost
