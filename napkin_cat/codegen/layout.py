@@ -46,7 +46,7 @@ def reads_writes(stmt) -> tuple[list, list]:
     if isinstance(stmt, (Load, Store, Copy)):
         return [stmt.src], [stmt.dst]
     if isinstance(stmt, Compute):
-        return list(stmt.ins) + (list(stmt.outs) if stmt.accumulate else []), list(stmt.outs)
+        return list(stmt.refs) + (list(stmt.outs) if stmt.accumulate else []), list(stmt.outs)
     return [], []
 
 

@@ -33,6 +33,7 @@ import sympy
 from napkin_cat.codegen.errors import CodegenError, UnknownKindError
 from napkin_cat.codegen.layout import layouts
 from napkin_cat.plan.ir import Alloc, Free, GridLoop, Kernel, StreamLoop, writes
+from napkin_cat.plan.accumulate import separated
 from napkin_cat.plan.printer import Printer
 
 _GREEK = {"μ": "mu", "δ": "delta", "σ": "sigma", "β": "beta", "·": "dot", "'": "p", "′": "p"}
@@ -127,6 +128,7 @@ class CodePrinter(Printer):
     indent = "    "
 
     def __init__(self, plan, **options):
+        plan = separated(plan)   # a sum accumulated in place: the rest, then the sum folded in (mma with C)
         super().__init__(plan.variable_map, plan.masked)
         self.plan, self.sizes, self.options = plan, dict(plan.sizes), options
         self.layout = layouts(plan)     # on-chip variables: byte offsets per level

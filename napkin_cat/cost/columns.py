@@ -21,7 +21,7 @@ import sympy
 
 from napkin_cat.syntax.wiring import trace_values
 from napkin_cat.algorithms.nesting import state_moves
-from napkin_cat.algorithms.reuse import finish_in_place, step_in_place
+from napkin_cat.algorithms.reuse import accumulated_addends, finish_in_place, step_in_place
 
 
 def _numel(arr):
@@ -105,9 +105,24 @@ def _trip_items(plan, state: dict, name: dict, arrays: dict, tag) -> list:
                 rename = {cod[j]: state[k][j] for j in range(len(state[k])) if ok[j]}
                 sub, arrs, new = _sub(r.step, state[k] + [nm(v) for v in r.inputs], rename, tag + ("step", k))
                 arrays.update(arrs)
-                items += sub
+                items += _accumulated(sub, accumulated_addends(r.step, len(state[k])))
                 items += [([v], [s]) for v, s in zip(new, state[k]) if v != s]
     return items
+
+
+def _accumulated(items: list, sums: list) -> list:
+    """A step's items with each sum accumulated in place (:func:`~napkin_cat.algorithms.reuse.accumulated_addends`):
+    its maker runs after the consumer's rest, reading the state it adds into; the sum is never a value."""
+    items = list(items)
+    for a in sums:
+        (m_ins, _), (f_ins, f_outs) = items[a.maker], items[a.consumer]
+        rest = ([f_ins[p] for p in a.addend.operands], f_outs)
+        items[a.consumer] = [rest, (m_ins + f_outs, f_outs)]
+        items[a.maker] = []
+    out = []
+    for it in items:
+        out += it if isinstance(it, list) else [it]
+    return out
 
 
 def nest_items(nest, state: list, ins: list, arrays: dict, tag) -> list:

@@ -244,7 +244,9 @@ def configure(algorithm, hierarchy, sizes: dict, *, axis: str | None = None, spl
         base = algorithm
     elif isinstance(algorithm, Diagram):
         algorithm = _with_subloops(algorithm, subloops or {})
-        base = make_plan(algorithm, _planning_sizes(algorithm, sizes, splits, subloops or {}, h))
+        # a sum accumulated in place (o ← fma(o, δ, P·V)) is stored first here: recolouring puts the
+        # contraction on the tensor cores and the rest on the threads, and a value lives on one level
+        base = make_plan(algorithm, _planning_sizes(algorithm, sizes, splits, subloops or {}, h), accumulate=False)
     else:
         raise HardwareError(f"configure takes an algorithm diagram or its plan, got {type(algorithm).__name__}")
     buffers = h.stream_buffers if stream_buffers is None else stream_buffers

@@ -35,7 +35,7 @@ from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.wiring import trace_values
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.plan.reducers import ops_in, reducers_of
-from napkin_cat.algorithms.reuse import finish_in_place, step_in_place
+from napkin_cat.algorithms.reuse import accumulated_addends, finish_in_place, step_in_place
 
 
 def _ascii(name: str) -> str:
@@ -47,8 +47,9 @@ def _ascii(name: str) -> str:
 class Expander:
     """Builds the statements and the variables of a plan; ``variables`` keeps their order of creation."""
 
-    def __init__(self, sizes: dict):
+    def __init__(self, sizes: dict, *, accumulate: bool = True):
         self.sizes = sizes
+        self.accumulate = accumulate   # sums read at an addend of an in-place state update accumulate into it
         self.variables: dict[str, Variable] = {}
         self.indices: set = set()
         self.context: dict[str, Range] = {}   # axis -> the range enclosing loops give it
@@ -84,8 +85,9 @@ class Expander:
         body, outs = self.diagram(diagram, ins, dests)
         return stmts + body, outs
 
-    def diagram(self, d: Diagram, ins: list, dests: list):
-        """``(statements, output refs)`` of a flat diagram on input refs, writing into ``dests`` where given."""
+    def diagram(self, d: Diagram, ins: list, dests: list, inlined=()):
+        """``(statements, output refs)`` of a flat diagram on input refs, writing into ``dests`` where given;
+        the ops at the indices ``inlined`` are computed into the op reading them (never stored)."""
         ops, dom, cod = trace_values(d)
         refs = dict(zip(dom, ins))
         dest_of = {}
@@ -93,7 +95,10 @@ class Expander:
             if dst is not None and v not in dest_of and v not in refs:
                 dest_of[v] = dst
         stmts = []
-        for box, i_ids, o_ids in ops:
+        for k, (box, i_ids, o_ids) in enumerate(ops):
+            if k in inlined:
+                refs[o_ids[0]] = Compute(box, (), tuple(refs[v] for v in i_ids), None, self.origin(box.name))
+                continue
             s, outs = self.op(box, [refs[v] for v in i_ids], [dest_of.get(v) for v in o_ids])
             stmts += s
             refs.update(zip(o_ids, outs))
@@ -315,6 +320,8 @@ class Expander:
             return [Compute(box, (state[0],), tuple(vals[v] for v in i_ids), r.monoid, self.origin(box.name))]
         dests = step_in_place(r.step, len(state))
         stmts, outs = self.diagram(r.step, list(state) + [vals[v] for v in r.inputs],
-                                   [state[j] if ok else None for j, ok in enumerate(dests)])
+                                   [state[j] if ok else None for j, ok in enumerate(dests)],
+                                   {a.maker for a in accumulated_addends(r.step, len(state))} if self.accumulate
+                                   else ())
         return stmts
 

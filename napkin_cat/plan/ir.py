@@ -12,7 +12,9 @@ node                    meaning
 ``Alloc`` / ``Free``    a global variable comes to life / a value is no longer needed
 ``Load`` / ``Store``    a transfer one level down / up (the diagram's Load / Save boxes)
 ``Fill``                a stream's state set to its value for an empty stream (the head ``F(0)``)
-``Compute``             a primitive box on refs; ``accumulate`` folds it into its output (a monoid)
+``Compute``             a primitive box on refs; ``accumulate`` folds it into its output (a monoid);
+                        an operand may be a ``Compute`` itself (no ``outs``): computed into the
+                        consumer, never stored (a sum accumulated in place, ``o ← fma(o, δ, P·V)``)
 ``Copy``                a state value moved into its variable (no transfer, no FLOPs)
 ``Kernel``              a fused kernel at ``level``: its body runs there
 ``GridLoop``            parallel loop over the tiles of ``axis`` (a Grid)
@@ -183,6 +185,19 @@ class Compute:
     def kind(self) -> str:
         return self.box.data.kind
 
+    @property
+    def refs(self) -> tuple:
+        """The views it reads, those of its inlined operands included (in operand order)."""
+        out = ()
+        for r in self.ins:
+            out += r.refs if isinstance(r, Compute) else (r,)
+        return out
+
+    @property
+    def inlined(self) -> tuple:
+        """``(position, Compute)`` of its operands computed into it (never stored)."""
+        return tuple((p, r) for p, r in enumerate(self.ins) if isinstance(r, Compute))
+
 
 @dataclass(frozen=True)
 class Copy:
@@ -261,7 +276,7 @@ def reads(stmt) -> tuple:
     if isinstance(stmt, (Load, Store, Copy)):
         return (stmt.src.var,)
     if isinstance(stmt, Compute):
-        return tuple(r.var for r in stmt.ins) + (tuple(r.var for r in stmt.outs) if stmt.accumulate else ())
+        return tuple(r.var for r in stmt.refs) + (tuple(r.var for r in stmt.outs) if stmt.accumulate else ())
     return ()
 
 

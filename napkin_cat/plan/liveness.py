@@ -34,7 +34,7 @@ def uses(stmt) -> set:
         if not stmt.dst.whole:
             out.add(stmt.dst.var)
     elif isinstance(stmt, Compute):
-        out |= {r.var for r in stmt.ins}
+        out |= {r.var for r in stmt.refs}
         out |= {r.var for r in stmt.outs if stmt.accumulate or not r.whole}
     return out
 

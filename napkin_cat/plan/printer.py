@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sympy
 
-from napkin_cat.plan.ir import Free
+from napkin_cat.plan.ir import Compute, Free
 
 INDENT = "  "
 
@@ -107,9 +107,13 @@ class Printer:
         value = {float("-inf"): "−∞", float("inf"): "∞"}.get(s.value, f"{s.value:g}")
         return [f"{INDENT * depth}{s.var}{self.shape(s.var)} ← {value}"]
 
+    def call(self, s) -> str:
+        """``box(args)``; an inlined operand prints as its own call."""
+        args = ", ".join(self.call(r) if isinstance(r, Compute) else self.ref(r) for r in s.ins)
+        return f"{s.box.name}({args})"
+
     def _print_Compute(self, s, depth):
-        args = ", ".join(self.ref(r) for r in s.ins)
-        call = f"{s.box.name}({args})"
+        call = self.call(s)
         if s.accumulate:
             op = "+=" if s.accumulate == "sum" else f"{s.accumulate}="
             return [f"{INDENT * depth}{self.ref(s.outs[0])} {op} {call}"]

@@ -198,8 +198,11 @@ def _check_partition(box, env):
                             f"tile's exact size, so the plan cannot mask the last tile; legal sizes are {legal}")
 
 
-def plan(diagram: Diagram, sizes: dict, *, memory: dict | int | None = None) -> Plan:
+def plan(diagram: Diagram, sizes: dict, *, memory: dict | int | None = None, accumulate: bool = True) -> Plan:
     """The plan of ``diagram`` at ``sizes`` (axis and tile names → ints).
+
+    ``accumulate``: a sum a step reads at an addend of an in-place state update is computed into it
+    (:mod:`napkin_cat.algorithms.reuse`); ``False`` stores it first.
 
     ``memory``: capacity in values per level (``{1: 65536}``, or an int for level 1); a plan whose
     peak exceeds it raises :class:`~napkin_cat.errors.MemoryLimitError` naming the level.
@@ -211,7 +214,7 @@ def plan(diagram: Diagram, sizes: dict, *, memory: dict | int | None = None) -> 
     env = _bind(sizes, needed)
     for box in parts:
         _check_partition(box, env)
-    e = Expander(env)
+    e = Expander(env, accumulate=accumulate)
     stmts, outs = e.top(diagram)
     body = with_frees(stmts, {o.var for o in outs})
     p = Plan(diagram, env, body, e.variables, [v.name for v in e.variables.values() if v.role == "input"],

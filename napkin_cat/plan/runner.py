@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy
 
-from napkin_cat.plan.ir import (Free)
+from napkin_cat.plan.ir import Compute, Free
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.syntax.axis import Axis
@@ -191,8 +191,15 @@ class Machine:
     def _run_Copy(self, s, frame):
         self.write(s.dst, np.array(self.view(s.src, frame)), frame)
 
-    def _run_Compute(self, s, frame):
-        xs = [self.view(r, frame) for r in s.ins]
+    def _value(self, r, frame):
+        """An operand: a view, or an inlined computation's value (its FLOPs counted, never stored)."""
+        if not isinstance(r, Compute):
+            return self.view(r, frame)
+        ys = self._apply(r, frame)
+        return ys[0]
+
+    def _apply(self, s, frame):
+        xs = [self._value(r, frame) for r in s.ins]
         fast = self.fast.get(s)
         if fast is None:
             fast = self.fast[s] = _prepare(s.box, self.plan.sizes)
@@ -200,6 +207,10 @@ class Machine:
         if self.counters is not None:
             for p, n in measured_flops(s.box, xs, ys).items():
                 self.counters.add(self.counters.flops, p, n)
+        return ys
+
+    def _run_Compute(self, s, frame):
+        ys = self._apply(s, frame)
         if s.accumulate:
             combine = kind_of(s.kind).accumulator.combine
             ref = s.outs[0]

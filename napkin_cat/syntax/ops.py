@@ -33,7 +33,7 @@ import math
 import numpy as np
 
 from napkin_cat.errors import ShapeError, SignatureError
-from napkin_cat.syntax.primitive import Accumulator, Core, declare
+from napkin_cat.syntax.primitive import Accumulator, Addend, Core, declare
 from napkin_cat.syntax.dtype import as_dtype
 
 
@@ -231,6 +231,12 @@ BINARY = {
 TERNARY = {
     "fma": (lambda a, b, c: a * b + c, "general", 2),
 }
+#: operands a kind adds to the rest of its result (``f(…, t) = rest(…) + t``): ``a + b`` adds either to the
+#: other, ``fma`` adds ``c`` to ``a·b``
+ADDENDS = {
+    "add": (Addend(0, "id", (1,)), Addend(1, "id", (0,))),
+    "fma": (Addend(2, "mul", (0, 1)),),
+}
 ELEMENTWISE = sorted(set(UNARY) | set(BINARY) | set(TERNARY))
 ARITY = {**dict.fromkeys(UNARY, 1), **dict.fromkeys(BINARY, 2), **dict.fromkeys(TERNARY, 3)}
 
@@ -255,14 +261,14 @@ def _binary_kind(name, fn, pipeline):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], xs[1])],
             flops=lambda core, p=pipeline: {p: 1},
             check=_elementwise_check(name, 2), label=name, shape="circle",
-            doc=f"Elementwise {name} of two items.")
+            doc=f"Elementwise {name} of two items.", addends=ADDENDS.get(name, ()))
 
 
 def _ternary_kind(name, fn, pipeline, flops):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], xs[1], xs[2])],
             flops=lambda core, p=pipeline, n=flops: {p: n},
             check=_elementwise_check(name, 3), label=name, shape="circle",
-            doc=f"Elementwise {name} of three items.")
+            doc=f"Elementwise {name} of three items.", addends=ADDENDS.get(name, ()))
 
 
 for _name, (_fn, _p) in UNARY.items():

@@ -95,6 +95,19 @@ class Accumulator:
     combine: Callable
 
 
+@dataclass(frozen=True)
+class Addend:
+    """An operand a kind adds to the rest of its result: ``f(x₀, …, xₙ) = rest(x_operands) + x_position``.
+
+    ``rest`` is a kind's name applied to the operands at ``operands`` in order (``"id"`` when it is one of
+    them unchanged).  A value that only feeds this position may be accumulated into ``f``'s output after
+    ``rest`` is written there (:mod:`napkin_cat.algorithms.reuse`), so it is never stored."""
+
+    position: int
+    rest: str
+    operands: tuple[int, ...]
+
+
 @dataclass(frozen=True, eq=False)
 class Kind:
     """A declared primitive kind (see module docstring)."""
@@ -108,6 +121,7 @@ class Kind:
     label: str | None = None
     shape: str = "box"  # drawing pictogram: box, triangle, circle, transfer
     doc: str = ""
+    addends: tuple = ()  # tuple[Addend, ...]: operands the kind adds to the rest of its result
 
     def __repr__(self):
         return f"Kind({self.name!r})"
@@ -128,17 +142,24 @@ KINDS: dict[str, Kind] = {}
 
 def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callable = None,
             accumulator: Accumulator | None = None, labelled: Callable | None = None,
-            label: str | None = None, shape: str = "box", doc: str = "", replace: bool = False) -> Kind:
+            label: str | None = None, shape: str = "box", doc: str = "", replace: bool = False,
+            addends: tuple = ()) -> Kind:
     """Declare (register) a primitive kind; returns it.
 
     ``impl(xs, core)`` takes numpy arrays with leading batch dims and returns a
     list of outputs; ``flops(core)`` returns ``{pipeline: per-item count}``;
-    ``check(core)`` raises :class:`SignatureError` for an illegal core signature.
+    ``check(core)`` raises :class:`SignatureError` for an illegal core signature; ``addends`` the
+    :class:`Addend` positions (``f(…, t) = rest(…) + t``: ``fma`` adds its third operand to the product of
+    its first two).
     """
+    for a in addends:
+        if not isinstance(a, Addend) or a.position in a.operands:
+            raise SignatureError(f"kind {name!r}: addends must be Addend(position, rest, operands) with the "
+                                 f"position not among the rest's operands, got {a!r}")
     if name in KINDS and not replace:
         raise SignatureError(f"a primitive kind called {name!r} is already declared; "
                              "pass replace=True to redefine it")
-    kind = Kind(name, impl, flops, check, accumulator, labelled, label or name, shape, doc)
+    kind = Kind(name, impl, flops, check, accumulator, labelled, label or name, shape, doc, tuple(addends))
     KINDS[name] = kind
     return kind
 

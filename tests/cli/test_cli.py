@@ -64,7 +64,8 @@ def test_derive_searches_a_range_of_memories_and_plots(tmp_path, capsys):
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["M", "H*", "ratio"] and len([ln for ln in lines if ln.strip()[:1].isdigit()]) == 7
-    assert " 1024  487063552 " in out and "partly fused" in out and "fully fused" in out
+    # 400.5·2^20: the SoftMax·V kernel accumulates P·V into o in place (never holds both; was 487063552)
+    assert " 1024  419954688 " in out and "partly fused" in out and "fully fused" in out
     assert "Saha-Ye" in out and plot.stat().st_size > 10_000
     assert main(["derive", "matmul", "--memory", "2^12", "--sizes", "a=256,b=256,c=256", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -58,8 +58,7 @@ static void nc_kernel0(const float *restrict x0, const float *restrict x1, const
             float *const contract10 = (float *)(nc_arena + 4096);   // 32×16
             float *const softmax_unscaled11_0 = (float *)(nc_arena + 4096);   // 32×16
             float *const softmax_unscaled12_2 = (float *)(nc_arena + 7424);   // 32
-            float *const contract13 = (float *)(nc_arena + 4096);   // 32×16
-            float *const div14 = (float *)(nc_arena + 0);   // 32×16
+            float *const div13 = (float *)(nc_arena + 0);   // 32×16
             // kernel @1
             // head
             // x0_1 ← load x0[g_q·i_q : +≤g_q, :]
@@ -129,33 +128,28 @@ static void nc_kernel0(const float *restrict x0, const float *restrict x1, const
                     softmax_unscaled12_2[j_q] = nc_d;
                     z0[j_q] = nc_z;
                 }
-                // contract13 ← ·(softmax_unscaled11_0, x2_1)
+                // o0 ← mul(o0, softmax_unscaled12_2)
+                for (int j_q = 0; j_q < e_i_q; ++j_q) {
+                    for (int j_d = 0; j_d < 16; ++j_d) {
+                        o0[j_d + 16*j_q] = (o0[j_d + 16*j_q] * softmax_unscaled12_2[j_q]);
+                    }
+                }
+                // o0 += ·(softmax_unscaled11_0, x2_1)
                 {
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, e_i_q, 16, e_i_x, 1.0f, softmax_unscaled11_0 + 0, 16, x2_1 + 0, 16, 0.0f, nc_stage + 0, 16);
-                }
-                for (int j_q = 0; j_q < e_i_q; ++j_q) {
-                    for (int j_d = 0; j_d < 16; ++j_d) {
-                        contract13[j_d + 16*j_q] = nc_stage[j_d + 16*j_q];
-                    }
-                }
-                // o0 ← fma(o0, softmax_unscaled12_2, contract13)
-                for (int j_q = 0; j_q < e_i_q; ++j_q) {
-                    for (int j_d = 0; j_d < 16; ++j_d) {
-                        o0[j_d + 16*j_q] = fmaf(o0[j_d + 16*j_q], softmax_unscaled12_2[j_q], contract13[j_d + 16*j_q]);
-                    }
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, e_i_q, 16, e_i_x, 1.0f, softmax_unscaled11_0 + 0, 16, x2_1 + 0, 16, 1.0f, o0 + 0, 16);
                 }
             }
             // tail
-            // div14 ← div(o0, z0)
+            // div13 ← div(o0, z0)
             for (int j_q = 0; j_q < e_i_q; ++j_q) {
                 for (int j_d = 0; j_d < 16; ++j_d) {
-                    div14[j_d + 16*j_q] = (o0[j_d + 16*j_q] / z0[j_q]);
+                    div13[j_d + 16*j_q] = (o0[j_d + 16*j_q] / z0[j_q]);
                 }
             }
-            // y0[g_q·i_q : +≤g_q, :] ← store div14
+            // y0[g_q·i_q : +≤g_q, :] ← store div13
             for (int j_q = 0; j_q < NC_MIN(32, 100 - 32*i_q); ++j_q) {
                 for (int j_d = 0; j_d < 16; ++j_d) {
-                    y0[512*i_q + j_d + 16*j_q] = div14[j_d + 16*j_q];
+                    y0[512*i_q + j_d + 16*j_q] = div13[j_d + 16*j_q];
                 }
             }
         }

@@ -28,8 +28,7 @@ extern "C" __global__ void __launch_bounds__(128) nc_kernel0(const float *__rest
     float *const contract10 = (float *)(nc_arena + 4096);   // 32×16
     float *const softmax_unscaled11_0 = (float *)(nc_arena + 4096);   // 32×16
     float *const softmax_unscaled12_2 = (float *)(nc_arena + 7424);   // 32
-    float *const contract13 = (float *)(nc_arena + 4096);   // 32×16
-    float *const div14 = (float *)(nc_arena + 0);   // 32×16
+    float *const div13 = (float *)(nc_arena + 0);   // 32×16
     // kernel @1
     // head
     // x0_1 ← load x0[g_q·i_q : +≤g_q, :]
@@ -119,48 +118,38 @@ extern "C" __global__ void __launch_bounds__(128) nc_kernel0(const float *__rest
             z0[j_q] = nc_z;
         }
         __syncthreads();
-        // contract13 ← ·(softmax_unscaled11_0, x2_1)
-        {   // staged: contract13 take bytes this statement reads
-            int nc_k0 = 0;
-            for (int nc_e = threadIdx.x; nc_e < (e_i_q) * (16); nc_e += blockDim.x) {
-                const int j_q = nc_e / 16;
-                const int j_d = nc_e % 16;
-                float nc_acc = 0.0f;
-                for (int j_x = 0; j_x < e_i_x; ++j_x) {
-                    nc_acc += softmax_unscaled11_0[16*j_q + j_x] * x2_1[j_d + 16*j_x];
-                }
-                nc_stage[nc_k0++] = nc_acc;
-            }
-            __syncthreads();
-            nc_k0 = 0;
-            for (int nc_e = threadIdx.x; nc_e < (e_i_q) * (16); nc_e += blockDim.x) {
-                const int j_q = nc_e / 16;
-                const int j_d = nc_e % 16;
-                contract13[j_d + 16*j_q] = nc_stage[nc_k0++];
-            }
-        }
-        __syncthreads();
-        // o0 ← fma(o0, softmax_unscaled12_2, contract13)
+        // o0 ← mul(o0, softmax_unscaled12_2)
         for (int nc_e = threadIdx.x; nc_e < (e_i_q) * (16); nc_e += blockDim.x) {
             const int j_q = nc_e / 16;
             const int j_d = nc_e % 16;
-            o0[j_d + 16*j_q] = fmaf(o0[j_d + 16*j_q], softmax_unscaled12_2[j_q], contract13[j_d + 16*j_q]);
+            o0[j_d + 16*j_q] = (o0[j_d + 16*j_q] * softmax_unscaled12_2[j_q]);
+        }
+        __syncthreads();
+        // o0 += ·(softmax_unscaled11_0, x2_1)
+        for (int nc_e = threadIdx.x; nc_e < (e_i_q) * (16); nc_e += blockDim.x) {
+            const int j_q = nc_e / 16;
+            const int j_d = nc_e % 16;
+            float nc_acc = 0.0f;
+            for (int j_x = 0; j_x < e_i_x; ++j_x) {
+                nc_acc += softmax_unscaled11_0[16*j_q + j_x] * x2_1[j_d + 16*j_x];
+            }
+            o0[j_d + 16*j_q] = o0[j_d + 16*j_q] + nc_acc;
         }
         __syncthreads();
     }
     // tail
-    // div14 ← div(o0, z0)
+    // div13 ← div(o0, z0)
     for (int nc_e = threadIdx.x; nc_e < (e_i_q) * (16); nc_e += blockDim.x) {
         const int j_q = nc_e / 16;
         const int j_d = nc_e % 16;
-        div14[j_d + 16*j_q] = (o0[j_d + 16*j_q] / z0[j_q]);
+        div13[j_d + 16*j_q] = (o0[j_d + 16*j_q] / z0[j_q]);
     }
     __syncthreads();
-    // y0[g_q·i_q : +≤g_q, :] ← store div14
+    // y0[g_q·i_q : +≤g_q, :] ← store div13
     for (int nc_e = threadIdx.x; nc_e < (NC_MIN(32, 100 - 32*i_q)) * (16); nc_e += blockDim.x) {
         const int j_q = nc_e / 16;
         const int j_d = nc_e % 16;
-        y0[512*i_q + j_d + 16*j_q] = div14[j_d + 16*j_q];
+        y0[512*i_q + j_d + 16*j_q] = div13[j_d + 16*j_q];
     }
     __syncthreads();
 }

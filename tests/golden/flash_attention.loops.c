@@ -58,8 +58,7 @@ static void nc_kernel0(const float *restrict x0, const float *restrict x1, const
             float *const contract10 = (float *)(nc_arena + 4096);   // 32×16
             float *const softmax_unscaled11_0 = (float *)(nc_arena + 4096);   // 32×16
             float *const softmax_unscaled12_2 = (float *)(nc_arena + 7424);   // 32
-            float *const contract13 = (float *)(nc_arena + 4096);   // 32×16
-            float *const div14 = (float *)(nc_arena + 0);   // 32×16
+            float *const div13 = (float *)(nc_arena + 0);   // 32×16
             // kernel @1
             // head
             // x0_1 ← load x0[g_q·i_q : +≤g_q, :]
@@ -139,43 +138,35 @@ static void nc_kernel0(const float *restrict x0, const float *restrict x1, const
                     softmax_unscaled12_2[j_q] = nc_d;
                     z0[j_q] = nc_z;
                 }
-                // contract13 ← ·(softmax_unscaled11_0, x2_1)
-                {   // staged: contract13 take bytes this statement reads
-                    int nc_k0 = 0;
-                    for (int j_q = 0; j_q < e_i_q; ++j_q) {
-                        for (int j_d = 0; j_d < 16; ++j_d) {
-                            float nc_acc = 0.0f;
-                            for (int j_x = 0; j_x < e_i_x; ++j_x) {
-                                nc_acc += softmax_unscaled11_0[16*j_q + j_x] * x2_1[j_d + 16*j_x];
-                            }
-                            nc_stage[nc_k0++] = nc_acc;
-                        }
-                    }
-                    nc_k0 = 0;
-                    for (int j_q = 0; j_q < e_i_q; ++j_q) {
-                        for (int j_d = 0; j_d < 16; ++j_d) {
-                            contract13[j_d + 16*j_q] = nc_stage[nc_k0++];
-                        }
-                    }
-                }
-                // o0 ← fma(o0, softmax_unscaled12_2, contract13)
+                // o0 ← mul(o0, softmax_unscaled12_2)
                 for (int j_q = 0; j_q < e_i_q; ++j_q) {
                     for (int j_d = 0; j_d < 16; ++j_d) {
-                        o0[j_d + 16*j_q] = fmaf(o0[j_d + 16*j_q], softmax_unscaled12_2[j_q], contract13[j_d + 16*j_q]);
+                        o0[j_d + 16*j_q] = (o0[j_d + 16*j_q] * softmax_unscaled12_2[j_q]);
+                    }
+                }
+                // o0 += ·(softmax_unscaled11_0, x2_1)
+                for (int j_q = 0; j_q < e_i_q; ++j_q) {
+                    for (int j_d = 0; j_d < 16; ++j_d) {
+                        float nc_acc = 0.0f;
+                        #pragma omp simd reduction(+:nc_acc)
+                        for (int j_x = 0; j_x < e_i_x; ++j_x) {
+                            nc_acc += softmax_unscaled11_0[16*j_q + j_x] * x2_1[j_d + 16*j_x];
+                        }
+                        o0[j_d + 16*j_q] = o0[j_d + 16*j_q] + nc_acc;
                     }
                 }
             }
             // tail
-            // div14 ← div(o0, z0)
+            // div13 ← div(o0, z0)
             for (int j_q = 0; j_q < e_i_q; ++j_q) {
                 for (int j_d = 0; j_d < 16; ++j_d) {
-                    div14[j_d + 16*j_q] = (o0[j_d + 16*j_q] / z0[j_q]);
+                    div13[j_d + 16*j_q] = (o0[j_d + 16*j_q] / z0[j_q]);
                 }
             }
-            // y0[g_q·i_q : +≤g_q, :] ← store div14
+            // y0[g_q·i_q : +≤g_q, :] ← store div13
             for (int j_q = 0; j_q < NC_MIN(32, 100 - 32*i_q); ++j_q) {
                 for (int j_d = 0; j_d < 16; ++j_d) {
-                    y0[512*i_q + j_d + 16*j_q] = div14[j_d + 16*j_q];
+                    y0[512*i_q + j_d + 16*j_q] = div13[j_d + 16*j_q];
                 }
             }
         }

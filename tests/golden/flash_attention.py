@@ -53,15 +53,15 @@ def nc_kernel0(x0, x1, x2, y0):
         mu0 = tl.where((r_q_32 < e_i_q), t4_m, 0.0)
         softmax_unscaled12_2 = tl.where((r_q_32 < e_i_q), t7_d, 0.0)
         z0 = tl.where((r_q_32 < e_i_q), t8_z, 0.0)
-        # contract13 ← ·(softmax_unscaled11_0, x2_1)
-        contract13 = tl.where((r_q_32[:, None] < e_i_q), tl.dot(softmax_unscaled11_0, x2_1, input_precision="ieee"), 0.0)
-        # o0 ← fma(o0, softmax_unscaled12_2, contract13)
-        o0 = tl.where((r_q_32[:, None] < e_i_q), tl.fma(o0, softmax_unscaled12_2[:, None], contract13), 0.0)
+        # o0 ← mul(o0, softmax_unscaled12_2)
+        o0 = tl.where((r_q_32[:, None] < e_i_q), (o0 * softmax_unscaled12_2[:, None]), 0.0)
+        # o0 += ·(softmax_unscaled11_0, x2_1)
+        o0 = tl.where((r_q_32[:, None] < e_i_q), o0 + tl.dot(softmax_unscaled11_0, x2_1, input_precision="ieee"), 0.0)
     # tail
-    # div14 ← div(o0, z0)
-    div14 = tl.where((r_q_32[:, None] < e_i_q), (o0 / z0[:, None]), 0.0)
-    # y0[g_q·i_q : +≤g_q, :] ← store div14
-    tl.store(y0 + 512*i_q + r_q_32[:, None] * 16 + r_d_16[None, :], div14, mask=(r_q_32[:, None] < tl.minimum(32, 100 - 32*i_q)))
+    # div13 ← div(o0, z0)
+    div13 = tl.where((r_q_32[:, None] < e_i_q), (o0 / z0[:, None]), 0.0)
+    # y0[g_q·i_q : +≤g_q, :] ← store div13
+    tl.store(y0 + 512*i_q + r_q_32[:, None] * 16 + r_d_16[None, :], div13, mask=(r_q_32[:, None] < tl.minimum(32, 100 - 32*i_q)))
 
 
 def nc_run(x0, x1, x2):

@@ -132,3 +132,24 @@ def test_ragged_transfers_count_the_real_tiles():
     mm = nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a")
     _, n = check(nc.library.matmul(), mm, {"a": 5, "b": 7, "c": 3, "g_a": 2, "s_b": 3})
     assert n.transfers == {1: 5 * 7 + 3 * 7 * 3 + 5 * 3}
+
+
+def test_the_product_is_accumulated_into_the_output_in_place():
+    """FlashAttention's ``o' = fma(o, δ, P·V)`` runs as one statement with P·V inlined: the runner never holds
+    ΔO = P·V (peak without ``g_q·d`` for it) and still counts its FLOPs, as the cost functor does; storing
+    it first (``accumulate=False``) holds Q, o and ΔO together at the peak, computes the same."""
+    from napkin_cat.plan.ir import Compute, walk
+    fa = nc.group(nc.stream(nc.library.attention(), "x", "s_x"), "q", "g_q")
+    sizes = {"q": 6, "x": 4, "d": 8, "g_q": 3, "s_x": 1}   # where o, Q and ΔO together were the peak
+    p, n = check(nc.library.attention(), fa, sizes)
+    (fma,) = [s for s in walk(p.body) if isinstance(s, Compute) and s.inlined]
+    ((pos, pv),) = fma.inlined
+    assert (fma.kind, pos, pv.kind, pv.outs) == ("fma", 2, "contract", ())
+    assert fma.outs[0].var == fma.ins[0].var   # o written over itself
+    assert "fma(o0, softmax_unscaled" in str(p) and ", ·(" in str(p)
+    stored = nc.plan(fa, sizes, accumulate=False)
+    _, m = stored.run(*inputs(nc.library.attention(), {symbol(k): v for k, v in sizes.items()},
+                              np.random.default_rng(0)))
+    assert m.flops == n.flops
+    g, d = sizes["g_q"], sizes["d"]
+    assert m.peak[1] == 3 * g * d + 3 * g > n.peak[1]   # Q, o and ΔO with μ, z, δ: the column that is gone
