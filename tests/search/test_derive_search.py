@@ -297,3 +297,14 @@ def test_a_product_with_a_stationary_tile_is_found_under_any_axis_names(names):
     assert "sweep" in str(r.variant) and sorted(tiles.values()) == [1, 64]
     assert nc.isomorphic(r.trace.replay(qk), r.diagram)
     assert cost_at(r.diagram, {**sizes, **tiles}).H[1] == r.H
+
+
+@pytest.mark.parametrize("sizes", [{"a": 4096, "b": 64, "c": 64}, {"a": 64, "b": 2048, "c": 32},
+                                   {"a": 512, "b": 512, "c": 512}, {"a": 96, "b": 40, "c": 3000}])
+def test_no_lower_bound_lies_above_an_algorithm_that_runs(sizes):
+    """A bound above a schedule the search built (and the cost functor counted) would be false: the matrix
+    product bound holds only where a √M tile fits every axis; above that only the compulsory one."""
+    memories = [2 ** k for k in range(8, 17)]
+    r = nc.derive(nc.library.matmul(), memory=memories, sizes=sizes)
+    for g in r.regimes:
+        assert g.H >= r.bound.at({**sizes, "M": g.memory}), (sizes, g.memory)
