@@ -28,7 +28,7 @@ def test_rule_applications_keep_the_function(request):
         fired.update(s.rule for s in steps)
     print(f"\nsoundness fuzz: {made} rule applications, none unsound; per rule: {dict(sorted(fired.items()))}")
     assert made >= total
-    assert {book.roles[r] for r in ("kernel", "fuse", "stream", "group")} <= set(fired)
+    assert {book.roles[r] for r in ("kernel", "fuse", "stream", "sweep", "group")} <= set(fired)
 
 
 def test_the_search_on_random_diagrams():
