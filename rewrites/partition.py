@@ -237,8 +237,9 @@ kernel_fusion = Rule(
 
 
 # ---------------------------------------------------------------------- stream partition
-def _stream_axis(m):
-    """The rule's axis, or else the first axis the kernel reads but does not output that it streams."""
+def _stream_axis(m, sliced: bool = False):
+    """The rule's axis, or else the first axis the kernel reads that it streams: one no output carries (a
+    stream), or, ``sliced``, one an output carries too (a sweep, its outputs written slice by slice)."""
     k = m.box("k")
     axis = m.params.get("axis")
     if axis is not None:
@@ -246,28 +247,29 @@ def _stream_axis(m):
     outs = {n for a in k.cod.inside for n in a.names}
     for arr in k.arg.dom.inside:
         for name in arr.names:
-            if name not in outs:
+            if (name in outs) == sliced:
                 try:
-                    analyse(k.arg, name)
+                    analyse(k.arg, name, sliced=sliced)
                     return name, m.params.get("size", f"s_{name}")
                 except RewriteError:
                     continue
     return None, None
 
 
-def _streamable(m):
-    axis, _ = _stream_axis(m)
+def _streamable(m, sliced: bool = False):
+    axis, _ = _stream_axis(m, sliced)
     k = m.box("k")
     if axis is None:
-        return "the kernel is streamable along none of the axes it reduces"
+        return ("the kernel can be swept along none of the axes an input and an output carry" if sliced else
+                "the kernel is streamable along none of the axes it reduces")
     if not any(axis in a.names for a in k.arg.dom.inside):
         return f"no input of the kernel carries {axis!r}"
-    return _refusal(lambda: analyse(k.arg, axis))
+    return _refusal(lambda: analyse(k.arg, axis, sliced=sliced))
 
 
-def _stream_rhs(m):
-    axis, size = _stream_axis(m)
-    return nc.stream(_single(m, "k"), axis, size)
+def _stream_rhs(m, sliced: bool = False):
+    axis, size = _stream_axis(m, sliced)
+    return nc.stream(_single(m, "k"), axis, size, sliced=sliced)
 
 
 def _sizes_or_symbols(rng):
@@ -309,39 +311,6 @@ stream_partition = Rule(
 
 
 # ---------------------------------------------------------------------- sliced stream
-def _sliced_axis(m):
-    """The rule's axis, or else the first axis an input and an output of the kernel carry that it sweeps."""
-    k = m.box("k")
-    axis = m.params.get("axis")
-    if axis is not None:
-        return axis, m.params.get("size", f"s_{axis}")
-    outs = {n for a in k.cod.inside for n in a.names}
-    for arr in k.arg.dom.inside:
-        for name in arr.names:
-            if name in outs:
-                try:
-                    analyse(k.arg, name, sliced=True)
-                    return name, m.params.get("size", f"s_{name}")
-                except RewriteError:
-                    continue
-    return None, None
-
-
-def _sweepable(m):
-    axis, _ = _sliced_axis(m)
-    k = m.box("k")
-    if axis is None:
-        return "the kernel can be swept along none of the axes an input and an output carry"
-    if not any(axis in a.names for a in k.arg.dom.inside):
-        return f"no input of the kernel carries {axis!r}"
-    return _refusal(lambda: analyse(k.arg, axis, sliced=True))
-
-
-def _sliced_rhs(m):
-    axis, size = _sliced_axis(m)
-    return nc.stream(_single(m, "k"), axis, size, sliced=True)
-
-
 def _sliced_instance(rng):
     """A kernel with an output axis an input carries (sliced) and maybe a reduced one; sizes symbolic or not."""
     k = _sizes_or_symbols(rng)
@@ -355,8 +324,9 @@ def _sliced_instance(rng):
 sliced_stream = Rule(
     "sliced_stream",
     Pattern({"k": PLAIN_KERNEL}),
-    _sliced_rhs,
-    conditions=(Condition("sweepable", _sweepable, "the kernel must stream along the axis, outputs sliced"),),
+    lambda m: _stream_rhs(m, sliced=True),
+    conditions=(Condition("sweepable", lambda m: _streamable(m, sliced=True),
+                          "the kernel must stream along the axis, outputs sliced"),),
     obligation=Obligation(lambda rng: _sliced_instance(rng), cost=_stream_cost),
     doc="""Kernel(F) → Kernel(Stream_{b, s_b, sliced}(F)) when F streams along b writing its outputs that carry b
     slice by slice (a sweep).
