@@ -27,20 +27,12 @@ def plans():
     return {name: nc.plan(make(), sizes) for name, (make, sizes) in CASES.items()}
 
 
-@needs_cc
+@pytest.mark.parametrize("backend", [pytest.param("c", marks=needs_cc), pytest.param("triton", marks=needs_triton)])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_c_runs_a_sliced_stream(plans, name):
+def test_a_sliced_stream_runs_as_the_runner_does(plans, name, backend):
     p = plans[name]
     xs = inputs(p, seed=3)
-    assert_close(nc.codegen.c(p)(*xs), p(*xs))
-
-
-@needs_triton
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_triton_runs_a_sliced_stream(plans, name):
-    p = plans[name]
-    xs = inputs(p, seed=4)
-    assert_close(nc.codegen.triton(p)(*xs), p(*xs))
+    assert_close(getattr(nc.codegen, backend)(p)(*xs), p(*xs))
 
 
 @needs_nvcc
