@@ -20,15 +20,9 @@ from __future__ import annotations
 import sympy
 
 from napkin_cat.syntax.wiring import trace_values
+from napkin_cat.cost.live import numel
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.reuse import accumulated_addends, finish_in_place, step_in_place
-
-
-def _numel(arr):
-    n = sympy.Integer(1)
-    for a in arr.axes:
-        n = n * a.size
-    return n
 
 
 def _sub(diagram, ins: list, outs: dict, tag):
@@ -199,6 +193,6 @@ def _columns(head, body, tail, live_out, arrays) -> list:
             col = {}
             for v in live:
                 arr = arrays[v]
-                col[arr.level] = col.get(arr.level, sympy.Integer(0)) + _numel(arr)
+                col[arr.level] = col.get(arr.level, sympy.Integer(0)) + numel(arr)
             cols.append(col)
     return cols

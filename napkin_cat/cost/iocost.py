@@ -25,26 +25,19 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
 import sympy
 
-from napkin_cat.syntax.adapter import Array, Diagram, layers
+from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.weave import core_of
 from napkin_cat.syntax.wiring import computes, traverse
 from napkin_cat.cost.columns import stream_columns
+from napkin_cat.cost.live import Live, numel
 from napkin_cat.algorithms.nesting import state_moves
 
 ZERO = sympy.Integer(0)
-
-
-def numel(arr: Array):
-    n = sympy.Integer(1)
-    for a in arr.axes:
-        n = n * a.size
-    return n
 
 
 @dataclass(frozen=True)
@@ -202,61 +195,6 @@ class Cost:
         return f"Cost(H={H}, M={self.M}, flops={self.flops})"
 
 
-@lru_cache(maxsize=None)
-def _terms(arr: Array) -> tuple:
-    """``numel(arr)`` expanded, as ``(monomial, coefficient)`` pairs (computed once per array)."""
-    return tuple((m, int(c) if c.is_Integer else c) for m, c in sympy.expand(numel(arr)).as_coefficients_dict().items())
-
-
-class _Live:
-    """The data live on a diagram's wires, per level, kept up to date layer by layer.
-
-    A value copied onto several wires is one variable: it is counted once, while any wire carries it.
-    Each level's total is a polynomial held as monomial → coefficient, so a layer changes only the
-    terms of the values it consumes and makes, and reading a column costs the number of distinct
-    monomials, not the number of wires (the weights of later blocks riding beside a transformer
-    block cost nothing per layer).
-    """
-
-    def __init__(self):
-        self.wires = {}     # value id -> number of wires carrying it
-        self.terms = {}     # level -> {monomial: coefficient}
-
-    def _shift(self, arr: Array, sign: int, terms=None):
-        level = (terms if terms is not None else self.terms).setdefault(arr.level, {})
-        for m, c in _terms(arr):
-            level[m] = level.get(m, 0) + sign * c
-
-    def put(self, values):
-        for vid, arr in values:
-            n = self.wires.get(vid, 0)
-            self.wires[vid] = n + 1
-            if n == 0:
-                self._shift(arr, 1)
-
-    def take(self, values):
-        for vid, arr in values:
-            n = self.wires[vid] - 1
-            self.wires[vid] = n
-            if n == 0:
-                del self.wires[vid]
-                self._shift(arr, -1)
-
-    def column(self, without=()) -> dict:
-        """Level → live data (expanded); ``without``: values on wires about to be consumed, left out."""
-        terms = self.terms
-        if without:
-            terms = {l: dict(t) for l, t in terms.items()}
-            on_them = {}
-            for vid, arr in without:
-                on_them[vid] = on_them.get(vid, 0) + 1
-            for vid, arr in dict(without).items():
-                if self.wires[vid] == on_them[vid]:
-                    self._shift(arr, -1, terms)
-        return {l: sympy.Add(*(c * m for m, c in t.items() if c)) for l, t in terms.items()
-                if any(t.values())}
-
-
 def _plus(col: dict, extra: dict) -> dict:
     out = dict(col)
     for l, v in extra.items():
@@ -301,7 +239,7 @@ def _walk(diagram: Diagram) -> Cost:
     beside it outside (the live data minus the region's inputs).
     """
     total, parts = Cost(), []
-    live = _Live()
+    live = Live()
     fresh = [len(diagram.dom)]
     values = list(enumerate(diagram.dom.inside))
     live.put(values)

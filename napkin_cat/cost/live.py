@@ -1,0 +1,86 @@
+"""The data live on a diagram's wires, per level, as the cost functor walks it layer by layer (paper §2.3, columns).
+
+A column of a diagram is the data on its wires between two layers; ``M[ℓ]`` is the largest column at
+level ℓ.  :class:`Live` keeps the current column up to date as layers consume and make values, so
+that reading it costs the number of distinct monomials of the sizes, not the number of wires.
+
+>>> import napkin_cat as nc
+>>> q, d = nc.symbol("q"), nc.symbol("d")
+>>> (a, b) = nc.types("q d, q").inside
+>>> live = Live()
+>>> live.put([(0, a), (1, b), (0, a)])      # value 0 on two wires (a copy): counted once
+>>> live.column()
+{0: d*q + q}
+>>> live.take([(0, a)]); live.column(without=[(0, a)])
+{0: q}
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import sympy
+
+from napkin_cat.syntax.adapter import Array
+
+
+def numel(arr: Array):
+    """The number of values of ``arr``: the product of its axes' sizes."""
+    n = sympy.Integer(1)
+    for a in arr.axes:
+        n = n * a.size
+    return n
+
+
+@lru_cache(maxsize=None)
+def _terms(arr: Array) -> tuple:
+    """``numel(arr)`` expanded, as ``(monomial, coefficient)`` pairs (computed once per array)."""
+    return tuple((m, int(c) if c.is_Integer else c) for m, c in sympy.expand(numel(arr)).as_coefficients_dict().items())
+
+
+class Live:
+    """The data live on a diagram's wires, per level, kept up to date layer by layer.
+
+    A value copied onto several wires is one variable: it is counted once, while any wire carries it.
+    Each level's total is a polynomial held as monomial → coefficient, so a layer changes only the
+    terms of the values it consumes and makes, and reading a column costs the number of distinct
+    monomials, not the number of wires (the weights of later blocks riding beside a transformer
+    block cost nothing per layer).
+    """
+
+    def __init__(self):
+        self.wires = {}     # value id -> number of wires carrying it
+        self.terms = {}     # level -> {monomial: coefficient}
+
+    def _shift(self, arr: Array, sign: int, terms=None):
+        level = (terms if terms is not None else self.terms).setdefault(arr.level, {})
+        for m, c in _terms(arr):
+            level[m] = level.get(m, 0) + sign * c
+
+    def put(self, values):
+        for vid, arr in values:
+            n = self.wires.get(vid, 0)
+            self.wires[vid] = n + 1
+            if n == 0:
+                self._shift(arr, 1)
+
+    def take(self, values):
+        for vid, arr in values:
+            n = self.wires[vid] - 1
+            self.wires[vid] = n
+            if n == 0:
+                del self.wires[vid]
+                self._shift(arr, -1)
+
+    def column(self, without=()) -> dict:
+        """Level → live data (expanded); ``without``: values on wires about to be consumed, left out."""
+        terms = self.terms
+        if without:
+            terms = {l: dict(t) for l, t in terms.items()}
+            on_them = {}
+            for vid, arr in without:
+                on_them[vid] = on_them.get(vid, 0) + 1
+            for vid, arr in dict(without).items():
+                if self.wires[vid] == on_them[vid]:
+                    self._shift(arr, -1, terms)
+        return {l: sympy.Add(*(c * m for m, c in t.items() if c)) for l, t in terms.items()
+                if any(t.values())}
