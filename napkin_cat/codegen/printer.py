@@ -187,7 +187,7 @@ class CodePrinter(Printer):
 
     def _atom(self, e, names) -> str:
         s = self._expr(e, names)
-        return f"({s})" if (e.is_Add or (e.is_Number and e < 0)) else s
+        return f"({s})" if (e.is_Add or (e.is_Number and e < 0) or isinstance(e, sympy.ceiling)) else s
 
     def number(self, value) -> str:
         """A floating-point literal."""

@@ -3,8 +3,9 @@ before ``triton`` is imported, so kernels run in a process of their own, never i
 
 Protocol: one JSON request per line on stdin, one JSON answer per line on stdout::
 
-    {"op": "run", "source": path, "arrays": [npy paths], "out": folder}  ->  {"outputs": [npy paths]}
-    {"op": "compile", "source": path, "kernels": {name: [dtype, …]}, "arch": 90, "warps": 4,
+    {"op": "run", "source": path, "arrays": [npy paths], "formats": ["bf16", …], "out": folder}
+                                                                           ->  {"outputs": [npy paths]}
+    {"op": "compile", "source": path, "kernels": {name: [type, …]}, "arch": 90, "warps": 4,
      "stages": 3}                                                          ->  {"kernels": {name: {…}}}
     anything that fails                                                    ->  {"error": text}
 
@@ -29,12 +30,16 @@ def run(req):
     import numpy as np
     import torch
     mod = _module(req["source"])
+    formats = req.get("formats") or [None] * len(req["arrays"])
+    torch_formats = {"bf16": torch.bfloat16}
     ins = [torch.from_numpy(np.load(p)) for p in req["arrays"]]
+    ins = [x.to(torch_formats[f]) if f in torch_formats else x for x, f in zip(ins, formats)]
     outs = mod.nc_run(*ins)
     paths = []
     for k, y in enumerate(outs):
         path = os.path.join(req["out"], f"y{k}.npy")
-        np.save(path, y.detach().cpu().numpy())
+        y = y.detach().cpu()
+        np.save(path, (y.float() if y.dtype == torch.bfloat16 else y).numpy())
         paths.append(path)
     return {"outputs": paths}
 
@@ -46,7 +51,7 @@ def compile_(req):
     out = {}
     for name, dtypes in req["kernels"].items():
         fn = getattr(mod, name)
-        sig = {p: f"*{d}" for p, d in zip(fn.arg_names, dtypes)}
+        sig = dict(zip(fn.arg_names, dtypes))    # "*bf16" (a pointer), "i32" (a runtime size)
         src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs={})
         c = triton.compile(src, target=GPUTarget("cuda", int(req["arch"]), 32),
                            options={"num_warps": int(req["warps"]), "num_stages": int(req["stages"])})
@@ -55,7 +60,29 @@ def compile_(req):
     return {"kernels": out}
 
 
+def _bf16_dot_for_the_interpreter():
+    """Triton's interpreter keeps bf16 values as their uint16 bit patterns and multiplies those in ``tl.dot``
+    (Triton 3.x ``InterpreterBuilder.create_dot`` widens only fp8): widen bf16 operands to fp32 first, as
+    the tensor cores do (exact products, fp32 sums).  Only in this worker's interpreted mode."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter as it
+    real = it.InterpreterBuilder.create_dot
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        def wide(x):
+            if x.dtype.scalar == tl.bfloat16:
+                return it.TensorHandle(it._convert_float(x.data, tl.bfloat16, tl.float32, None).view(np.float32)
+                                       .reshape(x.data.shape), tl.float32)
+            return x
+        return real(self, wide(a), wide(b), d, input_precision, max_num_imprecise_acc)
+    it.InterpreterBuilder.create_dot = create_dot
+
+
 def main():
+    _bf16_dot_for_the_interpreter()
     for line in sys.stdin:
         try:
             req = json.loads(line)

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from napkin_cat.codegen.errors import CodegenError, ToolNotFoundError
+from napkin_cat.errors import ShapeError
 from napkin_cat.codegen.kernel import GeneratedKernel, cache_dir, digest
-from napkin_cat.codegen.printer import launches
 from napkin_cat.codegen.tritonlang import TritonPrinter
 
 WORKER = Path(__file__).with_name("triton_worker.py")
@@ -111,26 +111,56 @@ class TritonKernel(GeneratedKernel):
         return p
 
     def __call__(self, *arrays):
-        """Run under the interpreter (CPU); torch tensors in, torch tensors out (numpy in, numpy out)."""
+        """Run under the interpreter (CPU); torch tensors in, torch tensors out (numpy in, numpy out).  The
+        runtime sizes may differ from the plan's; a bf16 array travels as float32 and is converted to its
+        format in the worker (outputs in bf16 come back as float32)."""
         as_torch = any(type(a).__module__.startswith("torch") for a in arrays)
-        xs = self.check([a.detach().cpu().numpy() if type(a).__module__.startswith("torch") else a for a in arrays])
+        xs = self.check([a.detach().float().cpu().numpy() if type(a).__module__.startswith("torch") else a
+                         for a in arrays])
+        formats = [self.plan.variable_map[n].dtype for n in self.plan.inputs]
         with tempfile.TemporaryDirectory() as tmp:
             paths = []
             for k, x in enumerate(xs):
                 paths.append(os.path.join(tmp, f"x{k}.npy"))
                 np.save(paths[-1], x)
-            answer = worker(interpret=True).ask({"op": "run", "source": str(self.path()), "arrays": paths, "out": tmp})
+            answer = worker(interpret=True).ask({"op": "run", "source": str(self.path()), "arrays": paths,
+                                                 "formats": formats, "out": tmp})
             ys = [np.load(p) for p in answer["outputs"]]
         if as_torch:
             import torch
             ys = [torch.from_numpy(y) for y in ys]
         return ys[0] if len(ys) == 1 else tuple(ys)
 
+    def check(self, arrays) -> list:
+        """The arguments as C-ordered arrays (float32 for 16-bit brain floats), their shapes checked: an
+        axis whose size is a runtime argument takes any length, the same on every input."""
+        ins, _ = self.shapes()
+        if len(arrays) != len(ins):
+            raise ShapeError(f"the triton kernel takes {len(ins)} array(s) of shapes {ins}, got {len(arrays)}")
+        runtime, seen, out = {str(s) for s in self.printer.runtime}, {}, []
+        for k, (name, want, x) in enumerate(zip(self.plan.inputs, ins, arrays)):
+            x = np.asarray(x)
+            shape = self.plan.variable_map[name].shape
+            if x.ndim != len(want):
+                raise ShapeError(f"argument {k} ({name}) has {x.ndim} axes; it needs {len(want)}: "
+                                 f"{[a for a, _ in shape]}")
+            for (a, e), n, w in zip(shape, x.shape, want):
+                if str(e) in runtime:
+                    if seen.setdefault(str(e), (n, name))[0] != n:
+                        raise ShapeError(f"axis {a!r} of argument {k} ({name}) has {n} values but {seen[str(e)][1]} "
+                                         f"gave size {e} = {seen[str(e)][0]}")
+                elif n != w:
+                    raise ShapeError(f"argument {k} ({name}, axes {[b for b, _ in shape]}) must have {w} values "
+                                     f"along {a!r} (fixed in the kernel), got shape {x.shape}")
+            dt = self.plan.variable_map[name].dtype
+            out.append(np.ascontiguousarray(x, dtype=np.float32 if dt == "bf16" else self.numpy_dtype(name)))
+        return out
+
     def compile(self, arch=90, *, num_warps: int = 4, num_stages: int = 3) -> dict:
         """``triton.compile`` for ``GPUTarget("cuda", arch, 32)``: ``smem`` (bytes Triton allocates, the most over
         the kernels), per ``kernels``, beside ``plan_smem`` (``p.smem_bytes``) and the stream's loads."""
         digits = int("".join(c for c in str(arch) if c.isdigit()))
-        kernels = {launch.name: [SIGNATURE[v.dtype] for v in self.printer.globals_()] for launch in launches(self.plan)}
+        kernels = self.printer.signature()
         answer = worker(interpret=False).ask({"op": "compile", "source": str(self.path()), "kernels": kernels,
                                               "arch": digits, "warps": num_warps, "stages": num_stages})
         ks = answer["kernels"]
@@ -154,7 +184,12 @@ print([o.shape for o in kernel.nc_run(*ins)])
 '''
 
 
-def triton(plan, *, precision: str = "ieee") -> TritonKernel:
-    """The Triton kernel of ``plan`` (see the module docstring)."""
-    printer = TritonPrinter(plan, precision=precision)
+def triton(plan, *, precision: str = "ieee", runtime=True, num_warps: int | None = None,
+           num_stages: int | None = None, smem_per_block: int | None = None) -> TritonKernel:
+    """The Triton kernel of ``plan`` (see the module docstring; the options are
+    :class:`~napkin_cat.codegen.tritonlang.TritonPrinter`'s)."""
+    if not hasattr(plan, "variable_map"):
+        raise CodegenError(f"nc.codegen.triton takes a plan (nc.plan(diagram, sizes)), got {type(plan).__name__}")
+    printer = TritonPrinter(plan, precision=precision, runtime=runtime, num_warps=num_warps, num_stages=num_stages,
+                            smem_per_block=smem_per_block)
     return TritonKernel(plan, printer.doprint_plan(), printer)

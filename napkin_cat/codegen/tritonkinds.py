@@ -61,8 +61,11 @@ class TritonKindsMixin:
             summed += [a for a in self.axes(r) if a not in out_axes and a not in summed]
         return summed
 
-    def _dot(self, s, O, summed):
-        """``tl.dot`` for a product of two matrices (one contracted axis, one free axis each), else None."""
+    def _dot(self, s, O, summed, acc=None):
+        """``tl.dot`` for a product of two matrices (one contracted axis, one free axis each), else None.
+
+        Operands of one 16-bit (or fp8) format go to the tensor cores as they are (fp32 sums); others in
+        fp32 at the printer's precision.  ``acc``: an fp32 tensor the product is added to."""
         if len(s.ins) != 2 or len(O) != 2 or len(summed) != 1:
             return None
         (k,), (A, B) = summed, s.ins
@@ -74,13 +77,23 @@ class TritonKindsMixin:
             A, B, a, b = B, A, b, a
         if not (m in a and n in b):
             return None
-        return (f"tl.dot({self.align(self.value(A), a, [m, k])}, {self.align(self.value(B), b, [k, n])}, "
+        fa, fb = self.fmt(A.var), self.fmt(B.var)
+        tail = f", acc={acc}" if acc else ""
+        if fa == fb and fa in self.dot_formats:
+            if not (A.whole and B.whole):
+                return None
+            return f"tl.dot({self.align(self.ident(A.var), a, [m, k])}, {self.align(self.ident(B.var), b, [k, n])}{tail})"
+        return (f"tl.dot({self.align(self.value(A), a, [m, k])}, {self.align(self.value(B), b, [k, n])}{tail}, "
                 f"input_precision=\"{self.precision}\")")
 
     def _print_contract(self, s, depth):
         out = s.outs[0]
         O = self.axes(out)
         summed = self._summed(s, O)
+        if (s.accumulate == "sum" and self.fmt(out.var) == "fp32" and out.whole and self.mask(out.var) is None):
+            expr = self._dot(s, O, summed, acc=self.ident(out.var))
+            if expr is not None:      # the product summed into the state by the tensor cores (an mma with C)
+                return self._head(s, depth) + self.assign(out, expr, depth)
         expr = self._dot(s, O, summed)
         have = O
         if expr is None:

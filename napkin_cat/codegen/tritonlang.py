@@ -5,13 +5,24 @@ The same printer over the same IR (:class:`~napkin_cat.codegen.printer.CodePrint
 =================  ===========================================================================
 plan               Triton
 =================  ===========================================================================
-Grid loops         ``tl.program_id(0)``, decoded into the loop indices (innermost fastest)
+Grid loops         ``tl.program_id(0)``, decoded into the loop indices; the Grid whose axis the
+                   streamed inputs do not carry varies fastest (blocks that share their
+                   streamed tiles run together and meet them in L2)
 Stream loop        ``for i in range(trips)``; the stream's state is the loop-carried tensors
 on-chip variable   a block tensor, each axis padded to a power of two (at least 16, ``tl.dot``'s
-                   smallest side); its current extents make its mask
+                   smallest side), an axis of extent 1 dropped; its current extents make its mask;
+                   a stream's state is fp32 whatever its format (the accumulators)
+sizes              an axis size no on-chip shape or parameter depends on is a runtime argument
+                   (sequence lengths, batch, heads); tiles are ``tl.constexpr``-like literals.
+                   Where the plan's tiles divide its sizes, a kernel without masks is printed
+                   beside the masked one and the launcher picks it when the sizes allow
+                   (:mod:`~napkin_cat.codegen.tritonhost`)
 Load / Store       ``tl.load`` / ``tl.store`` with the ragged edge masked (``other=0``)
-contraction        ``tl.dot`` (``input_precision="ieee"``: fp32 products) for a matrix product,
-                   else a broadcast product summed over the contracted axes
+contraction        ``tl.dot`` for a matrix product: on 16-bit (or fp8) operands of one format, the
+                   tensor cores in that format with an fp32 accumulator (``acc=`` when the
+                   product is summed into a state); on fp32 operands at ``precision``
+                   (``"ieee"``: exact fp32 products, ``"tf32"``); else a broadcast product summed
+                   over the contracted axes
 SoftMax family     ``tl.max`` / ``tl.exp`` / ``tl.sum`` per row, masked scores at −∞, the −∞-safe δ
 =================  ===========================================================================
 
@@ -28,10 +39,13 @@ True
 """
 from __future__ import annotations
 
+import sympy
+
+from napkin_cat.codegen import tritonhost
 from napkin_cat.codegen.errors import CodegenError
 from napkin_cat.codegen.printer import CodePrinter, ident, launches
 from napkin_cat.codegen.tritonkinds import TritonKindsMixin
-from napkin_cat.plan.ir import Ref, walk, reads, writes
+from napkin_cat.plan.ir import GridLoop, Load, Ref, StreamLoop, walk, reads, writes
 
 PRELUDE = '''import torch
 import triton
@@ -49,6 +63,11 @@ def nc_gelu(x):
 '''
 
 
+#: operand formats ``tl.dot`` takes to the tensor cores as they are (products in that format, fp32 sums)
+DOT_FORMATS = ("fp16", "bf16", "fp8")
+PRECISIONS = ("ieee", "tf32", "tf32x3")
+
+
 def padded(n: int) -> int:
     """A block side: the next power of two, at least 16."""
     p = 16
@@ -58,7 +77,10 @@ def padded(n: int) -> int:
 
 
 class TritonPrinter(TritonKindsMixin, CodePrinter):
-    """Triton (Python); ``precision``: ``tl.dot``'s input precision (``"ieee"``: exact fp32 products)."""
+    """Triton (Python).  ``precision``: ``tl.dot``'s input precision on fp32 operands (``"ieee"``: exact fp32
+    products); ``runtime``: the sizes passed at run time (True: every eligible one, False: none, or names);
+    ``num_warps``, ``num_stages``: the launch (default: read off the plan, :mod:`.tritonhost`);
+    ``smem_per_block``: the shared memory the stages must fit (bytes; Hopper's by default)."""
 
     backend = "triton"
     dtypes = {"fp32": "tl.float32", "fp16": "tl.float16", "bf16": "tl.bfloat16", "fp8": "tl.float8e4nv"}
@@ -82,38 +104,140 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
     max_template = "tl.maximum({0}, {1})"
     div_template = "{0} // {1}"
     comment = "#"
+    ident = staticmethod(ident)
+    dot_formats = DOT_FORMATS
 
-    def __init__(self, plan, *, precision: str = "ieee"):
+    def __init__(self, plan, *, precision: str = "ieee", runtime=True, num_warps: int | None = None,
+                 num_stages: int | None = None, smem_per_block: int | None = None):
+        if precision not in PRECISIONS:
+            raise CodegenError(f"precision {precision!r}: tl.dot's input precision on fp32 operands is one of "
+                               f"{PRECISIONS}")
         super().__init__(plan, precision=precision)
         self.precision = precision
         self.temps = 0
+        self.runtime = tritonhost.runtime_sizes(self.plan, runtime)
+        for s in self.runtime:
+            self.sizes.pop(s, None)
+        self.indices = {s.index for s in walk(self.plan.body) if isinstance(s, (GridLoop, StreamLoop))}
+        self.even = True            # printing the variant that takes the plan's divisibility for granted
+        self.assumed: dict = {}     # launch name -> the (full, tile) pairs its even variant assumed divisible
+        self._assumed: set = set()
+        for name, n in (("num_warps", num_warps), ("num_stages", num_stages)):
+            if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+                raise CodegenError(f"{name} must be a positive int, got {n!r}")
+        self.num_warps = num_warps or tritonhost.num_warps(self)
+        self.num_stages = num_stages or tritonhost.num_stages(self, smem_per_block or tritonhost.SMEM_PER_BLOCK)
 
     def number(self, value) -> str:
         v = float(value)
         return f'float("{v}")' if v in (float("inf"), float("-inf")) else repr(v)
 
+    # ------------------------------------------------------------------ sizes: runtime, even, extents
+    def _divides(self, full, tile) -> bool:
+        """Whether ``tile`` divides ``full`` in the variant being printed (runtime sizes: as at the plan's)."""
+        if not (tile.is_Integer and full.is_number is not None):
+            return False
+        if full.is_Integer:
+            return int(full) % int(tile) == 0
+        if self.even and full.free_symbols <= set(self.runtime):
+            at_plan = full.subs(self.plan.sizes)
+            if at_plan.is_Integer and int(at_plan) % int(tile) == 0:
+                self._assumed.add((full, int(tile)))
+                return True
+        return False
+
+    def extent_of(self, loop) -> sympy.Expr:
+        full, tile = self.nominal(loop.full), self.nominal(loop.tile)
+        return tile if self._divides(full, tile) else sympy.Min(tile, full - loop.index * tile)
+
+    def enter(self, loop) -> tuple:
+        """Bind the tile to its extent's symbol only where the last tile can be partial."""
+        if not isinstance(loop.tile, sympy.Symbol) or self.extent_of(loop).is_Integer:
+            return None
+        return super().enter(loop)
+
+    def tidy(self, e) -> sympy.Expr:
+        """``Min(T, F − T·i) → T`` for a loop index ``i`` where ``T`` divides ``F`` (a slice of a divided axis)."""
+        def full_tile(m):
+            for t in (a for a in m.args if a.is_Integer):
+                for b in m.args:
+                    idx = b.free_symbols & self.indices
+                    if b == t or len(idx) != 1:
+                        continue
+                    (i,) = idx
+                    rest = sympy.expand(b + t * i)
+                    if sympy.expand(b).coeff(i) == -t and not rest.has(i) and self._divides(rest, t):
+                        return t
+            return m
+        return sympy.sympify(e).replace(lambda x: isinstance(x, sympy.Min), full_tile)
+
+    def strides(self, var: str) -> dict:
+        """Row-major strides at the variable's shape: axis → expression (runtime sizes kept as symbols)."""
+        out, step = {}, sympy.Integer(1)
+        for a, e in reversed(self.variables[var].shape):
+            out[a] = step
+            step = step * self.nominal(e)
+        return out
+
+    def blocks(self, launch) -> sympy.Expr:
+        """Programs a launch runs: the product of its Grids' trips (runtime sizes symbolic)."""
+        n = sympy.Integer(1)
+        for g in launch.grids:
+            n = n * self.trips(g)
+        return n
+
+    def grid_order(self, launch) -> list:
+        """The launch's Grids, the fastest-varying last: a Grid whose axis fewer streamed inputs carry varies
+        faster (consecutive programs then read the same streamed tiles, from L2)."""
+        streamed = [self.variables[s.src.var] for loop in walk(launch.body) if isinstance(loop, StreamLoop)
+                    for s in loop.body if isinstance(s, Load) and self.variables[s.src.var].level == 0]
+        carried = {g: sum(g.axis in v.axes for v in streamed) for g in launch.grids}
+        return sorted(launch.grids, key=lambda g: -carried[g])
+
+    def decode(self, launch, block: str) -> list[tuple[str, str]]:
+        out, div = [], None
+        grids = self.grid_order(launch)
+        for k, g in enumerate(reversed(grids)):
+            t = self.code(self.trips(g))
+            t = t if t.isidentifier() or t.isdigit() else f"({t})"
+            q = block if div is None else f"{block} // {div}"
+            out.append((ident(g.index.name), q if k == len(grids) - 1 else f"({q}) % {t}"))
+            div = t if div is None else f"({div} * {t})"
+        return list(reversed(out))
+
     # ------------------------------------------------------------------ tensors
     def key(self, var, axis) -> tuple:
         return axis, int(self.nominal(dict(self.variables[var].shape)[axis]))
+
+    def block_axes(self, var) -> list:
+        """The axes of ``var``'s block tensor: an on-chip axis of extent 1 is dropped."""
+        v = self.variables[var]
+        return list(v.axes) if v.level == 0 else [a for a in v.axes if self.key(var, a)[1] != 1]
+
+    def fmt(self, var) -> str:
+        """The format a tensor holds: a stream's state (an accumulator) is fp32, the rest their plan's."""
+        v = self.variables[var]
+        return "fp32" if v.level > 0 and v.role == "state" else v.dtype
 
     def arange(self, var, axis) -> str:
         a, n = self.key(var, axis)
         return f"r_{ident(a)}_{n}"
 
     def shape(self, var) -> list[int]:
-        return [padded(self.key(var, a)[1]) for a in self.variables[var].axes]
+        return [padded(self.key(var, a)[1]) for a in self.block_axes(var)]
 
     def bc(self, var, k) -> str:
         """The index vector of axis ``k`` of ``var``, broadcast to the variable's rank."""
-        n = len(self.variables[var].axes)
-        name = self.arange(var, self.variables[var].axes[k])
-        return name if n == 1 else name + "[" + ", ".join(":" if i == k else "None" for i in range(n)) + "]"
+        axes = self.block_axes(var)
+        name = self.arange(var, axes[k])
+        return name if len(axes) == 1 else name + "[" + ", ".join(":" if i == k else "None"
+                                                                   for i in range(len(axes))) + "]"
 
     def mask(self, var, extents=None) -> str | None:
         """``var``'s mask in the current trip: each axis below its extent (None if nothing is masked)."""
         terms = []
-        for k, a in enumerate(self.variables[var].axes):
-            e = extents[a] if extents else self.current(dict(self.variables[var].shape)[a])
+        for k, a in enumerate(self.block_axes(var)):
+            e = self.tidy(extents[a] if extents else self.current(dict(self.variables[var].shape)[a]))
             if not (e.is_Integer and int(e) == padded(self.key(var, a)[1])):
                 terms.append(f"({self.bc(var, k)} < {self.code(e)})")
         return " & ".join(terms) or None
@@ -122,8 +246,7 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
         """An on-chip variable as an fp32 expression."""
         if not ref.whole:
             raise CodegenError(f"the triton backend reads on-chip tensors whole; {self.ref(ref)} is a slice")
-        dt = self.variables[ref.var].dtype
-        return ident(ref.var) if dt == "fp32" else f"{ident(ref.var)}.to(tl.float32)"
+        return ident(ref.var) if self.fmt(ref.var) == "fp32" else f"{ident(ref.var)}.to(tl.float32)"
 
     def assign(self, ref, expr, depth) -> list[str]:
         if not ref.whole:
@@ -132,7 +255,7 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
         m = self.mask(ref.var)
         if m:
             expr = f"tl.where({m}, {expr}, 0.0)"
-        dt = self.variables[ref.var].dtype
+        dt = self.fmt(ref.var)
         if dt != "fp32":
             expr = f"({expr}).to({self.dtypes[dt]})"
         return [self.line(depth, f"{ident(ref.var)} = {expr}")]
@@ -153,7 +276,7 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
         return expr
 
     def axes(self, ref) -> list:
-        return list(self.variables[ref.var].axes)
+        return self.block_axes(ref.var)
 
     def temp(self, what: str) -> str:
         self.temps += 1
@@ -164,22 +287,27 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
         """``(offsets, mask)`` of the elements of the global ref ``glob`` on the grid of the tensor ``tile``."""
         names, extents = {}, {}
         st = self.strides(glob.var)
-        off = 0
-        for k, a in enumerate(self.axes(tile)):
+        kept = self.axes(tile)
+        off = sympy.Integer(0)
+        for a in self.variables[tile.var].axes:
             rng = glob.range(a)
-            start = self.nominal(rng.start) if rng is not None else 0
-            extents[a] = self.ext(glob, a)
-            off += start * st[a]
-            names[a] = self.bc(tile.var, k)
-        idx = " + ".join([self.code(off)] * (off != 0) + [f"{names[a]} * {st[a]}" if st[a] != 1 else names[a]
-                                                        for a in self.axes(tile)])
-        return idx or "0", self.mask(tile.var, extents)
+            off += (self.nominal(rng.start) if rng is not None else 0) * st[a]
+            if a in kept:
+                extents[a] = self.ext(glob, a)
+                names[a] = self.bc(tile.var, kept.index(a))
+        terms = [self.code(off)] if off != 0 else []
+        for a in kept:
+            s = self.code(st[a])
+            terms.append(names[a] if st[a] == 1 else f"{names[a]} * {s if s.isidentifier() or s.isdigit() else f'({s})'}")
+        return " + ".join(terms) or "0", self.mask(tile.var, extents)
 
     def _print_Load(self, s, depth):
         if self.variables[s.src.var].level > 0:
             return self.assign(s.dst, self.value(s.src), depth)
         off, m = self._global(s.src, s.dst)
         load = f"tl.load({ident(s.src.var)} + {off}" + (f", mask={m}, other=0.0)" if m else ")")
+        if self.fmt(s.dst.var) != self.variables[s.src.var].dtype:
+            load += f".to({self.dtypes[self.fmt(s.dst.var)]})"
         return [self.line(depth, f"# {self.ref(s.dst)} ← load {self.ref(s.src)}"),
                 self.line(depth, f"{ident(s.dst.var)} = {load}")]
 
@@ -188,7 +316,7 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
             return self.assign(s.dst, self.value(s.src), depth)
         off, m = self._global(s.dst, s.src)
         v = ident(s.src.var)
-        if self.variables[s.dst.var].dtype != self.variables[s.src.var].dtype:
+        if self.variables[s.dst.var].dtype != self.fmt(s.src.var):
             v += f".to({self.dtypes[self.variables[s.dst.var].dtype]})"
         return [self.line(depth, f"# {self.ref(s.dst)} ← store {self.ref(s.src)}"),
                 self.line(depth, f"tl.store({ident(s.dst.var)} + {off}, {v}" + (f", mask={m})" if m else ")"))]
@@ -239,16 +367,27 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
         order = {"input": 0, "output": 1}
         return sorted(vs, key=lambda v: order.get(v.role, 2))
 
-    def _print_Launch(self, launch, depth=0):
+    def signature(self) -> dict:
+        """Per kernel printed (ragged variants included): its parameters' Triton types."""
+        from napkin_cat.codegen.tritonkernel import SIGNATURE
+        types = [f"*{SIGNATURE[v.dtype]}" for v in self.globals_()] + ["i32"] * len(self.runtime)
+        out = {}
+        for launch in launches(self.plan):
+            out[launch.name] = types
+            if launch.name in self.assumed:
+                out[launch.name + "_ragged"] = types
+        return out
+
+    def _print_Launch(self, launch, depth=0, name=None):
         if not any(s for s in launch.body if type(s).__name__ == "Kernel"):
             raise CodegenError("the triton backend runs kernels: the plan has statements outside any kernel ("
                                f"{', '.join(type(s).__name__ for s in launch.body)}); wrap the diagram in nc.kernel")
-        params = ", ".join(ident(v.name) for v in self.globals_())
-        lines = ["@triton.jit", f"def {launch.name}({params}):"]
+        params = ", ".join([ident(v.name) for v in self.globals_()] + [ident(s.name) for s in self.runtime])
+        lines = ["@triton.jit", f"def {name or launch.name}({params}):"]
         if launch.grids:
             lines.append(self.line(1, "nc_b = tl.program_id(0)"))
-        for name, value in self.decode(launch, "nc_b"):
-            lines.append(self.line(1, f"{name} = {value}"))
+        for index, value in self.decode(launch, "nc_b"):
+            lines.append(self.line(1, f"{index} = {value}"))
         saved = []
         for g in launch.grids:
             saved.append(self.extents.get(g.tile))
@@ -261,7 +400,7 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
         ranges = {}
         for v in self.plan.variables:
             if v.name in used and v.level > 0:
-                for a in v.axes:
+                for a in self.block_axes(v.name):
                     ranges[self.arange(v.name, a)] = padded(self.key(v.name, a)[1])
         lines += [self.line(1, f"{r} = tl.arange(0, {n})") for r, n in sorted(ranges.items())]
         lines += self._lines(launch.body, 1)
@@ -271,7 +410,6 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
 
     def stream_load_bytes(self) -> int:
         """Padded bytes of the tiles loaded inside Stream loops (what each extra pipelining stage buffers)."""
-        from napkin_cat.plan.ir import Load, StreamLoop
         from napkin_cat.syntax.dtype import as_dtype
         total = 0
         for loop in walk(self.plan.body):
@@ -285,29 +423,16 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
         return total
 
     def doprint_plan(self) -> str:
+        """The kernels (each launch even, and ragged where the even one assumed a division), then the launcher."""
         parts = [PRELUDE]
         ls = launches(self.plan)
         for launch in ls:
+            self.even, self._assumed = True, set()
             parts.append("\n".join(self._print_Launch(launch)))
-        parts.append("\n".join(self.host(ls)))
+            if self._assumed:
+                self.assumed[launch.name] = frozenset(self._assumed)
+                self.even, self._assumed = False, set()
+                parts.append("\n".join(self._print_Launch(launch, name=launch.name + "_ragged")))
+        self.even = True
+        parts.append("\n".join(tritonhost.host(self, ls)))
         return "\n\n\n".join(parts) + "\n"
-
-    def host(self, ls) -> list[str]:
-        """``nc_run(*inputs)``: allocate outputs and workspace like the first input, launch each kernel."""
-        ins = [ident(n) for n in self.plan.inputs]
-        lines = [f"def nc_run({', '.join(ins)}):", self.line(1, '"""The launcher: torch tensors in, outputs out."""')]
-        device = f"{ins[0]}.device" if ins else '"cpu"'
-        for v in self.globals_():
-            if v.role == "input":
-                continue
-            shape = ", ".join(str(int(self.nominal(e))) for _, e in v.shape)
-            if v.dtype not in self.torch_dtypes:
-                raise CodegenError(f"the triton launcher allocates no {v.dtype!r} global arrays ({v.name})")
-            lines.append(self.line(1, f"{ident(v.name)} = torch.empty(({shape}{',' if len(v.shape) == 1 else ''}), "
-                                      f"dtype={self.torch_dtypes[v.dtype]}, device={device})"))
-        args = ", ".join(ident(v.name) for v in self.globals_())
-        for launch in ls:
-            lines.append(self.line(1, f"{launch.name}[({launch.blocks},)]({args})"))
-        outs = [ident(n) for n in self.plan.outputs]
-        lines.append(self.line(1, f"return {', '.join(outs)}{',' if len(outs) == 1 else ''}"))
-        return lines

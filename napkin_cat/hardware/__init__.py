@@ -8,7 +8,9 @@
 * :mod:`~napkin_cat.hardware.config`: Tables 1-2 (bytes per block / warpgroup, ``N_max``);
 * :mod:`~napkin_cat.hardware.clock`: Table 3 (clocks per thread, ``k_TC``, the ``g_q`` threshold, ideal FLOP/s);
 * :mod:`~napkin_cat.hardware.overlap`: warpgroup schedules and utilisation (§5.7, §6);
-* :mod:`~napkin_cat.hardware.intensity`: matmul arithmetic intensity per level (Appendix A.4).
+* :mod:`~napkin_cat.hardware.intensity`: matmul arithmetic intensity per level (Appendix A.4);
+* :mod:`~napkin_cat.hardware.predict`: predicted time (bytes, FLOPs by pipeline, waves; §5.7);
+* :mod:`~napkin_cat.hardware.timed`: ``nc.derive(..., hardware=)``, tiles and variant by predicted time.
 
 Every table has ``to_text()`` and ``to_json()``.
 
@@ -27,9 +29,15 @@ from napkin_cat.hardware.configured import Configured, configure
 from napkin_cat.hardware.clock import OpRecord, clock_table, clock_table_of
 from napkin_cat.hardware.overlap import Task, inter, intra, overlap_table, sequential, simulate
 from napkin_cat.hardware.intensity import matmul_intensity
+from napkin_cat.hardware.predict import KernelTime, Prediction, predict
+from napkin_cat.hardware.timed import derive_for_time
+from napkin_cat.search.derivation import OBJECTIVES as _OBJECTIVES
+
+_OBJECTIVES["time"] = derive_for_time
 
 __all__ = ["HardwareError", "DivisorError", "CapacityError", "ScheduleError", "GPU", "load", "models",
            "load_hierarchy", "hierarchy_of", "placement", "check_offers", "ArrayUse", "MatmulUse", "constraints",
            "uses_of", "Variable", "config_table", "Configured",
            "configure", "OpRecord", "clock_table", "clock_table_of", "Task", "sequential",
-           "intra", "inter", "simulate", "overlap_table", "matmul_intensity"]
+           "intra", "inter", "simulate", "overlap_table", "matmul_intensity", "predict", "Prediction",
+           "KernelTime", "derive_for_time"]

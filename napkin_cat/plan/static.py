@@ -18,23 +18,13 @@ from napkin_cat.plan.liveness import defs
 from napkin_cat.syntax.dtype import as_dtype
 
 
-def static_peak(p) -> tuple[dict, dict]:
-    """``(values, bytes)`` per on-chip level: the most live at once over the program's columns."""
-    sizes = {v.name: int(sympy.sympify(v.size).subs(p.sizes)) for v in p.variables}
+def live_columns(p) -> list:
+    """The distinct sets of variables live at once, sampled between statements (one trip of each loop)."""
     live: dict = {}
-    peak_v: dict = {}
-    peak_b: dict = {}
+    seen: dict = {}
 
     def sample():
-        vals, byts = {}, {}
-        for name in live:
-            v = p.variable_map[name]
-            if v.level > 0:
-                vals[v.level] = vals.get(v.level, 0) + sizes[name]
-                byts[v.level] = byts.get(v.level, 0) + sizes[name] * as_dtype(v.dtype).bytes * v.buffers
-        for lvl in vals:
-            peak_v[lvl] = max(peak_v.get(lvl, 0), vals[lvl])
-            peak_b[lvl] = max(peak_b.get(lvl, 0), byts[lvl])
+        seen.setdefault(frozenset(live), None)
 
     def block(stmts):
         for s in stmts:
@@ -57,4 +47,22 @@ def static_peak(p) -> tuple[dict, dict]:
         live[name] = True
     block(p.body)
     sample()
+    return list(seen)
+
+
+def static_peak(p) -> tuple[dict, dict]:
+    """``(values, bytes)`` per on-chip level: the most live at once over the program's columns."""
+    sizes = {v.name: int(sympy.sympify(v.size).subs(p.sizes)) for v in p.variables}
+    peak_v: dict = {}
+    peak_b: dict = {}
+    for column in live_columns(p):
+        vals, byts = {}, {}
+        for name in column:
+            v = p.variable_map[name]
+            if v.level > 0:
+                vals[v.level] = vals.get(v.level, 0) + sizes[name]
+                byts[v.level] = byts.get(v.level, 0) + sizes[name] * as_dtype(v.dtype).bytes * v.buffers
+        for lvl in vals:
+            peak_v[lvl] = max(peak_v.get(lvl, 0), vals[lvl])
+            peak_b[lvl] = max(peak_b.get(lvl, 0), byts[lvl])
     return peak_v, peak_b

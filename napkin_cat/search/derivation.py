@@ -63,8 +63,14 @@ def _memories(memory):
     return M, False
 
 
+#: objectives other than transfers, by the layer that knows them: ``"time"`` → a function
+#: ``(diagram, hardware, sizes, level=, book=, **options) -> Derivation`` (the hardware layer registers it)
+OBJECTIVES: dict = {}
+
+
 def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = None, *, book=None,
-           depth: int = 2, reference: dict | None = None, tiles: str = "divisors") -> Derivation:
+           depth: int = 2, reference: dict | None = None, tiles: str = "divisors", hardware=None,
+           **time_options) -> Derivation:
     """The cheapest algorithm for ``diagram`` at ``level`` with ``memory`` values there (see module docstring).
 
     ``memory``: a symbol name (symbolic mode: ``.H`` is a ``Piecewise`` in it), an int, or a list of ints
@@ -76,7 +82,21 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
     ``"divisors"`` (each tile divides its axis, the default) or ``"any"`` (a tile may leave a shorter last
     tile; trips are ``⌈n/g⌉``).  Raises :class:`~napkin_cat.errors.MemoryLimitError` naming the smallest
     memory that works when no algorithm fits.
+
+    ``hardware`` (a GPU model or its name, with ``sizes``): minimise the predicted time instead of ``H``,
+    over the variants derived up to the thread block's shared memory and every tile assignment the
+    hardware allows (:mod:`napkin_cat.hardware.timed`; ``memory`` is then the model's); further keywords
+    (``overlap``, ``ceilings``, ``largest``) go to the time model.
     """
+    if hardware is not None:
+        if "time" not in OBJECTIVES:
+            raise NapkinError("derive(hardware=...) needs the time model: import napkin_cat (napkin_cat.hardware "
+                              "registers it)")
+        if sizes is None:
+            raise NapkinError("derive(hardware=...) times kernels at concrete sizes: give sizes= for every axis")
+        return OBJECTIVES["time"](diagram, hardware, sizes, level=level, book=book, **time_options)
+    if time_options:
+        raise NapkinError(f"derive got {sorted(time_options)}: these options are the time model's; give hardware=")
     if not isinstance(diagram, Diagram):
         raise NapkinError(f"derive takes a function diagram, got {type(diagram).__name__}")
     if not isinstance(level, int) or isinstance(level, bool) or level < 1:

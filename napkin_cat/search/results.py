@@ -45,7 +45,8 @@ class Derivation(_Derivation):
     ``level`` for ``memory``: an int (one memory), ``{M: H}`` (a list of memories) or a ``Piecewise``
     in M (symbolic).  ``regimes`` are the pieces; ``diagram``, ``trace``, ``variant``, ``cost``,
     ``optimum``, ``gap`` are those of the last regime (the largest memory).  ``bound`` is the known
-    lower bound (:mod:`.bounds`)."""
+    lower bound (:mod:`.bounds`).  With ``hardware=``, ``prediction`` and ``timings`` (the time model's
+    choice of tiles and variant, :mod:`napkin_cat.hardware.timed`)."""
 
     H: object = None
     cost: object = None
@@ -58,6 +59,8 @@ class Derivation(_Derivation):
     bound: Bound | None = None
     gap: object = None
     candidates: tuple = field(default=(), repr=False)   # (label, {M: H or None}) numeric; variants, symbolic
+    prediction: object = None       # with hardware=: the model's time at the chosen tiles (nc.hardware.predict)
+    timings: tuple = field(default=(), repr=False)      # with hardware=: (variant, tiles, seconds, H), fastest first
 
     def at(self, memory) -> "Derivation":
         """The single-memory derivation for one of the memories of a numeric range."""

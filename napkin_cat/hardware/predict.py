@@ -1,0 +1,309 @@
+"""Predicted time of an algorithm on a GPU model: bytes, FLOPs by pipeline, thread blocks in waves (§5.7).
+
+The cost functor says what an algorithm moves and computes; a GPU model says how fast each of those
+goes.  Per kernel ``k`` (a top-level box of the algorithm: Grids around a Kernel), at concrete sizes
+(the cost functor's counts, ceil-aware), on ``N`` SMs at clock ``f``::
+
+    T_hbm    = compulsory bytes / hbm              each global input read once, each output written once
+    T_l2     = H_bytes / l2_to_smem                every GMEM ↔ SMEM transfer passes L2; re-reads hit it
+    T_p      = Σ_ops FLOPs / (N · f · rate_p(dtype))          p ∈ tensor, special, general
+    T_comp   = Σ_p T_p     overlap="sequential": a warpgroup issues its ops in program order (the
+                           FlashAttention-2 schedule of §5.7, what kernels without warp specialisation do)
+             = max_p T_p   overlap="pipelines": every pipeline busy at once (FlashAttention-3's aim)
+    r        = max(1, min(⌊smem_per_sm / M⌋, ⌊regs_per_sm / 2R⌋))   blocks resident per SM: M the plan's
+                           level-1 bytes with a stream's loads twice (double-buffered), R those of its block tensors other than loaded tiles (state
+                           in fp32), which live in registers and may take half the file (M ≤
+                           smem_per_block and 2R ≤ the block's register file, else refused)
+    waves    = ⌈B / (N · r)⌉,  u = B / (waves · N · r)          B thread blocks: the tail of the last wave
+    T(k)     = max(T_hbm, T_l2, T_comp) / u + launch            memory overlapped with compute
+    T        = Σ_k T(k)
+
+Every rate is the model's (its TOML file, ``nc.hardware.load``) unless ``ceilings`` overrides it with a
+measured one (``{"hbm": B/s, "l2": B/s, "tensor:bf16": FLOP/s, ...}``): a benchmark measures the copy
+bandwidth and the matrix-product rate once and predicts every kernel from them.  The result lists the
+assumptions it made (:attr:`Prediction.assumptions`), so a measurement that refutes one says which.
+
+>>> import napkin_cat as nc
+>>> from rewrites import tiled_matmul
+>>> mm = tiled_matmul(nc.library.matmul()).diagram
+>>> t = predict(mm, "h100-sxm5", {"a": 4096, "b": 4096, "c": 4096, "g_a": 128, "g_c": 128, "s_b": 32})
+>>> t.blocks, t.bound
+(1024, 'l2')
+>>> round(t.terms["tensor"] * 1e3, 3), round(t.terms["l2"] * 1e3, 3)   # ms: 2·4096³ at TF32; 2·4096³/128 · 4 B at 12 TB/s
+(0.278, 0.364)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import sympy
+
+from napkin_cat.algorithms.bubbles import Grid, Kernel, Region
+from napkin_cat.cost.iocost import cost
+from napkin_cat.cost.numeric import at
+from napkin_cat.hardware.errors import HardwareError
+from napkin_cat.hardware.model import GPU, load
+from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.plan.ir import Load, StreamLoop, walk
+from napkin_cat.syntax.dtype import as_dtype
+
+PIPELINES = ("tensor", "special", "general")
+OVERLAPS = ("sequential", "pipelines")
+#: seconds from one kernel's launch to the next's on the same stream (a measured order of magnitude on
+#: Hopper with PyTorch/Triton launchers: 3-6 µs); an assumption, listed in every prediction
+LAUNCH = 4e-6
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """One kernel's prediction: its terms (seconds), blocks, residency and waves."""
+
+    label: str
+    time: float
+    terms: dict
+    bound: str
+    blocks: int
+    resident: int
+    waves: int
+    utilisation: float
+    bytes: dict
+    flops: dict
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The predicted time of an algorithm (seconds) and how it was reached (see the module docstring)."""
+
+    time: float
+    kernels: tuple
+    hardware: str
+    sizes: dict
+    overlap: str
+    assumptions: tuple = field(default=())
+
+    @property
+    def terms(self) -> dict:
+        """Each term summed over the kernels (seconds)."""
+        out: dict = {}
+        for k in self.kernels:
+            for name, v in k.terms.items():
+                out[name] = out.get(name, 0.0) + v
+        return out
+
+    @property
+    def bound(self) -> str:
+        """The term that sets the time of the longest kernel."""
+        return max(self.kernels, key=lambda k: k.time).bound
+
+    @property
+    def blocks(self) -> int:
+        """Thread blocks of the narrowest kernel."""
+        return min(k.blocks for k in self.kernels)
+
+    def to_dict(self) -> dict:
+        return {"time_s": self.time, "hardware": self.hardware, "overlap": self.overlap, "bound": self.bound,
+                "sizes": {str(k): int(v) for k, v in self.sizes.items()}, "terms_s": self.terms,
+                "kernels": [{"label": k.label, "time_s": k.time, "terms_s": k.terms, "bound": k.bound,
+                             "blocks": k.blocks, "resident": k.resident, "waves": k.waves,
+                             "utilisation": k.utilisation, "bytes": k.bytes, "flops": k.flops}
+                            for k in self.kernels],
+                "assumptions": list(self.assumptions)}
+
+
+def kernels_of(algorithm: Diagram) -> list:
+    """The top-level regions of an algorithm (its kernels); anything else that computes is refused."""
+    out = []
+    for _, box in layers(algorithm):
+        if isinstance(box, Region):
+            out.append(box)
+        elif getattr(box, "data", None) is not None and box.data.kind not in ("copy", "discard", "swap"):
+            raise HardwareError(f"predict times kernels: {box.name!r} computes in global memory, outside any "
+                                "kernel; wrap the algorithm in nc.kernel (one fused kernel) or nc.unfused "
+                                "(one kernel per operation)")
+    if not out:
+        raise HardwareError("predict times kernels: the algorithm has none (nc.kernel / nc.unfused / nc.derive "
+                            "make them)")
+    return out
+
+
+def _rate_dtype(gpu: GPU, op) -> str:
+    p = gpu.pipeline(op.pipeline)
+    return op.operands[0] if p.rate_by == "operands" and op.operands else op.dtype
+
+
+def _ceiling(gpu: GPU, ceilings: dict, pipeline: str, dtype: str) -> float:
+    key = f"{pipeline}:{dtype}"
+    if key in ceilings:
+        return float(ceilings[key])
+    return float(gpu.peak(pipeline, dtype))
+
+
+def _grids(box) -> list:
+    out = []
+    while isinstance(box, Grid):
+        out.append(box)
+        inner = [b for _, b in layers(box.arg) if isinstance(b, Region)]
+        if len(inner) != 1:
+            break
+        box = inner[0]
+    return out
+
+
+class KernelForm:
+    """One kernel's terms as expressions in its sizes and tiles, read off the cost functor once; ``at(env)``
+    evaluates them (the search times many tile assignments of one structure this way).  ``sample``: sizes
+    at which the kernel's plan is made once, for the variables live together (its memory columns)."""
+
+    def __init__(self, box, gpu: GPU, *, overlap: str, ceilings: dict, level: int, sample: dict):
+        from napkin_cat.plan import plan
+        from napkin_cat.plan.static import live_columns
+        self.box, self.gpu, self.overlap, self.ceilings, self.level = box, gpu, overlap, ceilings, level
+        c = cost(box)
+        self.moved = sympy.sympify(c.H_bytes.get(level, 0))
+        self.flops, self.seconds = {}, {}
+        for op in c.ops:
+            n = sympy.sympify(op.flops * op.trips)
+            rate = _ceiling(gpu, ceilings, op.pipeline, _rate_dtype(gpu, op))
+            self.flops[op.pipeline] = self.flops.get(op.pipeline, 0) + n
+            self.seconds[op.pipeline] = self.seconds.get(op.pipeline, 0) + n / sympy.Float(rate)
+        self.compulsory = _bytes_expr(box.dom) + _bytes_expr(box.cod)
+        self.blocks = sympy.Mul(*[sympy.ceiling(sympy.sympify(g.full_size()) / sympy.sympify(g.size))
+                                  for g in _grids(box)])
+        from napkin_cat.plan.program import _symbols
+        own: set = set()
+        _symbols(box, own, [])
+        p = plan(box, {str(k): v for k, v in sample.items() if k in own})
+        columns = [[p.variable_map[n] for n in col if p.variable_map[n].level == level] for col in live_columns(p)]
+        streamed = {st.dst.var for loop in walk(p.body) if isinstance(loop, StreamLoop)
+                    for st in loop.body if isinstance(st, Load)}
+        # a stream's loads are double-buffered (the next slice arrives while this one is used: §5 step 5)
+        extra = sum((p.variable_map[n].bytes for n in streamed if p.variable_map[n].level == level), sympy.Integer(0))
+        self.columns = [sum((v.bytes for v in col), sympy.Integer(0)) + extra for col in columns]
+        self.registers = [sum((v.size * (4 if v.role == "state" else as_dtype(v.dtype).bytes) for v in col
+                               if v.role != "tile"), sympy.Integer(0)) for col in columns]
+        self.pipes = sorted(self.flops)
+        exprs = [self.moved, self.compulsory, self.blocks, *(self.flops[k] for k in self.pipes),
+                 *(self.seconds[k] for k in self.pipes), *self.columns, *self.registers]
+        self.symbols = sorted(set().union(*(sympy.sympify(e).free_symbols for e in exprs)), key=str)
+        self._values = sympy.lambdify(self.symbols, exprs, modules=[{"ceiling": math.ceil}, "math"])
+
+    def values(self, env: dict) -> dict:
+        """The forms at ``env`` (every symbol they use must be there)."""
+        missing = [s for s in self.symbols if s not in env]
+        if missing:
+            raise HardwareError(f"{self.box.name}: sizes {sorted(map(str, missing))} are missing")
+        v = self._values(*(env[s] for s in self.symbols))
+        n = len(self.pipes)
+        return {"moved": float(v[0]), "compulsory": float(v[1]), "blocks": int(round(v[2])),
+                "flops": dict(zip(self.pipes, map(float, v[3:3 + n]))),
+                "seconds": dict(zip(self.pipes, map(float, v[3 + n:3 + 2 * n]))),
+                "on_chip": int(max(v[3 + 2 * n:3 + 2 * n + len(self.columns)], default=0)),
+                "registers": int(max(v[3 + 2 * n + len(self.columns):], default=0))}
+
+    def at(self, env: dict, *, exact=None, launch: float = LAUNCH) -> KernelTime:
+        """The kernel's :class:`KernelTime` at ``env`` (symbols → ints); ``exact``: the cost functor's
+        ceil-aware counts at ``env`` (ragged tiles), else the forms (exact where the tiles divide)."""
+        gpu = self.gpu
+        v = self.values(env)
+        flops, seconds, moved = v["flops"], v["seconds"], v["moved"]
+        if exact is not None:
+            moved = float(exact.H_bytes.get(self.level, 0))
+            for p, n in list(flops.items()):
+                if n and exact.flops.get(p, 0) != n:
+                    seconds[p] *= exact.flops.get(p, 0) / n
+                    flops[p] = float(exact.flops.get(p, 0))
+        hbm = float(self.ceilings.get("hbm", gpu.hbm))
+        l2 = float(self.ceilings.get("l2", gpu.l2_to_smem or gpu.hbm))
+        compulsory = v["compulsory"]
+        terms = {"hbm": compulsory / hbm, "l2": moved / l2}
+        terms.update({p: seconds.get(p, 0.0) for p in PIPELINES})
+        pipes = [terms[p] for p in PIPELINES]
+        comp = sum(pipes) if self.overlap == "sequential" else max(pipes)
+        B, M, R = v["blocks"], v["on_chip"], v["registers"]
+        if M > gpu.smem_per_block:
+            raise HardwareError(f"{self.box.name}: {M} B on chip per thread block, over the {gpu.name}'s "
+                                f"{gpu.smem_per_block} B (memory.smem_per_block): choose smaller tiles")
+        file = gpu.registers_per_block * gpu.register_bytes
+        if 2 * R > file:
+            raise HardwareError(f"{self.box.name}: {R} B of block tensors in registers per thread block, over half "
+                                f"the {gpu.name}'s register file ({file} B; the rest holds addresses and "
+                                "temporaries): choose smaller tiles")
+        r = max(1, min(gpu.smem_per_sm // max(M, 1), gpu.registers_per_sm * gpu.register_bytes // max(2 * R, 1)))
+        waves = math.ceil(B / (gpu.sm_count * r))
+        u = B / (waves * gpu.sm_count * r)
+        bound = max(("hbm", "l2", "compute"), key=lambda k: comp if k == "compute" else terms[k])
+        if bound == "compute":
+            bound = max(PIPELINES, key=lambda p: terms[p])
+        terms["launch"] = launch
+        return KernelTime(self.box.name, max(terms["hbm"], terms["l2"], comp) / u + launch, terms, bound, B, r,
+                          waves, u, {"compulsory": int(compulsory), "moved": int(moved), "on_chip_per_block": M,
+                                           "registers_per_block": R},
+                          flops)
+
+
+def _bytes_expr(ty) -> sympy.Expr:
+    total = sympy.Integer(0)
+    for a in ty.inside:
+        n = sympy.Integer(1)
+        for ax in a.shape:
+            n = n * sympy.sympify(ax)
+        total += n * as_dtype(a.dtype).bytes
+    return total
+
+
+def environment(sizes: dict) -> dict:
+    """Sizes (names → positive ints) as the symbols the cost functor uses."""
+    env = {}
+    for k, v in sizes.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise HardwareError(f"size {k!r} = {v!r}: sizes are positive ints")
+        env[sympy.Symbol(str(k), positive=True, integer=True)] = v
+    return env
+
+
+def check_ceilings(ceilings) -> dict:
+    ceilings = dict(ceilings or {})
+    unknown = [k for k in ceilings if k not in ("hbm", "l2") and k.split(":")[0] not in PIPELINES]
+    if unknown:
+        raise HardwareError(f"unknown ceilings {unknown}: give 'hbm', 'l2' (bytes/s) or '<pipeline>:<dtype>' "
+                            f"(FLOP/s) with pipeline in {PIPELINES}")
+    return ceilings
+
+
+def assumptions(gpu: GPU, ceilings: dict, overlap: str, launch: float) -> tuple:
+    """What every prediction assumes (each a sentence a measurement can refute)."""
+    return (
+        f"rates are the {gpu.name} model's" + (f", except the measured {sorted(ceilings)}" if ceilings else ""),
+        "re-read tiles hit L2 (T_l2 at l2_to_smem); only compulsory bytes reach HBM",
+        "memory transfers overlap compute (asynchronous copies, pipelined stages)",
+        f"pipelines: {overlap} (§5.7)",
+        "every pipeline runs at its peak rate while it has work (no latency or issue limits)",
+        "on chip per block: the plan's level-1 bytes, a stream's loads twice (double-buffered), fit "
+        "smem_per_block; block tensors other than loaded tiles "
+        "(state in fp32) live in registers and fit half the register file (the rest: addresses, temporaries)",
+        "blocks resident per SM: the fewest that shared memory and the register file allow",
+        f"{launch * 1e6:g} µs per kernel launch",
+    )
+
+
+def predict(algorithm, hardware, sizes: dict | None = None, *, overlap: str = "sequential",
+            ceilings: dict | None = None, launch: float = LAUNCH) -> Prediction:
+    """The predicted time of ``algorithm`` (a plan, or an algorithm diagram with ``sizes``: axes and tiles)
+    on ``hardware`` (a GPU model or its name); see the module docstring."""
+    gpu = hardware if isinstance(hardware, GPU) else load(hardware)
+    if overlap not in OVERLAPS:
+        raise HardwareError(f"overlap {overlap!r}: one of {OVERLAPS} (§5.7)")
+    if hasattr(algorithm, "variable_map"):           # a plan: its diagram at its sizes
+        sizes = {**{str(k): v for k, v in algorithm.sizes.items()}, **(sizes or {})}
+        algorithm = algorithm.diagram
+    if not isinstance(algorithm, Diagram):
+        raise HardwareError(f"predict takes a plan or an algorithm diagram, got {type(algorithm).__name__}")
+    if sizes is None:
+        raise HardwareError("predict needs sizes= for every axis and tile of the algorithm (or a plan)")
+    ceilings = check_ceilings(ceilings)
+    env = environment(sizes)
+    ks = tuple(KernelForm(b, gpu, overlap=overlap, ceilings=ceilings, level=1, sample=env).at(
+        env, exact=at(b, env), launch=launch) for b in kernels_of(algorithm))
+    return Prediction(sum(k.time for k in ks), ks, gpu.name, dict(sizes), overlap,
+                      assumptions(gpu, ceilings, overlap, launch))

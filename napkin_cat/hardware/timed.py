@@ -1,0 +1,136 @@
+"""Tiles and variant by predicted time: ``nc.derive(f, sizes=..., hardware=gpu)`` (§5.4 divisors, §5.7 time).
+
+``nc.derive`` with a memory finds, per memory size, the algorithm of fewest transfers ``H``.  Transfers
+do not see what else a GPU charges: a stream's slice ``s`` leaves ``H`` unchanged but sets how many
+trips pay the per-trip rescaling and how many tensor-core instructions a trip issues; larger groups cut
+``H`` but launch fewer blocks.  On a hardware model the search goes on from there:
+
+1. the structures (variants) ``derive`` finds at memories ``2^10 … smem_per_block / 2`` values;
+2. per structure, every tile assignment the hardware allows: each tile a multiple of its tensor-core and
+   coalescing divisors (:mod:`~napkin_cat.hardware.divisors`), a power of two (block tensors) no larger
+   than ``largest`` and dividing its axis; a tile on no matrix product may also be 1 (one head per block);
+3. each timed by :mod:`~napkin_cat.hardware.predict`'s model from the structure's cost, read off once;
+   an assignment whose live bytes exceed ``smem_per_block`` is dropped;
+4. the fastest wins (ties: fewer transfers, then larger tiles).
+
+The winner keeps its structure's trace (made by the rules), so ``r.trace.replay(f)`` still gives
+``r.diagram``; ``r.optimum.sizes`` are the chosen tiles, ``r.prediction`` the model's time at them and
+``r.timings`` every assignment timed, fastest first.
+
+>>> import napkin_cat as nc
+>>> mm = nc.einsum("a b, b c -> a c", dtype="bf16", out_dtype="fp32")
+>>> r = derive_for_time(mm, "h100-sxm5", {"a": 2048, "b": 2048, "c": 2048})
+>>> sorted((str(k), v) for k, v in r.optimum.sizes.items()), r.prediction.bound
+([('g_a', 256), ('g_c', 128), ('s_b', 32)], 'tensor')
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+import sympy
+
+from napkin_cat.algorithms.bubbles import Grid, Region, Stream
+from napkin_cat.cost.optimum import Optimum
+from napkin_cat.errors import MemoryLimitError
+from napkin_cat.hardware.divisors import constraints, uses_of
+from napkin_cat.hardware.errors import HardwareError
+from napkin_cat.hardware.model import GPU, load
+from napkin_cat.hardware.predict import (LAUNCH, OVERLAPS, KernelForm, Prediction, assumptions, check_ceilings,
+                                         environment, kernels_of)
+from napkin_cat.syntax.adapter import layers
+
+#: the largest block side tried (a Triton block tensor's side; 256 fp32 rows of a tile fill a warpgroup's registers)
+LARGEST = 256
+
+
+def tile_fulls(diagram) -> dict:
+    """Each tile symbol of an algorithm → the size of the axis it cuts (an expression)."""
+    out = {}
+    for _, b in layers(diagram):
+        if isinstance(b, (Grid, Stream)):
+            out[sympy.sympify(b.size)] = sympy.sympify(b.full_size())
+        if isinstance(b, Region):
+            out.update(tile_fulls(b.arg))
+    return out
+
+
+def tile_values(gpu: GPU, diagram, env: dict, *, largest: int = LARGEST) -> dict:
+    """Each tile symbol → the values the hardware allows (see the module docstring, step 2)."""
+    arrays, matmuls = uses_of(diagram, gpu.hierarchy)
+    c = constraints(gpu, arrays=arrays, matmuls=matmuls)
+    on_products = {getattr(mm, dim) for mm in matmuls for dim in ("m", "n", "k")}
+    out = {}
+    for tile, full in tile_fulls(diagram).items():
+        n = full.subs(env)
+        if not n.is_Integer:
+            raise HardwareError(f"tile {tile} cuts an axis of size {full}: give every size ({sorted(map(str, full.free_symbols))})")
+        n, step = int(n), c.divisor(str(tile))
+        values = [v for v in (2 ** k for k in range(0, int(math.log2(largest)) + 1)) if v % step == 0 and n % v == 0]
+        if str(tile) in on_products:
+            values = [v for v in values if v >= 16] or ([n] if n % step == 0 else [])
+        elif n < 16 or n % 16:
+            values = [v for v in values if v == 1 or v == n] or [1]
+        else:
+            values = [v for v in values if v == 1 or v >= 16]
+        if not values:
+            raise HardwareError(f"no legal value for tile {tile} of an axis of {n}: it must be a multiple of {step} "
+                                f"(tensor-core shapes and coalescing on the {gpu.name}) that divides {n}")
+        out[tile] = values
+    return out
+
+
+def _timed(structure, gpu, env, *, overlap, ceilings, level, largest, launch):
+    """Every legal tile assignment of one structure (a regime of derive), timed: ``[(time, H, tiles, kts)]``."""
+    values = tile_values(gpu, structure.diagram, env, largest=largest)
+    tiles = list(values)
+    first = {**env, **{t: v[0] for t, v in values.items()}}
+    forms = [KernelForm(b, gpu, overlap=overlap, ceilings=ceilings, level=level, sample=first)
+             for b in kernels_of(structure.diagram)]
+    H = sympy.sympify(structure.cost.H.get(level, 0))
+    out = []
+    for combo in itertools.product(*(values[t] for t in tiles)):
+        at = {**env, **dict(zip(tiles, combo))}
+        try:
+            kts = [f.at(at, launch=launch) for f in forms]
+        except HardwareError:          # over the thread block's shared memory
+            continue
+        out.append((sum(k.time for k in kts), int(H.subs(at)), dict(zip(tiles, combo)), kts))
+    return out
+
+
+def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: str = "sequential",
+                    ceilings: dict | None = None, book=None, largest: int = LARGEST, launch: float = LAUNCH):
+    """The algorithm of least predicted time on ``hardware`` (see the module docstring); a
+    :class:`~napkin_cat.search.Derivation` with ``prediction`` and ``timings``."""
+    from napkin_cat.search import derive
+    gpu = hardware if isinstance(hardware, GPU) else load(hardware)
+    if overlap not in OVERLAPS:
+        raise HardwareError(f"overlap {overlap!r}: one of {OVERLAPS} (§5.7)")
+    ceilings = check_ceilings(ceilings)
+    env = environment(sizes)
+    top = max(10, int(math.log2(gpu.smem_per_block // 2)))
+    r = derive(diagram, memory=[2 ** k for k in range(10, top + 1)], sizes=sizes, level=level, book=book)
+    structures, timings = {}, []
+    for regime in r.regimes:
+        structures.setdefault(str(regime.variant), regime)
+    for label, regime in structures.items():
+        for t, H, tiles, kts in _timed(regime, gpu, env, overlap=overlap, ceilings=ceilings, level=level,
+                                       largest=largest, launch=launch):
+            timings.append((t, H, tuple(-v for v in tiles.values()), label, regime, tiles, kts))
+    if not timings:
+        raise MemoryLimitError(f"no tile assignment of any derived algorithm fits the {gpu.name}'s "
+                               f"{gpu.smem_per_block} B of shared memory per thread block at sizes {sizes}")
+    timings.sort(key=lambda e: e[:3])
+    t, H, _, label, regime, tiles, kts = timings[0]
+    chosen = {**{sympy.Symbol(str(k), positive=True, integer=True): v for k, v in sizes.items()}, **tiles}
+    opt = Optimum(sympy.Integer(H), dict(tiles), [(sympy.Integer(H), sympy.Integer(0))], sympy.Integer(0),
+                  sympy.Integer(H), dict(tiles), None, None,
+                  [f"least predicted time on the {gpu.name} over {len(timings)} tile assignments of "
+                   f"{len(structures)} structures"])
+    pred = Prediction(t, tuple(kts), gpu.name, {str(k): int(v) for k, v in chosen.items()}, overlap,
+                      assumptions(gpu, ceilings, overlap, launch))
+    return dataclasses.replace(
+        r, diagram=regime.diagram, trace=regime.trace, H=H, cost=regime.cost, optimum=opt, variant=regime.variant,
+        prediction=pred, timings=tuple((label, tiles_, time, h) for time, h, _, label, _, tiles_, _ in timings))
