@@ -237,7 +237,7 @@ class CudaPrinter(CFamilyPrinter):
         names = [launch.name for launch in ls]
         attributes = [
             f"{c} what the driver says of kernel k (in launch order), after nc_configure: out[0] static shared bytes,",
-            f"{c} out[1] registers, out[2] local bytes per thread, out[3] the most dynamic shared bytes it may ask for,",
+            f"{c} out[1] registers, out[2] local bytes per thread, out[3] the most dynamic shared bytes it may use,",
             f"{c} out[4] the dynamic shared bytes its launch asks for, out[5] threads per block launched,",
             f"{c} out[6] the most threads per block, out[7] the binary's architecture (e.g. 90)",
             f'extern "C" int nc_kernels(void) {{ return {len(ls)}; }}',

@@ -20,11 +20,15 @@ needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="torch not installed (pi
 
 # ---------------------------------------------------------------------- the shared library, built without a GPU
 @needs_nvcc
-def test_the_shared_library_builds_without_a_gpu_and_exports_the_host_side(algorithms):
+def test_the_shared_library_builds_without_a_gpu_and_exports_the_host_side(algorithms, tmp_path, monkeypatch):
+    monkeypatch.setenv("NAPKIN_CACHE", str(tmp_path))
     k = nc.codegen.cuda(algorithms["attention"])
     path = k.build_shared(arch="sm_90")
-    assert path.parent == cache_dir() and path.name.startswith("cuda-sm_90-") and path.suffix == ".so"
-    assert k.build_shared(arch="sm_90") == path and path.stat().st_size > 0        # cached by digest and arch
+    assert path.parent == cache_dir() and path.is_relative_to(tmp_path) and path.name.startswith("cuda-sm_90-")
+    stamp = path.stat().st_mtime_ns
+    again = nc.codegen.cuda(algorithms["attention"])
+    assert again.build_shared(arch="sm_90") == path and path.stat().st_mtime_ns == stamp   # cached: source, arch
+    assert again.build_shared(arch="sm_80") != path
     lib = k.library("sm_90")
     assert lib.nc_kernels() == len(k.printer.kernels) == 1
     for f in ("nc_run", "nc_configure", "nc_attributes", "nc_error_string", "nc_set_device", "nc_malloc"):

@@ -188,7 +188,7 @@ extern "C" int nc_run(const float *x0, const float *x1, const float *x2, float *
 }
 
 // what the driver says of kernel k (in launch order), after nc_configure: out[0] static shared bytes,
-// out[1] registers, out[2] local bytes per thread, out[3] the most dynamic shared bytes it may ask for,
+// out[1] registers, out[2] local bytes per thread, out[3] the most dynamic shared bytes it may use,
 // out[4] the dynamic shared bytes its launch asks for, out[5] threads per block launched,
 // out[6] the most threads per block, out[7] the binary's architecture (e.g. 90)
 extern "C" int nc_kernels(void) { return 1; }
