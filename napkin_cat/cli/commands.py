@@ -358,7 +358,7 @@ def _compile_report(target, k, arch, p) -> tuple[dict, list]:
                  f"the plan: {p.smem_bytes} B shared memory per thread block (smem_bytes), "
                  f"{r['estimate']['registers']} staged values per thread"]
         for name, info in k.printer.kernels.items():
-            ptxas = r["kernels"].get(name, {}).get("smem", 0)
+            ptxas = r["kernels"].get(name, {}).get("smem_static", 0)
             if info["dynamic"]:
                 lines.append(f"  {name}: {info['smem']} B dynamic shared memory (extern __shared__, past the 48 KiB "
                              f"static window; the launch asks for it), ptxas counts {ptxas} B static")

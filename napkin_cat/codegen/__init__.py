@@ -3,7 +3,10 @@
 ``triton(p)``, ``cuda(p)`` and ``c(p)`` return kernel objects with ``.source`` and ``.save(folder)``, and what
 this machine can do with them: the C kernel runs (``k(*arrays)``, compiled by ``cc -O3 -fopenmp``), the
 Triton kernel runs under Triton's interpreter and compiles for a GPU target (``k.compile(arch=90)``),
-the CUDA kernel compiles (``k.compile(arch="sm_90")``, ptxas's registers, spills and shared memory).
+the CUDA kernel compiles (``k.compile(arch="sm_90")``, ptxas's registers, spills and shared memory, static
+and dynamic) and, on a GPU, runs (``k(*arrays)``, ``k.run_device``, the driver's ``k.attributes()``): a
+reference that checks the plan by execution, not the fast path (that is Triton's; see
+:mod:`~napkin_cat.codegen.cuda`).
 
 The printers (:mod:`~napkin_cat.codegen.printer`): one ``_print_<Node>`` per IR node;
 :class:`~napkin_cat.codegen.cfamily.CFamilyPrinter` is the loop nest C and CUDA share, with the kind tables

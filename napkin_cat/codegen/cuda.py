@@ -1,23 +1,32 @@
-"""CUDA C++: one thread block per Grid index, the on-chip variables in one static ``__shared__`` arena.
+"""CUDA C++: one thread block per Grid index, the on-chip variables in one ``__shared__`` arena.
 
 The statements are the C kernel's (:mod:`napkin_cat.codegen.cfamily`): the same loop nest, extents,
 masks, addresses, arena offsets and element formulas.  What differs: an element loop is one flat loop
 strided by ``threadIdx.x`` (each thread decodes its element's indices), a barrier follows every
 statement, the arena is ``__shared__`` and the staging storage is a per-thread array (registers).
 
-Checked by the compiler: ``k.compile(arch="sm_90")`` runs ``nvcc -Xptxas -v`` and reads back, per
-kernel, the registers, spills and static shared memory; the shared memory is the layout's arena, which
-equals ``p.smem_bytes`` (the plan's peak at level 1) byte for byte.  The register estimate is the values
-one thread holds: what it stages, and its thread-level variables (a Grid inside a block around a kernel
-one level down runs one group per thread, its variables in a per-thread arena).  Those arrays are indexed
-by counters, so ptxas keeps them in the thread's stack frame (local memory, cached in L1): the report
-shows them as ``stack`` bytes beside ``registers`` (the compiler's addressing and loop registers).
+**A reference, not a fast kernel.**  Every value is fp32 arithmetic in scalar loops over the shared-memory
+arena, with one ``__syncthreads()`` per statement; there is no ``mma.sync``/WMMA/``wgmma`` (no tensor
+cores), no vectorised or asynchronous loads, no pipelining of a stream's loads.  The tensor-core path is
+the Triton backend's (:mod:`napkin_cat.codegen.tritonkernel`).  What this backend is for is an *executed*
+check of the plan: the loop nest, masks and arena offsets run on a GPU (``k(*arrays)`` against
+``p(*arrays)``), and the plan's shared memory is confirmed byte for byte by ptxas (``k.compile``, no GPU
+needed) and by the driver (``k.attributes()``, on a GPU).
+
+Shared memory.  An arena up to the CUDA language's static window (48 KiB) is a static ``__shared__``
+array, which ptxas counts; a larger one is dynamic shared memory (``extern __shared__``), opted in by the
+launcher (``cudaFuncSetAttribute`` in ``nc_configure``) and asked for by the launch, which ptxas cannot
+count.  So ``k.compile(arch=...)`` reports ``smem_static`` (ptxas), ``smem_dynamic`` (the launch's) and
+``smem``, their sum, which equals ``p.smem_bytes`` (the plan's peak at level 1) for the kernel of the
+largest arena; :mod:`~napkin_cat.codegen.cudakernel` builds, runs and asks the driver.  The register
+estimate is the values one thread holds: what it stages, and its thread-level variables (a Grid inside a
+block around a kernel one level down runs one group per thread, its variables in a per-thread arena).
+Those arrays are indexed by counters, so ptxas keeps them in the thread's stack frame (local memory,
+cached in L1): the report shows them as ``stack`` bytes beside ``registers``.
 
 Limits come from the hardware model of the target (``nc.hardware.load``): a kernel whose arena exceeds
 ``memory.smem_per_block`` or whose staged values exceed ``memory.registers_per_thread`` raises
-:class:`~napkin_cat.hardware.errors.CapacityError` naming the limit and the value.  Static shared memory
-is declared up to the CUDA language's static window (48 KiB); a larger arena is dynamic shared memory
-(``extern __shared__``, opted in by the launcher), which ptxas does not count.
+:class:`~napkin_cat.hardware.errors.CapacityError` naming the limit and the value.
 
 >>> import napkin_cat as nc
 >>> p = nc.plan(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"),
@@ -25,19 +34,15 @@ is declared up to the CUDA language's static window (48 KiB); a larger arena is 
 >>> k = cuda(p)
 >>> "__shared__ __align__(16) unsigned char nc_arena[" + str(p.smem_bytes) + "];" in k.source
 True
+>>> k.printer.kernels["nc_kernel0"]["dynamic"], STATIC_WINDOW
+(False, 49152)
 """
 from __future__ import annotations
 
-import re
-import subprocess
-import tempfile
-from pathlib import Path
-
 from napkin_cat.codegen.cfamily import CFamilyPrinter
-from napkin_cat.codegen.errors import CodegenError
-from napkin_cat.codegen.kernel import GeneratedKernel, tool
+from napkin_cat.codegen.cudakernel import CudaKernel, model_for, parse_ptxas  # noqa: F401 (model_for: the CLI's)
 from napkin_cat.codegen.printer import ident, launches
-from napkin_cat.hardware import CapacityError, load, models
+from napkin_cat.hardware import CapacityError, load
 
 #: the CUDA C++ language's limit on static ``__shared__`` data per block (Programming Guide, "Shared Memory");
 #: beyond it, shared memory must be dynamic whatever the GPU offers (its own limit is the model's)
@@ -192,115 +197,87 @@ class CudaPrinter(CFamilyPrinter):
         ls = launches(self.plan)
         for launch in ls:
             parts.append("\n".join(self._print_Launch(launch)))
-        work = [v for v in self.globals_() if v.role not in ("input", "output")]
-        entry = ["// the launcher: device pointers in, one launch per kernel, in order",
-                 f'extern "C" int nc_run({self.parameters(user=True)}) {{']
-        for v in work:
-            t = self.ctype(v.name)
-            entry.append(self.line(1, f"{t} *{ident(v.name)} = nullptr;"))
-            entry.append(self.line(1, f"cudaMalloc((void **)&{ident(v.name)}, "
-                                      f"{int(self.nominal(v.size))} * sizeof({t}));   {self.comment} workspace"))
-        for launch in ls:
-            info = self.kernels[launch.name]
-            extra = ""
-            if info["dynamic"]:
-                entry.append(self.line(1, f"cudaFuncSetAttribute({launch.name}, "
-                                          f"cudaFuncAttributeMaxDynamicSharedMemorySize, {info['smem']});"))
-                extra = f", {info['smem']}"
-            entry.append(self.line(1, f"{launch.name}<<<{launch.blocks}, {self.threads}{extra}>>>"
-                                      f"({self.arguments()});"))
-        for v in work:
-            entry.append(self.line(1, f"cudaFree({ident(v.name)});"))
-        entry.append(self.line(1, "return (int)cudaDeviceSynchronize();"))
-        parts.append("\n".join(entry + ["}"]))
+        parts.append(self.host(ls))
         return "\n\n".join(parts) + "\n"
 
-
-def model_for(arch, preferred=None):
-    """The hardware model of a CUDA architecture (``"sm_90"``, ``90``, ``"9.0"``): the preferred one if it
-    matches, else the first shipped model with that compute capability."""
-    digits = re.sub(r"\D", "", str(arch))
-    if len(digits) < 2:
-        raise CodegenError(f"architecture {arch!r}: give it as 'sm_90', 90 or '9.0'")
-    cc = f"{digits[:-1]}.{digits[-1]}"
-    if preferred is not None and preferred.compute_capability == cc:
-        return preferred
-    for name in models():
-        gpu = load(name)
-        if gpu.compute_capability == cc:
-            return gpu
-    raise CodegenError(f"no hardware model has compute capability {cc} (for {arch!r}); models: {models()}")
-
-
-class CudaKernel(GeneratedKernel):
-    """The CUDA kernel: ``k.compile(arch="sm_90")`` returns what ptxas reports (no GPU needed)."""
-
-    backend = "cuda"
-    suffix = ".cu"
-
-    def compile(self, arch="sm_90") -> dict:
-        """``nvcc -cubin -Xptxas -v``: ``registers``, ``spills`` (bytes stored), ``smem`` (static shared bytes,
-        the most over the kernels), per ``kernels``, beside the plan's ``estimate`` (staged values per thread)."""
-        digits = re.sub(r"\D", "", str(arch))
-        gpu = model_for(arch, self.printer.hardware)
-        for name, info in self.printer.kernels.items():
-            self.printer.check_limits(name, info["smem"], info["stage"], gpu)
-        nvcc = tool("nvcc", env="NVCC", fallback=("/usr/local/bin/nvcc", "/usr/local/cuda/bin/nvcc"),
-                    purpose="compile the CUDA kernel (pip install nvidia-cuda-nvcc, or the CUDA toolkit)")
-        with tempfile.TemporaryDirectory() as tmp:
-            src = Path(tmp) / "kernel.cu"
-            src.write_text(self.source)
-            run = subprocess.run([nvcc, f"-arch=sm_{digits}", "-cubin", "-Xptxas", "-v", "-o",
-                                  str(Path(tmp) / "kernel.cubin"), str(src)], capture_output=True, text=True)
-        if run.returncode != 0:
-            raise CodegenError(f"nvcc rejected the generated CUDA kernel for sm_{digits}:\n{run.stderr[-3000:]}")
-        kernels = parse_ptxas(run.stderr)
-        return {"arch": f"sm_{digits}", "hardware": gpu.name,
-                "registers": max((k["registers"] for k in kernels.values()), default=0),
-                "spills": max((k["spills"] for k in kernels.values()), default=0),
-                "smem": max((k["smem"] for k in kernels.values()), default=0),
-                "estimate": {"registers": max((k["stage"] for k in self.printer.kernels.values()), default=0),
-                             "smem": max((k["smem"] for k in self.printer.kernels.values()), default=0)},
-                "kernels": kernels}
-
-    def launcher(self) -> str:
-        ins, outs = self.shapes()
-        return LAUNCHER.format(ins=ins, outs=outs)
-
-
-def parse_ptxas(text: str) -> dict:
-    """Per kernel: ``registers``, ``spills`` (spill stores, bytes), ``stack`` (bytes), ``smem`` (static, bytes)."""
-    out, current = {}, None
-    for line in text.splitlines():
-        m = re.search(r"Compiling entry function '(\w+)'", line) or re.search(r"Function properties for (\w+)", line)
-        if m:
-            current = out.setdefault(m.group(1), {"registers": 0, "spills": 0, "stack": 0, "smem": 0})
-            continue
-        if current is None:
-            continue
-        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores", line)
-        if m:
-            current["stack"], current["spills"] = int(m.group(1)), int(m.group(2))
-        m = re.search(r"Used (\d+) registers", line)
-        if m:
-            current["registers"] = int(m.group(1))
-            s = re.search(r"(\d+) bytes smem", line)
-            current["smem"] = int(s.group(1)) if s else 0
-    return out
+    # ------------------------------------------------------------------ the host side
+    def host(self, ls) -> str:
+        """The host functions of the shared library (see :mod:`~napkin_cat.codegen.cudakernel`): ``nc_configure``
+        (the opt-ins to dynamic shared memory), ``nc_run`` (the launcher), ``nc_attributes`` (what the driver
+        says of each kernel), and the small helpers a caller without torch needs.  Every one returns a
+        ``cudaError_t`` (0: success) that ``nc_error_name``/``nc_error_string`` name."""
+        c, t = self.comment, self.indent
+        dyn = [(launch.name, self.kernels[launch.name]["smem"]) for launch in ls
+               if self.kernels[launch.name]["dynamic"]]
+        configure = [f"{c} the launcher's opt-ins to dynamic shared memory (past the static window)",
+                     'extern "C" int nc_configure(void) {', f"{t}cudaError_t nc_err = cudaSuccess;"]
+        configure += [f"{t}NC_TRY(cudaFuncSetAttribute({n}, cudaFuncAttributeMaxDynamicSharedMemorySize, {b}));"
+                      for n, b in dyn] or [f"{t}{c} none: every arena fits the static window"]
+        configure += [f"{t}return (int)nc_err;", "}"]
+        work = [v for v in self.globals_() if v.role not in ("input", "output")]
+        run = [f"{c} the launcher: device pointers in, one launch per kernel, in order; the first CUDA error "
+               "stops it (0: success)",
+               f'extern "C" int nc_run({self.parameters(user=True)}) {{']
+        for v in work:
+            run.append(f"{t}{self.ctype(v.name)} *{ident(v.name)} = nullptr;   {c} workspace")
+        run.append(f"{t}cudaError_t nc_err = (cudaError_t)nc_configure();")
+        for v in work:
+            run.append(f"{t}NC_TRY(cudaMalloc((void **)&{ident(v.name)}, {int(self.nominal(v.size))} * "
+                       f"sizeof({self.ctype(v.name)})));")
+        for launch in ls:
+            info = self.kernels[launch.name]
+            extra = f", {info['smem']}" if info["dynamic"] else ""
+            run.append(f"{t}if (nc_err == cudaSuccess) {{")
+            run.append(f"{t}{t}{launch.name}<<<{launch.blocks}, {self.threads}{extra}>>>({self.arguments()});")
+            run.append(f"{t}{t}nc_err = cudaGetLastError();")
+            run.append(f"{t}}}")
+        run.append(f"{t}NC_TRY(cudaDeviceSynchronize());   {c} the caller's timing includes it")
+        run += [f"{t}cudaFree({ident(v.name)});" for v in work]
+        run += [f"{t}return (int)nc_err;", "}"]
+        names = [launch.name for launch in ls]
+        attributes = [
+            f"{c} what the driver says of kernel k (in launch order), after nc_configure: out[0] static shared bytes,",
+            f"{c} out[1] registers, out[2] local bytes per thread, out[3] the most dynamic shared bytes it may use,",
+            f"{c} out[4] the dynamic shared bytes its launch asks for, out[5] threads per block launched,",
+            f"{c} out[6] the most threads per block, out[7] the binary's architecture (e.g. 90)",
+            f'extern "C" int nc_kernels(void) {{ return {len(ls)}; }}',
+            'extern "C" int nc_attributes(int kernel, int *out) {',
+            f"{t}const void *const nc_fns[] = {{{', '.join(f'(const void *){n}' for n in names) or 'nullptr'}}};",
+            f"{t}const int nc_dynamic[] = {{{', '.join(str(dict(dyn).get(n, 0)) for n in names) or '0'}}};",
+            f"{t}if (kernel < 0 || kernel >= {len(ls)}) return (int)cudaErrorInvalidValue;",
+            f"{t}cudaFuncAttributes nc_a;",
+            f"{t}cudaError_t nc_err = (cudaError_t)nc_configure();",
+            f"{t}NC_TRY(cudaFuncGetAttributes(&nc_a, nc_fns[kernel]));",
+            f"{t}if (nc_err != cudaSuccess) return (int)nc_err;",
+            f"{t}out[0] = (int)nc_a.sharedSizeBytes;",
+            f"{t}out[1] = nc_a.numRegs;",
+            f"{t}out[2] = (int)nc_a.localSizeBytes;",
+            f"{t}out[3] = nc_a.maxDynamicSharedSizeBytes;",
+            f"{t}out[4] = nc_dynamic[kernel];",
+            f"{t}out[5] = {self.threads};",
+            f"{t}out[6] = nc_a.maxThreadsPerBlock;",
+            f"{t}out[7] = nc_a.binaryVersion;",
+            f"{t}return 0;",
+            "}"]
+        return "\n\n".join([HOST, "\n".join(configure), "\n".join(run), "\n".join(attributes)])
 
 
-LAUNCHER = '''"""Build kernel.cu into a shared library and run it on a GPU with torch: python launch.py."""
-import ctypes, pathlib, subprocess
-import torch
+#: the host side every CUDA kernel's library exports beside ``nc_run``: errors by name, the device, and
+#: memory for a caller without torch (numpy arrays in and out)
+HOST = r"""// ---------------------------------------------------------------- host side
+#define NC_TRY(call) do { if (nc_err == cudaSuccess) nc_err = (call); } while (0)
 
-here = pathlib.Path(__file__).parent
-subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", "-o", "kernel.so", "kernel.cu"], cwd=here, check=True)
-lib = ctypes.CDLL(str(here / "kernel.so"))
-ins = [torch.randn(*s, device="cuda") for s in {ins}]
-outs = [torch.empty(*s, device="cuda") for s in {outs}]
-assert lib.nc_run(*[ctypes.c_void_p(t.data_ptr()) for t in ins + outs]) == 0
-print([o.shape for o in outs])
-'''
+extern "C" const char *nc_error_name(int code) { return cudaGetErrorName((cudaError_t)code); }
+extern "C" const char *nc_error_string(int code) { return cudaGetErrorString((cudaError_t)code); }
+extern "C" int nc_set_device(int device) { return (int)cudaSetDevice(device); }
+extern "C" int nc_malloc(void **ptr, size_t bytes) { return (int)cudaMalloc(ptr, bytes); }
+extern "C" int nc_free(void *ptr) { return (int)cudaFree(ptr); }
+extern "C" int nc_to_device(void *dst, const void *src, size_t bytes) {
+    return (int)cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+}
+extern "C" int nc_to_host(void *dst, const void *src, size_t bytes) {
+    return (int)cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+}"""
 
 
 def cuda(plan, *, threads: int = 128, hardware="h100-sxm5") -> CudaKernel:

@@ -20,11 +20,27 @@ from napkin_cat.codegen.c import blas_available
 HAVE_NVCC = shutil.which("nvcc") is not None or os.path.exists("/usr/local/bin/nvcc")
 HAVE_TRITON = importlib.util.find_spec("triton") is not None and importlib.util.find_spec("torch") is not None
 HAVE_CC = shutil.which(os.environ.get("CC", "cc")) is not None
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def _no_gpu() -> str:
+    """Why CUDA kernels cannot run here ('' where a CUDA device is)."""
+    from napkin_cat.codegen.cudakernel import device_arch
+    try:
+        device_arch(0)
+    except nc.codegen.ToolNotFoundError as e:
+        return str(e)
+    return ""
+
+
+NO_GPU = _no_gpu()
 
 needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="nvcc not found (pip install nvidia-cuda-nvcc, or the CUDA "
                                                       "toolkit at /usr/local/bin/nvcc): CUDA compile checks skipped")
 needs_triton = pytest.mark.skipif(not HAVE_TRITON, reason="triton/torch not installed (pip install "
                                                           "'napkin-cat[kernels]'): Triton checks skipped")
+needs_gpu = pytest.mark.skipif(bool(NO_GPU) or not HAVE_NVCC, reason=f"CUDA kernels run on a GPU with nvcc: "
+                                                                   f"{NO_GPU or 'nvcc not found'}")
 needs_cc = pytest.mark.skipif(not HAVE_CC, reason="no C compiler (apt-get install gcc): C kernel checks skipped")
 needs_blas = pytest.mark.skipif(not blas_available(), reason="cblas.h not found (apt-get install libopenblas-dev): "
                                                             "BLAS contractions skipped")
@@ -46,6 +62,18 @@ def assert_close(got, want, rtol=2e-4, atol=2e-5):
     assert len(got) == len(want)
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol)
+
+
+BIG = {      # FlashAttention's level-1 arena past the 48 KiB static window (66,304 B and 116,224 B)
+    "g_q=64": {"q": 256, "x": 256, "d": 64, "g_q": 64, "s_x": 64},
+    "g_q=128": {"q": 512, "x": 512, "d": 64, "g_q": 128, "s_x": 64},
+}
+
+
+def big_plan(name):
+    """The derived FlashAttention planned at ``BIG[name]``: dynamic shared memory in CUDA."""
+    from rewrites import flash_attention
+    return nc.plan(flash_attention(nc.library.attention()).diagram, BIG[name])
 
 
 def derived():

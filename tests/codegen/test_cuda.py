@@ -1,5 +1,6 @@
 """The CUDA C++ kernel: it compiles for sm_80 and sm_90 (no GPU needed) with the shared memory the plan
-predicts, byte for byte; registers and spills beside the plan's estimate; limits from the hardware models."""
+predicts, byte for byte: ptxas's static bytes under the 48 KiB window, the launch's dynamic bytes past it,
+their sum always; registers and spills beside the plan's estimate; limits from the hardware models."""
 from __future__ import annotations
 
 import pytest
@@ -7,7 +8,7 @@ import pytest
 import napkin_cat as nc
 from napkin_cat.hardware import CapacityError
 
-from kernels_common import needs_nvcc
+from kernels_common import BIG, big_plan, needs_nvcc
 
 ARCHS = ["sm_80", "sm_90"]
 
@@ -18,7 +19,9 @@ ARCHS = ["sm_80", "sm_90"]
 def test_compiles_with_the_predicted_shared_memory(algorithms, name, arch):
     p = algorithms[name]
     r = nc.codegen.cuda(p).compile(arch=arch)
-    assert r["smem"] == p.smem_bytes > 0
+    # under the static window ptxas counts the whole arena: static == plan, nothing dynamic
+    assert r["smem_static"] == r["smem"] == p.smem_bytes > 0 and r["smem_dynamic"] == 0
+    assert [k["smem_static"] for k in r["kernels"].values()] == [p.smem_bytes]
     assert r["arch"] == arch and r["hardware"] == {"sm_80": "a100", "sm_90": "h100-sxm5"}[arch]
     print(f"{name} {arch}: registers {r['registers']}, spills {r['spills']} B, smem {r['smem']} B; "
           f"plan: {r['estimate']['registers']} staged values per thread, {p.smem_bytes} B")
@@ -28,15 +31,33 @@ def test_compiles_with_the_predicted_shared_memory(algorithms, name, arch):
 
 
 @needs_nvcc
-def test_a_tile_past_the_static_window_is_dynamic_shared_memory():
-    """Over 48 KiB the arena is ``extern __shared__`` (opted in by the launcher): ptxas counts no static bytes."""
-    from rewrites import flash_attention
-    p = nc.plan(flash_attention(nc.library.attention()).diagram, {"q": 256, "x": 256, "d": 64, "g_q": 64, "s_x": 64})
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name", sorted(BIG))
+def test_a_tile_past_the_static_window_is_dynamic_shared_memory_and_still_counted(name, arch):
+    """Over 48 KiB the arena is ``extern __shared__`` (opted in by the launcher): ptxas counts no static bytes,
+    the launch asks for the arena, and their sum is the plan's bytes."""
+    p = big_plan(name)
     k = nc.codegen.cuda(p)
     assert "extern __shared__" in k.source and f"cudaFuncAttributeMaxDynamicSharedMemorySize, {p.smem_bytes}" \
-        in k.source
+        in k.source and f", {p.smem_bytes}>>>(" in k.source
+    r = k.compile(arch=arch)
+    assert p.smem_bytes > 48 * 1024
+    assert (r["smem_static"], r["smem_dynamic"], r["smem"]) == (0, p.smem_bytes, p.smem_bytes)
+    assert r["kernels"]["nc_kernel0"]["smem"] == r["estimate"]["smem"] == p.smem_bytes
+
+
+@needs_nvcc
+def test_kernels_over_and_under_the_window_are_each_counted_and_the_largest_is_the_plans():
+    """One kernel per operation: two static arenas (one exactly at the window) and one dynamic."""
+    p = nc.plan(nc.unfused(nc.library.attention()), {"q": 64, "x": 128, "d": 64})
+    k = nc.codegen.cuda(p)
     r = k.compile(arch="sm_90")
-    assert r["smem"] == 0 and r["estimate"]["smem"] == p.smem_bytes > 48 * 1024
+    arenas = {n: i["smem"] for n, i in k.printer.kernels.items()}
+    assert list(r["kernels"]) == list(arenas) == ["nc_kernel0", "nc_kernel1", "nc_kernel2"]  # launch order
+    assert {n: (x["smem_static"], x["smem_dynamic"]) for n, x in r["kernels"].items()} == {
+        "nc_kernel0": (48 * 1024, 0), "nc_kernel1": (32 * 1024, 0), "nc_kernel2": (0, 64 * 1024)}
+    assert all(x["smem"] == arenas[n] for n, x in r["kernels"].items())
+    assert (r["smem_static"], r["smem_dynamic"], r["smem"]) == (0, p.smem_bytes, p.smem_bytes) == (0, 65536, 65536)
 
 
 # ---------------------------------------------------------------------- limits and tools
