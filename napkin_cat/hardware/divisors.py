@@ -191,7 +191,8 @@ def _tile(size) -> str | None:
 
 def uses_of(diagram, hierarchy) -> tuple:
     """``(arrays, matmuls)`` read off a diagram: the arrays its transfers move between GMEM and the coalesced
-    level, and its two-operand contractions on the tensor pipeline (m, n: the output's axes, k: contracted)."""
+    level, and its two-operand contractions on the tensor pipeline (m, n: the output's axes that one operand
+    carries, k: contracted; axes all three carry are a batch of matrix products)."""
     h = load_hierarchy(hierarchy)
     arrays, matmuls = [], []
     for box in _boxes(diagram):
@@ -202,10 +203,12 @@ def uses_of(diagram, hierarchy) -> tuple:
                 names = tuple(_tile(a.size) or str(a.size) for a in src.axes)
                 arrays.append(ArrayUse(f"{box.data.kind} of {src}", names, src.dtype.name, moved=True))
         elif "tensor" in pipelines_of(box) and len(box.dom.inside) == 2:
-            out = box.cod.inside[0]
-            contracted = [a for a in box.dom.inside[0].axes if a.name not in out.names]
-            if len(out.axes) == 2 and len(contracted) == 1:
-                m, n = (_tile(a.size) or str(a.size) for a in out.axes)
+            out, (x, y) = box.cod.inside[0], box.dom.inside
+            contracted = [a for a in x.axes if a.name not in out.names]
+            rows = [a for a in out.axes if a.name in x.names and a.name not in y.names]
+            cols = [a for a in out.axes if a.name in y.names and a.name not in x.names]
+            if len(rows) == 1 and len(cols) == 1 and len(contracted) == 1:   # batch axes (in all three) aside
+                m, n = (_tile(a.size) or str(a.size) for a in (rows[0], cols[0]))
                 k = _tile(contracted[0].size) or str(contracted[0].size)
                 wide = max((a.dtype for a in box.dom.inside), key=lambda d: d.bytes)
                 matmuls.append(MatmulUse(box.name, m, n, k, wide.name))

@@ -8,7 +8,8 @@ trips pay the per-trip rescaling and how many tensor-core instructions a trip is
 1. the structures (variants) ``derive`` finds at memories ``2^10 … smem_per_block / 2`` values;
 2. per structure, every tile assignment the hardware allows: each tile a multiple of its tensor-core and
    coalescing divisors (:mod:`~napkin_cat.hardware.divisors`), a power of two (block tensors) no larger
-   than ``largest`` and dividing its axis; a tile on no matrix product may also be 1 (one head per block);
+   than ``largest`` and dividing its axis, at least 16 (a block tensor's side is padded to 16) or, on no
+   matrix product, 1 (one head per block);
 3. each timed by :mod:`~napkin_cat.hardware.predict`'s model from the structure's cost, read off once;
    an assignment whose live bytes exceed ``smem_per_block`` is dropped;
 4. the fastest wins (ties: fewer transfers, then larger tiles).
@@ -69,9 +70,7 @@ def tile_values(gpu: GPU, diagram, env: dict, *, largest: int = LARGEST) -> dict
         n, step = int(n), c.divisor(str(tile))
         values = [v for v in (2 ** k for k in range(0, int(math.log2(largest)) + 1)) if v % step == 0 and n % v == 0]
         if str(tile) in on_products:
-            values = [v for v in values if v >= 16] or ([n] if n % step == 0 else [])
-        elif n < 16 or n % 16:
-            values = [v for v in values if v == 1 or v == n] or [1]
+            values = [v for v in values if v >= 16] or ([n] if n % step == 0 and n <= largest else [])
         else:
             values = [v for v in values if v == 1 or v >= 16]
         if not values:

@@ -1,0 +1,181 @@
+"""The GPU benchmark: kernels derived for the machine's hardware model, against torch, beside the time model.
+
+    python benchmarks/gpu/run.py [--out DIR] [--quick] [--dry-run]
+
+For each configuration (attention forward at d = 64 and 128, N = 1,024 … 16,384, bf16, batch × heads
+filling the GPU as in FlashAttention-2's benchmark: batch·N = 16k tokens, 2,048/d heads; grouped-query
+attention; a 4096³ matrix product and a skinny one):
+
+1. ``nc.derive(f, sizes=..., hardware=<the machine's model>)`` picks the variant and tiles of least
+   predicted time (``nc.hardware.timed``); the three fastest assignments by the model are all run, so the
+   measurement also tests the model's ranking;
+2. each is printed as a Triton kernel (``nc.codegen.triton``: bf16 tensor cores, fp32 accumulators,
+   runtime sizes), checked against torch in fp32 (relative L2 error), and timed
+   (``triton.testing.do_bench``, warm, median); the CUDA backend (a reference, scalar fp32) is built,
+   run, checked and its shared memory confirmed by the driver on one small plan;
+3. the baselines run in the same process: ``scaled_dot_product_attention`` on 4-D tensors under each
+   backend torch has (flash, cuDNN, efficient, default dispatch; the fastest is the comparison) and
+   ``torch.matmul`` (cuBLAS);
+4. the model predicts each kernel twice: from the model's datasheet rates, and from the ceilings this
+   run measures first (device-to-device copy bandwidth, an 8192³ bf16 ``torch.matmul``).
+
+Writes ``DIR/<device>-<date>.json`` (device, versions, ceilings, every configuration with measured and
+predicted times) and ``DIR/<device>-<date>.png``.  ``--dry-run`` runs the whole pipeline on the CPU at
+tiny sizes (Triton's interpreter, the CUDA kernel compiled only), untimed; CI runs it.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent))
+sys.path.insert(0, str(HERE))
+if "--dry-run" in sys.argv:
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import napkin_cat as nc   # noqa: E402
+import measure            # noqa: E402
+
+FORMATS = {"Q": "bf16", "K": "bf16", "S": "fp32", "P": "bf16", "V": "bf16", "O": "bf16"}
+
+
+def configurations(dry: bool, quick: bool) -> list[dict]:
+    """The benchmark's cases (see the module docstring)."""
+    if dry:
+        return [{"kind": "attention", "d": 16, "N": 128, "batch": 1, "heads": 2},
+                {"kind": "gqa", "d": 16, "N": 64, "batch": 1, "heads": 4, "kv_heads": 2},
+                {"kind": "matmul", "a": 64, "b": 64, "c": 128},
+                {"kind": "cuda", "d": 16, "N": 64, "batch": 1, "heads": 2}]
+    ns = (1024, 4096, 16384) if quick else (1024, 2048, 4096, 8192, 16384)
+    out = [{"kind": "attention", "d": d, "N": n, "batch": max(1, 16384 // n), "heads": 2048 // d}
+           for d in (64, 128) for n in ns]
+    out += [{"kind": "gqa", "d": 128, "N": 4096, "batch": 4, "heads": 32, "kv_heads": 8},
+            {"kind": "matmul", "a": 4096, "b": 4096, "c": 4096},
+            {"kind": "matmul", "a": 128, "b": 8192, "c": 8192},
+            {"kind": "cuda", "d": 64, "N": 1024, "batch": 1, "heads": 8}]
+    return out
+
+
+def diagram_of(cfg):
+    """The function diagram and its sizes (batch folded into the head axis: one grid axis of B·H)."""
+    if cfg["kind"] == "matmul":
+        return (nc.einsum("a b, b c -> a c", dtype="bf16", out_dtype="bf16"),
+                {k: cfg[k] for k in ("a", "b", "c")})
+    if cfg["kind"] == "gqa":
+        g = cfg["heads"] // cfg["kv_heads"]
+        return (nc.library.grouped_query_attention(formats=FORMATS),
+                {"q": cfg["N"], "x": cfg["N"], "d": cfg["d"], "h": cfg["batch"] * cfg["kv_heads"], "g": g})
+    formats = None if cfg["kind"] == "cuda" else FORMATS
+    return (nc.library.multi_head_attention(formats=formats),
+            {"q": cfg["N"], "x": cfg["N"], "d": cfg["d"], "h": cfg["batch"] * cfg["heads"]})
+
+
+def flops_of(cfg) -> float:
+    if cfg["kind"] == "matmul":
+        return 2.0 * cfg["a"] * cfg["b"] * cfg["c"]
+    return 4.0 * cfg["batch"] * cfg["heads"] * cfg["N"] ** 2 * cfg["d"]
+
+
+def candidates(r, k: int) -> list[dict]:
+    """The ``k`` fastest tile assignments by the model (distinct), fastest first."""
+    out = []
+    for label, tiles, seconds, H in r.timings:
+        t = {str(a): int(v) for a, v in tiles.items()}
+        if t not in [c["tiles"] for c in out]:
+            out.append({"variant": label, "tiles": t, "model_s": seconds, "H": H})
+        if len(out) == k:
+            break
+    return out
+
+
+def run_case(cfg, env, args) -> dict:
+    diagram, sizes = diagram_of(cfg)
+    t0 = time.perf_counter()
+    r = nc.derive(diagram, sizes=sizes, hardware=env["model"])
+    row = {**cfg, "sizes": sizes, "flops": flops_of(cfg), "derive_s": time.perf_counter() - t0,
+           "variant": str(r.variant), "candidates": []}
+    inputs, reference = measure.inputs_and_reference(cfg, env)
+    for cand in candidates(r, 1 if (args.quick or env["dry"] or cfg["kind"] == "cuda") else 3):
+        p = nc.plan(r.diagram, {**sizes, **cand["tiles"]})
+        ceilinged = nc.hardware.predict(p, env["model"], ceilings=env["ceilings"]) if env["ceilings"] else None
+        cand.update(predicted_s=nc.hardware.predict(p, env["model"]).time,
+                    predicted_measured_ceilings_s=ceilinged.time if ceilinged else None,
+                    prediction=nc.hardware.predict(p, env["model"]).to_dict())
+        if cfg["kind"] == "cuda":
+            cand.update(measure.cuda_kernel(p, inputs, reference, env))
+        else:
+            k = nc.codegen.triton(p)
+            cand.update(num_warps=k.printer.num_warps, num_stages=k.printer.num_stages,
+                        runtime_sizes=[str(s) for s in k.printer.runtime])
+            cand.update(measure.triton_kernel(k, inputs, reference, env))
+        if cand.get("time_s"):
+            cand["tflops"] = row["flops"] / cand["time_s"] / 1e12
+        row["candidates"].append(cand)
+        print(f"  {cfg['kind']:9} {json.dumps(cand['tiles']):44} model {cand['predicted_s'] * 1e3:8.3f} ms  "
+              f"measured {_ms(cand.get('time_s'))}  err {cand.get('error', float('nan')):.1e}", flush=True)
+    if cfg["kind"] != "cuda":
+        row["baselines"] = measure.baselines(cfg, inputs, env)
+        timed = [b for b in row["baselines"] if b.get("time_s")]
+        if timed:
+            best = min(timed, key=lambda b: b["time_s"])
+            row["baseline"] = best
+            ours = min((c for c in row["candidates"] if c.get("time_s")), key=lambda c: c["time_s"], default=None)
+            if ours:
+                row["speedup"] = best["time_s"] / ours["time_s"]
+    return row
+
+
+def _ms(t) -> str:
+    return "    —    " if not t else f"{t * 1e3:8.3f} ms"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=str(HERE / "results"), help="folder for <device>-<date>.json and .png")
+    ap.add_argument("--quick", action="store_true", help="fewer sizes, one candidate per configuration")
+    ap.add_argument("--dry-run", action="store_true", help="CPU, tiny sizes, Triton's interpreter, untimed")
+    args = ap.parse_args(argv)
+    env = measure.environment(dry=args.dry_run)
+    print(f"device: {env['device']} → model {env['model']}; ceilings {env['ceilings']}", flush=True)
+    rows = []
+    for cfg in configurations(args.dry_run, args.quick):
+        print(f"{cfg}", flush=True)
+        try:
+            rows.append(run_case(cfg, env, args))
+        except Exception as e:        # a failed case is a result too: recorded, the run goes on
+            import traceback
+            rows.append({**cfg, "failed": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]})
+            print(f"  FAILED: {type(e).__name__}: {e}", flush=True)
+    date = datetime.date.today().isoformat()
+    stem = f"{'dry-run' if args.dry_run else env['slug']}-{date}"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    result = {"device": env["device"], "model": env["model"], "date": date, "dry_run": args.dry_run,
+              "versions": {**env["versions"], "python": platform.python_version()}, "ceilings": env["ceilings"],
+              "rows": rows}
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=1, default=_jsonable))
+    measure.plot(result, out / f"{stem}.png")
+    print(measure.table(result))
+    print(f"results: {out / (stem + '.json')} and {out / (stem + '.png')}")
+    return 0 if not any("failed" in r for r in rows) else 1
+
+
+def _jsonable(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    try:
+        return int(x)
+    except (TypeError, ValueError):
+        return str(x)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
