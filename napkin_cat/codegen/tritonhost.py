@@ -13,8 +13,9 @@ tiles, no mask is computed.  The conditions it assumed (``q % 128 == 0``) are co
 the launcher checks them on the sizes it is called with and launches the masked (ragged) variant when
 one fails, so any size runs and sizes like the plan's run without masks.
 
-**Launch shape.**  ``num_warps``: one warp per 2,048 fp32 values of the largest on-chip tensor (64 per
-thread), 4 to 8; ``num_stages``: the most pipelining stages (2 to 3) whose buffered stream loads fit
+**Launch shape.**  ``num_warps``: a warpgroup (4 warps) per 64 rows of the kernel's tensor-core products
+(wgmma's m), 1 to 2 warpgroups; without products, one warp per 2,048 fp32 values of the largest on-chip
+tensor, 4 to 8; ``num_stages``: the most pipelining stages (2 to 3) whose buffered stream loads fit
 the shared memory of a thread block beside the tiles loaded once (the hardware model's
 ``smem_per_block``; 227 KiB on Hopper, the default).
 
@@ -80,8 +81,26 @@ def runtime_sizes(plan, requested=True) -> tuple:
     return tuple(out)
 
 
+def dot_rows(printer) -> list[int]:
+    """Rows (the padded first side of the output) of each matrix product the kernel gives the tensor cores."""
+    out = []
+    for s in walk(printer.plan.body):
+        if isinstance(s, Compute) and s.kind == "contract" and s.outs:
+            axes = printer.block_axes(s.outs[0].var)
+            if len(axes) == 2 and len(s.ins) == 2 and all(
+                    not isinstance(r, Compute) and len(printer.block_axes(r.var)) == 2 for r in s.ins):
+                out.append(printer.shape(s.outs[0].var)[0])
+    return out
+
+
 def num_warps(printer) -> int:
-    """One warp per 2,048 fp32 values of the largest on-chip tensor, 4 to 8 (see the module docstring)."""
+    """One warpgroup (4 warps) per 64 rows of the tensor-core products, 1 to 2 (the time model's rule:
+    :func:`napkin_cat.hardware.predict.warpgroups`); a kernel with none: one warp per 2,048 fp32 values of
+    its largest on-chip tensor, 4 to 8."""
+    from napkin_cat.hardware.predict import warpgroups
+    rows = dot_rows(printer)
+    if rows:
+        return 4 * warpgroups(max(rows))
     largest = 1
     for v in printer.plan.variables:
         if v.level > 0:

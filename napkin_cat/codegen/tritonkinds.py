@@ -8,7 +8,8 @@ contract                           ``tl.dot`` for a matrix product, else ``tl.su
                                    broadcast product over the contracted axes
 reduce_sum / max / min / mean      ``tl.sum`` / ``tl.max`` / ``tl.min`` over the core axes,
                                    the input masked with the reduction's identity
-softmax                            μ = max βx (0 if not finite), y = exp(βx − μ) / Σ exp(βx − μ)
+softmax                            μ = max βx (0 if not finite), y = exp(βx − μ) / Σ exp(βx − μ);
+                                   for β > 0: β·max x and exp2(x·β·log₂e − μ·log₂e)
 softmax_unscaled / softmax_aux     μ = max(max βx, μ′), s = exp(βx − μ), δ = 0 where μ′ = −∞ else
                                    exp(μ′ − μ), z = δz′ + Σ s (SoftMax₀: y = s/z, δz′)
 rename, cast                       the same tensor (a cast converts on assignment)
@@ -21,6 +22,7 @@ import sympy
 from napkin_cat.codegen.errors import CodegenError
 
 NEG_INF = 'float("-inf")'
+LOG2E = 1.4426950408889634
 POS_INF = 'float("inf")'
 
 
@@ -131,33 +133,47 @@ class TritonKindsMixin:
 
     # ------------------------------------------------------------------ the SoftMax family
     def _scores(self, s, depth):
-        """Lines defining ``t_x`` (βx, −∞ outside the mask); returns (lines, name, X, core, rows)."""
+        """Lines defining the scores ``t_x`` (−∞ outside the mask); returns (lines, name, X, core, rows, β).
+
+        With a positive number β the scores stay unscaled: ``max βx = β·max x`` and ``exp(βx − μ) =
+        exp2(x·β·log₂e − μ·log₂e)`` (one multiply-add and the exp2 unit per score, as FlashAttention
+        folds its softmax scale); otherwise ``t_x`` is ``βx``."""
         x = s.ins[0]
         X = self.axes(x)
         woven = set(s.box.data.weave_names)
         core = [a for a in X if a not in woven]
         rows = [a for a in X if a not in core]
         t = self.temp("x")
-        beta = self.number(self.param(s, "beta", 1))
-        v = f"{beta} * {self.value(x)}"
+        beta = float(self.param(s, "beta", 1))
+        v = self.value(x) if beta > 0 else f"{self.number(beta)} * {self.value(x)}"
         m = self.mask(x.var)
-        return [self.line(depth, f"{t} = " + (f"tl.where({m}, {v}, {NEG_INF})" if m else v))], t, X, core, rows
+        return ([self.line(depth, f"{t} = " + (f"tl.where({m}, {v}, {NEG_INF})" if m else v))], t, X, core, rows,
+                beta if beta > 0 else 1.0)
+
+    def _row_max(self, tx, X, core, beta):
+        m = self._reduce_over(tx, X, core, "tl.max")
+        return m if beta == 1.0 else f"{self.number(beta)} * {m}"
+
+    def _shifted_exp(self, tx, mu, X, rows, beta):
+        """``exp(β·x − μ)`` per score (μ per row)."""
+        return (f"tl.exp2({tx} * {self.number(beta * LOG2E)} - {self.align(mu, rows, X)} * "
+                f"{self.number(LOG2E)})")
 
     def _finite(self, name):
         return f"tl.where(({name} > {NEG_INF}) & ({name} < {POS_INF}), {name}, 0.0)"
 
     def _print_softmax(self, s, depth):
-        lines, tx, X, core, rows = self._scores(s, depth)
+        lines, tx, X, core, rows, beta = self._scores(s, depth)
         tm, ts, tz = self.temp("m"), self.temp("s"), self.temp("z")
-        lines += [self.line(depth, f"{tm} = {self._reduce_over(tx, X, core, 'tl.max')}"),
+        lines += [self.line(depth, f"{tm} = {self._row_max(tx, X, core, beta)}"),
                   self.line(depth, f"{tm} = {self._finite(tm)}"),
-                  self.line(depth, f"{ts} = tl.exp({tx} - {self.align(tm, rows, X)})"),
+                  self.line(depth, f"{ts} = {self._shifted_exp(tx, tm, X, rows, beta)}"),
                   self.line(depth, f"{tz} = {self._reduce_over(ts, X, core, 'tl.sum')}")]
         y = f"{ts} / {self.align(tz, rows, X)}"
         return self._head(s, depth) + lines + self._out(s, s.outs[0], y, X, depth)
 
     def _print_online(self, s, depth):
-        lines, tx, X, core, rows = self._scores(s, depth)
+        lines, tx, X, core, rows, beta = self._scores(s, depth)
         _, mu_prev, z_prev = s.ins
         y, mu, d, z = s.outs
         for r in (mu_prev, z_prev):
@@ -168,9 +184,9 @@ class TritonKindsMixin:
         lines += [
             self.line(depth, f"{tmp} = {self.align(self.value(mu_prev), self.axes(mu_prev), rows)}"),
             self.line(depth, f"{tzp} = {self.align(self.value(z_prev), self.axes(z_prev), rows)}"),
-            self.line(depth, f"{tm} = tl.maximum({self._reduce_over(tx, X, core, 'tl.max')}, {tmp})"),
+            self.line(depth, f"{tm} = tl.maximum({self._row_max(tx, X, core, beta)}, {tmp})"),
             self.line(depth, f"{tms} = {self._finite(tm)}"),
-            self.line(depth, f"{ts} = tl.exp({tx} - {self.align(tms, rows, X)})"),
+            self.line(depth, f"{ts} = {self._shifted_exp(tx, tms, X, rows, beta)}"),
             self.line(depth, f"{td} = tl.where({tmp} == {NEG_INF}, 0.0, tl.exp({tmp} - {tms}))   # δ, safe at μ′ = −∞"),
             self.line(depth, f"{tz} = {td} * {tzp} + {self._reduce_over(ts, X, core, 'tl.sum')}")]
         if s.kind == "softmax_aux":

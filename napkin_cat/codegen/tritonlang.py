@@ -34,7 +34,9 @@ runtime offset): they raise :class:`~napkin_cat.codegen.errors.UnknownKindError`
 >>> p = nc.plan(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"),
 ...             {"a": 5, "b": 6, "c": 4, "s_b": 3, "g_a": 2})
 >>> src = TritonPrinter(p).doprint_plan()
->>> "tl.dot(" in src and "for i_b in range(0, 2):" in src
+>>> "tl.dot(" in src and "for i_b in range(0, (b + 2) // 3):" in src      # b is a runtime size
+True
+>>> "for i_b in range(0, 2):" in TritonPrinter(p, runtime=False).doprint_plan()
 True
 """
 from __future__ import annotations

@@ -12,8 +12,9 @@ goes.  Per kernel ``k`` (a top-level box of the algorithm: Grids around a Kernel
              = max_p T_p   overlap="pipelines": every pipeline busy at once (FlashAttention-3's aim)
     r        = max(1, min(⌊smem_per_sm / M⌋, ⌊regs_per_sm / 2R⌋))   blocks resident per SM: M the plan's
                            level-1 bytes with a stream's loads twice (double-buffered), R those of its block tensors other than loaded tiles (state
-                           in fp32), which live in registers and may take half the file (M ≤
-                           smem_per_block and 2R ≤ the block's register file, else refused)
+                           in fp32), which live in the registers of one warpgroup per 64 rows of the
+                           tensor-core products (1 to 2) and may take half of each thread's (M ≤
+                           smem_per_block and R/threads ≤ half a thread's registers, else refused)
     waves    = ⌈B / (N · r)⌉,  u = B / (waves · N · r)          B thread blocks: the tail of the last wave
     T(k)     = max(T_hbm, T_l2, T_comp) / u + launch            memory overlapped with compute
     T        = Σ_k T(k)
@@ -49,6 +50,14 @@ from napkin_cat.plan.ir import Load, StreamLoop, walk
 from napkin_cat.syntax.dtype import as_dtype
 
 PIPELINES = ("tensor", "special", "general")
+#: rows of a tensor-core product one warpgroup issues (Hopper's wgmma: m = 64)
+ROWS_PER_WARPGROUP = 64
+
+
+def warpgroups(rows: int) -> int:
+    """Warpgroups of a thread block whose tensor-core products have ``rows`` rows: one per 64 rows, 1 to 2
+    (more would split a row's reductions across warpgroups)."""
+    return max(1, min(2, rows // ROWS_PER_WARPGROUP))
 OVERLAPS = ("sequential", "pipelines")
 #: seconds from one kernel's launch to the next's on the same stream (a measured order of magnitude on
 #: Hopper with PyTorch/Triton launchers: 3-6 µs); an assumption, listed in every prediction
@@ -182,8 +191,12 @@ class KernelForm:
         self.columns = [sum((v.bytes for v in col), sympy.Integer(0)) + extra for col in columns]
         self.registers = [sum((v.size * (4 if v.role == "state" else as_dtype(v.dtype).bytes) for v in col
                                if v.role != "tile"), sympy.Integer(0)) for col in columns]
+        from napkin_cat.hardware.divisors import uses_of
+        rows = {mm.m for mm in uses_of(box, gpu.hierarchy)[1]}
+        self.rows = sympy.Max(*[sympy.Symbol(r, positive=True, integer=True) if not r.isdigit() else sympy.Integer(r)
+                                for r in rows]) if rows else sympy.Integer(0)
         self.pipes = sorted(self.flops)
-        exprs = [self.moved, self.compulsory, self.blocks, *(self.flops[k] for k in self.pipes),
+        exprs = [self.moved, self.compulsory, self.blocks, self.rows, *(self.flops[k] for k in self.pipes),
                  *(self.seconds[k] for k in self.pipes), *self.columns, *self.registers]
         self.symbols = sorted(set().union(*(sympy.sympify(e).free_symbols for e in exprs)), key=str)
         self._values = sympy.lambdify(self.symbols, exprs, modules=[{"ceiling": math.ceil}, "math"])
@@ -195,11 +208,11 @@ class KernelForm:
             raise HardwareError(f"{self.box.name}: sizes {sorted(map(str, missing))} are missing")
         v = self._values(*(env[s] for s in self.symbols))
         n = len(self.pipes)
-        return {"moved": float(v[0]), "compulsory": float(v[1]), "blocks": int(round(v[2])),
-                "flops": dict(zip(self.pipes, map(float, v[3:3 + n]))),
-                "seconds": dict(zip(self.pipes, map(float, v[3 + n:3 + 2 * n]))),
-                "on_chip": int(max(v[3 + 2 * n:3 + 2 * n + len(self.columns)], default=0)),
-                "registers": int(max(v[3 + 2 * n + len(self.columns):], default=0))}
+        return {"moved": float(v[0]), "compulsory": float(v[1]), "blocks": int(round(v[2])), "rows": int(v[3]),
+                "flops": dict(zip(self.pipes, map(float, v[4:4 + n]))),
+                "seconds": dict(zip(self.pipes, map(float, v[4 + n:4 + 2 * n]))),
+                "on_chip": int(max(v[4 + 2 * n:4 + 2 * n + len(self.columns)], default=0)),
+                "registers": int(max(v[4 + 2 * n + len(self.columns):], default=0))}
 
     def at(self, env: dict, *, exact=None, launch: float = LAUNCH) -> KernelTime:
         """The kernel's :class:`KernelTime` at ``env`` (symbols → ints); ``exact``: the cost functor's
@@ -224,11 +237,13 @@ class KernelForm:
         if M > gpu.smem_per_block:
             raise HardwareError(f"{self.box.name}: {M} B on chip per thread block, over the {gpu.name}'s "
                                 f"{gpu.smem_per_block} B (memory.smem_per_block): choose smaller tiles")
-        file = gpu.registers_per_block * gpu.register_bytes
-        if 2 * R > file:
-            raise HardwareError(f"{self.box.name}: {R} B of block tensors in registers per thread block, over half "
-                                f"the {gpu.name}'s register file ({file} B; the rest holds addresses and "
-                                "temporaries): choose smaller tiles")
+        threads = gpu.threads("warpgroup") * warpgroups(v["rows"])
+        per_thread = R / (threads * gpu.register_bytes)
+        if per_thread > -(-gpu.registers_per_thread // 2):
+            raise HardwareError(f"{self.box.name}: {R} B of block tensors in registers over {threads} threads is "
+                                f"{per_thread:.0f} registers per thread, over half the {gpu.name}'s "
+                                f"{gpu.registers_per_thread} (the rest holds addresses and temporaries): choose "
+                                "smaller tiles")
         r = max(1, min(gpu.smem_per_sm // max(M, 1), gpu.registers_per_sm * gpu.register_bytes // max(2 * R, 1)))
         waves = math.ceil(B / (gpu.sm_count * r))
         u = B / (waves * gpu.sm_count * r)
@@ -238,7 +253,7 @@ class KernelForm:
         terms["launch"] = launch
         return KernelTime(self.box.name, max(terms["hbm"], terms["l2"], comp) / u + launch, terms, bound, B, r,
                           waves, u, {"compulsory": int(compulsory), "moved": int(moved), "on_chip_per_block": M,
-                                           "registers_per_block": R},
+                                           "registers_per_block": R, "threads": threads},
                           flops)
 
 
@@ -280,8 +295,8 @@ def assumptions(gpu: GPU, ceilings: dict, overlap: str, launch: float) -> tuple:
         f"pipelines: {overlap} (§5.7)",
         "every pipeline runs at its peak rate while it has work (no latency or issue limits)",
         "on chip per block: the plan's level-1 bytes, a stream's loads twice (double-buffered), fit "
-        "smem_per_block; block tensors other than loaded tiles "
-        "(state in fp32) live in registers and fit half the register file (the rest: addresses, temporaries)",
+        "smem_per_block; block tensors other than loaded tiles (state in fp32) live in the registers of one "
+        "warpgroup per 64 rows of the tensor-core products (1 to 2) and take at most half of each thread's",
         "blocks resident per SM: the fewest that shared memory and the register file allow",
         f"{launch * 1e6:g} µs per kernel launch",
     )

@@ -22,7 +22,7 @@ The winner keeps its structure's trace (made by the rules), so ``r.trace.replay(
 >>> mm = nc.einsum("a b, b c -> a c", dtype="bf16", out_dtype="fp32")
 >>> r = derive_for_time(mm, "h100-sxm5", {"a": 2048, "b": 2048, "c": 2048})
 >>> sorted((str(k), v) for k, v in r.optimum.sizes.items()), r.prediction.bound
-([('g_a', 256), ('g_c', 128), ('s_b', 32)], 'tensor')
+([('g_a', 128), ('g_c', 256), ('s_b', 64)], 'l2')
 """
 from __future__ import annotations
 

@@ -41,12 +41,12 @@ def nc_kernel0(x0, x1, x2, y0, q, x):
         # contract10 ← ·(x0_1, x1_1)
         contract10 = tl.where((r_q_32[:, None] < e_i_q) & (r_x_16[None, :] < e_i_x), tl.dot(x0_1, tl.permute(x1_1, (1, 0)), input_precision="ieee"), 0.0)
         # softmax_unscaled11_0, mu0, softmax_unscaled12_2, z0 ← SoftMax₁(contract10, mu0, z0)
-        t1_x = tl.where((r_q_32[:, None] < e_i_q) & (r_x_16[None, :] < e_i_x), 0.25 * contract10, float("-inf"))
+        t1_x = tl.where((r_q_32[:, None] < e_i_q) & (r_x_16[None, :] < e_i_x), contract10, float("-inf"))
         t2_mp = mu0
         t3_zp = z0
-        t4_m = tl.maximum(tl.max(t1_x, axis=1), t2_mp)
+        t4_m = tl.maximum(0.25 * tl.max(t1_x, axis=1), t2_mp)
         t5_ms = tl.where((t4_m > float("-inf")) & (t4_m < float("inf")), t4_m, 0.0)
-        t6_s = tl.exp(t1_x - t5_ms[:, None])
+        t6_s = tl.exp2(t1_x * 0.36067376022224085 - t5_ms[:, None] * 1.4426950408889634)
         t7_d = tl.where(t2_mp == float("-inf"), 0.0, tl.exp(t2_mp - t5_ms))   # δ, safe at μ′ = −∞
         t8_z = t7_d * t3_zp + tl.sum(t6_s, axis=1)
         softmax_unscaled11_0 = tl.where((r_q_32[:, None] < e_i_q) & (r_x_16[None, :] < e_i_x), t6_s, 0.0)
