@@ -1,10 +1,9 @@
-"""What ``run.py`` measures: the device and its ceilings, inputs and fp32 references, the generated kernels,
-torch's baselines, and the table and plot of the results.  On ``dry`` (CPU) nothing is timed."""
+"""What ``run.py`` measures: the device and its ceilings, inputs and fp32 references, the generated kernels and
+torch's baselines.  On ``dry`` (CPU) nothing is timed.  (Tables and plots: ``report.py``.)"""
 from __future__ import annotations
 
 import importlib.util
 import statistics
-import time
 
 import torch
 
@@ -40,14 +39,21 @@ def environment(*, dry: bool) -> dict:
     versions["cuda"] = torch.version.cuda
     env = {"dry": False, "device": name, "slug": name.lower().replace(" ", "-"), "model": model_for(name),
            "versions": versions, "where": "cuda"}
-    x = torch.empty(2 ** 30, dtype=torch.uint8, device="cuda").random_()
-    y = torch.empty_like(x)
-    copy = 2 * x.numel() / bench(lambda: y.copy_(x))
-    del x, y
-    a, b = (torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    mm = 2 * 8192 ** 3 / bench(lambda: a @ b)
-    env["ceilings"] = {"hbm": copy, "tensor:bf16": mm}
+    env["ceilings"] = {"hbm": _copy_bandwidth(2 ** 30), "tensor:bf16": _matmul_rate(8192)}
     return env
+
+
+def _copy_bandwidth(n: int) -> float:
+    """Bytes read plus written per second by a device-to-device copy of ``n`` bytes."""
+    src = torch.empty(n, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    return 2 * n / bench(lambda: dst.copy_(src))
+
+
+def _matmul_rate(n: int) -> float:
+    """FLOP/s of cuBLAS's n³ bf16 product on random data."""
+    a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    return 2 * n ** 3 / bench(lambda: a @ b)
 
 
 def _reference_attention(Q, K, V):
@@ -187,73 +193,3 @@ def baselines(cfg, inputs, env) -> list[dict]:
                 return F.scaled_dot_product_attention(Q, K, V)
         attempt(f"sdpa {name}, 4-D", run)
     return out
-
-
-def label(row) -> str:
-    if row["kind"] == "matmul":
-        return f"matmul {row['a']}×{row['b']}×{row['c']}"
-    heads = f"{row['heads']}/{row['kv_heads']}" if row["kind"] == "gqa" else str(row["heads"])
-    return f"{row['kind']} N={row['N']} d={row['d']} B={row['batch']} H={heads}"
-
-
-def table(result) -> str:
-    """A markdown table: our fastest candidate, torch's fastest path, the model's predictions."""
-    lines = ["| configuration | tiles (ours, fastest) | ours ms | TFLOP/s | torch fastest path | torch ms | "
-             "torch / ours | predicted ms (datasheet) | predicted ms (measured ceilings) | error |",
-             "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
-    for row in result["rows"]:
-        if "failed" in row:
-            lines.append(f"| {label(row)} | failed: {row['failed'][:80]} | | | | | | | | |")
-            continue
-        timed = [c for c in row["candidates"] if c.get("time_s")]
-        c = min(timed, key=lambda c: c["time_s"]) if timed else row["candidates"][0]
-        b = row.get("baseline", {})
-
-        def ms(t):
-            return f"{t * 1e3:.3f}" if t else "—"
-        tiles = ", ".join(f"{k}={v}" for k, v in c["tiles"].items())
-        lines.append(f"| {label(row)} | {tiles} | {ms(c.get('time_s'))} | "
-                     f"{c.get('tflops', 0):.0f} | {b.get('path', '—')} | {ms(b.get('time_s'))} | "
-                     f"{row.get('speedup', 0):.2f} | {ms(c['predicted_s'])} | "
-                     f"{ms(c.get('predicted_measured_ceilings_s'))} | {c.get('error', float('nan')):.1e} |")
-    return "\n".join(lines)
-
-
-def plot(result, path):
-    """Left: TFLOP/s of ours and torch's fastest path per attention size; right: predicted against measured."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for d, colour in ((64, "tab:blue"), (128, "tab:red"), (16, "tab:blue")):
-        rows = [r for r in result["rows"] if r.get("kind") == "attention" and r.get("d") == d and "failed" not in r]
-        if not rows:
-            continue
-        ns = [r["N"] for r in rows]
-        ours = [max((c.get("tflops") or 0) for c in r["candidates"]) for r in rows]
-        base = [r["flops"] / r["baseline"]["time_s"] / 1e12 if r.get("baseline", {}).get("time_s") else 0
-                for r in rows]
-        pred = [r["flops"] / r["candidates"][0]["predicted_s"] / 1e12 for r in rows]
-        a.plot(ns, ours, "o-", color=colour, label=f"napkin-cat Triton, d={d}")
-        a.plot(ns, base, "s--", color=colour, alpha=0.6, label=f"torch fastest, d={d}")
-        a.plot(ns, pred, ":", color=colour, alpha=0.6, label=f"model, d={d}")
-    a.set_xscale("log", base=2)
-    a.set_xlabel("sequence length N")
-    a.set_ylabel("TFLOP/s")
-    a.set_title(f"attention forward, bf16 — {result['device']}")
-    a.legend(fontsize=7)
-    pts = [(c["predicted_s"], c["time_s"], c.get("predicted_measured_ceilings_s")) for r in result["rows"]
-           if "failed" not in r for c in r["candidates"] if c.get("time_s")]
-    if pts:
-        lo, hi = min(min(p[:2]) for p in pts) / 1.5, max(max(p[:2]) for p in pts) * 1.5
-        b.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-        b.fill_between([lo, hi], [lo / 1.25, hi / 1.25], [lo * 1.25, hi * 1.25], color="0.9", label="±25 %")
-        b.loglog([p[1] for p in pts], [p[0] for p in pts], "o", label="datasheet rates")
-        b.loglog([p[1] for p in pts if p[2]], [p[2] for p in pts if p[2]], "x", label="measured ceilings")
-        b.set_xlabel("measured s")
-        b.set_ylabel("predicted s")
-        b.legend(fontsize=7)
-    b.set_title("time model: predicted against measured")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

@@ -43,6 +43,7 @@ if "--dry-run" in sys.argv:
 
 import napkin_cat as nc   # noqa: E402
 import measure            # noqa: E402
+import report             # noqa: E402
 
 FORMATS = {"Q": "bf16", "K": "bf16", "S": "fp32", "P": "bf16", "V": "bf16", "O": "bf16"}
 
@@ -162,8 +163,8 @@ def main(argv=None):
               "versions": {**env["versions"], "python": platform.python_version()}, "ceilings": env["ceilings"],
               "rows": rows}
     (out / f"{stem}.json").write_text(json.dumps(result, indent=1, default=_jsonable))
-    measure.plot(result, out / f"{stem}.png")
-    print(measure.table(result))
+    report.plot(result, out / f"{stem}.png")
+    print(report.table(result))
     print(f"results: {out / (stem + '.json')} and {out / (stem + '.png')}")
     return 0 if not any("failed" in r for r in rows) else 1
 

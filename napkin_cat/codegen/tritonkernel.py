@@ -31,11 +31,9 @@ import numpy as np
 from napkin_cat.codegen.errors import CodegenError, ToolNotFoundError
 from napkin_cat.errors import ShapeError
 from napkin_cat.codegen.kernel import GeneratedKernel, cache_dir, digest
-from napkin_cat.codegen.tritonlang import TritonPrinter
+from napkin_cat.codegen.tritonlang import SIGNATURE, TritonPrinter  # noqa: F401 (SIGNATURE: re-exported)
 
 WORKER = Path(__file__).with_name("triton_worker.py")
-#: a global array's pointer type in a Triton signature
-SIGNATURE = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8e4nv"}
 _WORKERS: dict = {}
 
 

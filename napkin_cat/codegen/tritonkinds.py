@@ -84,7 +84,8 @@ class TritonKindsMixin:
         if fa == fb and fa in self.dot_formats:
             if not (A.whole and B.whole):
                 return None
-            return f"tl.dot({self.align(self.ident(A.var), a, [m, k])}, {self.align(self.ident(B.var), b, [k, n])}{tail})"
+            lhs, rhs = self.align(self.ident(A.var), a, [m, k]), self.align(self.ident(B.var), b, [k, n])
+            return f"tl.dot({lhs}, {rhs}{tail})"
         return (f"tl.dot({self.align(self.value(A), a, [m, k])}, {self.align(self.value(B), b, [k, n])}{tail}, "
                 f"input_precision=\"{self.precision}\")")
 

@@ -68,6 +68,8 @@ def nc_gelu(x):
 #: operand formats ``tl.dot`` takes to the tensor cores as they are (products in that format, fp32 sums)
 DOT_FORMATS = ("fp16", "bf16", "fp8")
 PRECISIONS = ("ieee", "tf32", "tf32x3")
+#: a global array's pointer type in a Triton signature
+SIGNATURE = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8e4nv"}
 
 
 def padded(n: int) -> int:
@@ -300,7 +302,8 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
         terms = [self.code(off)] if off != 0 else []
         for a in kept:
             s = self.code(st[a])
-            terms.append(names[a] if st[a] == 1 else f"{names[a]} * {s if s.isidentifier() or s.isdigit() else f'({s})'}")
+            s = s if s.isidentifier() or s.isdigit() else f"({s})"
+            terms.append(names[a] if st[a] == 1 else f"{names[a]} * {s}")
         return " + ".join(terms) or "0", self.mask(tile.var, extents)
 
     def _print_Load(self, s, depth):
@@ -371,7 +374,6 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
 
     def signature(self) -> dict:
         """Per kernel printed (ragged variants included): its parameters' Triton types."""
-        from napkin_cat.codegen.tritonkernel import SIGNATURE
         types = [f"*{SIGNATURE[v.dtype]}" for v in self.globals_()] + ["i32"] * len(self.runtime)
         out = {}
         for launch in launches(self.plan):

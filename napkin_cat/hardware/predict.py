@@ -10,11 +10,11 @@ goes.  Per kernel ``k`` (a top-level box of the algorithm: Grids around a Kernel
     T_comp   = Σ_p T_p     overlap="sequential": a warpgroup issues its ops in program order (the
                            FlashAttention-2 schedule of §5.7, what kernels without warp specialisation do)
              = max_p T_p   overlap="pipelines": every pipeline busy at once (FlashAttention-3's aim)
-    r        = max(1, min(⌊smem_per_sm / M⌋, ⌊regs_per_sm / 2R⌋))   blocks resident per SM: M the plan's
-                           level-1 bytes with a stream's loads twice (double-buffered), R those of its block tensors other than loaded tiles (state
-                           in fp32), which live in the registers of one warpgroup per 64 rows of the
-                           tensor-core products (1 to 2) and may take half of each thread's (M ≤
-                           smem_per_block and R/threads ≤ half a thread's registers, else refused)
+    r        = max(1, min(⌊smem_per_sm / M⌋, ⌊regs_per_sm / 2R⌋))   blocks resident per SM, where
+               M = the plan's level-1 bytes, a stream's loads twice (double-buffered) ≤ smem_per_block
+               R = bytes of its block tensors other than loaded tiles (state in fp32): they live in the
+                   registers of one warpgroup per 64 rows of the tensor-core products (1 to 2) and
+                   take at most half of each thread's (else the assignment is refused)
     waves    = ⌈B / (N · r)⌉,  u = B / (waves · N · r)          B thread blocks: the tail of the last wave
     T(k)     = max(T_hbm, T_l2, T_comp) / u + launch            memory overlapped with compute
     T        = Σ_k T(k)
@@ -30,8 +30,10 @@ assumptions it made (:attr:`Prediction.assumptions`), so a measurement that refu
 >>> t = predict(mm, "h100-sxm5", {"a": 4096, "b": 4096, "c": 4096, "g_a": 128, "g_c": 128, "s_b": 32})
 >>> t.blocks, t.bound
 (1024, 'l2')
->>> round(t.terms["tensor"] * 1e3, 3), round(t.terms["l2"] * 1e3, 3)   # ms: 2·4096³ at TF32; 2·4096³/128 · 4 B at 12 TB/s
-(0.278, 0.364)
+>>> round(t.terms["tensor"] * 1e3, 3)     # ms: 2·4096³ FLOPs at the TF32 rate
+0.278
+>>> round(t.terms["l2"] * 1e3, 3)         # ms: 2·4096³/128 values of 4 B at 12 TB/s
+0.364
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from napkin_cat.algorithms.bubbles import Grid, Kernel, Region
+from napkin_cat.algorithms.bubbles import Grid, Region
 from napkin_cat.cost.iocost import cost
 from napkin_cat.cost.numeric import at
 from napkin_cat.hardware.errors import HardwareError

@@ -66,7 +66,8 @@ def tile_values(gpu: GPU, diagram, env: dict, *, largest: int = LARGEST) -> dict
     for tile, full in tile_fulls(diagram).items():
         n = full.subs(env)
         if not n.is_Integer:
-            raise HardwareError(f"tile {tile} cuts an axis of size {full}: give every size ({sorted(map(str, full.free_symbols))})")
+            raise HardwareError(f"tile {tile} cuts an axis of size {full}: give every size "
+                                f"({sorted(map(str, full.free_symbols))})")
         n, step = int(n), c.divisor(str(tile))
         values = [v for v in (2 ** k for k in range(0, int(math.log2(largest)) + 1)) if v % step == 0 and n % v == 0]
         if str(tile) in on_products:
