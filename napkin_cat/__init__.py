@@ -44,6 +44,7 @@ from napkin_cat.rewriting.rules import Condition, Rule, RuleSet
 from napkin_cat.rewriting.trace import Derivation, Trace
 from napkin_cat.rewriting.driver import rewrite
 from napkin_cat.search import derive
+from napkin_cat.autodiff import GradError, NoVJPError, grad
 from napkin_cat.plan import Counters, Plan, PlanError, plan
 from napkin_cat.io.serial import dumps, loads
 from napkin_cat import hardware
@@ -70,7 +71,7 @@ __all__ = [
     "Netlist", "to_netlist", "to_diagram", "isomorphic", "Condition", "Rule", "RuleSet", "Obligation",
     "ObligationError", "Trace", "Derivation", "rewrite",
     # derivation search
-    "derive",
+    "derive", "grad", "GradError", "NoVJPError",
     # plans
     "plan", "Plan", "Counters", "PlanError",
     # pictures and JSON

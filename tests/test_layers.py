@@ -32,7 +32,7 @@ PACKAGE = "napkin_cat"
 LAYERS = {
     "errors": 0,
     "syntax": 1,
-    "algorithms": 2, "library": 2,
+    "algorithms": 2, "library": 2, "autodiff": 2,
     "semantics": 3, "cost": 3,
     "rewriting": 4,
     "search": 5, "plan": 5,

@@ -25,7 +25,7 @@ ELEMENTWISE_C = {
     "id": "{0}", "cast": "{0}", "exp": "nc_exp({0})", "neg": "(-{0})", "relu": "fmaxf({0}, 0.0f)",
     "gelu": "nc_gelu({0})", "silu": "nc_silu({0})", "sigmoid": "nc_sigmoid({0})", "tanh": "tanhf({0})",
     "sqrt": "sqrtf({0})", "rsqrt": "(1.0f / sqrtf({0}))", "recip": "(1.0f / {0})", "square": "({0} * {0})",
-    "scale": "({c} * {0})", "shift": "({0} + {c})",
+    "scale": "({c} * {0})", "shift": "({0} + {c})", "step": "({0} > 0.0f ? 1.0f : 0.0f)",
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
     "max": "fmaxf({0}, {1})", "min": "fminf({0}, {1})",
     "fma": "fmaf({0}, {1}, {2})",

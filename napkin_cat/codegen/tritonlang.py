@@ -94,6 +94,7 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
         "gelu": "nc_gelu({0})", "silu": "({0} * tl.sigmoid({0}))", "sigmoid": "tl.sigmoid({0})",
         "tanh": "nc_tanh({0})", "sqrt": "tl.sqrt({0})", "rsqrt": "tl.rsqrt({0})", "recip": "(1.0 / {0})",
         "square": "({0} * {0})", "scale": "({c} * {0})", "shift": "({0} + {c})",
+        "step": "tl.where({0} > 0.0, 1.0, 0.0)",
         "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
         "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})", "fma": "tl.fma({0}, {1}, {2})",
     }

@@ -10,7 +10,7 @@ contract           Rᵏ ⊗ Rᵏ → R              tensor 2k           sum
 softmax            Rˣ → Rˣ (β)              special x, gen 5x   —
 softmax_aux        Rˣ⊗R⊗R → Rˣ⊗R⊗R⊗R         spec. x+1, 5x+2     —
 softmax_unscaled   Rˣ⊗R⊗R → Rˣ⊗R⊗R⊗R         spec. x+1, 4x+2     —
-exp, add, …        R^n → R                  1 (special/general) —
+exp, add, step, …  R^n → R                  1 (special/general) —
 fma                R⊗R⊗R → R (a·b + c)      general 2           —
 sum, max, min      Rᵃ → R                   a                   sum / max / min
 split, join        Rᵃ ↔ Rᵃ¹ ⊗ Rᵃ²           0                   —
@@ -218,6 +218,7 @@ UNARY = {
     "square": (lambda x, c: x * x, "general"),
     "scale": (lambda x, c: c.value(c.params.get("c", 1)) * x, "general"),
     "shift": (lambda x, c: x + c.value(c.params.get("c", 0)), "general"),
+    "step": (lambda x, c: np.greater(x, 0).astype(np.result_type(x, np.float32)), "general"),  # Heaviside H(x)
 }
 BINARY = {
     "add": (np.add, "general"),

@@ -17,6 +17,7 @@ UNARY_REFERENCE = {
     "exp": np.exp,
     "neg": lambda x: -x,
     "relu": lambda x: np.where(x > 0, x, 0.0),
+    "step": lambda x: np.where(x > 0, 1.0, 0.0),
     "gelu": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
     "silu": lambda x: x * (1 / (1 + np.exp(-x))),
     "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
