@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import sympy
 
-from napkin_cat.plan.ir import Alloc, Compute, Copy, Free, GridLoop, Kernel, Load, Store, StreamLoop, reads, walk
-from napkin_cat.plan.liveness import defs
+from napkin_cat.plan.ir import Compute, access, reads, walk
+from napkin_cat.plan.liveness import columns as live_columns
 from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.syntax.ops import ELEMENTWISE
 
@@ -39,15 +39,10 @@ RESTARTS = 200
 IN_PLACE = frozenset(ELEMENTWISE) | {"cast", "rename", "softmax", "softmax_aux", "softmax_unscaled"}
 
 
-def reads_writes(stmt) -> tuple[list, list]:
-    """``(refs read, refs written)`` of a simple statement (a ``Combine`` reads its destination too)."""
-    if type(stmt).__name__ == "Combine":
-        return [stmt.src, stmt.dst], [stmt.dst]
-    if isinstance(stmt, (Load, Store, Copy)):
-        return [stmt.src], [stmt.dst]
-    if isinstance(stmt, Compute):
-        return list(stmt.refs) + (list(stmt.outs) if stmt.accumulate else []), list(stmt.outs)
-    return [], []
+def reads_writes(stmt) -> tuple[tuple, tuple]:
+    """``(refs read, refs written)`` of a simple statement (:func:`napkin_cat.plan.ir.access`)."""
+    a = access(stmt)
+    return a.reads, a.writes
 
 
 def _in_place(stmt, out, src, variables) -> bool:
@@ -122,37 +117,10 @@ def layouts(p) -> Layouts:
 
 
 def columns(p, level: int = 1) -> list[frozenset]:
-    """The live sets at ``level``, sampled as :func:`napkin_cat.plan.static.static_peak` samples them (an
-    ``Alloc`` of an on-chip variable brings it to life: a partition's output held while its loop runs)."""
-    live: dict = {}
-    out = []
-
-    def sample():
-        out.append(frozenset(v for v in live if p.variable_map[v].level == level))
-
-    def block(stmts):
-        for s in stmts:
-            if isinstance(s, Free):
-                live.pop(s.var, None)
-                continue
-            sample()
-            if isinstance(s, (Kernel, GridLoop)):
-                block(s.body)
-            elif isinstance(s, StreamLoop):
-                block(s.head)
-                block(s.body)
-                block(s.tail)
-            elif isinstance(s, Alloc):
-                if p.variable_map[s.var].level > 0:
-                    live[s.var] = True
-            else:
-                for v in defs(s):
-                    live[v] = True
-    for name in p.inputs:
-        live[name] = True
-    block(p.body)
-    sample()
-    return out
+    """The live sets at ``level``, sampled as :func:`napkin_cat.plan.static.static_peak` samples them
+    (:func:`napkin_cat.plan.liveness.columns`, every sample kept in program order)."""
+    at = {v.name for v in p.variables if v.level == level}
+    return [col & at for col in live_columns(p.body, p.inputs)]
 
 
 def _bytes(v, sizes) -> int:

@@ -4,7 +4,8 @@
 * :mod:`~napkin_cat.hardware.toy`: the toy hierarchies of §5 (levels, pools, what each level offers);
 * :mod:`~napkin_cat.hardware.divisors`: coalescing, tensor-core shapes, warpgroup multiples (step 4);
 * :mod:`~napkin_cat.hardware.configured`: an algorithm configured for a toy hierarchy (steps 3-5: recoloured,
-  piped through SMEM, relabelled per unit, split, buffered), its plan and its variables;
+  piped through SMEM, relabelled per unit, split, buffered): ``configure()`` runs the lowering passes of
+  :mod:`napkin_cat.plan.lowering` and returns the plan and its variables;
 * :mod:`~napkin_cat.hardware.config`: Tables 1-2 (bytes per block / warpgroup, ``N_max``);
 * :mod:`~napkin_cat.hardware.clock`: Table 3 (clocks per thread, ``k_TC``, the ``g_q`` threshold, ideal FLOP/s);
 * :mod:`~napkin_cat.hardware.overlap`: warpgroup schedules and utilisation (§5.7, §6);

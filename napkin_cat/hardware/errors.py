@@ -4,10 +4,13 @@
 True
 >>> issubclass(CapacityError, MemoryLimitError)
 True
+>>> issubclass(ConfigurationError, HardwareError) and issubclass(ConfigurationError, LoweringError)
+True
 """
 from __future__ import annotations
 
 from napkin_cat.errors import MemoryLimitError, NapkinError
+from napkin_cat.plan.lowering.state import LoweringError
 
 
 class HardwareError(NapkinError, ValueError):
@@ -24,3 +27,8 @@ class CapacityError(HardwareError, MemoryLimitError):
 
 class ScheduleError(HardwareError):
     """An overlap schedule that cannot run: an unknown op, a dependency cycle, a barrier that never opens."""
+
+
+class ConfigurationError(HardwareError, LoweringError):
+    """A plan that cannot be lowered onto a toy hierarchy (:mod:`napkin_cat.plan.lowering`): a missing unit or
+    split tile, a scaling axis not grouped around the kernel, a value written on two levels."""

@@ -181,9 +181,8 @@ class KernelForm:
         self.compulsory = _bytes_expr(box.dom) + _bytes_expr(box.cod)
         self.blocks = sympy.Mul(*[sympy.ceiling(sympy.sympify(g.full_size()) / sympy.sympify(g.size))
                                   for g in _grids(box)])
-        from napkin_cat.plan.program import _symbols
-        own: set = set()
-        _symbols(box, own, [])
+        from napkin_cat.plan.program import sizes_needed
+        own, _ = sizes_needed(box)
         p = plan(box, {str(k): v for k, v in sample.items() if k in own})
         columns = [[p.variable_map[n] for n in col if p.variable_map[n].level == level] for col in live_columns(p)]
         streamed = {st.dst.var for loop in walk(p.body) if isinstance(loop, StreamLoop)

@@ -3,7 +3,9 @@
 ``plan(diagram, sizes)`` expands an algorithm (Kernel / Grid / Stream bubbles) into a :class:`Plan`:
 parallel grid loops, stream loops with head / body / tail, allocations per level, loads and stores,
 computations tied to their primitives.  ``p.run`` counts what it moves (the independent check of
-the cost functor); ``p(...)`` runs fast.
+the cost functor); ``p(...)`` runs fast.  Every pass over the IR uses one toolkit (:mod:`~napkin_cat.plan.ir`:
+``access``, ``walk``, ``rebuild``; :mod:`~napkin_cat.plan.liveness`); :mod:`~napkin_cat.plan.lowering` lowers
+a plan onto a hierarchy of levels, as a list of passes.
 
 May import: every layer up to rewriting.
 

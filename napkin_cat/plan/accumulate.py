@@ -20,9 +20,7 @@ their live ranges are those of the plan: the same storage, the same peak.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
-from napkin_cat.plan.ir import Compute, Copy, GridLoop, Kernel, PlanError, StreamLoop
+from napkin_cat.plan.ir import Compute, Copy, PlanError, rebuild
 from napkin_cat.syntax.primitive import Weave, kind_of
 from napkin_cat.syntax.weave import build_box
 
@@ -51,17 +49,7 @@ def split(s: Compute) -> list:
 
 def split_all(stmts) -> tuple:
     """``stmts`` with every Compute's inlined operands accumulated in two statements (:func:`split`)."""
-    out = []
-    for s in stmts:
-        if isinstance(s, Compute):
-            out += split(s)
-        elif isinstance(s, StreamLoop):
-            out.append(replace(s, head=split_all(s.head), body=split_all(s.body), tail=split_all(s.tail)))
-        elif isinstance(s, (GridLoop, Kernel)):
-            out.append(replace(s, body=split_all(s.body)))
-        else:
-            out.append(s)
-    return tuple(out)
+    return rebuild(stmts, lambda s: split(s) if isinstance(s, Compute) else s)
 
 
 def separated(plan):

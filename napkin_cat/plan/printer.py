@@ -103,6 +103,10 @@ class Printer:
     def _print_Copy(self, s, depth):
         return [f"{INDENT * depth}{self._def(s.dst)} ← {self.ref(s.src)}"]
 
+    def _print_Combine(self, s, depth):
+        op = "+=" if s.monoid == "sum" else f"{s.monoid}="
+        return [f"{INDENT * depth}{self.ref(s.dst)} {op} {self.ref(s.src)}"]
+
     def _print_Fill(self, s, depth):
         value = {float("-inf"): "−∞", float("inf"): "∞"}.get(s.value, f"{s.value:g}")
         return [f"{INDENT * depth}{s.var}{self.shape(s.var)} ← {value}"]

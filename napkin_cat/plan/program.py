@@ -157,6 +157,20 @@ def _symbols(diagram: Diagram, found: set, tiles: list):
                             _symbols(d, found, tiles)
 
 
+def sizes_needed(diagram: Diagram) -> tuple[set, list]:
+    """``(symbols, partitions)``: the size symbols a plan of ``diagram`` needs (its axes and tiles, inside its
+    regions and their reducers' steps too) and its Grid and Stream boxes, outermost first.
+
+    >>> import napkin_cat as nc
+    >>> symbols, parts = sizes_needed(nc.stream(nc.library.matmul(), "b", "s_b"))
+    >>> sorted(map(str, symbols)), [p.axis for p in parts]
+    (['a', 'b', 'c', 's_b'], ['b'])
+    """
+    needed, parts = set(), []
+    _symbols(diagram, needed, parts)
+    return needed, parts
+
+
 def _bind(sizes: dict, needed: set) -> dict:
     env = {}
     names = {str(s) for s in needed}
@@ -209,8 +223,7 @@ def plan(diagram: Diagram, sizes: dict, *, memory: dict | int | None = None, acc
     """
     if not isinstance(diagram, Diagram):
         raise PlanError(f"nc.plan takes a napkin_cat Diagram, got {type(diagram).__name__}")
-    needed, parts = set(), []
-    _symbols(diagram, needed, parts)
+    needed, parts = sizes_needed(diagram)
     env = _bind(sizes, needed)
     for box in parts:
         _check_partition(box, env)

@@ -29,12 +29,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy
 
-from napkin_cat.plan.ir import Compute, Free
+from napkin_cat.plan.ir import Compute, Free, PlanError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.dtype import as_dtype
+from napkin_cat.syntax.ops import MAX, MIN, SUM
 from napkin_cat.syntax.primitive import Core, kind_of
+
+#: monoid name → its accumulator (what a ``Combine`` folds with)
+MONOIDS = {a.name: a for a in (SUM, MAX, MIN)}
 
 
 @dataclass
@@ -218,6 +222,11 @@ class Machine:
             return
         for r, y in zip(s.outs, ys):
             self.write(r, y, frame)
+
+    def _run_Combine(self, s, frame):
+        if s.monoid not in MONOIDS:
+            raise PlanError(f"Combine into {s.dst.var!r}: no monoid {s.monoid!r}; monoids are {sorted(MONOIDS)}")
+        self.write(s.dst, MONOIDS[s.monoid].combine(self.view(s.dst, frame), self.view(s.src, frame)), frame)
 
     def _run_Kernel(self, s, frame):
         self.block(s.body, frame)
