@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import numpy as np
 import sympy
 
+from napkin_cat.cost.record import Cost
 from napkin_cat.plan.ir import Compute, Free
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.primitives import run_primitive
@@ -37,17 +37,13 @@ from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.syntax.primitive import Core, kind_of
 
 
-@dataclass
-class Counters:
-    """What a run measured: ``transfers``/``bytes`` and ``peak`` per level, ``flops`` per pipeline."""
+#: what a run measured is the cost record (:mod:`napkin_cat.cost.record`): ``transfers`` (``H``), ``bytes``
+#: (``H_bytes``) and ``peak`` (``M`` on chip) per level, ``flops`` per pipeline, as ``nc.cost(d, sizes=...)`` says
+Counters = Cost
 
-    transfers: dict = field(default_factory=dict)
-    bytes: dict = field(default_factory=dict)
-    peak: dict = field(default_factory=dict)
-    flops: dict = field(default_factory=dict)
 
-    def add(self, table: dict, key, n: int):
-        table[key] = table.get(key, 0) + int(n)
+def _count(table: dict, key, n: int):
+    table[key] = table.get(key, 0) + int(n)
 
 
 _LAMBDAS: dict = {}
@@ -91,6 +87,7 @@ class Machine:
         self.plan = plan
         self.vars = plan.variable_map
         self.counters = Counters() if instrument else None
+        self.peak: dict = {}
         self.live: dict = {}
         self.threads = threads
         self.fast: dict = {}   # Compute -> its box with parameters bound, or a BLAS call
@@ -140,8 +137,8 @@ class Machine:
         if self.counters is None:
             return
         for lvl, n in self.live.items():
-            if lvl > 0 and n > self.counters.peak.get(lvl, 0):
-                self.counters.peak[lvl] = n
+            if lvl > 0 and n > self.peak.get(lvl, 0):
+                self.peak[lvl] = n
 
     def shape(self, var, frame):
         return tuple(number(e, frame.extents) for _, e in self.vars[var].shape)
@@ -156,6 +153,8 @@ class Machine:
             self._grow(v, 0, np.size(x), frame)
         self.block(self.plan.body, frame)
         self.sample()
+        if self.counters is not None:
+            self.counters.columns = {lvl: [n] for lvl, n in sorted(self.peak.items())}
         return [frame.values[v] for v in self.plan.outputs], self.counters
 
     def block(self, stmts, frame):
@@ -181,8 +180,8 @@ class Machine:
         x = np.array(self.view(s.src, frame), dtype=self.dtype)
         if self.counters is not None:
             n = x.size
-            self.counters.add(self.counters.transfers, s.level, n)
-            self.counters.add(self.counters.bytes, s.level, n * as_dtype(self.vars[s.dst.var].dtype).bytes)
+            _count(self.counters.transfers, s.level, n)
+            _count(self.counters.bytes, s.level, n * as_dtype(self.vars[s.dst.var].dtype).bytes)
         self.write(s.dst, x, frame)
 
     _run_Load = _move
@@ -206,7 +205,7 @@ class Machine:
         ys = fast(xs) if callable(fast) else run_primitive(fast, xs, frame.env())
         if self.counters is not None:
             for p, n in measured_flops(s.box, xs, ys).items():
-                self.counters.add(self.counters.flops, p, n)
+                _count(self.counters.flops, p, n)
         return ys
 
     def _run_Compute(self, s, frame):
@@ -251,7 +250,11 @@ def _prepare(box, sizes):
     if spec.kind == "contract" and len(box.dom) == 2:
         (a, b), out = [arr.names for arr in box.dom.inside], box.cod.inside[0].names
         summed = [n for n in a if n in b and n not in out]
-        if not [n for n in a if n in b and n in out]:
+        # a tensordot sums only axes both operands carry, and keeps every other one: an axis only one operand
+        # carries and the output lacks (summed alone), or a batch axis of both, is numpy's einsum's to do
+        alone = [n for n in (*a, *b) if n not in out and not (n in a and n in b)]
+        if not [n for n in a if n in b and n in out] and not alone and sorted(out) == sorted(
+                [n for n in a if n not in summed] + [n for n in b if n not in summed]):
             axes = ([a.index(n) for n in summed], [b.index(n) for n in summed])
             kept = [n for n in a if n not in summed] + [n for n in b if n not in summed]
             perm = [kept.index(n) for n in out]
