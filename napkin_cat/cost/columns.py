@@ -79,9 +79,9 @@ class Columns:
         _, made = run.trip(vals, states, ctx)
         vals.update((v, made[v]) for v in node.sliced)     # a sliced output: made by the trips
         ctx.items = tail
-        live_out = set(run.tail(run.finish(vals, states, ctx), ctx))
-        ctx.columns = _columns(head, body, tail, live_out, ctx.arrays)
-        return []
+        outs = run.tail(run.finish(vals, states, ctx), ctx)
+        ctx.columns = _columns(head, body, tail, set(outs), ctx.arrays)
+        return outs
 
     def init(self, r, ctx, dests):
         if r.finish is None:       # the state is the output (a stream's own reducers: names are ids)

@@ -242,9 +242,11 @@ class Symbolic:
 
     def kernel(self, node, ins, sink, dests):
         sink.append(_walk(node.inside))
+        return dests
 
     def grid(self, node, ins, sink, dests):
         sink.append(_grid_cost(node.region, _walk(node.inside), _is_nest(node.inside)))
+        return dests
 
     def stream(self, node, ins, sink, dests, run):
         """Head and tail once, the trip ``b/s`` times, each reducer's finish once; memory: the columns of the
@@ -263,6 +265,7 @@ class Symbolic:
         total.absorb_all(_phases(head, 1, "head") + _phases(body, node.region.trips, "body")
                          + _phases(tail, 1, "tail"))
         sink.append(_in_stream(total, node.region))
+        return dests
 
     def init(self, r, sink, dests):
         return [None] * len(r.state)

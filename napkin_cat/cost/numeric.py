@@ -117,11 +117,13 @@ class Concrete:
 
     def kernel(self, node, ins, ctx, dests):
         self.diagram(node.inside, ctx)
+        return dests
 
     def grid(self, node, ins, ctx, dests):
         short = lambda e: node.inside if e == node.tile or not isinstance(node.tile, int) \
             else relabelled(node.region, e).arg  # noqa: E731
         self._tiled(node.region, ctx, lambda inner, e: self.diagram(short(e), inner))
+        return dests
 
     def _trips(self, node, vals, states, ctx, run):
         """Each distinct slice's trip, counted per slice; ``vals`` gets the sliced outputs the trips make."""
@@ -138,7 +140,7 @@ class Concrete:
         vals = run.head(ins, ctx)
         states = run.init(ctx)
         self._trips(node, vals, states, ctx, run)
-        run.tail(run.finish(vals, states, ctx), ctx)
+        return run.tail(run.finish(vals, states, ctx), ctx)
 
     def init(self, r, ctx, dests):
         return [None] * len(r.state)

@@ -9,9 +9,10 @@ The instrumented run counts, from the arrays it actually handles (never from ``n
 * ``flops[pipeline]``: each executed primitive's FLOPs as its kind declares them per item, at the
   extents of the tiles it ran on (a masked edge tile counts what it computes), times its items.
 
-Ragged axes run with masked edge tiles: a tile's extent is ``min(tile, end − start)``; the user's
-arrays are sliced, never padded.  The fast run (``instrument=False``) skips the counting and may
-run the tiles of a Grid on a thread pool.
+The counters are the cost record (:class:`~napkin_cat.cost.record.Cost`, by the runner's names), and equal
+``nc.cost(diagram, sizes=...)`` at the plan's sizes.  Ragged axes run with masked edge tiles: a tile's extent
+is ``min(tile, end − start)``; the user's arrays are sliced, never padded.  The fast run (``instrument=False``)
+skips the counting and may run the tiles of a Grid on a thread pool.
 
 >>> import numpy as np, napkin_cat as nc
 >>> p = nc.plan(nc.stream(nc.library.matmul(), "b", "s_b"), {"a": 2, "b": 5, "c": 3, "s_b": 2})
@@ -19,6 +20,8 @@ run the tiles of a Grid on a thread pool.
 >>> (C,), n = Machine(p, instrument=True).run([A, B])
 >>> C.tolist(), n.transfers, n.flops
 ([[5.0, 5.0, 5.0], [5.0, 5.0, 5.0]], {1: 31}, {'tensor': 60})
+>>> n.transfers == nc.cost(p.diagram, sizes={"a": 2, "b": 5, "c": 3, "s_b": 2}).H
+True
 """
 from __future__ import annotations
 
