@@ -149,3 +149,15 @@ def test_sizes_are_checked_naming_the_axis(sizes, message):
     mm = nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a")
     with pytest.raises(AxisError, match=message):
         nc.cost(mm, sizes=sizes)
+
+
+def test_a_derived_rms_norm_then_matmul_at_ragged_tiles():
+    """The issue's case: a derived RMSNorm → matmul at n = 13, d = 7, o = 5, every tile 3."""
+    f = (nc.library.rms_norm() @ nc.Id("d o")) >> nc.einsum("n d, d o -> n o")
+    d = nc.derive(f, memory=256, sizes={"n": 13, "d": 7, "o": 5}).diagram
+    sizes = {"n": 13, "d": 7, "o": 5, **{str(s): 3 for s in _symbols(d) if str(s).startswith(("g_", "s_"))}}
+    assert not nc.cost(d).H[1].subs({symbol(k): v for k, v in sizes.items()}).is_Integer
+    y, counted = nc.plan(d, sizes).run(*_inputs(f, sizes, 3))
+    np.testing.assert_allclose(y, nc.evaluate(f, *_inputs(f, sizes, 3)), rtol=1e-9)
+    c = nc.cost(d, sizes=sizes)
+    assert (c.H, c.flops, c.peak) == (counted.transfers, counted.flops, counted.peak)
