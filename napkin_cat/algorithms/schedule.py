@@ -66,6 +66,7 @@ and each algebra adds one handler.  The law of the fold is that of the functor i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from napkin_cat.algorithms.nesting import nest_of_diagram
 from napkin_cat.algorithms.streaming import StreamPlan, analyse
@@ -108,7 +109,7 @@ class StreamSchedule:
     """A stream's program: ``head`` ops, ``reducers``, the ``trip`` (ops and reducers in op order), ``tail`` ops.
 
     ``dom``/``cod``: the value ids of the inside's inputs and outputs; ``streamed``: the input ids sliced per
-    trip; ``sliced``: the output ids made slice by slice (a sliced stream); ``arrays``: id → Array.
+    trip; ``sliced``: the output ids made slice by slice (a sliced stream); ``arrays``: id → Array (read-only).
     ``region`` is the Stream (None for a diagram run on one slice, inside a nested region).
     """
 
@@ -116,7 +117,7 @@ class StreamSchedule:
     axis: str
     dom: tuple
     cod: tuple
-    arrays: dict = field(repr=False)
+    arrays: MappingProxyType = field(repr=False)
     streamed: tuple
     sliced: tuple
     head: tuple
@@ -225,7 +226,7 @@ def stream_schedule(plan: StreamPlan, region=None) -> StreamSchedule:
         last[max(r.ops)] = red
     covered = {i for r in plan.reducers for i in r.ops}
     trip = tuple(last[i] if i in last else ops[i] for i in plan.indices("body") if i in last or i not in covered)
-    return StreamSchedule(region, plan.axis, tuple(plan.dom), tuple(plan.cod), dict(plan.arrays),
+    return StreamSchedule(region, plan.axis, tuple(plan.dom), tuple(plan.cod), MappingProxyType(dict(plan.arrays)),
                           tuple(plan.dom[k] for k in plan.streamed_inputs), tuple(plan.sliced_values),
                           tuple(ops[i] for i in plan.indices("head")), tuple(reducers), trip,
                           tuple(ops[i] for i in plan.indices("tail")))
