@@ -252,9 +252,10 @@ def _broadcast_role(box, axis) -> str:
     axis has the slice's size, so it is made per trip, at each slice's extent (a shorter last slice included)."""
     if not isinstance(box, Bubble) and axis in box.data.weave_names:
         return "body"
-    raise RewriteError(f"{box.name!r} makes the streamed axis {axis!r} from inputs that do not carry it, and it is "
-                       f"not weaved over {axis!r}: made once, it would have the size of a whole slice even in a "
-                       f"shorter last slice; weave it over {axis!r} (a map per slice) or compute it outside the stream")
+    why = "it is a region" if isinstance(box, Bubble) else f"it is not weaved over {axis!r}"
+    raise RewriteError(f"{box.name!r} makes the streamed axis {axis!r} from inputs that do not carry it, and {why}: "
+                       f"made once, it would have the size of a whole slice even in a shorter last slice; make it "
+                       f"a map weaved over {axis!r} (run per slice) or compute it outside the stream")
 
 
 def _chunk_role(plan, i, box, ins, outs, reasons):
