@@ -34,7 +34,8 @@ from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.algorithms.partitions import group, kernel, stream, unfused
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.semantics.equivalent import Equivalence, equivalent
-from napkin_cat.cost.iocost import Cost, cost
+from napkin_cat.cost.record import Cost
+from napkin_cat.cost.functor import cost
 from napkin_cat.cost.optimum import Optimum, optimal, power_terms
 from napkin_cat.rewriting.netlist import Netlist, to_netlist
 from napkin_cat.rewriting.readback import to_diagram

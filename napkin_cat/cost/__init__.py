@@ -10,15 +10,15 @@ May import: :mod:`napkin_cat.errors`, :mod:`napkin_cat.syntax`, :mod:`napkin_cat
 import sys
 import types
 
-from napkin_cat.cost.iocost import cost
+from napkin_cat.cost.functor import cost
 
 
 class _CallablePackage(types.ModuleType):
     """The layer's folder and the stable surface's ``nc.cost`` share a name: an import of this package by
     path (pytest's importlib mode) rebinds ``napkin_cat.cost`` to it, so calling it is the cost functor."""
 
-    def __call__(self, diagram, hierarchy=None):
-        return cost(diagram, hierarchy)
+    def __call__(self, diagram, hierarchy=None, *, sizes=None):
+        return cost(diagram, hierarchy, sizes=sizes)
 
 
 sys.modules[__name__].__class__ = _CallablePackage

@@ -9,9 +9,10 @@ The instrumented run counts, from the arrays it actually handles (never from ``n
 * ``flops[pipeline]``: each executed primitive's FLOPs as its kind declares them per item, at the
   extents of the tiles it ran on (a masked edge tile counts what it computes), times its items.
 
-Ragged axes run with masked edge tiles: a tile's extent is ``min(tile, end − start)``; the user's
-arrays are sliced, never padded.  The fast run (``instrument=False``) skips the counting and may
-run the tiles of a Grid on a thread pool.
+The counters are the cost record (:class:`~napkin_cat.cost.record.Cost`, by the runner's names), and equal
+``nc.cost(diagram, sizes=...)`` at the plan's sizes.  Ragged axes run with masked edge tiles: a tile's extent
+is ``min(tile, end − start)``; the user's arrays are sliced, never padded.  The fast run (``instrument=False``)
+skips the counting and may run the tiles of a Grid on a thread pool.
 
 >>> import numpy as np, napkin_cat as nc
 >>> p = nc.plan(nc.stream(nc.library.matmul(), "b", "s_b"), {"a": 2, "b": 5, "c": 3, "s_b": 2})
@@ -19,16 +20,18 @@ run the tiles of a Grid on a thread pool.
 >>> (C,), n = Machine(p, instrument=True).run([A, B])
 >>> C.tolist(), n.transfers, n.flops
 ([[5.0, 5.0, 5.0], [5.0, 5.0, 5.0]], {1: 31}, {'tensor': 60})
+>>> n.transfers == nc.cost(p.diagram, sizes={"a": 2, "b": 5, "c": 3, "s_b": 2}).H
+True
 """
 from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import numpy as np
 import sympy
 
+from napkin_cat.cost.record import Cost
 from napkin_cat.plan.ir import Compute, Free, PlanError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.primitives import run_primitive
@@ -41,17 +44,13 @@ from napkin_cat.syntax.primitive import Core, kind_of
 MONOIDS = {a.name: a for a in (SUM, MAX, MIN)}
 
 
-@dataclass
-class Counters:
-    """What a run measured: ``transfers``/``bytes`` and ``peak`` per level, ``flops`` per pipeline."""
+#: what a run measured is the cost record (:mod:`napkin_cat.cost.record`): ``transfers`` (``H``), ``bytes``
+#: (``H_bytes``) and ``peak`` (``M`` on chip) per level, ``flops`` per pipeline, as ``nc.cost(d, sizes=...)`` says
+Counters = Cost
 
-    transfers: dict = field(default_factory=dict)
-    bytes: dict = field(default_factory=dict)
-    peak: dict = field(default_factory=dict)
-    flops: dict = field(default_factory=dict)
 
-    def add(self, table: dict, key, n: int):
-        table[key] = table.get(key, 0) + int(n)
+def _count(table: dict, key, n: int):
+    table[key] = table.get(key, 0) + int(n)
 
 
 _LAMBDAS: dict = {}
@@ -95,6 +94,7 @@ class Machine:
         self.plan = plan
         self.vars = plan.variable_map
         self.counters = Counters() if instrument else None
+        self.peak: dict = {}
         self.live: dict = {}
         self.threads = threads
         self.fast: dict = {}   # Compute -> its box with parameters bound, or a BLAS call
@@ -144,8 +144,8 @@ class Machine:
         if self.counters is None:
             return
         for lvl, n in self.live.items():
-            if lvl > 0 and n > self.counters.peak.get(lvl, 0):
-                self.counters.peak[lvl] = n
+            if lvl > 0 and n > self.peak.get(lvl, 0):
+                self.peak[lvl] = n
 
     def shape(self, var, frame):
         return tuple(number(e, frame.extents) for _, e in self.vars[var].shape)
@@ -160,6 +160,8 @@ class Machine:
             self._grow(v, 0, np.size(x), frame)
         self.block(self.plan.body, frame)
         self.sample()
+        if self.counters is not None:
+            self.counters.columns = {lvl: [n] for lvl, n in sorted(self.peak.items())}
         return [frame.values[v] for v in self.plan.outputs], self.counters
 
     def block(self, stmts, frame):
@@ -185,8 +187,8 @@ class Machine:
         x = np.array(self.view(s.src, frame), dtype=self.dtype)
         if self.counters is not None:
             n = x.size
-            self.counters.add(self.counters.transfers, s.level, n)
-            self.counters.add(self.counters.bytes, s.level, n * as_dtype(self.vars[s.dst.var].dtype).bytes)
+            _count(self.counters.transfers, s.level, n)
+            _count(self.counters.bytes, s.level, n * as_dtype(self.vars[s.dst.var].dtype).bytes)
         self.write(s.dst, x, frame)
 
     _run_Load = _move
@@ -210,7 +212,7 @@ class Machine:
         ys = fast(xs) if callable(fast) else run_primitive(fast, xs, frame.env())
         if self.counters is not None:
             for p, n in measured_flops(s.box, xs, ys).items():
-                self.counters.add(self.counters.flops, p, n)
+                _count(self.counters.flops, p, n)
         return ys
 
     def _run_Compute(self, s, frame):
@@ -260,7 +262,11 @@ def _prepare(box, sizes):
     if spec.kind == "contract" and len(box.dom) == 2:
         (a, b), out = [arr.names for arr in box.dom.inside], box.cod.inside[0].names
         summed = [n for n in a if n in b and n not in out]
-        if not [n for n in a if n in b and n in out]:
+        # a tensordot sums only axes both operands carry, and keeps every other one: an axis only one operand
+        # carries and the output lacks (summed alone), or a batch axis of both, is numpy's einsum's to do
+        alone = [n for n in (*a, *b) if n not in out and not (n in a and n in b)]
+        if not [n for n in a if n in b and n in out] and not alone and sorted(out) == sorted(
+                [n for n in a if n not in summed] + [n for n in b if n not in summed]):
             axes = ([a.index(n) for n in summed], [b.index(n) for n in summed])
             kept = [n for n in a if n not in summed] + [n for n in b if n not in summed]
             perm = [kept.index(n) for n in out]

@@ -4,7 +4,8 @@ Every size symbol of either diagram is bound (axis sizes anywhere, box and regio
 such as β = d^(-1/2)).  The trials cycle through three kinds of tiles: ``random`` (sizes in
 ``[low, high]``, each tile a random divisor of its axis), ``tiles ≥ 2`` (every tile at least 2,
 each axis at least two whole tiles) and ``ragged`` (every tile at least 2 and, where the axis
-allows, not dividing it: at least two whole tiles and a shorter last one).  A verdict with no
+allows, not dividing it: at least two whole tiles and a shorter last one, else one whole tile and a shorter
+one).  Whatever ``trials`` is, one trial is ragged when there are tiles.  A verdict with no
 finite output entry compared is a failure: NaN everywhere certifies nothing.
 
 >>> import napkin_cat as nc
@@ -128,8 +129,9 @@ def _bind_tile(env: dict, rng, tile, full, kind: str):
     n = _value(env, full)
     if n is None:
         return
-    if kind == "ragged":
-        options = [t for t in range(2, n // 2 + 1) if n % t]
+    if kind == "ragged":      # a tile that truly does not divide: two whole tiles and a shorter one where it can
+        ragged = [t for t in range(2, n) if n % t]
+        options = [t for t in ragged if 2 * t <= n] or ragged
     else:
         options = [t for t in range(2, n // 2 + 1) if n % t == 0]
     options = options or [t for t in range(2, n // 2 + 1)]
@@ -177,8 +179,10 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
     fixed = {(symbol(k) if isinstance(k, str) else k): int(v) for k, v in (sizes or {}).items()}
     tiled = bool(list(tile_sizes(d1)) or list(tile_sizes(d2)))
     worst, compared, entries, tried = 0.0, 0, 0, []
-    for t in range(trials):
-        kind = TRIAL_KINDS[t % len(TRIAL_KINDS)] if tiled else "random"
+    kinds = [TRIAL_KINDS[t % len(TRIAL_KINDS)] if tiled else "random" for t in range(trials)]
+    if tiled and kinds and "ragged" not in kinds:
+        kinds[-1] = "ragged"      # whatever the number of trials: one whose tiles do not divide their axes
+    for t, kind in enumerate(kinds):
         env = _trial_sizes(rng, fixed, d1, d2, kind, low, high)
         named = {str(k): v for k, v in sorted(env.items(), key=lambda kv: str(kv[0]))}
         tried.append({"trial": t, "tiles": kind, "sizes": named})
