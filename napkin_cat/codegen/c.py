@@ -30,6 +30,7 @@ import numpy as np
 
 from napkin_cat.codegen.cfamily import CFamilyPrinter
 from napkin_cat.codegen.ckinds import accumulators_c, elementwise_c, reduce_c
+from napkin_cat.codegen.crows import PRELUDE as ROWS_PRELUDE, RowsMixin
 from napkin_cat.codegen.errors import BlasMissingWarning, CodegenError, ToolNotFoundError
 from napkin_cat.codegen.kernel import GeneratedKernel, cache_dir, digest, tool
 from napkin_cat.codegen.printer import ident, launches
@@ -121,7 +122,7 @@ def _tell_blas_missing():
                   BlasMissingWarning, stacklevel=4)
 
 
-class CPrinter(CFamilyPrinter):
+class CPrinter(RowsMixin, CFamilyPrinter):
     """C99 with OpenMP; ``blas``: contractions that are matrix products by ``cblas_sgemm``; ``poison``: fill each
     block's arena with NaN first (a test's check that no value is read before it is written)."""
 
@@ -168,7 +169,7 @@ class CPrinter(CFamilyPrinter):
 
     # ------------------------------------------------------------------ launches and the entry point
     def _print_Launch(self, launch, depth=0):
-        self.stage_values = 0
+        self.stage_values = self.row_values = 0
         inner = 2 if launch.grids else 1
         at = depth + inner + (1 if launch.grids else 0)
         body = [self.line(at, f"memset({self.arena_name(lvl)}, 0xff, {max(self.arena_bytes(launch, lvl), 1)});"
@@ -187,6 +188,10 @@ class CPrinter(CFamilyPrinter):
         alloc.append(self.line(inner, f"float *nc_stage = (float *)nc_alloc({max(self.stage_values, 1)} * "
                                       "sizeof(float));"))
         release.append(self.line(inner, "free(nc_stage);"))
+        if self.row_values:
+            alloc.append(self.line(inner, f"float *nc_rows = (float *)nc_alloc({2 * self.row_values} * sizeof(float));"
+                                          f"   {self.comment} per-row scalars of a SoftMax in passes"))
+            release.append(self.line(inner, "free(nc_rows);"))
         out = [f"static void {launch.name}({self.parameters('restrict ')}, int nc_threads) {{"]
         if not launch.grids:
             return out + [self.line(1, "(void)nc_threads;")] + alloc + body + release + ["}"]
@@ -197,7 +202,7 @@ class CPrinter(CFamilyPrinter):
 
     def doprint_plan(self) -> str:
         """The whole source: prelude, one function per launch, and ``nc_run`` (the entry point)."""
-        parts = [PRELUDE.format(blas_include="#include <cblas.h>" if self.blas else "")]
+        parts = [PRELUDE.format(blas_include="#include <cblas.h>" if self.blas else "") + ROWS_PRELUDE]
         ls = launches(self.plan)
         for launch in ls:
             parts.append("\n".join(self._print_Launch(launch)))

@@ -50,6 +50,13 @@ static void *nc_alloc(size_t bytes) {
     if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
     return p;
 }
+#define NC_LANES 16
+/* the lanes of a sum added as a tree (a vectorised sum's order, as clang and -ffast-math add them) */
+static inline float nc_sum_lanes(float *l) {
+    for (int w = NC_LANES / 2; w > 0; w /= 2)
+        for (int k = 0; k < w; ++k) l[k] += l[k + w];
+    return l[0];
+}
 
 
 static void nc_kernel0(const float *restrict x0, const float *restrict x1, const float *restrict x2, float *restrict y0, int nc_threads) {
@@ -57,6 +64,7 @@ static void nc_kernel0(const float *restrict x0, const float *restrict x1, const
     {
         unsigned char *nc_arena = (unsigned char *)nc_alloc(8448);   // level 1: 8448 B, the plan's columns
         float *nc_stage = (float *)nc_alloc(1 * sizeof(float));
+        float *nc_rows = (float *)nc_alloc(64 * sizeof(float));   // per-row scalars of a SoftMax in passes
         #pragma omp for schedule(dynamic, 1)
         for (long nc_b = 0; nc_b < 4; ++nc_b) {
             const int i_q = (int)(nc_b);
@@ -96,36 +104,70 @@ static void nc_kernel0(const float *restrict x0, const float *restrict x1, const
                 for (int j_q = 0; j_q < e_i_q; ++j_q) {
                     for (int j_x = 0; j_x < e_i_x; ++j_x) {
                         float nc_acc = 0.0f;
-                        #pragma omp simd reduction(+:nc_acc)
-                        for (int j_d = 0; j_d < 16; ++j_d) {
-                            nc_acc += x0_1[j_d + 16*j_q] * x1_1[j_d + 16*j_x];
+                        {
+                            float nc_acc_l[NC_LANES] = {0.0f};
+                            int nc_j0 = 0;
+                            for (; nc_j0 + NC_LANES <= 16; nc_j0 += NC_LANES) {
+                                #pragma omp simd
+                                for (int nc_l = 0; nc_l < NC_LANES; ++nc_l) {
+                                    const int j_d = nc_j0 + nc_l;
+                                    nc_acc_l[nc_l] += x0_1[j_d + 16*j_q] * x1_1[j_d + 16*j_x];
+                                }
+                            }
+                            for (int j_d = nc_j0; j_d < 16; ++j_d) {
+                                nc_acc += x0_1[j_d + 16*j_q] * x1_1[j_d + 16*j_x];
+                            }
+                            nc_acc += nc_sum_lanes(nc_acc_l);
                         }
                         contract10[16*j_q + j_x] = nc_acc;
                     }
                 }
                 // softmax_unscaled11_0, mu0, softmax_unscaled12_2, z0 ← SoftMax₁(contract10, mu0, z0)
-                for (int j_q = 0; j_q < e_i_q; ++j_q) {
-                    float nc_m = -INFINITY;
-                    #pragma omp simd reduction(max:nc_m)
-                    for (int j_x = 0; j_x < e_i_x; ++j_x) {
-                        nc_m = nc_fold_max(nc_m, 0.25f * contract10[16*j_q + j_x]);
+                {   // rows in three passes: maxima; μ and δ (vectorised over rows); exponentials and sums
+                    for (int j_q = 0; j_q < e_i_q; ++j_q) {
+                        float nc_m = -INFINITY;
+                        #pragma omp simd reduction(max:nc_m)
+                        for (int j_x = 0; j_x < e_i_x; ++j_x) {
+                            nc_m = nc_fold_max(nc_m, 0.25f * contract10[16*j_q + j_x]);
+                        }
+                        nc_rows[j_q] = nc_m;
                     }
-                    const float nc_mp = mu0[j_q];
-                    const float nc_zp = z0[j_q];
-                    nc_m = nc_fmax(nc_m, nc_mp);
-                    const float nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : 0.0f;
-                    const float nc_d = (nc_mp == -INFINITY) ? 0.0f : nc_exp(nc_mp - nc_ms);   // δ, safe at μ′ = −∞
-                    float nc_z = 0.0f;
-                    #pragma omp simd reduction(+:nc_z)
-                    for (int j_x = 0; j_x < e_i_x; ++j_x) {
-                        const float nc_s = nc_exp(0.25f * contract10[16*j_q + j_x] - nc_ms);
-                        softmax_unscaled11_0[16*j_q + j_x] = nc_s;
-                        nc_z += nc_s;
+                    #pragma omp simd
+                    for (int j_q = 0; j_q < e_i_q; ++j_q) {
+                        const float nc_mp = mu0[j_q];
+                        const float nc_m = nc_fmax(nc_rows[j_q], nc_mp);
+                        const float nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : 0.0f;
+                        const float nc_d = (nc_mp == -INFINITY) ? 0.0f : nc_exp(nc_mp - nc_ms);   // δ, safe at μ′ = −∞
+                        mu0[j_q] = nc_m;
+                        softmax_unscaled12_2[j_q] = nc_d;
+                        nc_rows[j_q] = nc_ms;
+                        nc_rows[32 + j_q] = nc_d;
                     }
-                    nc_z = nc_d * nc_zp + nc_z;
-                    mu0[j_q] = nc_m;
-                    softmax_unscaled12_2[j_q] = nc_d;
-                    z0[j_q] = nc_z;
+                    for (int j_q = 0; j_q < e_i_q; ++j_q) {
+                        const float nc_ms = nc_rows[j_q];
+                        float nc_z = 0.0f;
+                        {
+                            float nc_z_l[NC_LANES] = {0.0f};
+                            int nc_j0 = 0;
+                            for (; nc_j0 + NC_LANES <= e_i_x; nc_j0 += NC_LANES) {
+                                #pragma omp simd
+                                for (int nc_l = 0; nc_l < NC_LANES; ++nc_l) {
+                                    const int j_x = nc_j0 + nc_l;
+                                    const float nc_s = nc_exp(0.25f * contract10[16*j_q + j_x] - nc_ms);
+                                    softmax_unscaled11_0[16*j_q + j_x] = nc_s;
+                                    nc_z_l[nc_l] += nc_s;
+                                }
+                            }
+                            for (int j_x = nc_j0; j_x < e_i_x; ++j_x) {
+                                const float nc_s = nc_exp(0.25f * contract10[16*j_q + j_x] - nc_ms);
+                                softmax_unscaled11_0[16*j_q + j_x] = nc_s;
+                                nc_z += nc_s;
+                            }
+                            nc_z += nc_sum_lanes(nc_z_l);
+                        }
+                        nc_z = nc_rows[32 + j_q] * z0[j_q] + nc_z;
+                        z0[j_q] = nc_z;
+                    }
                 }
                 // o0 ← mul(o0, softmax_unscaled12_2)
                 for (int j_q = 0; j_q < e_i_q; ++j_q) {
@@ -137,9 +179,20 @@ static void nc_kernel0(const float *restrict x0, const float *restrict x1, const
                 for (int j_q = 0; j_q < e_i_q; ++j_q) {
                     for (int j_d = 0; j_d < 16; ++j_d) {
                         float nc_acc = 0.0f;
-                        #pragma omp simd reduction(+:nc_acc)
-                        for (int j_x = 0; j_x < e_i_x; ++j_x) {
-                            nc_acc += softmax_unscaled11_0[16*j_q + j_x] * x2_1[j_d + 16*j_x];
+                        {
+                            float nc_acc_l[NC_LANES] = {0.0f};
+                            int nc_j0 = 0;
+                            for (; nc_j0 + NC_LANES <= e_i_x; nc_j0 += NC_LANES) {
+                                #pragma omp simd
+                                for (int nc_l = 0; nc_l < NC_LANES; ++nc_l) {
+                                    const int j_x = nc_j0 + nc_l;
+                                    nc_acc_l[nc_l] += softmax_unscaled11_0[16*j_q + j_x] * x2_1[j_d + 16*j_x];
+                                }
+                            }
+                            for (int j_x = nc_j0; j_x < e_i_x; ++j_x) {
+                                nc_acc += softmax_unscaled11_0[16*j_q + j_x] * x2_1[j_d + 16*j_x];
+                            }
+                            nc_acc += nc_sum_lanes(nc_acc_l);
                         }
                         o0[j_d + 16*j_q] = o0[j_d + 16*j_q] + nc_acc;
                     }
@@ -161,6 +214,7 @@ static void nc_kernel0(const float *restrict x0, const float *restrict x1, const
         }
         free(nc_arena);
         free(nc_stage);
+        free(nc_rows);
     }
 }
 

@@ -50,6 +50,13 @@ static void *nc_alloc(size_t bytes) {
     if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
     return p;
 }
+#define NC_LANES 16
+/* the lanes of a sum added as a tree (a vectorised sum's order, as clang and -ffast-math add them) */
+static inline float nc_sum_lanes(float *l) {
+    for (int w = NC_LANES / 2; w > 0; w /= 2)
+        for (int k = 0; k < w; ++k) l[k] += l[k + w];
+    return l[0];
+}
 
 
 static void nc_kernel0(const float *restrict x0, const float *restrict x1, float *restrict y0, int nc_threads) {

@@ -50,6 +50,13 @@ static void *nc_alloc(size_t bytes) {
     if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
     return p;
 }
+#define NC_LANES 16
+/* the lanes of a sum added as a tree (a vectorised sum's order, as clang and -ffast-math add them) */
+static inline float nc_sum_lanes(float *l) {
+    for (int w = NC_LANES / 2; w > 0; w /= 2)
+        for (int k = 0; k < w; ++k) l[k] += l[k + w];
+    return l[0];
+}
 
 
 static void nc_kernel0(const float *restrict x0, const float *restrict x1, float *restrict y0, int nc_threads) {
@@ -92,9 +99,20 @@ static void nc_kernel0(const float *restrict x0, const float *restrict x1, float
                 for (int j_a = 0; j_a < e_i_a; ++j_a) {
                     for (int j_c = 0; j_c < e_i_c; ++j_c) {
                         float nc_acc = 0.0f;
-                        #pragma omp simd reduction(+:nc_acc)
-                        for (int j_b = 0; j_b < e_i_b; ++j_b) {
-                            nc_acc += x0_1[8*j_a + j_b] * x1_1[4*j_b + j_c];
+                        {
+                            float nc_acc_l[NC_LANES] = {0.0f};
+                            int nc_j0 = 0;
+                            for (; nc_j0 + NC_LANES <= e_i_b; nc_j0 += NC_LANES) {
+                                #pragma omp simd
+                                for (int nc_l = 0; nc_l < NC_LANES; ++nc_l) {
+                                    const int j_b = nc_j0 + nc_l;
+                                    nc_acc_l[nc_l] += x0_1[8*j_a + j_b] * x1_1[4*j_b + j_c];
+                                }
+                            }
+                            for (int j_b = nc_j0; j_b < e_i_b; ++j_b) {
+                                nc_acc += x0_1[8*j_a + j_b] * x1_1[4*j_b + j_c];
+                            }
+                            nc_acc += nc_sum_lanes(nc_acc_l);
                         }
                         sum0[4*j_a + j_c] = sum0[4*j_a + j_c] + nc_acc;
                     }
