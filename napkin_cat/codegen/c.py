@@ -1,14 +1,21 @@
 """C with OpenMP: the CPU kernel (the CUDA kernel's loop nest, run here), compiled by ``cc`` and called by ctypes.
 
-One launch per chain of Grid loops: ``#pragma omp parallel for`` over the Grid indices, each thread with
-its own arena (the on-chip variables at the layout's offsets) and staging buffer.  Element loops are
-nested ``for`` loops the compiler vectorises (``-O3 -march=native``; reductions carry ``omp simd``); exp
-is a branch-free polynomial (``nc_exp``, Cody–Waite reduction and a degree-6 polynomial, exact 0 below
-the smallest normal exponent) so it vectorises without ``-ffast-math``, whose finite-math assumption
-would break the −∞-safe δ.  A contraction of two operands that is a matrix product (one summed axis,
-one free axis per operand, any shared batch axes, a unit stride in each) is one ``cblas_sgemm`` per batch
-index when BLAS is used (``blas=True``, or ``None``: when ``cblas.h`` is found); otherwise it is the
-element loop the CUDA kernel runs.
+One launch per chain of Grid loops: ``#pragma omp parallel for`` over the Grid indices (every Grid of the
+chain: query blocks and heads alike), each thread with its own arena (the on-chip variables at the layout's
+offsets).  What makes it a CPU kernel rather than the CUDA one run on a CPU:
+
+* element loops are nested ``for`` loops the compiler vectorises (``-O3 -march=native``, no ``-ffast-math``,
+  whose finite-math assumption would break the −∞-safe δ): ``exp`` is ``nc_exp``, a branch-free polynomial
+  within 2 ulp; max and min are selects (``nc_fmax``, ``nc_fold_max``: libm's ``fmaxf`` is a call that stays
+  in the vector loop); sums run in lanes and the online SoftMax's rows in three passes
+  (:mod:`napkin_cat.codegen.crows`);
+* the layout stages nothing (``layout(unstaged=True)``): no statement computes into a buffer and copies;
+* a load of an input's own rows is a pointer into the input (:func:`load_views`): the cache makes the copy;
+* a contraction of two operands that is a matrix product (one summed axis, one free axis per operand, any
+  shared batch axes, a unit stride in each) is one ``cblas_sgemm`` per batch index when BLAS is used
+  (``blas=True``, or ``None``: when ``cblas.h`` is found); otherwise it is the element loop the CUDA
+  kernel runs, about ten times slower, and the default ``blas=None`` says so once
+  (:class:`~napkin_cat.codegen.errors.BlasMissingWarning`; ``$NAPKIN_BLAS=0`` forces it).
 
 >>> import napkin_cat as nc
 >>> p = nc.plan(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"),
