@@ -106,3 +106,26 @@ def test_missing_blas_is_said_once_and_not_when_the_loops_are_chosen(monkeypatch
         nc.codegen.c(p)                                # said once per process
         monkeypatch.setattr(cmod, "_told_blas_missing", False)
         nc.codegen.c(p, blas=False)                    # the loops on purpose: nothing to say
+
+
+@needs_cc
+@pytest.mark.parametrize("blas", [False, True])
+def test_sums_in_lanes_and_rows_in_passes_match_the_runner_with_strips_and_tails(blas):
+    """Rows of 37 keys (two strips of NC_LANES and a tail of 5) and a last slice of 6 (a tail only); a sum and
+    a mean over 50 values; the three-pass SoftMax rows."""
+    from napkin_cat.codegen.c import blas_available
+    if blas and not blas_available():
+        pytest.skip("cblas.h not found (apt-get install libopenblas-dev)")
+    from rewrites import flash_attention
+    flash = nc.plan(flash_attention(nc.library.attention()).diagram,
+                    {"q": 9, "x": 80, "d": 5, "g_q": 4, "s_x": 37})
+    k = nc.codegen.c(flash, blas=blas)
+    assert "nc_sum_lanes(nc_z_l)" in k.source and "rows in three passes" in k.source
+    xs = inputs(flash, seed=5, scale=3.0)
+    assert_close(k(*xs), flash(*xs))
+    for kind in ("sum", "mean"):
+        p = nc.plan(nc.group(nc.reduce(kind, "q x -> q"), "q", "g_q"), {"q": 6, "x": 50, "g_q": 4})
+        k = nc.codegen.c(p, blas=blas)
+        assert "nc_sum_lanes(nc_acc_l)" in k.source
+        xs = inputs(p, seed=6)
+        assert_close(k(*xs), p(*xs))
