@@ -13,8 +13,8 @@ offsets).  What makes it a CPU kernel rather than the CUDA one run on a CPU:
 * a load of an input's own rows is a pointer into the input (:func:`load_views`): the cache makes the copy;
 * a contraction of two operands that is a matrix product (one summed axis, one free axis per operand, any
   shared batch axes, a unit stride in each) is one ``cblas_sgemm`` per batch index when BLAS is used
-  (``blas=True``, or ``None``: when ``cblas.h`` is found); otherwise it is the element loop the CUDA
-  kernel runs, about ten times slower, and the default ``blas=None`` says so once
+  (``blas=True``, or ``None``: when ``cblas.h`` is found); otherwise element loops (along the output's
+  rows where that row is contiguous), several times slower, and the default ``blas=None`` says so once
   (:class:`~napkin_cat.codegen.errors.BlasMissingWarning`; ``$NAPKIN_BLAS=0`` forces it).
 
 >>> import napkin_cat as nc
@@ -124,8 +124,8 @@ def _tell_blas_missing():
     _told_blas_missing = True
     why = f"${NO_BLAS_ENV} is 0" if os.environ.get(NO_BLAS_ENV) == "0" else "cblas.h (OpenBLAS) is not installed"
     warnings.warn(f"{why}: the C kernel's contractions run as plain loops, several times slower than cblas_sgemm "
-                  "(FlashAttention at N = 4096: about 9x); install Debian's libopenblas-dev (apt-get install "
-                  "libopenblas-dev), or pass blas=False to choose the loops without this warning",
+                  "(FlashAttention at N = 4096 on one core: about 3.5x); install Debian's libopenblas-dev (apt-get "
+                  "install libopenblas-dev), or pass blas=False to choose the loops without this warning",
                   BlasMissingWarning, stacklevel=4)
 
 

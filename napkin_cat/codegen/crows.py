@@ -76,6 +76,55 @@ class RowsMixin:
         return ["{", self.indent + f"float {var}_l[NC_LANES] = {{0.0f}};"] + \
             [self.indent + s for s in strips] + [self.indent + f"{var} += nc_sum_lanes({var}_l);", "}"]
 
+    # ------------------------------------------------------------------ contractions along contiguous rows
+    def _print_contract(self, s, depth):
+        """A contraction ``out[…, n] (+)= Σ_k A[…, k] B[k, n]`` whose output row ``n`` is contiguous in ``out`` and
+        in ``B`` but ``k`` is not (so the dot form would read ``B`` with a stride): the row is the vector::
+
+            for …: for n: acc = Σ_k A[k] B[k, n]    →    for …: out[…, :] = 0;  for k: out[…, :] += A[k] · B[k, :]
+
+        (the same products, added in the same order per element); other contractions print as dot products."""
+        form = self._axpy_form(s)
+        if form is None:
+            return super()._print_contract(s, depth)
+        (a, b), n, k = form
+        out = s.outs[0]
+        sp = self.space(out)
+        idx = {ax: sym for sym, _, ax, _ in sp}
+        (k_entry,) = self.space(b, [k])
+        idx[k] = k_entry[0]
+        row, rest = [e for e in sp if e[2] == n], [e for e in sp if e[2] != n]
+        elem = self.elem(out, idx)
+        body = [] if s.accumulate else self._row_loops(row, [f"{elem} = 0.0f;"], 0, simd=True)
+        body += self.for_lines(k_entry[0], k_entry[1], [f"const float nc_a = {self.read(a, idx)};"] +
+                               self._row_loops(row, [f"{elem} += nc_a * {self.read(b, idx)};"], 0, simd=True), 0)
+        out_lines = body
+        for sym, extent, *_ in reversed(rest):
+            out_lines = self.for_lines(sym, extent, out_lines, 0)
+        return self._head(s, depth) + [self.line(depth, line) for line in out_lines]
+
+    def _axpy_form(self, s):
+        """``((A, B), n, k)`` when :meth:`_print_contract` prints ``s`` along rows, else None."""
+        if len(s.ins) != 2 or len(s.outs) != 1 or s.accumulate not in (None, "sum"):
+            return None
+        out = s.outs[0]
+        if out.var in self.layout.dead or out.var in self.layout.aliased(s) or \
+                any(self.ctype(r.var) != "float" for r in (*s.ins, out)):
+            return None
+        axes = [self.variables[r.var].axes for r in s.ins]
+        o = self.variables[out.var].axes
+        summed = {x for ax in axes for x in ax if x not in o}
+        if len(summed) != 1 or not o:
+            return None
+        (k,), n = summed, o[-1]
+        if not all(k in ax for ax in axes) or [n in ax for ax in axes].count(True) != 1:
+            return None
+        a, b = s.ins if n in axes[1] else s.ins[::-1]
+        sb = self.strides(b.var)
+        if self.strides(out.var)[n] != 1 or sb[n] != 1 or sb[k] == 1:
+            return None
+        return (a, b), n, k
+
     # ------------------------------------------------------------------ SoftMax rows in three passes
     def _print_online(self, s, depth):
         if self.layout.aliased(s) or self.simd_reduction == "":

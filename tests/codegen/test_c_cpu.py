@@ -129,3 +129,15 @@ def test_sums_in_lanes_and_rows_in_passes_match_the_runner_with_strips_and_tails
         assert "nc_sum_lanes(nc_acc_l)" in k.source
         xs = inputs(p, seed=6)
         assert_close(k(*xs), p(*xs))
+
+
+def test_a_contraction_whose_output_row_is_contiguous_runs_along_the_row(algorithms):
+    """PV (o[q, d] += Σ_x P[q, x] V[x, d]: d contiguous in o and V, x strided in V) runs along d; QKᵀ (d, the
+    summed axis, contiguous in both operands) stays a dot product, in lanes."""
+    src = nc.codegen.c(algorithms["attention"], blas=False).source
+    pv = src[src.index("// o0 += ·(softmax_unscaled11_0, x2_1)"):]
+    assert "const float nc_a = softmax_unscaled11_0[" in pv.split("// tail")[0]
+    qk = src[src.index("// contract10 ← ·(x0_1, x1_1)"):src.index("SoftMax₁(contract10")]
+    assert "const float nc_a =" not in qk and "nc_sum_lanes(nc_acc_l)" in qk
+    mm = nc.codegen.c(algorithms["matmul"], blas=False).source
+    assert "+= nc_a * x1_1[" in mm

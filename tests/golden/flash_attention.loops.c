@@ -177,24 +177,12 @@ static void nc_kernel0(const float *restrict x0, const float *restrict x1, const
                 }
                 // o0 += ·(softmax_unscaled11_0, x2_1)
                 for (int j_q = 0; j_q < e_i_q; ++j_q) {
-                    for (int j_d = 0; j_d < 16; ++j_d) {
-                        float nc_acc = 0.0f;
-                        {
-                            float nc_acc_l[NC_LANES] = {0.0f};
-                            int nc_j0 = 0;
-                            for (; nc_j0 + NC_LANES <= e_i_x; nc_j0 += NC_LANES) {
-                                #pragma omp simd
-                                for (int nc_l = 0; nc_l < NC_LANES; ++nc_l) {
-                                    const int j_x = nc_j0 + nc_l;
-                                    nc_acc_l[nc_l] += softmax_unscaled11_0[16*j_q + j_x] * x2_1[j_d + 16*j_x];
-                                }
-                            }
-                            for (int j_x = nc_j0; j_x < e_i_x; ++j_x) {
-                                nc_acc += softmax_unscaled11_0[16*j_q + j_x] * x2_1[j_d + 16*j_x];
-                            }
-                            nc_acc += nc_sum_lanes(nc_acc_l);
+                    for (int j_x = 0; j_x < e_i_x; ++j_x) {
+                        const float nc_a = softmax_unscaled11_0[16*j_q + j_x];
+                        #pragma omp simd
+                        for (int j_d = 0; j_d < 16; ++j_d) {
+                            o0[j_d + 16*j_q] += nc_a * x2_1[j_d + 16*j_x];
                         }
-                        o0[j_d + 16*j_q] = o0[j_d + 16*j_q] + nc_acc;
                     }
                 }
             }

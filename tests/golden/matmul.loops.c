@@ -97,24 +97,12 @@ static void nc_kernel0(const float *restrict x0, const float *restrict x1, float
                 }
                 // sum0 += ·(x0_1, x1_1)
                 for (int j_a = 0; j_a < e_i_a; ++j_a) {
-                    for (int j_c = 0; j_c < e_i_c; ++j_c) {
-                        float nc_acc = 0.0f;
-                        {
-                            float nc_acc_l[NC_LANES] = {0.0f};
-                            int nc_j0 = 0;
-                            for (; nc_j0 + NC_LANES <= e_i_b; nc_j0 += NC_LANES) {
-                                #pragma omp simd
-                                for (int nc_l = 0; nc_l < NC_LANES; ++nc_l) {
-                                    const int j_b = nc_j0 + nc_l;
-                                    nc_acc_l[nc_l] += x0_1[8*j_a + j_b] * x1_1[4*j_b + j_c];
-                                }
-                            }
-                            for (int j_b = nc_j0; j_b < e_i_b; ++j_b) {
-                                nc_acc += x0_1[8*j_a + j_b] * x1_1[4*j_b + j_c];
-                            }
-                            nc_acc += nc_sum_lanes(nc_acc_l);
+                    for (int j_b = 0; j_b < e_i_b; ++j_b) {
+                        const float nc_a = x0_1[8*j_a + j_b];
+                        #pragma omp simd
+                        for (int j_c = 0; j_c < e_i_c; ++j_c) {
+                            sum0[4*j_a + j_c] += nc_a * x1_1[4*j_b + j_c];
                         }
-                        sum0[4*j_a + j_c] = sum0[4*j_a + j_c] + nc_acc;
                     }
                 }
             }
