@@ -165,8 +165,9 @@ class CPrinter(RowsMixin, CFamilyPrinter):
         if self.views.get(s.dst.var) is not s:
             return super()._print_Load(s, depth)
         start = {a: 0 for a in self.variables[s.src.var].axes}
-        return [self.line(depth, f"{ident(s.dst.var)} = {ident(s.src.var)} + {self.code(self.offset(s.src, start))};   "
-                                 f"{self.comment} {self.ref(s.dst)} ← view of {self.ref(s.src)} (the cache loads it)")]
+        pointer = f"{ident(s.dst.var)} = {ident(s.src.var)} + {self.code(self.offset(s.src, start))};"
+        return [self.line(depth, f"{pointer}   {self.comment} {self.ref(s.dst)} ← view of {self.ref(s.src)} "
+                                 "(the cache loads it)")]
 
     # ------------------------------------------------------------------ element loops: nested, vectorised
     def loop(self, space, body, depth):

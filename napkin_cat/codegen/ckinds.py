@@ -169,8 +169,8 @@ class KindsMixin:
         return x, core, rows, idx
 
     def _max_pass(self, s, x, core, idx, beta):
-        return ["float nc_m = -INFINITY;"] + self._core_loops(
-            core, [f"nc_m = {self.fold_max}(nc_m, {beta} * {self.read(x, idx)});"], self._reduction_pragma("max", "nc_m"))
+        fold = f"nc_m = {self.fold_max}(nc_m, {beta} * {self.read(x, idx)});"
+        return ["float nc_m = -INFINITY;"] + self._core_loops(core, [fold], self._reduction_pragma("max", "nc_m"))
 
     def _print_softmax(self, s, depth):
         x, core, rows, idx = self._rows(s)

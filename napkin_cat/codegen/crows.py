@@ -81,7 +81,7 @@ class RowsMixin:
         """A contraction ``out[…, n] (+)= Σ_k A[…, k] B[k, n]`` whose output row ``n`` is contiguous in ``out`` and
         in ``B`` but ``k`` is not (so the dot form would read ``B`` with a stride): the row is the vector::
 
-            for …: for n: acc = Σ_k A[k] B[k, n]    →    for …: out[…, :] = 0;  for k: out[…, :] += A[k] · B[k, :]
+            for …: for n: acc = Σ_k A[k] B[k, n]   →   for …: out[…, :] = 0;  for k: out[…, :] += A[k]·B[k, :]
 
         (the same products, added in the same order per element); other contractions print as dot products."""
         form = self._axpy_form(s)
