@@ -9,8 +9,9 @@ the 3-D call beside it.
 
 **Tiles** come from the CPU model (``nc.hardware.load_cpu``, ``--cpu``, default ``epyc-zen4``): the C kernel
 runs one block per thread with its arena in the core's L2, so ``cpu.tiles(...)`` takes ``nc.optimal`` at
-the L2's capacity in fp32 values for the groups and the longest stream that keeps ``H*`` (see
-``napkin_cat/hardware/cpu.py``).  The script prints the model's caches and this machine's (sysfs).
+the L2's capacity in fp32 values for the groups and the longest stream that keeps ``H*``, with at least as
+many Grid blocks as the most threads asked for (see ``napkin_cat/hardware/cpu.py``).  The script prints
+the model's caches and this machine's (sysfs).
 
 **Timing.**  Each row times the C kernel and torch (4-D, and 3-D where asked) in alternation, ``--repeats``
 rounds, medians; torch on as many threads as the kernel (``torch.set_num_threads``; the kernel's
@@ -41,8 +42,9 @@ def algorithm(heads: int):
     return flash_attention(nc.library.attention() if heads == 1 else nc.library.multi_head_attention()).diagram
 
 
-def tiles(diagram, cpu, sizes: dict) -> dict:
-    return {str(k): int(v) for k, v in cpu.tiles(nc.cost(diagram), sizes).sizes.items()}
+def tiles(diagram, cpu, sizes: dict, blocks: int = 1) -> dict:
+    """The CPU model's tiles, with at least ``blocks`` Grid blocks (one per thread)."""
+    return {str(k): int(v) for k, v in cpu.tiles(nc.cost(diagram), sizes, blocks=blocks).sizes.items()}
 
 
 def torch_kernel(torch, *args) -> str:
@@ -76,7 +78,7 @@ def c_kernel_table(args, torch, cpu):
         diagram = algorithm(heads)
         for n in args.c_sizes:
             sizes = {"q": n, "x": n, "d": d, **({"h": heads} if heads > 1 else {})}
-            t = tiles(diagram, cpu, sizes)
+            t = tiles(diagram, cpu, sizes, blocks=max(args.threads))
             p = nc.plan(diagram, {**sizes, **t})
             k = nc.codegen.c(p)
             rng = np.random.default_rng(0)

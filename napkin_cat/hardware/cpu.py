@@ -29,10 +29,13 @@ napkin_cat.hardware.errors.HardwareError: epyc-zen4: a CPU model has level 1 onl
 """
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+
+import sympy
 
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.units import parse
@@ -65,33 +68,48 @@ class CPU:
                                 f"kernel's arena), got level {level}")
         return self.l2 // as_dtype(dtype).bytes
 
-    def tiles(self, cost, sizes: dict, dtype: str = "fp32"):
+    def tiles(self, cost, sizes: dict, dtype: str = "fp32", *, blocks: int = 1):
         """The tiles of a CPU kernel: the groups' from ``nc.optimal`` at the level-1 memory (:meth:`memory`), and
         the streams' the largest size (one for all, a divisor of every streamed axis) that leaves the optimal
         transfers ``H*`` unchanged and fits (a longer slice is fewer trips; transfers do not depend on it).
+        ``blocks``: at least this many Grid blocks (the kernel's threads: one block runs on one thread); where
+        the optimum has fewer, the longest group axis takes tiles that give enough, the cheapest of them.
 
         Returns the :class:`~napkin_cat.cost.optimum.Optimum` (``.sizes``: tile → int, ``.H``).
         """
-        import math
-
-        import sympy
-
         from napkin_cat.cost.optimum import optimal
         from napkin_cat.errors import MemoryLimitError
         memory = self.memory(1, dtype)
-        best = optimal(cost, memory=memory, level=1, sizes=sizes, streams=1)
         by_name = {str(k): v for k, v in sizes.items()}
-        fulls = [int(sympy.sympify(full).subs({a: by_name[str(a)] for a in sympy.sympify(full).free_symbols}))
-                 for _, s, full in cost.streams if not isinstance(s, int)]
+
+        def value(e):
+            e = sympy.sympify(e)
+            return int(e.subs({a: by_name[str(a)] for a in e.free_symbols}))
+        groups = [(str(t), value(f)) for g in cost.groups for t, f in zip(g.tiles, g.fulls)]
+        best = optimal(cost, memory=memory, level=1, sizes=sizes, streams=1)
+        legal = None
+        if _blocks(best, groups) < blocks:
+            tile, full = max(groups, key=lambda g: g[1])
+            others = _blocks(best, [g for g in groups if g[0] != tile])
+            need = -(-blocks // others)
+            legal = {tile: [t for t in range(1, full + 1) if full % t == 0 and full // t >= need] or [1]}
+            best = optimal(cost, memory=memory, level=1, sizes=sizes, streams=1, candidates=legal)
+        fulls = [value(full) for _, s, full in cost.streams if not isinstance(s, int)]
         chosen, common = best, math.gcd(*fulls) if fulls else 1
         for s in (k for k in range(2, common + 1) if common % k == 0):
             try:
-                o = optimal(cost, memory=memory, level=1, sizes=sizes, streams=s)
+                o = optimal(cost, memory=memory, level=1, sizes=sizes, streams=s, candidates=legal)
             except MemoryLimitError:
                 break
             if o.H == best.H:
                 chosen = o
         return chosen
+
+
+def _blocks(optimum, groups) -> int:
+    """The Grid blocks of ``groups`` (tile name, axis size) at ``optimum``'s tiles."""
+    tiles = {str(k): int(v) for k, v in optimum.sizes.items()}
+    return math.prod(-(-full // tiles[t]) for t, full in groups)
 
 
 def cpus() -> list[str]:

@@ -118,3 +118,18 @@ def _tiny(tmp_path):
     f = tmp_path / "tiny.toml"
     f.write_text(GOOD)
     return load_cpu(f)
+
+
+@pytest.mark.parametrize("n, blocks", [(1024, 2), (2048, 8), (4096, 2), (4096, 8)])
+def test_tiles_leave_at_least_one_block_per_thread(n, blocks):
+    c, sizes = nc.cost(FLASH), {"q": n, "x": n, "d": 64}
+    zen4 = load_cpu("epyc-zen4")
+    free = {str(k): int(v) for k, v in zen4.tiles(c, sizes).sizes.items()}
+    o = zen4.tiles(c, sizes, blocks=blocks)
+    tiles = {str(k): int(v) for k, v in o.sizes.items()}
+    assert n // tiles["g_q"] >= blocks
+    if n // free["g_q"] >= blocks:
+        assert tiles == free                      # already enough blocks: the same tiles
+    else:
+        assert o.H > nc.optimal(c, memory=zen4.memory(1), level=1, sizes=sizes).H
+        assert tiles["g_q"] == n // blocks        # the cheapest legal group: the largest that gives enough
