@@ -165,7 +165,9 @@ class RowsMixin:
             self._row_loops(rows, exps, depth + 1) + [self.line(depth, "}")]
 
     def _row_loops(self, rows, body, depth, *, simd=False) -> list[str]:
-        out = body
+        """``body`` in loops over ``rows`` (the innermost ``omp simd`` if asked); in a block of its own where there
+        are no rows, so that the passes' names do not meet."""
+        out = body if rows else ["{"] + [self.indent + b for b in body] + ["}"]
         for k, (sym, extent, *_) in enumerate(reversed(rows)):
             out = self.for_lines(sym, extent, out, 0, "#pragma omp simd" if simd and k == 0 else None)
         return [self.line(depth, line) for line in out]
