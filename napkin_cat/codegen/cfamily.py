@@ -262,14 +262,17 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
                 lines.append(self.line(depth, f"const int {ident(bound[0].name)} = {self.code(bound[1])};   "
                                               f"{self.comment} {self.loop_comment(g)}"))
         for v in self.on_chip(launch):
-            t = self.ctype(v.name)
-            lines.append(self.line(depth, f"{t} *const {ident(v.name)} = ({t} *)({self.arena_name(v.level)} + "
-                                          f"{self.layout.offsets[v.name]});   {self.comment} "
-                                          f"{'×'.join(str(self.nominal(e)) for _, e in v.shape) or '1'}"))
+            lines.append(self.line(depth, self.declare(v)))
         lines += self._lines(launch.body, depth)
         for g, s in zip(reversed(launch.grids), reversed(saved)):
             self.leave(g, s)
         return lines
+
+    def declare(self, v) -> str:
+        """The declaration of an on-chip variable: a pointer to its bytes in its level's arena."""
+        t = self.ctype(v.name)
+        return (f"{t} *const {ident(v.name)} = ({t} *)({self.arena_name(v.level)} + {self.layout.offsets[v.name]});   "
+                f"{self.comment} {'×'.join(str(self.nominal(e)) for _, e in v.shape) or '1'}")
 
     def arena_bytes(self, launch, level: int = 1) -> int:
         """Bytes of the launch's arena at ``level`` (its variables at their offsets)."""

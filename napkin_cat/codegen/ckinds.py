@@ -21,15 +21,32 @@ from __future__ import annotations
 
 import sympy
 
-ELEMENTWISE_C = {
-    "id": "{0}", "cast": "{0}", "exp": "nc_exp({0})", "neg": "(-{0})", "relu": "fmaxf({0}, 0.0f)",
-    "gelu": "nc_gelu({0})", "silu": "nc_silu({0})", "sigmoid": "nc_sigmoid({0})", "tanh": "tanhf({0})",
-    "sqrt": "sqrtf({0})", "rsqrt": "(1.0f / sqrtf({0}))", "recip": "(1.0f / {0})", "square": "({0} * {0})",
-    "scale": "({c} * {0})", "shift": "({0} + {c})", "step": "({0} > 0.0f ? 1.0f : 0.0f)",
-    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
-    "max": "fmaxf({0}, {1})", "min": "fminf({0}, {1})",
-    "fma": "fmaf({0}, {1}, {2})",
-}
+def elementwise_c(fmax: str = "fmaxf", fmin: str = "fminf") -> dict:
+    """The elementwise templates, with the dialect's NaN-ignoring two-argument max and min (``fmax``, ``fmin``)."""
+    return {
+        "id": "{0}", "cast": "{0}", "exp": "nc_exp({0})", "neg": "(-{0})", "relu": f"{fmax}({{0}}, 0.0f)",
+        "gelu": "nc_gelu({0})", "silu": "nc_silu({0})", "sigmoid": "nc_sigmoid({0})", "tanh": "tanhf({0})",
+        "sqrt": "sqrtf({0})", "rsqrt": "(1.0f / sqrtf({0}))", "recip": "(1.0f / {0})", "square": "({0} * {0})",
+        "scale": "({c} * {0})", "shift": "({0} + {c})", "step": "({0} > 0.0f ? 1.0f : 0.0f)",
+        "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
+        "max": f"{fmax}({{0}}, {{1}})", "min": f"{fmin}({{0}}, {{1}})",
+        "fma": "fmaf({0}, {1}, {2})",
+    }
+
+
+def accumulators_c(fmax: str = "fmaxf", fmin: str = "fminf") -> dict:
+    """Accumulator (monoid) → template folding the old value ``{0}`` with the new ``{1}``."""
+    return {"sum": "{0} + {1}", "max": f"{fmax}({{0}}, {{1}})", "min": f"{fmin}({{0}}, {{1}})"}
+
+
+def reduce_c(fmax: str = "fmaxf", fmin: str = "fminf") -> dict:
+    """Reduction kind → (identity, step template); ``fmax``, ``fmin`` fold into an accumulator that starts at the
+    identity (so is never NaN)."""
+    return {"reduce_sum": ("0.0f", "{0} + {1}"), "reduce_mean": ("0.0f", "{0} + {1}"),
+            "reduce_max": ("-INFINITY", f"{fmax}({{0}}, {{1}})"), "reduce_min": ("INFINITY", f"{fmin}({{0}}, {{1}})")}
+
+
+ELEMENTWISE_C = elementwise_c()
 
 STRUCTURED_C = {
     "contract": "_print_contract", "softmax": "_print_softmax", "softmax_unscaled": "_print_online",
@@ -38,11 +55,10 @@ STRUCTURED_C = {
     "split": "_print_split", "join": "_print_join",
 }
 
-ACCUMULATORS_C = {"sum": "{0} + {1}", "max": "fmaxf({0}, {1})", "min": "fminf({0}, {1})"}
+ACCUMULATORS_C = accumulators_c()
 
 #: reduction kind → (identity, step template)
-REDUCE = {"reduce_sum": ("0.0f", "{0} + {1}"), "reduce_mean": ("0.0f", "{0} + {1}"),
-          "reduce_max": ("-INFINITY", "fmaxf({0}, {1})"), "reduce_min": ("INFINITY", "fminf({0}, {1})")}
+REDUCE = reduce_c()
 
 
 class KindsMixin:
@@ -51,6 +67,11 @@ class KindsMixin:
     elementwise = ELEMENTWISE_C
     structured = STRUCTURED_C
     accumulators = ACCUMULATORS_C
+    reductions = REDUCE
+    #: the dialect's two-argument max of floats that ignores a NaN (C99's ``fmaxf``)
+    fmax = "fmaxf"
+    #: the dialect's max folding a value into an accumulator that starts at −∞ (so is never NaN): a row's max
+    fold_max = "fmaxf"
     #: pragma before a reduction loop (``{op}``, ``{var}``); empty where the loop is not vectorised
     simd_reduction = ""
 
@@ -121,7 +142,7 @@ class KindsMixin:
         core = [e for e in self.space(x) if e[2] not in idx]
         full = dict(idx)
         full.update({a: sym for sym, _, a, _ in core})
-        identity, step = REDUCE[s.kind]
+        identity, step = self.reductions[s.kind]
         op = {"reduce_sum": "+", "reduce_mean": "+", "reduce_max": "max", "reduce_min": "min"}[s.kind]
 
         def body():
@@ -148,8 +169,8 @@ class KindsMixin:
         return x, core, rows, idx
 
     def _max_pass(self, s, x, core, idx, beta):
-        return ["float nc_m = -INFINITY;"] + self._core_loops(
-            core, [f"nc_m = fmaxf(nc_m, {beta} * {self.read(x, idx)});"], self._reduction_pragma("max", "nc_m"))
+        fold = f"nc_m = {self.fold_max}(nc_m, {beta} * {self.read(x, idx)});"
+        return ["float nc_m = -INFINITY;"] + self._core_loops(core, [fold], self._reduction_pragma("max", "nc_m"))
 
     def _print_softmax(self, s, depth):
         x, core, rows, idx = self._rows(s)
@@ -177,7 +198,7 @@ class KindsMixin:
             lines = self._max_pass(s, x, core, idx, beta) + [
                 f"const float nc_mp = {self.read(mu_prev, idx)};",
                 f"const float nc_zp = {self.read(z_prev, idx)};",
-                "nc_m = fmaxf(nc_m, nc_mp);",
+                f"nc_m = {self.fmax}(nc_m, nc_mp);",
                 "const float nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : 0.0f;",
                 "const float nc_d = (nc_mp == -INFINITY) ? 0.0f : nc_exp(nc_mp - nc_ms);   "
                 f"{self.comment} δ, safe at μ′ = −∞",

@@ -29,3 +29,7 @@ class UnknownKindError(CodegenError, UnknownPrimitiveError):
 
 class ToolNotFoundError(CodegenError, FileNotFoundError):
     """A compiler or package a kernel needs (cc, nvcc, triton, torch) is not on this machine."""
+
+
+class BlasMissingWarning(UserWarning):
+    """The C kernel's contractions fall back to loops because ``cblas.h`` (OpenBLAS) is not installed."""

@@ -126,12 +126,14 @@ class CodePrinter(Printer):
     mod_template = "{0} % {1}"
     comment = "//"
     indent = "    "
+    #: lay out on-chip values so that no output takes bytes its statement reads (see ``layout(unstaged=)``)
+    unstaged_layout = False
 
     def __init__(self, plan, **options):
         plan = separated(plan)   # a sum accumulated in place: the rest, then the sum folded in (mma with C)
         super().__init__(plan.variable_map, plan.masked)
         self.plan, self.sizes, self.options = plan, dict(plan.sizes), options
-        self.layout = layouts(plan)     # on-chip variables: byte offsets per level
+        self.layout = layouts(plan, unstaged=self.unstaged_layout)     # on-chip variables: byte offsets per level
         self.extents: dict = {}    # tile symbol -> symbol of its extent in the current trip
 
     # ------------------------------------------------------------------ expressions
