@@ -15,7 +15,8 @@ ruleset            rules
 ``UNSCALED``       the paper's SoftMax → Auxiliary → Unscaled derivation, plus SIMPLIFY
 ``PARTITION``      kernel_formation, kernel_fusion, stream_partition, sliced_stream, group_partition
 ``DECOMPOSE``      group_split_join, stream_decomposition, online_softmax_decomposition (written-out forms)
-``CONTRACTION``    contraction_merge, contraction_split, contraction_reassociation, contracted_axis_renaming
+``CONTRACTION``    contraction_merge, contraction_split, contraction_reassociation, contracted_axis_renaming,
+                   pairwise_contraction (an n-ary contraction as pairwise ones, in an order the search costs)
 =================  ==========================================================================
 
 Derivations: ``flash_attention(attention)`` and ``tiled_matmul(matmul)`` (module ``derive``).
@@ -31,9 +32,11 @@ True
 from napkin_cat.rewriting import Derivation, RuleSet, rewrite
 from napkin_cat.rewriting.registry import Rulebook
 from rewrites.basic import RULES as BASIC
-from rewrites.contraction import RULES as CONTRACTION
+from rewrites.contraction import RULES as _CONTRACTION
 from rewrites.contraction import (contracted_axis_renaming, contraction_merge, contraction_reassociation,
                                   contraction_split)
+from rewrites.contraction_order import RULES as _ORDER
+from rewrites.contraction_order import pairwise_contraction
 from rewrites.basic import copy_discard, delete_pure_box, remove_identity
 from rewrites.fusion import RULES as FUSION
 from rewrites.fusion import save_load_elimination
@@ -47,6 +50,7 @@ from rewrites.softmax import RULES as SOFTMAX
 from rewrites.softmax import (auxiliary_to_unscaled, divide_after_contraction, softmax_contraction_to_unscaled,
                               softmax_to_auxiliary)
 
+CONTRACTION = _CONTRACTION + _ORDER
 SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_elimination))
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
@@ -67,7 +71,8 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                                         "unscaled_softmax": unscaled_softmax},
                     roles={"kernel": "kernel_formation", "fuse": "kernel_fusion", "stream": "stream_partition",
                            "sweep": "sliced_stream", "group": "group_partition", "share": "shared_load",
-                           "prepare": ("softmax_contraction_to_unscaled", "contraction_reassociation"),
+                           "prepare": ("softmax_contraction_to_unscaled", "contraction_reassociation",
+                                       "pairwise_contraction"),
                            "simplify": tuple(SIMPLIFY.names)})
 
 
@@ -80,4 +85,4 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "softmax_to_auxiliary", "auxiliary_to_unscaled", "divide_after_contraction",
            "softmax_contraction_to_unscaled", "save_load_elimination",
            "CONTRACTION", "contraction_merge", "contraction_split", "contraction_reassociation",
-           "contracted_axis_renaming"]
+           "contracted_axis_renaming", "pairwise_contraction"]
