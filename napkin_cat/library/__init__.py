@@ -12,9 +12,10 @@ Ty(Array(h×g×q×d), Array(h×x×d), Array(h×x×d))
 """
 from napkin_cat.library.attention import (attention, grouped_query_attention, inverse_temperature,
                                           multi_head_attention)
-from napkin_cat.library.dense import linear, matmul, mlp
+from napkin_cat.library.dense import linear, matmul, mlp, swiglu, swiglu_mlp
 from napkin_cat.library.norms import layer_norm, rms_norm
 from napkin_cat.library.transformer import transformer_block
 
-__all__ = ["matmul", "attention", "multi_head_attention", "grouped_query_attention", "linear", "mlp",
+__all__ = ["matmul", "attention", "multi_head_attention", "grouped_query_attention", "linear", "mlp", "swiglu",
+           "swiglu_mlp",
            "layer_norm", "rms_norm", "transformer_block", "inverse_temperature"]

@@ -42,9 +42,10 @@ class Form:
     diagram: Diagram
     steps: tuple = ()
     prepared: tuple = ()
+    share: bool = False   # a kernel loads a value it reads in several places once (the book plays ``share``)
 
     def __post_init__(self):
-        self.graph = OpGraph(to_netlist(self.diagram))
+        self.graph = OpGraph(to_netlist(self.diagram), share=self.share)
         self._space = None
 
     @property
@@ -56,10 +57,11 @@ class Form:
 
 def _simplified(diagram, book) -> Form:
     """The function with the book's ``simplify`` rules applied to a fixpoint (dead code, identities removed)."""
+    share = "share" in book.roles
     if "simplify" not in book.roles:
-        return Form(diagram)
+        return Form(diagram, share=share)
     r = rewrite(diagram, book.role("simplify"), "fixpoint")
-    return Form(r.diagram, tuple(r.trace.steps), tuple(s.rule for s in r.trace.steps))
+    return Form(r.diagram, tuple(r.trace.steps), tuple(s.rule for s in r.trace.steps), share)
 
 
 def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
@@ -81,7 +83,7 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
                     continue
                 step = Step(rule.name, m.key, m.describe(), net, after, fresh=True,
                             params=tuple(sorted(m.params.items())))
-                g = Form(new, f.steps + (step,), f.prepared + (rule.name,))
+                g = Form(new, f.steps + (step,), f.prepared + (rule.name,), f.share)
                 forms.append(g)
                 queue.append(g)
                 if len(forms) >= limit:
@@ -353,8 +355,10 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep",)) ->
     """Per memory: ``(form, path)`` of the cheapest algorithm at ``sizes``, or None if none fits.
 
     Ties go to fewer kernels, then to the finer form (more operations: an accumulator written out as
-    boxes, whose trace shows how the kernel streams), then to fewer rewrites, then to the earlier form.
-    Only partitions the rule book's ``roles`` can build are considered.
+    boxes, whose trace shows how the kernel streams), then to fewer FLOPs (at the kernels' tiles, so with
+    what a fused kernel recomputes: of two orders of a contraction chain that move as much, the cheaper
+    one), then to fewer rewrites, then to the earlier form.  Only partitions the rule book's ``roles`` can
+    build are considered.
     """
     env = {symbol(str(k)): int(v) for k, v in sizes.items()}
     best = [None] * len(memories)
@@ -369,13 +373,28 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep",)) ->
         for k, found in enumerate(_shortest(space, level, memories, evaluate, lower)):
             if found is None:
                 continue
-            key = (found[0], found[1], -len(form.graph), len(form.steps), rank)
-            if best[k] is None or key < best[k][0]:
+            key = [found[0], found[1], -len(form.graph), None, len(form.steps), rank]
+            now = best[k]
+            if now is not None and key[:3] == now[0][:3]:   # a tie: the FLOPs decide (computed only for ties)
+                for ky, path in ((key, found[2]), (now[0], now[2][2])):
+                    if ky[3] is None:
+                        ky[3] = _flops_at(path, sizes, memories[k], tiles, env)
+            if now is None or key < now[0]:
                 best[k] = (key, form, found, evaluate)
     for k, b in enumerate(best):   # kernels capped in size: grow the winner by cost-guided fusion
         if b is not None and not b[1].space.exact:
             best[k] = (None, b[1], _grow(b[1].graph, level, b[2], b[3], k), None)
     return [None if b is None else (b[1], b[2][2]) for b in best]
+
+
+def _flops_at(path, sizes, memory, tiles, env) -> float:
+    """The FLOPs of a path's kernels (every pipeline) at their optimal tiles for ``memory``."""
+    total = 0.0
+    for _, _, curve in path:
+        chosen = curve.at(sizes, memory, tiles)[1]
+        at = {**env, **{s: 1 for s in curve.streams}, **{symbol(str(t)): v for t, v in chosen.items()}}
+        total += sum(float(sympy.sympify(f).subs(at)) for f in curve.cost.flops.values())
+    return total
 
 
 class Makers(dict):

@@ -28,7 +28,7 @@ def test_the_optimum_of_several_kernels_is_the_sum_of_theirs():
     sizes, memory = {"n": 64, "e": 32, "f": 64, "o": 32}, 512
     r = nc.derive(swiglu(), memory=memory, sizes=sizes)
     kernels = [b for b in r.diagram.boxes if isinstance(b, nc.Region)]
-    assert len(kernels) >= 3
+    assert len(kernels) >= 2        # the up-projection is one kernel since it loads X once (issue 21), then W₂
     o = nc.optimal(r.cost, memory=memory, sizes=sizes)
     alone = [nc.optimal(nc.cost(nc.Diagram.id(k.dom).then(k)), memory=memory, sizes=sizes) for k in kernels]
     assert o.H == sum(a.H for a in alone) == r.H
