@@ -299,6 +299,11 @@ class Bubble(monoidal.Bubble, Box):
         """This region with the array functor ``fa`` (and weave-name map ``fname``) applied inside."""
         raise NotImplementedError(f"{type(self).__name__} does not say how an array functor maps it")
 
+    def size_parts(self) -> tuple:
+        """``(sizes, diagrams)``: the sizes the region introduces (a tile) and the diagrams it holds, whose
+        sizes are the region's too (read by :func:`napkin_cat.syntax.sizes.symbols_of`)."""
+        return (), (self.arg,)
+
 
 Diagram.braid_factory = Swap
 Diagram.copy_factory, Diagram.merge_factory = Copy, Merge
