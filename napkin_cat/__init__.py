@@ -21,6 +21,7 @@ from napkin_cat.errors import (AxisError, CompositionError, LevelError, MemoryLi
                                SignatureError, UnknownPrimitiveError, WeaveError)
 from napkin_cat.syntax.adapter import Array, Box, Diagram, Ty
 from napkin_cat.syntax.axis import Axis, axes, symbol
+from napkin_cat.syntax.sizes import Sizes
 from napkin_cat.syntax.construct import (Id, apply, cast, einsum, elementwise, join, parse, reduce, rename,
                                          softmax, split, transfer, types)
 from napkin_cat.syntax.dtype import BF16, DTYPES, FP8, FP16, FP32, DType
@@ -60,7 +61,8 @@ __all__ = [
     "NapkinError", "AxisError", "CompositionError", "LevelError", "MemoryLimitError", "RewriteError",
     "SerialisationError", "ShapeError", "SignatureError", "UnknownPrimitiveError", "WeaveError",
     # syntax
-    "Array", "Box", "Diagram", "Ty", "Axis", "axes", "symbol", "DType", "DTYPES", "FP32", "FP16", "BF16", "FP8",
+    "Array", "Box", "Diagram", "Ty", "Axis", "axes", "symbol", "Sizes", "DType", "DTYPES", "FP32", "FP16", "BF16",
+    "FP8",
     "Accumulator", "KINDS", "declare", "Id", "apply", "cast", "einsum", "elementwise", "join", "parse", "reduce",
     "rename", "softmax", "split", "transfer", "types", "weave", "at_level", "rename_axis", "substitute", "Builder",
     "traverse",

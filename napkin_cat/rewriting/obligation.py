@@ -103,8 +103,8 @@ class Obligation:
     def _compare(self, rule, lhs, rhs, xs, sizes, seed, m) -> float:
         sizes = bind_tiles(np.random.default_rng(seed), sizes, lhs, rhs)
         with np.errstate(all="ignore"):
-            y1 = evaluate(lhs, *xs, sizes=Sizes(sizes).restrict(lhs, params=True))
-            y2 = evaluate(rhs, *xs, sizes=Sizes(sizes).restrict(rhs, params=True))
+            y1 = evaluate(lhs, *xs, sizes=Sizes(sizes).restrict(lhs))
+            y2 = evaluate(rhs, *xs, sizes=Sizes(sizes).restrict(rhs))
             y1 = y1 if isinstance(y1, tuple) else (y1,)
             y2 = y2 if isinstance(y2, tuple) else (y2,)
             worst = 0.0

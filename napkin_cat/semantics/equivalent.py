@@ -155,7 +155,7 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
     if d1.dom != d2.dom or d1.cod != d2.cod:
         return Equivalence(False, f"types differ: {d1.dom} → {d1.cod} vs {d2.dom} → {d2.cod}", seed=seed)
     rng = np.random.default_rng(seed)
-    fixed = as_sizes(sizes).within(names_of(d1, params=True) | names_of(d2, params=True), "either diagram").env
+    fixed = as_sizes(sizes).within(names_of(d1) | names_of(d2), "either diagram").env
     tiled = bool(list(tile_sizes(d1)) or list(tile_sizes(d2)))
     worst, compared, entries, tried = 0.0, 0, 0, []
     kinds = [TRIAL_KINDS[t % len(TRIAL_KINDS)] if tiled else "random" for t in range(trials)]
@@ -170,8 +170,8 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
             shape = tuple(Env(env).size(a.size, f"axis {a.name!r}") for a in arr.axes)
             xs.append(rng.normal(size=shape) * scale)
         with np.errstate(all="ignore"):
-            y1 = evaluate(d1, *xs, sizes=Sizes(named).restrict(d1, params=True))
-            y2 = evaluate(d2, *xs, sizes=Sizes(named).restrict(d2, params=True))
+            y1 = evaluate(d1, *xs, sizes=Sizes(named).restrict(d1))
+            y2 = evaluate(d2, *xs, sizes=Sizes(named).restrict(d2))
         y1 = y1 if isinstance(y1, tuple) else (y1,)
         y2 = y2 if isinstance(y2, tuple) else (y2,)
         for j, (a, b) in enumerate(zip(y1, y2)):

@@ -48,7 +48,7 @@ def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dic
     if len(arrays) != len(diagram.dom):
         raise ShapeError(f"the diagram takes {len(diagram.dom)} array(s) {[str(a) for a in diagram.dom.inside]}, "
                          f"got {len(arrays)}")
-    env = Env(as_sizes(sizes).of(diagram, params=True).env)
+    env = Env(as_sizes(sizes).of(diagram).env)
     env.counters = counters
     xs = []
     for i, (arr, x) in enumerate(zip(diagram.dom.inside, arrays)):

@@ -128,11 +128,10 @@ class Sizes(Mapping):
         return int(v) if v.is_Integer else v
 
     # ------------------------------------------------------------------ against a diagram
-    def of(self, diagram: Diagram, *, params: bool = False) -> "Sizes":
-        """These sizes, checked to be ``diagram``'s: a name it does not have is refused, listing the legal ones
-        (``params``: a symbol read only by a box's parameters is legal too)."""
-        legal = names_of(diagram, params=params)
-        return self.within(legal)
+    def of(self, diagram: Diagram) -> "Sizes":
+        """These sizes, checked to be ``diagram``'s (:func:`names_of`): a name it does not have is refused,
+        listing the legal ones."""
+        return self.within(names_of(diagram))
 
     def within(self, legal, what: str = "the diagram") -> "Sizes":
         """These sizes, each name one of ``legal`` (else an AxisError naming it and listing them)."""
@@ -143,15 +142,15 @@ class Sizes(Mapping):
                                 f"{sorted(legal)}")
         return self
 
-    def restrict(self, diagram: Diagram, *, params: bool = False) -> "Sizes":
+    def restrict(self, diagram: Diagram) -> "Sizes":
         """The sizes ``diagram`` has, the others left out: for a caller that gives one algorithm's sizes to each
         of its parts (a kernel, one side of a rule)."""
-        legal = names_of(diagram, params=params)
+        legal = names_of(diagram)
         return Sizes({k: v for k, v in self._values.items() if k in legal})
 
     def missing(self, diagram: Diagram) -> list:
-        """The names of ``diagram``'s axes and tiles that have no size here, sorted."""
-        return sorted(names_of(diagram) - set(self._values))
+        """The names of ``diagram``'s axes and tiles (:func:`symbols_of`) that have no size here, sorted."""
+        return sorted({str(s) for s in symbols_of(diagram)} - set(self._values))
 
     def require(self, diagram: Diagram, what: str) -> "Sizes":
         """These sizes, checked to be ``diagram``'s and to give every axis and tile size ``what`` needs."""
@@ -209,6 +208,7 @@ def _collect(diagram: Diagram, found: set, params: bool):
                 found |= _free(v)
 
 
-def names_of(diagram: Diagram, *, params: bool = False) -> set:
-    """The names of :func:`symbols_of`."""
-    return {str(s) for s in symbols_of(diagram, params=params)}
+def names_of(diagram: Diagram) -> set:
+    """The names a size may be given for: :func:`symbols_of`, box parameters included (a symbol that only a
+    parameter reads is bound by the sizes too)."""
+    return {str(s) for s in symbols_of(diagram, params=True)}

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import napkin_cat as nc
 from napkin_cat.errors import NapkinError, RewriteError
-from napkin_cat.plan.program import _symbols
+from napkin_cat.syntax.sizes import symbols_of
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_plan_counts import LIBRARY, _axes, check  # noqa: E402
@@ -46,8 +46,7 @@ def test_sliced_counters_equal_the_cost_functor(name, data):
     groups = tuple(data.draw(st.lists(st.sampled_from(names), max_size=2, unique=True), label="groups"))
     algorithm = sliced(name, axis, groups)
     assume(not isinstance(algorithm, NapkinError))
-    found = set()
-    _symbols(algorithm, found, [])
+    found = symbols_of(algorithm)
     sizes = {str(s): data.draw(st.integers(1, 5), label=str(s)) for s in sorted(found, key=str)
              if not str(s).startswith(("s_", "g_"))}
     for s in sorted(found, key=str):
@@ -79,8 +78,7 @@ def test_level_2_sliced_counters_equal_the_cost_functor(name, data):
     groups = tuple(data.draw(st.lists(st.sampled_from(names), max_size=1), label="groups"))
     algorithm = sliced_level_2(name, outer, axis, groups)
     assume(not isinstance(algorithm, NapkinError))
-    found = set()
-    _symbols(algorithm, found, [])
+    found = symbols_of(algorithm)
     sizes = {str(s): data.draw(st.integers(1, 5), label=str(s)) for s in sorted(found, key=str)
              if not str(s).startswith(("g_", "u_", "h_"))}
     for pre in ("g_", "u_", "h_"):
