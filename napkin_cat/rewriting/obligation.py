@@ -16,19 +16,11 @@ from typing import Callable
 
 import numpy as np
 
-from napkin_cat.errors import RewriteError
+from napkin_cat.errors import ObligationError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.equivalent import free_sizes, tile_sizes
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.syntax.sizes import Sizes
-
-
-class ObligationError(RewriteError):
-    """A rule's proof obligation failed; ``counterexample`` holds sizes, max error, seed, match."""
-
-    def __init__(self, message: str, counterexample: dict | None = None):
-        super().__init__(message)
-        self.counterexample = counterexample or {}
 
 
 def random_sizes(rng, diagram, low: int = 1, high: int = 6) -> dict:

@@ -14,7 +14,7 @@ input port that reads a value from outside the block (each port is loaded), one 
 read outside (saved once), nothing saved that only a discard reads.
 
 >>> import napkin_cat as nc
->>> g = OpGraph(nc.to_netlist(nc.library.attention()))
+>>> g = OpGraph(nc.engine.to_netlist(nc.library.attention()))
 >>> [g.name(i) for i in range(len(g))], len(g.downsets())
 (['·', 'SoftMax', '·'], 4)
 >>> sorted(bin(b).count("1") for _, _, b in g.blocks())

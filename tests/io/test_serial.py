@@ -178,7 +178,7 @@ def one_box_per_builtin_kind() -> dict[str, Diagram]:
         "load": nc.transfer("load", nc.types("q d", d=3).inside[0]),
         "save": nc.transfer("save", nc.types("q d", level=2, dtype="bf16").inside[0]),
         "cast": nc.cast("q d", to="fp8", dtype="fp16"),
-        "rename": nc.rename("n d -> m d", n=5),
+        "rename": nc.renaming("n d -> m d", n=5),
     }
     for name in ops.UNARY:
         if name in ("scale", "shift"):
