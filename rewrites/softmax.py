@@ -52,7 +52,7 @@ def _init_check(core):
 
 def ensure_initialize():
     """Declare the ``softmax_init`` kind (Table 4's Initialize) unless it is declared."""
-    if INIT not in nc.KINDS:
+    if INIT not in nc.engine.KINDS:
         nc.declare(INIT, _init_impl, check=_init_check, label="Initialize",
                    doc="Initialize() of Table 4: the stream head (μ′, z′) = (−∞, 0), one per weave index.")
 

@@ -129,8 +129,8 @@ def test_sizes_for_axes_the_signature_lacks():
     (lambda: nc.split("q d", along="y", parts=(1, 2)), r"split along 'y': .* no such axis"),
     (lambda: nc.transfer("move", nc.types("q").inside[0]), r"'load' or 'save', not 'move'"),
     (lambda: nc.transfer("save", nc.types("q").inside[0]), r"cannot save q above level 0"),
-    (lambda: nc.rename("q d -> q d"), r"renames no axis"),
-    (lambda: nc.rename("q d -> d q"), r"new name 'd' is already an input axis"),
+    (lambda: nc.renaming("q d -> q d"), r"renames no axis"),
+    (lambda: nc.renaming("q d -> d q"), r"new name 'd' is already an input axis"),
     (lambda: nc.apply("softmax", "q x"), r"softmax: the item signature is Rˣ → Rˣ"),
     (lambda: nc.apply("exp", "q x", core="x"), r"exp: acts on items"),
 ])

@@ -28,14 +28,10 @@ The result is an ordinary diagram: evaluable, costable, rewritable, drawable.
 from __future__ import annotations
 
 from napkin_cat.autodiff.vjps import Context, vjp_of
-from napkin_cat.errors import NapkinError
+from napkin_cat.errors import GradError
 from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.wiring import trace_values
-
-
-class GradError(NapkinError, ValueError):
-    """A diagram cannot be differentiated as asked: an input it lacks, a box without a VJP."""
 
 
 def _positions(wrt, n: int) -> list[int]:

@@ -27,14 +27,10 @@ from __future__ import annotations
 
 import sympy
 
-from napkin_cat.errors import NapkinError
+from napkin_cat.errors import NapkinError, NoVJPError
 from napkin_cat.syntax.adapter import Array
 from napkin_cat.syntax.primitive import KINDS, Weave
 from napkin_cat.syntax.weave import build_box
-
-
-class NoVJPError(NapkinError, ValueError):
-    """A box of a kind with no vector-Jacobian product was differentiated."""
 
 
 class Context:

@@ -19,13 +19,14 @@ import sympy
 from napkin_cat import library
 from napkin_cat.algorithms.partitions import unfused
 from napkin_cat.cli.inputs import CLIError, algorithm, parse_memory, parse_sizes
-from napkin_cat.cost.iocost import cost
+from napkin_cat.cost.functor import cost
 from napkin_cat.cost.optimum import optimal
 from napkin_cat.render.draw import draw
 from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.semantics.equivalent import equivalent
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.syntax.relabel import substitute
+from napkin_cat.syntax.sizes import Sizes
 
 
 def derivation_for(label: str, diagram):
@@ -83,16 +84,19 @@ def cmd_demo(args):
     return 0
 
 
-def _sized(diagram, args):
-    sizes = parse_sizes(getattr(args, "sizes", None))
-    return (substitute(diagram, **sizes) if sizes else diagram), sizes
+def _cost_at(diagram, args):
+    """``(cost, sizes)``: the cost at ``--sizes`` (``nc.cost(d, sizes=)``: integers, ragged tiles exact) when they
+    give every axis and tile, else symbolic in the sizes not given; a name the diagram lacks is refused."""
+    sizes = Sizes(parse_sizes(getattr(args, "sizes", None))).of(diagram)
+    if sizes and not sizes.missing(diagram):
+        return cost(diagram, sizes=sizes), dict(sizes)
+    return cost(substitute(diagram, sizes.env) if sizes else diagram), dict(sizes)
 
 
 def cmd_cost(args):
     label, d = algorithm(args.algorithm, name=args.name)
     d = derivation_for(label, d).diagram if args.derived else unfused(d)
-    d, sizes = _sized(d, args)
-    c = cost(d)
+    c, sizes = _cost_at(d, args)
     data = {"algorithm": label, "derived": args.derived, "sizes": sizes,
             "H": {lvl: str(h) for lvl, h in c.H.items()}, "M": {lvl: str(m) for lvl, m in c.M.items()},
             "flops": {p: str(f) for p, f in c.flops.items()}}
@@ -208,7 +212,7 @@ def planned(args, *, hardware=None):
         d = book.derivations[derivation](d).diagram
     elif not any(isinstance(b, Region) for _, b in layers(d)):
         d = derivation_for(label, d).diagram  # a function: plan the algorithm the rules derive from it
-    sizes = parse_sizes(args.sizes)
+    sizes = dict(Sizes(parse_sizes(args.sizes)).of(d))
     needed = sorted({str(s) for arr in d.dom.inside for a in arr.axes if not isinstance(a.size, int)
                      for s in a.size.free_symbols} - set(sizes))
     if needed:

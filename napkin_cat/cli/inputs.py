@@ -10,7 +10,7 @@ what would be legal; ``napkin`` prints it and exits with status 2 (no traceback)
 >>> parse_sizes("q=4096,x")
 Traceback (most recent call last):
 ...
-napkin_cat.cli.inputs.CLIError: malformed --sizes 'q=4096,x': 'x' is not name=positive-int (e.g. q=4096,x=4096,d=64)
+napkin_cat.errors.CLIError: malformed --sizes 'q=4096,x': 'x' is not name=positive-int (e.g. q=4096,x=4096,d=64)
 """
 from __future__ import annotations
 
@@ -19,15 +19,11 @@ import re
 import runpy
 
 from napkin_cat import library
-from napkin_cat.errors import NapkinError
+from napkin_cat.errors import CLIError
 from napkin_cat.syntax.adapter import Diagram
 
 LIBRARY = tuple(library.__all__[:-1])  # the named algorithms (inverse_temperature is a helper)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
-
-
-class CLIError(NapkinError):
-    """A malformed command-line input (printed as one line; exit status 2)."""
 
 
 def algorithm(spec: str, *, name: str | None = None) -> tuple[str, Diagram]:

@@ -35,6 +35,8 @@ from napkin_cat.codegen.layout import layouts
 from napkin_cat.plan.ir import Alloc, Free, GridLoop, Kernel, StreamLoop, writes
 from napkin_cat.plan.accumulate import separated
 from napkin_cat.plan.printer import Printer
+from napkin_cat.plan.program import Plan
+from napkin_cat.syntax.adapter import Diagram
 
 _GREEK = {"μ": "mu", "δ": "delta", "σ": "sigma", "β": "beta", "·": "dot", "'": "p", "′": "p"}
 
@@ -130,6 +132,10 @@ class CodePrinter(Printer):
     unstaged_layout = False
 
     def __init__(self, plan, **options):
+        if not isinstance(plan, Plan):
+            hint = " (plan the diagram first: nc.plan(diagram, sizes))" if isinstance(plan, Diagram) else ""
+            raise CodegenError(f"nc.codegen.{self.backend} takes a plan (p = nc.plan(diagram, sizes)), got a "
+                               f"{type(plan).__name__}{hint}")
         plan = separated(plan)   # a sum accumulated in place: the rest, then the sum folded in (mma with C)
         super().__init__(plan.variable_map, plan.masked)
         self.plan, self.sizes, self.options = plan, dict(plan.sizes), options

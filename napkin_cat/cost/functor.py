@@ -20,13 +20,14 @@ from __future__ import annotations
 from napkin_cat.cost.iocost import cost as symbolic
 from napkin_cat.cost.numeric import at
 from napkin_cat.cost.record import Cost
-from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.adapter import Diagram, require_diagram
 
 
 def cost(diagram: Diagram, hierarchy=None, *, sizes: dict | None = None) -> Cost:
     """The IO cost of ``diagram``: symbolic, or with ``sizes`` (every axis and tile name → a positive int) the
     integers a run at those sizes counts (a name the diagram lacks, or a tile larger than its axis, is refused
     with :class:`~napkin_cat.errors.AxisError` naming it)."""
+    require_diagram(diagram, "nc.cost")
     if sizes is None:
         return symbolic(diagram, hierarchy)
     c = at(diagram, sizes, strict=True)

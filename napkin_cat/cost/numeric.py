@@ -26,8 +26,6 @@ napkin_cat.errors.AxisError: the cost at concrete sizes needs every axis and til
 """
 from __future__ import annotations
 
-import numbers
-
 import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
@@ -37,6 +35,7 @@ from napkin_cat.cost.iocost import box_cost, cost
 from napkin_cat.cost.record import Cost
 from napkin_cat.errors import AxisError, NapkinError
 from napkin_cat.syntax.adapter import Bubble, Diagram, layers
+from napkin_cat.syntax.sizes import as_sizes
 from napkin_cat.syntax.wiring import computes
 
 #: the record at concrete sizes is the cost record (one record: see :mod:`napkin_cat.cost.record`)
@@ -182,29 +181,6 @@ class Concrete:
 CONCRETE = Concrete()
 
 
-def needed(diagram: Diagram, found: set | None = None) -> set:
-    """Every size symbol the cost of ``diagram`` reads: its arrays' sizes (insides of regions, their steps and
-    finishes too) and the regions' tile sizes."""
-    found = set() if found is None else found
-    for arr in (*diagram.dom.inside, *diagram.cod.inside):
-        for a in arr.axes:
-            found |= sympy.sympify(a.size).free_symbols
-    for _, box in layers(diagram):
-        for arr in (*box.dom.inside, *box.cod.inside):
-            for a in arr.axes:
-                found |= sympy.sympify(a.size).free_symbols
-        if isinstance(box, Region):
-            if isinstance(box, (Grid, Stream)):
-                found |= sympy.sympify(box.size).free_symbols
-            needed(box.arg, found)
-            if isinstance(box, Stream):
-                for r in schedule_of(box).reducers:
-                    for d in (r.step, r.finish):
-                        if d is not None:
-                            needed(d, found)
-    return found
-
-
 def _partitions(diagram: Diagram):
     for _, box in layers(diagram):
         if isinstance(box, (Grid, Stream)):
@@ -213,26 +189,13 @@ def _partitions(diagram: Diagram):
             yield from _partitions(box.arg)
 
 
-def bind(diagram: Diagram, sizes: dict, *, strict: bool = True) -> dict:
-    """``sizes`` (names or symbols → positive ints) as an env, checked: every size given, every value a positive
-    int; ``strict``: every name one of the diagram's axes or tiles and every tile within its axis (else names
-    the diagram lacks are left out: the sizes of a whole algorithm given for one of its kernels)."""
-    legal = {str(s): s for s in needed(diagram)}
-    env = {}
-    for k, v in sizes.items():
-        name = str(k)
-        if name not in legal:
-            if strict:
-                raise AxisError(f"size given for {name!r}, which the diagram does not have; its axes and tiles "
-                                f"are {sorted(legal)}")
-            continue
-        if isinstance(v, bool) or not isinstance(v, (numbers.Integral, sympy.Integer)) or int(v) < 1:
-            raise AxisError(f"the size of {name!r} must be a positive int, got {v!r}")
-        env[legal[name]] = int(v)
-    missing = sorted(n for n, s in legal.items() if s not in env)
-    if missing:
-        raise AxisError(f"the cost at concrete sizes needs every axis and tile size; missing {missing} "
-                        f"(pass sizes={{{', '.join(repr(m) + ': …' for m in missing)}}})")
+def bind(diagram: Diagram, sizes, *, strict: bool = True) -> dict:
+    """``sizes`` (a :class:`~napkin_cat.syntax.sizes.Sizes`, or names or symbols → positive ints) as an env,
+    checked: every size given, every value a positive int; ``strict``: every name one of the diagram's axes or
+    tiles and every tile within its axis (else the names the diagram lacks are left out: the sizes of a whole
+    algorithm given for one of its kernels, :meth:`~napkin_cat.syntax.sizes.Sizes.restrict`)."""
+    given = as_sizes(sizes)
+    env = (given if strict else given.restrict(diagram)).require(diagram, "the cost at concrete sizes").env
     for box in _partitions(diagram) if strict else ():
         full, tile = _value(box.full_size(), env), _value(box.size, env)
         if tile > full:
@@ -242,7 +205,7 @@ def bind(diagram: Diagram, sizes: dict, *, strict: bool = True) -> dict:
     return env
 
 
-def at(diagram: Diagram, sizes: dict, *, strict: bool = False) -> Cost:
+def at(diagram: Diagram, sizes, *, strict: bool = False) -> Cost:
     """The cost of ``diagram`` at ``sizes`` (axis and tile names → ints), ragged tiles counted exactly:
     a :class:`~napkin_cat.cost.record.Cost` of ints (``M`` the largest column at those sizes).  ``strict``:
     refuse a name the diagram lacks and a tile larger than its axis (:func:`bind`)."""

@@ -39,7 +39,7 @@ from napkin_cat.plan.lowering import PASSES, UNIT_LEVELS, Assignment, LoweringEr
 from napkin_cat.plan.lowering.state import frozen
 from napkin_cat.plan.program import Plan, plan as make_plan, sizes_needed
 from napkin_cat.syntax.adapter import Diagram, layers
-from napkin_cat.syntax.axis import symbol
+from napkin_cat.syntax.sizes import Sizes
 
 __all__ = ["Configured", "configure", "Assignment", "Pipe", "UNIT_LEVELS"]
 
@@ -290,7 +290,7 @@ def _planning_sizes(diagram, sizes, splits, subloops, h) -> dict:
     full = {}
     for box in _partitions(diagram):
         size, tile = sympy.sympify(box.full_size()), sympy.sympify(box.size)
-        value = tile.subs({symbol(k): v for k, v in sizes.items()})
+        value = tile.subs(Sizes(sizes).env)
         if isinstance(size, sympy.Symbol) and str(size) not in sizes and value.is_Integer:
             full.setdefault(str(size), int(value) * (1 if box.region == "grid" else 2))
     extra = sorted(k for k in sizes if k not in names and not _is_configuration_tile(k, splits, subloops, h))

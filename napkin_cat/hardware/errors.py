@@ -1,5 +1,8 @@
 """Typed errors of the hardware layer; each names the file, field, variable or axis at fault.
 
+They are defined in :mod:`napkin_cat.errors` with every other error (``nc.HardwareError`` and so on); this
+module keeps the layer's import path.
+
 >>> issubclass(DivisorError, HardwareError) and issubclass(HardwareError, NapkinError)
 True
 >>> issubclass(CapacityError, MemoryLimitError)
@@ -9,26 +12,8 @@ True
 """
 from __future__ import annotations
 
-from napkin_cat.errors import MemoryLimitError, NapkinError
-from napkin_cat.plan.lowering.state import LoweringError
+from napkin_cat.errors import (CapacityError, ConfigurationError, DivisorError, HardwareError, LoweringError,
+                               MemoryLimitError, NapkinError, ScheduleError)
 
-
-class HardwareError(NapkinError, ValueError):
-    """A hardware model (a file or its fields) that is missing, malformed, negative or unknown."""
-
-
-class DivisorError(HardwareError):
-    """A tile size that violates a divisor constraint (coalescing, tensor-core shape, warpgroup multiple)."""
-
-
-class CapacityError(HardwareError, MemoryLimitError):
-    """A configuration whose variables exceed a memory pool (SMEM per thread block, registers)."""
-
-
-class ScheduleError(HardwareError):
-    """An overlap schedule that cannot run: an unknown op, a dependency cycle, a barrier that never opens."""
-
-
-class ConfigurationError(HardwareError, LoweringError):
-    """A plan that cannot be lowered onto a toy hierarchy (:mod:`napkin_cat.plan.lowering`): a missing unit or
-    split tile, a scaling axis not grouped around the kernel, a value written on two levels."""
+__all__ = ["HardwareError", "DivisorError", "CapacityError", "ScheduleError", "ConfigurationError", "LoweringError",
+           "MemoryLimitError", "NapkinError"]

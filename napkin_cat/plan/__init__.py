@@ -19,14 +19,3 @@ from napkin_cat.plan.program import Plan, plan, render
 from napkin_cat.plan.runner import Counters
 
 __all__ = ["Plan", "plan", "render", "Counters", "PlanError"]
-
-
-class _CallablePackage(__import__("types").ModuleType):
-    """The layer's folder and the stable surface's ``nc.plan`` share a name: an import of this package
-    by path (pytest's importlib mode) rebinds ``napkin_cat.plan`` to it, so calling it plans."""
-
-    def __call__(self, diagram, sizes, **options):
-        return plan(diagram, sizes, **options)
-
-
-__import__("sys").modules[__name__].__class__ = _CallablePackage

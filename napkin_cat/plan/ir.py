@@ -44,14 +44,10 @@ from dataclasses import dataclass, field, replace
 
 import sympy
 
-from napkin_cat.errors import NapkinError
+from napkin_cat.errors import PlanError
 from napkin_cat.syntax.dtype import as_dtype
 
 ROLES = ("input", "output", "tile", "state", "temp")
-
-
-class PlanError(NapkinError, ValueError):
-    """A plan cannot be made or run: sizes it cannot mask, a missing size, a malformed plan."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ import unicodedata
 
 from napkin_cat.render.layout import Line, Shape, layout, z_order
 from napkin_cat.render.style import level_color
+from napkin_cat.syntax.adapter import require_diagram
 
 _ANCHORS = {"sw": "south west", "nw": "north west", "c": "center"}
 _SPECIAL = {"·": r"$\cdot$", "×": r"$\times$", "−": "$-$", "÷": r"$\div$", "Σ": r"$\Sigma$", "→": r"$\to$",
@@ -184,6 +185,7 @@ def render_tikz(lay, *, standalone: bool = False, scale: float = 0.6) -> str:
 
 def to_tikz(diagram, *, standalone: bool = False, scale: float = 0.6) -> str:
     """TikZ source of ``diagram`` (a ``tikzpicture``; a whole document when ``standalone``)."""
+    require_diagram(diagram, "nc.to_tikz")
     return render_tikz(layout(diagram), standalone=standalone, scale=scale)
 
 

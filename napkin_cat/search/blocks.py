@@ -16,7 +16,7 @@ with a rule playing ``share``, such as ``shared_load``) a value read by several 
 loaded once and copied inside the kernel.
 
 >>> import napkin_cat as nc
->>> g = OpGraph(nc.to_netlist(nc.library.attention()))
+>>> g = OpGraph(nc.engine.to_netlist(nc.library.attention()))
 >>> [g.name(i) for i in range(len(g))], len(g.downsets())
 (['·', 'SoftMax', '·'], 4)
 >>> sorted(bin(b).count("1") for _, _, b in g.blocks())

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import sympy
 
 from napkin_cat.cost.iocost import cost as cost_of, numel
-from napkin_cat.errors import NapkinError
+from napkin_cat.errors import AxisError, NapkinError
 from napkin_cat.rewriting.driver import rewrite
 from napkin_cat.rewriting.isomorphism import isomorphic
 from napkin_cat.rewriting.netlist import to_netlist
@@ -27,7 +27,7 @@ from napkin_cat.search.curves import Curve
 from napkin_cat.search.schedule import KernelChoice, Schedule
 from napkin_cat.search.variants import axis_names, variants
 from napkin_cat.syntax.adapter import Diagram, is_structural, layers
-from napkin_cat.syntax.axis import symbol
+from napkin_cat.syntax.sizes import Sizes, as_sizes
 
 
 #: Per canonical block (and level): its partitions and their cost curves (shared by every call).
@@ -360,7 +360,7 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep",)) ->
     one), then to fewer rewrites, then to the earlier form.  Only partitions the rule book's ``roles`` can
     build are considered.
     """
-    env = {symbol(str(k)): int(v) for k, v in sizes.items()}
+    env = Sizes(sizes).env
     best = [None] * len(memories)
     ok = playable(roles)
     for rank, form in enumerate(forms):
@@ -433,14 +433,13 @@ def _extremes(forms, level, sizes, memories, tiles="divisors", roles=("sweep",))
 
 
 def check_sizes(diagram, sizes):
-    """The sizes as a sympy environment; NapkinError naming a missing axis or a bad size."""
-    env = {symbol(str(k)): int(v) for k, v in sizes.items() if isinstance(v, int)}
+    """The sizes as a sympy environment, checked (:class:`~napkin_cat.syntax.sizes.Sizes`); an AxisError naming
+    a size that is not a positive int, a name the diagram does not have, or a missing axis."""
+    given = as_sizes(sizes).of(diagram)
+    env = given.env
     missing = sorted({str(s) for arr in (*diagram.dom.inside, *diagram.cod.inside) for a in arr.axes
                       for s in sympy.sympify(a.size).free_symbols if s not in env})
     if missing:
-        raise NapkinError(f"numeric derivation needs the size of every axis: add {missing} to sizes= "
-                          f"(e.g. sizes={{{', '.join(repr(m) + ': …' for m in missing)}}})")
-    bad = {k: v for k, v in sizes.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1}
-    if bad:
-        raise NapkinError(f"sizes must be positive integers, got {bad}")
+        raise AxisError(f"numeric derivation needs the size of every axis: add {missing} to sizes= "
+                        f"(e.g. sizes={{{', '.join(repr(m) + ': …' for m in missing)}}})")
     return env

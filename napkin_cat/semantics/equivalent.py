@@ -24,8 +24,7 @@ from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.syntax.adapter import Diagram, layers
-from napkin_cat.syntax.axis import symbol
-from napkin_cat.syntax.wiring import computes
+from napkin_cat.syntax.sizes import Sizes, as_sizes, names_of, symbols_of
 
 #: the kinds of trial, in the order the trials cycle through them (when the diagrams have tiles)
 TRIAL_KINDS = ("random", "tiles ≥ 2", "ragged")
@@ -81,26 +80,6 @@ def _symbols_of(value) -> set:
     return set(value.free_symbols) if isinstance(value, sympy.Basic) else set()
 
 
-def size_symbols(diagram: Diagram) -> set:
-    """Every symbol in the diagram: its arrays' sizes (insides of regions too), box and region parameters."""
-    syms = set()
-    for arr in (*diagram.dom.inside, *diagram.cod.inside):
-        for a in arr.axes:
-            syms |= _symbols_of(a.size)
-    for _, box in layers(diagram):
-        for arr in (*box.dom.inside, *box.cod.inside):
-            for a in arr.axes:
-                syms |= _symbols_of(a.size)
-        if isinstance(box, Region):
-            syms |= size_symbols(box.arg)
-            for v in box.params.values():
-                syms |= _symbols_of(v)
-        elif computes(box):
-            for _, v in box.data.params:
-                syms |= _symbols_of(v)
-    return syms
-
-
 def _value(env: dict, expr):
     """``expr`` as an int when the bindings determine it, else None."""
     if isinstance(expr, int):
@@ -150,7 +129,7 @@ def _trial_sizes(rng, fixed: dict, d1, d2, kind: str, low: int, high: int) -> di
                 for s in sorted(_symbols_of(full) - tile_symbols - set(env), key=str):
                     env[s] = int(rng.integers(low, high + 1))
             _bind_tile(env, rng, tile, full, kind)
-    for s in sorted((size_symbols(d1) | size_symbols(d2)) - tile_symbols, key=str):
+    for s in sorted((symbols_of(d1, params=True) | symbols_of(d2, params=True)) - tile_symbols, key=str):
         env.setdefault(s, int(rng.integers(low, high + 1)))
     for tile, full in tiles:
         if isinstance(tile, sympy.Symbol) and tile not in env:
@@ -176,7 +155,7 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
     if d1.dom != d2.dom or d1.cod != d2.cod:
         return Equivalence(False, f"types differ: {d1.dom} → {d1.cod} vs {d2.dom} → {d2.cod}", seed=seed)
     rng = np.random.default_rng(seed)
-    fixed = {(symbol(k) if isinstance(k, str) else k): int(v) for k, v in (sizes or {}).items()}
+    fixed = as_sizes(sizes).within(names_of(d1) | names_of(d2), "either diagram").env
     tiled = bool(list(tile_sizes(d1)) or list(tile_sizes(d2)))
     worst, compared, entries, tried = 0.0, 0, 0, []
     kinds = [TRIAL_KINDS[t % len(TRIAL_KINDS)] if tiled else "random" for t in range(trials)]
@@ -191,8 +170,8 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
             shape = tuple(Env(env).size(a.size, f"axis {a.name!r}") for a in arr.axes)
             xs.append(rng.normal(size=shape) * scale)
         with np.errstate(all="ignore"):
-            y1 = evaluate(d1, *xs, sizes=named)
-            y2 = evaluate(d2, *xs, sizes=named)
+            y1 = evaluate(d1, *xs, sizes=Sizes(named).restrict(d1))
+            y2 = evaluate(d2, *xs, sizes=Sizes(named).restrict(d2))
         y1 = y1 if isinstance(y1, tuple) else (y1,)
         y2 = y2 if isinstance(y2, tuple) else (y2,)
         for j, (a, b) in enumerate(zip(y1, y2)):

@@ -23,7 +23,7 @@ from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.semantics.regions import run_region
 from napkin_cat.syntax.adapter import Bubble, Diagram
-from napkin_cat.syntax.axis import symbol
+from napkin_cat.syntax.sizes import as_sizes
 from napkin_cat.syntax.wiring import traverse
 
 
@@ -39,7 +39,8 @@ def interpret(diagram: Diagram, xs: list, env: Env) -> list:
 def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dict | None = None):
     """Evaluate ``diagram`` on numpy arrays; one output gives an array, several a tuple.
 
-    ``sizes`` binds sizes the inputs do not show (tile sizes such as ``g_q``);
+    ``sizes`` binds sizes the inputs do not show (tile sizes such as ``g_q``; a
+    :class:`~napkin_cat.syntax.sizes.Sizes` or names → positive ints, each one of the diagram's);
     ``counters``, a dict, receives the values moved per level by the Loads/Saves run.
     """
     if not isinstance(diagram, Diagram):
@@ -47,10 +48,8 @@ def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dic
     if len(arrays) != len(diagram.dom):
         raise ShapeError(f"the diagram takes {len(diagram.dom)} array(s) {[str(a) for a in diagram.dom.inside]}, "
                          f"got {len(arrays)}")
-    env = Env()
+    env = Env(as_sizes(sizes).of(diagram).env)
     env.counters = counters
-    for k, v in (sizes or {}).items():
-        env[symbol(k) if isinstance(k, str) else k] = int(v)
     xs = []
     for i, (arr, x) in enumerate(zip(diagram.dom.inside, arrays)):
         x = np.asarray(x)

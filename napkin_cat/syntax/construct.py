@@ -286,12 +286,14 @@ def transfer(direction: str, array: Array) -> Diagram:
     return build_box(direction, [array], [array.replace(level=target)], weaves)
 
 
-def rename(signature: str, *, level: int = 0, dtype=FP32, **sizes) -> Diagram:
-    """Give axes new names, position by position: ``rename("h n d -> h m d")``.
+def renaming(signature: str, *, level: int = 0, dtype=FP32, **sizes) -> Diagram:
+    """A box that gives axes new names, position by position: ``renaming("h n d -> h m d")`` (a primitive of kind
+    ``rename``, the data unchanged; :func:`~napkin_cat.syntax.relabel.rename_axis` is the functor that renames
+    an axis throughout a diagram).
 
     The renamed axis keeps its size (``m`` gets the size of ``n``).
 
-    >>> rename("n d -> m d", n=5).cod
+    >>> renaming("n d -> m d", n=5).cod
     Ty(Array(m[5]×d))
     """
     (ins,), outs = parse(signature, arrow=True)
@@ -310,3 +312,7 @@ def rename(signature: str, *, level: int = 0, dtype=FP32, **sizes) -> Diagram:
     cod = Array(tuple(new_axes.get(n, axes.get(n)) for n in out), level, dtype)
     weaves = [Weave(n, (0,)) for n in reversed(out) if n not in new_axes]
     return build_box("rename", [dom], [cod], weaves)
+
+
+#: the name before issue 20 (``nc.renaming``; ``nc.rename`` still resolves, with a DeprecationWarning)
+rename = renaming

@@ -82,8 +82,8 @@ def _sizes(data, algorithm, ragged: bool) -> dict:
 
 
 def _symbols(d) -> set:
-    from napkin_cat.cost.numeric import needed
-    return needed(d)
+    from napkin_cat.syntax.sizes import symbols_of
+    return symbols_of(d)
 
 
 def _inputs(d, sizes, seed):

@@ -62,7 +62,7 @@ def test_the_wrong_stream_is_caught(monkeypatch):
 
 
 def test_a_box_that_makes_the_axis_without_weaving_it_is_refused():
-    d = (nc.rename("b -> a", b=3) @ nc.Id("a", a=3)) >> nc.einsum("a, a -> ", a=3)
+    d = (nc.renaming("b -> a", b=3) @ nc.Id("a", a=3)) >> nc.einsum("a, a -> ", a=3)
     with pytest.raises(nc.RewriteError, match=r"'rename' makes the streamed axis 'a' from inputs that do not carry "
                                               r"it, and it is not weaved over 'a'"):
         nc.stream(nc.kernel(d), "a", "s_a")

@@ -16,15 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from napkin_cat.plan.ir import GridLoop, Kernel, PlanError, with_blocks
+from napkin_cat.errors import LoweringError
+from napkin_cat.plan.ir import GridLoop, Kernel, with_blocks
 
 #: the partition units below the block whose levels hold one tile each (warpgroups, warps, threads)
 UNIT_LEVELS = ("warpgroup", "warp", "thread")
-
-
-class LoweringError(PlanError):
-    """A plan that cannot be lowered onto a hierarchy: a missing tile size, a scaling axis not grouped around
-    the kernel, a value written on two levels, a kernel that is not at the block level."""
 
 
 def frozen(mapping) -> MappingProxyType:
