@@ -44,7 +44,8 @@ def algorithm(heads: int):
 
 def tiles(diagram, cpu, sizes: dict, blocks: int = 1) -> dict:
     """The CPU model's tiles, with at least ``blocks`` Grid blocks (one per thread)."""
-    return {str(k): int(v) for k, v in cpu.tiles(nc.cost(diagram), sizes, blocks=blocks).sizes.items()}
+    return {str(k): int(v) for k, v in cpu.tiles(nc.cost(diagram), sizes, blocks=blocks).sizes.items()
+            if str(k) not in sizes}
 
 
 def torch_kernel(torch, *args) -> str:

@@ -29,7 +29,7 @@ LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def term_of(diagram) -> Term:
-    (node,) = [n for n in nc.to_netlist(diagram).nodes.values() if n.kind == "box"]
+    (node,) = [n for n in nc.engine.to_netlist(diagram).nodes.values() if n.kind == "box"]
     return Term.of(node)
 
 

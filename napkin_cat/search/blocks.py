@@ -24,7 +24,7 @@ loaded once and copied inside the kernel.
 >>> g.subdiagram(0b110).dom, g.subdiagram(0b110).cod
 (Ty(Array(q×x), Array(x×d)), Ty(Array(q×d)))
 >>> square = nc.Builder(nc.types("n d")); (X,) = square.inputs
->>> net = nc.to_netlist(square.build(square(nc.elementwise("mul", "n d, n d -> n d"), X, X)))
+>>> net = nc.engine.to_netlist(square.build(square(nc.elementwise("mul", "n d, n d -> n d"), X, X)))
 >>> OpGraph(net).subdiagram(1).dom, OpGraph(net, share=True).subdiagram(1).dom
 (Ty(Array(n×d), Array(n×d)), Ty(Array(n×d)))
 """

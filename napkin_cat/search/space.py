@@ -27,6 +27,7 @@ from napkin_cat.search.curves import Curve
 from napkin_cat.search.schedule import KernelChoice, Schedule
 from napkin_cat.search.variants import axis_names, variants
 from napkin_cat.syntax.adapter import Diagram, is_structural, layers
+from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 
 
