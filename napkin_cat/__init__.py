@@ -16,14 +16,16 @@ surface; the layers behind it are subpackages reached by their paths
 (4, 8)
 """
 from napkin_cat.syntax import ops as _ops  # noqa: F401  (registers the built-in primitive kinds)
+from napkin_cat.syntax import logsumexp as _logsumexp  # noqa: F401  (log-sum-exp and its online step)
+from napkin_cat.syntax.indices import compare, gather, logical, position, select, where
 from napkin_cat.errors import (AxisError, CompositionError, LevelError, MemoryLimitError,
-                               NapkinError, RewriteError, SerialisationError, ShapeError,
+                               IndexingError, NapkinError, RewriteError, SerialisationError, ShapeError,
                                SignatureError, UnknownPrimitiveError, WeaveError)
 from napkin_cat.syntax.adapter import Array, Box, Diagram, Ty
 from napkin_cat.syntax.axis import Axis, axes, symbol
 from napkin_cat.syntax.construct import (Id, apply, cast, einsum, elementwise, join, parse, reduce, rename,
                                          softmax, split, transfer, types)
-from napkin_cat.syntax.dtype import BF16, DTYPES, FP8, FP16, FP32, DType
+from napkin_cat.syntax.dtype import BF16, BOOL, DTYPES, FP8, FP16, FP32, INT32, DType
 from napkin_cat.syntax.primitive import Accumulator, KINDS, declare
 from napkin_cat.syntax.weave import weave
 from napkin_cat.syntax.relabel import at_level, rename_axis, substitute
@@ -32,6 +34,7 @@ from napkin_cat.syntax.wiring import traverse
 from napkin_cat import library
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.algorithms.partitions import group, kernel, stream, unfused
+from napkin_cat.algorithms import online as _online  # noqa: F401  (registers log-sum-exp's online form)
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.semantics.equivalent import Equivalence, equivalent
 from napkin_cat.cost.record import Cost
@@ -57,10 +60,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     # errors
-    "NapkinError", "AxisError", "CompositionError", "LevelError", "MemoryLimitError", "RewriteError",
+    "NapkinError", "AxisError", "IndexingError", "CompositionError", "LevelError", "MemoryLimitError", "RewriteError",
     "SerialisationError", "ShapeError", "SignatureError", "UnknownPrimitiveError", "WeaveError",
     # syntax
     "Array", "Box", "Diagram", "Ty", "Axis", "axes", "symbol", "DType", "DTYPES", "FP32", "FP16", "BF16", "FP8",
+    "INT32", "BOOL", "position", "compare", "logical", "where", "select", "gather",
     "Accumulator", "KINDS", "declare", "Id", "apply", "cast", "einsum", "elementwise", "join", "parse", "reduce",
     "rename", "softmax", "split", "transfer", "types", "weave", "at_level", "rename_axis", "substitute", "Builder",
     "traverse",

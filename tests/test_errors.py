@@ -166,7 +166,7 @@ def test_unknown_primitive_is_a_key_error_with_a_readable_message():
 
 def test_unknown_dtype():
     with pytest.raises(nc.NapkinError,
-                       match=r"unknown dtype 'fp64'; legal dtypes are \['bf16', 'fp16', 'fp32', 'fp8'\]"):
+                       match=r"unknown dtype 'fp64'; legal dtypes are \['bf16', 'bool', 'fp16', 'fp32', 'fp8', 'int32'\]"):
         nc.cast("q", to="fp64")
 
 
