@@ -91,7 +91,7 @@ class CPrinter(CFamilyPrinter):
     block's arena with NaN first (a test's check that no value is read before it is written)."""
 
     backend = "c"
-    dtypes = {"fp32": "float", "fp16": "_Float16"}
+    dtypes = {"fp32": "float", "fp16": "_Float16", "int32": "int", "bool": "unsigned char"}
     simd_reduction = "#pragma omp simd reduction({op}:{var})"
 
     def __init__(self, plan, *, blas: bool | None = None, poison: bool = False):

@@ -13,6 +13,7 @@ softmax_unscaled (SoftMax₁)      per row: μ = max(max βx, μ′), s = exp(β
                                  exp(μ′ − μ) (the −∞-safe δ), z = δz′ + Σ s
 softmax_aux (SoftMax₀)           as SoftMax₁, returning y = s/z and δz′ in place of s and δ
 cast, rename, split, join        element copies (a cast converts on store)
+positions, masks, gathers, LSE   :mod:`napkin_cat.codegen.cindices`
 ===============================  ================================================================
 
 A statement with ``accumulate`` folds its value into its output with the accumulator's template.
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import sympy
 
+from napkin_cat.codegen.cindices import ELEMENTWISE_INDEX_C, STRUCTURED_INDEX_C, IndexKindsMixin
+
 ELEMENTWISE_C = {
     "id": "{0}", "cast": "{0}", "exp": "nc_exp({0})", "neg": "(-{0})", "relu": "fmaxf({0}, 0.0f)",
     "gelu": "nc_gelu({0})", "silu": "nc_silu({0})", "sigmoid": "nc_sigmoid({0})", "tanh": "tanhf({0})",
@@ -28,14 +31,14 @@ ELEMENTWISE_C = {
     "scale": "({c} * {0})", "shift": "({0} + {c})", "step": "({0} > 0.0f ? 1.0f : 0.0f)",
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
     "max": "fmaxf({0}, {1})", "min": "fminf({0}, {1})",
-    "fma": "fmaf({0}, {1}, {2})",
+    "fma": "fmaf({0}, {1}, {2})", **ELEMENTWISE_INDEX_C,
 }
 
 STRUCTURED_C = {
     "contract": "_print_contract", "softmax": "_print_softmax", "softmax_unscaled": "_print_online",
     "softmax_aux": "_print_online", "reduce_sum": "_print_reduce", "reduce_max": "_print_reduce",
     "reduce_min": "_print_reduce", "reduce_mean": "_print_reduce", "rename": "_print_rename",
-    "split": "_print_split", "join": "_print_join",
+    "split": "_print_split", "join": "_print_join", **STRUCTURED_INDEX_C,
 }
 
 ACCUMULATORS_C = {"sum": "{0} + {1}", "max": "fmaxf({0}, {1})", "min": "fminf({0}, {1})"}
@@ -45,7 +48,7 @@ REDUCE = {"reduce_sum": ("0.0f", "{0} + {1}"), "reduce_mean": ("0.0f", "{0} + {1
           "reduce_max": ("-INFINITY", "fmaxf({0}, {1})"), "reduce_min": ("INFINITY", "fminf({0}, {1})")}
 
 
-class KindsMixin:
+class KindsMixin(IndexKindsMixin):
     """The kind printers of :class:`~napkin_cat.codegen.cfamily.CFamilyPrinter`."""
 
     elementwise = ELEMENTWISE_C

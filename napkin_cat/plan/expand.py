@@ -274,7 +274,7 @@ class Expander:
     def monoid(self, r, state, ins, sink):
         """``o ← o ⊕ F(chunk)``: the box folded into the state."""
         box = r.op.box
-        sink.append(Compute(box, (state[0],), tuple(ins), r.accumulator.name, self.origin(box.name)))
+        sink.append(Compute(box, (state[0],), tuple(ins), r.accumulator.name, self.origin(box.name), self.at(box)))
         return state
 
     def step(self, r, state, ins, sink):

@@ -66,8 +66,10 @@ class Core:
     outputs: tuple
     params: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)  # symbol -> int, at evaluation time
-    weaves: tuple = ()                        # the weave axes (Axis), outermost first: the batch dimensions
-    offsets: dict = field(default_factory=dict)   # axis name -> the global position of its first index
+    # context, not the item: the weave axes (Axis, outermost first: the batch dimensions), and each partitioned
+    # axis's global position of its first index
+    weaves: tuple = field(default=(), compare=False)
+    offsets: dict = field(default_factory=dict, compare=False)
 
     def offset(self, axis: str) -> int:
         """Where index 0 of ``axis`` sits on the whole axis: the start of the tile (a Grid's group, a Stream's
