@@ -36,11 +36,14 @@ def interpret(diagram: Diagram, xs: list, env: Env) -> list:
     return traverse(diagram, xs, on_box)
 
 
-def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dict | None = None):
+def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dict | None = None,
+             skip: bool = True):
     """Evaluate ``diagram`` on numpy arrays; one output gives an array, several a tuple.
 
     ``sizes`` binds sizes the inputs do not show (tile sizes such as ``g_q``);
-    ``counters``, a dict, receives the values moved per level by the Loads/Saves run.
+    ``counters``, a dict, receives the values moved per level by the Loads/Saves run;
+    ``skip=False`` runs every trip of a masked stream, those its mask skips included (they change nothing:
+    :mod:`napkin_cat.algorithms.skipping`).
     """
     if not isinstance(diagram, Diagram):
         raise NapkinError(f"evaluate takes a napkin_cat Diagram, got {type(diagram).__name__}")
@@ -48,7 +51,7 @@ def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dic
         raise ShapeError(f"the diagram takes {len(diagram.dom)} array(s) {[str(a) for a in diagram.dom.inside]}, "
                          f"got {len(arrays)}")
     env = Env()
-    env.counters = counters
+    env.counters, env.skip = counters, bool(skip)
     for k, v in (sizes or {}).items():
         env[symbol(k) if isinstance(k, str) else k] = int(v)
     xs = []

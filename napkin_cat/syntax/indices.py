@@ -149,8 +149,10 @@ def _axes(names, sizes, kind):
 
 def _parse(signature: str, kind: str, arity: int):
     from napkin_cat.syntax.construct import parse
-    ins, outs = parse(signature, arrow=True)
-    if len(ins) != arity or len(outs) != 1:
+    ins, outs = parse(signature)
+    if outs is None and len(ins) == 1:      # "q x": every operand and the output over the same axes
+        ins, outs = [list(ins[0])] * arity, [list(ins[0])]
+    if outs is None or len(ins) != arity or len(outs) != 1:
         raise SignatureError(f"{kind} takes {arity} input(s) to one output, e.g. "
                              f"{'x, q -> q x' if arity == 2 else 'q x -> q x'}; got {signature!r}")
     for i, names in enumerate(ins):
@@ -158,8 +160,7 @@ def _parse(signature: str, kind: str, arity: int):
             if n not in outs[0]:
                 raise SignatureError(f"{kind}: input {i} axis {n!r} is not in the output {outs[0]}; "
                                      f"{kind} keeps every axis")
-    unknown = set()
-    return ins, outs[0], unknown
+    return ins, outs[0], set()
 
 
 def _elementwise(kind, signature, dtypes, out_dtype, level, sizes, params=None) -> Diagram:
