@@ -57,7 +57,7 @@ def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dic
     xs = []
     for i, (arr, x) in enumerate(zip(diagram.dom.inside, arrays)):
         x = np.asarray(x)
-        if not np.issubdtype(x.dtype, np.number):
+        if not (np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.bool_)):
             raise ShapeError(f"input {i}: expected a numeric array, got dtype {x.dtype}")
         env.bind(arr, x, f"input {i} ({arr})")
         xs.append(x)
