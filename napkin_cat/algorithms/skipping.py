@@ -124,7 +124,7 @@ def _constants(ops, start: dict) -> dict:
 def _neutral(r, consts) -> bool:
     """Whether reducer ``r`` leaves its state unchanged given the constants of its inputs."""
     if r.kind == "monoid":
-        box, ins, outs = r.op.box, r.op.ins, r.op.outs
+        box, ins = r.op.box, r.op.ins
         v = _const_of(box.data.kind, box, [consts.get(i) for i in ins], ins)
         return v is not None and v == float(r.accumulator.identity(()))
     rule = getattr(r.form, "neutral", None)

@@ -44,9 +44,8 @@ class TritonIndexKindsMixin:
         (axis,) = self.variables[out.var].axes
         start = self.code(s.start(axis))
         have = [a for a in self.axes(out) if a == axis]
-        expr = f"({start} + {self.bc(out.var, 0)})" if have else f"({start})"
-        return self._head(s, depth) + self._out(s, out, f"{expr}.to(tl.float32)" if have else f"{expr} * 1.0",
-                                                have, depth)
+        index = self.bc(out.var, 0) if have else "tl.zeros([], tl.int32)"     # an axis of extent 1: a scalar
+        return self._head(s, depth) + self._out(s, out, f"({start} + {index}).to(tl.float32)", have, depth)
 
     def _print_gather(self, s, depth):
         out, (x, t) = s.outs[0], s.ins
@@ -80,8 +79,9 @@ class TritonIndexKindsMixin:
     def _print_logsumexp(self, s, depth):
         lines, tx, X, core, rows = self._lse_scores(s, depth)
         tm, ts = self.temp("m"), self.temp("z")
+        total = self._reduce_over(f"tl.exp({tx} - {self.align(tm, rows, X)})", X, core, "tl.sum")
         lines += [self.line(depth, f"{tm} = {self._finite(self._reduce_over(tx, X, core, 'tl.max'))}"),
-                  self.line(depth, f"{ts} = {self._reduce_over(f'tl.exp({tx} - {self.align(tm, rows, X)})', X, core, 'tl.sum')}")]
+                  self.line(depth, f"{ts} = {total}")]
         return self._head(s, depth) + lines + self._out(s, s.outs[0], f"{tm} + tl.log({ts})", rows, depth)
 
     def _print_logsumexp_online(self, s, depth):

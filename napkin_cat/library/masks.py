@@ -20,7 +20,7 @@ into attention by :func:`napkin_cat.library.masked.masked_attention`.
 >>> window_mask(-1)
 Traceback (most recent call last):
 ...
-napkin_cat.errors.IndexingError: window_mask: the window w = -1 is negative; a sliding window keeps the keys with |q − x| ≤ w, w ≥ 0
+napkin_cat.errors.IndexingError: window_mask: the window w = -1 is negative; a sliding window keeps ...
 """
 from __future__ import annotations
 

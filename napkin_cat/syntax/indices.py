@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from napkin_cat.errors import IndexingError, SignatureError
-from napkin_cat.syntax.adapter import Array, Diagram, Ty
+from napkin_cat.syntax.adapter import Array, Diagram
 from napkin_cat.syntax.axis import Axis, check_name
 from napkin_cat.syntax.dtype import BOOL, FP32, INT32, as_dtype
 from napkin_cat.syntax.ops import SUM
@@ -244,7 +244,7 @@ def gather(signature: str, *, dtype=FP32, index_dtype=INT32, level: int = 0, **s
     >>> gather("n v, m -> n")
     Traceback (most recent call last):
     ...
-    napkin_cat.errors.IndexingError: gather 'n v, m -> n': the index carries ['m'], but it must carry exactly the output's axes ['n'] (one index per output item)
+    napkin_cat.errors.IndexingError: gather 'n v, m -> n': the index carries ['m'], but it must carry exactly ...
     """
     from napkin_cat.syntax.construct import _axes_for, parse
     ins, outs = parse(signature, arrow=True)
