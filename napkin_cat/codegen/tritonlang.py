@@ -374,7 +374,8 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
         bound = self.enter(s)
         lines = [self.line(depth, f"{ident(bound[0].name)} = {self.code(bound[1])}")] if bound else []
         if getattr(s, "skips", False):       # a trip the mask skips runs nothing
-            lines.append(self.line(depth, f"if {self.code(self.tidy(self.nominal(s.when)))}:   # else the mask is never true here"))
+            test = self.code(self.tidy(self.nominal(s.when)))
+            lines.append(self.line(depth, f"if {test}:   # else the mask is never true here"))
             depth += 1
         body = self._lines(s.body, depth)
         self.leave(s, saved)
