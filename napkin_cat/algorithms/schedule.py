@@ -10,7 +10,8 @@ region              schedule
 ``Grid(a, g)``      :class:`GridSchedule`: the inside, once per group of ``g`` along ``a``
 ``Stream(b, s)``    :class:`StreamSchedule`: ``head``; each reducer's state set to its empty value;
                     per slice of ``s`` the ``trip`` (the maps, and each reducer's accumulate, in the
-                    order of the ops); each reducer's ``finish``; ``tail``
+                    order of the ops); each reducer's ``finish``; ``tail``; and ``skip``: the masks on
+                    which a trip is neutral, so skipped (:mod:`.skipping`; None: every trip runs)
 ==================  ================================================================================
 
 A reducer (:class:`Reducer`) accumulates in one of three ways: a ``monoid`` folds its box's result into
