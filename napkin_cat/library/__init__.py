@@ -20,6 +20,9 @@ from napkin_cat.library.masks import alibi_bias, causal_mask, document_mask, win
 from napkin_cat.library.norms import layer_norm, rms_norm
 from napkin_cat.library.transformer import transformer_block
 
+#: constructors of parts (masks, biases, β) and of families (a mask given): not algorithms by themselves
+HELPERS = ("inverse_temperature", "masked_attention", "causal_mask", "window_mask", "document_mask", "alibi_bias")
+
 __all__ = ["matmul", "attention", "multi_head_attention", "grouped_query_attention", "linear", "mlp",
            "layer_norm", "rms_norm", "transformer_block", "inverse_temperature",
            "masked_attention", "causal_attention", "sliding_window_attention", "alibi_attention", "document_attention",

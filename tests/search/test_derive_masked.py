@@ -127,3 +127,11 @@ def test_each_derived_algorithm_runs_in_triton_and_compiles_in_cuda(name):
         want = nc.evaluate(f, *[x.astype(np.float64) if x.dtype == np.float32 else x for x in xs])
     np.testing.assert_allclose(nc.codegen.triton(p)(*xs), want, rtol=1e-4, atol=1e-4, equal_nan=True)
     assert nc.codegen.cuda(p).compile(arch=90)["smem"] == p.smem_bytes
+
+
+def test_symbolic_derive_of_causal_attention_halves_the_leading_term():
+    q, d, M = (nc.symbol(s) for s in ("q", "d", "M"))
+    causal = nc.derive(nc.library.causal_attention(), memory="M").regimes[-1].H
+    full = nc.derive(nc.library.attention(), memory="M").regimes[-1].H.subs(nc.symbol("x"), q)
+    assert sympy.simplify(causal - (3 * d * q + 2 * d ** 2 * q ** 2 / M)) == 0
+    assert sympy.limit(causal / full, q, sympy.oo) == sympy.Rational(1, 2)
