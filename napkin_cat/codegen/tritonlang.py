@@ -358,9 +358,11 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
         out = []
         if s.head:
             out += [self.line(depth, "# head")] + self._lines(s.head, depth)
-        out.append(self.line(depth, f"for {ident(s.index.name)} in range(0, {self.code(self.trips(s))}):   "
-                                    f"# {self.loop_comment(s)}"))
-        out += self._trip(s, depth + 1)
+        bounds = self.trip_range(s) if getattr(s, "skips", False) else None
+        first, stop = bounds or ("0", self.code(self.trips(s)))
+        out.append(self.line(depth, f"for {ident(s.index.name)} in range({first}, {stop}):   "
+                                    f"# {self.loop_comment(s)}" + (", the trips the mask reaches" if bounds else "")))
+        out += self._trip(s, depth + 1, tested=bounds is None)
         if s.tail:
             out += [self.line(depth, "# tail")] + self._lines(s.tail, depth)
         return out
@@ -369,11 +371,11 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
         return [self.line(depth, f"for {ident(s.index.name)} in range(0, {self.code(self.trips(s))}):   "
                                  f"# {self.loop_comment(s)}, in order")] + self._trip(s, depth + 1)
 
-    def _trip(self, s, depth):
+    def _trip(self, s, depth, tested=True):
         saved = self.extents.get(s.tile)
         bound = self.enter(s)
         lines = [self.line(depth, f"{ident(bound[0].name)} = {self.code(bound[1])}")] if bound else []
-        if getattr(s, "skips", False):       # a trip the mask skips runs nothing
+        if tested and getattr(s, "skips", False):       # a trip the mask skips runs nothing
             test = self.code(self.tidy(self.nominal(s.when)))
             lines.append(self.line(depth, f"if {test}:   # else the mask is never true here"))
             depth += 1
