@@ -38,7 +38,7 @@ class IndexKindsMixin:
         out = s.outs[0]
         sp = self.space(out)
         idx = {a: sym for sym, _, a, _ in sp}
-        (axis,) = [a for a in self.variables[out.var].axes]
+        axis = s.box.cod.inside[0].axes[0].name       # the axis it numbers (its one weave)
         value = f"(float)({self.code(s.start(axis) + idx[axis])})"
         return self._head(s, depth) + self.statement(s, depth, sp, lambda: [self._fold(s, out, idx, value)], [out])
 

@@ -69,10 +69,10 @@ class TritonIndexKindsMixin:
 
     def _print_position(self, s, depth):
         out = s.outs[0]
-        (axis,) = self.variables[out.var].axes
+        axis = s.box.cod.inside[0].axes[0].name       # the axis it numbers (its one weave)
         start = self.code(s.start(axis))
         have = [a for a in self.axes(out) if a == axis]
-        index = self.bc(out.var, 0) if have else "tl.zeros([], tl.int32)"     # an axis of extent 1: a scalar
+        index = self.arange(out.var, axis) if have else "tl.zeros([], tl.int32)"     # extent 1: a scalar
         return self._head(s, depth) + self._out(s, out, f"({start} + {index}).to(tl.float32)", have, depth)
 
     def _print_gather(self, s, depth):
