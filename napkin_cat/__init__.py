@@ -32,12 +32,16 @@ from napkin_cat.syntax.construct import (Id, apply, cast, einsum, elementwise, j
                                          transfer, types)
 from napkin_cat.syntax.dtype import BF16, DTYPES, FP8, FP16, FP32, DType
 from napkin_cat.syntax.primitive import Accumulator, declare
+from napkin_cat.syntax import logsumexp as _logsumexp  # noqa: F401  (log-sum-exp and its online step)
+from napkin_cat.syntax.indices import compare, gather, logical, position, select, where
+from napkin_cat.syntax.dtype import BOOL, INT32
 from napkin_cat.syntax.weave import weave
 from napkin_cat.syntax.relabel import at_level, rename_axis, substitute
 from napkin_cat.syntax.builder import Builder
 from napkin_cat import library
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.algorithms.partitions import group, kernel, stream, unfused
+from napkin_cat.algorithms import online as _online  # noqa: F401  (registers log-sum-exp's online form)
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.semantics.equivalent import Equivalence, equivalent
 from napkin_cat.cost.record import Cost
@@ -66,6 +70,7 @@ __all__ = [
     "Array", "Diagram", "Ty", "Axis", "axes", "symbol", "Sizes", "DType", "DTYPES", "FP32", "FP16", "BF16", "FP8",
     "Accumulator", "declare", "Id", "apply", "cast", "einsum", "elementwise", "join", "reduce", "renaming",
     "softmax", "split", "transfer", "types", "weave", "at_level", "rename_axis", "substitute", "Builder",
+    "INT32", "BOOL", "position", "compare", "logical", "where", "select", "gather",
     # algorithms and the named ones
     "library", "Region", "Kernel", "Grid", "Stream", "kernel", "unfused", "group", "stream",
     # functors: numpy, cost

@@ -47,6 +47,11 @@ class ArgumentError(NapkinError, TypeError):
     names what was expected."""
 
 
+class IndexingError(NapkinError, ValueError):
+    """Positions, masks or gathers used wrongly: an index that is not an integer array or carries the wrong
+    axes, a mask over an axis the diagram lacks, a window of negative width."""
+
+
 class ShapeError(NapkinError, ValueError):
     """An array of the wrong rank or shape was given to ``evaluate``."""
 

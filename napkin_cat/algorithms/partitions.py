@@ -37,10 +37,12 @@ def _moves(arrays, target: int, direction: str):
             steps.append(step)
             cur = step.cod.inside[0]
         parts.append(compose_all(Ty(arr), *steps) if steps else Diagram.id(Ty(arr)))
+    if not parts:
+        return Diagram.id(Ty())
     out = parts[0]
     for p in parts[1:]:
         out = out @ p
-    return out if parts else Diagram.id(Ty())
+    return out
 
 
 def kernel(diagram: Diagram, level: int = 1) -> Diagram:

@@ -10,7 +10,8 @@ region              schedule
 ``Grid(a, g)``      :class:`GridSchedule`: the inside, once per group of ``g`` along ``a``
 ``Stream(b, s)``    :class:`StreamSchedule`: ``head``; each reducer's state set to its empty value;
                     per slice of ``s`` the ``trip`` (the maps, and each reducer's accumulate, in the
-                    order of the ops); each reducer's ``finish``; ``tail``
+                    order of the ops); each reducer's ``finish``; ``tail``; and ``skip``: the masks on
+                    which a trip is neutral, so skipped (:mod:`.skipping`; None: every trip runs)
 ==================  ================================================================================
 
 A reducer (:class:`Reducer`) accumulates in one of three ways: a ``monoid`` folds its box's result into
@@ -66,9 +67,11 @@ and each algebra adds one handler.  The law of the fold is that of the functor i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 
 from napkin_cat.algorithms.nesting import nest_of_diagram
+from napkin_cat.algorithms.skipping import skip_of
 from napkin_cat.algorithms.streaming import StreamPlan, analyse
 from napkin_cat.errors import NapkinError
 from napkin_cat.syntax.relabel import map_arrays
@@ -102,6 +105,7 @@ class Reducer:
     accumulator: object = None
     step: object = None
     advance: object = None
+    form: object = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,6 +133,11 @@ class StreamSchedule:
     def position(self, v) -> int:
         """Where the streamed axis sits in value ``v``'s array."""
         return self.arrays[v].names.index(self.axis)
+
+    @cached_property
+    def skip(self):
+        """The masks that let a trip be skipped (:mod:`.skipping`), or None: every trip runs."""
+        return skip_of(self)
 
     def reads(self) -> dict:
         """Value id → the phases (``'head'``, ``'body'``, ``'tail'``) that read it."""
@@ -219,7 +228,7 @@ def stream_schedule(plan: StreamPlan, region=None) -> StreamSchedule:
         if r.nest is not None:
             red = Reducer(kind="nested", advance=advance_of(r.nest), **common)
         elif r.step is not None:
-            red = Reducer(kind="step", step=r.step, **common)
+            red = Reducer(kind="step", step=r.step, form=r.form, **common)
         else:
             red = Reducer(kind="monoid", op=ops[r.op], accumulator=r.accumulator, **common)
         reducers.append(red)

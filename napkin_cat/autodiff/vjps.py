@@ -17,6 +17,12 @@ exp, tanh, sigmoid, …      ȳ·f′(x), f′ written with primitives (exp: y; 
                            silu, gelu (tanh form), sqrt, rsqrt, recip, square, scale, shift, neg, relu: H(x))
 reduce sum / mean          ȳ broadcast back (mean: divided by the count)
 reduce max / min           ȳ broadcast where x equals the result: (1 − H(y − x)) (ties share it)
+reduce logsumexp           ȳ broadcast · exp(x − y) (the SoftMax of x)
+log, abs                   ȳ/x, ȳ·(2H(x) − 1)
+where, select              ȳ where the mask holds (0 elsewhere); select's b: ȳ − ā; the mask: none
+gather                     ȳ at the index: ``where(position_v = t, ȳ, 0)`` (a scatter); the index: none
+position, comparisons,     none: their derivative is zero (integers and masks)
+and, or, not
 cast, rename, id           ȳ cast back, renamed back, as it is
 split / join               the parts joined (zeros for parts without a cotangent) / ȳ split
 =========================  ====================================================================
@@ -29,6 +35,8 @@ import sympy
 
 from napkin_cat.errors import NapkinError, NoVJPError
 from napkin_cat.syntax.adapter import Array
+from napkin_cat.syntax.dtype import BOOL
+from napkin_cat.syntax.indices import COMPARISONS, LOGICAL, position
 from napkin_cat.syntax.primitive import KINDS, Weave
 from napkin_cat.syntax.weave import build_box
 
@@ -205,6 +213,8 @@ UNARY = {
                                                 -0.5),
     "recip": lambda ctx, box, xi, yo: ctx.ew("neg", ctx.ew("square", ctx.x(yo))),
     "square": lambda ctx, box, xi, yo: ctx.const("scale", ctx.x(xi), 2),
+    "log": lambda ctx, box, xi, yo: ctx.ew("recip", ctx.x(xi)),
+    "abs": lambda ctx, box, xi, yo: ctx.const("shift", ctx.const("scale", ctx.ew("step", ctx.x(xi)), 2), -1),
 }
 #: the linear maps and the step: x̄ straight from ȳ
 LINEAR = {
@@ -267,11 +277,52 @@ def _join(ctx, box, ins, outs, ybar):
     return list(made) if isinstance(made, tuple) else [made]
 
 
+def _logsumexp(ctx, box, ins, outs, ybar):
+    """x̄ = ȳ · exp(x − y): the SoftMax of x, weighted by the cotangent of its row."""
+    (yb,), x = ybar, ctx.x(ins[0])
+    y = ctx.broadcast(ctx.x(outs[0]), x.array)
+    return [ctx.ew("mul", ctx.broadcast(yb, x.array), ctx.ew("exp", ctx.ew("sub", x, y)))]
+
+
+def _masked(ctx, mask, yb):
+    """``ȳ`` where ``mask`` holds, 0 elsewhere (the mask broadcast by the names it carries)."""
+    return ctx.box("where", [mask, yb], yb.array.axes, params={"other": 0.0}, dtype=yb.array.dtype)
+
+
+def _where(ctx, box, ins, outs, ybar):
+    (yb,) = ybar
+    a = ctx.x(ins[1])
+    return [None, ctx.sum_to(_masked(ctx, ctx.x(ins[0]), yb), a.array)]
+
+
+def _select(ctx, box, ins, outs, ybar):
+    (yb,) = ybar
+    abar = _masked(ctx, ctx.x(ins[0]), yb)
+    bbar = ctx.ew("sub", yb, abar)
+    return [None, ctx.sum_to(abar, ctx.x(ins[1]).array), ctx.sum_to(bbar, ctx.x(ins[2]).array)]
+
+
+def _gather(ctx, box, ins, outs, ybar):
+    """x̄[…, v] = ȳ[…] where v = t[…] (a scatter written as a mask of positions); no cotangent for the index."""
+    (yb,), x, t = ybar, ctx.x(ins[0]), ctx.x(ins[1])
+    (axis,) = [a for a in x.array.axes if a.name not in box.data.weave_names]
+    pos = ctx.b(position(axis.name, level=x.array.level, **{axis.name: axis.size}))
+    hit = ctx.box("eq", [pos, t], x.array.axes, dtype=BOOL)
+    return [_masked(ctx, hit, ctx.broadcast(yb, x.array)), None]
+
+
+def _zero(ctx, box, ins, outs, ybar):
+    """Positions, comparisons and logic are piecewise constant: no cotangent flows back."""
+    return [None] * len(ins)
+
+
 RULES = {"contract": _contract, "softmax": _softmax, "fma": _fma, "cast": _cast, "rename": _rename,
          "split": _split, "join": _join,
          **{k: _binary(k) for k in ("add", "sub", "mul", "div", "max", "min")},
          **{k: _unary(d) for k, d in UNARY.items()}, **{k: _linear(f) for k, f in LINEAR.items()},
-         **{f"reduce_{k}": _reduce(k) for k in ("sum", "mean", "max", "min")}}
+         **{f"reduce_{k}": _reduce(k) for k in ("sum", "mean", "max", "min")},
+         "reduce_logsumexp": _logsumexp, "where": _where, "select": _select, "gather": _gather,
+         **{k: _zero for k in ("position", *COMPARISONS, *LOGICAL)}}
 
 
 def vjp_of(box):

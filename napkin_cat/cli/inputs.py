@@ -14,6 +14,7 @@ napkin_cat.errors.CLIError: malformed --sizes 'q=4096,x': 'x' is not name=positi
 """
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import runpy
@@ -22,7 +23,14 @@ from napkin_cat import library
 from napkin_cat.errors import CLIError
 from napkin_cat.syntax.adapter import Diagram
 
-LIBRARY = tuple(library.__all__[:-1])  # the named algorithms (inverse_temperature is a helper)
+def _takes_nothing(fn) -> bool:
+    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+               for p in inspect.signature(fn).parameters.values())
+
+
+#: the named algorithms a name on the command line builds (helpers, and algorithms that need an argument such
+#: as a window's width, are written in a Python file)
+LIBRARY = tuple(n for n in library.__all__ if n not in library.HELPERS and _takes_nothing(getattr(library, n)))
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
 
 

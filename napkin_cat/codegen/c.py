@@ -134,7 +134,7 @@ class CPrinter(RowsMixin, CFamilyPrinter):
     block's arena with NaN first (a test's check that no value is read before it is written)."""
 
     backend = "c"
-    dtypes = {"fp32": "float", "fp16": "_Float16"}
+    dtypes = {"fp32": "float", "fp16": "_Float16", "int32": "int", "bool": "unsigned char"}
     simd_reduction = "#pragma omp simd reduction({op}:{var})"
     # max and min as selects (the prelude's nc_fmax, nc_fold_max, ...): libm's fmaxf is a call gcc does not vectorise
     fmax, fold_max = "nc_fmax", "nc_fold_max"

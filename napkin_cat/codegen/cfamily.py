@@ -193,6 +193,9 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
         out.append(self.line(depth, f"for (int {ident(s.index.name)} = 0; {ident(s.index.name)} < "
                                     f"{self.code(self.trips(s))}; ++{ident(s.index.name)}) {{   "
                                     f"{self.comment} {self.loop_comment(s)}"))
+        if getattr(s, "skips", False):     # the same test in every thread of a block: no barrier is split
+            out.append(self.line(depth + 1, f"if (!{self.code(s.when)}) continue;   {self.comment} the mask is "
+                                            f"never true on this trip"))
         out += self._trip(s, depth + 1)
         out.append(self.line(depth, "}"))
         if s.tail:

@@ -13,6 +13,7 @@ softmax_unscaled (SoftMax₁)      per row: μ = max(max βx, μ′), s = exp(β
                                  exp(μ′ − μ) (the −∞-safe δ), z = δz′ + Σ s
 softmax_aux (SoftMax₀)           as SoftMax₁, returning y = s/z and δz′ in place of s and δ
 cast, rename, split, join        element copies (a cast converts on store)
+positions, masks, gathers, LSE   :mod:`napkin_cat.codegen.cindices`
 ===============================  ================================================================
 
 A statement with ``accumulate`` folds its value into its output with the accumulator's template.
@@ -20,6 +21,9 @@ A statement with ``accumulate`` folds its value into its output with the accumul
 from __future__ import annotations
 
 import sympy
+
+from napkin_cat.codegen.cindices import ELEMENTWISE_INDEX_C, STRUCTURED_INDEX_C, IndexKindsMixin
+
 
 def elementwise_c(fmax: str = "fmaxf", fmin: str = "fminf") -> dict:
     """The elementwise templates, with the dialect's NaN-ignoring two-argument max and min (``fmax``, ``fmin``)."""
@@ -30,7 +34,7 @@ def elementwise_c(fmax: str = "fmaxf", fmin: str = "fminf") -> dict:
         "scale": "({c} * {0})", "shift": "({0} + {c})", "step": "({0} > 0.0f ? 1.0f : 0.0f)",
         "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
         "max": f"{fmax}({{0}}, {{1}})", "min": f"{fmin}({{0}}, {{1}})",
-        "fma": "fmaf({0}, {1}, {2})",
+        "fma": "fmaf({0}, {1}, {2})", **ELEMENTWISE_INDEX_C,
     }
 
 
@@ -52,7 +56,7 @@ STRUCTURED_C = {
     "contract": "_print_contract", "softmax": "_print_softmax", "softmax_unscaled": "_print_online",
     "softmax_aux": "_print_online", "reduce_sum": "_print_reduce", "reduce_max": "_print_reduce",
     "reduce_min": "_print_reduce", "reduce_mean": "_print_reduce", "rename": "_print_rename",
-    "split": "_print_split", "join": "_print_join",
+    "split": "_print_split", "join": "_print_join", **STRUCTURED_INDEX_C,
 }
 
 ACCUMULATORS_C = accumulators_c()
@@ -61,7 +65,7 @@ ACCUMULATORS_C = accumulators_c()
 REDUCE = reduce_c()
 
 
-class KindsMixin:
+class KindsMixin(IndexKindsMixin):
     """The kind printers of :class:`~napkin_cat.codegen.cfamily.CFamilyPrinter`."""
 
     elementwise = ELEMENTWISE_C

@@ -19,7 +19,7 @@ from napkin_cat.codegen.errors import CodegenError, ToolNotFoundError
 from napkin_cat.errors import ShapeError
 
 
-NUMPY = {"fp32": np.float32, "fp16": np.float16}
+NUMPY = {"fp32": np.float32, "fp16": np.float16, "int32": np.int32, "bool": np.bool_}
 
 
 def cache_dir() -> Path:

@@ -39,6 +39,7 @@ from napkin_cat.algorithms.schedule import advance, fold_region, schedule_of
 from napkin_cat.cost.columns import stream_columns
 from napkin_cat.cost.live import Live, numel
 from napkin_cat.cost.record import ZERO, Cost, GroupCost, OpCost, StreamRecord
+from napkin_cat.cost.trips import running_trips
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.weave import core_of
@@ -89,14 +90,15 @@ def _dead(diagram: Diagram) -> set:
     return {v for _, _, outs in ops for v in outs if v not in read}
 
 
-def _walk(diagram: Diagram) -> Cost:
+def _walk(diagram: Diagram, tiles: tuple = ()) -> Cost:
     """Cost of ``diagram``: the boxes' costs add up; a column of live data is read after every layer.
 
     One pass of :func:`~napkin_cat.syntax.wiring.traverse` whose values are ``(id, array)``: the
     wiring moves them (a copy keeps the id, so the copied variable is counted once), a box's outputs
     get fresh ids; an output nothing reads (discarded) is dead as it is made and never held.  Inside a
     region, every column of the region is counted on top of what lies beside it outside (the live data
-    minus the region's inputs).
+    minus the region's inputs).  ``tiles``: the enclosing partitions (:class:`Sink`), which a masked stream
+    inside counts its trips on.
     """
     total, parts = Cost(), []
     live = Live()
@@ -109,7 +111,7 @@ def _walk(diagram: Diagram) -> Cost:
     def on_box(step):
         box = step.box
         if isinstance(box, Region):
-            inner = region_cost(box)
+            inner = region_cost(box, tiles)
             base = None
             # a partition's arrays are whole at its own level (0 for a top-level Grid, 1 for a level-2
             # kernel's Grid in a level-1 tile): its groups' columns count only the levels below it
@@ -163,9 +165,29 @@ def _held_phases(box: Region) -> list:
     return [list(box.dom.inside) + sliced, body + sliced, tail]
 
 
-def region_cost(box: Region) -> Cost:
+class Sink(list):
+    """The context of :class:`Symbolic`: the costs appended, and ``tiles``, the enclosing partitions
+    ``[(axis, start, extent, index, trips)]`` (outermost first) a masked stream counts its trips on."""
+
+    def __init__(self, tiles=()):
+        super().__init__()
+        self.tiles = tuple(tiles)
+
+    def inside(self, region, index_name: str | None = None) -> "Sink":
+        """A sink for one tile of the partition ``region`` (its start ``base + i·tile``, its extent the tile)."""
+        taken = {str(t[3]) for t in self.tiles}
+        name = f"i_{region.axis}"
+        while name in taken:
+            name += "'"
+        index = sympy.Symbol(name, integer=True, nonnegative=True)
+        base = next((t[1] for t in reversed(self.tiles) if t[0] == region.axis), sympy.Integer(0))
+        tile = sympy.sympify(region.size)
+        return Sink(self.tiles + ((region.axis, base + index * tile, tile, index, region.trips),))
+
+
+def region_cost(box: Region, tiles: tuple = ()) -> Cost:
     """The cost of a region: the fold of its schedule with :class:`Symbolic` (one summed part)."""
-    sink = []
+    sink = Sink(tiles)
     fold_region(box, SYMBOLIC, [None] * len(box.dom), sink)
     (part,) = sink
     return part
@@ -201,9 +223,9 @@ def _is_nest(arg: Diagram) -> bool:
     return len(boxes) == 1 and isinstance(boxes[0], Grid)
 
 
-def _flop_cost(diagram: Diagram) -> Cost:
+def _flop_cost(diagram: Diagram, tiles: tuple = ()) -> Cost:
     """FLOPs (and their per-op records) of a diagram run once; its memory is the stream's to count."""
-    c = _walk(diagram)
+    c = _walk(diagram, tiles)
     c.columns = {}
     return c
 
@@ -216,8 +238,8 @@ def _held_at(box: Stream) -> int:
     return max(levels + [1])
 
 
-def _op_cost(b) -> Cost:
-    c = region_cost(b) if isinstance(b, Region) else box_cost(b)
+def _op_cost(b, tiles: tuple = ()) -> Cost:
+    c = region_cost(b, tiles) if isinstance(b, Region) else box_cost(b)
     c.columns = {}
     return c
 
@@ -237,23 +259,25 @@ class Symbolic:
     appends its :class:`Cost` to (a region one summed part); values are not looked at."""
 
     def op(self, op, ins, sink, dests):
-        sink.append(_op_cost(op.box))
+        sink.append(_op_cost(op.box, sink.tiles))
         return [None] * len(op.outs)
 
     def kernel(self, node, ins, sink, dests):
-        sink.append(_walk(node.inside))
+        sink.append(_walk(node.inside, sink.tiles))
         return dests
 
     def grid(self, node, ins, sink, dests):
-        sink.append(_grid_cost(node.region, _walk(node.inside), _is_nest(node.inside)))
+        sink.append(_grid_cost(node.region, _walk(node.inside, sink.inside(node.region).tiles),
+                               _is_nest(node.inside)))
         return dests
 
     def stream(self, node, ins, sink, dests, run):
         """Head and tail once, the trip ``b/s`` times, each reducer's finish once; memory: the columns of the
         stream's expansion in the order it runs (:mod:`napkin_cat.cost.columns`): the head's, then each trip's
         with the reducers' state (e.g. μ, z and o for online softmax) and the values the trip re-reads, the
-        step diagram's own intermediates included, then the tail's."""
-        head, body, tail = [], [], []
+        step diagram's own intermediates included, then the tail's.  A masked stream (``node.skip``) runs
+        only the trips its mask does not skip: :func:`~napkin_cat.cost.trips.running_trips` per tile."""
+        head, body, tail = Sink(sink.tiles), sink.inside(node.region), Sink(sink.tiles)
         vals = run.head(ins, head)
         states = run.init(head)
         _, made = run.trip(vals, states, body)
@@ -262,7 +286,12 @@ class Symbolic:
         total = Cost()
         for col in stream_columns(node):
             total.add_column(col)
-        total.absorb_all(_phases(head, 1, "head") + _phases(body, node.region.trips, "body")
+        trips = node.region.trips
+        if node.skip is not None:
+            counted = running_trips(node.skip, node.axis, sympy.sympify(node.region.size),
+                                    sympy.sympify(node.region.full_size()), sink.tiles)
+            trips = trips if counted is None else counted
+        total.absorb_all(_phases(head, 1, "head") + _phases(body, trips, "body")
                          + _phases(tail, 1, "tail"))
         sink.append(_in_stream(total, node.region))
         return dests
@@ -271,21 +300,21 @@ class Symbolic:
         return [None] * len(r.state)
 
     def monoid(self, r, state, ins, sink):
-        sink.append(_op_cost(r.op.box))
+        sink.append(_op_cost(r.op.box, sink.tiles))
         return state
 
     def step(self, r, state, ins, sink):
-        sink.append(_flop_cost(r.step))
+        sink.append(_flop_cost(r.step, sink.tiles))
         return state
 
     def finish(self, r, state, sink, dests):
-        sink.append(_flop_cost(r.finish))
+        sink.append(_flop_cost(r.finish, sink.tiles))
         return [None] * len(r.outputs)
 
     def advance_kernel(self, node, state, ins, sink):
         """The inside advanced, with the state loaded to the kernel's level and saved back.  No memory: the
         enclosing stream counts it."""
-        inner = []
+        inner = Sink(sink.tiles)
         advance(node.child, self, state, ins, inner)
         c = Cost().absorb_all(inner)
         for s in node.state:
@@ -297,14 +326,14 @@ class Symbolic:
         return state
 
     def advance_grid(self, node, state, ins, sink):
-        inner = []
+        inner = sink.inside(node.region)
         advance(node.child, self, state, ins, inner)
         sink.append(_grid_cost(node.region, Cost().absorb_all(inner), _is_nest(node.region.arg)))
         return state
 
     def advance_loop(self, node, state, ins, sink, run):
         """A sub-loop's head once and its trip ``b/u`` times (a diagram's: once)."""
-        head, body = [], []
+        head, body = Sink(sink.tiles), Sink(sink.tiles)
         run.trip(run.head(ins, head), node.split(state), body)
         trips = node.region.trips if node.region is not None else 1
         c = Cost().absorb_all(_phases(head, 1, "head") + _phases(body, trips, "body"))

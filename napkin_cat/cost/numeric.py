@@ -59,17 +59,40 @@ def _add(total: Cost, part: Cost, times: int = 1) -> Cost:
 
 
 class At:
-    """The context of :class:`Concrete`: the sizes (symbol → int) and the running total."""
+    """The context of :class:`Concrete`: the sizes (symbol → int), the running total, and ``tiles``: each
+    partitioned axis's tile ``(start, extent)``, where a mask decides which trips are skipped."""
 
-    def __init__(self, env: dict):
-        self.env, self.total = env, Cost()
+    def __init__(self, env: dict, tiles: dict | None = None):
+        self.env, self.total, self.tiles = env, Cost(), dict(tiles or {})
 
-    def bound(self, region, extent: int) -> "At":
-        """A context for a tile of ``extent``: the tile's symbol reads it."""
+    def bound(self, region, extent: int, start: int | None = None) -> "At":
+        """A context for a tile of ``extent`` (at ``start`` within the enclosing tile, if it matters): the
+        tile's symbol reads the extent."""
         env = dict(self.env)
         if isinstance(region.size, sympy.Symbol):
             env[region.size] = extent
-        return At(env)
+        tiles = dict(self.tiles)
+        if start is not None:
+            tiles[region.axis] = (self.tiles.get(region.axis, (0, None))[0] + start, extent)
+        return At(env, tiles)
+
+    def tile_of(self, axis: str, size) -> tuple:
+        """The tile ``axis`` is in: its partition's ``(start, extent)``, or the whole axis."""
+        return self.tiles.get(axis) or (0, _value(size, self.env))
+
+
+def skip_axes(region) -> frozenset:
+    """The axes whose positions decide a skipped trip in ``region`` or any region inside it (cached)."""
+    cached = region.__dict__.get("_skip_axes")
+    if cached is None:
+        found = set()
+        if isinstance(region, Stream) and schedule_of(region).skip is not None:
+            found |= schedule_of(region).skip.axes
+        for _, box in layers(region.arg):
+            if isinstance(box, Region):
+                found |= skip_axes(box)
+        cached = region.__dict__["_skip_axes"] = frozenset(found)
+    return cached
 
 
 def _tiles(region, env):
@@ -101,7 +124,15 @@ class Concrete:
                     self.box(box, ctx)
 
     def _tiled(self, region, ctx: At, run_tile):
-        """``run_tile(inner ctx, extent)`` once per distinct extent, counted per tile."""
+        """``run_tile(inner ctx, extent)`` once per distinct extent, counted per tile; once per tile where a mask
+        inside reads the positions of the region's axis (its trips that run depend on the tile)."""
+        if region.axis in skip_axes(region):
+            full, tile = _value(region.full_size(), ctx.env), _value(region.size, ctx.env)
+            for start in range(0, full, tile):
+                inner = ctx.bound(region, min(tile, full - start), start)
+                run_tile(inner, min(tile, full - start))
+                _add(ctx.total, inner.total)
+            return
         for extent, count in _tiles(region, ctx.env):
             inner = ctx.bound(region, extent)
             run_tile(inner, extent)
@@ -124,21 +155,34 @@ class Concrete:
         self._tiled(node.region, ctx, lambda inner, e: self.diagram(short(e), inner))
         return dests
 
-    def _trips(self, node, vals, states, ctx, run):
-        """Each distinct slice's trip, counted per slice; ``vals`` gets the sliced outputs the trips make."""
+    def _trips(self, node, vals, states, ctx, run, skip=None):
+        """Each distinct slice's trip, counted per slice; ``vals`` gets the sliced outputs the trips make.
+        With ``skip`` (a stream's :class:`~napkin_cat.algorithms.skipping.Skip`), the slices it skips are not."""
         made = {}
 
         def trip(inner, e):
             r = run if e == node.region.size or not isinstance(node.region.size, int) \
                 else Phases(schedule_of(relabelled(node.region, e)), self)
             made.update(r.trip(vals, states, inner)[1])
-        self._tiled(node.region, ctx, trip)
+        if skip is None:
+            self._tiled(node.region, ctx, trip)
+        else:         # only the trips the mask does not skip, each distinct extent folded once
+            full, tile = _value(node.region.full_size(), ctx.env), _value(node.region.size, ctx.env)
+            runs = {}
+            for start in range(0, full, tile):
+                e = min(tile, full - start)
+                if not skip.skipped(ctx.bound(node.region, e, start).tile_of):
+                    runs.setdefault(e, []).append(start)
+            for e, starts in runs.items():
+                inner = ctx.bound(node.region, e, starts[0])
+                trip(inner, e)
+                _add(ctx.total, inner.total, len(starts))
         vals.update((v, made[v]) for v in node.sliced)
 
     def stream(self, node, ins, ctx, dests, run):
         vals = run.head(ins, ctx)
         states = run.init(ctx)
-        self._trips(node, vals, states, ctx, run)
+        self._trips(node, vals, states, ctx, run, node.skip)
         return run.tail(run.finish(vals, states, ctx), ctx)
 
     def init(self, r, ctx, dests):

@@ -44,7 +44,7 @@ def split(s: Compute) -> list:
         box = build_box(addend.rest, [s.box.dom.inside[p] for p in ops], list(s.box.cod.inside), weaves,
                         name=addend.rest)
         rest = [Compute(box, (out,), tuple(s.ins[p] for p in ops), None, s.origin)]
-    return rest + [Compute(t.box, (out,), t.ins, kind_of(t.kind).accumulator.name, t.origin)]
+    return rest + [Compute(t.box, (out,), t.ins, kind_of(t.kind).accumulator.name, t.origin, t.at)]
 
 
 def split_all(stmts) -> tuple:

@@ -50,6 +50,13 @@ def _ascii(name: str) -> str:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in out) or "v"
 
 
+def _condition(c):
+    """A trip's condition as a sympy boolean, simplified (``true`` when no trip is skipped)."""
+    from sympy.logic.boolalg import to_nnf
+    c = sympy.sympify(c)
+    return c if isinstance(c, (sympy.logic.boolalg.BooleanTrue, sympy.logic.boolalg.BooleanFalse)) else to_nnf(c)
+
+
 class Expander:
     """Builds the statements and the variables of a plan; ``variables`` keeps their order of creation.
 
@@ -105,7 +112,8 @@ class Expander:
         stmts = []
         for k, (box, i_ids, o_ids) in enumerate(ops):
             if k in inlined:
-                refs[o_ids[0]] = Compute(box, (), tuple(refs[v] for v in i_ids), None, self.origin(box.name))
+                refs[o_ids[0]] = Compute(box, (), tuple(refs[v] for v in i_ids), None, self.origin(box.name),
+                                         self.at(box))
                 continue
             s, outs = self.box(box, [refs[v] for v in i_ids], [dest_of.get(v) for v in o_ids])
             stmts += s
@@ -144,7 +152,24 @@ class Expander:
                 if arr.level == 0 and self.path:
                     stmts.append(Alloc(dst.var))
             outs.append(dst)
-        return stmts + [Compute(box, tuple(outs), tuple(ins), None, self.origin(box.name))], outs
+        return stmts + [Compute(box, tuple(outs), tuple(ins), None, self.origin(box.name), self.at(box))], outs
+
+    def at(self, box) -> tuple:
+        """``((axis, start), …)`` for a box that reads positions: where index 0 of the axis it numbers (a
+        ``position``) or gathers along (a ``gather``) sits on the whole axis, from the loops around it."""
+        kind = box.data.kind
+        if kind == "position":
+            axis = box.cod.inside[0].axes[0].name
+        elif kind == "gather":
+            (axis,) = [a for a in box.dom.inside[0].names if a not in box.data.weave_names]
+        else:
+            return ()
+        return ((axis, self.context[axis].start),) if axis in self.context else ()
+
+    def tile_of(self, axis: str, size) -> tuple:
+        """The tile ``axis`` is in: the enclosing loop's ``(start, extent)``, or the whole axis."""
+        rng = self.context.get(axis)
+        return (rng.start, rng.extent) if rng is not None else (sympy.Integer(0), sympy.sympify(size))
 
     @contextmanager
     def _entered(self, region):
@@ -227,10 +252,12 @@ class Expander:
         into = {v: self.slice(dest_of[v], node.axis, rng) for v in node.sliced}
         with self._inside(node.axis, rng):
             run.trip({**vals, **dict(zip(node.dom, sliced))}, states, body, into)
+            when = sympy.true if node.skip is None else _condition(sympy.Not(node.skip.skipped(self.tile_of)))
         vals.update((v, dest_of[v]) for v in node.sliced)
         outs = run.tail(run.finish(vals, states, tail, dest_of), tail, dest_of)
         tail += self._copies(node.cod, dict(zip(node.cod, outs)), dests)
-        sink.append(StreamLoop(node.axis, tile, full, index, tuple(head), tuple(body), tuple(tail), self.origin("")))
+        sink.append(StreamLoop(node.axis, tile, full, index, tuple(head), tuple(body), tuple(tail), self.origin(""),
+                               when))
         return dests
 
     def init(self, r, sink, dests):
@@ -247,7 +274,7 @@ class Expander:
     def monoid(self, r, state, ins, sink):
         """``o ← o ⊕ F(chunk)``: the box folded into the state."""
         box = r.op.box
-        sink.append(Compute(box, (state[0],), tuple(ins), r.accumulator.name, self.origin(box.name)))
+        sink.append(Compute(box, (state[0],), tuple(ins), r.accumulator.name, self.origin(box.name), self.at(box)))
         return state
 
     def step(self, r, state, ins, sink):

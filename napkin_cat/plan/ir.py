@@ -19,10 +19,13 @@ node                    meaning
 ``Combine``             ``dst ← dst ⊕ src`` with a monoid: a partial result folded into its accumulator
 ``Kernel``              a fused kernel at ``level``: its body runs there
 ``GridLoop``            parallel loop over the tiles of ``axis`` (a Grid)
-``StreamLoop``          ``head`` once, ``body`` per slice of ``axis``, ``tail`` once (a Stream)
+``StreamLoop``          ``head`` once, ``body`` per slice of ``axis``, ``tail`` once (a Stream); with
+                        ``when``, a trip runs only where that condition holds (a mask skips the rest)
 ======================  ==========================================================================
 
-The extent of a tile is ``Min(tile, full − start)``: the last tile of a ragged axis is masked.
+The extent of a tile is ``Min(tile, full − start)``: the last tile of a ragged axis is masked.  A
+``Compute`` that reads positions (a ``position``, a ``gather``) carries ``at``: where index 0 of each
+axis it reads sits on the whole axis, the start expression of the loops around it.
 
 The toolkit every pass and printer uses: :func:`access` (what a statement reads and writes, one table
 ``ACCESS``), :func:`walk` / :func:`walk_scoped` (every statement in program order), :func:`blocks` /
@@ -182,6 +185,7 @@ class Compute:
     ins: tuple
     accumulate: str | None = None
     origin: str = ""
+    at: tuple = ()        # ((axis, start), …): the global position of index 0 along the axes it reads
 
     @property
     def kind(self) -> str:
@@ -199,6 +203,10 @@ class Compute:
     def inlined(self) -> tuple:
         """``(position, Compute)`` of its operands computed into it (never stored)."""
         return tuple((p, r) for p, r in enumerate(self.ins) if isinstance(r, Compute))
+
+    def start(self, axis: str):
+        """Where index 0 of ``axis`` sits on the whole axis (0 outside every loop over it)."""
+        return dict(self.at).get(axis, sympy.Integer(0))
 
 
 @dataclass(frozen=True)
@@ -248,7 +256,10 @@ class GridLoop:
 
 @dataclass(frozen=True)
 class StreamLoop:
-    """``head``; ``for index in 0 … ⌈full / tile⌉ − 1: body``; ``tail`` (a Stream, in order)."""
+    """``head``; ``for index in 0 … ⌈full / tile⌉ − 1: if when: body``; ``tail`` (a Stream, in order).
+
+    ``when``: a condition on the loop indices (sympy), true on the trips that run; a trip where it is false
+    is skipped, its mask never true there (:mod:`napkin_cat.algorithms.skipping`)."""
 
     axis: str
     tile: sympy.Expr
@@ -258,6 +269,12 @@ class StreamLoop:
     body: tuple
     tail: tuple
     origin: str = ""
+    when: object = sympy.true
+
+    @property
+    def skips(self) -> bool:
+        """Whether some trip may be skipped."""
+        return self.when is not sympy.true
 
     @property
     def trips(self) -> sympy.Expr:

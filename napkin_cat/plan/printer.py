@@ -139,6 +139,8 @@ class Printer:
         if s.head:
             out += [f"{INDENT * depth}head:"] + self._lines(s.head, depth + 1)
         out.append(f"{INDENT * depth}for {s.index} in 0 … {self._trips(s)} − 1:   # stream {s.axis}")
+        if getattr(s, "skips", False):
+            out.append(f"{INDENT * (depth + 1)}skip unless {expr(s.when)}   # the mask is never true elsewhere")
         out += self._lines(s.body, depth + 1)
         if s.tail:
             out += [f"{INDENT * depth}tail:"] + self._lines(s.tail, depth + 1)

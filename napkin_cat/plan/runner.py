@@ -69,6 +69,19 @@ def number(e, env: dict) -> int:
     return int(fn(*(env[s] for s in syms)))
 
 
+def truth(c, env: dict) -> bool:
+    """A condition on loop indices and sizes (a trip's ``when``) evaluated at ``env``, compiled once."""
+    if isinstance(c, (bool, sympy.logic.boolalg.BooleanTrue, sympy.logic.boolalg.BooleanFalse)):
+        return bool(c)
+    f = _LAMBDAS.get(c)
+    if f is None:
+        syms = tuple(sorted(c.free_symbols, key=str))
+        fn = sympy.lambdify(syms, c, modules=[{"Min": min, "Max": max}, "math"], dummify=True)
+        f = _LAMBDAS[c] = (syms, fn)
+    syms, fn = f
+    return bool(fn(*(env[s] for s in syms)))
+
+
 def measured_flops(box, xs, ys) -> dict:
     """FLOPs of one execution of ``box``: its kind's per-item count at the actual core extents × items."""
     spec = box.data
@@ -172,19 +185,25 @@ class Machine:
             self.sample()
             getattr(self, f"_run_{type(s).__name__}")(s, frame)
 
+    def numpy_dtype(self, var):
+        """The numpy type a variable is held in: its integers as integers, a mask as bools, values as the run's."""
+        family = as_dtype(self.vars[var].dtype).family
+        return {"int": np.int64, "bool": np.bool_}.get(family, self.dtype)
+
     def _run_Alloc(self, s, frame):
-        fill = np.nan if self.counters is not None else 0
-        self.write_new(s.var, np.full(self.shape(s.var, frame), fill, self.dtype), frame)
+        dt = self.numpy_dtype(s.var)
+        fill = np.nan if self.counters is not None and dt == self.dtype else 0
+        self.write_new(s.var, np.full(self.shape(s.var, frame), fill, dt), frame)
 
     def write_new(self, var, y, frame):
         frame.values[var] = y
         self._grow(var, 0, np.size(y), frame)
 
     def _run_Fill(self, s, frame):
-        self.write_new(s.var, np.full(self.shape(s.var, frame), s.value, self.dtype), frame)
+        self.write_new(s.var, np.full(self.shape(s.var, frame), s.value, self.numpy_dtype(s.var)), frame)
 
     def _move(self, s, frame):
-        x = np.array(self.view(s.src, frame), dtype=self.dtype)
+        x = np.array(self.view(s.src, frame), dtype=self.numpy_dtype(s.dst.var))
         if self.counters is not None:
             n = x.size
             _count(self.counters.transfers, s.level, n)
@@ -209,7 +228,10 @@ class Machine:
         fast = self.fast.get(s)
         if fast is None:
             fast = self.fast[s] = _prepare(s.box, self.plan.sizes)
-        ys = fast(xs) if callable(fast) else run_primitive(fast, xs, frame.env())
+        env = frame.env()
+        if s.at:       # a position or a gather: where its tile starts on the whole axis
+            env.tiles = {a: (number(start, frame.nominal), None) for a, start in s.at}
+        ys = fast(xs) if callable(fast) else run_primitive(fast, xs, env)
         if self.counters is not None:
             for p, n in measured_flops(s.box, xs, ys).items():
                 _count(self.counters.flops, p, n)
@@ -250,6 +272,8 @@ class Machine:
         self.block(s.head, frame)
         for t, extent in self._trips(s, frame):
             inner = frame.trip(s, t, extent)
+            if s.when is not sympy.true and not truth(s.when, inner.nominal):
+                continue      # a trip the mask skips: it would change nothing
             inner.values, inner.live = frame.values, frame.live   # the state carries from trip to trip
             self.block(s.body, inner)
         self.block(s.tail, frame)

@@ -30,6 +30,7 @@ _ANCHORS = {"sw": "south west", "nw": "north west", "c": "center"}
 _SPECIAL = {"·": r"$\cdot$", "×": r"$\times$", "−": "$-$", "÷": r"$\div$", "Σ": r"$\Sigma$", "→": r"$\to$",
             "⇒": r"$\Rightarrow$", "≡": r"$\equiv$", "⊗": r"$\otimes$", "√": r"$\surd$", "′": "$'$",
             "…": r"\dots{}", "≤": r"$\le$", "≥": r"$\ge$", "∞": r"$\infty$", "∘": r"$\circ$",
+            "≠": r"$\neq$", "∧": r"$\wedge$", "∨": r"$\vee$", "¬": r"$\neg$",
             "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
             "<": r"$<$", ">": r"$>$", "|": r"$|$", "ß": r"{\ss}", "ø": r"{\o}", "Ø": r"{\O}", "æ": r"{\ae}",
             "Æ": r"{\AE}", "œ": r"{\oe}", "Œ": r"{\OE}", "ł": r"{\l}", "Ł": r"{\L}", "ı": r"{\i}"}

@@ -143,7 +143,8 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
                scale: float = 1.0) -> Equivalence:
     """Compare two diagrams on random inputs (and random sizes and tiles for symbolic ones).
 
-    ``sizes`` fixes some sizes (name → int); the others are drawn per trial (see the module doc).
+    ``sizes`` fixes some sizes (name → int); the others are drawn per trial (see the module doc).  An
+    integer input (an index, a segment id) gets integers in ``[0, high]``, a mask random booleans.
     NaN and ±inf must sit in the same places; finite entries must agree to ``rtol``/``atol``; and
     some finite entry must have been compared.
 
@@ -168,7 +169,12 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
         xs = []
         for arr in d1.dom.inside:
             shape = tuple(Env(env).size(a.size, f"axis {a.name!r}") for a in arr.axes)
-            xs.append(rng.normal(size=shape) * scale)
+            if arr.dtype.family == "bool":
+                xs.append(rng.random(size=shape) < 0.5)
+            elif arr.dtype.is_integer:      # indices and segment ids: small non-negative integers
+                xs.append(rng.integers(0, high + 1, size=shape))
+            else:
+                xs.append(rng.normal(size=shape) * scale)
         with np.errstate(all="ignore"):
             y1 = evaluate(d1, *xs, sizes=Sizes(named).restrict(d1))
             y2 = evaluate(d2, *xs, sizes=Sizes(named).restrict(d2))

@@ -36,12 +36,15 @@ def interpret(diagram: Diagram, xs: list, env: Env) -> list:
     return traverse(diagram, xs, on_box)
 
 
-def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dict | None = None):
+def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dict | None = None,
+             skip: bool = True):
     """Evaluate ``diagram`` on numpy arrays; one output gives an array, several a tuple.
 
     ``sizes`` binds sizes the inputs do not show (tile sizes such as ``g_q``; a
     :class:`~napkin_cat.syntax.sizes.Sizes` or names → positive ints, each one of the diagram's);
-    ``counters``, a dict, receives the values moved per level by the Loads/Saves run.
+    ``counters``, a dict, receives the values moved per level by the Loads/Saves run;
+    ``skip=False`` runs every trip of a masked stream, those its mask skips included (they change nothing:
+    :mod:`napkin_cat.algorithms.skipping`).
     """
     if not isinstance(diagram, Diagram):
         raise NapkinError(f"evaluate takes a napkin_cat Diagram, got {type(diagram).__name__}")
@@ -49,11 +52,11 @@ def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dic
         raise ShapeError(f"the diagram takes {len(diagram.dom)} array(s) {[str(a) for a in diagram.dom.inside]}, "
                          f"got {len(arrays)}")
     env = Env(as_sizes(sizes).of(diagram).env)
-    env.counters = counters
+    env.counters, env.skip = counters, bool(skip)
     xs = []
     for i, (arr, x) in enumerate(zip(diagram.dom.inside, arrays)):
         x = np.asarray(x)
-        if not np.issubdtype(x.dtype, np.number):
+        if not (np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.bool_)):
             raise ShapeError(f"input {i}: expected a numeric array, got dtype {x.dtype}")
         env.bind(arr, x, f"input {i} ({arr})")
         xs.append(x)

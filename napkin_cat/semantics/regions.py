@@ -87,12 +87,14 @@ class Numpy:
                 (node.inside, _short_env(box, inner, n)) if not isinstance(box.size, int) else \
                 (relabelled(box, n).arg, inner)
             chunk = [x if p is None else x[_cut(x, p, sl)] for x, p in zip(xs, pos_in)]
-            parts.append(self.interpret(inside, chunk, group_env))
+            parts.append(self.interpret(inside, chunk, group_env.within(box.axis, sl.start, n)))
         return [np.concatenate([p[j] for p in parts], axis=arr.names.index(box.axis))
                 for j, arr in enumerate(box.cod.inside)]
 
-    def _trips(self, node, vals, states, env, total, size, run):
-        """``states`` after a trip on every slice of ``size`` of ``total``; the sliced outputs' slices."""
+    def _trips(self, node, vals, states, env, total, size, run, *, skip=None):
+        """``states`` after a trip on every slice of ``size`` of ``total``; the sliced outputs' slices.  With
+        ``skip`` (:class:`~napkin_cat.algorithms.skipping.Skip`), a slice on which a mask is never true is not run:
+        its trip would leave the states as they are."""
         pieces = {v: [] for v in node.sliced}
         for sl in _slices(total, size):
             n, trip_run, trip_env = sl.stop - sl.start, run, env
@@ -101,6 +103,9 @@ class Numpy:
                     trip_run = Phases(schedule_of(relabelled(node.region, n)), self)
                 else:
                     trip_env = _short_env(node.region, env, n)
+            trip_env = trip_env.within(node.axis, sl.start, n)
+            if skip is not None and skip.skipped(_tile_of(trip_env)):
+                continue
             chunk = {v: vals[v][_cut(vals[v], node.position(v), sl)] for v in node.streamed}
             states, made = trip_run.trip({**vals, **chunk}, states, trip_env)
             for v in pieces:
@@ -114,7 +119,8 @@ class Numpy:
         """
         total, s, inner = bind(node.region, env, "stream")
         vals = run.head(xs, inner)
-        states, pieces = self._trips(node, vals, run.init(inner), inner, total, s, run)
+        states, pieces = self._trips(node, vals, run.init(inner), inner, total, s, run,
+                                     skip=node.skip if env.skip else None)
         for v in node.sliced:
             vals[v] = np.concatenate(pieces[v], axis=node.position(v))
         return run.tail(run.finish(vals, states, inner), inner)
@@ -154,7 +160,7 @@ class Numpy:
             group_env = _short_env(box, inner, n) if n != g and not isinstance(box.size, int) else inner
             chunk = [x if p is None else x[_cut(x, p, sl)] for x, p in zip(xs, pos_in)]
             res = advance(node.short_child(n), self, [x[_cut(x, p, sl)] for x, p in zip(new, pos_st)], chunk,
-                          group_env)
+                          group_env.within(box.axis, sl.start, n))
             for x, p, y in zip(new, pos_st, res):
                 x[_cut(x, p, sl)] = y
         return new
@@ -169,6 +175,13 @@ class Numpy:
             _, size, env = bind(node.region, env, "stream")
         parts, _ = self._trips(s, vals, node.split(state), env, total, size, run)
         return node.join(parts)
+
+
+def _tile_of(env):
+    """The tile each axis is in at ``env``: its partition's ``(start, extent)``, or the whole axis."""
+    def tile_of(axis, size):
+        return env.tiles.get(axis) or (0, env.size(size, f"axis {axis!r}"))
+    return tile_of
 
 
 def run_kernel(box, xs: list, env, interpret) -> list:

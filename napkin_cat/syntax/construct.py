@@ -191,8 +191,10 @@ def elementwise(name: str, signature: str, *, const=None, level: int = 0, dtype=
 
 def reduce(name: str, signature: str, *, level: int = 0, dtype=FP32, **sizes) -> Diagram:
     """Reduce the axes missing from the output: ``reduce("max", "q x -> q")``."""
-    if name not in REDUCTIONS:
-        raise UnknownPrimitiveError(f"unknown reduction {name!r}; legal reductions are {sorted(REDUCTIONS)}")
+    from napkin_cat.syntax.primitive import KINDS
+    legal = sorted(set(REDUCTIONS) | {k[len("reduce_"):] for k in KINDS if k.startswith("reduce_")})
+    if name not in legal:
+        raise UnknownPrimitiveError(f"unknown reduction {name!r}; legal reductions are {legal}")
     ins, outs = parse(signature, arrow=True)
     if len(ins) != 1 or len(outs) != 1:
         raise SignatureError(f"reduce takes one array to one array, e.g. 'q x -> q', got {signature!r}")

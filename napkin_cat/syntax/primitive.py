@@ -66,6 +66,15 @@ class Core:
     outputs: tuple
     params: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)  # symbol -> int, at evaluation time
+    # context, not the item: the weave axes (Axis, outermost first: the batch dimensions), and each partitioned
+    # axis's global position of its first index
+    weaves: tuple = field(default=(), compare=False)
+    offsets: dict = field(default_factory=dict, compare=False)
+
+    def offset(self, axis: str) -> int:
+        """Where index 0 of ``axis`` sits on the whole axis: the start of the tile (a Grid's group, a Stream's
+        slice) the box runs in, 0 outside any partition of ``axis``."""
+        return int(self.offsets.get(axis, 0))
 
     def value(self, expr):
         """A parameter's numeric value, with axis sizes bound (``beta = d**-0.5``)."""

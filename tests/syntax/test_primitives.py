@@ -26,6 +26,8 @@ UNARY_REFERENCE = {
     "rsqrt": lambda x: x ** -0.5,
     "recip": lambda x: x ** -1.0,
     "square": lambda x: x ** 2,
+    "log": lambda x: np.log(x),
+    "abs": lambda x: np.where(x < 0, -x, x),
 }
 BINARY_REFERENCE = {
     "add": lambda a, b: a + b,
@@ -35,7 +37,7 @@ BINARY_REFERENCE = {
     "max": lambda a, b: np.where(a >= b, a, b),
     "min": lambda a, b: np.where(a <= b, a, b),
 }
-POSITIVE = {"sqrt", "rsqrt", "recip"}
+POSITIVE = {"sqrt", "rsqrt", "recip", "log"}
 
 
 @pytest.mark.parametrize("name", sorted(UNARY_REFERENCE))

@@ -104,7 +104,7 @@ def _hoist_maps(inner: StreamLoop, outer: StreamLoop, variables, writers):
 
         def whole_tile(arr, tile=outer.tile):
             return arr.replace(axes=tuple(Axis(a.name, tile) if a.name == axis else a for a in arr.axes))
-        maps.append(Compute(map_box(c.box, whole_tile, lambda n: n), c.outs, ins, None, c.origin))
+        maps.append(Compute(map_box(c.box, whole_tile, lambda n: n), c.outs, ins, None, c.origin, c.at))
         hoisted = {r.var for r in c.outs}
         body = list(rebuild(body[1:], lambda x, names=hoisted: _sliced(x, names, axis, rng)))
     return maps, replace(inner, body=tuple(body))

@@ -265,7 +265,7 @@ class _Emit:
                 current[name] = name
                 outs.append(Ref(name))
             body.append(Compute(self.relabel(s.box, lv, loops), tuple(outs), tuple(ins), s.accumulate,
-                                f"{s.origin} @{lv.name}"))
+                                f"{s.origin} @{lv.name}", s.at))
             for r in s.outs:
                 if self.p.per_unit(r.var) and self.p.needs_pipe(r.var):
                     body.append(Store(vs.view(self.pipes.of[r.var], loops), Ref(current[r.var]), lv.index,
