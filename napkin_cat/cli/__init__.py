@@ -3,7 +3,8 @@
 ``napkin reproduce --out DIR`` reproduces the paper end to end and writes a report;
 ``napkin table config|clock|overlap`` prints the hardware tables of §5 (the paper's configuration by
 default; ``--hardware`` a model's name or file, ``--d``, ``--n``, ``--variant``);
-``napkin demo`` draws, evaluates and derives FlashAttention; ``cost``, ``derive``, ``plan``, ``codegen``
+``napkin demo`` draws, evaluates and derives FlashAttention; ``napkin gallery --out DIR`` derives, draws and
+plots every library algorithm and registered example into one page; ``cost``, ``derive``, ``plan``, ``codegen``
 and ``draw`` take a library algorithm by name or a Python file that defines a diagram (``plan`` prints
 the loop nest, ``codegen`` the Triton, CUDA or C kernel of that plan, and compiles or runs it).  Bad input gives
 one line on stderr and exit status 2; ``reproduce`` exits 1 when a value differs from the paper.
@@ -20,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from napkin_cat.cli import commands
+from napkin_cat.cli import commands, gallery
 from napkin_cat.cli.inputs import LIBRARY, CLIError
 from napkin_cat.errors import NapkinError
 
@@ -142,6 +143,28 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="seed of --run's random inputs (default 0)")
     s.add_argument("--json", action="store_true", help="print JSON (the source included unless --out)")
     s.set_defaults(fn=commands.cmd_codegen)
+
+    s = sub.add_parser("gallery", help="every library algorithm and registered example: drawn as written and "
+                       "derived, H*(M) against the unfused one and the bound, variants per memory range, pseudocode",
+                       description="For every algorithm of nc.library and every example registered in "
+                       "napkin_cat/cli/gallery/examples.py: derive it at each memory of --memory (nc.derive, as "
+                       "`napkin derive --memory` does), draw it as written and derived, plot its H*(M) against the "
+                       "unfused algorithm and the lower bound, write each variant's pseudocode (as `napkin plan` "
+                       "prints it) under DIR/<entry>/ and the page DIR.md (docs/gallery.md is `napkin gallery --out "
+                       "docs/gallery`).")
+    s.add_argument("--out", default="gallery", metavar="DIR", help="folder of the pictures and pseudocode "
+                   "(default: gallery)")
+    s.add_argument("--markdown", metavar="PATH", help="the page (default: DIR.md beside the folder)")
+    s.add_argument("--only", metavar="NAMES", help="comma-separated entries to build (default: all)")
+    s.add_argument("--memory", default=gallery.DEFAULT_MEMORY, help="the memories, a range of powers of two "
+                   f"(default {gallery.DEFAULT_MEMORY})")
+    s.add_argument("--sizes", help="axis sizes for every entry that has the axis, e.g. q=1024,x=1024 (default: "
+                   f"{gallery.DEFAULT_SIZE} per axis, " + ", ".join(f"{k}={v}" for k, v in gallery.AXIS_SIZES.items())
+                   + ")")
+    s.add_argument("--format", default="png", choices=gallery.FORMATS, help="the pictures' format (default png)")
+    s.add_argument("--json", action="store_true", help="print JSON (entries, variants per range, seconds)")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(fn=gallery.command)
 
     s = sub.add_parser("draw", help="draw an algorithm to PNG/SVG in the paper's style")
     algorithm_args(s)

@@ -1,0 +1,171 @@
+"""One gallery entry computed: the search's answer over a range of memories, its variants by range, their plans.
+
+Nothing here walks a diagram: :func:`napkin_cat.search.derive` (what ``napkin derive --memory`` runs) gives
+the winner per memory with its variant, tiles, transfers, the unfused candidate's transfers and the lower
+bound; consecutive memories with the same variant make a *range*; :func:`napkin_cat.plan.program.plan` and
+its printer (what ``napkin plan`` prints) give each range's pseudocode.  Pictures are drawn by ``nc.draw``
+and the curves by :func:`napkin_cat.render.curves.plot_derivation` (``napkin derive --plot``).
+
+>>> from napkin_cat.cli.gallery.examples import example
+>>> r = compute(example("matmul"), memories=[2 ** 10, 2 ** 12], sizes={"a": 64, "b": 64, "c": 64})
+>>> [(g.first, g.last, g.kind) for g in r.ranges]
+[(1024, 4096, 'fully fused')]
+>>> r.rows[0]["H"], r.rows[0]["unfused"], r.bound_name.startswith("Hong-Kung")
+(28672, 28672, True)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+
+from napkin_cat.errors import CLIError, MemoryLimitError, NapkinError
+
+#: bump when what a section says changes without its inputs changing (the fingerprint covers it)
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Range:
+    """Consecutive memories ``first`` … ``last`` whose winner has the same variant; ``label`` (A, B, …),
+    ``kind``, ``describe`` (the variant in words, as ``napkin derive`` prints it), ``pseudocode`` (the plan
+    at ``first``, as ``napkin plan`` prints it, or why there is none)."""
+
+    label: str
+    first: int
+    last: int
+    kind: str
+    describe: str
+    pseudocode: str
+
+
+@dataclass(frozen=True)
+class Result:
+    """A gallery entry computed (see the module docstring); ``seconds`` is not part of its page."""
+
+    example: object
+    diagram: object
+    sizes: dict
+    memories: list
+    derivation: object
+    rows: list
+    ranges: list
+    bound_name: str | None
+    bound_note: str
+    headline: int
+    headline_pseudocode: str
+    fingerprint: str
+    seconds: float = 0.0
+    smallest: int | None = None
+    files: dict = field(default_factory=dict)
+
+    def range_of(self, memory: int) -> Range:
+        return next(g for g in self.ranges if g.first <= memory <= g.last)
+
+
+def fingerprint(example, diagram, sizes: dict, memories: list) -> str:
+    """A hash of what an entry is computed from: the diagram (its JSON), its sizes, the memories, :data:`FORMAT`."""
+    from napkin_cat.io.serial import dumps
+    blob = json.dumps({"diagram": dumps(diagram), "sizes": sizes, "memories": memories, "code": example.code,
+                       "about": example.about, "format": FORMAT}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _derive(diagram, memories: list, sizes: dict):
+    """``(derivation, memories that fit, smallest memory that works or None)``."""
+    from napkin_cat.search import derive
+    try:
+        return derive(diagram, memory=memories, sizes=sizes), memories, None
+    except MemoryLimitError as e:
+        smallest = getattr(e, "smallest", None)
+        fit = [m for m in memories if smallest is not None and m >= smallest]
+        if not fit:
+            raise CLIError(f"no algorithm fits the largest memory {memories[-1]} at sizes {sizes}: the smallest "
+                           f"that works is {smallest} values (widen --memory)") from None
+        return derive(diagram, memory=fit, sizes=sizes), fit, smallest
+
+
+def _pseudocode(regime, sizes: dict) -> str:
+    from napkin_cat.plan.program import plan, render
+    try:
+        return render(plan(regime.diagram, {**sizes, **{k: int(v) for k, v in regime.tiles.items()}}))
+    except NapkinError as e:
+        return f"(no plan: {type(e).__name__}: {str(e).splitlines()[0]})"
+
+
+def _label(k: int) -> str:
+    return chr(ord("A") + k) if k < 26 else f"V{k + 1}"
+
+
+def compute(example, *, memories: list, sizes: dict | None = None) -> Result:
+    """Derive ``example`` at every memory of ``memories`` (a list of ints) and ``sizes`` (default: the
+    entry's, :func:`.examples.sizes_of`); group the winners into ranges; plan each range's first memory."""
+    from napkin_cat.cli.commands import _row_text
+    from napkin_cat.cli.gallery.examples import sizes_of
+    start = time.perf_counter()
+    diagram = example.build()
+    sizes = sizes_of(example, diagram, sizes)
+    r, fit, smallest = _derive(diagram, list(memories), sizes)
+    unfused = dict(r.candidates).get("unfused", {})
+    rows, ranges, current = [], [], None
+    for g in r.regimes:
+        _, H, ratio, describe, tiles = _row_text(g)
+        key = (g.variant.kind, describe)
+        if current is None or current[0] != key:
+            current = [key, g.memory, g.memory, g]
+            ranges.append(current)
+        current[2] = g.memory
+        rows.append({"M": g.memory, "H": int(g.H), "unfused": unfused.get(g.memory),
+                     "bound": None if g.bound is None or not r.bound.structural else float(g.bound),
+                     "ratio": ratio, "tiles": tiles, "range": _label(len(ranges) - 1)})
+    made = [Range(_label(k), first, last, key[0], key[1], _pseudocode(g, sizes))
+            for k, (key, first, last, g) in enumerate(ranges)]
+    headline = fit[len(fit) // 2]
+    head = next(g for g in r.regimes if g.memory == headline)
+    structural = r.bound is not None and r.bound.structural
+    return Result(example, diagram, sizes, fit, r, rows, made, r.bound.source if structural else None,
+                  "" if structural else (r.bound.source if r.bound is not None else "no bound computed"),
+                  headline, _pseudocode(head, sizes), fingerprint(example, diagram, sizes, list(memories)),
+                  time.perf_counter() - start, smallest)
+
+
+def draw_files(result: Result, folder: str, fmt: str = "png") -> dict:
+    """Draw the entry's pictures into ``folder``: the diagram as written, the derived algorithm at the headline
+    memory, the curves; write each range's pseudocode.  Returns ``{role: path}``."""
+    from napkin_cat.render.curves import plot_derivation
+    from napkin_cat.render.draw import draw
+    os.makedirs(folder, exist_ok=True)
+    paths = file_names(result, folder, fmt)
+    draw(result.diagram, paths["written"], dpi=100)
+    head = next(g for g in result.derivation.regimes if g.memory == result.headline)
+    draw(head.diagram, paths["derived"], dpi=80)
+    plot_derivation(result.derivation, paths["curves"])
+    for role in ("written", "derived", "curves"):
+        _shrink(paths[role])
+    for g in result.ranges:
+        with open(paths[f"pseudocode {g.label}"], "w", encoding="utf-8") as f:
+            f.write(g.pseudocode if g.pseudocode.endswith("\n") else g.pseudocode + "\n")
+    return paths
+
+
+def _shrink(path: str) -> None:
+    """Store a PNG with a palette of 256 colours (line art: about 3.5× smaller, no visible change)."""
+    if not path.endswith(".png"):
+        return
+    try:
+        from PIL import Image
+    except ImportError:    # matplotlib brings Pillow; without it the picture stays as drawn
+        return
+    with Image.open(path) as im:
+        small = im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    small.save(path, optimize=True)
+
+
+def file_names(result: Result, folder: str, fmt: str = "png") -> dict:
+    """Where :func:`draw_files` writes each file (no file is touched)."""
+    paths = {role: os.path.join(folder, f"{role}.{fmt}") for role in ("written", "derived", "curves")}
+    for g in result.ranges:
+        paths[f"pseudocode {g.label}"] = os.path.join(folder, f"pseudocode-{g.label}.txt")
+    return paths

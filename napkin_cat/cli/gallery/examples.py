@@ -1,0 +1,95 @@
+"""What the gallery shows: every algorithm of ``nc.library``, then the examples registered here.
+
+The library's algorithms are found by iterating it (:data:`napkin_cat.cli.inputs.LIBRARY`: every public
+function that needs no argument); :data:`EXAMPLES` adds what is not a library name by itself: an algorithm
+built with an argument, a gradient, a prepared variant.  **To add an example, append one** :class:`Example`
+**to** :data:`EXAMPLES` (a name, a function building the diagram, one line on what it shows, the code a user
+would type); ``napkin gallery --out docs/gallery`` then regenerates ``docs/gallery.md``.
+
+Sizes are the same for every entry (:data:`DEFAULT_SIZE` for an axis, :data:`AXIS_SIZES` for the axes that
+are small in practice, such as a head's width), unless an example gives its own.
+
+>>> names = [e.name for e in examples()]
+>>> names[:2], "grad_attention" in names, len(names) == len(set(names))
+(['matmul', 'attention'], True, True)
+>>> example("grad_attention").build().dom[-1]    # the output's cotangent is the last input
+Ty(Array(q×d))
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from napkin_cat import library
+from napkin_cat.autodiff import grad
+from napkin_cat.cli.inputs import LIBRARY
+from napkin_cat.errors import CLIError
+
+#: the size of every axis an example does not size itself
+DEFAULT_SIZE = 512
+#: axes that are small in practice (a head's width, the number of heads, query heads per key head)
+AXIS_SIZES = {"d": 64, "h": 4, "g": 2}
+
+
+@dataclass(frozen=True)
+class Example:
+    """One gallery entry: ``name`` (its anchor and folder), ``build()`` → the diagram as written, ``about``
+    (one line: what it shows), ``code`` (what a user types to build it), ``sizes`` (axis sizes overriding
+    the defaults) and ``see`` (a path in the repository where it is tested or explained, or None)."""
+
+    name: str
+    build: Callable
+    about: str
+    code: str
+    sizes: dict = field(default_factory=dict)
+    see: str | None = None
+
+
+# Append new examples at the end of this list (one Example each).
+EXAMPLES = [
+    Example("sliding_window_attention", lambda: library.sliding_window_attention(64),
+            "attention to the keys within 64 positions of the query (a mask from positions): the stream skips "
+            "every tile outside the band", "nc.library.sliding_window_attention(64)",
+            see="tests/algorithms/test_skipping.py"),
+    Example("grad_attention", lambda: grad(library.attention()),
+            "the backward pass of attention, (Q, K, V, dO) → (dQ, dK, dV), derived by the same search as the "
+            "forward", "nc.grad(nc.library.attention())", see="docs/gradients-and-time.md"),
+    Example("grad_cross_entropy", lambda: grad(library.cross_entropy(), wrt=(0,)),
+            "the gradient of the cross-entropy loss with respect to the logits, (logits, targets, d loss) → "
+            "d logits", "nc.grad(nc.library.cross_entropy(), wrt=(0,))", see="tests/autodiff"),
+]
+
+
+def _about(fn) -> str:
+    """The first paragraph of a library function's docstring, on one line, in Markdown."""
+    text = (fn.__doc__ or "").strip().split("\n\n")[0]
+    return " ".join(text.split()).replace("``", "`")
+
+
+def examples() -> list:
+    """Every gallery entry: the library's algorithms in its order, then :data:`EXAMPLES`."""
+    lib = [Example(name, getattr(library, name), _about(getattr(library, name)), f"nc.library.{name}()",
+                   see=None) for name in LIBRARY]
+    return lib + list(EXAMPLES)
+
+
+def example(name: str) -> Example:
+    """The entry called ``name``; a :class:`~napkin_cat.errors.CLIError` listing the entries otherwise."""
+    for e in examples():
+        if e.name == name:
+            return e
+    raise CLIError(f"no gallery entry {name!r}: the entries are {', '.join(e.name for e in examples())}")
+
+
+def sizes_of(e: Example, diagram, overrides: dict | None = None) -> dict:
+    """The axis sizes of entry ``e``: its own, else ``overrides`` (the command's ``--sizes``), else the defaults,
+    for every axis of ``diagram``'s inputs and outputs (in order of first appearance)."""
+    import sympy
+    names = []
+    for arr in (*diagram.dom.inside, *diagram.cod.inside):
+        for a in arr.axes:
+            for s in sorted(sympy.sympify(a.size).free_symbols, key=str):
+                if str(s) not in names:
+                    names.append(str(s))
+    given = {**(overrides or {}), **e.sizes}
+    return {n: given.get(n, AXIS_SIZES.get(n, DEFAULT_SIZE)) for n in names}
