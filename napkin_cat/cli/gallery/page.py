@@ -16,8 +16,11 @@ import os
 import re
 
 _SECTION = re.compile(r"^<!-- gallery-entry (\S+) (\S+) -->\n.*?^<!-- /gallery-entry -->", re.S | re.M)
-#: the repository (the folder holding the package), when the package runs from a source tree
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def _root() -> str:
+    """The folder holding the package (the repository, when the package runs from a source tree)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def power(m: int) -> str:
@@ -37,9 +40,10 @@ def _link(target: str, page_dir: str) -> str:
 
 def _repo_link(path: str, page_dir: str) -> str:
     """A link to a file of the repository when the page lies inside it, else the path as code."""
-    full = os.path.join(ROOT, path)
-    inside = os.path.exists(os.path.join(ROOT, "pyproject.toml")) and \
-        os.path.abspath(page_dir).startswith(ROOT + os.sep)
+    root = _root()
+    full = os.path.join(root, path)
+    inside = os.path.exists(os.path.join(root, "pyproject.toml")) and \
+        os.path.abspath(page_dir).startswith(root + os.sep)
     return f"[`{path}`]({_link(full, page_dir)})" if inside and os.path.exists(full) else f"`{path}`"
 
 
