@@ -95,6 +95,9 @@ def test_every_file_the_page_links_to_exists():
     assert not missing, f"{missing[:5]}: {REGENERATE}"
     anchors = re.findall(r"\]\(#([^)]+)\)", text)
     assert sorted(anchors) == sorted(e.name for e in examples())
+    linked = {(PAGE.parent / t).resolve() for t in targets}
+    orphans = [str(p.relative_to(ROOT)) for p in FOLDER.rglob("*") if p.is_file() and p.resolve() not in linked]
+    assert not orphans, f"{orphans[:5]} are linked from no entry: {REGENERATE}"
 
 
 # -------------------------------------------------------------------------------------------- the command
@@ -126,6 +129,24 @@ def test_json_lists_the_entries_their_ranges_and_the_files(tmp_path, capsys):
         for f in ("written.png", "derived.png", "curves.png", "pseudocode-A.txt"):
             assert (out / name / f).stat().st_size > 100
     assert "stream b" in (out / "matmul" / "pseudocode-A.txt").read_text()
+
+
+def test_a_rebuild_removes_what_it_no_longer_writes(tmp_path, monkeypatch):
+    out = tmp_path / "g"
+    (out / "gone").mkdir(parents=True)
+    (out / "gone" / "curves.png").write_bytes(b"old")
+    (out / "mine").mkdir()
+    (out / "mine" / "notes.txt").write_text("not the gallery's")
+    from napkin_cat.cli.gallery import build
+    build(str(out), only=["cross_entropy"], memories=[2 ** 10, 2 ** 11], progress=False)
+    (out / "cross_entropy" / "pseudocode-Z.txt").write_text("a range of an older build")
+    assert (out / "gone").exists()                    # --only builds some entries: the others stay
+    import napkin_cat.cli.gallery as gallery
+    monkeypatch.setattr(gallery, "examples", lambda: [gallery.example("cross_entropy")])   # "gone" left the list
+    build(str(out), memories=[2 ** 10, 2 ** 11], progress=False)
+    assert not (out / "gone").exists() and (out / "mine" / "notes.txt").exists()
+    assert not (out / "cross_entropy" / "pseudocode-Z.txt").exists()
+    assert (out / "cross_entropy" / "pseudocode-A.txt").exists()
 
 
 def test_text_output_prints_one_line_per_entry_and_the_time(tmp_path, capsys):

@@ -61,7 +61,7 @@ def build(out: str, *, markdown: str | None = None, only=None, sizes: dict | Non
     ``say(line)`` is called with one line per entry as it is done."""
     if fmt not in FORMATS:
         raise CLIError(f"--format {fmt!r}: the pictures are one of {', '.join(FORMATS)}")
-    chosen = examples() if not only else [example(n) for n in only]
+    chosen = examples() if not only else [example(n) for n in dict.fromkeys(only)]
     memories = list(memories) if memories is not None else default_memories()
     if not isinstance(memories, list) or len(memories) < 2:
         raise CLIError(f"--memory {memories!r}: give a range of memories such as {DEFAULT_MEMORY} (a curve needs "
@@ -87,11 +87,26 @@ def build(out: str, *, markdown: str | None = None, only=None, sizes: dict | Non
             line = (f"{e.name}: {r.seconds:.1f} s, {len(r.ranges)} variant(s) over M = {r.memories[0]} … "
                     f"{r.memories[-1]}")
             bar.write(line) if hasattr(bar, "write") else say(line)
+    if not only:
+        _remove_old_entries(out, {e.name for e in chosen})
     page_dir = os.path.dirname(os.path.abspath(markdown))
     text = page(results, files, page_dir, command or f"napkin gallery --out {out}", memories)
     with open(markdown, "w", encoding="utf-8") as f:
         f.write(text)
     return Built(results, markdown, time.perf_counter() - start)
+
+
+def _remove_old_entries(out: str, names: set) -> None:
+    """Remove the folders of entries that are gone: only a folder holding nothing but gallery files."""
+    import shutil
+    from napkin_cat.cli.gallery.build import is_gallery_file
+    for name in sorted(os.listdir(out)):
+        folder = os.path.join(out, name)
+        if name in names or not os.path.isdir(folder):
+            continue
+        inside = os.listdir(folder)
+        if inside and all(is_gallery_file(f) for f in inside):
+            shutil.rmtree(folder)
 
 
 def section_of(name: str, *, out: str, markdown: str, memories=None, sizes: dict | None = None) -> str:

@@ -138,6 +138,9 @@ def draw_files(result: Result, folder: str, fmt: str = "png") -> dict:
     from napkin_cat.render.draw import draw
     os.makedirs(folder, exist_ok=True)
     paths = file_names(result, folder, fmt)
+    for name in os.listdir(folder):          # a previous build's files that this one does not write
+        if is_gallery_file(name) and os.path.join(folder, name) not in paths.values():
+            os.remove(os.path.join(folder, name))
     draw(result.diagram, paths["written"], dpi=100)
     head = next(g for g in result.derivation.regimes if g.memory == result.headline)
     draw(head.diagram, paths["derived"], dpi=80)
@@ -161,6 +164,13 @@ def _shrink(path: str) -> None:
     with Image.open(path) as im:
         small = im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
     small.save(path, optimize=True)
+
+
+def is_gallery_file(name: str) -> bool:
+    """Whether a file name is one :func:`draw_files` writes (a picture of a role, or a range's pseudocode)."""
+    stem, ext = os.path.splitext(name)
+    return (stem in ("written", "derived", "curves") and ext in (".png", ".svg")) or \
+        (stem.startswith("pseudocode-") and ext == ".txt")
 
 
 def file_names(result: Result, folder: str, fmt: str = "png") -> dict:
