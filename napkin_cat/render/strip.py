@@ -62,6 +62,19 @@ def strip_tikz(trace: Trace, *, standalone: bool = False, scale: float = 0.6) ->
     return render_tikz(strip_layout(trace), standalone=standalone, scale=scale)
 
 
+STRIP_WIDTH = 10.0                 # inches; a side's panel is 4/9 of it
+PANEL_PIXELS = 2 * 100 * STRIP_WIDTH * 4 / 9   # a side is drawn twice as wide as it shows at 100 dpi
+
+
+def _draw_panel(diagram, png: str) -> None:
+    """``diagram`` drawn to ``png`` about :data:`PANEL_PIXELS` wide (at most :func:`draw`'s 150 dpi): a larger
+    raster is only shrunk again, and encoding, decoding and resampling it dominated long strips."""
+    fig = draw(diagram)
+    width = fig.get_size_inches()[0]
+    fig.savefig(png, format="png", dpi=max(20, min(150, int(PANEL_PIXELS / width))),
+                pil_kwargs={"compress_level": 1})
+
+
 def draw_trace(trace: Trace, path: str) -> str:
     """One row per step: ``before  =rule⇒  after``, each side drawn by :func:`~napkin_cat.render.draw.draw`;
     a ``.tex`` path gets the standalone TikZ document of :func:`strip_tikz`."""
@@ -74,10 +87,11 @@ def draw_trace(trace: Trace, path: str) -> str:
         raise NapkinError(f"cannot draw a derivation to {str(path)!r}: the extension must be one of "
                           f"{', '.join(EXTENSIONS + ('.tex',))}")
     from matplotlib.figure import Figure   # here: `import napkin_cat` stays fast
-    drawer = draw
+    from matplotlib.image import imread
     rows = max(len(trace.steps), 1)
-    fig = Figure(figsize=(10, 2.6 * rows))
+    fig = Figure(figsize=(STRIP_WIDTH, 2.6 * rows))
     axes = fig.subplots(rows, 3, squeeze=False, gridspec_kw={"width_ratios": [4, 1, 4]})
+    pictures: list = []        # (diagram, picture): a step's ``after`` is the next step's ``before``
     with tempfile.TemporaryDirectory() as tmp:
         for k, step in enumerate(trace.steps or [Step("(no steps)", (), "")]):
             for col, d in ((0, step.before), (2, step.after)):
@@ -85,15 +99,15 @@ def draw_trace(trace: Trace, path: str) -> str:
                 ax.axis("off")
                 if d is None:
                     continue
-                picture = None
-                if drawer is not None:
+                picture = next((pic for seen, pic in pictures[-2:] if seen is d or seen == d), None)
+                if picture is None:
                     try:
                         png = os.path.join(tmp, f"{k}-{col}.png")
-                        drawer(d, path=png)
-                        from matplotlib.image import imread
+                        _draw_panel(d, png)
                         picture = imread(png)
                     except Exception:  # a drawing backend failure must not lose the trace
                         picture = None
+                    pictures.append((d, picture))
                 if picture is not None:
                     ax.imshow(picture)
                 else:
