@@ -6,8 +6,10 @@ default; ``--hardware`` a model's name or file, ``--d``, ``--n``, ``--variant``)
 ``napkin demo`` draws, evaluates and derives FlashAttention; ``napkin gallery --out DIR`` derives, draws and
 plots every library algorithm and registered example into one page; ``cost``, ``derive``, ``plan``, ``codegen``
 and ``draw`` take a library algorithm by name or a Python file that defines a diagram (``plan`` prints
-the loop nest, ``codegen`` the Triton, CUDA or C kernel of that plan, and compiles or runs it).  Bad input gives
-one line on stderr and exit status 2; ``reproduce`` exits 1 when a value differs from the paper.
+the loop nest, ``codegen`` the Triton, CUDA or C kernel of that plan, and compiles or runs it);
+``derive --grad`` derives the backward pass (``nc.grad`` of the algorithm; a file may also define
+``nc.grad(...)`` itself).  Bad input gives one line on stderr and exit status 2; ``reproduce`` exits 1
+when a value differs from the paper.
 
 >>> main(["derive", "matmul"]) == 0
 0: kernel_formation
@@ -82,7 +84,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--tiles", choices=("divisors", "any"), default="divisors",
                    help="numeric search: tiles divide their axes (default), or any size with a shorter last tile")
     s.add_argument("--plot", help="with --memory: plot every candidate's H*(M), the envelope and the bound (PNG/SVG)")
-    s.add_argument("--strip", help="draw the derivation (one row per rewrite) to this PNG/SVG path")
+    s.add_argument("--strip", help="draw the derivation (one row per rewrite) to this PNG/SVG path; with --memory "
+                   "the derivation of the winner at the largest memory")
+    s.add_argument("--grad", action="store_true", help="derive the backward pass: differentiate first (nc.grad: "
+                   "the inputs, then one cotangent per output → the inputs' gradients) and search its algorithms "
+                   "(--memory; default the symbol M)")
+    s.add_argument("--wrt", metavar="POSITIONS", help="with --grad: the inputs to differentiate, by position, e.g. "
+                   "0,2 (default: every input)")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(fn=commands.cmd_derive)
 

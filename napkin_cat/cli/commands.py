@@ -18,9 +18,10 @@ import sympy
 
 from napkin_cat import library
 from napkin_cat.algorithms.partitions import unfused
-from napkin_cat.cli.inputs import CLIError, algorithm, parse_memory, parse_sizes
+from napkin_cat.cli.inputs import CLIError, algorithm, differentiated, parse_memory, parse_sizes
 from napkin_cat.cost.functor import cost
 from napkin_cat.cost.optimum import optimal
+from napkin_cat.errors import NapkinError
 from napkin_cat.render.draw import draw
 from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.semantics.equivalent import equivalent
@@ -125,9 +126,22 @@ def _row_text(r) -> tuple:
     return where, str(r.H), ratio, r.variant.describe(), tiles
 
 
-def cmd_search(args, label, d):
+def _draw_strip(trace, path: str, data: dict, text: list) -> None:
+    _writable(os.path.dirname(os.path.abspath(path)))
+    trace.draw(path)
+    data["strip"] = path
+    text.append(path)
+
+
+def _signature(label: str, d) -> tuple[dict, str]:
+    """What a gradient diagram takes and gives (``--grad``), for the JSON and the first line of the text."""
+    ins, outs = [str(a) for a in d.dom.inside], [str(a) for a in d.cod.inside]
+    return {"inputs": ins, "outputs": outs}, f"{label}: ({', '.join(ins)}) → ({', '.join(outs)})"
+
+
+def cmd_search(args, label, d, memory=None):
     from napkin_cat.search import derive
-    memory = _search_memory(args.memory)
+    memory = _search_memory(args.memory) if memory is None else memory
     sizes = parse_sizes(args.sizes) or None
     r = derive(d, memory=memory, level=args.level, sizes=sizes, tiles=args.tiles)
     rows = [_row_text(g) for g in r.regimes]
@@ -139,7 +153,11 @@ def cmd_search(args, label, d):
                      for row, g in zip(rows, r.regimes)]}
     width = max(len(row[0]) for row in rows)
     hwidth = max(len(row[1]) for row in rows)
-    text = [f"{'M':>{width}}  {'H*':>{hwidth}}  {'ratio':>6}  variant  |  tiles"]
+    text = []
+    if getattr(args, "grad", False):
+        data["grad"], line = _signature(label, d)
+        text.append(line)
+    text.append(f"{'M':>{width}}  {'H*':>{hwidth}}  {'ratio':>6}  variant  |  tiles")
     text += [f"{m:>{width}}  {h:>{hwidth}}  {ratio:>6}  {variant}  |  {tiles}" for m, h, ratio, variant, tiles in rows]
     text.append(f"ratio: H* over the lower bound ({r.bound.source})")
     if isinstance(r.H, sympy.Piecewise):
@@ -150,28 +168,36 @@ def cmd_search(args, label, d):
         plot_derivation(r, args.plot)
         data["plot"] = args.plot
         text.append(args.plot)
+    if args.strip:          # the winner at the largest memory (the last regime: the largest M range)
+        _draw_strip(r.regimes[-1].trace, args.strip, data, text)
     return _emit(args, data, text)
 
 
 def cmd_derive(args):
     label, d = algorithm(args.algorithm, name=args.name)
+    if args.wrt is not None and not args.grad:
+        raise CLIError("--wrt chooses the inputs --grad differentiates: add --grad")
+    if args.grad:
+        label, d = differentiated(label, d, args.wrt)
+        if args.memory is None:     # the rule book's derivations are the forward's: search the backward's
+            return cmd_search(args, label, d, memory="M")
     if args.memory is not None:
         return cmd_search(args, label, d)
     if args.plot or args.sizes:
         raise CLIError("--plot and --sizes belong to the search: give --memory (e.g. --memory 2^10..2^20)")
-    r = derivation_for(label, d)
+    try:
+        r = derivation_for(label, d)
+        o = optimal(cost(r.diagram))
+    except NapkinError as e:     # e.g. a backward pass: the paper's derivation is the forward's
+        raise CLIError(f"{label}: the rule book's derivation does not apply ({str(e).splitlines()[0]}); search its "
+                       "algorithms with --memory (e.g. --memory M)") from None
     checked = bool(r.trace.check())
-    o = optimal(cost(r.diagram))
     data = {"algorithm": label, "trace": [s.rule for s in r.trace], "checked": checked,
             "H_star": str(o.H), "tiles": {str(k): str(v) for k, v in o.sizes.items()}}
     text = [f"{k}: {step.rule}" for k, step in enumerate(r.trace)]
     text += [f"checked: {checked}", f"H* = {o.H}  with {o.sizes}"]
     if args.strip:
-        folder = os.path.dirname(os.path.abspath(args.strip))
-        _writable(folder)
-        r.trace.draw(args.strip)
-        data["strip"] = args.strip
-        text.append(args.strip)
+        _draw_strip(r.trace, args.strip, data, text)
     return _emit(args, data, text)
 
 

@@ -7,6 +7,9 @@ what would be legal; ``napkin`` prints it and exits with status 2 (no traceback)
 {'q': 4096, 'x': 4096, 'd': 64}
 >>> parse_memory("2^14"), parse_memory("2^10..2^12")
 (16384, [1024, 2048, 4096])
+>>> label, g = differentiated("attention", library.attention(), "2,0")
+>>> label, [str(a) for a in g.dom.inside], [str(a) for a in g.cod.inside]
+('grad(attention, wrt=2,0)', ['q×d', 'x×d', 'x×d', 'q×d'], ['x×d', 'q×d'])
 >>> parse_sizes("q=4096,x")
 Traceback (most recent call last):
 ...
@@ -20,6 +23,7 @@ import re
 import runpy
 
 from napkin_cat import library
+from napkin_cat.autodiff import grad
 from napkin_cat.errors import CLIError
 from napkin_cat.syntax.adapter import Diagram
 
@@ -111,3 +115,33 @@ def parse_memory(text: str):
             m *= 2
         return out
     return _power(text, text)
+
+
+def _inputs(diagram) -> str:
+    return ", ".join(f"{k}: {a}" for k, a in enumerate(diagram.dom.inside))
+
+
+def parse_wrt(text: str | None, diagram) -> list | None:
+    """``--wrt "0,2"`` → ``[0, 2]``: input positions of ``diagram`` (None: every input)."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isdigit() for p in parts):
+        raise CLIError(f"malformed --wrt {text!r}: give input positions separated by commas, e.g. 0,2 (the inputs: "
+                       f"{_inputs(diagram)})")
+    positions = [int(p) for p in parts]
+    outside = [p for p in positions if p >= len(diagram.dom)]
+    if outside:
+        raise CLIError(f"--wrt {text}: the diagram has no input {outside[0]}; its inputs are {_inputs(diagram)}")
+    if len(set(positions)) != len(positions):
+        raise CLIError(f"--wrt {text}: an input is named twice")
+    return positions
+
+
+def differentiated(label: str, diagram, wrt: str | None = None) -> tuple[str, object]:
+    """``(label, nc.grad(diagram, wrt))`` for ``--grad``: the gradient diagram takes ``diagram``'s inputs, then one
+    cotangent per output, and gives the gradients of the inputs at the positions of ``wrt`` (default: all).  A
+    primitive without a vector-Jacobian product is refused by name (:class:`~napkin_cat.errors.NoVJPError`)."""
+    positions = parse_wrt(wrt, diagram)
+    suffix = "" if positions is None else ", wrt=" + ",".join(map(str, positions))
+    return f"grad({label}{suffix})", grad(diagram, wrt=positions)
