@@ -21,13 +21,13 @@ import time
 import sympy
 
 from napkin_cat.errors import NapkinError
-from napkin_cat.paper import analysis, configuration, examples, plans, throughput
+from napkin_cat.paper import analysis, backward, configuration, examples, plans, throughput
 from napkin_cat.paper.context import Context
 from napkin_cat.paper.ledger import Ledger
 
 #: (title, function(ledger, context)) in the order of the paper; later layers append theirs.
 SECTIONS = [*examples.SECTIONS, *analysis.SECTIONS, *plans.SECTIONS, *configuration.SECTIONS,
-            *throughput.SECTIONS]
+            *throughput.SECTIONS, *backward.SECTIONS]
 
 
 def section_names() -> list:

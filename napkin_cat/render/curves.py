@@ -9,6 +9,14 @@ number of points), read back from the artists:
 >>> fig = plot_derivation(r)
 >>> [(label, n) for label, n in fig.napkin_summary["curves"]][-2:]
 [('H* (envelope)', 2), ('lower bound', 2)]
+
+``compare_derivations({label: r, ...}, path)`` puts several results on one pair of axes (a forward
+pass beside its backward): each one's envelope, its unfused candidate and its lower bound, from the
+same numbers :func:`plot_derivation` draws:
+
+>>> fig = compare_derivations({"matmul": r, "again": r})
+>>> [label for label, _ in fig.napkin_summary["curves"]][:3]
+['matmul: H* (envelope)', 'matmul: unfused', 'matmul: lower bound']
 """
 from __future__ import annotations
 
@@ -79,6 +87,40 @@ def plot_derivation(r, path: str | None = None):
     ax.set_xlabel(f"M (values at level {r.level})")
     ax.set_ylabel("values moved H*")
     ax.legend(fontsize=6, loc="upper right")
+    ax.grid(True, which="both", alpha=0.3)
+    fig.napkin_summary = {"curves": drawn}
+    if path is not None:
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+    return fig
+
+
+def compare_derivations(results: dict, path: str | None = None):
+    """``{label: derivation}`` on one pair of axes: per derivation its envelope (solid), its unfused candidate
+    (dotted) and its lower bound (dashed, when the bound is structural), in one colour; save to ``path``."""
+    if path is not None and os.path.splitext(path)[1].lower() not in EXTENSIONS:
+        raise NapkinError(f"cannot plot to {path!r}: the extension must be one of {', '.join(EXTENSIONS)}")
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(8, 5))
+    ax = fig.add_subplot(1, 1, 1)
+    drawn, levels = [], set()
+    for k, (name, r) in enumerate(results.items()):
+        colour = f"C{k}"
+        ms, cands, envelope, bound = _numbers(r)
+        levels.add(r.level)
+        curves = [("H* (envelope)", envelope, {"linewidth": 2.5, "marker": "o"}),
+                  ("unfused", dict(cands).get("unfused"), {"linestyle": ":", "linewidth": 1.5})]
+        if bound is not None and r.bound.structural:
+            curves.append(("lower bound", bound, {"linestyle": "--", "linewidth": 1}))
+        for what, hs, style in curves:
+            pts = [(m, h) for m, h in zip(ms, hs or ()) if h is not None]
+            if pts:
+                ax.plot(*zip(*pts), color=colour, label=f"{name}: {what}", **style)
+                drawn.append((f"{name}: {what}", len(pts)))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(f"M (values at level {', '.join(map(str, sorted(levels)))})")
+    ax.set_ylabel("values moved H*")
+    ax.legend(fontsize=7, loc="upper right")
     ax.grid(True, which="both", alpha=0.3)
     fig.napkin_summary = {"curves": drawn}
     if path is not None:

@@ -73,3 +73,23 @@ def test_unknown_section_is_refused(tmp_path):
     from napkin_cat.paper.report import reproduce
     with pytest.raises(NapkinError, match="unknown section"):
         reproduce(str(tmp_path), sections=["§9 nothing"], progress=False)
+
+
+def test_the_backward_pass_is_shown_beside_the_forward(report):
+    """§7: the backward's strip and H*(M) beside the forward's, drawn by the search's own drawers; its claims are
+    inequalities (the derived numbers change as rules land)."""
+    _, out = report
+    data = json.loads((out / "report.json").read_text())
+    status = {c["id"]: c["status"] for c in data["claims"]}
+    for claim in ("S7-grad-signature", "S7-grad-values", "S7-backward-moves-more", "S7-backward-beats-unfused",
+                  "S7-backward-derived"):
+        assert status[claim] == "reproduced", claim
+    md = (out / "report.md").read_text()
+    section = md.split("## §7 backward pass (nc.grad)")[1]
+    for picture in ("backward_hstar.png", "forward_search_derivation.png", "backward_search_derivation.png"):
+        assert f"![{picture}](figures/{picture})" in section
+        assert (out / "figures" / picture).stat().st_size > 10_000
+    from PIL import Image
+    rules = int(next(c for c in data["claims"] if c["id"] == "S7-backward-derived")["note"].split()[0])
+    with Image.open(out / "figures" / "backward_search_derivation.png") as im:    # one row per rewrite
+        assert im.size[1] == 260 * rules
