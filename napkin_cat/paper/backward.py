@@ -86,7 +86,8 @@ def backward_pass(book, ctx):
               note=f"{len(winners['backward'].trace)} rewrites: {winners['backward'].variant.describe()}")
     if not ctx.out:
         return
-    compare_derivations({"forward": fwd, "backward": bwd}, ctx.figure("backward_hstar.png"))
+    compare_derivations({"forward": fwd, "backward": bwd}, ctx.figure("backward_hstar.png"),
+                        title=f"attention forward and backward (nc.grad), derived by nc.derive at {SIZES}")
     for name, winner in winners.items():
         winner.trace.draw(ctx.figure(f"{name}_search_derivation.png"))
 

@@ -94,7 +94,7 @@ def plot_derivation(r, path: str | None = None):
     return fig
 
 
-def compare_derivations(results: dict, path: str | None = None):
+def compare_derivations(results: dict, path: str | None = None, *, title: str | None = None):
     """``{label: derivation}`` on one pair of axes: per derivation its envelope (solid), its unfused candidate
     (dotted) and its lower bound (dashed, when the bound is structural), in one colour; save to ``path``."""
     if path is not None and os.path.splitext(path)[1].lower() not in EXTENSIONS:
@@ -120,8 +120,10 @@ def compare_derivations(results: dict, path: str | None = None):
     ax.set_yscale("log")
     ax.set_xlabel(f"M (values at level {', '.join(map(str, sorted(levels)))})")
     ax.set_ylabel("values moved H*")
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=7, loc="lower left")
     ax.grid(True, which="both", alpha=0.3)
+    if title:
+        ax.set_title(title, fontsize=9)
     fig.napkin_summary = {"curves": drawn}
     if path is not None:
         fig.savefig(path, dpi=120, bbox_inches="tight")
