@@ -15,6 +15,7 @@ ruleset            rules
 ``UNSCALED``       the paper's SoftMax → Auxiliary → Unscaled derivation, plus SIMPLIFY
 ``PARTITION``      kernel_formation, kernel_fusion, stream_partition, sliced_stream, group_partition
 ``DECOMPOSE``      group_split_join, stream_decomposition, online_softmax_decomposition (written-out forms)
+``NORMALISERS``    softmax_statistics_pass (a normaliser as a statistics pass and a normalising pass)
 ``CONTRACTION``    contraction_merge, contraction_split, contraction_reassociation, contracted_axis_renaming,
                    pairwise_contraction (an n-ary contraction as pairwise ones, in an order the search costs)
 =================  ==========================================================================
@@ -40,6 +41,8 @@ from rewrites.contraction_order import pairwise_contraction
 from rewrites.basic import copy_discard, delete_pure_box, remove_identity
 from rewrites.fusion import RULES as FUSION
 from rewrites.fusion import save_load_elimination
+from rewrites.normalisers import RULES as NORMALISERS
+from rewrites.normalisers import softmax_statistics_pass
 from rewrites.decompose import RULES as DECOMPOSE
 from rewrites.decompose import group_split_join, online_softmax_decomposition, stream_decomposition
 from rewrites.partition import RULES as PARTITION
@@ -55,7 +58,7 @@ SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_el
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
-ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + SHARING + DECOMPOSE + CONTRACTION
+ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + SHARING + DECOMPOSE + CONTRACTION + NORMALISERS
 
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
@@ -72,7 +75,7 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                     roles={"kernel": "kernel_formation", "fuse": "kernel_fusion", "stream": "stream_partition",
                            "sweep": "sliced_stream", "group": "group_partition", "share": "shared_load",
                            "prepare": ("softmax_contraction_to_unscaled", "contraction_reassociation",
-                                       "pairwise_contraction"),
+                                       "pairwise_contraction", "softmax_statistics_pass"),
                            "simplify": tuple(SIMPLIFY.names)})
 
 
@@ -85,4 +88,4 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "softmax_to_auxiliary", "auxiliary_to_unscaled", "divide_after_contraction",
            "softmax_contraction_to_unscaled", "save_load_elimination",
            "CONTRACTION", "contraction_merge", "contraction_split", "contraction_reassociation",
-           "contracted_axis_renaming", "pairwise_contraction"]
+           "contracted_axis_renaming", "pairwise_contraction", "NORMALISERS", "softmax_statistics_pass"]

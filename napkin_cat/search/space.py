@@ -355,10 +355,11 @@ class _Made:
 def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep",)) -> list:
     """Per memory: ``(form, path)`` of the cheapest algorithm at ``sizes``, or None if none fits.
 
-    Ties go to fewer kernels, then to the finer form (more operations: an accumulator written out as
-    boxes, whose trace shows how the kernel streams), then to fewer FLOPs (at the kernels' tiles, so with
-    what a fused kernel recomputes: of two orders of a contraction chain that move as much, the cheaper
-    one), then to fewer rewrites, then to the earlier form.  Only partitions the rule book's ``roles`` can
+    Ties go to fewer kernels, then to fewer FLOPs (at the kernels' tiles, so with what a fused kernel
+    recomputes: of two orders of a contraction chain that move as much, the cheaper one; of a normaliser in
+    one pass and in two that move as much, the one pass), then to the finer form (more operations: an
+    accumulator written out as boxes, whose trace shows how the kernel streams), then to fewer rewrites, then
+    to the earlier form.  Only partitions the rule book's ``roles`` can
     build are considered.
     """
     env = Sizes(sizes).env
@@ -374,12 +375,12 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep",)) ->
         for k, found in enumerate(_shortest(space, level, memories, evaluate, lower)):
             if found is None:
                 continue
-            key = [found[0], found[1], -len(form.graph), None, len(form.steps), rank]
+            key = [found[0], found[1], None, -len(form.graph), len(form.steps), rank]
             now = best[k]
-            if now is not None and key[:3] == now[0][:3]:   # a tie: the FLOPs decide (computed only for ties)
+            if now is not None and key[:2] == now[0][:2]:   # a tie: the FLOPs decide (computed only for ties)
                 for ky, path in ((key, found[2]), (now[0], now[2][2])):
-                    if ky[3] is None:
-                        ky[3] = _flops_at(path, sizes, memories[k], tiles, env)
+                    if ky[2] is None:
+                        ky[2] = _flops_at(path, sizes, memories[k], tiles, env)
             if now is None or key < now[0]:
                 best[k] = (key, form, found, evaluate)
     for k, b in enumerate(best):   # kernels capped in size: grow the winner by cost-guided fusion
