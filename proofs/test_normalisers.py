@@ -36,3 +36,22 @@ def test_the_statistics_pass_streams_and_the_normalising_pass_maps():
 def test_the_rule_leaves_a_softmax_that_streams_in_one_pass_or_has_no_rows(build, why):
     with pytest.raises(nc.RewriteError, match=why):
         softmax_statistics_pass.apply(build())
+
+
+@proves("centred_statistics_pass")
+def test_centred_statistics_pass_is_sound():
+    from rewrites.normalisers import centred_statistics_pass
+    proof = centred_statistics_pass.obligation.discharge(centred_statistics_pass, trials=16)
+    assert proof.rewrites >= 16 and proof.max_error < 1e-6 and proof.cost_checked
+    assert proof.symbolic == ("variance_identity",)
+
+
+def test_the_centred_rule_leaves_a_variance_of_another_array():
+    from rewrites.normalisers import centred_statistics_pass
+    b = nc.Builder(nc.types("n d, n d"))
+    X, Y = b.inputs
+    mu = b(nc.reduce("mean", "n d -> n"), X)
+    c = b(nc.elementwise("sub", "n d, n -> n d"), Y, mu)
+    var = b(nc.reduce("mean", "n d -> n"), b(nc.elementwise("square", "n d"), c))
+    with pytest.raises(nc.RewriteError, match="another array"):
+        centred_statistics_pass.apply(b.build(c, var))

@@ -15,7 +15,8 @@ ruleset            rules
 ``UNSCALED``       the paper's SoftMax → Auxiliary → Unscaled derivation, plus SIMPLIFY
 ``PARTITION``      kernel_formation, kernel_fusion, stream_partition, sliced_stream, group_partition
 ``DECOMPOSE``      group_split_join, stream_decomposition, online_softmax_decomposition (written-out forms)
-``NORMALISERS``    softmax_statistics_pass (a normaliser as a statistics pass and a normalising pass)
+``NORMALISERS``    softmax_statistics_pass, centred_statistics_pass (a normaliser as a statistics pass and a
+                   normalising pass)
 ``CONTRACTION``    contraction_merge, contraction_split, contraction_reassociation, contracted_axis_renaming,
                    pairwise_contraction (an n-ary contraction as pairwise ones, in an order the search costs)
 =================  ==========================================================================
@@ -42,7 +43,7 @@ from rewrites.basic import copy_discard, delete_pure_box, remove_identity
 from rewrites.fusion import RULES as FUSION
 from rewrites.fusion import save_load_elimination
 from rewrites.normalisers import RULES as NORMALISERS
-from rewrites.normalisers import softmax_statistics_pass
+from rewrites.normalisers import centred_statistics_pass, softmax_statistics_pass
 from rewrites.decompose import RULES as DECOMPOSE
 from rewrites.decompose import group_split_join, online_softmax_decomposition, stream_decomposition
 from rewrites.partition import RULES as PARTITION
@@ -75,7 +76,8 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                     roles={"kernel": "kernel_formation", "fuse": "kernel_fusion", "stream": "stream_partition",
                            "sweep": "sliced_stream", "group": "group_partition", "share": "shared_load",
                            "prepare": ("softmax_contraction_to_unscaled", "contraction_reassociation",
-                                       "pairwise_contraction", "softmax_statistics_pass"),
+                                       "pairwise_contraction", "softmax_statistics_pass",
+                                       "centred_statistics_pass"),
                            "simplify": tuple(SIMPLIFY.names)})
 
 
@@ -88,4 +90,5 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "softmax_to_auxiliary", "auxiliary_to_unscaled", "divide_after_contraction",
            "softmax_contraction_to_unscaled", "save_load_elimination",
            "CONTRACTION", "contraction_merge", "contraction_split", "contraction_reassociation",
-           "contracted_axis_renaming", "pairwise_contraction", "NORMALISERS", "softmax_statistics_pass"]
+           "contracted_axis_renaming", "pairwise_contraction", "NORMALISERS", "softmax_statistics_pass",
+           "centred_statistics_pass"]

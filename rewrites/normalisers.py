@@ -33,6 +33,7 @@ import sympy
 import napkin_cat as nc
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
 from napkin_cat.rewriting.match import Pattern, kind
+from napkin_cat.rewriting import shape_of
 from rewrites.softmax import extreme_inputs
 
 
@@ -141,6 +142,114 @@ softmax_statistics_pass = Rule(
     by the online SoftMax-contraction instead, so the rule leaves it.""")
 
 
-RULES = RuleSet((softmax_statistics_pass,))
+# ---------------------------------------------------------------------- mean and variance: X − μ computed twice
+def _variance_of(net, nodes):
+    """The copy of X − μ, the square and the mean that make the variance (absorbed into the match), or None when
+    X − μ is not copied to ``square ; mean`` and elsewhere."""
+    dst = net.wires[net.outs[nodes["s"]][0]].dst[0]
+    if dst not in net.nodes or net.nodes[dst].kind != "copy":
+        return None
+    for w in net.outs[dst]:
+        q = net.wires[w].dst[0]
+        if q in net.nodes and net.nodes[q].kind == "box" and net.nodes[q].spec.kind == "square":
+            v = net.wires[net.outs[q][0]].dst[0]
+            if v in net.nodes and net.nodes[v].kind == "box" and net.nodes[v].spec.kind == "reduce_mean":
+                return {"copy": dst, "q": q, "v": v}
+    return None
 
-__all__ = ["RULES", "softmax_statistics_pass"]
+
+CENTRED = Pattern({"m": kind("reduce_mean"), "s": kind("sub")}, [("m", 0, "s", 1)], absorb=_variance_of)
+
+
+def _source(net, nid, port):
+    """The producer of an input port, through copies: ``(node, port)`` or ``("in", i)``."""
+    src = net.wires[net.ins[nid][port]].src
+    while src[0] in net.nodes and net.nodes[src[0]].kind == "copy":
+        src = net.wires[net.ins[src[0]][0]].src
+    return src
+
+
+def _same_row(m):
+    """The centred value is the averaged one, over the same axes both times."""
+    net = m.net
+    if _source(net, m.nodes["s"], 0) != _source(net, m.nodes["m"], 0):
+        return "X − μ subtracts μ from another array than the one it averages"
+    over = [{a for a in m.node(v).dom[0].names if a not in m.node(v).spec.weave_names} for v in ("m", "v")]
+    return over[0] == over[1] or f"the mean runs over {sorted(over[0])}, the variance over {sorted(over[1])}"
+
+
+def _centred_rhs(m):
+    b, ins = m.wiring()
+    x, x2 = ins[("m", 0)], ins[("s", 0)]
+    mu = b(m.box("m"), x)
+    var = b(m.box("v"), b(m.box("q"), b(m.box("s"), x2, mu)))
+    again = b(m.box("s"), x, mu)     # the normalising pass centres the row it reads itself
+    outs = {("m", 0): mu, ("v", 0): var}
+    return m.finish(b, {p: outs.get(p, again) for p in m.outputs})
+
+
+def layer_norm_instance(rng):
+    """A LayerNorm (or its centred core) over a random feature axis, weaved over one or two row axes."""
+    rows = [str(n) for n in rng.permutation(["n", "h"])[:int(rng.integers(1, 3))]]
+    names = [str(n) for n in rng.permutation(rows + ["d"])]
+    sig, r = _sig(names), _sig(n for n in names if n != "d")
+    b = nc.Builder(nc.types(sig))
+    (X,) = b.inputs
+    mu = b(nc.reduce("mean", f"{sig} -> {r}"), X)
+    centred = b(nc.elementwise("sub", f"{sig}, {r} -> {sig}"), X, mu)
+    var = b(nc.reduce("mean", f"{sig} -> {r}"), b(nc.elementwise("square", sig), centred))
+    inv = b(nc.elementwise("rsqrt", r), b(nc.elementwise("shift", r, const=1e-5), var))
+    y = b(nc.elementwise("mul", f"{sig}, {r} -> {sig}"), centred, inv)
+    return b.build(y, var) if rng.integers(2) else b.build(y)
+
+
+def centred_inputs(rng, diagram, sizes):
+    """Rows whose mean dwarfs their spread (a variance by E[x²] − E[x]² would lose every digit) or not."""
+    return [rng.normal(size=shape_of(a, sizes)) * [1.0, 1e-3][int(rng.integers(2))] + [0.0, 1e3][int(rng.integers(2))]
+            for a in diagram.dom.inside]
+
+
+def one_more_subtraction_per_value(lhs, rhs, m):
+    """The cost of recomputing: one subtraction per value of the row, nothing else."""
+    values = sympy.Mul(*(a.size for a in m.node("s").cod[0].axes))
+    grown = nc.cost(rhs).flops.get("general", 0) - nc.cost(lhs).flops.get("general", 0)
+    assert sympy.expand(grown - values) == 0, f"general FLOPs grow by {grown}, expected {values}"
+
+
+def variance_identity():
+    """mean((x − mean x)²) of a concatenation from each half's (count, mean, M2) by the pairwise update."""
+    xs = sympy.symbols("x1:6", real=True)
+    a, b = xs[:2], xs[2:]
+
+    def stats(v):
+        n = len(v)
+        mean = sum(v) / n
+        return n, mean, sum((x - mean) ** 2 for x in v)
+    (na, ma, m2a), (nb, mb, m2b) = stats(a), stats(b)
+    k = na + nb
+    delta = mb - ma
+    mean = ma + delta * sympy.Rational(nb, k)
+    m2 = m2a + m2b + delta ** 2 * sympy.Rational(na * nb, k)
+    whole = stats(xs)
+    assert sympy.simplify(mean - whole[1]) == 0 and sympy.simplify(m2 - whole[2]) == 0
+
+
+centred_statistics_pass = Rule(
+    "centred_statistics_pass",
+    CENTRED,
+    _centred_rhs,
+    conditions=(Condition("same_row", _same_row, "X − μ must centre the averaged array over the same axes"),),
+    obligation=Obligation(layer_norm_instance, inputs=centred_inputs, symbolic=(variance_identity,),
+                          cost=one_more_subtraction_per_value, rtol=1e-6, atol=1e-6),
+    doc="""μ = mean_x X ; C = X − μ ; mean_x C² (C read elsewhere) → μ = mean_x X ; mean_x (X − μ)² ; (X − μ) elsewhere.
+
+    The variance gets centred values of its own, so that mean, centring, square and mean are one streamed
+    reduction (the running count, mean and sum of squares of :mod:`napkin_cat.algorithms.moments`: a statistics
+    pass), and the normalising pass recomputes X − μ from the row it reads and the mean, instead of reading a
+    centred copy of the row stored by the statistics pass.  LayerNorm over a row longer than the memory is then
+    two passes.""")
+
+
+RULES = RuleSet((softmax_statistics_pass, centred_statistics_pass))
+
+__all__ = ["RULES", "softmax_statistics_pass", "centred_statistics_pass"]
