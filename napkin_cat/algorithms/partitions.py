@@ -449,8 +449,9 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None) 
             return None
         try:
             if _streams_along(region, axis):
-                if parts is not None:
-                    raise RewriteError(f"{k.name} is already streamed along {axis!r}; split the outer stream")
+                if parts is not None or _split_along(region, axis):
+                    raise RewriteError(f"{k.name} is already streamed along {axis!r}: split the outer stream, and "
+                                       f"give a split stream no sub-loop (its parts merge whole states)")
                 if sliced or _sliced_along(region, axis):
                     raise RewriteError(f"{k.name} is already streamed along {axis!r}; a sliced stream takes no "
                                        f"sub-loop along its axis (the sub-slices would write the output slice "
@@ -468,6 +469,12 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None) 
         raise RewriteError(f"cannot stream along {axis!r}{_which(diagram)}: "
                            + ("; ".join(reasons) or "no kernel reads it"))
     return _streams_hold(out, f"a stream along {axis!r} of size {tile}")
+
+
+def _split_along(d: Diagram, axis: str) -> bool:
+    """Whether the chain of Streams that :func:`_innermost` descends has a split one."""
+    s = _sole_stream(d)
+    return s is not None and (s.params.get("parts") is not None or _split_along(s.arg, axis))
 
 
 def _sliced_along(d: Diagram, axis: str) -> bool:

@@ -186,8 +186,7 @@ class Concrete:
         self._trips(node, vals, states, ctx, run, node.skip)
         if node.parts is not None:      # a split stream (.splits): P heads, P partials moved, P − 1 merges
             parts = _value(node.parts, ctx.env)
-            full, tile = _value(node.region.full_size(), ctx.env), _value(node.region.size, ctx.env)
-            part_bounds(-(-full // tile), parts)
+            part_bounds(1, parts)
             for _ in range(parts - 1):
                 run.head(ins, ctx)
                 run.merge(states, states, ctx)

@@ -33,6 +33,7 @@ import math
 import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
+from napkin_cat.algorithms.splits import blocks
 from napkin_cat.cost.optimum import Optimum
 from napkin_cat.errors import MemoryLimitError
 from napkin_cat.hardware.divisors import constraints, uses_of
@@ -102,9 +103,16 @@ def _timed(structure, gpu, env, *, overlap, ceilings, level, largest, launch):
 
 
 def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: str = "sequential",
-                    ceilings: dict | None = None, book=None, largest: int = LARGEST, launch: float = LAUNCH):
+                    ceilings: dict | None = None, book=None, largest: int = LARGEST, launch: float = LAUNCH,
+                    min_blocks: int | None = None):
     """The algorithm of least predicted time on ``hardware`` (see the module docstring); a
-    :class:`~napkin_cat.search.Derivation` with ``prediction`` and ``timings``."""
+    :class:`~napkin_cat.search.Derivation` with ``prediction`` and ``timings``.
+
+    ``min_blocks`` (default: the GPU's SM count) narrows the structures to those whose every kernel launches
+    that many thread blocks (:mod:`napkin_cat.search.parallelism`); where the default cannot be met at these
+    sizes, the structures are derived without it.  A structure with a split stream is not timed (it has no plan
+    yet: :mod:`napkin_cat.algorithms.splits`); where every structure is split, they are derived without the
+    default requirement.  The time model then picks the tiles among the hardware's legal ones."""
     from napkin_cat.search import derive
     gpu = hardware if isinstance(hardware, GPU) else load(hardware)
     if overlap not in OVERLAPS:
@@ -112,10 +120,21 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     ceilings = check_ceilings(ceilings)
     env = environment(sizes)
     top = max(10, int(math.log2(gpu.smem_per_block // 2)))
-    r = derive(diagram, memory=[2 ** k for k in range(10, top + 1)], sizes=sizes, level=level, book=book)
+    memories = [2 ** k for k in range(10, top + 1)]
+    try:
+        r = derive(diagram, memory=memories, sizes=sizes, level=level, book=book,
+                   min_blocks=gpu.sm_count if min_blocks is None else min_blocks)
+    except MemoryLimitError:
+        if min_blocks is not None:
+            raise
+        r = derive(diagram, memory=memories, sizes=sizes, level=level, book=book)
     structures, timings = {}, []
     for regime in r.regimes:
-        structures.setdefault(str(regime.variant), regime)
+        if not any(k.parts for k in regime.variant.kernels):    # a split stream has no plan to time yet
+            structures.setdefault(str(regime.variant), regime)
+    if not structures and min_blocks is None:
+        r = derive(diagram, memory=memories, sizes=sizes, level=level, book=book)
+        structures = {str(g.variant): g for g in reversed(r.regimes)}
     for label, regime in structures.items():
         for t, H, tiles, kts in _timed(regime, gpu, env, overlap=overlap, ceilings=ceilings, level=level,
                                        largest=largest, launch=launch):
@@ -134,4 +153,5 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
                       assumptions(gpu, ceilings, overlap, launch))
     return dataclasses.replace(
         r, diagram=regime.diagram, trace=regime.trace, H=H, cost=regime.cost, optimum=opt, variant=regime.variant,
-        prediction=pred, timings=tuple((label, tiles_, time, h) for time, h, _, label, _, tiles_, _ in timings))
+        prediction=pred, blocks=blocks(regime.diagram, chosen),
+        timings=tuple((label, tiles_, time, h) for time, h, _, label, _, tiles_, _ in timings))

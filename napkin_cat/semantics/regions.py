@@ -130,13 +130,16 @@ class Numpy:
 
     def _split(self, node, xs, env, inner, total, s, run):
         """A split stream (:mod:`napkin_cat.algorithms.splits`): each part's head and trips from the empty state,
-        the parts' states merged in order, then the finishes and the tail."""
+        the parts' states merged in order (a part without a slice adds the empty state: nothing), then the
+        finishes and the tail."""
         slices = list(_slices(total, s))
         parts = node.parts if isinstance(node.parts, int) else env.size(node.parts, f"the parts of {node.axis!r}")
         bounds = part_bounds(len(slices), parts)
         merged = vals = None
         for lo, hi in zip(bounds, bounds[1:]):
             vals = run.head(xs, inner)
+            if lo == hi:           # a part with no slice: its state is the empty one, the identity of every merge
+                continue
             states, _ = self._trips(node, vals, run.init(inner), inner, total, s, run, only=slices[lo:hi])
             merged = states if merged is None else run.merge(merged, states, inner)
         return run.tail(run.finish(vals, merged, inner), inner)

@@ -86,10 +86,13 @@ def test_blocks_count_the_groups_times_the_parts():
                   {"q": 5, "x": 64, "d": 8, "g_q": 2, "s_x": 4}) == 3
 
 
-def test_refusals_name_what_is_at_fault():
+def test_refusals_name_what_is_at_fault_and_empty_parts_are_neutral():
     with pytest.raises(nc.RewriteError, match="sliced stream"):
         nc.stream(nc.library.matmul(), "a", "s_a", sliced=True, parts=2)
-    with pytest.raises(nc.NapkinError, match="splits into 1 to 3 parts"):
-        nc.evaluate(split("max"), np.zeros((2, 5)), sizes={"n": 2, "v": 5, "g_n": 1, "s_v": 2, "P": 4})
+    X = np.random.default_rng(0).normal(size=(2, 5))      # more parts than slices: the empty parts add nothing
+    for name in ("max", "logsumexp"):
+        f = CASES[name][0]()
+        np.testing.assert_allclose(nc.evaluate(split(name), X, sizes={"n": 2, "v": 5, "g_n": 1, "s_v": 2, "P": 7}),
+                                   nc.evaluate(f, X), rtol=1e-12)
     with pytest.raises(nc.LoweringError, match="split stream"):
         nc.plan(split("max"), {"n": 2, "v": 8, "g_n": 1, "s_v": 2, "P": 2})
