@@ -108,11 +108,11 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     """The algorithm of least predicted time on ``hardware`` (see the module docstring); a
     :class:`~napkin_cat.search.Derivation` with ``prediction`` and ``timings``.
 
-    ``min_blocks`` (default: the GPU's SM count) narrows the structures to those whose every kernel launches
-    that many thread blocks (:mod:`napkin_cat.search.parallelism`); where the default cannot be met at these
-    sizes, the structures are derived without it.  A structure with a split stream is not timed (it has no plan
-    yet: :mod:`napkin_cat.algorithms.splits`); where every structure is split, they are derived without the
-    default requirement.  The time model then picks the tiles among the hardware's legal ones."""
+    ``min_blocks`` (a parallelism requirement, :mod:`napkin_cat.search.parallelism`): the structures timed are
+    those derived under it.  By default the structures derived under the GPU's SM count join those derived
+    without a requirement, and the predicted time decides between them (where the SM count cannot be met at
+    these sizes, or a structure has no legal tiles on this GPU, it is left out).  A structure with a split
+    stream is not timed yet: it has no plan (:mod:`napkin_cat.algorithms.splits`)."""
     from napkin_cat.search import derive
     gpu = hardware if isinstance(hardware, GPU) else load(hardware)
     if overlap not in OVERLAPS:
@@ -121,23 +121,27 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     env = environment(sizes)
     top = max(10, int(math.log2(gpu.smem_per_block // 2)))
     memories = [2 ** k for k in range(10, top + 1)]
+    found = [] if min_blocks is not None else [derive(diagram, memory=memories, sizes=sizes, level=level, book=book)]
     try:
-        r = derive(diagram, memory=memories, sizes=sizes, level=level, book=book,
-                   min_blocks=gpu.sm_count if min_blocks is None else min_blocks)
+        found.append(derive(diagram, memory=memories, sizes=sizes, level=level, book=book,
+                            min_blocks=gpu.sm_count if min_blocks is None else min_blocks))
     except MemoryLimitError:
         if min_blocks is not None:
             raise
-        r = derive(diagram, memory=memories, sizes=sizes, level=level, book=book)
+    r = found[0]
     structures, timings = {}, []
-    for regime in r.regimes:
+    for regime in (g for d in found for g in d.regimes):
         if not any(k.parts for k in regime.variant.kernels):    # a split stream has no plan to time yet
             structures.setdefault(str(regime.variant), regime)
-    if not structures and min_blocks is None:
-        r = derive(diagram, memory=memories, sizes=sizes, level=level, book=book)
-        structures = {str(g.variant): g for g in reversed(r.regimes)}
     for label, regime in structures.items():
-        for t, H, tiles, kts in _timed(regime, gpu, env, overlap=overlap, ceilings=ceilings, level=level,
-                                       largest=largest, launch=launch):
+        try:
+            timed = _timed(regime, gpu, env, overlap=overlap, ceilings=ceilings, level=level, largest=largest,
+                           launch=launch)
+        except HardwareError:
+            if len(structures) == 1:
+                raise
+            continue                  # no legal tiles for this structure on this GPU: the others are timed
+        for t, H, tiles, kts in timed:
             timings.append((t, H, tuple(-v for v in tiles.values()), label, regime, tiles, kts))
     if not timings:
         raise MemoryLimitError(f"no tile assignment of any derived algorithm fits the {gpu.name}'s "
