@@ -13,7 +13,7 @@ import pytest
 import napkin_cat as nc
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "codegen"))
-from kernels_common import needs_cc, needs_triton  # noqa: E402
+from kernels_common import needs_cc, needs_nvcc, needs_triton  # noqa: E402
 
 
 def softmax_numpy(X):
@@ -92,6 +92,17 @@ def test_the_c_kernels_of_the_two_passes_match_numpy(name):
     k = nc.codegen.c(nc.plan(r.diagram, r.optimum.sizes), poison=True)
     xs = [x.astype(np.float32) for x in _inputs(f, sizes, 3)]
     np.testing.assert_allclose(k(*xs), numpy_of(*[x.astype(np.float64) for x in xs]), rtol=2e-5, atol=2e-5)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_cuda_kernels_of_the_two_passes_compile_with_the_plans_shared_memory(name):
+    make, axis, rule, _ = CASES[name]
+    r = nc.derive(make(), memory=2 ** 10, sizes={"n": 256, axis: 4096})
+    assert r.variant.prepared == (rule,)
+    p = nc.plan(r.diagram, r.optimum.sizes)
+    info = nc.codegen.cuda(p).compile(arch=90)
+    assert info["smem"] == p.smem_bytes and info["spills"] == 0
 
 
 @needs_triton
