@@ -22,7 +22,7 @@ import numpy as np
 import sympy
 
 import napkin_cat as nc
-from napkin_cat.algorithms.splits import split
+from napkin_cat.algorithms.splitting import split
 from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
 from napkin_cat.rewriting.match import Pattern, where

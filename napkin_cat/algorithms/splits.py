@@ -149,46 +149,6 @@ def check_splittable(schedule) -> None:
         merge_of(r)
 
 
-def split(diagram, axis: str, parts):
-    """Every kernel's stream along ``axis`` split into ``parts`` (an int or a size name); RewriteError saying why
-    where none is (no stream along it, one split already, a reducer without a merge).
-
-    >>> import napkin_cat as nc
-    >>> d = split(nc.stream(nc.library.matmul(), "b", "s_b"), "b", "p_b")
-    >>> d.boxes[0].arg.boxes[0].params["parts"]
-    p_b
-    """
-    from napkin_cat.algorithms.bubbles import Stream
-    from napkin_cat.algorithms.partitions import _map_kernels
-    from napkin_cat.algorithms.schedule import schedule_of
-    from napkin_cat.syntax.adapter import from_layers
-    from napkin_cat.syntax.axis import as_size
-    reasons = []
-
-    def fn(k):
-        items, n = [], 0
-        for layer in k.arg.inside:
-            left, box, right = layer.boxes_or_types[:3]
-            if isinstance(box, Stream) and box.axis == axis:
-                if box.params.get("parts") is not None:
-                    reasons.append(f"{k.name}: its stream along {axis!r} is split already")
-                else:
-                    try:
-                        new = Stream(box.arg, box.dom, box.cod, {**box.params, "parts": as_size(axis, parts)})
-                        check_splittable(schedule_of(new))
-                        box, n = new, n + 1
-                    except RewriteError as e:
-                        reasons.append(f"{k.name}: {e}")
-            items.append((left, box, right))
-        return type(k).rebuild(from_layers(k.arg.dom, k.arg.cod, items), k.dom, k.cod, k.params) if n else None
-
-    out, n = _map_kernels(diagram, fn)
-    if not n:
-        raise RewriteError(f"cannot split along {axis!r}: " + ("; ".join(reasons) or
-                                                              f"no kernel streams along {axis!r} (stream it first)"))
-    return out
-
-
 def blocks(diagram, sizes: dict) -> int:
     """The thread blocks the narrowest kernel of an algorithm launches at ``sizes``: per kernel, the product of
     its Grids' ``⌈a/g⌉`` and its split stream's parts."""
@@ -230,5 +190,5 @@ def _parts_in(d, num) -> int:
     return n
 
 
-__all__ = ["split", "MERGES", "merge_of", "online_merge", "moments_merge", "partial_moves", "part_bounds",
+__all__ = ["MERGES", "merge_of", "online_merge", "moments_merge", "partial_moves", "part_bounds",
            "check_splittable", "blocks"]

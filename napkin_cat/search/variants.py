@@ -169,7 +169,7 @@ def parts_key(axis: str) -> str:
 def split_variants(function: Diagram, level: int = 1, names=None) -> list:
     """The streamed variants with their stream split into parts run by parallel blocks (``p_<axis>`` parts,
     :mod:`napkin_cat.algorithms.splits`): costed only under a parallelism requirement (:mod:`.parallelism`)."""
-    from napkin_cat.algorithms.splits import split
+    from napkin_cat.algorithms.splitting import split
     taken = set(axis_names(function))
     if names is None:
         def names(prefix, axis):
