@@ -42,6 +42,7 @@ from napkin_cat import library
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.algorithms.partitions import group, kernel, stream, unfused
 from napkin_cat.algorithms import online as _online  # noqa: F401  (registers log-sum-exp's online form)
+from napkin_cat.algorithms import moments as _moments  # noqa: F401  (registers the mean's and variance's forms)
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.semantics.equivalent import Equivalence, equivalent
 from napkin_cat.cost.record import Cost

@@ -15,8 +15,11 @@ ruleset            rules
 ``UNSCALED``       the paper's SoftMax → Auxiliary → Unscaled derivation, plus SIMPLIFY
 ``PARTITION``      kernel_formation, kernel_fusion, stream_partition, sliced_stream, group_partition
 ``DECOMPOSE``      group_split_join, stream_decomposition, online_softmax_decomposition (written-out forms)
+``NORMALISERS``    softmax_statistics_pass, centred_statistics_pass (a normaliser as a statistics pass and a
+                   normalising pass)
 ``CONTRACTION``    contraction_merge, contraction_split, contraction_reassociation, contracted_axis_renaming,
                    pairwise_contraction (an n-ary contraction as pairwise ones, in an order the search costs)
+``SPLITS``         split_stream (a stream's slices in parts run by parallel blocks, their states merged)
 =================  ==========================================================================
 
 Derivations: ``flash_attention(attention)`` and ``tiled_matmul(matmul)`` (module ``derive``).
@@ -40,10 +43,14 @@ from rewrites.contraction_order import pairwise_contraction
 from rewrites.basic import copy_discard, delete_pure_box, remove_identity
 from rewrites.fusion import RULES as FUSION
 from rewrites.fusion import save_load_elimination
+from rewrites.normalisers import RULES as NORMALISERS
+from rewrites.normalisers import centred_statistics_pass, softmax_statistics_pass
 from rewrites.decompose import RULES as DECOMPOSE
 from rewrites.decompose import group_split_join, online_softmax_decomposition, stream_decomposition
 from rewrites.partition import RULES as PARTITION
 from rewrites.partition import group_partition, kernel_formation, kernel_fusion, sliced_stream, stream_partition
+from rewrites.splits import RULES as SPLITS
+from rewrites.splits import split_stream
 from rewrites.sharing import RULES as SHARING
 from rewrites.sharing import shared_load
 from rewrites.softmax import RULES as SOFTMAX
@@ -55,7 +62,7 @@ SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_el
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
-ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + SHARING + DECOMPOSE + CONTRACTION
+ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + SHARING + DECOMPOSE + CONTRACTION + NORMALISERS + SPLITS
 
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
@@ -70,9 +77,11 @@ def unscaled_softmax(diagram, *, max_steps: int = 1000) -> Derivation:
 RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "tiled_matmul": tiled_matmul,
                                         "unscaled_softmax": unscaled_softmax},
                     roles={"kernel": "kernel_formation", "fuse": "kernel_fusion", "stream": "stream_partition",
-                           "sweep": "sliced_stream", "group": "group_partition", "share": "shared_load",
+                           "sweep": "sliced_stream", "split": "split_stream", "group": "group_partition",
+                           "share": "shared_load",
                            "prepare": ("softmax_contraction_to_unscaled", "contraction_reassociation",
-                                       "pairwise_contraction"),
+                                       "pairwise_contraction", "softmax_statistics_pass",
+                                       "centred_statistics_pass"),
                            "simplify": tuple(SIMPLIFY.names)})
 
 
@@ -85,4 +94,5 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "softmax_to_auxiliary", "auxiliary_to_unscaled", "divide_after_contraction",
            "softmax_contraction_to_unscaled", "save_load_elimination",
            "CONTRACTION", "contraction_merge", "contraction_split", "contraction_reassociation",
-           "contracted_axis_renaming", "pairwise_contraction"]
+           "contracted_axis_renaming", "pairwise_contraction", "NORMALISERS", "softmax_statistics_pass",
+           "centred_statistics_pass", "SPLITS", "split_stream"]

@@ -29,8 +29,11 @@ carries and every box that sees them maps over.
 from __future__ import annotations
 
 from napkin_cat.algorithms.streaming import analyse
-from napkin_cat.errors import RewriteError
+from napkin_cat.errors import MemoryLimitError, RewriteError
 from napkin_cat.rewriting import Derivation, Trace, rewrite
+from napkin_cat.search.curves import Curve
+from napkin_cat.search.envelope import reference_sizes
+from napkin_cat.syntax.sizes import as_sizes
 from napkin_cat.syntax.wiring import trace_values
 from rewrites.partition import group_partition, kernel_formation, kernel_fusion, stream_partition
 from rewrites.softmax import softmax_contraction_to_unscaled
@@ -56,17 +59,60 @@ def reduced_axes(diagram) -> list:
     return seen
 
 
-def streamed_axis(diagram) -> str:
-    """A reduced axis along which the algorithm is streamable (x for attention, b for matmul)."""
-    reasons = []
+def streamable_axes(diagram) -> list:
+    """The reduced axes along which the algorithm is streamable (``['x']`` for attention, ``['b']`` for matmul),
+    or RewriteError saying why there is none."""
+    reasons, found = [], []
     for axis in reduced_axes(diagram):
         try:
             analyse(diagram, axis)
-            return axis
+            found.append(axis)
         except RewriteError as e:
             reasons.append(f"{axis!r}: {e}")
-    raise RewriteError("the algorithm is streamable along none of the axes it sums away"
-                       + (f" ({'; '.join(reasons)})" if reasons else ": it sums no axis away"))
+    if not found:
+        raise RewriteError("the algorithm is streamable along none of the axes it sums away"
+                           + (f" ({'; '.join(reasons)})" if reasons else ": it sums no axis away"))
+    return found
+
+
+def streamed_axis(diagram) -> str:
+    """The first reduced axis along which the algorithm is streamable (x for attention, b for matmul)."""
+    return streamable_axes(diagram)[0]
+
+
+#: Memories at which a named derivation compares its candidate axes when it is given none: 2^10 … 2^20.
+MEMORIES = tuple(2 ** k for k in range(10, 21))
+
+
+def _by_cost(function, candidates, build, memory, sizes) -> str:
+    """The candidate axis whose fused, partitioned kernel moves least (its exact integer optimum), at ``sizes``
+    (else reference sizes: 1024, 1088, … per axis) and ``memory`` (else each of 2^10 … 2^20: the axis that wins
+    at most of them, or with no memory limit where none fits in those); MemoryLimitError pointing to ``nc.derive``
+    when none fits the memory given."""
+    given = dict(as_sizes(sizes).of(function)) if sizes is not None else {}
+    at = {**reference_sizes(function), **given}
+    curves = [Curve(build(axis).diagram) for axis in candidates]
+
+    def winners(memories):
+        wins = [0] * len(candidates)
+        costs = [[h for h, _ in c.at_all(at, memories)] for c in curves]
+        for k in range(len(memories)):
+            fits = [(hs[k], i) for i, hs in enumerate(costs) if hs[k] is not None]
+            if fits:
+                wins[min(fits)[1]] += 1
+        return wins
+    wins = winners([int(memory)] if memory is not None else list(MEMORIES))
+    if not any(wins) and memory is not None:
+        raise MemoryLimitError(f"the function streams along {candidates}, and the fused kernel fits memory {memory} "
+                               f"along none of them at sizes {at}: nc.derive(f, memory=..., sizes=...) searches "
+                               f"every kernel split")
+    if not any(wins):
+        wins = winners([UNLIMITED])
+    return candidates[max(range(len(candidates)), key=lambda i: (wins[i], -i))]
+
+
+#: A memory no kernel exceeds: the comparison where no candidate fits the memories tried.
+UNLIMITED = 2 ** 62
 
 
 def _weaved_where_seen(diagram, axis) -> bool:
@@ -96,19 +142,37 @@ def _names(axis, prefix):
     return f"{prefix}_{axis}"
 
 
-def flash_attention(attention, *, level: int = 1) -> Derivation:
+def _chosen_axis(function, prepared, build, memory, sizes) -> str:
+    """The one axis the fused kernel streams along; with several, the one that moves least (:func:`_by_cost`)."""
+    candidates = streamable_axes(prepared)
+    if len(candidates) == 1:
+        return candidates[0]
+    return _by_cost(function, candidates, build, memory, sizes)
+
+
+def flash_attention(attention, *, level: int = 1, memory=None, sizes=None) -> Derivation:
     """FlashAttention from (multi-head, grouped-query) attention by rules alone (§3.2, Figs. mha, gqa).
 
     The SoftMax-contraction is first put in its online form by ``softmax_contraction_to_unscaled``;
     the stream then folds it with that rule's accumulator (registered in ``rewrites.softmax``).
+
+    Outside its case (a function streamable along several of the axes it sums away, such as an MLP's input
+    and hidden axes) the streamed axis is chosen by cost: the one whose fused kernel moves least at ``sizes``
+    and ``memory`` (reference sizes and 2^10 … 2^20 when not given); when it fits along none, a
+    MemoryLimitError points to ``nc.derive``, which also splits the function into kernels.
     """
     online = rewrite(attention, [softmax_contraction_to_unscaled], "fixpoint").diagram
-    return _partition(attention, level=level, stream_axis=streamed_axis(online),
-                      group_axes=grouped_axes(attention), tile_names=_names,
-                      online=[softmax_contraction_to_unscaled])
+
+    def build(axis):
+        return _partition(attention, level=level, stream_axis=axis, group_axes=grouped_axes(attention),
+                          tile_names=_names, online=[softmax_contraction_to_unscaled])
+    return build(_chosen_axis(attention, online, build, memory, sizes))
 
 
-def tiled_matmul(matmul, *, level: int = 1) -> Derivation:
-    """Square-tiled matmul from the matmul function by rules alone (§3.1): stream b, group a and c."""
-    return _partition(matmul, level=level, stream_axis=streamed_axis(matmul),
-                      group_axes=grouped_axes(matmul), tile_names=_names)
+def tiled_matmul(matmul, *, level: int = 1, memory=None, sizes=None) -> Derivation:
+    """Square-tiled matmul from the matmul function by rules alone (§3.1): stream b, group a and c (the
+    streamed axis chosen by cost where there are several, as :func:`flash_attention` chooses it)."""
+    def build(axis):
+        return _partition(matmul, level=level, stream_axis=axis, group_axes=grouped_axes(matmul),
+                          tile_names=_names)
+    return build(_chosen_axis(matmul, matmul, build, memory, sizes))

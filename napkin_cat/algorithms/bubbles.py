@@ -168,7 +168,8 @@ class Stream(Partition):
         """The tile, the inside, and each reducer's step and finish (what a trip and the end of the stream run)."""
         steps = tuple(d for r in self.plan.reducers for d in (getattr(r, "step", None), getattr(r, "finish", None))
                       if d is not None)
-        return (self.size,), (self.arg, *steps)
+        parts = self.params.get("parts")
+        return (self.size,) + ((parts,) if parts is not None else ()), (self.arg, *steps)
 
     @property
     def plan(self):

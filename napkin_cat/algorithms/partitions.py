@@ -405,7 +405,7 @@ def _which(diagram: Diagram, level: int | None = None) -> str:
         else ""
 
 
-def stream(diagram: Diagram, axis: str, size, sliced: bool = False) -> Diagram:
+def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None) -> Diagram:
     """Stream-partition every kernel that is streamable along ``axis`` in slices of ``size``.
 
     ``size`` is as for :func:`group`; a size that does not divide the axis leaves a shorter last slice.
@@ -419,6 +419,10 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False) -> Diagram:
     ``axis`` gets a **sub-loop** (paper §5.2): the computation inside its slice (between the slice's
     loads and saves) is streamed again in sub-slices of ``size``, its accumulator carried through.
 
+    With ``parts=P`` (an int or a size name) the stream is **split**: its slices are cut into ``P`` parts run
+    by parallel blocks, each writing its state, which a combine merges (:mod:`napkin_cat.algorithms.splits`);
+    refused where a reducer has no merge.
+
     Refuses with a RewriteError saying why when no kernel is streamable along it.
     """
     from napkin_cat.algorithms.streaming import analyse
@@ -426,11 +430,17 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False) -> Diagram:
     tile = _tile(axis, size)
     reasons = []
 
-    params = {"axis": axis, "size": tile, **({"sliced": True} if sliced else {})}
+    params = {"axis": axis, "size": tile, **({"sliced": True} if sliced else {}),
+              **({"parts": as_size(f"parts of {axis}", parts)} if parts is not None else {})}
 
     def wrap(region: Diagram) -> Diagram:
         analyse(region, axis, sliced=sliced)
-        return Stream(relabel_axis(region, axis, tile), region.dom, region.cod, params)
+        out = Stream(relabel_axis(region, axis, tile), region.dom, region.cod, params)
+        if parts is not None:
+            from napkin_cat.algorithms.schedule import schedule_of
+            from napkin_cat.algorithms.splits import check_splittable
+            check_splittable(schedule_of(out))
+        return out
 
     def fn(k: Kernel):
         region = k.arg
@@ -439,6 +449,9 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False) -> Diagram:
             return None
         try:
             if _streams_along(region, axis):
+                if parts is not None or _split_along(region, axis):
+                    raise RewriteError(f"{k.name} is already streamed along {axis!r}: split the outer stream, and "
+                                       f"give a split stream no sub-loop (its parts merge whole states)")
                 if sliced or _sliced_along(region, axis):
                     raise RewriteError(f"{k.name} is already streamed along {axis!r}; a sliced stream takes no "
                                        f"sub-loop along its axis (the sub-slices would write the output slice "
@@ -456,6 +469,12 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False) -> Diagram:
         raise RewriteError(f"cannot stream along {axis!r}{_which(diagram)}: "
                            + ("; ".join(reasons) or "no kernel reads it"))
     return _streams_hold(out, f"a stream along {axis!r} of size {tile}")
+
+
+def _split_along(d: Diagram, axis: str) -> bool:
+    """Whether the chain of Streams that :func:`_innermost` descends has a split one."""
+    s = _sole_stream(d)
+    return s is not None and (s.params.get("parts") is not None or _split_along(s.arg, axis))
 
 
 def _sliced_along(d: Diagram, axis: str) -> bool:

@@ -134,6 +134,17 @@ class StreamSchedule:
         """Where the streamed axis sits in value ``v``'s array."""
         return self.arrays[v].names.index(self.axis)
 
+    @property
+    def parts(self):
+        """How many parallel parts the stream is split into (:mod:`.splits`), or None: one block runs it."""
+        return None if self.region is None else self.region.params.get("parts")
+
+    @cached_property
+    def merges(self) -> tuple:
+        """Each reducer's merge ``state ⊗ state → state`` (a split stream's combine, :mod:`.splits`)."""
+        from napkin_cat.algorithms.splits import merge_of
+        return tuple(merge_of(r) for r in self.reducers)
+
     @cached_property
     def skip(self):
         """The masks that let a trip be skipped (:mod:`.skipping`), or None: every trip runs."""
@@ -368,6 +379,11 @@ class Phases:
                 self.algebra.finish(r, state, ctx, [dests.get(v) for v in r.outputs])
             vals.update(zip(r.outputs, outs))
         return vals
+
+    def merge(self, states: list, other: list, ctx) -> list:
+        """Each reducer's state merged with another part's (``algebra.merge(r, diagram, s₁, s₂, ctx)``)."""
+        return [self.algebra.merge(r, d, a, b, ctx)
+                for r, d, a, b in zip(self.schedule.reducers, self.schedule.merges, states, other)]
 
     def tail(self, vals: dict, ctx, dests=None) -> list:
         vals = dict(vals)

@@ -21,8 +21,8 @@ reduce logsumexp           ȳ broadcast · exp(x − y) (the SoftMax of x)
 log, abs                   ȳ/x, ȳ·(2H(x) − 1)
 where, select              ȳ where the mask holds (0 elsewhere); select's b: ȳ − ā; the mask: none
 gather                     ȳ at the index: ``where(position_v = t, ȳ, 0)`` (a scatter); the index: none
-position, comparisons,     none: their derivative is zero (integers and masks)
-and, or, not
+position, comparisons,     none: their derivative is zero (integers, masks, and a count that does not
+and, or, not, count        depend on the values)
 cast, rename, id           ȳ cast back, renamed back, as it is
 split / join               the parts joined (zeros for parts without a cotangent) / ȳ split
 =========================  ====================================================================
@@ -322,7 +322,7 @@ RULES = {"contract": _contract, "softmax": _softmax, "fma": _fma, "cast": _cast,
          **{k: _unary(d) for k, d in UNARY.items()}, **{k: _linear(f) for k, f in LINEAR.items()},
          **{f"reduce_{k}": _reduce(k) for k in ("sum", "mean", "max", "min")},
          "reduce_logsumexp": _logsumexp, "where": _where, "select": _select, "gather": _gather,
-         **{k: _zero for k in ("position", *COMPARISONS, *LOGICAL)}}
+         **{k: _zero for k in ("position", "reduce_count", *COMPARISONS, *LOGICAL)}}
 
 
 def vjp_of(box):

@@ -8,6 +8,7 @@ kind                             element code (per element of the output, or per
 elementwise (exp, add, fma, …)   ``out = f(in₀, in₁, …)``, inputs broadcast by axis name
 contract                         ``acc = Σ_summed Π inᵢ`` (an inner loop per summed axis)
 reduce_sum / max / min / mean    ``acc = ⊕_core in``; mean divides by the count
+reduce_count                     the count: the product of the core axes' current extents
 softmax                          per row: μ = max βx (0 if not finite), y = exp(βx − μ) / Σ exp(βx − μ)
 softmax_unscaled (SoftMax₁)      per row: μ = max(max βx, μ′), s = exp(βx − μ), δ = 0 if μ′ = −∞ else
                                  exp(μ′ − μ) (the −∞-safe δ), z = δz′ + Σ s
@@ -55,7 +56,8 @@ ELEMENTWISE_C = elementwise_c()
 STRUCTURED_C = {
     "contract": "_print_contract", "softmax": "_print_softmax", "softmax_unscaled": "_print_online",
     "softmax_aux": "_print_online", "reduce_sum": "_print_reduce", "reduce_max": "_print_reduce",
-    "reduce_min": "_print_reduce", "reduce_mean": "_print_reduce", "rename": "_print_rename",
+    "reduce_min": "_print_reduce", "reduce_mean": "_print_reduce", "reduce_count": "_print_count",
+    "rename": "_print_rename",
     "split": "_print_split", "join": "_print_join", **STRUCTURED_INDEX_C,
 }
 
@@ -159,6 +161,15 @@ class KindsMixin(IndexKindsMixin):
                 value = f"nc_acc / (float)({self.extent_code(count)})"
             return lines + [self._fold(s, out, idx, value)]
         return self._head(s, depth) + self.statement(s, depth, sp, body, [out])
+
+    def _print_count(self, s, depth):
+        """``out = Π_core e``: how many values the current tile's core axes hold (no value is read)."""
+        out, x = s.outs[0], s.ins[0]
+        sp = self.space(out)
+        idx = {a: sym for sym, _, a, _ in sp}
+        count = sympy.Mul(*[e for _, e, a, _ in self.space(x) if a not in idx])
+        return self._head(s, depth) + self.statement(
+            s, depth, sp, lambda: [self._fold(s, out, idx, f"(float)({self.extent_code(count)})")], [out])
 
     # ------------------------------------------------------------------ the SoftMax family
     def _rows(self, s):

@@ -6,6 +6,7 @@ kind                               Triton
 elementwise (exp, add, fma, …)     the template on the inputs aligned to the output's axes
 contract                           ``tl.dot`` for a matrix product, else ``tl.sum`` of the
                                    broadcast product over the contracted axes
+reduce_count                       the product of the core axes' current extents, broadcast (``tl.full``)
 reduce_sum / max / min / mean      ``tl.sum`` / ``tl.max`` / ``tl.min`` over the core axes,
                                    the input masked with the reduction's identity
 softmax                            μ = max βx (0 if not finite), y = exp(βx − μ) / Σ exp(βx − μ);
@@ -131,6 +132,15 @@ class TritonKindsMixin:
             count = sympy.Mul(*[self.ext(x, a) for a in core])
             v = f"{v} / ({self.code(count)})"
         return self._head(s, depth) + self._out(s, out, v, [a for a in X if a not in core], depth)
+
+    def _print_count(self, s, depth):
+        """The count of the core axes' current extents, broadcast over the output's block (no value is read)."""
+        x, out = s.ins[0], s.outs[0]
+        O = self.axes(out)
+        count = sympy.Mul(*[self.ext(x, a) for a in self.variables[x.var].axes if a not in O])
+        v = f"tl.full(({', '.join(map(str, self.shape(out.var)))},), {self.code(count)}, tl.float32)" if O \
+            else f"({self.code(count)}) * 1.0"
+        return self._head(s, depth) + self._out(s, out, v, O, depth)
 
     # ------------------------------------------------------------------ the SoftMax family
     def _scores(self, s, depth):

@@ -103,8 +103,8 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
     }
     structured = {"contract": "_print_contract", "softmax": "_print_softmax", "softmax_unscaled": "_print_online",
                   "softmax_aux": "_print_online", "reduce_sum": "_print_reduce", "reduce_max": "_print_reduce",
-                  "reduce_min": "_print_reduce", "reduce_mean": "_print_reduce", "rename": "_print_rename",
-                  **STRUCTURED_INDEX_TRITON}
+                  "reduce_min": "_print_reduce", "reduce_mean": "_print_reduce", "reduce_count": "_print_count",
+                  "rename": "_print_rename", **STRUCTURED_INDEX_TRITON}
     accumulators = {"sum": "{0} + {1}", "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})"}
     #: reduction kind → (identity, Triton reduction)
     reductions = {"reduce_sum": ("0.0", "tl.sum"), "reduce_mean": ("0.0", "tl.sum"),

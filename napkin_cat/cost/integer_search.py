@@ -208,7 +208,7 @@ def _scores_ragged(poly, logs, logc):
     return np.exp(logs @ (E + trips).T + logc @ trips.T) @ alpha
 
 
-def best_many(H, columns, values, memories, fulls=None) -> list:
+def best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
     """:func:`best` for several memory sizes at once: the candidates are scored once.
 
     ``fulls`` (each tile's axis size): tiles need not divide their axes; the last tile of an axis is shorter
@@ -221,8 +221,14 @@ def best_many(H, columns, values, memories, fulls=None) -> list:
     [None, (Fraction(1, 2), (4, 4)), (Fraction(1, 4), (8, 8))]
     >>> best_many(H, C, [ragged_values(8), ragged_values(8)], [30], fulls=(8, 8))
     [(Fraction(1, 2), (4, 4))]
+
+    ``caps``: posynomials that must stay at most 1 whatever the memory (a requirement on the tiles, such as
+    enough groups: ``B·g_a·g_c/(a·c) ≤ 1``); with caps the tiles are searched jointly.
+
+    >>> best_many(H, C, [divisors(8), divisors(8)], [100], caps=[((Fraction(4, 64),), ((1, 1),))])
+    [(Fraction(1, 2), (4, 4))]
     """
-    parts = _parts(H, columns, len(values))
+    parts = None if caps else _parts(H, columns, len(values))
     if parts is not None:
         found = [best_many(h, cols, [values[i] for i in g], memories,
                            None if fulls is None else tuple(fulls[i] for i in g)) for g, h, cols in parts]
@@ -241,8 +247,11 @@ def best_many(H, columns, values, memories, fulls=None) -> list:
         else:
             n = np.array(fulls, dtype=float)
             scores = _scores_ragged(H, logs, np.log(np.ceil(n / block) / n))
+        capped = np.ones(len(block), dtype=bool)
+        for cap in caps:
+            capped &= _scores(cap, logs) <= 1 + 1e-12
         for j, limit in enumerate(limits):
-            fits = peak <= float(limit) * (1 + 1e-12)
+            fits = (peak <= float(limit) * (1 + 1e-12)) & capped
             while fits.any():
                 near = np.flatnonzero(fits & (scores <= scores[fits].min() * (1 + 1e-9)))
                 if len(near) > NEAR:   # many ties (tiles the transfers do not see): settle the first by float order
@@ -250,6 +259,9 @@ def best_many(H, columns, values, memories, fulls=None) -> list:
                     near = near[order[:NEAR]]
                 for k in near:
                     combo = tuple(int(g) for g in block[k])
+                    if any(_exact(cap, combo) > 1 for cap in caps):
+                        fits[k] = False
+                        continue
                     if peak[k] > float(limit) * (1 - 1e-9):   # near the limit: settle the memory exactly
                         exact_peak = max((_exact(col, combo) for col in columns), default=Fraction(0))
                         if exact_peak > limit:

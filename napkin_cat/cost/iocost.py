@@ -36,6 +36,7 @@ import sympy
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.schedule import advance, fold_region, schedule_of
+from napkin_cat.algorithms.splits import partial_moves
 from napkin_cat.cost.columns import stream_columns
 from napkin_cat.cost.live import Live, numel
 from napkin_cat.cost.record import ZERO, Cost, GroupCost, OpCost, StreamRecord
@@ -291,10 +292,20 @@ class Symbolic:
             counted = running_trips(node.skip, node.axis, sympy.sympify(node.region.size),
                                     sympy.sympify(node.region.full_size()), sink.tiles)
             trips = trips if counted is None else counted
-        total.absorb_all(_phases(head, 1, "head") + _phases(body, trips, "body")
+        parts = sympy.Integer(1) if node.parts is None else sympy.sympify(node.parts)
+        moves, merges = Sink(sink.tiles), Sink(sink.tiles)
+        if node.parts is not None:     # each part's state written and read back, P − 1 merges (.splits)
+            moves.extend(_op_cost(b) for b in partial_moves(node))
+            run.merge(states, states, merges)
+        total.absorb_all(_phases(head, parts, "head") + _phases(body, trips, "body")
+                         + _phases(moves, parts, "partials") + _phases(merges, parts - 1, "combine")
                          + _phases(tail, 1, "tail"))
         sink.append(_in_stream(total, node.region))
         return dests
+
+    def merge(self, r, diagram, a, b, sink):
+        sink.append(_flop_cost(diagram, sink.tiles))
+        return a
 
     def init(self, r, sink, dests):
         return [None] * len(r.state)

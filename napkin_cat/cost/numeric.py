@@ -30,6 +30,7 @@ import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.nesting import state_moves
+from napkin_cat.algorithms.splits import part_bounds, partial_moves
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
 from napkin_cat.cost.iocost import box_cost, cost
 from napkin_cat.cost.record import Cost
@@ -183,7 +184,20 @@ class Concrete:
         vals = run.head(ins, ctx)
         states = run.init(ctx)
         self._trips(node, vals, states, ctx, run, node.skip)
+        if node.parts is not None:      # a split stream (.splits): P heads, P partials moved, P − 1 merges
+            parts = _value(node.parts, ctx.env)
+            part_bounds(1, parts)
+            for _ in range(parts - 1):
+                run.head(ins, ctx)
+                run.merge(states, states, ctx)
+            for _ in range(parts):
+                for b in partial_moves(node):
+                    self.box(b, ctx)
         return run.tail(run.finish(vals, states, ctx), ctx)
+
+    def merge(self, r, diagram, a, b, ctx):
+        self.diagram(diagram, ctx)
+        return a
 
     def init(self, r, ctx, dests):
         return [None] * len(r.state)

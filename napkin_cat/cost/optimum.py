@@ -336,12 +336,13 @@ def _legal_values(prog: TilingProgram, fulls, legal) -> list:
     return out
 
 
-def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = "divisors") -> list:
+def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = "divisors", caps=()) -> list:
     """The exact integer optimum over divisor tiles for each memory size of ``memories`` in one pass
     (the candidates scored once): a list of :class:`Optimum`, ``None`` where no tiling fits.
 
     ``tiles="any"``: a tile need not divide its axis (the last tile is shorter; ``H`` counts ``⌈n/g⌉``
     trips, memory what a full tile holds, as :func:`napkin_cat.cost.numeric.at` counts them).
+    ``caps``: expressions in the tiles that must stay at most 1 (a requirement such as enough thread blocks).
 
     >>> import napkin_cat as nc
     >>> mm = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
@@ -360,15 +361,18 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = 
         raise NapkinError(f"tiles must be 'divisors' (each tile divides its axis) or 'any' (a shorter last "
                           f"tile), got {tiles!r}")
     H, cols, fulls, _ = _compiled(prog, tuple(sorted(sizes.items())))
+    env = Sizes(tuple(sorted(sizes.items()))).env
+    caps = [(tuple(_fraction(sympy.sympify(a).subs(env), "a requirement's coefficient") for a in m.coeffs),
+             m.exponents) for m in (monomials(sympy.sympify(cap).subs(dict(prog.fixed)), prog.tiles) for cap in caps)]
     if tiles == "any":
         if any(e not in (-1, 0, 1) for exps in H[1] for e in exps):
             raise NapkinError(f"the transfers {prog.H} are not linear in each tile's trips; use tiles='divisors'")
         values = [integer_search.ragged_values(n) for n in fulls]
         found = integer_search.best_many(H, cols, values, [_fraction(M, "the memory limit") for M in Ms],
-                                         fulls=fulls)
+                                         fulls=fulls, caps=caps)
     else:
         found = integer_search.best_many(H, cols, _legal_values(prog, fulls, ()),
-                                         [_fraction(M, "the memory limit") for M in Ms])
+                                         [_fraction(M, "the memory limit") for M in Ms], caps=caps)
     out = []
     for M, f in zip(Ms, found):
         if f is None:

@@ -33,6 +33,7 @@ import math
 import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
+from napkin_cat.algorithms.splits import blocks
 from napkin_cat.cost.optimum import Optimum
 from napkin_cat.errors import MemoryLimitError
 from napkin_cat.hardware.divisors import constraints, uses_of
@@ -102,9 +103,16 @@ def _timed(structure, gpu, env, *, overlap, ceilings, level, largest, launch):
 
 
 def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: str = "sequential",
-                    ceilings: dict | None = None, book=None, largest: int = LARGEST, launch: float = LAUNCH):
+                    ceilings: dict | None = None, book=None, largest: int = LARGEST, launch: float = LAUNCH,
+                    min_blocks: int | None = None):
     """The algorithm of least predicted time on ``hardware`` (see the module docstring); a
-    :class:`~napkin_cat.search.Derivation` with ``prediction`` and ``timings``."""
+    :class:`~napkin_cat.search.Derivation` with ``prediction`` and ``timings``.
+
+    ``min_blocks`` (a parallelism requirement, :mod:`napkin_cat.search.parallelism`): the structures timed are
+    those derived under it.  By default the structures derived under the GPU's SM count join those derived
+    without a requirement, and the predicted time decides between them (where the SM count cannot be met at
+    these sizes, or a structure has no legal tiles on this GPU, it is left out).  A structure with a split
+    stream is not timed yet: it has no plan (:mod:`napkin_cat.algorithms.splits`)."""
     from napkin_cat.search import derive
     gpu = hardware if isinstance(hardware, GPU) else load(hardware)
     if overlap not in OVERLAPS:
@@ -112,13 +120,28 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     ceilings = check_ceilings(ceilings)
     env = environment(sizes)
     top = max(10, int(math.log2(gpu.smem_per_block // 2)))
-    r = derive(diagram, memory=[2 ** k for k in range(10, top + 1)], sizes=sizes, level=level, book=book)
+    memories = [2 ** k for k in range(10, top + 1)]
+    found = [] if min_blocks is not None else [derive(diagram, memory=memories, sizes=sizes, level=level, book=book)]
+    try:
+        found.append(derive(diagram, memory=memories, sizes=sizes, level=level, book=book,
+                            min_blocks=gpu.sm_count if min_blocks is None else min_blocks))
+    except MemoryLimitError:
+        if min_blocks is not None:
+            raise
+    r = found[0]
     structures, timings = {}, []
-    for regime in r.regimes:
-        structures.setdefault(str(regime.variant), regime)
+    for regime in (g for d in found for g in d.regimes):
+        if not any(k.parts for k in regime.variant.kernels):    # a split stream has no plan to time yet
+            structures.setdefault(str(regime.variant), regime)
     for label, regime in structures.items():
-        for t, H, tiles, kts in _timed(regime, gpu, env, overlap=overlap, ceilings=ceilings, level=level,
-                                       largest=largest, launch=launch):
+        try:
+            timed = _timed(regime, gpu, env, overlap=overlap, ceilings=ceilings, level=level, largest=largest,
+                           launch=launch)
+        except HardwareError:
+            if len(structures) == 1:
+                raise
+            continue                  # no legal tiles for this structure on this GPU: the others are timed
+        for t, H, tiles, kts in timed:
             timings.append((t, H, tuple(-v for v in tiles.values()), label, regime, tiles, kts))
     if not timings:
         raise MemoryLimitError(f"no tile assignment of any derived algorithm fits the {gpu.name}'s "
@@ -134,4 +157,5 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
                       assumptions(gpu, ceilings, overlap, launch))
     return dataclasses.replace(
         r, diagram=regime.diagram, trace=regime.trace, H=H, cost=regime.cost, optimum=opt, variant=regime.variant,
-        prediction=pred, timings=tuple((label, tiles_, time, h) for time, h, _, label, _, tiles_, _ in timings))
+        prediction=pred, blocks=blocks(regime.diagram, chosen),
+        timings=tuple((label, tiles_, time, h) for time, h, _, label, _, tiles_, _ in timings))

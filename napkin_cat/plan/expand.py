@@ -42,6 +42,7 @@ from napkin_cat.plan.ir import (Alloc, Compute, Copy, Fill, GridLoop, Kernel as 
                                 StreamLoop, Variable, loop_index)
 from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.wiring import trace_values
+from napkin_cat.errors import LoweringError
 
 
 def _ascii(name: str) -> str:
@@ -241,6 +242,9 @@ class Expander:
         """``StreamLoop``: the head and the reducers' ``Fill``; the trip at the slice's range (a sliced output
         written straight into its destination's slice); the finish, the tail and the copies out."""
         box = node.region
+        if node.parts is not None:
+            raise LoweringError(f"{box.name}: a split stream (parts={node.parts}) is not lowered to a plan yet; its "
+                                f"meaning (nc.evaluate) and cost (nc.cost) are defined (napkin_cat.algorithms.splits)")
         index, tile, full, rng, sliced = self._partition(box, ins, box.dom.inside)
         dest_of = {}
         for v, dst in zip(node.cod, dests):

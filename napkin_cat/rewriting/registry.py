@@ -36,7 +36,7 @@ _loaded = False
 #: in several ports loads it once; optional: without it, each port is loaded), ``prepare`` (a tuple of
 #: function-level rules the search tries before partitioning: online forms, reassociations) and
 #: ``simplify`` (a tuple of terminating clean-up rules applied to a fixpoint first: dead code, identities).
-ROLES = ("kernel", "fuse", "stream", "sweep", "group", "share", "prepare", "simplify")
+ROLES = ("kernel", "fuse", "stream", "sweep", "split", "group", "share", "prepare", "simplify")
 
 
 @dataclass(frozen=True)

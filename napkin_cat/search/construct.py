@@ -9,7 +9,8 @@ block by block, in execution order:
 2. the rule playing ``fuse`` (kernel fusion) on two of its kernels, until the block is one kernel;
    then, if the book has one, the rule playing ``share`` on it (a value it reads in several places loaded
    once; the book's ``simplify`` rules then drop the copies of the reads it discarded);
-3. the rule playing ``stream`` along its streamed axis (``sweep`` for a sliced stream), then ``group``
+3. the rule playing ``stream`` along its streamed axis (``sweep`` for a sliced stream; then ``split`` for a
+   stream run in parts by parallel blocks), then ``group``
    along each grouped axis, with the
    kernel's own tile names (parameters ``axis=`` and ``size=`` of the rules).
 
@@ -22,6 +23,7 @@ from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting.netlist import to_netlist
 from napkin_cat.rewriting.trace import Step
 from napkin_cat.search.blocks import bits
+from napkin_cat.search.variants import parts_key
 
 
 class Maker:
@@ -107,9 +109,11 @@ def make(form, graph, path, book, level: int):
         # 3. partition it
         first = book.role("sweep") if getattr(variant, "sliced", False) else stream_rule
         steps = ([(first, variant.stream)] if variant.stream else []) + \
+            ([(book.role("split"), variant.stream)] if getattr(variant, "parts", None) else []) + \
             [(group_rule, a) for a in variant.groups]
         for rule, axis in steps:
-            r = rule.using(axis=axis, size=names[axis])
+            r = rule.using(axis=axis, parts=names[parts_key(axis)]) if rule.name == book.roles.get("split") \
+                else rule.using(axis=axis, size=names[axis])
             options = _legal(r, mk.net, lambda m: m.nodes["k"] == region)
             if not options:
                 raise RewriteError(f"rule {rule.name!r} does not apply along {axis!r} to kernel {k}")

@@ -41,7 +41,7 @@ class Curve:
         self.diagram, self.level = diagram, level
         self.cost = cost(diagram)
         self.streams = {s for _, s, _ in self.cost.streams if isinstance(s, sympy.Symbol)}
-        self._at, self._smallest, self._symbolic = {}, {}, {}
+        self._at, self._smallest, self._symbolic, self._capped = {}, {}, {}, {}
 
     @property
     def H(self):
@@ -79,9 +79,16 @@ class Curve:
             self._at[key] = self._solve(sizes, memory, tiles)
         return self._at[key]
 
-    def at_all(self, sizes: dict, memories, tiles: str = "divisors") -> list:
-        """:meth:`at` for every memory of ``memories`` (one pass over the tile candidates)."""
+    def at_all(self, sizes: dict, memories, tiles: str = "divisors", caps=()) -> list:
+        """:meth:`at` for every memory of ``memories`` (one pass over the tile candidates).  ``caps``: expressions
+        in the tiles that must stay at most 1 (a requirement, :mod:`.parallelism`); only for a grouped kernel."""
         skey = tuple(sorted(sizes.items()))
+        if caps:
+            key = (skey, tuple(int(m) for m in memories), tiles, tuple(map(str, caps)))
+            if key not in self._capped:
+                found = optima(self.cost, list(memories), self.level, sizes=sizes, tiles=tiles, caps=caps)
+                self._capped[key] = [(None, {}) if o is None else (int(o.H), dict(o.sizes)) for o in found]
+            return self._capped[key]
         todo = [m for m in memories if (skey, int(m), tiles) not in self._at]
         if todo and self.grouped:
             for m, o in zip(todo, optima(self.cost, todo, self.level, sizes=sizes, tiles=tiles)):

@@ -39,6 +39,7 @@ from napkin_cat.cost.optimum import Optimum, memory_limit
 from napkin_cat.errors import MemoryLimitError, NapkinError, RewriteError
 from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.search.bounds import lower_bound
+from napkin_cat.search.parallelism import Requirement
 from napkin_cat.search.results import Derivation, Regime
 from napkin_cat.search.space import (MEMO, Makers, _extremes, _smallest_memory, check_sizes, prepared_forms,
                                      select)
@@ -73,7 +74,7 @@ OBJECTIVES: dict = {}
 
 def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = None, *, book=None,
            depth: int = 2, reference: dict | None = None, tiles: str = "divisors", hardware=None,
-           **time_options) -> Derivation:
+           min_blocks: int | None = None, **time_options) -> Derivation:
     """The cheapest algorithm for ``diagram`` at ``level`` with ``memory`` values there (see module docstring).
 
     ``memory``: a symbol name (symbolic mode: ``.H`` is a ``Piecewise`` in it), an int, or a list of ints
@@ -90,6 +91,13 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
     over the variants derived up to the thread block's shared memory and every tile assignment the
     hardware allows (:mod:`napkin_cat.hardware.timed`; ``memory`` is then the model's); further keywords
     (``overlap``, ``ceilings``, ``largest``) go to the time model.
+
+    ``min_blocks`` (numeric mode): a parallelism requirement.  The objective stays ``H``; the requirement
+    narrows the set it is minimised over to the algorithms whose every kernel launches at least ``min_blocks``
+    thread blocks (its groups ``Π ⌈a/g⌉`` times the parts of a split stream): a constraint on each kernel's tiles
+    beside its memory columns, and split streams (the rule playing ``split``: FlashDecoding, split-K) join the
+    partitions the search costs (:mod:`napkin_cat.search.parallelism`).  ``.blocks`` reports what the result
+    launches.  With a hardware model it defaults to the model's SM count.
     """
     if not isinstance(diagram, Diagram):
         raise NapkinError(f"derive takes a function diagram, got {type(diagram).__name__}")
@@ -101,9 +109,13 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
                               "registers it)")
         if sizes is None:
             raise NapkinError("derive(hardware=...) times kernels at concrete sizes: give sizes= for every axis")
-        return OBJECTIVES["time"](diagram, hardware, sizes, level=level, book=book, **time_options)
+        return OBJECTIVES["time"](diagram, hardware, sizes, level=level, book=book, min_blocks=min_blocks,
+                                  **time_options)
     if time_options:
         raise NapkinError(f"derive got {sorted(time_options)}: these options are the time model's; give hardware=")
+    if min_blocks is not None and (sizes is None or not isinstance(_memories(memory)[0], list)):
+        raise NapkinError("min_blocks counts thread blocks at concrete sizes: give sizes= for every axis and a "
+                          "number (or a list of numbers) for memory")
     if not isinstance(level, int) or isinstance(level, bool) or level < 1:
         raise NapkinError(f"level must be a positive int (1: the first level below global memory), got {level!r}")
     book = rulebook(book) if not hasattr(book, "roles") else book
@@ -115,18 +127,25 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
         if sizes is None:
             raise NapkinError("a number for memory needs sizes= for every axis (numeric mode); or give a memory "
                               "symbol such as 'M' for the symbolic envelope")
-        return _numeric(diagram, forms, book, level, memories, many, dict(sizes), tiles)
+        return _numeric(diagram, forms, book, level, memories, many, dict(sizes), tiles, min_blocks)
     if tiles != "divisors":
         raise NapkinError("tiles='any' is a numeric-mode option (the symbolic large-M forms have no tile grid)")
     from napkin_cat.search.envelope import symbolic
     return symbolic(diagram, forms, book, level, memories, sizes, reference)
 
 
-def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors"):
+def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors", min_blocks=None):
     env = check_sizes(diagram, sizes)
     if tiles not in ("divisors", "any"):
         raise NapkinError(f"tiles must be 'divisors' or 'any', got {tiles!r}")
-    best = select(forms, level, sizes, memories, tiles, tuple(book.roles))
+    need = None if min_blocks is None else Requirement(min_blocks, sizes, memories, tiles)
+    best = select(forms, level, sizes, memories, tiles, tuple(book.roles), need)
+    if need is not None and any(b is None for b in best):
+        low = [m for m, b in zip(memories, best) if b is None]
+        raise MemoryLimitError(f"no algorithm for this diagram launches {min_blocks} thread blocks in every kernel "
+                               f"and fits level {level} with memory {low[0] if len(low) == 1 else low} (at sizes "
+                               f"{sizes}); lower min_blocks, or give the rule book a rule playing 'split'"
+                               + ("" if "split" in book.roles else " (this one has none)"))
     if any(b is None for b in best):
         small = min(_smallest_memory(f.space, level, sizes) for f in forms)
         low = [m for m, b in zip(memories, best) if b is None]
@@ -140,7 +159,7 @@ def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors
     made, regimes = Makers(), []
     for m, (form, path) in zip(memories, best):
         w = made.get_made(diagram, form, path, book, level)
-        H, chosen = w.numeric(sizes, m, memories, tiles)
+        H, chosen = w.numeric(sizes, m, memories, tiles, need)
         if H is None:
             raise RewriteError(f"the algorithm made by the rules does not fit memory {m} as its search estimate "
                                f"did: {w.variant}")
@@ -151,11 +170,14 @@ def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors
                       sympy.Integer(m), sympy.Integer(H), dict(chosen), None, None,
                       [f"sum of each kernel's exact integer optimum over {over} ({len(w.kernels)} kernels)"])
         regimes.append(Regime(w.variant, H, w.diagram, w.trace, w.cost, opt, b, gap, memory=m))
-    curves = {str(w.variant): [w.numeric(sizes, m, memories, tiles)[0] for m in memories] for w in made.values()}
+    curves = {str(w.variant): [w.numeric(sizes, m, memories, tiles, need)[0] for m in memories]
+              for w in made.values()}
     for kind, hs in _extremes(forms, level, sizes, memories, tiles, tuple(book.roles)).items():
         curves.setdefault(kind, hs)
     last = regimes[-1]
+    from napkin_cat.algorithms.splits import blocks
     return Derivation(diagram, last.diagram, last.trace, H={r.memory: r.H for r in regimes} if many else last.H,
+                      blocks=blocks(last.diagram, last.optimum.sizes),
                       cost=last.cost, optimum=last.optimum, variant=last.variant, regimes=tuple(regimes),
                       memory=memories if many else memories[0], level=level, sizes=sizes, bound=bound, gap=last.gap,
                       candidates=tuple((label, dict(zip(memories, hs))) for label, hs in curves.items()))

@@ -48,7 +48,8 @@ class Derivation(_Derivation):
     in M (symbolic).  ``regimes`` are the pieces; ``diagram``, ``trace``, ``variant``, ``cost``,
     ``optimum``, ``gap`` are those of the last regime (the largest memory).  ``bound`` is the known
     lower bound (:mod:`.bounds`).  With ``hardware=``, ``prediction`` and ``timings`` (the time model's
-    choice of tiles and variant, :mod:`napkin_cat.hardware.timed`)."""
+    choice of tiles and variant, :mod:`napkin_cat.hardware.timed`).  ``blocks`` (numeric mode): the thread
+    blocks the narrowest kernel launches at the chosen tiles (``nc.derive(..., min_blocks=B)`` makes it ≥ B)."""
 
     H: object = None
     cost: object = None
@@ -63,6 +64,7 @@ class Derivation(_Derivation):
     candidates: tuple = field(default=(), repr=False)   # (label, {M: H or None}) numeric; variants, symbolic
     prediction: object = None       # with hardware=: the model's time at the chosen tiles (nc.hardware.predict)
     timings: tuple = field(default=(), repr=False)      # with hardware=: (variant, tiles, seconds, H), fastest first
+    blocks: int | None = None   # numeric mode: the thread blocks the narrowest kernel launches (at the tiles chosen)
 
     def at(self, memory) -> "Derivation":
         """The single-memory derivation for one of the memories of a numeric range."""

@@ -21,18 +21,21 @@ class KernelChoice:
     groups: tuple
     tiles: dict = field(default_factory=dict, compare=False)
     sliced: bool = False   # the stream writes its outputs slice by slice (a sweep)
+    parts: str | None = None   # a split stream: the name of its number of parts (run by parallel blocks)
 
     def __str__(self):
         parts = []
         if self.groups:
             parts.append("group " + ",".join(self.groups))
         if self.stream:
-            parts.append(("sweep " if self.sliced else "stream ") + self.stream)
+            parts.append(("sweep " if self.sliced else "stream ") + self.stream
+                         + (f" ×{self.parts}" if self.parts else ""))
         return f"[{' ; '.join(self.ops)}]" + (" " + " · ".join(parts) if parts else "")
 
     def as_json(self) -> dict:
         return {"ops": list(self.ops), "stream": self.stream, "groups": list(self.groups),
-                "tiles": {a: str(t) for a, t in self.tiles.items()}, **({"sliced": True} if self.sliced else {})}
+                "tiles": {a: str(t) for a, t in self.tiles.items()}, **({"sliced": True} if self.sliced else {}),
+                **({"parts": self.parts} if self.parts else {})}
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from napkin_cat.search.blocks import OpGraph, bits
 from napkin_cat.search.construct import make
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.schedule import KernelChoice, Schedule
-from napkin_cat.search.variants import axis_names, variants
+from napkin_cat.search.variants import axis_names, parts_key, split_variants, variants
 from napkin_cat.syntax.adapter import Diagram, is_structural, layers
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.sizes import Sizes, as_sizes
@@ -102,6 +102,15 @@ class Choice:
         self._options = None
 
     @property
+    def split_options(self) -> list:
+        """The partitions with a split stream (built on first use): costed only under a requirement."""
+        if self.__dict__.get("_split") is None:
+            self._split = [(v, Curve(v.diagram, self.level)) for v in split_variants(self.function, self.level)]
+            for _, curve in self._split:
+                curve.role = "split"
+        return self._split
+
+    @property
     def options(self) -> list:
         if self._options is None:
             self._options = []
@@ -114,8 +123,8 @@ class Choice:
 
 def playable(roles):
     """Whether a partition's curve is one the rule book can build (a sweep needs a rule playing ``sweep``)."""
-    sweeps = "sweep" in set(roles)
-    return lambda curve: sweeps or getattr(curve, "role", "stream") != "sweep"
+    roles = set(roles)
+    return lambda curve: getattr(curve, "role", "stream") not in ("sweep", "split") or curve.role in roles
 
 
 def _choice(graph, block, level) -> Choice:
@@ -163,7 +172,7 @@ class Space:
             self.into[b].append((a, block))
 
 
-def _shortest(space, level, points, evaluate, lower):
+def _shortest(space, level, points, evaluate, lower, options=lambda ch: ch.options):
     """Per point k: ``(H, kernels, path)`` with ``path = [(block, variant, curve)]``, or None if nothing fits.
 
     ``evaluate(curve, k)`` is a kernel's H* at point k (None: does not fit); ``lower(choice)`` a lower bound
@@ -182,7 +191,7 @@ def _shortest(space, level, points, evaluate, lower):
             lb = lower(ch)
             if all(da[k][0] + lb >= dist[b][k][0] for k in range(n)):
                 continue
-            for v, curve in ch.options:
+            for v, curve in options(ch):
                 for k in range(n):
                     if da[k] == inf:
                         continue
@@ -325,8 +334,8 @@ class _Made:
         self.diagram, steps = make(form.diagram, form.graph, plan, book, level)
         self.trace = Trace(form.steps + steps, book.rules)
         self.variant = Schedule(tuple(KernelChoice(tuple(form.graph.name(i) for i in bits(block)), v.stream,
-                                                   v.groups, dict(nm), v.sliced) for block, v, nm in plan),
-                                form.prepared)
+                                                   v.groups, dict(nm), v.sliced, v.parts and nm[parts_key(v.stream)])
+                                      for block, v, nm in plan), form.prepared)
         self.kernels = [Curve(Diagram.id(box.dom).then(box), level) for _, box in layers(self.diagram)
                         if is_structural(box) is None]
         self.level = level
@@ -338,10 +347,11 @@ class _Made:
             self._cost = cost_of(self.diagram)
         return self._cost
 
-    def numeric(self, sizes, memory, memories, tiles="divisors"):
+    def numeric(self, sizes, memory, memories, tiles="divisors", need=None):
         total, chosen = 0, {}
         for k in self.kernels:
-            h, t = k.at_all(sizes, memories, tiles)[memories.index(memory)]
+            at = memories.index(memory)
+            h, t = need.at(k, at) if need is not None else k.at_all(sizes, memories, tiles)[at]
             if h is None:
                 return None, {}
             total += h
@@ -352,34 +362,40 @@ class _Made:
         return sympy.Add(*[k.symbolic(M) for k in self.kernels])
 
 
-def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep",)) -> list:
+def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep",), need=None) -> list:
     """Per memory: ``(form, path)`` of the cheapest algorithm at ``sizes``, or None if none fits.
 
-    Ties go to fewer kernels, then to the finer form (more operations: an accumulator written out as
-    boxes, whose trace shows how the kernel streams), then to fewer FLOPs (at the kernels' tiles, so with
-    what a fused kernel recomputes: of two orders of a contraction chain that move as much, the cheaper
-    one), then to fewer rewrites, then to the earlier form.  Only partitions the rule book's ``roles`` can
-    build are considered.
+    Ties go to fewer kernels, then to fewer FLOPs (at the kernels' tiles, so with what a fused kernel
+    recomputes: of two orders of a contraction chain that move as much, the cheaper one; of a normaliser in
+    one pass and in two that move as much, the one pass), then to the finer form (more operations: an
+    accumulator written out as boxes, whose trace shows how the kernel streams), then to fewer rewrites, then
+    to the earlier form.  Only partitions the rule book's ``roles`` can
+    build are considered.  ``need`` (:class:`~napkin_cat.search.parallelism.Requirement`): every kernel launches
+    enough thread blocks, split streams included among the partitions.
     """
     env = Sizes(sizes).env
     best = [None] * len(memories)
     ok = playable(roles)
+    options = (lambda ch: ch.options + ch.split_options) if need is not None else (lambda ch: ch.options)
     for rank, form in enumerate(forms):
         def evaluate(curve, k):
-            return curve.at_all(sizes, memories, tiles)[k][0] if ok(curve) else None
+            if not ok(curve):
+                return None
+            return need.at(curve, k)[0] if need is not None else curve.at_all(sizes, memories, tiles)[k][0]
 
         def lower(ch):
             return _number(ch.compulsory, env)
         space = form.space
-        for k, found in enumerate(_shortest(space, level, memories, evaluate, lower)):
+        for k, found in enumerate(_shortest(space, level, memories, evaluate, lower, options)):
             if found is None:
                 continue
-            key = [found[0], found[1], -len(form.graph), None, len(form.steps), rank]
+            key = [found[0], found[1], None, -len(form.graph), len(form.steps), rank]
             now = best[k]
-            if now is not None and key[:3] == now[0][:3]:   # a tie: the FLOPs decide (computed only for ties)
+            if now is not None and key[:2] == now[0][:2]:   # a tie: the FLOPs decide (computed only for ties)
                 for ky, path in ((key, found[2]), (now[0], now[2][2])):
-                    if ky[3] is None:
-                        ky[3] = _flops_at(path, sizes, memories[k], tiles, env)
+                    if ky[2] is None:
+                        ky[2] = _flops_at(path, sizes, memories[k], tiles, env,
+                                          None if need is None else (lambda c, k=k: need.at(c, k)[1]))
             if now is None or key < now[0]:
                 best[k] = (key, form, found, evaluate)
     for k, b in enumerate(best):   # kernels capped in size: grow the winner by cost-guided fusion
@@ -388,11 +404,11 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep",)) ->
     return [None if b is None else (b[1], b[2][2]) for b in best]
 
 
-def _flops_at(path, sizes, memory, tiles, env) -> float:
+def _flops_at(path, sizes, memory, tiles, env, chosen_of=None) -> float:
     """The FLOPs of a path's kernels (every pipeline) at their optimal tiles for ``memory``."""
     total = 0.0
     for _, _, curve in path:
-        chosen = curve.at(sizes, memory, tiles)[1]
+        chosen = curve.at(sizes, memory, tiles)[1] if chosen_of is None else chosen_of(curve)
         at = {**env, **{s: 1 for s in curve.streams}, **{symbol(str(t)): v for t, v in chosen.items()}}
         total += sum(float(sympy.sympify(f).subs(at)) for f in curve.cost.flops.values())
     return total
@@ -402,7 +418,7 @@ class Makers(dict):
     """The winners made by the rules, once per (form, path)."""
 
     def get_made(self, diagram, form, path, book, level) -> _Made:
-        key = (id(form), tuple((block, v.stream, v.sliced, v.groups) for block, v, _ in path))
+        key = (id(form), tuple((block, v.stream, v.sliced, v.groups, v.parts) for block, v, _ in path))
         if key not in self:
             self[key] = _Made(diagram, form, path, book, level)
         return self[key]

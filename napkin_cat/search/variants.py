@@ -44,13 +44,15 @@ class Variant:
     diagram: Diagram
     tiles: tuple = ()   # ((axis, tile name), ...): the stream's first, then the groups'
     sliced: bool = False   # the stream writes the outputs that carry its axis slice by slice (a sweep)
+    parts: str | None = None   # a split stream: the name of its number of parts (napkin_cat.algorithms.splits)
 
     def describe(self) -> str:
         parts = []
         if self.groups:
             parts.append("group " + ",".join(self.groups))
         if self.stream:
-            parts.append(("sweep " if self.sliced else "stream ") + self.stream)
+            parts.append(("sweep " if self.sliced else "stream ") + self.stream
+                         + (f" ×{self.parts}" if self.parts else ""))
         return " · ".join(parts) or "whole"
 
 
@@ -139,16 +141,46 @@ def variants(function: Diagram, level: int = 1, names=None) -> list:
     for sliced, choices in ((False, streamed or [(None, base)]), (True, swept)):
         for axis, k in choices:
             tiles = [(axis, names("s", axis))] if axis is not None else []
-            grouped = []
-            for a in carried_axes(function):
-                if a == axis:
-                    continue
-                try:
-                    k2 = group(k, a, names("g", a))
-                except NapkinError:
-                    continue
-                k = k2
-                grouped.append(a)
-                tiles.append((a, names("g", a)))
-            out.append(Variant(axis, tuple(grouped), k, tuple(tiles), sliced))
+            out.append(_grouped(function, axis, k, tiles, names, sliced))
+    return out
+
+
+def _grouped(function, axis, k, tiles, names, sliced=False, parts=None) -> Variant:
+    """The partitioned kernel ``k`` grouped along every axis its outputs carry that the grouping accepts."""
+    grouped, tiles = [], list(tiles)
+    for a in carried_axes(function):
+        if a == axis:
+            continue
+        try:
+            k2 = group(k, a, names("g", a))
+        except NapkinError:
+            continue
+        k = k2
+        grouped.append(a)
+        tiles.append((a, names("g", a)))
+    return Variant(axis, tuple(grouped), k, tuple(tiles), sliced, parts)
+
+
+def parts_key(axis: str) -> str:
+    """The key of a split stream's number of parts among a variant's tiles (``{key: name}``)."""
+    return f"{axis}/parts"
+
+
+def split_variants(function: Diagram, level: int = 1, names=None) -> list:
+    """The streamed variants with their stream split into parts run by parallel blocks (``p_<axis>`` parts,
+    :mod:`napkin_cat.algorithms.splits`): costed only under a parallelism requirement (:mod:`.parallelism`)."""
+    from napkin_cat.algorithms.splitting import split
+    taken = set(axis_names(function))
+    if names is None:
+        def names(prefix, axis):
+            return tile_name(prefix, axis, taken)
+    base = kernel(function, level)
+    out = []
+    for axis in reduced_axes(function):
+        try:
+            k = split(stream(base, axis, names("s", axis)), axis, names("p", axis))
+        except NapkinError:
+            continue
+        tiles = [(axis, names("s", axis)), (parts_key(axis), names("p", axis))]
+        out.append(_grouped(function, axis, k, tiles, names, parts=names("p", axis)))
     return out

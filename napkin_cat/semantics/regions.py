@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from napkin_cat.algorithms.bubbles import Partition, Region
+from napkin_cat.algorithms.splits import part_bounds
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
 from napkin_cat.errors import ShapeError
 from napkin_cat.semantics.primitives import run_primitive
@@ -91,12 +92,12 @@ class Numpy:
         return [np.concatenate([p[j] for p in parts], axis=arr.names.index(box.axis))
                 for j, arr in enumerate(box.cod.inside)]
 
-    def _trips(self, node, vals, states, env, total, size, run, *, skip=None):
+    def _trips(self, node, vals, states, env, total, size, run, *, skip=None, only=None):
         """``states`` after a trip on every slice of ``size`` of ``total``; the sliced outputs' slices.  With
         ``skip`` (:class:`~napkin_cat.algorithms.skipping.Skip`), a slice on which a mask is never true is not run:
         its trip would leave the states as they are."""
         pieces = {v: [] for v in node.sliced}
-        for sl in _slices(total, size):
+        for sl in (only if only is not None else _slices(total, size)):
             n, trip_run, trip_env = sl.stop - sl.start, run, env
             if n != size and node.region is not None:     # a shorter last slice: the inside sees n
                 if isinstance(node.region.size, int):
@@ -118,12 +119,37 @@ class Numpy:
         A sliced output (``node.sliced``) is made by the maps slice by slice: ``y = y₁ ⧺ y₂ ⧺ …``.
         """
         total, s, inner = bind(node.region, env, "stream")
+        if node.parts is not None:
+            return self._split(node, xs, env, inner, total, s, run)
         vals = run.head(xs, inner)
         states, pieces = self._trips(node, vals, run.init(inner), inner, total, s, run,
                                      skip=node.skip if env.skip else None)
         for v in node.sliced:
             vals[v] = np.concatenate(pieces[v], axis=node.position(v))
         return run.tail(run.finish(vals, states, inner), inner)
+
+    def _split(self, node, xs, env, inner, total, s, run):
+        """A split stream (:mod:`napkin_cat.algorithms.splits`): each part's head and trips from the empty state,
+        the parts' states merged in order (a part without a slice adds the empty state: nothing), then the
+        finishes and the tail."""
+        slices = list(_slices(total, s))
+        parts = node.parts if isinstance(node.parts, int) else env.size(node.parts, f"the parts of {node.axis!r}")
+        bounds = part_bounds(len(slices), parts)
+        merged = vals = None
+        for lo, hi in zip(bounds, bounds[1:]):
+            vals = run.head(xs, inner)
+            if lo == hi:           # a part with no slice: its state is the empty one, the identity of every merge
+                continue
+            states, _ = self._trips(node, vals, run.init(inner), inner, total, s, run, only=slices[lo:hi])
+            merged = states if merged is None else run.merge(merged, states, inner)
+        return run.tail(run.finish(vals, merged, inner), inner)
+
+    def merge(self, r, diagram, a, b, env):
+        """Two parts' states merged by the reducer's merge diagram (a monoid's empty state is None)."""
+        if r.kind == "monoid" and (a is None or b is None):
+            return a if b is None else b
+        out = self.interpret(diagram, list(a) + list(b), env)
+        return list(out) if isinstance(out, (tuple, list)) else [out]
 
     def init(self, r, env, dests):
         """Each state array filled with its ``init`` (a monoid starts empty: its first part is its state)."""

@@ -13,6 +13,7 @@ softmax_unscaled   Rˣ⊗R⊗R → Rˣ⊗R⊗R⊗R         spec. x+1, 4x+2     �
 exp, log, add, …   R^n → R                  1 (special/general) —
 fma                R⊗R⊗R → R (a·b + c)      general 2           —
 sum, max, min      Rᵃ → R                   a                   sum / max / min
+count              Rᵃ → R (a)               0                   sum
 split, join        Rᵃ ↔ Rᵃ¹ ⊗ Rᵃ²           0                   —
 load, save         R@ℓ → R@ℓ±1              0                   —
 cast               R:fp32 → R:fp16 …        general 1           —
@@ -309,6 +310,18 @@ for _name, (_fn, _acc) in REDUCTIONS.items():
             flops=lambda core: {"general": _numel(core.inputs[0])},
             check=_reduce_check(_name), accumulator=_acc, label=_name, shape="reduce",
             doc=f"Reduction by {_name} over the core axes.")
+
+
+def _count_impl(xs, core: Core):
+    """How many values the core axes hold (a float, one per row): what a running mean divides by."""
+    x = xs[0]
+    axes = _last_axes(core.inputs[0])
+    return [np.sum(np.ones(np.shape(x)), axis=axes)]
+
+
+declare("reduce_count", _count_impl, flops=lambda core: {}, check=_reduce_check("count"), accumulator=SUM,
+        label="count", shape="reduce",
+        doc="The number of values over the core axes (a chunk's extent: a running mean's weight).")
 
 # --------------------------------------------------------------------------- split / join
 

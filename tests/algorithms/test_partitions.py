@@ -94,9 +94,14 @@ def test_max_subtract_pattern_is_not_streamable():
         nc.stream(d, "x", "s_x")
 
 
-def test_mean_has_no_accumulator():
-    with pytest.raises(nc.RewriteError, match="declares no accumulator"):
-        nc.stream(nc.reduce("mean", "q x -> q"), "x", "s_x")
+def test_mean_streams_by_its_running_count_and_mean():
+    """A mean has no monoid (a mean of means weighs each by its count): it streams by its online form."""
+    from napkin_cat.algorithms.streaming import analyse
+    (r,) = analyse(nc.reduce("mean", "q x -> q"), "x").reducers
+    assert r.kind == "mean_online"
+    X = np.random.default_rng(0).normal(size=(3, 7))
+    got = nc.evaluate(nc.stream(nc.reduce("mean", "q x -> q"), "x", "s_x"), X, sizes={"s_x": 3})
+    np.testing.assert_allclose(got, X.mean(axis=1), rtol=1e-12)
 
 
 def test_group_refuses_core_axis():

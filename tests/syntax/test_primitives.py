@@ -83,7 +83,8 @@ def test_fused_multiply_add(rng):
 
 @pytest.mark.parametrize("name, reference", [
     ("sum", lambda x: x.sum(-1)), ("max", lambda x: x.max(-1)),
-    ("min", lambda x: x.min(-1)), ("mean", lambda x: x.sum(-1) / x.shape[-1])])
+    ("min", lambda x: x.min(-1)), ("mean", lambda x: x.sum(-1) / x.shape[-1]),
+    ("count", lambda x: np.full(x.shape[:-1], float(x.shape[-1])))])
 def test_reduction_semantics(name, reference, rng):
     X = rng.normal(size=(3, 5))
     np.testing.assert_allclose(nc.evaluate(nc.reduce(name, "q x -> q"), X), reference(X), rtol=1e-12)
@@ -132,7 +133,7 @@ def test_split_join_load_save_rename_are_reindexings(rng):
 
 
 TESTED_KINDS = (set(UNARY_REFERENCE) | set(BINARY_REFERENCE) | {"scale", "shift"}
-                | {f"reduce_{n}" for n in ("sum", "max", "min", "mean")}
+                | {f"reduce_{n}" for n in ("sum", "max", "min", "mean", "count")}
                 | {"contract", "softmax", "softmax_aux", "softmax_unscaled", "split", "join", "load", "save",
                    "rename", "cast", "fma"})
 
