@@ -9,8 +9,8 @@ block by block, in execution order:
 2. the rule playing ``fuse`` (kernel fusion) on two of its kernels, until the block is one kernel;
    then, if the book has one, the rule playing ``share`` on it (a value it reads in several places loaded
    once; the book's ``simplify`` rules then drop the copies of the reads it discarded);
-3. the rule playing ``stream`` along its streamed axis (``sweep`` for a sliced stream), then ``group``
-   along each grouped axis, with the
+3. the rule playing ``stream`` along its streamed axis (``sweep`` for a sliced stream), ``nest`` along each
+   axis streamed inside its trip (a 2-D loop), then ``group`` along each grouped axis, with the
    kernel's own tile names (parameters ``axis=`` and ``size=`` of the rules).
 
 Every step is applied at the match that touches the block it is building, so the trace replays
@@ -107,6 +107,7 @@ def make(form, graph, path, book, level: int):
         # 3. partition it
         first = book.role("sweep") if getattr(variant, "sliced", False) else stream_rule
         steps = ([(first, variant.stream)] if variant.stream else []) + \
+            [(book.role("nest"), a) for a in getattr(variant, "inner", ())] + \
             [(group_rule, a) for a in variant.groups]
         for rule, axis in steps:
             r = rule.using(axis=axis, size=names[axis])

@@ -21,6 +21,7 @@ class KernelChoice:
     groups: tuple
     tiles: dict = field(default_factory=dict, compare=False)
     sliced: bool = False   # the stream writes its outputs slice by slice (a sweep)
+    inner: tuple = ()      # axes streamed inside the stream's trip (a 2-D loop)
 
     def __str__(self):
         parts = []
@@ -28,11 +29,13 @@ class KernelChoice:
             parts.append("group " + ",".join(self.groups))
         if self.stream:
             parts.append(("sweep " if self.sliced else "stream ") + self.stream)
+        parts += [f"stream {a} inside" for a in self.inner]
         return f"[{' ; '.join(self.ops)}]" + (" " + " · ".join(parts) if parts else "")
 
     def as_json(self) -> dict:
         return {"ops": list(self.ops), "stream": self.stream, "groups": list(self.groups),
-                "tiles": {a: str(t) for a, t in self.tiles.items()}, **({"sliced": True} if self.sliced else {})}
+                "tiles": {a: str(t) for a, t in self.tiles.items()}, **({"sliced": True} if self.sliced else {}),
+                **({"inner": list(self.inner)} if self.inner else {})}
 
 
 @dataclass(frozen=True)

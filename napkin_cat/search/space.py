@@ -107,15 +107,18 @@ class Choice:
             self._options = []
             for v in variants(self.function, self.level):
                 curve = Curve(v.diagram, self.level)
-                curve.role = "sweep" if v.sliced else "stream"
+                curve.role = "nest" if v.inner else "sweep" if v.sliced else "stream"
+                curve.sliced = v.sliced
                 self._options.append((v, curve))
         return self._options
 
 
 def playable(roles):
-    """Whether a partition's curve is one the rule book can build (a sweep needs a rule playing ``sweep``)."""
-    sweeps = "sweep" in set(roles)
-    return lambda curve: sweeps or getattr(curve, "role", "stream") != "sweep"
+    """Whether a partition's curve is one the rule book can build (a sweep needs a rule playing ``sweep``, a
+    2-D loop one playing ``nest``, and a sweep too when its outer stream is one)."""
+    roles = set(roles)
+    return lambda curve: getattr(curve, "role", "stream") in roles | {"stream"} and \
+        ("sweep" in roles or not getattr(curve, "sliced", False))
 
 
 def _choice(graph, block, level) -> Choice:
@@ -325,7 +328,7 @@ class _Made:
         self.diagram, steps = make(form.diagram, form.graph, plan, book, level)
         self.trace = Trace(form.steps + steps, book.rules)
         self.variant = Schedule(tuple(KernelChoice(tuple(form.graph.name(i) for i in bits(block)), v.stream,
-                                                   v.groups, dict(nm), v.sliced) for block, v, nm in plan),
+                                                   v.groups, dict(nm), v.sliced, v.inner) for block, v, nm in plan),
                                 form.prepared)
         self.kernels = [Curve(Diagram.id(box.dom).then(box), level) for _, box in layers(self.diagram)
                         if is_structural(box) is None]
@@ -352,7 +355,7 @@ class _Made:
         return sympy.Add(*[k.symbolic(M) for k in self.kernels])
 
 
-def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep",)) -> list:
+def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nest")) -> list:
     """Per memory: ``(form, path)`` of the cheapest algorithm at ``sizes``, or None if none fits.
 
     Ties go to fewer kernels, then to the finer form (more operations: an accumulator written out as
@@ -402,13 +405,13 @@ class Makers(dict):
     """The winners made by the rules, once per (form, path)."""
 
     def get_made(self, diagram, form, path, book, level) -> _Made:
-        key = (id(form), tuple((block, v.stream, v.sliced, v.groups) for block, v, _ in path))
+        key = (id(form), tuple((block, v.stream, v.sliced, v.inner, v.groups) for block, v, _ in path))
         if key not in self:
             self[key] = _Made(diagram, form, path, book, level)
         return self[key]
 
 
-def _extremes(forms, level, sizes, memories, tiles="divisors", roles=("sweep",)) -> dict:
+def _extremes(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nest")) -> dict:
     """``{"unfused": [H per memory], "fully fused": [...]}``: every operation its own kernel, and one kernel
     (each partitioned at its best; the best over the prepared forms; None where it does not fit)."""
     out = {"unfused": [None] * len(memories), "fully fused": [None] * len(memories)}

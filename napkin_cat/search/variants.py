@@ -8,12 +8,15 @@ For a block of operations fused into one kernel (:func:`napkin_cat.algorithms.pa
 * **sweep** (a sliced stream) along any axis an output carries and an input carries, when the streaming
   analysis accepts it with the outputs written slice by slice (what lacks the axis stays on chip: a
   stationary operand, loaded once);
+* **a stream inside the stream** (a 2-D loop, ``inner_stream``) along another axis the kernel sums away, when
+  the stream's trip reduces it in a cone that streams on its own (per slice of the outer axis, a loop along the
+  inner one builds the slice's tile: fused linear cross-entropy's logits tile over the hidden axis);
 * **group** along every axis that every output carries and every box that sees it maps over
   (:func:`napkin_cat.algorithms.partitions.group` accepts it), innermost first.  Grouping an axis
   never costs more: its tile may be the whole axis.
 
 No axis is named: the candidates are the axes on the kernel's own wires.  The partitions are the
-ones the rules ``stream_partition``, ``sliced_stream`` and ``group_partition`` make (their right-hand sides call these
+ones the rules ``stream_partition``, ``sliced_stream``, ``inner_stream`` and ``group_partition`` make (their right-hand sides call these
 same functions), so a variant costed here is what the derivation's trace will build.
 
 >>> import napkin_cat as nc
@@ -23,6 +26,8 @@ same functions), so a variant costed here is what the derivation's trace will bu
 ['group q · stream x', 'sweep q']
 >>> [v.describe() for v in variants(nc.softmax("q x", over="x"))]
 ['group q']
+>>> [v.describe() for v in variants(nc.library.linear_cross_entropy())][-1]
+'group n · stream v · stream e inside'
 """
 from __future__ import annotations
 
@@ -44,6 +49,7 @@ class Variant:
     diagram: Diagram
     tiles: tuple = ()   # ((axis, tile name), ...): the stream's first, then the groups'
     sliced: bool = False   # the stream writes the outputs that carry its axis slice by slice (a sweep)
+    inner: tuple = ()      # axes streamed inside the stream's trip (the 2-D loop: ``inner_stream``)
 
     def describe(self) -> str:
         parts = []
@@ -51,6 +57,7 @@ class Variant:
             parts.append("group " + ",".join(self.groups))
         if self.stream:
             parts.append(("sweep " if self.sliced else "stream ") + self.stream)
+        parts += [f"stream {a} inside" for a in self.inner]
         return " · ".join(parts) or "whole"
 
 
@@ -126,29 +133,39 @@ def variants(function: Diagram, level: int = 1, names=None) -> list:
     streamed = []
     for axis in reduced_axes(function):   # the streaming analysis decides (stream() refuses with its reason)
         try:
-            streamed.append((axis, stream(base, axis, names("s", axis))))
+            streamed.append((axis, stream(base, axis, names("s", axis)), False, ()))
         except NapkinError:   # not streamable, or e.g. a rename ties the axis to one that is not streamed
             continue
     swept = []
     for axis in swept_axes(function):
         try:
-            swept.append((axis, stream(base, axis, names("s", axis), sliced=True)))
+            swept.append((axis, stream(base, axis, names("s", axis), sliced=True), True, ()))
         except NapkinError:
             continue
+    nested = []
+    for axis, k, sliced, _ in streamed:   # a stream inside the trip along another reduced axis: a 2-D loop
+        for inner in reduced_axes(function):
+            if inner == axis:
+                continue
+            try:
+                nested.append((axis, stream(k, inner, names("s", inner)), sliced, (inner,)))
+            except NapkinError:
+                continue
     out = []
-    for sliced, choices in ((False, streamed or [(None, base)]), (True, swept)):
-        for axis, k in choices:
-            tiles = [(axis, names("s", axis))] if axis is not None else []
-            grouped = []
-            for a in carried_axes(function):
-                if a == axis:
-                    continue
-                try:
-                    k2 = group(k, a, names("g", a))
-                except NapkinError:
-                    continue
-                k = k2
-                grouped.append(a)
-                tiles.append((a, names("g", a)))
-            out.append(Variant(axis, tuple(grouped), k, tuple(tiles), sliced))
+    for axis, k, sliced, inner in (streamed or [(None, base, False, ())]) + swept + nested:
+        tiles = [(axis, names("s", axis))] if axis is not None else []
+        tiles += [(a, names("s", a)) for a in inner]
+        grouped = []
+        for a in carried_axes(function):
+            if a == axis:
+                continue
+            try:
+                k2 = group(k, a, names("g", a))
+            except NapkinError:
+                continue
+            k = k2
+            grouped.append(a)
+            tiles.append((a, names("g", a)))
+        out.append(Variant(axis, tuple(grouped), k, tuple(tiles), sliced, inner))
     return out
+
