@@ -22,7 +22,8 @@ Cost claim: an input of ``R`` that lacks ``b`` is read once per ``b``-trip inste
 >>> k = stream_partition.using(axis="v", size="s_v").apply(nc.kernel(nc.library.linear_cross_entropy()))
 >>> two = inner_stream.using(axis="e", size="s_e").apply(k)
 >>> import sympy
->>> sympy.simplify(nc.cost(two).H[1] - nc.cost(k).H[1] - nc.symbol("e") * nc.symbol("n") * (nc.symbol("v") / nc.symbol("s_v") - 1))
+>>> n, e, v, s_v = (nc.symbol(a) for a in ("n", "e", "v", "s_v"))
+>>> sympy.simplify(nc.cost(two).H[1] - nc.cost(k).H[1] - n * e * (v / s_v - 1))
 0
 """
 from __future__ import annotations

@@ -166,7 +166,8 @@ def skip_of(schedule) -> Skip | None:
         made = _ancestry(ops, ins[0], by_reducers)
         if made is None:
             continue
-        axes = frozenset(b.cod.inside[0].axes[0].name for b, _, _ in made if getattr(getattr(b, "data", None), "kind", None) == "position")
+        axes = frozenset(b.cod.inside[0].axes[0].name for b, _, _ in made
+                         if getattr(getattr(b, "data", None), "kind", None) == "position")
         if axes:
             masks.append(Mask(ins[0], made, axes))
     return Skip(schedule.axis, tuple(masks)) if masks else None

@@ -102,7 +102,8 @@ class Columns:
 
     def init(self, r, ctx, dests):
         if r.finish is None:       # the state is the output (a stream's own reducers: names are ids)
-            state = [ctx.name(v, s.array if ctx.tag else ctx.arrays.get(v, s.array)) for v, s in zip(r.outputs, r.state)]
+            state = [ctx.name(v, s.array if ctx.tag else ctx.arrays.get(v, s.array))
+                     for v, s in zip(r.outputs, r.state)]
         else:
             state = [("state", r.k, j) for j in range(len(r.state))]
             ctx.arrays.update(zip(state, (s.array for s in r.state)))

@@ -75,7 +75,8 @@ def _until(kernels, parts, M, env):
             t = sympy.sympify(tiles.get(size, 1)).subs(env)
             if not t.has(M):
                 continue
-            roots = [r for r in sympy.solve(sympy.Eq(t, sympy.sympify(full).subs(env)), M) if r.is_positive is not False]
+            roots = [r for r in sympy.solve(sympy.Eq(t, sympy.sympify(full).subs(env)), M)
+                     if r.is_positive is not False]
             if roots:
                 limits.append(roots[0])
     return sympy.Min(*limits) if limits else sympy.oo

@@ -16,8 +16,9 @@ For a block of operations fused into one kernel (:func:`napkin_cat.algorithms.pa
   never costs more: its tile may be the whole axis.
 
 No axis is named: the candidates are the axes on the kernel's own wires.  The partitions are the
-ones the rules ``stream_partition``, ``sliced_stream``, ``inner_stream`` and ``group_partition`` make (their right-hand sides call these
-same functions), so a variant costed here is what the derivation's trace will build.
+ones the rules ``stream_partition``, ``sliced_stream``, ``inner_stream`` and ``group_partition``
+make (their right-hand sides call these same functions), so a variant costed here is what the derivation's
+trace will build.
 
 >>> import napkin_cat as nc
 >>> [v.describe() for v in variants(nc.library.matmul())]
