@@ -272,7 +272,8 @@ def cmd_reproduce(args):
         for c in book.claims:
             if c.status == "differs":
                 print(f"  DIFFERS {c.id} ({c.section}): {c.what}: paper {c.paper}, library {c.library}")
-        print(f"report: {os.path.join(out, 'report.md')} and report.json")
+        print(f"report: {os.path.join(out, 'report.md')} and {os.path.join(out, 'report.json')} "
+              f"(errata explained in {os.path.join(out, 'errata.md')})")
     return 0 if book.ok else 1
 
 
