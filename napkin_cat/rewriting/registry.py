@@ -35,10 +35,12 @@ _loaded = False
 #: optional: a book without it gives the search no sliced variants), ``share`` (a kernel that reads one value
 #: in several ports loads it once; optional: without it, each port is loaded), ``nest`` (a stream inside a
 #: stream's trip along another axis the trip reduces: the 2-D loop; takes ``axis=`` and ``size=``; optional:
-#: a book without it gives the search no 2-D variants), ``prepare`` (a tuple of
+#: a book without it gives the search no 2-D variants), ``recompute`` (a consumer recomputes a value from the
+#: function's inputs and small statistics instead of reading it; takes ``consumer=``; optional: a book without
+#: it gives the search no recomputed forms), ``prepare`` (a tuple of
 #: function-level rules the search tries before partitioning: online forms, reassociations) and
 #: ``simplify`` (a tuple of terminating clean-up rules applied to a fixpoint first: dead code, identities).
-ROLES = ("kernel", "fuse", "stream", "sweep", "nest", "group", "share", "prepare", "simplify")
+ROLES = ("kernel", "fuse", "stream", "sweep", "nest", "group", "share", "recompute", "prepare", "simplify")
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ class Form:
     steps: tuple = ()
     prepared: tuple = ()
     share: bool = False   # a kernel loads a value it reads in several places once (the book plays ``share``)
+    recomputed: int = 0   # operations added by recomputation (the book's ``recompute`` rule)
 
     def __post_init__(self):
         self.graph = OpGraph(to_netlist(self.diagram), share=self.share)
@@ -88,8 +89,56 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
                 forms.append(g)
                 queue.append(g)
                 if len(forms) >= limit:
-                    return forms
-    return forms
+                    return forms + recomputed_forms(forms, book, depth, limit)
+    return forms + recomputed_forms(forms, book, depth, limit)
+
+
+def _computes(m) -> bool:
+    """The served consumer and another one compute with the value (a reader of its shape alone, such as an
+    accumulator's initial state, needs no copy of its own)."""
+    def arithmetic(end):
+        node = m.net.nodes[end[0]]
+        return node.kind == "box" and any(cost_of(Diagram.id(node.box.dom).then(node.box)).flops.values())
+    ends = m.net.consumers(m.nodes["k"])
+    readers = [j for j, end in enumerate(ends) if end[0] not in ("in", "out") and arithmetic(end)]
+    return m.params["consumer"] in readers and len(readers) >= 2
+
+
+def recomputed_forms(forms, book, depth: int = 2, limit: int = 6) -> list:
+    """What the rule playing ``recompute`` makes of the prepared forms: a consumer's own copy of a value read in
+    several places (breadth first, up to ``depth`` recomputations of a form and ``limit`` forms in all,
+    isomorphic ones once), so that a kernel split may recompute it in the consumer's kernel instead of writing
+    it to level 0.  Such a form wins a tie in H only with fewer FLOPs (:func:`select`).
+
+    Only a value no input of the function carries all the axes of is recomputed (an outer product of the
+    inputs, q×x from q×d and x×d: writing it and reading it back is what recomputation saves; a value of an
+    input's shape costs no more to move than its input does).  This keeps the forms few on large diagrams."""
+    if "recompute" not in book.roles:
+        return []
+    rule, out = book.role("recompute"), []
+    carried = [set(a.names) for a in forms[0].diagram.dom.inside]
+    queue = [(f, 0) for f in forms]
+    while queue and len(out) < limit:
+        f, k = queue.pop(0)
+        if k >= depth:
+            continue
+        net = to_netlist(f.diagram)
+        for m in rule.matches(net):
+            if any(set(m.node("f").cod[0].names) <= c for c in carried) or not _computes(m):
+                continue
+            after = rule.fill(m)
+            new = after.diagram
+            if any(isomorphic(new, g.diagram) for g in (*forms, *out)):
+                continue
+            step = Step(rule.name, m.key, m.describe(), net, after, fresh=True,
+                        params=tuple(sorted(m.params.items())))
+            g = Form(new, f.steps + (step,), f.prepared + (rule.name,), f.share)
+            g.recomputed = f.recomputed + len(g.graph) - len(f.graph)
+            out.append(g)
+            queue.append((g, k + 1))
+            if len(out) >= limit:
+                break
+    return out
 
 
 # ---------------------------------------------------------------------- blocks and their costs
@@ -358,7 +407,8 @@ class _Made:
 def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nest")) -> list:
     """Per memory: ``(form, path)`` of the cheapest algorithm at ``sizes``, or None if none fits.
 
-    Ties go to fewer kernels, then to the finer form (more operations: an accumulator written out as
+    Ties go to fewer FLOPs first where a form recomputes a value (recomputation pays only by transfers), else to
+    fewer kernels, then to the finer form (more operations: an accumulator written out as
     boxes, whose trace shows how the kernel streams), then to fewer FLOPs (at the kernels' tiles, so with
     what a fused kernel recomputes: of two orders of a contraction chain that move as much, the cheaper
     one), then to fewer rewrites, then to the earlier form.  Only partitions the rule book's ``roles`` can
@@ -377,13 +427,18 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nes
         for k, found in enumerate(_shortest(space, level, memories, evaluate, lower)):
             if found is None:
                 continue
-            key = [found[0], found[1], -len(form.graph), None, len(form.steps), rank]
+            key = [found[0], found[1], -(len(form.graph) - form.recomputed), None, len(form.steps), rank]
             now = best[k]
-            if now is not None and key[:3] == now[0][:3]:   # a tie: the FLOPs decide (computed only for ties)
+            recomputing = now is not None and key[0] == now[0][0] and (form.recomputed or now[1].recomputed)
+            if now is not None and (key[:3] == now[0][:3] or recomputing):   # a tie: FLOPs decide (only for ties)
                 for ky, path in ((key, found[2]), (now[0], now[2][2])):
                     if ky[3] is None:
                         ky[3] = _flops_at(path, sizes, memories[k], tiles, env)
-            if now is None or key < now[0]:
+            if recomputing and key[3] != now[0][3]:   # recomputation is worth its FLOPs only for transfers
+                better = key[3] < now[0][3]
+            else:
+                better = now is None or key < now[0]
+            if better:
                 best[k] = (key, form, found, evaluate)
     for k, b in enumerate(best):   # kernels capped in size: grow the winner by cost-guided fusion
         if b is not None and not b[1].space.exact:
