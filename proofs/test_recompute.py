@@ -72,3 +72,19 @@ def test_normalised_is_what_numpy_says():
     y = nc.evaluate(normalised(), Q, K, V, W)
     np.testing.assert_allclose(y[0], P @ V, rtol=1e-10)
     np.testing.assert_allclose(y[1], P.T @ W, rtol=1e-10)
+
+
+@proves("softmax_to_logsumexp", "recompute")
+def test_attentions_backward_recomputes_the_probabilities_from_the_saved_log_sum_exp():
+    """FlashAttention-2's backward (Dao 2023, Alg. 2, line 11: Pᵢⱼ = exp(Sᵢⱼ − Lᵢ)): SoftMax written through its
+    log-sum-exp, then the probabilities recomputed for one consumer read L and recompute only S, its scale, the
+    subtraction and the exponential; the gradient is unchanged."""
+    from rewrites.softmax_statistics import softmax_to_logsumexp
+    grad = nc.grad(nc.library.attention())
+    lse = softmax_to_logsumexp.apply(grad)
+    assert nc.equivalent(grad, lse, trials=2)
+    (m,) = [m for m in recompute.matches(lse) if m.node("f").name == "exp" and m.params["consumer"] == 0]
+    assert sorted(m.net.nodes[k].name for k in recomputed(m)) == ["exp", "scale", "sub", "·"]
+    again = recompute.apply(lse, m)
+    assert [b.name for b in again.boxes].count("LSE") == 1 and [b.name for b in again.boxes].count("exp") == 2
+    assert nc.equivalent(grad, again, trials=2)

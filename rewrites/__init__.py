@@ -14,7 +14,8 @@ ruleset            rules
 ``SIMPLIFY``       the terminating clean-up rules (copy law, deletion, identities, Save;Load)
 ``UNSCALED``       the paper's SoftMax → Auxiliary → Unscaled derivation, plus SIMPLIFY
 ``PARTITION``      kernel_formation, kernel_fusion, stream_partition, sliced_stream, group_partition
-``RECOMPUTE``      recompute (a consumer recomputes a value from the inputs and small statistics)
+``RECOMPUTE``      recompute (a consumer recomputes a value from the inputs and small statistics),
+                   softmax_to_logsumexp (SoftMax's probabilities from their row's log-sum-exp: a statistic)
 ``INNER``          inner_stream (a stream inside a stream's trip along another axis: the 2-D tiled loop)
 ``DECOMPOSE``      group_split_join, stream_decomposition, online_softmax_decomposition (written-out forms)
 ``CONTRACTION``    contraction_merge, contraction_split, contraction_reassociation, contracted_axis_renaming,
@@ -46,6 +47,8 @@ from rewrites.inner_stream import RULES as INNER
 from rewrites.inner_stream import inner_stream
 from rewrites.recompute import RULES as RECOMPUTE
 from rewrites.recompute import recompute
+from rewrites.softmax_statistics import RULES as STATISTICS
+from rewrites.softmax_statistics import softmax_to_logsumexp
 from rewrites.decompose import RULES as DECOMPOSE
 from rewrites.decompose import group_split_join, online_softmax_decomposition, stream_decomposition
 from rewrites.partition import RULES as PARTITION
@@ -61,7 +64,7 @@ SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_el
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
-ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + INNER + SHARING + DECOMPOSE + CONTRACTION + RECOMPUTE
+ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + INNER + SHARING + DECOMPOSE + CONTRACTION + RECOMPUTE + STATISTICS
 
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
@@ -87,7 +90,7 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
 __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "UNSCALED", "PARTITION",
            "unscaled_softmax",
            "flash_attention", "tiled_matmul", "kernel_formation", "kernel_fusion", "stream_partition", "sliced_stream",
-           "group_partition", "INNER", "inner_stream", "RECOMPUTE", "recompute",
+           "group_partition", "INNER", "inner_stream", "RECOMPUTE", "recompute", "softmax_to_logsumexp",
            "SHARING", "shared_load", "DECOMPOSE", "group_split_join", "stream_decomposition",
            "online_softmax_decomposition",
            "copy_discard", "delete_pure_box", "remove_identity",
