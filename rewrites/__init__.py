@@ -81,7 +81,7 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                     roles={"kernel": "kernel_formation", "fuse": "kernel_fusion", "stream": "stream_partition",
                            "sweep": "sliced_stream", "nest": "inner_stream",
                            "group": "group_partition", "share": "shared_load",
-                           "recompute": "recompute",
+                           "recompute": ("softmax_to_logsumexp", "recompute"),
                            "prepare": ("softmax_contraction_to_unscaled", "contraction_reassociation",
                                        "pairwise_contraction"),
                            "simplify": tuple(SIMPLIFY.names)})

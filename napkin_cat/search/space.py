@@ -45,6 +45,7 @@ class Form:
     prepared: tuple = ()
     share: bool = False   # a kernel loads a value it reads in several places once (the book plays ``share``)
     recomputed: int = 0   # operations added by recomputation (the book's ``recompute`` rule)
+    units: bool = False   # each operation read by one operation alone shares its reader's kernel
 
     def __post_init__(self):
         self.graph = OpGraph(to_netlist(self.diagram), share=self.share)
@@ -53,7 +54,7 @@ class Form:
     @property
     def space(self) -> Space:
         if self._space is None:
-            self._space = Space(self.graph)
+            self._space = Space(self.graph, units=self.graph.units() if self.units else None)
         return self._space
 
 
@@ -104,6 +105,44 @@ def _computes(m) -> bool:
     return m.params["consumer"] in readers and len(readers) >= 2
 
 
+def _apply(form, rule, m, net):
+    after = rule.fill(m)
+    step = Step(rule.name, m.key, m.describe(), net, after, fresh=True, params=tuple(sorted(m.params.items())))
+    g = Form(after.diagram, form.steps + (step,), form.prepared + (rule.name,), form.share)
+    g.recomputed = form.recomputed + len(g.graph) - len(form.graph)
+    return g
+
+
+def _recomputed_throughout(form, rule, statistics, carried, cap: int = 24):
+    """``form`` with the values written through their statistics (the ``recompute`` role's other rules, to a
+    fixpoint) and every value no input carries recomputed for each consumer that computes with it (up to
+    ``cap`` steps); its kernel splits keep each operation read by one operation in its reader's kernel (a
+    recomputed copy is made where it is used).  None if nothing is recomputed."""
+    g = form
+    for r in statistics:
+        for _ in range(cap):
+            net = to_netlist(g.diagram)
+            ms = r.matches(net)
+            if not ms:
+                break
+            h = _apply(g, r, ms[0], net)
+            h.recomputed = g.recomputed
+            g = h
+    done = 0
+    while done < cap:
+        net = to_netlist(g.diagram)
+        ms = [m for m in rule.matches(net) if not any(set(m.node("f").cod[0].names) <= c for c in carried)
+              and _computes(m)]
+        if not ms:
+            break
+        g = _apply(g, rule, ms[0], net)
+        done += 1
+    if not done:
+        return None
+    g.units = True
+    return g
+
+
 def recomputed_forms(forms, book, depth: int = 2, limit: int = 6) -> list:
     """What the rule playing ``recompute`` makes of the prepared forms: a consumer's own copy of a value read in
     several places (breadth first, up to ``depth`` recomputations of a form and ``limit`` forms in all,
@@ -115,8 +154,13 @@ def recomputed_forms(forms, book, depth: int = 2, limit: int = 6) -> list:
     input's shape costs no more to move than its input does).  This keeps the forms few on large diagrams."""
     if "recompute" not in book.roles:
         return []
-    rule, out = book.role("recompute"), []
+    rules = book.role("recompute")
+    rules = (rules,) if not isinstance(rules, tuple) else rules
+    rule, statistics, out = rules[-1], rules[:-1], []
     carried = [set(a.names) for a in forms[0].diagram.dom.inside]
+    full = _recomputed_throughout(forms[0], rule, statistics, carried)
+    if full is not None:
+        out.append(full)
     queue = [(f, 0) for f in forms]
     while queue and len(out) < limit:
         f, k = queue.pop(0)
@@ -195,10 +239,10 @@ class Space:
     """The kernel splits of one form: edges ``(D, D', block)`` between down-sets, blocks of at most ``cap``
     operations (plus the whole function, so that full fusion is always tried)."""
 
-    def __init__(self, graph, budget: int | None = None):
+    def __init__(self, graph, budget: int | None = None, units=None):
         budget = BUDGET if budget is None else budget
         self.graph = graph
-        self.downs = graph.downsets()
+        self.downs = graph.downsets(units)
         edges = [(a, b, b & ~a) for a in self.downs for b in self.downs
                  if b != a and a & ~b == 0 and graph.connected(b & ~a)]
         sizes = sorted({bin(e[2]).count("1") for e in edges})
