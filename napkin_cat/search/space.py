@@ -113,16 +113,27 @@ def _apply(form, rule, m, net):
     return g
 
 
+def _read_twice(m) -> bool:
+    """A value the match makes is read by several operations (a statistic rule serves a recomputation only
+    there: a value read once is made where it is read anyway)."""
+    for w in m.output_wires:
+        dst = m.net.wires[w].dst[0]
+        if dst not in ("in", "out") and m.net.nodes[dst].kind == "copy":
+            if sum(1 for e in m.net.consumers(dst) if e[0] not in ("in", "out")) >= 2:
+                return True
+    return False
+
+
 def _recomputed_throughout(form, rule, statistics, carried, cap: int = 24):
-    """``form`` with the values written through their statistics (the ``recompute`` role's other rules, to a
-    fixpoint) and every value no input carries recomputed for each consumer that computes with it (up to
+    """``form`` with the values read several times written through their statistics (the ``recompute`` role's
+    other rules, to a fixpoint) and every value no input carries recomputed for each consumer that computes with it (up to
     ``cap`` steps); its kernel splits keep each operation read by one operation in its reader's kernel (a
     recomputed copy is made where it is used).  None if nothing is recomputed."""
     g = form
     for r in statistics:
         for _ in range(cap):
             net = to_netlist(g.diagram)
-            ms = r.matches(net)
+            ms = [m for m in r.matches(net) if _read_twice(m)]
             if not ms:
                 break
             h = _apply(g, r, ms[0], net)
