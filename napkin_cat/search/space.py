@@ -126,8 +126,8 @@ def _read_twice(m) -> bool:
 
 def _recomputed_throughout(form, rule, statistics, carried, cap: int = 24):
     """``form`` with the values read several times written through their statistics (the ``recompute`` role's
-    other rules, to a fixpoint) and every value no input carries recomputed for each consumer that computes with it (up to
-    ``cap`` steps); its kernel splits keep each operation read by one operation in its reader's kernel (a
+    other rules, to a fixpoint) and every value no input carries recomputed for each consumer that computes with
+    it (up to ``cap`` steps); its kernel splits keep each operation read by one operation in its reader's kernel (a
     recomputed copy is made where it is used).  None if nothing is recomputed."""
     g = form
     for r in statistics:
