@@ -14,6 +14,9 @@ ruleset            rules
 ``SIMPLIFY``       the terminating clean-up rules (copy law, deletion, identities, Save;Load)
 ``UNSCALED``       the paper's SoftMax → Auxiliary → Unscaled derivation, plus SIMPLIFY
 ``PARTITION``      kernel_formation, kernel_fusion, stream_partition, sliced_stream, group_partition
+``RECOMPUTE``      recompute (a consumer recomputes a value from the inputs and small statistics),
+                   softmax_to_logsumexp (SoftMax's probabilities from their row's log-sum-exp: a statistic)
+``INNER``          inner_stream (a stream inside a stream's trip along another axis: the 2-D tiled loop)
 ``DECOMPOSE``      group_split_join, stream_decomposition, online_softmax_decomposition (written-out forms)
 ``NORMALISERS``    softmax_statistics_pass, centred_statistics_pass (a normaliser as a statistics pass and a
                    normalising pass)
@@ -43,8 +46,14 @@ from rewrites.contraction_order import pairwise_contraction
 from rewrites.basic import copy_discard, delete_pure_box, remove_identity
 from rewrites.fusion import RULES as FUSION
 from rewrites.fusion import save_load_elimination
+from rewrites.inner_stream import RULES as INNER
+from rewrites.inner_stream import inner_stream
 from rewrites.normalisers import RULES as NORMALISERS
 from rewrites.normalisers import centred_statistics_pass, softmax_statistics_pass
+from rewrites.recompute import RULES as RECOMPUTE
+from rewrites.recompute import recompute
+from rewrites.softmax_statistics import RULES as STATISTICS
+from rewrites.softmax_statistics import softmax_to_logsumexp
 from rewrites.decompose import RULES as DECOMPOSE
 from rewrites.decompose import group_split_join, online_softmax_decomposition, stream_decomposition
 from rewrites.partition import RULES as PARTITION
@@ -62,8 +71,8 @@ SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_el
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
-ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + SHARING + DECOMPOSE + CONTRACTION + NORMALISERS + SPLITS
-
+ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + INNER + SHARING + DECOMPOSE + CONTRACTION + NORMALISERS + SPLITS \
+    + RECOMPUTE + STATISTICS
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
 
@@ -77,8 +86,9 @@ def unscaled_softmax(diagram, *, max_steps: int = 1000) -> Derivation:
 RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "tiled_matmul": tiled_matmul,
                                         "unscaled_softmax": unscaled_softmax},
                     roles={"kernel": "kernel_formation", "fuse": "kernel_fusion", "stream": "stream_partition",
-                           "sweep": "sliced_stream", "split": "split_stream", "group": "group_partition",
-                           "share": "shared_load",
+                           "sweep": "sliced_stream", "split": "split_stream", "nest": "inner_stream",
+                           "group": "group_partition", "share": "shared_load",
+                           "recompute": ("softmax_to_logsumexp", "recompute"),
                            "prepare": ("softmax_contraction_to_unscaled", "contraction_reassociation",
                                        "pairwise_contraction", "softmax_statistics_pass",
                                        "centred_statistics_pass"),
@@ -88,7 +98,8 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
 __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "UNSCALED", "PARTITION",
            "unscaled_softmax",
            "flash_attention", "tiled_matmul", "kernel_formation", "kernel_fusion", "stream_partition", "sliced_stream",
-           "group_partition", "SHARING", "shared_load", "DECOMPOSE", "group_split_join", "stream_decomposition",
+           "group_partition", "INNER", "inner_stream", "RECOMPUTE", "recompute", "softmax_to_logsumexp",
+           "SHARING", "shared_load", "DECOMPOSE", "group_split_join", "stream_decomposition",
            "online_softmax_decomposition",
            "copy_discard", "delete_pure_box", "remove_identity",
            "softmax_to_auxiliary", "auxiliary_to_unscaled", "divide_after_contraction",

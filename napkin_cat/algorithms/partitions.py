@@ -19,6 +19,7 @@ from __future__ import annotations
 from napkin_cat.syntax.adapter import Array, Diagram, Ty, compose_all, from_layers, is_structural, layers
 from napkin_cat.syntax.axis import Axis, as_size
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
+from napkin_cat.algorithms.inner_streams import nest_reduction
 from napkin_cat.syntax.construct import transfer
 from napkin_cat.errors import LevelError, RewriteError
 from napkin_cat.syntax.relabel import at_level, map_arrays, map_box
@@ -415,7 +416,9 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None) 
     does not carry ``axis`` is loaded once and kept (``S = QKᵀ`` with the ``Q`` tile stationary).  The
     Stream records ``sliced: True`` in its parameters.  A sliced stream takes no sub-loop along its axis.
 
-    In a multi-level algorithm the deepest kernels are partitioned.  A kernel already streamed along
+    A kernel already streamed along another axis ``b`` gets the stream **inside** its trip, around the
+    computation that reduces ``axis`` (:mod:`.inner_streams`: the 2-D tiled loop, per slice of ``b`` a loop
+    along ``axis``).  In a multi-level algorithm the deepest kernels are partitioned.  A kernel already streamed along
     ``axis`` gets a **sub-loop** (paper §5.2): the computation inside its slice (between the slice's
     loads and saves) is streamed again in sub-slices of ``size``, its accumulator carried through.
 
@@ -457,6 +460,8 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None) 
                                        f"sub-loop along its axis (the sub-slices would write the output slice "
                                        f"piecewise), so stream along {axis!r} once")
                 inner = _innermost(region, lambda d: _wrap_core(d, k.params["level"], wrap))
+            elif _sole_stream(region) is not None and not sliced:
+                inner = _innermost(region, lambda d: nest_reduction(d, axis, wrap))
             else:
                 inner = wrap(region)
         except RewriteError as e:

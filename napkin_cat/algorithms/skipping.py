@@ -113,7 +113,7 @@ def _const_of(kind, box, c, ins):
 def _constants(ops, start: dict) -> dict:
     out = dict(start)
     for box, ins, outs in ops:
-        if outs and outs[0] in out:
+        if (outs and outs[0] in out) or getattr(box, "data", None) is None:   # a region: not a constant
             continue
         v = _const_of(box.data.kind, box, [out.get(i) for i in ins], ins)
         if v is not None:
@@ -157,7 +157,7 @@ def skip_of(schedule) -> Skip | None:
     by_reducers = {v for r in schedule.reducers for v in r.outputs}
     masks, seen = [], set()
     for box, ins, _ in ops:
-        if box.data.kind not in ("where", "select") or ins[0] in seen:
+        if getattr(box, "data", None) is None or box.data.kind not in ("where", "select") or ins[0] in seen:
             continue
         seen.add(ins[0])
         consts = _constants([(o.box, o.ins, o.outs) for o in maps], {ins[0]: 0.0})
@@ -166,7 +166,8 @@ def skip_of(schedule) -> Skip | None:
         made = _ancestry(ops, ins[0], by_reducers)
         if made is None:
             continue
-        axes = frozenset(b.cod.inside[0].axes[0].name for b, _, _ in made if b.data.kind == "position")
+        axes = frozenset(b.cod.inside[0].axes[0].name for b, _, _ in made
+                         if getattr(getattr(b, "data", None), "kind", None) == "position")
         if axes:
             masks.append(Mask(ins[0], made, axes))
     return Skip(schedule.axis, tuple(masks)) if masks else None

@@ -228,8 +228,11 @@ def _bound_role(plan, i, binding, dep):
 
 
 def _nested_role(plan, i, box, ins, outs):
-    """A region reading the slice: a nested reducer when it folds the axis away (:mod:`.nesting`)."""
+    """A region reading the slice: a nested reducer when it folds the axis away (:mod:`.nesting`), or a map run
+    once per trip when it is a stream along another axis that maps over this one (:func:`inner_stream_map`)."""
     axis = plan.axis
+    if inner_stream_map(box, axis):
+        return "body"
     if any(_has_axis(arr, axis) for arr in box.cod.inside):
         raise RewriteError(f"cannot stream along {axis!r} through the region {box.name}: its output still carries "
                            f"{axis!r} (a region is advanced as a nested reducer, which folds the axis away; a "
@@ -241,6 +244,32 @@ def _nested_role(plan, i, box, ins, outs):
         raise RewriteError(f"cannot stream along {axis!r} through the region {box.name}: {e}") from None
     plan.reducers.append(Reducer((i,), tuple(ins), nest.state, tuple(outs), finish=nest.finish, nest=nest))
     return "body"
+
+
+def inner_stream_map(box, axis: str) -> bool:
+    """Whether the region ``box`` inside a stream along ``axis`` runs as a map there: a Stream along another
+    axis that reduces its own axis away (no output carries it), whose outputs carry ``axis``, and whose every
+    box that sees ``axis`` maps over it (a trip's slice of its outputs is made from the trip's slices alone).
+    This is the 2-D tiled loop: per slice of ``axis``, a loop along the inner axis builds the slice's tile."""
+    if getattr(box, "region", None) != "stream" or box.axis == axis or getattr(box, "sliced", False):
+        return False
+    if any(_has_axis(a, box.axis) for a in box.cod.inside) or not any(_has_axis(a, axis) for a in box.cod.inside):
+        return False
+    return _maps_over(box.arg, axis)
+
+
+def _maps_over(d: Diagram, axis: str) -> bool:
+    ops, _, _ = trace_values(d)
+    for b, _, _ in ops:
+        if isinstance(b, Bubble):
+            if getattr(b, "region", None) in ("grid", "stream") and b.axis == axis:
+                return False
+            if not _maps_over(b.arg, axis):
+                return False
+        elif any(_has_axis(a, axis) for a in (*b.dom.inside, *b.cod.inside)) and axis not in b.data.weave_names \
+                and b.data.kind not in ("load", "save"):
+            return False
+    return True
 
 
 def _makes_axis(box, axis) -> bool:

@@ -25,7 +25,7 @@ import itertools
 
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.reuse import accumulated_addends, finish_in_place, step_in_place
-from napkin_cat.algorithms.schedule import advance, fold
+from napkin_cat.algorithms.schedule import Phases, advance, fold, schedule_of
 from napkin_cat.cost.live import Live
 from napkin_cat.syntax.wiring import trace_values
 
@@ -66,8 +66,25 @@ class Columns:
     """The columns algebra: each phase's items, in the order the stream's expansion runs them."""
 
     def op(self, op, ins, ctx, dests):
+        if getattr(op.box, "region", None) == "stream":
+            return self._inline(op, ins, ctx)
         outs = [ctx.name(v, arr) for v, arr in zip(op.outs, op.box.cod.inside)]
         ctx.items.append((list(ins), outs))
+        return outs
+
+    def _inline(self, op, ins, ctx):
+        """A stream run inside this one's phase (a 2-D loop, :mod:`napkin_cat.algorithms.inner_streams`): its
+        head, one trip standing for all, its finish and tail, inline, under names of its own."""
+        node = schedule_of(op.box)
+        inner = ctx.nested("stream")
+        run = Phases(node, self)
+        vals = run.head(ins, inner)
+        states = run.init(inner)
+        head, inner.items = inner.items, []
+        run.trip(vals, states, inner)
+        body, inner.items = inner.items, []
+        outs = run.tail(run.finish(vals, states, inner), inner)
+        ctx.items += head + _looped(body) + inner.items
         return outs
 
     def stream(self, node, ins, ctx, dests, run):
@@ -85,7 +102,8 @@ class Columns:
 
     def init(self, r, ctx, dests):
         if r.finish is None:       # the state is the output (a stream's own reducers: names are ids)
-            state = list(r.outputs)
+            state = [ctx.name(v, s.array if ctx.tag else ctx.arrays.get(v, s.array))
+                     for v, s in zip(r.outputs, r.state)]
         else:
             state = [("state", r.k, j) for j in range(len(r.state))]
             ctx.arrays.update(zip(state, (s.array for s in r.state)))

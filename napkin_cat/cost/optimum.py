@@ -36,7 +36,7 @@ import sympy
 from napkin_cat.cost import integer_search
 from napkin_cat.cost.exact import ExactOptimum, exact_optimum
 from napkin_cat.cost.lagrange import _tidy, kkt_points
-from napkin_cat.cost.tiling import dominates, TilingProgram, monomials, program
+from napkin_cat.cost.tiling import dominates, TilingProgram, monomials, program, tiled_streams
 from napkin_cat.errors import LevelError, MemoryLimitError, NapkinError
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.sizes import Sizes, as_sizes
@@ -201,13 +201,13 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
     """
     if level not in c.H:
         raise LevelError(f"the algorithm moves nothing at level {level}; levels with transfers: {sorted(c.H)}")
-    if not c.groups:
+    if not c.groups and not tiled_streams(c, level):
         raise NapkinError("the algorithm has no group partition to optimise: apply nc.group first")
     M = memory_limit(memory)
     if sizes is not None:
         legal = cost_names(c)     # a kernel's cost is optimised with its algorithm's sizes: keep the kernel's
         sizes = Sizes({k: v for k, v in as_sizes(sizes).items() if k in legal})
-        streams = _streams_with_sizes(c, streams, sizes)
+        streams = _streams_with_sizes(c, streams, sizes, level)
     prog = program(c, level, streams)
     if sizes is not None:
         legal = tuple(sorted((str(k), tuple(sorted(set(v)))) for k, v in (candidates or {}).items()))
@@ -229,10 +229,13 @@ def cost_names(c) -> set:
     return {str(s) for e in exprs if isinstance(e, sympy.Basic) for s in e.free_symbols}
 
 
-def _streams_with_sizes(c, streams, sizes: dict):
+def _streams_with_sizes(c, streams, sizes: dict, level: int = 1):
     """The stream sizes: ``streams`` (one size for all, or by name), each overridden by its entry in ``sizes`` when
-    there is one; a stream given in both with different values is refused."""
-    names = [str(s) for _, s, _ in c.streams if not isinstance(s, int)]
+    there is one; a stream given in both with different values is refused.  A stream that is a tile of the
+    program (:func:`~napkin_cat.cost.tiling.tiled_streams`) stays one unless it is given by name."""
+    tiled = {str(r[1]) for r in tiled_streams(c, level, streams)}
+    names = [str(s) for _, s, _ in c.streams if not isinstance(s, int)
+             and (str(s) not in tiled or str(s) in sizes)]
     out = {n: (streams.get(n, 1) if isinstance(streams, dict) else streams) for n in names}
     for n in names:
         if n in sizes:
@@ -351,7 +354,7 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = 
     """
     if level not in c.H:
         raise LevelError(f"the algorithm moves nothing at level {level}; levels with transfers: {sorted(c.H)}")
-    if not c.groups:
+    if not c.groups and not tiled_streams(c, level):
         raise NapkinError("the algorithm has no group partition to optimise: apply nc.group first")
     prog = program(c, level, streams)
     Ms = [memory_limit(m) for m in memories]

@@ -163,9 +163,12 @@ def held(c, level: int) -> tuple:
 
 
 def program(c, level: int, streams=1) -> TilingProgram:
-    """The tiling program of cost ``c`` at ``level``; ``streams``: one size for all, or ``{name: size}``."""
-    stream_sizes = {s: sympy.sympify(streams if not isinstance(streams, dict) else streams.get(str(s), 1))
-                    for _, s, _ in c.streams if not isinstance(s, int)}
+    """The tiling program of cost ``c`` at ``level``; ``streams``: one size for all, or ``{name: size}``.
+
+    A stream held at ``level`` whose trips re-read data (the transfers fall as its size grows: an inner stream
+    along another axis reads its inputs again on every trip, :mod:`napkin_cat.algorithms.inner_streams`) is a
+    tile of the program, at most its axis, unless ``streams`` names it; every other stream is fixed.
+    """
     tiles, axes, fulls = [], [], []
     for grp in _groups_at(c, level):
         for axis, tile, full in zip(grp.axes, grp.tiles, grp.fulls or (None,) * len(grp.tiles)):
@@ -174,9 +177,33 @@ def program(c, level: int, streams=1) -> TilingProgram:
             tiles.append(tile)
             axes.append(axis)
             fulls.append(sympy.sympify(full) if full is not None else sympy.oo)
+    for rec in tiled_streams(c, level, streams):
+        tiles.append(rec[1])
+        axes.append(rec[0])
+        fulls.append(sympy.sympify(rec[2]))
+    stream_sizes = {s: sympy.sympify(streams if not isinstance(streams, dict) else streams.get(str(s), 1))
+                    for _, s, _ in c.streams if not isinstance(s, int) and s not in tiles}
     key = (c.H[level], tuple(c.columns.get(level, ())), tuple(tiles), tuple(axes), tuple(fulls),
            tuple(sorted(stream_sizes.items(), key=str)), held(c, level))
     return _program(*key)
+
+
+def tiled_streams(c, level: int, streams=None) -> list:
+    """The stream records of ``c`` that are tiles of its program at ``level`` (see :func:`program`)."""
+    named = streams if isinstance(streams, dict) else {}
+    out, seen = [], set()
+    for rec in c.streams:
+        s = rec[1]
+        if isinstance(s, sympy.Symbol) and str(s) not in named and getattr(rec, "level", 1) == level \
+                and s not in seen and rereads(c.H.get(level, 0), s):
+            seen.add(s)
+            out.append(rec)
+    return out
+
+
+def rereads(H, s) -> bool:
+    """Whether the transfers ``H`` fall as the stream size ``s`` grows (a term with ``s`` in its denominator)."""
+    return any(sympy.sympify(t).as_powers_dict().get(s, 0) < 0 for t in sympy.Add.make_args(sympy.expand(H)))
 
 
 def _groups_at(c, level: int) -> list:

@@ -110,9 +110,31 @@ class OpGraph:
             return []
         return [dst]
 
+    def units(self) -> list:
+        """Masks of operations that share a kernel when each operation read by one operation alone (and not an
+        output of the function) joins its reader: what a recomputed copy is for (:mod:`rewrites.recompute`)."""
+        parent = list(range(len(self.nodes)))
+
+        def root(i):
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+        for i, nid in enumerate(self.nodes):
+            ends = [r for w in self.net.outs[nid] for r in self.readers(w)]
+            if ends and all(e[0] != OUTPUT for e in ends) and len({e[0] for e in ends}) == 1:
+                parent[root(i)] = root(self.index[ends[0][0]])
+        out = {}
+        for i in range(len(self.nodes)):
+            out[root(i)] = out.get(root(i), 0) | 1 << i
+        return list(out.values())
+
     # ------------------------------------------------------------------ down-sets and blocks
-    def downsets(self) -> list:
-        """Every down-set (a mask closed under predecessors), by increasing size."""
+    def downsets(self, units=None) -> list:
+        """Every down-set (a mask closed under predecessors), by increasing size; with ``units`` (masks), only
+        those that hold each unit whole or not at all."""
+        if units is not None:
+            return [d for d in self.downsets() if all(d & u in (0, u) for u in units)]
         seen, frontier = {0}, [0]
         while frontier:
             nxt = []

@@ -10,8 +10,8 @@ block by block, in execution order:
    then, if the book has one, the rule playing ``share`` on it (a value it reads in several places loaded
    once; the book's ``simplify`` rules then drop the copies of the reads it discarded);
 3. the rule playing ``stream`` along its streamed axis (``sweep`` for a sliced stream; then ``split`` for a
-   stream run in parts by parallel blocks), then ``group``
-   along each grouped axis, with the
+   stream run in parts by parallel blocks), ``nest`` along each axis streamed inside its trip (a 2-D loop),
+   then ``group`` along each grouped axis, with the
    kernel's own tile names (parameters ``axis=`` and ``size=`` of the rules).
 
 Every step is applied at the match that touches the block it is building, so the trace replays
@@ -110,6 +110,7 @@ def make(form, graph, path, book, level: int):
         first = book.role("sweep") if getattr(variant, "sliced", False) else stream_rule
         steps = ([(first, variant.stream)] if variant.stream else []) + \
             ([(book.role("split"), variant.stream)] if getattr(variant, "parts", None) else []) + \
+            [(book.role("nest"), a) for a in getattr(variant, "inner", ())] + \
             [(group_rule, a) for a in variant.groups]
         for rule, axis in steps:
             r = rule.using(axis=axis, parts=names[parts_key(axis)]) if rule.name == book.roles.get("split") \

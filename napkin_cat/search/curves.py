@@ -25,7 +25,7 @@ import sympy
 
 from napkin_cat.cost.iocost import cost
 from napkin_cat.cost.optimum import optima, optimal
-from napkin_cat.cost.tiling import program
+from napkin_cat.cost.tiling import program, tiled_streams
 from napkin_cat.errors import NapkinError
 from napkin_cat.syntax.sizes import Sizes
 
@@ -49,7 +49,8 @@ class Curve:
 
     @property
     def grouped(self) -> bool:
-        return bool(self.cost.groups)
+        """Whether the kernel has tiles to optimise: group partitions, or a stream whose trips re-read data."""
+        return bool(self.cost.groups) or bool(tiled_streams(self.cost, self.level))
 
     def _fixed(self) -> dict:
         return {s: 1 for s in self.streams}

@@ -10,7 +10,9 @@
    an interval ends where the next winner starts to fit (its smallest memory) or where the two closed
    forms cross.  A crossing ``H_A(M) = H_B(M)`` is solved symbolically: with ``u = M^{1/L}`` (``L`` the
    common denominator of the exponents) it is a polynomial in ``u``, whose positive root that matches
-   the reference crossing is the breakpoint, in the sizes (``d``, ``q``, ``x`` for attention).
+   the reference crossing is the breakpoint, in the sizes (``d``, ``q``, ``x`` for attention).  A candidate
+   whose stream is a tile (a 2-D loop) holds only up to the memory where that stream's large-M size reaches its
+   axis; past it, it wins only where no other candidate holds.
 
 The result is ``Piecewise((nan, M < smallest), (H₁, M < b₁), …, (H_k, True))``: ``nan`` where nothing fits.
 """
@@ -21,6 +23,7 @@ import math
 import sympy
 
 from napkin_cat.cost.optimum import Optimum, power_terms
+from napkin_cat.cost.tiling import tiled_streams
 from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.search.bounds import lower_bound
 from napkin_cat.search.results import Derivation, Regime
@@ -60,6 +63,23 @@ class Candidate:
         smalls = [k.smallest(sizes) for k in made.kernels]
         self.smallest = smalls[0] if len(smalls) == 1 else sympy.Max(*smalls)
         self.smallest = sympy.sympify(self.smallest).subs(env)
+        self.until = _until(made.kernels, parts, M, env)
+
+
+def _until(kernels, parts, M, env):
+    """The memory past which a stream that is a tile (:func:`~napkin_cat.cost.tiling.tiled_streams`) would exceed
+    its axis in the large-M form (its form no longer describes an algorithm), or ``oo``."""
+    limits = []
+    for k, (_, tiles) in zip(kernels, parts):
+        for axis, size, full in tiled_streams(k.cost, k.level):
+            t = sympy.sympify(tiles.get(size, 1)).subs(env)
+            if not t.has(M):
+                continue
+            roots = [r for r in sympy.solve(sympy.Eq(t, sympy.sympify(full).subs(env)), M)
+                     if r.is_positive is not False]
+            if roots:
+                limits.append(roots[0])
+    return sympy.Min(*limits) if limits else sympy.oo
 
 
 def _float(expr, env) -> float:
@@ -70,7 +90,12 @@ def _float(expr, env) -> float:
         raise NapkinError(f"cannot evaluate {expr} at the reference sizes {env}") from None
 
 
-def _winner(cands, fs, ts, m):
+def _winner(cands, fs, ts, m, us=None):
+    """The cheapest candidate that fits at ``m`` (and whose form holds there, ``us``: where each stops holding)."""
+    if us is not None:
+        held = _winner(cands, fs, [t if m <= u else math.inf for t, u in zip(ts, us)], m)
+        if held is not None:
+            return held
     best = None
     for i, (f, t) in enumerate(zip(fs, ts)):
         if t <= m:
@@ -137,11 +162,12 @@ def envelope(cands, M, ref):
     """``[(candidate index, lower, upper)]``: the cheapest candidate per interval of ``M`` (module docstring)."""
     fs = [sympy.lambdify(M, c.H.subs(ref), "math") for c in cands]
     ts = [_float(c.smallest, ref) for c in cands]
+    us = [math.inf if c.until == sympy.oo else _float(c.until, ref) for c in cands]
     start = min(ts)
     grid = [start * (2 ** 44 / start) ** (k / 4000) for k in range(4001)] if start < 2 ** 44 else [start]
     seq = []
     for m in grid:
-        w = _winner(cands, fs, ts, m)
+        w = _winner(cands, fs, ts, m, us)
         if w is not None and (not seq or seq[-1][0] != w):
             seq.append((w, m))
     pieces, lower = [], cands[seq[0][0]].smallest
@@ -152,7 +178,9 @@ def envelope(cands, M, ref):
         nxt, m_next = seq[j + 1]
         prev_m = grid[grid.index(m_next) - 1]
         note = None
-        if ts[nxt] > prev_m and fs[nxt](ts[nxt]) <= fs[w](ts[nxt]):
+        if prev_m < us[w] <= m_next:
+            upper = cands[w].until
+        elif ts[nxt] > prev_m and fs[nxt](ts[nxt]) <= fs[w](ts[nxt]):
             upper = cands[nxt].smallest
         else:
             target = _crossing(w, nxt, M, ref, prev_m, m_next, fs)

@@ -22,7 +22,7 @@ class KernelChoice:
     tiles: dict = field(default_factory=dict, compare=False)
     sliced: bool = False   # the stream writes its outputs slice by slice (a sweep)
     parts: str | None = None   # a split stream: the name of its number of parts (run by parallel blocks)
-
+    inner: tuple = ()      # axes streamed inside the stream's trip (a 2-D loop)
     def __str__(self):
         parts = []
         if self.groups:
@@ -30,12 +30,14 @@ class KernelChoice:
         if self.stream:
             parts.append(("sweep " if self.sliced else "stream ") + self.stream
                          + (f" ×{self.parts}" if self.parts else ""))
+        parts += [f"stream {a} inside" for a in self.inner]
         return f"[{' ; '.join(self.ops)}]" + (" " + " · ".join(parts) if parts else "")
 
     def as_json(self) -> dict:
         return {"ops": list(self.ops), "stream": self.stream, "groups": list(self.groups),
                 "tiles": {a: str(t) for a, t in self.tiles.items()}, **({"sliced": True} if self.sliced else {}),
-                **({"parts": self.parts} if self.parts else {})}
+                **({"parts": self.parts} if self.parts else {}),
+                **({"inner": list(self.inner)} if self.inner else {})}
 
 
 @dataclass(frozen=True)

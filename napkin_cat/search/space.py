@@ -22,6 +22,7 @@ from napkin_cat.rewriting.isomorphism import isomorphic
 from napkin_cat.rewriting.netlist import to_netlist
 from napkin_cat.rewriting.trace import Step, Trace
 from napkin_cat.search.blocks import OpGraph, bits
+from napkin_cat.search.recomputation import recomputed_forms
 from napkin_cat.search.construct import make
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.schedule import KernelChoice, Schedule
@@ -44,6 +45,8 @@ class Form:
     steps: tuple = ()
     prepared: tuple = ()
     share: bool = False   # a kernel loads a value it reads in several places once (the book plays ``share``)
+    recomputed: int = 0   # operations added by recomputation (the book's ``recompute`` rule)
+    units: bool = False   # each operation read by one operation alone shares its reader's kernel
 
     def __post_init__(self):
         self.graph = OpGraph(to_netlist(self.diagram), share=self.share)
@@ -52,7 +55,7 @@ class Form:
     @property
     def space(self) -> Space:
         if self._space is None:
-            self._space = Space(self.graph)
+            self._space = Space(self.graph, units=self.graph.units() if self.units else None)
         return self._space
 
 
@@ -88,8 +91,8 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
                 forms.append(g)
                 queue.append(g)
                 if len(forms) >= limit:
-                    return forms
-    return forms
+                    return forms + recomputed_forms(forms, book, depth, limit)
+    return forms + recomputed_forms(forms, book, depth, limit)
 
 
 # ---------------------------------------------------------------------- blocks and their costs
@@ -116,16 +119,19 @@ class Choice:
             self._options = []
             for v in variants(self.function, self.level):
                 curve = Curve(v.diagram, self.level)
-                curve.role = "sweep" if v.sliced else "stream"
+                curve.role = "nest" if v.inner else "sweep" if v.sliced else "stream"
+                curve.sliced = v.sliced
                 self._options.append((v, curve))
         return self._options
 
 
 def playable(roles):
-    """Whether a partition's curve is one the rule book can build (a sweep needs a rule playing ``sweep``)."""
+    """Whether a partition's curve is one the rule book can build (a sweep needs a rule playing ``sweep``, a
+    2-D loop one playing ``nest``, a split stream one playing ``split``, and a sweep too when its outer stream
+    is one)."""
     roles = set(roles)
-    return lambda curve: getattr(curve, "role", "stream") not in ("sweep", "split") or curve.role in roles
-
+    return lambda curve: getattr(curve, "role", "stream") in roles | {"stream"} and \
+        ("sweep" in roles or not getattr(curve, "sliced", False))
 
 def _choice(graph, block, level) -> Choice:
     key = (graph.key(block), level)
@@ -152,10 +158,10 @@ class Space:
     """The kernel splits of one form: edges ``(D, D', block)`` between down-sets, blocks of at most ``cap``
     operations (plus the whole function, so that full fusion is always tried)."""
 
-    def __init__(self, graph, budget: int | None = None):
+    def __init__(self, graph, budget: int | None = None, units=None):
         budget = BUDGET if budget is None else budget
         self.graph = graph
-        self.downs = graph.downsets()
+        self.downs = graph.downsets(units)
         edges = [(a, b, b & ~a) for a in self.downs for b in self.downs
                  if b != a and a & ~b == 0 and graph.connected(b & ~a)]
         sizes = sorted({bin(e[2]).count("1") for e in edges})
@@ -334,7 +340,8 @@ class _Made:
         self.diagram, steps = make(form.diagram, form.graph, plan, book, level)
         self.trace = Trace(form.steps + steps, book.rules)
         self.variant = Schedule(tuple(KernelChoice(tuple(form.graph.name(i) for i in bits(block)), v.stream,
-                                                   v.groups, dict(nm), v.sliced, v.parts and nm[parts_key(v.stream)])
+                                                   v.groups, dict(nm), v.sliced, v.parts and nm[parts_key(v.stream)],
+                                                   v.inner)
                                       for block, v, nm in plan), form.prepared)
         self.kernels = [Curve(Diagram.id(box.dom).then(box), level) for _, box in layers(self.diagram)
                         if is_structural(box) is None]
@@ -362,17 +369,17 @@ class _Made:
         return sympy.Add(*[k.symbolic(M) for k in self.kernels])
 
 
-def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep",), need=None) -> list:
+def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nest"), need=None) -> list:
     """Per memory: ``(form, path)`` of the cheapest algorithm at ``sizes``, or None if none fits.
 
-    Ties go to fewer kernels, then to fewer FLOPs (at the kernels' tiles, so with what a fused kernel
-    recomputes: of two orders of a contraction chain that move as much, the cheaper one; of a normaliser in
-    one pass and in two that move as much, the one pass), then to the finer form (more operations: an
-    accumulator written out as boxes, whose trace shows how the kernel streams), then to fewer rewrites, then
-    to the earlier form.  Only partitions the rule book's ``roles`` can
-    build are considered.  ``need`` (:class:`~napkin_cat.search.parallelism.Requirement`): every kernel launches
-    enough thread blocks, split streams included among the partitions.
-    """
+    Ties go to fewer FLOPs first where a form recomputes a value (recomputation pays only by transfers), else
+    to fewer kernels, then to fewer FLOPs (at the kernels' tiles, so with what a fused kernel recomputes: of
+    two orders of a contraction chain that move as much, the cheaper one; of a normaliser in one pass and in
+    two that move as much, the one pass), then to the finer form (more operations: an accumulator written out
+    as boxes, whose trace shows how the kernel streams), then to fewer rewrites, then to the earlier form.
+    Only partitions the rule book's ``roles`` can build are considered.  ``need``
+    (:class:`~napkin_cat.search.parallelism.Requirement`): every kernel launches enough thread blocks, split
+    streams included among the partitions.    """
     env = Sizes(sizes).env
     best = [None] * len(memories)
     ok = playable(roles)
@@ -389,14 +396,19 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep",), ne
         for k, found in enumerate(_shortest(space, level, memories, evaluate, lower, options)):
             if found is None:
                 continue
-            key = [found[0], found[1], None, -len(form.graph), len(form.steps), rank]
+            key = [found[0], found[1], None, -(len(form.graph) - form.recomputed), len(form.steps), rank]
             now = best[k]
-            if now is not None and key[:2] == now[0][:2]:   # a tie: the FLOPs decide (computed only for ties)
+            recomputing = now is not None and key[0] == now[0][0] and (form.recomputed or now[1].recomputed)
+            if now is not None and (key[:2] == now[0][:2] or recomputing):   # a tie: FLOPs decide (only for ties)
                 for ky, path in ((key, found[2]), (now[0], now[2][2])):
                     if ky[2] is None:
                         ky[2] = _flops_at(path, sizes, memories[k], tiles, env,
                                           None if need is None else (lambda c, k=k: need.at(c, k)[1]))
-            if now is None or key < now[0]:
+            if recomputing and key[2] != now[0][2]:   # recomputation is worth its FLOPs only for transfers
+                better = key[2] < now[0][2]
+            else:
+                better = now is None or key < now[0]
+            if better:
                 best[k] = (key, form, found, evaluate)
     for k, b in enumerate(best):   # kernels capped in size: grow the winner by cost-guided fusion
         if b is not None and not b[1].space.exact:
@@ -418,13 +430,13 @@ class Makers(dict):
     """The winners made by the rules, once per (form, path)."""
 
     def get_made(self, diagram, form, path, book, level) -> _Made:
-        key = (id(form), tuple((block, v.stream, v.sliced, v.groups, v.parts) for block, v, _ in path))
+        key = (id(form), tuple((block, v.stream, v.sliced, v.inner, v.groups, v.parts) for block, v, _ in path))
         if key not in self:
             self[key] = _Made(diagram, form, path, book, level)
         return self[key]
 
 
-def _extremes(forms, level, sizes, memories, tiles="divisors", roles=("sweep",)) -> dict:
+def _extremes(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nest")) -> dict:
     """``{"unfused": [H per memory], "fully fused": [...]}``: every operation its own kernel, and one kernel
     (each partitioned at its best; the best over the prepared forms; None where it does not fit)."""
     out = {"unfused": [None] * len(memories), "fully fused": [None] * len(memories)}

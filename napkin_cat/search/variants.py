@@ -8,13 +8,17 @@ For a block of operations fused into one kernel (:func:`napkin_cat.algorithms.pa
 * **sweep** (a sliced stream) along any axis an output carries and an input carries, when the streaming
   analysis accepts it with the outputs written slice by slice (what lacks the axis stays on chip: a
   stationary operand, loaded once);
+* **a stream inside the stream** (a 2-D loop, ``inner_stream``) along another axis the kernel sums away, when
+  the stream's trip reduces it in a cone that streams on its own (per slice of the outer axis, a loop along the
+  inner one builds the slice's tile: fused linear cross-entropy's logits tile over the hidden axis);
 * **group** along every axis that every output carries and every box that sees it maps over
   (:func:`napkin_cat.algorithms.partitions.group` accepts it), innermost first.  Grouping an axis
   never costs more: its tile may be the whole axis.
 
 No axis is named: the candidates are the axes on the kernel's own wires.  The partitions are the
-ones the rules ``stream_partition``, ``sliced_stream`` and ``group_partition`` make (their right-hand sides call these
-same functions), so a variant costed here is what the derivation's trace will build.
+ones the rules ``stream_partition``, ``sliced_stream``, ``inner_stream`` and ``group_partition``
+make (their right-hand sides call these same functions), so a variant costed here is what the derivation's
+trace will build.
 
 >>> import napkin_cat as nc
 >>> [v.describe() for v in variants(nc.library.matmul())]
@@ -23,6 +27,8 @@ same functions), so a variant costed here is what the derivation's trace will bu
 ['group q · stream x', 'sweep q']
 >>> [v.describe() for v in variants(nc.softmax("q x", over="x"))]
 ['group q']
+>>> [v.describe() for v in variants(nc.library.linear_cross_entropy())][-1]
+'group n · stream v · stream e inside'
 """
 from __future__ import annotations
 
@@ -45,7 +51,7 @@ class Variant:
     tiles: tuple = ()   # ((axis, tile name), ...): the stream's first, then the groups'
     sliced: bool = False   # the stream writes the outputs that carry its axis slice by slice (a sweep)
     parts: str | None = None   # a split stream: the name of its number of parts (napkin_cat.algorithms.splits)
-
+    inner: tuple = ()      # axes streamed inside the stream's trip (the 2-D loop: ``inner_stream``)
     def describe(self) -> str:
         parts = []
         if self.groups:
@@ -53,6 +59,7 @@ class Variant:
         if self.stream:
             parts.append(("sweep " if self.sliced else "stream ") + self.stream
                          + (f" ×{self.parts}" if self.parts else ""))
+        parts += [f"stream {a} inside" for a in self.inner]
         return " · ".join(parts) or "whole"
 
 
@@ -128,24 +135,33 @@ def variants(function: Diagram, level: int = 1, names=None) -> list:
     streamed = []
     for axis in reduced_axes(function):   # the streaming analysis decides (stream() refuses with its reason)
         try:
-            streamed.append((axis, stream(base, axis, names("s", axis))))
+            streamed.append((axis, stream(base, axis, names("s", axis)), False, ()))
         except NapkinError:   # not streamable, or e.g. a rename ties the axis to one that is not streamed
             continue
     swept = []
     for axis in swept_axes(function):
         try:
-            swept.append((axis, stream(base, axis, names("s", axis), sliced=True)))
+            swept.append((axis, stream(base, axis, names("s", axis), sliced=True), True, ()))
         except NapkinError:
             continue
+    nested = []
+    for axis, k, sliced, _ in streamed:   # a stream inside the trip along another reduced axis: a 2-D loop
+        for inner in reduced_axes(function):
+            if inner == axis:
+                continue
+            try:
+                nested.append((axis, stream(k, inner, names("s", inner)), sliced, (inner,)))
+            except NapkinError:
+                continue
     out = []
-    for sliced, choices in ((False, streamed or [(None, base)]), (True, swept)):
-        for axis, k in choices:
-            tiles = [(axis, names("s", axis))] if axis is not None else []
-            out.append(_grouped(function, axis, k, tiles, names, sliced))
+    for axis, k, sliced, inner in (streamed or [(None, base, False, ())]) + swept + nested:
+        tiles = [(axis, names("s", axis))] if axis is not None else []
+        tiles += [(a, names("s", a)) for a in inner]
+        out.append(_grouped(function, axis, k, tiles, names, sliced, inner=inner))
     return out
 
 
-def _grouped(function, axis, k, tiles, names, sliced=False, parts=None) -> Variant:
+def _grouped(function, axis, k, tiles, names, sliced=False, parts=None, inner=()) -> Variant:
     """The partitioned kernel ``k`` grouped along every axis its outputs carry that the grouping accepts."""
     grouped, tiles = [], list(tiles)
     for a in carried_axes(function):
@@ -158,7 +174,7 @@ def _grouped(function, axis, k, tiles, names, sliced=False, parts=None) -> Varia
         k = k2
         grouped.append(a)
         tiles.append((a, names("g", a)))
-    return Variant(axis, tuple(grouped), k, tuple(tiles), sliced, parts)
+    return Variant(axis, tuple(grouped), k, tuple(tiles), sliced, parts, tuple(inner))
 
 
 def parts_key(axis: str) -> str:
@@ -184,3 +200,4 @@ def split_variants(function: Diagram, level: int = 1, names=None) -> list:
         tiles = [(axis, names("s", axis)), (parts_key(axis), names("p", axis))]
         out.append(_grouped(function, axis, k, tiles, names, parts=names("p", axis)))
     return out
+

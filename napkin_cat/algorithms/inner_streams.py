@@ -1,0 +1,136 @@
+"""A stream inside a stream's trip along another axis: the 2-D tiled loop (issue 22, item 1).
+
+A kernel streamed along ``b`` computes, per slice of ``b``, its trip.  When that trip reduces another axis
+``a`` (a contraction building the slice's tile), the reduction can itself be streamed: per slice of ``b``
+a loop along ``a`` reads the ``a``-slices of what it contracts and accumulates the tile, which the trip's
+maps and reducers then use as before::
+
+    Stream_b( load X ; load Y ; R(X, Y) ; F )   →   Stream_b( Stream_a( load X ; load Y ; R(X, Y) ) ; F )
+
+where ``R`` is the *reduction cone* of ``a``: the boxes that reduce ``a`` away (an input carries it, no output
+does) and the boxes making what they read along ``a`` (the loads of the slices included).  The inner stream is
+a map along ``b`` (:func:`~napkin_cat.algorithms.streaming.inner_stream_map`): its outputs are the slice's
+tile.  What it costs: an input of ``R`` that lacks ``b`` (loaded once before, in the outer head) is now read
+once per ``b``-trip, in ``a``-slices; memory holds ``a``-slices instead of whole rows along ``a``.  For fused
+linear cross-entropy ``log Σ_v exp(H Wᵀ) − …`` streamed along ``v``, the logits tile of each vocabulary slice
+is built by a loop over the hidden axis ``e``.
+
+>>> import napkin_cat as nc
+>>> lce = nc.stream(nc.stream(nc.library.linear_cross_entropy(), "v", "s_v"), "e", "s_e")
+>>> outer = lce.boxes[0].arg.boxes[0]
+>>> [b.name for b in outer.arg.boxes if isinstance(b, nc.Region)]
+['Stream(axis=e, size=s_e)']
+>>> import numpy as np
+>>> bool(nc.equivalent(nc.library.linear_cross_entropy(), lce))
+True
+"""
+from __future__ import annotations
+
+from napkin_cat.errors import RewriteError
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty
+from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.wiring import trace_values
+
+
+def _single(box) -> Diagram:
+    return Diagram.id(box.dom).then(box)
+
+
+def _has(arr, axis) -> bool:
+    return axis in arr.names
+
+
+def reduction_cone(ops, axis: str) -> list:
+    """The indices of the ops that reduce ``axis`` away and of those making, along ``axis``, what they read."""
+    made_by = {v: k for k, (_, _, outs) in enumerate(ops) for v in outs}
+    arrays = {}
+    for box, _, outs in ops:
+        arrays.update(zip(outs, box.cod.inside))
+    roots = [k for k, (box, _, _) in enumerate(ops)
+             if any(_has(a, axis) for a in box.dom.inside) and not any(_has(a, axis) for a in box.cod.inside)]
+    cone, todo = set(), list(roots)
+    while todo:
+        k = todo.pop()
+        if k in cone:
+            continue
+        cone.add(k)
+        for v in ops[k][1]:
+            if v in made_by and _has(arrays[v], axis):
+                todo.append(made_by[v])
+    return sorted(cone)
+
+
+def nest_reduction(d: Diagram, axis: str, wrap) -> Diagram:
+    """``d`` (a stream's inside, one slice) with its reduction cone of ``axis`` made one region ``wrap(cone)``
+    (see the module docstring), or RewriteError saying why the cone cannot be cut out."""
+    ops, dom, cod = trace_values(d)
+    cone = reduction_cone(ops, axis)
+    if not cone:
+        raise RewriteError(f"no box of the stream's trip reduces {axis!r} away, so there is no reduction to stream "
+                           f"inside it")
+    if any(isinstance(ops[k][0], Bubble) for k in cone):
+        raise RewriteError(f"the reduction of {axis!r} inside the stream's trip contains a region; stream along "
+                           f"{axis!r} before partitioning inside it")
+    inside = set(cone)
+    made = {v for k in cone for v in ops[k][2]}
+    arrays = dict(zip(dom, d.dom.inside))
+    for box, _, outs in ops:
+        arrays.update(zip(outs, box.cod.inside))
+    read_outside = {v for k, (_, ins, _) in enumerate(ops) if k not in inside for v in ins} | set(cod)
+    for v in made & read_outside:
+        if _has(arrays[v], axis):
+            raise RewriteError(f"{arrays[v]} is made along {axis!r} by the reduction of {axis!r} and also read "
+                               f"outside it, so the reduction cannot be streamed on its own")
+    _check_convex(ops, inside)
+    core_in = []
+    for k in cone:
+        core_in += [v for v in ops[k][1] if v not in made and v not in core_in]
+    core_out = [v for k in cone for v in ops[k][2] if v in read_outside]
+    inner = Builder(Ty(*(arrays[v] for v in core_in)))
+    wire = dict(zip(core_in, inner.inputs))
+    for k in cone:
+        box, ins, outs = ops[k]
+        res = inner(_single(box), *(wire[v] for v in ins))
+        wire.update(zip(outs, res if isinstance(res, tuple) else (res,)))
+    region = wrap(inner.build(*(wire[v] for v in core_out)))
+    outer = Builder(d.dom)
+    wire = dict(zip(dom, outer.inputs))
+    placed = False
+    for k, (box, ins, outs) in enumerate(ops):
+        if not placed and all(v in wire for v in core_in):
+            res = outer(region, *(wire[v] for v in core_in))
+            wire.update(zip(core_out, res if isinstance(res, tuple) else (res,)))
+            placed = True
+        if k in inside:
+            continue
+        if not placed and any(v in made for v in ins):
+            raise RewriteError(f"{box.name!r} reads the reduction of {axis!r} before all of it is made")
+        res = outer(_single(box), *(wire[v] for v in ins))
+        wire.update(zip(outs, res if isinstance(res, tuple) else (res,)))
+    if not placed:
+        res = outer(region, *(wire[v] for v in core_in))
+        wire.update(zip(core_out, res if isinstance(res, tuple) else (res,)))
+    return outer.build(*(wire[v] for v in cod))
+
+
+def _check_convex(ops, inside: set):
+    """No path leaves the cone and comes back into it (else it is not one region)."""
+    made_by = {v: k for k, (_, _, outs) in enumerate(ops) for v in outs}
+    reach = {}
+    for k, (box, ins, _) in enumerate(ops):    # ops are in a topological order
+        after = set()
+        for v in ins:
+            j = made_by.get(v)
+            if j is None:
+                continue
+            if j in inside and k not in inside:
+                after.add(True)
+            elif j not in inside and reach.get(j):
+                after.add(True)
+        reach[k] = bool(after)
+        if k in inside and reach[k]:
+            raise RewriteError(f"{box.name!r} in the reduction reads a value made from the reduction outside it: "
+                               f"the reduction is not one region")
+
+
+__all__ = ["reduction_cone", "nest_reduction"]

@@ -1,0 +1,132 @@
+"""Recomputed forms of a function (issue 22, item 4): what the rule book's ``recompute`` role makes of the
+prepared forms, for the kernel splits to weigh (:mod:`.space`).
+
+* **one or two recomputations** (breadth first): a consumer's own copy of a value read in several places;
+* **recomputed throughout**: the values read several times written through their statistics (the role's other
+  rules: SoftMax through its log-sum-exp), then every value no input carries recomputed for each consumer that
+  computes with it; its kernel splits keep an operation read by one operation in its reader's kernel (a
+  recomputed copy is made where it is used), which keeps their down-sets few.
+
+Only a value that no input of the function carries all the axes of is recomputed (an outer product of the
+inputs, q×x from q×d and x×d: what recomputation saves is writing it and reading it back), and only for a
+consumer that computes with it.  A recomputed form wins a tie in H only with fewer FLOPs (``select``).
+
+>>> import napkin_cat as nc
+>>> from napkin_cat.search.space import prepared_forms
+>>> from napkin_cat.rewriting.registry import rulebook
+>>> full = [f for f in prepared_forms(nc.grad(nc.library.attention()), rulebook()) if f.units]
+>>> [(f.prepared[0], f.prepared.count("recompute")) for f in full]
+[('softmax_to_logsumexp', 5)]
+"""
+from __future__ import annotations
+
+from napkin_cat.cost.iocost import cost as cost_of
+from napkin_cat.rewriting.isomorphism import isomorphic
+from napkin_cat.rewriting.netlist import to_netlist
+from napkin_cat.rewriting.trace import Step
+from napkin_cat.syntax.adapter import Diagram
+
+
+def _computes(m) -> bool:
+    """The served consumer and another one compute with the value (a reader of its shape alone, such as an
+    accumulator's initial state, needs no copy of its own)."""
+    def arithmetic(end):
+        node = m.net.nodes[end[0]]
+        return node.kind == "box" and any(cost_of(Diagram.id(node.box.dom).then(node.box)).flops.values())
+    ends = m.net.consumers(m.nodes["k"])
+    readers = [j for j, end in enumerate(ends) if end[0] not in ("in", "out") and arithmetic(end)]
+    return m.params["consumer"] in readers and len(readers) >= 2
+
+
+def _apply(form, rule, m, net):
+    after = rule.fill(m)
+    step = Step(rule.name, m.key, m.describe(), net, after, fresh=True, params=tuple(sorted(m.params.items())))
+    g = type(form)(after.diagram, form.steps + (step,), form.prepared + (rule.name,), form.share)
+    g.recomputed = form.recomputed + len(g.graph) - len(form.graph)
+    return g
+
+
+def _read_twice(m) -> bool:
+    """A value the match makes is read by several operations (a statistic rule serves a recomputation only
+    there: a value read once is made where it is read anyway)."""
+    for w in m.output_wires:
+        dst = m.net.wires[w].dst[0]
+        if dst not in ("in", "out") and m.net.nodes[dst].kind == "copy":
+            if sum(1 for e in m.net.consumers(dst) if e[0] not in ("in", "out")) >= 2:
+                return True
+    return False
+
+
+def _recomputed_throughout(form, rule, statistics, carried, cap: int = 24):
+    """``form`` with the values read several times written through their statistics (the ``recompute`` role's
+    other rules, to a fixpoint) and every value no input carries recomputed for each consumer that computes with
+    it (up to ``cap`` steps); its kernel splits keep each operation read by one operation in its reader's kernel (a
+    recomputed copy is made where it is used).  None if nothing is recomputed."""
+    g = form
+    for r in statistics:
+        for _ in range(cap):
+            net = to_netlist(g.diagram)
+            ms = [m for m in r.matches(net) if _read_twice(m)]
+            if not ms:
+                break
+            h = _apply(g, r, ms[0], net)
+            h.recomputed = g.recomputed
+            g = h
+    done = 0
+    while done < cap:
+        net = to_netlist(g.diagram)
+        ms = [m for m in rule.matches(net) if not any(set(m.node("f").cod[0].names) <= c for c in carried)
+              and _computes(m)]
+        if not ms:
+            break
+        g = _apply(g, rule, ms[0], net)
+        done += 1
+    if not done:
+        return None
+    g.units = True
+    return g
+
+
+def recomputed_forms(forms, book, depth: int = 2, limit: int = 6) -> list:
+    """What the rule playing ``recompute`` makes of the prepared forms: a consumer's own copy of a value read in
+    several places (breadth first, up to ``depth`` recomputations of a form and ``limit`` forms in all,
+    isomorphic ones once), so that a kernel split may recompute it in the consumer's kernel instead of writing
+    it to level 0.  Such a form wins a tie in H only with fewer FLOPs (:func:`select`).
+
+    Only a value no input of the function carries all the axes of is recomputed (an outer product of the
+    inputs, q×x from q×d and x×d: writing it and reading it back is what recomputation saves; a value of an
+    input's shape costs no more to move than its input does).  This keeps the forms few on large diagrams."""
+    if "recompute" not in book.roles:
+        return []
+    rules = book.role("recompute")
+    rules = (rules,) if not isinstance(rules, tuple) else rules
+    rule, statistics, out = rules[-1], rules[:-1], []
+    carried = [set(a.names) for a in forms[0].diagram.dom.inside]
+    full = _recomputed_throughout(forms[0], rule, statistics, carried)
+    if full is not None:
+        out.append(full)
+    queue = [(f, 0) for f in forms]
+    while queue and len(out) < limit:
+        f, k = queue.pop(0)
+        if k >= depth:
+            continue
+        net = to_netlist(f.diagram)
+        for m in rule.matches(net):
+            if any(set(m.node("f").cod[0].names) <= c for c in carried) or not _computes(m):
+                continue
+            after = rule.fill(m)
+            new = after.diagram
+            if any(isomorphic(new, g.diagram) for g in (*forms, *out)):
+                continue
+            step = Step(rule.name, m.key, m.describe(), net, after, fresh=True,
+                        params=tuple(sorted(m.params.items())))
+            g = type(f)(new, f.steps + (step,), f.prepared + (rule.name,), f.share)
+            g.recomputed = f.recomputed + len(g.graph) - len(f.graph)
+            out.append(g)
+            queue.append((g, k + 1))
+            if len(out) >= limit:
+                break
+    return out
+
+
+__all__ = ["recomputed_forms"]
