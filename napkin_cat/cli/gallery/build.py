@@ -69,22 +69,23 @@ def fingerprint(example, diagram, sizes: dict, memories: list) -> str:
     """A hash of what an entry is computed from: the diagram (its JSON), its sizes, the memories, :data:`FORMAT`."""
     from napkin_cat.io.serial import dumps
     blob = json.dumps({"diagram": dumps(diagram), "sizes": sizes, "memories": memories, "code": example.code,
-                       "about": example.about, "format": FORMAT}, sort_keys=True)
+                       "about": example.about, "options": example.options,
+                       "format": FORMAT}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _derive(diagram, memories: list, sizes: dict):
+def _derive(diagram, memories: list, sizes: dict, options=None):
     """``(derivation, memories that fit, smallest memory that works or None)``."""
     from napkin_cat.search import derive
     try:
-        return derive(diagram, memory=memories, sizes=sizes), memories, None
+        return derive(diagram, memory=memories, sizes=sizes, **(options or {})), memories, None
     except MemoryLimitError as e:
         smallest = getattr(e, "smallest", None)
         fit = [m for m in memories if smallest is not None and m >= smallest]
         if not fit:
             raise CLIError(f"no algorithm fits the largest memory {memories[-1]} at sizes {sizes}: the smallest "
                            f"that works is {smallest} values (widen --memory)") from None
-        return derive(diagram, memory=fit, sizes=sizes), fit, smallest
+        return derive(diagram, memory=fit, sizes=sizes, **(options or {})), fit, smallest
 
 
 def _pseudocode(regime, sizes: dict) -> str:
@@ -107,7 +108,7 @@ def compute(example, *, memories: list, sizes: dict | None = None) -> Result:
     start = time.perf_counter()
     diagram = example.build()
     sizes = sizes_of(example, diagram, sizes)
-    r, fit, smallest = _derive(diagram, list(memories), sizes)
+    r, fit, smallest = _derive(diagram, list(memories), sizes, example.options)
     unfused = dict(r.candidates).get("unfused", {})
     rows, ranges, current = [], [], None
     for g in r.regimes:

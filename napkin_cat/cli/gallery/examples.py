@@ -24,6 +24,7 @@ from napkin_cat import library
 from napkin_cat.autodiff import grad
 from napkin_cat.cli.inputs import LIBRARY
 from napkin_cat.errors import CLIError
+from napkin_cat.syntax.construct import softmax
 
 #: the size of every axis an example does not size itself
 DEFAULT_SIZE = 512
@@ -35,7 +36,8 @@ AXIS_SIZES = {"d": 64, "h": 4, "g": 2}
 class Example:
     """One gallery entry: ``name`` (its anchor and folder), ``build()`` → the diagram as written, ``about``
     (one line: what it shows), ``code`` (what a user types to build it), ``sizes`` (axis sizes overriding
-    the defaults) and ``see`` (a path in the repository where it is tested or explained, or None)."""
+    the defaults), ``see`` (a path in the repository where it is tested or explained, or None) and ``options``
+    (keyword arguments of :func:`napkin_cat.search.derive` beyond memory and sizes, e.g. ``min_blocks``)."""
 
     name: str
     build: Callable
@@ -43,6 +45,7 @@ class Example:
     code: str
     sizes: dict = field(default_factory=dict)
     see: str | None = None
+    options: dict = field(default_factory=dict)
 
 
 # Append new examples at the end of this list (one Example each).
@@ -57,6 +60,16 @@ EXAMPLES = [
     Example("grad_cross_entropy", lambda: grad(library.cross_entropy(), wrt=(0,)),
             "the gradient of the cross-entropy loss with respect to the logits, (logits, targets, d loss) → "
             "d logits", "nc.grad(nc.library.cross_entropy(), wrt=(0,))", see="tests/autodiff"),
+    Example("flash_decoding", lambda: library.attention(),
+            "attention at decode (one query, 65,536 keys) derived under a parallelism requirement of 132 thread "
+            "blocks: the key axis split in parts run by parallel blocks, their running max, sum and output merged "
+            "(FlashDecoding)", "nc.derive(nc.library.attention(), memory=M, sizes=..., min_blocks=132)",
+            sizes={"q": 1, "x": 65536, "d": 128}, see="tests/search/test_min_blocks.py",
+            options={"min_blocks": 132}),
+    Example("long_row_softmax", lambda: softmax("n v", over="v"),
+            "SoftMax over rows of 65,536 values: below the memory that holds a row, a statistics pass (the "
+            "row's log-sum-exp, streamed) and a normalising pass that re-reads the row",
+            'nc.softmax("n v", over="v")', sizes={"n": 64, "v": 65536}, see="tests/search/test_two_pass.py"),
 ]
 
 
