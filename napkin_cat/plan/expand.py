@@ -43,7 +43,7 @@ from napkin_cat.plan.ir import (Alloc, Compute, Copy, Fill, GridLoop, Kernel as 
 from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.wiring import trace_values
 
-from napkin_cat.plan.partials import split_stream
+from napkin_cat.plan.partials import fission, split_stream
 
 
 def _ascii(name: str) -> str:
@@ -72,6 +72,7 @@ class Expander:
         self.context: dict[str, Range] = {}   # axis -> the range enclosing loops give it
         self.offsets: dict[str, dict] = {}    # variable -> {axis: where its first value sits on the axis}
         self.path: tuple = ()
+        self.hoisted: list = []               # Allocs made inside that belong at the top (a split's partials)
 
     # ----------------------------------------------------------------- variables
     def new_var(self, base: str, array, role: str, origin: str, *, extra: tuple = (), level=None) -> Ref:
@@ -103,7 +104,7 @@ class Expander:
         dests = [self.new_var(f"y{j}", a, "output", "output") for j, a in enumerate(diagram.cod.inside)]
         stmts = [Alloc(d.var) for d in dests]
         body, outs = self.diagram(diagram, ins, dests)
-        return stmts + body, outs
+        return stmts + self.hoisted + list(fission(body)), outs
 
     def diagram(self, d: Diagram, ins: list, dests: list, inlined=()):
         """``(statements, output refs)`` of a flat diagram on input refs, writing into ``dests`` where given;

@@ -29,10 +29,12 @@ back, ``P − 1`` merges, the finishes and the tail once.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import sympy
 
 from napkin_cat.errors import LoweringError
-from napkin_cat.plan.ir import Alloc, Copy, GridLoop, Load, Range, Ref, Store, StreamLoop, loop_index
+from napkin_cat.plan.ir import Alloc, Copy, GridLoop, Kernel, Load, Range, Ref, Store, StreamLoop, loop_index
 
 
 def part_axis(axis: str) -> str:
@@ -69,19 +71,16 @@ def split_stream(e, node, ins, sink, dests, run):
         states = run.init(head)
         with e._inside(axis, rng):
             run.trip({**vals, **dict(zip(node.dom, sliced))}, states, body)
-    partials, allocs = [], []
+    partials = []
     for r, refs in zip(node.reducers, states):
         mine = []
         for s, ref in zip(r.state, refs):
-            level = max(s.array.level - 1, 0)
-            buf = e.new_var(f"{s.name}{r.k}_parts", s.array, "temp", e.origin(f"{s.name} partials"),
-                            extra=((pa, P),), level=level)
-            allocs.append(Alloc(buf.var))
+            buf = _partials(e, s, pa, P)
             saves.append(_move(Store, buf.sliced(pa, one), ref, s.array.level, e.origin(f"save {s.name}")))
             mine.append(buf)
         partials.append(mine)
     stream = StreamLoop(axis, tile, extent, index, tuple(head), tuple(body), tuple(saves), e.origin(""))
-    sink += allocs + [GridLoop(pa, sympy.Integer(1), P, ip, (stream,), e.origin(f"parts({P})"))]
+    sink.append(GridLoop(pa, sympy.Integer(1), P, ip, (stream,), e.origin(f"parts({P})")))
 
     # the combine: the first partial loaded, the others merged into it one by one, then finish and tail
     ic = loop_index(f"{pa}'", e.indices)
@@ -112,9 +111,54 @@ def split_stream(e, node, ins, sink, dests, run):
     return dests
 
 
+def _partials(e, s, pa: str, P) -> Ref:
+    """The buffer of a state's ``P`` partials, one level below the state's, allocated once at the top: along an
+    axis the groups around the stream cut, it spans the whole axis (each group writes its own rows), so the
+    groups may run in parallel; the view of this group's rows."""
+    base = e.new_var(f"{s.name}_parts", s.array, "temp", e.origin(f"{s.name} partials"), extra=((pa, P),),
+                     level=max(s.array.level - 1, 0))
+    var, shape, ref = e.variables[base.var], [], base
+    for a, extent in var.shape:
+        rng = e.context.get(a) if a != pa else None
+        if rng is not None and not {str(x) for x in sympy.sympify(rng.end).free_symbols} & e.indices:
+            shape.append((a, sympy.sympify(rng.end)))
+            ref = ref.sliced(a, rng)
+            e.offsets[base.var].pop(a, None)
+        else:
+            shape.append((a, extent))
+    e.variables[base.var] = replace(var, shape=tuple(shape))
+    e.hoisted.append(Alloc(base.var))
+    return ref
+
+
+def fission(stmts) -> tuple:
+    """The top-level statements with each kernel that runs a split stream's parts and then its combine cut in
+    two launches over the same groups: the parts' loop joins the groups' (one block per group and part), the
+    combine runs after all of them (a GPU has no barrier across blocks: a second kernel)::
+
+        for g: kernel { for p: S ; C }      ⟶      for g: for p: kernel { S } ;  for g: kernel { C }
+    """
+    out = []
+    for s in stmts:
+        out += _cut(s) or [s]
+    return tuple(out)
+
+
+def _cut(s):
+    if isinstance(s, GridLoop) and len(s.body) == 1:
+        inner = _cut(s.body[0])
+        return [replace(s, body=(x,)) for x in inner] if inner else None
+    if isinstance(s, Kernel) and len(s.body) == 2:
+        parts, combine = s.body
+        if isinstance(parts, GridLoop) and isinstance(combine, StreamLoop) and parts.axis == combine.axis \
+                and parts.axis.startswith("parts_"):
+            return [replace(parts, body=(replace(s, body=parts.body),)), replace(s, body=(combine,))]
+    return None
+
+
 def _move(kind, dst: Ref, src: Ref, level: int, origin: str):
     """A partial state moved between the state's level and the one below; at level 0 a copy (nothing moves)."""
     return kind(dst, src, level, origin) if level >= 1 else Copy(dst, src, origin)
 
 
-__all__ = ["split_stream", "part_axis"]
+__all__ = ["split_stream", "part_axis", "fission"]

@@ -73,10 +73,13 @@ def test_the_split_plan_computes_the_function_and_counts_its_cost(name, data):
 
 def test_the_plan_runs_P_parts_each_saving_its_state_then_merges_the_partials():
     p, n = check("split-K matmul", {"a": 2, "b": 7, "c": 3, "s_b": 2, "g_a": 2, "P": 3})
-    (parts,) = [s for s in walk(p.body) if isinstance(s, GridLoop) and s.axis == "parts_b"]
-    (combine,) = [s for s in walk(p.body) if isinstance(s, StreamLoop) and s.axis == "parts_b"]
-    assert str(parts.full) == "P" and [type(s).__name__ for s in parts.body[0].tail if not isinstance(s, Free)] \
-        == ["Store"]
+    groups, combine_groups = [s for s in p.body if isinstance(s, GridLoop)]     # two launches over the groups
+    (parts,) = groups.body           # the first: one block per group and part, each storing its state
+    (kernel,) = parts.body
+    (stream,) = [s for s in kernel.body if isinstance(s, StreamLoop)]
+    (combine,) = [s for s in walk(combine_groups.body) if isinstance(s, StreamLoop)]
+    assert parts.axis == combine.axis == "parts_b" and str(parts.full) == "P"
+    assert [type(s).__name__ for s in stream.tail if not isinstance(s, Free)] == ["Store"]
     assert [type(s).__name__ for s in combine.head if not isinstance(s, Free)] == ["Load"]
     # A (2×7) and B (7×3) read once, 3 partials of 2×3 stored and loaded back, C (2×3) stored: 14 + 21 + 36 + 6
     assert n.transfers == {1: 14 + 21 + 2 * 3 * 6 + 6}
