@@ -81,16 +81,17 @@ class Columns:
         _, made = run.trip(vals, states, ctx)
         vals.update((v, made[v]) for v in node.sliced)     # a sliced output: made by the trips
         if node.parts is not None:
-            return self._split(node, ins, ctx, run, head, body, states)
+            return self._split(node, vals, ctx, run, head, body, states)
         ctx.items = tail
         outs = run.tail(run.finish(vals, states, ctx), ctx)
         ctx.columns = _columns(head, body, tail, set(outs), ctx.arrays)
         return outs
 
-    def _split(self, node, ins, ctx, run, head, body, states):
+    def _split(self, node, vals, ctx, run, head, body, states):
         """A split stream (:mod:`napkin_cat.plan.partials`): a part's columns (its head, trips, and its state
         saved), then the combine's: the first partial loaded, per other part its partial loaded and merged (the
-        two states held at once, and the merge's own intermediates), the finishes and the tail."""
+        two states held at once, and the merge's own intermediates), the finishes and the tail (a head value the
+        tail reads is held through the combine)."""
         saved = [([v for st in states for v in st], [])]
         part = _columns(head, body, saved, set(), ctx.arrays)
         merged = [[("merged", r.k, j) for j in range(len(r.state))] for r in node.reducers]
@@ -101,7 +102,7 @@ class Columns:
         ctx.items = [([], [v]) for o in other for v in o]
         run.merge(merged, other, ctx)
         c_body, ctx.items = ctx.items, []
-        outs = run.tail(run.finish(dict(zip(node.dom, ins)), merged, ctx), ctx)
+        outs = run.tail(run.finish(vals, merged, ctx), ctx)
         combine = _columns(c_head, c_body, ctx.items, set(outs), ctx.arrays)
         runs = sympy.Min(1, sympy.sympify(node.parts) - 1)     # the merges run only where P ≥ 2
         merging = range(len(c_head), len(c_head) + len(c_body))

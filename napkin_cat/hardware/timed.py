@@ -35,7 +35,7 @@ import sympy
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.splits import blocks
 from napkin_cat.cost.optimum import Optimum
-from napkin_cat.errors import MemoryLimitError
+from napkin_cat.errors import LoweringError, MemoryLimitError
 from napkin_cat.hardware.divisors import constraints, uses_of
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
@@ -155,7 +155,7 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
         try:
             timed = _timed(regime, gpu, env, overlap=overlap, ceilings=ceilings, level=level, largest=largest,
                            launch=launch)
-        except HardwareError as e:
+        except (HardwareError, LoweringError) as e:     # a split whose tail reads its head is not planned
             if len(structures) == 1:
                 raise
             refused, n_refused = refused or e, n_refused + 1
