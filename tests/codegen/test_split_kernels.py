@@ -22,7 +22,6 @@ def _mean_var():
 
 CASES = {   # name: (function, streamed axis, grouped axis, sizes)
     "FlashDecoding": (nc.library.attention, "x", "q", {"q": 1, "x": 37, "d": 8}),
-    "attention": (nc.library.attention, "x", "q", {"q": 5, "x": 23, "d": 4}),
     "split-K": (nc.library.matmul, "b", "a", {"a": 3, "b": 29, "c": 5}),
     "sum": (lambda: nc.reduce("sum", "n v -> n"), "v", "n", {"n": 3, "v": 19}),
     "LayerNorm statistics": (_mean_var, "d", "n", {"n": 3, "d": 21}),
