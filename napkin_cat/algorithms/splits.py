@@ -1,7 +1,7 @@
 """Split streams: a stream's slices cut into ``P`` parts run by parallel blocks, then their states merged.
 
 ``Stream(b, s, parts=P)`` runs as ``P`` blocks (FlashDecoding, split-K).  Part ``p`` runs the head and the
-trips on slices ``⌊pT/P⌋ … ⌊(p+1)T/P⌋ − 1`` of the ``T = ⌈b/s⌉`` slices from the empty state, and writes its
+trips on slices ``⌈pT/P⌉ … ⌈(p+1)T/P⌉ − 1`` of the ``T = ⌈b/s⌉`` slices from the empty state, and writes its
 state (its *partial*) to the level below the stream's; the combine reads the ``P`` partials back, folds them
 with each reducer's **merge** ``⊕`` (a diagram ``state ⊗ state → state``), then runs the finishes and the tail
 once.  The law that makes it the stream (proved in ``proofs/test_splits.py`` for every merge)::
@@ -130,11 +130,16 @@ def partial_moves(schedule) -> list:
 
 
 def part_bounds(trips: int, parts: int) -> list:
-    """Where part ``p`` starts among ``trips`` slices: ``⌊p·T/P⌋`` for p = 0 … P.  With more parts than slices
-    some parts hold none: such a block writes the empty state, which every merge leaves unchanged."""
+    """Where part ``p`` starts among ``trips`` slices: ``⌈p·T/P⌉`` for p = 0 … P (the plan's bounds too,
+    :mod:`napkin_cat.plan.partials`).  With more parts than slices some parts hold none, part 0 never: such a
+    block writes the empty state, which every merge into a state that holds a value leaves unchanged.
+
+    >>> part_bounds(2, 4)
+    [0, 1, 1, 2, 2]
+    """
     if not isinstance(parts, int) or parts < 1:
         raise NapkinError(f"a split stream runs in 1 or more parts, got {parts}")
-    return [p * trips // parts for p in range(parts + 1)]
+    return [-(-p * trips // parts) for p in range(parts + 1)]
 
 
 def check_splittable(schedule) -> None:

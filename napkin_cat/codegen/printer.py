@@ -207,6 +207,9 @@ class CodePrinter(Printer):
             num, den = sympy.fraction(sympy.together(e.args[0]))
             if den.is_Integer:
                 return self.div_template.format(f"({self._expr(num, names)} + {int(den) - 1})", int(den))
+            if den.is_positive:       # a size (a split's parts): (num + den − 1) / den
+                d = self._atom(den, names)
+                return self.div_template.format(f"({self._expr(num, names)} + {d} - 1)", f"{d}")
         raise CodegenError(f"the {self.backend} backend cannot print the index expression {e} (from the plan's "
                            "sizes and loop indices); integer sums, products, min and max print")
 
@@ -296,6 +299,10 @@ class CodePrinter(Printer):
         st = self.strides(ref.var)
         off = sympy.Integer(0)
         for a in self.variables[ref.var].axes:
+            rng = ref.range(a)
+            if a not in index and rng is not None and rng.tile == 1:     # one part of a split's partials
+                off += self.nominal(rng.start) * st[a]
+                continue
             if a not in index:
                 raise CodegenError(f"{ref.var}: axis {a!r} has no index in this statement (indices for "
                                    f"{sorted(index)})")

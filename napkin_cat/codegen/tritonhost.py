@@ -63,8 +63,9 @@ def runtime_sizes(plan, requested=True) -> tuple:
     size), False (none) or names (each must be eligible)."""
     keys = [k for k in plan.sizes]
     eligible = [k for k in keys if k not in tile_symbols(plan) and k not in pinned(plan)]
-    if requested is True:
-        return tuple(eligible)
+    if requested is True:     # every eligible size an input carries (a split's parts are on none: a constant)
+        carried = {sympy.sympify(e) for n in plan.inputs for _, e in plan.variable_map[n].shape}
+        return tuple(k for k in eligible if k in carried)
     if requested is False or requested is None:
         return ()
     by_name = {str(k): k for k in keys}

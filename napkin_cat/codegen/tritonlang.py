@@ -309,6 +309,10 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
             if a in kept:
                 extents[a] = self.ext(glob, a)
                 names[a] = self.bc(tile.var, kept.index(a))
+        for a in self.variables[glob.var].axes:      # one part of a split's partials: an axis the tile lacks
+            rng = glob.range(a)
+            if a not in self.variables[tile.var].axes and rng is not None and rng.tile == 1:
+                off += self.nominal(rng.start) * st[a]
         terms = [self.code(off)] if off != 0 else []
         for a in kept:
             s = self.code(st[a])

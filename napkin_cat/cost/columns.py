@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import itertools
 
+import sympy
+
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.reuse import accumulated_addends, finish_in_place, step_in_place
 from napkin_cat.algorithms.schedule import Phases, advance, fold, schedule_of
@@ -95,9 +97,34 @@ class Columns:
         ctx.items = body
         _, made = run.trip(vals, states, ctx)
         vals.update((v, made[v]) for v in node.sliced)     # a sliced output: made by the trips
+        if node.parts is not None:
+            return self._split(node, vals, ctx, run, head, body, states)
         ctx.items = tail
         outs = run.tail(run.finish(vals, states, ctx), ctx)
         ctx.columns = _columns(head, body, tail, set(outs), ctx.arrays)
+        return outs
+
+    def _split(self, node, vals, ctx, run, head, body, states):
+        """A split stream (:mod:`napkin_cat.plan.partials`): a part's columns (its head, trips, and its state
+        saved), then the combine's: the first partial loaded, per other part its partial loaded and merged (the
+        two states held at once, and the merge's own intermediates), the finishes and the tail (a head value the
+        tail reads is held through the combine)."""
+        saved = [([v for st in states for v in st], [])]
+        part = _columns(head, body, saved, set(), ctx.arrays)
+        merged = [[("merged", r.k, j) for j in range(len(r.state))] for r in node.reducers]
+        other = [[("other", r.k, j) for j in range(len(r.state))] for r in node.reducers]
+        for r, m, o in zip(node.reducers, merged, other):
+            ctx.arrays.update((n, s.array) for n, s in zip(m + o, r.state + r.state))
+        c_head = [([], [v]) for m in merged for v in m]
+        ctx.items = [([], [v]) for o in other for v in o]
+        run.merge(merged, other, ctx)
+        c_body, ctx.items = ctx.items, []
+        outs = run.tail(run.finish(vals, merged, ctx), ctx)
+        combine = _columns(c_head, c_body, ctx.items, set(outs), ctx.arrays)
+        runs = sympy.Min(1, sympy.sympify(node.parts) - 1)     # the merges run only where P ≥ 2
+        merging = range(len(c_head), len(c_head) + len(c_body))
+        ctx.columns = part + [{lvl: v * runs for lvl, v in col.items()} if k in merging else col
+                              for k, col in enumerate(combine)]
         return outs
 
     def init(self, r, ctx, dests):
@@ -116,14 +143,21 @@ class Columns:
 
     def step(self, r, state, ins, ctx):
         """``B`` op by op, each new state written over the old where it may be, each sum accumulated in place."""
-        _, _, cod = trace_values(r.step)
-        ok = step_in_place(r.step, len(state))
+        return self._update(r.step, state, ins, ctx)
+
+    def _update(self, step, state, ins, ctx):
+        _, _, cod = trace_values(step)
+        ok = step_in_place(step, len(state))
         rename = {cod[j]: state[j] for j in range(len(state)) if ok[j]}
-        sub, arrs, new = _sub(r.step, list(state) + list(ins), rename, ctx.nested("step").tag)
+        sub, arrs, new = _sub(step, list(state) + list(ins), rename, ctx.nested("step").tag)
         ctx.arrays.update(arrs)
-        ctx.items += _accumulated(sub, accumulated_addends(r.step, len(state)))
+        ctx.items += _accumulated(sub, accumulated_addends(step, len(state)))
         ctx.items += [([v], [s]) for v, s in zip(new, state) if v != s]
         return state
+
+    def merge(self, r, diagram, state, other, ctx):
+        """A split stream's merge of two parts' states, run as a step is (over the first)."""
+        return self._update(diagram, state, other, ctx)
 
     def finish(self, r, state, ctx, dests):
         _, _, fcod = trace_values(r.finish)

@@ -163,6 +163,19 @@ def _grids(box) -> list:
     return out
 
 
+def _parts(box) -> sympy.Expr:
+    """The parts of the split stream inside a kernel (one block each: :mod:`napkin_cat.algorithms.splits`), or 1."""
+    from napkin_cat.algorithms.bubbles import Stream
+    n = sympy.Integer(1)
+    for _, b in layers(box.arg):
+        if isinstance(b, Stream) and b.params.get("parts") is not None:
+            n = sympy.sympify(b.params["parts"])
+        elif isinstance(b, Region):
+            inner = _parts(b)
+            n = inner if inner != 1 else n
+    return n
+
+
 class KernelForm:
     """One kernel's terms as expressions in its sizes and tiles, read off the cost functor once; ``at(env)``
     evaluates them (the search times many tile assignments of one structure this way).  ``sample``: sizes
@@ -182,7 +195,7 @@ class KernelForm:
             self.seconds[op.pipeline] = self.seconds.get(op.pipeline, 0) + n / sympy.Float(rate)
         self.compulsory = _bytes_expr(box.dom) + _bytes_expr(box.cod)
         self.blocks = sympy.Mul(*[sympy.ceiling(sympy.sympify(g.full_size()) / sympy.sympify(g.size))
-                                  for g in _grids(box)])
+                                  for g in _grids(box)]) * _parts(box)
         p = plan(box, Sizes(sample).restrict(box))
         columns = [[p.variable_map[n] for n in col if p.variable_map[n].level == level] for col in live_columns(p)]
         streamed = {st.dst.var for loop in walk(p.body) if isinstance(loop, StreamLoop)

@@ -35,7 +35,7 @@ import sympy
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.splits import blocks
 from napkin_cat.cost.optimum import Optimum
-from napkin_cat.errors import MemoryLimitError
+from napkin_cat.errors import LoweringError, MemoryLimitError
 from napkin_cat.hardware.divisors import constraints, uses_of
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
@@ -80,6 +80,24 @@ def tile_values(gpu: GPU, diagram, env: dict, *, largest: int = LARGEST) -> dict
             raise HardwareError(f"no legal value for tile {tile} of an axis of {n}: it must be a multiple of {step} "
                                 f"(tensor-core shapes and coalescing on the {gpu.name}) that divides {n}")
         out[tile] = values
+    for parts in split_parts(diagram):      # a split stream's parts: powers of two up to its axis
+        n = int(sympy.sympify(parts[1]).subs(env))
+        out[parts[0]] = [2 ** k for k in range(0, int(math.log2(min(n, largest_parts))) + 1)]
+    return out
+
+
+#: the most parts a split stream is cut into when timed
+largest_parts = 1024
+
+
+def split_parts(diagram) -> list:
+    """``(parts symbol, streamed axis's size)`` of each split stream with symbolic parts in an algorithm."""
+    out = []
+    for _, b in layers(diagram):
+        if isinstance(b, Stream) and isinstance(sympy.sympify(b.params.get("parts", 1)), sympy.Symbol):
+            out.append((sympy.sympify(b.params["parts"]), sympy.sympify(b.full_size())))
+        if isinstance(b, Region):
+            out += split_parts(b.arg)
     return out
 
 
@@ -112,7 +130,8 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     those derived under it.  By default the structures derived under the GPU's SM count join those derived
     without a requirement, and the predicted time decides between them (where the SM count cannot be met at
     these sizes, or a structure has no legal tiles on this GPU, it is left out).  A structure with a split
-    stream is not timed yet: it has no plan (:mod:`napkin_cat.algorithms.splits`)."""
+    stream is timed at its parts ``P`` = 1, 2, 4, … (its kernel launches ``P`` blocks per group; the combine's
+    transfers and merges are in its cost)."""
     from napkin_cat.search import derive
     gpu = hardware if isinstance(hardware, GPU) else load(hardware)
     if overlap not in OVERLAPS:
@@ -129,20 +148,22 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
         if min_blocks is not None:
             raise
     r = found[0]
-    structures, timings = {}, []
+    structures, timings, refused, n_refused = {}, [], None, 0
     for regime in (g for d in found for g in d.regimes):
-        if not any(k.parts for k in regime.variant.kernels):    # a split stream has no plan to time yet
-            structures.setdefault(str(regime.variant), regime)
+        structures.setdefault(str(regime.variant), regime)
     for label, regime in structures.items():
         try:
             timed = _timed(regime, gpu, env, overlap=overlap, ceilings=ceilings, level=level, largest=largest,
                            launch=launch)
-        except HardwareError:
+        except (HardwareError, LoweringError) as e:     # a split whose tail reads its head is not planned
             if len(structures) == 1:
                 raise
+            refused, n_refused = refused or e, n_refused + 1
             continue                  # no legal tiles for this structure on this GPU: the others are timed
         for t, H, tiles, kts in timed:
             timings.append((t, H, tuple(-v for v in tiles.values()), label, regime, tiles, kts))
+    if not timings and refused is not None and n_refused == len(structures):
+        raise refused            # no structure has legal tiles on this GPU: say why, not that none fits
     if not timings:
         raise MemoryLimitError(f"no tile assignment of any derived algorithm fits the {gpu.name}'s "
                                f"{gpu.smem_per_block} B of shared memory per thread block at sizes {sizes}")

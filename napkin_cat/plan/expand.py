@@ -42,7 +42,8 @@ from napkin_cat.plan.ir import (Alloc, Compute, Copy, Fill, GridLoop, Kernel as 
                                 StreamLoop, Variable, loop_index)
 from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.wiring import trace_values
-from napkin_cat.errors import LoweringError
+
+from napkin_cat.plan.partials import fission, split_stream
 
 
 def _ascii(name: str) -> str:
@@ -71,15 +72,19 @@ class Expander:
         self.context: dict[str, Range] = {}   # axis -> the range enclosing loops give it
         self.offsets: dict[str, dict] = {}    # variable -> {axis: where its first value sits on the axis}
         self.path: tuple = ()
+        self.hoisted: list = []               # Allocs made inside that belong at the top (a split's partials)
 
     # ----------------------------------------------------------------- variables
-    def new_var(self, base: str, array, role: str, origin: str) -> Ref:
+    def new_var(self, base: str, array, role: str, origin: str, *, extra: tuple = (), level=None) -> Ref:
+        """A new variable holding ``array`` (``extra`` ``(axis, extent)`` pairs before its axes; ``level``: another
+        level than the array's)."""
         name, k = _ascii(base), 1
         while name in self.variables:
             k += 1
             name = f"{_ascii(base)}_{k}"
-        shape = tuple((a.name, sympy.sympify(a.size)) for a in array.axes)
-        self.variables[name] = Variable(name, shape, array.dtype.name, array.level, role, origin)
+        shape = tuple(extra) + tuple((a.name, sympy.sympify(a.size)) for a in array.axes)
+        self.variables[name] = Variable(name, shape, array.dtype.name, array.level if level is None else level, role,
+                                        origin)
         self.offsets[name] = {a.name: self.context[a.name].start for a in array.axes if a.name in self.context}
         return Ref(name)
 
@@ -99,7 +104,7 @@ class Expander:
         dests = [self.new_var(f"y{j}", a, "output", "output") for j, a in enumerate(diagram.cod.inside)]
         stmts = [Alloc(d.var) for d in dests]
         body, outs = self.diagram(diagram, ins, dests)
-        return stmts + body, outs
+        return stmts + self.hoisted + list(fission(body)), outs
 
     def diagram(self, d: Diagram, ins: list, dests: list, inlined=()):
         """``(statements, output refs)`` of a flat diagram on input refs, writing into ``dests`` where given;
@@ -243,8 +248,7 @@ class Expander:
         written straight into its destination's slice); the finish, the tail and the copies out."""
         box = node.region
         if node.parts is not None:
-            raise LoweringError(f"{box.name}: a split stream (parts={node.parts}) is not lowered to a plan yet; its "
-                                f"meaning (nc.evaluate) and cost (nc.cost) are defined (napkin_cat.algorithms.splits)")
+            return split_stream(self, node, ins, sink, dests, run)
         index, tile, full, rng, sliced = self._partition(box, ins, box.dom.inside)
         dest_of = {}
         for v, dst in zip(node.cod, dests):
@@ -284,12 +288,19 @@ class Expander:
     def step(self, r, state, ins, sink):
         """The step diagram ``B`` on ``state ⊗ chunk``, each new state written over the old where it may be (else
         copied back), each sum accumulated in place."""
-        ok = step_in_place(r.step, len(state))
-        stmts, outs = self.diagram(r.step, list(state) + list(ins), [s if k else None for s, k in zip(state, ok)],
-                                   {a.maker for a in accumulated_addends(r.step, len(state))} if self.accumulate
+        return self._update(r.step, r.name, state, ins, sink)
+
+    def merge(self, r, diagram, state, other, sink):
+        """A split stream's merge ``⊕`` on ``state ⊗ other`` (another part's state), run as a step is."""
+        return self._update(diagram, f"{r.name} merge", state, other, sink)
+
+    def _update(self, diagram, name, state, ins, sink):
+        ok = step_in_place(diagram, len(state))
+        stmts, outs = self.diagram(diagram, list(state) + list(ins), [s if k else None for s, k in zip(state, ok)],
+                                   {a.maker for a in accumulated_addends(diagram, len(state))} if self.accumulate
                                    else ())
         sink += stmts
-        sink += [Copy(s, o, self.origin(f"{r.name} state")) for s, o, k in zip(state, outs, ok) if not k]
+        sink += [Copy(s, o, self.origin(f"{name} state")) for s, o, k in zip(state, outs, ok) if not k]
         return state
 
     def finish(self, r, state, sink, dests):

@@ -25,7 +25,9 @@ peak, the kernels' arenas, the predicted register use).
 """
 from __future__ import annotations
 
-from napkin_cat.plan.ir import (Alloc, Free, GridLoop, Kernel, StreamLoop, blocks, defs, uses,  # noqa: F401
+import sympy
+
+from napkin_cat.plan.ir import (LOOPS, Alloc, Free, GridLoop, Kernel, StreamLoop, blocks, defs, uses,  # noqa: F401
                                 with_blocks)
 
 
@@ -108,13 +110,23 @@ def with_frees(stmts, live_out: set) -> tuple:
     return _block(tuple(stmts), set(live_out))
 
 
-def columns(body, inputs=()) -> list[frozenset]:
+def _runs_none(loop, sizes) -> bool:
+    """Whether ``loop`` runs no trip at ``sizes`` whatever the loops around it (a split in one part merges
+    nothing); never when no sizes are given."""
+    if sizes is None:
+        return False
+    t = sympy.sympify(loop.trips).subs(sizes)
+    return bool(t.is_number and t == 0)
+
+
+def columns(body, inputs=(), sizes=None) -> list[frozenset]:
     """The sets of variables live at once, sampled before each statement and at the end, in program order (one
     trip of each loop stands for all: every trip has the same live pattern).
 
     A value is live from the statement that writes it whole (or the ``Alloc`` that brings it to life: a
     partition's output held while its loop writes it slice by slice) to its ``Free``; ``inputs`` are live
-    from the start.  The instrumented run (:mod:`napkin_cat.plan.runner`) samples the same points.
+    from the start; with ``sizes``, the body of a loop that runs no trip there is not sampled.  The instrumented
+    run (:mod:`napkin_cat.plan.runner`) samples the same points.
 
     >>> import napkin_cat as nc
     >>> p = nc.plan(nc.stream(nc.library.matmul(), "b", "s_b"), {"a": 2, "b": 4, "c": 3, "s_b": 2})
@@ -130,8 +142,10 @@ def columns(body, inputs=()) -> list[frozenset]:
                 live.pop(s.var, None)
                 continue
             out.append(frozenset(live))
-            for b in blocks(s):
-                block(b)
+            empty = isinstance(s, LOOPS) and _runs_none(s, sizes)
+            for k, b in enumerate(blocks(s)):
+                if not (empty and k == (1 if isinstance(s, StreamLoop) else 0)):
+                    block(b)
             for v in defs(s):
                 live[v] = True
     block(body)

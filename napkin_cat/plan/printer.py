@@ -127,18 +127,21 @@ class Printer:
     def _print_Kernel(self, s, depth):
         return [f"{INDENT * depth}kernel @{s.level}:"] + self._lines(s.body, depth + 1)
 
-    def _trips(self, s):
-        return f"⌈{expr(s.full)}/{expr(s.tile)}⌉"
+    def _last(self, s):
+        """The loop's last index: ``⌈full/tile⌉ − 1`` (``full − 1`` for a loop by 1: a split's parts)."""
+        if s.tile == 1:
+            return expr(sympy.sympify(s.full) - 1)
+        return f"⌈{expr(s.full)}/{expr(s.tile)}⌉ − 1"
 
     def _print_GridLoop(self, s, depth):
-        head = f"{INDENT * depth}parallel for {s.index} in 0 … {self._trips(s)} − 1:   # group {s.axis}"
+        head = f"{INDENT * depth}parallel for {s.index} in 0 … {self._last(s)}:   # group {s.axis}"
         return [head] + self._lines(s.body, depth + 1)
 
     def _print_StreamLoop(self, s, depth):
         out = []
         if s.head:
             out += [f"{INDENT * depth}head:"] + self._lines(s.head, depth + 1)
-        out.append(f"{INDENT * depth}for {s.index} in 0 … {self._trips(s)} − 1:   # stream {s.axis}")
+        out.append(f"{INDENT * depth}for {s.index} in 0 … {self._last(s)}:   # stream {s.axis}")
         if getattr(s, "skips", False):
             out.append(f"{INDENT * (depth + 1)}skip unless {expr(s.when)}   # the mask is never true elsewhere")
         out += self._lines(s.body, depth + 1)

@@ -204,6 +204,8 @@ class Machine:
 
     def _move(self, s, frame):
         x = np.array(self.view(s.src, frame), dtype=self.numpy_dtype(s.dst.var))
+        if s.dst.whole and x.ndim != len(self.vars[s.dst.var].shape):   # one part of a split's partials: its
+            x = x.reshape(self.shape(s.dst.var, frame))                   # unit part axis dropped
         if self.counters is not None:
             n = x.size
             _count(self.counters.transfers, s.level, n)

@@ -19,8 +19,9 @@ from napkin_cat.syntax.dtype import as_dtype
 
 def live_columns(p) -> list:
     """The distinct sets of variables live at once, sampled between statements (one trip of each loop), in the
-    order they first occur (:func:`napkin_cat.plan.liveness.columns`)."""
-    return list(dict.fromkeys(columns(p.body, p.inputs)))
+    order they first occur (:func:`napkin_cat.plan.liveness.columns`; a loop that runs no trip at the plan's
+    sizes is not sampled)."""
+    return list(dict.fromkeys(columns(p.body, p.inputs, p.sizes)))
 
 
 def static_peak(p) -> tuple[dict, dict]:

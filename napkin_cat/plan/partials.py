@@ -1,0 +1,164 @@
+"""A split stream expanded into the plan: ``P`` parts in parallel, each saving its partial state, then the combine.
+
+The expander's handler for a stream run in parts (:mod:`napkin_cat.algorithms.splits`)::
+
+    alloc partials[P × state]                          (one level below the state's)
+    parallel for i_P in 0 … P − 1:                     (a part: one block)
+      head; state ← empty                              (the head runs in every part)
+      for i_x over slices ⌈i_P·T/P⌉ … ⌈(i_P+1)·T/P⌉ − 1:   the trip
+      partials[i_P] ← store state
+    combine (for the part axis, tile 1, P − 1 trips):
+      head: state ← load partials[0]
+      body: other ← load partials[i + 1]; state ← state ⊕ other     (each reducer's merge)
+      tail: the finishes, the tail, the copies out
+
+``T = ⌈b/s⌉`` slices; part ``p`` runs slices ``⌈pT/P⌉ … ⌈(p+1)T/P⌉ − 1`` (:func:`~.splits.part_bounds`): part 0
+always holds a slice, and an empty part stores the empty state, which every merge leaves unchanged.  So the
+plan moves what the cost says: ``P`` heads, each trip once, ``P·|state|`` values stored and as many loaded
+back, ``P − 1`` merges, the finishes and the tail once.
+
+>>> import napkin_cat as nc
+>>> d = nc.group(nc.stream(nc.library.matmul(), "b", "s_b", parts="P"), "a", "g_a")
+>>> S = {"a": 3, "b": 7, "c": 2, "g_a": 2, "s_b": 2, "P": 3}
+>>> p = nc.plan(d, S)
+>>> import numpy as np
+>>> A, B = np.arange(21.).reshape(3, 7), np.ones((7, 2))
+>>> C, n = p.run(A, B)
+>>> np.allclose(C, A @ B), n.transfers == nc.cost(d, sizes=S).H
+(True, True)
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import sympy
+
+from napkin_cat.errors import LoweringError
+from napkin_cat.plan.ir import Alloc, Copy, GridLoop, Kernel, Load, Range, Ref, Store, StreamLoop, loop_index
+
+
+def part_axis(axis: str) -> str:
+    """The name of the axis a split stream's parts (and its partial states) run along."""
+    return f"parts_{axis}"
+
+
+def _check(node):
+    made = {v for op in node.head for v in op.outs}
+    read = {v for op in node.tail for v in op.ins}
+    if made & read:
+        raise LoweringError(f"{node.region.name}: the stream's tail reads values its head makes; split in parts, "
+                            f"each part runs the head, and the combine holds none of them: stream it unsplit")
+
+
+def split_stream(e, node, ins, sink, dests, run):
+    """The statements of the split stream ``node`` (an algebra handler of the Expander ``e``) into ``sink``."""
+    _check(node)
+    box, axis = node.region, node.axis
+    outer = e.context.get(axis)
+    full = outer.extent if outer is not None else sympy.sympify(box.full_size())
+    base = outer.start if outer is not None else sympy.Integer(0)
+    tile, P = sympy.sympify(box.size), sympy.sympify(node.parts)
+    trips = sympy.ceiling(full / tile)
+    pa = part_axis(axis)
+    ip = loop_index(pa, e.indices)
+    lo, hi = sympy.ceiling(ip * trips / P), sympy.ceiling((ip + 1) * trips / P)
+    one = Range(ip, sympy.Integer(1), P)
+
+    head, body, saves = [], [], []
+    with e._inside(axis, Range(base + lo * tile, (hi - lo) * tile, base + full)):
+        index, _, extent, rng, sliced = e._partition(box, ins, box.dom.inside)
+        vals = run.head(ins, head)
+        states = run.init(head)
+        with e._inside(axis, rng):
+            run.trip({**vals, **dict(zip(node.dom, sliced))}, states, body)
+    partials = []
+    for r, refs in zip(node.reducers, states):
+        mine = []
+        for s, ref in zip(r.state, refs):
+            buf = _partials(e, s, pa, P)
+            saves.append(_move(Store, buf.sliced(pa, one), ref, s.array.level, e.origin(f"save {s.name}")))
+            mine.append(buf)
+        partials.append(mine)
+    stream = StreamLoop(axis, tile, extent, index, tuple(head), tuple(body), tuple(saves), e.origin(""))
+    sink.append(GridLoop(pa, sympy.Integer(1), P, ip, (stream,), e.origin(f"parts({P})")))
+
+    # the combine: the first partial loaded, the others merged into it one by one, then finish and tail
+    ic = loop_index(f"{pa}'", e.indices)
+    c_head, c_body, c_tail = [], [], []
+    merged, others = [], []
+    for r, bufs in zip(node.reducers, partials):
+        mine, theirs = [], []
+        for s, buf in zip(r.state, bufs):
+            ref = e.new_var(f"{s.name}{r.k}_merged", s.array, "state", e.origin(f"{s.name} (merged)"))
+            c_head.append(_move(Load, ref, buf.sliced(pa, Range(sympy.Integer(0), sympy.Integer(1), P)),
+                                s.array.level, e.origin(f"load {s.name}")))
+            o = e.new_var(f"{s.name}{r.k}_part", s.array, "tile", e.origin(f"{s.name} (a part's)"))
+            c_body.append(_move(Load, o, buf.sliced(pa, Range(ic + 1, sympy.Integer(1), P)), s.array.level,
+                                e.origin(f"load {s.name}")))
+            mine.append(ref)
+            theirs.append(o)
+        merged.append(mine)
+        others.append(theirs)
+    run.merge(merged, others, c_body)
+    dest_of = {}
+    for v, dst in zip(node.cod, dests):
+        if dst is not None and v not in dest_of:
+            dest_of[v] = dst
+    outs = run.tail(run.finish(dict(zip(node.dom, ins)), merged, c_tail, dest_of), c_tail, dest_of)
+    c_tail += e._copies(node.cod, dict(zip(node.cod, outs)), dests)
+    sink.append(StreamLoop(pa, sympy.Integer(1), P - 1, ic, tuple(c_head), tuple(c_body), tuple(c_tail),
+                           e.origin("combine")))
+    return dests
+
+
+def _partials(e, s, pa: str, P) -> Ref:
+    """The buffer of a state's ``P`` partials, one level below the state's, allocated once at the top: along an
+    axis the groups around the stream cut, it spans the whole axis (each group writes its own rows), so the
+    groups may run in parallel; the view of this group's rows."""
+    base = e.new_var(f"{s.name}_parts", s.array, "temp", e.origin(f"{s.name} partials"), extra=((pa, P),),
+                     level=max(s.array.level - 1, 0))
+    var, shape, ref = e.variables[base.var], [], base
+    for a, extent in var.shape:
+        rng = e.context.get(a) if a != pa else None
+        if rng is not None and not {str(x) for x in sympy.sympify(rng.end).free_symbols} & e.indices:
+            shape.append((a, sympy.sympify(rng.end)))
+            ref = ref.sliced(a, rng)
+            e.offsets[base.var].pop(a, None)
+        else:
+            shape.append((a, extent))
+    e.variables[base.var] = replace(var, shape=tuple(shape))
+    e.hoisted.append(Alloc(base.var))
+    return ref
+
+
+def fission(stmts) -> tuple:
+    """The top-level statements with each kernel that runs a split stream's parts and then its combine cut in
+    two launches over the same groups: the parts' loop joins the groups' (one block per group and part), the
+    combine runs after all of them (a GPU has no barrier across blocks: a second kernel)::
+
+        for g: kernel { for p: S ; C }      ⟶      for g: for p: kernel { S } ;  for g: kernel { C }
+    """
+    out = []
+    for s in stmts:
+        out += _cut(s) or [s]
+    return tuple(out)
+
+
+def _cut(s):
+    if isinstance(s, GridLoop) and len(s.body) == 1:
+        inner = _cut(s.body[0])
+        return [replace(s, body=(x,)) for x in inner] if inner else None
+    if isinstance(s, Kernel) and len(s.body) == 2:
+        parts, combine = s.body
+        if isinstance(parts, GridLoop) and isinstance(combine, StreamLoop) and parts.axis == combine.axis \
+                and parts.axis.startswith("parts_"):
+            return [replace(parts, body=(replace(s, body=parts.body),)), replace(s, body=(combine,))]
+    return None
+
+
+def _move(kind, dst: Ref, src: Ref, level: int, origin: str):
+    """A partial state moved between the state's level and the one below; at level 0 a copy (nothing moves)."""
+    return kind(dst, src, level, origin) if level >= 1 else Copy(dst, src, origin)
+
+
+__all__ = ["split_stream", "part_axis", "fission"]
