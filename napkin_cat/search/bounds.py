@@ -97,7 +97,9 @@ def _contraction(diagram, ops, M):
     return 2 * n * na * nb * nc_ / sympy.sqrt(M) - 2 * M, "Hong-Kung / Smith et al. 2019 (one contraction)"
 
 
-def _attention(diagram, ops, M):
+def _attention_parts(diagram, ops):
+    """``(|S|, d, K)``: the score array's size, the summed feature size and the keys' array, where ``diagram`` is
+    ``SoftMax(X₁ · X₂) · X₃`` (structure only, see module); else None."""
     if [op[0].data.kind for op in ops] != ["contract", "softmax", "contract"]:
         return None
     (c1, i1, o1), (sm, i2, o2), (c2, i3, o3) = ops
@@ -112,10 +114,48 @@ def _attention(diagram, ops, M):
     over = [n for n in S.names if n not in sm.data.weave_names]
     if not d or not over or any(n in c2.cod.inside[0].names for n in over):
         return None
-    D = _size(d, _axes(*c1.dom.inside))
-    nS = numel(S)
+    keys = next(a for a in c1.dom.inside if set(over) <= set(a.names))
+    return numel(S), _size(d, _axes(*c1.dom.inside)), keys
+
+
+def _attention(diagram, ops, M):
+    found = _attention_parts(diagram, ops)
+    if found is None:
+        return None
+    nS, D, _ = found
     return (sympy.Piecewise((nS * D ** 2 / M, M >= D ** 2), (nS * D / sympy.sqrt(M), True)),
             "Saha-Ye 2024 (attention; Ω, constant taken as 1)")
+
+
+def attention_backward(forward, M) -> Bound:
+    """The lower bound for ``nc.grad(forward)`` (every input's gradient), ``forward`` recognised as attention by
+    its structure (as for the forward's bound): Θ(min{(|S|·d² + |K|·d²)/M, (|S|·d + |K|·d)/√M}), ``|S|`` the
+    score array's size (q·x, times the batch axes) and ``|K|`` the keys' (x·d): the backward IO bound of Li and
+    Xu, "Fine-grained I/O complexity of attention backward passes" (arXiv 2410.09397), constant taken as 1.
+    The compulsory part: the inputs and one cotangent per output read, one gradient per input written.
+
+    Give it to derive (``nc.derive(nc.grad(att), ..., bound=attention_backward(att, "M"))``) for the gap report:
+    the gradient's own diagram is not recognised (it is many operations).
+
+    >>> import napkin_cat as nc
+    >>> b = attention_backward(nc.library.attention(), "M")
+    >>> int(b.at({"q": 4096, "x": 4096, "d": 128, "M": 2 ** 16}))       # (2^24·2^14 + 2^19·2^14) / 2^16
+    4325376
+    """
+    from napkin_cat.errors import ArgumentError
+    M = symbol(M) if isinstance(M, str) else M
+    ops, _, _ = trace_values(forward)
+    found = _attention_parts(forward, ops)
+    if found is None:
+        raise ArgumentError(f"attention_backward takes attention's forward diagram (SoftMax(X₁·X₂)·X₃: a "
+                            f"contraction, a SoftMax, a contraction); got one with operations "
+                            f"{[op[0].data.kind for op in ops]}")
+    nS, D, keys = found
+    nK = numel(keys)
+    compulsory = sum((numel(a) for a in (*forward.dom.inside, *forward.dom.inside, *forward.cod.inside)),
+                     sympy.Integer(0))
+    theorem = sympy.Min((nS * D ** 2 + nK * D ** 2) / M, (nS * D + nK * D) / sympy.sqrt(M))
+    return Bound(compulsory, theorem, "Li-Xu 2024, arXiv 2410.09397 (attention's backward; Θ, constant taken as 1)")
 
 
 RECOGNISERS = [_contraction, _attention]

@@ -38,7 +38,7 @@ import sympy
 from napkin_cat.cost.optimum import Optimum, memory_limit
 from napkin_cat.errors import MemoryLimitError, NapkinError, RewriteError
 from napkin_cat.rewriting.registry import rulebook
-from napkin_cat.search.bounds import lower_bound
+from napkin_cat.search.bounds import Bound, lower_bound
 from napkin_cat.search.parallelism import Requirement
 from napkin_cat.search.results import Derivation, Regime
 from napkin_cat.search.space import (MEMO, Makers, _extremes, _smallest_memory, check_sizes, prepared_forms,
@@ -74,7 +74,7 @@ OBJECTIVES: dict = {}
 
 def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = None, *, book=None,
            depth: int = 2, reference: dict | None = None, tiles: str = "divisors", hardware=None,
-           min_blocks: int | None = None, **time_options) -> Derivation:
+           min_blocks: int | None = None, bound=None, **time_options) -> Derivation:
     """The cheapest algorithm for ``diagram`` at ``level`` with ``memory`` values there (see module docstring).
 
     ``memory``: a symbol name (symbolic mode: ``.H`` is a ``Piecewise`` in it), an int, or a list of ints
@@ -91,6 +91,10 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
     over the variants derived up to the thread block's shared memory and every tile assignment the
     hardware allows (:mod:`napkin_cat.hardware.timed`; ``memory`` is then the model's); further keywords
     (``overlap``, ``ceilings``, ``largest``) go to the time model.
+
+    ``bound`` (numeric mode): a lower bound (:class:`~napkin_cat.search.bounds.Bound`, in the memory ``M``) to
+    report the gap against in place of the one read off the diagram: one the structure does not show, such as
+    :func:`~napkin_cat.search.bounds.attention_backward` for a gradient.
 
     ``min_blocks`` (numeric mode): a parallelism requirement.  The objective stays ``H``; the requirement
     narrows the set it is minimised over to the algorithms whose every kernel launches at least ``min_blocks``
@@ -127,14 +131,16 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
         if sizes is None:
             raise NapkinError("a number for memory needs sizes= for every axis (numeric mode); or give a memory "
                               "symbol such as 'M' for the symbolic envelope")
-        return _numeric(diagram, forms, book, level, memories, many, dict(sizes), tiles, min_blocks)
+        return _numeric(diagram, forms, book, level, memories, many, dict(sizes), tiles, min_blocks, bound)
+    if bound is not None:
+        raise NapkinError("bound= is a numeric-mode option: give a number (or a list of numbers) for memory")
     if tiles != "divisors":
         raise NapkinError("tiles='any' is a numeric-mode option (the symbolic large-M forms have no tile grid)")
     from napkin_cat.search.envelope import symbolic
     return symbolic(diagram, forms, book, level, memories, sizes, reference)
 
 
-def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors", min_blocks=None):
+def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors", min_blocks=None, given=None):
     env = check_sizes(diagram, sizes)
     if tiles not in ("divisors", "any"):
         raise NapkinError(f"tiles must be 'divisors' or 'any', got {tiles!r}")
@@ -155,7 +161,9 @@ def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors
         err.smallest = small
         raise err
     M = symbol("M")
-    bound = lower_bound(diagram, M)
+    if given is not None and not isinstance(given, Bound):
+        raise NapkinError(f"bound= takes a Bound (napkin_cat.search.bounds), got {type(given).__name__}")
+    bound = lower_bound(diagram, M) if given is None else given
     made, regimes = Makers(), []
     for m, (form, path) in zip(memories, best):
         w = made.get_made(diagram, form, path, book, level)

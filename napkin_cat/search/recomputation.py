@@ -57,6 +57,36 @@ def _read_twice(m) -> bool:
     return False
 
 
+def _from_inputs(net, end) -> bool:
+    """The wire end ``end`` (a producer endpoint) is a function input, possibly through copies."""
+    while end[0] not in ("in", "out") and net.nodes[end[0]].kind == "copy":
+        end = net.producers(end[0])[0]
+    return end[0] == "in"
+
+
+def made_from_inputs(diagram) -> list:
+    """The axis sets that an operation on the function's inputs makes and none of its operands carries (an outer
+    product of the inputs: q×x from Q: q×d and K: x×d).  An input of such a shape (a bias over the scores) does
+    not make the value cheap to move: recomputing it reads that input, storing it writes it too.
+
+    >>> import napkin_cat as nc
+    >>> made_from_inputs(nc.library.attention())
+    [{'q', 'x'}]
+    """
+    net, out = to_netlist(diagram), []
+    for nid, node in net.nodes.items():
+        if node.kind != "box":
+            continue
+        ends = net.producers(nid)
+        axes = [set(net.wires[w].array.names) for w in net.ins[nid]]
+        for w in net.outs[nid]:
+            made = set(net.wires[w].array.names)
+            if ends and all(_from_inputs(net, e) for e in ends) and not any(made <= a for a in axes) \
+                    and made not in out:
+                out.append(made)
+    return out
+
+
 def _recomputed_throughout(form, rule, statistics, carried, cap: int = 24):
     """``form`` with the values read several times written through their statistics (the ``recompute`` role's
     other rules, to a fixpoint) and every value no input carries recomputed for each consumer that computes with
@@ -102,7 +132,8 @@ def recomputed_forms(forms, book, depth: int = 2, limit: int = 6) -> list:
     rules = (rules,) if not isinstance(rules, tuple) else rules
     rule, statistics, out = rules[-1], rules[:-1], []
     carried = [set(a.names) for a in forms[0].diagram.dom.inside]
-    full = _recomputed_throughout(forms[0], rule, statistics, carried)
+    made = made_from_inputs(forms[0].diagram)
+    full = _recomputed_throughout(forms[0], rule, statistics, [c for c in carried if c not in made])
     if full is not None:
         out.append(full)
     queue = [(f, 0) for f in forms]

@@ -21,6 +21,7 @@ import pytest
 
 import napkin_cat as nc
 from napkin_cat.cost.numeric import at
+from napkin_cat.search.bounds import attention_backward
 from napkin_cat.syntax.adapter import layers
 
 SIZES = {"q": 4096, "x": 4096, "d": 128}
@@ -34,7 +35,8 @@ def io_fa2(N, d, M):
 
 @pytest.fixture(scope="module")
 def derived():
-    return nc.derive(nc.grad(nc.library.attention()), [2 ** 16, 2 ** 20], sizes=SIZES)
+    bound = attention_backward(nc.library.attention(), "M")
+    return nc.derive(nc.grad(nc.library.attention()), [2 ** 16, 2 ** 20], sizes=SIZES, bound=bound)
 
 
 def written(d):
@@ -71,3 +73,25 @@ def test_the_derived_backward_runs_at_ragged_sizes(derived):
     for a, b in zip(y, want):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
     assert counted.transfers == at(d, sizes).H
+
+
+def io_lower(q, x, d, M):
+    """The backward IO lower bound (Li and Xu, arXiv 2410.09397), written from the paper, constant 1."""
+    return min((q * x * d ** 2 + x * d ** 3) / M, (q * x * d + x * d ** 2) / math.sqrt(M))
+
+
+def test_the_gap_report_is_against_the_backward_lower_bound(derived):
+    """derive(bound=attention_backward(attention)) reports H / the backward bound (the larger of it and the
+    compulsory 7Nd: Q, K, V, dO read, dQ, dK, dV written): about 34 at 2^16, where FlashAttention-2's own IO is
+    about 20 times the bound, and 4 at 2^20, where the compulsory part is the larger."""
+    for r in derived.regimes:
+        want = max(io_lower(4096, 4096, 128, r.memory), 7 * 4096 * 128)
+        assert r.bound == pytest.approx(want, rel=1e-12)
+        assert r.gap == pytest.approx(r.H / want, rel=1e-9)
+    assert 30 < derived.regimes[0].gap < 40 and 3 < derived.regimes[1].gap < 5
+    assert 15 < io_fa2(4096, 128, 2 ** 16) / io_lower(4096, 4096, 128, 2 ** 16) < 25
+
+
+def test_the_backward_bound_refuses_a_diagram_that_is_not_attention():
+    with pytest.raises(nc.NapkinError, match="attention's forward"):
+        attention_backward(nc.library.mlp(), "M")
