@@ -16,11 +16,11 @@ True
 """
 from __future__ import annotations
 
-from napkin_cat.syntax.adapter import Array, Diagram, Ty, compose_all, from_layers, is_structural, layers
+from napkin_cat.syntax.adapter import Array, Diagram, Ty, as_level, compose_all, from_layers, is_structural, layers
 from napkin_cat.syntax.axis import Axis, as_size
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.syntax.construct import transfer
-from napkin_cat.errors import LevelError, RewriteError
+from napkin_cat.errors import LevelError, RewriteError, SignatureError
 from napkin_cat.syntax.relabel import at_level, map_arrays
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.wiring import trace_values
@@ -51,11 +51,12 @@ def kernel(diagram: Diagram, level: int = 1) -> Diagram:
     down (paper §3.1 and Fig. multi-level: a level-2 kernel inside the Grid/Stream of a level-1
     kernel).  ``level`` must then be deeper than every enclosing kernel's level.
     """
-    if level < 1:
+    if not isinstance(level, bool) and hasattr(level, "__index__") and int(level) < 1:
         raise LevelError(f"a kernel runs below the global level 0; got level={level}, use 1 or more")
+    level = as_level(level, least=1, what="a kernel's level")
     kernels = _kernels(diagram)
     if kernels:
-        return _nest_kernel(diagram, kernels, int(level))
+        return _nest_kernel(diagram, kernels, level)
     body = at_level(diagram, level)
     loads = _moves(list(diagram.dom.inside), level, "load")
     saves = _saves_back(body.cod.inside, diagram.cod.inside)
@@ -311,7 +312,11 @@ def group(diagram: Diagram, axis: str, size) -> Diagram:
         if why:
             reasons.append(why)
             return None
-        inner = relabel_axis(k, axis, tile)
+        try:
+            inner = relabel_axis(k, axis, tile)
+        except SignatureError as e:   # a box inside ties the axis to one that keeps its full size
+            reasons.append(f"{k.name}: the inside cannot see {axis!r} in groups of {tile}: {e}")
+            return None
         return Grid(inner, k.dom, k.cod, {"axis": axis, "size": tile})
 
     out, n = _map_kernels(diagram, fn)
@@ -352,7 +357,11 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False) -> Diagram:
 
     def wrap(region: Diagram) -> Diagram:
         analyse(region, axis, sliced=sliced)
-        return Stream(relabel_axis(region, axis, tile), region.dom, region.cod, params)
+        try:
+            inside = relabel_axis(region, axis, tile)
+        except SignatureError as e:   # e.g. a rename ties the axis to one that keeps its full size
+            raise RewriteError(f"the inside cannot see {axis!r} in slices of {tile}: {e}") from None
+        return Stream(inside, region.dom, region.cod, params)
 
     def fn(k: Kernel):
         region = k.arg

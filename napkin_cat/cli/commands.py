@@ -18,7 +18,7 @@ import sympy
 
 from napkin_cat import library
 from napkin_cat.algorithms.partitions import unfused
-from napkin_cat.cli.inputs import CLIError, algorithm, parse_memory, parse_sizes
+from napkin_cat.cli.inputs import CLIError, algorithm, check_size_names, parse_memory, parse_sizes
 from napkin_cat.cost.iocost import cost
 from napkin_cat.cost.optimum import optimal
 from napkin_cat.render.draw import draw
@@ -84,11 +84,16 @@ def cmd_demo(args):
 
 
 def _sized(diagram, args):
-    sizes = parse_sizes(getattr(args, "sizes", None))
+    sizes = check_size_names(diagram, parse_sizes(getattr(args, "sizes", None)))
     return (substitute(diagram, **sizes) if sizes else diagram), sizes
 
 
 def cmd_cost(args):
+    if args.memory is not None:
+        if not args.derived:
+            raise CLIError("--memory is the memory of the optimum of the --derived algorithm: give --derived")
+        from napkin_cat.cost.optimum import memory_limit
+        memory_limit(args.memory)    # refused here (exit 2) when it is no memory
     label, d = algorithm(args.algorithm, name=args.name)
     d = derivation_for(label, d).diagram if args.derived else unfused(d)
     d, sizes = _sized(d, args)
@@ -124,7 +129,7 @@ def _row_text(r) -> tuple:
 def cmd_search(args, label, d):
     from napkin_cat.search import derive
     memory = _search_memory(args.memory)
-    sizes = parse_sizes(args.sizes) or None
+    sizes = check_size_names(d, parse_sizes(args.sizes)) or None
     r = derive(d, memory=memory, level=args.level, sizes=sizes, tiles=args.tiles)
     rows = [_row_text(g) for g in r.regimes]
     data = {"algorithm": label, "level": args.level, "sizes": sizes, "memory": str(memory),
@@ -208,7 +213,7 @@ def planned(args, *, hardware=None):
         d = book.derivations[derivation](d).diagram
     elif not any(isinstance(b, Region) for _, b in layers(d)):
         d = derivation_for(label, d).diagram  # a function: plan the algorithm the rules derive from it
-    sizes = parse_sizes(args.sizes)
+    sizes = check_size_names(d, parse_sizes(args.sizes))
     needed = sorted({str(s) for arr in d.dom.inside for a in arr.axes if not isinstance(a.size, int)
                      for s in a.size.free_symbols} - set(sizes))
     if needed:

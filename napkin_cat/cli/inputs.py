@@ -14,6 +14,7 @@ napkin_cat.cli.inputs.CLIError: malformed --sizes 'q=4096,x': 'x' is not name=po
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import runpy
@@ -24,6 +25,9 @@ from napkin_cat.syntax.adapter import Diagram
 
 LIBRARY = tuple(library.__all__[:-1])  # the named algorithms (inverse_temperature is a helper)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
+_DIGITS = re.compile(r"[0-9]+")     # ASCII digits only: str.isdigit() accepts '²', which int() refuses
+#: the most values a memory may hold (as nc.optimal's limit): 2^64
+LARGEST_MEMORY_BITS = 64
 
 
 class CLIError(NapkinError):
@@ -74,7 +78,7 @@ def parse_sizes(text: str | None) -> dict:
     for part in (p.strip() for p in text.split(",")):
         key, _, value = part.partition("=")
         key, value = key.strip(), value.strip()
-        if not (_NAME.match(key) and value.isdigit() and int(value) > 0):
+        if not (_NAME.match(key) and _DIGITS.fullmatch(value) and int(value) > 0):
             raise CLIError(f"malformed --sizes {text!r}: {part!r} is not name=positive-int "
                            "(e.g. q=4096,x=4096,d=64)")
         if key in out:
@@ -83,12 +87,46 @@ def parse_sizes(text: str | None) -> dict:
     return out
 
 
+def size_names(diagram) -> set:
+    """The names a ``--sizes`` may give for ``diagram``: its axes' size symbols and its tiles (every level)."""
+    from napkin_cat.syntax.adapter import layers
+    names = set()
+
+    def arrays(d):
+        for arr in (*d.dom.inside, *d.cod.inside):
+            yield arr
+        for _, box in layers(d):
+            yield from (*box.dom.inside, *box.cod.inside)
+            if hasattr(box, "arg"):
+                yield from arrays(box.arg)
+            for v in (getattr(box, "params", None) or {}).values():
+                names.update(str(x) for x in getattr(v, "free_symbols", ()))
+    for arr in arrays(diagram):
+        for a in arr.axes:
+            names.update(str(x) for x in getattr(a.size, "free_symbols", ()))
+    return names
+
+
+def check_size_names(diagram, sizes: dict, flag: str = "--sizes") -> dict:
+    """``sizes``, refused (CLIError) when it names an axis or tile the diagram does not have."""
+    legal = size_names(diagram)
+    unknown = sorted(k for k in sizes if k not in legal)
+    if unknown:
+        raise CLIError(f"{flag} gives {unknown}, which the diagram does not have; its sizes are "
+                       f"{', '.join(sorted(legal)) or 'none (every axis is concrete)'}")
+    return sizes
+
+
 def _power(text: str, whole: str) -> int:
     text = text.strip()
-    m = re.fullmatch(r"(\d+)(?:\^(\d+))?", text)
+    m = re.fullmatch(r"([0-9]+)(?:\^([0-9]+))?", text)
     if not m:
         raise CLIError(f"malformed --memory {whole!r}: {text!r} is not an int or a power such as 2^14")
-    value = int(m.group(1)) ** int(m.group(2) or 1)
+    base, exponent = int(m.group(1)), int(m.group(2) or 1)
+    if base > 1 and exponent * math.log2(base) > LARGEST_MEMORY_BITS:   # checked before computing the power
+        raise CLIError(f"--memory {whole!r}: {text} is more values than any level holds (at most "
+                       f"2^{LARGEST_MEMORY_BITS})")
+    value = base ** exponent
     if value <= 0:
         raise CLIError(f"malformed --memory {whole!r}: memory must be positive, got {value}")
     return value

@@ -265,6 +265,8 @@ class CKernel(GeneratedKernel):
 
     def __call__(self, *arrays, threads: int = 1, out=None):
         """Run on float32 arrays; ``out``: arrays to write the outputs into (C-contiguous float32)."""
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise CodegenError(f"threads must be a positive int (OpenMP threads over the Grid), got {threads!r}")
         xs = self.check(arrays)
         _, shapes = self.shapes()
         types = [self.numpy_dtype(n) for n in self.plan.outputs]

@@ -21,13 +21,17 @@ from __future__ import annotations
 
 import sympy
 
+#: max and min that propagate NaN as numpy's ``maximum``/``max`` do (C99's ``fmaxf`` drops a NaN operand)
+MAX_C = "(({0}) != ({0}) || ({0}) > ({1}) ? ({0}) : ({1}))"
+MIN_C = "(({0}) != ({0}) || ({0}) < ({1}) ? ({0}) : ({1}))"
+
 ELEMENTWISE_C = {
-    "id": "{0}", "cast": "{0}", "exp": "nc_exp({0})", "neg": "(-{0})", "relu": "fmaxf({0}, 0.0f)",
+    "id": "{0}", "cast": "{0}", "exp": "nc_exp({0})", "neg": "(-{0})", "relu": MAX_C.replace("{1}", "0.0f"),
     "gelu": "nc_gelu({0})", "silu": "nc_silu({0})", "sigmoid": "nc_sigmoid({0})", "tanh": "tanhf({0})",
     "sqrt": "sqrtf({0})", "rsqrt": "(1.0f / sqrtf({0}))", "recip": "(1.0f / {0})", "square": "({0} * {0})",
     "scale": "({c} * {0})", "shift": "({0} + {c})",
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
-    "max": "fmaxf({0}, {1})", "min": "fminf({0}, {1})",
+    "max": MAX_C, "min": MIN_C,
     "fma": "fmaf({0}, {1}, {2})",
 }
 
@@ -38,11 +42,11 @@ STRUCTURED_C = {
     "split": "_print_split", "join": "_print_join",
 }
 
-ACCUMULATORS_C = {"sum": "{0} + {1}", "max": "fmaxf({0}, {1})", "min": "fminf({0}, {1})"}
+ACCUMULATORS_C = {"sum": "{0} + {1}", "max": MAX_C, "min": MIN_C}
 
 #: reduction kind → (identity, step template)
 REDUCE = {"reduce_sum": ("0.0f", "{0} + {1}"), "reduce_mean": ("0.0f", "{0} + {1}"),
-          "reduce_max": ("-INFINITY", "fmaxf({0}, {1})"), "reduce_min": ("INFINITY", "fminf({0}, {1})")}
+          "reduce_max": ("-INFINITY", MAX_C), "reduce_min": ("INFINITY", MIN_C)}
 
 
 class KindsMixin:
@@ -125,7 +129,8 @@ class KindsMixin:
         op = {"reduce_sum": "+", "reduce_mean": "+", "reduce_max": "max", "reduce_min": "min"}[s.kind]
 
         def body():
-            pragma = self._reduction_pragma(op, "nc_acc")
+            # a max/min vectorised by ``omp simd reduction`` would combine its lanes dropping NaN
+            pragma = self._reduction_pragma(op, "nc_acc") if op == "+" else None
             lines = [f"float nc_acc = {identity};"] + self._core_loops(
                 core, [f"nc_acc = {step.format('nc_acc', self.read(x, full))};"], pragma)
             value = "nc_acc"
@@ -203,27 +208,25 @@ class KindsMixin:
     def _print_split(self, s, depth):
         x = s.ins[0]
         axis = self._cut_axis(s, x)
-        lines, at = self._head(s, depth), 0
+        parts, at = [], 0
         for part in s.outs:
             sp = self.space(part)
             idx = {a: sym for sym, _, a, _ in sp}
             src = dict(idx)
             src[axis] = idx[axis] + at
-            lines += self.statement(s, depth, sp, lambda part=part, idx=idx, src=src:
-                                    [self.put(part, idx, self.read(x, src))], [part])
+            parts.append((sp, lambda part=part, idx=idx, src=src: [self.put(part, idx, self.read(x, src))], [part]))
             at += int(self.nominal(dict(self.variables[part.var].shape)[axis]))
-        return lines
+        return self._head(s, depth) + self.statement_parts(s, depth, parts)
 
     def _print_join(self, s, depth):
         out = s.outs[0]
         axis = self._cut_axis(s, out)
-        lines, at = self._head(s, depth), 0
+        parts, at = [], 0
         for part in s.ins:
             sp = [e if e[2] != axis else self.space(part, [axis])[0] for e in self.space(out)]
             idx = {a: sym for sym, _, a, _ in sp}
             dst = dict(idx)
             dst[axis] = idx[axis] + at
-            lines += self.statement(s, depth, sp, lambda part=part, idx=idx, dst=dst:
-                                    [self.put(out, dst, self.read(part, idx))], [out])
+            parts.append((sp, lambda part=part, idx=idx, dst=dst: [self.put(out, dst, self.read(part, idx))], [out]))
             at += int(self.nominal(dict(self.variables[part.var].shape)[axis]))
-        return lines
+        return self._head(s, depth) + self.statement_parts(s, depth, parts)

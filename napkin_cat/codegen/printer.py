@@ -35,6 +35,7 @@ from napkin_cat.codegen.layout import layouts
 from napkin_cat.plan.ir import Alloc, Free, GridLoop, Kernel, StreamLoop, writes
 from napkin_cat.plan.accumulate import separated
 from napkin_cat.plan.printer import Printer
+from napkin_cat.plan.program import Plan
 
 _GREEK = {"μ": "mu", "δ": "delta", "σ": "sigma", "β": "beta", "·": "dot", "'": "p", "′": "p"}
 
@@ -108,6 +109,19 @@ def _trips(loop, sizes):
     return int(t) if t.is_Integer else None
 
 
+#: the largest element index a kernel computes (its indices and extents are 32-bit ints)
+LARGEST_INDEX = 2 ** 31 - 1
+
+
+def _check_index_range(plan):
+    """Refuse a plan whose arrays have more elements than a 32-bit index reaches (the loops would wrap)."""
+    for v in plan.variables:
+        n = sympy.sympify(v.size).subs(plan.sizes)
+        if n.is_Integer and int(n) > LARGEST_INDEX:
+            raise CodegenError(f"variable {v.name!r} has {int(n)} elements at sizes {dict(plan.sizes)}, more than "
+                               f"a kernel's 32-bit indices reach ({LARGEST_INDEX}); choose smaller sizes")
+
+
 class CodePrinter(Printer):
     """The base of the kernel printers (see the module docstring); a dialect overrides the tables below."""
 
@@ -128,6 +142,10 @@ class CodePrinter(Printer):
     indent = "    "
 
     def __init__(self, plan, **options):
+        if not isinstance(plan, Plan):
+            got = "a diagram" if hasattr(plan, "dom") and hasattr(plan, "cod") else type(plan).__name__
+            raise CodegenError(f"a kernel is printed from a plan, got {got}: give nc.plan(diagram, sizes)")
+        _check_index_range(plan)
         plan = separated(plan)   # a sum accumulated in place: the rest, then the sum folded in (mma with C)
         super().__init__(plan.variable_map, plan.masked)
         self.plan, self.sizes, self.options = plan, dict(plan.sizes), options

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import sympy
 
+from napkin_cat.errors import NapkinError
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.syntax.primitive import kind_of
@@ -454,6 +455,8 @@ def _number_occurrences(ops: list) -> list:
 
 def cost(diagram: Diagram, hierarchy=None) -> Cost:
     """The IO cost of an algorithm (or of a function diagram, which moves nothing)."""
+    if not isinstance(diagram, Diagram):
+        raise NapkinError(f"nc.cost takes a diagram, got {type(diagram).__name__}: {diagram!r:.60}")
     c = _walk(diagram)
     c.ops = _number_occurrences(c.ops)
     if hierarchy is not None:
