@@ -36,6 +36,7 @@ from napkin_cat.syntax.weave import core_of
 from napkin_cat.syntax.wiring import computes, traverse
 from napkin_cat.cost.columns import stream_columns
 from napkin_cat.cost.live import Live, numel
+from napkin_cat.cost.maxima import column_max
 from napkin_cat.algorithms.nesting import state_moves
 
 ZERO = sympy.Integer(0)
@@ -101,7 +102,7 @@ class Cost:
 
     @property
     def M(self) -> dict:
-        return {lvl: (sympy.Max(*cols) if len(cols) > 1 else cols[0]) for lvl, cols in self.columns.items()}
+        return {lvl: (column_max(cols) if len(cols) > 1 else cols[0]) for lvl, cols in self.columns.items()}
 
     @property
     def levels(self):

@@ -299,10 +299,10 @@ def _fraction(value, what) -> Fraction:
 @lru_cache(maxsize=256)
 def _compiled(prog: TilingProgram, sizes: tuple):
     """The program at concrete sizes: exact posynomials over the tiles, and each tile's axis size."""
-    env = {symbol(k): v for k, v in sizes}
+    env = {symbol(k): sympy.Integer(v) for k, v in sizes}   # put in at once (xreplace): subs is one at a time
     fulls = []
     for axis, full in zip(prog.axes, prog.fulls):
-        n = sympy.sympify(full).subs(env)
+        n = sympy.sympify(full).xreplace(env)
         if not n.is_Integer:
             raise NapkinError(f"give a concrete size for axis {axis!r} (sizes={{'{axis}': …}})")
         if n < 1:
@@ -311,7 +311,7 @@ def _compiled(prog: TilingProgram, sizes: tuple):
 
     def exact(expr, what):
         m = monomials(expr, prog.tiles)
-        return tuple(_fraction(sympy.sympify(a).subs(env), what) for a in m.coeffs), m.exponents
+        return tuple(_fraction(sympy.sympify(a).xreplace(env), what) for a in m.coeffs), m.exponents
     H = exact(prog.H, "a transfer coefficient")
     cols = tuple(exact(col, "a memory coefficient") for col in prog.columns)
     smallest = max((sum(a for a in col[0]) for col in cols), default=Fraction(0))

@@ -26,6 +26,7 @@ of that type into the hole.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -34,7 +35,7 @@ from networkx.algorithms.isomorphism import DiGraphMatcher
 
 from napkin_cat.syntax.adapter import Ty
 from napkin_cat.errors import RewriteError
-from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist, to_netlist
+from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist, Wire, to_netlist
 from napkin_cat.rewriting.readback import to_diagram
 
 
@@ -200,10 +201,13 @@ def _convex(net: Netlist, chosen: set) -> bool:
     return True
 
 
-def find(pattern: Pattern, source, *, rule: str = "", params: dict | None = None) -> list:
-    """All exact, convex matches of ``pattern`` in a diagram (or netlist), in diagram order."""
+def find(pattern: Pattern, source, *, rule: str = "", params: dict | None = None, within=None) -> list:
+    """All exact, convex matches of ``pattern`` in a diagram (or netlist), in diagram order; ``within`` (node
+    ids) restricts the pattern's nodes to those (what a search building one kernel asks: linear, not a scan)."""
     net = source if isinstance(source, Netlist) else to_netlist(source)
-    candidates = {var: {nid for nid, n in net.nodes.items() if test(net, n)} for var, test in pattern.nodes}
+    pool = net.nodes.items() if within is None else ((nid, net.nodes[nid]) for nid in within if nid in net.nodes)
+    pool = list(pool)
+    candidates = {var: {nid for nid, n in pool if test(net, n)} for var, test in pattern.nodes}
     if any(not c for c in candidates.values()):
         return []
     out = []
@@ -322,8 +326,13 @@ class Match:
                 f"rule {self.rule!r}: the replacement has type {replacement.dom} → {replacement.cod} "
                 f"but the matched sub-diagram has type {self.dom} → {self.cod}; both sides of a rule "
                 "must have the same type")
-        return normalize(splice(self.net, set(self.nodes.values()), self.input_wires,
-                                self.output_wires, to_netlist(replacement)))
+        rn = to_netlist(replacement)
+        spliced = splice(self.net, set(self.nodes.values()), self.input_wires, self.output_wires, rn)
+        offset = max(self.net.nodes, default=-1) + 1
+        near = {n + offset for n in rn.nodes}
+        for w in (*self.input_wires, *self.output_wires):
+            near.update(e[0] for e in (self.net.wires[w].src, self.net.wires[w].dst) if e[0] not in (INPUT, OUTPUT))
+        return normalize(spliced, near)
 
     def substitute(self, replacement):
         """The diagram with the matched nodes replaced by ``replacement`` (of type dom → cod)."""
@@ -331,7 +340,103 @@ class Match:
 
 
 def splice(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) -> Netlist:
-    """Replace the nodes ``chosen`` (with these boundary wires) by the netlist ``rn``."""
+    """Replace the nodes ``chosen`` (with these boundary wires) by the netlist ``rn``.
+
+    In time proportional to the change (plus copies of the tables): wires away from the hole keep their ids,
+    and only the stretch of the topological order between the first and the last replaced node is sorted
+    again, with the new nodes where the first replaced node was.  The result is the netlist
+    :func:`splice_rebuild` builds from scratch, but for the wire ids.
+    """
+    offset = max(net.nodes, default=-1) + 1
+    fresh = max(net.wires, default=-1) + 1
+    srcs = [net.wires[w].src for w in input_wires]
+    dsts = [net.wires[w].dst for w in output_wires]
+    wires, ins, outs = dict(net.wires), dict(net.ins), dict(net.outs)
+    for n in chosen:
+        for w in (*net.ins[n], *net.outs[n]):
+            wires.pop(w, None)
+        del ins[n], outs[n]
+    new = {n.id + offset: replace(n, id=n.id + offset) for n in rn.nodes.values()}
+    for nid, n in new.items():
+        ins[nid], outs[nid] = [None] * len(n.dom), [None] * len(n.cod)
+    inputs, outputs = list(net.inputs), list(net.outputs)
+    patched = {}        # an outside node's port tuple, made mutable once
+
+    def port(table, owner, k, wid, boundary):
+        if owner in (INPUT, OUTPUT):
+            boundary[k] = wid
+            return
+        ports = table[owner]
+        if not isinstance(ports, list):
+            ports = patched.setdefault((id(table), owner), list(ports))
+            table[owner] = ports
+        ports[k] = wid
+
+    def array_of(end, side):
+        owner, k = end
+        if owner == INPUT:
+            return net.dom[k]
+        if owner == OUTPUT:
+            return net.cod[k]
+        return getattr(new[owner] if owner in new else net.nodes[owner], side)[k]
+    for w in rn.wires.values():
+        src = srcs[w.src[1]] if w.src[0] == INPUT else (w.src[0] + offset, w.src[1])
+        dst = dsts[w.dst[1]] if w.dst[0] == OUTPUT else (w.dst[0] + offset, w.dst[1])
+        for end, side in ((src, "cod"), (dst, "dom")):
+            if array_of(end, side) != w.array:
+                raise RewriteError(f"netlist: a wire carrying {w.array} is plugged into port {end[1]} of "
+                                   f"node #{end[0]}, which carries {array_of(end, side)}")
+        wires[fresh] = Wire(fresh, w.array, src, dst)
+        port(outs, src[0], src[1], fresh, inputs)
+        port(ins, dst[0], dst[1], fresh, outputs)
+        fresh += 1
+    order = list(net.nodes)
+    if chosen:
+        pos = net.position
+        lo, hi = min(pos[n] for n in chosen), max(pos[n] for n in chosen)
+        stretch = list(new.values()) + [net.nodes[n] for n in order[lo:hi + 1] if n not in chosen]
+        order[lo:hi + 1] = [n.id for n in _sorted(stretch, wires, ins)]
+    else:
+        order += [n.id for n in _sorted(list(new.values()), wires, ins)]
+    nodes = {nid: new[nid] if nid in new else net.nodes[nid] for nid in order}
+    for table in (ins, outs):
+        for nid, ports in table.items():
+            if isinstance(ports, list):
+                if None in ports:
+                    raise RewriteError(f"netlist: port {ports.index(None)} of node #{nid} is not connected")
+                table[nid] = tuple(ports)
+    return Netlist(net.dom, net.cod, nodes, wires, ins, outs, tuple(inputs), tuple(outputs))
+
+
+def _sorted(stretch: list, wires: dict, ins: dict) -> list:
+    """The nodes of ``stretch`` (a stretch of a topological order, new nodes first) sorted topologically,
+    keeping their given order where legal (the order of :meth:`Netlist.build`'s stable sort)."""
+    rank = {n.id: k for k, n in enumerate(stretch)}
+    succ = {n.id: [] for n in stretch}
+    indeg = dict.fromkeys(rank, 0)
+    for n in stretch:
+        for w in ins[n.id]:
+            a = wires[w].src[0]
+            if a in rank:
+                succ[a].append(n.id)
+                indeg[n.id] += 1
+    heap = [rank[n] for n, d in indeg.items() if d == 0]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        node = stretch[heapq.heappop(heap)]
+        out.append(node)
+        for b in succ[node.id]:
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                heapq.heappush(heap, rank[b])
+    if len(out) != len(stretch):
+        raise RewriteError("netlist has a cycle: the replaced sub-diagram was not convex")
+    return out
+
+
+def splice_rebuild(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) -> Netlist:
+    """:func:`splice` from scratch (every wire renumbered, the whole order sorted): its specification."""
     offset = max(net.nodes, default=-1) + 1
     srcs = [net.wires[w].src for w in input_wires]
     dsts = [net.wires[w].dst for w in output_wires]
@@ -355,11 +460,15 @@ def splice(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) ->
     return Netlist.build(net.dom, net.cod, nodes, conns)
 
 
-def normalize(net: Netlist) -> Netlist:
+def normalize(net: Netlist, near=None) -> Netlist:
     """Flatten copies of copies into one copy node and dissolve one-output copies.
 
-    Splicing a replacement can leave such chains; :func:`to_netlist` never does.
+    Splicing a replacement can leave such chains; :func:`to_netlist` never does.  ``near`` (node ids): where a
+    splice changed the netlist; when no copy there is chained or has one output, the netlist is returned as it is
+    without a scan (a netlist is normal away from its last splice).
     """
+    if near is not None and not any(_abnormal(net, n) for n in near if n in net.nodes):
+        return net
     copies = [nid for nid, n in net.nodes.items() if n.kind == "copy"]
     root = {}
     for c in copies:  # topological order: a parent copy comes first
@@ -398,6 +507,20 @@ def normalize(net: Netlist) -> Netlist:
             continue
         nodes.append(replace(n, cod=n.dom * fanout[nid]) if nid in fanout else n)
     return Netlist.build(net.dom, net.cod, nodes, [tuple(c) for c in conns])
+
+
+def _abnormal(net: Netlist, nid) -> bool:
+    """A copy node with one output, or fed by a copy, or feeding one."""
+    node = net.nodes[nid]
+    if node.kind != "copy":
+        return False
+    if len(node.cod) == 1:
+        return True
+    src = net.wires[net.ins[nid][0]].src[0]
+    if src in net.nodes and net.nodes[src].kind == "copy":
+        return True
+    return any(net.wires[w].dst[0] in net.nodes and net.nodes[net.wires[w].dst[0]].kind == "copy"
+               for w in net.outs[nid])
 
 
 # ---------------------------------------------------------------------- tools for right-hand sides

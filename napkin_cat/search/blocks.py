@@ -104,14 +104,17 @@ class OpGraph:
         return [dst]
 
     # ------------------------------------------------------------------ down-sets and blocks
-    def downsets(self) -> list:
-        """Every down-set (a mask closed under predecessors), by increasing size."""
+    def downsets(self, within: int | None = None) -> list:
+        """Every down-set (a mask closed under predecessors), by increasing size; ``within`` (a mask): the
+        down-sets of the operations it holds, what lies outside counting as computed before."""
+        inside = self.full if within is None else within
+        ops = bits(inside)
         seen, frontier = {0}, [0]
         while frontier:
             nxt = []
             for d in frontier:
-                for i in range(len(self.nodes)):
-                    if not d >> i & 1 and self.preds[i] & ~d == 0:
+                for i in ops:
+                    if not d >> i & 1 and self.preds[i] & inside & ~d == 0:
                         e = d | 1 << i
                         if e not in seen:
                             seen.add(e)

@@ -41,7 +41,7 @@ class Curve:
         self.diagram, self.level = diagram, level
         self.cost = cost(diagram)
         self.streams = {s for _, s, _ in self.cost.streams if isinstance(s, sympy.Symbol)}
-        self._at, self._smallest, self._symbolic = {}, {}, {}
+        self._at, self._smallest, self._symbolic, self._all = {}, {}, {}, {}
 
     @property
     def H(self):
@@ -80,13 +80,19 @@ class Curve:
         return self._at[key]
 
     def at_all(self, sizes: dict, memories, tiles: str = "divisors") -> list:
-        """:meth:`at` for every memory of ``memories`` (one pass over the tile candidates)."""
+        """:meth:`at` for every memory of ``memories`` (one pass over the tile candidates; the list is kept, as
+        the search asks it once per memory)."""
         skey = tuple(sorted(sizes.items()))
+        whole = (skey, tuple(memories), tiles)
+        found = self._all.get(whole)
+        if found is not None:
+            return found
         todo = [m for m in memories if (skey, int(m), tiles) not in self._at]
         if todo and self.grouped:
             for m, o in zip(todo, optima(self.cost, todo, self.level, sizes=sizes, tiles=tiles)):
                 self._at[(skey, int(m), tiles)] = (None, {}) if o is None else (int(o.H), dict(o.sizes))
-        return [self.at(sizes, m, tiles) for m in memories]
+        found = self._all[whole] = [self.at(sizes, m, tiles) for m in memories]
+        return found
 
     def _solve(self, sizes, memory, tiles="divisors"):
         if not self.grouped:

@@ -38,8 +38,8 @@ from napkin_cat.errors import MemoryLimitError, NapkinError, RewriteError
 from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.search.bounds import lower_bound
 from napkin_cat.search.results import Derivation, Regime
-from napkin_cat.search.space import (MEMO, Makers, _extremes, _smallest_memory, check_sizes, prepared_forms,
-                                     select)
+from napkin_cat.search.space import (MEMO, Makers, _extremes, check_sizes, prepared_forms, select,
+                                     smallest_memory)
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.axis import symbol
 
@@ -123,7 +123,7 @@ def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors
         raise NapkinError(f"tiles must be 'divisors' or 'any', got {tiles!r}")
     best = select(forms, level, sizes, memories, tiles, tuple(book.roles))
     if any(b is None for b in best):
-        small = min(_smallest_memory(f.space, level, sizes) for f in forms)
+        small = min(smallest_memory(f, level, sizes) for f in forms)
         low = [m for m, b in zip(memories, best) if b is None]
         err = MemoryLimitError(f"no algorithm for this diagram fits level {level} with memory "
                                f"{low[0] if len(low) == 1 else low}: the smallest memory that works is {small} "

@@ -20,6 +20,7 @@ import math
 
 import sympy
 
+from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.optimum import Optimum, power_terms
 from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.search.bounds import lower_bound
@@ -52,14 +53,12 @@ class Candidate:
 
     def __init__(self, made, M, sizes, env):
         self.made = made
-        parts = [k.symbolic_optimum(M) for k in made.kernels]
+        parts = made.symbolic_parts(M)
         self.H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env))
         self.tiles = {}
         for _, t in parts:
             self.tiles.update({k: sympy.sympify(v).subs(env) for k, v in t.items()})
-        smalls = [k.smallest(sizes) for k in made.kernels]
-        self.smallest = smalls[0] if len(smalls) == 1 else sympy.Max(*smalls)
-        self.smallest = sympy.sympify(self.smallest).subs(env)
+        self.smallest = sympy.sympify(column_max(made.smallest(sizes))).subs(env)
 
 
 def _float(expr, env) -> float:

@@ -25,6 +25,7 @@ from napkin_cat.search.blocks import OpGraph, bits
 from napkin_cat.search.construct import make
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.schedule import KernelChoice, Schedule
+from napkin_cat.search.segments import SEGMENT_AT, cut, segmented_shortest
 from napkin_cat.search.variants import axis_names, variants
 from napkin_cat.syntax.adapter import Diagram, is_structural, layers
 from napkin_cat.syntax.axis import symbol
@@ -46,12 +47,21 @@ class Form:
     def __post_init__(self):
         self.graph = OpGraph(to_netlist(self.diagram))
         self._space = None
+        self._cut = None
 
     @property
     def space(self) -> Space:
         if self._space is None:
             self._space = Space(self.graph)
         return self._space
+
+    @property
+    def cut(self):
+        """``(segments, seams)`` when the form is searched segment by segment (:mod:`.segments`), else None."""
+        if self._cut is None:
+            parts = cut(self.graph) if len(self.graph) > SEGMENT_AT else ([self.graph.full], [])
+            self._cut = parts if len(parts[0]) > 1 else False
+        return self._cut or None
 
 
 def _simplified(diagram, book) -> Form:
@@ -64,9 +74,12 @@ def _simplified(diagram, book) -> Form:
 
 def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
     """The function and what the ``prepare`` rules make of it (breadth first, up to ``depth`` steps and
-    ``limit`` forms, isomorphic ones once)."""
+    ``limit`` forms, isomorphic ones once).  A large function (searched segment by segment) is prepared one
+    rule at a time at every place it applies, so that its alike blocks are prepared alike."""
     rules = book.role("prepare") if "prepare" in book.roles else ()
     forms = [_simplified(diagram, book)]
+    if len(forms[0].graph) > SEGMENT_AT:
+        return _prepared_everywhere(forms, rules, depth, limit)
     queue = [forms[0]]
     while queue and len(forms) < limit:
         f = queue.pop(0)
@@ -86,6 +99,44 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
                 queue.append(g)
                 if len(forms) >= limit:
                     return forms
+    return forms
+
+
+def _everywhere(f: Form, rule):
+    """``f`` with ``rule`` applied at each place it legally applies (found in one scan, applied one after the
+    other where the place is still there), or None where it applies nowhere."""
+    net = to_netlist(f.diagram)
+    steps = []
+    for m0 in rule.matches(net):
+        ids = {n for _, n in m0.key}
+        if not ids <= net.nodes.keys():
+            continue
+        found = [m for m in rule.candidates(net, within=ids) if m.key == m0.key and rule.failure(m) is None]
+        if not found:
+            continue
+        after = rule.fill(found[0])
+        steps.append(Step(rule.name, found[0].key, found[0].describe(), net, after, fresh=net.source is not None,
+                          params=tuple(sorted(found[0].params.items()))))
+        net = after
+    if not steps:
+        return None
+    return Form(net.diagram, f.steps + tuple(steps), f.prepared + (rule.name,))
+
+
+def _prepared_everywhere(forms, rules, depth, limit) -> list:
+    queue = [forms[0]]
+    while queue and len(forms) < limit:
+        f = queue.pop(0)
+        if len(f.prepared) - len(forms[0].prepared) >= depth:
+            continue
+        for rule in rules:
+            g = _everywhere(f, rule)
+            if g is None or any(isomorphic(g.diagram, h.diagram) for h in forms):
+                continue
+            forms.append(g)
+            queue.append(g)
+            if len(forms) >= limit:
+                return forms
     return forms
 
 
@@ -137,27 +188,64 @@ BUDGET = 100
 
 
 class Space:
-    """The kernel splits of one form: edges ``(D, D', block)`` between down-sets, blocks of at most ``cap``
-    operations (plus the whole function, so that full fusion is always tried)."""
+    """The kernel splits of one form (or of the operations ``within`` it, a segment): edges ``(D, D', block)``
+    between down-sets, blocks of at most ``cap`` operations (plus the whole, so that full fusion is always
+    tried).
 
-    def __init__(self, graph, budget: int | None = None):
+    The edges are grown from each down-set one operation at a time (``D'`` = ``D`` and operations whose inputs
+    are computed), size by size, until the kernels of the next size would pass the budget of distinct kernels:
+    a long chain costs its length times the cap, not its length squared.
+    """
+
+    def __init__(self, graph, budget: int | None = None, within: int | None = None):
         budget = BUDGET if budget is None else budget
         self.graph = graph
-        self.downs = graph.downsets()
-        edges = [(a, b, b & ~a) for a in self.downs for b in self.downs
-                 if b != a and a & ~b == 0 and graph.connected(b & ~a)]
-        sizes = sorted({bin(e[2]).count("1") for e in edges})
-        self.cap = sizes[-1] if sizes else 0
-        for k in sizes:
-            distinct = {graph.key(e[2]) for e in edges if bin(e[2]).count("1") <= k}
-            if len(distinct) > budget:
-                self.cap = max(1, k - 1)
-                break
-        self.exact = self.cap == (sizes[-1] if sizes else 0)
-        keep = [e for e in edges if bin(e[2]).count("1") <= self.cap or e[2] == graph.full]
+        full = self.full = graph.full if within is None else within
+        self.downs = graph.downsets(within)
+        rank = {d: k for k, d in enumerate(self.downs)}
+        ready = {d: self._ready(d) for d in self.downs}
+        frontier = {d: {0} for d in self.downs}
+        edges, keys, self.cap, self.exact, size = [], set(), 0, True, 0
+        while frontier:
+            size += 1
+            grown, layer = {}, []
+            for d, exts in frontier.items():
+                out = set()
+                for e in exts:
+                    done = d | e
+                    near = ready[d] | _successors(graph, e)
+                    for o in bits(near & ~done & full):
+                        if graph.preds[o] & full & ~done == 0:
+                            out.add(e | 1 << o)
+                if out:
+                    grown[d] = out
+                    layer += [(d, d | e, e) for e in out if graph.connected(e)]
+            if layer:
+                if len(keys | {graph.key(e) for _, _, e in layer}) > budget:
+                    self.cap, self.exact = max(1, size - 1), False
+                    if size == 1:
+                        edges += layer
+                    break
+                keys |= {graph.key(e) for _, _, e in layer}
+                edges += layer
+                self.cap = size
+            frontier = grown
+        if not any(e[2] == full for e in edges) and graph.connected(full):
+            edges.append((0, full, full))
         self.into = {b: [] for b in self.downs}
-        for a, b, block in sorted(keep, key=lambda e: -bin(e[0]).count("1")):
+        for a, b, block in sorted(edges, key=lambda e: (-bin(e[0]).count("1"), rank[e[0]])):
             self.into[b].append((a, block))
+
+    def _ready(self, done: int) -> int:
+        """The operations of the space whose inputs ``done`` (a down-set) computes, or that read none inside."""
+        return sum(1 << o for o in bits(self.full & ~done) if self.graph.preds[o] & self.full & ~done == 0)
+
+
+def _successors(graph, block: int) -> int:
+    out = 0
+    for i in bits(block):
+        out |= graph.succs[i]
+    return out
 
 
 def _shortest(space, level, points, evaluate, lower):
@@ -191,15 +279,15 @@ def _shortest(space, level, points, evaluate, lower):
                         dist[b][k], back[b][k] = cand, (a, block, v, curve)
     out = []
     for k in range(n):
-        if dist[graph.full][k] == inf:
+        if dist[space.full][k] == inf:
             out.append(None)
             continue
-        path, node = [], graph.full
+        path, node = [], space.full
         while node:
             a, block, v, curve = back[node][k]
             path.append((block, v, curve))
             node = a
-        out.append((dist[graph.full][k][0], dist[graph.full][k][1], path[::-1]))
+        out.append((dist[space.full][k][0], dist[space.full][k][1], path[::-1]))
     return out
 
 
@@ -281,6 +369,13 @@ def _grow(graph, level, found, evaluate, k):
         H -= saved
 
 
+def smallest_memory(form, level, sizes):
+    """The least memory at which some kernel split of ``form`` fits (per segment, when it is cut)."""
+    if form.cut is None:
+        return _smallest_memory(form.space, level, sizes)
+    return max(_smallest_memory(Space(form.graph, within=s), level, sizes) for s in form.cut[0])
+
+
 def _smallest_memory(space, level, sizes):
     """The least memory at which some kernel split fits (a bottleneck shortest path over the down-sets)."""
     best = {0: 0}
@@ -292,7 +387,7 @@ def _smallest_memory(space, level, sizes):
             need = min((int(c.smallest(sizes)) for _, c in _choice(space.graph, block, level).options),
                        default=math.inf)
             best[b] = min(best[b], max(best[a], need))
-    return best[space.graph.full]
+    return best[space.full]
 
 
 # ---------------------------------------------------------------------- making the winner
@@ -324,10 +419,21 @@ class _Made:
         self.variant = Schedule(tuple(KernelChoice(tuple(form.graph.name(i) for i in bits(block)), v.stream,
                                                    v.groups, dict(nm), v.sliced) for block, v, nm in plan),
                                 form.prepared)
-        self.kernels = [Curve(Diagram.id(box.dom).then(box), level) for _, box in layers(self.diagram)
-                        if is_structural(box) is None]
+        # each kernel's curve is its block's, costed by the search on the same partition with the generic tile
+        # names: read with this kernel's names (alike kernels of a large function are costed once)
+        self.parts = [(curve, {symbol(generic): symbol(nm[axis]) for axis, generic in v.tiles})
+                      for (_, v, curve), (_, _, nm) in zip(path, plan)]
         self.level = level
         self._cost = None
+        self._kernels = None
+
+    @property
+    def kernels(self) -> list:
+        """The cost curve of each kernel of the made algorithm, read off it."""
+        if self._kernels is None:
+            self._kernels = [Curve(Diagram.id(box.dom).then(box), self.level) for _, box in layers(self.diagram)
+                             if is_structural(box) is None]
+        return self._kernels
 
     @property
     def cost(self):
@@ -337,16 +443,28 @@ class _Made:
 
     def numeric(self, sizes, memory, memories, tiles="divisors"):
         total, chosen = 0, {}
-        for k in self.kernels:
-            h, t = k.at_all(sizes, memories, tiles)[memories.index(memory)]
+        for curve, names in self.parts:
+            h, t = curve.at_all(sizes, memories, tiles)[memories.index(memory)]
             if h is None:
                 return None, {}
             total += h
-            chosen.update(t)
+            chosen.update({names.get(k, k): v for k, v in t.items()})
         return total, chosen
 
+    def symbolic_parts(self, M) -> list:
+        """Per kernel ``(H*, tiles)`` in the large-M form, tiles under this algorithm's names."""
+        out = []
+        for curve, names in self.parts:
+            h, t = curve.symbolic_optimum(M)
+            out.append((h.xreplace(names) if names else h,
+                        {names.get(k, k): (sympy.sympify(v).xreplace(names) if names else v) for k, v in t.items()}))
+        return out
+
+    def smallest(self, sizes) -> list:
+        return [curve.smallest(sizes) for curve, _ in self.parts]
+
     def symbolic(self, M):
-        return sympy.Add(*[k.symbolic(M) for k in self.kernels])
+        return sympy.Add(*[h for h, _ in self.symbolic_parts(M)])
 
 
 def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep",)) -> list:
@@ -359,21 +477,26 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep",)) ->
     env = {symbol(str(k)): int(v) for k, v in sizes.items()}
     best = [None] * len(memories)
     ok = playable(roles)
+    context = (tuple(sorted((str(k), int(v)) for k, v in sizes.items())), tuple(memories), tiles, tuple(roles))
     for rank, form in enumerate(forms):
         def evaluate(curve, k):
             return curve.at_all(sizes, memories, tiles)[k][0] if ok(curve) else None
 
         def lower(ch):
             return _number(ch.compulsory, env)
-        space = form.space
-        for k, found in enumerate(_shortest(space, level, memories, evaluate, lower)):
+        if form.cut is not None:
+            parts, joints = form.cut
+            shortest = segmented_shortest(form.graph, parts, joints, level, memories, evaluate, lower, context)
+        else:
+            shortest = _shortest(form.space, level, memories, evaluate, lower)
+        for k, found in enumerate(shortest):
             if found is None:
                 continue
             key = (found[0], found[1], -len(form.graph), len(form.steps), rank)
             if best[k] is None or key < best[k][0]:
                 best[k] = (key, form, found, evaluate)
     for k, b in enumerate(best):   # kernels capped in size: grow the winner by cost-guided fusion
-        if b is not None and not b[1].space.exact:
+        if b is not None and b[1].cut is None and not b[1].space.exact:
             best[k] = (None, b[1], _grow(b[1].graph, level, b[2], b[3], k), None)
     return [None if b is None else (b[1], b[2][2]) for b in best]
 
@@ -399,8 +522,8 @@ def _extremes(forms, level, sizes, memories, tiles="divisors", roles=("sweep",))
         def evaluate(curve, k):
             return curve.at_all(sizes, memories, tiles)[k][0] if ok(curve) else None
         for kind, blocks in (("unfused", [1 << i for i in range(len(g))]), ("fully fused", [g.full])):
-            if kind == "fully fused" and not g.connected(g.full):
-                continue
+            if kind == "fully fused" and (form.cut is not None or not g.connected(g.full)):
+                continue   # (a function searched segment by segment is never one kernel: it is too large)
             for k in range(len(memories)):
                 parts = [_best_option(g, b, level, evaluate, k) for b in blocks]
                 if None in parts:

@@ -134,20 +134,23 @@ def _ragged_tiles(n: int) -> list:
     return two or [t for t in range(2, n) if n % t]
 
 
-def _bind_tile(env: dict, rng, tile, full, kind: str):
-    """Bind ``tile`` (and its axis, when free) so that the trial has its ``kind`` of tiles, where legal."""
+def _bind_tile(env: dict, rng, tile, full, kind: str, tiles: set = frozenset()) -> bool:
+    """Bind ``tile`` (and its axis, when free) so that the trial has its ``kind`` of tiles, where legal; False
+    while the axis is another tile not bound yet (a nested partition: bound after its parent)."""
     if isinstance(full, sympy.Symbol) and full not in env:
+        if full in tiles:
+            return False
         t = tile if isinstance(tile, int) else _value(env, tile)
         if t is None and isinstance(tile, sympy.Symbol):
             t = env[tile] = int(rng.integers(2, 4))
         if t is not None:
             env[full] = _whole_tiles(rng, t, kind)
-        return
+        return True
     if not isinstance(tile, sympy.Symbol) or tile in env:
-        return
+        return True
     n = _value(env, full)
     if n is None:
-        return
+        return False
     if kind == "ragged":
         options = _ragged_tiles(n)
     else:
@@ -155,6 +158,7 @@ def _bind_tile(env: dict, rng, tile, full, kind: str):
     options = options or [t for t in range(2, n // 2 + 1)]
     if options:
         env[tile] = int(rng.choice(options))
+    return True
 
 
 def _draw_distinct(rng, symbols: list, env: dict, low: int, high: int):
@@ -189,9 +193,11 @@ def _largest_array(env: dict, diagrams) -> int:
 
 
 def _trial_sizes(rng, fixed: dict, d1, d2, kind: str, low: int, high: int) -> dict:
-    """Bindings for one trial: tiles of the trial's kind first, then every other symbol, then divisors."""
+    """Bindings for one trial: sizes, then tiles of the trial's kind (a nested tile after its parent), then
+    every other symbol, then divisors; a tile the bindings put past its axis (one tile symbol at two levels)
+    is brought down to it."""
     env = dict(fixed)
-    tiles = list(tile_sizes(d1)) + list(tile_sizes(d2))
+    tiles = list(dict.fromkeys(list(tile_sizes(d1)) + list(tile_sizes(d2))))
     tile_symbols = {t for t, _ in tiles if isinstance(t, sympy.Symbol)}
     free = sorted((size_symbols(d1) | size_symbols(d2)) - tile_symbols, key=str)
     if kind != "random":
@@ -202,14 +208,27 @@ def _trial_sizes(rng, fixed: dict, d1, d2, kind: str, low: int, high: int) -> di
         if _largest_array(env, (d1, d2)) > LARGEST_DRAW:
             for s in bound:
                 env[s] = int(rng.integers(2, 4))
-        for tile, full in tiles:
-            _bind_tile(env, rng, tile, full, kind)
+        pending = list(tiles)
+        while pending:
+            left = [(t, f) for t, f in pending if not _bind_tile(env, rng, t, f, kind, tile_symbols)]
+            if len(left) == len(pending):
+                break
+            pending = left
     for s in free:
         env.setdefault(s, int(rng.integers(low, high + 1)) if kind == "random" else int(rng.integers(2, 4)))
-    for tile, full in tiles:
-        if isinstance(tile, sympy.Symbol) and tile not in env:
-            n = Env(env).size(full, f"the axis partitioned by {tile}")
-            env[tile] = int(rng.choice([g for g in range(1, n + 1) if n % g == 0]))
+    for _ in range(len(tiles) + 1):
+        for tile, full in tiles:
+            if isinstance(tile, sympy.Symbol) and tile not in env and _value(env, full) is not None:
+                n = _value(env, full)
+                env[tile] = int(rng.choice([g for g in range(1, n + 1) if n % g == 0]))
+    for _ in range(len(tiles) + 1):   # a tile symbol shared by nested partitions: each no larger than its axis
+        changed = False
+        for tile, full in tiles:
+            t, n = _value(env, tile), _value(env, full)
+            if isinstance(tile, sympy.Symbol) and t is not None and n is not None and t > n:
+                env[tile], changed = n, True
+        if not changed:
+            break
     return env
 
 
