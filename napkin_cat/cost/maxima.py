@@ -89,14 +89,15 @@ def _dominated(b, a) -> bool:
 def column_max(columns):
     """The largest of ``columns`` (sympy expressions): a number, one column, or a :class:`Max` over them.
 
-    Columns that another column bounds coefficient by coefficient are dropped first (a linear pass per column);
-    what is left goes through sympy's ``Max`` when it is a few columns (so the result is the ``Max`` sympy
-    makes), else stays as it is."""
+    A few columns (at most :data:`SIMPLIFY_AT_MOST`) go through sympy's ``Max``, so the result is the ``Max``
+    sympy makes.  Of more, the columns that another column bounds coefficient by coefficient are dropped first
+    (a linear pass per column), and what is left goes through sympy's ``Max`` only if it is a few."""
     cols = list(dict.fromkeys(sympy.sympify(c) for c in columns))
     if not cols:
         return sympy.Integer(0)
-    if all(c.is_number for c in cols):
-        return sympy.Max(*cols)
+    if all(c.is_number for c in cols) or len(cols) <= SIMPLIFY_AT_MOST:
+        m = sympy.Max(*cols)     # a few columns: exactly the Max sympy makes
+        return Max(*m.args, evaluate=False) if isinstance(m, sympy.Max) else m
     terms = [_terms(c) for c in cols]
     keep = []
     for i, (c, t) in enumerate(zip(cols, terms)):

@@ -38,8 +38,8 @@ from napkin_cat.errors import MemoryLimitError, NapkinError, RewriteError
 from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.search.bounds import lower_bound
 from napkin_cat.search.results import Derivation, Regime
-from napkin_cat.search.space import (MEMO, Makers, _extremes, check_sizes, prepared_forms, select,
-                                     smallest_memory)
+from napkin_cat.search.forms import prepared_forms
+from napkin_cat.search.space import MEMO, Makers, _extremes, check_sizes, select, smallest_memory
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.axis import symbol
 

@@ -71,14 +71,15 @@ def seams(graph) -> list:
     return out
 
 
-def segments(graph, least: int = MIN_SEGMENT) -> list:
+def segments(graph, least: int | None = None) -> list:
     """The segments of ``graph`` (bit masks, upstream first) cut at its seams, each of at least ``least``
     operations; one segment (the whole) when there is no cut."""
     return cut(graph, least)[0]
 
 
-def cut(graph, least: int = MIN_SEGMENT) -> tuple[list, list]:
+def cut(graph, least: int | None = None) -> tuple[list, list]:
     """``(segments, seams)``: :func:`segments` and the seam operation at each boundary between them."""
+    least = MIN_SEGMENT if least is None else least
     down, _ = _descendants(graph)
     parts, at, rest = [], [], graph.full
     for p in seams(graph):
@@ -94,7 +95,8 @@ def cut(graph, least: int = MIN_SEGMENT) -> tuple[list, list]:
             merged.append(s)
             kept.append(p)
     if len(merged) > 1 and bin(merged[-1]).count("1") < least:
-        merged[-2] |= merged.pop()
+        last = merged.pop()
+        merged[-1] |= last
         kept.pop()
     return merged, kept
 
