@@ -76,3 +76,23 @@ def test_every_check_passes_on_a_program_without_known_bugs(check):
     families 1, 2, 5)."""
     p = random_program(21)
     assert [f.message for f in run_checks(p, checks=(check,))] == []
+
+
+@pytest.mark.parametrize("check", ["mutant", "cost", "json", "plan"])
+def test_every_reproducer_runs_alone(check, monkeypatch):
+    """Each check made to fail (its verdict forced): the script it prints runs on its own."""
+    from napkin_cat.testing import checks
+    p = random_program(21)
+    if check == "mutant":
+        monkeypatch.setattr(nc, "equivalent", lambda *a, **k: nc.Equivalence(True))
+    elif check == "cost":
+        monkeypatch.setattr(checks, "_env", lambda sizes: {})   # leaves the sizes out: H is not a number
+    elif check == "json":
+        monkeypatch.setattr(nc, "loads", lambda text: nc.Id())
+    else:
+        from napkin_cat.cost import numeric
+        monkeypatch.setattr(numeric, "at", lambda alg, sizes: numeric.NumericCost(H={1: -1}))
+    failures = run_checks(p, checks=(check,))
+    assert [f.check for f in failures] == [check]
+    monkeypatch.undo()
+    exec(compile(failures[0].reproducer, "<reproducer>", "exec"), {})
