@@ -11,7 +11,7 @@ ends.  But a transformer's residual stream goes through global memory whatever t
   crosses the cut);
 * the seams cut the operations into **segments** (each at least :data:`MIN_SEGMENT` operations); a kernel
   holding ``p`` and all of its readers would hold everything between them, so at scale, where kernels are
-  capped anyway (:data:`~napkin_cat.search.space.BUDGET`), no kernel crosses a seam but by joining the
+  capped anyway (:data:`~napkin_cat.search.paths.BUDGET`), no kernel crosses a seam but by joining the
   kernel that writes the seam's value with one that reads it (**seam fusion**, cost-guided, afterwards);
 * isomorphic segments (the same operations wired the same way, :meth:`~.blocks.OpGraph.key`) are **one
   problem**: solved once, the solution moved to every copy by position, so the search is linear in blocks.
@@ -28,6 +28,7 @@ A form of at most :data:`SEGMENT_AT` operations is searched whole, exactly as be
 from __future__ import annotations
 
 from napkin_cat.search.blocks import bits
+from napkin_cat.search.paths import Space, _best_option, _convex, _grow, _ordered, _shortest
 
 #: forms with more operations than this are searched segment by segment
 SEGMENT_AT = 24
@@ -115,7 +116,6 @@ def _absolute(rel, segment) -> list:
 def solve_segment(graph, segment, level, points, evaluate, lower, context) -> list:
     """Per point: ``(H, kernels, path)`` of the cheapest kernel split of ``segment`` alone, or None; solved once
     per kind of segment (``context``: what else the costs depend on, e.g. sizes and memories)."""
-    from napkin_cat.search.space import Space, _grow, _shortest
     key = (graph.key(segment), level, context)
     found = SOLVED.get(key)
     if found is None:
@@ -149,7 +149,6 @@ def _join_seams(graph, joints, level, found, evaluate, k):
     """Seam fusion: join the kernel that writes a seam's value with a kernel that reads it, where the joined
     kernel (convex, costed at its best partition) moves less; repeated while one does.  Only the kernels at
     each seam are looked at, so this is linear in the seams."""
-    from napkin_cat.search.space import _best_option, _convex, _ordered
     H, _, path = found
     path = list(path)
     for p in joints:
