@@ -86,16 +86,21 @@ def _dominated(b, a) -> bool:
     return all(a.get(m, 0) - b.get(m, 0) >= 0 for m in set(a) | set(b))
 
 
-def column_max(columns):
+def column_max(columns, *, exact: bool = True):
     """The largest of ``columns`` (sympy expressions): a number, one column, or a :class:`Max` over them.
 
     A few columns (at most :data:`SIMPLIFY_AT_MOST`) go through sympy's ``Max``, so the result is the ``Max``
     sympy makes.  Of more, the columns that another column bounds coefficient by coefficient are dropped first
-    (a linear pass per column), and what is left goes through sympy's ``Max`` only if it is a few."""
-    cols = list(dict.fromkeys(sympy.sympify(c) for c in columns))
+    (a linear pass per column), and what is left goes through sympy's ``Max`` only if it is a few.  With
+    ``exact=False`` sympy's ``Max`` is never asked (its comparisons of expressions take up to 10 ms each): the
+    columns left after the pruning are the arguments."""
+    flat = []
+    for c in map(sympy.sympify, columns):
+        flat += list(c.args) if isinstance(c, sympy.Max) else [c]     # a Max of Maxes is one Max
+    cols = list(dict.fromkeys(flat))
     if not cols:
         return sympy.Integer(0)
-    if all(c.is_number for c in cols) or len(cols) <= SIMPLIFY_AT_MOST:
+    if all(c.is_number for c in cols) or (exact and len(cols) <= SIMPLIFY_AT_MOST):
         m = sympy.Max(*cols)     # a few columns: exactly the Max sympy makes
         return Max(*m.args, evaluate=False) if isinstance(m, sympy.Max) else m
     terms = [_terms(c) for c in cols]
@@ -105,7 +110,7 @@ def column_max(columns):
                for j in range(len(cols))):
             continue
         keep.append(c)
-    if len(keep) <= SIMPLIFY_AT_MOST:
+    if exact and len(keep) <= SIMPLIFY_AT_MOST:
         m = sympy.Max(*keep)
         if not isinstance(m, sympy.Max):
             return m

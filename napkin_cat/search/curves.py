@@ -24,6 +24,7 @@ from __future__ import annotations
 import sympy
 
 from napkin_cat.cost.iocost import cost
+from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.optimum import optima, optimal
 from napkin_cat.cost.tiling import program
 from napkin_cat.errors import NapkinError
@@ -65,8 +66,8 @@ class Curve:
                 ones.update({t: 1 for t in prog.tiles})
             env = {**ones, **_env(sizes)}
             vals = [sympy.expand(sympy.sympify(c).subs(env)) for c in cols]
-            self._smallest[key] = (max(vals) if all(v.is_number for v in vals) else sympy.Max(*vals)) if vals \
-                else sympy.Integer(0)
+            self._smallest[key] = (max(vals) if all(v.is_number for v in vals) else column_max(vals, exact=False)) \
+                if vals else sympy.Integer(0)
         return self._smallest[key]
 
     def at(self, sizes: dict, memory: int, tiles: str = "divisors"):

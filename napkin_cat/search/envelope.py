@@ -58,7 +58,7 @@ class Candidate:
         self.tiles = {}
         for _, t in parts:
             self.tiles.update({k: sympy.sympify(v).subs(env) for k, v in t.items()})
-        self.smallest = sympy.sympify(column_max(made.smallest(sizes))).subs(env)
+        self.smallest = sympy.sympify(column_max(made.smallest(sizes), exact=False)).subs(env)
 
 
 def _float(expr, env) -> float:
