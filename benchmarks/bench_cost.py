@@ -21,6 +21,30 @@ Measured here (2 cores, load ~2.6 from other jobs; medians, ranges over two runs
 
 The symbolic attention optimum is slower: it now solves every binding column (a Piecewise) and
 checks the result at sample sizes against every column and the numeric optimum.
+
+``--only kernels`` (the cost functor on one kernel of n elementwise boxes, cold; ms per box and its ratio to
+n = 50) and ``--only derived`` (``nc.optimal(r.cost, memory=M, sizes=...)`` on ``nc.derive`` results), measured
+on the same machine, busy (2 cores shared), main at 32c29ad against the schedule branch:
+
+    one kernel of n elementwise boxes       n     main ms/box (vs 50)   schedule ms/box (vs 50)
+    kernel of n maps                       800     0.034 (0.67)          0.039 (0.67)
+    grouped kernel of n maps               800     0.039 (0.59)          0.046 (0.77)
+    streamed kernel of n maps              800     0.085 (0.86)          0.061 (0.75)
+    kernel of n weighted maps              400     0.198 (1.07)          0.214 (1.05)
+    streamed kernel of n weighted maps      50     0.859                 0.436
+    streamed kernel of n weighted maps     200     1.763 (2.05)          0.416 (0.95)
+    streamed kernel of n weighted maps     400     2.999 (3.49)          0.423 (0.97)
+
+    nc.optimal on an nc.derive result                      kernels   main optimal s     schedule optimal s
+    SwiGLU MLP, n=4096 e=1024 f=4096 o=1024, M=4096            4     > 120 (stopped)    0.014
+    MLP, n=4096 i=1024 f=4096 o=1024, M=4096                   2     0.013              0.008
+    attention, q=x=4096 d=128, M=2^14                          2     0.008              0.009
+    transformer block, n=512 e=512 h=8 d=64 f=2048, M=2^14    12     > 120 (stopped)    0.099
+
+A stream's columns were read value by value at every step of its expansion, so a stream whose trip keeps many
+values live (the weights not yet added) cost work per box growing with its length; they are now kept up to date
+(napkin_cat/cost/columns.py).  The tiles of kernels separated by global memory are independent problems: the
+integer search scores the sum of their candidate grids, not the product (napkin_cat/cost/integer_search.py).
 """
 import argparse
 import os
@@ -134,7 +158,9 @@ def three_matrices():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("optimal", "chain", "stacked"), help="run one part")
+    parser.add_argument("--only", choices=("optimal", "chain", "stacked", "kernels", "derived"), help="run one part")
+    parser.add_argument("--limit", type=float, default=120.0,
+                        help="seconds after which a row of 'derived' is stopped (a baseline may not finish)")
     parser.add_argument("--runs", type=int, default=5, help="runs per stacked-blocks row (median)")
     args = parser.parse_args()
     if os.environ.get("OPENBLAS_NUM_THREADS") != "1":
@@ -145,6 +171,10 @@ def main():
         chains()
     if args.only in (None, "stacked"):
         stacked(args.runs)
+    if args.only in (None, "kernels"):
+        kernels()
+    if args.only in (None, "derived"):
+        derived(args.limit)
 
 
 def optimal_rows():
@@ -198,6 +228,94 @@ def chains():
         d = chain(n)
         t = median_time(lambda: nc.cost(d), 3)
         print(f"{n:20d} {t:14.4f} {1000 * t / n:12.3f}")
+    print()
+
+
+
+def weighted_chain(n):
+    """``x ← x + w_k`` for k = 1 … n on q×d: the weights not yet added are live beside the running sum."""
+    b = nc.Builder(nc.types(", ".join(["q d"] + ["d"] * n)))
+    x, *ws = b.inputs
+    for w in ws:
+        x = b(nc.elementwise("add", "q d, d -> q d"), x, w)
+    return b.build(x)
+
+
+def kernels():
+    """The cost functor on one kernel of n elementwise boxes, alone, grouped, and streamed: ms per box (cold:
+    sympy's cache emptied before every run).  Linear: the time per box stays flat as n grows."""
+    shapes = {
+        "kernel of n maps": lambda n: nc.kernel(chain_maps(n)),
+        "grouped kernel of n maps": lambda n: nc.group(nc.kernel(chain_maps(n)), "q", "g_q"),
+        "streamed kernel of n maps": lambda n: nc.stream(nc.kernel(chain_maps(n)), "q", "s_q", sliced=True),
+        "kernel of n weighted maps": lambda n: nc.kernel(weighted_chain(n)),
+        "streamed kernel of n weighted maps": lambda n: nc.stream(nc.kernel(weighted_chain(n)), "q", "s_q",
+                                                                  sliced=True),
+    }
+    print(f"{'one kernel of n elementwise boxes':36s} {'n':>5s} {'cost ms/box':>12s} {'vs n=50':>8s}")
+    for name, make in shapes.items():
+        base = None
+        for n in (50, 200, 800):
+            if "weighted" in name and n > 400:
+                n = 400                       # the Builder takes ~9 s to make 800 weighted maps
+            d = make(n)
+            t = median_time(lambda: (clear_sympy(), nc.cost(d)), 3)
+            if not isinstance(t, float):
+                print(f"{name:36s} {n:5d} {t}")
+                break
+            per_box = 1000 * t / n
+            base = base or per_box
+            print(f"{name:36s} {n:5d} {per_box:12.3f} {per_box / base:8.2f}")
+    print()
+
+
+def chain_maps(n):
+    boxes = [nc.elementwise("exp" if k % 2 else "relu", "q d") for k in range(n)]
+    return nc.Diagram.id(boxes[0].dom).then(*boxes)
+
+
+def swiglu():
+    b = nc.Builder(nc.types("n e, e f, e f, f o"))
+    x, w1, w3, w2 = b.inputs
+    gate = b(nc.elementwise("silu", "n f"), b(nc.einsum("n e, e f -> n f"), x, w1))
+    h = b(nc.elementwise("mul", "n f, n f -> n f"), gate, b(nc.einsum("n e, e f -> n f"), x, w3))
+    return b.build(b(nc.einsum("n f, f o -> n o"), h, w2))
+
+
+def derived(limit: float):
+    """``nc.optimal(r.cost, memory=M, sizes=...)`` on the result of ``nc.derive`` (several kernels separated by
+    global memory): the SwiGLU MLP of the issue (4 kernels), the MLP, attention, a transformer block."""
+    import signal
+
+    class Stopped(Exception):
+        pass
+
+    def alarm(*_):
+        raise Stopped
+    cases = [
+        ("SwiGLU MLP, n=4096 e=1024 f=4096 o=1024, M=4096", swiglu(), dict(n=4096, e=1024, f=4096, o=1024), 4096),
+        ("MLP, n=4096 i=1024 f=4096 o=1024, M=4096", nc.library.mlp(), dict(n=4096, i=1024, f=4096, o=1024), 4096),
+        ("attention, q=x=4096 d=128, M=2^14", nc.library.attention(), dict(q=4096, x=4096, d=128), 2 ** 14),
+        ("transformer block, n=512 e=512 h=8 d=64 f=2048, M=2^14", nc.library.transformer_block(),
+         dict(n=512, e=512, h=8, d=64, f=2048), 2 ** 14),
+    ]
+    print(f"{'nc.optimal on an nc.derive result':58s} {'kernels':>7s} {'derive s':>9s} {'optimal s':>10s}  same H")
+    for name, f, sizes, memory in cases:
+        t = time.perf_counter()
+        r = nc.derive(f, memory=memory, sizes=sizes)
+        t_derive = time.perf_counter() - t
+        kernels_ = sum(1 for b in r.diagram.boxes if isinstance(b, nc.Region))
+        signal.signal(signal.SIGALRM, alarm)
+        signal.setitimer(signal.ITIMER_REAL, limit)
+        t = time.perf_counter()
+        try:
+            o = nc.optimal(r.cost, memory=memory, sizes=sizes)
+            took, same = f"{time.perf_counter() - t:10.3f}", str(o.H == r.H)
+        except Stopped:
+            took, same = f"> {limit:.0f} (stopped)", "-"
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        print(f"{name:58s} {kernels_:7d} {t_derive:9.2f} {took:>10s}  {same}")
     print()
 
 

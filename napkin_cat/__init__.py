@@ -1,11 +1,16 @@
 """napkin-cat: FlashAttention on a napkin, as software.
 
 Neural circuit diagrams (paper §2) built on discopy, verified rewrites, and
-functors to numpy, IO cost, plans and pictures.  ``__all__`` is the public
-surface; the layers behind it are subpackages reached by their paths
-(``napkin_cat.syntax``, ``.algorithms``, ``.library``, ``.semantics``, ``.cost``,
-``.rewriting``, ``.search``, ``.plan``, ``.codegen``, ``.hardware``, ``.render``,
-``.io``; see ``docs/architecture.md``).
+functors to numpy, IO cost, plans and pictures.  ``__all__`` is the user's
+vocabulary: build, rewrite, cost, plan, run, draw, and every error
+(:mod:`napkin_cat.errors`, each also ``nc.<Error>``).  The parts napkin-cat is
+built from, for a user who extends it (a primitive's registry, the one fold,
+netlists, proof obligations), are :mod:`napkin_cat.engine` (``nc.engine``); the
+layers behind both are subpackages reached by their paths (``napkin_cat.syntax``,
+``.algorithms``, ``.library``, ``.semantics``, ``.cost``, ``.rewriting``,
+``.search``, ``.plan``, ``.codegen``, ``.hardware``, ``.render``, ``.io``; see
+``docs/architecture.md``).  A name that left the vocabulary still resolves, with a
+DeprecationWarning saying where it lives (``MOVED``).
 
 >>> import napkin_cat as nc
 >>> att = nc.library.attention()
@@ -15,66 +20,83 @@ surface; the layers behind it are subpackages reached by their paths
 >>> nc.evaluate(att, Q, K, V).shape
 (4, 8)
 """
+import warnings as _warnings
+
 from napkin_cat.syntax import ops as _ops  # noqa: F401  (registers the built-in primitive kinds)
-from napkin_cat.errors import (AxisError, CompositionError, LevelError, MemoryLimitError,
-                               NapkinError, RewriteError, SerialisationError, ShapeError,
-                               SignatureError, UnknownPrimitiveError, WeaveError)
-from napkin_cat.syntax.adapter import Array, Box, Diagram, Ty
+from napkin_cat.errors import *  # noqa: F401,F403  (every error: nc.AxisError, nc.PlanError, ...)
+from napkin_cat import errors
+from napkin_cat.syntax.adapter import Array, Diagram, Ty
 from napkin_cat.syntax.axis import Axis, axes, symbol
-from napkin_cat.syntax.construct import (Id, apply, cast, einsum, elementwise, join, parse, reduce, rename,
-                                         softmax, split, transfer, types)
+from napkin_cat.syntax.sizes import Sizes
+from napkin_cat.syntax.construct import (Id, apply, cast, einsum, elementwise, join, reduce, renaming, softmax, split,
+                                         transfer, types)
 from napkin_cat.syntax.dtype import BF16, DTYPES, FP8, FP16, FP32, DType
-from napkin_cat.syntax.primitive import Accumulator, KINDS, declare
+from napkin_cat.syntax.primitive import Accumulator, declare
+from napkin_cat.syntax import logsumexp as _logsumexp  # noqa: F401  (log-sum-exp and its online step)
+from napkin_cat.syntax.indices import compare, gather, logical, position, select, where
+from napkin_cat.syntax.dtype import BOOL, INT32
 from napkin_cat.syntax.weave import weave
 from napkin_cat.syntax.relabel import at_level, rename_axis, substitute
 from napkin_cat.syntax.builder import Builder
-from napkin_cat.syntax.wiring import traverse
 from napkin_cat import library
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.algorithms.partitions import group, kernel, stream, unfused
+from napkin_cat.algorithms import online as _online  # noqa: F401  (registers log-sum-exp's online form)
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.semantics.equivalent import Equivalence, equivalent
-from napkin_cat.cost.iocost import Cost, cost
-from napkin_cat.cost.optimum import Optimum, optimal, power_terms
-from napkin_cat.rewriting.netlist import Netlist, to_netlist
-from napkin_cat.rewriting.readback import to_diagram
+from napkin_cat.cost.record import Cost
+from napkin_cat.cost.functor import cost
+from napkin_cat.cost.optimum import Optimum, optimal
 from napkin_cat.rewriting.isomorphism import isomorphic
-from napkin_cat.rewriting.obligation import Obligation, ObligationError
 from napkin_cat.rewriting.rules import Condition, Rule, RuleSet
 from napkin_cat.rewriting.trace import Derivation, Trace
 from napkin_cat.rewriting.driver import rewrite
 from napkin_cat.search import derive
-from napkin_cat.plan import Counters, Plan, PlanError, plan
+from napkin_cat.autodiff import grad
+from napkin_cat.plan import Counters, Plan, plan
 from napkin_cat.io.serial import dumps, loads
 from napkin_cat import hardware
 from napkin_cat import codegen
 from napkin_cat.render.draw import draw, to_tikz
 from napkin_cat.render import strip as _strip  # noqa: F401  (registers the derivation-strip drawer)
+from napkin_cat import engine
 
 __version__ = "0.1.0"
 
 __all__ = [
-    # errors
-    "NapkinError", "AxisError", "CompositionError", "LevelError", "MemoryLimitError", "RewriteError",
-    "SerialisationError", "ShapeError", "SignatureError", "UnknownPrimitiveError", "WeaveError",
+    # errors: every one (napkin_cat.errors)
+    *errors.__all__,
     # syntax
-    "Array", "Box", "Diagram", "Ty", "Axis", "axes", "symbol", "DType", "DTYPES", "FP32", "FP16", "BF16", "FP8",
-    "Accumulator", "KINDS", "declare", "Id", "apply", "cast", "einsum", "elementwise", "join", "parse", "reduce",
-    "rename", "softmax", "split", "transfer", "types", "weave", "at_level", "rename_axis", "substitute", "Builder",
-    "traverse",
+    "Array", "Diagram", "Ty", "Axis", "axes", "symbol", "Sizes", "DType", "DTYPES", "FP32", "FP16", "BF16", "FP8",
+    "Accumulator", "declare", "Id", "apply", "cast", "einsum", "elementwise", "join", "reduce", "renaming",
+    "softmax", "split", "transfer", "types", "weave", "at_level", "rename_axis", "substitute", "Builder",
+    "INT32", "BOOL", "position", "compare", "logical", "where", "select", "gather",
     # algorithms and the named ones
     "library", "Region", "Kernel", "Grid", "Stream", "kernel", "unfused", "group", "stream",
     # functors: numpy, cost
-    "evaluate", "equivalent", "Equivalence", "Cost", "cost", "Optimum", "optimal", "power_terms",
+    "evaluate", "equivalent", "Equivalence", "Cost", "cost", "Optimum", "optimal",
     # rewriting
-    "Netlist", "to_netlist", "to_diagram", "isomorphic", "Condition", "Rule", "RuleSet", "Obligation",
-    "ObligationError", "Trace", "Derivation", "rewrite",
-    # derivation search
-    "derive",
+    "isomorphic", "Condition", "Rule", "RuleSet", "Trace", "Derivation", "rewrite",
+    # derivation search, gradients
+    "derive", "grad",
     # plans
-    "plan", "Plan", "Counters", "PlanError",
+    "plan", "Plan", "Counters",
     # pictures and JSON
     "draw", "to_tikz", "dumps", "loads",
-    # hardware models and tables; kernels
-    "hardware", "codegen",
+    # hardware models and tables; kernels; the engine (for extending napkin-cat)
+    "hardware", "codegen", "engine",
 ]
+
+#: names that left the vocabulary (issue 20): where each lives now; ``nc.<name>`` still resolves, with a warning
+MOVED = {**{name: "engine" for name in ("Box", "KINDS", "parse", "traverse", "Netlist", "to_netlist", "to_diagram",
+                                        "Obligation", "power_terms")},
+         "rename": "renaming"}
+
+
+def __getattr__(name):
+    if name in MOVED:
+        where = MOVED[name]
+        new = f"nc.engine.{name}" if where == "engine" else f"nc.{where}"
+        _warnings.warn(f"nc.{name} is {new} now", DeprecationWarning, stacklevel=2)
+        return getattr(engine, name) if where == "engine" else globals()[where]
+    raise AttributeError(f"module 'napkin_cat' has no attribute {name!r}")

@@ -1,11 +1,16 @@
-"""Typed errors of napkin-cat.
+"""Typed errors of napkin-cat: every one of them, in one place (``nc.<Error>`` is each of these).
 
 Every error names the offending axis, box, position, level or size and says
 what would be legal, so that a user can fix the input without reading the
-source.
+source.  The layers raise them from here (the hardware, codegen, plan, rewriting,
+autodiff and CLI modules re-export their own for the old import paths).
 
 >>> issubclass(CompositionError, NapkinError) and issubclass(CompositionError, TypeError)
 True
+>>> issubclass(CapacityError, MemoryLimitError) and issubclass(ConfigurationError, LoweringError)
+True
+>>> print(UnknownKindError("gelu2", "cuda", "CudaPrinter", ["exp", "add"]))
+the cuda backend has no printed form for primitive kind 'gelu2'; give one in CudaPrinter.elementwise ...
 """
 from __future__ import annotations
 
@@ -37,6 +42,16 @@ class UnknownPrimitiveError(NapkinError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class ArgumentError(NapkinError, TypeError):
+    """An argument of the wrong kind (a name where a diagram is needed, a word where a list is): the message
+    names what was expected."""
+
+
+class IndexingError(NapkinError, ValueError):
+    """Positions, masks or gathers used wrongly: an index that is not an integer array or carries the wrong
+    axes, a mask over an axis the diagram lacks, a window of negative width."""
+
+
 class ShapeError(NapkinError, ValueError):
     """An array of the wrong rank or shape was given to ``evaluate``."""
 
@@ -55,3 +70,85 @@ class LevelError(NapkinError, ValueError):
 
 class MemoryLimitError(NapkinError, ValueError):
     """No tile size satisfies the memory limit of a level."""
+
+
+class ObligationError(RewriteError):
+    """A rule's proof obligation failed; ``counterexample`` holds sizes, max error, seed, match."""
+
+    def __init__(self, message: str, counterexample: dict | None = None):
+        super().__init__(message)
+        self.counterexample = counterexample or {}
+
+
+class GradError(NapkinError, ValueError):
+    """A diagram cannot be differentiated as asked: an input it lacks, a box without a VJP."""
+
+
+class NoVJPError(NapkinError, ValueError):
+    """A box of a kind with no vector-Jacobian product was differentiated."""
+
+
+class PlanError(NapkinError, ValueError):
+    """A plan cannot be made or run: sizes it cannot mask, a missing size, a malformed plan."""
+
+
+class LoweringError(PlanError):
+    """A plan that cannot be lowered onto a hierarchy: a missing tile size, a scaling axis not grouped around
+    the kernel, a value written on two levels, a kernel that is not at the block level."""
+
+
+class CodegenError(NapkinError, ValueError):
+    """A plan a backend cannot print: a structure, dtype or accumulator it has no form for."""
+
+
+class UnknownKindError(CodegenError, UnknownPrimitiveError):
+    """A primitive kind with no printed form in a backend's tables."""
+
+    def __init__(self, kind: str, backend: str, printer: str = "the printer", known=()):
+        self.kind, self.backend = kind, backend
+        super().__init__(f"the {backend} backend has no printed form for primitive kind {kind!r}; give one in "
+                         f"{printer}.elementwise (a template) or {printer}.structured (a method); it prints "
+                         f"{', '.join(sorted(known)) or 'nothing yet'}")
+
+
+class ToolNotFoundError(CodegenError, FileNotFoundError):
+    """A compiler or package a kernel needs (cc, nvcc, triton, torch) is not on this machine."""
+
+
+class HardwareError(NapkinError, ValueError):
+    """A hardware model (a file or its fields) that is missing, malformed, negative or unknown."""
+
+
+class DivisorError(HardwareError):
+    """A tile size that violates a divisor constraint (coalescing, tensor-core shape, warpgroup multiple)."""
+
+
+class CapacityError(HardwareError, MemoryLimitError):
+    """A configuration whose variables exceed a memory pool (SMEM per thread block, registers)."""
+
+
+class ScheduleError(HardwareError):
+    """An overlap schedule that cannot run: an unknown op, a dependency cycle, a barrier that never opens."""
+
+
+class ConfigurationError(HardwareError, LoweringError):
+    """A plan that cannot be lowered onto a toy hierarchy (:mod:`napkin_cat.plan.lowering`): a missing unit or
+    split tile, a scaling axis not grouped around the kernel, a value written on two levels."""
+
+
+class CLIError(NapkinError):
+    """A malformed command-line input (printed as one line; exit status 2)."""
+
+
+class CheckFailed(NapkinError, AssertionError):
+    """A check of :mod:`napkin_cat.testing` that failed on a program (an ``AssertionError``, so that pytest
+    reports it as a failed assertion), with ``lines``: the code that reproduces it after the program's source."""
+
+    def __init__(self, message: str, lines: str = ""):
+        super().__init__(message)
+        self.lines = lines
+
+
+#: every error, for ``nc`` and ``from napkin_cat.errors import *``
+__all__ = sorted(name for name, value in list(globals().items())
+                 if isinstance(value, type) and issubclass(value, NapkinError))

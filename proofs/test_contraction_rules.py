@@ -30,12 +30,12 @@ LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # ---------------------------------------------------------------------- an independent reference
 def contractions(diagram) -> list:
     """The contraction nodes of a diagram, in order."""
-    return [n for n in nc.to_netlist(diagram).nodes.values() if n.kind == "box" and n.spec.kind == "contract"]
+    return [n for n in nc.engine.to_netlist(diagram).nodes.values() if n.kind == "box" and n.spec.kind == "contract"]
 
 
 def numpy_chain(diagram, xs):
     """Evaluate a diagram made only of contractions with ``np.einsum``, node by node (no napkin_cat)."""
-    net = nc.to_netlist(diagram)
+    net = nc.engine.to_netlist(diagram)
     values = {}
     letters = {}
 
@@ -124,7 +124,7 @@ def test_renaming_a_captured_axis_lets_the_chain_merge(seed):
 def test_the_obligation_catches_a_merge_that_ignores_capture():
     """Without ``no_capture`` the merge conflates two indices: the obligation must find it unsound."""
     careless = nc.Rule("careless_merge", CHAIN, contraction_merge.rhs, conditions=(SOLE_USE,),
-                       obligation=nc.Obligation(lambda rng: capture_instance(rng, wrapped=False)), doc="a → b")
+                       obligation=nc.engine.Obligation(lambda rng: capture_instance(rng, wrapped=False)), doc="a → b")
     with pytest.raises(nc.ObligationError, match="careless_merge.*unsound"):
         careless.obligation.discharge(careless, trials=6)
 

@@ -10,11 +10,13 @@ ruleset            rules
 ``SOFTMAX``        softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction,
                    softmax_contraction_to_unscaled
 ``FUSION``         save_load_elimination
+``SHARING``        shared_load (a kernel loads a value it reads in several places once)
 ``SIMPLIFY``       the terminating clean-up rules (copy law, deletion, identities, Save;Load)
 ``UNSCALED``       the paper's SoftMax → Auxiliary → Unscaled derivation, plus SIMPLIFY
 ``PARTITION``      kernel_formation, kernel_fusion, stream_partition, sliced_stream, group_partition
 ``DECOMPOSE``      group_split_join, stream_decomposition, online_softmax_decomposition (written-out forms)
-``CONTRACTION``    contraction_merge, contraction_split, contraction_reassociation, contracted_axis_renaming
+``CONTRACTION``    contraction_merge, contraction_split, contraction_reassociation, contracted_axis_renaming,
+                   pairwise_contraction (an n-ary contraction as pairwise ones, in an order the search costs)
 =================  ==========================================================================
 
 Derivations: ``flash_attention(attention)`` and ``tiled_matmul(matmul)`` (module ``derive``).
@@ -30,9 +32,11 @@ True
 from napkin_cat.rewriting import Derivation, RuleSet, rewrite
 from napkin_cat.rewriting.registry import Rulebook
 from rewrites.basic import RULES as BASIC
-from rewrites.contraction import RULES as CONTRACTION
+from rewrites.contraction import RULES as _CONTRACTION
 from rewrites.contraction import (contracted_axis_renaming, contraction_merge, contraction_reassociation,
                                   contraction_split)
+from rewrites.contraction_order import RULES as _ORDER
+from rewrites.contraction_order import pairwise_contraction
 from rewrites.basic import copy_discard, delete_pure_box, remove_identity
 from rewrites.fusion import RULES as FUSION
 from rewrites.fusion import save_load_elimination
@@ -40,15 +44,18 @@ from rewrites.decompose import RULES as DECOMPOSE
 from rewrites.decompose import group_split_join, online_softmax_decomposition, stream_decomposition
 from rewrites.partition import RULES as PARTITION
 from rewrites.partition import group_partition, kernel_formation, kernel_fusion, sliced_stream, stream_partition
+from rewrites.sharing import RULES as SHARING
+from rewrites.sharing import shared_load
 from rewrites.softmax import RULES as SOFTMAX
 from rewrites.softmax import (auxiliary_to_unscaled, divide_after_contraction, softmax_contraction_to_unscaled,
                               softmax_to_auxiliary)
 
+CONTRACTION = _CONTRACTION + _ORDER
 SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_elimination))
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
-ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + DECOMPOSE + CONTRACTION
+ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + SHARING + DECOMPOSE + CONTRACTION
 
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
@@ -63,18 +70,19 @@ def unscaled_softmax(diagram, *, max_steps: int = 1000) -> Derivation:
 RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "tiled_matmul": tiled_matmul,
                                         "unscaled_softmax": unscaled_softmax},
                     roles={"kernel": "kernel_formation", "fuse": "kernel_fusion", "stream": "stream_partition",
-                           "sweep": "sliced_stream", "group": "group_partition",
-                           "prepare": ("softmax_contraction_to_unscaled", "contraction_reassociation"),
+                           "sweep": "sliced_stream", "group": "group_partition", "share": "shared_load",
+                           "prepare": ("softmax_contraction_to_unscaled", "contraction_reassociation",
+                                       "pairwise_contraction"),
                            "simplify": tuple(SIMPLIFY.names)})
 
 
 __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "UNSCALED", "PARTITION",
            "unscaled_softmax",
            "flash_attention", "tiled_matmul", "kernel_formation", "kernel_fusion", "stream_partition", "sliced_stream",
-           "group_partition", "DECOMPOSE", "group_split_join", "stream_decomposition",
+           "group_partition", "SHARING", "shared_load", "DECOMPOSE", "group_split_join", "stream_decomposition",
            "online_softmax_decomposition",
            "copy_discard", "delete_pure_box", "remove_identity",
            "softmax_to_auxiliary", "auxiliary_to_unscaled", "divide_after_contraction",
            "softmax_contraction_to_unscaled", "save_load_elimination",
            "CONTRACTION", "contraction_merge", "contraction_split", "contraction_reassociation",
-           "contracted_axis_renaming"]
+           "contracted_axis_renaming", "pairwise_contraction"]

@@ -156,7 +156,7 @@ def _reduced_axis(m):
 def _monoid(net, n):
     if n.kind != "box":
         return False
-    acc = nc.KINDS[n.spec.kind].accumulator
+    acc = nc.engine.KINDS[n.spec.kind].accumulator
     return acc is not None and acc.name in COMBINE
 
 
@@ -169,7 +169,7 @@ def _stream_rhs(m):
     y1 = b(relabel_axis(_single(box), axis, first), *(pp[0] for pp in parts))
     y2 = b(relabel_axis(_single(box), axis, size - first), *(pp[1] for pp in parts))
     out = node.cod[0]
-    combine = COMBINE[nc.KINDS[box.data.kind].accumulator.name]
+    combine = COMBINE[nc.engine.KINDS[box.data.kind].accumulator.name]
     both = nc.elementwise(combine, _sig(out), level=out.level, dtype=out.dtype, sizes=_sizes(out))
     return m.finish(b, {("f", 0): b(both, y1, y2)})
 

@@ -400,7 +400,7 @@ def _counted(diagram, sizes: dict, rng) -> dict:
     """Values moved per level when ``diagram`` runs on random inputs at ``sizes`` (the evaluator counts them)."""
     counters = {}
     xs = [rng.normal(size=shape_of(a, sizes)) for a in diagram.dom.inside]
-    nc.evaluate(diagram, *xs, sizes=sizes, counters=counters)
+    nc.evaluate(diagram, *xs, sizes=nc.Sizes(sizes).restrict(diagram), counters=counters)  # one side's sizes
     return counters
 
 

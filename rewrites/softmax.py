@@ -52,7 +52,7 @@ def _init_check(core):
 
 def ensure_initialize():
     """Declare the ``softmax_init`` kind (Table 4's Initialize) unless it is declared."""
-    if INIT not in nc.KINDS:
+    if INIT not in nc.engine.KINDS:
         nc.declare(INIT, _init_impl, check=_init_check, label="Initialize",
                    doc="Initialize() of Table 4: the stream head (μ′, z′) = (−∞, 0), one per weave index.")
 
@@ -407,10 +407,17 @@ def online_finish(b, state):
     return b(_binary("div", o.array, z.array), o, z)
 
 
+def masked_scores(consts) -> bool:
+    """A trip whose scores are all −∞ (masked) leaves (μ, z, o) unchanged: s = 0, μ = μ′, δ = 1 (or 0 while
+    μ′ = −∞, when z′ and o′ are still 0), so the trip may be skipped."""
+    return consts[0] == -np.inf
+
+
 #: SoftMax(x) · v streamed: the accumulator of softmax_contraction_to_unscaled's right-hand side.
 SOFTMAX_CONTRACTION = NormaliserForm(
     "softmax_contraction_to_unscaled", "softmax", online_state, online_step, online_finish,
-    doc="SoftMax over the streamed axis, consumed by a contraction over it: online softmax (Table 4).")
+    doc="SoftMax over the streamed axis, consumed by a contraction over it: online softmax (Table 4).",
+    neutral=masked_scores)
 
 
 class UnscaledForm:
@@ -422,6 +429,7 @@ class UnscaledForm:
 
     name = "softmax_contraction_to_unscaled"
     kind = "softmax_unscaled"
+    neutral = staticmethod(masked_scores)
 
     def match(self, plan, i):
         box, ins, outs = plan.ops[i]

@@ -20,7 +20,7 @@ merged contraction is therefore *not* costed as the sum of its parts: ``(A B) C`
 becomes 3abcd, the price of evaluating the product without the intermediate.
 
 >>> import napkin_cat as nc
->>> t = Term.of(nc.to_netlist(nc.einsum("a b, b c, c d -> a d")).nodes[0])
+>>> t = Term.of(nc.engine.to_netlist(nc.einsum("a b, b c, c d -> a d")).nodes[0])
 >>> t.summed, loop_nest_flops(t)
 (('b', 'c'), {'tensor': 3*a*b*c*d})
 >>> [(" ".join(" ".join(a.names) for a in p.operands), " ".join(p.output.names)) for p in t.split((1, 2))]
@@ -139,7 +139,7 @@ def sum_product_associativity():
     the intermediate's axes derived by :meth:`Term.split`; renaming a summed index changes nothing."""
     rng = np.random.default_rng(11)
     for _ in range(4):
-        term = Term.of(nc.to_netlist(random_einsum(rng, int(rng.integers(3, 5)), max_names=4)).nodes[0])
+        term = Term.of(nc.engine.to_netlist(random_einsum(rng, int(rng.integers(3, 5)), max_names=4)).nodes[0])
         ops = [a.names for a in term.operands]
         vals = [{i: sympy.Symbol(f"x{j}_" + "".join(map(str, i))) for i in product(range(2), repeat=len(ns))}
                 for j, ns in enumerate(ops)]

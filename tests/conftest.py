@@ -105,16 +105,38 @@ def diagram_flops(diagram):
 
 def live_columns(diagram):
     """Level → the columns of a region-free diagram by their definition, in order: after every layer,
-    the sum of the distinct values on the wires, expanded (a copied value is one variable).  Swaps,
-    copies and discards are read off the boxes' types here, not through ``napkin_cat.syntax.wiring``."""
+    the sum of the distinct values on the wires, expanded (a copied value is one variable), but for a value
+    a box makes and nothing reads (only discarded: dead as it is made, never held).  Swaps, copies and
+    discards are read off the boxes' types here, not through ``napkin_cat.syntax.wiring``."""
     import sympy
     from discopy import markov
-    wires = list(enumerate(diagram.dom.inside))
-    fresh, cols = len(wires), {}
 
-    def read():
+    def run(on_layer):
+        wires, fresh = list(enumerate(diagram.dom.inside)), len(diagram.dom)
+        on_layer(wires, None)
+        for offset, box in layers(diagram):
+            k = len(box.dom)
+            ins = wires[offset:offset + k]
+            if isinstance(box, markov.Swap):
+                outs = ins[len(box.left):] + ins[:len(box.left)]
+            elif isinstance(box, markov.Copy):        # a discard is a copy with no outputs
+                outs = ins * len(box.cod)
+            else:
+                outs = [(fresh + j, arr) for j, arr in enumerate(box.cod.inside)]
+                fresh += len(outs)
+            wires[offset:offset + k] = outs
+            on_layer(wires, None if isinstance(box, (markov.Swap, markov.Copy)) else ins)
+        return wires
+
+    used = set()
+    used |= {vid for vid, _ in run(lambda wires, ins: used.update(vid for vid, _ in ins or ()))}
+    cols = {}
+
+    def read(wires, _):
         seen, col = set(), {}
         for vid, arr in wires:
+            if vid >= len(diagram.dom) and vid not in used:
+                continue
             if vid not in seen:
                 seen.add(vid)
                 size = sympy.Integer(1)
@@ -125,19 +147,7 @@ def live_columns(diagram):
             v = sympy.expand(v)
             if v != 0 and v not in cols.setdefault(lvl, []):
                 cols[lvl].append(v)
-    read()
-    for offset, box in layers(diagram):
-        k = len(box.dom)
-        ins = wires[offset:offset + k]
-        if isinstance(box, markov.Swap):
-            outs = ins[len(box.left):] + ins[:len(box.left)]
-        elif isinstance(box, markov.Copy):        # a discard is a copy with no outputs
-            outs = ins * len(box.cod)
-        else:
-            outs = [(fresh + j, arr) for j, arr in enumerate(box.cod.inside)]
-            fresh += len(outs)
-        wires[offset:offset + k] = outs
-        read()
+    run(read)
     return cols
 
 

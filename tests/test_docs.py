@@ -35,10 +35,10 @@ def test_the_how_to_pages_are_there_and_hold_code():
 @pytest.fixture
 def scratch_registries():
     """Kinds and rule books a page declares are removed afterwards (other tests see the built-ins only)."""
-    kinds, books = set(nc.KINDS), set(registry.rulebooks())   # entry points loaded first: they stay registered
+    kinds, books = set(nc.engine.KINDS), set(registry.rulebooks())   # entry points loaded first: they stay registered
     yield
-    for name in set(nc.KINDS) - kinds:
-        del nc.KINDS[name]
+    for name in set(nc.engine.KINDS) - kinds:
+        del nc.engine.KINDS[name]
     for name in set(registry.BOOKS) - books:
         del registry.BOOKS[name]
 

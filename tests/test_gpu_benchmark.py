@@ -25,7 +25,7 @@ def test_the_dry_run_goes_through_every_step(tmp_path):
     result = json.loads(path.read_text())
     assert result["dry_run"] and result["model"] == "h100-sxm5"
     kinds = [row["kind"] for row in result["rows"]]
-    assert kinds == ["attention", "gqa", "matmul", "cuda"]
+    assert kinds == ["attention", "causal", "gqa", "matmul", "cuda"]
     for row in result["rows"]:
         assert "failed" not in row, row.get("traceback")
         (c,) = row["candidates"]
@@ -34,7 +34,7 @@ def test_the_dry_run_goes_through_every_step(tmp_path):
     attention = result["rows"][0]
     assert attention["candidates"][0]["runtime_sizes"] == ["q", "x", "h"]
     assert {b["path"] for b in attention["baselines"]} >= {"sdpa flash, 4-D", "sdpa default dispatch, 4-D"}
-    cuda = result["rows"][3]["candidates"][0]
+    cuda = result["rows"][4]["candidates"][0]
     assert cuda["smem"] == cuda["smem_static"] + cuda["smem_dynamic"] == cuda["plan_smem"]
     assert (tmp_path / path.name.replace(".json", ".png")).stat().st_size > 10_000
 

@@ -56,13 +56,13 @@ def _matmul_rate(n: int) -> float:
     return 2 * n ** 3 / bench(lambda: a @ b)
 
 
-def _reference_attention(Q, K, V):
-    """fp32 SoftMax(QKᵀ/√d)V, in chunks of heads (no N² array of all heads at once)."""
+def _reference_attention(Q, K, V, causal=False):
+    """fp32 SoftMax(QKᵀ/√d)V (masked above the diagonal if ``causal``), in chunks of heads."""
     out = torch.empty(Q.shape, dtype=torch.float32, device=Q.device)
     step = max(1, 2 ** 28 // (Q.shape[-2] * K.shape[-2]))
     for h in range(0, Q.shape[0], step):
         out[h:h + step] = torch.nn.functional.scaled_dot_product_attention(
-            Q[h:h + step].float(), K[h:h + step].float(), V[h:h + step].float())
+            Q[h:h + step].float(), K[h:h + step].float(), V[h:h + step].float(), is_causal=causal)
     return out
 
 
@@ -84,7 +84,7 @@ def inputs_and_reference(cfg, env):
         return (Q, K, V), ref.reshape(hk, G, n, d)
     h = cfg["batch"] * cfg["heads"]
     Q, K, V = rand(h, n, d), rand(h, n, d), rand(h, n, d)
-    return (Q, K, V), _reference_attention(Q, K, V)
+    return (Q, K, V), _reference_attention(Q, K, V, causal=cfg["kind"] == "causal")
 
 
 def error(out, ref) -> float:
@@ -185,11 +185,12 @@ def baselines(cfg, inputs, env) -> list[dict]:
             attempt(f"sdpa {name}, K/V expanded beforehand (untimed), 4-D", run_expanded)
         return out
     Q, K, V = (x.reshape(B, cfg["heads"], n, d) for x in inputs)
+    causal = cfg["kind"] == "causal"
     for name, be in backends:
         def run(be=be):
             if be is None:
-                return F.scaled_dot_product_attention(Q, K, V)
+                return F.scaled_dot_product_attention(Q, K, V, is_causal=causal)
             with sdpa_kernel(be):
-                return F.scaled_dot_product_attention(Q, K, V)
-        attempt(f"sdpa {name}, 4-D", run)
+                return F.scaled_dot_product_attention(Q, K, V, is_causal=causal)
+        attempt(f"sdpa {name}{', is_causal' if causal else ''}, 4-D", run)
     return out

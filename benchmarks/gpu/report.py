@@ -68,8 +68,9 @@ def plot(result, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    kind = "attention" if any(r.get("kind") == "attention" for r in result["rows"]) else "causal"
     for d, colour in ((64, "tab:blue"), (128, "tab:red"), (16, "tab:blue")):
-        rows = [r for r in result["rows"] if r.get("kind") == "attention" and r.get("d") == d and "failed" not in r]
+        rows = [r for r in result["rows"] if r.get("kind") == kind and r.get("d") == d and "failed" not in r]
         if not rows:
             continue
         ns = [r["N"] for r in rows]
@@ -86,7 +87,7 @@ def plot(result, path):
     a.set_xscale("log", base=2)
     a.set_xlabel("sequence length N")
     a.set_ylabel("TFLOP/s")
-    a.set_title(f"attention forward, bf16 — {result['device']}")
+    a.set_title(f"{kind} attention forward, bf16 — {result['device']}")
     a.legend(fontsize=7)
     pts = [(c["predicted_s"], c["time_s"], c.get("predicted_measured_ceilings_s")) for r in result["rows"]
            if "failed" not in r and r["kind"] != "cuda" for c in r["candidates"] if c.get("time_s")]

@@ -52,12 +52,15 @@ def configurations(dry: bool, quick: bool) -> list[dict]:
     """The benchmark's cases (see the module docstring)."""
     if dry:
         return [{"kind": "attention", "d": 16, "N": 128, "batch": 1, "heads": 2},
+                {"kind": "causal", "d": 16, "N": 128, "batch": 1, "heads": 2},
                 {"kind": "gqa", "d": 16, "N": 64, "batch": 1, "heads": 4, "kv_heads": 2},
                 {"kind": "matmul", "a": 64, "b": 64, "c": 128},
                 {"kind": "cuda", "d": 16, "N": 64, "batch": 1, "heads": 2}]
     ns = (1024, 4096, 16384) if quick else (1024, 2048, 4096, 8192, 16384)
     out = [{"kind": "attention", "d": d, "N": n, "batch": max(1, 16384 // n), "heads": 2048 // d}
            for d in (64, 128) for n in ns]
+    out += [{"kind": "causal", "d": d, "N": n, "batch": max(1, 16384 // n), "heads": 2048 // d}
+            for d in (64, 128) for n in ns]
     out += [{"kind": "gqa", "d": 128, "N": 4096, "batch": 4, "heads": 32, "kv_heads": 8},
             {"kind": "matmul", "a": 4096, "b": 4096, "c": 4096},
             {"kind": "matmul", "a": 128, "b": 8192, "c": 8192},
@@ -75,6 +78,9 @@ def diagram_of(cfg):
         return (nc.library.grouped_query_attention(formats=FORMATS),
                 {"q": cfg["N"], "x": cfg["N"], "d": cfg["d"], "h": cfg["batch"] * cfg["kv_heads"], "g": g})
     formats = None if cfg["kind"] == "cuda" else FORMATS
+    if cfg["kind"] == "causal":         # the library's causal attention (a mask from positions), one per head
+        return (nc.weave(nc.library.causal_attention(formats=formats), "h", inputs=[0, 1, 2]),
+                {"q": cfg["N"], "x": cfg["N"], "d": cfg["d"], "h": cfg["batch"] * cfg["heads"]})
     return (nc.library.multi_head_attention(formats=formats),
             {"q": cfg["N"], "x": cfg["N"], "d": cfg["d"], "h": cfg["batch"] * cfg["heads"]})
 
@@ -82,7 +88,8 @@ def diagram_of(cfg):
 def flops_of(cfg) -> float:
     if cfg["kind"] == "matmul":
         return 2.0 * cfg["a"] * cfg["b"] * cfg["c"]
-    return 4.0 * cfg["batch"] * cfg["heads"] * cfg["N"] ** 2 * cfg["d"]
+    full = 4.0 * cfg["batch"] * cfg["heads"] * cfg["N"] ** 2 * cfg["d"]
+    return full / 2 if cfg["kind"] == "causal" else full       # causal: the half at or below the diagonal
 
 
 def candidates(r, k: int) -> list[dict]:
@@ -143,11 +150,16 @@ def main(argv=None):
     ap.add_argument("--out", default=str(HERE / "results"), help="folder for <device>-<date>.json and .png")
     ap.add_argument("--quick", action="store_true", help="fewer sizes, one candidate per configuration")
     ap.add_argument("--dry-run", action="store_true", help="CPU, tiny sizes, Triton's interpreter, untimed")
+    ap.add_argument("--only", help="comma-separated kinds to run (attention, causal, gqa, matmul, cuda)")
+    ap.add_argument("--tag", help="a suffix for the results file names (<device>-<date>-<tag>.json)")
     args = ap.parse_args(argv)
     env = measure.environment(dry=args.dry_run)
     print(f"device: {env['device']} → model {env['model']}; ceilings {env['ceilings']}", flush=True)
     rows = []
+    kinds = set(args.only.split(",")) if args.only else None
     for cfg in configurations(args.dry_run, args.quick):
+        if kinds and cfg["kind"] not in kinds:
+            continue
         print(f"{cfg}", flush=True)
         try:
             rows.append(run_case(cfg, env, args))
@@ -156,7 +168,7 @@ def main(argv=None):
             rows.append({**cfg, "failed": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]})
             print(f"  FAILED: {type(e).__name__}: {e}", flush=True)
     date = datetime.date.today().isoformat()
-    stem = f"{'dry-run' if args.dry_run else env['slug']}-{date}"
+    stem = f"{'dry-run' if args.dry_run else env['slug']}-{date}" + (f"-{args.tag}" if args.tag else "")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = {"device": env["device"], "model": env["model"], "date": date, "dry_run": args.dry_run,

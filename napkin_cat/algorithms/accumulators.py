@@ -119,6 +119,8 @@ class NormaliserForm:
     * ``finish(b, state) -> output``: the contraction's output from the final state.
 
     ``name`` names the rule whose obligation proves the form (its proof sits in ``proofs/``).
+    ``neutral(consts) -> bool`` (optional): whether a trip whose step inputs are the constants ``consts``
+    (None where not constant) leaves the state unchanged: such a trip may be skipped (:mod:`.skipping`).
     """
 
     name: str
@@ -127,6 +129,7 @@ class NormaliserForm:
     step: Callable
     finish: Callable
     doc: str = ""
+    neutral: Callable | None = None
 
     def match(self, plan, i: int):
         """A :class:`Binding` at op ``i`` of the streaming analysis ``plan``, or the reason why not."""

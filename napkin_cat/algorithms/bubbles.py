@@ -139,6 +139,9 @@ class Partition(Region):
         """How many times the inside runs: ``a/g`` (Grid) or ``b/s`` (Stream)."""
         return sympy.sympify(self.full_size()) / sympy.sympify(self.size)
 
+    def size_parts(self) -> tuple:
+        return (self.size,), (self.arg,)
+
     def mapped_params(self, fa, fname):
         extra = {k: v for k, v in self.params.items() if k not in ("axis", "size")}
         return {"axis": fname(self.axis), "size": _size_param(fa, self.axis, self.size), **extra}
@@ -173,6 +176,12 @@ class Stream(Partition):
     def sliced(self) -> bool:
         """Whether outputs that carry the axis are written slice by slice (``stream(..., sliced=True)``)."""
         return bool(self.params.get("sliced", False))
+
+    def size_parts(self) -> tuple:
+        """The tile, the inside, and each reducer's step and finish (what a trip and the end of the stream run)."""
+        steps = tuple(d for r in self.plan.reducers for d in (getattr(r, "step", None), getattr(r, "finish", None))
+                      if d is not None)
+        return (self.size,), (self.arg, *steps)
 
     @property
     def plan(self):

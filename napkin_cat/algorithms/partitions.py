@@ -21,7 +21,7 @@ from napkin_cat.syntax.axis import Axis, as_size
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.syntax.construct import transfer
 from napkin_cat.errors import LevelError, RewriteError, SignatureError
-from napkin_cat.syntax.relabel import at_level, map_arrays
+from napkin_cat.syntax.relabel import at_level, map_arrays, map_box
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.wiring import trace_values
 
@@ -37,24 +37,42 @@ def _moves(arrays, target: int, direction: str):
             steps.append(step)
             cur = step.cod.inside[0]
         parts.append(compose_all(Ty(arr), *steps) if steps else Diagram.id(Ty(arr)))
+    if not parts:
+        return Diagram.id(Ty())
     out = parts[0]
     for p in parts[1:]:
         out = out @ p
-    return out if parts else Diagram.id(Ty())
+    return out
 
 
 def kernel(diagram: Diagram, level: int = 1) -> Diagram:
     """Wrap a function diagram into one fused kernel at ``level`` (loads in, saves out).
 
-    On an algorithm (a diagram with kernels already) the new kernel is nested: around the
-    innermost body of every deepest kernel (the computation inside its partitions), one level
-    down (paper §3.1 and Fig. multi-level: a level-2 kernel inside the Grid/Stream of a level-1
-    kernel).  ``level`` must then be deeper than every enclosing kernel's level.
+    On an algorithm (a diagram with kernels already) the new kernel is either
+
+    * nested, when ``level`` is deeper than every kernel's: around the innermost body of every deepest
+      kernel (the computation inside its partitions), one level down (paper §3.1 and Fig. multi-level:
+      a level-2 kernel inside the Grid/Stream of a level-1 kernel); or
+    * drawn around the whole algorithm, when every kernel runs deeper than ``level``: what ran at the
+      levels above ``level`` now runs at ``level`` inside the new kernel (their transfers between those
+      levels go; the new kernel loads and saves).  Building inside out then gives the algorithm built
+      outside in::
+
+          kernel(group(kernel(f, level=2), "a", "t_a"), level=1)
+              == kernel(group(kernel(kernel(f, level=1), level=2) ... ), "a", "t_a")   (the same diagram)
+
+    >>> import napkin_cat as nc
+    >>> inner = nc.group(kernel(nc.library.matmul(), level=2), "a", "t_a")
+    >>> outer = nc.group(kernel(kernel(nc.library.matmul(), level=1), level=2), "a", "t_a")
+    >>> kernel(inner, level=1) == outer
+    True
     """
     if not isinstance(level, bool) and hasattr(level, "__index__") and int(level) < 1:
         raise LevelError(f"a kernel runs below the global level 0; got level={level}, use 1 or more")
     level = as_level(level, least=1, what="a kernel's level")
     kernels = _kernels(diagram)
+    if kernels and level < min(k.params["level"] for k in kernels):
+        return _streams_hold(_around(diagram, int(level)), f"a level-{level} kernel")
     if kernels:
         return _nest_kernel(diagram, kernels, level)
     body = at_level(diagram, level)
@@ -79,12 +97,45 @@ def _deepest(kernels) -> int:
     return max(k.params["level"] for k in kernels)
 
 
+def _around(diagram: Diagram, level: int) -> Diagram:
+    """A kernel at ``level`` around an algorithm whose kernels all run deeper (see :func:`kernel`)."""
+    body = _rebased(diagram, level)
+    loads = _moves(list(diagram.dom.inside), level, "load")
+    saves = _saves_back(body.cod.inside, diagram.cod.inside)
+    return Kernel.around(compose_all(diagram.dom, loads, body, saves), level)
+
+
+def _rebased(d: Diagram, level: int) -> Diagram:
+    """``d`` with what it holds above ``level`` moved to ``level``: every array at a level above it is at
+    ``level``, and the Loads/Saves between such levels (now between ``level`` and itself) are gone."""
+    def fa(arr: Array) -> Array:
+        return arr if arr.level >= level else arr.replace(level=level)
+    items = []
+    for layer in d.inside:
+        left, box, right = layer.boxes_or_types[:3]
+        if isinstance(box, Region):
+            box = type(box).rebuild(_rebased(box.arg, level), Ty(*map(fa, box.dom.inside)),
+                                    Ty(*map(fa, box.cod.inside)), box.params)
+        elif _is_transfer(box) and max(box.dom.inside[0].level, box.cod.inside[0].level) <= level:
+            continue
+        else:
+            box = map_box(box, fa, lambda n: n)
+        items.append((Ty(*map(fa, left.inside)), box, Ty(*map(fa, right.inside))))
+    return from_layers(Ty(*map(fa, d.dom.inside)), Ty(*map(fa, d.cod.inside)), items)
+
+
+def _is_transfer(box) -> bool:
+    return not isinstance(box, Region) and getattr(getattr(box, "data", None), "kind", None) in ("load", "save")
+
+
 def _nest_kernel(diagram: Diagram, kernels: list, level: int) -> Diagram:
     top = _deepest(kernels)
     if level <= top:
         k = next(k for k in kernels if k.params["level"] >= level)
+        low = min(k.params["level"] for k in kernels)
+        around = f" (or a level below {low}, to draw it around the whole algorithm)" if low > 1 else ""
         raise LevelError(f"cannot nest a kernel at level {level} inside {k.name} (level {k.params['level']}): a "
-                         f"nested kernel runs deeper than every enclosing kernel; use level={top + 1} or more")
+                         f"nested kernel runs deeper than every enclosing kernel; use level={top + 1} or more{around}")
 
     def fn(k: Kernel):
         return Kernel.rebuild(_innermost(k.arg, lambda d: _wrap_core(d, top, lambda core: kernel(core, level))),
@@ -223,12 +274,14 @@ def unfused(diagram: Diagram, level: int = 1) -> Diagram:
     return from_layers(diagram.dom, diagram.cod, items)
 
 
-def relabel_axis(diagram: Diagram, axis: str, size) -> Diagram:
-    """Every array's ``axis`` gets ``size`` (the paper's relabelling inside a bubble)."""
+def relabel_axis(diagram: Diagram, axis: str, size, *, full=None) -> Diagram:
+    """Every array's ``axis`` gets ``size`` (the paper's relabelling inside a bubble); with ``full``, only where
+    the axis has that size (a tile of it inside, from a partition already there, stays)."""
     def fa(arr: Array) -> Array:
         if axis not in arr.names:
             return arr
-        return arr.replace(axes=tuple(Axis(axis, size) if a.name == axis else a for a in arr.axes))
+        return arr.replace(axes=tuple(Axis(axis, size) if a.name == axis and (full is None or a.size == full)
+                                      else a for a in arr.axes))
     return map_arrays(diagram, fa)
 
 
@@ -256,6 +309,26 @@ def _map_kernels(diagram: Diagram, fn, level: int | None = None) -> tuple[Diagra
                 box, count = type(box).rebuild(inner, box.dom, box.cod, box.params), count + n
         items.append((left, box, right))
     return from_layers(diagram.dom, diagram.cod, items), count
+
+
+def _group_level(diagram: Diagram, axis: str) -> int | None:
+    """The level whose kernels a group along ``axis`` partitions: the deepest among the kernels not grouped along
+    ``axis`` already (a kernel drawn around a grouped one is grouped next: the algorithm built inside out), else
+    the deepest (a group of groups)."""
+    kernels, grouped = [], set()
+
+    def visit(d: Diagram, inside: bool):
+        for _, box in layers(d):
+            if isinstance(box, Kernel):
+                kernels.append(box)
+                if inside:
+                    grouped.add(id(box))
+                visit(box.arg, False)
+            elif isinstance(box, Region):
+                visit(box.arg, inside or (isinstance(box, Grid) and box.axis == axis))
+    visit(diagram, False)
+    free = [k.params["level"] for k in kernels if id(k) not in grouped]
+    return max(free) if free else None
 
 
 def _ensure_algorithm(diagram: Diagram) -> Diagram:
@@ -312,24 +385,29 @@ def group(diagram: Diagram, axis: str, size) -> Diagram:
         if why:
             reasons.append(why)
             return None
+        full = next(a.axis(axis).size for a in k.cod.inside)
         try:
-            inner = relabel_axis(k, axis, tile)
+            inner = relabel_axis(k, axis, tile, full=full)
         except SignatureError as e:   # a box inside ties the axis to one that keeps its full size
             reasons.append(f"{k.name}: the inside cannot see {axis!r} in groups of {tile}: {e}")
             return None
         return Grid(inner, k.dom, k.cod, {"axis": axis, "size": tile})
 
-    out, n = _map_kernels(diagram, fn)
+    level = _group_level(diagram, axis)
+    out, n = _map_kernels(diagram, fn, level)
     if not n:
-        raise RewriteError(f"cannot group along {axis!r}{_which(diagram)}: "
+        raise RewriteError(f"cannot group along {axis!r}{_which(diagram, level)}: "
                            + ("; ".join(reasons) or "no kernel carries it"))
     return _streams_hold(out, f"a group along {axis!r} of size {tile}")
 
 
-def _which(diagram: Diagram) -> str:
-    """`` in the level-ℓ kernels`` for a multi-level algorithm (where partitions go), else nothing."""
+def _which(diagram: Diagram, level: int | None = None) -> str:
+    """`` in the level-ℓ kernels`` for a multi-level algorithm (where partitions go: ``level``, by default the
+    deepest), else nothing."""
     levels = {k.params["level"] for k in _kernels(diagram)}
-    return f" in the level-{max(levels)} kernels (the deepest)" if len(levels) > 1 else ""
+    level = max(levels) if level is None and levels else level
+    return f" in the level-{level} kernels{' (the deepest)' if level == max(levels) else ''}" if len(levels) > 1 \
+        else ""
 
 
 def stream(diagram: Diagram, axis: str, size, sliced: bool = False) -> Diagram:

@@ -174,7 +174,9 @@ def analyse(region: Diagram, axis: str, sliced: bool = False) -> StreamPlan:
             if "internal" in classes:
                 raise RewriteError(f"{box.name!r} reads a value inside the accumulator form of another box, so the "
                                    f"region is not streamable along {axis!r}")
-            if "chunk" not in classes:
+            if "chunk" not in classes and "state" not in classes and _makes_axis(box, axis):
+                role = _broadcast_role(box, axis)
+            elif "chunk" not in classes:
                 role = "tail" if "state" in classes else "head"
             elif "state" in classes:
                 raise RewriteError(f"{box.name!r} reads both streamed data and an accumulated result, so "
@@ -239,6 +241,21 @@ def _nested_role(plan, i, box, ins, outs):
         raise RewriteError(f"cannot stream along {axis!r} through the region {box.name}: {e}") from None
     plan.reducers.append(Reducer((i,), tuple(ins), nest.state, tuple(outs), finish=nest.finish, nest=nest))
     return "body"
+
+
+def _makes_axis(box, axis) -> bool:
+    return any(_has_axis(arr, axis) for arr in box.cod.inside)
+
+
+def _broadcast_role(box, axis) -> str:
+    """A box that reads no slice but makes the streamed axis (a broadcast along it) is a map: inside the stream the
+    axis has the slice's size, so it is made per trip, at each slice's extent (a shorter last slice included)."""
+    if not isinstance(box, Bubble) and axis in box.data.weave_names:
+        return "body"
+    why = "it is a region" if isinstance(box, Bubble) else f"it is not weaved over {axis!r}"
+    raise RewriteError(f"{box.name!r} makes the streamed axis {axis!r} from inputs that do not carry it, and {why}: "
+                       f"made once, it would have the size of a whole slice even in a shorter last slice; make it "
+                       f"a map weaved over {axis!r} (run per slice) or compute it outside the stream")
 
 
 def _chunk_role(plan, i, box, ins, outs, reasons):

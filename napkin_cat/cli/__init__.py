@@ -41,9 +41,19 @@ class _Parser(argparse.ArgumentParser):
         raise CLIError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
+def _version() -> str:
+    """The installed distribution's version (the source tree's, from pyproject.toml, when not installed)."""
+    from importlib import metadata
+    try:
+        return metadata.version("napkin-cat")
+    except metadata.PackageNotFoundError:
+        return "0+source"
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="napkin", description="FlashAttention on a napkin: neural circuit diagrams, verified "
                 "rewrites, IO-cost functors, plans and pictures.")
+    p.add_argument("--version", action="version", version=f"napkin {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
 
     s = sub.add_parser("reproduce", help="reproduce the paper end to end; write DIR/report.md and report.json")

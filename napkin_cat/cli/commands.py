@@ -18,14 +18,15 @@ import sympy
 
 from napkin_cat import library
 from napkin_cat.algorithms.partitions import unfused
-from napkin_cat.cli.inputs import CLIError, algorithm, check_size_names, parse_memory, parse_sizes
-from napkin_cat.cost.iocost import cost
+from napkin_cat.cli.inputs import CLIError, algorithm, parse_memory, parse_sizes
+from napkin_cat.cost.functor import cost
 from napkin_cat.cost.optimum import optimal
 from napkin_cat.render.draw import draw
 from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.semantics.equivalent import equivalent
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.syntax.relabel import substitute
+from napkin_cat.syntax.sizes import Sizes
 
 
 def derivation_for(label: str, diagram):
@@ -83,9 +84,13 @@ def cmd_demo(args):
     return 0
 
 
-def _sized(diagram, args):
-    sizes = check_size_names(diagram, parse_sizes(getattr(args, "sizes", None)))
-    return (substitute(diagram, **sizes) if sizes else diagram), sizes
+def _cost_at(diagram, args):
+    """``(cost, sizes)``: the cost at ``--sizes`` (``nc.cost(d, sizes=)``: integers, ragged tiles exact) when they
+    give every axis and tile, else symbolic in the sizes not given; a name the diagram lacks is refused."""
+    sizes = Sizes(parse_sizes(getattr(args, "sizes", None))).of(diagram)
+    if sizes and not sizes.missing(diagram):
+        return cost(diagram, sizes=sizes), dict(sizes)
+    return cost(substitute(diagram, sizes.env) if sizes else diagram), dict(sizes)
 
 
 def cmd_cost(args):
@@ -96,8 +101,7 @@ def cmd_cost(args):
         memory_limit(args.memory)    # refused here (exit 2) when it is no memory
     label, d = algorithm(args.algorithm, name=args.name)
     d = derivation_for(label, d).diagram if args.derived else unfused(d)
-    d, sizes = _sized(d, args)
-    c = cost(d)
+    c, sizes = _cost_at(d, args)
     data = {"algorithm": label, "derived": args.derived, "sizes": sizes,
             "H": {lvl: str(h) for lvl, h in c.H.items()}, "M": {lvl: str(m) for lvl, m in c.M.items()},
             "flops": {p: str(f) for p, f in c.flops.items()}}
@@ -129,7 +133,7 @@ def _row_text(r) -> tuple:
 def cmd_search(args, label, d):
     from napkin_cat.search import derive
     memory = _search_memory(args.memory)
-    sizes = check_size_names(d, parse_sizes(args.sizes)) or None
+    sizes = dict(Sizes(parse_sizes(args.sizes)).of(d)) or None
     r = derive(d, memory=memory, level=args.level, sizes=sizes, tiles=args.tiles)
     rows = [_row_text(g) for g in r.regimes]
     data = {"algorithm": label, "level": args.level, "sizes": sizes, "memory": str(memory),
@@ -213,7 +217,7 @@ def planned(args, *, hardware=None):
         d = book.derivations[derivation](d).diagram
     elif not any(isinstance(b, Region) for _, b in layers(d)):
         d = derivation_for(label, d).diagram  # a function: plan the algorithm the rules derive from it
-    sizes = check_size_names(d, parse_sizes(args.sizes))
+    sizes = dict(Sizes(parse_sizes(args.sizes)).of(d))
     needed = sorted({str(s) for arr in d.dom.inside for a in arr.axes if not isinstance(a.size, int)
                      for s in a.size.free_symbols} - set(sizes))
     if needed:
@@ -273,7 +277,8 @@ def cmd_reproduce(args):
         for c in book.claims:
             if c.status == "differs":
                 print(f"  DIFFERS {c.id} ({c.section}): {c.what}: paper {c.paper}, library {c.library}")
-        print(f"report: {os.path.join(out, 'report.md')} and report.json")
+        print(f"report: {os.path.join(out, 'report.md')} and {os.path.join(out, 'report.json')} "
+              f"(errata explained in {os.path.join(out, 'errata.md')})")
     return 0 if book.ok else 1
 
 

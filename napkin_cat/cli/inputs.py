@@ -10,28 +10,32 @@ what would be legal; ``napkin`` prints it and exits with status 2 (no traceback)
 >>> parse_sizes("q=4096,x")
 Traceback (most recent call last):
 ...
-napkin_cat.cli.inputs.CLIError: malformed --sizes 'q=4096,x': 'x' is not name=positive-int (e.g. q=4096,x=4096,d=64)
+napkin_cat.errors.CLIError: malformed --sizes 'q=4096,x': 'x' is not name=positive-int (e.g. q=4096,x=4096,d=64)
 """
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import re
 import runpy
 
 from napkin_cat import library
-from napkin_cat.errors import NapkinError
+from napkin_cat.errors import CLIError
 from napkin_cat.syntax.adapter import Diagram
 
-LIBRARY = tuple(library.__all__[:-1])  # the named algorithms (inverse_temperature is a helper)
+def _takes_nothing(fn) -> bool:
+    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+               for p in inspect.signature(fn).parameters.values())
+
+
+#: the named algorithms a name on the command line builds (helpers, and algorithms that need an argument such
+#: as a window's width, are written in a Python file)
+LIBRARY = tuple(n for n in library.__all__ if n not in library.HELPERS and _takes_nothing(getattr(library, n)))
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
 _DIGITS = re.compile(r"[0-9]+")     # ASCII digits only: str.isdigit() accepts '²', which int() refuses
 #: the most values a memory may hold (as nc.optimal's limit): 2^64
 LARGEST_MEMORY_BITS = 64
-
-
-class CLIError(NapkinError):
-    """A malformed command-line input (printed as one line; exit status 2)."""
 
 
 def algorithm(spec: str, *, name: str | None = None) -> tuple[str, Diagram]:
@@ -85,36 +89,6 @@ def parse_sizes(text: str | None) -> dict:
             raise CLIError(f"malformed --sizes {text!r}: {key!r} is given twice")
         out[key] = int(value)
     return out
-
-
-def size_names(diagram) -> set:
-    """The names a ``--sizes`` may give for ``diagram``: its axes' size symbols and its tiles (every level)."""
-    from napkin_cat.syntax.adapter import layers
-    names = set()
-
-    def arrays(d):
-        for arr in (*d.dom.inside, *d.cod.inside):
-            yield arr
-        for _, box in layers(d):
-            yield from (*box.dom.inside, *box.cod.inside)
-            if hasattr(box, "arg"):
-                yield from arrays(box.arg)
-            for v in (getattr(box, "params", None) or {}).values():
-                names.update(str(x) for x in getattr(v, "free_symbols", ()))
-    for arr in arrays(diagram):
-        for a in arr.axes:
-            names.update(str(x) for x in getattr(a.size, "free_symbols", ()))
-    return names
-
-
-def check_size_names(diagram, sizes: dict, flag: str = "--sizes") -> dict:
-    """``sizes``, refused (CLIError) when it names an axis or tile the diagram does not have."""
-    legal = size_names(diagram)
-    unknown = sorted(k for k in sizes if k not in legal)
-    if unknown:
-        raise CLIError(f"{flag} gives {unknown}, which the diagram does not have; its sizes are "
-                       f"{', '.join(sorted(legal)) or 'none (every axis is concrete)'}")
-    return sizes
 
 
 def _power(text: str, whole: str) -> int:

@@ -25,10 +25,10 @@ True
 """
 from napkin_cat.codegen.c import CKernel, CPrinter, c
 from napkin_cat.codegen.cuda import CudaKernel, CudaPrinter, cuda
-from napkin_cat.codegen.errors import CodegenError, ToolNotFoundError, UnknownKindError
+from napkin_cat.codegen.errors import BlasMissingWarning, CodegenError, ToolNotFoundError, UnknownKindError
 from napkin_cat.codegen.printer import CodePrinter
 from napkin_cat.codegen.tritonkernel import TritonKernel, triton
 from napkin_cat.codegen.tritonlang import TritonPrinter
 
 __all__ = ["c", "cuda", "triton", "CKernel", "CudaKernel", "TritonKernel", "CodePrinter", "CPrinter", "CudaPrinter",
-           "TritonPrinter", "CodegenError", "UnknownKindError", "ToolNotFoundError"]
+           "TritonPrinter", "CodegenError", "UnknownKindError", "ToolNotFoundError", "BlasMissingWarning"]

@@ -1,14 +1,21 @@
 """C with OpenMP: the CPU kernel (the CUDA kernel's loop nest, run here), compiled by ``cc`` and called by ctypes.
 
-One launch per chain of Grid loops: ``#pragma omp parallel for`` over the Grid indices, each thread with
-its own arena (the on-chip variables at the layout's offsets) and staging buffer.  Element loops are
-nested ``for`` loops the compiler vectorises (``-O3 -march=native``; reductions carry ``omp simd``); exp
-is a branch-free polynomial (``nc_exp``, Cody–Waite reduction and a degree-6 polynomial, exact 0 below
-the smallest normal exponent) so it vectorises without ``-ffast-math``, whose finite-math assumption
-would break the −∞-safe δ.  A contraction of two operands that is a matrix product (one summed axis,
-one free axis per operand, any shared batch axes, a unit stride in each) is one ``cblas_sgemm`` per batch
-index when BLAS is used (``blas=True``, or ``None``: when ``cblas.h`` is found); otherwise it is the
-element loop the CUDA kernel runs.
+One launch per chain of Grid loops: ``#pragma omp parallel for`` over the Grid indices (every Grid of the
+chain: query blocks and heads alike), each thread with its own arena (the on-chip variables at the layout's
+offsets).  What makes it a CPU kernel rather than the CUDA one run on a CPU:
+
+* element loops are nested ``for`` loops the compiler vectorises (``-O3 -march=native``, no ``-ffast-math``,
+  whose finite-math assumption would break the −∞-safe δ): ``exp`` is ``nc_exp``, a branch-free polynomial
+  within 2 ulp; max and min are selects (``nc_fmax``, ``nc_fold_max``: libm's ``fmaxf`` is a call that stays
+  in the vector loop); sums run in lanes and the online SoftMax's rows in three passes
+  (:mod:`napkin_cat.codegen.crows`);
+* the layout stages nothing (``layout(unstaged=True)``): no statement computes into a buffer and copies;
+* a load of an input's own rows is a pointer into the input (:func:`load_views`): the cache makes the copy;
+* a contraction of two operands that is a matrix product (one summed axis, one free axis per operand, any
+  shared batch axes, a unit stride in each) is one ``cblas_sgemm`` per batch index when BLAS is used
+  (``blas=True``, or ``None``: when ``cblas.h`` is found); otherwise element loops (along the output's
+  rows where that row is contiguous), several times slower, and the default ``blas=None`` says so once
+  (:class:`~napkin_cat.codegen.errors.BlasMissingWarning`; ``$NAPKIN_BLAS=0`` forces it).
 
 >>> import napkin_cat as nc
 >>> p = nc.plan(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"),
@@ -23,12 +30,15 @@ import ctypes
 import os
 import platform
 import subprocess
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from napkin_cat.codegen.cfamily import CFamilyPrinter
-from napkin_cat.codegen.errors import CodegenError, ToolNotFoundError
+from napkin_cat.codegen.ckinds import accumulators_c, elementwise_c, reduce_c
+from napkin_cat.codegen.crows import PRELUDE as ROWS_PRELUDE, RowsMixin
+from napkin_cat.codegen.errors import BlasMissingWarning, CodegenError, ToolNotFoundError
 from napkin_cat.codegen.kernel import GeneratedKernel, cache_dir, digest, tool
 from napkin_cat.codegen.printer import ident, launches
 
@@ -41,26 +51,38 @@ PRELUDE = r"""#include <math.h>
 #define NC_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define NC_MAX(a, b) ((a) > (b) ? (a) : (b))
 
-/* exp(x) = 2^n p(r), n = round(x / ln 2), r = x - n ln 2 (Cody-Waite); exactly 0 below the smallest
-   normal exponent and for x = -inf, NaN for NaN; branch-free, so element loops vectorise. */
+/* max and min that propagate NaN as numpy's do (C99's fmaxf and fminf drop it), as selects: libm's are calls
+   in a vector loop.  A SoftMax's row max folds into an accumulator that starts at -inf (+inf) and may drop a
+   NaN (the row's sum is NaN then anyway): one vmaxps (vminps). */
+static inline float nc_fmax(float a, float b) {{ return (a > b || a != a) ? a : b; }}
+static inline float nc_fmin(float a, float b) {{ return (a < b || a != a) ? a : b; }}
+static inline float nc_fold_max(float acc, float v) {{ return v > acc ? v : acc; }}
+/* exp(x) = 2^n exp(r): n = round(x / ln 2) by the 1.5·2^23 trick (n lands in t's low bits, no float-to-int
+   conversion), r = x - n ln 2 (Cody-Waite, two steps), 2 exp(r) a degree-6 near-minimax polynomial, and
+   2^(n-1) built from t's bits.  At most 2 ulp from exp (checked by the tests); exactly 0 below -125 ln 2
+   (2^-125: flushes the lowest binade of normals and the subnormals), +inf above ln FLT_MAX and for +inf,
+   NaN for NaN.  Selects only, no call, no branch: an element loop of it vectorises (about 16 vector
+   instructions for 16 floats on AVX-512). */
 static inline float nc_exp(float x) {{
-    const float lo = -87.33654475f, hi = 88.0f;
-    const float xc = fminf(fmaxf(x, lo), hi);
-    const float n = floorf(xc * 1.44269504088896341f + 0.5f);
+    const float lo = -86.64339798f, hi = 88.72283935546875f;
+    const float xc = hi < x ? hi : x;   /* NaN stays NaN */
+    const float t = xc * 1.44269504088896341f + 12582912.0f;
+    const float n = t - 12582912.0f;
     float r = xc - n * 0.693359375f;
     r = r + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
+    float p = 2.7673691511e-3f;
+    p = p * r + 1.6749631613e-2f;
+    p = p * r + 8.3336450160e-2f;
+    p = p * r + 3.3332839608e-1f;
+    p = p * r + 9.9999982119e-1f;
+    p = p * r + 2.0f;
+    p = p * r + 2.0f;
+    uint32_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    bits = (bits << 23) + 0x3F000000u;   /* 2^(n-1): n - 1 + 127 in the exponent field */
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    const float y = p * scale;
-    return x != x ? x : (x < lo ? 0.0f : (x > hi ? (x > 88.72283935546875f ? INFINITY : expf(x)) : y));
+    return x < lo ? 0.0f : p * scale;
 }}
 static inline float nc_sigmoid(float x) {{ return 1.0f / (1.0f + nc_exp(-x)); }}
 static inline float nc_silu(float x) {{ return x / (1.0f + nc_exp(-x)); }}
@@ -77,8 +99,16 @@ static void *nc_alloc(size_t bytes) {{
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math")
 
 
+#: set to ``0`` to run as if ``cblas.h`` were missing (the loops, and the warning that says so)
+NO_BLAS_ENV = "NAPKIN_BLAS"
+_told_blas_missing = False
+
+
 def blas_available() -> bool:
-    """Whether ``cblas.h`` and OpenBLAS are installed (Debian's ``libopenblas-dev``)."""
+    """Whether ``cblas.h`` and OpenBLAS are installed (Debian's ``libopenblas-dev``); False when ``$NAPKIN_BLAS``
+    is ``0``."""
+    if os.environ.get(NO_BLAS_ENV) == "0":
+        return False
     for root in ("/usr/include", "/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu",
                  "/usr/local/include", "/usr/include/openblas"):
         if os.path.exists(os.path.join(root, "cblas.h")):
@@ -86,19 +116,58 @@ def blas_available() -> bool:
     return False
 
 
-class CPrinter(CFamilyPrinter):
+def _tell_blas_missing():
+    """Warn, once per process, that contractions fall back to loops (the default ``blas=None`` found no cblas.h)."""
+    global _told_blas_missing
+    if _told_blas_missing:
+        return
+    _told_blas_missing = True
+    why = f"${NO_BLAS_ENV} is 0" if os.environ.get(NO_BLAS_ENV) == "0" else "cblas.h (OpenBLAS) is not installed"
+    warnings.warn(f"{why}: the C kernel's contractions run as plain loops, several times slower than cblas_sgemm "
+                  "(FlashAttention at N = 4096 on one core: about 3.5x); install Debian's libopenblas-dev (apt-get "
+                  "install libopenblas-dev), or pass blas=False to choose the loops without this warning",
+                  BlasMissingWarning, stacklevel=4)
+
+
+class CPrinter(RowsMixin, CFamilyPrinter):
     """C99 with OpenMP; ``blas``: contractions that are matrix products by ``cblas_sgemm``; ``poison``: fill each
     block's arena with NaN first (a test's check that no value is read before it is written)."""
 
     backend = "c"
-    dtypes = {"fp32": "float", "fp16": "_Float16"}
+    dtypes = {"fp32": "float", "fp16": "_Float16", "int32": "int", "bool": "unsigned char"}
     simd_reduction = "#pragma omp simd reduction({op}:{var})"
+    # max and min as selects (the prelude's nc_fmax, nc_fold_max, ...): libm's fmaxf is a call gcc does not vectorise
+    fmax, fold_max = "nc_fmax", "nc_fold_max"
+    elementwise = elementwise_c("nc_fmax", "nc_fmin")
+    accumulators = accumulators_c("nc_fmax", "nc_fmin")
+    reductions = reduce_c("nc_fmax", "nc_fmin")
+    # a CPU thread stages an aliased output by copying it: a few more arena bytes cost less than that pass
+    unstaged_layout = True
 
     def __init__(self, plan, *, blas: bool | None = None, poison: bool = False):
         if blas is None:
             blas = blas_available()
+            if not blas:
+                _tell_blas_missing()
         super().__init__(plan, blas=blas, poison=poison)
         self.blas, self.poison = blas, poison
+        self.views = load_views(self)
+
+    # ------------------------------------------------------------------ loads the cache makes
+    def declare(self, v) -> str:
+        load = self.views.get(v.name)
+        if load is None:
+            return super().declare(v)
+        return (f"const {self.ctype(v.name)} *{ident(v.name)};   {self.comment} "
+                f"{'×'.join(str(self.nominal(e)) for _, e in v.shape) or '1'}, a view of {load.src.var}")
+
+    def _print_Load(self, s, depth):
+        if self.views.get(s.dst.var) is not s:
+            return super()._print_Load(s, depth)
+        start = {a: 0 for a in self.variables[s.src.var].axes}
+        pointer = f"{ident(s.dst.var)} = {ident(s.src.var)} + {self.code(self.offset(s.src, start))};"
+        return [self.line(depth, f"{pointer}   {self.comment} {self.ref(s.dst)} ← view of {self.ref(s.src)} "
+                                 "(the cache loads it)")]
 
     # ------------------------------------------------------------------ element loops: nested, vectorised
     def loop(self, space, body, depth):
@@ -108,7 +177,7 @@ class CPrinter(CFamilyPrinter):
 
     # ------------------------------------------------------------------ launches and the entry point
     def _print_Launch(self, launch, depth=0):
-        self.stage_values = 0
+        self.stage_values = self.row_values = 0
         inner = 2 if launch.grids else 1
         at = depth + inner + (1 if launch.grids else 0)
         body = [self.line(at, f"memset({self.arena_name(lvl)}, 0xff, {max(self.arena_bytes(launch, lvl), 1)});"
@@ -127,6 +196,10 @@ class CPrinter(CFamilyPrinter):
         alloc.append(self.line(inner, f"float *nc_stage = (float *)nc_alloc({max(self.stage_values, 1)} * "
                                       "sizeof(float));"))
         release.append(self.line(inner, "free(nc_stage);"))
+        if self.row_values:
+            alloc.append(self.line(inner, f"float *nc_rows = (float *)nc_alloc({2 * self.row_values} * sizeof(float));"
+                                          f"   {self.comment} per-row scalars of a SoftMax in passes"))
+            release.append(self.line(inner, "free(nc_rows);"))
         out = [f"static void {launch.name}({self.parameters('restrict ')}, int nc_threads) {{"]
         if not launch.grids:
             return out + [self.line(1, "(void)nc_threads;")] + alloc + body + release + ["}"]
@@ -137,7 +210,7 @@ class CPrinter(CFamilyPrinter):
 
     def doprint_plan(self) -> str:
         """The whole source: prelude, one function per launch, and ``nc_run`` (the entry point)."""
-        parts = [PRELUDE.format(blas_include="#include <cblas.h>" if self.blas else "")]
+        parts = [PRELUDE.format(blas_include="#include <cblas.h>" if self.blas else "") + ROWS_PRELUDE]
         ls = launches(self.plan)
         for launch in ls:
             parts.append("\n".join(self._print_Launch(launch)))
@@ -223,6 +296,33 @@ class CPrinter(CFamilyPrinter):
                     "order": "CblasRowMajor" if row else "CblasColMajor", "ta": flag[ta], "tb": flag[tb],
                     "lda": sa[a_forms[ta][1]], "ldb": sb[b_forms[tb][1]], "ldc": so[c_form[1]]}
         return None
+
+
+def load_views(printer) -> dict:
+    """The loads a CPU thread makes by pointing into the input instead of copying: variable → its ``Load``.
+
+    A load qualifies when its tile is the whole destination, its source is an input (never written), nothing
+    else writes the destination, the two hold the same format, and every axis of the tile longer than 1 has
+    the input's stride (the tile is the input's own rows: a slice of the outermost axes, all of the others).
+    The cache then does what the copy did, without the copy's pass over the tile.
+    """
+    from napkin_cat.plan.ir import Load, walk, writes
+    stmts = list(walk(printer.plan.body))
+    writers: dict = {}
+    for s in stmts:
+        for v in writes(s):
+            writers[v] = writers.get(v, 0) + 1
+    out = {}
+    for s in stmts:
+        if not isinstance(s, Load) or not s.dst.whole or writers.get(s.dst.var) != 1:
+            continue
+        dst, src = printer.variables[s.dst.var], printer.variables[s.src.var]
+        if src.role != "input" or dst.level == 0 or dst.dtype != src.dtype or dst.axes != src.axes or dst.buffers != 1:
+            continue
+        sd, ss = printer.strides(dst.name), printer.strides(src.name)
+        if all(sd[a] == ss[a] for a, e in dst.shape if int(printer.nominal(e)) > 1):
+            out[dst.name] = s
+    return out
 
 
 class CKernel(GeneratedKernel):

@@ -211,6 +211,9 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
         out.append(self.line(depth, f"for (int {ident(s.index.name)} = 0; {ident(s.index.name)} < "
                                     f"{self.code(self.trips(s))}; ++{ident(s.index.name)}) {{   "
                                     f"{self.comment} {self.loop_comment(s)}"))
+        if getattr(s, "skips", False):     # the same test in every thread of a block: no barrier is split
+            out.append(self.line(depth + 1, f"if (!{self.code(s.when)}) continue;   {self.comment} the mask is "
+                                            f"never true on this trip"))
         out += self._trip(s, depth + 1)
         out.append(self.line(depth, "}"))
         if s.tail:
@@ -280,14 +283,17 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
                 lines.append(self.line(depth, f"const int {ident(bound[0].name)} = {self.code(bound[1])};   "
                                               f"{self.comment} {self.loop_comment(g)}"))
         for v in self.on_chip(launch):
-            t = self.ctype(v.name)
-            lines.append(self.line(depth, f"{t} *const {ident(v.name)} = ({t} *)({self.arena_name(v.level)} + "
-                                          f"{self.layout.offsets[v.name]});   {self.comment} "
-                                          f"{'×'.join(str(self.nominal(e)) for _, e in v.shape) or '1'}"))
+            lines.append(self.line(depth, self.declare(v)))
         lines += self._lines(launch.body, depth)
         for g, s in zip(reversed(launch.grids), reversed(saved)):
             self.leave(g, s)
         return lines
+
+    def declare(self, v) -> str:
+        """The declaration of an on-chip variable: a pointer to its bytes in its level's arena."""
+        t = self.ctype(v.name)
+        return (f"{t} *const {ident(v.name)} = ({t} *)({self.arena_name(v.level)} + {self.layout.offsets[v.name]});   "
+                f"{self.comment} {'×'.join(str(self.nominal(e)) for _, e in v.shape) or '1'}")
 
     def arena_bytes(self, launch, level: int = 1) -> int:
         """Bytes of the launch's arena at ``level`` (its variables at their offsets)."""

@@ -13,6 +13,7 @@ softmax_unscaled (SoftMax₁)      per row: μ = max(max βx, μ′), s = exp(β
                                  exp(μ′ − μ) (the −∞-safe δ), z = δz′ + Σ s
 softmax_aux (SoftMax₀)           as SoftMax₁, returning y = s/z and δz′ in place of s and δ
 cast, rename, split, join        element copies (a cast converts on store)
+positions, masks, gathers, LSE   :mod:`napkin_cat.codegen.cindices`
 ===============================  ================================================================
 
 A statement with ``accumulate`` folds its value into its output with the accumulator's template.
@@ -21,40 +22,71 @@ from __future__ import annotations
 
 import sympy
 
+from napkin_cat.codegen.cindices import ELEMENTWISE_INDEX_C, STRUCTURED_INDEX_C, IndexKindsMixin
+
 #: max and min that propagate NaN as numpy's ``maximum``/``max`` do (C99's ``fmaxf`` drops a NaN operand)
 MAX_C = "(({0}) != ({0}) || ({0}) > ({1}) ? ({0}) : ({1}))"
 MIN_C = "(({0}) != ({0}) || ({0}) < ({1}) ? ({0}) : ({1}))"
 
-ELEMENTWISE_C = {
-    "id": "{0}", "cast": "{0}", "exp": "nc_exp({0})", "neg": "(-{0})", "relu": MAX_C.replace("{1}", "0.0f"),
-    "gelu": "nc_gelu({0})", "silu": "nc_silu({0})", "sigmoid": "nc_sigmoid({0})", "tanh": "tanhf({0})",
-    "sqrt": "sqrtf({0})", "rsqrt": "(1.0f / sqrtf({0}))", "recip": "(1.0f / {0})", "square": "({0} * {0})",
-    "scale": "({c} * {0})", "shift": "({0} + {c})",
-    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
-    "max": MAX_C, "min": MIN_C,
-    "fma": "fmaf({0}, {1}, {2})",
-}
+
+def _two(fn: str | None, default: str) -> str:
+    return default if fn is None else f"{fn}({{0}}, {{1}})"
+
+
+def elementwise_c(fmax: str | None = None, fmin: str | None = None) -> dict:
+    """The elementwise templates, with the dialect's two-argument max and min (``fmax``, ``fmin``: functions that
+    propagate NaN as numpy does; by default the selects :data:`MAX_C`, :data:`MIN_C`)."""
+    mx, mn = _two(fmax, MAX_C), _two(fmin, MIN_C)
+    return {
+        "id": "{0}", "cast": "{0}", "exp": "nc_exp({0})", "neg": "(-{0})", "relu": mx.format("{0}", "0.0f"),
+        "gelu": "nc_gelu({0})", "silu": "nc_silu({0})", "sigmoid": "nc_sigmoid({0})", "tanh": "tanhf({0})",
+        "sqrt": "sqrtf({0})", "rsqrt": "(1.0f / sqrtf({0}))", "recip": "(1.0f / {0})", "square": "({0} * {0})",
+        "scale": "({c} * {0})", "shift": "({0} + {c})", "step": "({0} > 0.0f ? 1.0f : 0.0f)",
+        "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
+        "max": mx, "min": mn,
+        "fma": "fmaf({0}, {1}, {2})", **ELEMENTWISE_INDEX_C,
+    }
+
+
+def accumulators_c(fmax: str | None = None, fmin: str | None = None) -> dict:
+    """Accumulator (monoid) → template folding the old value ``{0}`` with the new ``{1}`` (max and min propagate
+    NaN)."""
+    return {"sum": "{0} + {1}", "max": _two(fmax, MAX_C), "min": _two(fmin, MIN_C)}
+
+
+def reduce_c(fmax: str | None = None, fmin: str | None = None) -> dict:
+    """Reduction kind → (identity, step template); max and min propagate a NaN of the reduced values, as numpy's
+    ``max``/``min`` do."""
+    return {"reduce_sum": ("0.0f", "{0} + {1}"), "reduce_mean": ("0.0f", "{0} + {1}"),
+            "reduce_max": ("-INFINITY", _two(fmax, MAX_C)), "reduce_min": ("INFINITY", _two(fmin, MIN_C))}
+
+
+ELEMENTWISE_C = elementwise_c()
 
 STRUCTURED_C = {
     "contract": "_print_contract", "softmax": "_print_softmax", "softmax_unscaled": "_print_online",
     "softmax_aux": "_print_online", "reduce_sum": "_print_reduce", "reduce_max": "_print_reduce",
     "reduce_min": "_print_reduce", "reduce_mean": "_print_reduce", "rename": "_print_rename",
-    "split": "_print_split", "join": "_print_join",
+    "split": "_print_split", "join": "_print_join", **STRUCTURED_INDEX_C,
 }
 
-ACCUMULATORS_C = {"sum": "{0} + {1}", "max": MAX_C, "min": MIN_C}
+ACCUMULATORS_C = accumulators_c()
 
 #: reduction kind → (identity, step template)
-REDUCE = {"reduce_sum": ("0.0f", "{0} + {1}"), "reduce_mean": ("0.0f", "{0} + {1}"),
-          "reduce_max": ("-INFINITY", MAX_C), "reduce_min": ("INFINITY", MIN_C)}
+REDUCE = reduce_c()
 
 
-class KindsMixin:
+class KindsMixin(IndexKindsMixin):
     """The kind printers of :class:`~napkin_cat.codegen.cfamily.CFamilyPrinter`."""
 
     elementwise = ELEMENTWISE_C
     structured = STRUCTURED_C
     accumulators = ACCUMULATORS_C
+    reductions = REDUCE
+    #: the dialect's two-argument max of floats that ignores a NaN (C99's ``fmaxf``)
+    fmax = "fmaxf"
+    #: the dialect's max folding a value into an accumulator that starts at −∞ (so is never NaN): a row's max
+    fold_max = "fmaxf"
     #: pragma before a reduction loop (``{op}``, ``{var}``); empty where the loop is not vectorised
     simd_reduction = ""
 
@@ -125,7 +157,7 @@ class KindsMixin:
         core = [e for e in self.space(x) if e[2] not in idx]
         full = dict(idx)
         full.update({a: sym for sym, _, a, _ in core})
-        identity, step = REDUCE[s.kind]
+        identity, step = self.reductions[s.kind]
         op = {"reduce_sum": "+", "reduce_mean": "+", "reduce_max": "max", "reduce_min": "min"}[s.kind]
 
         def body():
@@ -153,8 +185,8 @@ class KindsMixin:
         return x, core, rows, idx
 
     def _max_pass(self, s, x, core, idx, beta):
-        return ["float nc_m = -INFINITY;"] + self._core_loops(
-            core, [f"nc_m = fmaxf(nc_m, {beta} * {self.read(x, idx)});"], self._reduction_pragma("max", "nc_m"))
+        fold = f"nc_m = {self.fold_max}(nc_m, {beta} * {self.read(x, idx)});"
+        return ["float nc_m = -INFINITY;"] + self._core_loops(core, [fold], self._reduction_pragma("max", "nc_m"))
 
     def _print_softmax(self, s, depth):
         x, core, rows, idx = self._rows(s)
@@ -182,7 +214,7 @@ class KindsMixin:
             lines = self._max_pass(s, x, core, idx, beta) + [
                 f"const float nc_mp = {self.read(mu_prev, idx)};",
                 f"const float nc_zp = {self.read(z_prev, idx)};",
-                "nc_m = fmaxf(nc_m, nc_mp);",
+                f"nc_m = {self.fmax}(nc_m, nc_mp);",
                 "const float nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : 0.0f;",
                 "const float nc_d = (nc_mp == -INFINITY) ? 0.0f : nc_exp(nc_mp - nc_ms);   "
                 f"{self.comment} δ, safe at μ′ = −∞",

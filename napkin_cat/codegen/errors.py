@@ -1,5 +1,8 @@
 """Typed errors of code generation; each names the kind, backend, structure, tool or limit at fault.
 
+They are defined in :mod:`napkin_cat.errors` with every other error (``nc.CodegenError`` and so on); this
+module keeps the layer's import path.
+
 Limits of a target (shared memory per thread block, registers per thread) raise the hardware layer's
 :class:`~napkin_cat.hardware.errors.CapacityError` (a :class:`~napkin_cat.errors.MemoryLimitError`).
 
@@ -10,22 +13,13 @@ the cuda backend has no printed form for primitive kind 'gelu2'; give one in Cud
 """
 from __future__ import annotations
 
-from napkin_cat.errors import NapkinError, UnknownPrimitiveError
+from napkin_cat.errors import CodegenError, NapkinError, ToolNotFoundError, UnknownKindError, UnknownPrimitiveError
 
 
-class CodegenError(NapkinError, ValueError):
-    """A plan a backend cannot print: a structure, dtype or accumulator it has no form for."""
+
+class BlasMissingWarning(UserWarning):
+    """The C kernel's contractions fall back to loops because ``cblas.h`` (OpenBLAS) is not installed."""
 
 
-class UnknownKindError(CodegenError, UnknownPrimitiveError):
-    """A primitive kind with no printed form in a backend's tables."""
-
-    def __init__(self, kind: str, backend: str, printer: str = "the printer", known=()):
-        self.kind, self.backend = kind, backend
-        super().__init__(f"the {backend} backend has no printed form for primitive kind {kind!r}; give one in "
-                         f"{printer}.elementwise (a template) or {printer}.structured (a method); it prints "
-                         f"{', '.join(sorted(known)) or 'nothing yet'}")
-
-
-class ToolNotFoundError(CodegenError, FileNotFoundError):
-    """A compiler or package a kernel needs (cc, nvcc, triton, torch) is not on this machine."""
+__all__ = ["CodegenError", "UnknownKindError", "ToolNotFoundError", "NapkinError", "UnknownPrimitiveError",
+           "BlasMissingWarning"]

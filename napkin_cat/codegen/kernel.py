@@ -19,7 +19,7 @@ from napkin_cat.codegen.errors import CodegenError, ToolNotFoundError
 from napkin_cat.errors import ShapeError
 
 
-NUMPY = {"fp32": np.float32, "fp16": np.float16}
+NUMPY = {"fp32": np.float32, "fp16": np.float16, "int32": np.int32, "bool": np.bool_}
 
 
 def cache_dir() -> Path:
@@ -82,10 +82,14 @@ class GeneratedKernel:
 
     # ------------------------------------------------------------------ arguments
     def shapes(self) -> tuple[list, list]:
-        """Shapes of the plan's inputs and outputs at its sizes."""
-        def shape(name):
-            return tuple(int(sympy.sympify(e).subs(self.plan.sizes)) for _, e in self.plan.variable_map[name].shape)
-        return [shape(n) for n in self.plan.inputs], [shape(n) for n in self.plan.outputs]
+        """Shapes of the plan's inputs and outputs at its sizes (worked out once: a call checks its arguments
+        against them, and sympy's substitutions cost milliseconds)."""
+        if getattr(self, "_shapes", None) is None:
+            def shape(name):
+                return tuple(int(sympy.sympify(e).subs(self.plan.sizes)) for _, e in self.plan.variable_map[name].shape)
+            self._shapes = ([shape(n) for n in self.plan.inputs], [shape(n) for n in self.plan.outputs])
+        ins, outs = self._shapes
+        return list(ins), list(outs)
 
     def numpy_dtype(self, name: str):
         """The numpy type of a global variable's values (fp32 → float32, fp16 → float16)."""

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import sympy
 
-from napkin_cat.plan.ir import Alloc, Compute, Copy, Free, GridLoop, Kernel, Load, Store, StreamLoop, reads, walk
-from napkin_cat.plan.liveness import defs
+from napkin_cat.plan.ir import Compute, access, reads, walk
+from napkin_cat.plan.liveness import columns as live_columns
 from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.syntax.ops import ELEMENTWISE
 
@@ -39,15 +39,10 @@ RESTARTS = 200
 IN_PLACE = frozenset(ELEMENTWISE) | {"cast", "rename", "softmax", "softmax_aux", "softmax_unscaled"}
 
 
-def reads_writes(stmt) -> tuple[list, list]:
-    """``(refs read, refs written)`` of a simple statement (a ``Combine`` reads its destination too)."""
-    if type(stmt).__name__ == "Combine":
-        return [stmt.src, stmt.dst], [stmt.dst]
-    if isinstance(stmt, (Load, Store, Copy)):
-        return [stmt.src], [stmt.dst]
-    if isinstance(stmt, Compute):
-        return list(stmt.refs) + (list(stmt.outs) if stmt.accumulate else []), list(stmt.outs)
-    return [], []
+def reads_writes(stmt) -> tuple[tuple, tuple]:
+    """``(refs read, refs written)`` of a simple statement (:func:`napkin_cat.plan.ir.access`)."""
+    a = access(stmt)
+    return a.reads, a.writes
 
 
 def _in_place(stmt, out, src, variables) -> bool:
@@ -116,55 +111,38 @@ class Layouts(dict):
         return self[level].of(variables) if level in self else 0
 
 
-def layouts(p) -> Layouts:
-    """A :class:`Layout` per on-chip level of the plan."""
-    return Layouts({lvl: layout(p, lvl) for lvl in sorted({v.level for v in p.variables if v.level > 0})})
+def layouts(p, *, unstaged: bool = False) -> Layouts:
+    """A :class:`Layout` per on-chip level of the plan (``unstaged``: see :func:`layout`)."""
+    return Layouts({lvl: layout(p, lvl, unstaged=unstaged)
+                    for lvl in sorted({v.level for v in p.variables if v.level > 0})})
 
 
 def columns(p, level: int = 1) -> list[frozenset]:
-    """The live sets at ``level``, sampled as :func:`napkin_cat.plan.static.static_peak` samples them (an
-    ``Alloc`` of an on-chip variable brings it to life: a partition's output held while its loop runs)."""
-    live: dict = {}
-    out = []
-
-    def sample():
-        out.append(frozenset(v for v in live if p.variable_map[v].level == level))
-
-    def block(stmts):
-        for s in stmts:
-            if isinstance(s, Free):
-                live.pop(s.var, None)
-                continue
-            sample()
-            if isinstance(s, (Kernel, GridLoop)):
-                block(s.body)
-            elif isinstance(s, StreamLoop):
-                block(s.head)
-                block(s.body)
-                block(s.tail)
-            elif isinstance(s, Alloc):
-                if p.variable_map[s.var].level > 0:
-                    live[s.var] = True
-            else:
-                for v in defs(s):
-                    live[v] = True
-    for name in p.inputs:
-        live[name] = True
-    block(p.body)
-    sample()
-    return out
+    """The live sets at ``level``, sampled as :func:`napkin_cat.plan.static.static_peak` samples them
+    (:func:`napkin_cat.plan.liveness.columns`, every sample kept in program order)."""
+    at = {v.name for v in p.variables if v.level == level}
+    return [col & at for col in live_columns(p.body, p.inputs)]
 
 
 def _bytes(v, sizes) -> int:
     return int(sympy.sympify(v.size).subs(sizes)) * as_dtype(v.dtype).bytes * v.buffers
 
 
-def layout(p, level: int = 1) -> Layout:
+def layout(p, level: int = 1, *, unstaged: bool = False) -> Layout:
     """Byte offsets of the plan's variables at ``level``: first and best fit under a few orders (then seeded
     random ones while the bound is not reached), the smallest arena kept, then the fewest staged outputs.
 
     Hard: values live in one column never meet.  Soft: an output avoids the bytes of what its statement
     reads (or takes exactly an in-place partner's), when that keeps the arena at the columns' bound.
+    ``unstaged``: the soft rule holds past the bound too, and the fewest staged outputs come before the
+    smallest arena (a CPU stages by copying a whole tile, which costs more than a few more bytes of cache).
+
+    >>> import napkin_cat as nc
+    >>> flash = nc.group(nc.stream(nc.library.attention(), "x", "s_x"), "q", "g_q")
+    >>> p = nc.plan(flash, {"q": 64, "x": 64, "d": 8, "g_q": 32, "s_x": 16})
+    >>> tight, loose = layout(p), layout(p, unstaged=True)
+    >>> [sum(len(lay.aliased(s)) for s in walk(p.body)) for lay in (tight, loose)], tight.bytes <= loose.bytes
+    ([1, 0], True)
     """
     cols = columns(p, level)
     read = {v for s in walk(p.body) for v in reads(s)}
@@ -209,15 +187,20 @@ def layout(p, level: int = 1) -> Layout:
             rng.shuffle(order)
             yield order, none, none, rng.random() < 0.5
     best = None
+    soft_bound = float("inf") if unstaged else bound
     for k, (order, prefer, near, best_fit) in enumerate(candidates()):
-        offsets = _Fit(size, align, hard, prefer, near, bound, best_fit=best_fit).place(order)
+        offsets = _Fit(size, align, hard, prefer, near, soft_bound, best_fit=best_fit).place(order)
         total = max((offsets[n] + size[n] for n in names), default=0)
         staged = sum(len(Layout(level, offsets, size, total, p.variable_map, bound).aliased(s)) for s in walk(p.body))
-        if best is None or (total, staged) < best[1:]:
-            best = (offsets, total, staged)
-        if best[1] == bound and (best[2] == 0 or k >= 4 * len(orders) - 1):
-            break     # at the bound: nothing smaller exists; past the fixed orders, fewer staged is a luxury
-    return Layout(level, best[0] if best else {}, size, best[1] if best else 0, p.variable_map, bound, dead)
+        key = (staged, total) if unstaged else (total, staged)
+        if best is None or key < best[1]:
+            best = (offsets, key)
+        staged, total = best[1] if unstaged else best[1][::-1]
+        fixed = k >= 4 * len(orders) - 1
+        if (total == bound and (staged == 0 or fixed)) if not unstaged else (staged == 0 and (total == bound or fixed)):
+            break     # at the bound: nothing smaller exists; past the fixed orders, the rest is a luxury
+    total = 0 if best is None else best[1][1] if unstaged else best[1][0]
+    return Layout(level, best[0] if best else {}, size, total, p.variable_map, bound, dead)
 
 
 class _Fit:

@@ -36,6 +36,7 @@ from napkin_cat.plan.ir import Alloc, Free, GridLoop, Kernel, StreamLoop, writes
 from napkin_cat.plan.accumulate import separated
 from napkin_cat.plan.printer import Printer
 from napkin_cat.plan.program import Plan
+from napkin_cat.syntax.adapter import Diagram
 
 _GREEK = {"μ": "mu", "δ": "delta", "σ": "sigma", "β": "beta", "·": "dot", "'": "p", "′": "p"}
 
@@ -138,18 +139,25 @@ class CodePrinter(Printer):
     max_template = "max({0}, {1})"
     div_template = "{0} / {1}"
     mod_template = "{0} % {1}"
+    #: a skipped trip's test (``StreamLoop.when``): conjunction, disjunction, negation of conditions
+    and_template = "({0} && {1})"
+    or_template = "({0} || {1})"
+    not_template = "!({0})"
     comment = "//"
     indent = "    "
+    #: lay out on-chip values so that no output takes bytes its statement reads (see ``layout(unstaged=)``)
+    unstaged_layout = False
 
     def __init__(self, plan, **options):
         if not isinstance(plan, Plan):
-            got = "a diagram" if hasattr(plan, "dom") and hasattr(plan, "cod") else type(plan).__name__
-            raise CodegenError(f"a kernel is printed from a plan, got {got}: give nc.plan(diagram, sizes)")
+            hint = " (plan the diagram first: nc.plan(diagram, sizes))" if isinstance(plan, Diagram) else ""
+            raise CodegenError(f"nc.codegen.{self.backend} takes a plan (p = nc.plan(diagram, sizes)), got a "
+                               f"{type(plan).__name__}{hint}")
         _check_index_range(plan)
         plan = separated(plan)   # a sum accumulated in place: the rest, then the sum folded in (mma with C)
         super().__init__(plan.variable_map, plan.masked)
         self.plan, self.sizes, self.options = plan, dict(plan.sizes), options
-        self.layout = layouts(plan)     # on-chip variables: byte offsets per level
+        self.layout = layouts(plan, unstaged=self.unstaged_layout)     # on-chip variables: byte offsets per level
         self.extents: dict = {}    # tile symbol -> symbol of its extent in the current trip
 
     # ------------------------------------------------------------------ expressions
@@ -166,6 +174,19 @@ class CodePrinter(Printer):
         return self._expr(sympy.sympify(e).subs(self.sizes), names or {})
 
     def _expr(self, e, names) -> str:
+        if isinstance(e, (sympy.logic.boolalg.BooleanTrue, sympy.logic.boolalg.BooleanFalse)):
+            return self.boolean(bool(e))
+        if isinstance(e, sympy.core.relational.Relational):
+            return f"({self._expr(e.lhs, names)} {e.rel_op} {self._expr(e.rhs, names)})"
+        if isinstance(e, (sympy.And, sympy.Or)):
+            template = self.and_template if isinstance(e, sympy.And) else self.or_template
+            args = [self._expr(a, names) for a in e.args]
+            out = args[0]
+            for a in args[1:]:
+                out = template.format(out, a)
+            return out
+        if isinstance(e, sympy.Not):
+            return self.not_template.format(self._expr(e.args[0], names))
         if e.is_Integer:
             return str(int(e))
         if e.is_Symbol:
@@ -202,6 +223,10 @@ class CodePrinter(Printer):
                 return self.div_template.format(f"({self._expr(num, names)} + {int(den) - 1})", int(den))
         raise CodegenError(f"the {self.backend} backend cannot print the index expression {e} (from the plan's "
                            "sizes and loop indices); integer sums, products, min and max print")
+
+    def boolean(self, value: bool) -> str:
+        """A literal truth value of the dialect."""
+        return ("True" if value else "False") if self.comment == "#" else ("1" if value else "0")
 
     def _atom(self, e, names) -> str:
         s = self._expr(e, names)

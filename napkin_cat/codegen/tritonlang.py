@@ -46,6 +46,7 @@ import sympy
 from napkin_cat.codegen import tritonhost
 from napkin_cat.codegen.errors import CodegenError
 from napkin_cat.codegen.printer import CodePrinter, ident, launches
+from napkin_cat.codegen.tritonindices import ELEMENTWISE_INDEX_TRITON, STRUCTURED_INDEX_TRITON, TritonIndexKindsMixin
 from napkin_cat.codegen.tritonkinds import TritonKindsMixin
 from napkin_cat.plan.ir import GridLoop, Load, Ref, StreamLoop, walk, reads, writes
 
@@ -69,7 +70,7 @@ def nc_gelu(x):
 DOT_FORMATS = ("fp16", "bf16", "fp8")
 PRECISIONS = ("ieee", "tf32", "tf32x3")
 #: a global array's pointer type in a Triton signature
-SIGNATURE = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8e4nv"}
+SIGNATURE = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8e4nv", "int32": "i32", "bool": "i1"}
 
 
 def padded(n: int) -> int:
@@ -80,26 +81,30 @@ def padded(n: int) -> int:
     return p
 
 
-class TritonPrinter(TritonKindsMixin, CodePrinter):
+class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
     """Triton (Python).  ``precision``: ``tl.dot``'s input precision on fp32 operands (``"ieee"``: exact fp32
     products); ``runtime``: the sizes passed at run time (True: every eligible one, False: none, or names);
     ``num_warps``, ``num_stages``: the launch (default: read off the plan, :mod:`.tritonhost`);
     ``smem_per_block``: the shared memory the stages must fit (bytes; Hopper's by default)."""
 
     backend = "triton"
-    dtypes = {"fp32": "tl.float32", "fp16": "tl.float16", "bf16": "tl.bfloat16", "fp8": "tl.float8e4nv"}
+    dtypes = {"fp32": "tl.float32", "fp16": "tl.float16", "bf16": "tl.bfloat16", "fp8": "tl.float8e4nv",
+              "int32": "tl.int32", "bool": "tl.int1"}
     torch_dtypes = {"fp32": "torch.float32", "fp16": "torch.float16", "bf16": "torch.bfloat16"}
     elementwise = {
         "id": "{0}", "cast": "{0}", "exp": "tl.exp({0})", "neg": "(-{0})", "relu": "tl.maximum({0}, 0.0)",
         "gelu": "nc_gelu({0})", "silu": "({0} * tl.sigmoid({0}))", "sigmoid": "tl.sigmoid({0})",
         "tanh": "nc_tanh({0})", "sqrt": "tl.sqrt({0})", "rsqrt": "tl.rsqrt({0})", "recip": "(1.0 / {0})",
         "square": "({0} * {0})", "scale": "({c} * {0})", "shift": "({0} + {c})",
+        "step": "tl.where({0} > 0.0, 1.0, 0.0)",
         "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
         "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})", "fma": "tl.fma({0}, {1}, {2})",
+        **ELEMENTWISE_INDEX_TRITON,
     }
     structured = {"contract": "_print_contract", "softmax": "_print_softmax", "softmax_unscaled": "_print_online",
                   "softmax_aux": "_print_online", "reduce_sum": "_print_reduce", "reduce_max": "_print_reduce",
-                  "reduce_min": "_print_reduce", "reduce_mean": "_print_reduce", "rename": "_print_rename"}
+                  "reduce_min": "_print_reduce", "reduce_mean": "_print_reduce", "rename": "_print_rename",
+                  **STRUCTURED_INDEX_TRITON}
     accumulators = {"sum": "{0} + {1}", "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})"}
     #: reduction kind → (identity, Triton reduction)
     reductions = {"reduce_sum": ("0.0", "tl.sum"), "reduce_mean": ("0.0", "tl.sum"),
@@ -107,6 +112,9 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
     min_template = "tl.minimum({0}, {1})"
     max_template = "tl.maximum({0}, {1})"
     div_template = "{0} // {1}"
+    and_template = "({0} & {1})"
+    or_template = "({0} | {1})"
+    not_template = "(not {0})"
     comment = "#"
     ident = staticmethod(ident)
     dot_formats = DOT_FORMATS
@@ -260,7 +268,9 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
         if m:
             expr = f"tl.where({m}, {expr}, 0.0)"
         dt = self.fmt(ref.var)
-        if dt != "fp32":
+        if dt == "bool":       # a mask: true where the value is not 0
+            expr = f"(({expr}) != 0.0)"
+        elif dt != "fp32":
             expr = f"({expr}).to({self.dtypes[dt]})"
         return [self.line(depth, f"{ident(ref.var)} = {expr}")]
 
@@ -310,7 +320,8 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
         if self.variables[s.src.var].level > 0:
             return self.assign(s.dst, self.value(s.src), depth)
         off, m = self._global(s.src, s.dst)
-        load = f"tl.load({ident(s.src.var)} + {off}" + (f", mask={m}, other=0.0)" if m else ")")
+        zero = "0" if self.variables[s.src.var].dtype in ("int32", "bool") else "0.0"
+        load = f"tl.load({ident(s.src.var)} + {off}" + (f", mask={m}, other={zero})" if m else ")")
         if self.fmt(s.dst.var) != self.variables[s.src.var].dtype:
             load += f".to({self.dtypes[self.fmt(s.dst.var)]})"
         return [self.line(depth, f"# {self.ref(s.dst)} ← load {self.ref(s.src)}"),
@@ -347,9 +358,11 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
         out = []
         if s.head:
             out += [self.line(depth, "# head")] + self._lines(s.head, depth)
-        out.append(self.line(depth, f"for {ident(s.index.name)} in range(0, {self.code(self.trips(s))}):   "
-                                    f"# {self.loop_comment(s)}"))
-        out += self._trip(s, depth + 1)
+        bounds = self.trip_range(s) if getattr(s, "skips", False) else None
+        first, stop = bounds or ("0", self.code(self.trips(s)))
+        out.append(self.line(depth, f"for {ident(s.index.name)} in range({first}, {stop}):   "
+                                    f"# {self.loop_comment(s)}" + (", the trips the mask reaches" if bounds else "")))
+        out += self._trip(s, depth + 1, tested=bounds is None)
         if s.tail:
             out += [self.line(depth, "# tail")] + self._lines(s.tail, depth)
         return out
@@ -358,10 +371,14 @@ class TritonPrinter(TritonKindsMixin, CodePrinter):
         return [self.line(depth, f"for {ident(s.index.name)} in range(0, {self.code(self.trips(s))}):   "
                                  f"# {self.loop_comment(s)}, in order")] + self._trip(s, depth + 1)
 
-    def _trip(self, s, depth):
+    def _trip(self, s, depth, tested=True):
         saved = self.extents.get(s.tile)
         bound = self.enter(s)
         lines = [self.line(depth, f"{ident(bound[0].name)} = {self.code(bound[1])}")] if bound else []
+        if tested and getattr(s, "skips", False):       # a trip the mask skips runs nothing
+            test = self.code(self.tidy(self.nominal(s.when)))
+            lines.append(self.line(depth, f"if {test}:   # else the mask is never true here"))
+            depth += 1
         body = self._lines(s.body, depth)
         self.leave(s, saved)
         return lines + (body or [self.line(depth, "pass")])

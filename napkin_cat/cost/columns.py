@@ -8,21 +8,45 @@ body and made outside it stay live through every trip, the state from trip to tr
 order in which data is actually held, so head computations never meet a slice, and the step's
 own intermediates (δ, the rescaled output) are counted.
 
+The steps are an algebra of the schedule fold (:mod:`napkin_cat.algorithms.schedule`) whose values
+are names and whose context collects *items* ``(uses, defs)``; liveness over the items gives the columns.
+
 >>> import napkin_cat as nc
+>>> from napkin_cat.algorithms.schedule import schedule_of
 >>> from napkin_cat.syntax.axis import symbol
 >>> s = nc.stream(nc.library.attention(), "x", "s_x").boxes[0].arg.boxes[0]
->>> cols = stream_columns(s, s.plan)
+>>> cols = stream_columns(schedule_of(s))
 >>> max(c[1].subs({symbol("q"): 4, symbol("d"): 2, symbol("s_x"): 3}) for c in cols if 1 in c)
 46
 """
 from __future__ import annotations
 
-import sympy
+import itertools
 
-from napkin_cat.syntax.wiring import trace_values
-from napkin_cat.cost.live import numel
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.reuse import accumulated_addends, finish_in_place, step_in_place
+from napkin_cat.algorithms.schedule import advance, fold
+from napkin_cat.cost.live import Live
+from napkin_cat.syntax.wiring import trace_values
+
+
+class Items:
+    """The context of the columns algebra: the ``items`` being collected, each name's array, the name ``tag``
+    of the loop being expanded (``()`` for the stream itself: its values keep their ids)."""
+
+    def __init__(self, arrays: dict, tag=(), counter=None):
+        self.arrays, self.tag, self.items = arrays, tag, []
+        self.counter = counter if counter is not None else itertools.count()
+        self.columns: list = []
+
+    def name(self, v, arr):
+        n = (self.tag, v) if self.tag else v
+        self.arrays[n] = arr
+        return n
+
+    def nested(self, *what) -> "Items":
+        """A context for a region nested in this one: names of its own, items collected apart."""
+        return Items(self.arrays, self.tag + what + (next(self.counter),), self.counter)
 
 
 def _sub(diagram, ins: list, outs: dict, tag):
@@ -38,70 +62,102 @@ def _sub(diagram, ins: list, outs: dict, tag):
     return items, arrays, [name[v] for v in cod]
 
 
-def stream_columns(box, plan) -> list:
-    """Columns (dicts level → live values) of a stream, in the order its expansion runs."""
-    arrays = dict(plan.arrays)
-    head, tail = [], []
-    for i in plan.indices("head"):
-        _, ins, outs = plan.ops[i]
-        head.append((list(ins), list(outs)))
-    state = {}
-    for k, r in enumerate(plan.reducers):
-        if r.finish is None:
-            state[k] = list(r.outputs)
+class Columns:
+    """The columns algebra: each phase's items, in the order the stream's expansion runs them."""
+
+    def op(self, op, ins, ctx, dests):
+        outs = [ctx.name(v, arr) for v, arr in zip(op.outs, op.box.cod.inside)]
+        ctx.items.append((list(ins), outs))
+        return outs
+
+    def stream(self, node, ins, ctx, dests, run):
+        """The columns of the head (with the reducers' states made), one trip, and the finish and tail."""
+        head, body, tail = ctx.items, [], []
+        vals = run.head(ins, ctx)
+        states = run.init(ctx)
+        ctx.items = body
+        _, made = run.trip(vals, states, ctx)
+        vals.update((v, made[v]) for v in node.sliced)     # a sliced output: made by the trips
+        ctx.items = tail
+        outs = run.tail(run.finish(vals, states, ctx), ctx)
+        ctx.columns = _columns(head, body, tail, set(outs), ctx.arrays)
+        return outs
+
+    def init(self, r, ctx, dests):
+        if r.finish is None:       # the state is the output (a stream's own reducers: names are ids)
+            state = list(r.outputs)
         else:
-            state[k] = [("state", k, j) for j in range(len(r.state))]
-            for sid, s in zip(state[k], r.state):
-                arrays[sid] = s.array
-        for sid in state[k]:
-            head.append(([], [sid]))
-    body = _trip_items(plan, state, {v: v for v in plan.arrays}, arrays, ())
-    alias = {}
-    for k, r in enumerate(plan.reducers):
-        if r.finish is not None:
-            _, _, fcod = trace_values(r.finish)
-            over = {fcod[j]: state[k][i] for j, i in finish_in_place(r.finish).items()}
-            items, arrs, new = _sub(r.finish, state[k], over, ("finish", k))
-            arrays.update(arrs)
-            tail += items
-            alias.update(zip(r.outputs, new))
-    for i in plan.indices("tail"):
-        _, ins, outs = plan.ops[i]
-        tail.append(([alias.get(v, v) for v in ins], list(outs)))
-    live_out = {alias.get(v, v) for v in plan.cod}
-    return _columns(head, body, tail, live_out, arrays)
+            state = [("state", r.k, j) for j in range(len(r.state))]
+            ctx.arrays.update(zip(state, (s.array for s in r.state)))
+        ctx.items += [([], [sid]) for sid in state]
+        return state
+
+    def monoid(self, r, state, ins, ctx):
+        ctx.items.append((list(ins) + list(state), list(state)))
+        return state
+
+    def step(self, r, state, ins, ctx):
+        """``B`` op by op, each new state written over the old where it may be, each sum accumulated in place."""
+        _, _, cod = trace_values(r.step)
+        ok = step_in_place(r.step, len(state))
+        rename = {cod[j]: state[j] for j in range(len(state)) if ok[j]}
+        sub, arrs, new = _sub(r.step, list(state) + list(ins), rename, ctx.nested("step").tag)
+        ctx.arrays.update(arrs)
+        ctx.items += _accumulated(sub, accumulated_addends(r.step, len(state)))
+        ctx.items += [([v], [s]) for v, s in zip(new, state) if v != s]
+        return state
+
+    def finish(self, r, state, ctx, dests):
+        _, _, fcod = trace_values(r.finish)
+        over = {fcod[j]: state[i] for j, i in finish_in_place(r.finish).items()}
+        items, arrs, new = _sub(r.finish, list(state), over, ctx.nested("finish").tag)
+        ctx.arrays.update(arrs)
+        ctx.items += items
+        return new
+
+    def advance_kernel(self, node, state, ins, ctx):
+        """The state loaded to the kernel's level and saved back around the inside's trip."""
+        inner = ctx.nested("kernel")
+        loads, saves, moved = [], [], []
+        for j, (sid, s) in enumerate(zip(state, node.state)):
+            cur = sid
+            for step in state_moves(s.array, node.level, "load"):
+                arr = step.cod.inside[0]
+                nid = (inner.tag, "state", j, arr.level)
+                ctx.arrays[nid] = arr
+                loads.append(([cur], [nid]))
+                saves.insert(0, ([nid, cur], []))
+                cur = nid
+            moved.append(cur)
+        advance(node.child, self, moved, ins, inner)
+        ctx.items += loads + inner.items + saves
+        return state
+
+    def advance_grid(self, node, state, ins, ctx):
+        """One group stands for all (its slices are views: the same names)."""
+        inner = ctx.nested("grid")
+        advance(node.child, self, state, ins, inner)
+        ctx.items += _looped(inner.items)
+        return state
+
+    def advance_loop(self, node, state, ins, ctx, run):
+        """A sub-loop's head and one sub-slice standing for all (a diagram's head and its one slice)."""
+        inner = ctx.nested("loop")
+        vals = run.head(ins, inner)
+        head, inner.items = inner.items, []
+        run.trip(vals, node.split(state), inner)
+        ctx.items += head + (_looped(inner.items) if node.region is not None else inner.items)
+        return state
 
 
-def _trip_items(plan, state: dict, name: dict, arrays: dict, tag) -> list:
-    """The items of one slice of a stream plan: its maps, then each reducer's accumulator on ``state[k]``
-    (ids); ``name`` maps the plan's value ids to the ids used here (its inputs: the caller's)."""
-    def nm(v):
-        if v not in name:
-            name[v] = (tag, v)
-            arrays[name[v]] = plan.arrays[v]
-        return name[v]
-    covered = {i: r for r in plan.reducers for i in r.ops}
-    items = []
-    for i in plan.indices("body"):
-        _, ins, outs = plan.ops[i]
-        r = covered.get(i)
-        if r is None:
-            items.append(([nm(v) for v in ins], [nm(v) for v in outs]))
-        elif i == max(r.ops):
-            k = plan.reducers.index(r)
-            if r.nest is not None:
-                items += nest_items(r.nest, state[k], [nm(v) for v in r.inputs], arrays, tag + (i,))
-            elif r.step is None:
-                items.append(([nm(v) for v in ins] + state[k], state[k]))
-            else:
-                ops, dom, cod = trace_values(r.step)
-                ok = step_in_place(r.step, len(state[k]))
-                rename = {cod[j]: state[k][j] for j in range(len(state[k])) if ok[j]}
-                sub, arrs, new = _sub(r.step, state[k] + [nm(v) for v in r.inputs], rename, tag + ("step", k))
-                arrays.update(arrs)
-                items += _accumulated(sub, accumulated_addends(r.step, len(state[k])))
-                items += [([v], [s]) for v, s in zip(new, state[k]) if v != s]
-    return items
+COLUMNS = Columns()
+
+
+def stream_columns(node) -> list:
+    """Columns (dicts level → live values) of a stream schedule, in the order its expansion runs."""
+    ctx = Items(dict(node.arrays))
+    fold(node, COLUMNS, list(node.dom), ctx)
+    return ctx.columns
 
 
 def _accumulated(items: list, sums: list) -> list:
@@ -119,56 +175,45 @@ def _accumulated(items: list, sums: list) -> list:
     return out
 
 
-def nest_items(nest, state: list, ins: list, arrays: dict, tag) -> list:
-    """The items of one trip of a nested reducer (:mod:`napkin_cat.algorithms.nesting`) on the ids ``state`` and
-    ``ins``, as the plan runs it: a Kernel's state loaded to its level and saved back around its inside, a
-    Grid's one group (its slices are views: the same ids), a sub-loop's head and one sub-slice."""
-    region = nest.region
-    kind = getattr(region, "region", None)
-    if kind == "kernel":
-        loads, saves, inner = [], [], []
-        for j, (sid, s) in enumerate(zip(state, nest.state)):
-            cur = sid
-            for step in state_moves(s.array, region.params["level"], "load"):
-                arr = step.cod.inside[0]
-                nid = (tag, "state", j, arr.level)
-                arrays[nid] = arr
-                loads.append(([cur], [nid]))
-                saves.insert(0, ([nid, cur], []))
-                cur = nid
-            inner.append(cur)
-        return loads + nest_items(nest.child, inner, ins, arrays, tag + ("kernel",)) + saves
-    if kind == "grid":
-        return _looped(nest_items(nest.child, state, ins, arrays, tag + ("grid",)))
-    plan = nest.plan
-    name = dict(zip(plan.dom, ins))
-    items = []
-    for i in plan.indices("head"):
-        _, i_ids, o_ids = plan.ops[i]
-        for v in o_ids:
-            name[v] = (tag, v)
-            arrays[name[v]] = plan.arrays[v]
-        items.append(([name[v] for v in i_ids], [name[v] for v in o_ids]))
-    parts = {k: list(state[a:b]) for k, (a, b) in enumerate(nest.parts)}
-    trip = _trip_items(plan, parts, name, arrays, tag)
-    return items + (_looped(trip) if kind == "stream" else trip)
-
-
 def _looped(items) -> list:
     """One trip of a loop standing for all: what the trip reads from outside stays live to its end (the
     next trip reads it again)."""
-    made, outside = set(), []
+    made, seen, outside = set(), set(), []
     for uses, defs in items:
-        outside += [v for v in uses if v not in made and v not in outside]
+        for v in uses:
+            if v not in made and v not in seen:
+                seen.add(v)
+                outside.append(v)
         made |= set(defs)
     return items + [(outside, [])]
 
 
-def _block_in(items, live):
+def _block_in(items, live) -> set:
+    """What is live before ``items`` given ``live`` after them: ``live_in = (live_out − defs) ∪ uses``, item by
+    item backwards (in place: each item costs its own uses and defs, not the live set)."""
     live = set(live)
     for uses, defs in reversed(items):
-        live = (live - set(defs)) | set(uses)
+        live.difference_update(defs)
+        live.update(uses)
     return live
+
+
+def _sample(items, live, arrays) -> list:
+    """The column before each item (dicts level → live values), given ``live`` after the last: the live data is
+    kept up to date as the walk backwards kills and revives values (:class:`~napkin_cat.cost.live.Live`), so a
+    column costs the values that change and the distinct monomials, not the values live."""
+    live, data, out = set(live), Live(), []
+    data.put([(v, arrays[v]) for v in live])
+    for uses, defs in reversed(items):
+        uses = set(uses)
+        dead = [v for v in set(defs) if v in live and v not in uses]
+        born = [v for v in uses if v not in live]
+        live.difference_update(dead)
+        live.update(born)
+        data.take([(v, arrays[v]) for v in dead])
+        data.put([(v, arrays[v]) for v in born])
+        out.append(data.column())
+    return out[::-1]
 
 
 def _columns(head, body, tail, live_out, arrays) -> list:
@@ -179,20 +224,11 @@ def _columns(head, body, tail, live_out, arrays) -> list:
         if nxt == body_in:
             break
         body_in = nxt
-    cols = []
+    return (_sample(head, body_in | tail_in, arrays) + _sample(body, tail_in | body_in, arrays)
+            + _sample(tail, live_out, arrays) + [_column(live_out, arrays)])
 
-    def sample(items, live):
-        out = []
-        for uses, defs in reversed(items):
-            live = (live - set(defs)) | set(uses)
-            out.append(set(live))
-        return list(reversed(out))
-    for live_sets in (sample(head, body_in | tail_in), sample(body, tail_in | body_in), sample(tail, live_out),
-                      [live_out]):
-        for live in live_sets:
-            col = {}
-            for v in live:
-                arr = arrays[v]
-                col[arr.level] = col.get(arr.level, sympy.Integer(0)) + numel(arr)
-            cols.append(col)
-    return cols
+
+def _column(live, arrays) -> dict:
+    data = Live()
+    data.put([(v, arrays[v]) for v in live])
+    return data.column()

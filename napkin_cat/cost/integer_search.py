@@ -8,6 +8,11 @@ log coordinates (``P(g) = Σ α_k exp(E_k · log g)``); the few candidates withi
 best are then re-scored in exact rational arithmetic, so the answer is exact, and ties go to the
 least memory, then to the smallest later tiles.
 
+Tiles that no term of ``H`` and no column share are independent problems (the kernels of an algorithm
+separated by global memory: each has its own tiles, its own columns, its own transfers): each group is
+searched alone and the optima add up, ``H* = Σ_k H*_k`` with every column of kernel ``k`` within memory
+(:func:`independent`), so the candidates are the sum, not the product, of the kernels' grids.
+
 >>> from fractions import Fraction
 >>> H = ((Fraction(1), Fraction(1)), ((-1, 0), (0, -1)))      # 1/g_a + 1/g_c
 >>> C = [((Fraction(1), Fraction(1), Fraction(1)), ((1, 1), (1, 0), (0, 1)))]   # g_a g_c + g_a + g_c
@@ -65,12 +70,80 @@ def _blocks(lists):
         yield np.stack(mesh, axis=-1).reshape(-1, len(lists))
 
 
+def independent(H, columns, n: int) -> list:
+    """The tiles ``0 … n-1`` in independent groups: two tiles are in one group when a term of ``H`` or a column
+    involves both (a column is one constraint on all its tiles; ``H`` is a sum over its terms).
+
+    >>> H = ((1, 1, 1), ((-1, 0, 0), (0, -1, 0), (0, 0, -1)))       # 1/g₀ + 1/g₁ + 1/g₂
+    >>> independent(H, [((1,), ((1, 1, 0),)), ((1,), ((0, 0, 1),))], 3)   # g₀g₁ ≤ M, g₂ ≤ M
+    [(0, 1), (2,)]
+    """
+    parent = list(range(n))
+
+    def root(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def join(tiles):
+        for t in tiles[1:]:
+            parent[root(t)] = root(tiles[0])
+    for e in H[1]:
+        join([i for i, k in enumerate(e) if k])
+    for col in columns:
+        join(sorted({i for e in col[1] for i, k in enumerate(e) if k}))
+    groups: dict = {}
+    for i in range(n):
+        groups.setdefault(root(i), []).append(i)
+    return sorted(tuple(g) for g in groups.values())
+
+
+def _restrict(poly, group, first: bool):
+    """The terms of ``poly`` over the tiles of ``group`` (exponents restricted to them); a term with no tile goes
+    with the ``first`` group."""
+    coeffs, exps = [], []
+    for alpha, e in zip(*poly):
+        tiles = [i for i, k in enumerate(e) if k]
+        if (tiles and set(tiles) <= set(group)) or (not tiles and first):
+            coeffs.append(alpha)
+            exps.append(tuple(e[i] for i in group))
+    return tuple(coeffs), tuple(exps)
+
+
+def _parts(H, columns, n: int):
+    """Per independent group: ``(tiles, H over them, their columns)``; None when the tiles are one group."""
+    groups = independent(H, columns, n)
+    if len(groups) < 2:
+        return None
+    out = []
+    for k, g in enumerate(groups):
+        cols = [c for c in (_restrict(col, g, k == 0) for col in columns) if c[0]]
+        out.append((g, _restrict(H, g, k == 0), cols))
+    return out
+
+
+def _combined(parts, found: list, n: int):
+    """The groups' optima ``(H*_k, tiles_k)`` as one: the sum, the tiles in place (None if a group has none)."""
+    if any(f is None for f in found):
+        return None
+    combo = [0] * n
+    for (g, _, _), (_, tiles) in zip(parts, found):
+        for i, t in zip(g, tiles):
+            combo[i] = t
+    return sum((f[0] for f in found), Fraction(0)), tuple(combo)
+
+
 def best(H, columns, values, memory):
     """``(H*, tiles)`` exactly, or ``None`` if no tiling fits; polynomials as ``(coeffs, exponents)``.
 
     ``values``: per tile, its legal values; ``coeffs`` are exact numbers (``int``/``Fraction``);
-    ``memory`` a number.
+    ``memory`` a number.  Independent groups of tiles are searched apart (:func:`independent`).
     """
+    parts = _parts(H, columns, len(values))
+    if parts is not None:
+        return _combined(parts, [best(h, cols, [values[i] for i in g], memory) for g, h, cols in parts],
+                         len(values))
     lists = [np.array(sorted(v), dtype=float) for v in values]
     limit = Fraction(memory)
     found = None
@@ -149,6 +222,11 @@ def best_many(H, columns, values, memories, fulls=None) -> list:
     >>> best_many(H, C, [ragged_values(8), ragged_values(8)], [30], fulls=(8, 8))
     [(Fraction(1, 2), (4, 4))]
     """
+    parts = _parts(H, columns, len(values))
+    if parts is not None:
+        found = [best_many(h, cols, [values[i] for i in g], memories,
+                           None if fulls is None else tuple(fulls[i] for i in g)) for g, h, cols in parts]
+        return [_combined(parts, [f[j] for f in found], len(values)) for j in range(len(memories))]
     lists = [np.array(sorted(v), dtype=float) for v in values]
     limits = [Fraction(m) for m in memories]
     found = [None] * len(limits)

@@ -11,6 +11,10 @@
   A stream's body counts its accumulator's step diagram once per trip (the online-softmax
   δ = exp(μ′ − μ) and the running output's rescale-and-accumulate included), its finish once.
 
+A region's cost is a fold over its schedule (:mod:`napkin_cat.algorithms.schedule`) with the algebra
+:class:`Symbolic`: a stream's head and tail once, its trip (maps and each reducer's accumulate) ``b/s``
+times, each reducer's finish once; its memory is the columns of its expansion (:mod:`.columns`).
+
 It is a monoid-valued functor: composition adds H and FLOPs and takes the max of M::
 
     cost(f >> g) == cost(f).then(cost(g))
@@ -21,180 +25,27 @@ It is a monoid-valued functor: composition adds H and FLOPs and takes the max of
 >>> c.N_g, c.H_g[1]
 (q/g_q, 2*d*g_q + 2*d*x)
 """
+
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import sympy
 
-from napkin_cat.errors import NapkinError
-from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
-from napkin_cat.syntax.primitive import kind_of
-from napkin_cat.syntax.weave import core_of
-from napkin_cat.syntax.wiring import computes, traverse
+from napkin_cat.algorithms.nesting import state_moves
+from napkin_cat.algorithms.schedule import advance, fold_region, schedule_of
 from napkin_cat.cost.columns import stream_columns
 from napkin_cat.cost.live import Live, numel
-from napkin_cat.cost.maxima import column_max
-from napkin_cat.algorithms.nesting import state_moves
+from napkin_cat.cost.record import ZERO, Cost, GroupCost, OpCost, StreamRecord
+from napkin_cat.cost.trips import running_trips
+from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.syntax.primitive import kind_of
+from napkin_cat.syntax.weave import core_of
+from napkin_cat.syntax.wiring import computes, trace_values, traverse
 
-ZERO = sympy.Integer(0)
-
-
-@dataclass(frozen=True)
-class OpCost:
-    """One box's FLOPs in one pipeline: ``flops`` per execution (tile sizes), run ``trips`` times.
-
-    ``region`` is the path of enclosing partitions (``(("grid", "q"), ("stream", "x"))``), ``role``
-    the box's part of its innermost stream (``'head'``, ``'body'``, ``'tail'``; ``''`` outside one),
-    ``dtype`` the name of its output's number format, ``operands`` the formats of its inputs (a tensor
-    core's rate is set by them), ``index`` the box's occurrence (records of one box share it; numbered
-    in the order of the walk; not compared, so that ``cost(f >> g).ops == cost(f).then(cost(g)).ops``).
-    """
-
-    label: str
-    kind: str
-    pipeline: str
-    flops: sympy.Expr
-    trips: sympy.Expr
-    region: tuple = ()
-    role: str = ""
-    dtype: str = ""
-    operands: tuple = ()
-    index: int = field(default=-1, compare=False)   # bookkeeping: which records are one box, not a cost
-
-
-@dataclass
-class GroupCost:
-    """One group partition: ``H = N_g · H_g`` (per level), over the grouped ``axes`` with ``tiles``."""
-
-    axes: tuple
-    tiles: tuple
-    N_g: sympy.Expr
-    H_g: dict
-    fulls: tuple = ()
-    level: int = 1      # the level of the kernel it partitions (2: a level-2 kernel's groups in a level-1 tile)
-
-
-class StreamRecord(tuple):
-    """``(axis, stream size, full size)`` of one stream, with the ``level`` its slices are held at."""
-
-    level = 1
-
-    def __new__(cls, axis, size, full, level: int = 1):
-        out = super().__new__(cls, (axis, size, full))
-        out.level = level
-        return out
-
-
-@dataclass
-class Cost:
-    """H (values), H_bytes, M (max over ``columns``), FLOPs per pipeline, and the group partitions."""
-
-    H: dict = field(default_factory=dict)
-    H_bytes: dict = field(default_factory=dict)
-    columns: dict = field(default_factory=dict)
-    flops: dict = field(default_factory=dict)
-    groups: list = field(default_factory=list)
-    streams: list = field(default_factory=list)   # (axis, stream size, full size)
-    ops: list = field(default_factory=list)       # OpCost records, the per-box breakdown of ``flops``
-
-    @property
-    def M(self) -> dict:
-        return {lvl: (column_max(cols) if len(cols) > 1 else cols[0]) for lvl, cols in self.columns.items()}
-
-    @property
-    def levels(self):
-        return sorted(set(self.H) | set(self.columns))
-
-    def _first_group(self):
-        if not self.groups:
-            raise AttributeError("this algorithm has no group partition (use nc.group)")
-        return self.groups[0]
-
-    @property
-    def N_g(self):
-        return self._first_group().N_g
-
-    @property
-    def H_g(self) -> dict:
-        return self._first_group().H_g
-
-    @property
-    def total_flops(self):
-        return sum(self.flops.values(), ZERO)
-
-    def scaled(self, k, *, region=None, role: str = "") -> "Cost":
-        """The cost of running this ``k`` times (H and FLOPs scale, M does not).
-
-        ``region`` (a partition such as ``("grid", "q")``) is prepended to the ops' region paths;
-        ``role`` is given to the ops that have none yet (the innermost stream decides).
-        """
-        ops = [replace(o, trips=o.trips * k, region=((region,) if region else ()) + o.region,
-                       role=o.role or role) for o in self.ops]
-        return Cost({l: h * k for l, h in self.H.items()}, {l: h * k for l, h in self.H_bytes.items()},
-                    {l: list(c) for l, c in self.columns.items()}, {p: f * k for p, f in self.flops.items()},
-                    [replace(g, N_g=g.N_g * k) for g in self.groups], list(self.streams),
-                    ops)
-
-    def then(self, other: "Cost") -> "Cost":
-        """Sequential composition: H and FLOPs add, M is the max (columns are pooled)."""
-        return Cost().absorb(self).absorb(other)
-
-    def absorb(self, src: "Cost") -> "Cost":
-        """In place: ``self ← self ; src`` (the functor's accumulator; linear in the diagram)."""
-        for l, h in src.H.items():
-            self.H[l] = self.H.get(l, ZERO) + h
-        for l, h in src.H_bytes.items():
-            self.H_bytes[l] = self.H_bytes.get(l, ZERO) + h
-        for l, cols in src.columns.items():
-            for v in cols:
-                self._add(l, v)
-        for p, f in src.flops.items():
-            self.flops[p] = self.flops.get(p, ZERO) + f
-        self.groups += src.groups
-        self.streams += src.streams
-        self.ops += src.ops
-        return self
-
-    def absorb_all(self, parts) -> "Cost":
-        """In place: ``self ← self ; p₁ ; … ; pₙ``, each total summed once (not through n partial sums)."""
-        parts = list(parts)
-        for name in ("H", "H_bytes", "flops"):
-            mine, terms = getattr(self, name), {}
-            for src in [self] + parts:
-                for k, v in getattr(src, name).items():
-                    terms.setdefault(k, []).append(v)
-            for k, vs in terms.items():
-                mine[k] = sympy.Add(*vs)
-        for src in parts:
-            for l, cols in src.columns.items():
-                for v in cols:
-                    self._add(l, v)
-            self.groups += src.groups
-            self.streams += src.streams
-            self.ops += src.ops
-        return self
-
-    __rshift__ = then
-
-    def _add(self, l, v):
-        seen = self.__dict__.setdefault("_seen", {}).setdefault(l, set())
-        if v not in seen:
-            seen.add(v)
-            self.columns.setdefault(l, []).append(v)
-
-    def add_column(self, col: dict, *, expanded: bool = False):
-        """Pool a column (level → live data), expanded so that equal columns are pooled once."""
-        for l, v in col.items():
-            v = v if expanded else sympy.expand(v)
-            if v != 0:
-                self._add(l, v)
-
-    def __repr__(self):
-        H = {l: h for l, h in self.H.items()}
-        return f"Cost(H={H}, M={self.M}, flops={self.flops})"
+__all__ = ["Cost", "OpCost", "GroupCost", "StreamRecord", "box_cost", "cost", "region_cost", "numel", "Symbolic"]
 
 
 def _plus(col: dict, extra: dict) -> dict:
@@ -232,17 +83,27 @@ def box_cost(box) -> Cost:
     return c
 
 
-def _walk(diagram: Diagram) -> Cost:
+def _dead(diagram: Diagram) -> set:
+    """The ids of values no box reads and the diagram does not output: dead as they are made, never held."""
+    ops, _, cod = trace_values(diagram)
+    read = set(cod).union(*(ins for _, ins, _ in ops))
+    return {v for _, _, outs in ops for v in outs if v not in read}
+
+
+def _walk(diagram: Diagram, tiles: tuple = ()) -> Cost:
     """Cost of ``diagram``: the boxes' costs add up; a column of live data is read after every layer.
 
     One pass of :func:`~napkin_cat.syntax.wiring.traverse` whose values are ``(id, array)``: the
     wiring moves them (a copy keeps the id, so the copied variable is counted once), a box's outputs
-    get fresh ids.  Inside a region, every column of the region is counted on top of what lies
-    beside it outside (the live data minus the region's inputs).
+    get fresh ids; an output nothing reads (discarded) is dead as it is made and never held.  Inside a
+    region, every column of the region is counted on top of what lies beside it outside (the live data
+    minus the region's inputs).  ``tiles``: the enclosing partitions (:class:`Sink`), which a masked stream
+    inside counts its trips on.
     """
     total, parts = Cost(), []
     live = Live()
     fresh = [len(diagram.dom)]
+    dead = _dead(diagram)
     values = list(enumerate(diagram.dom.inside))
     live.put(values)
     total.add_column(live.column(), expanded=True)
@@ -250,7 +111,7 @@ def _walk(diagram: Diagram) -> Cost:
     def on_box(step):
         box = step.box
         if isinstance(box, Region):
-            inner = region_cost(box)
+            inner = region_cost(box, tiles)
             base = None
             # a partition's arrays are whole at its own level (0 for a top-level Grid, 1 for a level-2
             # kernel's Grid in a level-1 tile): its groups' columns count only the levels below it
@@ -280,8 +141,8 @@ def _walk(diagram: Diagram) -> Cost:
         return outs
 
     def _after(step, outs):
-        live.take(step.ins)
-        live.put(outs)
+        live.take([x for x in step.ins if x[0] not in dead])
+        live.put([x for x in outs if x[0] not in dead])
         total.add_column(live.column(), expanded=True)
     traverse(diagram, values, on_box, on_wiring=_after)
     return total.absorb_all(parts)
@@ -295,21 +156,41 @@ def _held_phases(box: Region) -> list:
     (each trip writes its slice into them, so they exist before the first)."""
     if not isinstance(box, Stream):
         return [list(box.dom.inside) + list(box.cod.inside)]
-    plan = box.plan
-    phases = {v: {plan.role[op] for op, _ in plan.uses.get(v, ())} for v in plan.dom}
-    dom = list(zip(plan.dom, box.dom.inside))
-    body = [a for v, a in dom if phases[v] & {"body", "tail"} or v in plan.streamed_inputs]
-    sliced = [box.cod.inside[j] for j in plan.sliced]   # written trip by trip: held whole from the start
-    tail = [a for v, a in dom if "tail" in phases[v]] + list(box.cod.inside)
+    s = schedule_of(box)
+    reads = s.reads()
+    dom = list(zip(s.dom, box.dom.inside))
+    body = [a for v, a in dom if reads.get(v, set()) & {"body", "tail"} or v in s.streamed]
+    sliced = [a for v, a in zip(s.cod, box.cod.inside) if v in s.sliced]   # written trip by trip: held whole
+    tail = [a for v, a in dom if "tail" in reads.get(v, ())] + list(box.cod.inside)
     return [list(box.dom.inside) + sliced, body + sliced, tail]
 
 
-def region_cost(box: Region) -> Cost:
-    if isinstance(box, Grid):
-        return _grid_cost(box, region_cost_of_arg(box.arg), _is_nest(box.arg))
-    if isinstance(box, Stream):
-        return _stream_cost(box)
-    return region_cost_of_arg(box.arg)
+class Sink(list):
+    """The context of :class:`Symbolic`: the costs appended, and ``tiles``, the enclosing partitions
+    ``[(axis, start, extent, index, trips)]`` (outermost first) a masked stream counts its trips on."""
+
+    def __init__(self, tiles=()):
+        super().__init__()
+        self.tiles = tuple(tiles)
+
+    def inside(self, region, index_name: str | None = None) -> "Sink":
+        """A sink for one tile of the partition ``region`` (its start ``base + i·tile``, its extent the tile)."""
+        taken = {str(t[3]) for t in self.tiles}
+        name = f"i_{region.axis}"
+        while name in taken:
+            name += "'"
+        index = sympy.Symbol(name, integer=True, nonnegative=True)
+        base = next((t[1] for t in reversed(self.tiles) if t[0] == region.axis), sympy.Integer(0))
+        tile = sympy.sympify(region.size)
+        return Sink(self.tiles + ((region.axis, base + index * tile, tile, index, region.trips),))
+
+
+def region_cost(box: Region, tiles: tuple = ()) -> Cost:
+    """The cost of a region: the fold of its schedule with :class:`Symbolic` (one summed part)."""
+    sink = Sink(tiles)
+    fold_region(box, SYMBOLIC, [None] * len(box.dom), sink)
+    (part,) = sink
+    return part
 
 
 def _grid_cost(box: Grid, inner: Cost, nest: bool) -> Cost:
@@ -337,52 +218,16 @@ def _kernel_level(arg: Diagram) -> int:
     return 1
 
 
-def region_cost_of_arg(arg: Diagram) -> Cost:
-    return _walk(arg)
-
-
 def _is_nest(arg: Diagram) -> bool:
     boxes = [b for _, b in layers(arg) if computes(b)]
     return len(boxes) == 1 and isinstance(boxes[0], Grid)
 
 
-def _flop_cost(diagram: Diagram) -> Cost:
+def _flop_cost(diagram: Diagram, tiles: tuple = ()) -> Cost:
     """FLOPs (and their per-op records) of a diagram run once; its memory is the stream's to count."""
-    c = _walk(diagram)
+    c = _walk(diagram, tiles)
     c.columns = {}
     return c
-
-
-def _stream_cost(box: Stream) -> Cost:
-    """A stream: head once, body (maps, monoid reducers, each form's step, each nested region advanced on
-    the state) per trip, finish and tail once.
-
-    Memory: the columns of the stream's expansion in the order it runs (:mod:`napkin_cat.cost.columns`):
-    the head's, then each trip's with the reducers' state (e.g. μ, z and o for online softmax) and the
-    values the body re-reads, the step diagram's own intermediates included, then the tail's.
-    """
-    plan = box.plan
-    trips = sympy.sympify(box.full_size()) / sympy.sympify(box.size)
-    total = Cost()
-    for col in stream_columns(box, plan):
-        total.add_column(col)
-    in_form = {i: r for r in plan.reducers if r.step is not None or r.nest is not None for i in r.ops}
-    for i, (b, _, _) in enumerate(plan.ops):   # in the order of the ops (the records' and the dicts' order)
-        r = in_form.get(i)
-        if r is not None:
-            if r.nest is not None:
-                total.absorb(advance_cost(r.nest).scaled(trips, role="body"))
-            continue
-        role = plan.role[i]
-        total.absorb(_op_cost(b).scaled(trips if role == "body" else 1, role=role))
-    for r in plan.reducers:
-        if r.step is not None:
-            total.absorb(_flop_cost(r.step).scaled(trips, role="body"))
-        if r.finish is not None:
-            total.absorb(_flop_cost(r.finish).scaled(1, role="tail"))
-    total.ops = [replace(o, region=(("stream", box.axis),) + o.region) for o in total.ops]
-    total.streams.append(StreamRecord(box.axis, box.size, box.full_size(), _held_at(box)))
-    return total
 
 
 def _held_at(box: Stream) -> int:
@@ -393,58 +238,110 @@ def _held_at(box: Stream) -> int:
     return max(levels + [1])
 
 
-def _op_cost(b) -> Cost:
-    c = region_cost(b) if isinstance(b, Region) else box_cost(b)
+def _op_cost(b, tiles: tuple = ()) -> Cost:
+    c = region_cost(b, tiles) if isinstance(b, Region) else box_cost(b)
     c.columns = {}
     return c
 
 
-def _trips_cost(plan, trips, *, head: bool) -> Cost:
-    """The head of a stream plan once, then its body ``trips`` times: maps, and each reducer's accumulator
-    (a monoid's box, a form's step, a nested region advanced)."""
-    total = Cost()
-    if head:
-        for i in plan.indices("head"):
-            total.absorb(_op_cost(plan.ops[i][0]).scaled(1, role="head"))
-    parts = [_op_cost(plan.ops[i][0]) for i in plan.maps]   # each scaled alone: b/s_b · a·s_b reads a·b
-    for r in plan.reducers:
-        if r.nest is not None:
-            parts.append(advance_cost(r.nest))
-        elif r.step is not None:
-            parts.append(_flop_cost(r.step))
-        else:
-            parts.append(_op_cost(plan.ops[r.op][0]))
-    for part in parts:
-        total.absorb(part.scaled(trips, role="body"))
-    return total
+def _phases(parts: list, trips, role: str) -> list:
+    return [p.scaled(trips, role=role) for p in parts]   # each scaled alone: b/s_b · a·s_b reads a·b
 
 
-def advance_cost(nest) -> Cost:
-    """One trip of a nested reducer (:mod:`napkin_cat.algorithms.nesting`): a Kernel loads the state to its
-    level and saves it back around its inside, a Grid runs its inside per group, a sub-loop per sub-slice,
-    a diagram its head and one slice.  No memory: the enclosing stream counts it."""
-    region = nest.region
-    kind = getattr(region, "region", None)
-    if kind == "kernel":
-        c = advance_cost(nest.child)
-        level = region.params["level"]
-        for s in nest.state:
+def _in_stream(c: Cost, region) -> Cost:
+    c.ops = [replace(o, region=(("stream", region.axis),) + o.region) for o in c.ops]
+    c.streams.append(StreamRecord(region.axis, region.size, region.full_size(), _held_at(region)))
+    return c
+
+
+class Symbolic:
+    """The cost algebra of the schedule fold: ``ctx`` is a list that each op, reducer trip, finish and region
+    appends its :class:`Cost` to (a region one summed part); values are not looked at."""
+
+    def op(self, op, ins, sink, dests):
+        sink.append(_op_cost(op.box, sink.tiles))
+        return [None] * len(op.outs)
+
+    def kernel(self, node, ins, sink, dests):
+        sink.append(_walk(node.inside, sink.tiles))
+        return dests
+
+    def grid(self, node, ins, sink, dests):
+        sink.append(_grid_cost(node.region, _walk(node.inside, sink.inside(node.region).tiles),
+                               _is_nest(node.inside)))
+        return dests
+
+    def stream(self, node, ins, sink, dests, run):
+        """Head and tail once, the trip ``b/s`` times, each reducer's finish once; memory: the columns of the
+        stream's expansion in the order it runs (:mod:`napkin_cat.cost.columns`): the head's, then each trip's
+        with the reducers' state (e.g. μ, z and o for online softmax) and the values the trip re-reads, the
+        step diagram's own intermediates included, then the tail's.  A masked stream (``node.skip``) runs
+        only the trips its mask does not skip: :func:`~napkin_cat.cost.trips.running_trips` per tile."""
+        head, body, tail = Sink(sink.tiles), sink.inside(node.region), Sink(sink.tiles)
+        vals = run.head(ins, head)
+        states = run.init(head)
+        _, made = run.trip(vals, states, body)
+        vals.update((v, made[v]) for v in node.sliced)     # a sliced output: made by the trips
+        run.tail(run.finish(vals, states, tail), tail)
+        total = Cost()
+        for col in stream_columns(node):
+            total.add_column(col)
+        trips = node.region.trips
+        if node.skip is not None:
+            counted = running_trips(node.skip, node.axis, sympy.sympify(node.region.size),
+                                    sympy.sympify(node.region.full_size()), sink.tiles)
+            trips = trips if counted is None else counted
+        total.absorb_all(_phases(head, 1, "head") + _phases(body, trips, "body")
+                         + _phases(tail, 1, "tail"))
+        sink.append(_in_stream(total, node.region))
+        return dests
+
+    def init(self, r, sink, dests):
+        return [None] * len(r.state)
+
+    def monoid(self, r, state, ins, sink):
+        sink.append(_op_cost(r.op.box, sink.tiles))
+        return state
+
+    def step(self, r, state, ins, sink):
+        sink.append(_flop_cost(r.step, sink.tiles))
+        return state
+
+    def finish(self, r, state, sink, dests):
+        sink.append(_flop_cost(r.finish, sink.tiles))
+        return [None] * len(r.outputs)
+
+    def advance_kernel(self, node, state, ins, sink):
+        """The inside advanced, with the state loaded to the kernel's level and saved back.  No memory: the
+        enclosing stream counts it."""
+        inner = Sink(sink.tiles)
+        advance(node.child, self, state, ins, inner)
+        c = Cost().absorb_all(inner)
+        for s in node.state:
             for direction in ("load", "save"):
-                for step in state_moves(s.array, level, direction):
+                for step in state_moves(s.array, node.level, direction):
                     c.absorb(box_cost(step))
-        c.ops = [replace(o, region=(("kernel", level),) + o.region) for o in c.ops]
-        return c
-    if kind == "grid":
-        return _grid_cost(region, advance_cost(nest.child), _is_nest(region.arg))
-    if kind == "stream":
-        trips = sympy.sympify(region.full_size()) / sympy.sympify(region.size)
-        c = _trips_cost(nest.plan, trips, head=True)
-        c.ops = [replace(o, region=(("stream", region.axis),) + o.region) for o in c.ops]
-        c.streams.append(StreamRecord(region.axis, region.size, region.full_size(), _held_at(region)))
-        return c
-    return _trips_cost(nest.plan, 1, head=True)
+        c.ops = [replace(o, region=(("kernel", node.level),) + o.region) for o in c.ops]
+        sink.append(c)
+        return state
+
+    def advance_grid(self, node, state, ins, sink):
+        inner = sink.inside(node.region)
+        advance(node.child, self, state, ins, inner)
+        sink.append(_grid_cost(node.region, Cost().absorb_all(inner), _is_nest(node.region.arg)))
+        return state
+
+    def advance_loop(self, node, state, ins, sink, run):
+        """A sub-loop's head once and its trip ``b/u`` times (a diagram's: once)."""
+        head, body = Sink(sink.tiles), Sink(sink.tiles)
+        run.trip(run.head(ins, head), node.split(state), body)
+        trips = node.region.trips if node.region is not None else 1
+        c = Cost().absorb_all(_phases(head, 1, "head") + _phases(body, trips, "body"))
+        sink.append(_in_stream(c, node.region) if node.region is not None else c)
+        return state
 
 
+SYMBOLIC = Symbolic()
 _OCCURRENCES = itertools.count()
 
 
@@ -455,9 +352,7 @@ def _number_occurrences(ops: list) -> list:
 
 
 def cost(diagram: Diagram, hierarchy=None) -> Cost:
-    """The IO cost of an algorithm (or of a function diagram, which moves nothing)."""
-    if not isinstance(diagram, Diagram):
-        raise NapkinError(f"nc.cost takes a diagram, got {type(diagram).__name__}: {diagram!r:.60}")
+    """The IO cost of an algorithm (or of a function diagram, which moves nothing), symbolic."""
     c = _walk(diagram)
     c.ops = _number_occurrences(c.ops)
     if hierarchy is not None:

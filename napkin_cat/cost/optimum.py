@@ -25,6 +25,7 @@ side (errata D-12):
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -38,6 +39,7 @@ from napkin_cat.cost.lagrange import _tidy, kkt_points
 from napkin_cat.cost.tiling import dominates, TilingProgram, monomials, program
 from napkin_cat.errors import LevelError, MemoryLimitError, NapkinError
 from napkin_cat.syntax.axis import symbol
+from napkin_cat.syntax.sizes import Sizes, as_sizes
 
 
 class _PowerTerms:
@@ -65,7 +67,10 @@ class _PowerTerms:
 
 @dataclass
 class Optimum:
-    """``H`` (large-M form), ``sizes``, ``terms`` [(α_t, β_t)], and the exact optimum (``exact``)."""
+    """``H`` (large-M form), ``sizes``, ``terms`` [(α_t, β_t)], and the exact optimum (``exact``).
+
+    ``sizes``: the tiles as expressions (symbols → expressions in the memory and the axes), or at concrete sizes
+    a :class:`~napkin_cat.syntax.sizes.Sizes` of the axes, tiles and streams (what ``nc.plan`` takes)."""
 
     H: sympy.Expr | None
     sizes: dict
@@ -209,7 +214,10 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
     ``streams``: the stream sizes (default 1, the paper's choice: no extra transfers, least memory).
     ``sizes``: concrete axis sizes; with a number for ``memory`` this runs the exact integer search
     over the tiles of every group, each a divisor of its axis, or one of ``candidates[tile name]``
-    (legal values, e.g. from the hardware's divisor constraints; each must divide its axis).
+    (legal values, e.g. from the hardware's divisor constraints; each must divide its axis).  Its ``.sizes``
+    is then a :class:`~napkin_cat.syntax.sizes.Sizes`: the sizes given, the tiles and the streams, so that
+    ``nc.plan(d, o.sizes)`` plans the algorithm at them (a name the cost does not read is left out: the
+    sizes of a whole algorithm can be given for the cost of one of its kernels).
     ``exact=False`` (symbolic memory): the large-M form only, without the exact optimum (``o.exact``
     is None), which is the slow part.
     """
@@ -219,17 +227,28 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
         raise NapkinError("the algorithm has no group partition to optimise: apply nc.group first")
     M = memory_limit(memory)
     if sizes is not None:
+        legal = cost_names(c)     # a kernel's cost is optimised with its algorithm's sizes: keep the kernel's
+        sizes = Sizes({k: v for k, v in as_sizes(sizes).items() if k in legal})
         streams = _streams_with_sizes(c, streams, sizes)
     prog = program(c, level, streams)
     if sizes is not None:
         legal = tuple(sorted((str(k), tuple(sorted(set(v)))) for k, v in (candidates or {}).items()))
-        return _integer_optimum(prog, M, level, tuple(sorted(sizes.items())), legal)
+        o = _integer_optimum(prog, M, level, tuple(sorted(sizes.items())), legal)
+        return dataclasses.replace(o, sizes=sizes | o.sizes, notes=list(o.notes))
     if candidates is not None:
         raise NapkinError("candidates= restricts the integer search: give sizes= (every axis) and a number for memory")
     out = copy.copy(_symbolic_optimum(prog, M, bool(exact)))   # memoised: the caller gets its own dicts and lists
     out.sizes, out.notes = dict(out.sizes), list(out.notes)
     out.exact_sizes = dict(out.exact_sizes) if out.exact_sizes is not None else None
     return out
+
+
+def cost_names(c) -> set:
+    """The names of the sizes a cost record reads: its transfers, columns, FLOPs, tiles and streams."""
+    exprs = [*c.H.values(), *c.H_bytes.values(), *(v for cols in c.columns.values() for v in cols),
+             *c.flops.values(), *(t for g in c.groups for t in (*g.tiles, *g.fulls)),
+             *(v for s in c.streams for v in s[1:])]
+    return {str(s) for e in exprs if isinstance(e, sympy.Basic) for s in e.free_symbols}
 
 
 def _streams_with_sizes(c, streams, sizes: dict):
@@ -299,10 +318,10 @@ def _fraction(value, what) -> Fraction:
 @lru_cache(maxsize=256)
 def _compiled(prog: TilingProgram, sizes: tuple):
     """The program at concrete sizes: exact posynomials over the tiles, and each tile's axis size."""
-    env = {symbol(k): sympy.Integer(v) for k, v in sizes}   # put in at once (xreplace): subs is one at a time
+    env = Sizes(sizes).env
     fulls = []
     for axis, full in zip(prog.axes, prog.fulls):
-        n = sympy.sympify(full).xreplace(env)
+        n = sympy.sympify(sympy.sympify(full).xreplace(env))   # (a bare symbol becomes a Python int)
         if not n.is_Integer:
             raise NapkinError(f"give a concrete size for axis {axis!r} (sizes={{'{axis}': …}})")
         if n < 1:
@@ -311,7 +330,7 @@ def _compiled(prog: TilingProgram, sizes: tuple):
 
     def exact(expr, what):
         m = monomials(expr, prog.tiles)
-        return tuple(_fraction(sympy.sympify(a).xreplace(env), what) for a in m.coeffs), m.exponents
+        return tuple(_fraction(sympy.sympify(sympy.sympify(a).xreplace(env)), what) for a in m.coeffs), m.exponents
     H = exact(prog.H, "a transfer coefficient")
     cols = tuple(exact(col, "a memory coefficient") for col in prog.columns)
     smallest = max((sum(a for a in col[0]) for col in cols), default=Fraction(0))

@@ -1,10 +1,12 @@
 """Layer 6, hardware: GPU models as data, divisor constraints, configuration / clock / overlap tables (§5-6).
 
 * :mod:`~napkin_cat.hardware.model`: GPU models (TOML files with units; ``load(name_or_path)``);
+* :mod:`~napkin_cat.hardware.cpu`: CPU models (their caches; ``load_cpu(name_or_path)``, ``this_cpu()`` from sysfs);
 * :mod:`~napkin_cat.hardware.toy`: the toy hierarchies of §5 (levels, pools, what each level offers);
 * :mod:`~napkin_cat.hardware.divisors`: coalescing, tensor-core shapes, warpgroup multiples (step 4);
 * :mod:`~napkin_cat.hardware.configured`: an algorithm configured for a toy hierarchy (steps 3-5: recoloured,
-  piped through SMEM, relabelled per unit, split, buffered), its plan and its variables;
+  piped through SMEM, relabelled per unit, split, buffered): ``configure()`` runs the lowering passes of
+  :mod:`napkin_cat.plan.lowering` and returns the plan and its variables;
 * :mod:`~napkin_cat.hardware.config`: Tables 1-2 (bytes per block / warpgroup, ``N_max``);
 * :mod:`~napkin_cat.hardware.clock`: Table 3 (clocks per thread, ``k_TC``, the ``g_q`` threshold, ideal FLOP/s);
 * :mod:`~napkin_cat.hardware.overlap`: warpgroup schedules and utilisation (§5.7, §6);
@@ -22,6 +24,7 @@ May import: every layer up to plan and search.
 """
 from napkin_cat.hardware.errors import CapacityError, DivisorError, HardwareError, ScheduleError
 from napkin_cat.hardware.model import GPU, load, models
+from napkin_cat.hardware.cpu import CPU, cpus, load_cpu, this_cpu
 from napkin_cat.hardware.toy import check_offers, hierarchy_of, load_hierarchy, placement
 from napkin_cat.hardware.divisors import ArrayUse, MatmulUse, constraints, uses_of
 from napkin_cat.hardware.config import Variable, config_table
@@ -36,6 +39,7 @@ from napkin_cat.search.derivation import OBJECTIVES as _OBJECTIVES
 _OBJECTIVES["time"] = derive_for_time
 
 __all__ = ["HardwareError", "DivisorError", "CapacityError", "ScheduleError", "GPU", "load", "models",
+           "CPU", "cpus", "load_cpu", "this_cpu",
            "load_hierarchy", "hierarchy_of", "placement", "check_offers", "ArrayUse", "MatmulUse", "constraints",
            "uses_of", "Variable", "config_table", "Configured",
            "configure", "OpRecord", "clock_table", "clock_table_of", "Task", "sequential",

@@ -39,6 +39,7 @@ from napkin_cat.hardware.model import load
 from napkin_cat.hardware.tables import decimal, dumps, exact, number, text_table
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.dtype import as_dtype
+from napkin_cat.syntax.sizes import Sizes
 
 BODY = "body"
 
@@ -226,7 +227,7 @@ def clock_table(ops, gpu, sizes: dict, *, rows, iterations=None, moved=None, str
     default: each body op runs once per trip); ``moved``: bytes moved per trip per block (for ``g_min``).
     """
     gpu = load(gpu)
-    env = {symbol(k): v for k, v in sizes.items()}
+    env = Sizes(sizes).env
     stream, body = body_ops(ops, stream)
     rows_n = _number(rows, env, "rows")
     iters = None if iterations is None else _expr(iterations)

@@ -41,6 +41,7 @@ from napkin_cat.hardware.tables import decimal, dumps, kb, number, text_table
 from napkin_cat.hardware.toy import load_hierarchy
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.dtype import as_dtype
+from napkin_cat.syntax.sizes import Sizes
 
 N = sympy.Symbol("N_scaling", positive=True)
 
@@ -212,7 +213,7 @@ def config_table(variables, gpu, sizes: dict, *, partition: dict, n: int | None 
     h = load_hierarchy(hierarchy or gpu.hierarchy)
     scaling = h.scaling_unit
     threads = {u: gpu.threads(u) for u in ("thread", "warp", "warpgroup") if u != "warpgroup" or gpu.warpgroup}
-    env = {symbol(k): v for k, v in sizes.items()}
+    env = Sizes(sizes).env
     rows = []
     for var in variables:
         lv = h.level(var.level)

@@ -22,7 +22,7 @@ Several divisors on one tile impose their least common multiple::
 >>> c.check({"s_x": 64, "d": 96, "w_q": 128})
 Traceback (most recent call last):
 ...
-napkin_cat.hardware.errors.DivisorError: tile d = 96 of K violates coalesced GMEM↔SMEM access of K (fp8: 128 B / 1 B
+napkin_cat.errors.DivisorError: tile d = 96 of K violates coalesced GMEM↔SMEM access of K (fp8: 128 B / 1 B
 per value): it needs a multiple of 128; legal values near 96: 128
 """
 from __future__ import annotations

@@ -27,7 +27,7 @@ The format (sections, fields, units; ``?`` marks an optional field)::
 >>> load("b300")
 Traceback (most recent call last):
 ...
-napkin_cat.hardware.errors.HardwareError: no hardware model called 'b300'; shipped models are a100, h100-pcie, ...
+napkin_cat.errors.HardwareError: no hardware model called 'b300'; shipped models are a100, h100-pcie, ...
 """
 from __future__ import annotations
 
@@ -168,9 +168,12 @@ class GPU:
         return self.pipelines[name]
 
     def rate(self, pipeline: str, dtype: str):
-        """Ops per clock per SM of ``pipeline`` on values of ``dtype`` (after ``computes_in``)."""
+        """Ops per clock per SM of ``pipeline`` on values of ``dtype`` (after ``computes_in``).  An op on integers
+        or masks (positions, comparisons) runs at the pipeline's fp32 rate unless the model gives its own."""
         p = self.pipeline(pipeline)
         key = p.computes_in or p.widen.get(dtype, dtype)
+        if key not in p.rates and key in DTYPES and DTYPES[key].is_integer and "fp32" in p.rates:
+            key = "fp32"
         if key not in p.rates:
             raise HardwareError(f"{self.name}: the {pipeline} pipeline has no rate for {key!r} values; it runs "
                                 f"{sorted(p.rates)} (add '{key} = \"... ops/clk\"' under [pipelines.{pipeline}])")

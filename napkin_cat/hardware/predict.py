@@ -49,7 +49,9 @@ from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.plan.ir import Load, StreamLoop, walk
+from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.dtype import as_dtype
+from napkin_cat.syntax.sizes import Sizes, as_sizes
 
 PIPELINES = ("tensor", "special", "general")
 #: rows of a tensor-core product one warpgroup issues (Hopper's wgmma: m = 64)
@@ -181,10 +183,7 @@ class KernelForm:
         self.compulsory = _bytes_expr(box.dom) + _bytes_expr(box.cod)
         self.blocks = sympy.Mul(*[sympy.ceiling(sympy.sympify(g.full_size()) / sympy.sympify(g.size))
                                   for g in _grids(box)])
-        from napkin_cat.plan.program import _symbols
-        own: set = set()
-        _symbols(box, own, [])
-        p = plan(box, {str(k): v for k, v in sample.items() if k in own})
+        p = plan(box, Sizes(sample).restrict(box))
         columns = [[p.variable_map[n] for n in col if p.variable_map[n].level == level] for col in live_columns(p)]
         streamed = {st.dst.var for loop in walk(p.body) if isinstance(loop, StreamLoop)
                     for st in loop.body if isinstance(st, Load)}
@@ -195,7 +194,7 @@ class KernelForm:
                                if v.role != "tile"), sympy.Integer(0)) for col in columns]
         from napkin_cat.hardware.divisors import uses_of
         rows = {mm.m for mm in uses_of(box, gpu.hierarchy)[1]}
-        self.rows = sympy.Max(*[sympy.Symbol(r, positive=True, integer=True) if not r.isdigit() else sympy.Integer(r)
+        self.rows = sympy.Max(*[symbol(r) if not r.isdigit() else sympy.Integer(r)
                                 for r in rows]) if rows else sympy.Integer(0)
         self.pipes = sorted(self.flops)
         exprs = [self.moved, self.compulsory, self.blocks, self.rows, *(self.flops[k] for k in self.pipes),
@@ -269,14 +268,10 @@ def _bytes_expr(ty) -> sympy.Expr:
     return total
 
 
-def environment(sizes: dict) -> dict:
-    """Sizes (names → positive ints) as the symbols the cost functor uses."""
-    env = {}
-    for k, v in sizes.items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise HardwareError(f"size {k!r} = {v!r}: sizes are positive ints")
-        env[sympy.Symbol(str(k), positive=True, integer=True)] = v
-    return env
+def environment(sizes) -> dict:
+    """Sizes (names or symbols → positive ints, checked: :class:`~napkin_cat.syntax.sizes.Sizes`) as the
+    symbols the cost functor uses."""
+    return as_sizes(sizes).env
 
 
 def check_ceilings(ceilings) -> dict:
@@ -312,15 +307,16 @@ def predict(algorithm, hardware, sizes: dict | None = None, *, overlap: str = "s
     if overlap not in OVERLAPS:
         raise HardwareError(f"overlap {overlap!r}: one of {OVERLAPS} (§5.7)")
     if hasattr(algorithm, "variable_map"):           # a plan: its diagram at its sizes
-        sizes = {**{str(k): v for k, v in algorithm.sizes.items()}, **(sizes or {})}
+        sizes = Sizes(algorithm.sizes) | as_sizes(sizes)
         algorithm = algorithm.diagram
     if not isinstance(algorithm, Diagram):
         raise HardwareError(f"predict takes a plan or an algorithm diagram, got {type(algorithm).__name__}")
     if sizes is None:
         raise HardwareError("predict needs sizes= for every axis and tile of the algorithm (or a plan)")
     ceilings = check_ceilings(ceilings)
-    env = environment(sizes)
+    sizes = as_sizes(sizes).of(algorithm)
+    env = sizes.env
     ks = tuple(KernelForm(b, gpu, overlap=overlap, ceilings=ceilings, level=1, sample=env).at(
-        env, exact=at(b, env), launch=launch) for b in kernels_of(algorithm))
+        env, exact=at(b, sizes.restrict(b)), launch=launch) for b in kernels_of(algorithm))
     return Prediction(sum(k.time for k in ks), ks, gpu.name, dict(sizes), overlap,
                       assumptions(gpu, ceilings, overlap, launch))

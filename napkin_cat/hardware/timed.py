@@ -15,14 +15,14 @@ trips pay the per-trip rescaling and how many tensor-core instructions a trip is
 4. the fastest wins (ties: fewer transfers, then larger tiles).
 
 The winner keeps its structure's trace (made by the rules), so ``r.trace.replay(f)`` still gives
-``r.diagram``; ``r.optimum.sizes`` are the chosen tiles, ``r.prediction`` the model's time at them and
-``r.timings`` every assignment timed, fastest first.
+``r.diagram``; ``r.optimum.sizes`` are the sizes with the chosen tiles (``r.optimum.exact_sizes`` the tiles
+alone), ``r.prediction`` the model's time at them and ``r.timings`` every assignment timed, fastest first.
 
 >>> import napkin_cat as nc
 >>> mm = nc.einsum("a b, b c -> a c", dtype="bf16", out_dtype="fp32")
 >>> r = derive_for_time(mm, "h100-sxm5", {"a": 2048, "b": 2048, "c": 2048})
->>> sorted((str(k), v) for k, v in r.optimum.sizes.items()), r.prediction.bound
-([('g_a', 128), ('g_c', 256), ('s_b', 64)], 'l2')
+>>> r.optimum.sizes, r.prediction.bound
+(Sizes({'a': 2048, 'b': 2048, 'c': 2048, 'g_c': 256, 'g_a': 128, 's_b': 64}), 'l2')
 """
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ from napkin_cat.hardware.model import GPU, load
 from napkin_cat.hardware.predict import (LAUNCH, OVERLAPS, KernelForm, Prediction, assumptions, check_ceilings,
                                          environment, kernels_of)
 from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.sizes import Sizes
 
 #: the largest block side tried (a Triton block tensor's side; 256 fp32 rows of a tile fill a warpgroup's registers)
 LARGEST = 256
@@ -124,12 +125,12 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
                                f"{gpu.smem_per_block} B of shared memory per thread block at sizes {sizes}")
     timings.sort(key=lambda e: e[:3])
     t, H, _, label, regime, tiles, kts = timings[0]
-    chosen = {**{sympy.Symbol(str(k), positive=True, integer=True): v for k, v in sizes.items()}, **tiles}
-    opt = Optimum(sympy.Integer(H), dict(tiles), [(sympy.Integer(H), sympy.Integer(0))], sympy.Integer(0),
+    chosen = Sizes(sizes) | tiles
+    opt = Optimum(sympy.Integer(H), chosen, [(sympy.Integer(H), sympy.Integer(0))], sympy.Integer(0),
                   sympy.Integer(H), dict(tiles), None, None,
                   [f"least predicted time on the {gpu.name} over {len(timings)} tile assignments of "
                    f"{len(structures)} structures"])
-    pred = Prediction(t, tuple(kts), gpu.name, {str(k): int(v) for k, v in chosen.items()}, overlap,
+    pred = Prediction(t, tuple(kts), gpu.name, dict(chosen), overlap,
                       assumptions(gpu, ceilings, overlap, launch))
     return dataclasses.replace(
         r, diagram=regime.diagram, trace=regime.trace, H=H, cost=regime.cost, optimum=opt, variant=regime.variant,

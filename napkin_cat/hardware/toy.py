@@ -33,14 +33,13 @@ from pathlib import Path
 
 from napkin_cat.errors import LevelError
 from napkin_cat.hardware.errors import HardwareError
+from napkin_cat.plan.lowering.placement import TRANSFERS, pipelines_of  # noqa: F401  (the toy's vocabulary)
 from napkin_cat.syntax.adapter import Bubble, layers
 from napkin_cat.syntax.wiring import computes
-from napkin_cat.syntax.primitive import PIPELINES, kind_of
-from napkin_cat.syntax.weave import core_of
+from napkin_cat.syntax.primitive import PIPELINES
 
 UNITS = ("grid", "block", "warpgroup", "warp", "thread")
 OFFERS = PIPELINES + ("transfer",)
-TRANSFERS = ("load", "save")
 
 
 @dataclass(frozen=True)
@@ -200,15 +199,6 @@ def _boxes(diagram):
             yield from _boxes(box.arg)
         else:
             yield box
-
-
-def pipelines_of(box) -> tuple:
-    """The pipelines a primitive box runs on: ``transfer`` for loads/saves, else its FLOPs' pipelines."""
-    spec = box.data
-    if spec.kind in TRANSFERS:
-        return ("transfer",)
-    flops = kind_of(spec.kind).item_flops(core_of(spec, box.dom, box.cod))
-    return tuple(p for p, f in flops.items() if f != 0)
 
 
 def placement(diagram, hierarchy) -> list:

@@ -14,7 +14,7 @@ Fraction(16, 1)
 >>> parse("3 GHz", "bytes")
 Traceback (most recent call last):
 ...
-napkin_cat.hardware.errors.HardwareError: 'GHz' is a unit of frequency, but a bytes is expected (one of B, ...)
+napkin_cat.errors.HardwareError: 'GHz' is a unit of frequency, but a bytes is expected (one of B, ...)
 """
 from __future__ import annotations
 

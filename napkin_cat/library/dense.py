@@ -1,9 +1,11 @@
-"""Dense layers: matrix multiplication, a linear layer, a two-layer MLP (paper §3.1).
+"""Dense layers: matrix multiplication, a linear layer, a two-layer MLP, SwiGLU (paper §3.1).
 
 >>> matmul().cod
 Ty(Array(a×c))
 >>> [b.name for b in mlp(activation="relu").boxes if b.name not in ("·", "add")]
 ['relu']
+>>> swiglu().dom, swiglu_mlp(o=512).cod
+(Ty(Array(n×e), Array(e×f), Array(e×f)), Ty(Array(n×o[512])))
 """
 from __future__ import annotations
 
@@ -40,3 +42,24 @@ def mlp(n=None, i=None, f=None, o=None, *, activation: str = "gelu") -> Diagram:
     h = b(k.elementwise(activation, "n f"), h)
     y = b(k.elementwise("add", "n o, o -> n o"), b(k.einsum("n f, f o -> n o"), h, W2), b2)
     return b.build(y)
+
+
+def swiglu(n=None, e=None, f=None) -> Diagram:
+    """SwiGLU's gated up-projection ``silu(X W₁) ⊙ (X W₃)`` (Shazeer 2020); inputs X: n×e, W₁, W₃: e×f.
+
+    Both contractions read X: a kernel that fuses them loads it once (``rewrites.shared_load``)."""
+    k = _Sized(_sizes(n=n, e=e, f=f))
+    b = Builder(k.types("n e, e f, e f"))
+    X, W1, W3 = b.inputs
+    gate = b(k.elementwise("silu", "n f"), b(k.einsum("n e, e f -> n f"), X, W1))
+    return b.build(b(k.elementwise("mul", "n f, n f -> n f"), gate, b(k.einsum("n e, e f -> n f"), X, W3)))
+
+
+def swiglu_mlp(n=None, e=None, f=None, o=None) -> Diagram:
+    """A SwiGLU MLP ``(silu(X W₁) ⊙ (X W₃)) W₂`` (LLaMA's, no biases); inputs X: n×e, W₁, W₃: e×f, W₂: f×o."""
+    s = _sizes(n=n, e=e, f=f, o=o)
+    k = _Sized(s)
+    b = Builder(k.types("n e, e f, e f, f o"))
+    X, W1, W3, W2 = b.inputs
+    h = b(swiglu(**{a: v for a, v in s.items() if a != "o"}), X, W1, W3)
+    return b.build(b(k.einsum("n f, f o -> n o"), h, W2))

@@ -5,7 +5,7 @@ Ty(Array(q[4]×d[8]), Array(x×d[8]))
 """
 from __future__ import annotations
 
-from napkin_cat.syntax.construct import einsum, elementwise, reduce, rename, softmax, types
+from napkin_cat.syntax.construct import einsum, elementwise, reduce, renaming, softmax, types
 
 
 def _sizes(**kw):
@@ -37,7 +37,7 @@ class _Sized:
         return softmax(sig, **kw, **_for(sig, self.sizes))
 
     def rename(self, sig):
-        return rename(sig, **_for(sig, self.sizes))
+        return renaming(sig, **_for(sig, self.sizes))
 
     def types(self, sig, **kw):
         return types(sig, **kw, **_for(sig, self.sizes))

@@ -4,7 +4,7 @@ A :class:`Claim` holds the paper's printed value, the library's value (computed 
 functors: never typed in), and a status:
 
 * ``reproduced``: the two agree (symbolically, or numerically within the stated tolerance);
-* ``erratum``: they differ where ``../shared/paper/errata.md`` documents a slip, and the library
+* ``erratum``: they differ where ``napkin_cat/paper/errata.md`` documents a slip, and the library
   computes the intended (corrected) value;
 * ``differs``: they differ and no erratum explains it (``napkin reproduce`` then exits non-zero).
 

@@ -96,8 +96,9 @@ def _write_markdown(book, out, recorded, figures, times, notes):
              f"{len(book.claims)} claims: {counts['reproduced']} reproduced, {counts['erratum']} errata (the "
              f"library computes the corrected value), {counts['differs']} differ.", "",
              "Every library value is computed by napkin-cat's functors from diagrams (the algorithms of §3 are "
-             "derived from their functions by rewrite rules); the paper's values are what it prints. Errata ids "
-             "refer to `../shared/paper/errata.md`.", ""]
+             "derived from their functions by rewrite rules); the paper's values are what it prints. Each erratum "
+             "code links to [errata.md](errata.md) (beside this report): what the paper prints, what the library "
+             "computes, and why.", ""]
     for title, rows in recorded.items():
         lines += [f"## {title}", "", f"({times[title]:.2f} s)", ""]
         for name in figures.get(title, []):
@@ -107,10 +108,18 @@ def _write_markdown(book, out, recorded, figures, times, notes):
         if rows:
             lines += ["| id | claim | paper | library | status |", "| --- | --- | --- | --- | --- |"]
             for c in rows:
-                status = STATUS_MARK[c.status] + (f" ({c.erratum}: corrected {_latex(c.corrected)})"
-                                                  if c.status == "erratum" else "")
+                status = STATUS_MARK[c.status] + (f" ([{c.erratum}](errata.md#{c.erratum}): corrected "
+                                                  f"{_latex(c.corrected)})" if c.status == "erratum" else "")
                 what = c.what + (f" — {c.note}" if c.note else "")
                 lines.append(f"| {c.id} | {_latex(what)} | {_latex(c.paper)} | {_latex(c.library)} | {status} |")
             lines.append("")
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines))
+    with open(os.path.join(out, "errata.md"), "w") as f:      # the codes' explanations, linked from the rows
+        f.write(errata_text())
+
+
+def errata_text() -> str:
+    """The errata page (``napkin_cat/paper/errata.md``): one entry per code the report can cite."""
+    from importlib import resources
+    return (resources.files("napkin_cat.paper") / "errata.md").read_text(encoding="utf-8")

@@ -3,7 +3,9 @@
 ``plan(diagram, sizes)`` expands an algorithm (Kernel / Grid / Stream bubbles) into a :class:`Plan`:
 parallel grid loops, stream loops with head / body / tail, allocations per level, loads and stores,
 computations tied to their primitives.  ``p.run`` counts what it moves (the independent check of
-the cost functor); ``p(...)`` runs fast.
+the cost functor); ``p(...)`` runs fast.  Every pass over the IR uses one toolkit (:mod:`~napkin_cat.plan.ir`:
+``access``, ``walk``, ``rebuild``; :mod:`~napkin_cat.plan.liveness`); :mod:`~napkin_cat.plan.lowering` lowers
+a plan onto a hierarchy of levels, as a list of passes.
 
 May import: every layer up to rewriting.
 
@@ -17,14 +19,3 @@ from napkin_cat.plan.program import Plan, plan, render
 from napkin_cat.plan.runner import Counters
 
 __all__ = ["Plan", "plan", "render", "Counters", "PlanError"]
-
-
-class _CallablePackage(__import__("types").ModuleType):
-    """The layer's folder and the stable surface's ``nc.plan`` share a name: an import of this package
-    by path (pytest's importlib mode) rebinds ``napkin_cat.plan`` to it, so calling it plans."""
-
-    def __call__(self, diagram, sizes, **options):
-        return plan(diagram, sizes, **options)
-
-
-__import__("sys").modules[__name__].__class__ = _CallablePackage

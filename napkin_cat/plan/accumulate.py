@@ -20,9 +20,7 @@ their live ranges are those of the plan: the same storage, the same peak.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
-from napkin_cat.plan.ir import Compute, Copy, GridLoop, Kernel, PlanError, StreamLoop
+from napkin_cat.plan.ir import Compute, Copy, PlanError, rebuild
 from napkin_cat.syntax.primitive import Weave, kind_of
 from napkin_cat.syntax.weave import build_box
 
@@ -46,22 +44,12 @@ def split(s: Compute) -> list:
         box = build_box(addend.rest, [s.box.dom.inside[p] for p in ops], list(s.box.cod.inside), weaves,
                         name=addend.rest)
         rest = [Compute(box, (out,), tuple(s.ins[p] for p in ops), None, s.origin)]
-    return rest + [Compute(t.box, (out,), t.ins, kind_of(t.kind).accumulator.name, t.origin)]
+    return rest + [Compute(t.box, (out,), t.ins, kind_of(t.kind).accumulator.name, t.origin, t.at)]
 
 
 def split_all(stmts) -> tuple:
     """``stmts`` with every Compute's inlined operands accumulated in two statements (:func:`split`)."""
-    out = []
-    for s in stmts:
-        if isinstance(s, Compute):
-            out += split(s)
-        elif isinstance(s, StreamLoop):
-            out.append(replace(s, head=split_all(s.head), body=split_all(s.body), tail=split_all(s.tail)))
-        elif isinstance(s, (GridLoop, Kernel)):
-            out.append(replace(s, body=split_all(s.body)))
-        else:
-            out.append(s)
-    return tuple(out)
+    return rebuild(stmts, lambda s: split(s) if isinstance(s, Compute) else s)
 
 
 def separated(plan):

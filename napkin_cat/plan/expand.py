@@ -18,6 +18,10 @@ primitive box          ``Compute`` (tied to the box)
                        each form's finish and the tail (Fig. streamed_algorithm_loop)
 =====================  ======================================================================
 
+The regions are expanded by the schedule fold (:mod:`napkin_cat.algorithms.schedule`): the
+:class:`Expander` is its algebra whose values are refs and whose context is the list of statements
+being written.
+
 >>> import napkin_cat as nc
 >>> e = Expander({})
 >>> stmts, outs = e.top(nc.stream(nc.library.matmul(), "b", "s_b"))
@@ -26,16 +30,18 @@ primitive box          ``Compute`` (tied to the box)
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import sympy
 
-from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
-from napkin_cat.plan.ir import (Alloc, Compute, Copy, Fill, GridLoop, Kernel as KernelNode, Load, PlanError,
-                                Range, Ref, Store, StreamLoop, Variable, loop_index)
+from napkin_cat.algorithms.bubbles import Kernel
+from napkin_cat.algorithms.nesting import state_moves
+from napkin_cat.algorithms.reuse import accumulated_addends, finish_in_place, step_in_place
+from napkin_cat.algorithms.schedule import advance, fold_region
+from napkin_cat.plan.ir import (Alloc, Compute, Copy, Fill, GridLoop, Kernel as KernelNode, Load, Range, Ref, Store,
+                                StreamLoop, Variable, loop_index)
 from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.wiring import trace_values
-from napkin_cat.algorithms.nesting import state_moves
-from napkin_cat.plan.reducers import ops_in, reducers_of
-from napkin_cat.algorithms.reuse import accumulated_addends, finish_in_place, step_in_place
 
 
 def _ascii(name: str) -> str:
@@ -44,8 +50,17 @@ def _ascii(name: str) -> str:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in out) or "v"
 
 
+def _condition(c):
+    """A trip's condition as a sympy boolean, simplified (``true`` when no trip is skipped)."""
+    from sympy.logic.boolalg import to_nnf
+    c = sympy.sympify(c)
+    return c if isinstance(c, (sympy.logic.boolalg.BooleanTrue, sympy.logic.boolalg.BooleanFalse)) else to_nnf(c)
+
+
 class Expander:
-    """Builds the statements and the variables of a plan; ``variables`` keeps their order of creation."""
+    """Builds the statements and the variables of a plan; ``variables`` keeps their order of creation.
+
+    The regions' algebra of the schedule fold: values are refs, the context the statement list written."""
 
     def __init__(self, sizes: dict, *, accumulate: bool = True):
         self.sizes = sizes
@@ -97,9 +112,10 @@ class Expander:
         stmts = []
         for k, (box, i_ids, o_ids) in enumerate(ops):
             if k in inlined:
-                refs[o_ids[0]] = Compute(box, (), tuple(refs[v] for v in i_ids), None, self.origin(box.name))
+                refs[o_ids[0]] = Compute(box, (), tuple(refs[v] for v in i_ids), None, self.origin(box.name),
+                                         self.at(box))
                 continue
-            s, outs = self.op(box, [refs[v] for v in i_ids], [dest_of.get(v) for v in o_ids])
+            s, outs = self.box(box, [refs[v] for v in i_ids], [dest_of.get(v) for v in o_ids])
             stmts += s
             refs.update(zip(o_ids, outs))
         return stmts + self._copies(cod, refs, dests), [refs[v] for v in cod]
@@ -112,7 +128,8 @@ class Expander:
         return out
 
     # ----------------------------------------------------------------- one box
-    def op(self, box, ins: list, dests: list):
+    def box(self, box, ins: list, dests: list):
+        """``(statements, output refs)`` of one box: a transfer, a computation, or a region (its schedule folded)."""
         if isinstance(box, Bubble):
             return self.region(box, ins, dests)
         kind = box.data.kind
@@ -135,10 +152,37 @@ class Expander:
                 if arr.level == 0 and self.path:
                     stmts.append(Alloc(dst.var))
             outs.append(dst)
-        return stmts + [Compute(box, tuple(outs), tuple(ins), None, self.origin(box.name))], outs
+        return stmts + [Compute(box, tuple(outs), tuple(ins), None, self.origin(box.name), self.at(box))], outs
 
-    # ----------------------------------------------------------------- regions
-    def region(self, box: Region, ins: list, dests: list):
+    def at(self, box) -> tuple:
+        """``((axis, start), …)`` for a box that reads positions: where index 0 of the axis it numbers (a
+        ``position``) or gathers along (a ``gather``) sits on the whole axis, from the loops around it."""
+        kind = box.data.kind
+        if kind == "position":
+            axis = box.cod.inside[0].axes[0].name
+        elif kind == "gather":
+            (axis,) = [a for a in box.dom.inside[0].names if a not in box.data.weave_names]
+        else:
+            return ()
+        return ((axis, self.context[axis].start),) if axis in self.context else ()
+
+    def tile_of(self, axis: str, size) -> tuple:
+        """The tile ``axis`` is in: the enclosing loop's ``(start, extent)``, or the whole axis."""
+        rng = self.context.get(axis)
+        return (rng.start, rng.extent) if rng is not None else (sympy.Integer(0), sympy.sympify(size))
+
+    @contextmanager
+    def _entered(self, region):
+        saved = self.path
+        p = region.params
+        self.path = self.path + (f"{region.region}({p['level']})" if region.region == "kernel"
+                                 else f"{region.region}({p.get('axis', '')})",)
+        try:
+            yield
+        finally:
+            self.path = saved
+
+    def region(self, box, ins: list, dests: list):
         stmts = []
         if not isinstance(box, Kernel):  # a partition writes slices: its outputs exist before it runs
             dests = list(dests)
@@ -146,21 +190,9 @@ class Expander:
                 if dst is None:
                     dests[j] = self.new_var("t", arr, "temp", self.origin(box.name))
                     stmts.append(Alloc(dests[j].var))
-        saved_path = self.path
-        p = box.params
-        self.path = self.path + (f"{box.region}({p['level']})" if isinstance(box, Kernel)
-                                 else f"{box.region}({p.get('axis', '')})",)
-        try:
-            if isinstance(box, Kernel):
-                body, outs = self.diagram(box.arg, ins, dests)
-                return [KernelNode(box.params["level"], tuple(body), self.origin(""))], outs
-            if isinstance(box, Grid):
-                return stmts + self.grid(box, ins, dests), dests
-            if isinstance(box, Stream):
-                return stmts + self.stream(box, ins, dests), dests
-            raise PlanError(f"{box.name}: the plan has no expansion for regions of kind {box.region!r}")
-        finally:
-            self.path = saved_path
+        with self._entered(box):
+            outs = fold_region(box, self, ins, stmts, dests)
+        return stmts, outs
 
     def _partition(self, box, ins, arrays):
         """The loop index, the range of one tile, and the inputs sliced to it."""
@@ -174,154 +206,139 @@ class Expander:
         sliced = [self.slice(r, axis, rng) if axis in arr.names else r for r, arr in zip(ins, arrays)]
         return index, tile, full, rng, sliced
 
-    def _inside(self, axis, rng, fn):
+    @contextmanager
+    def _inside(self, axis, rng):
         saved = self.context.get(axis)
         self.context[axis] = rng
         try:
-            return fn()
+            yield
         finally:
             if saved is None:
                 del self.context[axis]
             else:
                 self.context[axis] = saved
 
-    def grid(self, box: Grid, ins, dests):
-        index, tile, full, rng, sliced = self._partition(box, ins, box.dom.inside)
-        inner_dests = [self.slice(d, box.axis, rng) for d in dests]
-        body, outs = self._inside(box.axis, rng, lambda: self.diagram(box.arg, sliced, inner_dests))
-        return [GridLoop(box.axis, tile, full, index, tuple(body), self.origin(""))]
+    # ----------------------------------------------------------------- the algebra of the schedule fold
+    def op(self, op, ins, sink, dests):
+        stmts, outs = self.box(op.box, ins, dests)
+        sink += stmts
+        return outs
 
-    def stream(self, box: Stream, ins, dests):
+    def kernel(self, node, ins, sink, dests):
+        body, outs = self.diagram(node.inside, ins, dests)
+        sink.append(KernelNode(node.level, tuple(body), self.origin("")))
+        return outs
+
+    def grid(self, node, ins, sink, dests):
+        """``GridLoop``: inputs and outputs sliced along the axis at ``i_a·g``."""
+        index, tile, full, rng, sliced = self._partition(node.region, ins, node.region.dom.inside)
+        with self._inside(node.axis, rng):
+            body, _ = self.diagram(node.inside, sliced, [self.slice(d, node.axis, rng) for d in dests])
+        sink.append(GridLoop(node.axis, tile, full, index, tuple(body), self.origin("")))
+        return dests
+
+    def stream(self, node, ins, sink, dests, run):
+        """``StreamLoop``: the head and the reducers' ``Fill``; the trip at the slice's range (a sliced output
+        written straight into its destination's slice); the finish, the tail and the copies out."""
+        box = node.region
         index, tile, full, rng, sliced = self._partition(box, ins, box.dom.inside)
-        plan = box.plan
-        refs = dict(zip(plan.dom, ins))
-        chunk = dict(zip(plan.dom, sliced))
         dest_of = {}
-        for v, dst in zip(plan.cod, dests):
+        for v, dst in zip(node.cod, dests):
             if dst is not None and v not in dest_of:
                 dest_of[v] = dst
-        reds = reducers_of(plan)
-        head, state = [], {}
-        for i in ops_in(plan, "head"):
-            head += self._emit(plan, i, refs, dest_of)
-        for k, r in enumerate(reds):
-            state[k] = []
-            for j, (name, arr, init) in enumerate(r.state):
-                own = dest_of.get(r.outputs[j]) if r.step is None and r.finish is None else None
-                ref = own if own is not None else self.new_var(f"{name}{k}", arr, "state", self.origin(name))
-                state[k].append(ref)
-                head.append(Fill(ref.var, float(init), self.origin(f"{name} = {init}")))
-        vals = dict(refs)
-        vals.update(chunk)
-        # a sliced output: the body writes its slice straight into the destination at the trip's range
-        into = {v: self.slice(dest_of[v], box.axis, rng) for v in plan.sliced_values}
-        refs.update((v, dest_of[v]) for v in plan.sliced_values)
-        body = self._inside(box.axis, rng, lambda: self._trip(plan, reds, state, vals, into))
-        tail = []
-        for k, r in enumerate(reds):
-            if r.finish is None:
-                refs.update(zip(r.outputs, state[k]))
-            else:
-                fdests = [dest_of.get(v) for v in r.outputs]
-                for j, i in finish_in_place(r.finish).items():
-                    if fdests[j] is None:
-                        fdests[j] = state[k][i]
-                s, outs = self.diagram(r.finish, state[k], fdests)
-                tail += s
-                refs.update(zip(r.outputs, outs))
-        for i in ops_in(plan, "tail"):
-            tail += self._emit(plan, i, refs, dest_of)
-        tail += self._copies(plan.cod, refs, dests)
-        return [StreamLoop(box.axis, tile, full, index, tuple(head), tuple(body), tuple(tail), self.origin(""))]
+        head, body, tail = [], [], []
+        vals = run.head(ins, head, dest_of)
+        states = run.init(head, dest_of)
+        into = {v: self.slice(dest_of[v], node.axis, rng) for v in node.sliced}
+        with self._inside(node.axis, rng):
+            run.trip({**vals, **dict(zip(node.dom, sliced))}, states, body, into)
+            when = sympy.true if node.skip is None else _condition(sympy.Not(node.skip.skipped(self.tile_of)))
+        vals.update((v, dest_of[v]) for v in node.sliced)
+        outs = run.tail(run.finish(vals, states, tail, dest_of), tail, dest_of)
+        tail += self._copies(node.cod, dict(zip(node.cod, outs)), dests)
+        sink.append(StreamLoop(node.axis, tile, full, index, tuple(head), tuple(body), tuple(tail), self.origin(""),
+                               when))
+        return dests
 
-    def _trip(self, plan, reds, state, vals, into=None):
-        """One slice: the maps, then each reducer's step on its state (``state[k]``, refs); ``into``: value id ->
-        the destination slice a map writes (a sliced output)."""
-        covered = {i: r for r in reds for i in r.ops}
-        out = []
-        vals = dict(vals)
-        for i in ops_in(plan, "body"):
-            r = covered.get(i)
-            if r is None:
-                out.extend(self._emit(plan, i, vals, into or {}))
-            elif i == max(r.ops):
-                out.extend(self._step(plan, r, state[reds.index(r)], vals))
-        return out
+    def init(self, r, sink, dests):
+        """Each state array ``Fill``ed with its empty value; a monoid's (or a nested region's) state that is the
+        stream's output lives in the output's destination."""
+        state = []
+        for j, s in enumerate(r.state):
+            own = dests[j] if r.kind != "step" and r.finish is None and j < len(dests) else None
+            ref = own if own is not None else self.new_var(f"{s.name}{r.k}", s.array, "state", self.origin(s.name))
+            state.append(ref)
+            sink.append(Fill(ref.var, float(s.init), self.origin(f"{s.name} = {s.init}")))
+        return state
 
-    def _advance(self, nest, state: list, ins: list):
-        """A nested reducer's trip (:mod:`napkin_cat.algorithms.nesting`) on the state refs: a Kernel loads the
-        state to its level, advances its inside and saves the state back; a Grid loops over its groups on the
-        state's slices; a sub-loop streams the slice again; a diagram runs its head and one slice."""
-        region = nest.region
-        kind = getattr(region, "region", None)
-        if region is None:
-            return self._advance_plan(nest, state, ins, None)
-        saved_path = self.path
-        p = region.params
-        self.path = self.path + (f"kernel({p['level']})" if kind == "kernel" else f"{kind}({p.get('axis', '')})",)
-        try:
-            if kind == "kernel":
-                return self._advance_kernel(nest, state, ins)
-            index, tile, full, rng, sliced = self._partition(region, ins, region.dom.inside)
-            if kind == "grid":
-                part = [self.slice(r, region.axis, rng) for r in state]
-                body = self._inside(region.axis, rng, lambda: self._advance(nest.child, part, sliced))
-                return [GridLoop(region.axis, tile, full, index, tuple(body), self.origin(""))]
-            head, body = self._inside(region.axis, rng, lambda: self._advance_plan(nest, state, ins, sliced))
-            return [StreamLoop(region.axis, tile, full, index, tuple(head), tuple(body), (), self.origin(""))]
-        finally:
-            self.path = saved_path
+    def monoid(self, r, state, ins, sink):
+        """``o ← o ⊕ F(chunk)``: the box folded into the state."""
+        box = r.op.box
+        sink.append(Compute(box, (state[0],), tuple(ins), r.accumulator.name, self.origin(box.name), self.at(box)))
+        return state
 
-    def _advance_kernel(self, nest, state, ins):
-        level = nest.region.params["level"]
-        loads, saves, inner = [], [], []
-        for ref, s in zip(state, nest.state):
-            cur = ref
-            chain = []
-            for step in state_moves(s.array, level, "load"):
-                arr = step.cod.inside[0]
-                dst = self.new_var(f"{s.name}_{arr.level}", arr, "state", self.origin(f"{s.name} (loaded)"))
-                loads.append(Load(dst, cur, arr.level, self.origin(f"load {s.name}")))
-                chain.append((cur, dst, arr.level))
-                cur = dst
-            inner.append(cur)
-            saves = [Store(src_ref, dst, lvl, self.origin(f"save {s.name}")) for src_ref, dst, lvl in reversed(chain)] \
-                + saves
-        body = self._advance(nest.child, inner, ins)
-        return [KernelNode(level, tuple(loads + body + saves), self.origin(""))]
-
-    def _advance_plan(self, nest, state, ins, sliced):
-        """A plan-level nest: its head on ``ins``; its trip on ``sliced`` (a sub-loop's slice) or on ``ins``."""
-        plan = nest.plan
-        reds = reducers_of(plan)
-        refs = dict(zip(plan.dom, ins))
-        head = []
-        for i in ops_in(plan, "head"):
-            head += self._emit(plan, i, refs, {})
-        parts = {k: list(state[a:b]) for k, (a, b) in enumerate(nest.parts)}
-        vals = dict(refs)
-        if sliced is not None:
-            vals.update(zip(plan.dom, sliced))
-            return head, self._trip(plan, reds, parts, vals)
-        return head + self._trip(plan, reds, parts, vals)
-
-    def _emit(self, plan, i, vals, dest_of):
-        box, i_ids, o_ids = plan.ops[i]
-        s, outs = self.op(box, [vals[v] for v in i_ids], [dest_of.get(v) for v in o_ids])
-        vals.update(zip(o_ids, outs))
-        return s
-
-    def _step(self, plan, r, state, vals):
-        """One trip of a reducer: a monoid folds its box into the state; a form runs its step diagram."""
-        if r.nest is not None:
-            return self._advance(r.nest, list(state), [vals[v] for v in r.inputs])
-        if r.step is None:
-            box, i_ids, _ = plan.ops[r.ops[0]]
-            return [Compute(box, (state[0],), tuple(vals[v] for v in i_ids), r.monoid, self.origin(box.name))]
-        dests = step_in_place(r.step, len(state))
-        stmts, outs = self.diagram(r.step, list(state) + [vals[v] for v in r.inputs],
-                                   [state[j] if ok else None for j, ok in enumerate(dests)],
+    def step(self, r, state, ins, sink):
+        """The step diagram ``B`` on ``state ⊗ chunk``, each new state written over the old where it may be (else
+        copied back), each sum accumulated in place."""
+        ok = step_in_place(r.step, len(state))
+        stmts, outs = self.diagram(r.step, list(state) + list(ins), [s if k else None for s, k in zip(state, ok)],
                                    {a.maker for a in accumulated_addends(r.step, len(state))} if self.accumulate
                                    else ())
-        return stmts
+        sink += stmts
+        sink += [Copy(s, o, self.origin(f"{r.name} state")) for s, o, k in zip(state, outs, ok) if not k]
+        return state
 
+    def finish(self, r, state, sink, dests):
+        dests = list(dests)
+        for j, i in finish_in_place(r.finish).items():
+            if dests[j] is None:
+                dests[j] = state[i]
+        stmts, outs = self.diagram(r.finish, list(state), dests)
+        sink += stmts
+        return outs
+
+    def advance_kernel(self, node, state, ins, sink):
+        """The state loaded to the kernel's level, the inside advanced, the state stored back."""
+        with self._entered(node.region):
+            loads, saves, inner = [], [], []
+            for ref, s in zip(state, node.state):
+                cur, chain = ref, []
+                for step in state_moves(s.array, node.level, "load"):
+                    arr = step.cod.inside[0]
+                    dst = self.new_var(f"{s.name}_{arr.level}", arr, "state", self.origin(f"{s.name} (loaded)"))
+                    loads.append(Load(dst, cur, arr.level, self.origin(f"load {s.name}")))
+                    chain.append((cur, dst, arr.level))
+                    cur = dst
+                inner.append(cur)
+                saves = [Store(src, dst, lvl, self.origin(f"save {s.name}")) for src, dst, lvl in reversed(chain)] \
+                    + saves
+            body = []
+            advance(node.child, self, inner, ins, body)
+            sink.append(KernelNode(node.level, tuple(loads + body + saves), self.origin("")))
+        return state
+
+    def advance_grid(self, node, state, ins, sink):
+        """A ``GridLoop`` over the groups, each advancing on its slice of the state."""
+        region = node.region
+        with self._entered(region):
+            index, tile, full, rng, sliced = self._partition(region, ins, region.dom.inside)
+            body = []
+            with self._inside(region.axis, rng):
+                advance(node.child, self, [self.slice(r, region.axis, rng) for r in state], sliced, body)
+            sink.append(GridLoop(region.axis, tile, full, index, tuple(body), self.origin("")))
+        return state
+
+    def advance_loop(self, node, state, ins, sink, run):
+        """A sub-loop: a ``StreamLoop`` of its head and trip on the state (a diagram: its head and one trip)."""
+        if node.region is None:
+            run.trip(run.head(ins, sink), node.split(state), sink)
+            return state
+        region = node.region
+        with self._entered(region):
+            index, tile, full, rng, sliced = self._partition(region, ins, region.dom.inside)
+            head, body = [], []
+            with self._inside(region.axis, rng):
+                vals = run.head(ins, head)
+                run.trip({**vals, **dict(zip(node.schedule.dom, sliced))}, node.split(state), body)
+            sink.append(StreamLoop(region.axis, tile, full, index, tuple(head), tuple(body), (), self.origin("")))
+        return state

@@ -16,12 +16,21 @@ node                    meaning
                         an operand may be a ``Compute`` itself (no ``outs``): computed into the
                         consumer, never stored (a sum accumulated in place, ``o ← fma(o, δ, P·V)``)
 ``Copy``                a state value moved into its variable (no transfer, no FLOPs)
+``Combine``             ``dst ← dst ⊕ src`` with a monoid: a partial result folded into its accumulator
 ``Kernel``              a fused kernel at ``level``: its body runs there
 ``GridLoop``            parallel loop over the tiles of ``axis`` (a Grid)
-``StreamLoop``          ``head`` once, ``body`` per slice of ``axis``, ``tail`` once (a Stream)
+``StreamLoop``          ``head`` once, ``body`` per slice of ``axis``, ``tail`` once (a Stream); with
+                        ``when``, a trip runs only where that condition holds (a mask skips the rest)
 ======================  ==========================================================================
 
-The extent of a tile is ``Min(tile, full − start)``: the last tile of a ragged axis is masked.
+The extent of a tile is ``Min(tile, full − start)``: the last tile of a ragged axis is masked.  A
+``Compute`` that reads positions (a ``position``, a ``gather``) carries ``at``: where index 0 of each
+axis it reads sits on the whole axis, the start expression of the loops around it.
+
+The toolkit every pass and printer uses: :func:`access` (what a statement reads and writes, one table
+``ACCESS``), :func:`walk` / :func:`walk_scoped` (every statement in program order), :func:`blocks` /
+:func:`with_blocks` (a compound's statement lists, and the one way to rebuild it) and :func:`rebuild` (the
+bottom-up map of a plan's statements).  Liveness is :mod:`napkin_cat.plan.liveness`.
 
 >>> import sympy
 >>> from napkin_cat.syntax.axis import symbol
@@ -34,18 +43,14 @@ Min(g_q, -g_q*i_q + q)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sympy
 
-from napkin_cat.errors import NapkinError
+from napkin_cat.errors import PlanError
 from napkin_cat.syntax.dtype import as_dtype
 
 ROLES = ("input", "output", "tile", "state", "temp")
-
-
-class PlanError(NapkinError, ValueError):
-    """A plan cannot be made or run: sizes it cannot mask, a missing size, a malformed plan."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +185,7 @@ class Compute:
     ins: tuple
     accumulate: str | None = None
     origin: str = ""
+    at: tuple = ()        # ((axis, start), …): the global position of index 0 along the axes it reads
 
     @property
     def kind(self) -> str:
@@ -198,6 +204,10 @@ class Compute:
         """``(position, Compute)`` of its operands computed into it (never stored)."""
         return tuple((p, r) for p, r in enumerate(self.ins) if isinstance(r, Compute))
 
+    def start(self, axis: str):
+        """Where index 0 of ``axis`` sits on the whole axis (0 outside every loop over it)."""
+        return dict(self.at).get(axis, sympy.Integer(0))
+
 
 @dataclass(frozen=True)
 class Copy:
@@ -205,6 +215,17 @@ class Copy:
 
     dst: Ref
     src: Ref
+    origin: str = ""
+
+
+@dataclass(frozen=True)
+class Combine:
+    """``dst ← dst ⊕ src`` with the monoid ``monoid`` (``sum``, ``max``, ``min``): a partial result folded into
+    the value that accumulates it (the parts of a split reduction; a region's result folded into a state)."""
+
+    dst: Ref
+    src: Ref
+    monoid: str
     origin: str = ""
 
 
@@ -235,7 +256,10 @@ class GridLoop:
 
 @dataclass(frozen=True)
 class StreamLoop:
-    """``head``; ``for index in 0 … ⌈full / tile⌉ − 1: body``; ``tail`` (a Stream, in order)."""
+    """``head``; ``for index in 0 … ⌈full / tile⌉ − 1: if when: body``; ``tail`` (a Stream, in order).
+
+    ``when``: a condition on the loop indices (sympy), true on the trips that run; a trip where it is false
+    is skipped, its mask never true there (:mod:`napkin_cat.algorithms.skipping`)."""
 
     axis: str
     tile: sympy.Expr
@@ -245,6 +269,12 @@ class StreamLoop:
     body: tuple
     tail: tuple
     origin: str = ""
+    when: object = sympy.true
+
+    @property
+    def skips(self) -> bool:
+        """Whether some trip may be skipped."""
+        return self.when is not sympy.true
 
     @property
     def trips(self) -> sympy.Expr:
@@ -252,10 +282,12 @@ class StreamLoop:
 
 
 LOOPS = (GridLoop, StreamLoop)
+COMPOUND = (Kernel, GridLoop, StreamLoop)
 
 
+# ---------------------------------------------------------------------------------------------- the toolkit
 def blocks(stmt) -> tuple:
-    """The statement lists nested in ``stmt`` (in execution order)."""
+    """The statement lists nested in ``stmt`` (in execution order); ``()`` for a simple statement."""
     if isinstance(stmt, StreamLoop):
         return (stmt.head, stmt.body, stmt.tail)
     if isinstance(stmt, (GridLoop, Kernel)):
@@ -263,32 +295,140 @@ def blocks(stmt) -> tuple:
     return ()
 
 
+def with_blocks(stmt, new: tuple):
+    """``stmt`` with its nested statement lists replaced by ``new`` (one per block, as :func:`blocks` lists them).
+
+    The one rebuild of a compound statement: ``with_blocks(s, blocks(s)) == s``.
+    """
+    new = tuple(tuple(b) for b in new)
+    if len(new) != len(blocks(stmt)):
+        raise PlanError(f"a {type(stmt).__name__} has {len(blocks(stmt))} block(s), got {len(new)}")
+    if isinstance(stmt, StreamLoop):
+        return replace(stmt, head=new[0], body=new[1], tail=new[2])
+    if isinstance(stmt, (GridLoop, Kernel)):
+        return replace(stmt, body=new[0])
+    return stmt
+
+
+def walk_scoped(stmts, scope: tuple = ()):
+    """``(statement, scope)`` for every statement, depth first, in program order; ``scope`` lists the
+    ``(compound, block number)`` pairs it sits in, outermost first (a stream's head is block 0, body 1, tail 2)."""
+    for s in stmts:
+        yield s, scope
+        for k, b in enumerate(blocks(s)):
+            yield from walk_scoped(b, scope + ((s, k),))
+
+
 def walk(stmts):
-    """Every statement, depth first, in program order."""
+    """Every statement, depth first, in program order (compounds before what they hold): the statements of
+    :func:`walk_scoped` without their scopes."""
     for s in stmts:
         yield s
         for b in blocks(s):
             yield from walk(b)
 
 
+def rebuild(stmts, f) -> tuple:
+    """The plan's statements mapped by ``f``, bottom up: each compound is rebuilt from its mapped blocks, then
+    ``f`` gets it; ``f`` returns a statement, or a sequence of statements spliced in its place (``()`` drops it).
+
+    Laws: ``rebuild(b, lambda s: s) == b``; for ``f`` that maps each simple statement to one and leaves
+    compounds as they are, ``[f(s) for s in walk(b) if simple] == [s for s in walk(rebuild(b, f)) if simple]``.
+
+    >>> import napkin_cat as nc
+    >>> p = nc.plan(nc.stream(nc.library.matmul(), "b", "s_b"), {"a": 2, "b": 4, "c": 3, "s_b": 2})
+    >>> rebuild(p.body, lambda s: s) == p.body
+    True
+    >>> [type(s).__name__ for s in walk(rebuild(p.body, lambda s: () if isinstance(s, Free) else s))]
+    ['Kernel', 'StreamLoop', 'Fill', 'Load', 'Load', 'Compute', 'Store']
+    """
+    out = []
+    for s in stmts:
+        if isinstance(s, COMPOUND):
+            s = with_blocks(s, tuple(rebuild(b, f) for b in blocks(s)))
+        r = f(s)
+        if isinstance(r, (list, tuple)):
+            out.extend(r)
+        else:
+            out.append(r)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Access:
+    """What a simple statement does to the plan's variables: the views it ``reads`` and ``writes``.
+
+    ``fold``: it folds a value into what it writes (``o ⊕= …``): it reads its destination and defines
+    nothing new.  For liveness, ``uses`` are the variables whose current value it needs (what it reads, and
+    what it writes only part of: the rest is kept) and ``defs`` those it gives a whole new value.
+    """
+
+    reads: tuple = ()
+    writes: tuple = ()
+    fold: bool = False
+
+    @property
+    def uses(self) -> frozenset:
+        return frozenset(r.var for r in self.reads) | frozenset(r.var for r in self.writes if not r.whole)
+
+    @property
+    def defs(self) -> frozenset:
+        return frozenset() if self.fold else frozenset(r.var for r in self.writes if r.whole)
+
+
+def _compute_access(s: Compute) -> Access:
+    return Access(tuple(s.refs) + (tuple(s.outs) if s.accumulate else ()), tuple(s.outs), bool(s.accumulate))
+
+
+#: statement type → what it reads and writes (the one vocabulary: a new statement kind adds its row here)
+ACCESS = {
+    Alloc: lambda s: Access((), (Ref(s.var),)),
+    Free: lambda s: Access(),
+    Fill: lambda s: Access((), (Ref(s.var),)),
+    Load: lambda s: Access((s.src,), (s.dst,)),
+    Store: lambda s: Access((s.src,), (s.dst,)),
+    Copy: lambda s: Access((s.src,), (s.dst,)),
+    Combine: lambda s: Access((s.src, s.dst), (s.dst,), True),
+    Compute: _compute_access,
+    Kernel: lambda s: Access(),
+    GridLoop: lambda s: Access(),
+    StreamLoop: lambda s: Access(),
+}
+
+
+def access(stmt) -> Access:
+    """What ``stmt`` reads and writes (nothing for a compound: its blocks hold its statements).
+
+    >>> access(Load(Ref("t"), Ref("x", (("a", Range(0, 2, 4)),)), 1)).uses
+    frozenset({'x'})
+    >>> access(Combine(Ref("o"), Ref("p"), "sum")).defs
+    frozenset()
+    """
+    rule = ACCESS.get(type(stmt))
+    if rule is None:
+        raise PlanError(f"{type(stmt).__name__} is not a statement of the plan IR; its statements are "
+                        f"{', '.join(t.__name__ for t in ACCESS)}")
+    return rule(stmt)
+
+
 def reads(stmt) -> tuple:
-    """Variables a simple statement reads."""
-    if isinstance(stmt, (Load, Store, Copy)):
-        return (stmt.src.var,)
-    if isinstance(stmt, Compute):
-        return tuple(r.var for r in stmt.refs) + (tuple(r.var for r in stmt.outs) if stmt.accumulate else ())
-    return ()
+    """Names of the variables a simple statement reads (an accumulation reads its output)."""
+    return tuple(r.var for r in access(stmt).reads)
 
 
 def writes(stmt) -> tuple:
-    """Variables a simple statement defines (gives a new value)."""
-    if isinstance(stmt, (Load, Store, Copy)):
-        return (stmt.dst.var,)
-    if isinstance(stmt, Compute):
-        return tuple(r.var for r in stmt.outs)
-    if isinstance(stmt, (Fill, Alloc)):
-        return (stmt.var,)
-    return ()
+    """Names of the variables a simple statement writes (an ``Alloc`` or ``Fill`` brings its variable to life)."""
+    return tuple(r.var for r in access(stmt).writes)
+
+
+def uses(stmt) -> frozenset:
+    """Variables whose current value a simple statement needs (reads, accumulations, partial writes)."""
+    return access(stmt).uses
+
+
+def defs(stmt) -> frozenset:
+    """Variables a simple statement gives a whole new value."""
+    return access(stmt).defs
 
 
 def loop_index(axis: str, taken: set) -> sympy.Symbol:

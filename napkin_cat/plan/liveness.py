@@ -4,13 +4,15 @@ The columns of a diagram are the variables simultaneously required; the plan mak
 explicit by freeing a value right after the statement that reads it last.  Values, not
 buffers: a state variable whose old value is read by the step before its new value is written
 is dead in between (its storage is what the new value reuses).  Backward dataflow on the
-structured program::
+structured program, on the statements' :func:`~napkin_cat.plan.ir.access` (``uses``, ``defs``)::
 
-    live_in(s) = (live_out(s) − full_writes(s)) ∪ reads(s) ∪ partial_writes(s)
+    live_in(s) = (live_out(s) − defs(s)) ∪ uses(s)
     loop body:  live at the end of a trip = live after the loop ∪ live at the start of a trip
 
 and ``Free(v)`` is inserted after the statement where ``v`` goes from live to dead (after the
-loop for a value that a loop body keeps from trip to trip).
+loop for a value that a loop body keeps from trip to trip).  Forward, :func:`columns` samples what
+is live between statements once the Frees are in: every pass that counts memory reads it (the plan's
+peak, the kernels' arenas, the predicted register use).
 
 >>> import napkin_cat as nc
 >>> from napkin_cat.plan.expand import Expander
@@ -23,31 +25,8 @@ loop for a value that a loop body keeps from trip to trip).
 """
 from __future__ import annotations
 
-from napkin_cat.plan.ir import (Compute, Copy, Fill, Free, GridLoop, Kernel, Load, Store, StreamLoop, Alloc)
-
-
-def uses(stmt) -> set:
-    """Variables whose current value a simple statement needs (reads, accumulations, partial writes)."""
-    out = set()
-    if isinstance(stmt, (Load, Store, Copy)):
-        out.add(stmt.src.var)
-        if not stmt.dst.whole:
-            out.add(stmt.dst.var)
-    elif isinstance(stmt, Compute):
-        out |= {r.var for r in stmt.refs}
-        out |= {r.var for r in stmt.outs if stmt.accumulate or not r.whole}
-    return out
-
-
-def defs(stmt) -> set:
-    """Variables a simple statement gives a whole new value."""
-    if isinstance(stmt, (Load, Store, Copy)):
-        return {stmt.dst.var} if stmt.dst.whole else set()
-    if isinstance(stmt, Compute):
-        return {r.var for r in stmt.outs if r.whole and not stmt.accumulate}
-    if isinstance(stmt, (Fill, Alloc)):
-        return {stmt.var}
-    return set()
+from napkin_cat.plan.ir import (Alloc, Free, GridLoop, Kernel, StreamLoop, blocks, defs, uses,  # noqa: F401
+                                with_blocks)
 
 
 def _block_in(stmts, live_out: set) -> set:
@@ -67,18 +46,28 @@ def _loop_body_in(body, live_out: set) -> set:
         start = nxt
 
 
+def _stream_in(s: StreamLoop, live_out: set) -> tuple[set, set]:
+    """``(tail_in, body_in)`` of a stream loop whose successor needs ``live_out``."""
+    tail_in = _block_in(s.tail, live_out)
+    return tail_in, _loop_body_in(s.body, tail_in)
+
+
 def _stmt_in(s, live_out: set) -> set:
     if isinstance(s, Kernel):
         return _block_in(s.body, live_out)
     if isinstance(s, GridLoop):
         return _loop_body_in(s.body, live_out) | live_out
     if isinstance(s, StreamLoop):
-        tail_in = _block_in(s.tail, live_out)
-        body_in = _loop_body_in(s.body, tail_in)
+        tail_in, body_in = _stream_in(s, live_out)
         return _block_in(s.head, body_in | tail_in)
     if isinstance(s, Free):
         return live_out - {s.var}
     return (live_out - defs(s)) | uses(s)
+
+
+def live_in(stmts, live_out) -> set:
+    """The variables live before ``stmts`` when ``live_out`` are needed after them."""
+    return _block_in(tuple(stmts), set(live_out))
 
 
 def _frees(vs) -> list:
@@ -92,19 +81,14 @@ def _block(stmts, live_out: set) -> tuple:
     for s in reversed(stmts):
         before = _stmt_in(s, live)
         if isinstance(s, Kernel):
-            s = Kernel(s.level, _block(s.body, live), s.origin)
-            dead = set()
+            s, dead = with_blocks(s, (_block(s.body, live),)), set()
         elif isinstance(s, GridLoop):
             body_in = _loop_body_in(s.body, live)
-            s = GridLoop(s.axis, s.tile, s.full, s.index, _block(s.body, live | body_in), s.origin)
-            dead = body_in - live
+            s, dead = with_blocks(s, (_block(s.body, live | body_in),)), body_in - live
         elif isinstance(s, StreamLoop):
-            tail_in = _block_in(s.tail, live)
-            body_in = _loop_body_in(s.body, tail_in)
-            tail = tuple(_frees(body_in - tail_in)) + _block(s.tail, live)
-            body = _block(s.body, tail_in | body_in)
-            head = _block(s.head, body_in | tail_in)
-            s = StreamLoop(s.axis, s.tile, s.full, s.index, head, body, tail, s.origin)
+            tail_in, body_in = _stream_in(s, live)
+            s = with_blocks(s, (_block(s.head, body_in | tail_in), _block(s.body, tail_in | body_in),
+                                tuple(_frees(body_in - tail_in)) + _block(s.tail, live)))
             dead = set()
         elif isinstance(s, Alloc) and s.var not in live:
             continue   # written whole before it is read: the writer brings it to life
@@ -122,3 +106,34 @@ def _block(stmts, live_out: set) -> tuple:
 def with_frees(stmts, live_out: set) -> tuple:
     """The program with its Frees; ``live_out`` are the values it returns."""
     return _block(tuple(stmts), set(live_out))
+
+
+def columns(body, inputs=()) -> list[frozenset]:
+    """The sets of variables live at once, sampled before each statement and at the end, in program order (one
+    trip of each loop stands for all: every trip has the same live pattern).
+
+    A value is live from the statement that writes it whole (or the ``Alloc`` that brings it to life: a
+    partition's output held while its loop writes it slice by slice) to its ``Free``; ``inputs`` are live
+    from the start.  The instrumented run (:mod:`napkin_cat.plan.runner`) samples the same points.
+
+    >>> import napkin_cat as nc
+    >>> p = nc.plan(nc.stream(nc.library.matmul(), "b", "s_b"), {"a": 2, "b": 4, "c": 3, "s_b": 2})
+    >>> sorted(max(columns(p.body, p.inputs), key=len))
+    ['sum0', 'x0', 'x0_1', 'x1', 'x1_1']
+    """
+    live: dict = dict.fromkeys(inputs, True)
+    out: list = []
+
+    def block(stmts):
+        for s in stmts:
+            if isinstance(s, Free):
+                live.pop(s.var, None)
+                continue
+            out.append(frozenset(live))
+            for b in blocks(s):
+                block(b)
+            for v in defs(s):
+                live[v] = True
+    block(body)
+    out.append(frozenset(live))
+    return out

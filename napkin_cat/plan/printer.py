@@ -103,6 +103,10 @@ class Printer:
     def _print_Copy(self, s, depth):
         return [f"{INDENT * depth}{self._def(s.dst)} ← {self.ref(s.src)}"]
 
+    def _print_Combine(self, s, depth):
+        op = "+=" if s.monoid == "sum" else f"{s.monoid}="
+        return [f"{INDENT * depth}{self.ref(s.dst)} {op} {self.ref(s.src)}"]
+
     def _print_Fill(self, s, depth):
         value = {float("-inf"): "−∞", float("inf"): "∞"}.get(s.value, f"{s.value:g}")
         return [f"{INDENT * depth}{s.var}{self.shape(s.var)} ← {value}"]
@@ -135,6 +139,8 @@ class Printer:
         if s.head:
             out += [f"{INDENT * depth}head:"] + self._lines(s.head, depth + 1)
         out.append(f"{INDENT * depth}for {s.index} in 0 … {self._trips(s)} − 1:   # stream {s.axis}")
+        if getattr(s, "skips", False):
+            out.append(f"{INDENT * (depth + 1)}skip unless {expr(s.when)}   # the mask is never true elsewhere")
         out += self._lines(s.body, depth + 1)
         if s.tail:
             out += [f"{INDENT * depth}tail:"] + self._lines(s.tail, depth + 1)

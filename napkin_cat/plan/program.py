@@ -23,7 +23,7 @@ import numpy as np
 import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
-from napkin_cat.errors import AxisError, MemoryLimitError, ShapeError
+from napkin_cat.errors import MemoryLimitError, ShapeError
 from napkin_cat.plan.expand import Expander
 from napkin_cat.plan.ir import PlanError, walk, GridLoop, StreamLoop
 from napkin_cat.plan.liveness import with_frees
@@ -31,8 +31,8 @@ from napkin_cat.plan.printer import Printer, variable_table
 from napkin_cat.plan.runner import Machine
 from napkin_cat.plan.static import static_peak
 from napkin_cat.syntax.adapter import Bubble, Diagram, layers
-from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.dtype import as_dtype
+from napkin_cat.syntax.sizes import as_sizes, symbols_of
 
 
 class Plan:
@@ -137,42 +137,28 @@ def render(p: Plan, *, fmt: str = "text") -> str:
 
 
 # ---------------------------------------------------------------------- building
-def _symbols(diagram: Diagram, found: set, tiles: list):
-    for arr in (*diagram.dom.inside, *diagram.cod.inside):
-        for a in arr.axes:
-            found |= sympy.sympify(a.size).free_symbols
+def _partitions(diagram: Diagram, found: list):
     for _, box in layers(diagram):
-        for arr in (*box.dom.inside, *box.cod.inside):
-            for a in arr.axes:
-                found |= sympy.sympify(a.size).free_symbols
         if isinstance(box, Bubble):
             if isinstance(box, (Grid, Stream)):
-                tiles.append(box)
-                found |= sympy.sympify(box.size).free_symbols
-            _symbols(box.arg, found, tiles)
-            if isinstance(box, Stream):
-                for r in box.plan.reducers:
-                    for d in (getattr(r, "step", None), getattr(r, "finish", None)):
-                        if d is not None:
-                            _symbols(d, found, tiles)
+                found.append(box)
+            for d in box.size_parts()[1]:
+                _partitions(d, found)
 
 
-def _bind(sizes: dict, needed: set) -> dict:
-    env = {}
-    names = {str(s) for s in needed}
-    for k, v in (sizes or {}).items():
-        name = str(k)
-        if name not in names:
-            raise AxisError(f"size given for {name!r}, which the diagram does not have; its axes and tiles are "
-                            f"{sorted(names)}")
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise AxisError(f"the size of {name!r} must be a positive int, got {v!r}")
-        env[symbol(name)] = int(v)
-    missing = sorted(n for n in names if symbol(n) not in env)
-    if missing:
-        raise AxisError(f"the plan needs every axis and tile size; missing {missing} "
-                        f"(pass sizes={{{', '.join(repr(m) + ': …' for m in missing)}}})")
-    return env
+def sizes_needed(diagram: Diagram) -> tuple[set, list]:
+    """``(symbols, partitions)``: the size symbols a plan of ``diagram`` needs (its axes and tiles, inside its
+    regions and their reducers' steps too: :func:`~napkin_cat.syntax.sizes.symbols_of`) and its Grid and Stream
+    boxes, outermost first.
+
+    >>> import napkin_cat as nc
+    >>> symbols, parts = sizes_needed(nc.stream(nc.library.matmul(), "b", "s_b"))
+    >>> sorted(map(str, symbols)), [p.axis for p in parts]
+    (['a', 'b', 'c', 's_b'], ['b'])
+    """
+    parts = []
+    _partitions(diagram, parts)
+    return set(symbols_of(diagram)), parts
 
 
 def _check_partition(box, env):
@@ -198,8 +184,9 @@ def _check_partition(box, env):
                             f"tile's exact size, so the plan cannot mask the last tile; legal sizes are {legal}")
 
 
-def plan(diagram: Diagram, sizes: dict, *, memory: dict | int | None = None, accumulate: bool = True) -> Plan:
-    """The plan of ``diagram`` at ``sizes`` (axis and tile names → ints).
+def plan(diagram: Diagram, sizes, *, memory: dict | int | None = None, accumulate: bool = True) -> Plan:
+    """The plan of ``diagram`` at ``sizes`` (a :class:`~napkin_cat.syntax.sizes.Sizes`, or axis and tile names or
+    their symbols → ints: ``nc.plan(d, nc.optimal(c, memory=m, sizes=s).sizes)``).
 
     ``accumulate``: a sum a step reads at an addend of an in-place state update is computed into it
     (:mod:`napkin_cat.algorithms.reuse`); ``False`` stores it first.
@@ -209,9 +196,8 @@ def plan(diagram: Diagram, sizes: dict, *, memory: dict | int | None = None, acc
     """
     if not isinstance(diagram, Diagram):
         raise PlanError(f"nc.plan takes a napkin_cat Diagram, got {type(diagram).__name__}")
-    needed, parts = set(), []
-    _symbols(diagram, needed, parts)
-    env = _bind(sizes, needed)
+    _, parts = sizes_needed(diagram)
+    env = as_sizes(sizes).require(diagram, "the plan").env
     for box in parts:
         _check_partition(box, env)
     e = Expander(env, accumulate=accumulate)

@@ -9,9 +9,10 @@ The instrumented run counts, from the arrays it actually handles (never from ``n
 * ``flops[pipeline]``: each executed primitive's FLOPs as its kind declares them per item, at the
   extents of the tiles it ran on (a masked edge tile counts what it computes), times its items.
 
-Ragged axes run with masked edge tiles: a tile's extent is ``min(tile, end − start)``; the user's
-arrays are sliced, never padded.  The fast run (``instrument=False``) skips the counting and may
-run the tiles of a Grid on a thread pool.
+The counters are the cost record (:class:`~napkin_cat.cost.record.Cost`, by the runner's names), and equal
+``nc.cost(diagram, sizes=...)`` at the plan's sizes.  Ragged axes run with masked edge tiles: a tile's extent
+is ``min(tile, end − start)``; the user's arrays are sliced, never padded.  The fast run (``instrument=False``)
+skips the counting and may run the tiles of a Grid on a thread pool.
 
 >>> import numpy as np, napkin_cat as nc
 >>> p = nc.plan(nc.stream(nc.library.matmul(), "b", "s_b"), {"a": 2, "b": 5, "c": 3, "s_b": 2})
@@ -19,35 +20,37 @@ run the tiles of a Grid on a thread pool.
 >>> (C,), n = Machine(p, instrument=True).run([A, B])
 >>> C.tolist(), n.transfers, n.flops
 ([[5.0, 5.0, 5.0], [5.0, 5.0, 5.0]], {1: 31}, {'tensor': 60})
+>>> n.transfers == nc.cost(p.diagram, sizes={"a": 2, "b": 5, "c": 3, "s_b": 2}).H
+True
 """
 from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import numpy as np
 import sympy
 
-from napkin_cat.plan.ir import Compute, Free
+from napkin_cat.cost.record import Cost
+from napkin_cat.plan.ir import Compute, Free, PlanError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.dtype import as_dtype
+from napkin_cat.syntax.ops import MAX, MIN, SUM
 from napkin_cat.syntax.primitive import Core, kind_of
 
+#: monoid name → its accumulator (what a ``Combine`` folds with)
+MONOIDS = {a.name: a for a in (SUM, MAX, MIN)}
 
-@dataclass
-class Counters:
-    """What a run measured: ``transfers``/``bytes`` and ``peak`` per level, ``flops`` per pipeline."""
 
-    transfers: dict = field(default_factory=dict)
-    bytes: dict = field(default_factory=dict)
-    peak: dict = field(default_factory=dict)
-    flops: dict = field(default_factory=dict)
+#: what a run measured is the cost record (:mod:`napkin_cat.cost.record`): ``transfers`` (``H``), ``bytes``
+#: (``H_bytes``) and ``peak`` (``M`` on chip) per level, ``flops`` per pipeline, as ``nc.cost(d, sizes=...)`` says
+Counters = Cost
 
-    def add(self, table: dict, key, n: int):
-        table[key] = table.get(key, 0) + int(n)
+
+def _count(table: dict, key, n: int):
+    table[key] = table.get(key, 0) + int(n)
 
 
 _LAMBDAS: dict = {}
@@ -64,6 +67,19 @@ def number(e, env: dict) -> int:
         f = _LAMBDAS[e] = (syms, fn)
     syms, fn = f
     return int(fn(*(env[s] for s in syms)))
+
+
+def truth(c, env: dict) -> bool:
+    """A condition on loop indices and sizes (a trip's ``when``) evaluated at ``env``, compiled once."""
+    if isinstance(c, (bool, sympy.logic.boolalg.BooleanTrue, sympy.logic.boolalg.BooleanFalse)):
+        return bool(c)
+    f = _LAMBDAS.get(c)
+    if f is None:
+        syms = tuple(sorted(c.free_symbols, key=str))
+        fn = sympy.lambdify(syms, c, modules=[{"Min": min, "Max": max}, "math"], dummify=True)
+        f = _LAMBDAS[c] = (syms, fn)
+    syms, fn = f
+    return bool(fn(*(env[s] for s in syms)))
 
 
 def measured_flops(box, xs, ys) -> dict:
@@ -91,6 +107,7 @@ class Machine:
         self.plan = plan
         self.vars = plan.variable_map
         self.counters = Counters() if instrument else None
+        self.peak: dict = {}
         self.live: dict = {}
         self.threads = threads
         self.fast: dict = {}   # Compute -> its box with parameters bound, or a BLAS call
@@ -140,8 +157,8 @@ class Machine:
         if self.counters is None:
             return
         for lvl, n in self.live.items():
-            if lvl > 0 and n > self.counters.peak.get(lvl, 0):
-                self.counters.peak[lvl] = n
+            if lvl > 0 and n > self.peak.get(lvl, 0):
+                self.peak[lvl] = n
 
     def shape(self, var, frame):
         return tuple(number(e, frame.extents) for _, e in self.vars[var].shape)
@@ -156,6 +173,8 @@ class Machine:
             self._grow(v, 0, np.size(x), frame)
         self.block(self.plan.body, frame)
         self.sample()
+        if self.counters is not None:
+            self.counters.columns = {lvl: [n] for lvl, n in sorted(self.peak.items())}
         return [frame.values[v] for v in self.plan.outputs], self.counters
 
     def block(self, stmts, frame):
@@ -166,23 +185,29 @@ class Machine:
             self.sample()
             getattr(self, f"_run_{type(s).__name__}")(s, frame)
 
+    def numpy_dtype(self, var):
+        """The numpy type a variable is held in: its integers as integers, a mask as bools, values as the run's."""
+        family = as_dtype(self.vars[var].dtype).family
+        return {"int": np.int64, "bool": np.bool_}.get(family, self.dtype)
+
     def _run_Alloc(self, s, frame):
-        fill = np.nan if self.counters is not None else 0
-        self.write_new(s.var, np.full(self.shape(s.var, frame), fill, self.dtype), frame)
+        dt = self.numpy_dtype(s.var)
+        fill = np.nan if self.counters is not None and dt == self.dtype else 0
+        self.write_new(s.var, np.full(self.shape(s.var, frame), fill, dt), frame)
 
     def write_new(self, var, y, frame):
         frame.values[var] = y
         self._grow(var, 0, np.size(y), frame)
 
     def _run_Fill(self, s, frame):
-        self.write_new(s.var, np.full(self.shape(s.var, frame), s.value, self.dtype), frame)
+        self.write_new(s.var, np.full(self.shape(s.var, frame), s.value, self.numpy_dtype(s.var)), frame)
 
     def _move(self, s, frame):
-        x = np.array(self.view(s.src, frame), dtype=self.dtype)
+        x = np.array(self.view(s.src, frame), dtype=self.numpy_dtype(s.dst.var))
         if self.counters is not None:
             n = x.size
-            self.counters.add(self.counters.transfers, s.level, n)
-            self.counters.add(self.counters.bytes, s.level, n * as_dtype(self.vars[s.dst.var].dtype).bytes)
+            _count(self.counters.transfers, s.level, n)
+            _count(self.counters.bytes, s.level, n * as_dtype(self.vars[s.dst.var].dtype).bytes)
         self.write(s.dst, x, frame)
 
     _run_Load = _move
@@ -203,10 +228,13 @@ class Machine:
         fast = self.fast.get(s)
         if fast is None:
             fast = self.fast[s] = _prepare(s.box, self.plan.sizes)
-        ys = fast(xs) if callable(fast) else run_primitive(fast, xs, frame.env())
+        env = frame.env()
+        if s.at:       # a position or a gather: where its tile starts on the whole axis
+            env.tiles = {a: (number(start, frame.nominal), None) for a, start in s.at}
+        ys = fast(xs) if callable(fast) else run_primitive(fast, xs, env)
         if self.counters is not None:
             for p, n in measured_flops(s.box, xs, ys).items():
-                self.counters.add(self.counters.flops, p, n)
+                _count(self.counters.flops, p, n)
         return ys
 
     def _run_Compute(self, s, frame):
@@ -218,6 +246,11 @@ class Machine:
             return
         for r, y in zip(s.outs, ys):
             self.write(r, y, frame)
+
+    def _run_Combine(self, s, frame):
+        if s.monoid not in MONOIDS:
+            raise PlanError(f"Combine into {s.dst.var!r}: no monoid {s.monoid!r}; monoids are {sorted(MONOIDS)}")
+        self.write(s.dst, MONOIDS[s.monoid].combine(self.view(s.dst, frame), self.view(s.src, frame)), frame)
 
     def _run_Kernel(self, s, frame):
         self.block(s.body, frame)
@@ -239,6 +272,8 @@ class Machine:
         self.block(s.head, frame)
         for t, extent in self._trips(s, frame):
             inner = frame.trip(s, t, extent)
+            if s.when is not sympy.true and not truth(s.when, inner.nominal):
+                continue      # a trip the mask skips: it would change nothing
             inner.values, inner.live = frame.values, frame.live   # the state carries from trip to trip
             self.block(s.body, inner)
         self.block(s.tail, frame)
@@ -251,7 +286,11 @@ def _prepare(box, sizes):
     if spec.kind == "contract" and len(box.dom) == 2:
         (a, b), out = [arr.names for arr in box.dom.inside], box.cod.inside[0].names
         summed = [n for n in a if n in b and n not in out]
-        if not [n for n in a if n in b and n in out]:
+        # a tensordot sums only axes both operands carry, and keeps every other one: an axis only one operand
+        # carries and the output lacks (summed alone), or a batch axis of both, is numpy's einsum's to do
+        alone = [n for n in (*a, *b) if n not in out and not (n in a and n in b)]
+        if not [n for n in a if n in b and n in out] and not alone and sorted(out) == sorted(
+                [n for n in a if n not in summed] + [n for n in b if n not in summed]):
             axes = ([a.index(n) for n in summed], [b.index(n) for n in summed])
             kept = [n for n in a if n not in summed] + [n for n in b if n not in summed]
             perm = [kept.index(n) for n in out]

@@ -13,41 +13,14 @@ from __future__ import annotations
 
 import sympy
 
-from napkin_cat.plan.ir import Free, GridLoop, Kernel, StreamLoop, Alloc
-from napkin_cat.plan.liveness import defs
+from napkin_cat.plan.liveness import columns
 from napkin_cat.syntax.dtype import as_dtype
 
 
 def live_columns(p) -> list:
-    """The distinct sets of variables live at once, sampled between statements (one trip of each loop)."""
-    live: dict = {}
-    seen: dict = {}
-
-    def sample():
-        seen.setdefault(frozenset(live), None)
-
-    def block(stmts):
-        for s in stmts:
-            if isinstance(s, Free):
-                live.pop(s.var, None)
-                continue
-            sample()
-            if isinstance(s, Kernel) or isinstance(s, GridLoop):
-                block(s.body)
-            elif isinstance(s, StreamLoop):
-                block(s.head)
-                block(s.body)
-                block(s.tail)
-            elif isinstance(s, Alloc):
-                live[s.var] = True     # allocated before a partition writes it slice by slice
-            else:
-                for v in defs(s):
-                    live[v] = True
-    for name in p.inputs:
-        live[name] = True
-    block(p.body)
-    sample()
-    return list(seen)
+    """The distinct sets of variables live at once, sampled between statements (one trip of each loop), in the
+    order they first occur (:func:`napkin_cat.plan.liveness.columns`)."""
+    return list(dict.fromkeys(columns(p.body, p.inputs)))
 
 
 def static_peak(p) -> tuple[dict, dict]:

@@ -19,6 +19,7 @@ import sympy
 from napkin_cat.errors import NapkinError
 from napkin_cat.search.envelope import reference_sizes
 from napkin_cat.syntax.axis import symbol
+from napkin_cat.syntax.sizes import Sizes
 
 EXTENSIONS = (".png", ".svg")
 
@@ -29,12 +30,12 @@ def _numbers(r):
     if isinstance(r.memory, list) or isinstance(r.memory, int):
         ms = list(r.memory) if isinstance(r.memory, list) else [r.memory]
         cands = [(label, [hs.get(m) for m in ms]) for label, hs in r.candidates]
-        env = {symbol(k): v for k, v in (r.sizes or {}).items()}
+        env = Sizes(r.sizes or {}).env
         envelope = [r.regimes[k].H for k in range(len(ms))]
         bound = [float(r.bound.at({**env, M: m})) for m in ms] if r.bound is not None else None
         return ms, cands, envelope, bound
     sizes = r.sizes or reference_sizes(r.start)
-    env = {symbol(k): v for k, v in sizes.items()}
+    env = Sizes(sizes).env
     lo = max(2.0, float(sympy.sympify(r.regimes[0].lower).subs(env)))
     ms = [lo * 2 ** (k / 4) for k in range(0, 4 * 24 + 1)]
 

@@ -23,6 +23,7 @@ import numpy as np
 from napkin_cat.errors import NapkinError
 from napkin_cat.render.layout import Z_ORDER, Label, Line, Shape, layout
 from napkin_cat.render.tikz import to_tikz  # noqa: F401  (re-exported as nc.to_tikz)
+from napkin_cat.syntax.adapter import require_diagram
 
 EXTENSIONS = (".png", ".svg")
 SCALE = 0.32                   # inches per diagram unit
@@ -54,6 +55,7 @@ def draw(diagram, path=None, *, figsize=None, dpi: int = 150, title: str | None 
     ...     os.path.getsize(os.path.join(tmp, "matmul.svg")) > 0
     True
     """
+    require_diagram(diagram, "nc.draw")
     ext = _check_path(path) if path is not None else None
     fig = render(layout(diagram), figsize=figsize, dpi=dpi, title=title)
     if ext == ".png":           # a huge raster is slow to encode and to view: SVG suits those

@@ -9,7 +9,8 @@ wires enter the pictogram: a triangle for the SoftMax family, wires joining at
 a dot for a contraction, a circle for an elementwise map, a labelled box for a
 reduction, a chevron for Load/Save; swaps cross, copies split at a dot,
 discards end at a dot.  Regions (Kernel, Grid, Stream) are laid out
-recursively inside a dashed, titled frame.
+recursively inside a dashed, titled frame.  The wires of integers and masks (positions, segment ids,
+gather indices, comparisons) are dashed: a mask is a box fed by dashed position wires, not an input.
 
 The output is a flat list of backend-independent primitives (:class:`Line`,
 :class:`Shape`, :class:`Label`) in diagram units, ``y`` growing downward.
@@ -116,8 +117,9 @@ class _Engine:
         else:
             return
         item = not array.axes
-        self.items.append(Line(points, level_color(array.level), 2.2 if item else 1.2, "dotted" if item
-                               else "solid", role, len(points) == 4, halo, array.level, name))
+        style = "dotted" if item else "dashed" if array.dtype.is_integer else "solid"    # an index or a mask: dashed
+        self.items.append(Line(points, level_color(array.level), 2.2 if item else 1.2, style, role, len(points) == 4,
+                               halo, array.level, name))
 
     def bend(self, array, name, p, q):
         self.wire(array, name, p[0], q[0], p[1], to=q)

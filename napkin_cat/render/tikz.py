@@ -24,11 +24,13 @@ import unicodedata
 
 from napkin_cat.render.layout import Line, Shape, layout, z_order
 from napkin_cat.render.style import level_color
+from napkin_cat.syntax.adapter import require_diagram
 
 _ANCHORS = {"sw": "south west", "nw": "north west", "c": "center"}
 _SPECIAL = {"·": r"$\cdot$", "×": r"$\times$", "−": "$-$", "÷": r"$\div$", "Σ": r"$\Sigma$", "→": r"$\to$",
             "⇒": r"$\Rightarrow$", "≡": r"$\equiv$", "⊗": r"$\otimes$", "√": r"$\surd$", "′": "$'$",
             "…": r"\dots{}", "≤": r"$\le$", "≥": r"$\ge$", "∞": r"$\infty$", "∘": r"$\circ$",
+            "≠": r"$\neq$", "∧": r"$\wedge$", "∨": r"$\vee$", "¬": r"$\neg$",
             "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
             "<": r"$<$", ">": r"$>$", "|": r"$|$", "ß": r"{\ss}", "ø": r"{\o}", "Ø": r"{\O}", "æ": r"{\ae}",
             "Æ": r"{\AE}", "œ": r"{\oe}", "Œ": r"{\OE}", "ł": r"{\l}", "Ł": r"{\L}", "ı": r"{\i}"}
@@ -184,6 +186,7 @@ def render_tikz(lay, *, standalone: bool = False, scale: float = 0.6) -> str:
 
 def to_tikz(diagram, *, standalone: bool = False, scale: float = 0.6) -> str:
     """TikZ source of ``diagram`` (a ``tikzpicture``; a whole document when ``standalone``)."""
+    require_diagram(diagram, "nc.to_tikz")
     return render_tikz(layout(diagram), standalone=standalone, scale=scale)
 
 

@@ -14,7 +14,7 @@ in the :class:`~napkin_cat.rewriting.trace.Trace` of the returned
 """
 from __future__ import annotations
 
-from napkin_cat.errors import RewriteError
+from napkin_cat.errors import ArgumentError, RewriteError
 from napkin_cat.rewriting.netlist import to_netlist
 from napkin_cat.rewriting.rules import as_ruleset
 from napkin_cat.rewriting.trace import Derivation, Step, Trace
@@ -29,7 +29,13 @@ def rewrite(diagram, rules, strategy="fixpoint", *, max_steps: int = 1000) -> De
     ``pick(netlist, options) -> (rule, match) | None`` over the legal
     ``(rule, match)`` options (stops at None or after ``max_steps``; ``netlist.diagram``
     is the current diagram).  Work happens on netlists; diagrams are laid out on demand.
+    Any other ``strategy`` (a word other than ``"fixpoint"``) is an :class:`~napkin_cat.errors.ArgumentError`.
     """
+    if (isinstance(strategy, str) and strategy != "fixpoint") or not (
+            isinstance(strategy, (str, list, tuple)) or callable(strategy)):
+        named = f"; to apply the rule {strategy!r} once, strategy=[{strategy!r}]" if isinstance(strategy, str) else ""
+        raise ArgumentError(f"strategy {strategy!r} is none of 'fixpoint', a list of rule names, or a callable "
+                           f"pick(netlist, options){named}")
     rules = as_ruleset(rules)
     net, steps = to_netlist(diagram), []
 

@@ -16,19 +16,11 @@ from typing import Callable
 
 import numpy as np
 
-from napkin_cat.errors import RewriteError
+from napkin_cat.errors import ObligationError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.equivalent import free_sizes, tile_sizes
 from napkin_cat.semantics.evaluate import evaluate
-from napkin_cat.syntax.axis import symbol
-
-
-class ObligationError(RewriteError):
-    """A rule's proof obligation failed; ``counterexample`` holds sizes, max error, seed, match."""
-
-    def __init__(self, message: str, counterexample: dict | None = None):
-        super().__init__(message)
-        self.counterexample = counterexample or {}
+from napkin_cat.syntax.sizes import Sizes
 
 
 def random_sizes(rng, diagram, low: int = 1, high: int = 6) -> dict:
@@ -38,8 +30,7 @@ def random_sizes(rng, diagram, low: int = 1, high: int = 6) -> dict:
 
 def bind_tiles(rng, sizes: dict, *diagrams) -> dict:
     """``sizes`` plus a random divisor for every unbound Grid/Stream tile size of the diagrams."""
-    import sympy
-    env = Env({sympy.Symbol(k, positive=True, integer=True): v for k, v in sizes.items()})
+    env = Env(Sizes(sizes).env)
     out = dict(sizes)
     for d in diagrams:
         for tile, full in tile_sizes(d):
@@ -53,7 +44,7 @@ def bind_tiles(rng, sizes: dict, *diagrams) -> dict:
 
 def shape_of(arr, sizes: dict) -> tuple:
     """The numpy shape of an array once its size symbols take the values ``sizes`` (name → int)."""
-    env = {symbol(k): v for k, v in sizes.items()}
+    env = Sizes(sizes).env
     return tuple(a.size if isinstance(a.size, int) else int(a.size.subs(env)) for a in arr.axes)
 
 
@@ -104,8 +95,8 @@ class Obligation:
     def _compare(self, rule, lhs, rhs, xs, sizes, seed, m) -> float:
         sizes = bind_tiles(np.random.default_rng(seed), sizes, lhs, rhs)
         with np.errstate(all="ignore"):
-            y1 = evaluate(lhs, *xs, sizes=sizes)
-            y2 = evaluate(rhs, *xs, sizes=sizes)
+            y1 = evaluate(lhs, *xs, sizes=Sizes(sizes).restrict(lhs))
+            y2 = evaluate(rhs, *xs, sizes=Sizes(sizes).restrict(rhs))
             y1 = y1 if isinstance(y1, tuple) else (y1,)
             y2 = y2 if isinstance(y2, tuple) else (y2,)
             worst = 0.0

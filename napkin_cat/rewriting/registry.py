@@ -32,10 +32,11 @@ _loaded = False
 #: ``kernel`` (a primitive becomes its own kernel; takes ``level=``), ``fuse`` (two kernels become one),
 #: ``stream`` and ``group`` (partition a kernel; take ``axis=`` and ``size=``), ``sweep`` (a sliced stream: a
 #: kernel streamed along an axis its outputs carry, each trip writing its slice; takes ``axis=`` and ``size=``;
-#: optional: a book without it gives the search no sliced variants), ``prepare`` (a tuple of
+#: optional: a book without it gives the search no sliced variants), ``share`` (a kernel that reads one value
+#: in several ports loads it once; optional: without it, each port is loaded), ``prepare`` (a tuple of
 #: function-level rules the search tries before partitioning: online forms, reassociations) and
 #: ``simplify`` (a tuple of terminating clean-up rules applied to a fixpoint first: dead code, identities).
-ROLES = ("kernel", "fuse", "stream", "sweep", "group", "prepare", "simplify")
+ROLES = ("kernel", "fuse", "stream", "sweep", "group", "share", "prepare", "simplify")
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,22 @@ because each kernel keeps its own tiles and its own memory.
 
 A block's kernel is built as ``kernel_formation`` and ``kernel_fusion`` build it: one input per
 input port that reads a value from outside the block (each port is loaded), one output per value
-read outside (saved once), nothing saved that only a discard reads.
+read outside (saved once), nothing saved that only a discard reads.  With ``share=True`` (a rule book
+with a rule playing ``share``, such as ``shared_load``) a value read by several ports is one input,
+loaded once and copied inside the kernel.
 
 >>> import napkin_cat as nc
->>> g = OpGraph(nc.to_netlist(nc.library.attention()))
+>>> g = OpGraph(nc.engine.to_netlist(nc.library.attention()))
 >>> [g.name(i) for i in range(len(g))], len(g.downsets())
 (['·', 'SoftMax', '·'], 4)
 >>> sorted(bin(b).count("1") for _, _, b in g.blocks())
 [1, 1, 1, 2, 2, 3]
 >>> g.subdiagram(0b110).dom, g.subdiagram(0b110).cod
 (Ty(Array(q×x), Array(x×d)), Ty(Array(q×d)))
+>>> square = nc.Builder(nc.types("n d")); (X,) = square.inputs
+>>> net = nc.engine.to_netlist(square.build(square(nc.elementwise("mul", "n d, n d -> n d"), X, X)))
+>>> OpGraph(net).subdiagram(1).dom, OpGraph(net, share=True).subdiagram(1).dom
+(Ty(Array(n×d), Array(n×d)), Ty(Array(n×d)))
 """
 from __future__ import annotations
 
@@ -45,16 +51,17 @@ class OpGraph:
     """The primitive boxes of a function netlist (its *operations*) and the data flow between them.
 
     Operations are numbered in the netlist's topological order; a set of operations is a bit mask.
+    ``share``: a block reads each outside value through one input (see the module docstring).
     """
 
-    def __init__(self, net: Netlist):
+    def __init__(self, net: Netlist, *, share: bool = False):
         kinds = {n.kind for n in net.nodes.values()}
         if "region" in kinds:
             raise RewriteError("the derivation search starts from a function diagram; this one already has "
                                "kernels or partitions (Kernel, Grid, Stream): derive from the function")
         if "merge" in kinds:
             raise RewriteError("the derivation search does not handle merge nodes; remove them first")
-        self.net = net
+        self.net, self.share = net, share
         self.nodes = [nid for nid, n in net.nodes.items() if n.kind == "box"]
         self.index = {nid: i for i, nid in enumerate(self.nodes)}
         self.preds = [0] * len(self.nodes)
@@ -151,15 +158,19 @@ class OpGraph:
     def _sub(self, block: int):
         ops = bits(block)
         inside = {self.nodes[i] for i in ops}
-        ports, dom = [], []
+        ports, dom, value = [], [], {}
         for i in ops:
             nid = self.nodes[i]
             for p, src in enumerate(self.sources(nid)):
                 if src[0] not in inside:
-                    ports.append((nid, p))
-                    dom.append(self.net.nodes[nid].dom[p])
+                    key = src if self.share else (nid, p)
+                    value[(nid, p)] = key
+                    if key not in ports:
+                        ports.append(key)
+                        dom.append(self.net.nodes[nid].dom[p])
         b = Builder(Ty(*dom))
-        feed = dict(zip(ports, b.inputs))
+        wires = dict(zip(ports, b.inputs))
+        feed = {port: wires[key] for port, key in value.items()}
         made, outs = {}, []
         for i in ops:
             nid = self.nodes[i]
@@ -181,11 +192,13 @@ class OpGraph:
         """
         ops = bits(block)
         local = {self.nodes[i]: k for k, i in enumerate(ops)}
-        out = []
+        outside, out = {}, []
         for i in ops:
             nid = self.nodes[i]
             node = self.net.nodes[nid]
-            srcs = tuple((local[s[0]], s[1]) if s[0] in local else "in" for s in self.sources(nid))
+            srcs = tuple((local[s[0]], s[1]) if s[0] in local else
+                         ("in", outside.setdefault(s if self.share else (nid, p), len(outside)))
+                         for p, s in enumerate(self.sources(nid)))
             read = tuple(any(r[0] == OUTPUT or r[0] not in local for r in self.readers(w))
                          for w in self.net.outs[nid])
             out.append((node.label, srcs, read))

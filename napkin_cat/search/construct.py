@@ -7,6 +7,8 @@ block by block, in execution order:
 
 1. the rule playing ``kernel`` (kernel formation) on each of the block's primitives, at the level asked;
 2. the rule playing ``fuse`` (kernel fusion) on two of its kernels, until the block is one kernel;
+   then, if the book has one, the rule playing ``share`` on it (a value it reads in several places loaded
+   once; the book's ``simplify`` rules then drop the copies of the reads it discarded);
 3. the rule playing ``stream`` along its streamed axis (``sweep`` for a sliced stream), then ``group``
    along each grouped axis, with the
    kernel's own tile names (parameters ``axis=`` and ``size=`` of the rules).
@@ -54,6 +56,25 @@ def _region_among(net, ids) -> int:
     return found[0]
 
 
+def _share(mk, book, region):
+    """The book's ``share`` rule on the block's kernel (once: it merges every shared value), then the
+    ``simplify`` rules at the discards it left; returns the kernel."""
+    options = _legal(book.role("share"), mk.net, lambda m: m.nodes["k"] == region)
+    if not options:
+        return region
+    new, _ = mk.apply(book.role("share"), options[0])
+    region = _region_among(mk.net, new)
+    drops = {n for n in new if mk.net.nodes[n].kind == "discard"}
+    tidy = book.role("simplify") if "simplify" in book.roles else ()
+    while drops:
+        options = [(r, m) for r in tidy for m in _legal(r, mk.net, lambda m: set(m.nodes.values()) & drops)]
+        if not options:
+            break
+        _, gone = mk.apply(*options[0])
+        drops -= gone
+    return region
+
+
 def make(form, graph, path, book, level: int):
     """``(diagram, steps)``: ``form`` (whose ops are ``graph``'s) partitioned as ``path`` by the book's rules.
 
@@ -88,6 +109,8 @@ def make(form, graph, path, book, level: int):
             new, gone = mk.apply(fuse_rule, options[0])
             mine = (mine - gone) | {_region_among(mk.net, new)}
         (region,) = mine
+        if "share" in book.roles:
+            region = _share(mk, book, region)
         # 3. partition it
         first = book.role("sweep") if getattr(variant, "sliced", False) else stream_rule
         steps = ([(first, variant.stream)] if variant.stream else []) + \

@@ -28,11 +28,11 @@ from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.optimum import optima, optimal
 from napkin_cat.cost.tiling import program
 from napkin_cat.errors import NapkinError
-from napkin_cat.syntax.axis import symbol
+from napkin_cat.syntax.sizes import Sizes
 
 
 def _env(sizes: dict) -> dict:
-    return {symbol(str(k)): int(v) for k, v in sizes.items()}
+    return Sizes(sizes).env
 
 
 class Curve:

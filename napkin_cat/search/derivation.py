@@ -1,9 +1,11 @@
 """``derive``: the IO-optimal algorithm of a function for each memory size, found by cost-guided rewriting.
 
 The search space is the rule book's: a function is first optionally *prepared* (rules playing
-``prepare``, e.g. the online-softmax form or a reassociation of a contraction chain), then its
-operations are split into kernels (``kernel`` then ``fuse``), each kernel streamed along an axis the
-streaming analysis accepts and grouped along every axis its outputs carry (``stream``, ``group``).
+``prepare``, e.g. the online-softmax form, a reassociation of a contraction chain, an n-ary contraction
+split into pairwise ones in each order the rule offers), then its operations are split into kernels
+(``kernel`` then ``fuse``; with ``share``, a kernel loads a value it reads in several places once), each
+kernel streamed along an axis the streaming analysis accepts and grouped along every axis its outputs
+carry (``stream``, ``group``).
 For one prepared function, a kernel split is a chain of down-sets of its data-flow graph
 (:mod:`.blocks`) and each kernel's transfers depend on its own tiles only, so
 
@@ -41,6 +43,7 @@ from napkin_cat.search.results import Derivation, Regime
 from napkin_cat.search.forms import prepared_forms
 from napkin_cat.search.space import MEMO, Makers, _extremes, check_sizes, select, smallest_memory
 from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.sizes import Sizes, as_sizes
 from napkin_cat.syntax.axis import symbol
 
 __all__ = ["derive", "Derivation", "Regime", "MEMO"]
@@ -88,6 +91,10 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
     hardware allows (:mod:`napkin_cat.hardware.timed`; ``memory`` is then the model's); further keywords
     (``overlap``, ``ceilings``, ``largest``) go to the time model.
     """
+    if not isinstance(diagram, Diagram):
+        raise NapkinError(f"derive takes a function diagram, got {type(diagram).__name__}")
+    if sizes is not None:
+        sizes = dict(as_sizes(sizes).of(diagram))
     if hardware is not None:
         if "time" not in OBJECTIVES:
             raise NapkinError("derive(hardware=...) needs the time model: import napkin_cat (napkin_cat.hardware "
@@ -97,8 +104,6 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
         return OBJECTIVES["time"](diagram, hardware, sizes, level=level, book=book, **time_options)
     if time_options:
         raise NapkinError(f"derive got {sorted(time_options)}: these options are the time model's; give hardware=")
-    if not isinstance(diagram, Diagram):
-        raise NapkinError(f"derive takes a function diagram, got {type(diagram).__name__}")
     if not isinstance(level, int) or isinstance(level, bool) or level < 1:
         raise NapkinError(f"level must be a positive int (1: the first level below global memory), got {level!r}")
     book = rulebook(book) if not hasattr(book, "roles") else book
@@ -142,8 +147,8 @@ def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors
         b = bound.at({**env, M: m})
         gap = sympy.Rational(H, int(b)) if bound.structural and b else None
         over = "divisor tiles" if tiles == "divisors" else "every tile size (a shorter last tile)"
-        opt = Optimum(sympy.Integer(H), chosen, [(sympy.Integer(H), sympy.Integer(0))], sympy.Integer(m),
-                      sympy.Integer(H), dict(chosen), None, None,
+        opt = Optimum(sympy.Integer(H), Sizes(sizes) | chosen, [(sympy.Integer(H), sympy.Integer(0))],
+                      sympy.Integer(m), sympy.Integer(H), dict(chosen), None, None,
                       [f"sum of each kernel's exact integer optimum over {over} ({len(w.kernels)} kernels)"])
         regimes.append(Regime(w.variant, H, w.diagram, w.trace, w.cost, opt, b, gap, memory=m))
     curves = {str(w.variant): [w.numeric(sizes, m, memories, tiles)[0] for m in memories] for w in made.values()}

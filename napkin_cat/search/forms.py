@@ -32,9 +32,10 @@ class Form:
     diagram: Diagram
     steps: tuple = ()
     prepared: tuple = ()
+    share: bool = False   # a kernel loads a value it reads in several places once (the book plays ``share``)
 
     def __post_init__(self):
-        self.graph = OpGraph(to_netlist(self.diagram))
+        self.graph = OpGraph(to_netlist(self.diagram), share=self.share)
         self._space = None
         self._cut = None
 
@@ -56,10 +57,11 @@ class Form:
 
 def _simplified(diagram, book) -> Form:
     """The function with the book's ``simplify`` rules applied to a fixpoint (dead code, identities removed)."""
+    share = "share" in book.roles
     if "simplify" not in book.roles:
-        return Form(diagram)
+        return Form(diagram, share=share)
     r = rewrite(diagram, book.role("simplify"), "fixpoint")
-    return Form(r.diagram, tuple(r.trace.steps), tuple(s.rule for s in r.trace.steps))
+    return Form(r.diagram, tuple(r.trace.steps), tuple(s.rule for s in r.trace.steps), share)
 
 
 def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
@@ -84,7 +86,7 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
                     continue
                 step = Step(rule.name, m.key, m.describe(), net, after, fresh=True,
                             params=tuple(sorted(m.params.items())))
-                g = Form(new, f.steps + (step,), f.prepared + (rule.name,))
+                g = Form(new, f.steps + (step,), f.prepared + (rule.name,), f.share)
                 forms.append(g)
                 queue.append(g)
                 if len(forms) >= limit:
@@ -110,7 +112,7 @@ def _everywhere(f: Form, rule):
         net = after
     if not steps:
         return None
-    return Form(net.diagram, f.steps + tuple(steps), f.prepared + (rule.name,))
+    return Form(net.diagram, f.steps + tuple(steps), f.prepared + (rule.name,), f.share)
 
 
 def _prepared_everywhere(forms, rules, depth, limit) -> list:

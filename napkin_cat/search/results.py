@@ -36,7 +36,9 @@ class Regime:
 
     @property
     def tiles(self) -> dict:
-        return {str(k): v for k, v in self.optimum.sizes.items()}
+        """The tile and stream sizes chosen (names → sizes; ``optimum.sizes`` holds the axes' too)."""
+        chosen = self.optimum.exact_sizes if self.optimum.exact_sizes is not None else self.optimum.sizes
+        return {str(k): v for k, v in chosen.items()}
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sympy
 
 from napkin_cat.cost.iocost import cost as cost_of
-from napkin_cat.errors import NapkinError
+from napkin_cat.errors import AxisError
 from napkin_cat.rewriting.trace import Trace
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.construct import make
@@ -25,6 +25,7 @@ from napkin_cat.search.segments import segmented_shortest
 from napkin_cat.search.variants import axis_names
 from napkin_cat.syntax.adapter import Diagram, is_structural, layers
 from napkin_cat.syntax.axis import symbol
+from napkin_cat.syntax.sizes import Sizes, as_sizes
 
 
 def smallest_memory(form, level, sizes):
@@ -115,10 +116,12 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep",)) ->
     """Per memory: ``(form, path)`` of the cheapest algorithm at ``sizes``, or None if none fits.
 
     Ties go to fewer kernels, then to the finer form (more operations: an accumulator written out as
-    boxes, whose trace shows how the kernel streams), then to fewer rewrites, then to the earlier form.
-    Only partitions the rule book's ``roles`` can build are considered.
+    boxes, whose trace shows how the kernel streams), then to fewer FLOPs (at the kernels' tiles, so with
+    what a fused kernel recomputes: of two orders of a contraction chain that move as much, the cheaper
+    one), then to fewer rewrites, then to the earlier form.  Only partitions the rule book's ``roles`` can
+    build are considered.
     """
-    env = {symbol(str(k)): int(v) for k, v in sizes.items()}
+    env = Sizes(sizes).env
     best = [None] * len(memories)
     ok = playable(roles)
     context = (tuple(sorted((str(k), int(v)) for k, v in sizes.items())), tuple(memories), tiles, tuple(roles))
@@ -136,13 +139,28 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep",)) ->
         for k, found in enumerate(shortest):
             if found is None:
                 continue
-            key = (found[0], found[1], -len(form.graph), len(form.steps), rank)
-            if best[k] is None or key < best[k][0]:
+            key = [found[0], found[1], -len(form.graph), None, len(form.steps), rank]
+            now = best[k]
+            if now is not None and key[:3] == now[0][:3]:   # a tie: the FLOPs decide (computed only for ties)
+                for ky, path in ((key, found[2]), (now[0], now[2][2])):
+                    if ky[3] is None:
+                        ky[3] = _flops_at(path, sizes, memories[k], tiles, env)
+            if now is None or key < now[0]:
                 best[k] = (key, form, found, evaluate)
     for k, b in enumerate(best):   # kernels capped in size: grow the winner by cost-guided fusion
         if b is not None and b[1].cut is None and not b[1].space.exact:
             best[k] = (None, b[1], _grow(b[1].graph, level, b[2], b[3], k), None)
     return [None if b is None else (b[1], b[2][2]) for b in best]
+
+
+def _flops_at(path, sizes, memory, tiles, env) -> float:
+    """The FLOPs of a path's kernels (every pipeline) at their optimal tiles for ``memory``."""
+    total = 0.0
+    for _, _, curve in path:
+        chosen = curve.at(sizes, memory, tiles)[1]
+        at = {**env, **{s: 1 for s in curve.streams}, **{symbol(str(t)): v for t, v in chosen.items()}}
+        total += sum(float(sympy.sympify(f).subs(at)) for f in curve.cost.flops.values())
+    return total
 
 
 class Makers(dict):
@@ -181,14 +199,13 @@ def _extremes(forms, level, sizes, memories, tiles="divisors", roles=("sweep",))
 
 
 def check_sizes(diagram, sizes):
-    """The sizes as a sympy environment; NapkinError naming a missing axis or a bad size."""
-    env = {symbol(str(k)): int(v) for k, v in sizes.items() if isinstance(v, int)}
+    """The sizes as a sympy environment, checked (:class:`~napkin_cat.syntax.sizes.Sizes`); an AxisError naming
+    a size that is not a positive int, a name the diagram does not have, or a missing axis."""
+    given = as_sizes(sizes).of(diagram)
+    env = given.env
     missing = sorted({str(s) for arr in (*diagram.dom.inside, *diagram.cod.inside) for a in arr.axes
                       for s in sympy.sympify(a.size).free_symbols if s not in env})
     if missing:
-        raise NapkinError(f"numeric derivation needs the size of every axis: add {missing} to sizes= "
-                          f"(e.g. sizes={{{', '.join(repr(m) + ': …' for m in missing)}}})")
-    bad = {k: v for k, v in sizes.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1}
-    if bad:
-        raise NapkinError(f"sizes must be positive integers, got {bad}")
+        raise AxisError(f"numeric derivation needs the size of every axis: add {missing} to sizes= "
+                        f"(e.g. sizes={{{', '.join(repr(m) + ': …' for m in missing)}}})")
     return env

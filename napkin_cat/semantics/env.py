@@ -22,16 +22,37 @@ from napkin_cat.syntax.adapter import Array
 class Env(dict):
     """Bindings of size symbols to ints, shared by one evaluation.
 
-    ``counters`` (optional) tallies the values each Load/Save really moves, per level.
+    ``counters`` (optional) tallies the values each Load/Save really moves, per level.  ``tiles`` maps each
+    partitioned axis to the tile being run, ``(start, extent)`` on the whole axis (a Grid's group, a
+    Stream's slice): what a position or a gather reads, and what decides a skipped trip.  ``skip``: whether a
+    stream's trips on which a mask makes the contribution neutral are skipped (they change nothing).
     """
 
     counters = None
+    tiles: dict = {}
+    skip = True
 
     def child(self) -> "Env":
         """A copy for the inside of a region (new bindings stay inside; counters are shared)."""
         e = Env(self)
-        e.counters = self.counters
+        e.counters, e.tiles, e.skip = self.counters, self.tiles, self.skip
         return e
+
+    def within(self, axis: str, start: int, extent: int) -> "Env":
+        """A child for the tile ``start : start + extent`` of ``axis`` (``start`` within the enclosing tile).
+
+        >>> Env().within("q", 4, 2).within("q", 1, 1).tiles
+        {'q': (5, 1)}
+        """
+        e = self.child()
+        outer = self.tiles.get(axis, (0, None))[0]
+        e.tiles = {**self.tiles, axis: (outer + int(start), int(extent))}
+        return e
+
+    @property
+    def offsets(self) -> dict:
+        """Axis → the global position of the current tile's first index."""
+        return {a: s for a, (s, _) in self.tiles.items()}
 
     def size(self, expr, what: str) -> int:
         if isinstance(expr, int):

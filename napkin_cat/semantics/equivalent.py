@@ -33,8 +33,7 @@ from napkin_cat.errors import NapkinError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.syntax.adapter import Diagram, layers
-from napkin_cat.syntax.axis import symbol
-from napkin_cat.syntax.wiring import computes
+from napkin_cat.syntax.sizes import Sizes, as_sizes, names_of, symbols_of
 
 #: the kinds of trial, in the order the trials cycle through them (when the diagrams have tiles)
 TRIAL_KINDS = ("ragged", "tiles ≥ 2", "random")
@@ -88,30 +87,6 @@ def free_sizes(diagram: Diagram) -> list:
             if not isinstance(a.size, int):
                 syms |= a.size.free_symbols
     return sorted(syms, key=str)
-
-
-def _symbols_of(value) -> set:
-    return set(value.free_symbols) if isinstance(value, sympy.Basic) else set()
-
-
-def size_symbols(diagram: Diagram) -> set:
-    """Every symbol in the diagram: its arrays' sizes (insides of regions too), box and region parameters."""
-    syms = set()
-    for arr in (*diagram.dom.inside, *diagram.cod.inside):
-        for a in arr.axes:
-            syms |= _symbols_of(a.size)
-    for _, box in layers(diagram):
-        for arr in (*box.dom.inside, *box.cod.inside):
-            for a in arr.axes:
-                syms |= _symbols_of(a.size)
-        if isinstance(box, Region):
-            syms |= size_symbols(box.arg)
-            for v in box.params.values():
-                syms |= _symbols_of(v)
-        elif computes(box):
-            for _, v in box.data.params:
-                syms |= _symbols_of(v)
-    return syms
 
 
 def _value(env: dict, expr):
@@ -199,7 +174,7 @@ def _trial_sizes(rng, fixed: dict, d1, d2, kind: str, low: int, high: int) -> di
     env = dict(fixed)
     tiles = list(dict.fromkeys(list(tile_sizes(d1)) + list(tile_sizes(d2))))
     tile_symbols = {t for t, _ in tiles if isinstance(t, sympy.Symbol)}
-    free = sorted((size_symbols(d1) | size_symbols(d2)) - tile_symbols, key=str)
+    free = sorted((symbols_of(d1, params=True) | symbols_of(d2, params=True)) - tile_symbols, key=str)
     if kind != "random":
         # the sizes first, at least 2 and distinct, so that the tiles are drawn against them
         bound = [s for s in free if s not in env and (kind == "sizes ≥ 2" or
@@ -237,7 +212,8 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
                scale: float = 1.0) -> Equivalence:
     """Compare two diagrams on random inputs (and random sizes and tiles for symbolic ones).
 
-    ``sizes`` fixes some sizes (name → int); the others are drawn per trial (see the module doc).
+    ``sizes`` fixes some sizes (name → int); the others are drawn per trial (see the module doc).  An
+    integer input (an index, a segment id) gets integers in ``[0, high]``, a mask random booleans.
     NaN and ±inf must sit in the same places; finite entries must agree to ``rtol``/``atol``; and
     some finite entry must have been compared.
 
@@ -254,9 +230,9 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
     if d1.dom != d2.dom or d1.cod != d2.cod:
         return Equivalence(False, f"types differ: {d1.dom} → {d1.cod} vs {d2.dom} → {d2.cod}", seed=seed)
     rng = np.random.default_rng(seed)
-    fixed = {(symbol(k) if isinstance(k, str) else k): int(v) for k, v in (sizes or {}).items()}
+    fixed = as_sizes(sizes).within(names_of(d1) | names_of(d2), "either diagram").env
     tiled = bool(list(tile_sizes(d1)) or list(tile_sizes(d2)))
-    kinds = TRIAL_KINDS if tiled else UNTILED_KINDS
+    kinds = TRIAL_KINDS if tiled else UNTILED_KINDS     # the strictest first: every check makes it
     worst, compared, entries, tried = 0.0, 0, 0, []
     for t in range(trials):
         kind = kinds[t % len(kinds)]
@@ -266,10 +242,15 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
         xs = []
         for arr in d1.dom.inside:
             shape = tuple(Env(env).size(a.size, f"axis {a.name!r}") for a in arr.axes)
-            xs.append(rng.normal(size=shape) * scale)
+            if arr.dtype.family == "bool":
+                xs.append(rng.random(size=shape) < 0.5)
+            elif arr.dtype.is_integer:      # indices and segment ids: small non-negative integers
+                xs.append(rng.integers(0, high + 1, size=shape))
+            else:
+                xs.append(rng.normal(size=shape) * scale)
         with np.errstate(all="ignore"):
-            y1 = evaluate(d1, *xs, sizes=named)
-            y2 = evaluate(d2, *xs, sizes=named)
+            y1 = evaluate(d1, *xs, sizes=Sizes(named).restrict(d1))
+            y2 = evaluate(d2, *xs, sizes=Sizes(named).restrict(d2))
         y1 = y1 if isinstance(y1, tuple) else (y1,)
         y2 = y2 if isinstance(y2, tuple) else (y2,)
         for j, (a, b) in enumerate(zip(y1, y2)):

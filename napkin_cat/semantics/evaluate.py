@@ -24,7 +24,7 @@ from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.semantics.regions import run_region
 from napkin_cat.syntax.adapter import Bubble, Diagram, layers
-from napkin_cat.syntax.axis import symbol
+from napkin_cat.syntax.sizes import as_sizes
 from napkin_cat.syntax.wiring import traverse
 
 
@@ -37,25 +37,27 @@ def interpret(diagram: Diagram, xs: list, env: Env) -> list:
     return traverse(diagram, xs, on_box)
 
 
-def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dict | None = None):
+def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dict | None = None,
+             skip: bool = True):
     """Evaluate ``diagram`` on numpy arrays; one output gives an array, several a tuple.
 
-    ``sizes`` binds sizes the inputs do not show (tile sizes such as ``g_q``);
-    ``counters``, a dict, receives the values moved per level by the Loads/Saves run.
+    ``sizes`` binds sizes the inputs do not show (tile sizes such as ``g_q``; a
+    :class:`~napkin_cat.syntax.sizes.Sizes` or names → positive ints, each one of the diagram's);
+    ``counters``, a dict, receives the values moved per level by the Loads/Saves run;
+    ``skip=False`` runs every trip of a masked stream, those its mask skips included (they change nothing:
+    :mod:`napkin_cat.algorithms.skipping`).
     """
     if not isinstance(diagram, Diagram):
         raise NapkinError(f"evaluate takes a napkin_cat Diagram, got {type(diagram).__name__}")
     if len(arrays) != len(diagram.dom):
         raise ShapeError(f"the diagram takes {len(diagram.dom)} array(s) {[str(a) for a in diagram.dom.inside]}, "
                          f"got {len(arrays)}")
-    env = Env()
-    env.counters = counters
-    for k, v in (sizes or {}).items():
-        env[symbol(k) if isinstance(k, str) else k] = _size_value(k, v)
+    env = Env(as_sizes(sizes).of(diagram).env)
+    env.counters, env.skip = counters, bool(skip)
     xs = []
     for i, (arr, x) in enumerate(zip(diagram.dom.inside, arrays)):
         x = np.asarray(x)
-        if not np.issubdtype(x.dtype, np.number):
+        if not (np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.bool_)):
             raise ShapeError(f"input {i}: expected a numeric array, got dtype {x.dtype}")
         env.bind(arr, x, f"input {i} ({arr})")
         xs.append(x)
@@ -63,15 +65,6 @@ def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dic
     out = interpret(diagram, xs, env)
     out = [np.asarray(o) for o in out]
     return out[0] if len(out) == 1 else tuple(out)
-
-
-def _size_value(name, value) -> int:
-    """A size given in ``sizes=``: a whole number (``4`` or ``4.0``; where it must be positive, the axis or tile
-    that uses it says so), else a ShapeError naming it (``4.7`` is not truncated)."""
-    if not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating)) and \
-            float(value).is_integer():
-        return int(value)
-    raise ShapeError(f"the size of {str(name)!r} must be a positive whole number, got {value!r}")
 
 
 def _check_tiles(diagram: Diagram, env) -> None:

@@ -2,10 +2,12 @@
 
 These are the paper's equivalences read as programs (Figs. weaved_algorithm and
 recursive_decomposition): a Grid splits its axis into groups, runs the inside on each and
-joins the results; a Stream runs its head once, its body once per slice (folding the
+joins the results; a Stream runs its head once, its trip once per slice (folding the
 reducers' accumulators, online softmax included), and its tail once.  A tile that does not
-divide its axis leaves a shorter last group or slice (a ragged tile).  The interpreter of
-the inside is passed in, so this module knows regions and nothing of the interpreter.
+divide its axis leaves a shorter last group or slice (a ragged tile), and the inside of that
+tile sees its axis at the shorter size.  The numpy meaning is an algebra of the schedule fold
+(:mod:`napkin_cat.algorithms.schedule`): its values are arrays, its context the sizes.  The
+interpreter of a flat diagram is passed in, so this module knows regions and nothing of it.
 
 >>> import numpy as np, napkin_cat as nc
 >>> flash = nc.group(nc.stream(nc.library.attention(), "x", "s_x"), "q", "g_q")
@@ -19,19 +21,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from napkin_cat.algorithms.bubbles import Grid, Kernel, Partition, Region, Stream
-from napkin_cat.algorithms.nesting import nest_of_diagram
-from napkin_cat.algorithms.streaming import StreamPlan, analyse
+from napkin_cat.algorithms.bubbles import Partition, Region
+from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
 from napkin_cat.errors import ShapeError
 from napkin_cat.semantics.primitives import run_primitive
-from napkin_cat.syntax.adapter import Bubble, Diagram
-from napkin_cat.syntax.relabel import map_arrays
+from napkin_cat.syntax.adapter import Bubble
 
 
 def _slices(total: int, size: int):
     """Consecutive slices of ``size`` covering ``total``; the last one is shorter when ``size`` does
     not divide ``total`` (a ragged tile: the paper's recursive decomposition allows any split)."""
     return [slice(k, min(k + size, total)) for k in range(0, total, size)]
+
+
+def _cut(x, position, sl):
+    idx = [slice(None)] * np.ndim(x)
+    idx[position] = sl
+    return tuple(idx)
 
 
 def bind(region: Partition, env, what: str):
@@ -48,168 +54,150 @@ def bind(region: Partition, env, what: str):
     return total, tile, inner
 
 
-def _short_group(box: Grid, env, n: int):
-    """The inside and its env for a last group of ``n`` < the group size: the group size reads ``n``."""
-    if not isinstance(box.size, int):
-        inner = env.child()
-        inner[box.size] = n
-        return box.arg, inner
-
-    def fa(arr):
-        return arr.replace(axes=tuple(a.relabel(n) if a.name == box.axis and a.size == box.size else a
-                                      for a in arr.axes))
-    return map_arrays(box.arg, fa), env
+def _short_env(region, env, n: int):
+    """The env of a last, shorter tile of ``n`` of a partition with a symbolic tile: the tile reads ``n``."""
+    inner = env.child()
+    inner[region.size] = n
+    return inner
 
 
-def run_kernel(box: Kernel, xs: list, env, interpret) -> list:
-    """A kernel computes what its inside computes (its Loads and Saves are identities)."""
+class Numpy:
+    """The numpy algebra of the schedule fold: values are arrays, ``ctx`` is the env of sizes."""
+
+    def __init__(self, interpret):
+        self.interpret = interpret
+
+    def op(self, op, xs, env, dests):
+        if isinstance(op.box, Bubble):
+            return run_region(op.box, xs, env, self.interpret)
+        return run_primitive(op.box, xs, env)
+
+    def kernel(self, node, xs, env, dests):
+        return self.interpret(node.inside, xs, env)
+
+    def grid(self, node, xs, env, dests):
+        """``split_a ; (F ⊗ … ⊗ F) ; join_a``: the inside on every group of the axis, results joined."""
+        box = node.region
+        total, g, inner = bind(box, env, "group")
+        pos_in = [arr.names.index(box.axis) if box.axis in arr.names else None for arr in box.dom.inside]
+        parts = []
+        for sl in _slices(total, g):
+            n = sl.stop - sl.start
+            inside, group_env = (node.inside, inner) if n == g else \
+                (node.inside, _short_env(box, inner, n)) if not isinstance(box.size, int) else \
+                (relabelled(box, n).arg, inner)
+            chunk = [x if p is None else x[_cut(x, p, sl)] for x, p in zip(xs, pos_in)]
+            parts.append(self.interpret(inside, chunk, group_env.within(box.axis, sl.start, n)))
+        return [np.concatenate([p[j] for p in parts], axis=arr.names.index(box.axis))
+                for j, arr in enumerate(box.cod.inside)]
+
+    def _trips(self, node, vals, states, env, total, size, run, *, skip=None):
+        """``states`` after a trip on every slice of ``size`` of ``total``; the sliced outputs' slices.  With
+        ``skip`` (:class:`~napkin_cat.algorithms.skipping.Skip`), a slice on which a mask is never true is not run:
+        its trip would leave the states as they are."""
+        pieces = {v: [] for v in node.sliced}
+        for sl in _slices(total, size):
+            n, trip_run, trip_env = sl.stop - sl.start, run, env
+            if n != size and node.region is not None:     # a shorter last slice: the inside sees n
+                if isinstance(node.region.size, int):
+                    trip_run = Phases(schedule_of(relabelled(node.region, n)), self)
+                else:
+                    trip_env = _short_env(node.region, env, n)
+            trip_env = trip_env.within(node.axis, sl.start, n)
+            if skip is not None and skip.skipped(_tile_of(trip_env)):
+                continue
+            chunk = {v: vals[v][_cut(vals[v], node.position(v), sl)] for v in node.streamed}
+            states, made = trip_run.trip({**vals, **chunk}, states, trip_env)
+            for v in pieces:
+                pieces[v].append(made[v])
+        return states, pieces
+
+    def stream(self, node, xs, env, dests, run):
+        """Head once, the trip folded over slices of the stream size, the reducers' finish and the tail once.
+
+        A sliced output (``node.sliced``) is made by the maps slice by slice: ``y = y₁ ⧺ y₂ ⧺ …``.
+        """
+        total, s, inner = bind(node.region, env, "stream")
+        vals = run.head(xs, inner)
+        states, pieces = self._trips(node, vals, run.init(inner), inner, total, s, run,
+                                     skip=node.skip if env.skip else None)
+        for v in node.sliced:
+            vals[v] = np.concatenate(pieces[v], axis=node.position(v))
+        return run.tail(run.finish(vals, states, inner), inner)
+
+    def init(self, r, env, dests):
+        """Each state array filled with its ``init`` (a monoid starts empty: its first part is its state)."""
+        if r.kind == "monoid":
+            return None
+        return [np.full(tuple(env.size(a.size, f"axis {a.name!r} of the state {s.name!r}") for a in s.array.axes),
+                        s.init) for s in r.state]
+
+    def monoid(self, r, state, xs, env):
+        """``combine(state, F(chunk))``."""
+        part = run_primitive(r.op.box, xs, env)[0]
+        return [part] if state is None else [r.accumulator.combine(state[0], part)]
+
+    def step(self, r, state, xs, env):
+        """``B(state, chunk)``."""
+        return self.interpret(r.step, list(state) + list(xs), env)
+
+    def finish(self, r, state, env, dests):
+        return self.interpret(r.finish, state, env)
+
+    def advance_kernel(self, node, state, xs, env):
+        """A kernel's inside advanced as is (its Loads and Saves are identities)."""
+        return advance(node.child, self, state, xs, env)
+
+    def advance_grid(self, node, state, xs, env):
+        """The inside advanced on each group's slice of the state and of the inputs."""
+        box = node.region
+        total, g, inner = bind(box, env, "group")
+        pos_in = [arr.names.index(box.axis) if box.axis in arr.names else None for arr in box.dom.inside]
+        pos_st = [s.array.names.index(box.axis) for s in node.state]
+        new = [np.array(x, copy=True) for x in state]
+        for sl in _slices(total, g):
+            n = sl.stop - sl.start
+            group_env = _short_env(box, inner, n) if n != g and not isinstance(box.size, int) else inner
+            chunk = [x if p is None else x[_cut(x, p, sl)] for x, p in zip(xs, pos_in)]
+            res = advance(node.short_child(n), self, [x[_cut(x, p, sl)] for x, p in zip(new, pos_st)], chunk,
+                          group_env.within(box.axis, sl.start, n))
+            for x, p, y in zip(new, pos_st, res):
+                x[_cut(x, p, sl)] = y
+        return new
+
+    def advance_loop(self, node, state, xs, env, run):
+        """A sub-loop's head, then its trips over the slice (a diagram's: one trip)."""
+        s = node.schedule
+        vals = run.head(xs, env)
+        total = max([vals[v].shape[s.position(v)] for v in s.streamed] + [1])     # the slice's real extent
+        size = total
+        if node.region is not None:
+            _, size, env = bind(node.region, env, "stream")
+        parts, _ = self._trips(s, vals, node.split(state), env, total, size, run)
+        return node.join(parts)
+
+
+def _tile_of(env):
+    """The tile each axis is in at ``env``: its partition's ``(start, extent)``, or the whole axis."""
+    def tile_of(axis, size):
+        return env.tiles.get(axis) or (0, env.size(size, f"axis {axis!r}"))
+    return tile_of
+
+
+def run_kernel(box, xs: list, env, interpret) -> list:
+    """A kernel computes what its inside computes (its Loads and Saves are identities); so does any region
+    registered with this meaning."""
     return interpret(box.arg, xs, env)
 
 
-def run_grid(box: Grid, xs: list, env, interpret) -> list:
+def run_grid(box, xs: list, env, interpret) -> list:
     """``split_a ; (F ⊗ … ⊗ F) ; join_a``: the inside on every group of the axis, results joined."""
-    total, g, inner_env = bind(box, env, "group")
-    pos_in = [arr.names.index(box.axis) if box.axis in arr.names else None for arr in box.dom.inside]
-    pos_out = [arr.names.index(box.axis) for arr in box.cod.inside]
-    parts = []
-    for sl in _slices(total, g):
-        inside, group_env = (box.arg, inner_env) if sl.stop - sl.start == g else \
-            _short_group(box, inner_env, sl.stop - sl.start)
-        chunk = []
-        for x, p in zip(xs, pos_in):
-            if p is None:
-                chunk.append(x)
-            else:
-                idx = [slice(None)] * x.ndim
-                idx[p] = sl
-                chunk.append(x[tuple(idx)])
-        parts.append(interpret(inside, chunk, group_env))
-    return [np.concatenate([p[j] for p in parts], axis=pos_out[j]) for j in range(len(box.cod))]
+    return fold_region(box, Numpy(interpret), xs, env)
 
 
-def run_stream(box: Stream, xs: list, env, interpret) -> list:
-    """Head once, the body folded over slices of the stream size, the tail once."""
-    total, s, inner_env = bind(box, env, "stream")
-    return fold(box.arg, box.plan, xs, inner_env, s, total, interpret)
-
-
-def fold(region: Diagram, plan: StreamPlan, xs: list, env, size: int, total: int, interpret) -> list:
-    """Evaluate ``region`` as a fold over slices of ``size`` along the streamed axis.
-
-    head once; per slice the maps, then every reducer's accumulator (a monoid's combine, a form's
-    step diagram on its state, a nested region advanced on its state); after the last slice each
-    reducer's finish, then the tail.  A sliced output (``plan.sliced``) is made by the maps slice by
-    slice: its slices are concatenated along the axis, ``y = y₁ ⧺ y₂ ⧺ …``.
-    """
-    values = {v: x for v, x in zip(plan.dom, xs)}
-    for i in plan.indices("head"):
-        _run(plan, i, values, env, interpret)
-    state = [_initial(r, env) for r in plan.reducers]
-    pieces = {v: [] for v in plan.sliced_values}   # a sliced output: its slices, concatenated after the trips
-    state = _slices_of(plan, values, state, env, size, total, interpret, pieces)
-    for j, v in zip(plan.sliced, plan.sliced_values):
-        values[v] = np.concatenate(pieces[v], axis=plan.cod_array(j).names.index(plan.axis))
-    for k, r in enumerate(plan.reducers):
-        finished = state[k] if r.finish is None else interpret(r.finish, state[k], env)
-        values.update(zip(r.outputs, finished))
-    for i in plan.indices("tail"):
-        _run(plan, i, values, env, interpret)
-    return [values[v] for v in plan.cod]
-
-
-def _run(plan, i, vals, env, interpret):
-    box, ins, outs = plan.ops[i]
-    res = run_region(box, [vals[v] for v in ins], env, interpret) if isinstance(box, Bubble) else \
-        run_primitive(box, [vals[v] for v in ins], env)
-    for v, r in zip(outs, res):
-        vals[v] = r
-
-
-def _slices_of(plan, values, state, env, size, total, interpret, pieces=None) -> list:
-    """The reducers' states after the body has run on every slice of ``size`` of ``total``; the slices of the
-    sliced outputs are appended to ``pieces`` (value id -> list)."""
-    positions = {v: plan.arrays[v].names.index(plan.axis) for k, v in enumerate(plan.dom)
-                 if k in plan.streamed_inputs}
-    maps = plan.maps
-    for start in range(0, total, size):
-        vals = dict(values)
-        for v, p in positions.items():
-            sl = [slice(None)] * values[v].ndim
-            sl[p] = slice(start, start + size)
-            vals[v] = values[v][tuple(sl)]
-        for i in maps:
-            _run(plan, i, vals, env, interpret)
-        for v in pieces or ():
-            pieces[v].append(vals[v])
-        state = [_accumulate(plan, r, state[k], vals, env, interpret) for k, r in enumerate(plan.reducers)]
-    return state
-
-
-def _initial(r, env):
-    """The state of an empty stream: each state array filled with its ``init`` (a monoid starts empty)."""
-    if r.step is None and r.nest is None:
-        return None
-    return [np.full(tuple(env.size(a.size, f"axis {a.name!r} of the state {s.name!r}") for a in s.array.axes),
-                    s.init) for s in r.state]
-
-
-def _accumulate(plan, r, state, vals, env, interpret):
-    """One trip of a reducer: ``combine(state, F(chunk))`` for a monoid, ``B(state, chunk)`` for a form,
-    the nested region advanced on the state (:func:`advance`)."""
-    if r.nest is not None:
-        return advance(r.nest, state, [vals[v] for v in r.inputs], env, interpret)
-    if r.step is not None:
-        return interpret(r.step, list(state) + [vals[v] for v in r.inputs], env)
-    box, ins, _ = plan.ops[r.op]
-    part = run_primitive(box, [vals[v] for v in ins], env)[0]
-    return [part] if state is None else [r.accumulator.combine(state[0], part)]
-
-
-def advance(nest, state: list, xs: list, env, interpret) -> list:
-    """A nested reducer's trip (:mod:`napkin_cat.algorithms.nesting`): the region's inside run on one slice
-    ``xs`` with its accumulators carried in ``state``; returns the new state.  A Kernel's inside is
-    advanced as is (its Loads and Saves are identities), a Grid's on each group's slice of the state, a
-    sub-loop's per sub-slice."""
-    region = nest.region
-    kind = getattr(region, "region", None)
-    if kind == "kernel":
-        return advance(nest.child, state, xs, env, interpret)
-    if kind == "grid":
-        return _advance_grid(nest, state, xs, env, interpret)
-    plan = nest.plan
-    values = {v: x for v, x in zip(plan.dom, xs)}
-    for i in plan.indices("head"):
-        _run(plan, i, values, env, interpret)
-    mine = [list(state[a:b]) for a, b in nest.parts]
-    total = max([values[v].shape[plan.arrays[v].names.index(plan.axis)]      # the slice's real extent
-                 for k, v in enumerate(plan.dom) if k in plan.streamed_inputs] + [1])
-    size = total
-    if kind == "stream":
-        _, size, env = bind(region, env, "stream")
-    mine = _slices_of(plan, values, mine, env, size, total, interpret)
-    return [x for part in mine for x in part]
-
-
-def _advance_grid(nest, state, xs, env, interpret):
-    box = nest.region
-    total, g, inner_env = bind(box, env, "group")
-    pos_in = [arr.names.index(box.axis) if box.axis in arr.names else None for arr in box.dom.inside]
-    pos_st = [s.array.names.index(box.axis) for s in nest.state]
-    new = [np.array(x, copy=True) for x in state]
-
-    def cut(x, p, sl):
-        idx = [slice(None)] * x.ndim
-        idx[p] = sl
-        return tuple(idx)
-    for sl in _slices(total, g):
-        n = sl.stop - sl.start
-        inside, group_env = (box.arg, inner_env) if n == g else _short_group(box, inner_env, n)
-        child = nest.child if inside is box.arg else nest_of_diagram(inside, nest.axis, analyse)
-        chunk = [x if p is None else x[cut(x, p, sl)] for x, p in zip(xs, pos_in)]
-        res = advance(child, [x[cut(x, p, sl)] for x, p in zip(new, pos_st)], chunk, group_env, interpret)
-        for x, p, y in zip(new, pos_st, res):
-            x[cut(x, p, sl)] = y
-    return new
+def run_stream(box, xs: list, env, interpret) -> list:
+    """Head once, the trip folded over slices of the stream size, the tail once."""
+    return fold_region(box, Numpy(interpret), xs, env)
 
 
 #: region kind → its numpy meaning ``run(box, xs, env, interpret)``; a new region registers here.

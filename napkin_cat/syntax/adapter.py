@@ -24,7 +24,7 @@ from discopy.cat import factory
 
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.dtype import DType, FP32, as_dtype
-from napkin_cat.errors import CompositionError, LevelError
+from napkin_cat.errors import ArgumentError, CompositionError, LevelError
 
 
 def as_level(level, *, least: int = 0, what: str = "level") -> int:
@@ -316,11 +316,33 @@ class Bubble(monoidal.Bubble, Box):
         """This region with the array functor ``fa`` (and weave-name map ``fname``) applied inside."""
         raise NotImplementedError(f"{type(self).__name__} does not say how an array functor maps it")
 
+    def size_parts(self) -> tuple:
+        """``(sizes, diagrams)``: the sizes the region introduces (a tile) and the diagrams it holds, whose
+        sizes are the region's too (read by :func:`napkin_cat.syntax.sizes.symbols_of`)."""
+        return (), (self.arg,)
+
 
 Diagram.braid_factory = Swap
 Diagram.copy_factory, Diagram.merge_factory = Copy, Merge
 Diagram.discard_factory = Discard
 Diagram.bubble_factory = Bubble
+
+
+def require_diagram(value, who: str) -> Diagram:
+    """``value`` when it is a diagram, else an :class:`~napkin_cat.errors.ArgumentError` saying that ``who`` takes
+    one (a library algorithm's name is not one: call it).
+
+    >>> require_diagram("attention", "nc.cost")
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.ArgumentError: nc.cost takes a napkin_cat Diagram, got the str 'attention' (a library ...
+    """
+    if isinstance(value, Diagram):
+        return value
+    hint = f" (a library algorithm is a call: nc.library.{value}())" if isinstance(value, str) and \
+        value.isidentifier() else ""
+    shown = f" {value!r}" if isinstance(value, (str, int, float)) else ""
+    raise ArgumentError(f"{who} takes a napkin_cat Diagram, got the {type(value).__name__}{shown}{hint}")
 
 
 def layers(diagram: Diagram):

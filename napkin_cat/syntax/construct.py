@@ -234,8 +234,10 @@ def elementwise(name: str, signature: str, *, const=None, level: int = 0, dtype=
 def reduce(name: str, signature: str, *, level: int = 0, dtype=FP32, sizes: dict | None = None, **more) -> Diagram:
     """Reduce the axes missing from the output: ``reduce("max", "q x -> q")``."""
     sizes = _merge_sizes('reduce', sizes, more, _names(signature))
-    if name not in REDUCTIONS:
-        raise UnknownPrimitiveError(f"unknown reduction {name!r}; legal reductions are {sorted(REDUCTIONS)}")
+    from napkin_cat.syntax.primitive import KINDS
+    legal = sorted(set(REDUCTIONS) | {k[len("reduce_"):] for k in KINDS if k.startswith("reduce_")})
+    if name not in legal:
+        raise UnknownPrimitiveError(f"unknown reduction {name!r}; legal reductions are {legal}")
     ins, outs = parse(signature, arrow=True)
     if len(ins) != 1 or len(outs) != 1:
         raise SignatureError(f"reduce takes one array to one array, e.g. 'q x -> q', got {signature!r}")
@@ -345,15 +347,17 @@ def transfer(direction: str, array: Array) -> Diagram:
     return build_box(direction, [array], [array.replace(level=target)], weaves)
 
 
-def rename(signature: str, *, level: int = 0, dtype=FP32, sizes: dict | None = None, **more) -> Diagram:
-    """Give axes new names, position by position: ``rename("h n d -> h m d")``.
+def renaming(signature: str, *, level: int = 0, dtype=FP32, sizes: dict | None = None, **more) -> Diagram:
+    """A box that gives axes new names, position by position: ``renaming("h n d -> h m d")`` (a primitive of kind
+    ``rename``, the data unchanged; :func:`~napkin_cat.syntax.relabel.rename_axis` is the functor that renames
+    an axis throughout a diagram).
 
     The renamed axis keeps its size (``m`` gets the size of ``n``).
 
-    >>> rename("n d -> m d", n=5).cod
+    >>> renaming("n d -> m d", n=5).cod
     Ty(Array(m[5]×d))
     """
-    sizes = _merge_sizes('rename', sizes, more, _names(signature))
+    sizes = _merge_sizes('renaming', sizes, more, _names(signature))
     (ins,), outs = parse(signature, arrow=True)
     if len(outs) != 1 or len(outs[0]) != len(ins):
         raise SignatureError(f"rename maps one array to one array of the same rank, got {signature!r}")
@@ -370,3 +374,7 @@ def rename(signature: str, *, level: int = 0, dtype=FP32, sizes: dict | None = N
     cod = Array(tuple(new_axes.get(n, axes.get(n)) for n in out), level, dtype)
     weaves = [Weave(n, (0,)) for n in reversed(out) if n not in new_axes]
     return build_box("rename", [dom], [cod], weaves)
+
+
+#: the name before issue 20 (``nc.renaming``; ``nc.rename`` still resolves, with a DeprecationWarning)
+rename = renaming

@@ -10,7 +10,7 @@ contract           Rᵏ ⊗ Rᵏ → R              tensor 2k           sum
 softmax            Rˣ → Rˣ (β)              special x, gen 5x   —
 softmax_aux        Rˣ⊗R⊗R → Rˣ⊗R⊗R⊗R         spec. x+1, 5x+2     —
 softmax_unscaled   Rˣ⊗R⊗R → Rˣ⊗R⊗R⊗R         spec. x+1, 4x+2     —
-exp, add, …        R^n → R                  1 (special/general) —
+exp, log, add, …   R^n → R                  1 (special/general) —
 fma                R⊗R⊗R → R (a·b + c)      general 2           —
 sum, max, min      Rᵃ → R                   a                   sum / max / min
 split, join        Rᵃ ↔ Rᵃ¹ ⊗ Rᵃ²           0                   —
@@ -198,6 +198,11 @@ def _silu(x):
     return x / (1.0 + np.exp(-x))
 
 
+def _log(x):
+    with np.errstate(divide="ignore"):      # log 0 = −∞ (an empty log-sum-exp), as the kernels compute it
+        return np.log(x)
+
+
 def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
@@ -206,6 +211,8 @@ def _sigmoid(x):
 UNARY = {
     "id": (lambda x, c: x, None),
     "exp": (lambda x, c: np.exp(x), "special"),
+    "log": (lambda x, c: _log(x), "special"),
+    "abs": (lambda x, c: np.abs(x), "general"),
     "neg": (lambda x, c: -x, "general"),
     "relu": (lambda x, c: np.maximum(x, 0), "general"),
     "gelu": (lambda x, c: _gelu(x), "special"),
@@ -218,6 +225,7 @@ UNARY = {
     "square": (lambda x, c: x * x, "general"),
     "scale": (lambda x, c: c.value(c.params.get("c", 1)) * x, "general"),
     "shift": (lambda x, c: x + c.value(c.params.get("c", 0)), "general"),
+    "step": (lambda x, c: np.greater(x, 0).astype(np.result_type(x, np.float32)), "general"),  # Heaviside H(x)
 }
 BINARY = {
     "add": (np.add, "general"),

@@ -66,6 +66,15 @@ class Core:
     outputs: tuple
     params: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)  # symbol -> int, at evaluation time
+    # context, not the item: the weave axes (Axis, outermost first: the batch dimensions), and each partitioned
+    # axis's global position of its first index
+    weaves: tuple = field(default=(), compare=False)
+    offsets: dict = field(default_factory=dict, compare=False)
+
+    def offset(self, axis: str) -> int:
+        """Where index 0 of ``axis`` sits on the whole axis: the start of the tile (a Grid's group, a Stream's
+        slice) the box runs in, 0 outside any partition of ``axis``."""
+        return int(self.offsets.get(axis, 0))
 
     def value(self, expr):
         """A parameter's numeric value, with axis sizes bound (``beta = d**-0.5``)."""
@@ -122,6 +131,7 @@ class Kind:
     shape: str = "box"  # drawing pictogram: box, triangle, circle, transfer
     doc: str = ""
     addends: tuple = ()  # tuple[Addend, ...]: operands the kind adds to the rest of its result
+    vjp: Callable | None = None  # its vector-Jacobian product (napkin_cat.autodiff.vjps: the rule protocol)
 
     def __repr__(self):
         return f"Kind({self.name!r})"
@@ -143,14 +153,15 @@ KINDS: dict[str, Kind] = {}
 def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callable = None,
             accumulator: Accumulator | None = None, labelled: Callable | None = None,
             label: str | None = None, shape: str = "box", doc: str = "", replace: bool = False,
-            addends: tuple = ()) -> Kind:
+            addends: tuple = (), vjp: Callable | None = None) -> Kind:
     """Declare (register) a primitive kind; returns it.
 
     ``impl(xs, core)`` takes numpy arrays with leading batch dims and returns a
     list of outputs; ``flops(core)`` returns ``{pipeline: per-item count}``;
     ``check(core)`` raises :class:`SignatureError` for an illegal core signature; ``addends`` the
     :class:`Addend` positions (``f(…, t) = rest(…) + t``: ``fma`` adds its third operand to the product of
-    its first two).
+    its first two); ``vjp`` its vector-Jacobian product for ``nc.grad`` (a rule as in
+    :mod:`napkin_cat.autodiff.vjps`; a kind without one is refused when differentiated).
     """
     for a in addends:
         if not isinstance(a, Addend) or a.position in a.operands:
@@ -159,7 +170,7 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     if name in KINDS and not replace:
         raise SignatureError(f"a primitive kind called {name!r} is already declared; "
                              "pass replace=True to redefine it")
-    kind = Kind(name, impl, flops, check, accumulator, labelled, label or name, shape, doc, tuple(addends))
+    kind = Kind(name, impl, flops, check, accumulator, labelled, label or name, shape, doc, tuple(addends), vjp)
     KINDS[name] = kind
     return kind
 

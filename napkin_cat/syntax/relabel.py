@@ -22,6 +22,7 @@ from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty, from_layers
 from napkin_cat.syntax.axis import Axis, as_size, symbol
 from napkin_cat.errors import AxisError
 from napkin_cat.syntax.primitive import Weave
+from napkin_cat.syntax.sizes import names_of
 from napkin_cat.syntax.weave import build_box
 from napkin_cat.syntax.wiring import computes, retype
 
@@ -65,6 +66,10 @@ def rename_axis(diagram: Diagram, old: str, new: str, size=None) -> Diagram:
     >>> att.dom, [b.data.params for b in att.boxes][1]
     (Ty(Array(q×c), Array(x×c), Array(x×c)), (('beta', 1/sqrt(c)),))
     """
+    present = axis_names(diagram)
+    if old not in present and old not in names_of(diagram):
+        raise AxisError(f"cannot rename axis {old!r}: the diagram has no axis (or size) called {old!r}; its axes "
+                        f"are {sorted(present)}")
     target = symbol(new) if size is None else as_size(new, size)
     subs = {symbol(old): target}
     for arr in (*diagram.dom.inside, *diagram.cod.inside):
@@ -81,6 +86,22 @@ def rename_axis(diagram: Diagram, old: str, new: str, size=None) -> Diagram:
             raise AxisError(f"cannot rename {old!r} to {new!r}: {arr} already has both")
         return arr.replace(axes=tuple(Axis(new if a.name == old else a.name, fsize(a.size)) for a in arr.axes))
     return map_arrays(diagram, fa, lambda n: new if n == old else n, fparam=fsize)
+
+
+def axis_names(diagram: Diagram) -> set:
+    """The names of every axis of the diagram's arrays, inside its regions too.
+
+    >>> import napkin_cat as nc
+    >>> sorted(axis_names(nc.library.attention()))
+    ['d', 'q', 'x']
+    """
+    found = {a.name for arr in (*diagram.dom.inside, *diagram.cod.inside) for a in arr.axes}
+    for layer in diagram.inside:
+        box = layer.boxes_or_types[1]
+        found |= {a.name for arr in (*box.dom.inside, *box.cod.inside) for a in arr.axes}
+        if isinstance(box, Bubble):
+            found |= axis_names(box.arg)
+    return found
 
 
 def _symbols(size) -> set:

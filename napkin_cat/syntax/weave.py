@@ -33,7 +33,10 @@ def core_of(spec: Spec, dom: Ty, cod: Ty, env=None) -> Core:
     woven = set(spec.weave_names)
     ins = tuple(tuple(a for a in arr.axes if a.name not in woven) for arr in dom.inside)
     outs = tuple(tuple(a for a in arr.axes if a.name not in woven) for arr in cod.inside)
-    return Core(ins, outs, dict(spec.params), env or {})
+    carried = {a.name: a for arr in (*cod.inside, *dom.inside) for a in arr.axes}
+    weaves = tuple(carried[w.name] for w in reversed(spec.weaves) if w.name in carried)
+    offsets = getattr(env, "offsets", None) or {}
+    return Core(ins, outs, dict(spec.params), env or {}, weaves, offsets)
 
 
 def build_box(kind: str, dom: list[Array], cod: list[Array], weaves: list[Weave], params=None,

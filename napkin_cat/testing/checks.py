@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from napkin_cat.errors import MemoryLimitError, NapkinError
+from napkin_cat.errors import CheckFailed, MemoryLimitError, NapkinError
 from napkin_cat.testing.assertions import assert_equivalent
 from napkin_cat.syntax.construct import spell
 from napkin_cat.testing.programs import Program
@@ -49,14 +49,6 @@ class Failure:
     def __str__(self):
         return (f"check {self.check!r} failed on program {self.program.seed}: {self.message}\n"
                 f"--- reproducer ---\n{self.reproducer}")
-
-
-class CheckFailed(AssertionError):
-    """A check's failure, with the lines that reproduce it (after the program's source)."""
-
-    def __init__(self, message: str, lines: str):
-        super().__init__(message)
-        self.lines = lines
 
 
 def _outputs(y) -> tuple:

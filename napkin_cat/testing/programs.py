@@ -31,7 +31,7 @@ import numpy as np
 from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.builder import Builder
-from napkin_cat.syntax.construct import einsum, elementwise, join, reduce, rename, softmax, spell, split, types
+from napkin_cat.syntax.construct import einsum, elementwise, join, reduce, renaming, softmax, spell, split, types
 from napkin_cat.syntax.weave import weave
 
 #: axis names: plain ones and ones that are sympy or Python names (functions, constants, keywords, primes)
@@ -254,10 +254,10 @@ class _Ops:
         new = self.fresh_names.pop()
         out = names[:k] + [new] + names[k + 1:]
         sig = f"{_sig(names)} -> {_sig(out)}"
-        d = rename(sig, sizes=_sizes(axes))
+        d = renaming(sig, sizes=_sizes(axes))
         old = axes[k]
         new_axes = axes[:k] + ((new, old[1], old[2]),) + axes[k + 1:]
-        return Op(d, lambda x: [x], _call("rename", sig, axes=axes), (new_axes,))
+        return Op(d, lambda x: [x], _call("renaming", sig, axes=axes), (new_axes,))
 
     def split(self, axes):
         cut = [k for k, a in enumerate(axes) if isinstance(a[1], int) and a[1] >= 2]

@@ -57,7 +57,7 @@ def expnorm():
         P = b(nc.apply(EXPNORM, "q x -> q x", core=["x"]), S)
         yield b.build(b(nc.einsum("q x, x d -> q d"), P, V))
     finally:
-        del nc.KINDS[EXPNORM]
+        del nc.engine.KINDS[EXPNORM]
 
 
 def test_a_users_normaliser_without_a_form_is_refused_with_the_remedy(expnorm):

@@ -202,7 +202,7 @@ def test_user_declared_accumulator_makes_a_new_kind_streamable():
         with pytest.raises(nc.RewriteError, match="declares no accumulator"):
             nc.stream(nc.apply("sum_of_squares", "q x -> q"), "x", "s_x")
     finally:
-        del nc.KINDS["sum_of_squares"]
+        del nc.engine.KINDS["sum_of_squares"]
 
 
 def test_softmax_contraction_refusals_say_which_condition_fails():

@@ -168,3 +168,12 @@ def test_plan_needs_the_axis_sizes(capsys):
     assert main(["plan", "attention", "--sizes", "q=512"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "napkin: error:" in err, err
+
+
+def test_version(capsys):
+    from importlib import metadata
+    from napkin_cat.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"napkin {metadata.version('napkin-cat')}"

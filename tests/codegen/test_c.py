@@ -144,6 +144,6 @@ def test_number_formats_are_stored_as_declared():
     assert y.dtype == np.float32
     assert_close(y, p(*[x.astype(np.float32) for x in xs]))
     with pytest.raises(nc.codegen.CodegenError, match=r"the c backend stores no 'bf16' values \(variable 'x0_1'\); "
-                                                    r"it stores \['fp16', 'fp32'\]"):
+                                                    r"it stores \['bool', 'fp16', 'fp32', 'int32'\]"):
         nc.codegen.c(nc.plan(flash_attention(nc.library.attention(formats={"Q": "bf16", "K": "bf16"})).diagram,
                              {"q": 4, "x": 4, "d": 2, "g_q": 2, "s_x": 2}))

@@ -53,9 +53,8 @@ def chains(draw):
         pass
     sizes = {a: draw(st.integers(1, 7), label=a) for a in (i, j, k, l)
              if any(a in arr.names for arr in function.dom.inside)}
-    from napkin_cat.plan.program import _symbols
-    found = set()
-    _symbols(algorithm, found, [])
+    from napkin_cat.syntax.sizes import symbols_of
+    found = symbols_of(algorithm)
     for sym in sorted(found, key=str):
         name = str(sym)
         if name.startswith(("s_", "g_")):

@@ -91,3 +91,46 @@ def test_work_per_box_does_not_grow_with_width(form, monkeypatch):
     make = stacked_blocks if form == "function" else (lambda n: nc.unfused(stacked_blocks(n)))
     four, sixteen = (_sizes_read_per_box(make(n), monkeypatch) for n in (4, 16))
     assert sixteen <= 1.5 * four, (four, sixteen)
+
+
+def weighted_chain(n: int) -> Diagram:
+    """``x ← x + w_k`` for k = 1 … n: every weight not yet added is live beside the running sum."""
+    b = nc.Builder(nc.types(", ".join(["q d"] + ["d"] * n)))
+    x, *ws = b.inputs
+    for w in ws:
+        x = b(nc.elementwise("add", "q d, d -> q d"), x, w)
+    return b.build(x)
+
+
+def _values_counted_per_box(diagram: Diagram, monkeypatch) -> float:
+    """How many values the functor adds to or takes from a column, or multiplies out, per box (its work)."""
+    count = [0]
+    live = importlib.import_module("napkin_cat.cost.live")
+    columns = importlib.import_module("napkin_cat.cost.columns")
+    shift = live.Live._shift
+
+    def counting_shift(self, *args, **kw):
+        count[0] += 1
+        return shift(self, *args, **kw)
+    monkeypatch.setattr(live.Live, "_shift", counting_shift)
+    def counting(real):
+        def numel(arr):
+            count[0] += 1
+            return real(arr)
+        return numel
+    for module in (iocost, columns):
+        if hasattr(module, "numel"):
+            monkeypatch.setattr(module, "numel", counting(module.numel))
+    nc.cost(diagram)
+    monkeypatch.undo()
+    return count[0] / len(diagram.boxes[0].arg.boxes[0].arg.boxes)
+
+
+@pytest.mark.parametrize("make", [lambda n: nc.stream(nc.kernel(weighted_chain(n)), "q", "s_q", sliced=True),
+                                  lambda n: nc.stream(nc.kernel(weighted_chain(n) >> nc.reduce("sum", "q d -> d")),
+                                                      "q", "s_q")], ids=["sliced", "reduced"])
+def test_work_per_box_of_a_stream_does_not_grow_with_its_length(make, monkeypatch):
+    """A stream's columns are read item by item with the live data kept up to date (on main, each of the n items
+    of the trip re-added every weight still live: work per box grew with n)."""
+    short, long = (_values_counted_per_box(make(n), monkeypatch) for n in (20, 80))
+    assert long <= 1.5 * short, (short, long)

@@ -113,7 +113,7 @@ def test_integer_search_names_the_missing_size():
 
 
 def test_integer_search_refuses_a_non_positive_axis_size():
-    with pytest.raises(nc.NapkinError, match="axis 'a' has size 0: sizes are positive integers"):
+    with pytest.raises(nc.AxisError, match="the size of 'a' must be a positive int, got 0"):
         nc.optimal(nc.cost(tiled_matmul()), memory=4096, sizes={"a": 0, "b": 8, "c": 8})
 
 

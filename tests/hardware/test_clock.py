@@ -1,7 +1,6 @@
 """Table 3: the engine on hand-made breakdowns, then the paper's numbers from a derived FlashAttention.
 
-The paper-reproduction tests call ``ops_of(cost, diagram)`` (``tests/hardware/provisional.py``): ``cost.ops``
-once the cost functor has it, the provisional walk until then.
+The paper-reproduction tests read the op breakdown off the cost functor (``nc.cost(d).ops``).
 """
 from __future__ import annotations
 

@@ -96,7 +96,8 @@ BOX = lambda doc, i=0: doc["diagram"]["layers"][i]["box"]  # noqa: E731
 @pytest.mark.parametrize("mutate, message", [
     # arrays
     (lambda doc: doc["diagram"]["dom"][0].update(dtype="fp64"),
-     r"diagram\.dom\[0\]\.dtype: unknown dtype \"fp64\"; legal dtypes are \['bf16', 'fp16', 'fp32', 'fp8'\]"),
+     r"diagram\.dom\[0\]\.dtype: unknown dtype \"fp64\"; legal dtypes are "
+     r"\['bf16', 'bool', 'fp16', 'fp32', 'fp8', 'int32'\]"),
     (lambda doc: doc["diagram"]["dom"][0].update(level=-1),
      r"diagram\.dom\[0\]\.level: a level is a non-negative integer, got -1"),
     (lambda doc: doc["diagram"]["dom"][0].update(level=True),

@@ -126,6 +126,19 @@ def test_mlp_matches_numpy(activation, helpers, rng):
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("seed", SEEDS)
+def test_swiglu_matches_numpy(seed, helpers):
+    rng = np.random.default_rng(seed)
+    n, e, f, o = sizes(rng, "n", "e", "f", "o", low=1, high=7).values()
+    X, W1, W3, W2 = (rng.normal(size=s) for s in ((n, e), (e, f), (e, f), (f, o)))
+    up = helpers.silu(X @ W1) * (X @ W3)
+    np.testing.assert_allclose(nc.evaluate(library.swiglu(), X, W1, W3), up, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(nc.evaluate(library.swiglu_mlp(), X, W1, W3, W2), up @ W2, rtol=1e-12, atol=1e-12)
+    concrete = library.swiglu_mlp(n=n, e=e, f=f, o=o)
+    assert [a.names for a in concrete.dom.inside] == [("n", "e"), ("e", "f"), ("e", "f"), ("f", "o")]
+    np.testing.assert_allclose(nc.evaluate(concrete, X, W1, W3, W2), up @ W2, rtol=1e-12, atol=1e-12)
+
+
 def test_gelu_is_the_tanh_approximation(helpers):
     """The tanh form differs from the erf form by up to ~1e-3: make sure the library uses tanh."""
     from math import erf

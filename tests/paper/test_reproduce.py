@@ -37,6 +37,20 @@ def test_reproduce_writes_the_report_and_passes(report):
         assert (out / "figures" / picture).stat().st_size > 1000
 
 
+def test_every_erratum_the_report_cites_is_explained_beside_it(report):
+    """A reader of the report (wherever it was written) can look up each code: errata.md lies beside it, with
+    an entry (what the paper prints, what the library computes, why) for every code a row cites."""
+    status, out = report
+    data = json.loads((out / "report.json").read_text())
+    page, md = (out / "errata.md").read_text(), (out / "report.md").read_text()
+    cited = {c["erratum"] for c in data["claims"] if c["status"] == "erratum"}
+    assert cited
+    for code in cited:
+        assert f'<a id="{code}"></a>' in page and f"[{code}](errata.md#{code})" in md
+        entry = page.split(f'<a id="{code}"></a>')[1].split("<a id=")[0]
+        assert "**Printed:**" in entry or "Printed" in entry or "Nothing is computed" in entry, code
+
+
 def test_every_section_records_claims(report):
     _, out = report
     md = (out / "report.md").read_text()

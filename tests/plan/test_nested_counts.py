@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, assume, event, given, settings, strategies a
 
 import napkin_cat as nc
 from napkin_cat.errors import NapkinError
-from napkin_cat.plan.program import _symbols
+from napkin_cat.syntax.sizes import symbols_of
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_plan_counts import LIBRARY, PARTITIONS, _axes, check  # noqa: E402
@@ -74,8 +74,7 @@ def structures(draw, name, base):
 def draw_sizes(data, algorithm):
     """Axis sizes in 1..5; a level-1 tile within its axis; a level-2 tile (u_, h_) within the level-1 tile of its
     axis when there is one (the s_ or g_ it splits), else within the axis."""
-    found = set()
-    _symbols(algorithm, found, [])
+    found = symbols_of(algorithm)
     names = sorted(str(x) for x in found)
     sizes = {n: data.draw(st.integers(1, 5), label=n) for n in names if not n.startswith(TILE)}
     for n in names:

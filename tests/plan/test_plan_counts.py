@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 import napkin_cat as nc
 from napkin_cat.cost.numeric import at
 from napkin_cat.errors import NapkinError
-from napkin_cat.plan.program import _symbols
+from napkin_cat.syntax.sizes import symbols_of
 from napkin_cat.syntax.axis import symbol
 
 LIBRARY = {
@@ -89,8 +89,7 @@ def test_every_library_algorithm_has_legal_partitions(name):
 def test_counters_equal_the_cost_functor(name, data):
     function = LIBRARY[name]()
     (s, g1, g2), algorithm = data.draw(st.sampled_from(PARTITIONS[name]), label="partition")
-    found, _ = set(), []
-    _symbols(algorithm, found, [])
+    found = symbols_of(algorithm)
     sizes = {}
     for sym in sorted(found, key=str):
         if not str(sym).startswith(("s_", "g_")):

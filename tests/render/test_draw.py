@@ -433,3 +433,21 @@ def test_render_of_a_layout_is_reusable():
         assert drawn == where
         patches = [p for p in ax.patches if p.get_gid().split("-")[1] in ("box", "map", "contract", "triangle")]
         assert len(patches) == len(primitives(d))
+
+
+def test_a_mask_is_a_box_fed_by_dashed_position_wires(tmp_path):
+    """Positions, comparisons and masks are integers: their wires are dashed; the scores' stay solid."""
+    lay = layout(nc.library.causal_attention())
+    boxes = [t.text for t in lay.labels("box")]
+    assert boxes.count("pos") == 2 and "≤" in boxes and "where" in boxes
+    dashed = {l.axis for l in lay.lines() if l.role in ("wire", "weave") and l.style == "dashed"}
+    solid = {l.axis for l in lay.lines() if l.role in ("wire", "weave") and l.style == "solid"}
+    assert dashed == {"q", "x"} and {"q", "x", "d"} <= solid
+    fig = draw(nc.library.causal_attention(), path=str(tmp_path / "causal.svg"))
+    assert fig.napkin_summary["boxes"] == len(lay.shapes())
+
+
+def test_a_gather_takes_its_index_on_a_dashed_wire():
+    lay = layout(nc.library.cross_entropy())
+    assert "gather" in [t.text for t in lay.labels("box")] and "LSE" in [t.text for t in lay.labels("box")]
+    assert any(l.style == "dashed" and l.axis == "n" for l in lay.lines())

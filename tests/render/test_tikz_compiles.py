@@ -110,7 +110,7 @@ def _exotic_labels():
     for k, label in enumerate(ALPHABETS):
         nc.declare(f"tikz_alphabet{k}", lambda xs, core: [xs[0]], label=label, shape="box")
         d = d >> nc.apply(f"tikz_alphabet{k}", "q x")
-    return d >> nc.cast("q x", to="fp16", dtype="fp32") >> nc.rename("q x -> q y", dtype="fp16")
+    return d >> nc.cast("q x", to="fp16", dtype="fp32") >> nc.renaming("q x -> q y", dtype="fp16")
 
 
 def test_every_label_becomes_ascii_latex(scratch_kinds):

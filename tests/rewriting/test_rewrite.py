@@ -281,11 +281,12 @@ def test_fuzz_count(capsys):
         print(f"\nrewrite fuzz: {FUZZ['rewrites']} rewrites in {FUZZ['derivations']} derivations, "
               f"all equivalence-preserving; per rule: {dict(sorted(FUZZ['rules'].items()))}")
     assert FUZZ["rewrites"] >= 2000
-    # the generator builds level-1 data-flow with transfers; the partition rules (which act on
-    # level-0 functions and kernels, or split concrete axes) are fuzzed in tests/test_derive.py; it makes no
-    # contraction chains, which proofs/test_contraction_rules.py fuzzes
-    from rewrites import CONTRACTION, DECOMPOSE, PARTITION
-    assert set(FUZZ["rules"]) >= {r.name for r in ALL_RULES} - {r.name for r in PARTITION + DECOMPOSE + CONTRACTION}
+    # the generator builds level-1 data-flow with transfers; the partition and sharing rules (which act on
+    # level-0 functions and kernels, or split concrete axes) are fuzzed in tests/test_derive.py and by nc.derive on
+    # random functions (tests/search); it makes no contraction chains, which proofs/test_contraction_rules.py fuzzes
+    from rewrites import CONTRACTION, DECOMPOSE, PARTITION, SHARING
+    assert set(FUZZ["rules"]) >= {r.name for r in ALL_RULES} - {r.name for r in PARTITION + SHARING + DECOMPOSE
+                                                                 + CONTRACTION}
 
 
 def test_replay_of_chained_derivations_with_parameters():

@@ -141,5 +141,5 @@ def test_any_tiles_compute_attention(helpers, q, x, g, s, seed):
 
 def test_a_tile_must_be_a_positive_integer_at_run_time(rng):
     Q, K, V = rng.normal(size=(4, 2)), rng.normal(size=(6, 2)), rng.normal(size=(6, 2))
-    with pytest.raises(nc.ShapeError, match=r"group size of 'q' .* must be a positive integer"):
+    with pytest.raises(nc.AxisError, match=r"the size of 'g_q' must be a positive int, got 0"):
         nc.evaluate(flash(), Q, K, V, sizes={"g_q": 0, "s_x": 2})

@@ -14,10 +14,10 @@ from napkin_cat.syntax.primitive import KINDS, Weave
 
 # --------------------------------------------------------------------------- parse and types
 def test_parse_inputs_and_outputs():
-    assert nc.parse("q d, x d -> q x") == ([["q", "d"], ["x", "d"]], [["q", "x"]])
-    assert nc.parse("q x") == ([["q", "x"]], None)
-    assert nc.parse("a,b->") == ([["a"], ["b"]], [[]])
-    assert nc.parse("  q   d ,x d->q x ") == ([["q", "d"], ["x", "d"]], [["q", "x"]])
+    assert nc.engine.parse("q d, x d -> q x") == ([["q", "d"], ["x", "d"]], [["q", "x"]])
+    assert nc.engine.parse("q x") == ([["q", "x"]], None)
+    assert nc.engine.parse("a,b->") == ([["a"], ["b"]], [[]])
+    assert nc.engine.parse("  q   d ,x d->q x ") == ([["q", "d"], ["x", "d"]], [["q", "x"]])
 
 
 def test_types_share_axes_between_arrays():
@@ -166,7 +166,7 @@ def test_transfer_changes_the_level():
 
 
 def test_rename_keeps_sizes_and_values(rng):
-    r = nc.rename("h n d -> h m d", n=5)
+    r = nc.renaming("h n d -> h m d", n=5)
     assert [str(a) for a in r.cod.inside] == ["h×m[5]×d"]
     X = rng.normal(size=(2, 5, 3))
     np.testing.assert_array_equal(nc.evaluate(r, X), X)

@@ -74,7 +74,7 @@ def step(draw, arr: Array):
         old = draw(st.sampled_from(names))
         new = draw(st.sampled_from(sorted(set(POOL) - set(names))))
         out = " ".join(new if n == old else n for n in names)
-        return nc.rename(f"{sig(arr)} -> {out}", **kw(arr))
+        return nc.renaming(f"{sig(arr)} -> {out}", **kw(arr))
     if kind == "cast":
         return nc.cast(sig(arr), to=draw(st.sampled_from(["fp16", "bf16"])), **kw(arr))
     return nc.transfer(kind, arr)

@@ -128,7 +128,7 @@ def test_evaluate_and_the_values_view_agree_with_the_reference(case):
 def test_netlist_read_back_agrees(case):
     d, ref = case
     xs = inputs(d)
-    back = nc.to_diagram(nc.to_netlist(d))
+    back = nc.engine.to_diagram(nc.engine.to_netlist(d))
     same(as_list(nc.evaluate(back, *xs)), ref(*xs))
     assert nc.isomorphic(back, d)
     assert sum(1 for _, b in layers(back) if computes(b)) == sum(1 for _, b in layers(d) if computes(b))
@@ -150,7 +150,8 @@ def test_weave_agrees_on_every_batch_item(case):
 def test_rename_and_recolour_agree(case):
     d, ref = case
     xs = inputs(d)
-    same(as_list(nc.evaluate(nc.rename_axis(d, "d", "c"), *xs)), ref(*xs))
+    renamed = nc.rename_axis(d, "d", "c") if "d" in nc.engine.names_of(d) else d   # a missing axis is refused
+    same(as_list(nc.evaluate(renamed, *xs)), ref(*xs))
     same(as_list(nc.evaluate(nc.at_level(d, 1), *xs)), ref(*xs))
     assert nc.loads(nc.dumps(d)) == d
 

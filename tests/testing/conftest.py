@@ -1,5 +1,2 @@
-"""The testing-layer tests' helpers (``known``: the known families of issue 25) on the path."""
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
+"""The testing layer's tests: the fuzz (``test_fuzz.py``), the generator, the assertion, one regression test per
+family of issue 25 and the typed errors."""

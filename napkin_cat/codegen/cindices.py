@@ -1,0 +1,104 @@
+"""Positions, masks, gathers and log-sum-exp in C syntax (the C/OpenMP and CUDA C++ printers share them).
+
+=====================  ==========================================================================
+kind                   element code
+=====================  ==========================================================================
+position               ``start + j_a``: the loop's start on the whole axis plus the element's index
+le … ne, and, or, not  ``(a <= b ? 1.0f : 0.0f)``, … (a mask stored as ``unsigned char``)
+where / select         ``(c != 0.0f ? a : other)`` / ``(c != 0.0f ? a : b)``
+gather                 ``t = (int)index − start``; ``0 ≤ t < extent ? x[…, t] : 0`` (a slice's part)
+reduce_logsumexp       per row: μ = max x (0 if not finite), ``μ + log Σ exp(x − μ)``
+logsumexp_online       per row: μ = max(max x, μ′), δ = 0 if μ′ = −∞ else exp(μ′ − μ), z = δz′ + Σ exp(x − μ)
+=====================  ==========================================================================
+
+>>> sorted(k for k in ELEMENTWISE_INDEX_C if k in ("le", "where"))
+['le', 'where']
+"""
+from __future__ import annotations
+
+import sympy
+
+ELEMENTWISE_INDEX_C = {
+    "log": "logf({0})", "abs": "fabsf({0})",
+    "le": "({0} <= {1} ? 1.0f : 0.0f)", "lt": "({0} < {1} ? 1.0f : 0.0f)", "ge": "({0} >= {1} ? 1.0f : 0.0f)",
+    "gt": "({0} > {1} ? 1.0f : 0.0f)", "eq": "({0} == {1} ? 1.0f : 0.0f)", "ne": "({0} != {1} ? 1.0f : 0.0f)",
+    "and": "(({0} != 0.0f && {1} != 0.0f) ? 1.0f : 0.0f)", "or": "(({0} != 0.0f || {1} != 0.0f) ? 1.0f : 0.0f)",
+    "not": "({0} == 0.0f ? 1.0f : 0.0f)",
+    "where": "({0} != 0.0f ? {1} : {other})", "select": "({0} != 0.0f ? {1} : {2})",
+}
+
+STRUCTURED_INDEX_C = {"position": "_print_position", "gather": "_print_gather",
+                      "reduce_logsumexp": "_print_logsumexp", "logsumexp_online": "_print_logsumexp_online"}
+
+
+class IndexKindsMixin:
+    """The printers of the index kinds and of log-sum-exp (see the module docstring)."""
+
+    def _print_position(self, s, depth):
+        out = s.outs[0]
+        sp = self.space(out)
+        idx = {a: sym for sym, _, a, _ in sp}
+        axis = s.box.cod.inside[0].axes[0].name       # the axis it numbers (its one weave)
+        value = f"(float)({self.code(s.start(axis) + idx[axis])})"
+        return self._head(s, depth) + self.statement(s, depth, sp, lambda: [self._fold(s, out, idx, value)], [out])
+
+    def _print_gather(self, s, depth):
+        out, (x, t) = s.outs[0], s.ins
+        sp = self.space(out)
+        idx = {a: sym for sym, _, a, _ in sp}
+        (axis,) = [a for a in self.variables[x.var].axes if a not in idx]
+        local = sympy.Symbol("nc_t", integer=True)
+        full = dict(idx)
+        full[axis] = local
+        extent = self.extent_code(self.ext(x, axis))
+
+        def body():
+            return [f"const int nc_t = (int)({self.read(t, idx)}) - ({self.code(s.start(axis))});",
+                    f"const float nc_g = (nc_t >= 0 && nc_t < {extent}) ? {self.read(x, full)} : 0.0f;",
+                    self._fold(s, out, idx, "nc_g")]
+        return self._head(s, depth) + self.statement(s, depth, sp, body, [out])
+
+    def _lse_rows(self, s):
+        x, out = s.ins[0], s.outs[0]
+        rows = self.space(out)
+        idx = {a: sym for sym, _, a, _ in rows}
+        core = [e for e in self.space(x) if e[2] not in idx]
+        full = dict(idx)
+        full.update({a: sym for sym, _, a, _ in core})
+        return x, rows, idx, core, full
+
+    def _max_of(self, x, core, full):
+        return ["float nc_m = -INFINITY;"] + self._core_loops(
+            core, [f"nc_m = fmaxf(nc_m, {self.read(x, full)});"], self._reduction_pragma("max", "nc_m"))
+
+    def _print_logsumexp(self, s, depth):
+        x, rows, idx, core, full = self._lse_rows(s)
+
+        def body():
+            return (self._max_of(x, core, full) +
+                    ["const float nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : 0.0f;", "float nc_z = 0.0f;"] +
+                    self._core_loops(core, [f"nc_z += nc_exp({self.read(x, full)} - nc_ms);"],
+                                     self._reduction_pragma("+", "nc_z")) +
+                    [self._fold(s, s.outs[0], idx, "nc_ms + logf(nc_z)")])
+        return self._head(s, depth) + self.statement(s, depth, rows, body, [s.outs[0]])
+
+    def _print_logsumexp_online(self, s, depth):
+        x, rows, idx, core, full = self._lse_rows(s)
+        _, mu_prev, z_prev = s.ins
+        mu, z = s.outs
+
+        def body():
+            return (self._max_of(x, core, full) + [
+                f"const float nc_mp = {self.read(mu_prev, idx)};",
+                f"const float nc_zp = {self.read(z_prev, idx)};",
+                "nc_m = fmaxf(nc_m, nc_mp);",
+                "const float nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : 0.0f;",
+                "const float nc_d = (nc_mp == -INFINITY) ? 0.0f : nc_exp(nc_mp - nc_ms);",
+                "float nc_z = 0.0f;"] +
+                self._core_loops(core, [f"nc_z += nc_exp({self.read(x, full)} - nc_ms);"],
+                                 self._reduction_pragma("+", "nc_z")) +
+                ["nc_z = nc_d * nc_zp + nc_z;", self.put(mu, idx, "nc_m"), self.put(z, idx, "nc_z")])
+        return self._head(s, depth) + self.statement(s, depth, rows, body, [mu, z])
+
+
+__all__ = ["ELEMENTWISE_INDEX_C", "STRUCTURED_INDEX_C", "IndexKindsMixin"]

@@ -1,0 +1,131 @@
+"""Positions, masks, gathers and log-sum-exp in Triton (block tensors; the kind printers of the Triton dialect).
+
+=====================  ==========================================================================
+kind                   Triton
+=====================  ==========================================================================
+position               ``start + tl.arange(0, n)``: the loop's start on the whole axis (e.g.
+                       ``i_x*64 + r_x_64``) plus the block's index vector
+le … ne, and, or, not  ``tl.where(a <= b, 1.0, 0.0)``, … (a mask is an ``int1`` tensor when stored)
+where / select         ``tl.where(c != 0.0, a, other)`` / ``tl.where(c != 0.0, a, b)``
+gather                 ``tl.sum(tl.where(r_v == t − start, x, 0.0), axis=v)``: the one column of the
+                       slice the index falls in (none: 0), a one-hot reduction on the block
+reduce_logsumexp       μ = max x (0 if not finite), ``μ + log Σ exp(x − μ)``, the input masked at −∞
+logsumexp_online       μ = max(max x, μ′), δ = 0 where μ′ = −∞ else exp(μ′ − μ), z = δz′ + Σ exp(x − μ)
+=====================  ==========================================================================
+
+A stream loop whose trips a mask skips runs over the trips its test allows: where the test is a conjunction
+of bounds on the loop index (causal: ``i_x ≤ i_q``), the loop's range (``range(0, i_q + 1)``: FlashAttention's
+causal loop, which the compiler pipelines); otherwise every trip, each under the test.
+
+>>> ELEMENTWISE_INDEX_TRITON["le"]
+'tl.where({0} <= {1}, 1.0, 0.0)'
+"""
+from __future__ import annotations
+
+import sympy
+
+from napkin_cat.codegen.errors import CodegenError
+
+NEG_INF = 'float("-inf")'
+
+ELEMENTWISE_INDEX_TRITON = {
+    "log": "tl.log({0})", "abs": "tl.abs({0})",
+    "le": "tl.where({0} <= {1}, 1.0, 0.0)", "lt": "tl.where({0} < {1}, 1.0, 0.0)",
+    "ge": "tl.where({0} >= {1}, 1.0, 0.0)", "gt": "tl.where({0} > {1}, 1.0, 0.0)",
+    "eq": "tl.where({0} == {1}, 1.0, 0.0)", "ne": "tl.where({0} != {1}, 1.0, 0.0)",
+    "and": "tl.where(({0} != 0.0) & ({1} != 0.0), 1.0, 0.0)", "or": "tl.where(({0} != 0.0) | ({1} != 0.0), 1.0, 0.0)",
+    "not": "tl.where({0} == 0.0, 1.0, 0.0)",
+    "where": "tl.where({0} != 0.0, {1}, {other})", "select": "tl.where({0} != 0.0, {1}, {2})",
+}
+
+STRUCTURED_INDEX_TRITON = {"position": "_print_position", "gather": "_print_gather",
+                           "reduce_logsumexp": "_print_logsumexp", "logsumexp_online": "_print_logsumexp_online"}
+
+
+class TritonIndexKindsMixin:
+    """The printers of the index kinds and of log-sum-exp in Triton (see the module docstring)."""
+
+    def trip_range(self, loop):
+        """``(first, stop)`` of the trips a skipping loop runs, as printed expressions, or None when its test is
+        not a conjunction of bounds on its index (``a·i + b ≤ 0`` with ``a`` a number)."""
+        when = self.tidy(self.nominal(loop.when))
+        parts = when.args if isinstance(when, sympy.And) else (when,)
+        i, lows, highs = loop.index, ["0"], [self.code(self.trips(loop))]
+        for rel in parts:
+            if not isinstance(rel, (sympy.Le, sympy.Lt, sympy.Ge, sympy.Gt)):
+                return None
+            e = rel.lhs - rel.rhs if isinstance(rel, (sympy.Le, sympy.Lt)) else rel.rhs - rel.lhs
+            e = sympy.expand(e + (1 if isinstance(rel, (sympy.Lt, sympy.Gt)) else 0))    # integers: a < b ⟺ a + 1 ≤ b
+            a = e.coeff(i)
+            rest = sympy.expand(e - a * i)
+            if not a.is_Integer or a == 0 or rest.has(i):
+                return None
+            if a > 0:        # i ≤ ⌊−rest/a⌋: stop before ⌊−rest/a⌋ + 1
+                highs.append(f"({self.code(-rest)}) // {int(a)} + 1")
+            else:            # i ≥ ⌈rest/|a|⌉
+                highs, lows = highs, lows + [f"({self.code(rest)} + {int(-a) - 1}) // {int(-a)}"]
+        fold = (lambda xs, f: xs[0] if len(xs) == 1 else f"{f}({xs[0]}, {fold(xs[1:], f)})")
+        return fold(lows, "tl.maximum"), fold(highs, "tl.minimum")
+
+    def _print_position(self, s, depth):
+        out = s.outs[0]
+        axis = s.box.cod.inside[0].axes[0].name       # the axis it numbers (its one weave)
+        start = self.code(s.start(axis))
+        have = [a for a in self.axes(out) if a == axis]
+        index = self.arange(out.var, axis) if have else "tl.zeros([], tl.int32)"     # extent 1: a scalar
+        return self._head(s, depth) + self._out(s, out, f"({start} + {index}).to(tl.float32)", have, depth)
+
+    def _print_gather(self, s, depth):
+        out, (x, t) = s.outs[0], s.ins
+        X, T, O = self.axes(x), self.axes(t), self.axes(out)
+        (axis,) = [a for a in self.variables[x.var].axes if a not in self.variables[out.var].axes]
+        local = self.temp("t")
+        lines = [self.line(depth, f"{local} = {self.value(t)} - ({self.code(s.start(axis))})")]
+        if axis not in X:         # a slice of one column: the value where the index is 0
+            expr = f"tl.where({self.align(local, T, X)} == 0.0, {self.value(x)}, 0.0)"
+            have = X
+        else:
+            k = X.index(axis)
+            hit = f"{self.bc(x.var, k)} == ({self.align(local, T, X)}).to(tl.int32)"
+            expr = f"tl.sum(tl.where({hit}, {self.value(x)}, 0.0), axis={k})"
+            have = [a for a in X if a != axis]
+        if any(a not in O for a in have):
+            raise CodegenError(f"{s.box.name}: the gathered block has axes {have} outside the output's {O}")
+        return self._head(s, depth) + lines + self._out(s, out, expr, have, depth)
+
+    def _lse_scores(self, s, depth):
+        x = s.ins[0]
+        X = self.axes(x)
+        rows = self.axes(s.outs[0])
+        core = [a for a in X if a not in rows]
+        tx = self.temp("x")
+        m = self.mask(x.var)
+        v = self.value(x)
+        return [self.line(depth, f"{tx} = " + (f"tl.where({m}, {v}, {NEG_INF})" if m else v))], tx, X, core, \
+            [a for a in X if a not in core]
+
+    def _print_logsumexp(self, s, depth):
+        lines, tx, X, core, rows = self._lse_scores(s, depth)
+        tm, ts = self.temp("m"), self.temp("z")
+        total = self._reduce_over(f"tl.exp({tx} - {self.align(tm, rows, X)})", X, core, "tl.sum")
+        lines += [self.line(depth, f"{tm} = {self._finite(self._reduce_over(tx, X, core, 'tl.max'))}"),
+                  self.line(depth, f"{ts} = {total}")]
+        return self._head(s, depth) + lines + self._out(s, s.outs[0], f"{tm} + tl.log({ts})", rows, depth)
+
+    def _print_logsumexp_online(self, s, depth):
+        lines, tx, X, core, rows = self._lse_scores(s, depth)
+        _, mu_prev, z_prev = s.ins
+        mu, z = s.outs
+        tmp, tzp, tm, tms, td, tz = (self.temp(w) for w in ("mp", "zp", "m", "ms", "d", "z"))
+        total = self._reduce_over(f"tl.exp({tx} - {self.align(tms, rows, X)})", X, core, "tl.sum")
+        lines += [
+            self.line(depth, f"{tmp} = {self.align(self.value(mu_prev), self.axes(mu_prev), rows)}"),
+            self.line(depth, f"{tzp} = {self.align(self.value(z_prev), self.axes(z_prev), rows)}"),
+            self.line(depth, f"{tm} = tl.maximum({self._reduce_over(tx, X, core, 'tl.max')}, {tmp})"),
+            self.line(depth, f"{tms} = {self._finite(tm)}"),
+            self.line(depth, f"{td} = tl.where({tmp} == {NEG_INF}, 0.0, tl.exp({tmp} - {tms}))"),
+            self.line(depth, f"{tz} = {td} * {tzp} + {total}")]
+        return self._head(s, depth) + lines + self._out(s, mu, tm, rows, depth) + self._out(s, z, tz, rows, depth)
+
+
+__all__ = ["ELEMENTWISE_INDEX_TRITON", "STRUCTURED_INDEX_TRITON", "TritonIndexKindsMixin"]

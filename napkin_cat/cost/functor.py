@@ -1,0 +1,36 @@
+"""``nc.cost``: the IO cost of an algorithm, symbolic, or at concrete sizes where it is what a run counts.
+
+``cost(d)`` is the symbolic functor (:mod:`.iocost`): sympy expressions in the axis and tile sizes,
+with ``a/g`` trips.  ``cost(d, sizes=...)`` is the same functor at those sizes (:mod:`.numeric`), ceil-aware:
+a tile that does not divide its axis leaves a shorter last tile, counted as what it holds.  It equals the
+instrumented plan runner's counts at any tiles, and the symbolic cost substituted where the tiles divide::
+
+    cost(d, sizes=s).H == nc.plan(d, s).run(*xs)[1].transfers
+    cost(d, sizes=s).H[ℓ] == cost(d).H[ℓ].subs(s)                  (every tile divides its axis)
+
+>>> import napkin_cat as nc
+>>> mm = nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a")
+>>> cost(mm, sizes={"a": 13, "b": 7, "c": 5, "g_a": 3, "s_b": 3}).H      # 5 groups: 4 of 3, one of 1
+{1: 331}
+>>> cost(mm).H[1].subs({nc.symbol(k): v for k, v in {"a": 13, "b": 7, "c": 5, "g_a": 3, "s_b": 3}.items()})
+923/3
+"""
+from __future__ import annotations
+
+from napkin_cat.cost.iocost import cost as symbolic
+from napkin_cat.cost.numeric import at
+from napkin_cat.cost.record import Cost
+from napkin_cat.syntax.adapter import Diagram, require_diagram
+
+
+def cost(diagram: Diagram, hierarchy=None, *, sizes: dict | None = None) -> Cost:
+    """The IO cost of ``diagram``: symbolic, or with ``sizes`` (every axis and tile name → a positive int) the
+    integers a run at those sizes counts (a name the diagram lacks, or a tile larger than its axis, is refused
+    with :class:`~napkin_cat.errors.AxisError` naming it)."""
+    require_diagram(diagram, "nc.cost")
+    if sizes is None:
+        return symbolic(diagram, hierarchy)
+    c = at(diagram, sizes, strict=True)
+    if hierarchy is not None:
+        hierarchy.check_levels(c.levels)
+    return c

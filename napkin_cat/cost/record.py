@@ -1,0 +1,212 @@
+"""The cost record: transfers, memory and FLOPs per level, symbolic or at concrete sizes (paper §2.2-2.4).
+
+One record holds what the cost functor predicts and what the instrumented plan runner measures:
+
+==============  ======================  ===========================================================
+field           runner's name           meaning
+==============  ======================  ===========================================================
+``H[ℓ]``        ``transfers[ℓ]``        values moved into or out of level ℓ
+``H_bytes[ℓ]``  ``bytes[ℓ]``            the same in bytes
+``M[ℓ]``        ``peak[ℓ]`` (ℓ ≥ 1)     the most values live at level ℓ at once: the max of ``columns[ℓ]``
+``flops[p]``    ``flops[p]``            FLOPs per pipeline (``tensor``, ``special``, ``general``)
+==============  ======================  ===========================================================
+
+``nc.cost(d)`` fills it with sympy expressions (and the breakdowns ``groups``, ``streams``, ``ops``);
+``nc.cost(d, sizes=...)`` and ``p.run(...)`` with integers.  It is a monoid: ``then`` adds H and FLOPs
+and pools the columns (M is their max), so ``cost(f >> g) == cost(f).then(cost(g))``.
+
+>>> c = Cost({1: 10}, {1: 40}, {1: [3, 7]}, {"tensor": 12})
+>>> c.M, c.peak, c.transfers, c.bytes
+({1: 7}, {1: 7}, {1: 10}, {1: 40})
+>>> c.then(Cost({1: 5}, {1: 20}, {1: [9]}, {"tensor": 1})).M
+{1: 9}
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import sympy
+
+from napkin_cat.cost.maxima import column_max
+
+ZERO = sympy.Integer(0)
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """One box's FLOPs in one pipeline: ``flops`` per execution (tile sizes), run ``trips`` times.
+
+    ``region`` is the path of enclosing partitions (``(("grid", "q"), ("stream", "x"))``), ``role``
+    the box's part of its innermost stream (``'head'``, ``'body'``, ``'tail'``; ``''`` outside one),
+    ``dtype`` the name of its output's number format, ``operands`` the formats of its inputs (a tensor
+    core's rate is set by them), ``index`` the box's occurrence (records of one box share it; numbered
+    in the order of the walk; not compared, so that ``cost(f >> g).ops == cost(f).then(cost(g)).ops``).
+    """
+
+    label: str
+    kind: str
+    pipeline: str
+    flops: sympy.Expr
+    trips: sympy.Expr
+    region: tuple = ()
+    role: str = ""
+    dtype: str = ""
+    operands: tuple = ()
+    index: int = field(default=-1, compare=False)   # bookkeeping: which records are one box, not a cost
+
+
+@dataclass
+class GroupCost:
+    """One group partition: ``H = N_g · H_g`` (per level), over the grouped ``axes`` with ``tiles``."""
+
+    axes: tuple
+    tiles: tuple
+    N_g: sympy.Expr
+    H_g: dict
+    fulls: tuple = ()
+    level: int = 1      # the level of the kernel it partitions (2: a level-2 kernel's groups in a level-1 tile)
+
+
+class StreamRecord(tuple):
+    """``(axis, stream size, full size)`` of one stream, with the ``level`` its slices are held at."""
+
+    level = 1
+
+    def __new__(cls, axis, size, full, level: int = 1):
+        out = super().__new__(cls, (axis, size, full))
+        out.level = level
+        return out
+
+
+@dataclass
+class Cost:
+    """H (values), H_bytes, M (max over ``columns``), FLOPs per pipeline, and the group partitions."""
+
+    H: dict = field(default_factory=dict)
+    H_bytes: dict = field(default_factory=dict)
+    columns: dict = field(default_factory=dict)
+    flops: dict = field(default_factory=dict)
+    groups: list = field(default_factory=list)
+    streams: list = field(default_factory=list)   # (axis, stream size, full size)
+    ops: list = field(default_factory=list)       # OpCost records, the per-box breakdown of ``flops``
+
+    @property
+    def M(self) -> dict:
+        """Level → the largest column (an int at concrete sizes, else a sympy ``Max``)."""
+        return {lvl: _largest(cols) for lvl, cols in self.columns.items()}
+
+    @property
+    def transfers(self) -> dict:
+        """``H`` by the runner's name."""
+        return self.H
+
+    @property
+    def bytes(self) -> dict:
+        """``H_bytes`` by the runner's name."""
+        return self.H_bytes
+
+    @property
+    def peak(self) -> dict:
+        """``M`` on chip (levels ≥ 1), by the runner's name."""
+        return {lvl: m for lvl, m in self.M.items() if lvl > 0}
+
+    @property
+    def levels(self):
+        return sorted(set(self.H) | set(self.columns))
+
+    def _first_group(self):
+        if not self.groups:
+            raise AttributeError("this algorithm has no group partition (use nc.group)")
+        return self.groups[0]
+
+    @property
+    def N_g(self):
+        return self._first_group().N_g
+
+    @property
+    def H_g(self) -> dict:
+        return self._first_group().H_g
+
+    @property
+    def total_flops(self):
+        return sum(self.flops.values(), ZERO)
+
+    def scaled(self, k, *, region=None, role: str = "") -> "Cost":
+        """The cost of running this ``k`` times (H and FLOPs scale, M does not).
+
+        ``region`` (a partition such as ``("grid", "q")``) is prepended to the ops' region paths;
+        ``role`` is given to the ops that have none yet (the innermost stream decides).
+        """
+        ops = [replace(o, trips=o.trips * k, region=((region,) if region else ()) + o.region,
+                       role=o.role or role) for o in self.ops]
+        return Cost({l: h * k for l, h in self.H.items()}, {l: h * k for l, h in self.H_bytes.items()},
+                    {l: list(c) for l, c in self.columns.items()}, {p: f * k for p, f in self.flops.items()},
+                    [replace(g, N_g=g.N_g * k) for g in self.groups], list(self.streams),
+                    ops)
+
+    def then(self, other: "Cost") -> "Cost":
+        """Sequential composition: H and FLOPs add, M is the max (columns are pooled)."""
+        return Cost().absorb(self).absorb(other)
+
+    def absorb(self, src: "Cost") -> "Cost":
+        """In place: ``self ← self ; src`` (the functor's accumulator; linear in the diagram)."""
+        for l, h in src.H.items():
+            self.H[l] = self.H.get(l, ZERO) + h
+        for l, h in src.H_bytes.items():
+            self.H_bytes[l] = self.H_bytes.get(l, ZERO) + h
+        for l, cols in src.columns.items():
+            for v in cols:
+                self._add(l, v)
+        for p, f in src.flops.items():
+            self.flops[p] = self.flops.get(p, ZERO) + f
+        self.groups += src.groups
+        self.streams += src.streams
+        self.ops += src.ops
+        return self
+
+    def absorb_all(self, parts) -> "Cost":
+        """In place: ``self ← self ; p₁ ; … ; pₙ``, each total summed once (not through n partial sums)."""
+        parts = list(parts)
+        for name in ("H", "H_bytes", "flops"):
+            mine, terms = getattr(self, name), {}
+            for src in [self] + parts:
+                for k, v in getattr(src, name).items():
+                    terms.setdefault(k, []).append(v)
+            for k, vs in terms.items():
+                mine[k] = sympy.Add(*vs)
+        for src in parts:
+            for l, cols in src.columns.items():
+                for v in cols:
+                    self._add(l, v)
+            self.groups += src.groups
+            self.streams += src.streams
+            self.ops += src.ops
+        return self
+
+    __rshift__ = then
+
+    def _add(self, l, v):
+        seen = self.__dict__.setdefault("_seen", {}).setdefault(l, set())
+        if v not in seen:
+            seen.add(v)
+            self.columns.setdefault(l, []).append(v)
+
+    def add_column(self, col: dict, *, expanded: bool = False):
+        """Pool a column (level → live data), expanded so that equal columns are pooled once."""
+        for l, v in col.items():
+            v = v if expanded else sympy.expand(v)
+            if v != 0:
+                self._add(l, v)
+
+    def __repr__(self):
+        H = {l: h for l, h in self.H.items()}
+        return f"Cost(H={H}, M={self.M}, flops={self.flops})"
+
+
+
+def _largest(cols):
+    """The max of a level's columns: an int for a record at concrete sizes (ints), else a sympy expression."""
+    if all(isinstance(c, int) for c in cols):
+        return max(cols)
+    return column_max(cols) if len(cols) > 1 else cols[0]
+

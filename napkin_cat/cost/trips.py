@@ -1,0 +1,130 @@
+"""The trips of a masked stream that run, counted symbolically (the tiles a mask skips are not paid for).
+
+A stream along ``b`` in slices of ``s`` runs ``b/s`` trips per enclosing tile.  When a mask skips the
+trips on which it is never true (:mod:`napkin_cat.algorithms.skipping`), the trips that run over a tile
+of the enclosing Grids are the slices that meet the *active positions* of ``b``: the positions ``X`` at
+which the mask may be true somewhere in the tile.  For a mask affine in the positions they are an
+interval ``[L, U]``, read off the mask by interval arithmetic with a tile of one position ``X``; so
+
+    trips(tile) = (U − L + 1) / s            summed over the tiles, averaged: the trips per tile
+
+This is the symbolic cost's reading of ``⌈·⌉`` (it reads ``⌈b/s⌉`` as ``b/s``): exact when the slices
+line up with the interval's ends (causal attention with ``s_x`` dividing ``g_q``: at each q-block ``i``
+the ``(i + 1)·g_q/s_x`` slices at or below the diagonal); the clamps of ``[L, U]`` to the axis are left out
+where sympy cannot decide them (the band is taken to lie inside the axis).  ``nc.cost(d, sizes=...)``
+counts every tile exactly.  A mask that is not a conjunction of bounds on ``X`` (or whose bounds cannot
+be ordered) is counted as not skipping: every trip.
+
+>>> import sympy
+>>> from napkin_cat.syntax.axis import symbol
+>>> i, g, s, q = sympy.Symbol("i_q", integer=True, nonnegative=True), symbol("g_q"), symbol("s_x"), symbol("q")
+>>> X = sympy.Symbol("X")
+>>> per_tile(sympy.Le(X, i * g + g - 1), X, s, (0, symbol("x")))      # causal: x ≤ the tile's last q
+g_q*(i_q + 1)/s_x
+>>> averaged(g * (i + 1) / s, [(i, q / g)])
+(g_q + q)/(2*s_x)
+"""
+from __future__ import annotations
+
+import sympy
+from sympy.logic.boolalg import BooleanFalse, BooleanTrue, to_nnf
+
+#: the position a tile of one index holds, for reading the active positions off a mask
+POINT = sympy.Symbol("X_pos", integer=True)
+
+
+def _bounds(cond, X):
+    """``(lowers, uppers)`` on ``X`` from a conjunction of linear inequalities, or None if it is not one."""
+    if isinstance(cond, BooleanTrue):
+        return [], []
+    parts = cond.args if isinstance(cond, sympy.And) else (cond,)
+    lowers, uppers = [], []
+    for rel in parts:
+        if not isinstance(rel, (sympy.Le, sympy.Lt, sympy.Ge, sympy.Gt)):
+            return None
+        expr = rel.lhs - rel.rhs if isinstance(rel, (sympy.Le, sympy.Lt)) else rel.rhs - rel.lhs
+        if isinstance(rel, (sympy.Lt, sympy.Gt)):
+            expr = expr + 1                  # on integer positions a < b is a ≤ b − 1
+        expr = sympy.expand(expr)
+        c = expr.coeff(X)
+        rest = sympy.expand(expr - c * X)
+        if c == 0:
+            return None if not rest.free_symbols else None
+        if rest.has(X) or not c.is_number:
+            return None
+        (uppers if c > 0 else lowers).append(sympy.expand(-rest / c))
+    return lowers, uppers
+
+
+def _tightest(bounds, clamp, pick):
+    """The tightest of the mask's bounds (None if they cannot be ordered), then the axis ``clamp`` where sympy
+    can tell it is tighter (else the band is taken to lie inside the axis)."""
+    best = None
+    for b in bounds:
+        if best is None:
+            best = b
+            continue
+        d = sympy.simplify(b - best)
+        if d.is_zero:
+            continue
+        if (d.is_negative if pick == "min" else d.is_positive):
+            best = b
+        elif not (d.is_positive if pick == "min" else d.is_negative):
+            return None
+    if best is None:
+        return clamp
+    d = sympy.simplify(clamp - best)
+    tighter = d.is_negative if pick == "min" else d.is_positive
+    return clamp if tighter else best
+
+
+def per_tile(running, X, slice_size, axis_range):
+    """The trips that run on one tile: ``(U − L + 1)/s`` for the active positions ``[L, U]`` of ``running``
+    (a condition on the position ``X``), within ``axis_range = (start, extent)``; None if not a bound."""
+    if isinstance(running, BooleanFalse):
+        return sympy.Integer(0)
+    found = _bounds(to_nnf(running), X)
+    if found is None:
+        return None
+    lowers, uppers = found
+    start, extent = axis_range
+    lo = _tightest(lowers, sympy.sympify(start), "max")
+    hi = _tightest(uppers, sympy.sympify(start + extent - 1), "min")
+    if lo is None or hi is None:
+        return None
+    return sympy.factor(sympy.expand((hi - lo + 1) / slice_size))
+
+
+def averaged(count, indices):
+    """``count`` summed over each loop index ``(index, trips)`` it depends on, divided by those trips."""
+    for index, trips in indices:
+        if count.has(index):
+            count = sympy.summation(count, (index, 0, trips - 1)) / trips
+    return sympy.factor(sympy.simplify(count))
+
+
+def running_trips(skip, axis: str, slice_size, full, tiles):
+    """The trips per enclosing tile of a stream along ``axis`` whose ``skip`` says which are skipped.
+
+    ``tiles``: the enclosing partitions, ``[(axis, start, extent, index, trips)]`` outermost first (a Grid's
+    tile at ``start = base + index·tile``).  None when the mask cannot be counted (then every trip runs).
+    """
+    own = [t for t in tiles if t[0] == axis]
+    axis_range = (own[-1][1], own[-1][2]) if own else (0, full)
+    latest = {t[0]: t for t in tiles}
+
+    def tile_of(a, size):
+        if a == axis:
+            return POINT, 1
+        if a in latest:
+            return latest[a][1], latest[a][2]
+        return 0, size
+    running = sympy.Not(skip.skipped(tile_of)) if not isinstance(skip.skipped(tile_of), bool) \
+        else sympy.sympify(not skip.skipped(tile_of))
+    count = per_tile(running, POINT, slice_size, axis_range)
+    if count is None:
+        return None
+    return averaged(count, [(t[3], t[4]) for t in reversed(tiles)])
+
+
+__all__ = ["POINT", "per_tile", "averaged", "running_trips"]

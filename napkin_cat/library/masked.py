@@ -1,0 +1,102 @@
+"""Masked and biased attention: ``SoftMax(where(mask, Q Kᵀ/√d + bias, −∞)) V`` with the mask a diagram.
+
+(SoftMax scales its input by β = 1/√d, so the scores it gets are ``Q Kᵀ + √d·bias``.)
+
+The mask and the bias are diagrams (:mod:`.masks`), computed from positions, so a kernel reads no q×x
+array for them, and a stream along ``x`` skips every slice on which the mask is never true
+(:mod:`napkin_cat.algorithms.skipping`).  Inputs: Q, K, V, then the mask's inputs, then the bias's.
+
+>>> import numpy as np, napkin_cat as nc
+>>> att = causal_attention(q=3, x=3, d=2)
+>>> Q, K, V = np.ones((3, 2)), np.ones((3, 2)), np.arange(6.).reshape(3, 2)
+>>> nc.evaluate(att, Q, K, V).tolist()
+[[0.0, 1.0], [1.0, 2.0], [2.0, 3.0]]
+>>> [str(a) for a in document_attention().dom.inside]
+['q×d', 'x×d', 'x×d', 'q:int32', 'x:int32']
+"""
+from __future__ import annotations
+
+from napkin_cat.errors import IndexingError
+from napkin_cat.library.attention import inverse_temperature, number_formats
+from napkin_cat.library.masks import alibi_bias, causal_mask, document_mask, window_mask
+from napkin_cat.library.sizing import _Sized, _sizes
+from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.construct import elementwise
+from napkin_cat.syntax.indices import logical, where
+
+
+def _over_scores(what: str, d: Diagram, scores) -> str:
+    """The signature of ``d``'s one output over the scores' axes, or IndexingError naming the axis it lacks."""
+    if len(d.cod) != 1:
+        raise IndexingError(f"the {what} must have one output (an array over q × x), got {len(d.cod)}")
+    arr = d.cod.inside[0]
+    for a in arr.axes:
+        if a.name not in scores.names:
+            raise IndexingError(f"the {what} is over axis {a.name!r}, which the scores {scores} lack; a {what} "
+                                f"varies along the scores' axes {list(scores.names)} only")
+        if a.size != scores.axis(a.name).size:
+            raise IndexingError(f"the {what}'s axis {a.name!r} has size {a.size}, the scores' has "
+                                f"{scores.axis(a.name).size}; build it with the attention's sizes")
+    if what == "mask" and arr.dtype.family != "bool":
+        raise IndexingError(f"the mask's output is {arr.dtype.name}; a mask is a bool array (a comparison)")
+    return " ".join(arr.names)
+
+
+def masked_attention(mask: Diagram | None = None, bias: Diagram | None = None, q=None, x=None, d=None, *,
+                     formats=None) -> Diagram:
+    """Attention whose scores get ``bias`` added and are set to −∞ where ``mask`` is false (§3.2)."""
+    s = _sizes(q=q, x=x, d=d)
+    f = number_formats(formats)
+    k = _Sized(s)
+    extra = Ty(*((mask.dom.inside if mask is not None else ()) + (bias.dom.inside if bias is not None else ())))
+    b = Builder(k.types("q d", dtype=f["Q"]) @ k.types("x d", dtype=f["K"]) @ k.types("x d", dtype=f["V"]) @ extra)
+    Q, K, V, *rest = b.inputs
+    S = b(k.einsum("q d, x d -> q x", dtype=f["Q"], out_dtype=f["S"]), Q, K)
+    sig = " ".join(S.array.names)
+    fmt = dict(level=S.array.level, dtype=S.array.dtype, **{a.name: a.size for a in S.array.axes})
+    if bias is not None:
+        over = _over_scores("bias", bias, S.array)
+        B = b(bias, *rest[len(mask.dom) if mask is not None else 0:])
+        B = b.convert(B, S.array.dtype)      # SoftMax scales its input by β = 1/√d: the bias enters as √d·bias
+        B = b(elementwise("scale", over, const=1 / inverse_temperature(d), level=fmt["level"], dtype=fmt["dtype"],
+                          **{n: fmt[n] for n in B.array.names}), B)
+        S = b(elementwise("add", f"{sig}, {over} -> {sig}", **fmt), S, B)
+    if mask is not None:
+        over = _over_scores("mask", mask, S.array)
+        m = b(mask, *rest[:len(mask.dom)])
+        S = b(where(f"{over}, {sig} -> {sig}", **fmt), m, S)
+    P = b(k.softmax("q x", over="x", beta=inverse_temperature(d), dtype=f["S"], out_dtype=f["P"]), S)
+    return b.build(b(k.einsum("q x, x d -> q d", dtype=f["P"], out_dtype=f["O"]), P, V))
+
+
+def causal_attention(q=None, x=None, d=None, *, formats=None) -> Diagram:
+    """Causal attention: query ``q`` attends to the keys ``x ≤ q`` (the mask from positions, no input)."""
+    return masked_attention(causal_mask(q=q, x=x), None, q, x, d, formats=formats)
+
+
+def sliding_window_attention(window, q=None, x=None, d=None, *, formats=None) -> Diagram:
+    """Attention to the keys within ``window`` positions: ``|q − x| ≤ w``."""
+    return masked_attention(window_mask(window, q=q, x=x), None, q, x, d, formats=formats)
+
+
+def alibi_attention(slope=0.125, q=None, x=None, d=None, *, causal: bool = True, formats=None) -> Diagram:
+    """ALiBi: scores biased by ``slope · (x − q)``, causal by default (as ALiBi's models are)."""
+    return masked_attention(causal_mask(q=q, x=x) if causal else None, alibi_bias(slope, q=q, x=x), q, x, d,
+                            formats=formats)
+
+
+def document_attention(q=None, x=None, d=None, *, causal: bool = False, formats=None) -> Diagram:
+    """Attention within documents: inputs Q, K, V, then the segment ids of q and x (int32); with ``causal``,
+    also ``x ≤ q``."""
+    mask = document_mask(q=q, x=x)
+    if causal:
+        s = _sizes(q=q, x=x)
+        b = Builder(mask.dom)
+        same = b(mask, *b.inputs)
+        mask = b.build(b(logical("and", "q x, q x -> q x", **s), same, b(causal_mask(q=q, x=x))))
+    return masked_attention(mask, None, q, x, d, formats=formats)
+
+
+__all__ = ["masked_attention", "causal_attention", "sliding_window_attention", "alibi_attention",
+           "document_attention"]

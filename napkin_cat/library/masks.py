@@ -1,0 +1,85 @@
+"""Masks and biases of attention as diagrams computed from positions (never q×x input arrays).
+
+=====================  ======================================  =================================
+function               computes                                inputs
+=====================  ======================================  =================================
+``causal_mask``        ``x ≤ q``                               none: positions of q and x
+``window_mask(w)``     ``|q − x| ≤ w``  (``q − w ≤ x ≤ q + w``) none
+``document_mask``      ``seg_q = seg_x``                       segment ids of q and x (int32)
+``alibi_bias(slope)``  ``slope · (x − q)``                     none
+=====================  ======================================  =================================
+
+Each is a diagram whose one output is a ``bool`` mask (``fp32`` for a bias) over ``q × x``; composed
+into attention by :func:`napkin_cat.library.masked.masked_attention`.
+
+>>> import napkin_cat as nc
+>>> nc.evaluate(window_mask(1, q=4, x=4)).astype(int).tolist()
+[[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1]]
+>>> nc.evaluate(alibi_bias(0.5, q=2, x=3)).tolist()
+[[0.0, 0.5, 1.0], [-0.5, 0.0, 0.5]]
+>>> window_mask(-1)
+Traceback (most recent call last):
+...
+napkin_cat.errors.IndexingError: window_mask: the window w = -1 is negative; a sliding window keeps ...
+"""
+from __future__ import annotations
+
+import sympy
+
+from napkin_cat.errors import IndexingError
+from napkin_cat.library.sizing import _for, _sizes
+from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.construct import cast, elementwise, types
+from napkin_cat.syntax.dtype import INT32
+from napkin_cat.syntax.indices import compare, logical, position
+
+
+def _positions(b: Builder, s: dict):
+    return b(position("q", **_for("q", s))), b(position("x", **_for("x", s)))
+
+
+def causal_mask(q=None, x=None) -> Diagram:
+    """``x ≤ q``: a query sees the keys at or before its position."""
+    s = _sizes(q=q, x=x)
+    b = Builder(Ty())
+    qi, xi = _positions(b, s)
+    return b.build(b(compare("le", "x, q -> q x", **s), xi, qi))
+
+
+def window_mask(window, q=None, x=None) -> Diagram:
+    """``|q − x| ≤ w``: a query sees the keys within ``w`` positions of its own (``w ≥ 0``, an int)."""
+    w = sympy.sympify(window)
+    if not w.is_integer or w.is_negative:
+        why = "negative" if w.is_negative else "not an integer"
+        raise IndexingError(f"window_mask: the window w = {window} is {why}; a sliding window keeps the keys with "
+                            f"|q − x| ≤ w, w ≥ 0")
+    s = _sizes(q=q, x=x)
+    b = Builder(Ty())
+    qi, xi = _positions(b, s)
+    lo = b(elementwise("shift", "q", const=int(-w), dtype=INT32, **_for("q", s)), qi)
+    hi = b(elementwise("shift", "q", const=int(w), dtype=INT32, **_for("q", s)), qi)
+    after = b(compare("le", "q, x -> q x", **s), lo, xi)
+    before = b(compare("le", "x, q -> q x", **s), xi, hi)
+    return b.build(b(logical("and", "q x, q x -> q x", **s), after, before))
+
+
+def document_mask(q=None, x=None) -> Diagram:
+    """``seg_q = seg_x``: a query sees the keys of its own document (segment ids as int32 inputs)."""
+    s = _sizes(q=q, x=x)
+    b = Builder(types("q", dtype=INT32, **_for("q", s)) @ types("x", dtype=INT32, **_for("x", s)))
+    seg_q, seg_x = b.inputs
+    return b.build(b(compare("eq", "q, x -> q x", **s), seg_q, seg_x))
+
+
+def alibi_bias(slope=0.125, q=None, x=None) -> Diagram:
+    """ALiBi's bias ``slope · (x − q)`` (Press et al.: a linear penalty on the distance to earlier keys)."""
+    s = _sizes(q=q, x=x)
+    b = Builder(Ty())
+    qi, xi = _positions(b, s)
+    dist = b(elementwise("sub", "x, q -> q x", dtype=INT32, **s), xi, qi)
+    dist = b(cast("q x", to="fp32", dtype=INT32, **s), dist)
+    return b.build(b(elementwise("scale", "q x", const=slope, **s), dist))
+
+
+__all__ = ["causal_mask", "window_mask", "document_mask", "alibi_bias"]

@@ -1,0 +1,276 @@
+"""Index structure: positions, comparisons, selection and gathers (masks and biases as diagrams).
+
+A mask or a bias is not an input array: it is a diagram computed from the *positions* of the axes it
+varies along.  The kinds:
+
+=====================  ===========================  ============================================  =========
+kind                   item signature               meaning                                       FLOPs
+=====================  ===========================  ============================================  =========
+``position``           () → R  (weaved over ``a``)  the index of the item along ``a`` (iota)       0
+``le lt ge gt eq ne``  R ⊗ R → R (bool)             a comparison                                  general 1
+``and or`` / ``not``   R ⊗ R → R / R → R            logic on masks                                general 1
+``where``              R ⊗ R → R                    ``c ? a : other`` (``other`` a constant)      general 1
+``select``             R ⊗ R ⊗ R → R                ``c ? a : b``                                 general 1
+``gather``             Rᵛ ⊗ R → R                   ``x[t]``: take along ``v`` at an int index    general 1
+=====================  ===========================  ============================================  =========
+
+A position inside a Grid or a Stream that partitions its axis is the *global* position: the tile's start
+plus the index within it (``Core.offset``, which every functor sets from the tile it runs).  A gather
+inside a Stream along its axis reads a slice: it contributes only where the index falls in the slice,
+and 0 elsewhere, so its accumulator is the sum::
+
+    gather(x₁ ⧺ x₂, t) == gather(x₁, t) + gather(x₂, t − |x₁|)        position_a[i] == offset_a + i
+
+>>> import numpy as np, napkin_cat as nc
+>>> causal = nc.Builder(nc.Ty())
+>>> qi, xi = causal(position("q", q=3)), causal(position("x", x=3))
+>>> mask = causal.build(causal(compare("le", "x, q -> q x", q=3, x=3), xi, qi))
+>>> nc.evaluate(mask).astype(int).tolist()
+[[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+>>> g = gather("n v, n -> n")
+>>> nc.evaluate(g, np.arange(6.).reshape(2, 3), np.array([2, 0])).tolist()
+[2.0, 3.0]
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from napkin_cat.errors import IndexingError, SignatureError
+from napkin_cat.syntax.adapter import Array, Diagram
+from napkin_cat.syntax.axis import Axis, check_name
+from napkin_cat.syntax.dtype import BOOL, FP32, INT32, as_dtype
+from napkin_cat.syntax.ops import SUM
+from napkin_cat.syntax.primitive import Core, Weave, declare
+from napkin_cat.syntax.weave import build_box
+
+
+def _require(cond, kind, msg):
+    if not cond:
+        raise SignatureError(f"{kind}: {msg}")
+
+
+def _items(name, arity):
+    def check(core: Core):
+        _require(len(core.inputs) == arity and len(core.outputs) == 1, name,
+                 f"is an elementwise map on {arity} item(s) to one item")
+        _require(all(a == () for a in core.inputs + core.outputs), name,
+                 "acts on items: every axis must be weaved (use a signature such as 'x, q -> q x')")
+    return check
+
+
+# --------------------------------------------------------------------------- positions
+def _position_check(core: Core):
+    _require(core.inputs == () and core.outputs == ((),), "position",
+             "the item signature is () → R: no input, one item, weaved over the axis it numbers")
+
+
+def _position_impl(xs, core: Core):
+    """Each weave's positions, broadcast: only the axis the box numbers varies (one weave in practice)."""
+    if not core.weaves:
+        raise SignatureError("position: the box numbers no axis (it must be weaved over one)")
+    axis = core.weaves[-1]          # the innermost weave is the axis numbered; outer ones only copy it
+    n = int(core.value(axis.size))
+    start = core.offset(axis.name)
+    shape = [1] * len(core.weaves)
+    shape[-1] = n
+    return [np.arange(start, start + n, dtype=np.int64).reshape(shape)]
+
+
+declare("position", _position_impl, flops=lambda core: {}, check=_position_check, label="pos", shape="circle",
+        doc="The position of each index along the axis it is weaved over (iota); global inside a partition.")
+
+# --------------------------------------------------------------------------- comparisons and logic
+#: comparison kind → (numpy function, symbol)
+COMPARISONS = {"le": (np.less_equal, "≤"), "lt": (np.less, "<"), "ge": (np.greater_equal, "≥"),
+               "gt": (np.greater, ">"), "eq": (np.equal, "="), "ne": (np.not_equal, "≠")}
+#: logical kind → (numpy function, arity, symbol)
+LOGICAL = {"and": (np.logical_and, 2, "∧"), "or": (np.logical_or, 2, "∨"), "not": (np.logical_not, 1, "¬")}
+
+for _name, (_fn, _label) in COMPARISONS.items():
+    declare(_name, lambda xs, core, fn=_fn: [fn(xs[0], xs[1])], flops=lambda core: {"general": 1},
+            check=_items(_name, 2), label=_label, shape="circle", doc=f"The comparison a {_label} b (a mask).")
+for _name, (_fn, _arity, _label) in LOGICAL.items():
+    declare(_name, lambda xs, core, fn=_fn: [fn(*[np.asarray(x, bool) for x in xs])],
+            flops=lambda core: {"general": 1}, check=_items(_name, _arity), label=_label, shape="circle",
+            doc=f"Logical {_name} of masks.")
+
+
+def _where_impl(xs, core: Core):
+    other = core.value(core.params.get("other", -np.inf))
+    return [np.where(np.asarray(xs[0], bool), xs[1], other)]
+
+
+declare("where", _where_impl, flops=lambda core: {"general": 1}, check=_items("where", 2), label="where",
+        shape="circle", doc="c ? a : other, with a constant other (−∞ by default: a masked score).")
+declare("select", lambda xs, core: [np.where(np.asarray(xs[0], bool), xs[1], xs[2])],
+        flops=lambda core: {"general": 1}, check=_items("select", 3), label="select", shape="circle",
+        doc="c ? a : b.")
+
+# --------------------------------------------------------------------------- gather
+
+
+def _gather_check(core: Core):
+    _require(len(core.inputs) == 2 and len(core.outputs) == 1 and core.outputs[0] == (), "gather",
+             "the item signature is Rᵛ ⊗ R → R: an array along one axis and an index item to one item")
+    _require(len(core.inputs[0]) == 1 and core.inputs[1] == (), "gather",
+             f"gathers along one axis of its first input at an item index, got core axes {core.inputs}")
+
+
+def _gather_impl(xs, core: Core):
+    """``x[t − offset]`` where the index falls in this slice of the axis, 0 elsewhere (so slices add up)."""
+    x, t = np.asarray(xs[0]), np.asarray(xs[1])
+    (axis,) = core.inputs[0]
+    if not (np.issubdtype(t.dtype, np.integer) or np.issubdtype(t.dtype, np.bool_)):
+        if not np.all(np.asarray(t) == np.rint(t)):
+            raise IndexingError(f"gather along {axis.name!r}: the index input holds non-integers "
+                                f"(dtype {t.dtype}); it must hold integer positions")
+    local = np.rint(t).astype(np.int64) - core.offset(axis.name)
+    n = x.shape[-1]
+    inside = (local >= 0) & (local < n)
+    batch = np.broadcast_shapes(x.shape[:-1], local.shape)
+    xb = np.broadcast_to(x, batch + (n,))
+    picked = np.take_along_axis(xb, np.broadcast_to(np.clip(local, 0, n - 1), batch)[..., None], -1)[..., 0]
+    return [np.where(np.broadcast_to(inside, batch), picked, np.zeros((), x.dtype))]
+
+
+declare("gather", _gather_impl, flops=lambda core: {"general": 1}, check=_gather_check, accumulator=SUM,
+        label="gather", shape="box",
+        doc="x[t]: the value of the first input at the integer index t along its core axis (0 outside a slice).")
+
+
+# --------------------------------------------------------------------------- constructors
+def _axes(names, sizes, kind):
+    out = []
+    for n in names:
+        check_name(n)
+        out.append(Axis(n, sizes.get(n)))
+    return out
+
+
+def _parse(signature: str, kind: str, arity: int):
+    from napkin_cat.syntax.construct import parse
+    ins, outs = parse(signature)
+    if outs is None and len(ins) == 1:      # "q x": every operand and the output over the same axes
+        ins, outs = [list(ins[0])] * arity, [list(ins[0])]
+    if outs is None or len(ins) != arity or len(outs) != 1:
+        raise SignatureError(f"{kind} takes {arity} input(s) to one output, e.g. "
+                             f"{'x, q -> q x' if arity == 2 else 'q x -> q x'}; got {signature!r}")
+    for i, names in enumerate(ins):
+        for n in names:
+            if n not in outs[0]:
+                raise SignatureError(f"{kind}: input {i} axis {n!r} is not in the output {outs[0]}; "
+                                     f"{kind} keeps every axis")
+    return ins, outs[0], set()
+
+
+def _elementwise(kind, signature, dtypes, out_dtype, level, sizes, params=None) -> Diagram:
+    from napkin_cat.syntax.construct import _axes_for
+    arity = len(dtypes)
+    ins, out, _ = _parse(signature, kind, arity)
+    unknown = set(sizes) - set(out)
+    if unknown:
+        raise SignatureError(f"sizes given for {sorted(unknown)} which {signature!r} does not name")
+    axes = _axes_for(ins + [out], sizes)
+    dom = [Array(tuple(axes[n] for n in names), level, as_dtype(dt)) for names, dt in zip(ins, dtypes)]
+    cod = [Array(tuple(axes[n] for n in out), level, as_dtype(out_dtype))]
+    weaves = [Weave(n, tuple(i for i, names in enumerate(ins) if n in names)) for n in reversed(out)]
+    return build_box(kind, dom, cod, weaves, params)
+
+
+def position(axis: str, *, level: int = 0, dtype=INT32, **sizes) -> Diagram:
+    """The positions ``0 … n−1`` of ``axis``: a box with no input whose output is weaved over ``axis``.
+
+    >>> position("x", x=4).cod
+    Ty(Array(x[4]:int32))
+    """
+    if isinstance(axis, Axis):
+        sizes.setdefault(axis.name, axis.size)
+        axis = axis.name
+    check_name(axis)
+    unknown = set(sizes) - {axis}
+    if unknown:
+        raise SignatureError(f"position of {axis!r}: sizes given for {sorted(unknown)}, which it does not name")
+    if not as_dtype(dtype).is_integer:
+        raise IndexingError(f"position of {axis!r}: positions are integers; dtype {as_dtype(dtype).name} is not "
+                            f"(use int32, and cast the result to compute with it)")
+    return build_box("position", [], [Array((Axis(axis, sizes.get(axis)),), level, as_dtype(dtype))],
+                     [Weave(axis, ())])
+
+
+def compare(op: str, signature: str, *, dtype=INT32, level: int = 0, **sizes) -> Diagram:
+    """A comparison (``le lt ge gt eq ne``) of two arrays of ``dtype`` into a ``bool`` mask, broadcast by names.
+
+    >>> compare("le", "x, q -> q x").cod
+    Ty(Array(q×x:bool))
+    """
+    if op not in COMPARISONS:
+        raise SignatureError(f"unknown comparison {op!r}; comparisons are {sorted(COMPARISONS)}")
+    return _elementwise(op, signature, [dtype, dtype], BOOL, level, sizes)
+
+
+def logical(op: str, signature: str, *, level: int = 0, **sizes) -> Diagram:
+    """``and`` / ``or`` of two masks, ``not`` of one.
+
+    >>> logical("and", "q x, q x -> q x").dom
+    Ty(Array(q×x:bool), Array(q×x:bool))
+    """
+    if op not in LOGICAL:
+        raise SignatureError(f"unknown logical operation {op!r}; they are {sorted(LOGICAL)}")
+    return _elementwise(op, signature, [BOOL] * LOGICAL[op][1], BOOL, level, sizes)
+
+
+def where(signature: str, *, other=-np.inf, dtype=FP32, level: int = 0, **sizes) -> Diagram:
+    """``mask ? a : other``: the first input a ``bool`` mask, the second values of ``dtype``.
+
+    >>> where("q x, q x -> q x").dom
+    Ty(Array(q×x:bool), Array(q×x))
+    """
+    return _elementwise("where", signature, [BOOL, dtype], dtype, level, sizes, {"other": float(other)})
+
+
+def select(signature: str, *, dtype=FP32, level: int = 0, **sizes) -> Diagram:
+    """``mask ? a : b``: the first input a ``bool`` mask, the others values of ``dtype``."""
+    return _elementwise("select", signature, [BOOL, dtype, dtype], dtype, level, sizes)
+
+
+def gather(signature: str, *, dtype=FP32, index_dtype=INT32, level: int = 0, **sizes) -> Diagram:
+    """Take along one axis at an integer index: ``"n v, n -> n"`` is ``y[i] = x[i, t[i]]``.
+
+    The gathered axis is the one axis of the first input missing from the output; the index carries
+    exactly the output's axes (one index per output item).
+
+    >>> gather("n v, n -> n").dom
+    Ty(Array(n×v), Array(n:int32))
+    >>> gather("n v, m -> n")
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.IndexingError: gather 'n v, m -> n': the index carries ['m'], but it must carry exactly ...
+    """
+    from napkin_cat.syntax.construct import _axes_for, parse
+    ins, outs = parse(signature, arrow=True)
+    if len(ins) != 2 or len(outs) != 1:
+        raise SignatureError(f"gather takes an array and an index to one output, e.g. 'n v, n -> n'; "
+                             f"got {signature!r}")
+    (src, idx), (out,) = ins, outs
+    if not as_dtype(index_dtype).is_integer:
+        raise IndexingError(f"gather {signature!r}: the index must be an integer array; dtype "
+                            f"{as_dtype(index_dtype).name} is not (use int32)")
+    if sorted(idx) != sorted(out):
+        raise IndexingError(f"gather {signature!r}: the index carries {idx}, but it must carry exactly the output's "
+                            f"axes {out} (one index per output item)")
+    gathered = [n for n in src if n not in out]
+    if len(gathered) != 1 or any(n not in src for n in out):
+        raise IndexingError(f"gather {signature!r}: the first input must carry the output's axes {out} and one "
+                            f"more, the axis gathered along; it carries {src}")
+    unknown = set(sizes) - set(src)
+    if unknown:
+        raise SignatureError(f"sizes given for {sorted(unknown)} which {signature!r} does not name")
+    axes = _axes_for([src, out], sizes)
+    dom = [Array(tuple(axes[n] for n in src), level, as_dtype(dtype)),
+           Array(tuple(axes[n] for n in idx), level, as_dtype(index_dtype))]
+    cod = [Array(tuple(axes[n] for n in out), level, as_dtype(dtype))]
+    weaves = [Weave(n, (0, 1)) for n in reversed(out)]
+    return build_box("gather", dom, cod, weaves)
+
+
+__all__ = ["COMPARISONS", "LOGICAL", "position", "compare", "logical", "where", "select", "gather"]

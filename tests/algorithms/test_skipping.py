@@ -1,0 +1,55 @@
+"""Which streams skip trips: a mask from positions whose false value makes every reducer's contribution neutral."""
+import numpy as np
+
+import napkin_cat as nc
+from napkin_cat.algorithms.schedule import schedule_of
+
+
+def _stream(d, axis="x"):
+    return schedule_of(nc.stream(d, axis, f"s_{axis}").boxes[0].arg.boxes[0])
+
+
+def _masked_reduction(reduction, other):
+    b = nc.Builder(nc.types("q x"))
+    (v,) = b.inputs
+    m = b(nc.library.causal_mask())
+    return b.build(b(nc.reduce(reduction, "q x -> q"), b(nc.where("q x, q x -> q x", other=other), m, v)))
+
+
+def test_causal_attention_skips_on_its_mask_and_plain_attention_does_not():
+    s = _stream(nc.library.causal_attention())
+    assert s.skip is not None and s.skip.axes == {"q", "x"} and len(s.skip.masks) == 1
+    assert _stream(nc.library.attention()).skip is None
+
+
+def test_a_mask_skips_only_where_its_false_value_is_the_reducers_identity():
+    assert _stream(_masked_reduction("sum", 0.0)).skip is not None       # 0: the sum's identity
+    assert _stream(_masked_reduction("max", -np.inf)).skip is not None   # −∞: the max's
+    assert _stream(_masked_reduction("sum", -np.inf)).skip is None       # −∞ added to a sum changes it
+    assert _stream(_masked_reduction("max", 0.0)).skip is None
+    assert _stream(_masked_reduction("logsumexp", -np.inf)).skip is not None   # the online form's neutral
+
+
+def test_scores_masked_to_zero_are_not_neutral_for_the_online_softmax():
+    b = nc.Builder(nc.types("q d, x d, x d"))
+    Q, K, V = b.inputs
+    S = b(nc.einsum("q d, x d -> q x"), Q, K)
+    S = b(nc.where("q x, q x -> q x", other=0.0), b(nc.library.causal_mask()), S)
+    P = b(nc.softmax("q x", over="x"), S)
+    d = b.build(b(nc.einsum("q x, x d -> q d"), P, V))
+    assert _stream(d).skip is None
+
+
+def test_a_mask_from_data_alone_is_no_skip_but_a_conjunction_with_positions_is():
+    assert _stream(nc.library.document_attention()).skip is None              # segment ids: no interval
+    s = _stream(nc.library.document_attention(causal=True))
+    assert s.skip is not None and s.skip.skipped(lambda a, n: (8, 4) if a == "x" else (0, 4))
+
+
+def test_the_skip_test_is_a_condition_on_symbolic_tiles():
+    import sympy
+    i, g = sympy.Symbol("i", integer=True, nonnegative=True), nc.symbol("g")
+    s = _stream(nc.library.causal_attention())
+    cond = s.skip.skipped(lambda a, n: (i * g, g) if a == "x" else (0, nc.symbol("q")))
+    assert isinstance(cond, sympy.Basic) and cond.subs({i: 3, g: 4, nc.symbol("q"): 12}) == sympy.true
+    assert cond.subs({i: 2, g: 4, nc.symbol("q"): 12}) == sympy.false
