@@ -1,8 +1,8 @@
 """Random straight-line programs with a numpy reference written independently of the library.
 
 A program is 1-3 input arrays and 1-7 operations drawn from the shapes that break libraries like this
-one: elementwise maps with broadcasting and permuted outputs, sum/max/min/mean reductions (full ones
-too), SoftMax over one or several axes with β ≠ 1, einsums of 1-3 operands (full contractions, axes
+one: elementwise maps with broadcasting and permuted outputs, sum/max/min/mean/log-sum-exp reductions (full
+ones too), SoftMax over one or several axes with β ≠ 1, einsums of 1-3 operands (full contractions, axes
 that one operand alone carries), renames, weaves of a sub-operation (weaved and copied inputs), splits
 and joins, dead values and several outputs; axes of size 1, sizes up to 13, symbolic or concrete, and
 axis names that collide with sympy or Python (``E``, ``N``, ``pi``, ``lambda``, ``k'``, ``Q``, ``sum``).
@@ -46,7 +46,16 @@ UNARY = {
     "sqrt": np.sqrt,
 }
 BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
-REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "mean": np.mean}
+
+
+def _logsumexp(x, axis):
+    """``log Σ exp x`` over ``axis``, shifted by the largest entry (written from the definition, not the library)."""
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    return np.squeeze(m, axis=axis) + np.log(np.sum(np.exp(x - m), axis=axis))
+
+
+REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "mean": np.mean, "logsumexp": _logsumexp}
 #: the most entries one value may have (keeps a program quick to run)
 LARGEST = 2048
 
