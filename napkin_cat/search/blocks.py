@@ -37,13 +37,17 @@ from napkin_cat.syntax.builder import Builder
 
 
 def bits(mask: int) -> list:
-    """The indices of the set bits of ``mask``, increasing."""
-    out, k = [], 0
+    """The indices of the set bits of ``mask``, increasing (lowest bit first: ``mask & -mask``, so the work is
+    per set bit, not per bit position of a mask over a thousand operations).
+
+    >>> bits(0b101100)
+    [2, 3, 5]
+    """
+    out = []
     while mask:
-        if mask & 1:
-            out.append(k)
-        mask >>= 1
-        k += 1
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
     return out
 
 
