@@ -158,6 +158,15 @@ def test_family_4_a_stream_tied_by_a_rename_is_refused_not_crashed():
     _rewrites_every_offer(rw.stream_partition, d)
 
 
+def test_family_4_a_full_log_sum_exp_streams():
+    """The online log-sum-exp form spelled a full reduction's rows as '' (``"k', ,  -> , "``): the stream rules
+    offered it and crashed; ``()`` spells them now."""
+    d = nc.reduce("logsumexp", "a -> ()", a=7)
+    s = nc.stream(nc.kernel(d), "a", "s_a")
+    v = nc.equivalent(d, s)
+    assert v and v.tried[0]["tiles"] == "ragged" and 7 % v.tried[0]["sizes"]["s_a"]
+
+
 # --------------------------------------------------------------------------- 5: memory of discarded values
 def test_family_5_a_discarded_value_takes_no_memory():
     b = nc.Builder(nc.types("a", a=12))
