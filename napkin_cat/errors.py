@@ -140,6 +140,15 @@ class CLIError(NapkinError):
     """A malformed command-line input (printed as one line; exit status 2)."""
 
 
+class CheckFailed(NapkinError, AssertionError):
+    """A check of :mod:`napkin_cat.testing` that failed on a program (an ``AssertionError``, so that pytest
+    reports it as a failed assertion), with ``lines``: the code that reproduces it after the program's source."""
+
+    def __init__(self, message: str, lines: str = ""):
+        super().__init__(message)
+        self.lines = lines
+
+
 #: every error, for ``nc`` and ``from napkin_cat.errors import *``
 __all__ = sorted(name for name, value in list(globals().items())
                  if isinstance(value, type) and issubclass(value, NapkinError))

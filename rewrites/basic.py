@@ -36,13 +36,13 @@ def random_type(rng, names=AXES, level: int = 0):
 
 
 def _sig(arr) -> str:
-    return " ".join(arr.names)
+    return " ".join(arr.names) or "()"   # () is an array without axes
 
 
 def _unary(rng, arr):
     name = UNARY[int(rng.integers(len(UNARY)))]
     return nc.elementwise(name, _sig(arr), level=arr.level, dtype=arr.dtype,
-                          **{a.name: a.size for a in arr.axes})
+                          sizes={a.name: a.size for a in arr.axes})
 
 
 # ---------------------------------------------------------------------- copy law

@@ -277,7 +277,7 @@ def _renaming_rhs(m):
         w = ins[("c", j)]
         if a in arr.names:
             sig = " ".join(arr.names) + " -> " + " ".join(to if n == a else n for n in arr.names)
-            w = b(nc.renaming(sig, level=arr.level, dtype=arr.dtype, **{x.name: x.size for x in arr.axes}), w)
+            w = b(nc.renaming(sig, level=arr.level, dtype=arr.dtype, sizes={x.name: x.size for x in arr.axes}), w)
         wires.append(w)
     return m.finish(b, {("c", 0): b(term.renamed(a, to).box(), *wires)})
 

@@ -39,7 +39,7 @@ def _format(rng) -> dict:
 
 
 def _sig(names) -> str:
-    return " ".join(names)
+    return " ".join(names) or "()"   # () is an array without axes
 
 
 def _pick(rng, names, low: int, high: int) -> list:

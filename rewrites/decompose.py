@@ -30,13 +30,13 @@ import napkin_cat as nc
 from napkin_cat.algorithms.partitions import relabel_axis
 from napkin_cat.rewriting.match import Pattern, kind, where
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
-from rewrites.softmax import SAME_FORMAT, SURVIVES, WEAVED, _binary, _bind_softmax, _online, initialize
+from rewrites.softmax import SAME_FORMAT, SAME_ORDER, SURVIVES, WEAVED, _binary, _bind_softmax, _online, initialize
 
 COMBINE = {"sum": "add", "max": "max", "min": "min"}
 
 
 def _sig(arr) -> str:
-    return " ".join(arr.names)
+    return " ".join(arr.names) or "()"   # () is an array without axes
 
 
 def _sizes(arr) -> dict:
@@ -45,12 +45,12 @@ def _sizes(arr) -> dict:
 
 def _split(arr, axis, first):
     rest = arr.axis(axis).size - first
-    return nc.split(_sig(arr), along=axis, parts=(first, rest), level=arr.level, dtype=arr.dtype, **_sizes(arr))
+    return nc.split(_sig(arr), along=axis, parts=(first, rest), level=arr.level, dtype=arr.dtype, sizes=_sizes(arr))
 
 
 def _join(arr, axis, first):
     rest = arr.axis(axis).size - first
-    return nc.join(_sig(arr), along=axis, parts=(first, rest), level=arr.level, dtype=arr.dtype, **_sizes(arr))
+    return nc.join(_sig(arr), along=axis, parts=(first, rest), level=arr.level, dtype=arr.dtype, sizes=_sizes(arr))
 
 
 def _single(box):
@@ -170,7 +170,7 @@ def _stream_rhs(m):
     y2 = b(relabel_axis(_single(box), axis, size - first), *(pp[1] for pp in parts))
     out = node.cod[0]
     combine = COMBINE[nc.engine.KINDS[box.data.kind].accumulator.name]
-    both = nc.elementwise(combine, _sig(out), level=out.level, dtype=out.dtype, **_sizes(out))
+    both = nc.elementwise(combine, _sig(out), level=out.level, dtype=out.dtype, sizes=_sizes(out))
     return m.finish(b, {("f", 0): b(both, y1, y2)})
 
 
@@ -218,7 +218,7 @@ def _online_rhs(m):
         return b(relabel_axis(_single(c), axis, part), *args)
     y1, y2 = contract(0, s1), contract(1, s2)
     out = v["out"]
-    y = b(nc.elementwise("add", _sig(out), level=out.level, dtype=out.dtype, **_sizes(out)),
+    y = b(nc.elementwise("add", _sig(out), level=out.level, dtype=out.dtype, sizes=_sizes(out)),
           b(_binary("mul", out, delta.array), y1, delta), y2)
     return m.finish(b, {("c", 0): b(_binary("div", out, z2.array), y, z2)})
 
@@ -227,6 +227,15 @@ def _single_axis(m):
     if len(m.vars["over"]) != 1:
         return f"the SoftMax runs over {list(m.vars['over'])}; this form splits one axis"
     return True
+
+
+def _sums_the_axis(m):
+    """The contraction sums the SoftMax's axis away and reads the SoftMax once (the halves then add up)."""
+    axis = m.vars["over"][0]
+    if axis in m.vars["out"].names:
+        return f"the contraction keeps {axis!r}"
+    reads = [p for p, src in enumerate(m.net.producers(m.nodes["c"])) if src[0] == m.nodes["s"]]
+    return len(reads) == 1 or f"the contraction reads the SoftMax {len(reads)} times"
 
 
 def _contracts_axis(net, n):
@@ -251,8 +260,10 @@ online_softmax_decomposition = Rule(
     Pattern({"s": kind("softmax"), "c": where("contraction", _contracts_axis)}, [("s", 0, "c", None)],
             bind=lambda m: {**_bind_softmax("s")(m), "var": "s"}),
     _online_rhs,
-    conditions=(WEAVED, SURVIVES, SAME_FORMAT,
+    conditions=(WEAVED, SAME_ORDER, SURVIVES, SAME_FORMAT,
                 Condition("one_axis", _single_axis, "the SoftMax must run over one axis"),
+                Condition("sums_the_axis", _sums_the_axis,
+                          "the contraction must sum the SoftMax's axis away, reading the SoftMax once"),
                 Condition("concrete", _concrete(lambda m: m.vars["over"][0]),
                           "the SoftMax axis must have a concrete size ≥ 2")),
     obligation=Obligation(_online_instance, inputs=_extreme),

@@ -38,7 +38,7 @@ from rewrites.softmax import extreme_inputs
 
 
 def _sig(names) -> str:
-    return " ".join(names)
+    return " ".join(names) or "()"   # () is an array without axes
 
 
 def _fmt(arr) -> dict:

@@ -256,6 +256,16 @@ def _stream_axis(m, sliced: bool = False):
     return None, None
 
 
+def _streamed(m, sliced: bool = False):
+    """``nc.stream`` of the matched kernel along the rule's axis, built once per match (the side condition asks
+    the constructor, as the group partition's does; the right-hand side is what it built)."""
+    key = "_sliced" if sliced else "_streamed"
+    if key not in m.vars:
+        axis, size = _stream_axis(m, sliced)
+        m.vars[key] = nc.stream(_single(m, "k"), axis, size, sliced=sliced)
+    return m.vars[key]
+
+
 def _streamable(m, sliced: bool = False):
     axis, _ = _stream_axis(m, sliced)
     k = m.box("k")
@@ -264,12 +274,11 @@ def _streamable(m, sliced: bool = False):
                 "the kernel is streamable along none of the axes it reduces")
     if not any(axis in a.names for a in k.arg.dom.inside):
         return f"no input of the kernel carries {axis!r}"
-    return _refusal(lambda: analyse(k.arg, axis, sliced=sliced))
+    return _refusal(lambda: _streamed(m, sliced))
 
 
 def _stream_rhs(m, sliced: bool = False):
-    axis, size = _stream_axis(m, sliced)
-    return nc.stream(_single(m, "k"), axis, size, sliced=sliced)
+    return _streamed(m, sliced)
 
 
 def _sizes_or_symbols(rng):
@@ -346,7 +355,8 @@ def _group_axis(m):
     if axis is not None:
         return axis, m.params.get("size", f"g_{axis}")
     k = _single(m, "k")
-    for name in k.cod.inside[0].names:
+    first = k.cod.inside[0].names if k.cod.inside else ()   # a region whose outputs are all discarded has none
+    for name in first:
         try:
             nc.group(k, name, f"g_{name}")
             return name, m.params.get("size", f"g_{name}")

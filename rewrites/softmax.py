@@ -62,7 +62,7 @@ ensure_initialize()
 
 # ---------------------------------------------------------------------- constructors
 def _sig(names) -> str:
-    return " ".join(names)
+    return " ".join(names) or "()"   # () is an array without axes
 
 
 def _sizes(*arrays) -> dict:
@@ -75,7 +75,7 @@ def _online(kind_name, scores, over, beta):
     x = _sig(scores.names)
     params = {} if beta == 1 else {"beta": beta}
     return nc.apply(kind_name, f"{x}, {w}, {w} -> {x}, {w}, {w}, {w}", core=list(over), params=params,
-                    level=scores.level, dtype=scores.dtype, **_sizes(scores))
+                    level=scores.level, dtype=scores.dtype, sizes=_sizes(scores))
 
 
 def initialize(scores, over):
@@ -83,12 +83,12 @@ def initialize(scores, over):
     ensure_initialize()
     w = _sig(n for n in scores.names if n not in over)
     return nc.apply(INIT, f"{_sig(scores.names)} -> {w}, {w}", core=list(over), level=scores.level,
-                    dtype=scores.dtype, **_sizes(scores))
+                    dtype=scores.dtype, sizes=_sizes(scores))
 
 
 def _binary(name, left, right):
     return nc.elementwise(name, f"{_sig(left.names)}, {_sig(right.names)} -> {_sig(left.names)}",
-                          level=left.level, dtype=left.dtype, **_sizes(left, right))
+                          level=left.level, dtype=left.dtype, sizes=_sizes(left, right))
 
 
 # ---------------------------------------------------------------------- bindings and conditions
@@ -99,7 +99,7 @@ def _bind_softmax(var):
         weaves = set(node.spec.weave_names)
         found = {"scores": scores, "over": tuple(n for n in scores.names if n not in weaves),
                  "weaves": tuple(n for n in scores.names if n in weaves),
-                 "beta": node.spec.param("beta", 1)}
+                 "beta": node.spec.param("beta", 1), "order": tuple(node.cod[0].names)}
         if "c" in m.nodes:
             found["port"] = next(p for p, src in enumerate(m.net.producers(m.nodes["c"]))
                                  if src[0] == m.nodes[var])
@@ -108,6 +108,11 @@ def _bind_softmax(var):
     return bind
 
 
+SAME_ORDER = Condition(
+    "same_order", lambda m: m.vars["order"] == tuple(m.vars["scores"].names)
+    or f"{list(m.vars['scores'].names)} in, {list(m.vars['order'])} out",
+    "the SoftMax must keep its input's axis order (a weave that puts an axis elsewhere in the output is not "
+    "rewritten)")
 WEAVED = Condition("weaved", lambda m: bool(m.vars["weaves"]) or "no weave axis",
                    "the SoftMax must be weaved over at least one axis (its μ, z are then arrays)")
 SURVIVES = Condition(
@@ -318,7 +323,7 @@ softmax_to_auxiliary = Rule(
     "softmax_to_auxiliary",
     Pattern({"s": kind("softmax")}, bind=_bind_softmax("s")),
     _to_auxiliary,
-    conditions=(WEAVED,),
+    conditions=(WEAVED, SAME_ORDER),
     obligation=Obligation(softmax_instance, inputs=extreme_inputs, symbolic=(table4_identity,)),
     doc="""SoftMax(x) → SoftMax₀(x, Initialize(x)) with (μ, δz′, z) discarded.
 
@@ -328,7 +333,7 @@ auxiliary_to_unscaled = Rule(
     "auxiliary_to_unscaled",
     Pattern({"a": kind("softmax_aux")}, bind=_bind_softmax("a")),
     _to_unscaled,
-    conditions=(WEAVED,),
+    conditions=(WEAVED, SAME_ORDER),
     obligation=Obligation(auxiliary_instance, inputs=extreme_inputs, symbolic=(table4_identity,)),
     doc="""SoftMax₀(x, μ′, z′) → (s/z, μ, δ·z′, z) where (s, μ, δ, z) = SoftMax₁(x, μ′, z′).
 
@@ -362,7 +367,7 @@ softmax_contraction_to_unscaled = Rule(
     "softmax_contraction_to_unscaled",
     Pattern({"s": kind("softmax"), "c": kind("contract")}, [("s", 0, "c", None)], bind=_bind_softmax("s")),
     _fused,
-    conditions=(WEAVED, SURVIVES, SAME_LEVEL),
+    conditions=(WEAVED, SAME_ORDER, SURVIVES, SAME_LEVEL),
     obligation=Obligation(softmax_contraction_instance, inputs=extreme_inputs,
                           symbolic=(online_softmax_identity, division_identity)),
     doc="""SoftMax(x) · v → (SoftMax₁(x, Initialize(x)).s · v) / z.
@@ -390,7 +395,8 @@ def online_step(b, state, scores, contract, axis, box):
     delta = b.convert(delta, out.dtype)  # the rescale factor in the running output's format
     rows = delta.array
     sig = f"{_sig(out.names)}, {_sig(rows.names)}, {_sig(out.names)} -> {_sig(out.names)}"
-    o = b(nc.elementwise("fma", sig, level=out.level, dtype=out.dtype, **_sizes(out, rows)), o_p, delta, contract(s))
+    fma = nc.elementwise("fma", sig, level=out.level, dtype=out.dtype, sizes=_sizes(out, rows))
+    o = b(fma, o_p, delta, contract(s))
     return [mu, z, o]
 
 
@@ -439,7 +445,7 @@ class UnscaledForm:
             return f"the state (μ′, z′) of {box.name} does not come from its own Initialize (the stream's head)"
         users = plan.uses.get(outs[0], [])
         conversion = ()
-        if len(users) == 1 and users[0][0] >= 0 and plan.ops[users[0][0]][0].data.kind == "cast":
+        if len(users) == 1 and users[0][0] >= 0 and getattr(plan.ops[users[0][0]][0].data, "kind", None) == "cast":
             conversion = (users[0][0],)  # s converted to the contraction's operand format on the way
             users = plan.uses.get(plan.ops[users[0][0]][2][0], [])
         if not (len(users) == 1 and users[0][0] >= 0 and is_contraction_over(plan.ops[users[0][0]][0], axis)):

@@ -35,17 +35,17 @@ def _rhs(m):
     box = m.box("s")
     (arr,) = box.dom.inside
     rows = [a for a in arr.axes if a.name in box.data.weave_names]
-    sig = " ".join(arr.names)
-    row_sig = " ".join(a.name for a in rows)
+    sig = " ".join(arr.names) or "()"   # () is an array without axes
+    row_sig = " ".join(a.name for a in rows) or "()"
     sizes = {a.name: a.size for a in arr.axes}
     beta = box.data.param("beta", 1)
     b, ins = m.wiring()
     x = ins[("s", 0)]
     if beta != 1:
-        x = b(nc.elementwise("scale", sig, const=beta, level=arr.level, **sizes), x)
-    lse = b(nc.reduce("logsumexp", f"{sig} -> {row_sig}", level=arr.level, **sizes), x)
-    y = b(nc.elementwise("exp", sig, level=arr.level, **sizes),
-          b(nc.elementwise("sub", f"{sig}, {row_sig} -> {sig}", level=arr.level, **sizes), x, lse))
+        x = b(nc.elementwise("scale", sig, const=beta, level=arr.level, sizes=sizes), x)
+    lse = b(nc.reduce("logsumexp", f"{sig} -> {row_sig}", level=arr.level, sizes=sizes), x)
+    y = b(nc.elementwise("exp", sig, level=arr.level, sizes=sizes),
+          b(nc.elementwise("sub", f"{sig}, {row_sig} -> {sig}", level=arr.level, sizes=sizes), x, lse))
     return m.finish(b, {("s", 0): y})
 
 

@@ -38,7 +38,7 @@ LAYERS = {
     "search": 5, "plan": 5,
     "codegen": 6, "hardware": 6,
     "render": 7, "io": 7,
-    "cli": 8, "paper": 8, "__init__": 8, "engine": 8,
+    "cli": 8, "paper": 8, "testing": 8, "__init__": 8, "engine": 8,
 }
 
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import sympy
 
 from napkin_cat.algorithms.streaming import analyse
-from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty
+from napkin_cat.errors import AxisError
+from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty, as_level
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.relabel import map_arrays
 from napkin_cat.syntax.weave import insert_at, weave
@@ -90,9 +91,13 @@ class Kernel(Region):
 
     region = "kernel"
 
+    def __init__(self, arg: Diagram, dom: Ty, cod: Ty, params: dict):
+        as_level(params.get("level"), what="a Kernel's level")
+        super().__init__(arg, dom, cod, params)
+
     @classmethod
     def around(cls, arg: Diagram, level: int) -> "Kernel":
-        return cls(arg, arg.dom, arg.cod, {"level": int(level)})
+        return cls(arg, arg.dom, arg.cod, {"level": as_level(level, what="a Kernel's level")})
 
 
 def _size_param(fa, axis: str, size):
@@ -105,6 +110,14 @@ class Partition(Region):
     """A relabelling bubble: ``axis`` seen inside with ``size`` (shared by Grid and Stream)."""
 
     carrier = "cod"  # where the full axis is read: a Grid's outputs, a Stream's inputs
+
+    def __init__(self, arg: Diagram, dom: Ty, cod: Ty, params: dict):
+        axis, size = params.get("axis"), params.get("size")
+        if not isinstance(axis, str) or size is None or isinstance(size, bool) or \
+                not isinstance(size, (int, sympy.Basic)) or (isinstance(size, int) and size < 1):
+            raise AxisError(f"a {type(self).__name__} needs params axis (an axis name) and size (a positive int or "
+                            f"a size symbol); got {dict(params)}")
+        super().__init__(arg, dom, cod, params)
 
     @property
     def axis(self) -> str:

@@ -37,12 +37,12 @@ from napkin_cat.syntax.construct import elementwise, reduce
 
 
 def _sig(names) -> str:
-    return " ".join(names)
+    return " ".join(names) or "()"   # () is an array without axes
 
 
 def _fmt(*arrays) -> dict:
     first = arrays[0]
-    return dict(level=first.level, dtype=first.dtype, **{a.name: a.size for arr in arrays for a in arr.axes})
+    return dict(level=first.level, dtype=first.dtype, sizes={a.name: a.size for arr in arrays for a in arr.axes})
 
 
 def _alone(box, axis):

@@ -24,7 +24,7 @@ from napkin_cat.syntax.construct import apply, elementwise
 
 
 def _sig(names) -> str:
-    return " ".join(names)
+    return " ".join(names) or "()"   # () is an array without axes (a full reduction's rows)
 
 
 def _sizes(*arrays) -> dict:

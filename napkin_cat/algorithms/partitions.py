@@ -16,12 +16,12 @@ True
 """
 from __future__ import annotations
 
-from napkin_cat.syntax.adapter import Array, Diagram, Ty, compose_all, from_layers, is_structural, layers
+from napkin_cat.syntax.adapter import Array, Diagram, Ty, as_level, compose_all, from_layers, is_structural, layers
 from napkin_cat.syntax.axis import Axis, as_size
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.algorithms.inner_streams import nest_reduction
 from napkin_cat.syntax.construct import transfer
-from napkin_cat.errors import LevelError, RewriteError
+from napkin_cat.errors import LevelError, RewriteError, SignatureError
 from napkin_cat.syntax.relabel import at_level, map_arrays, map_box
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.wiring import trace_values
@@ -68,13 +68,14 @@ def kernel(diagram: Diagram, level: int = 1) -> Diagram:
     >>> kernel(inner, level=1) == outer
     True
     """
-    if level < 1:
+    if not isinstance(level, bool) and hasattr(level, "__index__") and int(level) < 1:
         raise LevelError(f"a kernel runs below the global level 0; got level={level}, use 1 or more")
+    level = as_level(level, least=1, what="a kernel's level")
     kernels = _kernels(diagram)
     if kernels and level < min(k.params["level"] for k in kernels):
         return _streams_hold(_around(diagram, int(level)), f"a level-{level} kernel")
     if kernels:
-        return _nest_kernel(diagram, kernels, int(level))
+        return _nest_kernel(diagram, kernels, level)
     body = at_level(diagram, level)
     loads = _moves(list(diagram.dom.inside), level, "load")
     saves = _saves_back(body.cod.inside, diagram.cod.inside)
@@ -386,7 +387,11 @@ def group(diagram: Diagram, axis: str, size) -> Diagram:
             reasons.append(why)
             return None
         full = next(a.axis(axis).size for a in k.cod.inside)
-        inner = relabel_axis(k, axis, tile, full=full)
+        try:
+            inner = relabel_axis(k, axis, tile, full=full)
+        except SignatureError as e:   # a box inside ties the axis to one that keeps its full size
+            reasons.append(f"{k.name}: the inside cannot see {axis!r} in groups of {tile}: {e}")
+            return None
         return Grid(inner, k.dom, k.cod, {"axis": axis, "size": tile})
 
     level = _group_level(diagram, axis)
@@ -438,7 +443,11 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None) 
 
     def wrap(region: Diagram) -> Diagram:
         analyse(region, axis, sliced=sliced)
-        out = Stream(relabel_axis(region, axis, tile), region.dom, region.cod, params)
+        try:
+            inside = relabel_axis(region, axis, tile)
+        except SignatureError as e:   # e.g. a rename ties the axis to one that keeps its full size
+            raise RewriteError(f"the inside cannot see {axis!r} in slices of {tile}: {e}") from None
+        out = Stream(inside, region.dom, region.cod, params)
         if parts is not None:
             from napkin_cat.algorithms.schedule import schedule_of
             from napkin_cat.algorithms.splits import check_splittable

@@ -42,11 +42,12 @@ from napkin_cat.syntax.construct import elementwise, transfer
 
 
 def _sig(arr) -> str:
-    return " ".join(arr.names)
+    return " ".join(arr.names) or "()"   # () is an array without axes
 
 
 def _fmt(*arrays) -> dict:
-    return dict(level=arrays[0].level, dtype=arrays[0].dtype, **{a.name: a.size for arr in arrays for a in arr.axes})
+    return dict(level=arrays[0].level, dtype=arrays[0].dtype,
+                sizes={a.name: a.size for arr in arrays for a in arr.axes})
 
 
 def _bin(b, name, u, v, out=None):

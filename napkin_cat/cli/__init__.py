@@ -30,6 +30,13 @@ from napkin_cat.errors import NapkinError
 ALGORITHM_HELP = f"a library algorithm ({', '.join(LIBRARY)}) or a Python file that defines a diagram"
 
 
+def _natural(text: str) -> int:
+    """A whole number ≥ 0 (argparse type)."""
+    if not text.isascii() or not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number ≥ 0")
+    return int(text)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with usage errors reported in one line (no usage dump, no traceback)."""
 
@@ -148,7 +155,7 @@ def parser() -> argparse.ArgumentParser:
                         "-O3 -fopenmp, no ARCH)")
     s.add_argument("--run", action="store_true", help="run it on random inputs (c; triton under its interpreter) and "
                    "print the largest error against the numpy runner (exit 1 beyond tolerance)")
-    s.add_argument("--seed", type=int, default=0, help="seed of --run's random inputs (default 0)")
+    s.add_argument("--seed", type=_natural, default=0, help="seed of --run's random inputs (default 0)")
     s.add_argument("--json", action="store_true", help="print JSON (the source included unless --out)")
     s.set_defaults(fn=commands.cmd_codegen)
 

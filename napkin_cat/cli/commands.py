@@ -95,6 +95,11 @@ def _cost_at(diagram, args):
 
 
 def cmd_cost(args):
+    if args.memory is not None:
+        if not args.derived:
+            raise CLIError("--memory is the memory of the optimum of the --derived algorithm: give --derived")
+        from napkin_cat.cost.optimum import memory_limit
+        memory_limit(args.memory)    # refused here (exit 2) when it is no memory
     label, d = algorithm(args.algorithm, name=args.name)
     d = derivation_for(label, d).diagram if args.derived else unfused(d)
     c, sizes = _cost_at(d, args)
@@ -142,7 +147,7 @@ def _signature(label: str, d) -> tuple[dict, str]:
 def cmd_search(args, label, d, memory=None):
     from napkin_cat.search import derive
     memory = _search_memory(args.memory) if memory is None else memory
-    sizes = parse_sizes(args.sizes) or None
+    sizes = dict(Sizes(parse_sizes(args.sizes)).of(d)) or None
     r = derive(d, memory=memory, level=args.level, sizes=sizes, tiles=args.tiles)
     rows = [_row_text(g) for g in r.regimes]
     data = {"algorithm": label, "level": args.level, "sizes": sizes, "memory": str(memory),

@@ -18,6 +18,7 @@ napkin_cat.errors.CLIError: malformed --sizes 'q=4096,x': 'x' is not name=positi
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import re
 import runpy
@@ -36,6 +37,9 @@ def _takes_nothing(fn) -> bool:
 #: as a window's width, are written in a Python file)
 LIBRARY = tuple(n for n in library.__all__ if n not in library.HELPERS and _takes_nothing(getattr(library, n)))
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
+_DIGITS = re.compile(r"[0-9]+")     # ASCII digits only: str.isdigit() accepts '²', which int() refuses
+#: the most values a memory may hold (as nc.optimal's limit): 2^64
+LARGEST_MEMORY_BITS = 64
 
 
 def algorithm(spec: str, *, name: str | None = None) -> tuple[str, Diagram]:
@@ -82,7 +86,7 @@ def parse_sizes(text: str | None) -> dict:
     for part in (p.strip() for p in text.split(",")):
         key, _, value = part.partition("=")
         key, value = key.strip(), value.strip()
-        if not (_NAME.match(key) and value.isdigit() and int(value) > 0):
+        if not (_NAME.match(key) and _DIGITS.fullmatch(value) and int(value) > 0):
             raise CLIError(f"malformed --sizes {text!r}: {part!r} is not name=positive-int "
                            "(e.g. q=4096,x=4096,d=64)")
         if key in out:
@@ -93,10 +97,14 @@ def parse_sizes(text: str | None) -> dict:
 
 def _power(text: str, whole: str) -> int:
     text = text.strip()
-    m = re.fullmatch(r"(\d+)(?:\^(\d+))?", text)
+    m = re.fullmatch(r"([0-9]+)(?:\^([0-9]+))?", text)
     if not m:
         raise CLIError(f"malformed --memory {whole!r}: {text!r} is not an int or a power such as 2^14")
-    value = int(m.group(1)) ** int(m.group(2) or 1)
+    base, exponent = int(m.group(1)), int(m.group(2) or 1)
+    if base > 1 and exponent * math.log2(base) > LARGEST_MEMORY_BITS:   # checked before computing the power
+        raise CLIError(f"--memory {whole!r}: {text} is more values than any level holds (at most "
+                       f"2^{LARGEST_MEMORY_BITS})")
+    value = base ** exponent
     if value <= 0:
         raise CLIError(f"malformed --memory {whole!r}: memory must be positive, got {value}")
     return value

@@ -51,12 +51,12 @@ PRELUDE = r"""#include <math.h>
 #define NC_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define NC_MAX(a, b) ((a) > (b) ? (a) : (b))
 
-/* fmaxf and fminf (C99's NaN-ignoring max and min) as selects: libm's are calls in a vector loop.  A fold
-   into an accumulator that starts at -inf (+inf) and so is never NaN is one vmaxps (vminps). */
-static inline float nc_fmax(float a, float b) {{ return (a > b || b != b) ? a : b; }}
-static inline float nc_fmin(float a, float b) {{ return (a < b || b != b) ? a : b; }}
+/* max and min that propagate NaN as numpy's do (C99's fmaxf and fminf drop it), as selects: libm's are calls
+   in a vector loop.  A SoftMax's row max folds into an accumulator that starts at -inf (+inf) and may drop a
+   NaN (the row's sum is NaN then anyway): one vmaxps (vminps). */
+static inline float nc_fmax(float a, float b) {{ return (a > b || a != a) ? a : b; }}
+static inline float nc_fmin(float a, float b) {{ return (a < b || a != a) ? a : b; }}
 static inline float nc_fold_max(float acc, float v) {{ return v > acc ? v : acc; }}
-static inline float nc_fold_min(float acc, float v) {{ return v < acc ? v : acc; }}
 /* exp(x) = 2^n exp(r): n = round(x / ln 2) by the 1.5·2^23 trick (n lands in t's low bits, no float-to-int
    conversion), r = x - n ln 2 (Cody-Waite, two steps), 2 exp(r) a degree-6 near-minimax polynomial, and
    2^(n-1) built from t's bits.  At most 2 ulp from exp (checked by the tests); exactly 0 below -125 ln 2
@@ -140,7 +140,7 @@ class CPrinter(RowsMixin, CFamilyPrinter):
     fmax, fold_max = "nc_fmax", "nc_fold_max"
     elementwise = elementwise_c("nc_fmax", "nc_fmin")
     accumulators = accumulators_c("nc_fmax", "nc_fmin")
-    reductions = reduce_c("nc_fold_max", "nc_fold_min")
+    reductions = reduce_c("nc_fmax", "nc_fmin")
     # a CPU thread stages an aliased output by copying it: a few more arena bytes cost less than that pass
     unstaged_layout = True
 
@@ -365,6 +365,8 @@ class CKernel(GeneratedKernel):
 
     def __call__(self, *arrays, threads: int = 1, out=None):
         """Run on float32 arrays; ``out``: arrays to write the outputs into (C-contiguous float32)."""
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise CodegenError(f"threads must be a positive int (OpenMP threads over the Grid), got {threads!r}")
         xs = self.check(arrays)
         _, shapes = self.shapes()
         types = [self.numpy_dtype(n) for n in self.plan.outputs]

@@ -42,6 +42,7 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
         super().__init__(plan, **options)
         self.stage_values = 0    # the most staged values one thread holds (per launch)
         self._staged: dict = {}
+        self._staged_at: dict = {}
 
     # ------------------------------------------------------------------ backend hooks
     def loop(self, space, body, depth) -> list[str]:
@@ -91,6 +92,7 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
         if ref.var in self.layout.dead:
             return f"{self.comment} {ref.var}: never read"
         if ref.var in self._staged:
+            self._staged_at[ref.var] = idx     # the write-back stores where this element belongs
             counter, base = self._staged[ref.var]
             return f"nc_stage[{base} + {counter}++] = {value};" if base else f"nc_stage[{counter}++] = {value};"
         return self.store(ref, idx, value)
@@ -118,37 +120,53 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
         Outputs that take bytes the statement still reads are staged: computed in this thread's order
         into ``nc_stage``, then (after a barrier) written back in the same order.
         """
+        return self.statement_parts(s, depth, [(space, body_fn, outs)])
+
+    def statement_parts(self, s, depth, parts) -> list[str]:
+        """One statement printed as several element loops ``parts`` (``[(space, body_fn, outs)]``: a split's
+        parts, a join's pieces): every part computes before any staged output is written back, since the
+        layout lets an output take the bytes of any input of the statement, which a later part still reads."""
         staged = self.layout.aliased(s)
-        rows = {a for _, _, a, _ in space}
-        per_thread = -(-math.prod(b for *_, b in space) // self.threads)
-        self._staged, base = {}, 0
-        for r in outs:
-            if r.var in staged and r.var not in self._staged and r.var not in self.layout.dead:
-                inner = math.prod(b for _, _, a, b in self.space(r) if a not in rows)
-                self._staged[r.var] = (f"nc_k{len(self._staged)}", base)
-                base += per_thread * inner
+        base, plans, passes, where = 0, [], [], []
+        for space, body_fn, outs in parts:
+            rows = {a for _, _, a, _ in space}
+            per_thread = -(-math.prod(b for *_, b in space) // self.threads)
+            self._staged, self._staged_at = {}, {}
+            for r in outs:
+                if r.var in staged and r.var not in self._staged and r.var not in self.layout.dead:
+                    inner = math.prod(b for _, _, a, b in self.space(r) if a not in rows)
+                    self._staged[r.var] = (f"nc_k{sum(len(p) for _, p in plans) + len(self._staged)}", base)
+                    base += per_thread * inner
+            passes.append(body_fn())
+            plans.append((space, self._staged))
+            where.append(self._staged_at)
+        self._staged = {}
         self.stage_values = max(self.stage_values, base)
-        body = body_fn()
-        staged_now, self._staged = self._staged, {}
-        if not staged_now:
-            return self.loop(space, body, depth) + self.sync(depth)
+        counters = [k for _, st in plans for k, _ in st.values()]
+        if not counters:
+            return [line for (space, _), body in zip(plans, passes)
+                    for line in self.loop(space, body, depth) + self.sync(depth)]
         back = []
-        for r in outs:
-            if r.var in staged_now:
-                counter, b = staged_now.pop(r.var)
-                full = self.space(r)
-                idx = {a: sym for sym, _, a, _ in full}
-                back += self.nested([x for x in full if x[2] not in rows],
-                                    [self.store(r, idx, f"nc_stage[{b} + {counter}++]" if b else
-                                                f"nc_stage[{counter}++]")])
-                staged_now[r.var] = (counter, b)
-        counters = [k for k, _ in staged_now.values()]
-        return ([self.line(depth, f"{{   {self.comment} staged: {', '.join(sorted(staged_now))} "
-                                  "take bytes this statement reads")] +
+        for (space, st), (_, _, outs), at in zip(plans, parts, where):
+            rows = {a for _, _, a, _ in space}
+            lines = []
+            for r in outs:
+                if r.var in st:
+                    counter, b = st[r.var]
+                    full = self.space(r)
+                    idx = {**{a: sym for sym, _, a, _ in full}, **at.get(r.var, {})}
+                    lines += self.nested([x for x in full if x[2] not in rows],
+                                         [self.store(r, idx, f"nc_stage[{b} + {counter}++]" if b else
+                                                     f"nc_stage[{counter}++]")])
+            if lines:
+                back += self.loop(space, lines, depth + 1)
+        names = sorted({v for _, st in plans for v in st})
+        return ([self.line(depth, f"{{   {self.comment} staged: {', '.join(names)} take bytes this statement reads")] +
                 [self.line(depth + 1, f"int {k} = 0;") for k in counters] +
-                self.loop(space, body, depth + 1) + self.sync(depth + 1) +
+                [line for (space, _), body in zip(plans, passes)
+                 for line in self.loop(space, body, depth + 1) + self.sync(depth + 1)] +
                 [self.line(depth + 1, f"{k} = 0;") for k in counters] +
-                self.loop(space, back, depth + 1) + [self.line(depth, "}")] + self.sync(depth))
+                back + [self.line(depth, "}")] + self.sync(depth))
 
     # ------------------------------------------------------------------ transfers, fills, copies
     def _move(self, s, depth, what):

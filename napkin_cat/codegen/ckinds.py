@@ -25,30 +25,41 @@ import sympy
 
 from napkin_cat.codegen.cindices import ELEMENTWISE_INDEX_C, STRUCTURED_INDEX_C, IndexKindsMixin
 
+#: max and min that propagate NaN as numpy's ``maximum``/``max`` do (C99's ``fmaxf`` drops a NaN operand)
+MAX_C = "(({0}) != ({0}) || ({0}) > ({1}) ? ({0}) : ({1}))"
+MIN_C = "(({0}) != ({0}) || ({0}) < ({1}) ? ({0}) : ({1}))"
 
-def elementwise_c(fmax: str = "fmaxf", fmin: str = "fminf") -> dict:
-    """The elementwise templates, with the dialect's NaN-ignoring two-argument max and min (``fmax``, ``fmin``)."""
+
+def _two(fn: str | None, default: str) -> str:
+    return default if fn is None else f"{fn}({{0}}, {{1}})"
+
+
+def elementwise_c(fmax: str | None = None, fmin: str | None = None) -> dict:
+    """The elementwise templates, with the dialect's two-argument max and min (``fmax``, ``fmin``: functions that
+    propagate NaN as numpy does; by default the selects :data:`MAX_C`, :data:`MIN_C`)."""
+    mx, mn = _two(fmax, MAX_C), _two(fmin, MIN_C)
     return {
-        "id": "{0}", "cast": "{0}", "exp": "nc_exp({0})", "neg": "(-{0})", "relu": f"{fmax}({{0}}, 0.0f)",
+        "id": "{0}", "cast": "{0}", "exp": "nc_exp({0})", "neg": "(-{0})", "relu": mx.format("{0}", "0.0f"),
         "gelu": "nc_gelu({0})", "silu": "nc_silu({0})", "sigmoid": "nc_sigmoid({0})", "tanh": "tanhf({0})",
         "sqrt": "sqrtf({0})", "rsqrt": "(1.0f / sqrtf({0}))", "recip": "(1.0f / {0})", "square": "({0} * {0})",
         "scale": "({c} * {0})", "shift": "({0} + {c})", "step": "({0} > 0.0f ? 1.0f : 0.0f)",
         "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
-        "max": f"{fmax}({{0}}, {{1}})", "min": f"{fmin}({{0}}, {{1}})",
+        "max": mx, "min": mn,
         "fma": "fmaf({0}, {1}, {2})", **ELEMENTWISE_INDEX_C,
     }
 
 
-def accumulators_c(fmax: str = "fmaxf", fmin: str = "fminf") -> dict:
-    """Accumulator (monoid) → template folding the old value ``{0}`` with the new ``{1}``."""
-    return {"sum": "{0} + {1}", "max": f"{fmax}({{0}}, {{1}})", "min": f"{fmin}({{0}}, {{1}})"}
+def accumulators_c(fmax: str | None = None, fmin: str | None = None) -> dict:
+    """Accumulator (monoid) → template folding the old value ``{0}`` with the new ``{1}`` (max and min propagate
+    NaN)."""
+    return {"sum": "{0} + {1}", "max": _two(fmax, MAX_C), "min": _two(fmin, MIN_C)}
 
 
-def reduce_c(fmax: str = "fmaxf", fmin: str = "fminf") -> dict:
-    """Reduction kind → (identity, step template); ``fmax``, ``fmin`` fold into an accumulator that starts at the
-    identity (so is never NaN)."""
+def reduce_c(fmax: str | None = None, fmin: str | None = None) -> dict:
+    """Reduction kind → (identity, step template); max and min propagate a NaN of the reduced values, as numpy's
+    ``max``/``min`` do."""
     return {"reduce_sum": ("0.0f", "{0} + {1}"), "reduce_mean": ("0.0f", "{0} + {1}"),
-            "reduce_max": ("-INFINITY", f"{fmax}({{0}}, {{1}})"), "reduce_min": ("INFINITY", f"{fmin}({{0}}, {{1}})")}
+            "reduce_max": ("-INFINITY", _two(fmax, MAX_C)), "reduce_min": ("INFINITY", _two(fmin, MIN_C))}
 
 
 ELEMENTWISE_C = elementwise_c()
@@ -152,7 +163,8 @@ class KindsMixin(IndexKindsMixin):
         op = {"reduce_sum": "+", "reduce_mean": "+", "reduce_max": "max", "reduce_min": "min"}[s.kind]
 
         def body():
-            pragma = self._reduction_pragma(op, "nc_acc")
+            # a max/min vectorised by ``omp simd reduction`` would combine its lanes dropping NaN
+            pragma = self._reduction_pragma(op, "nc_acc") if op == "+" else None
             lines = [f"float nc_acc = {identity};"] + self._core_loops(
                 core, [f"nc_acc = {step.format('nc_acc', self.read(x, full))};"], pragma)
             value = "nc_acc"
@@ -239,27 +251,25 @@ class KindsMixin(IndexKindsMixin):
     def _print_split(self, s, depth):
         x = s.ins[0]
         axis = self._cut_axis(s, x)
-        lines, at = self._head(s, depth), 0
+        parts, at = [], 0
         for part in s.outs:
             sp = self.space(part)
             idx = {a: sym for sym, _, a, _ in sp}
             src = dict(idx)
             src[axis] = idx[axis] + at
-            lines += self.statement(s, depth, sp, lambda part=part, idx=idx, src=src:
-                                    [self.put(part, idx, self.read(x, src))], [part])
+            parts.append((sp, lambda part=part, idx=idx, src=src: [self.put(part, idx, self.read(x, src))], [part]))
             at += int(self.nominal(dict(self.variables[part.var].shape)[axis]))
-        return lines
+        return self._head(s, depth) + self.statement_parts(s, depth, parts)
 
     def _print_join(self, s, depth):
         out = s.outs[0]
         axis = self._cut_axis(s, out)
-        lines, at = self._head(s, depth), 0
+        parts, at = [], 0
         for part in s.ins:
             sp = [e if e[2] != axis else self.space(part, [axis])[0] for e in self.space(out)]
             idx = {a: sym for sym, _, a, _ in sp}
             dst = dict(idx)
             dst[axis] = idx[axis] + at
-            lines += self.statement(s, depth, sp, lambda part=part, idx=idx, dst=dst:
-                                    [self.put(out, dst, self.read(part, idx))], [out])
+            parts.append((sp, lambda part=part, idx=idx, dst=dst: [self.put(out, dst, self.read(part, idx))], [out]))
             at += int(self.nominal(dict(self.variables[part.var].shape)[axis]))
-        return lines
+        return self._head(s, depth) + self.statement_parts(s, depth, parts)

@@ -76,6 +76,8 @@ class CudaPrinter(CFamilyPrinter):
         self.hardware = hardware if not isinstance(hardware, str) else load(hardware)
         self.kernels: dict = {}     # launch name -> {"smem": arena bytes, "stage": staged values, "dynamic": bool}
         self.in_thread = False      # inside a Grid spread over the threads: one thread runs each group
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise CapacityError(f"threads must be a positive int (threads per block), got {threads!r}")
         if threads > self.hardware.max_threads_per_block:
             raise CapacityError(f"{threads} threads per block exceed the {self.hardware.name}'s "
                                 f"{self.hardware.max_threads_per_block} (sm.max_threads_per_block)")

@@ -110,6 +110,19 @@ def _trips(loop, sizes):
     return int(t) if t.is_Integer else None
 
 
+#: the largest element index a kernel computes (its indices and extents are 32-bit ints)
+LARGEST_INDEX = 2 ** 31 - 1
+
+
+def _check_index_range(plan):
+    """Refuse a plan whose arrays have more elements than a 32-bit index reaches (the loops would wrap)."""
+    for v in plan.variables:
+        n = sympy.sympify(v.size).subs(plan.sizes)
+        if n.is_Integer and int(n) > LARGEST_INDEX:
+            raise CodegenError(f"variable {v.name!r} has {int(n)} elements at sizes {dict(plan.sizes)}, more than "
+                               f"a kernel's 32-bit indices reach ({LARGEST_INDEX}); choose smaller sizes")
+
+
 class CodePrinter(Printer):
     """The base of the kernel printers (see the module docstring); a dialect overrides the tables below."""
 
@@ -140,6 +153,7 @@ class CodePrinter(Printer):
             hint = " (plan the diagram first: nc.plan(diagram, sizes))" if isinstance(plan, Diagram) else ""
             raise CodegenError(f"nc.codegen.{self.backend} takes a plan (p = nc.plan(diagram, sizes)), got a "
                                f"{type(plan).__name__}{hint}")
+        _check_index_range(plan)
         plan = separated(plan)   # a sum accumulated in place: the rest, then the sum folded in (mma with C)
         super().__init__(plan.variable_map, plan.masked)
         self.plan, self.sizes, self.options = plan, dict(plan.sizes), options

@@ -120,20 +120,42 @@ def memory_limit(memory) -> sympy.Expr:
     legal = "give the level's capacity in values (a positive number, or a symbol name such as 'M')"
     try:
         if isinstance(memory, str):
-            M = sympy.sympify(memory, locals={n: symbol(n) for n in _NAMES.findall(memory)})
+            from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
+            names = {n: symbol(n) for n in _NAMES.findall(memory)}
+            lazy = parse_expr(memory, local_dict=names, evaluate=False,   # 9**99999999 is not computed here
+                              transformations=standard_transformations + (convert_xor,))
+            if isinstance(lazy, sympy.Expr) and lazy.is_number:
+                _check_magnitude(lazy, memory, legal)
+            M = sympy.sympify(memory, locals=names)
         else:
             M = sympy.sympify(memory)
     except (sympy.SympifyError, TypeError, SyntaxError) as err:
         raise MemoryLimitError(f"memory {memory!r} is not a number or an expression: {legal}") from err
     if not isinstance(M, sympy.Expr):
         raise MemoryLimitError(f"memory {memory!r} is not a number or an expression: {legal}")
+    if M.has(sympy.nan):
+        raise MemoryLimitError(f"memory {memory!r} is not a number: {legal}")
     if M.is_number and (M.is_extended_real is False or not (M > 0)):
         raise MemoryLimitError(f"memory must be positive, got {memory}: {legal}")
     if M.is_number and M.is_finite is False:
         raise MemoryLimitError(f"memory must be finite, got {memory}: {legal}")
     if not M.is_number and M.is_positive is False:
         raise MemoryLimitError(f"memory must be positive, got {memory}: {legal}")
+    if M.is_number:
+        _check_magnitude(M, memory, legal)
     return M
+
+
+#: the most values a level may hold (beyond, sizes and trip counts overflow every machine number)
+LARGEST_MEMORY = 2 ** 64
+
+
+def _check_magnitude(M, memory, legal):
+    """Refuse a memory beyond :data:`LARGEST_MEMORY` (estimated in floating point, so ``9**99999999`` is quick)."""
+    approx = sympy.N(M, 15)
+    if approx.is_real and approx.is_finite and abs(approx) > LARGEST_MEMORY:
+        raise MemoryLimitError(f"memory {memory!r} is about {sympy.Float(approx, 4)} values, more than any level "
+                               f"holds (at most 2^64): {legal}")
 
 
 def power_terms(expr, M) -> list:
@@ -302,7 +324,7 @@ def _compiled(prog: TilingProgram, sizes: tuple):
     env = Sizes(sizes).env
     fulls = []
     for axis, full in zip(prog.axes, prog.fulls):
-        n = sympy.sympify(full).subs(env)
+        n = sympy.sympify(sympy.sympify(full).xreplace(env))   # (a bare symbol becomes a Python int)
         if not n.is_Integer:
             raise NapkinError(f"give a concrete size for axis {axis!r} (sizes={{'{axis}': …}})")
         if n < 1:
@@ -311,7 +333,7 @@ def _compiled(prog: TilingProgram, sizes: tuple):
 
     def exact(expr, what):
         m = monomials(expr, prog.tiles)
-        return tuple(_fraction(sympy.sympify(a).subs(env), what) for a in m.coeffs), m.exponents
+        return tuple(_fraction(sympy.sympify(sympy.sympify(a).xreplace(env)), what) for a in m.coeffs), m.exponents
     H = exact(prog.H, "a transfer coefficient")
     cols = tuple(exact(col, "a memory coefficient") for col in prog.columns)
     smallest = max((sum(a for a in col[0]) for col in cols), default=Fraction(0))

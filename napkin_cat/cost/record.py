@@ -27,6 +27,8 @@ from dataclasses import dataclass, field, replace
 
 import sympy
 
+from napkin_cat.cost.maxima import column_max
+
 ZERO = sympy.Integer(0)
 
 
@@ -206,5 +208,5 @@ def _largest(cols):
     """The max of a level's columns: an int for a record at concrete sizes (ints), else a sympy expression."""
     if all(isinstance(c, int) for c in cols):
         return max(cols)
-    return sympy.Max(*cols) if len(cols) > 1 else cols[0]
+    return column_max(cols) if len(cols) > 1 else cols[0]
 

@@ -260,6 +260,8 @@ def _fields(data, section, where) -> dict:
         value = parse(sec[key], dim, where=f"{where}: {section}.{key}")
         if (section, key) in POSITIVE and value <= 0:
             raise HardwareError(f"{where}: {section}.{key} = {sec[key]!r} must be positive")
+        if dim in ("count", "bytes") and Fraction(value).denominator != 1:
+            raise HardwareError(f"{where}: {section}.{key} = {sec[key]!r} must be a whole number of {dim}")
         out[key] = int(value) if dim in ("count", "bytes") else value
     return out
 

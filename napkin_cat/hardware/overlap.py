@@ -234,6 +234,11 @@ def simulate(program: Program, *, iterations: int = 60) -> Schedule:
 def tasks_of(table, overhead: dict | None = None) -> list:
     """Tasks from a clock table's columns, with an overhead fraction per pipeline (or per column label)."""
     overhead = overhead or {}
+    legal = sorted({c.pipeline for c in table.columns} | {c.label for c in table.columns})
+    unknown = sorted(k for k in overhead if k not in legal)
+    if unknown:
+        raise ScheduleError(f"overhead for {unknown}, which the clock table has no column or pipeline of; legal "
+                            f"keys are {legal}")
     out = []
     for c in table.columns:
         o = overhead.get(c.label, overhead.get(c.pipeline, 0))

@@ -210,7 +210,10 @@ def _expr(tree, path: str):
         terms = sub()
         if sum(_bits(t) for t in terms) > _MAX_NUMBER_BITS:
             _fail(path, f"the numbers of this {node} exceed {_MAX_NUMBER_BITS} bits together")
-        return (sympy.Add if node == "Add" else sympy.Mul)(*terms)
+        try:
+            return (sympy.Add if node == "Add" else sympy.Mul)(*terms)
+        except (ArithmeticError, ValueError, TypeError) as e:
+            _fail(path, f"this {node} has no value ({type(e).__name__}: {e})")
     if node == "Pow":
         arity(2, 2)
         base, exp = sub()
@@ -220,10 +223,17 @@ def _expr(tree, path: str):
                                     "(numerator and denominator)")
             if _bits(base) * abs(exp.p) > _MAX_NUMBER_BITS:
                 _fail(path, f"the power of a number is limited to about {_MAX_NUMBER_BITS} bits")
-        return sympy.Pow(base, exp)
+        try:
+            return sympy.Pow(base, exp)
+        except (ArithmeticError, ValueError, TypeError) as e:   # 0 ** -1
+            _fail(path, f"this Pow has no value ({type(e).__name__}: {e})")
     fn, lo, hi = _FUNCTIONS[node]
     arity(lo, hi)
-    return fn(*sub())
+    args = sub()
+    try:
+        return fn(*args)
+    except (ArithmeticError, ValueError, TypeError) as e:   # Mod(1, 0), log(0) ... : no value
+        _fail(path, f"{node}{tuple(args)} has no value ({type(e).__name__}: {e})")
 
 
 # =========================================================================== parameter values

@@ -39,6 +39,11 @@ A parameter value ``V`` is JSON ``null``/``true``/``false``/number/string/list,
 or a tagged object with one key: ``{"expr": tree}`` (a sympy expression),
 ``{"tuple": [V, ...]}``, ``{"dict": {key: V}}``, ``{"float": "inf"|"-inf"|"nan"}``.
 
+Limits (a document past them is refused, so that a small hostile document cannot take minutes or
+exhaust memory): at most :data:`MAX_COPIES` copies from one copy box, :data:`MAX_WIRES` wires side by
+side (inputs, outputs, one layer's wires, a merge's inputs), :data:`MAX_LAYERS` layers in one diagram;
+expression trees have their own limits (:mod:`napkin_cat.io.exprjson`).
+
 Every error raised by :func:`loads` is a :class:`~napkin_cat.errors.SerialisationError`
 naming the place in the document (e.g. ``diagram.layers[3].box.kind``) and what
 would be legal; an unknown primitive kind raises
@@ -76,6 +81,12 @@ from napkin_cat.io.exprjson import (_NAME, _fail, _int, _show, _value_from_json,
                                expression_from_json, expression_to_json)
 
 VERSION = 1
+#: the most copies one copy box makes in a document (discopy builds an n-copy box in time ~n²)
+MAX_COPIES = 1024
+#: the most wires side by side in a document's diagram
+MAX_WIRES = 4096
+#: the most layers of one diagram (a region's inside counts apart)
+MAX_LAYERS = 100_000
 
 
 
@@ -143,6 +154,12 @@ def array_from_json(obj, path: str = "array") -> Array:
     if not isinstance(dtype, str) or dtype not in DTYPES:
         _fail(f"{path}.dtype", f"unknown dtype {_show(dtype)}; legal dtypes are {sorted(DTYPES)}")
     return Array(tuple(axes), level, dtype)
+
+
+def _arrays_shown(arrays, most: int = 8) -> str:
+    """A list of arrays for a message: the first ``most``, then how many more."""
+    shown = [str(a) for a in arrays[:most]]
+    return str(shown) if len(arrays) <= most else f"{shown[:-1] + ['…']} ({len(arrays)} arrays)"
 
 
 def _arrays_to_json(ty: Ty, path: str) -> list:
@@ -241,6 +258,8 @@ def _box_from_json(obj, path: str):
             n = _int(obj["n"], f"{path}.n", "the number of copies (an integer >= 1)")
             if n < 1:
                 _fail(f"{path}.n", f"a copy makes at least 1 copy, got {n} (use 'discard' for 0)")
+            if n > MAX_COPIES:
+                _fail(f"{path}.n", f"a copy makes at most {MAX_COPIES} copies (a limit of this reader), got {n}")
         return _one_box(Diagram.copy(Ty(*dom), n), path, t)
     if t == "merge":
         cod = _arrays_from_json(obj["cod"], f"{path}.cod")
@@ -249,6 +268,8 @@ def _box_from_json(obj, path: str):
         n = _int(obj["n"], f"{path}.n", "the number of merged wires (an integer >= 2)")
         if n < 2:
             _fail(f"{path}.n", f"a merge takes at least 2 wires, got {n}")
+        if n > MAX_COPIES:
+            _fail(f"{path}.n", f"a merge takes at most {MAX_COPIES} wires (a limit of this reader), got {n}")
         return _one_box(Diagram.merge(Ty(*cod), n), path, "merge")
     if t == "region":
         return _region_from_json(obj, path)
@@ -323,6 +344,10 @@ def _diagram_from_json(obj, path: str) -> Diagram:
     layers_obj = obj["layers"]
     if not isinstance(layers_obj, list):
         _fail(f"{path}.layers", f"expected a list of layers, got {_show(layers_obj)}")
+    if len(layers_obj) > MAX_LAYERS:
+        _fail(f"{path}.layers", f"{len(layers_obj)} layers, more than this reader's limit of {MAX_LAYERS}")
+    if len(dom) > MAX_WIRES or len(cod) > MAX_WIRES:
+        _fail(path, f"more than {MAX_WIRES} inputs or outputs (a limit of this reader)")
     wires = list(dom)
     items = []
     for i, layer in enumerate(layers_obj):
@@ -340,9 +365,11 @@ def _diagram_from_json(obj, path: str) -> Diagram:
                                   f"offset {offset} carry {[str(a) for a in here]}")
         items.append((Ty(*wires[:offset]), box, Ty(*wires[offset + k:])))
         wires[offset:offset + k] = list(box.cod.inside)
+        if len(wires) > MAX_WIRES:
+            _fail(where, f"{len(wires)} wires side by side, more than this reader's limit of {MAX_WIRES}")
     if wires != cod:
-        _fail(f"{path}.cod", f"the layers output {[str(a) for a in wires]} but the diagram declares "
-                             f"{[str(a) for a in cod]}")
+        _fail(f"{path}.cod", f"the layers output {_arrays_shown(wires)} but the diagram declares "
+                             f"{_arrays_shown(cod)}")
     return from_layers(Ty(*dom), Ty(*cod), items)
 
 

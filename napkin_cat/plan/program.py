@@ -213,6 +213,10 @@ def plan(diagram: Diagram, sizes, *, memory: dict | int | None = None, accumulat
 def _check_memory(p: Plan, memory):
     caps = memory if isinstance(memory, dict) else {1: memory}
     for lvl, cap in caps.items():
+        if isinstance(cap, bool) or not hasattr(cap, "__index__") or cap < 1 or \
+                isinstance(lvl, bool) or not hasattr(lvl, "__index__") or lvl < 1:
+            raise MemoryLimitError(f"memory= gives a capacity in values per level below global memory, such as "
+                                   f"{{1: 65536}} or 65536 for level 1; got {lvl!r}: {cap!r}")
         used = p.peak.get(lvl, 0)
         if used > cap:
             big = sorted((v for v in p.variables if v.level == lvl),

@@ -35,6 +35,7 @@ from networkx.algorithms.isomorphism import DiGraphMatcher
 from napkin_cat.syntax.adapter import Ty
 from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist, to_netlist
+from napkin_cat.rewriting.splice import normalize, splice, splice_rebuild  # noqa: F401
 from napkin_cat.rewriting.readback import to_diagram
 
 
@@ -200,10 +201,13 @@ def _convex(net: Netlist, chosen: set) -> bool:
     return True
 
 
-def find(pattern: Pattern, source, *, rule: str = "", params: dict | None = None) -> list:
-    """All exact, convex matches of ``pattern`` in a diagram (or netlist), in diagram order."""
+def find(pattern: Pattern, source, *, rule: str = "", params: dict | None = None, within=None) -> list:
+    """All exact, convex matches of ``pattern`` in a diagram (or netlist), in diagram order; ``within`` (node
+    ids) restricts the pattern's nodes to those (what a search building one kernel asks: linear, not a scan)."""
     net = source if isinstance(source, Netlist) else to_netlist(source)
-    candidates = {var: {nid for nid, n in net.nodes.items() if test(net, n)} for var, test in pattern.nodes}
+    pool = net.nodes.items() if within is None else ((nid, net.nodes[nid]) for nid in within if nid in net.nodes)
+    pool = list(pool)
+    candidates = {var: {nid for nid, n in pool if test(net, n)} for var, test in pattern.nodes}
     if any(not c for c in candidates.values()):
         return []
     out = []
@@ -322,82 +326,17 @@ class Match:
                 f"rule {self.rule!r}: the replacement has type {replacement.dom} → {replacement.cod} "
                 f"but the matched sub-diagram has type {self.dom} → {self.cod}; both sides of a rule "
                 "must have the same type")
-        return normalize(splice(self.net, set(self.nodes.values()), self.input_wires,
-                                self.output_wires, to_netlist(replacement)))
+        rn = to_netlist(replacement)
+        spliced = splice(self.net, set(self.nodes.values()), self.input_wires, self.output_wires, rn)
+        offset = max(self.net.nodes, default=-1) + 1
+        near = {n + offset for n in rn.nodes}
+        for w in (*self.input_wires, *self.output_wires):
+            near.update(e[0] for e in (self.net.wires[w].src, self.net.wires[w].dst) if e[0] not in (INPUT, OUTPUT))
+        return normalize(spliced, near)
 
     def substitute(self, replacement):
         """The diagram with the matched nodes replaced by ``replacement`` (of type dom → cod)."""
         return to_diagram(self.fill(replacement))
-
-
-def splice(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) -> Netlist:
-    """Replace the nodes ``chosen`` (with these boundary wires) by the netlist ``rn``."""
-    offset = max(net.nodes, default=-1) + 1
-    srcs = [net.wires[w].src for w in input_wires]
-    dsts = [net.wires[w].dst for w in output_wires]
-    conns = [(w.array, w.src, w.dst) for w in net.wires.values()
-             if w.src[0] not in chosen and w.dst[0] not in chosen]
-    for w in rn.wires.values():
-        s = srcs[w.src[1]] if w.src[0] == INPUT else (w.src[0] + offset, w.src[1])
-        d = dsts[w.dst[1]] if w.dst[0] == OUTPUT else (w.dst[0] + offset, w.dst[1])
-        conns.append((w.array, s, d))
-    new = [replace(n, id=n.id + offset) for n in rn.nodes.values()]
-    nodes, placed = [], False
-    for nid, n in net.nodes.items():
-        if nid in chosen:
-            if not placed:
-                nodes.extend(new)
-                placed = True
-            continue
-        nodes.append(n)
-    if not placed:
-        nodes.extend(new)
-    return Netlist.build(net.dom, net.cod, nodes, conns)
-
-
-def normalize(net: Netlist) -> Netlist:
-    """Flatten copies of copies into one copy node and dissolve one-output copies.
-
-    Splicing a replacement can leave such chains; :func:`to_netlist` never does.
-    """
-    copies = [nid for nid, n in net.nodes.items() if n.kind == "copy"]
-    root = {}
-    for c in copies:  # topological order: a parent copy comes first
-        parent = net.wires[net.ins[c][0]].src[0]
-        if parent in root or (parent in net.nodes and net.nodes[parent].kind == "copy"):
-            root[c] = root.get(parent, parent)
-    fanout = {c: 0 for c in copies if c not in root}
-    for c in copies:
-        for w in net.outs[c]:
-            if net.wires[w].dst[0] not in root:
-                fanout[root.get(c, c)] += 1
-    through = {c for c, k in fanout.items() if k == 1}
-    if not root and not through:
-        return net
-    ports = dict.fromkeys(fanout, 0)
-    conns = []
-    for w in net.wires.values():
-        (a, _), (b, _) = w.src, w.dst
-        if b in root:
-            continue  # the wire from a parent copy into a merged copy
-        src = w.src
-        if a in root or a in fanout:
-            top = root.get(a, a)
-            src = (top, ports[top])
-            ports[top] += 1
-        conns.append([w.array, src, w.dst])
-    if through:  # a copy with one output is a wire
-        feed = {c: net.wires[net.ins[c][0]].src for c in through}
-        conns = [c for c in conns if c[2][0] not in through]
-        for c in conns:
-            while c[1][0] in through:
-                c[1] = feed[c[1][0]]
-    nodes = []
-    for nid, n in net.nodes.items():
-        if nid in root or nid in through:
-            continue
-        nodes.append(replace(n, cod=n.dom * fanout[nid]) if nid in fanout else n)
-    return Netlist.build(net.dom, net.cod, nodes, [tuple(c) for c in conns])
 
 
 # ---------------------------------------------------------------------- tools for right-hand sides

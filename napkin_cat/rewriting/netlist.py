@@ -166,14 +166,14 @@ class Netlist:
         return {nid: k for k, nid in enumerate(self.nodes)}
 
     @cached_property
-    def successors(self) -> dict:
-        return {nid: [self.wires[w].dst[0] for w in ws if self.wires[w].dst[0] != OUTPUT]
-                for nid, ws in self.outs.items()}
+    def successors(self) -> "_Adjacent":
+        """Node id → the nodes its outputs feed (read per node, on demand: a rewrite asks near its match)."""
+        return _Adjacent(self.outs, self.wires, "dst", OUTPUT)
 
     @cached_property
-    def predecessors(self) -> dict:
-        return {nid: [self.wires[w].src[0] for w in ws if self.wires[w].src[0] != INPUT]
-                for nid, ws in self.ins.items()}
+    def predecessors(self) -> "_Adjacent":
+        """Node id → the nodes that feed its inputs."""
+        return _Adjacent(self.ins, self.wires, "src", INPUT)
 
     @cached_property
     def graph(self) -> nx.DiGraph:
@@ -204,6 +204,21 @@ class Netlist:
     def __repr__(self):
         return (f"Netlist({len(self.dom)} → {len(self.cod)}; {len(self.nodes)} nodes, "
                 f"{len(self.wires)} wires)")
+
+
+class _Adjacent(dict):
+    """``{node id: [neighbour ids]}`` filled on first access of each node (a dict, so ``in``, ``len`` and
+    iteration see only what was read; use ``[nid]``)."""
+
+    def __init__(self, ports: dict, wires: dict, end: str, boundary: str):
+        super().__init__()
+        self._ports, self._wires, self._end, self._boundary = ports, wires, end, boundary
+
+    def __missing__(self, nid):
+        out = [getattr(self._wires[w], self._end)[0] for w in self._ports[nid]]
+        out = [x for x in out if x != self._boundary]
+        self[nid] = out
+        return out
 
 
 def _where(owner, byid) -> str:

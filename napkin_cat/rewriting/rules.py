@@ -77,9 +77,10 @@ class Rule:
         """The same rule with parameters (e.g. an axis name) visible to conditions and rhs."""
         return replace(self, params=tuple(sorted({**dict(self.params), **params}.items())))
 
-    def candidates(self, source) -> list:
-        """Matches of the pattern (one per open choice), side conditions not yet checked."""
-        found = find(self.pattern, source, rule=self.name, params=dict(self.params))
+    def candidates(self, source, within=None) -> list:
+        """Matches of the pattern (one per open choice), side conditions not yet checked; ``within`` (node ids)
+        keeps the pattern's nodes among those."""
+        found = find(self.pattern, source, rule=self.name, params=dict(self.params), within=within)
         if self.choices is None:
             return found
         return [replace(m, params={**m.params, **c}) for m in found for c in self.choices(m)]

@@ -92,7 +92,7 @@ class Trace:
             if step.params:
                 rule = rule.using(**dict(step.params))
             key = tuple(map(tuple, step.key))
-            found = [m for m in rule.candidates(net) if m.key == key]
+            found = [m for m in rule.candidates(net, within={n for _, n in key}) if m.key == key]
             if not found:
                 raise RewriteError(f"replay step {k}: rule {step.rule!r} no longer matches at "
                                    f"{step.description}")

@@ -37,13 +37,17 @@ from napkin_cat.syntax.builder import Builder
 
 
 def bits(mask: int) -> list:
-    """The indices of the set bits of ``mask``, increasing."""
-    out, k = [], 0
+    """The indices of the set bits of ``mask``, increasing (lowest bit first: ``mask & -mask``, so the work is
+    per set bit, not per bit position of a mask over a thousand operations).
+
+    >>> bits(0b101100)
+    [2, 3, 5]
+    """
+    out = []
     while mask:
-        if mask & 1:
-            out.append(k)
-        mask >>= 1
-        k += 1
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
     return out
 
 
@@ -130,17 +134,20 @@ class OpGraph:
         return list(out.values())
 
     # ------------------------------------------------------------------ down-sets and blocks
-    def downsets(self, units=None) -> list:
-        """Every down-set (a mask closed under predecessors), by increasing size; with ``units`` (masks), only
-        those that hold each unit whole or not at all."""
+    def downsets(self, within: int | None = None, units=None) -> list:
+        """Every down-set (a mask closed under predecessors), by increasing size; ``within`` (a mask): the
+        down-sets of the operations it holds, what lies outside counting as computed before; with ``units``
+        (masks), only those that hold each unit whole or not at all."""
         if units is not None:
-            return [d for d in self.downsets() if all(d & u in (0, u) for u in units)]
+            return [d for d in self.downsets(within) if all(d & u in (0, u) for u in units)]
+        inside = self.full if within is None else within
+        ops = bits(inside)
         seen, frontier = {0}, [0]
         while frontier:
             nxt = []
             for d in frontier:
-                for i in range(len(self.nodes)):
-                    if not d >> i & 1 and self.preds[i] & ~d == 0:
+                for i in ops:
+                    if not d >> i & 1 and self.preds[i] & inside & ~d == 0:
                         e = d | 1 << i
                         if e not in seen:
                             seen.add(e)

@@ -41,10 +41,14 @@ class Maker:
         return set(after.nodes) - set(before.nodes), set(before.nodes) - set(after.nodes)
 
 
-def _legal(rule, net, wanted):
+def _legal(rule, net, wanted, within=None):
     """The legal matches of ``rule`` in ``net`` that ``wanted(match)`` accepts (side conditions checked only
-    on those: a partition's condition builds the partition)."""
-    return [m for m in rule.candidates(net) if wanted(m) and rule.failure(m) is None]
+    on those: a partition's condition builds the partition), its nodes among ``within``."""
+    return [m for m in rule.candidates(net, within) if wanted(m) and rule.failure(m) is None]
+
+
+#: blocks of more operations than this are fused smallest pair first
+BALANCED_FROM = 8
 
 
 def _region_among(net, ids) -> int:
@@ -89,18 +93,21 @@ def make(form, graph, path, book, level: int):
         mine = set()
         # 1. every operation of the block its own kernel
         while True:
-            options = _legal(kernel_rule, mk.net, lambda m: m.nodes["f"] in ops)
+            options = _legal(kernel_rule, mk.net, lambda m: m.nodes["f"] in ops, ops)
             if not options:
                 break
             new, _ = mk.apply(kernel_rule, options[0])
             mine.add(_region_among(mk.net, new))
         if len(mine) != len(ops):
             raise RewriteError(f"kernel formation made {len(mine)} kernels for the {len(ops)} operations of block {k}")
-        # 2. fuse them into one
+        # 2. fuse them into one (in a large block, the smallest pair first: each fusion rebuilds both kernels,
+        #    so joining them as a balanced tree costs n log n box rebuilds, not n²)
         while len(mine) > 1:
-            options = _legal(fuse_rule, mk.net, lambda m: m.nodes["k1"] in mine and m.nodes["k2"] in mine)
+            options = _legal(fuse_rule, mk.net, lambda m: m.nodes["k1"] in mine and m.nodes["k2"] in mine, mine)
             if not options:
                 raise RewriteError(f"kernel fusion cannot join the {len(mine)} kernels of block {k}: no legal match")
+            if len(ops) > BALANCED_FROM:
+                options.sort(key=lambda m: len(m.box("k1").arg.boxes) + len(m.box("k2").arg.boxes))
             new, gone = mk.apply(fuse_rule, options[0])
             mine = (mine - gone) | {_region_among(mk.net, new)}
         (region,) = mine
@@ -115,7 +122,7 @@ def make(form, graph, path, book, level: int):
         for rule, axis in steps:
             r = rule.using(axis=axis, parts=names[parts_key(axis)]) if rule.name == book.roles.get("split") \
                 else rule.using(axis=axis, size=names[axis])
-            options = _legal(r, mk.net, lambda m: m.nodes["k"] == region)
+            options = _legal(r, mk.net, lambda m: m.nodes["k"] == region, {region})
             if not options:
                 raise RewriteError(f"rule {rule.name!r} does not apply along {axis!r} to kernel {k}")
             new, _ = mk.apply(r, options[0])

@@ -24,6 +24,7 @@ from __future__ import annotations
 import sympy
 
 from napkin_cat.cost.iocost import cost
+from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.optimum import optima, optimal
 from napkin_cat.cost.tiling import program, tiled_streams
 from napkin_cat.errors import NapkinError
@@ -41,7 +42,7 @@ class Curve:
         self.diagram, self.level = diagram, level
         self.cost = cost(diagram)
         self.streams = {s for _, s, _ in self.cost.streams if isinstance(s, sympy.Symbol)}
-        self._at, self._smallest, self._symbolic, self._capped = {}, {}, {}, {}
+        self._at, self._smallest, self._symbolic, self._capped, self._all = {}, {}, {}, {}, {}
 
     @property
     def H(self):
@@ -66,8 +67,8 @@ class Curve:
                 ones.update({t: 1 for t in prog.tiles})
             env = {**ones, **_env(sizes)}
             vals = [sympy.expand(sympy.sympify(c).subs(env)) for c in cols]
-            self._smallest[key] = (max(vals) if all(v.is_number for v in vals) else sympy.Max(*vals)) if vals \
-                else sympy.Integer(0)
+            self._smallest[key] = (max(vals) if all(v.is_number for v in vals) else column_max(vals, exact=False)) \
+                if vals else sympy.Integer(0)
         return self._smallest[key]
 
     def at(self, sizes: dict, memory: int, tiles: str = "divisors"):
@@ -81,8 +82,9 @@ class Curve:
         return self._at[key]
 
     def at_all(self, sizes: dict, memories, tiles: str = "divisors", caps=()) -> list:
-        """:meth:`at` for every memory of ``memories`` (one pass over the tile candidates).  ``caps``: expressions
-        in the tiles that must stay at most 1 (a requirement, :mod:`.parallelism`); only for a grouped kernel."""
+        """:meth:`at` for every memory of ``memories`` (one pass over the tile candidates; the list is kept, as
+        the search asks it once per memory).  ``caps``: expressions in the tiles that must stay at most 1 (a
+        requirement, :mod:`.parallelism`); only for a grouped kernel."""
         skey = tuple(sorted(sizes.items()))
         if caps:
             key = (skey, tuple(int(m) for m in memories), tiles, tuple(map(str, caps)))
@@ -90,11 +92,16 @@ class Curve:
                 found = optima(self.cost, list(memories), self.level, sizes=sizes, tiles=tiles, caps=caps)
                 self._capped[key] = [(None, {}) if o is None else (int(o.H), dict(o.sizes)) for o in found]
             return self._capped[key]
+        whole = (skey, tuple(memories), tiles)
+        found = self._all.get(whole)
+        if found is not None:
+            return found
         todo = [m for m in memories if (skey, int(m), tiles) not in self._at]
         if todo and self.grouped:
             for m, o in zip(todo, optima(self.cost, todo, self.level, sizes=sizes, tiles=tiles)):
                 self._at[(skey, int(m), tiles)] = (None, {}) if o is None else (int(o.H), dict(o.sizes))
-        return [self.at(sizes, m, tiles) for m in memories]
+        found = self._all[whole] = [self.at(sizes, m, tiles) for m in memories]
+        return found
 
     def _solve(self, sizes, memory, tiles="divisors"):
         if not self.grouped:

@@ -41,8 +41,8 @@ from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.search.bounds import Bound, lower_bound
 from napkin_cat.search.parallelism import Requirement
 from napkin_cat.search.results import Derivation, Regime
-from napkin_cat.search.space import (MEMO, Makers, _extremes, _smallest_memory, check_sizes, prepared_forms,
-                                     select)
+from napkin_cat.search.forms import prepared_forms
+from napkin_cat.search.space import MEMO, Makers, _extremes, check_sizes, select, smallest_memory
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 from napkin_cat.syntax.axis import symbol
@@ -153,7 +153,7 @@ def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors
                                f"{sizes}); lower min_blocks, or give the rule book a rule playing 'split'"
                                + ("" if "split" in book.roles else " (this one has none)"))
     if any(b is None for b in best):
-        small = min(_smallest_memory(f.space, level, sizes) for f in forms)
+        small = min(smallest_memory(f, level, sizes) for f in forms)
         low = [m for m, b in zip(memories, best) if b is None]
         err = MemoryLimitError(f"no algorithm for this diagram fits level {level} with memory "
                                f"{low[0] if len(low) == 1 else low}: the smallest memory that works is {small} "

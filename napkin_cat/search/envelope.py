@@ -22,6 +22,7 @@ import math
 
 import sympy
 
+from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.optimum import Optimum, power_terms
 from napkin_cat.cost.tiling import tiled_streams
 from napkin_cat.errors import MemoryLimitError, NapkinError
@@ -55,23 +56,23 @@ class Candidate:
 
     def __init__(self, made, M, sizes, env):
         self.made = made
-        parts = [k.symbolic_optimum(M) for k in made.kernels]
+        parts = made.symbolic_parts(M)
         self.H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env))
         self.tiles = {}
         for _, t in parts:
             self.tiles.update({k: sympy.sympify(v).subs(env) for k, v in t.items()})
-        smalls = [k.smallest(sizes) for k in made.kernels]
-        self.smallest = smalls[0] if len(smalls) == 1 else sympy.Max(*smalls)
-        self.smallest = sympy.sympify(self.smallest).subs(env)
-        self.until = _until(made.kernels, parts, M, env)
+        self.smallest = sympy.sympify(column_max(made.smallest(sizes), exact=False)).subs(env)
+        self.until = _until(made.parts, parts, M, env)
 
 
-def _until(kernels, parts, M, env):
+def _until(curves, parts, M, env):
     """The memory past which a stream that is a tile (:func:`~napkin_cat.cost.tiling.tiled_streams`) would exceed
-    its axis in the large-M form (its form no longer describes an algorithm), or ``oo``."""
+    its axis in the large-M form (its form no longer describes an algorithm), or ``oo``.  ``curves``: per kernel
+    its block's curve and the renaming of its tiles to the kernel's (``made.parts``)."""
     limits = []
-    for k, (_, tiles) in zip(kernels, parts):
-        for axis, size, full in tiled_streams(k.cost, k.level):
+    for (curve, names), (_, tiles) in zip(curves, parts):
+        for axis, size, full in tiled_streams(curve.cost, curve.level):
+            size, full = names.get(size, size), sympy.sympify(full).xreplace(names) if names else full
             t = sympy.sympify(tiles.get(size, 1)).subs(env)
             if not t.has(M):
                 continue

@@ -12,7 +12,7 @@ inputs, q×x from q×d and x×d: what recomputation saves is writing it and read
 consumer that computes with it.  A recomputed form wins a tie in H only with fewer FLOPs (``select``).
 
 >>> import napkin_cat as nc
->>> from napkin_cat.search.space import prepared_forms
+>>> from napkin_cat.search.forms import prepared_forms
 >>> from napkin_cat.rewriting.registry import rulebook
 >>> full = [f for f in prepared_forms(nc.grad(nc.library.attention()), rulebook()) if f.units]
 >>> [(f.prepared[0], f.prepared.count("recompute")) for f in full]

@@ -71,6 +71,9 @@ class Env(dict):
             raise ShapeError(f"{where}: expected an array of rank {len(array.axes)} with axes "
                              f"{list(array.names)}, got shape {value.shape}")
         for axis, n in zip(array.axes, value.shape):
+            if n == 0:
+                raise ShapeError(f"{where}: axis {axis.name!r} is empty (size 0, shape {value.shape}); every axis "
+                                 f"has a positive size")
             size = axis.size
             if isinstance(size, int):
                 if size != n:

@@ -1,17 +1,25 @@
 """Equivalence of two diagrams: same outputs on random sizes, tiles and data.
 
 Every size symbol of either diagram is bound (axis sizes anywhere, box and region parameters
-such as β = d^(-1/2)).  The trials cycle through three kinds of tiles: ``random`` (sizes in
-``[low, high]``, each tile a random divisor of its axis), ``tiles ≥ 2`` (every tile at least 2,
-each axis at least two whole tiles) and ``ragged`` (every tile at least 2 and, where the axis
-allows, not dividing it: at least two whole tiles and a shorter last one, else one whole tile and a shorter
-one).  Whatever ``trials`` is, one trial is ragged when there are tiles.  A verdict with no
-finite output entry compared is a failure: NaN everywhere certifies nothing.
+such as β = d^(-1/2)).  The trials cycle through kinds of sizes, the strictest first, so that every
+check, whatever its seed and however few its trials, makes the strictest trial:
+
+* ``sizes ≥ 2`` (diagrams without tiles): every size at least 2 and the sizes distinct where the
+  diagram allows (a size-1 axis hides a dropped scale, a mean taken for a sum, a transposition);
+* ``ragged`` (diagrams with tiles): sizes as ``sizes ≥ 2``, and every tile at least 2 and, where the
+  axis allows, *not* dividing it: at least two whole tiles and a shorter last one when the axis is free,
+  else any tile from 2 to the axis size minus 1 that leaves a remainder (an axis of 3 takes 2);
+* ``tiles ≥ 2``: every tile at least 2, each axis at least two whole tiles;
+* ``random``: sizes in ``[low, high]``, each tile a random divisor of its axis.
+
+A verdict with no finite output entry compared is a failure: NaN everywhere certifies nothing.
 
 >>> import napkin_cat as nc
 >>> v = equivalent(nc.einsum("a b -> b a"), nc.einsum("a b -> b a"))
->>> bool(v), v.seed, len(v.tried)
-(True, 0, 3)
+>>> bool(v), v.seed, len(v.tried), v.tried[0]["tiles"]
+(True, 0, 3, 'sizes ≥ 2')
+>>> bool(equivalent(nc.reduce("sum", "a -> "), nc.reduce("mean", "a -> "), seed=34))
+False
 """
 from __future__ import annotations
 
@@ -21,13 +29,18 @@ import numpy as np
 import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
+from napkin_cat.errors import NapkinError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.syntax.sizes import Sizes, as_sizes, names_of, symbols_of
 
 #: the kinds of trial, in the order the trials cycle through them (when the diagrams have tiles)
-TRIAL_KINDS = ("random", "tiles ≥ 2", "ragged")
+TRIAL_KINDS = ("ragged", "tiles ≥ 2", "random")
+#: the kinds of trial of diagrams without tiles
+UNTILED_KINDS = ("sizes ≥ 2", "random")
+#: the most entries a drawn array may have before distinct sizes give way to sizes 2 and 3
+LARGEST_DRAW = 1 << 20
 
 
 @dataclass
@@ -76,10 +89,6 @@ def free_sizes(diagram: Diagram) -> list:
     return sorted(syms, key=str)
 
 
-def _symbols_of(value) -> set:
-    return set(value.free_symbols) if isinstance(value, sympy.Basic) else set()
-
-
 def _value(env: dict, expr):
     """``expr`` as an int when the bindings determine it, else None."""
     if isinstance(expr, int):
@@ -94,47 +103,107 @@ def _whole_tiles(rng, tile: int, kind: str) -> int:
     return whole + int(rng.integers(1, tile)) if kind == "ragged" and tile >= 2 else whole
 
 
-def _bind_tile(env: dict, rng, tile, full, kind: str):
-    """Bind ``tile`` (and its axis, when free) so that the trial has its ``kind`` of tiles, where legal."""
+def _ragged_tiles(n: int) -> list:
+    """Tiles of at least 2 that do not divide ``n``: those leaving two whole tiles first, else any below ``n``."""
+    two = [t for t in range(2, n // 2 + 1) if n % t]
+    return two or [t for t in range(2, n) if n % t]
+
+
+def _bind_tile(env: dict, rng, tile, full, kind: str, tiles: set = frozenset()) -> bool:
+    """Bind ``tile`` (and its axis, when free) so that the trial has its ``kind`` of tiles, where legal; False
+    while the axis is another tile not bound yet (a nested partition: bound after its parent)."""
     if isinstance(full, sympy.Symbol) and full not in env:
+        if full in tiles:
+            return False
         t = tile if isinstance(tile, int) else _value(env, tile)
         if t is None and isinstance(tile, sympy.Symbol):
             t = env[tile] = int(rng.integers(2, 4))
         if t is not None:
             env[full] = _whole_tiles(rng, t, kind)
-        return
+        return True
     if not isinstance(tile, sympy.Symbol) or tile in env:
-        return
+        return True
     n = _value(env, full)
     if n is None:
-        return
-    if kind == "ragged":      # a tile that truly does not divide: two whole tiles and a shorter one where it can
-        ragged = [t for t in range(2, n) if n % t]
-        options = [t for t in ragged if 2 * t <= n] or ragged
+        return False
+    if kind == "ragged":
+        options = _ragged_tiles(n)
     else:
         options = [t for t in range(2, n // 2 + 1) if n % t == 0]
     options = options or [t for t in range(2, n // 2 + 1)]
     if options:
         env[tile] = int(rng.choice(options))
+    return True
+
+
+def _draw_distinct(rng, symbols: list, env: dict, low: int, high: int):
+    """Bind ``symbols`` to sizes of at least ``max(low, 2)``, distinct from each other and from the sizes
+    already bound where the range allows (it grows past ``high`` as needed)."""
+    lo = max(low, 2)
+    used = {v for v in env.values() if isinstance(v, int)}
+    pool = [v for v in range(lo, max(high, lo) + 1) if v not in used]
+    top = max(high, lo)
+    while len(pool) < len(symbols):
+        top += 1
+        if top not in used:
+            pool.append(top)
+    for s, v in zip(symbols, rng.permutation(pool)[:len(symbols)]):
+        env[s] = int(v)
+
+
+def _largest_array(env: dict, diagrams) -> int:
+    """The most entries of one array on the boundary or a box's wires of ``diagrams`` at ``env`` (0: unknown)."""
+    most = 0
+    for d in diagrams:
+        arrays = [*d.dom.inside, *d.cod.inside]
+        for _, box in layers(d):
+            arrays += [*box.dom.inside, *box.cod.inside]
+        for arr in arrays:
+            n = 1
+            for a in arr.axes:
+                v = _value(env, a.size) if not isinstance(a.size, int) else a.size
+                n *= v if v is not None else 1
+            most = max(most, n)
+    return most
 
 
 def _trial_sizes(rng, fixed: dict, d1, d2, kind: str, low: int, high: int) -> dict:
-    """Bindings for one trial: tiles of the trial's kind first, then every other symbol, then divisors."""
+    """Bindings for one trial: sizes, then tiles of the trial's kind (a nested tile after its parent), then
+    every other symbol, then divisors; a tile the bindings put past its axis (one tile symbol at two levels)
+    is brought down to it."""
     env = dict(fixed)
-    tiles = list(tile_sizes(d1)) + list(tile_sizes(d2))
+    tiles = list(dict.fromkeys(list(tile_sizes(d1)) + list(tile_sizes(d2))))
     tile_symbols = {t for t, _ in tiles if isinstance(t, sympy.Symbol)}
+    free = sorted((symbols_of(d1, params=True) | symbols_of(d2, params=True)) - tile_symbols, key=str)
     if kind != "random":
+        # the sizes first, at least 2 and distinct, so that the tiles are drawn against them
+        bound = [s for s in free if s not in env and (kind == "sizes ≥ 2" or
+                                                      not any(s == full for _, full in tiles))]
+        _draw_distinct(rng, bound, env, low, high)
+        if _largest_array(env, (d1, d2)) > LARGEST_DRAW:
+            for s in bound:
+                env[s] = int(rng.integers(2, 4))
+        pending = list(tiles)
+        while pending:
+            left = [(t, f) for t, f in pending if not _bind_tile(env, rng, t, f, kind, tile_symbols)]
+            if len(left) == len(pending):
+                break
+            pending = left
+    for s in free:
+        env.setdefault(s, int(rng.integers(low, high + 1)) if kind == "random" else int(rng.integers(2, 4)))
+    for _ in range(len(tiles) + 1):
         for tile, full in tiles:
-            if not isinstance(full, sympy.Symbol):  # an expression: its symbols first, then the tile
-                for s in sorted(_symbols_of(full) - tile_symbols - set(env), key=str):
-                    env[s] = int(rng.integers(low, high + 1))
-            _bind_tile(env, rng, tile, full, kind)
-    for s in sorted((symbols_of(d1, params=True) | symbols_of(d2, params=True)) - tile_symbols, key=str):
-        env.setdefault(s, int(rng.integers(low, high + 1)))
-    for tile, full in tiles:
-        if isinstance(tile, sympy.Symbol) and tile not in env:
-            n = Env(env).size(full, f"the axis partitioned by {tile}")
-            env[tile] = int(rng.choice([g for g in range(1, n + 1) if n % g == 0]))
+            if isinstance(tile, sympy.Symbol) and tile not in env and _value(env, full) is not None:
+                n = _value(env, full)
+                env[tile] = int(rng.choice([g for g in range(1, n + 1) if n % g == 0]))
+    for _ in range(len(tiles) + 1):   # a tile symbol shared by nested partitions: each no larger than its axis
+        changed = False
+        for tile, full in tiles:
+            t, n = _value(env, tile), _value(env, full)
+            if isinstance(tile, sympy.Symbol) and t is not None and n is not None and t > n:
+                env[tile], changed = n, True
+        if not changed:
+            break
     return env
 
 
@@ -153,16 +222,20 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
     >>> bool(v), v.sizes
     (False, {'a': 3})
     """
+    for name, d in (("first", d1), ("second", d2)):
+        if not isinstance(d, Diagram):
+            raise NapkinError(f"nc.equivalent compares two diagrams; the {name} is a {type(d).__name__}")
+    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
+        raise NapkinError(f"trials must be a positive int, got {trials!r}")
     if d1.dom != d2.dom or d1.cod != d2.cod:
         return Equivalence(False, f"types differ: {d1.dom} → {d1.cod} vs {d2.dom} → {d2.cod}", seed=seed)
     rng = np.random.default_rng(seed)
     fixed = as_sizes(sizes).within(names_of(d1) | names_of(d2), "either diagram").env
     tiled = bool(list(tile_sizes(d1)) or list(tile_sizes(d2)))
+    kinds = TRIAL_KINDS if tiled else UNTILED_KINDS     # the strictest first: every check makes it
     worst, compared, entries, tried = 0.0, 0, 0, []
-    kinds = [TRIAL_KINDS[t % len(TRIAL_KINDS)] if tiled else "random" for t in range(trials)]
-    if tiled and kinds and "ragged" not in kinds:
-        kinds[-1] = "ragged"      # whatever the number of trials: one whose tiles do not divide their axes
-    for t, kind in enumerate(kinds):
+    for t in range(trials):
+        kind = kinds[t % len(kinds)]
         env = _trial_sizes(rng, fixed, d1, d2, kind, low, high)
         named = {str(k): v for k, v in sorted(env.items(), key=lambda kv: str(kv[0]))}
         tried.append({"trial": t, "tiles": kind, "sizes": named})

@@ -17,12 +17,13 @@ It is a functor::
 from __future__ import annotations
 
 import numpy as np
+import sympy
 
 from napkin_cat.errors import NapkinError, ShapeError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.semantics.regions import run_region
-from napkin_cat.syntax.adapter import Bubble, Diagram
+from napkin_cat.syntax.adapter import Bubble, Diagram, layers
 from napkin_cat.syntax.sizes import as_sizes
 from napkin_cat.syntax.wiring import traverse
 
@@ -60,6 +61,21 @@ def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dic
             raise ShapeError(f"input {i}: expected a numeric array, got dtype {x.dtype}")
         env.bind(arr, x, f"input {i} ({arr})")
         xs.append(x)
+    _check_tiles(diagram, env)
     out = interpret(diagram, xs, env)
     out = [np.asarray(o) for o in out]
     return out[0] if len(out) == 1 else tuple(out)
+
+
+def _check_tiles(diagram: Diagram, env) -> None:
+    """Every Grid's and Stream's tile, where the sizes bind it, fits its axis (as ``nc.plan`` requires); a
+    partition is any bubble with an ``axis``, a tile ``size`` and a ``full_size()`` (the bubbles are not imported)."""
+    for _, box in layers(diagram):
+        if isinstance(box, Bubble) and getattr(box, "axis", None) is not None and hasattr(box, "full_size"):
+            tile, full = sympy.sympify(box.size).subs(env), sympy.sympify(box.full_size()).subs(env)
+            if tile.is_Integer and full.is_Integer and int(tile) > int(full):
+                what = {"grid": "group"}.get(getattr(box, "region", ""), getattr(box, "region", "tile"))
+                raise ShapeError(f"the {what} size of {box.axis!r} ({box.size} = {tile}) exceeds the axis "
+                                 f"({box.axis} = {full}); legal sizes are 1 … {full}")
+        if isinstance(box, Bubble):
+            _check_tiles(box.arg, env)

@@ -24,7 +24,24 @@ from discopy.cat import factory
 
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.dtype import DType, FP32, as_dtype
-from napkin_cat.errors import ArgumentError, CompositionError
+from napkin_cat.errors import ArgumentError, CompositionError, LevelError
+
+
+def as_level(level, *, least: int = 0, what: str = "level") -> int:
+    """``level`` as an int, refused (:class:`~napkin_cat.errors.LevelError`) unless it is a whole number
+    ≥ ``least`` (0: global memory, 1: the first level below it, …).
+
+    >>> as_level(2)
+    2
+    >>> as_level(1.5)
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.LevelError: level must be a whole number ≥ 0 (0: global memory, 1: ...), got 1.5
+    """
+    if isinstance(level, bool) or not hasattr(level, "__index__") or int(level) < least:
+        raise LevelError(f"{what} must be a whole number ≥ {least} (0: global memory, 1: the first level below "
+                         f"it), got {level!r}")
+    return int(level)
 
 
 class Array(cat.Ob):
@@ -39,7 +56,7 @@ class Array(cat.Ob):
         for a in self.axes:
             if not isinstance(a, Axis):
                 raise TypeError(f"Array axes must be Axis objects, got {a!r}")
-        self.level = int(level)
+        self.level = as_level(level, what="an array's level")
         self.dtype = as_dtype(dtype)
         label = "×".join(_axis_label(a)
                          for a in self.axes) or "R"

@@ -66,7 +66,7 @@ class Builder:
         if arr.dtype == target:
             return wire
         return self(cast(" ".join(arr.names), to=target, level=arr.level, dtype=arr.dtype,
-                         **{a.name: a.size for a in arr.axes}), wire)
+                         sizes={a.name: a.size for a in arr.axes}), wire)
 
     def build(self, *outputs: Wire) -> Diagram:
         uses = {}

@@ -30,12 +30,15 @@ _TOKEN = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
 
 
 def parse(signature: str, *, arrow: bool | None = None) -> tuple[list[list[str]], list[list[str]] | None]:
-    """Parse ``"q d, x d -> q x"`` into input and output name lists.
+    """Parse ``"q d, x d -> q x"`` into input and output name lists; ``()`` is an array without axes (the item
+    R, a scalar), which a signature of one operand may also leave empty.
 
     >>> parse("q d, x d -> q x")
     ([['q', 'd'], ['x', 'd']], [['q', 'x']])
     >>> parse("q x")
     ([['q', 'x']], None)
+    >>> parse("(), d -> d")
+    ([[], ['d']], [['d']])
     """
     if not isinstance(signature, str):
         raise SignatureError(f"a signature must be a string such as 'q d, x d -> q x', got {signature!r}")
@@ -50,9 +53,10 @@ def parse(signature: str, *, arrow: bool | None = None) -> tuple[list[list[str]]
 
     def operands(text, where):
         parts = text.split(",")
-        out = []
+        out, empty = [], False
         for k, part in enumerate(parts):
-            names = part.split()
+            names = [] if part.strip() == "()" else part.split()
+            empty = empty or not part.split()
             for n in names:
                 if not _TOKEN.match(n):
                     raise SignatureError(f"cannot parse {signature!r}: {n!r} in {where} operand {k} "
@@ -62,13 +66,45 @@ def parse(signature: str, *, arrow: bool | None = None) -> tuple[list[list[str]]
                 raise SignatureError(f"{where} operand {k} of {signature!r} names axis {dup!r} twice; "
                                      "an array carries each axis once")
             out.append(names)
-        if any(not names for names in out) and len(out) > 1:
-            raise SignatureError(f"{where} of {signature!r} has an empty operand between commas")
+        if empty and len(out) > 1:
+            raise SignatureError(f"{where} of {signature!r} has an empty operand between commas "
+                                 "(write () for an array without axes)")
         return out
 
     ins = operands(lhs, "input")
     outs = operands(rhs, "output") if rhs is not None else None
     return ins, outs
+
+
+def _merge_sizes(where: str, given, more: dict, names=(), **options) -> dict:
+    """The axis sizes of a constructor call: ``sizes=`` (a dict, for any axis name) and size keywords.
+
+    An axis named like one of the constructor's own keywords (``beta``, ``const``) cannot take its size
+    by keyword: when that keyword is given a value other than its default, the call is refused as
+    ambiguous unless ``sizes=`` sizes the axis.
+    """
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        raise SignatureError(f"{where}: sizes= must be a dict of axis name → size, got {given!r}")
+    twice = sorted(set(given) & set(more))
+    if twice:
+        raise SignatureError(f"{where}: the size of {twice} is given twice (as sizes= and as a keyword)")
+    out = {**more, **given}
+    for option, (value, default) in options.items():
+        if option in names and option not in out and not (value is default or value == default):
+            raise SignatureError(f"{where}: {option}={value!r} is {where}'s own {option!r}, not the size of the "
+                                 f"axis {option!r} the signature names; give that axis its size with "
+                                 f"sizes={{{option!r}: …}}")
+    return out
+
+
+def _names(signature) -> set:
+    try:
+        ins, outs = parse(signature)
+    except SignatureError:
+        return set()
+    return {n for names in ins + (outs or []) for n in names}
 
 
 def _axes_for(names_lists, sizes):
@@ -81,13 +117,14 @@ def _axes_for(names_lists, sizes):
 
 
 def apply(kind: str, signature: str, *, core=(), params=None, level: int = 0, dtype=FP32,
-          out_dtype=None, out_level=None, name: str | None = None, **sizes) -> Diagram:
+          out_dtype=None, out_level=None, name: str | None = None, sizes: dict | None = None, **more) -> Diagram:
     """A box of any declared kind from an einops-style signature.
 
     Weaves are the output axes not named in ``core``; each is carried by the
     inputs that name it.  Core axes are the ``core`` names plus the input axes
     missing from every output.
     """
+    sizes = _merge_sizes('apply', sizes, more, _names(signature))
     ins, outs = parse(signature, arrow=None)
     if outs is None:
         outs = [list(ins[0])]
@@ -119,7 +156,7 @@ def apply(kind: str, signature: str, *, core=(), params=None, level: int = 0, dt
     return build_box(kind, dom, cod, weaves, params, name=name)
 
 
-def einsum(signature: str, *, level: int = 0, dtype=FP32, out_dtype=None, **sizes) -> Diagram:
+def einsum(signature: str, *, level: int = 0, dtype=FP32, out_dtype=None, sizes: dict | None = None, **more) -> Diagram:
     """Contraction of any number of operands; contracted axes are those missing from the output.
 
     ``dtype`` is the operands' number format, ``out_dtype`` the result's (default: the same).
@@ -129,18 +166,21 @@ def einsum(signature: str, *, level: int = 0, dtype=FP32, out_dtype=None, **size
     >>> einsum("a b, b c -> a c", dtype="fp8", out_dtype="fp16").cod
     Ty(Array(a×c:fp16))
     """
+    sizes = _merge_sizes('einsum', sizes, more, _names(signature))
     ins, outs = parse(signature, arrow=True)
     if len(outs) != 1:
         raise SignatureError(f"einsum {signature!r} must have exactly one output array")
-    return apply("contract", signature, level=level, dtype=dtype, out_dtype=out_dtype, **sizes)
+    return apply("contract", signature, level=level, dtype=dtype, out_dtype=out_dtype, sizes=sizes)
 
 
-def softmax(signature: str, *, over, beta=1, level: int = 0, dtype=FP32, out_dtype=None, **sizes) -> Diagram:
+def softmax(signature: str, *, over, beta=1, level: int = 0, dtype=FP32, out_dtype=None,
+            sizes: dict | None = None, **more) -> Diagram:
     """SoftMax along ``over`` (β the inverse temperature), weaved over the other axes.
 
     >>> softmax("q x", over="x", beta=0.125).cod
     Ty(Array(q×x))
     """
+    sizes = _merge_sizes('softmax', sizes, more, _names(signature), beta=(beta, 1))
     ins, outs = parse(signature)
     if outs is not None or len(ins) != 1:
         raise SignatureError(f"softmax takes one array's axes such as 'q x', got {signature!r}")
@@ -152,15 +192,17 @@ def softmax(signature: str, *, over, beta=1, level: int = 0, dtype=FP32, out_dty
                                  f"legal choices are {ins[0]}")
     params = {} if beta == 1 else {"beta": beta}
     return apply("softmax", signature, core=over_names, params=params, level=level, dtype=dtype,
-                 out_dtype=out_dtype, **sizes)
+                 out_dtype=out_dtype, sizes=sizes)
 
 
-def elementwise(name: str, signature: str, *, const=None, level: int = 0, dtype=FP32, **sizes) -> Diagram:
+def elementwise(name: str, signature: str, *, const=None, level: int = 0, dtype=FP32,
+                sizes: dict | None = None, **more) -> Diagram:
     """An elementwise map weaved over every axis; broadcasting through the signature.
 
     >>> elementwise("add", "q d, d -> q d").dom
     Ty(Array(q×d), Array(d))
     """
+    sizes = _merge_sizes('elementwise', sizes, more, _names(signature), const=(const, None))
     if name not in ELEMENTWISE:
         raise UnknownPrimitiveError(f"unknown elementwise map {name!r}; legal names are {ELEMENTWISE}")
     arity = ARITY[name]
@@ -178,7 +220,7 @@ def elementwise(name: str, signature: str, *, const=None, level: int = 0, dtype=
             if n not in outs[0]:
                 raise SignatureError(f"elementwise {name!r}: input {i} axis {n!r} is not in the output "
                                      f"{outs[0]}; elementwise maps keep every axis (use reduce to drop one)")
-    sig = ", ".join(" ".join(names) for names in ins) + " -> " + " ".join(outs[0])
+    sig = ", ".join(spell(names) for names in ins) + " -> " + spell(outs[0])
     params = {}
     if name in ("scale", "shift"):
         if const is None:
@@ -186,11 +228,12 @@ def elementwise(name: str, signature: str, *, const=None, level: int = 0, dtype=
         params["c"] = const
     elif const is not None:
         raise SignatureError(f"elementwise {name!r} takes no const")
-    return apply(name, sig, params=params, level=level, dtype=dtype, **sizes)
+    return apply(name, sig, params=params, level=level, dtype=dtype, sizes=sizes)
 
 
-def reduce(name: str, signature: str, *, level: int = 0, dtype=FP32, **sizes) -> Diagram:
+def reduce(name: str, signature: str, *, level: int = 0, dtype=FP32, sizes: dict | None = None, **more) -> Diagram:
     """Reduce the axes missing from the output: ``reduce("max", "q x -> q")``."""
+    sizes = _merge_sizes('reduce', sizes, more, _names(signature))
     from napkin_cat.syntax.primitive import KINDS
     legal = sorted(set(REDUCTIONS) | {k[len("reduce_"):] for k in KINDS if k.startswith("reduce_")})
     if name not in legal:
@@ -203,11 +246,21 @@ def reduce(name: str, signature: str, *, level: int = 0, dtype=FP32, **sizes) ->
             raise SignatureError(f"reduce {name!r}: output axis {n!r} is not an input axis {ins[0]}")
     if set(outs[0]) == set(ins[0]):
         raise SignatureError(f"reduce {name!r}: {signature!r} reduces no axis; drop at least one")
-    return apply(f"reduce_{name}", signature, level=level, dtype=dtype, **sizes)
+    return apply(f"reduce_{name}", signature, level=level, dtype=dtype, sizes=sizes)
 
 
-def types(spec, *, level: int = 0, dtype=FP32, **sizes) -> Ty:
+def spell(names) -> str:
+    """The signature operand of an array with axes ``names``: ``"q x"``, or ``"()"`` for none.
+
+    >>> spell(["q", "x"]), spell([])
+    ('q x', '()')
+    """
+    return " ".join(names) or "()"
+
+
+def types(spec, *, level: int = 0, dtype=FP32, sizes: dict | None = None, **more) -> Ty:
     """A type from ``"q d, x d"`` (commas separate arrays)."""
+    sizes = _merge_sizes('types', sizes, more, _names(spec if isinstance(spec, str) else ''))
     if isinstance(spec, Ty):
         return spec
     if isinstance(spec, Array):
@@ -223,7 +276,7 @@ def types(spec, *, level: int = 0, dtype=FP32, **sizes) -> Ty:
     return Ty(*(Array(tuple(axes[n] for n in names), level, dtype) for names in ins))
 
 
-def Id(spec=None, *, level: int = 0, dtype=FP32, **sizes) -> Diagram:
+def Id(spec=None, *, level: int = 0, dtype=FP32, sizes: dict | None = None, **more) -> Diagram:
     """The identity on arrays given as ``"x d"`` (or ``"q d, x d"``, a Ty, an Array).
 
     ``Id()`` is the identity on the empty tuple (the unit of ``@``); ``Id("")`` is
@@ -232,17 +285,20 @@ def Id(spec=None, *, level: int = 0, dtype=FP32, **sizes) -> Diagram:
     >>> Id().dom, Id("").dom
     (Ty(), Ty(Array(R)))
     """
+    sizes = _merge_sizes('Id', sizes, more, _names(spec if isinstance(spec, str) else ''))
     if spec is None:
         return Diagram.id(Ty())
-    return Diagram.id(types(spec, level=level, dtype=dtype, **sizes))
+    return Diagram.id(types(spec, level=level, dtype=dtype, sizes=sizes))
 
 
-def split(signature: str, *, along: str, parts, level: int = 0, dtype=FP32, **sizes) -> Diagram:
+def split(signature: str, *, along: str, parts, level: int = 0, dtype=FP32,
+          sizes: dict | None = None, **more) -> Diagram:
     """Split ``along`` an axis into consecutive slices of the given sizes.
 
     >>> split("q d", along="q", parts=(2, 3), q=5).cod
     Ty(Array(q[2]×d), Array(q[3]×d))
     """
+    sizes = _merge_sizes('split', sizes, more, _names(signature))
     (names,), outs = parse(signature)
     if along not in names:
         raise SignatureError(f"split along {along!r}: the array {names} has no such axis")
@@ -261,20 +317,23 @@ def split(signature: str, *, along: str, parts, level: int = 0, dtype=FP32, **si
     return _bb("split", [dom], cod, weaves)
 
 
-def join(signature: str, *, along: str, parts, level: int = 0, dtype=FP32, **sizes) -> Diagram:
+def join(signature: str, *, along: str, parts, level: int = 0, dtype=FP32,
+         sizes: dict | None = None, **more) -> Diagram:
     """Join slices along an axis: the inverse of :func:`split`."""
-    d = split(signature, along=along, parts=parts, level=level, dtype=dtype, **sizes)
+    sizes = _merge_sizes('join', sizes, more, _names(signature))
+    d = split(signature, along=along, parts=parts, level=level, dtype=dtype, sizes=sizes)
     b = d.boxes[0]
     return build_box("join", list(b.cod.inside), list(b.dom.inside),
                      [type(w)(w.name, tuple(range(len(b.cod)))) for w in b.data.weaves])
 
 
-def cast(signature: str, *, to, level: int = 0, dtype=FP32, **sizes) -> Diagram:
+def cast(signature: str, *, to, level: int = 0, dtype=FP32, sizes: dict | None = None, **more) -> Diagram:
     """Convert an array's number format (``to`` = fp32, fp16, bf16 or fp8)."""
+    sizes = _merge_sizes('cast', sizes, more, _names(signature))
     from napkin_cat.syntax.dtype import as_dtype
     to = as_dtype(to)
     return apply("cast", signature, params={"dtype": to.name}, level=level, dtype=dtype,
-                 out_dtype=to, **sizes)
+                 out_dtype=to, sizes=sizes)
 
 
 def transfer(direction: str, array: Array) -> Diagram:
@@ -288,7 +347,7 @@ def transfer(direction: str, array: Array) -> Diagram:
     return build_box(direction, [array], [array.replace(level=target)], weaves)
 
 
-def renaming(signature: str, *, level: int = 0, dtype=FP32, **sizes) -> Diagram:
+def renaming(signature: str, *, level: int = 0, dtype=FP32, sizes: dict | None = None, **more) -> Diagram:
     """A box that gives axes new names, position by position: ``renaming("h n d -> h m d")`` (a primitive of kind
     ``rename``, the data unchanged; :func:`~napkin_cat.syntax.relabel.rename_axis` is the functor that renames
     an axis throughout a diagram).
@@ -298,6 +357,7 @@ def renaming(signature: str, *, level: int = 0, dtype=FP32, **sizes) -> Diagram:
     >>> renaming("n d -> m d", n=5).cod
     Ty(Array(m[5]×d))
     """
+    sizes = _merge_sizes('renaming', sizes, more, _names(signature))
     (ins,), outs = parse(signature, arrow=True)
     if len(outs) != 1 or len(outs[0]) != len(ins):
         raise SignatureError(f"rename maps one array to one array of the same rank, got {signature!r}")

@@ -124,7 +124,7 @@ class Sizes(Mapping):
 
     def subs(self, expr):
         """``expr`` at these sizes (an int where every symbol it reads is given)."""
-        v = sympy.sympify(expr).xreplace(self.env)
+        v = sympy.sympify(sympy.sympify(expr).xreplace(self.env))   # a bare symbol becomes a Python int
         return int(v) if v.is_Integer else v
 
     # ------------------------------------------------------------------ against a diagram

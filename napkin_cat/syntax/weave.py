@@ -18,6 +18,8 @@ its weave list.  Weaving is functorial::
 """
 from __future__ import annotations
 
+import math
+
 from napkin_cat.syntax.adapter import Array, Box, Bubble, Diagram, Ty, from_layers, layers
 from napkin_cat.syntax.axis import Axis, resolve
 from napkin_cat.errors import SignatureError, WeaveError
@@ -45,7 +47,9 @@ def build_box(kind: str, dom: list[Array], cod: list[Array], weaves: list[Weave]
     names, that no array names an axis twice, and the kind's item signature.
     """
     k = kind_of(kind)
-    params = tuple(sorted((params or {}).items()))
+    # one NaN object for every NaN constant, so that a box equals itself rebuilt (NaN != NaN otherwise)
+    params = tuple(sorted((key, math.nan if isinstance(v, float) and v != v else v)
+                          for key, v in (params or {}).items()))
     for side, arrays in (("input", dom), ("output", cod)):
         for i, arr in enumerate(arrays):
             names = arr.names
@@ -116,13 +120,15 @@ def all_arrays(diagram: Diagram):
             yield from all_arrays(box.arg)
 
 
-def weave(diagram: Diagram, axis, inputs=None, position: int = 0, **sizes) -> Diagram:
+def weave(diagram: Diagram, axis, inputs=None, position: int = 0, sizes: dict | None = None, **more) -> Diagram:
     """Map ``diagram`` over a new ``axis`` (name or :class:`Axis`).
 
     ``inputs``: indices of the weaved inputs (default: all), or a dict
     ``{index: position}``; ``position``: where the axis goes in the outputs
-    (and in the listed inputs), Python-insert style (``-1`` is last).
+    (and in the listed inputs), Python-insert style (``-1`` is last); the axis size
+    as a keyword (``h=8``) or in ``sizes=`` (any name, ``sizes={"position": 8}``).
     """
+    sizes = {**more, **(sizes or {})}
     axis = resolve([axis], sizes)[0]
     for arr in all_arrays(diagram):
         if axis.name in arr.names:

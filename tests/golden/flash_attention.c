@@ -7,12 +7,12 @@
 #define NC_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define NC_MAX(a, b) ((a) > (b) ? (a) : (b))
 
-/* fmaxf and fminf (C99's NaN-ignoring max and min) as selects: libm's are calls in a vector loop.  A fold
-   into an accumulator that starts at -inf (+inf) and so is never NaN is one vmaxps (vminps). */
-static inline float nc_fmax(float a, float b) { return (a > b || b != b) ? a : b; }
-static inline float nc_fmin(float a, float b) { return (a < b || b != b) ? a : b; }
+/* max and min that propagate NaN as numpy's do (C99's fmaxf and fminf drop it), as selects: libm's are calls
+   in a vector loop.  A SoftMax's row max folds into an accumulator that starts at -inf (+inf) and may drop a
+   NaN (the row's sum is NaN then anyway): one vmaxps (vminps). */
+static inline float nc_fmax(float a, float b) { return (a > b || a != a) ? a : b; }
+static inline float nc_fmin(float a, float b) { return (a < b || a != a) ? a : b; }
 static inline float nc_fold_max(float acc, float v) { return v > acc ? v : acc; }
-static inline float nc_fold_min(float acc, float v) { return v < acc ? v : acc; }
 /* exp(x) = 2^n exp(r): n = round(x / ln 2) by the 1.5·2^23 trick (n lands in t's low bits, no float-to-int
    conversion), r = x - n ln 2 (Cody-Waite, two steps), 2 exp(r) a degree-6 near-minimax polynomial, and
    2^(n-1) built from t's bits.  At most 2 ulp from exp (checked by the tests); exactly 0 below -125 ln 2

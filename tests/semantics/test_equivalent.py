@@ -112,15 +112,27 @@ def test_a_bug_that_needs_two_tiles_of_two_is_caught(region, bug, seed, monkeypa
 def test_ragged_tiles_run_with_a_short_last_tile(rng, helpers):
     Q, K, V = rng.normal(size=(7, 3)), rng.normal(size=(10, 3)), rng.normal(size=(10, 3))
     want = helpers.attention(Q, K, V)
-    for g, s in [(3, 4), (2, 3), (7, 10), (9, 20), (1, 1)]:
+    for g, s in [(3, 4), (2, 3), (7, 10), (1, 1)]:
         got = nc.evaluate(flash(), Q, K, V, sizes={"g_q": g, "s_x": s})
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_a_tile_larger_than_its_axis_is_refused(rng):
+    """As ``nc.plan`` refuses it (issue 25, family 7): a tile past its axis was silently clamped to it."""
+    Q, K, V = rng.normal(size=(7, 3)), rng.normal(size=(10, 3)), rng.normal(size=(10, 3))
+    with pytest.raises(nc.ShapeError, match=r"the group size of 'q' \(g_q = 9\) exceeds the axis \(q = 7\); "
+                                            r"legal sizes are 1 … 7"):
+        nc.evaluate(flash(), Q, K, V, sizes={"g_q": 9, "s_x": 2})
+    with pytest.raises(nc.ShapeError, match=r"the stream size of 'x' \(s_x = 20\) exceeds the axis"):
+        nc.evaluate(flash(), Q, K, V, sizes={"g_q": 2, "s_x": 20})
 
 
 @settings(max_examples=30, deadline=None)
 @given(q=st.integers(1, 9), x=st.integers(1, 9), g=st.integers(1, 10), s=st.integers(1, 10), seed=st.integers(0, 99))
 def test_any_tiles_compute_attention(helpers, q, x, g, s, seed):
-    """Grid over q and online-softmax Stream over x, with tiles that need not divide (or fit) their axes."""
+    """Grid over q and online-softmax Stream over x, with tiles that need not divide their axes (a tile past its
+    axis is refused: it is clamped to the axis here)."""
+    g, s = min(g, q), min(s, x)
     rng = np.random.default_rng(seed)
     Q, K, V = rng.normal(size=(q, 2)) * 3, rng.normal(size=(x, 2)) * 3, rng.normal(size=(x, 2))
     got = nc.evaluate(flash(), Q, K, V, sizes={"g_q": g, "s_x": s})

@@ -1,0 +1,206 @@
+"""Filling the hole of a match: the netlist with the matched nodes replaced, in time proportional to the change.
+
+:func:`splice` puts a replacement netlist where the matched nodes were and :func:`normalize` flattens the copy
+chains that may leave; :func:`splice_rebuild` is the same splice built from scratch (its specification, what
+a test compares it with).  A derivation of a 32-block transformer makes thousands of rewrites on a netlist of
+thousands of nodes: each costs the copies of its tables and the sort of the stretch it touches, not a
+rebuild of the whole.
+
+>>> import napkin_cat as nc
+>>> from napkin_cat.rewriting.match import Pattern, find, kind
+>>> d = nc.elementwise("exp", "q") >> nc.elementwise("neg", "q") >> nc.elementwise("tanh", "q")
+>>> m = find(Pattern({"f": kind("neg")}), d)[0]
+>>> [n.name for n in m.fill(nc.elementwise("relu", "q")).nodes.values()]
+['exp', 'relu', 'tanh']
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import replace
+
+from napkin_cat.errors import RewriteError
+from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist, Wire
+
+
+def splice(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) -> Netlist:
+    """Replace the nodes ``chosen`` (with these boundary wires) by the netlist ``rn``.
+
+    In time proportional to the change (plus copies of the tables): wires away from the hole keep their ids,
+    and only the stretch of the topological order between the first and the last replaced node is sorted
+    again, with the new nodes where the first replaced node was.  The result is the netlist
+    :func:`splice_rebuild` builds from scratch, but for the wire ids.
+    """
+    offset = max(net.nodes, default=-1) + 1
+    fresh = max(net.wires, default=-1) + 1
+    srcs = [net.wires[w].src for w in input_wires]
+    dsts = [net.wires[w].dst for w in output_wires]
+    wires, ins, outs = dict(net.wires), dict(net.ins), dict(net.outs)
+    for n in chosen:
+        for w in (*net.ins[n], *net.outs[n]):
+            wires.pop(w, None)
+        del ins[n], outs[n]
+    new = {n.id + offset: replace(n, id=n.id + offset) for n in rn.nodes.values()}
+    for nid, n in new.items():
+        ins[nid], outs[nid] = [None] * len(n.dom), [None] * len(n.cod)
+    inputs, outputs = list(net.inputs), list(net.outputs)
+    patched = {}        # an outside node's port tuple, made mutable once
+
+    def port(table, owner, k, wid, boundary):
+        if owner in (INPUT, OUTPUT):
+            boundary[k] = wid
+            return
+        ports = table[owner]
+        if not isinstance(ports, list):
+            ports = patched.setdefault((id(table), owner), list(ports))
+            table[owner] = ports
+        ports[k] = wid
+
+    def array_of(end, side):
+        owner, k = end
+        if owner == INPUT:
+            return net.dom[k]
+        if owner == OUTPUT:
+            return net.cod[k]
+        return getattr(new[owner] if owner in new else net.nodes[owner], side)[k]
+    for w in rn.wires.values():
+        src = srcs[w.src[1]] if w.src[0] == INPUT else (w.src[0] + offset, w.src[1])
+        dst = dsts[w.dst[1]] if w.dst[0] == OUTPUT else (w.dst[0] + offset, w.dst[1])
+        for end, side in ((src, "cod"), (dst, "dom")):
+            if array_of(end, side) != w.array:
+                raise RewriteError(f"netlist: a wire carrying {w.array} is plugged into port {end[1]} of "
+                                   f"node #{end[0]}, which carries {array_of(end, side)}")
+        wires[fresh] = Wire(fresh, w.array, src, dst)
+        port(outs, src[0], src[1], fresh, inputs)
+        port(ins, dst[0], dst[1], fresh, outputs)
+        fresh += 1
+    order = list(net.nodes)
+    if chosen:
+        pos = net.position
+        lo, hi = min(pos[n] for n in chosen), max(pos[n] for n in chosen)
+        stretch = list(new.values()) + [net.nodes[n] for n in order[lo:hi + 1] if n not in chosen]
+        order[lo:hi + 1] = [n.id for n in _sorted(stretch, wires, ins)]
+    else:
+        order += [n.id for n in _sorted(list(new.values()), wires, ins)]
+    nodes = {nid: new[nid] if nid in new else net.nodes[nid] for nid in order}
+    for table in (ins, outs):
+        for nid, ports in table.items():
+            if isinstance(ports, list):
+                if None in ports:
+                    raise RewriteError(f"netlist: port {ports.index(None)} of node #{nid} is not connected")
+                table[nid] = tuple(ports)
+    return Netlist(net.dom, net.cod, nodes, wires, ins, outs, tuple(inputs), tuple(outputs))
+
+
+def _sorted(stretch: list, wires: dict, ins: dict) -> list:
+    """The nodes of ``stretch`` (a stretch of a topological order, new nodes first) sorted topologically,
+    keeping their given order where legal (the order of :meth:`Netlist.build`'s stable sort)."""
+    rank = {n.id: k for k, n in enumerate(stretch)}
+    succ = {n.id: [] for n in stretch}
+    indeg = dict.fromkeys(rank, 0)
+    for n in stretch:
+        for w in ins[n.id]:
+            a = wires[w].src[0]
+            if a in rank:
+                succ[a].append(n.id)
+                indeg[n.id] += 1
+    heap = [rank[n] for n, d in indeg.items() if d == 0]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        node = stretch[heapq.heappop(heap)]
+        out.append(node)
+        for b in succ[node.id]:
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                heapq.heappush(heap, rank[b])
+    if len(out) != len(stretch):
+        raise RewriteError("netlist has a cycle: the replaced sub-diagram was not convex")
+    return out
+
+
+def splice_rebuild(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) -> Netlist:
+    """:func:`splice` from scratch (every wire renumbered, the whole order sorted): its specification."""
+    offset = max(net.nodes, default=-1) + 1
+    srcs = [net.wires[w].src for w in input_wires]
+    dsts = [net.wires[w].dst for w in output_wires]
+    conns = [(w.array, w.src, w.dst) for w in net.wires.values()
+             if w.src[0] not in chosen and w.dst[0] not in chosen]
+    for w in rn.wires.values():
+        s = srcs[w.src[1]] if w.src[0] == INPUT else (w.src[0] + offset, w.src[1])
+        d = dsts[w.dst[1]] if w.dst[0] == OUTPUT else (w.dst[0] + offset, w.dst[1])
+        conns.append((w.array, s, d))
+    new = [replace(n, id=n.id + offset) for n in rn.nodes.values()]
+    nodes, placed = [], False
+    for nid, n in net.nodes.items():
+        if nid in chosen:
+            if not placed:
+                nodes.extend(new)
+                placed = True
+            continue
+        nodes.append(n)
+    if not placed:
+        nodes.extend(new)
+    return Netlist.build(net.dom, net.cod, nodes, conns)
+
+
+def normalize(net: Netlist, near=None) -> Netlist:
+    """Flatten copies of copies into one copy node and dissolve one-output copies.
+
+    Splicing a replacement can leave such chains; :func:`to_netlist` never does.  ``near`` (node ids): where a
+    splice changed the netlist; when no copy there is chained or has one output, the netlist is returned as it is
+    without a scan (a netlist is normal away from its last splice).
+    """
+    if near is not None and not any(_abnormal(net, n) for n in near if n in net.nodes):
+        return net
+    copies = [nid for nid, n in net.nodes.items() if n.kind == "copy"]
+    root = {}
+    for c in copies:  # topological order: a parent copy comes first
+        parent = net.wires[net.ins[c][0]].src[0]
+        if parent in root or (parent in net.nodes and net.nodes[parent].kind == "copy"):
+            root[c] = root.get(parent, parent)
+    fanout = {c: 0 for c in copies if c not in root}
+    for c in copies:
+        for w in net.outs[c]:
+            if net.wires[w].dst[0] not in root:
+                fanout[root.get(c, c)] += 1
+    through = {c for c, k in fanout.items() if k == 1}
+    if not root and not through:
+        return net
+    ports = dict.fromkeys(fanout, 0)
+    conns = []
+    for w in net.wires.values():
+        (a, _), (b, _) = w.src, w.dst
+        if b in root:
+            continue  # the wire from a parent copy into a merged copy
+        src = w.src
+        if a in root or a in fanout:
+            top = root.get(a, a)
+            src = (top, ports[top])
+            ports[top] += 1
+        conns.append([w.array, src, w.dst])
+    if through:  # a copy with one output is a wire
+        feed = {c: net.wires[net.ins[c][0]].src for c in through}
+        conns = [c for c in conns if c[2][0] not in through]
+        for c in conns:
+            while c[1][0] in through:
+                c[1] = feed[c[1][0]]
+    nodes = []
+    for nid, n in net.nodes.items():
+        if nid in root or nid in through:
+            continue
+        nodes.append(replace(n, cod=n.dom * fanout[nid]) if nid in fanout else n)
+    return Netlist.build(net.dom, net.cod, nodes, [tuple(c) for c in conns])
+
+
+def _abnormal(net: Netlist, nid) -> bool:
+    """A copy node with one output, or fed by a copy, or feeding one."""
+    node = net.nodes[nid]
+    if node.kind != "copy":
+        return False
+    if len(node.cod) == 1:
+        return True
+    src = net.wires[net.ins[nid][0]].src[0]
+    if src in net.nodes and net.nodes[src].kind == "copy":
+        return True
+    return any(net.wires[w].dst[0] in net.nodes and net.nodes[net.wires[w].dst[0]].kind == "copy"
+               for w in net.outs[nid])

@@ -1,0 +1,139 @@
+"""The prepared forms of a function: what the rule book's ``simplify`` and ``prepare`` rules make of it.
+
+A :class:`Form` is a function reached by ``prepare`` rules (its steps from the start, their names), with its
+data-flow graph (:class:`~napkin_cat.search.blocks.OpGraph`), its kernel-split space and, for a large one,
+its cut into segments (:mod:`.segments`).  :func:`prepared_forms` lists the forms the search compares.
+
+>>> import napkin_cat as nc
+>>> from napkin_cat.rewriting.registry import rulebook
+>>> [f.prepared for f in prepared_forms(nc.library.attention(), rulebook())]
+[(), ('softmax_contraction_to_unscaled',)]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from napkin_cat.rewriting.driver import rewrite
+from napkin_cat.rewriting.isomorphism import isomorphic
+from napkin_cat.rewriting.netlist import to_netlist
+from napkin_cat.rewriting.trace import Step
+from napkin_cat.search import segments as segments_module
+from napkin_cat.search.blocks import OpGraph
+from napkin_cat.search.paths import Space
+from napkin_cat.search.recomputation import recomputed_forms
+from napkin_cat.search.segments import cut
+from napkin_cat.syntax.adapter import Diagram
+
+
+# ---------------------------------------------------------------------- prepared functions
+@dataclass
+class Form:
+    """A function reached by ``prepare`` rules: its ``steps`` from the start, their rule names."""
+
+    diagram: Diagram
+    steps: tuple = ()
+    prepared: tuple = ()
+    share: bool = False   # a kernel loads a value it reads in several places once (the book plays ``share``)
+    recomputed: int = 0   # operations added by recomputation (the book's ``recompute`` rule)
+    units: bool = False   # each operation read by one operation alone shares its reader's kernel
+
+    def __post_init__(self):
+        self.graph = OpGraph(to_netlist(self.diagram), share=self.share)
+        self._space = None
+        self._cut = None
+
+    @property
+    def space(self):
+        if self._space is None:
+            self._space = Space(self.graph, units=self.graph.units() if self.units else None)
+        return self._space
+
+    @property
+    def cut(self):
+        """``(segments, seams)`` when the form is searched segment by segment (:mod:`.segments`), else None (a
+        recomputed form, :mod:`.recomputation`, is searched whole, as its kernels keep units whole)."""
+        if self.units or self.recomputed:
+            return None
+        if self._cut is None:
+            large = len(self.graph) > segments_module.SEGMENT_AT
+            parts = cut(self.graph) if large else ([self.graph.full], [])
+            self._cut = parts if len(parts[0]) > 1 else False
+        return self._cut or None
+
+
+def _simplified(diagram, book) -> Form:
+    """The function with the book's ``simplify`` rules applied to a fixpoint (dead code, identities removed)."""
+    share = "share" in book.roles
+    if "simplify" not in book.roles:
+        return Form(diagram, share=share)
+    r = rewrite(diagram, book.role("simplify"), "fixpoint")
+    return Form(r.diagram, tuple(r.trace.steps), tuple(s.rule for s in r.trace.steps), share)
+
+
+def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
+    """The function and what the ``prepare`` rules make of it (breadth first, up to ``depth`` steps and
+    ``limit`` forms, isomorphic ones once).  A large function (searched segment by segment) is prepared one
+    rule at a time at every place it applies, so that its alike blocks are prepared alike, and is not given
+    recomputed forms (:func:`~napkin_cat.search.recomputation.recomputed_forms`; the others are)."""
+    rules = book.role("prepare") if "prepare" in book.roles else ()
+    forms = [_simplified(diagram, book)]
+    if len(forms[0].graph) > segments_module.SEGMENT_AT:
+        return _prepared_everywhere(forms, rules, depth, limit)
+    queue = [forms[0]]
+    while queue and len(forms) < limit:
+        f = queue.pop(0)
+        if len(f.prepared) - len(forms[0].prepared) >= depth:
+            continue
+        net = to_netlist(f.diagram)
+        for rule in rules:
+            for m in rule.matches(net):
+                after = rule.fill(m)
+                new = after.diagram
+                if any(isomorphic(new, g.diagram) for g in forms):
+                    continue
+                step = Step(rule.name, m.key, m.describe(), net, after, fresh=True,
+                            params=tuple(sorted(m.params.items())))
+                g = Form(new, f.steps + (step,), f.prepared + (rule.name,), f.share)
+                forms.append(g)
+                queue.append(g)
+                if len(forms) >= limit:
+                    return forms + recomputed_forms(forms, book, depth, limit)
+    return forms + recomputed_forms(forms, book, depth, limit)
+
+
+def _everywhere(f: Form, rule):
+    """``f`` with ``rule`` applied at each place it legally applies (found in one scan, applied one after the
+    other where the place is still there), or None where it applies nowhere."""
+    net = to_netlist(f.diagram)
+    steps = []
+    for m0 in rule.matches(net):
+        ids = {n for _, n in m0.key}
+        if not ids <= net.nodes.keys():
+            continue
+        found = [m for m in rule.candidates(net, within=ids) if m.key == m0.key and rule.failure(m) is None]
+        if not found:
+            continue
+        after = rule.fill(found[0])
+        steps.append(Step(rule.name, found[0].key, found[0].describe(), net, after, fresh=net.source is not None,
+                          params=tuple(sorted(found[0].params.items()))))
+        net = after
+    if not steps:
+        return None
+    return Form(net.diagram, f.steps + tuple(steps), f.prepared + (rule.name,), f.share)
+
+
+def _prepared_everywhere(forms, rules, depth, limit) -> list:
+    queue = [forms[0]]
+    while queue and len(forms) < limit:
+        f = queue.pop(0)
+        if len(f.prepared) - len(forms[0].prepared) >= depth:
+            continue
+        for rule in rules:
+            g = _everywhere(f, rule)
+            if g is None or any(isomorphic(g.diagram, h.diagram) for h in forms):
+                continue
+            forms.append(g)
+            queue.append(g)
+            if len(forms) >= limit:
+                return forms
+    return forms

@@ -1,0 +1,294 @@
+"""Kernel splits as shortest paths over the down-sets of a data-flow graph, with each block costed once.
+
+For one form, a kernel split is a chain of down-sets (:mod:`.blocks`); :class:`Space` holds the edges between
+down-sets (a block of at most ``cap`` operations each), :func:`_shortest` the cheapest chain per memory, and
+:func:`_grow` the cost-guided fusion of a winner whose kernels were capped.  A block's partitions and cost
+curves (:class:`Choice`) are costed once per canonical form (:data:`MEMO`): equal kernels anywhere, in any
+call, share them.
+
+>>> import napkin_cat as nc
+>>> from napkin_cat.search.blocks import OpGraph
+>>> s = Space(OpGraph(nc.to_netlist(nc.library.attention())))
+>>> len(s.downs), s.cap, s.exact
+(4, 3, True)
+"""
+from __future__ import annotations
+
+import math
+
+import sympy
+
+from napkin_cat.cost.iocost import numel
+from napkin_cat.errors import NapkinError
+from napkin_cat.search.blocks import bits
+from napkin_cat.search.curves import Curve
+from napkin_cat.search.variants import split_variants, variants
+
+#: Per canonical block (and level): its partitions and their cost curves (shared by every call).
+MEMO: dict = {}
+MEMO_LIMIT = 20_000
+
+# ---------------------------------------------------------------------- blocks and their costs
+class Choice:
+    """A block's partitions and cost curves (built on first use), and its compulsory transfers."""
+
+    def __init__(self, function, level):
+        self.function, self.level = function, level
+        self.compulsory = sum((numel(a) for a in (*function.dom.inside, *function.cod.inside)), sympy.Integer(0))
+        self._options = None
+        self._split = None
+
+    @property
+    def split_options(self) -> list:
+        """The partitions with a split stream (built on first use): costed only under a requirement."""
+        if self._split is None:
+            self._split = [(v, Curve(v.diagram, self.level)) for v in split_variants(self.function, self.level)]
+            for _, curve in self._split:
+                curve.role = "split"
+        return self._split
+
+    @property
+    def options(self) -> list:
+        if self._options is None:
+            self._options = []
+            for v in variants(self.function, self.level):
+                curve = Curve(v.diagram, self.level)
+                curve.role = "nest" if v.inner else "sweep" if v.sliced else "stream"
+                curve.sliced = v.sliced
+                self._options.append((v, curve))
+        return self._options
+
+
+def playable(roles):
+    """Whether a partition's curve is one the rule book can build (a sweep needs a rule playing ``sweep``, a
+    2-D loop one playing ``nest``, a split stream one playing ``split``, and a sweep too when its outer stream
+    is one)."""
+    roles = set(roles)
+    return lambda curve: getattr(curve, "role", "stream") in roles | {"stream"} and \
+        ("sweep" in roles or not getattr(curve, "sliced", False))
+
+
+def _choice(graph, block, level) -> Choice:
+    key = (graph.key(block), level)
+    found = MEMO.get(key)
+    if found is None:
+        if len(MEMO) >= MEMO_LIMIT:
+            MEMO.clear()
+        found = MEMO[key] = Choice(graph.subdiagram(block), level)
+    return found
+
+
+def _number(expr, env) -> float:
+    v = sympy.sympify(expr).subs(env)
+    if not v.is_number:
+        raise NapkinError(f"give sizes for {sorted(map(str, v.free_symbols))} (sizes={{'name': …}})")
+    return float(v)
+
+
+#: Blocks (distinct kernels) a form may cost exactly; beyond, kernels are capped in size and grown greedily.
+BUDGET = 100
+
+
+class Space:
+    """The kernel splits of one form (or of the operations ``within`` it, a segment): edges ``(D, D', block)``
+    between down-sets, blocks of at most ``cap`` operations (plus the whole, so that full fusion is always
+    tried).
+
+    The edges are grown from each down-set one operation at a time (``D'`` = ``D`` and operations whose inputs
+    are computed), size by size, until the kernels of the next size would pass the budget of distinct kernels:
+    a long chain costs its length times the cap, not its length squared.  With ``units`` (masks,
+    :meth:`~napkin_cat.search.blocks.OpGraph.units`), only the down-sets holding each unit whole or not at all
+    are ends of edges (each recomputed copy in its reader's kernel).
+    """
+
+    def __init__(self, graph, budget: int | None = None, within: int | None = None, units=None):
+        budget = BUDGET if budget is None else budget
+        self.graph = graph
+        full = self.full = graph.full if within is None else within
+        self.downs = graph.downsets(within)
+        allowed = None if units is None else set(graph.downsets(within, units))
+        rank = {d: k for k, d in enumerate(self.downs)}
+        ready = {d: self._ready(d) for d in self.downs}
+        frontier = {d: {0} for d in self.downs if allowed is None or d in allowed}
+        edges, keys, self.cap, self.exact, size = [], set(), 0, True, 0
+        while frontier:
+            size += 1
+            grown, layer = {}, []
+            for d, exts in frontier.items():
+                out = set()
+                for e in exts:
+                    done = d | e
+                    near = ready[d] | _successors(graph, e)
+                    for o in bits(near & ~done & full):
+                        if graph.preds[o] & full & ~done == 0:
+                            out.add(e | 1 << o)
+                if out:
+                    grown[d] = out
+                    layer += [(d, d | e, e) for e in out if graph.connected(e)
+                              and (allowed is None or (d in allowed and d | e in allowed))]
+            if layer:
+                if len(keys | {graph.key(e) for _, _, e in layer}) > budget:
+                    self.cap, self.exact = max(1, size - 1), False
+                    if size == 1:
+                        edges += layer
+                    break
+                keys |= {graph.key(e) for _, _, e in layer}
+                edges += layer
+                self.cap = size
+            frontier = grown
+        if not any(e[2] == full for e in edges) and graph.connected(full):
+            edges.append((0, full, full))
+        if allowed is not None:
+            self.downs = [d for d in self.downs if d in allowed]
+        self.into = {b: [] for b in self.downs}
+        for a, b, block in sorted(edges, key=lambda e: (-bin(e[0]).count("1"), rank[e[0]])):
+            self.into[b].append((a, block))
+
+    def _ready(self, done: int) -> int:
+        """The operations of the space whose inputs ``done`` (a down-set) computes, or that read none inside."""
+        return sum(1 << o for o in bits(self.full & ~done) if self.graph.preds[o] & self.full & ~done == 0)
+
+
+def _successors(graph, block: int) -> int:
+    out = 0
+    for i in bits(block):
+        out |= graph.succs[i]
+    return out
+
+
+def _shortest(space, level, points, evaluate, lower, options=lambda ch: ch.options):
+    """Per point k: ``(H, kernels, path)`` with ``path = [(block, variant, curve)]``, or None if nothing fits.
+
+    ``evaluate(curve, k)`` is a kernel's H* at point k (None: does not fit); ``lower(choice)`` a lower bound
+    of any of the block's partitions (a block that cannot beat the best path known is not costed);
+    ``options(choice)`` the partitions tried (a requirement adds the split ones).
+    """
+    graph, n = space.graph, len(points)
+    inf = (math.inf, math.inf)
+    dist, back = {0: [(0, 0)] * n}, {0: [None] * n}
+    for b in space.downs[1:]:
+        dist[b], back[b] = [inf] * n, [None] * n
+        for a, block in space.into[b]:
+            da = dist[a]
+            if all(x == inf for x in da):
+                continue
+            ch = _choice(graph, block, level)
+            lb = lower(ch)
+            if all(da[k][0] + lb >= dist[b][k][0] for k in range(n)):
+                continue
+            for v, curve in options(ch):
+                for k in range(n):
+                    if da[k] == inf:
+                        continue
+                    h = evaluate(curve, k)
+                    if h is None:
+                        continue
+                    cand = (da[k][0] + h, da[k][1] + 1)
+                    if cand < dist[b][k]:
+                        dist[b][k], back[b][k] = cand, (a, block, v, curve)
+    out = []
+    for k in range(n):
+        if dist[space.full][k] == inf:
+            out.append(None)
+            continue
+        path, node = [], space.full
+        while node:
+            a, block, v, curve = back[node][k]
+            path.append((block, v, curve))
+            node = a
+        out.append((dist[space.full][k][0], dist[space.full][k][1], path[::-1]))
+    return out
+
+
+def _best_option(graph, block, level, evaluate, k):
+    best = None
+    for v, curve in _choice(graph, block, level).options:
+        h = evaluate(curve, k)
+        if h is not None and (best is None or h < best[0]):
+            best = (h, v, curve)
+    return best
+
+
+def _feeds(graph, x: int, y: int) -> bool:
+    """Some operation of ``x`` feeds one of ``y`` directly."""
+    return any(graph.succs[i] & y for i in bits(x))
+
+
+def _convex(graph, block: int) -> bool:
+    """No path leaves ``block`` and comes back into it."""
+    out = 0
+    for i in bits(block):
+        out |= graph.succs[i] & ~block
+    seen = 0
+    while out:
+        seen |= out
+        nxt = 0
+        for i in bits(out):
+            if graph.succs[i] & block:
+                return False
+            nxt |= graph.succs[i]
+        out = nxt & ~seen & ~block
+    return True
+
+
+def _ordered(graph, blocks) -> list | None:
+    """The blocks in an order where each comes after those it reads (None if their quotient has a cycle)."""
+    left, out, done = list(blocks), [], 0
+    while left:
+        for k, b in enumerate(left):
+            need = 0
+            for i in bits(b):
+                need |= graph.preds[i]
+            if need & ~b & ~done == 0:
+                out.append(b)
+                done |= b
+                del left[k]
+                break
+        else:
+            return None
+    return out
+
+
+def _grow(graph, level, found, evaluate, k):
+    """Greedy fusion past the cap: join two kernels where one feeds the other and their union is convex, the
+    join that lowers H* the most first, while one does (cost-guided ``fuse`` steps)."""
+    H, _, path = found
+    path = list(path)
+    while True:
+        best = None
+        for i in range(len(path)):
+            for j in range(len(path)):
+                x, y = path[i][0], path[j][0]
+                if i == j or not _feeds(graph, x, y) or not _convex(graph, x | y):
+                    continue
+                got = _best_option(graph, x | y, level, evaluate, k)
+                if got is None:
+                    continue
+                saved = evaluate(path[i][2], k) + evaluate(path[j][2], k) - got[0]
+                if saved > 0 and (best is None or saved > best[0]):
+                    rest = [p[0] for n, p in enumerate(path) if n not in (i, j)] + [x | y]
+                    if _ordered(graph, rest) is not None:
+                        best = (saved, i, j, (x | y, got[1], got[2]))
+        if best is None:
+            return (H, len(path), path)
+        saved, i, j, merged = best
+        rest = {p[0]: p for n, p in enumerate(path) if n not in (i, j)}
+        rest[merged[0]] = merged
+        path = [rest[b] for b in _ordered(graph, list(rest))]
+        H -= saved
+
+
+def _smallest_memory(space, level, sizes):
+    """The least memory at which some kernel split fits (a bottleneck shortest path over the down-sets)."""
+    best = {0: 0}
+    for b in space.downs[1:]:
+        best[b] = math.inf
+        for a, block in space.into[b]:
+            if best.get(a, math.inf) == math.inf:
+                continue
+            need = min((int(c.smallest(sizes)) for _, c in _choice(space.graph, block, level).options),
+                       default=math.inf)
+            best[b] = min(best[b], max(best[a], need))
+    return best[space.full]
+
+

@@ -1,0 +1,374 @@
+"""Every check of a program, each failure with a standalone reproducer.
+
+A check takes a :class:`~napkin_cat.testing.programs.Program` and raises on failure; :func:`run_checks`
+runs the asked ones and returns :class:`Failure` s, each naming the check, what went wrong and a script
+that reproduces it alone (the program's source, its sizes and the check's own lines):
+
+==============  ==========================================================================================
+``evaluate``    ``nc.evaluate`` equals the program's numpy reference (same shapes, NaN in the same places)
+``json``        ``nc.loads(nc.dumps(d))`` is ``d`` and computes the same
+``cost``        ``nc.cost(d)``: every H, M and FLOP count at the program's sizes is a finite integer ≥ 0
+``mutant``      ``nc.equivalent`` tells the program from itself with its outputs made ``1.5·y + 1``
+``rules``       every match a rule of the rule book offers rewrites, to an equivalent program (a walk of
+                random legal steps, partitions along random axes with random tile names)
+``plan``        one fused kernel, streamed and grouped where legal at ragged tiles: the plan's run equals
+                ``nc.evaluate`` and its counters equal the cost functor at those sizes
+``c``           the C kernel of that plan computes what the plan computes (float32 tolerances)
+``derive``      ``nc.derive`` at the program's sizes: equivalent to the program, and its trace replays
+==============  ==========================================================================================
+
+>>> from napkin_cat.testing.programs import random_program
+>>> [f.check for f in run_checks(random_program(3), checks=("evaluate", "json", "cost", "mutant"))]
+[]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+
+from napkin_cat.errors import CheckFailed, MemoryLimitError, NapkinError
+from napkin_cat.testing.assertions import assert_equivalent
+from napkin_cat.syntax.construct import spell
+from napkin_cat.testing.programs import Program
+
+#: the checks, cheapest first
+CHECKS = ("evaluate", "json", "cost", "mutant", "rules", "plan", "c", "derive")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed check: its name, the program, what happened and a standalone reproducer."""
+
+    check: str
+    program: Program
+    message: str
+    reproducer: str
+
+    def __str__(self):
+        return (f"check {self.check!r} failed on program {self.program.seed}: {self.message}\n"
+                f"--- reproducer ---\n{self.reproducer}")
+
+
+def _outputs(y) -> tuple:
+    return y if isinstance(y, tuple) else (y,)
+
+
+def _close(got, want, rtol: float, atol: float) -> str | None:
+    """None when ``got`` matches ``want`` (shapes, NaN/inf places, values), else what differs."""
+    got, want = _outputs(got), _outputs(want)
+    if len(got) != len(want):
+        return f"{len(got)} outputs, want {len(want)}"
+    for j, (a, b) in enumerate(zip(got, want)):
+        a, b = np.asarray(a, float), np.asarray(b, float)
+        if a.shape != b.shape:
+            return f"output {j} has shape {a.shape}, want {b.shape}"
+        if not (np.array_equal(np.isnan(a), np.isnan(b)) and
+                np.array_equal(np.where(np.isinf(a), a, 0), np.where(np.isinf(b), b, 0))):
+            return f"output {j} has NaN/inf in other places"
+        fin = np.isfinite(a) & np.isfinite(b)
+        scale = max(1.0, float(np.max(np.abs(b[fin]))) if fin.any() else 1.0)
+        if fin.any() and not np.allclose(a[fin], b[fin], rtol=rtol, atol=atol * scale):
+            return f"output {j} differs by up to {float(np.max(np.abs(a[fin] - b[fin]))):.3g}"
+    return None
+
+
+def _inputs_line(seed: int) -> str:
+    return (f"xs = [np.random.default_rng({seed}).normal(size=tuple(a.size if isinstance(a.size, int) else "
+            "sizes[str(a.size)] for a in arr.axes)) for arr in diagram.dom.inside]")
+
+
+# ---------------------------------------------------------------------- the cheap checks
+def check_evaluate(p: Program, seed: int = 0):
+    import napkin_cat as nc
+    xs = p.arrays(np.random.default_rng(seed))
+    with np.errstate(all="ignore"):
+        got = nc.evaluate(p.diagram, *xs, sizes=p.sizes)
+    why = _close(got, p.reference(*xs), 1e-7, 1e-9)
+    if why:
+        raise CheckFailed(f"nc.evaluate vs the numpy reference: {why}", "\n".join([
+            "from napkin_cat.testing.programs import random_program", _inputs_line(seed),
+            f"want = {p.call}.reference(*xs)   # numpy, written apart from the library",
+            "print(nc.evaluate(diagram, *xs, sizes=sizes), want)"]))
+
+
+def check_json(p: Program, seed: int = 0):
+    import napkin_cat as nc
+    text = nc.dumps(p.diagram)
+    back = nc.loads(text)
+    lines = "back = nc.loads(nc.dumps(diagram))\nprint(back == diagram)"
+    if back != p.diagram:
+        raise CheckFailed("nc.loads(nc.dumps(d)) != d", lines)
+    xs = p.arrays(np.random.default_rng(seed))
+    with np.errstate(all="ignore"):
+        why = _close(nc.evaluate(back, *xs, sizes=p.sizes), nc.evaluate(p.diagram, *xs, sizes=p.sizes), 0, 0)
+    if why:
+        raise CheckFailed(f"the JSON round trip computes otherwise: {why}", lines)
+
+
+def _env(sizes: dict) -> dict:
+    from napkin_cat.syntax.axis import symbol
+    return {symbol(k): v for k, v in sizes.items()}
+
+
+def check_cost(p: Program, seed: int = 0):
+    import napkin_cat as nc
+    c = nc.cost(p.diagram)
+    env = _env(p.sizes)
+    for what, table in (("H", c.H), ("M", c.M), ("FLOPs", c.flops)):
+        for key, expr in table.items():
+            v = sympy.sympify(expr).subs(env)
+            if not (v.is_number and v.is_finite and v >= 0 and v == int(v)):
+                raise CheckFailed(f"cost {what}[{key}] = {expr} is {v} at the program's sizes",
+                                  f"c = nc.cost(diagram)\nprint(c.{'flops' if what == 'FLOPs' else what})")
+
+
+def check_mutant(p: Program, seed: int = 0):
+    """``1.5·y + 1`` on every output must be told apart: it moves every finite value (large ones too), and
+    where no output is finite nothing is certified."""
+    import napkin_cat as nc
+    from napkin_cat.syntax.adapter import Diagram
+    change = Diagram.id(p.diagram.cod[:0])
+    for out in p.diagram.cod.inside:
+        kw = dict(sizes={a.name: a.size for a in out.axes}, dtype=out.dtype, level=out.level)
+        change = change @ (nc.elementwise("scale", spell(out.names), const=1.5, **kw) >>
+                           nc.elementwise("shift", spell(out.names), const=1.0, **kw))
+    verdict = nc.equivalent(p.diagram, p.diagram >> change, seed=seed)
+    if verdict:
+        raise CheckFailed(f"nc.equivalent says the program equals 1.5 times itself plus 1: {verdict}", "\n".join([
+            "change = nc.Diagram.id(nc.Ty())",
+            "for out in diagram.cod.inside:",
+            "    s, kw = ' '.join(out.names) or '()', dict(sizes={a.name: a.size for a in out.axes})",
+            "    change = change @ (nc.elementwise('scale', s, const=1.5, **kw) >> "
+            "nc.elementwise('shift', s, const=1.0, **kw))",
+            f"print(nc.equivalent(diagram, diagram >> change, seed={seed}))"]))
+
+
+# ---------------------------------------------------------------------- rules
+def _names(diagram) -> list:
+    seen = []
+    for arr in (*diagram.dom.inside, *diagram.cod.inside):
+        seen += [n for n in arr.names if n not in seen]
+    return seen
+
+
+def _step_script(before, rule, params, key, seed) -> str:
+    return "\n".join([
+        "from napkin_cat.rewriting.registry import rulebook",
+        f"before = nc.loads({nc_dumps(before)!r})",
+        f"rule = rulebook().rules[{rule!r}]" + (f".using(**{dict(params)!r})" if params else ""),
+        f"match = [m for m in rule.candidates(before) if m.key == {key!r}][0]",
+        "after = rule.apply(before, match)",
+        f"print(nc.equivalent(before, after, seed={seed}))"])
+
+
+def nc_dumps(d) -> str:
+    import napkin_cat as nc
+    return nc.dumps(d)
+
+
+def check_rules(p: Program, seed: int = 0, steps: int = 6, per_rule: int = 2, book=None):
+    """A walk of ``steps`` random legal rule applications; at every step every rule's offered matches (up to
+    ``per_rule`` of them) must rewrite; the walk's end must be equivalent to its start (the first step that
+    changes the function is found by bisection and printed alone)."""
+    from napkin_cat.rewriting.netlist import to_netlist
+    from napkin_cat.rewriting.registry import rulebook
+    book = rulebook() if book is None else book
+    rng = np.random.default_rng([seed, p.seed])
+    roles = book.roles
+    partition = {roles.get("stream"), roles.get("group"), roles.get("sweep")}
+    net, walk = to_netlist(p.diagram), []
+    names = _names(p.diagram)
+    for k in range(steps):
+        offered = []
+        for rule in book.rules.rules:
+            variants = [rule]
+            if rule.name in partition and names:
+                variants.append(rule.using(axis=str(rng.choice(names)), size=f"t{k}_{len(offered)}"))
+            for r in variants:
+                try:
+                    ms = r.matches(net)
+                except NapkinError:
+                    raise
+                except Exception as e:
+                    raise CheckFailed(f"rule {r.name!r}: matches() raised {type(e).__name__}: {e}", "\n".join([
+                        "from napkin_cat.rewriting.registry import rulebook",
+                        f"before = nc.loads({nc_dumps(net.diagram)!r})",
+                        f"rule = rulebook().rules[{r.name!r}]" + (f".using(**{dict(r.params)!r})" if r.params else ""),
+                        "print(rule.matches(before))"])) from e
+                for i in rng.permutation(len(ms))[:per_rule]:
+                    m = ms[int(i)]
+                    try:
+                        after = r.fill(m)
+                    except Exception as e:
+                        raise CheckFailed(f"rule {r.name!r} offered a match at {m.describe()} and then raised "
+                                          f"{type(e).__name__}: {e}",
+                                          _step_script(net.diagram, r.name, r.params, m.key, seed)) from e
+                    offered.append((r, m, after))
+        if not offered:
+            break
+        r, m, after = offered[int(rng.integers(len(offered)))]
+        walk.append((net, r, m, after))
+        net = after
+    if not walk:
+        return
+    import napkin_cat as nc
+    if nc.equivalent(p.diagram, walk[-1][3].diagram, seed=seed) or not nc.equivalent(p.diagram, p.diagram, seed=seed):
+        return    # equal, or the program's outputs are never finite (nothing can be certified)
+    lo, hi = 0, len(walk) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if nc.equivalent(p.diagram, walk[mid][3].diagram, seed=seed):
+            lo = mid + 1
+        else:
+            hi = mid
+    before, r, m, after = walk[lo]
+    verdict = nc.equivalent(before.diagram, after.diagram, seed=seed)
+    raise CheckFailed(f"step {lo} of the walk, rule {r.name!r} at {m.describe()}, changed the function: {verdict}",
+                      _step_script(before.diagram, r.name, r.params, m.key, seed))
+
+
+# ---------------------------------------------------------------------- plans, kernels, derive
+def _ragged_tile(rng, n: int) -> int:
+    """A tile for an axis of ``n``: one that does not divide it where there is one, else any up to ``n``."""
+    ragged = [t for t in range(2, n) if n % t]
+    return int(rng.choice(ragged)) if ragged and rng.random() < 0.8 else int(rng.integers(1, n + 1))
+
+
+def algorithm(p: Program, seed: int = 0):
+    """``(algorithm, sizes)``: the program as one level-1 kernel, streamed along a random axis and grouped
+    along another where legal, at ragged tiles; its sizes are the program's plus the tiles'."""
+    import napkin_cat as nc
+    rng = np.random.default_rng([seed, p.seed, 1])
+    alg = nc.kernel(p.diagram, level=1)
+    sizes = dict(p.sizes)
+    names = _names(p.diagram)
+
+    def size_of(axis):
+        for arr in (*p.diagram.dom.inside, *p.diagram.cod.inside):
+            for a in arr.axes:
+                if a.name == axis:
+                    return a.size if isinstance(a.size, int) else int(sympy.sympify(a.size).subs(_env(p.sizes)))
+    for how, tile in (("stream", "tile_s"), ("group", "tile_g")):
+        for axis in rng.permutation(names):
+            try:
+                nxt = nc.stream(alg, str(axis), tile) if how == "stream" else nc.group(alg, str(axis), tile)
+            except NapkinError:
+                continue
+            alg = nxt
+            sizes[tile] = _ragged_tile(rng, size_of(str(axis)))
+            break
+    return alg, sizes
+
+
+_ALGORITHM_LINES = ("from napkin_cat.testing.checks import algorithm\n"
+                    "from napkin_cat.testing.programs import random_program\n"
+                    "alg, tiled = algorithm({call}, {check_seed})   # the kernel, its tiles\n")
+
+
+def check_plan(p: Program, seed: int = 0):
+    import napkin_cat as nc
+    from napkin_cat.cost.numeric import at
+    try:
+        alg, sizes = algorithm(p, seed)
+    except NapkinError:
+        return
+    head = _ALGORITHM_LINES.format(call=p.call, check_seed=seed) + _inputs_line(seed) + "\n"
+    try:
+        plan = nc.plan(alg, sizes)
+    except NapkinError:
+        return    # a documented refusal (e.g. a split inside a ragged stream); its message is tested apart
+    except Exception as e:
+        raise CheckFailed(f"nc.plan raised {type(e).__name__}: {e}", head + "print(nc.plan(alg, tiled))") from e
+    xs = p.arrays(np.random.default_rng(seed))
+    try:
+        with np.errstate(all="ignore"):
+            got, counted = plan.run(*xs)
+    except Exception as e:
+        raise CheckFailed(f"the plan's run raised {type(e).__name__}: {e}",
+                          head + "print(nc.plan(alg, tiled).run(*xs))") from e
+    with np.errstate(all="ignore"):
+        want = nc.evaluate(p.diagram, *xs, sizes=p.sizes)
+    why = _close(got, want, 1e-7, 1e-9)
+    if why:
+        raise CheckFailed(f"the plan's run vs nc.evaluate: {why}",
+                          head + "print(nc.plan(alg, tiled).run(*xs)[0], nc.evaluate(diagram, *xs, sizes=sizes))")
+    c = at(alg, sizes)
+    for what, ran, costed in (("transfers", counted.transfers, c.H), ("flops", counted.flops, c.flops),
+                              ("peak", counted.peak, {l: m for l, m in c.M.items() if l > 0})):
+        if ran != costed:
+            raise CheckFailed(f"the plan's run counts {what} {ran}, the cost functor says {costed}",
+                              head + "from napkin_cat.cost.numeric import at\n"
+                              "print(nc.plan(alg, tiled).run(*xs)[1], at(alg, tiled))")
+    return plan
+
+
+def check_c(p: Program, seed: int = 0):
+    import napkin_cat as nc
+    try:
+        alg, sizes = algorithm(p, seed)
+        plan = nc.plan(alg, sizes)
+    except NapkinError:
+        return
+    xs = [x.astype(np.float32) for x in p.arrays(np.random.default_rng(seed))]
+    head = _ALGORITHM_LINES.format(call=p.call, check_seed=seed) + _inputs_line(seed) + \
+        "\nxs = [x.astype('f4') for x in xs]\n"
+    try:
+        got = nc.codegen.c(plan)(*xs)
+    except NapkinError:
+        return
+    except Exception as e:
+        raise CheckFailed(f"the C kernel raised {type(e).__name__}: {e}",
+                          head + "print(nc.codegen.c(nc.plan(alg, tiled))(*xs))") from e
+    with np.errstate(all="ignore"):
+        want = nc.evaluate(p.diagram, *[x.astype(float) for x in xs], sizes=p.sizes)
+    why = _close(got, want, 2e-3, 2e-4)
+    if why:
+        raise CheckFailed(f"the C kernel vs nc.evaluate: {why}", head +
+                          "print(nc.codegen.c(nc.plan(alg, tiled))(*xs), nc.evaluate(diagram, *xs, sizes=sizes))")
+
+
+def check_derive(p: Program, seed: int = 0):
+    import napkin_cat as nc
+    rng = np.random.default_rng([seed, p.seed, 2])
+    memory = int(2 ** rng.integers(3, 12))
+    sizes = {**p.sizes}
+    lines = f"r = nc.derive(diagram, memory={memory}, sizes=sizes)\n"
+    try:
+        r = nc.derive(p.diagram, memory=memory, sizes=sizes)
+    except (MemoryLimitError, nc.RewriteError):
+        return
+    except Exception as e:
+        raise CheckFailed(f"nc.derive raised {type(e).__name__}: {e}", lines) from e
+    try:
+        assert_equivalent(p.diagram, r.diagram, sizes=sizes, seed=seed)
+    except AssertionError as e:
+        if not nc.equivalent(p.diagram, p.diagram, sizes=sizes, seed=seed):
+            return    # the program's outputs are never finite at these sizes: nothing can be certified
+        raise CheckFailed(f"nc.derive's algorithm ({r.variant}) is not the program: {e}",
+                          lines + f"print(nc.equivalent(diagram, r.diagram, sizes=sizes, seed={seed}))") from e
+    if not nc.isomorphic(r.trace.replay(p.diagram), r.diagram):
+        raise CheckFailed("nc.derive's trace does not replay to its algorithm",
+                          lines + "print(nc.isomorphic(r.trace.replay(diagram), r.diagram))")
+
+
+RUNNERS = {"evaluate": check_evaluate, "json": check_json, "cost": check_cost, "mutant": check_mutant,
+           "rules": check_rules, "plan": check_plan, "c": check_c, "derive": check_derive}
+
+
+def run_checks(p: Program, *, checks=CHECKS, seed: int = 0) -> list:
+    """Run ``checks`` on ``p``; a :class:`Failure` per check that failed (a check that raised counts too)."""
+    out = []
+    for name in checks:
+        try:
+            RUNNERS[name](p, seed)
+        except CheckFailed as e:
+            out.append(Failure(name, p, str(e), p.reproducer(e.lines)))
+        except Exception as e:
+            out.append(Failure(name, p, f"{type(e).__name__}: {e}",
+                               p.reproducer(f"# check {name!r} raised; run it alone:\n"
+                                            f"from napkin_cat.testing.checks import RUNNERS\n"
+                                            f"from napkin_cat.testing.programs import random_program\n"
+                                            f"RUNNERS[{name!r}]({p.call}, {seed})")))
+    return out
