@@ -460,11 +460,11 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None) 
             reasons.append(f"{k.name}: no input carries {axis!r}")
             return None
         try:
-            if _streams_along(region, axis):
-                if parts is not None or _split_along(region, axis):
+            if _chain_has(region, lambda s: s.axis == axis):
+                if parts is not None or _chain_has(region, lambda s: s.params.get("parts") is not None):
                     raise RewriteError(f"{k.name} is already streamed along {axis!r}: split the outer stream, and "
                                        f"give a split stream no sub-loop (its parts merge whole states)")
-                if sliced or _sliced_along(region, axis):
+                if sliced or _chain_has(region, lambda s: s.axis == axis and s.sliced):
                     raise RewriteError(f"{k.name} is already streamed along {axis!r}; a sliced stream takes no "
                                        f"sub-loop along its axis (the sub-slices would write the output slice "
                                        f"piecewise), so stream along {axis!r} once")
@@ -485,19 +485,7 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None) 
     return _streams_hold(out, f"a stream along {axis!r} of size {tile}")
 
 
-def _split_along(d: Diagram, axis: str) -> bool:
-    """Whether the chain of Streams that :func:`_innermost` descends has a split one."""
+def _chain_has(d: Diagram, holds) -> bool:
+    """Whether a Stream of the chain that :func:`_innermost` descends satisfies ``holds(stream)``."""
     s = _sole_stream(d)
-    return s is not None and (s.params.get("parts") is not None or _split_along(s.arg, axis))
-
-
-def _sliced_along(d: Diagram, axis: str) -> bool:
-    """Whether the chain of Streams that :func:`_innermost` descends has a sliced one along ``axis``."""
-    s = _sole_stream(d)
-    return s is not None and ((s.axis == axis and s.sliced) or _sliced_along(s.arg, axis))
-
-
-def _streams_along(d: Diagram, axis: str) -> bool:
-    """Whether the chain of Streams that :func:`_innermost` descends has one along ``axis``."""
-    s = _sole_stream(d)
-    return s is not None and (s.axis == axis or _streams_along(s.arg, axis))
+    return s is not None and (holds(s) or _chain_has(s.arg, holds))
