@@ -70,8 +70,8 @@ def made_from_inputs(diagram) -> list:
     not make the value cheap to move: recomputing it reads that input, storing it writes it too.
 
     >>> import napkin_cat as nc
-    >>> made_from_inputs(nc.library.attention())
-    [{'q', 'x'}]
+    >>> [sorted(s) for s in made_from_inputs(nc.library.attention())]
+    [['q', 'x']]
     """
     net, out = to_netlist(diagram), []
     for nid, node in net.nodes.items():
