@@ -229,11 +229,22 @@ def _where(owner, byid) -> str:
 
 def _topological(nodes, connections):
     """Stable topological sort: the given order where legal (Kahn's algorithm, a heap on rank)."""
+    return stable_order(nodes, ((a, b) for _, (a, _p), (b, _q) in connections))
+
+
+def stable_order(nodes, edges) -> list:
+    """``nodes`` (with ``.id``) sorted topologically by ``edges`` (``(a, b)`` ids: a before b; ids not among the
+    nodes are ignored), keeping the given order where legal (Kahn's algorithm, a heap on rank).
+
+    >>> from types import SimpleNamespace as N
+    >>> [n.id for n in stable_order([N(id=1, name="f"), N(id=2, name="g")], [(2, 1)])]
+    [2, 1]
+    """
     rank = {n.id: k for k, n in enumerate(nodes)}
     byid = {n.id: n for n in nodes}
     succ = {n.id: [] for n in nodes}
     indeg = dict.fromkeys(rank, 0)
-    for _, (a, _p), (b, _q) in connections:
+    for a, b in edges:
         if a in rank and b in rank:
             succ[a].append(b)
             indeg[b] += 1

@@ -15,11 +15,10 @@ rebuild of the whole.
 """
 from __future__ import annotations
 
-import heapq
 from dataclasses import replace
 
 from napkin_cat.errors import RewriteError
-from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist, Wire
+from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist, Wire, stable_order
 
 
 def splice(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) -> Netlist:
@@ -94,28 +93,7 @@ def splice(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) ->
 def _sorted(stretch: list, wires: dict, ins: dict) -> list:
     """The nodes of ``stretch`` (a stretch of a topological order, new nodes first) sorted topologically,
     keeping their given order where legal (the order of :meth:`Netlist.build`'s stable sort)."""
-    rank = {n.id: k for k, n in enumerate(stretch)}
-    succ = {n.id: [] for n in stretch}
-    indeg = dict.fromkeys(rank, 0)
-    for n in stretch:
-        for w in ins[n.id]:
-            a = wires[w].src[0]
-            if a in rank:
-                succ[a].append(n.id)
-                indeg[n.id] += 1
-    heap = [rank[n] for n, d in indeg.items() if d == 0]
-    heapq.heapify(heap)
-    out = []
-    while heap:
-        node = stretch[heapq.heappop(heap)]
-        out.append(node)
-        for b in succ[node.id]:
-            indeg[b] -= 1
-            if indeg[b] == 0:
-                heapq.heappush(heap, rank[b])
-    if len(out) != len(stretch):
-        raise RewriteError("netlist has a cycle: the replaced sub-diagram was not convex")
-    return out
+    return stable_order(stretch, ((wires[w].src[0], n.id) for n in stretch for w in ins[n.id]))
 
 
 def splice_rebuild(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) -> Netlist:
