@@ -13,7 +13,10 @@ recomputed in the gradient diagram, and only those (a box whose value no cotange
 
     grad(f >> g) reads grad(g) at f's outputs, then grad(f)        (the chain rule, by construction)
 
-The result is an ordinary diagram: evaluable, costable, rewritable, drawable.
+The result is an ordinary diagram: evaluable, costable, rewritable, drawable.  ``aux = k`` leaves f's last k
+outputs without a cotangent; ``saved=True`` also takes f's outputs as the forward pass saved them (after f's
+inputs, before the cotangents) and reads them, with the laws of :mod:`.saved` (FlashAttention-2's backward
+from ``attention(lse=True)``: D = rowsum(dO ∘ O), P = exp(β·S − L)).
 
 >>> import numpy as np, napkin_cat as nc
 >>> f = nc.einsum("a b, b -> a", a=2, b=3)

@@ -28,7 +28,10 @@ Otherwise the current forms are kept.
 >>> g = nc.grad(f, saved=True, aux=1)              # Q, K, V, O, L, dO -> dQ, dK, dV
 >>> [str(a) for a in g.dom.inside]
 ['q[3]×d[2]', 'x[4]×d[2]', 'x[4]×d[2]', 'q[3]×d[2]', 'q[3]', 'q[3]×d[2]']
->>> sorted({b.name for b in g.boxes if getattr(b, "data", None) is not None} & {"SoftMax", "LSE", "exp"})
+>>> kinds = [(b.data.kind, b.dom.inside[0].names) for b in g.boxes if getattr(b, "data", None) is not None]
+>>> [names for k, names in kinds if k == "reduce_sum"]            # (i): D = Σ_d dO ⊙ O, not Σ_x dP ⊙ P
+[('q', 'd')]
+>>> [k for k, _ in kinds if k in ("softmax", "reduce_logsumexp", "exp")]     # (ii): P = exp(β·S − L)
 ['exp']
 >>> rng = np.random.default_rng(0)
 >>> Q, K, V, dO = (rng.normal(size=s) for s in ((3, 2), (4, 2), (4, 2), (3, 2)))
