@@ -13,8 +13,10 @@ and FlashAttention-2's backward IO (:func:`io_fa2`, from its paper, 87.3M at 2^1
     saved   271,585,280  187,699,200  105,783,296  55,255,040  29,990,912  17,358,848  11,042,816
     before  321,388,544  237,502,464  148,787,200  77,287,424  41,537,536  23,662,592  14,725,120
 
-The 2^16 and 2^20 derivation runs by default (about 5 s); the seven memories behind ``NAPKIN_SLOW=1`` (about 10 s
-more on 2 cores; the derivation at small sizes such as q = x = 256 is slower still, more kernel splits fit)."""
+The 2^16 derivation runs by default (about 4 s; 2^20 in tests/codegen/test_backward_saved_kernels.py); the seven
+memories behind ``NAPKIN_SLOW=1`` (about 10 s more on 2 cores; the derivation at small sizes such as q = x = 256 is
+slower than at 4096, as more kernel splits fit, so the structure is checked at 4096 and the equivalence at ragged
+sizes on its plan)."""
 from __future__ import annotations
 
 import os
@@ -40,7 +42,7 @@ def backward():
 
 @pytest.fixture(scope="module")
 def derived():
-    return nc.derive(backward(), [2 ** 16, 2 ** 20], sizes=SIZES)
+    return nc.derive(backward(), [2 ** 16], sizes=SIZES)
 
 
 def kernels(d):
@@ -63,7 +65,7 @@ def test_the_backward_reads_the_saved_statistics(derived):
 
 
 def test_h_is_below_the_unsaved_derivation_and_near_flashattention2s_backward(derived):
-    assert derived.H == {m: SAVED[m] for m in (2 ** 16, 2 ** 20)}
+    assert derived.H == {2 ** 16: SAVED[2 ** 16]}
     for m, h in derived.H.items():
         assert h < UNSAVED[m]
         assert 1.15 < h / io_fa2(4096, 128, m) < 1.35          # before: 1.70 and 1.75
