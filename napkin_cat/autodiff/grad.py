@@ -125,7 +125,7 @@ def grad(diagram: Diagram, wrt=None, *, saved: bool = False, aux: int = 0) -> Di
                 if c.array.names != arrays[v].names:
                     old, c = c, ctx.permute(c, arrays[v])
                     if keep is not None:
-                        keep.follow(old, c)
+                        keep.follow(v, old, c)
                 cots.setdefault(v, []).append(c)
     results = []
     for p in positions:

@@ -52,7 +52,7 @@ class Saved:
 
     def __init__(self, ops, producer: dict, arrays: dict, ids):
         self.ops, self.producer, self.arrays, self.ids = ops, producer, arrays, set(ids)
-        self.origin: dict = {}          # cotangent wire id -> (z, z̄): the contraction z it came from
+        self.origin: dict = {}          # (value, cotangent wire id) -> (z, z̄): the contraction z it came from
 
     def _made(self, v, kind: str):
         """The op making ``v`` if it is of ``kind`` (None otherwise, or for an input of f)."""
@@ -97,21 +97,21 @@ class Saved:
         return y if y.array.names == out.names else ctx.permute(y, out)
 
     # ------------------------------------------------------------------ (i) the adjoint identity
-    def note(self, wire, z, zbar):
-        """``wire`` is the cotangent the contraction making ``z`` (cotangent ``zbar``) sent to an operand."""
+    def note(self, operand, wire, z, zbar):
+        """``wire`` is the cotangent the contraction making ``z`` (cotangent ``zbar``) sent to ``operand``."""
         if z in self.ids:
-            self.origin[wire.id] = (z, zbar)
+            self.origin[operand, wire.id] = (z, zbar)
 
-    def follow(self, old, new):
-        """``new`` is ``old`` permuted: the same contribution."""
-        if old.id in self.origin:
-            self.origin[new.id] = self.origin[old.id]
+    def follow(self, operand, old, new):
+        """``new`` is ``old`` permuted: the same contribution to ``operand``."""
+        if (operand, old.id) in self.origin:
+            self.origin[operand, new.id] = self.origin[operand, old.id]
 
     def pairing(self, ctx, box, ins, outs, contributions):
         """``Σ_{z ∖ y} z̄ ⊙ z`` for ``Σ_X ȳ ⊙ y`` of the SoftMax ``box`` (law i), or None where it does not hold."""
-        if not contributions or len(contributions) != 1 or contributions[0].id not in self.origin:
+        if not contributions or len(contributions) != 1 or (outs[0], contributions[0].id) not in self.origin:
             return None
-        z, zbar = self.origin[contributions[0].id]
+        z, zbar = self.origin[outs[0], contributions[0].id]
         y = self.arrays[outs[0]]
         over = set(y.names) - set(box.data.weave_names)
         if set(y.names) - set(self.arrays[z].names) != over:

@@ -129,7 +129,7 @@ def _contract(ctx, box, ins, outs, ybar):
     if ctx.saved is not None:
         for v, c in zip(ins, out):
             if ins.count(v) == 1:
-                ctx.saved.note(c, outs[0], yb)
+                ctx.saved.note(v, c, outs[0], yb)
     return out
 
 
