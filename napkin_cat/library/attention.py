@@ -7,6 +7,8 @@ product takes its operands in one format) and ``O``; unnamed arrays are fp32.
 
 >>> attention().dom
 Ty(Array(q×d), Array(x×d), Array(x×d))
+>>> attention(lse=True).cod                 # O and L = logsumexp_x(QKᵀ/√d), what a backward pass reads
+Ty(Array(q×d), Array(q))
 >>> grouped_query_attention().dom
 Ty(Array(h×g×q×d), Array(h×x×d), Array(h×x×d))
 >>> attention(formats={"Q": "fp8", "K": "fp8", "S": "fp16", "P": "fp16", "V": "fp16", "O": "fp16"}).dom
