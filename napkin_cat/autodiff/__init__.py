@@ -1,7 +1,8 @@
 """Layer 2, autodiff: ``nc.grad``, reverse-mode differentiation as a functor from diagrams to diagrams.
 
 * :mod:`~napkin_cat.autodiff.grad`: the functor (values view in reverse, copies summed, discards zero);
-* :mod:`~napkin_cat.autodiff.vjps`: each primitive kind's vector-Jacobian product, a diagram.
+* :mod:`~napkin_cat.autodiff.vjps`: each primitive kind's vector-Jacobian product, a diagram;
+* :mod:`~napkin_cat.autodiff.saved`: reading what the forward saved (``grad(f, saved=True)``), two laws.
 
 May import: syntax.
 

@@ -13,7 +13,10 @@ recomputed in the gradient diagram, and only those (a box whose value no cotange
 
     grad(f >> g) reads grad(g) at f's outputs, then grad(f)        (the chain rule, by construction)
 
-The result is an ordinary diagram: evaluable, costable, rewritable, drawable.
+The result is an ordinary diagram: evaluable, costable, rewritable, drawable.  ``aux = k`` leaves f's last k
+outputs without a cotangent; ``saved=True`` also takes f's outputs as the forward pass saved them (after f's
+inputs, before the cotangents) and reads them, with the laws of :mod:`.saved` (FlashAttention-2's backward
+from ``attention(lse=True)``: D = rowsum(dO ∘ O), P = exp(β·S − L)).
 
 >>> import numpy as np, napkin_cat as nc
 >>> f = nc.einsum("a b, b -> a", a=2, b=3)
@@ -27,6 +30,7 @@ The result is an ordinary diagram: evaluable, costable, rewritable, drawable.
 """
 from __future__ import annotations
 
+from napkin_cat.autodiff.saved import Saved
 from napkin_cat.autodiff.vjps import Context, vjp_of
 from napkin_cat.errors import GradError
 from napkin_cat.syntax.adapter import Diagram, Ty
@@ -47,13 +51,37 @@ def _positions(wrt, n: int) -> list[int]:
     return wrt
 
 
-def grad(diagram: Diagram, wrt=None) -> Diagram:
-    """The vector-Jacobian product of ``diagram`` (see the module docstring); ``wrt``: input positions."""
+def _aux(aux, saved, m: int) -> int:
+    if not isinstance(saved, bool):
+        raise GradError(f"saved={saved!r}: saved is True (the gradient also takes f's outputs, as the forward "
+                        "pass saved them) or False")
+    if isinstance(aux, bool) or not isinstance(aux, int):
+        raise GradError(f"aux={aux!r}: aux is the number of f's last outputs that are auxiliary (an int)")
+    if not 0 <= aux < m:
+        raise GradError(f"aux={aux}: f has {m} output(s); aux is 0 … {m - 1} (at least one output is "
+                        "differentiated)")
+    return aux
+
+
+def grad(diagram: Diagram, wrt=None, *, saved: bool = False, aux: int = 0) -> Diagram:
+    """The vector-Jacobian product of ``diagram`` (see the module docstring); ``wrt``: input positions.
+
+    ``aux = k``: f's last k outputs are auxiliary: no cotangent input for them (they do not enter ⟨ȳ, f(x)⟩).
+    ``saved``: the gradient also takes all of f's outputs, as the forward pass saved them, after f's inputs
+    and before the cotangents, and reads them instead of recomputing them, with the two laws of
+    :mod:`.saved` (a contraction's saved output in SoftMax's pairing; SoftMax from a saved log-sum-exp)::
+
+        grad(f, saved=True, aux=k) : X₁ ⊗ … ⊗ Xₙ ⊗ Y₁ ⊗ … ⊗ Yₘ ⊗ Y₁ ⊗ … ⊗ Y_{m−k} → X_{w₁} ⊗ … ⊗ X_{wₖ}
+
+    Its value is grad(f)'s when the saved inputs are f's outputs at x (the caller's contract).
+    """
     if not isinstance(diagram, Diagram):
         raise GradError(f"nc.grad takes a diagram, got {type(diagram).__name__}")
     positions = _positions(wrt, len(diagram.dom))
+    aux = _aux(aux, saved, len(diagram.cod))
     ops, dom_ids, cod_ids = trace_values(diagram)
-    b = Builder(Ty(*diagram.dom.inside, *diagram.cod.inside))
+    outs_ty = diagram.cod.inside
+    b = Builder(Ty(*diagram.dom.inside, *(outs_ty if saved else ()), *outs_ty[:len(outs_ty) - aux]))
     producer = {}
     for k, (_, _, outs) in enumerate(ops):
         for o in outs:
@@ -63,20 +91,27 @@ def grad(diagram: Diagram, wrt=None) -> Diagram:
     for box, _, outs in ops:
         for o, a in zip(outs, box.cod.inside):
             arrays[o] = a
+    keep = Saved(ops, producer, arrays, cod_ids) if saved else None
+    if saved:
+        for j, v in enumerate(cod_ids):
+            wires.setdefault(v, b.inputs[len(dom_ids) + j])
 
     def value(v):
         """The forward value ``v`` in the gradient diagram (its producer emitted on first use)."""
         if v not in wires:
             box, ins, outs = ops[producer[v]]
-            made = b(box, *[value(i) for i in ins])
+            made = keep.softmax(ctx, box, ins, outs) if keep is not None else None
+            if made is None:
+                made = b(box, *[value(i) for i in ins])
             for o, w in zip(outs, made if isinstance(made, tuple) else (made,)):
                 wires[o] = w
         return wires[v]
 
-    ctx = Context(b, value)
-    cots: dict = {}
-    for j, v in enumerate(cod_ids):
-        cots.setdefault(v, []).append(b.inputs[len(dom_ids) + j])
+    ctx = Context(b, value, keep)
+    cots = ctx.cots
+    first = len(dom_ids) + (len(cod_ids) if saved else 0)
+    for j, v in enumerate(cod_ids[:len(cod_ids) - aux]):
+        cots.setdefault(v, []).append(b.inputs[first + j])
     for box, ins, outs in reversed(ops):
         ybar = [ctx.total(cots.get(o), arrays[o]) for o in outs]
         if all(c is None for c in ybar):
@@ -88,7 +123,9 @@ def grad(diagram: Diagram, wrt=None) -> Diagram:
         for v, c in zip(ins, xbar):
             if c is not None:
                 if c.array.names != arrays[v].names:
-                    c = ctx.permute(c, arrays[v])
+                    old, c = c, ctx.permute(c, arrays[v])
+                    if keep is not None:
+                        keep.follow(v, old, c)
                 cots.setdefault(v, []).append(c)
     results = []
     for p in positions:

@@ -9,7 +9,8 @@ kind                       x̄
 =========================  ====================================================================
 contract Σ Πᵢ xᵢ           x̄ᵢ = Σ ȳ · Π_{j≠i} xⱼ over the axes xᵢ lacks (an einsum), broadcast
                            over the axes no other operand carries
-softmax (β, over X)        β · y ⊙ (ȳ − Σ_X ȳ ⊙ y)
+softmax (β, over X)        β · y ⊙ (ȳ − Σ_X ȳ ⊙ y)  (with a saved contraction z of y: Σ_X ȳ ⊙ y = Σ z̄ ⊙ z,
+                           the adjoint identity of :mod:`.saved`)
 add, sub, mul, div, fma    ȳ, ±ȳ, ȳ·b and ȳ·a, ȳ/b and −ȳ·a/b², (ȳ·b, ȳ·a, ȳ) — each summed over the
                            axes its operand was broadcast along
 max, min (binary)          ȳ·H(a − b), ȳ·(1 − H(a − b)) (H the Heaviside step; min swaps a and b)
@@ -44,8 +45,10 @@ from napkin_cat.syntax.weave import build_box
 class Context:
     """The gradient diagram under construction: forward values on demand and builders of small boxes."""
 
-    def __init__(self, builder, value):
+    def __init__(self, builder, value, saved=None):
         self.b, self.x = builder, value
+        self.saved = saved            # the forward's saved outputs and their laws (:mod:`.saved`), or None
+        self.cots: dict = {}          # value id -> the cotangent contributions reaching it so far
 
     # ------------------------------------------------------------------ boxes on wires
     def box(self, kind: str, wires, out_axes, *, params=None, dtype=None):
@@ -120,16 +123,23 @@ def _contract(ctx, box, ins, outs, ybar):
     (yb,) = ybar
     xs = [ctx.x(v) for v in ins]
     if len(xs) == 1:
-        return [ctx.broadcast(yb, xs[0].array)]
-    return [ctx.contract([yb] + xs[:i] + xs[i + 1:], x.array) for i, x in enumerate(xs)]
+        out = [ctx.broadcast(yb, xs[0].array)]
+    else:
+        out = [ctx.contract([yb] + xs[:i] + xs[i + 1:], x.array) for i, x in enumerate(xs)]
+    if ctx.saved is not None:
+        for v, c in zip(ins, out):
+            if ins.count(v) == 1:
+                ctx.saved.note(v, c, outs[0], yb)
+    return out
 
 
 def _softmax(ctx, box, ins, outs, ybar):
     (yb,), (x,) = ybar, [ctx.x(v) for v in ins]
     y = ctx.x(outs[0])
     rows = tuple(a for a in x.array.axes if a.name in box.data.weave_names)
-    t = ctx.ew("mul", yb, y)
-    s = ctx.box("reduce_sum", [t], rows)
+    s = None if ctx.saved is None else ctx.saved.pairing(ctx, box, ins, outs, ctx.cots.get(outs[0]))
+    if s is None:                      # Σ_X ȳ ⊙ y (or Σ z̄ ⊙ z by the adjoint identity, :mod:`.saved`)
+        s = ctx.box("reduce_sum", [ctx.ew("mul", yb, y)], rows)
     u = ctx.box("sub", [yb, s], x.array.axes)
     g = ctx.ew("mul", y, u)
     beta = box.data.param("beta", 1)

@@ -7,6 +7,8 @@ product takes its operands in one format) and ``O``; unnamed arrays are fp32.
 
 >>> attention().dom
 Ty(Array(q×d), Array(x×d), Array(x×d))
+>>> attention(lse=True).cod                 # O and L = logsumexp_x(QKᵀ/√d), what a backward pass reads
+Ty(Array(q×d), Array(q))
 >>> grouped_query_attention().dom
 Ty(Array(h×g×q×d), Array(h×x×d), Array(h×x×d))
 >>> attention(formats={"Q": "fp8", "K": "fp8", "S": "fp16", "P": "fp16", "V": "fp16", "O": "fp16"}).dom
@@ -46,7 +48,21 @@ def inverse_temperature(d) -> sympy.Expr:
     return 1 / sympy.sqrt(size)
 
 
-def _attention(batch: str, kv: str, q, x, d, formats=None, **more) -> Diagram:
+def weigh(b, k, S, V, d, f, lse: bool = False):
+    """``O = SoftMax_β(S) V`` over the scores' last axis ``x`` (β = 1/√d), and with ``lse`` also
+    ``L = logsumexp_x(β·S)``, the statistic a backward pass reads (``nc.grad(..., saved=True)``)."""
+    sig, beta = " ".join(S.array.names), inverse_temperature(d)
+    rows = " ".join(n for n in S.array.names if n != "x")
+    kv = " ".join(n for n in V.array.names if n != "d")
+    P = b(k.softmax(sig, over="x", beta=beta, dtype=f["S"], out_dtype=f["P"]), S)
+    O = b(k.einsum(f"{sig}, {kv} d -> {rows} d", dtype=f["P"], out_dtype=f["O"]), P, V)
+    if not lse:
+        return (O,)
+    scaled = b(k.elementwise("scale", sig, const=beta, level=S.array.level, dtype=f["S"]), S)
+    return O, b(k.reduce("logsumexp", f"{sig} -> {rows}", dtype=f["S"]), scaled)
+
+
+def _attention(batch: str, kv: str, q, x, d, formats=None, lse=False, **more) -> Diagram:
     s = _sizes(q=q, x=x, d=d, **more)
     f = number_formats(formats)
     k = _Sized(s)
@@ -56,20 +72,21 @@ def _attention(batch: str, kv: str, q, x, d, formats=None, **more) -> Diagram:
                 @ k.types(f"{kvp}x d", dtype=f["V"]))
     Q, K, V = b.inputs
     S = b(k.einsum(f"{pre}q d, {kvp}x d -> {pre}q x", dtype=f["Q"], out_dtype=f["S"]), Q, K)
-    P = b(k.softmax(f"{pre}q x", over="x", beta=inverse_temperature(d), dtype=f["S"], out_dtype=f["P"]), S)
-    return b.build(b(k.einsum(f"{pre}q x, {kvp}x d -> {pre}q d", dtype=f["P"], out_dtype=f["O"]), P, V))
+    return b.build(*weigh(b, k, S, V, d, f, lse))
 
 
-def attention(q=None, x=None, d=None, *, formats=None) -> Diagram:
-    """``SoftMax(Q Kᵀ/√d) V`` with Q: q×d, K: x×d, V: x×d (§3.2)."""
-    return _attention("", "", q, x, d, formats)
+def attention(q=None, x=None, d=None, *, formats=None, lse: bool = False) -> Diagram:
+    """``SoftMax(Q Kᵀ/√d) V`` with Q: q×d, K: x×d, V: x×d (§3.2); with ``lse`` also the log-sum-exp of the
+    scaled scores, ``L = logsumexp_x(QKᵀ/√d)`` (outputs O, L)."""
+    return _attention("", "", q, x, d, formats, lse)
 
 
-def multi_head_attention(q=None, x=None, d=None, h=None, *, formats=None) -> Diagram:
-    """Attention with a head axis ``h`` weaved over every operation (Fig. mha)."""
-    return _attention("h", "h", q, x, d, formats, h=h)
+def multi_head_attention(q=None, x=None, d=None, h=None, *, formats=None, lse: bool = False) -> Diagram:
+    """Attention with a head axis ``h`` weaved over every operation (Fig. mha); ``lse`` as in attention."""
+    return _attention("h", "h", q, x, d, formats, lse, h=h)
 
 
-def grouped_query_attention(q=None, x=None, d=None, h=None, g=None, *, formats=None) -> Diagram:
-    """Grouped-query attention: ``g`` query heads share each of ``h`` key/value heads (Fig. gqa)."""
-    return _attention("h g", "h", q, x, d, formats, h=h, g=g)
+def grouped_query_attention(q=None, x=None, d=None, h=None, g=None, *, formats=None, lse: bool = False) -> Diagram:
+    """Grouped-query attention: ``g`` query heads share each of ``h`` key/value heads (Fig. gqa); ``lse`` as
+    in attention."""
+    return _attention("h g", "h", q, x, d, formats, lse, h=h, g=g)

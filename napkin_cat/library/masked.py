@@ -17,7 +17,7 @@ array for them, and a stream along ``x`` skips every slice on which the mask is 
 from __future__ import annotations
 
 from napkin_cat.errors import IndexingError
-from napkin_cat.library.attention import inverse_temperature, number_formats
+from napkin_cat.library.attention import inverse_temperature, number_formats, weigh
 from napkin_cat.library.masks import alibi_bias, causal_mask, document_mask, window_mask
 from napkin_cat.library.sizing import _Sized, _sizes
 from napkin_cat.syntax.adapter import Diagram, Ty
@@ -44,8 +44,9 @@ def _over_scores(what: str, d: Diagram, scores) -> str:
 
 
 def masked_attention(mask: Diagram | None = None, bias: Diagram | None = None, q=None, x=None, d=None, *,
-                     formats=None) -> Diagram:
-    """Attention whose scores get ``bias`` added and are set to −∞ where ``mask`` is false (§3.2)."""
+                     formats=None, lse: bool = False) -> Diagram:
+    """Attention whose scores get ``bias`` added and are set to −∞ where ``mask`` is false (§3.2); with
+    ``lse`` also the log-sum-exp of the scaled scores (as :func:`~napkin_cat.library.attention.attention`)."""
     s = _sizes(q=q, x=x, d=d)
     f = number_formats(formats)
     k = _Sized(s)
@@ -66,8 +67,7 @@ def masked_attention(mask: Diagram | None = None, bias: Diagram | None = None, q
         over = _over_scores("mask", mask, S.array)
         m = b(mask, *rest[:len(mask.dom)])
         S = b(where(f"{over}, {sig} -> {sig}", **fmt), m, S)
-    P = b(k.softmax("q x", over="x", beta=inverse_temperature(d), dtype=f["S"], out_dtype=f["P"]), S)
-    return b.build(b(k.einsum("q x, x d -> q d", dtype=f["P"], out_dtype=f["O"]), P, V))
+    return b.build(*weigh(b, k, S, V, d, f, lse))
 
 
 def causal_attention(q=None, x=None, d=None, *, formats=None) -> Diagram:

@@ -30,8 +30,8 @@ class _Sized:
     def elementwise(self, name, sig, **kw):
         return elementwise(name, sig, **kw, **_for(sig, self.sizes))
 
-    def reduce(self, name, sig):
-        return reduce(name, sig, **_for(sig, self.sizes))
+    def reduce(self, name, sig, **kw):
+        return reduce(name, sig, **kw, **_for(sig, self.sizes))
 
     def softmax(self, sig, **kw):
         return softmax(sig, **kw, **_for(sig, self.sizes))
