@@ -78,11 +78,11 @@ def _const_of(kind, box, c, ins):
     Data are finite: ``a + (−∞) = −∞`` and ``0 · a = 0`` for any value ``a`` of an input."""
     if kind in ("id", "load", "save", "cast", "rename"):
         return c[0]
-    if kind == "where":
-        return float(box.data.param("other", -INF)) if c[0] is not None and not c[0] else \
-            (c[1] if c[0] is not None else None)
+    if kind == "where":          # where(m, v, other=v) = v whatever m is
+        other = float(box.data.param("other", -INF))
+        return (other if c[1] == other else None) if c[0] is None else (c[1] if c[0] else other)
     if kind == "select":
-        return None if c[0] is None else (c[1] if c[0] else c[2])
+        return (c[1] if c[1] is not None and c[1] == c[2] else None) if c[0] is None else (c[1] if c[0] else c[2])
     if kind in ("add", "sub", "shift"):
         vals = list(c) if kind != "shift" else [c[0], float(box.data.param("c", 0)) if c[0] is not None else None]
         if kind == "sub" and vals[1] is not None:
