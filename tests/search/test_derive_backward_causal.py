@@ -16,6 +16,7 @@ linear H (two derivations, about 40 s) run with ``NAPKIN_SLOW=1``.
 from __future__ import annotations
 
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -104,6 +105,19 @@ def test_the_derived_causal_backward_runs_at_ragged_sizes(derived):
     for a, b in zip(y, want):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
     assert counted.transfers == at(d, sizes).H
+
+
+@pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="no C compiler: C kernel check skipped")
+def test_the_c_kernels_of_the_causal_backward_skip_and_compute_the_gradient(derived):
+    """The plan's C kernels at the ragged sizes (their arena poisoned: a value read before it is written is NaN):
+    each of the five streams skips the trips the mask never reaches, and the gradient is numpy's (float32)."""
+    tiles = {str(k): 3 for k in derived.optimum.sizes if str(k) not in SIZES}
+    k = nc.codegen.c(nc.plan(derived.diagram, {"q": 7, "x": 5, "d": 4, **tiles}), poison=True)
+    assert k.source.count("continue;   // the mask is never true on this trip") == 5
+    rng = np.random.default_rng(1)
+    xs = [rng.normal(size=s) for s in ((7, 4), (5, 4), (5, 4), (7, 4))]
+    for a, b in zip(k(*xs), nc.evaluate(nc.grad(nc.library.causal_attention()), *xs)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
 # ---------------------------------------------------------------------- at the issue's sizes (slow)
