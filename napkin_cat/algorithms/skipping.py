@@ -6,7 +6,8 @@ Here that is a property of the stream's schedule, read off the diagram:
 1. a **mask** is the condition of a ``where`` or ``select`` in the stream's head or trip, computed by
    its ops from positions (and, through ``and``, from anything);
 2. it is **neutral when false**: with the condition false everywhere, constant propagation through the
-   trip's maps (a masked score is −∞; ``exp(−∞) = 0``; a product with 0 is 0, …) brings every reducer's
+   trip's maps (a masked score is −∞; ``exp(−∞) = 0``; a product with 0 is 0; ``where(m, v, other=v) = v``
+   whatever another mask ``m`` is, …) brings every reducer's
    contribution to its identity: the monoid's (0 for a sum, −∞ for a max), or an accumulator form's
    no-op (scores of −∞ leave the online SoftMax's μ, z and o, and the online log-sum-exp, as they are);
 3. on a tile, **interval arithmetic** (:mod:`.intervals`) from the tile's positions to the condition says
