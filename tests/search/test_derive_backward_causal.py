@@ -10,7 +10,7 @@ unmasked backward's derivation (``nc.derive(nc.grad(nc.library.attention(q=256, 
 sizes={})``), a ratio of 0.72 (before: 379,136, 1.02: positions loaded, no tile skipped); at q = x = 4096,
 d = 128, M = 2^16, 79,652,864 against 148,787,200, 0.54, as the forward's 0.53 (``NAPKIN_SLOW=1``).
 
-The default tests derive once (about 15 s on 2 cores); the sweep at 4096 (about 45 s) and the sliding window's
+The default tests derive once (15 to 25 s on 2 shared cores); the sweep at 4096 (about 45 s) and the sliding window's
 linear H (two derivations, about 40 s) run with ``NAPKIN_SLOW=1``.
 """
 from __future__ import annotations
