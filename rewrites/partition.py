@@ -30,7 +30,7 @@ from napkin_cat.algorithms.partitions import relabel_axis
 from napkin_cat.syntax.axis import as_size
 from napkin_cat.rewriting.obligation import bind_tiles, random_sizes, shape_of
 from napkin_cat.errors import RewriteError
-from napkin_cat.rewriting.match import OUTPUT, Pattern, _convex, where
+from napkin_cat.rewriting.match import INPUT, OUTPUT, Pattern, _convex, where
 from napkin_cat.syntax.relabel import map_box
 from napkin_cat.cost.iocost import numel
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
@@ -83,31 +83,54 @@ def _level(m) -> int:
     return int(m.params.get("level", 1))
 
 
+def _private_closed(net, nid) -> list:
+    """The closed boxes (:mod:`napkin_cat.rewriting.closed`) that feed ``nid`` directly and no one else, each
+    reading such boxes only (a tree: a position, a comparison of two), producers first."""
+    out = []
+    for w in net.ins[nid]:
+        p = net.wires[w].src[0]
+        if p in (INPUT, OUTPUT) or not _is_function_box(net, net.nodes[p]) or len(net.outs[p]) != 1:
+            continue
+        below = _private_closed(net, p)     # p's one output is this wire: f alone reads it
+        if all(net.wires[v].src[0] in below for v in net.ins[p]):
+            out += below + [p]
+    return out
+
+
 def _discards(net, nodes):
-    """The discards of f's outputs: a kernel saves only what someone reads."""
+    """The discards of f's outputs (a kernel saves only what someone reads), and the closed values that f alone
+    reads (a kernel computes them instead of loading them)."""
     ends = [net.wires[w].dst[0] for w in net.outs[nodes["f"]]]
-    return {f"drop{j}": e for j, e in enumerate(x for x in ends if x != OUTPUT and net.nodes[x].kind == "discard")}
+    found = {f"drop{j}": e for j, e in enumerate(x for x in ends if x != OUTPUT and net.nodes[x].kind == "discard")}
+    found.update({f"closed{j}": c for j, c in enumerate(_private_closed(net, nodes["f"]))})
+    return found
 
 
 def _kernel_rhs(m):
     b, wires = m.wiring()
-    out = b(_single(m, "f"), *(wires[("f", p)] for p in range(len(m.node("f").dom))))
-    out = out if isinstance(out, tuple) else (out,)
-    return nc.kernel(m.finish(b, {("f", p): w for p, w in enumerate(out)}), _level(m))
+    var = {nid: v for v, nid in m.nodes.items()}
+    made = {}
+    for nid in (n for n in m.net.nodes if n in var and m.net.nodes[n].kind == "box"):   # the closed tree, then f
+        src = [m.net.wires[w].src for w in m.net.ins[nid]]
+        out = b(_single(m, var[nid]), *(made[s] if s in made else wires[(var[nid], p)] for p, s in enumerate(src)))
+        made.update({(nid, p): o for p, o in enumerate(out if isinstance(out, tuple) else (out,))})
+    f = m.nodes["f"]
+    return nc.kernel(m.finish(b, {("f", p): made[(f, p)] for p in range(len(m.node("f").cod))}), _level(m))
 
 
 def _function_instance(rng):
     kinds = [lambda: nc.einsum("q d, x d -> q x"), lambda: nc.softmax("q x", over="x"),
              lambda: nc.elementwise("exp", "q x"), lambda: nc.reduce("sum", "q x -> q"),
              lambda: nc.library.attention(), lambda: nc.library.mlp(),
-             lambda: softmax_contraction_to_unscaled.apply(nc.library.attention())]
+             lambda: softmax_contraction_to_unscaled.apply(nc.library.attention()),
+             lambda: nc.library.causal_attention(), lambda: nc.library.alibi_attention()]
     return kinds[int(rng.integers(len(kinds)))]()
 
 
 def _kernel_cost(lhs, rhs, m):
     box, net = m.box("f"), m.net
     read = [a for a, w in zip(box.cod.inside, net.outs[m.nodes["f"]]) if net.wires[w].dst[0] not in m.nodes.values()]
-    moved = sum((numel(a) for a in (*box.dom.inside, *read)), sympy.Integer(0))
+    moved = sum((numel(a) for a in (*m.dom.inside, *read)), sympy.Integer(0))
     got = nc.cost(rhs).H.get(_level(m), 0) - nc.cost(lhs).H.get(_level(m), 0)
     assert sympy.simplify(got - moved) == 0, f"kernel formation moves {got}, expected {moved}"
 
@@ -121,7 +144,10 @@ kernel_formation = Rule(
 
     Paper §2.2 (algorithms embedded in a hierarchy): inputs are loaded to the level
     below, the function runs there, the outputs someone reads are saved (a discarded output
-    stays inside).  Cost claim: moves exactly f's inputs and read outputs once.""")
+    stays inside).  A closed value that f alone reads (made from no input: a position, a comparison of
+    two) is computed inside instead of loaded (:mod:`napkin_cat.rewriting.closed`: a closed diagram is a
+    deterministic constant, so computing it where it is read is the same function).  Cost claim: moves
+    exactly f's inputs from outside the kernel (not the closed values it computes) and read outputs once.""")
 
 
 # ---------------------------------------------------------------------- kernel fusion

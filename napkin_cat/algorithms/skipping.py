@@ -6,7 +6,8 @@ Here that is a property of the stream's schedule, read off the diagram:
 1. a **mask** is the condition of a ``where`` or ``select`` in the stream's head or trip, computed by
    its ops from positions (and, through ``and``, from anything);
 2. it is **neutral when false**: with the condition false everywhere, constant propagation through the
-   trip's maps (a masked score is −∞; ``exp(−∞) = 0``; a product with 0 is 0, …) brings every reducer's
+   trip's maps (a masked score is −∞; ``exp(−∞) = 0``; a product with 0 is 0; ``where(m, v, other=v) = v``
+   whatever another mask ``m`` is, …) brings every reducer's
    contribution to its identity: the monoid's (0 for a sum, −∞ for a max), or an accumulator form's
    no-op (scores of −∞ leave the online SoftMax's μ, z and o, and the online log-sum-exp, as they are);
 3. on a tile, **interval arithmetic** (:mod:`.intervals`) from the tile's positions to the condition says
@@ -78,11 +79,11 @@ def _const_of(kind, box, c, ins):
     Data are finite: ``a + (−∞) = −∞`` and ``0 · a = 0`` for any value ``a`` of an input."""
     if kind in ("id", "load", "save", "cast", "rename"):
         return c[0]
-    if kind == "where":
-        return float(box.data.param("other", -INF)) if c[0] is not None and not c[0] else \
-            (c[1] if c[0] is not None else None)
+    if kind == "where":          # where(m, v, other=v) = v whatever m is
+        other = float(box.data.param("other", -INF))
+        return (other if c[1] == other else None) if c[0] is None else (c[1] if c[0] else other)
     if kind == "select":
-        return None if c[0] is None else (c[1] if c[0] else c[2])
+        return (c[1] if c[1] is not None and c[1] == c[2] else None) if c[0] is None else (c[1] if c[0] else c[2])
     if kind in ("add", "sub", "shift"):
         vals = list(c) if kind != "shift" else [c[0], float(box.data.param("c", 0)) if c[0] is not None else None]
         if kind == "sub" and vals[1] is not None:

@@ -13,7 +13,10 @@ A block's kernel is built as ``kernel_formation`` and ``kernel_fusion`` build it
 input port that reads a value from outside the block (each port is loaded), one output per value
 read outside (saved once), nothing saved that only a discard reads.  With ``share=True`` (a rule book
 with a rule playing ``share``, such as ``shared_load``) a value read by several ports is one input,
-loaded once and copied inside the kernel.
+loaded once and copied inside the kernel.  With ``fold=True`` (a rule book with a rule playing ``recompute``)
+the closed values (:mod:`napkin_cat.rewriting.closed`: positions, constants, comparisons of them) are no
+operations: each port that reads one computes it inside its block, for nothing in H (the search's
+construction gives the port its own copy by the ``recompute`` rule, and kernel formation computes it inside).
 
 >>> import napkin_cat as nc
 >>> g = OpGraph(nc.engine.to_netlist(nc.library.attention()))
@@ -27,10 +30,14 @@ loaded once and copied inside the kernel.
 >>> net = nc.engine.to_netlist(square.build(square(nc.elementwise("mul", "n d, n d -> n d"), X, X)))
 >>> OpGraph(net).subdiagram(1).dom, OpGraph(net, share=True).subdiagram(1).dom
 (Ty(Array(n×d), Array(n×d)), Ty(Array(n×d)))
+>>> causal = OpGraph(nc.engine.to_netlist(nc.library.causal_attention()), fold=True)
+>>> [causal.name(i) for i in range(len(causal))], [b.name for b in causal.subdiagram(0b11).boxes][:4]
+(['·', 'where', 'SoftMax', '·'], ['·', 'pos', 'pos', '≤'])
 """
 from __future__ import annotations
 
 from napkin_cat.errors import RewriteError
+from napkin_cat.rewriting.closed import folded
 from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist
 from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.builder import Builder
@@ -55,10 +62,11 @@ class OpGraph:
     """The primitive boxes of a function netlist (its *operations*) and the data flow between them.
 
     Operations are numbered in the netlist's topological order; a set of operations is a bit mask.
-    ``share``: a block reads each outside value through one input (see the module docstring).
+    ``share``: a block reads each outside value through one input; ``fold``: closed values are computed by each
+    port that reads them, not operations (see the module docstring).
     """
 
-    def __init__(self, net: Netlist, *, share: bool = False):
+    def __init__(self, net: Netlist, *, share: bool = False, fold: bool = False):
         kinds = {n.kind for n in net.nodes.values()}
         if "region" in kinds:
             raise RewriteError("the derivation search starts from a function diagram; this one already has "
@@ -66,13 +74,14 @@ class OpGraph:
         if "merge" in kinds:
             raise RewriteError("the derivation search does not handle merge nodes; remove them first")
         self.net, self.share = net, share
-        self.nodes = [nid for nid, n in net.nodes.items() if n.kind == "box"]
+        self.folded = folded(net) if fold else set()
+        self.nodes = [nid for nid, n in net.nodes.items() if n.kind == "box" and nid not in self.folded]
         self.index = {nid: i for i, nid in enumerate(self.nodes)}
         self.preds = [0] * len(self.nodes)
         self.succs = [0] * len(self.nodes)
         for i, nid in enumerate(self.nodes):
             for src in self.sources(nid):
-                if src[0] != INPUT:
+                if src[0] != INPUT and src[0] not in self.folded:
                     j = self.index[src[0]]
                     self.preds[i] |= 1 << j
                     self.succs[j] |= 1 << i
@@ -188,7 +197,7 @@ class OpGraph:
         for i in ops:
             nid = self.nodes[i]
             for p, src in enumerate(self.sources(nid)):
-                if src[0] not in inside:
+                if src[0] not in inside and src[0] not in self.folded:
                     key = src if self.share else (nid, p)
                     value[(nid, p)] = key
                     if key not in ports:
@@ -201,8 +210,8 @@ class OpGraph:
         for i in ops:
             nid = self.nodes[i]
             node = self.net.nodes[nid]
-            args = [feed[(nid, p)] if (nid, p) in feed else made[src]
-                    for p, src in enumerate(self.sources(nid))]
+            args = [feed[(nid, p)] if (nid, p) in feed else made[src] if src in made else self._closed(b, w)
+                    for p, (src, w) in enumerate(zip(self.sources(nid), self.net.ins[nid]))]
             got = b(Diagram.id(node.box.dom).then(node.box), *args)
             got = got if isinstance(got, tuple) else (got,)
             for port, (w, wire) in enumerate(zip(self.net.outs[nid], got)):
@@ -210,6 +219,17 @@ class OpGraph:
                 if any(r[0] == OUTPUT or r[0] not in inside for r in self.readers(w)):
                     outs.append(wire)
         return b.build(*outs), tuple(ports)
+
+    def _closed(self, b, wid):
+        """The folded value on wire ``wid`` computed in ``b`` (its closed boxes once for this port)."""
+        nid, port = self._source(wid)
+        box = self.net.nodes[nid].box
+        got = b(Diagram.id(box.dom).then(box), *(self._closed(b, w) for w in self.net.ins[nid]))
+        return (got if isinstance(got, tuple) else (got,))[port]
+
+    def _closed_key(self, wid) -> tuple:
+        nid, port = self._source(wid)
+        return self.net.nodes[nid].label, port, tuple(self._closed_key(w) for w in self.net.ins[nid])
 
     def key(self, block: int) -> tuple:
         """A canonical key of the block's kernel: its operations' labels and wiring in topological order.
@@ -223,8 +243,9 @@ class OpGraph:
             nid = self.nodes[i]
             node = self.net.nodes[nid]
             srcs = tuple((local[s[0]], s[1]) if s[0] in local else
+                         ("closed", self._closed_key(w)) if s[0] in self.folded else
                          ("in", outside.setdefault(s if self.share else (nid, p), len(outside)))
-                         for p, s in enumerate(self.sources(nid)))
+                         for p, (s, w) in enumerate(zip(self.sources(nid), self.net.ins[nid])))
             read = tuple(any(r[0] == OUTPUT or r[0] not in local for r in self.readers(w))
                          for w in self.net.outs[nid])
             out.append((node.label, srcs, read))

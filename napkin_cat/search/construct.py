@@ -6,6 +6,8 @@ makes that algorithm with the rule book's rules alone, recording every step:
 block by block, in execution order:
 
 1. the rule playing ``kernel`` (kernel formation) on each of the block's primitives, at the level asked;
+   where the form's closed values are folded (:mod:`.blocks`), first the rule playing ``recompute`` gives
+   the primitive its own copy of each closed value it reads (then kernel formation computes it inside);
 2. the rule playing ``fuse`` (kernel fusion) on two of its kernels, until the block is one kernel;
    then, if the book has one, the rule playing ``share`` on it (a value it reads in several places loaded
    once; the book's ``simplify`` rules then drop the copies of the reads it discarded);
@@ -20,6 +22,7 @@ Every step is applied at the match that touches the block it is building, so the
 from __future__ import annotations
 
 from napkin_cat.errors import RewriteError
+from napkin_cat.rewriting.closed import folded
 from napkin_cat.rewriting.netlist import to_netlist
 from napkin_cat.rewriting.trace import Step
 from napkin_cat.search.blocks import bits
@@ -45,6 +48,35 @@ def _legal(rule, net, wanted, within=None):
     """The legal matches of ``rule`` in ``net`` that ``wanted(match)`` accepts (side conditions checked only
     on those: a partition's condition builds the partition), its nodes among ``within``."""
     return [m for m in rule.candidates(net, within) if wanted(m) and rule.failure(m) is None]
+
+
+def _shared_closed(net, nid):
+    """A folded closed box that ``nid`` reads (itself or through its own closed boxes) through a copy, and the
+    copy's port that leads there: ``(box, port)``, or None when every closed value ``nid`` reads is its own."""
+    fold, todo = folded(net), [nid]
+    while todo:
+        n = todo.pop()
+        for w in net.ins[n]:
+            src = net.wires[w].src[0]
+            if src in fold:
+                todo.append(src)
+            elif src in net.nodes and net.nodes[src].kind == "copy":
+                owner = net.wires[net.ins[src][0]].src[0]
+                if owner in fold:
+                    return owner, net.outs[src].index(w)
+    return None
+
+
+def _own_closed(mk, rule, nid):
+    """The ``recompute`` rule applied until ``nid`` reads closed values of its own only (copies of them)."""
+    while (found := _shared_closed(mk.net, nid)) is not None:
+        owner, port = found
+        r = rule.using(consumer=port)
+        options = _legal(r, mk.net, lambda m: m.nodes["f"] == owner, {owner})
+        if not options:
+            raise RewriteError(f"rule {rule.name!r} cannot give {mk.net.nodes[nid].name!r} its own copy of the "
+                               f"closed value {mk.net.nodes[owner].name!r}")
+        mk.apply(r, options[0])
 
 
 #: blocks of more operations than this are fused smallest pair first
@@ -87,6 +119,8 @@ def make(form, graph, path, book, level: int):
     """
     kernel_rule, fuse_rule = book.role("kernel").using(level=level), book.role("fuse")
     stream_rule, group_rule = book.role("stream"), book.role("group")
+    own = book.role("recompute") if graph.folded else None
+    own = own[-1] if isinstance(own, tuple) else own
     mk = Maker(form)
     for k, (mask, variant, names) in enumerate(path):
         ops = {graph.nodes[i] for i in bits(mask)}
@@ -96,6 +130,10 @@ def make(form, graph, path, book, level: int):
             options = _legal(kernel_rule, mk.net, lambda m: m.nodes["f"] in ops, ops)
             if not options:
                 break
+            if own is not None and _shared_closed(mk.net, options[0].nodes["f"]) is not None:
+                f = options[0].nodes["f"]
+                _own_closed(mk, own, f)
+                options = _legal(kernel_rule, mk.net, lambda m: m.nodes["f"] == f, {f})
             new, _ = mk.apply(kernel_rule, options[0])
             mine.add(_region_among(mk.net, new))
         if len(mine) != len(ops):

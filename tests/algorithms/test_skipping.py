@@ -53,3 +53,18 @@ def test_the_skip_test_is_a_condition_on_symbolic_tiles():
     cond = s.skip.skipped(lambda a, n: (i * g, g) if a == "x" else (0, nc.symbol("q")))
     assert isinstance(cond, sympy.Basic) and cond.subs({i: 3, g: 4, nc.symbol("q"): 12}) == sympy.true
     assert cond.subs({i: 2, g: 4, nc.symbol("q"): 12}) == sympy.false
+
+
+def test_two_copies_of_a_mask_skip_a_trip_whose_reducers_each_read_one():
+    """A backward's kernel masks the scores with one copy of the mask and their gradient with another: the first
+    copy false makes the probabilities 0, so ``where(m₂, 0·…, other=0)`` is 0 whatever m₂ is, and both sums are
+    neutral (``where(m, v, other=v) = v``)."""
+    b = nc.Builder(nc.types("q x, x d"))
+    s, v = b.inputs
+    p = b(nc.elementwise("exp", "q x"), b(nc.where("q x, q x -> q x"), b(nc.library.causal_mask()), s))
+    g = b(nc.where("q x, q x -> q x", other=0.0), b(nc.library.causal_mask()),
+          b(nc.elementwise("mul", "q x, q x -> q x"), p, s))
+    d = b.build(b(nc.einsum("q x, x d -> q d"), p, v), b(nc.einsum("q x, x d -> q d"), g, v))
+    skip = _stream(d).skip
+    assert skip is not None and len(skip.masks) == 1                     # the first copy alone makes both neutral
+    assert skip.skipped(lambda a, n: (4, 4) if a == "x" else (0, 2)) is True

@@ -1,0 +1,141 @@
+"""Causal attention's backward derived with its masked tiles skipped (issue 23).
+
+The mask ``x ≤ q`` is a closed value (:mod:`napkin_cat.rewriting.closed`: made from positions, no input), so
+each kernel that reads it computes it (kernel formation absorbs it; the search folds it into its readers) instead
+of loading positions from level 0; then every stream of the backward finds the mask in its own trip and skips the
+tiles where it is never true (:mod:`napkin_cat.algorithms.skipping`), as the forward's does.
+
+At q = x = 256, d = 32, M = 2^13 the derived causal backward moves 269,440 values against 372,992 for the
+unmasked backward's derivation (``nc.derive(nc.grad(nc.library.attention(q=256, x=256, d=32)), 2**13,
+sizes={})``), a ratio of 0.72 (before: 379,136, 1.02: positions loaded, no tile skipped); at q = x = 4096,
+d = 128, M = 2^16, 79,652,864 against 148,787,200, 0.54, as the forward's 0.53 (``NAPKIN_SLOW=1``).
+
+The default tests derive once (15 to 25 s on 2 shared cores); the sweep at 4096 (about 45 s) and the sliding window's
+linear H (two derivations, about 40 s) run with ``NAPKIN_SLOW=1``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import napkin_cat as nc
+from napkin_cat.algorithms.schedule import schedule_of
+from napkin_cat.cost.numeric import at
+from napkin_cat.rewriting.netlist import to_netlist
+from napkin_cat.search.blocks import OpGraph
+from napkin_cat.syntax.adapter import layers
+from rewrites.partition import kernel_formation
+
+from level0 import intermediates
+
+SIZES = {"q": 256, "x": 256, "d": 32}
+M = 2 ** 13
+UNMASKED_H = 372_992          # the unmasked backward's derived H at SIZES and M (module docstring)
+slow = pytest.mark.skipif(not os.environ.get("NAPKIN_SLOW"), reason="derivations at q = x = 4096 or two sizes: "
+                          "set NAPKIN_SLOW=1")
+
+
+def streams(d):
+    for _, b in layers(d):
+        if isinstance(b, nc.Region) and type(b).__name__ == "Stream":
+            yield b
+        elif hasattr(b, "arg"):
+            yield from streams(b.arg)
+
+
+# ---------------------------------------------------------------------- the mechanism, without a search
+def test_the_search_folds_the_mask_into_the_operations_that_read_it():
+    g = nc.grad(nc.library.causal_attention())
+    net = to_netlist(g)
+    plain, folded = OpGraph(net), OpGraph(net, fold=True)
+    names = [folded.name(i) for i in range(len(folded))]
+    assert "pos" not in names and "≤" not in names and names.count("where") == 2
+    assert len(plain) - len(folded) == 3                          # two positions and the comparison
+    where = names.index("where")
+    block = folded.subdiagram(1 << where | folded.preds[where])
+    assert [b.name for b in block.boxes].count("pos") == 2        # computed inside, not an input
+    assert not [a for a in block.dom.inside if a.dtype.family == "int"]
+
+
+def test_kernel_formation_computes_a_closed_value_it_alone_reads():
+    att = nc.library.causal_attention(q=6, x=5, d=3)
+    (m,) = [m for m in kernel_formation.matches(att) if m.node("f").name == "where"]
+    after = kernel_formation.apply(att, m)
+    (kernel,) = [b for b in after.boxes if isinstance(b, nc.Kernel)]
+    assert [b.name for b in kernel.arg.boxes if b.name in ("pos", "≤")] == ["pos", "pos", "≤"]
+    assert nc.cost(after).H[1] == 2 * 6 * 5                       # the scores in, the masked scores out: no positions
+    assert nc.equivalent(att, after)
+
+
+# ---------------------------------------------------------------------- the derivation
+@pytest.fixture(scope="module")
+def derived():
+    return nc.derive(nc.grad(nc.library.causal_attention()), M, sizes=SIZES)
+
+
+def test_no_position_goes_through_level_0(derived):
+    """Only the statistics L and D (one value per query row) go between the kernels."""
+    assert sorted(tuple(a.names) for a in intermediates(derived.diagram)) == [("q",), ("q",)]
+
+
+def test_every_stream_of_the_backward_skips_masked_tiles(derived):
+    found = list(streams(derived.diagram))
+    assert len(found) >= 4
+    assert all(schedule_of(s).skip is not None and schedule_of(s).skip.axes == {"q", "x"} for s in found)
+
+
+def test_skipping_makes_the_backward_cheaper_than_the_unmasked_one(derived):
+    assert derived.H == 269_440
+    assert derived.H / UNMASKED_H < 0.75
+
+
+def test_the_derived_causal_backward_runs_at_ragged_sizes(derived):
+    """Its plan at small ragged sizes (q ≠ x, partial tiles): the gradient nc.evaluate gives, counts equal to the
+    cost with the skipped trips left out."""
+    d = derived.diagram
+    tiles = {str(k): 3 for k in derived.optimum.sizes if str(k) not in SIZES}
+    sizes = {"q": 7, "x": 5, "d": 4, **tiles}
+    rng = np.random.default_rng(0)
+    xs = [rng.normal(size=s) for s in ((7, 4), (5, 4), (5, 4), (7, 4))]
+    y, counted = nc.plan(d, sizes).run(*xs)
+    want = nc.evaluate(nc.grad(nc.library.causal_attention()), *xs)
+    for a, b in zip(y, want):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    assert counted.transfers == at(d, sizes).H
+
+
+@pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="no C compiler: C kernel check skipped")
+def test_the_c_kernels_of_the_causal_backward_skip_and_compute_the_gradient(derived):
+    """The plan's C kernels at the ragged sizes (their arena poisoned: a value read before it is written is NaN):
+    each of the five streams skips the trips the mask never reaches, and the gradient is numpy's (float32)."""
+    tiles = {str(k): 3 for k in derived.optimum.sizes if str(k) not in SIZES}
+    k = nc.codegen.c(nc.plan(derived.diagram, {"q": 7, "x": 5, "d": 4, **tiles}), poison=True)
+    assert k.source.count("continue;   // the mask is never true on this trip") == 5
+    rng = np.random.default_rng(1)
+    xs = [rng.normal(size=s) for s in ((7, 4), (5, 4), (5, 4), (7, 4))]
+    for a, b in zip(k(*xs), nc.evaluate(nc.grad(nc.library.causal_attention()), *xs)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------------- at the issue's sizes (slow)
+@slow
+def test_the_causal_backward_at_4096_moves_about_half_of_the_unmasked_one():
+    """H at q = x = 4096, d = 128 (docs/gradients-and-time.md); the unmasked backward's at 2^16 is 148,787,200
+    (tests/search/test_derive_backward.py), the forward's ratio 0.53 (tests/search/test_derive_masked.py)."""
+    memories = [2 ** k for k in range(14, 21)]
+    r = nc.derive(nc.grad(nc.library.causal_attention()), memories, sizes={"q": 4096, "x": 4096, "d": 128})
+    assert r.H == dict(zip(memories, [293_627_904, 151_152_640, 79_652_864, 43_902_976, 26_028_032, 17_090_560,
+                                      12_621_824]))
+    assert 0.5 < r.H[2 ** 16] / 148_787_200 < 0.56
+    for reg in r.regimes:
+        assert not [a for a in intermediates(reg.diagram) if a.dtype.family == "int"]
+
+
+@slow
+def test_a_sliding_windows_backward_moves_linearly_in_the_sequence():
+    h = {n: nc.derive(nc.grad(nc.library.sliding_window_attention(16)), M,
+                      sizes={"q": n, "x": n, "d": 32}).H for n in (256, 512)}
+    assert h[512] / h[256] == pytest.approx(2, rel=0.05)        # linear (the unmasked backward: quadratic)
