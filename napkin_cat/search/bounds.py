@@ -83,6 +83,11 @@ class Bound:
         return max(values) if all(v.is_number for v in values) else sympy.Max(*values)
 
 
+def _kind(box) -> str | None:
+    """A primitive box's kind; None for a region (a kernel, a loop), whose structure no recogniser reads."""
+    return getattr(box.data, "kind", None)
+
+
 def _size(names, arr_of) -> sympy.Expr:
     out = sympy.Integer(1)
     for n in names:
@@ -98,7 +103,7 @@ def _contraction(diagram, ops, M):
     if len(ops) != 1:
         return None
     (box, ins, outs), = ops
-    if box.data.kind != "contract" or len(box.dom) != 2 or sorted(ins) != [0, 1]:
+    if _kind(box) != "contract" or len(box.dom) != 2 or sorted(ins) != [0, 1]:
         return None
     A, B = (set(a.names) for a in box.dom.inside)
     C = set(box.cod.inside[0].names)
@@ -114,7 +119,7 @@ def _contraction(diagram, ops, M):
 def _attention_parts(diagram, ops):
     """``(|S|, d, K)``: the score array's size, the summed feature size and the keys' array, where ``diagram`` is
     ``SoftMax(X₁ · X₂) · X₃`` (structure only, see module); else None."""
-    if [op[0].data.kind for op in ops] != ["contract", "softmax", "contract"]:
+    if [_kind(op[0]) for op in ops] != ["contract", "softmax", "contract"]:
         return None
     (c1, i1, o1), (sm, i2, o2), (c2, i3, o3) = ops
     n_in = len(diagram.dom)
@@ -168,7 +173,7 @@ def attention_backward(forward, M, wrt=None) -> Bound:
     if found is None:
         raise ArgumentError(f"attention_backward takes attention's forward diagram (SoftMax(X₁·X₂)·X₃: a "
                             f"contraction, a SoftMax, a contraction); got one with operations "
-                            f"{[op[0].data.kind for op in ops]}")
+                            f"{[_kind(op[0]) for op in ops]}")
     inputs = forward.dom.inside
     positions = list(range(len(inputs))) if wrt is None else [wrt] if isinstance(wrt, int) else list(wrt)
     if any(isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < len(inputs) for p in positions) \
@@ -233,9 +238,9 @@ def _forwards(diagram, ops, inputs, outputs):
     if len(inputs) != 3 or len(outputs) != 1:
         return
     for c1, ins, outs in ops:
-        if c1.data.kind != "contract" or len(ins) != 2 or len(set(ins)) != 2 or max(ins) >= len(inputs):
+        if _kind(c1) != "contract" or len(ins) != 2 or len(set(ins)) != 2 or max(ins) >= len(inputs):
             continue
-        sm = next((op[0] for op in ops if op[0].data.kind == "softmax" and op[1] == outs), None)
+        sm = next((op[0] for op in ops if _kind(op[0]) == "softmax" and op[1] == outs), None)
         if sm is None or len(sm.cod) != 1:
             continue
         third, = set(range(3)) - set(ins)
@@ -262,7 +267,7 @@ def _attention_gradient(diagram, ops, M):
     """Attention's backward: ``diagram`` *is* a gradient construction (:data:`GRADIENT_FORMS`) of a forward the
     attention recogniser accepts, rebuilt from the diagram's own first product and SoftMax and confirmed by
     building its gradient again (the two diagrams isomorphic); else None."""
-    if not any(op[0].data.kind == "softmax" for op in ops):
+    if not any(_kind(op[0]) == "softmax" for op in ops):
         return None
     dom, cod = diagram.dom.inside, diagram.cod.inside
     for form in GRADIENT_FORMS:

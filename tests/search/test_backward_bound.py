@@ -95,3 +95,10 @@ def test_the_backward_bound_takes_input_positions():
         attention_backward(L.attention(), "M", wrt=[0, 0])
     with pytest.raises(nc.NapkinError, match="wrt"):
         attention_backward(L.attention(), "M", wrt=[3])
+
+
+def test_a_diagram_with_regions_gets_a_bound():
+    """A partitioned diagram (kernels, loops: no primitive kind) is read, not refused: the compulsory bound."""
+    from rewrites import flash_attention
+    _only_compulsory(flash_attention(L.attention()).diagram)
+    _only_compulsory(nc.kernel(L.matmul()))
