@@ -1,7 +1,10 @@
 """Hypothesis profiles: CI runs derandomized (the same examples every run, so a landing is
-reproducible); local runs draw fresh examples each time and so keep exploring."""
+reproducible); local runs draw fresh examples each time and so keep exploring.  The suite's options
+(``--fuzz``, ``--fuzz-long``), and the scheduling of its files over pytest-xdist's workers."""
 import os
+from collections import OrderedDict
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
@@ -15,3 +18,56 @@ def pytest_addoption(parser):
     parser.addoption("--fuzz-long", action="store_true", default=False,
                      help="the random-program fuzz (tests/testing/test_fuzz.py) on 20 times as many programs "
                           "(also: NAPKIN_FUZZ_LONG=1, or NAPKIN_FUZZ_SCALE=<factor>)")
+
+
+# ---------------------------------------------------------------- pytest-xdist (`-n 2 --dist loadfile` in addopts)
+try:
+    from xdist.scheduler import LoadFileScheduling
+except ImportError:                     # xdist not installed: `-n` is then unknown; run with `-o addopts=""`
+    LoadFileScheduling = None
+
+#: Work units that hold more than one file: ``proofs/`` runs in one worker, because its meta-test
+#: (``proofs/test_meta.py``, last) judges the proofs that ran *in its own session* (``proofs/conftest.py``).
+TOGETHER = ("proofs/",)
+#: Tests each of whose cases is a work unit of its own (no module fixture shared): a notebook runs in its kernel.
+APART = ("tests/test_notebooks.py::test_notebook_runs",)
+#: The longest work units (measured: 30 s to 70 s each on 2 cores), handed out first, longest first, so that
+#: no worker is left running one of them alone at the end; the rest follow, most tests first (xdist's order).
+FIRST = ("tests/test_notebooks.py::test_notebook_runs[07_backward]", "tests/rewriting/test_rewrite.py",
+         "tests/paper/test_reproduce.py", "tests/search/test_heldout.py", "tests/testing/test_fuzz.py",
+         "tests/search/test_fuzz.py", "proofs/", "tests/search/test_derive_masked.py", "tests/test_gpu_benchmark.py",
+         "tests/test_docs.py")
+
+
+class _Queue(OrderedDict):
+    """xdist's queue of work units (scope → its tests), those of :data:`FIRST` kept in front, in its order."""
+
+    def __setitem__(self, scope, unit):
+        super().__setitem__(scope, unit)
+        if scope in FIRST:
+            for s in sorted((s for s in self if s in FIRST and FIRST.index(s) <= FIRST.index(scope)),
+                            key=FIRST.index, reverse=True):
+                self.move_to_end(s, last=False)
+
+
+if LoadFileScheduling is not None:
+    class FileScheduling(LoadFileScheduling):
+        """``--dist loadfile`` (a file's tests in one worker, so that a module fixture is built once), with the
+        units of :data:`TOGETHER` and :data:`APART`, those of :data:`FIRST` handed out first."""
+
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            self.workqueue = _Queue()
+
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith(APART):
+                return nodeid
+            scope = super()._split_scope(nodeid)
+            return next((t for t in TOGETHER if scope.startswith(t)), scope)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") == "loadfile":
+        return FileScheduling(config, log)
+    return None

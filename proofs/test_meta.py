@@ -8,6 +8,7 @@ obligation, (2) at least one of its proofs ran and passed, (3) none failed, and 
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -35,8 +36,9 @@ def proofs_in_a_child_session(rootdir: Path, folder: Path = HERE) -> dict:
         out = Path(tmp) / "record.json"
         env = {**os.environ, RECORD_ENV: str(out),
                "PYTHONPATH": os.pathsep.join([*sorted(roots), os.environ.get("PYTHONPATH", "")])}
+        serial = ["-n", "0"] if importlib.util.find_spec("xdist") else []    # the record is this process's
         proc = subprocess.run([sys.executable, "-m", "pytest", str(folder), "--ignore", str(folder / "test_meta.py"),
-                               "-q", "-p", "no:cacheprovider"], cwd=rootdir, env=env, capture_output=True,
+                               "-q", "-p", "no:cacheprovider", *serial], cwd=rootdir, env=env, capture_output=True,
                               text=True, timeout=900)
         if not out.exists():
             raise AssertionError(f"the child proof session wrote no record (exit {proc.returncode}):\n"

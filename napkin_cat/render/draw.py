@@ -112,7 +112,7 @@ def render(lay, *, figsize=None, dpi: int = 150, title: str | None = None):
                                          capstyle="butt" if style == "dashed" else "round", gid=tag))
     for k, item in enumerate(lay.items):
         if isinstance(item, Shape):
-            ax.add_patch(_patch(item, lw, f"napkin-{item.role}-{k}"))
+            ax.add_artist(_patch(item, lw, f"napkin-{item.role}-{k}"))     # the limits are set: no autoscaling
         elif isinstance(item, Label):
             ha, va = _ANCHORS[item.anchor]
             text = f"${item.tex}$" if item.tex else item.text.replace("$", r"\$")

@@ -15,6 +15,11 @@
   attention, or how optimal is FlashAttention?" (2024): ``Ω(|S|·d²/M)`` for ``M ≥ d²`` and
   ``Ω(|S|·d/√M)`` below (matrix-multiplication-like), ``|S|`` the size of the score array.  The
   constant of that Ω is not known; it is taken as 1, so a ratio to it is a gap up to a constant.
+* **attention's backward** (a diagram that *is* ``nc.grad(f, wrt)`` of such an ``f``): Li and Xu's bound
+  (:func:`attention_backward`).  The candidate ``f`` is rebuilt from the diagram's own first product and
+  SoftMax (the second product written to the cotangent's array), and confirmed by building its gradient again
+  (each construction of :data:`GRADIENT_FORMS`, each ``wrt`` the outputs allow) and comparing the two diagrams
+  up to isomorphism: a diagram that only looks like a gradient keeps the compulsory bound.
 
 Each bound is the largest of the compulsory one and the structural one.  The structures are
 recognised from the boxes' kinds and the axes on their wires, never from names.
@@ -28,17 +33,26 @@ recognised from the boxes' kinds and the axes on their wires, never from names.
 [1046528, 528384]
 >>> lower_bound(nc.library.attention(), M).at({"q": 4096, "x": 4096, "d": 128, "M": 2 ** 14})
 16777216
+>>> lower_bound(nc.grad(nc.library.multi_head_attention()), M).source
+"Li-Xu 2024, arXiv 2410.09397 (attention's backward; Θ, constant taken as 1)"
 >>> lower_bound(nc.library.mlp(), M).source
 'compulsory (inputs read once, outputs written once); no stronger bound is known for this diagram'
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import sympy
 
+from napkin_cat.autodiff import grad
 from napkin_cat.cost.iocost import numel
+from napkin_cat.errors import ArgumentError, NapkinError
+from napkin_cat.rewriting.isomorphism import isomorphic
+from napkin_cat.syntax.adapter import Ty
 from napkin_cat.syntax.axis import symbol
+from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.construct import einsum
 from napkin_cat.syntax.wiring import trace_values
 
 COMPULSORY = "compulsory (inputs read once, outputs written once)"
@@ -69,6 +83,11 @@ class Bound:
         return max(values) if all(v.is_number for v in values) else sympy.Max(*values)
 
 
+def _kind(box) -> str | None:
+    """A primitive box's kind; None for a region (a kernel, a loop), whose structure no recogniser reads."""
+    return getattr(box.data, "kind", None)
+
+
 def _size(names, arr_of) -> sympy.Expr:
     out = sympy.Integer(1)
     for n in names:
@@ -84,7 +103,7 @@ def _contraction(diagram, ops, M):
     if len(ops) != 1:
         return None
     (box, ins, outs), = ops
-    if box.data.kind != "contract" or len(box.dom) != 2 or sorted(ins) != [0, 1]:
+    if _kind(box) != "contract" or len(box.dom) != 2 or sorted(ins) != [0, 1]:
         return None
     A, B = (set(a.names) for a in box.dom.inside)
     C = set(box.cod.inside[0].names)
@@ -100,7 +119,7 @@ def _contraction(diagram, ops, M):
 def _attention_parts(diagram, ops):
     """``(|S|, d, K)``: the score array's size, the summed feature size and the keys' array, where ``diagram`` is
     ``SoftMax(X₁ · X₂) · X₃`` (structure only, see module); else None."""
-    if [op[0].data.kind for op in ops] != ["contract", "softmax", "contract"]:
+    if [_kind(op[0]) for op in ops] != ["contract", "softmax", "contract"]:
         return None
     (c1, i1, o1), (sm, i2, o2), (c2, i3, o3) = ops
     n_in = len(diagram.dom)
@@ -127,42 +146,148 @@ def _attention(diagram, ops, M):
             "Saha-Ye 2024 (attention; Ω, constant taken as 1)")
 
 
-def attention_backward(forward, M) -> Bound:
-    """The lower bound for ``nc.grad(forward)`` (every input's gradient), ``forward`` recognised as attention by
-    its structure (as for the forward's bound): Θ(min{(|S|·d² + |K|·d²)/M, (|S|·d + |K|·d)/√M}), ``|S|`` the
-    score array's size (q·x, times the batch axes) and ``|K|`` the keys' (x·d): the backward IO bound of Li and
-    Xu, "Fine-grained I/O complexity of attention backward passes" (arXiv 2410.09397), constant taken as 1.
-    The compulsory part: the inputs and one cotangent per output read, one gradient per input written.
+def attention_backward(forward, M, wrt=None) -> Bound:
+    """The lower bound for ``nc.grad(forward, wrt)`` (every input's gradient by default), ``forward`` recognised as
+    attention by its structure (as for the forward's bound): Θ(min{(|S|·d² + |K|·d²)/M, (|S|·d + |K|·d)/√M}),
+    ``|S|`` the score array's size (q·x, times the batch axes) and ``|K|`` the keys' (x·d): the backward IO bound
+    of Li and Xu, "Fine-grained I/O complexity of attention backward passes" (arXiv 2410.09397), constant taken
+    as 1.  For a proper subset of the gradients (``wrt``) only its score-array part, min{|S|·d²/M, |S|·d/√M}, is
+    kept: each of dQ, dK, dV recomputes the scores (a contraction of |S|·d multiply-adds) and contracts them
+    with an array of d features, the structure of the forward's (Saha–Ye) bound, while the |K| terms are the
+    whole backward's.  The compulsory part: the inputs and one cotangent per output read, one gradient per
+    input in ``wrt`` written.
 
-    Give it to derive (``nc.derive(nc.grad(att), ..., bound=attention_backward(att, "M"))``) for the gap report:
-    the gradient's own diagram is not recognised (it is many operations).
+    derive's default gap report finds it by itself for a gradient diagram ``nc.grad`` made from such a forward
+    (:func:`lower_bound`); pass it (``bound=``) for one it does not confirm.
 
     >>> import napkin_cat as nc
     >>> b = attention_backward(nc.library.attention(), "M")
     >>> int(b.at({"q": 4096, "x": 4096, "d": 128, "M": 2 ** 16}))       # (2^24·2^14 + 2^19·2^14) / 2^16
     4325376
+    >>> lower_bound(nc.grad(nc.library.attention()), "M") == b
+    True
     """
-    from napkin_cat.errors import ArgumentError
     M = symbol(M) if isinstance(M, str) else M
     ops, _, _ = trace_values(forward)
     found = _attention_parts(forward, ops)
     if found is None:
         raise ArgumentError(f"attention_backward takes attention's forward diagram (SoftMax(X₁·X₂)·X₃: a "
                             f"contraction, a SoftMax, a contraction); got one with operations "
-                            f"{[op[0].data.kind for op in ops]}")
+                            f"{[_kind(op[0]) for op in ops]}")
+    inputs = forward.dom.inside
+    positions = list(range(len(inputs))) if wrt is None else [wrt] if isinstance(wrt, int) else list(wrt)
+    if any(isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < len(inputs) for p in positions) \
+            or len(set(positions)) != len(positions):
+        raise ArgumentError(f"attention_backward: wrt={wrt!r}; give distinct input positions of the forward "
+                            f"(0 … {len(inputs) - 1})")
     nS, D, keys = found
     nK = numel(keys)
-    compulsory = sum((numel(a) for a in (*forward.dom.inside, *forward.dom.inside, *forward.cod.inside)),
+    compulsory = sum((numel(a) for a in (*inputs, *forward.cod.inside, *(inputs[p] for p in positions))),
                      sympy.Integer(0))
-    theorem = sympy.Min((nS * D ** 2 + nK * D ** 2) / M, (nS * D + nK * D) / sympy.sqrt(M))
-    return Bound(compulsory, theorem, "Li-Xu 2024, arXiv 2410.09397 (attention's backward; Θ, constant taken as 1)")
+    if len(set(positions)) == len(inputs):
+        theorem = sympy.Min((nS * D ** 2 + nK * D ** 2) / M, (nS * D + nK * D) / sympy.sqrt(M))
+        return Bound(compulsory, theorem, BACKWARD)
+    theorem = sympy.Min(nS * D ** 2 / M, nS * D / sympy.sqrt(M))
+    return Bound(compulsory, theorem, BACKWARD_PART)
 
 
-RECOGNISERS = [_contraction, _attention]
+BACKWARD = "Li-Xu 2024, arXiv 2410.09397 (attention's backward; Θ, constant taken as 1)"
+BACKWARD_PART = "Li-Xu 2024, arXiv 2410.09397 (part of attention's backward: the score-array terms; constant 1)"
+
+
+@dataclass(frozen=True)
+class GradientForm:
+    """One way a gradient diagram is built from a forward ``f``: ``split`` reads the gradient's input arrays as
+    ``[(f's inputs, f's outputs, options)]`` (every reading to try), ``make(f, wrt, options)`` builds it again."""
+
+    split: Callable
+    make: Callable
+
+
+def _plain_split(dom):
+    return [(dom[:-1], dom[-1:], {})] if len(dom) > 1 else []
+
+
+def _plain_make(forward, wrt, options):
+    return grad(forward, wrt=wrt, **options)
+
+
+#: The gradient constructions the backward recogniser tries (``nc.grad(f, wrt)``: f's inputs, then one cotangent
+#: per output); a construction with more inputs (saved forward outputs) joins as one more row.
+GRADIENT_FORMS = [GradientForm(_plain_split, _plain_make)]
+
+
+def _second_contractions(P, V, O):
+    """Every contraction box ``P, V → O`` (both operand orders), as a forward's second product is written."""
+    sizes = {a.name: a.size for arr in (P, V, O) for a in arr.axes}
+    out = []
+    for first, second in ((P, V), (V, P)):
+        sig = f"{' '.join(first.names)}, {' '.join(second.names)} -> {' '.join(O.names)}"
+        try:
+            box = einsum(sig, dtype=first.dtype, out_dtype=O.dtype, level=O.level, sizes=sizes)
+        except NapkinError:
+            continue
+        if box.dom.inside == (first, second) and box.cod.inside == (O,):
+            out.append((box, first is P))
+    return out
+
+
+def _forwards(diagram, ops, inputs, outputs):
+    """The attention forwards ``SoftMax(X₁·X₂)·X₃`` on ``inputs`` → ``outputs`` whose first product and SoftMax
+    are operations of ``diagram`` (their boxes read from it, the second product written to ``outputs``)."""
+    if len(inputs) != 3 or len(outputs) != 1:
+        return
+    for c1, ins, outs in ops:
+        if _kind(c1) != "contract" or len(ins) != 2 or len(set(ins)) != 2 or max(ins) >= len(inputs):
+            continue
+        sm = next((op[0] for op in ops if _kind(op[0]) == "softmax" and op[1] == outs), None)
+        if sm is None or len(sm.cod) != 1:
+            continue
+        third, = set(range(3)) - set(ins)
+        for c2, p_first in _second_contractions(sm.cod.inside[0], inputs[third], outputs[0]):
+            b = Builder(Ty(*inputs))
+            X = b.inputs
+            P = b(sm, b(c1, X[ins[0]], X[ins[1]]))
+            yield b.build(b(c2, P, X[third]) if p_first else b(c2, X[third], P))
+
+
+def _wrts(inputs, grads):
+    """Every ``wrt`` (distinct input positions) whose arrays are ``grads``, in order."""
+    def extend(prefix):
+        if len(prefix) == len(grads):
+            yield prefix
+            return
+        for p, a in enumerate(inputs):
+            if p not in prefix and a == grads[len(prefix)]:
+                yield from extend(prefix + [p])
+    yield from extend([])
+
+
+def _attention_gradient(diagram, ops, M):
+    """Attention's backward: ``diagram`` *is* a gradient construction (:data:`GRADIENT_FORMS`) of a forward the
+    attention recogniser accepts, rebuilt from the diagram's own first product and SoftMax and confirmed by
+    building its gradient again (the two diagrams isomorphic); else None."""
+    if not any(_kind(op[0]) == "softmax" for op in ops):
+        return None
+    dom, cod = diagram.dom.inside, diagram.cod.inside
+    for form in GRADIENT_FORMS:
+        for inputs, outputs, options in form.split(dom):
+            for forward in _forwards(diagram, ops, inputs, outputs):
+                if _attention_parts(forward, trace_values(forward)[0]) is None:
+                    continue
+                for wrt in _wrts(inputs, cod):
+                    if isomorphic(form.make(forward, wrt, options), diagram):
+                        b = attention_backward(forward, M, wrt)
+                        return b.theorem, b.source
+    return None
+
+
+RECOGNISERS = [_contraction, _attention, _attention_gradient]
 
 
 def lower_bound(diagram, M) -> Bound:
     """The best known lower bound on the values moved through one level of memory ``M`` (see module)."""
+    M = symbol(M) if isinstance(M, str) else M
     ops, _, _ = trace_values(diagram)
     compulsory = sum((numel(a) for a in (*diagram.dom.inside, *diagram.cod.inside)), sympy.Integer(0))
     for recognise in RECOGNISERS:

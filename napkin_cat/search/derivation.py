@@ -93,8 +93,8 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
     (``overlap``, ``ceilings``, ``largest``) go to the time model.
 
     ``bound`` (numeric mode): a lower bound (:class:`~napkin_cat.search.bounds.Bound`, in the memory ``M``) to
-    report the gap against in place of the one read off the diagram: one the structure does not show, such as
-    :func:`~napkin_cat.search.bounds.attention_backward` for a gradient.
+    report the gap against in place of the one read off the diagram (:func:`~napkin_cat.search.bounds.lower_bound`,
+    which knows attention's forward and the gradients ``nc.grad`` makes of it): one the structure does not show.
 
     ``min_blocks`` (numeric mode): a parallelism requirement.  The objective stays ``H``; the requirement
     narrows the set it is minimised over to the algorithms whose every kernel launches at least ``min_blocks``

@@ -19,6 +19,14 @@ from napkin_cat.errors import ShapeError
 from napkin_cat.syntax.adapter import Array
 
 
+def bindings_for(env: dict, expr) -> dict:
+    """The bindings of ``expr``'s symbols, where ``env`` binds them all by symbol (substituting them alone gives
+    what substituting all of ``env`` gives, without sympy ordering the whole mapping); else ``env``."""
+    free = expr.free_symbols
+    some = {s: env[s] for s in free if s in env}
+    return some if len(some) == len(free) else env
+
+
 class Env(dict):
     """Bindings of size symbols to ints, shared by one evaluation.
 
@@ -57,7 +65,9 @@ class Env(dict):
     def size(self, expr, what: str) -> int:
         if isinstance(expr, int):
             return expr
-        v = expr.subs(self) if self else expr
+        if isinstance(expr, sympy.Symbol) and isinstance(self.get(expr), int):   # the common case, without subs
+            return self[expr]
+        v = expr.subs(bindings_for(self, expr)) if self else expr
         if not v.is_number:
             missing = sorted(str(s) for s in v.free_symbols)
             raise ShapeError(f"the size of {what} ({expr}) is not known from the inputs: "

@@ -30,7 +30,7 @@ import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.errors import NapkinError
-from napkin_cat.semantics.env import Env
+from napkin_cat.semantics.env import Env, bindings_for
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.syntax.sizes import Sizes, as_sizes, names_of, symbols_of
@@ -93,7 +93,9 @@ def _value(env: dict, expr):
     """``expr`` as an int when the bindings determine it, else None."""
     if isinstance(expr, int):
         return expr
-    v = expr.subs(env)
+    if isinstance(expr, sympy.Symbol) and isinstance(env.get(expr), int):     # the common case, without subs
+        return env[expr]
+    v = expr.subs(bindings_for(env, expr))
     return int(v) if v.is_number and v.is_integer else None
 
 
@@ -153,17 +155,20 @@ def _draw_distinct(rng, symbols: list, env: dict, low: int, high: int):
 
 def _largest_array(env: dict, diagrams) -> int:
     """The most entries of one array on the boundary or a box's wires of ``diagrams`` at ``env`` (0: unknown)."""
-    most = 0
+    arrays = set()
     for d in diagrams:
-        arrays = [*d.dom.inside, *d.cod.inside]
+        arrays.update(d.dom.inside, d.cod.inside)
         for _, box in layers(d):
-            arrays += [*box.dom.inside, *box.cod.inside]
-        for arr in arrays:
-            n = 1
-            for a in arr.axes:
-                v = _value(env, a.size) if not isinstance(a.size, int) else a.size
-                n *= v if v is not None else 1
-            most = max(most, n)
+            arrays.update(box.dom.inside, box.cod.inside)
+    values, most = {}, 0                   # each distinct array, each distinct size, evaluated once
+    for arr in arrays:
+        n = 1
+        for a in arr.axes:
+            if a.size not in values:
+                values[a.size] = _value(env, a.size)
+            v = values[a.size]
+            n *= v if v is not None else 1
+        most = max(most, n)
     return most
 
 
