@@ -58,7 +58,7 @@ class OpGraph:
     ``share``: a block reads each outside value through one input (see the module docstring).
     """
 
-    def __init__(self, net: Netlist, *, share: bool = False):
+    def __init__(self, net: Netlist, *, share: bool = False, join: bool = False):
         kinds = {n.kind for n in net.nodes.values()}
         if "region" in kinds:
             raise RewriteError("the derivation search starts from a function diagram; this one already has "
@@ -70,12 +70,21 @@ class OpGraph:
         self.index = {nid: i for i, nid in enumerate(self.nodes)}
         self.preds = [0] * len(self.nodes)
         self.succs = [0] * len(self.nodes)
+        readers = {}
         for i, nid in enumerate(self.nodes):
             for src in self.sources(nid):
+                readers[src] = readers.get(src, 0) | 1 << i
                 if src[0] != INPUT:
                     j = self.index[src[0]]
                     self.preds[i] |= 1 << j
                     self.succs[j] |= 1 << i
+        # with ``join`` (and ``share``): operations that read one value are linked too (sibling fusion joins
+        # their kernels, which then load the value once)
+        self.siblings = [0] * len(self.nodes)
+        if join and share:
+            for mask in readers.values():
+                for i in bits(mask):
+                    self.siblings[i] |= mask & ~(1 << i)
 
     def __len__(self):
         return len(self.nodes)
@@ -156,12 +165,13 @@ class OpGraph:
         return sorted(seen, key=lambda m: (bin(m).count("1"), m))
 
     def connected(self, block: int) -> bool:
-        """The operations of ``block`` are connected by data flow inside it (undirected)."""
+        """The operations of ``block`` are connected by data flow inside it (undirected), or, built with ``join``,
+        by reading one value too (two independent parts that read one value make one kernel: sibling fusion)."""
         start = block & -block
         seen, stack = start, [start.bit_length() - 1]
         while stack:
             i = stack.pop()
-            nxt = (self.preds[i] | self.succs[i]) & block & ~seen
+            nxt = (self.preds[i] | self.succs[i] | self.siblings[i]) & block & ~seen
             seen |= nxt
             stack.extend(bits(nxt))
         return seen == block
