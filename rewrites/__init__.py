@@ -74,8 +74,8 @@ SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_el
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
-ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + INNER + SHARING + SIBLINGS + DECOMPOSE + CONTRACTION + NORMALISERS + SPLITS \
-    + RECOMPUTE + STATISTICS
+ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + INNER + SHARING + SIBLINGS + DECOMPOSE + CONTRACTION + NORMALISERS \
+    + SPLITS + RECOMPUTE + STATISTICS
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
 
@@ -102,7 +102,8 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "unscaled_softmax",
            "flash_attention", "tiled_matmul", "kernel_formation", "kernel_fusion", "stream_partition", "sliced_stream",
            "group_partition", "INNER", "inner_stream", "RECOMPUTE", "recompute", "softmax_to_logsumexp",
-           "SHARING", "shared_load", "SIBLINGS", "sibling_fusion", "DECOMPOSE", "group_split_join", "stream_decomposition",
+           "SHARING", "shared_load", "SIBLINGS", "sibling_fusion", "DECOMPOSE", "group_split_join",
+           "stream_decomposition",
            "online_softmax_decomposition",
            "copy_discard", "delete_pure_box", "remove_identity",
            "softmax_to_auxiliary", "auxiliary_to_unscaled", "divide_after_contraction",
