@@ -4,7 +4,9 @@ A kernel partition of a function diagram puts every primitive box in one kernel.
 one after another, so the partition is a chain of *down-sets* (sets closed under "is computed
 before") ``∅ = D₀ ⊂ D₁ ⊂ … ⊂ D_k = all``, kernel ``i`` being the block ``D_i ∖ D_{i-1}``.  Such a
 difference is always convex (no path leaves it and comes back), which is what
-``kernel_fusion`` needs; a block must also be connected (fusion joins a kernel with one it feeds).
+``kernel_fusion`` needs; a block must also be connected (fusion joins a kernel with one it feeds; with
+``join=True``, a rule book playing ``join`` such as ``sibling_fusion``, two parts of a block may be linked by a
+value they both read instead: independent kernels that read one value join, and load it once).
 Every kernel partition is such a chain, so the cheapest partition is a shortest path over the
 down-sets (the search in :mod:`napkin_cat.search.derivation`), with the costs of the blocks additive
 because each kernel keeps its own tiles and its own memory.
@@ -27,6 +29,11 @@ loaded once and copied inside the kernel.
 >>> net = nc.engine.to_netlist(square.build(square(nc.elementwise("mul", "n d, n d -> n d"), X, X)))
 >>> OpGraph(net).subdiagram(1).dom, OpGraph(net, share=True).subdiagram(1).dom
 (Ty(Array(n×d), Array(n×d)), Ty(Array(n×d)))
+>>> two = nc.Builder(nc.types("n e, e f, e f")); X, A, B = two.inputs            # x ↦ (x·A, x·B)
+>>> xA, xB = two(nc.einsum("n e, e f -> n f"), X, A), two(nc.einsum("n e, e f -> n f"), X, B)
+>>> net = nc.engine.to_netlist(two.build(xA, xB))
+>>> OpGraph(net, share=True).connected(0b11), OpGraph(net, share=True, join=True).connected(0b11)
+(False, True)
 """
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 The search space is the rule book's: a function is first optionally *prepared* (rules playing
 ``prepare``, e.g. the online-softmax form, a reassociation of a contraction chain, an n-ary contraction
 split into pairwise ones in each order the rule offers), then its operations are split into kernels
-(``kernel`` then ``fuse``; with ``share``, a kernel loads a value it reads in several places once), each
+(``kernel`` then ``fuse``; with ``share``, a kernel loads a value it reads in several places once; with
+``join``, two independent parts that read one value may share a kernel), each
 kernel streamed along an axis the streaming analysis accepts and grouped along every axis its outputs
 carry (``stream``, ``group``).
 For one prepared function, a kernel split is a chain of down-sets of its data-flow graph
