@@ -32,7 +32,7 @@ loaded once and copied inside the kernel.
 >>> two = nc.Builder(nc.types("n e, e f, e f")); X, A, B = two.inputs            # x ↦ (x·A, x·B)
 >>> xA, xB = two(nc.einsum("n e, e f -> n f"), X, A), two(nc.einsum("n e, e f -> n f"), X, B)
 >>> net = nc.engine.to_netlist(two.build(xA, xB))
->>> OpGraph(net, share=True).connected(0b11), OpGraph(net, share=True, join=True).connected(0b11)
+>>> OpGraph(net, share=True).linked(0b11), OpGraph(net, share=True, join=True).linked(0b11)
 (False, True)
 """
 from __future__ import annotations
@@ -172,13 +172,20 @@ class OpGraph:
         return sorted(seen, key=lambda m: (bin(m).count("1"), m))
 
     def connected(self, block: int) -> bool:
-        """The operations of ``block`` are connected by data flow inside it (undirected), or, built with ``join``,
-        by reading one value too (two independent parts that read one value make one kernel: sibling fusion)."""
+        """The operations of ``block`` are connected by data flow inside it (undirected)."""
+        return self._spans(block, False)
+
+    def linked(self, block: int) -> bool:
+        """The operations of ``block`` are connected by data flow or, in a graph built with ``join``, by reading one
+        value (two independent parts that read one value make one kernel: sibling fusion)."""
+        return self._spans(block, True)
+
+    def _spans(self, block: int, siblings: bool) -> bool:
         start = block & -block
         seen, stack = start, [start.bit_length() - 1]
         while stack:
             i = stack.pop()
-            nxt = (self.preds[i] | self.succs[i] | self.siblings[i]) & block & ~seen
+            nxt = (self.preds[i] | self.succs[i] | (self.siblings[i] if siblings else 0)) & block & ~seen
             seen |= nxt
             stack.extend(bits(nxt))
         return seen == block

@@ -87,12 +87,16 @@ def _number(expr, env) -> float:
 
 #: Blocks (distinct kernels) a form may cost exactly; beyond, kernels are capped in size and grown greedily.
 BUDGET = 100
+#: Blocks linked only by a value their parts read (sibling fusion) a form may cost besides, smallest first.
+SIBLING_BUDGET = 25
 
 
 class Space:
     """The kernel splits of one form (or of the operations ``within`` it, a segment): edges ``(D, D', block)``
     between down-sets, blocks of at most ``cap`` operations (plus the whole, so that full fusion is always
-    tried).
+    tried).  A block is connected by data flow; in a graph built with ``join``, blocks linked only by a value
+    their parts read (sibling fusion) are edges too, under a budget of their own, so the data-flow blocks, the
+    cap and exactness are what they are without them.
 
     The edges are grown from each down-set one operation at a time (``D'`` = ``D`` and operations whose inputs
     are computed), size by size, until the kernels of the next size would pass the budget of distinct kernels:
@@ -111,9 +115,10 @@ class Space:
         ready = {d: self._ready(d) for d in self.downs}
         frontier = {d: {0} for d in self.downs if allowed is None or d in allowed}
         edges, keys, self.cap, self.exact, size = [], set(), 0, True, 0
+        joined, joining = set(), any(graph.siblings)   # blocks linked only by a value they read: a budget of their own
         while frontier:
             size += 1
-            grown, layer = {}, []
+            grown, layer, siblings = {}, [], []
             for d, exts in frontier.items():
                 out = set()
                 for e in exts:
@@ -124,8 +129,9 @@ class Space:
                             out.add(e | 1 << o)
                 if out:
                     grown[d] = out
-                    layer += [(d, d | e, e) for e in out if graph.connected(e)
-                              and (allowed is None or (d in allowed and d | e in allowed))]
+                    ok = [e for e in out if allowed is None or (d in allowed and d | e in allowed)]
+                    layer += [(d, d | e, e) for e in ok if graph.connected(e)]
+                    siblings += [(d, d | e, e) for e in ok if joining and not graph.connected(e) and graph.linked(e)]
             if layer:
                 if len(keys | {graph.key(e) for _, _, e in layer}) > budget:
                     self.cap, self.exact = max(1, size - 1), False
@@ -135,8 +141,14 @@ class Space:
                 keys |= {graph.key(e) for _, _, e in layer}
                 edges += layer
                 self.cap = size
+            if siblings:
+                more = joined | {graph.key(e) for _, _, e in siblings}
+                joining = len(more) <= SIBLING_BUDGET
+                if joining:
+                    joined = more
+                    edges += siblings
             frontier = grown
-        if not any(e[2] == full for e in edges) and graph.connected(full):
+        if not any(e[2] == full for e in edges) and graph.linked(full):
             edges.append((0, full, full))
         if allowed is not None:
             self.downs = [d for d in self.downs if d in allowed]

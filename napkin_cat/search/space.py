@@ -147,6 +147,8 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nes
                                           options)
         else:
             shortest = _shortest(form.space, level, memories, evaluate, lower, options)
+            if not form.space.exact:   # kernels capped in size: grown by cost-guided fusion before forms compare
+                shortest = [g if g is None else _grow(form.graph, level, g, evaluate, k) for k, g in enumerate(shortest)]
         for k, found in enumerate(shortest):
             if found is None:
                 continue
@@ -164,9 +166,6 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nes
                 better = now is None or key < now[0]
             if better:
                 best[k] = (key, form, found, evaluate)
-    for k, b in enumerate(best):   # kernels capped in size: grow the winner by cost-guided fusion
-        if b is not None and b[1].cut is None and not b[1].space.exact:
-            best[k] = (None, b[1], _grow(b[1].graph, level, b[2], b[3], k), None)
     return [None if b is None else (b[1], b[2][2]) for b in best]
 
 
@@ -202,7 +201,7 @@ def _extremes(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "
         def evaluate(curve, k):
             return curve.at_all(sizes, memories, tiles)[k][0] if ok(curve) else None
         for kind, blocks in (("unfused", [1 << i for i in range(len(g))]), ("fully fused", [g.full])):
-            if kind == "fully fused" and (form.cut is not None or not g.connected(g.full)):
+            if kind == "fully fused" and (form.cut is not None or not g.linked(g.full)):
                 continue   # (a function searched segment by segment is never one kernel: it is too large)
             for k in range(len(memories)):
                 parts = [_best_option(g, b, level, evaluate, k) for b in blocks]
