@@ -148,7 +148,7 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nes
         else:
             shortest = _shortest(form.space, level, memories, evaluate, lower, options)
             if not form.space.exact:   # kernels capped in size: grown by cost-guided fusion before forms compare
-                shortest = [g if g is None else _grow(form.graph, level, g, evaluate, k) for k, g in enumerate(shortest)]
+                shortest = [g and _grow(form.graph, level, g, evaluate, k) for k, g in enumerate(shortest)]
         for k, found in enumerate(shortest):
             if found is None:
                 continue
