@@ -15,8 +15,8 @@ For one prepared function, a kernel split is a chain of down-sets of its data-fl
 is a shortest path over the down-sets, one per memory size (:mod:`.space`).  Every block's
 partitions are costed once per canonical form (:meth:`.blocks.OpGraph.key`; equal blocks anywhere,
 in any call, share their costs), and a block is skipped when its compulsory transfers cannot beat the
-best path known.  Past a budget of distinct kernels (large diagrams), kernels are capped in size and the
-winner grown by cost-guided fusion.  The winner is then *made by the rules* (:mod:`.construct`), so the
+best path known.  Past a budget of distinct kernels (large diagrams), kernels are capped in size and each
+form's best split grown by cost-guided fusion before the forms compare.  The winner is then *made by the rules* (:mod:`.construct`), so the
 result carries its trace, which replays to the same algorithm; its cost is re-read off the made algorithm.
 
 Numeric mode (``sizes`` and an int memory, or a list of them): per memory, the exact integer optimum
