@@ -16,8 +16,9 @@ is a shortest path over the down-sets, one per memory size (:mod:`.space`).  Eve
 partitions are costed once per canonical form (:meth:`.blocks.OpGraph.key`; equal blocks anywhere,
 in any call, share their costs), and a block is skipped when its compulsory transfers cannot beat the
 best path known.  Past a budget of distinct kernels (large diagrams), kernels are capped in size and each
-form's best split grown by cost-guided fusion before the forms compare.  The winner is then *made by the rules* (:mod:`.construct`), so the
-result carries its trace, which replays to the same algorithm; its cost is re-read off the made algorithm.
+form's best split grown by cost-guided fusion before the forms compare.  The winner is then *made by the rules*
+(:mod:`.construct`), so the result carries its trace, which replays to the same algorithm; its cost is re-read
+off the made algorithm.
 
 Numeric mode (``sizes`` and an int memory, or a list of them): per memory, the exact integer optimum
 over divisor tiles.  Symbolic mode (a memory symbol): the lower envelope of the winners' large-M

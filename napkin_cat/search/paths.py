@@ -95,8 +95,9 @@ class Space:
     """The kernel splits of one form (or of the operations ``within`` it, a segment): edges ``(D, D', block)``
     between down-sets, blocks of at most ``cap`` operations (plus the whole, so that full fusion is always
     tried).  A block is connected by data flow; in a graph built with ``join``, blocks linked only by a value
-    their parts read (sibling fusion) are edges too, under a budget of their own, so the data-flow blocks, the
-    cap and exactness are what they are without them.
+    their parts read (sibling fusion) are edges too, under a budget of their own (:data:`SIBLING_BUDGET`), where
+    the data-flow blocks fit the budget (the space is exact): the data-flow blocks, the cap and exactness are
+    what they are without them, and a capped space (grown greedily from its best split) is unchanged.
 
     The edges are grown from each down-set one operation at a time (``D'`` = ``D`` and operations whose inputs
     are computed), size by size, until the kernels of the next size would pass the budget of distinct kernels:
@@ -115,7 +116,7 @@ class Space:
         ready = {d: self._ready(d) for d in self.downs}
         frontier = {d: {0} for d in self.downs if allowed is None or d in allowed}
         edges, keys, self.cap, self.exact, size = [], set(), 0, True, 0
-        joined, joining = set(), any(graph.siblings)   # blocks linked only by a value they read: a budget of their own
+        joined, joining, linked = set(), any(graph.siblings), []   # blocks linked only by a value read: own budget
         while frontier:
             size += 1
             grown, layer, siblings = {}, [], []
@@ -146,9 +147,11 @@ class Space:
                 joining = len(more) <= SIBLING_BUDGET
                 if joining:
                     joined = more
-                    edges += siblings
+                    linked += siblings
             frontier = grown
-        if not any(e[2] == full for e in edges) and graph.linked(full):
+        if self.exact:   # a capped space is grown greedily from its best split: kept as it is without siblings
+            edges += linked
+        if not any(e[2] == full for e in edges) and (graph.linked(full) if self.exact else graph.connected(full)):
             edges.append((0, full, full))
         if allowed is not None:
             self.downs = [d for d in self.downs if d in allowed]
