@@ -190,6 +190,10 @@ class OpGraph:
             stack.extend(bits(nxt))
         return seen == block
 
+    def read_together(self, x: int, y: int) -> bool:
+        """An operation of ``x`` and one of ``y`` read one value (only in a graph built with ``join``)."""
+        return any(self.siblings[i] & y for i in bits(x))
+
     def blocks(self, max_ops: int | None = None):
         """``(D, D', D' ∖ D)`` for down-sets ``D ⊂ D'`` whose difference is a connected block."""
         downs = self.downsets()

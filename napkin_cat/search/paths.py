@@ -293,6 +293,39 @@ def _grow(graph, level, found, evaluate, k):
         H -= saved
 
 
+def join_siblings(graph, level, found, evaluate, k):
+    """Sibling fusion past the cap: join two kernels of a grown path that no data flow links, directly or through
+    other kernels, and that read one value (a graph built with ``join``), where the joined kernel at its best
+    partition moves less; the join that saves the most first, while one does (cost-guided ``join`` steps)."""
+    if found is None or not any(graph.siblings):
+        return found
+    H, _, path = found
+    path = list(path)
+    while True:
+        best = None
+        for i in range(len(path)):
+            for j in range(i + 1, len(path)):
+                x, y = path[i][0], path[j][0]
+                if not graph.read_together(x, y) or _feeds(graph, x, y) or _feeds(graph, y, x) \
+                        or not _convex(graph, x | y):
+                    continue
+                got = _best_option(graph, x | y, level, evaluate, k)
+                if got is None:
+                    continue
+                saved = evaluate(path[i][2], k) + evaluate(path[j][2], k) - got[0]
+                if saved > 0 and (best is None or saved > best[0]):
+                    rest = [p[0] for n, p in enumerate(path) if n not in (i, j)] + [x | y]
+                    if _ordered(graph, rest) is not None:
+                        best = (saved, i, j, (x | y, got[1], got[2]))
+        if best is None:
+            return (H, len(path), path)
+        saved, i, j, merged = best
+        rest = {p[0]: p for n, p in enumerate(path) if n not in (i, j)}
+        rest[merged[0]] = merged
+        path = [rest[b] for b in _ordered(graph, list(rest))]
+        H -= saved
+
+
 def _smallest_memory(space, level, sizes):
     """The least memory at which some kernel split fits (a bottleneck shortest path over the down-sets)."""
     best = {0: 0}

@@ -19,7 +19,8 @@ from napkin_cat.search.blocks import bits
 from napkin_cat.search.construct import make
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.paths import (BUDGET, MEMO, MEMO_LIMIT, Choice, Space, _best_option, _choice, _convex,  # noqa: F401
-                                     _feeds, _grow, _number, _ordered, _shortest, _smallest_memory, playable)
+                                     _feeds, _grow, _number, _ordered, _shortest, _smallest_memory, join_siblings,
+                                     playable)
 from napkin_cat.search.schedule import KernelChoice, Schedule
 from napkin_cat.search.segments import segmented_shortest
 from napkin_cat.search.variants import axis_names, parts_key
@@ -147,8 +148,9 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nes
                                           options)
         else:
             shortest = _shortest(form.space, level, memories, evaluate, lower, options)
-            if not form.space.exact:   # kernels capped in size: grown by cost-guided fusion before forms compare
-                shortest = [g and _grow(form.graph, level, g, evaluate, k) for k, g in enumerate(shortest)]
+            if not form.space.exact:   # kernels capped in size: grown by cost-guided fusion (and joins of siblings)
+                grown = [g and _grow(form.graph, level, g, evaluate, k) for k, g in enumerate(shortest)]   # before
+                shortest = [join_siblings(form.graph, level, g, evaluate, k) for k, g in enumerate(grown)]  # comparing
         for k, found in enumerate(shortest):
             if found is None:
                 continue
