@@ -123,7 +123,9 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nes
     two orders of a contraction chain that move as much, the cheaper one; of a normaliser in one pass and in
     two that move as much, the one pass), then to the finer form (more operations: an accumulator written out
     as boxes, whose trace shows how the kernel streams), then to fewer rewrites, then to the earlier form.
-    Only partitions the rule book's ``roles`` can build are considered.  ``need``
+    A form whose kernels are capped in size (its space is not exact) is compared once grown by cost-guided fusion
+    and joins of independent kernels that read one value (``join``).  Only partitions the rule book's ``roles``
+    can build are considered.  ``need``
     (:class:`~napkin_cat.search.parallelism.Requirement`): every kernel launches enough thread blocks, split
     streams included among the partitions (segment by segment too: the requirement is part of a segment's
     problem).
