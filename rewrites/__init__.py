@@ -11,6 +11,7 @@ ruleset            rules
                    softmax_contraction_to_unscaled
 ``FUSION``         save_load_elimination
 ``SHARING``        shared_load (a kernel loads a value it reads in several places once)
+``SIBLINGS``       sibling_fusion (two independent kernels that read one value become one kernel)
 ``SIMPLIFY``       the terminating clean-up rules (copy law, deletion, identities, Save;Load)
 ``UNSCALED``       the paper's SoftMax → Auxiliary → Unscaled derivation, plus SIMPLIFY
 ``PARTITION``      kernel_formation, kernel_fusion, stream_partition, sliced_stream, group_partition
@@ -62,6 +63,8 @@ from rewrites.splits import RULES as SPLITS
 from rewrites.splits import split_stream
 from rewrites.sharing import RULES as SHARING
 from rewrites.sharing import shared_load
+from rewrites.siblings import RULES as SIBLINGS
+from rewrites.siblings import sibling_fusion
 from rewrites.softmax import RULES as SOFTMAX
 from rewrites.softmax import (auxiliary_to_unscaled, divide_after_contraction, softmax_contraction_to_unscaled,
                               softmax_to_auxiliary)
@@ -71,8 +74,8 @@ SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_el
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
-ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + INNER + SHARING + DECOMPOSE + CONTRACTION + NORMALISERS + SPLITS \
-    + RECOMPUTE + STATISTICS
+ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + INNER + SHARING + SIBLINGS + DECOMPOSE + CONTRACTION + NORMALISERS \
+    + SPLITS + RECOMPUTE + STATISTICS
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
 
@@ -87,7 +90,7 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                                         "unscaled_softmax": unscaled_softmax},
                     roles={"kernel": "kernel_formation", "fuse": "kernel_fusion", "stream": "stream_partition",
                            "sweep": "sliced_stream", "split": "split_stream", "nest": "inner_stream",
-                           "group": "group_partition", "share": "shared_load",
+                           "group": "group_partition", "share": "shared_load", "join": "sibling_fusion",
                            "recompute": ("softmax_to_logsumexp", "recompute"),
                            "prepare": ("softmax_contraction_to_unscaled", "contraction_reassociation",
                                        "pairwise_contraction", "softmax_statistics_pass",
@@ -99,7 +102,8 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "unscaled_softmax",
            "flash_attention", "tiled_matmul", "kernel_formation", "kernel_fusion", "stream_partition", "sliced_stream",
            "group_partition", "INNER", "inner_stream", "RECOMPUTE", "recompute", "softmax_to_logsumexp",
-           "SHARING", "shared_load", "DECOMPOSE", "group_split_join", "stream_decomposition",
+           "SHARING", "shared_load", "SIBLINGS", "sibling_fusion", "DECOMPOSE", "group_split_join",
+           "stream_decomposition",
            "online_softmax_decomposition",
            "copy_discard", "delete_pure_box", "remove_identity",
            "softmax_to_auxiliary", "auxiliary_to_unscaled", "divide_after_contraction",

@@ -33,7 +33,9 @@ _loaded = False
 #: ``stream`` and ``group`` (partition a kernel; take ``axis=`` and ``size=``), ``sweep`` (a sliced stream: a
 #: kernel streamed along an axis its outputs carry, each trip writing its slice; takes ``axis=`` and ``size=``;
 #: optional: a book without it gives the search no sliced variants), ``share`` (a kernel that reads one value
-#: in several ports loads it once; optional: without it, each port is loaded), ``nest`` (a stream inside a
+#: in several ports loads it once; optional: without it, each port is loaded), ``join`` (two kernels with no path
+#: between them that read one value become one kernel, which ``share`` then makes load it once; optional: without
+#: it, a kernel's operations are connected by data flow), ``nest`` (a stream inside a
 #: stream's trip along another axis the trip reduces: the 2-D loop; takes ``axis=`` and ``size=``; optional:
 #: a book without it gives the search no 2-D variants), ``split`` (a stream's slices in parts run by parallel
 #: blocks, their states merged; takes ``axis=`` and ``parts=``; optional), ``recompute`` (a consumer
@@ -41,7 +43,7 @@ _loaded = False
 #: ``consumer=``; optional: a book without it gives the search no recomputed forms), ``prepare`` (a tuple of
 #: function-level rules the search tries before partitioning: online forms, reassociations) and
 #: ``simplify`` (a tuple of terminating clean-up rules applied to a fixpoint first: dead code, identities).
-ROLES = ("kernel", "fuse", "stream", "sweep", "split", "nest", "group", "share", "recompute", "prepare",
+ROLES = ("kernel", "fuse", "stream", "sweep", "split", "nest", "group", "share", "join", "recompute", "prepare",
          "simplify")
 
 

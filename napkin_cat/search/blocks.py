@@ -4,7 +4,9 @@ A kernel partition of a function diagram puts every primitive box in one kernel.
 one after another, so the partition is a chain of *down-sets* (sets closed under "is computed
 before") ``∅ = D₀ ⊂ D₁ ⊂ … ⊂ D_k = all``, kernel ``i`` being the block ``D_i ∖ D_{i-1}``.  Such a
 difference is always convex (no path leaves it and comes back), which is what
-``kernel_fusion`` needs; a block must also be connected (fusion joins a kernel with one it feeds).
+``kernel_fusion`` needs; a block must also be connected (fusion joins a kernel with one it feeds; with
+``join=True``, a rule book playing ``join`` such as ``sibling_fusion``, two parts of a block may be linked by a
+value they both read instead: independent kernels that read one value join, and load it once).
 Every kernel partition is such a chain, so the cheapest partition is a shortest path over the
 down-sets (the search in :mod:`napkin_cat.search.derivation`), with the costs of the blocks additive
 because each kernel keeps its own tiles and its own memory.
@@ -33,6 +35,11 @@ construction gives the port its own copy by the ``recompute`` rule, and kernel f
 >>> causal = OpGraph(nc.engine.to_netlist(nc.library.causal_attention()), fold=True)
 >>> [causal.name(i) for i in range(len(causal))], [b.name for b in causal.subdiagram(0b11).boxes][:4]
 (['·', 'where', 'SoftMax', '·'], ['·', 'pos', 'pos', '≤'])
+>>> two = nc.Builder(nc.types("n e, e f, e f")); X, A, B = two.inputs            # x ↦ (x·A, x·B)
+>>> xA, xB = two(nc.einsum("n e, e f -> n f"), X, A), two(nc.einsum("n e, e f -> n f"), X, B)
+>>> net = nc.engine.to_netlist(two.build(xA, xB))
+>>> OpGraph(net, share=True).linked(0b11), OpGraph(net, share=True, join=True).linked(0b11)
+(False, True)
 """
 from __future__ import annotations
 
@@ -63,10 +70,11 @@ class OpGraph:
 
     Operations are numbered in the netlist's topological order; a set of operations is a bit mask.
     ``share``: a block reads each outside value through one input; ``fold``: closed values are computed by each
-    port that reads them, not operations (see the module docstring).
+    port that reads them, not operations; ``join``: operations that read one value are linked (see the module
+    docstring).
     """
 
-    def __init__(self, net: Netlist, *, share: bool = False, fold: bool = False):
+    def __init__(self, net: Netlist, *, share: bool = False, fold: bool = False, join: bool = False):
         kinds = {n.kind for n in net.nodes.values()}
         if "region" in kinds:
             raise RewriteError("the derivation search starts from a function diagram; this one already has "
@@ -79,12 +87,23 @@ class OpGraph:
         self.index = {nid: i for i, nid in enumerate(self.nodes)}
         self.preds = [0] * len(self.nodes)
         self.succs = [0] * len(self.nodes)
+        readers = {}
         for i, nid in enumerate(self.nodes):
             for src in self.sources(nid):
-                if src[0] != INPUT and src[0] not in self.folded:
+                if src[0] != INPUT and src[0] in self.folded:
+                    continue                          # a closed value: each reader computes it
+                readers[src] = readers.get(src, 0) | 1 << i
+                if src[0] != INPUT:
                     j = self.index[src[0]]
                     self.preds[i] |= 1 << j
                     self.succs[j] |= 1 << i
+        # with ``join`` (and ``share``): operations that read one value are linked too (sibling fusion joins
+        # their kernels, which then load the value once)
+        self.siblings = [0] * len(self.nodes)
+        if join and share:
+            for mask in readers.values():
+                for i in bits(mask):
+                    self.siblings[i] |= mask & ~(1 << i)
 
     def __len__(self):
         return len(self.nodes)
@@ -166,14 +185,26 @@ class OpGraph:
 
     def connected(self, block: int) -> bool:
         """The operations of ``block`` are connected by data flow inside it (undirected)."""
+        return self._spans(block, False)
+
+    def linked(self, block: int) -> bool:
+        """The operations of ``block`` are connected by data flow or, in a graph built with ``join``, by reading one
+        value (two independent parts that read one value make one kernel: sibling fusion)."""
+        return self._spans(block, True)
+
+    def _spans(self, block: int, siblings: bool) -> bool:
         start = block & -block
         seen, stack = start, [start.bit_length() - 1]
         while stack:
             i = stack.pop()
-            nxt = (self.preds[i] | self.succs[i]) & block & ~seen
+            nxt = (self.preds[i] | self.succs[i] | (self.siblings[i] if siblings else 0)) & block & ~seen
             seen |= nxt
             stack.extend(bits(nxt))
         return seen == block
+
+    def read_together(self, x: int, y: int) -> bool:
+        """An operation of ``x`` and one of ``y`` read one value (only in a graph built with ``join``)."""
+        return any(self.siblings[i] & y for i in bits(x))
 
     def blocks(self, max_ops: int | None = None):
         """``(D, D', D' ∖ D)`` for down-sets ``D ⊂ D'`` whose difference is a connected block."""

@@ -8,7 +8,8 @@ block by block, in execution order:
 1. the rule playing ``kernel`` (kernel formation) on each of the block's primitives, at the level asked;
    where the form's closed values are folded (:mod:`.blocks`), first the rule playing ``recompute`` gives
    the primitive its own copy of each closed value it reads (then kernel formation computes it inside);
-2. the rule playing ``fuse`` (kernel fusion) on two of its kernels, until the block is one kernel;
+2. the rule playing ``fuse`` (kernel fusion) on two of its kernels, until the block is one kernel (the rule
+   playing ``join``, sibling fusion, on two that no data flow links where none fuses);
    then, if the book has one, the rule playing ``share`` on it (a value it reads in several places loaded
    once; the book's ``simplify`` rules then drop the copies of the reads it discarded);
 3. the rule playing ``stream`` along its streamed axis (``sweep`` for a sliced stream; then ``split`` for a
@@ -121,6 +122,7 @@ def make(form, graph, path, book, level: int):
     stream_rule, group_rule = book.role("stream"), book.role("group")
     own = book.role("recompute") if graph.folded else None
     own = own[-1] if isinstance(own, tuple) else own
+    join_rule = book.role("join") if "join" in book.roles else None
     mk = Maker(form)
     for k, (mask, variant, names) in enumerate(path):
         ops = {graph.nodes[i] for i in bits(mask)}
@@ -140,13 +142,18 @@ def make(form, graph, path, book, level: int):
             raise RewriteError(f"kernel formation made {len(mine)} kernels for the {len(ops)} operations of block {k}")
         # 2. fuse them into one (in a large block, the smallest pair first: each fusion rebuilds both kernels,
         #    so joining them as a balanced tree costs n log n box rebuilds, not n²)
+        #    two parts that no data flow links but a value both read are joined by the rule playing ``join``
         while len(mine) > 1:
-            options = _legal(fuse_rule, mk.net, lambda m: m.nodes["k1"] in mine and m.nodes["k2"] in mine, mine)
+            both = lambda m: m.nodes["k1"] in mine and m.nodes["k2"] in mine  # noqa: E731
+            rule = fuse_rule
+            options = _legal(fuse_rule, mk.net, both, mine)
+            if not options and join_rule is not None:
+                rule, options = join_rule, _legal(join_rule, mk.net, both, mine)
             if not options:
                 raise RewriteError(f"kernel fusion cannot join the {len(mine)} kernels of block {k}: no legal match")
             if len(ops) > BALANCED_FROM:
                 options.sort(key=lambda m: len(m.box("k1").arg.boxes) + len(m.box("k2").arg.boxes))
-            new, gone = mk.apply(fuse_rule, options[0])
+            new, gone = mk.apply(rule, options[0])
             mine = (mine - gone) | {_region_among(mk.net, new)}
         (region,) = mine
         if "share" in book.roles:

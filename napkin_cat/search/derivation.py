@@ -3,7 +3,8 @@
 The search space is the rule book's: a function is first optionally *prepared* (rules playing
 ``prepare``, e.g. the online-softmax form, a reassociation of a contraction chain, an n-ary contraction
 split into pairwise ones in each order the rule offers), then its operations are split into kernels
-(``kernel`` then ``fuse``; with ``share``, a kernel loads a value it reads in several places once), each
+(``kernel`` then ``fuse``; with ``share``, a kernel loads a value it reads in several places once; with
+``join``, two independent parts that read one value may share a kernel), each
 kernel streamed along an axis the streaming analysis accepts and grouped along every axis its outputs
 carry (``stream``, ``group``).
 For one prepared function, a kernel split is a chain of down-sets of its data-flow graph
@@ -14,9 +15,10 @@ For one prepared function, a kernel split is a chain of down-sets of its data-fl
 is a shortest path over the down-sets, one per memory size (:mod:`.space`).  Every block's
 partitions are costed once per canonical form (:meth:`.blocks.OpGraph.key`; equal blocks anywhere,
 in any call, share their costs), and a block is skipped when its compulsory transfers cannot beat the
-best path known.  Past a budget of distinct kernels (large diagrams), kernels are capped in size and the
-winner grown by cost-guided fusion.  The winner is then *made by the rules* (:mod:`.construct`), so the
-result carries its trace, which replays to the same algorithm; its cost is re-read off the made algorithm.
+best path known.  Past a budget of distinct kernels (large diagrams), kernels are capped in size and each
+form's best split grown by cost-guided fusion before the forms compare.  The winner is then *made by the rules*
+(:mod:`.construct`), so the result carries its trace, which replays to the same algorithm; its cost is re-read
+off the made algorithm.
 
 Numeric mode (``sizes`` and an int memory, or a list of them): per memory, the exact integer optimum
 over divisor tiles.  Symbolic mode (a memory symbol): the lower envelope of the winners' large-M

@@ -34,12 +34,14 @@ class Form:
     steps: tuple = ()
     prepared: tuple = ()
     share: bool = False   # a kernel loads a value it reads in several places once (the book plays ``share``)
+    join: bool = False    # independent operations that read one value may share a kernel (the book plays ``join``)
     recomputed: int = 0   # operations added by recomputation (the book's ``recompute`` rule)
     units: bool = False   # each operation read by one operation alone shares its reader's kernel
     fold: bool = False    # closed values computed by each reader (the book plays ``recompute``: :mod:`.blocks`)
 
     def __post_init__(self):
-        self.graph = OpGraph(to_netlist(self.diagram), share=self.share, fold=self.fold)
+        self.graph = OpGraph(to_netlist(self.diagram), share=self.share, fold=self.fold,
+                             join=self.join)
         self._space = None
         self._cut = None
 
@@ -64,11 +66,12 @@ class Form:
 
 def _simplified(diagram, book) -> Form:
     """The function with the book's ``simplify`` rules applied to a fixpoint (dead code, identities removed)."""
-    share, fold = "share" in book.roles, "recompute" in book.roles
+    share, fold, join = "share" in book.roles, "recompute" in book.roles, "join" in book.roles
     if "simplify" not in book.roles:
-        return Form(diagram, share=share, fold=fold)
+        return Form(diagram, share=share, fold=fold, join=join)
     r = rewrite(diagram, book.role("simplify"), "fixpoint")
-    return Form(r.diagram, tuple(r.trace.steps), tuple(s.rule for s in r.trace.steps), share, fold=fold)
+    return Form(r.diagram, tuple(r.trace.steps), tuple(s.rule for s in r.trace.steps), share,
+                fold=fold, join=join)
 
 
 def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
@@ -94,7 +97,7 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
                     continue
                 step = Step(rule.name, m.key, m.describe(), net, after, fresh=True,
                             params=tuple(sorted(m.params.items())))
-                g = Form(new, f.steps + (step,), f.prepared + (rule.name,), f.share, fold=f.fold)
+                g = Form(new, f.steps + (step,), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join)
                 forms.append(g)
                 queue.append(g)
                 if len(forms) >= limit:
@@ -120,7 +123,7 @@ def _everywhere(f: Form, rule):
         net = after
     if not steps:
         return None
-    return Form(net.diagram, f.steps + tuple(steps), f.prepared + (rule.name,), f.share, fold=f.fold)
+    return Form(net.diagram, f.steps + tuple(steps), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join)
 
 
 def _prepared_everywhere(forms, rules, depth, limit) -> list:

@@ -87,12 +87,17 @@ def _number(expr, env) -> float:
 
 #: Blocks (distinct kernels) a form may cost exactly; beyond, kernels are capped in size and grown greedily.
 BUDGET = 100
+#: Blocks linked only by a value their parts read (sibling fusion) a form may cost besides, smallest first.
+SIBLING_BUDGET = 25
 
 
 class Space:
     """The kernel splits of one form (or of the operations ``within`` it, a segment): edges ``(D, D', block)``
     between down-sets, blocks of at most ``cap`` operations (plus the whole, so that full fusion is always
-    tried).
+    tried).  A block is connected by data flow; in a graph built with ``join``, blocks linked only by a value
+    their parts read (sibling fusion) are edges too, under a budget of their own (:data:`SIBLING_BUDGET`), where
+    the data-flow blocks fit the budget (the space is exact): the data-flow blocks, the cap and exactness are
+    what they are without them, and a capped space (grown greedily from its best split) is unchanged.
 
     The edges are grown from each down-set one operation at a time (``D'`` = ``D`` and operations whose inputs
     are computed), size by size, until the kernels of the next size would pass the budget of distinct kernels:
@@ -111,9 +116,10 @@ class Space:
         ready = {d: self._ready(d) for d in self.downs}
         frontier = {d: {0} for d in self.downs if allowed is None or d in allowed}
         edges, keys, self.cap, self.exact, size = [], set(), 0, True, 0
+        joined, joining, linked = set(), any(graph.siblings), []   # blocks linked only by a value read: own budget
         while frontier:
             size += 1
-            grown, layer = {}, []
+            grown, layer, siblings = {}, [], []
             for d, exts in frontier.items():
                 out = set()
                 for e in exts:
@@ -124,8 +130,9 @@ class Space:
                             out.add(e | 1 << o)
                 if out:
                     grown[d] = out
-                    layer += [(d, d | e, e) for e in out if graph.connected(e)
-                              and (allowed is None or (d in allowed and d | e in allowed))]
+                    ok = [e for e in out if allowed is None or (d in allowed and d | e in allowed)]
+                    layer += [(d, d | e, e) for e in ok if graph.connected(e)]
+                    siblings += [(d, d | e, e) for e in ok if joining and not graph.connected(e) and graph.linked(e)]
             if layer:
                 if len(keys | {graph.key(e) for _, _, e in layer}) > budget:
                     self.cap, self.exact = max(1, size - 1), False
@@ -135,8 +142,16 @@ class Space:
                 keys |= {graph.key(e) for _, _, e in layer}
                 edges += layer
                 self.cap = size
+            if siblings:
+                more = joined | {graph.key(e) for _, _, e in siblings}
+                joining = len(more) <= SIBLING_BUDGET
+                if joining:
+                    joined = more
+                    linked += siblings
             frontier = grown
-        if not any(e[2] == full for e in edges) and graph.connected(full):
+        if self.exact:   # a capped space is grown greedily from its best split: kept as it is without siblings
+            edges += linked
+        if not any(e[2] == full for e in edges) and (graph.linked(full) if self.exact else graph.connected(full)):
             edges.append((0, full, full))
         if allowed is not None:
             self.downs = [d for d in self.downs if d in allowed]
@@ -260,6 +275,39 @@ def _grow(graph, level, found, evaluate, k):
             for j in range(len(path)):
                 x, y = path[i][0], path[j][0]
                 if i == j or not _feeds(graph, x, y) or not _convex(graph, x | y):
+                    continue
+                got = _best_option(graph, x | y, level, evaluate, k)
+                if got is None:
+                    continue
+                saved = evaluate(path[i][2], k) + evaluate(path[j][2], k) - got[0]
+                if saved > 0 and (best is None or saved > best[0]):
+                    rest = [p[0] for n, p in enumerate(path) if n not in (i, j)] + [x | y]
+                    if _ordered(graph, rest) is not None:
+                        best = (saved, i, j, (x | y, got[1], got[2]))
+        if best is None:
+            return (H, len(path), path)
+        saved, i, j, merged = best
+        rest = {p[0]: p for n, p in enumerate(path) if n not in (i, j)}
+        rest[merged[0]] = merged
+        path = [rest[b] for b in _ordered(graph, list(rest))]
+        H -= saved
+
+
+def join_siblings(graph, level, found, evaluate, k):
+    """Sibling fusion past the cap: join two kernels of a grown path that no data flow links, directly or through
+    other kernels, and that read one value (a graph built with ``join``), where the joined kernel at its best
+    partition moves less; the join that saves the most first, while one does (cost-guided ``join`` steps)."""
+    if found is None or not any(graph.siblings):
+        return found
+    H, _, path = found
+    path = list(path)
+    while True:
+        best = None
+        for i in range(len(path)):
+            for j in range(i + 1, len(path)):
+                x, y = path[i][0], path[j][0]
+                if not graph.read_together(x, y) or _feeds(graph, x, y) or _feeds(graph, y, x) \
+                        or not _convex(graph, x | y):
                     continue
                 got = _best_option(graph, x | y, level, evaluate, k)
                 if got is None:

@@ -41,7 +41,8 @@ def _computes(m) -> bool:
 def _apply(form, rule, m, net):
     after = rule.fill(m)
     step = Step(rule.name, m.key, m.describe(), net, after, fresh=True, params=tuple(sorted(m.params.items())))
-    g = type(form)(after.diagram, form.steps + (step,), form.prepared + (rule.name,), form.share, fold=form.fold)
+    g = type(form)(after.diagram, form.steps + (step,), form.prepared + (rule.name,), form.share,
+                   fold=form.fold, join=form.join)
     g.recomputed = form.recomputed + len(g.graph) - len(form.graph)
     return g
 
@@ -151,7 +152,7 @@ def recomputed_forms(forms, book, depth: int = 2, limit: int = 6) -> list:
                 continue
             step = Step(rule.name, m.key, m.describe(), net, after, fresh=True,
                         params=tuple(sorted(m.params.items())))
-            g = type(f)(new, f.steps + (step,), f.prepared + (rule.name,), f.share, fold=f.fold)
+            g = type(f)(new, f.steps + (step,), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join)
             g.recomputed = f.recomputed + len(g.graph) - len(f.graph)
             out.append(g)
             queue.append((g, k + 1))

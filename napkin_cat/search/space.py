@@ -19,7 +19,8 @@ from napkin_cat.search.blocks import bits
 from napkin_cat.search.construct import make
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.paths import (BUDGET, MEMO, MEMO_LIMIT, Choice, Space, _best_option, _choice, _convex,  # noqa: F401
-                                     _feeds, _grow, _number, _ordered, _shortest, _smallest_memory, playable)
+                                     _feeds, _grow, _number, _ordered, _shortest, _smallest_memory, join_siblings,
+                                     playable)
 from napkin_cat.search.schedule import KernelChoice, Schedule
 from napkin_cat.search.segments import segmented_shortest
 from napkin_cat.search.variants import axis_names, parts_key
@@ -122,7 +123,9 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nes
     two orders of a contraction chain that move as much, the cheaper one; of a normaliser in one pass and in
     two that move as much, the one pass), then to the finer form (more operations: an accumulator written out
     as boxes, whose trace shows how the kernel streams), then to fewer rewrites, then to the earlier form.
-    Only partitions the rule book's ``roles`` can build are considered.  ``need``
+    A form whose kernels are capped in size (its space is not exact) is compared once grown by cost-guided fusion
+    and joins of independent kernels that read one value (``join``).  Only partitions the rule book's ``roles``
+    can build are considered.  ``need``
     (:class:`~napkin_cat.search.parallelism.Requirement`): every kernel launches enough thread blocks, split
     streams included among the partitions (segment by segment too: the requirement is part of a segment's
     problem).
@@ -147,6 +150,9 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nes
                                           options)
         else:
             shortest = _shortest(form.space, level, memories, evaluate, lower, options)
+            if not form.space.exact:   # kernels capped in size: grown by cost-guided fusion (and joins of siblings)
+                grown = [g and _grow(form.graph, level, g, evaluate, k) for k, g in enumerate(shortest)]   # before
+                shortest = [join_siblings(form.graph, level, g, evaluate, k) for k, g in enumerate(grown)]  # comparing
         for k, found in enumerate(shortest):
             if found is None:
                 continue
@@ -164,9 +170,6 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nes
                 better = now is None or key < now[0]
             if better:
                 best[k] = (key, form, found, evaluate)
-    for k, b in enumerate(best):   # kernels capped in size: grow the winner by cost-guided fusion
-        if b is not None and b[1].cut is None and not b[1].space.exact:
-            best[k] = (None, b[1], _grow(b[1].graph, level, b[2], b[3], k), None)
     return [None if b is None else (b[1], b[2][2]) for b in best]
 
 
@@ -202,7 +205,7 @@ def _extremes(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "
         def evaluate(curve, k):
             return curve.at_all(sizes, memories, tiles)[k][0] if ok(curve) else None
         for kind, blocks in (("unfused", [1 << i for i in range(len(g))]), ("fully fused", [g.full])):
-            if kind == "fully fused" and (form.cut is not None or not g.connected(g.full)):
+            if kind == "fully fused" and (form.cut is not None or not g.linked(g.full)):
                 continue   # (a function searched segment by segment is never one kernel: it is too large)
             for k in range(len(memories)):
                 parts = [_best_option(g, b, level, evaluate, k) for b in blocks]

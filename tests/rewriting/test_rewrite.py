@@ -285,9 +285,10 @@ def test_fuzz_count(capsys):
     # level-0 functions and kernels, or split concrete axes) are fuzzed in tests/test_derive.py and by nc.derive on
     # random functions (tests/search); it makes no contraction chains, which proofs/test_contraction_rules.py fuzzes,
     # and no mean centred, squared and averaged (a variance), which proofs/test_normalisers.py fuzzes over LayerNorms
-    from rewrites import CONTRACTION, DECOMPOSE, INNER, PARTITION, SHARING, SPLITS
-    assert set(FUZZ["rules"]) >= {r.name for r in ALL_RULES} - {r.name for r in PARTITION + INNER + SHARING + DECOMPOSE
-                                                                 + CONTRACTION + SPLITS} - {"centred_statistics_pass"}
+    from rewrites import CONTRACTION, DECOMPOSE, INNER, PARTITION, SHARING, SIBLINGS, SPLITS
+    assert set(FUZZ["rules"]) >= {r.name for r in ALL_RULES} - {r.name for r in PARTITION + INNER + SHARING + SIBLINGS
+                                                                 + DECOMPOSE + CONTRACTION + SPLITS} \
+        - {"centred_statistics_pass"}
 
 
 def test_replay_of_chained_derivations_with_parameters():
