@@ -1,5 +1,6 @@
-"""Kernels of attention's derived backward (issue 23): the five kernels nc.derive makes of nc.grad(attention) at
-M = 2^20 (the log-sum-exp, D, dQ, dK and dV, each recomputing the probabilities) run in C at ragged sizes (arena
+"""Kernels of attention's derived backward (issue 23): the four kernels nc.derive makes of nc.grad(attention) at
+M = 2^20 (the log-sum-exp, D, dQ, and dK with dV in one kernel by sibling fusion, each recomputing the
+probabilities) run in C at ragged sizes (arena
 poisoned) and under the Triton interpreter, against the gradient nc.evaluate gives (itself checked against
 finite differences in tests/autodiff); the CUDA kernels compile with the plan's shared memory."""
 from __future__ import annotations
@@ -15,7 +16,7 @@ from kernels_common import needs_cc, needs_nvcc, needs_triton
 @pytest.fixture(scope="module")
 def derived():
     r = nc.derive(nc.grad(nc.library.attention()), 2 ** 20, sizes={"q": 4096, "x": 4096, "d": 128})
-    assert len(r.variant.kernels) == 5 and "recompute" in r.variant.prepared
+    assert len(r.variant.kernels) == 4 and "recompute" in r.variant.prepared
     return r.diagram
 
 
@@ -36,7 +37,7 @@ def check(kernel, axes, seed=0):
 def test_the_c_kernels_of_the_backward_match_the_gradient_at_ragged_sizes(derived):
     axes = {"q": 9, "x": 13, "d": 5}
     k = nc.codegen.c(plan(derived, axes, 4), poison=True)
-    assert k.source.count("void nc_kernel") == 5
+    assert k.source.count("void nc_kernel") == 4
     check(k, axes)
 
 
@@ -50,4 +51,4 @@ def test_the_triton_kernels_of_the_backward_match_the_gradient(derived):
 def test_the_cuda_kernels_of_the_backward_compile_with_the_plans_shared_memory(derived):
     p = plan(derived, {"q": 32, "x": 32, "d": 16}, 16)
     info = nc.codegen.cuda(p).compile(arch=90)
-    assert info["smem"] == p.smem_bytes and len(info["kernels"]) == 5 and info["spills"] == 0
+    assert info["smem"] == p.smem_bytes and len(info["kernels"]) == 4 and info["spills"] == 0

@@ -1,7 +1,8 @@
 """Kernels of attention's backward derived from the saved O and L (``nc.grad(attention(lse=True), saved=True,
 aux=1)``, tests/search/test_derive_backward_saved.py): its two kernels at M = 2^20 (dQ with D = rowsum(dO ∘ O),
 dK with dV, each recomputing P = exp(β·S − L)) run in C at ragged sizes (arena poisoned) and under the Triton
-interpreter, against the unsaved gradient nc.evaluate gives, O and L computed by the forward."""
+interpreter, against the unsaved gradient nc.evaluate gives (O and L computed by the forward); the CUDA kernels
+compile with the plan's shared memory."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 import napkin_cat as nc
 from napkin_cat.syntax.sizes import symbols_of
-from kernels_common import needs_cc, needs_triton
+from kernels_common import needs_cc, needs_nvcc, needs_triton
 
 
 @pytest.fixture(scope="module")
@@ -49,3 +50,10 @@ def test_the_c_kernels_of_the_saved_backward_match_the_gradient_at_ragged_sizes(
 def test_the_triton_kernels_of_the_saved_backward_match_the_gradient(derived):
     axes = {"q": 32, "x": 32, "d": 16}
     check(nc.codegen.triton(plan(derived, axes, 16)), axes, seed=1)
+
+
+@needs_nvcc
+def test_the_cuda_kernels_of_the_saved_backward_compile_with_the_plans_shared_memory(derived):
+    p = plan(derived, {"q": 32, "x": 32, "d": 16}, 16)
+    info = nc.codegen.cuda(p).compile(arch=90)
+    assert info["smem"] == p.smem_bytes and len(info["kernels"]) == 2 and info["spills"] == 0
