@@ -264,9 +264,10 @@ def _ordered(graph, blocks) -> list | None:
     return out
 
 
-def _grow(graph, level, found, evaluate, k):
-    """Greedy fusion past the cap: join two kernels where one feeds the other and their union is convex, the
-    join that lowers H* the most first, while one does (cost-guided ``fuse`` steps)."""
+def _join_greedily(graph, level, found, evaluate, k, may_join):
+    """Join two kernels of a path, the ``i``-th and ``j``-th where ``may_join(i, j, x, y)`` for their blocks and the
+    union is convex, the join that lowers H* the most first (the joined block at its best partition), while one
+    does."""
     H, _, path = found
     path = list(path)
     while True:
@@ -274,7 +275,7 @@ def _grow(graph, level, found, evaluate, k):
         for i in range(len(path)):
             for j in range(len(path)):
                 x, y = path[i][0], path[j][0]
-                if i == j or not _feeds(graph, x, y) or not _convex(graph, x | y):
+                if i == j or not may_join(i, j, x, y) or not _convex(graph, x | y):
                     continue
                 got = _best_option(graph, x | y, level, evaluate, k)
                 if got is None:
@@ -291,6 +292,12 @@ def _grow(graph, level, found, evaluate, k):
         rest[merged[0]] = merged
         path = [rest[b] for b in _ordered(graph, list(rest))]
         H -= saved
+
+
+def _grow(graph, level, found, evaluate, k):
+    """Greedy fusion past the cap: join two kernels where one feeds the other and their union is convex, the
+    join that lowers H* the most first, while one does (cost-guided ``fuse`` steps)."""
+    return _join_greedily(graph, level, found, evaluate, k, lambda i, j, x, y: _feeds(graph, x, y))
 
 
 def join_siblings(graph, level, found, evaluate, k):
@@ -299,31 +306,8 @@ def join_siblings(graph, level, found, evaluate, k):
     partition moves less; the join that saves the most first, while one does (cost-guided ``join`` steps)."""
     if found is None or not any(graph.siblings):
         return found
-    H, _, path = found
-    path = list(path)
-    while True:
-        best = None
-        for i in range(len(path)):
-            for j in range(i + 1, len(path)):
-                x, y = path[i][0], path[j][0]
-                if not graph.read_together(x, y) or _feeds(graph, x, y) or _feeds(graph, y, x) \
-                        or not _convex(graph, x | y):
-                    continue
-                got = _best_option(graph, x | y, level, evaluate, k)
-                if got is None:
-                    continue
-                saved = evaluate(path[i][2], k) + evaluate(path[j][2], k) - got[0]
-                if saved > 0 and (best is None or saved > best[0]):
-                    rest = [p[0] for n, p in enumerate(path) if n not in (i, j)] + [x | y]
-                    if _ordered(graph, rest) is not None:
-                        best = (saved, i, j, (x | y, got[1], got[2]))
-        if best is None:
-            return (H, len(path), path)
-        saved, i, j, merged = best
-        rest = {p[0]: p for n, p in enumerate(path) if n not in (i, j)}
-        rest[merged[0]] = merged
-        path = [rest[b] for b in _ordered(graph, list(rest))]
-        H -= saved
+    return _join_greedily(graph, level, found, evaluate, k, lambda i, j, x, y: i < j and graph.read_together(x, y)
+                          and not _feeds(graph, x, y) and not _feeds(graph, y, x))
 
 
 def _smallest_memory(space, level, sizes):

@@ -20,9 +20,10 @@ backward IO (:func:`io_fa2`, from its paper: 87.3M at 2^16):
     unsaved  321,388,544  237,502,464  148,393,984  76,828,672  41,046,016  23,154,688  14,209,024
 
 (``any``: the saved gradient with ``tiles="any"``, at most FlashAttention-2's formula from 2^15 to 2^18: 0.73 to 0.87
-of it; 1.0009 at 2^19 and 1.13 at 2^20, where FlashAttention-2's dQ read-modify-write in its one kernel costs less than a second kernel
-re-reading K and V.)  With dividing tiles the saved derivation is 1.20 to 1.25 times the formula from 2^16 on: the
-formula's B_c = M/4d counts only K, V, dK and dV on chip, where the cost functor counts every tile.
+of it; 1.0009 at 2^19 and 1.13 at 2^20, where FlashAttention-2's dQ read-modify-write in its one kernel costs
+less than a second kernel re-reading K and V.)  With dividing tiles the saved derivation is 1.20 to 1.25 times
+the formula from 2^16 on: the formula's B_c = M/4d counts only K, V, dK and dV on chip, where the cost functor
+counts every tile.
 
 The 2^17 derivation and ``tiles="any"`` at 2^16 run by default (about 4 s); 2^20 runs in
 tests/codegen/test_backward_saved_kernels.py, the seven memories behind ``NAPKIN_SLOW=1``."""
