@@ -26,7 +26,7 @@ the formula from 2^16 on: the formula's B_c = M/4d counts only K, V, dK and dV o
 counts every tile.
 
 The 2^17 derivation and ``tiles="any"`` at 2^16 run by default (about 4 s); 2^20 runs in
-tests/codegen/test_backward_saved_kernels.py, the seven memories behind ``NAPKIN_SLOW=1``."""
+tests/codegen/test_backward_kernels.py, the seven memories behind ``NAPKIN_SLOW=1``."""
 from __future__ import annotations
 
 import math
