@@ -27,6 +27,14 @@ def bindings_for(env: dict, expr) -> dict:
     return some if len(some) == len(free) else env
 
 
+def substituted(env: dict, expr):
+    """``expr`` with ``env``'s bindings substituted: a bound symbol looked up, else only ``expr``'s own symbols
+    substituted (:func:`bindings_for`)."""
+    if isinstance(expr, sympy.Symbol) and isinstance(env.get(expr), int):   # the common case, without subs
+        return env[expr]
+    return expr.subs(bindings_for(env, expr))
+
+
 class Env(dict):
     """Bindings of size symbols to ints, shared by one evaluation.
 
@@ -65,9 +73,9 @@ class Env(dict):
     def size(self, expr, what: str) -> int:
         if isinstance(expr, int):
             return expr
-        if isinstance(expr, sympy.Symbol) and isinstance(self.get(expr), int):   # the common case, without subs
-            return self[expr]
-        v = expr.subs(bindings_for(self, expr)) if self else expr
+        v = substituted(self, expr) if self else expr
+        if isinstance(v, int):
+            return v
         if not v.is_number:
             missing = sorted(str(s) for s in v.free_symbols)
             raise ShapeError(f"the size of {what} ({expr}) is not known from the inputs: "

@@ -30,7 +30,7 @@ import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.errors import NapkinError
-from napkin_cat.semantics.env import Env, bindings_for
+from napkin_cat.semantics.env import Env, substituted
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.syntax.sizes import Sizes, as_sizes, names_of, symbols_of
@@ -93,9 +93,9 @@ def _value(env: dict, expr):
     """``expr`` as an int when the bindings determine it, else None."""
     if isinstance(expr, int):
         return expr
-    if isinstance(expr, sympy.Symbol) and isinstance(env.get(expr), int):     # the common case, without subs
-        return env[expr]
-    v = expr.subs(bindings_for(env, expr))
+    v = substituted(env, expr)
+    if isinstance(v, int):
+        return v
     return int(v) if v.is_number and v.is_integer else None
 
 
