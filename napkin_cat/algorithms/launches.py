@@ -60,23 +60,28 @@ def tiles_of_axis(n, tiles) -> sympy.Expr:
     return sympy.floor(n / g) * tiles_of_axis(g, rest) + sympy.ceiling(r / g) * tiles_of_axis(r, rest)
 
 
-def parts_as_blocks(kernel: Kernel):
-    """The parts ``P`` of the split stream that is the whole of ``kernel`` (up to wiring), else None: only such
-    a stream's parts run as blocks (the plan cuts its kernel in a launch of the parts and one of the combine)."""
+def split_of(kernel: Kernel):
+    """The split stream that is the whole of ``kernel`` (up to wiring), else None: only such a stream's parts
+    run as blocks (the plan cuts its kernel in a launch of the parts and one of the combine)."""
     work = [b for _, b in layers(kernel.arg) if computes(b)]
     if len(work) == 1 and isinstance(work[0], Stream) and work[0].params.get("parts") is not None:
-        return sympy.sympify(work[0].params["parts"])
+        return work[0]
     return None
 
 
 @dataclass(frozen=True)
 class KernelLaunch:
-    """One kernel of an algorithm: the ``Kernel`` bubble, the Grids around it (outermost first) and the parts
-    of its split stream that run as blocks (None: no such stream)."""
+    """One kernel of an algorithm: the ``Kernel`` bubble, the Grids around it (outermost first) and the split
+    stream whose parts run as blocks (None: no such stream)."""
 
     kernel: Kernel
     grids: tuple
-    parts: sympy.Expr | None = None
+    split: Stream | None = None
+
+    @property
+    def parts(self) -> sympy.Expr | None:
+        """The parts ``P`` of its split stream, None without one."""
+        return None if self.split is None else sympy.sympify(self.split.params["parts"])
 
     @property
     def groups(self) -> sympy.Expr:
@@ -104,7 +109,7 @@ def kernel_launches(algorithm) -> list:
 
     def visit(box, grids):
         if isinstance(box, Kernel):
-            out.append(KernelLaunch(box, grids, parts_as_blocks(box)))
+            out.append(KernelLaunch(box, grids, split_of(box)))
         elif isinstance(box, Region):
             walk(box.arg, grids + (box,) if isinstance(box, Grid) else grids)
 
@@ -142,4 +147,4 @@ def blocks(algorithm, sizes) -> int:
     return int(n)
 
 
-__all__ = ["KernelLaunch", "kernel_launches", "parts_as_blocks", "tiles_of_axis", "narrowest", "blocks"]
+__all__ = ["KernelLaunch", "kernel_launches", "split_of", "tiles_of_axis", "narrowest", "blocks"]

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import sympy
 
+from napkin_cat.algorithms.bubbles import Region, Stream
 from napkin_cat.algorithms.launches import kernel_launches
 from napkin_cat.cost.integer_search import divisors
 from napkin_cat.errors import NapkinError
 from napkin_cat.syntax.adapter import layers
 from napkin_cat.syntax.sizes import Sizes
-from napkin_cat.syntax.wiring import computes
 
 
 def _int(expr, env) -> int:
@@ -40,15 +40,19 @@ def _int(expr, env) -> int:
 
 
 def parts_of(curve):
-    """``(parts symbol, streamed axis's size)`` of a kernel whose split stream runs its parts as blocks, else
-    None (a split that shares its kernel runs in the kernel's block: no parts to choose)."""
+    """``(parts symbol, streamed axis's size)`` of a kernel with a split stream, else None: the ``P`` the search
+    chooses (whether its parts run as blocks is the one count's to say, :mod:`napkin_cat.algorithms.launches`)."""
+    def find(d):
+        for _, box in layers(d):
+            if isinstance(box, Stream) and box.params.get("parts") is not None:
+                return box.params["parts"], box.full_size()
+            if isinstance(box, Region):
+                got = find(box.arg)
+                if got is not None:
+                    return got
+        return None
     if "_parts" not in curve.__dict__:
-        found = None
-        for k in kernel_launches(curve.diagram):
-            if k.parts is not None and found is None:
-                (stream,) = [b for _, b in layers(k.kernel.arg) if computes(b)]
-                found = k.parts, stream.full_size()
-        curve.__dict__["_parts"] = found
+        curve.__dict__["_parts"] = find(curve.diagram)
     return curve.__dict__["_parts"]
 
 

@@ -26,6 +26,7 @@ from napkin_cat.codegen.printer import launches
 from napkin_cat.errors import NapkinError
 from napkin_cat.plan.ir import GridLoop, Kernel, StreamLoop
 from napkin_cat.syntax.sizes import Sizes, symbols_of
+from rewrites import flash_attention
 
 
 def counted(p) -> list:
@@ -72,7 +73,6 @@ def _tiled():
 
 
 def _flash():
-    from rewrites import flash_attention
     return flash_attention(nc.library.attention()).diagram
 
 
