@@ -22,8 +22,8 @@ running mean (and variance)   Chan, Golub and LeVeque's pairwise update (:mod:`.
 
 A reducer whose form gives no merge is not split (a RewriteError names it).  Cost (each functor's stream
 handler): the head ``P`` times, every trip once, the partials written and read back (``2·P·|state|``
-transfers at the stream's level), ``P − 1`` merges, the finishes and the tail once.  A split stream's kernel
-launches ``P`` blocks per group (:func:`blocks`).
+transfers at the stream's level), ``P − 1`` merges, the finishes and the tail once.  A split stream that is the
+whole of its kernel launches ``P`` blocks per group (the one count of blocks: :mod:`.launches`).
 
 >>> import napkin_cat as nc
 >>> d = nc.group(nc.stream(nc.library.attention(), "x", "s_x", parts="P"), "q", "g_q")
@@ -32,11 +32,8 @@ launches ``P`` blocks per group (:func:`blocks`).
 """
 from __future__ import annotations
 
-import math
-
-import sympy
-
 from napkin_cat.algorithms.accumulators import build_state_diagrams
+from napkin_cat.algorithms.launches import blocks  # noqa: F401 (the one count of blocks, where callers found it)
 from napkin_cat.errors import NapkinError, RewriteError
 from napkin_cat.syntax.construct import elementwise, transfer
 
@@ -153,47 +150,6 @@ def check_splittable(schedule) -> None:
         raise RewriteError(f"the stream along {schedule.axis!r} reduces nothing: there is no state to split")
     for r in schedule.reducers:
         merge_of(r)
-
-
-def blocks(diagram, sizes: dict) -> int:
-    """The thread blocks the narrowest kernel of an algorithm launches at ``sizes``: per kernel, the product of
-    its Grids' ``⌈a/g⌉`` and its split stream's parts."""
-    from napkin_cat.algorithms.bubbles import Grid, Kernel
-    from napkin_cat.syntax.adapter import layers
-
-    from napkin_cat.syntax.sizes import Sizes
-    env = Sizes(dict(sizes)).env
-
-    def num(e):
-        v = sympy.sympify(e).subs(env)
-        if not v.is_number:
-            raise NapkinError(f"blocks: give sizes for {sorted(map(str, v.free_symbols))}")
-        return int(v)
-
-    found = []
-
-    def walk(d, outer):
-        for _, box in layers(d):
-            if isinstance(box, Grid):
-                walk(box.arg, outer * math.ceil(num(box.full_size()) / num(box.size)))
-            elif isinstance(box, Kernel):
-                found.append(outer * _parts_in(box.arg, num))
-    walk(diagram, 1)
-    if not found:
-        raise NapkinError("blocks: the diagram has no kernel (partition it, or derive it)")
-    return min(found)
-
-
-def _parts_in(d, num) -> int:
-    from napkin_cat.algorithms.bubbles import Grid, Stream
-    from napkin_cat.syntax.adapter import layers
-    n = 1
-    for _, box in layers(d):
-        if isinstance(box, Stream) and box.params.get("parts") is not None:
-            n = max(n, num(box.params["parts"]))
-        if isinstance(box, (Grid, Stream)):
-            n = max(n, _parts_in(box.arg, num))
-    return n
 
 
 __all__ = ["MERGES", "merge_of", "online_merge", "moments_merge", "partial_moves", "part_bounds",

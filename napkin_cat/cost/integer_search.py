@@ -223,10 +223,15 @@ def best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
     [(Fraction(1, 2), (4, 4))]
 
     ``caps``: posynomials that must stay at most 1 whatever the memory (a requirement on the tiles, such as
-    enough groups: ``B·g_a·g_c/(a·c) ≤ 1``); with caps the tiles are searched jointly.
+    enough groups: ``B·g_a·g_c/(a·c) ≤ 1``); with caps the tiles are searched jointly.  With ``fulls`` a cap's
+    factors are trips, as ``H``'s are: ``n/g`` counts ``⌈n/g⌉`` (each tile ``g`` read as ``n/⌈n/g⌉``), so the
+    cap above asks for ``⌈a/g_a⌉·⌈c/g_c⌉ ≥ B`` groups.
 
     >>> best_many(H, C, [divisors(8), divisors(8)], [100], caps=[((Fraction(4, 64),), ((1, 1),))])
     [(Fraction(1, 2), (4, 4))]
+    >>> best_many(H, C, [ragged_values(8), ragged_values(8)], [100], fulls=(8, 8),
+    ...           caps=[((Fraction(6, 64),), ((1, 1),))])    # 6 groups: ⌈8/4⌉·⌈8/3⌉ (8/4·8/3 would be short)
+    [(Fraction(5, 8), (4, 3))]
     """
     parts = None if caps else _parts(H, columns, len(values))
     if parts is not None:
@@ -248,8 +253,9 @@ def best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
             n = np.array(fulls, dtype=float)
             scores = _scores_ragged(H, logs, np.log(np.ceil(n / block) / n))
         capped = np.ones(len(block), dtype=bool)
+        trip_logs = logs if fulls is None else np.log(np.array(fulls, dtype=float) / np.ceil(np.array(fulls) / block))
         for cap in caps:
-            capped &= _scores(cap, logs) <= 1 + 1e-12
+            capped &= _scores(cap, trip_logs) <= 1 + 1e-12
         for j, limit in enumerate(limits):
             fits = (peak <= float(limit) * (1 + 1e-12)) & capped
             while fits.any():
@@ -259,7 +265,8 @@ def best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
                     near = near[order[:NEAR]]
                 for k in near:
                     combo = tuple(int(g) for g in block[k])
-                    if any(_exact(cap, combo) > 1 for cap in caps):
+                    trips = combo if fulls is None else tuple(Fraction(n, -(-n // g)) for g, n in zip(combo, fulls))
+                    if any(_exact(cap, trips) > 1 for cap in caps):
                         fits[k] = False
                         continue
                     if peak[k] > float(limit) * (1 - 1e-9):   # near the limit: settle the memory exactly

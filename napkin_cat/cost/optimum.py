@@ -361,13 +361,21 @@ def _legal_values(prog: TilingProgram, fulls, legal) -> list:
     return out
 
 
+def _trip_factors(expr) -> sympy.Expr:
+    """``expr`` with each trip count ``⌈n/g⌉`` read as its trip factor ``n/g`` (the integer search counts a trip
+    factor ``⌈n/g⌉`` where tiles may be ragged)."""
+    return sympy.sympify(expr).replace(sympy.ceiling, lambda x: x)
+
+
 def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = "divisors", caps=()) -> list:
     """The exact integer optimum over divisor tiles for each memory size of ``memories`` in one pass
     (the candidates scored once): a list of :class:`Optimum`, ``None`` where no tiling fits.
 
     ``tiles="any"``: a tile need not divide its axis (the last tile is shorter; ``H`` counts ``⌈n/g⌉``
     trips, memory what a full tile holds, as :func:`napkin_cat.cost.numeric.at` counts them).
-    ``caps``: expressions in the tiles that must stay at most 1 (a requirement such as enough thread blocks).
+    ``caps``: expressions in the tiles that must stay at most 1 (a requirement such as enough thread blocks,
+    ``B / Π ⌈a/g_a⌉``); each trip count ``⌈a/g⌉`` in one is its trip factor ``a/g``, as in ``H``: exact on divisor
+    tiles, and counted ``⌈a/g⌉`` with a shorter last tile (``tiles="any"``).
 
     >>> import napkin_cat as nc
     >>> mm = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
@@ -388,7 +396,7 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = 
     H, cols, fulls, _ = _compiled(prog, tuple(sorted(sizes.items())))
     env = Sizes(tuple(sorted(sizes.items()))).env
     caps = [(tuple(_fraction(sympy.sympify(a).subs(env), "a requirement's coefficient") for a in m.coeffs),
-             m.exponents) for m in (monomials(sympy.sympify(cap).subs(dict(prog.fixed)), prog.tiles) for cap in caps)]
+             m.exponents) for m in (monomials(_trip_factors(cap).subs(dict(prog.fixed)), prog.tiles) for cap in caps)]
     if tiles == "any":
         if any(e not in (-1, 0, 1) for exps in H[1] for e in exps):
             raise NapkinError(f"the transfers {prog.H} are not linear in each tile's trips; use tiles='divisors'")

@@ -19,6 +19,9 @@ goes.  Per kernel ``k`` (a top-level box of the algorithm: Grids around a Kernel
     T(k)     = max(T_hbm, T_l2, T_comp) / u + launch            memory overlapped with compute
     T        = Σ_k T(k)
 
+``B`` is the one count of thread blocks, :func:`napkin_cat.algorithms.launches.narrowest` (the groups of the
+Grids around the kernel times the parts of a split stream that is the whole kernel).
+
 Every rate is the model's (its TOML file, ``nc.hardware.load``) unless ``ceilings`` overrides it with a
 measured one (``{"hbm": B/s, "l2": B/s, "tensor:bf16": FLOP/s, ...}``): a benchmark measures the copy
 bandwidth and the matrix-product rate once and predicts every kernel from them.  The result lists the
@@ -42,7 +45,8 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from napkin_cat.algorithms.bubbles import Grid, Region
+from napkin_cat.algorithms.bubbles import Region
+from napkin_cat.algorithms.launches import narrowest
 from napkin_cat.cost.iocost import cost
 from napkin_cat.cost.numeric import at
 from napkin_cat.hardware.errors import HardwareError
@@ -152,30 +156,6 @@ def _ceiling(gpu: GPU, ceilings: dict, pipeline: str, dtype: str) -> float:
     return float(gpu.peak(pipeline, dtype))
 
 
-def _grids(box) -> list:
-    out = []
-    while isinstance(box, Grid):
-        out.append(box)
-        inner = [b for _, b in layers(box.arg) if isinstance(b, Region)]
-        if len(inner) != 1:
-            break
-        box = inner[0]
-    return out
-
-
-def _parts(box) -> sympy.Expr:
-    """The parts of the split stream inside a kernel (one block each: :mod:`napkin_cat.algorithms.splits`), or 1."""
-    from napkin_cat.algorithms.bubbles import Stream
-    n = sympy.Integer(1)
-    for _, b in layers(box.arg):
-        if isinstance(b, Stream) and b.params.get("parts") is not None:
-            n = sympy.sympify(b.params["parts"])
-        elif isinstance(b, Region):
-            inner = _parts(b)
-            n = inner if inner != 1 else n
-    return n
-
-
 class KernelForm:
     """One kernel's terms as expressions in its sizes and tiles, read off the cost functor once; ``at(env)``
     evaluates them (the search times many tile assignments of one structure this way).  ``sample``: sizes
@@ -194,8 +174,7 @@ class KernelForm:
             self.flops[op.pipeline] = self.flops.get(op.pipeline, 0) + n
             self.seconds[op.pipeline] = self.seconds.get(op.pipeline, 0) + n / sympy.Float(rate)
         self.compulsory = _bytes_expr(box.dom) + _bytes_expr(box.cod)
-        self.blocks = sympy.Mul(*[sympy.ceiling(sympy.sympify(g.full_size()) / sympy.sympify(g.size))
-                                  for g in _grids(box)]) * _parts(box)
+        self.blocks = narrowest(box)
         p = plan(box, Sizes(sample).restrict(box))
         columns = [[p.variable_map[n] for n in col if p.variable_map[n].level == level] for col in live_columns(p)]
         streamed = {st.dst.var for loop in walk(p.body) if isinstance(loop, StreamLoop)

@@ -33,7 +33,7 @@ import math
 import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
-from napkin_cat.algorithms.splits import blocks
+from napkin_cat.algorithms.launches import blocks
 from napkin_cat.cost.optimum import Optimum
 from napkin_cat.errors import LoweringError, MemoryLimitError
 from napkin_cat.hardware.divisors import constraints, uses_of
@@ -101,8 +101,9 @@ def split_parts(diagram) -> list:
     return out
 
 
-def _timed(structure, gpu, env, *, overlap, ceilings, level, largest, launch):
-    """Every legal tile assignment of one structure (a regime of derive), timed: ``[(time, H, tiles, kts)]``."""
+def _timed(structure, gpu, env, *, overlap, ceilings, level, largest, launch, min_blocks=None):
+    """Every legal tile assignment of one structure (a regime of derive), timed: ``[(time, H, tiles, kts)]``;
+    with ``min_blocks``, only those whose every kernel launches that many blocks."""
     values = tile_values(gpu, structure.diagram, env, largest=largest)
     tiles = list(values)
     first = {**env, **{t: v[0] for t, v in values.items()}}
@@ -116,6 +117,8 @@ def _timed(structure, gpu, env, *, overlap, ceilings, level, largest, launch):
             kts = [f.at(at, launch=launch) for f in forms]
         except HardwareError:          # over the thread block's shared memory
             continue
+        if min_blocks is not None and min(k.blocks for k in kts) < min_blocks:
+            continue                   # the tiles the requirement was derived under are not the only ones timed
         out.append((sum(k.time for k in kts), int(H.subs(at)), dict(zip(tiles, combo)), kts))
     return out
 
@@ -127,9 +130,10 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     :class:`~napkin_cat.search.Derivation` with ``prediction`` and ``timings``.
 
     ``min_blocks`` (a parallelism requirement, :mod:`napkin_cat.search.parallelism`): the structures timed are
-    those derived under it.  By default the structures derived under the GPU's SM count join those derived
-    without a requirement, and the predicted time decides between them (where the SM count cannot be met at
-    these sizes, or a structure has no legal tiles on this GPU, it is left out).  A structure with a split
+    those derived under it, at the tile assignments whose every kernel launches at least ``min_blocks`` blocks
+    (:mod:`napkin_cat.algorithms.launches`).  By default the structures derived under the GPU's SM count join
+    those derived without a requirement, and the predicted time decides between them (where the SM count cannot be
+    met at these sizes, or a structure has no legal tiles on this GPU, it is left out).  A structure with a split
     stream is timed at its parts ``P`` = 1, 2, 4, … (its kernel launches ``P`` blocks per group; the combine's
     transfers and merges are in its cost)."""
     from napkin_cat.search import derive
@@ -154,7 +158,7 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     for label, regime in structures.items():
         try:
             timed = _timed(regime, gpu, env, overlap=overlap, ceilings=ceilings, level=level, largest=largest,
-                           launch=launch)
+                           launch=launch, min_blocks=min_blocks)
         except (HardwareError, LoweringError) as e:     # a split whose tail reads its head is not planned
             if len(structures) == 1:
                 raise

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import sympy
 
+from napkin_cat.algorithms.launches import blocks
 from napkin_cat.cost.optimum import Optimum, memory_limit
 from napkin_cat.errors import MemoryLimitError, NapkinError, RewriteError
 from napkin_cat.rewriting.registry import rulebook
@@ -100,7 +101,8 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
 
     ``min_blocks`` (numeric mode): a parallelism requirement.  The objective stays ``H``; the requirement
     narrows the set it is minimised over to the algorithms whose every kernel launches at least ``min_blocks``
-    thread blocks (its groups ``Π ⌈a/g⌉`` times the parts of a split stream): a constraint on each kernel's tiles
+    thread blocks (:mod:`napkin_cat.algorithms.launches`: its groups ``Π ⌈a/g⌉`` times the parts of a split
+    stream that is the whole kernel): a constraint on each kernel's tiles
     beside its memory columns, and split streams (the rule playing ``split``: FlashDecoding, split-K) join the
     partitions the search costs (:mod:`napkin_cat.search.parallelism`).  ``.blocks`` reports what the result
     launches.  With a hardware model it defaults to the model's SM count.
@@ -185,7 +187,6 @@ def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors
     for kind, hs in _extremes(forms, level, sizes, memories, tiles, tuple(book.roles)).items():
         curves.setdefault(kind, hs)
     last = regimes[-1]
-    from napkin_cat.algorithms.splits import blocks
     return Derivation(diagram, last.diagram, last.trace, H={r.memory: r.H for r in regimes} if many else last.H,
                       blocks=blocks(last.diagram, last.optimum.sizes),
                       cost=last.cost, optimum=last.optimum, variant=last.variant, regimes=tuple(regimes),

@@ -1,18 +1,19 @@
 """A parallelism requirement in the search: every kernel launches at least ``B`` thread blocks.
 
 ``nc.derive(f, memory, sizes=..., min_blocks=B)`` minimises the same objective, ``H``, over a smaller set: the
-algorithms whose narrowest kernel launches at least ``B`` blocks.  A kernel launches one block per group
-(``N_g = Π ⌈a/g_a⌉`` over its grouped axes) times the parts of its split stream (``P``,
-:mod:`napkin_cat.algorithms.splits`), so the requirement is a constraint on each kernel's tiles,
+algorithms whose narrowest kernel launches at least ``B`` blocks.  What a kernel launches is the one count of
+:mod:`napkin_cat.algorithms.launches` (its groups ``Π ⌈a/g_a⌉`` times the parts ``P`` of a split stream that
+is the whole kernel), so the requirement is a constraint on each kernel's tiles,
 
-    B / (N_g · P) ≤ 1,
+    B / blocks(K) ≤ 1,
 
-added to the exact integer search beside the memory columns (a *cap*, :func:`napkin_cat.cost.integer_search.
-best_many`): a kernel's ``H*(M)`` is then its optimum over the tilings that fit the memory **and** launch
-enough blocks, and the shortest path over kernel splits is unchanged.  ``P`` is not a tile of the integer
-search: a split kernel is costed at each candidate ``P`` (the divisors of its streamed axis up to the first
-that reaches ``B`` alone: more parts only move more), the cheapest kept.  IO never prefers a split (the
-partial states are extra transfers), so without a requirement no split variant is costed at all.
+added to the exact integer search beside the memory columns (a *cap*, :func:`napkin_cat.cost.optimum.optima`:
+each trip count ``⌈a/g⌉`` a trip factor, exact on divisor tiles and counted ``⌈a/g⌉`` with a shorter last tile):
+a kernel's ``H*(M)`` is then its optimum over the tilings that fit the memory **and** launch enough blocks, and
+the shortest path over kernel splits is unchanged.  ``P`` is not a tile of the integer search: a split kernel is
+costed at each candidate ``P`` (the divisors of its streamed axis up to the first that reaches ``B`` alone: more
+parts only move more), the cheapest kept.  IO never prefers a split (the partial states are extra transfers), so
+without a requirement no split variant is costed at all.
 
 >>> import napkin_cat as nc
 >>> r = nc.derive(nc.library.matmul(), 2 ** 12, sizes={"a": 16, "b": 4096, "c": 16}, min_blocks=8)
@@ -23,9 +24,12 @@ from __future__ import annotations
 
 import sympy
 
+from napkin_cat.algorithms.bubbles import Region, Stream
+from napkin_cat.algorithms.launches import kernel_launches
 from napkin_cat.cost.integer_search import divisors
 from napkin_cat.errors import NapkinError
-from napkin_cat.syntax.axis import symbol
+from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.sizes import Sizes
 
 
 def _int(expr, env) -> int:
@@ -36,15 +40,13 @@ def _int(expr, env) -> int:
 
 
 def parts_of(curve):
-    """``(parts symbol, streamed axis's size)`` of a kernel whose stream is split, else None."""
-    from napkin_cat.algorithms.bubbles import Stream
-    from napkin_cat.syntax.adapter import layers
-
+    """``(parts symbol, streamed axis's size)`` of a kernel with a split stream, else None: the ``P`` the search
+    chooses (whether its parts run as blocks is the one count's to say, :mod:`napkin_cat.algorithms.launches`)."""
     def find(d):
         for _, box in layers(d):
             if isinstance(box, Stream) and box.params.get("parts") is not None:
                 return box.params["parts"], box.full_size()
-            if hasattr(box, "arg"):
+            if isinstance(box, Region):
                 got = find(box.arg)
                 if got is not None:
                     return got
@@ -62,30 +64,28 @@ class Requirement:
         if not isinstance(blocks, int) or isinstance(blocks, bool) or blocks < 1:
             raise NapkinError(f"min_blocks must be a positive int (thread blocks per kernel), got {blocks!r}")
         self.blocks, self.sizes, self.memories, self.tiles = blocks, dict(sizes), list(memories), tiles
-        self.env = {symbol(str(k)): v for k, v in self.sizes.items()}
         self._memo = {}
 
-    def _groups(self, curve):
-        return sympy.Mul(*[g.N_g for g in curve.cost.groups]) if curve.grouped else sympy.Integer(1)
-
-    def _one(self, curve, sizes, parts: int):
-        """Per memory ``(H, tiles)`` with ``parts`` fixed: the groups must make up the rest of the blocks."""
-        need = sympy.Rational(self.blocks, parts)
-        if not curve.grouped:
-            ok = need <= 1
+    def _one(self, curve, sizes):
+        """Per memory ``(H, tiles)`` at ``sizes`` (the parts fixed): every kernel's blocks at least the
+        requirement, a cap on the tiles where they depend on them."""
+        env = Sizes(sizes).env
+        launched = [sympy.sympify(k.blocks).xreplace(env) for k in kernel_launches(curve.diagram)]
+        if not curve.grouped:          # no tiles: the blocks are numbers
+            ok = all(_int(b, {}) >= self.blocks for b in launched) if launched else self.blocks <= 1
             return [curve.at(sizes, m, self.tiles) if ok else (None, {}) for m in self.memories]
-        cap = need / self._groups(curve)
-        return curve.at_all(sizes, self.memories, self.tiles, caps=(cap,))
+        caps = tuple(sympy.Integer(self.blocks) / b for b in launched)
+        return curve.at_all(sizes, self.memories, self.tiles, caps=caps)
 
     def all(self, curve) -> list:
         key = id(curve)
         if key not in self._memo:
             split = parts_of(curve)
             if split is None:
-                out = self._one(curve, self.sizes, 1)
+                out = self._one(curve, self.sizes)
             else:
                 name, full = split
-                n = _int(full, self.env)
+                n = _int(full, Sizes(self.sizes).env)
                 candidates = []
                 for p in divisors(n)[1:]:
                     candidates.append(p)
@@ -93,8 +93,7 @@ class Requirement:
                         break
                 out = [(None, {})] * len(self.memories)
                 for p in candidates:
-                    sizes = {**self.sizes, str(name): p}
-                    for k, (h, t) in enumerate(self._one(curve, sizes, p)):
+                    for k, (h, t) in enumerate(self._one(curve, {**self.sizes, str(name): p})):
                         if h is not None and (out[k][0] is None or h < out[k][0]):
                             out[k] = (h, {**t, name: sympy.Integer(p)})
             self._memo[key] = (curve, out)
