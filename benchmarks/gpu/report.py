@@ -113,20 +113,20 @@ def measured_commit(result) -> tuple[str | None, bool]:
 
 def staleness(result) -> dict:
     """``{"stale": bool | None, "first": (sha, date) | None}``: whether a commit not in the measured tree (in
-    ``measured..HEAD``) changed :data:`STALE_PATHS`, and the first such (parents before children); ``itself``:
+    ``measured..HEAD``) changed :data:`STALE_PATHS`, and the earliest such by commit date (a later commit does
+    not change which, so the README's mark stays put); ``itself``:
     whether that commit changes them too (for a file whose measured commit was not recorded, the commit that added
     it may hold changes made after the measurement).  ``stale`` is None where git cannot tell (no repository, or
     the commit is not in this clone's history)."""
     commit, _ = measured_commit(result)
     if not commit or _git("cat-file", "-e", f"{commit}^{{commit}}") is None:
         return {"stale": None, "first": None, "itself": None}
-    log = _git("log", "--reverse", "--topo-order", "--format=%h %ad", "--date=short", f"{commit}..HEAD", "--",
-               *STALE_PATHS)
+    log = _git("log", "--format=%ct %h %cs", f"{commit}..HEAD", "--", *STALE_PATHS)
     if log is None:
         return {"stale": None, "first": None, "itself": None}
-    first = log.splitlines()[0].split() if log else None
+    first = min((line.split() for line in log.splitlines()), key=lambda f: (int(f[0]), f[1]), default=None)
     itself = _git("diff-tree", "--no-commit-id", "--name-only", "-r", commit, "--", *STALE_PATHS)
-    return {"stale": bool(log), "first": tuple(first) if first else None, "itself": bool(itself)}
+    return {"stale": bool(log), "first": tuple(first[1:]) if first else None, "itself": bool(itself)}
 
 
 def header(path, result) -> str:
@@ -144,8 +144,8 @@ def header(path, result) -> str:
     clocks = (f"SM {clocks.get('clocks.sm')}/{clocks.get('clocks.max.sm')} MHz, memory {clocks.get('clocks.mem')}/"
               f"{clocks.get('clocks.max.mem')} MHz" if isinstance(clocks, dict) else NOT_RECORDED)
     if s["stale"]:
-        state = (f" **Stale**: codegen, the plan or the time model changed after it (first: `{s['first'][0]}`, "
-                 f"{s['first'][1]}); not re-measured since.")
+        state = (f" **Stale**: commits the tree measured did not hold change codegen, the plan or the time model "
+                 f"(the earliest: `{s['first'][0]}`, {s['first'][1]}); not re-measured since.")
     elif s["stale"] is None:
         state = " Staleness unknown (no git history here)."
     else:
