@@ -90,6 +90,27 @@ def test_the_dry_run_goes_through_every_step(tmp_path):
     assert mm["candidates"][0]["tiles"] == {str(k): int(v) for k, v in r.optimum.exact_sizes.items()}
 
 
+@needs_kernels
+def test_the_derived_pick_comes_first_and_the_others_are_the_same_structures_next_tiles():
+    import napkin_cat as nc
+    run = _module("run")
+    sizes = {"a": 256, "b": 256, "c": 256}
+    r = nc.derive(nc.einsum("a b, b c -> a c", dtype="bf16", out_dtype="bf16"), sizes=sizes, hardware="h100-sxm5")
+    cands = run.candidates(r, 3)
+    assert [c["pick"] for c in cands] == ["derived", "autotune", "autotune"]
+    assert cands[0]["tiles"] == {str(k): int(v) for k, v in r.optimum.exact_sizes.items()}
+    assert cands[0]["model_s"] == r.prediction.time and cands[0]["H"] == r.H
+    same = [(t, s) for label, t, s, _ in r.timings if label == str(r.variant)]
+    want = []
+    for tiles, seconds in same:                   # the model's order, distinct tiles, the derived pick first
+        t = {str(k): int(v) for k, v in tiles.items()}
+        if t not in [w for w, _ in want]:
+            want.append((t, seconds))
+    assert [(c["tiles"], c["model_s"]) for c in cands] == want[:3]
+    assert len({json.dumps(c["tiles"], sort_keys=True) for c in cands}) == 3
+    assert all(c["variant"] == str(r.variant) for c in cands)
+
+
 # ------------------------------------------------------------------------------------------------ gate, spread
 @needs_kernels
 def test_nothing_wrong_is_timed_and_what_is_timed_keeps_its_spread():
