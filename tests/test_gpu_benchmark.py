@@ -1,55 +1,278 @@
 """The GPU benchmark's pipeline on the CPU (``--dry-run``: derive for the hardware model, Triton under the
-interpreter, the CUDA kernel compiled, torch's paths run once), and the README's GPU table, written from the
-committed results files, never stale."""
+interpreter, the CUDA kernel compiled, torch's paths run once and checked), its correctness gate and spreads, the
+committed results (relabelled from their own data, nothing re-measured), and the README's GPU section, tables and
+words, written from them, never stale, marked stale where git history shows a later change."""
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU = ROOT / "benchmarks" / "gpu"
 HAVE = all(importlib.util.find_spec(m) for m in ("torch", "triton"))
+needs_kernels = pytest.mark.skipif(not HAVE, reason="the benchmark needs torch and triton (pip install '.[kernels]')")
 
 
-@pytest.mark.skipif(not HAVE, reason="the benchmark needs torch and triton (pip install '.[kernels]')")
+def _git(*args) -> str | None:
+    try:
+        run = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=60)
+    except OSError:
+        return None
+    return run.stdout.strip() if run.returncode == 0 else None
+
+
+HISTORY = _git("rev-parse", "--is-shallow-repository") == "false"
+needs_history = pytest.mark.skipif(not HISTORY, reason="needs this repository's full git history (not a shallow "
+                                                       "clone or an unpacked archive)")
+
+
+def _module(name):
+    sys.path.insert(0, str(GPU))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(GPU))
+
+
+@pytest.fixture(scope="module")
+def report():
+    return _module("report")
+
+
+def committed():
+    return sorted(GPU.glob("results/*.json"))
+
+
+# ------------------------------------------------------------------------------------------------ the dry run
+@needs_kernels
 def test_the_dry_run_goes_through_every_step(tmp_path):
     run = subprocess.run([sys.executable, str(GPU / "run.py"), "--dry-run", "--out", str(tmp_path)],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     (path,) = tmp_path.glob("dry-run-*.json")
     result = json.loads(path.read_text())
-    assert result["dry_run"] and result["model"] == "h100-sxm5"
+    assert result["schema"] == 2 and result["dry_run"] and result["model"] == "h100-sxm5"
+    prov = result["provenance"]
+    if HISTORY:
+        assert prov["commit"] == _git("rev-parse", "HEAD") and isinstance(prov["dirty"], bool)
+    assert prov["driver"].startswith("not recorded") and prov["clocks"].startswith("not recorded")
+    assert result["tolerance"] == {"bf16": 1e-2, "fp32": 1e-4} and "median" in result["timing"]
+    assert {"torch", "triton", "python"} <= set(result["versions"])
     kinds = [row["kind"] for row in result["rows"]]
     assert kinds == ["attention", "causal", "gqa", "matmul", "cuda"]
     for row in result["rows"]:
         assert "failed" not in row, row.get("traceback")
         (c,) = row["candidates"]
-        assert c["error"] < 2e-2 and c["predicted_s"] > 0 and c["time_s"] is None
+        assert c["pick"] == "derived" and c["variant"] == row["variant"]
+        assert c["error"] < 2e-2 and c["predicted_s"] > 0 and c["time_s"] is None and "gate" not in c
         assert c["prediction"]["assumptions"]
+        for b in row.get("baselines", ()):
+            assert "refused" in b or (b["error"] < 2e-2 and b["time_s"] is None), b
     attention = result["rows"][0]
     assert attention["candidates"][0]["runtime_sizes"] == ["q", "x", "h"]
     assert {b["path"] for b in attention["baselines"]} >= {"sdpa flash, 4-D", "sdpa default dispatch, 4-D"}
     cuda = result["rows"][4]["candidates"][0]
     assert cuda["smem"] == cuda["smem_static"] + cuda["smem_dynamic"] == cuda["plan_smem"]
     assert (tmp_path / path.name.replace(".json", ".png")).stat().st_size > 10_000
+    # the derived pick is what nc.derive(hardware=) returns, asked here again
+    import napkin_cat as nc
+    mm = result["rows"][3]
+    r = nc.derive(nc.einsum("a b, b c -> a c", dtype="bf16", out_dtype="bf16"), sizes=mm["sizes"],
+                  hardware="h100-sxm5")
+    assert mm["candidates"][0]["tiles"] == {str(k): int(v) for k, v in r.optimum.exact_sizes.items()}
 
 
-def test_the_readme_gpu_table_is_written_from_the_committed_results():
-    sys.path.insert(0, str(GPU))
-    try:
-        report = importlib.import_module("report")
-    finally:
-        sys.path.remove(str(GPU))
+@needs_kernels
+def test_the_derived_pick_comes_first_and_the_others_are_the_same_structures_next_tiles():
+    import napkin_cat as nc
+    run = _module("run")
+    sizes = {"a": 256, "b": 256, "c": 256}
+    r = nc.derive(nc.einsum("a b, b c -> a c", dtype="bf16", out_dtype="bf16"), sizes=sizes, hardware="h100-sxm5")
+    cands = run.candidates(r, 3)
+    assert [c["pick"] for c in cands] == ["derived", "autotune", "autotune"]
+    assert cands[0]["tiles"] == {str(k): int(v) for k, v in r.optimum.exact_sizes.items()}
+    assert cands[0]["model_s"] == r.prediction.time and cands[0]["H"] == r.H
+    same = [(t, s) for label, t, s, _ in r.timings if label == str(r.variant)]
+    want = []
+    for tiles, seconds in same:                   # the model's order, distinct tiles, the derived pick first
+        t = {str(k): int(v) for k, v in tiles.items()}
+        if t not in [w for w, _ in want]:
+            want.append((t, seconds))
+    assert [(c["tiles"], c["model_s"]) for c in cands] == want[:3]
+    assert len({json.dumps(c["tiles"], sort_keys=True) for c in cands}) == 3
+    assert all(c["variant"] == str(r.variant) for c in cands)
+
+
+# ------------------------------------------------------------------------------------------------ gate, spread
+@needs_kernels
+def test_nothing_wrong_is_timed_and_what_is_timed_keeps_its_spread():
+    import torch
+    measure = _module("measure")
+    ref = torch.ones(8, 8)
+    calls = []
+
+    def timer(fn):
+        calls.append(fn)
+        return measure.spread([2e-3, 1e-3, 3e-3])
+    gpu = {"dry": False}
+    wrong = measure.checked_and_timed("kernel", ref * 1.05, ref, "bf16", gpu, timer=timer)      # error 5e-2
+    assert wrong["time_s"] is None and "spread" not in wrong and not calls
+    assert wrong["gate"] == "error 5.0e-02 > tolerance 1.0e-02 (bf16 operands): not timed"
+    nan = measure.checked_and_timed("kernel", ref * float("nan"), ref, "bf16", gpu, timer=timer)
+    assert nan["time_s"] is None and "not timed" in nan["gate"] and not calls
+    fine = measure.checked_and_timed("kernel", ref * 1.005, ref, "bf16", gpu, timer=timer)
+    assert calls == ["kernel"] and fine["time_s"] == 2e-3 and fine["spread"]["n"] == 3 and "gate" not in fine
+    fp32 = measure.checked_and_timed("k", ref * 1.005, ref, "fp32", gpu, timer=timer)
+    assert fp32["gate"].startswith("error 5.0e-03") and len(calls) == 1
+
+
+def test_a_spread_is_the_runs_percentiles():
+    pytest.importorskip("torch")
+    measure = _module("measure")
+    runs = list(np.random.default_rng(0).exponential(1e-3, size=37))
+    s = measure.spread(runs)
+    assert s["n"] == 37 and s["min"] == min(runs) and s["max"] == max(runs)
+    for key, q in (("median", 50), ("p10", 10), ("p90", 90)):
+        assert s[key] == pytest.approx(np.percentile(runs, q), rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------ the results files
+def _schema_1(path) -> dict | None:
+    """The file as schema 1 wrote it (the version git first added), or None if it was born in schema 2."""
+    sha = _git("log", "--diff-filter=A", "--format=%H", "--", str(path.relative_to(ROOT)))
+    text = _git("show", f"{sha.split()[-1]}:{path.relative_to(ROOT)}") if sha else None
+    old = json.loads(text) if text else None
+    return old if old and "schema" not in old else None
+
+
+def _contains(new, old, where="") -> None:
+    """Every value of ``old`` is in ``new`` at the same place (new keys allowed): nothing was re-measured."""
+    if isinstance(old, dict):
+        for k, v in old.items():
+            assert k in new, f"{where}.{k} dropped"
+            _contains(new[k], v, f"{where}.{k}")
+    elif isinstance(old, list):
+        assert len(new) == len(old), f"{where}: {len(old)} entries became {len(new)}"
+        for i, (a, b) in enumerate(zip(new, old)):
+            _contains(a, b, f"{where}[{i}]")
+    else:
+        assert new == old, f"{where}: {old!r} became {new!r}"
+
+
+@needs_history
+@pytest.mark.parametrize("path", committed(), ids=lambda p: p.stem)
+def test_a_relabelled_file_holds_its_measurements_unchanged(path):
+    new = json.loads(path.read_text())
+    assert new["schema"] == 2
+    old = _schema_1(path)
+    if old is None:
+        return                                   # written by run.py in schema 2: nothing was relabelled
+    for row in old["rows"]:                      # the only renamed field: the fastest candidate's ratio
+        if "speedup" in row:
+            row["best_of_k_vs_fastest"] = row.pop("speedup")
+    _contains(new, old)
+    assert new["provenance"]["commit"] == new["provenance"]["driver"] == new["provenance"]["clocks"] == "not recorded"
+    first_added = _git("log", "--diff-filter=A", "--format=%H", "--", str(path.relative_to(ROOT))).split()[-1]
+    assert new["provenance"]["committed_in"] == first_added
+    for row, was in zip(new["rows"], old["rows"]):
+        picks = [c["pick"] for c in row["candidates"]]
+        assert picks == ["derived"] + ["autotune"] * (len(picks) - 1)
+        assert row["candidates"][0]["tiles"] == was["candidates"][0]["tiles"]      # schema 1's first: derive's
+        assert all(c["spread"] == "not recorded" for c in row["candidates"])
+
+
+def test_relabel_refuses_what_the_data_does_not_decide():
+    relabel = _module("relabel")
+    row = {"kind": "attention", "N": 64, "d": 16, "variant": "A", "candidates": [
+        {"variant": "A", "tiles": {"g_q": 64}, "time_s": 2e-3}, {"variant": "B", "tiles": {"g_q": 32}, "time_s": 1e-3}]}
+    old = {"device": "x", "model": "h200", "date": "d", "dry_run": False, "versions": {}, "ceilings": {}, "rows": [row]}
+    with pytest.raises(SystemExit, match="candidate 1 is of another structure"):
+        relabel.relabelled(copy.deepcopy(old), added_in="0" * 40)
+    row["candidates"][1]["variant"] = "A"
+    new = relabel.relabelled(copy.deepcopy(old), added_in="0" * 40)
+    assert [c["pick"] for c in new["rows"][0]["candidates"]] == ["derived", "autotune"]
+
+
+def test_the_report_reads_only_the_current_schema(tmp_path, report):
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"device": "x", "rows": []}))
+    with pytest.raises(SystemExit, match="schema 1.*relabel.py"):
+        report.load(old)
+
+
+# ------------------------------------------------------------------------------------------------ the README
+def _section(report) -> str:
+    readme = (ROOT / "README.md").read_text()
+    return readme.split(report.BEGIN, 1)[1].split(report.END, 1)[0]
+
+
+@needs_history
+def test_the_readme_gpu_section_is_written_from_the_committed_results(report):
     files = report.result_files()
     assert files, "no GPU results committed under benchmarks/gpu/results"
     readme = (ROOT / "README.md").read_text()
     assert report.readme_with(readme, files) == readme, (
-        "the README's GPU table is stale: python benchmarks/gpu/report.py --readme README.md")
+        "the README's GPU section is stale: python benchmarks/gpu/report.py --readme README.md")
     for f in files:
         r = json.loads(f.read_text())
         assert not r["dry_run"] and r["device"] in readme and r["date"] in readme
+
+
+def _flash_over(row, pick) -> float:
+    """torch's flash time over the candidate's, read from the raw row (not through report.py)."""
+    (flash,) = [b for b in row["baselines"] if b["path"].startswith("sdpa flash") and "expanded" not in b["path"]]
+    timed = [c for c in row["candidates"] if c.get("time_s")]
+    c = next(c for c in timed if c["pick"] == "derived") if pick == "derived" else min(timed,
+                                                                                       key=lambda c: c["time_s"])
+    return flash["time_s"] / c["time_s"]
+
+
+def test_the_readmes_words_are_the_results_derived_pick_and_best_of_k_apart(report):
+    """The ranges in the words under the tables, recomputed here from the raw files: the derived pick's (what
+    ``nc.derive`` returns) and, apart, the best of k (autotuned); the old "1.3-1.45×" (the best of three,
+    called the derived kernels, its low end 1.275 rounded up) is gone."""
+    words = _section(report)
+    rows = [row for f in report.result_files() for row in json.loads(f.read_text())["rows"] if "failed" not in row]
+    for kind, name in (("attention", "attention"), ("gqa", "grouped-query attention")):
+        for d in sorted({row["d"] for row in rows if row["kind"] == kind}):
+            group = [row for row in rows if row["kind"] == kind and row["d"] == d]
+            lo, hi = (f"{f(_flash_over(row, 'derived') for row in group):.2f}" for f in (min, max))
+            blo, bhi = (f"{f(_flash_over(row, 'best') for row in group):.2f}" for f in (min, max))
+            line = next(ln for ln in words.splitlines() if ln.startswith(f"- {name}, d = {d} "))
+            assert f"the derived pick **{lo}-{hi}×**" in line, line
+            assert f"tile choices (autotuned, not what derive returns) {blo}-{bhi}×" in line, line
+    assert "1.3-1.45" not in (ROOT / "README.md").read_text()
+    derived_all = [_flash_over(row, "derived") for row in rows if row["kind"] in ("attention", "gqa")]
+    assert min(derived_all) < 1.2 < 1.3 < max(derived_all)        # the issue's 1.12-1.39×, not 1.3-1.45×
+
+
+@needs_history
+def test_results_measured_before_a_change_to_codegen_plan_or_time_model_are_marked_stale(report):
+    """Per file, from git alone: is there a commit after the one measured (else the one that committed it) that
+    touches the printers, the plan or the time model?  The README's header for that file says so."""
+    words = _section(report)
+    for f in report.result_files():
+        r = json.loads(f.read_text())
+        p = r["provenance"]
+        since = p["commit"] if not p["commit"].startswith("not recorded") else p["committed_in"]
+        later = _git("rev-list", f"{since}..HEAD", "--", *report.STALE_PATHS)
+        (head,) = [ln for ln in words.splitlines() if f"({f.relative_to(ROOT)})" in ln]
+        assert ("**Stale**" in head) == bool(later), head
+        if p["commit"].startswith("not recorded"):
+            assert f"commit not recorded (results committed in `{since[:7]}`" in head
+        assert ("spread not recorded" in head) == all(c.get("spread") == "not recorded" for row in r["rows"]
+                                                      for c in row.get("candidates", ()))
+
+
+def test_a_range_prints_its_ends_as_the_table_does(report):
+    assert report.span([1.2747, 1.39, 1.448]) == "1.27-1.45" and report.span([1.275001]) == "1.28"
+    assert report.span([0.93, 0.931]) == "0.93"
+    assert re.fullmatch(r"\d\.\d\d-\d\.\d\d", report.span([0.5, 2.0]))

@@ -1,9 +1,23 @@
-"""What ``run.py`` measures: the device and its ceilings, inputs and fp32 references, the generated kernels and
-torch's baselines.  On ``dry`` (CPU) nothing is timed.  (Tables and plots: ``report.py``.)"""
+"""What ``run.py`` measures: the device, its state and ceilings, inputs and fp32 references, the generated kernels
+and torch's baselines.  On ``dry`` (CPU) nothing is timed.  (Tables and plots: ``report.py``.)
+
+Nothing is timed whose output is wrong: every kernel and every torch path is run once, its relative L2 error
+against the fp32 reference computed, and it is timed only if that error is within :data:`TOLERANCE` for its
+operands' format (:func:`gated`).  A time is the median of ``do_bench``'s runs, recorded with its spread.
+
+>>> spread([3e-3, 1e-3, 2e-3, 5e-3, 4e-3])["median"], spread([3e-3, 1e-3, 2e-3, 5e-3, 4e-3])["n"]
+(0.003, 5)
+>>> gated(0.5, "bf16")
+'error 5.0e-01 > tolerance 1.0e-02 (bf16 operands): not timed'
+"""
 from __future__ import annotations
 
 import importlib.util
+import math
+import shutil
 import statistics
+import subprocess
+from pathlib import Path
 
 import torch
 
@@ -22,10 +36,92 @@ def model_for(name: str) -> str:
                      "(docs/adding-a-hardware-model.md)")
 
 
-def bench(fn) -> float:
-    """Median seconds of ``fn`` (Triton's do_bench: CUDA events, warm-up, L2 flushed between runs)."""
+#: the largest relative L2 error (against fp32) a kernel or torch path may have and still be timed, by the format of
+#: its operands: bf16 rounds each operand to 8 bits of mantissa (attention's errors are 2.6e-3 to 3.2e-3, the
+#: products' 1.7e-3 in the committed runs); fp32 (the CUDA reference backend) is exact to 1e-6 here
+TOLERANCE = {"bf16": 1e-2, "fp32": 1e-4}
+#: how a time is measured (recorded in every results file)
+TIMING = ("triton.testing.do_bench(warmup=25, rep=100, return_mode='all'): CUDA events, L2 flushed before each "
+          "run; the median of the runs, with min, 10th and 90th percentile, max and count")
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def spread(times_s) -> dict:
+    """The runs' distribution: ``{"median", "min", "p10", "p90", "max", "n"}`` in seconds (p10/p90 interpolated)."""
+    t = sorted(float(x) for x in times_s)
+    if not t:
+        raise ValueError("no runs to summarise")
+
+    def pct(p):
+        k = (len(t) - 1) * p
+        lo, hi = math.floor(k), math.ceil(k)
+        return t[lo] + (t[hi] - t[lo]) * (k - lo)
+    return {"median": statistics.median(t), "min": t[0], "p10": pct(0.1), "p90": pct(0.9), "max": t[-1],
+            "n": len(t)}
+
+
+def bench(fn) -> dict:
+    """The spread of ``fn``'s times in seconds (Triton's do_bench, every run returned: see :data:`TIMING`)."""
     import triton.testing
-    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") / 1e3
+    return spread(ms / 1e3 for ms in triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="all"))
+
+
+def gated(err: float, fmt: str) -> str | None:
+    """Why a result with relative error ``err`` is not timed (None: it is within :data:`TOLERANCE` for ``fmt``)."""
+    tol = TOLERANCE[fmt]
+    if math.isfinite(err) and err <= tol:
+        return None
+    return f"error {err:.1e} > tolerance {tol:.1e} ({fmt} operands): not timed"
+
+
+def checked_and_timed(fn, out, reference, fmt: str, env, *, timer=None) -> dict:
+    """``{"error", "time_s", "spread"}`` of ``fn`` whose first output was ``out``: timed (by ``timer``, default
+    :func:`bench`) only on a GPU and only if the error passes :func:`gated`; else ``"gate"`` says why not."""
+    row = {"error": error(out, reference), "time_s": None}
+    why = gated(row["error"], fmt)
+    if why:
+        row["gate"] = why
+    elif not env["dry"]:
+        row["spread"] = (timer or bench)(fn)
+        row["time_s"] = row["spread"]["median"]
+    return row
+
+
+def provenance(*, dry: bool) -> dict:
+    """What the results were measured on: the commit (and whether tracked files differed from it), the driver and
+    the clocks; a field that cannot be read says ``"not recorded: <why>"``."""
+    out = {"commit": _git("rev-parse", "HEAD")}
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    out["dirty"] = status if status.startswith("not recorded") else bool(status.strip())
+    if dry:
+        why = "not recorded: a CPU dry run (no GPU)"
+        return {**out, "driver": why, "clocks": why}
+    return {**out, **gpu_state()}
+
+
+def gpu_state() -> dict:
+    """The driver version and the GPU's clocks now (MHz: SM and memory, current and maximum), from nvidia-smi."""
+    fields = ("driver_version", "clocks.sm", "clocks.max.sm", "clocks.mem", "clocks.max.mem", "power.limit",
+              "persistence_mode")
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return {"driver": "not recorded: no nvidia-smi", "clocks": "not recorded: no nvidia-smi"}
+    try:
+        line = subprocess.run([smi, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits", "-i", "0"],
+                              capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as e:
+        why = f"not recorded: nvidia-smi failed ({type(e).__name__})"
+        return {"driver": why, "clocks": why}
+    values = dict(zip(fields, (v.strip() for v in line.split(","))))
+    return {"driver": values.pop("driver_version", "not recorded"), "clocks": values}
+
+
+def _git(*args) -> str:
+    try:
+        run = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"not recorded: git failed ({type(e).__name__})"
+    return run.stdout.strip() if run.returncode == 0 else f"not recorded: git {args[0]} failed"
 
 
 def environment(*, dry: bool) -> dict:
@@ -34,11 +130,11 @@ def environment(*, dry: bool) -> dict:
                 if hasattr(nc, "__version__") else "0.1.0"}
     if dry:
         return {"dry": True, "device": "cpu (Triton interpreter)", "slug": "dry-run", "model": "h100-sxm5",
-                "ceilings": {}, "versions": versions, "where": "cpu"}
+                "ceilings": {}, "versions": versions, "where": "cpu", "provenance": provenance(dry=True)}
     name = torch.cuda.get_device_name(0)
     versions["cuda"] = torch.version.cuda
     env = {"dry": False, "device": name, "slug": name.lower().replace(" ", "-"), "model": model_for(name),
-           "versions": versions, "where": "cuda"}
+           "versions": versions, "where": "cuda", "provenance": provenance(dry=False)}
     env["ceilings"] = {"hbm": _copy_bandwidth(2 ** 30), "tensor:bf16": _matmul_rate(8192)}
     return env
 
@@ -47,13 +143,13 @@ def _copy_bandwidth(n: int) -> float:
     """Bytes read plus written per second by a device-to-device copy of ``n`` bytes."""
     src = torch.empty(n, dtype=torch.uint8, device="cuda").random_()
     dst = torch.empty_like(src)
-    return 2 * n / bench(lambda: dst.copy_(src))
+    return 2 * n / bench(lambda: dst.copy_(src))["median"]
 
 
 def _matmul_rate(n: int) -> float:
     """FLOP/s of cuBLAS's n³ bf16 product on random data."""
     a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    return 2 * n ** 3 / bench(lambda: a @ b)
+    return 2 * n ** 3 / bench(lambda: a @ b)["median"]
 
 
 def _reference_attention(Q, K, V, causal=False):
@@ -102,61 +198,63 @@ def _module(path):
 
 
 def triton_kernel(k, inputs, reference, env) -> dict:
-    """Correctness (relative L2 error against fp32), Triton's compiled resources, median time."""
+    """Correctness (relative L2 error against fp32), Triton's compiled resources, and if correct the time."""
     if env["dry"]:
         out = k(*[x.cpu() for x in inputs])
         info = k.compile(arch=90, num_warps=k.printer.num_warps, num_stages=k.printer.num_stages)
-        return {"error": error(out, reference), "time_s": None, "triton_smem": info["smem"],
+        return {**checked_and_timed(None, out, reference, "bf16", env), "triton_smem": info["smem"],
                 "plan_smem": info["plan_smem"], "source_lines": len(k.source.splitlines())}
     fn = _module(k.path()).nc_run
     out = fn(*inputs)
     out = out[0] if isinstance(out, tuple) else out
     torch.cuda.synchronize()
-    row = {"error": error(out, reference), "source_lines": len(k.source.splitlines())}
-    row["time_s"] = bench(lambda: fn(*inputs))
-    return row
+    return {**checked_and_timed(lambda: fn(*inputs), out, reference, "bf16", env),
+            "source_lines": len(k.source.splitlines())}
 
 
 def cuda_kernel(p, inputs, reference, env) -> dict:
-    """The CUDA reference backend: ptxas's report (and on a GPU the driver's), its answer, its time."""
+    """The CUDA reference backend: ptxas's report (and on a GPU the driver's), its answer, and if correct its time
+    (seven launches by CUDA events, the first two discarded: a scalar kernel of milliseconds needs no more)."""
     k = nc.codegen.cuda(p, hardware=env["model"])
     report = k.compile(arch="sm_90")
     row = {"plan_smem": p.smem_bytes, "smem_static": report["smem_static"], "smem_dynamic": report["smem_dynamic"],
-           "smem": report["smem"], "registers": report["registers"], "time_s": None}
+           "smem": report["smem"], "registers": report["registers"]}
     if env["dry"]:
         out = nc.codegen.c(p)(*[x.cpu().numpy() for x in inputs])    # the same loop nest, run on the CPU
-        row["error"] = error(torch.from_numpy(out), reference.cpu())
-        return row
+        return {**row, **checked_and_timed(None, torch.from_numpy(out), reference.cpu(), "fp32", env)}
     out = k(*inputs)
     torch.cuda.synchronize()
-    row["error"] = error(out, reference)
     row["driver"] = k.attributes()
     outs = [torch.empty_like(out)]
-    times = []
-    for _ in range(7):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        k.run_device(list(inputs), outs)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    row["time_s"] = statistics.median(times[2:])
-    return row
+
+    def launches(_fn):
+        times = []
+        for _ in range(7):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            k.run_device(list(inputs), outs)
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        return spread(times[2:])
+    return {**row, **checked_and_timed(None, out, reference, "fp32", env, timer=launches)}
 
 
-def baselines(cfg, inputs, env) -> list[dict]:
-    """torch's paths for the same computation, each timed (on the CPU: run once, untimed)."""
+def baselines(cfg, inputs, reference, env) -> list[dict]:
+    """torch's paths for the same computation, each checked against the fp32 reference and, if correct, timed
+    (on the CPU: run once, checked, untimed)."""
     F = torch.nn.functional
     out = []
 
     def attempt(name, fn):
         try:
-            fn()
+            got = fn()
             if env["where"] == "cuda":
                 torch.cuda.synchronize()
-            out.append({"path": name, "time_s": None if env["dry"] else bench(fn)})
         except Exception as e:        # a backend that refuses these inputs is reported, not fatal
             out.append({"path": name, "time_s": None, "refused": f"{type(e).__name__}: {str(e)[:200]}"})
+            return
+        out.append({"path": name, **checked_and_timed(fn, got.reshape(reference.shape), reference, "bf16", env)})
     if cfg["kind"] == "matmul":
         A, B = inputs
         attempt("torch.matmul (cuBLAS)" if not env["dry"] else "torch.matmul", lambda: A @ B)

@@ -1,23 +1,173 @@
-"""Tables and plots from committed GPU results, and the README's table written from them.
+"""Tables, prose and plots from committed GPU results, and the README's GPU section written from them.
 
-    python benchmarks/gpu/report.py [RESULTS.json ...] [--readme README.md]
+    python benchmarks/gpu/report.py [RESULTS.json ...] [--readme README.md] [--plots]
 
 With no file, every ``results/*.json`` that is not a first or dry run.  ``--readme`` rewrites the part of
-the README between ``<!-- gpu-table -->`` and ``<!-- /gpu-table -->`` (``tests/benchmarks`` fails when it
-is stale); it never holds a number that is not in a results file.
+the README between ``<!-- gpu-table -->`` and ``<!-- /gpu-table -->`` (``tests/test_gpu_benchmark.py`` fails
+when it is stale): per results file its provenance and table, then the summary in words.  It never holds a
+number that is not in a results file: every ratio and range is computed here from them.
+
+What each configuration reports, and in which words:
+
+* **the derived pick**: the tiles ``nc.derive(f, sizes=..., hardware=)`` returns (``"pick": "derived"``), the
+  library's result, with its time, its prediction and its ratios to torch's paths;
+* **the best of k (autotuned)**: the fastest of the k tile assignments timed (the derived pick and the next
+  fastest by the model): a choice the measurement made, not the model, shown beside the derived pick;
+* **provenance**: the commit measured, the driver and the clocks, or ``not recorded`` where a results file
+  does not hold them (files written before ``run.py`` recorded them: ``relabel.py``); and **stale** when a
+  commit after the one measured changed :data:`STALE_PATHS` (codegen, the plan, the time model), computed
+  from git history (:func:`staleness`), until the configuration is measured again.
+
+A range ``a-b`` is the least and the largest value, each to two decimals as the table prints them (:func:`span`):
+its ends are cells of the tables.
+
+>>> span([1.2747, 1.448, 1.3])
+'1.27-1.45'
+>>> span([0.98])
+'0.98'
 """
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 BEGIN, END = "<!-- gpu-table -->", "<!-- /gpu-table -->"
+#: the results files' format this report reads (``run.py`` writes it; ``relabel.py`` brought the older files to it)
+SCHEMA = 2
+#: the paths whose change makes a measurement stale: the printers, the plan the kernels are printed from, and the
+#: time model (its rules, the tile search by predicted time, the GPU models and their divisors)
+STALE_PATHS = ("napkin_cat/codegen", "napkin_cat/plan", "napkin_cat/hardware/predict.py",
+               "napkin_cat/hardware/timed.py", "napkin_cat/hardware/model.py", "napkin_cat/hardware/models",
+               "napkin_cat/hardware/divisors.py")
+#: a prediction "misses" when it is off the measured time by more than this fraction
+MISS = 0.25
+NOT_RECORDED = "not recorded"
 
 
+# ------------------------------------------------------------------------------------------------ reading results
+def load(path) -> dict:
+    """A results file, refused unless it is in the :data:`SCHEMA` this report reads."""
+    r = json.loads(Path(path).read_text())
+    if r.get("schema") != SCHEMA:
+        raise SystemExit(f"{path}: results schema {r.get('schema', 1)}, this report reads schema {SCHEMA}: bring it "
+                         "up to date with python benchmarks/gpu/relabel.py")
+    return r
+
+
+def derived(row) -> dict:
+    """The candidate ``nc.derive(hardware=)`` returned (exactly one per row)."""
+    (c,) = [c for c in row["candidates"] if c["pick"] == "derived"]
+    return c
+
+
+def best_of_k(row) -> dict | None:
+    """The fastest timed candidate (autotuning over the k timed); None if none was timed."""
+    timed = [c for c in row["candidates"] if c.get("time_s")]
+    return min(timed, key=lambda c: c["time_s"]) if timed else None
+
+
+def flash(row):
+    """torch's flash backend (FlashAttention-2) on the same inputs, if it ran and was timed."""
+    for b in row.get("baselines", ()):
+        if b["path"].startswith("sdpa flash") and "expanded" not in b["path"] and b.get("time_s"):
+            return b
+    return None
+
+
+def ratio(base, ours) -> float | None:
+    """How many times as fast ``ours`` is as ``base`` (base's time over ours), or None if either is untimed."""
+    if not base or not ours or not base.get("time_s") or not ours.get("time_s"):
+        return None
+    return base["time_s"] / ours["time_s"]
+
+
+def accuracy(c) -> float | None:
+    """The prediction from the run's measured ceilings over the measured time."""
+    pred = c.get("predicted_measured_ceilings_s")
+    return pred / c["time_s"] if pred and c.get("time_s") else None
+
+
+# ------------------------------------------------------------------------------------------------ provenance
+def _git(*args) -> str | None:
+    try:
+        run = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return run.stdout.strip() if run.returncode == 0 else None
+
+
+def measured_commit(result) -> tuple[str | None, bool]:
+    """``(commit, recorded)``: the commit the run recorded, else the one that committed its results file (the tree
+    measured is at most that one: the measurement cannot have included a later commit)."""
+    p = result["provenance"]
+    if not str(p.get("commit", "")).startswith(NOT_RECORDED):
+        return p["commit"], True
+    return p.get("committed_in"), False
+
+
+def staleness(result) -> dict:
+    """``{"stale": bool | None, "first": (sha, date) | None}``: whether a commit not in the measured tree (in
+    ``measured..HEAD``) changed :data:`STALE_PATHS`, and the earliest such by commit date (a later commit does
+    not change which, so the README's mark stays put); ``itself``:
+    whether that commit changes them too (for a file whose measured commit was not recorded, the commit that added
+    it may hold changes made after the measurement).  ``stale`` is None where git cannot tell (no repository, or
+    the commit is not in this clone's history)."""
+    commit, _ = measured_commit(result)
+    if not commit or _git("cat-file", "-e", f"{commit}^{{commit}}") is None:
+        return {"stale": None, "first": None, "itself": None}
+    log = _git("log", "--format=%ct %h %cs", f"{commit}..HEAD", "--", *STALE_PATHS)
+    if log is None:
+        return {"stale": None, "first": None, "itself": None}
+    first = min((line.split() for line in log.splitlines()), key=lambda f: (int(f[0]), f[1]), default=None)
+    itself = _git("diff-tree", "--no-commit-id", "--name-only", "-r", commit, "--", *STALE_PATHS)
+    return {"stale": bool(log), "first": tuple(first[1:]) if first else None, "itself": bool(itself)}
+
+
+def header(path, result) -> str:
+    """The line above a file's table: device, date, model, versions, ceilings, commit, driver, clocks, staleness."""
+    p, v, c = result["provenance"], result["versions"], result["ceilings"]
+    commit, recorded = measured_commit(result)
+    s = staleness(result)
+    if recorded:
+        at = f"commit `{commit[:7]}`" + (" with uncommitted changes" if p.get("dirty") is True else "")
+    else:
+        at = f"commit {NOT_RECORDED} (results committed in `{str(commit)[:7]}`"
+        at += (", which also changes codegen, the plan or the time model: before or after the measurement is "
+               f"{NOT_RECORDED})" if s["itself"] else ")")
+    clocks = p.get("clocks")
+    clocks = (f"SM {clocks.get('clocks.sm')}/{clocks.get('clocks.max.sm')} MHz, memory {clocks.get('clocks.mem')}/"
+              f"{clocks.get('clocks.max.mem')} MHz" if isinstance(clocks, dict) else NOT_RECORDED)
+    if s["stale"]:
+        state = (f" **Stale**: commits the tree measured did not hold change codegen, the plan or the time model "
+                 f"(the earliest: `{s['first'][0]}`, {s['first'][1]}); not re-measured since.")
+    elif s["stale"] is None:
+        state = " Staleness unknown (no git history here)."
+    else:
+        state = ""
+    rel = Path(path).resolve().relative_to(ROOT)
+    return (f"**{result['device']}**, {result['date']} (model `{result['model']}`; {at}; driver "
+            f"{_short(p.get('driver'))}; clocks {clocks}; torch {v['torch']}, Triton {v['triton']}, CUDA "
+            f"{v.get('cuda', NOT_RECORDED)}; measured ceilings: copy {c['hbm'] / 1e12:.2f} TB/s, bf16 matmul "
+            f"{c['tensor:bf16'] / 1e12:.0f} TFLOP/s; times: {_timing(result)}), from [`{rel}`]({rel}).{state}")
+
+
+def _short(field) -> str:
+    return NOT_RECORDED if field is None or str(field).startswith(NOT_RECORDED) else str(field)
+
+
+def _timing(result) -> str:
+    spreads = [c.get("spread") for row in result["rows"] for c in row.get("candidates", ())]
+    recorded = any(isinstance(s, dict) for s in spreads)
+    return "median, 10th-90th percentile in brackets" if recorded else f"medians, their spread {NOT_RECORDED}"
+
+
+# ------------------------------------------------------------------------------------------------ the table
 def label(row) -> str:
     if row["kind"] == "matmul":
         return f"matmul {row['a']}×{row['b']}×{row['c']}"
@@ -25,45 +175,114 @@ def label(row) -> str:
     return f"{row['kind']} N={row['N']} d={row['d']} B={row['batch']} H={heads}"
 
 
-def flash(row):
-    """torch's flash backend on the same inputs (the issue's baseline), if it ran."""
-    for b in row.get("baselines", ()):
-        if b["path"].startswith("sdpa flash") and b.get("time_s"):
-            return b
-    return None
+def _ms(c) -> str:
+    if not c or not c.get("time_s"):
+        return (c or {}).get("gate", "—")
+    s = c.get("spread")
+    around = f" [{s['p10'] * 1e3:.3f}-{s['p90'] * 1e3:.3f}]" if isinstance(s, dict) else ""
+    return f"{c['time_s'] * 1e3:.3f}{around}"
+
+
+def _x(v) -> str:
+    return f"{v:.2f}×" if v else "—"
+
+
+def _tiles(c) -> str:
+    return ", ".join(f"{k}={v}" for k, v in c["tiles"].items())
+
+
+COLUMNS = ("configuration", "derived pick: tiles", "ms", "TFLOP/s", "vs sdpa flash", "vs torch fastest",
+           "predicted ms (datasheet / measured ceilings)", "predicted / measured", "best of k (autotuned): tiles",
+           "ms", "vs sdpa flash", "predicted / measured", "torch fastest path", "ms", "error (derived)")
+ALIGN = ("---", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---", "---:", "---:", "---:", "---", "---:",
+         "---:")
 
 
 def table(result) -> str:
-    """A markdown table: our fastest candidate, torch's fastest path and its flash backend, the model."""
-    lines = ["| configuration | tiles (ours, fastest) | ours ms | TFLOP/s | torch fastest path | torch ms | "
-             "ours vs fastest | ours vs sdpa flash | predicted ms (datasheet) | predicted ms (measured ceilings) "
-             "| predicted / measured | error |",
-             "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-
-    def ms(t):
-        return f"{t * 1e3:.3f}" if t else "—"
+    """A markdown table: per configuration the derived pick, the best of the k timed (autotuned), torch."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "| " + " | ".join(ALIGN) + " |"]
     for row in result["rows"]:
         if "failed" in row:
-            lines.append(f"| {label(row)} | failed: {row['failed'][:80]} |" + " |" * 10)
+            lines.append(f"| {label(row)} | failed: {row['failed'][:80]} |" + " |" * (len(COLUMNS) - 2))
             continue
-        timed = [c for c in row["candidates"] if c.get("time_s")]
-        c = min(timed, key=lambda c: c["time_s"]) if timed else row["candidates"][0]
-        b, f = row.get("baseline", {}), flash(row)
-        tiles = ", ".join(f"{k}={v}" for k, v in c["tiles"].items())
-        pred = c.get("predicted_measured_ceilings_s")
-        ratio = f"{pred / c['time_s']:.2f}" if pred and c.get("time_s") else "—"
-        if row["kind"] == "cuda":
-            ratio = "— (reference backend)"
-        vs_flash = f"{f['time_s'] / c['time_s']:.2f}×" if f and c.get("time_s") else "—"
-        vs_best = f"{row['speedup']:.2f}×" if row.get("speedup") else "—"
-        lines.append(f"| {label(row)} | {tiles} | {ms(c.get('time_s'))} | {c.get('tflops', 0):.0f} | "
-                     f"{b.get('path', '—')} | {ms(b.get('time_s'))} | {vs_best} | {vs_flash} | "
-                     f"{ms(c['predicted_s'])} | {ms(pred)} | {ratio} | {c.get('error', float('nan')):.1e} |")
+        c, best, f, fastest = derived(row), best_of_k(row), flash(row), row.get("baseline")
+        k = len(row["candidates"])
+        reference = row["kind"] == "cuda"
+        acc = "— (reference backend)" if reference else (f"{accuracy(c):.2f}" if accuracy(c) else "—")
+        pred = f"{c['predicted_s'] * 1e3:.3f} / " + (f"{c['predicted_measured_ceilings_s'] * 1e3:.3f}"
+                                                      if c.get("predicted_measured_ceilings_s") else "—")
+        if k == 1:
+            autotuned = ["— (k = 1: only the derived pick timed)", "", "", ""]
+        elif best is c:
+            autotuned = [f"k = {k}: the derived pick", "", "", ""]
+        else:
+            autotuned = [f"k = {k}: {_tiles(best)}", _ms(best), _x(ratio(f, best)),
+                         f"{accuracy(best):.2f}" if accuracy(best) else "—"]
+        cells = [label(row), _tiles(c), _ms(c), f"{c['tflops']:.0f}" if c.get("tflops") else "—", _x(ratio(f, c)),
+                 _x(ratio(fastest, c)), pred, acc, *autotuned, (fastest or {}).get("path", "—"), _ms(fastest),
+                 f"{c['error']:.1e}"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------------------------------------ the words
+def span(values) -> str:
+    """``lo-hi``: the least and the largest of ``values`` to two decimals (one number if they print alike)."""
+    lo, hi = f"{min(values):.2f}", f"{max(values):.2f}"
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+GROUPS = (("attention", "attention"), ("gqa", "grouped-query attention"), ("causal", "causal attention"))
+
+
+def summary(results) -> str:
+    """The README's words under the tables, every number computed from ``results`` (``[(path, result)]``)."""
+    rows = [(r, row) for _, r in results for row in r["rows"] if "failed" not in row]
+    out = ["Against torch's FlashAttention-2 backend (`sdpa flash`, the same inputs in the same process), as "
+           "many times as fast (flash's time over ours):", ""]
+    for kind, words in GROUPS:
+        for d in sorted({row["d"] for _, row in rows if row["kind"] == kind}):
+            group = [(r, row) for r, row in rows if row["kind"] == kind and row["d"] == d and flash(row)]
+            if not group:
+                continue
+            devices = ", ".join(dict.fromkeys(r["device"] for r, _ in group))
+            line = (f"- {words}, d = {d} ({len(group)} configurations; {devices}): the derived pick "
+                    f"**{span([ratio(flash(row), derived(row)) for _, row in group])}×**")
+            ks = {len(row["candidates"]) for _, row in group}
+            if ks == {1}:
+                line += " (only the derived pick timed)"
+            else:
+                line += (f"; the best of {'/'.join(map(str, sorted(ks)))} tile choices (autotuned, not what "
+                         f"derive returns) {span([ratio(flash(row), best_of_k(row)) for _, row in group])}×")
+            out.append(line)
+    attn = [(r, row) for r, row in rows if row["kind"] in ("attention", "gqa", "causal") and row.get("baseline")]
+    if attn:
+        paths = [row["baseline"]["path"].split(",")[0] for _, row in attn]
+        common = max(set(paths), key=paths.count)
+        out += ["", f"torch's fastest path ({common} in {paths.count(common)} of {len(attn)} attention "
+                    f"configurations) is {span([1 / ratio(row['baseline'], derived(row)) for _, row in attn])}× "
+                    "as fast as the derived pick."]
+    mm = [row for _, row in rows if row["kind"] == "matmul" and row.get("baseline")]
+    if mm:
+        out[-1] += (f" The products: the derived pick at {span([ratio(row['baseline'], derived(row)) for row in mm])}"
+                    "× cuBLAS's speed.")
+    misses = [(r, row) for r, row in rows if row["kind"] != "cuda" and accuracy(derived(row))
+              and abs(accuracy(derived(row)) - 1) > MISS]
+    judged = [row for _, row in rows if row["kind"] != "cuda" and accuracy(derived(row))]
+    where = "; ".join(f"{label(row)} on the {r['device']} ({accuracy(derived(row)):.2f})" for r, row in misses)
+    out += ["", f"The time model (with the run's measured ceilings) predicts the derived pick within {MISS:.0%} "
+                f"in {len(judged) - len(misses)} of {len(judged)} configurations"
+                + (f"; it misses {where}." if misses else ".")]
+    stale = [p for p, r in results if staleness(r)["stale"]]
+    if stale:
+        out += ["", f"{len(stale)} of {len(results)} results files predate later changes to codegen, the plan or "
+                    "the time model (marked **stale** above): their numbers describe the code as it was then."]
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------------------------ the plot
 def plot(result, path):
-    """Left: TFLOP/s of ours and torch's fastest path per attention size; right: predicted against measured."""
+    """Left: TFLOP/s of the derived pick, the best of k, torch per attention size; right: predicted vs measured."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -74,55 +293,55 @@ def plot(result, path):
         if not rows:
             continue
         ns = [r["N"] for r in rows]
-        ours = [max((c.get("tflops") or 0) for c in r["candidates"]) for r in rows]
-        base = [r["flops"] / r["baseline"]["time_s"] / 1e12 if r.get("baseline", {}).get("time_s") else 0
+
+        def rate(c, row):
+            return row["flops"] / c["time_s"] / 1e12 if c and c.get("time_s") else 0
+        a.plot(ns, [rate(derived(r), r) for r in rows], "o-", color=colour, label=f"derived pick, d={d}")
+        if any(len(r["candidates"]) > 1 for r in rows):
+            a.plot(ns, [rate(best_of_k(r), r) for r in rows], "o:", color=colour, alpha=0.5,
+                   label=f"best of k (autotuned), d={d}")
+        a.plot(ns, [rate(r.get("baseline"), r) for r in rows], "s--", color=colour, alpha=0.6,
+               label=f"torch fastest path, d={d}")
+        a.plot(ns, [rate(flash(r), r) for r in rows], "^-.", color=colour, alpha=0.4, label=f"torch sdpa flash, d={d}")
+        pred = [r["flops"] / (derived(r).get("predicted_measured_ceilings_s") or derived(r)["predicted_s"]) / 1e12
                 for r in rows]
-        fl = [r["flops"] / flash(r)["time_s"] / 1e12 if flash(r) else 0 for r in rows]
-        pred = [r["flops"] / (r["candidates"][0].get("predicted_measured_ceilings_s") or
-                              r["candidates"][0]["predicted_s"]) / 1e12 for r in rows]
-        a.plot(ns, ours, "o-", color=colour, label=f"napkin-cat Triton, d={d}")
-        a.plot(ns, base, "s--", color=colour, alpha=0.6, label=f"torch fastest path, d={d}")
-        a.plot(ns, fl, "^-.", color=colour, alpha=0.4, label=f"torch sdpa flash, d={d}")
-        a.plot(ns, pred, ":", color=colour, alpha=0.6, label=f"model (measured ceilings), d={d}")
+        a.plot(ns, pred, ":", color=colour, alpha=0.6, label=f"model, derived pick (measured ceilings), d={d}")
     a.set_xscale("log", base=2)
     a.set_xlabel("sequence length N")
     a.set_ylabel("TFLOP/s")
-    a.set_title(f"{kind} attention forward, bf16 — {result['device']}")
+    a.set_title(f"{'causal attention' if kind == 'causal' else 'attention'} forward, bf16 — {result['device']}")
     a.legend(fontsize=7)
     pts = [(c["predicted_s"], c["time_s"], c.get("predicted_measured_ceilings_s")) for r in result["rows"]
-           if "failed" not in r and r["kind"] != "cuda" for c in r["candidates"] if c.get("time_s")]
+           if "failed" not in r and r["kind"] != "cuda" for c in [derived(r)] if c.get("time_s")]
     if pts:
         lo, hi = min(min(p[:2]) for p in pts) / 1.5, max(max(p[:2]) for p in pts) * 1.5
         b.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-        b.fill_between([lo, hi], [lo / 1.25, hi / 1.25], [lo * 1.25, hi * 1.25], color="0.9", label="±25 %")
+        b.fill_between([lo, hi], [lo / (1 + MISS), hi / (1 + MISS)], [lo * (1 + MISS), hi * (1 + MISS)], color="0.9",
+                       label=f"±{MISS:.0%}")
         b.loglog([p[1] for p in pts], [p[0] for p in pts], "o", label="datasheet rates")
         b.loglog([p[1] for p in pts if p[2]], [p[2] for p in pts if p[2]], "x", label="measured ceilings")
         b.set_xlabel("measured s")
         b.set_ylabel("predicted s")
         b.legend(fontsize=7)
-    b.set_title("time model: predicted against measured (Triton kernels)")
+    b.set_title("time model: predicted against measured (derived picks)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
+# ------------------------------------------------------------------------------------------------ the README
 def result_files() -> list[Path]:
+    """The results the README shows: every file but the first run's (superseded) and dry runs."""
     return sorted(p for p in (HERE / "results").glob("*.json") if "run1" not in p.stem and "dry" not in p.stem)
 
 
 def section(paths) -> str:
-    """The README's section: per results file, its device, date, versions, ceilings and table."""
+    """The README's section: per results file its header and table, then :func:`summary`."""
+    results = [(p, load(p)) for p in paths]
     out = []
-    for p in paths:
-        r = json.loads(Path(p).read_text())
-        c = r["ceilings"]
-        out.append(f"**{r['device']}**, {r['date']} (model `{r['model']}`; torch {r['versions']['torch']}, "
-                   f"Triton {r['versions']['triton']}; measured ceilings: copy {c['hbm'] / 1e12:.2f} TB/s, bf16 "
-                   f"matmul {c['tensor:bf16'] / 1e12:.0f} TFLOP/s), from "
-                   f"[`{Path(p).relative_to(HERE.parent.parent)}`]({Path(p).relative_to(HERE.parent.parent)}):")
-        out.append("")
-        out.append(table(r))
-        out.append("")
+    for p, r in results:
+        out += [header(p, r), "", table(r), ""]
+    out.append(summary(results))
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -137,13 +356,13 @@ def readme_with(text: str, paths) -> str:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", nargs="*")
-    ap.add_argument("--readme", help="rewrite this README's GPU table")
+    ap.add_argument("--readme", help="rewrite this README's GPU section")
     ap.add_argument("--plots", action="store_true", help="redraw each results file's .png beside it")
     args = ap.parse_args(argv)
     paths = [Path(p) for p in args.results] or result_files()
     if args.plots:
         for p in paths:
-            plot(json.loads(p.read_text()), p.with_suffix(".png"))
+            plot(load(p), p.with_suffix(".png"))
     if args.readme:
         readme = Path(args.readme)
         readme.write_text(readme_with(readme.read_text(), paths))

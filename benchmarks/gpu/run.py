@@ -7,21 +7,27 @@ filling the GPU as in FlashAttention-2's benchmark: batch·N = 16k tokens, 2,048
 attention; a 4096³ matrix product and a skinny one):
 
 1. ``nc.derive(f, sizes=..., hardware=<the machine's model>)`` picks the variant and tiles of least
-   predicted time (``nc.hardware.timed``); the three fastest assignments by the model are all run, so the
-   measurement also tests the model's ranking;
+   predicted time (``nc.hardware.timed``): that pick (``"pick": "derived"``) is the library's result.  Beside
+   it, the next fastest tile assignments of the same structure by the model (``"pick": "autotune"``; k = 3 in
+   all, one with ``--quick``) are timed too: the fastest of the k is *autotuning* (the measurement picks,
+   not the model), reported as such, and it tests the model's ranking;
 2. each is printed as a Triton kernel (``nc.codegen.triton``: bf16 tensor cores, fp32 accumulators,
-   runtime sizes), checked against torch in fp32 (relative L2 error), and timed
-   (``triton.testing.do_bench``, warm, median); the CUDA backend (a reference, scalar fp32) is built,
-   run, checked and its shared memory confirmed by the driver on one small plan;
-3. the baselines run in the same process: ``scaled_dot_product_attention`` on 4-D tensors under each
-   backend torch has (flash, cuDNN, efficient, default dispatch; the fastest is the comparison) and
-   ``torch.matmul`` (cuBLAS);
+   runtime sizes) and run once; its relative L2 error against torch in fp32 must be within the stated
+   tolerance (``measure.TOLERANCE``) or it is not timed (``"gate"`` says why); then it is timed
+   (``triton.testing.do_bench``: the median and the spread of every run); the CUDA backend (a reference,
+   scalar fp32) is built, run, checked and its shared memory confirmed by the driver on one small plan;
+3. the baselines run in the same process, gated the same way: ``scaled_dot_product_attention`` on 4-D
+   tensors under each backend torch has (flash, cuDNN, efficient, default dispatch; the fastest is the
+   comparison) and ``torch.matmul`` (cuBLAS);
 4. the model predicts each kernel twice: from the model's datasheet rates, and from the ceilings this
    run measures first (device-to-device copy bandwidth, an 8192³ bf16 ``torch.matmul``).
 
-Writes ``DIR/<device>-<date>.json`` (device, versions, ceilings, every configuration with measured and
-predicted times) and ``DIR/<device>-<date>.png``.  ``--dry-run`` runs the whole pipeline on the CPU at
-tiny sizes (Triton's interpreter, the CUDA kernel compiled only), untimed; CI runs it.
+Writes ``DIR/<device>-<date>.json`` and ``DIR/<device>-<date>.png``.  The JSON (``"schema": 2``) holds the
+device, the commit measured (and whether tracked files differed from it), the driver and clocks (before and
+after the cases), torch, Triton, CUDA and Python versions, the tolerance and timing method, the ceilings, and
+every configuration with each kernel's error, time and spread, and predicted times.  ``--dry-run`` runs the
+whole pipeline on the CPU at tiny sizes (Triton's interpreter, the CUDA kernel compiled only), untimed; CI
+runs it.
 """
 from __future__ import annotations
 
@@ -93,14 +99,17 @@ def flops_of(cfg) -> float:
 
 
 def candidates(r, k: int) -> list[dict]:
-    """The ``k`` fastest tile assignments by the model (distinct), fastest first."""
-    out = []
+    """What ``r = nc.derive(..., hardware=)`` returns (its tiles: ``r.optimum.exact_sizes``), then the next fastest
+    distinct tile assignments of the same structure by the model, ``k`` in all (fewer if it has fewer)."""
+    derived = {str(a): int(v) for a, v in r.optimum.exact_sizes.items()}
+    out = [{"pick": "derived", "variant": str(r.variant), "tiles": derived,
+            "model_s": r.prediction.time, "H": int(r.H)}]
     for label, tiles, seconds, H in r.timings:
         t = {str(a): int(v) for a, v in tiles.items()}
-        if t not in [c["tiles"] for c in out]:
-            out.append({"variant": label, "tiles": t, "model_s": seconds, "H": H})
         if len(out) == k:
             break
+        if label == str(r.variant) and t not in [c["tiles"] for c in out]:
+            out.append({"pick": "autotune", "variant": label, "tiles": t, "model_s": seconds, "H": H})
     return out
 
 
@@ -127,17 +136,15 @@ def run_case(cfg, env, args) -> dict:
         if cand.get("time_s"):
             cand["tflops"] = row["flops"] / cand["time_s"] / 1e12
         row["candidates"].append(cand)
-        print(f"  {cfg['kind']:9} {json.dumps(cand['tiles']):44} model {cand['predicted_s'] * 1e3:8.3f} ms  "
-              f"measured {_ms(cand.get('time_s'))}  err {cand.get('error', float('nan')):.1e}", flush=True)
+        print(f"  {cfg['kind']:9} {cand['pick']:8} {json.dumps(cand['tiles']):44} model "
+              f"{cand['predicted_s'] * 1e3:8.3f} ms  measured {_ms(cand.get('time_s'))}  "
+              f"err {cand.get('error', float('nan')):.1e}{'  ' + cand['gate'] if cand.get('gate') else ''}",
+              flush=True)
     if cfg["kind"] != "cuda":
-        row["baselines"] = measure.baselines(cfg, inputs, env)
+        row["baselines"] = measure.baselines(cfg, inputs, reference, env)
         timed = [b for b in row["baselines"] if b.get("time_s")]
         if timed:
-            best = min(timed, key=lambda b: b["time_s"])
-            row["baseline"] = best
-            ours = min((c for c in row["candidates"] if c.get("time_s")), key=lambda c: c["time_s"], default=None)
-            if ours:
-                row["speedup"] = best["time_s"] / ours["time_s"]
+            row["baseline"] = min(timed, key=lambda b: b["time_s"])
     return row
 
 
@@ -171,9 +178,11 @@ def main(argv=None):
     stem = f"{'dry-run' if args.dry_run else env['slug']}-{date}" + (f"-{args.tag}" if args.tag else "")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    result = {"device": env["device"], "model": env["model"], "date": date, "dry_run": args.dry_run,
-              "versions": {**env["versions"], "python": platform.python_version()}, "ceilings": env["ceilings"],
-              "rows": rows}
+    after = measure.provenance(dry=args.dry_run)
+    result = {"schema": 2, "device": env["device"], "model": env["model"], "date": date, "dry_run": args.dry_run,
+              "provenance": {**env["provenance"], "clocks_after": after["clocks"]},
+              "versions": {**env["versions"], "python": platform.python_version()},
+              "tolerance": measure.TOLERANCE, "timing": measure.TIMING, "ceilings": env["ceilings"], "rows": rows}
     (out / f"{stem}.json").write_text(json.dumps(result, indent=1, default=_jsonable))
     report.plot(result, out / f"{stem}.png")
     print(report.table(result))

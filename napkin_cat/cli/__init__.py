@@ -5,11 +5,12 @@
 default; ``--hardware`` a model's name or file, ``--d``, ``--n``, ``--variant``);
 ``napkin demo`` draws, evaluates and derives FlashAttention; ``napkin gallery --out DIR`` derives, draws and
 plots every library algorithm and registered example into one page; ``cost``, ``derive``, ``plan``, ``codegen``
-and ``draw`` take a library algorithm by name or a Python file that defines a diagram (``plan`` prints
-the loop nest, ``codegen`` the Triton, CUDA or C kernel of that plan, and compiles or runs it);
-``derive --grad`` derives the backward pass (``nc.grad`` of the algorithm; a file may also define
-``nc.grad(...)`` itself).  Bad input gives one line on stderr and exit status 2; ``reproduce`` exits 1
-when a value differs from the paper.
+and ``draw`` take a library algorithm by name (with keyword arguments: ``'attention(lse=True)'``) or a Python
+file that defines a diagram (``plan`` prints the loop nest, ``codegen`` the Triton, CUDA or C kernel of that
+plan, and compiles or runs it);
+``derive --grad`` derives the backward pass (``nc.grad`` of the algorithm; ``--saved --aux K`` from what
+the forward saved; a file may also define ``nc.grad(...)`` itself).  Bad input gives one line on stderr and
+exit status 2; ``reproduce`` exits 1 when a value differs from the paper.
 
 >>> main(["derive", "matmul"]) == 0
 0: kernel_formation
@@ -27,7 +28,8 @@ from napkin_cat.cli import commands, gallery
 from napkin_cat.cli.inputs import LIBRARY, CLIError
 from napkin_cat.errors import NapkinError
 
-ALGORITHM_HELP = f"a library algorithm ({', '.join(LIBRARY)}) or a Python file that defines a diagram"
+ALGORITHM_HELP = (f"a library algorithm ({', '.join(LIBRARY)}), one with keyword arguments ('attention(lse=True)') "
+                  "or a Python file that defines a diagram")
 
 
 def _natural(text: str) -> int:
@@ -98,6 +100,11 @@ def parser() -> argparse.ArgumentParser:
                    "(--memory; default the symbol M)")
     s.add_argument("--wrt", metavar="POSITIONS", help="with --grad: the inputs to differentiate, by position, e.g. "
                    "0,2 (default: every input)")
+    s.add_argument("--saved", action="store_true", help="with --grad: the gradient also takes the forward's outputs "
+                   "as it saved them (after the inputs, before the cotangents) and reads them instead of recomputing "
+                   "them (nc.grad(f, saved=True)): FlashAttention-2's backward from 'attention(lse=True)' --aux 1")
+    s.add_argument("--aux", type=_natural, default=0, metavar="K", help="with --grad: the algorithm's last K outputs "
+                   "are auxiliary (saved statistics such as a log-sum-exp): no cotangent for them (default 0)")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(fn=commands.cmd_derive)
 

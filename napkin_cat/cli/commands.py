@@ -180,10 +180,12 @@ def cmd_search(args, label, d, memory=None):
 
 def cmd_derive(args):
     label, d = algorithm(args.algorithm, name=args.name)
-    if args.wrt is not None and not args.grad:
-        raise CLIError("--wrt chooses the inputs --grad differentiates: add --grad")
+    if not args.grad:
+        for flag, given in (("--wrt", args.wrt is not None), ("--saved", args.saved), ("--aux", args.aux)):
+            if given:
+                raise CLIError(f"{flag} says how --grad differentiates: add --grad")
     if args.grad:
-        label, d = differentiated(label, d, args.wrt)
+        label, d = differentiated(label, d, args.wrt, saved=args.saved, aux=args.aux)
         if args.memory is None:     # the rule book's derivations are the forward's: search the backward's
             return cmd_search(args, label, d, memory="M")
     if args.memory is not None:

@@ -10,6 +10,12 @@ what would be legal; ``napkin`` prints it and exits with status 2 (no traceback)
 >>> label, g = differentiated("attention", library.attention(), "2,0")
 >>> label, [str(a) for a in g.dom.inside], [str(a) for a in g.cod.inside]
 ('grad(attention, wrt=2,0)', ['q×d', 'x×d', 'x×d', 'q×d'], ['x×d', 'q×d'])
+>>> label, f = algorithm("attention(lse=True)")          # a library algorithm with keyword arguments
+>>> label, [str(a) for a in f.cod.inside]
+('attention(lse=True)', ['q×d', 'q'])
+>>> label, g = differentiated(label, f, saved=True, aux=1)   # reads the saved O and L; no cotangent for L
+>>> label, len(g.dom), len(g.cod)
+('grad(attention(lse=True), saved, aux=1)', 6, 3)
 >>> parse_sizes("q=4096,x")
 Traceback (most recent call last):
 ...
@@ -17,6 +23,7 @@ napkin_cat.errors.CLIError: malformed --sizes 'q=4096,x': 'x' is not name=positi
 """
 from __future__ import annotations
 
+import ast
 import inspect
 import math
 import os
@@ -37,6 +44,10 @@ def _takes_nothing(fn) -> bool:
 #: as a window's width, are written in a Python file)
 LIBRARY = tuple(n for n in library.__all__ if n not in library.HELPERS and _takes_nothing(getattr(library, n)))
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
+#: ``name(keyword=literal, ...)``: a library algorithm built with keyword arguments
+_CALL = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\((.*)\)\s*$", re.S)
+#: what a keyword argument on the command line may be (a literal: nothing is evaluated)
+_LITERALS = (bool, int, float, str, type(None))
 _DIGITS = re.compile(r"[0-9]+")     # ASCII digits only: str.isdigit() accepts '²', which int() refuses
 #: the most values a memory may hold (as nc.optimal's limit): 2^64
 LARGEST_MEMORY_BITS = 64
@@ -50,9 +61,11 @@ def algorithm(spec: str, *, name: str | None = None) -> tuple[str, Diagram]:
     """
     if spec in LIBRARY:
         return spec, getattr(library, spec)()
+    if _CALL.match(spec):
+        return library_call(spec)
     if not spec.endswith(".py"):
-        raise CLIError(f"unknown algorithm {spec!r}: give one of {', '.join(LIBRARY)}, or a Python file "
-                       "(*.py) that defines a diagram")
+        raise CLIError(f"unknown algorithm {spec!r}: give one of {', '.join(LIBRARY)} (with keyword arguments if "
+                       "it takes some, e.g. 'attention(lse=True)'), or a Python file (*.py) that defines a diagram")
     if not os.path.isfile(spec):
         raise CLIError(f"no such file {spec!r}")
     try:
@@ -76,6 +89,47 @@ def algorithm(spec: str, *, name: str | None = None) -> tuple[str, Diagram]:
                        "`diagram = nc.einsum(\"a b, b c -> a c\")`")
     raise CLIError(f"{spec} defines several diagrams ({', '.join(sorted(found))}): name one with --name, or "
                    "call it `diagram`")
+
+
+def library_call(spec: str) -> tuple[str, Diagram]:
+    """``(label, diagram)`` from ``name(keyword=literal, ...)``: the library function ``name`` called with those
+    keyword arguments, each a Python literal (True, 64, 'x', None: read by :func:`ast.literal_eval`, nothing is
+    executed).  A name outside the library, a positional argument, a keyword the function does not take or a value
+    that is not a literal is refused naming it and what is legal."""
+    fn_name, inside = _CALL.match(spec).groups()
+    callable_names = [n for n in library.__all__ if n not in library.HELPERS]
+    if fn_name not in callable_names:
+        raise CLIError(f"unknown algorithm {fn_name!r} in {spec!r}: give one of {', '.join(callable_names)}")
+    fn = getattr(library, fn_name)
+    try:
+        call = ast.parse(f"f({inside})", mode="eval").body
+    except SyntaxError:
+        raise CLIError(f"malformed algorithm {spec!r}: write {fn_name}(keyword=value, ...), e.g. "
+                       "'attention(lse=True)'") from None
+    params = inspect.signature(fn).parameters
+    legal = ", ".join(params)
+    if call.args or any(k.arg is None for k in call.keywords):
+        raise CLIError(f"{spec!r}: give {fn_name}'s arguments by keyword ({legal})")
+    kwargs = {}
+    for k in call.keywords:
+        if k.arg not in params:
+            raise CLIError(f"{spec!r}: {fn_name} takes no argument {k.arg!r}; its arguments: {legal}")
+        try:
+            value = ast.literal_eval(k.value)
+        except ValueError:
+            value = NotImplemented          # not a literal: refused below, as a list or a dict is
+        if not isinstance(value, _LITERALS):
+            raise CLIError(f"{spec!r}: {k.arg}={ast.unparse(k.value)} is not a literal (True, False, a number, a "
+                           "quoted string or None)")
+        if k.arg in kwargs:
+            raise CLIError(f"{spec!r}: {k.arg!r} is given twice")
+        kwargs[k.arg] = value
+    try:
+        diagram = fn(**kwargs)
+    except TypeError as e:          # e.g. a required argument not given
+        raise CLIError(f"{spec!r}: {e}; its arguments: {legal}") from None
+    label = f"{fn_name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+    return label, diagram
 
 
 def parse_sizes(text: str | None) -> dict:
@@ -146,10 +200,15 @@ def parse_wrt(text: str | None, diagram) -> list | None:
     return positions
 
 
-def differentiated(label: str, diagram, wrt: str | None = None) -> tuple[str, object]:
-    """``(label, nc.grad(diagram, wrt))`` for ``--grad``: the gradient diagram takes ``diagram``'s inputs, then one
-    cotangent per output, and gives the gradients of the inputs at the positions of ``wrt`` (default: all).  A
-    primitive without a vector-Jacobian product is refused by name (:class:`~napkin_cat.errors.NoVJPError`)."""
+def differentiated(label: str, diagram, wrt: str | None = None, *, saved: bool = False,
+                   aux: int = 0) -> tuple[str, object]:
+    """``(label, nc.grad(diagram, wrt, saved=, aux=))`` for ``--grad``: the gradient diagram takes ``diagram``'s
+    inputs, with ``saved`` then all of its outputs as the forward saved them, then one cotangent per output but the
+    last ``aux``, and gives the gradients of the inputs at the positions of ``wrt`` (default: all).  A primitive
+    without a vector-Jacobian product is refused by name (:class:`~napkin_cat.errors.NoVJPError`), an ``aux``
+    outside 0 … outputs − 1 by :class:`~napkin_cat.errors.GradError`."""
     positions = parse_wrt(wrt, diagram)
     suffix = "" if positions is None else ", wrt=" + ",".join(map(str, positions))
-    return f"grad({label}{suffix})", grad(diagram, wrt=positions)
+    suffix += ", saved" if saved else ""
+    suffix += f", aux={aux}" if aux else ""
+    return f"grad({label}{suffix})", grad(diagram, wrt=positions, saved=saved, aux=aux)

@@ -1,5 +1,7 @@
 """``napkin derive --grad``: the backward pass searched from the command line, a file's own ``nc.grad(...)``,
-and one-line errors (exit 2) for a bad ``--wrt`` or a primitive without a vector-Jacobian product.
+the gradient from what the forward saved (``--saved --aux K``, on ``'attention(lse=True)'``: a library algorithm
+with keyword arguments), and one-line errors (exit 2) for a bad ``--wrt``, ``--aux`` or keyword argument, or a
+primitive without a vector-Jacobian product.
 
 The derived backward's numbers change as rules land (the recomputation rule), so these tests assert
 properties: the gradient's inputs and outputs, that it moves at least what the forward moves, that the
@@ -25,6 +27,7 @@ def test_help_names_grad_and_wrt(capsys):
         main(["derive", "--help"])
     out = capsys.readouterr().out
     assert e.value.code == 0 and "--grad" in out and "--wrt POSITIONS" in out and "cotangent" in out
+    assert "--saved" in out and "--aux K" in out and "attention(lse=True)" in out
 
 
 def test_grad_of_attention_takes_the_cotangent_and_moves_more_than_the_forward(capsys):
@@ -77,16 +80,56 @@ def test_a_file_may_define_the_gradient_itself(tmp_path, capsys):
     assert err.count("\n") == 1 and "rule book's derivation does not apply" in err and "--memory" in err
 
 
+def test_saved_and_aux_give_the_gradient_flashattention2_reads(capsys):
+    """``--grad --saved --aux 1`` on attention(lse=True): the gradient takes Q, K, V, the saved O and L, and dO (no
+    cotangent for L); it recomputes no SoftMax or log-sum-exp, and where everything fits it moves exactly its
+    inputs and outputs once, which the gradient from the inputs alone (recomputing the statistics) does not."""
+    at = ["--memory", "2^12", "--sizes", "q=64,x=64,d=16"]
+    saved = run_json(["derive", "attention(lse=True)", "--grad", "--saved", "--aux", "1", *at], capsys)
+    plain = run_json(["derive", "attention", "--grad", *at], capsys)
+    qd, xd = "q×d", "x×d"
+    assert saved["algorithm"] == "grad(attention(lse=True), saved, aux=1)"
+    assert saved["grad"] == {"inputs": [qd, xd, xd, qd, "q", qd], "outputs": [qd, xd, xd]}
+    (row,) = saved["rows"]
+    assert "SoftMax" not in json.dumps(row["variant"]) and "LSE" not in json.dumps(row["variant"]), row["variant"]
+    q, x, d = 64, 64, 16
+    compulsory = (q * d + 2 * x * d) + (q * d + q) + q * d + (q * d + 2 * x * d)   # Q K V, O L, dO; dQ dK dV
+    assert int(row["H_star"]) == compulsory == 8256
+    assert int(plain["rows"][0]["H_star"]) > compulsory
+
+
+def test_a_library_algorithm_takes_keyword_arguments():
+    from napkin_cat.cli.inputs import algorithm
+    label, d = algorithm("sliding_window_attention(window=8)")
+    assert label == "sliding_window_attention(window=8)"
+    assert nc.dumps(d) == nc.dumps(nc.library.sliding_window_attention(8))
+    label, d = algorithm(" attention( lse = True ) ")
+    assert label == "attention(lse=True)" and len(d.cod) == 2
+
+
 BAD = [
     (["derive", "attention", "--grad", "--wrt", "3"], "the diagram has no input 3; its inputs are 0: q×d, 1: x×d"),
     (["derive", "attention", "--grad", "--wrt", "x"], "malformed --wrt 'x'"),
     (["derive", "attention", "--grad", "--wrt", "1,1"], "an input is named twice"),
-    (["derive", "attention", "--wrt", "1"], "add --grad"),
+    (["derive", "attention", "--wrt", "1"], "--wrt says how --grad differentiates: add --grad"),
+    (["derive", "attention", "--saved"], "--saved says how --grad differentiates: add --grad"),
+    (["derive", "attention(lse=True)", "--aux", "1"], "--aux says how --grad differentiates: add --grad"),
+    (["derive", "attention", "--grad", "--saved", "--aux", "1"], "aux=1: f has 1 output(s); aux is 0 … 0"),
+    (["derive", "attention(lse=True)", "--grad", "--aux", "2"], "aux=2: f has 2 output(s); aux is 0 … 1"),
+    (["derive", "attention", "--grad", "--aux", "-1"], "argument --aux: '-1' is not a whole number ≥ 0"),
+    (["derive", "attention(lse=maybe)", "--grad"], "lse=maybe is not a literal"),
+    (["derive", "attention(lse=[1])", "--grad"], "lse=[1] is not a literal"),
+    (["derive", "attention(1)", "--grad"], "give attention's arguments by keyword (q, x, d, formats, lse)"),
+    (["derive", "attention(window=3)"], "attention takes no argument 'window'; its arguments: q, x, d, formats, lse"),
+    (["derive", "attention(lse=True, lse=False)"], "'lse' is given twice"),
+    (["derive", "resnet(depth=50)"], "unknown algorithm 'resnet' in 'resnet(depth=50)': give one of matmul"),
+    (["derive", "sliding_window_attention()"], "missing 1 required positional argument: 'window'"),
+    (["derive", "attention(lse=True"], "unknown algorithm 'attention(lse=True'"),
 ]
 
 
 @pytest.mark.parametrize("argv, message", BAD, ids=[b[1][:24] for b in BAD])
-def test_bad_wrt_is_one_line_and_status_2(argv, message, capsys):
+def test_bad_flags_and_arguments_are_one_line_and_status_2(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("napkin: error: ") and message in err, err

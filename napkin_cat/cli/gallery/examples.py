@@ -10,8 +10,8 @@ Sizes are the same for every entry (:data:`DEFAULT_SIZE` for an axis, :data:`AXI
 are small in practice, such as a head's width), unless an example gives its own.
 
 >>> names = [e.name for e in examples()]
->>> names[:2], "grad_attention" in names, len(names) == len(set(names))
-(['matmul', 'attention'], True, True)
+>>> names[:2], "grad_attention" in names, "grad_attention_saved" in names, len(names) == len(set(names))
+(['matmul', 'attention'], True, True, True)
 >>> example("grad_attention").build().dom[-1]    # the output's cotangent is the last input
 Ty(Array(q×d))
 """
@@ -55,8 +55,10 @@ EXAMPLES = [
             "every tile outside the band", "nc.library.sliding_window_attention(64)",
             see="tests/algorithms/test_skipping.py"),
     Example("grad_attention", lambda: grad(library.attention()),
-            "the backward pass of attention, (Q, K, V, dO) → (dQ, dK, dV), derived by the same search as the "
-            "forward", "nc.grad(nc.library.attention())", see="docs/gradients-and-time.md"),
+            "the backward pass of attention from its inputs alone, (Q, K, V, dO) → (dQ, dK, dV), derived by the same "
+            "search as the forward: it recomputes the softmax's statistics (FlashAttention-2's backward reads what "
+            "the forward saved: grad_attention_saved)", "nc.grad(nc.library.attention())",
+            see="docs/gradients-and-time.md"),
     Example("grad_cross_entropy", lambda: grad(library.cross_entropy(), wrt=(0,)),
             "the gradient of the cross-entropy loss with respect to the logits, (logits, targets, d loss) → "
             "d logits", "nc.grad(nc.library.cross_entropy(), wrt=(0,))", see="tests/autodiff"),
@@ -70,6 +72,12 @@ EXAMPLES = [
             "SoftMax over rows of 65,536 values: below the memory that holds a row, a statistics pass (the "
             "row's log-sum-exp, streamed) and a normalising pass that re-reads the row",
             'nc.softmax("n v", over="v")', sizes={"n": 64, "v": 65536}, see="tests/search/test_two_pass.py"),
+    Example("grad_attention_saved", lambda: grad(library.attention(lse=True), saved=True, aux=1),
+            "attention's backward from what its forward saved, (Q, K, V, O, L, dO) → (dQ, dK, dV) with L = "
+            "logsumexp_x(QKᵀ/√d) auxiliary (no cotangent): the probabilities recomputed from L, D = rowsum(dO∘O); "
+            "where a key block's K, V, dK and dV fit, FlashAttention-2's backward: dQ with D, dK with dV",
+            "nc.grad(nc.library.attention(lse=True), saved=True, aux=1)",
+            see="tests/search/test_derive_backward_saved.py"),
 ]
 
 
