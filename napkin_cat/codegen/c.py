@@ -1,8 +1,9 @@
 """C with OpenMP: the CPU kernel (the CUDA kernel's loop nest, run here), compiled by ``cc`` and called by ctypes.
 
 One launch per chain of Grid loops: ``#pragma omp parallel for`` over the Grid indices (every Grid of the
-chain: query blocks and heads alike), each thread with its own arena (the on-chip variables at the layout's
-offsets).  What makes it a CPU kernel rather than the CUDA one run on a CPU:
+chain: query blocks and heads alike; Grids nested along one axis, their innermost tiles), each thread with its
+own arena (the on-chip variables at the layout's offsets).  What makes it a CPU kernel rather than the CUDA one
+run on a CPU:
 
 * element loops are nested ``for`` loops the compiler vectorises (``-O3 -march=native``, no ``-ffast-math``,
   whose finite-math assumption would break the −∞-safe δ): ``exp`` is ``nc_exp``, a branch-free polynomial

@@ -1,4 +1,5 @@
-"""CUDA C++: one thread block per Grid index, the on-chip variables in one ``__shared__`` arena.
+"""CUDA C++: one thread block per Grid index (Grids nested along one axis: per innermost tile), the on-chip
+variables in one ``__shared__`` arena.
 
 The statements are the C kernel's (:mod:`napkin_cat.codegen.cfamily`): the same loop nest, extents,
 masks, addresses, arena offsets and element formulas.  What differs: an element loop is one flat loop

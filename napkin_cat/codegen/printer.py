@@ -4,8 +4,14 @@ The pseudocode printer of :mod:`napkin_cat.plan.printer` is the root; :class:`Co
 every kernel printer needs, whatever the language:
 
 * **launches**: the plan's top level cut into kernel launches, one per maximal chain of Grid loops
-  around a kernel (one thread block / program / OpenMP iteration per Grid index, ``b`` decoded into
-  the loop indices innermost first: ``i_n = b mod T_n``, ``i_{n-1} = (b div T_n) mod T_{n-1}`` …);
+  around a kernel, one thread block / program / OpenMP iteration per distinct index of the chain: the
+  count of :mod:`napkin_cat.algorithms.launches`, ``Π_a N(a, tiles along a)``.  The linear block index
+  ``b`` is decoded in two steps (:meth:`CodePrinter.decode`): a mixed radix over the axes, the last
+  fastest (``b_n = b mod N_n``, ``b_{n-1} = (b div N_n) mod N_{n-1}`` …), then each axis's ``b_a`` into the
+  indices of its Grids (:meth:`CodePrinter.unflatten`): one Grid's index is ``b_a``; Grids nested along
+  one axis (an inner Grid cuts each tile of the outer, the last tile shorter) number their innermost
+  tiles in a radix of constant places, a whole tile of ``g`` holding ``C = N(g, inner tiles)`` of them:
+  ``i = ⌊b_a/C⌋``, and the inner Grids decode ``b_a mod C`` the same way (a last, shorter tile holds fewer);
 * **extents**: a tile's extent in the current trip, ``e = min(tile, full − i·tile)`` (the mask of a
   ragged edge), bound to the tile's symbol inside its loop as the numpy runner binds it;
 * **expressions**: sizes substituted, loop indices and extents kept, printed through the dialect's
@@ -23,6 +29,16 @@ every kernel printer needs, whatever the language:
 >>> printer = CodePrinter(p)
 >>> printer.code(printer.extent_of(grid)), printer.decode(launches(p)[0], "b")
 ('min(2, 5 - 2*i_a)', [('i_a', 'b')])
+
+Grids nested along one axis (``a = 10`` cut in 7s, each tile cut in 3s: ``(3 + 3 + 1) + 3``) launch their
+innermost tiles:
+
+>>> nested = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "a", "h_a")
+>>> p = nc.plan(nested, {"a": 10, "b": 4, "c": 3, "g_a": 7, "h_a": 3, "s_b": 2})
+>>> [(len(l.chains), l.blocks) for l in launches(p)]
+[(1, 4)]
+>>> CodePrinter(p).decode(launches(p)[0], "b")
+[('nc_b_a', 'b'), ('i_a', 'nc_b_a / 3'), ('i_ap', 'nc_b_a % 3')]
 """
 from __future__ import annotations
 
@@ -30,9 +46,10 @@ from dataclasses import dataclass
 
 import sympy
 
+from napkin_cat.algorithms.launches import tiles_of_axis
 from napkin_cat.codegen.errors import CodegenError, UnknownKindError
 from napkin_cat.codegen.layout import layouts
-from napkin_cat.plan.ir import Alloc, Free, GridLoop, Kernel, StreamLoop, writes
+from napkin_cat.plan.ir import Alloc, Free, GridLoop, Kernel, Range, StreamLoop, writes
 from napkin_cat.plan.accumulate import separated
 from napkin_cat.plan.printer import Printer
 from napkin_cat.plan.program import Plan
@@ -50,8 +67,9 @@ def ident(name: str) -> str:
 
 @dataclass(frozen=True)
 class Launch:
-    """One kernel launch: the Grid loops around it (outermost first; ``blocks`` = the product of their
-    trips) and the statements each block runs."""
+    """One kernel launch: the Grid loops around it (outermost first), the statements each block runs and its
+    ``blocks``, the distinct indices of its Grids (``Π_a N(a, tiles along a)``, Grids nested along one axis
+    counted by their innermost tiles)."""
 
     grids: tuple
     body: tuple
@@ -62,11 +80,46 @@ class Launch:
     def name(self) -> str:
         return f"nc_kernel{self.index}"
 
+    @property
+    def chains(self) -> tuple:
+        """Its Grids by axis (:func:`chains`)."""
+        return chains(self.grids)
+
+
+def chains(grids) -> tuple:
+    """Grid loops by axis, in order of first appearance, each chain outermost first (more than one Grid: Grids
+    nested along one axis)."""
+    out: dict = {}
+    for g in grids:
+        out.setdefault(g.axis, []).append(g)
+    return tuple(tuple(c) for c in out.values())
+
 
 def _only(stmts):
     """The single non-Free statement of a block, or None."""
     rest = [s for s in stmts if not isinstance(s, Free)]
     return rest[0] if len(rest) == 1 else None
+
+
+def tile_extent(loop) -> sympy.Expr:
+    """The extent of ``loop``'s tile in the trip ``loop.index``: ``min(tile, full − index·tile)``."""
+    return Range(loop.index * loop.tile, loop.tile, loop.full).extent
+
+
+def launched(loop, outer, sizes) -> bool:
+    """Whether the Grid loop ``loop``, directly inside the Grids ``outer``, is launched with them: its trips are
+    constant, or it cuts the tile of the innermost of them along its axis (Grids nested along one axis)."""
+    along = [g for g in outer if g.axis == loop.axis]
+    if along:
+        return sympy.expand(sympy.sympify(loop.full) - tile_extent(along[-1])) == 0
+    return sympy.ceiling(sympy.sympify(loop.full).subs(sizes) / sympy.sympify(loop.tile).subs(sizes)).is_Integer
+
+
+def chain_count(chain, sizes=None) -> sympy.Expr:
+    """``N(n, (g₁, g₂, …))``: the innermost tiles of Grids nested along one axis (one Grid: its trips), at
+    ``sizes`` (a mapping, or None to keep the symbols)."""
+    at = (lambda e: sympy.sympify(e).subs(sizes)) if sizes is not None else sympy.sympify
+    return tiles_of_axis(at(chain[0].full), [at(g.tile) for g in chain])
 
 
 def launches(p) -> list[Launch]:
@@ -83,19 +136,14 @@ def launches(p) -> list[Launch]:
         if isinstance(s, GridLoop):
             flush()
             grids, inner = [], s
-            while isinstance(inner, GridLoop) and _trips(inner, p.sizes) is not None:
+            while isinstance(inner, GridLoop) and launched(inner, grids, p.sizes):
                 grids.append(inner)
-                nxt = _only(inner.body)
-                if not isinstance(nxt, GridLoop) or _trips(nxt, p.sizes) is None:
-                    break
-                inner = nxt
+                inner = _only(inner.body)
             if not grids:
                 out.append(Launch((), (s,), 1, len(out)))
                 continue
-            blocks = 1
-            for g in grids:
-                blocks *= _trips(g, p.sizes)
-            out.append(Launch(tuple(grids), tuple(grids[-1].body), blocks, len(out)))
+            blocks = sympy.Mul(*[chain_count(c, p.sizes) for c in chains(grids)])
+            out.append(Launch(tuple(grids), tuple(grids[-1].body), int(blocks), len(out)))
         elif isinstance(s, Kernel):
             flush()
             out.append(Launch((), (s,), 1, len(out)))
@@ -103,11 +151,6 @@ def launches(p) -> list[Launch]:
             loose.append(s)
     flush()
     return out
-
-
-def _trips(loop, sizes):
-    t = sympy.ceiling(sympy.sympify(loop.full).subs(sizes) / sympy.sympify(loop.tile).subs(sizes))
-    return int(t) if t.is_Integer else None
 
 
 #: the largest element index a kernel computes (its indices and extents are 32-bit ints)
@@ -217,6 +260,12 @@ class CodePrinter(Printer):
             return "*".join(factors)
         if e.is_Pow and e.exp.is_Integer and e.exp > 0:
             return "*".join([self._atom(e.base, names)] * int(e.exp))
+        if isinstance(e, sympy.floor):      # of non-negative integers: integer division
+            num, den = sympy.fraction(sympy.together(e.args[0]))
+            if den.is_Integer or den.is_positive:
+                return self.div_template.format(self._atom(num, names), self._atom(den, names))
+        if isinstance(e, sympy.Mod):
+            return self.mod_template.format(self._atom(e.args[0], names), self._atom(e.args[1], names))
         if isinstance(e, sympy.ceiling):
             num, den = sympy.fraction(sympy.together(e.args[0]))
             if den.is_Integer:
@@ -233,7 +282,8 @@ class CodePrinter(Printer):
 
     def _atom(self, e, names) -> str:
         s = self._expr(e, names)
-        return f"({s})" if (e.is_Add or (e.is_Number and e < 0) or isinstance(e, sympy.ceiling)) else s
+        wrap = e.is_Add or (e.is_Number and e < 0) or isinstance(e, (sympy.ceiling, sympy.floor, sympy.Mod))
+        return f"({s})" if wrap else s
 
     def number(self, value) -> str:
         """A floating-point literal."""
@@ -278,18 +328,59 @@ class CodePrinter(Printer):
             self.extents[loop.tile] = saved
 
     def decode(self, launch, block: str) -> list[tuple[str, str]]:
-        """``(index, expression)`` of each Grid index of ``launch`` from the linear block index ``block``:
-        the innermost varies fastest (``i_n = b mod T_n``, ``i_{n-1} = (b div T_n) mod T_{n-1}``, …)."""
+        """``(name, expression)`` of each Grid index of ``launch`` (and of each nested chain's flat index) from
+        the linear block index ``block``, in the order they are defined: the mixed radix over the launch's
+        axes (:meth:`radix`), then each axis's Grids (:meth:`unflatten`)."""
+        chains = self.chain_order(launch)
+        out = []
+        for chain, flat in zip(chains, self.radix([self.count(c) for c in chains], block)):
+            out += self.unflatten(chain, flat)
+        return out
+
+    def chain_order(self, launch) -> list:
+        """The launch's chains of Grids (one per axis), the fastest-varying last."""
+        return list(launch.chains)
+
+    def count(self, chain) -> sympy.Expr:
+        """The blocks of one axis: ``N(n, tiles)`` at the plan's sizes."""
+        return chain_count(chain, self.sizes)
+
+    def radix(self, counts: list, block: str) -> list[str]:
+        """Each axis's index from ``block`` in the mixed radix of ``counts``, the last fastest:
+        ``b_n = b mod N_n``, ``b_{n-1} = (b div N_n) mod N_{n-1}``, …; the first is ``b div Π_{k>1} N_k``."""
         out, div = [], 1
-        grids = list(launch.grids)
-        for k, g in enumerate(reversed(grids)):
-            t = int(self.trips(g))
+        for k, n in enumerate(reversed(counts)):
+            t = int(n)
             q = block if div == 1 else self.div_template.format(block, div)
-            outermost = k == len(grids) - 1
-            out.append((ident(g.index.name), q if outermost else self.mod_template.format(
-                q if div == 1 else f"({q})", t)))
+            outermost = k == len(counts) - 1
+            out.append(q if outermost else self.mod_template.format(q if div == 1 else f"({q})", t))
             div *= t
         return list(reversed(out))
+
+    def unflatten(self, chain, flat: str) -> list[tuple[str, str]]:
+        """``(name, expression)`` of the indices of Grids nested along one axis (outermost first, tiles
+        ``g₁, g₂, …``) from ``flat``, the index of their innermost tile (one Grid: its index is ``flat``).
+
+        A whole tile of ``g_j`` holds ``C_j = N(g_j, (g_{j+1}, …))`` innermost tiles (``C_k = 1``) and every tile
+        before the last one is whole, so the innermost tiles are numbered in a radix of constant places::
+
+            r_1 = r        i_j = ⌊r_j / C_j⌋        r_{j+1} = r_j mod C_j
+
+        the last tile of each level, shorter, just holds fewer (``N(n mod g, …) ≤ C``, so no index overflows).
+        The remainders nest: ``r_3 = (r mod C_1) mod C_2``, not ``r mod C_2`` (``C_2`` need not divide ``C_1``:
+        ``N(4, (3, 1)) = 4``, ``N(3, (1,)) = 3``).
+        """
+        if len(chain) == 1:
+            return [(ident(chain[0].index.name), flat)]
+        name = f"nc_b_{ident(chain[0].axis)}"
+        r = sympy.Symbol(name, integer=True, nonnegative=True)
+        tiles = [self.nominal(g.tile) for g in chain]
+        places = [tiles_of_axis(tiles[j], tiles[j + 1:]) for j in range(len(chain) - 1)] + [sympy.Integer(1)]
+        out = [(name, flat)]
+        for g, place in zip(chain, places):
+            out.append((ident(g.index.name), self.code(sympy.floor(r / place))))
+            r = sympy.Mod(r, place)
+        return out
 
     # ------------------------------------------------------------------ refs
     def strides(self, var: str) -> dict:

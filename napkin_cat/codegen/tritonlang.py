@@ -5,9 +5,10 @@ The same printer over the same IR (:class:`~napkin_cat.codegen.printer.CodePrint
 =================  ===========================================================================
 plan               Triton
 =================  ===========================================================================
-Grid loops         ``tl.program_id(0)``, decoded into the loop indices; the Grid whose axis the
-                   streamed inputs do not carry varies fastest (blocks that share their
-                   streamed tiles run together and meet them in L2)
+Grid loops         ``tl.program_id(0)``, decoded into the loop indices (Grids nested along one
+                   axis: a program per innermost tile); the axis the streamed inputs do not
+                   carry varies fastest (blocks that share their streamed tiles run together
+                   and meet them in L2)
 Stream loop        ``for i in range(trips)``; the stream's state is the loop-carried tensors
 on-chip variable   a block tensor, each axis padded to a power of two (at least 16, ``tl.dot``'s
                    smallest side), an axis of extent 1 dropped; its current extents make its mask;
@@ -192,28 +193,25 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
         return out
 
     def blocks(self, launch) -> sympy.Expr:
-        """Programs a launch runs: the product of its Grids' trips (runtime sizes symbolic)."""
-        n = sympy.Integer(1)
-        for g in launch.grids:
-            n = n * self.trips(g)
-        return n
+        """Programs a launch runs: ``Π_a N(a, tiles along a)``, the one count (runtime sizes symbolic)."""
+        return sympy.Mul(*[self.count(c) for c in launch.chains])
 
-    def grid_order(self, launch) -> list:
-        """The launch's Grids, the fastest-varying last: a Grid whose axis fewer streamed inputs carry varies
-        faster (consecutive programs then read the same streamed tiles, from L2)."""
+    def chain_order(self, launch) -> list:
+        """The launch's chains of Grids (one per axis), the fastest-varying last: an axis fewer streamed inputs
+        carry varies faster (consecutive programs then read the same streamed tiles, from L2)."""
         streamed = [self.variables[s.src.var] for loop in walk(launch.body) if isinstance(loop, StreamLoop)
                     for s in loop.body if isinstance(s, Load) and self.variables[s.src.var].level == 0]
-        carried = {g: sum(g.axis in v.axes for v in streamed) for g in launch.grids}
-        return sorted(launch.grids, key=lambda g: -carried[g])
+        carried = {c: sum(c[0].axis in v.axes for v in streamed) for c in launch.chains}
+        return sorted(launch.chains, key=lambda c: -carried[c])
 
-    def decode(self, launch, block: str) -> list[tuple[str, str]]:
+    def radix(self, counts: list, block: str) -> list[str]:
+        """The mixed radix of :meth:`CodePrinter.radix` with runtime counts (``//``, the products printed)."""
         out, div = [], None
-        grids = self.grid_order(launch)
-        for k, g in enumerate(reversed(grids)):
-            t = self.code(self.trips(g))
+        for k, n in enumerate(reversed(counts)):
+            t = self.code(n)
             t = t if t.isidentifier() or t.isdigit() else f"({t})"
             q = block if div is None else f"{block} // {div}"
-            out.append((ident(g.index.name), q if k == len(grids) - 1 else f"({q}) % {t}"))
+            out.append(q if k == len(counts) - 1 else f"({q}) % {t}")
             div = t if div is None else f"({div} * {t})"
         return list(reversed(out))
 
