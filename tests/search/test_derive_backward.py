@@ -86,7 +86,7 @@ def test_the_derived_backward_runs_at_ragged_sizes(derived):
     xs = [rng.normal(size=s) for s in ((7, 4), (5, 4), (5, 4), (7, 4))]
     y, counted = nc.plan(d, sizes).run(*xs)
     want = nc.evaluate(nc.grad(nc.library.attention()), *xs)
-    for a, b in zip(y, want):
+    for a, b in zip(y, want, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
     assert counted.transfers == at(d, sizes).H
 

@@ -102,7 +102,7 @@ def test_the_derived_causal_backward_runs_at_ragged_sizes(derived):
     xs = [rng.normal(size=s) for s in ((7, 4), (5, 4), (5, 4), (7, 4))]
     y, counted = nc.plan(d, sizes).run(*xs)
     want = nc.evaluate(nc.grad(nc.library.causal_attention()), *xs)
-    for a, b in zip(y, want):
+    for a, b in zip(y, want, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
     assert counted.transfers == at(d, sizes).H
 
@@ -116,7 +116,7 @@ def test_the_c_kernels_of_the_causal_backward_skip_and_compute_the_gradient(deri
     assert k.source.count("continue;   // the mask is never true on this trip") == 5
     rng = np.random.default_rng(1)
     xs = [rng.normal(size=s) for s in ((7, 4), (5, 4), (5, 4), (7, 4))]
-    for a, b in zip(k(*xs), nc.evaluate(nc.grad(nc.library.causal_attention()), *xs)):
+    for a, b in zip(k(*xs), nc.evaluate(nc.grad(nc.library.causal_attention()), *xs), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 

@@ -119,7 +119,7 @@ def test_the_derived_backward_runs_at_ragged_sizes(derived):
     O, L = nc.evaluate(nc.library.attention(lse=True), Q, K, V)
     y, counted = nc.plan(d, sizes).run(Q, K, V, O, L, dO)
     want = nc.evaluate(nc.grad(nc.library.attention()), Q, K, V, dO)
-    for a, b in zip(y, want):
+    for a, b in zip(y, want, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
     assert counted.transfers == at(d, sizes).H
 
