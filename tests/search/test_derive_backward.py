@@ -11,9 +11,9 @@ than each alone.
 
 Each H is checked by routes that do not go through the search: the instrumented run of the derived plan at its
 own tiles counts the same transfers, it is 1.6 to 1.8 times FlashAttention-2's formula, and at least the lower
-bound.  Three memories at q = x = 256, d = 32 run by default (:mod:`backward_io`); q = x = 4096, d = 128 at seven
-memories with ``NAPKIN_SLOW=1`` (measured: 321,388,544 at 2^14, 237,502,464 at 2^15, then 148,393,984 at 2^16 …
-14,209,024 at 2^20, 1.69 to 1.70 times the formula from 2^16; below 2^16 the kernels do not fit and P is stored)."""
+bound.  Three memories at q = x = 256, d = 32 run by default (:mod:`backward_io`; measured 648,448, 365,824 and
+224,512 at 2^12, 2^13, 2^14: 1.70 times the formula); q = x = 4096, d = 128 at seven memories with
+``NAPKIN_SLOW=1`` (148,393,984 at 2^16 and 14,209,024 at 2^20; the table in test_derive_backward_saved.py)."""
 from __future__ import annotations
 
 import os
