@@ -88,11 +88,11 @@ def test_the_derived_backward_runs_at_ragged_sizes(derived):
     sizes = {"q": 7, "x": 5, "d": 4, **tiles}
     rng = np.random.default_rng(0)
     xs = [rng.normal(size=s) for s in ((7, 4), (5, 4), (5, 4), (7, 4))]
-    y, counted_ = nc.plan(d, sizes).run(*xs)
+    y, counts = nc.plan(d, sizes).run(*xs)
     want = nc.evaluate(nc.grad(nc.library.attention()), *xs)
     for a, b in zip(y, want, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
-    assert counted_.transfers == at(d, sizes).H
+    assert counts.transfers == at(d, sizes).H
 
 
 def test_the_backward_bound_is_the_papers(derived):
