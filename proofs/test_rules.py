@@ -118,7 +118,7 @@ def test_auxiliary_to_unscaled_for_any_running_state(data, x):
     box = next(b for b in aux if b.name == "SoftMax₀")
     rhs = auxiliary_to_unscaled.apply(box)
     with np.errstate(all="ignore"):
-        for a, b in zip(nc.evaluate(box, X, mu, z), nc.evaluate(rhs, X, mu, z)):
+        for a, b in zip(nc.evaluate(box, X, mu, z), nc.evaluate(rhs, X, mu, z), strict=True):
             assert np.allclose(a, b, equal_nan=True, rtol=1e-12, atol=1e-12)
 
 

@@ -65,15 +65,15 @@ def _fold(sched, xs, axis_pos, cuts, env):
 
 def _merge(sched, a, b):
     out = []
-    for r, d, x, y in zip(sched.reducers, sched.merges, a, b):
+    for r, d, x, y in zip(sched.reducers, sched.merges, a, b, strict=True):
         got = nc.evaluate(d, *x, *y)
         out.append(list(got) if isinstance(got, tuple) else [got])
     return out
 
 
 def _close(a, b):
-    for x, y in zip(a, b):
-        for u, v in zip(x, y):
+    for x, y in zip(a, b, strict=True):
+        for u, v in zip(x, y, strict=True):
             np.testing.assert_allclose(u, v, rtol=1e-9, atol=1e-9 * max(1.0, float(np.max(np.abs(v)))))
 
 

@@ -48,7 +48,8 @@ def test_a_split_stream_computes_the_function_at_ragged_sizes(name, seed):
     trips = -(-sizes[axis] // s)
     for P in sorted({1, 2, int(rng.integers(1, trips + 1)), trips}):
         got = nc.evaluate(split(name), *xs, sizes={**sizes, f"g_{grouped}": 2, f"s_{axis}": s, "P": P})
-        for g, w in zip(got if isinstance(got, tuple) else [got], want if isinstance(want, tuple) else [want]):
+        for g, w in zip(got if isinstance(got, tuple) else [got], want if isinstance(want, tuple) else [want],
+                        strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(w).max()))
 
 

@@ -39,7 +39,7 @@ def as_tuple(y):
 
 def pairing(f, xs, ybar) -> float:
     """⟨ȳ, f(x)⟩."""
-    return sum(float(np.sum(a * b)) for a, b in zip(as_tuple(nc.evaluate(f, *xs)), ybar))
+    return sum(float(np.sum(a * b)) for a, b in zip(as_tuple(nc.evaluate(f, *xs)), ybar, strict=True))
 
 
 @pytest.mark.parametrize("name", sorted(LIBRARY))
@@ -104,7 +104,7 @@ def test_grad_agrees_with_torch_autograd(name):
     (y,) = [TORCH[name](*ts)]
     y.backward(torch.tensor(ybar[0]))
     ours = as_tuple(nc.evaluate(nc.grad(f), *xs, *ybar))
-    for i, (t, g) in enumerate(zip(ts, ours)):
+    for i, (t, g) in enumerate(zip(ts, ours, strict=True)):
         assert np.allclose(t.grad.numpy(), g, rtol=1e-8, atol=1e-10), f"input {i} of {name}"
 
 

@@ -51,7 +51,8 @@ def check_saved_equals_unsaved(f, xs, wrt=None):
     ybar = [RNG.standard_normal(o.shape) for o in outs[:1]]
     want = nc.evaluate(nc.grad(f, wrt, aux=len(outs) - 1), *xs, *ybar)
     got = nc.evaluate(nc.grad(f, wrt, saved=True, aux=len(outs) - 1), *xs, *outs, *ybar)
-    for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+    for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,),
+                    strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
@@ -83,7 +84,7 @@ def test_the_adjoint_identity_needs_the_cotangent_from_one_contraction_only():
     xs = [RNG.standard_normal((3, 4)), RNG.standard_normal((4, 2))]
     outs = nc.evaluate(f, *xs)
     ybar = [RNG.standard_normal(o.shape) for o in outs]
-    for a, w in zip(nc.evaluate(g, *xs, *outs, *ybar), nc.evaluate(nc.grad(f), *xs, *ybar)):
+    for a, w in zip(nc.evaluate(g, *xs, *outs, *ybar), nc.evaluate(nc.grad(f), *xs, *ybar), strict=True):
         np.testing.assert_allclose(a, w, rtol=1e-10)
 
 
@@ -131,7 +132,7 @@ def test_the_library_forward_returns_the_log_sum_exp_and_its_gradient_agrees(mak
     g = nc.grad(make(True), wrt=[0, 1, 2], saved=True, aux=1)
     assert "softmax" not in kinds(g)
     got = nc.evaluate(g, Q, K, V, O, L, dO)
-    for a, w in zip(got, nc.evaluate(nc.grad(make(False)), Q, K, V, dO)):
+    for a, w in zip(got, nc.evaluate(nc.grad(make(False)), Q, K, V, dO), strict=True):
         np.testing.assert_allclose(a, w, rtol=1e-9, atol=1e-12)
     eps = 1e-6                                       # and central finite differences of ⟨dO, O⟩
     for i, x in enumerate((Q, K, V)):
@@ -147,7 +148,7 @@ def test_aux_without_saved_differentiates_the_other_outputs():
     g = nc.grad(f, aux=1)
     assert [str(a) for a in g.dom.inside] == ["q[3]×d[2]", "x[4]×d[2]", "x[4]×d[2]", "q[3]×d[2]"]
     xs = [RNG.standard_normal(s) for s in ((3, 2), (4, 2), (4, 2), (3, 2))]
-    for a, w in zip(nc.evaluate(g, *xs), nc.evaluate(nc.grad(nc.library.attention(q=3, x=4, d=2)), *xs)):
+    for a, w in zip(nc.evaluate(g, *xs), nc.evaluate(nc.grad(nc.library.attention(q=3, x=4, d=2)), *xs), strict=True):
         np.testing.assert_allclose(a, w, rtol=1e-12)
     assert len(nc.grad(f).dom) == 5 and len(nc.grad(f, saved=True).dom) == 7
 

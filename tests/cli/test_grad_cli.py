@@ -39,7 +39,7 @@ def test_grad_of_attention_takes_the_cotangent_and_moves_more_than_the_forward(c
     assert back["grad"] == {"inputs": ins + outs, "outputs": ins}        # (Q, K, V, dO) → (dQ, dK, dV)
     assert "grad" not in forward
     assert [r["M"] for r in back["rows"]] == [r["M"] for r in forward["rows"]] == ["2048", "4096"]
-    for b, f in zip(back["rows"], forward["rows"]):
+    for b, f in zip(back["rows"], forward["rows"], strict=True):
         assert int(b["H_star"]) >= int(f["H_star"]) > 0, (b, f)
 
 

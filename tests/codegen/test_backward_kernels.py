@@ -46,7 +46,7 @@ def check(kernel, form, axes, seed=0):
     if form == "saved":
         O, L = nc.evaluate(nc.library.attention(lse=True), *wide[:3])
         xs = xs[:3] + [O.astype(np.float32), L.astype(np.float32)] + xs[3:]
-    for got, w in zip(kernel(*xs), want):
+    for got, w in zip(kernel(*xs), want, strict=True):
         np.testing.assert_allclose(np.asarray(got, np.float64), w, rtol=1e-4, atol=1e-5)
 
 

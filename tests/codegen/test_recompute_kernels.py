@@ -46,7 +46,7 @@ def want(Q, K, V, W):
 
 
 def close(got, exp, tol=1e-4):
-    for g, w in zip(got, exp):
+    for g, w in zip(got, exp, strict=True):
         np.testing.assert_allclose(np.asarray(g, np.float64), w, rtol=tol, atol=tol)
 
 

@@ -41,7 +41,8 @@ def _check(kernel, f, p, seed=0):
           for arr in f.dom.inside]
     got = kernel(*xs)
     want = nc.evaluate(f, *[x.astype(np.float64) for x in xs])
-    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,),
+                    strict=True):
         np.testing.assert_allclose(np.asarray(g), w, rtol=2e-4, atol=2e-5)
 
 

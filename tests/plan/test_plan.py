@@ -48,7 +48,14 @@ def test_variables_carry_what_the_configuration_tables_read(flash):
     assert dict(o.shape) == {"q": symbol("g_q"), "d": symbol("d")}
     assert o.size == symbol("g_q") * symbol("d") and o.bytes == 4 * symbol("g_q") * symbol("d")
     assert o.level == 1 and o.dtype == "fp32" and "stream(x)" in o.origin
-    assert p.smem_bytes == p.peak_bytes[1] == 4 * p.peak[1]
+    # the shared memory is what the instrumented run measures live at level 1 (fp32, one buffer each: 4 bytes a
+    # value), and that is the paper's Table 1 at g_q = 4, s_x = 2, d = 4: Q and o (2·g·d), the V slice (s·d), the
+    # scores (g·s) and μ, z, δ (3g)
+    assert {(v.dtype, v.buffers) for v in p.variables if v.level == 1} == {("fp32", 1)}
+    _, counted = p.run(*_data(nc.library.attention(), {"q": 8, "x": 8, "d": 4}))
+    g, s, dd = 4, 2, 4
+    assert counted.peak == {1: 2 * g * dd + s * dd + g * s + 3 * g}
+    assert p.smem_bytes == p.peak_bytes[1] == 4 * counted.peak[1]
 
 
 def test_ragged_tiles_print_as_masked(flash):

@@ -68,7 +68,7 @@ def check(function, algorithm, sizes, seed=0):
     xs = inputs(function, env, np.random.default_rng(seed))
     y, n = p.run(*xs)
     want = nc.evaluate(function, *xs)
-    for a, b in zip(y if isinstance(y, tuple) else (y,), want if isinstance(want, tuple) else (want,)):
+    for a, b in zip(y if isinstance(y, tuple) else (y,), want if isinstance(want, tuple) else (want,), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
     c = at(algorithm, sizes)
     assert n.transfers == c.H and n.bytes == c.H_bytes

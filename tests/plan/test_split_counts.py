@@ -48,7 +48,7 @@ def check(name, sizes, seed=0):
     xs = [rng.normal(size=tuple(sizes[a.name] for a in arr.axes)) for arr in f.dom.inside]
     y, n = p.run(*xs)
     want = nc.evaluate(f, *xs)
-    for a, b in zip(y if isinstance(y, tuple) else (y,), want if isinstance(want, tuple) else (want,)):
+    for a, b in zip(y if isinstance(y, tuple) else (y,), want if isinstance(want, tuple) else (want,), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
     c = at(d, sizes)
     assert n.transfers == c.H and n.bytes == c.H_bytes

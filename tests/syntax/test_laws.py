@@ -257,7 +257,7 @@ def test_weave_is_evaluated_as_a_map(data):
     got = as_tuple(nc.evaluate(w, *xs))
     for k in range(2):
         want = as_tuple(nc.evaluate(f, *(x[k] if i in S else x for i, x in enumerate(xs))))
-        for y, z in zip(got, want):
+        for y, z in zip(got, want, strict=True):
             np.testing.assert_allclose(y[k], z, rtol=1e-12, atol=0)
 
 

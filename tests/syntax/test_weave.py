@@ -127,7 +127,7 @@ def test_weave_through_swaps_copies_and_discards(helpers, rng):
         xs = [rng.normal(size=(3, 4) if i in inputs else (4,)) for i in range(3)]
         got = nc.evaluate(w, *xs)
         want = per_index(d, [i in inputs for i in range(3)], *xs, h=3)
-        for g, r in zip(got, want):
+        for g, r in zip(got, want, strict=True):
             np.testing.assert_allclose(g, r, rtol=1e-12)
 
 
