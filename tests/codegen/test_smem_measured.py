@@ -26,9 +26,10 @@ from rewrites import flash_attention
 from kernels_common import HAVE_NVCC
 
 
-def _derived(f, memory, sizes, **options):
+def _derived(f, memory, sizes, tiles=None, **options):
+    """The plan of what derive returns, at its tiles or at ``tiles`` (the search may pick tiles of 1 where H ties)."""
     r = nc.derive(f, memory=memory, sizes=sizes, **options)
-    return nc.plan(r.diagram, {**r.sizes, **{k: int(v) for k, v in r.regimes[0].tiles.items()}})
+    return nc.plan(r.diagram, {**r.sizes, **{k: int(v) for k, v in r.regimes[0].tiles.items()}, **(tiles or {})})
 
 
 PLANS = {
@@ -40,7 +41,8 @@ PLANS = {
                                                                   {"q": 16, "x": 24, "d": 8}),
     "layer norm (derived)": lambda: _derived(nc.library.layer_norm(), 2 ** 12, {"n": 64, "d": 256}),
     "softmax of long rows (derived: two passes)": lambda: _derived(nc.softmax("n v", over="v"), 2 ** 7,
-                                                                   {"n": 4, "v": 512}),
+                                                                   {"n": 8, "v": 512},
+                                                                   {"g_n": 4, "s_v": 16, "g_n_2": 2, "s_v_2": 32}),
     "attention at decode (derived: a split stream)": lambda: _derived(nc.library.attention(), 2 ** 13,
                                                                       {"q": 1, "x": 1024, "d": 64}, min_blocks=8),
 }
