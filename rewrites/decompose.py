@@ -29,6 +29,7 @@ from __future__ import annotations
 import napkin_cat as nc
 from napkin_cat.algorithms.partitions import relabel_axis
 from napkin_cat.rewriting.match import Pattern, kind, where
+from napkin_cat.rewriting.obligation import shape_of
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
 from rewrites.softmax import SAME_FORMAT, SAME_ORDER, SURVIVES, WEAVED, _binary, _bind_softmax, _online, initialize
 
@@ -250,7 +251,7 @@ def _online_instance(rng):
 
 
 def _extreme(rng, diagram, sizes):
-    xs = [rng.normal(size=tuple(a.size for a in arr.axes)) for arr in diagram.dom.inside]
+    xs = [rng.normal(size=shape_of(arr, sizes)) for arr in diagram.dom.inside]
     xs[0] = xs[0] * [1.0, 1e2, 1e4][int(rng.integers(3))]
     return xs
 

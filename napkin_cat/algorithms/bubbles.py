@@ -27,7 +27,7 @@ from napkin_cat.errors import AxisError
 from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty, as_level
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.relabel import map_arrays
-from napkin_cat.syntax.weave import insert_at, weave
+from napkin_cat.syntax.weave import insert_at, weave_inside
 
 REGIONS: dict[str, type] = {}
 
@@ -64,12 +64,15 @@ class Region(Bubble):
         return dict(self.params)
 
     def woven(self, axis, inputs: dict, position: int) -> "Region":
-        """Weave a region: weave its inside; the region keeps its parameters (fusion theorem)."""
-        inner = weave(self.arg, axis, inputs=inputs, position=position)
+        """Weave a region: weave its inside; the region keeps its parameters (fusion theorem).  An output that
+        depends on no weaved input stays as it was: the weave copies it along the axis after the region
+        (:func:`~napkin_cat.syntax.weave.weave_inside`), so that a kernel moves what it computes, no more."""
+        inner, flags = weave_inside(self.arg, axis, inputs=inputs, position=position)
         dom = list(self.dom.inside)
         for i, p in inputs.items():
             dom[i] = dom[i].replace(axes=insert_at(dom[i].axes, axis, p, f"input {i} of {self.name}"))
-        cod = [a.replace(axes=insert_at(a.axes, axis, position, f"output of {self.name}")) for a in self.cod.inside]
+        cod = [a if f is None else a.replace(axes=insert_at(a.axes, axis, position, f"output of {self.name}"))
+               for a, f in zip(self.cod.inside, flags)]
         return type(self).rebuild(inner, Ty(*dom), Ty(*cod), self.params)
 
     def __eq__(self, other):

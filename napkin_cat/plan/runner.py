@@ -204,8 +204,11 @@ class Machine:
 
     def _move(self, s, frame):
         x = np.array(self.view(s.src, frame), dtype=self.numpy_dtype(s.dst.var))
-        if s.dst.whole and x.ndim != len(self.vars[s.dst.var].shape):   # one part of a split's partials: its
-            x = x.reshape(self.shape(s.dst.var, frame))                   # unit part axis dropped
+        src, dst = tuple(self.vars[s.src.var].axes), tuple(self.vars[s.dst.var].axes)
+        if src != dst and sorted(src) == sorted(dst):     # a woven transfer that also moves its axes: by name
+            x = x.transpose([src.index(a) for a in dst])
+        elif s.dst.whole and x.ndim != len(self.vars[s.dst.var].shape):   # one part of a split's partials: its
+            x = x.reshape(self.shape(s.dst.var, frame))                     # unit part axis dropped
         if self.counters is not None:
             n = x.size
             _count(self.counters.transfers, s.level, n)

@@ -5,6 +5,11 @@ compares both sides numerically (random sizes, random tile sizes, given or norma
 sympy checks for algebraic laws, and checks the rule's cost claim.  A failure raises
 :class:`ObligationError` with the counterexample (seed, sizes, output, max error, match).
 
+Every obligation is also discharged on random *variants* of its instances (``varied=True``: the same
+left-hand side with its axes renamed, some sizes made concrete and extra axes woven at random positions,
+:mod:`napkin_cat.rewriting.variants`), one mechanism for every rule: a variant the rule does not match proves
+nothing and is counted as such (``rewrites == 0``); one it matches must rewrite to the same function.
+
 >>> import numpy as np, napkin_cat as nc
 >>> sorted(random_sizes(np.random.default_rng(0), nc.einsum("q d, x d -> q x")))
 ['d', 'q', 'x']
@@ -16,10 +21,11 @@ from typing import Callable
 
 import numpy as np
 
-from napkin_cat.errors import ObligationError
+from napkin_cat.errors import NapkinError, ObligationError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.equivalent import free_sizes, tile_sizes
 from napkin_cat.semantics.evaluate import evaluate
+from napkin_cat.rewriting.variants import vary
 from napkin_cat.syntax.sizes import Sizes
 
 
@@ -64,11 +70,18 @@ class Obligation:
     rtol: float = 1e-6
     atol: float = 1e-8
 
-    def check_instance(self, rule, seed: int) -> dict:
-        """Rewrite one random instance at each of its matches; return the evidence."""
+    def check_instance(self, rule, seed: int, *, varied: bool = False) -> dict:
+        """Rewrite one random instance (``varied``: a random variant of it) at each of its first three matches;
+        return the evidence: ``rewrites``, ``max_error`` and ``variant`` (the steps that made it, or ``()``)."""
         rng = np.random.default_rng(seed)
-        lhs = self.instances(rng)
+        lhs, steps = self.instances(rng), ()
+        if varied:
+            v = vary(lhs, rng)
+            lhs, steps = v.diagram, v.steps
+        where = f"seed {seed}" + (f", varied: {'; '.join(steps)}" if varied else "")
         ms = rule.matches(lhs)
+        if not ms and varied:
+            return {"rewrites": 0, "max_error": 0.0, "variant": steps}
         if not ms:
             raise ObligationError(f"rule {rule.name!r}: its obligation's instance (seed {seed}) has no "
                                   f"legal match: the instance generator must produce the left-hand side",
@@ -80,23 +93,29 @@ class Obligation:
             sizes = random_sizes(rng, lhs)
             xs = (self.inputs(rng, lhs, sizes) if self.inputs is not None
                   else [rng.normal(size=shape_of(a, sizes)) for a in lhs.dom.inside])
-            worst = max(worst, self._compare(rule, lhs, rhs, xs, sizes, seed, m))
+            worst = max(worst, self._compare(rule, lhs, rhs, xs, sizes, seed, m, where))
             if self.structural is not None and not self.structural(lhs, rhs):
                 raise ObligationError(f"rule {rule.name!r}: structural check failed at {m.describe()} "
-                                      f"(seed {seed})", {"seed": seed, "match": m.describe()})
+                                      f"({where})", {"seed": seed, "match": m.describe(), "variant": steps})
             if self.cost is not None:
                 try:
                     self.cost(lhs, rhs, m)
                 except AssertionError as e:
                     raise ObligationError(f"rule {rule.name!r}: cost claim fails at {m.describe()} "
-                                          f"(seed {seed}): {e}", {"seed": seed}) from None
-        return {"rewrites": n, "max_error": worst}
+                                          f"({where}): {e}", {"seed": seed, "variant": steps}) from None
+        return {"rewrites": n, "max_error": worst, "variant": steps}
 
-    def _compare(self, rule, lhs, rhs, xs, sizes, seed, m) -> float:
+    def _compare(self, rule, lhs, rhs, xs, sizes, seed, m, where: str) -> float:
         sizes = bind_tiles(np.random.default_rng(seed), sizes, lhs, rhs)
         with np.errstate(all="ignore"):
             y1 = evaluate(lhs, *xs, sizes=Sizes(sizes).restrict(lhs))
-            y2 = evaluate(rhs, *xs, sizes=Sizes(sizes).restrict(rhs))
+            try:
+                y2 = evaluate(rhs, *xs, sizes=Sizes(sizes).restrict(rhs))
+            except (NapkinError, ValueError, TypeError, IndexError, KeyError) as e:   # numpy's, on a bad rewrite
+                raise ObligationError(
+                    f"rule {rule.name!r} is unsound: counterexample ({where}) at {m.describe()}: the left-hand side "
+                    f"runs at sizes {sizes}, its rewrite does not: {type(e).__name__}: {str(e).splitlines()[0]}",
+                    {"seed": seed, "sizes": sizes, "match": m.describe(), "lhs": lhs}) from e
             y1 = y1 if isinstance(y1, tuple) else (y1,)
             y2 = y2 if isinstance(y2, tuple) else (y2,)
             worst = 0.0
@@ -112,27 +131,32 @@ class Obligation:
                     what = f"differs by up to {err:.3g}" if same_nan else \
                         f"is NaN where the other side is not (finite entries differ by up to {err:.3g})"
                     raise ObligationError(
-                        f"rule {rule.name!r} is unsound: counterexample (seed {seed}) at {m.describe()}: "
+                        f"rule {rule.name!r} is unsound: counterexample ({where}) at {m.describe()}: "
                         f"output {j} {what} at sizes {sizes} (input shapes {shapes})",
                         {"seed": seed, "sizes": sizes, "output": j, "max_error": err,
                          "match": m.describe(), "inputs": xs, "lhs": lhs})
                 worst = max(worst, err)
         return worst
 
-    def discharge(self, rule, *, seed: int = 0, trials: int | None = None) -> "Proof":
-        """Run the symbolic checks and ``trials`` random instances; raise ObligationError on failure."""
+    def discharge(self, rule, *, seed: int = 0, trials: int | None = None, variants: int = 0) -> "Proof":
+        """Run the symbolic checks, ``trials`` random instances and ``variants`` random variants of instances;
+        raise ObligationError on failure."""
         for check in self.symbolic:
             try:
                 check()
             except AssertionError as e:
                 raise ObligationError(f"rule {rule.name!r}: symbolic check {check.__name__!r} fails: {e}")
-        rewrites, worst = 0, 0.0
+        rewrites, varied, worst = 0, 0, 0.0
         for t in range(self.trials if trials is None else trials):
             ev = self.check_instance(rule, seed + t)
             rewrites += ev["rewrites"]
             worst = max(worst, ev["max_error"])
+        for t in range(variants):
+            ev = self.check_instance(rule, seed + t, varied=True)
+            varied += ev["rewrites"]
+            worst = max(worst, ev["max_error"])
         return Proof(rule.name, rewrites, worst, tuple(c.__name__ for c in self.symbolic),
-                     self.cost is not None)
+                     self.cost is not None, varied)
 
 
 @dataclass(frozen=True)
@@ -144,3 +168,4 @@ class Proof:
     max_error: float
     symbolic: tuple
     cost_checked: bool
+    varied: int = 0          # rewrites made on random variants of the instances

@@ -127,9 +127,31 @@ def weave(diagram: Diagram, axis, inputs=None, position: int = 0, sizes: dict | 
     ``{index: position}``; ``position``: where the axis goes in the outputs
     (and in the listed inputs), Python-insert style (``-1`` is last); the axis size
     as a keyword (``h=8``) or in ``sizes=`` (any name, ``sizes={"position": 8}``).
+    An output that depends on no weaved input is copied along the axis at the end.
     """
     sizes = {**more, **(sizes or {})}
     axis = resolve([axis], sizes)[0]
+    woven, flags = weave_inside(diagram, axis, inputs, position)
+    wires, items = list(woven.cod.inside), []
+    for j, f in enumerate(flags):
+        if f is None:
+            b = broadcast_box(wires[j], axis, position)
+            items.append((Ty(*wires[:j]), b, Ty(*wires[j + 1:])))
+            wires[j] = b.cod.inside[0]
+    return woven >> from_layers(woven.cod, Ty(*wires), items) if items else woven
+
+
+def weave_inside(diagram: Diagram, axis: Axis, inputs=None, position: int = 0) -> tuple:
+    """``(woven, flags)``: :func:`weave` without the final copies: an output that depends on no weaved input
+    is left as it was (its flag None; the others' flag is ``position``).  A region is woven so (its inside's
+    unweaved outputs are copied outside it, where the copy is a function of its own, not inside a kernel).
+
+    >>> import napkin_cat as nc
+    >>> d = nc.elementwise("exp", "q") @ nc.elementwise("tanh", "x")
+    >>> w, flags = weave_inside(d, Axis("h", 2), inputs=[0], position=-1)
+    >>> w.cod, flags
+    (Ty(Array(q×h[2]), Array(x)), (-1, None))
+    """
     for arr in all_arrays(diagram):
         if axis.name in arr.names:
             raise WeaveError(f"cannot weave over {axis.name!r}: the diagram already has it in {arr}; "
@@ -157,7 +179,9 @@ def weave(diagram: Diagram, axis, inputs=None, position: int = 0, sizes: dict | 
         fl = [f for _, f in step.ins]
         box, woven = step.box, {j: f for j, f in enumerate(fl) if f is not None}
         if isinstance(box, Bubble):  # a region weaves its inside (the algorithms layer says how)
-            new_box, out_flag = box.woven(axis, woven, position), position
+            new_box = box.woven(axis, woven, position)
+            put(step, new_box)
+            return [(a, position if axis.name in a.names else None) for a in new_box.cod.inside]
         elif woven:
             new_box, out_flag = weave_box(box, axis, woven, position), position
         else:
@@ -176,10 +200,4 @@ def weave(diagram: Diagram, axis, inputs=None, position: int = 0, sizes: dict | 
         return [(new_box.cod.inside[0], step.ins[0][1])]
 
     out = traverse(diagram, zip(wires, flags), on_box, merge=merge, on_wiring=on_wiring)
-    wires, flags = [a for a, _ in out], [f for _, f in out]
-    for j, f in enumerate(flags):
-        if f is None:
-            b = broadcast_box(wires[j], axis, position)
-            items.append((Ty(*wires[:j]), b, Ty(*wires[j + 1:])))
-            wires[j] = b.cod.inside[0]
-    return from_layers(dom, Ty(*wires), items)
+    return from_layers(dom, Ty(*(a for a, _ in out)), items), tuple(f for _, f in out)

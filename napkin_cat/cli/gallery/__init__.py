@@ -18,13 +18,13 @@ import os
 import time
 from dataclasses import dataclass
 
-from napkin_cat.cli.gallery.build import Result, compute, draw_files, file_names
+from napkin_cat.cli.gallery.build import Result, code_fingerprint, compute, draw_files, file_names
 from napkin_cat.cli.gallery.examples import AXIS_SIZES, DEFAULT_SIZE, EXAMPLES, Example, example, examples
 from napkin_cat.cli.gallery.page import page, sections
 from napkin_cat.errors import CLIError, NapkinError
 
-__all__ = ["build", "command", "compute", "examples", "example", "Example", "EXAMPLES", "Result", "sections",
-           "DEFAULT_MEMORY", "default_memories", "DEFAULT_SIZE", "AXIS_SIZES", "FORMATS"]
+__all__ = ["build", "command", "compute", "code_fingerprint", "examples", "example", "Example", "EXAMPLES", "Result",
+           "sections", "DEFAULT_MEMORY", "default_memories", "DEFAULT_SIZE", "AXIS_SIZES", "FORMATS"]
 
 #: the memories every entry is derived at, unless ``--memory`` says otherwise
 DEFAULT_MEMORY = "2^8..2^20"
@@ -90,7 +90,7 @@ def build(out: str, *, markdown: str | None = None, only=None, sizes: dict | Non
     if not only:
         _remove_old_entries(out, {e.name for e in chosen})
     page_dir = os.path.dirname(os.path.abspath(markdown))
-    text = page(results, files, page_dir, command or f"napkin gallery --out {out}", memories)
+    text = page(results, files, page_dir, command or f"napkin gallery --out {out}", memories, code_fingerprint())
     with open(markdown, "w", encoding="utf-8") as f:
         f.write(text)
     return Built(results, markdown, time.perf_counter() - start)

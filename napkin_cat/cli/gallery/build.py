@@ -12,15 +12,28 @@ and the curves by :func:`napkin_cat.render.curves.plot_derivation` (``napkin der
 [(1024, 4096, 'fully fused')]
 >>> r.rows[0]["H"], r.rows[0]["unfused"], r.bound_name.startswith("Hong-Kung")
 (28672, 28672, True)
+
+An entry is a function of its inputs (:func:`fingerprint`: the diagram, sizes, memories) and of the code that
+computes it (:func:`code_fingerprint`: the packages in :data:`CODE` and every registered rule book's package,
+their comments and docstrings left out), so the page records both and its test fails when either changed::
+
+    code_text("x = 1  # one") == code_text('x = 1')      # a comment or a docstring is not code
 """
 from __future__ import annotations
 
+import ast
 import hashlib
+import io
 import json
 import os
 import time
+import tokenize
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from importlib.util import find_spec
+from pathlib import Path
 
+from napkin_cat.algorithms.accumulators import PLUGIN_GROUPS
 from napkin_cat.errors import CLIError, MemoryLimitError, NapkinError
 
 #: bump when what a section says changes without its inputs changing (the fingerprint covers it)
@@ -72,6 +85,74 @@ def fingerprint(example, diagram, sizes: dict, memories: list) -> str:
                        "about": example.about, "options": example.options,
                        "format": FORMAT}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+#: the parts of ``napkin_cat`` an entry is computed by (paths under the package): what builds the diagram, rewrites,
+#: derives, costs, plans and draws it, and the gallery's own modules and the CLI text they print; not the kernels'
+#: printers, the GPU models, JSON, the paper's report, the fuzz or the other commands, which no entry runs
+CODE = ("errors.py", "syntax", "algorithms", "library", "autodiff", "semantics", "cost", "rewriting", "search", "plan",
+        "render", "cli/gallery", "cli/commands.py", "cli/inputs.py")
+PACKAGE = Path(__file__).resolve().parents[2]
+
+
+def code_text(source: str) -> str:
+    """What of a module's source runs: its text without comments, docstrings and blank lines (so that prose
+    edits leave the fingerprint alone); from positions that every Python since 3.8 reports alike.
+
+    >>> code_text("def f(x):\\n    'Twice x.'\\n    return 2 * x   # doubled\\n\\n")
+    'def f(x):\\n    return 2 * x'
+    """
+    lines = source.splitlines()
+    cut = []          # (line, column) spans, 1-based lines, to blank out
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body and \
+                isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and \
+                isinstance(body[0].value.value, str):
+            d = body[0]
+            cut.append(((d.lineno, d.col_offset), (d.end_lineno, d.end_col_offset)))
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            cut.append((tok.start, tok.end))
+    for (l0, c0), (l1, c1) in sorted(cut, reverse=True):
+        if l0 == l1:
+            lines[l0 - 1] = lines[l0 - 1][:c0] + lines[l0 - 1][c1:]
+        else:
+            lines[l0 - 1:l1] = [lines[l0 - 1][:c0] + lines[l1 - 1][c1:]]
+    return "\n".join(line.rstrip() for line in lines if line.strip())
+
+
+def code_sources() -> dict:
+    """``{part: {relative path: file}}``: each part of :data:`CODE` (under ``napkin_cat/``), and the top-level
+    package of every registered rule book and accumulator form (the entry points of the groups
+    :data:`~napkin_cat.algorithms.accumulators.PLUGIN_GROUPS`: ``rewrites`` for the paper's), its ``.py`` files."""
+    roots = {name: PACKAGE / name for name in CODE}
+    for group in PLUGIN_GROUPS:
+        for ep in entry_points(group=group):
+            top = ep.value.split(":")[0].split(".")[0]
+            spec = find_spec(top)
+            if spec is not None and spec.origin is not None:
+                origin = Path(spec.origin)
+                roots.setdefault(top, origin.parent if spec.submodule_search_locations else origin)
+    out = {}
+    for name, root in roots.items():
+        files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
+        base = root if root.is_dir() else root.parent
+        out[name] = {f.relative_to(base).as_posix(): f for f in files}
+    return out
+
+
+def code_fingerprint() -> dict:
+    """``{part: hash}``: the hash of the code of each part of :func:`code_sources` (its files' paths and their
+    :func:`code_text`), and ``"all"``, the hash of them all."""
+    out = {}
+    for name, files in code_sources().items():
+        h = hashlib.sha256()
+        for rel, f in files.items():
+            h.update(f"{rel}\n{code_text(f.read_text(encoding='utf-8'))}\n".encode())
+        out[name] = h.hexdigest()[:8]
+    out["all"] = hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest()[:16]
+    return out
 
 
 def _derive(diagram, memories: list, sizes: dict, options=None):
