@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from napkin_cat.syntax.adapter import Array, Diagram, Ty
-from napkin_cat.syntax.axis import Axis, check_name, resolve
+from napkin_cat.syntax.axis import MAX_AXES, Axis, check_name, resolve
 from napkin_cat.syntax.dtype import FP32
 from napkin_cat.errors import AxisError, SignatureError, UnknownPrimitiveError
 from napkin_cat.syntax.ops import ARITY, ELEMENTWISE, REDUCTIONS
@@ -61,6 +61,9 @@ def parse(signature: str, *, arrow: bool | None = None) -> tuple[list[list[str]]
                 if not _TOKEN.match(n):
                     raise SignatureError(f"cannot parse {signature!r}: {n!r} in {where} operand {k} "
                                          "is not an axis name (letters, digits, _ and ')")
+            if len(names) > MAX_AXES:
+                raise SignatureError(f"{where} operand {k} of the signature names {len(names)} axes; an array "
+                                     f"carries at most {MAX_AXES} (the most dimensions numpy holds before numpy 2)")
             if len(set(names)) != len(names):
                 dup = sorted({n for n in names if names.count(n) > 1})[0]
                 raise SignatureError(f"{where} operand {k} of {signature!r} names axis {dup!r} twice; "

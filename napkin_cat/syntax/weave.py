@@ -120,6 +120,13 @@ def all_arrays(diagram: Diagram):
             yield from all_arrays(box.arg)
 
 
+def _whole(value, what: str) -> int:
+    """``value`` as an int (a position or an input index), refused unless it is a whole number (not a bool)."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise WeaveError(f"{what} must be a whole number, got {value!r}")
+    return int(value)
+
+
 def weave(diagram: Diagram, axis, inputs=None, position: int = 0, sizes: dict | None = None, **more) -> Diagram:
     """Map ``diagram`` over a new ``axis`` (name or :class:`Axis`).
 
@@ -135,10 +142,20 @@ def weave(diagram: Diagram, axis, inputs=None, position: int = 0, sizes: dict | 
             raise WeaveError(f"cannot weave over {axis.name!r}: the diagram already has it in {arr}; "
                              "weave over a new axis name")
     n = len(diagram.dom)
+    position = _whole(position, "the position of the woven axis")
     if inputs is None:
         inputs = {i: position for i in range(n)}
-    elif not isinstance(inputs, dict):
-        inputs = {int(i): position for i in inputs}
+    elif isinstance(inputs, dict):
+        inputs = {_whole(i, "a woven input"): _whole(p, f"the position of the axis in input {i}")
+                  for i, p in inputs.items()}
+    elif isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__iter__"):
+        raise WeaveError(f"inputs= lists the woven inputs (e.g. [0, 1]) or maps them to positions ({{0: -1}}), "
+                         f"got {inputs!r}")
+    else:
+        listed = [_whole(i, "a woven input") for i in inputs]
+        if len(set(listed)) != len(listed):
+            raise WeaveError(f"inputs={list(listed)} names an input twice; name each woven input once")
+        inputs = {i: position for i in listed}
     for i in inputs:
         if not 0 <= i < n:
             raise WeaveError(f"cannot weave input {i}: the diagram has inputs 0..{n - 1}")
