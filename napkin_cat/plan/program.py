@@ -30,6 +30,7 @@ from napkin_cat.plan.liveness import with_frees
 from napkin_cat.plan.printer import Printer, variable_table
 from napkin_cat.plan.runner import Machine
 from napkin_cat.plan.static import static_peak
+from napkin_cat.semantics.footprint import check_room
 from napkin_cat.syntax.adapter import Bubble, Diagram, layers
 from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.syntax.sizes import as_sizes, symbols_of
@@ -88,9 +89,14 @@ class Plan:
         if len(arrays) != len(self.inputs):
             raise ShapeError(f"the plan takes {len(self.inputs)} array(s) "
                              f"{[str(a) for a in self.diagram.dom.inside]}, got {len(arrays)}")
+        for v in self.variables:         # every array the run holds, at full tiles: refused before any is made
+            check_room(math.prod(int(sympy.sympify(e).subs(self.sizes)) for _, e in v.shape),
+                       f"the variable {v.name}[{'×'.join(v.axes)}]")
         out = []
         for k, (name, x) in enumerate(zip(self.inputs, arrays)):
             x = np.asarray(x)
+            if not (np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.bool_)):
+                raise ShapeError(f"argument {k} ({name}): expected a numeric array, got dtype {x.dtype}")
             v = self.variable_map[name]
             want = tuple(int(sympy.sympify(e).subs(self.sizes)) for _, e in v.shape)
             if x.shape != want:

@@ -28,6 +28,10 @@ Size = "sympy.Expr | int"
 #: on; napkin-cat supports numpy ≥ 1.24), and the numpy functor (``nc.evaluate``, the plan runner) must be able to
 #: hold every array of a diagram
 MAX_AXES = 32
+#: the largest concrete size of an axis or tile: an axis of more values than a 64-bit address space holds cannot
+#: be stored or indexed, and the exact tile search factors every size (a number of hundreds of digits would take
+#: forever); the largest memory ``nc.optimal`` takes is the same (``LARGEST_MEMORY``)
+LARGEST_SIZE = 2 ** 64
 
 
 @lru_cache(maxsize=None)
@@ -56,8 +60,9 @@ def as_size(name: str, size) -> "sympy.Expr | int":
         raise AxisError(f"size of axis {name!r} must be a positive integer or a symbol, got {size!r}")
     if isinstance(size, int) or (hasattr(size, "__index__") and not isinstance(size, sympy.Basic)):
         size = int(size)
-        if size <= 0:
-            raise AxisError(f"size of axis {name!r} must be a positive integer, got {size}")
+        if not 0 < size <= LARGEST_SIZE:
+            raise AxisError(f"size of axis {name!r} must be a positive integer of at most 2^64 (a 64-bit address "
+                            f"space), got {size}")
         return size
     if isinstance(size, str):
         return symbol(check_name(size))
