@@ -100,8 +100,9 @@ MAX_ARRAYS = 1 << 16
 #: the most wires summed over a document's layers: every layer stores the wires beside its box, so a diagram of
 #: ``MAX_WIRES`` wires and ``MAX_LAYERS`` layers would take minutes; a million wire-layers take about a second
 MAX_AREA = 1 << 21
-#: the most characters of a document (``json.loads`` of this many takes a fraction of a second)
-MAX_DOCUMENT_CHARS = 1 << 25
+#: the most characters of a document: thirty times the largest diagram of the library (the gradient of
+#: ``transformer_block``, 144,312), refused before ``json.loads`` (which takes about a second for 5 MB here)
+MAX_DOCUMENT_CHARS = 1 << 22
 #: the most JSON values (numbers, strings, lists, objects) in a document: fifty times the largest diagram of the
 #: library (the gradient of ``transformer_block``, 19,402 values)
 MAX_VALUES = 1 << 20
@@ -450,8 +451,6 @@ def check_extent(obj, path: str = "diagram") -> dict:
     ...
     napkin_cat.errors.SerialisationError: diagram.layers: the document has more than 10000 layers (regions' ...
     """
-    if count_values(obj, MAX_VALUES) > MAX_VALUES:
-        _fail(path, f"the document has more than {MAX_VALUES} JSON values, this reader's limit")
     total = {"layers": 0, "arrays": 0, "area": 0}
     limits = {"layers": MAX_LAYERS, "arrays": MAX_ARRAYS, "area": MAX_AREA}
     what = {"layers": "layers", "arrays": "arrays", "area": "wires summed over its layers"}
@@ -486,6 +485,8 @@ def check_extent(obj, path: str = "diagram") -> dict:
             wires = max(0, wires + change)
             if isinstance(box, dict) and box.get("type") == "region":
                 stack.append((box.get("diagram"), f"{where}.layers[{i}].box.diagram"))
+    if count_values(obj, MAX_VALUES) > MAX_VALUES:     # after the layers: a long list of layers is refused at once
+        _fail(path, f"the document has more than {MAX_VALUES} JSON values, this reader's limit")
     return total
 
 

@@ -60,9 +60,10 @@ def as_size(name: str, size) -> "sympy.Expr | int":
         raise AxisError(f"size of axis {name!r} must be a positive integer or a symbol, got {size!r}")
     if isinstance(size, int) or (hasattr(size, "__index__") and not isinstance(size, sympy.Basic)):
         size = int(size)
-        if not 0 < size <= LARGEST_SIZE:
-            raise AxisError(f"size of axis {name!r} must be a positive integer of at most 2^64 (a 64-bit address "
-                            f"space), got {size}")
+        if size <= 0:
+            raise AxisError(f"size of axis {name!r} must be a positive integer, got {size}")
+        if size > LARGEST_SIZE:
+            raise AxisError(f"size of axis {name!r} must be at most 2^64 (a 64-bit address space), got {size}")
         return size
     if isinstance(size, str):
         return symbol(check_name(size))
