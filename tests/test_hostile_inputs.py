@@ -106,6 +106,12 @@ def test_a_document_within_the_limits_loads_in_linear_time():
     assert len(d.boxes) == 10_000 and np.array_equal(nc.evaluate(d, x), x)
 
 
+def test_a_trace_of_too_many_steps_is_refused_before_its_diagrams_are_built():
+    step = {"rule": "kernel_formation", "key": [], "description": "", "fresh": True, "params": []}
+    text = json.dumps({"napkin_cat_trace": 1, "steps": [step] * 5000})
+    refused(lambda: nc.Trace.loads(text), nc.RewriteError, r"a trace of 5000 steps: this reader takes at most 4096")
+
+
 def test_a_document_that_shares_its_lists_is_counted_as_written_out():
     """``from_json`` takes Python objects: a list shared 200 times over is 2^200 values written out."""
     tree = ["Add", "a", 1]
@@ -149,6 +155,7 @@ def test_an_axis_size_is_a_positive_int_or_an_expression_in_sizes(size, message)
     (lambda: nc.elementwise("scale", "q", const="2"), nc.SignatureError, r"the const of elementwise 'scale'"),
     (lambda: nc.library.sliding_window_attention(PAYLOAD), nc.IndexingError, r"the window w = .* is not an integer"),
     (lambda: nc.grad(ATT, wrt=1.5), nc.GradError, r"wrt=1\.5: give an input position or a list"),
+    (lambda: nc.Builder("q d"), nc.ArgumentError, r"a Builder starts from a type .* got str 'q d'"),
 ])
 def test_syntax_refuses_what_the_functors_cannot_hold(call, error, message):
     refused(call, error, message)
