@@ -181,6 +181,15 @@ def test_a_run_larger_than_memory_is_refused_before_it_allocates():
     refused(lambda: p(Q, Q, Q), nc.MemoryLimitError, r"1099511627776 values")
 
 
+@pytest.mark.parametrize("options, message", [
+    ({"trials": 10 ** 9}, r"trials must be a positive int of at most 1000, got 1000000000"),
+    ({"high": 10 ** 30}, r"high must be an int 1 … 1048576"), ({"low": 0}, r"low must be an int 1 …"),
+    ({"low": 5, "high": 2}, r"low = 5 is above high = 2"),
+])
+def test_an_equivalence_check_asks_for_bounded_work(options, message):
+    refused(lambda: nc.equivalent(ATT, FLASH, **options), nc.NapkinError, message)
+
+
 def test_a_plan_runs_numbers_only():
     p = nc.plan(FLASH, {"q": 8, "x": 8, "d": 2, "g_q": 4, "s_x": 4})
     X = np.ones((8, 2))

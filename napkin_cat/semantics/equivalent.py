@@ -42,6 +42,8 @@ TRIAL_KINDS = ("ragged", "tiles ≥ 2", "random")
 UNTILED_KINDS = ("sizes ≥ 2", "random")
 #: the most entries a drawn array may have before distinct sizes give way to sizes 2 and 3
 LARGEST_DRAW = 1 << 20
+#: the most trials one comparison runs: each evaluates both diagrams (the library's checks run 1 to 30)
+MAX_TRIALS = 1000
 
 
 @dataclass
@@ -202,8 +204,14 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
     for name, d in (("first", d1), ("second", d2)):
         if not isinstance(d, Diagram):
             raise NapkinError(f"nc.equivalent compares two diagrams; the {name} is a {type(d).__name__}")
-    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
-        raise NapkinError(f"trials must be a positive int, got {trials!r}")
+    if not isinstance(trials, int) or isinstance(trials, bool) or not 1 <= trials <= MAX_TRIALS:
+        raise NapkinError(f"trials must be a positive int of at most {MAX_TRIALS}, got {trials!r}")
+    for name, bound in (("low", low), ("high", high)):
+        if isinstance(bound, bool) or not isinstance(bound, int) or not 1 <= bound <= LARGEST_DRAW:
+            raise NapkinError(f"{name} must be an int 1 … {LARGEST_DRAW} (the range random sizes are drawn from), "
+                              f"got {bound!r}")
+    if high < low:
+        raise NapkinError(f"random sizes are drawn from low … high: low = {low} is above high = {high}")
     if d1.dom != d2.dom or d1.cod != d2.cod:
         return Equivalence(False, f"types differ: {d1.dom} → {d1.cod} vs {d2.dom} → {d2.cod}", seed=seed)
     rng = np.random.default_rng(seed)
