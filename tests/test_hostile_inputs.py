@@ -156,6 +156,9 @@ def test_an_axis_size_is_a_positive_int_or_an_expression_in_sizes(size, message)
     (lambda: nc.library.sliding_window_attention(PAYLOAD), nc.IndexingError, r"the window w = .* is not an integer"),
     (lambda: nc.grad(ATT, wrt=1.5), nc.GradError, r"wrt=1\.5: give an input position or a list"),
     (lambda: nc.Builder("q d"), nc.ArgumentError, r"a Builder starts from a type .* got str 'q d'"),
+    (lambda: nc.Array(("q",)), nc.ArgumentError, r"Array axes must be Axis objects .* got 'q'"),
+    (lambda: nc.declare(3, lambda xs, core: xs), nc.SignatureError, r"a primitive kind is named by an identifier"),
+    (lambda: nc.declare("hostile_kind", 3), nc.SignatureError, r"kind 'hostile_kind': impl must be a function"),
 ])
 def test_syntax_refuses_what_the_functors_cannot_hold(call, error, message):
     refused(call, error, message)

@@ -61,7 +61,7 @@ class Array(cat.Ob):
         self.axes = tuple(axes)
         for a in self.axes:
             if not isinstance(a, Axis):
-                raise TypeError(f"Array axes must be Axis objects, got {a!r}")
+                raise ArgumentError(f"Array axes must be Axis objects (nc.Axis('q'), nc.axes('q d')), got {a!r}")
         if len(self.axes) > MAX_AXES:
             raise AxisError(f"an array carries at most {MAX_AXES} axes (the most dimensions numpy holds before "
                             f"numpy 2), got {len(self.axes)}: {', '.join(a.name for a in self.axes[:8])}, …")
