@@ -46,6 +46,7 @@ class Plan:
         self.masked = {s.index for s in walk(self.body) if isinstance(s, (GridLoop, StreamLoop))
                        and _ragged(s, self.sizes)}
         self._peaks = None
+        self._fits = False
 
     @property
     def variables(self) -> list:
@@ -89,9 +90,7 @@ class Plan:
         if len(arrays) != len(self.inputs):
             raise ShapeError(f"the plan takes {len(self.inputs)} array(s) "
                              f"{[str(a) for a in self.diagram.dom.inside]}, got {len(arrays)}")
-        for v in self.variables:         # every array the run holds, at full tiles: refused before any is made
-            check_room(math.prod(int(sympy.sympify(e).subs(self.sizes)) for _, e in v.shape),
-                       f"the variable {v.name}[{'×'.join(v.axes)}]")
+        self._check_room()
         out = []
         for k, (name, x) in enumerate(zip(self.inputs, arrays)):
             x = np.asarray(x)
@@ -106,6 +105,15 @@ class Plan:
                                  f"plan's sizes; mismatched: {', '.join(bad)}")
             out.append(x)
         return out
+
+    def _check_room(self):
+        """Every array the run holds, at full tiles, within this machine's memory (checked once per plan): a run
+        that cannot hold one is refused before any is made (:mod:`napkin_cat.semantics.footprint`)."""
+        if not self._fits:
+            for v in self.variables:
+                check_room(math.prod(int(sympy.sympify(e).subs(self.sizes)) for _, e in v.shape),
+                           f"the variable {v.name}[{'×'.join(v.axes)}]")
+            self._fits = True
 
     def run(self, *arrays):
         """``(outputs, counters)``: the instrumented run (see :mod:`napkin_cat.plan.runner`)."""
