@@ -91,8 +91,9 @@ MAX_COPIES = 1024
 #: the most wires side by side in a document's diagram
 MAX_WIRES = 4096
 #: the most layers in a document, its regions' insides included: fifteen times the largest diagram the library
-#: builds (the gradient of ``transformer_block``, 665 layers); a distinct box takes up to a few milliseconds to
-#: build (discopy checks its types), so this bounds the time of a document of distinct boxes
+#: builds (the gradient of ``transformer_block``, 665 layers); a distinct box takes a millisecond or two to build
+#: (discopy checks its types), so this bounds the time of a document of distinct boxes (10,000 distinct ``scale``
+#: boxes took 14.6 s on a loaded two-core machine; 10,000 identity copies, built once, 1.0 s)
 MAX_LAYERS = 10_000
 #: the most arrays (``{"axes": …}`` objects) in a document: an array takes tens of microseconds to build (its
 #: axes' sizes are sympy expressions)
