@@ -101,8 +101,8 @@ FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errn
 
 #: set to ``0`` to run as if ``cblas.h`` were missing (the loops, and the warning that says so)
 NO_BLAS_ENV = "NAPKIN_BLAS"
-#: the most OpenMP threads a run asks for: each thread reserves a stack (a million threads exhausted memory and
-#: crashed the process), and past the machine's cores more threads only wait their turn
+#: the most OpenMP threads a run asks for: each thread reserves a stack (a million threads crashed the process, a
+#: segmentation fault under a 6 GiB address-space limit), and past the machine's cores more threads only wait
 MAX_THREADS = 1024
 _told_blas_missing = False
 
