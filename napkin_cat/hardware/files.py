@@ -26,8 +26,8 @@ from pathlib import Path
 
 from napkin_cat.errors import HardwareError
 
-#: the largest data file read: a shipped model is about 4 KiB, so a file past 1 MiB is not one (and reading a
-#: file of gigabytes would exhaust memory)
+#: the largest data file read: the shipped models are 2 to 3.5 kB, so a file past 1 MiB is not one (and
+#: reading a file of gigabytes would exhaust memory)
 MAX_FILE_BYTES = 1 << 20
 
 

@@ -35,9 +35,10 @@ UNITS = {
 }
 
 #: the largest value of each dimension in its base unit (``B/clk``: bytes per clock per SM): past it a number is a
-#: typo, not a device.  1 THz is a hundred times any processor's clock; 2^64 bytes a 64-bit address space; 1 EB/s
-#: a thousand times the HBM of the fastest GPU; 2^24 operations per clock per SM a thousand times a tensor core's;
-#: 2^32 SMs, threads or registers; 2^20 bytes per clock per SM a thousand times shared memory's
+#: typo, not a device.  Against the shipped models: 1 THz is five hundred times their fastest clock (1.98 GHz);
+#: 2^64 bytes a 64-bit address space; 1 EB/s over eighty thousand times their fastest bandwidth (12 TB/s, L2 to
+#: SMEM); 2^24 operations per clock per SM two thousand times their fastest rate (8192, FP8 tensor cores); 2^32
+#: SMs, threads or registers; 2^20 bytes per clock per SM eight thousand times shared memory's (128)
 LARGEST = {"frequency": 10 ** 12, "bytes": 2 ** 64, "bandwidth": 10 ** 18, "rate": 2 ** 24, "count": 2 ** 32}
 LARGEST_PER_CLOCK = 2 ** 20
 #: the largest power of ten a quantity may be written with ("1.5e9 Hz"): converting "1e999999999" exactly would
