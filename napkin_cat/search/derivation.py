@@ -37,8 +37,7 @@ from __future__ import annotations
 
 import sympy
 
-from napkin_cat.cost.memory import memory_limit
-from napkin_cat.cost.optimum import Optimum
+from napkin_cat.cost.optimum import Optimum, memory_limit
 from napkin_cat.errors import LevelError, MemoryLimitError, NapkinError, RewriteError
 from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.search.bounds import Bound, lower_bound
