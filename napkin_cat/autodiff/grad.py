@@ -41,6 +41,8 @@ from napkin_cat.syntax.wiring import trace_values
 def _positions(wrt, n: int) -> list[int]:
     if wrt is None:
         return list(range(n))
+    if isinstance(wrt, (str, bytes)) or not (isinstance(wrt, int) or hasattr(wrt, "__iter__")):
+        raise GradError(f"wrt={wrt!r}: give an input position or a list of them, 0 … {n - 1}")
     wrt = [wrt] if isinstance(wrt, int) and not isinstance(wrt, bool) else list(wrt)
     for w in wrt:
         if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w < n:

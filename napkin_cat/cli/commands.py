@@ -20,6 +20,7 @@ from napkin_cat import library
 from napkin_cat.algorithms.partitions import unfused
 from napkin_cat.cli.inputs import CLIError, algorithm, differentiated, parse_memory, parse_sizes
 from napkin_cat.cost.functor import cost
+from napkin_cat.cost.memory import memory_limit
 from napkin_cat.cost.optimum import optimal
 from napkin_cat.errors import NapkinError
 from napkin_cat.render.draw import draw
@@ -98,7 +99,6 @@ def cmd_cost(args):
     if args.memory is not None:
         if not args.derived:
             raise CLIError("--memory is the memory of the optimum of the --derived algorithm: give --derived")
-        from napkin_cat.cost.optimum import memory_limit
         memory_limit(args.memory)    # refused here (exit 2) when it is no memory
     label, d = algorithm(args.algorithm, name=args.name)
     d = derivation_for(label, d).diagram if args.derived else unfused(d)

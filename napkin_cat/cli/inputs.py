@@ -51,6 +51,8 @@ _LITERALS = (bool, int, float, str, type(None))
 _DIGITS = re.compile(r"[0-9]+")     # ASCII digits only: str.isdigit() accepts '²', which int() refuses
 #: the most values a memory may hold (as nc.optimal's limit): 2^64
 LARGEST_MEMORY_BITS = 64
+#: digits of the largest size (2^64, ``LARGEST_SIZE``): a longer number is refused before it is converted
+_LARGEST_DIGITS = len(str(2 ** 64))
 
 
 def algorithm(spec: str, *, name: str | None = None) -> tuple[str, Diagram]:
@@ -140,6 +142,9 @@ def parse_sizes(text: str | None) -> dict:
     for part in (p.strip() for p in text.split(",")):
         key, _, value = part.partition("=")
         key, value = key.strip(), value.strip()
+        if _DIGITS.fullmatch(value) and len(value) > _LARGEST_DIGITS:    # before int(): 5,000 digits is a ValueError
+            raise CLIError(f"--sizes {key}={value[:12]}…: {len(value)} digits; a size is at most 2^64 "
+                           f"({_LARGEST_DIGITS} digits)")
         if not (_NAME.match(key) and _DIGITS.fullmatch(value) and int(value) > 0):
             raise CLIError(f"malformed --sizes {text!r}: {part!r} is not name=positive-int "
                            "(e.g. q=4096,x=4096,d=64)")

@@ -102,6 +102,9 @@ FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errn
 
 #: set to ``0`` to run as if ``cblas.h`` were missing (the loops, and the warning that says so)
 NO_BLAS_ENV = "NAPKIN_BLAS"
+#: the most OpenMP threads a run asks for: each thread reserves a stack (a million threads crashed the process, a
+#: segmentation fault under a 6 GiB address-space limit), and past the machine's cores more threads only wait
+MAX_THREADS = 1024
 _told_blas_missing = False
 
 
@@ -366,8 +369,9 @@ class CKernel(GeneratedKernel):
 
     def __call__(self, *arrays, threads: int = 1, out=None):
         """Run on float32 arrays; ``out``: arrays to write the outputs into (C-contiguous float32)."""
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise CodegenError(f"threads must be a positive int (OpenMP threads over the Grid), got {threads!r}")
+        if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
+            raise CodegenError(f"threads must be an int 1 … {MAX_THREADS} (OpenMP threads over the Grid), got "
+                               f"{threads!r}")
         xs = self.check(arrays)
         _, shapes = self.shapes()
         types = [self.numpy_dtype(n) for n in self.plan.outputs]

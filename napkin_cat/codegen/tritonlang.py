@@ -70,6 +70,11 @@ def nc_gelu(x):
 #: operand formats ``tl.dot`` takes to the tensor cores as they are (products in that format, fp32 sums)
 DOT_FORMATS = ("fp16", "bf16", "fp8")
 PRECISIONS = ("ieee", "tf32", "tf32x3")
+#: the most warps of a Triton program: a thread block holds at most 1024 threads (32 warps) on NVIDIA GPUs
+MAX_WARPS = 32
+#: the deepest software pipeline asked of Triton: every stage keeps another copy of each streamed tile in shared
+#: memory, which holds a handful
+MAX_STAGES = 16
 #: a global array's pointer type in a Triton signature
 SIGNATURE = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8e4nv", "int32": "i32", "bool": "i1"}
 
@@ -135,9 +140,9 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
         self.even = True            # printing the variant that takes the plan's divisibility for granted
         self.assumed: dict = {}     # launch name -> the (full, tile) pairs its even variant assumed divisible
         self._assumed: set = set()
-        for name, n in (("num_warps", num_warps), ("num_stages", num_stages)):
-            if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
-                raise CodegenError(f"{name} must be a positive int, got {n!r}")
+        for name, n, most in (("num_warps", num_warps, MAX_WARPS), ("num_stages", num_stages, MAX_STAGES)):
+            if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= most):
+                raise CodegenError(f"{name} must be a positive int of at most {most}, got {n!r}")
         self.num_warps = num_warps or tritonhost.num_warps(self)
         self.num_stages = num_stages or tritonhost.num_stages(self, smem_per_block or tritonhost.SMEM_PER_BLOCK)
 

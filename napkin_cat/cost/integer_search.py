@@ -26,20 +26,50 @@ from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
+import sympy
+
+from napkin_cat.errors import AxisError
 
 CHUNK = 1 << 16
 NEAR = 64   # candidates within rounding of the best that best_many settles exactly
+#: the most tilings one search scores (the product of the tiles' legal values, per independent group): forty times
+#: the largest grid of the library's searches (92,575: multi-head attention at any tile, g_x × g_q × g_h); 2^24
+#: tilings took 48 s on a loaded two-core machine.  Sizes with very many divisors (720720 has 240) over three tiles
+#: are refused, naming the tiles' counts
+MAX_CANDIDATES = 1 << 22
 
 
 @lru_cache(maxsize=4096)
 def divisors(n: int) -> tuple:
-    """The divisors of ``n`` in increasing order.
+    """The divisors of ``n`` in increasing order, from its prime factors (an axis of 2^62 has 63 divisors, found
+    at once; trial division to √n took minutes).
 
-    >>> divisors(12)
-    (1, 2, 3, 4, 6, 12)
+    >>> divisors(12), len(divisors(2 ** 62))
+    ((1, 2, 3, 4, 6, 12), 63)
     """
-    small = [g for g in range(1, int(n ** 0.5) + 1) if n % g == 0]
-    return tuple(sorted(set(small + [n // g for g in small])))
+    out = [1]
+    for p, e in sympy.factorint(n).items():
+        out = [d * p ** k for d in out for k in range(e + 1)]
+    return tuple(sorted(out))
+
+
+def check_grid(values, names=()) -> None:
+    """Refuse a search over more than :data:`MAX_CANDIDATES` tilings (``values``: each tile's legal values;
+    ``names``: the tiles', for the message).
+
+    >>> check_grid([range(4096)] * 3, ["g_a", "g_b", "g_c"])
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.AxisError: the exact tile search would score 68719476736 tilings (g_a: 4096 values, ...
+    """
+    total = 1
+    for v in values:
+        total *= len(v)
+    if total > MAX_CANDIDATES:
+        shown = ", ".join(f"{n}: {len(v)} values" for n, v in zip(list(names) or range(len(values)), values))
+        raise AxisError(f"the exact tile search would score {total} tilings ({shown}), more than its limit of "
+                        f"{MAX_CANDIDATES}: give sizes with fewer divisors (powers of two have few), or fewer legal "
+                        f"tiles (candidates=)")
 
 
 def _exact(poly, combo) -> Fraction:
@@ -134,16 +164,18 @@ def _combined(parts, found: list, n: int):
     return sum((f[0] for f in found), Fraction(0)), tuple(combo)
 
 
-def best(H, columns, values, memory):
+def best(H, columns, values, memory, names=()):
     """``(H*, tiles)`` exactly, or ``None`` if no tiling fits; polynomials as ``(coeffs, exponents)``.
 
     ``values``: per tile, its legal values; ``coeffs`` are exact numbers (``int``/``Fraction``);
-    ``memory`` a number.  Independent groups of tiles are searched apart (:func:`independent`).
+    ``memory`` a number.  Independent groups of tiles are searched apart (:func:`independent`), each over at most
+    :data:`MAX_CANDIDATES` tilings (:func:`check_grid`; ``names``: the tiles', for its message).
     """
     parts = _parts(H, columns, len(values))
     if parts is not None:
-        return _combined(parts, [best(h, cols, [values[i] for i in g], memory) for g, h, cols in parts],
-                         len(values))
+        return _combined(parts, [best(h, cols, [values[i] for i in g], memory, [names[i] for i in g] if names else ())
+                                 for g, h, cols in parts], len(values))
+    check_grid(values, names)
     lists = [np.array(sorted(v), dtype=float) for v in values]
     limit = Fraction(memory)
     found = None
@@ -208,7 +240,7 @@ def _scores_ragged(poly, logs, logc):
     return np.exp(logs @ (E + trips).T + logc @ trips.T) @ alpha
 
 
-def best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
+def best_many(H, columns, values, memories, fulls=None, caps=(), names=()) -> list:
     """:func:`best` for several memory sizes at once: the candidates are scored once.
 
     ``fulls`` (each tile's axis size): tiles need not divide their axes; the last tile of an axis is shorter
@@ -236,8 +268,10 @@ def best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
     parts = None if caps else _parts(H, columns, len(values))
     if parts is not None:
         found = [best_many(h, cols, [values[i] for i in g], memories,
-                           None if fulls is None else tuple(fulls[i] for i in g)) for g, h, cols in parts]
+                           None if fulls is None else tuple(fulls[i] for i in g),
+                           names=[names[i] for i in g] if names else ()) for g, h, cols in parts]
         return [_combined(parts, [f[j] for f in found], len(values)) for j in range(len(memories))]
+    check_grid(values, names)
     lists = [np.array(sorted(v), dtype=float) for v in values]
     limits = [Fraction(m) for m in memories]
     found = [None] * len(limits)

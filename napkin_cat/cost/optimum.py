@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
@@ -36,8 +35,10 @@ import sympy
 from napkin_cat.cost import integer_search
 from napkin_cat.cost.exact import ExactOptimum, exact_optimum
 from napkin_cat.cost.lagrange import _tidy, kkt_points
+from napkin_cat.cost.memory import LARGEST_MEMORY, memory_limit  # noqa: F401  (nc.optimal's memory, read here)
 from napkin_cat.cost.tiling import dominates, TilingProgram, monomials, program, tiled_streams
 from napkin_cat.errors import LevelError, MemoryLimitError, NapkinError
+from napkin_cat.syntax.adapter import as_level
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 
@@ -104,60 +105,6 @@ class Optimum:
         return self.H.subs(subs)
 
 
-_NAMES = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def memory_limit(memory) -> sympy.Expr:
-    """``memory`` as a sympy expression: a name is the positive symbol; zero or below is refused.
-
-    >>> memory_limit("M"), memory_limit(4096)
-    (M, 4096)
-    >>> memory_limit(-5)
-    Traceback (most recent call last):
-    ...
-    napkin_cat.errors.MemoryLimitError: memory must be positive, got -5: give the level's capacity in values ...
-    """
-    legal = "give the level's capacity in values (a positive number, or a symbol name such as 'M')"
-    try:
-        if isinstance(memory, str):
-            from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
-            names = {n: symbol(n) for n in _NAMES.findall(memory)}
-            lazy = parse_expr(memory, local_dict=names, evaluate=False,   # 9**99999999 is not computed here
-                              transformations=standard_transformations + (convert_xor,))
-            if isinstance(lazy, sympy.Expr) and lazy.is_number:
-                _check_magnitude(lazy, memory, legal)
-            M = sympy.sympify(memory, locals=names)
-        else:
-            M = sympy.sympify(memory)
-    except (sympy.SympifyError, TypeError, SyntaxError) as err:
-        raise MemoryLimitError(f"memory {memory!r} is not a number or an expression: {legal}") from err
-    if not isinstance(M, sympy.Expr):
-        raise MemoryLimitError(f"memory {memory!r} is not a number or an expression: {legal}")
-    if M.has(sympy.nan):
-        raise MemoryLimitError(f"memory {memory!r} is not a number: {legal}")
-    if M.is_number and (M.is_extended_real is False or not (M > 0)):
-        raise MemoryLimitError(f"memory must be positive, got {memory}: {legal}")
-    if M.is_number and M.is_finite is False:
-        raise MemoryLimitError(f"memory must be finite, got {memory}: {legal}")
-    if not M.is_number and M.is_positive is False:
-        raise MemoryLimitError(f"memory must be positive, got {memory}: {legal}")
-    if M.is_number:
-        _check_magnitude(M, memory, legal)
-    return M
-
-
-#: the most values a level may hold (beyond, sizes and trip counts overflow every machine number)
-LARGEST_MEMORY = 2 ** 64
-
-
-def _check_magnitude(M, memory, legal):
-    """Refuse a memory beyond :data:`LARGEST_MEMORY` (estimated in floating point, so ``9**99999999`` is quick)."""
-    approx = sympy.N(M, 15)
-    if approx.is_real and approx.is_finite and abs(approx) > LARGEST_MEMORY:
-        raise MemoryLimitError(f"memory {memory!r} is about {sympy.Float(approx, 4)} values, more than any level "
-                               f"holds (at most 2^64): {legal}")
-
-
 def power_terms(expr, M) -> list:
     """``[(α_t, β_t)]`` with ``expr = Σ α_t M^-β_t`` (β_t ≥ 0, zero-exponent terms included)."""
     out = {}
@@ -221,6 +168,7 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
     ``exact=False`` (symbolic memory): the large-M form only, without the exact optimum (``o.exact``
     is None), which is the slow part.
     """
+    level = as_level(level, least=1, what="the level of the optimum")
     if level not in c.H:
         raise LevelError(f"the algorithm moves nothing at level {level}; levels with transfers: {sorted(c.H)}")
     if not c.groups and not tiled_streams(c, level):
@@ -382,6 +330,7 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = 
     >>> [o.H if o else None for o in optima(nc.cost(mm), [2, 1024], sizes={"a": 64, "b": 64, "c": 64})]
     [None, 28672]
     """
+    level = as_level(level, least=1, what="the level of the optimum")
     if level not in c.H:
         raise LevelError(f"the algorithm moves nothing at level {level}; levels with transfers: {sorted(c.H)}")
     if not c.groups and not tiled_streams(c, level):
@@ -401,11 +350,11 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = 
         if any(e not in (-1, 0, 1) for exps in H[1] for e in exps):
             raise NapkinError(f"the transfers {prog.H} are not linear in each tile's trips; use tiles='divisors'")
         values = [integer_search.ragged_values(n) for n in fulls]
-        found = integer_search.best_many(H, cols, values, [_fraction(M, "the memory limit") for M in Ms],
-                                         fulls=fulls, caps=caps)
     else:
-        found = integer_search.best_many(H, cols, _legal_values(prog, fulls, ()),
-                                         [_fraction(M, "the memory limit") for M in Ms], caps=caps)
+        values = _legal_values(prog, fulls, ())
+    found = integer_search.best_many(H, cols, values, [_fraction(M, "the memory limit") for M in Ms],
+                                     fulls=fulls if tiles == "any" else None, caps=caps,
+                                     names=[str(t) for t in prog.tiles])
     out = []
     for M, f in zip(Ms, found):
         if f is None:
@@ -427,7 +376,8 @@ def _integer_optimum(prog: TilingProgram, M, level, sizes, legal=()) -> Optimum:
     if not M.is_number:
         raise MemoryLimitError(f"the exact integer search needs a number for the memory limit, got {M}")
     H, cols, fulls, smallest = _compiled(prog, sizes)
-    found = integer_search.best(H, cols, _legal_values(prog, fulls, legal), _fraction(M, "the memory limit"))
+    found = integer_search.best(H, cols, _legal_values(prog, fulls, legal), _fraction(M, "the memory limit"),
+                                [str(t) for t in prog.tiles])
     if found is None and not legal:
         shown = smallest.numerator if smallest.denominator == 1 else smallest
         raise MemoryLimitError(f"no tile sizes fit level {level} with memory {M}: even tiles of 1 need "

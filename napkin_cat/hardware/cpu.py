@@ -30,13 +30,13 @@ napkin_cat.errors.HardwareError: epyc-zen4: a CPU model has level 1 only (the pe
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 import sympy
 
+from napkin_cat.hardware import files
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.units import parse
 from napkin_cat.syntax.dtype import as_dtype
@@ -122,49 +122,39 @@ def load_cpu(name_or_path) -> CPU:
     """A CPU model by name (``"epyc-zen4"``) or from the path of a user's TOML file."""
     if isinstance(name_or_path, CPU):
         return name_or_path
-    path = Path(name_or_path)
+    path = files.as_path(name_or_path, "CPU model")
     if path.suffix == ".toml" or "/" in str(name_or_path):
-        if not path.is_file():
-            raise HardwareError(f"no CPU model file at {str(path)!r}")
-        text, where = path.read_text(), str(path)
+        data, where = files.read_toml(path, "CPU model")
     else:
         name = str(name_or_path).lower()
         if name not in cpus():
             raise HardwareError(f"no CPU model called {name!r}; shipped CPU models are {', '.join(cpus())} (or give "
                                 "the path of a .toml file)")
-        text, where = (resources.files("napkin_cat.hardware") / "cpus" / f"{name}.toml").read_text(), f"{name}.toml"
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise HardwareError(f"{where}: not valid TOML ({e})") from None
-    if data.get("format") != FORMAT:
+        where = f"{name}.toml"
+        data = files.parse_toml((resources.files("napkin_cat.hardware") / "cpus" / where).read_text(), where)
+    if type(data.get("format")) is not int or data["format"] != FORMAT:
         raise HardwareError(f"{where}: format must be {FORMAT}, got {data.get('format')!r}")
     unknown = set(data) - TOP
     if unknown:
         raise HardwareError(f"{where}: unknown field(s) {sorted(unknown)}; a CPU model has {sorted(TOP)}")
     values = {}
     for section, fields in (("caches", CACHES), ("cores", CORES)):
-        sec = data.get(section, {})
-        if not isinstance(sec, dict):
-            raise HardwareError(f"{where}: [{section}] must be a table")
-        extra = set(sec) - set(fields)
-        if extra:
-            raise HardwareError(f"{where}: [{section}] has unknown field(s) {sorted(extra)}; it has {sorted(fields)}")
+        sec = files.known_fields(data.get(section, {}), fields, where, f"[{section}]")
         for key, required in fields.items():
             if key not in sec:
                 if required:
                     raise HardwareError(f"{where}: [{section}] needs {key} (bytes, e.g. \"1 MiB\")")
                 continue
             v = parse(sec[key], "bytes", where=f"{where} [{section}] {key}")
-            if v <= 0 or v.denominator != 1:
-                raise HardwareError(f"{where}: [{section}] {key} must be a positive whole number of bytes, got "
-                                    f"{sec[key]!r}")
+            if v.denominator != 1:
+                raise HardwareError(f"{where}: [{section}] {key} must be a whole number of bytes, got {sec[key]!r}")
             values[key] = int(v)
     if not values["l1d"] <= values["l2"] <= values["l3"]:
         raise HardwareError(f"{where}: caches must grow outwards (l1d ≤ l2 ≤ l3), got {values['l1d']}, "
                             f"{values['l2']}, {values['l3']} bytes")
-    return CPU(str(data.get("name", where)), str(data.get("description", "")), values["l1d"], values["l2"],
-               values["l3"], values["line"], values.get("vector"), dict(data.get("sources", {})))
+    return CPU(files.text(data, "name", where, default=where), files.text(data, "description", where, default=""),
+               values["l1d"], values["l2"], values["l3"], values["line"], values.get("vector"),
+               files.texts(data, "sources", where))
 
 
 def this_cpu(root=SYSFS) -> dict | None:

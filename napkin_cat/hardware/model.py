@@ -31,14 +31,14 @@ napkin_cat.errors.HardwareError: no hardware model called 'b300'; shipped models
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from fractions import Fraction
 from importlib import resources
 from pathlib import Path
 
+from napkin_cat.hardware import files
 from napkin_cat.hardware.errors import HardwareError
-from napkin_cat.hardware.units import parse
+from napkin_cat.hardware.units import LARGEST, parse
 from napkin_cat.syntax.dtype import DTYPES
 from napkin_cat.syntax.primitive import PIPELINES
 
@@ -59,11 +59,6 @@ SCHEMA = {
 }
 TOP = {"format", "name", "description", "compute_capability", "hierarchy", "sources", "clock", "sm", "memory",
        "bandwidth", "pipelines", "tensor_shapes"}
-POSITIVE = {("clock", "f_K"), ("clock", "boost"), ("sm", "count"), ("sm", "warp"), ("sm", "warpgroup"),
-            ("sm", "max_threads_per_block"), ("sm", "max_threads_per_sm"), ("memory", "register_bytes"),
-            ("memory", "transaction"), ("memory", "smem_per_sm"), ("memory", "smem_per_block"),
-            ("memory", "registers_per_sm"), ("memory", "registers_per_block"), ("memory", "registers_per_thread"),
-            ("bandwidth", "hbm"), ("bandwidth", "smem")}
 #: (smaller, larger): a per-block limit within the SM's, a thread's within the block's
 AT_MOST = [(("memory", "smem_per_block"), ("memory", "smem_per_sm")),
            (("memory", "registers_per_block"), ("memory", "registers_per_sm")),
@@ -213,25 +208,16 @@ def load(name_or_path) -> GPU:
     """A hardware model by name (``"h100-sxm5"``, ``"a100"``, ...) or from the path of a user's TOML file."""
     if isinstance(name_or_path, GPU):
         return name_or_path
-    text, where = _read(name_or_path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise HardwareError(f"{where}: not valid TOML ({e})") from None
-    return from_dict(data, where=where)
-
-
-def _read(name_or_path):
-    path = Path(name_or_path)
+    path = files.as_path(name_or_path, "hardware model")
     if path.suffix == ".toml" or path.exists() or "/" in str(name_or_path):
-        if not path.is_file():
-            raise HardwareError(f"no hardware file at {str(path)!r}")
-        return path.read_text(), str(path)
+        data, where = files.read_toml(path, "hardware")
+        return from_dict(data, where=where)
     name = str(name_or_path).lower()
     if name not in models():
         raise HardwareError(f"no hardware model called {name!r}; shipped models are {', '.join(models())} "
                             "(or give the path of a .toml file)")
-    return (resources.files("napkin_cat.hardware") / "models" / f"{name}.toml").read_text(), f"{name}.toml"
+    text = (resources.files("napkin_cat.hardware") / "models" / f"{name}.toml").read_text()
+    return from_dict(files.parse_toml(text, f"{name}.toml"), where=f"{name}.toml")
 
 
 def _section(data, name, where):
@@ -258,8 +244,6 @@ def _fields(data, section, where) -> dict:
             out[key] = None
             continue
         value = parse(sec[key], dim, where=f"{where}: {section}.{key}")
-        if (section, key) in POSITIVE and value <= 0:
-            raise HardwareError(f"{where}: {section}.{key} = {sec[key]!r} must be positive")
         if dim in ("count", "bytes") and Fraction(value).denominator != 1:
             raise HardwareError(f"{where}: {section}.{key} = {sec[key]!r} must be a whole number of {dim}")
         out[key] = int(value) if dim in ("count", "bytes") else value
@@ -289,8 +273,6 @@ def _pipelines(data, where) -> dict:
                 raise HardwareError(f"{where}: pipelines.{name}.{key}: unknown dtype {key!r}; dtypes are "
                                     f"{', '.join(DTYPES)}")
             rate = parse(value, "rate", where=f"{where}: pipelines.{name}.{key}")
-            if rate <= 0:
-                raise HardwareError(f"{where}: pipelines.{name}.{key} = {value!r} must be positive")
             rates[key] = int(rate) if rate.denominator == 1 else rate
         if not rates:
             raise HardwareError(f"{where}: [pipelines.{name}] gives no rate; write e.g. fp16 = \"512 FLOP/clk\"")
@@ -308,25 +290,19 @@ def _pipelines(data, where) -> dict:
 
 def _shapes(data, where) -> tuple:
     out = []
-    for i, s in enumerate(data.get("tensor_shapes", [])):
+    shapes = data.get("tensor_shapes", [])
+    if not isinstance(shapes, list):
+        raise HardwareError(f"{where}: tensor_shapes must be an array of tables ([[tensor_shapes]]), got {shapes!r}")
+    for i, s in enumerate(shapes):
         at = f"{where}: tensor_shapes[{i}]"
+        files.known_fields(s, ("instruction", "dtypes", "m", "n", "k", "n_max"), at, "a tensor shape")
         for key in ("instruction", "dtypes", "m", "n", "k"):
             if key not in s:
                 raise HardwareError(f"{at}: missing field {key}")
-        unknown = set(s) - {"instruction", "dtypes", "m", "n", "k", "n_max"}
-        if unknown:
-            raise HardwareError(f"{at}: unknown field(s) {sorted(unknown)}")
-        dims = {}
-        for key in ("m", "n", "k", "n_max"):
-            if key in s:
-                if not isinstance(s[key], int) or isinstance(s[key], bool) or s[key] <= 0:
-                    raise HardwareError(f"{at}: {key} = {s[key]!r} must be a positive integer")
-                dims[key] = s[key]
-        bad = [d for d in s["dtypes"] if d not in DTYPES]
-        if bad:
-            raise HardwareError(f"{at}: unknown dtype(s) {bad}; dtypes are {', '.join(DTYPES)}")
-        out.append(TensorShape(s["instruction"], tuple(s["dtypes"]), dims["m"], dims["n"], dims["k"],
-                               dims.get("n_max")))
+        dims = {key: files.whole(s[key], f"{at}: {key}", most=LARGEST["count"])
+                for key in ("m", "n", "k", "n_max") if key in s}
+        out.append(TensorShape(files.text(s, "instruction", at), files.names(s["dtypes"], f"{at}: dtypes", DTYPES),
+                               dims["m"], dims["n"], dims["k"], dims.get("n_max")))
     return tuple(out)
 
 
@@ -335,19 +311,26 @@ def from_dict(data: dict, *, where: str = "<dict>") -> GPU:
     unknown = set(data) - TOP
     if unknown:
         raise HardwareError(f"{where}: unknown top-level field(s) {sorted(unknown)}; fields are {sorted(TOP)}")
-    if data.get("format") != FORMAT:
+    if type(data.get("format")) is not int or data["format"] != FORMAT:
         raise HardwareError(f"{where}: format = {data.get('format')!r}; this napkin-cat reads format {FORMAT}")
     for key in ("name", "hierarchy"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise HardwareError(f"{where}: missing field {key} (a string)")
+    for key in ("description", "compute_capability"):
+        files.text(data, key, where, default="")
     clock, sm = _fields(data, "clock", where), _fields(data, "sm", where)
     mem, bw = _fields(data, "memory", where), _fields(data, "bandwidth", where)
     if bw["smem"] is not None and _section(data, "bandwidth", where)["smem"].strip().endswith("B/s"):
         raise HardwareError(f"{where}: bandwidth.smem is per SM per clock: write it in B/clk")
     sm_to_sm = {}
-    for size, value in _section(data, "bandwidth", where).get("sm_to_sm", {}).items():
-        if not str(size).isdigit() or int(size) < 2:
-            raise HardwareError(f"{where}: bandwidth.sm_to_sm.{size}: a cluster size is an integer ≥ 2")
+    clusters = _section(data, "bandwidth", where).get("sm_to_sm", {})
+    if not isinstance(clusters, dict):
+        raise HardwareError(f"{where}: bandwidth.sm_to_sm maps a cluster size to a bandwidth (sm_to_sm = {{ 2 = "
+                            f"\"3 TB/s\" }}), got {clusters!r}")
+    for size, value in clusters.items():
+        if not (size.isascii() and size.isdigit() and len(size) <= 10 and 2 <= int(size) <= sm["count"]):
+            raise HardwareError(f"{where}: bandwidth.sm_to_sm.{size[:20]}: a cluster size is an integer 2 … "
+                                f"{sm['count']} (the SMs of the device)")
         sm_to_sm[int(size)] = parse(value, "bandwidth", where=f"{where}: bandwidth.sm_to_sm.{size}")
     fields = {"clock": clock, "sm": sm, "memory": mem, "bandwidth": bw}
     for (s1, k1), (s2, k2) in AT_MOST:
@@ -361,8 +344,8 @@ def from_dict(data: dict, *, where: str = "<dict>") -> GPU:
     hierarchy = _hierarchy(data["hierarchy"], sm, where)
     return GPU(
         name=data["name"], description=data.get("description", ""),
-        compute_capability=str(data.get("compute_capability", "")), hierarchy=hierarchy,
-        sources=dict(data.get("sources", {})), f_K=clock["f_K"], boost=clock["boost"],
+        compute_capability=data.get("compute_capability", ""), hierarchy=hierarchy,
+        sources=files.texts(data, "sources", where), f_K=clock["f_K"], boost=clock["boost"],
         sm_count=sm["count"], warp=sm["warp"], warpgroup=sm["warpgroup"],
         max_threads_per_block=sm["max_threads_per_block"], max_threads_per_sm=sm["max_threads_per_sm"],
         gmem=mem["gmem"], l2=mem["l2"], smem_per_sm=mem["smem_per_sm"], smem_per_block=mem["smem_per_block"],

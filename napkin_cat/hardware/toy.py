@@ -26,20 +26,26 @@ each pipeline its FLOPs use, and every transfer moves between a level and its pa
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
 
-from napkin_cat.errors import LevelError
+from napkin_cat.errors import LevelError, NapkinError
+from napkin_cat.hardware import files
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.plan.lowering.placement import TRANSFERS, pipelines_of  # noqa: F401  (the toy's vocabulary)
-from napkin_cat.syntax.adapter import Bubble, layers
+from napkin_cat.syntax.adapter import MAX_LEVEL, Bubble, layers
+from napkin_cat.syntax.axis import check_name
 from napkin_cat.syntax.wiring import computes
 from napkin_cat.syntax.primitive import PIPELINES
 
 UNITS = ("grid", "block", "warpgroup", "warp", "thread")
 OFFERS = PIPELINES + ("transfer",)
+#: the most copies of a tile a stream may keep in flight: asynchronous loads on Hopper (TMA) and Ampere (cp.async)
+#: pipeline two to four stages; every copy is a tile's memory again
+MAX_STREAM_BUFFERS = 16
+TOP = ("format", "name", "description", "scaling_unit", "asynchronous", "stream_buffers", "pool", "level")
+POOL = ("name", "capacity", "per_thread")
+LEVEL = ("index", "name", "unit", "pool", "offers", "tile", "operand_pool", "parent", "coalesced_with")
 
 
 @dataclass(frozen=True)
@@ -120,20 +126,15 @@ def load_hierarchy(name_or_path) -> ToyHierarchy:
     """A toy hierarchy by name (``hopper``, ``ampere``) or from a TOML file (the format of ``hopper.toml``)."""
     if isinstance(name_or_path, ToyHierarchy):
         return name_or_path
-    path = Path(str(name_or_path))
+    path = files.as_path(name_or_path, "toy hierarchy")
     if path.suffix == ".toml":
-        if not path.is_file():
-            raise HardwareError(f"no toy-hierarchy file at {str(path)!r}")
-        text, where = path.read_text(), str(path)
+        data, where = files.read_toml(path, "toy-hierarchy")
     elif str(name_or_path) in hierarchies():
         text = (resources.files("napkin_cat.hardware") / "hierarchies" / f"{name_or_path}.toml").read_text()
         where = f"{name_or_path}.toml"
+        data = files.parse_toml(text, where)
     else:
         raise HardwareError(f"no toy hierarchy called {name_or_path!r}; shipped ones are {', '.join(hierarchies())}")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise HardwareError(f"{where}: not valid TOML ({e})") from None
     return _validate(data, where)
 
 
@@ -143,32 +144,45 @@ def hierarchy_of(gpu) -> ToyHierarchy:
 
 
 def _validate(data, where) -> ToyHierarchy:
-    if data.get("format") != 1:
+    files.known_fields(data, TOP, where, "a toy hierarchy")
+    if type(data.get("format")) is not int or data["format"] != 1:
         raise HardwareError(f"{where}: format = {data.get('format')!r}; this napkin-cat reads format 1")
     pools = []
-    for i, p in enumerate(data.get("pool", [])):
+    for i, p in enumerate(_tables(data, "pool", where)):
+        at = f"{where}: pool[{i}]"
+        files.known_fields(p, POOL, at, "a pool")
         if "name" not in p or "capacity" not in p:
-            raise HardwareError(f"{where}: pool[{i}] needs a name and a capacity (a hardware-model attribute)")
-        pools.append(Pool(p["name"], p["capacity"], p.get("per_thread")))
+            raise HardwareError(f"{at} needs a name and a capacity (a hardware-model attribute)")
+        per_thread = None if "per_thread" not in p else _attribute(files.text(p, "per_thread", at), at)
+        pools.append(Pool(files.text(p, "name", at), _attribute(files.text(p, "capacity", at), at), per_thread))
     names = {p.name for p in pools}
     levels = []
-    for i, lv in enumerate(data.get("level", [])):
+    for i, lv in enumerate(_tables(data, "level", where)):
+        at = f"{where}: level[{i}]"
+        files.known_fields(lv, LEVEL, at, "a level")
         for key in ("index", "name", "unit", "pool", "offers"):
             if key not in lv:
-                raise HardwareError(f"{where}: level[{i}] is missing field {key}")
-        if lv["unit"] not in UNITS:
-            raise HardwareError(f"{where}: level {lv['name']!r}: unit {lv['unit']!r} is not one of {UNITS}")
-        bad = [o for o in lv["offers"] if o not in OFFERS]
-        if bad:
-            raise HardwareError(f"{where}: level {lv['name']!r} offers unknown pipeline(s) {bad}; legal: {OFFERS}")
+                raise HardwareError(f"{at} is missing field {key}")
+        index = files.whole(lv["index"], f"{at}: index", least=0, most=MAX_LEVEL)
+        name, unit = files.text(lv, "name", at), files.text(lv, "unit", at)
+        if unit not in UNITS:
+            raise HardwareError(f"{where}: level {name!r}: unit {unit!r} is not one of {UNITS}")
+        offers = files.names(lv["offers"], f"{where}: level {name!r} offers", OFFERS)
         for key in ("pool", "operand_pool"):
             if lv.get(key) is not None and lv[key] not in names:
-                raise HardwareError(f"{where}: level {lv['name']!r}: {key} {lv[key]!r} is not a declared pool "
+                raise HardwareError(f"{where}: level {name!r}: {key} {lv[key]!r} is not a declared pool "
                                     f"({sorted(names)})")
-        levels.append(ToyLevel(lv["index"], lv["name"], lv["unit"], lv["pool"], tuple(lv["offers"]),
-                               lv.get("tile"), lv.get("operand_pool"), lv.get("parent"), lv.get("coalesced_with")))
+        optional = {key: files.text(lv, key, at) if key in lv else None
+                    for key in ("tile", "operand_pool", "parent", "coalesced_with")}
+        if optional["tile"] is not None:
+            _tile_prefix(optional["tile"], f"{at}: tile")
+        levels.append(ToyLevel(index, name, unit, lv["pool"], offers, optional["tile"], optional["operand_pool"],
+                               optional["parent"], optional["coalesced_with"]))
     if not levels:
         raise HardwareError(f"{where}: a toy hierarchy needs [[level]] entries")
+    indices = [lv.index for lv in levels]
+    if len(set(indices)) != len(indices) or 0 not in indices:
+        raise HardwareError(f"{where}: the levels' indices {indices} must be distinct, and level 0 is global memory")
     unit = data.get("scaling_unit")
     if unit not in UNITS:
         raise HardwareError(f"{where}: scaling_unit {unit!r} is not one of {UNITS}")
@@ -177,16 +191,36 @@ def _validate(data, where) -> ToyHierarchy:
     for lv in levels:
         if lv.parent is not None and lv.parent not in level_names:
             raise HardwareError(f"{where}: level {lv.name!r}: parent {lv.parent!r} is not a level")
-    asynchronous = tuple(data.get("asynchronous", ()))
-    bad = [p for p in asynchronous if p not in PIPELINES]
-    if bad:
-        raise HardwareError(f"{where}: asynchronous names unknown pipeline(s) {bad}; pipelines are {PIPELINES}")
-    buffers = data.get("stream_buffers", 1)
-    if isinstance(buffers, bool) or not isinstance(buffers, int) or buffers < 1:
-        raise HardwareError(f"{where}: stream_buffers = {buffers!r} must be a positive integer (copies of a tile a "
-                            f"stream loads on every trip)")
-    return ToyHierarchy(data.get("name", where), data.get("description", ""), unit, tuple(pools), levels, where,
-                        asynchronous, buffers)
+    asynchronous = files.names(data.get("asynchronous", []), f"{where}: asynchronous", PIPELINES)
+    buffers = files.whole(data.get("stream_buffers", 1), f"{where}: stream_buffers (copies of a tile a stream "
+                          "loads on every trip)", most=MAX_STREAM_BUFFERS)
+    return ToyHierarchy(files.text(data, "name", where, default=where), files.text(data, "description", where,
+                                                                                   default=""),
+                        unit, tuple(pools), levels, where, asynchronous, buffers)
+
+
+def _tables(data: dict, key: str, where: str) -> list:
+    """The array of tables ``[[key]]`` of a hierarchy file."""
+    value = data.get(key, [])
+    if not isinstance(value, list) or any(not isinstance(t, dict) for t in value):
+        raise HardwareError(f"{where}: {key} must be an array of tables ([[{key}]]), got {value!r}")
+    return value
+
+
+def _attribute(name: str, where: str) -> str:
+    """A hardware-model attribute a pool names (``smem_per_block``): an identifier."""
+    if not name.isidentifier():
+        raise HardwareError(f"{where}: {name!r} is not the name of a hardware-model attribute (such as "
+                            f"'smem_per_block')")
+    return name
+
+
+def _tile_prefix(prefix: str, where: str) -> str:
+    """A level's tile prefix (``g`` makes ``g_q``): an axis-name prefix."""
+    try:
+        return check_name(prefix)
+    except NapkinError:
+        raise HardwareError(f"{where} = {prefix!r} must be a name prefix such as 'g' (tiles are named g_q)") from None
 
 
 # ---------------------------------------------------------------------------------------------- diagrams

@@ -26,6 +26,10 @@ _MAX_PRECISION = 1024  # bits of a Float
 _MAX_NUMERIC_EXPONENT = 1024  # |p|, |q| of an exponent applied to a number (no 10**10**9)
 _MAX_INT_BITS = 512  # integers and the numerators/denominators of rationals in a tree
 _MAX_NUMBER_BITS = 1 << 16  # what Add, Mul and Pow may combine (see _bits): no huge numbers
+#: the most values (nodes, numbers and names) of one expression tree: fifteen times the largest a diagram of the
+#: library writes (17, a size in the gradient of ``transformer_block``); an ``Add`` of 10,000 size symbols took 45 s
+#: to build, a ``Max`` of 10,000 over 60 s
+MAX_EXPRESSION_NODES = 256
 
 _FUNCTIONS = {
     "floor": (sympy.floor, 1, 1),
@@ -134,8 +138,33 @@ def _symbol_name(name, path: str) -> str:
     return name
 
 
+def count_values(obj, most: int) -> int:
+    """The number of JSON values in ``obj`` (a list or an object counts with everything in it), counted up to
+    ``most + 1`` and no further (a Python object that shares a list between many places is counted as written out,
+    without walking it more than that).
+
+    >>> count_values(["Add", "q", ["Mul", 2, "d"]], 100), count_values(list(range(10**6)), 10)
+    (7, 11)
+    """
+    n, stack = 0, [obj]
+    while stack and n <= most:
+        value = stack.pop()
+        n += 1
+        if isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+    return n
+
+
 def expression_from_json(tree, path: str = "expression"):
-    """Build the sympy expression of a JSON tree (never parses or evaluates strings)."""
+    """Build the sympy expression of a JSON tree (never parses or evaluates strings).
+
+    A tree of more than :data:`MAX_EXPRESSION_NODES` values is refused before anything is built.
+    """
+    if count_values(tree, MAX_EXPRESSION_NODES) > MAX_EXPRESSION_NODES:
+        _fail(path, f"an expression has at most {MAX_EXPRESSION_NODES} nodes, numbers and names (a limit of "
+                    "this reader)")
     try:
         return _expr(tree, path)
     except RecursionError:

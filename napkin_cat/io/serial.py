@@ -39,10 +39,15 @@ A parameter value ``V`` is JSON ``null``/``true``/``false``/number/string/list,
 or a tagged object with one key: ``{"expr": tree}`` (a sympy expression),
 ``{"tuple": [V, ...]}``, ``{"dict": {key: V}}``, ``{"float": "inf"|"-inf"|"nan"}``.
 
-Limits (a document past them is refused, so that a small hostile document cannot take minutes or
-exhaust memory): at most :data:`MAX_COPIES` copies from one copy box, :data:`MAX_WIRES` wires side by
-side (inputs, outputs, one layer's wires, a merge's inputs), :data:`MAX_LAYERS` layers in one diagram;
-expression trees have their own limits (:mod:`napkin_cat.io.exprjson`).
+Limits (a document past them is refused before anything is built, so that a document cannot take minutes or
+exhaust memory; within them a document loads in time linear in its length): at most
+:data:`MAX_DOCUMENT_CHARS` characters and :data:`MAX_VALUES` JSON values, :data:`MAX_LAYERS` layers and
+:data:`MAX_ARRAYS` arrays in the whole document (regions' insides included), :data:`MAX_WIRES` wires side by
+side (inputs, outputs, one layer's wires, a merge's inputs), :data:`MAX_AREA` wires summed over the layers
+(each layer holds the wires beside its box), :data:`MAX_COPIES` copies from one copy box, and
+:data:`~napkin_cat.syntax.axis.MAX_AXES` axes in an array; expression trees have their own limits
+(:mod:`napkin_cat.io.exprjson`).  A box or an array
+written again (the same JSON) is built once.
 
 Every error raised by :func:`loads` is a :class:`~napkin_cat.errors.SerialisationError`
 naming the place in the document (e.g. ``diagram.layers[3].box.kind``) and what
@@ -71,22 +76,37 @@ from types import SimpleNamespace
 
 from napkin_cat.algorithms.bubbles import REGIONS, Region
 from napkin_cat.rewriting.trace import HOOKS
-from napkin_cat.syntax.adapter import Array, Box, Bubble, Diagram, Ty, from_layers, is_structural, layers
+from napkin_cat.syntax.adapter import MAX_LEVEL, Array, Box, Bubble, Diagram, Ty, from_layers, is_structural, layers
 from napkin_cat.syntax.weave import build_box
-from napkin_cat.syntax.axis import Axis
+from napkin_cat.syntax.axis import MAX_AXES, Axis
 from napkin_cat.syntax.dtype import DTYPES
 from napkin_cat.errors import NapkinError, SerialisationError, UnknownPrimitiveError
 from napkin_cat.syntax.primitive import KINDS, Spec, Weave
 from napkin_cat.io.exprjson import (_NAME, _fail, _int, _show, _value_from_json, _value_to_json,  # noqa: F401
-                               expression_from_json, expression_to_json)
+                               count_values, expression_from_json, expression_to_json)
 
 VERSION = 1
 #: the most copies one copy box makes in a document (discopy builds an n-copy box in time ~n²)
 MAX_COPIES = 1024
 #: the most wires side by side in a document's diagram
 MAX_WIRES = 4096
-#: the most layers of one diagram (a region's inside counts apart)
-MAX_LAYERS = 100_000
+#: the most layers in a document, its regions' insides included: fifteen times the largest diagram the library
+#: builds (the gradient of ``transformer_block``, 665 layers); a distinct box takes a millisecond or two to build
+#: (discopy checks its types), so this bounds the time of a document of distinct boxes (10,000 distinct ``scale``
+#: boxes took 14.6 s on a loaded two-core machine; 10,000 identity copies, built once, 1.0 s)
+MAX_LAYERS = 10_000
+#: the most arrays (``{"axes": …}`` objects) in a document: each distinct one is built with its axes' sizes as
+#: sympy expressions
+MAX_ARRAYS = 1 << 16
+#: the most wires summed over a document's layers: every layer stores the wires beside its box (4,096 distinct
+#: copies on 4,096 wires, 16.7 million wire-layers, took 11 s to load), so this is an eighth of that
+MAX_AREA = 1 << 21
+#: the most characters of a document: thirty times the largest diagram of the library (the gradient of
+#: ``transformer_block``, 144,312), refused before ``json.loads`` (1.5 s for 5 MB on a loaded two-core machine)
+MAX_DOCUMENT_CHARS = 1 << 22
+#: the most JSON values (numbers, strings, lists, objects) in a document: fifty times the largest diagram of the
+#: library (the gradient of ``transformer_block``, 19,402 values)
+MAX_VALUES = 1 << 20
 
 
 
@@ -133,6 +153,9 @@ def array_from_json(obj, path: str = "array") -> Array:
     axes_obj = obj["axes"]
     if not isinstance(axes_obj, list):
         _fail(f"{path}.axes", f"expected a list of [name, size] pairs, got {_show(axes_obj)}")
+    if len(axes_obj) > MAX_AXES:
+        _fail(f"{path}.axes", f"{len(axes_obj)} axes; an array carries at most {MAX_AXES} (the most dimensions "
+                              "numpy holds before numpy 2)")
     axes = []
     for i, pair in enumerate(axes_obj):
         where = f"{path}.axes[{i}]"
@@ -148,12 +171,15 @@ def array_from_json(obj, path: str = "array") -> Array:
         except NapkinError as e:
             _fail(f"{where}[1]", str(e))
     level = obj["level"]
-    if isinstance(level, bool) or not isinstance(level, int) or level < 0:
-        _fail(f"{path}.level", f"a level is a non-negative integer, got {_show(level)}")
+    if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= MAX_LEVEL:
+        _fail(f"{path}.level", f"a level is an integer 0 … {MAX_LEVEL}, got {_show(level)}")
     dtype = obj["dtype"]
     if not isinstance(dtype, str) or dtype not in DTYPES:
         _fail(f"{path}.dtype", f"unknown dtype {_show(dtype)}; legal dtypes are {sorted(DTYPES)}")
-    return Array(tuple(axes), level, dtype)
+    try:
+        return Array(tuple(axes), level, dtype)
+    except NapkinError as e:      # an axis named twice
+        _fail(f"{path}.axes", str(e))
 
 
 def _arrays_shown(arrays, most: int = 8) -> str:
@@ -166,10 +192,28 @@ def _arrays_to_json(ty: Ty, path: str) -> list:
     return [array_to_json(a, f"{path}[{i}]") for i, a in enumerate(ty.inside)]
 
 
-def _arrays_from_json(obj, path: str) -> list:
+def _key(obj):
+    """The JSON text of ``obj`` (keys sorted): what a box or an array is built from, so equal texts build equal
+    values; None where ``obj`` is not JSON (a dict given to :func:`from_json` may hold anything)."""
+    try:
+        return json.dumps(obj, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+
+
+def _arrays_from_json(obj, path: str, built: dict) -> list:
     if not isinstance(obj, list):
         _fail(path, f"expected a list of arrays, got {_show(obj)}")
-    return [array_from_json(a, f"{path}[{i}]") for i, a in enumerate(obj)]
+    out = []
+    for i, a in enumerate(obj):
+        key = _key(a)
+        array = built.get(("array", key)) if key is not None else None
+        if array is None:
+            array = array_from_json(a, f"{path}[{i}]")
+            if key is not None:
+                built["array", key] = array
+        out.append(array)
+    return out
 
 
 # =========================================================================== boxes and diagrams
@@ -234,7 +278,19 @@ def _one_box(diagram: Diagram, path: str, what: str):
     return diagram.boxes[0]
 
 
-def _box_from_json(obj, path: str):
+def _box_from_json(obj, path: str, built: dict):
+    """The box of ``obj``; ``built``: the arrays and boxes this document built so far, by their JSON text (a box
+    written again is built once; a region is not looked up, its text being as long as its inside)."""
+    key = _key(obj) if isinstance(obj, dict) and obj.get("type") != "region" else None
+    if key is not None and ("box", key) in built:
+        return built["box", key]
+    box = _new_box(obj, path, built)
+    if key is not None:
+        built["box", key] = box
+    return box
+
+
+def _new_box(obj, path: str, built: dict):
     if not isinstance(obj, dict):
         _fail(path, f"expected a box (an object with a 'type' among {list(_BOX_FIELDS)}), got {_show(obj)}")
     if "type" not in obj:
@@ -244,13 +300,13 @@ def _box_from_json(obj, path: str):
         _fail(f"{path}.type", f"unknown box type {_show(t)}; legal types are {list(_BOX_FIELDS)}")
     _fields(obj, path, _BOX_FIELDS[t], f"a {t!r} box")
     if t == "swap":
-        left = _arrays_from_json(obj["left"], f"{path}.left")
-        right = _arrays_from_json(obj["right"], f"{path}.right")
+        left = _arrays_from_json(obj["left"], f"{path}.left", built)
+        right = _arrays_from_json(obj["right"], f"{path}.right", built)
         if not left or not right:
             _fail(path, "a swap needs at least one array on each side")
         return _one_box(Diagram.swap(Ty(*left), Ty(*right)), path, "swap")
     if t in ("copy", "discard"):
-        dom = _arrays_from_json(obj["dom"], f"{path}.dom")
+        dom = _arrays_from_json(obj["dom"], f"{path}.dom", built)
         if len(dom) != 1:
             _fail(f"{path}.dom", f"a {t} acts on exactly one array, got {len(dom)}")
         n = 0
@@ -262,7 +318,7 @@ def _box_from_json(obj, path: str):
                 _fail(f"{path}.n", f"a copy makes at most {MAX_COPIES} copies (a limit of this reader), got {n}")
         return _one_box(Diagram.copy(Ty(*dom), n), path, t)
     if t == "merge":
-        cod = _arrays_from_json(obj["cod"], f"{path}.cod")
+        cod = _arrays_from_json(obj["cod"], f"{path}.cod", built)
         if len(cod) != 1:
             _fail(f"{path}.cod", f"a merge makes exactly one array, got {len(cod)}")
         n = _int(obj["n"], f"{path}.n", "the number of merged wires (an integer >= 2)")
@@ -272,18 +328,18 @@ def _box_from_json(obj, path: str):
             _fail(f"{path}.n", f"a merge takes at most {MAX_COPIES} wires (a limit of this reader), got {n}")
         return _one_box(Diagram.merge(Ty(*cod), n), path, "merge")
     if t == "region":
-        return _region_from_json(obj, path)
-    return _primitive_from_json(obj, path)
+        return _region_from_json(obj, path, built)
+    return _primitive_from_json(obj, path, built)
 
 
-def _region_from_json(obj, path: str):
+def _region_from_json(obj, path: str, built: dict):
     key = obj["region"]
     if not isinstance(key, str) or key not in REGIONS:
         _fail(f"{path}.region", f"unknown region {_show(key)}; registered regions are {sorted(REGIONS)}")
     params = _params_from_json(obj["params"], f"{path}.params")
-    dom = _arrays_from_json(obj["dom"], f"{path}.dom")
-    cod = _arrays_from_json(obj["cod"], f"{path}.cod")
-    arg = _diagram_from_json(obj["diagram"], f"{path}.diagram")
+    dom = _arrays_from_json(obj["dom"], f"{path}.dom", built)
+    cod = _arrays_from_json(obj["cod"], f"{path}.cod", built)
+    arg = _diagram_from_json(obj["diagram"], f"{path}.diagram", built)
     try:
         return REGIONS[key].rebuild(arg, Ty(*dom), Ty(*cod), params)
     except SerialisationError:
@@ -292,7 +348,7 @@ def _region_from_json(obj, path: str):
         _fail(path, f"the {key!r} region does not accept this content: {e}")
 
 
-def _primitive_from_json(obj, path: str):
+def _primitive_from_json(obj, path: str, built: dict):
     kind = obj["kind"]
     if not isinstance(kind, str):
         _fail(f"{path}.kind", f"a kind is a string naming a declared primitive kind, got {_show(kind)}")
@@ -302,8 +358,8 @@ def _primitive_from_json(obj, path: str):
     name = obj["name"]
     if not isinstance(name, str):
         _fail(f"{path}.name", f"a box name is a string, got {_show(name)}")
-    dom = _arrays_from_json(obj["dom"], f"{path}.dom")
-    cod = _arrays_from_json(obj["cod"], f"{path}.cod")
+    dom = _arrays_from_json(obj["dom"], f"{path}.dom", built)
+    cod = _arrays_from_json(obj["cod"], f"{path}.cod", built)
     weaves_obj = obj["weaves"]
     if not isinstance(weaves_obj, list):
         _fail(f"{path}.weaves", f"expected a list of weaves, got {_show(weaves_obj)}")
@@ -332,20 +388,18 @@ def _primitive_from_json(obj, path: str):
     return box
 
 
-def _diagram_from_json(obj, path: str) -> Diagram:
+def _diagram_from_json(obj, path: str, built: dict) -> Diagram:
     if isinstance(obj, dict) and "type" in obj:  # a diagram that is a single box
-        box = _box_from_json(obj, path)
+        box = _box_from_json(obj, path, built)
         if isinstance(box, Diagram):
             return box
         return from_layers(Ty(*box.dom.inside), Ty(*box.cod.inside), [(Ty(), box, Ty())])
     _fields(obj, path, ("dom", "cod", "layers"), "a diagram")
-    dom = _arrays_from_json(obj["dom"], f"{path}.dom")
-    cod = _arrays_from_json(obj["cod"], f"{path}.cod")
+    dom = _arrays_from_json(obj["dom"], f"{path}.dom", built)
+    cod = _arrays_from_json(obj["cod"], f"{path}.cod", built)
     layers_obj = obj["layers"]
     if not isinstance(layers_obj, list):
         _fail(f"{path}.layers", f"expected a list of layers, got {_show(layers_obj)}")
-    if len(layers_obj) > MAX_LAYERS:
-        _fail(f"{path}.layers", f"{len(layers_obj)} layers, more than this reader's limit of {MAX_LAYERS}")
     if len(dom) > MAX_WIRES or len(cod) > MAX_WIRES:
         _fail(path, f"more than {MAX_WIRES} inputs or outputs (a limit of this reader)")
     wires = list(dom)
@@ -353,7 +407,7 @@ def _diagram_from_json(obj, path: str) -> Diagram:
     for i, layer in enumerate(layers_obj):
         where = f"{path}.layers[{i}]"
         _fields(layer, where, ("offset", "box"), "a layer")
-        box = _box_from_json(layer["box"], f"{where}.box")
+        box = _box_from_json(layer["box"], f"{where}.box", built)
         offset = _int(layer["offset"], f"{where}.offset", "a wire offset")
         k = len(box.dom)
         if not 0 <= offset <= len(wires) - k:
@@ -371,6 +425,70 @@ def _diagram_from_json(obj, path: str) -> Diagram:
         _fail(f"{path}.cod", f"the layers output {_arrays_shown(wires)} but the diagram declares "
                              f"{_arrays_shown(cod)}")
     return from_layers(Ty(*dom), Ty(*cod), items)
+
+
+# =========================================================================== a document's extent
+def _box_extent(box) -> tuple:
+    """``(arrays, change)`` of a box's JSON: the arrays it writes and how many wires it adds (its outputs less its
+    inputs); zero for what is malformed (the reader then says what is wrong)."""
+    if not isinstance(box, dict):
+        return 0, 0
+    arrays = sum(len(box[k]) for k in ("dom", "cod", "left", "right") if isinstance(box.get(k), list))
+    n = box.get("n") if isinstance(box.get("n"), int) else 1
+    change = {"copy": n - 1, "discard": -1, "merge": 1 - n, "swap": 0}.get(box.get("type"))
+    if change is None:
+        ins, outs = box.get("dom"), box.get("cod")
+        change = len(outs) - len(ins) if isinstance(ins, list) and isinstance(outs, list) else 0
+    return arrays, change
+
+
+def check_extent(obj, path: str = "diagram") -> dict:
+    """Refuse a diagram's JSON past this reader's limits (:data:`MAX_VALUES`, :data:`MAX_LAYERS`, :data:`MAX_ARRAYS`,
+    :data:`MAX_AREA`) before anything is built: one pass over the JSON, its regions' insides included, in time
+    linear in the document.  Returns ``{"layers", "arrays", "area"}``.
+
+    >>> check_extent({"dom": [], "cod": [], "layers": [{"offset": 0, "box": {"type": "swap"}}] * 10**5})
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.SerialisationError: diagram.layers: the document has more than 10000 layers (regions' ...
+    """
+    total = {"layers": 0, "arrays": 0, "area": 0}
+    limits = {"layers": MAX_LAYERS, "arrays": MAX_ARRAYS, "area": MAX_AREA}
+    what = {"layers": "layers", "arrays": "arrays", "area": "wires summed over its layers"}
+
+    def count(key, n, where):
+        total[key] += n
+        if total[key] > limits[key]:
+            _fail(where, f"the document has more than {limits[key]} {what[key]} (regions' insides included), "
+                         f"this reader's limit")
+
+    stack = [(obj, path)]
+    while stack:
+        d, where = stack.pop()
+        if not isinstance(d, dict):
+            continue
+        if "type" in d:              # a diagram that is a single box
+            count("layers", 1, where)
+            count("arrays", _box_extent(d)[0], where)
+            if d.get("type") == "region":
+                stack.append((d.get("diagram"), f"{where}.diagram"))
+            continue
+        ends = [d.get(k) for k in ("dom", "cod")]
+        count("arrays", sum(len(e) for e in ends if isinstance(e, list)), where)
+        wires = len(ends[0]) if isinstance(ends[0], list) else 0
+        items = d.get("layers") if isinstance(d.get("layers"), list) else []
+        count("layers", len(items), f"{where}.layers")
+        for i, layer in enumerate(items):
+            box = layer.get("box") if isinstance(layer, dict) else None
+            arrays, change = _box_extent(box)
+            count("arrays", arrays, f"{where}.layers[{i}]")
+            count("area", wires, f"{where}.layers[{i}]")
+            wires = max(0, wires + change)
+            if isinstance(box, dict) and box.get("type") == "region":
+                stack.append((box.get("diagram"), f"{where}.layers[{i}].box.diagram"))
+    if count_values(obj, MAX_VALUES) > MAX_VALUES:     # after the layers: a long list of layers is refused at once
+        _fail(path, f"the document has more than {MAX_VALUES} JSON values, this reader's limit")
+    return total
 
 
 # =========================================================================== entry points
@@ -394,8 +512,9 @@ def from_json(doc) -> Diagram:
         raise SerialisationError(f"napkin_cat: unsupported format version {_show(version)}; "
                                  f"this napkin_cat reads version {VERSION}")
     _fields(doc, "document", ("napkin_cat", "diagram"), "a napkin_cat document")
+    check_extent(doc["diagram"])
     try:
-        return _diagram_from_json(doc["diagram"], "diagram")
+        return _diagram_from_json(doc["diagram"], "diagram", {})
     except RecursionError:
         raise SerialisationError("diagram: nested too deeply") from None
 
@@ -413,6 +532,9 @@ def loads(text) -> Diagram:
     """Rebuild a diagram from :func:`dumps` output; never executes code from ``text``."""
     if not isinstance(text, (str, bytes, bytearray)):
         raise SerialisationError(f"loads takes a JSON string, got {type(text).__name__}")
+    if len(text) > MAX_DOCUMENT_CHARS:
+        raise SerialisationError(f"document: {len(text)} characters, more than this reader's limit of "
+                                 f"{MAX_DOCUMENT_CHARS}")
     try:
         doc = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as e:

@@ -24,11 +24,10 @@ napkin_cat.errors.IndexingError: window_mask: the window w = -1 is negative; a s
 """
 from __future__ import annotations
 
-import sympy
-
 from napkin_cat.errors import IndexingError
 from napkin_cat.library.sizing import _for, _sizes
 from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.axis import LARGEST_SIZE
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.construct import cast, elementwise, types
 from napkin_cat.syntax.dtype import INT32
@@ -49,11 +48,12 @@ def causal_mask(q=None, x=None) -> Diagram:
 
 def window_mask(window, q=None, x=None) -> Diagram:
     """``|q − x| ≤ w``: a query sees the keys within ``w`` positions of its own (``w ≥ 0``, an int)."""
-    w = sympy.sympify(window)
-    if not w.is_integer or w.is_negative:
-        why = "negative" if w.is_negative else "not an integer"
-        raise IndexingError(f"window_mask: the window w = {window} is {why}; a sliding window keeps the keys with "
-                            f"|q − x| ≤ w, w ≥ 0")
+    if isinstance(window, bool) or not hasattr(window, "__index__") or not 0 <= int(window) <= LARGEST_SIZE:
+        why = "not an integer" if isinstance(window, bool) or not hasattr(window, "__index__") else \
+            ("negative" if int(window) < 0 else "more than 2^64 positions")
+        raise IndexingError(f"window_mask: the window w = {window!r} is {why}; a sliding window keeps the keys with "
+                            f"|q − x| ≤ w, w an integer 0 … 2^64")
+    w = int(window)
     s = _sizes(q=q, x=x)
     b = Builder(Ty())
     qi, xi = _positions(b, s)

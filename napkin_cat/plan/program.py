@@ -30,6 +30,7 @@ from napkin_cat.plan.liveness import with_frees
 from napkin_cat.plan.printer import Printer, variable_table
 from napkin_cat.plan.runner import Machine
 from napkin_cat.plan.static import static_peak
+from napkin_cat.semantics.footprint import check_room
 from napkin_cat.syntax.adapter import Bubble, Diagram, layers
 from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.syntax.sizes import as_sizes, symbols_of
@@ -45,6 +46,7 @@ class Plan:
         self.masked = {s.index for s in walk(self.body) if isinstance(s, (GridLoop, StreamLoop))
                        and _ragged(s, self.sizes)}
         self._peaks = None
+        self._fits = False
 
     @property
     def variables(self) -> list:
@@ -88,9 +90,12 @@ class Plan:
         if len(arrays) != len(self.inputs):
             raise ShapeError(f"the plan takes {len(self.inputs)} array(s) "
                              f"{[str(a) for a in self.diagram.dom.inside]}, got {len(arrays)}")
+        self._check_room()
         out = []
         for k, (name, x) in enumerate(zip(self.inputs, arrays)):
             x = np.asarray(x)
+            if not (np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.bool_)):
+                raise ShapeError(f"argument {k} ({name}): expected a numeric array, got dtype {x.dtype}")
             v = self.variable_map[name]
             want = tuple(int(sympy.sympify(e).subs(self.sizes)) for _, e in v.shape)
             if x.shape != want:
@@ -100,6 +105,15 @@ class Plan:
                                  f"plan's sizes; mismatched: {', '.join(bad)}")
             out.append(x)
         return out
+
+    def _check_room(self):
+        """Every array the run holds, at full tiles, within this machine's memory (checked once per plan): a run
+        that cannot hold one is refused before any is made (:mod:`napkin_cat.semantics.footprint`)."""
+        if not self._fits:
+            for v in self.variables:
+                check_room(math.prod(int(sympy.sympify(e).subs(self.sizes)) for _, e in v.shape),
+                           f"the variable {v.name}[{'×'.join(v.axes)}]")
+            self._fits = True
 
     def run(self, *arrays):
         """``(outputs, counters)``: the instrumented run (see :mod:`napkin_cat.plan.runner`)."""

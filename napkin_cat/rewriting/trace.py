@@ -28,6 +28,12 @@ from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.rewriting.rules import RuleSet, as_ruleset
 from napkin_cat.semantics.equivalent import Equivalence, equivalent
 
+#: the most steps of a trace read back: fifty times the search's derivation of attention's gradient (84 steps);
+#: every step holds two diagrams to rebuild
+MAX_STEPS = 4096
+#: the most characters of a trace read back: sixteen times that derivation's (7.8 MB)
+MAX_TRACE_CHARS = 1 << 27
+
 #: Filled by the layers above: ``"codec"`` (napkin_cat.io: ``dumps``/``loads`` of diagrams, so that a
 #: trace carries its diagrams) and ``"drawer"`` (napkin_cat.render: ``draw_trace(trace, path)``).
 HOOKS: dict = {}
@@ -139,9 +145,13 @@ class Trace:
         >>> Trace.loads(r.trace.dumps()).replay(nc.library.attention()) == r.diagram
         True
         """
+        if isinstance(text, (str, bytes, bytearray)) and len(text) > MAX_TRACE_CHARS:
+            raise RewriteError(f"a trace of {len(text)} characters: this reader takes at most {MAX_TRACE_CHARS}")
         try:
             data = json.loads(text)
             items = data["steps"]
+            if len(items) > MAX_STEPS:
+                raise RewriteError(f"a trace of {len(items)} steps: this reader takes at most {MAX_STEPS}")
             serial = HOOKS.get("codec")
             steps = tuple(Step(i["rule"], tuple(tuple(p) for p in i["key"]), i["description"],
                                stored=(serial.loads(i["before"]), serial.loads(i["after"]))

@@ -39,14 +39,14 @@ import sympy
 
 from napkin_cat.algorithms.launches import blocks
 from napkin_cat.cost.optimum import Optimum, memory_limit
-from napkin_cat.errors import MemoryLimitError, NapkinError, RewriteError
+from napkin_cat.errors import LevelError, MemoryLimitError, NapkinError, RewriteError
 from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.search.bounds import Bound, lower_bound
 from napkin_cat.search.parallelism import Requirement
 from napkin_cat.search.results import Derivation, Regime
 from napkin_cat.search.forms import prepared_forms
 from napkin_cat.search.space import MEMO, Makers, _extremes, check_sizes, select, smallest_memory
-from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.adapter import MAX_LEVEL, Diagram
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 from napkin_cat.syntax.axis import symbol
 
@@ -54,8 +54,16 @@ __all__ = ["derive", "Derivation", "Regime", "MEMO"]
 
 
 # ---------------------------------------------------------------------- derive
+#: the most memories one derivation sweeps: every power of two a level can hold (2^0 … 2^64) is 65, and each
+#: memory costs its own search (256 memories of matmul took 14 s here), so a sweep of a million is refused
+MAX_MEMORIES = 256
+
+
 def _memories(memory):
     if isinstance(memory, (list, tuple, range)):
+        if len(memory) > MAX_MEMORIES:
+            raise MemoryLimitError(f"{len(memory)} memories: a derivation sweeps at most {MAX_MEMORIES} (each is a "
+                                   f"search of its own); sample the range, e.g. its powers of two")
         ms = [memory_limit(m) for m in memory]
         if not ms:
             raise MemoryLimitError("give at least one memory size")
@@ -124,8 +132,9 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
     if min_blocks is not None and (sizes is None or not isinstance(_memories(memory)[0], list)):
         raise NapkinError("min_blocks counts thread blocks at concrete sizes: give sizes= for every axis and a "
                           "number (or a list of numbers) for memory")
-    if not isinstance(level, int) or isinstance(level, bool) or level < 1:
-        raise NapkinError(f"level must be a positive int (1: the first level below global memory), got {level!r}")
+    if not isinstance(level, int) or isinstance(level, bool) or not 1 <= level <= MAX_LEVEL:
+        raise LevelError(f"level must be a positive int 1 … {MAX_LEVEL} (1: the first level below global memory), "
+                         f"got {level!r}")
     book = rulebook(book) if not hasattr(book, "roles") else book
     memories, many = _memories(memory)
     forms = prepared_forms(diagram, book, depth)

@@ -30,8 +30,9 @@ import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.errors import NapkinError
-from napkin_cat.semantics.env import Env, substituted
+from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.evaluate import evaluate
+from napkin_cat.semantics.footprint import check_diagrams, largest_array, value_at
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.syntax.sizes import Sizes, as_sizes, names_of, symbols_of
 
@@ -41,6 +42,8 @@ TRIAL_KINDS = ("ragged", "tiles ≥ 2", "random")
 UNTILED_KINDS = ("sizes ≥ 2", "random")
 #: the most entries a drawn array may have before distinct sizes give way to sizes 2 and 3
 LARGEST_DRAW = 1 << 20
+#: the most trials one comparison runs: each evaluates both diagrams (the library's checks run 1 to 30)
+MAX_TRIALS = 1000
 
 
 @dataclass
@@ -89,16 +92,6 @@ def free_sizes(diagram: Diagram) -> list:
     return sorted(syms, key=str)
 
 
-def _value(env: dict, expr):
-    """``expr`` as an int when the bindings determine it, else None."""
-    if isinstance(expr, int):
-        return expr
-    v = substituted(env, expr)
-    if isinstance(v, int):
-        return v
-    return int(v) if v.is_number and v.is_integer else None
-
-
 def _whole_tiles(rng, tile: int, kind: str) -> int:
     """An axis size for ``tile``: two or three whole tiles, plus a shorter last one when ragged."""
     whole = tile * int(rng.integers(2, 4))
@@ -117,7 +110,7 @@ def _bind_tile(env: dict, rng, tile, full, kind: str, tiles: set = frozenset()) 
     if isinstance(full, sympy.Symbol) and full not in env:
         if full in tiles:
             return False
-        t = tile if isinstance(tile, int) else _value(env, tile)
+        t = tile if isinstance(tile, int) else value_at(env, tile)
         if t is None and isinstance(tile, sympy.Symbol):
             t = env[tile] = int(rng.integers(2, 4))
         if t is not None:
@@ -125,7 +118,7 @@ def _bind_tile(env: dict, rng, tile, full, kind: str, tiles: set = frozenset()) 
         return True
     if not isinstance(tile, sympy.Symbol) or tile in env:
         return True
-    n = _value(env, full)
+    n = value_at(env, full)
     if n is None:
         return False
     if kind == "ragged":
@@ -153,25 +146,6 @@ def _draw_distinct(rng, symbols: list, env: dict, low: int, high: int):
         env[s] = int(v)
 
 
-def _largest_array(env: dict, diagrams) -> int:
-    """The most entries of one array on the boundary or a box's wires of ``diagrams`` at ``env`` (0: unknown)."""
-    arrays = set()
-    for d in diagrams:
-        arrays.update(d.dom.inside, d.cod.inside)
-        for _, box in layers(d):
-            arrays.update(box.dom.inside, box.cod.inside)
-    values, most = {}, 0                   # each distinct array, each distinct size, evaluated once
-    for arr in arrays:
-        n = 1
-        for a in arr.axes:
-            if a.size not in values:
-                values[a.size] = _value(env, a.size)
-            v = values[a.size]
-            n *= v if v is not None else 1
-        most = max(most, n)
-    return most
-
-
 def _trial_sizes(rng, fixed: dict, d1, d2, kind: str, low: int, high: int) -> dict:
     """Bindings for one trial: sizes, then tiles of the trial's kind (a nested tile after its parent), then
     every other symbol, then divisors; a tile the bindings put past its axis (one tile symbol at two levels)
@@ -185,7 +159,7 @@ def _trial_sizes(rng, fixed: dict, d1, d2, kind: str, low: int, high: int) -> di
         bound = [s for s in free if s not in env and (kind == "sizes ≥ 2" or
                                                       not any(s == full for _, full in tiles))]
         _draw_distinct(rng, bound, env, low, high)
-        if _largest_array(env, (d1, d2)) > LARGEST_DRAW:
+        if largest_array(env, (d1, d2))[0] > LARGEST_DRAW:
             for s in bound:
                 env[s] = int(rng.integers(2, 4))
         pending = list(tiles)
@@ -198,13 +172,13 @@ def _trial_sizes(rng, fixed: dict, d1, d2, kind: str, low: int, high: int) -> di
         env.setdefault(s, int(rng.integers(low, high + 1)) if kind == "random" else int(rng.integers(2, 4)))
     for _ in range(len(tiles) + 1):
         for tile, full in tiles:
-            if isinstance(tile, sympy.Symbol) and tile not in env and _value(env, full) is not None:
-                n = _value(env, full)
+            if isinstance(tile, sympy.Symbol) and tile not in env and value_at(env, full) is not None:
+                n = value_at(env, full)
                 env[tile] = int(rng.choice([g for g in range(1, n + 1) if n % g == 0]))
     for _ in range(len(tiles) + 1):   # a tile symbol shared by nested partitions: each no larger than its axis
         changed = False
         for tile, full in tiles:
-            t, n = _value(env, tile), _value(env, full)
+            t, n = value_at(env, tile), value_at(env, full)
             if isinstance(tile, sympy.Symbol) and t is not None and n is not None and t > n:
                 env[tile], changed = n, True
         if not changed:
@@ -230,8 +204,14 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
     for name, d in (("first", d1), ("second", d2)):
         if not isinstance(d, Diagram):
             raise NapkinError(f"nc.equivalent compares two diagrams; the {name} is a {type(d).__name__}")
-    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
-        raise NapkinError(f"trials must be a positive int, got {trials!r}")
+    if not isinstance(trials, int) or isinstance(trials, bool) or not 1 <= trials <= MAX_TRIALS:
+        raise NapkinError(f"trials must be a positive int of at most {MAX_TRIALS}, got {trials!r}")
+    for name, bound in (("low", low), ("high", high)):
+        if isinstance(bound, bool) or not isinstance(bound, int) or not 1 <= bound <= LARGEST_DRAW:
+            raise NapkinError(f"{name} must be an int 1 … {LARGEST_DRAW} (the range random sizes are drawn from), "
+                              f"got {bound!r}")
+    if high < low:
+        raise NapkinError(f"random sizes are drawn from low … high: low = {low} is above high = {high}")
     if d1.dom != d2.dom or d1.cod != d2.cod:
         return Equivalence(False, f"types differ: {d1.dom} → {d1.cod} vs {d2.dom} → {d2.cod}", seed=seed)
     rng = np.random.default_rng(seed)
@@ -242,6 +222,7 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
     for t in range(trials):
         kind = kinds[t % len(kinds)]
         env = _trial_sizes(rng, fixed, d1, d2, kind, low, high)
+        check_diagrams(env, (d1, d2))       # the sizes given may be too large to hold: refused, nothing drawn
         named = {str(k): v for k, v in sorted(env.items(), key=lambda kv: str(kv[0]))}
         tried.append({"trial": t, "tiles": kind, "sizes": named})
         xs = []

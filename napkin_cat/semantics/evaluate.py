@@ -21,6 +21,7 @@ import sympy
 
 from napkin_cat.errors import NapkinError, ShapeError
 from napkin_cat.semantics.env import Env
+from napkin_cat.semantics.footprint import check_diagrams
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.semantics.regions import run_region
 from napkin_cat.syntax.adapter import Bubble, Diagram, layers
@@ -45,7 +46,8 @@ def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dic
     :class:`~napkin_cat.syntax.sizes.Sizes` or names → positive ints, each one of the diagram's);
     ``counters``, a dict, receives the values moved per level by the Loads/Saves run;
     ``skip=False`` runs every trip of a masked stream, those its mask skips included (they change nothing:
-    :mod:`napkin_cat.algorithms.skipping`).
+    :mod:`napkin_cat.algorithms.skipping`).  An intermediate array larger than this machine's memory is refused
+    before anything runs (:mod:`napkin_cat.semantics.footprint`).
     """
     if not isinstance(diagram, Diagram):
         raise NapkinError(f"evaluate takes a napkin_cat Diagram, got {type(diagram).__name__}")
@@ -62,6 +64,7 @@ def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dic
         env.bind(arr, x, f"input {i} ({arr})")
         xs.append(x)
     _check_tiles(diagram, env)
+    check_diagrams(env, [diagram])         # an intermediate larger than memory is refused before anything runs
     out = interpret(diagram, xs, env)
     out = [np.asarray(o) for o in out]
     return out[0] if len(out) == 1 else tuple(out)

@@ -22,25 +22,31 @@ from __future__ import annotations
 from discopy import cat, markov, monoidal
 from discopy.cat import factory
 
-from napkin_cat.syntax.axis import Axis
+from napkin_cat.syntax.axis import MAX_AXES, Axis
 from napkin_cat.syntax.dtype import DType, FP32, as_dtype
-from napkin_cat.errors import ArgumentError, CompositionError, LevelError
+from napkin_cat.errors import ArgumentError, AxisError, CompositionError, LevelError
 
+
+#: the deepest memory level an array or a kernel may name.  The deepest hierarchy napkin-cat models has four
+#: levels (GMEM, SMEM, registers, tensor-core fragments: ``hardware/hierarchies/hopper.toml``); a kernel at level
+#: ``ℓ`` loads its inputs through every level above it, one box per level, so a level of ``10**30`` would build
+#: boxes forever.
+MAX_LEVEL = 16
 
 def as_level(level, *, least: int = 0, what: str = "level") -> int:
     """``level`` as an int, refused (:class:`~napkin_cat.errors.LevelError`) unless it is a whole number
-    ≥ ``least`` (0: global memory, 1: the first level below it, …).
+    ``least … MAX_LEVEL`` (0: global memory, 1: the first level below it, …).
 
     >>> as_level(2)
     2
     >>> as_level(1.5)
     Traceback (most recent call last):
     ...
-    napkin_cat.errors.LevelError: level must be a whole number ≥ 0 (0: global memory, 1: ...), got 1.5
+    napkin_cat.errors.LevelError: level must be a whole number 0 … 16 (0: global memory, 1: the first level ...
     """
-    if isinstance(level, bool) or not hasattr(level, "__index__") or int(level) < least:
-        raise LevelError(f"{what} must be a whole number ≥ {least} (0: global memory, 1: the first level below "
-                         f"it), got {level!r}")
+    if isinstance(level, bool) or not hasattr(level, "__index__") or not least <= int(level) <= MAX_LEVEL:
+        raise LevelError(f"{what} must be a whole number {least} … {MAX_LEVEL} (0: global memory, 1: the first "
+                         f"level below it; no hierarchy is deeper than {MAX_LEVEL}), got {level!r}")
     return int(level)
 
 
@@ -55,7 +61,15 @@ class Array(cat.Ob):
         self.axes = tuple(axes)
         for a in self.axes:
             if not isinstance(a, Axis):
-                raise TypeError(f"Array axes must be Axis objects, got {a!r}")
+                raise ArgumentError(f"Array axes must be Axis objects (nc.Axis('q'), nc.axes('q d')), got {a!r}")
+        if len(self.axes) > MAX_AXES:
+            raise AxisError(f"an array carries at most {MAX_AXES} axes (the most dimensions numpy holds before "
+                            f"numpy 2), got {len(self.axes)}: {', '.join(a.name for a in self.axes[:8])}, …")
+        names = [a.name for a in self.axes]
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise AxisError(f"an array carries each axis once, but {twice[0]!r} appears twice in "
+                            f"{'×'.join(names)}")
         self.level = as_level(level, what="an array's level")
         self.dtype = as_dtype(dtype)
         label = "×".join(_axis_label(a)

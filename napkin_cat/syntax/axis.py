@@ -24,6 +24,15 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
 
 Size = "sympy.Expr | int"
 
+#: the most axes an array may carry: numpy holds arrays of at most 32 dimensions before numpy 2 (64 from numpy 2
+#: on; napkin-cat supports numpy ≥ 1.24), and the numpy functor (``nc.evaluate``, the plan runner) must be able to
+#: hold every array of a diagram
+MAX_AXES = 32
+#: the largest concrete size of an axis or tile: an axis of more values than a 64-bit address space holds cannot
+#: be stored or indexed, and the exact tile search factors every size (a number of hundreds of digits would take
+#: forever); the largest memory ``nc.optimal`` takes is the same (``LARGEST_MEMORY``)
+LARGEST_SIZE = 2 ** 64
+
 
 @lru_cache(maxsize=None)
 def symbol(name: str) -> sympy.Symbol:
@@ -53,12 +62,17 @@ def as_size(name: str, size) -> "sympy.Expr | int":
         size = int(size)
         if size <= 0:
             raise AxisError(f"size of axis {name!r} must be a positive integer, got {size}")
+        if size > LARGEST_SIZE:
+            raise AxisError(f"size of axis {name!r} must be at most 2^64 (a 64-bit address space), got {size}")
         return size
     if isinstance(size, str):
         return symbol(check_name(size))
     if isinstance(size, sympy.Basic):
         if size.is_Integer:
             return as_size(name, int(size))
+        if size.is_number or size.has(sympy.nan, sympy.zoo, sympy.oo):   # 1/2, 2.0, pi, nan, oo, q + oo
+            raise AxisError(f"size of axis {name!r} must be a positive integer or an expression in size symbols "
+                            f"(such as 2*q), got {size}")
         if size.is_positive is False:
             raise AxisError(f"size of axis {name!r} must be positive, got {size}")
         return size

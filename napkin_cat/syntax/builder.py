@@ -15,7 +15,7 @@ discard (a wire never used) that a string diagram needs.
 from __future__ import annotations
 
 from napkin_cat.syntax.adapter import Diagram, Ty, from_layers
-from napkin_cat.errors import CompositionError
+from napkin_cat.errors import ArgumentError, CompositionError
 from napkin_cat.syntax.construct import cast
 from napkin_cat.syntax.dtype import as_dtype
 
@@ -34,6 +34,9 @@ class Builder:
     """Build a diagram from box applications on wires (see module docstring)."""
 
     def __init__(self, dom: Ty):
+        if not isinstance(dom, Ty):
+            raise ArgumentError(f"a Builder starts from a type (nc.types('q d, x d') or Ty()), got "
+                                f"{type(dom).__name__} {dom!r}")
         self.dom = dom
         self.inputs = [Wire(i, a) for i, a in enumerate(dom.inside)]
         self._next = len(self.inputs)

@@ -16,10 +16,13 @@ inputs, or is named in ``core``, belongs to the item-level core.
 """
 from __future__ import annotations
 
+import numbers
 import re
 
+import sympy
+
 from napkin_cat.syntax.adapter import Array, Diagram, Ty
-from napkin_cat.syntax.axis import Axis, check_name, resolve
+from napkin_cat.syntax.axis import MAX_AXES, Axis, check_name, resolve
 from napkin_cat.syntax.dtype import FP32
 from napkin_cat.errors import AxisError, SignatureError, UnknownPrimitiveError
 from napkin_cat.syntax.ops import ARITY, ELEMENTWISE, REDUCTIONS
@@ -61,6 +64,9 @@ def parse(signature: str, *, arrow: bool | None = None) -> tuple[list[list[str]]
                 if not _TOKEN.match(n):
                     raise SignatureError(f"cannot parse {signature!r}: {n!r} in {where} operand {k} "
                                          "is not an axis name (letters, digits, _ and ')")
+            if len(names) > MAX_AXES:
+                raise SignatureError(f"{where} operand {k} of the signature names {len(names)} axes; an array "
+                                     f"carries at most {MAX_AXES} (the most dimensions numpy holds before numpy 2)")
             if len(set(names)) != len(names):
                 dup = sorted({n for n in names if names.count(n) > 1})[0]
                 raise SignatureError(f"{where} operand {k} of {signature!r} names axis {dup!r} twice; "
@@ -97,6 +103,15 @@ def _merge_sizes(where: str, given, more: dict, names=(), **options) -> dict:
                                  f"axis {option!r} the signature names; give that axis its size with "
                                  f"sizes={{{option!r}: …}}")
     return out
+
+
+def _number(value, what: str):
+    """``value`` when it is a number (an int, a float, a numpy or sympy number) or a sympy expression in sizes
+    (``1/sqrt(d)``); a string, a bool or a list is refused (a string is never parsed as an expression)."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Number, sympy.Expr)):
+        raise SignatureError(f"{what} must be a number or a sympy expression in sizes (such as 1/sqrt(d)), got "
+                             f"{value!r}")
+    return value
 
 
 def _names(signature) -> set:
@@ -190,7 +205,7 @@ def softmax(signature: str, *, over, beta=1, level: int = 0, dtype=FP32, out_dty
         if n not in ins[0]:
             raise SignatureError(f"softmax over {n!r}: the array {ins[0]} has no such axis; "
                                  f"legal choices are {ins[0]}")
-    params = {} if beta == 1 else {"beta": beta}
+    params = {} if _number(beta, "the beta of softmax") == 1 else {"beta": beta}
     return apply("softmax", signature, core=over_names, params=params, level=level, dtype=dtype,
                  out_dtype=out_dtype, sizes=sizes)
 
@@ -225,7 +240,7 @@ def elementwise(name: str, signature: str, *, const=None, level: int = 0, dtype=
     if name in ("scale", "shift"):
         if const is None:
             raise SignatureError(f"elementwise {name!r} needs const=<number>")
-        params["c"] = const
+        params["c"] = _number(const, f"the const of elementwise {name!r}")
     elif const is not None:
         raise SignatureError(f"elementwise {name!r} takes no const")
     return apply(name, sig, params=params, level=level, dtype=dtype, sizes=sizes)

@@ -63,6 +63,10 @@ def _contract_check(core: Core):
     _require(len(core.inputs) >= 1, "contract", "needs at least one operand")
     _require(len(core.outputs) == 1 and core.outputs[0] == (), "contract",
              f"the item output is the scalar R, got core outputs {core.outputs}")
+    names = {a.name for axes in core.inputs for a in axes} | {a.name for a in core.weaves}
+    _require(len(names) <= len(_LETTERS), "contract",
+             f"names {len(names)} distinct axes, more than the {len(_LETTERS)} labels numpy's einsum (its numpy "
+             f"meaning) has; contract in steps of at most {len(_LETTERS)} axes")
 
 
 def _contract_impl(xs, core: Core):

@@ -163,6 +163,11 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     its first two); ``vjp`` its vector-Jacobian product for ``nc.grad`` (a rule as in
     :mod:`napkin_cat.autodiff.vjps`; a kind without one is refused when differentiated).
     """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise SignatureError(f"a primitive kind is named by an identifier (such as 'gelu2'), got {name!r}")
+    for role, fn in (("impl", impl), ("flops", flops), ("check", check), ("labelled", labelled), ("vjp", vjp)):
+        if (fn is not None or role == "impl") and not callable(fn):
+            raise SignatureError(f"kind {name!r}: {role} must be a function, got {type(fn).__name__} {fn!r}")
     for a in addends:
         if not isinstance(a, Addend) or a.position in a.operands:
             raise SignatureError(f"kind {name!r}: addends must be Addend(position, rest, operands) with the "

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from sympy import Basic
+from sympy import Basic, Symbol
 
 from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty, from_layers
 from napkin_cat.syntax.axis import Axis, as_size, symbol
@@ -112,10 +112,29 @@ def substitute(diagram: Diagram, mapping: dict | None = None, **sizes) -> Diagra
     """Substitute sizes (``d=64`` or ``{symbol: value}``) in every array and box parameter.
 
     Parameters such as SoftMax's ``β = d^(-1/2)`` follow the sizes, so the result
-    is the diagram built with those sizes in the first place.
+    is the diagram built with those sizes in the first place.  A size is what an axis may have
+    (:func:`~napkin_cat.syntax.axis.as_size`: a positive int, a symbol name, an expression in size
+    symbols); a name the diagram does not have is refused, listing the ones it has.
+
+    >>> import napkin_cat as nc
+    >>> substitute(nc.einsum("q d -> q"), e=4)
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.AxisError: cannot substitute 'e': the diagram has no axis or size called 'e'; its ...
     """
-    subs = {symbol(k): v for k, v in sizes.items()}
-    subs.update({(symbol(k) if isinstance(k, str) else k): v for k, v in (mapping or {}).items()})
+    if mapping is not None and not isinstance(mapping, dict):
+        raise AxisError(f"substitute takes a dict of sizes (name or symbol → size), got {type(mapping).__name__}")
+    legal = names_of(diagram)
+    subs = {}
+    for key, value in [*(mapping or {}).items(), *sizes.items()]:
+        if not isinstance(key, (str, Symbol)):
+            raise AxisError(f"cannot substitute {key!r}: a size is named by an axis or tile name (a str) or its "
+                            f"symbol, got a {type(key).__name__}")
+        name = key if isinstance(key, str) else key.name
+        if name not in legal:
+            raise AxisError(f"cannot substitute {name!r}: the diagram has no axis or size called {name!r}; its "
+                            f"axes and sizes are {sorted(legal)}")
+        subs[symbol(name) if isinstance(key, str) else key] = as_size(name, value)
 
     def fa(arr: Array) -> Array:
         return arr.replace(axes=tuple(

@@ -7,7 +7,8 @@ reads the value back, and iteration gives names.  ``env`` is the substitution th
 ``nc.optimal``, ``nc.derive``, ``nc.evaluate``, ``nc.equivalent``, ``nc.hardware.predict`` and
 the CLI's ``--sizes``) applies the same rules, each an :class:`~napkin_cat.errors.AxisError`:
 
-* a value that is not a positive int is refused, naming the axis (``Sizes(...)``);
+* a value that is not a positive int of at most :data:`~napkin_cat.syntax.axis.LARGEST_SIZE` is refused, naming
+  the axis (``Sizes(...)``);
 * a name the diagram does not have is refused, naming it and listing the legal ones (:meth:`Sizes.of`);
 * where every size is needed, a missing one is named (:meth:`Sizes.require`).
 
@@ -35,7 +36,7 @@ import sympy
 
 from napkin_cat.errors import AxisError
 from napkin_cat.syntax.adapter import Bubble, Diagram, layers
-from napkin_cat.syntax.axis import Axis, check_name, symbol
+from napkin_cat.syntax.axis import LARGEST_SIZE, Axis, check_name, symbol
 
 
 def _name(key) -> str:
@@ -53,6 +54,8 @@ def _value(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, sympy.Integer)) or int(value) < 1:
         kind = f" (a {type(value).__name__})" if not isinstance(value, (numbers.Integral, sympy.Integer)) else ""
         raise AxisError(f"the size of {name!r} must be a positive int, got {value!r}{kind}")
+    if int(value) > LARGEST_SIZE:
+        raise AxisError(f"the size of {name!r} must be at most 2^64 (a 64-bit address space), got {value!r}")
     return int(value)
 
 

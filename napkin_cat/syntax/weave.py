@@ -22,7 +22,7 @@ import math
 
 from napkin_cat.syntax.adapter import Array, Box, Bubble, Diagram, Ty, from_layers, layers
 from napkin_cat.syntax.axis import Axis, resolve
-from napkin_cat.errors import SignatureError, WeaveError
+from napkin_cat.errors import WeaveError
 from napkin_cat.syntax.primitive import Core, Spec, Weave, kind_of
 from napkin_cat.syntax.wiring import retype, traverse
 
@@ -44,19 +44,12 @@ def build_box(kind: str, dom: list[Array], cod: list[Array], weaves: list[Weave]
     """A primitive box with full arrays ``dom``/``cod`` and its weave list (innermost first).
 
     Checks that every weave axis sits in every output and exactly in the inputs it
-    names, that no array names an axis twice, and the kind's item signature.
+    names, and the kind's item signature (an array names each axis once: :class:`Array` checks it).
     """
     k = kind_of(kind)
     # one NaN object for every NaN constant, so that a box equals itself rebuilt (NaN != NaN otherwise)
     params = tuple(sorted((key, math.nan if isinstance(v, float) and v != v else v)
                           for key, v in (params or {}).items()))
-    for side, arrays in (("input", dom), ("output", cod)):
-        for i, arr in enumerate(arrays):
-            names = arr.names
-            if len(set(names)) != len(names):
-                dup = sorted({n for n in names if names.count(n) > 1})
-                raise SignatureError(f"{kind}: {side} {i} names axis {dup[0]!r} twice ({list(names)}); "
-                                     "an array carries each axis once")
     seen = set()
     for w in weaves:
         if w.name in seen:
@@ -120,6 +113,13 @@ def all_arrays(diagram: Diagram):
             yield from all_arrays(box.arg)
 
 
+def _whole(value, what: str) -> int:
+    """``value`` as an int (a position or an input index), refused unless it is a whole number (not a bool)."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise WeaveError(f"{what} must be a whole number, got {value!r}")
+    return int(value)
+
+
 def weave(diagram: Diagram, axis, inputs=None, position: int = 0, sizes: dict | None = None, **more) -> Diagram:
     """Map ``diagram`` over a new ``axis`` (name or :class:`Axis`).
 
@@ -157,10 +157,20 @@ def weave_inside(diagram: Diagram, axis: Axis, inputs=None, position: int = 0) -
             raise WeaveError(f"cannot weave over {axis.name!r}: the diagram already has it in {arr}; "
                              "weave over a new axis name")
     n = len(diagram.dom)
+    position = _whole(position, "the position of the woven axis")
     if inputs is None:
         inputs = {i: position for i in range(n)}
-    elif not isinstance(inputs, dict):
-        inputs = {int(i): position for i in inputs}
+    elif isinstance(inputs, dict):
+        inputs = {_whole(i, "a woven input"): _whole(p, f"the position of the axis in input {i}")
+                  for i, p in inputs.items()}
+    elif isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__iter__"):
+        raise WeaveError(f"inputs= lists the woven inputs (e.g. [0, 1]) or maps them to positions ({{0: -1}}), "
+                         f"got {inputs!r}")
+    else:
+        listed = [_whole(i, "a woven input") for i in inputs]
+        if len(set(listed)) != len(listed):
+            raise WeaveError(f"inputs={list(listed)} names an input twice; name each woven input once")
+        inputs = {i: position for i in listed}
     for i in inputs:
         if not 0 <= i < n:
             raise WeaveError(f"cannot weave input {i}: the diagram has inputs 0..{n - 1}")

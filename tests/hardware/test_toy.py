@@ -51,5 +51,5 @@ def test_unknown_level_and_hierarchy_file_errors(tmp_path):
     bad = tmp_path / "h.toml"
     bad.write_text('format = 1\nscaling_unit = "warpgroup"\n[[pool]]\nname = "SMEM"\ncapacity = "smem_per_block"\n'
                    '[[level]]\nindex = 0\nname = "S"\nunit = "block"\npool = "SMEM"\noffers = ["vector"]\n')
-    with pytest.raises(HardwareError, match=r"level 'S' offers unknown pipeline\(s\) \['vector'\]"):
+    with pytest.raises(HardwareError, match=r"level 'S' offers: unknown \['vector'\]; legal: tensor, special, general"):
         load_hierarchy(str(bad))

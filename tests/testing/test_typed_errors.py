@@ -31,7 +31,7 @@ def _doc(axes_size=None, box=None, layers=None):
 
 @pytest.mark.parametrize("call, error, message", [
     (lambda: nc.kernel(nc.library.attention(), level=1.5), nc.LevelError,
-     r"a kernel's level must be a whole number ≥ 1.* got 1\.5"),
+     r"a kernel's level must be a whole number 1 … 16.* got 1\.5"),
     (lambda: nc.kernel(nc.library.attention(), level="1"), nc.LevelError, r"got '1'"),
     (lambda: nc.plan(nc.kernel(nc.library.matmul()), {"a": 4, "b": 4, "c": 4}, memory="abc"), nc.MemoryLimitError,
      r"memory= gives a capacity in values per level .* got 1: 'abc'"),
@@ -49,7 +49,7 @@ def _doc(axes_size=None, box=None, layers=None):
     (lambda: nc.evaluate(nc.reduce("max", "a b -> a"), np.ones((3, 0))), nc.ShapeError,
      r"axis 'b' is empty \(size 0"),
     (lambda: nc.evaluate(nc.softmax("a b", over="b"), np.ones((3, 0))), nc.ShapeError, r"axis 'b' is empty"),
-    (lambda: nc.codegen.c(nc.plan(nc.kernel(nc.elementwise("exp", "a")), {"a": 10 ** 30})), CodegenError,
+    (lambda: nc.codegen.c(nc.plan(nc.kernel(nc.elementwise("exp", "a")), {"a": 2 ** 40})), CodegenError,
      r"more than a kernel's 32-bit indices reach"),
     (lambda: nc.softmax("beta x", over="x", beta=4), nc.SignatureError,
      r"beta=4 is softmax's own 'beta', not the size of the axis 'beta'.* sizes=\{'beta': …\}"),
@@ -68,7 +68,7 @@ def test_bad_api_input_is_a_typed_error(call, error, message):
 
 def test_the_c_kernels_threads_are_checked():
     k = nc.codegen.c(nc.plan(nc.kernel(nc.elementwise("exp", "a", a=4)), {}))
-    with pytest.raises(CodegenError, match=r"threads must be a positive int .* got 0"):
+    with pytest.raises(CodegenError, match=r"threads must be an int 1 … 1024 .* got 0"):
         k(np.ones(4, "f4"), threads=0)
     with pytest.raises(CapacityError, match=r"threads must be a positive int"):
         nc.codegen.cuda(nc.plan(nc.kernel(nc.elementwise("exp", "a", a=4)), {}), threads=-1)
