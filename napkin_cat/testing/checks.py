@@ -157,8 +157,8 @@ def _step_script(before, rule, params, key, seed) -> str:
     return "\n".join([
         "from napkin_cat.rewriting.registry import rulebook",
         f"before = nc.loads({nc_dumps(before)!r})",
-        f"rule = rulebook().rules[{rule!r}]" + (f".using(**{dict(params)!r})" if params else ""),
-        f"match = [m for m in rule.candidates(before) if m.key == {key!r}][0]",
+        f"rule = rulebook().rules[{rule!r}]",
+        f"match = rule.relocate(before, {key!r}, {tuple(params)!r})",
         "after = rule.apply(before, match)",
         f"print(nc.equivalent(before, after, seed={seed}))"])
 
@@ -204,7 +204,7 @@ def check_rules(p: Program, seed: int = 0, steps: int = 6, per_rule: int = 2, bo
                     except Exception as e:
                         raise CheckFailed(f"rule {r.name!r} offered a match at {m.describe()} and then raised "
                                           f"{type(e).__name__}: {e}",
-                                          _step_script(net.diagram, r.name, r.params, m.key, seed)) from e
+                                          _step_script(net.diagram, r.name, m.choice, m.key, seed)) from e
                     offered.append((r, m, after))
         if not offered:
             break
@@ -226,7 +226,7 @@ def check_rules(p: Program, seed: int = 0, steps: int = 6, per_rule: int = 2, bo
     before, r, m, after = walk[lo]
     verdict = nc.equivalent(before.diagram, after.diagram, seed=seed)
     raise CheckFailed(f"step {lo} of the walk, rule {r.name!r} at {m.describe()}, changed the function: {verdict}",
-                      _step_script(before.diagram, r.name, r.params, m.key, seed))
+                      _step_script(before.diagram, r.name, m.choice, m.key, seed))
 
 
 # ---------------------------------------------------------------------- plans, kernels, derive
