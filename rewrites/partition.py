@@ -151,17 +151,30 @@ kernel_formation = Rule(
 
 
 # ---------------------------------------------------------------------- kernel fusion
+def _permutation(src, dst):
+    """The level-0 map that writes ``src`` in ``dst``'s axis order (what a transfer woven at one position in and
+    another out does besides moving), or None when the orders agree."""
+    if src.names == dst.names:
+        return None
+    return nc.elementwise("id", f"{' '.join(src.names)} -> {' '.join(dst.names)}", level=0, dtype=src.dtype,
+                          sizes={a.name: a.size for a in src.axes}).boxes[0]
+
+
 def strip(kernel_box) -> nc.Diagram:
-    """The function inside an unpartitioned kernel: Loads and Saves dropped, recoloured to level 0."""
+    """The function inside an unpartitioned kernel: Loads and Saves dropped, recoloured to level 0; a transfer
+    that permutes its array's axes (woven at one position in and another out) leaves that permutation."""
     from napkin_cat.syntax.adapter import from_layers
     to0 = lambda a: a.replace(level=0)  # noqa: E731
     items = []
     for layer in kernel_box.arg.inside:
         left, box, right = layer.boxes_or_types[:3]
         if getattr(box, "data", None) is not None and getattr(box.data, "kind", None) in ("load", "save"):
-            continue
-        items.append((nc.Ty(*map(to0, left.inside)), map_box(box, to0, lambda n: n),
-                      nc.Ty(*map(to0, right.inside))))
+            box = _permutation(to0(box.dom.inside[0]), to0(box.cod.inside[0]))
+            if box is None:
+                continue
+        else:
+            box = map_box(box, to0, lambda n: n)
+        items.append((nc.Ty(*map(to0, left.inside)), box, nc.Ty(*map(to0, right.inside))))
     return from_layers(nc.Ty(*map(to0, kernel_box.dom.inside)), nc.Ty(*map(to0, kernel_box.cod.inside)), items)
 
 
