@@ -155,15 +155,14 @@ def _variants(rule, book, diagram, rng) -> list:
     return [rule] + [rule.using(axis=a, size=f"t_{a}") for a in rng.permutation(axes)[:1]]
 
 
-def _script(before, rule: str, identity, then: str) -> str:
-    key, choice = identity
-    return "\n".join([
-        "import napkin_cat as nc",
-        "from napkin_cat.rewriting.registry import rulebook",
-        f"before = nc.loads({dumps(before)!r})",
-        f"rule = rulebook().rules[{rule!r}]",
-        f"match = rule.relocate(before, {key!r}, {choice!r})",
-        then])
+def _report(cover, book, rule, what: str, error, before, *lines) -> None:
+    """Record an offence of ``rule``: ``error`` (an exception or a message) and a script that shows it alone
+    (``before`` read back from JSON, the book's rule as ``rule``, then ``lines``)."""
+    message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    head = ["import numpy as np", "import napkin_cat as nc", "from napkin_cat.rewriting import Step, Trace, to_netlist",
+            "from napkin_cat.rewriting.registry import rulebook", f"book = rulebook({book.name!r})",
+            f"before = nc.loads({dumps(before)!r})", f"rule = book.rules[{rule.name!r}]"]
+    cover.offences.append(Offence(rule.name, what, message, "\n".join(head + list(lines))))
 
 
 def _one(rule, book, d, cover, rng, seed, where, per_form):
@@ -173,10 +172,8 @@ def _one(rule, book, d, cover, rng, seed, where, per_form):
     try:
         offered = rule.matches(net)
     except Exception as e:
-        cover.offences.append(Offence(rule.name, "raised while matching", f"{type(e).__name__}: {e}", "\n".join([
-            "import napkin_cat as nc", "from napkin_cat.rewriting.registry import rulebook",
-            f"before = nc.loads({dumps(d)!r})",
-            f"print(rulebook().rules[{rule.name!r}].using(**{dict(rule.params)!r}).matches(before))"])))
+        _report(cover, book, rule, "raised while matching", e, d, f"print(rule.using(**{dict(rule.params)!r})"
+                ".matches(before))")
         return 0
     cover.offered[rule.name] += len(offered)
     finite = None
@@ -187,22 +184,21 @@ def _one(rule, book, d, cover, rng, seed, where, per_form):
             cover.woven[rule.name] += 1
             ins, out = where
             cover.positions[rule.name].update({("in", i, p) for i, p in ins.items()} | {("out", out)})
+        found = f"match = rule.relocate(before, {m.key!r}, {m.choice!r})"
         try:
             after = rule.fill(m)
         except Exception as e:
-            cover.offences.append(Offence(rule.name, f"offered a match at {m.describe()} it cannot rewrite",
-                                          f"{type(e).__name__}: {e}",
-                                          _script(d, rule.name, m.identity, "print(rule.fill(match).diagram)")))
+            _report(cover, book, rule, f"offered a match at {m.describe()} it cannot rewrite", e, d, found,
+                    "print(rule.fill(match).diagram)")
             continue
         cover.rewritten[rule.name] += 1
         try:     # replay compares each step's netlist with the recorded one (node ids, boxes, wires)
             Trace((Step.of(rule, m, net, after),), book.rules).replay(d)
             cover.replayed[rule.name] += 1
         except Exception as e:
-            cover.offences.append(Offence(rule.name, f"made a step at {m.describe()} that does not replay",
-                                          f"{type(e).__name__}: {e}", _script(
-                                              d, rule.name, m.identity, "print(nc.isomorphic(rule.fill(match)"
-                                              ".diagram, rule.fill(rule.relocate(before, *match.identity)).diagram))")))
+            _report(cover, book, rule, f"made a step at {m.describe()} that does not replay", e, d, found,
+                    "step = Step.of(rule, match, to_netlist(before), rule.fill(match))",
+                    "print(Trace((step,), book.rules).replay(before))")
             continue
         if finite is None:
             finite = bool(equivalent(d, d, trials=1, seed=seed))
@@ -214,21 +210,26 @@ def _one(rule, book, d, cover, rng, seed, where, per_form):
         if verdict:
             cover.kept[rule.name] += bool(finite)
         else:
-            cover.offences.append(Offence(rule.name, f"changed the function at {m.describe()}", why,
-                                          _script(d, rule.name, m.identity, "print(nc.equivalent(before, "
-                                                  f"rule.fill(match).diagram, trials=1, seed={seed + k}))")))
+            _report(cover, book, rule, f"changed the function at {m.describe()}", why, d, found,
+                    f"print(nc.equivalent(before, rule.fill(match).diagram, trials=1, seed={seed + k}))")
     return len(offered)
 
 
-def _walk(rule, book, d, cover, rng, steps: int):
-    """A walk of up to ``steps`` random offered matches of ``rule`` made by the driver; its trace, and its JSON,
-    replay to the walk's end."""
+def _walk(rule, book, d, cover, seed: list, steps: int):
+    """A walk of up to ``steps`` random offered matches of ``rule`` made by the driver (picks drawn from
+    ``seed``); its trace, and its JSON, replay to the walk's end."""
+    rng = np.random.default_rng(seed)
+
     def pick(net, options):
         return options[int(rng.integers(len(options)))] if options else None
     try:
         r = rewrite(d, [rule], pick, max_steps=steps)
-    except Exception:
-        return       # an offered match that does not rewrite: :func:`_one` reports it with its reproducer
+    except Exception as e:
+        _report(cover, book, rule, f"raised in a walk of up to {steps} steps", e, d,
+                f"rng = np.random.default_rng({seed!r})",
+                f"nc.rewrite(before, [rule], lambda net, o: o[int(rng.integers(len(o)))] if o else None, "
+                f"max_steps={steps})")
+        return
     if not r.trace.steps:
         return
     try:     # in memory, each step's netlist is compared; from JSON, the end with the stored diagram
@@ -236,12 +237,8 @@ def _walk(rule, book, d, cover, rng, steps: int):
         if not isomorphic(Trace.loads(r.trace.dumps(), rules=book.rules).replay(d), r.diagram):
             raise NapkinError("the walk replayed from its JSON does not end at the walk's end")
     except Exception as e:
-        cover.offences.append(Offence(rule.name, f"made a walk of {len(r.trace)} steps that does not replay",
-                                      f"{type(e).__name__}: {e}", "\n".join([
-                                          "import napkin_cat as nc", "from napkin_cat.rewriting import Trace",
-                                          f"start = nc.loads({dumps(d)!r})",
-                                          f"trace = Trace.loads({r.trace.dumps()!r})",
-                                          "print(trace.replay(start))"])))
+        _report(cover, book, rule, f"made a walk of {len(r.trace)} steps that does not replay", e, d,
+                f"print(Trace.loads({r.trace.dumps()!r}, rules=book.rules).replay(before))")
         return
     cover.walked[rule.name] += len(r.trace)
 
@@ -256,7 +253,8 @@ def offers(book, *, instances: int = 2, seed: int = 0, per_form: int = 2, walk: 
         if rule.name not in names:
             continue
         if rule.obligation is None:
-            cover.offences.append(Offence(rule.name, "has no obligation", "nothing draws its left-hand sides", ""))
+            cover.offences.append(Offence(rule.name, "has no obligation", "nothing draws its left-hand sides",
+                                          "(give the rule an Obligation whose instances are its left-hand sides)"))
             continue
         offering = []
         for t in range(instances):
@@ -268,7 +266,7 @@ def offers(book, *, instances: int = 2, seed: int = 0, per_form: int = 2, walk: 
                 if sum(made):
                     offering.append(d)
         if offering:      # one walk per rule, from a diagram where it offered a match
-            _walk(rule, book, offering[int(rng.integers(len(offering)))], cover, rng, walk)
+            _walk(rule, book, offering[int(rng.integers(len(offering)))], cover, [seed, j, instances], walk)
     return cover
 
 

@@ -18,8 +18,9 @@ from napkin_cat.errors import CheckFailed
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, Step, Trace
 from napkin_cat.rewriting.match import Pattern, kind
 from napkin_cat.rewriting.netlist import to_netlist
+from napkin_cat.rewriting import registry
 from napkin_cat.rewriting.registry import Rulebook, rulebook
-from napkin_cat.testing import programs, random_program
+from napkin_cat.testing import Program, programs, random_program, run_checks
 from napkin_cat.testing.checks import check_rules
 from napkin_cat.testing.offers import offers, woven
 
@@ -108,7 +109,7 @@ def _exp_instance(rng):
 
 
 def _order_blind(m):
-    """exp → tanh(…)… no: exp → exp written in its input's order (wrong where a weave permutes the output)."""
+    """exp → exp written in its input's order (the wrong type where a weave puts an axis elsewhere in the output)."""
     names = " ".join(m.dom.inside[0].names)
     return nc.elementwise("exp", names, sizes={a.name: a.size for a in m.dom.inside[0].axes})
 
@@ -129,18 +130,27 @@ def _book(rhs):
     return Rulebook("broken", RuleSet((rule,)), {})
 
 
-def test_the_rule_fuzz_catches_a_rule_offering_what_it_cannot_rewrite():
-    c = offers(_book(_order_blind), instances=1)
-    assert c.offences and all(o.what.startswith("offered a match") for o in c.offences)
+def test_the_rule_fuzz_catches_a_rule_offering_what_it_cannot_rewrite(monkeypatch):
+    book = _book(_order_blind)
+    c = offers(book, instances=1)
+    assert {o.what.split(" at ")[0] for o in c.offences} == {"offered a match", "raised in a walk of up to 3 steps"}
     assert "both sides of a rule must have the same type" in c.offences[0].message
     with pytest.raises(CheckFailed, match="offence"):
         c.require()
+    monkeypatch.setitem(registry.BOOKS, book.name, book)          # the reproducer names the book
+    with pytest.raises(nc.RewriteError, match="both sides of a rule must have the same type"):
+        exec(compile(c.offences[0].reproducer, "<reproducer>", "exec"), {})
 
 
-def test_the_rule_fuzz_catches_a_step_that_does_not_replay():
-    c = offers(_book(_restless), instances=1)
-    assert {o.what.split(" at ")[0] for o in c.offences} >= {"made a step"}
+def test_the_rule_fuzz_catches_a_step_that_does_not_replay(monkeypatch):
+    book = _book(_restless)
+    c = offers(book, instances=1)
+    what = {o.what.split(" at ")[0] for o in c.offences}
+    assert what >= {"made a step", "made a walk of 3 steps that does not replay"}
     assert "did not reproduce the recorded diagram" in c.offences[0].message
+    monkeypatch.setitem(registry.BOOKS, book.name, book)
+    with pytest.raises(nc.RewriteError, match="did not reproduce the recorded diagram"):
+        exec(compile(c.offences[0].reproducer, "<reproducer>", "exec"), {})
 
 
 def test_the_rule_fuzz_fails_below_its_floor(coverage):
@@ -149,12 +159,13 @@ def test_the_rule_fuzz_fails_below_its_floor(coverage):
 
 
 def test_the_program_check_catches_a_step_that_does_not_replay():
-    p = random_program(3)
-    b = nc.Builder(nc.types("a b"))
-    (x,) = b.inputs
-    d = b.build(b(nc.elementwise("exp", "a b"), x))
-    with pytest.raises(CheckFailed, match="does not replay"):
-        check_rules(p.__class__(d, {}, "", None, 0, frozenset(), "p"), book=_book(_restless))
+    """check_rules (the random-program fuzz's) replays each offered step: a rule that is not the same step twice
+    fails it."""
+    source = "diagram = nc.elementwise('exp', 'a b')"
+    p = Program(nc.elementwise("exp", "a b"), {"a": 2, "b": 3}, source, reference=np.exp, call="exp")
+    with pytest.raises(CheckFailed, match="made a step that does not replay"):
+        check_rules(p, book=_book(_restless))
+    assert not run_checks(random_program(21), checks=("rules",))        # the paper's book replays on a program
 
 
 # ---------------------------------------------------------------------- random programs, every rule
