@@ -9,9 +9,9 @@ that reproduces it alone (the program's source, its sizes and the check's own li
 ``json``        ``nc.loads(nc.dumps(d))`` is ``d`` and computes the same
 ``cost``        ``nc.cost(d)``: every H, M and FLOP count at the program's sizes is a finite integer ≥ 0
 ``mutant``      ``nc.equivalent`` tells the program from itself with its outputs made ``1.5·y + 1``
-``rules``       every match a rule of the rule book offers rewrites, to an equivalent program, and its step
-                replays, as does the trace of the walk (random legal steps, partitions along random axes with
-                random tile names); :mod:`.offers` does the same on each rule's own instances, woven
+``rules``       every match a rule of the rule book offers rewrites, to an equivalent program, and is found
+                again by its identity; the trace of the walk (random legal steps, partitions along random axes
+                with random tile names) replays; :mod:`.offers` replays every rule's steps on its instances, woven
 ``plan``        one fused kernel, streamed and grouped where legal at ragged tiles: the plan's run equals
                 ``nc.evaluate`` and its counters equal the cost functor at those sizes
 ``c``           the C kernel of that plan computes what the plan computes (float32 tolerances)
@@ -169,14 +169,14 @@ def nc_dumps(d) -> str:
     return nc.dumps(d)
 
 
-def _replays(book, net, rule, m, after, seed: int):
-    """The step ``rule`` made at ``m`` replays: the book's rule of that name finds the match again by its
-    identity (position and choice) and makes the same netlist, as :meth:`Trace.replay` does at each step (the
-    walk's whole trace is replayed by :func:`_walk_replays`); else :class:`CheckFailed` with the step alone."""
+def _relocates(book, net, rule, m, seed: int):
+    """The book's rule of ``rule``'s name finds ``m`` again by its identity (position and choice), as
+    :meth:`Trace.replay` does at each step (the walk's whole trace is replayed by :func:`_walk_replays`, and
+    :mod:`.offers` replays each offered step of every rule); else :class:`CheckFailed` with the step alone."""
     try:
         again = book.rules[rule.name].relocate(net, *m.identity)
-        if not book.rules[rule.name].fill(again).same_as(after):
-            raise CheckFailed("the match found again by its identity makes another netlist")
+        if again.nodes != m.nodes or again.params != m.params:
+            raise CheckFailed(f"found {again.describe()} with {again.params}, not the offered match")
     except Exception as e:
         raise CheckFailed(f"rule {rule.name!r} at {m.describe()} made a step that does not replay: "
                           f"{type(e).__name__}: {e}",
@@ -197,7 +197,7 @@ def _walk_replays(book, start, walk):
 
 def check_rules(p: Program, seed: int = 0, steps: int = 6, per_rule: int = 2, book=None):
     """A walk of ``steps`` random legal rule applications; at every step every rule's offered matches (up to
-    ``per_rule`` of them) must rewrite, and each rewrite's step replay; the walk's trace must replay, and its end
+    ``per_rule`` of them) must rewrite and be found again by its identity; the walk's trace must replay, and its end
     must be equivalent to its start (the first step that changes the function is found by bisection and printed
     alone).  Each step's netlist is read afresh from its diagram, so a reproducer's match is found in
     ``nc.loads`` of that diagram."""
@@ -234,7 +234,7 @@ def check_rules(p: Program, seed: int = 0, steps: int = 6, per_rule: int = 2, bo
                         raise CheckFailed(f"rule {r.name!r} offered a match at {m.describe()} and then raised "
                                           f"{type(e).__name__}: {e}",
                                           _step_script(net.diagram, r.name, m.choice, m.key, seed)) from e
-                    _replays(book, net, r, m, after, seed)
+                    _relocates(book, net, r, m, seed)
                     offered.append((r, m, after))
         if not offered:
             break
