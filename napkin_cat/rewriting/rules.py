@@ -100,7 +100,19 @@ class Rule:
 
     def relocate(self, source, key: tuple, choice: tuple = ()) -> Match:
         """The candidate of :attr:`~napkin_cat.rewriting.match.Match.identity` ``(key, choice)`` in ``source``
-        (the match a trace recorded, found again); RewriteError if there is none."""
+        (the match a trace recorded, found again); RewriteError if there is none.
+
+        >>> import napkin_cat as nc
+        >>> from napkin_cat.rewriting.match import Pattern, kind
+        >>> e, i = nc.elementwise("exp", "q"), nc.elementwise("id", "q")
+        >>> ids = Rule("ids", Pattern({"f": kind("exp")}), lambda m: e >> i if m.params["then_id"] else e,
+        ...            choices=lambda m: [{"then_id": False}, {"then_id": True}])    # exp → exp, or exp ; id
+        >>> second = ids.matches(e)[1]
+        >>> ids.relocate(e, *second.identity).params, [m.params for m in ids.using(then_id=True).matches(e)]
+        ({'then_id': True}, [{'then_id': True}])
+        >>> [b.name for b in ids.fill(ids.relocate(e, *second.identity)).diagram.boxes]
+        ['exp', 'id']
+        """
         rule = self.using(**dict(choice)) if choice else self
         key = tuple(map(tuple, key))
         for m in rule.candidates(source, within={n for _, n in key}):
