@@ -30,6 +30,7 @@ import numpy as np
 import sympy
 
 from napkin_cat.errors import CheckFailed, MemoryLimitError, NapkinError
+from napkin_cat.rewriting.trace import Step, Trace
 from napkin_cat.testing.assertions import assert_equivalent
 from napkin_cat.syntax.construct import spell
 from napkin_cat.testing.programs import Program
@@ -185,7 +186,6 @@ def _relocates(book, net, rule, m, seed: int):
 
 def _walk_replays(book, start, walk):
     """The walk's trace (each step recorded as the driver records it) replays from ``start`` to its end."""
-    from napkin_cat.rewriting.trace import Step, Trace
     trace = Trace(tuple(Step.of(r, m, net, after) for net, r, m, after in walk), book.rules)
     try:
         trace.replay(start)
