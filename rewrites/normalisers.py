@@ -75,7 +75,8 @@ def _not_contracted(m):
 
 
 def _softmax_rhs(m):
-    """exp(βs − LSE(βs)), each pass scaling the row itself (a scaled copy of the row is never stored)."""
+    """exp(βs − LSE(βs)), each pass scaling the row itself (a scaled copy of the row is never stored); the
+    exponential writes the SoftMax's output order, which a weave may have made another than its input's."""
     v = m.vars
     b, ins = m.wiring()
     x, scores, out = ins[("s", 0)], v["scores"], v["out"]
@@ -88,7 +89,7 @@ def _softmax_rhs(m):
     lse = b(nc.reduce("logsumexp", f"{_sig(scores.names)} -> {_sig(rows.names)}", **_fmt(scores)), scaled())
     shifted = b(nc.elementwise("sub", f"{_sig(scores.names)}, {_sig(rows.names)} -> {_sig(scores.names)}",
                                **_fmt(scores)), scaled(), lse)
-    y = b(nc.elementwise("exp", _sig(scores.names), **_fmt(scores)), shifted)
+    y = b(nc.elementwise("exp", f"{_sig(scores.names)} -> {_sig(out.names)}", **_fmt(scores)), shifted)
     return m.finish(b, {("s", 0): b.convert(y, out.dtype)})
 
 

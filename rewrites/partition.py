@@ -151,31 +151,30 @@ kernel_formation = Rule(
 
 
 # ---------------------------------------------------------------------- kernel fusion
-def _moved_axes(box) -> nc.Diagram:
-    """What a transfer is as a function at level 0: nothing, or, for a woven transfer that also moves its axes
-    (a kernel woven at other positions in its inputs than in its outputs), that permutation."""
-    (src,), (dst,) = box.dom.inside, box.cod.inside
+def _permutation(src, dst):
+    """The level-0 map that writes ``src`` in ``dst``'s axis order (what a transfer woven at one position in and
+    another out does besides moving), or None when the orders agree."""
     if src.names == dst.names:
         return None
-    sizes = {a.name: a.size for a in src.axes}
-    return nc.elementwise("id", f"{' '.join(src.names)} -> {' '.join(dst.names)}", dtype=dst.dtype, sizes=sizes)
+    return nc.elementwise("id", f"{' '.join(src.names)} -> {' '.join(dst.names)}", level=0, dtype=src.dtype,
+                          sizes={a.name: a.size for a in src.axes}).boxes[0]
 
 
 def strip(kernel_box) -> nc.Diagram:
-    """The function inside an unpartitioned kernel: Loads and Saves dropped (kept as the permutation of a
-    transfer that moves its axes), recoloured to level 0."""
+    """The function inside an unpartitioned kernel: Loads and Saves dropped, recoloured to level 0; a transfer
+    that permutes its array's axes (woven at one position in and another out) leaves that permutation."""
     from napkin_cat.syntax.adapter import from_layers
     to0 = lambda a: a.replace(level=0)  # noqa: E731
     items = []
     for layer in kernel_box.arg.inside:
         left, box, right = layer.boxes_or_types[:3]
         if getattr(box, "data", None) is not None and getattr(box.data, "kind", None) in ("load", "save"):
-            moved = _moved_axes(box)
-            if moved is None:
+            box = _permutation(to0(box.dom.inside[0]), to0(box.cod.inside[0]))
+            if box is None:
                 continue
-            box = moved.boxes[0]
-        items.append((nc.Ty(*map(to0, left.inside)), map_box(box, to0, lambda n: n),
-                      nc.Ty(*map(to0, right.inside))))
+        else:
+            box = map_box(box, to0, lambda n: n)
+        items.append((nc.Ty(*map(to0, left.inside)), box, nc.Ty(*map(to0, right.inside))))
     return from_layers(nc.Ty(*map(to0, kernel_box.dom.inside)), nc.Ty(*map(to0, kernel_box.cod.inside)), items)
 
 
@@ -452,8 +451,7 @@ def _group_sizes(m, lhs, rhs, rng):
     full = next(a.axis(axis).size for a in m.box("k").cod.inside if axis in a.names)
     sizes = random_sizes(rng, lhs)
     if isinstance(full, int):
-        # an axis of 1 (a variant's concrete size) has one group of 1
-        g = tile if isinstance(tile, int) else max((d for d in range(1, full // 2 + 1) if full % d == 0), default=1)
+        g = tile if isinstance(tile, int) else max(d for d in range(1, full // 2 + 1) if full % d == 0)
     else:
         g = tile if isinstance(tile, int) else int(rng.integers(2, 4))
         sizes[str(full)] = g * int(rng.integers(2, 4))

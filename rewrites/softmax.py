@@ -140,13 +140,31 @@ def _to_auxiliary(m):
     return m.finish(b, {("s", 0): y})
 
 
+def _ports(box) -> str:
+    """The box's signature with each port's axes in its own order (a weave may put an axis anywhere in each)."""
+    return (", ".join(_sig(a.names) for a in box.dom.inside) + " -> " +
+            ", ".join(_sig(a.names) for a in box.cod.inside))
+
+
+def _map(name, *arrays, out):
+    """The elementwise ``name`` of ``arrays`` written in the axis order of ``out`` (and at its level and dtype)."""
+    return nc.elementwise(name, ", ".join(_sig(a.names) for a in arrays) + f" -> {_sig(out.names)}",
+                          level=out.level, dtype=out.dtype, sizes=_sizes(*arrays))
+
+
 def _to_unscaled(m):
+    """SoftMax₁ with SoftMax₀'s own ports (each in the order a weave gave it), then s/z and δ·z′ in the order of
+    SoftMax₀'s outputs."""
+    aux, v = m.box("a"), m.vars
     b, ins = m.wiring()
     x, mu_prev, z_prev = (ins[("a", p)] for p in range(3))
-    s, mu, delta, z = b(_online("softmax_unscaled", m.vars["scores"], m.vars["over"], m.vars["beta"]),
-                        x, mu_prev, z_prev)
-    y = b(_binary("div", m.vars["scores"], z.array), s, z)
-    dz = b(_binary("mul", delta.array, z_prev.array), delta, z_prev)
+    params = {} if v["beta"] == 1 else {"beta": v["beta"]}
+    unscaled = nc.apply("softmax_unscaled", _ports(aux), core=list(v["over"]), params=params,
+                        level=v["scores"].level, dtype=v["scores"].dtype, sizes=_sizes(*aux.dom.inside))
+    s, mu, delta, z = b(unscaled, x, mu_prev, z_prev)
+    y_out, _, dz_out, _ = aux.cod.inside
+    y = b(_map("div", s.array, z.array, out=y_out), s, z)
+    dz = b(_map("mul", delta.array, z_prev.array, out=dz_out), delta, z_prev)
     return m.finish(b, {("a", 0): y, ("a", 1): mu, ("a", 2): dz, ("a", 3): z})
 
 
@@ -333,7 +351,7 @@ auxiliary_to_unscaled = Rule(
     "auxiliary_to_unscaled",
     Pattern({"a": kind("softmax_aux")}, bind=_bind_softmax("a")),
     _to_unscaled,
-    conditions=(WEAVED, SAME_ORDER),
+    conditions=(WEAVED,),
     obligation=Obligation(auxiliary_instance, inputs=extreme_inputs, symbolic=(table4_identity,)),
     doc="""SoftMax₀(x, μ′, z′) → (s/z, μ, δ·z′, z) where (s, μ, δ, z) = SoftMax₁(x, μ′, z′).
 

@@ -44,7 +44,8 @@ def _rhs(m):
     if beta != 1:
         x = b(nc.elementwise("scale", sig, const=beta, level=arr.level, sizes=sizes), x)
     lse = b(nc.reduce("logsumexp", f"{sig} -> {row_sig}", level=arr.level, sizes=sizes), x)
-    y = b(nc.elementwise("exp", sig, level=arr.level, sizes=sizes),
+    out = " ".join(box.cod.inside[0].names) or "()"   # a weave may put an axis elsewhere in the output
+    y = b(nc.elementwise("exp", f"{sig} -> {out}", level=arr.level, sizes=sizes),
           b(nc.elementwise("sub", f"{sig}, {row_sig} -> {sig}", level=arr.level, sizes=sizes), x, lse))
     return m.finish(b, {("s", 0): y})
 

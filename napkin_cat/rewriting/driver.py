@@ -42,8 +42,7 @@ def rewrite(diagram, rules, strategy="fixpoint", *, max_steps: int = 1000) -> De
     def step(rule, m):
         nonlocal net
         after = rule.fill(m)
-        steps.append(Step(rule.name, m.key, m.describe(), net, after, fresh=net.source is not None,
-                          params=tuple(sorted(m.params.items()))))  # the rule's, plus the match's choice
+        steps.append(Step.of(rule, m, net, after))
         net = after
 
     if isinstance(strategy, str) and strategy == "fixpoint":

@@ -297,6 +297,18 @@ class Match:
         """The position of the match: ``((var, node id), …)`` (stable for a given diagram)."""
         return tuple(self.nodes.items())
 
+    @property
+    def choice(self) -> tuple:
+        """Its parameters, ``((name, value), …)`` sorted: the rule's own and the choice the match makes among
+        the candidates at one position (which consumer, which operands first, an axis name it invents)."""
+        return tuple(sorted(self.params.items()))
+
+    @property
+    def identity(self) -> tuple:
+        """``(key, choice)``: what tells this match from every other candidate of its rule in its netlist, so
+        what a trace records to find it again (:meth:`~napkin_cat.rewriting.rules.Rule.relocate`)."""
+        return self.key, self.choice
+
     def describe(self) -> str:
         return ", ".join(f"{v}=#{n} {self.net.nodes[n].name!r}" for v, n in self.nodes.items())
 

@@ -79,11 +79,48 @@ class Rule:
 
     def candidates(self, source, within=None) -> list:
         """Matches of the pattern (one per open choice), side conditions not yet checked; ``within`` (node ids)
-        keeps the pattern's nodes among those."""
+        keeps the pattern's nodes among those.
+
+        A parameter fixed by :meth:`using` is not open: it overrides what ``choices`` offers for it, and the
+        choices that then coincide are one candidate.  So every candidate has its own
+        :attr:`~napkin_cat.rewriting.match.Match.identity`, and the rule fixed at a candidate's parameters
+        offers that candidate alone at its position (what a replay relies on)."""
         found = find(self.pattern, source, rule=self.name, params=dict(self.params), within=within)
         if self.choices is None:
             return found
-        return [replace(m, params={**m.params, **c}) for m in found for c in self.choices(m)]
+        fixed, out = dict(self.params), []
+        for m in found:
+            seen = []
+            for c in self.choices(m):
+                params = {**m.params, **c, **fixed}
+                if params not in seen:
+                    seen.append(params)
+                    out.append(replace(m, params=params))
+        return out
+
+    def relocate(self, source, key: tuple, choice: tuple = ()) -> Match:
+        """The candidate of :attr:`~napkin_cat.rewriting.match.Match.identity` ``(key, choice)`` in ``source``
+        (the match a trace recorded, found again); RewriteError if there is none.
+
+        >>> import napkin_cat as nc
+        >>> from napkin_cat.rewriting.match import Pattern, kind
+        >>> e, i = nc.elementwise("exp", "q"), nc.elementwise("id", "q")
+        >>> ids = Rule("ids", Pattern({"f": kind("exp")}), lambda m: e >> i if m.params["then_id"] else e,
+        ...            choices=lambda m: [{"then_id": False}, {"then_id": True}])    # exp → exp, or exp ; id
+        >>> second = ids.matches(e)[1]
+        >>> ids.relocate(e, *second.identity).params, [m.params for m in ids.using(then_id=True).matches(e)]
+        ({'then_id': True}, [{'then_id': True}])
+        >>> [b.name for b in ids.fill(ids.relocate(e, *second.identity)).diagram.boxes]
+        ['exp', 'id']
+        """
+        rule = self.using(**dict(choice)) if choice else self
+        key = tuple(map(tuple, key))
+        for m in rule.candidates(source, within={n for _, n in key}):
+            if m.key == key and m.choice == rule.params:
+                return m
+        where = ", ".join(f"{v}=#{n}" for v, n in key)
+        raise RewriteError(f"rule {self.name!r} has no candidate at {where}" +
+                           (f" with {dict(choice)}" if choice else "") + " in this diagram")
 
     def failure(self, m: Match) -> tuple | None:
         """The first failing condition and why, or None."""

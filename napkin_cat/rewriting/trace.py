@@ -53,7 +53,16 @@ class Step:
     after_net: Netlist | None = None
     stored: tuple = ()  # (before, after) diagrams read back by Trace.loads
     fresh: bool = True  # the step's netlist was read from a diagram (a new rewrite() call)
-    params: tuple = ()  # the rule's parameters (see Rule.using)
+    params: tuple = ()  # the match's parameters: the rule's (Rule.using) and its choice (Match.choice)
+
+    @classmethod
+    def of(cls, rule, match, before: Netlist, after: Netlist) -> "Step":
+        """The step that rewrote ``before`` into ``after`` at ``match``, recording the match's whole
+        :attr:`~napkin_cat.rewriting.match.Match.identity` (its position and its choice among the candidates
+        there: which consumer, which operands first, the names it invents), so that it replays whatever the
+        rule.  ``fresh`` when ``before`` was read from a diagram (node ids are then those a fresh read gives)."""
+        return cls(rule.name, match.key, match.describe(), before, after, fresh=before.source is not None,
+                   params=match.choice)
 
     @property
     def before(self):
@@ -88,21 +97,21 @@ class Trace:
         return iter(self.steps)
 
     def replay(self, start, rules=None):
-        """Re-apply every step from ``start`` (same rule, same match position); return the result."""
+        """Re-apply every step from ``start`` (same rule, at the match of the same identity: position and
+        choice); return the result.  RewriteError where a step no longer matches or makes another diagram."""
         rules = as_ruleset(rules) if rules is not None else self.rules
         net = None
         for k, step in enumerate(self.steps):
             if net is None or step.fresh:  # match positions are relative to a freshly read netlist
                 net = to_netlist(start if net is None else net.diagram)
             rule = rules[step.rule]
-            if step.params:
-                rule = rule.using(**dict(step.params))
-            key = tuple(map(tuple, step.key))
-            found = [m for m in rule.candidates(net, within={n for _, n in key}) if m.key == key]
-            if not found:
+            try:
+                found = rule.relocate(net, step.key, step.params)
+            except RewriteError:
                 raise RewriteError(f"replay step {k}: rule {step.rule!r} no longer matches at "
-                                   f"{step.description}")
-            net = rule.fill(found[0])
+                                   f"{step.description}" + (f" with {dict(step.params)}" if step.params else "")
+                                   ) from None
+            net = rule.fill(found)
             if step.after_net is not None and not net.same_as(step.after_net):
                 raise RewriteError(f"replay step {k} ({step.rule}) did not reproduce the recorded diagram")
         if self.steps and self.steps[-1].stored and not isomorphic(net, self.steps[-1].stored[1]):

@@ -39,8 +39,7 @@ class Maker:
 
     def apply(self, rule, match):
         after = rule.fill(match)
-        self.steps.append(Step(rule.name, match.key, match.describe(), self.net, after,
-                               fresh=self.net.source is not None, params=tuple(sorted(match.params.items()))))
+        self.steps.append(Step.of(rule, match, self.net, after))
         before, self.net = self.net, after
         return set(after.nodes) - set(before.nodes), set(before.nodes) - set(after.nodes)
 

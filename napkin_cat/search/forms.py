@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting.driver import rewrite
 from napkin_cat.rewriting.isomorphism import isomorphic
 from napkin_cat.rewriting.netlist import to_netlist
@@ -95,8 +96,7 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
                 new = after.diagram
                 if any(isomorphic(new, g.diagram) for g in forms):
                     continue
-                step = Step(rule.name, m.key, m.describe(), net, after, fresh=True,
-                            params=tuple(sorted(m.params.items())))
+                step = Step.of(rule, m, net, after)
                 g = Form(new, f.steps + (step,), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join)
                 forms.append(g)
                 queue.append(g)
@@ -114,12 +114,14 @@ def _everywhere(f: Form, rule):
         ids = {n for _, n in m0.key}
         if not ids <= net.nodes.keys():
             continue
-        found = [m for m in rule.candidates(net, within=ids) if m.key == m0.key and rule.failure(m) is None]
-        if not found:
+        try:
+            m = rule.relocate(net, *m0.identity)
+        except RewriteError:
             continue
-        after = rule.fill(found[0])
-        steps.append(Step(rule.name, found[0].key, found[0].describe(), net, after, fresh=net.source is not None,
-                          params=tuple(sorted(found[0].params.items()))))
+        if rule.failure(m) is not None:
+            continue
+        after = rule.fill(m)
+        steps.append(Step.of(rule, m, net, after))
         net = after
     if not steps:
         return None

@@ -40,7 +40,7 @@ def _computes(m) -> bool:
 
 def _apply(form, rule, m, net):
     after = rule.fill(m)
-    step = Step(rule.name, m.key, m.describe(), net, after, fresh=True, params=tuple(sorted(m.params.items())))
+    step = Step.of(rule, m, net, after)
     g = type(form)(after.diagram, form.steps + (step,), form.prepared + (rule.name,), form.share,
                    fold=form.fold, join=form.join)
     g.recomputed = form.recomputed + len(g.graph) - len(form.graph)
@@ -150,8 +150,7 @@ def recomputed_forms(forms, book, depth: int = 2, limit: int = 6) -> list:
             new = after.diagram
             if any(isomorphic(new, g.diagram) for g in (*forms, *out)):
                 continue
-            step = Step(rule.name, m.key, m.describe(), net, after, fresh=True,
-                        params=tuple(sorted(m.params.items())))
+            step = Step.of(rule, m, net, after)
             g = type(f)(new, f.steps + (step,), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join)
             g.recomputed = f.recomputed + len(g.graph) - len(f.graph)
             out.append(g)

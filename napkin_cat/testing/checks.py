@@ -9,8 +9,9 @@ that reproduces it alone (the program's source, its sizes and the check's own li
 ``json``        ``nc.loads(nc.dumps(d))`` is ``d`` and computes the same
 ``cost``        ``nc.cost(d)``: every H, M and FLOP count at the program's sizes is a finite integer ≥ 0
 ``mutant``      ``nc.equivalent`` tells the program from itself with its outputs made ``1.5·y + 1``
-``rules``       every match a rule of the rule book offers rewrites, to an equivalent program (a walk of
-                random legal steps, partitions along random axes with random tile names)
+``rules``       every match a rule of the rule book offers rewrites, to an equivalent program, and is found
+                again by its identity; the trace of the walk (random legal steps, partitions along random axes
+                with random tile names) replays; :mod:`.offers` replays every rule's steps on its instances, woven
 ``plan``        one fused kernel, streamed and grouped where legal at ragged tiles: the plan's run equals
                 ``nc.evaluate`` and its counters equal the cost functor at those sizes
 ``c``           the C kernel of that plan computes what the plan computes (float32 tolerances)
@@ -29,6 +30,7 @@ import numpy as np
 import sympy
 
 from napkin_cat.errors import CheckFailed, MemoryLimitError, NapkinError
+from napkin_cat.rewriting.trace import Step, Trace
 from napkin_cat.testing.assertions import assert_equivalent
 from napkin_cat.syntax.construct import spell
 from napkin_cat.testing.programs import Program
@@ -157,8 +159,8 @@ def _step_script(before, rule, params, key, seed) -> str:
     return "\n".join([
         "from napkin_cat.rewriting.registry import rulebook",
         f"before = nc.loads({nc_dumps(before)!r})",
-        f"rule = rulebook().rules[{rule!r}]" + (f".using(**{dict(params)!r})" if params else ""),
-        f"match = [m for m in rule.candidates(before) if m.key == {key!r}][0]",
+        f"rule = rulebook().rules[{rule!r}]",
+        f"match = rule.relocate(before, {key!r}, {tuple(params)!r})",
         "after = rule.apply(before, match)",
         f"print(nc.equivalent(before, after, seed={seed}))"])
 
@@ -168,10 +170,37 @@ def nc_dumps(d) -> str:
     return nc.dumps(d)
 
 
+def _relocates(book, net, rule, m, seed: int):
+    """The book's rule of ``rule``'s name finds ``m`` again by its identity (position and choice), as
+    :meth:`Trace.replay` does at each step (the walk's whole trace is replayed by :func:`_walk_replays`, and
+    :mod:`.offers` replays each offered step of every rule); else :class:`CheckFailed` with the step alone."""
+    try:
+        again = book.rules[rule.name].relocate(net, *m.identity)
+        if again.nodes != m.nodes or again.params != m.params:
+            raise CheckFailed(f"found {again.describe()} with {again.params}, not the offered match")
+    except Exception as e:
+        raise CheckFailed(f"rule {rule.name!r} at {m.describe()} made a step that does not replay: "
+                          f"{type(e).__name__}: {e}",
+                          _step_script(net.diagram, rule.name, m.choice, m.key, seed)) from e
+
+
+def _walk_replays(book, start, walk):
+    """The walk's trace (each step recorded as the driver records it) replays from ``start`` to its end."""
+    trace = Trace(tuple(Step.of(r, m, net, after) for net, r, m, after in walk), book.rules)
+    try:
+        trace.replay(start)
+    except Exception as e:
+        raise CheckFailed(f"the walk's trace ({[s.rule for s in trace]}) does not replay: {type(e).__name__}: {e}",
+                          "from napkin_cat.rewriting import Trace\n"
+                          f"print(Trace.loads({trace.dumps()!r}).replay(diagram))") from e
+
+
 def check_rules(p: Program, seed: int = 0, steps: int = 6, per_rule: int = 2, book=None):
     """A walk of ``steps`` random legal rule applications; at every step every rule's offered matches (up to
-    ``per_rule`` of them) must rewrite; the walk's end must be equivalent to its start (the first step that
-    changes the function is found by bisection and printed alone)."""
+    ``per_rule`` of them) must rewrite and be found again by its identity; the walk's trace must replay, and its end
+    must be equivalent to its start (the first step that changes the function is found by bisection and printed
+    alone).  Each step's netlist is read afresh from its diagram, so a reproducer's match is found in
+    ``nc.loads`` of that diagram."""
     from napkin_cat.rewriting.netlist import to_netlist
     from napkin_cat.rewriting.registry import rulebook
     book = rulebook() if book is None else book
@@ -204,15 +233,17 @@ def check_rules(p: Program, seed: int = 0, steps: int = 6, per_rule: int = 2, bo
                     except Exception as e:
                         raise CheckFailed(f"rule {r.name!r} offered a match at {m.describe()} and then raised "
                                           f"{type(e).__name__}: {e}",
-                                          _step_script(net.diagram, r.name, r.params, m.key, seed)) from e
+                                          _step_script(net.diagram, r.name, m.choice, m.key, seed)) from e
+                    _relocates(book, net, r, m, seed)
                     offered.append((r, m, after))
         if not offered:
             break
         r, m, after = offered[int(rng.integers(len(offered)))]
         walk.append((net, r, m, after))
-        net = after
+        net = to_netlist(after.diagram)
     if not walk:
         return
+    _walk_replays(book, p.diagram, walk)
     import napkin_cat as nc
     if nc.equivalent(p.diagram, walk[-1][3].diagram, seed=seed) or not nc.equivalent(p.diagram, p.diagram, seed=seed):
         return    # equal, or the program's outputs are never finite (nothing can be certified)
@@ -226,7 +257,7 @@ def check_rules(p: Program, seed: int = 0, steps: int = 6, per_rule: int = 2, bo
     before, r, m, after = walk[lo]
     verdict = nc.equivalent(before.diagram, after.diagram, seed=seed)
     raise CheckFailed(f"step {lo} of the walk, rule {r.name!r} at {m.describe()}, changed the function: {verdict}",
-                      _step_script(before.diagram, r.name, r.params, m.key, seed))
+                      _step_script(before.diagram, r.name, m.choice, m.key, seed))
 
 
 # ---------------------------------------------------------------------- plans, kernels, derive

@@ -104,8 +104,7 @@ def walk(rng, start, rules, steps: int, roles: dict, counter):
                 continue
             m = ms[int(rng.integers(len(ms)))]
             after = r.fill(m)
-            out.append(Step(r.name, m.key, m.describe(), net, after, fresh=net.source is not None,
-                            params=tuple(sorted(m.params.items()))))
+            out.append(Step.of(r, m, net, after))
             net = after
             break
         else:
@@ -133,8 +132,8 @@ def reproducer(step, seed: int) -> str:
         "import napkin_cat as nc",
         "from napkin_cat.rewriting.registry import rulebook",
         f"before = nc.loads({nc.dumps(step.before)!r})",
-        f"rule = rulebook().rules[{step.rule!r}]" + (f".using(**{dict(step.params)!r})" if step.params else ""),
-        f"match = [m for m in rule.matches(before) if m.key == {step.key!r}][0]   # {step.description}",
+        f"rule = rulebook().rules[{step.rule!r}]",
+        f"match = rule.relocate(before, {step.key!r}, {step.params!r})   # {step.description}",
         "after = rule.apply(before, match)",
         f"print(nc.equivalent(before, after, trials=2, seed={seed}))",
     ])

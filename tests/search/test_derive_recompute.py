@@ -92,3 +92,24 @@ def test_the_derived_recomputation_runs_at_ragged_sizes(derived):
 def test_a_book_without_the_recompute_role_never_recomputes():
     r = nc.derive(two_uses(), 2 ** 16, sizes=SIZES, book=without_recompute())
     assert "recompute" not in [s.rule for s in r.trace]
+
+
+def three_readers():
+    """``T = Q Kᵀ`` read by ``Tᵀ W`` (summing q), ``Σ_q −T`` and ``max_x T``: a program on which the search
+    recomputes T for a consumer that is not the copy's first reader (issue 31, family 1)."""
+    b = nc.Builder(nc.types("q d, x d, x e, q e"))
+    Q, K, _, W = b.inputs
+    T = b(nc.einsum("q d, x d -> q x"), Q, K)
+    return b.build(b(nc.einsum("q x, q e -> x e"), T, W), b(nc.reduce("sum", "q x -> x"),
+                                                            b(nc.elementwise("neg", "q x"), T)),
+                   b(nc.reduce("max", "q x -> q"), T))
+
+
+def test_a_derivation_that_recomputes_for_another_reader_replays():
+    f = three_readers()
+    r = nc.derive(f, memory=256, sizes={"q": 32, "x": 32, "d": 8, "e": 8})
+    chosen = [dict(s.params)["consumer"] for s in r.trace if s.rule == "recompute"]
+    assert chosen and max(chosen) > 0          # not the first reader: the choice the trace used to lose
+    assert r.trace.replay(f) == r.diagram
+    assert nc.isomorphic(nc.Trace.loads(r.trace.dumps()).replay(f), r.diagram)
+    assert nc.equivalent(f, r.diagram, sizes={"q": 32, "x": 32, "d": 8, "e": 8}, trials=1)
