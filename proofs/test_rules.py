@@ -44,9 +44,6 @@ def test_obligation_holds_on_random_instances(rule, seed):
 VARIANTS = 12
 #: the fewest variants each rule must rewrite (a variant it does not match proves nothing)
 REWRITTEN = VARIANTS // 4
-#: rules whose ``matches`` offer, on some woven variants, a match their rewrite cannot perform (issue 31, family 2:
-#: fixed on its own branch; strict, so that this list fails once they are fixed and must then be emptied)
-OFFERS_UNREWRITABLE = {"auxiliary_to_unscaled", "softmax_statistics_pass"}
 
 
 class OfferedUnrewritable(AssertionError):
@@ -54,15 +51,7 @@ class OfferedUnrewritable(AssertionError):
     ObligationError and fails the test whatever the rule)."""
 
 
-def _variant_marks(rule):
-    marks = [proves(rule.name)]
-    if rule.name in OFFERS_UNREWRITABLE:
-        marks.append(pytest.mark.xfail(raises=OfferedUnrewritable, strict=True,
-                                       reason="offers a match its rewrite cannot perform (issue 31, family 2)"))
-    return marks
-
-
-@pytest.mark.parametrize("rule", [pytest.param(r, marks=_variant_marks(r), id=r.name) for r in RULES])
+@pytest.mark.parametrize("rule", [pytest.param(r, marks=proves(r.name), id=r.name) for r in RULES])
 def test_obligation_holds_on_random_variants_of_its_instances(rule):
     """Every variant the rule matches rewrites to the same function (and meets the cost claim); a match offered
     and not rewritten is collected, the other variants still checked; at least :data:`REWRITTEN` rewritten."""

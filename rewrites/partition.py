@@ -451,7 +451,7 @@ def _group_sizes(m, lhs, rhs, rng):
     full = next(a.axis(axis).size for a in m.box("k").cod.inside if axis in a.names)
     sizes = random_sizes(rng, lhs)
     if isinstance(full, int):
-        g = tile if isinstance(tile, int) else max(d for d in range(1, full // 2 + 1) if full % d == 0)
+        g = tile if isinstance(tile, int) else max((d for d in range(1, full // 2 + 1) if full % d == 0), default=1)
     else:
         g = tile if isinstance(tile, int) else int(rng.integers(2, 4))
         sizes[str(full)] = g * int(rng.integers(2, 4))
