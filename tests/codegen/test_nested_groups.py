@@ -1,10 +1,15 @@
-"""Issue 31, family 3: groups nested along one axis at ragged tiles, in the printed kernels.
+"""Issue 31, family 3: C kernels that computed wrong answers on plans the fuzz drew (groups nested along one
+axis at ragged tiles; a map that permutes its axes, written in place).
 
 The inner group runs ``⌈Min(g, k − i·g)/h⌉`` trips; at the plan's sizes sympy (1.14) dropped that ceiling
 (``⌈Min(8, 12 − 8·i)/6⌉`` → ``Min(8, 12 − 8·i)/6``: it infers an even numerator over 6 to be an integer) and
 the printer wrote the coefficient ``1/6`` as ``0``: the C kernel's inner loop ran no trip and its outputs were
 never written.  The printer substitutes sizes keeping each ceiling (:func:`napkin_cat.codegen.printer.substituted`)
 and refuses a fractional coefficient instead of truncating it.
+
+The layout let an elementwise map's output take its input's bytes when their extents matched in order, also
+where the map permutes axes of one size (``S a n -> n a S``, ``S = n``): the kernel read elements it had
+overwritten.  In place now needs the same axes in the same order (a rename: the same positions).
 """
 from __future__ import annotations
 
@@ -47,3 +52,21 @@ def test_a_fractional_coefficient_is_refused_not_truncated():
     i = sympy.Symbol("i", integer=True, nonnegative=True)
     with pytest.raises(nc.CodegenError, match=r"coefficient 1/6 is not an integer"):
         printer.code(i / 6)
+
+
+@needs_cc
+@pytest.mark.parametrize("perm", ["S a n -> n a S", "S a n -> S a n"])
+def test_a_map_that_permutes_its_axes_is_not_written_over_its_input(perm):
+    """``id(S a n -> n a S)`` with ``S = n``: its output and its input have one shape (5×g×5) but not one order,
+    so the output may not take the input's bytes (the layout put both at one offset, and the C kernel read
+    elements its own map had overwritten); then ``Σ_S u_nS z_naS`` in groups of ``a``."""
+    n, S, a = 5, 5, 8
+    out = perm.split("-> ")[1]
+    b = nc.Builder(nc.types("n S, S a n", n=n, S=S, a=a))
+    u, v = b.inputs
+    z = b(nc.elementwise("id", perm, n=n, S=S, a=a), v)
+    d = b.build(b(nc.einsum(f"n S, {out} -> n a", n=n, S=S, a=a), u, z))
+    p = nc.plan(nc.group(nc.kernel(d), "a", "g_a"), {"g_a": 4})
+    rng = np.random.default_rng(0)
+    U, V = rng.normal(size=(n, S)).astype("f4"), rng.normal(size=(S, a, n)).astype("f4")
+    np.testing.assert_allclose(nc.codegen.c(p)(U, V), np.einsum("ns,san->na", U, V), rtol=1e-4, atol=1e-5)
