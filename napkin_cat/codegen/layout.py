@@ -35,8 +35,11 @@ RESTARTS = 200
 
 #: kinds whose output element e reads element e of a same-shaped input and nothing else of it (elementwise
 #: maps, casts, renames), or whose rows are read and written by one thread (the SoftMax family): an output
-#: may take exactly the bytes of such an input and be written in place
+#: may take exactly the bytes of such an input and be written in place, where its axes are the input's in
+#: the same order (a map may also permute: ``S a n -> n a S`` reads element e from elsewhere)
 IN_PLACE = frozenset(ELEMENTWISE) | {"cast", "rename", "softmax", "softmax_aux", "softmax_unscaled"}
+#: kinds that keep every axis's position and only rename some (their axis names differ by construction)
+RENAMING = frozenset({"rename"})
 
 
 def reads_writes(stmt) -> tuple[tuple, tuple]:
@@ -51,8 +54,9 @@ def _in_place(stmt, out, src, variables) -> bool:
         return out == src
     kind = stmt.kind if isinstance(stmt, Compute) else "copy"
     a, b = variables[out.var], variables[src.var]
-    return (kind in IN_PLACE or kind == "copy") and out.whole and src.whole and \
-        tuple(e for _, e in a.shape) == tuple(e for _, e in b.shape) and a.dtype == b.dtype
+    same_place = tuple(e for _, e in a.shape) == tuple(e for _, e in b.shape) and \
+        (kind in RENAMING or tuple(n for n, _ in a.shape) == tuple(n for n, _ in b.shape))
+    return (kind in IN_PLACE or kind == "copy") and out.whole and src.whole and same_place and a.dtype == b.dtype
 
 
 @dataclass(frozen=True)

@@ -153,6 +153,39 @@ def launches(p) -> list[Launch]:
     return out
 
 
+class _HeldCeiling(sympy.Function):
+    """``⌈x⌉`` held through a substitution, evaluated only on a number (see :func:`substituted`)."""
+
+    @classmethod
+    def eval(cls, x):
+        return sympy.ceiling(x) if x.is_Number else None
+
+
+def substituted(e, *mappings) -> sympy.Expr:
+    """``e`` with ``mappings`` substituted in turn, each ceiling kept as one until its argument is a number.
+
+    sympy (1.14) drops a ceiling whose argument it infers, wrongly, to be an integer: an even numerator over
+    ``2·odd`` (``⌈Min(8, 12 − 8·i)/6⌉`` → ``Min(8, 12 − 8·i)/6``), and a kernel printing that would run
+    no trip of an inner group (nested groups along one axis at ragged tiles).
+
+    >>> i = sympy.Symbol("i", integer=True, nonnegative=True)
+    >>> t, u = sympy.symbols("t u", integer=True, positive=True)
+    >>> substituted(sympy.ceiling(sympy.Min(t, 12 - t * i) / u), {t: 8, u: 6})
+    ceiling(Min(8, 12 - 8*i)/6)
+    >>> substituted(sympy.ceiling(sympy.Min(t, 12 - t * i) / u), {t: 8, u: 6}, {i: 1})
+    1
+    """
+    e = sympy.sympify(e)
+    if not e.has(sympy.ceiling):
+        for m in mappings:
+            e = e.subs(m)
+        return e
+    e = e.replace(sympy.ceiling, _HeldCeiling)
+    for m in mappings:
+        e = e.subs(m)
+    return e.replace(_HeldCeiling, lambda x: sympy.ceiling(x, evaluate=False))
+
+
 #: the largest element index a kernel computes (its indices and extents are 32-bit ints)
 LARGEST_INDEX = 2 ** 31 - 1
 
@@ -206,15 +239,15 @@ class CodePrinter(Printer):
     # ------------------------------------------------------------------ expressions
     def nominal(self, e) -> sympy.Expr:
         """``e`` at the plan's sizes (tiles at their full size)."""
-        return sympy.sympify(e).subs(self.sizes)
+        return substituted(e, self.sizes)
 
     def current(self, e) -> sympy.Expr:
         """``e`` in the current trip: tile symbols bound by enclosing loops become their extents."""
-        return sympy.sympify(e).subs(self.extents).subs(self.sizes)
+        return substituted(e, self.extents, self.sizes)
 
     def code(self, e, names: dict | None = None) -> str:
         """An integer expression in the dialect; ``names`` maps symbols to printed text."""
-        return self._expr(sympy.sympify(e).subs(self.sizes), names or {})
+        return self._expr(substituted(e, self.sizes), names or {})
 
     def _expr(self, e, names) -> str:
         if isinstance(e, (sympy.logic.boolalg.BooleanTrue, sympy.logic.boolalg.BooleanFalse)):
@@ -254,6 +287,9 @@ class CodePrinter(Printer):
             return out
         if e.is_Mul:
             c, rest = e.as_coeff_Mul()
+            if not c.is_Integer:    # an index is an integer: a fraction here would be truncated, never printed
+                raise CodegenError(f"the {self.backend} backend cannot print the index expression {e}: its "
+                                   f"coefficient {c} is not an integer (only a ceiling divides)")
             if c == -1:
                 return "-" + self._atom(rest, names)
             factors = ([str(int(c))] if c != 1 else []) + [self._atom(f, names) for f in sympy.Mul.make_args(rest)]
@@ -305,7 +341,7 @@ class CodePrinter(Printer):
 
     # ------------------------------------------------------------------ loops and extents
     def trips(self, loop) -> sympy.Expr:
-        return sympy.ceiling(self.nominal(loop.full) / self.nominal(loop.tile))
+        return self.nominal(sympy.ceiling(sympy.sympify(loop.full) / loop.tile, evaluate=False))
 
     def extent_of(self, loop) -> sympy.Expr:
         """The tile's extent in the current trip: ``min(tile, full − i·tile)`` (the tile itself if it divides)."""

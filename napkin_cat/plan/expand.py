@@ -70,6 +70,7 @@ class Expander:
         self.variables: dict[str, Variable] = {}
         self.indices: set = set()
         self.context: dict[str, Range] = {}   # axis -> the range enclosing loops give it
+        self.whole: dict[str, sympy.Expr] = {}  # axis -> where the outermost enclosing loop's range ends (the axis)
         self.offsets: dict[str, dict] = {}    # variable -> {axis: where its first value sits on the axis}
         self.path: tuple = ()
         self.hoisted: list = []               # Allocs made inside that belong at the top (a split's partials)
@@ -216,11 +217,13 @@ class Expander:
     def _inside(self, axis, rng):
         saved = self.context.get(axis)
         self.context[axis] = rng
+        if saved is None:
+            self.whole[axis] = rng.end
         try:
             yield
         finally:
             if saved is None:
-                del self.context[axis]
+                del self.context[axis], self.whole[axis]
             else:
                 self.context[axis] = saved
 

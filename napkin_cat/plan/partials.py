@@ -43,11 +43,17 @@ def part_axis(axis: str) -> str:
 
 
 def _check(node):
+    """Refuse a split stream whose combine would need a value its head makes (the tail reads it, or it is an
+    output of the stream): every part runs the head in its own launch, and the combine, launched after them,
+    holds none of their values."""
     made = {v for op in node.head for v in op.outs}
-    read = {v for op in node.tail for v in op.ins}
-    if made & read:
-        raise LoweringError(f"{node.region.name}: the stream's tail reads values its head makes; split in parts, "
-                            f"each part runs the head, and the combine holds none of them: stream it unsplit")
+    needed = made & ({v for op in node.tail for v in op.ins} | set(node.cod))
+    if needed:
+        raise LoweringError(f"{node.region.name}: the stream's tail reads or outputs values its head "
+                            f"({'; '.join(op.box.name for op in node.head)}) makes: "
+                            f"{', '.join(str(node.arrays[v]) for v in sorted(needed))}; split in parts, each part runs "
+                            f"the head, and the combine holds none of them: stream it unsplit, or move those "
+                            f"operations out of the stream's kernel")
 
 
 def split_stream(e, node, ins, sink, dests, run):
@@ -113,15 +119,17 @@ def split_stream(e, node, ins, sink, dests, run):
 
 def _partials(e, s, pa: str, P) -> Ref:
     """The buffer of a state's ``P`` partials, one level below the state's, allocated once at the top: along an
-    axis the groups around the stream cut, it spans the whole axis (each group writes its own rows), so the
-    groups may run in parallel; the view of this group's rows."""
+    axis the loops around the stream cut (nested groups too), it spans the whole axis, where the outermost
+    loop's range ends, and each group writes its own rows at their absolute place, so the groups may run in
+    parallel and the combine, launched after them all, finds every group's partials; the view of this group's
+    rows."""
     base = e.new_var(f"{s.name}_parts", s.array, "temp", e.origin(f"{s.name} partials"), extra=((pa, P),),
                      level=max(s.array.level - 1, 0))
     var, shape, ref = e.variables[base.var], [], base
     for a, extent in var.shape:
         rng = e.context.get(a) if a != pa else None
-        if rng is not None and not {str(x) for x in sympy.sympify(rng.end).free_symbols} & e.indices:
-            shape.append((a, sympy.sympify(rng.end)))
+        if rng is not None:
+            shape.append((a, sympy.sympify(e.whole[a])))
             ref = ref.sliced(a, rng)
             e.offsets[base.var].pop(a, None)
         else:

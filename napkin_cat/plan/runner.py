@@ -127,7 +127,7 @@ class Machine:
                 start = number(rng.start, frame.nominal)
                 stop = min(start + number(rng.tile, frame.nominal), number(rng.end, frame.nominal))
                 idx.append(slice(start, stop))
-        return x[tuple(idx)]
+        return x[(*idx, ...)]      # a view, a variable without axes too (``x[()]`` would be a copied scalar)
 
     def write(self, ref, y, frame):
         if ref.whole:

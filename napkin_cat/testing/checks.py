@@ -2,7 +2,10 @@
 
 A check takes a :class:`~napkin_cat.testing.programs.Program` and raises on failure; :func:`run_checks`
 runs the asked ones and returns :class:`Failure` s, each naming the check, what went wrong and a script
-that reproduces it alone (the program's source, its sizes and the check's own lines):
+that reproduces it alone (the program's source, its sizes and the check's own lines).  A check that holds
+returns its *outcomes*: what it actually did (``"run"``, ``"compiled"``, ``"derived"``, ``"replayed"``, …) or
+which typed error refused the program (``"refused: PlanError"``), so that a fuzz can count its coverage
+(``run_checks(..., tally=Counter())``) and fail when a library refuses everything:
 
 ==============  ==========================================================================================
 ``evaluate``    ``nc.evaluate`` equals the program's numpy reference (same shapes, NaN in the same places)
@@ -12,26 +15,36 @@ that reproduces it alone (the program's source, its sizes and the check's own li
 ``rules``       every match a rule of the rule book offers rewrites, to an equivalent program, and is found
                 again by its identity; the trace of the walk (random legal steps, partitions along random axes
                 with random tile names) replays; :mod:`.offers` replays every rule's steps on its instances, woven
-``plan``        one fused kernel, streamed and grouped where legal at ragged tiles: the plan's run equals
-                ``nc.evaluate`` and its counters equal the cost functor at those sizes
+``plan``        one fused kernel streamed, grouped and partitioned up to twice more where legal (streams plain,
+                sliced or in parts, groups, nested along one axis) at ragged tiles: the plan's run and its
+                fast run equal ``nc.evaluate`` and the run's counters equal the cost functor at those sizes
 ``c``           the C kernel of that plan computes what the plan computes (float32 tolerances)
 ``derive``      ``nc.derive`` at the program's sizes: equivalent to the program, and its trace replays
 ==============  ==========================================================================================
 
 >>> from napkin_cat.testing.programs import random_program
->>> [f.check for f in run_checks(random_program(3), checks=("evaluate", "json", "cost", "mutant"))]
+>>> from collections import Counter
+>>> tally = Counter()
+>>> [f.check for f in run_checks(random_program(2), checks=("evaluate", "json", "cost", "plan"), tally=tally)]
 []
+>>> sorted(tally)          # (check, outcome): one count per program, refusals by the error that refused
+[('cost', 'whole'), ('evaluate', 'compared'), ('json', 'round trip'), ('plan', 'counted'), ('plan', 'nested'), \
+('plan', 'planned'), ('plan', 'ragged'), ('plan', 'run'), ('plan', 'streamed')]
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 import sympy
 
+from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.errors import CheckFailed, MemoryLimitError, NapkinError
 from napkin_cat.rewriting.trace import Step, Trace
+from napkin_cat.semantics.equivalent import tile_sizes
 from napkin_cat.testing.assertions import assert_equivalent
+from napkin_cat.syntax.adapter import layers
 from napkin_cat.syntax.construct import spell
 from napkin_cat.testing.programs import Program
 
@@ -76,8 +89,21 @@ def _close(got, want, rtol: float, atol: float) -> str | None:
     return None
 
 
+def _finite_somewhere(y) -> bool:
+    """Some output entry of ``y`` is finite (else agreement certifies nothing)."""
+    return any(np.isfinite(np.asarray(v, float)).any() for v in _outputs(y))
+
+
+def refused(e: Exception) -> str:
+    """The outcome of a typed refusal: ``"refused: <its error type>"``."""
+    return f"refused: {type(e).__name__}"
+
+
 def _inputs_line(seed: int) -> str:
-    return (f"xs = [np.random.default_rng({seed}).normal(size=tuple(a.size if isinstance(a.size, int) else "
+    """The reproducer's line drawing the check's inputs: :meth:`Program.arrays` of one generator (every input
+    from the same stream of draws, as the check drew them)."""
+    return (f"rng = np.random.default_rng({seed})\n"
+            "xs = [rng.normal(size=tuple(a.size if isinstance(a.size, int) else "
             "sizes[str(a.size)] for a in arr.axes)) for arr in diagram.dom.inside]")
 
 
@@ -87,12 +113,14 @@ def check_evaluate(p: Program, seed: int = 0):
     xs = p.arrays(np.random.default_rng(seed))
     with np.errstate(all="ignore"):
         got = nc.evaluate(p.diagram, *xs, sizes=p.sizes)
-    why = _close(got, p.reference(*xs), 1e-7, 1e-9)
+    want = p.reference(*xs)
+    why = _close(got, want, 1e-7, 1e-9)
     if why:
         raise CheckFailed(f"nc.evaluate vs the numpy reference: {why}", "\n".join([
             "from napkin_cat.testing.programs import random_program", _inputs_line(seed),
             f"want = {p.call}.reference(*xs)   # numpy, written apart from the library",
             "print(nc.evaluate(diagram, *xs, sizes=sizes), want)"]))
+    return ("compared",) if _finite_somewhere(want) else ("nothing finite",)
 
 
 def check_json(p: Program, seed: int = 0):
@@ -107,6 +135,7 @@ def check_json(p: Program, seed: int = 0):
         why = _close(nc.evaluate(back, *xs, sizes=p.sizes), nc.evaluate(p.diagram, *xs, sizes=p.sizes), 0, 0)
     if why:
         raise CheckFailed(f"the JSON round trip computes otherwise: {why}", lines)
+    return ("round trip",)
 
 
 def _env(sizes: dict) -> dict:
@@ -124,6 +153,7 @@ def check_cost(p: Program, seed: int = 0):
             if not (v.is_number and v.is_finite and v >= 0 and v == int(v)):
                 raise CheckFailed(f"cost {what}[{key}] = {expr} is {v} at the program's sizes",
                                   f"c = nc.cost(diagram)\nprint(c.{'flops' if what == 'FLOPs' else what})")
+    return ("whole",)
 
 
 def check_mutant(p: Program, seed: int = 0):
@@ -145,6 +175,7 @@ def check_mutant(p: Program, seed: int = 0):
             "    change = change @ (nc.elementwise('scale', s, const=1.5, **kw) >> "
             "nc.elementwise('shift', s, const=1.0, **kw))",
             f"print(nc.equivalent(diagram, diagram >> change, seed={seed}))"]))
+    return ("told apart",) if verdict.output is not None else ("nothing finite",)
 
 
 # ---------------------------------------------------------------------- rules
@@ -242,11 +273,14 @@ def check_rules(p: Program, seed: int = 0, steps: int = 6, per_rule: int = 2, bo
         walk.append((net, r, m, after))
         net = to_netlist(after.diagram)
     if not walk:
-        return
+        return ("no match",)
     _walk_replays(book, p.diagram, walk)
     import napkin_cat as nc
-    if nc.equivalent(p.diagram, walk[-1][3].diagram, seed=seed) or not nc.equivalent(p.diagram, p.diagram, seed=seed):
-        return    # equal, or the program's outputs are never finite (nothing can be certified)
+    applied = ("applied",) * len(walk)     # one count per rule application
+    if nc.equivalent(p.diagram, walk[-1][3].diagram, seed=seed):
+        return ("walked", "equivalent") + applied
+    if not nc.equivalent(p.diagram, p.diagram, seed=seed):
+        return ("walked", "nothing finite") + applied   # the outputs are never finite: nothing is certified
     lo, hi = 0, len(walk) - 1
     while lo < hi:
         mid = (lo + hi) // 2
@@ -268,29 +302,46 @@ def _ragged_tile(rng, n: int) -> int:
 
 
 def algorithm(p: Program, seed: int = 0):
-    """``(algorithm, sizes)``: the program as one level-1 kernel, streamed along a random axis and grouped
-    along another where legal, at ragged tiles; its sizes are the program's plus the tiles'."""
+    """``(algorithm, sizes)``: the program as one level-1 kernel streamed, then grouped, then partitioned up to
+    twice more, each where legal: a stream (plain, ``sliced`` or in 2-3 ``parts``) or a group along a random
+    axis, half the time along one partitioned already (nested groups, a stream inside a group of its axis,
+    sub-loops); every tile ragged where its axis allows, drawn outermost first (an inner tile cuts its outer
+    one).  Its sizes are the program's plus the tiles' (``tile_0``, ``tile_1``, …)."""
     import napkin_cat as nc
     rng = np.random.default_rng([seed, p.seed, 1])
     alg = nc.kernel(p.diagram, level=1)
-    sizes = dict(p.sizes)
-    names = _names(p.diagram)
-
-    def size_of(axis):
-        for arr in (*p.diagram.dom.inside, *p.diagram.cod.inside):
-            for a in arr.axes:
-                if a.name == axis:
-                    return a.size if isinstance(a.size, int) else int(sympy.sympify(a.size).subs(_env(p.sizes)))
-    for how, tile in (("stream", "tile_s"), ("group", "tile_g")):
-        for axis in rng.permutation(names):
+    names, done = _names(p.diagram), []
+    steps = ["stream", "group"] + [str(rng.choice(["stream", "group"])) for _ in range(int(rng.integers(0, 3)))]
+    for k, how in enumerate(steps):
+        options = {}
+        if how == "stream" and rng.random() < 0.6:
+            options = {"parts": int(rng.integers(2, 4))} if rng.random() < 0.7 else {"sliced": True}
+        order = [str(a) for a in rng.permutation(names)]
+        if done and rng.random() < 0.5:
+            order.insert(0, done[int(rng.integers(len(done)))])
+        for axis in order:
             try:
-                nxt = nc.stream(alg, str(axis), tile) if how == "stream" else nc.group(alg, str(axis), tile)
+                alg = (nc.stream(alg, axis, f"tile_{k}", **options) if how == "stream" else
+                       nc.group(alg, axis, f"tile_{k}"))
             except NapkinError:
                 continue
-            alg = nxt
-            sizes[tile] = _ragged_tile(rng, size_of(str(axis)))
+            done.append(axis)
             break
+    sizes, env = dict(p.sizes), _env(p.sizes)
+    for tile, full in tile_sizes(alg):
+        if str(tile) not in sizes:
+            sizes[str(tile)] = _ragged_tile(rng, int(sympy.sympify(full).subs(env)))
+            env[tile] = sizes[str(tile)]
     return alg, sizes
+
+
+def _partitions(diagram):
+    """Every Grid and Stream of ``diagram``, outermost first."""
+    for _, box in layers(diagram):
+        if isinstance(box, (Grid, Stream)):
+            yield box
+        if isinstance(box, Region):
+            yield from _partitions(box.arg)
 
 
 _ALGORITHM_LINES = ("from napkin_cat.testing.checks import algorithm\n"
@@ -298,33 +349,53 @@ _ALGORITHM_LINES = ("from napkin_cat.testing.checks import algorithm\n"
                     "alg, tiled = algorithm({call}, {check_seed})   # the kernel, its tiles\n")
 
 
+def partitioned(alg, sizes: dict) -> tuple:
+    """What :func:`algorithm` made of a program: ``"streamed"``, ``"grouped"``, ``"in parts"`` (a split stream),
+    ``"sliced"`` (a sliced stream), ``"nested"`` (two partitions along one axis) and ``"ragged"`` (some tile does
+    not divide its axis at ``sizes``)."""
+    boxes = list(_partitions(alg))
+    axes = [b.axis for b in boxes]
+    env = _env(sizes)
+    tags = {"streamed": any(isinstance(b, Stream) for b in boxes), "grouped": any(isinstance(b, Grid) for b in boxes),
+            "in parts": any(b.params.get("parts") is not None for b in boxes),
+            "sliced": any(b.params.get("sliced") for b in boxes), "nested": len(set(axes)) < len(axes),
+            "ragged": any(int(sympy.sympify(full).subs(env)) % int(sympy.sympify(tile).subs(env))
+                          for tile, full in tile_sizes(alg))}
+    return tuple(name for name, made in tags.items() if made)
+
+
 def check_plan(p: Program, seed: int = 0):
+    """Outcomes: ``"planned"``, ``"run"``, ``"counted"`` and what :func:`partitioned` says, or the typed
+    refusal of ``nc.plan``."""
     import napkin_cat as nc
     from napkin_cat.cost.numeric import at
     try:
         alg, sizes = algorithm(p, seed)
-    except NapkinError:
-        return
+    except NapkinError as e:
+        return (refused(e),)
     head = _ALGORITHM_LINES.format(call=p.call, check_seed=seed) + _inputs_line(seed) + "\n"
     try:
         plan = nc.plan(alg, sizes)
-    except NapkinError:
-        return    # a documented refusal (e.g. a split inside a ragged stream); its message is tested apart
+    except NapkinError as e:
+        return (refused(e),)    # a documented refusal (a split inside a ragged stream); its message is tested apart
     except Exception as e:
         raise CheckFailed(f"nc.plan raised {type(e).__name__}: {e}", head + "print(nc.plan(alg, tiled))") from e
     xs = p.arrays(np.random.default_rng(seed))
-    try:
-        with np.errstate(all="ignore"):
-            got, counted = plan.run(*xs)
-    except Exception as e:
-        raise CheckFailed(f"the plan's run raised {type(e).__name__}: {e}",
-                          head + "print(nc.plan(alg, tiled).run(*xs))") from e
     with np.errstate(all="ignore"):
         want = nc.evaluate(p.diagram, *xs, sizes=p.sizes)
-    why = _close(got, want, 1e-7, 1e-9)
-    if why:
-        raise CheckFailed(f"the plan's run vs nc.evaluate: {why}",
-                          head + "print(nc.plan(alg, tiled).run(*xs)[0], nc.evaluate(diagram, *xs, sizes=sizes))")
+    results = {}
+    for how, run, line in (("run", plan.run, ".run(*xs)[0]"), ("fast run", plan, "(*xs)")):
+        try:
+            with np.errstate(all="ignore"):
+                results[how] = run(*xs)
+        except Exception as e:
+            raise CheckFailed(f"the plan's {how} raised {type(e).__name__}: {e}",
+                              head + f"print(nc.plan(alg, tiled){line})") from e
+        why = _close(results[how][0] if how == "run" else results[how], want, 1e-7, 1e-9)
+        if why:
+            raise CheckFailed(f"the plan's {how} vs nc.evaluate: {why}",
+                              head + f"print(nc.plan(alg, tiled){line}, nc.evaluate(diagram, *xs, sizes=sizes))")
+    counted = results["run"][1]
     c = at(alg, sizes)
     for what, ran, costed in (("transfers", counted.transfers, c.H), ("flops", counted.flops, c.flops),
                               ("peak", counted.peak, {l: m for l, m in c.M.items() if l > 0})):
@@ -332,23 +403,25 @@ def check_plan(p: Program, seed: int = 0):
             raise CheckFailed(f"the plan's run counts {what} {ran}, the cost functor says {costed}",
                               head + "from napkin_cat.cost.numeric import at\n"
                               "print(nc.plan(alg, tiled).run(*xs)[1], at(alg, tiled))")
-    return plan
+    return ("planned", "run", "counted") + partitioned(alg, sizes)
 
 
 def check_c(p: Program, seed: int = 0):
+    """Outcomes: ``"compiled"`` and ``"run"``, or the typed refusal of ``nc.plan`` or of the C backend (no
+    compiler: ``"refused: ToolNotFoundError"``)."""
     import napkin_cat as nc
     try:
         alg, sizes = algorithm(p, seed)
         plan = nc.plan(alg, sizes)
-    except NapkinError:
-        return
+    except NapkinError as e:
+        return (refused(e),)
     xs = [x.astype(np.float32) for x in p.arrays(np.random.default_rng(seed))]
     head = _ALGORITHM_LINES.format(call=p.call, check_seed=seed) + _inputs_line(seed) + \
         "\nxs = [x.astype('f4') for x in xs]\n"
     try:
         got = nc.codegen.c(plan)(*xs)
-    except NapkinError:
-        return
+    except NapkinError as e:
+        return (refused(e),)
     except Exception as e:
         raise CheckFailed(f"the C kernel raised {type(e).__name__}: {e}",
                           head + "print(nc.codegen.c(nc.plan(alg, tiled))(*xs))") from e
@@ -358,9 +431,12 @@ def check_c(p: Program, seed: int = 0):
     if why:
         raise CheckFailed(f"the C kernel vs nc.evaluate: {why}", head +
                           "print(nc.codegen.c(nc.plan(alg, tiled))(*xs), nc.evaluate(diagram, *xs, sizes=sizes))")
+    return ("compiled", "run")
 
 
 def check_derive(p: Program, seed: int = 0):
+    """Outcomes: ``"derived"``, ``"equivalent"`` (or ``"nothing finite"``: the program's outputs are never finite,
+    so nothing is certified) and ``"replayed"``, or the typed refusal of ``nc.derive``."""
     import napkin_cat as nc
     rng = np.random.default_rng([seed, p.seed, 2])
     memory = int(2 ** rng.integers(3, 12))
@@ -368,32 +444,38 @@ def check_derive(p: Program, seed: int = 0):
     lines = f"r = nc.derive(diagram, memory={memory}, sizes=sizes)\n"
     try:
         r = nc.derive(p.diagram, memory=memory, sizes=sizes)
-    except (MemoryLimitError, nc.RewriteError):
-        return
+    except (MemoryLimitError, nc.RewriteError) as e:
+        return (refused(e),)
     except Exception as e:
         raise CheckFailed(f"nc.derive raised {type(e).__name__}: {e}", lines) from e
     try:
         assert_equivalent(p.diagram, r.diagram, sizes=sizes, seed=seed)
     except AssertionError as e:
         if not nc.equivalent(p.diagram, p.diagram, sizes=sizes, seed=seed):
-            return    # the program's outputs are never finite at these sizes: nothing can be certified
+            return ("derived", "nothing finite")   # the outputs are never finite at these sizes: nothing certified
         raise CheckFailed(f"nc.derive's algorithm ({r.variant}) is not the program: {e}",
                           lines + f"print(nc.equivalent(diagram, r.diagram, sizes=sizes, seed={seed}))") from e
     if not nc.isomorphic(r.trace.replay(p.diagram), r.diagram):
         raise CheckFailed("nc.derive's trace does not replay to its algorithm",
                           lines + "print(nc.isomorphic(r.trace.replay(diagram), r.diagram))")
+    return ("derived", "equivalent", "replayed")
 
 
 RUNNERS = {"evaluate": check_evaluate, "json": check_json, "cost": check_cost, "mutant": check_mutant,
            "rules": check_rules, "plan": check_plan, "c": check_c, "derive": check_derive}
 
 
-def run_checks(p: Program, *, checks=CHECKS, seed: int = 0) -> list:
-    """Run ``checks`` on ``p``; a :class:`Failure` per check that failed (a check that raised counts too)."""
+def run_checks(p: Program, *, checks=CHECKS, seed: int = 0, tally: Counter | None = None) -> list:
+    """Run ``checks`` on ``p``; a :class:`Failure` per check that failed (a check that raised counts too).
+
+    ``tally`` (a ``Counter``), when given, counts ``(check, outcome)`` for every outcome a check that held
+    returned and ``(check, "failed")`` for one that failed: a fuzz asserts its coverage on it."""
     out = []
+    tally = Counter() if tally is None else tally
     for name in checks:
         try:
-            RUNNERS[name](p, seed)
+            tally.update((name, outcome) for outcome in RUNNERS[name](p, seed))
+            continue
         except CheckFailed as e:
             out.append(Failure(name, p, str(e), p.reproducer(e.lines)))
         except Exception as e:
@@ -402,4 +484,5 @@ def run_checks(p: Program, *, checks=CHECKS, seed: int = 0) -> list:
                                             f"from napkin_cat.testing.checks import RUNNERS\n"
                                             f"from napkin_cat.testing.programs import random_program\n"
                                             f"RUNNERS[{name!r}]({p.call}, {seed})")))
+        tally[(name, "failed")] += 1
     return out

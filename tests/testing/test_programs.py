@@ -24,12 +24,40 @@ def test_a_program_computes_its_numpy_reference(p):
         np.testing.assert_allclose(g, w, rtol=1e-7, atol=1e-9, equal_nan=True)
 
 
-@settings(max_examples=30, deadline=None)
-@given(programs(n_ops=3))
-def test_a_program_is_itself_as_json_and_after_one_kernel(p):
-    assert nc.loads(nc.dumps(p.diagram)) == p.diagram
-    assert_equivalent(p.diagram, nc.kernel(p.diagram), sizes=p.sizes) if nc.equivalent(
-        p.diagram, p.diagram, sizes=p.sizes) else None
+#: the programs whose kernel is compared (their seeds; 254 draws ``sqrt`` of a scalar input)
+KERNEL_SEEDS = [*range(40), 254]
+
+
+def test_a_program_is_itself_as_json_and_after_one_kernel():
+    """Every program is itself after a JSON round trip, and as one kernel computes its numpy reference (NaN in the
+    same places).  ``nc.equivalent`` then compares the kernel with the program; the only programs it cannot
+    compare are those whose every output entry is NaN or ±inf in every trial (``sqrt`` of a negative scalar
+    input: 1 in 300 of these programs, measured), where agreement certifies nothing.  For those, the program
+    compared with itself must say exactly that, and so must the kernel (its NaN and ±inf in the same places in
+    every trial); they are counted, and any other failed self-equivalence fails."""
+    uncomparable = []
+    for seed in KERNEL_SEEDS:
+        p = random_program(seed, n_ops=3)
+        assert nc.loads(nc.dumps(p.diagram)) == p.diagram
+        k = nc.kernel(p.diagram)
+        xs = p.arrays(np.random.default_rng(seed))
+        with np.errstate(all="ignore"):
+            got = nc.evaluate(k, *xs, sizes=p.sizes)
+        got = got if isinstance(got, tuple) else (got,)
+        want = p.reference(*xs)
+        assert len(got) == len(want) == len(p.diagram.cod)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-7, atol=1e-9, equal_nan=True)
+        itself = nc.equivalent(p.diagram, p.diagram, sizes=p.sizes)
+        if itself:
+            assert_equivalent(p.diagram, k, sizes=p.sizes)
+            continue
+        assert itself.message.startswith("no finite output was compared"), (seed, itself)
+        verdict = nc.equivalent(p.diagram, k, sizes=p.sizes)
+        assert not verdict and verdict.message.startswith("no finite output was compared"), (seed, verdict)
+        uncomparable.append(seed)
+    print(f"\n{len(uncomparable)} of {len(KERNEL_SEEDS)} programs have no finite output to compare: {uncomparable}")
+    assert len(uncomparable) <= 3
 
 
 def test_the_source_rebuilds_the_program_and_the_seed_redraws_it():
@@ -58,8 +86,13 @@ def test_a_failure_prints_a_reproducer_that_runs_alone(monkeypatch, capsys):
     (f,) = run_checks(p, checks=("evaluate",))
     assert isinstance(f, Failure) and f.check == "evaluate" and "numpy reference" in f.message
     assert f.reproducer.startswith("import numpy as np\nimport napkin_cat as nc\n") and p.source in f.reproducer
-    exec(compile(f.reproducer, "<reproducer>", "exec"), {})   # runs alone (and prints the two values)
-    assert "array" in capsys.readouterr().out or True
+    capsys.readouterr()
+    exec(compile(f.reproducer, "<reproducer>", "exec"), {})   # runs alone, and prints the two values
+    xs = p.arrays(np.random.default_rng(0))                    # the inputs the check drew
+    print(doubled(p.diagram, *xs, sizes=p.sizes), p.reference(*xs))
+    out = capsys.readouterr().out
+    shown, expected = out[:len(out) // 2], out[len(out) // 2:]
+    assert shown == expected and "array" in shown
 
 
 def test_a_check_that_raises_is_a_failure_with_the_call_that_repeats_it(monkeypatch):
