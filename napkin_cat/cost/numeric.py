@@ -311,10 +311,11 @@ def bind(diagram: Diagram, sizes, *, strict: bool = True) -> dict:
     return env
 
 
-def at(diagram: Diagram, sizes, *, strict: bool = False) -> Cost:
+def at(diagram: Diagram, sizes, *, strict: bool = False, symbolic: Cost | None = None) -> Cost:
     """The cost of ``diagram`` at ``sizes`` (axis and tile names → ints), ragged tiles counted exactly:
     a :class:`~napkin_cat.cost.record.Cost` of ints (``M`` the largest column at those sizes).  ``strict``:
-    refuse a name the diagram lacks and a tile larger than its axis (:func:`bind`)."""
+    refuse a name the diagram lacks and a tile larger than its axis (:func:`bind`).  ``symbolic``: the
+    diagram's symbolic cost where the caller has it (its columns are substituted; else it is computed)."""
     env = bind(diagram, sizes, strict=strict)
     ctx = At(env)
     CONCRETE.diagram(diagram, ctx)
@@ -322,5 +323,8 @@ def at(diagram: Diagram, sizes, *, strict: bool = False) -> Cost:
     out.H = {l: v for l, v in out.H.items() if v}
     out.H_bytes = {l: v for l, v in out.H_bytes.items() if v}
     out.flops = {p: v for p, v in out.flops.items() if v}
-    out.columns = {l: [max(_value(col, env) for col in cols)] for l, cols in cost(diagram).columns.items()}
+    if symbolic is not None and symbolic.source is not diagram:
+        raise NapkinError("the symbolic cost given to the cost at sizes is not the cost of this diagram")
+    columns = (symbolic if symbolic is not None else cost(diagram)).columns
+    out.columns = {l: [max(_value(col, env) for col in cols)] for l, cols in columns.items()}
     return out
