@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from napkin_cat.algorithms.intervals import Truth, any_of, evaluate, negate
+from napkin_cat.algorithms.intervals import Truth, all_of, any_of, evaluate, negate
 
 INF = math.inf
 
@@ -51,9 +51,14 @@ class Mask:
     axes: frozenset
 
     def never(self, tile_of):
-        """Whether the condition is false everywhere on the tile (a bool, or a sympy condition)."""
+        """Whether the condition is false everywhere on the tile (a bool, an array of them, or a sympy condition)."""
         truth = evaluate(self.ops, tile_of).get(self.value)
         return negate(truth.possibly) if isinstance(truth, Truth) else False
+
+    def always(self, tile_of):
+        """Whether the condition is true everywhere on the tile."""
+        truth = evaluate(self.ops, tile_of).get(self.value)
+        return truth.always if isinstance(truth, Truth) else False
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,12 @@ class Skip:
     def skipped(self, tile_of):
         """Whether the trip on the tiles ``tile_of`` gives is skipped (some mask never true there)."""
         return any_of(*(m.never(tile_of) for m in self.masks))
+
+    def everywhere(self, tile_of):
+        """Whether every mask is always true on the tiles ``tile_of`` gives: then every trip on a part of them runs
+        (interval arithmetic is inclusion-monotone: a part's intervals lie in the whole's, so what is always
+        true on the whole is on each part, and what is never true on the whole is never on a part)."""
+        return all_of(*(m.always(tile_of) for m in self.masks))
 
 
 # ---------------------------------------------------------------------------------------------- constants

@@ -102,6 +102,10 @@ class At:
         return At(self.env, {a: (s[keep] if isinstance(s, np.ndarray) else s, e)
                              for a, (s, e) in self.tiles.items()}, count)
 
+    def counting(self, count: int) -> "At":
+        """This context standing for ``count`` tiles whose starts nothing reads."""
+        return At(self.env, {a: t for a, t in self.tiles.items() if not isinstance(t[0], np.ndarray)}, count)
+
     def tile_of(self, axis: str, size) -> tuple:
         """The tile ``axis`` is in: its partition's ``(start, extent)``, or the whole axis."""
         return self.tiles.get(axis) or (0, _value(size, self.env))
@@ -147,8 +151,11 @@ PAIRS = 1 << 20
 
 
 def _running(skip, ctx: At, region, extent: int, starts, positions: bool) -> At:
-    """The context of the slices of ``extent`` at ``starts`` that ``skip`` does not skip, over every tile ``ctx``
-    stands for: one array test per chunk of at most :data:`PAIRS` (tile, slice) pairs."""
+    """The context of the slices of ``extent`` at ``starts`` (evenly spaced) that ``skip`` does not skip, over
+    every tile ``ctx`` stands for.  With ``positions`` (a mask inside reads where they lie) each (tile, slice)
+    pair is tested, in chunks of at most :data:`PAIRS`; else only how many run is kept (:func:`_count_running`)."""
+    if not positions:
+        return ctx.bound(region, extent).counting(_count_running(skip, ctx, region, extent, starts))
     per = max(1, PAIRS // max(ctx.count, 1))
     parts = []
     for k in range(0, len(starts), per):
@@ -159,6 +166,37 @@ def _running(skip, ctx: At, region, extent: int, starts, positions: bool) -> At:
     tiles = dict(first.tiles)
     tiles.update({a: (np.concatenate([p.tiles[a][0] for p in parts]), first.tiles[a][1]) for a in arrays})
     return At(first.env, tiles, sum(p.count for p in parts))
+
+
+def _count_running(skip, ctx: At, region, extent: int, starts) -> int:
+    """How many (tile, slice) pairs run, over the tiles ``ctx`` stands for and the slices of ``extent`` at
+    ``starts`` (evenly spaced), each decided as the runner decides it (``skip.skipped`` on the slice).
+
+    Runs of consecutive slices are decided at once: on a block of them, where some mask is never true no slice
+    runs, and where every mask is always true every slice runs (:meth:`~napkin_cat.algorithms.skipping.Skip.
+    everywhere`: interval arithmetic is inclusion-monotone); a block neither is halved, down to single slices.
+    A band or a half-plane costs a few tests per tile and boundary, not one per slice."""
+    step = int(starts[1] - starts[0]) if len(starts) > 1 else extent
+    base = ctx.tiles.get(region.axis, (0, None))[0]
+    tile = np.arange(ctx.count)
+    lo, hi = np.zeros(ctx.count, dtype=np.int64), np.full(ctx.count, len(starts), dtype=np.int64)
+    total = 0
+    while len(tile):
+        def tile_of(axis, size, tile=tile, lo=lo, hi=hi):
+            if axis == region.axis:
+                first = (base[tile] if isinstance(base, np.ndarray) else base) + int(starts[0]) + lo * step
+                return first, (hi - lo - 1) * step + extent
+            s, e = ctx.tile_of(axis, size)
+            return (s[tile] if isinstance(s, np.ndarray) else s), e
+        never = np.broadcast_to(np.asarray(skip.skipped(tile_of), dtype=bool), tile.shape)
+        every = np.broadcast_to(np.asarray(skip.everywhere(tile_of), dtype=bool), tile.shape) & ~never
+        width = hi - lo
+        total += int(width[every].sum()) + int(np.count_nonzero(~never & ~every & (width == 1)))
+        split = ~never & ~every & (width > 1)
+        mid = (lo + hi) // 2
+        tile, lo, hi = (np.concatenate([tile[split], tile[split]]), np.concatenate([lo[split], mid[split]]),
+                        np.concatenate([mid[split], hi[split]]))
+    return total
 
 
 class Concrete:
