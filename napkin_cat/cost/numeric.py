@@ -68,8 +68,8 @@ class At:
 
     A context may stand for ``count`` tiles at once, alike but for where they lie: a start is then an array with
     one entry per tile (every start an array of ``count`` entries, or one number for all).  Each box in it is
-    counted ``count`` times, and a masked stream inside runs, for each of its slices, on the tiles whose mask
-    may be true there (:meth:`running`): the skip test is one array operation over every tile and slice."""
+    counted ``count`` times, and a masked stream inside runs each of its slices on the tiles whose mask may be
+    true there, decided for all of them at once (:func:`_count_running`)."""
 
     def __init__(self, env: dict, tiles: dict | None = None, count: int = 1):
         self.env, self.total, self.tiles, self.count = env, Cost(), dict(tiles or {}), count
@@ -92,15 +92,11 @@ class At:
         tiles[region.axis] = (base + start, extent)
         return At(env, tiles, count)
 
-    def running(self, keep, positions: bool = True) -> "At":
-        """The context of the tiles where ``keep`` (a bool, or an array over this context's tiles) holds; with
-        ``positions`` false only how many there are is kept (nothing inside reads where they lie)."""
+    def running(self, keep) -> "At":
+        """The context of the tiles where ``keep`` (a bool, or an array over this context's tiles) holds."""
         keep = np.broadcast_to(np.asarray(keep, dtype=bool), (self.count,))
-        count = int(np.count_nonzero(keep))
-        if not positions:
-            return At(self.env, {a: t for a, t in self.tiles.items() if not isinstance(t[0], np.ndarray)}, count)
         return At(self.env, {a: (s[keep] if isinstance(s, np.ndarray) else s, e)
-                             for a, (s, e) in self.tiles.items()}, count)
+                             for a, (s, e) in self.tiles.items()}, int(np.count_nonzero(keep)))
 
     def counting(self, count: int) -> "At":
         """This context standing for ``count`` tiles whose starts nothing reads."""
@@ -160,7 +156,7 @@ def _running(skip, ctx: At, region, extent: int, starts, positions: bool) -> At:
     parts = []
     for k in range(0, len(starts), per):
         pairs = ctx.bound(region, extent, starts[k:k + per])
-        parts.append(pairs.running(negate(skip.skipped(pairs.tile_of)), positions))
+        parts.append(pairs.running(negate(skip.skipped(pairs.tile_of))))
     first = parts[0]
     arrays = [a for a, (s, _) in first.tiles.items() if isinstance(s, np.ndarray)]
     tiles = dict(first.tiles)
@@ -174,7 +170,7 @@ def _count_running(skip, ctx: At, region, extent: int, starts) -> int:
 
     Runs of consecutive slices are decided at once: on a block of them, where some mask is never true no slice
     runs, and where every mask is always true every slice runs (:meth:`~napkin_cat.algorithms.skipping.Skip.
-    everywhere`: interval arithmetic is inclusion-monotone); a block neither is halved, down to single slices.
+    verdict`: interval arithmetic is inclusion-monotone); a block neither is halved, down to single slices.
     A band or a half-plane costs a few tests per tile and boundary, not one per slice."""
     step = int(starts[1] - starts[0]) if len(starts) > 1 else extent
     base = ctx.tiles.get(region.axis, (0, None))[0]
@@ -188,8 +184,8 @@ def _count_running(skip, ctx: At, region, extent: int, starts) -> int:
                 return first, (hi - lo - 1) * step + extent
             s, e = ctx.tile_of(axis, size)
             return (s[tile] if isinstance(s, np.ndarray) else s), e
-        never = np.broadcast_to(np.asarray(skip.skipped(tile_of), dtype=bool), tile.shape)
-        every = np.broadcast_to(np.asarray(skip.everywhere(tile_of), dtype=bool), tile.shape) & ~never
+        never, every = (np.broadcast_to(np.asarray(v, dtype=bool), tile.shape) for v in skip.verdict(tile_of))
+        every = every & ~never
         width = hi - lo
         total += int(width[every].sum()) + int(np.count_nonzero(~never & ~every & (width == 1)))
         split = ~never & ~every & (width > 1)
@@ -349,20 +345,23 @@ def bind(diagram: Diagram, sizes, *, strict: bool = True) -> dict:
     return env
 
 
-def at(diagram: Diagram, sizes, *, strict: bool = False, symbolic: Cost | None = None) -> Cost:
-    """The cost of ``diagram`` at ``sizes`` (axis and tile names → ints), ragged tiles counted exactly:
-    a :class:`~napkin_cat.cost.record.Cost` of ints (``M`` the largest column at those sizes).  ``strict``:
-    refuse a name the diagram lacks and a tile larger than its axis (:func:`bind`).  ``symbolic``: the
-    diagram's symbolic cost where the caller has it (its columns are substituted; else it is computed)."""
-    env = bind(diagram, sizes, strict=strict)
+def folded(diagram: Diagram, env: dict) -> Cost:
+    """The transfers (values and bytes) and FLOPs of ``diagram`` at an environment already bound (:func:`bind`),
+    without its memory: what a search that counts many tilings of one algorithm calls, binding its sizes once."""
     ctx = At(env)
     CONCRETE.diagram(diagram, ctx)
     out = ctx.total
     out.H = {l: v for l, v in out.H.items() if v}
     out.H_bytes = {l: v for l, v in out.H_bytes.items() if v}
     out.flops = {p: v for p, v in out.flops.items() if v}
-    if symbolic is not None and symbolic.source is not diagram:
-        raise NapkinError("the symbolic cost given to the cost at sizes is not the cost of this diagram")
-    columns = (symbolic if symbolic is not None else cost(diagram)).columns
-    out.columns = {l: [max(_value(col, env) for col in cols)] for l, cols in columns.items()}
+    return out
+
+
+def at(diagram: Diagram, sizes, *, strict: bool = False) -> Cost:
+    """The cost of ``diagram`` at ``sizes`` (axis and tile names → ints), ragged tiles counted exactly:
+    a :class:`~napkin_cat.cost.record.Cost` of ints (``M`` the largest column at those sizes).  ``strict``:
+    refuse a name the diagram lacks and a tile larger than its axis (:func:`bind`)."""
+    env = bind(diagram, sizes, strict=strict)
+    out = folded(diagram, env)
+    out.columns = {l: [max(_value(col, env) for col in cols)] for l, cols in cost(diagram).columns.items()}
     return out

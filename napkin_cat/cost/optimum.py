@@ -36,7 +36,7 @@ import sympy
 from napkin_cat.cost import integer_search
 from napkin_cat.cost.exact import ExactOptimum, exact_optimum
 from napkin_cat.cost.lagrange import _tidy, kkt_points
-from napkin_cat.cost.numeric import at
+from napkin_cat.cost.numeric import bind, folded
 from napkin_cat.cost.tiling import dominates, TilingProgram, monomials, program, tiled_streams
 from napkin_cat.errors import LevelError, MemoryLimitError, NapkinError
 from napkin_cat.syntax.axis import symbol
@@ -365,7 +365,7 @@ def _legal_values(prog: TilingProgram, fulls, legal) -> list:
 def counted(c, prog: TilingProgram, level: int, sizes):
     """``tiles ↦ H`` counted at concrete sizes where the symbolic transfers of ``c`` are an estimate (a masked
     stream's running trips, :attr:`~napkin_cat.cost.record.Cost.estimated`), else None: the cost at sizes of the
-    algorithm ``c`` was read off (:func:`napkin_cat.cost.numeric.at`, what a run counts), at the program's tiles
+    algorithm ``c`` was read off (:func:`napkin_cat.cost.numeric.folded`, what a run counts), at the program's tiles
     (``tiles``, in the order of ``prog.tiles``) and fixed streams.  The integer search then ranks by it."""
     if not c.estimated:
         return None
@@ -373,11 +373,12 @@ def counted(c, prog: TilingProgram, level: int, sizes):
         raise NapkinError("this cost counts a masked stream's running trips by an estimate, and it was composed "
                           "of other records, so they cannot be counted at sizes: optimise the cost of the algorithm "
                           "itself (nc.optimal(nc.cost(d), ...))")
-    base = {**{str(k): int(v) for k, v in dict(sizes).items()}, **{str(s): int(v) for s, v in prog.fixed}}
+    given = {**{str(k): int(v) for k, v in dict(sizes).items()}, **{str(s): int(v) for s, v in prog.fixed},
+             **{str(t): 1 for t in prog.tiles}}
+    env = bind(c.source, given, strict=False)     # bound once; each tiling only sets its tiles
 
     def count(tiles) -> Fraction:
-        at_tiles = {**base, **{str(t): int(g) for t, g in zip(prog.tiles, tiles)}}
-        return Fraction(int(at(c.source, at_tiles, symbolic=c).H.get(level, 0)))
+        return Fraction(int(folded(c.source, {**env, **dict(zip(prog.tiles, map(int, tiles)))}).H.get(level, 0)))
     return count
 
 
