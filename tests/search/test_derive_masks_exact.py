@@ -214,6 +214,18 @@ def test_the_integer_optimum_of_a_masked_algorithm_is_the_least_count_over_the_t
     assert o.H == nc.cost(alg, sizes=o.sizes).H[1]
 
 
+def test_with_tiles_that_need_not_divide_the_shorter_last_tile_is_counted_too():
+    """``tiles="any"``: q = 50 in tiles of 13 (the last of 11), x = 45; the runner counts what derive reports."""
+    sizes = {"q": 50, "x": 45, "d": D}
+    r = nc.derive(nc.library.masked_attention(far_or_causal(20)), memory=350, sizes=sizes, tiles="any")
+    tiles = {k: int(v) for k, v in r.regimes[0].tiles.items() if k not in sizes}
+    assert 50 % tiles["g_q"]                                      # a tile that does not divide its axis
+    xs = [np.random.default_rng(1).normal(size=(n, D)) for n in (50, 45, 45)]
+    with np.errstate(invalid="ignore"):
+        _, counted = nc.plan(r.diagram, {**sizes, **tiles}).run(*xs)
+    assert counted.transfers[1] == r.H == _moved_by_definition("far_or_causal", sizes, tiles)
+
+
 def test_a_composed_cost_of_a_masked_stream_is_refused_at_sizes():
     alg = nc.group(nc.stream(nc.library.masked_attention(far_or_causal(4)), "x", "s_x"), "q", "g_q")
     composed = nc.cost(alg).then(nc.cost(nc.Id("q d")))
