@@ -34,6 +34,7 @@ import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.splits import blocks
+from napkin_cat.cost.numeric import folded
 from napkin_cat.cost.optimum import Optimum
 from napkin_cat.errors import LoweringError, MemoryLimitError
 from napkin_cat.hardware.divisors import constraints, uses_of
@@ -116,7 +117,9 @@ def _timed(structure, gpu, env, *, overlap, ceilings, level, largest, launch):
             kts = [f.at(at, launch=launch) for f in forms]
         except HardwareError:          # over the thread block's shared memory
             continue
-        out.append((sum(k.time for k in kts), int(H.subs(at)), dict(zip(tiles, combo)), kts))
+        # a masked stream's trips that run are estimated symbolically: counted at the tiles, as a run counts them
+        moved = folded(structure.diagram, at).H.get(level, 0) if structure.cost.estimated else int(H.subs(at))
+        out.append((sum(k.time for k in kts), moved, dict(zip(tiles, combo)), kts))
     return out
 
 

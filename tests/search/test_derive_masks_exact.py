@@ -226,6 +226,20 @@ def test_with_tiles_that_need_not_divide_the_shorter_last_tile_is_counted_too():
     assert counted.transfers[1] == r.H == _moved_by_definition("far_or_causal", sizes, tiles)
 
 
+def test_derived_for_time_its_H_is_what_its_tiles_move():
+    """``derive(hardware=...)`` picks tiles by predicted time (here g_q = 128, s_x = 64 on an H100 model); the H it
+    reports is what a run at those tiles moves, not the estimate (75,776: slices of 64 do not line up with the
+    window's edges, so more of them run than the band's length over 64)."""
+    sizes = {"q": 256, "x": 256, "d": 64}
+    r = nc.derive(nc.library.sliding_window_attention(20), sizes=sizes, hardware="h100-sxm5")
+    tiles = {str(k): int(v) for k, v in r.optimum.exact_sizes.items()}
+    xs = [np.random.default_rng(2).normal(size=(256, 64)) for _ in range(3)]
+    _, counted = nc.plan(r.diagram, {**sizes, **tiles}).run(*xs)
+    assert counted.transfers[1] == r.H
+    estimate = nc.cost(r.diagram).H[1].subs({nc.symbol(k): v for k, v in {**sizes, **tiles}.items()})
+    assert tiles["s_x"] > 1 and estimate != r.H
+
+
 def test_a_composed_cost_of_a_masked_stream_is_refused_at_sizes():
     alg = nc.group(nc.stream(nc.library.masked_attention(far_or_causal(4)), "x", "s_x"), "q", "g_q")
     composed = nc.cost(alg).then(nc.cost(nc.Id("q d")))
