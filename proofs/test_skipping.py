@@ -100,8 +100,28 @@ def _masked_logsumexp():
     return b.build(b(nc.reduce("logsumexp", "q x -> q"), b(nc.where("q x, q x -> q x"), m, v)))
 
 
+def _union_attention():
+    """``(x ≤ q) or (x ≥ q + 3)``: a union of half-planes (its symbolic count is every trip; the runs skip)."""
+    b = nc.Builder(nc.Ty())
+    qi, xi = b(nc.position("q")), b(nc.position("x"))
+    far = b(nc.compare("le", "q, x -> q x"), b(nc.elementwise("shift", "q", const=3, dtype="int32"), qi), xi)
+    return nc.library.masked_attention(b.build(b(nc.logical("or", "q x, q x -> q x"),
+                                                 b(nc.compare("le", "x, q -> q x"), xi, qi), far)))
+
+
+def _difference_attention():
+    """``x ≤ q and not |q − x| ≤ 1``: causal minus a window."""
+    b = nc.Builder(nc.Ty())
+    qi, xi = b(nc.position("q")), b(nc.position("x"))
+    outside = b(nc.logical("not", "q x"), b(nc.library.window_mask(1)))
+    return nc.library.masked_attention(b.build(b(nc.logical("and", "q x, q x -> q x"),
+                                                 b(nc.compare("le", "x, q -> q x"), xi, qi), outside)))
+
+
 ALGORITHMS = {
     "causal": (lambda: nc.library.causal_attention(), "qkv"),
+    "union": (_union_attention, "qkv"),
+    "difference": (_difference_attention, "qkv"),
     "window": (lambda: nc.library.sliding_window_attention(2), "qkv"),
     "alibi": (lambda: nc.library.alibi_attention(0.25), "qkv"),
     "document": (lambda: nc.library.document_attention(causal=True), "qkv+seg"),

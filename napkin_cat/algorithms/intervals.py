@@ -4,8 +4,9 @@ A value computed from positions by affine and monotone maps (sums, differences, 
 ``abs``, ``max``, ``min``, ``exp``, ``log``) lies in an interval whose ends are read off the tile's first
 and last positions; a comparison of two intervals is *always* true, *possibly* true, or never.  That is
 what decides that a mask is constant on a tile (:mod:`.skipping`).  The arithmetic is one code for every
-functor: ends are Python numbers (the numpy run, the cost at sizes) or sympy expressions in loop indices
-and sizes (the symbolic cost, the plan's trip test), where a comparison is a sympy condition.
+functor: ends are Python numbers (the numpy run), numpy arrays (many tiles at once, element by element: the
+cost at sizes counts every tile's trips in one pass) or sympy expressions in loop indices and sizes (the
+symbolic cost, the plan's trip test), where a comparison is a sympy condition.
 
 The law (checked in ``proofs/``): for every value ``v`` of a tile and every element ``e`` of it::
 
@@ -18,12 +19,17 @@ The law (checked in ``proofs/``): for every value ``v`` of a tile and every elem
 >>> i = sympy.Symbol("i", integer=True, nonnegative=True)
 >>> RULES["le"]([Interval(4 * i, 4 * i + 3), Interval(0, 5)], None).possibly
 4*i <= 5
+>>> import numpy as np
+>>> RULES["le"]([Interval(np.array([0, 4, 8]), np.array([3, 7, 11])), Interval(0, 5)], None).possibly
+array([ True,  True, False])
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import reduce
 
+import numpy as np
 import sympy
 
 INF = math.inf
@@ -33,19 +39,27 @@ def _symbolic(*xs) -> bool:
     return any(isinstance(x, sympy.Basic) for x in xs)
 
 
+def _arrays(*xs) -> bool:
+    return any(isinstance(x, np.ndarray) for x in xs)
+
+
 def lo_of(*xs):
-    """The least of ``xs`` (a number, or a sympy ``Min``)."""
-    return sympy.Min(*xs) if _symbolic(*xs) else min(xs)
+    """The least of ``xs`` (a number, an array element by element, or a sympy ``Min``)."""
+    if _symbolic(*xs):
+        return sympy.Min(*xs)
+    return reduce(np.minimum, xs) if _arrays(*xs) else min(xs)
 
 
 def hi_of(*xs):
     """The greatest of ``xs``."""
-    return sympy.Max(*xs) if _symbolic(*xs) else max(xs)
+    if _symbolic(*xs):
+        return sympy.Max(*xs)
+    return reduce(np.maximum, xs) if _arrays(*xs) else max(xs)
 
 
 def le(a, b):
-    """``a ≤ b`` as a bool, or a sympy condition with the ``Max``/``Min`` of either side unfolded (so that a
-    condition on affine ends stays a conjunction or disjunction of linear inequalities)."""
+    """``a ≤ b`` as a bool (an array of them), or a sympy condition with the ``Max``/``Min`` of either side
+    unfolded (so that a condition on affine ends stays a conjunction or disjunction of linear inequalities)."""
     if not _symbolic(a, b):
         return a <= b
     if isinstance(a, sympy.Max):
@@ -75,19 +89,21 @@ def lt(a, b):
 
 
 def all_of(*cs):
-    if not _symbolic(*cs):
-        return all(cs)
-    return sympy.And(*cs)
+    if _symbolic(*cs):
+        return sympy.And(*cs)
+    return reduce(np.logical_and, cs) if _arrays(*cs) else all(cs)
 
 
 def any_of(*cs):
-    if not _symbolic(*cs):
-        return any(cs)
-    return sympy.Or(*cs)
+    if _symbolic(*cs):
+        return sympy.Or(*cs)
+    return reduce(np.logical_or, cs) if _arrays(*cs) else any(cs)
 
 
 def negate(c):
-    return sympy.Not(c) if _symbolic(c) else not c
+    if _symbolic(c):
+        return sympy.Not(c)
+    return np.logical_not(c) if _arrays(c) else not c
 
 
 @dataclass(frozen=True)
@@ -142,6 +158,12 @@ def _scale(ins, box):
 
 
 def _times(x, c):
+    """``x · c`` with ``±∞ · 0 = 0`` (an unknown end times a zero scale is the zero it makes)."""
+    if isinstance(x, np.ndarray):
+        infinite = np.isinf(x)
+        if not infinite.any():
+            return x * c
+        return np.where(infinite, x if c > 0 else (-x if c < 0 else 0.0), np.where(infinite, 0.0, x) * c)
     if x in (INF, -INF) or (isinstance(x, sympy.Basic) and x.is_infinite):
         return x if c > 0 else (-x if c < 0 else 0)
     return x * c
@@ -155,12 +177,17 @@ def _shift(x, box):
 def _sym_exp(x, box):
     if _symbolic(x):
         return sympy.exp(x)
+    if _arrays(x):
+        return np.where(x == INF, INF, np.exp(np.minimum(x, 700.0)))
     return 0.0 if x == -INF else math.exp(min(x, 700.0)) if x != INF else INF
 
 
 def _sym_log(x, box):
     if _symbolic(x):
         return sympy.log(x)
+    if _arrays(x):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(x <= 0, -INF, np.log(np.maximum(x, np.finfo(float).tiny)))
     return -INF if x <= 0 else math.log(x) if x != INF else INF
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from napkin_cat.algorithms.intervals import Truth, any_of, evaluate, negate
+from napkin_cat.algorithms.intervals import MAYBE, Truth, all_of, any_of, evaluate, negate
 
 INF = math.inf
 
@@ -50,10 +50,14 @@ class Mask:
     ops: tuple
     axes: frozenset
 
-    def never(self, tile_of):
-        """Whether the condition is false everywhere on the tile (a bool, or a sympy condition)."""
+    def truth(self, tile_of) -> Truth:
+        """The condition on the tile: always true, possibly true (a bool, an array of them, or a sympy condition)."""
         truth = evaluate(self.ops, tile_of).get(self.value)
-        return negate(truth.possibly) if isinstance(truth, Truth) else False
+        return truth if isinstance(truth, Truth) else MAYBE
+
+    def never(self, tile_of):
+        """Whether the condition is false everywhere on the tile."""
+        return negate(self.truth(tile_of).possibly)
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,14 @@ class Skip:
     def skipped(self, tile_of):
         """Whether the trip on the tiles ``tile_of`` gives is skipped (some mask never true there)."""
         return any_of(*(m.never(tile_of) for m in self.masks))
+
+    def verdict(self, tile_of) -> tuple:
+        """``(skipped, everywhere)`` on the tiles ``tile_of`` gives: some mask is never true there, and every mask
+        is always true there.  On a part of those tiles a trip is then skipped, and runs, too: interval arithmetic
+        is inclusion-monotone (a part's intervals lie in the whole's), so what is never true on the whole is never
+        on a part, and what is always true on the whole is on each part."""
+        truths = [m.truth(tile_of) for m in self.masks]
+        return any_of(*(negate(t.possibly) for t in truths)), all_of(*(t.always for t in truths))
 
 
 # ---------------------------------------------------------------------------------------------- constants

@@ -164,13 +164,16 @@ def _combined(parts, found: list, n: int):
     return sum((f[0] for f in found), Fraction(0)), tuple(combo)
 
 
-def best(H, columns, values, memory, names=()):
+def best(H, columns, values, memory, names=(), exact=None):
     """``(H*, tiles)`` exactly, or ``None`` if no tiling fits; polynomials as ``(coeffs, exponents)``.
 
     ``values``: per tile, its legal values; ``coeffs`` are exact numbers (``int``/``Fraction``);
     ``memory`` a number.  Independent groups of tiles are searched apart (:func:`independent`), each over at most
     :data:`MAX_CANDIDATES` tilings (:func:`check_grid`; ``names``: the tiles', for its message).
+    ``exact``: the transfers counted at a candidate, where ``H`` only estimates them (:func:`best_many`).
     """
+    if exact is not None:
+        return best_many(H, columns, values, [memory], names=names, exact=exact)[0]
     parts = _parts(H, columns, len(values))
     if parts is not None:
         return _combined(parts, [best(h, cols, [values[i] for i in g], memory, [names[i] for i in g] if names else ())
@@ -240,7 +243,7 @@ def _scores_ragged(poly, logs, logc):
     return np.exp(logs @ (E + trips).T + logc @ trips.T) @ alpha
 
 
-def best_many(H, columns, values, memories, fulls=None, caps=(), names=()) -> list:
+def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact=None) -> list:
     """:func:`best` for several memory sizes at once: the candidates are scored once.
 
     ``fulls`` (each tile's axis size): tiles need not divide their axes; the last tile of an axis is shorter
@@ -264,7 +267,18 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=()) -> li
     >>> best_many(H, C, [ragged_values(8), ragged_values(8)], [100], fulls=(8, 8),
     ...           caps=[((Fraction(6, 64),), ((1, 1),))])    # 6 groups: ⌈8/4⌉·⌈8/3⌉ (8/4·8/3 would be short)
     [(Fraction(5, 8), (4, 3))]
+
+    ``exact``: ``exact(tiles) -> Fraction``, the transfers counted at a candidate where ``H`` only estimates them
+    (a masked stream's trips that run: :mod:`napkin_cat.cost.trips`).  The estimate then ranks nothing: every
+    candidate that fits is counted (once, whatever the memory) and the least count wins, so the answer is the
+    exact optimum of what the algorithm moves.  The tiles are searched jointly.
+
+    >>> best_many(H, C, [divisors(8), divisors(8)], [30], exact=lambda t: Fraction(abs(t[0] - 2) + t[1]))
+    [(Fraction(1, 1), (2, 1))]
     """
+    if exact is not None:
+        check_grid(values, names)
+        return _counted_many(columns, values, memories, caps, exact)
     parts = None if caps else _parts(H, columns, len(values))
     if parts is not None:
         found = [best_many(h, cols, [values[i] for i in g], memories,
@@ -315,4 +329,35 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=()) -> li
                         found[j] = key
                 if fits[near].any():
                     break
+    return [None if f is None else (f[0], f[2][::-1]) for f in found]
+
+
+def _counted_many(columns, values, memories, caps, exact) -> list:
+    """:func:`best_many` where ``exact(tiles)`` is the objective: every candidate within memory and the caps is
+    counted, once; ties go to the least memory, then to the smallest later tiles (as :func:`best_many`)."""
+    limits = [Fraction(m) for m in memories]
+    found = [None] * len(limits)
+    counted: dict = {}
+    lists = [np.array(sorted(v), dtype=float) for v in values]
+    for block in _blocks(lists):
+        logs = np.log(block)
+        peak = np.zeros(len(block))
+        for col in columns:
+            peak = np.maximum(peak, _scores(col, logs))
+        capped = np.ones(len(block), dtype=bool)
+        for cap in caps:
+            capped &= _scores(cap, logs) <= 1 + 1e-12
+        for k in np.flatnonzero(capped & (peak <= float(max(limits)) * (1 + 1e-12))):
+            combo = tuple(int(g) for g in block[k])
+            if any(_exact(cap, combo) > 1 for cap in caps):
+                continue
+            exact_peak = max((_exact(col, combo) for col in columns), default=Fraction(0))
+            for j, limit in enumerate(limits):
+                if exact_peak > limit:
+                    continue
+                if combo not in counted:
+                    counted[combo] = Fraction(exact(combo))
+                key = (counted[combo], exact_peak, combo[::-1])
+                if found[j] is None or key < found[j]:
+                    found[j] = key
     return [None if f is None else (f[0], f[2][::-1]) for f in found]

@@ -249,9 +249,9 @@ def _phases(parts: list, trips, role: str) -> list:
     return [p.scaled(trips, role=role) for p in parts]   # each scaled alone: b/s_b · a·s_b reads a·b
 
 
-def _in_stream(c: Cost, region) -> Cost:
+def _in_stream(c: Cost, region, masked: bool = False) -> Cost:
     c.ops = [replace(o, region=(("stream", region.axis),) + o.region) for o in c.ops]
-    c.streams.append(StreamRecord(region.axis, region.size, region.full_size(), _held_at(region)))
+    c.streams.append(StreamRecord(region.axis, region.size, region.full_size(), _held_at(region), masked))
     return c
 
 
@@ -300,7 +300,7 @@ class Symbolic:
         total.absorb_all(_phases(head, parts, "head") + _phases(body, trips, "body")
                          + _phases(moves, parts, "partials") + _phases(merges, parts - 1, "combine")
                          + _phases(tail, 1, "tail"))
-        sink.append(_in_stream(total, node.region))
+        sink.append(_in_stream(total, node.region, masked=node.skip is not None))
         return dests
 
     def merge(self, r, diagram, a, b, sink):
@@ -366,6 +366,7 @@ def cost(diagram: Diagram, hierarchy=None) -> Cost:
     """The IO cost of an algorithm (or of a function diagram, which moves nothing), symbolic."""
     c = _walk(diagram)
     c.ops = _number_occurrences(c.ops)
+    c.source = diagram
     if hierarchy is not None:
         hierarchy.check_levels(c.levels)
     return c

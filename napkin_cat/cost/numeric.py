@@ -26,9 +26,11 @@ napkin_cat.errors.AxisError: the cost at concrete sizes needs every axis and til
 """
 from __future__ import annotations
 
+import numpy as np
 import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
+from napkin_cat.algorithms.intervals import negate
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.splits import part_bounds, partial_moves
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
@@ -53,6 +55,7 @@ def _value(expr, env) -> int:
 
 
 def _add(total: Cost, part: Cost, times: int = 1) -> Cost:
+    times = int(times)
     for mine, theirs in ((total.H, part.H), (total.H_bytes, part.H_bytes), (total.flops, part.flops)):
         for k, v in theirs.items():
             mine[k] = mine.get(k, 0) + v * times
@@ -61,25 +64,52 @@ def _add(total: Cost, part: Cost, times: int = 1) -> Cost:
 
 class At:
     """The context of :class:`Concrete`: the sizes (symbol → int), the running total, and ``tiles``: each
-    partitioned axis's tile ``(start, extent)``, where a mask decides which trips are skipped."""
+    partitioned axis's tile ``(start, extent)``, where a mask decides which trips are skipped.
 
-    def __init__(self, env: dict, tiles: dict | None = None):
-        self.env, self.total, self.tiles = env, Cost(), dict(tiles or {})
+    A context may stand for ``count`` tiles at once, alike but for where they lie: a start is then an array with
+    one entry per tile (every start an array of ``count`` entries, or one number for all).  Each box in it is
+    counted ``count`` times, and a masked stream inside runs each of its slices on the tiles whose mask may be
+    true there, decided for all of them at once (:func:`_count_running`)."""
 
-    def bound(self, region, extent: int, start: int | None = None) -> "At":
+    def __init__(self, env: dict, tiles: dict | None = None, count: int = 1):
+        self.env, self.total, self.tiles, self.count = env, Cost(), dict(tiles or {}), count
+
+    def bound(self, region, extent: int, start=None) -> "At":
         """A context for a tile of ``extent`` (at ``start`` within the enclosing tile, if it matters): the
-        tile's symbol reads the extent."""
+        tile's symbol reads the extent.  ``start`` an array: the context for each of those tiles in each tile
+        this one stands for (``count · len(start)`` of them, the tiles of this context repeated outermost)."""
         env = dict(self.env)
         if isinstance(region.size, sympy.Symbol):
             env[region.size] = extent
-        tiles = dict(self.tiles)
-        if start is not None:
-            tiles[region.axis] = (self.tiles.get(region.axis, (0, None))[0] + start, extent)
-        return At(env, tiles)
+        tiles, count = dict(self.tiles), self.count
+        if start is None:
+            return At(env, tiles, count)
+        base = self.tiles.get(region.axis, (0, None))[0]
+        if isinstance(start, np.ndarray):
+            k = len(start)
+            tiles = {a: (_repeated(s, k), e) for a, (s, e) in tiles.items()}
+            base, start, count = _repeated(base, k), np.tile(start, count), count * k
+        tiles[region.axis] = (base + start, extent)
+        return At(env, tiles, count)
+
+    def running(self, keep) -> "At":
+        """The context of the tiles where ``keep`` (a bool, or an array over this context's tiles) holds."""
+        keep = np.broadcast_to(np.asarray(keep, dtype=bool), (self.count,))
+        return At(self.env, {a: (s[keep] if isinstance(s, np.ndarray) else s, e)
+                             for a, (s, e) in self.tiles.items()}, int(np.count_nonzero(keep)))
+
+    def counting(self, count: int) -> "At":
+        """This context standing for ``count`` tiles whose starts nothing reads."""
+        return At(self.env, {a: t for a, t in self.tiles.items() if not isinstance(t[0], np.ndarray)}, count)
 
     def tile_of(self, axis: str, size) -> tuple:
         """The tile ``axis`` is in: its partition's ``(start, extent)``, or the whole axis."""
         return self.tiles.get(axis) or (0, _value(size, self.env))
+
+
+def _repeated(start, k: int):
+    """Each entry of a start array ``k`` times in a row (a number stays: it is every tile's)."""
+    return np.repeat(start, k) if isinstance(start, np.ndarray) else start
 
 
 def skip_axes(region) -> frozenset:
@@ -96,25 +126,86 @@ def skip_axes(region) -> frozenset:
     return cached
 
 
-def _tiles(region, env):
-    """``[(extent, count)]`` of a partition's tiles at ``env`` (full tiles, then the ragged one)."""
+def _extents(region, env) -> list:
+    """``[(extent, starts)]`` of a partition's tiles at ``env``: the full tiles, then the shorter last one (the
+    starts within the enclosing tile, as an array)."""
     full, tile = _value(region.full_size(), env), _value(region.size, env)
-    out = [(tile, full // tile)] if full // tile else []
+    whole = full // tile * tile
+    out = [(tile, np.arange(0, whole, tile))] if whole else []
     if full % tile:
-        out.append((full % tile, 1))
+        out.append((full % tile, np.array([whole])))
     return out
 
 
+def _reads_positions_inside(region) -> bool:
+    """Whether a region nested in ``region`` skips trips on a mask (so it reads where its tiles lie)."""
+    return any(skip_axes(box) for _, box in layers(region.arg) if isinstance(box, Region))
+
+
+#: the most (tile, slice) pairs a masked stream's skip test takes in one array operation
+PAIRS = 1 << 20
+
+
+def _running(skip, ctx: At, region, extent: int, starts, positions: bool) -> At:
+    """The context of the slices of ``extent`` at ``starts`` (evenly spaced) that ``skip`` does not skip, over
+    every tile ``ctx`` stands for.  With ``positions`` (a mask inside reads where they lie) each (tile, slice)
+    pair is tested, in chunks of at most :data:`PAIRS`; else only how many run is kept (:func:`_count_running`)."""
+    if not positions:
+        return ctx.bound(region, extent).counting(_count_running(skip, ctx, region, extent, starts))
+    per = max(1, PAIRS // max(ctx.count, 1))
+    parts = []
+    for k in range(0, len(starts), per):
+        pairs = ctx.bound(region, extent, starts[k:k + per])
+        parts.append(pairs.running(negate(skip.skipped(pairs.tile_of))))
+    first = parts[0]
+    arrays = [a for a, (s, _) in first.tiles.items() if isinstance(s, np.ndarray)]
+    tiles = dict(first.tiles)
+    tiles.update({a: (np.concatenate([p.tiles[a][0] for p in parts]), first.tiles[a][1]) for a in arrays})
+    return At(first.env, tiles, sum(p.count for p in parts))
+
+
+def _count_running(skip, ctx: At, region, extent: int, starts) -> int:
+    """How many (tile, slice) pairs run, over the tiles ``ctx`` stands for and the slices of ``extent`` at
+    ``starts`` (evenly spaced), each decided as the runner decides it (``skip.skipped`` on the slice).
+
+    Runs of consecutive slices are decided at once: on a block of them, where some mask is never true no slice
+    runs, and where every mask is always true every slice runs (:meth:`~napkin_cat.algorithms.skipping.Skip.
+    verdict`: interval arithmetic is inclusion-monotone); a block neither is halved, down to single slices.
+    A band or a half-plane costs a few tests per tile and boundary, not one per slice."""
+    step = int(starts[1] - starts[0]) if len(starts) > 1 else extent
+    base = ctx.tiles.get(region.axis, (0, None))[0]
+    tile = np.arange(ctx.count)
+    lo, hi = np.zeros(ctx.count, dtype=np.int64), np.full(ctx.count, len(starts), dtype=np.int64)
+    total = 0
+    while len(tile):
+        def tile_of(axis, size, tile=tile, lo=lo, hi=hi):
+            if axis == region.axis:
+                first = (base[tile] if isinstance(base, np.ndarray) else base) + int(starts[0]) + lo * step
+                return first, (hi - lo - 1) * step + extent
+            s, e = ctx.tile_of(axis, size)
+            return (s[tile] if isinstance(s, np.ndarray) else s), e
+        never, every = (np.broadcast_to(np.asarray(v, dtype=bool), tile.shape) for v in skip.verdict(tile_of))
+        every = every & ~never
+        width = hi - lo
+        total += int(width[every].sum()) + int(np.count_nonzero(~never & ~every & (width == 1)))
+        split = ~never & ~every & (width > 1)
+        mid = (lo + hi) // 2
+        tile, lo, hi = (np.concatenate([tile[split], tile[split]]), np.concatenate([lo[split], mid[split]]),
+                        np.concatenate([mid[split], hi[split]]))
+    return total
+
+
 class Concrete:
-    """The cost algebra at concrete sizes: each box adds its integers to ``ctx.total``; a partition's inside
-    is folded once per distinct tile extent and counted as many times as there are such tiles."""
+    """The cost algebra at concrete sizes: each box adds its integers to ``ctx.total`` (``ctx.count`` times); a
+    partition's inside is folded once per distinct tile extent and counted as many times as there are such
+    tiles, and a masked stream's trip once per distinct slice extent, counted on every tile where it runs."""
 
     def box(self, box, ctx: At):
         c = box_cost(box)
         env = ctx.env
         _add(ctx.total, Cost({l: _value(h, env) for l, h in c.H.items()},
                              {l: _value(h, env) for l, h in c.H_bytes.items()}, {},
-                             {p: _value(f, env) for p, f in c.flops.items()}))
+                             {p: _value(f, env) for p, f in c.flops.items()}), ctx.count)
 
     def diagram(self, d: Diagram, ctx: At):
         for _, box in layers(d):
@@ -125,19 +216,14 @@ class Concrete:
                     self.box(box, ctx)
 
     def _tiled(self, region, ctx: At, run_tile):
-        """``run_tile(inner ctx, extent)`` once per distinct extent, counted per tile; once per tile where a mask
-        inside reads the positions of the region's axis (its trips that run depend on the tile)."""
-        if region.axis in skip_axes(region):
-            full, tile = _value(region.full_size(), ctx.env), _value(region.size, ctx.env)
-            for start in range(0, full, tile):
-                inner = ctx.bound(region, min(tile, full - start), start)
-                run_tile(inner, min(tile, full - start))
-                _add(ctx.total, inner.total)
-            return
-        for extent, count in _tiles(region, ctx.env):
-            inner = ctx.bound(region, extent)
+        """``run_tile(inner ctx, extent)`` once per distinct extent, counted per tile.  Where a mask inside reads
+        the positions of the region's axis (its trips that run depend on the tile), the inner context stands
+        for every tile of that extent at once (:meth:`At.bound` with their starts)."""
+        positions = region.axis in skip_axes(region)
+        for extent, starts in _extents(region, ctx.env):
+            inner = ctx.bound(region, extent, starts if positions else None)
             run_tile(inner, extent)
-            _add(ctx.total, inner.total, count)
+            _add(ctx.total, inner.total, 1 if positions else len(starts))
 
     def op(self, op, ins, ctx, dests):
         if isinstance(op.box, Region):
@@ -167,17 +253,13 @@ class Concrete:
             made.update(r.trip(vals, states, inner)[1])
         if skip is None:
             self._tiled(node.region, ctx, trip)
-        else:         # only the trips the mask does not skip, each distinct extent folded once
-            full, tile = _value(node.region.full_size(), ctx.env), _value(node.region.size, ctx.env)
-            runs = {}
-            for start in range(0, full, tile):
-                e = min(tile, full - start)
-                if not skip.skipped(ctx.bound(node.region, e, start).tile_of):
-                    runs.setdefault(e, []).append(start)
-            for e, starts in runs.items():
-                inner = ctx.bound(node.region, e, starts[0])
-                trip(inner, e)
-                _add(ctx.total, inner.total, len(starts))
+        else:         # each slice runs on the tiles where the mask may be true: one test over every pair
+            positions = _reads_positions_inside(node.region)
+            for e, starts in _extents(node.region, ctx.env):
+                inner = _running(skip, ctx, node.region, e, starts, positions)
+                if inner.count:
+                    trip(inner, e)
+                    _add(ctx.total, inner.total)
         vals.update((v, made[v]) for v in node.sliced)
 
     def stream(self, node, ins, ctx, dests, run):
@@ -263,16 +345,23 @@ def bind(diagram: Diagram, sizes, *, strict: bool = True) -> dict:
     return env
 
 
-def at(diagram: Diagram, sizes, *, strict: bool = False) -> Cost:
-    """The cost of ``diagram`` at ``sizes`` (axis and tile names → ints), ragged tiles counted exactly:
-    a :class:`~napkin_cat.cost.record.Cost` of ints (``M`` the largest column at those sizes).  ``strict``:
-    refuse a name the diagram lacks and a tile larger than its axis (:func:`bind`)."""
-    env = bind(diagram, sizes, strict=strict)
+def folded(diagram: Diagram, env: dict) -> Cost:
+    """The transfers (values and bytes) and FLOPs of ``diagram`` at an environment already bound (:func:`bind`),
+    without its memory: what a search that counts many tilings of one algorithm calls, binding its sizes once."""
     ctx = At(env)
     CONCRETE.diagram(diagram, ctx)
     out = ctx.total
     out.H = {l: v for l, v in out.H.items() if v}
     out.H_bytes = {l: v for l, v in out.H_bytes.items() if v}
     out.flops = {p: v for p, v in out.flops.items() if v}
+    return out
+
+
+def at(diagram: Diagram, sizes, *, strict: bool = False) -> Cost:
+    """The cost of ``diagram`` at ``sizes`` (axis and tile names → ints), ragged tiles counted exactly:
+    a :class:`~napkin_cat.cost.record.Cost` of ints (``M`` the largest column at those sizes).  ``strict``:
+    refuse a name the diagram lacks and a tile larger than its axis (:func:`bind`)."""
+    env = bind(diagram, sizes, strict=strict)
+    out = folded(diagram, env)
     out.columns = {l: [max(_value(col, env) for col in cols)] for l, cols in cost(diagram).columns.items()}
     return out

@@ -36,6 +36,7 @@ from napkin_cat.cost import integer_search
 from napkin_cat.cost.exact import ExactOptimum, exact_optimum
 from napkin_cat.cost.lagrange import _tidy, kkt_points
 from napkin_cat.cost.memory import LARGEST_MEMORY, memory_limit  # noqa: F401  (nc.optimal's memory, read here)
+from napkin_cat.cost.numeric import bind, folded
 from napkin_cat.cost.tiling import dominates, TilingProgram, monomials, program, tiled_streams
 from napkin_cat.errors import LevelError, MemoryLimitError, NapkinError
 from napkin_cat.syntax.adapter import as_level
@@ -181,7 +182,7 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
     prog = program(c, level, streams)
     if sizes is not None:
         legal = tuple(sorted((str(k), tuple(sorted(set(v)))) for k, v in (candidates or {}).items()))
-        o = _integer_optimum(prog, M, level, tuple(sorted(sizes.items())), legal)
+        o = _integer_optimum(prog, M, level, tuple(sorted(sizes.items())), legal, counted(c, prog, level, sizes))
         return dataclasses.replace(o, sizes=sizes | o.sizes, notes=list(o.notes))
     if candidates is not None:
         raise NapkinError("candidates= restricts the integer search: give sizes= (every axis) and a number for memory")
@@ -315,6 +316,26 @@ def _trip_factors(expr) -> sympy.Expr:
     return sympy.sympify(expr).replace(sympy.ceiling, lambda x: x)
 
 
+def counted(c, prog: TilingProgram, level: int, sizes):
+    """``tiles ↦ H`` counted at concrete sizes where the symbolic transfers of ``c`` are an estimate (a masked
+    stream's running trips, :attr:`~napkin_cat.cost.record.Cost.estimated`), else None: the cost at sizes of the
+    algorithm ``c`` was read off (:func:`napkin_cat.cost.numeric.folded`, what a run counts), at the program's tiles
+    (``tiles``, in the order of ``prog.tiles``) and fixed streams.  The integer search then ranks by it."""
+    if not c.estimated:
+        return None
+    if c.source is None:
+        raise NapkinError("this cost counts a masked stream's running trips by an estimate, and it was composed "
+                          "of other records, so they cannot be counted at sizes: optimise the cost of the algorithm "
+                          "itself (nc.optimal(nc.cost(d), ...))")
+    given = {**{str(k): int(v) for k, v in dict(sizes).items()}, **{str(s): int(v) for s, v in prog.fixed},
+             **{str(t): 1 for t in prog.tiles}}
+    env = bind(c.source, given, strict=False)     # bound once; each tiling only sets its tiles
+
+    def count(tiles) -> Fraction:
+        return Fraction(int(folded(c.source, {**env, **dict(zip(prog.tiles, map(int, tiles)))}).H.get(level, 0)))
+    return count
+
+
 def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = "divisors", caps=()) -> list:
     """The exact integer optimum over divisor tiles for each memory size of ``memories`` in one pass
     (the candidates scored once): a list of :class:`Optimum`, ``None`` where no tiling fits.
@@ -324,6 +345,8 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = 
     ``caps``: expressions in the tiles that must stay at most 1 (a requirement such as enough thread blocks,
     ``B / Π ⌈a/g_a⌉``); each trip count ``⌈a/g⌉`` in one is its trip factor ``a/g``, as in ``H``: exact on divisor
     tiles, and counted ``⌈a/g⌉`` with a shorter last tile (``tiles="any"``).
+    Where the symbolic transfers are an estimate (a masked stream, :func:`counted`), every candidate is ranked by
+    the transfers counted at it: ``o.H == nc.cost(d, sizes=o.sizes).H[level]``.
 
     >>> import napkin_cat as nc
     >>> mm = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
@@ -346,15 +369,16 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = 
     env = Sizes(tuple(sorted(sizes.items()))).env
     caps = [(tuple(_fraction(sympy.sympify(a).subs(env), "a requirement's coefficient") for a in m.coeffs),
              m.exponents) for m in (monomials(_trip_factors(cap).subs(dict(prog.fixed)), prog.tiles) for cap in caps)]
+    exact = counted(c, prog, level, sizes)
     if tiles == "any":
-        if any(e not in (-1, 0, 1) for exps in H[1] for e in exps):
+        if exact is None and any(e not in (-1, 0, 1) for exps in H[1] for e in exps):
             raise NapkinError(f"the transfers {prog.H} are not linear in each tile's trips; use tiles='divisors'")
         values = [integer_search.ragged_values(n) for n in fulls]
     else:
         values = _legal_values(prog, fulls, ())
     found = integer_search.best_many(H, cols, values, [_fraction(M, "the memory limit") for M in Ms],
                                      fulls=fulls if tiles == "any" else None, caps=caps,
-                                     names=[str(t) for t in prog.tiles])
+                                     names=[str(t) for t in prog.tiles], exact=exact)
     out = []
     for M, f in zip(Ms, found):
         if f is None:
@@ -367,17 +391,19 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = 
         sub.update({s: v for s, v in prog.fixed})
         note = ("exact integer search over the divisors of every tile's axis" if tiles == "divisors" else
                 "exact integer search over every tile size (a shorter last tile; ⌈n/g⌉ trips)")
+        if exact is not None:
+            note += ", each ranked by the transfers counted at it (a masked stream's trips that run)"
         out.append(Optimum(h, sub, [(h, sympy.Integer(0))], M, h, exact_sizes, None, None,
                            [note + ", every column within memory"]))
     return out
 
 
-def _integer_optimum(prog: TilingProgram, M, level, sizes, legal=()) -> Optimum:
+def _integer_optimum(prog: TilingProgram, M, level, sizes, legal=(), exact=None) -> Optimum:
     if not M.is_number:
         raise MemoryLimitError(f"the exact integer search needs a number for the memory limit, got {M}")
     H, cols, fulls, smallest = _compiled(prog, sizes)
     found = integer_search.best(H, cols, _legal_values(prog, fulls, legal), _fraction(M, "the memory limit"),
-                                [str(t) for t in prog.tiles])
+                                [str(t) for t in prog.tiles], exact=exact)
     if found is None and not legal:
         shown = smallest.numerator if smallest.denominator == 1 else smallest
         raise MemoryLimitError(f"no tile sizes fit level {level} with memory {M}: even tiles of 1 need "
@@ -391,4 +417,6 @@ def _integer_optimum(prog: TilingProgram, M, level, sizes, legal=()) -> Optimum:
     sub.update({s: v for s, v in prog.fixed})
     return Optimum(h, sub, [(h, sympy.Integer(0))], M, h, exact_sizes, None, None,
                    [f"exact integer search over {'the candidates given and ' if legal else ''}the divisors of "
-                    f"every tile's axis, every column within memory"])
+                    f"every tile's axis, every column within memory"
+                    + (", each ranked by the transfers counted at it (a masked stream's trips that run)"
+                       if exact is not None else "")])

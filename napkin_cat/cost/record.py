@@ -68,13 +68,16 @@ class GroupCost:
 
 
 class StreamRecord(tuple):
-    """``(axis, stream size, full size)`` of one stream, with the ``level`` its slices are held at."""
+    """``(axis, stream size, full size)`` of one stream, with the ``level`` its slices are held at, and whether it is
+    ``masked``: a mask skips some of its trips, so the symbolic count of those that run is an estimate
+    (:mod:`napkin_cat.cost.trips`) and only the cost at concrete sizes counts them exactly."""
 
     level = 1
+    masked = False
 
-    def __new__(cls, axis, size, full, level: int = 1):
+    def __new__(cls, axis, size, full, level: int = 1, masked: bool = False):
         out = super().__new__(cls, (axis, size, full))
-        out.level = level
+        out.level, out.masked = level, masked
         return out
 
 
@@ -89,6 +92,9 @@ class Cost:
     groups: list = field(default_factory=list)
     streams: list = field(default_factory=list)   # (axis, stream size, full size)
     ops: list = field(default_factory=list)       # OpCost records, the per-box breakdown of ``flops``
+    #: the diagram the record was read off (None for a record composed of others): where the symbolic transfers
+    #: are an estimate (:attr:`estimated`), the cost at concrete sizes re-reads it
+    source: object = field(default=None, repr=False, compare=False)
 
     @property
     def M(self) -> dict:
@@ -109,6 +115,12 @@ class Cost:
     def peak(self) -> dict:
         """``M`` on chip (levels ≥ 1), by the runner's name."""
         return {lvl: m for lvl, m in self.M.items() if lvl > 0}
+
+    @property
+    def estimated(self) -> bool:
+        """Whether the symbolic transfers count some trips by an estimate: a masked stream's running trips
+        (:class:`StreamRecord`), exact only at concrete sizes (``nc.cost(d, sizes=...)``)."""
+        return any(getattr(s, "masked", False) for s in self.streams)
 
     @property
     def levels(self):

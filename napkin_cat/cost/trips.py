@@ -11,9 +11,14 @@ interval ``[L, U]``, read off the mask by interval arithmetic with a tile of one
 This is the symbolic cost's reading of ``⌈·⌉`` (it reads ``⌈b/s⌉`` as ``b/s``): exact when the slices
 line up with the interval's ends (causal attention with ``s_x`` dividing ``g_q``: at each q-block ``i``
 the ``(i + 1)·g_q/s_x`` slices at or below the diagonal); the clamps of ``[L, U]`` to the axis are left out
-where sympy cannot decide them (the band is taken to lie inside the axis).  ``nc.cost(d, sizes=...)``
-counts every tile exactly.  A mask that is not a conjunction of bounds on ``X`` (or whose bounds cannot
-be ordered) is counted as not skipping: every trip.
+where sympy cannot decide them (the band is taken to lie inside the axis: a window's first and last tiles
+are over-counted, a band that starts past the axis on some tiles under-counted).  A mask that is not a
+conjunction of bounds on ``X`` (a union, a difference, or bounds that cannot be ordered) is counted as not
+skipping: every trip.  So the count is an **estimate**, and the cost record says so
+(:attr:`~napkin_cat.cost.record.Cost.estimated`): at concrete sizes ``nc.cost(d, sizes=...)`` counts every
+tile and slice as a run does, and the integer search (``nc.optimal`` and ``nc.derive`` with ``sizes=``) ranks
+each candidate tiling by that count (:func:`napkin_cat.cost.optimum.counted`), so what they report is what the
+algorithm moves at its tiles.  Symbolic mode reports the estimate and says so in its notes.
 
 >>> import sympy
 >>> from napkin_cat.syntax.axis import symbol

@@ -48,7 +48,7 @@ import sympy
 from napkin_cat.algorithms.bubbles import Region
 from napkin_cat.algorithms.launches import narrowest
 from napkin_cat.cost.iocost import cost
-from napkin_cat.cost.numeric import at
+from napkin_cat.cost.numeric import at, folded
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
 from napkin_cat.syntax.adapter import Diagram, layers
@@ -166,6 +166,7 @@ class KernelForm:
         from napkin_cat.plan.static import live_columns
         self.box, self.gpu, self.overlap, self.ceilings, self.level = box, gpu, overlap, ceilings, level
         c = cost(box)
+        self.estimated = c.estimated          # a masked stream's trips that run: counted at each env instead
         self.moved = sympy.sympify(c.H_bytes.get(level, 0))
         self.flops, self.seconds = {}, {}
         for op in c.ops:
@@ -209,9 +210,12 @@ class KernelForm:
 
     def at(self, env: dict, *, exact=None, launch: float = LAUNCH) -> KernelTime:
         """The kernel's :class:`KernelTime` at ``env`` (symbols → ints); ``exact``: the cost functor's
-        ceil-aware counts at ``env`` (ragged tiles), else the forms (exact where the tiles divide)."""
+        ceil-aware counts at ``env`` (ragged tiles), else the forms (exact where the tiles divide and no mask skips
+        trips: a masked kernel's are counted at ``env``)."""
         gpu = self.gpu
         v = self.values(env)
+        if exact is None and self.estimated:
+            exact = folded(self.box, env)
         flops, seconds, moved = v["flops"], v["seconds"], v["moved"]
         if exact is not None:
             moved = float(exact.H_bytes.get(self.level, 0))

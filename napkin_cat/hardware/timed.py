@@ -34,6 +34,7 @@ import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.launches import blocks
+from napkin_cat.cost.numeric import folded
 from napkin_cat.cost.optimum import Optimum
 from napkin_cat.errors import LoweringError, MemoryLimitError
 from napkin_cat.hardware.divisors import constraints, uses_of
@@ -119,7 +120,9 @@ def _timed(structure, gpu, env, *, overlap, ceilings, level, largest, launch, mi
             continue
         if min_blocks is not None and min(k.blocks for k in kts) < min_blocks:
             continue                   # the tiles the requirement was derived under are not the only ones timed
-        out.append((sum(k.time for k in kts), int(H.subs(at)), dict(zip(tiles, combo)), kts))
+        # a masked stream's trips that run are estimated symbolically: counted at the tiles, as a run counts them
+        moved = folded(structure.diagram, at).H.get(level, 0) if structure.cost.estimated else int(H.subs(at))
+        out.append((sum(k.time for k in kts), moved, dict(zip(tiles, combo)), kts))
     return out
 
 

@@ -21,8 +21,10 @@ form's best split grown by cost-guided fusion before the forms compare.  The win
 off the made algorithm.
 
 Numeric mode (``sizes`` and an int memory, or a list of them): per memory, the exact integer optimum
-over divisor tiles.  Symbolic mode (a memory symbol): the lower envelope of the winners' large-M
-forms, a ``Piecewise`` in ``M`` (:mod:`.envelope`).
+over divisor tiles; a kernel whose stream skips masked trips is ranked, tiling by tiling, by the transfers
+counted at those tiles (:func:`~napkin_cat.cost.optimum.counted`), so ``r.H == nc.cost(r.diagram,
+sizes=...).H[level]`` at the tiles it reports, whatever the mask.  Symbolic mode (a memory symbol): the lower
+envelope of the winners' large-M forms, a ``Piecewise`` in ``M`` (:mod:`.envelope`).
 
 >>> import napkin_cat as nc
 >>> r = derive(nc.library.matmul(), memory=2 ** 12, sizes={"a": 256, "b": 256, "c": 256})

@@ -226,6 +226,10 @@ def symbolic(diagram, forms, book, level, M, sizes, reference):
     for w, lower, upper, note in pieces:
         c = cands[w]
         notes = ["sum of each kernel's large-M optimum (the paper's memory model)"] + ([note] if note else [])
+        if c.made.cost.estimated:
+            notes.append("a masked stream's running trips are the symbolic estimate (napkin_cat.cost.trips: exact "
+                         "where each band lies inside its axis and the slices line up; a union counts every trip); "
+                         "nc.derive with sizes= counts them at the tiles it picks")
         opt = Optimum(c.H, dict(c.tiles), None, M, None, None, None, None, notes)
         cond = sympy.And(M >= lower, M < upper) if upper != sympy.oo else (M >= lower)
         regimes.append(Regime(c.made.variant, c.H, c.made.diagram, c.made.trace, c.made.cost, opt, bexpr,

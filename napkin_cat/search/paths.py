@@ -23,18 +23,28 @@ from napkin_cat.errors import NapkinError
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.variants import split_variants, variants
+from napkin_cat.syntax.adapter import layers
 
 #: Per canonical block (and level): its partitions and their cost curves (shared by every call).
 MEMO: dict = {}
 MEMO_LIMIT = 20_000
 
 # ---------------------------------------------------------------------- blocks and their costs
+def _reads_positions(d) -> bool:
+    """Whether a box of ``d`` (or of a region in it) computes positions: a mask of them may skip trips."""
+    return any(getattr(getattr(box, "data", None), "kind", None) == "position"
+               or (hasattr(box, "arg") and _reads_positions(box.arg)) for _, box in layers(d))
+
+
 class Choice:
-    """A block's partitions and cost curves (built on first use), and its compulsory transfers."""
+    """A block's partitions and cost curves (built on first use), and its compulsory transfers: its inputs read
+    once and its outputs written once, or only the outputs where a mask from positions may skip trips (a masked
+    stream need not read every row of an input: keys no query sees are never loaded)."""
 
     def __init__(self, function, level):
         self.function, self.level = function, level
-        self.compulsory = sum((numel(a) for a in (*function.dom.inside, *function.cod.inside)), sympy.Integer(0))
+        certain = function.cod.inside if _reads_positions(function) else (*function.dom.inside, *function.cod.inside)
+        self.compulsory = sum((numel(a) for a in certain), sympy.Integer(0))
         self._options = None
         self._split = None
 
