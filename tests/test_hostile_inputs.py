@@ -240,6 +240,16 @@ def test_sizes_with_large_factors_are_searched_at_once():
     assert r.H == nc.cost(r.diagram, sizes=r.optimum.sizes).H[1]
 
 
+def test_the_cost_at_huge_sizes_holds_nothing_per_tile_unless_a_mask_reads_where_tiles_lie():
+    """The cost at sizes of an unmasked algorithm at q = 2^62 holds no array per tile (an arange of 2^60 starts was
+    a 256 PiB MemoryError); a masked one, which decides each tile where it lies, refuses past MAX_TILES, typed."""
+    g = {"g_q": 4, "s_x": 8}
+    assert nc.cost(FLASH, sizes={"q": 2 ** 62, "x": 64, "d": 8, **g}).H[1] == 2 * 2 ** 62 * 8 + 2 * 2 ** 60 * 64 * 8
+    causal = nc.group(nc.stream(nc.library.causal_attention(), "x", "s_x"), "q", "g_q")
+    refused(lambda: nc.cost(causal, sizes={"q": 2 ** 40, "x": 2 ** 40, "d": 8, **g}), nc.NapkinError,
+            r"2\^?.*tiles along q .* more than 67108864; take larger tiles \(g_q\)")
+
+
 # ------------------------------------------------------------------------------------------- kernels
 def test_kernel_thread_counts_are_bounded():
     p = nc.plan(nc.kernel(nc.elementwise("exp", "a", a=4)), {})

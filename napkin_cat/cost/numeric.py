@@ -62,6 +62,11 @@ def _add(total: Cost, part: Cost, times: int = 1) -> Cost:
     return total
 
 
+#: the most tiles whose starts the cost at sizes holds at once (a masked stream decides each where it lies):
+#: 2^26 starts are half a GiB of int64 per axis, the most a cost should ask of this machine
+MAX_TILES = 1 << 26
+
+
 class At:
     """The context of :class:`Concrete`: the sizes (symbol → int), the running total, and ``tiles``: each
     partitioned axis's tile ``(start, extent)``, where a mask decides which trips are skipped.
@@ -85,6 +90,12 @@ class At:
         if start is None:
             return At(env, tiles, count)
         base = self.tiles.get(region.axis, (0, None))[0]
+        if isinstance(start, range):
+            if len(start) * count > MAX_TILES:
+                raise NapkinError(f"the cost at sizes of a masked stream decides each tile where it lies: "
+                                  f"{len(start) * count} tiles along {region.axis} (and the axes around it) are "
+                                  f"more than {MAX_TILES}; take larger tiles ({region.size}) or a smaller axis")
+            start = np.arange(start.start, start.stop, start.step, dtype=np.int64)
         if isinstance(start, np.ndarray):
             k = len(start)
             tiles = {a: (_repeated(s, k), e) for a, (s, e) in tiles.items()}
@@ -128,12 +139,19 @@ def skip_axes(region) -> frozenset:
 
 def _extents(region, env) -> list:
     """``[(extent, starts)]`` of a partition's tiles at ``env``: the full tiles, then the shorter last one (the
-    starts within the enclosing tile, as an array)."""
+    starts within the enclosing tile, as a ``range``: nothing is held per tile until a mask reads where they lie).
+
+    >>> from napkin_cat.algorithms.bubbles import Grid
+    >>> import napkin_cat as nc
+    >>> (g,) = [b for b in nc.group(nc.library.matmul(), "a", "g_a").boxes if isinstance(b, Grid)]
+    >>> _extents(g, {sympy.Symbol(n, positive=True, integer=True): v for n, v in [("a", 2**62), ("g_a", 3)]})
+    [(3, range(0, 4611686018427387903, 3)), (1, range(4611686018427387903, 4611686018427387904))]
+    """
     full, tile = _value(region.full_size(), env), _value(region.size, env)
     whole = full // tile * tile
-    out = [(tile, np.arange(0, whole, tile))] if whole else []
+    out = [(tile, range(0, whole, tile))] if whole else []
     if full % tile:
-        out.append((full % tile, np.array([whole])))
+        out.append((full % tile, range(whole, whole + 1)))
     return out
 
 
