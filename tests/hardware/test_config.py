@@ -14,7 +14,7 @@ import pytest
 import napkin_cat as nc
 from napkin_cat.hardware import CapacityError, HardwareError, Variable, config_table, configure, load
 
-from conftest import VARIANTS, typed_attention
+from typed_attention import VARIANTS, typed_attention
 
 KB = 1024
 PARTITION = {"block": "g_q", "warpgroup": "w_q", "thread": "t_q"}

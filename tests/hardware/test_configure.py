@@ -13,7 +13,7 @@ from napkin_cat.hardware import HardwareError, configure, load_hierarchy
 from napkin_cat.hardware.toy import pipelines_of
 from napkin_cat.plan.ir import Compute, GridLoop, Kernel, Load, Store, StreamLoop, walk
 
-from conftest import VARIANTS, typed_attention
+from typed_attention import VARIANTS, typed_attention
 
 PAPER = {"w_q": 128, "t_q": 1, "s_x": 64, "d": 128, "d'": 32, "d''": 8, "g_q": 256}
 SPLITS = {"d": {"SMEM": "d'", "registers": "d''"}}
