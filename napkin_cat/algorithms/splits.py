@@ -2,7 +2,7 @@
 
 ``Stream(b, s, parts=P)`` runs as ``P`` blocks (FlashDecoding, split-K).  Part ``p`` runs the head and the
 trips on slices ``⌈pT/P⌉ … ⌈(p+1)T/P⌉ − 1`` of the ``T = ⌈b/s⌉`` slices from the empty state, and writes its
-state (its *partial*) to the level below the stream's; the combine reads the ``P`` partials back, folds them
+state (its *partial*) to global memory; the combine reads the ``P`` partials back, folds them
 with each reducer's **merge** ``⊕`` (a diagram ``state ⊗ state → state``), then runs the finishes and the tail
 once.  The law that makes it the stream (proved in ``proofs/test_splits.py`` for every merge)::
 
@@ -114,8 +114,9 @@ def merge_of(r):
 
 
 def partial_moves(schedule) -> list:
-    """The Save (and Load) boxes that write each reducer's state to the level below the stream's and read it
-    back: one partial's transfers (a split pays them ``P`` times)."""
+    """The Save (and Load) boxes that write each reducer's state out of its level and read it back: one partial's
+    transfers (a split pays them ``P`` times).  The plan keeps the partials in global memory
+    (:mod:`napkin_cat.plan.partials`); a move counts at its deeper end, the state's level, wherever it goes."""
     out = []
     for r in schedule.reducers:
         for s in r.state:
