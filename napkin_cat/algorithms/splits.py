@@ -100,6 +100,15 @@ def merge_of(r):
         d, _ = build_state_diagrams(f"{r.name} merge", r.state, [s.array], lambda b, st, x: [_bin(b, op, st[0], x)],
                                     lambda b, st: st[0], [s.array])
         return d
+    if r.kind == "nested":
+        region = r.advance.region
+        inside = getattr(region, "name", None) or "a diagram run on each slice"
+        level = getattr(r.advance, "level", None)
+        instead = (f"build the level-{level} kernel first and split the stream inside it (nc.kernel(f, level={level}) "
+                   f"before nc.stream(..., parts=P)), or" if level is not None else "")
+        raise RewriteError(f"the stream's trip advances a region nested in it ({inside}) on its state, and two parts' "
+                           f"states of a nested region have no merge, so the stream is not split across blocks: "
+                           f"{instead} keep this stream unsplit")
     fn = MERGES.get(r.name)
     if fn is None or r.kind != "step":
         raise RewriteError(f"the stream's reducer {r.name!r} ({r.kind}) has no merge of two partial states, so its "
