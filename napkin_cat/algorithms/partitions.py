@@ -20,6 +20,8 @@ from napkin_cat.syntax.adapter import Array, Diagram, Ty, as_level, compose_all,
 from napkin_cat.syntax.axis import Axis, as_size
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.algorithms.inner_streams import nest_reduction
+from napkin_cat.algorithms.schedule import schedule_of
+from napkin_cat.algorithms.splits import check_splittable
 from napkin_cat.syntax.construct import transfer
 from napkin_cat.errors import LevelError, RewriteError, SignatureError
 from napkin_cat.syntax.relabel import at_level, map_arrays, map_box
@@ -148,8 +150,9 @@ def _nest_kernel(diagram: Diagram, kernels: list, level: int) -> Diagram:
 def _streams_hold(diagram: Diagram, what: str) -> Diagram:
     """``diagram`` once every Stream in it has been analysed: a partition nested inside a stream changes what the
     stream must carry from slice to slice, so a nesting the enclosing stream cannot advance (a region whose tail
-    reads a value that is not accumulated, a Grid sharing its state) is refused here, when it is built, and
-    not later by the cost or the plan."""
+    reads a value that is not accumulated, a Grid sharing its state), or a split stream can no longer merge (a
+    nested kernel's state: :func:`~napkin_cat.algorithms.splits.check_splittable`), is refused here, when it is
+    built, and not later by the cost or the plan."""
     def visit(d: Diagram):
         for _, box in layers(d):
             if isinstance(box, Region):
@@ -159,6 +162,13 @@ def _streams_hold(diagram: Diagram, what: str) -> Diagram:
                         box.plan
                     except RewriteError as e:
                         raise RewriteError(f"cannot place {what} here: {e}") from None
+                    parts = box.params.get("parts")
+                    try:
+                        if parts is not None:
+                            check_splittable(schedule_of(box))
+                    except RewriteError as e:
+                        raise RewriteError(f"cannot place {what} inside the stream along {box.axis!r} split in {parts} "
+                                           f"parts: {e}") from None
     visit(diagram)
     return diagram
 
@@ -449,8 +459,6 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None) 
             raise RewriteError(f"the inside cannot see {axis!r} in slices of {tile}: {e}") from None
         out = Stream(inside, region.dom, region.cod, params)
         if parts is not None:
-            from napkin_cat.algorithms.schedule import schedule_of
-            from napkin_cat.algorithms.splits import check_splittable
             check_splittable(schedule_of(out))
         return out
 

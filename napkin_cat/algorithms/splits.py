@@ -2,7 +2,7 @@
 
 ``Stream(b, s, parts=P)`` runs as ``P`` blocks (FlashDecoding, split-K).  Part ``p`` runs the head and the
 trips on slices ``⌈pT/P⌉ … ⌈(p+1)T/P⌉ − 1`` of the ``T = ⌈b/s⌉`` slices from the empty state, and writes its
-state (its *partial*) to the level below the stream's; the combine reads the ``P`` partials back, folds them
+state (its *partial*) to global memory; the combine reads the ``P`` partials back, folds them
 with each reducer's **merge** ``⊕`` (a diagram ``state ⊗ state → state``), then runs the finishes and the tail
 once.  The law that makes it the stream (proved in ``proofs/test_splits.py`` for every merge)::
 
@@ -100,6 +100,15 @@ def merge_of(r):
         d, _ = build_state_diagrams(f"{r.name} merge", r.state, [s.array], lambda b, st, x: [_bin(b, op, st[0], x)],
                                     lambda b, st: st[0], [s.array])
         return d
+    if r.kind == "nested":
+        region = r.advance.region
+        inside = getattr(region, "name", None) or "a diagram run on each slice"
+        level = getattr(r.advance, "level", None)
+        instead = (f"build the level-{level} kernel first and split the stream inside it (nc.kernel(f, level={level}) "
+                   f"before nc.stream(..., parts=P)), or" if level is not None else "")
+        raise RewriteError(f"the stream's trip advances a region nested in it ({inside}) on its state, and two parts' "
+                           f"states of a nested region have no merge, so the stream is not split across blocks: "
+                           f"{instead} keep this stream unsplit")
     fn = MERGES.get(r.name)
     if fn is None or r.kind != "step":
         raise RewriteError(f"the stream's reducer {r.name!r} ({r.kind}) has no merge of two partial states, so its "
@@ -114,8 +123,9 @@ def merge_of(r):
 
 
 def partial_moves(schedule) -> list:
-    """The Save (and Load) boxes that write each reducer's state to the level below the stream's and read it
-    back: one partial's transfers (a split pays them ``P`` times)."""
+    """The Save (and Load) boxes that write each reducer's state out of its level and read it back: one partial's
+    transfers (a split pays them ``P`` times).  The plan keeps the partials in global memory
+    (:mod:`napkin_cat.plan.partials`); a move counts at its deeper end, the state's level, wherever it goes."""
     out = []
     for r in schedule.reducers:
         for s in r.state:

@@ -10,6 +10,9 @@ own intermediates (δ, the rescaled output) are counted.
 
 The steps are an algebra of the schedule fold (:mod:`napkin_cat.algorithms.schedule`) whose values
 are names and whose context collects *items* ``(uses, defs)``; liveness over the items gives the columns.
+A split stream (:mod:`napkin_cat.algorithms.splits`) is one part standing for all, then its combine, whose
+merges run only where ``P ≥ 2``: their items ``(uses, defs, Min(1, P − 1))`` weigh their columns so, wherever
+the stream sits (a region of its own, or inline in another stream's trip).
 
 >>> import napkin_cat as nc
 >>> from napkin_cat.algorithms.schedule import schedule_of
@@ -76,7 +79,8 @@ class Columns:
 
     def _inline(self, op, ins, ctx):
         """A stream run inside this one's phase (a 2-D loop, :mod:`napkin_cat.algorithms.inner_streams`): its
-        head, one trip standing for all, its finish and tail, inline, under names of its own."""
+        head, one trip standing for all, its finish and tail, inline, under names of its own.  Split in parts:
+        one part standing for all (its head, trips and state saved), then the combine (:meth:`_combine`)."""
         node = schedule_of(op.box)
         inner = ctx.nested("stream")
         run = Phases(node, self)
@@ -85,8 +89,12 @@ class Columns:
         head, inner.items = inner.items, []
         run.trip(vals, states, inner)
         body, inner.items = inner.items, []
-        outs = run.tail(run.finish(vals, states, inner), inner)
-        ctx.items += head + _looped(body) + inner.items
+        if node.parts is None:
+            outs = run.tail(run.finish(vals, states, inner), inner)
+            ctx.items += head + _looped(body) + inner.items
+            return outs
+        c_head, c_body, tail, outs = self._combine(node, vals, inner, run)
+        ctx.items += _looped(head + _looped(body) + _saved(states)) + c_head + _merging(_looped(c_body), node) + tail
         return outs
 
     def stream(self, node, ins, ctx, dests, run):
@@ -106,34 +114,33 @@ class Columns:
 
     def _split(self, node, vals, ctx, run, head, body, states):
         """A split stream (:mod:`napkin_cat.plan.partials`): a part's columns (its head, trips, and its state
-        saved), then the combine's: the first partial loaded, per other part its partial loaded and merged (the
-        two states held at once, and the merge's own intermediates), the finishes and the tail (a head value the
-        tail reads is held through the combine)."""
-        saved = [([v for st in states for v in st], [])]
-        part = _columns(head, body, saved, set(), ctx.arrays)
-        merged = [[("merged", r.k, j) for j in range(len(r.state))] for r in node.reducers]
-        other = [[("other", r.k, j) for j in range(len(r.state))] for r in node.reducers]
-        for r, m, o in zip(node.reducers, merged, other):
-            ctx.arrays.update((n, s.array) for n, s in zip(m + o, r.state + r.state))
+        saved), then the combine's (:meth:`_combine`)."""
+        part = _columns(head, body, _saved(states), set(), ctx.arrays)
+        c_head, c_body, tail, outs = self._combine(node, vals, ctx, run)
+        ctx.columns = part + _columns(c_head, _merging(c_body, node), tail, set(outs), ctx.arrays)
+        return outs
+
+    def _combine(self, node, vals, ctx, run) -> tuple:
+        """The items of a split stream's combine, ``(head, body, tail, outputs)``: the first partial loaded (the
+        head), per other part its partial loaded and merged (the body: the two states held at once, and the
+        merge's own intermediates), the finishes and the tail (a head value the tail reads is held through the
+        combine)."""
+        merged = [[ctx.name(("merged", r.k, j), s.array) for j, s in enumerate(r.state)] for r in node.reducers]
+        other = [[ctx.name(("other", r.k, j), s.array) for j, s in enumerate(r.state)] for r in node.reducers]
         c_head = [([], [v]) for m in merged for v in m]
         ctx.items = [([], [v]) for o in other for v in o]
         run.merge(merged, other, ctx)
         c_body, ctx.items = ctx.items, []
         outs = run.tail(run.finish(vals, merged, ctx), ctx)
-        combine = _columns(c_head, c_body, ctx.items, set(outs), ctx.arrays)
-        runs = sympy.Min(1, sympy.sympify(node.parts) - 1)     # the merges run only where P ≥ 2
-        merging = range(len(c_head), len(c_head) + len(c_body))
-        ctx.columns = part + [{lvl: v * runs for lvl, v in col.items()} if k in merging else col
-                              for k, col in enumerate(combine)]
-        return outs
+        tail, ctx.items = ctx.items, []
+        return c_head, c_body, tail, outs
 
     def init(self, r, ctx, dests):
         if r.finish is None:       # the state is the output (a stream's own reducers: names are ids)
             state = [ctx.name(v, s.array if ctx.tag else ctx.arrays.get(v, s.array))
                      for v, s in zip(r.outputs, r.state)]
         else:
-            state = [("state", r.k, j) for j in range(len(r.state))]
-            ctx.arrays.update(zip(state, (s.array for s in r.state)))
+            state = [ctx.name(("state", r.k, j), s.array) for j, s in enumerate(r.state)]
         ctx.items += [([], [sid]) for sid in state]
         return state
 
@@ -231,7 +238,7 @@ def _looped(items) -> list:
     """One trip of a loop standing for all: what the trip reads from outside stays live to its end (the
     next trip reads it again)."""
     made, seen, outside = set(), set(), []
-    for uses, defs in items:
+    for uses, defs, *_ in items:
         for v in uses:
             if v not in made and v not in seen:
                 seen.add(v)
@@ -240,11 +247,23 @@ def _looped(items) -> list:
     return items + [(outside, [])]
 
 
+def _saved(states) -> list:
+    """A split stream's part ends by saving its reducers' states (its partials): the item that reads them."""
+    return [([v for st in states for v in st], [])]
+
+
+def _merging(items, node) -> list:
+    """The combine's merges, each column weighted by whether they run: ``Min(1, P − 1)`` (a split stream in one
+    part merges nothing, so its combine holds no second state)."""
+    runs = sympy.Min(1, sympy.sympify(node.parts) - 1)
+    return [(uses, defs, runs) for uses, defs, *_ in items]
+
+
 def _block_in(items, live) -> set:
     """What is live before ``items`` given ``live`` after them: ``live_in = (live_out − defs) ∪ uses``, item by
     item backwards (in place: each item costs its own uses and defs, not the live set)."""
     live = set(live)
-    for uses, defs in reversed(items):
+    for uses, defs, *_ in reversed(items):
         live.difference_update(defs)
         live.update(uses)
     return live
@@ -253,10 +272,11 @@ def _block_in(items, live) -> set:
 def _sample(items, live, arrays) -> list:
     """The column before each item (dicts level → live values), given ``live`` after the last: the live data is
     kept up to date as the walk backwards kills and revives values (:class:`~napkin_cat.cost.live.Live`), so a
-    column costs the values that change and the distinct monomials, not the values live."""
+    column costs the values that change and the distinct monomials, not the values live.  An item ``(uses, defs,
+    w)`` weighs its column by ``w`` (:func:`_merging`: 0 where it never runs)."""
     live, data, out = set(live), Live(), []
     data.put([(v, arrays[v]) for v in live])
-    for uses, defs in reversed(items):
+    for uses, defs, *weight in reversed(items):
         uses = set(uses)
         dead = [v for v in set(defs) if v in live and v not in uses]
         born = [v for v in uses if v not in live]
@@ -264,7 +284,8 @@ def _sample(items, live, arrays) -> list:
         live.update(born)
         data.take([(v, arrays[v]) for v in dead])
         data.put([(v, arrays[v]) for v in born])
-        out.append(data.column())
+        col = data.column()
+        out.append({lvl: n * weight[0] for lvl, n in col.items()} if weight else col)
     return out[::-1]
 
 

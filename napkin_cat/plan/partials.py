@@ -2,7 +2,7 @@
 
 The expander's handler for a stream run in parts (:mod:`napkin_cat.algorithms.splits`)::
 
-    alloc partials[P × state]                          (one level below the state's)
+    alloc partials[P × state]                          (in global memory, level 0)
     parallel for i_P in 0 … P − 1:                     (a part: one block)
       head; state ← empty                              (the head runs in every part)
       for i_x over slices ⌈i_P·T/P⌉ … ⌈(i_P+1)·T/P⌉ − 1:   the trip
@@ -15,7 +15,10 @@ The expander's handler for a stream run in parts (:mod:`napkin_cat.algorithms.sp
 ``T = ⌈b/s⌉`` slices; part ``p`` runs slices ``⌈pT/P⌉ … ⌈(p+1)T/P⌉ − 1`` (:func:`~.splits.part_bounds`): part 0
 always holds a slice, and an empty part stores the empty state, which every merge leaves unchanged.  So the
 plan moves what the cost says: ``P`` heads, each trip once, ``P·|state|`` values stored and as many loaded
-back, ``P − 1`` merges, the finishes and the tail once.
+back, ``P − 1`` merges, the finishes and the tail once.  The partials live in global memory whatever the
+state's level: the one memory every part and the combine reach, and the only one that outlives a launch (a split
+that is the whole of its kernel launches its combine after its parts: :func:`fission`); so they occupy no level
+the cost's ``M`` counts, and their moves count at the state's level, as every transfer counts at its deeper end.
 
 >>> import napkin_cat as nc
 >>> d = nc.group(nc.stream(nc.library.matmul(), "b", "s_b", parts="P"), "a", "g_a")
@@ -118,13 +121,13 @@ def split_stream(e, node, ins, sink, dests, run):
 
 
 def _partials(e, s, pa: str, P) -> Ref:
-    """The buffer of a state's ``P`` partials, one level below the state's, allocated once at the top: along an
+    """The buffer of a state's ``P`` partials, in global memory (level 0), allocated once at the top: along an
     axis the loops around the stream cut (nested groups too), it spans the whole axis, where the outermost
     loop's range ends, and each group writes its own rows at their absolute place, so the groups may run in
     parallel and the combine, launched after them all, finds every group's partials; the view of this group's
     rows."""
     base = e.new_var(f"{s.name}_parts", s.array, "temp", e.origin(f"{s.name} partials"), extra=((pa, P),),
-                     level=max(s.array.level - 1, 0))
+                     level=0)
     var, shape, ref = e.variables[base.var], [], base
     for a, extent in var.shape:
         rng = e.context.get(a) if a != pa else None
@@ -165,7 +168,7 @@ def _cut(s):
 
 
 def _move(kind, dst: Ref, src: Ref, level: int, origin: str):
-    """A partial state moved between the state's level and the one below; at level 0 a copy (nothing moves)."""
+    """A partial state moved between the state's level and global memory; at level 0 a copy (nothing moves)."""
     return kind(dst, src, level, origin) if level >= 1 else Copy(dst, src, origin)
 
 
