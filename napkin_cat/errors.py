@@ -64,6 +64,12 @@ class RewriteError(NapkinError, ValueError):
     """A rewrite (group, stream, a rule) whose side condition fails."""
 
 
+class ConstructionError(RewriteError):
+    """The rule book could not make the algorithm the search chose (a rule gave no legal match, or its rewrite
+    failed, where the search counted on it): a disagreement between the search and the book, never a refusal of
+    the input; the message names the block, the rule and the step."""
+
+
 class LevelError(NapkinError, ValueError):
     """A memory level that is missing from the hierarchy or used inconsistently."""
 

@@ -214,10 +214,13 @@ def _fusion_partner(net, nodes):
 
 
 def _fusion_rhs(m):
+    """``Kernel(f ; g)``, then a copy outside it for each absorbed copy that still feeds readers outside: the fused
+    kernel saves a value once however many readers outside take it (``f ; copy = copy ; (f ⊗ f)`` read backwards,
+    the copy law), as kernel formation saves a value once for all its readers."""
     k1, k2 = m.box("k1"), m.box("k2")
-    b, wires = m.wiring()
+    inner, wires = m.wiring()
     net, n1 = m.net, m.node("k1")
-    out1 = b(strip(k1), *[wires[("k1", p)] for p in range(len(n1.dom))])
+    out1 = inner(strip(k1), *[wires[("k1", p)] for p in range(len(n1.dom))])
     out1 = out1 if isinstance(out1, tuple) else (out1,)
     made = {(m.nodes["k1"], p): w for p, w in enumerate(out1)}
     copies = [v for v in m.nodes if v.startswith("copy")]
@@ -226,19 +229,41 @@ def _fusion_rhs(m):
         for j, _ in enumerate(net.outs[m.nodes[v]]):
             made[(m.nodes[v], j)] = made[net.wires[w_in].src]
     args = [made.get(net.wires[w].src, wires.get(("k2", p))) for p, w in enumerate(net.ins[m.nodes["k2"]])]
-    out2 = b(strip(k2), *args)
+    out2 = inner(strip(k2), *args)
     out2 = out2 if isinstance(out2, tuple) else (out2,)
-    outs = {("k1", p): out1[p] for p in range(len(out1))}
-    outs.update({("k2", p): out2[p] for p in range(len(out2))})
-    outs.update({(v, j): made[(m.nodes[v], j)] for v in copies for j in range(len(net.outs[m.nodes[v]]))})
-    return nc.kernel(m.finish(b, outs), k1.params["level"])
+    value = {("k1", p): out1[p] for p in range(len(out1))}
+    value.update({("k2", p): out2[p] for p in range(len(out2))})
+    value.update({(v, j): made[(m.nodes[v], j)] for v in copies for j in range(len(net.outs[m.nodes[v]]))})
+    saved = list(dict.fromkeys(value[port] for port in m.outputs))       # each value once, in boundary order
+    fused = nc.kernel(inner.build(*saved), k1.params["level"])
+    outer, ins = m.wiring()
+    got = outer(fused, *(ins[port] for port in m.inputs))
+    got = got if isinstance(got, tuple) else (got,)
+    by_value = dict(zip(saved, got))
+    return m.finish(outer, {port: by_value[value[port]] for port in m.outputs})
+
+
+def read_thrice() -> nc.Diagram:
+    """``T = Q Kᵀ`` read by ``Tᵀ W``, ``Σ_q −T`` and ``max_x T``: fused with one of its readers, ``T`` is still
+    saved, once, for the other two.
+
+    >>> [a.names for a in read_thrice().cod.inside]
+    [('x', 'e'), ('x',), ('q',)]
+    """
+    b = nc.Builder(nc.types("q d, x d, q e"))
+    Q, K, W = b.inputs
+    T = b(nc.einsum("q d, x d -> q x"), Q, K)
+    return b.build(b(nc.einsum("q x, q e -> x e"), T, W),
+                   b(nc.reduce("sum", "q x -> x"), b(nc.elementwise("neg", "q x"), T)),
+                   b(nc.reduce("max", "q x -> q"), T))
 
 
 def _fusion_instance(rng):
     chains = [lambda: nc.library.attention(), lambda: nc.library.mlp(activation="relu"),
               lambda: nc.elementwise("exp", "q x") >> nc.reduce("sum", "q x -> q"),
               lambda: nc.library.rms_norm(),
-              lambda: softmax_contraction_to_unscaled.apply(nc.library.attention())]
+              lambda: softmax_contraction_to_unscaled.apply(nc.library.attention()),
+              read_thrice]
     return nc.unfused(chains[int(rng.integers(len(chains)))]())
 
 
@@ -271,8 +296,10 @@ kernel_fusion = Rule(
 
     Paper §1 and Fig. SoftMax_MatMul_algorithm (fusion computes all sequential steps on
     low-level memory).  g may read f's outputs through several wires and through copies (a value
-    f computes that others read too is still saved for them).  Cost claim: H drops by exactly g's
-    loads of f's values and f's saves that no one outside reads.""")
+    f computes that others read too is still saved for them, once however many they are: the fused kernel
+    saves it and a copy outside hands it to each, as kernel formation saves a value once for all its
+    readers).  Cost claim: H drops by exactly g's loads of f's values and f's saves that no one outside
+    reads.""")
 
 
 # ---------------------------------------------------------------------- stream partition

@@ -22,7 +22,7 @@ Every step is applied at the match that touches the block it is building, so the
 """
 from __future__ import annotations
 
-from napkin_cat.errors import RewriteError
+from napkin_cat.errors import ConstructionError, NapkinError
 from napkin_cat.rewriting.closed import folded
 from napkin_cat.rewriting.netlist import to_netlist
 from napkin_cat.rewriting.trace import Step
@@ -38,7 +38,11 @@ class Maker:
         self.steps = []
 
     def apply(self, rule, match):
-        after = rule.fill(match)
+        try:
+            after = rule.fill(match)
+        except NapkinError as e:     # a match the rule offered and could not rewrite: the book's fault, not the input's
+            raise ConstructionError(f"rule {rule.name!r} offered {match.describe()} and could not rewrite it "
+                                    f"(step {len(self.steps)} of the construction): {e}") from e
         self.steps.append(Step.of(rule, match, self.net, after))
         before, self.net = self.net, after
         return set(after.nodes) - set(before.nodes), set(before.nodes) - set(after.nodes)
@@ -74,8 +78,8 @@ def _own_closed(mk, rule, nid):
         r = rule.using(consumer=port)
         options = _legal(r, mk.net, lambda m: m.nodes["f"] == owner, {owner})
         if not options:
-            raise RewriteError(f"rule {rule.name!r} cannot give {mk.net.nodes[nid].name!r} its own copy of the "
-                               f"closed value {mk.net.nodes[owner].name!r}")
+            raise ConstructionError(f"rule {rule.name!r} cannot give {mk.net.nodes[nid].name!r} its own copy of "
+                                    f"the closed value {mk.net.nodes[owner].name!r}")
         mk.apply(r, options[0])
 
 
@@ -86,7 +90,7 @@ BALANCED_FROM = 8
 def _region_among(net, ids) -> int:
     found = [i for i in ids if net.nodes[i].kind == "region"]
     if len(found) != 1:
-        raise RewriteError(f"expected one new kernel, found {len(found)}")
+        raise ConstructionError(f"expected one new kernel, found {len(found)}")
     return found[0]
 
 
@@ -138,7 +142,8 @@ def make(form, graph, path, book, level: int):
             new, _ = mk.apply(kernel_rule, options[0])
             mine.add(_region_among(mk.net, new))
         if len(mine) != len(ops):
-            raise RewriteError(f"kernel formation made {len(mine)} kernels for the {len(ops)} operations of block {k}")
+            raise ConstructionError(f"kernel formation made {len(mine)} kernels for the {len(ops)} operations of "
+                                    f"block {k}")
         # 2. fuse them into one (in a large block, the smallest pair first: each fusion rebuilds both kernels,
         #    so joining them as a balanced tree costs n log n box rebuilds, not n²)
         #    two parts that no data flow links but a value both read are joined by the rule playing ``join``
@@ -149,7 +154,11 @@ def make(form, graph, path, book, level: int):
             if not options and join_rule is not None:
                 rule, options = join_rule, _legal(join_rule, mk.net, both, mine)
             if not options:
-                raise RewriteError(f"kernel fusion cannot join the {len(mine)} kernels of block {k}: no legal match")
+                why = [f"{r.name} at {m.describe()}: {r.failure(m)[1]}" for r in (fuse_rule, join_rule) if r is not None
+                       for m in r.candidates(mk.net, mine) if both(m)]
+                raise ConstructionError(f"kernel fusion cannot join the {len(mine)} kernels of block {k} "
+                                        f"({sorted(graph.name(i) for i in bits(mask))}) that the search chose: no "
+                                        f"legal match{'; ' + '; '.join(why[:3]) if why else ''}")
             if len(ops) > BALANCED_FROM:
                 options.sort(key=lambda m: len(m.box("k1").arg.boxes) + len(m.box("k2").arg.boxes))
             new, gone = mk.apply(rule, options[0])
@@ -168,10 +177,10 @@ def make(form, graph, path, book, level: int):
                 else rule.using(axis=axis, size=names[axis])
             options = _legal(r, mk.net, lambda m: m.nodes["k"] == region, {region})
             if not options:
-                raise RewriteError(f"rule {rule.name!r} does not apply along {axis!r} to kernel {k}")
+                raise ConstructionError(f"rule {rule.name!r} does not apply along {axis!r} to kernel {k}")
             new, _ = mk.apply(r, options[0])
             region = _region_among(mk.net, new)
     left = [n for n, node in mk.net.nodes.items() if node.kind == "box"]
     if left:
-        raise RewriteError(f"kernel formation left {[mk.net.nodes[n].name for n in left]} outside any kernel")
+        raise ConstructionError(f"kernel formation left {[mk.net.nodes[n].name for n in left]} outside any kernel")
     return mk.net.diagram, tuple(mk.steps)

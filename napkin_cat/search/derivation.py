@@ -41,7 +41,7 @@ import sympy
 
 from napkin_cat.algorithms.launches import blocks
 from napkin_cat.cost.optimum import Optimum, memory_limit
-from napkin_cat.errors import LevelError, MemoryLimitError, NapkinError, RewriteError
+from napkin_cat.errors import ConstructionError, LevelError, MemoryLimitError, NapkinError, RewriteError
 from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.search.bounds import Bound, lower_bound
 from napkin_cat.search.parallelism import Requirement
@@ -184,8 +184,8 @@ def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors
         w = made.get_made(diagram, form, path, book, level)
         H, chosen = w.numeric(sizes, m, memories, tiles, need)
         if H is None:
-            raise RewriteError(f"the algorithm made by the rules does not fit memory {m} as its search estimate "
-                               f"did: {w.variant}")
+            raise ConstructionError(f"the algorithm made by the rules does not fit memory {m} as its search "
+                                    f"estimate did: {w.variant}")
         b = bound.at({**env, M: m})
         gap = sympy.Rational(H, int(b)) if bound.structural and b else None
         over = "divisor tiles" if tiles == "divisors" else "every tile size (a shorter last tile)"

@@ -168,16 +168,20 @@ def _describe_mismatch(left: Ty, right: Ty) -> str:
                 f"takes {len(b)} array(s) {list(map(str, b))}")
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
-            why = []
-            if x.axes != y.axes:
-                why.append(f"axes {[str(t) for t in x.axes]} vs {[str(t) for t in y.axes]}")
-            if x.level != y.level:
-                why.append(f"level {x.level} vs {y.level}")
-            if x.dtype != y.dtype:
-                why.append(f"dtype {x.dtype.name} vs {y.dtype.name}")
-            return (f"array {i}: the first diagram outputs {x} but the second takes {y} "
-                    f"({'; '.join(why)})")
+            return f"array {i}: the first diagram outputs {x} but the second takes {y} ({_difference(x, y)})"
     return "types differ"
+
+
+def _difference(x: Array, y: Array) -> str:
+    """What tells two arrays apart: their axes (names, sizes, order), level or dtype."""
+    why = []
+    if x.axes != y.axes:
+        why.append(f"axes {[str(t) for t in x.axes]} vs {[str(t) for t in y.axes]}")
+    if x.level != y.level:
+        why.append(f"level {x.level} vs {y.level}")
+    if x.dtype != y.dtype:
+        why.append(f"dtype {x.dtype.name} vs {y.dtype.name}")
+    return "; ".join(why) or "they differ"
 
 
 class Layer(monoidal.Layer):
@@ -405,6 +409,50 @@ def make_layer(left: Ty, box, right: Ty):
 
 
 def from_layers(dom: Ty, cod: Ty, items) -> Diagram:
-    """A diagram from ``(left, box, right)`` triples without rescanning (trusted input)."""
-    inside = tuple(Layer.trusted(l, b, r) for l, b, r in items)
-    return Diagram(inside, dom, cod, _scan=False)
+    """A diagram from ``(left, box, right)`` triples, each checked against the wires the layers before it leave.
+
+    The typing law of a layer: the wires before layer ``i`` are ``left @ box.dom @ right`` (the same arrays in
+    the same order: axes and their order, level, dtype), after it ``left @ box.cod @ right``; ``dom`` is the
+    wires before the first layer and ``cod`` the wires after the last.  A rewrite that builds a layer of the
+    wrong type is refused here, where the diagram is made, not when it is evaluated or loaded.  (The check
+    compares arrays, first by identity: linear in the number of wires, with no rescan of the boxes.)
+
+    >>> import napkin_cat as nc
+    >>> f = nc.einsum("a b, b c -> a c")
+    >>> (left, box, right), = (layer.boxes_or_types[:3] for layer in f.inside)
+    >>> from_layers(f.dom, f.cod, [(left, box, right)]).boxes == f.boxes
+    True
+    >>> from_layers(f.cod, f.cod, [(left, box, right)])
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.CompositionError: layer 0 (box '·') is placed on wires ['a×c'] but takes
+    ['a×b', 'b×c'] (left @ box.dom @ right): it takes 2 array(s) where there are 1
+    """
+    wires = tuple(dom.inside)
+    inside = []
+    for i, (left, box, right) in enumerate(items):
+        takes = (*left.inside, *box.dom.inside, *right.inside)
+        if takes != wires:
+            raise CompositionError(_misplaced(i, box, wires, takes, len(left.inside)))
+        wires = (*left.inside, *box.cod.inside, *right.inside)
+        inside.append(Layer.trusted(left, box, right))
+    if wires != tuple(cod.inside):
+        raise CompositionError(f"the {len(inside)} layer(s) end on wires {list(map(str, wires))} but the diagram's "
+                               f"codomain is {list(map(str, cod.inside))}"
+                               + "".join(f": array {j}: {x} vs {y} ({_difference(x, y)})"
+                                         for j, (x, y) in enumerate(zip(wires, cod.inside)) if x != y)[:1000])
+    return Diagram(tuple(inside), dom, cod, _scan=False)
+
+
+def _misplaced(i: int, box, wires: tuple, takes: tuple, n_left: int) -> str:
+    """Why layer ``i`` (``box`` with ``n_left`` wires on its left) does not fit ``wires``."""
+    head = (f"layer {i} (box {box.name!r}) is placed on wires {list(map(str, wires))} but takes "
+            f"{list(map(str, takes))} (left @ box.dom @ right)")
+    if len(takes) != len(wires):
+        return f"{head}: it takes {len(takes)} array(s) where there are {len(wires)}"
+    j = next(j for j, (x, y) in enumerate(zip(wires, takes)) if x != y)
+    k = len(box.dom.inside)
+    where = (f"the box's input {j - n_left}" if n_left <= j < n_left + k
+             else f"wire {j} on its {'left' if j < n_left else 'right'}")
+    return f"{head}: at array {j} ({where}) the wire is {wires[j]} but the layer takes {takes[j]} " \
+           f"({_difference(wires[j], takes[j])})"

@@ -19,7 +19,8 @@ which typed error refused the program (``"refused: PlanError"``), so that a fuzz
                 sliced or in parts, groups, nested along one axis) at ragged tiles: the plan's run and its
                 fast run equal ``nc.evaluate`` and the run's counters equal the cost functor at those sizes
 ``c``           the C kernel of that plan computes what the plan computes (float32 tolerances)
-``derive``      ``nc.derive`` at the program's sizes: equivalent to the program, and its trace replays
+``derive``      ``nc.derive`` at the program's sizes: equivalent to the program, its trace replays, its ``H`` is what
+                its algorithm moves; a choice the rule book cannot make is a failure
 ==============  ==========================================================================================
 
 >>> from napkin_cat.testing.programs import random_program
@@ -40,7 +41,7 @@ import numpy as np
 import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
-from napkin_cat.errors import CheckFailed, MemoryLimitError, NapkinError
+from napkin_cat.errors import CheckFailed, ConstructionError, MemoryLimitError, NapkinError
 from napkin_cat.rewriting.trace import Step, Trace
 from napkin_cat.semantics.equivalent import tile_sizes
 from napkin_cat.testing.assertions import assert_equivalent
@@ -434,16 +435,22 @@ def check_c(p: Program, seed: int = 0):
     return ("compiled", "run")
 
 
-def check_derive(p: Program, seed: int = 0):
+def check_derive(p: Program, seed: int = 0, memory: int | None = None):
     """Outcomes: ``"derived"``, ``"equivalent"`` (or ``"nothing finite"``: the program's outputs are never finite,
-    so nothing is certified) and ``"replayed"``, or the typed refusal of ``nc.derive``."""
+    so nothing is certified), ``"replayed"`` and ``"counted"`` (its ``H`` is what the cost functor counts on its
+    algorithm at its tiles), or the typed refusal of ``nc.derive``.  ``memory``: the memory to derive at (default
+    one drawn from ``2^3 … 2^11``).  A :class:`~napkin_cat.errors.ConstructionError` is a failure, not a refusal:
+    the rule book could not make what the search chose."""
     import napkin_cat as nc
     rng = np.random.default_rng([seed, p.seed, 2])
-    memory = int(2 ** rng.integers(3, 12))
+    drawn = int(2 ** rng.integers(3, 12))
+    memory = drawn if memory is None else memory
     sizes = {**p.sizes}
     lines = f"r = nc.derive(diagram, memory={memory}, sizes=sizes)\n"
     try:
         r = nc.derive(p.diagram, memory=memory, sizes=sizes)
+    except ConstructionError as e:
+        raise CheckFailed(f"nc.derive chose an algorithm its rule book could not make: {e}", lines) from e
     except (MemoryLimitError, nc.RewriteError) as e:
         return (refused(e),)
     except Exception as e:
@@ -458,7 +465,13 @@ def check_derive(p: Program, seed: int = 0):
     if not nc.isomorphic(r.trace.replay(p.diagram), r.diagram):
         raise CheckFailed("nc.derive's trace does not replay to its algorithm",
                           lines + "print(nc.isomorphic(r.trace.replay(diagram), r.diagram))")
-    return ("derived", "equivalent", "replayed")
+    tiles = {**sizes, **{str(k): int(v) for k, v in dict(r.optimum.sizes).items()}}
+    counted = nc.cost(r.diagram, sizes=tiles).H.get(r.level, 0)
+    if counted != r.H:
+        raise CheckFailed(f"nc.derive reports H = {r.H} but its algorithm ({r.variant}) moves {counted} at its tiles "
+                          f"{tiles}", lines + "print(r.H, nc.cost(r.diagram, sizes={**sizes, **dict(r.optimum.sizes)})"
+                          f".H[{r.level}])")
+    return ("derived", "equivalent", "replayed", "counted")
 
 
 RUNNERS = {"evaluate": check_evaluate, "json": check_json, "cost": check_cost, "mutant": check_mutant,

@@ -333,10 +333,17 @@ def _numel(axes) -> int:
 
 
 def random_program(seed: int, *, n_ops: int | None = None, n_inputs: int | None = None,
-                   concrete: bool | None = None) -> Program:
+                   concrete: bool | None = None, readers: int | None = None) -> Program:
     """The random program number ``seed`` (see the module docstring); ``n_ops`` operations (default 1-7),
     ``n_inputs`` inputs (default 1-3), sizes ``concrete`` in the constructors or symbolic (default: either,
-    or a mix)."""
+    or a mix).  ``readers``: the first computed value is read by that many operations where they are legal on it
+    (drawn past ``n_ops`` until they are, a few draws at most), each reader's result an output: the fan-out of one
+    value that kernels split between them (shape ``"readers"``).
+
+    >>> p = random_program(3, readers=3)
+    >>> "readers" in p.shapes, p.call
+    (True, 'random_program(3, readers=3)')
+    """
     rng = np.random.default_rng([seed, 20240611])
     names = [str(n) for n in rng.permutation(NAMES)]
     pool, spare = names[:int(rng.integers(3, 6))], names[6:]
@@ -365,10 +372,19 @@ def random_program(seed: int, *, n_ops: int | None = None, n_inputs: int | None 
     values = [Value(w, ax, k) for k, (w, ax) in enumerate(zip(b.inputs, inputs))]
     steps = []      # (fn, input refs, output refs)
     count = len(values)
-    for _ in range(n_ops if n_ops is not None else int(rng.integers(1, 8))):
+    draws = n_ops if n_ops is not None else int(rng.integers(1, 8))
+    hub = None      # with ``readers``: the value they read
+
+    def read_by() -> list:
+        return [] if hub is None else [outs for _, ins, outs in steps if hub.ref in ins]
+    drawn = 0
+    while drawn < draws or (readers and len(read_by()) < readers and drawn < draws + 4 * readers):
+        drawn += 1
         kind = str(rng.choice(KINDS))
         v1 = values[int(rng.integers(len(values)))]
         v2 = values[int(rng.integers(len(values)))]
+        to_hub = readers is not None and hub is not None and len(read_by()) < readers
+        v1 = hub if to_hub else v1
         op, args = None, [v1]
         if kind == "unary":
             op = ops.unary(v1.axes)
@@ -376,6 +392,7 @@ def random_program(seed: int, *, n_ops: int | None = None, n_inputs: int | None 
             op, args = ops.binary(v1.axes, v2.axes), [v1, v2]
         elif kind == "contract":
             args = [values[int(rng.integers(len(values)))] for _ in range(int(rng.integers(1, 4)))]
+            args = [hub, *args[1:]] if to_hub else args
             op = ops.contract([v.axes for v in args])
         elif kind == "reduce":
             op = ops.reduce(v1.axes)
@@ -413,12 +430,20 @@ def random_program(seed: int, *, n_ops: int | None = None, n_inputs: int | None 
         shapes.add(kind)
         outs = _apply(b, op, args, values, steps, lines, count)
         count += len(outs)
+        if readers is not None and hub is None:
+            hub = outs[0]
     made = values[len(inputs):]
     if not made:
         made = values[:1]
         shapes.add("identity")
     k = int(rng.integers(1, min(3, len(made)) + 1))
     picks = [made[-1]] + [made[int(i)] for i in rng.integers(len(made), size=k - 1)]
+    if readers is not None:
+        fan = read_by()
+        by_ref = {v.ref: v for v in values}
+        picks += [by_ref[outs[0]] for outs in fan if outs[0] not in {v.ref for v in picks}]
+        if len(fan) >= 2:
+            shapes.add("readers")
     if rng.random() < 0.1:
         picks.append(values[0])      # an input passed through
         shapes.add("passthrough")
@@ -442,8 +467,8 @@ def random_program(seed: int, *, n_ops: int | None = None, n_inputs: int | None 
                 got = fn(*(env[r] for r in ins))
             env.update(zip(outs, (np.array(g, dtype=float) for g in got)))
         return tuple(env[r] for r in out_refs)
-    options = "".join(f", {k}={v!r}" for k, v in (("n_ops", n_ops), ("n_inputs", n_inputs), ("concrete", concrete))
-                      if v is not None)
+    given = (("n_ops", n_ops), ("n_inputs", n_inputs), ("concrete", concrete), ("readers", readers))
+    options = "".join(f", {k}={v!r}" for k, v in given if v is not None)
     return Program(diagram, sizes, "\n".join(lines), reference, seed, frozenset(shapes),
                    f"random_program({seed}{options})")
 
