@@ -1,17 +1,33 @@
-"""``napkin reproduce``: the paper end to end, one claim per row, exit status by the claims."""
+"""``napkin reproduce``: the paper end to end, one claim per row, exit status by the claims.
+
+The run every test reads is the whole command, every section at its own sizes, except §7's derivations: those run
+at q = x = 64, d = 16 and M = 2^11, 2^12 (the sizes of ``tests/paper/test_backward.py``; at the paper's q = x = 4096
+and seven memories §7 alone took most of the run).  The same tests read the run at the paper's sizes with
+``NAPKIN_SLOW=1``."""
 import json
+import os
 
 import pytest
 
 from napkin_cat.cli import main
+from napkin_cat.paper import backward
 from napkin_cat.paper.ledger import Ledger
 from napkin_cat.paper.report import SECTIONS
 
+SMALL_BACKWARD = {"SIZES": {"q": 64, "x": 64, "d": 16}, "MEMORIES": [2 ** 11, 2 ** 12], "HEADLINE": 2 ** 12}
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory):
+
+@pytest.fixture(scope="module", params=["small-backward", "paper-sizes"])
+def report(request, tmp_path_factory):
+    if request.param == "paper-sizes" and not os.environ.get("NAPKIN_SLOW"):
+        pytest.skip("napkin reproduce with §7 at the paper's sizes (q = x = 4096, M = 2^14 … 2^20, minutes): "
+                    "set NAPKIN_SLOW=1")
     out = tmp_path_factory.mktemp("reproduce")
-    status = main(["reproduce", "--out", str(out), "--no-progress"])
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param == "small-backward":
+            for name, value in SMALL_BACKWARD.items():
+                mp.setattr(backward, name, value)
+        status = main(["reproduce", "--out", str(out), "--no-progress"])
     return status, out
 
 

@@ -29,6 +29,7 @@ import os
 import time
 import tokenize
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib.metadata import entry_points
 from importlib.util import find_spec
 from pathlib import Path
@@ -122,6 +123,12 @@ def code_text(source: str) -> str:
     return "\n".join(line.rstrip() for line in lines if line.strip())
 
 
+#: :func:`code_text` remembered by the source text it is a function of: parsing and tokenizing the package's
+#: files took seconds per :func:`code_fingerprint`, and a process that builds the gallery again (or checks a page
+#: against the code) asks for the same texts; an edited file is a new text, computed afresh
+_code_text = lru_cache(maxsize=None)(code_text)
+
+
 def code_sources() -> dict:
     """``{part: {relative path: file}}``: each part of :data:`CODE` (under ``napkin_cat/``), and the top-level
     package of every registered rule book and accumulator form (the entry points of the groups
@@ -149,7 +156,7 @@ def code_fingerprint() -> dict:
     for name, files in code_sources().items():
         h = hashlib.sha256()
         for rel, f in files.items():
-            h.update(f"{rel}\n{code_text(f.read_text(encoding='utf-8'))}\n".encode())
+            h.update(f"{rel}\n{_code_text(f.read_text(encoding='utf-8'))}\n".encode())
         out[name] = h.hexdigest()[:8]
     out["all"] = hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest()[:16]
     return out
