@@ -111,6 +111,7 @@ class Machine:
         self.live: dict = {}
         self.threads = threads
         self.fast: dict = {}   # Compute -> its box with parameters bound, or a BLAS call
+        self.flops_at: dict = {}   # (Compute, operand shapes, result shapes) -> its measured FLOPs
 
     # ------------------------------------------------------------------ values
     def view(self, ref, frame):
@@ -238,7 +239,12 @@ class Machine:
             env.tiles = {a: (number(start, frame.nominal), None) for a, start in s.at}
         ys = fast(xs) if callable(fast) else run_primitive(fast, xs, env)
         if self.counters is not None:
-            for p, n in measured_flops(s.box, xs, ys).items():
+            # the FLOPs depend on the box and the tiles' extents only: measured once per shape met
+            key = (s, tuple(np.shape(x) for x in xs), tuple(np.shape(y) for y in ys))
+            flops = self.flops_at.get(key)
+            if flops is None:
+                flops = self.flops_at[key] = measured_flops(s.box, xs, ys)
+            for p, n in flops.items():
                 _count(self.counters.flops, p, n)
         return ys
 
