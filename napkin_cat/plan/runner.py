@@ -25,6 +25,8 @@ True
 """
 from __future__ import annotations
 
+import builtins
+import keyword
 import math
 from concurrent.futures import ThreadPoolExecutor
 
@@ -54,18 +56,40 @@ def _count(table: dict, key, n: int):
 
 
 _LAMBDAS: dict = {}
+_MINMAX = {"Min": min, "Max": max}
+#: the names the lambdified code reads besides its parameters (a parameter of the same name would hide them)
+_NAMESPACE = {"math", *_MINMAX, *dir(math)}
 
 
-def number(e, env: dict) -> int:
-    """An index or size expression evaluated at ``env`` (symbol → int), compiled once per expression."""
-    if isinstance(e, int):
-        return e
+def _compiled(e):
+    """``(symbols, function)`` computing ``e`` from its symbols' values, lambdified once per expression.
+
+    A symbol whose name is a Python identifier the generated code can take as a parameter (no keyword, no
+    builtin, no name the code calls) is its own parameter; only the others are replaced by dummies first.
+    Replacing every symbol (``dummify=True``) rebuilds each ``Min``/``Max`` of the expression, and sympy
+    re-simplifies their arguments on the way (most of the time a plan's first run spends compiling).
+    """
     f = _LAMBDAS.get(e)
     if f is None:
         syms = tuple(sorted(e.free_symbols, key=str))
-        fn = sympy.lambdify(syms, e, modules=[{"Min": min, "Max": max}, "math"], dummify=True)
+        plain = all(s.name.isidentifier() and not keyword.iskeyword(s.name) and not hasattr(builtins, s.name)
+                    and s.name not in _NAMESPACE for s in syms)
+        fn = sympy.lambdify(syms, e, modules=[_MINMAX, "math"], dummify=not plain)
         f = _LAMBDAS[e] = (syms, fn)
-    syms, fn = f
+    return f
+
+
+def number(e, env: dict) -> int:
+    """An index or size expression evaluated at ``env`` (symbol → int), compiled once per expression; a
+    symbol may bear any name, a builtin's or a keyword's too.
+
+    >>> t, g, n, lam, mn = sympy.symbols("t g n lambda min")
+    >>> number(sympy.Min(g, n - t * g) + lam * mn, {t: 2, g: 4, n: 10, lam: 3, mn: 5})
+    17
+    """
+    if isinstance(e, int):
+        return e
+    syms, fn = _compiled(e)
     return int(fn(*(env[s] for s in syms)))
 
 
@@ -73,12 +97,7 @@ def truth(c, env: dict) -> bool:
     """A condition on loop indices and sizes (a trip's ``when``) evaluated at ``env``, compiled once."""
     if isinstance(c, (bool, sympy.logic.boolalg.BooleanTrue, sympy.logic.boolalg.BooleanFalse)):
         return bool(c)
-    f = _LAMBDAS.get(c)
-    if f is None:
-        syms = tuple(sorted(c.free_symbols, key=str))
-        fn = sympy.lambdify(syms, c, modules=[{"Min": min, "Max": max}, "math"], dummify=True)
-        f = _LAMBDAS[c] = (syms, fn)
-    syms, fn = f
+    syms, fn = _compiled(c)
     return bool(fn(*(env[s] for s in syms)))
 
 
