@@ -25,8 +25,6 @@ True
 """
 from __future__ import annotations
 
-import builtins
-import keyword
 import math
 from concurrent.futures import ThreadPoolExecutor
 
@@ -57,35 +55,29 @@ def _count(table: dict, key, n: int):
 
 _LAMBDAS: dict = {}
 _MINMAX = {"Min": min, "Max": max}
-#: the names the lambdified code reads besides its parameters (a parameter of the same name would hide them)
-_NAMESPACE = {"math", *_MINMAX, *dir(math)}
 
 
 def _compiled(e):
     """``(symbols, function)`` computing ``e`` from its symbols' values, lambdified once per expression.
 
-    A symbol whose name is a Python identifier the generated code can take as a parameter (no keyword, no
-    builtin, no name the code calls) is its own parameter; only the others are replaced by dummies first.
-    Replacing every symbol (``dummify=True``) rebuilds each ``Min``/``Max`` of the expression, and sympy
-    re-simplifies their arguments on the way (most of the time a plan's first run spends compiling).
+    The symbols are the function's parameters by their own names (lambdify replaces a name that is no Python
+    identifier, or a keyword, by a dummy itself): replacing every symbol by a dummy first (``dummify=True``)
+    rebuilds each ``Min``/``Max`` of the expression, and sympy re-simplifies their arguments on the way.
     """
     f = _LAMBDAS.get(e)
     if f is None:
         syms = tuple(sorted(e.free_symbols, key=str))
-        plain = all(s.name.isidentifier() and not keyword.iskeyword(s.name) and not hasattr(builtins, s.name)
-                    and s.name not in _NAMESPACE for s in syms)
-        fn = sympy.lambdify(syms, e, modules=[_MINMAX, "math"], dummify=not plain)
-        f = _LAMBDAS[e] = (syms, fn)
+        f = _LAMBDAS[e] = (syms, sympy.lambdify(syms, e, modules=[_MINMAX, "math"], dummify=False))
     return f
 
 
 def number(e, env: dict) -> int:
     """An index or size expression evaluated at ``env`` (symbol → int), compiled once per expression; a
-    symbol may bear any name, a builtin's or a keyword's too.
+    symbol may bear a keyword's or a builtin's name.
 
     >>> t, g, n, lam, mn = sympy.symbols("t g n lambda min")
-    >>> number(sympy.Min(g, n - t * g) + lam * mn, {t: 2, g: 4, n: 10, lam: 3, mn: 5})
-    17
+    >>> number(sympy.Min(g, n - t * g) + sympy.floor(n / g) + lam * mn, {t: 2, g: 4, n: 10, lam: 3, mn: 5})
+    19
     """
     if isinstance(e, int):
         return e
