@@ -13,8 +13,8 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
 def pytest_addoption(parser):
-    parser.addoption("--fuzz", type=int, default=5_000, metavar="N",
-                     help="rule applications the soundness fuzzer makes (tests/search/test_fuzz.py; default 5000)")
+    parser.addoption("--fuzz", type=int, default=2_500, metavar="N",
+                     help="rule applications the soundness fuzzer makes (tests/search/test_fuzz.py; default 2500)")
     parser.addoption("--fuzz-long", action="store_true", default=False,
                      help="the random-program fuzz (tests/testing/test_fuzz.py) on 20 times as many programs "
                           "(also: NAPKIN_FUZZ_LONG=1, or NAPKIN_FUZZ_SCALE=<factor>)")

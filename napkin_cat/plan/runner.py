@@ -54,18 +54,34 @@ def _count(table: dict, key, n: int):
 
 
 _LAMBDAS: dict = {}
+_MINMAX = {"Min": min, "Max": max}
 
 
-def number(e, env: dict) -> int:
-    """An index or size expression evaluated at ``env`` (symbol → int), compiled once per expression."""
-    if isinstance(e, int):
-        return e
+def _compiled(e):
+    """``(symbols, function)`` computing ``e`` from its symbols' values, lambdified once per expression.
+
+    The symbols are the function's parameters by their own names (lambdify replaces a name that is no Python
+    identifier, or a keyword, by a dummy itself): replacing every symbol by a dummy first (``dummify=True``)
+    rebuilds each ``Min``/``Max`` of the expression, and sympy re-simplifies their arguments on the way.
+    """
     f = _LAMBDAS.get(e)
     if f is None:
         syms = tuple(sorted(e.free_symbols, key=str))
-        fn = sympy.lambdify(syms, e, modules=[{"Min": min, "Max": max}, "math"], dummify=True)
-        f = _LAMBDAS[e] = (syms, fn)
-    syms, fn = f
+        f = _LAMBDAS[e] = (syms, sympy.lambdify(syms, e, modules=[_MINMAX, "math"], dummify=False))
+    return f
+
+
+def number(e, env: dict) -> int:
+    """An index or size expression evaluated at ``env`` (symbol → int), compiled once per expression; a
+    symbol may bear a keyword's or a builtin's name.
+
+    >>> t, g, n, lam, mn = sympy.symbols("t g n lambda min")
+    >>> number(sympy.Min(g, n - t * g) + sympy.floor(n / g) + lam * mn, {t: 2, g: 4, n: 10, lam: 3, mn: 5})
+    19
+    """
+    if isinstance(e, int):
+        return e
+    syms, fn = _compiled(e)
     return int(fn(*(env[s] for s in syms)))
 
 
@@ -73,12 +89,7 @@ def truth(c, env: dict) -> bool:
     """A condition on loop indices and sizes (a trip's ``when``) evaluated at ``env``, compiled once."""
     if isinstance(c, (bool, sympy.logic.boolalg.BooleanTrue, sympy.logic.boolalg.BooleanFalse)):
         return bool(c)
-    f = _LAMBDAS.get(c)
-    if f is None:
-        syms = tuple(sorted(c.free_symbols, key=str))
-        fn = sympy.lambdify(syms, c, modules=[{"Min": min, "Max": max}, "math"], dummify=True)
-        f = _LAMBDAS[c] = (syms, fn)
-    syms, fn = f
+    syms, fn = _compiled(c)
     return bool(fn(*(env[s] for s in syms)))
 
 
@@ -111,6 +122,7 @@ class Machine:
         self.live: dict = {}
         self.threads = threads
         self.fast: dict = {}   # Compute -> its box with parameters bound, or a BLAS call
+        self.flops_at: dict = {}   # (Compute, operand shapes, result shapes) -> its measured FLOPs
 
     # ------------------------------------------------------------------ values
     def view(self, ref, frame):
@@ -238,7 +250,12 @@ class Machine:
             env.tiles = {a: (number(start, frame.nominal), None) for a, start in s.at}
         ys = fast(xs) if callable(fast) else run_primitive(fast, xs, env)
         if self.counters is not None:
-            for p, n in measured_flops(s.box, xs, ys).items():
+            # the FLOPs depend on the box and the tiles' extents only: measured once per shape met
+            key = (s, tuple(np.shape(x) for x in xs), tuple(np.shape(y) for y in ys))
+            flops = self.flops_at.get(key)
+            if flops is None:
+                flops = self.flops_at[key] = measured_flops(s.box, xs, ys)
+            for p, n in flops.items():
                 _count(self.counters.flops, p, n)
         return ys
 

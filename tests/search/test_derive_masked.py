@@ -3,6 +3,7 @@ algorithms; linear cross-entropy streams its vocabulary in one kernel; each deri
 runner (counting what the cost says) and in the kernels."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 import shutil
 
@@ -17,8 +18,14 @@ from napkin_cat.syntax.adapter import layers
 ISSUE = {"q": 4096, "x": 4096, "d": 128}
 
 
+@functools.cache
+def attention_at(n):
+    """Attention derived at q = x = ``n``, d = 128, M = 2^16 (two tests divide by it at 4096: derived once)."""
+    return nc.derive(nc.library.attention(), memory=2 ** 16, sizes={"q": n, "x": n, "d": 128})
+
+
 def test_causal_attention_costs_about_half_of_attention():
-    full = nc.derive(nc.library.attention(), memory=2 ** 16, sizes=ISSUE)
+    full = attention_at(4096)
     causal = nc.derive(nc.library.causal_attention(), memory=2 ** 16, sizes=ISSUE)
     assert 0.45 < causal.H / full.H < 0.6
     tiles = {str(k): int(v) for k, v in causal.optimum.sizes.items()}
@@ -28,8 +35,7 @@ def test_causal_attention_costs_about_half_of_attention():
 def test_a_sliding_window_makes_derived_transfers_linear_in_the_sequence():
     h = {n: nc.derive(nc.library.sliding_window_attention(256), memory=2 ** 16,
                       sizes={"q": n, "x": n, "d": 128}).H for n in (4096, 8192)}
-    full = {n: nc.derive(nc.library.attention(), memory=2 ** 16, sizes={"q": n, "x": n, "d": 128}).H
-            for n in (4096, 8192)}
+    full = {n: attention_at(n).H for n in (4096, 8192)}
     assert h[8192] / h[4096] == pytest.approx(2, rel=0.02)        # linear
     assert full[8192] / full[4096] == pytest.approx(4, rel=0.02)   # quadratic
 
@@ -94,13 +100,19 @@ def _inputs(d, sizes, rng):
     return out
 
 
-@pytest.mark.parametrize("name", list(SMALL))
-def test_each_derives_and_runs_in_the_runner_and_the_c_kernel(name):
+@functools.cache
+def _derived_plan(name):
+    """``name`` derived at M = 2^10 and its plan at the derivation's tiles (both tests below run it: derived once)."""
     make, sizes = SMALL[name]
     f = make()
     r = nc.derive(f, memory=2 ** 10, sizes=sizes)
     tiles = {str(k): int(v) for k, v in r.optimum.sizes.items()}
-    p = nc.plan(r.diagram, {**sizes, **tiles})
+    return f, sizes, r, tiles, nc.plan(r.diagram, {**sizes, **tiles})
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_each_derives_and_runs_in_the_runner_and_the_c_kernel(name):
+    f, sizes, r, tiles, p = _derived_plan(name)
     xs = _inputs(f, sizes, np.random.default_rng(0))
     with np.errstate(invalid="ignore"):
         want = nc.evaluate(f, *[x.astype(np.float64) if x.dtype == np.float32 else x for x in xs])
@@ -110,18 +122,11 @@ def test_each_derives_and_runs_in_the_runner_and_the_c_kernel(name):
     np.testing.assert_allclose(nc.codegen.c(p)(*xs), want, rtol=1e-4, atol=1e-4, equal_nan=True)
 
 
-def _derived_plan(name):
-    make, sizes = SMALL[name]
-    f = make()
-    r = nc.derive(f, memory=2 ** 10, sizes=sizes)
-    return f, sizes, nc.plan(r.diagram, {**sizes, **{str(k): int(v) for k, v in r.optimum.sizes.items()}})
-
-
 @pytest.mark.parametrize("name", list(SMALL))
 def test_each_derived_algorithm_runs_in_triton_and_compiles_in_cuda(name):
     if not (importlib.util.find_spec("triton") and importlib.util.find_spec("torch") and shutil.which("nvcc")):
         pytest.skip("needs triton (with torch) for the interpreter and nvcc for the CUDA compile")
-    f, sizes, p = _derived_plan(name)
+    f, sizes, _, _, p = _derived_plan(name)
     xs = _inputs(f, sizes, np.random.default_rng(1))
     with np.errstate(invalid="ignore"):
         want = nc.evaluate(f, *[x.astype(np.float64) if x.dtype == np.float32 else x for x in xs])

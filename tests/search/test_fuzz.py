@@ -1,4 +1,4 @@
-"""The search as a fuzzer: random walks of rule applications over random diagrams keep the function (5,000
+"""The search as a fuzzer: random walks of rule applications over random diagrams keep the function (2,500
 applications with a fixed seed in CI; ``pytest --fuzz N`` for longer runs), and derivations the search returns
 for random diagrams are equivalent to them and replay.  A failure prints a minimal reproducer: the first
 unsound step alone, as a script."""
