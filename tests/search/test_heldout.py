@@ -1,6 +1,12 @@
 """Held-out diagrams with renamed axes: the search returns an equivalent algorithm whose trace replays and whose
 cost is no worse than the hand-written partitions the other tests use (unfused, and the fixed FlashAttention
-and tiled-matmul scripts of ``rewrites.derive``)."""
+and tiled-matmul scripts of ``rewrites.derive``).
+
+The transformer block's search is most of this file's time (one search per memory, about 35 s each on two
+cores): in CI it is derived at the larger memory only; ``NAPKIN_SLOW=1`` derives it at both and checks that H
+does not grow with the memory."""
+import os
+
 import pytest
 
 import napkin_cat as nc
@@ -43,6 +49,8 @@ CASES = {
                           {"s": 256, "c": 128, "h": 4, "d": 32, "u": 512}),
 }
 MEMORIES = [2 ** 10, 2 ** 16]
+#: the cases derived at the larger memory only unless NAPKIN_SLOW is set (see the module docstring)
+ONE_MEMORY_IN_CI = {"transformer_block"}
 
 
 def hand_written(f):
@@ -72,7 +80,8 @@ def moved(c, sizes, memory):
 def test_held_out(name):
     build, sizes = CASES[name]
     f = build()
-    r = nc.derive(f, memory=MEMORIES, sizes=sizes)
+    memories = MEMORIES[-1:] if name in ONE_MEMORY_IN_CI and not os.environ.get("NAPKIN_SLOW") else MEMORIES
+    r = nc.derive(f, memory=memories, sizes=sizes)
     hand = hand_written(f)
     seen = set()
     for g in r.regimes:
@@ -82,4 +91,6 @@ def test_held_out(name):
             seen.add(id(g.diagram))
             assert nc.isomorphic(g.trace.replay(f), g.diagram)
             assert nc.equivalent(f, g.diagram, trials=1, seed=len(seen))
-    assert r.H[MEMORIES[-1]] <= r.H[MEMORIES[0]]
+    assert len(r.regimes) == len(memories)
+    if len(memories) > 1:
+        assert r.H[memories[-1]] <= r.H[memories[0]]
