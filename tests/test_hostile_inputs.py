@@ -260,6 +260,14 @@ def test_kernel_thread_counts_are_bounded():
 
 
 # ------------------------------------------------------------------------------------------- hardware files
+def edited(path, document, old, new):
+    """``document`` with its first ``old`` replaced by ``new``, written to ``path`` (``old`` must be there: an edit
+    that misses would test the shipped file)."""
+    assert old in document
+    path.write_text(document.replace(old, new, 1))
+    return path
+
+
 @pytest.mark.parametrize("old, new, message", [
     ('smem_per_sm = "228 KiB"', "smem_per_sm = 1e400", r"memory\.smem_per_sm: the number inf has no unit"),
     ('smem_per_sm = "228 KiB"', 'smem_per_sm = "1e400 KiB"', r"'1e400 KiB' is written with the exponent 400"),
@@ -277,9 +285,7 @@ def test_kernel_thread_counts_are_bounded():
     ("[bandwidth]", "[bandwidth]\nsm_to_sm = 3", r"bandwidth\.sm_to_sm maps a cluster size to a bandwidth"),
 ])
 def test_a_hardware_model_out_of_range_is_refused(tmp_path, old, new, message):
-    assert old in MODEL
-    path = tmp_path / "gpu.toml"
-    path.write_text(MODEL.replace(old, new, 1))
+    path = edited(tmp_path / "gpu.toml", MODEL, old, new)
     refused(lambda: nc.hardware.load(path), nc.HardwareError, message)
 
 
@@ -294,9 +300,7 @@ def test_a_hardware_model_out_of_range_is_refused(tmp_path, old, new, message):
     ("[[pool]]", "[[pool]]\nsize = 3", r"pool\[0\]: a pool has unknown field\(s\) \['size'\]"),
 ])
 def test_a_toy_hierarchy_out_of_range_is_refused(tmp_path, old, new, message):
-    assert old in HIERARCHY
-    path = tmp_path / "toy.toml"
-    path.write_text(HIERARCHY.replace(old, new, 1))
+    path = edited(tmp_path / "toy.toml", HIERARCHY, old, new)
     refused(lambda: nc.hardware.load_hierarchy(str(path)), nc.HardwareError, message)
 
 
@@ -306,9 +310,7 @@ def test_a_toy_hierarchy_out_of_range_is_refused(tmp_path, old, new, message):
     ('name = "epyc-zen4"', "name = 3", r"name = 3 must be a string"),
 ])
 def test_a_cpu_model_out_of_range_is_refused(tmp_path, old, new, message):
-    assert old in CPU
-    path = tmp_path / "cpu.toml"
-    path.write_text(CPU.replace(old, new, 1))
+    path = edited(tmp_path / "cpu.toml", CPU, old, new)
     refused(lambda: nc.hardware.load_cpu(str(path)), nc.HardwareError, message)
 
 
