@@ -72,9 +72,19 @@ class Array(cat.Ob):
                             f"{'×'.join(names)}")
         self.level = as_level(level, what="an array's level")
         self.dtype = as_dtype(dtype)
-        label = "×".join(_axis_label(a)
-                         for a in self.axes) or "R"
-        super().__init__(label)
+
+    @property
+    def name(self) -> str:
+        """The label ``q×d`` (an axis whose size is not its own symbol shows it: ``q[4]``), formatted when
+        first asked for: most arrays the search builds are never printed."""
+        label = self.__dict__.get("_label")
+        if label is None:
+            label = self.__dict__["_label"] = "×".join(_axis_label(a) for a in self.axes) or "R"
+        return label
+
+    @name.setter
+    def name(self, value):  # discopy's Ob assigns it; the label is always derived from the axes
+        pass
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -190,6 +200,12 @@ class Layer(monoidal.Layer):
     :meth:`trusted` builds a layer from parts that are already well typed without discopy's
     re-tensoring and naming (the operators and every functor build layers this way).
     """
+
+    @classmethod
+    def cast(cls, box) -> "Layer":
+        """The layer of a box alone (empty wires either side); discopy re-tensors and names it, at every box
+        made (a box's own layer is built in its ``__init__``)."""
+        return cls.trusted(Ty(), box, Ty())
 
     @classmethod
     def trusted(cls, left: Ty, box, right: Ty) -> "Layer":
