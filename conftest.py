@@ -27,13 +27,16 @@ except ImportError:                     # xdist not installed: `-n` is then unkn
     LoadFileScheduling = None
 
 #: Work units that hold more than one file: ``proofs/`` runs in one worker, because its meta-test
-#: (``proofs/test_meta.py``, last) judges the proofs that ran *in its own session* (``proofs/conftest.py``).
-TOGETHER = ("proofs/",)
+#: (``proofs/test_meta.py``, last) judges the proofs that ran *in its own session* (``proofs/conftest.py``); the
+#: backward's derivations in one worker, because they cost the same kernels (measured: the four files 197 s of CPU
+#: apart, 164 s together: a kernel costed by one file is found in the search's memo by the next).
+TOGETHER = ("proofs/", "tests/search/test_derive_backward")
 #: Tests each of whose cases is a work unit of its own (no module fixture shared): a notebook runs in its kernel.
 APART = ("tests/test_notebooks.py::test_notebook_runs",)
 #: The longest work units (measured: 30 s to 70 s each on 2 cores), handed out first, longest first, so that
 #: no worker is left running one of them alone at the end; the rest follow, most tests first (xdist's order).
-FIRST = ("tests/test_notebooks.py::test_notebook_runs[07_backward]", "tests/rewriting/test_rewrite.py",
+FIRST = ("tests/search/test_derive_backward", "tests/test_notebooks.py::test_notebook_runs[07_backward]",
+         "tests/rewriting/test_rewrite.py",
          "tests/paper/test_reproduce.py", "tests/search/test_heldout.py", "tests/testing/test_fuzz.py",
          "tests/search/test_fuzz.py", "proofs/", "tests/search/test_derive_masked.py", "tests/test_gpu_benchmark.py",
          "tests/test_docs.py")
