@@ -15,6 +15,8 @@ from napkin_cat.cost.exact_arithmetic import monomials_at, value
 from napkin_cat.cost.tiling import rereads
 from napkin_cat.errors import NapkinError
 from napkin_cat.search.curves import Curve
+from napkin_cat.search.paths import Choice
+from napkin_cat.syntax.sizes import Sizes
 
 SIZES = [nc.symbol(n) for n in ("a", "b", "c")]
 TILES = [nc.symbol(n) for n in ("g_a", "s_b")]
@@ -123,3 +125,11 @@ def test_smallest_memory_of_a_curve_is_its_largest_column_at_ones():
     assert curve.smallest(sizes) == want
     assert curve.at(sizes, int(want) - 1) == (None, {})
     assert curve.at(sizes, int(want))[0] is not None
+
+
+def test_compulsory_transfers_of_a_block_at_sizes():
+    """Attention reads Q, K, V and writes O once: 2qd + 2xd, exact (an int) at any sizes."""
+    block = Choice(nc.library.attention(), 1)
+    for q, x, d in ((96, 80, 24), (2 ** 40, 2 ** 21 + 1, 3)):
+        got = block.compulsory_at(Sizes(q=q, x=x, d=d))
+        assert isinstance(got, int) and got == 2 * q * d + 2 * x * d
