@@ -213,7 +213,7 @@ COLUMNS = Columns()
 
 
 def stream_columns(node) -> list:
-    """Columns (dicts level → live values) of a stream schedule, in the order its expansion runs."""
+    """Columns (dicts level → live values, each expanded) of a stream schedule, in the order its expansion runs."""
     ctx = Items(dict(node.arrays))
     fold(node, COLUMNS, list(node.dom), ctx)
     return ctx.columns
@@ -285,7 +285,7 @@ def _sample(items, live, arrays) -> list:
         data.take([(v, arrays[v]) for v in dead])
         data.put([(v, arrays[v]) for v in born])
         col = data.column()
-        out.append({lvl: n * weight[0] for lvl, n in col.items()} if weight else col)
+        out.append({lvl: sympy.expand(n * weight[0]) for lvl, n in col.items()} if weight else col)
     return out[::-1]
 
 

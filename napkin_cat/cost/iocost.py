@@ -286,7 +286,7 @@ class Symbolic:
         run.tail(run.finish(vals, states, tail), tail)
         total = Cost()
         for col in stream_columns(node):
-            total.add_column(col)
+            total.add_column(col, expanded=True)
         trips = node.region.trips
         if node.skip is not None:
             counted = running_trips(node.skip, node.axis, sympy.sympify(node.region.size),

@@ -37,6 +37,10 @@ def _terms(arr: Array) -> tuple:
     return tuple((m, int(c) if c.is_Integer else c) for m, c in sympy.expand(numel(arr)).as_coefficients_dict().items())
 
 
+def _sum(terms: dict):
+    return sympy.Add(*(c * m for m, c in terms.items() if c))
+
+
 class Live:
     """The data live on a diagram's wires, per level, kept up to date layer by layer.
 
@@ -50,9 +54,13 @@ class Live:
     def __init__(self):
         self.wires = {}     # value id -> number of wires carrying it
         self.terms = {}     # level -> {monomial: coefficient}
+        self._sums = {}     # level -> its total as a sympy expression, while its terms are unchanged
 
     def _shift(self, arr: Array, sign: int, terms=None):
-        level = (terms if terms is not None else self.terms).setdefault(arr.level, {})
+        if terms is None:
+            terms = self.terms
+            self._sums.pop(arr.level, None)
+        level = terms.setdefault(arr.level, {})
         for m, c in _terms(arr):
             level[m] = level.get(m, 0) + sign * c
 
@@ -82,5 +90,11 @@ class Live:
             for vid, arr in dict(without).items():
                 if self.wires[vid] == on_them[vid]:
                     self._shift(arr, -1, terms)
-        return {l: sympy.Add(*(c * m for m, c in t.items() if c)) for l, t in terms.items()
-                if any(t.values())}
+            return {l: _sum(t) for l, t in terms.items() if any(t.values())}
+        out = {}
+        for l, t in terms.items():   # a level no layer touched since the last column: its sum as it was
+            if l not in self._sums:
+                self._sums[l] = _sum(t) if any(t.values()) else None
+            if self._sums[l] is not None:
+                out[l] = self._sums[l]
+        return out

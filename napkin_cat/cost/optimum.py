@@ -34,10 +34,11 @@ import sympy
 
 from napkin_cat.cost import integer_search
 from napkin_cat.cost.exact import ExactOptimum, exact_optimum
+from napkin_cat.cost.exact_arithmetic import monomials_at
 from napkin_cat.cost.lagrange import _tidy, kkt_points
 from napkin_cat.cost.memory import LARGEST_MEMORY, memory_limit  # noqa: F401  (nc.optimal's memory, read here)
 from napkin_cat.cost.numeric import bind, folded
-from napkin_cat.cost.tiling import dominates, TilingProgram, monomials, program, tiled_streams
+from napkin_cat.cost.tiling import dominates, TilingProgram, monomials, program, tiled_streams, unexpanded
 from napkin_cat.errors import LevelError, MemoryLimitError, NapkinError
 from napkin_cat.syntax.adapter import as_level
 from napkin_cat.syntax.axis import symbol
@@ -269,8 +270,13 @@ def _fraction(value, what) -> Fraction:
 
 @lru_cache(maxsize=256)
 def _compiled(prog: TilingProgram, sizes: tuple):
-    """The program at concrete sizes: exact posynomials over the tiles, and each tile's axis size."""
+    """The program at concrete sizes: exact posynomials over the tiles, and each tile's axis size.
+
+    Each expression is expanded at the sizes in exact arithmetic (:func:`.exact_arithmetic.monomials_at`, its
+    streams fixed as ``prog.fixed`` says), or, where it is not a sum of monomials there, by sympy, whose error
+    names what is wrong.  Columns equal at the sizes are pooled (the largest is what binds)."""
     env = Sizes(sizes).env
+    at = {**env, **{s: int(v) for s, v in prog.fixed}}
     fulls = []
     for axis, full in zip(prog.axes, prog.fulls):
         n = sympy.sympify(sympy.sympify(full).xreplace(env))   # (a bare symbol becomes a Python int)
@@ -281,10 +287,16 @@ def _compiled(prog: TilingProgram, sizes: tuple):
         fulls.append(int(n))
 
     def exact(expr, what):
-        m = monomials(expr, prog.tiles)
+        try:
+            coeffs, exps = monomials_at(expr, prog.tiles, at)
+            if all(isinstance(a, (int, Fraction)) for a in coeffs):
+                return tuple(Fraction(a) for a in coeffs), exps
+        except (NapkinError, TypeError):
+            pass
+        m = monomials(sympy.sympify(expr).xreplace(dict(prog.fixed)), prog.tiles)
         return tuple(_fraction(sympy.sympify(sympy.sympify(a).xreplace(env)), what) for a in m.coeffs), m.exponents
     H = exact(prog.H, "a transfer coefficient")
-    cols = tuple(exact(col, "a memory coefficient") for col in prog.columns)
+    cols = tuple(dict.fromkeys(exact(col, "a memory coefficient") for col in prog.columns))
     smallest = max((sum(a for a in col[0]) for col in cols), default=Fraction(0))
     return H, cols, tuple(fulls), smallest
 
@@ -358,7 +370,7 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = 
         raise LevelError(f"the algorithm moves nothing at level {level}; levels with transfers: {sorted(c.H)}")
     if not c.groups and not tiled_streams(c, level):
         raise NapkinError("the algorithm has no group partition to optimise: apply nc.group first")
-    prog = program(c, level, streams)
+    prog = unexpanded(c, level, streams)     # expanded at the sizes, in exact arithmetic (_compiled)
     Ms = [memory_limit(m) for m in memories]
     if not all(M.is_number for M in Ms):
         raise MemoryLimitError(f"the exact integer search needs numbers for the memory limits, got {memories}")
@@ -372,7 +384,8 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = 
     exact = counted(c, prog, level, sizes)
     if tiles == "any":
         if exact is None and any(e not in (-1, 0, 1) for exps in H[1] for e in exps):
-            raise NapkinError(f"the transfers {prog.H} are not linear in each tile's trips; use tiles='divisors'")
+            raise NapkinError(f"the transfers {sympy.expand(prog.H.xreplace(dict(prog.fixed)))} are not linear in "
+                              f"each tile's trips; use tiles='divisors'")
         values = [integer_search.ragged_values(n) for n in fulls]
     else:
         values = _legal_values(prog, fulls, ())

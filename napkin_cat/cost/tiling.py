@@ -23,6 +23,7 @@ from functools import lru_cache
 import numpy as np
 import sympy
 
+from napkin_cat.cost.exact_arithmetic import monomials_at
 from napkin_cat.errors import NapkinError
 
 
@@ -169,6 +170,29 @@ def program(c, level: int, streams=1) -> TilingProgram:
     along another axis reads its inputs again on every trip, :mod:`napkin_cat.algorithms.inner_streams`) is a
     tile of the program, at most its axis, unless ``streams`` names it; every other stream is fixed.
     """
+    tiles, axes, fulls, fixed = _frame(c, level, streams)
+    key = (c.H[level], tuple(c.columns.get(level, ())), tiles, axes, fulls, fixed, held(c, level))
+    return _program(*key)
+
+
+def unexpanded(c, level: int, streams=1) -> TilingProgram:
+    """:func:`program` as the cost holds it: ``H`` and the columns neither expanded nor pooled, the streams in
+    ``fixed`` only (not substituted), no paper memory model (``held``).  The same program (each expression equal
+    to :func:`program`'s once ``fixed`` is substituted), built without symbolic work: what a search at concrete
+    sizes reads (:func:`napkin_cat.cost.exact_arithmetic.monomials_at` expands it at the sizes).
+
+    >>> import napkin_cat as nc
+    >>> att = nc.cost(nc.group(nc.stream(nc.library.attention(), "x", "s_x"), "q", "g_q"))
+    >>> p, u = program(att, 1), unexpanded(att, 1)
+    >>> u.tiles == p.tiles and u.fixed == p.fixed, sympy.expand(u.H.subs(dict(u.fixed)) - p.H)
+    (True, 0)
+    """
+    tiles, axes, fulls, fixed = _frame(c, level, streams)
+    return TilingProgram(sympy.sympify(c.H[level]), tuple(c.columns.get(level, ())), tiles, axes, fulls, fixed)
+
+
+def _frame(c, level: int, streams) -> tuple:
+    """``(tiles, axes, fulls, fixed)`` of the program of ``c`` at ``level`` (see :func:`program`)."""
     tiles, axes, fulls = [], [], []
     for grp in _groups_at(c, level):
         for axis, tile, full in zip(grp.axes, grp.tiles, grp.fulls or (None,) * len(grp.tiles)):
@@ -183,9 +207,7 @@ def program(c, level: int, streams=1) -> TilingProgram:
         fulls.append(sympy.sympify(rec[2]))
     stream_sizes = {s: sympy.sympify(streams if not isinstance(streams, dict) else streams.get(str(s), 1))
                     for _, s, _ in c.streams if not isinstance(s, int) and s not in tiles}
-    key = (c.H[level], tuple(c.columns.get(level, ())), tuple(tiles), tuple(axes), tuple(fulls),
-           tuple(sorted(stream_sizes.items(), key=str)), held(c, level))
-    return _program(*key)
+    return tuple(tiles), tuple(axes), tuple(fulls), tuple(sorted(stream_sizes.items(), key=str))
 
 
 def tiled_streams(c, level: int, streams=None) -> list:
@@ -202,8 +224,26 @@ def tiled_streams(c, level: int, streams=None) -> list:
 
 
 def rereads(H, s) -> bool:
-    """Whether the transfers ``H`` fall as the stream size ``s`` grows (a term with ``s`` in its denominator)."""
-    return any(sympy.sympify(t).as_powers_dict().get(s, 0) < 0 for t in sympy.Add.make_args(sympy.expand(H)))
+    """Whether the transfers ``H`` fall as the stream size ``s`` grows (a term with ``s`` in its denominator).
+
+    ``H`` is expanded over all its symbols in exact arithmetic (:func:`~.exact_arithmetic.monomials_at`), or by
+    sympy where it is not a sum of monomials (a ceiling, a root).
+
+    >>> from napkin_cat import symbol
+    >>> x, s, d = symbol("x"), symbol("s_x"), symbol("d")
+    >>> rereads(d * x * (1 + x / s), s), rereads(d * x * (1 + s / x), s), rereads(sympy.ceiling(x / s) * d, s)
+    (True, False, False)
+    """
+    H = sympy.sympify(H)
+    symbols = tuple(sorted(H.free_symbols, key=str))
+    if s not in symbols:
+        return False
+    try:
+        _, exponents = monomials_at(H, symbols, {})
+    except NapkinError:
+        return any(sympy.sympify(t).as_powers_dict().get(s, 0) < 0 for t in sympy.Add.make_args(sympy.expand(H)))
+    i = symbols.index(s)
+    return any(e[i] < 0 for e in exponents)
 
 
 def _groups_at(c, level: int) -> list:

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import sympy
 
+from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.cost.iocost import cost
 from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.optimum import optima, optimal
-from napkin_cat.cost.tiling import program, tiled_streams
+from napkin_cat.cost.tiling import tiled_streams, unexpanded
 from napkin_cat.errors import NapkinError
 from napkin_cat.syntax.sizes import Sizes
 
@@ -43,6 +44,7 @@ class Curve:
         self.cost = cost(diagram)
         self.streams = {s for _, s, _ in self.cost.streams if isinstance(s, sympy.Symbol)}
         self._at, self._smallest, self._symbolic, self._capped, self._all = {}, {}, {}, {}, {}
+        self._grouped = self._symbols = None
 
     @property
     def H(self):
@@ -51,24 +53,36 @@ class Curve:
     @property
     def grouped(self) -> bool:
         """Whether the kernel has tiles to optimise: group partitions, or a stream whose trips re-read data."""
-        return bool(self.cost.groups) or bool(tiled_streams(self.cost, self.level))
+        if self._grouped is None:
+            self._grouped = bool(self.cost.groups) or bool(tiled_streams(self.cost, self.level))
+        return self._grouped
 
     def _fixed(self) -> dict:
         return {s: 1 for s in self.streams}
 
+    def _ones(self) -> dict:
+        """Every stream and tile 1: the kernel at its least memory."""
+        ones = self._fixed()
+        if self.grouped:
+            ones.update({t: 1 for t in unexpanded(self.cost, self.level).tiles})
+        return ones
+
     def smallest(self, sizes: dict):
-        """The least memory that fits the kernel (every tile and stream 1), at ``sizes`` (or symbolic: ``{}``)."""
+        """The least memory that fits the kernel (every tile and stream 1), at ``sizes`` (or symbolic: ``{}``).
+
+        At concrete sizes each column is evaluated in exact arithmetic (:mod:`napkin_cat.cost.exact_arithmetic`)."""
         key = tuple(sorted(sizes.items()))
         if key not in self._smallest:
             cols = self.cost.columns.get(self.level, [])
-            ones = self._fixed()
-            if self.grouped:
-                prog = program(self.cost, self.level)
-                ones.update({t: 1 for t in prog.tiles})
-            env = {**ones, **_env(sizes)}
-            vals = [sympy.expand(sympy.sympify(c).subs(env)) for c in cols]
-            self._smallest[key] = (max(vals) if all(v.is_number for v in vals) else column_max(vals, exact=False)) \
-                if vals else sympy.Integer(0)
+            env = {**self._ones(), **_env(sizes)}
+            if self._symbols is None:
+                self._symbols = set().union(*(sympy.sympify(c).free_symbols for c in cols))
+            if self._symbols <= env.keys():
+                self._smallest[key] = sympy.sympify(max((value(c, env) for c in cols), default=0))
+            else:
+                vals = [sympy.expand(sympy.sympify(c).subs(env)) for c in cols]
+                self._smallest[key] = (max(vals) if all(v.is_number for v in vals) else
+                                       column_max(vals, exact=False)) if vals else sympy.Integer(0)
         return self._smallest[key]
 
     def at(self, sizes: dict, memory: int, tiles: str = "divisors"):
@@ -107,10 +121,7 @@ class Curve:
         if not self.grouped:
             if self.smallest(sizes) > memory:
                 return None, {}
-            H = sympy.sympify(self.H).subs({**self._fixed(), **_env(sizes)})
-            if not H.is_number:
-                raise NapkinError(f"give sizes for {sorted(map(str, H.free_symbols))} (sizes={{'name': …}})")
-            return int(H), {s: sympy.Integer(1) for s in self.streams}
+            return int(value(self.H, {**self._fixed(), **_env(sizes)})), {s: sympy.Integer(1) for s in self.streams}
         (o,) = optima(self.cost, [memory], self.level, sizes=sizes, tiles=tiles)
         return (None, {}) if o is None else (int(o.H), dict(o.sizes))
 

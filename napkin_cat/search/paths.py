@@ -18,8 +18,8 @@ import math
 
 import sympy
 
+from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.cost.iocost import numel
-from napkin_cat.errors import NapkinError
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.variants import split_variants, variants
@@ -47,6 +47,15 @@ class Choice:
         self.compulsory = sum((numel(a) for a in certain), sympy.Integer(0))
         self._options = None
         self._split = None
+        self._at = {}
+
+    def compulsory_at(self, sizes):
+        """The compulsory transfers at ``sizes`` (a :class:`~napkin_cat.syntax.sizes.Sizes`), exact; kept per
+        sizes (the search asks once per edge into the block)."""
+        found = self._at.get(sizes)
+        if found is None:
+            found = self._at[sizes] = value(self.compulsory, sizes.env)
+        return found
 
     @property
     def split_options(self) -> list:
@@ -86,13 +95,6 @@ def _choice(graph, block, level) -> Choice:
             MEMO.clear()
         found = MEMO[key] = Choice(graph.subdiagram(block), level)
     return found
-
-
-def _number(expr, env) -> float:
-    v = sympy.sympify(expr).subs(env)
-    if not v.is_number:
-        raise NapkinError(f"give sizes for {sorted(map(str, v.free_symbols))} (sizes={{'name': …}})")
-    return float(v)
 
 
 #: Blocks (distinct kernels) a form may cost exactly; beyond, kernels are capped in size and grown greedily.

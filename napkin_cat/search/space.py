@@ -19,7 +19,7 @@ from napkin_cat.search.blocks import bits
 from napkin_cat.search.construct import make
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.paths import (BUDGET, MEMO, MEMO_LIMIT, Choice, Space, _best_option, _choice, _convex,  # noqa: F401
-                                     _feeds, _grow, _number, _ordered, _shortest, _smallest_memory, join_siblings,
+                                     _feeds, _grow, _ordered, _shortest, _smallest_memory, join_siblings,
                                      playable)
 from napkin_cat.search.schedule import KernelChoice, Schedule
 from napkin_cat.search.segments import segmented_shortest
@@ -130,7 +130,8 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nes
     streams included among the partitions (segment by segment too: the requirement is part of a segment's
     problem).
     """
-    env = Sizes(sizes).env
+    given = Sizes(sizes)
+    env = given.env
     best = [None] * len(memories)
     ok = playable(roles)
     options = (lambda ch: ch.options + ch.split_options) if need is not None else (lambda ch: ch.options)
@@ -143,7 +144,7 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nes
             return need.at(curve, k)[0] if need is not None else curve.at_all(sizes, memories, tiles)[k][0]
 
         def lower(ch):
-            return _number(ch.compulsory, env)
+            return ch.compulsory_at(given)
         if form.cut is not None:
             parts, joints = form.cut
             shortest = segmented_shortest(form.graph, parts, joints, level, memories, evaluate, lower, context,

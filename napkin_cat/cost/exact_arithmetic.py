@@ -1,0 +1,203 @@
+"""Size expressions compiled to exact Python arithmetic: the search's numbers without sympy in the loop.
+
+A cost expression (transfers, a column of live data, a block's compulsory transfers) is a sympy tree of
+``Add``, ``Mul``, ``Pow``, ``ceiling``, ``floor``, ``Max``, ``Min`` over integers, rationals and size symbols.
+:func:`value` walks it once with Python's own arithmetic, exact on ``int`` and :class:`~fractions.Fraction`::
+
+    value(e, env) == e.subs(env)                   (every symbol of e given a number)
+
+A node it does not know is evaluated by sympy (exactly, as ``subs`` would), so every expression has a value.
+
+The same walk evaluates in any ring whose elements support ``+``, ``*`` and integer powers.  With
+:class:`Laurent` (polynomials with integer exponents in a few chosen symbols, the tiles) for the tiles and
+numbers for the sizes, the result is the expression as a sum of monomials in the tiles with exact numeric
+coefficients, what the integer tile search scores (:func:`monomials_at`), without expanding the symbolic
+expression first::
+
+    monomials_at(e, tiles, env) == monomials(e.subs(env), tiles)
+
+>>> import napkin_cat as nc
+>>> q, x, d, g = nc.symbol("q"), nc.symbol("x"), nc.symbol("d"), nc.symbol("g_q")
+>>> H = 2 * d * q + 2 * d * q * x / g
+>>> value(H, {q: 64, x: 48, d: 8, g: 16}), value(H, {q: 3, x: 5, d: 1, g: 2})
+(4096, 21)
+>>> value(q / g, {q: 3, g: 2}), value(sympy.ceiling(q / g) * d, {q: 3, g: 2, d: 4})
+(Fraction(3, 2), 8)
+>>> monomials_at(2 * d * q + 2 * d * q * x / g + d * g, (g,), {q: 64, x: 48, d: 8})
+((49152, 1024, 8), ((-1,), (0,), (1,)))
+>>> value(H, {q: 64})
+Traceback (most recent call last):
+...
+napkin_cat.errors.NapkinError: give sizes for ['d', 'g_q', 'x'] (sizes={'name': …}); the expression is ...
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import sympy
+
+from napkin_cat.errors import NapkinError
+
+
+def _exact(v):
+    """A number as ``int`` or :class:`Fraction` where it is rational (else the sympy number, kept exact)."""
+    if isinstance(v, (int, Fraction)):
+        return v.numerator if isinstance(v, Fraction) and v.denominator == 1 else v
+    if isinstance(v, sympy.Integer):
+        return int(v)
+    if isinstance(v, sympy.Rational):
+        return Fraction(int(v.p), int(v.q))
+    return v
+
+
+def _rounded(v, exact_round, name):
+    if isinstance(v, (int, Fraction)):
+        return exact_round(v)
+    if isinstance(v, Laurent):
+        raise NapkinError(f"{name} of {v}: the tiles are not a sum of monomials inside it")
+    return _exact(getattr(sympy, name)(v))
+
+
+def _by_sympy(node, env):
+    """A node the walk does not cover (a root, a Piecewise, …): substituted and evaluated by sympy (exact)."""
+    values = {s: env[s] for s in node.free_symbols}
+    if any(isinstance(v, Laurent) for v in values.values()):
+        raise NapkinError(f"{node} is not a sum of monomials in the tiles")
+    return _exact(sympy.sympify(node.xreplace({s: sympy.sympify(v) for s, v in values.items()})))
+
+
+def _walk(node, env):
+    if node.is_Symbol:
+        return env[node]
+    if node.is_Rational:          # Integer included
+        return _exact(node)
+    if node.is_Add:
+        total = 0
+        for a in node.args:
+            total = total + _walk(a, env)
+        return total
+    if node.is_Mul:
+        total = 1
+        for a in node.args:
+            total = total * _walk(a, env)
+        return total
+    if node.is_Pow and node.exp.is_Integer:
+        b, n = _walk(node.base, env), int(node.exp)
+        if n >= 0:
+            return b ** n
+        return (Fraction(1, b) if isinstance(b, int) else 1 / b) ** -n
+    if isinstance(node, (sympy.ceiling, sympy.floor)):
+        return _rounded(_walk(node.args[0], env), math.ceil if isinstance(node, sympy.ceiling) else math.floor,
+                        type(node).__name__)
+    if isinstance(node, (sympy.Max, sympy.Min)):
+        return (max if isinstance(node, sympy.Max) else min)(_walk(a, env) for a in node.args)
+    return _by_sympy(node, env)
+
+
+def value(expr, env):
+    """The exact value (``int``, :class:`Fraction`) of ``expr`` at ``env`` (symbol → value), walking the tree once
+    with Python's arithmetic; a missing symbol is a :class:`~napkin_cat.errors.NapkinError` naming every one
+    that is missing.  Any value that has ``+``, ``*`` and integer powers may stand for a symbol (a
+    :class:`Laurent` for a tile, say)."""
+    expr = sympy.sympify(expr)
+    try:
+        return _exact(_walk(expr, env))
+    except KeyError:
+        missing = sorted(str(s) for s in expr.free_symbols if s not in env)
+        raise NapkinError(f"give sizes for {missing} (sizes={{'name': …}}); the expression is {expr}") from None
+
+
+class Laurent:
+    """A Laurent polynomial in ``n`` variables: ``{exponents: coefficient}``, exact numeric coefficients.
+
+    The ring the tiles are evaluated in (:func:`monomials_at`).  Powers are integer; the inverse of a sum of
+    several terms is not a Laurent polynomial, and is refused (the expression is not a sum of monomials).
+
+    >>> g = Laurent.variable(0, 2); h = Laurent.variable(1, 2)
+    >>> (3 * g * h + g ** -1 + 2 + g).terms
+    {(1, 1): 3, (-1, 0): 1, (0, 0): 2, (1, 0): 1}
+    """
+
+    __slots__ = ("terms", "n")
+
+    def __init__(self, terms: dict, n: int):
+        self.terms, self.n = terms, n
+
+    @classmethod
+    def variable(cls, i: int, n: int) -> "Laurent":
+        return cls({tuple(int(k == i) for k in range(n)): 1}, n)
+
+    def _lift(self, other):
+        if isinstance(other, Laurent):
+            return other
+        if isinstance(other, (int, Fraction)):
+            return Laurent({(0,) * self.n: other} if other else {}, self.n)
+        return NotImplemented
+
+    def __add__(self, other):
+        other = self._lift(other)
+        if other is NotImplemented:
+            return other
+        out = dict(self.terms)
+        for e, c in other.terms.items():
+            v = out.get(e, 0) + c
+            if v:
+                out[e] = v
+            else:
+                out.pop(e, None)
+        return Laurent(out, self.n)
+
+    __radd__ = __add__
+
+    def __mul__(self, other):
+        if isinstance(other, (int, Fraction)):
+            return Laurent({e: c * other for e, c in self.terms.items()} if other else {}, self.n)
+        other = self._lift(other)
+        if other is NotImplemented:
+            return other
+        out: dict = {}
+        for e1, c1 in self.terms.items():
+            for e2, c2 in other.terms.items():
+                e = tuple(a + b for a, b in zip(e1, e2))
+                v = out.get(e, 0) + c1 * c2
+                if v:
+                    out[e] = v
+                else:
+                    out.pop(e, None)
+        return Laurent(out, self.n)
+
+    __rmul__ = __mul__
+
+    def __pow__(self, k: int):
+        if k >= 0:
+            out = Laurent({(0,) * self.n: 1}, self.n)
+            for _ in range(k):
+                out = out * self
+            return out
+        if len(self.terms) != 1:
+            raise NapkinError(f"1/({self}) is not a sum of monomials in the tiles")
+        ((e, c),) = self.terms.items()
+        return Laurent({tuple(-a for a in e): _exact(Fraction(1, c) if isinstance(c, int) else 1 / c)}, self.n) ** -k
+
+    def __rtruediv__(self, other):
+        return other * self ** -1
+
+    def __repr__(self):
+        return " + ".join(f"{c}·g^{e}" for e, c in self.terms.items()) or "0"
+
+
+def monomials_at(expr, tiles, env) -> tuple:
+    """``(coefficients, exponents)`` of ``expr`` at the sizes ``env`` as a sum of monomials in ``tiles``
+    (integer exponents in increasing order, exact numeric coefficients, terms that cancel left out), or a
+    :class:`~napkin_cat.errors.NapkinError` where it is not one (a tile under a ceiling, a root, …)."""
+    n = len(tiles)
+    try:
+        v = value(expr, {**env, **{t: Laurent.variable(i, n) for i, t in enumerate(tiles)}})
+        v = v if isinstance(v, Laurent) else Laurent({}, n) + v
+    except TypeError:   # a sympy number beside a tile, a tile inside a Max
+        v = None
+    if not isinstance(v, Laurent):
+        raise NapkinError(f"{expr} at the sizes is not a sum of monomials in the tiles {tiles}")
+    terms = sorted((e, _exact(c)) for e, c in v.terms.items())
+    return tuple(c for _, c in terms), tuple(e for e, _ in terms)
