@@ -35,9 +35,9 @@ def map_arrays(diagram: Diagram, fa: Callable[[Array], Array], fname: Callable[[
     change is kept (not rebuilt), and so is a diagram none of whose layers change (``F(f) is f``).
 
     ``key``, when given, is a hashable value that determines ``(fa, fname, fparam)`` whole (two calls with equal
-    keys map every array, name and parameter alike).  Each box then remembers its image under the functor
-    named ``key`` (a box is an immutable value), so a box met again (the same primitive in another block of one
-    program, in the next candidate partition of one kernel) is mapped once::
+    keys map every array, name and parameter alike).  Each box and array then remembers its image under the
+    functor named ``key`` (both are immutable values), so a box met again (the same primitive in another block
+    of one program, in the next candidate partition of one kernel) is mapped once::
 
         map_arrays(f, fa, key=k).boxes[i] is map_arrays(g, fa, key=k).boxes[j]   when f.boxes[i] is g.boxes[j]
 
@@ -51,6 +51,8 @@ def map_arrays(diagram: Diagram, fa: Callable[[Array], Array], fname: Callable[[
     True
     """
     fname = fname or _same_name
+    if key is not None and getattr(fa, "key", None) != key:
+        fa = _remembering(fa, key)
     items, changed = [], False
     for layer in diagram.inside:
         left, box, right = layer.boxes_or_types[:3]
@@ -65,6 +67,30 @@ def map_arrays(diagram: Diagram, fa: Callable[[Array], Array], fname: Callable[[
 
 def _same_name(name: str) -> str:
     return name
+
+
+_SAME = object()   # remembered for an object its functor keeps: no reference from an object to itself
+
+
+def _remembered(obj, key, make):
+    """``make(obj)``, remembered on the immutable ``obj`` under ``key``."""
+    images = obj.__dict__.get("_images")
+    if images is None:
+        images = obj.__dict__["_images"] = {}
+    found = images.get(key)
+    if found is None:
+        found = make(obj)
+        images[key] = _SAME if found is obj else found
+        return found
+    return obj if found is _SAME else found
+
+
+def _remembering(fa, key):
+    """``fa`` with each array's image remembered on the array under ``key``."""
+    def remembering(arr):
+        return _remembered(arr, key, fa)
+    remembering.key = key
+    return remembering
 
 
 def _map_ty(ty: Ty, fa) -> Ty:
@@ -84,11 +110,7 @@ def map_box(box, fa, fname, *, fparam: Callable = None, key=None):
     (see :func:`map_arrays`)."""
     if key is None:
         return _image(box, fa, fname, fparam, None)
-    images = box.__dict__.setdefault("_images", {})
-    found = images.get(key)
-    if found is None:
-        found = images[key] = _image(box, fa, fname, fparam, key)
-    return found
+    return _remembered(box, key, lambda b: _image(b, fa, fname, fparam, key))
 
 
 def _image(box, fa, fname, fparam, key):
