@@ -32,7 +32,7 @@ import sympy
 
 import napkin_cat as nc
 from napkin_cat.algorithms.accumulators import (Binding, NormaliserForm, StateArray, build_state_diagrams,
-                                                is_contraction_over, register, single)
+                                                is_contraction_over, register, remembered, single)
 from napkin_cat.rewriting.match import Pattern, kind
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, shape_of
 
@@ -474,23 +474,25 @@ class UnscaledForm:
         cbox, cins, couts = plan.ops[c]
         if any(n != axis and n not in cbox.cod.inside[0].names for n in box.cod.inside[0].names):
             return f"the contraction after {box.name} sums away an axis along which μ and z differ"
-        scores, out = box.dom.inside[0], cbox.cod.inside[0]
-        state = online_state(scores, out, axis)
         others = [p for p in range(len(cins)) if p != port]
 
-        def step(b, st, x, *rest):
-            def contract(w):  # the contraction takes its operand in its own number format
-                args = list(rest)
-                args.insert(port, b.convert(w, cbox.dom.inside[port].dtype))
-                return b(single(cbox), *args)
-            return online_step(b, st, x, contract, axis, box)
+        def build():
+            scores, out = box.dom.inside[0], cbox.cod.inside[0]
+            state = tuple(online_state(scores, out, axis))
 
-        def finish(b, st):
-            mu, z, o = st
-            return o, z, mu
+            def step(b, st, x, *rest):
+                def contract(w):  # the contraction takes its operand in its own number format
+                    args = list(rest)
+                    args.insert(port, b.convert(w, cbox.dom.inside[port].dtype))
+                    return b(single(cbox), *args)
+                return online_step(b, st, x, contract, axis, box)
 
-        step_d, finish_d = build_state_diagrams(self.name, state, [scores] + [cbox.dom.inside[p] for p in others],
-                                                step, finish, [out, box.cod.inside[3], box.cod.inside[1]])
+            def finish(b, st):
+                mu, z, o = st
+                return o, z, mu
+            return (state, *build_state_diagrams(self.name, state, [scores] + [cbox.dom.inside[p] for p in others],
+                                                 step, finish, [out, box.cod.inside[3], box.cod.inside[1]]))
+        state, step_d, finish_d = remembered(box, (self, axis, port, cbox), build)
         return Binding(self, (k, i, *conversion, c), (ins[0], *(cins[p] for p in others)), tuple(state), step_d,
                        finish_d, (couts[0], outs[3], outs[1]))
 

@@ -89,6 +89,26 @@ def _checked(form_name, what, diagram, dom, cod):
     return diagram
 
 
+def remembered(box, key, build):
+    """``build()``, remembered on ``box`` under ``key``.
+
+    What a form builds at a match (its state, step and finish) is a function of the boxes it matched, which are
+    immutable values, and of what ``key`` names (the form, the axis, the ports and boxes it reads besides ``box``),
+    not of the region around them: the same box met again in another candidate region (the next block of a
+    program, the next partition of a kernel) gets the same diagrams without building them again.
+
+    >>> from napkin_cat.syntax.adapter import Box, Ty
+    >>> box, calls = Box("f", Ty(), Ty()), []
+    >>> [remembered(box, ("form", "x"), lambda: calls.append(1) or len(calls)) for _ in range(2)], calls
+    ([1, 1], [1])
+    """
+    memo = box.__dict__.setdefault("_forms", {})
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = build()
+    return found
+
+
 def build_state_diagrams(form, state, inputs, step, finish, outputs):
     """``(step, finish)`` diagrams from builder functions, checked against the state and outputs.
 
@@ -151,20 +171,22 @@ class NormaliserForm:
         if lost:
             return (f"{label(box)}-contraction is not streamable along {axis!r}: the contraction also sums away "
                     f"{lost}, along which the normaliser's state differs")
-        scores, out = box.dom.inside[0], cbox.cod.inside[0]
-        state = tuple(self.state(scores, out, axis))
         others = [p for p in range(len(cins)) if p != port]
-        contraction = single(cbox)
 
-        def step(b, st, s, *rest):
-            def contract(w):  # the contraction takes its operand in its own number format
-                args = list(rest)
-                args.insert(port, b.convert(w, cbox.dom.inside[port].dtype))
-                return b(contraction, *args)
-            return self.step(b, list(st), s, contract, axis, box)
+        def build():
+            scores, out = box.dom.inside[0], cbox.cod.inside[0]
+            state = tuple(self.state(scores, out, axis))
+            contraction = single(cbox)
 
-        step_d, finish_d = build_state_diagrams(self.name, state, [scores] + [cbox.dom.inside[p] for p in others],
-                                                step, self.finish, [out])
+            def step(b, st, s, *rest):
+                def contract(w):  # the contraction takes its operand in its own number format
+                    args = list(rest)
+                    args.insert(port, b.convert(w, cbox.dom.inside[port].dtype))
+                    return b(contraction, *args)
+                return self.step(b, list(st), s, contract, axis, box)
+            return (state, *build_state_diagrams(self.name, state, [scores] + [cbox.dom.inside[p] for p in others],
+                                                 step, self.finish, [out]))
+        state, step_d, finish_d = remembered(box, (self, axis, port, cbox), build)
         return Binding(self, (i, c), (ins[0], *(cins[p] for p in others)), state, step_d, finish_d, (couts[0],))
 
 

@@ -55,10 +55,15 @@ class Region(Bubble):
     def rebuild(cls, arg: Diagram, dom: Ty, cod: Ty, params: dict) -> "Region":
         return cls(arg, dom, cod, params)
 
-    def map_arrays(self, fa, fname, *, fparam=None):
-        """The region with ``fa`` applied to every array inside and on its boundary."""
-        return type(self).rebuild(map_arrays(self.arg, fa, fname, fparam=fparam), Ty(*map(fa, self.dom.inside)),
-                                  Ty(*map(fa, self.cod.inside)), self.mapped_params(fa, fname))
+    def map_arrays(self, fa, fname, *, fparam=None, key=None):
+        """The region with ``fa`` applied to every array inside and on its boundary (itself when nothing changes;
+        ``key`` as for :func:`~napkin_cat.syntax.relabel.map_arrays`)."""
+        arg = map_arrays(self.arg, fa, fname, fparam=fparam, key=key)
+        dom, cod = Ty(*map(fa, self.dom.inside)), Ty(*map(fa, self.cod.inside))
+        params = self.mapped_params(fa, fname)
+        if arg is self.arg and dom == self.dom and cod == self.cod and params == self.params:
+            return self
+        return type(self).rebuild(arg, dom, cod, params)
 
     def mapped_params(self, fa, fname) -> dict:
         return dict(self.params)

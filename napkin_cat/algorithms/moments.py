@@ -32,7 +32,7 @@ means far from zero::
 """
 from __future__ import annotations
 
-from napkin_cat.algorithms.accumulators import Binding, StateArray, build_state_diagrams, label, register
+from napkin_cat.algorithms.accumulators import Binding, StateArray, build_state_diagrams, label, register, remembered
 from napkin_cat.syntax.construct import elementwise, reduce
 
 
@@ -93,6 +93,11 @@ class MeanForm:
         why = _alone(box, plan.axis)
         if why:
             return why
+        state, step_d, finish_d = remembered(box, (self, plan.axis), lambda: self._diagrams(box))
+        return Binding(self, (i,), (ins[0],), state, step_d, finish_d, (outs[0],))
+
+    def _diagrams(self, box):
+        """``(state, step, finish)`` of the online mean of ``box``'s input (its state ``(k, m)``)."""
         x, rows = box.dom.inside[0], box.cod.inside[0]
         mo = _Moments(x, rows)
         state = (StateArray("k", rows, 0.0), StateArray("m", rows, 0.0))
@@ -102,9 +107,7 @@ class MeanForm:
             n, mean = mo.chunk(b, chunk)
             k2, m2, _, _ = mo.merge_mean(b, k, m, n, mean)
             return [k2, m2]
-
-        step_d, finish_d = build_state_diagrams(self.name, state, [x], step, lambda b, st: st[1], [rows])
-        return Binding(self, (i,), (ins[0],), state, step_d, finish_d, (outs[0],))
+        return (state, *build_state_diagrams(self.name, state, [x], step, lambda b, st: st[1], [rows]))
 
 
 class MeanVarianceForm:
@@ -144,6 +147,13 @@ class MeanVarianceForm:
         if isinstance(chain, str):
             return chain
         sub, sq, var = chain
+        var_out = plan.ops[var][2][0]
+        state, step_d, finish_d = remembered(box, (self, plan.axis, plan.arrays[var_out]),
+                                             lambda: self._diagrams(box, plan.arrays[var_out]))
+        return Binding(self, (i, sub, sq, var), (ins[0],), state, step_d, finish_d, (outs[0], var_out))
+
+    def _diagrams(self, box, variance):
+        """``(state, step, finish)`` of the online mean and ``variance`` of ``box``'s input (state ``(k, m, M2)``)."""
         x, rows = box.dom.inside[0], box.cod.inside[0]
         mo = _Moments(x, rows)
         state = (StateArray("k", rows, 0.0), StateArray("m", rows, 0.0), StateArray("M2", rows, 0.0))
@@ -160,9 +170,7 @@ class MeanVarianceForm:
             k, m, m2 = st
             return m, mo.binary(b, "div", m2, k)
 
-        var_out = plan.ops[var][2][0]
-        step_d, finish_d = build_state_diagrams(self.name, state, [x], step, finish, [rows, plan.arrays[var_out]])
-        return Binding(self, (i, sub, sq, var), (ins[0],), state, step_d, finish_d, (outs[0], var_out))
+        return (state, *build_state_diagrams(self.name, state, [x], step, finish, [rows, variance]))
 
 
 MEAN_VARIANCE = register(MeanVarianceForm())

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from napkin_cat.algorithms.accumulators import Binding, StateArray, build_state_diagrams, label, register
+from napkin_cat.algorithms.accumulators import Binding, StateArray, build_state_diagrams, label, register, remembered
 from napkin_cat.syntax.construct import apply, elementwise
 
 
@@ -50,6 +50,11 @@ class LogSumExpForm:
         if core != [axis]:
             return (f"{label(box)} over {core} streams along one of its axes only when it reduces that axis alone; "
                     f"here it reduces {core}")
+        state, step_d, finish_d = remembered(box, (self, axis), lambda: self._diagrams(x, out, axis))
+        return Binding(self, (i,), (ins[0],), state, step_d, finish_d, (outs[0],))
+
+    def _diagrams(self, x, out, axis):
+        """``(state, step, finish)`` of the online logsumexp of ``x`` along ``axis`` into ``out``."""
         rows = _sig(out.names)
         fmt = dict(level=out.level, dtype=out.dtype, **_sizes(out))
         state = (StateArray("μ", out, -math.inf), StateArray("z", out, 0.0))
@@ -64,9 +69,7 @@ class LogSumExpForm:
             mu, z = st
             return b(elementwise("add", f"{rows}, {rows} -> {rows}", **fmt), mu,
                      b(elementwise("log", rows, **fmt), z))
-
-        step_d, finish_d = build_state_diagrams(self.name, state, [x], step, finish, [out])
-        return Binding(self, (i,), (ins[0],), state, step_d, finish_d, (outs[0],))
+        return (state, *build_state_diagrams(self.name, state, [x], step, finish, [out]))
 
 
 LOGSUMEXP = register(LogSumExpForm())

@@ -288,12 +288,14 @@ def unfused(diagram: Diagram, level: int = 1) -> Diagram:
 def relabel_axis(diagram: Diagram, axis: str, size, *, full=None) -> Diagram:
     """Every array's ``axis`` gets ``size`` (the paper's relabelling inside a bubble); with ``full``, only where
     the axis has that size (a tile of it inside, from a partition already there, stays)."""
+    tile = Axis(axis, size)
+
     def fa(arr: Array) -> Array:
         if axis not in arr.names:
             return arr
-        return arr.replace(axes=tuple(Axis(axis, size) if a.name == axis and (full is None or a.size == full)
+        return arr.replace(axes=tuple(tile if a.name == axis and (full is None or a.size == full)
                                       else a for a in arr.axes))
-    return map_arrays(diagram, fa)
+    return map_arrays(diagram, fa, key=("relabel_axis", axis, type(size), size, type(full), full))
 
 
 def _tile(axis: str, size):

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from discopy import cat, markov, monoidal
 from discopy.cat import factory
+from discopy.config import DRAWING_ATTRIBUTES
+from discopy.utils import assert_isatomic
 
 from napkin_cat.syntax.axis import MAX_AXES, Axis
 from napkin_cat.syntax.dtype import DType, FP32, as_dtype
@@ -88,7 +90,10 @@ class Array(cat.Ob):
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self.axes)
+        names = self.__dict__.get("_names")
+        if names is None:
+            names = self.__dict__["_names"] = tuple(a.name for a in self.axes)
+        return names
 
     @property
     def shape(self) -> tuple:
@@ -166,6 +171,15 @@ class Ty(markov.Ty):
     @property
     def arrays(self) -> tuple[Array, ...]:
         return tuple(self.inside)
+
+    def tensor(self, *others):
+        """Concatenation (``@``), in one pass: discopy re-checks both factories per operand by name."""
+        if all(isinstance(other, Ty) for other in others):
+            return Ty(*self.inside, *(x for other in others for x in other.inside))
+        return super().tensor(*others)
+
+    def __pow__(self, n_times):
+        return Ty(*(self.inside * n_times))
 
     def __repr__(self):  # discopy prefixes the module path for classes outside discopy
         return f"Ty({', '.join(map(repr, self.inside))})"
@@ -308,20 +322,46 @@ class Diagram(markov.Diagram):
 
 
 class Box(markov.Box, Diagram):
-    """A box; napkin-cat keeps its primitive spec in ``data`` (hashable)."""
+    """A box; napkin-cat keeps its primitive spec in ``data`` (hashable).
+
+    Built trusted: a box is the diagram of one layer, itself, so discopy's scan of that layer (a dozen
+    ``isinstance`` checks through its factories, at every box made) is skipped; the attributes are discopy's.
+    """
 
     __ambiguous_inheritance__ = (markov.Box,)
+
+    def __init__(self, name: str, dom: Ty, cod: Ty, **params):
+        for attr in DRAWING_ATTRIBUTES:
+            if attr in params:
+                setattr(self, attr, params.pop(attr))
+        cat.Box.__init__(self, name, dom, cod, **params)
+        self.inside = (self.layer_factory.cast(self),)
 
     def __repr__(self):
         return f"Box({self.name!r}: {self.dom} → {self.cod})"
 
 
 class Swap(markov.Swap, Box):
+    """The swap of two arrays, built as discopy builds it (name, left, right, drawn as wires) without its
+    second construction of the same box (discopy's braid builds it once, its symmetric swap again)."""
+
     __ambiguous_inheritance__ = (markov.Swap,)
+
+    def __init__(self, left: Ty, right: Ty):
+        assert_isatomic(left, monoidal.Ty)
+        assert_isatomic(right, monoidal.Ty)
+        self.left, self.right = left, right
+        Box.__init__(self, f"{type(self).__name__}({left}, {right})", left @ right, right @ left,
+                     draw_as_wires=True, draw_as_braid=False)
 
 
 class Copy(markov.Copy, Box):
-    pass
+    """The copy of one array ``n`` times (``n = 0``: its discard), built as discopy builds it, trusted."""
+
+    def __init__(self, x: Ty, n: int = 2):
+        assert_isatomic(x, monoidal.Ty)
+        Box.__init__(self, f"Copy({x}" + ("" if n == 2 else f", {n}") + ")", x, x ** n,
+                     draw_as_spider=True, color="black", drawing_name="")
 
 
 class Merge(markov.Merge, Box):
@@ -346,8 +386,9 @@ class Bubble(monoidal.Bubble, Box):
         """This region mapped over ``axis`` (inserted at ``inputs[i]`` of input i, ``position`` of outputs)."""
         raise NotImplementedError(f"{type(self).__name__} does not say how it is weaved")
 
-    def map_arrays(self, fa, fname, *, fparam=None) -> "Bubble":
-        """This region with the array functor ``fa`` (and weave-name map ``fname``) applied inside."""
+    def map_arrays(self, fa, fname, *, fparam=None, key=None) -> "Bubble":
+        """This region with the array functor ``fa`` (and weave-name map ``fname``) applied inside (``key``: a
+        hashable name of the functor under which the boxes inside remember their images, or None)."""
         raise NotImplementedError(f"{type(self).__name__} does not say how an array functor maps it")
 
     def size_parts(self) -> tuple:
@@ -408,7 +449,16 @@ def discard(x: Ty) -> Diagram:
 
 
 def is_structural(box) -> str | None:
-    """'swap', 'copy', 'merge', 'discard' for discopy's structural boxes, else None."""
+    """'swap', 'copy', 'merge', 'discard' for discopy's structural boxes, else None (remembered on the box:
+    every functor asks it of every layer, and discopy's classes answer ``isinstance`` slowly)."""
+    memo = getattr(box, "__dict__", {})
+    kind = memo.get("_structural", False)
+    if kind is False:
+        kind = memo["_structural"] = _structural_kind(box)
+    return kind
+
+
+def _structural_kind(box) -> str | None:
     if isinstance(box, markov.Discard) or (isinstance(box, markov.Copy) and len(box.cod) == 0):
         return "discard"
     if isinstance(box, markov.Copy):
@@ -418,6 +468,17 @@ def is_structural(box) -> str | None:
     if isinstance(box, markov.Swap):
         return "swap"
     return None
+
+
+def swap_box(left: Array, right: Array) -> "Swap":
+    """The swap of two arrays (one generator; ``Diagram.swap`` builds any types through discopy's hexagon)."""
+    return Swap(Ty(left), Ty(right))
+
+
+def copy_box(x: Array, n: int = 2) -> "Copy":
+    """The copy of one array ``n`` times (``n = 0``: its discard), one generator (``Diagram.copy`` builds any type
+    through discopy's spiders)."""
+    return Copy(Ty(x), n)
 
 
 def make_layer(left: Ty, box, right: Ty):

@@ -18,7 +18,7 @@ from typing import Callable
 
 from sympy import Basic, Symbol
 
-from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty, from_layers
+from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty, as_level, from_layers
 from napkin_cat.syntax.axis import Axis, as_size, symbol
 from napkin_cat.errors import AxisError
 from napkin_cat.syntax.primitive import Weave
@@ -28,27 +28,105 @@ from napkin_cat.syntax.wiring import computes, retype
 
 
 def map_arrays(diagram: Diagram, fa: Callable[[Array], Array], fname: Callable[[str], str] = None, *,
-               fparam: Callable = None) -> Diagram:
-    """Apply ``fa`` to every array, ``fname`` to every weave name, ``fparam`` to every box parameter."""
-    fname = fname or (lambda n: n)
-    items = []
+               fparam: Callable = None, key=None) -> Diagram:
+    """Apply ``fa`` to every array, ``fname`` to every weave name, ``fparam`` to every box parameter.
+
+    What the functor leaves as it was stays as it was: a box none of whose arrays, weave names or parameters
+    change is kept (not rebuilt), and so is a diagram none of whose layers change (``F(f) is f``).
+
+    ``key``, when given, is a hashable value that determines ``(fa, fname, fparam)`` whole (two calls with equal
+    keys map every array, name and parameter alike).  Each box and array then remembers its image under the
+    functor named ``key`` (both are immutable values), so a box met again (the same primitive in another block
+    of one program, in the next candidate partition of one kernel) is mapped once::
+
+        map_arrays(f, fa, key=k).boxes[i] is map_arrays(g, fa, key=k).boxes[j]   when f.boxes[i] is g.boxes[j]
+
+    >>> import napkin_cat as nc
+    >>> f = nc.einsum("q d, x d -> q x") @ nc.elementwise("exp", "y")
+    >>> g = map_arrays(f, lambda a: a.replace(level=1) if "y" in a.names else a)
+    >>> g.boxes[0] is f.boxes[0], g.boxes[1].cod, map_arrays(f, lambda a: a) is f
+    (True, Ty(Array(y@1)), True)
+    >>> h = map_arrays(f, lambda a: a.replace(level=2), key=("level", 2))
+    >>> map_arrays(f @ f, lambda a: a.replace(level=2), key=("level", 2)).boxes[0] is h.boxes[0]
+    True
+    """
+    fname = fname or _same_name
+    if key is not None and getattr(fa, "key", None) != key:
+        fa = _remembering(fa, key)
+    items, changed = [], False
     for layer in diagram.inside:
         left, box, right = layer.boxes_or_types[:3]
-        items.append((Ty(*map(fa, left.inside)), map_box(box, fa, fname, fparam=fparam),
-                      Ty(*map(fa, right.inside))))
-    return from_layers(Ty(*map(fa, diagram.dom.inside)), Ty(*map(fa, diagram.cod.inside)), items)
+        item = (_map_ty(left, fa), map_box(box, fa, fname, fparam=fparam, key=key), _map_ty(right, fa))
+        changed = changed or item[0] is not left or item[1] is not box or item[2] is not right
+        items.append(item)
+    dom, cod = _map_ty(diagram.dom, fa), _map_ty(diagram.cod, fa)
+    if not changed and dom is diagram.dom and cod is diagram.cod:
+        return diagram
+    return from_layers(dom, cod, items)
 
 
-def map_box(box, fa, fname, *, fparam: Callable = None):
+def _same_name(name: str) -> str:
+    return name
+
+
+_SAME = object()   # remembered for an object its functor keeps: no reference from an object to itself
+
+
+def _remembered(obj, key, make):
+    """``make(obj)``, remembered on the immutable ``obj`` under ``key``."""
+    images = obj.__dict__.get("_images")
+    if images is None:
+        images = obj.__dict__["_images"] = {}
+    found = images.get(key)
+    if found is None:
+        found = make(obj)
+        images[key] = _SAME if found is obj else found
+        return found
+    return obj if found is _SAME else found
+
+
+def _remembering(fa, key):
+    """``fa`` with each array's image remembered on the array under ``key``."""
+    def remembering(arr):
+        return _remembered(arr, key, fa)
+    remembering.key = key
+    return remembering
+
+
+def _map_ty(ty: Ty, fa) -> Ty:
+    """``Ty(*map(fa, ty))``, or ``ty`` itself when ``fa`` keeps every array."""
+    arrays = tuple(map(fa, ty.inside))
+    return ty if _kept(arrays, ty.inside) else Ty(*arrays)
+
+
+def _kept(new, old) -> bool:
+    """Whether the values ``new`` are the values ``old`` (the same objects, or equal values of the same type)."""
+    return len(new) == len(old) and all(x is y or (type(x) is type(y) and x == y) for x, y in zip(new, old))
+
+
+def map_box(box, fa, fname, *, fparam: Callable = None, key=None):
+    """The image of one box under the array functor ``(fa, fname, fparam)``: the box itself when the functor
+    changes none of its arrays, weave names or parameters; remembered on the box under ``key`` when one is given
+    (see :func:`map_arrays`)."""
+    if key is None:
+        return _image(box, fa, fname, fparam, None)
+    return _remembered(box, key, lambda b: _image(b, fa, fname, fparam, key))
+
+
+def _image(box, fa, fname, fparam, key):
     dom = [fa(a) for a in box.dom.inside]
     if not computes(box):      # the same generator on the mapped wires
-        return retype(box, dom)
+        return box if _kept(dom, box.dom.inside) else retype(box, dom)
     if isinstance(box, Bubble):
-        return box.map_arrays(fa, fname, fparam=fparam)
+        return box.map_arrays(fa, fname, fparam=fparam, key=key)
     spec = box.data
+    cod = [fa(a) for a in box.cod.inside]
     weaves = [Weave(fname(w.name), w.inputs) for w in spec.weaves]
     params = {k: fparam(v) for k, v in spec.params} if fparam else dict(spec.params)
-    return build_box(spec.kind, dom, [fa(a) for a in box.cod.inside], weaves, params, name=box.name)
+    if _kept(dom, box.dom.inside) and _kept(cod, box.cod.inside) and _kept(weaves, spec.weaves) \
+            and _kept([params[k] for k, _ in spec.params], [v for _, v in spec.params]):
+        return box
+    return build_box(spec.kind, dom, cod, weaves, params, name=box.name)
 
 
 def rename_axis(diagram: Diagram, old: str, new: str, size=None) -> Diagram:
@@ -147,4 +225,5 @@ def substitute(diagram: Diagram, mapping: dict | None = None, **sizes) -> Diagra
 
 def at_level(diagram: Diagram, level: int) -> Diagram:
     """Recolor every array to ``level`` (a function diagram placed at one level)."""
-    return map_arrays(diagram, lambda a: a.replace(level=level))
+    level = as_level(level, what="an array's level")
+    return map_arrays(diagram, lambda a: a if a.level == level else a.replace(level=level), key=("at_level", level))

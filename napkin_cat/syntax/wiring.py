@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from napkin_cat.errors import NapkinError
-from napkin_cat.syntax.adapter import Diagram, Ty, is_structural, layers
+from napkin_cat.syntax.adapter import Diagram, Ty, copy_box, is_structural, layers, swap_box
 
 
 def computes(box) -> bool:
@@ -81,12 +81,11 @@ def retype(box, arrays) -> object:
     """
     kind, arrays = is_structural(box), list(arrays)
     if kind == "swap":
-        n = len(box.left)
-        return Diagram.swap(Ty(*arrays[:n]), Ty(*arrays[n:])).boxes[0]
+        return swap_box(*arrays)
     if kind == "copy":
-        return Diagram.copy(Ty(*arrays), len(box.cod)).boxes[0]
+        return copy_box(arrays[0], len(box.cod))
     if kind == "discard":
-        return Diagram.copy(Ty(*arrays), 0).boxes[0]
+        return copy_box(arrays[0], 0)
     if kind == "merge":
         return Diagram.merge(Ty(arrays[0]), len(box.dom)).boxes[0]
     raise NapkinError(f"{box.name!r} is not structural: retype only rebuilds swaps, copies, discards and merges")
