@@ -38,7 +38,8 @@ def _terms(arr: Array) -> tuple:
 
 
 def _sum(terms: dict):
-    return sympy.Add(*(c * m for m, c in terms.items() if c))
+    """The polynomial ``Σ c·m`` (a coefficient 1 leaves its monomial as it is)."""
+    return sympy.Add(*(m if c == 1 else c * m for m, c in terms.items() if c))
 
 
 class Live:
