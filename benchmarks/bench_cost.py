@@ -41,6 +41,12 @@ on the same machine, busy (2 cores shared), main at 32c29ad against the schedule
     attention, q=x=4096 d=128, M=2^14                          2     0.008              0.009
     transformer block, n=512 e=512 h=8 d=64 f=2048, M=2^14    12     > 120 (stopped)    0.099
 
+``--only scaling --runs 1`` (fast-functor at 468829c, 2 cores shared): ms per box (ratio to the first row) at
+48/192/816/2016 stacked-block boxes 0.417/0.312/0.266/0.259 (0.62 at 2016); n maps beside n wires of one size at
+n = 50/200/800/2000: 0.200/0.174/0.135/0.138 (0.69); beside n wires each of its own size p_k: 0.493/1.142/3.648 ms
+(7.40 at 800) and 85.6 s in all at 2000.  A column of k distinct monomials is still built as a sympy sum of k terms
+after every layer, so that case stays quadratic (and sympy's sort makes it worse): see the report of fast-functor.
+
 A stream's columns were read value by value at every step of its expansion, so a stream whose trip keeps many
 values live (the weights not yet added) cost work per box growing with its length; they are now kept up to date
 (napkin_cat/cost/columns.py).  The tiles of kernels separated by global memory are independent problems: the
