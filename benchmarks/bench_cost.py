@@ -41,6 +41,12 @@ on the same machine, busy (2 cores shared), main at 32c29ad against the schedule
     attention, q=x=4096 d=128, M=2^14                          2     0.008              0.009
     transformer block, n=512 e=512 h=8 d=64 f=2048, M=2^14    12     > 120 (stopped)    0.099
 
+``--only scaling --runs 1`` (fast-functor at 468829c, 2 cores shared): ms per box (ratio to the first row) at
+48/192/816/2016 stacked-block boxes 0.417/0.312/0.266/0.259 (0.62 at 2016); n maps beside n wires of one size at
+n = 50/200/800/2000: 0.200/0.174/0.135/0.138 (0.69); beside n wires each of its own size p_k: 0.493/1.142/3.648 ms
+(7.40 at 800) and 85.6 s in all at 2000.  A column of k distinct monomials is still built as a sympy sum of k terms
+after every layer, so that case stays quadratic (and sympy's sort makes it worse): see the report of fast-functor.
+
 A stream's columns were read value by value at every step of its expansion, so a stream whose trip keeps many
 values live (the weights not yet added) cost work per box growing with its length; they are now kept up to date
 (napkin_cat/cost/columns.py).  The tiles of kernels separated by global memory are independent problems: the
@@ -117,9 +123,11 @@ def clear_sympy():
     """Empty sympy's expression cache and the cost functor's own memo (absent in older trees)."""
     from sympy.core.cache import clear_cache
     clear_cache()
-    terms = getattr(sys.modules.get("napkin_cat.cost.iocost"), "_terms", None)
-    if hasattr(terms, "cache_clear"):
-        terms.cache_clear()
+    for module, name in (("napkin_cat.cost.iocost", "_terms"), ("napkin_cat.cost.live", "_terms"),
+                         ("napkin_cat.cost.live", "_expanded")):
+        terms = getattr(sys.modules.get(module), name, None)
+        if hasattr(terms, "cache_clear"):
+            terms.cache_clear()
 
 
 def stacked(runs: int):
@@ -152,13 +160,50 @@ def stacked(runs: int):
             print(row)
 
 
+def beside(n: int, distinct: bool = False):
+    """A chain of ``n`` elementwise maps on ``q d`` with ``n`` pass-through wires beside it, half on each side (every
+    column crosses them all).  ``distinct``: each pass-through wire of its own size ``p_k`` (a column of ``n + 1``
+    distinct monomials), else all ``q d`` (one monomial)."""
+    boxes = [nc.elementwise("exp" if k % 2 else "relu", "q d") for k in range(n)]
+    shapes = [f"p{k}" if distinct else "q d" for k in range(n)]
+    left, right = nc.types(", ".join(shapes[:n // 2])), nc.types(", ".join(shapes[n // 2:]))
+    return nc.Diagram.id(left) @ nc.Diagram.id(boxes[0].dom).then(*boxes) @ nc.Diagram.id(right)
+
+
+def scaling(runs: int):
+    """The cost functor's time per box at about 50, 200, 800 and 2,000 boxes (cold: sympy's cache emptied before
+    every run), and its ratio to the smallest: flat when the functor is linear in the boxes (issue 35, item 4).
+    The live wires beside a layer are kept as a running total (:class:`~napkin_cat.cost.live.Live`), not re-summed."""
+    shapes = {
+        "function: stacked transformer blocks": lambda n: stacked_blocks(max(1, round(n / 48))),
+        "n maps beside n wires (q d)": beside,
+        "n maps beside n wires (p_k each)": lambda n: beside(n, distinct=True),
+    }
+    nc.cost(beside(4))                  # the first call's imports and set-up: not a box's time
+    print(f"{'cost functor, per box':36s} {'boxes':>6s} {'ms/box':>8s} {'vs first':>8s}")
+    for name, make in shapes.items():
+        base = None
+        for n in (50, 200, 800, 2000):
+            d = make(n)
+            boxes = count_boxes(d)
+            t = median_time(lambda: (clear_sympy(), nc.cost(d)), runs)
+            if not isinstance(t, float):
+                print(f"{name:36s} {boxes:6d} {t}")
+                break
+            per_box = 1000 * t / boxes
+            base = base or per_box
+            print(f"{name:36s} {boxes:6d} {per_box:8.3f} {per_box / base:8.2f}", flush=True)
+    print()
+
+
 def three_matrices():
     return (nc.einsum("a b, b c -> a c") @ nc.Id("c d")) >> nc.einsum("a c, c d -> a d")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("optimal", "chain", "stacked", "kernels", "derived"), help="run one part")
+    parser.add_argument("--only", choices=("optimal", "chain", "stacked", "scaling", "kernels", "derived"),
+                        help="run one part")
     parser.add_argument("--limit", type=float, default=120.0,
                         help="seconds after which a row of 'derived' is stopped (a baseline may not finish)")
     parser.add_argument("--runs", type=int, default=5, help="runs per stacked-blocks row (median)")
@@ -171,6 +216,8 @@ def main():
         chains()
     if args.only in (None, "stacked"):
         stacked(args.runs)
+    if args.only in (None, "scaling"):
+        scaling(args.runs)
     if args.only in (None, "kernels"):
         kernels()
     if args.only in (None, "derived"):

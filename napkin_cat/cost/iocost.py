@@ -39,7 +39,7 @@ from napkin_cat.algorithms.schedule import advance, fold_region, schedule_of
 from napkin_cat.algorithms.splits import partial_moves
 from napkin_cat.cost.columns import stream_columns
 from napkin_cat.cost.live import Live, numel
-from napkin_cat.cost.record import ZERO, Cost, GroupCost, OpCost, StreamRecord
+from napkin_cat.cost.record import ONE, ZERO, Cost, GroupCost, OpCost, StreamRecord
 from napkin_cat.cost.trips import running_trips
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.syntax.primitive import kind_of
@@ -63,24 +63,19 @@ def box_cost(box) -> Cost:
     kind = kind_of(spec.kind)
     occurrence = next(_OCCURRENCES)
     per_item = kind.item_flops(core_of(spec, box.dom, box.cod))
-    weave = sympy.Integer(1)
-    for w in spec.weave_names:
-        for arr in box.cod.inside:
-            if w in arr.names:
-                weave = weave * arr.axis(w).size
-                break
-    out = (box.cod.inside or box.dom.inside)[0] if (box.cod.inside or box.dom.inside) else None
-    for p, f in per_item.items():
+    cod, dom = box.cod.inside, box.dom.inside
+    weave = sympy.Mul(*(next((arr.axis(w).size for arr in cod if w in arr.names), ONE) for w in spec.weave_names))
+    out = (cod or dom)[0] if (cod or dom) else None
+    dtype, operands = (out.dtype.name if out else ""), tuple(a.dtype.name for a in dom)
+    for p, f in per_item.items():    # the pipelines of one box are distinct: each is set once
         f = sympy.sympify(f) * weave
-        c.flops[p] = c.flops.get(p, ZERO) + f
-        c.ops.append(OpCost(box.name, spec.kind, p, f, sympy.Integer(1), dtype=out.dtype.name if out else "",
-                            operands=tuple(a.dtype.name for a in box.dom.inside), index=occurrence))
+        c.flops[p] = f
+        c.ops.append(OpCost(box.name, spec.kind, p, f, ONE, dtype=dtype, operands=operands, index=occurrence))
     if spec.kind in ("load", "save"):
-        src, dst = box.dom.inside[0], box.cod.inside[0]
-        lvl = max(src.level, dst.level)
-        c.H[lvl] = numel(src)
-        c.H_bytes[lvl] = numel(src) * max(src.dtype.bytes, dst.dtype.bytes) if src.dtype == dst.dtype \
-            else numel(src) * dst.dtype.bytes
+        src, dst = dom[0], cod[0]
+        lvl, n = max(src.level, dst.level), numel(src)
+        c.H[lvl] = n
+        c.H_bytes[lvl] = n * max(src.dtype.bytes, dst.dtype.bytes) if src.dtype == dst.dtype else n * dst.dtype.bytes
     return c
 
 

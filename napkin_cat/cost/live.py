@@ -32,13 +32,23 @@ def numel(arr: Array):
 
 
 @lru_cache(maxsize=None)
-def _terms(arr: Array) -> tuple:
-    """``numel(arr)`` expanded, as ``(monomial, coefficient)`` pairs (computed once per array)."""
+def _expanded(arr: Array) -> tuple:
+    """``numel(arr)`` expanded, as ``(monomial, coefficient)`` pairs (computed once per equal arrays)."""
     return tuple((m, int(c) if c.is_Integer else c) for m, c in sympy.expand(numel(arr)).as_coefficients_dict().items())
 
 
+def _terms(arr: Array) -> tuple:
+    """:func:`_expanded`, memoised on the array itself (immutable): a wire's array is met at every layer it
+    crosses, and looking it up by equality hashes its axes each time."""
+    found = arr.__dict__.get("_numel_terms")
+    if found is None:
+        found = arr.__dict__["_numel_terms"] = _expanded(arr)
+    return found
+
+
 def _sum(terms: dict):
-    return sympy.Add(*(c * m for m, c in terms.items() if c))
+    """The polynomial ``Σ c·m`` (a coefficient 1 leaves its monomial as it is)."""
+    return sympy.Add(*(m if c == 1 else c * m for m, c in terms.items() if c))
 
 
 class Live:

@@ -30,6 +30,7 @@ import sympy
 from napkin_cat.cost.maxima import column_max
 
 ZERO = sympy.Integer(0)
+ONE = sympy.Integer(1)
 
 
 @dataclass(frozen=True)
@@ -149,12 +150,21 @@ class Cost:
         ``region`` (a partition such as ``("grid", "q")``) is prepended to the ops' region paths;
         ``role`` is given to the ops that have none yet (the innermost stream decides).
         """
-        ops = [replace(o, trips=o.trips * k, region=((region,) if region else ()) + o.region,
-                       role=o.role or role) for o in self.ops]
-        return Cost({l: h * k for l, h in self.H.items()}, {l: h * k for l, h in self.H_bytes.items()},
-                    {l: list(c) for l, c in self.columns.items()}, {p: f * k for p, f in self.flops.items()},
-                    [replace(g, N_g=g.N_g * k) for g in self.groups], list(self.streams),
-                    ops)
+        if k is ONE or (type(k) is int and k == 1):     # k · x is x: only the ops' region paths and roles change
+            times = _same
+        elif isinstance(k, sympy.Expr):
+            def times(x):
+                return k if x is ONE else x * k        # 1 · k is k (sympy's 1 is one object)
+        else:
+            def times(x):
+                return x * k
+        prefix = (region,) if region else ()
+        ops = [o if not prefix and (o.role or not role) and times is _same else
+               OpCost(o.label, o.kind, o.pipeline, o.flops, times(o.trips), prefix + o.region, o.role or role,
+                      o.dtype, o.operands, o.index) for o in self.ops]
+        return Cost({l: times(h) for l, h in self.H.items()}, {l: times(h) for l, h in self.H_bytes.items()},
+                    {l: list(c) for l, c in self.columns.items()}, {p: times(f) for p, f in self.flops.items()},
+                    [replace(g, N_g=times(g.N_g)) for g in self.groups], list(self.streams), ops)
 
     def then(self, other: "Cost") -> "Cost":
         """Sequential composition: H and FLOPs add, M is the max (columns are pooled)."""
@@ -185,7 +195,7 @@ class Cost:
                 for k, v in getattr(src, name).items():
                     terms.setdefault(k, []).append(v)
             for k, vs in terms.items():
-                mine[k] = sympy.Add(*vs)
+                mine[k] = vs[0] if len(vs) == 1 else sympy.Add(*vs)
         for src in parts:
             for l, cols in src.columns.items():
                 for v in cols:
@@ -214,6 +224,10 @@ class Cost:
         H = {l: h for l, h in self.H.items()}
         return f"Cost(H={H}, M={self.M}, flops={self.flops})"
 
+
+
+def _same(x):
+    return x
 
 
 def _largest(cols):
