@@ -1,6 +1,7 @@
 """Hypothesis profiles: CI runs derandomized (the same examples every run, so a landing is
 reproducible); local runs draw fresh examples each time and so keep exploring.  The suite's options
 (``--fuzz``, ``--fuzz-long``), and the scheduling of its files over pytest-xdist's workers."""
+import gc
 import os
 from collections import OrderedDict
 
@@ -10,6 +11,15 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("dev", deadline=None, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def pytest_collection_finish(session):
+    """The objects that importing and collecting made (modules, the rule book, sympy's caches: long-lived) moved
+    out of the cyclic collector's generations, so that its full collections stop walking them again at every
+    test (measured, one process: the rewrite and program fuzzes 91 → 81 s of CPU; ``nc.derive`` pauses the
+    collector on its own, :func:`napkin_cat.search.derivation.collector_paused`)."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_addoption(parser):

@@ -235,11 +235,16 @@ class CodePrinter(Printer):
         self.plan, self.sizes, self.options = plan, dict(plan.sizes), options
         self.layout = layouts(plan, unstaged=self.unstaged_layout)     # on-chip variables: byte offsets per level
         self.extents: dict = {}    # tile symbol -> symbol of its extent in the current trip
+        self._nominal: dict = {}   # e -> e at the plan's sizes (a kernel asks for the same extents many times)
 
     # ------------------------------------------------------------------ expressions
     def nominal(self, e) -> sympy.Expr:
         """``e`` at the plan's sizes (tiles at their full size)."""
-        return substituted(e, self.sizes)
+        e = sympy.sympify(e)
+        found = self._nominal.get(e)
+        if found is None:
+            found = self._nominal[e] = substituted(e, self.sizes)
+        return found
 
     def current(self, e) -> sympy.Expr:
         """``e`` in the current trip: tile symbols bound by enclosing loops become their extents."""
@@ -247,7 +252,7 @@ class CodePrinter(Printer):
 
     def code(self, e, names: dict | None = None) -> str:
         """An integer expression in the dialect; ``names`` maps symbols to printed text."""
-        return self._expr(substituted(e, self.sizes), names or {})
+        return self._expr(self.nominal(e), names or {})
 
     def _expr(self, e, names) -> str:
         if isinstance(e, (sympy.logic.boolalg.BooleanTrue, sympy.logic.boolalg.BooleanFalse)):

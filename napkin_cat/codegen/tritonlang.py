@@ -136,6 +136,7 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
         self.runtime = tritonhost.runtime_sizes(self.plan, runtime)
         for s in self.runtime:
             self.sizes.pop(s, None)
+        self._nominal.clear()       # what was substituted at the sizes before the runtime ones were let go
         self.indices = {s.index for s in walk(self.plan.body) if isinstance(s, (GridLoop, StreamLoop))}
         self.even = True            # printing the variant that takes the plan's divisibility for granted
         self.assumed: dict = {}     # launch name -> the (full, tile) pairs its even variant assumed divisible
