@@ -32,7 +32,8 @@ import sympy
 
 import napkin_cat as nc
 from napkin_cat.algorithms.accumulators import (Binding, NormaliserForm, StateArray, build_state_diagrams,
-                                                is_contraction_over, register, remembered, single)
+                                                is_contraction_over, register, single)
+from napkin_cat.syntax.relabel import remembered
 from napkin_cat.rewriting.match import Pattern, kind
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, shape_of
 

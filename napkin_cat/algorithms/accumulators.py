@@ -31,6 +31,7 @@ from typing import Callable
 from napkin_cat.errors import RewriteError
 from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty
 from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.relabel import remembered
 
 GROUP = "napkin_cat.accumulators"
 #: plugin groups imported for their side effect of registering forms (a rule book registers its own)
@@ -87,26 +88,6 @@ def _checked(form_name, what, diagram, dom, cod):
         raise RewriteError(f"accumulator form {form_name!r}: its {what} goes {diagram.dom} → {diagram.cod}, "
                            f"but the stream needs {dom} → {cod}")
     return diagram
-
-
-def remembered(box, key, build):
-    """``build()``, remembered on ``box`` under ``key``.
-
-    What a form builds at a match (its state, step and finish) is a function of the boxes it matched, which are
-    immutable values, and of what ``key`` names (the form, the axis, the ports and boxes it reads besides ``box``),
-    not of the region around them: the same box met again in another candidate region (the next block of a
-    program, the next partition of a kernel) gets the same diagrams without building them again.
-
-    >>> from napkin_cat.syntax.adapter import Box, Ty
-    >>> box, calls = Box("f", Ty(), Ty()), []
-    >>> [remembered(box, ("form", "x"), lambda: calls.append(1) or len(calls)) for _ in range(2)], calls
-    ([1, 1], [1])
-    """
-    memo = box.__dict__.setdefault("_forms", {})
-    found = memo.get(key)
-    if found is None:
-        found = memo[key] = build()
-    return found
 
 
 def build_state_diagrams(form, state, inputs, step, finish, outputs):

@@ -32,7 +32,8 @@ means far from zero::
 """
 from __future__ import annotations
 
-from napkin_cat.algorithms.accumulators import Binding, StateArray, build_state_diagrams, label, register, remembered
+from napkin_cat.algorithms.accumulators import Binding, StateArray, build_state_diagrams, label, register
+from napkin_cat.syntax.relabel import remembered
 from napkin_cat.syntax.construct import elementwise, reduce
 
 

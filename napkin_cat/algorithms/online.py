@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 
-from napkin_cat.algorithms.accumulators import Binding, StateArray, build_state_diagrams, label, register, remembered
+from napkin_cat.algorithms.accumulators import Binding, StateArray, build_state_diagrams, label, register
+from napkin_cat.syntax.relabel import remembered
 from napkin_cat.syntax.construct import apply, elementwise
 
 

@@ -108,6 +108,15 @@ def value(expr, env):
         raise NapkinError(f"give sizes for {missing} (sizes={{'name': …}}); the expression is {expr}") from None
 
 
+def _accumulate(terms: dict, exponent: tuple, coefficient) -> None:
+    """``terms[exponent] += coefficient``, a term that cancels left out."""
+    v = terms.get(exponent, 0) + coefficient
+    if v:
+        terms[exponent] = v
+    else:
+        terms.pop(exponent, None)
+
+
 class Laurent:
     """A Laurent polynomial in ``n`` variables: ``{exponents: coefficient}``, exact numeric coefficients.
 
@@ -141,11 +150,7 @@ class Laurent:
             return other
         out = dict(self.terms)
         for e, c in other.terms.items():
-            v = out.get(e, 0) + c
-            if v:
-                out[e] = v
-            else:
-                out.pop(e, None)
+            _accumulate(out, e, c)
         return Laurent(out, self.n)
 
     __radd__ = __add__
@@ -159,12 +164,7 @@ class Laurent:
         out: dict = {}
         for e1, c1 in self.terms.items():
             for e2, c2 in other.terms.items():
-                e = tuple(a + b for a, b in zip(e1, e2))
-                v = out.get(e, 0) + c1 * c2
-                if v:
-                    out[e] = v
-                else:
-                    out.pop(e, None)
+                _accumulate(out, tuple(a + b for a, b in zip(e1, e2)), c1 * c2)
         return Laurent(out, self.n)
 
     __rmul__ = __mul__

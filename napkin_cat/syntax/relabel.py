@@ -72,14 +72,26 @@ def _same_name(name: str) -> str:
 _SAME = object()   # remembered for an object its functor keeps: no reference from an object to itself
 
 
-def _remembered(obj, key, make):
-    """``make(obj)``, remembered on the immutable ``obj`` under ``key``."""
+def remembered(obj, key, build):
+    """``build()``, remembered on the immutable value ``obj`` (a box, an array) under ``key``, a hashable value
+    that determines the result whole with ``obj``: the images of a box under a named functor (:func:`map_arrays`),
+    what an accumulator form builds at a box it matched (:mod:`napkin_cat.algorithms.accumulators`).  A result
+    that is ``obj`` itself is remembered by a marker, so that no object refers to itself (it would wait for the
+    cyclic collector).
+
+    >>> from napkin_cat.syntax.adapter import Box, Ty
+    >>> box, calls = Box("f", Ty(), Ty()), []
+    >>> [remembered(box, ("form", "x"), lambda: calls.append(1) or len(calls)) for _ in range(2)], calls
+    ([1, 1], [1])
+    >>> remembered(box, ("kept",), lambda: box) is box
+    True
+    """
     images = obj.__dict__.get("_images")
     if images is None:
         images = obj.__dict__["_images"] = {}
     found = images.get(key)
     if found is None:
-        found = make(obj)
+        found = build()
         images[key] = _SAME if found is obj else found
         return found
     return obj if found is _SAME else found
@@ -88,7 +100,7 @@ def _remembered(obj, key, make):
 def _remembering(fa, key):
     """``fa`` with each array's image remembered on the array under ``key``."""
     def remembering(arr):
-        return _remembered(arr, key, fa)
+        return remembered(arr, key, lambda: fa(arr))
     remembering.key = key
     return remembering
 
@@ -110,7 +122,7 @@ def map_box(box, fa, fname, *, fparam: Callable = None, key=None):
     (see :func:`map_arrays`)."""
     if key is None:
         return _image(box, fa, fname, fparam, None)
-    return _remembered(box, key, lambda b: _image(b, fa, fname, fparam, key))
+    return remembered(box, key, lambda: _image(box, fa, fname, fparam, key))
 
 
 def _image(box, fa, fname, fparam, key):
