@@ -90,7 +90,13 @@ class GradError(NapkinError, ValueError):
     """A diagram cannot be differentiated as asked: an input it lacks, a box without a VJP."""
 
 
-class NoVJPError(NapkinError, ValueError):
+class MissingPartError(NapkinError, ValueError):
+    """A primitive kind declared without a part a layer needs (its VJP, its interval image, a backend's printed
+    form): raised by the layer at the call that needs the part, naming the kind, the part and the keyword of
+    ``nc.declare`` that supplies it."""
+
+
+class NoVJPError(MissingPartError):
     """A box of a kind with no vector-Jacobian product was differentiated."""
 
 

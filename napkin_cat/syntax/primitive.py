@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from napkin_cat.errors import ShapeError, UnknownPrimitiveError, SignatureError
+from napkin_cat.errors import MissingPartError, ShapeError, SignatureError, UnknownPrimitiveError
 
 PIPELINES = ("tensor", "special", "general")
 
@@ -117,9 +117,33 @@ class Addend:
     operands: tuple[int, ...]
 
 
+#: the backends a kind may carry a printed form for (``Kind.forms``): C/OpenMP, CUDA C++ (the C form when it has
+#: no form of its own), Triton
+BACKENDS = ("c", "cuda", "triton")
+#: a kind's optional parts → (what it is, the keyword of :func:`declare` that supplies it, what it enables)
+PARTS = {
+    "vjp": ("vector-Jacobian product", "vjp", "differentiate it (nc.grad)"),
+    "interval": ("interval image", "interval", "bound it on a tile (a mask built with it skips tiles)"),
+    "constant": ("constant rule", "constant", "fold it when its inputs are constant (tile skipping)"),
+    "c": ("C form", "forms={'c': …}", "print it in C/OpenMP and CUDA"),
+    "cuda": ("CUDA form", "forms={'cuda': …} (or a C form)", "print it in CUDA"),
+    "triton": ("Triton form", "forms={'triton': …}", "print it for Triton"),
+}
+
+
 @dataclass(frozen=True, eq=False)
 class Kind:
-    """A declared primitive kind (see module docstring)."""
+    """A declared primitive kind: the one record every layer reads (see module docstring and :func:`declare`).
+
+    A part a layer needs and the kind lacks is refused by :meth:`part`, naming it:
+
+    >>> k = Kind("twice", lambda xs, core: [2 * xs[0]])
+    >>> k.part("vjp")
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.MissingPartError: kind 'twice' has no vector-Jacobian product: declare it with vjp=… to \
+differentiate it (nc.grad)
+    """
 
     name: str
     impl: Callable
@@ -132,9 +156,31 @@ class Kind:
     doc: str = ""
     addends: tuple = ()  # tuple[Addend, ...]: operands the kind adds to the rest of its result
     vjp: Callable | None = None  # its vector-Jacobian product (napkin_cat.autodiff.vjps: the rule protocol)
+    interval: Callable | None = None  # (intervals of the inputs, box) -> Interval | Truth | None: its image
+    constant: Callable | None = None  # (box, constants of the inputs: None unknown) -> its constant or None
+    forms: dict = field(default_factory=dict)  # backend (BACKENDS) -> its printed form (a template)
 
     def __repr__(self):
         return f"Kind({self.name!r})"
+
+    def part(self, name: str):
+        """The part ``name`` (a key of :data:`PARTS`: ``vjp``, ``interval``, ``constant`` or a backend's form),
+        or :class:`MissingPartError` naming the kind, the part and how to declare it.  A CUDA form falls back on
+        the C form (CUDA C++ prints C's expressions)."""
+        if name not in PARTS:
+            raise MissingPartError(f"{name!r} is not a part of a primitive kind; the parts are {sorted(PARTS)}")
+        if name in BACKENDS:
+            value = self.forms.get(name)
+            if value is None and name == "cuda":
+                value = self.forms.get("c")
+        else:
+            value = getattr(self, name)
+        if value is None:
+            what, keyword, purpose = PARTS[name]
+            raise MissingPartError(f"kind {self.name!r} has no {what}: declare it with {keyword}=… to {purpose}"
+                                   if "=" not in keyword else
+                                   f"kind {self.name!r} has no {what}: declare it with {keyword} to {purpose}")
+        return value
 
     def item_flops(self, core: Core) -> dict:
         if self.flops is None:
@@ -153,21 +199,30 @@ KINDS: dict[str, Kind] = {}
 def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callable = None,
             accumulator: Accumulator | None = None, labelled: Callable | None = None,
             label: str | None = None, shape: str = "box", doc: str = "", replace: bool = False,
-            addends: tuple = (), vjp: Callable | None = None) -> Kind:
-    """Declare (register) a primitive kind; returns it.
+            addends: tuple = (), vjp: Callable | None = None, interval: Callable | None = None,
+            constant: Callable | None = None, forms: dict | None = None) -> Kind:
+    """Declare (register) a primitive kind; returns it.  Every part is a keyword argument:
 
     ``impl(xs, core)`` takes numpy arrays with leading batch dims and returns a
     list of outputs; ``flops(core)`` returns ``{pipeline: per-item count}``;
     ``check(core)`` raises :class:`SignatureError` for an illegal core signature; ``addends`` the
     :class:`Addend` positions (``f(…, t) = rest(…) + t``: ``fma`` adds its third operand to the product of
     its first two); ``vjp`` its vector-Jacobian product for ``nc.grad`` (a rule as in
-    :mod:`napkin_cat.autodiff.vjps`; a kind without one is refused when differentiated).
+    :mod:`napkin_cat.autodiff.vjps`); ``interval(ins, box)`` its image of the inputs' intervals (tile
+    skipping); ``constant(box, consts)`` its output when inputs are constant; ``forms`` its printed form per
+    backend (``{"c": …, "cuda": …, "triton": …}``).  A part left out is refused by name by the layer that needs
+    it (:meth:`Kind.part`).
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise SignatureError(f"a primitive kind is named by an identifier (such as 'gelu2'), got {name!r}")
-    for role, fn in (("impl", impl), ("flops", flops), ("check", check), ("labelled", labelled), ("vjp", vjp)):
+    for role, fn in (("impl", impl), ("flops", flops), ("check", check), ("labelled", labelled), ("vjp", vjp),
+                     ("interval", interval), ("constant", constant)):
         if (fn is not None or role == "impl") and not callable(fn):
             raise SignatureError(f"kind {name!r}: {role} must be a function, got {type(fn).__name__} {fn!r}")
+    forms = dict(forms or {})
+    for backend in forms:
+        if backend not in BACKENDS:
+            raise SignatureError(f"kind {name!r}: forms are given per backend {BACKENDS}, got {backend!r}")
     for a in addends:
         if not isinstance(a, Addend) or a.position in a.operands:
             raise SignatureError(f"kind {name!r}: addends must be Addend(position, rest, operands) with the "
@@ -175,7 +230,8 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     if name in KINDS and not replace:
         raise SignatureError(f"a primitive kind called {name!r} is already declared; "
                              "pass replace=True to redefine it")
-    kind = Kind(name, impl, flops, check, accumulator, labelled, label or name, shape, doc, tuple(addends), vjp)
+    kind = Kind(name, impl, flops, check, accumulator, labelled, label or name, shape, doc, tuple(addends), vjp,
+                interval, constant, forms)
     KINDS[name] = kind
     return kind
 
