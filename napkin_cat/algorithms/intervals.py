@@ -22,7 +22,7 @@ The law (checked in ``proofs/``): for every value ``v`` of a tile and every elem
 >>> ops, _, (out,) = trace_values(nc.library.causal_mask(q=8, x=8))
 >>> evaluate(ops, lambda axis, size: (4, 4) if axis == "x" else (0, 2))[out]     # x in 4…7, q in 0…1
 Truth(always=False, possibly=False)
->>> sorted(tiles_read(ops))
+>>> sorted(tiles_read(ops, out))
 ['q', 'x']
 """
 from __future__ import annotations
@@ -34,25 +34,36 @@ def evaluate(ops, tile_of) -> dict:
     """The intervals (or truths) of the values the ops ``[(box, ins, outs)]`` make, in order: each op's kind's
     interval image of its inputs' (``tile_of(axis, size)`` the tile ``(start, extent)`` an axis is in); an
     unknown input, or a kind without an image, gives nothing."""
+    return _evaluate(ops, tile_of, None)
+
+
+def tiles_read(ops, value) -> frozenset:
+    """The axes whose tiles the interval (or truth) of ``value`` reads, through the images that are known: what
+    its truth on a tile depends on (empty when nothing is known of it, or it is known whatever the tile)."""
+    reads: dict = {}
+    _evaluate(ops, None, reads)
+    return frozenset(reads.get(value, ()))
+
+
+def _evaluate(ops, tile_of, reads) -> dict:
+    """:func:`evaluate`; with a dict ``reads``, on a probe tile ``(0, 1)`` of every axis, noting for each known value
+    the axes its image read, its own and its known inputs'."""
     known: dict = {}
     for box, ins, outs in ops:
         rule = kind_of(box.data.kind).part("interval", default=None)
-        value = rule([known.get(v) for v in ins], box, tile_of) if rule is not None else None
+        if rule is None:
+            continue
+        read: set = set()
+
+        def probe(axis, size):
+            read.add(axis)
+            return (0, 1)
+        value = rule([known.get(v) for v in ins], box, tile_of if reads is None else probe)
         if value is not None:
             known[outs[0]] = value
+            if reads is not None:
+                reads[outs[0]] = read.union(*(reads.get(v, ()) for v in ins))
     return known
-
-
-def tiles_read(ops) -> frozenset:
-    """The axes whose tiles the intervals of ``ops`` read: what their truth on a tile depends on (the axes of the
-    positions among them)."""
-    read = set()
-
-    def tile_of(axis, size):
-        read.add(axis)
-        return (0, 1)
-    evaluate(ops, tile_of)
-    return frozenset(read)
 
 
 __all__ = ["evaluate", "tiles_read"]

@@ -152,7 +152,7 @@ def skip_of(schedule) -> Skip | None:
         made = _ancestry(ops, cond, by_reducers)
         if made is None:
             continue
-        axes = tiles_read(made)
+        axes = tiles_read(made, cond)
         if axes:
             masks.append(Mask(cond, made, axes))
     return Skip(schedule.axis, tuple(masks)) if masks else None

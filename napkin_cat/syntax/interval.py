@@ -244,26 +244,22 @@ def hull(*xs):
     return Interval(lo_of(*(v.lo for v in xs)), hi_of(*(v.hi for v in xs)))
 
 
-def less_equal(a, b) -> Truth:
-    """``a ≤ b``: always where ``hi(a) ≤ lo(b)``, possibly where ``lo(a) ≤ hi(b)``."""
-    return Truth(le(a.hi, b.lo), le(a.lo, b.hi)) if _known(a, b) else MAYBE
+def less_equal(a, b) -> Truth | None:
+    """``a ≤ b``: always where ``hi(a) ≤ lo(b)``, possibly where ``lo(a) ≤ hi(b)`` (None: an input is unknown)."""
+    return Truth(le(a.hi, b.lo), le(a.lo, b.hi)) if _known(a, b) else None
 
 
-def less(a, b) -> Truth:
-    return Truth(lt(a.hi, b.lo), lt(a.lo, b.hi)) if _known(a, b) else MAYBE
+def less(a, b) -> Truth | None:
+    return Truth(lt(a.hi, b.lo), lt(a.lo, b.hi)) if _known(a, b) else None
 
 
-def equal(a, b) -> Truth:
+def equal(a, b) -> Truth | None:
     """``a = b``: always where both are one and the same point, possibly where they overlap."""
-    if not _known(a, b):
-        return MAYBE
-    return Truth(_point(a, b), _overlap(a, b))
+    return Truth(_point(a, b), _overlap(a, b)) if _known(a, b) else None
 
 
-def not_equal(a, b) -> Truth:
-    if not _known(a, b):
-        return MAYBE
-    return Truth(negate(_overlap(a, b)), negate(_point(a, b)))
+def not_equal(a, b) -> Truth | None:
+    return Truth(negate(_overlap(a, b)), negate(_point(a, b))) if _known(a, b) else None
 
 
 def _overlap(a, b):
@@ -275,6 +271,7 @@ def _point(a, b):
 
 
 def _truth(x) -> Truth:
+    """A mask nothing is known of may be true or false anywhere."""
     return x if isinstance(x, Truth) else MAYBE
 
 
