@@ -19,6 +19,11 @@ load, save         R@ℓ → R@ℓ±1              0                   —
 cast               R:fp32 → R:fp16 …        general 1           —
 =================  =======================  ==================  ==================
 
+Each declaration carries the kind's other parts with it: its vector-Jacobian product
+(:mod:`napkin_cat.syntax.vjp`), its interval image (:mod:`napkin_cat.syntax.interval`) and its constant
+rule (``constant(box, c)``: the output's one value when the inputs are the constants ``c``), each where
+the kind has one.
+
 >>> import numpy as np
 >>> from napkin_cat.syntax.primitive import kind_of, Core
 >>> from napkin_cat.syntax.axis import Axis

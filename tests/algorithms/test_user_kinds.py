@@ -271,36 +271,31 @@ def test_a_mask_cast_to_numbers_and_multiplied_in_skips_too():
 
 
 # ---------------------------------------------------------------------------------------------- missing parts
-def test_a_kind_without_a_part_is_refused_where_it_is_needed_and_skips_nothing_where_it_is_optional():
-    bare = {"user_bare_clamp": "user_clamp", "user_bare_softplus": "user_softplus"}
-    for name, like in bare.items():           # the same numpy meaning, FLOPs and check; no VJP, image or constant
-        parts = DECLARATIONS[like]
+def test_a_kind_without_a_part_is_refused_where_it_is_needed_and_skips_nothing_where_it_is_optional(scratch_kinds):
+    for name, like in {"user_bare_clamp": "user_clamp", "user_bare_softplus": "user_softplus"}.items():
+        parts = DECLARATIONS[like]           # the same numpy meaning, FLOPs and check; no VJP, image or constant
         nc.declare(name, parts["impl"], flops=parts["flops"], check=parts["check"])
-    try:
-        k = nc.engine.KINDS["user_bare_clamp"]
-        for part in ("vjp", "interval", "constant"):
-            with pytest.raises(nc.MissingPartError, match=f"kind 'user_bare_clamp' has no .*: declare it with {part}="):
-                k.part(part)
-        f = nc.apply("user_bare_clamp", "n", params={"lo": LO, "hi": HI}, n=3)
-        with pytest.raises(nc.NoVJPError, match="kind 'user_bare_clamp' has no vector-Jacobian product: declare it "
-                                                "with vjp="):
-            nc.grad(f)
-        # without an interval image, the mask x ≤ clamp(q) is unknown on a tile: legal, it only skips nothing
-        b = nc.Builder(nc.Ty())
-        qi, xi = _positions(b)
-        qc = b(nc.apply("user_bare_clamp", "q", params={"lo": LO, "hi": HI}, dtype="int32"), qi)
-        att = nc.library.masked_attention(b.build(b(nc.compare("le", "x, q -> q x"), xi, qc)))
-        assert _skip(att) is None
-        rng = np.random.default_rng(0)
-        Q, K, V = rng.normal(size=(6, 2)), rng.normal(size=(6, 2)), rng.normal(size=(6, 2))
-        np.testing.assert_allclose(nc.evaluate(_flash(att), Q, K, V, sizes={"g_q": 2, "s_x": 2}),
-                                   nc.evaluate(att, Q, K, V), rtol=1e-12)
-        # without a constant rule, softplus(−∞) is not known to be 0: the masked sum's trips are not neutral
-        assert _skip(_masked_softplus_sum("user_softplus")) is not None
-        assert _skip(_masked_softplus_sum("user_bare_softplus")) is None
-    finally:
-        for name in bare:
-            del nc.engine.KINDS[name]
+    k = nc.engine.KINDS["user_bare_clamp"]
+    for part in ("vjp", "interval", "constant"):
+        with pytest.raises(nc.MissingPartError, match=f"kind 'user_bare_clamp' has no .*: declare it with {part}="):
+            k.part(part)
+    f = nc.apply("user_bare_clamp", "n", params={"lo": LO, "hi": HI}, n=3)
+    with pytest.raises(nc.NoVJPError, match="kind 'user_bare_clamp' has no vector-Jacobian product: declare it "
+                                            "with vjp="):
+        nc.grad(f)
+    # without an interval image, the mask x ≤ clamp(q) is unknown on a tile: legal, it only skips nothing
+    b = nc.Builder(nc.Ty())
+    qi, xi = _positions(b)
+    qc = b(nc.apply("user_bare_clamp", "q", params={"lo": LO, "hi": HI}, dtype="int32"), qi)
+    att = nc.library.masked_attention(b.build(b(nc.compare("le", "x, q -> q x"), xi, qc)))
+    assert _skip(att) is None
+    rng = np.random.default_rng(0)
+    Q, K, V = rng.normal(size=(6, 2)), rng.normal(size=(6, 2)), rng.normal(size=(6, 2))
+    np.testing.assert_allclose(nc.evaluate(_flash(att), Q, K, V, sizes={"g_q": 2, "s_x": 2}),
+                               nc.evaluate(att, Q, K, V), rtol=1e-12)
+    # without a constant rule, softplus(−∞) is not known to be 0: the masked sum's trips are not neutral
+    assert _skip(_masked_softplus_sum("user_softplus")) is not None
+    assert _skip(_masked_softplus_sum("user_bare_softplus")) is None
 
 
 def _skip(d):
