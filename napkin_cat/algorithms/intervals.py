@@ -50,7 +50,8 @@ def _evaluate(ops, tile_of, reads) -> dict:
     the axes its image read, its own and its known inputs'."""
     known: dict = {}
     for box, ins, outs in ops:
-        rule = kind_of(box.data.kind).part("interval", default=None)
+        kind = getattr(getattr(box, "data", None), "kind", None)      # None: a region, of which nothing is known
+        rule = None if kind is None else kind_of(kind).part("interval", default=None)
         if rule is None:
             continue
         read: set = set()

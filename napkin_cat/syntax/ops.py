@@ -310,6 +310,17 @@ def _silu_prime(ctx, box, xi, yo):
     return ctx.ew("add", s, ctx.ew("mul", ctx.ew("mul", x, s), ctx.one_minus(s)))
 
 
+def _abs_prime(ctx, box, xi, yo):
+    """d/dx |x| = 2H(x) − 1."""
+    return ctx.const("shift", ctx.const("scale", ctx.ew("step", ctx.x(xi)), 2), -1)
+
+
+def _rsqrt_prime(ctx, box, xi, yo):
+    """d/dx x^(−½) = −½ y³."""
+    y = ctx.x(yo)
+    return ctx.const("scale", ctx.ew("mul", ctx.ew("square", y), y), -0.5)
+
+
 def _shift_constant(box, c):
     return None if c[0] is None else _constant_sum([c[0], float(box.data.param("c", 0))])
 
@@ -326,9 +337,7 @@ UNARY = {
             dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("recip", ctx.x(xi))),
                  interval=iv.increasing(iv.log_end))),
     "abs": (lambda x, c: np.abs(x), "general",
-            dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.const("shift", ctx.const("scale", ctx.ew("step", ctx.x(xi)),
-                                                                                   2), -1)),
-                 interval=iv.image(iv.absolute))),
+            dict(vjp=pointwise(_abs_prime), interval=iv.image(iv.absolute))),
     "neg": (lambda x, c: -x, "general",
             dict(vjp=linear(lambda ctx, box, yb, xi: ctx.ew("neg", yb)), interval=iv.image(iv.neg))),
     "relu": (lambda x, c: np.maximum(x, 0), "general",
@@ -342,8 +351,7 @@ UNARY = {
     "sqrt": (lambda x, c: np.sqrt(x), "special",
              dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.const("scale", ctx.ew("recip", ctx.x(yo)), 0.5)))),
     "rsqrt": (lambda x, c: 1.0 / np.sqrt(x), "special",
-              dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.const("scale", ctx.ew("mul", ctx.ew("square", ctx.x(yo)),
-                                                                                    ctx.x(yo)), -0.5)))),
+              dict(vjp=pointwise(_rsqrt_prime))),
     "recip": (lambda x, c: 1.0 / x, "special",
               dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("neg", ctx.ew("square", ctx.x(yo)))))),
     "square": (lambda x, c: x * x, "general",
