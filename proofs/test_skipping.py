@@ -19,7 +19,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import napkin_cat as nc
-from napkin_cat.algorithms.intervals import Truth, evaluate as intervals
+from napkin_cat.algorithms.intervals import evaluate as intervals
+from napkin_cat.syntax.interval import Truth
 from napkin_cat.syntax.wiring import trace_values
 
 # ---------------------------------------------------------------------------------------------- 1. intervals

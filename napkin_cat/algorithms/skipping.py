@@ -3,15 +3,20 @@
 FlashAttention's causal path and FlexAttention's block masks skip every tile that is entirely masked.
 Here that is a property of the stream's schedule, read off the diagram:
 
-1. a **mask** is the condition of a ``where`` or ``select`` in the stream's head or trip, computed by
-   its ops from positions (and, through ``and``, from anything);
+1. a **mask** is a ``bool`` value that an op of the stream's head or trip applies to values that are not
+   ``bool`` (the condition of a ``where`` or a ``select``, a mask cast to numbers, a user's kind that takes
+   one), computed by its ops from positions (and, through ``and``, from anything);
 2. it is **neutral when false**: with the condition false everywhere, constant propagation through the
-   trip's maps (a masked score is −∞; ``exp(−∞) = 0``; a product with 0 is 0; ``where(m, v, other=v) = v``
-   whatever another mask ``m`` is, …) brings every reducer's
-   contribution to its identity: the monoid's (0 for a sum, −∞ for a max), or an accumulator form's
-   no-op (scores of −∞ leave the online SoftMax's μ, z and o, and the online log-sum-exp, as they are);
-3. on a tile, **interval arithmetic** (:mod:`.intervals`) from the tile's positions to the condition says
-   whether it is never true there.
+   trip's maps, by each kind's constant rule (``declare(..., constant=…)``: a masked score is −∞;
+   ``exp(−∞) = 0``; a product with 0 is 0; ``where(m, v, other=v) = v`` whatever another mask ``m`` is, …)
+   brings every reducer's contribution to its identity: the monoid's (0 for a sum, −∞ for a max), or an
+   accumulator form's no-op (scores of −∞ leave the online SoftMax's μ, z and o, and the online
+   log-sum-exp, as they are);
+3. on a tile, **interval arithmetic** (:mod:`.intervals`, each kind's interval image) from the tile's
+   positions to the condition says whether it is never true there.
+
+A kind without a constant rule or an interval image is no error here: nothing is known of its output, and
+a mask through it skips nothing (both parts are read with ``kind.part(…, default=None)``).
 
 The law, proved in ``proofs/test_skipping.py`` (random masks, tiles, data, ragged sizes)::
 
@@ -32,14 +37,12 @@ False
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-import sympy
-
-from napkin_cat.algorithms.intervals import MAYBE, Truth, all_of, any_of, evaluate, negate
-
-INF = math.inf
+from napkin_cat.algorithms.intervals import evaluate, tiles_read
+from napkin_cat.syntax.dtype import BOOL
+from napkin_cat.syntax.interval import MAYBE, Truth, all_of, any_of, negate
+from napkin_cat.syntax.primitive import kind_of
 
 
 @dataclass(frozen=True)
@@ -86,41 +89,11 @@ class Skip:
 
 
 # ---------------------------------------------------------------------------------------------- constants
-def _const_of(kind, box, c, ins):
-    """The constant value of an op's output when its inputs ``c`` (None: not constant) are, else None.
-    Data are finite: ``a + (−∞) = −∞`` and ``0 · a = 0`` for any value ``a`` of an input."""
-    if kind in ("id", "load", "save", "cast", "rename"):
-        return c[0]
-    if kind == "where":          # where(m, v, other=v) = v whatever m is
-        other = float(box.data.param("other", -INF))
-        return (other if c[1] == other else None) if c[0] is None else (c[1] if c[0] else other)
-    if kind == "select":
-        return (c[1] if c[1] is not None and c[1] == c[2] else None) if c[0] is None else (c[1] if c[0] else c[2])
-    if kind in ("add", "sub", "shift"):
-        vals = list(c) if kind != "shift" else [c[0], float(box.data.param("c", 0)) if c[0] is not None else None]
-        if kind == "sub" and vals[1] is not None:
-            vals[1] = -vals[1]
-        infinite = [v for v in vals if v is not None and math.isinf(v)]
-        if len(set(infinite)) == 1:
-            return infinite[0]
-        return sum(vals) if all(v is not None for v in vals) and not infinite else None
-    if kind in ("mul", "contract", "reduce_sum"):
-        return 0.0 if any(v == 0 for v in c if v is not None) else None
-    if kind == "gather":
-        return 0.0 if c[0] == 0 else None
-    if kind == "scale":
-        k = box.data.param("c", 1)
-        positive = sympy.sympify(k).is_positive
-        if c[0] is None or positive is None:
-            return None
-        return c[0] if math.isinf(c[0]) and positive else (0.0 if c[0] == 0 else None)
-    if kind == "exp":
-        return 0.0 if c[0] == -INF else None
-    if kind in ("reduce_max", "reduce_logsumexp", "max"):
-        return -INF if all(v == -INF for v in c) else None
-    if kind in ("reduce_min", "min"):
-        return INF if all(v == INF for v in c) else None
-    return None
+def _constant(box, inputs):
+    """The one value of ``box``'s output when its inputs are the constants ``inputs`` (None: not constant), by its
+    kind's constant rule; None when the output is not constant, or the kind has no rule."""
+    rule = kind_of(box.data.kind).part("constant", default=None)
+    return None if rule is None else rule(box, inputs)
 
 
 def _constants(ops, start: dict) -> dict:
@@ -128,7 +101,7 @@ def _constants(ops, start: dict) -> dict:
     for box, ins, outs in ops:
         if (outs and outs[0] in out) or getattr(box, "data", None) is None:   # a region: not a constant
             continue
-        v = _const_of(box.data.kind, box, [out.get(i) for i in ins], ins)
+        v = _constant(box, [out.get(i) for i in ins])
         if v is not None:
             out[outs[0]] = v
     return out
@@ -138,7 +111,7 @@ def _neutral(r, consts) -> bool:
     """Whether reducer ``r`` leaves its state unchanged given the constants of its inputs."""
     if r.kind == "monoid":
         box, ins = r.op.box, r.op.ins
-        v = _const_of(box.data.kind, box, [consts.get(i) for i in ins], ins)
+        v = _constant(box, [consts.get(i) for i in ins])
         return v is not None and v == float(r.accumulator.identity(()))
     rule = getattr(r.form, "neutral", None)
     return r.kind == "step" and rule is not None and bool(rule([consts.get(v) for v in r.inputs]))
@@ -169,21 +142,29 @@ def skip_of(schedule) -> Skip | None:
     ops = [(op.box, op.ins, op.outs) for op in (*schedule.head, *maps)]
     by_reducers = {v for r in schedule.reducers for v in r.outputs}
     masks, seen = [], set()
-    for box, ins, _ in ops:
-        if getattr(box, "data", None) is None or box.data.kind not in ("where", "select") or ins[0] in seen:
+    for cond in _conditions(ops):
+        if cond in seen:
             continue
-        seen.add(ins[0])
-        consts = _constants([(o.box, o.ins, o.outs) for o in maps], {ins[0]: 0.0})
+        seen.add(cond)
+        consts = _constants([(o.box, o.ins, o.outs) for o in maps], {cond: 0.0})
         if not all(_neutral(r, consts) for r in schedule.reducers):
             continue
-        made = _ancestry(ops, ins[0], by_reducers)
+        made = _ancestry(ops, cond, by_reducers)
         if made is None:
             continue
-        axes = frozenset(b.cod.inside[0].axes[0].name for b, _, _ in made
-                         if getattr(getattr(b, "data", None), "kind", None) == "position")
+        axes = tiles_read(made, cond)
         if axes:
-            masks.append(Mask(ins[0], made, axes))
+            masks.append(Mask(cond, made, axes))
     return Skip(schedule.axis, tuple(masks)) if masks else None
+
+
+def _conditions(ops):
+    """The masks the ops apply, in order: each ``bool`` input of an op whose outputs are not ``bool`` (logic on
+    masks makes masks; a ``where``, a ``select``, a cast to numbers applies one)."""
+    for box, ins, _ in ops:
+        if getattr(box, "data", None) is None or any(a.dtype == BOOL for a in box.cod.inside):
+            continue
+        yield from (v for v, a in zip(ins, box.dom.inside) if a.dtype == BOOL)
 
 
 __all__ = ["Mask", "Skip", "skip_of"]

@@ -36,11 +36,13 @@ from __future__ import annotations
 import numpy as np
 
 from napkin_cat.errors import IndexingError, SignatureError
+from napkin_cat.syntax import interval as iv
 from napkin_cat.syntax.adapter import Array, Diagram
 from napkin_cat.syntax.axis import Axis, check_name
 from napkin_cat.syntax.dtype import BOOL, FP32, INT32, as_dtype
 from napkin_cat.syntax.ops import SUM
 from napkin_cat.syntax.primitive import Core, Weave, declare
+from napkin_cat.syntax.vjp import no_cotangent
 from napkin_cat.syntax.weave import build_box
 
 
@@ -76,23 +78,35 @@ def _position_impl(xs, core: Core):
     return [np.arange(start, start + n, dtype=np.int64).reshape(shape)]
 
 
+def _position_interval(ins, box, tile_of):
+    """The positions of the tile the numbered axis is in: ``[start, start + extent − 1]``."""
+    axis = box.cod.inside[0].axes[0]
+    return iv.tile(*tile_of(axis.name, axis.size))
+
+
 declare("position", _position_impl, flops=lambda core: {}, check=_position_check, label="pos", shape="circle",
-        doc="The position of each index along the axis it is weaved over (iota); global inside a partition.")
+        doc="The position of each index along the axis it is weaved over (iota); global inside a partition.",
+        vjp=no_cotangent, interval=_position_interval)
 
 # --------------------------------------------------------------------------- comparisons and logic
-#: comparison kind → (numpy function, symbol)
-COMPARISONS = {"le": (np.less_equal, "≤"), "lt": (np.less, "<"), "ge": (np.greater_equal, "≥"),
-               "gt": (np.greater, ">"), "eq": (np.equal, "="), "ne": (np.not_equal, "≠")}
-#: logical kind → (numpy function, arity, symbol)
-LOGICAL = {"and": (np.logical_and, 2, "∧"), "or": (np.logical_or, 2, "∨"), "not": (np.logical_not, 1, "¬")}
+#: comparison kind → (numpy function, symbol, interval image: the truth of the comparison on a tile)
+COMPARISONS = {"le": (np.less_equal, "≤", iv.image(iv.less_equal)), "lt": (np.less, "<", iv.image(iv.less)),
+               "ge": (np.greater_equal, "≥", iv.image(lambda a, b: iv.less_equal(b, a))),
+               "gt": (np.greater, ">", iv.image(lambda a, b: iv.less(b, a))),
+               "eq": (np.equal, "=", iv.image(iv.equal)), "ne": (np.not_equal, "≠", iv.image(iv.not_equal))}
+#: logical kind → (numpy function, arity, symbol, interval image)
+LOGICAL = {"and": (np.logical_and, 2, "∧", iv.image(iv.conjunction)),
+           "or": (np.logical_or, 2, "∨", iv.image(iv.disjunction)),
+           "not": (np.logical_not, 1, "¬", iv.image(iv.complement))}
 
-for _name, (_fn, _label) in COMPARISONS.items():
+for _name, (_fn, _label, _interval) in COMPARISONS.items():
     declare(_name, lambda xs, core, fn=_fn: [fn(xs[0], xs[1])], flops=lambda core: {"general": 1},
-            check=_items(_name, 2), label=_label, shape="circle", doc=f"The comparison a {_label} b (a mask).")
-for _name, (_fn, _arity, _label) in LOGICAL.items():
+            check=_items(_name, 2), label=_label, shape="circle", doc=f"The comparison a {_label} b (a mask).",
+            vjp=no_cotangent, interval=_interval)
+for _name, (_fn, _arity, _label, _interval) in LOGICAL.items():
     declare(_name, lambda xs, core, fn=_fn: [fn(*[np.asarray(x, bool) for x in xs])],
             flops=lambda core: {"general": 1}, check=_items(_name, _arity), label=_label, shape="circle",
-            doc=f"Logical {_name} of masks.")
+            doc=f"Logical {_name} of masks.", vjp=no_cotangent, interval=_interval)
 
 
 def _where_impl(xs, core: Core):
@@ -100,11 +114,50 @@ def _where_impl(xs, core: Core):
     return [np.where(np.asarray(xs[0], bool), xs[1], other)]
 
 
+def _masked(ctx, mask, yb):
+    """``ȳ`` where ``mask`` holds, 0 elsewhere (the mask broadcast by the names it carries)."""
+    return ctx.box("where", [mask, yb], yb.array.axes, params={"other": 0.0}, dtype=yb.array.dtype)
+
+
+def _where_vjp(ctx, box, ins, outs, ybar):
+    """``ā = ȳ`` where the mask holds (0 elsewhere); the mask: none."""
+    (yb,) = ybar
+    a = ctx.x(ins[1])
+    return [None, ctx.sum_to(_masked(ctx, ctx.x(ins[0]), yb), a.array)]
+
+
+def _where_interval(ins, box, tile_of):
+    other = float(box.data.param("other", -np.inf))
+    return iv.hull(ins[1], iv.point(other))
+
+
+def _where_constant(box, c):
+    """``where(m, v, other=v) = v`` whatever ``m`` is; with ``m`` constant, the side it picks."""
+    other = float(box.data.param("other", -np.inf))
+    return (other if c[1] == other else None) if c[0] is None else (c[1] if c[0] else other)
+
+
 declare("where", _where_impl, flops=lambda core: {"general": 1}, check=_items("where", 2), label="where",
-        shape="circle", doc="c ? a : other, with a constant other (−∞ by default: a masked score).")
+        shape="circle", doc="c ? a : other, with a constant other (−∞ by default: a masked score).",
+        vjp=_where_vjp, interval=_where_interval, constant=_where_constant)
+
+
+def _select_vjp(ctx, box, ins, outs, ybar):
+    """``ā = ȳ`` where the mask holds, ``b̄ = ȳ − ā``; the mask: none."""
+    (yb,) = ybar
+    abar = _masked(ctx, ctx.x(ins[0]), yb)
+    bbar = ctx.ew("sub", yb, abar)
+    return [None, ctx.sum_to(abar, ctx.x(ins[1]).array), ctx.sum_to(bbar, ctx.x(ins[2]).array)]
+
+
+def _select_constant(box, c):
+    return (c[1] if c[1] is not None and c[1] == c[2] else None) if c[0] is None else (c[1] if c[0] else c[2])
+
+
 declare("select", lambda xs, core: [np.where(np.asarray(xs[0], bool), xs[1], xs[2])],
         flops=lambda core: {"general": 1}, check=_items("select", 3), label="select", shape="circle",
-        doc="c ? a : b.")
+        doc="c ? a : b.", vjp=_select_vjp, interval=iv.image(lambda m, a, b: iv.hull(a, b)),
+        constant=_select_constant)
 
 # --------------------------------------------------------------------------- gather
 
@@ -133,9 +186,19 @@ def _gather_impl(xs, core: Core):
     return [np.where(np.broadcast_to(inside, batch), picked, np.zeros((), x.dtype))]
 
 
+def _gather_vjp(ctx, box, ins, outs, ybar):
+    """x̄[…, v] = ȳ[…] where v = t[…] (a scatter written as a mask of positions); no cotangent for the index."""
+    (yb,), x, t = ybar, ctx.x(ins[0]), ctx.x(ins[1])
+    (axis,) = [a for a in x.array.axes if a.name not in box.data.weave_names]
+    pos = ctx.b(position(axis.name, level=x.array.level, **{axis.name: axis.size}))
+    hit = ctx.box("eq", [pos, t], x.array.axes, dtype=BOOL)
+    return [_masked(ctx, hit, ctx.broadcast(yb, x.array)), None]
+
+
 declare("gather", _gather_impl, flops=lambda core: {"general": 1}, check=_gather_check, accumulator=SUM,
         label="gather", shape="box",
-        doc="x[t]: the value of the first input at the integer index t along its core axis (0 outside a slice).")
+        doc="x[t]: the value of the first input at the integer index t along its core axis (0 outside a slice).",
+        vjp=_gather_vjp, constant=lambda box, c: 0.0 if c[0] == 0 else None)
 
 
 # --------------------------------------------------------------------------- constructors

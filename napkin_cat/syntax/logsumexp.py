@@ -66,8 +66,16 @@ def _reduce_flops(core: Core):
     return {"special": n + 1, "general": 3 * n + 1}
 
 
+def _reduce_vjp(ctx, box, ins, outs, ybar):
+    """x̄ = ȳ · exp(x − y): the SoftMax of x, weighted by the cotangent of its row."""
+    (yb,), x = ybar, ctx.x(ins[0])
+    y = ctx.broadcast(ctx.x(outs[0]), x.array)
+    return [ctx.ew("mul", ctx.broadcast(yb, x.array), ctx.ew("exp", ctx.ew("sub", x, y)))]
+
+
 declare("reduce_logsumexp", _reduce_impl, flops=_reduce_flops, check=_reduce_check, label="LSE", shape="reduce",
-        doc="log Σ exp over the core axes (stable: μ + log Σ exp(x − μ)).")
+        doc="log Σ exp over the core axes (stable: μ + log Σ exp(x − μ)).",
+        vjp=_reduce_vjp, constant=lambda box, c: -np.inf if c[0] == -np.inf else None)
 
 
 def online_step(x, mu_prev, z_prev, axes):

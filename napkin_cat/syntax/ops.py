@@ -19,6 +19,11 @@ load, save         R@ℓ → R@ℓ±1              0                   —
 cast               R:fp32 → R:fp16 …        general 1           —
 =================  =======================  ==================  ==================
 
+Each declaration carries the kind's other parts with it: its vector-Jacobian product
+(:mod:`napkin_cat.syntax.vjp`), its interval image (:mod:`napkin_cat.syntax.interval`) and its constant
+rule (``constant(box, c)``: the output's one value when the inputs are the constants ``c``), each where
+the kind has one.
+
 >>> import numpy as np
 >>> from napkin_cat.syntax.primitive import kind_of, Core
 >>> from napkin_cat.syntax.axis import Axis
@@ -33,9 +38,16 @@ import math
 
 import numpy as np
 
+import sympy
+
 from napkin_cat.errors import ShapeError, SignatureError
+from napkin_cat.syntax import interval as iv
 from napkin_cat.syntax.primitive import Accumulator, Addend, Core, declare
 from napkin_cat.syntax.dtype import as_dtype
+from napkin_cat.syntax.vjp import linear, no_cotangent, on, partials, pointwise
+from napkin_cat.syntax.weave import build_box
+
+INF = math.inf
 
 
 def _numel(axes):
@@ -48,6 +60,39 @@ def _numel(axes):
 def _require(cond, kind, msg):
     if not cond:
         raise SignatureError(f"{kind}: {msg}")
+
+
+# --------------------------------------------------------------------------- constant rules
+# ``constant(box, c)``: the one value of the output when the inputs are the constants ``c`` (None: not constant),
+# else None.  Data are finite: ``a + (−∞) = −∞`` and ``0 · a = 0`` for any value ``a`` of an input.
+def _passes(box, c):
+    return c[0]
+
+
+def _constant_sum(vals):
+    """``Σ vals``: an infinite term of one sign decides it whatever the others are."""
+    infinite = [v for v in vals if v is not None and math.isinf(v)]
+    if len(set(infinite)) == 1:
+        return infinite[0]
+    return sum(vals) if all(v is not None for v in vals) and not infinite else None
+
+
+def _zero_absorbs(box, c):
+    return 0.0 if any(v == 0 for v in c if v is not None) else None
+
+
+def _all_equal(value):
+    def rule(box, c):
+        return value if all(v == value for v in c) else None
+    return rule
+
+
+def _scale_constant(box, c):
+    k = box.data.param("c", 1)
+    positive = sympy.sympify(k).is_positive
+    if c[0] is None or positive is None:
+        return None
+    return c[0] if math.isinf(c[0]) and positive else (0.0 if c[0] == 0 else None)
 
 
 # --------------------------------------------------------------------------- accumulators
@@ -99,9 +144,26 @@ def _contract_flops(core: Core):
     return {"general": k} if contracted else {}
 
 
+def _contract_vjp(ctx, box, ins, outs, ybar):
+    """``x̄ᵢ = Σ ȳ · Π_{j≠i} xⱼ`` over the axes ``xᵢ`` lacks (an einsum), broadcast over the axes no other operand
+    carries; one operand: ``ȳ`` broadcast back."""
+    (yb,) = ybar
+    xs = [ctx.x(v) for v in ins]
+    if len(xs) == 1:
+        out = [ctx.broadcast(yb, xs[0].array)]
+    else:
+        out = [ctx.contract([yb] + xs[:i] + xs[i + 1:], x.array) for i, x in enumerate(xs)]
+    if ctx.saved is not None:
+        for v, c in zip(ins, out):
+            if ins.count(v) == 1:
+                ctx.saved.note(v, c, outs[0], yb)
+    return out
+
+
 declare("contract", _contract_impl, flops=_contract_flops, check=_contract_check,
         accumulator=SUM, labelled=_contract_labelled, label="·", shape="contract",
-        doc="Contraction (dot product): the sum over shared core axes of the product of the operands.")
+        doc="Contraction (dot product): the sum over shared core axes of the product of the operands.",
+        vjp=_contract_vjp, constant=_zero_absorbs)
 
 # --------------------------------------------------------------------------- SoftMax family
 
@@ -131,8 +193,24 @@ def _softmax_flops(core: Core):
     return {"special": n, "general": 5 * n}
 
 
+def _softmax_vjp(ctx, box, ins, outs, ybar):
+    """``x̄ = β · y ⊙ (ȳ − Σ_X ȳ ⊙ y)``; with a saved contraction z of y, ``Σ_X ȳ ⊙ y = Σ z̄ ⊙ z`` (the adjoint
+    identity of :mod:`napkin_cat.autodiff.saved`)."""
+    (yb,), (x,) = ybar, [ctx.x(v) for v in ins]
+    y = ctx.x(outs[0])
+    rows = tuple(a for a in x.array.axes if a.name in box.data.weave_names)
+    s = None if ctx.saved is None else ctx.saved.pairing(ctx, box, ins, outs, ctx.cots.get(outs[0]))
+    if s is None:
+        s = ctx.box("reduce_sum", [ctx.ew("mul", yb, y)], rows)
+    u = ctx.box("sub", [yb, s], x.array.axes)
+    g = ctx.ew("mul", y, u)
+    beta = box.data.param("beta", 1)
+    return [g if beta == 1 else ctx.const("scale", g, beta)]
+
+
 declare("softmax", _softmax_impl, flops=_softmax_flops, check=_softmax_check, label="SoftMax",
-        shape="triangle", doc="SoftMax with inverse temperature β: y = exp(βx − μ)/Σ exp(βx − μ).")
+        shape="triangle", doc="SoftMax with inverse temperature β: y = exp(βx − μ)/Σ exp(βx − μ).",
+        vjp=_softmax_vjp)
 
 
 def _aux_check(name):
@@ -212,37 +290,129 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-# name: (arity, function(*xs, core), pipeline)
+def _gelu_prime(ctx, box, xi, yo):
+    """d/dx ½x(1 + tanh u), u = √(2/π)(x + 0.044715x³): ½(1 + t) + ½x(1 − t²)·√(2/π)(1 + 3·0.044715x²)."""
+    x = ctx.x(xi)
+    k = sympy.sqrt(2 / sympy.pi)
+    x2 = ctx.ew("square", x)
+    u = ctx.const("scale", ctx.ew("add", x, ctx.const("scale", ctx.ew("mul", x2, x), 0.044715)), k)
+    t = ctx.ew("tanh", u)
+    left = ctx.const("scale", ctx.const("shift", t, 1), 0.5)
+    du = ctx.const("scale", ctx.const("shift", ctx.const("scale", x2, 3 * 0.044715), 1), k)
+    right = ctx.const("scale", ctx.ew("mul", ctx.ew("mul", x, ctx.one_minus(ctx.ew("square", t))), du), 0.5)
+    return ctx.ew("add", left, right)
+
+
+def _silu_prime(ctx, box, xi, yo):
+    """d/dx x·σ(x) = σ + x·σ(1 − σ)."""
+    x = ctx.x(xi)
+    s = ctx.ew("sigmoid", x)
+    return ctx.ew("add", s, ctx.ew("mul", ctx.ew("mul", x, s), ctx.one_minus(s)))
+
+
+def _abs_prime(ctx, box, xi, yo):
+    """d/dx |x| = 2H(x) − 1."""
+    return ctx.const("shift", ctx.const("scale", ctx.ew("step", ctx.x(xi)), 2), -1)
+
+
+def _rsqrt_prime(ctx, box, xi, yo):
+    """d/dx x^(−½) = −½ y³."""
+    y = ctx.x(yo)
+    return ctx.const("scale", ctx.ew("mul", ctx.ew("square", y), y), -0.5)
+
+
+def _shift_constant(box, c):
+    return None if c[0] is None else _constant_sum([c[0], float(box.data.param("c", 0))])
+
+
+# name: (function(x, core), pipeline, its other parts: VJP (ȳ·f′ or a linear map's transpose), interval image,
+# constant rule)
 UNARY = {
-    "id": (lambda x, c: x, None),
-    "exp": (lambda x, c: np.exp(x), "special"),
-    "log": (lambda x, c: _log(x), "special"),
-    "abs": (lambda x, c: np.abs(x), "general"),
-    "neg": (lambda x, c: -x, "general"),
-    "relu": (lambda x, c: np.maximum(x, 0), "general"),
-    "gelu": (lambda x, c: _gelu(x), "special"),
-    "silu": (lambda x, c: _silu(x), "special"),
-    "sigmoid": (lambda x, c: _sigmoid(x), "special"),
-    "tanh": (lambda x, c: np.tanh(x), "special"),
-    "sqrt": (lambda x, c: np.sqrt(x), "special"),
-    "rsqrt": (lambda x, c: 1.0 / np.sqrt(x), "special"),
-    "recip": (lambda x, c: 1.0 / x, "special"),
-    "square": (lambda x, c: x * x, "general"),
-    "scale": (lambda x, c: c.value(c.params.get("c", 1)) * x, "general"),
-    "shift": (lambda x, c: x + c.value(c.params.get("c", 0)), "general"),
-    "step": (lambda x, c: np.greater(x, 0).astype(np.result_type(x, np.float32)), "general"),  # Heaviside H(x)
+    "id": (lambda x, c: x, None,
+           dict(vjp=linear(lambda ctx, box, yb, xi: yb), interval=iv.image(iv.same), constant=_passes)),
+    "exp": (lambda x, c: np.exp(x), "special",
+            dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.x(yo)), interval=iv.increasing(iv.exp_end),
+                 constant=lambda box, c: 0.0 if c[0] == -INF else None)),
+    "log": (lambda x, c: _log(x), "special",
+            dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("recip", ctx.x(xi))),
+                 interval=iv.increasing(iv.log_end))),
+    "abs": (lambda x, c: np.abs(x), "general",
+            dict(vjp=pointwise(_abs_prime), interval=iv.image(iv.absolute))),
+    "neg": (lambda x, c: -x, "general",
+            dict(vjp=linear(lambda ctx, box, yb, xi: ctx.ew("neg", yb)), interval=iv.image(iv.neg))),
+    "relu": (lambda x, c: np.maximum(x, 0), "general",
+             dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("step", ctx.x(xi))))),
+    "gelu": (lambda x, c: _gelu(x), "special", dict(vjp=pointwise(_gelu_prime))),
+    "silu": (lambda x, c: _silu(x), "special", dict(vjp=pointwise(_silu_prime))),
+    "sigmoid": (lambda x, c: _sigmoid(x), "special",
+                dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("mul", ctx.x(yo), ctx.one_minus(ctx.x(yo)))))),
+    "tanh": (lambda x, c: np.tanh(x), "special",
+             dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.one_minus(ctx.ew("square", ctx.x(yo)))))),
+    "sqrt": (lambda x, c: np.sqrt(x), "special",
+             dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.const("scale", ctx.ew("recip", ctx.x(yo)), 0.5)))),
+    "rsqrt": (lambda x, c: 1.0 / np.sqrt(x), "special",
+              dict(vjp=pointwise(_rsqrt_prime))),
+    "recip": (lambda x, c: 1.0 / x, "special",
+              dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("neg", ctx.ew("square", ctx.x(yo)))))),
+    "square": (lambda x, c: x * x, "general",
+               dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.const("scale", ctx.x(xi), 2)))),
+    "scale": (lambda x, c: c.value(c.params.get("c", 1)) * x, "general",
+              dict(vjp=linear(lambda ctx, box, yb, xi: ctx.const("scale", yb, box.data.param("c", 1))),
+                   interval=lambda ins, box, tile_of: iv.scaled(ins[0], box.data.param("c", 1)),
+                   constant=_scale_constant)),
+    "shift": (lambda x, c: x + c.value(c.params.get("c", 0)), "general",
+              dict(vjp=linear(lambda ctx, box, yb, xi: yb), interval=iv.increasing(lambda x, c=0: x + c),
+                   constant=_shift_constant)),
+    "step": (lambda x, c: np.greater(x, 0).astype(np.result_type(x, np.float32)), "general",  # Heaviside H(x)
+             dict(vjp=linear(lambda ctx, box, yb, xi: ctx.zeros_like(ctx.x(xi))))),
 }
+
+
+def _picks(larger: bool):
+    """``(ā, b̄)`` of ``max(a, b)`` (``larger``) or ``min(a, b)``: ȳ·H(a − b) and ȳ·(1 − H(a − b)) (H the Heaviside
+    step; min swaps a and b)."""
+    def pick(first):
+        def partial(ctx, y, a, b):
+            h = on(ctx, "step", y, on(ctx, "sub", y, a, b) if larger else on(ctx, "sub", y, b, a))
+            return on(ctx, "mul", y, y, h if first else ctx.one_minus(h))
+        return partial
+    return partials(pick(True), pick(False))
+
+
+# name: (function(a, b), pipeline, its other parts)
 BINARY = {
-    "add": (np.add, "general"),
-    "sub": (np.subtract, "general"),
-    "mul": (np.multiply, "general"),
-    "div": (np.divide, "general"),
-    "max": (np.maximum, "general"),
-    "min": (np.minimum, "general"),
+    "add": (np.add, "general",
+            dict(vjp=partials(lambda ctx, y, a, b: y, lambda ctx, y, a, b: y), interval=iv.image(iv.add),
+                 constant=lambda box, c: _constant_sum(c))),
+    "sub": (np.subtract, "general",
+            dict(vjp=partials(lambda ctx, y, a, b: y, lambda ctx, y, a, b: ctx.ew("neg", y)), interval=iv.image(iv.sub),
+                 constant=lambda box, c: _constant_sum([c[0], None if c[1] is None else -c[1]]))),
+    "mul": (np.multiply, "general",
+            dict(vjp=partials(lambda ctx, y, a, b: on(ctx, "mul", y, y, b),
+                              lambda ctx, y, a, b: on(ctx, "mul", y, y, a)), constant=_zero_absorbs)),
+    "div": (np.divide, "general",
+            dict(vjp=partials(lambda ctx, y, a, b: on(ctx, "div", y, y, b),
+                              lambda ctx, y, a, b: ctx.ew("neg", on(ctx, "div", y, on(ctx, "mul", y, y, a),
+                                                                    on(ctx, "mul", y, b, b)))))),
+    "max": (np.maximum, "general",
+            dict(vjp=_picks(larger=True), interval=iv.image(iv.maximum), constant=_all_equal(-INF))),
+    "min": (np.minimum, "general",
+            dict(vjp=_picks(larger=False), interval=iv.image(iv.minimum), constant=_all_equal(INF))),
 }
+
+
+def _fma_vjp(ctx, box, ins, outs, ybar):
+    """``a·b + t``: ``(ȳ·b, ȳ·a, ȳ)``, each summed back over what its operand was broadcast along."""
+    a, c, t = (ctx.x(v) for v in ins)
+    (yb,) = ybar
+    axes = yb.array.axes
+    return [ctx.sum_to(ctx.box("mul", [yb, c], axes), a.array), ctx.sum_to(ctx.box("mul", [yb, a], axes), c.array),
+            ctx.sum_to(yb, t.array)]
+
+
 #: fused multiply-add ``a·b + c``: one instruction, a multiply and an add (the paper's "multiply-add", §5.6)
 TERNARY = {
-    "fma": (lambda a, b, c: a * b + c, "general", 2),
+    "fma": (lambda a, b, c: a * b + c, "general", 2, dict(vjp=_fma_vjp)),
 }
 #: operands a kind adds to the rest of its result (``f(…, t) = rest(…) + t``): ``a + b`` adds either to the
 #: other, ``fma`` adds ``c`` to ``a·b``
@@ -263,40 +433,69 @@ def _elementwise_check(name, arity):
     return check
 
 
-def _unary_kind(name, fn, pipeline):
+def _unary_kind(name, fn, pipeline, parts):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], core)],
             flops=(lambda core, p=pipeline: {p: 1} if p else {}),
             check=_elementwise_check(name, 1), label=name, shape="circle",
-            doc=f"Elementwise {name} on items.")
+            doc=f"Elementwise {name} on items.", **parts)
 
 
-def _binary_kind(name, fn, pipeline):
+def _binary_kind(name, fn, pipeline, parts):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], xs[1])],
             flops=lambda core, p=pipeline: {p: 1},
             check=_elementwise_check(name, 2), label=name, shape="circle",
-            doc=f"Elementwise {name} of two items.", addends=ADDENDS.get(name, ()))
+            doc=f"Elementwise {name} of two items.", addends=ADDENDS.get(name, ()), **parts)
 
 
-def _ternary_kind(name, fn, pipeline, flops):
+def _ternary_kind(name, fn, pipeline, flops, parts):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], xs[1], xs[2])],
             flops=lambda core, p=pipeline, n=flops: {p: n},
             check=_elementwise_check(name, 3), label=name, shape="circle",
-            doc=f"Elementwise {name} of three items.", addends=ADDENDS.get(name, ()))
+            doc=f"Elementwise {name} of three items.", addends=ADDENDS.get(name, ()), **parts)
 
 
-for _name, (_fn, _p) in UNARY.items():
-    _unary_kind(_name, _fn, _p)
-for _name, (_fn, _p) in BINARY.items():
-    _binary_kind(_name, _fn, _p)
-for _name, (_fn, _p, _n) in TERNARY.items():
-    _ternary_kind(_name, _fn, _p, _n)
+for _name, (_fn, _p, _parts) in UNARY.items():
+    _unary_kind(_name, _fn, _p, _parts)
+for _name, (_fn, _p, _parts) in BINARY.items():
+    _binary_kind(_name, _fn, _p, _parts)
+for _name, (_fn, _p, _n, _parts) in TERNARY.items():
+    _ternary_kind(_name, _fn, _p, _n, _parts)
 
 # --------------------------------------------------------------------------- reductions
+def _broadcast_back(ctx, box, ins, outs, ybar):
+    """The sum's: ``x̄ = ȳ`` broadcast back along the reduced axes."""
+    return [ctx.broadcast(ybar[0], ctx.x(ins[0]).array)]
+
+
+def _mean_vjp(ctx, box, ins, outs, ybar):
+    """The mean's: ``ȳ`` broadcast back, divided by the count of the reduced axes."""
+    (yb,), x = ybar, ctx.x(ins[0])
+    back = ctx.broadcast(yb, x.array)
+    n = sympy.Integer(1)
+    for a in x.array.axes:
+        if a.name not in yb.array.names:
+            n = n * a.size
+    return [ctx.const("scale", back, 1 / n)]
+
+
+def _extremum_vjp(larger: bool):
+    """The max's (``larger``) or min's: ``ȳ`` broadcast where ``x`` equals the result, ``1 − H(y − x)`` (ties share
+    it)."""
+    def rule(ctx, box, ins, outs, ybar):
+        (yb,), x = ybar, ctx.x(ins[0])
+        back = ctx.broadcast(yb, x.array)
+        y = ctx.broadcast(ctx.x(outs[0]), x.array)
+        gap = ctx.ew("sub", y, x) if larger else ctx.ew("sub", x, y)
+        return [ctx.ew("mul", back, ctx.one_minus(ctx.ew("step", gap)))]
+    return rule
+
+
+# name: (function, accumulator, its other parts)
 REDUCTIONS = {
-    "sum": (np.sum, SUM),
-    "max": (np.max, MAX),
-    "min": (np.min, MIN),
-    "mean": (np.mean, None),
+    "sum": (np.sum, SUM, dict(vjp=_broadcast_back, constant=_zero_absorbs)),
+    "max": (np.max, MAX, dict(vjp=_extremum_vjp(larger=True), constant=_all_equal(-INF))),
+    "min": (np.min, MIN, dict(vjp=_extremum_vjp(larger=False), constant=_all_equal(INF))),
+    "mean": (np.mean, None, dict(vjp=_mean_vjp)),
 }
 
 
@@ -308,12 +507,12 @@ def _reduce_check(name):
     return check
 
 
-for _name, (_fn, _acc) in REDUCTIONS.items():
+for _name, (_fn, _acc, _parts) in REDUCTIONS.items():
     declare(f"reduce_{_name}",
             lambda xs, core, fn=_fn: [fn(xs[0], axis=_last_axes(core.inputs[0]))],
             flops=lambda core: {"general": _numel(core.inputs[0])},
             check=_reduce_check(_name), accumulator=_acc, label=_name, shape="reduce",
-            doc=f"Reduction by {_name} over the core axes.")
+            doc=f"Reduction by {_name} over the core axes.", **_parts)
 
 
 def _count_impl(xs, core: Core):
@@ -325,7 +524,8 @@ def _count_impl(xs, core: Core):
 
 declare("reduce_count", _count_impl, flops=lambda core: {}, check=_reduce_check("count"), accumulator=SUM,
         label="count", shape="reduce",
-        doc="The number of values over the core axes (a chunk's extent: a running mean's weight).")
+        doc="The number of values over the core axes (a chunk's extent: a running mean's weight).",
+        vjp=no_cotangent)
 
 # --------------------------------------------------------------------------- split / join
 
@@ -361,10 +561,27 @@ def _join_impl(xs, core: Core):
     return [np.concatenate([np.broadcast_to(x, shape + x.shape[-1:]) for x in xs], axis=-1)]
 
 
+def _split_vjp(ctx, box, ins, outs, ybar):
+    """The parts' cotangents joined (zeros for a part without one)."""
+    parts = [yb if yb is not None else ctx.zeros_like(ctx.x(o)) for o, yb in zip(outs, ybar)]
+    x = ctx.x(ins[0])
+    join = build_box("join", [p.array for p in parts], [x.array], [], None)
+    return [ctx.b(join, *parts)]
+
+
+def _join_vjp(ctx, box, ins, outs, ybar):
+    """``ȳ`` split as the parts were joined."""
+    (yb,) = ybar
+    xs = [ctx.x(v) for v in ins]
+    split = build_box("split", [yb.array], [x.array for x in xs], [], None)
+    made = ctx.b(split, yb)
+    return list(made) if isinstance(made, tuple) else [made]
+
+
 declare("split", _split_impl, check=_split_check, label="split", shape="split",
-        doc="Split an axis into consecutive slices (paper Fig. primitive_weaving).")
+        doc="Split an axis into consecutive slices (paper Fig. primitive_weaving).", vjp=_split_vjp)
 declare("join", _join_impl, check=_join_check, label="join", shape="join",
-        doc="Join slices along an axis (inverse of split).")
+        doc="Join slices along an axis (inverse of split).", vjp=_join_vjp)
 
 # --------------------------------------------------------------------------- transfers and casts
 
@@ -376,13 +593,21 @@ def _item_check(name):
     return check
 
 
+def _cast_vjp(ctx, box, ins, outs, ybar):
+    """``ȳ`` cast back to the input's format."""
+    return [ctx.b.convert(ybar[0], ctx.x(ins[0]).array.dtype)]
+
+
 declare("load", lambda xs, core: [xs[0]], check=_item_check("load"), label="load", shape="transfer",
-        doc="Transfer to the level below (numpy: identity; cost: the array's size).")
+        doc="Transfer to the level below (numpy: identity; cost: the array's size).",
+        interval=iv.image(iv.same), constant=_passes)
 declare("save", lambda xs, core: [xs[0]], check=_item_check("save"), label="save", shape="transfer",
-        doc="Transfer to the level above (numpy: identity; cost: the array's size).")
+        doc="Transfer to the level above (numpy: identity; cost: the array's size).",
+        interval=iv.image(iv.same), constant=_passes)
 declare("cast", lambda xs, core: [as_dtype(core.params["dtype"]).quantize(xs[0])],
         flops=lambda core: {"general": 1}, check=_item_check("cast"), label="cast", shape="circle",
-        doc="Convert between number formats (numpy: round to the target format).")
+        doc="Convert between number formats (numpy: round to the target format).",
+        vjp=_cast_vjp, interval=iv.image(iv.same), constant=_passes)
 
 # --------------------------------------------------------------------------- reindexing
 
@@ -394,5 +619,14 @@ def _rename_check(core: Core):
              f"renames axes of equal sizes position by position, got {a} → {b}")
 
 
+def _rename_vjp(ctx, box, ins, outs, ybar):
+    """``ȳ`` renamed back."""
+    x = ctx.x(ins[0])
+    (yb,) = ybar
+    back = build_box("rename", [yb.array], [x.array.replace(dtype=yb.array.dtype)], [], None)
+    return [ctx.b(back, yb)]
+
+
 declare("rename", lambda xs, core: [xs[0]], check=_rename_check, label="rename", shape="circle",
-        doc="Rename axes (a reindexing: same values, new axis names).")
+        doc="Rename axes (a reindexing: same values, new axis names).",
+        vjp=_rename_vjp, interval=iv.image(iv.same), constant=_passes)

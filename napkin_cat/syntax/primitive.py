@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from napkin_cat.errors import MissingPartError, ShapeError, SignatureError, UnknownPrimitiveError
+from napkin_cat.errors import MissingPartError, NoVJPError, ShapeError, SignatureError, UnknownPrimitiveError
 
 PIPELINES = ("tensor", "special", "general")
 
@@ -129,6 +129,10 @@ PARTS = {
     "cuda": ("CUDA form", "forms={'cuda': …} (or a C form)", "print it in CUDA"),
     "triton": ("Triton form", "forms={'triton': …}", "print it for Triton"),
 }
+#: the error a missing part is refused with where it is not :class:`MissingPartError` itself (its subclass)
+REFUSALS = {"vjp": NoVJPError}
+#: ``Kind.part``'s default: refuse a missing part
+REFUSE = object()
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,7 +145,7 @@ class Kind:
     >>> k.part("vjp")
     Traceback (most recent call last):
     ...
-    napkin_cat.errors.MissingPartError: kind 'twice' has no vector-Jacobian product: declare it with vjp=… to \
+    napkin_cat.errors.NoVJPError: kind 'twice' has no vector-Jacobian product: declare it with vjp=… to \
 differentiate it (nc.grad)
     """
 
@@ -155,18 +159,24 @@ differentiate it (nc.grad)
     shape: str = "box"  # drawing pictogram: box, triangle, circle, transfer
     doc: str = ""
     addends: tuple = ()  # tuple[Addend, ...]: operands the kind adds to the rest of its result
-    vjp: Callable | None = None  # its vector-Jacobian product (napkin_cat.autodiff.vjps: the rule protocol)
-    interval: Callable | None = None  # (intervals of the inputs, box) -> Interval | Truth | None: its image
+    vjp: Callable | None = None  # its vector-Jacobian product (napkin_cat.syntax.vjp: the rule protocol)
+    interval: Callable | None = None  # (ins, box, tile_of) -> Interval | Truth | None (napkin_cat.syntax.interval)
     constant: Callable | None = None  # (box, constants of the inputs: None unknown) -> its constant or None
     forms: dict = field(default_factory=dict)  # backend (BACKENDS) -> its printed form (a template)
 
     def __repr__(self):
         return f"Kind({self.name!r})"
 
-    def part(self, name: str):
+    def part(self, name: str, *, default=REFUSE):
         """The part ``name`` (a key of :data:`PARTS`: ``vjp``, ``interval``, ``constant`` or a backend's form),
-        or :class:`MissingPartError` naming the kind, the part and how to declare it.  A CUDA form falls back on
-        the C form (CUDA C++ prints C's expressions)."""
+        or :class:`MissingPartError` naming the kind, the part and how to declare it (:class:`NoVJPError` for the
+        VJP).  A CUDA form falls back on the C form (CUDA C++ prints C's expressions).  A layer for which the part
+        is optional passes a ``default`` (what the kind lacks is then not an error: tile skipping reads an
+        interval image or a constant rule with ``default=None``, and a kind without one decides nothing).
+
+        >>> Kind("twice", lambda xs, core: [2 * xs[0]]).part("interval", default=None) is None
+        True
+        """
         if name not in PARTS:
             raise MissingPartError(f"{name!r} is not a part of a primitive kind; the parts are {sorted(PARTS)}")
         if name in BACKENDS:
@@ -175,11 +185,14 @@ differentiate it (nc.grad)
                 value = self.forms.get("c")
         else:
             value = getattr(self, name)
+        if value is None and default is not REFUSE:
+            return default
         if value is None:
             what, keyword, purpose = PARTS[name]
-            raise MissingPartError(f"kind {self.name!r} has no {what}: declare it with {keyword}=… to {purpose}"
-                                   if "=" not in keyword else
-                                   f"kind {self.name!r} has no {what}: declare it with {keyword} to {purpose}")
+            refusal = REFUSALS.get(name, MissingPartError)
+            raise refusal(f"kind {self.name!r} has no {what}: declare it with {keyword}=… to {purpose}"
+                          if "=" not in keyword else
+                          f"kind {self.name!r} has no {what}: declare it with {keyword} to {purpose}")
         return value
 
     def item_flops(self, core: Core) -> dict:
@@ -207,11 +220,13 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     list of outputs; ``flops(core)`` returns ``{pipeline: per-item count}``;
     ``check(core)`` raises :class:`SignatureError` for an illegal core signature; ``addends`` the
     :class:`Addend` positions (``f(…, t) = rest(…) + t``: ``fma`` adds its third operand to the product of
-    its first two); ``vjp`` its vector-Jacobian product for ``nc.grad`` (a rule as in
-    :mod:`napkin_cat.autodiff.vjps`); ``interval(ins, box)`` its image of the inputs' intervals (tile
-    skipping); ``constant(box, consts)`` its output when inputs are constant; ``forms`` its printed form per
-    backend (``{"c": …, "cuda": …, "triton": …}``).  A part left out is refused by name by the layer that needs
-    it (:meth:`Kind.part`).
+    its first two); ``vjp(ctx, box, ins, outs, ybar)`` its vector-Jacobian product for ``nc.grad`` (a rule as
+    in :mod:`napkin_cat.syntax.vjp`); ``interval(ins, box, tile_of)`` its image of the inputs' intervals on a
+    tile (:mod:`napkin_cat.syntax.interval`: a mask built with it lets a stream skip tiles);
+    ``constant(box, consts)`` the one value of its output when its inputs are the constants ``consts`` (None
+    where one is not constant; None when the output is not constant either: what makes a masked trip neutral);
+    ``forms`` its printed form per backend (``{"c": …, "cuda": …, "triton": …}``).  A part left out is refused
+    by name by the layer that needs it (:meth:`Kind.part`).
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise SignatureError(f"a primitive kind is named by an identifier (such as 'gelu2'), got {name!r}")
