@@ -39,6 +39,7 @@ from napkin_cat.errors import IndexingError, SignatureError
 from napkin_cat.syntax.adapter import Array, Diagram
 from napkin_cat.syntax.axis import Axis, check_name
 from napkin_cat.syntax.dtype import BOOL, FP32, INT32, as_dtype
+from napkin_cat.syntax.printed import printed, structured
 from napkin_cat.syntax.ops import SUM
 from napkin_cat.syntax.primitive import Core, Weave, declare
 from napkin_cat.syntax.weave import build_box
@@ -77,22 +78,32 @@ def _position_impl(xs, core: Core):
 
 
 declare("position", _position_impl, flops=lambda core: {}, check=_position_check, label="pos", shape="circle",
+        forms=structured("position"),
         doc="The position of each index along the axis it is weaved over (iota); global inside a partition.")
 
 # --------------------------------------------------------------------------- comparisons and logic
-#: comparison kind → (numpy function, symbol)
-COMPARISONS = {"le": (np.less_equal, "≤"), "lt": (np.less, "<"), "ge": (np.greater_equal, "≥"),
-               "gt": (np.greater, ">"), "eq": (np.equal, "="), "ne": (np.not_equal, "≠")}
-#: logical kind → (numpy function, arity, symbol)
-LOGICAL = {"and": (np.logical_and, 2, "∧"), "or": (np.logical_or, 2, "∨"), "not": (np.logical_not, 1, "¬")}
+#: comparison kind → (numpy function, symbol, printed forms: C (CUDA's too) and Triton)
+COMPARISONS = {"le": (np.less_equal, "≤", printed("({0} <= {1} ? 1.0f : 0.0f)", "tl.where({0} <= {1}, 1.0, 0.0)")),
+               "lt": (np.less, "<", printed("({0} < {1} ? 1.0f : 0.0f)", "tl.where({0} < {1}, 1.0, 0.0)")),
+               "ge": (np.greater_equal, "≥", printed("({0} >= {1} ? 1.0f : 0.0f)", "tl.where({0} >= {1}, 1.0, 0.0)")),
+               "gt": (np.greater, ">", printed("({0} > {1} ? 1.0f : 0.0f)", "tl.where({0} > {1}, 1.0, 0.0)")),
+               "eq": (np.equal, "=", printed("({0} == {1} ? 1.0f : 0.0f)", "tl.where({0} == {1}, 1.0, 0.0)")),
+               "ne": (np.not_equal, "≠", printed("({0} != {1} ? 1.0f : 0.0f)", "tl.where({0} != {1}, 1.0, 0.0)"))}
+#: logical kind → (numpy function, arity, symbol, printed forms)
+LOGICAL = {"and": (np.logical_and, 2, "∧", printed("(({0} != 0.0f && {1} != 0.0f) ? 1.0f : 0.0f)",
+                                                   "tl.where(({0} != 0.0) & ({1} != 0.0), 1.0, 0.0)")),
+           "or": (np.logical_or, 2, "∨", printed("(({0} != 0.0f || {1} != 0.0f) ? 1.0f : 0.0f)",
+                                                 "tl.where(({0} != 0.0) | ({1} != 0.0), 1.0, 0.0)")),
+           "not": (np.logical_not, 1, "¬", printed("({0} == 0.0f ? 1.0f : 0.0f)", "tl.where({0} == 0.0, 1.0, 0.0)"))}
 
-for _name, (_fn, _label) in COMPARISONS.items():
+for _name, (_fn, _label, _forms) in COMPARISONS.items():
     declare(_name, lambda xs, core, fn=_fn: [fn(xs[0], xs[1])], flops=lambda core: {"general": 1},
-            check=_items(_name, 2), label=_label, shape="circle", doc=f"The comparison a {_label} b (a mask).")
-for _name, (_fn, _arity, _label) in LOGICAL.items():
+            check=_items(_name, 2), label=_label, shape="circle", doc=f"The comparison a {_label} b (a mask).",
+            forms=_forms)
+for _name, (_fn, _arity, _label, _forms) in LOGICAL.items():
     declare(_name, lambda xs, core, fn=_fn: [fn(*[np.asarray(x, bool) for x in xs])],
             flops=lambda core: {"general": 1}, check=_items(_name, _arity), label=_label, shape="circle",
-            doc=f"Logical {_name} of masks.")
+            doc=f"Logical {_name} of masks.", forms=_forms)
 
 
 def _where_impl(xs, core: Core):
@@ -101,10 +112,12 @@ def _where_impl(xs, core: Core):
 
 
 declare("where", _where_impl, flops=lambda core: {"general": 1}, check=_items("where", 2), label="where",
-        shape="circle", doc="c ? a : other, with a constant other (−∞ by default: a masked score).")
+        shape="circle", doc="c ? a : other, with a constant other (−∞ by default: a masked score).",
+        forms=printed("({0} != 0.0f ? {1} : {other})", "tl.where({0} != 0.0, {1}, {other})",
+                      defaults={"other": -np.inf}))
 declare("select", lambda xs, core: [np.where(np.asarray(xs[0], bool), xs[1], xs[2])],
         flops=lambda core: {"general": 1}, check=_items("select", 3), label="select", shape="circle",
-        doc="c ? a : b.")
+        doc="c ? a : b.", forms=printed("({0} != 0.0f ? {1} : {2})", "tl.where({0} != 0.0, {1}, {2})"))
 
 # --------------------------------------------------------------------------- gather
 
@@ -134,7 +147,7 @@ def _gather_impl(xs, core: Core):
 
 
 declare("gather", _gather_impl, flops=lambda core: {"general": 1}, check=_gather_check, accumulator=SUM,
-        label="gather", shape="box",
+        label="gather", shape="box", forms=structured("gather"),
         doc="x[t]: the value of the first input at the integer index t along its core axis (0 outside a slice).")
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from napkin_cat.errors import SignatureError
+from napkin_cat.syntax.printed import structured
 from napkin_cat.syntax.primitive import Core, declare
 
 
@@ -67,6 +68,7 @@ def _reduce_flops(core: Core):
 
 
 declare("reduce_logsumexp", _reduce_impl, flops=_reduce_flops, check=_reduce_check, label="LSE", shape="reduce",
+        forms=structured("logsumexp"),
         doc="log Σ exp over the core axes (stable: μ + log Σ exp(x − μ)).")
 
 
@@ -95,6 +97,7 @@ def _online_flops(core: Core):
 
 
 declare("logsumexp_online", _online_impl, flops=_online_flops, check=_online_check, label="LSE₁", shape="reduce",
+        forms=structured("logsumexp_online"),
         doc="One slice of an online log-sum-exp: μ = max(μ′, max x), z = δz′ + Σ exp(x − μ), δ = exp(μ′ − μ).")
 
 __all__ = ["logsumexp", "online_step"]

@@ -34,6 +34,7 @@ import math
 import numpy as np
 
 from napkin_cat.errors import ShapeError, SignatureError
+from napkin_cat.syntax.printed import Fold, Structured, printed, structured
 from napkin_cat.syntax.primitive import Accumulator, Addend, Core, declare
 from napkin_cat.syntax.dtype import as_dtype
 
@@ -51,9 +52,14 @@ def _require(cond, kind, msg):
 
 
 # --------------------------------------------------------------------------- accumulators
-SUM = Accumulator("sum", lambda shape, dtype=float: np.zeros(shape, dtype), np.add)
-MAX = Accumulator("max", lambda shape, dtype=float: np.full(shape, -np.inf, dtype), np.maximum)
-MIN = Accumulator("min", lambda shape, dtype=float: np.full(shape, np.inf, dtype), np.minimum)
+# printed: the fold in C (CUDA's too) and Triton; ``{max}``/``{min}`` propagate NaN in C as numpy does, so OpenMP's
+# max reduction (which drops it) is no reduction of theirs
+SUM = Accumulator("sum", lambda shape, dtype=float: np.zeros(shape, dtype), np.add,
+                  forms={"c": Fold("{0} + {1}", reduce="+"), "triton": Fold("{0} + {1}", reduce="tl.sum")})
+MAX = Accumulator("max", lambda shape, dtype=float: np.full(shape, -np.inf, dtype), np.maximum,
+                  forms={"c": Fold("{max}({0}, {1})"), "triton": Fold("{max}({0}, {1})", reduce="tl.max")})
+MIN = Accumulator("min", lambda shape, dtype=float: np.full(shape, np.inf, dtype), np.minimum,
+                  forms={"c": Fold("{min}({0}, {1})"), "triton": Fold("{min}({0}, {1})", reduce="tl.min")})
 
 # --------------------------------------------------------------------------- contraction
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -100,7 +106,7 @@ def _contract_flops(core: Core):
 
 
 declare("contract", _contract_impl, flops=_contract_flops, check=_contract_check,
-        accumulator=SUM, labelled=_contract_labelled, label="·", shape="contract",
+        accumulator=SUM, labelled=_contract_labelled, label="·", shape="contract", forms=structured("contract"),
         doc="Contraction (dot product): the sum over shared core axes of the product of the operands.")
 
 # --------------------------------------------------------------------------- SoftMax family
@@ -132,7 +138,8 @@ def _softmax_flops(core: Core):
 
 
 declare("softmax", _softmax_impl, flops=_softmax_flops, check=_softmax_check, label="SoftMax",
-        shape="triangle", doc="SoftMax with inverse temperature β: y = exp(βx − μ)/Σ exp(βx − μ).")
+        shape="triangle", forms=structured("softmax"),
+        doc="SoftMax with inverse temperature β: y = exp(βx − μ)/Σ exp(βx − μ).")
 
 
 def _aux_check(name):
@@ -185,11 +192,11 @@ def _online_flops(divides: bool):
 
 
 declare("softmax_aux", _aux_impl, flops=_online_flops(divides=True), check=_aux_check("softmax_aux"),
-        label="SoftMax₀", shape="triangle",
+        label="SoftMax₀", shape="triangle", forms=structured("online_softmax", normalised=True),
         doc="Auxiliary SoftMax (Table 4): returns y = s/z with (μ, δz′, z); prior y′ ← y′·δz′/z.")
 declare("softmax_unscaled", _unscaled_impl, flops=_online_flops(divides=False),
         check=_aux_check("softmax_unscaled"),
-        label="SoftMax₁", shape="triangle",
+        label="SoftMax₁", shape="triangle", forms=structured("online_softmax"),
         doc="Unscaled SoftMax (Table 4): returns s with (μ, δ, z); prior y′ ← y′·δ, tail y ← y/z.")
 
 # --------------------------------------------------------------------------- elementwise maps
@@ -212,37 +219,41 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-# name: (arity, function(*xs, core), pipeline)
+# name: (function(*xs, core), pipeline, printed forms: C (CUDA's too) and Triton, ``{max}``, ``{min}``, ``{exp}`` the
+# dialect's helpers: in C ``nc_fmax``, ``nc_fmin`` propagate NaN as numpy does, in CUDA selects)
 UNARY = {
-    "id": (lambda x, c: x, None),
-    "exp": (lambda x, c: np.exp(x), "special"),
-    "log": (lambda x, c: _log(x), "special"),
-    "abs": (lambda x, c: np.abs(x), "general"),
-    "neg": (lambda x, c: -x, "general"),
-    "relu": (lambda x, c: np.maximum(x, 0), "general"),
-    "gelu": (lambda x, c: _gelu(x), "special"),
-    "silu": (lambda x, c: _silu(x), "special"),
-    "sigmoid": (lambda x, c: _sigmoid(x), "special"),
-    "tanh": (lambda x, c: np.tanh(x), "special"),
-    "sqrt": (lambda x, c: np.sqrt(x), "special"),
-    "rsqrt": (lambda x, c: 1.0 / np.sqrt(x), "special"),
-    "recip": (lambda x, c: 1.0 / x, "special"),
-    "square": (lambda x, c: x * x, "general"),
-    "scale": (lambda x, c: c.value(c.params.get("c", 1)) * x, "general"),
-    "shift": (lambda x, c: x + c.value(c.params.get("c", 0)), "general"),
-    "step": (lambda x, c: np.greater(x, 0).astype(np.result_type(x, np.float32)), "general"),  # Heaviside H(x)
+    "id": (lambda x, c: x, None, printed("{0}", "{0}")),
+    "exp": (lambda x, c: np.exp(x), "special", printed("{exp}({0})", "tl.exp({0})")),
+    "log": (lambda x, c: _log(x), "special", printed("logf({0})", "tl.log({0})")),
+    "abs": (lambda x, c: np.abs(x), "general", printed("fabsf({0})", "tl.abs({0})")),
+    "neg": (lambda x, c: -x, "general", printed("(-{0})", "(-{0})")),
+    "relu": (lambda x, c: np.maximum(x, 0), "general", printed("{max}({0}, 0.0f)", "tl.maximum({0}, 0.0)")),
+    "gelu": (lambda x, c: _gelu(x), "special", printed("nc_gelu({0})", "nc_gelu({0})")),
+    "silu": (lambda x, c: _silu(x), "special", printed("nc_silu({0})", "({0} * tl.sigmoid({0}))")),
+    "sigmoid": (lambda x, c: _sigmoid(x), "special", printed("nc_sigmoid({0})", "tl.sigmoid({0})")),
+    "tanh": (lambda x, c: np.tanh(x), "special", printed("tanhf({0})", "nc_tanh({0})")),
+    "sqrt": (lambda x, c: np.sqrt(x), "special", printed("sqrtf({0})", "tl.sqrt({0})")),
+    "rsqrt": (lambda x, c: 1.0 / np.sqrt(x), "special", printed("(1.0f / sqrtf({0}))", "tl.rsqrt({0})")),
+    "recip": (lambda x, c: 1.0 / x, "special", printed("(1.0f / {0})", "(1.0 / {0})")),
+    "square": (lambda x, c: x * x, "general", printed("({0} * {0})", "({0} * {0})")),
+    "scale": (lambda x, c: c.value(c.params.get("c", 1)) * x, "general",
+              printed("({c} * {0})", "({c} * {0})", defaults={"c": 1.0})),
+    "shift": (lambda x, c: x + c.value(c.params.get("c", 0)), "general",
+              printed("({0} + {c})", "({0} + {c})", defaults={"c": 0.0})),
+    "step": (lambda x, c: np.greater(x, 0).astype(np.result_type(x, np.float32)), "general",  # Heaviside H(x)
+             printed("({0} > 0.0f ? 1.0f : 0.0f)", "tl.where({0} > 0.0, 1.0, 0.0)")),
 }
 BINARY = {
-    "add": (np.add, "general"),
-    "sub": (np.subtract, "general"),
-    "mul": (np.multiply, "general"),
-    "div": (np.divide, "general"),
-    "max": (np.maximum, "general"),
-    "min": (np.minimum, "general"),
+    "add": (np.add, "general", printed("({0} + {1})", "({0} + {1})")),
+    "sub": (np.subtract, "general", printed("({0} - {1})", "({0} - {1})")),
+    "mul": (np.multiply, "general", printed("({0} * {1})", "({0} * {1})")),
+    "div": (np.divide, "general", printed("({0} / {1})", "({0} / {1})")),
+    "max": (np.maximum, "general", printed("{max}({0}, {1})", "tl.maximum({0}, {1})")),
+    "min": (np.minimum, "general", printed("{min}({0}, {1})", "tl.minimum({0}, {1})")),
 }
 #: fused multiply-add ``a·b + c``: one instruction, a multiply and an add (the paper's "multiply-add", §5.6)
 TERNARY = {
-    "fma": (lambda a, b, c: a * b + c, "general", 2),
+    "fma": (lambda a, b, c: a * b + c, "general", 2, printed("fmaf({0}, {1}, {2})", "tl.fma({0}, {1}, {2})")),
 }
 #: operands a kind adds to the rest of its result (``f(…, t) = rest(…) + t``): ``a + b`` adds either to the
 #: other, ``fma`` adds ``c`` to ``a·b``
@@ -263,40 +274,41 @@ def _elementwise_check(name, arity):
     return check
 
 
-def _unary_kind(name, fn, pipeline):
+def _unary_kind(name, fn, pipeline, forms):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], core)],
             flops=(lambda core, p=pipeline: {p: 1} if p else {}),
             check=_elementwise_check(name, 1), label=name, shape="circle",
-            doc=f"Elementwise {name} on items.")
+            doc=f"Elementwise {name} on items.", forms=forms)
 
 
-def _binary_kind(name, fn, pipeline):
+def _binary_kind(name, fn, pipeline, forms):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], xs[1])],
             flops=lambda core, p=pipeline: {p: 1},
             check=_elementwise_check(name, 2), label=name, shape="circle",
-            doc=f"Elementwise {name} of two items.", addends=ADDENDS.get(name, ()))
+            doc=f"Elementwise {name} of two items.", addends=ADDENDS.get(name, ()), forms=forms)
 
 
-def _ternary_kind(name, fn, pipeline, flops):
+def _ternary_kind(name, fn, pipeline, flops, forms):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], xs[1], xs[2])],
             flops=lambda core, p=pipeline, n=flops: {p: n},
             check=_elementwise_check(name, 3), label=name, shape="circle",
-            doc=f"Elementwise {name} of three items.", addends=ADDENDS.get(name, ()))
+            doc=f"Elementwise {name} of three items.", addends=ADDENDS.get(name, ()), forms=forms)
 
 
-for _name, (_fn, _p) in UNARY.items():
-    _unary_kind(_name, _fn, _p)
-for _name, (_fn, _p) in BINARY.items():
-    _binary_kind(_name, _fn, _p)
-for _name, (_fn, _p, _n) in TERNARY.items():
-    _ternary_kind(_name, _fn, _p, _n)
+for _name, (_fn, _p, _forms) in UNARY.items():
+    _unary_kind(_name, _fn, _p, _forms)
+for _name, (_fn, _p, _forms) in BINARY.items():
+    _binary_kind(_name, _fn, _p, _forms)
+for _name, (_fn, _p, _n, _forms) in TERNARY.items():
+    _ternary_kind(_name, _fn, _p, _n, _forms)
 
 # --------------------------------------------------------------------------- reductions
+#: name: (function, accumulator, printed structure: the fold a reduction prints, a mean divided by the count)
 REDUCTIONS = {
-    "sum": (np.sum, SUM),
-    "max": (np.max, MAX),
-    "min": (np.min, MIN),
-    "mean": (np.mean, None),
+    "sum": (np.sum, SUM, structured("reduce", fold=SUM)),
+    "max": (np.max, MAX, structured("reduce", fold=MAX)),
+    "min": (np.min, MIN, structured("reduce", fold=MIN)),
+    "mean": (np.mean, None, structured("reduce", fold=SUM, mean=True)),
 }
 
 
@@ -308,11 +320,11 @@ def _reduce_check(name):
     return check
 
 
-for _name, (_fn, _acc) in REDUCTIONS.items():
+for _name, (_fn, _acc, _forms) in REDUCTIONS.items():
     declare(f"reduce_{_name}",
             lambda xs, core, fn=_fn: [fn(xs[0], axis=_last_axes(core.inputs[0]))],
             flops=lambda core: {"general": _numel(core.inputs[0])},
-            check=_reduce_check(_name), accumulator=_acc, label=_name, shape="reduce",
+            check=_reduce_check(_name), accumulator=_acc, label=_name, shape="reduce", forms=_forms,
             doc=f"Reduction by {_name} over the core axes.")
 
 
@@ -324,7 +336,7 @@ def _count_impl(xs, core: Core):
 
 
 declare("reduce_count", _count_impl, flops=lambda core: {}, check=_reduce_check("count"), accumulator=SUM,
-        label="count", shape="reduce",
+        label="count", shape="reduce", forms=structured("count"),
         doc="The number of values over the core axes (a chunk's extent: a running mean's weight).")
 
 # --------------------------------------------------------------------------- split / join
@@ -362,8 +374,9 @@ def _join_impl(xs, core: Core):
 
 
 declare("split", _split_impl, check=_split_check, label="split", shape="split",
+        forms={"c": Structured("split")},     # Triton's block tensors cannot be cut at a runtime offset
         doc="Split an axis into consecutive slices (paper Fig. primitive_weaving).")
-declare("join", _join_impl, check=_join_check, label="join", shape="join",
+declare("join", _join_impl, check=_join_check, label="join", shape="join", forms={"c": Structured("join")},
         doc="Join slices along an axis (inverse of split).")
 
 # --------------------------------------------------------------------------- transfers and casts
@@ -382,6 +395,7 @@ declare("save", lambda xs, core: [xs[0]], check=_item_check("save"), label="save
         doc="Transfer to the level above (numpy: identity; cost: the array's size).")
 declare("cast", lambda xs, core: [as_dtype(core.params["dtype"]).quantize(xs[0])],
         flops=lambda core: {"general": 1}, check=_item_check("cast"), label="cast", shape="circle",
+        forms=printed("{0}", "{0}"),      # the store converts
         doc="Convert between number formats (numpy: round to the target format).")
 
 # --------------------------------------------------------------------------- reindexing
@@ -395,4 +409,5 @@ def _rename_check(core: Core):
 
 
 declare("rename", lambda xs, core: [xs[0]], check=_rename_check, label="rename", shape="circle",
+        forms=structured("rename"),
         doc="Rename axes (a reindexing: same values, new axis names).")
