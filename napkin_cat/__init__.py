@@ -32,6 +32,7 @@ from napkin_cat.syntax.construct import (Id, apply, cast, einsum, elementwise, j
                                          transfer, types)
 from napkin_cat.syntax.dtype import BF16, DTYPES, FP8, FP16, FP32, DType
 from napkin_cat.syntax.primitive import Accumulator, declare
+from napkin_cat.syntax.printed import Fold, Structured, Template
 from napkin_cat.syntax import logsumexp as _logsumexp  # noqa: F401  (log-sum-exp and its online step)
 from napkin_cat.syntax.indices import compare, gather, logical, position, select, where
 from napkin_cat.syntax.dtype import BOOL, INT32
@@ -69,7 +70,8 @@ __all__ = [
     *errors.__all__,
     # syntax
     "Array", "Diagram", "Ty", "Axis", "axes", "symbol", "Sizes", "DType", "DTYPES", "FP32", "FP16", "BF16", "FP8",
-    "Accumulator", "declare", "Id", "apply", "cast", "einsum", "elementwise", "join", "reduce", "renaming",
+    "Accumulator", "declare", "Template", "Structured", "Fold",
+    "Id", "apply", "cast", "einsum", "elementwise", "join", "reduce", "renaming",
     "softmax", "split", "transfer", "types", "weave", "at_level", "rename_axis", "substitute", "Builder",
     "INT32", "BOOL", "position", "compare", "logical", "where", "select", "gather",
     # algorithms and the named ones

@@ -9,8 +9,8 @@ autodiff and CLI modules re-export their own for the old import paths).
 True
 >>> issubclass(CapacityError, MemoryLimitError) and issubclass(ConfigurationError, LoweringError)
 True
->>> print(UnknownKindError("gelu2", "cuda", "CudaPrinter", ["exp", "add"]))
-the cuda backend has no printed form for primitive kind 'gelu2'; give one in CudaPrinter.elementwise ...
+>>> issubclass(UnknownKindError, MissingPartError) and not issubclass(UnknownKindError, KeyError)
+True
 """
 from __future__ import annotations
 
@@ -113,14 +113,14 @@ class CodegenError(NapkinError, ValueError):
     """A plan a backend cannot print: a structure, dtype or accumulator it has no form for."""
 
 
-class UnknownKindError(CodegenError, UnknownPrimitiveError):
-    """A primitive kind with no printed form in a backend's tables."""
+class UnknownKindError(CodegenError, MissingPartError):
+    """A primitive kind printed by a backend whose form its record lacks (``forms={'c': …}`` of ``nc.declare``):
+    ``why`` is the record's refusal (:meth:`~napkin_cat.syntax.primitive.Kind.part`)."""
 
-    def __init__(self, kind: str, backend: str, printer: str = "the printer", known=()):
+    def __init__(self, kind: str, backend: str, why: str = ""):
         self.kind, self.backend = kind, backend
-        super().__init__(f"the {backend} backend has no printed form for primitive kind {kind!r}; give one in "
-                         f"{printer}.elementwise (a template) or {printer}.structured (a method); it prints "
-                         f"{', '.join(sorted(known)) or 'nothing yet'}")
+        super().__init__(f"the {backend} backend has no printed form for primitive kind {kind!r}"
+                         + (f": {why}" if why else ""))
 
 
 class ToolNotFoundError(CodegenError, FileNotFoundError):

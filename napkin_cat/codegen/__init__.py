@@ -9,9 +9,11 @@ reference that checks the plan by execution, not the fast path (that is Triton's
 :mod:`~napkin_cat.codegen.cuda`).
 
 The printers (:mod:`~napkin_cat.codegen.printer`): one ``_print_<Node>`` per IR node;
-:class:`~napkin_cat.codegen.cfamily.CFamilyPrinter` is the loop nest C and CUDA share, with the kind tables
-of :mod:`~napkin_cat.codegen.ckinds`; :class:`~napkin_cat.codegen.tritonlang.TritonPrinter` the Triton
-dialect.  On-chip variables take the byte offsets of :mod:`~napkin_cat.codegen.layout`.
+:class:`~napkin_cat.codegen.cfamily.CFamilyPrinter` is the loop nest C and CUDA share, with the structure
+printers of :mod:`~napkin_cat.codegen.ckinds`; :class:`~napkin_cat.codegen.tritonlang.TritonPrinter` the Triton
+dialect.  A statement prints by its kind's printed form, which the kind's record holds (``Kind.part(dialect)``,
+:mod:`napkin_cat.syntax.printed`): no printer keeps a table of kinds.  On-chip variables take the byte offsets of
+:mod:`~napkin_cat.codegen.layout`.
 
 May import: every layer up to plan and search (and the hardware models beside it).
 

@@ -37,7 +37,6 @@ from pathlib import Path
 import numpy as np
 
 from napkin_cat.codegen.cfamily import CFamilyPrinter
-from napkin_cat.codegen.ckinds import accumulators_c, elementwise_c, reduce_c
 from napkin_cat.codegen.crows import PRELUDE as ROWS_PRELUDE, RowsMixin
 from napkin_cat.codegen.errors import BlasMissingWarning, CodegenError, ToolNotFoundError
 from napkin_cat.codegen.kernel import GeneratedKernel, cache_dir, digest, tool
@@ -142,9 +141,7 @@ class CPrinter(RowsMixin, CFamilyPrinter):
     simd_reduction = "#pragma omp simd reduction({op}:{var})"
     # max and min as selects (the prelude's nc_fmax, nc_fold_max, ...): libm's fmaxf is a call gcc does not vectorise
     fmax, fold_max = "nc_fmax", "nc_fold_max"
-    elementwise = elementwise_c("nc_fmax", "nc_fmin")
-    accumulators = accumulators_c("nc_fmax", "nc_fmin")
-    reductions = reduce_c("nc_fmax", "nc_fmin")
+    helpers = {"max": "nc_fmax", "min": "nc_fmin", "exp": "nc_exp"}
     # a CPU thread stages an aliased output by copying it: a few more arena bytes cost less than that pass
     unstaged_layout = True
 

@@ -12,7 +12,8 @@ Shared, printed by this module for both languages (so a C run executes the CUDA 
 * **staging**: a statement whose output takes bytes it still reads computes into per-thread staging
   storage (a heap buffer in C, a local array in CUDA: registers) and writes after it (and after a
   barrier on the GPU), in the same element order;
-* the **element formula** of every primitive kind (tables keyed by kind, :mod:`napkin_cat.codegen.ckinds`).
+* the **element formula** of every primitive kind: its record's C form (a template, its ``{max}``/``{min}``
+  helpers filled by the dialect), or the structure it names (:mod:`napkin_cat.codegen.ckinds`).
 
 Different, in the subclasses: how an element loop is spread (C: nested loops the compiler vectorises;
 CUDA: one flat loop strided by ``threadIdx.x``), the launch (``#pragma omp parallel for`` over the Grid

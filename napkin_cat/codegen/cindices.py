@@ -1,38 +1,25 @@
-"""Positions, masks, gathers and log-sum-exp in C syntax (the C/OpenMP and CUDA C++ printers share them).
+"""Positions, gathers and log-sum-exp in C syntax (the C/OpenMP and CUDA C++ printers share them).
+
+The structures of the index kinds' records (comparisons, logic, ``where`` and ``select`` are elementwise
+templates of their records, :mod:`napkin_cat.syntax.indices`: ``(a <= b ? 1.0f : 0.0f)``, … a mask stored as
+``unsigned char``):
 
 =====================  ==========================================================================
-kind                   element code
+structure              element code
 =====================  ==========================================================================
-position               ``start + j_a``: the loop's start on the whole axis plus the element's index
-le … ne, and, or, not  ``(a <= b ? 1.0f : 0.0f)``, … (a mask stored as ``unsigned char``)
-where / select         ``(c != 0.0f ? a : other)`` / ``(c != 0.0f ? a : b)``
-gather                 ``t = (int)index − start``; ``0 ≤ t < extent ? x[…, t] : 0`` (a slice's part)
-reduce_logsumexp       per row: μ = max x (0 if not finite), ``μ + log Σ exp(x − μ)``
-logsumexp_online       per row: μ = max(max x, μ′), δ = 0 if μ′ = −∞ else exp(μ′ − μ), z = δz′ + Σ exp(x − μ)
+``position``           ``start + j_a``: the loop's start on the whole axis plus the element's index
+``gather``             ``t = (int)index − start``; ``0 ≤ t < extent ? x[…, t] : 0`` (a slice's part)
+``logsumexp``          per row: μ = max x (0 if not finite), ``μ + log Σ exp(x − μ)``
+``logsumexp_online``   per row: μ = max(max x, μ′), δ = 0 if μ′ = −∞ else exp(μ′ − μ), z = δz′ + Σ exp(x − μ)
 =====================  ==========================================================================
-
->>> sorted(k for k in ELEMENTWISE_INDEX_C if k in ("le", "where"))
-['le', 'where']
 """
 from __future__ import annotations
 
 import sympy
 
-ELEMENTWISE_INDEX_C = {
-    "log": "logf({0})", "abs": "fabsf({0})",
-    "le": "({0} <= {1} ? 1.0f : 0.0f)", "lt": "({0} < {1} ? 1.0f : 0.0f)", "ge": "({0} >= {1} ? 1.0f : 0.0f)",
-    "gt": "({0} > {1} ? 1.0f : 0.0f)", "eq": "({0} == {1} ? 1.0f : 0.0f)", "ne": "({0} != {1} ? 1.0f : 0.0f)",
-    "and": "(({0} != 0.0f && {1} != 0.0f) ? 1.0f : 0.0f)", "or": "(({0} != 0.0f || {1} != 0.0f) ? 1.0f : 0.0f)",
-    "not": "({0} == 0.0f ? 1.0f : 0.0f)",
-    "where": "({0} != 0.0f ? {1} : {other})", "select": "({0} != 0.0f ? {1} : {2})",
-}
-
-STRUCTURED_INDEX_C = {"position": "_print_position", "gather": "_print_gather",
-                      "reduce_logsumexp": "_print_logsumexp", "logsumexp_online": "_print_logsumexp_online"}
-
 
 class IndexKindsMixin:
-    """The printers of the index kinds and of log-sum-exp (see the module docstring)."""
+    """The printers of the index structures and of log-sum-exp (see the module docstring)."""
 
     def _print_position(self, s, depth):
         out = s.outs[0]
@@ -101,4 +88,4 @@ class IndexKindsMixin:
         return self._head(s, depth) + self.statement(s, depth, rows, body, [mu, z])
 
 
-__all__ = ["ELEMENTWISE_INDEX_C", "STRUCTURED_INDEX_C", "IndexKindsMixin"]
+__all__ = ["IndexKindsMixin"]

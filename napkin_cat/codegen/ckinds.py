@@ -1,90 +1,44 @@
-"""The primitive kinds in C syntax, shared by the C/OpenMP and CUDA C++ printers (paper Table 4).
+"""The structures kinds print by in C syntax, shared by the C/OpenMP and CUDA C++ printers (paper Table 4).
 
-Elementwise maps print through a template per kind; the others through a method per kind:
+A kind's record names how it prints (:mod:`napkin_cat.syntax.printed`): an elementwise map by its template, the
+others by a structure, printed here by ``_print_<structure>``:
 
 ===============================  ================================================================
-kind                             element code (per element of the output, or per row)
+form                             element code (per element of the output, or per row)
 ===============================  ================================================================
-elementwise (exp, add, fma, …)   ``out = f(in₀, in₁, …)``, inputs broadcast by axis name
-contract                         ``acc = Σ_summed Π inᵢ`` (an inner loop per summed axis)
-reduce_sum / max / min / mean    ``acc = ⊕_core in``; mean divides by the count
-reduce_count                     the count: the product of the core axes' current extents
-softmax                          per row: μ = max βx (0 if not finite), y = exp(βx − μ) / Σ exp(βx − μ)
-softmax_unscaled (SoftMax₁)      per row: μ = max(max βx, μ′), s = exp(βx − μ), δ = 0 if μ′ = −∞ else
+a template (exp, add, fma, …)    ``out = f(in₀, in₁, …)``, inputs broadcast by axis name
+``contract``                     ``acc = Σ_summed Π inᵢ`` (an inner loop per summed axis)
+``reduce`` (fold ⊕, mean)        ``acc = ⊕_core in`` from ⊕'s identity, with ⊕'s printed fold; a mean divides
+                                 by the count
+``count``                        the count: the product of the core axes' current extents
+``softmax``                      per row: μ = max βx (0 if not finite), y = exp(βx − μ) / Σ exp(βx − μ)
+``online_softmax`` (SoftMax₁)    per row: μ = max(max βx, μ′), s = exp(βx − μ), δ = 0 if μ′ = −∞ else
                                  exp(μ′ − μ) (the −∞-safe δ), z = δz′ + Σ s
-softmax_aux (SoftMax₀)           as SoftMax₁, returning y = s/z and δz′ in place of s and δ
-cast, rename, split, join        element copies (a cast converts on store)
-positions, masks, gathers, LSE   :mod:`napkin_cat.codegen.cindices`
+… ``normalised`` (SoftMax₀)      as SoftMax₁, returning y = s/z and δz′ in place of s and δ
+``rename``, ``split``, ``join``  element copies
+positions, gathers, LSE          :mod:`napkin_cat.codegen.cindices`
 ===============================  ================================================================
 
-A statement with ``accumulate`` folds its value into its output with the accumulator's template.
+A statement with ``accumulate`` folds its value into its output with its accumulator's printed fold.  The
+dialect fills the forms' helpers: ``{max}``/``{min}`` propagate NaN as numpy's ``maximum``/``max`` do (C99's
+``fmaxf`` drops a NaN operand); here, the selects :data:`MAX_C`, :data:`MIN_C` (the C printer's are functions).
 """
 from __future__ import annotations
 
 import sympy
 
-from napkin_cat.codegen.cindices import ELEMENTWISE_INDEX_C, STRUCTURED_INDEX_C, IndexKindsMixin
+from napkin_cat.codegen.cindices import IndexKindsMixin
 
 #: max and min that propagate NaN as numpy's ``maximum``/``max`` do (C99's ``fmaxf`` drops a NaN operand)
 MAX_C = "(({0}) != ({0}) || ({0}) > ({1}) ? ({0}) : ({1}))"
 MIN_C = "(({0}) != ({0}) || ({0}) < ({1}) ? ({0}) : ({1}))"
 
 
-def _two(fn: str | None, default: str) -> str:
-    return default if fn is None else f"{fn}({{0}}, {{1}})"
-
-
-def elementwise_c(fmax: str | None = None, fmin: str | None = None) -> dict:
-    """The elementwise templates, with the dialect's two-argument max and min (``fmax``, ``fmin``: functions that
-    propagate NaN as numpy does; by default the selects :data:`MAX_C`, :data:`MIN_C`)."""
-    mx, mn = _two(fmax, MAX_C), _two(fmin, MIN_C)
-    return {
-        "id": "{0}", "cast": "{0}", "exp": "nc_exp({0})", "neg": "(-{0})", "relu": mx.format("{0}", "0.0f"),
-        "gelu": "nc_gelu({0})", "silu": "nc_silu({0})", "sigmoid": "nc_sigmoid({0})", "tanh": "tanhf({0})",
-        "sqrt": "sqrtf({0})", "rsqrt": "(1.0f / sqrtf({0}))", "recip": "(1.0f / {0})", "square": "({0} * {0})",
-        "scale": "({c} * {0})", "shift": "({0} + {c})", "step": "({0} > 0.0f ? 1.0f : 0.0f)",
-        "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
-        "max": mx, "min": mn,
-        "fma": "fmaf({0}, {1}, {2})", **ELEMENTWISE_INDEX_C,
-    }
-
-
-def accumulators_c(fmax: str | None = None, fmin: str | None = None) -> dict:
-    """Accumulator (monoid) → template folding the old value ``{0}`` with the new ``{1}`` (max and min propagate
-    NaN)."""
-    return {"sum": "{0} + {1}", "max": _two(fmax, MAX_C), "min": _two(fmin, MIN_C)}
-
-
-def reduce_c(fmax: str | None = None, fmin: str | None = None) -> dict:
-    """Reduction kind → (identity, step template); max and min propagate a NaN of the reduced values, as numpy's
-    ``max``/``min`` do."""
-    return {"reduce_sum": ("0.0f", "{0} + {1}"), "reduce_mean": ("0.0f", "{0} + {1}"),
-            "reduce_max": ("-INFINITY", _two(fmax, MAX_C)), "reduce_min": ("INFINITY", _two(fmin, MIN_C))}
-
-
-ELEMENTWISE_C = elementwise_c()
-
-STRUCTURED_C = {
-    "contract": "_print_contract", "softmax": "_print_softmax", "softmax_unscaled": "_print_online",
-    "softmax_aux": "_print_online", "reduce_sum": "_print_reduce", "reduce_max": "_print_reduce",
-    "reduce_min": "_print_reduce", "reduce_mean": "_print_reduce", "reduce_count": "_print_count",
-    "rename": "_print_rename",
-    "split": "_print_split", "join": "_print_join", **STRUCTURED_INDEX_C,
-}
-
-ACCUMULATORS_C = accumulators_c()
-
-#: reduction kind → (identity, step template)
-REDUCE = reduce_c()
-
-
 class KindsMixin(IndexKindsMixin):
-    """The kind printers of :class:`~napkin_cat.codegen.cfamily.CFamilyPrinter`."""
+    """The structure printers of :class:`~napkin_cat.codegen.cfamily.CFamilyPrinter`."""
 
-    elementwise = ELEMENTWISE_C
-    structured = STRUCTURED_C
-    accumulators = ACCUMULATORS_C
-    reductions = REDUCE
+    #: ``{max}(a, b)``, ``{min}(a, b)`` in a form: the NaN-propagating selects; ``{exp}(x)``: the prelude's
+    helpers = {"max": MAX_C, "min": MIN_C, "exp": "nc_exp"}
     #: the dialect's two-argument max of floats that ignores a NaN (C99's ``fmaxf``)
     fmax = "fmaxf"
     #: the dialect's max folding a value into an accumulator that starts at −∞ (so is never NaN): a row's max
@@ -109,7 +63,7 @@ class KindsMixin(IndexKindsMixin):
 
     def _fold(self, s, out, idx, value):
         if s.accumulate:
-            value = self.combine(s.accumulate, self.read(out, idx), value)
+            value = self.combine(s.accumulate, self.read(out, idx), value, s.kind)
         return self.put(out, idx, value)
 
     # ------------------------------------------------------------------ elementwise
@@ -153,22 +107,25 @@ class KindsMixin(IndexKindsMixin):
         return self._head(s, depth) + self.statement(s, depth, sp, body, [out])
 
     def _print_reduce(self, s, depth):
+        """``acc = ⊕_core x`` from ⊕'s identity (``⊕``: the form's ``fold``, else the kind's accumulator); a
+        ``mean`` divides by the count."""
         out, x = s.outs[0], s.ins[0]
         sp = self.space(out)
         idx = {a: sym for sym, _, a, _ in sp}
         core = [e for e in self.space(x) if e[2] not in idx]
         full = dict(idx)
         full.update({a: sym for sym, _, a, _ in core})
-        identity, step = self.reductions[s.kind]
-        op = {"reduce_sum": "+", "reduce_mean": "+", "reduce_max": "max", "reduce_min": "min"}[s.kind]
+        acc, fold = self.reduction(s)
+        identity = self.number(float(acc.identity(())))
+        step = self.fill(fold.combine, f"accumulator {acc.name!r}'s {self.dialect} fold")
 
         def body():
-            # a max/min vectorised by ``omp simd reduction`` would combine its lanes dropping NaN
-            pragma = self._reduction_pragma(op, "nc_acc") if op == "+" else None
+            # only a fold whose OpenMP reduction agrees with it vectorises (a max/min would drop NaN in the lanes)
+            pragma = self._reduction_pragma(fold.reduce, "nc_acc") if fold.reduce else None
             lines = [f"float nc_acc = {identity};"] + self._core_loops(
                 core, [f"nc_acc = {step.format('nc_acc', self.read(x, full))};"], pragma)
             value = "nc_acc"
-            if s.kind == "reduce_mean":
+            if self.option(s, "mean", False):
                 count = sympy.Mul(*[e for _, e, _, _ in core])
                 value = f"nc_acc / (float)({self.extent_code(count)})"
             return lines + [self._fold(s, out, idx, value)]
@@ -213,13 +170,13 @@ class KindsMixin(IndexKindsMixin):
                     self._core_loops(core, [self.put(y, idx, f"{e} * nc_rz")]))
         return self._head(s, depth) + self.statement(s, depth, rows, body, [y])
 
-    def _print_online(self, s, depth):
+    def _print_online_softmax(self, s, depth):
         x, core, rows, idx = self._rows(s)
         _, mu_prev, z_prev = s.ins
         y, mu, d, z = s.outs
         beta = self.number(self.param(s, "beta", 1))
         e = f"nc_exp({beta} * {self.read(x, idx)} - nc_ms)"
-        aux = s.kind == "softmax_aux"
+        aux = self.option(s, "normalised", False)
 
         def body():
             lines = self._max_pass(s, x, core, idx, beta) + [

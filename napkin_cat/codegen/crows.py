@@ -126,14 +126,14 @@ class RowsMixin:
         return (a, b), n, k
 
     # ------------------------------------------------------------------ SoftMax rows in three passes
-    def _print_online(self, s, depth):
+    def _print_online_softmax(self, s, depth):
         if self.layout.aliased(s) or self.simd_reduction == "":
-            return super()._print_online(s, depth)
+            return super()._print_online_softmax(s, depth)
         x, core, rows, idx = self._rows(s)
         _, mu_prev, z_prev = s.ins
         y, mu, d, z = s.outs
         beta = self.number(self.param(s, "beta", 1))
-        aux = s.kind == "softmax_aux"
+        aux = self.option(s, "normalised", False)
         flat = self._flat(rows)
         values = math.prod(b for *_, b in rows)
         self.row_values = max(self.row_values, values)

@@ -69,6 +69,7 @@ class CudaPrinter(CFamilyPrinter):
     """CUDA C++; ``threads`` per block (a warpgroup, 128, by default); ``hardware``: the model for the limits."""
 
     backend = "cuda"
+    dialect = "cuda"      # the kinds' CUDA forms: their C forms unless they have their own
     dtypes = {"fp32": "float", "fp16": "__half", "bf16": "__nv_bfloat16", "int32": "int", "bool": "unsigned char"}
 
     def __init__(self, plan, *, threads: int = 128, hardware="h100-sxm5"):

@@ -8,12 +8,13 @@ Limits of a target (shared memory per thread block, registers per thread) raise 
 
 >>> issubclass(UnknownKindError, CodegenError) and issubclass(CodegenError, NapkinError)
 True
->>> print(UnknownKindError("gelu2", "cuda", "CudaPrinter", ["exp", "add"]))
-the cuda backend has no printed form for primitive kind 'gelu2'; give one in CudaPrinter.elementwise ...
+>>> print(UnknownKindError("gelu2", "cuda", "kind 'gelu2' has no CUDA form: declare it with forms={'cuda': …}"))
+the cuda backend has no printed form for primitive kind 'gelu2': kind 'gelu2' has no CUDA form: declare it with ...
 """
 from __future__ import annotations
 
-from napkin_cat.errors import CodegenError, NapkinError, ToolNotFoundError, UnknownKindError, UnknownPrimitiveError
+from napkin_cat.errors import (CodegenError, MissingPartError, NapkinError, ToolNotFoundError, UnknownKindError,
+                               UnknownPrimitiveError)
 
 
 
@@ -21,5 +22,5 @@ class BlasMissingWarning(UserWarning):
     """The C kernel's contractions fall back to loops because ``cblas.h`` (OpenBLAS) is not installed."""
 
 
-__all__ = ["CodegenError", "UnknownKindError", "ToolNotFoundError", "NapkinError", "UnknownPrimitiveError",
-           "BlasMissingWarning"]
+__all__ = ["CodegenError", "UnknownKindError", "MissingPartError", "ToolNotFoundError", "NapkinError",
+           "UnknownPrimitiveError", "BlasMissingWarning"]

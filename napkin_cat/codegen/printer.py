@@ -16,9 +16,13 @@ every kernel printer needs, whatever the language:
   ragged edge), bound to the tile's symbol inside its loop as the numpy runner binds it;
 * **expressions**: sizes substituted, loop indices and extents kept, printed through the dialect's
   table (``min``, integer division, literals);
-* **kinds**: a primitive kind prints through ``elementwise`` (a template per kind) or ``structured``
-  (a method per kind); an unknown kind raises :class:`~napkin_cat.codegen.errors.UnknownKindError`
-  naming the kind and the backend.
+* **kinds**: a statement prints by its kind's printed form, read off the kind's record
+  (``Kind.part(printer.dialect)``, :mod:`napkin_cat.syntax.printed`): a ``Template`` is an elementwise map, its
+  helper calls (``{max}(a, b)``) filled from the dialect's ``helpers``; a ``Structured`` form names the
+  method that prints it (``_print_<structure>``); an accumulated statement folds with its accumulator's
+  ``Fold``.  A kind whose record has no form for the dialect raises
+  :class:`~napkin_cat.codegen.errors.UnknownKindError` (a :class:`~napkin_cat.errors.MissingPartError`)
+  naming the kind, the backend and the ``forms=`` keyword that supplies it.
 
 >>> import napkin_cat as nc
 >>> p = nc.plan(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"),
@@ -47,7 +51,8 @@ from dataclasses import dataclass
 import sympy
 
 from napkin_cat.algorithms.launches import tiles_of_axis
-from napkin_cat.codegen.errors import CodegenError, UnknownKindError
+from napkin_cat.codegen.errors import CodegenError
+from napkin_cat.codegen.kinds import RecordForms
 from napkin_cat.codegen.layout import layouts
 from napkin_cat.plan.ir import Alloc, Free, GridLoop, Kernel, Range, StreamLoop, writes
 from napkin_cat.plan.accumulate import separated
@@ -199,18 +204,12 @@ def _check_index_range(plan):
                                f"a kernel's 32-bit indices reach ({LARGEST_INDEX}); choose smaller sizes")
 
 
-class CodePrinter(Printer):
+class CodePrinter(RecordForms, Printer):
     """The base of the kernel printers (see the module docstring); a dialect overrides the tables below."""
 
     backend = "code"
     #: dtype name → the dialect's type of a stored value
     dtypes: dict = {"fp32": "float"}
-    #: primitive kind → template over the arguments ``{0}``, ``{1}``, … and parameters ``{c}``, ``{beta}``
-    elementwise: dict = {}
-    #: primitive kind → name of the method printing it
-    structured: dict = {}
-    #: accumulator (monoid) name → template combining the old value ``{0}`` with the new ``{1}``
-    accumulators: dict = {}
     min_template = "min({0}, {1})"
     max_template = "max({0}, {1})"
     div_template = "{0} / {1}"
@@ -463,36 +462,6 @@ class CodePrinter(Printer):
             raise CodegenError(f"the {self.backend} backend stores no {dt!r} values (variable {var!r}); it stores "
                                f"{sorted(self.dtypes)}")
         return self.dtypes[dt]
-
-    # ------------------------------------------------------------------ kinds
-    def template(self, stmt) -> str:
-        kind = stmt.kind
-        if kind not in self.elementwise:
-            raise UnknownKindError(kind, self.backend, type(self).__name__, [*self.elementwise, *self.structured])
-        return self.elementwise[kind]
-
-    def _print_Compute(self, s, depth):
-        method = self.structured.get(s.kind)
-        if method is not None:
-            return getattr(self, method)(s, depth)
-        self.template(s)
-        return self._print_elementwise(s, depth)
-
-    def _print_elementwise(self, s, depth):
-        raise NotImplementedError
-
-    def combine(self, monoid: str, old: str, new: str) -> str:
-        if monoid not in self.accumulators:
-            raise CodegenError(f"the {self.backend} backend cannot fold with the accumulator {monoid!r}; it folds "
-                               f"with {sorted(self.accumulators)}")
-        return self.accumulators[monoid].format(old, new)
-
-    def apply(self, stmt, args: list) -> str:
-        """The element formula of an elementwise statement on printed arguments."""
-        params = {k: self.number(self.param(stmt, k)) for k, v in stmt.box.data.params
-                  if isinstance(v, (int, float, sympy.Basic)) and not isinstance(v, bool)}
-        params.setdefault("c", self.number(1.0 if stmt.kind == "scale" else 0.0))
-        return self.template(stmt).format(*args, **params)
 
     # ------------------------------------------------------------------ nodes shared by every dialect
     def _lines(self, stmts, depth):

@@ -86,7 +86,7 @@ def dot_rows(printer) -> list[int]:
     """Rows (the padded first side of the output) of each matrix product the kernel gives the tensor cores."""
     out = []
     for s in walk(printer.plan.body):
-        if isinstance(s, Compute) and s.kind == "contract" and s.outs:
+        if isinstance(s, Compute) and s.outs and getattr(printer.form(s), "structure", None) == "contract":
             axes = printer.block_axes(s.outs[0].var)
             if len(axes) == 2 and len(s.ins) == 2 and all(
                     not isinstance(r, Compute) and len(printer.block_axes(r.var)) == 2 for r in s.ins):

@@ -1,24 +1,23 @@
-"""Positions, masks, gathers and log-sum-exp in Triton (block tensors; the kind printers of the Triton dialect).
+"""Positions, gathers and log-sum-exp in Triton (block tensors; structure printers of the Triton dialect).
+
+The structures of the index kinds' records (comparisons, logic, ``where`` and ``select`` are elementwise
+templates of their records, :mod:`napkin_cat.syntax.indices`: ``tl.where(a <= b, 1.0, 0.0)``, … a mask is an
+``int1`` tensor when stored):
 
 =====================  ==========================================================================
-kind                   Triton
+structure              Triton
 =====================  ==========================================================================
-position               ``start + tl.arange(0, n)``: the loop's start on the whole axis (e.g.
+``position``           ``start + tl.arange(0, n)``: the loop's start on the whole axis (e.g.
                        ``i_x*64 + r_x_64``) plus the block's index vector
-le … ne, and, or, not  ``tl.where(a <= b, 1.0, 0.0)``, … (a mask is an ``int1`` tensor when stored)
-where / select         ``tl.where(c != 0.0, a, other)`` / ``tl.where(c != 0.0, a, b)``
-gather                 ``tl.sum(tl.where(r_v == t − start, x, 0.0), axis=v)``: the one column of the
+``gather``             ``tl.sum(tl.where(r_v == t − start, x, 0.0), axis=v)``: the one column of the
                        slice the index falls in (none: 0), a one-hot reduction on the block
-reduce_logsumexp       μ = max x (0 if not finite), ``μ + log Σ exp(x − μ)``, the input masked at −∞
-logsumexp_online       μ = max(max x, μ′), δ = 0 where μ′ = −∞ else exp(μ′ − μ), z = δz′ + Σ exp(x − μ)
+``logsumexp``          μ = max x (0 if not finite), ``μ + log Σ exp(x − μ)``, the input masked at −∞
+``logsumexp_online``   μ = max(max x, μ′), δ = 0 where μ′ = −∞ else exp(μ′ − μ), z = δz′ + Σ exp(x − μ)
 =====================  ==========================================================================
 
 A stream loop whose trips a mask skips runs over the trips its test allows: where the test is a conjunction
 of bounds on the loop index (causal: ``i_x ≤ i_q``), the loop's range (``range(0, i_q + 1)``: FlashAttention's
 causal loop, which the compiler pipelines); otherwise every trip, each under the test.
-
->>> ELEMENTWISE_INDEX_TRITON["le"]
-'tl.where({0} <= {1}, 1.0, 0.0)'
 """
 from __future__ import annotations
 
@@ -27,19 +26,6 @@ import sympy
 from napkin_cat.codegen.errors import CodegenError
 
 NEG_INF = 'float("-inf")'
-
-ELEMENTWISE_INDEX_TRITON = {
-    "log": "tl.log({0})", "abs": "tl.abs({0})",
-    "le": "tl.where({0} <= {1}, 1.0, 0.0)", "lt": "tl.where({0} < {1}, 1.0, 0.0)",
-    "ge": "tl.where({0} >= {1}, 1.0, 0.0)", "gt": "tl.where({0} > {1}, 1.0, 0.0)",
-    "eq": "tl.where({0} == {1}, 1.0, 0.0)", "ne": "tl.where({0} != {1}, 1.0, 0.0)",
-    "and": "tl.where(({0} != 0.0) & ({1} != 0.0), 1.0, 0.0)", "or": "tl.where(({0} != 0.0) | ({1} != 0.0), 1.0, 0.0)",
-    "not": "tl.where({0} == 0.0, 1.0, 0.0)",
-    "where": "tl.where({0} != 0.0, {1}, {other})", "select": "tl.where({0} != 0.0, {1}, {2})",
-}
-
-STRUCTURED_INDEX_TRITON = {"position": "_print_position", "gather": "_print_gather",
-                           "reduce_logsumexp": "_print_logsumexp", "logsumexp_online": "_print_logsumexp_online"}
 
 
 class TritonIndexKindsMixin:
@@ -128,4 +114,4 @@ class TritonIndexKindsMixin:
         return self._head(s, depth) + lines + self._out(s, mu, tm, rows, depth) + self._out(s, z, tz, rows, depth)
 
 
-__all__ = ["ELEMENTWISE_INDEX_TRITON", "STRUCTURED_INDEX_TRITON", "TritonIndexKindsMixin"]
+__all__ = ["TritonIndexKindsMixin"]

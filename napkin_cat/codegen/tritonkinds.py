@@ -1,26 +1,30 @@
-"""The primitive kinds in Triton: block-tensor expressions (the kind printers of the Triton dialect).
+"""The structures kinds print by in Triton: block-tensor expressions (the printers of the Triton dialect).
+
+A kind's record names how it prints (:mod:`napkin_cat.syntax.printed`): an elementwise map by its Triton template,
+the others by a structure, printed here by ``_print_<structure>``:
 
 =================================  ===========================================================
-kind                               Triton
+form                               Triton
 =================================  ===========================================================
-elementwise (exp, add, fma, …)     the template on the inputs aligned to the output's axes
-contract                           ``tl.dot`` for a matrix product, else ``tl.sum`` of the
+a template (exp, add, fma, cast …) the template on the inputs aligned to the output's axes (a
+                                   cast converts on assignment)
+``contract``                       ``tl.dot`` for a matrix product, else ``tl.sum`` of the
                                    broadcast product over the contracted axes
-reduce_count                       the product of the core axes' current extents, broadcast (``tl.full``)
-reduce_sum / max / min / mean      ``tl.sum`` / ``tl.max`` / ``tl.min`` over the core axes,
-                                   the input masked with the reduction's identity
-softmax                            μ = max βx (0 if not finite), y = exp(βx − μ) / Σ exp(βx − μ);
+``count``                          the product of the core axes' current extents, broadcast (``tl.full``)
+``reduce`` (fold ⊕, mean)          ⊕'s block reduction (``tl.sum`` / ``tl.max`` / ``tl.min``) over the core
+                                   axes, the input masked with ⊕'s identity; a mean divides by the count
+``softmax``                        μ = max βx (0 if not finite), y = exp(βx − μ) / Σ exp(βx − μ);
                                    for β > 0: β·max x and exp2(x·β·log₂e − μ·log₂e)
-softmax_unscaled / softmax_aux     μ = max(max βx, μ′), s = exp(βx − μ), δ = 0 where μ′ = −∞ else
+``online_softmax`` (``normalised``)  μ = max(max βx, μ′), s = exp(βx − μ), δ = 0 where μ′ = −∞ else
                                    exp(μ′ − μ), z = δz′ + Σ s (SoftMax₀: y = s/z, δz′)
-rename, cast                       the same tensor (a cast converts on assignment)
+``rename``                         the same tensor
 =================================  ===========================================================
 """
 from __future__ import annotations
 
 import sympy
 
-from napkin_cat.codegen.errors import CodegenError
+from napkin_cat.codegen.errors import CodegenError, UnknownKindError
 
 NEG_INF = 'float("-inf")'
 LOG2E = 1.4426950408889634
@@ -42,7 +46,7 @@ class TritonKindsMixin:
         full = ref.var if any(a not in have for a in want) else None
         expr = self.align(expr, list(have), want, full_var=full)
         if s.accumulate:
-            expr = self.combine(s.accumulate, self.value(ref), expr)
+            expr = self.combine(s.accumulate, self.value(ref), expr, s.kind)
         return self.assign(ref, expr, depth)
 
     def _print_elementwise(self, s, depth):
@@ -122,13 +126,17 @@ class TritonKindsMixin:
         x, out = s.ins[0], s.outs[0]
         X, O = self.axes(x), self.axes(out)
         core = [a for a in X if a not in O]
-        identity, how = self.reductions[s.kind]
+        acc, fold = self.reduction(s)
+        if fold.reduce is None:
+            raise UnknownKindError(s.kind, self.backend, f"its accumulator {acc.name!r} has no Triton block "
+                                   f"reduction: give it forms={{'triton': Fold(…, reduce='tl.…')}} to reduce a block")
+        identity, how = self.number(float(acc.identity(()))), fold.reduce
         v = self.value(x)
         m = self.mask(x.var)
         if m:
             v = f"tl.where({m}, {v}, {identity})"
         v = self._reduce_over(v, X, core, how)
-        if s.kind == "reduce_mean":
+        if self.option(s, "mean", False):
             count = sympy.Mul(*[self.ext(x, a) for a in core])
             v = f"{v} / ({self.code(count)})"
         return self._head(s, depth) + self._out(s, out, v, [a for a in X if a not in core], depth)
@@ -183,7 +191,7 @@ class TritonKindsMixin:
         y = f"{ts} / {self.align(tz, rows, X)}"
         return self._head(s, depth) + lines + self._out(s, s.outs[0], y, X, depth)
 
-    def _print_online(self, s, depth):
+    def _print_online_softmax(self, s, depth):
         lines, tx, X, core, rows, beta = self._scores(s, depth)
         _, mu_prev, z_prev = s.ins
         y, mu, d, z = s.outs
@@ -200,7 +208,7 @@ class TritonKindsMixin:
             self.line(depth, f"{ts} = {self._shifted_exp(tx, tms, X, rows, beta)}"),
             self.line(depth, f"{td} = tl.where({tmp} == {NEG_INF}, 0.0, tl.exp({tmp} - {tms}))   # δ, safe at μ′ = −∞"),
             self.line(depth, f"{tz} = {td} * {tzp} + {self._reduce_over(ts, X, core, 'tl.sum')}")]
-        if s.kind == "softmax_aux":
+        if self.option(s, "normalised", False):
             first, third = f"{ts} / {self.align(tz, rows, X)}", f"{td} * {tzp}"
         else:
             first, third = ts, td

@@ -47,7 +47,7 @@ import sympy
 from napkin_cat.codegen import tritonhost
 from napkin_cat.codegen.errors import CodegenError
 from napkin_cat.codegen.printer import CodePrinter, ident, launches
-from napkin_cat.codegen.tritonindices import ELEMENTWISE_INDEX_TRITON, STRUCTURED_INDEX_TRITON, TritonIndexKindsMixin
+from napkin_cat.codegen.tritonindices import TritonIndexKindsMixin
 from napkin_cat.codegen.tritonkinds import TritonKindsMixin
 from napkin_cat.plan.ir import GridLoop, Load, Ref, StreamLoop, walk, reads, writes
 
@@ -94,27 +94,12 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
     ``smem_per_block``: the shared memory the stages must fit (bytes; Hopper's by default)."""
 
     backend = "triton"
+    dialect = "triton"
     dtypes = {"fp32": "tl.float32", "fp16": "tl.float16", "bf16": "tl.bfloat16", "fp8": "tl.float8e4nv",
               "int32": "tl.int32", "bool": "tl.int1"}
     torch_dtypes = {"fp32": "torch.float32", "fp16": "torch.float16", "bf16": "torch.bfloat16"}
-    elementwise = {
-        "id": "{0}", "cast": "{0}", "exp": "tl.exp({0})", "neg": "(-{0})", "relu": "tl.maximum({0}, 0.0)",
-        "gelu": "nc_gelu({0})", "silu": "({0} * tl.sigmoid({0}))", "sigmoid": "tl.sigmoid({0})",
-        "tanh": "nc_tanh({0})", "sqrt": "tl.sqrt({0})", "rsqrt": "tl.rsqrt({0})", "recip": "(1.0 / {0})",
-        "square": "({0} * {0})", "scale": "({c} * {0})", "shift": "({0} + {c})",
-        "step": "tl.where({0} > 0.0, 1.0, 0.0)",
-        "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
-        "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})", "fma": "tl.fma({0}, {1}, {2})",
-        **ELEMENTWISE_INDEX_TRITON,
-    }
-    structured = {"contract": "_print_contract", "softmax": "_print_softmax", "softmax_unscaled": "_print_online",
-                  "softmax_aux": "_print_online", "reduce_sum": "_print_reduce", "reduce_max": "_print_reduce",
-                  "reduce_min": "_print_reduce", "reduce_mean": "_print_reduce", "reduce_count": "_print_count",
-                  "rename": "_print_rename", **STRUCTURED_INDEX_TRITON}
-    accumulators = {"sum": "{0} + {1}", "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})"}
-    #: reduction kind → (identity, Triton reduction)
-    reductions = {"reduce_sum": ("0.0", "tl.sum"), "reduce_mean": ("0.0", "tl.sum"),
-                  "reduce_max": ('float("-inf")', "tl.max"), "reduce_min": ('float("inf")', "tl.min")}
+    #: ``{max}(a, b)``, ``{min}(a, b)``, ``{exp}(x)`` in a form
+    helpers = {"max": "tl.maximum", "min": "tl.minimum", "exp": "tl.exp"}
     min_template = "tl.minimum({0}, {1})"
     max_template = "tl.maximum({0}, {1})"
     div_template = "{0} // {1}"

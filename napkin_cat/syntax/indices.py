@@ -40,6 +40,7 @@ from napkin_cat.syntax import interval as iv
 from napkin_cat.syntax.adapter import Array, Diagram
 from napkin_cat.syntax.axis import Axis, check_name
 from napkin_cat.syntax.dtype import BOOL, FP32, INT32, as_dtype
+from napkin_cat.syntax.printed import printed, structured
 from napkin_cat.syntax.ops import SUM
 from napkin_cat.syntax.primitive import Core, Weave, declare
 from napkin_cat.syntax.vjp import no_cotangent
@@ -85,28 +86,43 @@ def _position_interval(ins, box, tile_of):
 
 
 declare("position", _position_impl, flops=lambda core: {}, check=_position_check, label="pos", shape="circle",
+        forms=structured("position"),
         doc="The position of each index along the axis it is weaved over (iota); global inside a partition.",
         vjp=no_cotangent, interval=_position_interval)
 
 # --------------------------------------------------------------------------- comparisons and logic
-#: comparison kind → (numpy function, symbol, interval image: the truth of the comparison on a tile)
-COMPARISONS = {"le": (np.less_equal, "≤", iv.image(iv.less_equal)), "lt": (np.less, "<", iv.image(iv.less)),
-               "ge": (np.greater_equal, "≥", iv.image(lambda a, b: iv.less_equal(b, a))),
-               "gt": (np.greater, ">", iv.image(lambda a, b: iv.less(b, a))),
-               "eq": (np.equal, "=", iv.image(iv.equal)), "ne": (np.not_equal, "≠", iv.image(iv.not_equal))}
-#: logical kind → (numpy function, arity, symbol, interval image)
-LOGICAL = {"and": (np.logical_and, 2, "∧", iv.image(iv.conjunction)),
-           "or": (np.logical_or, 2, "∨", iv.image(iv.disjunction)),
-           "not": (np.logical_not, 1, "¬", iv.image(iv.complement))}
+#: comparison kind → (numpy function, symbol, interval image: the truth of the comparison on a tile, printed forms:
+#: C (CUDA's too) and Triton)
+COMPARISONS = {
+    "le": (np.less_equal, "≤", iv.image(iv.less_equal),
+           printed("({0} <= {1} ? 1.0f : 0.0f)", "tl.where({0} <= {1}, 1.0, 0.0)")),
+    "lt": (np.less, "<", iv.image(iv.less), printed("({0} < {1} ? 1.0f : 0.0f)", "tl.where({0} < {1}, 1.0, 0.0)")),
+    "ge": (np.greater_equal, "≥", iv.image(lambda a, b: iv.less_equal(b, a)),
+           printed("({0} >= {1} ? 1.0f : 0.0f)", "tl.where({0} >= {1}, 1.0, 0.0)")),
+    "gt": (np.greater, ">", iv.image(lambda a, b: iv.less(b, a)),
+           printed("({0} > {1} ? 1.0f : 0.0f)", "tl.where({0} > {1}, 1.0, 0.0)")),
+    "eq": (np.equal, "=", iv.image(iv.equal), printed("({0} == {1} ? 1.0f : 0.0f)", "tl.where({0} == {1}, 1.0, 0.0)")),
+    "ne": (np.not_equal, "≠", iv.image(iv.not_equal),
+           printed("({0} != {1} ? 1.0f : 0.0f)", "tl.where({0} != {1}, 1.0, 0.0)")),
+}
+#: logical kind → (numpy function, arity, symbol, interval image, printed forms)
+LOGICAL = {
+    "and": (np.logical_and, 2, "∧", iv.image(iv.conjunction),
+            printed("(({0} != 0.0f && {1} != 0.0f) ? 1.0f : 0.0f)", "tl.where(({0} != 0.0) & ({1} != 0.0), 1.0, 0.0)")),
+    "or": (np.logical_or, 2, "∨", iv.image(iv.disjunction),
+           printed("(({0} != 0.0f || {1} != 0.0f) ? 1.0f : 0.0f)", "tl.where(({0} != 0.0) | ({1} != 0.0), 1.0, 0.0)")),
+    "not": (np.logical_not, 1, "¬", iv.image(iv.complement),
+            printed("({0} == 0.0f ? 1.0f : 0.0f)", "tl.where({0} == 0.0, 1.0, 0.0)")),
+}
 
-for _name, (_fn, _label, _interval) in COMPARISONS.items():
+for _name, (_fn, _label, _interval, _forms) in COMPARISONS.items():
     declare(_name, lambda xs, core, fn=_fn: [fn(xs[0], xs[1])], flops=lambda core: {"general": 1},
             check=_items(_name, 2), label=_label, shape="circle", doc=f"The comparison a {_label} b (a mask).",
-            vjp=no_cotangent, interval=_interval)
-for _name, (_fn, _arity, _label, _interval) in LOGICAL.items():
+            vjp=no_cotangent, interval=_interval, forms=_forms)
+for _name, (_fn, _arity, _label, _interval, _forms) in LOGICAL.items():
     declare(_name, lambda xs, core, fn=_fn: [fn(*[np.asarray(x, bool) for x in xs])],
             flops=lambda core: {"general": 1}, check=_items(_name, _arity), label=_label, shape="circle",
-            doc=f"Logical {_name} of masks.", vjp=no_cotangent, interval=_interval)
+            doc=f"Logical {_name} of masks.", vjp=no_cotangent, interval=_interval, forms=_forms)
 
 
 def _where_impl(xs, core: Core):
@@ -139,6 +155,8 @@ def _where_constant(box, c):
 
 declare("where", _where_impl, flops=lambda core: {"general": 1}, check=_items("where", 2), label="where",
         shape="circle", doc="c ? a : other, with a constant other (−∞ by default: a masked score).",
+        forms=printed("({0} != 0.0f ? {1} : {other})", "tl.where({0} != 0.0, {1}, {other})",
+                      defaults={"other": -np.inf}),
         vjp=_where_vjp, interval=_where_interval, constant=_where_constant)
 
 
@@ -156,8 +174,8 @@ def _select_constant(box, c):
 
 declare("select", lambda xs, core: [np.where(np.asarray(xs[0], bool), xs[1], xs[2])],
         flops=lambda core: {"general": 1}, check=_items("select", 3), label="select", shape="circle",
-        doc="c ? a : b.", vjp=_select_vjp, interval=iv.image(lambda m, a, b: iv.hull(a, b)),
-        constant=_select_constant)
+        doc="c ? a : b.", forms=printed("({0} != 0.0f ? {1} : {2})", "tl.where({0} != 0.0, {1}, {2})"),
+        vjp=_select_vjp, interval=iv.image(lambda m, a, b: iv.hull(a, b)), constant=_select_constant)
 
 # --------------------------------------------------------------------------- gather
 
@@ -196,7 +214,7 @@ def _gather_vjp(ctx, box, ins, outs, ybar):
 
 
 declare("gather", _gather_impl, flops=lambda core: {"general": 1}, check=_gather_check, accumulator=SUM,
-        label="gather", shape="box",
+        label="gather", shape="box", forms=structured("gather"),
         doc="x[t]: the value of the first input at the integer index t along its core axis (0 outside a slice).",
         vjp=_gather_vjp, constant=lambda box, c: 0.0 if c[0] == 0 else None)
 

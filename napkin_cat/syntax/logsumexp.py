@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from napkin_cat.errors import SignatureError
+from napkin_cat.syntax.printed import structured
 from napkin_cat.syntax.primitive import Core, declare
 
 
@@ -74,6 +75,7 @@ def _reduce_vjp(ctx, box, ins, outs, ybar):
 
 
 declare("reduce_logsumexp", _reduce_impl, flops=_reduce_flops, check=_reduce_check, label="LSE", shape="reduce",
+        forms=structured("logsumexp"),
         doc="log Σ exp over the core axes (stable: μ + log Σ exp(x − μ)).",
         vjp=_reduce_vjp, constant=lambda box, c: -np.inf if c[0] == -np.inf else None)
 
@@ -103,6 +105,7 @@ def _online_flops(core: Core):
 
 
 declare("logsumexp_online", _online_impl, flops=_online_flops, check=_online_check, label="LSE₁", shape="reduce",
+        forms=structured("logsumexp_online"),
         doc="One slice of an online log-sum-exp: μ = max(μ′, max x), z = δz′ + Σ exp(x − μ), δ = exp(μ′ − μ).")
 
 __all__ = ["logsumexp", "online_step"]

@@ -42,6 +42,7 @@ import sympy
 
 from napkin_cat.errors import ShapeError, SignatureError
 from napkin_cat.syntax import interval as iv
+from napkin_cat.syntax.printed import Fold, Structured, printed, structured
 from napkin_cat.syntax.primitive import Accumulator, Addend, Core, declare
 from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.syntax.vjp import linear, no_cotangent, on, partials, pointwise
@@ -96,9 +97,14 @@ def _scale_constant(box, c):
 
 
 # --------------------------------------------------------------------------- accumulators
-SUM = Accumulator("sum", lambda shape, dtype=float: np.zeros(shape, dtype), np.add)
-MAX = Accumulator("max", lambda shape, dtype=float: np.full(shape, -np.inf, dtype), np.maximum)
-MIN = Accumulator("min", lambda shape, dtype=float: np.full(shape, np.inf, dtype), np.minimum)
+# printed: the fold in C (CUDA's too) and Triton; ``{max}``/``{min}`` propagate NaN in C as numpy does, so OpenMP's
+# max reduction (which drops it) is no reduction of theirs
+SUM = Accumulator("sum", lambda shape, dtype=float: np.zeros(shape, dtype), np.add,
+                  forms={"c": Fold("{0} + {1}", reduce="+"), "triton": Fold("{0} + {1}", reduce="tl.sum")})
+MAX = Accumulator("max", lambda shape, dtype=float: np.full(shape, -np.inf, dtype), np.maximum,
+                  forms={"c": Fold("{max}({0}, {1})"), "triton": Fold("{max}({0}, {1})", reduce="tl.max")})
+MIN = Accumulator("min", lambda shape, dtype=float: np.full(shape, np.inf, dtype), np.minimum,
+                  forms={"c": Fold("{min}({0}, {1})"), "triton": Fold("{min}({0}, {1})", reduce="tl.min")})
 
 # --------------------------------------------------------------------------- contraction
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -161,7 +167,7 @@ def _contract_vjp(ctx, box, ins, outs, ybar):
 
 
 declare("contract", _contract_impl, flops=_contract_flops, check=_contract_check,
-        accumulator=SUM, labelled=_contract_labelled, label="·", shape="contract",
+        accumulator=SUM, labelled=_contract_labelled, label="·", shape="contract", forms=structured("contract"),
         doc="Contraction (dot product): the sum over shared core axes of the product of the operands.",
         vjp=_contract_vjp, constant=_zero_absorbs)
 
@@ -209,8 +215,8 @@ def _softmax_vjp(ctx, box, ins, outs, ybar):
 
 
 declare("softmax", _softmax_impl, flops=_softmax_flops, check=_softmax_check, label="SoftMax",
-        shape="triangle", doc="SoftMax with inverse temperature β: y = exp(βx − μ)/Σ exp(βx − μ).",
-        vjp=_softmax_vjp)
+        shape="triangle", forms=structured("softmax"),
+        doc="SoftMax with inverse temperature β: y = exp(βx − μ)/Σ exp(βx − μ).", vjp=_softmax_vjp)
 
 
 def _aux_check(name):
@@ -263,11 +269,11 @@ def _online_flops(divides: bool):
 
 
 declare("softmax_aux", _aux_impl, flops=_online_flops(divides=True), check=_aux_check("softmax_aux"),
-        label="SoftMax₀", shape="triangle",
+        label="SoftMax₀", shape="triangle", forms=structured("online_softmax", normalised=True),
         doc="Auxiliary SoftMax (Table 4): returns y = s/z with (μ, δz′, z); prior y′ ← y′·δz′/z.")
 declare("softmax_unscaled", _unscaled_impl, flops=_online_flops(divides=False),
         check=_aux_check("softmax_unscaled"),
-        label="SoftMax₁", shape="triangle",
+        label="SoftMax₁", shape="triangle", forms=structured("online_softmax"),
         doc="Unscaled SoftMax (Table 4): returns s with (μ, δ, z); prior y′ ← y′·δ, tail y ← y/z.")
 
 # --------------------------------------------------------------------------- elementwise maps
@@ -325,46 +331,62 @@ def _shift_constant(box, c):
     return None if c[0] is None else _constant_sum([c[0], float(box.data.param("c", 0))])
 
 
-# name: (function(x, core), pipeline, its other parts: VJP (ȳ·f′ or a linear map's transpose), interval image,
-# constant rule)
+# name: (function(x, core), pipeline, its other parts: printed forms (C, CUDA's too, and Triton; ``{max}``, ``{exp}``:
+# the dialect's helpers), VJP (ȳ·f′ or a linear map's transpose), interval image, constant rule)
 UNARY = {
     "id": (lambda x, c: x, None,
-           dict(vjp=linear(lambda ctx, box, yb, xi: yb), interval=iv.image(iv.same), constant=_passes)),
+           dict(forms=printed("{0}", "{0}"),
+                vjp=linear(lambda ctx, box, yb, xi: yb), interval=iv.image(iv.same), constant=_passes)),
     "exp": (lambda x, c: np.exp(x), "special",
-            dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.x(yo)), interval=iv.increasing(iv.exp_end),
+            dict(forms=printed("{exp}({0})", "tl.exp({0})"),
+                 vjp=pointwise(lambda ctx, box, xi, yo: ctx.x(yo)), interval=iv.increasing(iv.exp_end),
                  constant=lambda box, c: 0.0 if c[0] == -INF else None)),
     "log": (lambda x, c: _log(x), "special",
-            dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("recip", ctx.x(xi))),
+            dict(forms=printed("logf({0})", "tl.log({0})"),
+                 vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("recip", ctx.x(xi))),
                  interval=iv.increasing(iv.log_end))),
     "abs": (lambda x, c: np.abs(x), "general",
-            dict(vjp=pointwise(_abs_prime), interval=iv.image(iv.absolute))),
+            dict(forms=printed("fabsf({0})", "tl.abs({0})"),
+                 vjp=pointwise(_abs_prime), interval=iv.image(iv.absolute))),
     "neg": (lambda x, c: -x, "general",
-            dict(vjp=linear(lambda ctx, box, yb, xi: ctx.ew("neg", yb)), interval=iv.image(iv.neg))),
+            dict(forms=printed("(-{0})", "(-{0})"),
+                 vjp=linear(lambda ctx, box, yb, xi: ctx.ew("neg", yb)), interval=iv.image(iv.neg))),
     "relu": (lambda x, c: np.maximum(x, 0), "general",
-             dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("step", ctx.x(xi))))),
-    "gelu": (lambda x, c: _gelu(x), "special", dict(vjp=pointwise(_gelu_prime))),
-    "silu": (lambda x, c: _silu(x), "special", dict(vjp=pointwise(_silu_prime))),
+             dict(forms=printed("{max}({0}, 0.0f)", "tl.maximum({0}, 0.0)"),
+                  vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("step", ctx.x(xi))))),
+    "gelu": (lambda x, c: _gelu(x), "special", dict(forms=printed("nc_gelu({0})", "nc_gelu({0})"),
+                                                    vjp=pointwise(_gelu_prime))),
+    "silu": (lambda x, c: _silu(x), "special", dict(forms=printed("nc_silu({0})", "({0} * tl.sigmoid({0}))"),
+                                                    vjp=pointwise(_silu_prime))),
     "sigmoid": (lambda x, c: _sigmoid(x), "special",
-                dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("mul", ctx.x(yo), ctx.one_minus(ctx.x(yo)))))),
+                dict(forms=printed("nc_sigmoid({0})", "tl.sigmoid({0})"),
+                     vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("mul", ctx.x(yo), ctx.one_minus(ctx.x(yo)))))),
     "tanh": (lambda x, c: np.tanh(x), "special",
-             dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.one_minus(ctx.ew("square", ctx.x(yo)))))),
+             dict(forms=printed("tanhf({0})", "nc_tanh({0})"),
+                  vjp=pointwise(lambda ctx, box, xi, yo: ctx.one_minus(ctx.ew("square", ctx.x(yo)))))),
     "sqrt": (lambda x, c: np.sqrt(x), "special",
-             dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.const("scale", ctx.ew("recip", ctx.x(yo)), 0.5)))),
+             dict(forms=printed("sqrtf({0})", "tl.sqrt({0})"),
+                  vjp=pointwise(lambda ctx, box, xi, yo: ctx.const("scale", ctx.ew("recip", ctx.x(yo)), 0.5)))),
     "rsqrt": (lambda x, c: 1.0 / np.sqrt(x), "special",
-              dict(vjp=pointwise(_rsqrt_prime))),
+              dict(forms=printed("(1.0f / sqrtf({0}))", "tl.rsqrt({0})"), vjp=pointwise(_rsqrt_prime))),
     "recip": (lambda x, c: 1.0 / x, "special",
-              dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("neg", ctx.ew("square", ctx.x(yo)))))),
+              dict(forms=printed("(1.0f / {0})", "(1.0 / {0})"),
+                   vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("neg", ctx.ew("square", ctx.x(yo)))))),
     "square": (lambda x, c: x * x, "general",
-               dict(vjp=pointwise(lambda ctx, box, xi, yo: ctx.const("scale", ctx.x(xi), 2)))),
+               dict(forms=printed("({0} * {0})", "({0} * {0})"),
+                    vjp=pointwise(lambda ctx, box, xi, yo: ctx.const("scale", ctx.x(xi), 2)))),
     "scale": (lambda x, c: c.value(c.params.get("c", 1)) * x, "general",
-              dict(vjp=linear(lambda ctx, box, yb, xi: ctx.const("scale", yb, box.data.param("c", 1))),
+              dict(forms=printed("({c} * {0})", "({c} * {0})", defaults={"c": 1.0}),
+                   vjp=linear(lambda ctx, box, yb, xi: ctx.const("scale", yb, box.data.param("c", 1))),
                    interval=lambda ins, box, tile_of: iv.scaled(ins[0], box.data.param("c", 1)),
                    constant=_scale_constant)),
     "shift": (lambda x, c: x + c.value(c.params.get("c", 0)), "general",
-              dict(vjp=linear(lambda ctx, box, yb, xi: yb), interval=iv.increasing(lambda x, c=0: x + c),
+              dict(forms=printed("({0} + {c})", "({0} + {c})", defaults={"c": 0.0}),
+                   vjp=linear(lambda ctx, box, yb, xi: yb), interval=iv.increasing(lambda x, c=0: x + c),
                    constant=_shift_constant)),
     "step": (lambda x, c: np.greater(x, 0).astype(np.result_type(x, np.float32)), "general",  # Heaviside H(x)
-             dict(vjp=linear(lambda ctx, box, yb, xi: ctx.zeros_like(ctx.x(xi))))),
+             dict(forms=printed("({0} > 0.0f ? 1.0f : 0.0f)", "tl.where({0} > 0.0, 1.0, 0.0)"),
+                  vjp=linear(lambda ctx, box, yb, xi: ctx.zeros_like(ctx.x(xi))))),
 }
 
 
@@ -382,22 +404,26 @@ def _picks(larger: bool):
 # name: (function(a, b), pipeline, its other parts)
 BINARY = {
     "add": (np.add, "general",
-            dict(vjp=partials(lambda ctx, y, a, b: y, lambda ctx, y, a, b: y), interval=iv.image(iv.add),
+            dict(forms=printed("({0} + {1})", "({0} + {1})"),
+                 vjp=partials(lambda ctx, y, a, b: y, lambda ctx, y, a, b: y), interval=iv.image(iv.add),
                  constant=lambda box, c: _constant_sum(c))),
     "sub": (np.subtract, "general",
-            dict(vjp=partials(lambda ctx, y, a, b: y, lambda ctx, y, a, b: ctx.ew("neg", y)), interval=iv.image(iv.sub),
+            dict(forms=printed("({0} - {1})", "({0} - {1})"),
+                 vjp=partials(lambda ctx, y, a, b: y, lambda ctx, y, a, b: ctx.ew("neg", y)), interval=iv.image(iv.sub),
                  constant=lambda box, c: _constant_sum([c[0], None if c[1] is None else -c[1]]))),
     "mul": (np.multiply, "general",
-            dict(vjp=partials(lambda ctx, y, a, b: on(ctx, "mul", y, y, b),
+            dict(forms=printed("({0} * {1})", "({0} * {1})"), vjp=partials(lambda ctx, y, a, b: on(ctx, "mul", y, y, b),
                               lambda ctx, y, a, b: on(ctx, "mul", y, y, a)), constant=_zero_absorbs)),
     "div": (np.divide, "general",
-            dict(vjp=partials(lambda ctx, y, a, b: on(ctx, "div", y, y, b),
+            dict(forms=printed("({0} / {1})", "({0} / {1})"), vjp=partials(lambda ctx, y, a, b: on(ctx, "div", y, y, b),
                               lambda ctx, y, a, b: ctx.ew("neg", on(ctx, "div", y, on(ctx, "mul", y, y, a),
                                                                     on(ctx, "mul", y, b, b)))))),
     "max": (np.maximum, "general",
-            dict(vjp=_picks(larger=True), interval=iv.image(iv.maximum), constant=_all_equal(-INF))),
+            dict(forms=printed("{max}({0}, {1})", "tl.maximum({0}, {1})"),
+                 vjp=_picks(larger=True), interval=iv.image(iv.maximum), constant=_all_equal(-INF))),
     "min": (np.minimum, "general",
-            dict(vjp=_picks(larger=False), interval=iv.image(iv.minimum), constant=_all_equal(INF))),
+            dict(forms=printed("{min}({0}, {1})", "tl.minimum({0}, {1})"),
+                 vjp=_picks(larger=False), interval=iv.image(iv.minimum), constant=_all_equal(INF))),
 }
 
 
@@ -412,7 +438,8 @@ def _fma_vjp(ctx, box, ins, outs, ybar):
 
 #: fused multiply-add ``a·b + c``: one instruction, a multiply and an add (the paper's "multiply-add", §5.6)
 TERNARY = {
-    "fma": (lambda a, b, c: a * b + c, "general", 2, dict(vjp=_fma_vjp)),
+    "fma": (lambda a, b, c: a * b + c, "general", 2, dict(forms=printed("fmaf({0}, {1}, {2})", "tl.fma({0}, {1}, {2})"),
+                                                          vjp=_fma_vjp)),
 }
 #: operands a kind adds to the rest of its result (``f(…, t) = rest(…) + t``): ``a + b`` adds either to the
 #: other, ``fma`` adds ``c`` to ``a·b``
@@ -492,10 +519,12 @@ def _extremum_vjp(larger: bool):
 
 # name: (function, accumulator, its other parts)
 REDUCTIONS = {
-    "sum": (np.sum, SUM, dict(vjp=_broadcast_back, constant=_zero_absorbs)),
-    "max": (np.max, MAX, dict(vjp=_extremum_vjp(larger=True), constant=_all_equal(-INF))),
-    "min": (np.min, MIN, dict(vjp=_extremum_vjp(larger=False), constant=_all_equal(INF))),
-    "mean": (np.mean, None, dict(vjp=_mean_vjp)),
+    "sum": (np.sum, SUM, dict(forms=structured("reduce", fold=SUM), vjp=_broadcast_back, constant=_zero_absorbs)),
+    "max": (np.max, MAX, dict(forms=structured("reduce", fold=MAX),
+                              vjp=_extremum_vjp(larger=True), constant=_all_equal(-INF))),
+    "min": (np.min, MIN, dict(forms=structured("reduce", fold=MIN),
+                              vjp=_extremum_vjp(larger=False), constant=_all_equal(INF))),
+    "mean": (np.mean, None, dict(forms=structured("reduce", fold=SUM, mean=True), vjp=_mean_vjp)),
 }
 
 
@@ -523,7 +552,7 @@ def _count_impl(xs, core: Core):
 
 
 declare("reduce_count", _count_impl, flops=lambda core: {}, check=_reduce_check("count"), accumulator=SUM,
-        label="count", shape="reduce",
+        label="count", shape="reduce", forms=structured("count"),
         doc="The number of values over the core axes (a chunk's extent: a running mean's weight).",
         vjp=no_cotangent)
 
@@ -579,8 +608,9 @@ def _join_vjp(ctx, box, ins, outs, ybar):
 
 
 declare("split", _split_impl, check=_split_check, label="split", shape="split",
+        forms={"c": Structured("split")},     # Triton's block tensors cannot be cut at a runtime offset
         doc="Split an axis into consecutive slices (paper Fig. primitive_weaving).", vjp=_split_vjp)
-declare("join", _join_impl, check=_join_check, label="join", shape="join",
+declare("join", _join_impl, check=_join_check, label="join", shape="join", forms={"c": Structured("join")},
         doc="Join slices along an axis (inverse of split).", vjp=_join_vjp)
 
 # --------------------------------------------------------------------------- transfers and casts
@@ -606,6 +636,7 @@ declare("save", lambda xs, core: [xs[0]], check=_item_check("save"), label="save
         interval=iv.image(iv.same), constant=_passes)
 declare("cast", lambda xs, core: [as_dtype(core.params["dtype"]).quantize(xs[0])],
         flops=lambda core: {"general": 1}, check=_item_check("cast"), label="cast", shape="circle",
+        forms=printed("{0}", "{0}"),      # the store converts
         doc="Convert between number formats (numpy: round to the target format).",
         vjp=_cast_vjp, interval=iv.image(iv.same), constant=_passes)
 
@@ -628,5 +659,6 @@ def _rename_vjp(ctx, box, ins, outs, ybar):
 
 
 declare("rename", lambda xs, core: [xs[0]], check=_rename_check, label="rename", shape="circle",
+        forms=structured("rename"),
         doc="Rename axes (a reindexing: same values, new axis names).",
         vjp=_rename_vjp, interval=iv.image(iv.same), constant=_passes)

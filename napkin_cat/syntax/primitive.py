@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from napkin_cat.errors import MissingPartError, NoVJPError, ShapeError, SignatureError, UnknownPrimitiveError
+from napkin_cat.syntax.printed import Fold, as_form
 
 PIPELINES = ("tensor", "special", "general")
 
@@ -102,6 +103,29 @@ class Accumulator:
     name: str
     identity: Callable
     combine: Callable
+    forms: dict = field(default_factory=dict, compare=False)  # backend (BACKENDS) -> its Fold (printed combine)
+
+    def __repr__(self):
+        return f"Accumulator({self.name!r})"
+
+    def __post_init__(self):
+        for backend, fold in self.forms.items():
+            if backend not in BACKENDS or not isinstance(fold, Fold):
+                raise SignatureError(f"accumulator {self.name!r}: forms map a backend of {BACKENDS} to a Fold, got "
+                                     f"{backend!r}: {fold!r}")
+
+    def fold(self, backend: str):
+        """Its printed form in ``backend`` (a :class:`~napkin_cat.syntax.printed.Fold`; CUDA's falls back on C's), or
+        :class:`MissingPartError` naming the accumulator, the backend and how to give one."""
+        if backend not in BACKENDS:
+            raise MissingPartError(f"{backend!r} is not a backend of a printed form; the backends are {BACKENDS}")
+        value = self.forms.get(backend)
+        if value is None and backend == "cuda":
+            value = self.forms.get("c")
+        if value is None:
+            raise MissingPartError(f"accumulator {self.name!r} has no {backend} fold: give it forms={{{backend!r}: "
+                                   f"Fold(combine=…)}} to print a kind that folds with it in {backend}")
+        return value
 
 
 @dataclass(frozen=True)
@@ -162,7 +186,7 @@ differentiate it (nc.grad)
     vjp: Callable | None = None  # its vector-Jacobian product (napkin_cat.syntax.vjp: the rule protocol)
     interval: Callable | None = None  # (ins, box, tile_of) -> Interval | Truth | None (napkin_cat.syntax.interval)
     constant: Callable | None = None  # (box, constants of the inputs: None unknown) -> its constant or None
-    forms: dict = field(default_factory=dict)  # backend (BACKENDS) -> its printed form (a template)
+    forms: dict = field(default_factory=dict)  # backend (BACKENDS) -> its printed form: a Template or Structured
 
     def __repr__(self):
         return f"Kind({self.name!r})"
@@ -225,8 +249,11 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     tile (:mod:`napkin_cat.syntax.interval`: a mask built with it lets a stream skip tiles);
     ``constant(box, consts)`` the one value of its output when its inputs are the constants ``consts`` (None
     where one is not constant; None when the output is not constant either: what makes a masked trip neutral);
-    ``forms`` its printed form per backend (``{"c": …, "cuda": …, "triton": …}``).  A part left out is refused
-    by name by the layer that needs it (:meth:`Kind.part`).
+    ``forms`` its printed form per backend (``{"c": …, "cuda": …, "triton": …}``; CUDA prints the C form unless
+    given its own): a :class:`~napkin_cat.syntax.printed.Template` (or its text, such as
+    ``"log1pf(expf({0}))"``) for an elementwise map, a :class:`~napkin_cat.syntax.printed.Structured` form naming
+    the structure a kind that is not a map is printed by (:mod:`napkin_cat.syntax.printed`).  A part left out is
+    refused by name by the layer that needs it (:meth:`Kind.part`).
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise SignatureError(f"a primitive kind is named by an identifier (such as 'gelu2'), got {name!r}")
@@ -238,6 +265,7 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     for backend in forms:
         if backend not in BACKENDS:
             raise SignatureError(f"kind {name!r}: forms are given per backend {BACKENDS}, got {backend!r}")
+        forms[backend] = as_form(forms[backend])
     for a in addends:
         if not isinstance(a, Addend) or a.position in a.operands:
             raise SignatureError(f"kind {name!r}: addends must be Addend(position, rest, operands) with the "
@@ -257,3 +285,12 @@ def kind_of(name: str) -> Kind:
     except KeyError:
         raise UnknownPrimitiveError(
             f"unknown primitive kind {name!r}; declared kinds are {sorted(KINDS)}") from None
+
+
+def accumulator_named(name: str) -> Accumulator:
+    """The accumulator called ``name`` among the declared kinds' (a plan names the monoid a statement folds with)."""
+    for kind in KINDS.values():
+        if kind.accumulator is not None and kind.accumulator.name == name:
+            return kind.accumulator
+    raise UnknownPrimitiveError(f"no declared kind folds with an accumulator called {name!r}; the accumulators are "
+                                f"{sorted({k.accumulator.name for k in KINDS.values() if k.accumulator})}")

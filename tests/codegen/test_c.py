@@ -112,20 +112,25 @@ def test_a_missing_compiler_is_a_typed_error(algorithms, monkeypatch, tmp_path):
 
 
 def test_a_kind_without_a_printed_form_is_named(scratch_kinds):
+    """A kind declared without a backend's form runs in numpy and is refused by each printer by name: the kind,
+    the backend and the ``forms=`` keyword (a MissingPartError, never a KeyError)."""
     nc.declare("twice", lambda xs, core: [2 * xs[0]], flops=lambda core: {"general": 1})
     d = nc.kernel(nc.apply("twice", "n -> n"))
     p = nc.plan(d, {"n": 4})
     np.testing.assert_array_equal(p(np.ones(4)), 2 * np.ones(4))
-    for make, printer in ((nc.codegen.c, "CPrinter"), (nc.codegen.cuda, "CudaPrinter"),
-                          (nc.codegen.triton, "TritonPrinter")):
-        with pytest.raises(nc.codegen.UnknownKindError, match=rf"backend has no printed form for primitive kind "
-                                                              rf"'twice'; give one in {printer}.elementwise"):
+    for make, backend, keyword in ((nc.codegen.c, "c", r"forms=\{'c': …\}"),
+                                   (nc.codegen.cuda, "cuda", r"forms=\{'cuda': …\} \(or a C form\)"),
+                                   (nc.codegen.triton, "triton", r"forms=\{'triton': …\}")):
+        with pytest.raises(nc.MissingPartError, match=rf"the {backend} backend has no printed form for primitive "
+                                                      rf"kind 'twice': kind 'twice' has no .* form: declare it "
+                                                      rf"with {keyword}") as e:
             make(p)
+        assert isinstance(e.value, nc.codegen.UnknownKindError) and not isinstance(e.value, KeyError)
 
 
-def test_a_declared_kind_prints_once_given_a_template(scratch_kinds, monkeypatch):
-    nc.declare("twice", lambda xs, core: [2 * xs[0]], flops=lambda core: {"general": 1})
-    monkeypatch.setitem(nc.codegen.CPrinter.elementwise, "twice", "(2.0f * {0})")
+def test_a_declared_kind_prints_once_given_a_template(scratch_kinds):
+    nc.declare("twice", lambda xs, core: [2 * xs[0]], flops=lambda core: {"general": 1},
+               forms={"c": "(2.0f * {0})"})
     p = nc.plan(nc.kernel(nc.apply("twice", "n -> n")), {"n": 4})
     x = np.arange(4, dtype=np.float32)
     np.testing.assert_array_equal(nc.codegen.c(p)(x), 2 * x)
