@@ -1,6 +1,7 @@
 """The CUDA kernel object: its compiler's report without a GPU, its shared library, and its run on a GPU.
 
-* ``k.compile(arch="sm_90")`` runs ``nvcc -cubin -Xptxas -v`` (no GPU needed) and reports, overall and per
+* ``k.compile(arch="sm_90")`` runs ``nvcc -cubin -Xptxas -v`` (no GPU needed; its report cached by the digest of
+  the source, the architecture and the compiler) and reports, overall and per
   kernel, the shared memory three ways: ``smem_static`` (what ptxas counts: the ``__shared__`` arena when it
   fits the language's 48 KiB static window), ``smem_dynamic`` (what the launch asks for: the arena past
   the window, ``extern __shared__``, which ptxas never sees) and ``smem``, their sum.  Law: ``smem ==
@@ -144,14 +145,7 @@ class CudaKernel(GeneratedKernel):
         digits = arch_digits(arch)
         gpu = model_for(arch, self.printer.hardware)
         self._check_limits(gpu)
-        with tempfile.TemporaryDirectory() as tmp:
-            src = Path(tmp) / "kernel.cu"
-            src.write_text(self.source)
-            run = subprocess.run([_nvcc(), f"-arch=sm_{digits}", "-cubin", "-Xptxas", "-v", "-o",
-                                  str(Path(tmp) / "kernel.cubin"), str(src)], capture_output=True, text=True)
-        if run.returncode != 0:
-            raise CodegenError(f"nvcc rejected the generated CUDA kernel for sm_{digits}:\n{run.stderr[-3000:]}")
-        ptxas, kernels = parse_ptxas(run.stderr), {}
+        ptxas, kernels = parse_ptxas(self._ptxas_report(digits)), {}
         for name, info in self.printer.kernels.items():        # in launch order
             k = kernels[name] = ptxas.get(name, {"registers": 0, "spills": 0, "stack": 0, "smem_static": 0})
             k["smem_dynamic"] = info["smem"] if info["dynamic"] else 0
@@ -164,6 +158,27 @@ class CudaKernel(GeneratedKernel):
                 "estimate": {"registers": max((k["stage"] for k in self.printer.kernels.values()), default=0),
                              "smem": max((k["smem"] for k in self.printer.kernels.values()), default=0)},
                 "kernels": kernels}
+
+    def _ptxas_report(self, digits: str) -> str:
+        """What ``nvcc -cubin -Xptxas -v`` says of the source for ``sm_<digits>``: kept in
+        :func:`~napkin_cat.codegen.kernel.cache_dir` by the digest of the source, the architecture and the compiler
+        (its path, size and time), as the shared libraries are; a rejected source is never kept."""
+        nvcc = _nvcc()
+        found = os.stat(nvcc)
+        path = cache_dir() / f"ptxas-sm_{digits}-{digest(self.source, nvcc, found.st_size, found.st_mtime_ns)}.txt"
+        if path.exists():
+            return path.read_text()
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "kernel.cu"
+            src.write_text(self.source)
+            run = subprocess.run([nvcc, f"-arch=sm_{digits}", "-cubin", "-Xptxas", "-v", "-o",
+                                  str(Path(tmp) / "kernel.cubin"), str(src)], capture_output=True, text=True)
+        if run.returncode != 0:
+            raise CodegenError(f"nvcc rejected the generated CUDA kernel for sm_{digits}:\n{run.stderr[-3000:]}")
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(run.stderr)
+        partial.replace(path)                 # atomic: a concurrent reader sees the whole report or none
+        return run.stderr
 
     def _check_limits(self, gpu):
         for name, info in self.printer.kernels.items():

@@ -96,3 +96,33 @@ def test_a_missing_nvcc_is_a_typed_error(algorithms, monkeypatch):
 def test_an_unknown_architecture_is_named(algorithms):
     with pytest.raises(nc.codegen.CodegenError, match=r"no hardware model has compute capability 7.5"):
         nc.codegen.cuda(algorithms["matmul"]).compile(arch="sm_75")
+
+
+@needs_nvcc
+def test_the_compilers_report_is_cached_by_source_and_architecture(monkeypatch, tmp_path):
+    """A second compile of the same source for the same architecture reads the report nvcc gave the first (no second
+    nvcc run) and reports the same; another architecture or another source runs nvcc again; a source nvcc rejects is
+    never cached."""
+    import subprocess
+    monkeypatch.setenv("NAPKIN_CACHE", str(tmp_path))
+    runs = []
+    real = subprocess.run
+
+    def counted(cmd, *args, **kwargs):
+        runs.append(next(a for a in cmd if a.startswith("-arch=")))
+        return real(cmd, *args, **kwargs)
+    monkeypatch.setattr(subprocess, "run", counted)
+    p = nc.plan(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"),
+                {"a": 8, "b": 8, "c": 8, "s_b": 4, "g_a": 4})
+    k = nc.codegen.cuda(p)
+    first = k.compile(arch="sm_90")
+    assert k.compile(arch="sm_90") == first and runs == ["-arch=sm_90"]
+    assert first["smem"] == p.smem_bytes                   # the cached report is ptxas's, read the same way
+    k.compile(arch="sm_80")
+    assert runs == ["-arch=sm_90", "-arch=sm_80"]
+    broken = nc.codegen.cuda(p)
+    broken.source = k.source.replace("__global__", "__global__ this is not C++", 1)
+    for _ in range(2):
+        with pytest.raises(nc.codegen.CodegenError, match="nvcc rejected"):
+            broken.compile(arch="sm_90")
+    assert runs[2:] == ["-arch=sm_90", "-arch=sm_90"]
