@@ -83,11 +83,6 @@ def _memories(memory):
     return M, False
 
 
-#: objectives other than transfers, by the layer that knows them: ``"time"`` → a function
-#: ``(diagram, hardware, sizes, level=, book=, **options) -> Derivation`` (the hardware layer registers it)
-OBJECTIVES: dict = {}
-
-
 @contextlib.contextmanager
 def collector_paused():
     """Python's cyclic garbage collector paused while the search runs, enabled again after (if it was).
@@ -116,8 +111,8 @@ def collector_paused():
 
 @collector_paused()
 def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = None, *, book=None,
-           depth: int = 2, reference: dict | None = None, tiles: str = "divisors", hardware=None,
-           min_blocks: int | None = None, bound=None, **time_options) -> Derivation:
+           depth: int = 2, reference: dict | None = None, tiles: str = "divisors",
+           min_blocks: int | None = None, bound=None) -> Derivation:
     """The cheapest algorithm for ``diagram`` at ``level`` with ``memory`` values there (see module docstring).
 
     ``memory``: a symbol name (symbolic mode: ``.H`` is a ``Piecewise`` in it), an int, or a list of ints
@@ -130,10 +125,8 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
     tile; trips are ``⌈n/g⌉``).  Raises :class:`~napkin_cat.errors.MemoryLimitError` naming the smallest
     memory that works when no algorithm fits.
 
-    ``hardware`` (a GPU model or its name, with ``sizes``): minimise the predicted time instead of ``H``,
-    over the variants derived up to the thread block's shared memory and every tile assignment the
-    hardware allows (:mod:`napkin_cat.hardware.timed`; ``memory`` is then the model's); further keywords
-    (``overlap``, ``ceilings``, ``largest``) go to the time model.
+    Transfers are this search's objective; ``nc.derive(..., hardware=)`` minimises the predicted time instead
+    (:func:`napkin_cat.hardware.timed.derive`, the layer that knows the time model, over derivations made here).
 
     ``bound`` (numeric mode): a lower bound (:class:`~napkin_cat.search.bounds.Bound`, in the memory ``M``) to
     report the gap against in place of the one read off the diagram (:func:`~napkin_cat.search.bounds.lower_bound`,
@@ -151,16 +144,6 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
         raise NapkinError(f"derive takes a function diagram, got {type(diagram).__name__}")
     if sizes is not None:
         sizes = dict(as_sizes(sizes).of(diagram))
-    if hardware is not None:
-        if "time" not in OBJECTIVES:
-            raise NapkinError("derive(hardware=...) needs the time model: import napkin_cat (napkin_cat.hardware "
-                              "registers it)")
-        if sizes is None:
-            raise NapkinError("derive(hardware=...) times kernels at concrete sizes: give sizes= for every axis")
-        return OBJECTIVES["time"](diagram, hardware, sizes, level=level, book=book, min_blocks=min_blocks,
-                                  **time_options)
-    if time_options:
-        raise NapkinError(f"derive got {sorted(time_options)}: these options are the time model's; give hardware=")
     if min_blocks is not None and (sizes is None or not isinstance(_memories(memory)[0], list)):
         raise NapkinError("min_blocks counts thread blocks at concrete sizes: give sizes= for every axis and a "
                           "number (or a list of numbers) for memory")
