@@ -133,7 +133,7 @@ def _timed(structure, gpu, env, *, overlap, ceilings, level, largest, launch, mi
 
 def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: str = "sequential",
                     ceilings: dict | None = None, book=None, largest: int = LARGEST, launch: float = LAUNCH,
-                    min_blocks: int | None = None):
+                    min_blocks: int | None = None, cache=None):
     """The algorithm of least predicted time on ``hardware`` (see the module docstring); a
     :class:`~napkin_cat.search.Derivation` with ``prediction`` and ``timings``.
 
@@ -143,7 +143,8 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     those derived without a requirement, and the predicted time decides between them (where the SM count cannot be
     met at these sizes, or a structure has no legal tiles on this GPU, it is left out).  A structure with a split
     stream is timed at its parts ``P`` = 1, 2, 4, … (its kernel launches ``P`` blocks per group; the combine's
-    transfers and merges are in its cost)."""
+    transfers and merges are in its cost).  ``cache``: the search's kernel cache
+    (:class:`~napkin_cat.search.context.KernelCache`, default the process's)."""
     gpu = hardware if isinstance(hardware, GPU) else load(hardware)
     if overlap not in OVERLAPS:
         raise HardwareError(f"overlap {overlap!r}: one of {OVERLAPS} (§5.7)")
@@ -152,9 +153,9 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     top = max(10, int(math.log2(gpu.smem_per_block // 2)))
     memories = [2 ** k for k in range(10, top + 1)]
     found = [] if min_blocks is not None else [derive_transfers(diagram, memory=memories, sizes=sizes, level=level,
-                                                                book=book)]
+                                                                book=book, cache=cache)]
     try:
-        found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book,
+        found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book, cache=cache,
                                       min_blocks=gpu.sm_count if min_blocks is None else min_blocks))
     except MemoryLimitError:
         if min_blocks is not None:
@@ -197,7 +198,7 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
 #: the time model's keywords (:func:`derive_for_time`'s own): refused by :func:`derive` without ``hardware=``
 TIME_OPTIONS = ("overlap", "ceilings", "largest", "launch")
 #: the search's keywords that also steer a derivation by time (the others are the transfer search's alone)
-SHARED_OPTIONS = ("book", "min_blocks")
+SHARED_OPTIONS = ("book", "min_blocks", "cache")
 
 
 def derive(diagram, memory="M", level: int = 1, sizes: dict | None = None, *, hardware=None, **options):
