@@ -9,7 +9,7 @@ import pytest
 
 import napkin_cat as nc
 from napkin_cat.rewriting.registry import Rulebook, rulebook
-from napkin_cat.search import segments
+from napkin_cat.search import derivation, segments
 from napkin_cat.search.context import KERNELS, KernelCache
 
 ATT = {"q": 100, "x": 100, "d": 16}       # 100 has few divisors: a shorter last tile ("any") moves less
@@ -105,7 +105,6 @@ def test_a_cache_is_refused_by_name():
 def test_the_time_objective_is_passed_in_not_registered():
     """``nc.derive(..., hardware=)`` is the hardware layer's derive; the search keeps no registry of objectives,
     and each option goes to the objective that reads it or is refused by name."""
-    from napkin_cat.search import derivation
     assert not any(isinstance(v, dict) and "time" in v for v in vars(derivation).values())
     mm, sizes = nc.library.matmul(), {"a": 64, "b": 64, "c": 64}
     with pytest.raises(nc.NapkinError, match=r"\['overlap'\]: these options are the time model's"):
