@@ -10,8 +10,8 @@ Rows (medians of ``--runs``):
 * **transformer block** (numeric, 2 memories): a large diagram (capped kernels, grown by fusion).
 
 Each is timed three ways: ``process`` (a fresh interpreter: the first call, every cache empty; the import is
-not timed), ``search-cold`` (the search's memo of costed kernels cleared before each run; the cost layer's
-own caches stay warm) and ``warm`` (the memo kept: a repeated query, e.g. another range of memories).
+not timed), ``search-cold`` (the search's cache of costed kernels cleared before each run; the cost layer's
+own caches stay warm) and ``warm`` (the cache kept: a repeated query, e.g. another range of memories).
 The baseline is what the fixed script costs for the same question: ``rewrites.flash_attention`` (or
 ``tiled_matmul``) once, then ``nc.optimal``'s integer search at each memory (one algorithm, no search).
 """
@@ -27,7 +27,7 @@ import time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import napkin_cat as nc  # noqa: E402
-from napkin_cat.search import derivation  # noqa: E402
+from napkin_cat.search.context import KERNELS  # noqa: E402
 from rewrites import flash_attention, tiled_matmul  # noqa: E402
 
 POWERS = [2 ** k for k in range(10, 21)]
@@ -88,7 +88,7 @@ def main(argv=None):
         first = in_process(build, call)
         fn = eval(f"lambda: nc.derive(f, {call})", {**globals(), "f": f})
         runs = args.runs if "transformer" not in name else max(1, args.runs // 2)
-        cold = median(fn, runs, before=derivation.MEMO.clear)
+        cold = median(fn, runs, before=KERNELS.clear)
         warm = median(fn, runs)
         print(f"{name:34} {first:10.3f} {cold:14.3f} {warm:8.3f}")
     att, mm = nc.library.attention(), nc.library.matmul()

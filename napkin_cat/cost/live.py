@@ -31,9 +31,14 @@ def numel(arr: Array):
     return n
 
 
-@lru_cache(maxsize=None)
+#: the most arrays whose expanded size :func:`_expanded` keeps (a process that costs many diagrams does not grow)
+EXPANDED_LIMIT = 2 ** 16
+
+
+@lru_cache(maxsize=EXPANDED_LIMIT)
 def _expanded(arr: Array) -> tuple:
-    """``numel(arr)`` expanded, as ``(monomial, coefficient)`` pairs (computed once per equal arrays)."""
+    """``numel(arr)`` expanded, as ``(monomial, coefficient)`` pairs (computed once per equal arrays, the least
+    recently used forgotten past :data:`EXPANDED_LIMIT`; an array also keeps its own, :func:`_terms`)."""
     return tuple((m, int(c) if c.is_Integer else c) for m, c in sympy.expand(numel(arr)).as_coefficients_dict().items())
 
 

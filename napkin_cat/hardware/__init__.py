@@ -12,7 +12,8 @@
 * :mod:`~napkin_cat.hardware.overlap`: warpgroup schedules and utilisation (§5.7, §6);
 * :mod:`~napkin_cat.hardware.intensity`: matmul arithmetic intensity per level (Appendix A.4);
 * :mod:`~napkin_cat.hardware.predict`: predicted time (bytes, FLOPs by pipeline, waves; §5.7);
-* :mod:`~napkin_cat.hardware.timed`: ``nc.derive(..., hardware=)``, tiles and variant by predicted time.
+* :mod:`~napkin_cat.hardware.timed`: ``nc.derive`` (``derive``: transfers, or with ``hardware=`` tiles and variant by
+  predicted time).
 
 Every table has ``to_text()`` and ``to_json()``.
 
@@ -34,9 +35,6 @@ from napkin_cat.hardware.overlap import Task, inter, intra, overlap_table, seque
 from napkin_cat.hardware.intensity import matmul_intensity
 from napkin_cat.hardware.predict import KernelTime, Prediction, predict
 from napkin_cat.hardware.timed import derive_for_time
-from napkin_cat.search.derivation import OBJECTIVES as _OBJECTIVES
-
-_OBJECTIVES["time"] = derive_for_time
 
 __all__ = ["HardwareError", "DivisorError", "CapacityError", "ScheduleError", "GPU", "load", "models",
            "CPU", "cpus", "load_cpu", "this_cpu",

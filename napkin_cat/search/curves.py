@@ -37,10 +37,15 @@ def _env(sizes: dict) -> dict:
 
 
 class Curve:
-    """The optimum transfers of one partitioned kernel at one level, as a function of the memory."""
+    """The optimum transfers of one partitioned kernel at one level, as a function of the memory.
 
-    def __init__(self, diagram, level: int = 1):
-        self.diagram, self.level = diagram, level
+    ``role``: the part of the rule book that builds the partition (``"stream"``, ``"sweep"``, ``"nest"``,
+    ``"split"``: :func:`~napkin_cat.search.paths.playable`), ``sliced``: whether its stream is a sweep.  Its points
+    are remembered under their whole keys (sizes, memory, tile grid, caps), each kept once computed, so a curve may
+    be shared between calls and threads."""
+
+    def __init__(self, diagram, level: int = 1, *, role: str = "stream", sliced: bool = False):
+        self.diagram, self.level, self.role, self.sliced = diagram, level, role, sliced
         self.cost = cost(diagram)
         self.streams = {s for _, s, _ in self.cost.streams if isinstance(s, sympy.Symbol)}
         self._at, self._smallest, self._symbolic, self._capped, self._all = {}, {}, {}, {}, {}

@@ -14,11 +14,11 @@ For one prepared function, a kernel split is a chain of down-sets of its data-fl
 
 is a shortest path over the down-sets, one per memory size (:mod:`.space`).  Every block's
 partitions are costed once per canonical form (:meth:`.blocks.OpGraph.key`; equal blocks anywhere,
-in any call, share their costs), and a block is skipped when its compulsory transfers cannot beat the
-best path known.  Past a budget of distinct kernels (large diagrams), kernels are capped in size and each
-form's best split grown by cost-guided fusion before the forms compare.  The winner is then *made by the rules*
-(:mod:`.construct`), so the result carries its trace, which replays to the same algorithm; its cost is re-read
-off the made algorithm.
+in any call that reads the same kernel cache, share their costs: :mod:`.context`, the call's state), and a
+block is skipped when its compulsory transfers cannot beat the best path known.  Past a budget of distinct
+kernels (large diagrams), kernels are capped in size and each form's best split grown by cost-guided fusion
+before the forms compare.  The winner is then *made by the rules* (:mod:`.construct`), so the result carries its
+trace, which replays to the same algorithm; its cost is re-read off the made algorithm.
 
 Numeric mode (``sizes`` and an int memory, or a list of them): per memory, the exact integer optimum
 over divisor tiles; a kernel whose stream skips masked trips is ranked, tiling by tiling, by the transfers
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 
 import sympy
 
@@ -50,12 +51,13 @@ from napkin_cat.search.bounds import Bound, lower_bound
 from napkin_cat.search.parallelism import Requirement
 from napkin_cat.search.results import Derivation, Regime
 from napkin_cat.search.forms import prepared_forms
-from napkin_cat.search.space import MEMO, Makers, _extremes, check_sizes, select, smallest_memory
+from napkin_cat.search.context import search_of
+from napkin_cat.search.space import Makers, _extremes, check_sizes, select, smallest_memory
 from napkin_cat.syntax.adapter import MAX_LEVEL, Diagram
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 from napkin_cat.syntax.axis import symbol
 
-__all__ = ["derive", "Derivation", "Regime", "MEMO"]
+__all__ = ["derive", "Derivation", "Regime", "collector_paused"]
 
 
 # ---------------------------------------------------------------------- derive
@@ -83,41 +85,57 @@ def _memories(memory):
     return M, False
 
 
-#: objectives other than transfers, by the layer that knows them: ``"time"`` → a function
-#: ``(diagram, hardware, sizes, level=, book=, **options) -> Derivation`` (the hardware layer registers it)
-OBJECTIVES: dict = {}
-
-
-@contextlib.contextmanager
-def collector_paused():
-    """Python's cyclic garbage collector paused while the search runs, enabled again after (if it was).
+class CollectorPause(contextlib.ContextDecorator):
+    """Python's cyclic garbage collector paused while a search runs, enabled again after (if it was).
 
     The search makes and drops hundreds of thousands of small objects (candidate diagrams, sympy terms), few of
     them in cycles; each full collection walks every live object, so the collections alone took a fifth of a
     derive's time (the saved attention backward at q = x = 4096, M = 2^16: 8.1 s of CPU with the collector,
     6.1 s without; one transformer block 12.6 → 10.4 s, its peak memory 181 → 213 MB).  What cycles the search
-    leaves are collected by the next collection after it.  Used as a decorator on :func:`derive`; nested calls
-    leave it paused.
+    leaves are collected by the next collection after it.
 
-    >>> with collector_paused():
+    The collector is the process's, so the pause is one per process (:data:`collector_paused`, a decorator on
+    :func:`derive`): it counts the searches running, in any thread, and the last to end enables the collector
+    again, if it was enabled when the first began (a search ending in one thread never enables it under another).
+
+    >>> with collector_paused:
+    ...     with collector_paused:
+    ...         pass
     ...     gc.isenabled()
     False
     >>> gc.isenabled()
     True
     """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._running = 0
+        self._enable = False
+
+    def __enter__(self):
+        with self._lock:
+            if self._running == 0:
+                self._enable = gc.isenabled()
+                gc.disable()
+            self._running += 1
+        return self
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self._running -= 1
+            if self._running == 0 and self._enable:
+                gc.enable()
+        return False
 
 
-@collector_paused()
+#: the process's one pause of the cyclic collector (:class:`CollectorPause`)
+collector_paused = CollectorPause()
+
+
+@collector_paused
 def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = None, *, book=None,
-           depth: int = 2, reference: dict | None = None, tiles: str = "divisors", hardware=None,
-           min_blocks: int | None = None, bound=None, **time_options) -> Derivation:
+           depth: int = 2, reference: dict | None = None, tiles: str = "divisors",
+           min_blocks: int | None = None, bound=None, cache=None) -> Derivation:
     """The cheapest algorithm for ``diagram`` at ``level`` with ``memory`` values there (see module docstring).
 
     ``memory``: a symbol name (symbolic mode: ``.H`` is a ``Piecewise`` in it), an int, or a list of ints
@@ -130,10 +148,14 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
     tile; trips are ``⌈n/g⌉``).  Raises :class:`~napkin_cat.errors.MemoryLimitError` naming the smallest
     memory that works when no algorithm fits.
 
-    ``hardware`` (a GPU model or its name, with ``sizes``): minimise the predicted time instead of ``H``,
-    over the variants derived up to the thread block's shared memory and every tile assignment the
-    hardware allows (:mod:`napkin_cat.hardware.timed`; ``memory`` is then the model's); further keywords
-    (``overlap``, ``ceilings``, ``largest``) go to the time model.
+    Transfers are this search's objective; ``nc.derive(..., hardware=)`` minimises the predicted time instead
+    (:func:`napkin_cat.hardware.timed.derive`, the layer that knows the time model, over derivations made here).
+
+    ``cache`` (a :class:`~napkin_cat.search.context.KernelCache`): the costed kernels the search reads and fills;
+    by default the process's shared one (:data:`~napkin_cat.search.context.KERNELS`: bounded, locked, keyed by
+    each kernel's canonical form and the level), ``KernelCache()`` to search cold.  Everything else the search
+    remembers is this call's alone (:class:`~napkin_cat.search.context.Search`), so calls in several threads, or
+    with different rule books, answer as they would alone.
 
     ``bound`` (numeric mode): a lower bound (:class:`~napkin_cat.search.bounds.Bound`, in the memory ``M``) to
     report the gap against in place of the one read off the diagram (:func:`~napkin_cat.search.bounds.lower_bound`,
@@ -151,22 +173,13 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
         raise NapkinError(f"derive takes a function diagram, got {type(diagram).__name__}")
     if sizes is not None:
         sizes = dict(as_sizes(sizes).of(diagram))
-    if hardware is not None:
-        if "time" not in OBJECTIVES:
-            raise NapkinError("derive(hardware=...) needs the time model: import napkin_cat (napkin_cat.hardware "
-                              "registers it)")
-        if sizes is None:
-            raise NapkinError("derive(hardware=...) times kernels at concrete sizes: give sizes= for every axis")
-        return OBJECTIVES["time"](diagram, hardware, sizes, level=level, book=book, min_blocks=min_blocks,
-                                  **time_options)
-    if time_options:
-        raise NapkinError(f"derive got {sorted(time_options)}: these options are the time model's; give hardware=")
     if min_blocks is not None and (sizes is None or not isinstance(_memories(memory)[0], list)):
         raise NapkinError("min_blocks counts thread blocks at concrete sizes: give sizes= for every axis and a "
                           "number (or a list of numbers) for memory")
     if not isinstance(level, int) or isinstance(level, bool) or not 1 <= level <= MAX_LEVEL:
         raise LevelError(f"level must be a positive int 1 … {MAX_LEVEL} (1: the first level below global memory), "
                          f"got {level!r}")
+    search = search_of(level, cache)
     book = rulebook(book) if not hasattr(book, "roles") else book
     memories, many = _memories(memory)
     forms = prepared_forms(diagram, book, depth)
@@ -176,21 +189,22 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
         if sizes is None:
             raise NapkinError("a number for memory needs sizes= for every axis (numeric mode); or give a memory "
                               "symbol such as 'M' for the symbolic envelope")
-        return _numeric(diagram, forms, book, level, memories, many, dict(sizes), tiles, min_blocks, bound)
+        return _numeric(diagram, forms, book, search, memories, many, dict(sizes), tiles, min_blocks, bound)
     if bound is not None:
         raise NapkinError("bound= is a numeric-mode option: give a number (or a list of numbers) for memory")
     if tiles != "divisors":
         raise NapkinError("tiles='any' is a numeric-mode option (the symbolic large-M forms have no tile grid)")
     from napkin_cat.search.envelope import symbolic
-    return symbolic(diagram, forms, book, level, memories, sizes, reference)
+    return symbolic(diagram, forms, book, search, memories, sizes, reference)
 
 
-def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors", min_blocks=None, given=None):
+def _numeric(diagram, forms, book, search, memories, many, sizes, tiles="divisors", min_blocks=None, given=None):
+    level = search.level
     env = check_sizes(diagram, sizes)
     if tiles not in ("divisors", "any"):
         raise NapkinError(f"tiles must be 'divisors' or 'any', got {tiles!r}")
     need = None if min_blocks is None else Requirement(min_blocks, sizes, memories, tiles)
-    best = select(forms, level, sizes, memories, tiles, tuple(book.roles), need)
+    best = select(forms, search, sizes, memories, tiles, tuple(book.roles), need)
     if need is not None and any(b is None for b in best):
         low = [m for m, b in zip(memories, best) if b is None]
         raise MemoryLimitError(f"no algorithm for this diagram launches {min_blocks} thread blocks in every kernel "
@@ -198,7 +212,7 @@ def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors
                                f"{sizes}); lower min_blocks, or give the rule book a rule playing 'split'"
                                + ("" if "split" in book.roles else " (this one has none)"))
     if any(b is None for b in best):
-        small = min(smallest_memory(f, level, sizes) for f in forms)
+        small = min(smallest_memory(f, search, sizes) for f in forms)
         low = [m for m, b in zip(memories, best) if b is None]
         err = MemoryLimitError(f"no algorithm for this diagram fits level {level} with memory "
                                f"{low[0] if len(low) == 1 else low}: the smallest memory that works is {small} "
@@ -225,7 +239,7 @@ def _numeric(diagram, forms, book, level, memories, many, sizes, tiles="divisors
         regimes.append(Regime(w.variant, H, w.diagram, w.trace, w.cost, opt, b, gap, memory=m))
     curves = {str(w.variant): [w.numeric(sizes, m, memories, tiles, need)[0] for m in memories]
               for w in made.values()}
-    for kind, hs in _extremes(forms, level, sizes, memories, tiles, tuple(book.roles)).items():
+    for kind, hs in _extremes(forms, search, sizes, memories, tiles, tuple(book.roles)).items():
         curves.setdefault(kind, hs)
     last = regimes[-1]
     return Derivation(diagram, last.diagram, last.trace, H={r.memory: r.H for r in regimes} if many else last.H,

@@ -193,8 +193,10 @@ def envelope(cands, M, ref):
     return pieces
 
 
-def symbolic(diagram, forms, book, level, M, sizes, reference):
-    """Symbolic mode of :func:`napkin_cat.search.derivation.derive` (module docstring)."""
+def symbolic(diagram, forms, book, search, M, sizes, reference):
+    """Symbolic mode of :func:`napkin_cat.search.derivation.derive` (module docstring), in the derivation's
+    :class:`~napkin_cat.search.context.Search`."""
+    level = search.level
     names = boundary_names(diagram)
     env = check_sizes(diagram, sizes) if sizes else {}
     ref_sizes = dict(as_sizes(reference).of(diagram) if reference else sizes or reference_sizes(diagram))
@@ -203,7 +205,7 @@ def symbolic(diagram, forms, book, level, M, sizes, reference):
         raise NapkinError(f"reference= must give every axis of the diagram; missing {missing}")
     ref = Sizes(ref_sizes).env
     ref[M] = M
-    best = select(forms, level, ref_sizes, GRID, roles=tuple(book.roles))
+    best = select(forms, search, ref_sizes, GRID, roles=tuple(book.roles))
     makers, cands, seen = Makers(), [], {}
     for b in best:
         if b is None:

@@ -51,14 +51,14 @@ def parts_of(curve):
                 if got is not None:
                     return got
         return None
-    if "_parts" not in curve.__dict__:
-        curve.__dict__["_parts"] = find(curve.diagram)
-    return curve.__dict__["_parts"]
+    return find(curve.diagram)
 
 
 class Requirement:
     """At least ``blocks`` thread blocks per kernel; ``at(curve, k)`` is ``(H*, tiles)`` under it at the
-    ``k``-th memory (``(None, {})`` where no tiling both fits and launches enough blocks)."""
+    ``k``-th memory (``(None, {})`` where no tiling both fits and launches enough blocks).  Made per derivation, so
+    its answers per curve are that call's (a curve shared between calls keeps a requirement's answers only under
+    the caps that express it, :meth:`~napkin_cat.search.curves.Curve.at_all`)."""
 
     def __init__(self, blocks, sizes: dict, memories: list, tiles: str = "divisors"):
         if not isinstance(blocks, int) or isinstance(blocks, bool) or blocks < 1:

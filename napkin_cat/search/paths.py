@@ -3,8 +3,9 @@
 For one form, a kernel split is a chain of down-sets (:mod:`.blocks`); :class:`Space` holds the edges between
 down-sets (a block of at most ``cap`` operations each), :func:`_shortest` the cheapest chain per memory, and
 :func:`_grow` the cost-guided fusion of a winner whose kernels were capped.  A block's partitions and cost
-curves (:class:`Choice`) are costed once per canonical form (:data:`MEMO`): equal kernels anywhere, in any
-call, share them.
+curves (:class:`Choice`) are costed once per canonical form: the functions here take the derivation's
+:class:`~napkin_cat.search.context.Search` and ask it for a block's Choice (``search.choice(graph, block)``), so
+equal kernels anywhere share one, in every call that shares the search's kernel cache.
 
 >>> import napkin_cat as nc
 >>> from napkin_cat.search.blocks import OpGraph
@@ -25,10 +26,6 @@ from napkin_cat.search.curves import Curve
 from napkin_cat.search.variants import split_variants, variants
 from napkin_cat.syntax.adapter import layers
 
-#: Per canonical block (and level): its partitions and their cost curves (shared by every call).
-MEMO: dict = {}
-MEMO_LIMIT = 20_000
-
 # ---------------------------------------------------------------------- blocks and their costs
 def _reads_positions(d) -> bool:
     """Whether a box of ``d`` (or of a region in it) computes positions: a mask of them may skip trips."""
@@ -39,7 +36,10 @@ def _reads_positions(d) -> bool:
 class Choice:
     """A block's partitions and cost curves (built on first use), and its compulsory transfers: its inputs read
     once and its outputs written once, or only the outputs where a mask from positions may skip trips (a masked
-    stream need not read every row of an input: keys no query sees are never loaded)."""
+    stream need not read every row of an input: keys no query sees are never loaded).
+
+    A value of its kernel and level: what it builds on first use is built whole and then kept (a thread that
+    finds a part either finds it complete or builds its own), so a Choice may be shared between threads."""
 
     def __init__(self, function, level):
         self.function, self.level = function, level
@@ -61,20 +61,18 @@ class Choice:
     def split_options(self) -> list:
         """The partitions with a split stream (built on first use): costed only under a requirement."""
         if self._split is None:
-            self._split = [(v, Curve(v.diagram, self.level)) for v in split_variants(self.function, self.level)]
-            for _, curve in self._split:
-                curve.role = "split"
+            self._split = [(v, Curve(v.diagram, self.level, role="split"))
+                           for v in split_variants(self.function, self.level)]
         return self._split
 
     @property
     def options(self) -> list:
+        """The partitions (:func:`~napkin_cat.search.variants.variants`) and their curves, each curve with the
+        role of the rule that builds it (built on first use)."""
         if self._options is None:
-            self._options = []
-            for v in variants(self.function, self.level):
-                curve = Curve(v.diagram, self.level)
-                curve.role = "nest" if v.inner else "sweep" if v.sliced else "stream"
-                curve.sliced = v.sliced
-                self._options.append((v, curve))
+            self._options = [(v, Curve(v.diagram, self.level, role="nest" if v.inner else "sweep" if v.sliced
+                                       else "stream", sliced=v.sliced))
+                             for v in variants(self.function, self.level)]
         return self._options
 
 
@@ -82,19 +80,8 @@ def playable(roles):
     """Whether a partition's curve is one the rule book can build (a sweep needs a rule playing ``sweep``, a
     2-D loop one playing ``nest``, a split stream one playing ``split``, and a sweep too when its outer stream
     is one)."""
-    roles = set(roles)
-    return lambda curve: getattr(curve, "role", "stream") in roles | {"stream"} and \
-        ("sweep" in roles or not getattr(curve, "sliced", False))
-
-
-def _choice(graph, block, level) -> Choice:
-    key = (graph.key(block), level)
-    found = MEMO.get(key)
-    if found is None:
-        if len(MEMO) >= MEMO_LIMIT:
-            MEMO.clear()
-        found = MEMO[key] = Choice(graph.subdiagram(block), level)
-    return found
+    roles = set(roles) | {"stream"}
+    return lambda curve: curve.role in roles and ("sweep" in roles or not curve.sliced)
 
 
 #: Blocks (distinct kernels) a form may cost exactly; beyond, kernels are capped in size and grown greedily.
@@ -183,12 +170,13 @@ def _successors(graph, block: int) -> int:
     return out
 
 
-def _shortest(space, level, points, evaluate, lower, options=lambda ch: ch.options):
+def _shortest(space, search, points, evaluate, lower, options=lambda ch: ch.options):
     """Per point k: ``(H, kernels, path)`` with ``path = [(block, variant, curve)]``, or None if nothing fits.
 
     ``evaluate(curve, k)`` is a kernel's H* at point k (None: does not fit); ``lower(choice)`` a lower bound
     of any of the block's partitions (a block that cannot beat the best path known is not costed);
-    ``options(choice)`` the partitions tried (a requirement adds the split ones).
+    ``options(choice)`` the partitions tried (a requirement adds the split ones); ``search`` the derivation's
+    :class:`~napkin_cat.search.context.Search` (its level, and the Choice of each block).
     """
     graph, n = space.graph, len(points)
     inf = (math.inf, math.inf)
@@ -199,7 +187,7 @@ def _shortest(space, level, points, evaluate, lower, options=lambda ch: ch.optio
             da = dist[a]
             if all(x == inf for x in da):
                 continue
-            ch = _choice(graph, block, level)
+            ch = search.choice(graph, block)
             lb = lower(ch)
             if all(da[k][0] + lb >= dist[b][k][0] for k in range(n)):
                 continue
@@ -227,9 +215,9 @@ def _shortest(space, level, points, evaluate, lower, options=lambda ch: ch.optio
     return out
 
 
-def _best_option(graph, block, level, evaluate, k):
+def _best_option(graph, block, search, evaluate, k):
     best = None
-    for v, curve in _choice(graph, block, level).options:
+    for v, curve in search.choice(graph, block).options:
         h = evaluate(curve, k)
         if h is not None and (best is None or h < best[0]):
             best = (h, v, curve)
@@ -276,7 +264,7 @@ def _ordered(graph, blocks) -> list | None:
     return out
 
 
-def _join_greedily(graph, level, found, evaluate, k, may_join):
+def _join_greedily(graph, search, found, evaluate, k, may_join):
     """Join two kernels of a path, the ``i``-th and ``j``-th where ``may_join(i, j, x, y)`` for their blocks and the
     union is convex, the join that lowers H* the most first (the joined block at its best partition), while one
     does."""
@@ -289,7 +277,7 @@ def _join_greedily(graph, level, found, evaluate, k, may_join):
                 x, y = path[i][0], path[j][0]
                 if i == j or not may_join(i, j, x, y) or not _convex(graph, x | y):
                     continue
-                got = _best_option(graph, x | y, level, evaluate, k)
+                got = _best_option(graph, x | y, search, evaluate, k)
                 if got is None:
                     continue
                 saved = evaluate(path[i][2], k) + evaluate(path[j][2], k) - got[0]
@@ -306,23 +294,23 @@ def _join_greedily(graph, level, found, evaluate, k, may_join):
         H -= saved
 
 
-def _grow(graph, level, found, evaluate, k):
+def _grow(graph, search, found, evaluate, k):
     """Greedy fusion past the cap: join two kernels where one feeds the other and their union is convex, the
     join that lowers H* the most first, while one does (cost-guided ``fuse`` steps)."""
-    return _join_greedily(graph, level, found, evaluate, k, lambda i, j, x, y: _feeds(graph, x, y))
+    return _join_greedily(graph, search, found, evaluate, k, lambda i, j, x, y: _feeds(graph, x, y))
 
 
-def join_siblings(graph, level, found, evaluate, k):
+def join_siblings(graph, search, found, evaluate, k):
     """Sibling fusion past the cap: join two kernels of a grown path that no data flow links, directly or through
     other kernels, and that read one value (a graph built with ``join``), where the joined kernel at its best
     partition moves less; the join that saves the most first, while one does (cost-guided ``join`` steps)."""
     if found is None or not any(graph.siblings):
         return found
-    return _join_greedily(graph, level, found, evaluate, k, lambda i, j, x, y: i < j and graph.read_together(x, y)
+    return _join_greedily(graph, search, found, evaluate, k, lambda i, j, x, y: i < j and graph.read_together(x, y)
                           and not _feeds(graph, x, y) and not _feeds(graph, y, x))
 
 
-def _smallest_memory(space, level, sizes):
+def _smallest_memory(space, search, sizes):
     """The least memory at which some kernel split fits (a bottleneck shortest path over the down-sets)."""
     best = {0: 0}
     for b in space.downs[1:]:
@@ -330,7 +318,7 @@ def _smallest_memory(space, level, sizes):
         for a, block in space.into[b]:
             if best.get(a, math.inf) == math.inf:
                 continue
-            need = min((int(c.smallest(sizes)) for _, c in _choice(space.graph, block, level).options),
+            need = min((int(c.smallest(sizes)) for _, c in search.choice(space.graph, block).options),
                        default=math.inf)
             best[b] = min(best[b], max(best[a], need))
     return best[space.full]

@@ -14,7 +14,8 @@ ends.  But a transformer's residual stream goes through global memory whatever t
   capped anyway (:data:`~napkin_cat.search.paths.BUDGET`), no kernel crosses a seam but by joining the
   kernel that writes the seam's value with one that reads it (**seam fusion**, cost-guided, afterwards);
 * isomorphic segments (the same operations wired the same way, :meth:`~.blocks.OpGraph.key`) are **one
-  problem**: solved once, the solution moved to every copy by position, so the search is linear in blocks.
+  problem**: solved once per derivation (the solutions are its :class:`~napkin_cat.search.context.Search`'s,
+  ``search.solved``), the solution moved to every copy by position, so the search is linear in blocks.
 
 A form of at most :data:`SEGMENT_AT` operations is searched whole, exactly as before.
 
@@ -40,9 +41,6 @@ MIN_SEGMENT = 8
 #: form searched unsegmented: 28.47M, 7.81M, 1.58M); 60 halves one block's time but costs a stack 4% more H per
 #: block (its segments that join one block's MLP to the next one's norm are larger).
 SEGMENT_BUDGET = 100
-#: solved segments: (segment key, level, context) → per point ``None`` or ``(H, kernels, relative path)``
-SOLVED: dict = {}
-SOLVED_LIMIT = 2_000
 
 
 def _descendants(graph) -> tuple[list, list]:
@@ -119,29 +117,27 @@ def _absolute(rel, segment) -> list:
     return [(sum(1 << ops[j] for j in bits(block)), v, curve) for block, v, curve in rel]
 
 
-def solve_segment(graph, segment, level, points, evaluate, lower, context, options=lambda ch: ch.options) -> list:
+def solve_segment(graph, segment, search, points, evaluate, lower, context, options=lambda ch: ch.options) -> list:
     """Per point: ``(H, kernels, path)`` of the cheapest kernel split of ``segment`` alone, or None; solved once
-    per kind of segment (``context``: what else the costs depend on, e.g. sizes, memories and a requirement;
+    per kind of segment in a derivation (kept in ``search.solved``, :class:`~napkin_cat.search.context.Search`;
+    ``context``: what else the costs depend on, e.g. the book's roles, sizes, memories and a requirement;
     ``options``: the partitions tried, as :func:`~napkin_cat.search.paths._shortest`)."""
-    key = (graph.key(segment), level, context)
-    found = SOLVED.get(key)
+    key = (graph.key(segment), context)
+    found = search.solved.get(key)
     if found is None:
         space = Space(graph, budget=SEGMENT_BUDGET, within=segment)
-        got = _shortest(space, level, points, evaluate, lower, options)
+        got = _shortest(space, search, points, evaluate, lower, options)
         if not space.exact:     # kernels capped in size inside the segment: grown by cost-guided fusion
-            got = [g if g is None else _grow(graph, level, g, evaluate, k) for k, g in enumerate(got)]
-        found = [None if g is None else (g[0], g[1], _relative(g[2], segment)) for g in got]
-        if len(SOLVED) >= SOLVED_LIMIT:
-            SOLVED.clear()
-        SOLVED[key] = found
+            got = [g if g is None else _grow(graph, search, g, evaluate, k) for k, g in enumerate(got)]
+        found = search.solved[key] = [None if g is None else (g[0], g[1], _relative(g[2], segment)) for g in got]
     return [None if f is None else (f[0], f[1], _absolute(f[2], segment)) for f in found]
 
 
-def segmented_shortest(graph, parts, joints, level, points, evaluate, lower, context,
+def segmented_shortest(graph, parts, joints, search, points, evaluate, lower, context,
                        options=lambda ch: ch.options) -> list:
     """Per point: ``(H, kernels, path)`` over the segments ``parts``, joined at the seams ``joints`` (the seam
     operation between each two) where that saves."""
-    per = [solve_segment(graph, s, level, points, evaluate, lower, context, options) for s in parts]
+    per = [solve_segment(graph, s, search, points, evaluate, lower, context, options) for s in parts]
     out = []
     for k in range(len(points)):
         if any(sol[k] is None for sol in per):
@@ -149,11 +145,11 @@ def segmented_shortest(graph, parts, joints, level, points, evaluate, lower, con
             continue
         H = sum(sol[k][0] for sol in per)
         path = [entry for sol in per for entry in sol[k][2]]
-        out.append(_join_seams(graph, joints, level, (H, len(path), path), evaluate, k))
+        out.append(_join_seams(graph, joints, search, (H, len(path), path), evaluate, k))
     return out
 
 
-def _join_seams(graph, joints, level, found, evaluate, k):
+def _join_seams(graph, joints, search, found, evaluate, k):
     """Seam fusion: join the kernel that writes a seam's value with a kernel that reads it, where the joined
     kernel (convex, costed at its best partition) moves less; repeated while one does.  Only the kernels at
     each seam are looked at, so this is linear in the seams."""
@@ -170,7 +166,7 @@ def _join_seams(graph, joints, level, found, evaluate, k):
                 y, _, cy = path[j]
                 if not _convex(graph, x | y):
                     continue
-                got = _best_option(graph, x | y, level, evaluate, k)
+                got = _best_option(graph, x | y, search, evaluate, k)
                 if got is None:
                     continue
                 saved = evaluate(cx, k) + evaluate(cy, k) - got[0]

@@ -4,8 +4,8 @@
   (:mod:`.forms`);
 * **kernel splits** of a form: shortest paths over the down-sets of its data-flow graph (:mod:`.paths`), or
   segment by segment for a large form (:mod:`.segments`);
-* **costs**: each block's partitions (:mod:`.variants`) and their ``H*(M)`` (:mod:`.curves`), memoised by
-  the block's canonical form (:data:`~napkin_cat.search.paths.MEMO`), so equal kernels are costed once;
+* **costs**: each block's partitions (:mod:`.variants`) and their ``H*(M)`` (:mod:`.curves`), kept by the
+  block's canonical form in the derivation's kernel cache (:mod:`.context`), so equal kernels are costed once;
 * **the winner made by the rules** (:mod:`.construct`), its kernels' curves those of its blocks.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from napkin_cat.rewriting.trace import Trace
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.construct import make
 from napkin_cat.search.curves import Curve
-from napkin_cat.search.paths import (BUDGET, MEMO, MEMO_LIMIT, Choice, Space, _best_option, _choice, _convex,  # noqa: F401
+from napkin_cat.search.paths import (BUDGET, Choice, Space, _best_option, _convex,  # noqa: F401
                                      _feeds, _grow, _ordered, _shortest, _smallest_memory, join_siblings,
                                      playable)
 from napkin_cat.search.schedule import KernelChoice, Schedule
@@ -29,11 +29,11 @@ from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 
 
-def smallest_memory(form, level, sizes):
+def smallest_memory(form, search, sizes):
     """The least memory at which some kernel split of ``form`` fits (per segment, when it is cut)."""
     if form.cut is None:
-        return _smallest_memory(form.space, level, sizes)
-    return max(_smallest_memory(Space(form.graph, within=s), level, sizes) for s in form.cut[0])
+        return _smallest_memory(form.space, search, sizes)
+    return max(_smallest_memory(Space(form.graph, within=s), search, sizes) for s in form.cut[0])
 
 
 # ---------------------------------------------------------------------- making the winner
@@ -115,8 +115,10 @@ class _Made:
         return sympy.Add(*[h for h, _ in self.symbolic_parts(M)])
 
 
-def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nest"), need=None) -> list:
-    """Per memory: ``(form, path)`` of the cheapest algorithm at ``sizes``, or None if none fits.
+def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "nest"), need=None) -> list:
+    """Per memory: ``(form, path)`` of the cheapest algorithm at ``sizes``, or None if none fits, searched at
+    ``search.level`` (:class:`~napkin_cat.search.context.Search`: the costed kernels it reads, the segments it
+    solved).
 
     Ties go to fewer FLOPs first where a form recomputes a value (recomputation pays only by transfers), else
     to fewer kernels, then to fewer FLOPs (at the kernels' tiles, so with what a fused kernel recomputes: of
@@ -147,13 +149,13 @@ def select(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nes
             return ch.compulsory_at(given)
         if form.cut is not None:
             parts, joints = form.cut
-            shortest = segmented_shortest(form.graph, parts, joints, level, memories, evaluate, lower, context,
+            shortest = segmented_shortest(form.graph, parts, joints, search, memories, evaluate, lower, context,
                                           options)
         else:
-            shortest = _shortest(form.space, level, memories, evaluate, lower, options)
+            shortest = _shortest(form.space, search, memories, evaluate, lower, options)
             if not form.space.exact:   # kernels capped in size: grown by cost-guided fusion (and joins of siblings)
-                grown = [g and _grow(form.graph, level, g, evaluate, k) for k, g in enumerate(shortest)]   # before
-                shortest = [join_siblings(form.graph, level, g, evaluate, k) for k, g in enumerate(grown)]  # comparing
+                grown = [g and _grow(form.graph, search, g, evaluate, k) for k, g in enumerate(shortest)]   # before
+                shortest = [join_siblings(form.graph, search, g, evaluate, k) for k, g in enumerate(grown)]  # comparing
         for k, found in enumerate(shortest):
             if found is None:
                 continue
@@ -195,7 +197,7 @@ class Makers(dict):
         return self[key]
 
 
-def _extremes(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "nest")) -> dict:
+def _extremes(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "nest")) -> dict:
     """``{"unfused": [H per memory], "fully fused": [...]}``: every operation its own kernel, and one kernel
     (each partitioned at its best; the best over the prepared forms; None where it does not fit)."""
     out = {"unfused": [None] * len(memories), "fully fused": [None] * len(memories)}
@@ -209,7 +211,7 @@ def _extremes(forms, level, sizes, memories, tiles="divisors", roles=("sweep", "
             if kind == "fully fused" and (form.cut is not None or not g.linked(g.full)):
                 continue   # (a function searched segment by segment is never one kernel: it is too large)
             for k in range(len(memories)):
-                parts = [_best_option(g, b, level, evaluate, k) for b in blocks]
+                parts = [_best_option(g, b, search, evaluate, k) for b in blocks]
                 if None in parts:
                     continue
                 h = sum(p[0] for p in parts)

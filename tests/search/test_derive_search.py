@@ -252,16 +252,16 @@ def test_numeric_symbolic_inputs_are_checked():
 
 
 def test_the_search_memoises_blocks_by_canonical_form():
-    from napkin_cat.search import space
     from napkin_cat.search.blocks import OpGraph
-    space.MEMO.clear()
-    nc.derive(nc.library.attention(), memory=2 ** 12, sizes=ATT)
-    first = len(space.MEMO)
-    nc.derive(nc.library.attention(), memory=2 ** 12, sizes=ATT)
-    assert len(space.MEMO) == first       # the same kernels: nothing new is costed
+    from napkin_cat.search.context import KernelCache
+    cache = KernelCache()
+    nc.derive(nc.library.attention(), memory=2 ** 12, sizes=ATT, cache=cache)
+    first = len(cache)
+    nc.derive(nc.library.attention(), memory=2 ** 12, sizes=ATT, cache=cache)
+    assert len(cache) == first > 0        # the same kernels: nothing new is costed
     renamed = {("t" if k == "q" else k): v for k, v in ATT.items()}
-    nc.derive(nc.rename_axis(nc.library.attention(), "q", "t"), memory=2 ** 12, sizes=renamed)
-    assert len(space.MEMO) > first        # renamed axes are other kernels
+    nc.derive(nc.rename_axis(nc.library.attention(), "q", "t"), memory=2 ** 12, sizes=renamed, cache=cache)
+    assert len(cache) > first             # renamed axes are other kernels
     # the two layer norms of a transformer block are one kernel for the search, wherever they sit
     g = OpGraph(nc.engine.to_netlist(nc.library.transformer_block()))
     means = [i for i in range(len(g)) if g.name(i) == "mean"]
