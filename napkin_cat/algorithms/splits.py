@@ -93,10 +93,10 @@ def merge_of(r):
     """The merge diagram ``state ⊗ state → state`` of a reducer of a stream schedule, or RewriteError."""
     if r.kind == "monoid":
         (s,) = r.state
-        name = r.accumulator.name
-        if name not in ("sum", "max", "min"):
-            raise RewriteError(f"{r.name}: its accumulator {name!r} has no elementwise merge")
-        op = "add" if name == "sum" else name
+        op = r.accumulator.merge
+        if op is None:
+            raise RewriteError(f"{r.name}: its accumulator {r.accumulator.name!r} declares no merge, so the stream is "
+                               f"not split across blocks: give it merge=<the elementwise kind computing its combine>")
         d, _ = build_state_diagrams(f"{r.name} merge", r.state, [s.array], lambda b, st, x: [_bin(b, op, st[0], x)],
                                     lambda b, st: st[0], [s.array])
         return d

@@ -98,17 +98,24 @@ class Accumulator:
     results.  The law (checked in ``proofs/``)::
 
         F(x₁ ++ x₂) == combine(F(x₁), F(x₂))      combine(identity, y) == y
+
+    ``merge`` names the elementwise kind of two items that computes ``combine`` in a diagram (``add`` for
+    ``sum``): the merge of two parts' states where a stream is split across blocks (``nc.stream(…, parts=P)``).
     """
 
     name: str
     identity: Callable
     combine: Callable
     forms: dict = field(default_factory=dict, compare=False)  # backend (BACKENDS) -> its Fold (printed combine)
+    merge: str | None = field(default=None, compare=False)    # the elementwise kind computing combine
 
     def __repr__(self):
         return f"Accumulator({self.name!r})"
 
     def __post_init__(self):
+        if self.merge is not None and not (isinstance(self.merge, str) and self.merge.isidentifier()):
+            raise SignatureError(f"accumulator {self.name!r}: merge names the elementwise kind that computes its "
+                                 f"combine (such as 'add'), got {self.merge!r}")
         for backend, fold in self.forms.items():
             if backend not in BACKENDS or not isinstance(fold, Fold):
                 raise SignatureError(f"accumulator {self.name!r}: forms map a backend of {BACKENDS} to a Fold, got "

@@ -97,3 +97,27 @@ def test_refusals_name_what_is_at_fault_and_empty_parts_are_neutral():
                                    nc.evaluate(f, X), rtol=1e-12)
     S = {"n": 2, "v": 5, "g_n": 1, "s_v": 2, "P": 7}
     np.testing.assert_allclose(nc.plan(split("max"), S).run(X)[0], X.max(axis=1), rtol=1e-12)
+
+
+def test_a_users_accumulator_splits_by_the_merge_it_declares(scratch_kinds):
+    """A product reduction whose accumulator names its merge (``mul``) splits like ``sum``: the parts' products
+    multiplied are numpy's product, at every P; an accumulator without a merge is refused by name."""
+    def prod(xs, core):
+        return [np.prod(xs[0], axis=-1)]
+
+    def ones(shape, dtype=float):
+        return np.ones(shape, dtype)
+
+    nc.declare("user_prod", prod, accumulator=nc.Accumulator("user_prod", ones, np.multiply, merge="mul"))
+    nc.declare("user_prod_bare", prod, accumulator=nc.Accumulator("user_prod_bare", ones, np.multiply))
+    X = 1 + 0.2 * np.random.default_rng(3).normal(size=(3, 11))
+    sizes = {"n": 3, "v": 11, "g_n": 2, "s_v": 3}
+    for P in (1, 2, 3, 4):
+        d = nc.group(nc.stream(nc.apply("user_prod", "n v -> n"), "v", "s_v", parts="P"), "n", "g_n")
+        np.testing.assert_allclose(nc.evaluate(d, X, sizes={**sizes, "P": P}), np.prod(X, axis=1), rtol=1e-12)
+    with pytest.raises(nc.RewriteError, match=r"its accumulator 'user_prod_bare' declares no merge, so the stream is "
+                                              r"not split across blocks: give it merge="):
+        d = nc.group(nc.stream(nc.apply("user_prod_bare", "n v -> n"), "v", "s_v", parts="P"), "n", "g_n")
+        nc.evaluate(d, X, sizes={**sizes, "P": 2})
+    with pytest.raises(nc.SignatureError, match=r"accumulator 'bad': merge names the elementwise kind"):
+        nc.Accumulator("bad", ones, np.multiply, merge=np.multiply)
