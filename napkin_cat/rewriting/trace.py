@@ -119,13 +119,15 @@ class Trace:
         return start if net is None else net.diagram
 
     def check(self, **equivalent_options):
-        """Check every step with ``equivalent(before, after)``; return the last verdict."""
+        """Check every step with ``equivalent(before, after)``; return the last verdict.  A step's ``after`` is
+        the next step's ``before``: evaluated once where the two comparisons draw the same sizes and inputs."""
         verdict = Equivalence(True)
+        evaluations: dict = {}           # the steps' diagrams are held by the trace while it lives
         for k, step in enumerate(self.steps):
             if step.before is None or step.after is None:
                 raise RewriteError("this trace holds no diagrams (loaded without napkin_cat.io.serial): "
                                    "replay it from its start diagram first")
-            verdict = equivalent(step.before, step.after, **equivalent_options)
+            verdict = equivalent(step.before, step.after, evaluations=evaluations, **equivalent_options)
             if not verdict:
                 raise RewriteError(f"step {k} (rule {step.rule!r} at {step.description}) changed the "
                                    f"function: {verdict.message}")

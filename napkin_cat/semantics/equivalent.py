@@ -23,6 +23,7 @@ False
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -186,15 +187,33 @@ def _trial_sizes(rng, fixed: dict, d1, d2, kind: str, low: int, high: int) -> di
     return env
 
 
+def _evaluated(d: Diagram, xs: list, named: dict, evaluations: dict | None):
+    """``evaluate(d, *xs)`` at the sizes ``named`` (those ``d`` carries), kept in ``evaluations`` when given."""
+    sizes = Sizes(named).restrict(d)
+    if evaluations is None:
+        return evaluate(d, *xs, sizes=sizes)
+    inputs = hashlib.sha256()
+    for x in xs:
+        inputs.update(f"{x.dtype}{x.shape}".encode())
+        inputs.update(np.ascontiguousarray(x).tobytes())
+    key = (id(d), tuple(sorted((str(k), v) for k, v in named.items())), inputs.hexdigest())
+    if key not in evaluations:
+        evaluations[key] = evaluate(d, *xs, sizes=sizes)
+    return evaluations[key]
+
+
 def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, sizes: dict | None = None,
                low: int = 1, high: int = 7, rtol: float = 1e-6, atol: float = 1e-8,
-               scale: float = 1.0) -> Equivalence:
+               scale: float = 1.0, evaluations: dict | None = None) -> Equivalence:
     """Compare two diagrams on random inputs (and random sizes and tiles for symbolic ones).
 
     ``sizes`` fixes some sizes (name → int); the others are drawn per trial (see the module doc).  An
     integer input (an index, a segment id) gets integers in ``[0, high]``, a mask random booleans.
     NaN and ±inf must sit in the same places; finite entries must agree to ``rtol``/``atol``; and
-    some finite entry must have been compared.
+    some finite entry must have been compared.  ``evaluations``: a dict in which each diagram's outputs are kept
+    by (the diagram, its sizes, its inputs' bytes) and looked up again, for comparisons along a chain
+    ``d₀ ≟ d₁ ≟ d₂ …`` that meet a diagram twice at the same trial (:meth:`~napkin_cat.rewriting.trace.Trace.check`);
+    the caller owns it and keeps the diagrams alive while it does.
 
     >>> import napkin_cat as nc
     >>> v = equivalent(nc.reduce("sum", "a -> "), nc.reduce("max", "a -> "), sizes={"a": 3})
@@ -235,8 +254,7 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
             else:
                 xs.append(rng.normal(size=shape) * scale)
         with np.errstate(all="ignore"):
-            y1 = evaluate(d1, *xs, sizes=Sizes(named).restrict(d1))
-            y2 = evaluate(d2, *xs, sizes=Sizes(named).restrict(d2))
+            y1, y2 = (_evaluated(d, xs, named, evaluations) for d in (d1, d2))
         y1 = y1 if isinstance(y1, tuple) else (y1,)
         y2 = y2 if isinstance(y2, tuple) else (y2,)
         for j, (a, b) in enumerate(zip(y1, y2)):

@@ -241,6 +241,26 @@ def test_trace_check_reports_the_bad_step():
         r.trace.check()
 
 
+def test_trace_check_evaluates_a_diagram_two_steps_share_once(monkeypatch):
+    """A step's ``after`` is the next step's ``before``: at the same trial sizes and inputs it is evaluated once
+    (three steps of an untiled diagram: four diagrams, four evaluations, not six); a bad later step is still caught."""
+    import sys
+    equivalence = sys.modules["napkin_cat.semantics.equivalent"]
+    seen, real = [], equivalence.evaluate
+    monkeypatch.setattr(equivalence, "evaluate", lambda d, *xs, **kw: seen.append(d) or real(d, *xs, **kw))
+    twice = Rule("exp_to_exp_id", Pattern({"f": kind("exp")}),
+                 lambda m: nc.elementwise("exp", "q") >> nc.elementwise("id", "q"))
+    d = nc.elementwise("exp", "q") >> nc.elementwise("tanh", "q")
+    r = rewrite(d, [twice], lambda diagram, options: options[0], max_steps=3)
+    assert len(r.trace) == 3 and r.trace.check(trials=1)
+    assert len(seen) == 4 and len({id(x) for x in seen}) == 4
+    bad = Rule("tanh_is_exp", Pattern({"f": kind("tanh")}), lambda m: nc.elementwise("exp", "q"))
+    broken = rewrite(r.diagram, [bad])
+    steps = Trace(r.trace.steps + broken.trace.steps, r.trace.rules)
+    with pytest.raises(RewriteError, match="step 3 .*tanh_is_exp.* changed the function"):
+        steps.check(trials=1)
+
+
 def test_isomorphic_is_exported():
     assert nc.isomorphic is isomorphic
 
