@@ -30,7 +30,7 @@ from napkin_cat.algorithms.partitions import relabel_axis
 from napkin_cat.syntax.axis import as_size
 from napkin_cat.rewriting.obligation import bind_tiles, random_sizes, shape_of
 from napkin_cat.errors import RewriteError
-from napkin_cat.rewriting.match import INPUT, OUTPUT, Pattern, _convex, where
+from napkin_cat.rewriting.match import INPUT, OUTPUT, Pattern, is_convex, where
 from napkin_cat.syntax.relabel import map_box
 from napkin_cat.cost.iocost import numel
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
@@ -208,7 +208,7 @@ def _fusion_partner(net, nodes):
             continue
         used = [c for c in copies if any(net.wires[w].dst[0] == k2 for w in net.outs[c])]
         extra = {"k2": k2, **{f"copy{j}": c for j, c in enumerate(used)}}
-        if _convex(net, {k1, *extra.values()}):
+        if is_convex(net, {k1, *extra.values()}):
             return extra
     return None
 

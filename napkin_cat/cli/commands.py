@@ -38,7 +38,8 @@ def derivation_for(label: str, diagram):
     return book.derivations["tiled_matmul" if label == "matmul" else "flash_attention"](diagram)
 
 
-def _writable(folder: str) -> str:
+def writable_folder(folder: str) -> str:
+    """``folder``, created if missing; a CLIError names it when it cannot be created or written."""
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as e:
@@ -54,7 +55,7 @@ def _emit(args, data: dict, text: list):
 
 
 def cmd_demo(args):
-    out = _writable(args.out)
+    out = writable_folder(args.out)
     att = library.attention()
     rng = np.random.default_rng(0)
     Q, K, V = (rng.normal(size=s) for s in ((64, 32), (96, 32), (96, 32)))
@@ -123,7 +124,8 @@ def _search_memory(text: str):
     return parse_memory(text)
 
 
-def _row_text(r) -> tuple:
+def row_text(r) -> tuple:
+    """A derivation regime as the columns of ``napkin search``'s table: memory, H, gap, variant, tiles."""
     tiles = " ".join(f"{k}={v}" for k, v in r.tiles.items())
     ratio = "—" if r.gap is None else (f"{float(r.gap):.2f}" if sympy.sympify(r.gap).is_number else str(r.gap))
     where = str(r.memory) if r.memory is not None else (f"{r.lower} ≤ M" + ("" if r.upper == sympy.oo
@@ -132,7 +134,7 @@ def _row_text(r) -> tuple:
 
 
 def _draw_strip(trace, path: str, data: dict, text: list) -> None:
-    _writable(os.path.dirname(os.path.abspath(path)))
+    writable_folder(os.path.dirname(os.path.abspath(path)))
     trace.draw(path)
     data["strip"] = path
     text.append(path)
@@ -149,7 +151,7 @@ def cmd_search(args, label, d, memory=None):
     memory = _search_memory(args.memory) if memory is None else memory
     sizes = dict(Sizes(parse_sizes(args.sizes)).of(d)) or None
     r = derive(d, memory=memory, level=args.level, sizes=sizes, tiles=args.tiles)
-    rows = [_row_text(g) for g in r.regimes]
+    rows = [row_text(g) for g in r.regimes]
     data = {"algorithm": label, "level": args.level, "sizes": sizes, "memory": str(memory),
             "H": str(r.H) if not isinstance(r.H, dict) else {str(k): v for k, v in r.H.items()},
             "bound": r.bound.source,
@@ -169,7 +171,7 @@ def cmd_search(args, label, d, memory=None):
         text.append(f"H* = {r.H}")
     if args.plot:
         from napkin_cat.render.curves import plot_derivation
-        _writable(os.path.dirname(os.path.abspath(args.plot)))
+        writable_folder(os.path.dirname(os.path.abspath(args.plot)))
         plot_derivation(r, args.plot)
         data["plot"] = args.plot
         text.append(args.plot)
@@ -212,7 +214,7 @@ def cmd_draw(args):
     label, d = algorithm(args.algorithm, name=args.name)
     if args.derived:
         d = derivation_for(label, d).diagram
-    _writable(os.path.dirname(os.path.abspath(args.path)))
+    writable_folder(os.path.dirname(os.path.abspath(args.path)))
     draw(d, path=args.path)
     print(args.path)
     return 0
@@ -293,7 +295,7 @@ def cmd_plan(args):
 
 def cmd_reproduce(args):
     from napkin_cat.paper.report import reproduce
-    out = _writable(args.out)
+    out = writable_folder(args.out)
     book = reproduce(out, progress=not args.no_progress)
     counts = book.counts()
     if args.json:
@@ -463,7 +465,7 @@ def cmd_codegen(args):
     text = [made.chosen_line()] if made.chosen else []
     show_source = not (args.out or compiling or args.run)
     if args.out:
-        paths = [str(x) for x in k.save(_writable(args.out))]
+        paths = [str(x) for x in k.save(writable_folder(args.out))]
         data["files"] = paths
         text.append(f"{target} kernel and launcher written: {', '.join(paths)}")
     elif show_source or args.json:

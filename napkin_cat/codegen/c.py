@@ -230,8 +230,8 @@ class CPrinter(RowsMixin, CFamilyPrinter):
         return "\n\n".join(parts) + "\n"
 
     def layout_bytes(self, v) -> int:
-        from napkin_cat.codegen.layout import _bytes
-        return _bytes(v, self.sizes)
+        from napkin_cat.codegen.layout import variable_bytes
+        return variable_bytes(v, self.sizes)
 
     # ------------------------------------------------------------------ contractions by BLAS
     def _print_contract(self, s, depth):

@@ -184,7 +184,7 @@ def _monomorphisms(pattern: Pattern, net: Netlist, candidates: dict):
     return found
 
 
-def _convex(net: Netlist, chosen: set) -> bool:
+def is_convex(net: Netlist, chosen: set) -> bool:
     """No path leaves ``chosen`` and re-enters it (search pruned by topological position)."""
     pos = net.position
     hi = max(pos[n] for n in chosen)
@@ -223,7 +223,7 @@ def find(pattern: Pattern, source, *, rule: str = "", params: dict | None = None
         chosen = set(nodes.values())
         kept = chosen - absorbed
         internal = sum(1 for n in kept for w in net.outs[n] if net.wires[w].dst[0] in kept)
-        if internal != len(pattern.edges) or not _convex(net, chosen):
+        if internal != len(pattern.edges) or not is_convex(net, chosen):
             continue
         m = _boundary(net, nodes, chosen, rule, params or {})
         if pattern.bind is not None:

@@ -122,7 +122,8 @@ def _names(signature) -> set:
     return {n for names in ins + (outs or []) for n in names}
 
 
-def _axes_for(names_lists, sizes):
+def axes_for(names_lists, sizes):
+    """``{name: Axis}`` for every axis named in ``names_lists`` (each name checked), sized from ``sizes``."""
     known = {}
     for names in names_lists:
         for n in names:
@@ -146,7 +147,7 @@ def apply(kind: str, signature: str, *, core=(), params=None, level: int = 0, dt
     unknown = set(sizes) - {n for names in ins + outs for n in names}
     if unknown:
         raise SignatureError(f"sizes given for {sorted(unknown)} which {signature!r} does not name")
-    axes = _axes_for(ins + outs, sizes)
+    axes = axes_for(ins + outs, sizes)
     core = set(core.split() if isinstance(core, str) else core)
     in_names = {n for names in ins for n in names}
     weave_names = []
@@ -287,7 +288,7 @@ def types(spec, *, level: int = 0, dtype=FP32, sizes: dict | None = None, **more
         raise SignatureError(f"a type has no '->': {spec!r}")
     if any(not isinstance(n, str) for names in ins for n in names):
         return Ty(Array(resolve(ins[0], sizes), level, dtype))
-    axes = _axes_for(ins, sizes)
+    axes = axes_for(ins, sizes)
     return Ty(*(Array(tuple(axes[n] for n in names), level, dtype) for names in ins))
 
 
@@ -317,7 +318,7 @@ def split(signature: str, *, along: str, parts, level: int = 0, dtype=FP32,
     (names,), outs = parse(signature)
     if along not in names:
         raise SignatureError(f"split along {along!r}: the array {names} has no such axis")
-    full = _axes_for([names], sizes)
+    full = axes_for([names], sizes)
     parts = [Axis(along, p) for p in parts]
     if len(parts) < 2:
         raise SignatureError("split needs at least two parts")
@@ -377,7 +378,7 @@ def renaming(signature: str, *, level: int = 0, dtype=FP32, sizes: dict | None =
     if len(outs) != 1 or len(outs[0]) != len(ins):
         raise SignatureError(f"rename maps one array to one array of the same rank, got {signature!r}")
     out = outs[0]
-    axes = _axes_for([ins], sizes)
+    axes = axes_for([ins], sizes)
     renamed = [(a, b) for a, b in zip(ins, out) if a != b]
     if not renamed:
         raise SignatureError(f"rename {signature!r} renames no axis")

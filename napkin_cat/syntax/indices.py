@@ -245,13 +245,13 @@ def _parse(signature: str, kind: str, arity: int):
 
 
 def _elementwise(kind, signature, dtypes, out_dtype, level, sizes, params=None) -> Diagram:
-    from napkin_cat.syntax.construct import _axes_for
+    from napkin_cat.syntax.construct import axes_for
     arity = len(dtypes)
     ins, out, _ = _parse(signature, kind, arity)
     unknown = set(sizes) - set(out)
     if unknown:
         raise SignatureError(f"sizes given for {sorted(unknown)} which {signature!r} does not name")
-    axes = _axes_for(ins + [out], sizes)
+    axes = axes_for(ins + [out], sizes)
     dom = [Array(tuple(axes[n] for n in names), level, as_dtype(dt)) for names, dt in zip(ins, dtypes)]
     cod = [Array(tuple(axes[n] for n in out), level, as_dtype(out_dtype))]
     weaves = [Weave(n, tuple(i for i, names in enumerate(ins) if n in names)) for n in reversed(out)]
@@ -327,7 +327,7 @@ def gather(signature: str, *, dtype=FP32, index_dtype=INT32, level: int = 0, **s
     ...
     napkin_cat.errors.IndexingError: gather 'n v, m -> n': the index carries ['m'], but it must carry exactly ...
     """
-    from napkin_cat.syntax.construct import _axes_for, parse
+    from napkin_cat.syntax.construct import axes_for, parse
     ins, outs = parse(signature, arrow=True)
     if len(ins) != 2 or len(outs) != 1:
         raise SignatureError(f"gather takes an array and an index to one output, e.g. 'n v, n -> n'; "
@@ -346,7 +346,7 @@ def gather(signature: str, *, dtype=FP32, index_dtype=INT32, level: int = 0, **s
     unknown = set(sizes) - set(src)
     if unknown:
         raise SignatureError(f"sizes given for {sorted(unknown)} which {signature!r} does not name")
-    axes = _axes_for([src, out], sizes)
+    axes = axes_for([src, out], sizes)
     dom = [Array(tuple(axes[n] for n in src), level, as_dtype(dtype)),
            Array(tuple(axes[n] for n in idx), level, as_dtype(index_dtype))]
     cod = [Array(tuple(axes[n] for n in out), level, as_dtype(dtype))]

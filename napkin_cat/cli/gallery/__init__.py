@@ -119,7 +119,7 @@ def section_of(name: str, *, out: str, markdown: str, memories=None, sizes: dict
 
 def command(args) -> int:
     """``napkin gallery``: build the gallery; print one line per entry and the time (or JSON)."""
-    from napkin_cat.cli.commands import _writable
+    from napkin_cat.cli.commands import writable_folder
     from napkin_cat.cli.inputs import parse_memory, parse_sizes
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     if only is not None:
@@ -139,9 +139,9 @@ def command(args) -> int:
                        "at least two memories)")
     if args.markdown and not args.markdown.endswith(".md"):
         raise CLIError(f"--markdown {args.markdown!r}: the page is a Markdown file (*.md)")
-    out = _writable(args.out)
+    out = writable_folder(args.out)
     if args.markdown:
-        _writable(os.path.dirname(os.path.abspath(args.markdown)))
+        writable_folder(os.path.dirname(os.path.abspath(args.markdown)))
     shown = ["napkin gallery --out", args.out] + (["--memory", args.memory] if args.memory != DEFAULT_MEMORY else [])
     shown += (["--sizes", args.sizes] if args.sizes else []) + (["--format", args.format] if args.format != "png"
                                                                  else [])

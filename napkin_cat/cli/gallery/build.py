@@ -191,7 +191,7 @@ def _label(k: int) -> str:
 def compute(example, *, memories: list, sizes: dict | None = None) -> Result:
     """Derive ``example`` at every memory of ``memories`` (a list of ints) and ``sizes`` (default: the
     entry's, :func:`.examples.sizes_of`); group the winners into ranges; plan each range's first memory."""
-    from napkin_cat.cli.commands import _row_text
+    from napkin_cat.cli.commands import row_text
     from napkin_cat.cli.gallery.examples import sizes_of
     start = time.perf_counter()
     diagram = example.build()
@@ -200,7 +200,7 @@ def compute(example, *, memories: list, sizes: dict | None = None) -> Result:
     unfused = dict(r.candidates).get("unfused", {})
     rows, ranges, current = [], [], None
     for g in r.regimes:
-        _, H, ratio, describe, tiles = _row_text(g)
+        _, H, ratio, describe, tiles = row_text(g)
         key = (g.variant.kind, describe)
         if current is None or current[0] != key:
             current = [key, g.memory, g.memory, g]
