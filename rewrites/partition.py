@@ -36,6 +36,7 @@ from napkin_cat.cost.iocost import numel
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
 from napkin_cat.algorithms.streaming import analyse
 from rewrites.softmax import softmax_contraction_to_unscaled
+from napkin_cat.syntax.adapter import from_layers
 
 
 # ---------------------------------------------------------------------- node tests
@@ -163,7 +164,6 @@ def _permutation(src, dst):
 def strip(kernel_box) -> nc.Diagram:
     """The function inside an unpartitioned kernel: Loads and Saves dropped, recoloured to level 0; a transfer
     that permutes its array's axes (woven at one position in and another out) leaves that permutation."""
-    from napkin_cat.syntax.adapter import from_layers
     to0 = lambda a: a.replace(level=0)  # noqa: E731
     items = []
     for layer in kernel_box.arg.inside:

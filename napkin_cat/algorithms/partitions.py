@@ -27,6 +27,7 @@ from napkin_cat.errors import LevelError, RewriteError, SignatureError
 from napkin_cat.syntax.relabel import at_level, map_arrays, map_box
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.wiring import trace_values
+from napkin_cat.algorithms.streaming import analyse
 
 
 def _moves(arrays, target: int, direction: str):
@@ -445,7 +446,6 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None) 
 
     Refuses with a RewriteError saying why when no kernel is streamable along it.
     """
-    from napkin_cat.algorithms.streaming import analyse
     diagram = _ensure_algorithm(diagram)
     tile = _tile(axis, size)
     reasons = []

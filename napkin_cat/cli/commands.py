@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from napkin_cat import library
+from napkin_cat import codegen, library
 from napkin_cat.algorithms.partitions import unfused
 from napkin_cat.cli.inputs import CLIError, algorithm, differentiated, parse_memory, parse_sizes
 from napkin_cat.cost.functor import cost
@@ -29,6 +29,15 @@ from napkin_cat.semantics.equivalent import equivalent
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.syntax.relabel import substitute
 from napkin_cat.syntax.sizes import Sizes
+from napkin_cat.algorithms.bubbles import Region
+from napkin_cat.codegen.cuda import model_for
+from napkin_cat.hardware.model import load as load_hardware
+from napkin_cat.paper import configuration as paper
+from napkin_cat.paper.report import reproduce
+from napkin_cat.plan.program import plan, render
+from napkin_cat.render.curves import plot_derivation
+from napkin_cat.search import derive
+from napkin_cat.syntax.adapter import layers
 
 
 def derivation_for(label: str, diagram):
@@ -147,7 +156,6 @@ def _signature(label: str, d) -> tuple[dict, str]:
 
 
 def cmd_search(args, label, d, memory=None):
-    from napkin_cat.search import derive
     memory = _search_memory(args.memory) if memory is None else memory
     sizes = dict(Sizes(parse_sizes(args.sizes)).of(d)) or None
     r = derive(d, memory=memory, level=args.level, sizes=sizes, tiles=args.tiles)
@@ -170,7 +178,6 @@ def cmd_search(args, label, d, memory=None):
     if isinstance(r.H, sympy.Piecewise):
         text.append(f"H* = {r.H}")
     if args.plot:
-        from napkin_cat.render.curves import plot_derivation
         writable_folder(os.path.dirname(os.path.abspath(args.plot)))
         plot_derivation(r, args.plot)
         data["plot"] = args.plot
@@ -234,10 +241,6 @@ def planned(args, *, hardware=None):
     when it is a function (``args.derivation`` names the rule book's derivation, else :func:`derivation_for`
     picks it), tile sizes not in ``--sizes`` chosen by ``nc.optimal`` at the shared memory per thread block of
     the hardware model.  Returns a :class:`Planned`."""
-    from napkin_cat.algorithms.bubbles import Region
-    from napkin_cat.hardware.model import load as load_hardware
-    from napkin_cat.plan.program import plan
-    from napkin_cat.syntax.adapter import layers
     label, d = algorithm(args.algorithm, name=args.name)
     derivation = getattr(args, "derivation", None)
     if derivation:
@@ -278,7 +281,6 @@ class Planned:
 
 
 def cmd_plan(args):
-    from napkin_cat.plan.program import render
     made = planned(args)
     p = made.plan
     if args.json:
@@ -294,7 +296,6 @@ def cmd_plan(args):
 
 
 def cmd_reproduce(args):
-    from napkin_cat.paper.report import reproduce
     out = writable_folder(args.out)
     book = reproduce(out, progress=not args.no_progress)
     counts = book.counts()
@@ -315,8 +316,6 @@ def cmd_reproduce(args):
 def cmd_table(args):
     """``napkin table config|clock|overlap``: the paper's configuration (or a variant) on a hardware model."""
     from fractions import Fraction
-    from napkin_cat.hardware.model import load as load_hardware
-    from napkin_cat.paper import configuration as paper
     gpu = load_hardware(args.hardware)
     if args.d < 1:
         raise CLIError(f"--d {args.d}: the head dimension must be a positive int")
@@ -381,7 +380,6 @@ RUN_TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2}
 
 
 def _kernel(target, p, gpu):
-    from napkin_cat import codegen
     if target == "cuda":
         return codegen.cuda(p, hardware=gpu)
     return codegen.triton(p) if target == "triton" else codegen.c(p)
@@ -450,8 +448,6 @@ def cmd_codegen(args):
                        "or --target c / triton to run the same plan")
     hardware = args.hardware
     if hardware is None and compiling and target != "c":
-        from napkin_cat.codegen.cuda import model_for
-        from napkin_cat.hardware.model import load as load_hardware
         hardware = model_for(arch, load_hardware("h100-sxm5")).name   # tiles chosen for the GPU compiled for
     if args.algorithm in rulebook().derivations and not args.algorithm.endswith(".py"):
         raise CLIError(f"{args.algorithm!r} is a derivation, not an algorithm: give the function it derives from "

@@ -36,6 +36,7 @@ from napkin_cat.render.style import (BLACK, BODY_GAP, CHAR, GAP, GREY, PAD_X, PA
 from napkin_cat.syntax.adapter import Diagram, is_structural
 from napkin_cat.syntax.wiring import route
 from napkin_cat.syntax.primitive import kind_of
+from napkin_cat.algorithms.bubbles import Region
 
 def layout(diagram: Diagram) -> Layout:
     """Lay out ``diagram`` (see module docstring); regions are laid out recursively.
@@ -249,7 +250,6 @@ class _Engine:
 
     def measure(self, seg, anchor):
         """A box's width, body, natural output tops and the sources of its output wires."""
-        from napkin_cat.algorithms.bubbles import Region
         box, ins_ys = seg.box, [y for s in seg.ins for y in s.ys()]
         lo, hi = seg.body or (anchor, anchor)
         struct = is_structural(box)

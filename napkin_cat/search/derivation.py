@@ -56,6 +56,7 @@ from napkin_cat.search.space import Makers, extremes, check_sizes, select, small
 from napkin_cat.syntax.adapter import MAX_LEVEL, Diagram
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 from napkin_cat.syntax.axis import symbol
+from napkin_cat.search.envelope import symbolic
 
 __all__ = ["derive", "Derivation", "Regime", "collector_paused"]
 
@@ -194,7 +195,6 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
         raise NapkinError("bound= is a numeric-mode option: give a number (or a list of numbers) for memory")
     if tiles != "divisors":
         raise NapkinError("tiles='any' is a numeric-mode option (the symbolic large-M forms have no tile grid)")
-    from napkin_cat.search.envelope import symbolic
     return symbolic(diagram, forms, book, search, memories, sizes, reference)
 
 

@@ -23,10 +23,10 @@ import sympy
 
 from napkin_cat.syntax.adapter import Array, Diagram, Ty
 from napkin_cat.syntax.axis import MAX_AXES, Axis, check_name, resolve
-from napkin_cat.syntax.dtype import FP32
+from napkin_cat.syntax.dtype import FP32, as_dtype
 from napkin_cat.errors import AxisError, SignatureError, UnknownPrimitiveError
 from napkin_cat.syntax.ops import ARITY, ELEMENTWISE, REDUCTIONS
-from napkin_cat.syntax.primitive import Weave
+from napkin_cat.syntax.primitive import KINDS, Weave
 from napkin_cat.syntax.weave import build_box
 
 _TOKEN = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
@@ -250,7 +250,6 @@ def elementwise(name: str, signature: str, *, const=None, level: int = 0, dtype=
 def reduce(name: str, signature: str, *, level: int = 0, dtype=FP32, sizes: dict | None = None, **more) -> Diagram:
     """Reduce the axes missing from the output: ``reduce("max", "q x -> q")``."""
     sizes = _merge_sizes('reduce', sizes, more, _names(signature))
-    from napkin_cat.syntax.primitive import KINDS
     legal = sorted(set(REDUCTIONS) | {k[len("reduce_"):] for k in KINDS if k.startswith("reduce_")})
     if name not in legal:
         raise UnknownPrimitiveError(f"unknown reduction {name!r}; legal reductions are {legal}")
@@ -329,8 +328,7 @@ def split(signature: str, *, along: str, parts, level: int = 0, dtype=FP32,
     dom = Array(tuple(full[n] for n in names), level, dtype)
     cod = [Array(tuple(p if n == along else full[n] for n in names), level, dtype) for p in parts]
     weaves = [Weave(n, (0,)) for n in reversed(names) if n != along]
-    from napkin_cat.syntax.weave import build_box as _bb
-    return _bb("split", [dom], cod, weaves)
+    return build_box("split", [dom], cod, weaves)
 
 
 def join(signature: str, *, along: str, parts, level: int = 0, dtype=FP32,
@@ -346,7 +344,6 @@ def join(signature: str, *, along: str, parts, level: int = 0, dtype=FP32,
 def cast(signature: str, *, to, level: int = 0, dtype=FP32, sizes: dict | None = None, **more) -> Diagram:
     """Convert an array's number format (``to`` = fp32, fp16, bf16 or fp8)."""
     sizes = _merge_sizes('cast', sizes, more, _names(signature))
-    from napkin_cat.syntax.dtype import as_dtype
     to = as_dtype(to)
     return apply("cast", signature, params={"dtype": to.name}, level=level, dtype=dtype,
                  out_dtype=to, sizes=sizes)
