@@ -49,7 +49,7 @@ from napkin_cat.testing.assertions import assert_equivalent
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.syntax.construct import spell
 from napkin_cat.testing.programs import Program
-from napkin_cat.cost.numeric import at
+from napkin_cat.cost import numeric
 from napkin_cat.rewriting.netlist import to_netlist
 from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.syntax.axis import symbol
@@ -389,7 +389,7 @@ def check_plan(p: Program, seed: int = 0):
             raise CheckFailed(f"the plan's {how} vs nc.evaluate: {why}",
                               head + f"print(nc.plan(alg, tiled){line}, nc.evaluate(diagram, *xs, sizes=sizes))")
     counted = results["run"][1]
-    c = at(alg, sizes)
+    c = numeric.at(alg, sizes)
     for what, ran, costed in (("transfers", counted.transfers, c.H), ("flops", counted.flops, c.flops),
                               ("peak", counted.peak, {l: m for l, m in c.M.items() if l > 0})):
         if ran != costed:
