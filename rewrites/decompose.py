@@ -31,7 +31,7 @@ from napkin_cat.algorithms.partitions import relabel_axis
 from napkin_cat.rewriting.match import Pattern, kind, where
 from napkin_cat.rewriting.obligation import shape_of
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
-from rewrites.softmax import SAME_FORMAT, SAME_ORDER, SURVIVES, WEAVED, _binary, _bind_softmax, _online, initialize
+from rewrites.softmax import SAME_FORMAT, SAME_ORDER, SURVIVES, WEAVED, binary, bind_softmax, online_box, initialize
 
 COMBINE = {"sum": "add", "max": "max", "min": "min"}
 
@@ -210,8 +210,8 @@ def _online_rhs(m):
              for p, arr in enumerate(node_c.dom) if p != v["port"]}
     s1_scores, s2_scores = S1.array, S2.array
     mu0, z0 = b(initialize(s1_scores, v["over"]), S1)
-    s1, mu1, _d1, z1 = b(_online("softmax_unscaled", s1_scores, v["over"], v["beta"]), S1, mu0, z0)
-    s2, _mu2, delta, z2 = b(_online("softmax_unscaled", s2_scores, v["over"], v["beta"]), S2, mu1, z1)
+    s1, mu1, _d1, z1 = b(online_box("softmax_unscaled", s1_scores, v["over"], v["beta"]), S1, mu0, z0)
+    s2, _mu2, delta, z2 = b(online_box("softmax_unscaled", s2_scores, v["over"], v["beta"]), S2, mu1, z1)
 
     def contract(k, s):
         part = first if k == 0 else size - first
@@ -220,8 +220,8 @@ def _online_rhs(m):
     y1, y2 = contract(0, s1), contract(1, s2)
     out = v["out"]
     y = b(nc.elementwise("add", _sig(out), level=out.level, dtype=out.dtype, sizes=_sizes(out)),
-          b(_binary("mul", out, delta.array), y1, delta), y2)
-    return m.finish(b, {("c", 0): b(_binary("div", out, z2.array), y, z2)})
+          b(binary("mul", out, delta.array), y1, delta), y2)
+    return m.finish(b, {("c", 0): b(binary("div", out, z2.array), y, z2)})
 
 
 def _single_axis(m):
@@ -259,7 +259,7 @@ def _extreme(rng, diagram, sizes):
 online_softmax_decomposition = Rule(
     "online_softmax_decomposition",
     Pattern({"s": kind("softmax"), "c": where("contraction", _contracts_axis)}, [("s", 0, "c", None)],
-            bind=lambda m: {**_bind_softmax("s")(m), "var": "s"}),
+            bind=lambda m: {**bind_softmax("s")(m), "var": "s"}),
     _online_rhs,
     conditions=(WEAVED, SAME_ORDER, SURVIVES, SAME_FORMAT,
                 Condition("one_axis", _single_axis, "the SoftMax must run over one axis"),

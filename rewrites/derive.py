@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from napkin_cat.algorithms.streaming import analyse
 from napkin_cat.errors import MemoryLimitError, RewriteError
-from napkin_cat.rewriting import Derivation, Trace, rewrite
+from napkin_cat.rewriting import Derivation, RuleSet, Trace, rewrite
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.envelope import reference_sizes
 from napkin_cat.syntax.sizes import as_sizes
@@ -46,7 +46,6 @@ def _chain(start, stages) -> Derivation:
         steps += list(r.trace.steps)
         rules += [rule for rule in r.trace.rules if rule.name not in {x.name for x in rules}]
         d = r.diagram
-    from napkin_cat.rewriting import RuleSet
     return Derivation(start, d, Trace(tuple(steps), RuleSet(tuple(rules))))
 
 

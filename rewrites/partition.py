@@ -30,12 +30,13 @@ from napkin_cat.algorithms.partitions import relabel_axis
 from napkin_cat.syntax.axis import as_size
 from napkin_cat.rewriting.obligation import bind_tiles, random_sizes, shape_of
 from napkin_cat.errors import RewriteError
-from napkin_cat.rewriting.match import INPUT, OUTPUT, Pattern, _convex, where
+from napkin_cat.rewriting.match import INPUT, OUTPUT, Pattern, is_convex, where
 from napkin_cat.syntax.relabel import map_box
 from napkin_cat.cost.iocost import numel
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
 from napkin_cat.algorithms.streaming import analyse
 from rewrites.softmax import softmax_contraction_to_unscaled
+from napkin_cat.syntax.adapter import from_layers
 
 
 # ---------------------------------------------------------------------- node tests
@@ -163,7 +164,6 @@ def _permutation(src, dst):
 def strip(kernel_box) -> nc.Diagram:
     """The function inside an unpartitioned kernel: Loads and Saves dropped, recoloured to level 0; a transfer
     that permutes its array's axes (woven at one position in and another out) leaves that permutation."""
-    from napkin_cat.syntax.adapter import from_layers
     to0 = lambda a: a.replace(level=0)  # noqa: E731
     items = []
     for layer in kernel_box.arg.inside:
@@ -208,7 +208,7 @@ def _fusion_partner(net, nodes):
             continue
         used = [c for c in copies if any(net.wires[w].dst[0] == k2 for w in net.outs[c])]
         extra = {"k2": k2, **{f"copy{j}": c for j, c in enumerate(used)}}
-        if _convex(net, {k1, *extra.values()}):
+        if is_convex(net, {k1, *extra.values()}):
             return extra
     return None
 

@@ -70,7 +70,7 @@ def _sizes(*arrays) -> dict:
     return {a.name: a.size for arr in arrays for a in arr.axes}
 
 
-def _online(kind_name, scores, over, beta):
+def online_box(kind_name, scores, over, beta):
     """``kind(x, μ′, z′) -> (x-shaped, μ, ·, z)`` for ``softmax_aux`` / ``softmax_unscaled``."""
     w = _sig(n for n in scores.names if n not in over)
     x = _sig(scores.names)
@@ -87,13 +87,15 @@ def initialize(scores, over):
                     dtype=scores.dtype, sizes=_sizes(scores))
 
 
-def _binary(name, left, right):
+def binary(name, left, right):
+    """The elementwise box ``name(left, right)``, its output shaped like ``left``."""
     return nc.elementwise(name, f"{_sig(left.names)}, {_sig(right.names)} -> {_sig(left.names)}",
                           level=left.level, dtype=left.dtype, sizes=_sizes(left, right))
 
 
 # ---------------------------------------------------------------------- bindings and conditions
-def _bind_softmax(var):
+def bind_softmax(var):
+    """A binding that reads the SoftMax matched at ``var``: its scores, streamed and weaved axes, β, order."""
     def bind(m):
         node = m.node(var)
         scores = node.dom[0]
@@ -137,7 +139,7 @@ def _to_auxiliary(m):
     b, ins = m.wiring()
     x = ins[("s", 0)]
     mu0, z0 = b(initialize(m.vars["scores"], m.vars["over"]), x)
-    y, _mu, _dz, _z = b(_online("softmax_aux", m.vars["scores"], m.vars["over"], m.vars["beta"]), x, mu0, z0)
+    y, _mu, _dz, _z = b(online_box("softmax_aux", m.vars["scores"], m.vars["over"], m.vars["beta"]), x, mu0, z0)
     return m.finish(b, {("s", 0): y})
 
 
@@ -174,7 +176,7 @@ def _divide_after(m):
     c = m.box("c")
     n, z = ins[("d", 0)], ins[("d", 1)]
     o = b(c, *(n if p == m.vars["port"] else ins[("c", p)] for p in range(len(c.dom))))
-    return m.finish(b, {("c", 0): b(_binary("div", m.vars["out"], z.array), o, z)})
+    return m.finish(b, {("c", 0): b(binary("div", m.vars["out"], z.array), o, z)})
 
 
 def _fused(m):
@@ -182,11 +184,11 @@ def _fused(m):
     c, v = m.box("c"), m.vars
     x = ins[("s", 0)]
     mu0, z0 = b(initialize(v["scores"], v["over"]), x)
-    s, _mu, _delta, z = b(_online("softmax_unscaled", v["scores"], v["over"], v["beta"]), x, mu0, z0)
+    s, _mu, _delta, z = b(online_box("softmax_unscaled", v["scores"], v["over"], v["beta"]), x, mu0, z0)
     s = b.convert(s, c.dom.inside[v["port"]].dtype)  # P in the format the contraction takes (FA3's conversion)
     o = b(c, *(s if p == v["port"] else ins[("c", p)] for p in range(len(c.dom))))
     z = b.convert(z, v["out"].dtype)
-    return m.finish(b, {("c", 0): b(_binary("div", v["out"], z.array), o, z)})
+    return m.finish(b, {("c", 0): b(binary("div", v["out"], z.array), o, z)})
 
 
 # ---------------------------------------------------------------------- obligations
@@ -225,7 +227,7 @@ def softmax_contraction_instance(rng, *, strict: bool = True):
 def auxiliary_instance(rng):
     names, over, w, beta = _scores(rng)
     x = nc.types(_sig(names)).inside[0]
-    return _online("softmax_aux", x, over, beta)
+    return online_box("softmax_aux", x, over, beta)
 
 
 def divide_instance(rng):
@@ -340,7 +342,7 @@ def division_identity():
 # ---------------------------------------------------------------------- the rules
 softmax_to_auxiliary = Rule(
     "softmax_to_auxiliary",
-    Pattern({"s": kind("softmax")}, bind=_bind_softmax("s")),
+    Pattern({"s": kind("softmax")}, bind=bind_softmax("s")),
     _to_auxiliary,
     conditions=(WEAVED, SAME_ORDER),
     obligation=Obligation(softmax_instance, inputs=extreme_inputs, symbolic=(table4_identity,)),
@@ -350,7 +352,7 @@ softmax_to_auxiliary = Rule(
 
 auxiliary_to_unscaled = Rule(
     "auxiliary_to_unscaled",
-    Pattern({"a": kind("softmax_aux")}, bind=_bind_softmax("a")),
+    Pattern({"a": kind("softmax_aux")}, bind=bind_softmax("a")),
     _to_unscaled,
     conditions=(WEAVED,),
     obligation=Obligation(auxiliary_instance, inputs=extreme_inputs, symbolic=(table4_identity,)),
@@ -384,7 +386,7 @@ divide_after_contraction = Rule(
 
 softmax_contraction_to_unscaled = Rule(
     "softmax_contraction_to_unscaled",
-    Pattern({"s": kind("softmax"), "c": kind("contract")}, [("s", 0, "c", None)], bind=_bind_softmax("s")),
+    Pattern({"s": kind("softmax"), "c": kind("contract")}, [("s", 0, "c", None)], bind=bind_softmax("s")),
     _fused,
     conditions=(WEAVED, SAME_ORDER, SURVIVES, SAME_LEVEL),
     obligation=Obligation(softmax_contraction_instance, inputs=extreme_inputs,
@@ -409,7 +411,7 @@ def online_step(b, state, scores, contract, axis, box):
     """
     mu_p, z_p, o_p = state
     beta = box.data.param("beta", 1)
-    s, mu, delta, z = b(_online("softmax_unscaled", scores.array, (axis,), beta), scores, mu_p, z_p)
+    s, mu, delta, z = b(online_box("softmax_unscaled", scores.array, (axis,), beta), scores, mu_p, z_p)
     out = o_p.array
     delta = b.convert(delta, out.dtype)  # the rescale factor in the running output's format
     rows = delta.array
@@ -423,7 +425,7 @@ def online_finish(b, state):
     """The tail: y = o / z (z converted to the output's number format when they differ)."""
     _mu, z, o = state
     z = b.convert(z, o.array.dtype)
-    return b(_binary("div", o.array, z.array), o, z)
+    return b(binary("div", o.array, z.array), o, z)
 
 
 def masked_scores(consts) -> bool:

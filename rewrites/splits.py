@@ -25,6 +25,8 @@ from napkin_cat.algorithms.splitting import split
 from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
 from napkin_cat.rewriting.match import Pattern, where
+from napkin_cat.algorithms.schedule import schedule_of
+from napkin_cat.rewriting.obligation import shape_of
 
 
 def _streamed_kernel(net, n) -> bool:
@@ -67,7 +69,6 @@ def _instance(rng):
 
 def _inputs(rng, diagram, sizes):
     """Values far from zero and far apart (a merge that rescaled by the wrong maximum would overflow)."""
-    from napkin_cat.rewriting.obligation import shape_of
     return [rng.normal(size=shape_of(a, sizes)) * [1.0, 30.0][int(rng.integers(2))] for a in diagram.dom.inside]
 
 
@@ -87,7 +88,6 @@ def _partials_cost(lhs, rhs, m):
     grown = sympy.expand(b - a)
     assert grown != 0 and _at_least_zero(grown), f"H grows by {grown}"
     (stream,) = [x for x in m.box("k").arg.boxes if isinstance(x, nc.Stream)]
-    from napkin_cat.algorithms.schedule import schedule_of
     state = sum((sympy.Mul(*[a.size for a in s.array.axes]) for r in schedule_of(stream).reducers for s in r.state),
                 sympy.Integer(0))
     assert _at_least_zero(grown - 4 * state), \

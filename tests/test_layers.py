@@ -10,6 +10,12 @@ from the source (function-level and ``TYPE_CHECKING`` imports included: a lazy i
 is still a dependency), so the test sees what the interpreter would import.  The theorem
 library ``rewrites`` sits above the package: nothing in ``napkin_cat`` imports it.
 
+Two more rules keep modules whole concepts (issue 32, item 5): no module takes a ``_private`` name
+from another (``from X import _name`` or ``X._name``: what another module needs is public in its
+module, or the concept moves), and no function imports the package's own modules (``napkin_cat``,
+``rewrites``) except the few in :data:`LOCAL_IMPORTS_ALLOWED`, each with its reason (only an optional
+dependency such as torch or triton behind its adapter module is one; an import circle is debt).
+
 Run on the tree before the move to subpackages, this test failed with::
 
     napkin_cat/adapter.py is in no layer: put it in one of the layer folders (...)
@@ -40,6 +46,11 @@ LAYERS = {
     "render": 7, "io": 7,
     "cli": 8, "paper": 8, "testing": 8, "__init__": 8, "engine": 8,
 }
+
+#: function-local imports of the package's own modules that stay: ``(file, module imported) → why``.  Empty: the
+#: 95 there were (issue 32, item 5) all moved to module level, no circle resulting.
+LOCAL_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {}
+OURS = (PACKAGE, "rewrites")
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -103,6 +114,103 @@ def violations(root: Path = ROOT) -> list[str]:
             ring = cycle + [cycle[0]]
             problems.append("import circle: " + " → ".join(ring))
     return problems
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _ours(module: str | None) -> bool:
+    return bool(module) and module.split(".")[0] in OURS
+
+
+def _sources(root: Path) -> list[Path]:
+    return sorted(p for top in OURS if (root / top).is_dir() for p in (root / top).rglob("*.py"))
+
+
+def private_imports(root: Path = ROOT) -> list[str]:
+    """Every ``from X import _name`` of a napkin_cat/rewrites module ``X``, and every ``y._name`` where ``y`` was
+    imported from one of them (a module, or anything else it defines), across the package and ``rewrites``."""
+    problems = []
+    for path in _sources(root):
+        rel = path.relative_to(root)
+        bound = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and _ours(node.module):
+                for a in node.names:
+                    bound.add(a.asname or a.name)
+                    if _is_private(a.name):
+                        problems.append(f"{rel}:{node.lineno} imports the private {a.name} from {node.module}: "
+                                        "make it public in its module (or move the concept to where it is used)")
+            elif isinstance(node, ast.Import):
+                bound |= {a.asname or a.name.split(".")[0] for a in node.names if _ours(a.name)}
+            elif (isinstance(node, ast.Attribute) and _is_private(node.attr) and isinstance(node.value, ast.Name)
+                  and node.value.id in bound):
+                problems.append(f"{rel}:{node.lineno} reads the private {node.value.id}.{node.attr} of another "
+                                "module: make it public there (or move the concept to where it is used)")
+    return problems
+
+
+def local_imports(root: Path = ROOT, allowed: dict = LOCAL_IMPORTS_ALLOWED) -> list[str]:
+    """Every import of a napkin_cat/rewrites module inside a function not in ``allowed``, and every entry of
+    ``allowed`` that matches no such import (paid debt leaves the list)."""
+    problems, seen = [], set()
+    for path in _sources(root):
+        rel = path.relative_to(root).as_posix()
+        tree = ast.parse(path.read_text(), str(path))
+        functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for fn in functions:
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and node.level == 0:
+                    modules = [node.module]
+                elif isinstance(node, ast.Import):
+                    modules = [a.name for a in node.names]
+                else:
+                    continue
+                for module in filter(_ours, modules):
+                    if (rel, module) in allowed:
+                        seen.add((rel, module))
+                        continue
+                    problems.append(f"{rel}:{node.lineno} imports {module} inside {fn.name}(): import it at module "
+                                    "level (a circle is mended by moving the concept; an optional dependency such as "
+                                    "torch is listed in LOCAL_IMPORTS_ALLOWED with its reason)")
+    problems += [f"LOCAL_IMPORTS_ALLOWED lists {key}, which no function imports any more: remove the entry"
+                 for key in sorted(set(allowed) - seen)]
+    return sorted(set(problems))
+
+
+def test_no_module_takes_a_private_name_from_another():
+    found = private_imports()
+    assert not found, "private names across modules:\n" + "\n".join(found)
+
+
+def test_no_function_imports_the_package_s_own_modules():
+    found = local_imports()
+    assert not found, "function-local imports of the package:\n" + "\n".join(found)
+
+
+def test_the_checkers_catch_a_private_name_and_a_function_local_import(tmp_path):
+    for top in OURS:
+        (tmp_path / top).mkdir()
+    (tmp_path / PACKAGE / "a.py").write_text("import napkin_cat.b as bee\n"
+                                             "from napkin_cat.b import _hidden, __version__, public\n"
+                                             "x = bee._inner + bee.__name__.__len__()\n"
+                                             "def f():\n    from napkin_cat import c\n    import numpy\n"
+                                             "class K:\n    def g(self):\n        import rewrites.r\n"
+                                             "def h():\n    from napkin_cat.torchy import op\n")
+    (tmp_path / "rewrites" / "r.py").write_text("from rewrites.s import _rule\n")
+    private = private_imports(tmp_path)
+    assert any("napkin_cat/a.py:2 imports the private _hidden from napkin_cat.b" in p for p in private), private
+    assert any("napkin_cat/a.py:3 reads the private bee._inner" in p for p in private), private
+    assert any("rewrites/r.py:1 imports the private _rule from rewrites.s" in p for p in private), private
+    assert len(private) == 3, private   # dunders, public names and third-party modules pass
+    allowed = {("napkin_cat/a.py", "napkin_cat.torchy"): "optional dependency: torch",
+               ("napkin_cat/z.py", "napkin_cat.gone"): "a circle since mended"}
+    local = local_imports(tmp_path, allowed)
+    assert any("napkin_cat/a.py:5 imports napkin_cat inside f()" in p for p in local), local
+    assert any("napkin_cat/a.py:9 imports rewrites.r inside g()" in p for p in local), local
+    assert any("('napkin_cat/z.py', 'napkin_cat.gone'), which no function imports" in p for p in local), local
+    assert len(local) == 3, local   # numpy, and the allowed torch adapter, pass
 
 
 def test_imports_only_go_down_and_no_circle():

@@ -27,6 +27,7 @@ from napkin_cat.errors import LevelError, RewriteError, SignatureError
 from napkin_cat.syntax.relabel import at_level, map_arrays, map_box
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.wiring import trace_values
+from napkin_cat.algorithms.streaming import analyse
 
 
 def _moves(arrays, target: int, direction: str):
@@ -143,7 +144,7 @@ def _nest_kernel(diagram: Diagram, kernels: list, level: int) -> Diagram:
     def fn(k: Kernel):
         return Kernel.rebuild(_innermost(k.arg, lambda d: _wrap_core(d, top, lambda core: kernel(core, level))),
                               k.dom, k.cod, k.params)
-    out, _ = _map_kernels(diagram, fn)
+    out, _ = map_kernels(diagram, fn)
     return _streams_hold(out, f"a level-{level} kernel")
 
 
@@ -302,7 +303,7 @@ def _tile(axis: str, size):
     return as_size(axis, size)
 
 
-def _map_kernels(diagram: Diagram, fn, level: int | None = None) -> tuple[Diagram, int]:
+def map_kernels(diagram: Diagram, fn, level: int | None = None) -> tuple[Diagram, int]:
     """Apply ``fn`` to each Kernel at ``level`` (by default the deepest), looking inside every region;
     returns the new diagram and a count."""
     if level is None:
@@ -317,7 +318,7 @@ def _map_kernels(diagram: Diagram, fn, level: int | None = None) -> tuple[Diagra
             if new is not None:
                 box, count = new, count + 1
         elif isinstance(box, Region):
-            inner, n = _map_kernels(box.arg, fn, level)
+            inner, n = map_kernels(box.arg, fn, level)
             if n:
                 box, count = type(box).rebuild(inner, box.dom, box.cod, box.params), count + n
         items.append((left, box, right))
@@ -407,7 +408,7 @@ def group(diagram: Diagram, axis: str, size) -> Diagram:
         return Grid(inner, k.dom, k.cod, {"axis": axis, "size": tile})
 
     level = _group_level(diagram, axis)
-    out, n = _map_kernels(diagram, fn, level)
+    out, n = map_kernels(diagram, fn, level)
     if not n:
         raise RewriteError(f"cannot group along {axis!r}{_which(diagram, level)}: "
                            + ("; ".join(reasons) or "no kernel carries it"))
@@ -445,7 +446,6 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None) 
 
     Refuses with a RewriteError saying why when no kernel is streamable along it.
     """
-    from napkin_cat.algorithms.streaming import analyse
     diagram = _ensure_algorithm(diagram)
     tile = _tile(axis, size)
     reasons = []
@@ -488,7 +488,7 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None) 
             return None
         return Kernel.rebuild(inner, k.dom, k.cod, k.params)
 
-    out, n = _map_kernels(diagram, fn)
+    out, n = map_kernels(diagram, fn)
     if not n:
         raise RewriteError(f"cannot stream along {axis!r}{_which(diagram)}: "
                            + ("; ".join(reasons) or "no kernel reads it"))

@@ -75,6 +75,7 @@ from napkin_cat.algorithms.skipping import skip_of
 from napkin_cat.algorithms.streaming import StreamPlan, analyse
 from napkin_cat.errors import NapkinError
 from napkin_cat.syntax.relabel import map_arrays
+from napkin_cat.algorithms.splits import merge_of
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,7 +143,6 @@ class StreamSchedule:
     @cached_property
     def merges(self) -> tuple:
         """Each reducer's merge ``state ⊗ state → state`` (a split stream's combine, :mod:`.splits`)."""
-        from napkin_cat.algorithms.splits import merge_of
         return tuple(merge_of(r) for r in self.reducers)
 
     @cached_property

@@ -10,7 +10,7 @@ combine merges; ``nc.stream(f, axis, size, parts=P)`` streams and splits at once
 from __future__ import annotations
 
 from napkin_cat.algorithms.bubbles import Stream
-from napkin_cat.algorithms.partitions import _map_kernels
+from napkin_cat.algorithms.partitions import map_kernels
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.algorithms.splits import check_splittable
 from napkin_cat.errors import RewriteError
@@ -46,7 +46,7 @@ def split(diagram, axis: str, parts):
             items.append((left, box, right))
         return type(k).rebuild(from_layers(k.arg.dom, k.arg.cod, items), k.dom, k.cod, k.params) if n else None
 
-    out, n = _map_kernels(diagram, fn)
+    out, n = map_kernels(diagram, fn)
     if not n:
         raise RewriteError(f"cannot split along {axis!r}: " + ("; ".join(reasons) or
                                                               f"no kernel streams along {axis!r} (stream it first)"))

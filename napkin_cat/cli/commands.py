@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from napkin_cat import library
+from napkin_cat import codegen, library
 from napkin_cat.algorithms.partitions import unfused
 from napkin_cat.cli.inputs import CLIError, algorithm, differentiated, parse_memory, parse_sizes
 from napkin_cat.cost.functor import cost
@@ -29,6 +29,15 @@ from napkin_cat.semantics.equivalent import equivalent
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.syntax.relabel import substitute
 from napkin_cat.syntax.sizes import Sizes
+from napkin_cat.algorithms.bubbles import Region
+from napkin_cat.codegen.cuda import model_for
+from napkin_cat.hardware.model import load as load_hardware
+from napkin_cat.paper import configuration as paper
+from napkin_cat.paper.report import reproduce
+from napkin_cat.plan.program import plan, render
+from napkin_cat.render.curves import plot_derivation
+from napkin_cat.search import derive
+from napkin_cat.syntax.adapter import layers
 
 
 def derivation_for(label: str, diagram):
@@ -38,7 +47,8 @@ def derivation_for(label: str, diagram):
     return book.derivations["tiled_matmul" if label == "matmul" else "flash_attention"](diagram)
 
 
-def _writable(folder: str) -> str:
+def writable_folder(folder: str) -> str:
+    """``folder``, created if missing; a CLIError names it when it cannot be created or written."""
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as e:
@@ -54,7 +64,7 @@ def _emit(args, data: dict, text: list):
 
 
 def cmd_demo(args):
-    out = _writable(args.out)
+    out = writable_folder(args.out)
     att = library.attention()
     rng = np.random.default_rng(0)
     Q, K, V = (rng.normal(size=s) for s in ((64, 32), (96, 32), (96, 32)))
@@ -123,7 +133,8 @@ def _search_memory(text: str):
     return parse_memory(text)
 
 
-def _row_text(r) -> tuple:
+def row_text(r) -> tuple:
+    """A derivation regime as the columns of ``napkin search``'s table: memory, H, gap, variant, tiles."""
     tiles = " ".join(f"{k}={v}" for k, v in r.tiles.items())
     ratio = "—" if r.gap is None else (f"{float(r.gap):.2f}" if sympy.sympify(r.gap).is_number else str(r.gap))
     where = str(r.memory) if r.memory is not None else (f"{r.lower} ≤ M" + ("" if r.upper == sympy.oo
@@ -132,7 +143,7 @@ def _row_text(r) -> tuple:
 
 
 def _draw_strip(trace, path: str, data: dict, text: list) -> None:
-    _writable(os.path.dirname(os.path.abspath(path)))
+    writable_folder(os.path.dirname(os.path.abspath(path)))
     trace.draw(path)
     data["strip"] = path
     text.append(path)
@@ -145,11 +156,10 @@ def _signature(label: str, d) -> tuple[dict, str]:
 
 
 def cmd_search(args, label, d, memory=None):
-    from napkin_cat.search import derive
     memory = _search_memory(args.memory) if memory is None else memory
     sizes = dict(Sizes(parse_sizes(args.sizes)).of(d)) or None
     r = derive(d, memory=memory, level=args.level, sizes=sizes, tiles=args.tiles)
-    rows = [_row_text(g) for g in r.regimes]
+    rows = [row_text(g) for g in r.regimes]
     data = {"algorithm": label, "level": args.level, "sizes": sizes, "memory": str(memory),
             "H": str(r.H) if not isinstance(r.H, dict) else {str(k): v for k, v in r.H.items()},
             "bound": r.bound.source,
@@ -168,8 +178,7 @@ def cmd_search(args, label, d, memory=None):
     if isinstance(r.H, sympy.Piecewise):
         text.append(f"H* = {r.H}")
     if args.plot:
-        from napkin_cat.render.curves import plot_derivation
-        _writable(os.path.dirname(os.path.abspath(args.plot)))
+        writable_folder(os.path.dirname(os.path.abspath(args.plot)))
         plot_derivation(r, args.plot)
         data["plot"] = args.plot
         text.append(args.plot)
@@ -212,7 +221,7 @@ def cmd_draw(args):
     label, d = algorithm(args.algorithm, name=args.name)
     if args.derived:
         d = derivation_for(label, d).diagram
-    _writable(os.path.dirname(os.path.abspath(args.path)))
+    writable_folder(os.path.dirname(os.path.abspath(args.path)))
     draw(d, path=args.path)
     print(args.path)
     return 0
@@ -232,10 +241,6 @@ def planned(args, *, hardware=None):
     when it is a function (``args.derivation`` names the rule book's derivation, else :func:`derivation_for`
     picks it), tile sizes not in ``--sizes`` chosen by ``nc.optimal`` at the shared memory per thread block of
     the hardware model.  Returns a :class:`Planned`."""
-    from napkin_cat.algorithms.bubbles import Region
-    from napkin_cat.hardware.model import load as load_hardware
-    from napkin_cat.plan.program import plan
-    from napkin_cat.syntax.adapter import layers
     label, d = algorithm(args.algorithm, name=args.name)
     derivation = getattr(args, "derivation", None)
     if derivation:
@@ -276,7 +281,6 @@ class Planned:
 
 
 def cmd_plan(args):
-    from napkin_cat.plan.program import render
     made = planned(args)
     p = made.plan
     if args.json:
@@ -292,8 +296,7 @@ def cmd_plan(args):
 
 
 def cmd_reproduce(args):
-    from napkin_cat.paper.report import reproduce
-    out = _writable(args.out)
+    out = writable_folder(args.out)
     book = reproduce(out, progress=not args.no_progress)
     counts = book.counts()
     if args.json:
@@ -313,8 +316,6 @@ def cmd_reproduce(args):
 def cmd_table(args):
     """``napkin table config|clock|overlap``: the paper's configuration (or a variant) on a hardware model."""
     from fractions import Fraction
-    from napkin_cat.hardware.model import load as load_hardware
-    from napkin_cat.paper import configuration as paper
     gpu = load_hardware(args.hardware)
     if args.d < 1:
         raise CLIError(f"--d {args.d}: the head dimension must be a positive int")
@@ -379,7 +380,6 @@ RUN_TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2}
 
 
 def _kernel(target, p, gpu):
-    from napkin_cat import codegen
     if target == "cuda":
         return codegen.cuda(p, hardware=gpu)
     return codegen.triton(p) if target == "triton" else codegen.c(p)
@@ -448,8 +448,6 @@ def cmd_codegen(args):
                        "or --target c / triton to run the same plan")
     hardware = args.hardware
     if hardware is None and compiling and target != "c":
-        from napkin_cat.codegen.cuda import model_for
-        from napkin_cat.hardware.model import load as load_hardware
         hardware = model_for(arch, load_hardware("h100-sxm5")).name   # tiles chosen for the GPU compiled for
     if args.algorithm in rulebook().derivations and not args.algorithm.endswith(".py"):
         raise CLIError(f"{args.algorithm!r} is a derivation, not an algorithm: give the function it derives from "
@@ -463,7 +461,7 @@ def cmd_codegen(args):
     text = [made.chosen_line()] if made.chosen else []
     show_source = not (args.out or compiling or args.run)
     if args.out:
-        paths = [str(x) for x in k.save(_writable(args.out))]
+        paths = [str(x) for x in k.save(writable_folder(args.out))]
         data["files"] = paths
         text.append(f"{target} kernel and launcher written: {', '.join(paths)}")
     elif show_source or args.json:

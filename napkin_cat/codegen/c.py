@@ -41,6 +41,8 @@ from napkin_cat.codegen.crows import PRELUDE as ROWS_PRELUDE, RowsMixin
 from napkin_cat.codegen.errors import BlasMissingWarning, CodegenError, ToolNotFoundError
 from napkin_cat.codegen.kernel import GeneratedKernel, cache_dir, digest, tool
 from napkin_cat.codegen.printer import ident, launches
+from napkin_cat.codegen.layout import variable_bytes
+from napkin_cat.plan.ir import Load, walk, writes
 
 PRELUDE = r"""#include <math.h>
 #include <stdint.h>
@@ -230,8 +232,7 @@ class CPrinter(RowsMixin, CFamilyPrinter):
         return "\n\n".join(parts) + "\n"
 
     def layout_bytes(self, v) -> int:
-        from napkin_cat.codegen.layout import _bytes
-        return _bytes(v, self.sizes)
+        return variable_bytes(v, self.sizes)
 
     # ------------------------------------------------------------------ contractions by BLAS
     def _print_contract(self, s, depth):
@@ -307,7 +308,6 @@ def load_views(printer) -> dict:
     the input's stride (the tile is the input's own rows: a slice of the outermost axes, all of the others).
     The cache then does what the copy did, without the copy's pass over the tile.
     """
-    from napkin_cat.plan.ir import Load, walk, writes
     stmts = list(walk(printer.plan.body))
     writers: dict = {}
     for s in stmts:

@@ -29,7 +29,7 @@ import sympy
 from napkin_cat.codegen.ckinds import KindsMixin
 from napkin_cat.codegen.printer import CodePrinter, ident
 from napkin_cat.codegen.errors import CodegenError
-from napkin_cat.plan.ir import StreamLoop
+from napkin_cat.plan.ir import Ref, StreamLoop, reads, walk, writes
 
 
 class CFamilyPrinter(KindsMixin, CodePrinter):
@@ -197,7 +197,6 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
             s.monoid, self.read(s.dst, idx), self.read(s.src, idx)))], [s.dst])
 
     def _print_Fill(self, s, depth):
-        from napkin_cat.plan.ir import Ref
         ref = Ref(s.var)
         sp = self.space(ref)
         idx = {a: sym for sym, _, a, _ in sp}
@@ -260,7 +259,6 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
 
     def on_chip(self, launch) -> list:
         """The on-chip variables a launch uses, in the plan's order."""
-        from napkin_cat.plan.ir import walk, reads, writes
         used = set()
         for s in walk(launch.body):
             used |= set(reads(s)) | set(writes(s))

@@ -44,6 +44,7 @@ from napkin_cat.codegen.cfamily import CFamilyPrinter
 from napkin_cat.codegen.cudakernel import CudaKernel, model_for, parse_ptxas  # noqa: F401 (model_for: the CLI's)
 from napkin_cat.codegen.printer import ident, launches
 from napkin_cat.hardware import CapacityError, load
+from napkin_cat.plan.ir import GridLoop, Kernel, walk
 
 #: the CUDA C++ language's limit on static ``__shared__`` data per block (Programming Guide, "Shared Memory");
 #: beyond it, shared memory must be dynamic whatever the GPU offers (its own limit is the model's)
@@ -115,7 +116,6 @@ class CudaPrinter(CFamilyPrinter):
         """A Grid inside a block around a kernel one level down: its groups are spread over the threads (the
         paper's thread level); each thread runs its groups' statements alone, its variables in its own arena
         (registers, or local memory where ptxas cannot index them statically)."""
-        from napkin_cat.plan.ir import GridLoop, Kernel, walk
         if self.in_thread or not any(isinstance(k, Kernel) and k.level > 1 for k in walk(s.body)):
             return super()._print_GridLoop(s, depth)
         chain = [s]

@@ -128,7 +128,8 @@ def columns(p, level: int = 1) -> list[frozenset]:
     return [col & at for col in live_columns(p.body, p.inputs)]
 
 
-def _bytes(v, sizes) -> int:
+def variable_bytes(v, sizes) -> int:
+    """The bytes a plan variable takes at ``sizes``: its size × its dtype's bytes × its buffers."""
     return int(sympy.sympify(v.size).subs(sizes)) * as_dtype(v.dtype).bytes * v.buffers
 
 
@@ -152,7 +153,7 @@ def layout(p, level: int = 1, *, unstaged: bool = False) -> Layout:
     read = {v for s in walk(p.body) for v in reads(s)}
     dead = frozenset(v.name for v in p.variables if v.level == level and v.name not in read)
     names = [v.name for v in p.variables if v.level == level and v.name not in dead]
-    size = {n: _bytes(p.variable_map[n], p.sizes) for n in names}
+    size = {n: variable_bytes(p.variable_map[n], p.sizes) for n in names}
     bound = max((sum(size[n] for n in c) for c in cols), default=0)
     first, hard = {}, {n: set() for n in names}
     for k, col in enumerate(cols):

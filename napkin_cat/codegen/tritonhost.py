@@ -31,6 +31,8 @@ import sympy
 
 from napkin_cat.codegen.errors import CodegenError
 from napkin_cat.plan.ir import Compute, GridLoop, Load, StreamLoop, walk
+from napkin_cat.hardware.predict import warpgroups
+from napkin_cat.syntax.dtype import as_dtype
 
 #: shared memory per thread block assumed when no hardware model is given (Hopper, opt-in maximum)
 SMEM_PER_BLOCK = 227 * 1024
@@ -98,7 +100,6 @@ def num_warps(printer) -> int:
     """One warpgroup (4 warps) per 64 rows of the tensor-core products, 1 to 2 (the time model's rule:
     :func:`napkin_cat.hardware.predict.warpgroups`); a kernel with none: one warp per 2,048 fp32 values of
     its largest on-chip tensor, 4 to 8."""
-    from napkin_cat.hardware.predict import warpgroups
     rows = dot_rows(printer)
     if rows:
         return 4 * warpgroups(max(rows))
@@ -114,7 +115,6 @@ def num_warps(printer) -> int:
 
 def num_stages(printer, smem_per_block: int = SMEM_PER_BLOCK) -> int:
     """The most stages (2 to 3) whose buffered stream loads fit beside the tiles loaded once."""
-    from napkin_cat.syntax.dtype import as_dtype
     streamed = printer.stream_load_bytes()
     once = 0
     for s in walk(printer.plan.body):

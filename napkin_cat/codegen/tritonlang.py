@@ -50,6 +50,7 @@ from napkin_cat.codegen.printer import CodePrinter, ident, launches
 from napkin_cat.codegen.tritonindices import TritonIndexKindsMixin
 from napkin_cat.codegen.tritonkinds import TritonKindsMixin
 from napkin_cat.plan.ir import GridLoop, Load, Ref, StreamLoop, walk, reads, writes
+from napkin_cat.syntax.dtype import as_dtype
 
 PRELUDE = '''import torch
 import triton
@@ -424,7 +425,6 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
 
     def stream_load_bytes(self) -> int:
         """Padded bytes of the tiles loaded inside Stream loops (what each extra pipelining stage buffers)."""
-        from napkin_cat.syntax.dtype import as_dtype
         total = 0
         for loop in walk(self.plan.body):
             if isinstance(loop, StreamLoop):

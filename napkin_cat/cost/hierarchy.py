@@ -24,6 +24,7 @@ import sympy
 
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.errors import LevelError
+from napkin_cat.cost.optimum import optimal
 
 LEVEL_COLORS = ["black", (0.96, 0.65, 0.14), (0.49, 0.83, 0.13), (0.29, 0.56, 0.89),
                 (0.58, 0.40, 0.74), (0.55, 0.34, 0.29)]
@@ -125,7 +126,6 @@ class Hierarchy:
         (At level 2 the accumulator's round trip per level-1 slice, ``2ac·b/s_b``, is ``2abc`` at the paper's
         stream size 1.)
         """
-        from napkin_cat.cost.optimum import optimal
         self.check_levels(c.levels)
         optima, total = {}, sympy.Integer(0)
         for level, weight, memory in self.effective():

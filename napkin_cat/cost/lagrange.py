@@ -151,7 +151,7 @@ def kkt_points(H, active, free, M):
         values = {}
         for x, v in reversed(assignment):
             values[x] = v.subs(values)
-        point = {str(g): _tidy(values[g]) for g in free}
+        point = {str(g): tidy(values[g]) for g in free}
         point.update({f"lambda_{j}": values[lam] for j, lam in enumerate(lams)})   # only its sign is used
         if any(v.is_positive is False for v in point.values()):
             continue
@@ -160,7 +160,7 @@ def kkt_points(H, active, free, M):
     return points
 
 
-def _tidy(expr):
+def tidy(expr):
     """The shortest of a few equivalent forms (``(M+1)/sqrt(M+1) - 1`` → ``sqrt(M + 1) - 1``).
 
     Rewriting radicals (``radsimp``, collecting) is tried on small expressions only: on large
@@ -220,7 +220,7 @@ def condition(expr, M):
         slope = sign_of(sign * a)
         if slope is not None:
             bound = sympy.cancel(-b / a)
-            bound = sympy.expand(bound) if bound.is_polynomial() else _tidy(bound)
+            bound = sympy.expand(bound) if bound.is_polynomial() else tidy(bound)
             return sympy.Le(M, bound) if slope > 0 else sympy.Ge(M, bound)
     return sympy.Le(sign * body, 0)
 
@@ -273,7 +273,7 @@ def piecewise_optimum(H, columns, free, M):
         return None
     if any(cond is sympy.true for _, _, cond in branches):
         branches = [next(b for b in branches if b[2] is sympy.true)]
-    values = [_tidy(H.subs(tiles)) for _, tiles, _ in branches]
+    values = [tidy(H.subs(tiles)) for _, tiles, _ in branches]
     if len(branches) == 1:
         return values[0], dict(branches[0][1]), branches
     conds = [cond for _, _, cond in branches[:-1]] + [sympy.true]

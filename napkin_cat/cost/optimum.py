@@ -35,7 +35,7 @@ import sympy
 from napkin_cat.cost import integer_search
 from napkin_cat.cost.exact import ExactOptimum, exact_optimum
 from napkin_cat.cost.exact_arithmetic import monomials_at
-from napkin_cat.cost.lagrange import _tidy, kkt_points
+from napkin_cat.cost.lagrange import tidy, kkt_points
 from napkin_cat.cost.memory import LARGEST_MEMORY, memory_limit  # noqa: F401  (nc.optimal's memory, read here)
 from napkin_cat.cost.numeric import bind, folded
 from napkin_cat.cost.tiling import dominates, TilingProgram, monomials, program, tiled_streams, unexpanded
@@ -247,7 +247,7 @@ def _symbolic_optimum(prog: TilingProgram, M, exact: bool = True) -> Optimum:
             terms = power_terms(Hstar, M)
             Hform = sympy.Add(*[a * M ** (-b) for a, b in terms])
         except NapkinError:
-            Hform = _tidy(Hstar)
+            Hform = tidy(Hstar)
             notes.append(f"the large-M optimum is not a sum of powers of {M}")
     else:
         notes.append(f"no closed form for the large-M optimum of {H} subject to {lead} = {M}")

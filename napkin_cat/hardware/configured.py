@@ -40,6 +40,10 @@ from napkin_cat.plan.lowering.state import frozen
 from napkin_cat.plan.program import Plan, plan as make_plan, sizes_needed
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.syntax.sizes import Sizes
+from napkin_cat.algorithms.bubbles import Grid, Stream
+from napkin_cat.algorithms.partitions import stream
+from napkin_cat.errors import RewriteError
+from napkin_cat.hardware.divisors import ArrayUse, MatmulUse, constraints
 
 __all__ = ["Configured", "configure", "Assignment", "Pipe", "UNIT_LEVELS"]
 
@@ -151,7 +155,6 @@ class Configured:
     def constraints(self, gpu):
         """Step 4's divisor constraints on ``gpu``: coalesced GMEM↔SMEM moves of the plan's tiles, the tensor-core
         shapes of its matmuls, the partition multiples (:mod:`~napkin_cat.hardware.divisors`)."""
-        from napkin_cat.hardware.divisors import ArrayUse, MatmulUse, constraints
         gpu = load(gpu) if not hasattr(gpu, "capacity") else gpu
         variables = self.plan.variable_map
         arrays, matmuls = [], []
@@ -255,8 +258,6 @@ def _describe(variables, state) -> dict:
 
 def _with_subloops(algorithm, subloops: dict):
     """Each stream's body streamed again along its axis: a sub-loop is ``nc.stream`` on a streamed axis."""
-    from napkin_cat.algorithms.partitions import stream
-    from napkin_cat.errors import RewriteError
     for axis, tile in subloops.items():
         streams = {b.axis for b in _partitions(algorithm) if b.region == "stream"}
         if axis not in streams:
@@ -270,7 +271,6 @@ def _with_subloops(algorithm, subloops: dict):
 
 
 def _partitions(diagram) -> list:
-    from napkin_cat.algorithms.bubbles import Grid, Stream
     out = []
     for _, box in layers(diagram):
         if isinstance(box, (Grid, Stream)):

@@ -40,6 +40,8 @@ from napkin_cat.hardware import files
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.units import parse
 from napkin_cat.syntax.dtype import as_dtype
+from napkin_cat.cost.optimum import optimal
+from napkin_cat.errors import MemoryLimitError
 
 FORMAT = 1
 CACHES = {"l1d": True, "l2": True, "l3": True, "line": True}
@@ -77,8 +79,6 @@ class CPU:
 
         Returns the :class:`~napkin_cat.cost.optimum.Optimum` (``.sizes``: the axes and the tiles → int, ``.H``).
         """
-        from napkin_cat.cost.optimum import optimal
-        from napkin_cat.errors import MemoryLimitError
         memory = self.memory(1, dtype)
         by_name = {str(k): v for k, v in sizes.items()}
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import sympy
 
 from napkin_cat.hardware.errors import DivisorError, HardwareError
-from napkin_cat.hardware.toy import TRANSFERS, _boxes, load_hierarchy, pipelines_of
+from napkin_cat.hardware.toy import TRANSFERS, primitive_boxes, load_hierarchy, pipelines_of
 from napkin_cat.syntax.dtype import as_dtype
 
 
@@ -195,7 +195,7 @@ def uses_of(diagram, hierarchy) -> tuple:
     carries, k: contracted; axes all three carry are a batch of matrix products)."""
     h = load_hierarchy(hierarchy)
     arrays, matmuls = [], []
-    for box in _boxes(diagram):
+    for box in primitive_boxes(diagram):
         if box.data.kind in TRANSFERS:
             src, dst = box.dom.inside[0], box.cod.inside[0]
             levels = {h.level(src.level), h.level(dst.level)}

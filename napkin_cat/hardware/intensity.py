@@ -32,6 +32,8 @@ from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import load
 from napkin_cat.hardware.tables import decimal, dumps, exact, number, text_table
 from napkin_cat.syntax.dtype import as_dtype
+from napkin_cat.library.dense import matmul
+from napkin_cat.rewriting.registry import rulebook
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,6 @@ class IntensityTable:
 
 
 def _tiled_matmul():
-    from napkin_cat.library.dense import matmul
-    from napkin_cat.rewriting.registry import rulebook
     return rulebook().derivations["tiled_matmul"](matmul()).diagram
 
 

@@ -41,6 +41,7 @@ from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.units import LARGEST, parse
 from napkin_cat.syntax.dtype import DTYPES
 from napkin_cat.syntax.primitive import PIPELINES
+from napkin_cat.hardware.toy import load_hierarchy
 
 FORMAT = 1
 RATE_BY = ("operands", "output")
@@ -359,7 +360,6 @@ def from_dict(data: dict, *, where: str = "<dict>") -> GPU:
 def _hierarchy(name: str, sm: dict, where: str) -> str:
     """The toy hierarchy a model names (a shipped name, or a .toml path relative to the model's file), checked
     against the model: every partition unit it uses must be counted in [sm]."""
-    from napkin_cat.hardware.toy import load_hierarchy
     if name.endswith(".toml") and not Path(name).is_absolute() and Path(where).is_file():
         name = str(Path(where).parent / name)
     try:

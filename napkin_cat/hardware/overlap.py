@@ -40,6 +40,7 @@ from fractions import Fraction
 
 from napkin_cat.hardware.errors import ScheduleError
 from napkin_cat.hardware.tables import decimal, dumps, number, text_table
+from napkin_cat.hardware.toy import hierarchy_of
 
 STRATEGIES = ("sequential", "intra", "inter")
 
@@ -281,7 +282,6 @@ def overlap_table(table, *, overhead: dict | None = None, strategies=None, async
     """Utilisation of each strategy for a clock table's columns.  ``strategies``: ``[(name, builder kwargs)]``;
     default: sequential, intra, inter with 2 and 3 warpgroups.  ``asynchronous`` defaults to the hardware's
     toy hierarchy (Hopper: tensor; Ampere: none)."""
-    from napkin_cat.hardware.toy import hierarchy_of
     overhead = dict(overhead or {})
     asynchronous = hierarchy_of(table.gpu).asynchronous if asynchronous is None else tuple(asynchronous)
     tasks = tasks_of(table, overhead)

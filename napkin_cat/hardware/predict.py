@@ -56,6 +56,9 @@ from napkin_cat.plan.ir import Load, StreamLoop, walk
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.syntax.sizes import Sizes, as_sizes
+from napkin_cat.hardware.divisors import uses_of
+from napkin_cat.plan import plan
+from napkin_cat.plan.static import live_columns
 
 PIPELINES = ("tensor", "special", "general")
 #: rows of a tensor-core product one warpgroup issues (Hopper's wgmma: m = 64)
@@ -162,8 +165,6 @@ class KernelForm:
     at which the kernel's plan is made once, for the variables live together (its memory columns)."""
 
     def __init__(self, box, gpu: GPU, *, overlap: str, ceilings: dict, level: int, sample: dict):
-        from napkin_cat.plan import plan
-        from napkin_cat.plan.static import live_columns
         self.box, self.gpu, self.overlap, self.ceilings, self.level = box, gpu, overlap, ceilings, level
         c = cost(box)
         self.estimated = c.estimated          # a masked stream's trips that run: counted at each env instead
@@ -185,7 +186,6 @@ class KernelForm:
         self.columns = [sum((v.bytes for v in col), sympy.Integer(0)) + extra for col in columns]
         self.registers = [sum((v.size * (4 if v.role == "state" else as_dtype(v.dtype).bytes) for v in col
                                if v.role != "tile"), sympy.Integer(0)) for col in columns]
-        from napkin_cat.hardware.divisors import uses_of
         rows = {mm.m for mm in uses_of(box, gpu.hierarchy)[1]}
         self.rows = sympy.Max(*[symbol(r) if not r.isdigit() else sympy.Integer(r)
                                 for r in rows]) if rows else sympy.Integer(0)

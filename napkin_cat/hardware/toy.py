@@ -224,13 +224,13 @@ def _tile_prefix(prefix: str, where: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- diagrams
-def _boxes(diagram):
+def primitive_boxes(diagram):
     """Every primitive box of ``diagram``, inside bubbles too."""
     for _, box in layers(diagram):
         if not computes(box):
             continue
         if isinstance(box, Bubble):
-            yield from _boxes(box.arg)
+            yield from primitive_boxes(box.arg)
         else:
             yield box
 
@@ -252,7 +252,7 @@ def placement(diagram, hierarchy) -> list:
             seen[key] = len(out)
             out.append(Placed(arr, lv.name, pool, arr.dtype.name, role))
 
-    for box in _boxes(diagram):
+    for box in primitive_boxes(diagram):
         role = "operand" if "tensor" in pipelines_of(box) else "value"
         for arr in box.dom.inside:
             put(arr, role)
@@ -268,7 +268,7 @@ def check_offers(diagram, hierarchy) -> None:
     """Raise :class:`LevelError` for a box on a level that does not offer its pipeline, or a transfer
     that skips the parent level (tensor cores and threads exchange data through SMEM, step 3)."""
     h = load_hierarchy(hierarchy)
-    for box in _boxes(diagram):
+    for box in primitive_boxes(diagram):
         levels = {a.level for a in box.dom.inside} | {a.level for a in box.cod.inside}
         if box.data.kind in TRANSFERS:
             src, dst = h.level(box.dom.inside[0].level), h.level(box.cod.inside[0].level)

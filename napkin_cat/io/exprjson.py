@@ -21,7 +21,7 @@ import sympy
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.errors import SerialisationError
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
+LEGAL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
 _MAX_PRECISION = 1024  # bits of a Float
 _MAX_NUMERIC_EXPONENT = 1024  # |p|, |q| of an exponent applied to a number (no 10**10**9)
 _MAX_INT_BITS = 512  # integers and the numerators/denominators of rationals in a tree
@@ -47,7 +47,8 @@ _LEGAL_TREE = ("an integer, an axis-symbol name (a string such as 'q'), or a lis
                f"[node, args...] with node one of {list(_NODES)}")
 
 
-def _fail(path: str, message: str):
+def fail_at(path: str, message: str):
+    """Raise a SerialisationError that names the document ``path`` at fault."""
     raise SerialisationError(f"{path}: {message}")
 
 
@@ -55,11 +56,11 @@ def _fail(path: str, message: str):
 def expression_to_json(expr, path: str = "expression"):
     """The JSON tree of a sympy expression (see the module docstring)."""
     if isinstance(expr, bool):
-        _fail(path, f"cannot serialise the boolean {expr!r} as an expression")
+        fail_at(path, f"cannot serialise the boolean {expr!r} as an expression")
     if isinstance(expr, numbers.Integral) and not isinstance(expr, sympy.Basic):
         return _small(int(expr), path)
     if not isinstance(expr, sympy.Basic):
-        _fail(path, f"cannot serialise {type(expr).__name__} {expr!r} as an expression")
+        fail_at(path, f"cannot serialise {type(expr).__name__} {expr!r} as an expression")
     if expr.is_Integer:
         return _small(int(expr), path)
     if expr.is_Rational:
@@ -67,13 +68,13 @@ def expression_to_json(expr, path: str = "expression"):
     if expr.is_Float:
         sign, man, exp, _bc = expr._mpf_
         if man == 0 and exp != 0:  # inf / nan encodings of mpmath
-            _fail(path, f"cannot serialise the non-finite Float {expr}")
+            fail_at(path, f"cannot serialise the non-finite Float {expr}")
         return ["Float", -int(man) if sign else int(man), int(exp), int(expr._prec)]
     if isinstance(expr, sympy.Dummy) or isinstance(expr, sympy.Wild):
-        _fail(path, f"cannot serialise the dummy symbol {expr}")
+        fail_at(path, f"cannot serialise the dummy symbol {expr}")
     if expr.is_Symbol:
-        if not _NAME.match(expr.name):
-            _fail(path, f"symbol name {expr.name!r} is not identifier-like")
+        if not LEGAL_NAME.match(expr.name):
+            fail_at(path, f"symbol name {expr.name!r} is not identifier-like")
         if expr == symbol(expr.name):
             return expr.name
         assumptions = getattr(expr, "_assumptions_orig", None)
@@ -96,13 +97,13 @@ def expression_to_json(expr, path: str = "expression"):
     name = type(expr).__name__
     if name in _FUNCTIONS and type(expr) is _FUNCTIONS[name][0]:
         return [name, *(expression_to_json(a, f"{path}[{i + 1}]") for i, a in enumerate(expr.args))]
-    _fail(path, f"cannot serialise the sympy {name} {expr}; serialisable nodes are {list(_NODES)}")
+    fail_at(path, f"cannot serialise the sympy {name} {expr}; serialisable nodes are {list(_NODES)}")
 
 
 def _small(value: int, path: str) -> int:
     if value.bit_length() > _MAX_INT_BITS:
-        _fail(path, f"integers in expressions are limited to {_MAX_INT_BITS} bits, got one of "
-                    f"{value.bit_length()} bits")
+        fail_at(path, f"integers in expressions are limited to {_MAX_INT_BITS} bits, got one of "
+                      f"{value.bit_length()} bits")
     return value
 
 
@@ -112,13 +113,15 @@ def _bits(expr) -> int:
         sum(f._prec for f in expr.atoms(sympy.Float))
 
 
-def _int(value, path: str, what: str = "an integer") -> int:
+def checked_int(value, path: str, what: str = "an integer") -> int:
+    """``value`` if it is an int (not a bool); else a SerialisationError at ``path`` expecting ``what``."""
     if isinstance(value, bool) or not isinstance(value, int):
-        _fail(path, f"expected {what}, got {_show(value)}")
+        fail_at(path, f"expected {what}, got {show_value(value)}")
     return value
 
 
-def _show(value) -> str:
+def show_value(value) -> str:
+    """``value`` as JSON (or its repr), cut to 80 characters, for an error message."""
     text = json.dumps(value, ensure_ascii=False) if _jsonable(value) else repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -132,9 +135,9 @@ def _jsonable(value) -> bool:
 
 
 def _symbol_name(name, path: str) -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
-        _fail(path, f"symbol name {_show(name)} is not legal: a symbol name is identifier-like "
-                    "(letters, digits, _ and ', not starting with a digit)")
+    if not isinstance(name, str) or not LEGAL_NAME.match(name):
+        fail_at(path, f"symbol name {show_value(name)} is not legal: a symbol name is identifier-like "
+                      "(letters, digits, _ and ', not starting with a digit)")
     return name
 
 
@@ -163,32 +166,32 @@ def expression_from_json(tree, path: str = "expression"):
     A tree of more than :data:`MAX_EXPRESSION_NODES` values is refused before anything is built.
     """
     if count_values(tree, MAX_EXPRESSION_NODES) > MAX_EXPRESSION_NODES:
-        _fail(path, f"an expression has at most {MAX_EXPRESSION_NODES} nodes, numbers and names (a limit of "
-                    "this reader)")
+        fail_at(path, f"an expression has at most {MAX_EXPRESSION_NODES} nodes, numbers and names (a limit of "
+                      "this reader)")
     try:
         return _expr(tree, path)
     except RecursionError:
-        _fail(path, "expression nested too deeply")
+        fail_at(path, "expression nested too deeply")
 
 
 def _expr(tree, path: str):
     if isinstance(tree, bool):
-        _fail(path, f"a boolean is not an expression; an expression is {_LEGAL_TREE}")
+        fail_at(path, f"a boolean is not an expression; an expression is {_LEGAL_TREE}")
     if isinstance(tree, int):
         return sympy.Integer(_small(tree, path))
     if isinstance(tree, str):
         return symbol(_symbol_name(tree, path))
     if not isinstance(tree, list) or not tree or not isinstance(tree[0], str):
-        _fail(path, f"expected an expression, got {_show(tree)}; an expression is {_LEGAL_TREE}")
+        fail_at(path, f"expected an expression, got {show_value(tree)}; an expression is {_LEGAL_TREE}")
     node, args = tree[0], tree[1:]
     if node not in _NODES:
-        _fail(f"{path}[0]", f"expression node {_show(node)} is not allowed; "
-                            f"allowed nodes are {list(_NODES)}")
+        fail_at(f"{path}[0]", f"expression node {show_value(node)} is not allowed; "
+                              f"allowed nodes are {list(_NODES)}")
 
     def arity(lo, hi):
         if len(args) < lo or (hi is not None and len(args) > hi):
             want = f"{lo}" if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
-            _fail(path, f"node {node!r} takes {want} argument(s), got {len(args)}")
+            fail_at(path, f"node {node!r} takes {want} argument(s), got {len(args)}")
 
     def sub():
         return [_expr(a, f"{path}[{i + 1}]") for i, a in enumerate(args)]
@@ -198,36 +201,36 @@ def _expr(tree, path: str):
         name = _symbol_name(args[0], f"{path}[1]")
         assumptions = args[1]
         if not isinstance(assumptions, dict):
-            _fail(f"{path}[2]", f"expected an object of assumptions, got {_show(assumptions)}")
+            fail_at(f"{path}[2]", f"expected an object of assumptions, got {show_value(assumptions)}")
         from sympy.core.assumptions import _assume_defined
         for k, v in assumptions.items():
             if k not in _assume_defined:
-                _fail(f"{path}[2].{k}",
-                      f"unknown assumption; legal assumptions are {sorted(_assume_defined)}")
+                fail_at(f"{path}[2].{k}",
+                        f"unknown assumption; legal assumptions are {sorted(_assume_defined)}")
             if not isinstance(v, bool):
-                _fail(f"{path}[2].{k}", f"an assumption is true or false, got {_show(v)}")
+                fail_at(f"{path}[2].{k}", f"an assumption is true or false, got {show_value(v)}")
         try:
             return sympy.Symbol(name, **assumptions)
         except Exception as e:  # inconsistent assumptions
-            _fail(f"{path}[2]", f"inconsistent assumptions: {e}")
+            fail_at(f"{path}[2]", f"inconsistent assumptions: {e}")
     if node == "Rational":
         arity(2, 2)
-        p = _small(_int(args[0], f"{path}[1]"), f"{path}[1]")
-        q = _small(_int(args[1], f"{path}[2]"), f"{path}[2]")
+        p = _small(checked_int(args[0], f"{path}[1]"), f"{path}[1]")
+        q = _small(checked_int(args[1], f"{path}[2]"), f"{path}[2]")
         if q == 0:
-            _fail(f"{path}[2]", "the denominator of a Rational must not be 0")
+            fail_at(f"{path}[2]", "the denominator of a Rational must not be 0")
         return sympy.Rational(p, q)
     if node == "Float":
         arity(3, 3)
-        man = _int(args[0], f"{path}[1]", "an integer mantissa")
-        exp = _int(args[1], f"{path}[2]", "an integer exponent")
-        prec = _int(args[2], f"{path}[3]", "an integer precision in bits")
+        man = checked_int(args[0], f"{path}[1]", "an integer mantissa")
+        exp = checked_int(args[1], f"{path}[2]", "an integer exponent")
+        prec = checked_int(args[2], f"{path}[3]", "an integer precision in bits")
         if not 2 <= prec <= _MAX_PRECISION:
-            _fail(f"{path}[3]", f"a Float's precision is 2..{_MAX_PRECISION} bits, got {prec}")
+            fail_at(f"{path}[3]", f"a Float's precision is 2..{_MAX_PRECISION} bits, got {prec}")
         if man and man.bit_length() > prec:
-            _fail(f"{path}[1]", f"mantissa has more than {prec} bits")
+            fail_at(f"{path}[1]", f"mantissa has more than {prec} bits")
         if abs(exp) > 100_000:
-            _fail(f"{path}[2]", "a Float's binary exponent must be within ±100000")
+            fail_at(f"{path}[2]", "a Float's binary exponent must be within ±100000")
         value = sympy.Integer(man) * (sympy.Integer(2) ** exp if exp >= 0
                                       else sympy.Rational(1, 2 ** (-exp)))
         return sympy.Float(value, precision=prec)
@@ -238,35 +241,36 @@ def _expr(tree, path: str):
         arity(1, None)
         terms = sub()
         if sum(_bits(t) for t in terms) > _MAX_NUMBER_BITS:
-            _fail(path, f"the numbers of this {node} exceed {_MAX_NUMBER_BITS} bits together")
+            fail_at(path, f"the numbers of this {node} exceed {_MAX_NUMBER_BITS} bits together")
         try:
             return (sympy.Add if node == "Add" else sympy.Mul)(*terms)
         except (ArithmeticError, ValueError, TypeError) as e:
-            _fail(path, f"this {node} has no value ({type(e).__name__}: {e})")
+            fail_at(path, f"this {node} has no value ({type(e).__name__}: {e})")
     if node == "Pow":
         arity(2, 2)
         base, exp = sub()
         if base.is_number and exp.is_Rational:
             if max(abs(exp.p), exp.q) > _MAX_NUMERIC_EXPONENT:
-                _fail(f"{path}[2]", f"an exponent of a number is limited to ±{_MAX_NUMERIC_EXPONENT} "
-                                    "(numerator and denominator)")
+                fail_at(f"{path}[2]", f"an exponent of a number is limited to ±{_MAX_NUMERIC_EXPONENT} "
+                                      "(numerator and denominator)")
             if _bits(base) * abs(exp.p) > _MAX_NUMBER_BITS:
-                _fail(path, f"the power of a number is limited to about {_MAX_NUMBER_BITS} bits")
+                fail_at(path, f"the power of a number is limited to about {_MAX_NUMBER_BITS} bits")
         try:
             return sympy.Pow(base, exp)
         except (ArithmeticError, ValueError, TypeError) as e:   # 0 ** -1
-            _fail(path, f"this Pow has no value ({type(e).__name__}: {e})")
+            fail_at(path, f"this Pow has no value ({type(e).__name__}: {e})")
     fn, lo, hi = _FUNCTIONS[node]
     arity(lo, hi)
     args = sub()
     try:
         return fn(*args)
     except (ArithmeticError, ValueError, TypeError) as e:   # Mod(1, 0), log(0) ... : no value
-        _fail(path, f"{node}{tuple(args)} has no value ({type(e).__name__}: {e})")
+        fail_at(path, f"{node}{tuple(args)} has no value ({type(e).__name__}: {e})")
 
 
 # =========================================================================== parameter values
-def _value_to_json(value, path: str):
+def value_to_json(value, path: str):
+    """A box parameter as JSON: None, bools, numbers, strings, sympy expressions, tuples, lists, dicts."""
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, sympy.Basic):
@@ -278,43 +282,44 @@ def _value_to_json(value, path: str):
             return float(value)
         return {"float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
     if isinstance(value, tuple):
-        return {"tuple": [_value_to_json(v, f"{path}.tuple[{i}]") for i, v in enumerate(value)]}
+        return {"tuple": [value_to_json(v, f"{path}.tuple[{i}]") for i, v in enumerate(value)]}
     if isinstance(value, list):
-        return [_value_to_json(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [value_to_json(v, f"{path}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, dict):
         for k in value:
             if not isinstance(k, str):
-                _fail(path, f"a dict parameter needs string keys, got {k!r}")
-        return {"dict": {k: _value_to_json(v, f"{path}.dict.{k}") for k, v in value.items()}}
-    _fail(path, f"cannot serialise a parameter of type {type(value).__name__} ({value!r}); "
-                "parameters are None, bools, numbers, strings, sympy expressions, tuples, lists or dicts")
+                fail_at(path, f"a dict parameter needs string keys, got {k!r}")
+        return {"dict": {k: value_to_json(v, f"{path}.dict.{k}") for k, v in value.items()}}
+    fail_at(path, f"cannot serialise a parameter of type {type(value).__name__} ({value!r}); "
+                  "parameters are None, bools, numbers, strings, sympy expressions, tuples, lists or dicts")
 
 
 _VALUE_TAGS = ("expr", "tuple", "dict", "float")
 
 
-def _value_from_json(obj, path: str):
+def value_from_json(obj, path: str):
+    """The parameter that :func:`value_to_json` wrote (its inverse); a SerialisationError at ``path`` otherwise."""
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
     if isinstance(obj, list):
-        return [_value_from_json(v, f"{path}[{i}]") for i, v in enumerate(obj)]
+        return [value_from_json(v, f"{path}[{i}]") for i, v in enumerate(obj)]
     if isinstance(obj, dict):
         if len(obj) != 1 or next(iter(obj)) not in _VALUE_TAGS:
-            _fail(path, f"a tagged parameter value is an object with exactly one key among "
-                        f"{list(_VALUE_TAGS)}, got keys {sorted(obj)}")
+            fail_at(path, f"a tagged parameter value is an object with exactly one key among "
+                          f"{list(_VALUE_TAGS)}, got keys {sorted(obj)}")
         (tag, inner), = obj.items()
         where = f"{path}.{tag}"
         if tag == "expr":
             return expression_from_json(inner, where)
         if tag == "tuple":
             if not isinstance(inner, list):
-                _fail(where, f"expected a list, got {_show(inner)}")
-            return tuple(_value_from_json(v, f"{where}[{i}]") for i, v in enumerate(inner))
+                fail_at(where, f"expected a list, got {show_value(inner)}")
+            return tuple(value_from_json(v, f"{where}[{i}]") for i, v in enumerate(inner))
         if tag == "dict":
             if not isinstance(inner, dict):
-                _fail(where, f"expected an object, got {_show(inner)}")
-            return {k: _value_from_json(v, f"{where}.{k}") for k, v in inner.items()}
+                fail_at(where, f"expected an object, got {show_value(inner)}")
+            return {k: value_from_json(v, f"{where}.{k}") for k, v in inner.items()}
         if inner not in ("inf", "-inf", "nan"):
-            _fail(where, f"a tagged float is 'inf', '-inf' or 'nan', got {_show(inner)}")
+            fail_at(where, f"a tagged float is 'inf', '-inf' or 'nan', got {show_value(inner)}")
         return float(inner)
-    _fail(path, f"unsupported parameter value {_show(obj)}")  # pragma: no cover (json gives no other types)
+    fail_at(path, f"unsupported parameter value {show_value(obj)}")  # pragma: no cover (json gives no other types)

@@ -82,8 +82,8 @@ from napkin_cat.syntax.axis import MAX_AXES, Axis
 from napkin_cat.syntax.dtype import DTYPES
 from napkin_cat.errors import NapkinError, SerialisationError, UnknownPrimitiveError
 from napkin_cat.syntax.primitive import KINDS, Spec, Weave
-from napkin_cat.io.exprjson import (_NAME, _fail, _int, _show, _value_from_json, _value_to_json,  # noqa: F401
-                               count_values, expression_from_json, expression_to_json)
+from napkin_cat.io.exprjson import (LEGAL_NAME, checked_int, count_values, expression_from_json,  # noqa: F401
+                                    expression_to_json, fail_at, show_value, value_from_json, value_to_json)
 
 VERSION = 1
 #: the most copies one copy box makes in a document (discopy builds an n-copy box in time ~n²)
@@ -114,15 +114,15 @@ def _params_to_json(params: dict, path: str) -> dict:
     out = {}
     for k, v in params.items():
         if not isinstance(k, str):
-            _fail(path, f"parameter keys must be strings, got {k!r}")
-        out[k] = _value_to_json(v, f"{path}.{k}")
+            fail_at(path, f"parameter keys must be strings, got {k!r}")
+        out[k] = value_to_json(v, f"{path}.{k}")
     return out
 
 
 def _params_from_json(obj, path: str) -> dict:
     if not isinstance(obj, dict):
-        _fail(path, f"expected an object of parameters, got {_show(obj)}")
-    return {k: _value_from_json(v, f"{path}.{k}") for k, v in obj.items()}
+        fail_at(path, f"expected an object of parameters, got {show_value(obj)}")
+    return {k: value_from_json(v, f"{path}.{k}") for k, v in obj.items()}
 
 
 # =========================================================================== arrays
@@ -138,13 +138,13 @@ def array_to_json(array: Array, path: str = "array") -> dict:
 
 def _fields(obj, path: str, required: tuple, what: str) -> dict:
     if not isinstance(obj, dict):
-        _fail(path, f"expected {what} (an object with fields {list(required)}), got {_show(obj)}")
+        fail_at(path, f"expected {what} (an object with fields {list(required)}), got {show_value(obj)}")
     missing = [k for k in required if k not in obj]
     if missing:
-        _fail(path, f"{what} is missing field(s) {missing}; its fields are {list(required)}")
+        fail_at(path, f"{what} is missing field(s) {missing}; its fields are {list(required)}")
     extra = sorted(k for k in obj if k not in required)
     if extra:
-        _fail(path, f"{what} has unknown field(s) {extra}; its fields are {list(required)}")
+        fail_at(path, f"{what} has unknown field(s) {extra}; its fields are {list(required)}")
     return obj
 
 
@@ -152,34 +152,34 @@ def array_from_json(obj, path: str = "array") -> Array:
     _fields(obj, path, ("axes", "level", "dtype"), "an array")
     axes_obj = obj["axes"]
     if not isinstance(axes_obj, list):
-        _fail(f"{path}.axes", f"expected a list of [name, size] pairs, got {_show(axes_obj)}")
+        fail_at(f"{path}.axes", f"expected a list of [name, size] pairs, got {show_value(axes_obj)}")
     if len(axes_obj) > MAX_AXES:
-        _fail(f"{path}.axes", f"{len(axes_obj)} axes; an array carries at most {MAX_AXES} (the most dimensions "
-                              "numpy holds before numpy 2)")
+        fail_at(f"{path}.axes", f"{len(axes_obj)} axes; an array carries at most {MAX_AXES} (the most dimensions "
+                                "numpy holds before numpy 2)")
     axes = []
     for i, pair in enumerate(axes_obj):
         where = f"{path}.axes[{i}]"
         if not isinstance(pair, list) or len(pair) != 2:
-            _fail(where, f"an axis is a pair [name, size], got {_show(pair)}")
+            fail_at(where, f"an axis is a pair [name, size], got {show_value(pair)}")
         name, size = pair
-        if not isinstance(name, str) or not _NAME.match(name):
-            _fail(f"{where}[0]", f"axis name {_show(name)} is not legal: use an identifier-like "
-                                 "name such as 'q', 'd_k' or 'x2'")
+        if not isinstance(name, str) or not LEGAL_NAME.match(name):
+            fail_at(f"{where}[0]", f"axis name {show_value(name)} is not legal: use an identifier-like "
+                                   "name such as 'q', 'd_k' or 'x2'")
         value = expression_from_json(size, f"{where}[1]")
         try:
             axes.append(Axis(name, value))
         except NapkinError as e:
-            _fail(f"{where}[1]", str(e))
+            fail_at(f"{where}[1]", str(e))
     level = obj["level"]
     if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= MAX_LEVEL:
-        _fail(f"{path}.level", f"a level is an integer 0 … {MAX_LEVEL}, got {_show(level)}")
+        fail_at(f"{path}.level", f"a level is an integer 0 … {MAX_LEVEL}, got {show_value(level)}")
     dtype = obj["dtype"]
     if not isinstance(dtype, str) or dtype not in DTYPES:
-        _fail(f"{path}.dtype", f"unknown dtype {_show(dtype)}; legal dtypes are {sorted(DTYPES)}")
+        fail_at(f"{path}.dtype", f"unknown dtype {show_value(dtype)}; legal dtypes are {sorted(DTYPES)}")
     try:
         return Array(tuple(axes), level, dtype)
     except NapkinError as e:      # an axis named twice
-        _fail(f"{path}.axes", str(e))
+        fail_at(f"{path}.axes", str(e))
 
 
 def _arrays_shown(arrays, most: int = 8) -> str:
@@ -203,7 +203,7 @@ def _key(obj):
 
 def _arrays_from_json(obj, path: str, built: dict) -> list:
     if not isinstance(obj, list):
-        _fail(path, f"expected a list of arrays, got {_show(obj)}")
+        fail_at(path, f"expected a list of arrays, got {show_value(obj)}")
     out = []
     for i, a in enumerate(obj):
         key = _key(a)
@@ -219,7 +219,7 @@ def _arrays_from_json(obj, path: str, built: dict) -> list:
 # =========================================================================== boxes and diagrams
 def _box_to_json(box, path: str) -> dict:
     if getattr(box, "is_dagger", False):
-        _fail(path, f"cannot serialise the dagger of {box!r}")
+        fail_at(path, f"cannot serialise the dagger of {box!r}")
     kind = is_structural(box)
     if kind == "swap":
         return {"type": "swap", "left": _arrays_to_json(box.left, f"{path}.left"),
@@ -232,20 +232,20 @@ def _box_to_json(box, path: str) -> dict:
         return {"type": "merge", "cod": _arrays_to_json(box.cod, f"{path}.cod"), "n": len(box.dom)}
     if isinstance(box, Region):
         if REGIONS.get(box.region) is not type(box):
-            _fail(path, f"region {box.region!r} ({type(box).__name__}) is not registered in "
-                        f"napkin_cat.algorithms.bubbles.REGIONS; registered regions are {sorted(REGIONS)}")
+            fail_at(path, f"region {box.region!r} ({type(box).__name__}) is not registered in "
+                          f"napkin_cat.algorithms.bubbles.REGIONS; registered regions are {sorted(REGIONS)}")
         return {"type": "region", "region": box.region,
                 "params": _params_to_json(box.params, f"{path}.params"),
                 "dom": _arrays_to_json(box.dom, f"{path}.dom"),
                 "cod": _arrays_to_json(box.cod, f"{path}.cod"),
                 "diagram": _diagram_to_json(box.arg, f"{path}.diagram")}
     if isinstance(box, Bubble):
-        _fail(path, f"cannot serialise the bubble {box!r}: only regions registered in "
-                    "napkin_cat.algorithms.bubbles.REGIONS are serialisable")
+        fail_at(path, f"cannot serialise the bubble {box!r}: only regions registered in "
+                      "napkin_cat.algorithms.bubbles.REGIONS are serialisable")
     spec = getattr(box, "data", None)
     if not isinstance(spec, Spec):
-        _fail(path, f"cannot serialise {box!r}: it is neither structural, a region, nor a primitive "
-                    "box (whose data is a napkin_cat.syntax.primitive.Spec)")
+        fail_at(path, f"cannot serialise {box!r}: it is neither structural, a region, nor a primitive "
+                      "box (whose data is a napkin_cat.syntax.primitive.Spec)")
     return {"type": "box", "kind": spec.kind, "name": box.name,
             "dom": _arrays_to_json(box.dom, f"{path}.dom"),
             "cod": _arrays_to_json(box.cod, f"{path}.cod"),
@@ -274,7 +274,7 @@ _BOX_FIELDS = {
 
 def _one_box(diagram: Diagram, path: str, what: str):
     if len(diagram.boxes) != 1:
-        _fail(path, f"{what} does not make a single box; use single-array {what}s")
+        fail_at(path, f"{what} does not make a single box; use single-array {what}s")
     return diagram.boxes[0]
 
 
@@ -292,40 +292,40 @@ def _box_from_json(obj, path: str, built: dict):
 
 def _new_box(obj, path: str, built: dict):
     if not isinstance(obj, dict):
-        _fail(path, f"expected a box (an object with a 'type' among {list(_BOX_FIELDS)}), got {_show(obj)}")
+        fail_at(path, f"expected a box (an object with a 'type' among {list(_BOX_FIELDS)}), got {show_value(obj)}")
     if "type" not in obj:
-        _fail(path, f"a box is missing field 'type'; legal types are {list(_BOX_FIELDS)}")
+        fail_at(path, f"a box is missing field 'type'; legal types are {list(_BOX_FIELDS)}")
     t = obj["type"]
     if not isinstance(t, str) or t not in _BOX_FIELDS:
-        _fail(f"{path}.type", f"unknown box type {_show(t)}; legal types are {list(_BOX_FIELDS)}")
+        fail_at(f"{path}.type", f"unknown box type {show_value(t)}; legal types are {list(_BOX_FIELDS)}")
     _fields(obj, path, _BOX_FIELDS[t], f"a {t!r} box")
     if t == "swap":
         left = _arrays_from_json(obj["left"], f"{path}.left", built)
         right = _arrays_from_json(obj["right"], f"{path}.right", built)
         if not left or not right:
-            _fail(path, "a swap needs at least one array on each side")
+            fail_at(path, "a swap needs at least one array on each side")
         return _one_box(Diagram.swap(Ty(*left), Ty(*right)), path, "swap")
     if t in ("copy", "discard"):
         dom = _arrays_from_json(obj["dom"], f"{path}.dom", built)
         if len(dom) != 1:
-            _fail(f"{path}.dom", f"a {t} acts on exactly one array, got {len(dom)}")
+            fail_at(f"{path}.dom", f"a {t} acts on exactly one array, got {len(dom)}")
         n = 0
         if t == "copy":
-            n = _int(obj["n"], f"{path}.n", "the number of copies (an integer >= 1)")
+            n = checked_int(obj["n"], f"{path}.n", "the number of copies (an integer >= 1)")
             if n < 1:
-                _fail(f"{path}.n", f"a copy makes at least 1 copy, got {n} (use 'discard' for 0)")
+                fail_at(f"{path}.n", f"a copy makes at least 1 copy, got {n} (use 'discard' for 0)")
             if n > MAX_COPIES:
-                _fail(f"{path}.n", f"a copy makes at most {MAX_COPIES} copies (a limit of this reader), got {n}")
+                fail_at(f"{path}.n", f"a copy makes at most {MAX_COPIES} copies (a limit of this reader), got {n}")
         return _one_box(Diagram.copy(Ty(*dom), n), path, t)
     if t == "merge":
         cod = _arrays_from_json(obj["cod"], f"{path}.cod", built)
         if len(cod) != 1:
-            _fail(f"{path}.cod", f"a merge makes exactly one array, got {len(cod)}")
-        n = _int(obj["n"], f"{path}.n", "the number of merged wires (an integer >= 2)")
+            fail_at(f"{path}.cod", f"a merge makes exactly one array, got {len(cod)}")
+        n = checked_int(obj["n"], f"{path}.n", "the number of merged wires (an integer >= 2)")
         if n < 2:
-            _fail(f"{path}.n", f"a merge takes at least 2 wires, got {n}")
+            fail_at(f"{path}.n", f"a merge takes at least 2 wires, got {n}")
         if n > MAX_COPIES:
-            _fail(f"{path}.n", f"a merge takes at most {MAX_COPIES} wires (a limit of this reader), got {n}")
+            fail_at(f"{path}.n", f"a merge takes at most {MAX_COPIES} wires (a limit of this reader), got {n}")
         return _one_box(Diagram.merge(Ty(*cod), n), path, "merge")
     if t == "region":
         return _region_from_json(obj, path, built)
@@ -335,7 +335,7 @@ def _new_box(obj, path: str, built: dict):
 def _region_from_json(obj, path: str, built: dict):
     key = obj["region"]
     if not isinstance(key, str) or key not in REGIONS:
-        _fail(f"{path}.region", f"unknown region {_show(key)}; registered regions are {sorted(REGIONS)}")
+        fail_at(f"{path}.region", f"unknown region {show_value(key)}; registered regions are {sorted(REGIONS)}")
     params = _params_from_json(obj["params"], f"{path}.params")
     dom = _arrays_from_json(obj["dom"], f"{path}.dom", built)
     cod = _arrays_from_json(obj["cod"], f"{path}.cod", built)
@@ -345,46 +345,46 @@ def _region_from_json(obj, path: str, built: dict):
     except SerialisationError:
         raise
     except (NapkinError, TypeError, ValueError, KeyError, AssertionError) as e:
-        _fail(path, f"the {key!r} region does not accept this content: {e}")
+        fail_at(path, f"the {key!r} region does not accept this content: {e}")
 
 
 def _primitive_from_json(obj, path: str, built: dict):
     kind = obj["kind"]
     if not isinstance(kind, str):
-        _fail(f"{path}.kind", f"a kind is a string naming a declared primitive kind, got {_show(kind)}")
+        fail_at(f"{path}.kind", f"a kind is a string naming a declared primitive kind, got {show_value(kind)}")
     if kind not in KINDS:
         raise UnknownPrimitiveError(f"{path}.kind: unknown primitive kind {kind!r}; "
                                     f"declared kinds are {sorted(KINDS)}")
     name = obj["name"]
     if not isinstance(name, str):
-        _fail(f"{path}.name", f"a box name is a string, got {_show(name)}")
+        fail_at(f"{path}.name", f"a box name is a string, got {show_value(name)}")
     dom = _arrays_from_json(obj["dom"], f"{path}.dom", built)
     cod = _arrays_from_json(obj["cod"], f"{path}.cod", built)
     weaves_obj = obj["weaves"]
     if not isinstance(weaves_obj, list):
-        _fail(f"{path}.weaves", f"expected a list of weaves, got {_show(weaves_obj)}")
+        fail_at(f"{path}.weaves", f"expected a list of weaves, got {show_value(weaves_obj)}")
     weaves = []
     for i, w in enumerate(weaves_obj):
         where = f"{path}.weaves[{i}]"
         _fields(w, where, ("name", "inputs"), "a weave")
-        if not isinstance(w["name"], str) or not _NAME.match(w["name"]):
-            _fail(f"{where}.name", f"a weave names an axis (identifier-like), got {_show(w['name'])}")
+        if not isinstance(w["name"], str) or not LEGAL_NAME.match(w["name"]):
+            fail_at(f"{where}.name", f"a weave names an axis (identifier-like), got {show_value(w['name'])}")
         inputs = w["inputs"]
         if not isinstance(inputs, list):
-            _fail(f"{where}.inputs", f"expected a list of input indices, got {_show(inputs)}")
+            fail_at(f"{where}.inputs", f"expected a list of input indices, got {show_value(inputs)}")
         for j, k in enumerate(inputs):
-            _int(k, f"{where}.inputs[{j}]", "an input index")
+            checked_int(k, f"{where}.inputs[{j}]", "an input index")
             if not 0 <= k < len(dom):
-                _fail(f"{where}.inputs[{j}]", f"input index {k} out of range; the box has inputs "
-                                              f"0..{len(dom) - 1}")
+                fail_at(f"{where}.inputs[{j}]", f"input index {k} out of range; the box has inputs "
+                                                f"0..{len(dom) - 1}")
         weaves.append(Weave(w["name"], tuple(inputs)))
     params = _params_from_json(obj["params"], f"{path}.params")
     try:
         box = build_box(kind, dom, cod, weaves, params, name=name)
     except (NapkinError, TypeError, ValueError) as e:
-        _fail(path, f"inconsistent {kind!r} box: {e}")
+        fail_at(path, f"inconsistent {kind!r} box: {e}")
     except Exception as e:  # a user-declared kind's check may raise anything
-        _fail(path, f"the {kind!r} kind rejects this box: {type(e).__name__}: {e}")
+        fail_at(path, f"the {kind!r} kind rejects this box: {type(e).__name__}: {e}")
     return box
 
 
@@ -399,31 +399,31 @@ def _diagram_from_json(obj, path: str, built: dict) -> Diagram:
     cod = _arrays_from_json(obj["cod"], f"{path}.cod", built)
     layers_obj = obj["layers"]
     if not isinstance(layers_obj, list):
-        _fail(f"{path}.layers", f"expected a list of layers, got {_show(layers_obj)}")
+        fail_at(f"{path}.layers", f"expected a list of layers, got {show_value(layers_obj)}")
     if len(dom) > MAX_WIRES or len(cod) > MAX_WIRES:
-        _fail(path, f"more than {MAX_WIRES} inputs or outputs (a limit of this reader)")
+        fail_at(path, f"more than {MAX_WIRES} inputs or outputs (a limit of this reader)")
     wires = list(dom)
     items = []
     for i, layer in enumerate(layers_obj):
         where = f"{path}.layers[{i}]"
         _fields(layer, where, ("offset", "box"), "a layer")
         box = _box_from_json(layer["box"], f"{where}.box", built)
-        offset = _int(layer["offset"], f"{where}.offset", "a wire offset")
+        offset = checked_int(layer["offset"], f"{where}.offset", "a wire offset")
         k = len(box.dom)
         if not 0 <= offset <= len(wires) - k:
-            _fail(f"{where}.offset", f"offset {offset} is out of range: the box takes {k} wire(s) and "
-                                     f"there are {len(wires)}, so legal offsets are 0..{len(wires) - k}")
+            fail_at(f"{where}.offset", f"offset {offset} is out of range: the box takes {k} wire(s) and "
+                                       f"there are {len(wires)}, so legal offsets are 0..{len(wires) - k}")
         here = wires[offset:offset + k]
         if list(box.dom.inside) != here:
-            _fail(f"{where}.box", f"the box takes {[str(a) for a in box.dom.inside]} but the wires at "
-                                  f"offset {offset} carry {[str(a) for a in here]}")
+            fail_at(f"{where}.box", f"the box takes {[str(a) for a in box.dom.inside]} but the wires at "
+                                    f"offset {offset} carry {[str(a) for a in here]}")
         items.append((Ty(*wires[:offset]), box, Ty(*wires[offset + k:])))
         wires[offset:offset + k] = list(box.cod.inside)
         if len(wires) > MAX_WIRES:
-            _fail(where, f"{len(wires)} wires side by side, more than this reader's limit of {MAX_WIRES}")
+            fail_at(where, f"{len(wires)} wires side by side, more than this reader's limit of {MAX_WIRES}")
     if wires != cod:
-        _fail(f"{path}.cod", f"the layers output {_arrays_shown(wires)} but the diagram declares "
-                             f"{_arrays_shown(cod)}")
+        fail_at(f"{path}.cod", f"the layers output {_arrays_shown(wires)} but the diagram declares "
+                               f"{_arrays_shown(cod)}")
     return from_layers(Ty(*dom), Ty(*cod), items)
 
 
@@ -459,8 +459,8 @@ def check_extent(obj, path: str = "diagram") -> dict:
     def count(key, n, where):
         total[key] += n
         if total[key] > limits[key]:
-            _fail(where, f"the document has more than {limits[key]} {what[key]} (regions' insides included), "
-                         f"this reader's limit")
+            fail_at(where, f"the document has more than {limits[key]} {what[key]} (regions' insides included), "
+                           f"this reader's limit")
 
     stack = [(obj, path)]
     while stack:
@@ -487,7 +487,7 @@ def check_extent(obj, path: str = "diagram") -> dict:
             if isinstance(box, dict) and box.get("type") == "region":
                 stack.append((box.get("diagram"), f"{where}.layers[{i}].box.diagram"))
     if count_values(obj, MAX_VALUES) > MAX_VALUES:     # after the layers: a long list of layers is refused at once
-        _fail(path, f"the document has more than {MAX_VALUES} JSON values, this reader's limit")
+        fail_at(path, f"the document has more than {MAX_VALUES} JSON values, this reader's limit")
     return total
 
 
@@ -503,13 +503,13 @@ def from_json(doc) -> Diagram:
     """The diagram of a JSON document (a dict as produced by :func:`to_json`)."""
     if not isinstance(doc, dict):
         raise SerialisationError(f"document: expected a JSON object {{\"napkin_cat\": {VERSION}, "
-                                 f"\"diagram\": ...}}, got {_show(doc)}")
+                                 f"\"diagram\": ...}}, got {show_value(doc)}")
     if "napkin_cat" not in doc:
         raise SerialisationError(f"document: missing field 'napkin_cat' (the format version, {VERSION}); "
                                  "is this a napkin_cat document?")
     version = doc["napkin_cat"]
     if isinstance(version, bool) or not isinstance(version, int) or version != VERSION:
-        raise SerialisationError(f"napkin_cat: unsupported format version {_show(version)}; "
+        raise SerialisationError(f"napkin_cat: unsupported format version {show_value(version)}; "
                                  f"this napkin_cat reads version {VERSION}")
     _fields(doc, "document", ("napkin_cat", "diagram"), "a napkin_cat document")
     check_extent(doc["diagram"])

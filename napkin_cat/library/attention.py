@@ -19,7 +19,7 @@ from __future__ import annotations
 import sympy
 
 from napkin_cat.errors import SignatureError
-from napkin_cat.library.sizing import _Sized, _sizes
+from napkin_cat.library.sizing import Sized, given_sizes
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.builder import Builder
@@ -63,9 +63,9 @@ def weigh(b, k, S, V, d, f, lse: bool = False):
 
 
 def _attention(batch: str, kv: str, q, x, d, formats=None, lse=False, **more) -> Diagram:
-    s = _sizes(q=q, x=x, d=d, **more)
+    s = given_sizes(q=q, x=x, d=d, **more)
     f = number_formats(formats)
-    k = _Sized(s)
+    k = Sized(s)
     pre = f"{batch} " if batch else ""
     kvp = f"{kv} " if kv else ""
     b = Builder(k.types(f"{pre}q d", dtype=f["Q"]) @ k.types(f"{kvp}x d", dtype=f["K"])

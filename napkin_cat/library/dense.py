@@ -9,7 +9,7 @@ Ty(Array(a×c))
 """
 from __future__ import annotations
 
-from napkin_cat.library.sizing import _Sized, _sizes
+from napkin_cat.library.sizing import Sized, given_sizes
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.construct import einsum
@@ -17,13 +17,13 @@ from napkin_cat.syntax.construct import einsum
 
 def matmul(a=None, b=None, c=None) -> Diagram:
     """Matrix multiplication ``(a b, b c) -> a c``: contraction weaved over a and c (§3.1)."""
-    return einsum("a b, b c -> a c", **_sizes(a=a, b=b, c=c))
+    return einsum("a b, b c -> a c", **given_sizes(a=a, b=b, c=c))
 
 
 def linear(n=None, i=None, o=None, *, bias: bool = True) -> Diagram:
     """``X W + b`` with X: n×i, W: i×o, b: o (inputs in that order)."""
-    s = _sizes(n=n, i=i, o=o)
-    k = _Sized(s)
+    s = given_sizes(n=n, i=i, o=o)
+    k = Sized(s)
     mm = k.einsum("n i, i o -> n o")
     if not bias:
         return mm
@@ -34,8 +34,8 @@ def linear(n=None, i=None, o=None, *, bias: bool = True) -> Diagram:
 
 def mlp(n=None, i=None, f=None, o=None, *, activation: str = "gelu") -> Diagram:
     """Two-layer MLP ``act(X W₁ + b₁) W₂ + b₂``; inputs X, W₁, b₁, W₂, b₂."""
-    s = _sizes(n=n, i=i, f=f, o=o)
-    k = _Sized(s)
+    s = given_sizes(n=n, i=i, f=f, o=o)
+    k = Sized(s)
     b = Builder(k.types("n i, i f, f, f o, o"))
     X, W1, b1, W2, b2 = b.inputs
     h = b(k.elementwise("add", "n f, f -> n f"), b(k.einsum("n i, i f -> n f"), X, W1), b1)
@@ -48,7 +48,7 @@ def swiglu(n=None, e=None, f=None) -> Diagram:
     """SwiGLU's gated up-projection ``silu(X W₁) ⊙ (X W₃)`` (Shazeer 2020); inputs X: n×e, W₁, W₃: e×f.
 
     Both contractions read X: a kernel that fuses them loads it once (``rewrites.shared_load``)."""
-    k = _Sized(_sizes(n=n, e=e, f=f))
+    k = Sized(given_sizes(n=n, e=e, f=f))
     b = Builder(k.types("n e, e f, e f"))
     X, W1, W3 = b.inputs
     gate = b(k.elementwise("silu", "n f"), b(k.einsum("n e, e f -> n f"), X, W1))
@@ -57,8 +57,8 @@ def swiglu(n=None, e=None, f=None) -> Diagram:
 
 def swiglu_mlp(n=None, e=None, f=None, o=None) -> Diagram:
     """A SwiGLU MLP ``(silu(X W₁) ⊙ (X W₃)) W₂`` (LLaMA's, no biases); inputs X: n×e, W₁, W₃: e×f, W₂: f×o."""
-    s = _sizes(n=n, e=e, f=f, o=o)
-    k = _Sized(s)
+    s = given_sizes(n=n, e=e, f=f, o=o)
+    k = Sized(s)
     b = Builder(k.types("n e, e f, e f, f o"))
     X, W1, W3, W2 = b.inputs
     h = b(swiglu(**{a: v for a, v in s.items() if a != "o"}), X, W1, W3)

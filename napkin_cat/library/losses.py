@@ -19,14 +19,14 @@ rescaled sum (:mod:`napkin_cat.algorithms.online`): no n×v array is ever writte
 """
 from __future__ import annotations
 
-from napkin_cat.library.sizing import _Sized, _sizes
+from napkin_cat.library.sizing import Sized, given_sizes
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.dtype import INT32, as_dtype
 from napkin_cat.syntax.indices import gather
 
 
-def _loss(b: Builder, k: _Sized, logits, targets, s: dict):
+def _loss(b: Builder, k: Sized, logits, targets, s: dict):
     lse = b(k.reduce("logsumexp", "n v -> n"), logits)
     picked = b(gather("n v, n -> n", dtype=logits.array.dtype, **{a: s[a] for a in ("n", "v") if a in s}),
                logits, targets)
@@ -35,8 +35,8 @@ def _loss(b: Builder, k: _Sized, logits, targets, s: dict):
 
 def cross_entropy(n=None, v=None, *, dtype="fp32") -> Diagram:
     """Per-row cross-entropy of logits n×v at integer targets n."""
-    s = _sizes(n=n, v=v)
-    k = _Sized(s)
+    s = given_sizes(n=n, v=v)
+    k = Sized(s)
     b = Builder(k.types("n v", dtype=as_dtype(dtype)) @ k.types("n", dtype=INT32))
     L, t = b.inputs
     return b.build(_loss(b, k, L, t, s))
@@ -44,8 +44,8 @@ def cross_entropy(n=None, v=None, *, dtype="fp32") -> Diagram:
 
 def linear_cross_entropy(n=None, e=None, v=None, *, dtype="fp32") -> Diagram:
     """Per-row cross-entropy of the logits ``H Wᵀ`` (hidden n×e, weight v×e) at integer targets n."""
-    s = _sizes(n=n, e=e, v=v)
-    k = _Sized(s)
+    s = given_sizes(n=n, e=e, v=v)
+    k = Sized(s)
     fmt = as_dtype(dtype)
     b = Builder(k.types("n e", dtype=fmt) @ k.types("v e", dtype=fmt) @ k.types("n", dtype=INT32))
     H, W, t = b.inputs

@@ -19,7 +19,7 @@ from __future__ import annotations
 from napkin_cat.errors import IndexingError
 from napkin_cat.library.attention import inverse_temperature, number_formats, weigh
 from napkin_cat.library.masks import alibi_bias, causal_mask, document_mask, window_mask
-from napkin_cat.library.sizing import _Sized, _sizes
+from napkin_cat.library.sizing import Sized, given_sizes
 from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.construct import elementwise
@@ -47,9 +47,9 @@ def masked_attention(mask: Diagram | None = None, bias: Diagram | None = None, q
                      formats=None, lse: bool = False) -> Diagram:
     """Attention whose scores get ``bias`` added and are set to −∞ where ``mask`` is false (§3.2); with
     ``lse`` also the log-sum-exp of the scaled scores (as :func:`~napkin_cat.library.attention.attention`)."""
-    s = _sizes(q=q, x=x, d=d)
+    s = given_sizes(q=q, x=x, d=d)
     f = number_formats(formats)
-    k = _Sized(s)
+    k = Sized(s)
     extra = Ty(*((mask.dom.inside if mask is not None else ()) + (bias.dom.inside if bias is not None else ())))
     b = Builder(k.types("q d", dtype=f["Q"]) @ k.types("x d", dtype=f["K"]) @ k.types("x d", dtype=f["V"]) @ extra)
     Q, K, V, *rest = b.inputs
@@ -91,7 +91,7 @@ def document_attention(q=None, x=None, d=None, *, causal: bool = False, formats=
     also ``x ≤ q``."""
     mask = document_mask(q=q, x=x)
     if causal:
-        s = _sizes(q=q, x=x)
+        s = given_sizes(q=q, x=x)
         b = Builder(mask.dom)
         same = b(mask, *b.inputs)
         mask = b.build(b(logical("and", "q x, q x -> q x", **s), same, b(causal_mask(q=q, x=x))))

@@ -25,7 +25,7 @@ napkin_cat.errors.IndexingError: window_mask: the window w = -1 is negative; a s
 from __future__ import annotations
 
 from napkin_cat.errors import IndexingError
-from napkin_cat.library.sizing import _for, _sizes
+from napkin_cat.library.sizing import sizes_named_by, given_sizes
 from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.axis import LARGEST_SIZE
 from napkin_cat.syntax.builder import Builder
@@ -35,12 +35,12 @@ from napkin_cat.syntax.indices import compare, logical, position
 
 
 def _positions(b: Builder, s: dict):
-    return b(position("q", **_for("q", s))), b(position("x", **_for("x", s)))
+    return b(position("q", **sizes_named_by("q", s))), b(position("x", **sizes_named_by("x", s)))
 
 
 def causal_mask(q=None, x=None) -> Diagram:
     """``x ≤ q``: a query sees the keys at or before its position."""
-    s = _sizes(q=q, x=x)
+    s = given_sizes(q=q, x=x)
     b = Builder(Ty())
     qi, xi = _positions(b, s)
     return b.build(b(compare("le", "x, q -> q x", **s), xi, qi))
@@ -54,11 +54,11 @@ def window_mask(window, q=None, x=None) -> Diagram:
         raise IndexingError(f"window_mask: the window w = {window!r} is {why}; a sliding window keeps the keys with "
                             f"|q − x| ≤ w, w an integer 0 … 2^64")
     w = int(window)
-    s = _sizes(q=q, x=x)
+    s = given_sizes(q=q, x=x)
     b = Builder(Ty())
     qi, xi = _positions(b, s)
-    lo = b(elementwise("shift", "q", const=int(-w), dtype=INT32, **_for("q", s)), qi)
-    hi = b(elementwise("shift", "q", const=int(w), dtype=INT32, **_for("q", s)), qi)
+    lo = b(elementwise("shift", "q", const=int(-w), dtype=INT32, **sizes_named_by("q", s)), qi)
+    hi = b(elementwise("shift", "q", const=int(w), dtype=INT32, **sizes_named_by("q", s)), qi)
     after = b(compare("le", "q, x -> q x", **s), lo, xi)
     before = b(compare("le", "x, q -> q x", **s), xi, hi)
     return b.build(b(logical("and", "q x, q x -> q x", **s), after, before))
@@ -66,15 +66,15 @@ def window_mask(window, q=None, x=None) -> Diagram:
 
 def document_mask(q=None, x=None) -> Diagram:
     """``seg_q = seg_x``: a query sees the keys of its own document (segment ids as int32 inputs)."""
-    s = _sizes(q=q, x=x)
-    b = Builder(types("q", dtype=INT32, **_for("q", s)) @ types("x", dtype=INT32, **_for("x", s)))
+    s = given_sizes(q=q, x=x)
+    b = Builder(types("q", dtype=INT32, **sizes_named_by("q", s)) @ types("x", dtype=INT32, **sizes_named_by("x", s)))
     seg_q, seg_x = b.inputs
     return b.build(b(compare("eq", "q, x -> q x", **s), seg_q, seg_x))
 
 
 def alibi_bias(slope=0.125, q=None, x=None) -> Diagram:
     """ALiBi's bias ``slope · (x − q)`` (Press et al.: a linear penalty on the distance to earlier keys)."""
-    s = _sizes(q=q, x=x)
+    s = given_sizes(q=q, x=x)
     b = Builder(Ty())
     qi, xi = _positions(b, s)
     dist = b(elementwise("sub", "x, q -> q x", dtype=INT32, **s), xi, qi)

@@ -5,13 +5,13 @@ Ty(Array(n×d), Array(d), Array(d))
 """
 from __future__ import annotations
 
-from napkin_cat.library.sizing import _Sized, _sizes
+from napkin_cat.library.sizing import Sized, given_sizes
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.builder import Builder
 
 
 def _normalise(b: Builder, X, s, eps, *, centre: bool):
-    k = _Sized(s)
+    k = Sized(s)
     nd = "n d"
     if centre:
         mu = b(k.reduce("mean", "n d -> n"), X)
@@ -23,8 +23,8 @@ def _normalise(b: Builder, X, s, eps, *, centre: bool):
 
 def layer_norm(n=None, d=None, *, eps: float = 1e-5) -> Diagram:
     """LayerNorm over ``d``: ``γ (x − mean)/sqrt(var + ε) + β``; inputs X: n×d, γ: d, β: d."""
-    s = _sizes(n=n, d=d)
-    k = _Sized(s)
+    s = given_sizes(n=n, d=d)
+    k = Sized(s)
     b = Builder(k.types("n d, d, d"))
     X, gamma, beta = b.inputs
     y = _normalise(b, X, s, eps, centre=True)
@@ -34,8 +34,8 @@ def layer_norm(n=None, d=None, *, eps: float = 1e-5) -> Diagram:
 
 def rms_norm(n=None, d=None, *, eps: float = 1e-6) -> Diagram:
     """RMSNorm over ``d``: ``γ x / sqrt(mean(x²) + ε)``; inputs X: n×d, γ: d."""
-    s = _sizes(n=n, d=d)
-    k = _Sized(s)
+    s = given_sizes(n=n, d=d)
+    k = Sized(s)
     b = Builder(k.types("n d, d"))
     X, gamma = b.inputs
     y = _normalise(b, X, s, eps, centre=False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from napkin_cat.library.attention import multi_head_attention
 from napkin_cat.library.dense import mlp
 from napkin_cat.library.norms import layer_norm
-from napkin_cat.library.sizing import _Sized, _sizes
+from napkin_cat.library.sizing import Sized, given_sizes
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.builder import Builder
@@ -22,11 +22,11 @@ def transformer_block(n=None, e=None, h=None, d=None, f=None, *, activation: str
     ``y = x + MHA(LN₁(x)) W_o``, ``out = y + MLP(LN₂(y))``.  Inputs, in order:
     X: n×e, γ₁, β₁: e, W_q, W_k, W_v: e×h×d, W_o: h×d×e, γ₂, β₂: e, W₁: e×f, b₁: f, W₂: f×e, b₂: e.
     """
-    s = _sizes(n=n, e=e, h=h, d=d, f=f)
-    k = _Sized(s)
+    s = given_sizes(n=n, e=e, h=h, d=d, f=f)
+    k = Sized(s)
     b = Builder(k.types("n e, e, e, e h d, e h d, e h d, h d e, e, e, e f, f, f e, e"))
     X, g1, be1, Wq, Wk, Wv, Wo, g2, be2, W1, b1, W2, b2 = b.inputs
-    ln = rename_axis(layer_norm(**_sizes(n=n, d=e), eps=eps), "d", "e", Axis("e", e).size)
+    ln = rename_axis(layer_norm(**given_sizes(n=n, d=e), eps=eps), "d", "e", Axis("e", e).size)
     x1 = b(ln, X, g1, be1)
     Q = b(k.einsum("n e, e h d -> h n d"), x1, Wq)
     K = b(k.einsum("n e, e h d -> h n d"), x1, Wk)
@@ -34,11 +34,11 @@ def transformer_block(n=None, e=None, h=None, d=None, f=None, *, activation: str
     # self-attention: keys live on a second token axis ``m`` of the same size as ``n``
     K = b(k.rename("h n d -> h m d"), K)
     V = b(k.rename("h n d -> h m d"), V)
-    att = multi_head_attention(**_sizes(d=d, h=h))
+    att = multi_head_attention(**given_sizes(d=d, h=h))
     att = rename_axis(rename_axis(att, "q", "n", Axis("n", n).size), "x", "m", Axis("n", n).size)
     A = b(att, Q, K, V)
     Y = b(k.elementwise("add", "n e"), X, b(k.einsum("h n d, h d e -> n e"), A, Wo))
     x2 = b(ln, Y, g2, be2)
-    m = mlp(**_sizes(n=n, i=e, f=f, o=e), activation=activation)
+    m = mlp(**given_sizes(n=n, i=e, f=f, o=e), activation=activation)
     m = rename_axis(rename_axis(m, "i", "e", Axis("e", e).size), "o", "e", Axis("e", e).size)
     return b.build(b(k.elementwise("add", "n e"), Y, b(m, x2, W1, b1, W2, b2)))

@@ -25,6 +25,7 @@ from napkin_cat.autodiff import grad
 from napkin_cat.render.curves import compare_derivations
 from napkin_cat.semantics.equivalent import equivalent
 from napkin_cat.semantics.evaluate import evaluate
+from napkin_cat.search import derive
 
 #: the paper's configuration (§5: d = 128) at a sequence length of 4096, and the memories searched
 SIZES = {"q": 4096, "x": 4096, "d": 128}
@@ -51,7 +52,6 @@ def _power(m: int) -> str:
 
 def backward_pass(book, ctx):
     """The backward pass of attention: its signature, its values, its derivation beside the forward's."""
-    from napkin_cat.search import derive
     sec = "§7 backward"
     att = ctx.attention
     g = grad(att)

@@ -25,6 +25,10 @@ from napkin_cat.hardware.model import load
 from napkin_cat.hardware.toy import hierarchy_of
 from napkin_cat.paper.throughput import FORMATS as _THROUGHPUT_FORMATS
 from napkin_cat.rewriting.registry import rulebook
+from napkin_cat.cost.iocost import cost
+from napkin_cat.hardware.clock import clock_table_of
+from napkin_cat.hardware.overlap import inter, intra, overlap_table, tasks_of
+from napkin_cat.plan.ir import Compute, Load, walk
 
 #: number formats: the paper's configuration (Table 1), the same in FP16 throughout (what a GPU without FP8
 #: tensor cores runs), and FlashAttention-3's (§6)
@@ -98,8 +102,6 @@ OVERHEAD = {"special": "1/2", "general": "1"}
 
 def clock(hardware="h100-sxm5", *, variant: str = "paper", d: int = 128):
     """Table 3 of ``variant``'s FlashAttention on ``hardware`` (its cost functor's ops, the model's rates)."""
-    from napkin_cat.cost.iocost import cost
-    from napkin_cat.hardware.clock import clock_table_of
     gpu = load(hardware)
     sizes = {"d": d, "s_x": STREAM_TILE[variant], "g_q": sizes_for(gpu, d=d, n=1)["g_q"]}
     return clock_table_of(cost(flash(variant)), gpu, sizes)
@@ -108,7 +110,6 @@ def clock(hardware="h100-sxm5", *, variant: str = "paper", d: int = 128):
 def overlap(hardware="h100-sxm5", *, variant: str = "paper", d: int = 128, overhead: dict | None = None):
     """The overlap strategies of §5.7 on Table 3's columns, with ``overhead`` per pipeline (default §5.7's)."""
     from fractions import Fraction
-    from napkin_cat.hardware.overlap import overlap_table
     over = {k: Fraction(v) for k, v in (OVERHEAD if overhead is None else overhead).items()}
     return overlap_table(clock(hardware, variant=variant, d=d), overhead=over)
 
@@ -132,7 +133,6 @@ def paper_rows(configured) -> dict:
     attention's inputs (Q, K, V in order), the tensor cores' products (S, then D), their pipes through SMEM
     (P, ΔO) and the threads' copies (P′, ΔO′), the SoftMax output piped to the tensor cores (A), the
     accumulator (O′) and the per-row values on the threads (α: μ, z, δ)."""
-    from napkin_cat.plan.ir import Compute, Load, walk
     c = configured
     p = c.plan
     loads, tensor = {}, []
@@ -223,7 +223,6 @@ FA3_SIZES = {"w_q": 64, "g_q": 128, "s_x": 128}
 
 def fa3_program(name: str, hardware="h100-sxm5", *, d: int = 128):
     """The overlap program of FlashAttention-3's configuration ``name`` on Table 3's columns."""
-    from napkin_cat.hardware.overlap import inter, intra, tasks_of
     if name not in FA3:
         raise HardwareError(f"no FlashAttention-3 configuration {name!r}; they are {sorted(FA3)}")
     variant, strategy = FA3[name]

@@ -31,6 +31,7 @@ from napkin_cat.cost.optimum import optimal
 from napkin_cat.errors import NapkinError
 from napkin_cat.paper.context import M, S
 from napkin_cat.plan.program import plan
+from napkin_cat.codegen import ToolNotFoundError, c as c_kernel, cuda as cuda_kernel
 
 a, b, c, q, x, d = S(*"abcqxd")
 g_a, g_c, s_b, g_q, s_x = S("g_a", "g_c", "s_b", "g_q", "s_x")
@@ -143,7 +144,6 @@ def _memory(book, id, sec, name, paper, derivation, n, functor, sizes, where):
 def _kernels(book, ctx, name, p, xs, outputs, where):
     """The C kernel's output against the plan's numpy run (``outputs``: what the counted run returned); the CUDA
     kernel's shared memory against the plan's."""
-    from napkin_cat.codegen import ToolNotFoundError, c as c_kernel, cuda as cuda_kernel
     try:
         got = c_kernel(p)(*xs)
     except ToolNotFoundError as missing:

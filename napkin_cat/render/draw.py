@@ -24,6 +24,10 @@ from napkin_cat.errors import NapkinError
 from napkin_cat.render.layout import Z_ORDER, Label, Line, Shape, layout
 from napkin_cat.render.tikz import to_tikz  # noqa: F401  (re-exported as nc.to_tikz)
 from napkin_cat.syntax.adapter import require_diagram
+from napkin_cat import library
+from napkin_cat.algorithms.bubbles import Kernel
+from napkin_cat.algorithms.partitions import group, kernel, stream
+from napkin_cat.syntax.relabel import at_level
 
 EXTENSIONS = (".png", ".svg")
 SCALE = 0.32                   # inches per diagram unit
@@ -185,10 +189,6 @@ def gallery(out_dir) -> list[str]:
     ...     sorted(os.path.basename(p) for p in paths)[:3]
     ['attention.png', 'flash_attention.png', 'gqa.png']
     """
-    from napkin_cat import library
-    from napkin_cat.algorithms.partitions import group, kernel, stream
-    from napkin_cat.algorithms.bubbles import Kernel
-    from napkin_cat.syntax.relabel import at_level
     os.makedirs(out_dir, exist_ok=True)
     att = library.attention()
     pictures = {

@@ -30,12 +30,13 @@ from __future__ import annotations
 
 
 from napkin_cat.render.foliate import foliate
-from napkin_cat.render.picture import Z_ORDER, Label, Layout, Line, Shape, _shift, z_order  # noqa: F401
+from napkin_cat.render.picture import Z_ORDER, Label, Layout, Line, Shape, shifted, z_order  # noqa: F401
 from napkin_cat.render.style import (BLACK, BODY_GAP, CHAR, GAP, GREY, PAD_X, PAD_Y, TITLE, WIRE, box_text,
                                      level_color, size_label)
 from napkin_cat.syntax.adapter import Diagram, is_structural
 from napkin_cat.syntax.wiring import route
 from napkin_cat.syntax.primitive import kind_of
+from napkin_cat.algorithms.bubbles import Region
 
 def layout(diagram: Diagram) -> Layout:
     """Lay out ``diagram`` (see module docstring); regions are laid out recursively.
@@ -249,7 +250,6 @@ class _Engine:
 
     def measure(self, seg, anchor):
         """A box's width, body, natural output tops and the sources of its output wires."""
-        from napkin_cat.algorithms.bubbles import Region
         box, ins_ys = seg.box, [y for s in seg.ins for y in s.ys()]
         lo, hi = seg.body or (anchor, anchor)
         struct = is_structural(box)
@@ -372,7 +372,7 @@ class _Engine:
                 self.end(s, k, sx0)
                 if i < len(inner.inputs) and k < len(inner.inputs[i]):
                     self.bend(s.array, s.names[k], (sx0, y), (sx0 + ix, inner.inputs[i][k] + dy + d))
-        self.items.extend(_shift(item, sx0 + ix, dy + d) for item in inner.items)
+        self.items.extend(shifted(item, sx0 + ix, dy + d) for item in inner.items)
         color = level_color(box.params.get("level", 0)) if box.region == "kernel" else (0.3, 0.3, 0.3)
         self.items.append(Shape("rect", ((sx0, ftop + d), (sx0 + seg.width, fbot + d)), 0.25, None, color,
                                 "dashed", "frame", 1.1))

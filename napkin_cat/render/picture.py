@@ -62,7 +62,8 @@ def z_order(item) -> float:
     return Z_ORDER["label"] if isinstance(item, Label) else Z_ORDER.get(item.role, 2)
 
 
-def _shift(item, dx: float, dy: float):
+def shifted(item, dx: float, dy: float):
+    """The drawing primitive ``item`` (a shape, line or label) moved by ``(dx, dy)``."""
     pts = tuple((x + dx, y + dy) for x, y in (item.points if not isinstance(item, Label) else (item.pos,)))
     if isinstance(item, Label):
         return dataclasses.replace(item, pos=pts[0])

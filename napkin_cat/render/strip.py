@@ -22,7 +22,7 @@ import tempfile
 from napkin_cat.errors import NapkinError
 from napkin_cat.render.draw import EXTENSIONS, draw
 from napkin_cat.render.layout import layout
-from napkin_cat.render.picture import Label, Layout, _shift
+from napkin_cat.render.picture import Label, Layout, shifted
 from napkin_cat.render.style import CHAR
 from napkin_cat.render.tikz import render_tikz
 from napkin_cat.rewriting.trace import HOOKS, Step, Trace
@@ -46,7 +46,7 @@ def strip_layout(trace: Trace) -> Layout:
         for k, lay in enumerate(sides):
             x0, y0, x1, y1 = lay.bbox
             dy = top + (height - (y1 - y0)) / 2 - y0          # rows centred vertically
-            items += [_shift(item, x - x0, dy) for item in lay.items]
+            items += [shifted(item, x - x0, dy) for item in lay.items]
             x += x1 - x0
             if k == 0:
                 label_width = CHAR * len(text)

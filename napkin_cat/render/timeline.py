@@ -14,6 +14,7 @@ barriers as thick dotted lines where a warpgroup waited for another; a ruler of 
 from __future__ import annotations
 
 from napkin_cat.render.style import LEVEL_COLORS, PALETTE
+from napkin_cat.errors import NapkinError
 
 PIPELINE_COLORS = {"tensor": LEVEL_COLORS[3], "general": LEVEL_COLORS[2], "special": PALETTE[0]}
 
@@ -21,7 +22,6 @@ PIPELINE_COLORS = {"tensor": LEVEL_COLORS[3], "general": LEVEL_COLORS[2], "speci
 def _check_path(path) -> str:
     suffix = str(path).rsplit(".", 1)[-1].lower()
     if suffix not in ("png", "svg", "pdf"):
-        from napkin_cat.errors import NapkinError
         raise NapkinError(f"cannot draw a timeline to {path!r}: give a .png, .svg or .pdf path")
     return suffix
 

@@ -37,6 +37,8 @@ from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist, to_netlist
 from napkin_cat.rewriting.splice import normalize, splice, splice_rebuild  # noqa: F401
 from napkin_cat.rewriting.readback import to_diagram
+from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.weave import build_box
 
 
 # ---------------------------------------------------------------------- node tests
@@ -184,7 +186,7 @@ def _monomorphisms(pattern: Pattern, net: Netlist, candidates: dict):
     return found
 
 
-def _convex(net: Netlist, chosen: set) -> bool:
+def is_convex(net: Netlist, chosen: set) -> bool:
     """No path leaves ``chosen`` and re-enters it (search pruned by topological position)."""
     pos = net.position
     hi = max(pos[n] for n in chosen)
@@ -223,7 +225,7 @@ def find(pattern: Pattern, source, *, rule: str = "", params: dict | None = None
         chosen = set(nodes.values())
         kept = chosen - absorbed
         internal = sum(1 for n in kept for w in net.outs[n] if net.wires[w].dst[0] in kept)
-        if internal != len(pattern.edges) or not _convex(net, chosen):
+        if internal != len(pattern.edges) or not is_convex(net, chosen):
             continue
         m = _boundary(net, nodes, chosen, rule, params or {})
         if pattern.bind is not None:
@@ -318,7 +320,6 @@ class Match:
     # ------------------------------------------------------------- building replacements
     def wiring(self):
         """A :class:`~napkin_cat.syntax.builder.Builder` on the hole's inputs and ``{(var, port): wire}``."""
-        from napkin_cat.syntax.builder import Builder
         b = Builder(self.dom)
         return b, dict(zip(self.inputs, b.inputs))
 
@@ -360,7 +361,6 @@ def peel_weave(box, axis: str):
     >>> peel_weave(b, "q").dom
     Ty(Array(x))
     """
-    from napkin_cat.syntax.weave import build_box
     spec = box.data
     if axis not in spec.weave_names:
         raise RewriteError(f"box {box.name!r} is not weaved over {axis!r} (weaves {list(spec.weave_names)})")

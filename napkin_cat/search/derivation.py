@@ -52,10 +52,11 @@ from napkin_cat.search.parallelism import Requirement
 from napkin_cat.search.results import Derivation, Regime
 from napkin_cat.search.forms import prepared_forms
 from napkin_cat.search.context import search_of
-from napkin_cat.search.space import Makers, _extremes, check_sizes, select, smallest_memory
+from napkin_cat.search.space import Makers, extremes, check_sizes, select, smallest_memory
 from napkin_cat.syntax.adapter import MAX_LEVEL, Diagram
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 from napkin_cat.syntax.axis import symbol
+from napkin_cat.search.envelope import symbolic
 
 __all__ = ["derive", "Derivation", "Regime", "collector_paused"]
 
@@ -194,7 +195,6 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
         raise NapkinError("bound= is a numeric-mode option: give a number (or a list of numbers) for memory")
     if tiles != "divisors":
         raise NapkinError("tiles='any' is a numeric-mode option (the symbolic large-M forms have no tile grid)")
-    from napkin_cat.search.envelope import symbolic
     return symbolic(diagram, forms, book, search, memories, sizes, reference)
 
 
@@ -239,7 +239,7 @@ def _numeric(diagram, forms, book, search, memories, many, sizes, tiles="divisor
         regimes.append(Regime(w.variant, H, w.diagram, w.trace, w.cost, opt, b, gap, memory=m))
     curves = {str(w.variant): [w.numeric(sizes, m, memories, tiles, need)[0] for m in memories]
               for w in made.values()}
-    for kind, hs in _extremes(forms, search, sizes, memories, tiles, tuple(book.roles)).items():
+    for kind, hs in extremes(forms, search, sizes, memories, tiles, tuple(book.roles)).items():
         curves.setdefault(kind, hs)
     last = regimes[-1]
     return Derivation(diagram, last.diagram, last.trace, H={r.memory: r.H for r in regimes} if many else last.H,

@@ -1,8 +1,8 @@
 """Kernel splits as shortest paths over the down-sets of a data-flow graph, with each block costed once.
 
 For one form, a kernel split is a chain of down-sets (:mod:`.blocks`); :class:`Space` holds the edges between
-down-sets (a block of at most ``cap`` operations each), :func:`_shortest` the cheapest chain per memory, and
-:func:`_grow` the cost-guided fusion of a winner whose kernels were capped.  A block's partitions and cost
+down-sets (a block of at most ``cap`` operations each), :func:`shortest_splits` the cheapest chain per memory, and
+:func:`grow` the cost-guided fusion of a winner whose kernels were capped.  A block's partitions and cost
 curves (:class:`Choice`) are costed once per canonical form: the functions here take the derivation's
 :class:`~napkin_cat.search.context.Search` and ask it for a block's Choice (``search.choice(graph, block)``), so
 equal kernels anywhere share one, in every call that shares the search's kernel cache.
@@ -170,7 +170,7 @@ def _successors(graph, block: int) -> int:
     return out
 
 
-def _shortest(space, search, points, evaluate, lower, options=lambda ch: ch.options):
+def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: ch.options):
     """Per point k: ``(H, kernels, path)`` with ``path = [(block, variant, curve)]``, or None if nothing fits.
 
     ``evaluate(curve, k)`` is a kernel's H* at point k (None: does not fit); ``lower(choice)`` a lower bound
@@ -215,7 +215,8 @@ def _shortest(space, search, points, evaluate, lower, options=lambda ch: ch.opti
     return out
 
 
-def _best_option(graph, block, search, evaluate, k):
+def best_option(graph, block, search, evaluate, k):
+    """``(H, variant, curve)`` of ``block``'s cheapest partition at point ``k``, or None if none fits."""
     best = None
     for v, curve in search.choice(graph, block).options:
         h = evaluate(curve, k)
@@ -224,12 +225,12 @@ def _best_option(graph, block, search, evaluate, k):
     return best
 
 
-def _feeds(graph, x: int, y: int) -> bool:
+def feeds(graph, x: int, y: int) -> bool:
     """Some operation of ``x`` feeds one of ``y`` directly."""
     return any(graph.succs[i] & y for i in bits(x))
 
 
-def _convex(graph, block: int) -> bool:
+def is_convex(graph, block: int) -> bool:
     """No path leaves ``block`` and comes back into it."""
     out = 0
     for i in bits(block):
@@ -246,7 +247,7 @@ def _convex(graph, block: int) -> bool:
     return True
 
 
-def _ordered(graph, blocks) -> list | None:
+def ordered(graph, blocks) -> list | None:
     """The blocks in an order where each comes after those it reads (None if their quotient has a cycle)."""
     left, out, done = list(blocks), [], 0
     while left:
@@ -275,29 +276,29 @@ def _join_greedily(graph, search, found, evaluate, k, may_join):
         for i in range(len(path)):
             for j in range(len(path)):
                 x, y = path[i][0], path[j][0]
-                if i == j or not may_join(i, j, x, y) or not _convex(graph, x | y):
+                if i == j or not may_join(i, j, x, y) or not is_convex(graph, x | y):
                     continue
-                got = _best_option(graph, x | y, search, evaluate, k)
+                got = best_option(graph, x | y, search, evaluate, k)
                 if got is None:
                     continue
                 saved = evaluate(path[i][2], k) + evaluate(path[j][2], k) - got[0]
                 if saved > 0 and (best is None or saved > best[0]):
                     rest = [p[0] for n, p in enumerate(path) if n not in (i, j)] + [x | y]
-                    if _ordered(graph, rest) is not None:
+                    if ordered(graph, rest) is not None:
                         best = (saved, i, j, (x | y, got[1], got[2]))
         if best is None:
             return (H, len(path), path)
         saved, i, j, merged = best
         rest = {p[0]: p for n, p in enumerate(path) if n not in (i, j)}
         rest[merged[0]] = merged
-        path = [rest[b] for b in _ordered(graph, list(rest))]
+        path = [rest[b] for b in ordered(graph, list(rest))]
         H -= saved
 
 
-def _grow(graph, search, found, evaluate, k):
+def grow(graph, search, found, evaluate, k):
     """Greedy fusion past the cap: join two kernels where one feeds the other and their union is convex, the
     join that lowers H* the most first, while one does (cost-guided ``fuse`` steps)."""
-    return _join_greedily(graph, search, found, evaluate, k, lambda i, j, x, y: _feeds(graph, x, y))
+    return _join_greedily(graph, search, found, evaluate, k, lambda i, j, x, y: feeds(graph, x, y))
 
 
 def join_siblings(graph, search, found, evaluate, k):
@@ -307,10 +308,10 @@ def join_siblings(graph, search, found, evaluate, k):
     if found is None or not any(graph.siblings):
         return found
     return _join_greedily(graph, search, found, evaluate, k, lambda i, j, x, y: i < j and graph.read_together(x, y)
-                          and not _feeds(graph, x, y) and not _feeds(graph, y, x))
+                          and not feeds(graph, x, y) and not feeds(graph, y, x))
 
 
-def _smallest_memory(space, search, sizes):
+def least_fitting_memory(space, search, sizes):
     """The least memory at which some kernel split fits (a bottleneck shortest path over the down-sets)."""
     best = {0: 0}
     for b in space.downs[1:]:

@@ -29,7 +29,7 @@ A form of at most :data:`SEGMENT_AT` operations is searched whole, exactly as be
 from __future__ import annotations
 
 from napkin_cat.search.blocks import bits
-from napkin_cat.search.paths import Space, _best_option, _convex, _grow, _ordered, _shortest
+from napkin_cat.search.paths import Space, best_option, is_convex, grow, ordered, shortest_splits
 
 #: forms with more operations than this are searched segment by segment
 SEGMENT_AT = 24
@@ -121,14 +121,14 @@ def solve_segment(graph, segment, search, points, evaluate, lower, context, opti
     """Per point: ``(H, kernels, path)`` of the cheapest kernel split of ``segment`` alone, or None; solved once
     per kind of segment in a derivation (kept in ``search.solved``, :class:`~napkin_cat.search.context.Search`;
     ``context``: what else the costs depend on, e.g. the book's roles, sizes, memories and a requirement;
-    ``options``: the partitions tried, as :func:`~napkin_cat.search.paths._shortest`)."""
+    ``options``: the partitions tried, as :func:`~napkin_cat.search.paths.shortest_splits`)."""
     key = (graph.key(segment), context)
     found = search.solved.get(key)
     if found is None:
         space = Space(graph, budget=SEGMENT_BUDGET, within=segment)
-        got = _shortest(space, search, points, evaluate, lower, options)
+        got = shortest_splits(space, search, points, evaluate, lower, options)
         if not space.exact:     # kernels capped in size inside the segment: grown by cost-guided fusion
-            got = [g if g is None else _grow(graph, search, g, evaluate, k) for k, g in enumerate(got)]
+            got = [g if g is None else grow(graph, search, g, evaluate, k) for k, g in enumerate(got)]
         found = search.solved[key] = [None if g is None else (g[0], g[1], _relative(g[2], segment)) for g in got]
     return [None if f is None else (f[0], f[1], _absolute(f[2], segment)) for f in found]
 
@@ -164,9 +164,9 @@ def _join_seams(graph, joints, search, found, evaluate, k):
             best = None
             for j in sorted(readers):
                 y, _, cy = path[j]
-                if not _convex(graph, x | y):
+                if not is_convex(graph, x | y):
                     continue
-                got = _best_option(graph, x | y, search, evaluate, k)
+                got = best_option(graph, x | y, search, evaluate, k)
                 if got is None:
                     continue
                 saved = evaluate(cx, k) + evaluate(cy, k) - got[0]
@@ -178,7 +178,7 @@ def _join_seams(graph, joints, search, found, evaluate, k):
             lo, hi = min(i, j), max(i, j)
             by = {q[0]: q for n, q in enumerate(path[lo:hi + 1], lo) if n not in (i, j)}
             by[merged[0]] = merged
-            order = _ordered(graph, list(by))
+            order = ordered(graph, list(by))
             if order is None:
                 break
             path[lo:hi + 1] = [by[b] for b in order]

@@ -18,9 +18,8 @@ from napkin_cat.rewriting.trace import Trace
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.construct import make
 from napkin_cat.search.curves import Curve
-from napkin_cat.search.paths import (BUDGET, Choice, Space, _best_option, _convex,  # noqa: F401
-                                     _feeds, _grow, _ordered, _shortest, _smallest_memory, join_siblings,
-                                     playable)
+from napkin_cat.search.paths import (Space, best_option, grow, join_siblings, least_fitting_memory, playable,
+                                     shortest_splits)
 from napkin_cat.search.schedule import KernelChoice, Schedule
 from napkin_cat.search.segments import segmented_shortest
 from napkin_cat.search.variants import axis_names, parts_key
@@ -32,8 +31,8 @@ from napkin_cat.syntax.sizes import Sizes, as_sizes
 def smallest_memory(form, search, sizes):
     """The least memory at which some kernel split of ``form`` fits (per segment, when it is cut)."""
     if form.cut is None:
-        return _smallest_memory(form.space, search, sizes)
-    return max(_smallest_memory(Space(form.graph, within=s), search, sizes) for s in form.cut[0])
+        return least_fitting_memory(form.space, search, sizes)
+    return max(least_fitting_memory(Space(form.graph, within=s), search, sizes) for s in form.cut[0])
 
 
 # ---------------------------------------------------------------------- making the winner
@@ -152,9 +151,9 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
             shortest = segmented_shortest(form.graph, parts, joints, search, memories, evaluate, lower, context,
                                           options)
         else:
-            shortest = _shortest(form.space, search, memories, evaluate, lower, options)
+            shortest = shortest_splits(form.space, search, memories, evaluate, lower, options)
             if not form.space.exact:   # kernels capped in size: grown by cost-guided fusion (and joins of siblings)
-                grown = [g and _grow(form.graph, search, g, evaluate, k) for k, g in enumerate(shortest)]   # before
+                grown = [g and grow(form.graph, search, g, evaluate, k) for k, g in enumerate(shortest)]   # before
                 shortest = [join_siblings(form.graph, search, g, evaluate, k) for k, g in enumerate(grown)]  # comparing
         for k, found in enumerate(shortest):
             if found is None:
@@ -197,7 +196,7 @@ class Makers(dict):
         return self[key]
 
 
-def _extremes(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "nest")) -> dict:
+def extremes(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "nest")) -> dict:
     """``{"unfused": [H per memory], "fully fused": [...]}``: every operation its own kernel, and one kernel
     (each partitioned at its best; the best over the prepared forms; None where it does not fit)."""
     out = {"unfused": [None] * len(memories), "fully fused": [None] * len(memories)}
@@ -211,7 +210,7 @@ def _extremes(forms, search, sizes, memories, tiles="divisors", roles=("sweep", 
             if kind == "fully fused" and (form.cut is not None or not g.linked(g.full)):
                 continue   # (a function searched segment by segment is never one kernel: it is too large)
             for k in range(len(memories)):
-                parts = [_best_option(g, b, search, evaluate, k) for b in blocks]
+                parts = [best_option(g, b, search, evaluate, k) for b in blocks]
                 if None in parts:
                     continue
                 h = sum(p[0] for p in parts)

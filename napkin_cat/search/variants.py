@@ -38,6 +38,7 @@ from napkin_cat.algorithms.partitions import group, kernel, stream
 from napkin_cat.algorithms.streaming import analyse
 from napkin_cat.errors import NapkinError, RewriteError
 from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.algorithms.splitting import split
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,6 @@ def parts_key(axis: str) -> str:
 def split_variants(function: Diagram, level: int = 1, names=None) -> list:
     """The streamed variants with their stream split into parts run by parallel blocks (``p_<axis>`` parts,
     :mod:`napkin_cat.algorithms.splits`): costed only under a parallelism requirement (:mod:`.parallelism`)."""
-    from napkin_cat.algorithms.splitting import split
     taken = set(axis_names(function))
     if names is None:
         def names(prefix, axis):

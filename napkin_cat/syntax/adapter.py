@@ -24,7 +24,7 @@ from discopy.cat import factory
 from discopy.config import DRAWING_ATTRIBUTES
 from discopy.utils import assert_isatomic
 
-from napkin_cat.syntax.axis import MAX_AXES, Axis
+from napkin_cat.syntax.axis import MAX_AXES, Axis, symbol
 from napkin_cat.syntax.dtype import DType, FP32, as_dtype
 from napkin_cat.errors import ArgumentError, AxisError, CompositionError, LevelError
 
@@ -139,7 +139,6 @@ class Array(cat.Ob):
 
 
 def _axis_label(a: Axis) -> str:
-    from napkin_cat.syntax.axis import symbol
     return a.name if a.size == symbol(a.name) else f"{a.name}[{a.size}]"
 
 

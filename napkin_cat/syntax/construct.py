@@ -23,10 +23,10 @@ import sympy
 
 from napkin_cat.syntax.adapter import Array, Diagram, Ty
 from napkin_cat.syntax.axis import MAX_AXES, Axis, check_name, resolve
-from napkin_cat.syntax.dtype import FP32
+from napkin_cat.syntax.dtype import FP32, as_dtype
 from napkin_cat.errors import AxisError, SignatureError, UnknownPrimitiveError
 from napkin_cat.syntax.ops import ARITY, ELEMENTWISE, REDUCTIONS
-from napkin_cat.syntax.primitive import Weave
+from napkin_cat.syntax.primitive import KINDS, Weave
 from napkin_cat.syntax.weave import build_box
 
 _TOKEN = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
@@ -122,7 +122,8 @@ def _names(signature) -> set:
     return {n for names in ins + (outs or []) for n in names}
 
 
-def _axes_for(names_lists, sizes):
+def axes_for(names_lists, sizes):
+    """``{name: Axis}`` for every axis named in ``names_lists`` (each name checked), sized from ``sizes``."""
     known = {}
     for names in names_lists:
         for n in names:
@@ -146,7 +147,7 @@ def apply(kind: str, signature: str, *, core=(), params=None, level: int = 0, dt
     unknown = set(sizes) - {n for names in ins + outs for n in names}
     if unknown:
         raise SignatureError(f"sizes given for {sorted(unknown)} which {signature!r} does not name")
-    axes = _axes_for(ins + outs, sizes)
+    axes = axes_for(ins + outs, sizes)
     core = set(core.split() if isinstance(core, str) else core)
     in_names = {n for names in ins for n in names}
     weave_names = []
@@ -249,7 +250,6 @@ def elementwise(name: str, signature: str, *, const=None, level: int = 0, dtype=
 def reduce(name: str, signature: str, *, level: int = 0, dtype=FP32, sizes: dict | None = None, **more) -> Diagram:
     """Reduce the axes missing from the output: ``reduce("max", "q x -> q")``."""
     sizes = _merge_sizes('reduce', sizes, more, _names(signature))
-    from napkin_cat.syntax.primitive import KINDS
     legal = sorted(set(REDUCTIONS) | {k[len("reduce_"):] for k in KINDS if k.startswith("reduce_")})
     if name not in legal:
         raise UnknownPrimitiveError(f"unknown reduction {name!r}; legal reductions are {legal}")
@@ -287,7 +287,7 @@ def types(spec, *, level: int = 0, dtype=FP32, sizes: dict | None = None, **more
         raise SignatureError(f"a type has no '->': {spec!r}")
     if any(not isinstance(n, str) for names in ins for n in names):
         return Ty(Array(resolve(ins[0], sizes), level, dtype))
-    axes = _axes_for(ins, sizes)
+    axes = axes_for(ins, sizes)
     return Ty(*(Array(tuple(axes[n] for n in names), level, dtype) for names in ins))
 
 
@@ -317,7 +317,7 @@ def split(signature: str, *, along: str, parts, level: int = 0, dtype=FP32,
     (names,), outs = parse(signature)
     if along not in names:
         raise SignatureError(f"split along {along!r}: the array {names} has no such axis")
-    full = _axes_for([names], sizes)
+    full = axes_for([names], sizes)
     parts = [Axis(along, p) for p in parts]
     if len(parts) < 2:
         raise SignatureError("split needs at least two parts")
@@ -328,8 +328,7 @@ def split(signature: str, *, along: str, parts, level: int = 0, dtype=FP32,
     dom = Array(tuple(full[n] for n in names), level, dtype)
     cod = [Array(tuple(p if n == along else full[n] for n in names), level, dtype) for p in parts]
     weaves = [Weave(n, (0,)) for n in reversed(names) if n != along]
-    from napkin_cat.syntax.weave import build_box as _bb
-    return _bb("split", [dom], cod, weaves)
+    return build_box("split", [dom], cod, weaves)
 
 
 def join(signature: str, *, along: str, parts, level: int = 0, dtype=FP32,
@@ -345,7 +344,6 @@ def join(signature: str, *, along: str, parts, level: int = 0, dtype=FP32,
 def cast(signature: str, *, to, level: int = 0, dtype=FP32, sizes: dict | None = None, **more) -> Diagram:
     """Convert an array's number format (``to`` = fp32, fp16, bf16 or fp8)."""
     sizes = _merge_sizes('cast', sizes, more, _names(signature))
-    from napkin_cat.syntax.dtype import as_dtype
     to = as_dtype(to)
     return apply("cast", signature, params={"dtype": to.name}, level=level, dtype=dtype,
                  out_dtype=to, sizes=sizes)
@@ -377,7 +375,7 @@ def renaming(signature: str, *, level: int = 0, dtype=FP32, sizes: dict | None =
     if len(outs) != 1 or len(outs[0]) != len(ins):
         raise SignatureError(f"rename maps one array to one array of the same rank, got {signature!r}")
     out = outs[0]
-    axes = _axes_for([ins], sizes)
+    axes = axes_for([ins], sizes)
     renamed = [(a, b) for a, b in zip(ins, out) if a != b]
     if not renamed:
         raise SignatureError(f"rename {signature!r} renames no axis")

@@ -45,6 +45,7 @@ from napkin_cat.syntax.ops import SUM
 from napkin_cat.syntax.primitive import Core, Weave, declare
 from napkin_cat.syntax.vjp import no_cotangent
 from napkin_cat.syntax.weave import build_box
+from napkin_cat.syntax.construct import axes_for, parse
 
 
 def _require(cond, kind, msg):
@@ -229,7 +230,6 @@ def _axes(names, sizes, kind):
 
 
 def _parse(signature: str, kind: str, arity: int):
-    from napkin_cat.syntax.construct import parse
     ins, outs = parse(signature)
     if outs is None and len(ins) == 1:      # "q x": every operand and the output over the same axes
         ins, outs = [list(ins[0])] * arity, [list(ins[0])]
@@ -245,13 +245,12 @@ def _parse(signature: str, kind: str, arity: int):
 
 
 def _elementwise(kind, signature, dtypes, out_dtype, level, sizes, params=None) -> Diagram:
-    from napkin_cat.syntax.construct import _axes_for
     arity = len(dtypes)
     ins, out, _ = _parse(signature, kind, arity)
     unknown = set(sizes) - set(out)
     if unknown:
         raise SignatureError(f"sizes given for {sorted(unknown)} which {signature!r} does not name")
-    axes = _axes_for(ins + [out], sizes)
+    axes = axes_for(ins + [out], sizes)
     dom = [Array(tuple(axes[n] for n in names), level, as_dtype(dt)) for names, dt in zip(ins, dtypes)]
     cod = [Array(tuple(axes[n] for n in out), level, as_dtype(out_dtype))]
     weaves = [Weave(n, tuple(i for i, names in enumerate(ins) if n in names)) for n in reversed(out)]
@@ -327,7 +326,6 @@ def gather(signature: str, *, dtype=FP32, index_dtype=INT32, level: int = 0, **s
     ...
     napkin_cat.errors.IndexingError: gather 'n v, m -> n': the index carries ['m'], but it must carry exactly ...
     """
-    from napkin_cat.syntax.construct import _axes_for, parse
     ins, outs = parse(signature, arrow=True)
     if len(ins) != 2 or len(outs) != 1:
         raise SignatureError(f"gather takes an array and an index to one output, e.g. 'n v, n -> n'; "
@@ -346,7 +344,7 @@ def gather(signature: str, *, dtype=FP32, index_dtype=INT32, level: int = 0, **s
     unknown = set(sizes) - set(src)
     if unknown:
         raise SignatureError(f"sizes given for {sorted(unknown)} which {signature!r} does not name")
-    axes = _axes_for([src, out], sizes)
+    axes = axes_for([src, out], sizes)
     dom = [Array(tuple(axes[n] for n in src), level, as_dtype(dtype)),
            Array(tuple(axes[n] for n in idx), level, as_dtype(index_dtype))]
     cod = [Array(tuple(axes[n] for n in out), level, as_dtype(dtype))]

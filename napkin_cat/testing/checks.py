@@ -40,14 +40,19 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
+import napkin_cat as nc
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.errors import CheckFailed, ConstructionError, MemoryLimitError, NapkinError
 from napkin_cat.rewriting.trace import Step, Trace
 from napkin_cat.semantics.equivalent import tile_sizes
 from napkin_cat.testing.assertions import assert_equivalent
-from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.syntax.construct import spell
 from napkin_cat.testing.programs import Program
+from napkin_cat.cost import numeric
+from napkin_cat.rewriting.netlist import to_netlist
+from napkin_cat.rewriting.registry import rulebook
+from napkin_cat.syntax.axis import symbol
 
 #: the checks, cheapest first
 CHECKS = ("evaluate", "json", "cost", "mutant", "rules", "plan", "c", "derive")
@@ -110,7 +115,6 @@ def _inputs_line(seed: int) -> str:
 
 # ---------------------------------------------------------------------- the cheap checks
 def check_evaluate(p: Program, seed: int = 0):
-    import napkin_cat as nc
     xs = p.arrays(np.random.default_rng(seed))
     with np.errstate(all="ignore"):
         got = nc.evaluate(p.diagram, *xs, sizes=p.sizes)
@@ -125,7 +129,6 @@ def check_evaluate(p: Program, seed: int = 0):
 
 
 def check_json(p: Program, seed: int = 0):
-    import napkin_cat as nc
     text = nc.dumps(p.diagram)
     back = nc.loads(text)
     lines = "back = nc.loads(nc.dumps(diagram))\nprint(back == diagram)"
@@ -140,12 +143,10 @@ def check_json(p: Program, seed: int = 0):
 
 
 def _env(sizes: dict) -> dict:
-    from napkin_cat.syntax.axis import symbol
     return {symbol(k): v for k, v in sizes.items()}
 
 
 def check_cost(p: Program, seed: int = 0):
-    import napkin_cat as nc
     c = nc.cost(p.diagram)
     env = _env(p.sizes)
     for what, table in (("H", c.H), ("M", c.M), ("FLOPs", c.flops)):
@@ -160,8 +161,6 @@ def check_cost(p: Program, seed: int = 0):
 def check_mutant(p: Program, seed: int = 0):
     """``1.5·y + 1`` on every output must be told apart: it moves every finite value (large ones too), and
     where no output is finite nothing is certified."""
-    import napkin_cat as nc
-    from napkin_cat.syntax.adapter import Diagram
     change = Diagram.id(p.diagram.cod[:0])
     for out in p.diagram.cod.inside:
         kw = dict(sizes={a.name: a.size for a in out.axes}, dtype=out.dtype, level=out.level)
@@ -198,7 +197,6 @@ def _step_script(before, rule, params, key, seed) -> str:
 
 
 def nc_dumps(d) -> str:
-    import napkin_cat as nc
     return nc.dumps(d)
 
 
@@ -233,8 +231,6 @@ def check_rules(p: Program, seed: int = 0, steps: int = 6, per_rule: int = 2, bo
     must be equivalent to its start (the first step that changes the function is found by bisection and printed
     alone).  Each step's netlist is read afresh from its diagram, so a reproducer's match is found in
     ``nc.loads`` of that diagram."""
-    from napkin_cat.rewriting.netlist import to_netlist
-    from napkin_cat.rewriting.registry import rulebook
     book = rulebook() if book is None else book
     rng = np.random.default_rng([seed, p.seed])
     roles = book.roles
@@ -276,7 +272,6 @@ def check_rules(p: Program, seed: int = 0, steps: int = 6, per_rule: int = 2, bo
     if not walk:
         return ("no match",)
     _walk_replays(book, p.diagram, walk)
-    import napkin_cat as nc
     applied = ("applied",) * len(walk)     # one count per rule application
     if nc.equivalent(p.diagram, walk[-1][3].diagram, seed=seed):
         return ("walked", "equivalent") + applied
@@ -308,7 +303,6 @@ def algorithm(p: Program, seed: int = 0):
     axis, half the time along one partitioned already (nested groups, a stream inside a group of its axis,
     sub-loops); every tile ragged where its axis allows, drawn outermost first (an inner tile cuts its outer
     one).  Its sizes are the program's plus the tiles' (``tile_0``, ``tile_1``, …)."""
-    import napkin_cat as nc
     rng = np.random.default_rng([seed, p.seed, 1])
     alg = nc.kernel(p.diagram, level=1)
     names, done = _names(p.diagram), []
@@ -368,8 +362,6 @@ def partitioned(alg, sizes: dict) -> tuple:
 def check_plan(p: Program, seed: int = 0):
     """Outcomes: ``"planned"``, ``"run"``, ``"counted"`` and what :func:`partitioned` says, or the typed
     refusal of ``nc.plan``."""
-    import napkin_cat as nc
-    from napkin_cat.cost.numeric import at
     try:
         alg, sizes = algorithm(p, seed)
     except NapkinError as e:
@@ -397,7 +389,7 @@ def check_plan(p: Program, seed: int = 0):
             raise CheckFailed(f"the plan's {how} vs nc.evaluate: {why}",
                               head + f"print(nc.plan(alg, tiled){line}, nc.evaluate(diagram, *xs, sizes=sizes))")
     counted = results["run"][1]
-    c = at(alg, sizes)
+    c = numeric.at(alg, sizes)
     for what, ran, costed in (("transfers", counted.transfers, c.H), ("flops", counted.flops, c.flops),
                               ("peak", counted.peak, {l: m for l, m in c.M.items() if l > 0})):
         if ran != costed:
@@ -410,7 +402,6 @@ def check_plan(p: Program, seed: int = 0):
 def check_c(p: Program, seed: int = 0):
     """Outcomes: ``"compiled"`` and ``"run"``, or the typed refusal of ``nc.plan`` or of the C backend (no
     compiler: ``"refused: ToolNotFoundError"``)."""
-    import napkin_cat as nc
     try:
         alg, sizes = algorithm(p, seed)
         plan = nc.plan(alg, sizes)
@@ -441,7 +432,6 @@ def check_derive(p: Program, seed: int = 0, memory: int | None = None):
     algorithm at its tiles), or the typed refusal of ``nc.derive``.  ``memory``: the memory to derive at (default
     one drawn from ``2^3 … 2^11``).  A :class:`~napkin_cat.errors.ConstructionError` is a failure, not a refusal:
     the rule book could not make what the search chose."""
-    import napkin_cat as nc
     rng = np.random.default_rng([seed, p.seed, 2])
     drawn = int(2 ** rng.integers(3, 12))
     memory = drawn if memory is None else memory

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import napkin_cat as nc
 from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.builder import Builder
@@ -113,8 +114,7 @@ class Program:
 
 def eval_source(source: str) -> Diagram:
     """The diagram a program's :attr:`Program.source` builds."""
-    import napkin_cat as nc   # the source names the public API
-    scope = {"nc": nc, "np": np}
+    scope = {"nc": nc, "np": np}   # the source names the public API
     exec(source, scope)    # noqa: S102 (the library's own generated source)
     return scope["diagram"]
 

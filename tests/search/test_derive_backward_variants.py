@@ -15,7 +15,7 @@ import os
 import pytest
 
 import napkin_cat as nc
-from napkin_cat.library.sizing import _Sized
+from napkin_cat.library.sizing import Sized
 from napkin_cat.syntax.builder import Builder
 
 from level0 import crosses, intermediates, kernels
@@ -25,7 +25,7 @@ N, D, M = 256, 32, 2 ** 13
 
 def elementwise_attention(name):
     """``name(Q Kᵀ) V``: an elementwise map in SoftMax's place (ReLU, sigmoid attention)."""
-    k = _Sized({"q": N, "x": N, "d": D})
+    k = Sized({"q": N, "x": N, "d": D})
     b = Builder(k.types("q d") @ k.types("x d") @ k.types("x d"))
     Q, K, V = b.inputs
     P = b(k.elementwise(name, "q x"), b(k.einsum("q d, x d -> q x"), Q, K))
@@ -34,7 +34,7 @@ def elementwise_attention(name):
 
 def bias_attention():
     """``SoftMax(Q Kᵀ + B) V`` with the bias B (q×x) an input: its gradient dB is the scores' gradient."""
-    k = _Sized({"q": N, "x": N, "d": D})
+    k = Sized({"q": N, "x": N, "d": D})
     b = Builder(k.types("q d") @ k.types("x d") @ k.types("x d") @ k.types("q x"))
     Q, K, V, B = b.inputs
     S = b(k.elementwise("add", "q x, q x -> q x"), b(k.einsum("q d, x d -> q x"), Q, K), B)

@@ -18,10 +18,12 @@ import os
 import time
 from dataclasses import dataclass
 
-from napkin_cat.cli.gallery.build import Result, code_fingerprint, compute, draw_files, file_names
-from napkin_cat.cli.gallery.examples import AXIS_SIZES, DEFAULT_SIZE, EXAMPLES, Example, example, examples
-from napkin_cat.cli.gallery.page import page, sections
+from napkin_cat.cli.gallery.build import Result, code_fingerprint, compute, draw_files, file_names, is_gallery_file
+from napkin_cat.cli.gallery.examples import AXIS_SIZES, DEFAULT_SIZE, EXAMPLES, Example, example, examples, sizes_of
+from napkin_cat.cli.gallery.page import page, section, sections
 from napkin_cat.errors import CLIError, NapkinError
+from napkin_cat.cli.commands import writable_folder
+from napkin_cat.cli.inputs import parse_memory, parse_sizes
 
 __all__ = ["build", "command", "compute", "code_fingerprint", "examples", "example", "Example", "EXAMPLES", "Result",
            "sections", "DEFAULT_MEMORY", "default_memories", "DEFAULT_SIZE", "AXIS_SIZES", "FORMATS"]
@@ -32,7 +34,6 @@ FORMATS = ("png", "svg")
 
 
 def default_memories() -> list:
-    from napkin_cat.cli.inputs import parse_memory
     return parse_memory(DEFAULT_MEMORY)
 
 
@@ -99,7 +100,6 @@ def build(out: str, *, markdown: str | None = None, only=None, sizes: dict | Non
 def _remove_old_entries(out: str, names: set) -> None:
     """Remove the folders of entries that are gone: only a folder holding nothing but gallery files."""
     import shutil
-    from napkin_cat.cli.gallery.build import is_gallery_file
     for name in sorted(os.listdir(out)):
         folder = os.path.join(out, name)
         if name in names or not os.path.isdir(folder):
@@ -111,7 +111,6 @@ def _remove_old_entries(out: str, names: set) -> None:
 
 def section_of(name: str, *, out: str, markdown: str, memories=None, sizes: dict | None = None) -> str:
     """One entry's section as :func:`build` would write it into ``markdown`` (nothing is drawn or written)."""
-    from napkin_cat.cli.gallery.page import section
     r = compute(example(name), memories=memories or default_memories(), sizes=sizes)
     fmt = "png"
     return section(r, file_names(r, os.path.join(out, name), fmt), os.path.dirname(os.path.abspath(markdown)))
@@ -119,15 +118,12 @@ def section_of(name: str, *, out: str, markdown: str, memories=None, sizes: dict
 
 def command(args) -> int:
     """``napkin gallery``: build the gallery; print one line per entry and the time (or JSON)."""
-    from napkin_cat.cli.commands import _writable
-    from napkin_cat.cli.inputs import parse_memory, parse_sizes
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     if only is not None:
         for n in only:
             example(n)                        # an unknown name is refused before anything is computed
     sizes = parse_sizes(args.sizes)
     if sizes:
-        from napkin_cat.cli.gallery.examples import sizes_of
         axes = {a for e in (only and [example(n) for n in only] or examples()) for a in sizes_of(e, e.build())}
         unknown = sorted(set(sizes) - axes)
         if unknown:
@@ -139,9 +135,9 @@ def command(args) -> int:
                        "at least two memories)")
     if args.markdown and not args.markdown.endswith(".md"):
         raise CLIError(f"--markdown {args.markdown!r}: the page is a Markdown file (*.md)")
-    out = _writable(args.out)
+    out = writable_folder(args.out)
     if args.markdown:
-        _writable(os.path.dirname(os.path.abspath(args.markdown)))
+        writable_folder(os.path.dirname(os.path.abspath(args.markdown)))
     shown = ["napkin gallery --out", args.out] + (["--memory", args.memory] if args.memory != DEFAULT_MEMORY else [])
     shown += (["--sizes", args.sizes] if args.sizes else []) + (["--format", args.format] if args.format != "png"
                                                                  else [])

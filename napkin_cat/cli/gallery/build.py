@@ -36,6 +36,13 @@ from pathlib import Path
 
 from napkin_cat.algorithms.accumulators import PLUGIN_GROUPS
 from napkin_cat.errors import CLIError, MemoryLimitError, NapkinError
+from napkin_cat.cli.commands import row_text
+from napkin_cat.cli.gallery.examples import sizes_of
+from napkin_cat.io.serial import dumps
+from napkin_cat.plan.program import plan, render
+from napkin_cat.render.curves import plot_derivation
+from napkin_cat.render.draw import draw
+from napkin_cat.search import derive
 
 #: bump when what a section says changes without its inputs changing (the fingerprint covers it)
 FORMAT = 1
@@ -81,7 +88,6 @@ class Result:
 
 def fingerprint(example, diagram, sizes: dict, memories: list) -> str:
     """A hash of what an entry is computed from: the diagram (its JSON), its sizes, the memories, :data:`FORMAT`."""
-    from napkin_cat.io.serial import dumps
     blob = json.dumps({"diagram": dumps(diagram), "sizes": sizes, "memories": memories, "code": example.code,
                        "about": example.about, "options": example.options,
                        "format": FORMAT}, sort_keys=True)
@@ -164,7 +170,6 @@ def code_fingerprint() -> dict:
 
 def _derive(diagram, memories: list, sizes: dict, options=None):
     """``(derivation, memories that fit, smallest memory that works or None)``."""
-    from napkin_cat.search import derive
     try:
         return derive(diagram, memory=memories, sizes=sizes, **(options or {})), memories, None
     except MemoryLimitError as e:
@@ -177,7 +182,6 @@ def _derive(diagram, memories: list, sizes: dict, options=None):
 
 
 def _pseudocode(regime, sizes: dict) -> str:
-    from napkin_cat.plan.program import plan, render
     try:
         return render(plan(regime.diagram, {**sizes, **{k: int(v) for k, v in regime.tiles.items()}}))
     except NapkinError as e:
@@ -191,8 +195,6 @@ def _label(k: int) -> str:
 def compute(example, *, memories: list, sizes: dict | None = None) -> Result:
     """Derive ``example`` at every memory of ``memories`` (a list of ints) and ``sizes`` (default: the
     entry's, :func:`.examples.sizes_of`); group the winners into ranges; plan each range's first memory."""
-    from napkin_cat.cli.commands import _row_text
-    from napkin_cat.cli.gallery.examples import sizes_of
     start = time.perf_counter()
     diagram = example.build()
     sizes = sizes_of(example, diagram, sizes)
@@ -200,7 +202,7 @@ def compute(example, *, memories: list, sizes: dict | None = None) -> Result:
     unfused = dict(r.candidates).get("unfused", {})
     rows, ranges, current = [], [], None
     for g in r.regimes:
-        _, H, ratio, describe, tiles = _row_text(g)
+        _, H, ratio, describe, tiles = row_text(g)
         key = (g.variant.kind, describe)
         if current is None or current[0] != key:
             current = [key, g.memory, g.memory, g]
@@ -223,8 +225,6 @@ def compute(example, *, memories: list, sizes: dict | None = None) -> Result:
 def draw_files(result: Result, folder: str, fmt: str = "png") -> dict:
     """Draw the entry's pictures into ``folder``: the diagram as written, the derived algorithm at the headline
     memory, the curves; write each range's pseudocode.  Returns ``{role: path}``."""
-    from napkin_cat.render.curves import plot_derivation
-    from napkin_cat.render.draw import draw
     os.makedirs(folder, exist_ok=True)
     paths = file_names(result, folder, fmt)
     for name in os.listdir(folder):          # a previous build's files that this one does not write
