@@ -10,12 +10,12 @@ its storage.  Two places use the law, and every functor (cost columns, plan, run
 * a form's **finish** ``state → outputs``: an output overwrites a state value of its shape that the
   operation making it reads last (the online softmax's ``O = o / z`` divides ``o`` where it lies,
   so ``o`` and ``O`` are never held together; :func:`finish_in_place`);
-* in a step, a **sum accumulated in place**: a value ``t`` made by an op whose kind accumulates with the
-  sum monoid (a contraction), read by one op ``f`` only, at a position ``f``'s kind declares an addend
-  (``f(…, t) = rest(…) + t``), where ``f``'s output overwrites a state value in place, is never stored:
-  the state is first set to ``rest(…)`` in place, then ``t`` is accumulated into it (the online softmax's
-  ``o' = fma(o, δ, P·V)`` runs as ``o ← o·δ; o += P·V``, the mma with C of FlashAttention's kernels;
-  :func:`accumulated_addends`).
+* in a step, a **sum accumulated in place**: a value ``t`` made by an op whose kind's accumulator merges
+  with ``add`` (``Accumulator.merge``: a contraction, a sum), read by one op ``f`` only, at a position
+  ``f``'s kind declares an addend (``f(…, t) = rest(…) + t``), where ``f``'s output overwrites a state
+  value in place, is never stored: the state is first set to ``rest(…)`` in place, then ``t`` is
+  accumulated into it (the online softmax's ``o' = fma(o, δ, P·V)`` runs as ``o ← o·δ; o += P·V``, the
+  mma with C of FlashAttention's kernels; :func:`accumulated_addends`).
 
 >>> import napkin_cat as nc
 >>> from napkin_cat.algorithms.streaming import analyse
@@ -94,7 +94,8 @@ def _kind(box):
 def accumulated_addends(step: Diagram, n_state: int) -> list:
     """The sums of a step diagram accumulated straight into the state (the law in the module docstring).
 
-    ``t`` (the one output of an op whose kind's accumulator is the sum monoid) qualifies when it is read
+    ``t`` (the one output of an op whose kind's accumulator merges two states by ``add``: a sum, which may
+    start from the ``rest`` already in the state instead of its identity 0) qualifies when it is read
     once, by an op ``f`` with one output, at an addend position of ``f``'s kind; ``f``'s output is new state
     ``j`` written over the old one (:func:`step_in_place`); ``t``'s maker reads no old state (it runs
     later, when the state is being overwritten), and ``t`` is not itself an output of the step; one sum
@@ -108,7 +109,7 @@ def accumulated_addends(step: Diagram, n_state: int) -> list:
     out = []
     for m, (box, ins, outs) in enumerate(ops):
         kind = _kind(box)
-        if kind is None or kind.accumulator is None or kind.accumulator.name != "sum" or len(outs) != 1:
+        if kind is None or kind.accumulator is None or kind.accumulator.merge != "add" or len(outs) != 1:
             continue
         (t,) = outs
         if t in cod or len(uses.get(t, ())) != 1:

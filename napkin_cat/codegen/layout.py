@@ -27,19 +27,10 @@ import sympy
 from napkin_cat.plan.ir import Compute, access, reads, walk
 from napkin_cat.plan.liveness import columns as live_columns
 from napkin_cat.syntax.dtype import as_dtype
-from napkin_cat.syntax.ops import ELEMENTWISE
+from napkin_cat.syntax.primitive import kind_of
 
 #: first-fit restarts from random orders when no fixed order reaches the columns' bound
 RESTARTS = 200
-
-
-#: kinds whose output element e reads element e of a same-shaped input and nothing else of it (elementwise
-#: maps, casts, renames), or whose rows are read and written by one thread (the SoftMax family): an output
-#: may take exactly the bytes of such an input and be written in place, where its axes are the input's in
-#: the same order (a map may also permute: ``S a n -> n a S`` reads element e from elsewhere)
-IN_PLACE = frozenset(ELEMENTWISE) | {"cast", "rename", "softmax", "softmax_aux", "softmax_unscaled"}
-#: kinds that keep every axis's position and only rename some (their axis names differ by construction)
-RENAMING = frozenset({"rename"})
 
 
 def reads_writes(stmt) -> tuple[tuple, tuple]:
@@ -49,14 +40,18 @@ def reads_writes(stmt) -> tuple[tuple, tuple]:
 
 
 def _in_place(stmt, out, src, variables) -> bool:
-    """Whether ``out`` may be written over exactly the bytes of ``src`` while ``stmt`` runs."""
+    """Whether ``out`` may be written over exactly the bytes of ``src`` while ``stmt`` runs: a copy, or a
+    statement whose kind's record says so (``Kind.in_place``: element e of the output reads element e of the
+    input; ``Kind.renames``: the axes keep their positions under new names), where the output's axes are the
+    input's in the same order (a map may also permute: ``S a n -> n a S`` reads element e from elsewhere)."""
     if out.var == src.var:
         return out == src
-    kind = stmt.kind if isinstance(stmt, Compute) else "copy"
+    kind = kind_of(stmt.kind) if isinstance(stmt, Compute) else None
+    may, renames = (True, False) if kind is None else (kind.in_place, kind.renames)
     a, b = variables[out.var], variables[src.var]
     same_place = tuple(e for _, e in a.shape) == tuple(e for _, e in b.shape) and \
-        (kind in RENAMING or tuple(n for n, _ in a.shape) == tuple(n for n, _ in b.shape))
-    return (kind in IN_PLACE or kind == "copy") and out.whole and src.whole and same_place and a.dtype == b.dtype
+        (renames or tuple(n for n, _ in a.shape) == tuple(n for n, _ in b.shape))
+    return may and out.whole and src.whole and same_place and a.dtype == b.dtype
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ CHAR = 0.2        # width of one label character at 9pt, in diagram units
 BLACK, WHITE, GREY = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), (0.45, 0.45, 0.45)
 LEVEL_COLORS = {0: BLACK, 1: (0.96, 0.65, 0.14), 2: (0.49, 0.83, 0.13), 3: (0.29, 0.56, 0.89)}
 PALETTE = [(0.58, 0.40, 0.74), (0.84, 0.15, 0.16), (0.09, 0.75, 0.81), (0.55, 0.34, 0.29)]
-SYMBOLS = {"add": "+", "sub": "−", "mul": "×", "div": "÷", "sum": "Σ"}
 
 
 def level_color(level: int) -> tuple:
@@ -44,16 +43,12 @@ def size_label(size) -> tuple[str, str | None]:
 
 
 def box_text(box) -> str:
-    """The text inside a box's pictogram: a symbol (``+``, ``Σ``), a cast's target, a rename's axes."""
-    spec = box.data
-    kind = spec.kind[len("reduce_"):] if spec.kind.startswith("reduce_") else spec.kind
-    if box.name != kind_of(spec.kind).label:
-        return box.name
-    if kind in SYMBOLS:
-        return SYMBOLS[kind]
-    if kind == "cast":
-        return f"→{spec.param('dtype')}"
-    if kind == "rename":
-        a, b = box.dom.inside[0].names, box.cod.inside[0].names
-        return f"{' '.join(n for n in a if n not in b)}→{' '.join(n for n in b if n not in a)}"
-    return box.name
+    """The text inside a box's pictogram: a box given its own name shows it, any other its kind's symbol
+    (``Kind.symbol``: ``+``, ``Σ``, a cast's target, a rename's axes), else its name.
+
+    >>> import napkin_cat as nc
+    >>> [box_text(nc.elementwise(k, "n").boxes[0]) for k in ("mul", "exp")], box_text(nc.reduce("sum", "n ->").boxes[0])
+    (['×', 'exp'], 'Σ')
+    """
+    kind = kind_of(box.data.kind)
+    return box.name if box.name != kind.label else kind.drawn(box)

@@ -26,7 +26,7 @@ from napkin_cat.syntax.axis import MAX_AXES, Axis, check_name, resolve
 from napkin_cat.syntax.dtype import FP32, as_dtype
 from napkin_cat.errors import AxisError, SignatureError, UnknownPrimitiveError
 from napkin_cat.syntax.ops import ARITY, ELEMENTWISE, REDUCTIONS
-from napkin_cat.syntax.primitive import KINDS, Weave
+from napkin_cat.syntax.primitive import KINDS, Weave, kind_of
 from napkin_cat.syntax.weave import build_box
 
 _TOKEN = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
@@ -238,7 +238,7 @@ def elementwise(name: str, signature: str, *, const=None, level: int = 0, dtype=
                                      f"{outs[0]}; elementwise maps keep every axis (use reduce to drop one)")
     sig = ", ".join(spell(names) for names in ins) + " -> " + spell(outs[0])
     params = {}
-    if name in ("scale", "shift"):
+    if "c" in kind_of(name).requires:            # const= gives the parameter c the kind's record requires
         if const is None:
             raise SignatureError(f"elementwise {name!r} needs const=<number>")
         params["c"] = _number(const, f"the const of elementwise {name!r}")

@@ -22,7 +22,9 @@ cast               R:fp32 → R:fp16 …        general 1           —
 Each declaration carries the kind's other parts with it: its vector-Jacobian product
 (:mod:`napkin_cat.syntax.vjp`), its interval image (:mod:`napkin_cat.syntax.interval`) and its constant
 rule (``constant(box, c)``: the output's one value when the inputs are the constants ``c``), each where
-the kind has one.
+the kind has one; whether a kernel may write its output over an input (``in_place``: the maps, casts,
+renames and the SoftMax family), the symbol drawn in its box (``+``, ``Σ``, a cast's ``→fp16``) and the
+parameters a box of it must carry (``requires``: ``scale``'s and ``shift``'s ``c``).
 
 >>> import numpy as np
 >>> from napkin_cat.syntax.primitive import kind_of, Core
@@ -215,7 +217,7 @@ def _softmax_vjp(ctx, box, ins, outs, ybar):
 
 
 declare("softmax", _softmax_impl, flops=_softmax_flops, check=_softmax_check, label="SoftMax",
-        shape="triangle", forms=structured("softmax"),
+        shape="triangle", forms=structured("softmax"), in_place=True,
         doc="SoftMax with inverse temperature β: y = exp(βx − μ)/Σ exp(βx − μ).", vjp=_softmax_vjp)
 
 
@@ -269,11 +271,11 @@ def _online_flops(divides: bool):
 
 
 declare("softmax_aux", _aux_impl, flops=_online_flops(divides=True), check=_aux_check("softmax_aux"),
-        label="SoftMax₀", shape="triangle", forms=structured("online_softmax", normalised=True),
+        label="SoftMax₀", shape="triangle", forms=structured("online_softmax", normalised=True), in_place=True,
         doc="Auxiliary SoftMax (Table 4): returns y = s/z with (μ, δz′, z); prior y′ ← y′·δz′/z.")
 declare("softmax_unscaled", _unscaled_impl, flops=_online_flops(divides=False),
         check=_aux_check("softmax_unscaled"),
-        label="SoftMax₁", shape="triangle", forms=structured("online_softmax"),
+        label="SoftMax₁", shape="triangle", forms=structured("online_softmax"), in_place=True,
         doc="Unscaled SoftMax (Table 4): returns s with (μ, δ, z); prior y′ ← y′·δ, tail y ← y/z.")
 
 # --------------------------------------------------------------------------- elementwise maps
@@ -376,12 +378,12 @@ UNARY = {
                dict(forms=printed("({0} * {0})", "({0} * {0})"),
                     vjp=pointwise(lambda ctx, box, xi, yo: ctx.const("scale", ctx.x(xi), 2)))),
     "scale": (lambda x, c: c.value(c.params.get("c", 1)) * x, "general",
-              dict(forms=printed("({c} * {0})", "({c} * {0})", defaults={"c": 1.0}),
+              dict(forms=printed("({c} * {0})", "({c} * {0})", defaults={"c": 1.0}), requires=("c",),
                    vjp=linear(lambda ctx, box, yb, xi: ctx.const("scale", yb, box.data.param("c", 1))),
                    interval=lambda ins, box, tile_of: iv.scaled(ins[0], box.data.param("c", 1)),
                    constant=_scale_constant)),
     "shift": (lambda x, c: x + c.value(c.params.get("c", 0)), "general",
-              dict(forms=printed("({0} + {c})", "({0} + {c})", defaults={"c": 0.0}),
+              dict(forms=printed("({0} + {c})", "({0} + {c})", defaults={"c": 0.0}), requires=("c",),
                    vjp=linear(lambda ctx, box, yb, xi: yb), interval=iv.increasing(lambda x, c=0: x + c),
                    constant=_shift_constant)),
     "step": (lambda x, c: np.greater(x, 0).astype(np.result_type(x, np.float32)), "general",  # Heaviside H(x)
@@ -404,18 +406,21 @@ def _picks(larger: bool):
 # name: (function(a, b), pipeline, its other parts)
 BINARY = {
     "add": (np.add, "general",
-            dict(forms=printed("({0} + {1})", "({0} + {1})"),
+            dict(forms=printed("({0} + {1})", "({0} + {1})"), symbol="+",
                  vjp=partials(lambda ctx, y, a, b: y, lambda ctx, y, a, b: y), interval=iv.image(iv.add),
                  constant=lambda box, c: _constant_sum(c))),
     "sub": (np.subtract, "general",
-            dict(forms=printed("({0} - {1})", "({0} - {1})"),
+            dict(forms=printed("({0} - {1})", "({0} - {1})"), symbol="−",
                  vjp=partials(lambda ctx, y, a, b: y, lambda ctx, y, a, b: ctx.ew("neg", y)), interval=iv.image(iv.sub),
                  constant=lambda box, c: _constant_sum([c[0], None if c[1] is None else -c[1]]))),
     "mul": (np.multiply, "general",
-            dict(forms=printed("({0} * {1})", "({0} * {1})"), vjp=partials(lambda ctx, y, a, b: on(ctx, "mul", y, y, b),
-                              lambda ctx, y, a, b: on(ctx, "mul", y, y, a)), constant=_zero_absorbs)),
+            dict(forms=printed("({0} * {1})", "({0} * {1})"), symbol="×",
+                 vjp=partials(lambda ctx, y, a, b: on(ctx, "mul", y, y, b),
+                              lambda ctx, y, a, b: on(ctx, "mul", y, y, a)),
+                 constant=_zero_absorbs)),
     "div": (np.divide, "general",
-            dict(forms=printed("({0} / {1})", "({0} / {1})"), vjp=partials(lambda ctx, y, a, b: on(ctx, "div", y, y, b),
+            dict(forms=printed("({0} / {1})", "({0} / {1})"), symbol="÷",
+                 vjp=partials(lambda ctx, y, a, b: on(ctx, "div", y, y, b),
                               lambda ctx, y, a, b: ctx.ew("neg", on(ctx, "div", y, on(ctx, "mul", y, y, a),
                                                                     on(ctx, "mul", y, b, b)))))),
     "max": (np.maximum, "general",
@@ -463,21 +468,21 @@ def _elementwise_check(name, arity):
 def _unary_kind(name, fn, pipeline, parts):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], core)],
             flops=(lambda core, p=pipeline: {p: 1} if p else {}),
-            check=_elementwise_check(name, 1), label=name, shape="circle",
+            check=_elementwise_check(name, 1), label=name, shape="circle", in_place=True,
             doc=f"Elementwise {name} on items.", **parts)
 
 
 def _binary_kind(name, fn, pipeline, parts):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], xs[1])],
             flops=lambda core, p=pipeline: {p: 1},
-            check=_elementwise_check(name, 2), label=name, shape="circle",
+            check=_elementwise_check(name, 2), label=name, shape="circle", in_place=True,
             doc=f"Elementwise {name} of two items.", addends=ADDENDS.get(name, ()), **parts)
 
 
 def _ternary_kind(name, fn, pipeline, flops, parts):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], xs[1], xs[2])],
             flops=lambda core, p=pipeline, n=flops: {p: n},
-            check=_elementwise_check(name, 3), label=name, shape="circle",
+            check=_elementwise_check(name, 3), label=name, shape="circle", in_place=True,
             doc=f"Elementwise {name} of three items.", addends=ADDENDS.get(name, ()), **parts)
 
 
@@ -519,7 +524,8 @@ def _extremum_vjp(larger: bool):
 
 # name: (function, accumulator, its other parts)
 REDUCTIONS = {
-    "sum": (np.sum, SUM, dict(forms=structured("reduce", fold=SUM), vjp=_broadcast_back, constant=_zero_absorbs)),
+    "sum": (np.sum, SUM, dict(forms=structured("reduce", fold=SUM), vjp=_broadcast_back, constant=_zero_absorbs,
+                              symbol="Σ")),
     "max": (np.max, MAX, dict(forms=structured("reduce", fold=MAX),
                               vjp=_extremum_vjp(larger=True), constant=_all_equal(-INF))),
     "min": (np.min, MIN, dict(forms=structured("reduce", fold=MIN),
@@ -637,6 +643,7 @@ declare("save", lambda xs, core: [xs[0]], check=_item_check("save"), label="save
 declare("cast", lambda xs, core: [as_dtype(core.params["dtype"]).quantize(xs[0])],
         flops=lambda core: {"general": 1}, check=_item_check("cast"), label="cast", shape="circle",
         forms=printed("{0}", "{0}"),      # the store converts
+        in_place=True, symbol=lambda box: f"→{box.data.param('dtype')}", requires=("dtype",),
         doc="Convert between number formats (numpy: round to the target format).",
         vjp=_cast_vjp, interval=iv.image(iv.same), constant=_passes)
 
@@ -658,7 +665,13 @@ def _rename_vjp(ctx, box, ins, outs, ybar):
     return [ctx.b(back, yb)]
 
 
+def _rename_symbol(box):
+    """The axes renamed, old → new (``k→x``)."""
+    a, b = box.dom.inside[0].names, box.cod.inside[0].names
+    return f"{' '.join(n for n in a if n not in b)}→{' '.join(n for n in b if n not in a)}"
+
+
 declare("rename", lambda xs, core: [xs[0]], check=_rename_check, label="rename", shape="circle",
-        forms=structured("rename"),
+        forms=structured("rename"), in_place=True, renames=True, symbol=_rename_symbol,
         doc="Rename axes (a reindexing: same values, new axis names).",
         vjp=_rename_vjp, interval=iv.image(iv.same), constant=_passes)

@@ -194,9 +194,38 @@ differentiate it (nc.grad)
     interval: Callable | None = None  # (ins, box, tile_of) -> Interval | Truth | None (napkin_cat.syntax.interval)
     constant: Callable | None = None  # (box, constants of the inputs: None unknown) -> its constant or None
     forms: dict = field(default_factory=dict)  # backend (BACKENDS) -> its printed form: a Template or Structured
+    #: its output element e reads element e of a same-shaped input and nothing else of it (a map, a cast), or each
+    #: row is read and written by one thread (the SoftMax family): a kernel may write the output over that input
+    in_place: bool = False
+    #: it keeps every axis's position and renames some (``rename``): written in place although the names differ
+    renames: bool = False
+    #: the text drawn in its box (``+``, ``Σ``): a string, or ``symbol(box)`` where it depends on the box (a cast's
+    #: target format); None: the box's name
+    symbol: str | Callable | None = None
+    #: the parameters every box of it carries (``scale``'s ``c``): a box built without one is refused by name
+    requires: tuple = ()
 
     def __repr__(self):
         return f"Kind({self.name!r})"
+
+    def drawn(self, box) -> str:
+        """The text drawn inside ``box`` (a box of this kind): its symbol, else the box's name.
+
+        >>> import napkin_cat as nc
+        >>> [kind_of(k).drawn(nc.elementwise(k, "n").boxes[0]) for k in ("add", "exp")]
+        ['+', 'exp']
+        """
+        if self.symbol is None:
+            return box.name
+        return self.symbol if isinstance(self.symbol, str) else self.symbol(box)
+
+    def missing(self, params) -> list:
+        """The required parameters (:attr:`requires`) that ``params`` (names, or a mapping) does not give.
+
+        >>> kind_of("scale").missing({}), kind_of("scale").missing({"c": 2})
+        (['c'], [])
+        """
+        return [p for p in self.requires if p not in params]
 
     def part(self, name: str, *, default=REFUSE):
         """The part ``name`` (a key of :data:`PARTS`: ``vjp``, ``interval``, ``constant`` or a backend's form),
@@ -244,7 +273,8 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
             accumulator: Accumulator | None = None, labelled: Callable | None = None,
             label: str | None = None, shape: str = "box", doc: str = "", replace: bool = False,
             addends: tuple = (), vjp: Callable | None = None, interval: Callable | None = None,
-            constant: Callable | None = None, forms: dict | None = None) -> Kind:
+            constant: Callable | None = None, forms: dict | None = None, in_place: bool = False,
+            renames: bool = False, symbol: str | Callable | None = None, requires: tuple = ()) -> Kind:
     """Declare (register) a primitive kind; returns it.  Every part is a keyword argument:
 
     ``impl(xs, core)`` takes numpy arrays with leading batch dims and returns a
@@ -261,6 +291,11 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     ``"log1pf(expf({0}))"``) for an elementwise map, a :class:`~napkin_cat.syntax.printed.Structured` form naming
     the structure a kind that is not a map is printed by (:mod:`napkin_cat.syntax.printed`).  A part left out is
     refused by name by the layer that needs it (:meth:`Kind.part`).
+
+    ``in_place=True`` lets a kernel write its output over a same-shaped input it reads element by element (a
+    map; ``renames=True`` where it only renames axes); ``symbol`` the text drawn in its box (a string, or a
+    function of the box); ``requires`` the names of the parameters every box of it must be given
+    (``requires=("alpha",)``: ``nc.apply(name, …, params={"alpha": …})``; a box without one is refused by name).
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise SignatureError(f"a primitive kind is named by an identifier (such as 'gelu2'), got {name!r}")
@@ -277,11 +312,24 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
         if not isinstance(a, Addend) or a.position in a.operands:
             raise SignatureError(f"kind {name!r}: addends must be Addend(position, rest, operands) with the "
                                  f"position not among the rest's operands, got {a!r}")
+    for flag, value in (("in_place", in_place), ("renames", renames)):
+        if not isinstance(value, bool):
+            raise SignatureError(f"kind {name!r}: {flag} is True or False, got {value!r}")
+    if renames and not in_place:
+        raise SignatureError(f"kind {name!r}: a kind that renames axes is written in place: declare it with "
+                             f"in_place=True, renames=True")
+    if symbol is not None and not (isinstance(symbol, str) or callable(symbol)):
+        raise SignatureError(f"kind {name!r}: symbol is the text drawn in its box (a string, or a function of the "
+                             f"box), got {type(symbol).__name__} {symbol!r}")
+    if not isinstance(requires, (tuple, list)) or not all(isinstance(p, str) and p.isidentifier() for p in requires):
+        raise SignatureError(f"kind {name!r}: requires names its required parameters, a tuple of identifiers "
+                             f"such as ('alpha',), got {requires!r}")
     if name in KINDS and not replace:
         raise SignatureError(f"a primitive kind called {name!r} is already declared; "
                              "pass replace=True to redefine it")
     kind = Kind(name, impl, flops, check, accumulator, labelled, label or name, shape, doc, tuple(addends), vjp,
-                interval, constant, forms)
+                interval, constant, forms, in_place=in_place, renames=renames, symbol=symbol,
+                requires=tuple(requires))
     KINDS[name] = kind
     return kind
 

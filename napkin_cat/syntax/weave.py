@@ -22,7 +22,7 @@ import math
 
 from napkin_cat.syntax.adapter import Array, Box, Bubble, Diagram, Ty, from_layers, layers
 from napkin_cat.syntax.axis import Axis, resolve
-from napkin_cat.errors import WeaveError
+from napkin_cat.errors import SignatureError, WeaveError
 from napkin_cat.syntax.primitive import Core, Spec, Weave, kind_of
 from napkin_cat.syntax.wiring import retype, traverse
 
@@ -43,10 +43,16 @@ def build_box(kind: str, dom: list[Array], cod: list[Array], weaves: list[Weave]
               name: str | None = None) -> Box:
     """A primitive box with full arrays ``dom``/``cod`` and its weave list (innermost first).
 
-    Checks that every weave axis sits in every output and exactly in the inputs it
-    names, and the kind's item signature (an array names each axis once: :class:`Array` checks it).
+    Checks that the box carries every parameter its kind requires (``Kind.requires``), that every weave
+    axis sits in every output and exactly in the inputs it names, and the kind's item signature (an array
+    names each axis once: :class:`Array` checks it).
     """
     k = kind_of(kind)
+    missing = k.missing(params or {})
+    if missing:
+        raise SignatureError(f"a box of kind {kind!r} carries the parameter(s) {missing}, which were not given; "
+                             f"pass params={{{', '.join(repr(p) + ': …' for p in missing)}}} (it requires "
+                             f"{list(k.requires)})")
     # one NaN object for every NaN constant, so that a box equals itself rebuilt (NaN != NaN otherwise)
     params = tuple(sorted((key, math.nan if isinstance(v, float) and v != v else v)
                           for key, v in (params or {}).items()))

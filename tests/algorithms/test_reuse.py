@@ -1,5 +1,6 @@
 """The storage-reuse law of a step: a sum read once at an addend of an op writing the state in place is
 accumulated into the state, never stored (napkin_cat.algorithms.reuse)."""
+import numpy as np
 import pytest
 import sympy
 
@@ -43,3 +44,26 @@ def test_no_column_holds_o_and_the_product_together():
     terms = m.args if isinstance(m, sympy.Max) else (m,)
     assert 3 * d * g + 3 * g not in terms
     assert all(sympy.Poly(t, d).coeff_monomial(d).coeff(g) <= 2 for t in terms)
+
+
+def test_a_users_sum_is_accumulated_as_the_built_in_sum_is(scratch_kinds):
+    """The law reads the accumulator's record: one whose two states merge by ``add`` (whatever its name) starts
+    from the rest already in the state, as ``reduce_sum`` does in the step ``o' = o + Σₓ chunk``; one that merges
+    otherwise (a product) or says nothing (no ``merge``) is stored."""
+    def zeros(shape, dtype=float):
+        return np.zeros(shape, dtype)
+
+    for name, acc in (("total", nc.Accumulator("total", zeros, np.add, merge="add")),
+                      ("prod", nc.Accumulator("prod", lambda shape, dtype=float: np.ones(shape, dtype), np.multiply,
+                                              merge="mul")),
+                      ("unsaid", nc.Accumulator("sum", zeros, np.add))):
+        declare(f"reduce_{name}", lambda xs, core: [np.sum(xs[0], axis=-1)], accumulator=acc)
+
+    def step(reduction):
+        return nc.Id(nc.types("q")) @ reduction >> nc.elementwise("add", "q, q -> q")
+
+    (builtin,) = accumulated_addends(step(nc.reduce("sum", "q x -> q")), 1)
+    assert (builtin.maker, builtin.consumer, builtin.addend, builtin.state) == (0, 1, Addend(1, "id", (0,)), 0)
+    assert accumulated_addends(step(nc.apply("reduce_total", "q x -> q")), 1) == [builtin]
+    for name in ("prod", "unsaid"):
+        assert accumulated_addends(step(nc.apply(f"reduce_{name}", "q x -> q")), 1) == []

@@ -224,6 +224,23 @@ def test_pictograms_by_kind():
     assert {"−", "×", "+", "mean", "rsqrt"} <= texts
 
 
+def test_a_users_kind_draws_the_symbol_its_record_declares(scratch_kinds):
+    """``symbol=`` a text, or a function of the box (a parameter shown); none: the box's name; a box given its own
+    name shows that name.  Drawn in the layout (what every backend draws) and in TikZ."""
+    nc.declare("hadamard", lambda xs, core: [xs[0] * xs[1]], symbol="⊙")
+    nc.declare("leaky", lambda xs, core: [xs[0]], symbol=lambda box: f"α={box.data.param('alpha')}")
+    nc.declare("plain", lambda xs, core: [xs[0]])
+    d = (nc.apply("hadamard", "n, n -> n") >> nc.apply("leaky", "n -> n", params={"alpha": 0.1})
+         >> nc.apply("plain", "n -> n"))
+    assert [t.text for t in layout(d).labels("box")] == ["⊙", "α=0.1", "plain"]
+    assert [t.text for t in layout(nc.apply("hadamard", "n, n -> n", name="H")).labels("box")] == ["H"]
+    tex = to_tikz(d)
+    assert "{\\texttt{[U+2299]}};  % box" in tex and "{$\\alpha$=0.1};  % box" in tex
+    with pytest.raises(nc.SignatureError, match=r"kind 'boxed': symbol is the text drawn in its box \(a string, or a "
+                                                r"function of the box\), got int 7"):
+        nc.declare("boxed", lambda xs, core: [xs[0]], symbol=7)
+
+
 def test_weave_passes_over_the_triangle_and_core_wire_enters_it():
     lay = layout(nc.softmax("q x", over="x"))
     (tri,) = lay.shapes("triangle")

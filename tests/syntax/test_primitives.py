@@ -383,6 +383,34 @@ def test_user_declared_primitive_end_to_end(scratch_kinds, helpers, rng):
         nc.apply("cumsum", "q x -> q")
 
 
+def test_a_kind_requires_its_parameters_by_name(scratch_kinds, rng):
+    """``requires=`` in the record: a box built without one of them is refused naming the kind and the parameter,
+    whichever constructor builds it; the built-ins' (scale's c, cast's dtype) are read from the same record."""
+    nc.declare("leaky", lambda xs, core: [np.where(xs[0] > 0, xs[0], core.value(core.params["alpha"]) * xs[0])],
+               flops=lambda core: {"general": 2}, requires=("alpha",))
+    for params in (None, {"beta": 0.1}):
+        with pytest.raises(nc.SignatureError, match=r"a box of kind 'leaky' carries the parameter\(s\) \['alpha'\], "
+                                                    r"which were not given; pass params=\{'alpha': …\} \(it requires "
+                                                    r"\['alpha'\]\)"):
+            nc.apply("leaky", "n -> n", params=params)
+    X = rng.normal(size=6)
+    np.testing.assert_allclose(nc.evaluate(nc.apply("leaky", "n -> n", params={"alpha": 0.1}), X),
+                               np.where(X > 0, X, 0.1 * X))
+    with pytest.raises(nc.SignatureError, match=r"a box of kind 'scale' carries the parameter\(s\) \['c'\]"):
+        nc.apply("scale", "n -> n")
+    with pytest.raises(nc.SignatureError, match=r"a box of kind 'cast' carries the parameter\(s\) \['dtype'\]"):
+        nc.apply("cast", "n -> n")
+    with pytest.raises(nc.SignatureError, match=r"elementwise 'shift' needs const=<number>"):
+        nc.elementwise("shift", "n")
+    with pytest.raises(nc.SignatureError, match=r"elementwise 'exp' takes no const"):
+        nc.elementwise("exp", "n", const=2)
+    assert {k for k in KINDS if kind_of(k).requires} == {"leaky", "scale", "shift", "cast"}
+    for bad in ("alpha", ("alpha", 3)):
+        with pytest.raises(nc.SignatureError, match=r"kind 'bad': requires names its required parameters, a tuple "
+                                                    r"of identifiers such as \('alpha',\)"):
+            nc.declare("bad", lambda xs, core: [xs[0]], requires=bad)
+
+
 def test_user_primitive_name_clash_and_replace(scratch_kinds):
     nc.declare("twice", lambda xs, core: [2 * xs[0]], flops=lambda core: {"general": 1})
     with pytest.raises(nc.SignatureError, match=r"'twice' is already declared; pass replace=True"):
