@@ -25,7 +25,7 @@ from napkin_cat.syntax.adapter import Array, Diagram, Ty
 from napkin_cat.syntax.axis import MAX_AXES, Axis, check_name, resolve
 from napkin_cat.syntax.dtype import FP32, as_dtype
 from napkin_cat.errors import AxisError, SignatureError, UnknownPrimitiveError
-from napkin_cat.syntax.ops import ARITY, ELEMENTWISE, REDUCTIONS
+from napkin_cat.syntax.ops import REDUCTIONS
 from napkin_cat.syntax.primitive import KINDS, Weave, kind_of
 from napkin_cat.syntax.weave import build_box
 
@@ -219,9 +219,11 @@ def elementwise(name: str, signature: str, *, const=None, level: int = 0, dtype=
     Ty(Array(q×d), Array(d))
     """
     sizes = _merge_sizes('elementwise', sizes, more, _names(signature), const=(const, None))
-    if name not in ELEMENTWISE:
-        raise UnknownPrimitiveError(f"unknown elementwise map {name!r}; legal names are {ELEMENTWISE}")
-    arity = ARITY[name]
+    maps = sorted(k for k, kind in KINDS.items() if kind.arity is not None)   # the built-in ones and a user's
+    if name not in maps:
+        raise UnknownPrimitiveError(f"unknown elementwise map {name!r}; legal names are {maps} (a kind of your own "
+                                    f"is one when declared with arity=…)")
+    arity = kind_of(name).arity
     ins, outs = parse(signature)
     if outs is None:
         ins = [list(ins[0])] * arity if len(ins) == 1 else ins

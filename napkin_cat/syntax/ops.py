@@ -468,21 +468,21 @@ def _elementwise_check(name, arity):
 def _unary_kind(name, fn, pipeline, parts):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], core)],
             flops=(lambda core, p=pipeline: {p: 1} if p else {}),
-            check=_elementwise_check(name, 1), label=name, shape="circle", in_place=True,
+            check=_elementwise_check(name, 1), label=name, shape="circle", arity=1, in_place=True,
             doc=f"Elementwise {name} on items.", **parts)
 
 
 def _binary_kind(name, fn, pipeline, parts):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], xs[1])],
             flops=lambda core, p=pipeline: {p: 1},
-            check=_elementwise_check(name, 2), label=name, shape="circle", in_place=True,
+            check=_elementwise_check(name, 2), label=name, shape="circle", arity=2, in_place=True,
             doc=f"Elementwise {name} of two items.", addends=ADDENDS.get(name, ()), **parts)
 
 
 def _ternary_kind(name, fn, pipeline, flops, parts):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], xs[1], xs[2])],
             flops=lambda core, p=pipeline, n=flops: {p: n},
-            check=_elementwise_check(name, 3), label=name, shape="circle", in_place=True,
+            check=_elementwise_check(name, 3), label=name, shape="circle", arity=3, in_place=True,
             doc=f"Elementwise {name} of three items.", addends=ADDENDS.get(name, ()), **parts)
 
 

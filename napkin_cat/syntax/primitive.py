@@ -204,6 +204,9 @@ differentiate it (nc.grad)
     symbol: str | Callable | None = None
     #: the parameters every box of it carries (``scale``'s ``c``): a box built without one is refused by name
     requires: tuple = ()
+    #: an elementwise map's number of operands (``nc.elementwise`` builds a map of it, broadcasting through its
+    #: signature); None: not a map ``nc.elementwise`` builds
+    arity: int | None = None
 
     def __repr__(self):
         return f"Kind({self.name!r})"
@@ -274,7 +277,8 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
             label: str | None = None, shape: str = "box", doc: str = "", replace: bool = False,
             addends: tuple = (), vjp: Callable | None = None, interval: Callable | None = None,
             constant: Callable | None = None, forms: dict | None = None, in_place: bool = False,
-            renames: bool = False, symbol: str | Callable | None = None, requires: tuple = ()) -> Kind:
+            renames: bool = False, symbol: str | Callable | None = None, requires: tuple = (),
+            arity: int | None = None) -> Kind:
     """Declare (register) a primitive kind; returns it.  Every part is a keyword argument:
 
     ``impl(xs, core)`` takes numpy arrays with leading batch dims and returns a
@@ -295,7 +299,8 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     ``in_place=True`` lets a kernel write its output over a same-shaped input it reads element by element (a
     map; ``renames=True`` where it only renames axes); ``symbol`` the text drawn in its box (a string, or a
     function of the box); ``requires`` the names of the parameters every box of it must be given
-    (``requires=("alpha",)``: ``nc.apply(name, …, params={"alpha": …})``; a box without one is refused by name).
+    (``requires=("alpha",)``: ``nc.apply(name, …, params={"alpha": …})``; a box without one is refused by name);
+    ``arity`` an elementwise map's number of operands (``nc.elementwise(name, "q x")`` then builds it).
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise SignatureError(f"a primitive kind is named by an identifier (such as 'gelu2'), got {name!r}")
@@ -324,12 +329,15 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     if not isinstance(requires, (tuple, list)) or not all(isinstance(p, str) and p.isidentifier() for p in requires):
         raise SignatureError(f"kind {name!r}: requires names its required parameters, a tuple of identifiers "
                              f"such as ('alpha',), got {requires!r}")
+    if arity is not None and (isinstance(arity, bool) or not isinstance(arity, int) or arity < 1):
+        raise SignatureError(f"kind {name!r}: arity is an elementwise map's number of operands, a positive int, "
+                             f"got {arity!r}")
     if name in KINDS and not replace:
         raise SignatureError(f"a primitive kind called {name!r} is already declared; "
                              "pass replace=True to redefine it")
     kind = Kind(name, impl, flops, check, accumulator, labelled, label or name, shape, doc, tuple(addends), vjp,
                 interval, constant, forms, in_place=in_place, renames=renames, symbol=symbol,
-                requires=tuple(requires))
+                requires=tuple(requires), arity=arity)
     KINDS[name] = kind
     return kind
 

@@ -417,3 +417,21 @@ def test_user_primitive_name_clash_and_replace(scratch_kinds):
         nc.declare("twice", lambda xs, core: [3 * xs[0]])
     nc.declare("twice", lambda xs, core: [3 * xs[0]], replace=True)
     np.testing.assert_array_equal(nc.evaluate(nc.apply("twice", "n"), np.ones(2)), [3.0, 3.0])
+
+
+def test_a_users_map_declared_with_its_arity_is_built_by_elementwise(scratch_kinds, rng):
+    """``nc.elementwise`` builds any kind whose record gives an arity (a user's two-operand map broadcasting a bias
+    through its signature), checked against numpy; a kind without one is refused by name, as a wrong count is."""
+    nc.declare("hypot2", lambda xs, core: [np.sqrt(xs[0] ** 2 + xs[1] ** 2)], flops=lambda core: {"general": 3},
+               arity=2, shape="circle")
+    f = nc.elementwise("hypot2", "q d, d -> q d")
+    x, b = rng.normal(size=(3, 4)), rng.normal(size=4)
+    np.testing.assert_allclose(nc.evaluate(f, x, b), np.hypot(x, b))
+    assert "hypot2" in str(pytest.raises(nc.errors.UnknownPrimitiveError, nc.elementwise, "nomap", "q").value)
+    nc.declare("nomap", lambda xs, core: [xs[0]])
+    with pytest.raises(nc.errors.UnknownPrimitiveError, match=r"unknown elementwise map 'nomap'.*arity="):
+        nc.elementwise("nomap", "q")
+    with pytest.raises(nc.errors.SignatureError, match=r"'hypot2' takes 2 input\(s\)"):
+        nc.elementwise("hypot2", "q, q, q -> q")
+    with pytest.raises(nc.errors.SignatureError, match="arity is an elementwise map's number of operands"):
+        nc.declare("bad_arity", lambda xs, core: [xs[0]], arity=0)
