@@ -148,6 +148,10 @@ class ConfigurationError(HardwareError, LoweringError):
     split tile, a scaling axis not grouped around the kernel, a value written on two levels."""
 
 
+class PathError(NapkinError, FileNotFoundError):
+    """A file asked to be written into a folder that does not exist (a drawing, a strip): named with the folder."""
+
+
 class CLIError(NapkinError):
     """A malformed command-line input (printed as one line; exit status 2)."""
 

@@ -23,7 +23,7 @@ import numpy as np
 import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
-from napkin_cat.errors import MemoryLimitError, ShapeError
+from napkin_cat.errors import LevelError, MemoryLimitError, ShapeError
 from napkin_cat.plan.expand import Expander
 from napkin_cat.plan.ir import PlanError, walk, GridLoop, StreamLoop
 from napkin_cat.plan.liveness import with_frees
@@ -231,6 +231,10 @@ def _check_memory(p: Plan, memory):
                 isinstance(lvl, bool) or not hasattr(lvl, "__index__") or lvl < 1:
             raise MemoryLimitError(f"memory= gives a capacity in values per level below global memory, such as "
                                    f"{{1: 65536}} or 65536 for level 1; got {lvl!r}: {cap!r}")
+        levels = sorted({v.level for v in p.variables if v.level >= 1})
+        if lvl not in levels:
+            raise LevelError(f"memory= gives a capacity for level {lvl}, which this plan holds nothing at: its levels "
+                             f"below global memory are {levels}; give capacities for those (or none)")
         used = p.peak.get(lvl, 0)
         if used > cap:
             big = sorted((v for v in p.variables if v.level == lvl),

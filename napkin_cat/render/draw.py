@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from napkin_cat.errors import NapkinError
+from napkin_cat.errors import NapkinError, PathError
 from napkin_cat.render.layout import Z_ORDER, Label, Line, Shape, layout
 from napkin_cat.render.tikz import to_tikz  # noqa: F401  (re-exported as nc.to_tikz)
 from napkin_cat.syntax.adapter import require_diagram
@@ -47,7 +47,24 @@ def _check_path(path) -> str:
     if ext not in EXTENSIONS:
         raise NapkinError(f"cannot draw to {str(path)!r}: the extension must be one of "
                           f"{', '.join(EXTENSIONS)}")
+    in_folder(path)
     return ext
+
+
+def in_folder(path) -> str:
+    """``path`` if the folder it names exists, else :class:`~napkin_cat.errors.PathError` naming that folder.
+
+    >>> in_folder("/no/such/folder/a.png")
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.PathError: cannot write '/no/such/folder/a.png': the folder '/no/such/folder' does not exist; \
+create it first
+    """
+    folder = os.path.dirname(os.path.abspath(str(path)))
+    if not os.path.isdir(folder):
+        raise PathError(f"cannot write {str(path)!r}: the folder {os.path.dirname(str(path))!r} does not exist; "
+                        f"create it first")
+    return str(path)
 
 
 def draw(diagram, path=None, *, figsize=None, dpi: int = 150, title: str | None = None):

@@ -20,7 +20,7 @@ import os
 import tempfile
 
 from napkin_cat.errors import NapkinError
-from napkin_cat.render.draw import EXTENSIONS, draw
+from napkin_cat.render.draw import EXTENSIONS, draw, in_folder
 from napkin_cat.render.layout import layout
 from napkin_cat.render.picture import Label, Layout, shifted
 from napkin_cat.render.style import CHAR
@@ -79,6 +79,8 @@ def draw_trace(trace: Trace, path: str) -> str:
     """One row per step: ``before  =rule⇒  after``, each side drawn by :func:`~napkin_cat.render.draw.draw`;
     a ``.tex`` path gets the standalone TikZ document of :func:`strip_tikz`."""
     ext = os.path.splitext(str(path))[1].lower()
+    if ext in EXTENSIONS + (".tex",):
+        in_folder(path)
     if ext == ".tex":
         with open(path, "w", encoding="ascii") as f:
             f.write(strip_tikz(trace, standalone=True))

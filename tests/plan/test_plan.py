@@ -148,6 +148,15 @@ def test_a_plan_over_a_levels_capacity_is_refused(flash):
         nc.plan(flash, sizes, memory={1: peak - 1})
 
 
+def test_a_capacity_for_a_level_the_plan_does_not_hold_is_refused_by_name(flash):
+    """A capacity for a level the plan holds nothing at (a typo, a level of another hierarchy) is not ignored."""
+    sizes = {"q": 8, "x": 8, "d": 4, "g_q": 4, "s_x": 2}
+    with pytest.raises(nc.LevelError, match=r"capacity for level 7, which this plan holds nothing at: its levels "
+                                            r"below global memory are \[1\]"):
+        nc.plan(flash, sizes, memory={1: 10 ** 6, 7: 100})
+    assert nc.plan(flash, sizes, memory={1: 10 ** 6}).peak[1] > 0
+
+
 def test_arrays_of_the_wrong_shape_are_named(flash):
     p = nc.plan(flash, {"q": 4, "x": 6, "d": 2, "g_q": 2, "s_x": 3})
     Q, K, V = np.ones((4, 2)), np.ones((6, 2)), np.ones((5, 2))

@@ -468,3 +468,21 @@ def test_a_gather_takes_its_index_on_a_dashed_wire():
     lay = layout(nc.library.cross_entropy())
     assert "gather" in [t.text for t in lay.labels("box")] and "LSE" in [t.text for t in lay.labels("box")]
     assert any(l.style == "dashed" and l.axis == "n" for l in lay.lines())
+
+
+def test_a_drawing_into_a_missing_folder_names_the_folder(tmp_path):
+    """nc.draw and a derivation's strip refuse a path whose folder does not exist, naming it (a typed error that is
+    also a FileNotFoundError), before anything is drawn; an existing folder still works."""
+    import napkin_cat as nc
+    from rewrites import SIMPLIFY
+    missing = tmp_path / "no" / "such"
+    strip = nc.rewrite(nc.elementwise("id", "q") >> nc.elementwise("exp", "q"), SIMPLIFY).trace
+    assert len(strip) == 1
+    for drawer in (lambda p: nc.draw(nc.library.matmul(), p), strip.draw):
+        for name in ("m.png", "m.svg"):
+            with pytest.raises(nc.errors.PathError, match=rf"the folder '{missing}' does not exist") as info:
+                drawer(str(missing / name))
+            assert isinstance(info.value, FileNotFoundError)
+    assert (tmp_path / "m.png").exists() is False
+    nc.draw(nc.library.matmul(), str(tmp_path / "m.png"))
+    assert (tmp_path / "m.png").stat().st_size > 0
