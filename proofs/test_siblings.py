@@ -17,7 +17,7 @@ from napkin_cat.errors import ObligationError
 from napkin_cat.rewriting import Rule, rewrite
 from rewrites import kernel_formation, shared_load, sibling_fusion
 from rewrites.partition import strip
-from rewrites.siblings import _two_products
+from rewrites.siblings import two_products
 
 proves = pytest.mark.proves
 n, e, f, g = (nc.symbol(a) for a in "nefg")
@@ -40,7 +40,7 @@ def test_sibling_fusion_is_sound():
 @proves("sibling_fusion")
 def test_two_products_of_one_input_load_it_once():
     """``(X·A, X·B)``: the join moves as much; shared, X is loaded once (n·e values less), nothing else changes."""
-    lhs = kernels(_two_products())
+    lhs = kernels(two_products())
     (m,) = sibling_fusion.matches(lhs)
     joined = sibling_fusion.apply(lhs, m)
     once = shared_load.apply(joined)
@@ -57,7 +57,7 @@ def test_two_products_of_one_input_load_it_once():
 def test_the_joined_plan_computes_both_and_counts_what_the_cost_says():
     """Grouped over n and streamed over e, the joined kernel's plan gives X·A and X·B (numpy) and moves what the
     cost functor says: X once, A and B once per group of rows, both results once."""
-    once = shared_load.apply(sibling_fusion.apply(kernels(_two_products())))
+    once = shared_load.apply(sibling_fusion.apply(kernels(two_products())))
     algorithm = nc.group(nc.stream(once, "e", "s_e"), "n", "g_n")
     sizes = {"n": 9, "e": 4, "f": 5, "g": 3, "s_e": 2, "g_n": 3}
     rng = np.random.default_rng(1)
@@ -79,7 +79,7 @@ def test_kernels_reading_nothing_in_common_are_refused_by_name():
 
 @proves("sibling_fusion")
 def test_kernels_at_two_levels_are_refused_by_name():
-    one = kernel_formation.using(level=1).apply(_two_products())          # the first product at level 1
+    one = kernel_formation.using(level=1).apply(two_products())          # the first product at level 1
     two = rewrite(one, [kernel_formation.using(level=2)]).diagram          # the other at level 2
     with pytest.raises(nc.RewriteError, match=r"condition 'same_level' fails: .*levels [12] and [12]"):
         sibling_fusion.apply(two)

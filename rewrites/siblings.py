@@ -90,7 +90,7 @@ def _joined_rhs(m):
 
 
 # ---------------------------------------------------------------------- the obligation
-def _two_products():
+def two_products():
     """``x ↦ (x·A, x·B)``: two products of one input."""
     b = nc.Builder(nc.types("n e, e f, e g"))
     X, A, B = b.inputs
@@ -121,7 +121,7 @@ def _three_maps():
 def _instance(rng):
     """Kernels (formed, fused where one feeds another, each loading a value once) some two of which are
     independent and read one value; at level 1 or 2."""
-    builds = [_two_products, _operand_gradients, _three_maps]
+    builds = [two_products, _operand_gradients, _three_maps]
     f = builds[int(rng.integers(len(builds)))]()
     level = int(rng.integers(1, 3))
     rules = [kernel_formation.using(level=level)] + ([kernel_fusion] if rng.integers(2) else [])

@@ -12,6 +12,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+import napkin_cat as nc
+
 from napkin_cat.semantics.regions import REGION_SEMANTICS, run_kernel
 
 from napkin_cat.syntax.adapter import Diagram, layers
@@ -151,13 +153,25 @@ def live_columns(diagram):
     return cols
 
 
+def residual_stack(k: int = 3):
+    """``k`` residual blocks ``x + relu(x W_i)`` (n = 64, e = f = 32): a seam at every block's output, read by the
+    product and the add; the search cuts it into ``k`` alike segments."""
+    b = nc.Builder(nc.types(", ".join(["n e"] + ["e f"] * k), n=64, e=32, f=32))
+    x = b.inputs[0]
+    for i in range(k):
+        y = b(nc.elementwise("relu", "n f", n=64, f=32), b(nc.einsum("n e, e f -> n f", n=64, e=32, f=32), x,
+                                                            b.inputs[1 + i]))
+        x = b(nc.elementwise("add", "n e, n e -> n e", n=64, e=32), x, b(nc.renaming("n f -> n e", n=64, f=32), y))
+    return b.build(x)
+
+
 @pytest.fixture(scope="session")
 def helpers():
     return SimpleNamespace(
         softmax=softmax_reference, attention=attention_reference, gelu_tanh=gelu_tanh, silu=silu,
         relu=relu, layer_norm=layer_norm_reference, rms_norm=rms_norm_reference,
         well_typed=assert_well_typed, weave_sizes=weave_sizes, box_flops=box_flops,
-        diagram_flops=diagram_flops, live_columns=live_columns)
+        diagram_flops=diagram_flops, live_columns=live_columns, residual_stack=residual_stack)
 
 
 @pytest.fixture

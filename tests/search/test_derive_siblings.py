@@ -15,7 +15,7 @@ import napkin_cat as nc
 from napkin_cat.cost.numeric import at
 from napkin_cat.rewriting.registry import Rulebook
 from rewrites import RULEBOOK
-from rewrites.siblings import _two_products
+from rewrites.siblings import two_products
 
 SIZES = {"n": 256, "e": 64, "f": 64, "g": 64}
 NO_JOIN = Rulebook("no join", RULEBOOK.rules, dict(RULEBOOK.derivations),
@@ -28,7 +28,7 @@ def kernels(d):
 
 @pytest.fixture(scope="module")
 def derived():
-    return {book.name: nc.derive(_two_products(), [2 ** 12, 2 ** 14], sizes=SIZES, book=book)
+    return {book.name: nc.derive(two_products(), [2 ** 12, 2 ** 14], sizes=SIZES, book=book)
             for book in (RULEBOOK, NO_JOIN)}
 
 
@@ -55,4 +55,4 @@ def test_the_joined_plan_runs_at_ragged_sizes(derived):
     np.testing.assert_allclose(y, X @ A, rtol=1e-12)
     np.testing.assert_allclose(z, X @ B, rtol=1e-12)
     assert counted.transfers == at(r.diagram, sizes).H
-    assert nc.isomorphic(r.trace.replay(_two_products()), r.diagram)
+    assert nc.isomorphic(r.trace.replay(two_products()), r.diagram)

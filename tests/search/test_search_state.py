@@ -28,18 +28,6 @@ def checked(r, level: int = 1):
     return r
 
 
-def residual_stack(k: int = 3):
-    """``k`` residual blocks ``x + relu(x W_i)``: cut at every block's output (with the segment thresholds of
-    :func:`small_segments`), each block's segment one problem."""
-    b = nc.Builder(nc.types(", ".join(["n e"] + ["e f"] * k), n=64, e=32, f=32))
-    x = b.inputs[0]
-    for i in range(k):
-        y = b(nc.elementwise("relu", "n f", n=64, f=32), b(nc.einsum("n e, e f -> n f", n=64, e=32, f=32), x,
-                                                            b.inputs[1 + i]))
-        x = b(nc.elementwise("add", "n e, n e -> n e", n=64, e=32), x, b(nc.renaming("n f -> n e", n=64, f=32), y))
-    return b.build(x)
-
-
 @pytest.fixture
 def small_segments(monkeypatch):
     """Small functions searched segment by segment, as a model's are (so that solved segments are in play)."""
@@ -67,11 +55,11 @@ def test_the_same_answer_with_the_caches_cleared():
     assert ragged.H < cold.H          # the two tile grids do differ here: the warm curves had another answer
 
 
-def test_two_threads_answer_as_each_alone(small_segments):
+def test_two_threads_answer_as_each_alone(small_segments, helpers):
     """Two derivations at once, in two threads sharing one new kernel cache (each kernel costed by whichever
     thread gets there first), answer what each answers alone with a cache of its own: one with the full book,
     one with a book that cannot sweep, over the same segments."""
-    stack = residual_stack()
+    stack = helpers.residual_stack()
     jobs = [dict(book=None, memory=[2 ** 8, 2 ** 10]), dict(book=without("sweep"), memory=[2 ** 10, 2 ** 12])]
     alone = [answer(checked(nc.derive(stack, sizes={}, cache=KernelCache(), **job))) for job in jobs]
     shared = KernelCache()
@@ -82,10 +70,10 @@ def test_two_threads_answer_as_each_alone(small_segments):
     assert alone[0][1][1] != alone[1][0][1]    # the two questions differ at the memory they share (2^10)
 
 
-def test_two_rule_books_in_one_process(small_segments):
+def test_two_rule_books_in_one_process(small_segments, helpers):
     """A book without the sweep rule, after the full book on the same function, is not answered with the full
     book's segments: its H is larger (no sweep in its trace), and the full book after it answers as before."""
-    stack = residual_stack()
+    stack = helpers.residual_stack()
     full = checked(nc.derive(stack, 2 ** 10, sizes={}))
     assert "sliced_stream" in answer(full)[0][4]
     narrow = checked(nc.derive(stack, 2 ** 10, sizes={}, book=without("sweep")))

@@ -215,25 +215,14 @@ def test_family_6_the_ragged_trial_has_tiles_that_do_not_divide(seed):
 
 
 # --------------------------------------------------------------------------- 8: at model scale (no timing)
-def _residual_stack(k: int):
-    """``k`` residual blocks ``x + relu(x W_i)`` (a seam at every block's output, read by the product and the add)."""
-    b = nc.Builder(nc.types(", ".join(["n e"] + ["e f"] * k), n=64, e=32, f=32))
-    x = b.inputs[0]
-    for i in range(k):
-        y = b(nc.elementwise("relu", "n f", n=64, f=32), b(nc.einsum("n e, e f -> n f", n=64, e=32, f=32), x,
-                                                            b.inputs[1 + i]))
-        x = b(nc.elementwise("add", "n e, n e -> n e", n=64, e=32), x, b(nc.renaming("n f -> n e", n=64, f=32), y))
-    return b.build(x)
-
-
-def test_family_8_alike_blocks_are_one_problem(monkeypatch):
+def test_family_8_alike_blocks_are_one_problem(monkeypatch, helpers):
     """Cut at the seams, a stack's segments are a few kinds; deriving more blocks adds no new problem and the
     transfers grow by the same amount per block."""
     monkeypatch.setattr(seg, "SEGMENT_AT", 4)      # these blocks are small: cut them as a model's are cut
     monkeypatch.setattr(seg, "MIN_SEGMENT", 2)
     keys = []
     for k in (3, 6):
-        g = OpGraph(nc.engine.to_netlist(_residual_stack(k)))
+        g = OpGraph(nc.engine.to_netlist(helpers.residual_stack(k)))
         parts, joints = seg.cut(g)
         assert len(parts) == k and [g.name(p) for p in joints] == ["add"] * (k - 1)
         keys.append({g.key(s) for s in parts})
@@ -242,10 +231,11 @@ def test_family_8_alike_blocks_are_one_problem(monkeypatch):
     solved = {}
     for k in (3, 5):                  # one derivation's search: its solved segments are its own (search.solved)
         search = Search(1)
-        assert select(prepared_forms(_residual_stack(k), book), search, {}, [2 ** 12], roles=tuple(book.roles))[0]
+        forms = prepared_forms(helpers.residual_stack(k), book)
+        assert select(forms, search, {}, [2 ** 12], roles=tuple(book.roles))[0]
         solved[k] = len(search.solved)
     assert solved[3] == solved[5] > 0     # five blocks are as many problems as three: alike segments solved once
-    H = {k: nc.derive(_residual_stack(k), memory=2 ** 12, sizes={}).H for k in (3, 4, 5)}
+    H = {k: nc.derive(helpers.residual_stack(k), memory=2 ** 12, sizes={}).H for k in (3, 4, 5)}
     assert H[5] - H[4] == H[4] - H[3] > 0
 
 
