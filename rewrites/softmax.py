@@ -33,11 +33,18 @@ import sympy
 import napkin_cat as nc
 from napkin_cat.algorithms.accumulators import (Binding, NormaliserForm, StateArray, build_state_diagrams,
                                                 is_contraction_over, register, single)
+from napkin_cat.syntax.primitive import converts
 from napkin_cat.syntax.relabel import remembered
 from napkin_cat.rewriting.match import Pattern, kind
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, shape_of
 
 INIT = "softmax_init"
+
+
+def _is_conversion(box) -> bool:
+    """Whether ``box`` only changes its operand's number format (its kind's record says ``conversion``)."""
+    data = getattr(box, "data", None)
+    return data is not None and converts(data.kind)
 
 
 def _init_impl(xs, core):
@@ -466,7 +473,7 @@ class UnscaledForm:
             return f"the state (μ′, z′) of {box.name} does not come from its own Initialize (the stream's head)"
         users = plan.uses.get(outs[0], [])
         conversion = ()
-        if len(users) == 1 and users[0][0] >= 0 and getattr(plan.ops[users[0][0]][0].data, "kind", None) == "cast":
+        if len(users) == 1 and users[0][0] >= 0 and _is_conversion(plan.ops[users[0][0]][0]):
             conversion = (users[0][0],)  # s converted to the contraction's operand format on the way
             users = plan.uses.get(plan.ops[users[0][0]][2][0], [])
         if not (len(users) == 1 and users[0][0] >= 0 and is_contraction_over(plan.ops[users[0][0]][0], axis)):

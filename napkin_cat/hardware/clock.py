@@ -39,6 +39,7 @@ from napkin_cat.hardware.model import load
 from napkin_cat.hardware.tables import decimal, dumps, exact, number, text_table
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.dtype import as_dtype
+from napkin_cat.syntax.primitive import converts
 from napkin_cat.syntax.sizes import Sizes
 
 BODY = "body"
@@ -255,7 +256,7 @@ def clock_table(ops, gpu, sizes: dict, *, rows, iterations=None, moved=None, str
         secondary = {p: v[4] for p, v in clocks.items() if p != main}
         key = gpu.pipeline(main).computes_in or gpu.pipeline(main).widen.get(key, key)
         column = Column(op.label, op.kind, main, key, per_thread, rate, clk, secondary)
-        (conversions if all(r.kind == "cast" for r in records) else columns).append(column)
+        (conversions if all(converts(r.kind) for r in records) else columns).append(column)
     k_TC = sum((c.clocks for c in columns if c.pipeline == "tensor"), Fraction(0))
     tensor_ops = sum((c.ops for c in columns if c.pipeline == "tensor"), Fraction(0))
     moved_n = None if moved is None else _number(moved, env, "bytes per trip")

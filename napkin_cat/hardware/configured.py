@@ -39,6 +39,7 @@ from napkin_cat.plan.lowering import PASSES, UNIT_LEVELS, Assignment, LoweringEr
 from napkin_cat.plan.lowering.state import frozen
 from napkin_cat.plan.program import Plan, plan as make_plan, sizes_needed
 from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.syntax.primitive import converts
 from napkin_cat.syntax.sizes import Sizes
 from napkin_cat.algorithms.bubbles import Grid, Stream
 from napkin_cat.algorithms.partitions import stream
@@ -125,7 +126,7 @@ class Configured:
         if stream is None:
             raise HardwareError("this configuration has no stream, so no iterations to pipeline")
         computes = [x for x in walk(stream.body) if isinstance(x, Compute)]
-        columns = [k for k, x in enumerate(computes) if x.kind != "cast"]
+        columns = [k for k, x in enumerate(computes) if not converts(x.kind)]
         names = [t.name for t in program.tasks]
         if [computes[k].box.name for k in columns] != names:
             raise HardwareError(f"the program's tasks {names} are not the stream body's computations "

@@ -392,7 +392,7 @@ declare("save", lambda xs, core: [xs[0]], check=_item_check("save"), label="save
 declare("cast", lambda xs, core: [as_dtype(core.params["dtype"]).quantize(xs[0])],
         flops=lambda core: {"general": 1}, check=_item_check("cast"), label="cast", shape="circle",
         forms=printed("{0}", "{0}"),      # the store converts
-        in_place=True, symbol=lambda box: f"→{box.data.param('dtype')}", requires=("dtype",),
+        in_place=True, symbol=lambda box: f"→{box.data.param('dtype')}", requires=("dtype",), conversion=True,
         doc="Convert between number formats (numpy: round to the target format).",
         vjp=_cast_vjp, interval=iv.image(iv.same), constant=passes)
 

@@ -207,6 +207,10 @@ differentiate it (nc.grad)
     #: an elementwise map's number of operands (``nc.elementwise`` builds a map of it, broadcasting through its
     #: signature); None: not a map ``nc.elementwise`` builds
     arity: int | None = None
+    #: it changes only its operand's number format (a cast): the time model lists it among the conversions, run in
+    #: the pipeline stage of the computation before it, and the online-softmax rule lets one sit between the
+    #: scores and their contraction
+    conversion: bool = False
 
     def __repr__(self):
         return f"Kind({self.name!r})"
@@ -278,7 +282,7 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
             addends: tuple = (), vjp: Callable | None = None, interval: Callable | None = None,
             constant: Callable | None = None, forms: dict | None = None, in_place: bool = False,
             renames: bool = False, symbol: str | Callable | None = None, requires: tuple = (),
-            arity: int | None = None) -> Kind:
+            arity: int | None = None, conversion: bool = False) -> Kind:
     """Declare (register) a primitive kind; returns it.  Every part is a keyword argument:
 
     ``impl(xs, core)`` takes numpy arrays with leading batch dims and returns a
@@ -300,7 +304,9 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     map; ``renames=True`` where it only renames axes); ``symbol`` the text drawn in its box (a string, or a
     function of the box); ``requires`` the names of the parameters every box of it must be given
     (``requires=("alpha",)``: ``nc.apply(name, …, params={"alpha": …})``; a box without one is refused by name);
-    ``arity`` an elementwise map's number of operands (``nc.elementwise(name, "q x")`` then builds it).
+    ``arity`` an elementwise map's number of operands (``nc.elementwise(name, "q x")`` then builds it);
+    ``conversion=True`` for a kind that only changes its operand's number format (a cast: the time model counts it
+    among the conversions).
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise SignatureError(f"a primitive kind is named by an identifier (such as 'gelu2'), got {name!r}")
@@ -317,7 +323,7 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
         if not isinstance(a, Addend) or a.position in a.operands:
             raise SignatureError(f"kind {name!r}: addends must be Addend(position, rest, operands) with the "
                                  f"position not among the rest's operands, got {a!r}")
-    for flag, value in (("in_place", in_place), ("renames", renames)):
+    for flag, value in (("in_place", in_place), ("renames", renames), ("conversion", conversion)):
         if not isinstance(value, bool):
             raise SignatureError(f"kind {name!r}: {flag} is True or False, got {value!r}")
     if renames and not in_place:
@@ -337,7 +343,7 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
                              "pass replace=True to redefine it")
     kind = Kind(name, impl, flops, check, accumulator, labelled, label or name, shape, doc, tuple(addends), vjp,
                 interval, constant, forms, in_place=in_place, renames=renames, symbol=symbol,
-                requires=tuple(requires), arity=arity)
+                requires=tuple(requires), arity=arity, conversion=conversion)
     KINDS[name] = kind
     return kind
 
@@ -348,6 +354,16 @@ def kind_of(name: str) -> Kind:
     except KeyError:
         raise UnknownPrimitiveError(
             f"unknown primitive kind {name!r}; declared kinds are {sorted(KINDS)}") from None
+
+
+def converts(name: str) -> bool:
+    """Whether ``name`` is a declared kind that only changes its operand's number format (its record's
+    ``conversion``).  A name no kind declares (a label in a breakdown made by hand) does not convert.
+
+    >>> converts("cast"), converts("exp"), converts("mm")
+    (True, False, False)
+    """
+    return name in KINDS and KINDS[name].conversion
 
 
 def accumulator_named(name: str) -> Accumulator:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
+import napkin_cat as nc
 from napkin_cat.hardware import HardwareError, OpRecord, clock_table, clock_table_of, load
 from napkin_cat.hardware.model import from_dict
 
@@ -125,3 +127,22 @@ def test_json_and_text(table3):
 def test_a_model_without_rate_fields_is_refused():
     with pytest.raises(HardwareError, match=r"missing section \[clock\]"):
         from_dict({"format": 1, "name": "x", "hierarchy": "hopper"}, where="x.toml")
+
+
+def test_a_conversion_is_overhead_by_its_record_whoever_declares_it():
+    """§5.7: number-format conversions are not columns but overhead; which boxes convert is the kind's record
+    (``conversion=True``): the built-in cast and a kind a user declares alike, a hand-made label not."""
+    nc.declare("user_to_bf16", lambda xs, core: [xs[0].astype(np.float32)], conversion=True, replace=True)
+    try:
+        ops = [rec("mm", "tensor", "2*k*g*s", index=0),
+               OpRecord("→fp16", "cast", "general", "g*s", 1, REGION, "body", "fp16", index=1),
+               OpRecord("→bf16", "user_to_bf16", "general", "g*s", 1, REGION, "body", "fp16", index=2),
+               rec("exp", "special", "g*s", index=3)]
+        t = clock_table(ops, load("h100-sxm5"), {"k": 32, "g": 64, "s": 16}, rows="g")
+        assert [c.label for c in t.columns] == ["mm", "exp"]
+        assert [c.label for c in t.conversions] == ["→fp16", "→bf16"]
+        assert t.conversions[0].clocks == Fraction(16, 512)         # g·s/g = 16 ops per thread at 512 per clock
+    finally:
+        del nc.engine.KINDS["user_to_bf16"]
+    with pytest.raises(nc.SignatureError, match="conversion is True or False"):
+        nc.declare("user_bad", lambda xs, core: xs, conversion="yes")
