@@ -41,6 +41,7 @@ from napkin_cat.algorithms.schedule import advance, fold_region
 from napkin_cat.plan.ir import (Alloc, Compute, Copy, Fill, GridLoop, Kernel as KernelNode, Load, Range, Ref, Store,
                                 StreamLoop, Variable, loop_index)
 from napkin_cat.syntax.adapter import Bubble, Diagram
+from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.wiring import trace_values
 
 from napkin_cat.plan.partials import fission, split_stream
@@ -164,13 +165,10 @@ class Expander:
     def at(self, box) -> tuple:
         """``((axis, start), …)`` for a box that reads positions: where index 0 of the axis it numbers (a
         ``position``) or gathers along (a ``gather``) sits on the whole axis, from the loops around it."""
-        kind = box.data.kind
-        if kind == "position":
-            axis = box.cod.inside[0].axes[0].name
-        elif kind == "gather":
-            (axis,) = [a for a in box.dom.inside[0].names if a not in box.data.weave_names]
-        else:
+        locates = kind_of(box.data.kind).locates
+        if locates is None:
             return ()
+        axis = locates(box)
         return ((axis, self.context[axis].start),) if axis in self.context else ()
 
     def tile_of(self, axis: str, size) -> tuple:

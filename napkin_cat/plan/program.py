@@ -33,6 +33,7 @@ from napkin_cat.plan.static import static_peak
 from napkin_cat.semantics.footprint import check_room
 from napkin_cat.syntax.adapter import Bubble, Diagram, layers
 from napkin_cat.syntax.dtype import as_dtype
+from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.sizes import as_sizes, symbols_of
 
 
@@ -193,7 +194,7 @@ def _check_partition(box, env):
             continue
         deps = set().union(*(sympy.sympify(v).free_symbols for _, v in b.data.params
                              if isinstance(v, sympy.Basic))) if b.data.params else set()
-        if tile in deps or (b.data.kind in ("split", "join") and any(axis in a.names for a in b.dom.inside)):
+        if tile in deps or (kind_of(b.data.kind).sized and any(axis in a.names for a in b.dom.inside)):
             raise PlanError(f"{what} does not divide {axis!r} = {full}, and {b.name!r} inside depends on the "
                             f"tile's exact size, so the plan cannot mask the last tile; legal sizes are {legal}")
 

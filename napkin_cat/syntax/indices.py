@@ -89,7 +89,7 @@ def _position_interval(ins, box, tile_of):
 declare("position", _position_impl, flops=lambda core: {}, check=_position_check, label="pos", shape="circle",
         forms=structured("position"),
         doc="The position of each index along the axis it is weaved over (iota); global inside a partition.",
-        vjp=no_cotangent, interval=_position_interval)
+        vjp=no_cotangent, interval=_position_interval, locates=lambda box: box.cod.inside[0].axes[0].name)
 
 # --------------------------------------------------------------------------- comparisons and logic
 #: comparison kind → (numpy function, symbol, interval image: the truth of the comparison on a tile, printed forms:
@@ -214,10 +214,16 @@ def _gather_vjp(ctx, box, ins, outs, ybar):
     return [_masked(ctx, hit, ctx.broadcast(yb, x.array)), None]
 
 
+def _gathered_axis(box) -> str:
+    """The axis a gather reads along: its first operand's one axis that is not woven."""
+    (axis,) = [a for a in box.dom.inside[0].names if a not in box.data.weave_names]
+    return axis
+
+
 declare("gather", _gather_impl, flops=lambda core: {"general": 1}, check=_gather_check, accumulator=SUM,
         label="gather", shape="box", forms=structured("gather"),
         doc="x[t]: the value of the first input at the integer index t along its core axis (0 outside a slice).",
-        vjp=_gather_vjp, constant=lambda box, c: 0.0 if c[0] == 0 else None)
+        vjp=_gather_vjp, constant=lambda box, c: 0.0 if c[0] == 0 else None, locates=_gathered_axis)
 
 
 # --------------------------------------------------------------------------- constructors

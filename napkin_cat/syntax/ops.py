@@ -364,9 +364,9 @@ def _join_vjp(ctx, box, ins, outs, ybar):
 
 declare("split", _split_impl, check=_split_check, label="split", shape="split",
         forms={"c": Structured("split")},     # Triton's block tensors cannot be cut at a runtime offset
-        doc="Split an axis into consecutive slices (paper Fig. primitive_weaving).", vjp=_split_vjp)
+        doc="Split an axis into consecutive slices (paper Fig. primitive_weaving).", vjp=_split_vjp, sized=True)
 declare("join", _join_impl, check=_join_check, label="join", shape="join", forms={"c": Structured("join")},
-        doc="Join slices along an axis (inverse of split).", vjp=_join_vjp)
+        doc="Join slices along an axis (inverse of split).", vjp=_join_vjp, sized=True)
 
 # --------------------------------------------------------------------------- transfers and casts
 

@@ -211,6 +211,12 @@ differentiate it (nc.grad)
     #: the pipeline stage of the computation before it, and the online-softmax rule lets one sit between the
     #: scores and their contraction
     conversion: bool = False
+    #: ``locates(box)``: the axis whose absolute index its values depend on (a position numbers it, a gather reads
+    #: along it): a plan passes it where the enclosing tile starts; None: its values do not depend on where a tile is
+    locates: Callable | None = None
+    #: its meaning depends on the exact extent of the axes it cuts or glues (split, join): a plan cannot mask a
+    #: ragged last tile of them
+    sized: bool = False
 
     def __repr__(self):
         return f"Kind({self.name!r})"
@@ -282,7 +288,8 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
             addends: tuple = (), vjp: Callable | None = None, interval: Callable | None = None,
             constant: Callable | None = None, forms: dict | None = None, in_place: bool = False,
             renames: bool = False, symbol: str | Callable | None = None, requires: tuple = (),
-            arity: int | None = None, conversion: bool = False) -> Kind:
+            arity: int | None = None, conversion: bool = False, locates: Callable | None = None,
+            sized: bool = False) -> Kind:
     """Declare (register) a primitive kind; returns it.  Every part is a keyword argument:
 
     ``impl(xs, core)`` takes numpy arrays with leading batch dims and returns a
@@ -306,12 +313,14 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     (``requires=("alpha",)``: ``nc.apply(name, …, params={"alpha": …})``; a box without one is refused by name);
     ``arity`` an elementwise map's number of operands (``nc.elementwise(name, "q x")`` then builds it);
     ``conversion=True`` for a kind that only changes its operand's number format (a cast: the time model counts it
-    among the conversions).
+    among the conversions); ``locates(box)`` the axis whose absolute index its values depend on (a position, a
+    gather: a plan gives it the start of the tile it runs in); ``sized=True`` where its meaning depends on the
+    exact extent of the axes it cuts or glues (split, join: a plan cannot mask a ragged last tile).
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise SignatureError(f"a primitive kind is named by an identifier (such as 'gelu2'), got {name!r}")
     for role, fn in (("impl", impl), ("flops", flops), ("check", check), ("labelled", labelled), ("vjp", vjp),
-                     ("interval", interval), ("constant", constant)):
+                     ("interval", interval), ("constant", constant), ("locates", locates)):
         if (fn is not None or role == "impl") and not callable(fn):
             raise SignatureError(f"kind {name!r}: {role} must be a function, got {type(fn).__name__} {fn!r}")
     forms = dict(forms or {})
@@ -323,7 +332,8 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
         if not isinstance(a, Addend) or a.position in a.operands:
             raise SignatureError(f"kind {name!r}: addends must be Addend(position, rest, operands) with the "
                                  f"position not among the rest's operands, got {a!r}")
-    for flag, value in (("in_place", in_place), ("renames", renames), ("conversion", conversion)):
+    for flag, value in (("in_place", in_place), ("renames", renames), ("conversion", conversion),
+                        ("sized", sized)):
         if not isinstance(value, bool):
             raise SignatureError(f"kind {name!r}: {flag} is True or False, got {value!r}")
     if renames and not in_place:
@@ -343,7 +353,8 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
                              "pass replace=True to redefine it")
     kind = Kind(name, impl, flops, check, accumulator, labelled, label or name, shape, doc, tuple(addends), vjp,
                 interval, constant, forms, in_place=in_place, renames=renames, symbol=symbol,
-                requires=tuple(requires), arity=arity, conversion=conversion)
+                requires=tuple(requires), arity=arity, conversion=conversion,
+                locates=locates, sized=sized)
     KINDS[name] = kind
     return kind
 

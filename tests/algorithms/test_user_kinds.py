@@ -5,7 +5,8 @@ masked trip neutral).  Four kinds the library does not have, each declared once 
 * ``user_softplus``: ``log(1 + eˣ)``, increasing;
 * ``user_leaky_relu``: ``max(x, αx)`` with a parameter ``alpha`` (0 ≤ α ≤ 1), increasing;
 * ``user_clamp``: ``min(max(x, lo), hi)`` with parameters ``lo`` and ``hi``, increasing;
-* ``user_band``: the mask ``|a − b| ≤ w`` of two positions, with a parameter ``w`` (a helper like ``le``).
+* ``user_band``: the mask ``|a − b| ≤ w`` of two positions, with a parameter ``w`` (a helper like ``le``);
+* ``user_ramp``: ``x[i] + i``, which reads the absolute index ``i`` (``locates`` names its axis).
 
 Each is checked by a second route: numpy from the mathematics, central finite differences and torch.autograd
 for the VJPs, every tile of a small grid for the intervals (an increasing map's image is exact, so the truth on a
@@ -57,6 +58,13 @@ def _clamp_prime(ctx, box, xi, yo):
                                                                                                 hi)))
 
 
+def _ramp_impl(xs, core):
+    """x[i] + i, ``i`` counted on the whole axis: the tile the box runs in starts at ``core.offset``."""
+    axis = core.weaves[-1]
+    start, n = core.offset(axis.name), int(core.value(axis.size))
+    return [xs[0] + np.arange(start, start + n, dtype=np.float64)]
+
+
 def _band_interval(ins, box, tile_of):
     return iv.less_equal(iv.absolute(iv.sub(*ins)), iv.point(box.data.param("w")))
 
@@ -78,6 +86,8 @@ DECLARATIONS = {
     "user_band": dict(
         impl=lambda xs, core: [np.abs(xs[0] - xs[1]) <= core.params["w"]], flops=lambda core: {"general": 3},
         check=_items("user_band", 2), vjp=no_cotangent, interval=_band_interval),
+    "user_ramp": dict(impl=_ramp_impl, flops=lambda core: {"general": 1}, check=_items("user_ramp", 1),
+                      locates=lambda box: box.cod.inside[0].axes[0].name),
 }
 
 
@@ -200,6 +210,19 @@ MASKS = {
 
 def _truth_table(name, q, x):
     return np.array([[MASKS[name][1](i, j) for j in range(x)] for i in range(q)])
+
+
+@pytest.mark.parametrize("x, s_x", [(8, 2), (9, 4)])
+def test_a_users_kind_that_reads_absolute_indices_runs_at_each_tiles_start_in_a_plan(x, s_x):
+    """Σᵢ (vᵢ + i) streamed over slices of ``x``: the plan's runner gives the ramp each slice's
+    start (``locates``), so it computes the whole axis's sum (numpy, from the formula), ragged last slice too."""
+    d = nc.apply("user_ramp", "x -> x", x=x) >> nc.reduce("sum", "x -> ", x=x)
+    v = np.random.default_rng(0).normal(size=x)
+    expected = (v + np.arange(x)).sum()
+    assert nc.evaluate(d, v) == pytest.approx(expected)
+    p = nc.plan(nc.stream(d, "x", "s_x"), {"s_x": s_x})
+    out, _ = p.run(v)
+    assert out == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.parametrize("name", sorted(MASKS))
