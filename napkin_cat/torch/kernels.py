@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+from types import MappingProxyType
 
 import torch
 
@@ -104,6 +105,16 @@ class Derived:
 
     def __repr__(self):
         return f"Derived({self.signature}, derivations={len(self._derivations)}, kernels={len(self._kernels)})"
+
+    @property
+    def derivations(self) -> MappingProxyType:
+        """The derivations made so far: (reference sizes, memory) → :class:`~napkin_cat.search.Derivation`."""
+        return MappingProxyType(self._derivations)
+
+    @property
+    def kernels(self) -> MappingProxyType:
+        """The kernels made so far: (derivation, sizes and tiles, dtype, backend, device) → kernel object."""
+        return MappingProxyType(self._kernels)
 
     # ------------------------------------------------------------------ the algorithm
     def free(self, sizes: dict) -> dict:
@@ -202,7 +213,7 @@ class Derived:
             k(*[x.numpy() for x in xs], threads=torch.get_num_threads(), out=[y.numpy() for y in outs])
             return outs
         if device.type == "cuda" or interpreted():      # nc_run in this process: on the GPU, or Triton's interpreter
-            ys = launcher(k)(*xs)
+            ys = launcher(k.path())(*xs)
         else:                                           # the interpreter in a worker process (codegen.tritonkernel)
             ys = k(*xs)
         ys = list(ys) if isinstance(ys, (tuple, list)) else [ys]
@@ -215,14 +226,10 @@ def interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def launcher(kernel):
-    """The Triton kernel's ``nc_run`` (CUDA tensors in, outputs out), its module imported from the cache."""
-    return _launcher(kernel.path())
-
-
 @functools.lru_cache(maxsize=256)
-def _launcher(path):
-    """``nc_run`` of the kernel source at ``path`` (named by its source's hash: the key is all it depends on)."""
+def launcher(path):
+    """The Triton kernel's ``nc_run`` (CUDA tensors in, outputs out) from its source at ``path`` (a Triton kernel's
+    ``k.path()``: named by its source's hash, so the path is all it depends on), imported once."""
     spec = importlib.util.spec_from_file_location(f"napkin_torch_{path.stem.replace('-', '_')}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -16,6 +16,7 @@ the graph, about half a minute here) under ``NAPKIN_SLOW=1``.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import math
 import os
 import subprocess
@@ -120,11 +121,11 @@ def test_attention_runs_the_derived_flash_algorithms(attention):
     streamed over x) and a backward from the saved O and L (no SoftMax, no log-sum-exp recomputed)."""
     op = attention.napkin
     op.forward(attention_inputs(torch.float64))
-    (r,) = op.forward._derivations.values()
+    (r,) = op.forward.derivations.values()
     assert str(r.variant).endswith("group q,h,b · stream x") and "SoftMax₁" in str(r.variant)
     op.backward(attention_inputs(torch.float64) + outputs(attention(*attention_inputs(torch.float64)))
                 + [torch.ones(2, 3, 6, D, dtype=torch.float64)])
-    (back,) = op.backward._derivations.values()
+    (back,) = op.backward.derivations.values()
     assert "SoftMax" not in str(back.variant) and "LSE" not in str(back.variant)
 
 
@@ -197,27 +198,42 @@ def test_a_kernel_is_made_once_per_sizes_and_dtype():
     for a, b, c, dtype in calls:
         A, B = torch.randn(a, b, dtype=dtype), torch.randn(b, c, dtype=dtype)
         torch.testing.assert_close(op(A, B), A @ B, **TOLERANCE[dtype])
-    kernels = op.napkin.forward._kernels
-    assert len(kernels) == 3 and len(op.napkin.forward._derivations) == 2      # derived per sizes, not per dtype
+    kernels = op.napkin.forward.kernels
+    assert len(kernels) == 3 and len(op.napkin.forward.derivations) == 2      # derived per sizes, not per dtype
     assert sorted(k.printer.real.ctype for k in kernels.values()) == ["double", "double", "float"]
 
 
 # ---------------------------------------------------------------------------------------------------------- sizes
 def test_reference_sizes_derive_once_and_each_call_is_retiled_within_the_memory():
-    """``sizes=``: derived once at q = x = 16; calls at other (ragged) sizes run the same algorithm at tiles the
-    cost's exact optimum picks at their sizes, within the memory, and give the formula's values."""
+    """``sizes=``: derived once at q = x = 16; calls at other (ragged) sizes run the same algorithm at the tiles that
+    move least at their sizes within the memory, and give the formula's values.  Least: what the call's plan moves
+    (its instrumented run's count) is the least transfers the cost functor gives over every divisor tiling of
+    the groups (a brute force, not the integer program the op's ``nc.optimal`` solves) that fits the memory; at
+    q = 3 the reference's g_q = 4 would not even fit the axis."""
     op = nc.torch.compile(woven_attention(), memory=MEMORY, aux=1, sizes={**SIZES, "q": 16, "x": 16},
                           name="test_reference")
-    for q, x in ((6, 10), (5, 7), (16, 16)):
+    calls = ((6, 10), (5, 7), (3, 2), (16, 16))
+    for q, x in calls:
         xs = attention_inputs(torch.float64, q=q, x=x)
         for y, w in zip(op(*xs), attention_reference(*xs)):
             torch.testing.assert_close(y, w, **TOLERANCE[torch.float64])
     forward = op.napkin.forward
-    assert len(forward._derivations) == 1 and len(forward._kernels) == 3
-    for k in forward._kernels.values():
-        assert k.plan.peak[1] <= MEMORY
-    tiles = [dict(k.plan.sizes) for k in forward._kernels.values()]
-    assert len({tuple(sorted((str(a), v) for a, v in t.items())) for t in tiles}) == 3
+    (r,) = forward.derivations.values()
+    assert len(forward.kernels) == len(calls) and r.regimes[0].tiles["g_q"] == 4
+    for k in forward.kernels.values():
+        s = {str(a): v for a, v in k.plan.sizes.items()}
+        fits = []
+        for g_q, g_h, g_b in itertools.product(divisors(s["q"]), divisors(s["h"]), divisors(s["b"])):
+            c = nc.cost(r.diagram, sizes={**SIZES, "q": s["q"], "x": s["x"], "g_q": g_q, "g_h": g_h, "g_b": g_b,
+                                          "s_x": 1})
+            if c.M[1] <= MEMORY:
+                fits.append(c.H[1])
+        _, counted = k.plan.run(*(x.numpy() for x in attention_inputs(torch.float64, q=s["q"], x=s["x"])))
+        assert counted.transfers[1] == min(fits) and k.plan.peak[1] <= MEMORY, s
+
+
+def divisors(n: int) -> list[int]:
+    return [k for k in range(1, n + 1) if n % k == 0]
 
 
 def test_a_derivation_is_compiled_as_it_was_derived():
@@ -225,7 +241,7 @@ def test_a_derivation_is_compiled_as_it_was_derived():
     op = nc.torch.compile(r, name="test_given")
     A, B = torch.randn(12, 10, dtype=torch.float64), torch.randn(10, 8, dtype=torch.float64)
     torch.testing.assert_close(op(A, B), A @ B, **TOLERANCE[torch.float64])
-    (k,) = op.napkin.forward._kernels.values()
+    (k,) = op.napkin.forward.kernels.values()
     assert k.plan.diagram is r.diagram and {str(a): v for a, v in k.plan.sizes.items()} == \
         {**{str(a): v for a, v in r.sizes.items()}, **r.regimes[0].tiles}
     with pytest.raises(nc.ArgumentError, match="a derivation fixes memory"):
@@ -305,7 +321,7 @@ C2 = A2 @ B2
 for got, want in ((C, C2), (A.grad, A2.grad), (B.grad, B2.grad)):
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 from napkin_cat.torch import kernels
-print("ok", op.napkin.forward._kernels.popitem()[1].backend, kernels._launcher.cache_info().currsize)
+print("ok", next(iter(op.napkin.forward.kernels.values())).backend, kernels.launcher.cache_info().currsize)
 """
 
 
@@ -324,7 +340,7 @@ def test_the_triton_backend_refuses_float64_before_deriving():
     with pytest.raises(nc.TensorError, match="the Triton kernel computes real values in float32; this call is "
                                              "torch.float64"):
         op(torch.randn(8, 6, dtype=torch.float64), torch.randn(6, 4, dtype=torch.float64))
-    assert not op.napkin.forward._derivations
+    assert not op.napkin.forward.derivations
 
 
 @needs_triton
@@ -334,3 +350,15 @@ def test_triton_on_cpu_tensors_runs_in_the_interpreters_worker():
     op = nc.torch.compile(nc.library.matmul(), memory=MEMORY, backend="triton", name="test_triton_worker")
     A, B = torch.randn(8, 6), torch.randn(6, 4)
     torch.testing.assert_close(op(A, B), A @ B, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("hardware", [None, "epyc-zen4"])
+def test_without_a_memory_the_cpu_models_l2_holds_the_calls_values(hardware):
+    """The default memory is the CPU model's L2 per core (this machine's from sysfs, or a shipped model's) in values
+    of the call's dtype: a float64 value takes 8 bytes, so half as many fit as of float32."""
+    l2 = nc.hardware.load_cpu(hardware).l2 if hardware else (nc.hardware.this_cpu() or pytest.skip("no sysfs"))["l2"]
+    op = nc.torch.compile(nc.library.matmul(), hardware=hardware, name="test_default_memory")
+    for dtype in (torch.float32, torch.float64):
+        A, B = torch.randn(8, 6, dtype=dtype), torch.randn(6, 4, dtype=dtype)
+        torch.testing.assert_close(op(A, B), A @ B, **TOLERANCE[dtype])
+    assert sorted(memory for _, memory in op.napkin.forward.derivations) == [l2 // 8, l2 // 4]
