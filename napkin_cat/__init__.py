@@ -9,8 +9,10 @@ netlists, proof obligations), are :mod:`napkin_cat.engine` (``nc.engine``); the
 layers behind both are subpackages reached by their paths (``napkin_cat.syntax``,
 ``.algorithms``, ``.library``, ``.semantics``, ``.cost``, ``.rewriting``,
 ``.search``, ``.plan``, ``.codegen``, ``.hardware``, ``.render``, ``.io``; see
-``docs/architecture.md``).  A name that left the vocabulary still resolves, with a
-DeprecationWarning saying where it lives (``MOVED``).
+``docs/architecture.md``).  ``nc.torch`` (derived algorithms as PyTorch custom ops) is
+loaded on first use: torch is optional, and ``import napkin_cat`` never imports it.
+A name that left the vocabulary still resolves, with a DeprecationWarning saying
+where it lives (``MOVED``).
 
 >>> import napkin_cat as nc
 >>> att = nc.library.attention()
@@ -20,6 +22,7 @@ DeprecationWarning saying where it lives (``MOVED``).
 >>> nc.evaluate(att, Q, K, V).shape
 (4, 8)
 """
+import importlib as _importlib
 import warnings as _warnings
 
 from napkin_cat.syntax import ops as _ops  # noqa: F401  (registers the built-in primitive kinds)
@@ -97,6 +100,8 @@ MOVED = {**{name: "engine" for name in ("Box", "KINDS", "parse", "traverse", "Ne
 
 
 def __getattr__(name):
+    if name == "torch":    # optional (torch is the `kernels` extra): loaded on first use, never by `import napkin_cat`
+        return _importlib.import_module("napkin_cat.torch")
     if name in MOVED:
         where = MOVED[name]
         new = f"nc.engine.{name}" if where == "engine" else f"nc.{where}"

@@ -53,7 +53,12 @@ class IndexingError(NapkinError, ValueError):
 
 
 class ShapeError(NapkinError, ValueError):
-    """An array of the wrong rank or shape was given to ``evaluate``."""
+    """An array of the wrong rank or shape was given to ``evaluate`` (or a tensor to a compiled torch op)."""
+
+
+class TensorError(NapkinError, TypeError):
+    """A torch tensor a compiled op (``nc.torch.compile``) cannot take: its dtype or its device (a rank or a size
+    is a :class:`ShapeError`); the message names the input and what it would take."""
 
 
 class SerialisationError(NapkinError, ValueError):

@@ -2,6 +2,7 @@
 builds from the docstrings without a warning and documents the whole public surface."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
 import re
@@ -49,6 +50,8 @@ def scratch_registries():
 def test_page_code_runs(page, tmp_path, monkeypatch, scratch_registries):
     """Run the page's blocks in order in one namespace (in a scratch folder), then every ``test_*``
     function the page defines; a failure names the block by its line in the page."""
+    if "import torch" in page.read_text(encoding="utf-8") and importlib.util.find_spec("torch") is None:
+        pytest.skip(f"{page.name} uses torch, the `kernels` extra (pip install 'napkin-cat[kernels]')")
     monkeypatch.chdir(tmp_path)
     namespace = {"__name__": f"docs_{page.stem.replace('-', '_')}"}
     for line, source in python_blocks(page):

@@ -16,7 +16,10 @@ run on a CPU:
   shared batch axes, a unit stride in each) is one ``cblas_sgemm`` per batch index when BLAS is used
   (``blas=True``, or ``None``: when ``cblas.h`` is found); otherwise element loops (along the output's
   rows where that row is contiguous), several times slower, and the default ``blas=None`` says so once
-  (:class:`~napkin_cat.codegen.errors.BlasMissingWarning`; ``$NAPKIN_BLAS=0`` forces it).
+  (:class:`~napkin_cat.codegen.errors.BlasMissingWarning`; ``$NAPKIN_BLAS=0`` forces it);
+* ``real="double"``: every real value in double (fp32 arrays are float64 numpy arrays, 8 bytes in the arena,
+  libm's ``exp`` for ``nc_exp``, ``cblas_dgemm``): the kernel a float64 tensor runs on
+  (:mod:`~napkin_cat.codegen.creal`).
 
 >>> import napkin_cat as nc
 >>> p = nc.plan(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"),
@@ -37,7 +40,8 @@ from pathlib import Path
 import numpy as np
 
 from napkin_cat.codegen.cfamily import CFamilyPrinter
-from napkin_cat.codegen.crows import PRELUDE as ROWS_PRELUDE, RowsMixin
+from napkin_cat.codegen.creal import FLOAT, REALS
+from napkin_cat.codegen.crows import LANES, PRELUDE as ROWS_PRELUDE, RowsMixin
 from napkin_cat.codegen.errors import BlasMissingWarning, CodegenError, ToolNotFoundError
 from napkin_cat.codegen.kernel import GeneratedKernel, cache_dir, digest, tool
 from napkin_cat.codegen.printer import ident, launches
@@ -56,16 +60,32 @@ PRELUDE = r"""#include <math.h>
 /* max and min that propagate NaN as numpy's do (C99's fmaxf and fminf drop it), as selects: libm's are calls
    in a vector loop.  A SoftMax's row max folds into an accumulator that starts at -inf (+inf) and may drop a
    NaN (the row's sum is NaN then anyway): one vmaxps (vminps). */
-static inline float nc_fmax(float a, float b) {{ return (a > b || a != a) ? a : b; }}
-static inline float nc_fmin(float a, float b) {{ return (a < b || a != a) ? a : b; }}
-static inline float nc_fold_max(float acc, float v) {{ return v > acc ? v : acc; }}
-/* exp(x) = 2^n exp(r): n = round(x / ln 2) by the 1.5·2^23 trick (n lands in t's low bits, no float-to-int
-   conversion), r = x - n ln 2 (Cody-Waite, two steps), 2 exp(r) a degree-6 near-minimax polynomial, and
+static inline {real} nc_fmax({real} a, {real} b) {{ return (a > b || a != a) ? a : b; }}
+static inline {real} nc_fmin({real} a, {real} b) {{ return (a < b || a != a) ? a : b; }}
+static inline {real} nc_fold_max({real} acc, {real} v) {{ return v > acc ? v : acc; }}
+{exp}
+static inline {real} nc_sigmoid({real} x) {{ return 1.0{f} / (1.0{f} + nc_exp(-x)); }}
+static inline {real} nc_silu({real} x) {{ return x / (1.0{f} + nc_exp(-x)); }}
+static inline {real} nc_gelu({real} x) {{
+    return 0.5{f} * x * (1.0{f} + tanh{f}(0.7978845608028654{f} * (x + 0.044715{f} * x * x * x)));
+}}
+static void *nc_alloc(size_t bytes) {{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
+    return p;
+}}
+"""
+
+#: ``nc_exp`` per real type: float's a vectorisable polynomial; double's libm's ``exp`` (correctly rounded to
+#: within an ulp: a polynomial of float's degree would round a float64 tensor's values through float's accuracy)
+EXP = {"float": "/* exp(x) = 2^n exp(r): n = round(x / ln 2) by the 1.5·2^23 trick (n lands in t's low bits, no "
+                "float-to-int\n   conversion), r = x - n ln 2 (Cody-Waite, two steps), 2 exp(r) a degree-6 "
+                "near-minimax polynomial, and" + r"""
    2^(n-1) built from t's bits.  At most 2 ulp from exp (checked by the tests); exactly 0 below -125 ln 2
    (2^-125: flushes the lowest binade of normals and the subnormals), +inf above ln FLT_MAX and for +inf,
    NaN for NaN.  Selects only, no call, no branch: an element loop of it vectorises (about 16 vector
    instructions for 16 floats on AVX-512). */
-static inline float nc_exp(float x) {{
+static inline float nc_exp(float x) {
     const float lo = -86.64339798f, hi = 88.72283935546875f;
     const float xc = hi < x ? hi : x;   /* NaN stays NaN */
     const float t = xc * 1.44269504088896341f + 12582912.0f;
@@ -85,18 +105,11 @@ static inline float nc_exp(float x) {{
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return x < lo ? 0.0f : p * scale;
-}}
-static inline float nc_sigmoid(float x) {{ return 1.0f / (1.0f + nc_exp(-x)); }}
-static inline float nc_silu(float x) {{ return x / (1.0f + nc_exp(-x)); }}
-static inline float nc_gelu(float x) {{
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-}}
-static void *nc_alloc(size_t bytes) {{
-    void *p = NULL;
-    if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
-    return p;
-}}
-"""
+}""",
+       "double": "static inline double nc_exp(double x) { return exp(x); }"}
+
+#: the numpy type of a C kernel's real values
+REAL_NUMPY = {"float": np.float32, "double": np.float64}
 
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math")
 
@@ -136,23 +149,28 @@ def _tell_blas_missing():
 
 class CPrinter(RowsMixin, CFamilyPrinter):
     """C99 with OpenMP; ``blas``: contractions that are matrix products by ``cblas_sgemm``; ``poison``: fill each
-    block's arena with NaN first (a test's check that no value is read before it is written)."""
+    block's arena with NaN first (a test's check that no value is read before it is written); ``real``: the C
+    type of every real value (``"float"``, or ``"double"``: fp32 arrays held, computed and exchanged as double,
+    libm's double functions, ``cblas_dgemm``; :mod:`~napkin_cat.codegen.creal`)."""
 
     backend = "c"
     dtypes = {"fp32": "float", "fp16": "_Float16", "int32": "int", "bool": "unsigned char"}
     simd_reduction = "#pragma omp simd reduction({op}:{var})"
     # max and min as selects (the prelude's nc_fmax, nc_fold_max, ...): libm's fmaxf is a call gcc does not vectorise
     fmax, fold_max = "nc_fmax", "nc_fold_max"
-    helpers = {"max": "nc_fmax", "min": "nc_fmin", "exp": "nc_exp"}
+    helpers = {**FLOAT.helpers, "max": "nc_fmax", "min": "nc_fmin", "exp": "nc_exp"}
     # a CPU thread stages an aliased output by copying it: a few more arena bytes cost less than that pass
     unstaged_layout = True
 
-    def __init__(self, plan, *, blas: bool | None = None, poison: bool = False):
+    def __init__(self, plan, *, blas: bool | None = None, poison: bool = False, real: str = "float"):
+        if real not in REALS:
+            raise CodegenError(f"real={real!r}: the C kernel computes real values as {' or '.join(map(repr, REALS))}")
         if blas is None:
             blas = blas_available()
             if not blas:
                 _tell_blas_missing()
-        super().__init__(plan, blas=blas, poison=poison)
+        self.real = REALS[real]
+        super().__init__(plan, blas=blas, poison=poison, real=real)
         self.blas, self.poison = blas, poison
         self.views = load_views(self)
 
@@ -196,11 +214,12 @@ class CPrinter(RowsMixin, CFamilyPrinter):
             alloc.append(self.line(inner, f"unsigned char *{name} = (unsigned char *)nc_alloc({max(size, 1)});   "
                                           f"{self.comment} level {level}: {size} B, the plan's columns"))
             release.append(self.line(inner, f"free({name});"))
-        alloc.append(self.line(inner, f"float *nc_stage = (float *)nc_alloc({max(self.stage_values, 1)} * "
-                                      "sizeof(float));"))
+        r = self.real.ctype
+        alloc.append(self.line(inner, f"{r} *nc_stage = ({r} *)nc_alloc({max(self.stage_values, 1)} * "
+                                      f"sizeof({r}));"))
         release.append(self.line(inner, "free(nc_stage);"))
         if self.row_values:
-            alloc.append(self.line(inner, f"float *nc_rows = (float *)nc_alloc({2 * self.row_values} * sizeof(float));"
+            alloc.append(self.line(inner, f"{r} *nc_rows = ({r} *)nc_alloc({2 * self.row_values} * sizeof({r}));"
                                           f"   {self.comment} per-row scalars of a SoftMax in passes"))
             release.append(self.line(inner, "free(nc_rows);"))
         out = [f"static void {launch.name}({self.parameters('restrict ')}, int nc_threads) {{"]
@@ -213,7 +232,9 @@ class CPrinter(RowsMixin, CFamilyPrinter):
 
     def doprint_plan(self) -> str:
         """The whole source: prelude, one function per launch, and ``nc_run`` (the entry point)."""
-        parts = [PRELUDE.format(blas_include="#include <cblas.h>" if self.blas else "") + ROWS_PRELUDE]
+        r = self.real
+        parts = [PRELUDE.format(blas_include="#include <cblas.h>" if self.blas else "", real=r.ctype, f=r.suffix,
+                                exp=EXP[r.ctype]) + ROWS_PRELUDE.format(lanes=LANES, real=r.ctype)]
         ls = launches(self.plan)
         for launch in ls:
             parts.append("\n".join(self._print_Launch(launch)))
@@ -232,7 +253,7 @@ class CPrinter(RowsMixin, CFamilyPrinter):
         return "\n\n".join(parts) + "\n"
 
     def layout_bytes(self, v) -> int:
-        return variable_bytes(v, self.sizes)
+        return variable_bytes(v, self.sizes, self.width)
 
     # ------------------------------------------------------------------ contractions by BLAS
     def _print_contract(self, s, depth):
@@ -247,7 +268,7 @@ class CPrinter(RowsMixin, CFamilyPrinter):
         staged = out.var in self.layout.aliased(s)
         target = "nc_stage" if staged else ident(out.var)
         c_off = self.code(self.offset(out, zero))
-        call = (f"cblas_sgemm({g['order']}, {g['ta']}, {g['tb']}, {self.code(self.ext(out, m))}, "
+        call = (f"{self.real.gemm}({g['order']}, {g['ta']}, {g['tb']}, {self.code(self.ext(out, m))}, "
                 f"{self.code(self.ext(out, n))}, {self.code(self.ext(A, k))}, 1.0f, "
                 f"{ident(A.var)} + {self.code(self.offset(A, zero))}, {g['lda']}, "
                 f"{ident(B.var)} + {self.code(self.offset(B, zero))}, {g['ldb']}, "
@@ -327,7 +348,8 @@ def load_views(printer) -> dict:
 
 
 class CKernel(GeneratedKernel):
-    """The C kernel: ``k(*arrays, threads=1)`` compiles it once (cached by source hash) and runs it."""
+    """The C kernel: ``k(*arrays, threads=1)`` compiles it once (cached by source hash) and runs it; its fp32
+    arrays are float32 numpy arrays, float64 ones where it was printed with ``real="double"``."""
 
     backend = "c"
     suffix = ".c"
@@ -364,8 +386,15 @@ class CKernel(GeneratedKernel):
             self._lib, self._fn = lib, fn
         return self._fn
 
+    def numpy_dtype(self, name: str):
+        """The numpy type of a global variable's values: an fp32 array's is the kernel's real type."""
+        if self.plan.variable_map[name].dtype == "fp32":
+            return REAL_NUMPY[self.printer.real.ctype]
+        return super().numpy_dtype(name)
+
     def __call__(self, *arrays, threads: int = 1, out=None):
-        """Run on float32 arrays; ``out``: arrays to write the outputs into (C-contiguous float32)."""
+        """Run on float32 arrays (float64 for ``real="double"``); ``out``: arrays to write the outputs into
+        (C-contiguous, of the outputs' numpy types)."""
         if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
             raise CodegenError(f"threads must be an int 1 … {MAX_THREADS} (OpenMP threads over the Grid), got "
                                f"{threads!r}")
@@ -383,7 +412,8 @@ class CKernel(GeneratedKernel):
 
     def launcher(self) -> str:
         ins, outs = self.shapes()
-        return LAUNCHER.format(flags=" ".join(self.flags()), ins=ins, outs=outs)
+        return LAUNCHER.format(flags=" ".join(self.flags()), ins=ins, outs=outs,
+                               real=np.dtype(REAL_NUMPY[self.printer.real.ctype]).name)
 
 
 def _cpu_model() -> str:
@@ -403,14 +433,14 @@ import numpy as np
 here = pathlib.Path(__file__).parent
 subprocess.run("cc kernel.c -o kernel.so {flags}".split(), cwd=here, check=True)
 lib = ctypes.CDLL(str(here / "kernel.so"))
-ins = [np.random.default_rng(0).standard_normal(s, dtype=np.float32) for s in {ins}]
-outs = [np.empty(s, np.float32) for s in {outs}]
+ins = [np.random.default_rng(0).standard_normal(s, dtype=np.{real}) for s in {ins}]
+outs = [np.empty(s, np.{real}) for s in {outs}]
 lib.nc_run(*[ctypes.c_void_p(a.ctypes.data) for a in ins + outs], ctypes.c_int(1))
 print([o.shape for o in outs])
 '''
 
 
-def c(plan, *, blas: bool | None = None, poison: bool = False) -> CKernel:
-    """The C/OpenMP kernel of ``plan`` (see the module docstring)."""
-    printer = CPrinter(plan, blas=blas, poison=poison)
+def c(plan, *, blas: bool | None = None, poison: bool = False, real: str = "float") -> CKernel:
+    """The C/OpenMP kernel of ``plan`` (see the module docstring); ``real="double"``: in double precision."""
+    printer = CPrinter(plan, blas=blas, poison=poison, real=real)
     return CKernel(plan, printer.doprint_plan(), printer)

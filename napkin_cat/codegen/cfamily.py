@@ -40,6 +40,10 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
     threads = 1        # threads that share one element loop (a thread block's, on a GPU)
 
     def __init__(self, plan, **options):
+        # fp32 arrays held, laid out and computed in the real type (the class's, or the one a subclass chose; set
+        # before the layout is made); the kinds' forms are respelled in it by its record (``fill``)
+        self.dtypes = {**self.dtypes, "fp32": self.real.ctype}
+        self.width = {"fp32": self.real.bytes}
         super().__init__(plan, **options)
         self.stage_values = 0    # the most staged values one thread holds (per launch)
         self._staged: dict = {}
@@ -56,7 +60,7 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
 
     def number(self, value) -> str:
         s = super().number(value)
-        return s if "INFINITY" in s else s + "f"
+        return s if "INFINITY" in s else s + self.real.suffix
 
     # ------------------------------------------------------------------ elements
     def index(self, axes) -> dict:
@@ -81,11 +85,11 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
 
     def read(self, ref, idx) -> str:
         t = self.ctype(ref.var)
-        return self.elem(ref, idx) if t == "float" else f"(float){self.elem(ref, idx)}"
+        return self.elem(ref, idx) if t == self.real.ctype else f"({self.real.ctype}){self.elem(ref, idx)}"
 
     def store(self, ref, idx, value) -> str:
         t = self.ctype(ref.var)
-        return f"{self.elem(ref, idx)} = {value if t == 'float' else f'({t})({value})'};"
+        return f"{self.elem(ref, idx)} = {value if t == self.real.ctype else f'({t})({value})'};"
 
     def put(self, ref, idx, value) -> str:
         """The line that gives an output element its value (into staging storage if the output is staged;

@@ -26,7 +26,7 @@ class IndexKindsMixin:
         sp = self.space(out)
         idx = {a: sym for sym, _, a, _ in sp}
         axis = s.box.cod.inside[0].axes[0].name       # the axis it numbers (its one weave)
-        value = f"(float)({self.code(s.start(axis) + idx[axis])})"
+        value = self.real.cast(self.code(s.start(axis) + idx[axis]))
         return self._head(s, depth) + self.statement(s, depth, sp, lambda: [self._fold(s, out, idx, value)], [out])
 
     def _print_gather(self, s, depth):
@@ -41,7 +41,8 @@ class IndexKindsMixin:
 
         def body():
             return [f"const int nc_t = (int)({self.read(t, idx)}) - ({self.code(s.start(axis))});",
-                    f"const float nc_g = (nc_t >= 0 && nc_t < {extent}) ? {self.read(x, full)} : 0.0f;",
+                    f"const {self.real.ctype} nc_g = (nc_t >= 0 && nc_t < {extent}) ? {self.read(x, full)} : "
+                    f"{self.real.zero};",
                     self._fold(s, out, idx, "nc_g")]
         return self._head(s, depth) + self.statement(s, depth, sp, body, [out])
 
@@ -55,33 +56,37 @@ class IndexKindsMixin:
         return x, rows, idx, core, full
 
     def _max_of(self, x, core, full):
-        return ["float nc_m = -INFINITY;"] + self._core_loops(
-            core, [f"nc_m = fmaxf(nc_m, {self.read(x, full)});"], self._reduction_pragma("max", "nc_m"))
+        return [f"{self.real.ctype} nc_m = -INFINITY;"] + self._core_loops(
+            core, [f"nc_m = {self.real.fn('fmax')}(nc_m, {self.read(x, full)});"],
+            self._reduction_pragma("max", "nc_m"))
 
     def _print_logsumexp(self, s, depth):
         x, rows, idx, core, full = self._lse_rows(s)
+        r, zero = self.real.ctype, self.real.zero
 
         def body():
             return (self._max_of(x, core, full) +
-                    ["const float nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : 0.0f;", "float nc_z = 0.0f;"] +
+                    [f"const {r} nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : {zero};",
+                     f"{r} nc_z = {zero};"] +
                     self._core_loops(core, [f"nc_z += nc_exp({self.read(x, full)} - nc_ms);"],
                                      self._reduction_pragma("+", "nc_z")) +
-                    [self._fold(s, s.outs[0], idx, "nc_ms + logf(nc_z)")])
+                    [self._fold(s, s.outs[0], idx, f"nc_ms + {self.real.fn('log')}(nc_z)")])
         return self._head(s, depth) + self.statement(s, depth, rows, body, [s.outs[0]])
 
     def _print_logsumexp_online(self, s, depth):
         x, rows, idx, core, full = self._lse_rows(s)
         _, mu_prev, z_prev = s.ins
         mu, z = s.outs
+        r, zero = self.real.ctype, self.real.zero
 
         def body():
             return (self._max_of(x, core, full) + [
-                f"const float nc_mp = {self.read(mu_prev, idx)};",
-                f"const float nc_zp = {self.read(z_prev, idx)};",
-                "nc_m = fmaxf(nc_m, nc_mp);",
-                "const float nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : 0.0f;",
-                "const float nc_d = (nc_mp == -INFINITY) ? 0.0f : nc_exp(nc_mp - nc_ms);",
-                "float nc_z = 0.0f;"] +
+                f"const {r} nc_mp = {self.read(mu_prev, idx)};",
+                f"const {r} nc_zp = {self.read(z_prev, idx)};",
+                f"nc_m = {self.real.fn('fmax')}(nc_m, nc_mp);",
+                f"const {r} nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : {zero};",
+                f"const {r} nc_d = (nc_mp == -INFINITY) ? {zero} : nc_exp(nc_mp - nc_ms);",
+                f"{r} nc_z = {zero};"] +
                 self._core_loops(core, [f"nc_z += nc_exp({self.read(x, full)} - nc_ms);"],
                                  self._reduction_pragma("+", "nc_z")) +
                 ["nc_z = nc_d * nc_zp + nc_z;", self.put(mu, idx, "nc_m"), self.put(z, idx, "nc_z")])

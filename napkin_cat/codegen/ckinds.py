@@ -22,12 +22,20 @@ positions, gathers, LSE          :mod:`napkin_cat.codegen.cindices`
 A statement with ``accumulate`` folds its value into its output with its accumulator's printed fold.  The
 dialect fills the forms' helpers: ``{max}``/``{min}`` propagate NaN as numpy's ``maximum``/``max`` do (C99's
 ``fmaxf`` drops a NaN operand); here, the selects :data:`MAX_C`, :data:`MIN_C` (the C printer's are functions).
+
+Real values are of one C type, the printer's :class:`~napkin_cat.codegen.creal.Real` (``float``; the C printer's
+``real="double"``): the structures declare their locals in it, and a form, its helpers filled in float's spelling
+(libm's ``{sqrt}``, ``{log}``, …: ``sqrtf``, ``logf``), is respelled in it by its record
+(:meth:`~napkin_cat.codegen.creal.Real.spell`: literals and libm calls)::
+
+    fill(Template("{sqrt}({0} + 1.0f)"))  ==  "sqrtf({0} + 1.0f)"  (float)     "sqrt({0} + 1.0)"  (double)
 """
 from __future__ import annotations
 
 import sympy
 
 from napkin_cat.codegen.cindices import IndexKindsMixin
+from napkin_cat.codegen.creal import FLOAT
 
 #: max and min that propagate NaN as numpy's ``maximum``/``max`` do (C99's ``fmaxf`` drops a NaN operand)
 MAX_C = "(({0}) != ({0}) || ({0}) > ({1}) ? ({0}) : ({1}))"
@@ -37,14 +45,21 @@ MIN_C = "(({0}) != ({0}) || ({0}) < ({1}) ? ({0}) : ({1}))"
 class KindsMixin(IndexKindsMixin):
     """The structure printers of :class:`~napkin_cat.codegen.cfamily.CFamilyPrinter`."""
 
-    #: ``{max}(a, b)``, ``{min}(a, b)`` in a form: the NaN-propagating selects; ``{exp}(x)``: the prelude's
-    helpers = {"max": MAX_C, "min": MIN_C, "exp": "nc_exp"}
-    #: the dialect's two-argument max of floats that ignores a NaN (C99's ``fmaxf``)
+    #: ``{max}(a, b)``, ``{min}(a, b)`` in a form: the NaN-propagating selects; ``{exp}(x)``: the prelude's;
+    #: ``{sqrt}(x)``, ``{log}(x)``, …: libm's, in float's spelling (``fill`` respells them in the real type)
+    helpers = {**FLOAT.helpers, "max": MAX_C, "min": MIN_C, "exp": "nc_exp"}
+    #: the C type of real values (:class:`~napkin_cat.codegen.creal.Real`)
+    real = FLOAT
+    #: the dialect's two-argument max of reals that ignores a NaN (C99's ``fmaxf``)
     fmax = "fmaxf"
     #: the dialect's max folding a value into an accumulator that starts at −∞ (so is never NaN): a row's max
     fold_max = "fmaxf"
     #: pragma before a reduction loop (``{op}``, ``{var}``); empty where the loop is not vectorised
     simd_reduction = ""
+
+    def fill(self, template, what: str) -> str:
+        """The form's text with its helpers filled, in the real type (float literals respelled by the record)."""
+        return self.real.spell(super().fill(template, what))
 
     def _reduction_pragma(self, op, var):
         return self.simd_reduction.format(op=op, var=var) if self.simd_reduction and not self._staged else None
@@ -96,13 +111,14 @@ class KindsMixin(IndexKindsMixin):
             inner.append(entry)
         full = dict(idx)
         full.update({a: sym for sym, _, a, _ in inner})
-        product = " * ".join(self.read(r, full) for r in s.ins) or "1.0f"
+        product = " * ".join(self.read(r, full) for r in s.ins) or self.real.one
 
         def body():
             if not inner:
                 return [self._fold(s, out, idx, product)]
             pragma = self._reduction_pragma("+", "nc_acc")
-            return (["float nc_acc = 0.0f;"] + self._core_loops(inner, [f"nc_acc += {product};"], pragma) +
+            return ([f"{self.real.ctype} nc_acc = {self.real.zero};"] +
+                    self._core_loops(inner, [f"nc_acc += {product};"], pragma) +
                     [self._fold(s, out, idx, "nc_acc")])
         return self._head(s, depth) + self.statement(s, depth, sp, body, [out])
 
@@ -122,12 +138,12 @@ class KindsMixin(IndexKindsMixin):
         def body():
             # only a fold whose OpenMP reduction agrees with it vectorises (a max/min would drop NaN in the lanes)
             pragma = self._reduction_pragma(fold.reduce, "nc_acc") if fold.reduce else None
-            lines = [f"float nc_acc = {identity};"] + self._core_loops(
+            lines = [f"{self.real.ctype} nc_acc = {identity};"] + self._core_loops(
                 core, [f"nc_acc = {step.format('nc_acc', self.read(x, full))};"], pragma)
             value = "nc_acc"
             if self.option(s, "mean", False):
                 count = sympy.Mul(*[e for _, e, _, _ in core])
-                value = f"nc_acc / (float)({self.extent_code(count)})"
+                value = f"nc_acc / {self.real.cast(self.extent_code(count))}"
             return lines + [self._fold(s, out, idx, value)]
         return self._head(s, depth) + self.statement(s, depth, sp, body, [out])
 
@@ -138,7 +154,7 @@ class KindsMixin(IndexKindsMixin):
         idx = {a: sym for sym, _, a, _ in sp}
         count = sympy.Mul(*[e for _, e, a, _ in self.space(x) if a not in idx])
         return self._head(s, depth) + self.statement(
-            s, depth, sp, lambda: [self._fold(s, out, idx, f"(float)({self.extent_code(count)})")], [out])
+            s, depth, sp, lambda: [self._fold(s, out, idx, self.real.cast(self.extent_code(count)))], [out])
 
     # ------------------------------------------------------------------ the SoftMax family
     def _rows(self, s):
@@ -154,19 +170,21 @@ class KindsMixin(IndexKindsMixin):
 
     def _max_pass(self, s, x, core, idx, beta):
         fold = f"nc_m = {self.fold_max}(nc_m, {beta} * {self.read(x, idx)});"
-        return ["float nc_m = -INFINITY;"] + self._core_loops(core, [fold], self._reduction_pragma("max", "nc_m"))
+        return [f"{self.real.ctype} nc_m = -INFINITY;"] + self._core_loops(core, [fold],
+                                                                          self._reduction_pragma("max", "nc_m"))
 
     def _print_softmax(self, s, depth):
         x, core, rows, idx = self._rows(s)
         y = s.outs[0]
         beta = self.number(self.param(s, "beta", 1))
         e = f"nc_exp({beta} * {self.read(x, idx)} - nc_m)"
+        r, zero = self.real.ctype, self.real.zero
 
         def body():
             return (self._max_pass(s, x, core, idx, beta) +
-                    ["nc_m = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : 0.0f;", "float nc_z = 0.0f;"] +
+                    [f"nc_m = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : {zero};", f"{r} nc_z = {zero};"] +
                     self._core_loops(core, [f"nc_z += {e};"], self._reduction_pragma("+", "nc_z")) +
-                    ["const float nc_rz = 1.0f / nc_z;"] +
+                    [f"const {r} nc_rz = {self.real.one} / nc_z;"] +
                     self._core_loops(core, [self.put(y, idx, f"{e} * nc_rz")]))
         return self._head(s, depth) + self.statement(s, depth, rows, body, [y])
 
@@ -177,22 +195,23 @@ class KindsMixin(IndexKindsMixin):
         beta = self.number(self.param(s, "beta", 1))
         e = f"nc_exp({beta} * {self.read(x, idx)} - nc_ms)"
         aux = self.option(s, "normalised", False)
+        r, zero = self.real.ctype, self.real.zero
 
         def body():
             lines = self._max_pass(s, x, core, idx, beta) + [
-                f"const float nc_mp = {self.read(mu_prev, idx)};",
-                f"const float nc_zp = {self.read(z_prev, idx)};",
+                f"const {r} nc_mp = {self.read(mu_prev, idx)};",
+                f"const {r} nc_zp = {self.read(z_prev, idx)};",
                 f"nc_m = {self.fmax}(nc_m, nc_mp);",
-                "const float nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : 0.0f;",
-                "const float nc_d = (nc_mp == -INFINITY) ? 0.0f : nc_exp(nc_mp - nc_ms);   "
+                f"const {r} nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : {zero};",
+                f"const {r} nc_d = (nc_mp == -INFINITY) ? {zero} : nc_exp(nc_mp - nc_ms);   "
                 f"{self.comment} δ, safe at μ′ = −∞",
-                "float nc_z = 0.0f;"]
+                f"{r} nc_z = {zero};"]
             if aux:
                 lines += self._core_loops(core, [f"nc_z += {e};"], self._reduction_pragma("+", "nc_z"))
-                lines += ["nc_z = nc_d * nc_zp + nc_z;", "const float nc_rz = 1.0f / nc_z;"]
+                lines += ["nc_z = nc_d * nc_zp + nc_z;", f"const {r} nc_rz = {self.real.one} / nc_z;"]
                 lines += self._core_loops(core, [self.put(y, idx, f"{e} * nc_rz")])
             else:
-                lines += self._core_loops(core, ["const float nc_s = " + e + ";", self.put(y, idx, "nc_s"),
+                lines += self._core_loops(core, [f"const {r} nc_s = " + e + ";", self.put(y, idx, "nc_s"),
                                                  "nc_z += nc_s;"], self._reduction_pragma("+", "nc_z"))
                 lines += ["nc_z = nc_d * nc_zp + nc_z;"]
             return lines + [self.put(mu, idx, "nc_m"), self.put(d, idx, "nc_d * nc_zp" if aux else "nc_d"),

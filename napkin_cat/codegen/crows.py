@@ -37,17 +37,18 @@ import math
 
 from napkin_cat.codegen.printer import ident
 
-#: floats per strip of a sum in lanes: one AVX-512 register (two AVX2 ones)
+#: values per strip of a sum in lanes: one AVX-512 register of floats (two AVX2 ones)
 LANES = 16
 
+#: the C prelude of the row reductions, over ``{real}``: the C type of real values
 PRELUDE = r"""#define NC_LANES {lanes}
 /* the lanes of a sum added as a tree (a vectorised sum's order, as clang and -ffast-math add them) */
-static inline float nc_sum_lanes(float *l) {{
+static inline {real} nc_sum_lanes({real} *l) {{
     for (int w = NC_LANES / 2; w > 0; w /= 2)
         for (int k = 0; k < w; ++k) l[k] += l[k + w];
     return l[0];
 }}
-""".format(lanes=LANES)
+"""
 
 
 class RowsMixin:
@@ -73,7 +74,7 @@ class RowsMixin:
                  [self.indent + b for b in body] + ["}"]
         for osym, oext, *_ in reversed(outer):
             strips = self.for_lines(osym, oext, strips, 0)
-        return ["{", self.indent + f"float {var}_l[NC_LANES] = {{0.0f}};"] + \
+        return ["{", self.indent + f"{self.real.ctype} {var}_l[NC_LANES] = {{{self.real.zero}}};"] + \
             [self.indent + s for s in strips] + [self.indent + f"{var} += nc_sum_lanes({var}_l);", "}"]
 
     # ------------------------------------------------------------------ contractions along contiguous rows
@@ -95,8 +96,8 @@ class RowsMixin:
         idx[k] = k_entry[0]
         row, rest = [e for e in sp if e[2] == n], [e for e in sp if e[2] != n]
         elem = self.elem(out, idx)
-        body = [] if s.accumulate else self._row_loops(row, [f"{elem} = 0.0f;"], 0, simd=True)
-        body += self.for_lines(k_entry[0], k_entry[1], [f"const float nc_a = {self.read(a, idx)};"] +
+        body = [] if s.accumulate else self._row_loops(row, [f"{elem} = {self.real.zero};"], 0, simd=True)
+        body += self.for_lines(k_entry[0], k_entry[1], [f"const {self.real.ctype} nc_a = {self.read(a, idx)};"] +
                                self._row_loops(row, [f"{elem} += nc_a * {self.read(b, idx)};"], 0, simd=True), 0)
         out_lines = body
         for sym, extent, *_ in reversed(rest):
@@ -109,7 +110,7 @@ class RowsMixin:
             return None
         out = s.outs[0]
         if out.var in self.layout.dead or out.var in self.layout.aliased(s) or \
-                any(self.ctype(r.var) != "float" for r in (*s.ins, out)):
+                any(self.ctype(r.var) != self.real.ctype for r in (*s.ins, out)):
             return None
         axes = [self.variables[r.var].axes for r in s.ins]
         o = self.variables[out.var].axes
@@ -138,23 +139,24 @@ class RowsMixin:
         values = math.prod(b for *_, b in rows)
         self.row_values = max(self.row_values, values)
         e = f"nc_exp({beta} * {self.read(x, idx)} - nc_ms)"
+        r, zero = self.real.ctype, self.real.zero
         maxima = self._max_pass(s, x, core, idx, beta) + [f"nc_rows[{flat}] = nc_m;"]
-        scalars = [f"const float nc_mp = {self.read(mu_prev, idx)};",
-                   f"const float nc_m = {self.fmax}(nc_rows[{flat}], nc_mp);",
-                   "const float nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : 0.0f;",
-                   "const float nc_d = (nc_mp == -INFINITY) ? 0.0f : nc_exp(nc_mp - nc_ms);   "
+        scalars = [f"const {r} nc_mp = {self.read(mu_prev, idx)};",
+                   f"const {r} nc_m = {self.fmax}(nc_rows[{flat}], nc_mp);",
+                   f"const {r} nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : {zero};",
+                   f"const {r} nc_d = (nc_mp == -INFINITY) ? {zero} : nc_exp(nc_mp - nc_ms);   "
                    f"{self.comment} δ, safe at μ′ = −∞",
                    self.put(mu, idx, "nc_m"),
                    self.put(d, idx, f"nc_d * {self.read(z_prev, idx)}" if aux else "nc_d"),
                    f"nc_rows[{flat}] = nc_ms;", f"nc_rows[{values} + {flat}] = nc_d;"]
-        exps = [f"const float nc_ms = nc_rows[{flat}];", "float nc_z = 0.0f;"]
+        exps = [f"const {r} nc_ms = nc_rows[{flat}];", f"{r} nc_z = {zero};"]
         if aux:
             exps += self._core_loops(core, [f"nc_z += {e};"], self._reduction_pragma("+", "nc_z"))
             exps += [f"nc_z = nc_rows[{values} + {flat}] * {self.read(z_prev, idx)} + nc_z;",
-                     "const float nc_rz = 1.0f / nc_z;"]
+                     f"const {r} nc_rz = {self.real.one} / nc_z;"]
             exps += self._core_loops(core, [self.put(y, idx, f"{e} * nc_rz")])
         else:
-            exps += self._core_loops(core, ["const float nc_s = " + e + ";", self.put(y, idx, "nc_s"), "nc_z += nc_s;"],
+            exps += self._core_loops(core, [f"const {r} nc_s = " + e + ";", self.put(y, idx, "nc_s"), "nc_z += nc_s;"],
                                      self._reduction_pragma("+", "nc_z"))
             exps += [f"nc_z = nc_rows[{values} + {flat}] * {self.read(z_prev, idx)} + nc_z;"]
         exps += [self.put(z, idx, "nc_z")]

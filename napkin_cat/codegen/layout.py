@@ -110,9 +110,9 @@ class Layouts(dict):
         return self[level].of(variables) if level in self else 0
 
 
-def layouts(p, *, unstaged: bool = False) -> Layouts:
-    """A :class:`Layout` per on-chip level of the plan (``unstaged``: see :func:`layout`)."""
-    return Layouts({lvl: layout(p, lvl, unstaged=unstaged)
+def layouts(p, *, unstaged: bool = False, width: dict | None = None) -> Layouts:
+    """A :class:`Layout` per on-chip level of the plan (``unstaged``, ``width``: see :func:`layout`)."""
+    return Layouts({lvl: layout(p, lvl, unstaged=unstaged, width=width)
                     for lvl in sorted({v.level for v in p.variables if v.level > 0})})
 
 
@@ -123,12 +123,19 @@ def columns(p, level: int = 1) -> list[frozenset]:
     return [col & at for col in live_columns(p.body, p.inputs)]
 
 
-def variable_bytes(v, sizes) -> int:
-    """The bytes a plan variable takes at ``sizes``: its size × its dtype's bytes × its buffers."""
-    return int(sympy.sympify(v.size).subs(sizes)) * as_dtype(v.dtype).bytes * v.buffers
+def value_bytes(dtype: str, width: dict | None = None) -> int:
+    """Bytes one value of ``dtype`` takes in a kernel: ``width[dtype]`` where the kernel holds that format wider
+    (the C kernel's ``real="double"`` holds fp32 values in 8 bytes), else the format's own."""
+    return (width or {}).get(dtype) or as_dtype(dtype).bytes
 
 
-def layout(p, level: int = 1, *, unstaged: bool = False) -> Layout:
+def variable_bytes(v, sizes, width: dict | None = None) -> int:
+    """The bytes a plan variable takes at ``sizes``: its size × its values' bytes (:func:`value_bytes`) × its
+    buffers."""
+    return int(sympy.sympify(v.size).subs(sizes)) * value_bytes(v.dtype, width) * v.buffers
+
+
+def layout(p, level: int = 1, *, unstaged: bool = False, width: dict | None = None) -> Layout:
     """Byte offsets of the plan's variables at ``level``: first and best fit under a few orders (then seeded
     random ones while the bound is not reached), the smallest arena kept, then the fewest staged outputs.
 
@@ -136,6 +143,8 @@ def layout(p, level: int = 1, *, unstaged: bool = False) -> Layout:
     reads (or takes exactly an in-place partner's), when that keeps the arena at the columns' bound.
     ``unstaged``: the soft rule holds past the bound too, and the fewest staged outputs come before the
     smallest arena (a CPU stages by copying a whole tile, which costs more than a few more bytes of cache).
+    ``width``: bytes per value by format name, where the kernel holds a format wider than its own
+    (:func:`value_bytes`).
 
     >>> import napkin_cat as nc
     >>> flash = nc.group(nc.stream(nc.library.attention(), "x", "s_x"), "q", "g_q")
@@ -148,7 +157,7 @@ def layout(p, level: int = 1, *, unstaged: bool = False) -> Layout:
     read = {v for s in walk(p.body) for v in reads(s)}
     dead = frozenset(v.name for v in p.variables if v.level == level and v.name not in read)
     names = [v.name for v in p.variables if v.level == level and v.name not in dead]
-    size = {n: variable_bytes(p.variable_map[n], p.sizes) for n in names}
+    size = {n: variable_bytes(p.variable_map[n], p.sizes, width) for n in names}
     bound = max((sum(size[n] for n in c) for c in cols), default=0)
     first, hard = {}, {n: set() for n in names}
     for k, col in enumerate(cols):
@@ -173,7 +182,7 @@ def layout(p, level: int = 1, *, unstaged: bool = False) -> Layout:
               sorted(names, key=lambda n: (-len(hard[n]), -size[n], first[n])),
               sorted(names, key=lambda n: (-(last[n] - first[n]), -size[n], first[n])),
               sorted(names, key=lambda n: (-last[n], -size[n]))]
-    align = {n: as_dtype(p.variable_map[n].dtype).bytes for n in names}
+    align = {n: value_bytes(p.variable_map[n].dtype, width) for n in names}
     none = {n: set() for n in names}
     rng = random.Random(0)      # seeded: the same plan always gets the same layout
 

@@ -222,6 +222,8 @@ class CodePrinter(RecordForms, Printer):
     indent = "    "
     #: lay out on-chip values so that no output takes bytes its statement reads (see ``layout(unstaged=)``)
     unstaged_layout = False
+    #: bytes per value by format name, where the dialect holds a format wider than its own (``layout(width=)``)
+    width: dict = {}
 
     def __init__(self, plan, **options):
         if not isinstance(plan, Plan):
@@ -232,7 +234,7 @@ class CodePrinter(RecordForms, Printer):
         plan = separated(plan)   # a sum accumulated in place: the rest, then the sum folded in (mma with C)
         super().__init__(plan.variable_map, plan.masked)
         self.plan, self.sizes, self.options = plan, dict(plan.sizes), options
-        self.layout = layouts(plan, unstaged=self.unstaged_layout)     # on-chip variables: byte offsets per level
+        self.layout = layouts(plan, unstaged=self.unstaged_layout, width=self.width)   # byte offsets per level
         self.extents: dict = {}    # tile symbol -> symbol of its extent in the current trip
         self._nominal: dict = {}   # e -> e at the plan's sizes (a kernel asks for the same extents many times)
 

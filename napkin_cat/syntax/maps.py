@@ -123,8 +123,9 @@ def _shift_constant(box, c):
     return None if c[0] is None else constant_sum([c[0], float(box.data.param("c", 0))])
 
 
-# name: (function(x, core), pipeline, its other parts: printed forms (C, CUDA's too, and Triton; ``{max}``, ``{exp}``:
-# the dialect's helpers), VJP (ȳ·f′ or a linear map's transpose), interval image, constant rule)
+# name: (function(x, core), pipeline, its other parts: printed forms (C, CUDA's too, and Triton; ``{max}``, ``{exp}``,
+# ``{sqrt}``: the dialect's helpers, libm's in the kernel's real type; C's literals in float's spelling), VJP (ȳ·f′
+# or a linear map's transpose), interval image, constant rule)
 UNARY = {
     "id": (lambda x, c: x, None,
            dict(forms=printed("{0}", "{0}"),
@@ -134,11 +135,11 @@ UNARY = {
                  vjp=pointwise(lambda ctx, box, xi, yo: ctx.x(yo)), interval=iv.increasing(iv.exp_end),
                  constant=lambda box, c: 0.0 if c[0] == -INF else None)),
     "log": (lambda x, c: _log(x), "special",
-            dict(forms=printed("logf({0})", "tl.log({0})"),
+            dict(forms=printed("{log}({0})", "tl.log({0})"),
                  vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("recip", ctx.x(xi))),
                  interval=iv.increasing(iv.log_end))),
     "abs": (lambda x, c: np.abs(x), "general",
-            dict(forms=printed("fabsf({0})", "tl.abs({0})"),
+            dict(forms=printed("{fabs}({0})", "tl.abs({0})"),
                  vjp=pointwise(_abs_prime), interval=iv.image(iv.absolute))),
     "neg": (lambda x, c: -x, "general",
             dict(forms=printed("(-{0})", "(-{0})"),
@@ -154,13 +155,13 @@ UNARY = {
                 dict(forms=printed("nc_sigmoid({0})", "tl.sigmoid({0})"),
                      vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("mul", ctx.x(yo), ctx.one_minus(ctx.x(yo)))))),
     "tanh": (lambda x, c: np.tanh(x), "special",
-             dict(forms=printed("tanhf({0})", "nc_tanh({0})"),
+             dict(forms=printed("{tanh}({0})", "nc_tanh({0})"),
                   vjp=pointwise(lambda ctx, box, xi, yo: ctx.one_minus(ctx.ew("square", ctx.x(yo)))))),
     "sqrt": (lambda x, c: np.sqrt(x), "special",
-             dict(forms=printed("sqrtf({0})", "tl.sqrt({0})"),
+             dict(forms=printed("{sqrt}({0})", "tl.sqrt({0})"),
                   vjp=pointwise(lambda ctx, box, xi, yo: ctx.const("scale", ctx.ew("recip", ctx.x(yo)), 0.5)))),
     "rsqrt": (lambda x, c: 1.0 / np.sqrt(x), "special",
-              dict(forms=printed("(1.0f / sqrtf({0}))", "tl.rsqrt({0})"), vjp=pointwise(_rsqrt_prime))),
+              dict(forms=printed("(1.0f / {sqrt}({0}))", "tl.rsqrt({0})"), vjp=pointwise(_rsqrt_prime))),
     "recip": (lambda x, c: 1.0 / x, "special",
               dict(forms=printed("(1.0f / {0})", "(1.0 / {0})"),
                    vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("neg", ctx.ew("square", ctx.x(yo)))))),
@@ -233,8 +234,8 @@ def _fma_vjp(ctx, box, ins, outs, ybar):
 
 #: fused multiply-add ``a·b + c``: one instruction, a multiply and an add (the paper's "multiply-add", §5.6)
 TERNARY = {
-    "fma": (lambda a, b, c: a * b + c, "general", 2, dict(forms=printed("fmaf({0}, {1}, {2})", "tl.fma({0}, {1}, {2})"),
-                                                          vjp=_fma_vjp)),
+    "fma": (lambda a, b, c: a * b + c, "general", 2,
+            dict(forms=printed("{fma}({0}, {1}, {2})", "tl.fma({0}, {1}, {2})"), vjp=_fma_vjp)),
 }
 #: operands a kind adds to the rest of its result (``f(…, t) = rest(…) + t``): ``a + b`` adds either to the
 #: other, ``fma`` adds ``c`` to ``a·b``

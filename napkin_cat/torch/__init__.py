@@ -1,0 +1,27 @@
+"""Layer 7, torch: napkin-cat inside PyTorch (issue 33): derived algorithms as ``torch.library`` custom ops.
+
+``nc.torch.compile(f, ...)`` (:mod:`~napkin_cat.torch.ops`) turns a function diagram, or a derivation of one,
+into a registered custom op on torch tensors, with a fake implementation and its backward derived from
+``nc.grad(f, saved=True)``; :mod:`~napkin_cat.torch.binding` reads a call's sizes, dtype and device off its
+tensors; :mod:`~napkin_cat.torch.kernels` derives, tiles, plans and compiles a function at a call's sizes, once.
+The how-to is ``docs/torch.md``.
+
+torch is an optional dependency (the ``kernels`` extra): ``import napkin_cat`` never imports this layer, and
+``nc.torch`` loads it on first use; without torch that use is a
+:class:`~napkin_cat.errors.ToolNotFoundError` saying how to install it.
+
+May import: every layer up to codegen and hardware, io (a diagram's JSON names an op), and torch (the one layer
+that imports it at module level).
+"""
+import importlib.util
+
+from napkin_cat.errors import ToolNotFoundError
+
+if importlib.util.find_spec("torch") is None:
+    raise ToolNotFoundError("torch is not installed; nc.torch needs it (pip install 'napkin-cat[kernels]')")
+
+from napkin_cat.torch.binding import Signature  # noqa: E402  (after the check that torch is there)
+from napkin_cat.torch.kernels import Derived  # noqa: E402
+from napkin_cat.torch.ops import CompiledOp, compile  # noqa: E402
+
+__all__ = ["compile", "CompiledOp", "Derived", "Signature"]
