@@ -199,7 +199,8 @@ BINARY = {
     "add": (np.add, "general",
             dict(forms=printed("({0} + {1})", "({0} + {1})"), symbol="+",
                  vjp=partials(lambda ctx, y, a, b: y, lambda ctx, y, a, b: y), interval=iv.image(iv.add),
-                 constant=lambda box, c: constant_sum(c))),
+                 constant=lambda box, c: constant_sum(c),
+                 addends=(Addend(0, "id", (1,)), Addend(1, "id", (0,))))),   # a + b adds either to the other
     "sub": (np.subtract, "general",
             dict(forms=printed("({0} - {1})", "({0} - {1})"), symbol="−",
                  vjp=partials(lambda ctx, y, a, b: y, lambda ctx, y, a, b: ctx.ew("neg", y)), interval=iv.image(iv.sub),
@@ -235,13 +236,8 @@ def _fma_vjp(ctx, box, ins, outs, ybar):
 #: fused multiply-add ``a·b + c``: one instruction, a multiply and an add (the paper's "multiply-add", §5.6)
 TERNARY = {
     "fma": (lambda a, b, c: a * b + c, "general", 2,
-            dict(forms=printed("{fma}({0}, {1}, {2})", "tl.fma({0}, {1}, {2})"), vjp=_fma_vjp)),
-}
-#: operands a kind adds to the rest of its result (``f(…, t) = rest(…) + t``): ``a + b`` adds either to the
-#: other, ``fma`` adds ``c`` to ``a·b``
-ADDENDS = {
-    "add": (Addend(0, "id", (1,)), Addend(1, "id", (0,))),
-    "fma": (Addend(2, "mul", (0, 1)),),
+            dict(forms=printed("{fma}({0}, {1}, {2})", "tl.fma({0}, {1}, {2})"), vjp=_fma_vjp,
+                 addends=(Addend(2, "mul", (0, 1)),))),                       # a·b + c adds c to a·b
 }
 ELEMENTWISE = sorted(set(UNARY) | set(BINARY) | set(TERNARY))
 ARITY = {**dict.fromkeys(UNARY, 1), **dict.fromkeys(BINARY, 2), **dict.fromkeys(TERNARY, 3)}
@@ -267,14 +263,14 @@ def _binary_kind(name, fn, pipeline, parts):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], xs[1])],
             flops=lambda core, p=pipeline: {p: 1},
             check=_elementwise_check(name, 2), label=name, shape="circle", arity=2, in_place=True,
-            doc=f"Elementwise {name} of two items.", addends=ADDENDS.get(name, ()), **parts)
+            doc=f"Elementwise {name} of two items.", **parts)
 
 
 def _ternary_kind(name, fn, pipeline, flops, parts):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], xs[1], xs[2])],
             flops=lambda core, p=pipeline, n=flops: {p: n},
             check=_elementwise_check(name, 3), label=name, shape="circle", arity=3, in_place=True,
-            doc=f"Elementwise {name} of three items.", addends=ADDENDS.get(name, ()), **parts)
+            doc=f"Elementwise {name} of three items.", **parts)
 
 
 for _name, (_fn, _p, _parts) in UNARY.items():

@@ -49,7 +49,7 @@ from napkin_cat.syntax.primitive import Accumulator, Core, declare
 from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.syntax.vjp import no_cotangent
 from napkin_cat.syntax.weave import build_box
-from napkin_cat.syntax.maps import (ADDENDS, ARITY, BINARY, ELEMENTWISE, TERNARY, UNARY,  # noqa: F401
+from napkin_cat.syntax.maps import (ARITY, BINARY, ELEMENTWISE, TERNARY, UNARY,  # noqa: F401
                                      all_equal, passes, require, scale_constant, zero_absorbs)
 
 INF = math.inf
