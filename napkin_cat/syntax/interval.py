@@ -141,6 +141,15 @@ def log_end(x):
     return -INF if x <= 0 else math.log(x) if x != INF else INF
 
 
+def erf_end(x):
+    """``erf`` of an end (``erf(±∞) = ±1``)."""
+    if _symbolic(x):
+        return sympy.erf(x)
+    if _arrays(x):
+        return np.frompyfunc(math.erf, 1, 1)(np.asarray(x, dtype=float)).astype(float)
+    return math.erf(x)
+
+
 @dataclass(frozen=True)
 class Interval:
     """Every value lies in ``[lo, hi]`` (ends numbers, arrays or sympy expressions; ±∞ when unknown)."""
@@ -227,6 +236,27 @@ def scaled(a, c):
         return UNKNOWN
     lo, hi = times(a.lo, c), times(a.hi, c)
     return Interval(lo, hi) if positive else Interval(hi, lo)
+
+
+def sine(a, phase=0.0):
+    """``sin(x + phase)`` on ``[lo, hi]``: the sines of the ends, widened to 1 where a crest ``π/2 + 2πk`` lies in the
+    interval and to −1 where a trough ``−π/2 + 2πk`` does (exact: between crests and troughs the sine is monotone);
+    ``[−1, 1]`` for an infinite or a sympy end.  ``cos`` is ``phase = π/2``."""
+    if not _known(a):
+        return None
+    if _symbolic(a.lo, a.hi):
+        return Interval(-1, 1)
+    lo, hi = np.asarray(a.lo, dtype=float) + phase, np.asarray(a.hi, dtype=float) + phase
+    finite = np.isfinite(lo) & np.isfinite(hi)
+    lo, hi = np.where(finite, lo, 0.0), np.where(finite, hi, 0.0)
+    turn = 2 * math.pi
+
+    def reaches(at):            # some at + 2πk in [lo, hi]
+        return ~finite | (np.ceil((lo - at) / turn) <= np.floor((hi - at) / turn))
+    ends = np.sin(lo), np.sin(hi)
+    low = np.where(reaches(-math.pi / 2), -1.0, np.minimum(*ends))
+    high = np.where(reaches(math.pi / 2), 1.0, np.maximum(*ends))
+    return Interval(low, high) if _arrays(a.lo, a.hi) else Interval(float(low), float(high))
 
 
 def floor_quotient(x, c):
@@ -369,7 +399,8 @@ def complement(a) -> Truth:
 
 
 __all__ = ["Interval", "Truth", "UNKNOWN", "MAYBE", "INF", "lo_of", "hi_of", "le", "lt", "all_of", "any_of",
-           "negate", "times", "exp_end", "log_end", "point", "tile", "image", "increasing", "same", "add", "sub",
+           "negate", "times", "exp_end", "log_end", "erf_end", "sine", "point", "tile", "image", "increasing", "same",
+           "add", "sub",
            "neg", "absolute", "scaled", "floor_quotient", "floor_divided", "remainder",
            "floor_divided_by", "remainder_by", "maximum", "minimum", "hull", "less_equal", "less", "equal", "not_equal",
            "conjunction", "disjunction", "complement"]
