@@ -404,7 +404,7 @@ def test_a_kind_requires_its_parameters_by_name(scratch_kinds, rng):
         nc.elementwise("shift", "n")
     with pytest.raises(nc.SignatureError, match=r"elementwise 'exp' takes no const"):
         nc.elementwise("exp", "n", const=2)
-    assert {k for k in KINDS if kind_of(k).requires} == {"leaky", "scale", "shift", "cast"}
+    assert {k for k in KINDS if kind_of(k).requires} == {"leaky", "scale", "shift", "cast", "floordiv_by", "mod_by"}
     for bad in ("alpha", ("alpha", 3)):
         with pytest.raises(nc.SignatureError, match=r"kind 'bad': requires names its required parameters, a tuple "
                                                     r"of identifiers such as \('alpha',\)"):
