@@ -168,3 +168,22 @@ def test_masked_attention_skips_empty_tiles(name, monkeypatch):
         np.testing.assert_allclose(nc.codegen.triton(p)(*f32), reference, rtol=1e-5, atol=1e-5)
     except nc.ToolNotFoundError as missing:
         pytest.skip(str(missing))
+
+
+def test_derived_block_causal_attention_skips_the_blocks_ahead():
+    """``nc.derive`` at a memory: its H counts only live tiles, and the plan at its tiles moves exactly that."""
+    q = x = 64
+    d, block = 8, 4
+    r = nc.derive(nc.library.masked_attention(block_causal(block)), memory=600, sizes={"q": q, "x": x, "d": d})
+    tiles = {k: int(v) for k, v in r.optimum.sizes.items()}
+    g, s = tiles["g_q"], tiles["s_x"]
+    rng = np.random.default_rng(5)
+    Q, K, V = rng.normal(size=(q, d)), rng.normal(size=(x, d)), rng.normal(size=(x, d))
+    out, run = nc.plan(r.diagram, tiles).run(Q, K, V)
+    mask = (np.arange(q)[:, None] // block) >= (np.arange(x)[None, :] // block)
+    S = np.where(mask, Q @ K.T / math.sqrt(d), -np.inf)
+    P = np.exp(S - S.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(out, (P / P.sum(axis=1, keepdims=True)) @ V, rtol=1e-12, atol=1e-12)
+    live = sum(min(s, x - j) for a in range(0, q, g) for j in range(0, x, s) if mask[a:a + g, j:j + s].any())
+    assert run.transfers == {1: r.H} == {1: 2 * q * d + 2 * d * live}
+    assert r.H < 2 * q * d + -(-q // g) * 2 * x * d                                 # dense at the same tiles
