@@ -56,7 +56,7 @@ def _count(table: dict, key, n: int):
 
 
 _LAMBDAS: dict = {}
-_MINMAX = {"Min": min, "Max": max, "Fraction": Fraction, "math": math}
+_MINMAX = {"Min": min, "Max": max, "Fraction": Fraction}
 
 
 class _ExactPrinter(PythonCodePrinter):
@@ -70,6 +70,11 @@ class _ExactPrinter(PythonCodePrinter):
         return self._print_Rational(e)
 
 
+#: lambdify's own settings (the namespace's names printed as themselves: ``Min``, not a builtin a symbol may shadow)
+_EXACT = _ExactPrinter({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True,
+                        "user_functions": {k: k for k in _MINMAX}})
+
+
 def _compiled(e):
     """``(symbols, function)`` computing ``e`` from its symbols' values, lambdified once per expression.
 
@@ -81,7 +86,7 @@ def _compiled(e):
     if f is None:
         syms = tuple(sorted(e.free_symbols, key=str))
         f = _LAMBDAS[e] = (syms, sympy.lambdify(syms, e, modules=[_MINMAX, "math"], dummify=False,
-                                                      printer=_ExactPrinter))
+                                                      printer=_EXACT))
     return f
 
 
