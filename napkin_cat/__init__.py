@@ -37,6 +37,7 @@ from napkin_cat.syntax.dtype import BF16, DTYPES, FP8, FP16, FP32, DType
 from napkin_cat.syntax.primitive import Accumulator, declare
 from napkin_cat.syntax.printed import Fold, Structured, Template
 from napkin_cat.syntax import logsumexp as _logsumexp  # noqa: F401  (log-sum-exp and its online step)
+from napkin_cat.syntax import division as _division  # noqa: F401  (floor division and remainder)
 from napkin_cat.syntax.indices import compare, gather, logical, position, select, where
 from napkin_cat.syntax.dtype import BOOL, INT32
 from napkin_cat.syntax.weave import weave

@@ -302,12 +302,21 @@ class CodePrinter(RecordForms, Printer):
             return "*".join(factors)
         if e.is_Pow and e.exp.is_Integer and e.exp > 0:
             return "*".join([self._atom(e.base, names)] * int(e.exp))
-        if isinstance(e, sympy.floor):      # of non-negative integers: integer division
+        if isinstance(e, sympy.floor):
             num, den = sympy.fraction(sympy.together(e.args[0]))
             if den.is_Integer or den.is_positive:
-                return self.div_template.format(self._atom(num, names), self._atom(den, names))
+                n, d = self._atom(num, names), self._atom(den, names)
+                if num.is_nonnegative:      # truncation is the floor
+                    return self.div_template.format(n, d)
+                # ⌊n/d⌋ = (n − (n mod d))/d, an exact division, with n mod d = ((n % d) + d) % d: right whether the
+                # dialect's / and % truncate (C, compiled Triton) or floor (Python, Triton's interpreter)
+                return self.div_template.format(f"({n} - {self._residue(n, d)})", d)
         if isinstance(e, sympy.Mod):
-            return self.mod_template.format(self._atom(e.args[0], names), self._atom(e.args[1], names))
+            n, d = self._atom(e.args[0], names), self._atom(e.args[1], names)
+            if e.args[0].is_nonnegative and e.args[1].is_positive:
+                return self.mod_template.format(n, d)
+            if e.args[1].is_positive:
+                return self._residue(n, d)
         if isinstance(e, sympy.ceiling):
             num, den = sympy.fraction(sympy.together(e.args[0]))
             if den.is_Integer:
@@ -317,6 +326,10 @@ class CodePrinter(RecordForms, Printer):
                 return self.div_template.format(f"({self._expr(num, names)} + {d} - 1)", f"{d}")
         raise CodegenError(f"the {self.backend} backend cannot print the index expression {e} (from the plan's "
                            "sizes and loop indices); integer sums, products, min and max print")
+
+    def _residue(self, n: str, d: str) -> str:
+        """``n mod d`` in ``[0, d)`` for a positive ``d`` and an ``n`` of either sign (C's ``%`` keeps ``n``'s sign)."""
+        return "(" + self.mod_template.format(f"({self.mod_template.format(n, d)} + {d})", d) + ")"
 
     def boolean(self, value: bool) -> str:
         """A literal truth value of the dialect."""

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
 
 import numpy as np
 import sympy
+from sympy.printing.pycode import PythonCodePrinter
 
 from napkin_cat.cost.record import Cost
 from napkin_cat.plan.ir import Compute, Free, PlanError
@@ -54,7 +56,23 @@ def _count(table: dict, key, n: int):
 
 
 _LAMBDAS: dict = {}
-_MINMAX = {"Min": min, "Max": max}
+_MINMAX = {"Min": min, "Max": max, "Fraction": Fraction}
+
+
+class _ExactPrinter(PythonCodePrinter):
+    """Rationals as :class:`~fractions.Fraction`: ``floor(4*i/3 + 1/3 - 1/3)`` at ``i = 3`` is 4, where floats give
+    3.9999999999999996 and a floor (a floor quotient's image on a tile) lands one below."""
+
+    def _print_Rational(self, e):
+        return f"Fraction({e.p}, {e.q})"
+
+    def _print_Half(self, e):
+        return self._print_Rational(e)
+
+
+#: lambdify's own settings (the namespace's names printed as themselves: ``Min``, not a builtin a symbol may shadow)
+_EXACT = _ExactPrinter({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True,
+                        "user_functions": {k: k for k in _MINMAX}})
 
 
 def _compiled(e):
@@ -67,7 +85,8 @@ def _compiled(e):
     f = _LAMBDAS.get(e)
     if f is None:
         syms = tuple(sorted(e.free_symbols, key=str))
-        f = _LAMBDAS[e] = (syms, sympy.lambdify(syms, e, modules=[_MINMAX, "math"], dummify=False))
+        f = _LAMBDAS[e] = (syms, sympy.lambdify(syms, e, modules=[_MINMAX, "math"], dummify=False,
+                                                      printer=_EXACT))
     return f
 
 

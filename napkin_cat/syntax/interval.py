@@ -141,6 +141,15 @@ def log_end(x):
     return -INF if x <= 0 else math.log(x) if x != INF else INF
 
 
+def erf_end(x):
+    """``erf`` of an end (``erf(±∞) = ±1``)."""
+    if _symbolic(x):
+        return sympy.erf(x)
+    if _arrays(x):
+        return np.frompyfunc(math.erf, 1, 1)(np.asarray(x, dtype=float)).astype(float)
+    return math.erf(x)
+
+
 @dataclass(frozen=True)
 class Interval:
     """Every value lies in ``[lo, hi]`` (ends numbers, arrays or sympy expressions; ±∞ when unknown)."""
@@ -229,6 +238,105 @@ def scaled(a, c):
     return Interval(lo, hi) if positive else Interval(hi, lo)
 
 
+def sine(a, phase=0.0):
+    """``sin(x + phase)`` on ``[lo, hi]``: the sines of the ends, widened to 1 where a crest ``π/2 + 2πk`` lies in the
+    interval and to −1 where a trough ``−π/2 + 2πk`` does (exact: between crests and troughs the sine is monotone);
+    ``[−1, 1]`` for an infinite or a sympy end.  ``cos`` is ``phase = π/2``."""
+    if not _known(a):
+        return None
+    if _symbolic(a.lo, a.hi):
+        return Interval(-1, 1)
+    lo, hi = np.asarray(a.lo, dtype=float) + phase, np.asarray(a.hi, dtype=float) + phase
+    finite = np.isfinite(lo) & np.isfinite(hi)
+    lo, hi = np.where(finite, lo, 0.0), np.where(finite, hi, 0.0)
+    turn = 2 * math.pi
+
+    def reaches(at):            # some at + 2πk in [lo, hi]
+        return ~finite | (np.ceil((lo - at) / turn) <= np.floor((hi - at) / turn))
+    ends = np.sin(lo), np.sin(hi)
+    low = np.where(reaches(-math.pi / 2), -1.0, np.minimum(*ends))
+    high = np.where(reaches(math.pi / 2), 1.0, np.maximum(*ends))
+    return Interval(low, high) if _arrays(a.lo, a.hi) else Interval(float(low), float(high))
+
+
+def floor_quotient(x, c):
+    """``⌊x / c⌋`` of an end ``x`` and a nonzero constant ``c`` (±∞ keeps its sign times ``c``'s; a sympy end gives a
+    ``floor``).  Exact on integers: Python's and numpy's ``//``, never a rounded float quotient."""
+    if _symbolic(x, c):
+        return sympy.floor(sympy.sympify(x) / c)
+    if _arrays(x):
+        x = np.asarray(x)
+        infinite = np.isinf(x) if np.issubdtype(x.dtype, np.floating) else np.zeros(x.shape, bool)
+        with np.errstate(invalid="ignore"):
+            return np.where(infinite, x * np.sign(c), np.floor_divide(np.where(infinite, 0, x), c))
+    if x in (INF, -INF):
+        return x if c > 0 else -x
+    return x // c
+
+
+def floor_divided(a, c):
+    """``a // c`` for a nonzero constant ``c``: ``⌊x/c⌋`` is nondecreasing in ``x`` for ``c > 0`` (nonincreasing for
+    ``c < 0``), so its image is read off the ends."""
+    if not _known(a):
+        return None
+    lo, hi = floor_quotient(a.lo, c), floor_quotient(a.hi, c)
+    return Interval(lo, hi) if c > 0 else Interval(hi, lo)
+
+
+def remainder(a, c, *, integer: bool):
+    """``a mod c`` (Python's: the sign of ``c``) for a nonzero constant ``c``.  Within one period (``⌊lo/c⌋ =
+    ⌊hi/c⌋ = k``) it is ``x − c·k``, increasing: exactly ``[lo − c·k, hi − c·k]``; else every residue, ``[0, c − 1]``
+    for integers (``[c + 1, 0]`` for ``c < 0``), ``[0, c]`` for reals (closed: ``[0, c)`` holds them).  A sympy end
+    is exact where sympy decides the period is one, else every residue."""
+    if not _known(a):
+        return None
+    whole = ((0, c - 1) if c > 0 else (c + 1, 0)) if integer else ((0, c) if c > 0 else (c, 0))
+    k, k_hi = floor_quotient(a.lo, c), floor_quotient(a.hi, c)
+    if _symbolic(a.lo, a.hi, c):
+        # t = 0 within one period, 1 across periods (⌊hi/c⌋ − ⌊lo/c⌋ has c's sign): the image is decided, exactly,
+        # once the loop indices are numbers, and prints as integer arithmetic (no Piecewise)
+        t = sympy.Min(sympy.sign(c) * (k_hi - k), 1)
+        return Interval((a.lo - c * k) * (1 - t) + whole[0] * t, (a.hi - c * k) * (1 - t) + whole[1] * t)
+    elif _arrays(a.lo, a.hi):
+        same = np.isfinite(a.lo) & np.isfinite(a.hi) & (k == k_hi)
+        if same.any():
+            shift = c * np.where(same, k, 0)
+            with np.errstate(invalid="ignore"):
+                return Interval(np.where(same, a.lo - shift, whole[0]), np.where(same, a.hi - shift, whole[1]))
+        same = False
+    else:
+        same = a.lo not in (INF, -INF) and a.hi not in (INF, -INF) and k == k_hi
+    return Interval(a.lo - c * k, a.hi - c * k) if same else Interval(*whole)
+
+
+def _divisors(b):
+    """A divisor interval's ends as numbers when they are finite and of one sign (0 excluded), else None."""
+    if not _known(b) or _symbolic(b.lo, b.hi) or _arrays(b.lo, b.hi):
+        return None
+    return (b.lo, b.hi) if 0 < b.lo <= b.hi < INF or -INF < b.lo <= b.hi < 0 else None
+
+
+def floor_divided_by(a, b):
+    """``a // b`` for an interval ``b`` of divisors on one side of 0: ``x/y`` is monotone in each of ``x`` and ``y``
+    there, so the extremes are at the corners, the hull of the images by ``b``'s ends; else unknown."""
+    ends = _divisors(b)
+    if ends is None or not _known(a):
+        return None
+    return hull(*(floor_divided(a, c) for c in ends))
+
+
+def remainder_by(a, b, *, integer: bool):
+    """``a mod b`` for an interval ``b`` of divisors on one side of 0: exact by a point, else every residue of the
+    largest divisor (``x mod y`` is not monotone in ``y``: 7 mod 3 = 1, 7 mod 4 = 3, 7 mod 5 = 2)."""
+    ends = _divisors(b)
+    if ends is None or not _known(a):
+        return None
+    lo, hi = ends
+    if lo == hi:
+        return remainder(a, lo, integer=integer)
+    return remainder(UNKNOWN, hi if hi > 0 else lo, integer=integer)
+
+
 def maximum(a, b):
     return Interval(hi_of(a.lo, b.lo), hi_of(a.hi, b.hi)) if _known(a, b) else None
 
@@ -291,6 +399,8 @@ def complement(a) -> Truth:
 
 
 __all__ = ["Interval", "Truth", "UNKNOWN", "MAYBE", "INF", "lo_of", "hi_of", "le", "lt", "all_of", "any_of",
-           "negate", "times", "exp_end", "log_end", "point", "tile", "image", "increasing", "same", "add", "sub",
-           "neg", "absolute", "scaled", "maximum", "minimum", "hull", "less_equal", "less", "equal", "not_equal",
+           "negate", "times", "exp_end", "log_end", "erf_end", "sine", "point", "tile", "image", "increasing", "same",
+           "add", "sub",
+           "neg", "absolute", "scaled", "floor_quotient", "floor_divided", "remainder",
+           "floor_divided_by", "remainder_by", "maximum", "minimum", "hull", "less_equal", "less", "equal", "not_equal",
            "conjunction", "disjunction", "complement"]

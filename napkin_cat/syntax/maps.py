@@ -75,6 +75,18 @@ def _gelu(x):
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
+def _erf(x):
+    """``erf`` in numpy (numpy has none): libm's, element by element, in ``x``'s format (float64 stays float64)."""
+    x = np.asarray(x)
+    kind = x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64
+    return np.frompyfunc(math.erf, 1, 1)(x.astype(np.float64)).astype(kind)
+
+
+def _gelu_erf(x):
+    """The exact GELU, torch's ``gelu(x, approximate="none")``: ``x·Φ(x) = ½x(1 + erf(x/√2))``."""
+    return 0.5 * x * (1.0 + _erf(x * (1.0 / math.sqrt(2.0))))
+
+
 def _silu(x):
     return x / (1.0 + np.exp(-x))
 
@@ -99,6 +111,20 @@ def _gelu_prime(ctx, box, xi, yo):
     du = ctx.const("scale", ctx.const("shift", ctx.const("scale", x2, 3 * 0.044715), 1), k)
     right = ctx.const("scale", ctx.ew("mul", ctx.ew("mul", x, ctx.one_minus(ctx.ew("square", t))), du), 0.5)
     return ctx.ew("add", left, right)
+
+
+def _gelu_erf_prime(ctx, box, xi, yo):
+    """d/dx x·Φ(x) = Φ(x) + x·φ(x), with Φ(x) = ½(1 + erf(x/√2)) and φ(x) = exp(−x²/2)/√(2π)."""
+    x = ctx.x(xi)
+    cdf = ctx.const("scale", ctx.const("shift", ctx.ew("erf", ctx.const("scale", x, 1 / math.sqrt(2))), 1), 0.5)
+    pdf = ctx.const("scale", ctx.ew("exp", ctx.const("scale", ctx.ew("square", x), -0.5)), 1 / math.sqrt(2 * math.pi))
+    return ctx.ew("add", cdf, ctx.ew("mul", x, pdf))
+
+
+def _erf_prime(ctx, box, xi, yo):
+    """d/dx erf(x) = (2/√π)·exp(−x²)."""
+    e = ctx.ew("exp", ctx.const("scale", ctx.ew("square", ctx.x(xi)), -1))
+    return ctx.const("scale", e, 2 / math.sqrt(math.pi))
 
 
 def _silu_prime(ctx, box, xi, yo):
@@ -180,7 +206,29 @@ UNARY = {
     "step": (lambda x, c: np.greater(x, 0).astype(np.result_type(x, np.float32)), "general",  # Heaviside H(x)
              dict(forms=printed("({0} > 0.0f ? 1.0f : 0.0f)", "tl.where({0} > 0.0, 1.0, 0.0)"),
                   vjp=linear(lambda ctx, box, yb, xi: ctx.zeros_like(ctx.x(xi))))),
+    "sin": (lambda x, c: np.sin(x), "special",
+            dict(forms=printed("sinf({0})", "tl.sin({0})"),
+                 vjp=pointwise(lambda ctx, box, xi, yo: ctx.ew("cos", ctx.x(xi))),
+                 interval=lambda ins, box, tile_of: iv.sine(ins[0]),
+                 constant=lambda box, c: 0.0 if c[0] == 0 else None)),
+    "cos": (lambda x, c: np.cos(x), "special",
+            dict(forms=printed("cosf({0})", "tl.cos({0})"),
+                 vjp=pointwise(lambda ctx, box, xi, yo: ctx.const("scale", ctx.ew("sin", ctx.x(xi)), -1)),
+                 interval=lambda ins, box, tile_of: iv.sine(ins[0], math.pi / 2),
+                 constant=lambda box, c: 1.0 if c[0] == 0 else None)),
+    "erf": (lambda x, c: _erf(x), "special",
+            dict(forms=printed("erff({0})", "tl.math.erf({0})"), vjp=pointwise(_erf_prime),
+                 interval=iv.increasing(iv.erf_end),
+                 constant=lambda box, c: None if c[0] is None else math.erf(c[0]))),
+    # torch's gelu(approximate="none"); "gelu" is approximate="tanh" (GELU_APPROXIMATIONS)
+    "gelu_erf": (lambda x, c: _gelu_erf(x), "special",
+                 dict(forms=printed("(0.5f * {0} * (1.0f + erff({0} * 0.7071067811865476f)))",
+                                    "(0.5 * {0} * (1.0 + tl.math.erf({0} * 0.7071067811865476)))"),
+                      vjp=pointwise(_gelu_erf_prime),
+                      constant=lambda box, c: 0.0 if c[0] in (0.0, -INF) else None)),
 }
+#: torch's ``gelu(x, approximate=…)`` → the kind computing it
+GELU_APPROXIMATIONS = {"none": "gelu_erf", "tanh": "gelu"}
 
 
 def _picks(larger: bool):

@@ -138,8 +138,15 @@ TESTED_KINDS = (set(UNARY_REFERENCE) | set(BINARY_REFERENCE) | {"scale", "shift"
                    "rename", "cast", "fma"})
 
 
+#: kinds whose float64 reference and VJP check live in tests/syntax/test_maps.py
+TESTED_IN_MAPS = {"sin", "cos", "erf", "gelu_erf", "floordiv", "mod", "floordiv_by", "mod_by"}
+
+
 def test_every_built_in_kind_is_tested_here():
-    built_in = {name for name, k in KINDS.items() if getattr(k.impl, "__module__", "") == "napkin_cat.syntax.ops"}
+    declaring = ("napkin_cat.syntax.ops", "napkin_cat.syntax.maps", "napkin_cat.syntax.division")
+    built_in = {name for name, k in KINDS.items() if getattr(k.impl, "__module__", "") in declaring}
+    assert {"exp", "add", "sin", "mod"} <= built_in                     # the modules that declare them are read
+    built_in -= TESTED_IN_MAPS
     assert built_in - TESTED_KINDS == set(), "add the new built-in kinds to test_primitives.py"
 
 
@@ -404,7 +411,7 @@ def test_a_kind_requires_its_parameters_by_name(scratch_kinds, rng):
         nc.elementwise("shift", "n")
     with pytest.raises(nc.SignatureError, match=r"elementwise 'exp' takes no const"):
         nc.elementwise("exp", "n", const=2)
-    assert {k for k in KINDS if kind_of(k).requires} == {"leaky", "scale", "shift", "cast"}
+    assert {k for k in KINDS if kind_of(k).requires} == {"leaky", "scale", "shift", "cast", "floordiv_by", "mod_by"}
     for bad in ("alpha", ("alpha", 3)):
         with pytest.raises(nc.SignatureError, match=r"kind 'bad': requires names its required parameters, a tuple "
                                                     r"of identifiers such as \('alpha',\)"):
