@@ -8,6 +8,9 @@ interval ``[L, U]``, read off the mask by interval arithmetic with a tile of one
 
     trips(tile) = (U − L + 1) / s            summed over the tiles, averaged: the trips per tile
 
+The count is affine in each tile index, so its mean over the tiles is a closed form (Faulhaber's power sums,
+:func:`mean_over`), exact for symbols and numbers alike (sympy's ``summation`` only for a count not polynomial in it).
+
 This is the symbolic cost's reading of ``⌈·⌉`` (it reads ``⌈b/s⌉`` as ``b/s``): exact when the slices
 line up with the interval's ends (causal attention with ``s_x`` dividing ``g_q``: at each q-block ``i``
 the ``(i + 1)·g_q/s_x`` slices at or below the diagonal); the clamps of ``[L, U]`` to the axis are left out
