@@ -8,6 +8,9 @@ interval ``[L, U]``, read off the mask by interval arithmetic with a tile of one
 
     trips(tile) = (U − L + 1) / s            summed over the tiles, averaged: the trips per tile
 
+The count is affine in each tile index, so its mean over the tiles is a closed form (Faulhaber's power sums,
+:func:`mean_over`), exact for symbols and numbers alike (sympy's ``summation`` only for a count not polynomial in it).
+
 This is the symbolic cost's reading of ``⌈·⌉`` (it reads ``⌈b/s⌉`` as ``b/s``): exact when the slices
 line up with the interval's ends (causal attention with ``s_x`` dividing ``g_q``: at each q-block ``i``
 the ``(i + 1)·g_q/s_x`` slices at or below the diagonal); the clamps of ``[L, U]`` to the axis are left out
@@ -30,6 +33,8 @@ g_q*(i_q + 1)/s_x
 (g_q + q)/(2*s_x)
 """
 from __future__ import annotations
+
+import functools
 
 import sympy
 from sympy.logic.boolalg import BooleanFalse, BooleanTrue, to_nnf
@@ -61,28 +66,48 @@ def _bounds(cond, X):
     return lowers, uppers
 
 
+def _sign(d) -> str | None:
+    """``"zero"``, ``"positive"`` or ``"negative"`` if sympy can tell the sign of ``d``, else None: on ``d`` expanded
+    (a difference of affine bounds: its terms' signs decide), then factored (a common factor's sign, ``g·(x − 1)``).
+    Not simplified: on random affine masks' bounds and clamps (symbolic and at numbers, 463 signs), ``simplify``
+    decided no sign that these two did not, at many times their time."""
+    for form in (sympy.expand, sympy.factor):
+        e = form(d)
+        if e.is_zero:
+            return "zero"
+        if e.is_positive:
+            return "positive"
+        if e.is_negative:
+            return "negative"
+    return None
+
+
 def _tightest(bounds, clamp, pick):
     """The tightest of the mask's bounds (None if they cannot be ordered), then the axis ``clamp`` where sympy
     can tell it is tighter (else the band is taken to lie inside the axis)."""
+    tighter, looser = ("negative", "positive") if pick == "min" else ("positive", "negative")
     best = None
     for b in bounds:
         if best is None:
             best = b
             continue
-        d = sympy.simplify(b - best)
-        if d.is_zero:
+        sign = _sign(b - best)
+        if sign == "zero":
             continue
-        if (d.is_negative if pick == "min" else d.is_positive):
+        if sign == tighter:
             best = b
-        elif not (d.is_positive if pick == "min" else d.is_negative):
+        elif sign != looser:
             return None
     if best is None:
         return clamp
-    d = sympy.simplify(clamp - best)
-    tighter = d.is_negative if pick == "min" else d.is_positive
-    return clamp if tighter else best
+    return clamp if _sign(clamp - best) == tighter else best
 
 
+#: the most conditions (and counts) whose trips are kept: a search costs the same mask on many candidates
+CACHED = 4096
+
+
+@functools.lru_cache(maxsize=CACHED)
 def per_tile(running, X, slice_size, axis_range):
     """The trips that run on one tile: ``(U − L + 1)/s`` for the active positions ``[L, U]`` of ``running``
     (a condition on the position ``X``), within ``axis_range = (start, extent)``; None if not a bound."""
@@ -100,12 +125,44 @@ def per_tile(running, X, slice_size, axis_range):
     return sympy.factor(sympy.expand((hi - lo + 1) / slice_size))
 
 
+def power_sum(k: int, n):
+    """``Σ_{i=0}^{n−1} i^k`` in closed form (Faulhaber: ``(B_{k+1}(n) − B_{k+1}(0))/(k+1)``, Bernoulli polynomials):
+    a polynomial in ``n``, exact for a symbol and for a number alike.
+
+    >>> power_sum(1, sympy.Symbol("n")), power_sum(2, 10), sum(i ** 2 for i in range(10))
+    (n**2/2 - n/2, 285, 285)
+    """
+    return sympy.expand((sympy.bernoulli(k + 1, n) - sympy.bernoulli(k + 1, 0)) / (k + 1))
+
+
+def mean_over(count, index, trips):
+    """The mean of ``count`` over ``index = 0, …, trips − 1``: where ``count`` is a polynomial in ``index`` (an affine
+    mask's per-tile count is affine in it), ``Σ_k c_k·power_sum(k, trips)/trips`` from its coefficients, no
+    summation to solve; else sympy's ``summation``.
+
+    >>> i, n = sympy.Symbol("i", integer=True, nonnegative=True), sympy.Symbol("n", positive=True)
+    >>> mean_over(3 + 2 * i, i, n), mean_over(3 + 2 * i, i, 4)
+    (n + 2, 6)
+    """
+    try:
+        poly = sympy.Poly(count, index)
+    except sympy.PolynomialError:
+        return sympy.summation(count, (index, 0, trips - 1)) / trips
+    return sympy.expand(sum((c * power_sum(k, trips) for (k,), c in poly.terms()), sympy.Integer(0)) / trips)
+
+
 def averaged(count, indices):
-    """``count`` summed over each loop index ``(index, trips)`` it depends on, divided by those trips."""
+    """``count`` summed over each loop index ``(index, trips)`` it depends on, divided by those trips: the trips per
+    tile (:func:`mean_over`, one index after the other), as one factored rational function."""
+    return _averaged(count, tuple((index, trips) for index, trips in indices if count.has(index)))
+
+
+@functools.lru_cache(maxsize=CACHED)
+def _averaged(count, indices: tuple):
     for index, trips in indices:
         if count.has(index):
-            count = sympy.summation(count, (index, 0, trips - 1)) / trips
-    return sympy.factor(sympy.simplify(count))
+            count = mean_over(count, index, trips)
+    return sympy.factor(count)
 
 
 def running_trips(skip, axis: str, slice_size, full, tiles):
