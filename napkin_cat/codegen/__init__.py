@@ -8,10 +8,16 @@ and dynamic) and, on a GPU, runs (``k(*arrays)``, ``k.run_device``, the driver's
 reference that checks the plan by execution, not the fast path (that is Triton's; see
 :mod:`~napkin_cat.codegen.cuda`).
 
-The printers (:mod:`~napkin_cat.codegen.printer`): one ``_print_<Node>`` per IR node;
-:class:`~napkin_cat.codegen.cfamily.CFamilyPrinter` is the loop nest C and CUDA share, with the structure
-printers of :mod:`~napkin_cat.codegen.ckinds`; :class:`~napkin_cat.codegen.tritonlang.TritonPrinter` the Triton
-dialect.  A statement prints by its kind's printed form, which the kind's record holds (``Kind.part(dialect)``,
+One folder per backend, over what they share here (adding a backend is one folder: docs/adding-a-backend.md):
+
+* here: the printer (:mod:`~napkin_cat.codegen.printer`: one ``_print_<Node>`` per IR node), how it reads a kind's
+  printed form (:mod:`~napkin_cat.codegen.kinds`), the on-chip layout (:mod:`~napkin_cat.codegen.layout`), the kernel
+  object and its cache (:mod:`~napkin_cat.codegen.kernel`), the errors;
+* :mod:`~napkin_cat.codegen.c`: the C family (the loop nest C and CUDA share, its structures) and C/OpenMP;
+* :mod:`~napkin_cat.codegen.cuda`: CUDA C++, on the C family;
+* :mod:`~napkin_cat.codegen.triton`: the Triton dialect, its host side and its worker.
+
+A statement prints by its kind's printed form, which the kind's record holds (``Kind.part(dialect)``,
 :mod:`napkin_cat.syntax.printed`): no printer keeps a table of kinds.  On-chip variables take the byte offsets of
 :mod:`~napkin_cat.codegen.layout`.
 
@@ -29,8 +35,7 @@ from napkin_cat.codegen.c import CKernel, CPrinter, c
 from napkin_cat.codegen.cuda import CudaKernel, CudaPrinter, cuda
 from napkin_cat.codegen.errors import BlasMissingWarning, CodegenError, ToolNotFoundError, UnknownKindError
 from napkin_cat.codegen.printer import CodePrinter
-from napkin_cat.codegen.tritonkernel import TritonKernel, triton
-from napkin_cat.codegen.tritonlang import TritonPrinter
+from napkin_cat.codegen.triton import TritonKernel, TritonPrinter, triton
 
 __all__ = ["c", "cuda", "triton", "CKernel", "CudaKernel", "TritonKernel", "CodePrinter", "CPrinter", "CudaPrinter",
            "TritonPrinter", "CodegenError", "UnknownKindError", "ToolNotFoundError", "BlasMissingWarning"]

@@ -36,7 +36,7 @@ from types import MappingProxyType
 import torch
 
 from napkin_cat.codegen.c import c as c_kernel
-from napkin_cat.codegen.tritonkernel import triton as triton_kernel
+from napkin_cat.codegen.triton.kernel import triton as triton_kernel
 from napkin_cat.cost.functor import cost
 from napkin_cat.cost.optimum import optimal
 from napkin_cat.errors import HardwareError, NapkinError, TensorError
@@ -48,7 +48,7 @@ from napkin_cat.torch.binding import Signature
 
 #: the backends a function runs on: name → the device types it takes
 BACKENDS = {"c": ("cpu",), "triton": ("cpu", "cuda")}
-#: the C type of a call's real values, by its dtype (:mod:`napkin_cat.codegen.creal`)
+#: the C type of a call's real values, by its dtype (:mod:`napkin_cat.codegen.c.real`)
 C_REAL = {torch.float32: "float", torch.float64: "double"}
 
 
@@ -214,7 +214,7 @@ class Derived:
             return outs
         if device.type == "cuda" or interpreted():      # nc_run in this process: on the GPU, or Triton's interpreter
             ys = launcher(k.path())(*xs)
-        else:                                           # the interpreter in a worker process (codegen.tritonkernel)
+        else:                                           # the interpreter in a worker process (codegen.triton.kernel)
             ys = k(*xs)
         ys = list(ys) if isinstance(ys, (tuple, list)) else [ys]
         return [y.to(t) for y, t in zip(ys, self.signature.dtypes(real))]

@@ -25,7 +25,7 @@ HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
 def _no_gpu() -> str:
     """Why CUDA kernels cannot run here ('' where a CUDA device is)."""
-    from napkin_cat.codegen.cudakernel import device_arch
+    from napkin_cat.codegen.cuda.kernel import device_arch
     try:
         device_arch(0)
     except nc.codegen.ToolNotFoundError as e:

@@ -15,7 +15,7 @@ from napkin_cat.codegen.c import CPrinter
 
 from kernels_common import assert_close, inputs, needs_cc
 
-cmod = importlib.import_module("napkin_cat.codegen.c")
+cmod = importlib.import_module("napkin_cat.codegen.c.openmp")
 
 SPECIAL = [-np.inf, -1e30, -104.0, -88.0, -87.3, -86.7, -86.64339798, -86.6, -50.0, -1e-30, -0.0, 0.0, 1e-30,
            0.5, 1.0, 20.0, 88.0, 88.3762626647949, 88.72283172607422, 88.72283935546875, 88.8, 1e30, np.inf, np.nan]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import napkin_cat as nc
-from napkin_cat.codegen import cudakernel
+from napkin_cat.codegen.cuda import kernel as cudakernel
 from napkin_cat.codegen.kernel import cache_dir
 
 from kernels_common import BIG, HAVE_TORCH, NO_GPU, assert_close, big_plan, inputs, needs_gpu, needs_nvcc, outputs

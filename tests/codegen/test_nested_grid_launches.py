@@ -24,7 +24,7 @@ from hypothesis import given, settings, strategies as st
 
 import napkin_cat as nc
 from napkin_cat.codegen.printer import launches
-from napkin_cat.codegen.tritonlang import TritonPrinter
+from napkin_cat.codegen.triton.printer import TritonPrinter
 from rewrites import flash_attention
 
 from kernels_common import assert_close, needs_cc, needs_nvcc, needs_triton

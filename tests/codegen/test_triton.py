@@ -73,7 +73,7 @@ def test_errors_of_the_worker_are_typed(algorithms):
 
 def test_missing_triton_is_a_typed_error(algorithms, monkeypatch):
     import importlib.util
-    from napkin_cat.codegen import tritonkernel
+    from napkin_cat.codegen.triton import kernel as tritonkernel
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "triton" else real(name))
     monkeypatch.setattr(tritonkernel, "_WORKERS", {})

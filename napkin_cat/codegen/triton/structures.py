@@ -32,7 +32,7 @@ POS_INF = 'float("inf")'
 
 
 class TritonKindsMixin:
-    """Kind printers of :class:`~napkin_cat.codegen.tritonlang.TritonPrinter`."""
+    """Kind printers of :class:`~napkin_cat.codegen.triton.printer.TritonPrinter`."""
 
     def _head(self, s, depth):
         args = ", ".join(self.ref(r) for r in s.ins)

@@ -9,7 +9,7 @@ run on a CPU:
   whose finite-math assumption would break the −∞-safe δ): ``exp`` is ``nc_exp``, a branch-free polynomial
   within 2 ulp; max and min are selects (``nc_fmax``, ``nc_fold_max``: libm's ``fmaxf`` is a call that stays
   in the vector loop); sums run in lanes and the online SoftMax's rows in three passes
-  (:mod:`napkin_cat.codegen.crows`);
+  (:mod:`napkin_cat.codegen.c.rows`);
 * the layout stages nothing (``layout(unstaged=True)``): no statement computes into a buffer and copies;
 * a load of an input's own rows is a pointer into the input (:func:`load_views`): the cache makes the copy;
 * a contraction of two operands that is a matrix product (one summed axis, one free axis per operand, any
@@ -19,7 +19,7 @@ run on a CPU:
   (:class:`~napkin_cat.codegen.errors.BlasMissingWarning`; ``$NAPKIN_BLAS=0`` forces it);
 * ``real="double"``: every real value in double (fp32 arrays are float64 numpy arrays, 8 bytes in the arena,
   libm's ``exp`` for ``nc_exp``, ``cblas_dgemm``): the kernel a float64 tensor runs on
-  (:mod:`~napkin_cat.codegen.creal`).
+  (:mod:`~napkin_cat.codegen.c.real`).
 
 >>> import napkin_cat as nc
 >>> p = nc.plan(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"),
@@ -39,9 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-from napkin_cat.codegen.cfamily import CFamilyPrinter
-from napkin_cat.codegen.creal import FLOAT, REALS
-from napkin_cat.codegen.crows import LANES, PRELUDE as ROWS_PRELUDE, RowsMixin
+from napkin_cat.codegen.c.family import CFamilyPrinter
+from napkin_cat.codegen.c.real import FLOAT, REALS
+from napkin_cat.codegen.c.rows import LANES, PRELUDE as ROWS_PRELUDE, RowsMixin
 from napkin_cat.codegen.errors import BlasMissingWarning, CodegenError, ToolNotFoundError
 from napkin_cat.codegen.kernel import GeneratedKernel, cache_dir, digest, tool
 from napkin_cat.codegen.printer import ident, launches
@@ -151,7 +151,7 @@ class CPrinter(RowsMixin, CFamilyPrinter):
     """C99 with OpenMP; ``blas``: contractions that are matrix products by ``cblas_sgemm``; ``poison``: fill each
     block's arena with NaN first (a test's check that no value is read before it is written); ``real``: the C
     type of every real value (``"float"``, or ``"double"``: fp32 arrays held, computed and exchanged as double,
-    libm's double functions, ``cblas_dgemm``; :mod:`~napkin_cat.codegen.creal`)."""
+    libm's double functions, ``cblas_dgemm``; :mod:`~napkin_cat.codegen.c.real`)."""
 
     backend = "c"
     dtypes = {"fp32": "float", "fp16": "_Float16", "int32": "int", "bool": "unsigned char"}

@@ -31,9 +31,9 @@ import numpy as np
 from napkin_cat.codegen.errors import CodegenError, ToolNotFoundError
 from napkin_cat.errors import ShapeError
 from napkin_cat.codegen.kernel import GeneratedKernel, cache_dir, digest
-from napkin_cat.codegen.tritonlang import SIGNATURE, TritonPrinter  # noqa: F401 (SIGNATURE: re-exported)
+from napkin_cat.codegen.triton.printer import SIGNATURE, TritonPrinter  # noqa: F401 (SIGNATURE: re-exported)
 
-WORKER = Path(__file__).with_name("triton_worker.py")
+WORKER = Path(__file__).with_name("worker.py")
 _WORKERS: dict = {}
 
 
@@ -185,7 +185,7 @@ print([o.shape for o in kernel.nc_run(*ins)])
 def triton(plan, *, precision: str = "ieee", runtime=True, num_warps: int | None = None,
            num_stages: int | None = None, smem_per_block: int | None = None) -> TritonKernel:
     """The Triton kernel of ``plan`` (see the module docstring; the options are
-    :class:`~napkin_cat.codegen.tritonlang.TritonPrinter`'s)."""
+    :class:`~napkin_cat.codegen.triton.printer.TritonPrinter`'s)."""
     if not hasattr(plan, "variable_map"):
         raise CodegenError(f"nc.codegen.triton takes a plan (nc.plan(diagram, sizes)), got {type(plan).__name__}")
     printer = TritonPrinter(plan, precision=precision, runtime=runtime, num_warps=num_warps, num_stages=num_stages,

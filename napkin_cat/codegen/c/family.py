@@ -13,7 +13,7 @@ Shared, printed by this module for both languages (so a C run executes the CUDA 
   storage (a heap buffer in C, a local array in CUDA: registers) and writes after it (and after a
   barrier on the GPU), in the same element order;
 * the **element formula** of every primitive kind: its record's C form (a template, its ``{max}``/``{min}``
-  helpers filled by the dialect), or the structure it names (:mod:`napkin_cat.codegen.ckinds`).
+  helpers filled by the dialect), or the structure it names (:mod:`napkin_cat.codegen.c.structures`).
 
 Different, in the subclasses: how an element loop is spread (C: nested loops the compiler vectorises;
 CUDA: one flat loop strided by ``threadIdx.x``), the launch (``#pragma omp parallel for`` over the Grid
@@ -26,7 +26,7 @@ import math
 
 import sympy
 
-from napkin_cat.codegen.ckinds import KindsMixin
+from napkin_cat.codegen.c.structures import KindsMixin
 from napkin_cat.codegen.printer import CodePrinter, ident
 from napkin_cat.codegen.errors import CodegenError
 from napkin_cat.plan.ir import Ref, StreamLoop, reads, walk, writes

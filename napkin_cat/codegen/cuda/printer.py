@@ -1,7 +1,7 @@
 """CUDA C++: one thread block per Grid index (Grids nested along one axis: per innermost tile), the on-chip
 variables in one ``__shared__`` arena.
 
-The statements are the C kernel's (:mod:`napkin_cat.codegen.cfamily`): the same loop nest, extents,
+The statements are the C kernel's (:mod:`napkin_cat.codegen.c.family`): the same loop nest, extents,
 masks, addresses, arena offsets and element formulas.  What differs: an element loop is one flat loop
 strided by ``threadIdx.x`` (each thread decodes its element's indices), a barrier follows every
 statement, the arena is ``__shared__`` and the staging storage is a per-thread array (registers).
@@ -9,7 +9,7 @@ statement, the arena is ``__shared__`` and the staging storage is a per-thread a
 **A reference, not a fast kernel.**  Every value is fp32 arithmetic in scalar loops over the shared-memory
 arena, with one ``__syncthreads()`` per statement; there is no ``mma.sync``/WMMA/``wgmma`` (no tensor
 cores), no vectorised or asynchronous loads, no pipelining of a stream's loads.  The tensor-core path is
-the Triton backend's (:mod:`napkin_cat.codegen.tritonkernel`).  What this backend is for is an *executed*
+the Triton backend's (:mod:`napkin_cat.codegen.triton.kernel`).  What this backend is for is an *executed*
 check of the plan: the loop nest, masks and arena offsets run on a GPU (``k(*arrays)`` against
 ``p(*arrays)``), and the plan's shared memory is confirmed byte for byte by ptxas (``k.compile``, no GPU
 needed) and by the driver (``k.attributes()``, on a GPU).
@@ -19,7 +19,7 @@ array, which ptxas counts; a larger one is dynamic shared memory (``extern __sha
 launcher (``cudaFuncSetAttribute`` in ``nc_configure``) and asked for by the launch, which ptxas cannot
 count.  So ``k.compile(arch=...)`` reports ``smem_static`` (ptxas), ``smem_dynamic`` (the launch's) and
 ``smem``, their sum, which equals ``p.smem_bytes`` (the plan's peak at level 1) for the kernel of the
-largest arena; :mod:`~napkin_cat.codegen.cudakernel` builds, runs and asks the driver.  The register
+largest arena; :mod:`~napkin_cat.codegen.cuda.kernel` builds, runs and asks the driver.  The register
 estimate is the values one thread holds: what it stages, and its thread-level variables (a Grid inside a
 block around a kernel one level down runs one group per thread, its variables in a per-thread arena).
 Those arrays are indexed by counters, so ptxas keeps them in the thread's stack frame (local memory,
@@ -40,8 +40,8 @@ True
 """
 from __future__ import annotations
 
-from napkin_cat.codegen.cfamily import CFamilyPrinter
-from napkin_cat.codegen.cudakernel import CudaKernel, model_for, parse_ptxas  # noqa: F401 (model_for: the CLI's)
+from napkin_cat.codegen.c.family import CFamilyPrinter
+from napkin_cat.codegen.cuda.kernel import CudaKernel, model_for, parse_ptxas  # noqa: F401 (model_for: the CLI's)
 from napkin_cat.codegen.printer import ident, launches
 from napkin_cat.hardware import CapacityError, load
 from napkin_cat.plan.ir import GridLoop, Kernel, walk
@@ -206,7 +206,7 @@ class CudaPrinter(CFamilyPrinter):
 
     # ------------------------------------------------------------------ the host side
     def host(self, ls) -> str:
-        """The host functions of the shared library (see :mod:`~napkin_cat.codegen.cudakernel`): ``nc_configure``
+        """The host functions of the shared library (see :mod:`~napkin_cat.codegen.cuda.kernel`): ``nc_configure``
         (the opt-ins to dynamic shared memory), ``nc_run`` (the launcher), ``nc_attributes`` (what the driver
         says of each kernel), and the small helpers a caller without torch needs.  Every one returns a
         ``cudaError_t`` (0: success) that ``nc_error_name``/``nc_error_string`` name."""

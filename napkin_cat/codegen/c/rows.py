@@ -1,6 +1,6 @@
 """Row reductions as a CPU vectorises them: sums in lanes, and the online SoftMax's rows in three passes.
 
-Two rewrites of what :mod:`napkin_cat.codegen.ckinds` prints, for the C printer only (the CUDA kernel spreads a
+Two rewrites of what :mod:`napkin_cat.codegen.c.structures` prints, for the C printer only (the CUDA kernel spreads a
 row over a thread block's threads instead):
 
 * **sums in lanes.**  ``#pragma omp simd reduction(+:v)`` lets gcc keep one partial sum per vector lane, but

@@ -17,7 +17,7 @@ sizes              an axis size no on-chip shape or parameter depends on is a ru
                    (sequence lengths, batch, heads); tiles are ``tl.constexpr``-like literals.
                    Where the plan's tiles divide its sizes, a kernel without masks is printed
                    beside the masked one and the launcher picks it when the sizes allow
-                   (:mod:`~napkin_cat.codegen.tritonhost`)
+                   (:mod:`~napkin_cat.codegen.triton.host`)
 Load / Store       ``tl.load`` / ``tl.store`` with the ragged edge masked (``other=0``)
 contraction        ``tl.dot`` for a matrix product: on 16-bit (or fp8) operands of one format, the
                    tensor cores in that format with an fp32 accumulator (``acc=`` when the
@@ -44,11 +44,11 @@ from __future__ import annotations
 
 import sympy
 
-from napkin_cat.codegen import tritonhost
+from napkin_cat.codegen.triton import host
 from napkin_cat.codegen.errors import CodegenError
 from napkin_cat.codegen.printer import CodePrinter, ident, launches
-from napkin_cat.codegen.tritonindices import TritonIndexKindsMixin
-from napkin_cat.codegen.tritonkinds import TritonKindsMixin
+from napkin_cat.codegen.triton.indices import TritonIndexKindsMixin
+from napkin_cat.codegen.triton.structures import TritonKindsMixin
 from napkin_cat.plan.ir import GridLoop, Load, Ref, StreamLoop, walk, reads, writes
 from napkin_cat.syntax.dtype import as_dtype
 
@@ -91,7 +91,7 @@ def padded(n: int) -> int:
 class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
     """Triton (Python).  ``precision``: ``tl.dot``'s input precision on fp32 operands (``"ieee"``: exact fp32
     products); ``runtime``: the sizes passed at run time (True: every eligible one, False: none, or names);
-    ``num_warps``, ``num_stages``: the launch (default: read off the plan, :mod:`.tritonhost`);
+    ``num_warps``, ``num_stages``: the launch (default: read off the plan, :mod:`.host`);
     ``smem_per_block``: the shared memory the stages must fit (bytes; Hopper's by default)."""
 
     backend = "triton"
@@ -119,7 +119,7 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
         super().__init__(plan, precision=precision)
         self.precision = precision
         self.temps = 0
-        self.runtime = tritonhost.runtime_sizes(self.plan, runtime)
+        self.runtime = host.runtime_sizes(self.plan, runtime)
         for s in self.runtime:
             self.sizes.pop(s, None)
         self._nominal.clear()       # what was substituted at the sizes before the runtime ones were let go
@@ -130,8 +130,8 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
         for name, n, most in (("num_warps", num_warps, MAX_WARPS), ("num_stages", num_stages, MAX_STAGES)):
             if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= most):
                 raise CodegenError(f"{name} must be a positive int of at most {most}, got {n!r}")
-        self.num_warps = num_warps or tritonhost.num_warps(self)
-        self.num_stages = num_stages or tritonhost.num_stages(self, smem_per_block or tritonhost.SMEM_PER_BLOCK)
+        self.num_warps = num_warps or host.num_warps(self)
+        self.num_stages = num_stages or host.num_stages(self, smem_per_block or host.SMEM_PER_BLOCK)
 
     def number(self, value) -> str:
         v = float(value)
@@ -448,5 +448,5 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
                 self.even, self._assumed = False, set()
                 parts.append("\n".join(self._print_Launch(launch, name=launch.name + "_ragged")))
         self.even = True
-        parts.append("\n".join(tritonhost.host(self, ls)))
+        parts.append("\n".join(host.host(self, ls)))
         return "\n\n\n".join(parts) + "\n"

@@ -16,17 +16,17 @@ a template (exp, add, fma, …)    ``out = f(in₀, in₁, …)``, inputs broadc
                                  exp(μ′ − μ) (the −∞-safe δ), z = δz′ + Σ s
 … ``normalised`` (SoftMax₀)      as SoftMax₁, returning y = s/z and δz′ in place of s and δ
 ``rename``, ``split``, ``join``  element copies
-positions, gathers, LSE          :mod:`napkin_cat.codegen.cindices`
+positions, gathers, LSE          :mod:`napkin_cat.codegen.c.indices`
 ===============================  ================================================================
 
 A statement with ``accumulate`` folds its value into its output with its accumulator's printed fold.  The
 dialect fills the forms' helpers: ``{max}``/``{min}`` propagate NaN as numpy's ``maximum``/``max`` do (C99's
 ``fmaxf`` drops a NaN operand); here, the selects :data:`MAX_C`, :data:`MIN_C` (the C printer's are functions).
 
-Real values are of one C type, the printer's :class:`~napkin_cat.codegen.creal.Real` (``float``; the C printer's
+Real values are of one C type, the printer's :class:`~napkin_cat.codegen.c.real.Real` (``float``; the C printer's
 ``real="double"``): the structures declare their locals in it, and a form, its helpers filled in float's spelling
 (libm's ``{sqrt}``, ``{log}``, …: ``sqrtf``, ``logf``), is respelled in it by its record
-(:meth:`~napkin_cat.codegen.creal.Real.spell`: literals and libm calls)::
+(:meth:`~napkin_cat.codegen.c.real.Real.spell`: literals and libm calls)::
 
     fill(Template("{sqrt}({0} + 1.0f)"))  ==  "sqrtf({0} + 1.0f)"  (float)     "sqrt({0} + 1.0)"  (double)
 """
@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import sympy
 
-from napkin_cat.codegen.cindices import IndexKindsMixin
-from napkin_cat.codegen.creal import FLOAT
+from napkin_cat.codegen.c.indices import IndexKindsMixin
+from napkin_cat.codegen.c.real import FLOAT
 
 #: max and min that propagate NaN as numpy's ``maximum``/``max`` do (C99's ``fmaxf`` drops a NaN operand)
 MAX_C = "(({0}) != ({0}) || ({0}) > ({1}) ? ({0}) : ({1}))"
@@ -43,12 +43,12 @@ MIN_C = "(({0}) != ({0}) || ({0}) < ({1}) ? ({0}) : ({1}))"
 
 
 class KindsMixin(IndexKindsMixin):
-    """The structure printers of :class:`~napkin_cat.codegen.cfamily.CFamilyPrinter`."""
+    """The structure printers of :class:`~napkin_cat.codegen.c.family.CFamilyPrinter`."""
 
     #: ``{max}(a, b)``, ``{min}(a, b)`` in a form: the NaN-propagating selects; ``{exp}(x)``: the prelude's;
     #: ``{sqrt}(x)``, ``{log}(x)``, …: libm's, in float's spelling (``fill`` respells them in the real type)
     helpers = {**FLOAT.helpers, "max": MAX_C, "min": MIN_C, "exp": "nc_exp"}
-    #: the C type of real values (:class:`~napkin_cat.codegen.creal.Real`)
+    #: the C type of real values (:class:`~napkin_cat.codegen.c.real.Real`)
     real = FLOAT
     #: the dialect's two-argument max of reals that ignores a NaN (C99's ``fmaxf``)
     fmax = "fmaxf"
