@@ -321,23 +321,14 @@ class Machine:
 
 
 def _prepare(box, sizes):
-    """``box`` ready to run many times: parameters bound to numbers once (``β = d^-1/2``), and a
-    contraction of two operands with no shared batch axis as one BLAS call (``tensordot``)."""
+    """``box`` ready to run many times: its kind's prepared implementation where the record has one for this box
+    (a contraction of two operands with no shared batch axis: one BLAS call), else with its parameters bound to
+    numbers once (``β = d^-1/2``)."""
     spec = box.data
-    if spec.kind == "contract" and len(box.dom) == 2:
-        (a, b), out = [arr.names for arr in box.dom.inside], box.cod.inside[0].names
-        summed = [n for n in a if n in b and n not in out]
-        # a tensordot sums only axes both operands carry, and keeps every other one: an axis only one operand
-        # carries and the output lacks (summed alone), or a batch axis of both, is numpy's einsum's to do
-        alone = [n for n in (*a, *b) if n not in out and not (n in a and n in b)]
-        if not [n for n in a if n in b and n in out] and not alone and sorted(out) == sorted(
-                [n for n in a if n not in summed] + [n for n in b if n not in summed]):
-            axes = ([a.index(n) for n in summed], [b.index(n) for n in summed])
-            kept = [n for n in a if n not in summed] + [n for n in b if n not in summed]
-            perm = [kept.index(n) for n in out]
-            identity = perm == list(range(len(perm)))
-            return lambda xs: [np.tensordot(xs[0], xs[1], axes) if identity
-                               else np.tensordot(xs[0], xs[1], axes).transpose(perm)]
+    prepared = kind_of(spec.kind).prepared
+    fast = prepared(box) if prepared is not None else None
+    if fast is not None:
+        return fast
     if not any(isinstance(v, sympy.Basic) for _, v in spec.params):
         return box
     params = tuple((k, float(sympy.sympify(v).subs(sizes)) if isinstance(v, sympy.Basic) else v)

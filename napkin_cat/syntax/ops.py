@@ -132,10 +132,29 @@ def _contract_vjp(ctx, box, ins, outs, ybar):
     return out
 
 
+def _contract_prepared(box):
+    """Two operands with no shared batch axis: one BLAS call (``tensordot``), then the output's axis order."""
+    if len(box.dom) != 2:
+        return None
+    (a, b), out = [arr.names for arr in box.dom.inside], box.cod.inside[0].names
+    summed = [n for n in a if n in b and n not in out]
+    # a tensordot sums only axes both operands carry, and keeps every other one: an axis only one operand
+    # carries and the output lacks (summed alone), or a batch axis of both, is numpy's einsum's to do
+    alone = [n for n in (*a, *b) if n not in out and not (n in a and n in b)]
+    kept = [n for n in a if n not in summed] + [n for n in b if n not in summed]
+    if [n for n in a if n in b and n in out] or alone or sorted(out) != sorted(kept):
+        return None
+    axes = ([a.index(n) for n in summed], [b.index(n) for n in summed])
+    perm = [kept.index(n) for n in out]
+    if perm == list(range(len(perm))):
+        return lambda xs: [np.tensordot(xs[0], xs[1], axes)]
+    return lambda xs: [np.tensordot(xs[0], xs[1], axes).transpose(perm)]
+
+
 declare("contract", _contract_impl, flops=_contract_flops, check=_contract_check,
         accumulator=SUM, labelled=_contract_labelled, label="·", shape="contract", forms=structured("contract"),
         doc="Contraction (dot product): the sum over shared core axes of the product of the operands.",
-        vjp=_contract_vjp, constant=zero_absorbs)
+        vjp=_contract_vjp, constant=zero_absorbs, prepared=_contract_prepared)
 
 # --------------------------------------------------------------------------- SoftMax family
 

@@ -217,6 +217,10 @@ differentiate it (nc.grad)
     #: its meaning depends on the exact extent of the axes it cuts or glues (split, join): a plan cannot mask a
     #: ragged last tile of them
     sized: bool = False
+    #: ``prepared(box)``: a faster implementation of this one box, built once and run on many tiles (a function of
+    #: the operand list), or None where it has none for the box (a contraction of two operands with no shared batch
+    #: axis: one BLAS call); the runners use it, ``nc.evaluate`` keeps ``impl``
+    prepared: Callable | None = None
 
     def __repr__(self):
         return f"Kind({self.name!r})"
@@ -289,7 +293,7 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
             constant: Callable | None = None, forms: dict | None = None, in_place: bool = False,
             renames: bool = False, symbol: str | Callable | None = None, requires: tuple = (),
             arity: int | None = None, conversion: bool = False, locates: Callable | None = None,
-            sized: bool = False) -> Kind:
+            sized: bool = False, prepared: Callable | None = None) -> Kind:
     """Declare (register) a primitive kind; returns it.  Every part is a keyword argument:
 
     ``impl(xs, core)`` takes numpy arrays with leading batch dims and returns a
@@ -315,12 +319,15 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     ``conversion=True`` for a kind that only changes its operand's number format (a cast: the time model counts it
     among the conversions); ``locates(box)`` the axis whose absolute index its values depend on (a position, a
     gather: a plan gives it the start of the tile it runs in); ``sized=True`` where its meaning depends on the
-    exact extent of the axes it cuts or glues (split, join: a plan cannot mask a ragged last tile).
+    exact extent of the axes it cuts or glues (split, join: a plan cannot mask a ragged last tile);
+    ``prepared(box)`` a faster implementation of one box (a function of the operand list) or None, built once by the
+    plan's runner and run on every tile.
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise SignatureError(f"a primitive kind is named by an identifier (such as 'gelu2'), got {name!r}")
     for role, fn in (("impl", impl), ("flops", flops), ("check", check), ("labelled", labelled), ("vjp", vjp),
-                     ("interval", interval), ("constant", constant), ("locates", locates)):
+                     ("interval", interval), ("constant", constant), ("locates", locates),
+                     ("prepared", prepared)):
         if (fn is not None or role == "impl") and not callable(fn):
             raise SignatureError(f"kind {name!r}: {role} must be a function, got {type(fn).__name__} {fn!r}")
     forms = dict(forms or {})
@@ -354,7 +361,7 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     kind = Kind(name, impl, flops, check, accumulator, labelled, label or name, shape, doc, tuple(addends), vjp,
                 interval, constant, forms, in_place=in_place, renames=renames, symbol=symbol,
                 requires=tuple(requires), arity=arity, conversion=conversion,
-                locates=locates, sized=sized)
+                locates=locates, sized=sized, prepared=prepared)
     KINDS[name] = kind
     return kind
 

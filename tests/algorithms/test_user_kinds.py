@@ -225,6 +225,24 @@ def test_a_users_kind_that_reads_absolute_indices_runs_at_each_tiles_start_in_a_
     assert out == pytest.approx(expected, rel=1e-12)
 
 
+def test_a_users_prepared_implementation_runs_in_the_plan_and_impl_in_evaluate(scratch_kinds):
+    """``prepared`` is what the plan's runner calls on each tile (built once per statement); ``nc.evaluate`` keeps
+    ``impl``.  A kind whose prepared form differs from impl (here on purpose, to tell the two apart) shows which ran."""
+    built = []
+
+    def prepared(box):
+        built.append(box.name)
+        return lambda xs: [3 * xs[0]]
+    nc.declare("user_thrice", lambda xs, core: [2 * xs[0]], flops=lambda core: {"general": 1},
+               check=_items("user_thrice", 1), prepared=prepared)
+    d = nc.apply("user_thrice", "x -> x", x=6)
+    v = np.arange(6.0)
+    np.testing.assert_array_equal(nc.evaluate(d, v), 2 * v)
+    np.testing.assert_array_equal(nc.plan(nc.stream(d >> nc.reduce("sum", "x -> ", x=6), "x", "s_x"),
+                                          {"s_x": 2})(v), 3 * v.sum())
+    assert built == ["user_thrice"]                        # built once, run on the three slices
+
+
 @pytest.mark.parametrize("name", sorted(MASKS))
 def test_a_mask_built_with_a_users_kind_is_exact_on_every_tile(name):
     """On every tile of a 7 × 7 grid, always ⟺ every element is true and possibly ⟺ some element is (the images
