@@ -99,8 +99,11 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
     dtypes = {"fp32": "tl.float32", "fp16": "tl.float16", "bf16": "tl.bfloat16", "fp8": "tl.float8e4nv",
               "int32": "tl.int32", "bool": "tl.int1"}
     torch_dtypes = {"fp32": "torch.float32", "fp16": "torch.float16", "bf16": "torch.bfloat16"}
-    #: ``{max}(a, b)``, ``{min}(a, b)``, ``{exp}(x)`` in a form
-    helpers = {"max": "tl.maximum", "min": "tl.minimum", "exp": "tl.exp"}
+    #: ``{max}(a, b)``, ``{min}(a, b)``, ``{exp}(x)`` in a form, and the functions of libm's (C's helper names, so one
+    #: template such as ``{sqrt}({0})`` prints in C and Triton alike) that triton.language has
+    helpers = {"max": "tl.maximum", "min": "tl.minimum", "exp": "tl.exp", "sqrt": "tl.sqrt", "log": "tl.log",
+               "sin": "tl.sin", "cos": "tl.cos", "fabs": "tl.abs", "erf": "tl.erf", "fma": "tl.fma",
+               "floor": "tl.floor", "log2": "tl.log2", "exp2": "tl.exp2"}
     min_template = "tl.minimum({0}, {1})"
     max_template = "tl.maximum({0}, {1})"
     div_template = "{0} // {1}"
