@@ -16,6 +16,7 @@ True
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -80,11 +81,20 @@ def panel_dpi(width: float) -> int:
     return next((d for d in PANEL_DPIS if d * width <= PANEL_PIXELS * 2 ** (1 / 16)), PANEL_DPIS[-1])
 
 
+@functools.cache
+def math_parser():
+    """One matplotlib math-text parser for every panel: its cache, keyed by the string, dpi and font, then holds
+    across panels (a renderer's own parser, new with each figure, parsed each label of each panel again)."""
+    from matplotlib.mathtext import MathTextParser     # here: `import napkin_cat` stays fast
+    return MathTextParser("path")
+
+
 def panel_raster(diagram):
     """``diagram`` drawn by :func:`~napkin_cat.render.draw.draw` as an RGBA array (floats in [0, 1], as a PNG
     reads back) about :data:`PANEL_PIXELS` wide: a larger raster is only shrunk again in the strip."""
     fig = draw(diagram)
     fig.set_dpi(panel_dpi(fig.get_size_inches()[0]))
+    fig.canvas.get_renderer().mathtext_parser = math_parser()   # the renderer the draw below uses
     fig.canvas.draw()
     return np.asarray(fig.canvas.buffer_rgba(), dtype=np.float32) / 255
 
