@@ -17,6 +17,7 @@ True
 from __future__ import annotations
 
 import functools
+import gc
 import os
 
 import numpy as np
@@ -91,7 +92,23 @@ def math_parser():
 
 def panel_raster(diagram):
     """``diagram`` drawn by :func:`~napkin_cat.render.draw.draw` as an RGBA array (floats in [0, 1], as a PNG
-    reads back) about :data:`PANEL_PIXELS` wide: a larger raster is only shrunk again in the strip."""
+    reads back) about :data:`PANEL_PIXELS` wide: a larger raster is only shrunk again in the strip.
+
+    A panel's figure is thousands of artists in reference cycles, garbage once its pixels are read: the collector
+    is paused while it is drawn and its youngest generation collected after, so the figure is freed young instead
+    of being promoted and found again by full collections, each of which walks the whole heap (a derivation's
+    search leaves hundreds of thousands of objects: those collections were a third of a long strip's time)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _pixels(diagram)
+    finally:
+        gc.collect(0)
+        if enabled:
+            gc.enable()
+
+
+def _pixels(diagram):
     fig = draw(diagram)
     fig.set_dpi(panel_dpi(fig.get_size_inches()[0]))
     fig.canvas.get_renderer().mathtext_parser = math_parser()   # the renderer the draw below uses
