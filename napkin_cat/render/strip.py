@@ -77,7 +77,7 @@ def panel_dpi(width: float) -> int:
     matplotlib reuse a math label's parse (cached per string and dpi) from panel to panel.
 
     >>> panel_dpi(1.0), panel_dpi(PANEL_PIXELS / 100), panel_dpi(1000.0)
-    (150, 95, 20)
+    (150, 97, 20)
     """
     return next((d for d in PANEL_DPIS if d * width <= PANEL_PIXELS * 2 ** (1 / 16)), PANEL_DPIS[-1])
 
@@ -121,7 +121,7 @@ def cells(labels: list[float]) -> tuple[float, float, float]:
     ``labels`` (their widths) and is at least a ninth of the strip, the two sides share the rest equally.
 
     >>> [round(w, 3) for w in cells([2.0])]
-    [3.95, 2.3, 3.95]
+    [3.85, 2.3, 3.85]
     """
     inner = STRIP_WIDTH - 6 * PAD
     middle = max(max(labels, default=0.0), inner / 9)
