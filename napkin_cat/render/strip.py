@@ -82,12 +82,19 @@ def panel_dpi(width: float) -> int:
     return next((d for d in PANEL_DPIS if d * width <= PANEL_PIXELS * 2 ** (1 / 16)), PANEL_DPIS[-1])
 
 
-@functools.cache
-def math_parser():
-    """One matplotlib math-text parser for every panel: its cache, keyed by the string, dpi and font, then holds
-    across panels (a renderer's own parser, new with each figure, parsed each label of each panel again)."""
+@functools.lru_cache(maxsize=4)
+def math_parser(settings: tuple):
+    """One matplotlib math-text parser for every panel drawn under the ``mathtext.*`` rc ``settings``: its cache,
+    keyed by the string, dpi and font, then holds across panels (a renderer's own parser, new with each figure,
+    parsed each label of each panel again); a change of those settings gets a parser of its own."""
     from matplotlib.mathtext import MathTextParser     # here: `import napkin_cat` stays fast
     return MathTextParser("path")
+
+
+def mathtext_settings() -> tuple:
+    """The ``mathtext.*`` rc parameters now in force (what a parse reads besides its string, dpi and font)."""
+    from matplotlib import rcParams
+    return tuple((k, str(v)) for k, v in sorted(rcParams.items()) if k.startswith("mathtext."))
 
 
 def panel_raster(diagram):
@@ -111,7 +118,7 @@ def panel_raster(diagram):
 def _pixels(diagram):
     fig = draw(diagram)
     fig.set_dpi(panel_dpi(fig.get_size_inches()[0]))
-    fig.canvas.get_renderer().mathtext_parser = math_parser()   # the renderer the draw below uses
+    fig.canvas.get_renderer().mathtext_parser = math_parser(mathtext_settings())   # the renderer the draw below uses
     fig.canvas.draw()
     return np.asarray(fig.canvas.buffer_rgba(), dtype=np.float32) / 255
 
