@@ -16,8 +16,11 @@ True
 """
 from __future__ import annotations
 
+import functools
+import gc
 import os
-import tempfile
+
+import numpy as np
 
 from napkin_cat.errors import NapkinError
 from napkin_cat.render.draw import EXTENSIONS, draw, in_folder
@@ -62,22 +65,96 @@ def strip_tikz(trace: Trace, *, standalone: bool = False, scale: float = 0.6) ->
     return render_tikz(strip_layout(trace), standalone=standalone, scale=scale)
 
 
-STRIP_WIDTH = 10.0                 # inches; a side's panel is 4/9 of it
+STRIP_WIDTH, ROW_HEIGHT = 10.0, 2.6   # inches: the strip's width, and one row per step
+PAD = 0.15                           # inches around every cell (matplotlib's tight-layout pad at 10 pt)
 PANEL_PIXELS = 2 * 100 * STRIP_WIDTH * 4 / 9   # a side is drawn twice as wide as it shows at 100 dpi
+PANEL_DPIS = tuple(round(150 * 2 ** (-k / 8)) for k in range(24))   # 150 … 20, a ratio 2^(1/8) apart
 
 
-def _draw_panel(diagram, png: str) -> None:
-    """``diagram`` drawn to ``png`` about :data:`PANEL_PIXELS` wide (at most :func:`draw`'s 150 dpi): a larger
-    raster is only shrunk again, and encoding, decoding and resampling it dominated long strips."""
+def panel_dpi(width: float) -> int:
+    """The dpi a panel ``width`` inches wide is drawn at: the largest of :data:`PANEL_DPIS` that keeps it at most
+    about :data:`PANEL_PIXELS` wide (the smallest of them for a wider one).  A few dpis shared by all panels let
+    matplotlib reuse a math label's parse (cached per string and dpi) from panel to panel.
+
+    >>> panel_dpi(1.0), panel_dpi(PANEL_PIXELS / 100), panel_dpi(1000.0)
+    (150, 97, 20)
+    """
+    return next((d for d in PANEL_DPIS if d * width <= PANEL_PIXELS * 2 ** (1 / 16)), PANEL_DPIS[-1])
+
+
+@functools.lru_cache(maxsize=4)
+def math_parser(settings: tuple):
+    """One matplotlib math-text parser for every panel drawn under the ``mathtext.*`` rc ``settings``: its cache,
+    keyed by the string, dpi and font, then holds across panels (a renderer's own parser, new with each figure,
+    parsed each label of each panel again); a change of those settings gets a parser of its own."""
+    from matplotlib.mathtext import MathTextParser     # here: `import napkin_cat` stays fast
+    return MathTextParser("path")
+
+
+def mathtext_settings() -> tuple:
+    """The ``mathtext.*`` rc parameters now in force (what a parse reads besides its string, dpi and font)."""
+    from matplotlib import rcParams
+    return tuple((k, str(v)) for k, v in sorted(rcParams.items()) if k.startswith("mathtext."))
+
+
+def panel_raster(diagram):
+    """``diagram`` drawn by :func:`~napkin_cat.render.draw.draw` as an RGBA array (floats in [0, 1], as a PNG
+    reads back) about :data:`PANEL_PIXELS` wide: a larger raster is only shrunk again in the strip.
+
+    A panel's figure is thousands of artists in reference cycles, garbage once its pixels are read: the collector
+    is paused while it is drawn and its youngest generation collected after, so the figure is freed young instead
+    of being promoted and found again by full collections, each of which walks the whole heap (a derivation's
+    search leaves hundreds of thousands of objects: those collections were a third of a long strip's time)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _pixels(diagram)
+    finally:
+        gc.collect(0)
+        if enabled:
+            gc.enable()
+
+
+def _pixels(diagram):
     fig = draw(diagram)
-    width = fig.get_size_inches()[0]
-    fig.savefig(png, format="png", dpi=max(20, min(150, int(PANEL_PIXELS / width))),
-                pil_kwargs={"compress_level": 1})
+    fig.set_dpi(panel_dpi(fig.get_size_inches()[0]))
+    fig.canvas.get_renderer().mathtext_parser = math_parser(mathtext_settings())   # the renderer the draw below uses
+    fig.canvas.draw()
+    return np.asarray(fig.canvas.buffer_rgba(), dtype=np.float32) / 255
+
+
+def cells(labels: list[float]) -> tuple[float, float, float]:
+    """The strip's columns ``(left, middle, right)`` widths in inches: the middle one fits the widest rule label
+    ``labels`` (their widths) and is at least a ninth of the strip, the two sides share the rest equally.
+
+    >>> [round(w, 3) for w in cells([2.0])]
+    [3.85, 2.3, 3.85]
+    """
+    inner = STRIP_WIDTH - 6 * PAD
+    middle = max(max(labels, default=0.0), inner / 9)
+    side = (inner - middle) / 2
+    return side + 2 * PAD, middle + 2 * PAD, side + 2 * PAD
+
+
+def fit(shape, x0: float, y0: float, w: float, h: float) -> tuple[float, float, float, float]:
+    """The extent ``(left, right, bottom, top)`` of an image of ``shape`` (rows, columns) fitted into the cell at
+    ``(x0, y0)`` of size ``w`` × ``h`` with its aspect kept, centred (``y`` grows downward).
+
+    >>> fit((10, 40), 0.0, 0.0, 4.0, 4.0)
+    (0.0, 4.0, 2.5, 1.5)
+    """
+    scale = min(w / shape[1], h / shape[0])
+    iw, ih = shape[1] * scale, shape[0] * scale
+    left, top = x0 + (w - iw) / 2, y0 + (h - ih) / 2
+    return (left, left + iw, top + ih, top)
 
 
 def draw_trace(trace: Trace, path: str) -> str:
     """One row per step: ``before  =rule⇒  after``, each side drawn by :func:`~napkin_cat.render.draw.draw`;
-    a ``.tex`` path gets the standalone TikZ document of :func:`strip_tikz`."""
+    a ``.tex`` path gets the standalone TikZ document of :func:`strip_tikz`.
+
+    The sides are rasters (a step's ``after`` is the next step's ``before``: drawn once), placed in one axes
+    spanning the figure whose units are inches: no axes per panel and no tight layout pass."""
     ext = os.path.splitext(str(path))[1].lower()
     if ext in EXTENSIONS + (".tex",):
         in_folder(path)
@@ -88,40 +165,46 @@ def draw_trace(trace: Trace, path: str) -> str:
     if ext not in EXTENSIONS:
         raise NapkinError(f"cannot draw a derivation to {str(path)!r}: the extension must be one of "
                           f"{', '.join(EXTENSIONS + ('.tex',))}")
-    from matplotlib.figure import Figure   # here: `import napkin_cat` stays fast
-    from matplotlib.image import imread
-    rows = max(len(trace.steps), 1)
-    fig = Figure(figsize=(STRIP_WIDTH, 2.6 * rows))
-    axes = fig.subplots(rows, 3, squeeze=False, gridspec_kw={"width_ratios": [4, 1, 4]})
+    from matplotlib import rc_context
+    from matplotlib.backends.backend_agg import FigureCanvasAgg   # here: `import napkin_cat` stays fast
+    from matplotlib.figure import Figure
+    steps = trace.steps or [Step("(no steps)", (), "")]
+    height = ROW_HEIGHT * len(steps)
+    fig = Figure(figsize=(STRIP_WIDTH, height))
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_axis_off()
+    rules = [ax.text(0, 0, f"= {step.rule} ⇒", ha="center", va="center", fontsize=9) for step in steps]
+    renderer = fig.canvas.get_renderer()
+    widths = cells([t.get_window_extent(renderer).width / fig.dpi for t in rules])
+    lefts = (0.0, widths[0], widths[0] + widths[1])
     pictures: list = []        # (diagram, picture): a step's ``after`` is the next step's ``before``
-    with tempfile.TemporaryDirectory() as tmp:
-        for k, step in enumerate(trace.steps or [Step("(no steps)", (), "")]):
-            for col, d in ((0, step.before), (2, step.after)):
-                ax = axes[k][col]
-                ax.axis("off")
-                if d is None:
-                    continue
-                picture = next((pic for seen, pic in pictures[-2:] if seen is d or seen == d), None)
-                if picture is None:
-                    try:
-                        png = os.path.join(tmp, f"{k}-{col}.png")
-                        _draw_panel(d, png)
-                        picture = imread(png)
-                    except Exception:  # a drawing backend failure must not lose the trace
-                        picture = None
-                    pictures.append((d, picture))
-                if picture is not None:
-                    ax.imshow(picture)
-                else:
-                    names = [b.name for b in d.boxes if computes(b)]
-                    ax.text(0.5, 0.5, "\n".join(names[:12] + (["…"] if len(names) > 12 else [])),
-                            ha="center", va="center", fontsize=8, family="monospace",
-                            bbox={"boxstyle": "round", "fc": "#f4f4f4"})
-            ax = axes[k][1]
-            ax.axis("off")
-            ax.text(0.5, 0.5, f"= {step.rule} ⇒", ha="center", va="center", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path)
+    for k, step in enumerate(steps):
+        top = k * ROW_HEIGHT
+        rules[k].set_position((lefts[1] + widths[1] / 2, top + ROW_HEIGHT / 2))
+        for col, d in ((0, step.before), (2, step.after)):
+            if d is None:
+                continue
+            picture = next((pic for seen, pic in pictures[-2:] if seen is d or seen == d), None)
+            if picture is None:
+                try:
+                    picture = panel_raster(d)
+                except Exception:  # a drawing backend failure must not lose the trace
+                    picture = None
+                pictures.append((d, picture))
+            cell = (lefts[col] + PAD, top + PAD, widths[col] - 2 * PAD, ROW_HEIGHT - 2 * PAD)
+            if picture is not None:
+                ax.imshow(picture, extent=fit(picture.shape, *cell), aspect="auto")
+            else:
+                names = [b.name for b in d.boxes if computes(b)]
+                ax.text(cell[0] + cell[2] / 2, cell[1] + cell[3] / 2,
+                        "\n".join(names[:12] + (["…"] if len(names) > 12 else [])),
+                        ha="center", va="center", fontsize=8, family="monospace",
+                        bbox={"boxstyle": "round", "fc": "#f4f4f4"})
+    ax.set_xlim(0, STRIP_WIDTH)
+    ax.set_ylim(height, 0)
+    with rc_context({"image.composite_image": False}):     # an SVG keeps one image per panel
+        fig.savefig(path)
     return path
 
 
