@@ -117,6 +117,22 @@ def test_the_maps_run_under_the_triton_interpreter(declared):
     np.testing.assert_allclose(k(x), _reference(x), rtol=2e-6, atol=1e-7)
 
 
+@needs_triton
+@needs_cc
+def test_one_template_of_libm_helpers_prints_in_c_and_triton_alike(scratch_kinds):
+    """``{sqrt}({fabs}({0}))``, given once for both backends: C fills ``sqrtf``/``fabsf``, Triton ``tl.sqrt``/``tl.abs``;
+    both kernels compute √|x| (numpy)."""
+    root = nc.Template("{sqrt}({fabs}({0}))")
+    nc.declare("root_abs", lambda xs, core: [np.sqrt(np.abs(xs[0]))], flops=lambda core: {"special": 1},
+               forms={"c": root, "triton": root})
+    p = nc.plan(nc.group(nc.kernel(nc.apply("root_abs", "n m -> n m")), "n", "g_n"), SIZES)
+    x = _x(seed=3)
+    c, t = nc.codegen.c(p), nc.codegen.triton(p)
+    assert "sqrtf(fabsf(" in c.source and "tl.sqrt(tl.abs(" in t.source
+    for k in (c, t):
+        np.testing.assert_allclose(k(x), np.sqrt(np.abs(x)), rtol=2e-6, atol=1e-7)
+
+
 @needs_cc
 def test_a_declared_reduction_folds_with_its_accumulators_printed_fold(declared):
     """Σ-free: the product over x, whole in one kernel (an OpenMP ``*`` reduction) and streamed along x (each
