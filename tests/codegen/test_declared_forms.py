@@ -120,8 +120,8 @@ def test_the_maps_run_under_the_triton_interpreter(declared):
 @needs_triton
 @needs_cc
 def test_one_template_of_libm_helpers_prints_in_c_and_triton_alike(scratch_kinds):
-    """``{sqrt}({fabs}({0}))``, given once for both backends: C fills ``sqrtf``/``fabsf``, Triton ``tl.sqrt``/``tl.abs``;
-    both kernels compute √|x| (numpy)."""
+    """``{sqrt}({fabs}({0}))``, given once for both backends: C fills ``sqrtf``/``fabsf``, Triton ``tl.sqrt``,
+    ``tl.abs``; both kernels compute √|x| (numpy)."""
     root = nc.Template("{sqrt}({fabs}({0}))")
     nc.declare("root_abs", lambda xs, core: [np.sqrt(np.abs(xs[0]))], flops=lambda core: {"special": 1},
                forms={"c": root, "triton": root})
