@@ -363,7 +363,7 @@ def transpose(t: Translation, x: Tensor, a: int, b: int):
     return t.view(x, dims)
 
 
-@rule("t.default")
+@rule("t.default", "numpy_T.default")
 def transposed(t: Translation, x: Tensor):
     return t.view(x, x.dims[::-1])
 

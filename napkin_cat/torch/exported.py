@@ -50,10 +50,12 @@ LIFTED = ("PARAMETER", "BUFFER", "CONSTANT_TENSOR")
 class FromTorch:
     """A translated model: its ``diagram``, the arrays of its inputs (``inputs``: name → numpy array, in the
     diagram's input order, size-1 dimensions dropped), each input's axis names (``axes``: name → one name per
-    dimension, None for size 1) and the exported program it came from."""
+    dimension, None for size 1), the example's size of each symbolic axis (``sizes``: a dynamic dimension's axis;
+    ``nc.derive(r.diagram, memory=M, sizes=r.sizes)``) and the exported program it came from."""
     diagram: Diagram
     inputs: dict
     axes: dict
+    sizes: dict
     program: object
     dropped: tuple                  # per output: the dimensions of size 1 (not axes of the diagram's array)
     requirements: tuple             # (input name, check, what it refuses)
@@ -228,18 +230,21 @@ def translate(program, module, example_inputs, dynamic_shapes, names: dict) -> F
         if node.op != "call_function":
             continue
         t.at, t.op, t.node = location(node), op_name(node), node.name
-        val = node.meta.get("val")
-        if isinstance(val, torch.Tensor):
-            t.shape, t.dtype = sizes(val.shape), format_of(val.dtype, node.name)
-            t.eps = torch.finfo(val.dtype).eps if val.dtype.is_floating_point else 0.0
         if node.target is operator.getitem:
-            env[node.name] = pick(t, env[node.args[0].name], node.args[1])
+            env[node.name] = env[node.args[0].name][node.args[1]]
             continue
         if t.op in CHECKS:
             continue
         if t.op not in ATEN:
             t.refuse("napkin-cat has no box for this operation; the operations it translates are the keys of "
                      "napkin_cat.torch.aten.ATEN (docs/torch.md lists them)")
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            if val.dtype not in FORMATS:
+                t.refuse(f"its result is a {val.dtype} tensor; napkin-cat's formats take "
+                         f"{sorted(str(d) for d in FORMATS)}")
+            t.shape, t.dtype = sizes(val.shape), FORMATS[val.dtype]
+            t.eps = torch.finfo(val.dtype).eps if val.dtype.is_floating_point else 0.0
         args = torch.fx.node.map_arg(node.args, lambda a: value(t, env, a))
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda a: value(t, env, a))
         env[node.name] = ATEN[t.op](t, *args, **kwargs)
@@ -261,7 +266,10 @@ def translate(program, module, example_inputs, dynamic_shapes, names: dict) -> F
         inputs[name] = as_array(name, t.values[name] if name in t.values else values[name], result_axes[name])
     requirements = tuple((name, check, refused) for x, check, refused in t.requirements
                          for name, y in t.inputs if y is x)
-    return FromTorch(diagram, inputs, result_axes, program,
+    dynamic = {c for c in range(len(t.classes.size)) if not isinstance(t.classes.size[t.classes.find(c)], int)}
+    symbolic = {names_of[c]: int(values[name].shape[p]) for name, x in t.inputs if name not in t.values
+                for p, c in enumerate(x.dims) if c in dynamic}
+    return FromTorch(diagram, inputs, result_axes, symbolic, program,
                      tuple(tuple(p for p, c in enumerate(x.dims) if c is None) for x in outputs), requirements)
 
 
@@ -279,8 +287,4 @@ def value(t: Translation, env: dict, arg):
             t.refuse(f"it reads the indices of a max or min ({arg.name}); napkin-cat's reductions give the values")
         return x
     return arg
-
-
-def pick(t: Translation, x, k: int):
-    return x[k]
 

@@ -30,7 +30,7 @@ from typing import Callable
 
 from napkin_cat.errors import UnsupportedOperationError
 from napkin_cat.syntax.adapter import Array, Diagram, Ty
-from napkin_cat.syntax.axis import Axis
+from napkin_cat.syntax.axis import Axis, symbol
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.construct import cast, einsum, elementwise, reduce, renaming, softmax
 from napkin_cat.syntax.dtype import BOOL, INT32
@@ -117,7 +117,7 @@ class Translation:
 
     def require(self, x: Tensor, check, refused: str):
         """``check`` must hold of ``x``'s values wherever ``x`` is an input (the diagram assumes it)."""
-        self.requirements.append((x, check, f"{self.at}: {refused}" if self.at else refused))
+        self.requirements.append((x, check, f"{refused}; assumed by {self.at}" if self.at else refused))
 
     def size_of(self, x: Tensor) -> list:
         return [1 if c is None else self.classes.size[self.classes.find(c)] for c in x.dims]
@@ -301,7 +301,7 @@ class Translation:
     def build(self, outputs) -> Diagram:
         """The diagram: the inputs in order, every step's box, the outputs in torch's dimension order."""
         names = self.classes.names()
-        sizes = {names[c]: self.classes.size[self.classes.find(c)] for c in names}
+        sizes = {names[c]: self.size(c, names) for c in names}
 
         def array(t: Tensor) -> Array:
             return Array(tuple(Axis(names[c], sizes[names[c]]) for c, k in zip(t.dims, t.carried)
@@ -319,6 +319,11 @@ class Translation:
                 t.wire = w
         self.at = ""
         return b.build(*(self.ordered(b, t, names, sizes) for t in outputs))
+
+    def size(self, c: int, names: dict):
+        """The size of class ``c``'s axis: the int, or (a dynamic dimension) the axis's own symbol."""
+        size = self.classes.size[self.classes.find(c)]
+        return size if isinstance(size, int) else symbol(names[c])
 
     @staticmethod
     def renamed(b: Builder, x: Tensor, used, names, sizes):
