@@ -153,6 +153,12 @@ class ConfigurationError(HardwareError, LoweringError):
     split tile, a scaling axis not grouped around the kernel, a value written on two levels."""
 
 
+class UnsupportedOperationError(NapkinError, NotImplementedError):
+    """An operation of a traced model (``nc.from_torch``) that napkin-cat has no box for, or uses in a way its
+    boxes cannot follow: the message names the ATen operation, where it is in the model (the module path and the
+    source line torch.export recorded) and what would be legal."""
+
+
 class PathError(NapkinError, FileNotFoundError):
     """A file asked to be written into a folder that does not exist (a drawing, a strip): named with the folder."""
 

@@ -4,7 +4,9 @@
 into a registered custom op on torch tensors, with a fake implementation and its backward derived from
 ``nc.grad(f, saved=True)``; :mod:`~napkin_cat.torch.binding` reads a call's sizes, dtype and device off its
 tensors; :mod:`~napkin_cat.torch.kernels` derives, tiles, plans and compiles a function at a call's sizes, once.
-The how-to is ``docs/torch.md``.
+``nc.from_torch(model, *inputs)`` (:mod:`~napkin_cat.torch.exported`) is the other way: a diagram from a
+``torch.export`` graph, its ATen operations translated by :mod:`~napkin_cat.torch.aten` on the axis algebra of
+:mod:`~napkin_cat.torch.translate` and :mod:`~napkin_cat.torch.classes`.  The how-to is ``docs/torch.md``.
 
 torch is an optional dependency (the ``kernels`` extra): ``import napkin_cat`` never imports this layer, and
 ``nc.torch`` loads it on first use; without torch that use is a
@@ -23,5 +25,6 @@ if importlib.util.find_spec("torch") is None:
 from napkin_cat.torch.binding import Signature  # noqa: E402  (after the check that torch is there)
 from napkin_cat.torch.kernels import Derived  # noqa: E402
 from napkin_cat.torch.ops import CompiledOp, compile  # noqa: E402
+from napkin_cat.torch.exported import FromTorch, from_torch  # noqa: E402
 
-__all__ = ["compile", "CompiledOp", "Derived", "Signature"]
+__all__ = ["compile", "CompiledOp", "Derived", "Signature", "from_torch", "FromTorch"]

@@ -1,0 +1,425 @@
+"""The ATen operations napkin-cat translates, each as the library's boxes: a table from the operation's name to a
+rule written on :class:`~napkin_cat.torch.translate.Translation`'s operations (``ATEN``).
+
+======================================  =========================================================================
+ATen operations                         boxes
+======================================  =========================================================================
+mm, bmm, matmul, einsum, linear, addmm  one contraction (``nc.einsum``), plus the bias
+softmax, log_softmax                    ``nc.softmax``; ``x − logsumexp(x)``
+add sub mul div (tensor or number)      ``add`` … ``div``; with a number ``shift`` / ``scale``
+exp log tanh sigmoid relu silu sqrt     the maps of the same name; ``gelu(approximate='tanh')`` is ``gelu``;
+rsqrt neg abs reciprocal, pow 2 …       ``pow`` by 2, 3, ½, −½, −1: ``square``, …; ``maximum`` / ``minimum``
+gt ge lt le eq ne, logical ops, where   ``nc.compare`` (a number becomes a scalar input), ``nc.logical``,
+masked_fill                             ``nc.where`` / ``nc.select``
+sum mean amax amin max min logsumexp    ``nc.reduce`` (``max.dim``'s values; its indices are refused when used)
+gather, index_select, embedding         ``nc.gather`` (one index per row); a one-hot contraction
+layer_norm, rms_norm                    decomposed: mean, sub, square, mean, shift ε, rsqrt, mul (γ), add (β)
+cross_entropy_loss                      ``logsumexp − gather``, then its mean or sum (targets in [0, v))
+scaled_dot_product_attention            the library's attention: ``softmax_β(Q Kᵀ) V``, ``is_causal`` a mask
+                                        from positions (``x ≤ q``), a bool mask by ``where``, a float one added
+views                                   transpose, permute, t, unsqueeze, squeeze, expand, a view or reshape
+                                        that only adds or drops size-1 dimensions, contiguous, clone, dropout(0)
+======================================  =========================================================================
+
+A reshape that splits or merges axes (``(n, h·d) → (n, h, d)``) has no box yet and is refused, as is every
+operation not in the table: :class:`~napkin_cat.errors.UnsupportedOperationError` naming it and where it is.
+
+>>> sorted(ATEN)[:4]
+['_log_softmax.default', '_softmax.default', '_to_copy.default', '_unsafe_view.default']
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import sympy
+
+from napkin_cat.syntax.dtype import BOOL
+from napkin_cat.torch.translate import Tensor, Translation
+
+#: ATen operation (``"mm.default"``, the name after ``aten.``) → its rule ``rule(t, *args, **kwargs)``
+ATEN: dict = {}
+#: checks that compute nothing (torch.export records them beside the operations): skipped
+CHECKS = {"_assert_tensor_metadata.default", "_assert_scalar.default", "sym_constrain_range_for_size.default",
+          "_assert_async.msg"}
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def rule(*names):
+    def register(fn):
+        for n in names:
+            ATEN[n] = fn
+        return fn
+    return register
+
+
+def is_number(v) -> bool:
+    return isinstance(v, numbers.Number) and not isinstance(v, bool)
+
+
+# --------------------------------------------------------------------------------------------- contractions
+@rule("mm.default", "bmm.default", "matmul.default")
+def matmul(t: Translation, a: Tensor, b: Tensor):
+    """torch.matmul's letters: batch dimensions broadcast from the right, ``…ij, …jk → …ik`` (a vector loses its)."""
+    if a.rank == 0 or b.rank == 0:
+        t.refuse("matmul of a 0-d tensor")
+    nb = max(a.rank, b.rank, 2) - 2                  # a vector is promoted to a matrix, then loses its index
+    batch = LETTERS[:nb]
+    la = "J" if a.rank == 1 else batch[nb - (a.rank - 2):] + "IJ"
+    lb = "J" if b.rank == 1 else batch[nb - (b.rank - 2):] + "JK"
+    out = batch + ("I" if a.rank > 1 else "") + ("K" if b.rank > 1 else "")
+    return t.contract([la, lb], out, [a, b])
+
+
+@rule("einsum.default")
+def einsum(t: Translation, equation: str, operands):
+    eq = equation.replace(" ", "")
+    if "..." in eq or "->" not in eq:
+        t.refuse(f"the equation {equation!r} has an ellipsis or no '->'; napkin-cat reads explicit indices "
+                 f"(write every index, and the output after '->')")
+    ins, out = eq.split("->")
+    return t.contract(ins.split(","), out, list(operands))
+
+
+@rule("linear.default")
+def linear(t: Translation, x: Tensor, w: Tensor, b: Tensor | None = None):
+    """``x Wᵀ + b``: ``…i, oi → …o``."""
+    batch = LETTERS[:x.rank - 1]
+    y = t.contract([batch + "I", "OI" if w.rank == 2 else "I"], batch + ("O" if w.rank == 2 else ""), [x, w])
+    return y if b is None else t.pointwise("add", y, b)
+
+
+@rule("addmm.default")
+def addmm(t: Translation, bias: Tensor, a: Tensor, b: Tensor, *, beta=1, alpha=1):
+    y = scaled(t, t.contract(["IJ", "JK"], "IK", [a, b]), alpha)
+    return t.pointwise("add", y, scaled(t, bias, beta))
+
+
+def scaled(t: Translation, x: Tensor, c) -> Tensor:
+    return x if c == 1 else t.pointwise("scale", x, const=c)
+
+
+# --------------------------------------------------------------------------------------------- softmax
+@rule("softmax.int", "_softmax.default")
+def softmax(t: Translation, x: Tensor, dim: int, *rest, **kw):
+    return t.softmax(x, dim)
+
+
+@rule("log_softmax.int", "_log_softmax.default")
+def log_softmax(t: Translation, x: Tensor, dim: int, *rest, **kw):
+    """``x − logsumexp(x)`` along ``dim``."""
+    return t.pointwise("sub", x, t.reduce("logsumexp", x, [dim], keepdim=True))
+
+
+@rule("logsumexp.default")
+def logsumexp(t: Translation, x: Tensor, dims, keepdim=False):
+    return t.reduce("logsumexp", x, list(dims), keepdim)
+
+
+# --------------------------------------------------------------------------------------------- elementwise maps
+UNARY = {"exp": "exp", "log": "log", "tanh": "tanh", "sigmoid": "sigmoid", "relu": "relu", "silu": "silu",
+         "sqrt": "sqrt", "rsqrt": "rsqrt", "neg": "neg", "abs": "abs", "reciprocal": "recip", "square": "square"}
+
+
+def unary(kind):
+    return lambda t, x: t.pointwise(kind, x)
+
+
+for _name, _kind in UNARY.items():
+    rule(f"{_name}.default")(unary(_kind))
+
+
+@rule("gelu.default")
+def gelu(t: Translation, x: Tensor, approximate: str = "none"):
+    if approximate != "tanh":
+        t.refuse("GELU with approximate='none' is the exact erf GELU, which napkin-cat has no map for yet (issue 33 "
+                 "item 4); its gelu is the tanh approximation: write F.gelu(x, approximate='tanh')")
+    return t.pointwise("gelu", x)
+
+
+@rule("pow.Tensor_Scalar")
+def power(t: Translation, x: Tensor, exponent):
+    """``x ** e`` for e in 1, 2, 3, ½, −½, −1 (the maps napkin-cat has)."""
+    if exponent == 1:
+        return x
+    if exponent == 3:
+        return t.pointwise("mul", t.pointwise("square", x), x)
+    kinds = {2: "square", 0.5: "sqrt", -0.5: "rsqrt", -1: "recip"}
+    if exponent not in kinds:
+        t.refuse(f"x ** {exponent}: napkin-cat raises to the powers 1, 2, 3, 0.5, -0.5 and -1 only")
+    return t.pointwise(kinds[exponent], x)
+
+
+def binary(kind: str, with_number):
+    """A map of two tensors; a number as the second operand goes to ``with_number(t, x, c)``."""
+    def translate(t: Translation, a, b, *, alpha=1):
+        if is_number(b):
+            return with_number(t, a, b * alpha)
+        if not isinstance(a, Tensor):
+            t.refuse(f"its first operand is the number {a!r}")
+        return t.pointwise(kind, a, scaled(t, b, alpha))
+    return translate
+
+
+rule("add.Tensor", "add.Scalar")(binary("add", lambda t, x, c: x if c == 0 else t.pointwise("shift", x, const=c)))
+rule("sub.Tensor", "sub.Scalar")(binary("sub", lambda t, x, c: x if c == 0 else t.pointwise("shift", x, const=-c)))
+rule("mul.Tensor", "mul.Scalar")(binary("mul", lambda t, x, c: scaled(t, x, c)))
+rule("div.Tensor", "div.Scalar")(binary("div", lambda t, x, c: scaled(t, x, sympy.Rational(1) / sympy.sympify(c)
+                                                                   if isinstance(c, int) else 1 / c)))
+
+
+@rule("rsub.Scalar", "rsub.Tensor")
+def rsub(t: Translation, x: Tensor, c, *, alpha=1):
+    """``c − alpha·x``."""
+    if not is_number(c):
+        return t.pointwise("sub", c, scaled(t, x, alpha))
+    return t.pointwise("shift", t.pointwise("neg", scaled(t, x, alpha)), const=c)
+
+
+@rule("maximum.default", "minimum.default", "clamp_min.default", "clamp_max.default")
+def extremum(t: Translation, a: Tensor, b):
+    kind = "max" if t.op in ("maximum.default", "clamp_min.default") else "min"
+    return t.pointwise(kind, a, scalar(t, b, a))
+
+
+def scalar(t: Translation, value, like: Tensor) -> Tensor:
+    """``value`` as a tensor: itself, or a number given to the diagram as a scalar input of ``like``'s format."""
+    return value if isinstance(value, Tensor) else t.constant(value, like.dtype)
+
+
+# --------------------------------------------------------------------------------------------- masks
+COMPARISONS = ("gt", "ge", "lt", "le", "eq", "ne")
+for _op in COMPARISONS:
+    rule(f"{_op}.Tensor", f"{_op}.Scalar")(lambda t, a, b, _op=_op: t.compare(_op, a, scalar(t, b, a)))
+
+
+@rule("logical_and.default", "logical_or.default", "bitwise_and.Tensor", "bitwise_or.Tensor")
+def logic(t: Translation, a: Tensor, b: Tensor):
+    if a.dtype != BOOL or b.dtype != BOOL:
+        t.refuse("a logical operation on tensors that are not bool")
+    return t.logical("and" if "and" in t.op else "or", a, b)
+
+
+@rule("logical_not.default", "bitwise_not.default")
+def negation(t: Translation, a: Tensor):
+    if a.dtype != BOOL:
+        t.refuse("a logical not of a tensor that is not bool")
+    return t.logical("not", a)
+
+
+@rule("where.self", "where.ScalarOther", "where.ScalarSelf")
+def where(t: Translation, mask: Tensor, a, b):
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return t.select(mask, a, b)
+    if isinstance(a, Tensor):
+        return t.where(mask, a, float(b))
+    if isinstance(b, Tensor):
+        return t.where(t.logical("not", mask), b, float(a))
+    t.refuse("torch.where of two numbers (a tensor made of constants)")
+
+
+@rule("masked_fill.Scalar")
+def masked_fill(t: Translation, x: Tensor, mask: Tensor, value):
+    """``mask ? value : x``."""
+    return t.where(t.logical("not", mask), x, float(value))
+
+
+# --------------------------------------------------------------------------------------------- reductions
+def all_dims(x: Tensor, dims):
+    return list(range(x.rank)) if dims is None or (not isinstance(dims, int) and len(dims) == 0) else \
+        ([dims] if isinstance(dims, int) else list(dims))
+
+
+def reduction(kind: str):
+    def translate(t: Translation, x: Tensor, dims=None, keepdim=False, *, dtype=None):
+        return t.reduce(kind, x, all_dims(x, dims), keepdim)
+    return translate
+
+
+rule("sum.dim_IntList", "sum.default")(reduction("sum"))
+rule("mean.dim", "mean.default")(reduction("mean"))
+rule("amax.default", "max.default")(reduction("max"))
+rule("amin.default", "min.default")(reduction("min"))
+
+
+class Indices:
+    """``max.dim``'s second output, the argmax: refused where the model reads it."""
+
+
+@rule("max.dim", "min.dim")
+def extremum_along(t: Translation, x: Tensor, dim: int, keepdim=False):
+    return t.reduce("max" if t.op == "max.dim" else "min", x, [dim], keepdim), Indices()
+
+
+# --------------------------------------------------------------------------------------------- indexing
+@rule("gather.default")
+def gather(t: Translation, x: Tensor, dim: int, index: Tensor, *, sparse_grad=False):
+    return t.gather(x, dim, index)
+
+
+def one_hot(t: Translation, index: Tensor, c: int, dtype) -> Tensor:
+    """``onehot[…, v] = (index[…] == v)`` over the class ``c`` of the table's rows, in ``dtype``."""
+    rows = t.view(index, index.dims + (None,))
+    return t.cast(t.compare("eq", rows, t.position(c)), dtype)
+
+
+@rule("index_select.default")
+def index_select(t: Translation, x: Tensor, dim: int, index: Tensor):
+    """``x.index_select(dim, index)``: a contraction with the one-hot rows ``index[m] == v``."""
+    dim %= x.rank
+    if x.dims[dim] is None:
+        t.refuse("index_select along a dimension of size 1 (a broadcast, not a lookup)")
+    hot = one_hot(t, index, x.dims[dim], x.dtype)
+    lx = LETTERS[:x.rank]
+    return t.contract(["MV" if index.rank == 1 else "V", lx[:dim] + "V" + lx[dim + 1:]],
+                      lx[:dim] + ("M" if index.rank == 1 else "") + lx[dim + 1:], [hot, x])
+
+
+@rule("embedding.default")
+def embedding(t: Translation, weight: Tensor, indices: Tensor, padding_idx=-1, *rest):
+    """``weight[indices]``: the one-hot rows of ``indices`` times the table."""
+    if weight.dims[0] is None:
+        t.refuse("an embedding table of one row")
+    hot = one_hot(t, indices, weight.dims[0], weight.dtype)
+    li = LETTERS[:indices.rank]
+    return t.contract([li + "V", "VE"], li + "E", [hot, weight])
+
+
+# --------------------------------------------------------------------------------------------- layers
+def normalise(t: Translation, x: Tensor, k: int, eps: float, *, centre: bool) -> Tensor:
+    """``(x − mean) / sqrt(var + ε)`` over the last ``k`` dimensions (``x / sqrt(mean x² + ε)`` uncentred)."""
+    dims = list(range(x.rank - k, x.rank))
+    if centre:
+        x = t.pointwise("sub", x, t.reduce("mean", x, dims, keepdim=True))
+    var = t.reduce("mean", t.pointwise("square", x), dims, keepdim=True)
+    return t.pointwise("mul", x, t.pointwise("rsqrt", t.pointwise("shift", var, const=eps)))
+
+
+@rule("layer_norm.default")
+def layer_norm(t: Translation, x: Tensor, shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    y = normalise(t, x, len(shape), eps, centre=True)
+    y = y if weight is None else t.pointwise("mul", y, weight)
+    return y if bias is None else t.pointwise("add", y, bias)
+
+
+@rule("rms_norm.default")
+def rms_norm(t: Translation, x: Tensor, shape, weight=None, eps=None):
+    y = normalise(t, x, len(shape), t.eps if eps is None else eps, centre=False)
+    return y if weight is None else t.pointwise("mul", y, weight)
+
+
+@rule("cross_entropy_loss.default")
+def cross_entropy(t: Translation, x: Tensor, target: Tensor, weight=None, reduction=1, ignore_index=-100,
+                  label_smoothing=0.0):
+    """``logsumexp_v x − x[target]`` per row, then its mean (reduction 1), sum (2) or none (0)."""
+    if weight is not None or label_smoothing:
+        t.refuse("cross-entropy with class weights or label smoothing; napkin-cat's cross-entropy has neither")
+    if target.dtype == x.dtype:
+        t.refuse("cross-entropy against class probabilities; napkin-cat's takes integer targets")
+    v = 1 if x.rank >= 2 else 0
+    t.require(target, lambda a: bool((a != ignore_index).all()),
+              f"a target equal to ignore_index={ignore_index} (that row is not skipped: the diagram's targets are "
+              f"class indices in [0, v))")
+    picked = t.gather(x, v, t.view(target, target.dims[:v] + (None,) + target.dims[v:]))
+    loss = t.pointwise("sub", t.reduce("logsumexp", x, [v]), t.view(picked, picked.dims[:v] + picked.dims[v + 1:]))
+    if reduction == 0:
+        return loss
+    return t.reduce("mean" if reduction == 1 else "sum", loss, list(range(loss.rank)))
+
+
+@rule("scaled_dot_product_attention.default")
+def attention(t: Translation, q: Tensor, k: Tensor, v: Tensor, attn_mask=None, dropout_p=0.0, is_causal=False, *,
+              scale=None, enable_gqa=False):
+    """``softmax_β(Q Kᵀ [masked]) V`` with β = ``scale`` or 1/√E, as ``nc.library.masked_attention`` builds it."""
+    if dropout_p:
+        t.refuse(f"attention with dropout_p={dropout_p}; napkin-cat's attention has no dropout (use 0, or eval())")
+    if enable_gqa:
+        t.refuse("attention with enable_gqa=True (query heads grouped over key heads: a reshape of the heads)")
+    nb = max(q.rank, k.rank, v.rank) - 2
+    batch = LETTERS[:nb]
+
+    def of(x):
+        return batch[nb - (x.rank - 2):]
+    scores = t.contract([of(q) + "LE", of(k) + "SE"], batch + "LS", [q, k])
+    size = t.classes.size[t.classes.find(q.dims[-1])] if q.dims[-1] is not None else 1
+    beta = 1 / sympy.sqrt(size) if scale is None else scale
+    if is_causal:
+        rows = t.view(t.position(scores.dims[-2]), (scores.dims[-2], None))
+        scores = t.where(t.compare("le", t.position(scores.dims[-1]), rows), scores, -math.inf)
+    if isinstance(attn_mask, Tensor) and attn_mask.dtype == BOOL:
+        scores = t.where(attn_mask, scores, -math.inf)
+    elif isinstance(attn_mask, Tensor):      # softmax scales its input by β: the bias enters as bias/β
+        scores = t.pointwise("add", scores, scaled(t, attn_mask, 1 / beta))
+    p = t.softmax(scores, -1, beta)
+    return t.contract([batch + "LS", of(v) + "SV"], batch + "LV", [p, v])
+
+
+# --------------------------------------------------------------------------------------------- views
+@rule("transpose.int")
+def transpose(t: Translation, x: Tensor, a: int, b: int):
+    dims = list(x.dims)
+    a, b = a % x.rank, b % x.rank
+    dims[a], dims[b] = dims[b], dims[a]
+    return t.view(x, dims)
+
+
+@rule("t.default", "numpy_T.default")
+def transposed(t: Translation, x: Tensor):
+    return t.view(x, x.dims[::-1])
+
+
+@rule("permute.default")
+def permute(t: Translation, x: Tensor, order):
+    return t.view(x, [x.dims[p % x.rank] for p in order])
+
+
+@rule("unsqueeze.default")
+def unsqueeze(t: Translation, x: Tensor, dim: int):
+    dim %= x.rank + 1
+    return t.view(x, x.dims[:dim] + (None,) + x.dims[dim:])
+
+
+@rule("squeeze.dim", "squeeze.dims", "squeeze.default")
+def squeeze(t: Translation, x: Tensor, dims=None):
+    dims = all_dims(x, dims)
+    return t.view(x, [c for p, c in enumerate(x.dims) if not (p in [d % max(x.rank, 1) for d in dims] and c is None)])
+
+
+@rule("view.default", "reshape.default", "_unsafe_view.default")
+def reshape(t: Translation, x: Tensor, shape):
+    """A view that only adds or drops size-1 dimensions (the others kept in order); splitting or merging an axis
+    is refused."""
+    kept = [c for c in x.dims if c is not None]
+    sizes = [t.classes.size[t.classes.find(c)] for c in kept]
+    target = [s for s in t.shape if s != 1]
+    if [sympy.sympify(s) for s in sizes] != [sympy.sympify(s) for s in target]:
+        t.refuse(f"it reshapes {tuple(t.size_of(x))} to {tuple(t.shape)}, splitting or merging axes; napkin-cat has "
+                 f"no box that splits an axis in two or merges two yet (write the model with separate dimensions, "
+                 f"an einsum over the heads for example)")
+    it = iter(kept)
+    return t.view(x, [None if s == 1 else next(it) for s in t.shape])
+
+
+@rule("expand.default")
+def expand(t: Translation, x: Tensor, sizes, *, implicit=False):
+    return t.expanded(x, t.shape)
+
+
+@rule("contiguous.default", "clone.default", "alias.default", "detach.default", "lift_fresh_copy.default")
+def same(t: Translation, x: Tensor, *rest, **kw):
+    return x
+
+
+@rule("dropout.default")
+def dropout(t: Translation, x: Tensor, p: float, train: bool):
+    if p and train:
+        t.refuse(f"dropout with p={p} in training mode; napkin-cat's diagrams are deterministic (call .eval())")
+    return x
+
+
+@rule("_to_copy.default", "to.dtype")
+def convert(t: Translation, x: Tensor, *rest, **kw):
+    if t.dtype != x.dtype:
+        t.refuse(f"it converts a {x.dtype.name} tensor to {t.dtype.name}; napkin-cat converts only within one "
+                 f"format family by nc.cast")
+    return x

@@ -1,0 +1,352 @@
+"""A traced model's tensors as a diagram's wires: the operations' axis algebra, then the boxes, in two passes.
+
+Pass 1 walks the model's operations on :class:`Tensor` values (a tensor's dimensions are axis classes,
+:mod:`~napkin_cat.torch.classes`): each operation unifies the classes its semantics aligns and records a
+:class:`Step`, the box it makes once every class has its name.  Pass 2 (:meth:`Translation.build`) names the
+classes and builds the diagram with a :class:`~napkin_cat.syntax.builder.Builder`, renaming an operand's axis
+where pass 1 kept two classes apart (a ``renaming`` box: the data unchanged).  This module knows no torch: the
+ATen table (:mod:`~napkin_cat.torch.aten`) calls its operations, :mod:`~napkin_cat.torch.exported` feeds it the
+exported graph.
+
+A dimension of size 1 is no axis (it carries one index: ``None`` in ``dims``); a dimension an ``expand``
+broadcast is a class the array does not carry (``carried`` False).  A view (transpose, permute, unsqueeze) is the
+same wire with its dimensions reordered: the signatures spell each wire's axes by name, so no box moves data.
+
+>>> import numpy as np, napkin_cat as nc
+>>> t = Translation()
+>>> x = t.input("x", (3, 4), nc.FP32, claims=[[(2, "n")], [(2, "d")]])
+>>> y = t.input("y", (3, 4), nc.FP32, claims=[[(2, "m")], [(2, "e")]])
+>>> g = t.contract(["nd", "md"], "nm", [x, y])          # x yᵀ: d and e are one axis
+>>> d = t.build([g]); d.dom, d.cod
+(Ty(Array(n[3]×d[4]), Array(m[3]×d[4])), Ty(Array(n[3]×m[3])))
+>>> X, Y = np.ones((3, 4)), np.ones((3, 4))
+>>> bool((nc.evaluate(d, X, Y) == X @ Y.T).all())
+True
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from napkin_cat.errors import UnsupportedOperationError
+from napkin_cat.syntax.adapter import Array, Diagram, Ty
+from napkin_cat.syntax.axis import Axis, symbol
+from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.construct import cast, einsum, elementwise, reduce, renaming, softmax
+from napkin_cat.syntax.dtype import BOOL, INT32
+from napkin_cat.syntax.indices import compare, gather, logical, position, select, where
+from napkin_cat.torch.classes import AxisClasses
+
+
+@dataclass(eq=False)
+class Tensor:
+    """A traced tensor: the class of each dimension (``None``: size 1), whether the array carries it, its format;
+    a view's ``base`` is the tensor whose array it is."""
+    dims: tuple
+    carried: tuple
+    dtype: object
+    base: "Tensor | None" = None
+    wire: object = None
+
+    def array_wire(self):
+        return self.base.array_wire() if self.base is not None else self.wire
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+
+@dataclass
+class Signature:
+    """What a step's box is made from: its operands' axis names (each wire's order), its outputs', the sizes."""
+    ins: list
+    outs: list
+    sizes: dict
+    name: Callable
+
+    def spell(self, arrow: bool = True) -> str:
+        ins = ", ".join(" ".join(n) or "()" for n in self.ins)
+        return ins + (" -> " + ", ".join(" ".join(n) or "()" for n in self.outs) if arrow else "")
+
+    def sized(self) -> dict:
+        return {n: self.sizes[n] for names in self.ins + self.outs for n in names}
+
+
+@dataclass
+class Step:
+    uses: list                       # (operand Tensor, the classes it is used with: renamed where they differ)
+    outs: list
+    make: Callable                   # Signature -> Diagram
+    at: str = ""
+
+
+@dataclass
+class Translation:
+    """The state of one translation: the classes, the inputs, the steps (see the module docstring)."""
+    classes: AxisClasses = field(default_factory=AxisClasses)
+    inputs: list = field(default_factory=list)       # (name, Tensor)
+    steps: list = field(default_factory=list)
+    requirements: list = field(default_factory=list)  # (tensor, check on its values, what the check refuses)
+    values: dict = field(default_factory=dict)        # a scalar input's name → its number
+    # the operation being translated: where it is (for errors), its ATen name, node, output shape and format
+    at: str = ""
+    op: str = ""
+    node: str = ""
+    shape: tuple = ()
+    dtype: object = None
+    eps: float = 0.0
+
+    def refuse(self, why: str):
+        raise UnsupportedOperationError(f"{self.at}: {why}" if self.at else why)
+
+    # ----------------------------------------------------------------------------------------- tensors
+    def input(self, name: str, shape, dtype, claims=None) -> Tensor:
+        """An input of the diagram (a model input, a parameter, a buffer, a constant) of ``shape``."""
+        dims = tuple(None if s == 1 else self.classes.fresh(s, claims=(claims or [()] * len(shape))[p])
+                     for p, s in enumerate(shape))
+        self.classes.separate(dims)
+        t = Tensor(dims, tuple(c is not None for c in dims), dtype)
+        self.inputs.append((name, t))
+        return t
+
+    def constant(self, value, dtype) -> Tensor:
+        """A number the operation uses as a tensor: a scalar input of the diagram (``<node>_<k>``)."""
+        name = f"{self.node}_{sum(n.startswith(self.node + '_') for n in self.values)}"
+        self.values[name] = value
+        return self.input(name, (), dtype)
+
+    def require(self, x: Tensor, check, refused: str):
+        """``check`` must hold of ``x``'s values wherever ``x`` is an input (the diagram assumes it)."""
+        self.requirements.append((x, check, f"{refused}; assumed by {self.at}" if self.at else refused))
+
+    def size_of(self, x: Tensor) -> list:
+        return [1 if c is None else self.classes.size[self.classes.find(c)] for c in x.dims]
+
+    def view(self, x: Tensor, dims, carried=None) -> Tensor:
+        """``x``'s array with its dimensions ``dims`` (a permutation, with size-1 dimensions added or dropped)."""
+        carried = tuple(carried if carried is not None else
+                        (c is not None and x.carried[x.dims.index(c)] if c in x.dims else c is not None
+                         for c in dims))
+        return Tensor(tuple(dims), carried, x.dtype, base=x)
+
+    def expanded(self, x: Tensor, shape) -> Tensor:
+        """``x`` broadcast to ``shape``: a size-1 dimension of size n is a new class the array does not carry."""
+        pad = (None,) * (len(shape) - x.rank)
+        dims, carried = list(pad + x.dims), list((False,) * len(pad) + x.carried)
+        for p, s in enumerate(shape):
+            if dims[p] is None and s != 1:
+                dims[p], carried[p] = self.classes.fresh(s, claims=[]), False
+        self.classes.separate(dims)
+        return Tensor(tuple(dims), tuple(carried), x.dtype, base=x)
+
+    def step(self, uses, dims, carried, dtype, make) -> Tensor:
+        """Record the box ``make`` on ``uses`` whose output has ``dims``; the operands' renames checked."""
+        for x, used in uses:
+            self.check_renames(x, used)
+        roots = [self.classes.find(c) for c, k in zip(dims, carried) if c is not None]
+        if len(set(roots)) != len(roots):
+            self.refuse("its output would carry one axis twice (two of its dimensions are one axis of the model)")
+        self.classes.separate(dims)
+        out = Tensor(tuple(dims), tuple(carried), dtype)
+        self.steps.append(Step(list(uses), [out], make, self.at))
+        return out
+
+    def check_renames(self, x: Tensor, used):
+        find = self.classes.find
+        kept = {find(c) for c, u, k in zip(x.dims, used, x.carried) if k and c is not None and find(c) == find(u)}
+        for c, u, k in zip(x.dims, used, x.carried):
+            if k and c is not None and find(c) != find(u) and find(u) in kept:
+                self.refuse("it would rename an axis of an operand onto another axis that operand carries (a "
+                            "tensor combined with its own transpose); napkin-cat has no box that swaps two axes")
+
+    # ----------------------------------------------------------------------------------------- operations
+    def broadcast(self, operands, make, dtype) -> Tensor:
+        """An elementwise operation with torch's broadcasting: dimensions aligned from the right are one axis."""
+        rank = max(x.rank for x in operands)
+        used = [[None] * (rank - x.rank) + list(x.dims) for x in operands]
+        held = [[False] * (rank - x.rank) + list(x.carried) for x in operands]
+        dims, carried = [], []
+        for p in range(rank):
+            cls, k = None, False
+            for j in range(len(operands)):
+                c = used[j][p]
+                if c is None:
+                    continue
+                if cls is None:
+                    cls = c
+                elif not self.classes.unify(cls, c):
+                    used[j][p] = cls
+                k = k or held[j][p]
+            dims.append(cls)
+            carried.append(k)
+        uses = [(x, tuple(u[rank - x.rank:])) for x, u in zip(operands, used)]
+        return self.step(uses, dims, carried, dtype, make)
+
+    def contract(self, letters, out: str, operands, dtype=None) -> Tensor:
+        """``torch.einsum`` of ``operands`` indexed by ``letters``: a letter's dimensions are one axis, distinct
+        letters distinct axes (a letter whose class another letter holds is renamed to a copy)."""
+        occurrences = {}
+        for j, (ls, x) in enumerate(zip(letters, operands)):
+            if len(set(ls)) != len(ls) or len(ls) != x.rank:
+                self.refuse(f"operand {j} is indexed {ls!r} for {x.rank} dimensions, or repeats an index (a "
+                            f"diagonal); napkin-cat contracts distinct indices")
+            for p, L in enumerate(ls):
+                occurrences.setdefault(L, []).append((j, p))
+        if set(out) - set(occurrences):
+            self.refuse(f"the output index {sorted(set(out) - set(occurrences))} is in no operand")
+        used = [list(x.dims) for x in operands]
+        of = {}
+        for L, occ in occurrences.items():
+            c0 = None
+            for j, p in occ:
+                c = used[j][p]
+                if c is None:
+                    continue
+                if c0 is None:
+                    c0 = c
+                    if self.classes.find(c) in {self.classes.find(k) for k in of.values() if k is not None}:
+                        c0 = used[j][p] = self.classes.copy(c)
+                    self.classes.separate([c0, *of.values()])
+                elif not self.classes.unify(c0, c):
+                    used[j][p] = c0
+            of[L] = c0
+        held = {L: any(operands[j].carried[p] for j, p in occ) for L, occ in occurrences.items()}
+        for L in set(occurrences) - set(out):
+            if of[L] is not None and not held[L]:
+                self.refuse(f"it sums over index {L!r}, a dimension every operand only broadcasts (an expand)")
+        def make(sig):
+            return einsum(sig.spell(), dtype=dtype or operands[0].dtype, sizes=sig.sized())
+        return self.step([(x, tuple(u)) for x, u in zip(operands, used)], [of[L] for L in out],
+                         [held[L] and of[L] is not None for L in out], dtype or operands[0].dtype, make)
+
+    def reduce(self, kind: str, x: Tensor, axes, keepdim: bool = False) -> Tensor:
+        """``kind`` (sum, mean, max, min, logsumexp) over the dimensions ``axes`` of ``x``."""
+        axes = sorted({p % x.rank for p in axes}) if x.rank else []
+        dims = [None if p in axes else c for p, c in enumerate(x.dims)] if keepdim else \
+            [c for p, c in enumerate(x.dims) if p not in axes]
+        reduced = [p for p in axes if x.dims[p] is not None and x.carried[p]]
+        broadcast = [x.dims[p] for p in axes if x.dims[p] is not None and not x.carried[p]]
+        if broadcast and kind not in ("mean", "max", "min"):
+            self.refuse(f"it takes the {kind} over a dimension of size {self.classes.size[broadcast[0]]} the tensor "
+                        f"only broadcasts (an expand): napkin-cat reduces arrays, not broadcasts")
+        if not reduced:
+            return self.view(x, dims, [c is not None and x.carried[x.dims.index(c)] for c in dims])
+        return self.step([(x, x.dims)], dims, [c is not None and x.carried[x.dims.index(c)] for c in dims], x.dtype,
+                         lambda sig: reduce(kind, sig.spell(), dtype=x.dtype, sizes=sig.sized()))
+
+    def softmax(self, x: Tensor, p: int, beta=1) -> Tensor:
+        """SoftMax along dimension ``p`` of ``x`` (β the inverse temperature)."""
+        c = x.dims[p % x.rank]
+        if c is None or not x.carried[p % x.rank]:
+            self.refuse("its softmax runs along a dimension of size 1 or one the tensor only broadcasts")
+        return self.step([(x, x.dims)], x.dims, x.carried, x.dtype,
+                         lambda sig: softmax(sig.spell(arrow=False), over=sig.name(c), beta=beta, dtype=x.dtype,
+                                             sizes=sig.sized()))
+
+    def pointwise(self, kind: str, *operands, const=None) -> Tensor:
+        """The elementwise map ``kind`` (add, exp, scale with ``const``, …) with broadcasting."""
+        dtype = operands[0].dtype
+        return self.broadcast(list(operands), lambda sig: elementwise(kind, sig.spell(), const=const, dtype=dtype,
+                                                                       sizes=sig.sized()), dtype)
+
+    def compare(self, op: str, a: Tensor, b: Tensor) -> Tensor:
+        if a.dtype != b.dtype:
+            self.refuse(f"it compares a {a.dtype.name} tensor with a {b.dtype.name} one")
+        return self.broadcast([a, b], lambda sig: compare(op, sig.spell(), dtype=a.dtype, **sig.sized()), BOOL)
+
+    def logical(self, op: str, *masks) -> Tensor:
+        return self.broadcast(list(masks), lambda sig: logical(op, sig.spell(), **sig.sized()), BOOL)
+
+    def where(self, mask: Tensor, a: Tensor, other: float) -> Tensor:
+        """``mask ? a : other`` (a number)."""
+        return self.broadcast([mask, a], lambda sig: where(sig.spell(), other=other, dtype=a.dtype, **sig.sized()),
+                              a.dtype)
+
+    def select(self, mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
+        return self.broadcast([mask, a, b], lambda sig: select(sig.spell(), dtype=a.dtype, **sig.sized()), a.dtype)
+
+    def cast(self, x: Tensor, to) -> Tensor:
+        from_ = x.dtype
+        return self.broadcast([x], lambda sig: cast(sig.spell(arrow=False), to=to, dtype=from_, sizes=sig.sized()),
+                              to)
+
+    def position(self, c: int) -> Tensor:
+        """The positions ``0 … n−1`` along the class ``c``: an int32 array with no input."""
+        return self.step([], [c], [True], INT32,
+                         lambda sig: position(sig.name(c), **{sig.name(c): sig.sizes[sig.name(c)]}))
+
+    def gather(self, x: Tensor, p: int, index: Tensor) -> Tensor:
+        """``torch.gather(x, p, index)`` with one index per row (``index`` of size 1 along ``p``): ``y[i] =
+        x[i, index[i]]``, the other dimensions of ``x`` and ``index`` one axis each."""
+        p %= x.rank
+        if x.dims[p] is None:                  # one element along the dimension: the index can only be 0
+            return self.view(x, x.dims)
+        if index.rank != x.rank or index.dims[p] is not None:
+            self.refuse("it gathers more than one element along the dimension per row; napkin-cat's gather takes "
+                        "one (an index of size 1 along it, as x.gather(d, t.unsqueeze(d)))")
+        used = list(index.dims)
+        for q, (c, i) in enumerate(zip(x.dims, index.dims)):
+            if q == p:
+                continue
+            if (c is None) != (i is None) or (c is not None and not (x.carried[q] and index.carried[q])):
+                self.refuse(f"its index is not the shape of the source along dimension {q}; napkin-cat gathers "
+                            f"one element per item of the source's other dimensions")
+            if c is not None and not self.classes.unify(c, i):
+                used[q] = c
+        dims = [None if q == p else c for q, c in enumerate(x.dims)]
+        return self.step([(x, x.dims), (index, tuple(used))], dims, [c is not None for c in dims], x.dtype,
+                         lambda sig: gather(sig.spell(), dtype=x.dtype, index_dtype=index.dtype, **sig.sized()))
+
+    # ----------------------------------------------------------------------------------------- pass 2
+    def build(self, outputs) -> Diagram:
+        """The diagram: the inputs in order, every step's box, the outputs in torch's dimension order."""
+        names = self.classes.names()
+        sizes = {names[c]: self.size(c, names) for c in names}
+
+        def array(t: Tensor) -> Array:
+            return Array(tuple(Axis(names[c], sizes[names[c]]) for c, k in zip(t.dims, t.carried)
+                               if c is not None and k), 0, t.dtype)
+        b = Builder(Ty(*(array(t) for _, t in self.inputs)))
+        for (_, t), w in zip(self.inputs, b.inputs):
+            t.wire = w
+        for step in self.steps:
+            self.at = step.at
+            wires = [self.renamed(b, x, used, names, sizes) for x, used in step.uses]
+            outs = [[names[c] for c, k in zip(t.dims, t.carried) if c is not None and k] for t in step.outs]
+            sig = Signature([list(w.array.names) for w in wires], outs, sizes, lambda c: names[c])
+            out = b(step.make(sig), *wires)
+            for t, w in zip(step.outs, out if isinstance(out, tuple) else (out,)):
+                t.wire = w
+        self.at = ""
+        return b.build(*(self.ordered(b, t, names, sizes) for t in outputs))
+
+    def size(self, c: int, names: dict):
+        """The size of class ``c``'s axis: the int, or (a dynamic dimension) the axis's own symbol."""
+        size = self.classes.size[self.classes.find(c)]
+        return size if isinstance(size, int) else symbol(names[c])
+
+    @staticmethod
+    def renamed(b: Builder, x: Tensor, used, names, sizes):
+        """``x``'s wire, its axes renamed where the step uses them under other classes."""
+        wire = x.array_wire()
+        new = {names[c]: names[u] for c, u, k in zip(x.dims, used, x.carried) if c is not None and k}
+        before = list(wire.array.names)
+        after = [new.get(n, n) for n in before]
+        if after == before:
+            return wire
+        return b(renaming(" ".join(before) + " -> " + " ".join(after), level=wire.array.level, dtype=wire.array.dtype,
+                          sizes={n: sizes[n] for n in before}), wire)
+
+    def ordered(self, b: Builder, t: Tensor, names, sizes):
+        """An output's wire with its axes in the tensor's dimension order (an ``id`` box permutes them)."""
+        if not all(k for c, k in zip(t.dims, t.carried) if c is not None):
+            self.refuse("an output is a broadcast (an expand) along a dimension; the diagram's arrays are what the "
+                        "model computes, without the broadcast: return the tensor before it")
+        wire = t.array_wire()
+        want = [names[c] for c in t.dims if c is not None]
+        have = list(wire.array.names)
+        if want == have:
+            return wire
+        return b(elementwise("id", " ".join(have) + " -> " + " ".join(want), dtype=wire.array.dtype,
+                             sizes={n: sizes[n] for n in have}), wire)
+
