@@ -29,13 +29,13 @@ def cost(diagram: Diagram, hierarchy=None, *, sizes: dict | None = None, block_m
     integers a run at those sizes counts (a name the diagram lacks, or a tile larger than its axis, is refused
     with :class:`~napkin_cat.errors.AxisError` naming it).  ``block_mask``
     (:class:`~napkin_cat.algorithms.blockmask.BlockMask`, with ``sizes``): what a run given that block mask
-    counts, the trips where a mask read from data allows no pair skipped; symbolically such a mask's trips are
-    counted at a density ``ρ`` (:data:`~napkin_cat.cost.trips.DENSITY`), never taken as dense."""
+    counts, the trips where a mask read from data allows no pair skipped (without one such a mask is counted
+    dense, symbolically too)."""
     require_diagram(diagram, "nc.cost")
     if sizes is None:
         if block_mask is not None:
-            raise ArgumentError("a block mask is a fact of data at concrete sizes: give sizes= with it (the symbolic "
-                            "cost counts a mask read from data at the density ρ)")
+            raise ArgumentError("a block mask is a fact of data at concrete sizes: give sizes= with it (a symbolic "
+                            "cost counts a mask read from data dense)")
         return symbolic(diagram, hierarchy)
     c = at(diagram, sizes, strict=True, block_mask=block_mask)
     if hierarchy is not None:

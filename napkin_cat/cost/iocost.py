@@ -40,7 +40,7 @@ from napkin_cat.algorithms.splits import partial_moves
 from napkin_cat.cost.columns import stream_columns
 from napkin_cat.cost.live import Live, numel
 from napkin_cat.cost.record import ONE, ZERO, Cost, GroupCost, OpCost, StreamRecord
-from napkin_cat.cost.trips import DENSITY, running_trips
+from napkin_cat.cost.trips import running_trips
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.weave import core_of
@@ -286,7 +286,7 @@ class Symbolic:
         if node.skip is not None:
             counted = running_trips(node.skip, node.axis, sympy.sympify(node.region.size),
                                     sympy.sympify(node.region.full_size()), sink.tiles)
-            trips = (trips * DENSITY if node.skip.data else trips) if counted is None else counted
+            trips = trips if counted is None else counted
         parts = sympy.Integer(1) if node.parts is None else sympy.sympify(node.parts)
         moves, merges = Sink(sink.tiles), Sink(sink.tiles)
         if node.parts is not None:     # each part's state written and read back, P − 1 merges (.splits)

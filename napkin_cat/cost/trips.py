@@ -42,11 +42,6 @@ from sympy.logic.boolalg import BooleanFalse, BooleanTrue, to_nnf
 #: the position a tile of one index holds, for reading the active positions off a mask
 POINT = sympy.Symbol("X_pos", integer=True)
 
-#: ``ρ``, the fraction of a stream's trips that a mask read from data lets run (its block mask's density at the
-#: tiles, of the trips its masks from positions let run): a fact of data, so the symbolic cost keeps it as a
-#: parameter (dense is ρ = 1); the cost at sizes given the block mask counts those trips exactly
-DENSITY = sympy.Symbol("rho", positive=True)
-
 
 def _bounds(cond, X):
     """``(lowers, uppers)`` on ``X`` from a conjunction of linear inequalities, or None if it is not one."""
@@ -191,7 +186,7 @@ def running_trips(skip, axis: str, slice_size, full, tiles):
     count = per_tile(running, POINT, slice_size, axis_range)
     if count is None:
         return None
-    return averaged(count, [(t[3], t[4]) for t in reversed(tiles)]) * (DENSITY if skip.data else 1)
+    return averaged(count, [(t[3], t[4]) for t in reversed(tiles)])
 
 
-__all__ = ["POINT", "DENSITY", "per_tile", "averaged", "running_trips"]
+__all__ = ["POINT", "per_tile", "averaged", "running_trips"]

@@ -4,7 +4,6 @@ import pytest
 
 import napkin_cat as nc
 from napkin_cat.algorithms.blockmask import FULL, NONE, PARTIAL, BlockMask
-from napkin_cat.cost.trips import DENSITY
 from napkin_cat.errors import ArgumentError, ShapeError
 
 N, D, G, S = 512, 8, 32, 32
@@ -80,13 +79,6 @@ def test_a_row_with_no_allowed_key_keeps_the_librarys_convention():
         want = nc.evaluate(nc.library.document_attention(), Q, K, V, seg_q, seg_x)
     assert np.isnan(out[:8]).all() and np.isfinite(out[8:]).all()
     np.testing.assert_allclose(out, want, rtol=1e-10)
-
-
-def test_the_symbolic_cost_of_a_mask_from_data_is_at_a_density():
-    c = nc.cost(_flash())
-    assert DENSITY in c.H[1].free_symbols and c.estimated
-    q, x, d, g = (nc.symbol(n) for n in ("q", "x", "d", "g_q"))
-    assert (c.H[1] - (q / g) * (2 * d * g + g + DENSITY * x * (2 * d + 1))).expand() == 0
 
 
 def test_a_block_mask_that_does_not_fit_is_refused():
