@@ -50,6 +50,8 @@ from napkin_cat.algorithms import online as _online  # noqa: F401  (registers lo
 from napkin_cat.algorithms import moments as _moments  # noqa: F401  (registers the mean's and variance's forms)
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.semantics.equivalent import Equivalence, equivalent
+from napkin_cat.algorithms.blockmask import BlockMask
+from napkin_cat.semantics.blockmasks import block_mask
 from napkin_cat.cost.record import Cost
 from napkin_cat.cost.functor import cost
 from napkin_cat.cost.optimum import Optimum, optimal
@@ -81,7 +83,7 @@ __all__ = [
     # algorithms and the named ones
     "library", "Region", "Kernel", "Grid", "Stream", "kernel", "unfused", "group", "stream",
     # functors: numpy, cost
-    "evaluate", "equivalent", "Equivalence", "Cost", "cost", "Optimum", "optimal",
+    "evaluate", "equivalent", "Equivalence", "Cost", "cost", "Optimum", "optimal", "BlockMask", "block_mask",
     # rewriting
     "isomorphic", "Condition", "Rule", "RuleSet", "Trace", "Derivation", "rewrite",
     # derivation search, gradients

@@ -64,27 +64,62 @@ class Mask:
 
 
 @dataclass(frozen=True)
+class DataMask:
+    """A condition (value id ``value``) that ``ops`` make from data (and positions, perhaps): its truth on a tile
+    is a fact of the data, read from a :class:`~napkin_cat.algorithms.blockmask.BlockMask` over ``axes``
+    (``((name, size), …)``, the condition's array's axes) computed from that data before a run."""
+
+    value: int
+    ops: tuple
+    axes: tuple
+
+    @property
+    def names(self) -> tuple:
+        return tuple(a for a, _ in self.axes)
+
+
+@dataclass(frozen=True)
 class Skip:
-    """The masks of a stream whose trips may be skipped (each one alone makes a trip neutral when never true)."""
+    """The masks of a stream whose trips may be skipped (each one alone makes a trip neutral when never true):
+    ``masks`` decided on a tile by interval arithmetic on positions, ``data`` by a block mask of the data."""
 
     axis: str
     masks: tuple
+    data: tuple = ()
 
     @property
     def axes(self) -> frozenset:
-        """The axes whose positions decide a skip."""
+        """The axes whose positions decide a skip by interval arithmetic."""
         return frozenset().union(*(m.axes for m in self.masks))
 
-    def skipped(self, tile_of):
-        """Whether the trip on the tiles ``tile_of`` gives is skipped (some mask never true there)."""
-        return any_of(*(m.never(tile_of) for m in self.masks))
+    @property
+    def data_axes(self) -> tuple:
+        """``((name, size), …)``: the axes of the masks from data, in order (what their block mask is over)."""
+        seen: dict = {}
+        for m in self.data:
+            for a, n in m.axes:
+                seen.setdefault(a, n)
+        return tuple(seen.items())
 
-    def verdict(self, tile_of) -> tuple:
+    def active(self, block_mask) -> bool:
+        """Whether some mask decides a trip: one from positions, or one from data with ``block_mask`` given."""
+        return bool(self.masks) or (block_mask is not None and bool(self.data))
+
+    def skipped(self, tile_of, block_mask=None):
+        """Whether the trip on the tiles ``tile_of`` gives is skipped: some mask from positions is never true
+        there, or (with ``block_mask``, the data's) no pair of it is allowed.  Without a block mask a mask from
+        data skips nothing."""
+        return self.verdict(tile_of, block_mask)[0]
+
+    def verdict(self, tile_of, block_mask=None) -> tuple:
         """``(skipped, everywhere)`` on the tiles ``tile_of`` gives: some mask is never true there, and every mask
         is always true there.  On a part of those tiles a trip is then skipped, and runs, too: interval arithmetic
         is inclusion-monotone (a part's intervals lie in the whole's), so what is never true on the whole is never
-        on a part, and what is always true on the whole is on each part."""
+        on a part, and what is always true on the whole is on each part; a block mask's counts are exact.  A mask
+        from data without ``block_mask`` is possibly true, never known always true."""
         truths = [m.truth(tile_of) for m in self.masks]
+        if self.data:
+            truths.append(MAYBE if block_mask is None else block_mask.truth(tile_of))
         return any_of(*(negate(t.possibly) for t in truths)), all_of(*(t.always for t in truths))
 
 
@@ -141,8 +176,8 @@ def skip_of(schedule) -> Skip | None:
     maps = [it for it in schedule.trip if hasattr(it, "box")]
     ops = [(op.box, op.ins, op.outs) for op in (*schedule.head, *maps)]
     by_reducers = {v for r in schedule.reducers for v in r.outputs}
-    masks, seen = [], set()
-    for cond in _conditions(ops):
+    masks, data, seen = [], [], set()
+    for cond, array in _conditions(ops):
         if cond in seen:
             continue
         seen.add(cond)
@@ -155,16 +190,25 @@ def skip_of(schedule) -> Skip | None:
         axes = tiles_read(made, cond)
         if axes:
             masks.append(Mask(cond, made, axes))
-    return Skip(schedule.axis, tuple(masks)) if masks else None
+        if _reads_data(made, cond) and schedule.axis in array.names:
+            data.append(DataMask(cond, made, tuple((a.name, a.size) for a in array.axes)))
+    return Skip(schedule.axis, tuple(masks), tuple(data)) if masks or data else None
+
+
+def _reads_data(ops, value) -> bool:
+    """Whether ``value`` (made by ``ops``, its ancestry) reads a value that no op of it makes: an input of the
+    stream (document ids, offsets), not positions alone."""
+    made = {v for _, _, outs in ops for v in outs}
+    return any(v not in made for _, ins, _ in ops for v in ins) or value not in made
 
 
 def _conditions(ops):
-    """The masks the ops apply, in order: each ``bool`` input of an op whose outputs are not ``bool`` (logic on
-    masks makes masks; a ``where``, a ``select``, a cast to numbers applies one)."""
+    """The masks the ops apply, in order, with their arrays: each ``bool`` input of an op whose outputs are not
+    ``bool`` (logic on masks makes masks; a ``where``, a ``select``, a cast to numbers applies one)."""
     for box, ins, _ in ops:
         if getattr(box, "data", None) is None or any(a.dtype == BOOL for a in box.cod.inside):
             continue
-        yield from (v for v, a in zip(ins, box.dom.inside) if a.dtype == BOOL)
+        yield from ((v, a) for v, a in zip(ins, box.dom.inside) if a.dtype == BOOL)
 
 
-__all__ = ["Mask", "Skip", "skip_of"]
+__all__ = ["Mask", "DataMask", "Skip", "skip_of"]

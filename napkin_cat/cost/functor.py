@@ -20,17 +20,24 @@ from __future__ import annotations
 from napkin_cat.cost.iocost import cost as symbolic
 from napkin_cat.cost.numeric import at
 from napkin_cat.cost.record import Cost
+from napkin_cat.errors import ArgumentError
 from napkin_cat.syntax.adapter import Diagram, require_diagram
 
 
-def cost(diagram: Diagram, hierarchy=None, *, sizes: dict | None = None) -> Cost:
+def cost(diagram: Diagram, hierarchy=None, *, sizes: dict | None = None, block_mask=None) -> Cost:
     """The IO cost of ``diagram``: symbolic, or with ``sizes`` (every axis and tile name → a positive int) the
     integers a run at those sizes counts (a name the diagram lacks, or a tile larger than its axis, is refused
-    with :class:`~napkin_cat.errors.AxisError` naming it)."""
+    with :class:`~napkin_cat.errors.AxisError` naming it).  ``block_mask``
+    (:class:`~napkin_cat.algorithms.blockmask.BlockMask`, with ``sizes``): what a run given that block mask
+    counts, the trips where a mask read from data allows no pair skipped (without one such a mask is counted
+    dense, symbolically too)."""
     require_diagram(diagram, "nc.cost")
     if sizes is None:
+        if block_mask is not None:
+            raise ArgumentError("a block mask is a fact of data at concrete sizes: give sizes= with it (a symbolic "
+                            "cost counts a mask read from data dense)")
         return symbolic(diagram, hierarchy)
-    c = at(diagram, sizes, strict=True)
+    c = at(diagram, sizes, strict=True, block_mask=block_mask)
     if hierarchy is not None:
         hierarchy.check_levels(c.levels)
     return c

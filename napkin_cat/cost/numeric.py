@@ -36,7 +36,7 @@ from napkin_cat.algorithms.splits import part_bounds, partial_moves
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
 from napkin_cat.cost.iocost import box_cost, cost
 from napkin_cat.cost.record import Cost
-from napkin_cat.errors import AxisError, NapkinError
+from napkin_cat.errors import AxisError, NapkinError, ShapeError
 from napkin_cat.syntax.adapter import Bubble, Diagram, layers
 from napkin_cat.syntax.sizes import as_sizes
 from napkin_cat.syntax.wiring import computes
@@ -123,18 +123,30 @@ def _repeated(start, k: int):
     return np.repeat(start, k) if isinstance(start, np.ndarray) else start
 
 
-def skip_axes(region) -> frozenset:
-    """The axes whose positions decide a skipped trip in ``region`` or any region inside it (cached)."""
-    cached = region.__dict__.get("_skip_axes")
+def skip_axes(region, *, data: bool = False) -> frozenset:
+    """The axes whose positions decide a skipped trip in ``region`` or any region inside it (cached); with
+    ``data`` (a block mask is given) the axes of the masks read from data too."""
+    key = "_skip_axes_data" if data else "_skip_axes"
+    cached = region.__dict__.get(key)
     if cached is None:
         found = set()
-        if isinstance(region, Stream) and schedule_of(region).skip is not None:
-            found |= schedule_of(region).skip.axes
+        skip = schedule_of(region).skip if isinstance(region, Stream) else None
+        if skip is not None:
+            found |= skip.axes | ({a for a, _ in skip.data_axes} if data else set())
         for _, box in layers(region.arg):
             if isinstance(box, Region):
-                found |= skip_axes(box)
-        cached = region.__dict__["_skip_axes"] = frozenset(found)
+                found |= skip_axes(box, data=data)
+        cached = region.__dict__[key] = frozenset(found)
     return cached
+
+
+def data_axes(diagram: Diagram) -> tuple:
+    """The axes of the masks read from data that decide the trips of ``diagram``'s streams (a block mask's)."""
+    seen: dict = {}
+    for box in _partitions(diagram):
+        skip = schedule_of(box).skip if isinstance(box, Stream) else None
+        seen.update((a, None) for a, _ in (skip.data_axes if skip is not None else ()))
+    return tuple(seen)
 
 
 def _extents(region, env) -> list:
@@ -155,26 +167,28 @@ def _extents(region, env) -> list:
     return out
 
 
-def _reads_positions_inside(region) -> bool:
+def _reads_positions_inside(region, data: bool) -> bool:
     """Whether a region nested in ``region`` skips trips on a mask (so it reads where its tiles lie)."""
-    return any(skip_axes(box) for _, box in layers(region.arg) if isinstance(box, Region))
+    return any(skip_axes(box, data=data) for _, box in layers(region.arg) if isinstance(box, Region))
 
 
 #: the most (tile, slice) pairs a masked stream's skip test takes in one array operation
 PAIRS = 1 << 20
 
 
-def _running(skip, ctx: At, region, extent: int, starts, positions: bool) -> At:
+def _running(skip, ctx: At, region, extent: int, starts, positions: bool, block_mask=None) -> At:
     """The context of the slices of ``extent`` at ``starts`` (evenly spaced) that ``skip`` does not skip, over
     every tile ``ctx`` stands for.  With ``positions`` (a mask inside reads where they lie) each (tile, slice)
-    pair is tested, in chunks of at most :data:`PAIRS`; else only how many run is kept (:func:`_count_running`)."""
+    pair is tested, in chunks of at most :data:`PAIRS`; else only how many run is kept (:func:`_count_running`).
+    ``block_mask``: the data's, which decides the masks read from data (:meth:`~napkin_cat.algorithms.skipping.
+    Skip.verdict`)."""
     if not positions:
-        return ctx.bound(region, extent).counting(_count_running(skip, ctx, region, extent, starts))
+        return ctx.bound(region, extent).counting(_count_running(skip, ctx, region, extent, starts, block_mask))
     per = max(1, PAIRS // max(ctx.count, 1))
     parts = []
     for k in range(0, len(starts), per):
         pairs = ctx.bound(region, extent, starts[k:k + per])
-        parts.append(pairs.running(negate(skip.skipped(pairs.tile_of))))
+        parts.append(pairs.running(negate(skip.skipped(pairs.tile_of, block_mask))))
     first = parts[0]
     arrays = [a for a, (s, _) in first.tiles.items() if isinstance(s, np.ndarray)]
     tiles = dict(first.tiles)
@@ -182,7 +196,7 @@ def _running(skip, ctx: At, region, extent: int, starts, positions: bool) -> At:
     return At(first.env, tiles, sum(p.count for p in parts))
 
 
-def _count_running(skip, ctx: At, region, extent: int, starts) -> int:
+def _count_running(skip, ctx: At, region, extent: int, starts, block_mask=None) -> int:
     """How many (tile, slice) pairs run, over the tiles ``ctx`` stands for and the slices of ``extent`` at
     ``starts`` (evenly spaced), each decided as the runner decides it (``skip.skipped`` on the slice).
 
@@ -202,7 +216,8 @@ def _count_running(skip, ctx: At, region, extent: int, starts) -> int:
                 return first, (hi - lo - 1) * step + extent
             s, e = ctx.tile_of(axis, size)
             return (s[tile] if isinstance(s, np.ndarray) else s), e
-        never, every = (np.broadcast_to(np.asarray(v, dtype=bool), tile.shape) for v in skip.verdict(tile_of))
+        verdict = skip.verdict(tile_of, block_mask)
+        never, every = (np.broadcast_to(np.asarray(v, dtype=bool), tile.shape) for v in verdict)
         every = every & ~never
         width = hi - lo
         total += int(width[every].sum()) + int(np.count_nonzero(~never & ~every & (width == 1)))
@@ -216,7 +231,12 @@ def _count_running(skip, ctx: At, region, extent: int, starts) -> int:
 class Concrete:
     """The cost algebra at concrete sizes: each box adds its integers to ``ctx.total`` (``ctx.count`` times); a
     partition's inside is folded once per distinct tile extent and counted as many times as there are such
-    tiles, and a masked stream's trip once per distinct slice extent, counted on every tile where it runs."""
+    tiles, and a masked stream's trip once per distinct slice extent, counted on every tile where it runs.
+    ``block_mask`` (:class:`~napkin_cat.algorithms.blockmask.BlockMask`, the data's): a mask read from data
+    skips the trips where it allows no pair, as the runner given it does; without one such a mask skips nothing."""
+
+    def __init__(self, block_mask=None):
+        self.block_mask = block_mask
 
     def box(self, box, ctx: At):
         c = box_cost(box)
@@ -237,7 +257,7 @@ class Concrete:
         """``run_tile(inner ctx, extent)`` once per distinct extent, counted per tile.  Where a mask inside reads
         the positions of the region's axis (its trips that run depend on the tile), the inner context stands
         for every tile of that extent at once (:meth:`At.bound` with their starts)."""
-        positions = region.axis in skip_axes(region)
+        positions = region.axis in skip_axes(region, data=self.block_mask is not None)
         for extent, starts in _extents(region, ctx.env):
             inner = ctx.bound(region, extent, starts if positions else None)
             run_tile(inner, extent)
@@ -269,12 +289,12 @@ class Concrete:
             r = run if e == node.region.size or not isinstance(node.region.size, int) \
                 else Phases(schedule_of(relabelled(node.region, e)), self)
             made.update(r.trip(vals, states, inner)[1])
-        if skip is None:
+        if skip is None or not skip.active(self.block_mask):
             self._tiled(node.region, ctx, trip)
         else:         # each slice runs on the tiles where the mask may be true: one test over every pair
-            positions = _reads_positions_inside(node.region)
+            positions = _reads_positions_inside(node.region, self.block_mask is not None)
             for e, starts in _extents(node.region, ctx.env):
-                inner = _running(skip, ctx, node.region, e, starts, positions)
+                inner = _running(skip, ctx, node.region, e, starts, positions, self.block_mask)
                 if inner.count:
                     trip(inner, e)
                     _add(ctx.total, inner.total)
@@ -363,11 +383,12 @@ def bind(diagram: Diagram, sizes, *, strict: bool = True) -> dict:
     return env
 
 
-def folded(diagram: Diagram, env: dict) -> Cost:
+def folded(diagram: Diagram, env: dict, block_mask=None) -> Cost:
     """The transfers (values and bytes) and FLOPs of ``diagram`` at an environment already bound (:func:`bind`),
-    without its memory: what a search that counts many tilings of one algorithm calls, binding its sizes once."""
+    without its memory: what a search that counts many tilings of one algorithm calls, binding its sizes once.
+    ``block_mask``: the data's, for the masks read from data (:class:`Concrete`)."""
     ctx = At(env)
-    CONCRETE.diagram(diagram, ctx)
+    (CONCRETE if block_mask is None else Concrete(block_mask)).diagram(diagram, ctx)
     out = ctx.total
     out.H = {l: v for l, v in out.H.items() if v}
     out.H_bytes = {l: v for l, v in out.H_bytes.items() if v}
@@ -375,11 +396,18 @@ def folded(diagram: Diagram, env: dict) -> Cost:
     return out
 
 
-def at(diagram: Diagram, sizes, *, strict: bool = False) -> Cost:
+def at(diagram: Diagram, sizes, *, strict: bool = False, block_mask=None) -> Cost:
     """The cost of ``diagram`` at ``sizes`` (axis and tile names → ints), ragged tiles counted exactly:
     a :class:`~napkin_cat.cost.record.Cost` of ints (``M`` the largest column at those sizes).  ``strict``:
-    refuse a name the diagram lacks and a tile larger than its axis (:func:`bind`)."""
+    refuse a name the diagram lacks and a tile larger than its axis (:func:`bind`).  ``block_mask``: the data's
+    (over the axes of the diagram's masks read from data, at ``sizes``): what a run given it skips is not counted."""
     env = bind(diagram, sizes, strict=strict)
-    out = folded(diagram, env)
+    if block_mask is not None:
+        axes = data_axes(diagram)
+        if set(block_mask.axes) != set(axes):
+            raise ShapeError(f"the block mask is over axes {list(block_mask.axes)}; the masks read from data of this "
+                            f"algorithm are over {list(axes) or 'no axis (it has none: give no block mask)'}")
+        block_mask.check({str(k): v for k, v in env.items()}, "the sizes")
+    out = folded(diagram, env, block_mask)
     out.columns = {l: [max(_value(col, env) for col in cols)] for l, cols in cost(diagram).columns.items()}
     return out

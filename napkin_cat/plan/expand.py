@@ -262,11 +262,12 @@ class Expander:
         with self._inside(node.axis, rng):
             run.trip({**vals, **dict(zip(node.dom, sliced))}, states, body, into)
             when = sympy.true if node.skip is None else _condition(sympy.Not(node.skip.skipped(self.tile_of)))
+            data = () if node.skip is None else tuple((a, *self.tile_of(a, n)) for a, n in node.skip.data_axes)
         vals.update((v, dest_of[v]) for v in node.sliced)
         outs = run.tail(run.finish(vals, states, tail, dest_of), tail, dest_of)
         tail += self._copies(node.cod, dict(zip(node.cod, outs)), dests)
         sink.append(StreamLoop(node.axis, tile, full, index, tuple(head), tuple(body), tuple(tail), self.origin(""),
-                               when))
+                               when, data))
         return dests
 
     def init(self, r, sink, dests):

@@ -259,7 +259,9 @@ class StreamLoop:
     """``head``; ``for index in 0 … ⌈full / tile⌉ − 1: if when: body``; ``tail`` (a Stream, in order).
 
     ``when``: a condition on the loop indices (sympy), true on the trips that run; a trip where it is false
-    is skipped, its mask never true there (:mod:`napkin_cat.algorithms.skipping`)."""
+    is skipped, its mask never true there (:mod:`napkin_cat.algorithms.skipping`).  ``data``: where a mask read
+    from data decides too, the trip's box on that mask's axes, ``((axis, start, extent), …)``: a trip runs only
+    where the data's block mask (:mod:`napkin_cat.algorithms.blockmask`, given to the run) allows a pair there."""
 
     axis: str
     tile: sympy.Expr
@@ -270,10 +272,11 @@ class StreamLoop:
     tail: tuple
     origin: str = ""
     when: object = sympy.true
+    data: tuple = ()
 
     @property
     def skips(self) -> bool:
-        """Whether some trip may be skipped."""
+        """Whether some trip may be skipped by its mask from positions (``when``)."""
         return self.when is not sympy.true
 
     @property

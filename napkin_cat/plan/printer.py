@@ -144,6 +144,9 @@ class Printer:
         out.append(f"{INDENT * depth}for {s.index} in 0 … {self._last(s)}:   # stream {s.axis}")
         if getattr(s, "skips", False):
             out.append(f"{INDENT * (depth + 1)}skip unless {expr(s.when)}   # the mask is never true elsewhere")
+        if getattr(s, "data", ()):
+            box = ", ".join(f"{a}[{expr(start)} : +{expr(extent)}]" for a, start, extent in s.data)
+            out.append(f"{INDENT * (depth + 1)}skip unless block_mask allows a pair in {box}   # a mask from data")
         out += self._lines(s.body, depth + 1)
         if s.tail:
             out += [f"{INDENT * depth}tail:"] + self._lines(s.tail, depth + 1)

@@ -116,15 +116,42 @@ class Plan:
                            f"the variable {v.name}[{'×'.join(v.axes)}]")
             self._fits = True
 
-    def run(self, *arrays):
-        """``(outputs, counters)``: the instrumented run (see :mod:`napkin_cat.plan.runner`)."""
-        outs, counters = Machine(self, instrument=True).run(self._check(arrays))
+    def run(self, *arrays, block_mask=None):
+        """``(outputs, counters)``: the instrumented run (see :mod:`napkin_cat.plan.runner`).  ``block_mask``
+        (:class:`~napkin_cat.algorithms.blockmask.BlockMask`, of the data in ``arrays``): a stream whose mask
+        reads data skips the trips where it allows no pair."""
+        machine = Machine(self, instrument=True, block_mask=self._check_block_mask(block_mask))
+        outs, counters = machine.run(self._check(arrays))
         return (outs[0] if len(outs) == 1 else tuple(outs)), counters
 
-    def __call__(self, *arrays, threads: int = 1):
+    def __call__(self, *arrays, threads: int = 1, block_mask=None):
         """The fast run: tiles as numpy (BLAS) calls, the groups of a Grid on ``threads`` threads."""
-        outs, _ = Machine(self, threads=threads).run(self._check(arrays))
+        machine = Machine(self, threads=threads, block_mask=self._check_block_mask(block_mask))
+        outs, _ = machine.run(self._check(arrays))
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @property
+    def data_axes(self) -> tuple:
+        """The axes of the masks read from data that decide this plan's trips (what a block mask is over)."""
+        seen: dict = {}
+        for s in walk(self.body):
+            if isinstance(s, StreamLoop):
+                seen.update((a, None) for a, _, _ in s.data)
+        return tuple(seen)
+
+    def _check_block_mask(self, block_mask):
+        """``block_mask``, checked: over the axes of the plan's masks from data, at the plan's sizes."""
+        if block_mask is None:
+            return None
+        axes = self.data_axes
+        if not axes:
+            raise ShapeError("a block mask was given, but no stream of this plan has a mask read from data (a mask "
+                             "from positions alone is decided by interval arithmetic); give none")
+        if set(block_mask.axes) != set(axes):
+            raise ShapeError(f"the block mask is over axes {list(block_mask.axes)}; this plan's mask from data is "
+                             f"over {list(axes)}")
+        block_mask.check({str(k): v for k, v in self.sizes.items()}, "the plan")
+        return block_mask
 
     # ------------------------------------------------------------------ for the CLI and the tables
     def to_dict(self) -> dict:

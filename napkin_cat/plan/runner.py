@@ -133,8 +133,9 @@ def measured_flops(box, xs, ys) -> dict:
 class Machine:
     """Executes a plan: ``run(arrays) -> (outputs, counters)``; counters are None when not instrumented."""
 
-    def __init__(self, plan, *, instrument: bool = False, threads: int = 1):
+    def __init__(self, plan, *, instrument: bool = False, threads: int = 1, block_mask=None):
         self.plan = plan
+        self.block_mask = block_mask   # the data's allowed pairs, read by a stream whose mask reads data
         self.vars = plan.variable_map
         self.counters = Counters() if instrument else None
         self.peak: dict = {}
@@ -309,12 +310,19 @@ class Machine:
         for t, extent in trips:
             self.block(s.body, frame.trip(s, t, extent))
 
+    def _allowed(self, data, frame) -> bool:
+        """Whether the block mask allows some pair on the trip's box ``data`` (``((axis, start, extent), …)``)."""
+        box = {a: (number(start, frame.nominal), number(extent, frame.nominal)) for a, start, extent in data}
+        return bool(self.block_mask.truth(lambda a, size: box[a]).possibly)
+
     def _run_StreamLoop(self, s, frame):
         self.block(s.head, frame)
         for t, extent in self._trips(s, frame):
             inner = frame.trip(s, t, extent)
             if s.when is not sympy.true and not truth(s.when, inner.nominal):
                 continue      # a trip the mask skips: it would change nothing
+            if s.data and self.block_mask is not None and not self._allowed(s.data, inner):
+                continue      # no pair of the trip's tiles allowed by the data's block mask: it changes nothing
             inner.values, inner.live = frame.values, frame.live   # the state carries from trip to trip
             self.block(s.body, inner)
         self.block(s.tail, frame)

@@ -40,8 +40,10 @@ def test_scores_masked_to_zero_are_not_neutral_for_the_online_softmax():
     assert _stream(d).skip is None
 
 
-def test_a_mask_from_data_alone_is_no_skip_but_a_conjunction_with_positions_is():
-    assert _stream(nc.library.document_attention()).skip is None              # segment ids: no interval
+def test_a_mask_from_data_alone_is_decided_by_a_block_mask_but_a_conjunction_with_positions_by_intervals():
+    skip = _stream(nc.library.document_attention()).skip                      # segment ids: no interval
+    assert skip.masks == () and [m.names for m in skip.data] == [("q", "x")]
+    assert not skip.skipped(lambda a, n: (8, 4) if a == "x" else (0, 4))      # without the data's block mask
     s = _stream(nc.library.document_attention(causal=True))
     assert s.skip is not None and s.skip.skipped(lambda a, n: (8, 4) if a == "x" else (0, 4))
 
