@@ -16,7 +16,8 @@ Each number is the median of ``--repeats`` timings of at least 20 ms; the spread
 (JSON: the machine named by its CPU model, sysfs caches, core count, host and date; each measurement; the TOML block
 to paste into a CPU model file) go to ``--out``.
 
-    OPENBLAS_NUM_THREADS=1 python -m benchmarks.calibrate_cpu [--repeats 5] [--out benchmarks/results/cpu_calibration.json]
+    OPENBLAS_NUM_THREADS=1 PYTHONPATH=. python benchmarks/calibrate_cpu.py [--repeats 5]
+        [--out benchmarks/results/cpu_calibration.json]
 """
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ assignment timed, fastest first.
 
 >>> import napkin_cat as nc
 >>> r = derive_for_cpu_time(nc.library.attention(), "epyc-zen3-dev", {"q": 1024, "x": 1024, "d": 64})
->>> tiles = r.optimum.exact_sizes
+>>> tiles = {str(k): v for k, v in r.optimum.exact_sizes.items()}
 >>> tiles["s_x"] > 1, r.prediction.hardware
 (True, 'epyc-zen3-dev')
 >>> t = predict_cpu(r.diagram, "epyc-zen3-dev", {**r.sizes, **tiles})
@@ -281,17 +281,20 @@ def _timed(structure, cpu: CPU, env: dict, *, memory: int, threads: int, level: 
     return out
 
 
-def derive_for_cpu_time(diagram, hardware, sizes: dict, *, threads: int = 1, dtype: str = "fp32", level: int = 1,
+def derive_for_cpu_time(diagram, hardware, sizes: dict, *, threads: int = 1, value_bytes: int = 4, level: int = 1,
                         book=None, min_blocks: int | None = None, cache=None):
     """The algorithm of least predicted time on a CPU model (see the module docstring); a
     :class:`~napkin_cat.search.Derivation` with ``prediction`` and ``timings``.
 
-    ``threads``: the threads the C kernel runs on (``k(..., threads=)``); ``dtype``: the real type its values take
-    in the L2 (``"fp64"`` for a double kernel: half as many fit); ``min_blocks``: only the structures derived
+    ``threads``: the threads the C kernel runs on (``k(..., threads=)``); ``value_bytes``: the bytes of one of its
+    real values in the L2 (4: float; 8: the double kernel, ``nc.codegen.c(p, real="double")``: half as many fit);
+    ``min_blocks``: only the structures derived
     under that requirement, at the assignments whose every kernel launches that many blocks."""
     cpu = load_cpu(hardware).require_rates("derive(hardware=<a CPU model>)")
     threads = _threads(threads)
-    memory = cpu.memory(1, dtype)
+    if isinstance(value_bytes, bool) or value_bytes not in (1, 2, 4, 8):
+        raise HardwareError(f"value_bytes={value_bytes!r}: the bytes of one real value of the kernel, 1, 2, 4 or 8")
+    memory = cpu.l2 // value_bytes
     env = environment(sizes)
     memories = sorted({2 ** k for k in range(SMALLEST_MEMORY.bit_length() - 1, memory.bit_length())
                        if 2 ** k <= memory} | {memory})
@@ -313,7 +316,7 @@ def derive_for_cpu_time(diagram, hardware, sizes: dict, *, threads: int = 1, dty
             timings.append((t, H, tuple(-v for v in tiles.values()), label, regime, tiles, kts))
     if not timings:
         raise MemoryLimitError(f"no tile assignment of any derived algorithm fits the {cpu.name}'s L2 ({memory} "
-                               f"{dtype} values at level {level}) at sizes {sizes}")
+                               f"values of {value_bytes} B at level {level}) at sizes {sizes}")
     timings.sort(key=lambda e: e[:3])
     t, H, _, label, regime, tiles, kts = timings[0]
     chosen = Sizes(sizes) | tiles

@@ -40,7 +40,7 @@ from napkin_cat.syntax.sizes import as_sizes
 #: the GPU time model's keywords (:func:`~napkin_cat.hardware.timed.derive_for_time`'s own)
 TIME_OPTIONS = ("overlap", "ceilings", "largest", "launch")
 #: the CPU time model's keywords (:func:`~napkin_cat.hardware.cputime.derive_for_cpu_time`'s own)
-CPU_OPTIONS = ("threads", "dtype")
+CPU_OPTIONS = ("threads", "value_bytes")
 #: the search's keywords that also steer a derivation by time (the others are the transfer search's alone)
 SHARED_OPTIONS = ("book", "min_blocks", "cache")
 
@@ -56,7 +56,8 @@ def derive(diagram, memory="M", level: int = 1, sizes: dict | None = None, *, ha
     (:func:`napkin_cat.search.derive`: every keyword but ``hardware`` is its), or, given ``hardware`` and ``sizes``,
     the algorithm of least predicted time on it: a GPU model (or its name; ``overlap``, ``ceilings``, ``largest``
     and ``launch`` go to its time model) or a CPU model (``"epyc-zen3-dev"``, ``"this-cpu"``,
-    ``nc.hardware.load_cpu(path)``; ``threads`` and ``dtype`` go to its time model); ``memory`` is then the model's.
+    ``nc.hardware.load_cpu(path)``; ``threads`` and ``value_bytes`` go to its time model); ``memory`` is then the
+    model's.
     See the module docstring."""
     if hardware is None:
         time = sorted(set(options) & set(TIME_OPTIONS + CPU_OPTIONS))
