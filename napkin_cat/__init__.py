@@ -59,7 +59,7 @@ from napkin_cat.rewriting.isomorphism import isomorphic
 from napkin_cat.rewriting.rules import Condition, Rule, RuleSet
 from napkin_cat.rewriting.trace import Derivation, Trace
 from napkin_cat.rewriting.driver import rewrite
-from napkin_cat.hardware.timed import derive   # the search's derive, or by predicted time given hardware=
+from napkin_cat.hardware.objective import derive   # transfers at a memory, or predicted time given hardware=
 from napkin_cat.autodiff import grad
 from napkin_cat.plan import Counters, Plan, plan
 from napkin_cat.io.serial import dumps, loads

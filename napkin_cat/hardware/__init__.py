@@ -12,8 +12,11 @@
 * :mod:`~napkin_cat.hardware.overlap`: warpgroup schedules and utilisation (§5.7, §6);
 * :mod:`~napkin_cat.hardware.intensity`: matmul arithmetic intensity per level (Appendix A.4);
 * :mod:`~napkin_cat.hardware.predict`: predicted time (bytes, FLOPs by pipeline, waves; §5.7);
-* :mod:`~napkin_cat.hardware.timed`: ``nc.derive`` (``derive``: transfers, or with ``hardware=`` tiles and variant by
-  predicted time).
+* :mod:`~napkin_cat.hardware.timed`: tiles and variant by predicted time on a GPU model;
+* :mod:`~napkin_cat.hardware.cputime`: predicted time on a CPU model (cache traffic, each contraction's rate by its
+  tile shape) and tiles and variant by it;
+* :mod:`~napkin_cat.hardware.objective`: ``nc.derive`` (transfers at a memory, or with ``hardware=`` a GPU or CPU
+  model's predicted time).
 
 Every table has ``to_text()`` and ``to_json()``.
 
@@ -25,7 +28,7 @@ May import: every layer up to plan and search.
 """
 from napkin_cat.hardware.errors import CapacityError, DivisorError, HardwareError, ScheduleError
 from napkin_cat.hardware.model import GPU, load, models
-from napkin_cat.hardware.cpu import CPU, cpus, load_cpu, this_cpu
+from napkin_cat.hardware.cpu import CPU, cpus, load_cpu, this_cpu, this_cpu_model
 from napkin_cat.hardware.toy import check_offers, hierarchy_of, load_hierarchy, placement
 from napkin_cat.hardware.divisors import ArrayUse, MatmulUse, constraints, uses_of
 from napkin_cat.hardware.config import Variable, config_table
@@ -35,9 +38,10 @@ from napkin_cat.hardware.overlap import Task, inter, intra, overlap_table, seque
 from napkin_cat.hardware.intensity import matmul_intensity
 from napkin_cat.hardware.predict import KernelTime, Prediction, predict
 from napkin_cat.hardware.timed import derive_for_time
+from napkin_cat.hardware.cputime import derive_for_cpu_time, predict_cpu
 
 __all__ = ["HardwareError", "DivisorError", "CapacityError", "ScheduleError", "GPU", "load", "models",
-           "CPU", "cpus", "load_cpu", "this_cpu",
+           "CPU", "cpus", "load_cpu", "this_cpu", "this_cpu_model", "predict_cpu", "derive_for_cpu_time",
            "load_hierarchy", "hierarchy_of", "placement", "check_offers", "ArrayUse", "MatmulUse", "constraints",
            "uses_of", "Variable", "config_table", "Configured",
            "configure", "OpRecord", "clock_table", "clock_table_of", "Task", "sequential",

@@ -1,23 +1,38 @@
-"""CPU models as data: the caches a CPU kernel's tiles must fit, read from a small TOML file (``format = 1``).
+"""CPU models as data: the caches a CPU kernel's tiles must fit and the rates its time is predicted from, read
+from a small TOML file (``format = 2``; ``format = 1`` files, caches only, still load).
 
 A GPU model (:mod:`napkin_cat.hardware.model`) is about SMs, shared memory and pipelines; a CPU kernel needs
-only where its level-1 values live.  The C kernel (``nc.codegen.c``) runs one block per thread with its
-arena (the plan's level-1 columns) in that core's private cache, so the level-1 memory of a CPU is its
-per-core L2: ``cpu.memory(1, "fp32")`` values, the ``memory=`` of ``nc.optimal`` / ``nc.derive``.
+only where its level-1 values live and how fast one core moves and computes them.  The C kernel
+(``nc.codegen.c``) runs one block per thread with its arena (the plan's level-1 columns) in that core's private
+cache, so the level-1 memory of a CPU is its per-core L2: ``cpu.memory(1, "fp32")`` values, the ``memory=`` of
+``nc.optimal`` / ``nc.derive``.
 
-The format (every size carries its unit; ``?`` marks an optional field)::
+The format (every size and rate carries its unit; ``?`` marks an optional field)::
 
-    format = 1, name, description
-    [sources]   free text: where each value comes from
-    [caches]    l1d, l2 (per core), l3 (shared), line (bytes)
-    [cores]     vector? (bytes in one vector register)
+    format = 2, name, description
+    [sources]    free text: where each value comes from
+    [caches]     l1d, l2 (per core), l3 (shared), line (bytes)
+    [cores]      vector? (bytes in one vector register)
+    [bandwidth]  l3, dram: one core copying tiles into its cache from L3 / from DRAM (B/s)          format 2 only
+    [compute]    contraction: {smallest dimension = FLOP/s} (a matrix product whose m, n or k is that
+                 small), special (exp), general (the other arithmetic): one core, FLOP/s           format 2 only
 
-``this_cpu()`` reads the same sizes from Linux's sysfs (``/sys/devices/system/cpu/cpu0/cache``), the check
-that a shipped file describes the machine at hand.
+The rates are measured (``benchmarks/calibrate_cpu.py`` writes them, naming the machine); the time model
+(:mod:`~napkin_cat.hardware.cputime`) reads them.  A contraction's rate between two measured smallest dimensions
+is interpolated linearly in their logarithm, and held at the end points outside them::
+
+    rate(s) = r_i + (r_{i+1} - r_i) · log(s / d_i) / log(d_{i+1} / d_i)      d_i ≤ s ≤ d_{i+1}
+
+``this_cpu()`` reads the caches from Linux's sysfs (``/sys/devices/system/cpu/cpu0/cache``), the check that a
+shipped file describes the machine at hand; ``load_cpu("this-cpu")`` is a model of those caches with the rates of
+the shipped model whose caches are the same (none: no rates).
 
 >>> zen4 = load_cpu("epyc-zen4")
 >>> zen4.l2, zen4.memory(1, "fp32"), zen4.memory(1, "fp16")
 (1048576, 262144, 524288)
+>>> dev = load_cpu("epyc-zen3-dev")              # format 2: the development machine's measured rates
+>>> zen4.timed, dev.timed, dev.contraction_rate(1) < dev.contraction_rate(16)
+(False, True, True)
 >>> import napkin_cat as nc
 >>> c = nc.cost(nc.group(nc.stream(nc.library.attention(), "x", "s_x"), "q", "g_q"))
 >>> {str(k): v for k, v in zen4.tiles(c, {"q": 4096, "x": 4096, "d": 64}).sizes.items() if str(k) in ("g_q", "s_x")}
@@ -29,6 +44,7 @@ napkin_cat.errors.HardwareError: epyc-zen4: a CPU model has level 1 only (the pe
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from importlib import resources
@@ -43,10 +59,17 @@ from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.cost.optimum import optimal
 from napkin_cat.errors import MemoryLimitError
 
-FORMAT = 1
+#: format 1: caches only; format 2: the time model's rates too ([bandwidth], [compute])
+FORMATS = (1, 2)
 CACHES = {"l1d": True, "l2": True, "l3": True, "line": True}
 CORES = {"vector": False}
-TOP = {"format", "name", "description", "sources", "caches", "cores"}
+BANDWIDTH = ("l3", "dram")
+COMPUTE = ("contraction", "special", "general")
+TOP = {"format", "name", "description", "sources", "caches", "cores", "bandwidth", "compute"}
+#: the name of the model of this machine (:func:`load_cpu`)
+THIS_CPU = "this-cpu"
+#: the script that measures a format-2 model's rates
+CALIBRATION = "benchmarks/calibrate_cpu.py"
 SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
 
 
@@ -62,6 +85,44 @@ class CPU:
     line: int
     vector: int | None = None
     sources: dict = field(default_factory=dict, compare=False)
+    #: bytes per second one core copies into its cache from L3 and from DRAM (None: a format-1 model)
+    l3_bandwidth: float | None = None
+    dram_bandwidth: float | None = None
+    #: ``((smallest dimension, FLOP/s), ...)`` ascending: one core's matrix products by their smallest dimension
+    contraction: tuple = ()
+    #: FLOP/s of one core on the special (exp) and general pipelines
+    special: float | None = None
+    general: float | None = None
+
+    @property
+    def timed(self) -> bool:
+        """Whether the model has the rates the time model needs (a format-2 file)."""
+        return self.l3_bandwidth is not None
+
+    def require_rates(self, what: str = "the CPU time model") -> CPU:
+        """This model, checked to have rates; else a :class:`HardwareError` naming the fields and the script."""
+        if not self.timed:
+            raise HardwareError(f"{self.name}: {what} needs a format-2 CPU model ([bandwidth] l3, dram and [compute] "
+                                f"contraction, special, general: one core's measured rates); this one has caches "
+                                f"only. Run {CALIBRATION} on the machine and add its TOML block to the model's file")
+        return self
+
+    def contraction_rate(self, smallest) -> float:
+        """FLOP/s of one core on a matrix product whose smallest dimension is ``smallest`` (interpolated in its
+        logarithm between the measured ones, held outside them: see the module docstring)."""
+        table = self.require_rates().contraction
+        if smallest <= table[0][0]:
+            return table[0][1]
+        for (d0, r0), (d1, r1) in zip(table, table[1:]):
+            if smallest <= d1:
+                return r0 + (r1 - r0) * math.log(smallest / d0) / math.log(d1 / d0)
+        return table[-1][1]
+
+    def bandwidth(self, footprint: int) -> float:
+        """Bytes per second one core fills its cache at when the data it reads (``footprint`` bytes) fits L3 (the
+        model's ``l3``), else DRAM's."""
+        self.require_rates()
+        return self.l3_bandwidth if footprint <= self.l3 else self.dram_bandwidth
 
     def memory(self, level: int = 1, dtype: str = "fp32") -> int:
         """Values of ``dtype`` that fit the cache holding ``level`` (level 1: a core's L2, the C kernel's arena)."""
@@ -122,6 +183,12 @@ def load_cpu(name_or_path) -> CPU:
     """A CPU model by name (``"epyc-zen4"``) or from the path of a user's TOML file."""
     if isinstance(name_or_path, CPU):
         return name_or_path
+    if isinstance(name_or_path, str) and name_or_path.lower() == THIS_CPU:
+        found = this_cpu_model()
+        if found is None:
+            raise HardwareError(f"{THIS_CPU}: sysfs ({SYSFS}) does not give this machine's caches; name a CPU model "
+                                f"({', '.join(cpus())}) or the path of a .toml file")
+        return found
     path = files.as_path(name_or_path, "CPU model")
     if path.suffix == ".toml" or "/" in str(name_or_path):
         data, where = files.read_toml(path, "CPU model")
@@ -132,8 +199,14 @@ def load_cpu(name_or_path) -> CPU:
                                 "the path of a .toml file)")
         where = f"{name}.toml"
         data = files.parse_toml((resources.files("napkin_cat.hardware") / "cpus" / where).read_text(), where)
-    if type(data.get("format")) is not int or data["format"] != FORMAT:
-        raise HardwareError(f"{where}: format must be {FORMAT}, got {data.get('format')!r}")
+    return _from_table(data, where)
+
+
+def _from_table(data: dict, where: str) -> CPU:
+    """A :class:`CPU` from a TOML file's table (``where``: the file, for the errors)."""
+    fmt = data.get("format")
+    if type(fmt) is not int or fmt not in FORMATS:
+        raise HardwareError(f"{where}: format must be one of {FORMATS} (1: caches; 2: caches and rates), got {fmt!r}")
     unknown = set(data) - TOP
     if unknown:
         raise HardwareError(f"{where}: unknown field(s) {sorted(unknown)}; a CPU model has {sorted(TOP)}")
@@ -152,9 +225,56 @@ def load_cpu(name_or_path) -> CPU:
     if not values["l1d"] <= values["l2"] <= values["l3"]:
         raise HardwareError(f"{where}: caches must grow outwards (l1d ≤ l2 ≤ l3), got {values['l1d']}, "
                             f"{values['l2']}, {values['l3']} bytes")
+    rates = _rates(data, where) if fmt == 2 else {}
+    if fmt == 1 and ({"bandwidth", "compute"} & set(data)):
+        raise HardwareError(f"{where}: [bandwidth] and [compute] are fields of format 2; write format = 2 (and give "
+                            f"both, measured by {CALIBRATION})")
     return CPU(files.text(data, "name", where, default=where), files.text(data, "description", where, default=""),
                values["l1d"], values["l2"], values["l3"], values["line"], values.get("vector"),
-               files.texts(data, "sources", where))
+               files.texts(data, "sources", where), **rates)
+
+
+def _rates(data: dict, where: str) -> dict:
+    """The time model's rates of a format-2 file: [bandwidth] and [compute], every field required."""
+    out = {}
+    for section, fields in (("bandwidth", BANDWIDTH), ("compute", COMPUTE)):
+        sec = files.known_fields(data.get(section, {}), fields, where, f"[{section}]")
+        missing = [k for k in fields if k not in sec]
+        if missing:
+            raise HardwareError(f"{where}: [{section}] needs {', '.join(missing)} (format 2: one core's rates, "
+                                f"measured by {CALIBRATION})")
+    bw = data["bandwidth"]
+    out["l3_bandwidth"] = float(parse(bw["l3"], "bandwidth", where=f"{where} [bandwidth] l3"))
+    out["dram_bandwidth"] = float(parse(bw["dram"], "bandwidth", where=f"{where} [bandwidth] dram"))
+    comp = data["compute"]
+    for key in ("special", "general"):
+        out[key] = float(parse(comp[key], "throughput", where=f"{where} [compute] {key}"))
+    table = comp["contraction"]
+    if not isinstance(table, dict) or not table:
+        raise HardwareError(f"{where}: [compute] contraction must be a table of smallest dimension = FLOP/s, such as "
+                            f"{{ \"1\" = \"2.3 GFLOP/s\", \"64\" = \"26 GFLOP/s\" }}; got {table!r}")
+    rows = []
+    for key, rate in table.items():
+        if not (isinstance(key, str) and key.isdigit() and int(key) >= 1):
+            raise HardwareError(f"{where}: [compute] contraction has the key {key!r}; its keys are smallest "
+                                f"dimensions, whole numbers ≥ 1 (\"1\", \"2\", \"64\")")
+        rows.append((int(key), float(parse(rate, "throughput", where=f"{where} [compute] contraction {key}"))))
+    out["contraction"] = tuple(sorted(rows))
+    return out
+
+
+def this_cpu_model(root=SYSFS) -> CPU | None:
+    """The model of this machine: its caches from sysfs (:func:`this_cpu`), with the rates of the shipped model whose
+    caches are the same (the first by name; none: a model without rates); None where sysfs does not say."""
+    found = this_cpu(root)
+    if found is None:
+        return None
+    caches = (found["l1d"], found["l2"], found["l3"], found["line"])
+    same = next((m for m in map(load_cpu, cpus()) if (m.l1d, m.l2, m.l3, m.line) == caches), None)
+    if same is None:
+        return CPU(THIS_CPU, "this machine's caches (sysfs); no shipped model has them, so no rates", *caches)
+    return dataclasses.replace(same, name=THIS_CPU, description=f"this machine's caches (sysfs), with the rates of "
+                               f"{same.name} (the shipped model with the same caches)")
 
 
 def this_cpu(root=SYSFS) -> dict | None:

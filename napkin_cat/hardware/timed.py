@@ -18,9 +18,10 @@ The winner keeps its structure's trace (made by the rules), so ``r.trace.replay(
 ``r.diagram``; ``r.optimum.sizes`` are the sizes with the chosen tiles (``r.optimum.exact_sizes`` the tiles
 alone), ``r.prediction`` the model's time at them and ``r.timings`` every assignment timed, fastest first.
 
-The objective is chosen here, not registered with the search: :func:`derive` (``nc.derive``) is the search's
-derive (:func:`napkin_cat.search.derive`, transfers) or, given ``hardware=``, :func:`derive_for_time`; this layer
-imports the search, and the search knows nothing of hardware.
+The objective is chosen in :mod:`~napkin_cat.hardware.objective` (``nc.derive``), not registered with the search:
+the search's derive (transfers), this module's :func:`derive_for_time` for a GPU model, or
+:func:`~napkin_cat.hardware.cputime.derive_for_cpu_time` for a CPU model; this layer imports the search, and the
+search knows nothing of hardware.
 
 >>> import napkin_cat as nc
 >>> mm = nc.einsum("a b, b c -> a c", dtype="bf16", out_dtype="fp32")
@@ -40,7 +41,7 @@ from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.launches import blocks
 from napkin_cat.cost.numeric import folded
 from napkin_cat.cost.optimum import Optimum
-from napkin_cat.errors import LoweringError, MemoryLimitError, NapkinError
+from napkin_cat.errors import LoweringError, MemoryLimitError
 from napkin_cat.hardware.divisors import constraints, uses_of
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
@@ -48,7 +49,7 @@ from napkin_cat.hardware.predict import (LAUNCH, OVERLAPS, KernelForm, Predictio
                                          environment, kernels_of)
 from napkin_cat.search.derivation import derive as derive_transfers
 from napkin_cat.syntax.adapter import layers
-from napkin_cat.syntax.sizes import Sizes, as_sizes
+from napkin_cat.syntax.sizes import Sizes
 
 #: the largest block side tried (a Triton block tensor's side; 256 fp32 rows of a tile fill a warpgroup's registers)
 LARGEST = 256
@@ -193,48 +194,3 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
         r, diagram=regime.diagram, trace=regime.trace, H=H, cost=regime.cost, optimum=opt, variant=regime.variant,
         prediction=pred, blocks=blocks(regime.diagram, chosen),
         timings=tuple((label, tiles_, time, h) for time, h, _, label, _, tiles_, _ in timings))
-
-
-#: the time model's keywords (:func:`derive_for_time`'s own): refused by :func:`derive` without ``hardware=``
-TIME_OPTIONS = ("overlap", "ceilings", "largest", "launch")
-#: the search's keywords that also steer a derivation by time (the others are the transfer search's alone)
-SHARED_OPTIONS = ("book", "min_blocks", "cache")
-
-
-def derive(diagram, memory="M", level: int = 1, sizes: dict | None = None, *, hardware=None, **options):
-    """``nc.derive``: the algorithm of fewest transfers at ``level`` with ``memory`` values there
-    (:func:`napkin_cat.search.derive`: every keyword but ``hardware`` is its), or, given ``hardware`` (a GPU
-    model or its name) and ``sizes``, the algorithm of least predicted time on it (:func:`derive_for_time`: the
-    variants derived up to the thread block's shared memory, ``memory`` being the model's, at every tile
-    assignment the hardware allows; ``overlap``, ``ceilings``, ``largest`` and ``launch`` go to the time model).
-
-    The objective is passed in here, by the layer that knows the time model; the search minimises transfers.
-
-    >>> import napkin_cat as nc
-    >>> mm, sizes = nc.library.matmul(), {"a": 256, "b": 256, "c": 256}
-    >>> derive(mm, 2 ** 12, sizes=sizes).H
-    851968
-    >>> derive(mm, 2 ** 12, sizes=sizes, overlap="inter")
-    Traceback (most recent call last):
-    ...
-    napkin_cat.errors.NapkinError: derive got ['overlap']: these options are the time model's; give hardware=
-    >>> derive(mm, 2 ** 12, sizes=sizes, hardware="h100-sxm5")
-    Traceback (most recent call last):
-    ...
-    napkin_cat.errors.NapkinError: derive(hardware=...) derives at the memories the model's shared memory holds: ...
-    """
-    if hardware is None:
-        time = sorted(set(options) & set(TIME_OPTIONS))
-        if time:
-            raise NapkinError(f"derive got {time}: these options are the time model's; give hardware=")
-        return derive_transfers(diagram, memory, level, sizes, **options)
-    if sizes is None:
-        raise NapkinError("derive(hardware=...) times kernels at concrete sizes: give sizes= for every axis")
-    if not (isinstance(memory, str) and memory == "M"):
-        raise NapkinError(f"derive(hardware=...) derives at the memories the model's shared memory holds: drop "
-                          f"memory={memory!r} (memory is the model's)")
-    other = sorted(set(options) - set(TIME_OPTIONS) - set(SHARED_OPTIONS))
-    if other:
-        raise NapkinError(f"derive(hardware=...) got {other}: these options are the transfer search's; the time model "
-                          f"takes {list(TIME_OPTIONS + SHARED_OPTIONS)}")
-    return derive_for_time(diagram, hardware, dict(as_sizes(sizes).of(diagram)), level=level, **options)

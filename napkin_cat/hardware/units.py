@@ -31,6 +31,8 @@ UNITS = {
                   "B/clk": None},
     # operations (FLOPs; a fused multiply-add counts 2) per clock cycle per SM
     "rate": {"ops/clk": 1, "FLOP/clk": 1},
+    # operations per second (a CPU core's measured rates: napkin_cat/hardware/cpu.py)
+    "throughput": {"FLOP/s": 1, "MFLOP/s": 10 ** 6, "GFLOP/s": 10 ** 9, "TFLOP/s": 10 ** 12},
     "count": {"": 1, "SMs": 1, "threads": 1, "registers": 1, "warps": 1},
 }
 
@@ -38,8 +40,10 @@ UNITS = {
 #: typo, not a device.  Against the shipped models: 1 THz is five hundred times their fastest clock (1.98 GHz);
 #: 2^64 bytes a 64-bit address space; 1 EB/s over eighty thousand times their fastest bandwidth (12 TB/s, L2 to
 #: SMEM); 2^24 operations per clock per SM two thousand times their fastest rate (8192, FP8 tensor cores); 2^32
-#: SMs, threads or registers; 2^20 bytes per clock per SM eight thousand times shared memory's (128)
-LARGEST = {"frequency": 10 ** 12, "bytes": 2 ** 64, "bandwidth": 10 ** 18, "rate": 2 ** 24, "count": 2 ** 32}
+#: SMs, threads or registers; 2^20 bytes per clock per SM eight thousand times shared memory's (128); 10^18 FLOP/s
+#: (an exascale machine's) as one CPU core's throughput
+LARGEST = {"frequency": 10 ** 12, "bytes": 2 ** 64, "bandwidth": 10 ** 18, "rate": 2 ** 24, "count": 2 ** 32,
+           "throughput": 10 ** 18}
 LARGEST_PER_CLOCK = 2 ** 20
 #: the largest power of ten a quantity may be written with ("1.5e9 Hz"): converting "1e999999999" exactly would
 #: take minutes, and no field needs more than its unit and a few digits

@@ -150,7 +150,7 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
     memory that works when no algorithm fits.
 
     Transfers are this search's objective; ``nc.derive(..., hardware=)`` minimises the predicted time instead
-    (:func:`napkin_cat.hardware.timed.derive`, the layer that knows the time model, over derivations made here).
+    (:func:`napkin_cat.hardware.objective.derive`, the layer that knows the time models, over derivations made here).
 
     ``cache`` (a :class:`~napkin_cat.search.context.KernelCache`): the costed kernels the search reads and fills;
     by default the process's shared one (:data:`~napkin_cat.search.context.KERNELS`: bounded, locked, keyed by

@@ -3,16 +3,22 @@
 A compiled op runs two functions, its forward ``f`` and its backward ``nc.grad(f, ...)``; each is a
 :class:`Derived`.  A call at sizes ``s`` (read off its tensors), real dtype ``t``, on device ``v``, runs::
 
-    r      = nc.derive(function, memory, sizes=reference or s)          the algorithm: its variant and kernels
+    r      = nc.derive(function, sizes=s, hardware=cpu, threads=T)    on the CPU with a model that has rates
+           = nc.derive(function, memory, sizes=reference or s)          otherwise (its variant and kernels)
     tiles  = r's own at its sizes, else nc.optimal(nc.cost(r.diagram), memory, sizes=s)
     kernel = nc.codegen.c(nc.plan(r.diagram, s | tiles), real=t)          on the CPU (C/OpenMP)
              nc.codegen.triton(nc.plan(r.diagram, s | tiles))             on CUDA (Triton)
 
-``reference``: the sizes the algorithm is derived at once (``sizes=`` of ``nc.torch.compile``, or a given
-derivation's); without it, each distinct call's own sizes.  ``memory`` (values at level 1): as given; else the
-CPU model's per-core L2 in values of the real dtype (``hardware=``, default: this machine's caches read from
-sysfs; float64 values take twice the bytes, so half as many fit); on CUDA a GPU model (``hardware=``) makes the
-derivation minimise predicted time (``nc.derive(..., hardware=)``) at each call's sizes.
+On the CPU, a CPU model with measured rates (format 2: ``hardware=``, default ``"this-cpu"``, this machine's
+caches from sysfs with the rates of the shipped model that has them) makes the derivation minimise the C
+kernel's predicted time (:mod:`napkin_cat.hardware.cputime`) at each call's sizes, on the call's
+``torch.get_num_threads()`` threads, in values of its real dtype: an op never runs at tiles that move the least
+but compute slowly (a ``d × 1`` slice of keys).  ``reference``: the sizes the algorithm is derived at once
+(``sizes=`` of ``nc.torch.compile``, or a given derivation's), retiled at each call's sizes by transfers; with it,
+with ``memory=``, or with a model without rates, the memory is as given, else the CPU model's per-core L2 in values
+of the real dtype (float64 values take twice the bytes, so half as many fit).  On CUDA a GPU model
+(``hardware=``) makes the derivation minimise predicted time (``nc.derive(..., hardware=)``) at each call's
+sizes.
 
 What is cached (in the object, for the life of the op): the derivation per (reference sizes, memory); the tiles
 and the kernel per (derivation, call sizes, real dtype, backend).  The compiled C library is also cached on
@@ -40,7 +46,9 @@ from napkin_cat.codegen.triton.kernel import triton as triton_kernel
 from napkin_cat.cost.functor import cost
 from napkin_cat.cost.optimum import optimal
 from napkin_cat.errors import HardwareError, NapkinError, TensorError
-from napkin_cat.hardware.cpu import CPU, cpus, load_cpu, this_cpu
+from napkin_cat.hardware.cpu import CPU, THIS_CPU, cpus, load_cpu, this_cpu_model
+from napkin_cat.hardware.cputime import derive_for_cpu_time
+from napkin_cat.hardware.timed import derive_for_time
 from napkin_cat.hardware.model import GPU, load as load_gpu, models
 from napkin_cat.plan.program import plan as make_plan, sizes_needed
 from napkin_cat.search.derivation import Derivation, derive
@@ -54,14 +62,13 @@ C_REAL = {torch.float32: "float", torch.float64: "double"}
 
 def hardware_model(hardware):
     """A CPU or GPU model from ``hardware`` (a model, or a shipped model's name, or a TOML file's path); None: this
-    machine's CPU caches (from sysfs), None where sysfs does not say."""
+    machine's CPU model (``"this-cpu"``: its caches from sysfs, with rates where a shipped model has the same
+    caches), None where sysfs does not say."""
     if hardware is None:
-        found = this_cpu()
-        return None if found is None else CPU("this machine (sysfs)", "", found["l1d"], found["l2"], found["l3"],
-                                              found["line"])
+        return this_cpu_model()
     if isinstance(hardware, (CPU, GPU)):
         return hardware
-    if isinstance(hardware, str) and hardware.lower() in cpus():
+    if isinstance(hardware, str) and hardware.lower() in (*cpus(), THIS_CPU):
         return load_cpu(hardware)
     if isinstance(hardware, str) and (hardware.lower() in models() or hardware.endswith(".toml")):
         return load_gpu(hardware)
@@ -122,10 +129,13 @@ class Derived:
         return {k: int(v) for k, v in sizes.items() if k in self.symbolic}
 
     def memory_for(self, real: torch.dtype, device: torch.device):
-        """The level-1 memory (values) the function is derived at for a call, or the GPU model it is timed on."""
+        """The level-1 memory (values) the function is derived at for a call, or the CPU or GPU model it is timed
+        on (a CPU model with rates, without reference sizes)."""
         if self.memory is not None:
             return self.memory
         model = self.hardware
+        if isinstance(model, CPU) and device.type == "cpu" and model.timed and self.reference is None:
+            return model
         if isinstance(model, CPU) and device.type == "cpu":
             return model.l2 // torch.empty((), dtype=real).element_size()
         if isinstance(model, GPU) and device.type == "cuda":
@@ -143,11 +153,16 @@ class Derived:
             raise NapkinError(f"{self.what}: a GPU model's derivation times each call's sizes; sizes= (a reference "
                               "to derive at once) goes with memory=")
         at = self.reference or self.free(sizes)
-        key = (tuple(sorted(at.items())), memory.name if isinstance(memory, GPU) else memory)
+        threads = torch.get_num_threads()
+        key = (tuple(sorted(at.items())), memory.name if isinstance(memory, GPU) else
+               (memory.name, threads, real) if isinstance(memory, CPU) else memory)
         found = self._derivations.get(key)
         if found is None:
             if isinstance(memory, GPU):
-                found = derive(self.function, sizes=at, hardware=memory)
+                found = derive_for_time(self.function, memory, at)
+            elif isinstance(memory, CPU):
+                found = derive_for_cpu_time(self.function, memory, at, threads=threads,
+                                            value_bytes=torch.empty((), dtype=real).element_size())
             else:
                 found = derive(self.function, memory=memory, sizes=at)
             self._derivations[key] = found

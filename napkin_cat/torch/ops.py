@@ -170,12 +170,14 @@ def compile(f, *, memory: int | None = None, hardware=None, sizes: dict | None =
     """``f`` (a function diagram, or a :class:`~napkin_cat.search.Derivation` of one at one memory) as a registered
     ``torch.library`` custom op, with its fake implementation and its derived backward (see the module docstring).
 
-    ``memory``: the values level 1 holds, the memory ``nc.derive`` derives at (default: the CPU model's L2 per
-    core in values of the call's dtype). ``hardware``: a CPU model (``"epyc-zen4"``, ``nc.hardware.load_cpu``) whose
-    cache gives the memory, or a GPU model (``"h100-sxm5"``) that CUDA calls are derived for by predicted time;
-    default: this machine's caches (from sysfs).  ``sizes``: reference sizes (every symbolic axis) the algorithm is
-    derived at once, each call retiled at its own sizes; default: derived at each call's sizes (once per distinct
-    sizes).  A derivation fixes all three (its memory and sizes; its backward is derived at them).
+    ``memory``: the values level 1 holds, the memory ``nc.derive`` derives at (default: none on a CPU model with
+    measured rates, whose predicted time derives each call; else its L2 per core in values of the call's dtype).
+    ``hardware``: a CPU model (``"epyc-zen3-dev"``, ``"this-cpu"``, ``nc.hardware.load_cpu``), or a GPU model
+    (``"h100-sxm5"``) that CUDA calls are derived for by predicted time; default: ``"this-cpu"`` (this machine's
+    caches from sysfs, with the rates of the shipped model that has the same caches).  ``sizes``: reference sizes
+    (every symbolic axis) the algorithm is derived at once, each call retiled at its own sizes; default: derived at
+    each call's sizes (once per distinct sizes).  A derivation fixes all three (its memory and sizes; its backward
+    is derived at them).
 
     ``wrt``: the input positions the backward differentiates (default: every real input); ``aux``: f's last
     ``aux`` outputs are auxiliary (not differentiable: ``attention(lse=True)`` with ``aux=1``); ``saved``: the

@@ -15,6 +15,8 @@ the graph, about half a minute here) under ``NAPKIN_SLOW=1``.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import importlib.util
 import itertools
 import math
@@ -352,13 +354,32 @@ def test_triton_on_cpu_tensors_runs_in_the_interpreters_worker():
     torch.testing.assert_close(op(A, B), A @ B, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("hardware", [None, "epyc-zen4"])
+@pytest.mark.parametrize("hardware", ["epyc-zen4", "no-rates"])
 def test_without_a_memory_the_cpu_models_l2_holds_the_calls_values(hardware):
-    """The default memory is the CPU model's L2 per core (this machine's from sysfs, or a shipped model's) in values
-    of the call's dtype: a float64 value takes 8 bytes, so half as many fit as of float32."""
-    l2 = nc.hardware.load_cpu(hardware).l2 if hardware else (nc.hardware.this_cpu() or pytest.skip("no sysfs"))["l2"]
-    op = nc.torch.compile(nc.library.matmul(), hardware=hardware, name="test_default_memory")
+    """On a CPU model without rates (format 1) the default memory is its L2 per core in values of the call's dtype:
+    a float64 value takes 8 bytes, so half as many fit as of float32."""
+    model = nc.hardware.load_cpu("epyc-zen4")
+    if hardware == "no-rates":     # a time model's CPU with its rates dropped derives by its L2 too
+        model = dataclasses.replace(nc.hardware.load_cpu("epyc-zen3-dev"), l3_bandwidth=None)
+    op = nc.torch.compile(nc.library.matmul(), hardware=model, name="test_default_memory")
     for dtype in (torch.float32, torch.float64):
         A, B = torch.randn(8, 6, dtype=dtype), torch.randn(6, 4, dtype=dtype)
         torch.testing.assert_close(op(A, B), A @ B, **TOLERANCE[dtype])
-    assert sorted(memory for _, memory in op.napkin.forward.derivations) == [l2 // 8, l2 // 4]
+    assert sorted(memory for _, memory in op.napkin.forward.derivations) == [model.l2 // 8, model.l2 // 4]
+
+
+def test_on_a_cpu_model_with_rates_each_call_is_derived_by_predicted_time():
+    """A CPU model with rates (the default, this-cpu, where a shipped model has this machine's caches) derives each
+    call by the C kernel's predicted time on the call's threads, in values of its dtype: the tiles are the time
+    model's own pick (nc.derive(hardware=)), and the op computes attention."""
+    att = nc.library.attention()
+    op = nc.torch.compile(att, hardware="epyc-zen3-dev", wrt=[], name="test_cpu_time")
+    Q, K, V = (torch.randn(128, 16, dtype=torch.float64) for _ in range(3))
+    expected = torch.softmax(Q @ K.T / 4.0, dim=1) @ V
+    torch.testing.assert_close(op(Q, K, V), expected, **TOLERANCE[torch.float64])
+    ((sizes, (name, threads, real)), r), = op.napkin.forward.derivations.items()
+    assert (name, threads, real) == ("epyc-zen3-dev", torch.get_num_threads(), torch.float64)
+    own = nc.derive(att, sizes=dict(sizes), hardware="epyc-zen3-dev", threads=threads, value_bytes=8)
+    assert r.optimum.exact_sizes == own.optimum.exact_sizes and r.prediction.time == own.prediction.time
+    assert op.napkin.forward.tiles_at(dict(sizes), torch.float64, torch.device("cpu")) == {
+        str(k): int(v) for k, v in own.optimum.exact_sizes.items()}

@@ -1,0 +1,194 @@
+"""Calibrate a CPU time model (``napkin_cat/hardware/cpu.py``, format 2): what one core of this machine does per
+second, measured with the C kernel's own compiler flags, BLAS and ``nc_exp``.
+
+* ``[compute] contraction``: ``cblas_sgemm`` (OpenBLAS, one thread: the C kernel runs one BLAS thread inside a
+  tile) at shapes whose smallest dimension ``s`` is 1, 2, 4, …, 256 and whose other two are 256, the small one in
+  each place (``m``, ``n`` or ``k``), on operands that stay in cache (the kernel's tiles sit in L2): GFLOP/s
+  (``2 m n k`` per call), the median of the three placements per ``s``;
+* ``[compute] special``: ``nc_exp`` (the kernel's polynomial) over a row, ``y = exp(x - m)`` summed as SoftMax's
+  loop does: exps per second;
+* ``[compute] general``: a row scaled and folded into a running maximum (``y = a x``, ``m = max(m, y)``): two
+  ALU operations per value, operations per second;
+* ``[bandwidth] l3``, ``dram``: one core copying 64 KiB tiles (``memcpy``, as the kernel loads a tile into its
+  arena) out of an array of 8 MiB (in L3) and of 512 MiB (in DRAM), bytes per second.
+
+Each number is the median of ``--repeats`` timings of at least 20 ms; the spread (min-max) is kept.  The results
+(JSON: the machine named by its CPU model, sysfs caches, core count, host and date; each measurement; the TOML block
+to paste into a CPU model file) go to ``--out``.
+
+    OPENBLAS_NUM_THREADS=1 PYTHONPATH=. python benchmarks/calibrate_cpu.py [--repeats 5]
+        [--out benchmarks/results/cpu_calibration.json]
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+from napkin_cat.codegen.c.openmp import EXP, FLAGS
+from napkin_cat.hardware import this_cpu
+
+SMALL = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+OTHER = 256
+
+SOURCE = r"""
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cblas.h>
+%(exp)s
+
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+
+/* seconds per call of cblas_sgemm (row-major, A m×k, B k×n), repeated for at least 20 ms */
+double gemm(int m, int n, int k) {
+    float *a = malloc(sizeof(float) * m * k), *b = malloc(sizeof(float) * k * n), *c = malloc(sizeof(float) * m * n);
+    for (long i = 0; i < (long)m * k; i++) a[i] = 1e-3f * (i %% 7);
+    for (long i = 0; i < (long)k * n; i++) b[i] = 1e-3f * (i %% 5);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+    long calls = 0; double t0 = now(), t;
+    do { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 1.0f, c, n); calls++; }
+    while ((t = now() - t0) < 0.02);
+    volatile float keep = c[0]; (void)keep;
+    free(a); free(b); free(c);
+    return t / calls;
+}
+
+/* seconds per value of SoftMax's exp loop: z += exp(x - m) over a row of n */
+double special(int n) {
+    float *x = malloc(sizeof(float) * n);
+    for (int i = 0; i < n; i++) x[i] = -1e-3f * (i %% 101);
+    long values = 0; double t0 = now(), t; float z = 0.0f;
+    do { for (int i = 0; i < n; i++) z += nc_exp(x[i] - 0.5f); values += n; } while ((t = now() - t0) < 0.02);
+    volatile float keep = z; (void)keep;
+    free(x);
+    return t / values;
+}
+
+/* seconds per value of two ALU operations: y = a x, m = max(m, y) */
+double general(int n) {
+    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    for (int i = 0; i < n; i++) x[i] = 1e-3f * (i %% 101);
+    long values = 0; double t0 = now(), t; float m = -INFINITY;
+    do {
+        for (int i = 0; i < n; i++) { y[i] = 0.125f * x[i]; m = y[i] > m ? y[i] : m; }
+        values += n; x[values %% n] += 1e-9f;
+    } while ((t = now() - t0) < 0.02);
+    volatile float keep = m + y[n - 1]; (void)keep;
+    free(x); free(y);
+    return t / values;
+}
+
+/* seconds per byte of memcpy of `tile` bytes at a time out of an array of `total` bytes into one tile buffer */
+double copy(long total, long tile) {
+    char *src = malloc(total), *dst = malloc(tile);
+    memset(src, 1, total);
+    long bytes = 0; double t0 = now(), t; long at = 0;
+    do {
+        memcpy(dst, src + at, tile); bytes += tile; at += tile; if (at + tile > total) at = 0;
+    } while ((t = now() - t0) < 0.02 || at != 0);
+    volatile char keep = dst[tile - 1]; (void)keep;
+    free(src); free(dst);
+    return t / bytes;
+}
+"""
+
+
+def build(folder: Path) -> ctypes.CDLL:
+    """The calibration's C functions, compiled with the C kernel's flags and OpenBLAS."""
+    src = folder / "calibrate.c"
+    src.write_text(SOURCE % {"exp": EXP["float"]})
+    lib = folder / "calibrate.so"
+    subprocess.run([os.environ.get("CC", "cc"), *FLAGS, str(src), "-o", str(lib), "-lopenblas", "-lm"], check=True)
+    out = ctypes.CDLL(str(lib))
+    for name, args in (("gemm", [ctypes.c_int] * 3), ("special", [ctypes.c_int]), ("general", [ctypes.c_int]),
+                       ("copy", [ctypes.c_long] * 2)):
+        getattr(out, name).restype = ctypes.c_double
+        getattr(out, name).argtypes = args
+    return out
+
+
+def timed(fn, repeats: int) -> dict:
+    """Median and spread of ``repeats`` calls of ``fn`` (each a rate already)."""
+    values = [fn() for _ in range(repeats)]
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def machine() -> dict:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor())
+    return {"cpu": model, "cores": os.cpu_count(), "caches_sysfs": this_cpu(), "host": platform.node(),
+            "kernel": platform.release(), "date": datetime.date.today().isoformat(),
+            "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS")}
+
+
+def calibrate(repeats: int) -> dict:
+    with tempfile.TemporaryDirectory() as folder:
+        lib = build(Path(folder))
+        lib_threads = getattr(lib, "openblas_set_num_threads", None)
+        if lib_threads is not None:
+            lib_threads(1)
+        contraction = {}
+        for s in SMALL:
+            placements = {}
+            for where, shape in (("m", (s, OTHER, OTHER)), ("n", (OTHER, s, OTHER)), ("k", (OTHER, OTHER, s))):
+                flops = 2 * shape[0] * shape[1] * shape[2]
+                placements[where] = timed(lambda: flops / lib.gemm(*shape) / 1e9, repeats)
+            contraction[s] = {"placements": placements,
+                              "gflops": statistics.median(p["median"] for p in placements.values())}
+        special = timed(lambda: 1 / lib.special(4096) / 1e9, repeats)
+        general = timed(lambda: 2 / lib.general(4096) / 1e9, repeats)
+        l3 = timed(lambda: 1 / lib.copy(8 << 20, 64 << 10) / 1e9, repeats)
+        dram = timed(lambda: 1 / lib.copy(512 << 20, 64 << 10) / 1e9, repeats)
+    return {"contraction_gflops_by_smallest_dimension": contraction, "special_gflops": special,
+            "general_gflops": general, "l3_copy_gbs": l3, "dram_copy_gbs": dram}
+
+
+def toml_block(m: dict, where: str) -> str:
+    c = m["contraction_gflops_by_smallest_dimension"]
+    rows = ", ".join(f'"{s}" = "{c[s]["gflops"]:.3g} GFLOP/s"' for s in c)
+    return (f'[bandwidth]      # one core copying 64 KiB tiles (memcpy); measured by {where}\n'
+            f'l3 = "{m["l3_copy_gbs"]["median"]:.3g} GB/s"\n'
+            f'dram = "{m["dram_copy_gbs"]["median"]:.3g} GB/s"\n\n'
+            f'[compute]        # one core, fp32; measured by {where}\n'
+            f'contraction = {{ {rows} }}\n'
+            f'special = "{m["special_gflops"]["median"]:.3g} GFLOP/s"\n'
+            f'general = "{m["general_gflops"]["median"]:.3g} GFLOP/s"\n')
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", default="benchmarks/results/cpu_calibration.json")
+    args = ap.parse_args(argv)
+    measured = calibrate(args.repeats)
+    out = {"machine": machine(), "repeats": args.repeats, "measured": measured,
+           "toml": toml_block(measured, "benchmarks/calibrate_cpu.py")}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out["machine"], indent=1))
+    c = measured["contraction_gflops_by_smallest_dimension"]
+    print("| smallest dimension | GFLOP/s (median of placements) | m small | n small | k small |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    for s, row in c.items():
+        p = row["placements"]
+        print(f"| {s} | {row['gflops']:.2f} | " + " | ".join(
+            f"{p[w]['median']:.2f} ({p[w]['min']:.2f}-{p[w]['max']:.2f})" for w in "mnk") + " |")
+    for key in ("special_gflops", "general_gflops", "l3_copy_gbs", "dram_copy_gbs"):
+        v = measured[key]
+        print(f"{key}: {v['median']:.3g} ({v['min']:.3g}-{v['max']:.3g})")
+    print()
+    print(out["toml"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,331 @@
+"""Predicted time on a CPU model, and tiles and variant by it: ``nc.derive(f, sizes=..., hardware=cpu)``.
+
+The C kernel (``nc.codegen.c``) runs each Grid block of a kernel on one thread: it copies the block's tiles into
+an arena in the core's L2, then computes on them, contractions by one ``cblas_sgemm`` per matrix product (per
+batch index) and the rest by vectorised loops.  Transfers ``H`` cannot see that a product of a ``g_q × d`` tile
+by a ``d × 1`` slice runs at a tenth of the rate of one by a ``d × 64`` slice; this model can.  Per kernel ``K``
+at concrete sizes (the cost functor's counts, ceil-aware), on ``T`` threads of a CPU model (format 2,
+:mod:`~napkin_cat.hardware.cpu`: one core's measured rates)::
+
+    B        = blocks of K                     (the narrowest Grid count, :mod:`napkin_cat.algorithms.launches`)
+    p        = B / ⌈B / T⌉                     blocks at work at once, on average (the last round's idle threads)
+    T_io     = H_bytes(level 1) / (p · bw)     bw = the model's l3 bandwidth when K's inputs and outputs fit L3,
+                                               else its dram bandwidth
+    T_c      = Σ_c F_c / rate(s_c)             c: each contraction box; F_c its FLOPs; s_c = min(m, n, k) at the
+                                               tiles (m, n: the output's axes one operand alone carries; k: the
+                                               contracted axes; batch axes aside); rate: the model's table
+    T_s, T_g = F_special / special,  F_general / general
+    T(K)     = T_io + (T_c + T_s + T_g) / p    a core copies its tiles, then computes (no overlap)
+    T        = Σ_K T(K)
+
+:func:`derive_for_cpu_time` (``nc.derive(f, sizes=..., hardware=<CPU model>)``): the variants the search finds
+at memories ``2^10 …`` the L2's values (and, on ``T > 1`` threads, those derived to launch ``T`` blocks), each at
+every tile assignment of powers of two (and the whole axis) that divide their axes and whose level-1 columns fit
+the L2, timed by this model; the fastest wins (ties: fewer transfers, then larger tiles).  The winner keeps its
+structure's trace, so ``r.trace.replay(f) == r.diagram``; ``r.prediction`` is its time, ``r.timings`` every
+assignment timed, fastest first.
+
+>>> import napkin_cat as nc
+>>> r = derive_for_cpu_time(nc.library.attention(), "epyc-zen3-dev", {"q": 1024, "x": 1024, "d": 64})
+>>> tiles = {str(k): v for k, v in r.optimum.exact_sizes.items()}
+>>> tiles["s_x"] > 1, r.prediction.hardware
+(True, 'epyc-zen3-dev')
+>>> t = predict_cpu(r.diagram, "epyc-zen3-dev", {**r.sizes, **tiles})
+>>> abs(t.time - r.prediction.time) < 1e-12
+True
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+import sympy
+
+from napkin_cat.algorithms.launches import blocks as launched, narrowest
+from napkin_cat.cost.iocost import box_cost, cost
+from napkin_cat.cost.numeric import at, folded
+from napkin_cat.cost.optimum import Optimum
+from napkin_cat.errors import MemoryLimitError
+from napkin_cat.hardware.cpu import CPU, load_cpu
+from napkin_cat.hardware.errors import HardwareError
+from napkin_cat.hardware.predict import PIPELINES, KernelTime, Prediction, environment, kernels_of
+from napkin_cat.hardware.timed import split_parts, tile_fulls
+from napkin_cat.hardware.toy import primitive_boxes
+from napkin_cat.search.derivation import derive as derive_transfers
+from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.dtype import as_dtype
+from napkin_cat.syntax.sizes import Sizes, as_sizes
+
+#: the most parts a split stream is cut into when timed on a CPU
+LARGEST_PARTS = 64
+#: the smallest memory (values) the variants are derived at
+SMALLEST_MEMORY = 2 ** 10
+
+
+def product_dims(box) -> tuple:
+    """The matrix-product dimensions of a contraction box: for each operand, the product of the output's axes that
+    operand alone carries (``m``, ``n``), then the product of the contracted axes (``k``); axes the output shares
+    with several operands are a batch, left aside.
+
+    >>> import napkin_cat as nc
+    >>> (box,) = list(primitive_boxes(nc.einsum("q d, x d -> q x")))
+    >>> product_dims(box)
+    (q, x, d)
+    """
+    out, ins = box.cod.inside[0], box.dom.inside
+    dims = []
+    for i, a in enumerate(ins):
+        others = {n for j, b in enumerate(ins) if j != i for n in b.names}
+        dims.append(sympy.Mul(*(sympy.sympify(ax.size) for ax in out.axes if ax.name in a.names
+                                and ax.name not in others)))
+    contracted = {ax.name: sympy.sympify(ax.size) for a in ins for ax in a.axes if ax.name not in out.names}
+    dims.append(sympy.Mul(*contracted.values()))
+    return tuple(dims)
+
+
+def boundary_bytes(ty) -> sympy.Expr:
+    """Bytes of the arrays of a type (a kernel's inputs or outputs)."""
+    return sum((sympy.Mul(*(sympy.sympify(ax) for ax in a.shape)) * as_dtype(a.dtype).bytes for a in ty.inside),
+               sympy.Integer(0))
+
+
+class CPUKernelForm:
+    """One kernel's terms as expressions in its sizes and tiles, read off the cost functor once; :meth:`at`
+    evaluates them at concrete sizes (the search times many tile assignments of one structure this way)."""
+
+    def __init__(self, box, cpu: CPU, *, level: int = 1):
+        self.box, self.cpu, self.level = box, cpu.require_rates(), level
+        c = cost(box)
+        self.estimated = c.estimated       # a masked stream's trips that run: counted at each env instead
+        smallest = {}
+        for b in primitive_boxes(box):
+            if "tensor" in kind_pipelines(b):
+                smallest.setdefault(b.name, []).append(sympy.Min(*product_dims(b)))
+        self.pipes = {p: sympy.Integer(0) for p in PIPELINES}
+        self.products = []                 # (FLOPs, smallest dimension) of each contraction's record
+        for op in c.ops:
+            if op.pipeline not in PIPELINES:
+                raise HardwareError(f"{op.label}: pipeline {op.pipeline!r} has no rate in a CPU model (it has "
+                                    f"{PIPELINES})")
+            n = sympy.sympify(op.flops * op.trips)
+            self.pipes[op.pipeline] += n
+            if op.pipeline == "tensor":
+                if op.label not in smallest:
+                    raise HardwareError(f"{op.label}: a tensor-pipeline operation that is not a box of its kernel")
+                self.products.append((n, sympy.Min(*smallest[op.label])))
+        columns = [sympy.sympify(col) for col in c.columns.get(level, [])] or [sympy.Integer(0)]
+        self._columns = len(columns)
+        exprs = [sympy.sympify(c.H_bytes.get(level, 0)), boundary_bytes(box.dom) + boundary_bytes(box.cod),
+                 narrowest(box), sympy.sympify(c.H.get(level, 0)), *columns, *(self.pipes[p] for p in PIPELINES),
+                 *(e for pair in self.products for e in pair)]
+        self.symbols = sorted(set().union(*(sympy.sympify(e).free_symbols for e in exprs)), key=str)
+        self._values = sympy.lambdify(self.symbols, exprs, modules=[{"ceiling": math.ceil}, "math"])
+
+    def values(self, env: dict) -> list:
+        """The forms at ``env``: bytes moved, compulsory bytes, blocks, values moved, the level-1 columns, then
+        FLOPs per pipeline and (FLOPs, smallest dimension) per contraction record."""
+        missing = [s for s in self.symbols if s not in env]
+        if missing:
+            raise HardwareError(f"{self.box.name}: sizes {sorted(map(str, missing))} are missing")
+        return self._values(*(env[s] for s in self.symbols))
+
+    def fits(self, values: list, memory: int) -> bool:
+        """Whether the kernel's level-1 columns at these :meth:`values` hold at most ``memory`` values."""
+        return max(values[4:4 + self._columns]) <= memory
+
+    def at(self, env: dict, *, threads: int = 1, exact=None, values: list | None = None) -> KernelTime:
+        """The kernel's :class:`~napkin_cat.hardware.predict.KernelTime` at ``env`` (symbols → ints) on ``threads``;
+        ``exact``: the cost functor's counts at ``env`` (ragged tiles, masked trips), else the forms; ``values``:
+        :meth:`values` at ``env``, where already read."""
+        v = self.values(env) if values is None else values
+        moved, compulsory, B = float(v[0]), float(v[1]), int(round(v[2]))
+        first = 4 + self._columns
+        flops = {p: float(f) for p, f in zip(PIPELINES, v[first:first + len(PIPELINES)])}
+        rest = v[first + len(PIPELINES):]
+        products = [(float(rest[i]), float(rest[i + 1])) for i in range(0, len(rest), 2)]
+        if exact is None and self.estimated:
+            exact = folded(self.box, env)
+        if exact is not None:
+            moved = float(exact.H_bytes.get(self.level, 0))
+            if flops["tensor"]:
+                scale = float(exact.flops.get("tensor", 0)) / flops["tensor"]
+                products = [(f * scale, s) for f, s in products]
+            flops = {p: float(exact.flops.get(p, 0)) for p in PIPELINES}
+        cpu = self.cpu
+        rounds = -(-B // threads)
+        p = B / rounds
+        terms = {"io": moved / (p * cpu.bandwidth(int(compulsory))),
+                 "tensor": sum(f / cpu.contraction_rate(s) for f, s in products) / p,
+                 "special": flops["special"] / cpu.special / p, "general": flops["general"] / cpu.general / p}
+        H = int(round(v[3])) if exact is None else int(exact.H.get(self.level, 0))
+        return KernelTime(self.box.name, sum(terms.values()), terms, max(terms, key=terms.get), B, 1, rounds,
+                          p / threads, {"compulsory": int(compulsory), "moved": int(moved), "values_moved": H}, flops)
+
+
+def kind_pipelines(box) -> set:
+    """The pipelines a primitive box computes on (its record's FLOPs per item)."""
+    return set(box_cost(box).flops)
+
+
+def assumptions(cpu: CPU, threads: int) -> tuple:
+    """What every CPU prediction assumes (each a sentence a measurement can refute)."""
+    return (f"rates are the {cpu.name} model's, one core each ({cpu.sources.get('rates', 'no source given')})",
+            f"{threads} thread(s), one Grid block at a time each; blocks beyond a multiple of the threads run in a "
+            "last round with idle threads",
+            "a contraction runs at the rate measured for its smallest dimension (min of m, n, k at the tiles), "
+            "interpolated in its logarithm",
+            "level-1 transfers at one core's copy bandwidth from L3 when the kernel's inputs and outputs fit L3, "
+            "else from DRAM, per core (no shared limit)",
+            "a core copies its tiles, then computes: transfers and arithmetic add up")
+
+
+def predict_cpu(algorithm, hardware, sizes: dict | None = None, *, threads: int = 1) -> Prediction:
+    """The predicted time of ``algorithm`` (a plan, or an algorithm diagram with ``sizes``: axes and tiles) on a CPU
+    model (format 2, or its name) on ``threads`` threads; see the module docstring."""
+    cpu = load_cpu(hardware).require_rates()
+    threads = _threads(threads)
+    if hasattr(algorithm, "variable_map"):           # a plan: its diagram at its sizes
+        sizes = Sizes(algorithm.sizes) | as_sizes(sizes)
+        algorithm = algorithm.diagram
+    if not isinstance(algorithm, Diagram):
+        raise HardwareError(f"predict_cpu takes a plan or an algorithm diagram, got {type(algorithm).__name__}")
+    if sizes is None:
+        raise HardwareError("predict_cpu needs sizes= for every axis and tile of the algorithm (or a plan)")
+    sizes = as_sizes(sizes).of(algorithm)
+    env = sizes.env
+    ks = tuple(CPUKernelForm(b, cpu).at(env, threads=threads, exact=at(b, sizes.restrict(b)))
+               for b in kernels_of(algorithm))
+    return Prediction(sum(k.time for k in ks), ks, cpu.name, dict(sizes), "none (copy, then compute)",
+                      assumptions(cpu, threads))
+
+
+def _threads(threads) -> int:
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise HardwareError(f"threads={threads!r}: the threads the C kernel runs on, a whole number ≥ 1")
+    return threads
+
+
+def tile_values(diagram, env: dict) -> dict:
+    """Each tile symbol → the values timed: the powers of two that divide its axis, and the whole axis; a split
+    stream's parts: powers of two up to :data:`LARGEST_PARTS` and its axis."""
+    out = {}
+    for tile, full in tile_fulls(diagram).items():
+        n = full.subs(env)
+        if not n.is_Integer:
+            raise HardwareError(f"tile {tile} cuts an axis of size {full}: give every size "
+                                f"({sorted(map(str, full.free_symbols))})")
+        n = int(n)
+        out[tile] = sorted({2 ** k for k in range(n.bit_length()) if n % 2 ** k == 0} | {n})
+    for parts, full in split_parts(diagram):
+        n = int(sympy.sympify(full).subs(env))
+        out[parts] = [2 ** k for k in range(min(n, LARGEST_PARTS).bit_length())]
+    return out
+
+
+def independent(boxes) -> list:
+    """The kernels of an algorithm in groups that share no tile symbol (each kernel's tiles are its own, as the
+    search names them: a group is then one kernel), as lists of positions."""
+    tiles = [set(tile_fulls(b)) for b in boxes]
+    groups: list = []
+    for k, own in enumerate(tiles):
+        joined = [g for g in groups if any(tiles[i] & own for i in g)]
+        merged = sorted({k, *(i for g in joined for i in g)})
+        groups = [g for g in groups if g not in joined] + [merged]
+    return sorted(groups)
+
+
+def _timed_group(forms, boxes, cpu, env, *, memory, threads, min_blocks):
+    """Every assignment of the tiles of some kernels that fits, timed: ``[(time, H, tiles, {position: time})]``."""
+    values = {}
+    for b in boxes.values():
+        values.update(tile_values(b, env))
+    tiles = list(values)
+    out = []
+    for combo in itertools.product(*(values[t] for t in tiles)):
+        at_ = {**env, **dict(zip(tiles, combo))}
+        read = {k: f.values(at_) for k, f in forms.items()}
+        if not all(forms[k].fits(v, memory) for k, v in read.items()):
+            continue
+        kts = {k: f.at(at_, threads=threads, values=read[k]) for k, f in forms.items()}
+        if min_blocks is not None and min(kt.blocks for kt in kts.values()) < min_blocks:
+            continue
+        out.append((sum(kt.time for kt in kts.values()), sum(kt.bytes["values_moved"] for kt in kts.values()),
+                    dict(zip(tiles, combo)), kts))
+    return sorted(out, key=lambda e: (e[0], e[1], tuple(-v for v in e[2].values())))
+
+
+def _timed(structure, cpu: CPU, env: dict, *, memory: int, threads: int, level: int, min_blocks=None):
+    """The tile assignments of one structure whose kernels fit ``memory`` values at ``level``, timed:
+    ``[(time, H, tiles, kernel times)]``.  Kernels run one after another, each on its own tiles, so each group of
+    kernels that share no tile with the others (:func:`independent`) is timed over its own assignments alone
+    (their product is not enumerated): the rows are each group's assignments with the other groups at their
+    fastest, the first row the fastest of all."""
+    boxes = kernels_of(structure.diagram)
+    parts = []
+    for group in independent(boxes):
+        forms = {k: CPUKernelForm(boxes[k], cpu, level=level) for k in group}
+        rows = _timed_group(forms, {k: boxes[k] for k in group}, cpu, env, memory=memory, threads=threads,
+                            min_blocks=min_blocks)
+        if not rows:
+            return []                    # a kernel no assignment fits: the structure has none
+        parts.append(rows)
+    best = [rows[0] for rows in parts]
+    out = []
+    for i, rows in enumerate(parts):
+        for row in rows[1 if i else 0:]:
+            chosen = best[:i] + [row] + best[i + 1:]
+            kts = {k: kt for c in chosen for k, kt in c[3].items()}
+            out.append((sum(c[0] for c in chosen), sum(c[1] for c in chosen),
+                        {t: v for c in chosen for t, v in c[2].items()}, [kts[k] for k in sorted(kts)]))
+    return out
+
+
+def derive_for_cpu_time(diagram, hardware, sizes: dict, *, threads: int = 1, value_bytes: int = 4, level: int = 1,
+                        book=None, min_blocks: int | None = None, cache=None):
+    """The algorithm of least predicted time on a CPU model (see the module docstring); a
+    :class:`~napkin_cat.search.Derivation` with ``prediction`` and ``timings``.
+
+    ``threads``: the threads the C kernel runs on (``k(..., threads=)``); ``value_bytes``: the bytes of one of its
+    real values in the L2 (4: float; 8: the double kernel, ``nc.codegen.c(p, real="double")``: half as many fit);
+    ``min_blocks``: only the structures derived
+    under that requirement, at the assignments whose every kernel launches that many blocks."""
+    cpu = load_cpu(hardware).require_rates("derive(hardware=<a CPU model>)")
+    threads = _threads(threads)
+    if isinstance(value_bytes, bool) or value_bytes not in (1, 2, 4, 8):
+        raise HardwareError(f"value_bytes={value_bytes!r}: the bytes of one real value of the kernel, 1, 2, 4 or 8")
+    memory = cpu.l2 // value_bytes
+    env = environment(sizes)
+    memories = sorted({2 ** k for k in range(SMALLEST_MEMORY.bit_length() - 1, memory.bit_length())
+                       if 2 ** k <= memory} | {memory})
+    found = [] if min_blocks is not None else [derive_transfers(diagram, memory=memories, sizes=sizes, level=level,
+                                                                book=book, cache=cache)]
+    if min_blocks is not None or threads > 1:
+        try:
+            found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book, cache=cache,
+                                          min_blocks=threads if min_blocks is None else min_blocks))
+        except MemoryLimitError:
+            if min_blocks is not None:
+                raise
+    structures, timings = {}, []
+    for regime in (g for d in found for g in d.regimes):
+        structures.setdefault(str(regime.variant), regime)
+    for label, regime in structures.items():
+        for t, H, tiles, kts in _timed(regime, cpu, env, memory=memory, threads=threads, level=level,
+                                        min_blocks=min_blocks):
+            timings.append((t, H, tuple(-v for v in tiles.values()), label, regime, tiles, kts))
+    if not timings:
+        raise MemoryLimitError(f"no tile assignment of any derived algorithm fits the {cpu.name}'s L2 ({memory} "
+                               f"values of {value_bytes} B at level {level}) at sizes {sizes}")
+    timings.sort(key=lambda e: e[:3])
+    t, H, _, label, regime, tiles, kts = timings[0]
+    chosen = Sizes(sizes) | tiles
+    opt = Optimum(sympy.Integer(H), chosen, [(sympy.Integer(H), sympy.Integer(0))], sympy.Integer(0),
+                  sympy.Integer(H), dict(tiles), None, None,
+                  [f"least predicted time on the {cpu.name} ({threads} thread(s)) over {len(timings)} tile "
+                   f"assignments of {len(structures)} structures"])
+    pred = Prediction(t, tuple(kts), cpu.name, dict(chosen), "none (copy, then compute)", assumptions(cpu, threads))
+    return dataclasses.replace(
+        found[0], diagram=regime.diagram, trace=regime.trace, H=H, cost=regime.cost, optimum=opt,
+        variant=regime.variant, prediction=pred, blocks=launched(regime.diagram, chosen),
+        timings=tuple((label, tiles_, time, h) for time, h, _, label, _, tiles_, _ in timings))
