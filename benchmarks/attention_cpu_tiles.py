@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import gc
 import statistics
+import subprocess
 import time
 
 import numpy as np
@@ -43,6 +44,17 @@ def alternated(fns, repeats):
     return times
 
 
+def commit() -> str:
+    """The commit measured (``+ uncommitted changes`` when the tree differs from it), or why it is unknown."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as e:
+        return f"unknown ({e})"
+    return head.stdout.strip() + (" + uncommitted changes" if dirty else "")
+
+
 def ints(tiles) -> dict:
     return {str(k): int(v) for k, v in tiles.items()}
 
@@ -57,6 +69,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     cpu, T = nc.hardware.load_cpu(args.cpu), args.threads
     torch.set_num_threads(T)
+    print(f"commit {commit()}; torch {torch.__version__}")
     print(f"CPU model {cpu.name} (L2 {cpu.l2} B: {cpu.memory(1)} fp32 values); this machine's sysfs caches: "
           f"{nc.hardware.this_cpu()}; threads {T}; repeats {args.repeats}")
     print()
