@@ -122,7 +122,7 @@ UNARY = {"exp": "exp", "log": "log", "tanh": "tanh", "sigmoid": "sigmoid", "relu
 
 
 def unary(kind):
-    return lambda t, x: t.pointwise(kind, x)
+    return lambda t, x: t.pointwise(kind, promoted(t, x))
 
 
 for _name, _kind in UNARY.items():
@@ -150,9 +150,22 @@ def power(t: Translation, x: Tensor, exponent):
     return t.pointwise(kinds[exponent], x)
 
 
+def promoted(t: Translation, x):
+    """``x`` in the operation's result format (torch's type promotion: an integer tensor times a float, an integer
+    ``exp``, compute in the float format): cast where they differ, else ``x`` itself (a number stays a number)."""
+    if not isinstance(x, Tensor) or getattr(t, "dtype", None) is None or t.dtype == BOOL or x.dtype == t.dtype:
+        return x
+    if not x.dtype.is_integer and not t.dtype.is_integer:
+        t.refuse(f"it mixes a {x.dtype.name} tensor into a {t.dtype.name} result; napkin-cat converts formats only "
+                 f"by an explicit .to()")
+    return t.cast(x, t.dtype)
+
+
 def binary(kind: str, with_number):
-    """A map of two tensors; a number as the second operand goes to ``with_number(t, x, c)``."""
+    """A map of two tensors; a number as the second operand goes to ``with_number(t, x, c)``; an integer operand
+    of a float result is cast first (:func:`promoted`)."""
     def translate(t: Translation, a, b, *, alpha=1):
+        a, b = promoted(t, a), promoted(t, b)
         if is_number(b):
             return with_number(t, a, b * alpha)
         if not isinstance(a, Tensor):
@@ -171,6 +184,7 @@ rule("div.Tensor", "div.Scalar")(binary("div", lambda t, x, c: scaled(t, x, symp
 @rule("rsub.Scalar", "rsub.Tensor")
 def rsub(t: Translation, x: Tensor, c, *, alpha=1):
     """``c − alpha·x``."""
+    x, c = promoted(t, x), promoted(t, c)
     if not is_number(c):
         return t.pointwise("sub", c, scaled(t, x, alpha))
     return t.pointwise("shift", t.pointwise("neg", scaled(t, x, alpha)), const=c)
@@ -179,7 +193,26 @@ def rsub(t: Translation, x: Tensor, c, *, alpha=1):
 @rule("maximum.default", "minimum.default", "clamp_min.default", "clamp_max.default")
 def extremum(t: Translation, a: Tensor, b):
     kind = "max" if t.op in ("maximum.default", "clamp_min.default") else "min"
+    a, b = promoted(t, a), promoted(t, b)
     return t.pointwise(kind, a, scalar(t, b, a))
+
+
+@rule("floor_divide.default", "floor_divide.Scalar", "remainder.Tensor", "remainder.Scalar", "div.Tensor_mode")
+def division(t: Translation, a, b, *, rounding_mode="floor"):
+    """``a // b`` and ``a % b`` (Python's: floor division, the remainder takes b's sign; :mod:`napkin_cat.syntax.division`);
+    by a number, ``floordiv_by`` / ``mod_by``.  ``div(rounding_mode='trunc')`` rounds toward 0: refused."""
+    if rounding_mode != "floor":
+        t.refuse(f"division with rounding_mode={rounding_mode!r}; napkin-cat divides with rounding_mode='floor' "
+                 f"(a // b) or true division (a / b)")
+    if not isinstance(a, Tensor):
+        t.refuse(f"its first operand is the number {a!r}")
+    kind = "mod" if t.op.startswith("remainder") else "floordiv"
+    a, b = promoted(t, a), promoted(t, b)
+    if is_number(b):
+        if b == 0:
+            t.refuse(f"{'a remainder' if kind == 'mod' else 'a floor division'} by the number 0")
+        return t.pointwise(kind + "_by", a, const=b)
+    return t.pointwise(kind, a, b)
 
 
 def scalar(t: Translation, value, like: Tensor) -> Tensor:
