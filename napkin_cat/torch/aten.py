@@ -199,8 +199,9 @@ def extremum(t: Translation, a: Tensor, b):
 
 @rule("floor_divide.default", "floor_divide.Scalar", "remainder.Tensor", "remainder.Scalar", "div.Tensor_mode")
 def division(t: Translation, a, b, *, rounding_mode="floor"):
-    """``a // b`` and ``a % b`` (Python's: floor division, the remainder takes b's sign; :mod:`napkin_cat.syntax.division`);
-    by a number, ``floordiv_by`` / ``mod_by``.  ``div(rounding_mode='trunc')`` rounds toward 0: refused."""
+    """``a // b`` and ``a % b`` (Python's: floor division, the remainder takes b's sign;
+    :mod:`napkin_cat.syntax.division`); by a number, ``floordiv_by`` / ``mod_by``.
+    ``div(rounding_mode='trunc')`` rounds toward 0: refused."""
     if rounding_mode != "floor":
         t.refuse(f"division with rounding_mode={rounding_mode!r}; napkin-cat divides with rounding_mode='floor' "
                  f"(a // b) or true division (a / b)")
