@@ -227,7 +227,8 @@ for _op in COMPARISONS:
     rule(f"{_op}.Tensor", f"{_op}.Scalar")(lambda t, a, b, _op=_op: t.compare(_op, a, scalar(t, b, a)))
 
 
-@rule("logical_and.default", "logical_or.default", "bitwise_and.Tensor", "bitwise_or.Tensor")
+@rule("logical_and.default", "logical_or.default", "bitwise_and.Tensor", "bitwise_or.Tensor", "__and__.Tensor",
+      "__or__.Tensor")
 def logic(t: Translation, a: Tensor, b: Tensor):
     if a.dtype != BOOL or b.dtype != BOOL:
         t.refuse("a logical operation on tensors that are not bool")
@@ -307,6 +308,27 @@ def index_select(t: Translation, x: Tensor, dim: int, index: Tensor):
     lx = LETTERS[:x.rank]
     return t.contract(["MV" if index.rank == 1 else "V", lx[:dim] + "V" + lx[dim + 1:]],
                       lx[:dim] + ("M" if index.rank == 1 else "") + lx[dim + 1:], [hot, x])
+
+
+@rule("index.Tensor")
+def index(t: Translation, x: Tensor, indices):
+    """``x[i₀, …, i_{m−1}]`` (advanced indexing of the leading dimensions by integer tensors, which broadcast):
+    ``y[…, r] = Σ_{v₀…} [i₀[…] = v₀] ⋯ x[v₀, …, r]``, a contraction with one one-hot per index (a captured table
+    read at positions: a document id, a per-head slope, a relative bias).  An index outside ``[0, n)`` reads 0
+    (torch raises; negative indices do not count from the end)."""
+    if any(i is None for i in indices) or not all(isinstance(i, Tensor) for i in indices):
+        t.refuse("indexing with a slice (:) before an index tensor, or by a bool mask; napkin-cat indexes the leading "
+                 "dimensions by integer tensors")
+    if any(i.dtype == BOOL for i in indices):
+        t.refuse("indexing by a bool mask (its result's size depends on the values)")
+    m = len(indices)
+    if m > x.rank or any(x.dims[k] is None for k in range(m)):
+        t.refuse(f"it indexes {m} dimensions of a tensor of shape {tuple(t.size_of(x))} (a dimension of size 1 is "
+                 f"no lookup)")
+    r = max(i.rank for i in indices)
+    batch, table, rest = LETTERS[:r], "IJKLMN"[:m], "PQRSTUVW"[:x.rank - m]
+    hots = [one_hot(t, t.view(i, (None,) * (r - i.rank) + i.dims), x.dims[k], x.dtype) for k, i in enumerate(indices)]
+    return t.contract([batch + L for L in table] + [table + rest], batch + rest, [*hots, x])
 
 
 @rule("embedding.default")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import operator
+import os
 import re
 from dataclasses import dataclass
 
@@ -42,6 +43,8 @@ from napkin_cat.torch.translate import Tensor, Translation
 FORMATS = {torch.float64: FP32, torch.float32: FP32, torch.float16: FP16, torch.bfloat16: BF16,
            torch.int64: INT32, torch.int32: INT32, torch.int16: INT32, torch.int8: INT32, torch.uint8: INT32,
            torch.bool: BOOL}
+#: the source trees whose frames are not the model's (torch's, and this layer's wrappers, flex_attention's)
+LIBRARIES = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep)
 #: the inputs a graph lifts besides the user's
 LIFTED = ("PARAMETER", "BUFFER", "CONSTANT_TENSOR")
 
@@ -150,7 +153,7 @@ def location(node) -> str:
     path, kind = list(stack.values())[-1] if stack else ("", "")
     module = f" in module '{path}' ({kind.rsplit('.', 1)[-1]})" if path else (f" in the model ({kind})" if kind else "")
     frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', node.meta.get("stack_trace") or "")
-    user = [f for f in frames if "/torch/" not in f[0]] or frames
+    user = [f for f in frames if not f[0].startswith(LIBRARIES)] or frames
     line = f", {user[-1][0].rsplit('/', 1)[-1]}:{user[-1][1]} in {user[-1][2]}: {user[-1][3].strip()}" if user else ""
     return f"{what} (node {node.name}){module}{line}"
 

@@ -27,7 +27,7 @@ import math
 
 import torch
 
-from napkin_cat.errors import ShapeError
+from napkin_cat.errors import ShapeError, TensorError
 from napkin_cat.torch.exported import translate
 from napkin_cat.torch.ops import compile
 
@@ -74,11 +74,20 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     for name, axes in r.axes.items():
         x = given.get(name, captured.get(name))
         x = torch.as_tensor(r.inputs[name]) if x is None else x
-        args.append(x.reshape([s for s, a in zip(x.shape, axes) if a is not None]))
+        args.append(int32(name, x).reshape([s for s, a in zip(x.shape, axes) if a is not None]))
     O, L = op(*args)
     O, L = (y.reshape(s) for y, s in zip((O, L), ((B, H, N, value.shape[-1]), (B, H, N))))
     O = torch.where(torch.isneginf(L)[..., None], torch.zeros((), dtype=O.dtype), O)
     return (O, L) if return_lse else O
+
+
+def int32(name: str, x: torch.Tensor) -> torch.Tensor:
+    """An integer tensor (a captured document id) in the diagram's integer format, int32; others as they are."""
+    if x.dtype in (torch.int64, torch.int16, torch.int8, torch.uint8):
+        if x.numel() and (x.min() < -2 ** 31 or x.max() >= 2 ** 31):
+            raise TensorError(f"the captured tensor {name!r} holds integers outside int32, the diagram's format")
+        return x.to(torch.int32)
+    return x
 
 
 def heads(query, key, value, enable_gqa: bool):
