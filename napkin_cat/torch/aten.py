@@ -13,6 +13,8 @@ gt ge lt le eq ne, logical ops, where   ``nc.compare`` (a number becomes a scala
 masked_fill                             ``nc.where`` / ``nc.select``
 sum mean amax amin max min logsumexp    ``nc.reduce`` (``max.dim``'s values; its indices are refused when used)
 gather, index_select, embedding         ``nc.gather`` (one index per row); a one-hot contraction
+index (x[i, j] by integer tensors)      a contraction with one one-hot per index (a table read at positions)
+floor_divide, remainder                 ``floordiv`` / ``mod`` (``floordiv_by`` / ``mod_by`` with a number)
 layer_norm, rms_norm                    decomposed: mean, sub, square, mean, shift ε, rsqrt, mul (γ), add (β)
 cross_entropy_loss                      ``logsumexp − gather``, then its mean or sum (targets in [0, v))
 scaled_dot_product_attention            the library's attention: ``softmax_β(Q Kᵀ) V``, ``is_causal`` a mask
@@ -24,8 +26,10 @@ views                                   transpose, permute, t, unsqueeze, squeez
 A reshape that splits or merges axes (``(n, h·d) → (n, h, d)``) has no box yet and is refused, as is every
 operation not in the table: :class:`~napkin_cat.errors.UnsupportedOperationError` naming it and where it is.
 
->>> sorted(ATEN)[:4]
-['_log_softmax.default', '_softmax.default', '_to_copy.default', '_unsafe_view.default']
+An integer operand of a float result (``q_idx * 0.5``) is cast first: torch's type promotion.
+
+>>> sorted(op for op in ATEN if op.startswith(("index", "floor", "remainder", "__")))
+['__and__.Tensor', '__or__.Tensor', 'floor_divide.Scalar', 'floor_divide.default', 'index.Tensor', 'index_select.default', 'remainder.Scalar', 'remainder.Tensor']
 """
 from __future__ import annotations
 
