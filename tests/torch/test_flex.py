@@ -71,18 +71,21 @@ def test_equals_flex_attention(mask, score):
 
 
 @pytest.mark.filterwarnings("ignore")
-def test_gradients_equal_flex_attention():
+def test_gradients_equal_torch_including_a_captured_table():
+    """Gradients w.r.t. q, k, v and a captured learnable bias table (the derived backward) equal plain torch's."""
     torch.set_num_threads(1)
     q, k, v = qkv(requires_grad=True)
-    mods = {"score_mod": SCORES["alibi"], "mask_mod": MASKS["sliding"]}
+    table = TABLE.clone().requires_grad_()
+    mods = {"score_mod": lambda s, b, h, i, x: s + table[i - x + N - 1], "mask_mod": MASKS["sliding"]}
     O = nc.torch.flex_attention(q, k, v, **mods, memory=64)
     (O.square().sum()).backward()
-    q2, k2, v2 = (t.detach().requires_grad_() for t in (q, k, v))
-    O2 = dense(q2, k2, v2, **mods)          # FlexAttention has no backward on the CPU: the maths by plain torch
+    q2, k2, v2, table2 = (t.detach().requires_grad_() for t in (q, k, v, table))
+    mods2 = {"score_mod": lambda s, b, h, i, x: s + table2[i - x + N - 1], "mask_mod": MASKS["sliding"]}
+    O2 = dense(q2, k2, v2, **mods2)          # FlexAttention has no backward on the CPU: the maths by plain torch
     (O2.square().sum()).backward()
-    assert torch.allclose(reference(*(t.detach() for t in (q, k, v)), **mods)[0], O2, atol=1e-12)
+    assert torch.allclose(reference(*(t.detach() for t in (q, k, v)), **mods2)[0], O2, atol=1e-12)
     assert torch.allclose(O, O2, atol=1e-12)
-    for a, b in ((q, q2), (k, k2), (v, v2)):
+    for a, b in ((q, q2), (k, k2), (v, v2), (table, table2)):
         assert torch.allclose(a.grad, b.grad, atol=1e-10)
 
 
