@@ -57,8 +57,9 @@ def torch_kernel(torch, *args) -> str:
     return names[0] if names else "aten::scaled_dot_product_attention (no inner kernel recorded)"
 
 
-def paired_medians(fns, repeats):
-    """Medians of each of ``fns`` timed in alternation (a busy machine's drift hits all alike)."""
+def alternated(fns, repeats):
+    """Each of ``fns`` run once, then timed ``repeats`` times in alternation (a busy machine's drift hits all
+    alike): one list of seconds per function."""
     times = [[] for _ in fns]
     for fn in fns:
         fn()
@@ -68,7 +69,12 @@ def paired_medians(fns, repeats):
             t = time.perf_counter()
             fn()
             out.append(time.perf_counter() - t)
-    return [statistics.median(t) for t in times]
+    return times
+
+
+def paired_medians(fns, repeats):
+    """Medians of each of ``fns`` timed in alternation."""
+    return [statistics.median(t) for t in alternated(fns, repeats)]
 
 
 def c_kernel_table(args, torch, cpu):

@@ -18,7 +18,6 @@ derivations are (seconds, once).
 from __future__ import annotations
 
 import argparse
-import gc
 import statistics
 import subprocess
 import time
@@ -27,21 +26,9 @@ import numpy as np
 import torch
 
 import napkin_cat as nc
+from attention_cpu import alternated   # the same alternated timing as the CPU benchmark (run from benchmarks/)
 
 MASKS = {"dense": nc.library.attention, "causal": nc.library.causal_attention}
-
-
-def alternated(fns, repeats):
-    times = [[] for _ in fns]
-    for fn in fns:
-        fn()
-    for _ in range(repeats):
-        for fn, out in zip(fns, times):
-            gc.collect()
-            t = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - t)
-    return times
 
 
 def commit() -> str:

@@ -45,12 +45,11 @@ import sympy
 from napkin_cat.algorithms.launches import blocks as launched, narrowest
 from napkin_cat.cost.iocost import box_cost, cost
 from napkin_cat.cost.numeric import at, folded
-from napkin_cat.cost.optimum import Optimum
 from napkin_cat.errors import MemoryLimitError
 from napkin_cat.hardware.cpu import CPU, load_cpu
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.predict import PIPELINES, KernelTime, Prediction, environment, kernels_of
-from napkin_cat.hardware.timed import split_parts, tile_fulls
+from napkin_cat.hardware.timed import fastest, split_parts, tile_fulls
 from napkin_cat.hardware.toy import primitive_boxes
 from napkin_cat.search.derivation import derive as derive_transfers
 from napkin_cat.syntax.adapter import Diagram
@@ -317,13 +316,9 @@ def derive_for_cpu_time(diagram, hardware, sizes: dict, *, threads: int = 1, val
     if not timings:
         raise MemoryLimitError(f"no tile assignment of any derived algorithm fits the {cpu.name}'s L2 ({memory} "
                                f"values of {value_bytes} B at level {level}) at sizes {sizes}")
-    timings.sort(key=lambda e: e[:3])
-    t, H, _, label, regime, tiles, kts = timings[0]
-    chosen = Sizes(sizes) | tiles
-    opt = Optimum(sympy.Integer(H), chosen, [(sympy.Integer(H), sympy.Integer(0))], sympy.Integer(0),
-                  sympy.Integer(H), dict(tiles), None, None,
-                  [f"least predicted time on the {cpu.name} ({threads} thread(s)) over {len(timings)} tile "
-                   f"assignments of {len(structures)} structures"])
+    t, H, regime, tiles, kts, chosen, opt = fastest(
+        timings, sizes, f"least predicted time on the {cpu.name} ({threads} thread(s)) over {len(timings)} tile "
+                        f"assignments of {len(structures)} structures")
     pred = Prediction(t, tuple(kts), cpu.name, dict(chosen), "none (copy, then compute)", assumptions(cpu, threads))
     return dataclasses.replace(
         found[0], diagram=regime.diagram, trace=regime.trace, H=H, cost=regime.cost, optimum=opt,

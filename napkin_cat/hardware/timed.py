@@ -132,6 +132,18 @@ def _timed(structure, gpu, env, *, overlap, ceilings, level, largest, launch, mi
     return out
 
 
+def fastest(timings: list, sizes: dict, why: str) -> tuple:
+    """The timing with the least predicted time (ties: fewer transfers, then larger tiles), sorted in place, and the
+    optimum it stands for: ``(t, H, regime, tiles, kernel times, chosen sizes, Optimum)``; ``timings`` holds
+    ``(t, H, −tiles, label, regime, tiles, kernel times)`` for every structure and tile assignment timed."""
+    timings.sort(key=lambda e: e[:3])
+    t, H, _, _, regime, tiles, kts = timings[0]
+    chosen = Sizes(sizes) | tiles
+    opt = Optimum(sympy.Integer(H), chosen, [(sympy.Integer(H), sympy.Integer(0))], sympy.Integer(0),
+                  sympy.Integer(H), dict(tiles), None, None, [why])
+    return t, H, regime, tiles, kts, chosen, opt
+
+
 def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: str = "sequential",
                     ceilings: dict | None = None, book=None, largest: int = LARGEST, launch: float = LAUNCH,
                     min_blocks: int | None = None, cache=None):
@@ -181,13 +193,8 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     if not timings:
         raise MemoryLimitError(f"no tile assignment of any derived algorithm fits the {gpu.name}'s "
                                f"{gpu.smem_per_block} B of shared memory per thread block at sizes {sizes}")
-    timings.sort(key=lambda e: e[:3])
-    t, H, _, label, regime, tiles, kts = timings[0]
-    chosen = Sizes(sizes) | tiles
-    opt = Optimum(sympy.Integer(H), chosen, [(sympy.Integer(H), sympy.Integer(0))], sympy.Integer(0),
-                  sympy.Integer(H), dict(tiles), None, None,
-                  [f"least predicted time on the {gpu.name} over {len(timings)} tile assignments of "
-                   f"{len(structures)} structures"])
+    t, H, regime, tiles, kts, chosen, opt = fastest(timings, sizes, f"least predicted time on the {gpu.name} over "
+                                                    f"{len(timings)} tile assignments of {len(structures)} structures")
     pred = Prediction(t, tuple(kts), gpu.name, dict(chosen), overlap,
                       assumptions(gpu, ceilings, overlap, launch))
     return dataclasses.replace(
