@@ -319,7 +319,8 @@ def index(t: Translation, x: Tensor, indices):
     """``x[i₀, …, i_{m−1}]`` (advanced indexing of the leading dimensions by integer tensors, which broadcast):
     ``y[…, r] = Σ_{v₀…} [i₀[…] = v₀] ⋯ x[v₀, …, r]``, a contraction with one one-hot per index (a captured table
     read at positions: a document id, a per-head slope, a relative bias).  An index outside ``[0, n)`` reads 0
-    (torch raises; negative indices do not count from the end)."""
+    in the diagram (negative indices do not count from the end): ``nc.torch.flex_attention`` refuses such an index
+    at call time (:func:`napkin_cat.torch.flex.check_indices`)."""
     if any(i is None for i in indices) or not all(isinstance(i, Tensor) for i in indices):
         t.refuse("indexing with a slice (:) before an index tensor, or by a bool mask; napkin-cat indexes the leading "
                  "dimensions by integer tensors")

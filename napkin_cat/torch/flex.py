@@ -10,8 +10,10 @@ On ``(B, H, N, d)`` tensors, with FlexAttention's conventions (``score_mod(score
 The function is exported by ``torch.export`` with the index tensors as inputs and translated by
 :mod:`~napkin_cat.torch.exported`: ``b, h, q_idx, kv_idx`` become ``nc.position`` boxes along the batch, heads,
 queries and keys (no input), a captured tensor (document ids, a bias table, a per-head slope) an input read by a
-one-hot contraction (``aten.index``).  A row no key may attend has ``O = 0`` and ``L = −∞`` (FlexAttention's
-convention; the diagram's softmax gives NaN there, mapped to 0 after the op).
+one-hot contraction (``aten.index``), each index checked at call time to lie in the table (:func:`check_indices`).
+A row no key may attend has ``O = 0`` and ``L = −∞`` (FlexAttention's convention; the diagram's softmax gives NaN
+there, mapped to 0 after the op) and a finite zero backward (:class:`EmptyRows`).  The traced mods are cached per
+process (:class:`TraceCache`): a call with the same mods, captured values and shapes exports nothing.
 
 >>> import torch, napkin_cat as nc
 >>> torch.set_num_threads(1)
