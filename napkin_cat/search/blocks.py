@@ -162,21 +162,37 @@ class OpGraph:
         return list(out.values())
 
     # ------------------------------------------------------------------ down-sets and blocks
+    def steps(self, within: int | None = None, units=None) -> list:
+        """The steps a down-set grows by: ``(mask, needs)``, one operation of ``within`` at a time (its inputs'
+        operations inside ``within`` needed first), or with ``units`` (disjoint masks, convex as :meth:`units`
+        makes them) a whole unit at a time (a unit not inside ``within`` is never taken; an operation in no unit
+        is a step of its own).  Units are in-trees (only the root is read outside), so the units form a DAG
+        and every down-set that holds each unit whole or not at all is reached one step at a time, without the
+        exponentially many down-sets that split a unit in a wide graph of recomputed copies."""
+        inside = self.full if within is None else within
+        units, covered = [u for u in units or () if u], 0
+        for u in units:
+            covered |= u
+        out = []
+        for u in [u for u in units if u & ~inside == 0] + [1 << i for i in bits(inside & ~covered)]:
+            need = 0
+            for i in bits(u):
+                need |= self.preds[i]
+            out.append((u, need & inside & ~u))
+        return out
+
     def downsets(self, within: int | None = None, units=None) -> list:
         """Every down-set (a mask closed under predecessors), by increasing size; ``within`` (a mask): the
-        down-sets of the operations it holds, what lies outside counting as computed before; with ``units``
-        (masks), only those that hold each unit whole or not at all."""
-        if units is not None:
-            return [d for d in self.downsets(within) if all(d & u in (0, u) for u in units)]
-        inside = self.full if within is None else within
-        ops = bits(inside)
+        down-sets of the operations it holds, what lies outside counting as computed before; with ``units``,
+        only those that hold each unit whole or not at all (grown by :meth:`steps`)."""
+        steps = self.steps(within, units)
         seen, frontier = {0}, [0]
         while frontier:
             nxt = []
             for d in frontier:
-                for i in ops:
-                    if not d >> i & 1 and self.preds[i] & inside & ~d == 0:
-                        e = d | 1 << i
+                for u, need in steps:
+                    if not d & u and need & ~d == 0:
+                        e = d | u
                         if e not in seen:
                             seen.add(e)
                             nxt.append(e)

@@ -109,8 +109,10 @@ class Space:
         budget = BUDGET if budget is None else budget
         self.graph = graph
         full = self.full = graph.full if within is None else within
-        self.downs = graph.downsets(within)
-        allowed = None if units is None else set(graph.downsets(within, units))
+        self.downs = graph.downsets(within, units)
+        allowed = None if units is None else set(self.downs)
+        steps = graph.steps(within, units)
+        step_of = {i: k for k, (u, _) in enumerate(steps) for i in bits(u)}
         rank = {d: k for k, d in enumerate(self.downs)}
         ready = {d: self._ready(d) for d in self.downs}
         frontier = {d: {0} for d in self.downs if allowed is None or d in allowed}
@@ -124,9 +126,10 @@ class Space:
                 for e in exts:
                     done = d | e
                     near = ready[d] | _successors(graph, e)
-                    for o in bits(near & ~done & full):
-                        if graph.preds[o] & full & ~done == 0:
-                            out.add(e | 1 << o)
+                    for k in {step_of[o] for o in bits(near & ~done & full) if o in step_of}:
+                        u, need = steps[k]
+                        if not u & done and need & ~done == 0:
+                            out.add(e | u)
                 if out:
                     grown[d] = out
                     ok = [e for e in out if allowed is None or (d in allowed and d | e in allowed)]
@@ -152,8 +155,6 @@ class Space:
             edges += linked
         if not any(e[2] == full for e in edges) and (graph.linked(full) if self.exact else graph.connected(full)):
             edges.append((0, full, full))
-        if allowed is not None:
-            self.downs = [d for d in self.downs if d in allowed]
         self.into = {b: [] for b in self.downs}
         for a, b, block in sorted(edges, key=lambda e: (-bin(e[0]).count("1"), rank[e[0]])):
             self.into[b].append((a, block))

@@ -26,5 +26,6 @@ from napkin_cat.torch.binding import Signature  # noqa: E402  (after the check t
 from napkin_cat.torch.kernels import Derived  # noqa: E402
 from napkin_cat.torch.ops import CompiledOp, compile  # noqa: E402
 from napkin_cat.torch.exported import FromTorch, from_torch  # noqa: E402
+from napkin_cat.torch.flex import flex_attention  # noqa: E402
 
-__all__ = ["compile", "CompiledOp", "Derived", "Signature", "from_torch", "FromTorch"]
+__all__ = ["compile", "CompiledOp", "Derived", "Signature", "from_torch", "FromTorch", "flex_attention"]

@@ -13,6 +13,8 @@ gt ge lt le eq ne, logical ops, where   ``nc.compare`` (a number becomes a scala
 masked_fill                             ``nc.where`` / ``nc.select``
 sum mean amax amin max min logsumexp    ``nc.reduce`` (``max.dim``'s values; its indices are refused when used)
 gather, index_select, embedding         ``nc.gather`` (one index per row); a one-hot contraction
+index (x[i, j] by integer tensors)      a contraction with one one-hot per index (a table read at positions)
+floor_divide, remainder                 ``floordiv`` / ``mod`` (``floordiv_by`` / ``mod_by`` with a number)
 layer_norm, rms_norm                    decomposed: mean, sub, square, mean, shift ε, rsqrt, mul (γ), add (β)
 cross_entropy_loss                      ``logsumexp − gather``, then its mean or sum (targets in [0, v))
 scaled_dot_product_attention            the library's attention: ``softmax_β(Q Kᵀ) V``, ``is_causal`` a mask
@@ -24,8 +26,10 @@ views                                   transpose, permute, t, unsqueeze, squeez
 A reshape that splits or merges axes (``(n, h·d) → (n, h, d)``) has no box yet and is refused, as is every
 operation not in the table: :class:`~napkin_cat.errors.UnsupportedOperationError` naming it and where it is.
 
->>> sorted(ATEN)[:4]
-['_log_softmax.default', '_softmax.default', '_to_copy.default', '_unsafe_view.default']
+An integer operand of a float result (``q_idx * 0.5``) is cast first: torch's type promotion.
+
+>>> [op for op in sorted(ATEN) if op.startswith(("floor", "remainder", "index."))]
+['floor_divide.Scalar', 'floor_divide.default', 'index.Tensor', 'remainder.Scalar', 'remainder.Tensor']
 """
 from __future__ import annotations
 
@@ -122,7 +126,7 @@ UNARY = {"exp": "exp", "log": "log", "tanh": "tanh", "sigmoid": "sigmoid", "relu
 
 
 def unary(kind):
-    return lambda t, x: t.pointwise(kind, x)
+    return lambda t, x: t.pointwise(kind, promoted(t, x))
 
 
 for _name, _kind in UNARY.items():
@@ -150,9 +154,22 @@ def power(t: Translation, x: Tensor, exponent):
     return t.pointwise(kinds[exponent], x)
 
 
+def promoted(t: Translation, x):
+    """``x`` in the operation's result format (torch's type promotion: an integer tensor times a float, an integer
+    ``exp``, compute in the float format): cast where they differ, else ``x`` itself (a number stays a number)."""
+    if not isinstance(x, Tensor) or getattr(t, "dtype", None) is None or t.dtype == BOOL or x.dtype == t.dtype:
+        return x
+    if not x.dtype.is_integer and not t.dtype.is_integer:
+        t.refuse(f"it mixes a {x.dtype.name} tensor into a {t.dtype.name} result; napkin-cat converts formats only "
+                 f"by an explicit .to()")
+    return t.cast(x, t.dtype)
+
+
 def binary(kind: str, with_number):
-    """A map of two tensors; a number as the second operand goes to ``with_number(t, x, c)``."""
+    """A map of two tensors; a number as the second operand goes to ``with_number(t, x, c)``; an integer operand
+    of a float result is cast first (:func:`promoted`)."""
     def translate(t: Translation, a, b, *, alpha=1):
+        a, b = promoted(t, a), promoted(t, b)
         if is_number(b):
             return with_number(t, a, b * alpha)
         if not isinstance(a, Tensor):
@@ -171,6 +188,7 @@ rule("div.Tensor", "div.Scalar")(binary("div", lambda t, x, c: scaled(t, x, symp
 @rule("rsub.Scalar", "rsub.Tensor")
 def rsub(t: Translation, x: Tensor, c, *, alpha=1):
     """``c − alpha·x``."""
+    x, c = promoted(t, x), promoted(t, c)
     if not is_number(c):
         return t.pointwise("sub", c, scaled(t, x, alpha))
     return t.pointwise("shift", t.pointwise("neg", scaled(t, x, alpha)), const=c)
@@ -179,7 +197,27 @@ def rsub(t: Translation, x: Tensor, c, *, alpha=1):
 @rule("maximum.default", "minimum.default", "clamp_min.default", "clamp_max.default")
 def extremum(t: Translation, a: Tensor, b):
     kind = "max" if t.op in ("maximum.default", "clamp_min.default") else "min"
+    a, b = promoted(t, a), promoted(t, b)
     return t.pointwise(kind, a, scalar(t, b, a))
+
+
+@rule("floor_divide.default", "floor_divide.Scalar", "remainder.Tensor", "remainder.Scalar", "div.Tensor_mode")
+def division(t: Translation, a, b, *, rounding_mode="floor"):
+    """``a // b`` and ``a % b`` (Python's: floor division, the remainder takes b's sign;
+    :mod:`napkin_cat.syntax.division`); by a number, ``floordiv_by`` / ``mod_by``.
+    ``div(rounding_mode='trunc')`` rounds toward 0: refused."""
+    if rounding_mode != "floor":
+        t.refuse(f"division with rounding_mode={rounding_mode!r}; napkin-cat divides with rounding_mode='floor' "
+                 f"(a // b) or true division (a / b)")
+    if not isinstance(a, Tensor):
+        t.refuse(f"its first operand is the number {a!r}")
+    kind = "mod" if t.op.startswith("remainder") else "floordiv"
+    a, b = promoted(t, a), promoted(t, b)
+    if is_number(b):
+        if b == 0:
+            t.refuse(f"{'a remainder' if kind == 'mod' else 'a floor division'} by the number 0")
+        return t.pointwise(kind + "_by", a, const=b)
+    return t.pointwise(kind, a, b)
 
 
 def scalar(t: Translation, value, like: Tensor) -> Tensor:
@@ -193,7 +231,8 @@ for _op in COMPARISONS:
     rule(f"{_op}.Tensor", f"{_op}.Scalar")(lambda t, a, b, _op=_op: t.compare(_op, a, scalar(t, b, a)))
 
 
-@rule("logical_and.default", "logical_or.default", "bitwise_and.Tensor", "bitwise_or.Tensor")
+@rule("logical_and.default", "logical_or.default", "bitwise_and.Tensor", "bitwise_or.Tensor", "__and__.Tensor",
+      "__or__.Tensor")
 def logic(t: Translation, a: Tensor, b: Tensor):
     if a.dtype != BOOL or b.dtype != BOOL:
         t.refuse("a logical operation on tensors that are not bool")
@@ -273,6 +312,28 @@ def index_select(t: Translation, x: Tensor, dim: int, index: Tensor):
     lx = LETTERS[:x.rank]
     return t.contract(["MV" if index.rank == 1 else "V", lx[:dim] + "V" + lx[dim + 1:]],
                       lx[:dim] + ("M" if index.rank == 1 else "") + lx[dim + 1:], [hot, x])
+
+
+@rule("index.Tensor")
+def index(t: Translation, x: Tensor, indices):
+    """``x[i₀, …, i_{m−1}]`` (advanced indexing of the leading dimensions by integer tensors, which broadcast):
+    ``y[…, r] = Σ_{v₀…} [i₀[…] = v₀] ⋯ x[v₀, …, r]``, a contraction with one one-hot per index (a captured table
+    read at positions: a document id, a per-head slope, a relative bias).  An index outside ``[0, n)`` reads 0
+    in the diagram (negative indices do not count from the end): ``nc.torch.flex_attention`` refuses such an index
+    at call time (:func:`napkin_cat.torch.flex.check_indices`)."""
+    if any(i is None for i in indices) or not all(isinstance(i, Tensor) for i in indices):
+        t.refuse("indexing with a slice (:) before an index tensor, or by a bool mask; napkin-cat indexes the leading "
+                 "dimensions by integer tensors")
+    if any(i.dtype == BOOL for i in indices):
+        t.refuse("indexing by a bool mask (its result's size depends on the values)")
+    m = len(indices)
+    if m > x.rank or any(x.dims[k] is None for k in range(m)):
+        t.refuse(f"it indexes {m} dimensions of a tensor of shape {tuple(t.size_of(x))} (a dimension of size 1 is "
+                 f"no lookup)")
+    r = max(i.rank for i in indices)
+    batch, table, rest = LETTERS[:r], "IJKLMN"[:m], "PQRSTUVW"[:x.rank - m]
+    hots = [one_hot(t, t.view(i, (None,) * (r - i.rank) + i.dims), x.dims[k], x.dtype) for k, i in enumerate(indices)]
+    return t.contract([batch + L for L in table] + [table + rest], batch + rest, [*hots, x])
 
 
 @rule("embedding.default")

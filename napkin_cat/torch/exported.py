@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import operator
+import os
 import re
 from dataclasses import dataclass
 
@@ -42,6 +43,8 @@ from napkin_cat.torch.translate import Tensor, Translation
 FORMATS = {torch.float64: FP32, torch.float32: FP32, torch.float16: FP16, torch.bfloat16: BF16,
            torch.int64: INT32, torch.int32: INT32, torch.int16: INT32, torch.int8: INT32, torch.uint8: INT32,
            torch.bool: BOOL}
+#: the source trees whose frames are not the model's (torch's, and this layer's wrappers, flex_attention's)
+LIBRARIES = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep)
 #: the inputs a graph lifts besides the user's
 LIFTED = ("PARAMETER", "BUFFER", "CONSTANT_TENSOR")
 
@@ -150,7 +153,7 @@ def location(node) -> str:
     path, kind = list(stack.values())[-1] if stack else ("", "")
     module = f" in module '{path}' ({kind.rsplit('.', 1)[-1]})" if path else (f" in the model ({kind})" if kind else "")
     frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', node.meta.get("stack_trace") or "")
-    user = [f for f in frames if "/torch/" not in f[0]] or frames
+    user = [f for f in frames if not f[0].startswith(LIBRARIES)] or frames
     line = f", {user[-1][0].rsplit('/', 1)[-1]}:{user[-1][1]} in {user[-1][2]}: {user[-1][3].strip()}" if user else ""
     return f"{what} (node {node.name}){module}{line}"
 
@@ -162,8 +165,12 @@ def op_name(node) -> str:
     return ""
 
 
-def translate(program, module, example_inputs, dynamic_shapes, names: dict) -> FromTorch:
-    """The diagram of an exported program (see :func:`from_torch`)."""
+def translate(program, module, example_inputs, dynamic_shapes, names: dict, positions=None) -> FromTorch:
+    """The diagram of an exported program (see :func:`from_torch`).  ``positions`` maps a user input to ``(input,
+    dimension)``: it is no input of the diagram but the positions ``0 … n−1`` along that input's dimension (an
+    ``nc.position`` box; index 0 where the dimension has size 1), the input's other dimensions of size 1 (the
+    index tensors FlexAttention's mods read: ``q_idx`` is the positions along the queries)."""
+    positions = positions or {}
     t = Translation()
     dims = dim_names(program, module, dynamic_shapes)
     graph = program.graph
@@ -207,6 +214,9 @@ def translate(program, module, example_inputs, dynamic_shapes, names: dict) -> F
         if not isinstance(val, torch.Tensor):
             raise UnsupportedOperationError(f"input {name!r} is a {type(val).__name__}, not a tensor")
         shape = sizes(val.shape)
+        if name in positions:
+            env[s.arg.name] = position_of(t, name, shape, positions[name], env)
+            continue
         given = names.get(name)
         given = given.split() if isinstance(given, str) else list(given) if given is not None else [None] * len(shape)
         if len(given) != len(shape):
@@ -271,6 +281,30 @@ def translate(program, module, example_inputs, dynamic_shapes, names: dict) -> F
                 for p, c in enumerate(x.dims) if c in dynamic}
     return FromTorch(diagram, inputs, result_axes, symbolic, program,
                      tuple(tuple(p for p, c in enumerate(x.dims) if c is None) for x in outputs), requirements)
+
+
+def position_of(t: Translation, name: str, shape, along, env) -> Tensor:
+    """The positions along ``along = (input, dimension)`` as the tensor ``name`` of ``shape``: its one dimension
+    not of size 1 (none where that dimension has size 1: the index 0, a scalar input)."""
+    source, dim = along
+    x = env.get(source)
+    if x is None or not 0 <= dim < x.rank:
+        raise ArgumentError(f"positions: {name!r} indexes dimension {dim} of {source!r}, which is no earlier input "
+                            f"of that rank")
+    c = x.dims[dim]
+    along_ = [p for p, s in enumerate(shape) if s != 1]
+    size = 1 if c is None else t.classes.size[t.classes.find(c)]
+    if len(along_) > 1 or (along_ and shape[along_[0]] != size) or (not along_ and size != 1):
+        raise ShapeError(f"positions: {name!r} has shape {tuple(shape)}, not the positions along dimension {dim} of "
+                         f"{source!r} (of size {size}; size 1 elsewhere)")
+    if c is None:
+        t.node = name
+        return t.view(t.constant(0, INT32), (None,) * len(shape))
+    return t.view(t.position(c), tuple(c if p in along_ else None for p in range(len(shape))))
+
+
+def x_size(t: Translation, c):
+    return t.classes.size[t.classes.find(c)]
 
 
 def format_of(dtype, name: str):

@@ -1,0 +1,290 @@
+"""FlexAttention's interface: ``nc.torch.flex_attention(query, key, value, score_mod, mask_mod)``, the mods traced
+into the diagram of masked attention and run as a derived, compiled op (:func:`~napkin_cat.torch.ops.compile`).
+
+On ``(B, H, N, d)`` tensors, with FlexAttention's conventions (``score_mod(score, b, h, q_idx, kv_idx)``,
+``mask_mod(b, h, q_idx, kv_idx)``, written with torch operations on index tensors and on tensors they capture)::
+
+    S[b,h,q,x] = score_mod(scale · Q[b,h,q]·K[b,h,x], b, h, q, x)     where mask_mod(b, h, q, x), else −∞
+    O[b,h,q]   = softmax_x(S[b,h,q]) · V[b,h]                         L[b,h,q] = logsumexp_x S[b,h,q]
+
+The function is exported by ``torch.export`` with the index tensors as inputs and translated by
+:mod:`~napkin_cat.torch.exported`: ``b, h, q_idx, kv_idx`` become ``nc.position`` boxes along the batch, heads,
+queries and keys (no input), a captured tensor (document ids, a bias table, a per-head slope) an input read by a
+one-hot contraction (``aten.index``), each index checked at call time to lie in the table (:func:`check_indices`).
+A row no key may attend has ``O = 0`` and ``L = −∞`` (FlexAttention's convention; the diagram's softmax gives NaN
+there, mapped to 0 after the op) and a finite zero backward (:class:`EmptyRows`).  The traced mods are cached per
+process (:class:`TraceCache`): a call with the same mods, captured values and shapes exports nothing.
+
+>>> import torch, napkin_cat as nc
+>>> torch.set_num_threads(1)
+>>> q, k, v = (torch.randn(1, 2, 8, 4, dtype=torch.float64) for _ in range(3))
+>>> O = nc.torch.flex_attention(q, k, v, mask_mod=lambda b, h, qi, xi: xi <= qi, memory=64)
+>>> causal = torch.full((8, 8), float("-inf"), dtype=torch.float64).triu(1)
+>>> bool(torch.allclose(O, torch.softmax(q @ k.transpose(-1, -2) / 2 + causal, -1) @ v))
+True
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import threading
+import types
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+
+from napkin_cat.errors import IndexingError, ShapeError, TensorError
+from napkin_cat.torch.exported import location, translate
+from napkin_cat.torch.ops import compile
+
+#: the index tensors' names and the (input, dimension) each is the positions along
+POSITIONS = {"b": ("query", 0), "h": ("query", 1), "q_idx": ("query", 2), "kv_idx": ("key", 2)}
+NAMES = {"query": "b h q d", "key": "b h x d", "value": "b h x e"}
+#: the mods traced per process (:class:`TraceCache`): a bounded number of entries, least recently used evicted
+TRACED = 64
+
+
+class Scores(torch.nn.Module):
+    """Masked attention with the mods, as torch computes it: what is exported and translated."""
+
+    def __init__(self, score_mod, mask_mod, scale: float):
+        super().__init__()
+        self.score_mod, self.mask_mod, self.scale = score_mod, mask_mod, scale
+
+    def forward(self, query, key, value, b, h, q_idx, kv_idx):
+        s = query @ key.transpose(-1, -2) * self.scale
+        if self.score_mod is not None:
+            s = self.score_mod(s, b, h, q_idx, kv_idx)
+        if self.mask_mod is not None:
+            s = s.masked_fill(~self.mask_mod(b, h, q_idx, kv_idx), float("-inf"))
+        return torch.softmax(s, -1) @ value, torch.logsumexp(s, -1)
+
+
+def captured(score_mod, mask_mod) -> dict:
+    """The values the mods read by name (closure cells and globals, modules left out): ``"score_mod.TABLE"`` →
+    the tensor.  None where a mod is not a Python function (a callable object: what it reads is not visible)."""
+    out = {}
+    for role, fn in (("score_mod", score_mod), ("mask_mod", mask_mod)):
+        if fn is None:
+            continue
+        if not inspect.isfunction(fn):
+            return None
+        seen = inspect.getclosurevars(fn)
+        out.update({f"{role}.{k}": v for k, v in {**seen.globals, **seen.nonlocals}.items()
+                    if not isinstance(v, types.ModuleType)})
+    return out
+
+
+def fingerprint(value):
+    """What a traced diagram depends on in a captured value: a tensor's shape, dtype and device (not its values,
+    which are the diagram's inputs), a number's or a string's value, any other object's identity."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", tuple(value.shape), value.dtype, value.device.type)
+    if value is None or isinstance(value, (bool, int, float, complex, str)):
+        return ("value", type(value).__name__, value)
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(fingerprint(v) for v in value))
+    return ("object", id(value))
+
+
+@dataclass
+class Traced:
+    """The mods traced at one key: the exported program, its translation, the compiled op, where each captured
+    constant of the program is read from (``sources``: constant name → the mods' name for it) and the index
+    reads to check at each call."""
+    program: object
+    translated: object
+    op: object
+    sources: dict
+    held: tuple       # the objects whose identity is in the key (kept alive, so that no id is reused)
+
+
+class TraceCache:
+    """The traced mods by key, for the life of the process: at most ``size`` entries, least recently used evicted,
+    one lock.  The key holds everything a trace depends on: the mod function objects, the scale, the query's, key's
+    and value's shapes and dtypes, the options of the op, and the fingerprint of every value the mods capture
+    (:func:`fingerprint`), so that a captured number changed or a captured table of a new shape traces again."""
+
+    def __init__(self, size: int = TRACED):
+        self.size, self.entries, self.lock = size, OrderedDict(), threading.Lock()
+
+    def get(self, key):
+        with self.lock:
+            found = self.entries.get(key)
+            if found is not None:
+                self.entries.move_to_end(key)
+            return found
+
+    def put(self, key, traced: Traced):
+        with self.lock:
+            self.entries[key] = traced
+            self.entries.move_to_end(key)
+            while len(self.entries) > self.size:
+                self.entries.popitem(last=False)
+
+    def __len__(self):
+        return len(self.entries)
+
+
+#: the process's traced mods (:func:`flex_attention` reads and fills it)
+TRACES = TraceCache()
+
+
+def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=None, enable_gqa=False,
+                   return_lse=False, memory=None, hardware=None):
+    """``torch.nn.attention.flex_attention``'s outputs (see the module docstring) by napkin-cat's derived kernels,
+    differentiable (the derived backward).  ``mask_mod`` is the function FlexAttention's ``create_block_mask``
+    takes.  ``memory`` and ``hardware`` go to :func:`~napkin_cat.torch.ops.compile`.  Returns ``O`` (and the
+    log-sum-exp ``L``, natural logarithm, with ``return_lse``).
+
+    The mods are traced once per key of :class:`TraceCache` (in :data:`TRACES`); each call reads the captured
+    tensors afresh (a table updated in place, or rebound to a tensor of the same shape, is read as it is now) and
+    checks every index into a captured table against its size (:func:`check_indices`)."""
+    query, key, value = heads(query, key, value, enable_gqa)
+    d = query.shape[-1]
+    scale = 1 / math.sqrt(d) if scale is None else float(scale)
+    B, H, N, X = query.shape[0], query.shape[1], query.shape[2], key.shape[2]
+    index = (torch.arange(B).view(B, 1, 1, 1), torch.arange(H).view(1, H, 1, 1), torch.arange(N).view(1, 1, N, 1),
+             torch.arange(X).view(1, 1, 1, X))
+    reads = captured(score_mod, mask_mod)
+    shapes = tuple((tuple(x.shape), x.dtype, x.device.type) for x in (query, key, value))
+    cache_key = None if reads is None else (
+        score_mod, mask_mod, scale, shapes, memory, getattr(hardware, "name", hardware),
+        tuple(sorted((k, fingerprint(v)) for k, v in reads.items())))
+    traced = None if cache_key is None else TRACES.get(cache_key)
+    if traced is None:
+        traced = trace(score_mod, mask_mod, scale, (query, key, value), index, reads, memory, hardware)
+        if cache_key is not None and len(traced.sources) == len(traced.program.constants):
+            TRACES.put(cache_key, traced)
+    program, r, op = traced.program, traced.translated, traced.op
+    constants = {name: reads[source] if source in (reads or {}) else program.constants[name]
+                 for name, source in traced.sources.items()}
+    constants = {**program.constants, **constants}
+    check_indices(program, (query, key, value, *index), constants, traced.sources)
+    given = {"query": query, "key": key, "value": value}
+    args = []
+    for name, axes in r.axes.items():
+        x = given.get(name, constants.get(name))
+        x = torch.as_tensor(r.inputs[name]) if x is None else x
+        args.append(int32(name, x).reshape([s for s, a in zip(x.shape, axes) if a is not None]))
+    O, L = EmptyRows.apply(op, *args)
+    O, L = (y.reshape(s) for y, s in zip((O, L), ((B, H, N, value.shape[-1]), (B, H, N))))
+    return (O, L) if return_lse else O
+
+
+def trace(score_mod, mask_mod, scale, qkv, index, reads, memory, hardware) -> Traced:
+    """Export masked attention with the mods, translate it and compile it (the slow part of a call: once per key)."""
+    module = Scores(score_mod, mask_mod, scale)
+    example = (*(x.detach() for x in qkv), *index)
+    program = torch.export.export(module, example)
+    r = translate(program, module, example, None, NAMES, positions=POSITIONS)
+    op = compile(r.diagram, aux=1, memory=memory, hardware=hardware, name="flex_attention")
+    by_id = {id(v): k for k, v in (reads or {}).items() if isinstance(v, torch.Tensor)}
+    sources = {name: by_id[id(t)] for name, t in program.constants.items() if id(t) in by_id}
+    return Traced(program, r, op, sources, tuple(v for v in (reads or {}).values()
+                                                 if fingerprint(v)[0] == "object"))
+
+
+class EmptyRows(torch.autograd.Function):
+    """The op with FlexAttention's convention for a query no key may attend: ``O = 0`` and ``L = −∞`` forward (the
+    softmax of an all −∞ row is 0/0); backward, the derived backward run with such a row's ``O = 0``, ``L = 0`` and
+    ``Ō = 0``, so that its ``P = exp(−∞ − 0) = 0`` contributes nothing (a finite 0 to q, nothing to k, v or a
+    captured table), instead of ``exp(−∞ + ∞)`` = NaN spreading into every key's gradient."""
+
+    @staticmethod
+    def forward(ctx, op, *args):
+        O, L = op(*args)
+        empty = torch.isneginf(L)
+        O = torch.where(empty[..., None], torch.zeros((), dtype=O.dtype), O)
+        ctx.made, ctx.empty = op.napkin, empty
+        ctx.save_for_backward(*args, O, L)
+        ctx.mark_non_differentiable(L)
+        return O, L
+
+    @staticmethod
+    def backward(ctx, Obar, Lbar):
+        made, empty = ctx.made, ctx.empty
+        *args, O, L = ctx.saved_tensors
+        wanted = [k for k in made.wrt if ctx.needs_input_grad[1 + k]]
+        if not wanted:
+            return (None,) * (1 + len(args))
+        L0 = torch.where(empty, torch.zeros((), dtype=L.dtype), L)
+        Obar = torch.where(empty[..., None], torch.zeros((), dtype=Obar.dtype), Obar)
+        found = made.backward_op(*args, O, L0, Obar)
+        found = found if isinstance(found, (tuple, list)) else (found,)
+        out = [None] * len(args)
+        for k, g in zip(made.wrt, found):
+            out[k] = g if ctx.needs_input_grad[1 + k] else None
+        return (None, *out)
+
+
+def check_indices(program, example, constants: dict, sources: dict):
+    """Refuse an index into a captured table outside its range, at these sizes and on this data: the index
+    tensors of every ``aten.index`` are computed from the positions and the captured tensors (the graph's
+    operations that make them, run by torch), and each must lie in ``0 … n−1`` for a table of ``n`` rows along
+    the dimension it indexes (FlexAttention's kernels would read out of bounds; the diagram's one-hot contraction
+    would read 0).  An :class:`~napkin_cat.errors.IndexingError` names the table, the dimension, the values
+    found and the legal range."""
+    graph = program.graph
+    reads = [n for n in graph.nodes if n.op == "call_function" and n.target is torch.ops.aten.index.Tensor]
+    if not reads:
+        return
+    needed, stack = set(), [i for n in reads for i in n.args[1] if isinstance(i, torch.fx.Node)]
+    while stack:
+        n = stack.pop()
+        if n not in needed:
+            needed.add(n)
+            stack.extend(n.all_input_nodes)
+    specs = {s.arg.name: s for s in program.graph_signature.input_specs}
+    users = iter(example)
+    env = {}
+    for n in graph.nodes:
+        if n.op == "placeholder":
+            spec = specs[n.name]
+            env[n] = next(users) if spec.kind.name == "USER_INPUT" else constants.get(spec.target)
+        elif n in needed and n.op == "call_function":
+            args = torch.fx.node.map_arg(n.args, lambda a: env[a])
+            kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: env[a])
+            env[n] = n.target(*args, **kwargs)
+    for n in reads:
+        table, indices = n.args[0], n.args[1]
+        shape = tuple(table.meta["val"].shape)
+        spec = specs.get(table.name)
+        target = spec.target if spec is not None and spec.kind.name != "USER_INPUT" else None
+        name = sources.get(target, target) if target is not None else f"the tensor of node {table.name}"
+        for k, i in enumerate(indices):
+            if not isinstance(i, torch.fx.Node):
+                continue
+            v = env[i]
+            lo, hi = int(v.min()), int(v.max())
+            if lo < 0 or hi >= shape[k]:
+                raise IndexingError(f"{location(n)}: index {k} into the captured table {name!r} of shape {shape} "
+                                    f"takes the values {lo} … {hi} at these sizes (query {tuple(example[0].shape)}, "
+                                    f"key {tuple(example[1].shape)}); the legal range of dimension {k} is 0 … "
+                                    f"{shape[k] - 1} (negative indices do not count from the end)")
+
+
+def int32(name: str, x: torch.Tensor) -> torch.Tensor:
+    """An integer tensor (a captured document id) in the diagram's integer format, int32; others as they are."""
+    if x.dtype in (torch.int64, torch.int16, torch.int8, torch.uint8):
+        if x.numel() and (x.min() < -2 ** 31 or x.max() >= 2 ** 31):
+            raise TensorError(f"the captured tensor {name!r} holds integers outside int32, the diagram's format")
+        return x.to(torch.int32)
+    return x
+
+
+def heads(query, key, value, enable_gqa: bool):
+    """``key`` and ``value`` with as many heads as ``query`` (grouped-query attention repeats each ``H/Hkv`` times)."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        if x.dim() != 4:
+            raise ShapeError(f"flex_attention takes (B, H, N, d) tensors; {name} has shape {tuple(x.shape)}")
+    if key.shape[:3] != value.shape[:3] or query.shape[0] != key.shape[0] or query.shape[3] != key.shape[3]:
+        raise ShapeError(f"query {tuple(query.shape)}, key {tuple(key.shape)} and value {tuple(value.shape)} must "
+                         f"agree: one batch, key and value one length, query and key one head dimension")
+    hq, hk = query.shape[1], key.shape[1]
+    if hq != hk:
+        if not enable_gqa or hq % hk:
+            raise ShapeError(f"query has {hq} heads and key {hk}: equal, or with enable_gqa=True a divisor of {hq}")
+        key, value = (x.repeat_interleave(hq // hk, dim=1) for x in (key, value))
+    return query, key, value

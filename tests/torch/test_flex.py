@@ -1,0 +1,164 @@
+"""``nc.torch.flex_attention`` against ``torch.nn.attention.flex_attention`` (eager) on a zoo of mods: outputs,
+log-sum-exp and gradients; an unsupported op in a mod is a typed error naming it."""
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+flex = pytest.importorskip("torch.nn.attention.flex_attention")
+
+import napkin_cat as nc  # noqa: E402
+
+B, H, N, D = 1, 2, 16, 4
+G = torch.Generator().manual_seed(0)
+DOC = torch.tensor([0] * 5 + [1] * 7 + [2] * 4)          # document ids, captured
+SLOPE = torch.tensor([0.5, 0.25], dtype=torch.float64)    # ALiBi's per-head slope, captured
+TABLE = torch.randn(2 * N - 1, dtype=torch.float64, generator=G)   # a relative bias table, captured
+
+MASKS = {
+    "causal": lambda b, h, q, x: x <= q,
+    "sliding": lambda b, h, q, x: (x <= q) & (q - x < 4),
+    "prefix": lambda b, h, q, x: (x <= q) | (x < 5),
+    "document": lambda b, h, q, x: DOC[q] == DOC[x],
+    "dilated": lambda b, h, q, x: ((q - x) % 2 == 0) & (x // 4 <= q // 4),
+    "window": lambda b, h, q, x: (x < q) & (q - x <= 4),      # query 0 has no key: O = 0, L = −∞
+}
+SCORES = {
+    "alibi": lambda s, b, h, q, x: s + SLOPE[h] * (x - q),
+    "softcap": lambda s, b, h, q, x: 2.0 * torch.tanh(s / 2.0),
+    "relative": lambda s, b, h, q, x: s + TABLE[q - x + N - 1],
+}
+
+
+def qkv(requires_grad=False):
+    return [torch.randn(B, H, N, D, dtype=torch.float64, generator=G).requires_grad_(requires_grad)
+            for _ in range(3)]
+
+
+def dense(q, k, v, score_mod=None, mask_mod=None):
+    """The maths by plain torch (a second route, differentiable on the CPU where FlexAttention's backward is not):
+    the mods applied to the full index grids, the scores masked to −∞, softmax, times V."""
+    b, h, i, x = (torch.arange(n).view([-1 if j == p else 1 for j in range(4)]) for p, n in enumerate((B, H, N, N)))
+    s = q @ k.transpose(-1, -2) / math.sqrt(D)
+    s = s if score_mod is None else score_mod(s, b, h, i, x)
+    s = s if mask_mod is None else s.masked_fill(~mask_mod(b, h, i, x), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def reference(q, k, v, score_mod=None, mask_mod=None):
+    block = flex.create_block_mask(mask_mod, B, H, N, N, device="cpu") if mask_mod else None
+    return flex.flex_attention(q, k, v, score_mod=score_mod, block_mask=block, return_lse=True)
+
+
+#: the cheap variant runs in CI (each case derives and compiles attention's kernels: seconds to tens of seconds on
+#: two shared cores); the whole zoo with NAPKIN_SLOW=1
+CHEAP = {("window", None), (None, "softcap")}
+CASES = [*((m, None) for m in MASKS), *((None, s) for s in SCORES), ("causal", "alibi")]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("mask,score", [c if c in CHEAP else pytest.param(*c, marks=pytest.mark.skipif(
+    not os.environ.get("NAPKIN_SLOW"), reason="the whole zoo of mods: NAPKIN_SLOW=1")) for c in CASES])
+def test_equals_flex_attention(mask, score):
+    torch.set_num_threads(1)
+    q, k, v = qkv()
+    mods = {"score_mod": SCORES.get(score), "mask_mod": MASKS.get(mask)}
+    O, L = nc.torch.flex_attention(q, k, v, **mods, return_lse=True, memory=64)
+    O2, L2 = reference(q, k, v, **mods)
+    assert torch.allclose(O, O2, atol=1e-12) and torch.allclose(L, L2, atol=1e-12)
+    assert torch.equal(torch.isneginf(L), torch.isneginf(L2)) and (O[torch.isneginf(L2)] == 0).all()
+
+
+WINDOW = MASKS["window"]
+
+
+def safe_dense(q, k, v, score_mod, mask_mod):
+    """The maths by plain torch with FlexAttention's empty-row convention written out (a second route): a row with
+    no allowed key gets O = 0 through a 0/1 factor, its scores replaced by 0 first so that no NaN is made."""
+    b, h, i, x = (torch.arange(n).view([-1 if j == p else 1 for j in range(4)]) for p, n in enumerate((B, H, N, N)))
+    allowed = mask_mod(b, h, i, x).expand(B, H, N, N)
+    empty = ~allowed.any(-1, keepdim=True)
+    s = score_mod(q @ k.transpose(-1, -2) / math.sqrt(D), b, h, i, x)
+    s = torch.where(empty, torch.zeros((), dtype=s.dtype), s.masked_fill(~allowed, float("-inf")))
+    return (torch.softmax(s, -1) @ v) * ~empty
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.skipif(not os.environ.get("NAPKIN_SLOW"), reason="deriving the backward: 1.5 min (4.5 min with the "
+                    "table) on two shared cores: NAPKIN_SLOW=1")
+@pytest.mark.parametrize("biased", [False, True])
+def test_gradients_equal_torch_with_an_empty_row(biased):
+    """Gradients w.r.t. q, k, v (and, biased, a captured learnable bias table: the derived backward) equal plain
+    torch's, with query 0 allowed no key: its O is 0, L is −∞, and every gradient is finite (its q gradient 0)."""
+    torch.set_num_threads(1)
+    q, k, v = qkv(requires_grad=True)
+    table = (TABLE if biased else torch.zeros_like(TABLE)).clone().requires_grad_(biased)
+    mods = {"score_mod": (lambda s, b, h, i, x: s + table[i - x + N - 1]) if biased else (lambda s, b, h, i, x: s),
+            "mask_mod": WINDOW}
+    O, L = nc.torch.flex_attention(q, k, v, **mods, memory=64, return_lse=True)
+    (O.square().sum()).backward()
+    q2, k2, v2, table2 = (t.detach().requires_grad_() for t in (q, k, v, table))
+    mods2 = {"score_mod": lambda s, b, h, i, x: s + table2[i - x + N - 1], "mask_mod": WINDOW}
+    O2 = safe_dense(q2, k2, v2, **mods2)    # FlexAttention has no backward on the CPU: the maths by plain torch
+    (O2.square().sum()).backward()
+    O3, L3 = reference(*(t.detach() for t in (q, k, v)), **mods2)
+    assert torch.allclose(O3, O2, atol=1e-12) and torch.allclose(O, O3, atol=1e-12)
+    assert torch.equal(O[:, :, 0], torch.zeros_like(O[:, :, 0])) and torch.isneginf(L[:, :, 0]).all()
+    assert torch.equal(torch.isneginf(L), torch.isneginf(L3)) and torch.allclose(L[:, :, 1:], L3[:, :, 1:])
+    for a, b in ((q, q2), (k, k2), (v, v2), *(((table, table2),) if biased else ())):
+        assert torch.isfinite(a.grad).all() and torch.allclose(a.grad, b.grad, atol=1e-10)
+    assert torch.equal(q.grad[:, :, 0], torch.zeros_like(q.grad[:, :, 0]))
+
+
+def test_an_index_outside_a_captured_table_is_refused_at_call_time():
+    """``table[q − x + N]`` reads row 2N − 1 of a table of 2N − 1 rows: refused, naming the table and the legal range;
+    a captured index table changed in place is checked on its new values at the next call (the trace is cached)."""
+    q, k, v = qkv()
+    with pytest.raises(nc.IndexingError, match=r"'score_mod\.TABLE' of shape \(31,\) takes the values 1 … 31 .*"
+                                                r"legal range of dimension 0 is 0 … 30"):
+        nc.torch.flex_attention(q, k, v, score_mod=lambda s, b, h, i, x: s + TABLE[i - x + N], memory=64)
+    with pytest.raises(nc.IndexingError, match=r"takes the values -15 … 15"):
+        nc.torch.flex_attention(q, k, v, score_mod=lambda s, b, h, i, x: s + TABLE[i - x], memory=64)
+    rows = DOC.clone() + 3                     # rows of SLOPE (2 of them) read by document: 3 … 5, out of range
+    alibi = lambda s, b, h, i, x: s + SLOPE[rows[i]] * (x - i)      # noqa: E731
+    with pytest.raises(nc.IndexingError, match=r"'score_mod\.SLOPE' of shape \(2,\) takes the values 3 … 5"):
+        nc.torch.flex_attention(q, k, v, score_mod=alibi, memory=64)
+    rows.sub_(4)                               # in place: −1 … 1 now, read afresh by the cached trace
+    with pytest.raises(nc.IndexingError, match=r"takes the values -1 … 1"):
+        nc.torch.flex_attention(q, k, v, score_mod=alibi, memory=64)
+
+
+def test_the_traced_mods_are_cached_on_what_they_depend_on(monkeypatch):
+    """A second call with the same mods and shapes exports nothing; a captured number changed, or a captured tensor
+    rebound to one of another shape, exports again (the key holds them).  (The mod reads its table one row past the
+    end, so that each call stops at the index check, after the trace and before the kernels.)"""
+    exports = []
+    real = torch.export.export
+    monkeypatch.setattr(torch.export, "export", lambda *a, **kw: exports.append(1) or real(*a, **kw))
+    q, k, v = qkv()
+    width, bias = 3, TABLE.clone()
+    mod = lambda s, b, h, i, x: s + bias[i - x + N] * (i - x < width)      # noqa: E731
+
+    def call():
+        with pytest.raises(nc.IndexingError, match=rf"shape \({bias.shape[0]},\) takes the values"):
+            nc.torch.flex_attention(q, k, v, score_mod=mod, memory=64)
+    call()
+    call()
+    assert len(exports) == 1
+    width = 5                                  # a captured number: another diagram
+    call()
+    assert len(exports) == 2
+    bias = torch.zeros(2 * N + 1, dtype=torch.float64)       # another shape: another diagram (now N − 1 … 2N − 1 … )
+    with pytest.raises(AssertionError):       # in range now: the index check passes; stop before the kernels
+        monkeypatch.setattr(nc.torch.flex.EmptyRows, "apply", lambda *a: (_ for _ in ()).throw(AssertionError))
+        nc.torch.flex_attention(q, k, v, score_mod=mod, memory=64)
+    assert len(exports) == 3 and width == 5
+
+
+def test_unsupported_op_in_a_mod_is_named():
+    q, k, v = qkv()
+    with pytest.raises(nc.UnsupportedOperationError, match=r"aten\.sin"):
+        nc.torch.flex_attention(q, k, v, score_mod=lambda s, b, h, q_, x: s + torch.sin(q_ - x), memory=64)
