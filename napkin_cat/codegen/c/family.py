@@ -38,12 +38,14 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
     min_template = "NC_MIN({0}, {1})"
     max_template = "NC_MAX({0}, {1})"
     threads = 1        # threads that share one element loop (a thread block's, on a GPU)
+    #: bytes per value of the formats a dialect holds wider than their own (its ``dtypes`` spell them)
+    held_width: dict = {}
 
     def __init__(self, plan, **options):
         # fp32 arrays held, laid out and computed in the real type (the class's, or the one a subclass chose; set
         # before the layout is made); the kinds' forms are respelled in it by its record (``fill``)
         self.dtypes = {**self.dtypes, "fp32": self.real.ctype}
-        self.width = {"fp32": self.real.bytes}
+        self.width = {**self.held_width, "fp32": self.real.bytes}
         super().__init__(plan, **options)
         self.stage_values = 0    # the most staged values one thread holds (per launch)
         self._staged: dict = {}

@@ -17,6 +17,10 @@ run on a CPU:
   (``blas=True``, or ``None``: when ``cblas.h`` is found); otherwise element loops (along the output's
   rows where that row is contiguous), several times slower, and the default ``blas=None`` says so once
   (:class:`~napkin_cat.codegen.errors.BlasMissingWarning`; ``$NAPKIN_BLAS=0`` forces it);
+* masks (``bool`` arrays) are held as ``int``, four bytes a value: gcc 12.2 (Debian 12's) miscompiles a select
+  that reads a one- or two-byte mask into wider values when it vectorises a loop of constant trip count at
+  ``-O3 -march=native`` (a causal ``where`` over an 8×8 tile: 12 of 64 values wrong in float, 6 in double); a
+  mask as wide as an ``int`` is vectorised correctly.  The kernel takes and gives ``bool`` numpy arrays;
 * ``real="double"``: every real value in double (fp32 arrays are float64 numpy arrays, 8 bytes in the arena,
   libm's ``exp`` for ``nc_exp``, ``cblas_dgemm``): the kernel a float64 tensor runs on
   (:mod:`~napkin_cat.codegen.c.real`).
@@ -154,7 +158,8 @@ class CPrinter(RowsMixin, CFamilyPrinter):
     libm's double functions, ``cblas_dgemm``; :mod:`~napkin_cat.codegen.c.real`)."""
 
     backend = "c"
-    dtypes = {"fp32": "float", "fp16": "_Float16", "int32": "int", "bool": "unsigned char"}
+    dtypes = {"fp32": "float", "fp16": "_Float16", "int32": "int", "bool": "int"}
+    held_width = {"bool": 4}     # a mask as wide as an int: gcc 12.2 miscompiles narrower ones (module docstring)
     simd_reduction = "#pragma omp simd reduction({op}:{var})"
     # max and min as selects (the prelude's nc_fmax, nc_fold_max, ...): libm's fmaxf is a call gcc does not vectorise
     fmax, fold_max = "nc_fmax", "nc_fold_max"
@@ -392,13 +397,18 @@ class CKernel(GeneratedKernel):
             return REAL_NUMPY[self.printer.real.ctype]
         return super().numpy_dtype(name)
 
+    def held_dtype(self, name: str):
+        """The numpy type the compiled code reads and writes a global variable in: a ``bool`` array's is ``int32``
+        (masks are held as ``int``: see the module docstring), any other array's its :meth:`numpy_dtype`."""
+        return np.int32 if self.plan.variable_map[name].dtype == "bool" else self.numpy_dtype(name)
+
     def __call__(self, *arrays, threads: int = 1, out=None):
-        """Run on float32 arrays (float64 for ``real="double"``); ``out``: arrays to write the outputs into
-        (C-contiguous, of the outputs' numpy types)."""
+        """Run on float32 arrays (float64 for ``real="double"``; masks as bool arrays); ``out``: arrays to write
+        the outputs into (C-contiguous, of the outputs' numpy types)."""
         if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
             raise CodegenError(f"threads must be an int 1 … {MAX_THREADS} (OpenMP threads over the Grid), got "
                                f"{threads!r}")
-        xs = self.check(arrays)
+        xs = [np.ascontiguousarray(x, dtype=self.held_dtype(n)) for n, x in zip(self.plan.inputs, self.check(arrays))]
         _, shapes = self.shapes()
         types = [self.numpy_dtype(n) for n in self.plan.outputs]
         ys = list(out) if out is not None else [np.empty(s, t) for s, t in zip(shapes, types)]
@@ -406,8 +416,13 @@ class CKernel(GeneratedKernel):
             if y.shape != want or y.dtype != t or not y.flags.c_contiguous:
                 raise CodegenError(f"an output array must be C-contiguous {np.dtype(t).name} of shape {want}, got "
                                    f"{y.dtype} {y.shape}")
+        held = [y if y.dtype == self.held_dtype(n) else np.empty(y.shape, self.held_dtype(n))
+                for n, y in zip(self.plan.outputs, ys)]
         fn = self.function()
-        fn(*[x.ctypes.data for x in xs], *[y.ctypes.data for y in ys], int(threads))
+        fn(*[x.ctypes.data for x in xs], *[h.ctypes.data for h in held], int(threads))
+        for y, h in zip(ys, held):
+            if h is not y:
+                np.not_equal(h, 0, out=y)
         return ys[0] if len(ys) == 1 else tuple(ys)
 
     def launcher(self) -> str:
