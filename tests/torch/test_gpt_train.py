@@ -26,6 +26,9 @@ import napkin_cat as nc  # noqa: E402
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "gpt.py"
 TOLERANCE = 1e-4            # the issue's: relative, at every step, in float64
+#: what float64 allows the same maths summed in another order (measured: 2e-16 at step 0, 0 after): a wrong
+#: backward that moves a loss by less than the issue's 1e-4 (a 10 % error in GELU's cubic term) fails here
+FLOAT64 = 1e-10
 
 
 def load_example():
@@ -68,7 +71,20 @@ def test_each_steps_loss_equals_the_plain_torch_models(trained):
     expected, found, worst = trained
     assert len(found) == 5
     gaps = [abs(a - b) / abs(a) for a, b in zip(expected, found)]
-    assert max(gaps) == worst <= TOLERANCE, gaps
+    assert max(gaps) == worst <= FLOAT64 < TOLERANCE, gaps
+
+
+def test_every_parameters_gradient_equals_torch_autograds(tiny, ops):
+    """One step's gradients, parameter by parameter: the derived backwards against torch's autograd."""
+    config, data = tiny
+    torch.manual_seed(1)
+    reference = gpt.GPT(config).double()
+    model = gpt.GPT(config).double()
+    model.load_state_dict(reference.state_dict())
+    reference(*data[0], gpt.torch_ops()).backward()
+    model(*data[0], ops).backward()
+    for (name, a), b in zip(reference.named_parameters(), model.parameters()):
+        assert torch.allclose(b.grad, a.grad, rtol=FLOAT64, atol=FLOAT64 * a.grad.abs().max()), name
 
 
 def test_the_loss_falls_at_every_step(trained):
