@@ -118,6 +118,25 @@ def test_the_search_depth_is_part_of_the_op():
     assert (shallow.napkin.forward.depth, deep.napkin.forward.depth) == (0, 2)
 
 
+@pytest.mark.parametrize("options", [{"memory": 64}, {"hardware": "epyc-zen3-dev"}], ids=["memory", "cpu-model"])
+def test_every_search_of_the_op_chains_its_depth(options, monkeypatch):
+    """The forward's and the backward's searches, by transfers or by a CPU model's time, get the op's depth."""
+    seen = []
+    for name in ("derive", "derive_for_cpu_time"):
+        search = getattr(nc.torch.kernels, name)
+        monkeypatch.setattr(nc.torch.kernels, name,
+                            lambda *a, _search=search, _name=name, **kw: seen.append((_name, kw["depth"]))
+                            or _search(*a, **kw))
+    op = nc.torch.compile(nc.library.matmul(), depth=1, name="gpt_depth_searched", **options)
+    A = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    B = torch.randn(3, 2, dtype=torch.float64)
+    C = op(A, B)
+    C.sum().backward()
+    assert torch.allclose(C, A @ B) and torch.allclose(A.grad, torch.ones(4, 2, dtype=torch.float64) @ B.T)
+    searched = "derive" if "memory" in options else "derive_for_cpu_time"
+    assert seen == [(searched, 1), (searched, 1)]
+
+
 @pytest.mark.skipif(not os.environ.get("NAPKIN_SLOW"), reason="50 steps at the example's sizes: set NAPKIN_SLOW=1")
 def test_fifty_steps_on_fresh_batches_agree_at_every_step():
     vocab, data = gpt.batches(gpt.corpus(4000), 50, batch=4, context=16)
