@@ -26,7 +26,8 @@ IDS = [p.stem for p in NOTEBOOKS]
 # no `nc.` name yet, and ordinary scientific Python
 PUBLIC_LAYER_PATHS = {"napkin_cat.cost.hierarchy", "napkin_cat.render.timeline"}
 OTHER_MODULES = {"numpy", "sympy", "matplotlib", "matplotlib.pyplot", "IPython.display", "json", "math",
-                 "dataclasses", "itertools", "pathlib", "fractions", "torch"}
+                 "dataclasses", "itertools", "pathlib", "fractions", "torch",
+                 "examples.gpt"}     # the repository's example model (notebook 08), not the package
 NC_NAMES = set(nc.__all__) | {"__version__"}
 
 

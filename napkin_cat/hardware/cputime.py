@@ -281,14 +281,15 @@ def _timed(structure, cpu: CPU, env: dict, *, memory: int, threads: int, level: 
 
 
 def derive_for_cpu_time(diagram, hardware, sizes: dict, *, threads: int = 1, value_bytes: int = 4, level: int = 1,
-                        book=None, min_blocks: int | None = None, cache=None):
+                        book=None, min_blocks: int | None = None, cache=None, depth: int = 2):
     """The algorithm of least predicted time on a CPU model (see the module docstring); a
     :class:`~napkin_cat.search.Derivation` with ``prediction`` and ``timings``.
 
     ``threads``: the threads the C kernel runs on (``k(..., threads=)``); ``value_bytes``: the bytes of one of its
     real values in the L2 (4: float; 8: the double kernel, ``nc.codegen.c(p, real="double")``: half as many fit);
     ``min_blocks``: only the structures derived
-    under that requirement, at the assignments whose every kernel launches that many blocks."""
+    under that requirement, at the assignments whose every kernel launches that many blocks; ``depth``: the
+    ``prepare`` rewrites the search chains (``nc.derive``'s)."""
     cpu = load_cpu(hardware).require_rates("derive(hardware=<a CPU model>)")
     threads = _threads(threads)
     if isinstance(value_bytes, bool) or value_bytes not in (1, 2, 4, 8):
@@ -298,11 +299,11 @@ def derive_for_cpu_time(diagram, hardware, sizes: dict, *, threads: int = 1, val
     memories = sorted({2 ** k for k in range(SMALLEST_MEMORY.bit_length() - 1, memory.bit_length())
                        if 2 ** k <= memory} | {memory})
     found = [] if min_blocks is not None else [derive_transfers(diagram, memory=memories, sizes=sizes, level=level,
-                                                                book=book, cache=cache)]
+                                                                book=book, cache=cache, depth=depth)]
     if min_blocks is not None or threads > 1:
         try:
             found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book, cache=cache,
-                                          min_blocks=threads if min_blocks is None else min_blocks))
+                                          depth=depth, min_blocks=threads if min_blocks is None else min_blocks))
         except MemoryLimitError:
             if min_blocks is not None:
                 raise

@@ -146,7 +146,7 @@ def fastest(timings: list, sizes: dict, why: str) -> tuple:
 
 def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: str = "sequential",
                     ceilings: dict | None = None, book=None, largest: int = LARGEST, launch: float = LAUNCH,
-                    min_blocks: int | None = None, cache=None):
+                    min_blocks: int | None = None, cache=None, depth: int = 2):
     """The algorithm of least predicted time on ``hardware`` (see the module docstring); a
     :class:`~napkin_cat.search.Derivation` with ``prediction`` and ``timings``.
 
@@ -157,7 +157,8 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     met at these sizes, or a structure has no legal tiles on this GPU, it is left out).  A structure with a split
     stream is timed at its parts ``P`` = 1, 2, 4, … (its kernel launches ``P`` blocks per group; the combine's
     transfers and merges are in its cost).  ``cache``: the search's kernel cache
-    (:class:`~napkin_cat.search.context.KernelCache`, default the process's)."""
+    (:class:`~napkin_cat.search.context.KernelCache`, default the process's); ``depth``: the ``prepare`` rewrites
+    the search chains (``nc.derive``'s)."""
     gpu = hardware if isinstance(hardware, GPU) else load(hardware)
     if overlap not in OVERLAPS:
         raise HardwareError(f"overlap {overlap!r}: one of {OVERLAPS} (§5.7)")
@@ -166,10 +167,10 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     top = max(10, int(math.log2(gpu.smem_per_block // 2)))
     memories = [2 ** k for k in range(10, top + 1)]
     found = [] if min_blocks is not None else [derive_transfers(diagram, memory=memories, sizes=sizes, level=level,
-                                                                book=book, cache=cache)]
+                                                                book=book, cache=cache, depth=depth)]
     try:
         found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book, cache=cache,
-                                      min_blocks=gpu.sm_count if min_blocks is None else min_blocks))
+                                      depth=depth, min_blocks=gpu.sm_count if min_blocks is None else min_blocks))
     except MemoryLimitError:
         if min_blocks is not None:
             raise

@@ -90,11 +90,13 @@ class Derived:
     sizes, retiled at its memory); else the function is derived at ``memory`` or for ``hardware``, at
     ``sizes`` (the reference) or at each call's.  ``backend``: ``"c"`` or ``"triton"`` (Triton's interpreter
     on CPU tensors: float32 only, slow, the check of the CUDA path); None: C on the CPU, Triton on CUDA.
+    ``depth``: the ``prepare`` rewrites each search chains (``nc.derive``'s ``depth``; fewer search faster).
     """
 
     def __init__(self, function, *, derivation: Derivation | None = None, memory: int | None = None,
-                 hardware=None, sizes: dict | None = None, backend: str | None = None, what: str = "the op"):
-        self.function, self.given, self.what = function, derivation, what
+                 hardware=None, sizes: dict | None = None, backend: str | None = None, depth: int = 2,
+                 what: str = "the op"):
+        self.function, self.given, self.what, self.depth = function, derivation, what, depth
         self.signature = Signature(function, what)
         #: the sizes a derivation and a plan take: the function's symbolic axes (a fixed one is in the diagram)
         self.symbolic = frozenset(str(s) for s in sizes_needed(function)[0])
@@ -159,12 +161,12 @@ class Derived:
         found = self._derivations.get(key)
         if found is None:
             if isinstance(memory, GPU):
-                found = derive_for_time(self.function, memory, at)
+                found = derive_for_time(self.function, memory, at, depth=self.depth)
             elif isinstance(memory, CPU):
                 found = derive_for_cpu_time(self.function, memory, at, threads=threads,
-                                            value_bytes=torch.empty((), dtype=real).element_size())
+                                            value_bytes=torch.empty((), dtype=real).element_size(), depth=self.depth)
             else:
-                found = derive(self.function, memory=memory, sizes=at)
+                found = derive(self.function, memory=memory, sizes=at, depth=self.depth)
             self._derivations[key] = found
         return found
 

@@ -62,10 +62,10 @@ class CompiledOp:
     :class:`~napkin_cat.torch.kernels.Derived`, the options, and the registered ops' names."""
 
     def __init__(self, name: str, function: Diagram, given: Derivation | None, *, memory, hardware, sizes,
-                 wrt: tuple, aux: int, saved: bool, backend):
+                 wrt: tuple, aux: int, saved: bool, backend, depth: int = 2):
         self.name, self.function, self.given = name, function, given
         self.wrt, self.aux, self.saved = wrt, aux, saved
-        self.options = {"memory": memory, "hardware": hardware, "sizes": sizes, "backend": backend}
+        self.options = {"memory": memory, "hardware": hardware, "sizes": sizes, "backend": backend, "depth": depth}
         self.forward = Derived(function, derivation=given, what=name, **self.options)
         self.signature = self.forward.signature
         self._backward = None
@@ -166,7 +166,7 @@ def _positions(wrt, signature: Signature) -> tuple:
 
 
 def compile(f, *, memory: int | None = None, hardware=None, sizes: dict | None = None, wrt=None, aux: int = 0,
-            saved: bool = True, backend: str | None = None, name: str = "op"):
+            saved: bool = True, backend: str | None = None, depth: int = 2, name: str = "op"):
     """``f`` (a function diagram, or a :class:`~napkin_cat.search.Derivation` of one at one memory) as a registered
     ``torch.library`` custom op, with its fake implementation and its derived backward (see the module docstring).
 
@@ -183,7 +183,9 @@ def compile(f, *, memory: int | None = None, hardware=None, sizes: dict | None =
     ``aux`` outputs are auxiliary (not differentiable: ``attention(lse=True)`` with ``aux=1``); ``saved``: the
     backward reads f's outputs as the forward computed them (``nc.grad(f, saved=True)``), else recomputes them
     from the inputs.  ``backend``: ``"c"`` or ``"triton"`` (Triton's interpreter on CPU tensors), None: C on the
-    CPU, Triton on CUDA.  ``name``: the op's name in the ``napkin`` namespace (a digest follows it).
+    CPU, Triton on CUDA.  ``depth``: the ``prepare`` rewrites each search chains (``nc.derive``'s; 0 searches the
+    diagram as written, in a fraction of the time, and may miss an algorithm a rewrite of it allows).  ``name``:
+    the op's name in the ``napkin`` namespace (a digest follows it).
 
     Returns the op (a ``torch.library`` ``CustomOpDef``: call it on tensors, or pass it to ``torch.library.opcheck``);
     ``op.napkin`` is its :class:`CompiledOp`.
@@ -206,6 +208,8 @@ def compile(f, *, memory: int | None = None, hardware=None, sizes: dict | None =
                  .items()}
     if not isinstance(name, str) or not name.isidentifier():
         raise ArgumentError(f"name={name!r}: the op's name is an identifier (such as 'attention')")
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        raise ArgumentError(f"depth={depth!r}: the prepare rewrites the search chains, an int ≥ 0 (default 2)")
     if not isinstance(saved, bool):
         raise GradError(f"saved={saved!r}: True (the backward reads f's outputs as the forward saved them) or False")
     m = len(f.cod)
@@ -216,7 +220,7 @@ def compile(f, *, memory: int | None = None, hardware=None, sizes: dict | None =
         raise ArgumentError("nc.torch.compile needs a diagram with inputs: a call reads its sizes and device off them")
     signature = Signature(f)
     positions = _positions(wrt, signature)
-    parts = [dumps(f), positions, aux, saved, backend, memory, sizes,
+    parts = [dumps(f), positions, aux, saved, backend, memory, sizes, depth,
              getattr(hardware, "name", hardware) or "this machine"]
     if given is not None:
         parts += [dumps(given.diagram), given.memory, sorted((str(k), v) for k, v in given.sizes.items())]
@@ -224,7 +228,7 @@ def compile(f, *, memory: int | None = None, hardware=None, sizes: dict | None =
     if qualified in REGISTERED:
         return REGISTERED[qualified]
     made = CompiledOp(qualified, f, given, memory=memory, hardware=hardware, sizes=sizes, wrt=positions, aux=aux,
-                      saved=saved, backend=backend)
+                      saved=saved, backend=backend, depth=depth)
     op = torch.library.custom_op(qualified, made.run_forward, mutates_args=(),
                                  schema=_schema(len(f.dom), m))
     op.register_fake(made.fake_forward)
