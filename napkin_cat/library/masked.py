@@ -70,32 +70,39 @@ def masked_attention(mask: Diagram | None = None, bias: Diagram | None = None, q
     return b.build(*weigh(b, k, S, V, d, f, lse))
 
 
-def causal_attention(q=None, x=None, d=None, *, formats=None) -> Diagram:
-    """Causal attention: query ``q`` attends to the keys ``x ≤ q`` (the mask from positions, no input)."""
-    return masked_attention(causal_mask(q=q, x=x), None, q, x, d, formats=formats)
+def causal_attention(q=None, x=None, d=None, *, formats=None, lse: bool = False) -> Diagram:
+    """Causal attention: query ``q`` attends to the keys ``x ≤ q`` (the mask from positions, no input); ``lse``:
+    also the log-sum-exp of the scaled scores, as :func:`masked_attention`.
+
+    >>> causal_attention(lse=True).cod
+    Ty(Array(q×d), Array(q))
+    """
+    return masked_attention(causal_mask(q=q, x=x), None, q, x, d, formats=formats, lse=lse)
 
 
-def sliding_window_attention(window, q=None, x=None, d=None, *, formats=None) -> Diagram:
-    """Attention to the keys within ``window`` positions: ``|q − x| ≤ w``."""
-    return masked_attention(window_mask(window, q=q, x=x), None, q, x, d, formats=formats)
+def sliding_window_attention(window, q=None, x=None, d=None, *, formats=None, lse: bool = False) -> Diagram:
+    """Attention to the keys within ``window`` positions: ``|q − x| ≤ w``; ``lse`` as :func:`masked_attention`."""
+    return masked_attention(window_mask(window, q=q, x=x), None, q, x, d, formats=formats, lse=lse)
 
 
-def alibi_attention(slope=0.125, q=None, x=None, d=None, *, causal: bool = True, formats=None) -> Diagram:
-    """ALiBi: scores biased by ``slope · (x − q)``, causal by default (as ALiBi's models are)."""
+def alibi_attention(slope=0.125, q=None, x=None, d=None, *, causal: bool = True, formats=None,
+                    lse: bool = False) -> Diagram:
+    """ALiBi: scores biased by ``slope · (x − q)``, causal by default (as ALiBi's models are); ``lse`` as
+    :func:`masked_attention`."""
     return masked_attention(causal_mask(q=q, x=x) if causal else None, alibi_bias(slope, q=q, x=x), q, x, d,
-                            formats=formats)
+                            formats=formats, lse=lse)
 
 
-def document_attention(q=None, x=None, d=None, *, causal: bool = False, formats=None) -> Diagram:
+def document_attention(q=None, x=None, d=None, *, causal: bool = False, formats=None, lse: bool = False) -> Diagram:
     """Attention within documents: inputs Q, K, V, then the segment ids of q and x (int32); with ``causal``,
-    also ``x ≤ q``."""
+    also ``x ≤ q``; ``lse`` as :func:`masked_attention`."""
     mask = document_mask(q=q, x=x)
     if causal:
         s = given_sizes(q=q, x=x)
         b = Builder(mask.dom)
         same = b(mask, *b.inputs)
         mask = b.build(b(logical("and", "q x, q x -> q x", **s), same, b(causal_mask(q=q, x=x))))
-    return masked_attention(mask, None, q, x, d, formats=formats)
+    return masked_attention(mask, None, q, x, d, formats=formats, lse=lse)
 
 
 __all__ = ["masked_attention", "causal_attention", "sliding_window_attention", "alibi_attention",
