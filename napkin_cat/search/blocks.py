@@ -100,6 +100,7 @@ class OpGraph:
         # with ``join`` (and ``share``): operations that read one value are linked too (sibling fusion joins
         # their kernels, which then load the value once)
         self._keys = {}   # block -> its BlockKey (the graph is not changed once built)
+        self._spanned = {}   # (block, through siblings) -> connected
         self.siblings = [0] * len(self.nodes)
         if join and share:
             for mask in readers.values():
@@ -194,6 +195,14 @@ class OpGraph:
         return self._spans(block, True)
 
     def _spans(self, block: int, siblings: bool) -> bool:
+        """Whether ``block`` is one component (through siblings too, with ``siblings``); kept per block, as the
+        space asks it of each extension under every down-set it grows from."""
+        found = self._spanned.get((block, siblings))
+        if found is None:
+            found = self._spanned[(block, siblings)] = self._spans_now(block, siblings)
+        return found
+
+    def _spans_now(self, block: int, siblings: bool) -> bool:
         start = block & -block
         seen, stack = start, [start.bit_length() - 1]
         while stack:

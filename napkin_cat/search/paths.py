@@ -116,6 +116,7 @@ class Space:
         frontier = {d: {0} for d in self.downs if allowed is None or d in allowed}
         edges, keys, self.cap, self.exact, size = [], set(), 0, True, 0
         joined, joining, linked = set(), any(graph.siblings), []   # blocks linked only by a value read: own budget
+        after = {0: 0}   # an extension's successors, grown with it: after[e | 1 << o] = after[e] | succs[o]
         while frontier:
             size += 1
             grown, layer, siblings = {}, [], []
@@ -123,10 +124,13 @@ class Space:
                 out = set()
                 for e in exts:
                     done = d | e
-                    near = ready[d] | _successors(graph, e)
+                    near = ready[d] | after[e]
                     for o in bits(near & ~done & full):
                         if graph.preds[o] & full & ~done == 0:
-                            out.add(e | 1 << o)
+                            grew = e | 1 << o
+                            out.add(grew)
+                            if grew not in after:
+                                after[grew] = after[e] | graph.succs[o]
                 if out:
                     grown[d] = out
                     ok = [e for e in out if allowed is None or (d in allowed and d | e in allowed)]
@@ -161,13 +165,6 @@ class Space:
     def _ready(self, done: int) -> int:
         """The operations of the space whose inputs ``done`` (a down-set) computes, or that read none inside."""
         return sum(1 << o for o in bits(self.full & ~done) if self.graph.preds[o] & self.full & ~done == 0)
-
-
-def _successors(graph, block: int) -> int:
-    out = 0
-    for i in bits(block):
-        out |= graph.succs[i]
-    return out
 
 
 def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: ch.options):
