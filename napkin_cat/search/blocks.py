@@ -99,6 +99,8 @@ class OpGraph:
                     self.succs[j] |= 1 << i
         # with ``join`` (and ``share``): operations that read one value are linked too (sibling fusion joins
         # their kernels, which then load the value once)
+        self._keys = {}   # block -> its BlockKey (the graph is not changed once built)
+        self._spanned = {}   # (block, through siblings) -> connected
         self.siblings = [0] * len(self.nodes)
         if join and share:
             for mask in readers.values():
@@ -209,6 +211,14 @@ class OpGraph:
         return self._spans(block, True)
 
     def _spans(self, block: int, siblings: bool) -> bool:
+        """Whether ``block`` is one component (through siblings too, with ``siblings``); kept per block, as the
+        space asks it of each extension under every down-set it grows from."""
+        found = self._spanned.get((block, siblings))
+        if found is None:
+            found = self._spanned[(block, siblings)] = self._spans_now(block, siblings)
+        return found
+
+    def _spans_now(self, block: int, siblings: bool) -> bool:
         start = block & -block
         seen, stack = start, [start.bit_length() - 1]
         while stack:
@@ -278,11 +288,19 @@ class OpGraph:
         nid, port = self._source(wid)
         return self.net.nodes[nid].label, port, tuple(self._closed_key(w) for w in self.net.ins[nid])
 
-    def key(self, block: int) -> tuple:
+    def key(self, block: int) -> "BlockKey":
         """A canonical key of the block's kernel: its operations' labels and wiring in topological order.
 
-        Equal keys mean equal sub-diagrams (the same boxes wired the same way), wherever the block sits.
+        Equal keys mean equal sub-diagrams (the same boxes wired the same way), wherever the block sits.  A
+        block's key is made once per graph (the search asks for it at every edge into the block, and the kernel
+        cache and the space's budget hash it each time): a :class:`BlockKey`, whose hash is computed once.
         """
+        found = self._keys.get(block)
+        if found is None:
+            found = self._keys[block] = BlockKey(self._key(block))
+        return found
+
+    def _key(self, block: int) -> tuple:
         ops = bits(block)
         local = {self.nodes[i]: k for k, i in enumerate(ops)}
         outside, out = {}, []
@@ -297,3 +315,30 @@ class OpGraph:
                          for w in self.net.outs[nid])
             out.append((node.label, srcs, read))
         return tuple(out)
+
+
+class BlockKey:
+    """A block's canonical key (:meth:`OpGraph.key`): a tuple of its operations' labels and wiring, hashed once.
+
+    Equal to another key exactly when the tuples are equal; its hash is the tuple's, so a key may be looked up
+    in a dict or set many times for the price of one hash of the (deep) tuple.
+
+    >>> a, b = BlockKey((("·", (("in", 0),), (True,)),)), BlockKey((("·", (("in", 0),), (True,)),))
+    >>> a == b, hash(a) == hash(b), a == BlockKey(()), len({a, b})
+    (True, True, False, 1)
+    """
+
+    __slots__ = ("parts", "_hash")
+
+    def __init__(self, parts: tuple):
+        self.parts, self._hash = parts, hash(parts)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return self is other or (isinstance(other, BlockKey) and self._hash == other._hash
+                                 and self.parts == other.parts)
+
+    def __repr__(self) -> str:
+        return f"BlockKey({self.parts!r})"

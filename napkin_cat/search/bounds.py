@@ -40,7 +40,7 @@ recognised from the boxes' kinds and the axes on their wires, never from names.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import sympy
@@ -81,6 +81,21 @@ class Bound:
         parts = [self.compulsory] + ([self.theorem] if self.theorem is not None else [])
         values = [sympy.sympify(p).subs(env) for p in parts]
         return max(values) if all(v.is_number for v in values) else sympy.Max(*values)
+
+    def at_memories(self, env: dict, M, memories) -> list:
+        """:meth:`at` for each memory of ``memories`` (the value of the symbol ``M``) at the sizes ``env``: the sizes
+        substituted once, then each memory (a theorem's conditions in the sizes are settled once, not per memory).
+
+        >>> import napkin_cat as nc
+        >>> M, env = nc.symbol("M"), {"q": 64, "x": 64, "d": 8}
+        >>> b = lower_bound(nc.library.attention(), M)
+        >>> b.at_memories(env, M, [16, 256]) == [b.at({**env, M: 16}), b.at({**env, M: 256})]
+        True
+        """
+        env = {symbol(k) if isinstance(k, str) else k: v for k, v in env.items()}
+        sized = replace(self, compulsory=sympy.sympify(self.compulsory).subs(env),
+                        theorem=None if self.theorem is None else sympy.sympify(self.theorem).subs(env))
+        return [sized.at({M: m}) for m in memories]
 
 
 def _kind(box) -> str | None:

@@ -224,13 +224,12 @@ def _numeric(diagram, forms, book, search, memories, many, sizes, tiles="divisor
         raise NapkinError(f"bound= takes a Bound (napkin_cat.search.bounds), got {type(given).__name__}")
     bound = lower_bound(diagram, M) if given is None else given
     made, regimes = Makers(), []
-    for m, (form, path) in zip(memories, best):
+    for m, (form, path), b in zip(memories, best, bound.at_memories(env, M, memories)):
         w = made.get_made(diagram, form, path, book, level)
         H, chosen = w.numeric(sizes, m, memories, tiles, need)
         if H is None:
             raise ConstructionError(f"the algorithm made by the rules does not fit memory {m} as its search "
                                     f"estimate did: {w.variant}")
-        b = bound.at({**env, M: m})
         gap = sympy.Rational(H, int(b)) if bound.structural and b else None
         over = "divisor tiles" if tiles == "divisors" else "every tile size (a shorter last tile)"
         opt = Optimum(sympy.Integer(H), Sizes(sizes) | chosen, [(sympy.Integer(H), sympy.Integer(0))],

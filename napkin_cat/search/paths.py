@@ -118,6 +118,7 @@ class Space:
         frontier = {d: {0} for d in self.downs if allowed is None or d in allowed}
         edges, keys, self.cap, self.exact, size = [], set(), 0, True, 0
         joined, joining, linked = set(), any(graph.siblings), []   # blocks linked only by a value read: own budget
+        after = {0: 0}   # an extension's successors, grown with it: after[e | u] = after[e] | the succs of step u
         while frontier:
             size += 1
             grown, layer, siblings = {}, [], []
@@ -125,11 +126,14 @@ class Space:
                 out = set()
                 for e in exts:
                     done = d | e
-                    near = ready[d] | _successors(graph, e)
+                    near = ready[d] | after[e]
                     for k in {step_of[o] for o in bits(near & ~done & full) if o in step_of}:
                         u, need = steps[k]
                         if not u & done and need & ~done == 0:
-                            out.add(e | u)
+                            grew = e | u
+                            out.add(grew)
+                            if grew not in after:
+                                after[grew] = after[e] | _successors(graph, u)
                 if out:
                     grown[d] = out
                     ok = [e for e in out if allowed is None or (d in allowed and d | e in allowed)]

@@ -10,8 +10,11 @@
 """
 from __future__ import annotations
 
+from fractions import Fraction
+
 import sympy
 
+from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.cost.iocost import cost as cost_of
 from napkin_cat.errors import AxisError
 from napkin_cat.rewriting.trace import Trace
@@ -182,8 +185,22 @@ def _flops_at(path, sizes, memory, tiles, env, chosen_of=None) -> float:
     for _, _, curve in path:
         chosen = curve.at(sizes, memory, tiles)[1] if chosen_of is None else chosen_of(curve)
         at = {**env, **{s: 1 for s in curve.streams}, **{symbol(str(t)): v for t, v in chosen.items()}}
-        total += sum(float(sympy.sympify(f).subs(at)) for f in curve.cost.flops.values())
+        total += sum(flops_at(f, at) for f in curve.cost.flops.values())
     return total
+
+
+def flops_at(expr, at: dict) -> float:
+    """``float(expr.subs(at))`` without sympy in the loop: the exact value (``int`` or ``Fraction``, by
+    :func:`~napkin_cat.cost.exact_arithmetic.value`) rounded once to a float, as sympy rounds its exact number; an
+    expression whose value is not rational (a root of a size) is substituted by sympy, as before.
+
+    >>> import napkin_cat as nc
+    >>> q, g = nc.symbol("q"), nc.symbol("g_q")
+    >>> flops_at(2 * q * q / g + q / 3, {q: 10, g: 4}), float((2 * q * q / g + q / 3).subs({q: 10, g: 4}))
+    (53.333333333333336, 53.333333333333336)
+    """
+    exact = value(expr, at)
+    return float(exact) if isinstance(exact, (int, Fraction)) else float(sympy.sympify(expr).subs(at))
 
 
 class Makers(dict):
