@@ -237,6 +237,7 @@ class CodePrinter(RecordForms, Printer):
         self.layout = layouts(plan, unstaged=self.unstaged_layout, width=self.width)   # byte offsets per level
         self.extents: dict = {}    # tile symbol -> symbol of its extent in the current trip
         self._nominal: dict = {}   # e -> e at the plan's sizes (a kernel asks for the same extents many times)
+        self._current: dict = {}   # (e, the extents bound) -> e in that trip
 
     # ------------------------------------------------------------------ expressions
     def nominal(self, e) -> sympy.Expr:
@@ -249,7 +250,11 @@ class CodePrinter(RecordForms, Printer):
 
     def current(self, e) -> sympy.Expr:
         """``e`` in the current trip: tile symbols bound by enclosing loops become their extents."""
-        return substituted(e, self.extents, self.sizes)
+        key = (e, tuple(self.extents.items()))
+        found = self._current.get(key)
+        if found is None:
+            found = self._current[key] = substituted(e, self.extents, self.sizes)
+        return found
 
     def code(self, e, names: dict | None = None) -> str:
         """An integer expression in the dialect; ``names`` maps symbols to printed text."""
