@@ -154,7 +154,9 @@ static void nc_kernel0(const float *restrict x0, const float *restrict x1, const
                 // o0 ← mul(o0, softmax_unscaled12_2)
                 for (int j_q = 0; j_q < e_i_q; ++j_q) {
                     for (int j_d = 0; j_d < 16; ++j_d) {
-                        o0[j_d + 16*j_q] = (o0[j_d + 16*j_q] * softmax_unscaled12_2[j_q]);
+                        const float nc_a0 = o0[j_d + 16*j_q];
+                        const float nc_a1 = softmax_unscaled12_2[j_q];
+                        o0[j_d + 16*j_q] = (nc_a0 * nc_a1);
                     }
                 }
                 // o0 += ·(softmax_unscaled11_0, x2_1)
@@ -166,7 +168,9 @@ static void nc_kernel0(const float *restrict x0, const float *restrict x1, const
             // div13 ← div(o0, z0)
             for (int j_q = 0; j_q < e_i_q; ++j_q) {
                 for (int j_d = 0; j_d < 16; ++j_d) {
-                    div13[j_d + 16*j_q] = (o0[j_d + 16*j_q] / z0[j_q]);
+                    const float nc_a0 = o0[j_d + 16*j_q];
+                    const float nc_a1 = z0[j_q];
+                    div13[j_d + 16*j_q] = (nc_a0 / nc_a1);
                 }
             }
             // y0[g_q·i_q : +≤g_q, :] ← store div13

@@ -17,10 +17,12 @@ run on a CPU:
   (``blas=True``, or ``None``: when ``cblas.h`` is found); otherwise element loops (along the output's
   rows where that row is contiguous), several times slower, and the default ``blas=None`` says so once
   (:class:`~napkin_cat.codegen.errors.BlasMissingWarning`; ``$NAPKIN_BLAS=0`` forces it);
-* masks (``bool`` arrays) are held as ``int``, four bytes a value: gcc 12.2 (Debian 12's) miscompiles a select
-  that reads a one- or two-byte mask into wider values when it vectorises a loop of constant trip count at
-  ``-O3 -march=native`` (a causal ``where`` over an 8×8 tile: 12 of 64 values wrong in float, 6 in double); a
-  mask as wide as an ``int`` is vectorised correctly.  The kernel takes and gives ``bool`` numpy arrays;
+* gcc 12.2 (Debian 12's) vectorises a conditional read (``m[i] ? x[i] : c``) in a loop of constant trip count
+  wrongly at ``-O3 -march=native``: as a masked load, wrong where the mask is held in one or two bytes (a causal
+  ``where`` over an 8×8 tile: 12 of 64 values wrong in float, 6 in double) and, with an ``int`` mask, for some
+  shapes (a band mask over 9×11: 4 wrong in float).  So masks (``bool`` arrays) are held as ``int`` (the kernel
+  takes and gives ``bool`` numpy arrays), and an element's operands are read into locals before its form
+  (:meth:`CPrinter.bound`), which gcc selects by a blend;
 * ``real="double"``: every real value in double (fp32 arrays are float64 numpy arrays, 8 bytes in the arena,
   libm's ``exp`` for ``nc_exp``, ``cblas_dgemm``): the kernel a float64 tensor runs on
   (:mod:`~napkin_cat.codegen.c.real`).
@@ -194,6 +196,13 @@ class CPrinter(RowsMixin, CFamilyPrinter):
         pointer = f"{ident(s.dst.var)} = {ident(s.src.var)} + {self.code(self.offset(s.src, start))};"
         return [self.line(depth, f"{pointer}   {self.comment} {self.ref(s.dst)} ← view of {self.ref(s.src)} "
                                  "(the cache loads it)")]
+
+    def bound(self, reads: list) -> tuple[list, list]:
+        """Each operand read into a local before the element's form: gcc 12.2 if-converts a read inside a
+        conditional form (``m ? x[i] : c``) into a masked load and vectorises it wrongly at constant trip counts
+        (module docstring); a value read first is selected by a blend, which it vectorises correctly."""
+        names = [f"nc_a{k}" for k in range(len(reads))]
+        return [f"const {self.real.ctype} {n} = {r};" for n, r in zip(names, reads)], names
 
     # ------------------------------------------------------------------ element loops: nested, vectorised
     def loop(self, space, body, depth):

@@ -86,8 +86,17 @@ class KindsMixin(IndexKindsMixin):
         out = s.outs[0]
         sp = self.space(out)
         idx = {a: sym for sym, _, a, _ in sp}
-        return self._head(s, depth) + self.statement(
-            s, depth, sp, lambda: [self._fold(s, out, idx, self.apply(s, [self.read(r, idx) for r in s.ins]))], [out])
+
+        def body():
+            bound, args = self.bound([self.read(r, idx) for r in s.ins])
+            return [*bound, self._fold(s, out, idx, self.apply(s, args))]
+
+        return self._head(s, depth) + self.statement(s, depth, sp, body, [out])
+
+    def bound(self, reads: list) -> tuple[list, list]:
+        """``(lines, arguments)``: what an element's operand reads become before its form (here, the reads
+        themselves, no lines; a dialect may read each into a local first)."""
+        return [], reads
 
     def _print_rename(self, s, depth):
         out, src = s.outs[0], s.ins[0]
