@@ -34,7 +34,8 @@ from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.construct import einsum, elementwise, join, reduce, renaming, softmax, spell, split, types
 from napkin_cat.syntax.weave import weave
-from napkin_cat.testing.operation import Op, Value, align, call_source, letters, size_source, sizes_of
+from napkin_cat.testing.masks import APPLIED, MaskOps
+from napkin_cat.testing.operation import NUMBERS, Op, Value, align, call_source, letters, size_source, sizes_of
 
 #: axis names: plain ones and ones that are sympy or Python names (functions, constants, keywords, primes)
 NAMES = ("a", "b", "c", "i", "j", "k", "E", "N", "pi", "lambda", "k'", "Q", "sum", "beta", "I", "S", "gamma",
@@ -274,7 +275,8 @@ class _Ops:
 
 
 # ---------------------------------------------------------------------- the program
-KINDS = ("unary", "binary", "contract", "contract", "reduce", "softmax", "rename", "weave", "split", "attend")
+KINDS = ("unary", "binary", "contract", "contract", "reduce", "softmax", "rename", "weave", "split", "attend", "mask",
+         "mask")
 
 
 def _numel(axes) -> int:
@@ -327,11 +329,18 @@ def random_program(seed: int, *, n_ops: int | None = None, n_inputs: int | None 
     def read_by() -> list:
         return [] if hub is None else [outs for _, ins, outs in steps if hub.ref in ins]
     drawn = 0
+    def apply(op, args) -> list:
+        nonlocal count
+        outs = _apply(b, op, args, values, steps, lines, count)
+        count += len(outs)
+        return outs
+    masks = MaskOps(rng, apply)
     while drawn < draws or (readers and len(read_by()) < readers and drawn < draws + 4 * readers):
         drawn += 1
         kind = str(rng.choice(KINDS))
-        v1 = values[int(rng.integers(len(values)))]
-        v2 = values[int(rng.integers(len(values)))]
+        numbers = [v for v in values if v.dtype == NUMBERS]     # what every kind but a mask's parts reads
+        v1 = numbers[int(rng.integers(len(numbers)))]
+        v2 = numbers[int(rng.integers(len(numbers)))]
         to_hub = readers is not None and hub is not None and len(read_by()) < readers
         v1 = hub if to_hub else v1
         op, args = None, [v1]
@@ -340,7 +349,7 @@ def random_program(seed: int, *, n_ops: int | None = None, n_inputs: int | None 
         elif kind == "binary":
             op, args = ops.binary(v1.axes, v2.axes), [v1, v2]
         elif kind == "contract":
-            args = [values[int(rng.integers(len(values)))] for _ in range(int(rng.integers(1, 4)))]
+            args = [numbers[int(rng.integers(len(numbers)))] for _ in range(int(rng.integers(1, 4)))]
             args = [hub, *args[1:]] if to_hub else args
             op = ops.contract([v.axes for v in args])
         elif kind == "reduce":
@@ -368,6 +377,12 @@ def random_program(seed: int, *, n_ops: int | None = None, n_inputs: int | None 
                 count += 1
                 shapes.add("softmax")
                 op, args = ops.contract([s_val.axes, v2.axes]), [s_val, v2]
+        elif kind == "mask":         # a mask from positions (or data) applied to numbers: where, select, SoftMax
+            how = str(rng.choice(APPLIED))
+            op, args = masks.applied(how, v1, v2, numbers)
+            if how == "masked attend" and op is not None and _numel(op.outs[0]) <= LARGEST:
+                (s_val,) = apply(op, args)
+                op, args = ops.contract([s_val.axes, v2.axes]), [s_val, v2]
         elif kind == "weave":
             carried = [a for a in v1.axes]
             if carried:
@@ -381,7 +396,8 @@ def random_program(seed: int, *, n_ops: int | None = None, n_inputs: int | None 
         count += len(outs)
         if readers is not None and hub is None:
             hub = outs[0]
-    made = values[len(inputs):]
+    shapes |= masks.shapes
+    made = [v for v in values[len(inputs):] if v.dtype == NUMBERS]
     if not made:
         made = values[:1]
         shapes.add("identity")
@@ -427,7 +443,7 @@ def _apply(b, op, args, values, steps, lines, count) -> list:
     index = {v.ref: k for k, v in enumerate(values)}
     got = b(op.diagram, *(v.wire for v in args))
     got = got if isinstance(got, tuple) else (got,)
-    outs = [Value(w, ax, count + k) for k, (w, ax) in enumerate(zip(got, op.outs))]
+    outs = [Value(w, ax, count + k, op.dtype) for k, (w, ax) in enumerate(zip(got, op.outs))]
     targets = ", ".join(f"v[{len(values) + k}]" for k in range(len(outs)))
     call = f"b({op.source}, {', '.join(f'v[{index[v.ref]}]' for v in args)})"
     lines.append(f"v.append({call})" if len(outs) == 1 else f"v.extend({call})  # {targets}")
