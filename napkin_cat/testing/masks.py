@@ -9,7 +9,7 @@ block-causal ``b // c ≤ a // c``; joined by ``and`` / ``or`` and negated by ``
 from data compares two arrays of numbers (``nc.compare(..., dtype="fp32")``).  A mask is applied by
 
 ===================  ===========================================================================
-``where``            ``m ? v : other`` (``other`` ∈ {−∞, 0, −1.5})
+``where``            ``m ? v : other`` (``other`` ∈ {0, −1.5}; −∞ only as a SoftMax's scores)
 ``select``           ``m ? v : u``
 ``masked softmax``   ``SoftMax(where(m, v, −∞))`` over axes the mask varies along, where it can
 ``masked attend``    a masked SoftMax contracted with a second value (masked attention)
@@ -41,7 +41,7 @@ import numpy as np
 
 import napkin_cat as nc
 from napkin_cat.syntax.construct import spell
-from napkin_cat.testing.operation import INTEGERS, MASKS, Op, Value, align, call_source, sizes_of
+from napkin_cat.testing.operation import INTEGERS, MASKS, NUMBERS, SCORES, Op, Value, align, call_source, sizes_of
 
 #: comparison kind → its numpy meaning
 COMPARE = {"le": np.less_equal, "lt": np.less, "ge": np.greater_equal, "gt": np.greater, "eq": np.equal,
@@ -224,7 +224,7 @@ class MaskOps:
         self.made.append(m)
         self.shapes.add(how)
         if how == "where":
-            return self.where(m, v, float(self.pick([-np.inf, -np.inf, 0.0, -1.5]))), [m, v]
+            return self.where(m, v, float(self.pick([0.0, -1.5]))), [m, v]
         if how == "select":
             return self.select(m, v, u), [m, v, u]
         masked = self.where(m, v, -np.inf)
@@ -246,7 +246,7 @@ class MaskOps:
         def fn(c, x):
             return [np.where(align(c, m.names, out, run) != 0, align(x, v.names, out, run), other)]
         src = call_source("where", sig, other=f"float({str(other)!r})", axes=axes, keywords=False)
-        return Op(d, fn, src, (tuple(by[n] for n in out),))
+        return Op(d, fn, src, (tuple(by[n] for n in out),), SCORES if other == -np.inf else NUMBERS)
 
     def select(self, m: Value, v: Value, u: Value) -> Op | None:
         """``m ? v : u``."""

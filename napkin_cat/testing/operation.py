@@ -9,8 +9,8 @@ as 0/1, an integer as a whole float), broadcast by names with :func:`align`:
 >>> import numpy as np
 >>> align(np.arange(3.), ["j"], ["i", "j"], {"i": 2, "j": 3}).tolist()
 [[0.0, 1.0, 2.0], [0.0, 1.0, 2.0]]
->>> call_source("elementwise", "exp", "a b", axes=(("a", 3, 3), ("b", None, 4)))
-"nc.elementwise('exp', 'a b', sizes={'a': 3, 'b': nc.symbol('None')})"
+>>> call_source("elementwise", "exp", "a b", axes=(("a", 3, 3), ("b", "n", 4)))
+"nc.elementwise('exp', 'a b', sizes={'a': 3, 'b': nc.symbol('n')})"
 >>> call_source("compare", "le", "x, q -> q x", axes=(("q", 2, 2), ("x", 2, 2)), keywords=False)
 "nc.compare('le', 'x, q -> q x', **{'q': 2, 'x': 2})"
 """
@@ -22,8 +22,10 @@ import numpy as np
 
 from napkin_cat.syntax.adapter import Diagram
 
-#: the dtypes a value of a random program has: numbers, integers (positions), masks
-NUMBERS, INTEGERS, MASKS = "fp32", "int32", "bool"
+#: the dtypes a value of a random program has: numbers, integers (positions), masks; and scores: numbers that hold
+#: −∞ where a mask is false, read only by a SoftMax (β > 0).  Any other reader of −∞ is ill-posed in floating point:
+#: ``Σ_s a_s·(−∞)`` is −∞ summed one way and NaN another (terms of both signs), ``β = −1`` makes it +∞
+NUMBERS, INTEGERS, MASKS, SCORES = "fp32", "int32", "bool", "scores"
 
 
 @dataclass(frozen=True)
@@ -89,4 +91,5 @@ def letters(names) -> dict:
     return {n: chr(ord("a") + k) for k, n in enumerate(dict.fromkeys(names))}
 
 
-__all__ = ["NUMBERS", "INTEGERS", "MASKS", "Value", "Op", "size_source", "sizes_of", "call_source", "align", "letters"]
+__all__ = ["NUMBERS", "INTEGERS", "MASKS", "SCORES", "Value", "Op", "size_source", "sizes_of", "call_source", "align",
+           "letters"]

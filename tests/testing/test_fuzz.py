@@ -62,6 +62,14 @@ def shortfalls(check: str, tally: collections.Counter, n: int) -> list:
             if tally[(check, outcome)] < int(share * n)]
 
 
+#: outcomes that certify nothing about a program
+UNCERTIFIED = ("failed", "nothing finite", "no match")
+#: the shapes of masks the generator must draw (:mod:`napkin_cat.testing.masks`): each kind of mask, of integer
+#: arithmetic on positions and of applying a mask
+MASK_SHAPES = {"mask", "position", "compare", "data mask", "shift", "floordiv_by", "mod_by", "sub", "floordiv", "mod",
+               "causal", "band", "prefix", "block causal", "and", "or", "union", "not", "where", "select",
+               "masked softmax", "masked attend"}
+
 _PROGRAMS: dict = {}
 
 
@@ -80,7 +88,11 @@ def fuzz(check: str, n: int) -> tuple[list, collections.Counter, collections.Cou
     for j in range(n):
         p = program(j * stride)
         shapes.update(p.shapes)
-        failures += run_checks(p, checks=(check,), tally=tally)
+        mine = collections.Counter()
+        failures += run_checks(p, checks=(check,), tally=mine)
+        if "mask" in p.shapes and mine and not any(o in UNCERTIFIED or o.startswith("refused") for _, o in mine):
+            mine[(check, "on masks")] += 1       # a program with a mask that the check did certify
+        tally += mine
     return failures, shapes, tally
 
 
@@ -100,6 +112,7 @@ def test_every_check_holds_on_random_programs(check, scale):
     if check == "evaluate":     # the generator covers the shapes the issue lists
         assert {"dead values", "several outputs", "size-1 axis", "weave", "contract", "reduce", "softmax",
                 "rename", "split", "binary", "symbolic", "concrete", "mixed"} <= set(shapes)
+        assert MASK_SHAPES <= set(shapes), f"masks no longer drawn: {sorted(MASK_SHAPES - set(shapes))}"
 
 
 @pytest.mark.parametrize("check, entry, error", [
