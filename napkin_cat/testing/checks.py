@@ -29,8 +29,8 @@ which typed error refused the program (``"refused: PlanError"``), so that a fuzz
 >>> [f.check for f in run_checks(random_program(2), checks=("evaluate", "json", "cost", "plan"), tally=tally)]
 []
 >>> sorted(tally)          # (check, outcome): one count per program, refusals by the error that refused
-[('cost', 'whole'), ('evaluate', 'compared'), ('json', 'round trip'), ('plan', 'counted'), ('plan', 'nested'), \
-('plan', 'planned'), ('plan', 'ragged'), ('plan', 'run'), ('plan', 'streamed')]
+[('cost', 'whole'), ('evaluate', 'compared'), ('json', 'round trip'), ('plan', 'counted'), ('plan', 'grouped'), \
+('plan', 'planned'), ('plan', 'ragged'), ('plan', 'run')]
 """
 from __future__ import annotations
 

@@ -30,8 +30,8 @@ each is an :class:`~napkin_cat.testing.operation.Op` whose meaning takes float64
 ...     return [Value(w, ax, len(steps), op.dtype) for w, ax in zip(got, op.outs)]
 >>> masks = MaskOps(np.random.default_rng(0), apply)
 >>> m = masks.pattern("causal", ("q", 3, 3), ("x", 3, 3))
->>> nc.evaluate(b.build(m.wire)).astype(int).tolist()
-[[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+>>> m.names, nc.evaluate(b.build(m.wire)).astype(int).tolist()     # x ≤ q, its axes in a drawn order
+(['x', 'q'], [[1, 1, 1], [0, 1, 1], [0, 0, 1]])
 >>> [op.source.split("(")[0] for op in steps]
 ['nc.position', 'nc.position', 'nc.compare']
 """
