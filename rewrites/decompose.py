@@ -31,6 +31,7 @@ from napkin_cat.algorithms.partitions import relabel_axis
 from napkin_cat.rewriting.match import Pattern, kind, where
 from napkin_cat.rewriting.obligation import shape_of
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
+from napkin_cat.syntax.primitive import kind_of
 from rewrites.softmax import SAME_FORMAT, SAME_ORDER, SURVIVES, WEAVED, binary, bind_softmax, online_box, initialize
 
 COMBINE = {"sum": "add", "max": "max", "min": "min"}
@@ -99,6 +100,16 @@ def _weave_axis(m):
     return spec.weave_names[-1] if spec.weave_names else None
 
 
+def _unlocated(m):
+    """A box that numbers the weaved axis (a position: its values are the axis's absolute indices) is not split:
+    the second part would number its items from 0 again."""
+    axis, box = _weave_axis(m), m.box("f")
+    locates = kind_of(box.data.kind).locates
+    if axis is not None and locates is not None and locates(box) == axis:
+        return f"{box.name} numbers {axis!r} by absolute index: its parts would restart at 0"
+    return True
+
+
 def _group_rhs(m):
     axis, box, node = _weave_axis(m), m.box("f"), m.node("f")
     size = next(a.axis(axis).size for a in node.cod)
@@ -129,7 +140,8 @@ group_split_join = Rule(
     "group_split_join",
     Pattern({"f": where("weaved primitive", _weaved_box)}, bind=lambda m: {"var": "f"}),
     _group_rhs,
-    conditions=(Condition("concrete", _concrete(_weave_axis), "the weaved axis must have a concrete size ≥ 2"),),
+    conditions=(Condition("concrete", _concrete(_weave_axis), "the weaved axis must have a concrete size ≥ 2"),
+                Condition("unlocated", _unlocated, "the box must not number the weaved axis (a position)")),
     obligation=Obligation(_group_instance),
     doc="""weave_a(F) → split_a ; (F[a↦a₁] ⊗ F[a↦a₂]) ; join_a  (paper Fig. weaved_algorithm).
 

@@ -34,6 +34,8 @@ from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.construct import einsum, elementwise, join, reduce, renaming, softmax, spell, split, types
 from napkin_cat.syntax.weave import weave
+from napkin_cat.testing.masks import APPLIED, MaskOps
+from napkin_cat.testing.operation import NUMBERS, Op, Value, align, call_source, letters, size_source, sizes_of
 
 #: axis names: plain ones and ones that are sympy or Python names (functions, constants, keywords, primes)
 NAMES = ("a", "b", "c", "i", "j", "k", "E", "N", "pi", "lambda", "k'", "Q", "sum", "beta", "I", "S", "gamma",
@@ -59,29 +61,6 @@ def _logsumexp(x, axis):
 REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "mean": np.mean, "logsumexp": _logsumexp}
 #: the most entries one value may have (keeps a program quick to run)
 LARGEST = 2048
-
-
-@dataclass(frozen=True)
-class Value:
-    """A wire of the program being built: its axes as ``(name, size expression, size at run time)``."""
-
-    wire: object
-    axes: tuple
-    ref: int
-
-    @property
-    def names(self) -> list:
-        return [a[0] for a in self.axes]
-
-
-@dataclass(frozen=True)
-class Op:
-    """One operation: its diagram, its numpy meaning (arrays in, list of arrays out), its source."""
-
-    diagram: Diagram
-    fn: object
-    source: str
-    outs: tuple          # per output: its axes, as in :class:`Value`
 
 
 @dataclass(frozen=True)
@@ -120,42 +99,13 @@ def eval_source(source: str) -> Diagram:
 
 
 def _kw(axes) -> str:
-    items = {}
-    for name, size, _ in axes:
-        items[name] = size
-    body = ", ".join(f"{name!r}: {_size_src(s)}" for name, s in items.items())
+    items = sizes_of(axes)
+    body = ", ".join(f"{name!r}: {size_source(s)}" for name, s in items.items())
     return f"sizes={{{body}}}" if body else ""
-
-
-def _size_src(size) -> str:
-    return repr(size) if isinstance(size, int) else f"nc.symbol({str(size)!r})"
-
-
-def _sizes(axes) -> dict:
-    return {name: size for name, size, _ in axes}
 
 
 def _sig(names) -> str:
     return spell(names)
-
-
-def _call(fn: str, *args, axes=(), **options) -> str:
-    parts = [repr(a) for a in args] + [f"{k}={v}" for k, v in options.items()]
-    kw = _kw(axes)
-    return f"nc.{fn}({', '.join(parts + ([kw] if kw else []))})"
-
-
-def _align(x, names, out, run):
-    """``x`` (axes ``names``, each in ``out``) transposed and broadcast to the axes ``out`` (sizes ``run``)."""
-    names = list(names)
-    present = [n for n in out if n in names]
-    y = np.transpose(np.asarray(x), [names.index(n) for n in present])
-    y = y.reshape([y.shape[present.index(n)] if n in names else 1 for n in out])
-    return np.broadcast_to(y, [run[n] for n in out])
-
-
-def _letters(names):
-    return {n: chr(ord("a") + k) for k, n in enumerate(dict.fromkeys(names))}
 
 
 # ---------------------------------------------------------------------- operations on axes lists
@@ -180,12 +130,12 @@ class _Ops:
         if name in ("scale", "shift"):
             const = float(self.pick([0.5, 2.0, -1.5]))
         sig = f"{_sig(names)} -> {_sig(out)}"
-        d = elementwise(name, sig, const=const, sizes=_sizes(axes))
+        d = elementwise(name, sig, const=const, sizes=sizes_of(axes))
         f = UNARY.get(name) or ((lambda x, c=const: c * x) if name == "scale" else (lambda x, c=const: x + c))
         run = {a[0]: a[2] for a in axes}
-        src = _call("elementwise", name, sig, axes=axes, **({"const": repr(const)} if const is not None else {}))
+        src = call_source("elementwise", name, sig, axes=axes, **({"const": repr(const)} if const is not None else {}))
         by = {a[0]: a for a in axes}
-        return Op(d, lambda x: [_align(f(x), names, out, run)], src, (tuple(by[n] for n in out),))
+        return Op(d, lambda x: [align(f(x), names, out, run)], src, (tuple(by[n] for n in out),))
 
     def binary(self, ax1, ax2):
         by = {a[0]: a for a in (*ax1, *ax2)}
@@ -195,11 +145,11 @@ class _Ops:
         n1, n2 = [a[0] for a in ax1], [a[0] for a in ax2]
         out = self.perm(list(dict.fromkeys(n1 + n2)), 0.5)
         sig = f"{_sig(n1)}, {_sig(n2)} -> {_sig(out)}"
-        d = elementwise(name, sig, sizes=_sizes(by.values()))
+        d = elementwise(name, sig, sizes=sizes_of(by.values()))
         run = {a[0]: a[2] for a in by.values()}
         fn = BINARY[name]
-        return Op(d, lambda x, y: [fn(_align(x, n1, out, run), _align(y, n2, out, run))],
-                  _call("elementwise", name, sig, axes=tuple(by.values())), (tuple(by[n] for n in out),))
+        return Op(d, lambda x, y: [fn(align(x, n1, out, run), align(y, n2, out, run))],
+                  call_source("elementwise", name, sig, axes=tuple(by.values())), (tuple(by[n] for n in out),))
 
     def contract(self, operands):
         by = {}
@@ -216,10 +166,10 @@ class _Ops:
         if len(operands) == 1 and out == names[0]:
             return None   # an identity contraction says nothing
         sig = ", ".join(_sig(n) for n in names) + f" -> {_sig(out)}"
-        d = einsum(sig, sizes=_sizes(by.values()))
-        letters = _letters(union)
-        spec = ",".join("".join(letters[n] for n in ns) for ns in names) + "->" + "".join(letters[n] for n in out)
-        return Op(d, lambda *xs: [np.einsum(spec, *xs)], _call("einsum", sig, axes=tuple(by.values())),
+        d = einsum(sig, sizes=sizes_of(by.values()))
+        letter = letters(union)
+        spec = ",".join("".join(letter[n] for n in ns) for ns in names) + "->" + "".join(letter[n] for n in out)
+        return Op(d, lambda *xs: [np.einsum(spec, *xs)], call_source("einsum", sig, axes=tuple(by.values())),
                   (tuple(by[n] for n in out),))
 
     def reduce(self, axes):
@@ -231,11 +181,11 @@ class _Ops:
         if len(keep) == len(names):
             keep = keep[:-1]
         sig = f"{_sig(names)} -> {_sig(keep)}"
-        d = reduce(name, sig, sizes=_sizes(axes))
+        d = reduce(name, sig, sizes=sizes_of(axes))
         axis = tuple(k for k, n in enumerate(names) if n not in keep)
         fn = REDUCE[name]
         by = {a[0]: a for a in axes}
-        return Op(d, lambda x: [np.asarray(fn(x, axis=axis))], _call("reduce", name, sig, axes=axes),
+        return Op(d, lambda x: [np.asarray(fn(x, axis=axis))], call_source("reduce", name, sig, axes=axes),
                   (tuple(by[n] for n in keep),))
 
     def softmax(self, axes):
@@ -244,7 +194,7 @@ class _Ops:
         names = [a[0] for a in axes]
         over = [n for n in names if self.rng.random() < 0.4] or [self.pick(names)]
         beta = self.pick([1, 1, 0.5, 2.0, -1.0])
-        d = softmax(_sig(names), over=_sig(over), beta=beta, sizes=_sizes(axes))
+        d = softmax(_sig(names), over=_sig(over), beta=beta, sizes=sizes_of(axes))
         axis = tuple(k for k, n in enumerate(names) if n in over)
 
         def fn(x):
@@ -253,7 +203,7 @@ class _Ops:
             e = np.exp(z)
             return [e / np.sum(e, axis=axis, keepdims=True)]
         opts = {"over": repr(_sig(over))} | ({"beta": repr(beta)} if beta != 1 else {})
-        return Op(d, fn, _call("softmax", _sig(names), axes=axes, **opts), (tuple(axes),))
+        return Op(d, fn, call_source("softmax", _sig(names), axes=axes, **opts), (tuple(axes),))
 
     def rename(self, axes):
         if not axes or not self.fresh_names:
@@ -263,10 +213,10 @@ class _Ops:
         new = self.fresh_names.pop()
         out = names[:k] + [new] + names[k + 1:]
         sig = f"{_sig(names)} -> {_sig(out)}"
-        d = renaming(sig, sizes=_sizes(axes))
+        d = renaming(sig, sizes=sizes_of(axes))
         old = axes[k]
         new_axes = axes[:k] + ((new, old[1], old[2]),) + axes[k + 1:]
-        return Op(d, lambda x: [x], _call("renaming", sig, axes=axes), (new_axes,))
+        return Op(d, lambda x: [x], call_source("renaming", sig, axes=axes), (new_axes,))
 
     def split(self, axes):
         cut = [k for k, a in enumerate(axes) if isinstance(a[1], int) and a[1] >= 2]
@@ -276,10 +226,10 @@ class _Ops:
         name, n, _ = axes[k]
         first = int(self.rng.integers(1, n))
         names = [a[0] for a in axes]
-        d = split(_sig(names), along=name, parts=(first, n - first), sizes=_sizes(axes))
+        d = split(_sig(names), along=name, parts=(first, n - first), sizes=sizes_of(axes))
         outs = tuple(axes[:k] + ((name, p, p),) + axes[k + 1:] for p in (first, n - first))
         return Op(d, lambda x: [np.take(x, range(first), axis=k), np.take(x, range(first, n), axis=k)],
-                  _call("split", _sig(names), along=repr(name), parts=repr((first, n - first)), axes=axes), outs)
+                  call_source("split", _sig(names), along=repr(name), parts=repr((first, n - first)), axes=axes), outs)
 
     def join(self, ax1, ax2):
         if len(ax1) != len(ax2) or [a[0] for a in ax1] != [a[0] for a in ax2]:
@@ -291,9 +241,9 @@ class _Ops:
         name, p, q = ax1[k][0], ax1[k][1], ax2[k][1]
         names = [a[0] for a in ax1]
         full = ax1[:k] + ((name, p + q, p + q),) + ax1[k + 1:]
-        d = join(_sig(names), along=name, parts=(p, q), sizes=_sizes(full))
+        d = join(_sig(names), along=name, parts=(p, q), sizes=sizes_of(full))
         return Op(d, lambda x, y: [np.concatenate([x, y], axis=k)],
-                  _call("join", _sig(names), along=repr(name), parts=repr((p, q)), axes=full), (full,))
+                  call_source("join", _sig(names), along=repr(name), parts=repr((p, q)), axes=full), (full,))
 
     def weave(self, operands, axis):
         """A one- or two-operand operation mapped over ``axis`` (carried by the first operand, maybe the
@@ -325,7 +275,8 @@ class _Ops:
 
 
 # ---------------------------------------------------------------------- the program
-KINDS = ("unary", "binary", "contract", "contract", "reduce", "softmax", "rename", "weave", "split", "attend")
+KINDS = ("unary", "binary", "contract", "contract", "reduce", "softmax", "rename", "weave", "split", "attend", "mask",
+         "mask")
 
 
 def _numel(axes) -> int:
@@ -365,7 +316,7 @@ def random_program(seed: int, *, n_ops: int | None = None, n_inputs: int | None 
     dom = Ty()
     srcs = []
     for ax in inputs:
-        dom = dom @ types(_sig([a[0] for a in ax]), sizes=_sizes(ax))
+        dom = dom @ types(_sig([a[0] for a in ax]), sizes=sizes_of(ax))
         srcs.append(f"nc.types({_sig([a[0] for a in ax])!r}{', ' + _kw(ax) if ax else ''})")
     b = Builder(dom)
     lines = [f"b = nc.Builder({' @ '.join(srcs)})", "v = list(b.inputs)"]
@@ -378,11 +329,18 @@ def random_program(seed: int, *, n_ops: int | None = None, n_inputs: int | None 
     def read_by() -> list:
         return [] if hub is None else [outs for _, ins, outs in steps if hub.ref in ins]
     drawn = 0
+    def apply(op, args) -> list:
+        nonlocal count
+        outs = _apply(b, op, args, values, steps, lines, count)
+        count += len(outs)
+        return outs
+    masks = MaskOps(rng, apply)
     while drawn < draws or (readers and len(read_by()) < readers and drawn < draws + 4 * readers):
         drawn += 1
         kind = str(rng.choice(KINDS))
-        v1 = values[int(rng.integers(len(values)))]
-        v2 = values[int(rng.integers(len(values)))]
+        numbers = [v for v in values if v.dtype == NUMBERS]     # what every kind but a mask's parts reads
+        v1 = numbers[int(rng.integers(len(numbers)))]
+        v2 = numbers[int(rng.integers(len(numbers)))]
         to_hub = readers is not None and hub is not None and len(read_by()) < readers
         v1 = hub if to_hub else v1
         op, args = None, [v1]
@@ -391,7 +349,7 @@ def random_program(seed: int, *, n_ops: int | None = None, n_inputs: int | None 
         elif kind == "binary":
             op, args = ops.binary(v1.axes, v2.axes), [v1, v2]
         elif kind == "contract":
-            args = [values[int(rng.integers(len(values)))] for _ in range(int(rng.integers(1, 4)))]
+            args = [numbers[int(rng.integers(len(numbers)))] for _ in range(int(rng.integers(1, 4)))]
             args = [hub, *args[1:]] if to_hub else args
             op = ops.contract([v.axes for v in args])
         elif kind == "reduce":
@@ -419,6 +377,12 @@ def random_program(seed: int, *, n_ops: int | None = None, n_inputs: int | None 
                 count += 1
                 shapes.add("softmax")
                 op, args = ops.contract([s_val.axes, v2.axes]), [s_val, v2]
+        elif kind == "mask":         # a mask from positions (or data) applied to numbers: where, select, SoftMax
+            how = str(rng.choice(APPLIED))
+            op, args = masks.applied(how, v1, v2, numbers)
+            if how == "masked attend" and op is not None and _numel(op.outs[0]) <= LARGEST:
+                (s_val,) = apply(op, args)
+                op, args = ops.contract([s_val.axes, v2.axes]), [s_val, v2]
         elif kind == "weave":
             carried = [a for a in v1.axes]
             if carried:
@@ -432,7 +396,8 @@ def random_program(seed: int, *, n_ops: int | None = None, n_inputs: int | None 
         count += len(outs)
         if readers is not None and hub is None:
             hub = outs[0]
-    made = values[len(inputs):]
+    shapes |= masks.shapes
+    made = [v for v in values[len(inputs):] if v.dtype == NUMBERS]
     if not made:
         made = values[:1]
         shapes.add("identity")
@@ -478,7 +443,7 @@ def _apply(b, op, args, values, steps, lines, count) -> list:
     index = {v.ref: k for k, v in enumerate(values)}
     got = b(op.diagram, *(v.wire for v in args))
     got = got if isinstance(got, tuple) else (got,)
-    outs = [Value(w, ax, count + k) for k, (w, ax) in enumerate(zip(got, op.outs))]
+    outs = [Value(w, ax, count + k, op.dtype) for k, (w, ax) in enumerate(zip(got, op.outs))]
     targets = ", ".join(f"v[{len(values) + k}]" for k in range(len(outs)))
     call = f"b({op.source}, {', '.join(f'v[{index[v.ref]}]' for v in args)})"
     lines.append(f"v.append({call})" if len(outs) == 1 else f"v.extend({call})  # {targets}")
