@@ -181,3 +181,21 @@ def test_a_relative_bias_table_is_read_by_index_inside_the_diagram():
         assert [len(a.axes) for a in read.dom.inside] == [1, 2] and len(read.cod.inside[0].axes) == 2
         found.append(nc.cost(r.diagram).flops)
     assert found[0] == found[1]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.skipif(not os.environ.get("NAPKIN_SLOW"), reason="derives and compiles attention: 30 s on two shared "
+                    "cores: NAPKIN_SLOW=1")
+def test_the_fused_kernel_reads_the_bias_table_by_index():
+    """At a memory where the search fuses the table read into attention (one kernel, the gather inside), the op's
+    one C kernel reads the table at the index (``nc_t``) and equals the maths by plain torch."""
+    torch.set_num_threads(1)
+    q, k, v = qkv()
+    mod = SCORES["relative"]
+    O = nc.torch.flex_attention(q, k, v, score_mod=mod, memory=1024)
+    assert torch.allclose(O, dense(q, k, v, score_mod=mod), atol=1e-12)
+    (traced,) = [t for t in nc.torch.flex.TRACES.entries.values() if t.op.napkin.forward.memory == 1024]
+    (fused,) = [d.variant for d in traced.op.napkin.forward.derivations.values()]
+    assert fused.kind == "fully fused" and "gather" in fused.kernels[0].ops
+    (kernel,) = traced.op.napkin.forward.kernels.values()
+    assert kernel.source.count("static void nc_kernel") == 1 and "const int nc_t = (int)" in kernel.source
