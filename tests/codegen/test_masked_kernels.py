@@ -166,3 +166,12 @@ def test_the_triton_kernel_reads_a_table_at_positions_over_other_axes():
     k = nc.codegen.triton(nc.plan(table_read_at_positions(), TABLE_SIZES))
     T, t = table_inputs()
     close(k(T, t), T[:, t])
+
+
+@needs_nvcc
+def test_the_cuda_kernel_reads_a_table_at_positions_over_other_axes():
+    p = nc.plan(table_read_at_positions(), TABLE_SIZES)
+    k = nc.codegen.cuda(p)
+    assert "const int nc_t = (int)" in k.source
+    info = k.compile(arch=90)
+    assert info["smem"] == p.smem_bytes and info["spills"] == 0

@@ -87,7 +87,7 @@ def safe_dense(q, k, v, score_mod, mask_mod):
 
 
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.skipif(not os.environ.get("NAPKIN_SLOW"), reason="deriving the backward: 1.5 min (4.5 min with the "
+@pytest.mark.skipif(not os.environ.get("NAPKIN_SLOW"), reason="deriving the backward: 1.5 min (99 s with the "
                     "table) on two shared cores: NAPKIN_SLOW=1")
 @pytest.mark.parametrize("biased", [False, True])
 def test_gradients_equal_torch_with_an_empty_row(biased):
