@@ -340,9 +340,8 @@ class Translation:
 
     def take(self, x: Tensor, at: int, index, dims, carried) -> Tensor:
         """The gather of ``x`` along its dimension ``at`` at ``index`` (the tensor and the classes it is used
-        with), into a tensor of ``dims``: the gathered
-        class is kept apart from the index's (renamed to a copy where they are one class), so that it never
-        becomes one of the output's axes."""
+        with), into a tensor of ``dims``: the gathered class is kept apart from the output's (renamed to a copy
+        where they are one class), so that no later unification makes it one of the output's axes."""
         table = list(x.dims)
         k = table[at]
         theirs = {self.classes.find(c) for c in dims if c is not None}
