@@ -23,7 +23,8 @@ reduce max / min           ȳ broadcast where x equals the result: (1 − H(y �
 reduce logsumexp           ȳ broadcast · exp(x − y) (the SoftMax of x)
 log, abs                   ȳ/x, ȳ·(2H(x) − 1)
 where, select              ȳ where the mask holds (0 elsewhere); select's b: ȳ − ā; the mask: none
-gather                     ȳ at the index: ``where(position_v = t, ȳ, 0)`` (a scatter); the index: none
+gather                     ȳ at the index: ``where(position_v = t, ȳ, 0)`` (a scatter), summed over the
+                           index's axes the table lacks (a table read at many positions); the index: none
 position, comparisons,     none: their derivative is zero (integers, masks, and a count that does not
 and, or, not, count        depend on the values)
 cast, rename, id           ȳ cast back, renamed back, as it is

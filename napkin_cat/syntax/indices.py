@@ -12,6 +12,8 @@ kind                   item signature               meaning                     
 ``where``              R ⊗ R → R                    ``c ? a : other`` (``other`` a constant)      general 1
 ``select``             R ⊗ R ⊗ R → R                ``c ? a : b``                                 general 1
 ``gather``             Rᵛ ⊗ R → R                   ``x[t]``: take along ``v`` at an int index    general 1
+                                                    (each woven over its own axes: a table read
+                                                    at positions computed over other axes)
 =====================  ===========================  ============================================  =========
 
 A position inside a Grid or a Stream that partitions its axis is the *global* position: the tile's start
@@ -206,12 +208,16 @@ def _gather_impl(xs, core: Core):
 
 
 def _gather_vjp(ctx, box, ins, outs, ybar):
-    """x̄[…, v] = ȳ[…] where v = t[…] (a scatter written as a mask of positions); no cotangent for the index."""
+    """``x̄[…, v] = Σ ȳ[…]`` over the items whose index is ``v`` (a scatter written as a mask of positions over the
+    axes of ``x`` and of ``t``, summed over the index's axes that ``x`` is not woven over: a table read at many
+    positions); no cotangent for the index."""
     (yb,), x, t = ybar, ctx.x(ins[0]), ctx.x(ins[1])
     (axis,) = [a for a in x.array.axes if a.name not in box.data.weave_names]
     pos = ctx.b(position(axis.name, level=x.array.level, **{axis.name: axis.size}))
-    hit = ctx.box("eq", [pos, t], x.array.axes, dtype=BOOL)
-    return [_masked(ctx, hit, ctx.broadcast(yb, x.array)), None]
+    scattered = Array(x.array.axes + tuple(a for a in t.array.axes if a.name not in x.array.names), x.array.level,
+                      x.array.dtype)
+    hit = ctx.box("eq", [pos, t], scattered.axes, dtype=BOOL)
+    return [ctx.sum_to(_masked(ctx, hit, ctx.broadcast(yb, scattered)), x.array), None]
 
 
 def _gathered_axis(box) -> str:
@@ -322,15 +328,22 @@ def select(signature: str, *, dtype=FP32, level: int = 0, **sizes) -> Diagram:
 def gather(signature: str, *, dtype=FP32, index_dtype=INT32, level: int = 0, **sizes) -> Diagram:
     """Take along one axis at an integer index: ``"n v, n -> n"`` is ``y[i] = x[i, t[i]]``.
 
-    The gathered axis is the one axis of the first input missing from the output; the index carries
-    exactly the output's axes (one index per output item).
+    The gathered axis is the one axis of the first input missing from the output.  The output's axes are the
+    table's other axes and the index's: a table read at positions computed over other axes (a relative bias
+    ``"v, q x -> q x"`` is ``y[i, j] = x[t[i, j]]``; a per-head table ``"h v, q x -> h q x"``)::
+
+        y[o] = x[o|ₓ, t[o|ₜ]]        o|ₓ, o|ₜ: the output index restricted to the table's, the index's axes
 
     >>> gather("n v, n -> n").dom
     Ty(Array(n×v), Array(n:int32))
+    >>> import napkin_cat as nc
+    >>> X, t = np.arange(5.) * 10, np.array([[0, 4], [2, 1]])
+    >>> nc.evaluate(gather("v, q x -> q x"), X, t).tolist()
+    [[0.0, 40.0], [20.0, 10.0]]
     >>> gather("n v, m -> n")
     Traceback (most recent call last):
     ...
-    napkin_cat.errors.IndexingError: gather 'n v, m -> n': the index carries ['m'], but it must carry exactly ...
+    napkin_cat.errors.IndexingError: gather 'n v, m -> n': the index carries ['m'], which the output ['n'] does ...
     """
     ins, outs = parse(signature, arrow=True)
     if len(ins) != 2 or len(outs) != 1:
@@ -340,21 +353,29 @@ def gather(signature: str, *, dtype=FP32, index_dtype=INT32, level: int = 0, **s
     if not as_dtype(index_dtype).is_integer:
         raise IndexingError(f"gather {signature!r}: the index must be an integer array; dtype "
                             f"{as_dtype(index_dtype).name} is not (use int32)")
-    if sorted(idx) != sorted(out):
-        raise IndexingError(f"gather {signature!r}: the index carries {idx}, but it must carry exactly the output's "
-                            f"axes {out} (one index per output item)")
     gathered = [n for n in src if n not in out]
-    if len(gathered) != 1 or any(n not in src for n in out):
-        raise IndexingError(f"gather {signature!r}: the first input must carry the output's axes {out} and one "
-                            f"more, the axis gathered along; it carries {src}")
-    unknown = set(sizes) - set(src)
+    if len(gathered) != 1:
+        raise IndexingError(f"gather {signature!r}: the first input must carry one axis the output does not, the "
+                            f"axis gathered along; it carries {src} and the output {out}")
+    if gathered[0] in idx:
+        raise IndexingError(f"gather {signature!r}: the index carries the gathered axis {gathered[0]!r}; an index "
+                            f"holds one position along it per output item, and carries only output axes")
+    extra = [n for n in idx if n not in out]
+    if extra:
+        raise IndexingError(f"gather {signature!r}: the index carries {extra}, which the output {out} does not; "
+                            f"every index axis is an output axis (one index per output item)")
+    unread = [n for n in out if n not in src and n not in idx]
+    if unread:
+        raise IndexingError(f"gather {signature!r}: the output axes {unread} are in neither input; the output "
+                            f"carries the table's axes but {gathered[0]!r} and the index's")
+    unknown = set(sizes) - set(src) - set(idx)
     if unknown:
         raise SignatureError(f"sizes given for {sorted(unknown)} which {signature!r} does not name")
-    axes = axes_for([src, out], sizes)
+    axes = axes_for([src, idx, out], sizes)
     dom = [Array(tuple(axes[n] for n in src), level, as_dtype(dtype)),
            Array(tuple(axes[n] for n in idx), level, as_dtype(index_dtype))]
     cod = [Array(tuple(axes[n] for n in out), level, as_dtype(dtype))]
-    weaves = [Weave(n, (0, 1)) for n in reversed(out)]
+    weaves = [Weave(n, tuple(i for i, names in enumerate((src, idx)) if n in names)) for n in reversed(out)]
     return build_box("gather", dom, cod, weaves)
 
 

@@ -12,8 +12,8 @@ rsqrt neg abs reciprocal, pow 2 …       ``pow`` by 2, 3, ½, −½, −1: ``sq
 gt ge lt le eq ne, logical ops, where   ``nc.compare`` (a number becomes a scalar input), ``nc.logical``,
 masked_fill                             ``nc.where`` / ``nc.select``
 sum mean amax amin max min logsumexp    ``nc.reduce`` (``max.dim``'s values; its indices are refused when used)
-gather, index_select, embedding         ``nc.gather`` (one index per row); a one-hot contraction
-index (x[i, j] by integer tensors)      a contraction with one one-hot per index (a table read at positions)
+gather, index_select, embedding         ``nc.gather`` (one index per row; the table read at the indices)
+index (x[i, j] by integer tensors)      one ``nc.gather`` per index (a table read at positions)
 floor_divide, remainder                 ``floordiv`` / ``mod`` (``floordiv_by`` / ``mod_by`` with a number)
 layer_norm, rms_norm                    decomposed: mean, sub, square, mean, shift ε, rsqrt, mul (γ), add (β)
 cross_entropy_loss                      ``logsumexp − gather``, then its mean or sum (targets in [0, v))
@@ -296,31 +296,25 @@ def gather(t: Translation, x: Tensor, dim: int, index: Tensor, *, sparse_grad=Fa
     return t.gather(x, dim, index)
 
 
-def one_hot(t: Translation, index: Tensor, c: int, dtype) -> Tensor:
-    """``onehot[…, v] = (index[…] == v)`` over the class ``c`` of the table's rows, in ``dtype``."""
-    rows = t.view(index, index.dims + (None,))
-    return t.cast(t.compare("eq", rows, t.position(c)), dtype)
-
-
 @rule("index_select.default")
 def index_select(t: Translation, x: Tensor, dim: int, index: Tensor):
-    """``x.index_select(dim, index)``: a contraction with the one-hot rows ``index[m] == v``."""
+    """``x.index_select(dim, index)``: ``x`` viewed with ``dim`` first, read at ``index`` (a gather), viewed back."""
     dim %= x.rank
     if x.dims[dim] is None:
         t.refuse("index_select along a dimension of size 1 (a broadcast, not a lookup)")
-    hot = one_hot(t, index, x.dims[dim], x.dtype)
-    lx = LETTERS[:x.rank]
-    return t.contract(["MV" if index.rank == 1 else "V", lx[:dim] + "V" + lx[dim + 1:]],
-                      lx[:dim] + ("M" if index.rank == 1 else "") + lx[dim + 1:], [hot, x])
+    others = [p for p in range(x.rank) if p != dim]
+    y = t.index(t.view(x, (x.dims[dim],) + tuple(x.dims[p] for p in others)), [index])
+    n = index.rank
+    return t.view(y, y.dims[n:n + dim] + y.dims[:n] + y.dims[n + dim:])
 
 
 @rule("index.Tensor")
 def index(t: Translation, x: Tensor, indices):
     """``x[i₀, …, i_{m−1}]`` (advanced indexing of the leading dimensions by integer tensors, which broadcast):
-    ``y[…, r] = Σ_{v₀…} [i₀[…] = v₀] ⋯ x[v₀, …, r]``, a contraction with one one-hot per index (a captured table
-    read at positions: a document id, a per-head slope, a relative bias).  An index outside ``[0, n)`` reads 0
-    in the diagram (negative indices do not count from the end): ``nc.torch.flex_attention`` refuses such an index
-    at call time (:func:`napkin_cat.torch.flex.check_indices`)."""
+    ``y[…, r] = x[i₀[…], …, i_{m−1}[…], r]``, one gather per index (a captured table read at positions: a document
+    id, a per-head slope, a relative bias), its FLOPs one per item read, not the table's length.  An index outside
+    ``[0, n)`` is refused on the example's values (:func:`napkin_cat.torch.exported.check_indices`; negative
+    indices do not count from the end); the diagram's gather reads 0 there."""
     if any(i is None for i in indices) or not all(isinstance(i, Tensor) for i in indices):
         t.refuse("indexing with a slice (:) before an index tensor, or by a bool mask; napkin-cat indexes the leading "
                  "dimensions by integer tensors")
@@ -330,20 +324,15 @@ def index(t: Translation, x: Tensor, indices):
     if m > x.rank or any(x.dims[k] is None for k in range(m)):
         t.refuse(f"it indexes {m} dimensions of a tensor of shape {tuple(t.size_of(x))} (a dimension of size 1 is "
                  f"no lookup)")
-    r = max(i.rank for i in indices)
-    batch, table, rest = LETTERS[:r], "IJKLMN"[:m], "PQRSTUVW"[:x.rank - m]
-    hots = [one_hot(t, t.view(i, (None,) * (r - i.rank) + i.dims), x.dims[k], x.dtype) for k, i in enumerate(indices)]
-    return t.contract([batch + L for L in table] + [table + rest], batch + rest, [*hots, x])
+    return t.index(x, list(indices))
 
 
 @rule("embedding.default")
 def embedding(t: Translation, weight: Tensor, indices: Tensor, padding_idx=-1, *rest):
-    """``weight[indices]``: the one-hot rows of ``indices`` times the table."""
+    """``weight[indices]``: the table's rows read at the indices (a gather)."""
     if weight.dims[0] is None:
         t.refuse("an embedding table of one row")
-    hot = one_hot(t, indices, weight.dims[0], weight.dtype)
-    li = LETTERS[:indices.rank]
-    return t.contract([li + "V", "VE"], li + "E", [hot, weight])
+    return t.index(weight, [indices])
 
 
 # --------------------------------------------------------------------------------------------- layers

@@ -30,7 +30,7 @@ import numpy as np
 import sympy
 import torch
 
-from napkin_cat.errors import ArgumentError, ShapeError, UnsupportedOperationError
+from napkin_cat.errors import ArgumentError, IndexingError, ShapeError, UnsupportedOperationError
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.axis import symbol
@@ -47,6 +47,13 @@ FORMATS = {torch.float64: FP32, torch.float32: FP32, torch.float16: FP16, torch.
 LIBRARIES = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep)
 #: the inputs a graph lifts besides the user's
 LIFTED = ("PARAMETER", "BUFFER", "CONSTANT_TENSOR")
+#: the operations that read a table at integer indices → ``(table, dimension, index)`` of each read of a node
+READS = {
+    "index.Tensor": lambda n: [(n.args[0], k, i) for k, i in enumerate(n.args[1]) if isinstance(i, torch.fx.Node)],
+    "index_select.default": lambda n: [(n.args[0], n.args[1], n.args[2])],
+    "gather.default": lambda n: [(n.args[0], n.args[1], n.args[2])],
+    "embedding.default": lambda n: [(n.args[0], 0, n.args[1])],
+}
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,25 @@ class FromTorch:
                 if input_name == name and not check(x):
                     raise ShapeError(f"input {name!r} holds {refused}")
             out.append(x)
+        if replaced:
+            self.check_indices(dict(zip(self.inputs, out)))
         return out
+
+    def check_indices(self, arrays: dict):
+        """:func:`check_indices` on these input arrays (the model's own shapes back), where they are all of the
+        model's inputs (FlexAttention's positions are not: ``nc.torch.flex_attention`` checks its own)."""
+        specs = self.program.graph_signature.input_specs
+        user = [s.arg.name for s in specs if s.kind.name == "USER_INPUT"]
+        if any(n not in arrays for n in user):
+            return
+
+        def tensor(name):
+            a = np.asarray(arrays[name])
+            sizes = iter(a.shape)
+            return torch.as_tensor(a).reshape([1 if d is None else next(sizes) for d in self.axes[name]])
+        check_indices(self.program, [tensor(n) for n in user],
+                      {s.target: tensor(s.target) for s in specs if s.kind.name in LIFTED and s.target in arrays},
+                      at="on the inputs given")
 
     def evaluate(self, **replaced):
         """``nc.evaluate`` of the diagram on :meth:`arrays`, each output with the model's size-1 dimensions back:
@@ -107,12 +132,17 @@ def from_torch(fn_or_module, *example_inputs, dynamic_shapes=None, names=None) -
     ``dynamic_shapes`` is ``torch.export``'s (a ``Dim``'s name names its axis, whose size is then a symbol);
     ``names`` maps an input's name (an argument, or a parameter's path such as ``"fc1.weight"``) to its axes'
     names, one per dimension (``"n d"`` or a sequence; ``None`` or ``"_"`` leaves one to the default).
+    An index outside the table it reads (``x[i]``, ``index_select``, ``gather``, ``embedding``) is an
+    :class:`~napkin_cat.errors.IndexingError` on the example's values (:func:`check_indices`), and on the values
+    of inputs replaced in :meth:`FromTorch.evaluate`: the diagram's gather would read 0 there.
     """
     module = fn_or_module if isinstance(fn_or_module, torch.nn.Module) else wrap(fn_or_module)
     if isinstance(dynamic_shapes, dict) and not isinstance(fn_or_module, torch.nn.Module):
         params = list(inspect.signature(fn_or_module).parameters)
         dynamic_shapes = {k: v for k, v in dynamic_shapes.items() if k in params}
     program = torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes)
+    check_indices(program, torch.utils._pytree.tree_leaves(tuple(example_inputs)),
+                  {**program.state_dict, **program.constants}, at="on the example inputs")
     return translate(program, module, example_inputs, dynamic_shapes, names or {})
 
 
@@ -281,6 +311,52 @@ def translate(program, module, example_inputs, dynamic_shapes, names: dict, posi
                 for p, c in enumerate(x.dims) if c in dynamic}
     return FromTorch(diagram, inputs, result_axes, symbolic, program,
                      tuple(tuple(p for p, c in enumerate(x.dims) if c is None) for x in outputs), requirements)
+
+
+def check_indices(program, example, constants: dict, sources: dict | None = None, *, at: str = ""):
+    """Refuse an index outside the table it reads, on these inputs: the index tensors of every read of a table
+    at integer indices (``aten.index``, ``index_select``, ``gather``, ``embedding``: :data:`READS`) are computed
+    from the inputs (``example``: the user's, in order) and the lifted tensors (``constants``: by target) by the
+    graph's own operations, run by torch, and each must lie in ``0 … n−1`` for a table of ``n`` entries along the
+    dimension it reads (the diagram's gather reads 0 outside, a kernel would read out of bounds).  ``sources``
+    renames a lifted tensor (FlexAttention's ``score_mod.TABLE``).  An :class:`~napkin_cat.errors.IndexingError`
+    names the operation and where it is, the table, the dimension, the values found and the legal range."""
+    graph = program.graph
+    reads = [(n, r) for n in graph.nodes if n.op == "call_function" and op_name(n) in READS
+             for r in READS[op_name(n)](n)]
+    if not reads:
+        return
+    needed, stack = set(), [x for _, (table, _, index) in reads for x in (table, index)]
+    while stack:
+        n = stack.pop()
+        if n not in needed:
+            needed.add(n)
+            stack.extend(n.all_input_nodes)
+    specs = {s.arg.name: s for s in program.graph_signature.input_specs}
+    users = iter(example)
+    env = {}
+    for n in graph.nodes:
+        if n.op == "placeholder":
+            spec = specs[n.name]
+            env[n] = next(users) if spec.kind.name == "USER_INPUT" else constants.get(spec.target)
+        elif n in needed and n.op == "call_function":
+            args = torch.fx.node.map_arg(n.args, lambda a: env[a])
+            kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: env[a])
+            env[n] = n.target(*args, **kwargs)
+    for n, (table, dim, index) in reads:
+        shape, v = tuple(env[table].shape), env[index]
+        dim %= len(shape)
+        if not v.numel():
+            continue
+        lo, hi = int(v.min()), int(v.max())
+        if lo < 0 or hi >= shape[dim]:
+            spec = specs.get(table.name) if table.op == "placeholder" else None
+            name = (f"the tensor of node {table.name}" if spec is None else
+                    f"the input {spec.arg.name!r}" if spec.kind.name == "USER_INPUT" else
+                    f"the captured table {(sources or {}).get(spec.target, spec.target)!r}")
+            raise IndexingError(f"{location(n)}: index {dim} into {name} of shape {shape} takes the values {lo} … "
+                                f"{hi}{' ' + at if at else ''}; the legal range of dimension {dim} is 0 … "
+                                f"{shape[dim] - 1} (negative indices do not count from the end)")
 
 
 def position_of(t: Translation, name: str, shape, along, env) -> Tensor:

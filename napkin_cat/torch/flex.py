@@ -9,8 +9,9 @@ On ``(B, H, N, d)`` tensors, with FlexAttention's conventions (``score_mod(score
 
 The function is exported by ``torch.export`` with the index tensors as inputs and translated by
 :mod:`~napkin_cat.torch.exported`: ``b, h, q_idx, kv_idx`` become ``nc.position`` boxes along the batch, heads,
-queries and keys (no input), a captured tensor (document ids, a bias table, a per-head slope) an input read by a
-one-hot contraction (``aten.index``), each index checked at call time to lie in the table (:func:`check_indices`).
+queries and keys (no input), a captured tensor (document ids, a bias table, a per-head slope) an input read by a gather
+(``aten.index``: the table read at the index inside the fused kernel, never a q×x array), each index checked at
+call time to lie in the table (:func:`~napkin_cat.torch.exported.check_indices`).
 A row no key may attend has ``O = 0`` and ``L = −∞`` (FlexAttention's convention; the diagram's softmax gives NaN
 there, mapped to 0 after the op) and a finite zero backward (:class:`EmptyRows`).  The traced mods are cached per
 process (:class:`TraceCache`): a call with the same mods, captured values and shapes exports nothing.
@@ -34,8 +35,8 @@ from dataclasses import dataclass
 
 import torch
 
-from napkin_cat.errors import IndexingError, ShapeError, TensorError
-from napkin_cat.torch.exported import location, translate
+from napkin_cat.errors import ShapeError, TensorError
+from napkin_cat.torch.exported import check_indices, translate
 from napkin_cat.torch.ops import compile
 
 #: the index tensors' names and the (input, dimension) each is the positions along
@@ -161,7 +162,8 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     constants = {name: reads[source] if source in (reads or {}) else program.constants[name]
                  for name, source in traced.sources.items()}
     constants = {**program.constants, **constants}
-    check_indices(program, (query, key, value, *index), constants, traced.sources)
+    check_indices(program, (query, key, value, *index), constants, traced.sources,
+                  at=f"at these sizes (query {tuple(query.shape)}, key {tuple(key.shape)})")
     given = {"query": query, "key": key, "value": value}
     args = []
     for name, axes in r.axes.items():
@@ -217,52 +219,6 @@ class EmptyRows(torch.autograd.Function):
         for k, g in zip(made.wrt, found):
             out[k] = g if ctx.needs_input_grad[1 + k] else None
         return (None, *out)
-
-
-def check_indices(program, example, constants: dict, sources: dict):
-    """Refuse an index into a captured table outside its range, at these sizes and on this data: the index
-    tensors of every ``aten.index`` are computed from the positions and the captured tensors (the graph's
-    operations that make them, run by torch), and each must lie in ``0 … n−1`` for a table of ``n`` rows along
-    the dimension it indexes (FlexAttention's kernels would read out of bounds; the diagram's one-hot contraction
-    would read 0).  An :class:`~napkin_cat.errors.IndexingError` names the table, the dimension, the values
-    found and the legal range."""
-    graph = program.graph
-    reads = [n for n in graph.nodes if n.op == "call_function" and n.target is torch.ops.aten.index.Tensor]
-    if not reads:
-        return
-    needed, stack = set(), [i for n in reads for i in n.args[1] if isinstance(i, torch.fx.Node)]
-    while stack:
-        n = stack.pop()
-        if n not in needed:
-            needed.add(n)
-            stack.extend(n.all_input_nodes)
-    specs = {s.arg.name: s for s in program.graph_signature.input_specs}
-    users = iter(example)
-    env = {}
-    for n in graph.nodes:
-        if n.op == "placeholder":
-            spec = specs[n.name]
-            env[n] = next(users) if spec.kind.name == "USER_INPUT" else constants.get(spec.target)
-        elif n in needed and n.op == "call_function":
-            args = torch.fx.node.map_arg(n.args, lambda a: env[a])
-            kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: env[a])
-            env[n] = n.target(*args, **kwargs)
-    for n in reads:
-        table, indices = n.args[0], n.args[1]
-        shape = tuple(table.meta["val"].shape)
-        spec = specs.get(table.name)
-        target = spec.target if spec is not None and spec.kind.name != "USER_INPUT" else None
-        name = sources.get(target, target) if target is not None else f"the tensor of node {table.name}"
-        for k, i in enumerate(indices):
-            if not isinstance(i, torch.fx.Node):
-                continue
-            v = env[i]
-            lo, hi = int(v.min()), int(v.max())
-            if lo < 0 or hi >= shape[k]:
-                raise IndexingError(f"{location(n)}: index {k} into the captured table {name!r} of shape {shape} "
-                                    f"takes the values {lo} … {hi} at these sizes (query {tuple(example[0].shape)}, "
-                                    f"key {tuple(example[1].shape)}); the legal range of dimension {k} is 0 … "
-                                    f"{shape[k] - 1} (negative indices do not count from the end)")
 
 
 def int32(name: str, x: torch.Tensor) -> torch.Tensor:

@@ -297,6 +297,60 @@ class Translation:
         return self.step([(x, x.dims), (index, tuple(used))], dims, [c is not None for c in dims], x.dtype,
                          lambda sig: gather(sig.spell(), dtype=x.dtype, index_dtype=index.dtype, **sig.sized()))
 
+    def index(self, x: Tensor, indices) -> Tensor:
+        """``x[i₀, …, i_{m−1}]``, the leading dimensions of ``x`` indexed by integer tensors that broadcast together
+        (torch's advanced indexing): the output's dimensions are the indices' broadcast ones, then the rest of
+        ``x``'s.  One gather per index, the table read where each index points (its FLOPs one per output item,
+        whatever the table's length)::
+
+            y[…, r] = x[i₀[…], …, i_{m−1}[…], r]
+
+        The indices are used in order of how many axes they carry (a per-head index before a per-(q, x) one), so
+        that the tables read in between stay small.  An index outside the table is refused on the example's
+        values by :func:`~napkin_cat.torch.exported.check_indices`, not here."""
+        rank = max(i.rank for i in indices)
+        used = [[None] * (rank - i.rank) + list(i.dims) for i in indices]
+        held = [[False] * (rank - i.rank) + list(i.carried) for i in indices]
+        batch = [None] * rank
+        for p in range(rank):
+            for j in range(len(indices)):
+                c = used[j][p]
+                if c is None:
+                    continue
+                if batch[p] is None:
+                    batch[p] = c
+                elif not self.classes.unify(batch[p], c):
+                    used[j][p] = batch[p]
+        order = sorted(range(len(indices)), key=lambda j: sum(held[j]))
+        cur, table = x, list(range(x.rank))       # cur's dimensions: the batch (once one is read), x's not read
+        read, have = [False] * rank, [False] * rank
+        for j in order:
+            where = {k: (0 if cur is x else rank) + table.index(k) for k in table}
+            rest = [k for k in table if k != j]
+            gathers = cur.carried[where[j]]   # else the table only broadcasts along j: every index reads one value
+            read = [r or c is not None for r, c in zip(read, used[j])]
+            have = [h or (gathers and k) for h, k in zip(have, held[j])]
+            dims = [c if r else None for c, r in zip(batch, read)] + [x.dims[k] for k in rest]
+            carried = have + [cur.carried[where[k]] for k in rest]
+            index = self.view(indices[j], (None,) * (rank - indices[j].rank) + indices[j].dims)
+            cur = self.take(cur, where[j], (index, tuple(used[j])), dims, carried) if gathers else \
+                self.view(cur, dims, carried)
+            table = rest
+        return cur
+
+    def take(self, x: Tensor, at: int, index, dims, carried) -> Tensor:
+        """The gather of ``x`` along its dimension ``at`` at ``index`` (the tensor and the classes it is used
+        with), into a tensor of ``dims``: the gathered class is kept apart from the output's (renamed to a copy
+        where they are one class), so that no later unification makes it one of the output's axes."""
+        table = list(x.dims)
+        k = table[at]
+        theirs = {self.classes.find(c) for c in dims if c is not None}
+        if self.classes.find(k) in theirs:
+            table[at] = self.classes.copy(k)
+        self.classes.separate([table[at], *theirs])
+        return self.step([(x, tuple(table)), index], dims, carried, x.dtype,
+                         lambda sig: gather(sig.spell(), dtype=x.dtype, index_dtype=index[0].dtype, **sig.sized()))
+
     # ----------------------------------------------------------------------------------------- pass 2
     def build(self, outputs) -> Diagram:
         """The diagram: the inputs in order, every step's box, the outputs in torch's dimension order."""

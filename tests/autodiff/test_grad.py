@@ -215,3 +215,24 @@ def test_log_and_abs(kind, x):
     f = nc.elementwise(kind, "n")
     g = nc.evaluate(nc.grad(f), x, np.ones(3))
     np.testing.assert_allclose(g, 1 / x if kind == "log" else np.sign(x))
+
+
+def test_a_table_read_at_positions_over_other_axes_scatters_its_cotangent():
+    """``y = exp(T[h, t[q, x]])``: the table woven over h only, the index over q and x.  T̄ is the cotangent summed
+    over every (q, x) that read each entry (``np.add.at``), and agrees with finite differences."""
+    gather = nc.gather("h v, q x -> h q x", h=2, v=7, q=3, x=4)
+    b = nc.Builder(gather.dom)
+    f = b.build(b(nc.elementwise("exp", "h q x", h=2, q=3, x=4), b(gather, *b.inputs)))
+    rng = np.random.default_rng(5)
+    T, t = rng.standard_normal((2, 7)), rng.integers(0, 7, size=(3, 4)).astype(np.int32)
+    t[0, :2] = 6                                  # an entry read twice, and (most likely) some never read
+    ybar = rng.standard_normal((2, 3, 4))
+    Tbar, tbar = nc.evaluate(nc.grad(f), T, t, ybar)
+    want = np.zeros_like(T)
+    for h in range(2):
+        np.add.at(want[h], t.ravel(), (ybar[h] * np.exp(T[h][t])).ravel())
+    np.testing.assert_allclose(Tbar, want, rtol=1e-12)
+    assert not np.any(tbar)
+    v, eps = rng.standard_normal(T.shape), 1e-6
+    fd = (pairing(f, [T + eps * v, t], [ybar]) - pairing(f, [T - eps * v, t], [ybar])) / (2 * eps)
+    assert float(np.sum(Tbar * v)) == pytest.approx(fd, rel=1e-6)

@@ -136,3 +136,42 @@ def test_the_triton_kernel_of_causal_attention_compiles_for_hopper():
                                   {"q": 256, "x": 256, "d": 64, "g_q": 64, "s_x": 64}))
     info = k.compile(arch=90)
     assert set(info["kernels"]) == {"nc_kernel0", "nc_kernel0_ragged"} and 0 < info["smem"] <= 227 * 1024
+
+
+TABLE_SIZES = {"h": 2, "v": 13, "q": 6, "x": 5, "g_q": 4, "s_v": 4}
+
+
+def table_read_at_positions():
+    """``y[h, q, x] = T[h, t[q, x]]`` streamed along the table (each slice gives its part) and grouped over q."""
+    return nc.group(nc.stream(nc.gather("h v, q x -> h q x"), "v", "s_v"), "q", "g_q")
+
+
+def table_inputs(seed=6):
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=(2, 13)).astype(np.float32), rng.integers(0, 13, size=(6, 5)).astype(np.int32)]
+
+
+def test_the_c_kernel_reads_a_table_at_positions_over_other_axes():
+    p = nc.plan(table_read_at_positions(), TABLE_SIZES)
+    k = nc.codegen.c(p, poison=True)
+    T, t = table_inputs()
+    close(k(T, t), T[:, t])
+    got, counted = p.run(T, t)
+    close(got, T[:, t])
+    assert counted.transfers == nc.cost(table_read_at_positions(), sizes=TABLE_SIZES).H
+
+
+@needs_triton
+def test_the_triton_kernel_reads_a_table_at_positions_over_other_axes():
+    k = nc.codegen.triton(nc.plan(table_read_at_positions(), TABLE_SIZES))
+    T, t = table_inputs()
+    close(k(T, t), T[:, t])
+
+
+@needs_nvcc
+def test_the_cuda_kernel_reads_a_table_at_positions_over_other_axes():
+    p = nc.plan(table_read_at_positions(), TABLE_SIZES)
+    k = nc.codegen.cuda(p)
+    assert "const int nc_t = (int)" in k.source
+    info = k.compile(arch=90)
+    assert info["smem"] == p.smem_bytes and info["spills"] == 0

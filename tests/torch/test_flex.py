@@ -87,7 +87,7 @@ def safe_dense(q, k, v, score_mod, mask_mod):
 
 
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.skipif(not os.environ.get("NAPKIN_SLOW"), reason="deriving the backward: 1.5 min (4.5 min with the "
+@pytest.mark.skipif(not os.environ.get("NAPKIN_SLOW"), reason="deriving the backward: 1.5 min (99 s with the "
                     "table) on two shared cores: NAPKIN_SLOW=1")
 @pytest.mark.parametrize("biased", [False, True])
 def test_gradients_equal_torch_with_an_empty_row(biased):
@@ -162,3 +162,40 @@ def test_unsupported_op_in_a_mod_is_named():
     q, k, v = qkv()
     with pytest.raises(nc.UnsupportedOperationError, match=r"aten\.sin"):
         nc.torch.flex_attention(q, k, v, score_mod=lambda s, b, h, q_, x: s + torch.sin(q_ - x), memory=64)
+
+
+def test_a_relative_bias_table_is_read_by_index_inside_the_diagram():
+    """``s + table[q − x + N − 1]``: the table is one input read by a gather (not woven over q and x, never a q×x
+    array), so the FLOPs of the traced attention do not depend on the table's length: a table 4× as long (read at
+    the same entries) costs the same; a one-hot contraction over its entries would cost 2·B·H·N²·length."""
+    from napkin_cat.torch.exported import translate
+    from napkin_cat.torch.flex import NAMES, POSITIONS, Scores
+    index = tuple(torch.arange(n).view([-1 if j == p else 1 for j in range(4)]) for p, n in enumerate((B, H, N, N)))
+    found = []
+    for length in (2 * N - 1, 8 * N):
+        table = torch.randn(length, dtype=torch.float64, generator=G)
+        module = Scores(lambda s, b, h, i, x: s + table[i - x + N - 1], None, 0.5)
+        example = (*qkv(), *index)
+        r = translate(torch.export.export(module, example), module, example, None, NAMES, positions=POSITIONS)
+        (read,) = [b for b in r.diagram.boxes if getattr(b.data, "kind", None) == "gather"]
+        assert [len(a.axes) for a in read.dom.inside] == [1, 2] and len(read.cod.inside[0].axes) == 2
+        found.append(nc.cost(r.diagram).flops)
+    assert found[0] == found[1]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.skipif(not os.environ.get("NAPKIN_SLOW"), reason="derives and compiles attention: 30 s on two shared "
+                    "cores: NAPKIN_SLOW=1")
+def test_the_fused_kernel_reads_the_bias_table_by_index():
+    """At a memory where the search fuses the table read into attention (one kernel, the gather inside), the op's
+    one C kernel reads the table at the index (``nc_t``) and equals the maths by plain torch."""
+    torch.set_num_threads(1)
+    q, k, v = qkv()
+    mod = SCORES["relative"]
+    O = nc.torch.flex_attention(q, k, v, score_mod=mod, memory=1024)
+    assert torch.allclose(O, dense(q, k, v, score_mod=mod), atol=1e-12)
+    (traced,) = [t for t in nc.torch.flex.TRACES.entries.values() if t.op.napkin.forward.memory == 1024]
+    (fused,) = [d.variant for d in traced.op.napkin.forward.derivations.values()]
+    assert fused.kind == "fully fused" and "gather" in fused.kernels[0].ops
+    (kernel,) = traced.op.napkin.forward.kernels.values()
+    assert kernel.source.count("static void nc_kernel") == 1 and "const int nc_t = (int)" in kernel.source

@@ -196,3 +196,49 @@ def test_lazy_and_typed():
     with pytest.raises(nc.ArgumentError, match=r"\['y'\] are not inputs of the diagram"):
         r.evaluate(y=np.ones(3))
     assert math.isfinite(float(r.evaluate()))
+
+
+#: tables read at integer indices: (the model, its table's shape given its length, its index tensors (ints < 7))
+READS = {
+    "index": (lambda w, i: w[i] * 2.0, lambda v: (v, 4), lambda g: (torch.randint(0, 7, (2, 3), generator=g),)),
+    "index_two": (lambda w, i, j: w[i, j] + 1.0, lambda v: (v, 5, 3),
+                  lambda g: (torch.randint(0, 7, (4, 1), generator=g), torch.randint(0, 5, (1, 6), generator=g))),
+    "index_select": (lambda w, i: w.index_select(1, i) * 2.0, lambda v: (3, v, 2),
+                     lambda g: (torch.randint(0, 7, (5,), generator=g),)),
+    "embedding": (lambda w, i: F.embedding(i, w) * 2.0, lambda v: (v, 4),
+                  lambda g: (torch.randint(0, 7, (3, 2), generator=g),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(READS))
+def test_a_table_is_read_by_index_not_by_its_length(name):
+    """``w[i]``, ``w[i, j]``, ``index_select``, ``embedding``: the diagram equals torch (on indices it never saw),
+    and its FLOPs are one per item read: a table 100× as long costs the same (a one-hot contraction over the
+    table's entries would cost 2·items·length)."""
+    fn, shape, indices = READS[name]
+    g = torch.Generator().manual_seed(1)
+    flops = []
+    for v in (7, 700):
+        w, idx = torch.randn(*shape(v), generator=g, **F64), indices(g)
+        r = nc.from_torch(fn, w, *idx)
+        assert "contract" not in {getattr(b.data, "kind", None) for b in r.diagram.boxes}
+        flops.append(nc.cost(r.diagram).flops)
+        new = indices(g)
+        given = dict(zip(list(r.inputs)[1:], (i.numpy() for i in new)))
+        np.testing.assert_allclose(r.evaluate(**given), fn(w, *new).numpy(), rtol=1e-12)
+    assert flops[0] == flops[1]
+
+
+def test_an_index_outside_its_table_is_refused_on_the_example_and_on_new_inputs():
+    """The diagram's gather reads 0 outside the table (its slices add up); torch reads out of bounds or raises: an
+    index outside is refused by name, on the example (a computed index) and on inputs given to ``evaluate``."""
+    w = torch.randn(7, 4, **F64)
+    with pytest.raises(nc.IndexingError, match=r"aten\.index_select\.default \(node index_select\).*: index 0 into "
+                                               r"the input 'w' of shape \(7, 4\) takes the values 3 … 9 on the "
+                                               r"example inputs; the legal range of dimension 0 is 0 … 6"):
+        nc.from_torch(lambda w, i: w.index_select(0, i + 3), w, torch.tensor([0, 6, 2]))
+    r = nc.from_torch(lambda w, i: w[i], w, torch.tensor([[0, 6], [2, 2]]))
+    with pytest.raises(nc.IndexingError, match=r"aten\.index\.Tensor .*index 0 into the input 'w' of shape \(7, 4\) "
+                                               r"takes the values -1 … 2 on the inputs given"):
+        r.evaluate(i=np.array([[0, -1], [2, 2]]))
+    np.testing.assert_array_equal(r.evaluate(i=np.array([[6, 6], [0, 1]])), w.numpy()[[[6, 6], [0, 1]]])

@@ -10,7 +10,8 @@ structure              Triton
 ``position``           ``start + tl.arange(0, n)``: the loop's start on the whole axis (e.g.
                        ``i_x*64 + r_x_64``) plus the block's index vector
 ``gather``             ``tl.sum(tl.where(r_v == t − start, x, 0.0), axis=v)``: the one column of the
-                       slice the index falls in (none: 0), a one-hot reduction on the block
+                       slice the index falls in (none: 0), a one-hot reduction on the block (over the
+                       table's axes and the index's, where the table is not woven over the index's)
 ``logsumexp``          μ = max x (0 if not finite), ``μ + log Σ exp(x − μ)``, the input masked at −∞
 ``logsumexp_online``   μ = max(max x, μ′), δ = 0 where μ′ = −∞ else exp(μ′ − μ), z = δz′ + Σ exp(x − μ)
 =====================  ==========================================================================
@@ -64,17 +65,18 @@ class TritonIndexKindsMixin:
     def _print_gather(self, s, depth):
         out, (x, t) = s.outs[0], s.ins
         X, T, O = self.axes(x), self.axes(t), self.axes(out)
+        U = X + [a for a in T if a not in X]       # the table's block and the index's: a table read at positions
         (axis,) = [a for a in self.variables[x.var].axes if a not in self.variables[out.var].axes]
         local = self.temp("t")
         lines = [self.line(depth, f"{local} = {self.value(t)} - ({self.code(s.start(axis))})")]
+        table = self.align(self.value(x), X, U)
         if axis not in X:         # a slice of one column: the value where the index is 0
-            expr = f"tl.where({self.align(local, T, X)} == 0.0, {self.value(x)}, 0.0)"
-            have = X
+            expr = f"tl.where({self.align(local, T, U)} == 0.0, {table}, 0.0)"
+            have = U
         else:
-            k = X.index(axis)
-            hit = f"{self.bc(x.var, k)} == ({self.align(local, T, X)}).to(tl.int32)"
-            expr = f"tl.sum(tl.where({hit}, {self.value(x)}, 0.0), axis={k})"
-            have = [a for a in X if a != axis]
+            hit = f"{self.align(self.arange(x.var, axis), [axis], U)} == ({self.align(local, T, U)}).to(tl.int32)"
+            expr = f"tl.sum(tl.where({hit}, {table}, 0.0), axis={U.index(axis)})"
+            have = [a for a in U if a != axis]
         if any(a not in O for a in have):
             raise CodegenError(f"{s.box.name}: the gathered block has axes {have} outside the output's {O}")
         return self._head(s, depth) + lines + self._out(s, out, expr, have, depth)
