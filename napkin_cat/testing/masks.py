@@ -104,13 +104,20 @@ class MaskOps:
         self.shapes.add(kind)
         return self.apply(op, [v])[0]
 
+    def broadcast(self, *values: Value):
+        """``(axes, out, by, run, sig)`` of an operation on ``values`` broadcast by names (``out``: the result's
+        names, permuted; ``sig``: the einsum-style signature), or None where two disagree on a name's sizes."""
+        axes = _union(*(v.axes for v in values))
+        if axes is None:
+            return None
+        out = self._perm([a[0] for a in axes])
+        sig = ", ".join(spell(v.names) for v in values) + f" -> {spell(out)}"
+        return axes, out, {a[0]: a for a in axes}, _run(axes), sig
+
     def of_two(self, kind: str, u: Value, v: Value) -> Value:
         """``u − v``, ``u // v``, ``u % v`` of two integer values, broadcast by names."""
-        axes = _union(u.axes, v.axes)
-        out = self._perm([a[0] for a in axes])
-        by, run = {a[0]: a for a in axes}, _run(axes)
+        axes, out, by, run, sig = self.broadcast(u, v)
         meaning = {"sub": np.subtract, "floordiv": np.floor_divide, "mod": np.mod}[kind]
-        sig = f"{spell(u.names)}, {spell(v.names)} -> {spell(out)}"
 
         def fn(x, y):
             return [meaning(align(x, u.names, out, run), align(y, v.names, out, run))]
@@ -137,12 +144,10 @@ class MaskOps:
     # ------------------------------------------------------------------ masks
     def compare(self, kind: str, u: Value, v: Value) -> Value | None:
         """The mask ``u ⋈ v`` (integers or numbers, both of one dtype), broadcast by names."""
-        axes = _union(u.axes, v.axes)
-        if axes is None:
+        found = self.broadcast(u, v)
+        if found is None:
             return None
-        out = self._perm([a[0] for a in axes])
-        by, run = {a[0]: a for a in axes}, _run(axes)
-        sig = f"{spell(u.names)}, {spell(v.names)} -> {spell(out)}"
+        axes, out, by, run, sig = found
         fn = COMPARE[kind]
         dtype = "int32" if u.dtype == INTEGERS else "fp32"
         op = Op(nc.compare(kind, sig, dtype=dtype, **sizes_of(axes)),
@@ -154,10 +159,7 @@ class MaskOps:
 
     def logical(self, kind: str, *ms: Value) -> Value:
         """``m₁ ∧ m₂``, ``m₁ ∨ m₂`` or ``¬m``."""
-        axes = _union(*(m.axes for m in ms))
-        out = self._perm([a[0] for a in axes])
-        by, run = {a[0]: a for a in axes}, _run(axes)
-        sig = ", ".join(spell(m.names) for m in ms) + f" -> {spell(out)}"
+        axes, out, by, run, sig = self.broadcast(*ms)
         meaning = {"and": lambda x, y: (x != 0) & (y != 0), "or": lambda x, y: (x != 0) | (y != 0),
                    "not": lambda x: x == 0}[kind]
         op = Op(nc.logical(kind, sig, **sizes_of(axes)),
@@ -235,12 +237,10 @@ class MaskOps:
 
     def where(self, m: Value, v: Value, other: float) -> Op | None:
         """``m ? v : other``."""
-        axes = _union(m.axes, v.axes)
-        if axes is None:
+        found = self.broadcast(m, v)
+        if found is None:
             return None
-        out = self._perm([a[0] for a in axes])
-        by, run = {a[0]: a for a in axes}, _run(axes)
-        sig = f"{spell(m.names)}, {spell(v.names)} -> {spell(out)}"
+        axes, out, by, run, sig = found
         d = nc.where(sig, other=other, **sizes_of(axes))
 
         def fn(c, x):
@@ -250,12 +250,10 @@ class MaskOps:
 
     def select(self, m: Value, v: Value, u: Value) -> Op | None:
         """``m ? v : u``."""
-        axes = _union(m.axes, v.axes, u.axes)
-        if axes is None:
+        found = self.broadcast(m, v, u)
+        if found is None:
             return None
-        out = self._perm([a[0] for a in axes])
-        by, run = {a[0]: a for a in axes}, _run(axes)
-        sig = f"{spell(m.names)}, {spell(v.names)}, {spell(u.names)} -> {spell(out)}"
+        axes, out, by, run, sig = found
 
         def fn(c, x, y):
             return [np.where(align(c, m.names, out, run) != 0, align(x, v.names, out, run),

@@ -50,14 +50,6 @@ def mlp_reference(X, W1, b1, W2, b2):
     return torch.nn.functional.gelu(X @ W1 + b1, approximate="tanh") @ W2 + b2
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def attention():
     return nc.torch.compile(woven_attention(), memory=MEMORY, aux=1, name="test_attention")

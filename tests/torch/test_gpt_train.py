@@ -42,14 +42,6 @@ def load_example():
 gpt = load_example()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def tiny():
     vocab, data = gpt.batches(gpt.corpus(400), 1, batch=2, context=8)
