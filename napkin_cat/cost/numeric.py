@@ -34,6 +34,7 @@ from napkin_cat.syntax.interval import negate
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.splits import part_bounds, partial_moves
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
+from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.cost.iocost import box_pieces, cost
 from napkin_cat.cost.record import Cost
 from napkin_cat.errors import AxisError, NapkinError, ShapeError
@@ -46,12 +47,14 @@ NumericCost = Cost
 
 
 def _value(expr, env) -> int:
+    """``expr`` at ``env``, an int: evaluated in exact Python arithmetic (:func:`.exact_arithmetic.value`, no
+    sympy substitution per tiling); a size missing, or a value that is not an integer, is refused."""
     if isinstance(expr, int):
         return expr
-    v = sympy.sympify(sympy.sympify(expr).xreplace(env))
-    if not v.is_Integer:
+    v = value(expr, env)
+    if not isinstance(v, int):
         raise NapkinError(f"{expr} is {v} at the sizes {env}, not an integer: a size is missing or not an int")
-    return int(v)
+    return v
 
 
 def _add(total: Cost, part: Cost, times: int = 1) -> Cost:
