@@ -62,7 +62,9 @@ def box_cost(box) -> Cost:
     occurrence (each call is one more occurrence of the box in a walk)."""
     H, H_bytes, flops, ops = box_pieces(box)
     occurrence = next(_OCCURRENCES)
-    return Cost(dict(H), dict(H_bytes), {}, dict(flops), ops=[replace(o, index=occurrence) for o in ops])
+    return Cost(dict(H), dict(H_bytes), {}, dict(flops),
+                ops=[OpCost(o.label, o.kind, o.pipeline, o.flops, o.trips, dtype=o.dtype, operands=o.operands,
+                            index=occurrence) for o in ops])
 
 
 def box_pieces(box) -> tuple:
