@@ -73,14 +73,28 @@ def check_grid(values, names=()) -> None:
 
 
 def _exact(poly, combo) -> Fraction:
+    """``Σ α_k Π g_i^{e_ki}`` at the tiles ``combo``, exact: summed as one numerator over one denominator in
+    integers (a tile with a negative exponent divides), reduced once at the end.
+
+    >>> _exact(((Fraction(1, 2), Fraction(3)), ((1, -2), (0, 1))), (4, 6))     # 4/(2·36) + 3·6
+    Fraction(325, 18)
+    >>> _exact(((Fraction(1, 2),), ((-1,),)), (Fraction(8, 3),))      # a trip count read as a tile
+    Fraction(3, 16)
+    """
     coeffs, exps = poly
-    total = Fraction(0)
+    num, den = 0, 1
     for alpha, e in zip(coeffs, exps):
-        term = Fraction(alpha)
+        n, d = alpha.numerator, alpha.denominator
         for g, k in zip(combo, e):
-            term *= Fraction(g) ** k
-        total += term
-    return total
+            if k > 0:
+                n *= g ** k
+            elif k < 0:
+                d *= g ** -k
+        if den % d == 0:
+            num += n * (den // d)
+        else:
+            num, den = num * d + n * den, den * d
+    return Fraction(num, den)
 
 
 def _scores(poly, logs):

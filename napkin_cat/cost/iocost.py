@@ -46,7 +46,8 @@ from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.weave import core_of
 from napkin_cat.syntax.wiring import computes, trace_values, traverse
 
-__all__ = ["Cost", "OpCost", "GroupCost", "StreamRecord", "box_cost", "cost", "region_cost", "numel", "Symbolic"]
+__all__ = ["Cost", "OpCost", "GroupCost", "StreamRecord", "box_cost", "box_pieces", "cost", "region_cost", "numel",
+           "Symbolic"]
 
 
 def _plus(col: dict, extra: dict) -> dict:
@@ -57,11 +58,34 @@ def _plus(col: dict, extra: dict) -> dict:
 
 
 def box_cost(box) -> Cost:
-    """The cost of one primitive box run once."""
-    c = Cost()
+    """The cost of one primitive box run once: its :func:`box_pieces`, its op records numbered as a fresh
+    occurrence (each call is one more occurrence of the box in a walk)."""
+    H, H_bytes, flops, ops = box_pieces(box)
+    occurrence = next(_OCCURRENCES)
+    return Cost(dict(H), dict(H_bytes), {}, dict(flops),
+                ops=[OpCost(o.label, o.kind, o.pipeline, o.flops, o.trips, dtype=o.dtype, operands=o.operands,
+                            index=occurrence) for o in ops])
+
+
+def box_pieces(box) -> tuple:
+    """``(H, H_bytes, flops, ops)`` of one primitive box run once, as ``(key, value)`` pairs and op records
+    (index unset): read off the box alone, so read once and kept on it (a box is immutable; the cost functor
+    and the cost at sizes meet one box in every candidate and at every tiling that holds it).
+
+    >>> import napkin_cat as nc
+    >>> (_, mm), = layers(nc.library.matmul())
+    >>> box_pieces(mm)[2], box_pieces(mm) is box_pieces(mm)
+    ((('tensor', 2*a*b*c),), True)
+    >>> c, c2 = box_cost(mm), box_cost(mm)
+    >>> c.flops == dict(box_pieces(mm)[2]) and c.ops[0].index != c2.ops[0].index
+    True
+    """
+    cached = box.__dict__.get("_cost_pieces")
+    if cached is not None:
+        return cached
+    H, H_bytes, flops, ops = {}, {}, {}, []
     spec = box.data
     kind = kind_of(spec.kind)
-    occurrence = next(_OCCURRENCES)
     per_item = kind.item_flops(core_of(spec, box.dom, box.cod))
     cod, dom = box.cod.inside, box.dom.inside
     weave = sympy.Mul(*(next((arr.axis(w).size for arr in cod if w in arr.names), ONE) for w in spec.weave_names))
@@ -69,14 +93,16 @@ def box_cost(box) -> Cost:
     dtype, operands = (out.dtype.name if out else ""), tuple(a.dtype.name for a in dom)
     for p, f in per_item.items():    # the pipelines of one box are distinct: each is set once
         f = sympy.sympify(f) * weave
-        c.flops[p] = f
-        c.ops.append(OpCost(box.name, spec.kind, p, f, ONE, dtype=dtype, operands=operands, index=occurrence))
+        flops[p] = f
+        ops.append(OpCost(box.name, spec.kind, p, f, ONE, dtype=dtype, operands=operands))
     if spec.kind in ("load", "save"):
         src, dst = dom[0], cod[0]
         lvl, n = max(src.level, dst.level), numel(src)
-        c.H[lvl] = n
-        c.H_bytes[lvl] = n * max(src.dtype.bytes, dst.dtype.bytes) if src.dtype == dst.dtype else n * dst.dtype.bytes
-    return c
+        H[lvl] = n
+        H_bytes[lvl] = n * max(src.dtype.bytes, dst.dtype.bytes) if src.dtype == dst.dtype else n * dst.dtype.bytes
+    cached = box.__dict__["_cost_pieces"] = (tuple(H.items()), tuple(H_bytes.items()), tuple(flops.items()),
+                                             tuple(ops))
+    return cached
 
 
 def _dead(diagram: Diagram) -> set:

@@ -5,7 +5,7 @@ the last tile is smaller.  Evaluated structurally instead, a partition of ``a`` 
 costs ``⌊a/g⌋ · C(g) + C(a mod g)``, where ``C(e)`` is the cost of its inside with the tile's extent
 bound to ``e`` (a stream's head and tail once, its trip per slice).  This is the schedule fold
 (:mod:`napkin_cat.algorithms.schedule`) with the algebra :class:`Concrete`, whose context is the
-sizes and a running total; the per-box costs are iocost's (:func:`~napkin_cat.cost.iocost.box_cost`).
+sizes and a running total; the per-box costs are iocost's (:func:`~napkin_cat.cost.iocost.box_pieces`).
 Memory is the symbolic columns at the sizes: the most live data is held while the tiles are full.
 
 It is what the instrumented plan runner counts, at any tiles; where the tiles divide, it is the
@@ -34,7 +34,8 @@ from napkin_cat.syntax.interval import negate
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.splits import part_bounds, partial_moves
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
-from napkin_cat.cost.iocost import box_cost, cost
+from napkin_cat.cost.exact_arithmetic import value
+from napkin_cat.cost.iocost import box_pieces, cost
 from napkin_cat.cost.record import Cost
 from napkin_cat.errors import AxisError, NapkinError, ShapeError
 from napkin_cat.syntax.adapter import Bubble, Diagram, layers
@@ -46,12 +47,14 @@ NumericCost = Cost
 
 
 def _value(expr, env) -> int:
+    """``expr`` at ``env``, an int: evaluated in exact Python arithmetic (:func:`.exact_arithmetic.value`, no
+    sympy substitution per tiling); a size missing, or a value that is not an integer, is refused."""
     if isinstance(expr, int):
         return expr
-    v = sympy.sympify(sympy.sympify(expr).xreplace(env))
-    if not v.is_Integer:
+    v = value(expr, env)
+    if not isinstance(v, int):
         raise NapkinError(f"{expr} is {v} at the sizes {env}, not an integer: a size is missing or not an int")
-    return int(v)
+    return v
 
 
 def _add(total: Cost, part: Cost, times: int = 1) -> Cost:
@@ -239,11 +242,10 @@ class Concrete:
         self.block_mask = block_mask
 
     def box(self, box, ctx: At):
-        c = box_cost(box)
+        H, H_bytes, flops, _ = box_pieces(box)
         env = ctx.env
-        _add(ctx.total, Cost({l: _value(h, env) for l, h in c.H.items()},
-                             {l: _value(h, env) for l, h in c.H_bytes.items()}, {},
-                             {p: _value(f, env) for p, f in c.flops.items()}), ctx.count)
+        _add(ctx.total, Cost({l: _value(h, env) for l, h in H}, {l: _value(h, env) for l, h in H_bytes}, {},
+                             {p: _value(f, env) for p, f in flops}), ctx.count)
 
     def diagram(self, d: Diagram, ctx: At):
         for _, box in layers(d):
