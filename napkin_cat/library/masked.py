@@ -71,8 +71,9 @@ def masked_attention(mask: Diagram | None = None, bias: Diagram | None = None, q
 
 
 def causal_attention(q=None, x=None, d=None, *, formats=None, lse: bool = False) -> Diagram:
-    """Causal attention: query ``q`` attends to the keys ``x ≤ q`` (the mask from positions, no input); ``lse``:
-    also the log-sum-exp of the scaled scores, as :func:`masked_attention`.
+    """Causal attention: query ``q`` attends to the keys ``x ≤ q`` (the mask from positions, no input).
+
+    ``lse``: also the log-sum-exp of the scaled scores, as :func:`masked_attention`.
 
     >>> causal_attention(lse=True).cod
     Ty(Array(q×d), Array(q))
@@ -81,21 +82,26 @@ def causal_attention(q=None, x=None, d=None, *, formats=None, lse: bool = False)
 
 
 def sliding_window_attention(window, q=None, x=None, d=None, *, formats=None, lse: bool = False) -> Diagram:
-    """Attention to the keys within ``window`` positions: ``|q − x| ≤ w``; ``lse`` as :func:`masked_attention`."""
+    """Attention to the keys within ``window`` positions: ``|q − x| ≤ w``.
+
+    ``lse`` as :func:`masked_attention`."""
     return masked_attention(window_mask(window, q=q, x=x), None, q, x, d, formats=formats, lse=lse)
 
 
 def alibi_attention(slope=0.125, q=None, x=None, d=None, *, causal: bool = True, formats=None,
                     lse: bool = False) -> Diagram:
-    """ALiBi: scores biased by ``slope · (x − q)``, causal by default (as ALiBi's models are); ``lse`` as
-    :func:`masked_attention`."""
+    """ALiBi: scores biased by ``slope · (x − q)``, causal by default (as ALiBi's models are).
+
+    ``lse`` as :func:`masked_attention`."""
     return masked_attention(causal_mask(q=q, x=x) if causal else None, alibi_bias(slope, q=q, x=x), q, x, d,
                             formats=formats, lse=lse)
 
 
 def document_attention(q=None, x=None, d=None, *, causal: bool = False, formats=None, lse: bool = False) -> Diagram:
     """Attention within documents: inputs Q, K, V, then the segment ids of q and x (int32); with ``causal``,
-    also ``x ≤ q``; ``lse`` as :func:`masked_attention`."""
+    also ``x ≤ q``.
+
+    ``lse`` as :func:`masked_attention`."""
     mask = document_mask(q=q, x=x)
     if causal:
         s = given_sizes(q=q, x=x)
