@@ -178,7 +178,7 @@ def dim_names(program, module, dynamic_shapes) -> dict:
 
 def location(node) -> str:
     """Where a node is in the model: its ATen operation, module path and source line (what torch.export recorded)."""
-    what = f"aten.{op_name(node)}" if op_name(node) else str(node.target)
+    what = f"aten.{name}" if (name := op_name(node)) else str(node.target)
     stack = node.meta.get("nn_module_stack") or {}
     path, kind = list(stack.values())[-1] if stack else ("", "")
     module = f" in module '{path}' ({kind.rsplit('.', 1)[-1]})" if path else (f" in the model ({kind})" if kind else "")
@@ -191,7 +191,7 @@ def location(node) -> str:
 def op_name(node) -> str:
     target = node.target
     if isinstance(target, torch._ops.OpOverload) and target.namespace == "aten":
-        return f"{target._opname}.{target._overloadname}"
+        return target.__name__          # "index.Tensor": the op and its overload
     return ""
 
 
