@@ -17,7 +17,7 @@ from napkin_cat.errors import CodegenError, SignatureError
 from napkin_cat.syntax.printed import filled
 from rewrites.softmax import softmax_contraction_to_unscaled
 
-from kernels_common import needs_triton
+from kernels_common import needs_nvcc, needs_triton
 
 N, X, D = 16, 16, 4
 
@@ -72,6 +72,11 @@ def test_the_derived_plan_prints_in_c_and_computes_attention(derived_plan):
 def test_the_derived_plan_prints_in_cuda_and_triton(derived_plan):
     assert "= -INFINITY;" in nc.codegen.cuda(derived_plan).source
     assert 'float("-inf")' in nc.codegen.triton(derived_plan).source
+
+
+@needs_nvcc
+def test_the_derived_plans_cuda_kernel_compiles_with_the_plans_shared_memory(derived_plan):
+    assert nc.codegen.cuda(derived_plan).compile(arch="sm_90")["smem"] == derived_plan.smem_bytes
 
 
 @needs_triton
