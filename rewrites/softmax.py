@@ -34,11 +34,15 @@ import napkin_cat as nc
 from napkin_cat.algorithms.accumulators import (Binding, NormaliserForm, StateArray, build_state_diagrams,
                                                 is_contraction_over, register, single)
 from napkin_cat.syntax.primitive import converts
+from napkin_cat.syntax.printed import filled
 from napkin_cat.syntax.relabel import remembered
 from napkin_cat.rewriting.match import Pattern, kind
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, shape_of
 
 INIT = "softmax_init"
+#: the state (μ′, z′) of an online SoftMax before its first slice (the empty stream: no maximum, no mass), which
+#: Initialize's outputs hold whatever its input, and that it prints as (a fill, wherever the box stands)
+HEAD = (-np.inf, 0.0)
 
 
 def _is_conversion(box) -> bool:
@@ -50,7 +54,7 @@ def _is_conversion(box) -> bool:
 def _init_impl(xs, core):
     x = xs[0]
     batch = x.shape[:x.ndim - len(core.inputs[0])]
-    return [np.full(batch, -np.inf), np.zeros(batch)]
+    return [np.full(batch, v) for v in HEAD]
 
 
 def _init_check(core):
@@ -61,7 +65,7 @@ def _init_check(core):
 def ensure_initialize():
     """Declare the ``softmax_init`` kind (Table 4's Initialize) unless it is declared."""
     if INIT not in nc.engine.KINDS:
-        nc.declare(INIT, _init_impl, check=_init_check, label="Initialize",
+        nc.declare(INIT, _init_impl, check=_init_check, label="Initialize", forms=filled(*HEAD),
                    doc="Initialize() of Table 4: the stream head (μ′, z′) = (−∞, 0), one per weave index.")
 
 
@@ -407,7 +411,8 @@ softmax_contraction_to_unscaled = Rule(
 def online_state(scores, out, axis):
     """The maintained arrays of streamed SoftMax-contraction: running max μ, running sum z, output o."""
     rows = scores.replace(axes=tuple(a for a in scores.axes if a.name != axis))
-    return [StateArray("μ", rows, -np.inf), StateArray("z", rows, 0.0), StateArray("o", out, 0.0)]
+    mu, z = HEAD
+    return [StateArray("μ", rows, mu), StateArray("z", rows, z), StateArray("o", out, 0.0)]
 
 
 def online_step(b, state, scores, contract, axis, box):

@@ -11,6 +11,7 @@ the record's form                      what the printer does
                                        ``tl.maximum``), then the operands and the box's parameters (the
                                        template's defaults for those the box leaves out)
 ``Structured("reduce", fold=SUM)``     the dialect's method ``_print_reduce``, which reads the options
+``Structured("fill", values=(v, …))``  an initialiser: each output written full of its value (:meth:`filled`)
 an accumulated statement               its accumulator's printed ``Fold`` (``{0} + {1}``)
 no form for the dialect                :class:`~napkin_cat.codegen.errors.UnknownKindError` (a
                                        ``MissingPartError``) naming the kind, the backend and ``forms=``
@@ -74,6 +75,16 @@ class RecordForms:
 
     def _print_elementwise(self, s, depth):
         raise NotImplementedError
+
+    def filled(self, stmt) -> list:
+        """``[(output, value)]`` of an initialiser (its form's ``values``, one per output), or
+        :class:`CodegenError` naming the box when its record gives another number of values than it has outputs."""
+        values = tuple(self.option(stmt, "values", ()))
+        if len(values) != len(stmt.outs):
+            raise CodegenError(f"{stmt.box.name}: kind {stmt.kind!r} prints as a fill of its {len(stmt.outs)} "
+                               f"output(s), but its {self.dialect} form {self.form(stmt)!r} gives {len(values)} "
+                               f"value(s); give one per output (forms=filled(v₀, v₁, …))")
+        return list(zip(stmt.outs, values))
 
     def fill(self, template: Template, what: str) -> str:
         """The template's text with its helper calls filled from this dialect's ``helpers`` (``what``: whose form

@@ -11,7 +11,10 @@ of two things:
   call's arguments (CUDA: a select), so that one C form prints in both C dialects;
 * a :class:`Structured` form, for a kind that is not a map (a contraction, a reduction, the SoftMax family,
   a gather …): the name of the structure the printers print it by (each dialect's ``_print_<structure>``)
-  and its options (a reduction's ``fold``, a mean's division, a normalised online SoftMax).
+  and its options (a reduction's ``fold``, a mean's division, a normalised online SoftMax).  An
+  **initialiser** (a kind whose outputs are constants whatever its inputs hold, such as the head of an online
+  SoftMax, ``Initialize() = (−∞, 0)``) prints by the structure ``fill`` with its outputs' ``values``
+  (:func:`filled`): every backend writes each output full of its value, wherever the box stands.
 
 An accumulator's form per backend is a :class:`Fold`: its ``combine`` template (the old value ``{0}`` with the
 new ``{1}``) and, where the backend has one, the reduction of many values at once (OpenMP's ``reduction``
@@ -219,4 +222,20 @@ def structured(structure: str, **options) -> dict:
     return {"c": form, "triton": form}
 
 
-__all__ = ["Template", "Structured", "Fold", "as_form", "printed", "structured"]
+def filled(*values) -> dict:
+    """The ``forms`` of an initialiser: its ``k``-th output is ``values[k]`` everywhere, whatever its inputs hold
+    (they give only its shape), printed by the structure ``fill`` in every backend.
+
+    >>> filled(float("-inf"), 0)["c"]
+    Structured('fill', values=(-inf, 0.0))
+    >>> filled("zero")
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.SignatureError: an initialiser's values are numbers, one per output; got ('zero',)
+    """
+    if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        raise SignatureError(f"an initialiser's values are numbers, one per output; got {values!r}")
+    return structured("fill", values=tuple(float(v) for v in values))
+
+
+__all__ = ["Template", "Structured", "Fold", "as_form", "printed", "structured", "filled"]

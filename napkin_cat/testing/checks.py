@@ -20,7 +20,9 @@ which typed error refused the program (``"refused: PlanError"``), so that a fuzz
                 fast run equal ``nc.evaluate`` and the run's counters equal the cost functor at those sizes
 ``c``           the C kernel of that plan computes what the plan computes (float32 tolerances)
 ``derive``      ``nc.derive`` at the program's sizes: equivalent to the program, its trace replays, its ``H`` is what
-                its algorithm moves; a choice the rule book cannot make is a failure
+                its algorithm moves; a choice the rule book cannot make is a failure; the C printer prints its plan
+                (a box the search leaves where no hand-made partition puts it, such as an Initialize outside a
+                stream, still has a printed form)
 ==============  ==========================================================================================
 
 >>> from napkin_cat.testing.programs import random_program
@@ -432,10 +434,11 @@ def check_c(p: Program, seed: int = 0):
 
 def check_derive(p: Program, seed: int = 0, memory: int | None = None):
     """Outcomes: ``"derived"``, ``"equivalent"`` (or ``"nothing finite"``: the program's outputs are never finite,
-    so nothing is certified), ``"replayed"`` and ``"counted"`` (its ``H`` is what the cost functor counts on its
-    algorithm at its tiles), or the typed refusal of ``nc.derive``.  ``memory``: the memory to derive at (default
-    one drawn from ``2^3 … 2^11``).  A :class:`~napkin_cat.errors.ConstructionError` is a failure, not a refusal:
-    the rule book could not make what the search chose."""
+    so nothing is certified), ``"replayed"``, ``"counted"`` (its ``H`` is what the cost functor counts on its
+    algorithm at its tiles), ``"ran"`` and ``"printed"`` (the C source of its plan; a printer's refusal of a
+    derived algorithm is a failure), or the typed refusal of ``nc.derive``.  ``memory``: the memory to derive at
+    (default one drawn from ``2^3 … 2^11``).  A :class:`~napkin_cat.errors.ConstructionError` is a failure, not a
+    refusal: the rule book could not make what the search chose."""
     rng = np.random.default_rng([seed, p.seed, 2])
     drawn = int(2 ** rng.integers(3, 12))
     memory = drawn if memory is None else memory
@@ -466,8 +469,9 @@ def check_derive(p: Program, seed: int = 0, memory: int | None = None):
                           f"{tiles}", lines + "print(r.H, nc.cost(r.diagram, sizes={**sizes, **dict(r.optimum.sizes)})"
                           f".H[{r.level}])")
     try:
+        plan = nc.plan(r.diagram, tiles)
         with np.errstate(all="ignore"):
-            _, ran = nc.plan(r.diagram, tiles).run(*p.arrays(np.random.default_rng(seed)))
+            _, ran = plan.run(*p.arrays(np.random.default_rng(seed)))
     except NapkinError as e:
         return ("derived", "equivalent", "replayed", "counted", refused(e))
     if ran.transfers.get(r.level, 0) != r.H:
@@ -475,7 +479,13 @@ def check_derive(p: Program, seed: int = 0, memory: int | None = None):
                           f"{tiles} moves {ran.transfers.get(r.level, 0)}", lines + _inputs_line(seed) +
                           "\ntiles = {**sizes, **{str(k): int(v) for k, v in dict(r.optimum.sizes).items()}}\n"
                           f"print(r.H, nc.plan(r.diagram, tiles).run(*xs)[1].transfers[{r.level}])")
-    return ("derived", "equivalent", "replayed", "counted", "ran")
+    try:
+        nc.codegen.c(plan)       # printed only: compiling every derived algorithm is the "c" check's cost
+    except Exception as e:
+        raise CheckFailed(f"the C printer refused nc.derive's algorithm ({r.variant}): {type(e).__name__}: {e}",
+                          lines + "tiles = {**sizes, **{str(k): int(v) for k, v in dict(r.optimum.sizes).items()}}\n"
+                          "print(nc.codegen.c(nc.plan(r.diagram, tiles)).source)") from e
+    return ("derived", "equivalent", "replayed", "counted", "ran", "printed")
 
 
 RUNNERS = {"evaluate": check_evaluate, "json": check_json, "cost": check_cost, "mutant": check_mutant,

@@ -52,11 +52,10 @@ BUILT_IN = set(ELEMENTWISE) | {f"reduce_{r}" for r in REDUCTIONS} | {"contract",
 @pytest.mark.parametrize("printer", [nc.codegen.CPrinter, nc.codegen.CudaPrinter, nc.codegen.TritonPrinter])
 def test_every_built_in_kind_has_a_printed_form(printer):
     """Every kind the library declares has a form in each dialect in its record: a template, or a structure the
-    printer has a method for (but the transfers, which a plan runs as Load/Store, and the SoftMax's Initialize,
-    whose state a plan fills)."""
-    kinds = set(KINDS) - {"load", "save", "softmax_init"} - \
-        ({"split", "join"} if printer is nc.codegen.TritonPrinter else set())
-    assert BUILT_IN <= kinds
+    printer has a method for (but the transfers, which a plan runs as Load/Store).  The SoftMax's Initialize too: a
+    derived plan may leave it outside a stream's head (issue 33), where it prints as the fill of its record."""
+    kinds = set(KINDS) - {"load", "save"} - ({"split", "join"} if printer is nc.codegen.TritonPrinter else set())
+    assert BUILT_IN | {"softmax_init"} <= kinds
     for name in sorted(kinds):
         form = kind_of(name).part(printer.dialect)
         assert isinstance(form, Template) or form.structure in printer.structures(), (name, form)

@@ -199,3 +199,21 @@ def test_the_fused_kernel_reads_the_bias_table_by_index():
     assert fused.kind == "fully fused" and "gather" in fused.kernels[0].ops
     (kernel,) = traced.op.napkin.forward.kernels.values()
     assert kernel.source.count("static void nc_kernel") == 1 and "const int nc_t = (int)" in kernel.source
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("memory", [256, pytest.param(4096, marks=pytest.mark.skipif(
+    not os.environ.get("NAPKIN_SLOW"), reason="a second memory, the same path: NAPKIN_SLOW=1"))])
+def test_causal_where_the_keys_fit_the_memory_whole(memory):
+    """At memory=256 (and 4096) every key fits level 1: the derived forward keeps online softmax's Initialize
+    outside a stream along x (issue 33: the C printer refused it, UnknownKindError); its C kernel writes
+    (μ′, z′) = (−∞, 0) and equals FlexAttention's output and log-sum-exp."""
+    torch.set_num_threads(1)
+    q, k, v = (torch.randn(1, 1, N, D, dtype=torch.float64, generator=G) for _ in range(3))
+    O, L = nc.torch.flex_attention(q, k, v, mask_mod=MASKS["causal"], memory=memory, return_lse=True)
+    block = flex.create_block_mask(MASKS["causal"], 1, 1, N, N, device="cpu")
+    O2, L2 = flex.flex_attention(q, k, v, block_mask=block, return_lse=True)
+    assert torch.allclose(O, O2, rtol=0, atol=1e-12) and torch.allclose(L, L2, rtol=0, atol=1e-12)
+    (traced,) = [t for t in nc.torch.flex.TRACES.entries.values() if t.op.napkin.forward.memory == memory]
+    (kernel,) = traced.op.napkin.forward.kernels.values()
+    assert "← Initialize(" in kernel.source and "= -INFINITY;" in kernel.source

@@ -11,6 +11,8 @@ a template (exp, add, fma, …)    ``out = f(in₀, in₁, …)``, inputs broadc
 ``reduce`` (fold ⊕, mean)        ``acc = ⊕_core in`` from ⊕'s identity, with ⊕'s printed fold; a mean divides
                                  by the count
 ``count``                        the count: the product of the core axes' current extents
+``fill`` (values)                each output its value, whatever the inputs hold (an initialiser: Initialize's
+                                 ``(μ′, z′) = (−∞, 0)``)
 ``softmax``                      per row: μ = max βx (0 if not finite), y = exp(βx − μ) / Σ exp(βx − μ)
 ``online_softmax`` (SoftMax₁)    per row: μ = max(max βx, μ′), s = exp(βx − μ), δ = 0 if μ′ = −∞ else
                                  exp(μ′ − μ) (the −∞-safe δ), z = δz′ + Σ s
@@ -164,6 +166,15 @@ class KindsMixin(IndexKindsMixin):
         count = sympy.Mul(*[e for _, e, a, _ in self.space(x) if a not in idx])
         return self._head(s, depth) + self.statement(
             s, depth, sp, lambda: [self._fold(s, out, idx, self.real.cast(self.extent_code(count)))], [out])
+
+    def _print_fill(self, s, depth):
+        """``outₖ = valueₖ`` at every element: an initialiser, whose inputs give only its outputs' shape."""
+        parts = []
+        for out, value in self.filled(s):
+            sp = self.space(out)
+            idx = {a: sym for sym, _, a, _ in sp}
+            parts.append((sp, lambda out=out, idx=idx, v=self.number(value): [self._fold(s, out, idx, v)], [out]))
+        return self._head(s, depth) + self.statement_parts(s, depth, parts)
 
     # ------------------------------------------------------------------ the SoftMax family
     def _rows(self, s):

@@ -11,6 +11,7 @@ a template (exp, add, fma, cast …) the template on the inputs aligned to the o
 ``contract``                       ``tl.dot`` for a matrix product, else ``tl.sum`` of the
                                    broadcast product over the contracted axes
 ``count``                          the product of the core axes' current extents, broadcast (``tl.full``)
+``fill`` (values)                  each output its value over its block (``tl.full``): an initialiser
 ``reduce`` (fold ⊕, mean)          ⊕'s block reduction (``tl.sum`` / ``tl.max`` / ``tl.min``) over the core
                                    axes, the input masked with ⊕'s identity; a mean divides by the count
 ``softmax``                        μ = max βx (0 if not finite), y = exp(βx − μ) / Σ exp(βx − μ);
@@ -149,6 +150,16 @@ class TritonKindsMixin:
         v = f"tl.full(({', '.join(map(str, self.shape(out.var)))},), {self.code(count)}, tl.float32)" if O \
             else f"({self.code(count)}) * 1.0"
         return self._head(s, depth) + self._out(s, out, v, O, depth)
+
+    def _print_fill(self, s, depth):
+        """Each output its value over its block (``tl.full``): an initialiser, whose inputs give only the shape."""
+        lines = self._head(s, depth)
+        for out, value in self.filled(s):
+            O = self.axes(out)
+            v = f"tl.full(({', '.join(map(str, self.shape(out.var)))},), {self.number(value)}, tl.float32)" if O \
+                else f"tl.full((), {self.number(value)}, tl.float32)"
+            lines += self._out(s, out, v, O, depth)
+        return lines
 
     # ------------------------------------------------------------------ the SoftMax family
     def _scores(self, s, depth):
