@@ -113,3 +113,35 @@ class GeneratedKernel:
                                  f"shape {want} at the plan's sizes, got {x.shape}")
             out.append(np.ascontiguousarray(x, dtype=self.numpy_dtype(name)))
         return out
+
+    # ------------------------------------------------------------------ block tables
+    def block_arguments(self, block_mask=None, blocks=None) -> list:
+        """The block tables a run passes (:mod:`napkin_cat.plan.blocks`), one per stream loop of the plan whose skip
+        test reads a mask from data: ``block_mask`` read at the kernel's tiles, or ``blocks`` as given (int8
+        arrays of the tables' shapes, :data:`~napkin_cat.algorithms.blockmask.NONE` / ``PARTIAL`` / ``FULL``); with
+        neither, None each (every trip runs as written)."""
+        tables = list(self.printer.block_tables.values())
+        if block_mask is not None and blocks is not None:
+            raise ShapeError("give block_mask= (the data's) or blocks= (its tables at the kernel's tiles), not both")
+        if block_mask is not None:
+            if not tables:
+                raise ShapeError("a block mask was given, but no stream of this kernel's plan has a mask read from "
+                                 "data (a mask from positions alone is decided by interval arithmetic); give none")
+            block_mask.check({str(k): v for k, v in self.plan.sizes.items()}, "the kernel's plan")
+            return [t.states(block_mask) for t in tables]
+        if blocks is None:
+            return [None] * len(tables)
+        blocks = list(blocks)
+        if len(blocks) != len(tables):
+            raise ShapeError(f"the kernel reads {len(tables)} block table(s) (shapes {[t.shape for t in tables]}), "
+                             f"got {len(blocks)}")
+        out = []
+        for t, b in zip(tables, blocks):
+            b = np.asarray(b)
+            if b.shape != t.shape or not np.isin(b, (0, 1, 2)).all():
+                raise ShapeError(f"block table {t.number} (stream over {t.loop.axis!r}, indices "
+                                 f"{[str(i) for i, _ in t.indices]}) must have shape {t.shape} with entries 0 none, "
+                                 f"1 partial, 2 full; got shape {b.shape}")
+            out.append(np.ascontiguousarray(b, dtype=np.int8))
+        return out
+

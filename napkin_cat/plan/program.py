@@ -135,8 +135,8 @@ class Plan:
         """The axes of the masks read from data that decide this plan's trips (what a block mask is over)."""
         seen: dict = {}
         for s in walk(self.body):
-            if isinstance(s, StreamLoop):
-                seen.update((a, None) for a, _, _ in s.data)
+            if isinstance(s, StreamLoop) and s.data is not None:
+                seen.update((a, None) for a in s.data.axes)
         return tuple(seen)
 
     def _check_block_mask(self, block_mask):

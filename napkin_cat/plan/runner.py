@@ -33,7 +33,9 @@ import numpy as np
 import sympy
 from sympy.printing.pycode import PythonCodePrinter
 
+from napkin_cat.algorithms.blockmask import NONE
 from napkin_cat.cost.record import Cost
+from napkin_cat.plan.blocks import block_tables, tables_of
 from napkin_cat.plan.ir import Compute, Free, PlanError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.primitives import run_primitive
@@ -136,6 +138,9 @@ class Machine:
     def __init__(self, plan, *, instrument: bool = False, threads: int = 1, block_mask=None):
         self.plan = plan
         self.block_mask = block_mask   # the data's allowed pairs, read by a stream whose mask reads data
+        # its block tables (what a kernel reads), by stream loop index
+        self.tables = {} if block_mask is None else {
+            t.loop.index: (t, states) for t, states in zip(block_tables(plan), tables_of(plan, block_mask))}
         self.vars = plan.variable_map
         self.counters = Counters() if instrument else None
         self.peak: dict = {}
@@ -310,10 +315,11 @@ class Machine:
         for t, extent in trips:
             self.block(s.body, frame.trip(s, t, extent))
 
-    def _allowed(self, data, frame) -> bool:
-        """Whether the block mask allows some pair on the trip's box ``data`` (``((axis, start, extent), …)``)."""
-        box = {a: (number(start, frame.nominal), number(extent, frame.nominal)) for a, start, extent in data}
-        return bool(self.block_mask.truth(lambda a, size: box[a]).possibly)
+    def _allowed(self, s, frame) -> bool:
+        """Whether the data's block mask allows some pair on the trip's box: its state in the loop's block table
+        (:mod:`napkin_cat.plan.blocks`, what a kernel reads) is not none."""
+        table, states = self.tables[s.index]
+        return states[tuple(frame.nominal[index] for index, _ in table.indices)] != NONE
 
     def _run_StreamLoop(self, s, frame):
         self.block(s.head, frame)
@@ -321,7 +327,7 @@ class Machine:
             inner = frame.trip(s, t, extent)
             if s.when is not sympy.true and not truth(s.when, inner.nominal):
                 continue      # a trip the mask skips: it would change nothing
-            if s.data and self.block_mask is not None and not self._allowed(s.data, inner):
+            if s.data is not None and self.block_mask is not None and not self._allowed(s, inner):
                 continue      # no pair of the trip's tiles allowed by the data's block mask: it changes nothing
             inner.values, inner.live = frame.values, frame.live   # the state carries from trip to trip
             self.block(s.body, inner)
