@@ -1,4 +1,4 @@
-"""The C kernel reads the data's block mask: a none trip skipped, a full one run without its mask (numpy by the maths)."""
+"""The C kernel reads the data's block mask: a none trip skipped, a full one run without its mask (numpy, the maths)."""
 import numpy as np
 import pytest
 
