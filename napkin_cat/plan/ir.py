@@ -21,6 +21,8 @@ node                    meaning
 ``GridLoop``            parallel loop over the tiles of ``axis`` (a Grid)
 ``StreamLoop``          ``head`` once, ``body`` per slice of ``axis``, ``tail`` once (a Stream); with
                         ``when``, a trip runs only where that condition holds (a mask skips the rest)
+``BlockSkip``           a stream's skip test by the data's block mask (``StreamLoop.data``): none trips
+                        skipped, full ones run without the mask (:mod:`napkin_cat.plan.blocks`)
 ======================  ==========================================================================
 
 The extent of a tile is ``Min(tile, full − start)``: the last tile of a ragged axis is masked.  A
@@ -453,6 +455,7 @@ ACCESS = {
     Kernel: lambda s: Access(),
     GridLoop: lambda s: Access(),
     StreamLoop: lambda s: Access(),
+    BlockSkip: lambda s: Access(),      # a stream's skip test: it reads the block table, no variable
 }
 
 

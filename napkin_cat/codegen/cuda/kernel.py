@@ -217,7 +217,8 @@ class CudaKernel(GeneratedKernel):
         libs = self._libraries
         if path not in libs:
             lib = ctypes.CDLL(str(path))
-            n = len(self.plan.inputs) + len(self.plan.outputs)
+            # the block tables (:mod:`napkin_cat.plan.blocks`) last: passed NULL here, every trip run masked
+            n = len(self.plan.inputs) + len(self.plan.outputs) + len(self.printer.block_tables)
             lib.nc_run.argtypes, lib.nc_run.restype = [ctypes.c_void_p] * n, ctypes.c_int
             lib.nc_attributes.argtypes, lib.nc_attributes.restype = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)], \
                 ctypes.c_int
@@ -261,7 +262,7 @@ class CudaKernel(GeneratedKernel):
                                f"cudaMalloc of {a.nbytes} B")
             for ptr, x in zip(ptrs, xs):
                 self.raise_for(lib, lib.nc_to_device(ptr, x.ctypes.data, x.nbytes), "the copy of an input to the GPU")
-            self.raise_for(lib, lib.nc_run(*ptrs), self._launches())
+            self.raise_for(lib, lib.nc_run(*ptrs, *self.block_arguments()), self._launches())
             for ptr, y in zip(ptrs[len(xs):], ys):
                 self.raise_for(lib, lib.nc_to_host(y.ctypes.data, ptr, y.nbytes), "the copy of an output from the GPU")
         finally:
@@ -301,7 +302,8 @@ class CudaKernel(GeneratedKernel):
         index = device.index if device.index is not None else torch.cuda.current_device()
         lib = self.library(device_arch(index))
         self.raise_for(lib, lib.nc_set_device(index), f"cudaSetDevice({index})")
-        self.raise_for(lib, lib.nc_run(*[t.data_ptr() for t in (*inputs, *outputs)]), self._launches())
+        self.raise_for(lib, lib.nc_run(*[t.data_ptr() for t in (*inputs, *outputs)], *self.block_arguments()),
+                       self._launches())
         return outputs
 
     def attributes(self, device: int = 0) -> dict:
