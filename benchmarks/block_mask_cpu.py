@@ -4,7 +4,8 @@ kernel run dense (every trip, masked), fp32, one thread.
 One sequence of ``N`` tokens packed with documents of random lengths (uniform in ``[lo, hi]``, chosen so that
 about a fifth of the ``g_q × s_x`` blocks hold an allowed pair); FlashAttention over it (Grid over queries,
 stream over keys) at the tiles given.  Each round times the kernel with the block mask (its tables made by
-``nc.block_mask`` then read at the kernel's tiles: the pre-pass, timed apart) and without, in alternation;
+``k.block_mask``, derived from the plan's own mask, then read at the kernel's tiles: the pre-pass, timed apart; each
+call then checks its stamp, a digest of the ids) and without, in alternation;
 prints medians and spreads (min–max) over ``--repeats`` rounds, the block density, the runner's counted
 transfers and FLOPs with and without the block mask (at ``--count-size``, a smaller N: the runner is numpy),
 and the commit.
@@ -62,22 +63,22 @@ def main():
     p = nc.plan(flash(), {"q": N, "x": N, "d": D, "g_q": g, "s_x": s})
     k = nc.codegen.c(p)
     t0 = time.perf_counter()
-    bm = nc.block_mask(nc.library.document_mask(q=N, x=N), seg, seg)
+    bm = k.block_mask(Q, K, V, seg, seg)          # derived from the plan's own mask (nc.plan.condition), stamped
     t1 = time.perf_counter()
-    (tables,) = k.block_arguments(bm)
+    (tables,) = k.block_arguments((Q, K, V, seg, seg), bm)
     t2 = time.perf_counter()
     density = float(np.count_nonzero(tables != NONE) / tables.size)
     full = float(np.count_nonzero(tables == FULL) / tables.size)
-    masked_out = k(Q, K, V, seg, seg, blocks=[tables])
+    masked_out = k(Q, K, V, seg, seg, block_mask=bm)
     dense_out = k(Q, K, V, seg, seg)
     assert np.allclose(masked_out, dense_out, rtol=1e-4, atol=1e-5)
     skip, dense = [], []
     for _ in range(a.repeats):
-        skip += timed(lambda: k(Q, K, V, seg, seg, blocks=[tables], threads=1), 1)
+        skip += timed(lambda: k(Q, K, V, seg, seg, block_mask=bm, threads=1), 1)   # the stamp checked per call
         dense += timed(lambda: k(Q, K, V, seg, seg, threads=1), 1)
     print(f"commit {commit}; N = {N}, d = {D}, g_q = {g}, s_x = {s}; {seg.max() + 1} documents of {lo}…{hi} tokens")
     print(f"blocks: {tables.size}, density (blocks run) {density:.3f}, full {full:.3f}")
-    print(f"pre-pass: nc.block_mask {1e3 * (t1 - t0):.1f} ms, tables at the kernel's tiles {1e3 * (t2 - t1):.1f} ms")
+    print(f"pre-pass: k.block_mask {1e3 * (t1 - t0):.1f} ms, tables at the kernel's tiles {1e3 * (t2 - t1):.1f} ms")
     for name, ts in (("block mask", skip), ("dense", dense)):
         print(f"{name:>10}: median {1e3 * statistics.median(ts):8.2f} ms  (min {1e3 * min(ts):.2f}, max "
               f"{1e3 * max(ts):.2f}, {len(ts)} runs)")

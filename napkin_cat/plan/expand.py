@@ -265,8 +265,10 @@ class Expander:
             data = None
             if node.skip is not None and node.skip.data:
                 box = tuple((a, *self.tile_of(a, n)) for a, n in node.skip.data_axes)
-                # the block mask is of one mask: with several read from data, none is known true on a full trip
-                mask = made.get(node.skip.data[0].value) if len(node.skip.data) == 1 else None
+                # the block mask is of the first mask from data (each alone makes a trip neutral where never true);
+                # its table is derived from exactly that mask (:mod:`napkin_cat.plan.condition`), so a full trip
+                # reads it as true and makes the others as written
+                mask = made.get(node.skip.data[0].value)
                 data = BlockSkip.of(box, getattr(mask, "var", None), tuple(body))
         vals.update((v, dest_of[v]) for v in node.sliced)
         outs = run.tail(run.finish(vals, states, tail, dest_of), tail, dest_of)

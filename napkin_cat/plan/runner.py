@@ -35,7 +35,7 @@ from sympy.printing.pycode import PythonCodePrinter
 
 from napkin_cat.algorithms.blockmask import NONE
 from napkin_cat.cost.record import Cost
-from napkin_cat.plan.blocks import block_tables, tables_of
+from napkin_cat.plan.blocks import block_tables
 from napkin_cat.plan.ir import Compute, Free, PlanError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.primitives import run_primitive
@@ -135,12 +135,12 @@ def measured_flops(box, xs, ys) -> dict:
 class Machine:
     """Executes a plan: ``run(arrays) -> (outputs, counters)``; counters are None when not instrumented."""
 
-    def __init__(self, plan, *, instrument: bool = False, threads: int = 1, block_mask=None):
+    def __init__(self, plan, *, instrument: bool = False, threads: int = 1, tables=None):
         self.plan = plan
-        self.block_mask = block_mask   # the data's allowed pairs, read by a stream whose mask reads data
-        # its block tables (what a kernel reads), by stream loop index
-        self.tables = {} if block_mask is None else {
-            t.loop.index: (t, states) for t, states in zip(block_tables(plan), tables_of(plan, block_mask))}
+        # the block tables of the data (what a kernel reads, :mod:`napkin_cat.plan.condition`), by stream loop
+        # index; None: no block mask, a stream whose mask reads data runs every trip
+        self.tables = None if tables is None else {
+            t.loop.index: (t, states) for t, states in zip(block_tables(plan), tables)}
         self.vars = plan.variable_map
         self.counters = Counters() if instrument else None
         self.peak: dict = {}
@@ -213,6 +213,16 @@ class Machine:
         if self.counters is not None:
             self.counters.columns = {lvl: [n] for lvl, n in sorted(self.peak.items())}
         return [frame.values[v] for v in self.plan.outputs], self.counters
+
+    def values_at(self, stmts, arrays, bindings: dict) -> dict:
+        """The values ``stmts`` (simple statements) leave, run once on the plan's ``arrays`` (its inputs, in order)
+        with ``bindings`` (symbol → int) over the plan's sizes: a tile bound to its whole axis and its index to 0
+        runs a trip's statements on every element at once (:mod:`napkin_cat.plan.condition`)."""
+        at = {**self.plan.sizes, **bindings}
+        frame = Frame(at, dict(at), dict(zip(self.plan.inputs, arrays)), set())
+        self.dtype = np.float64
+        self.block(stmts, frame)
+        return frame.values
 
     def block(self, stmts, frame):
         for s in stmts:
@@ -327,7 +337,7 @@ class Machine:
             inner = frame.trip(s, t, extent)
             if s.when is not sympy.true and not truth(s.when, inner.nominal):
                 continue      # a trip the mask skips: it would change nothing
-            if s.data is not None and self.block_mask is not None and not self._allowed(s, inner):
+            if s.data is not None and self.tables is not None and not self._allowed(s, inner):
                 continue      # no pair of the trip's tiles allowed by the data's block mask: it changes nothing
             inner.values, inner.live = frame.values, frame.live   # the state carries from trip to trip
             self.block(s.body, inner)

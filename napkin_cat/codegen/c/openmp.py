@@ -414,10 +414,10 @@ class CKernel(GeneratedKernel):
     def __call__(self, *arrays, threads: int = 1, out=None, block_mask=None, blocks=None):
         """Run on float32 arrays (float64 for ``real="double"``; masks as bool arrays); ``out``: arrays to write
         the outputs into (C-contiguous, of the outputs' numpy types).  ``block_mask``: the data's
-        (:class:`~napkin_cat.algorithms.blockmask.BlockMask` of the mask the plan reads from data, as
-        :meth:`~napkin_cat.plan.program.Plan.run` takes it), read at the kernel's tiles before the run; or
-        ``blocks``, those tables themselves (:func:`~napkin_cat.codegen.kernel.block_arguments`)."""
-        tables = self.block_arguments(block_mask, blocks)
+        (:meth:`block_mask`, ``"data"`` to derive it here, or a :class:`~napkin_cat.algorithms.blockmask.BlockMask`
+        checked against it), read at the kernel's tiles before the run; or ``blocks``, those tables themselves,
+        checked too (:meth:`~napkin_cat.codegen.kernel.GeneratedKernel.block_arguments`)."""
+        tables = self.block_arguments(arrays, block_mask, blocks)
         if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
             raise CodegenError(f"threads must be an int 1 … {MAX_THREADS} (OpenMP threads over the Grid), got "
                                f"{threads!r}")
