@@ -341,11 +341,17 @@ class CudaKernel(GeneratedKernel):
 
     # ------------------------------------------------------------------ files
     def launcher(self) -> str:
+        """``launch.py``: random inputs of the plan's shapes and formats (ids and masks as random integers), one
+        ``nc_run``; the block tables (one per stream that skips by a mask from data) passed NULL, every trip run
+        masked (right on any data; the tables of real data are derived from it: :mod:`napkin_cat.plan.condition`)."""
         ins, outs = self.shapes()
-        dtypes = [TORCH.get(self.plan.variable_map[n].dtype, "float32") for n in self.plan.inputs]
-        return LAUNCHER.format(ins=ins, outs=outs, dtypes=dtypes,
-                               out_dtypes=[TORCH.get(self.plan.variable_map[n].dtype, "float32")
-                                           for n in self.plan.outputs])
+        formats = {**TORCH, "int32": "int32", "bool": "bool"}
+        return LAUNCHER.format(ins=ins, outs=outs,
+                               dtypes=[formats.get(self.plan.variable_map[n].dtype, "float32")
+                                       for n in self.plan.inputs],
+                               out_dtypes=[formats.get(self.plan.variable_map[n].dtype, "float32")
+                                           for n in self.plan.outputs],
+                               tables=len(self.printer.block_tables))
 
 
 def _nvcc() -> str:
@@ -384,9 +390,19 @@ subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", f"-arch=sm_{{major}}{{
                 "kernel.cu"], cwd=here, check=True)
 lib = ctypes.CDLL(str(here / "kernel.so"))
 lib.nc_error_string.restype = ctypes.c_char_p
-ins = [torch.randn(*s, device="cuda", dtype=getattr(torch, t)) for s, t in zip({ins}, {dtypes})]
+
+
+def random(shape, dtype):
+    if dtype.is_floating_point:
+        return torch.randn(*shape, device="cuda", dtype=dtype)
+    return torch.randint(0, 2 if dtype == torch.bool else 4, tuple(shape), device="cuda").to(dtype)
+
+
+ins = [random(s, getattr(torch, t)) for s, t in zip({ins}, {dtypes})]
 outs = [torch.empty(*s, device="cuda", dtype=getattr(torch, t)) for s, t in zip({outs}, {out_dtypes})]
-code = lib.nc_run(*[ctypes.c_void_p(t.data_ptr()) for t in ins + outs])
+# the block tables of the streams that skip by a mask from data: NULL, every trip runs masked
+tables = [ctypes.c_void_p(None)] * {tables}
+code = lib.nc_run(*[ctypes.c_void_p(t.data_ptr()) for t in ins + outs], *tables)
 assert code == 0, f"CUDA error {{code}}: {{lib.nc_error_string(code).decode()}}"
 print([o.shape for o in outs])
 '''
