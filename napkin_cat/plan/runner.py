@@ -220,7 +220,8 @@ class Machine:
         runs a trip's statements on every element at once (:mod:`napkin_cat.plan.condition`)."""
         at = {**self.plan.sizes, **bindings}
         frame = Frame(at, dict(at), dict(zip(self.plan.inputs, arrays)), set())
-        self.dtype = np.float64
+        dtype = np.result_type(*arrays) if len(arrays) else np.float64
+        self.dtype = dtype if np.issubdtype(dtype, np.floating) else np.float64     # the run's precision, as run()
         self.block(stmts, frame)
         return frame.values
 
