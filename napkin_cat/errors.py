@@ -56,6 +56,11 @@ class ShapeError(NapkinError, ValueError):
     """An array of the wrong rank or shape was given to ``evaluate`` (or a tensor to a compiled torch op)."""
 
 
+class BlockMaskError(ShapeError):
+    """A block mask a kernel cannot read as it is: not the data's block mask of the mask its stream drops on a
+    full trip (positions included), or given to a plan that skips by no mask from data."""
+
+
 class TensorError(NapkinError, TypeError):
     """A torch tensor a compiled op (``nc.torch.compile``) cannot take: its dtype or its device (a rank or a size
     is a :class:`ShapeError`); the message names the input and what it would take."""

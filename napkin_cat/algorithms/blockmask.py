@@ -46,17 +46,20 @@ NONE, PARTIAL, FULL = 0, 1, 2
 class BlockMask:
     """The allowed pairs of a mask over ``axes`` (names, in the mask's order), as their summed-area table.
 
-    Immutable: the table is read-only once built."""
+    Immutable: the table is read-only once built.  ``source``: where the library derived it from (a digest of the
+    condition a plan drops on a full trip and of the data it read, :mod:`napkin_cat.plan.condition`), or None: a
+    kernel then checks it against that condition on the data before reading it."""
 
-    def __init__(self, axes: tuple, counts: np.ndarray):
+    def __init__(self, axes: tuple, counts: np.ndarray, source: str | None = None):
         self.axes = tuple(axes)
+        self.source = source
         counts = np.array(counts, dtype=np.int64)
         counts.setflags(write=False)
         self.counts = counts
         self.sizes = {a: n - 1 for a, n in zip(self.axes, counts.shape)}
 
     @classmethod
-    def of(cls, mask, axes) -> "BlockMask":
+    def of(cls, mask, axes, source: str | None = None) -> "BlockMask":
         """The block mask of a boolean array ``mask`` whose axes are named ``axes`` (a string ``"q x"`` or names)."""
         axes = tuple(axes.split()) if isinstance(axes, str) else tuple(axes)
         mask = np.asarray(mask)
@@ -70,7 +73,7 @@ class BlockMask:
         for k in range(mask.ndim):
             inner = np.cumsum(inner, axis=k)
         counts[tuple(slice(1, None) for _ in axes)] = inner
-        return cls(axes, counts)
+        return cls(axes, counts, source)
 
     def __repr__(self) -> str:
         total = int(self.counts[tuple(-1 for _ in self.axes)])

@@ -16,7 +16,8 @@ import numpy as np
 import sympy
 
 from napkin_cat.codegen.errors import CodegenError, ToolNotFoundError
-from napkin_cat.errors import ShapeError
+from napkin_cat.errors import BlockMaskError, ShapeError
+from napkin_cat.plan.condition import check, derived
 
 
 NUMPY = {"fp32": np.float32, "fp16": np.float16, "int32": np.int32, "bool": np.bool_}
@@ -112,4 +113,48 @@ class GeneratedKernel:
                 raise ShapeError(f"argument {k} ({name}, axes {list(self.plan.variable_map[name].axes)}) must have "
                                  f"shape {want} at the plan's sizes, got {x.shape}")
             out.append(np.ascontiguousarray(x, dtype=self.numpy_dtype(name)))
+        return out
+
+    # ------------------------------------------------------------------ block tables
+    def block_mask(self, *arrays):
+        """The data's block mask of the mask this kernel drops on a full trip, derived from ``arrays`` (its
+        inputs): :meth:`~napkin_cat.plan.program.Plan.block_mask` of its plan, to be given to every call on them."""
+        return self.printer.plan.block_mask(*arrays)
+
+    def block_arguments(self, arrays=(), block_mask=None, blocks=None) -> list:
+        """The block tables a run on ``arrays`` passes (:mod:`napkin_cat.plan.blocks`), one per stream loop of the
+        plan whose skip test reads a mask from data: ``block_mask`` (the data's, :meth:`block_mask`; ``"data"``:
+        derived here) read at the kernel's tiles, or ``blocks``, the tables themselves (int8 arrays of the
+        tables' shapes, :data:`~napkin_cat.algorithms.blockmask.NONE` / ``PARTIAL`` / ``FULL``); with neither,
+        None each (every trip runs masked).  A block mask or tables other than the data's block mask of the mask
+        the kernel drops on a full trip are refused (:func:`~napkin_cat.plan.condition.tables`): a full trip
+        does not look at the mask."""
+        plan = self.printer.plan
+        found = list(self.printer.block_tables.values())
+        if block_mask is not None and blocks is not None:
+            raise BlockMaskError("give block_mask= (the data's) or blocks= (its tables at the kernel's tiles), not "
+                                 "both")
+        if block_mask is None and blocks is None:
+            return [None] * len(found)
+        if not found:
+            raise BlockMaskError("a block mask was given, but no stream of this kernel's plan has a mask read from "
+                                 "data (a mask from positions alone is decided by interval arithmetic); give none")
+        if not len(arrays):
+            raise BlockMaskError("a block mask is checked against the data it is of: give the kernel's inputs too")
+        arrays = self.check(arrays)
+        if block_mask is not None:
+            return [np.ascontiguousarray(t, dtype=np.int8) for t in plan.block_states(block_mask, arrays)]
+        blocks = list(blocks)
+        if len(blocks) != len(found):
+            raise BlockMaskError(f"the kernel reads {len(found)} block table(s) (shapes {[t.shape for t in found]}), "
+                                 f"got {len(blocks)}")
+        out = []
+        for t, b in zip(found, blocks):
+            b = np.asarray(b)
+            if b.shape != t.shape or not np.isin(b, (0, 1, 2)).all():
+                raise BlockMaskError(f"block table {t.number} (stream over {t.loop.axis!r}, indices "
+                                     f"{[str(i) for i, _ in t.indices]}) must have shape {t.shape} with entries 0 "
+                                     f"none, 1 partial, 2 full; got shape {b.shape}")
+            check(t, b, t.states(derived(plan, arrays, t)))
+            out.append(np.ascontiguousarray(b, dtype=np.int8))
         return out

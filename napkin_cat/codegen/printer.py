@@ -56,6 +56,7 @@ from napkin_cat.codegen.kinds import RecordForms
 from napkin_cat.codegen.layout import layouts
 from napkin_cat.plan.ir import Alloc, Free, GridLoop, Kernel, Range, StreamLoop, writes
 from napkin_cat.plan.accumulate import separated
+from napkin_cat.plan.blocks import block_tables
 from napkin_cat.plan.printer import Printer
 from napkin_cat.plan.program import Plan
 from napkin_cat.syntax.adapter import Diagram
@@ -236,6 +237,10 @@ class CodePrinter(RecordForms, Printer):
         self.plan, self.sizes, self.options = plan, dict(plan.sizes), options
         self.layout = layouts(plan, unstaged=self.unstaged_layout, width=self.width)   # byte offsets per level
         self.extents: dict = {}    # tile symbol -> symbol of its extent in the current trip
+        #: the :class:`~napkin_cat.plan.ir.BlockSkip` of the full trip being printed (its mask left out), or None
+        self.full_trip = None
+        #: the block table of each stream loop whose skip test reads one, by its loop index (:mod:`..plan.blocks`)
+        self.block_tables = {t.loop.index: t for t in block_tables(plan)}
         self._nominal: dict = {}   # e -> e at the plan's sizes (a kernel asks for the same extents many times)
         self._current: dict = {}   # (e, the extents bound) -> e in that trip
 
@@ -489,12 +494,35 @@ class CodePrinter(RecordForms, Printer):
         for s in stmts:
             if isinstance(s, Free):
                 continue
+            if self.full_trip is not None and self.full_trip.omits(s):
+                continue         # a full trip makes no mask: its block allows every pair
             w = writes(s)
             if w and not isinstance(s, Alloc) and all(v in self.layout.dead for v in w):
                 out.append(self.line(depth, f"{self.comment} {', '.join(w)}: never read"))
                 continue
             out += self.doprint(s, depth)
         return out
+
+    def trip_variants(self, s, depth, body_of) -> list[str]:
+        """A stream loop's trip by its block's state, where its skip test reads the data's block mask: skipped
+        where none, ``body_of(depth)`` without the mask where full, as written where partial (the dialect's
+        :meth:`block_state`, :attr:`if_full`, :attr:`otherwise`, :attr:`end_if`, :meth:`skip_trip`); else just
+        ``body_of(depth)``."""
+        table = self.block_tables.get(s.index)
+        if table is None:
+            return body_of(depth)
+        state = f"nc_state_{ident(s.index.name)}"
+        out = self.block_state(table, state, depth) + [self.line(depth, self.skip_trip.format(state=state))]
+        if s.data.condition is None:
+            return out + body_of(depth)
+        self.full_trip = s.data
+        try:
+            full = body_of(depth + 1)
+        finally:
+            self.full_trip = None
+        return (out + [self.line(depth, self.if_full.format(state=state, comment=self.comment))] + full +
+                [self.line(depth, self.otherwise)] + body_of(depth + 1) + ([self.line(depth, self.end_if)]
+                                                                             if self.end_if else []))
 
     def line(self, depth, text) -> str:
         return self.indent * depth + text

@@ -38,8 +38,8 @@ from napkin_cat.algorithms.bubbles import Kernel
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.reuse import accumulated_addends, finish_in_place, step_in_place
 from napkin_cat.algorithms.schedule import advance, fold_region
-from napkin_cat.plan.ir import (Alloc, Compute, Copy, Fill, GridLoop, Kernel as KernelNode, Load, Range, Ref, Store,
-                                StreamLoop, Variable, loop_index)
+from napkin_cat.plan.ir import (Alloc, BlockSkip, Compute, Copy, Fill, GridLoop, Kernel as KernelNode, Load, Range,
+                                Ref, Store, StreamLoop, Variable, loop_index)
 from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.wiring import trace_values
@@ -260,9 +260,16 @@ class Expander:
         states = run.init(head, dest_of)
         into = {v: self.slice(dest_of[v], node.axis, rng) for v in node.sliced}
         with self._inside(node.axis, rng):
-            run.trip({**vals, **dict(zip(node.dom, sliced))}, states, body, into)
+            _, made = run.trip({**vals, **dict(zip(node.dom, sliced))}, states, body, into)
             when = sympy.true if node.skip is None else _condition(sympy.Not(node.skip.skipped(self.tile_of)))
-            data = () if node.skip is None else tuple((a, *self.tile_of(a, n)) for a, n in node.skip.data_axes)
+            data = None
+            if node.skip is not None and node.skip.data:
+                box = tuple((a, *self.tile_of(a, n)) for a, n in node.skip.data_axes)
+                # the block mask is of the first mask from data (each alone makes a trip neutral where never true);
+                # its table is derived from exactly that mask (:mod:`napkin_cat.plan.condition`), so a full trip
+                # reads it as true and makes the others as written
+                mask = made.get(node.skip.data[0].value)
+                data = BlockSkip.of(box, getattr(mask, "var", None), tuple(body))
         vals.update((v, dest_of[v]) for v in node.sliced)
         outs = run.tail(run.finish(vals, states, tail, dest_of), tail, dest_of)
         tail += self._copies(node.cod, dict(zip(node.cod, outs)), dests)

@@ -21,6 +21,8 @@ node                    meaning
 ``GridLoop``            parallel loop over the tiles of ``axis`` (a Grid)
 ``StreamLoop``          ``head`` once, ``body`` per slice of ``axis``, ``tail`` once (a Stream); with
                         ``when``, a trip runs only where that condition holds (a mask skips the rest)
+``BlockSkip``           a stream's skip test by the data's block mask (``StreamLoop.data``): none trips
+                        skipped, full ones run without the mask (:mod:`napkin_cat.plan.blocks`)
 ======================  ==========================================================================
 
 The extent of a tile is ``Min(tile, full − start)``: the last tile of a ragged axis is masked.  A
@@ -255,13 +257,70 @@ class GridLoop:
 
 
 @dataclass(frozen=True)
+class BlockSkip:
+    """A stream's skip test by the data's block mask (a mask read from data, :mod:`napkin_cat.algorithms.skipping`):
+    the one statement of it every runner and printer reads (:mod:`napkin_cat.plan.blocks` makes its table).
+
+    ``box``: the trip's tile on the mask's axes, ``((axis, start, extent), …)``.  ``condition``: the variable of
+    the mask the block mask is of, true on every pair of a *full* trip (None where several masks read data: a full
+    trip then runs as a partial one).  ``made``: the variables the trip makes only for that mask (the condition,
+    the operands only it reads, their loads): a full trip makes none of them and reads the condition as true.
+    Per trip, by its block's state::
+
+        none     the trip is skipped (no pair allowed: it would change nothing)
+        full     the body without the statements that write only ``made``, ``condition`` read as true
+        partial  the body as written
+    """
+
+    box: tuple
+    condition: str | None = None
+    made: frozenset = frozenset()
+
+    @classmethod
+    def of(cls, box: tuple, condition: str | None, body: tuple) -> "BlockSkip":
+        """The skip test of a trip ``body`` whose mask is ``condition`` (a variable the body writes, or None):
+        ``made`` grown back from the condition through every variable the body writes and only mask makers read."""
+        stmts = [s for s in walk(body) if not isinstance(s, Free)]
+        written = {v for s in stmts for v in writes(s)}
+        if condition is None or condition not in written:
+            return cls(tuple(box), None, frozenset())
+        made = {condition}
+
+        def maker(s) -> bool:
+            return not blocks(s) and bool(writes(s)) and set(writes(s)) <= made
+        grown = True
+        while grown:
+            grown = False
+            for s in stmts:
+                if not maker(s):
+                    continue
+                for v in reads(s):
+                    if v in made or v not in written:
+                        continue
+                    if all(maker(r) or v not in reads(r) for r in stmts):
+                        made.add(v)
+                        grown = True
+        return cls(tuple(box), condition, frozenset(made))
+
+    @property
+    def axes(self) -> tuple:
+        return tuple(a for a, _, _ in self.box)
+
+    def omits(self, stmt) -> bool:
+        """Whether a full trip leaves ``stmt`` out: a simple statement that writes only variables of the mask."""
+        w = writes(stmt)
+        return self.condition is not None and not blocks(stmt) and bool(w) and set(w) <= self.made
+
+
+@dataclass(frozen=True)
 class StreamLoop:
     """``head``; ``for index in 0 … ⌈full / tile⌉ − 1: if when: body``; ``tail`` (a Stream, in order).
 
     ``when``: a condition on the loop indices (sympy), true on the trips that run; a trip where it is false
     is skipped, its mask never true there (:mod:`napkin_cat.algorithms.skipping`).  ``data``: where a mask read
-    from data decides too, the trip's box on that mask's axes, ``((axis, start, extent), …)``: a trip runs only
-    where the data's block mask (:mod:`napkin_cat.algorithms.blockmask`, given to the run) allows a pair there."""
+    from data decides too, its :class:`BlockSkip`: a trip runs where the data's block mask
+    (:mod:`napkin_cat.algorithms.blockmask`, given to the run) allows a pair in its box, without the mask where
+    it allows every pair."""
 
     axis: str
     tile: sympy.Expr
@@ -272,7 +331,7 @@ class StreamLoop:
     tail: tuple
     origin: str = ""
     when: object = sympy.true
-    data: tuple = ()
+    data: BlockSkip | None = None
 
     @property
     def skips(self) -> bool:
@@ -396,6 +455,7 @@ ACCESS = {
     Kernel: lambda s: Access(),
     GridLoop: lambda s: Access(),
     StreamLoop: lambda s: Access(),
+    BlockSkip: lambda s: Access(),      # a stream's skip test: it reads the block table, no variable
 }
 
 

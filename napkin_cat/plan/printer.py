@@ -144,9 +144,12 @@ class Printer:
         out.append(f"{INDENT * depth}for {s.index} in 0 … {self._last(s)}:   # stream {s.axis}")
         if getattr(s, "skips", False):
             out.append(f"{INDENT * (depth + 1)}skip unless {expr(s.when)}   # the mask is never true elsewhere")
-        if getattr(s, "data", ()):
-            box = ", ".join(f"{a}[{expr(start)} : +{expr(extent)}]" for a, start, extent in s.data)
+        if getattr(s, "data", None) is not None:
+            box = ", ".join(f"{a}[{expr(start)} : +{expr(extent)}]" for a, start, extent in s.data.box)
             out.append(f"{INDENT * (depth + 1)}skip unless block_mask allows a pair in {box}   # a mask from data")
+            if s.data.condition is not None:
+                out.append(f"{INDENT * (depth + 1)}where it allows every pair: {s.data.condition} true, "
+                           f"{', '.join(sorted(s.data.made))} not made")
         out += self._lines(s.body, depth + 1)
         if s.tail:
             out += [f"{INDENT * depth}tail:"] + self._lines(s.tail, depth + 1)

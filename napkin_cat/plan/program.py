@@ -23,7 +23,9 @@ import numpy as np
 import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
-from napkin_cat.errors import LevelError, MemoryLimitError, ShapeError
+from napkin_cat.algorithms.blockmask import BlockMask
+from napkin_cat.errors import BlockMaskError, LevelError, MemoryLimitError, ShapeError
+from napkin_cat.plan.condition import derived, tables
 from napkin_cat.plan.expand import Expander
 from napkin_cat.plan.ir import PlanError, walk, GridLoop, StreamLoop
 from napkin_cat.plan.liveness import with_frees
@@ -117,41 +119,53 @@ class Plan:
             self._fits = True
 
     def run(self, *arrays, block_mask=None):
-        """``(outputs, counters)``: the instrumented run (see :mod:`napkin_cat.plan.runner`).  ``block_mask``
-        (:class:`~napkin_cat.algorithms.blockmask.BlockMask`, of the data in ``arrays``): a stream whose mask
-        reads data skips the trips where it allows no pair."""
-        machine = Machine(self, instrument=True, block_mask=self._check_block_mask(block_mask))
-        outs, counters = machine.run(self._check(arrays))
+        """``(outputs, counters)``: the instrumented run (see :mod:`napkin_cat.plan.runner`).  ``block_mask``: a
+        stream whose mask reads data skips the trips where it allows no pair; the data's block mask of that mask
+        (:meth:`block_mask`, or one equal to it at the plan's tiles: :func:`~napkin_cat.plan.condition.tables`),
+        or ``"data"`` to derive it here."""
+        arrays = self._check(arrays)
+        machine = Machine(self, instrument=True, tables=self.block_states(block_mask, arrays))
+        outs, counters = machine.run(arrays)
         return (outs[0] if len(outs) == 1 else tuple(outs)), counters
 
     def __call__(self, *arrays, threads: int = 1, block_mask=None):
         """The fast run: tiles as numpy (BLAS) calls, the groups of a Grid on ``threads`` threads."""
-        machine = Machine(self, threads=threads, block_mask=self._check_block_mask(block_mask))
-        outs, _ = machine.run(self._check(arrays))
+        arrays = self._check(arrays)
+        machine = Machine(self, threads=threads, tables=self.block_states(block_mask, arrays))
+        outs, _ = machine.run(arrays)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def block_mask(self, *arrays) -> BlockMask:
+        """The data's block mask of the mask this plan's streams drop on a full trip, derived from ``arrays`` (the
+        plan's inputs) by the plan's own statements (:mod:`napkin_cat.plan.condition`): FlexAttention's
+        ``create_block_mask``, made once per batch of data and given to every run on it."""
+        return derived(self, self._check(arrays))
 
     @property
     def data_axes(self) -> tuple:
         """The axes of the masks read from data that decide this plan's trips (what a block mask is over)."""
         seen: dict = {}
         for s in walk(self.body):
-            if isinstance(s, StreamLoop):
-                seen.update((a, None) for a, _, _ in s.data)
+            if isinstance(s, StreamLoop) and s.data is not None:
+                seen.update((a, None) for a in s.data.axes)
         return tuple(seen)
 
-    def _check_block_mask(self, block_mask):
-        """``block_mask``, checked: over the axes of the plan's masks from data, at the plan's sizes."""
+    def block_states(self, block_mask, arrays):
+        """The states of each block table (:func:`~napkin_cat.plan.blocks.block_tables`) by ``block_mask`` on the
+        data ``arrays`` (the plan's inputs), checked (:func:`~napkin_cat.plan.condition.tables`); None where
+        ``block_mask`` is None."""
         if block_mask is None:
             return None
         axes = self.data_axes
         if not axes:
-            raise ShapeError("a block mask was given, but no stream of this plan has a mask read from data (a mask "
-                             "from positions alone is decided by interval arithmetic); give none")
-        if set(block_mask.axes) != set(axes):
-            raise ShapeError(f"the block mask is over axes {list(block_mask.axes)}; this plan's mask from data is "
-                             f"over {list(axes)}")
-        block_mask.check({str(k): v for k, v in self.sizes.items()}, "the plan")
-        return block_mask
+            raise BlockMaskError("a block mask was given, but no stream of this plan has a mask read from data (a "
+                                 "mask from positions alone is decided by interval arithmetic); give none")
+        if not isinstance(block_mask, str):
+            if set(block_mask.axes) != set(axes):
+                raise BlockMaskError(f"the block mask is over axes {list(block_mask.axes)}; this plan's mask from "
+                                     f"data is over {list(axes)}")
+            block_mask.check({str(k): v for k, v in self.sizes.items()}, "the plan")
+        return tables(self, arrays, block_mask)
 
     # ------------------------------------------------------------------ for the CLI and the tables
     def to_dict(self) -> dict:

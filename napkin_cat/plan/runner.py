@@ -33,7 +33,9 @@ import numpy as np
 import sympy
 from sympy.printing.pycode import PythonCodePrinter
 
+from napkin_cat.algorithms.blockmask import NONE
 from napkin_cat.cost.record import Cost
+from napkin_cat.plan.blocks import block_tables
 from napkin_cat.plan.ir import Compute, Free, PlanError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.primitives import run_primitive
@@ -133,9 +135,12 @@ def measured_flops(box, xs, ys) -> dict:
 class Machine:
     """Executes a plan: ``run(arrays) -> (outputs, counters)``; counters are None when not instrumented."""
 
-    def __init__(self, plan, *, instrument: bool = False, threads: int = 1, block_mask=None):
+    def __init__(self, plan, *, instrument: bool = False, threads: int = 1, tables=None):
         self.plan = plan
-        self.block_mask = block_mask   # the data's allowed pairs, read by a stream whose mask reads data
+        # the block tables of the data (what a kernel reads, :mod:`napkin_cat.plan.condition`), by stream loop
+        # index; None: no block mask, a stream whose mask reads data runs every trip
+        self.tables = None if tables is None else {
+            t.loop.index: (t, states) for t, states in zip(block_tables(plan), tables)}
         self.vars = plan.variable_map
         self.counters = Counters() if instrument else None
         self.peak: dict = {}
@@ -208,6 +213,17 @@ class Machine:
         if self.counters is not None:
             self.counters.columns = {lvl: [n] for lvl, n in sorted(self.peak.items())}
         return [frame.values[v] for v in self.plan.outputs], self.counters
+
+    def values_at(self, stmts, arrays, bindings: dict) -> dict:
+        """The values ``stmts`` (simple statements) leave, run once on the plan's ``arrays`` (its inputs, in order)
+        with ``bindings`` (symbol → int) over the plan's sizes: a tile bound to its whole axis and its index to 0
+        runs a trip's statements on every element at once (:mod:`napkin_cat.plan.condition`)."""
+        at = {**self.plan.sizes, **bindings}
+        frame = Frame(at, dict(at), dict(zip(self.plan.inputs, arrays)), set())
+        dtype = np.result_type(*arrays) if len(arrays) else np.float64
+        self.dtype = dtype if np.issubdtype(dtype, np.floating) else np.float64     # the run's precision, as run()
+        self.block(stmts, frame)
+        return frame.values
 
     def block(self, stmts, frame):
         for s in stmts:
@@ -310,10 +326,11 @@ class Machine:
         for t, extent in trips:
             self.block(s.body, frame.trip(s, t, extent))
 
-    def _allowed(self, data, frame) -> bool:
-        """Whether the block mask allows some pair on the trip's box ``data`` (``((axis, start, extent), …)``)."""
-        box = {a: (number(start, frame.nominal), number(extent, frame.nominal)) for a, start, extent in data}
-        return bool(self.block_mask.truth(lambda a, size: box[a]).possibly)
+    def _allowed(self, s, frame) -> bool:
+        """Whether the data's block mask allows some pair on the trip's box: its state in the loop's block table
+        (:mod:`napkin_cat.plan.blocks`, what a kernel reads) is not none."""
+        table, states = self.tables[s.index]
+        return states[tuple(frame.nominal[index] for index, _ in table.indices)] != NONE
 
     def _run_StreamLoop(self, s, frame):
         self.block(s.head, frame)
@@ -321,7 +338,7 @@ class Machine:
             inner = frame.trip(s, t, extent)
             if s.when is not sympy.true and not truth(s.when, inner.nominal):
                 continue      # a trip the mask skips: it would change nothing
-            if s.data and self.block_mask is not None and not self._allowed(s.data, inner):
+            if s.data is not None and self.tables is not None and not self._allowed(s, inner):
                 continue      # no pair of the trip's tiles allowed by the data's block mask: it changes nothing
             inner.values, inner.live = frame.values, frame.live   # the state carries from trip to trip
             self.block(s.body, inner)

@@ -85,7 +85,20 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
     def elem(self, ref, idx) -> str:
         return f"{ident(ref.var)}[{self.code(self.offset(ref, idx))}]"
 
+    #: a trip's state in its block table: skipped where none, the mask left out where full (:meth:`trip_variants`)
+    skip_trip = "if ({state} == 0) continue;"
+    if_full = "if ({state} == 2) {{   {comment} every pair allowed: the mask is not made, read as true"
+    otherwise = "} else {"
+    end_if = "}"
+
+    def block_state(self, table, state: str, depth) -> list[str]:
+        """The trip's state: its block table's entry (a kernel argument; NULL: no block mask, every trip partial)."""
+        return [self.line(depth, f"const int {state} = {table.name} ? (int){table.name}[{self.code(table.offset())}] "
+                                 f": 1;   {self.comment} the block mask here: 0 none, 1 partial, 2 full")]
+
     def read(self, ref, idx) -> str:
+        if self.full_trip is not None and ref.var == self.full_trip.condition:
+            return self.number(1)      # a full trip's mask: true on every pair of its block
         t = self.ctype(ref.var)
         return self.elem(ref, idx) if t == self.real.ctype else f"({self.real.ctype}){self.elem(ref, idx)}"
 
@@ -232,7 +245,10 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
         lines = []
         if bound is not None:
             lines.append(self.line(depth, f"const int {ident(bound[0].name)} = {self.code(bound[1])};"))
-        lines += self._lines(s.body, depth)
+        if isinstance(s, StreamLoop):
+            lines += self.trip_variants(s, depth, lambda at: self._lines(s.body, at))
+        else:
+            lines += self._lines(s.body, depth)
         self.leave(s, saved)
         return lines
 
@@ -258,10 +274,11 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
                 continue
             const = "const " if v.role == "input" else ""
             out.append(f"{const}{self.ctype(v.name)} *{qualifier}{ident(v.name)}")
+        out += [f"const signed char *{qualifier}{t.name}" for t in self.block_tables.values()]
         return ", ".join(out)
 
     def arguments(self) -> str:
-        return ", ".join(ident(v.name) for v in self.globals_())
+        return ", ".join([ident(v.name) for v in self.globals_()] + [t.name for t in self.block_tables.values()])
 
     def on_chip(self, launch) -> list:
         """The on-chip variables a launch uses, in the plan's order."""

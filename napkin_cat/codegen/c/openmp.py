@@ -394,7 +394,7 @@ class CKernel(GeneratedKernel):
         if getattr(self, "_fn", None) is None:
             lib = ctypes.CDLL(str(self.library_path()))
             fn = lib.nc_run
-            n = len(self.plan.inputs) + len(self.plan.outputs)
+            n = len(self.plan.inputs) + len(self.plan.outputs) + len(self.printer.block_tables)
             fn.argtypes = [ctypes.c_void_p] * n + [ctypes.c_int]
             fn.restype = None
             self._lib, self._fn = lib, fn
@@ -411,9 +411,13 @@ class CKernel(GeneratedKernel):
         (masks are held as ``int``: see the module docstring), any other array's its :meth:`numpy_dtype`."""
         return np.int32 if self.plan.variable_map[name].dtype == "bool" else self.numpy_dtype(name)
 
-    def __call__(self, *arrays, threads: int = 1, out=None):
+    def __call__(self, *arrays, threads: int = 1, out=None, block_mask=None, blocks=None):
         """Run on float32 arrays (float64 for ``real="double"``; masks as bool arrays); ``out``: arrays to write
-        the outputs into (C-contiguous, of the outputs' numpy types)."""
+        the outputs into (C-contiguous, of the outputs' numpy types).  ``block_mask``: the data's
+        (:meth:`block_mask`, ``"data"`` to derive it here, or a :class:`~napkin_cat.algorithms.blockmask.BlockMask`
+        checked against it), read at the kernel's tiles before the run; or ``blocks``, those tables themselves,
+        checked too (:meth:`~napkin_cat.codegen.kernel.GeneratedKernel.block_arguments`)."""
+        tables = self.block_arguments(arrays, block_mask, blocks)
         if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
             raise CodegenError(f"threads must be an int 1 … {MAX_THREADS} (OpenMP threads over the Grid), got "
                                f"{threads!r}")
@@ -428,7 +432,8 @@ class CKernel(GeneratedKernel):
         held = [y if y.dtype == self.held_dtype(n) else np.empty(y.shape, self.held_dtype(n))
                 for n, y in zip(self.plan.outputs, ys)]
         fn = self.function()
-        fn(*[x.ctypes.data for x in xs], *[h.ctypes.data for h in held], int(threads))
+        fn(*[x.ctypes.data for x in xs], *[h.ctypes.data for h in held],
+           *[None if t is None else t.ctypes.data for t in tables], int(threads))
         for y, h in zip(ys, held):
             if h is not y:
                 np.not_equal(h, 0, out=y)

@@ -217,7 +217,8 @@ class CudaKernel(GeneratedKernel):
         libs = self._libraries
         if path not in libs:
             lib = ctypes.CDLL(str(path))
-            n = len(self.plan.inputs) + len(self.plan.outputs)
+            # the block tables (:mod:`napkin_cat.plan.blocks`) last: passed NULL here, every trip run masked
+            n = len(self.plan.inputs) + len(self.plan.outputs) + len(self.printer.block_tables)
             lib.nc_run.argtypes, lib.nc_run.restype = [ctypes.c_void_p] * n, ctypes.c_int
             lib.nc_attributes.argtypes, lib.nc_attributes.restype = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)], \
                 ctypes.c_int
@@ -261,7 +262,7 @@ class CudaKernel(GeneratedKernel):
                                f"cudaMalloc of {a.nbytes} B")
             for ptr, x in zip(ptrs, xs):
                 self.raise_for(lib, lib.nc_to_device(ptr, x.ctypes.data, x.nbytes), "the copy of an input to the GPU")
-            self.raise_for(lib, lib.nc_run(*ptrs), self._launches())
+            self.raise_for(lib, lib.nc_run(*ptrs, *self.block_arguments()), self._launches())
             for ptr, y in zip(ptrs[len(xs):], ys):
                 self.raise_for(lib, lib.nc_to_host(y.ctypes.data, ptr, y.nbytes), "the copy of an output from the GPU")
         finally:
@@ -301,7 +302,8 @@ class CudaKernel(GeneratedKernel):
         index = device.index if device.index is not None else torch.cuda.current_device()
         lib = self.library(device_arch(index))
         self.raise_for(lib, lib.nc_set_device(index), f"cudaSetDevice({index})")
-        self.raise_for(lib, lib.nc_run(*[t.data_ptr() for t in (*inputs, *outputs)]), self._launches())
+        self.raise_for(lib, lib.nc_run(*[t.data_ptr() for t in (*inputs, *outputs)], *self.block_arguments()),
+                       self._launches())
         return outputs
 
     def attributes(self, device: int = 0) -> dict:
@@ -339,11 +341,17 @@ class CudaKernel(GeneratedKernel):
 
     # ------------------------------------------------------------------ files
     def launcher(self) -> str:
+        """``launch.py``: random inputs of the plan's shapes and formats (ids and masks as random integers), one
+        ``nc_run``; the block tables (one per stream that skips by a mask from data) passed NULL, every trip run
+        masked (right on any data; the tables of real data are derived from it: :mod:`napkin_cat.plan.condition`)."""
         ins, outs = self.shapes()
-        dtypes = [TORCH.get(self.plan.variable_map[n].dtype, "float32") for n in self.plan.inputs]
-        return LAUNCHER.format(ins=ins, outs=outs, dtypes=dtypes,
-                               out_dtypes=[TORCH.get(self.plan.variable_map[n].dtype, "float32")
-                                           for n in self.plan.outputs])
+        formats = {**TORCH, "int32": "int32", "bool": "bool"}
+        return LAUNCHER.format(ins=ins, outs=outs,
+                               dtypes=[formats.get(self.plan.variable_map[n].dtype, "float32")
+                                       for n in self.plan.inputs],
+                               out_dtypes=[formats.get(self.plan.variable_map[n].dtype, "float32")
+                                           for n in self.plan.outputs],
+                               tables=len(self.printer.block_tables))
 
 
 def _nvcc() -> str:
@@ -382,9 +390,19 @@ subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", f"-arch=sm_{{major}}{{
                 "kernel.cu"], cwd=here, check=True)
 lib = ctypes.CDLL(str(here / "kernel.so"))
 lib.nc_error_string.restype = ctypes.c_char_p
-ins = [torch.randn(*s, device="cuda", dtype=getattr(torch, t)) for s, t in zip({ins}, {dtypes})]
+
+
+def random(shape, dtype):
+    if dtype.is_floating_point:
+        return torch.randn(*shape, device="cuda", dtype=dtype)
+    return torch.randint(0, 2 if dtype == torch.bool else 4, tuple(shape), device="cuda").to(dtype)
+
+
+ins = [random(s, getattr(torch, t)) for s, t in zip({ins}, {dtypes})]
 outs = [torch.empty(*s, device="cuda", dtype=getattr(torch, t)) for s, t in zip({outs}, {out_dtypes})]
-code = lib.nc_run(*[ctypes.c_void_p(t.data_ptr()) for t in ins + outs])
+# the block tables of the streams that skip by a mask from data: NULL, every trip runs masked
+tables = [ctypes.c_void_p(None)] * {tables}
+code = lib.nc_run(*[ctypes.c_void_p(t.data_ptr()) for t in ins + outs], *tables)
 assert code == 0, f"CUDA error {{code}}: {{lib.nc_error_string(code).decode()}}"
 print([o.shape for o in outs])
 '''
