@@ -195,6 +195,8 @@ def alternated(fns: dict, repeats: int) -> dict:
     times = {name: [] for name in fns}
     for fn in fns.values():
         fn()
+    gc.collect()
+    gc.freeze()     # the derivations' millions of objects: a full collection of them took ~7 s before each run
     for _ in range(repeats):
         for name, fn in fns.items():
             gc.collect()
