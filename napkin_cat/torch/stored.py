@@ -38,6 +38,7 @@ True
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -169,16 +170,21 @@ class DerivationStore:
     def save(self, key: str, r: Derivation):
         """Write ``r`` under ``key``, whole or not at all (a temporary file renamed); a folder that cannot be
         written is a warning (the op runs on, searching again next time)."""
-        record = {"napkin_cat_derivation": FORMAT, "key": key, "fingerprint": fingerprint(rulebook()),
-                  "derivation": _to_record(r)}
         path = self.path(key)
+        try:
+            record = {"napkin_cat_derivation": FORMAT, "key": key, "fingerprint": fingerprint(rulebook()),
+                      "derivation": _to_record(r)}
+        except (TypeError, ValueError, AttributeError, NapkinError) as e:
+            warnings.warn(f"could not store the derivation in {path}: {e}", StoredDerivationWarning, stacklevel=3)
+            return
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             tmp.write_text(json.dumps(record))
             os.replace(tmp, path)
         except OSError as e:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):      # nothing to remove where the folder is not one
+                tmp.unlink(missing_ok=True)
             warnings.warn(f"could not store the derivation in {path}: {e}", StoredDerivationWarning, stacklevel=3)
 
     def load(self, key: str, function, *, book=None) -> Derivation | None:
@@ -207,7 +213,7 @@ def _to_record(r: Derivation) -> dict:
     opt = r.optimum
     return {"diagram": to_json(r.diagram), "trace": r.trace.dumps(diagrams=False), "H": int(r.H),
             "variant": r.variant.as_json(), "memory": memory, "level": r.level, "sizes": _names(r.sizes),
-            "optimum": {"sizes": _names(opt.sizes), "memory": int(opt.memory),
+            "optimum": {"sizes": _names(opt.sizes), "memory": None if opt.memory is None else int(opt.memory),
                         "exact_sizes": None if opt.exact_sizes is None else _names(opt.exact_sizes),
                         "notes": [str(n) for n in opt.notes]},
             "blocks": r.blocks, "prediction": None if r.prediction is None else r.prediction.to_dict()}
@@ -222,7 +228,7 @@ def _from_record(d: dict, function, path: Path) -> Derivation:
     o = d["optimum"]
     exact = None if o["exact_sizes"] is None else {symbol(k): sympy.Integer(v) for k, v in o["exact_sizes"].items()}
     optimum = Optimum(sympy.Integer(H), Sizes(_names(o["sizes"])), [(sympy.Integer(H), sympy.Integer(0))],
-                      sympy.Integer(o["memory"]), sympy.Integer(H), exact, None, None,
+                      None if o["memory"] is None else sympy.Integer(o["memory"]), sympy.Integer(H), exact, None, None,
                       [*o["notes"], f"read back from {path}"])
     counted = cost(diagram, sizes=optimum.sizes).H[level]
     if int(counted) != H:

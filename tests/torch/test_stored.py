@@ -220,3 +220,14 @@ def test_a_switch_value_it_cannot_read_is_a_typed_error(monkeypatch):
     monkeypatch.setenv("NAPKIN_DERIVATION_CACHE", "maybe")
     with pytest.raises(nc.ArgumentError, match=r"NAPKIN_DERIVATION_CACHE='maybe': 'on' or 'off'"):
         run(nc.library.matmul(), memory=16)
+
+
+def test_a_folder_it_cannot_write_is_a_warning_and_the_op_runs_on(cold):
+    cold.write_text("a file where the folder should be")
+    f = nc.library.matmul()
+    with pytest.warns(stored.StoredDerivationWarning, match=r"could not store the derivation in .*derivations"):
+        d, C, _ = run(f, memory=16)
+    A, B = matmul_inputs()
+    torch.testing.assert_close(C, A @ B, rtol=1e-12, atol=1e-12)
+    with pytest.warns(stored.StoredDerivationWarning):
+        assert run(f, memory=16)[0].searched == 1
