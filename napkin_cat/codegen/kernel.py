@@ -23,11 +23,16 @@ from napkin_cat.plan.condition import check, derived
 NUMPY = {"fp32": np.float32, "fp16": np.float16, "int32": np.int32, "bool": np.bool_}
 
 
+def cache_root() -> Path:
+    """The user's napkin-cat cache folder: ``$NAPKIN_CACHE``, else ``$XDG_CACHE_HOME/napkin-cat``, else
+    ``~/.cache/napkin-cat`` (compiled kernels under ``kernels/``, a torch op's derivations under ``derivations/``)."""
+    return Path(os.environ.get("NAPKIN_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "napkin-cat"))
+
+
 def cache_dir() -> Path:
     """The folder for compiled kernels (created on first use)."""
-    root = os.environ.get("NAPKIN_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "napkin-cat")
-    path = Path(root) / "kernels"
+    path = cache_root() / "kernels"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -130,6 +130,16 @@ class Prediction:
                             for k in self.kernels],
                 "assumptions": list(self.assumptions)}
 
+    @classmethod
+    def from_dict(cls, obj: dict) -> "Prediction":
+        """The prediction :meth:`to_dict` wrote (its derived ``terms_s`` and ``bound`` are read off the kernels
+        again): ``Prediction.from_dict(p.to_dict()) == p`` where its numbers are plain ints and floats."""
+        kernels = tuple(KernelTime(k["label"], k["time_s"], dict(k["terms_s"]), k["bound"], k["blocks"],
+                                   k["resident"], k["waves"], k["utilisation"], dict(k["bytes"]), dict(k["flops"]))
+                        for k in obj["kernels"])
+        return cls(obj["time_s"], kernels, obj["hardware"], dict(obj["sizes"]), obj["overlap"],
+                   tuple(obj.get("assumptions", ())))
+
 
 def kernels_of(algorithm: Diagram) -> list:
     """The top-level regions of an algorithm (its kernels); anything else that computes is refused."""

@@ -133,9 +133,10 @@ class Trace:
                                    f"function: {verdict.message}")
         return verdict
 
-    def dumps(self) -> str:
-        """JSON: rule names and match positions, plus the diagrams when napkin_cat.io.serial exists."""
-        serial = HOOKS.get("codec")
+    def dumps(self, *, diagrams: bool = True) -> str:
+        """JSON: rule names and match positions, plus each step's diagrams when napkin_cat.io.serial exists and
+        ``diagrams`` (without them the trace still replays, in a fraction of the characters)."""
+        serial = HOOKS.get("codec") if diagrams else None
         out = []
         for s in self.steps:
             item = {"rule": s.rule, "key": [list(p) for p in s.key], "description": s.description,

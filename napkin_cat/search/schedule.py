@@ -39,6 +39,12 @@ class KernelChoice:
                 **({"parts": self.parts} if self.parts else {}),
                 **({"inner": list(self.inner)} if self.inner else {})}
 
+    @classmethod
+    def from_json(cls, obj: dict) -> "KernelChoice":
+        """The kernel :meth:`as_json` wrote: ``KernelChoice.from_json(k.as_json()) == k``."""
+        return cls(tuple(obj["ops"]), obj["stream"], tuple(obj["groups"]), dict(obj.get("tiles", {})),
+                   bool(obj.get("sliced", False)), obj.get("parts"), tuple(obj.get("inner", ())))
+
 
 @dataclass(frozen=True)
 class Schedule:
@@ -66,3 +72,14 @@ class Schedule:
 
     def as_json(self) -> dict:
         return {"kind": self.kind, "prepared": list(self.prepared), "kernels": [k.as_json() for k in self.kernels]}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "Schedule":
+        """The schedule :meth:`as_json` wrote (its ``kind`` is read off the kernels again).
+
+        >>> s = Schedule((KernelChoice(("·", "SoftMax"), "x", ("q",), {"x": "s_x", "q": "g_q"}),), ("online",))
+        >>> t = Schedule.from_json(s.as_json())
+        >>> t == s and str(t) == str(s) and t.kernels[0].tiles == {"x": "s_x", "q": "g_q"}
+        True
+        """
+        return cls(tuple(KernelChoice.from_json(k) for k in obj["kernels"]), tuple(obj.get("prepared", ())))

@@ -3,7 +3,8 @@
 ``nc.torch.compile(f, ...)`` (:mod:`~napkin_cat.torch.ops`) turns a function diagram, or a derivation of one,
 into a registered custom op on torch tensors, with a fake implementation and its backward derived from
 ``nc.grad(f, saved=True)``; :mod:`~napkin_cat.torch.binding` reads a call's sizes, dtype and device off its
-tensors; :mod:`~napkin_cat.torch.kernels` derives, tiles, plans and compiles a function at a call's sizes, once.
+tensors; :mod:`~napkin_cat.torch.kernels` derives, tiles, plans and compiles a function at a call's sizes, once,
+and :mod:`~napkin_cat.torch.stored` keeps each derivation on disk, so that the next process reads it back.
 ``nc.from_torch(model, *inputs)`` (:mod:`~napkin_cat.torch.exported`) is the other way: a diagram from a
 ``torch.export`` graph, its ATen operations translated by :mod:`~napkin_cat.torch.aten` on the axis algebra of
 :mod:`~napkin_cat.torch.translate` and :mod:`~napkin_cat.torch.classes`.  The how-to is ``docs/torch.md``.

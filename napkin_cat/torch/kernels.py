@@ -21,9 +21,11 @@ of the real dtype (float64 values take twice the bytes, so half as many fit).  O
 sizes.
 
 What is cached (in the object, for the life of the op): the derivation per (reference sizes, memory); the tiles
-and the kernel per (derivation, call sizes, real dtype, backend).  The compiled C library is also cached on
-disk by the hash of its source (:mod:`napkin_cat.codegen.kernel`), so a new process compiles nothing it
-compiled before; a derivation is not (it is searched again in a new process).
+and the kernel per (derivation, call sizes, real dtype, backend).  On disk, under the user's cache folder, the
+compiled C library by the hash of its source (:mod:`napkin_cat.codegen.kernel`) and the derivation by the hash
+of everything it depends on, the library's code included (:mod:`.stored`; ``NAPKIN_DERIVATION_CACHE=off`` turns
+it off), so a new process neither searches nor compiles what one before it did (``searched`` and ``recalled``
+count the derivations searched and read back).
 
 >>> import torch, napkin_cat as nc
 >>> f = Derived(nc.library.matmul(), memory=64)
@@ -52,6 +54,7 @@ from napkin_cat.hardware.timed import derive_for_time
 from napkin_cat.hardware.model import GPU, load as load_gpu, models
 from napkin_cat.plan.program import plan as make_plan, sizes_needed
 from napkin_cat.search.derivation import Derivation, derive
+from napkin_cat.torch import stored
 from napkin_cat.torch.binding import Signature
 
 #: the backends a function runs on: name → the device types it takes
@@ -109,6 +112,8 @@ class Derived:
                               "the CPU, Triton on CUDA)")
         self.backend = backend
         self._derivations: dict = {}
+        #: derivations this function searched, and read back from the store (:mod:`.stored`), in this process
+        self.searched, self.recalled = 0, 0
         self._tiles: dict = {}
         self._kernels: dict = {}
 
@@ -160,15 +165,30 @@ class Derived:
                (memory.name, threads, real) if isinstance(memory, CPU) else memory)
         found = self._derivations.get(key)
         if found is None:
-            if isinstance(memory, GPU):
-                found = derive_for_time(self.function, memory, at, depth=self.depth)
-            elif isinstance(memory, CPU):
-                found = derive_for_cpu_time(self.function, memory, at, threads=threads,
-                                            value_bytes=torch.empty((), dtype=real).element_size(), depth=self.depth)
+            value_bytes = torch.empty((), dtype=real).element_size()
+            disk = stored.store()
+            where = None if disk is None else disk.key(self.function, at, memory, depth=self.depth,
+                                                        threads=threads, value_bytes=value_bytes)
+            found = None if disk is None else disk.load(where, self.function)
+            if found is not None:
+                self.recalled += 1
             else:
-                found = derive(self.function, memory=memory, sizes=at, depth=self.depth)
+                found = self.search(at, memory, threads, value_bytes)
+                if disk is not None:
+                    disk.save(where, found)
             self._derivations[key] = found
         return found
+
+    def search(self, at: dict, memory, threads: int, value_bytes: int) -> Derivation:
+        """The search itself (``nc.derive``, by transfers at ``memory`` or by a CPU or GPU model's predicted time),
+        at sizes ``at``; counted in :attr:`searched`."""
+        self.searched += 1
+        if isinstance(memory, GPU):
+            return derive_for_time(self.function, memory, at, depth=self.depth)
+        if isinstance(memory, CPU):
+            return derive_for_cpu_time(self.function, memory, at, threads=threads, value_bytes=value_bytes,
+                                       depth=self.depth)
+        return derive(self.function, memory=memory, sizes=at, depth=self.depth)
 
     def tiles_at(self, sizes: dict, real: torch.dtype, device: torch.device) -> dict:
         """The tiles of the call's algorithm at ``sizes``: the derivation's own at its sizes, else the exact

@@ -113,6 +113,7 @@ def test_the_search_depth_is_part_of_the_op():
 @pytest.mark.parametrize("options", [{"memory": 64}, {"hardware": "epyc-zen3-dev"}], ids=["memory", "cpu-model"])
 def test_every_search_of_the_op_chains_its_depth(options, monkeypatch):
     """The forward's and the backward's searches, by transfers or by a CPU model's time, get the op's depth."""
+    monkeypatch.setenv("NAPKIN_DERIVATION_CACHE", "off")     # searched here, not read back from an earlier run
     seen = []
     for name in ("derive", "derive_for_cpu_time"):
         search = getattr(nc.torch.kernels, name)
