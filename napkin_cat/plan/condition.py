@@ -7,7 +7,8 @@ would drop the causal part too).  So the library does not take a block mask on t
 
 * the **condition's program**: the statements of the plan that make the condition variable, traced back
   through what they read to the plan's inputs (the loads of the ids, the positions, the comparisons and logic:
-  exactly the statements a partial trip runs for it, and no others);
+  exactly the statements a partial trip runs for it, and no others; where the condition is loaded from a global
+  array that an earlier kernel makes, that kernel whole, run as the plan runs it);
 * **run once over whole axes**: every enclosing loop's tile bound to its axis and its index to 0, so the same
   statements give the condition on every pair at once (numpy, :meth:`~napkin_cat.plan.runner.Machine.values_at`);
 * its **block mask** (:class:`~napkin_cat.algorithms.blockmask.BlockMask`), stamped with a digest of the program
@@ -41,7 +42,7 @@ import numpy as np
 from napkin_cat.algorithms.blockmask import FULL, NONE, PARTIAL, BlockMask
 from napkin_cat.errors import BlockMaskError
 from napkin_cat.plan.blocks import block_tables
-from napkin_cat.plan.ir import Free, LOOPS, PlanError, blocks, defs, reads, uses, walk_scoped, writes
+from napkin_cat.plan.ir import Alloc, Fill, Free, LOOPS, PlanError, blocks, defs, reads, uses, walk, walk_scoped, writes
 from napkin_cat.plan.runner import Machine, number
 
 _STATE = {NONE: "none", PARTIAL: "partial", FULL: "full"}
@@ -55,8 +56,9 @@ def _scope_of(plan, loop) -> tuple:
 
 
 def _visible(plan, loop) -> list:
-    """The simple statements run before the loop's condition is made, in order: those before the loop in each
-    block that holds it, the loop's head, its body up to the statement that writes the condition."""
+    """The statements run before the loop's condition is made, in order: those before the loop in each block that
+    holds it (a kernel before it whole: it may make the condition, as a global array the loop loads), the loop's
+    head, its body up to the statement that writes the condition."""
     scope = _scope_of(plan, loop)
     chain = [(plan.body, scope[0][0] if scope else loop)]
     for k, (compound, block) in enumerate(scope):
@@ -67,15 +69,25 @@ def _visible(plan, loop) -> list:
         for s in stmts:
             if s is until:
                 break
-            if not blocks(s):
-                out.append(s)
-    out += [s for s in loop.head if not blocks(s)]
-    for s in loop.body:
-        if not blocks(s):
             out.append(s)
-            if loop.data.condition in writes(s):
-                break
+    out += list(loop.head)
+    for s in loop.body:
+        out.append(s)
+        if loop.data.condition in _access(s)[0]:
+            break
     return out
+
+
+def _access(stmt) -> tuple:
+    """``(writes, defines, needs)`` of a statement: a simple one's; a compound's, those of the simple statements it
+    holds, where what it needs is what they use or read that none of them defines (a kernel's own tiles and
+    states are made inside it)."""
+    simple = [s for s in walk((stmt,)) if not blocks(s)]
+    written = {v for s in simple for v in writes(s)}
+    defined = {v for s in simple for v in defs(s)}
+    made = defined | {v for s in simple if isinstance(s, (Alloc, Fill)) for v in writes(s)} if blocks(stmt) else set()
+    needs = {v for s in simple for v in (*uses(s), *reads(s))} - made
+    return written, defined, needs
 
 
 def program(plan, table) -> tuple:
@@ -87,10 +99,11 @@ def program(plan, table) -> tuple:
                         "plan (made inline): its block table cannot be derived; run it without a block mask")
     needed, chosen = {condition}, []
     for s in reversed(_visible(plan, table.loop)):
-        if isinstance(s, Free) or not set(writes(s)) & needed:
+        written, defined, needs = _access(s)
+        if isinstance(s, Free) or not written & needed:
             continue
         chosen.append(s)
-        needed = (needed - set(defs(s))) | set(uses(s)) | set(reads(s))
+        needed = (needed - defined) | needs
     missing = needed - set(plan.inputs)
     if missing:
         raise PlanError(f"the mask {condition!r} of the stream over {table.loop.axis!r} reads {sorted(missing)}, "
@@ -106,7 +119,7 @@ def _key(stmts) -> str:
 
 def _read(plan, stmts) -> list:
     """The plan's inputs ``stmts`` read, in the plan's order."""
-    used = {v for s in stmts for v in (*reads(s), *uses(s))}
+    used = {v for s in stmts for v in _access(s)[2]}
     return [k for k, v in enumerate(plan.inputs) if v in used]
 
 
