@@ -36,6 +36,8 @@ is the derived mask itself, made once per batch of data and reused (FlexAttentio
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 
 import numpy as np
 
@@ -46,6 +48,8 @@ from napkin_cat.plan.ir import Alloc, Fill, Free, LOOPS, PlanError, blocks, defs
 from napkin_cat.plan.runner import Machine, number
 
 _STATE = {NONE: "none", PARTIAL: "partial", FULL: "full"}
+#: the tables a plan keeps derived (:class:`StatesCache`)
+STATES_CACHED = 16
 
 
 def _scope_of(plan, loop) -> tuple:
@@ -158,6 +162,42 @@ def derived(plan, arrays, table=None) -> BlockMask:
     return BlockMask.of(np.asarray(values[condition], dtype=bool), var.axes, stamp(plan, table, arrays))
 
 
+class StatesCache:
+    """The tables derived on a plan, by :func:`stamp` (the condition's program, the plan's sizes and the bytes of
+    the inputs it reads: all a table depends on), the ``size`` most recent kept, one lock: a table derived for
+    a batch of data and given back with it (a compiled op's ``blocks``) is checked at the cost of a digest of the
+    ids, not of deriving it again.  Tables are small (one entry per trip), so a cache costs little memory."""
+
+    def __init__(self, size: int = STATES_CACHED):
+        self.size, self.entries, self.lock = size, OrderedDict(), threading.Lock()
+
+    def get(self, key):
+        with self.lock:
+            found = self.entries.get(key)
+            if found is not None:
+                self.entries.move_to_end(key)
+            return found
+
+    def put(self, key, states: np.ndarray):
+        with self.lock:
+            self.entries[key] = states
+            while len(self.entries) > self.size:
+                self.entries.popitem(last=False)
+
+
+def derived_states(plan, arrays, table) -> np.ndarray:
+    """``table.states(derived(plan, arrays, table))``: the trips' states by the data, read once per batch of data
+    (:class:`StatesCache` on the plan, keyed by :func:`stamp`)."""
+    cache = plan.__dict__.setdefault("_derived_states", StatesCache())
+    key = (table.number, stamp(plan, table, arrays))
+    found = cache.get(key)
+    if found is None:
+        found = table.states(derived(plan, arrays, table))
+        found.setflags(write=False)
+        cache.put(key, found)
+    return found
+
+
 def _the_table(plan, arrays):
     tables = block_tables(plan)
     if not tables:
@@ -181,12 +221,12 @@ def tables(plan, arrays, block_mask) -> tuple:
             if block_mask != "data":
                 raise BlockMaskError(f"block_mask must be a BlockMask, 'data' (derived from the data) or None, "
                                      f"got {block_mask!r}")
-            out.append(t.states(derived(plan, arrays, t)))
+            out.append(derived_states(plan, arrays, t))
             continue
         mine = stamp(plan, t, arrays)
         given = t.states(block_mask)
         if block_mask.source != mine:
-            check(t, given, t.states(derived(plan, arrays, t)))
+            check(t, given, derived_states(plan, arrays, t))
         out.append(given)
     return tuple(out)
 
@@ -205,4 +245,4 @@ def check(table, given: np.ndarray, right: np.ndarray):
         "derive it with plan.block_mask(*arrays) (or kernel.block_mask), or pass block_mask='data'")
 
 
-__all__ = ["program", "stamp", "derived", "tables", "check"]
+__all__ = ["program", "stamp", "derived", "derived_states", "StatesCache", "tables", "check"]

@@ -12,9 +12,14 @@ The function is exported by ``torch.export`` with the index tensors as inputs an
 queries and keys (no input), a captured tensor (document ids, a bias table, a per-head slope) an input read by a gather
 (``aten.index``: the table read at the index inside the fused kernel, never a q×x array), each index checked at
 call time to lie in the table (:func:`~napkin_cat.torch.exported.check_indices`).
-A row no key may attend has ``O = 0`` and ``L = −∞`` (FlexAttention's convention; the diagram's softmax gives NaN
-there, mapped to 0 after the op) and a finite zero backward (:class:`EmptyRows`).  The traced mods are cached per
-process (:class:`TraceCache`): a call with the same mods, captured values and shapes exports nothing.
+A mask that reads a captured tensor is a mask from data: before each call the op's kernel (and, differentiated,
+each backward kernel) is given the block tables of the mask on these data at the tiles it runs at
+(:meth:`~napkin_cat.torch.kernels.Derived.tables`, the op's ``blocks`` argument), so that it skips the blocks no pair
+of which the mask allows and runs the blocks it allows whole without it, as FlexAttention does with its
+``BlockMask``.  A row no key may attend has ``O = 0`` and ``L = −∞`` (FlexAttention's convention; the diagram's
+softmax gives NaN there, mapped to 0 after the op) and a finite zero backward (:class:`EmptyRows`).  The traced
+mods are cached per process (:class:`TraceCache`): a call with the same mods, captured values and shapes exports
+nothing.
 
 >>> import torch, napkin_cat as nc
 >>> torch.set_num_threads(1)
@@ -196,7 +201,7 @@ class EmptyRows(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, op, *args):
-        O, L = op(*args)
+        O, L = op(*args, op.napkin.forward.tables(list(args)))       # the tables at the tiles the op picks
         empty = torch.isneginf(L)
         O = torch.where(empty[..., None], torch.zeros((), dtype=O.dtype), O)
         ctx.made, ctx.empty = op.napkin, empty
@@ -213,7 +218,8 @@ class EmptyRows(torch.autograd.Function):
             return (None,) * (1 + len(args))
         L0 = torch.where(empty, torch.zeros((), dtype=L.dtype), L)
         Obar = torch.where(empty[..., None], torch.zeros((), dtype=Obar.dtype), Obar)
-        found = made.backward_op(*args, O, L0, Obar)
+        inputs = [*args, O, L0, Obar]
+        found = made.backward_op(*inputs, made.backward.tables(inputs))
         found = found if isinstance(found, (tuple, list)) else (found,)
         out = [None] * len(args)
         for k, g in zip(made.wrt, found):
