@@ -138,10 +138,10 @@ TRACES = TraceCache()
 
 
 def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=None, enable_gqa=False,
-                   return_lse=False, memory=None, hardware=None):
+                   return_lse=False, memory=None, hardware=None, depth: int = 2):
     """``torch.nn.attention.flex_attention``'s outputs (see the module docstring) by napkin-cat's derived kernels,
     differentiable (the derived backward).  ``mask_mod`` is the function FlexAttention's ``create_block_mask``
-    takes.  ``memory`` and ``hardware`` go to :func:`~napkin_cat.torch.ops.compile`.  Returns ``O`` (and the
+    takes.  ``memory``, ``hardware`` and ``depth`` go to :func:`~napkin_cat.torch.ops.compile`.  Returns ``O`` (and the
     log-sum-exp ``L``, natural logarithm, with ``return_lse``).
 
     The mods are traced once per key of :class:`TraceCache` (in :data:`TRACES`); each call reads the captured
@@ -156,11 +156,11 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     reads = captured(score_mod, mask_mod)
     shapes = tuple((tuple(x.shape), x.dtype, x.device.type) for x in (query, key, value))
     cache_key = None if reads is None else (
-        score_mod, mask_mod, scale, shapes, memory, getattr(hardware, "name", hardware),
+        score_mod, mask_mod, scale, shapes, memory, getattr(hardware, "name", hardware), depth,
         tuple(sorted((k, fingerprint(v)) for k, v in reads.items())))
     traced = None if cache_key is None else TRACES.get(cache_key)
     if traced is None:
-        traced = trace(score_mod, mask_mod, scale, (query, key, value), index, reads, memory, hardware)
+        traced = trace(score_mod, mask_mod, scale, (query, key, value), index, reads, memory, hardware, depth)
         if cache_key is not None and len(traced.sources) == len(traced.program.constants):
             TRACES.put(cache_key, traced)
     program, r, op = traced.program, traced.translated, traced.op
@@ -180,13 +180,13 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     return (O, L) if return_lse else O
 
 
-def trace(score_mod, mask_mod, scale, qkv, index, reads, memory, hardware) -> Traced:
+def trace(score_mod, mask_mod, scale, qkv, index, reads, memory, hardware, depth: int = 2) -> Traced:
     """Export masked attention with the mods, translate it and compile it (the slow part of a call: once per key)."""
     module = Scores(score_mod, mask_mod, scale)
     example = (*(x.detach() for x in qkv), *index)
     program = torch.export.export(module, example)
     r = translate(program, module, example, None, NAMES, positions=POSITIONS)
-    op = compile(r.diagram, aux=1, memory=memory, hardware=hardware, name="flex_attention")
+    op = compile(r.diagram, aux=1, memory=memory, hardware=hardware, depth=depth, name="flex_attention")
     by_id = {id(v): k for k, v in (reads or {}).items() if isinstance(v, torch.Tensor)}
     sources = {name: by_id[id(t)] for name, t in program.constants.items() if id(t) in by_id}
     return Traced(program, r, op, sources, tuple(v for v in (reads or {}).values()
