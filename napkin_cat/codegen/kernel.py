@@ -17,7 +17,7 @@ import sympy
 
 from napkin_cat.codegen.errors import CodegenError, ToolNotFoundError
 from napkin_cat.errors import BlockMaskError, ShapeError
-from napkin_cat.plan.condition import check, derived
+from napkin_cat.plan.condition import check, derived_states
 
 
 NUMPY = {"fp32": np.float32, "fp16": np.float16, "int32": np.int32, "bool": np.bool_}
@@ -160,6 +160,6 @@ class GeneratedKernel:
                 raise BlockMaskError(f"block table {t.number} (stream over {t.loop.axis!r}, indices "
                                      f"{[str(i) for i, _ in t.indices]}) must have shape {t.shape} with entries 0 "
                                      f"none, 1 partial, 2 full; got shape {b.shape}")
-            check(t, b, t.states(derived(plan, arrays, t)))
+            check(t, b, derived_states(plan, arrays, t))
             out.append(np.ascontiguousarray(b, dtype=np.int8))
         return out

@@ -7,7 +7,8 @@ would drop the causal part too).  So the library does not take a block mask on t
 
 * the **condition's program**: the statements of the plan that make the condition variable, traced back
   through what they read to the plan's inputs (the loads of the ids, the positions, the comparisons and logic:
-  exactly the statements a partial trip runs for it, and no others);
+  exactly the statements a partial trip runs for it, and no others; where the condition is loaded from a global
+  array that an earlier kernel makes, that kernel whole, run as the plan runs it);
 * **run once over whole axes**: every enclosing loop's tile bound to its axis and its index to 0, so the same
   statements give the condition on every pair at once (numpy, :meth:`~napkin_cat.plan.runner.Machine.values_at`);
 * its **block mask** (:class:`~napkin_cat.algorithms.blockmask.BlockMask`), stamped with a digest of the program
@@ -35,16 +36,20 @@ is the derived mask itself, made once per batch of data and reused (FlexAttentio
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 
 import numpy as np
 
 from napkin_cat.algorithms.blockmask import FULL, NONE, PARTIAL, BlockMask
 from napkin_cat.errors import BlockMaskError
 from napkin_cat.plan.blocks import block_tables
-from napkin_cat.plan.ir import Free, LOOPS, PlanError, blocks, defs, reads, uses, walk_scoped, writes
+from napkin_cat.plan.ir import Alloc, Fill, Free, LOOPS, PlanError, blocks, defs, reads, uses, walk, walk_scoped, writes
 from napkin_cat.plan.runner import Machine, number
 
 _STATE = {NONE: "none", PARTIAL: "partial", FULL: "full"}
+#: the tables a plan keeps derived (:class:`StatesCache`)
+STATES_CACHED = 16
 
 
 def _scope_of(plan, loop) -> tuple:
@@ -55,8 +60,9 @@ def _scope_of(plan, loop) -> tuple:
 
 
 def _visible(plan, loop) -> list:
-    """The simple statements run before the loop's condition is made, in order: those before the loop in each
-    block that holds it, the loop's head, its body up to the statement that writes the condition."""
+    """The statements run before the loop's condition is made, in order: those before the loop in each block that
+    holds it (a kernel before it whole: it may make the condition, as a global array the loop loads), the loop's
+    head, its body up to the statement that writes the condition."""
     scope = _scope_of(plan, loop)
     chain = [(plan.body, scope[0][0] if scope else loop)]
     for k, (compound, block) in enumerate(scope):
@@ -67,15 +73,25 @@ def _visible(plan, loop) -> list:
         for s in stmts:
             if s is until:
                 break
-            if not blocks(s):
-                out.append(s)
-    out += [s for s in loop.head if not blocks(s)]
-    for s in loop.body:
-        if not blocks(s):
             out.append(s)
-            if loop.data.condition in writes(s):
-                break
+    out += list(loop.head)
+    for s in loop.body:
+        out.append(s)
+        if loop.data.condition in _access(s)[0]:
+            break
     return out
+
+
+def _access(stmt) -> tuple:
+    """``(writes, defines, needs)`` of a statement: a simple one's; a compound's, those of the simple statements it
+    holds, where what it needs is what they use or read that none of them defines (a kernel's own tiles and
+    states are made inside it)."""
+    simple = [s for s in walk((stmt,)) if not blocks(s)]
+    written = {v for s in simple for v in writes(s)}
+    defined = {v for s in simple for v in defs(s)}
+    made = defined | {v for s in simple if isinstance(s, (Alloc, Fill)) for v in writes(s)} if blocks(stmt) else set()
+    needs = {v for s in simple for v in (*uses(s), *reads(s))} - made
+    return written, defined, needs
 
 
 def program(plan, table) -> tuple:
@@ -87,10 +103,11 @@ def program(plan, table) -> tuple:
                         "plan (made inline): its block table cannot be derived; run it without a block mask")
     needed, chosen = {condition}, []
     for s in reversed(_visible(plan, table.loop)):
-        if isinstance(s, Free) or not set(writes(s)) & needed:
+        written, defined, needs = _access(s)
+        if isinstance(s, Free) or not written & needed:
             continue
         chosen.append(s)
-        needed = (needed - set(defs(s))) | set(uses(s)) | set(reads(s))
+        needed = (needed - defined) | needs
     missing = needed - set(plan.inputs)
     if missing:
         raise PlanError(f"the mask {condition!r} of the stream over {table.loop.axis!r} reads {sorted(missing)}, "
@@ -106,7 +123,7 @@ def _key(stmts) -> str:
 
 def _read(plan, stmts) -> list:
     """The plan's inputs ``stmts`` read, in the plan's order."""
-    used = {v for s in stmts for v in (*reads(s), *uses(s))}
+    used = {v for s in stmts for v in _access(s)[2]}
     return [k for k, v in enumerate(plan.inputs) if v in used]
 
 
@@ -145,6 +162,42 @@ def derived(plan, arrays, table=None) -> BlockMask:
     return BlockMask.of(np.asarray(values[condition], dtype=bool), var.axes, stamp(plan, table, arrays))
 
 
+class StatesCache:
+    """The tables derived on a plan, by :func:`stamp` (the condition's program, the plan's sizes and the bytes of
+    the inputs it reads: all a table depends on), the ``size`` most recent kept, one lock: a table derived for
+    a batch of data and given back with it (a compiled op's ``blocks``) is checked at the cost of a digest of the
+    ids, not of deriving it again.  Tables are small (one entry per trip), so a cache costs little memory."""
+
+    def __init__(self, size: int = STATES_CACHED):
+        self.size, self.entries, self.lock = size, OrderedDict(), threading.Lock()
+
+    def get(self, key):
+        with self.lock:
+            found = self.entries.get(key)
+            if found is not None:
+                self.entries.move_to_end(key)
+            return found
+
+    def put(self, key, states: np.ndarray):
+        with self.lock:
+            self.entries[key] = states
+            while len(self.entries) > self.size:
+                self.entries.popitem(last=False)
+
+
+def derived_states(plan, arrays, table) -> np.ndarray:
+    """``table.states(derived(plan, arrays, table))``: the trips' states by the data, read once per batch of data
+    (:class:`StatesCache` on the plan, keyed by :func:`stamp`)."""
+    cache = plan.__dict__.setdefault("_derived_states", StatesCache())
+    key = (table.number, stamp(plan, table, arrays))
+    found = cache.get(key)
+    if found is None:
+        found = table.states(derived(plan, arrays, table))
+        found.setflags(write=False)
+        cache.put(key, found)
+    return found
+
+
 def _the_table(plan, arrays):
     tables = block_tables(plan)
     if not tables:
@@ -168,12 +221,12 @@ def tables(plan, arrays, block_mask) -> tuple:
             if block_mask != "data":
                 raise BlockMaskError(f"block_mask must be a BlockMask, 'data' (derived from the data) or None, "
                                      f"got {block_mask!r}")
-            out.append(t.states(derived(plan, arrays, t)))
+            out.append(derived_states(plan, arrays, t))
             continue
         mine = stamp(plan, t, arrays)
         given = t.states(block_mask)
         if block_mask.source != mine:
-            check(t, given, t.states(derived(plan, arrays, t)))
+            check(t, given, derived_states(plan, arrays, t))
         out.append(given)
     return tuple(out)
 
@@ -192,4 +245,4 @@ def check(table, given: np.ndarray, right: np.ndarray):
         "derive it with plan.block_mask(*arrays) (or kernel.block_mask), or pass block_mask='data'")
 
 
-__all__ = ["program", "stamp", "derived", "tables", "check"]
+__all__ = ["program", "stamp", "derived", "derived_states", "StatesCache", "tables", "check"]

@@ -12,9 +12,14 @@ The function is exported by ``torch.export`` with the index tensors as inputs an
 queries and keys (no input), a captured tensor (document ids, a bias table, a per-head slope) an input read by a gather
 (``aten.index``: the table read at the index inside the fused kernel, never a q×x array), each index checked at
 call time to lie in the table (:func:`~napkin_cat.torch.exported.check_indices`).
-A row no key may attend has ``O = 0`` and ``L = −∞`` (FlexAttention's convention; the diagram's softmax gives NaN
-there, mapped to 0 after the op) and a finite zero backward (:class:`EmptyRows`).  The traced mods are cached per
-process (:class:`TraceCache`): a call with the same mods, captured values and shapes exports nothing.
+A mask that reads a captured tensor is a mask from data: before each call the op's kernel (and, differentiated,
+each backward kernel) is given the block tables of the mask on these data at the tiles it runs at
+(:meth:`~napkin_cat.torch.kernels.Derived.tables`, the op's ``blocks`` argument), so that it skips the blocks no pair
+of which the mask allows and runs the blocks it allows whole without it, as FlexAttention does with its
+``BlockMask``.  A row no key may attend has ``O = 0`` and ``L = −∞`` (FlexAttention's convention; the diagram's
+softmax gives NaN there, mapped to 0 after the op) and a finite zero backward (:class:`EmptyRows`).  The traced
+mods are cached per process (:class:`TraceCache`): a call with the same mods, captured values and shapes exports
+nothing.
 
 >>> import torch, napkin_cat as nc
 >>> torch.set_num_threads(1)
@@ -133,10 +138,10 @@ TRACES = TraceCache()
 
 
 def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=None, enable_gqa=False,
-                   return_lse=False, memory=None, hardware=None):
+                   return_lse=False, memory=None, hardware=None, depth: int = 2):
     """``torch.nn.attention.flex_attention``'s outputs (see the module docstring) by napkin-cat's derived kernels,
     differentiable (the derived backward).  ``mask_mod`` is the function FlexAttention's ``create_block_mask``
-    takes.  ``memory`` and ``hardware`` go to :func:`~napkin_cat.torch.ops.compile`.  Returns ``O`` (and the
+    takes.  ``memory``, ``hardware`` and ``depth`` go to :func:`~napkin_cat.torch.ops.compile`.  Returns ``O`` (and the
     log-sum-exp ``L``, natural logarithm, with ``return_lse``).
 
     The mods are traced once per key of :class:`TraceCache` (in :data:`TRACES`); each call reads the captured
@@ -151,11 +156,11 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     reads = captured(score_mod, mask_mod)
     shapes = tuple((tuple(x.shape), x.dtype, x.device.type) for x in (query, key, value))
     cache_key = None if reads is None else (
-        score_mod, mask_mod, scale, shapes, memory, getattr(hardware, "name", hardware),
+        score_mod, mask_mod, scale, shapes, memory, getattr(hardware, "name", hardware), depth,
         tuple(sorted((k, fingerprint(v)) for k, v in reads.items())))
     traced = None if cache_key is None else TRACES.get(cache_key)
     if traced is None:
-        traced = trace(score_mod, mask_mod, scale, (query, key, value), index, reads, memory, hardware)
+        traced = trace(score_mod, mask_mod, scale, (query, key, value), index, reads, memory, hardware, depth)
         if cache_key is not None and len(traced.sources) == len(traced.program.constants):
             TRACES.put(cache_key, traced)
     program, r, op = traced.program, traced.translated, traced.op
@@ -175,13 +180,13 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     return (O, L) if return_lse else O
 
 
-def trace(score_mod, mask_mod, scale, qkv, index, reads, memory, hardware) -> Traced:
+def trace(score_mod, mask_mod, scale, qkv, index, reads, memory, hardware, depth: int = 2) -> Traced:
     """Export masked attention with the mods, translate it and compile it (the slow part of a call: once per key)."""
     module = Scores(score_mod, mask_mod, scale)
     example = (*(x.detach() for x in qkv), *index)
     program = torch.export.export(module, example)
     r = translate(program, module, example, None, NAMES, positions=POSITIONS)
-    op = compile(r.diagram, aux=1, memory=memory, hardware=hardware, name="flex_attention")
+    op = compile(r.diagram, aux=1, memory=memory, hardware=hardware, depth=depth, name="flex_attention")
     by_id = {id(v): k for k, v in (reads or {}).items() if isinstance(v, torch.Tensor)}
     sources = {name: by_id[id(t)] for name, t in program.constants.items() if id(t) in by_id}
     return Traced(program, r, op, sources, tuple(v for v in (reads or {}).values()
@@ -196,7 +201,7 @@ class EmptyRows(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, op, *args):
-        O, L = op(*args)
+        O, L = op(*args, op.napkin.forward.tables(list(args)))       # the tables at the tiles the op picks
         empty = torch.isneginf(L)
         O = torch.where(empty[..., None], torch.zeros((), dtype=O.dtype), O)
         ctx.made, ctx.empty = op.napkin, empty
@@ -213,7 +218,8 @@ class EmptyRows(torch.autograd.Function):
             return (None,) * (1 + len(args))
         L0 = torch.where(empty, torch.zeros((), dtype=L.dtype), L)
         Obar = torch.where(empty[..., None], torch.zeros((), dtype=Obar.dtype), Obar)
-        found = made.backward_op(*args, O, L0, Obar)
+        inputs = [*args, O, L0, Obar]
+        found = made.backward_op(*inputs, made.backward.tables(inputs))
         found = found if isinstance(found, (tuple, list)) else (found,)
         out = [None] * len(args)
         for k, g in zip(made.wrt, found):

@@ -41,13 +41,14 @@ import importlib.util
 import os
 from types import MappingProxyType
 
+import numpy as np
 import torch
 
 from napkin_cat.codegen.c import c as c_kernel
 from napkin_cat.codegen.triton.kernel import triton as triton_kernel
 from napkin_cat.cost.functor import cost
 from napkin_cat.cost.optimum import optimal
-from napkin_cat.errors import HardwareError, NapkinError, TensorError
+from napkin_cat.errors import BlockMaskError, HardwareError, NapkinError, TensorError
 from napkin_cat.hardware.cpu import CPU, THIS_CPU, cpus, load_cpu, this_cpu_model
 from napkin_cat.hardware.cputime import derive_for_cpu_time
 from napkin_cat.hardware.timed import derive_for_time
@@ -239,15 +240,40 @@ class Derived:
             self._kernels[key] = found
         return found
 
-    def __call__(self, tensors) -> list[torch.Tensor]:
-        """The function's outputs on ``tensors`` (its inputs, checked: :mod:`~napkin_cat.torch.binding`)."""
+    def tables(self, tensors) -> list[torch.Tensor]:
+        """The block tables the call's kernel reads on ``tensors`` (its inputs): one int8 tensor per stream loop of
+        its plan that skips by a mask from data (:data:`~napkin_cat.algorithms.blockmask.NONE` skipped,
+        ``PARTIAL``, ``FULL`` run without the mask), derived from the data by the plan's own statements at the
+        kernel's tiles (:meth:`~napkin_cat.codegen.kernel.GeneratedKernel.block_arguments` with ``"data"``);
+        none where the kernel reads none (no such stream, or a Triton kernel: its printer runs every trip masked).
+        What a compiled op takes as its ``blocks`` argument: the tiles are chosen here, at the call's sizes."""
         sizes, real, device = self.signature.sizes(tensors), self.signature.real(tensors), \
             self.signature.device(tensors)
         k = self.kernel(sizes, real, device)
+        if k.backend != "c" or not k.printer.block_tables:
+            return []
+        found = k.block_arguments([t.detach().contiguous().numpy() for t in tensors], "data")
+        return [torch.from_numpy(np.array(t, dtype=np.int8)) for t in found]
+
+    def __call__(self, tensors, blocks=None) -> list[torch.Tensor]:
+        """The function's outputs on ``tensors`` (its inputs, checked: :mod:`~napkin_cat.torch.binding`).
+        ``blocks``: the kernel's block tables (:meth:`tables`; checked against the data, which costs a digest of
+        the ids where they are the tables derived for these data); None or empty: derived here where the kernel
+        reads tables."""
+        sizes, real, device = self.signature.sizes(tensors), self.signature.real(tensors), \
+            self.signature.device(tensors)
+        k = self.kernel(sizes, real, device)
+        blocks = list(blocks or ())
+        if blocks and (k.backend != "c" or len(blocks) != len(k.printer.block_tables)):
+            reads = len(k.printer.block_tables) if k.backend == "c" else 0
+            raise BlockMaskError(f"{self.what}: its {k.backend} kernel at these sizes reads {reads} block table(s), "
+                                 f"got {len(blocks)}: pass what tables() gives for these inputs")
         xs = [t.detach().contiguous() for t in tensors]
         if k.backend == "c":
             outs = self.signature.empty(sizes, real, device)
-            k(*[x.numpy() for x in xs], threads=torch.get_num_threads(), out=[y.numpy() for y in outs])
+            mask = {"blocks": [b.detach().numpy() for b in blocks]} if blocks else \
+                {"block_mask": "data"} if k.printer.block_tables else {}
+            k(*[x.numpy() for x in xs], threads=torch.get_num_threads(), out=[y.numpy() for y in outs], **mask)
             return outs
         if device.type == "cuda" or interpreted():      # nc_run in this process: on the GPU, or Triton's interpreter
             ys = launcher(k.path())(*xs)

@@ -4,7 +4,10 @@ For a function diagram ``f : X₁ ⊗ … ⊗ Xₙ → Y₁ ⊗ … ⊗ Yₘ`` (
 registers with ``torch.library`` (PyTorch's conventions for a custom operator):
 
 * ``napkin::<name>_<digest>``: ``(x₁, …, xₙ) ↦ (y₁, …, yₘ)``, each call run by the derived algorithm's kernel
-  at the sizes read off its tensors (:mod:`.kernels`; C on the CPU, Triton on CUDA);
+  at the sizes read off its tensors (:mod:`.kernels`; C on the CPU, Triton on CUDA); a last, optional argument
+  ``blocks`` (``Tensor[]?``) gives the kernel's block tables where a stream of its plan skips by a mask from data
+  (int8, one per such stream: what ``op.napkin.forward.tables(xs)`` derives at the tiles of the call; checked
+  against the data), derived inside the op where not given;
 * its fake implementation (``register_fake``): the outputs' shapes and dtypes from the inputs'
   (:mod:`.binding`), so that ``torch.compile`` and ``torch.export`` trace through the op without running it;
 * its autograd formula (``register_autograd``): the derived backward, ``napkin::<name>_<digest>_backward``, a
@@ -13,7 +16,8 @@ registers with ``torch.library`` (PyTorch's conventions for a custom operator):
 
       (x̄_w)_{w ∈ wrt} = grad(f)(x₁, …, xₙ, y₁, …, yₘ, ȳ₁, …, ȳ_{m−k})
 
-  where the ``y`` are f's outputs as the forward computed them (``saved=True``: saved for the backward, read
+  (its kernels' block tables derived from the data and passed as its ``blocks``), where the ``y`` are f's
+  outputs as the forward computed them (``saved=True``: saved for the backward, read
   instead of recomputed: attention's O and log-sum-exp), and the last ``aux = k`` outputs are auxiliary:
   returned and saved, but not differentiable (``ctx.mark_non_differentiable``; FlashAttention's log-sum-exp).
   An input that needs no gradient in a call gets None; one outside ``wrt`` (an integer array always) gets
@@ -88,24 +92,27 @@ class CompiledOp:
         return self._backward
 
     # ------------------------------------------------------------------ the functions torch.library calls
-    def run_forward(self, *tensors):
-        ys = self.forward(list(tensors))
+    def run_forward(self, *args):
+        tensors, blocks = _blocks(args, len(self.signature.inputs))
+        ys = self.forward(tensors, blocks)
         return ys[0] if len(ys) == 1 else tuple(ys)
 
-    def fake_forward(self, *tensors):
-        return _fake(self.signature, tensors)
+    def fake_forward(self, *args):
+        return _fake(self.signature, _blocks(args, len(self.signature.inputs))[0])
 
-    def run_backward(self, *tensors):
-        ys = self.backward(list(tensors))
+    def run_backward(self, *args):
+        tensors, blocks = _blocks(args, len(self.backward.signature.inputs))
+        ys = self.backward(tensors, blocks)
         return ys[0] if len(ys) == 1 else tuple(ys)
 
-    def fake_backward(self, *tensors):
-        return _fake(self.backward.signature, tensors)
+    def fake_backward(self, *args):
+        return _fake(self.backward.signature, _blocks(args, len(self.backward.signature.inputs))[0])
 
     def setup_context(self, ctx, inputs, output):
         """Save what the backward reads (f's inputs, and its outputs with ``saved``), mark the auxiliary outputs
         non-differentiable, and refuse a call where an input outside ``wrt`` needs a gradient."""
         outs = output if isinstance(output, tuple) else (output,)
+        inputs, ctx.blocks = _blocks(inputs, len(self.signature.inputs))
         for k in range(len(inputs)):
             if ctx.needs_input_grad[k] and k not in self.wrt:
                 a = self.signature.inputs[k]
@@ -121,15 +128,24 @@ class CompiledOp:
         """The gradients of the op's inputs (None for one that needs none) from the backward op."""
         saved = ctx.saved_tensors
         n = len(self.signature.inputs)
+        blocks = () if ctx.blocks is None else ([None] * len(ctx.blocks),)     # the tables: no gradient
         if not any(ctx.needs_input_grad[k] for k in self.wrt):
-            return (None,) * n
+            return (None,) * n + blocks
         differentiated = cotangents[:len(cotangents) - self.aux]
-        found = self.backward_op(*saved, *differentiated)
+        args = [*saved, *differentiated]
+        found = self.backward_op(*args, self.backward.tables(args))
         found = found if isinstance(found, (tuple, list)) else (found,)
         out = [None] * n
         for k, g in zip(self.wrt, found):
             out[k] = g if ctx.needs_input_grad[k] else None
-        return tuple(out)
+        return tuple(out) + blocks
+
+
+def _blocks(args, n: int) -> tuple:
+    """An op's arguments split into its ``n`` tensors and its block tables (None where not given: the op derives
+    them from the data where its kernel reads any)."""
+    blocks = args[n] if len(args) > n else None
+    return list(args[:n]), None if blocks is None else list(blocks)
 
 
 def _fake(signature: Signature, tensors):
@@ -141,7 +157,7 @@ def _fake(signature: Signature, tensors):
 
 
 def _schema(inputs: int, outputs: int) -> str:
-    args = ", ".join(f"Tensor x{k}" for k in range(inputs))
+    args = ", ".join([*(f"Tensor x{k}" for k in range(inputs)), "Tensor[]? blocks=None"])
     return f"({args}) -> " + ("Tensor" if outputs == 1 else "(" + ", ".join(["Tensor"] * outputs) + ")")
 
 

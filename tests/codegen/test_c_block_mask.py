@@ -168,3 +168,33 @@ def test_a_kernel_without_a_mask_from_data_refuses_a_block_mask():
     xs = [np.zeros((16, 4), np.float32)] * 3
     with pytest.raises(ShapeError, match="no stream of this kernel's plan has a mask read from data"):
         k(*xs, block_mask=BlockMask.of(np.ones((16, 16), bool), "q x"))
+
+
+@pytest.mark.parametrize("g,s", [(16, 16), (13, 11)])
+def test_a_mask_made_by_an_earlier_kernel_is_derived_by_running_it(g, s):
+    """The mask made by a kernel of its own (a q×x bool array in global memory) and loaded by attention's stream,
+    as ``nc.torch.flex_attention``'s derived plan does: the table is derived by running that kernel (the
+    condition's program holds it whole), each block's any/all of the ids by numpy; the kernel and the runner at
+    the same tiles equal the maths, and the runner skips exactly the none trips."""
+    rng = np.random.default_rng(g * 7 + s)
+    seg = _documents(rng, N)
+    allowed = seg[:, None] == seg[None, :]
+    Q, K, V = (rng.normal(size=(N, D)).astype(np.float32) for _ in range(3))
+    mask = nc.library.document_mask(q=N, x=N)
+    attention = nc.library.masked_attention(nc.Id(mask.cod), None, q=N, x=N, d=D)
+    flash = nc.group(nc.stream(nc.kernel(attention), "x", "s_x"), "q", "g_q")
+    p = nc.plan((nc.Id(flash.dom[:3]) @ nc.kernel(mask)) >> flash, {"g_q": g, "s_x": s})
+    k = nc.codegen.c(p)
+    (states,) = k.block_arguments((Q, K, V, seg, seg), "data")
+    for (a, b), (rows, cols) in _blocks(g, s).items():
+        block = allowed[rows, cols]
+        assert states[a, b] == (FULL if block.all() else PARTIAL if block.any() else NONE), (a, b)
+    assert {NONE, FULL} <= set(states.ravel().tolist())
+    want = _reference(Q, K, V, allowed)
+    np.testing.assert_allclose(k(Q, K, V, seg, seg, block_mask="data"), want, rtol=2e-4, atol=2e-5)
+    out, masked = p.run(Q, K, V, seg, seg, block_mask="data")
+    _, dense = p.run(Q, K, V, seg, seg)
+    np.testing.assert_allclose(out, want, rtol=2e-4, atol=2e-5)
+    skipped = int(np.count_nonzero(states == NONE))
+    if N % s == 0:          # each skipped trip would load K's and V's slices and the mask's tile
+        assert dense.transfers[1] - masked.transfers[1] == skipped * (2 * s * D + g * s)

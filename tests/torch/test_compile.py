@@ -268,10 +268,11 @@ def test_a_call_it_cannot_take_is_a_typed_error_naming_the_input(attention, bad)
 
 
 def test_a_call_short_of_a_tensor_is_refused_by_the_schema(attention):
-    """The op's schema takes one tensor per input array: torch's dispatcher refuses a call short of one, or with
-    something else in its place, before the op runs."""
+    """The op's schema takes one tensor per input array, then its optional block tables: torch's dispatcher refuses
+    a call short of one, or with something else in its place, before the op runs."""
     Q, K, V = attention_inputs(torch.float32)
-    with pytest.raises(RuntimeError, match=r"missing value for argument 'x2'.*\(Tensor x0, Tensor x1, Tensor x2\)"):
+    with pytest.raises(RuntimeError, match=r"missing value for argument 'x2'.*\(Tensor x0, Tensor x1, Tensor x2, "
+                                           r"Tensor\[\]\? blocks=None\)"):
         attention(Q, K)
     with pytest.raises(RuntimeError, match=r"Expected a value of type 'Tensor' for argument 'x2'"):
         attention(Q, K, V.numpy())
