@@ -10,6 +10,8 @@ Exits non-zero if pdoc fails or warns (a docstring that does not render is a bui
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import pkgutil
 import sys
@@ -51,12 +53,35 @@ def _reached(name: str, found: list[str]) -> set:
     return out
 
 
+@contextlib.contextmanager
+def collector_paused():
+    """Python's cyclic garbage collector paused while the block runs, enabled again after (if it was).
+
+    pdoc makes and drops many small objects (syntax trees: ``inspect.findsource`` parses a class's whole module
+    again for every class; template frames) while every module of the library, torch and sympy are live, so each
+    collection they trigger walks that whole heap: measured on this repository, one process each, the build's CPU
+    37.7 s with the collector and 23.6 s without it (memoising ``ast.parse`` instead saved nothing measurable: the
+    parses were cheap, the collections they triggered were not).  The pages are the same bytes either way.
+
+    >>> with collector_paused():
+    ...     gc.isenabled()
+    False
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def build(out_dir) -> list[Path]:
     """Write the HTML reference into ``out_dir``; return the pages written."""
     os.environ.setdefault("PDOC_ALLOW_EXEC", "1")   # discopy imports matplotlib's image comparison, which
     import pdoc                                      # asks for ghostscript's version: let it run
     out = Path(out_dir)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), collector_paused():
         warnings.simplefilter("error")               # an unresolved or broken docstring fails the build
         # no "view source" blocks: the source is in the repository, and highlighting it is most of the build
         pdoc.render.configure(docformat="restructuredtext", footer_text="napkin-cat", show_source=False)
