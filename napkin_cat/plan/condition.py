@@ -36,8 +36,6 @@ is the derived mask itself, made once per batch of data and reused (FlexAttentio
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 
 import numpy as np
 
@@ -46,6 +44,7 @@ from napkin_cat.errors import BlockMaskError
 from napkin_cat.plan.blocks import block_tables
 from napkin_cat.plan.ir import Alloc, Fill, Free, LOOPS, PlanError, blocks, defs, reads, uses, walk, walk_scoped, writes
 from napkin_cat.plan.runner import Machine, number
+from napkin_cat.plan.recent import Recent
 
 _STATE = {NONE: "none", PARTIAL: "partial", FULL: "full"}
 #: the tables a plan keeps derived (:class:`StatesCache`)
@@ -162,27 +161,14 @@ def derived(plan, arrays, table=None) -> BlockMask:
     return BlockMask.of(np.asarray(values[condition], dtype=bool), var.axes, stamp(plan, table, arrays))
 
 
-class StatesCache:
+class StatesCache(Recent):
     """The tables derived on a plan, by :func:`stamp` (the condition's program, the plan's sizes and the bytes of
     the inputs it reads: all a table depends on), the ``size`` most recent kept, one lock: a table derived for
     a batch of data and given back with it (a compiled op's ``blocks``) is checked at the cost of a digest of the
     ids, not of deriving it again.  Tables are small (one entry per trip), so a cache costs little memory."""
 
     def __init__(self, size: int = STATES_CACHED):
-        self.size, self.entries, self.lock = size, OrderedDict(), threading.Lock()
-
-    def get(self, key):
-        with self.lock:
-            found = self.entries.get(key)
-            if found is not None:
-                self.entries.move_to_end(key)
-            return found
-
-    def put(self, key, states: np.ndarray):
-        with self.lock:
-            self.entries[key] = states
-            while len(self.entries) > self.size:
-                self.entries.popitem(last=False)
+        super().__init__(size)
 
 
 def derived_states(plan, arrays, table) -> np.ndarray:

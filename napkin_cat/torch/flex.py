@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import inspect
 import math
-import threading
 import types
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
 
 from napkin_cat.errors import ShapeError, TensorError
+from napkin_cat.plan.recent import Recent
 from napkin_cat.torch.exported import check_indices, translate
 from napkin_cat.torch.ops import compile
 
@@ -106,34 +105,16 @@ class Traced:
     held: tuple       # the objects whose identity is in the key (kept alive, so that no id is reused)
 
 
-class TraceCache:
+class TraceCache(Recent):
     """The traced mods by key, for the life of the process: at most ``size`` entries, least recently used evicted,
     one lock.  The key holds everything a trace depends on: the mod function objects, the scale, the query's, key's
     and value's shapes and dtypes, the options of the op, and the fingerprint of every value the mods capture
     (:func:`fingerprint`), so that a captured number changed or a captured table of a new shape traces again."""
 
     def __init__(self, size: int = TRACED):
-        self.size, self.entries, self.lock = size, OrderedDict(), threading.Lock()
-
-    def get(self, key):
-        with self.lock:
-            found = self.entries.get(key)
-            if found is not None:
-                self.entries.move_to_end(key)
-            return found
-
-    def put(self, key, traced: Traced):
-        with self.lock:
-            self.entries[key] = traced
-            self.entries.move_to_end(key)
-            while len(self.entries) > self.size:
-                self.entries.popitem(last=False)
-
-    def __len__(self):
-        return len(self.entries)
+        super().__init__(size)
 
 
-#: the process's traced mods (:func:`flex_attention` reads and fills it)
 TRACES = TraceCache()
 
 
