@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import gc
-import platform
 import statistics
 import time
 import tracemalloc
@@ -169,15 +168,6 @@ def runner_table(args, torch, cpu):
               f"{tp / tt:.2f} | {mp / mib:.1f} | {mn / mib:.1f} | {mp / mn:.3f} | {err:.1e} |")
 
 
-def machine() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
 
 def main():
     ap = argparse.ArgumentParser()
@@ -195,7 +185,7 @@ def main():
     cpu = nc.hardware.load_cpu(args.cpu)
     here = nc.hardware.this_cpu()
     kib = 1024
-    print(f"{datetime.date.today()}, {machine()}, torch {torch.__version__}, numpy {np.__version__}, "
+    print(f"{datetime.date.today()}, {nc.hardware.this_cpu_name()}, torch {torch.__version__}, numpy {np.__version__}, "
           f"BLAS in the C kernel: {'cblas_sgemm' if _blas() else 'none (loops)'}")
     print(f"CPU model {cpu.name}: L1d {cpu.l1d // kib} KiB, L2 {cpu.l2 // kib} KiB, L3 {cpu.l3 // kib} KiB; level-1 "
           f"memory {cpu.memory(1, 'fp32')} fp32 values.  This machine (sysfs): " +

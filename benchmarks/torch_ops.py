@@ -321,15 +321,6 @@ def git(*a) -> str:
     return run.stdout.strip() if run.returncode == 0 else f"not recorded ({run.stderr.strip()[:80]})"
 
 
-def machine() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
 
 def markdown(result) -> str:
     p = result["provenance"]
@@ -391,7 +382,7 @@ def main(argv=None):
     if args.quick:
         args.sizes, args.repeats = [min(args.sizes)], min(args.repeats, 2)
     commit = git("rev-parse", "HEAD")
-    result = {"machine": machine(),
+    result = {"machine": nc.hardware.this_cpu_name(),
               "provenance": {"commit": commit, "dirty": bool(git("status", "--porcelain")),
                              "torch": torch.__version__, "python": platform.python_version(),
                              "started": datetime.datetime.now().isoformat(timespec="seconds"),

@@ -28,7 +28,7 @@ May import: every layer up to plan and search.
 """
 from napkin_cat.hardware.errors import CapacityError, DivisorError, HardwareError, ScheduleError
 from napkin_cat.hardware.model import GPU, load, models
-from napkin_cat.hardware.cpu import CPU, cpus, load_cpu, this_cpu, this_cpu_model
+from napkin_cat.hardware.cpu import CPU, cpus, load_cpu, this_cpu, this_cpu_model, this_cpu_name
 from napkin_cat.hardware.toy import check_offers, hierarchy_of, load_hierarchy, placement
 from napkin_cat.hardware.divisors import ArrayUse, MatmulUse, constraints, uses_of
 from napkin_cat.hardware.config import Variable, config_table
@@ -41,7 +41,8 @@ from napkin_cat.hardware.timed import derive_for_time
 from napkin_cat.hardware.cputime import derive_for_cpu_time, predict_cpu
 
 __all__ = ["HardwareError", "DivisorError", "CapacityError", "ScheduleError", "GPU", "load", "models",
-           "CPU", "cpus", "load_cpu", "this_cpu", "this_cpu_model", "predict_cpu", "derive_for_cpu_time",
+           "CPU", "cpus", "load_cpu", "this_cpu", "this_cpu_model", "this_cpu_name", "predict_cpu",
+           "derive_for_cpu_time",
            "load_hierarchy", "hierarchy_of", "placement", "check_offers", "ArrayUse", "MatmulUse", "constraints",
            "uses_of", "Variable", "config_table", "Configured",
            "configure", "OpRecord", "clock_table", "clock_table_of", "Task", "sequential",

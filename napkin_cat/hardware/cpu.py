@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import platform
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -295,3 +296,19 @@ def this_cpu(root=SYSFS) -> dict | None:
     except (OSError, ValueError, HardwareError):
         return None
     return out if {"l1d", "l2", "l3"} <= set(out) else None
+
+
+def this_cpu_name(cpuinfo="/proc/cpuinfo") -> str:
+    """This machine's processor as Linux names it (``model name`` of ``/proc/cpuinfo``), else what Python's
+    :mod:`platform` says (another OS): the machine a benchmark's results were measured on.
+
+    >>> isinstance(this_cpu_name(), str) and this_cpu_name() != ""
+    True
+    """
+    try:
+        for line in Path(cpuinfo).read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"

@@ -134,3 +134,10 @@ def test_tiles_leave_at_least_one_block_per_thread(n, blocks):
     else:
         assert o.H > nc.optimal(c, memory=zen4.memory(1), level=1, sizes=sizes).H
         assert tiles["g_q"] == n // blocks        # the cheapest legal group: the largest that gives enough
+
+
+def test_this_cpu_name_is_the_model_name_linux_gives(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: Made Up\nmodel name\t: Made Up 9000 16-Core\nflags\t: fpu\n")
+    assert nc.hardware.this_cpu_name(info) == "Made Up 9000 16-Core"
+    assert nc.hardware.this_cpu_name(tmp_path / "absent")      # another OS: what platform says, never empty
