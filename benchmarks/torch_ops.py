@@ -244,28 +244,10 @@ def configuration(mask: str, n: int, threads: int, args) -> dict:
         ours["napkin compile(attention)"] = library_op()
     for name, fwd in ours.items():
         entry = row["paths"].setdefault(name, {})
-        try:
-            with deadline(args.derive_timeout):
-                t = time.perf_counter()
-                with torch.no_grad():
-                    fwd(q, k, v)
-                entry["first_forward_s"] = time.perf_counter() - t
-        except DeriveTimeout as e:
-            entry["not_timed"] = f"the first forward (trace, derive, compile) ran {e} (--derive-timeout): not timed"
-            continue
-        except Exception as e:  # noqa: BLE001 (an op that cannot run this configuration is a result, recorded)
-            entry["not_timed"] = f"the first forward failed: {type(e).__name__}: {str(e)[:300]}"
-            continue
-        try:
-            with deadline(args.derive_timeout):
-                t = time.perf_counter()
-                forward_backward(fwd, q, k, v, dO)
-                entry["first_forward_backward_s"] = time.perf_counter() - t
-        except DeriveTimeout as e:
-            entry["not_timed"] = f"the first backward (derive, compile) ran {e} (--derive-timeout): not timed"
-            continue
-        except Exception as e:  # noqa: BLE001 (an op that cannot run this configuration is a result, recorded)
-            entry["not_timed"] = f"the first backward failed: {type(e).__name__}: {str(e)[:300]}"
+        forward = first_call(entry, "first_forward_s", "the first forward (trace, derive, compile)",
+                             lambda: forward_only(fwd, q, k, v), args.derive_timeout)
+        if not forward or not first_call(entry, "first_forward_backward_s", "the first backward (derive, compile)",
+                                         lambda: forward_backward(fwd, q, k, v, dO), args.derive_timeout):
             continue
         paths.append(Candidate(name, fwd, backward=True, torch_path=False))
     # the gate
@@ -360,6 +342,27 @@ def markdown(result) -> str:
     lines += ["SDPA kernels: " + "; ".join(sorted({f"{n}: {e['aten_kernels']}" for row in result["rows"]
                                                     for n, e in row["paths"].items() if "aten_kernels" in e}))]
     return "\n".join(lines) + "\n"
+
+
+def forward_only(fwd, q, k, v):
+    with torch.no_grad():
+        return fwd(q, k, v)
+
+
+def first_call(entry: dict, key: str, what: str, run, timeout: float) -> bool:
+    """Time ``run()``, the first call of one of our ops, into ``entry[key]``; a call past ``timeout`` or one that
+    raises is recorded in ``entry["not_timed"]`` (a result, not a crash) and answers False."""
+    try:
+        with deadline(timeout):
+            t = time.perf_counter()
+            run()
+            entry[key] = time.perf_counter() - t
+        return True
+    except DeriveTimeout as e:
+        entry["not_timed"] = f"{what} ran {e} (--derive-timeout): not timed"
+    except Exception as e:  # noqa: BLE001 (an op that cannot run this configuration is a result, recorded)
+        entry["not_timed"] = f"{what.split(' (')[0]} failed: {type(e).__name__}: {str(e)[:300]}"
+    return False
 
 
 def main(argv=None):
