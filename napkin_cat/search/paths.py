@@ -270,50 +270,96 @@ def ordered(graph, blocks) -> list | None:
     return out
 
 
-def _join_greedily(graph, search, found, evaluate, k, may_join):
+def best_join(graph, search, pairs, evaluate, k, lower=None, admissible=lambda tag: True):
+    """``(saved, tag, (x | y, variant, curve))`` of the pair that saves the most when joined, or None if none saves.
+
+    ``pairs``: ``[(x, y, both, tag)]``, ``both`` the H* of the kernels ``x`` and ``y`` apart; a pair saves
+    ``both − H*(x ∪ y)`` (the joined block at its best partition, :func:`best_option`), where that is positive and
+    ``admissible(tag)``.  Of equal savings the earliest pair wins.
+
+    ``lower(choice)``, a lower bound of any partition of a block (its compulsory transfers), bounds what a pair can
+    save, ``both − lower``, before its joined block is costed: the pairs are costed in decreasing order of that
+    bound, and the rest are not once the bound cannot beat the best saving found (nor tie it from an earlier
+    pair), so the answer is the one costing every pair gives, and a join that cannot pay is never built.
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.search.blocks import OpGraph
+    >>> from napkin_cat.search.context import Search, KernelCache
+    >>> g, search = OpGraph(nc.to_netlist(nc.library.attention())), Search(1, KernelCache())
+    >>> sizes = {"q": 64, "x": 64, "d": 16}
+    >>> def evaluate(curve, k):
+    ...     return curve.at_all(sizes, [2 ** 12])[k][0]
+    >>> both = best_option(g, 0b001, search, evaluate, 0)[0] + best_option(g, 0b010, search, evaluate, 0)[0]
+    >>> saved, tag, merged = best_join(g, search, [(0b001, 0b010, both, "QK·softmax")], evaluate, 0)
+    >>> tag, merged[0], saved == both - best_option(g, 0b011, search, evaluate, 0)[0] > 0
+    ('QK·softmax', 3, True)
+    >>> best_join(g, search, [(0b001, 0b010, both, "QK·softmax")], evaluate, 0,
+    ...           lower=lambda ch: ch.compulsory_at(nc.Sizes(sizes))) == (saved, tag, merged)
+    True
+    """
+    order = range(len(pairs))
+    if lower is not None:
+        bound = [both - lower(search.choice(graph, x | y)) for x, y, both, _ in pairs]
+        order = sorted(order, key=lambda n: (-bound[n], n))   # (bound, -n) decreasing: what the best is compared on
+    best = None   # (saved, n, tag, merged)
+    for n in order:
+        x, y, both, tag = pairs[n]
+        if lower is not None and (bound[n] <= 0 or (best is not None and (bound[n], -n) < (best[0], -best[1]))):
+            break   # neither this pair nor any after it can save more (or as much, earlier)
+        got = best_option(graph, x | y, search, evaluate, k)
+        if got is None:
+            continue
+        saved = both - got[0]
+        if saved > 0 and (best is None or (saved, -n) > (best[0], -best[1])) and admissible(tag):
+            best = (saved, n, tag, (x | y, got[1], got[2]))
+    return None if best is None else (best[0], best[2], best[3])
+
+
+def _join_greedily(graph, search, found, evaluate, k, may_join, lower=None):
     """Join two kernels of a path, the ``i``-th and ``j``-th where ``may_join(i, j, x, y)`` for their blocks and the
-    union is convex, the join that lowers H* the most first (the joined block at its best partition), while one
-    does."""
+    union is convex, the join that lowers H* the most first (the joined block at its best partition, the first pair
+    of equal savings; :func:`best_join`, with ``lower``), while one does."""
     H, _, path = found
     path = list(path)
     while True:
-        best = None
+        pairs = []
         for i in range(len(path)):
             for j in range(len(path)):
                 x, y = path[i][0], path[j][0]
                 if i == j or not may_join(i, j, x, y) or not is_convex(graph, x | y):
                     continue
-                got = best_option(graph, x | y, search, evaluate, k)
-                if got is None:
-                    continue
-                saved = evaluate(path[i][2], k) + evaluate(path[j][2], k) - got[0]
-                if saved > 0 and (best is None or saved > best[0]):
-                    rest = [p[0] for n, p in enumerate(path) if n not in (i, j)] + [x | y]
-                    if ordered(graph, rest) is not None:
-                        best = (saved, i, j, (x | y, got[1], got[2]))
+                pairs.append((x, y, evaluate(path[i][2], k) + evaluate(path[j][2], k), (i, j)))
+
+        def admissible(tag):
+            i, j = tag
+            rest = [p[0] for n, p in enumerate(path) if n not in (i, j)] + [path[i][0] | path[j][0]]
+            return ordered(graph, rest) is not None
+        best = best_join(graph, search, pairs, evaluate, k, lower, admissible)
         if best is None:
             return (H, len(path), path)
-        saved, i, j, merged = best
+        saved, (i, j), merged = best
         rest = {p[0]: p for n, p in enumerate(path) if n not in (i, j)}
         rest[merged[0]] = merged
         path = [rest[b] for b in ordered(graph, list(rest))]
         H -= saved
 
 
-def grow(graph, search, found, evaluate, k):
+def grow(graph, search, found, evaluate, k, lower=None):
     """Greedy fusion past the cap: join two kernels where one feeds the other and their union is convex, the
-    join that lowers H* the most first, while one does (cost-guided ``fuse`` steps)."""
-    return _join_greedily(graph, search, found, evaluate, k, lambda i, j, x, y: feeds(graph, x, y))
+    join that lowers H* the most first, while one does (cost-guided ``fuse`` steps).  ``lower``: a lower bound of a
+    block's partitions, which spares costing joins that cannot win (:func:`best_join`; the answer is the same)."""
+    return _join_greedily(graph, search, found, evaluate, k, lambda i, j, x, y: feeds(graph, x, y), lower)
 
 
-def join_siblings(graph, search, found, evaluate, k):
+def join_siblings(graph, search, found, evaluate, k, lower=None):
     """Sibling fusion past the cap: join two kernels of a grown path that no data flow links, directly or through
     other kernels, and that read one value (a graph built with ``join``), where the joined kernel at its best
-    partition moves less; the join that saves the most first, while one does (cost-guided ``join`` steps)."""
+    partition moves less; the join that saves the most first, while one does (cost-guided ``join`` steps;
+    ``lower`` as for :func:`grow`)."""
     if found is None or not any(graph.siblings):
         return found
     return _join_greedily(graph, search, found, evaluate, k, lambda i, j, x, y: i < j and graph.read_together(x, y)
-                          and not feeds(graph, x, y) and not feeds(graph, y, x))
+                          and not feeds(graph, x, y) and not feeds(graph, y, x), lower)
 
 
 def least_fitting_memory(space, search, sizes):

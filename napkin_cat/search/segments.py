@@ -29,7 +29,7 @@ A form of at most :data:`SEGMENT_AT` operations is searched whole, exactly as be
 from __future__ import annotations
 
 from napkin_cat.search.blocks import bits
-from napkin_cat.search.paths import Space, best_option, is_convex, grow, ordered, shortest_splits
+from napkin_cat.search.paths import Space, best_join, is_convex, grow, ordered, shortest_splits
 
 #: forms with more operations than this are searched segment by segment
 SEGMENT_AT = 24
@@ -128,7 +128,7 @@ def solve_segment(graph, segment, search, points, evaluate, lower, context, opti
         space = Space(graph, budget=SEGMENT_BUDGET, within=segment)
         got = shortest_splits(space, search, points, evaluate, lower, options)
         if not space.exact:     # kernels capped in size inside the segment: grown by cost-guided fusion
-            got = [g if g is None else grow(graph, search, g, evaluate, k) for k, g in enumerate(got)]
+            got = [g if g is None else grow(graph, search, g, evaluate, k, lower) for k, g in enumerate(got)]
         found = search.solved[key] = [None if g is None else (g[0], g[1], _relative(g[2], segment)) for g in got]
     return [None if f is None else (f[0], f[1], _absolute(f[2], segment)) for f in found]
 
@@ -145,14 +145,15 @@ def segmented_shortest(graph, parts, joints, search, points, evaluate, lower, co
             continue
         H = sum(sol[k][0] for sol in per)
         path = [entry for sol in per for entry in sol[k][2]]
-        out.append(_join_seams(graph, joints, search, (H, len(path), path), evaluate, k))
+        out.append(_join_seams(graph, joints, search, (H, len(path), path), evaluate, k, lower))
     return out
 
 
-def _join_seams(graph, joints, search, found, evaluate, k):
+def _join_seams(graph, joints, search, found, evaluate, k, lower=None):
     """Seam fusion: join the kernel that writes a seam's value with a kernel that reads it, where the joined
     kernel (convex, costed at its best partition) moves less; repeated while one does.  Only the kernels at
-    each seam are looked at, so this is linear in the seams."""
+    each seam are looked at, so this is linear in the seams; ``lower`` spares costing joins that cannot win
+    (:func:`~napkin_cat.search.paths.best_join`)."""
     H, _, path = found
     path = list(path)
     for p in joints:
@@ -161,17 +162,9 @@ def _join_seams(graph, joints, search, found, evaluate, k):
             i = entry[p]
             x, _, cx = path[i]
             readers = {entry[r] for r in bits(graph.succs[p])} - {i}
-            best = None
-            for j in sorted(readers):
-                y, _, cy = path[j]
-                if not is_convex(graph, x | y):
-                    continue
-                got = best_option(graph, x | y, search, evaluate, k)
-                if got is None:
-                    continue
-                saved = evaluate(cx, k) + evaluate(cy, k) - got[0]
-                if saved > 0 and (best is None or saved > best[0]):
-                    best = (saved, j, (x | y, got[1], got[2]))
+            pairs = [(x, path[j][0], evaluate(cx, k) + evaluate(path[j][2], k), j) for j in sorted(readers)
+                     if is_convex(graph, x | path[j][0])]
+            best = best_join(graph, search, pairs, evaluate, k, lower)
             if best is None:
                 break
             saved, j, merged = best

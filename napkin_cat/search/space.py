@@ -156,8 +156,9 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
         else:
             shortest = shortest_splits(form.space, search, memories, evaluate, lower, options)
             if not form.space.exact:   # kernels capped in size: grown by cost-guided fusion (and joins of siblings)
-                grown = [g and grow(form.graph, search, g, evaluate, k) for k, g in enumerate(shortest)]   # before
-                shortest = [join_siblings(form.graph, search, g, evaluate, k) for k, g in enumerate(grown)]  # comparing
+                grown = [g and grow(form.graph, search, g, evaluate, k, lower) for k, g in enumerate(shortest)]
+                shortest = [join_siblings(form.graph, search, g, evaluate, k, lower)   # (before comparing)
+                            for k, g in enumerate(grown)]
         for k, found in enumerate(shortest):
             if found is None:
                 continue
