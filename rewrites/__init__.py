@@ -24,6 +24,8 @@ ruleset            rules
 ``CONTRACTION``    contraction_merge, contraction_split, contraction_reassociation, contracted_axis_renaming,
                    pairwise_contraction (an n-ary contraction as pairwise ones, in an order the search costs)
 ``SPLITS``         split_stream (a stream's slices in parts run by parallel blocks, their states merged)
+``NORMAL_FORM``    written_softmax, written_logsumexp, scale_into_softmax, product_with_itself, times_reciprocal,
+                   mean_of_sum (an operation written by hand as the primitive that names it)
 =================  ==========================================================================
 
 Derivations: ``flash_attention(attention)`` and ``tiled_matmul(matmul)`` (module ``derive``).
@@ -51,6 +53,9 @@ from rewrites.inner_stream import RULES as INNER
 from rewrites.inner_stream import inner_stream
 from rewrites.normalisers import RULES as NORMALISERS
 from rewrites.normalisers import centred_statistics_pass, softmax_statistics_pass
+from rewrites.normal_form import NORMAL_FORM
+from rewrites.normal_form import (mean_of_sum, product_with_itself, scale_into_softmax, times_reciprocal,
+                                  written_logsumexp, written_softmax)
 from rewrites.recompute import RULES as RECOMPUTE
 from rewrites.recompute import recompute
 from rewrites.softmax_statistics import RULES as STATISTICS
@@ -75,7 +80,7 @@ UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_co
 
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
 ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + INNER + SHARING + SIBLINGS + DECOMPOSE + CONTRACTION + NORMALISERS \
-    + SPLITS + RECOMPUTE + STATISTICS
+    + SPLITS + RECOMPUTE + STATISTICS + NORMAL_FORM
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
 
@@ -95,7 +100,7 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                            "prepare": ("softmax_contraction_to_unscaled", "contraction_reassociation",
                                        "pairwise_contraction", "softmax_statistics_pass",
                                        "centred_statistics_pass"),
-                           "simplify": tuple(SIMPLIFY.names)})
+                           "simplify": tuple(SIMPLIFY.names), "normalise": tuple(NORMAL_FORM.names)})
 
 
 __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "UNSCALED", "PARTITION",
@@ -110,4 +115,5 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "softmax_contraction_to_unscaled", "save_load_elimination",
            "CONTRACTION", "contraction_merge", "contraction_split", "contraction_reassociation",
            "contracted_axis_renaming", "pairwise_contraction", "NORMALISERS", "softmax_statistics_pass",
-           "centred_statistics_pass", "SPLITS", "split_stream"]
+           "centred_statistics_pass", "SPLITS", "split_stream", "NORMAL_FORM", "written_softmax",
+           "written_logsumexp", "scale_into_softmax", "product_with_itself", "times_reciprocal", "mean_of_sum"]

@@ -42,9 +42,12 @@ _loaded = False
 #: recomputes a value from the function's inputs and small statistics instead of reading it; takes
 #: ``consumer=``; optional: a book without it gives the search no recomputed forms), ``prepare`` (a tuple of
 #: function-level rules the search tries before partitioning: online forms, reassociations) and
-#: ``simplify`` (a tuple of terminating clean-up rules applied to a fixpoint first: dead code, identities).
+#: ``simplify`` (a tuple of terminating clean-up rules applied to a fixpoint first: dead code, identities) and
+#: ``normalise`` (a tuple of rules that each shrink the netlist, applied to a fixpoint with ``simplify``: an
+#: operation written by hand becomes the primitive the other rules know, a SoftMax written as max, exp, sum and
+#: divide the SoftMax; optional).
 ROLES = ("kernel", "fuse", "stream", "sweep", "split", "nest", "group", "share", "join", "recompute", "prepare",
-         "simplify")
+         "simplify", "normalise")
 
 
 @dataclass(frozen=True)

@@ -304,10 +304,11 @@ def test_fuzz_count(capsys):
     # the generator builds level-1 data-flow with transfers; the partition and sharing rules (which act on
     # level-0 functions and kernels, or split concrete axes) are fuzzed in tests/test_derive.py and by nc.derive on
     # random functions (tests/search); it makes no contraction chains, which proofs/test_contraction_rules.py fuzzes,
-    # and no mean centred, squared and averaged (a variance), which proofs/test_normalisers.py fuzzes over LayerNorms
-    from rewrites import CONTRACTION, DECOMPOSE, INNER, PARTITION, SHARING, SIBLINGS, SPLITS
+    # and no mean centred, squared and averaged (a variance), which proofs/test_normalisers.py fuzzes over LayerNorms,
+    # nor an operation written by hand (a SoftMax, x · x), which proofs/test_normal_form.py fuzzes
+    from rewrites import CONTRACTION, DECOMPOSE, INNER, NORMAL_FORM, PARTITION, SHARING, SIBLINGS, SPLITS
     assert set(FUZZ["rules"]) >= {r.name for r in ALL_RULES} - {r.name for r in PARTITION + INNER + SHARING + SIBLINGS
-                                                                 + DECOMPOSE + CONTRACTION + SPLITS} \
+                                                                 + DECOMPOSE + CONTRACTION + SPLITS + NORMAL_FORM} \
         - {"centred_statistics_pass"}
 
 

@@ -1,0 +1,121 @@
+"""Obligations of the normal form (``rewrites.normal_form``): each operation written by hand computes what the
+primitive that replaces it computes, on random instances (any axes reduced and mapped over, in any order; the
+scores after a map or not) and random variants of them (axes renamed, extra axes weaved anywhere); each rewrite
+shrinks the netlist (the bound on the normal form); a mutant of each rule fails its proof; the side conditions
+refuse what is not the pattern."""
+from dataclasses import replace
+
+import pytest
+
+import napkin_cat as nc
+from napkin_cat.rewriting import ObligationError
+from rewrites.normal_form import (NORMAL_FORM, box_like, mean_of_sum, product_with_itself, reduced,
+                                  scale_into_softmax, times_reciprocal, written_logsumexp, written_softmax)
+
+proves = pytest.mark.proves
+SYMBOLIC = {"written_softmax": ("exp_over_sum_of_shifted",), "written_logsumexp": ("log_sum_exp_shifted",),
+            "scale_into_softmax": ("softmax_of_scaled",), "product_with_itself": (), "times_reciprocal": (),
+            "mean_of_sum": ("sum_over_count",)}
+
+
+@pytest.mark.parametrize("rule", [pytest.param(r, id=r.name, marks=proves(r.name)) for r in NORMAL_FORM])
+def test_each_normal_form_rule_is_sound(rule):
+    proof = rule.obligation.discharge(rule, trials=16, variants=8)
+    assert proof.rewrites >= 16 and proof.varied >= 4 and proof.cost_checked
+    assert proof.max_error < 1e-9
+    assert proof.symbolic == SYMBOLIC[rule.name]
+
+
+# ---------------------------------------------------------------------- mutants fail their proofs
+def _softmax_over_every_axis(m):
+    b, ins = m.wiring()
+    x = ins[("c", 0)]
+    y = b(box_like("softmax", [m.node("c").dom[0]], m.node("dv").cod[0], core=m.node("c").dom[0].names), x)
+    return m.finish(b, {p: (y if p == ("dv", 0) else x) for p in m.outputs})
+
+
+def _sum_not_logsumexp(m):
+    b, ins = m.wiring()
+    x = ins[("c", 0)]
+    y = b(box_like("reduce_sum", [m.node("c").dom[0]], m.node("ad").cod[0]), x)
+    return m.finish(b, {p: (y if p == ("ad", 0) else x) for p in m.outputs})
+
+
+def _beta_kept(m):
+    s = m.node("s")
+    b, ins = m.wiring()
+    params = {} if s.spec.param("beta", 1) == 1 else {"beta": s.spec.param("beta")}
+    return m.finish(b, {("s", 0): b(box_like("softmax", [m.node("sc").dom[0]], s.cod[0], core=reduced(s),
+                                             params=params), ins[("sc", 0)])})
+
+
+def _abs_not_square(m):
+    b, ins = m.wiring()
+    x = ins[("c", 0)]
+    y = b(box_like("abs", [m.node("c").dom[0]], m.node("m").cod[0]), x)
+    return m.finish(b, {p: (y if p == ("m", 0) else x) for p in m.outputs})
+
+
+def _times_not_over(m):
+    (port,) = [p for v, p in m.inputs if v == "m"]
+    b, ins = m.wiring()
+    box = box_like("mul", [m.node("m").dom[port], m.node("r").dom[0]], m.node("m").cod[0])
+    return m.finish(b, {("m", 0): b(box, ins[("m", port)], ins[("r", 0)])})
+
+
+def _sum_not_mean(m):
+    b, ins = m.wiring()
+    return m.finish(b, {("c", 0): b(box_like("reduce_sum", [m.node("s").dom[0]], m.node("c").cod[0]),
+                                    ins[("s", 0)])})
+
+
+@pytest.mark.parametrize("rule, wrong", [
+    (written_softmax, _softmax_over_every_axis),     # the SoftMax over the rows' axes too
+    (written_logsumexp, _sum_not_logsumexp),         # Σ x for log Σ exp x
+    (scale_into_softmax, _beta_kept),                # the scale dropped, β not multiplied by it
+    (product_with_itself, _abs_not_square),          # |x| for x · x
+    (times_reciprocal, _times_not_over),             # x · y for x · (1/y)
+    (mean_of_sum, _sum_not_mean),                    # the count forgotten
+], ids=lambda v: getattr(v, "name", None) or v.__name__)
+def test_a_mutant_of_each_rule_fails_its_proof(rule, wrong):
+    with pytest.raises(ObligationError, match="is unsound"):
+        replace(rule, rhs=wrong).obligation.discharge(replace(rule, rhs=wrong), trials=16)
+
+
+# ---------------------------------------------------------------------- what the conditions refuse
+def _written(max_over="x", sum_over="x", leak=False):
+    b = nc.Builder(nc.types("q x y"))
+    (S,) = b.inputs
+    m = b(nc.reduce("max", f"q x y -> {' '.join(n for n in 'qxy' if n not in max_over)}"), S)
+    keep_m = " ".join(n for n in "qxy" if n not in max_over)
+    e = b(nc.elementwise("exp", "q x y"), b(nc.elementwise("sub", f"q x y, {keep_m} -> q x y"), S, m))
+    keep_z = " ".join(n for n in "qxy" if n not in sum_over)
+    z = b(nc.reduce("sum", f"q x y -> {keep_z}"), e)
+    P = b(nc.elementwise("div", f"q x y, {keep_z} -> q x y"), e, z)
+    return b.build(P, e) if leak else b.build(P)
+
+
+@pytest.mark.parametrize("build, why", [
+    (lambda: _written(max_over="x", sum_over="y"), "same_axes"),
+    (lambda: _written(leak=True), "private"),
+])
+def test_the_written_softmax_is_refused_where_it_is_not_one(build, why):
+    d = build()
+    (cand,) = written_softmax.candidates(d)
+    with pytest.raises(nc.RewriteError, match=why):
+        written_softmax.apply(d, cand)
+
+
+def test_a_written_softmax_over_two_axes_is_one_softmax_over_both():
+    d = _written(max_over="x y", sum_over="x y")
+    r = written_softmax.apply(d)
+    assert nc.isomorphic(r, nc.softmax("q x y", over=["x", "y"]))
+    assert nc.equivalent(d, r)
+
+
+def test_a_scale_by_another_count_is_not_a_mean():
+    d = nc.reduce("sum", "n d -> n", d=8) >> nc.elementwise("scale", "n", const=0.25)
+    (cand,) = mean_of_sum.candidates(d)
+    with pytest.raises(nc.RewriteError, match="count"):
+        mean_of_sum.apply(d, cand)
+    assert mean_of_sum.matches(nc.reduce("sum", "n d -> n", d=8) >> nc.elementwise("scale", "n", const=0.125))

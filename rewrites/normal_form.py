@@ -1,0 +1,461 @@
+"""The normal form: an operation written by hand out of smaller ones becomes the primitive that names it.
+
+A user writes SoftMax as max, subtract, exp, sum and divide; squares by ``x · x``; divides by multiplying with
+a reciprocal.  Each is equal to one primitive that the search's rules know (SoftMax streams with a contraction in
+one pass, ``square`` is the variance's, ``div`` broadcasts a statistic), so the search brings the function to
+this normal form before it prepares and partitions it (the rules play ``normalise`` in the rule book: applied to
+a fixpoint, each step in the derivation's trace).
+
+=======================  ==============================================================================
+rule                     lhs → rhs
+=======================  ==============================================================================
+``written_softmax``      e = exp(x − max_A x) ; e / Σ_A e  →  SoftMax_A(x)
+``written_logsumexp``    m = max_A x ; log Σ_A exp(x − m) + m  →  LSE_A(x)
+``scale_into_softmax``   SoftMax_{A,β}(c · x)  →  SoftMax_{A,βc}(x)
+``product_with_itself``  x · x  →  square(x)
+``times_reciprocal``     x · recip(y)  →  x / y
+``mean_of_sum``          (1/|A|) · Σ_A x  →  mean_A(x)
+=======================  ==============================================================================
+
+Every rule matches by structure and by the axes on its wires, not by names: any axes reduced (``A``, one or
+several), any axes mapped over, in any order (a box that writes its output in another order than it reads
+keeps that order).  Every rule removes nodes or wires of the netlist (boxes, a copy's branch), so a fixpoint is
+reached in fewer steps than the function's netlist has nodes and wires: the normal form is bounded by
+construction (each proof checks it: :func:`netlist_size` decreases).
+
+Numerics: the written SoftMax and log-sum-exp are the max-shifted forms, so the primitive computes what they
+compute (``exp(x − μ)`` with the row's max μ); a row that is all −∞ is NaN in the written SoftMax and in the
+primitive, and NaN in the written log-sum-exp where the primitive gives its limit −∞ (the rewrite makes it
+defined).  A row holding +∞ is NaN in the written forms (∞ − ∞) and, in the SoftMax primitive, NaN where it divides
+∞ by ∞ and 0 elsewhere, so the proofs draw scores that are finite or −∞ (masked).
+
+>>> import napkin_cat as nc
+>>> b = nc.Builder(nc.types("q x"))
+>>> (S,) = b.inputs
+>>> m = b(nc.reduce("max", "q x -> q"), S)
+>>> e = b(nc.elementwise("exp", "q x"), b(nc.elementwise("sub", "q x, q -> q x"), S, m))
+>>> written = b.build(b(nc.elementwise("div", "q x, q -> q x"), e, b(nc.reduce("sum", "q x -> q"), e)))
+>>> nc.isomorphic(written_softmax.apply(written), nc.softmax("q x", over="x"))
+True
+"""
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+import napkin_cat as nc
+from napkin_cat.errors import SignatureError
+from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, to_netlist
+from napkin_cat.rewriting.match import Pattern, kind, structural
+from rewrites.softmax import extreme_inputs
+
+
+# ---------------------------------------------------------------------- boxes of a given signature
+def _sig(names) -> str:
+    return " ".join(names) or "()"   # () is an array without axes
+
+
+def box_like(kind_name: str, ins, out, *, core=(), params=None):
+    """A box of ``kind_name`` reading the arrays ``ins`` and writing ``out`` (their axes, orders, level and
+    number format), ``core`` its item-level axes: the box a normal form writes where the matched boxes were."""
+    sizes = {a.name: a.size for arr in (*ins, out) for a in arr.axes}
+    sig = ", ".join(_sig(a.names) for a in ins) + " -> " + _sig(out.names)
+    return nc.apply(kind_name, sig, core=tuple(core), params=params or {}, level=ins[0].level, dtype=ins[0].dtype,
+                    out_dtype=out.dtype, out_level=out.level, sizes=sizes)
+
+
+def reduced(node) -> tuple:
+    """The axes a reduction box sums (or maxes) away: those of its input it is not weaved over, in order."""
+    return tuple(n for n in node.dom[0].names if n not in node.spec.weave_names)
+
+
+def _buildable(build):
+    """A condition: the normal form's box can be written with the matched signature (else why not)."""
+    def test(m):
+        try:
+            build(m)
+        except SignatureError as e:
+            return str(e).splitlines()[0]
+        return True
+    return test
+
+
+def _private(*ends):
+    """A condition: the matched intermediates are read inside the match only (the boundary outputs are those of
+    the pattern variables ``ends``)."""
+    def test(m):
+        leaks = sorted({v for v, _ in m.outputs if v not in ends})
+        return not leaks or f"{', '.join(repr(m.node(v).name) for v in leaks)} is also read outside"
+    return test
+
+
+def _one_format(m):
+    """Every matched wire carries one number format at one level (the primitive computes in one format)."""
+    arrays = {(a.level, a.dtype) for v in m.nodes for a in (*m.node(v).dom, *m.node(v).cod)}
+    return len(arrays) == 1 or f"the matched values are in {len(arrays)} formats or levels"
+
+
+def netlist_size(diagram) -> int:
+    """Nodes plus wires of the diagram's netlist: what every rule of the normal form decreases."""
+    net = to_netlist(diagram)
+    return len(net.nodes) + len(net.wires)
+
+
+def fewer_nodes(lhs, rhs, m):
+    """The termination claim: the rewrite removes nodes or wires (a copy's branch), and moves nothing on the
+    function (no kernels)."""
+    assert netlist_size(rhs) < netlist_size(lhs), f"{netlist_size(lhs)} nodes and wires became {netlist_size(rhs)}"
+    before, after = nc.cost(lhs), nc.cost(rhs)
+    for lv in set(before.H) | set(after.H):
+        assert sympy.expand(before.H.get(lv, 0) - after.H.get(lv, 0)) == 0, f"H[{lv}] changed on the function"
+
+
+# ---------------------------------------------------------------------- random instances
+def _axes(rng, pool, low, high):
+    return [str(n) for n in rng.permutation(pool)[:int(rng.integers(low, high + 1))]]
+
+
+def _rows_and_over(rng):
+    """Row axes (one or two, maybe none) and reduced axes (one or two), interleaved in a random order."""
+    rows = _axes(rng, ["n", "h", "b"], 0 if rng.random() < 0.15 else 1, 2)
+    over = _axes(rng, ["v", "w"], 1, 2 if rng.random() < 0.3 else 1)
+    names = [str(n) for n in rng.permutation(rows + over)]
+    return names, rows, over
+
+
+def _maybe_permuted(rng, names):
+    return [str(n) for n in rng.permutation(names)] if rng.random() < 0.3 else list(names)
+
+
+def _scores_source(rng, b, X, names, consts=(0.5, 3)):
+    """The scores: the input, or the input through a map (a softcap's tanh, a positive scale: a negative one
+    makes a masked score +∞, where the written forms and the primitives differ, see the module docstring)."""
+    sig = _sig(names)
+    k = int(rng.integers(3))
+    if k == 1:
+        return b(nc.elementwise("scale", sig, const=consts[int(rng.integers(len(consts)))]), X)
+    if k == 2:
+        return b(nc.elementwise("tanh", sig), X)
+    return X
+
+
+def written_softmax_instance(rng):
+    """exp(x − max x) / Σ exp(x − max x) over random axes, maybe after a map, maybe with x read again after, the
+    division's output in another order."""
+    names, rows, over = _rows_and_over(rng)
+    sig, r = _sig(names), _sig(_maybe_permuted(rng, rows))
+    b = nc.Builder(nc.types(sig))
+    (X,) = b.inputs
+    S = _scores_source(rng, b, X, names)
+    mx = b(nc.reduce("max", f"{sig} -> {r}"), S)
+    e = b(nc.elementwise("exp", sig), b(nc.elementwise("sub", f"{sig}, {r} -> {sig}"), S, mx))
+    z = b(nc.reduce("sum", f"{sig} -> {r}"), e)
+    out = [n for n in names if n not in over] + [n for n in names if n in over] if rng.random() < 0.3 else names
+    P = b(nc.elementwise("div", f"{sig}, {r} -> {_sig(out)}"), e, z)
+    if rng.random() < 0.3:
+        return b.build(P, b(nc.elementwise("neg", sig), S))
+    return b.build(P)
+
+
+def finite_row_inputs(rng, diagram, sizes):
+    """Extreme logits with masked (−∞) entries (:func:`rewrites.softmax.extreme_inputs`), a row masked whole given
+    one finite entry back: where the written form is defined (an all −∞ row is NaN by hand, −∞ by the primitive)."""
+    xs = extreme_inputs(rng, diagram, sizes)
+    names = diagram.dom.inside[0].names
+    over = {n for box in diagram.boxes if getattr(box.data, "kind", None) == "reduce_max"
+            for n in box.dom.inside[0].names if n not in box.data.weave_names}
+    axes = tuple(i for i, n in enumerate(names) if n in over)
+    x = xs[0]
+    dead = np.all(np.isneginf(x), axis=axes, keepdims=True)
+    first = np.zeros(x.shape, bool)
+    first[tuple(slice(0, 1) if i in axes else slice(None) for i in range(x.ndim))] = True
+    xs[0] = np.where(dead & first, 0.0, x)
+    return xs
+
+
+def exp_over_sum_of_shifted():
+    """exp(xᵢ − μ) / Σⱼ exp(xⱼ − μ) = exp(xᵢ) / Σⱼ exp(xⱼ) for any μ (here the max): SoftMax."""
+    xs = sympy.symbols("x1:5", real=True)
+    mu = sympy.Symbol("mu", real=True)
+    for x in xs:
+        written = sympy.exp(x - mu) / sum(sympy.exp(y - mu) for y in xs)
+        assert sympy.cancel(sympy.expand(written - sympy.exp(x) / sum(sympy.exp(y) for y in xs))) == 0, x
+
+
+def _softmax_box(m):
+    return box_like("softmax", [m.node("c").dom[0]], m.node("dv").cod[0], core=reduced(m.node("mx")))
+
+
+def _same_reduced(first, second):
+    def test(m):
+        a, b = set(reduced(m.node(first))), set(reduced(m.node(second)))
+        return a == b or f"{m.node(first).name} reduces {sorted(a)}, {m.node(second).name} reduces {sorted(b)}"
+    return test
+
+
+def _softmax_rhs(m):
+    b, ins = m.wiring()
+    x = ins[("c", 0)]
+    y = b(_softmax_box(m), x)
+    return m.finish(b, {p: (y if p == ("dv", 0) else x) for p in m.outputs})
+
+
+written_softmax = Rule(
+    "written_softmax",
+    Pattern({"c": structural("copy"), "mx": kind("reduce_max"), "sb": kind("sub"), "ex": kind("exp"),
+             "k": structural("copy"), "sm": kind("reduce_sum"), "dv": kind("div")},
+            [("c", None, "mx", 0), ("c", None, "sb", 0), ("mx", 0, "sb", 1), ("sb", 0, "ex", 0), ("ex", 0, "k", 0),
+             ("k", None, "sm", 0), ("k", None, "dv", 0), ("sm", 0, "dv", 1)]),
+    _softmax_rhs,
+    conditions=(Condition("same_axes", _same_reduced("mx", "sm"),
+                          "the max and the sum must reduce the same axes"),
+                Condition("private", _private("c", "dv"),
+                          "max, shifted scores, exponentials and their sum must be read by the SoftMax alone"),
+                Condition("one_format", _one_format, "the written SoftMax must compute in one format at one level"),
+                Condition("signature", _buildable(_softmax_box),
+                          "the SoftMax must write its reduced axes in the order it reads them")),
+    obligation=Obligation(written_softmax_instance, inputs=extreme_inputs, symbolic=(exp_over_sum_of_shifted,),
+                          cost=fewer_nodes, rtol=1e-9, atol=1e-12),
+    doc="""e = exp(x − max_A x) ; e / Σ_A e → SoftMax_A(x): a SoftMax written by hand is the primitive.
+
+    Over any axes ``A`` (the max's and the sum's, the same), weaved over the others in any order; the scores
+    may be read elsewhere too, the intermediates only here.  The primitive computes exp(x − μ)/Σ exp(x − μ)
+    with the row's max μ, what the written form computes.""")
+
+
+# ---------------------------------------------------------------------- log-sum-exp
+def written_logsumexp_instance(rng):
+    """log Σ exp(x − max x) + max x over random axes, the addition's operands in either order."""
+    names, rows, over = _rows_and_over(rng)
+    sig, r = _sig(names), _sig(_maybe_permuted(rng, rows))
+    b = nc.Builder(nc.types(sig))
+    (X,) = b.inputs
+    S = _scores_source(rng, b, X, names)
+    mx = b(nc.reduce("max", f"{sig} -> {r}"), S)
+    e = b(nc.elementwise("exp", sig), b(nc.elementwise("sub", f"{sig}, {r} -> {sig}"), S, mx))
+    lg = b(nc.elementwise("log", r), b(nc.reduce("sum", f"{sig} -> {r}"), e))
+    out = _sig(_maybe_permuted(rng, rows))
+    L = b(nc.elementwise("add", f"{r}, {r} -> {out}"), *((lg, mx) if rng.integers(2) else (mx, lg)))
+    return b.build(L, S) if rng.random() < 0.3 else b.build(L)
+
+
+def log_sum_exp_shifted():
+    """log Σⱼ exp(xⱼ − μ) + μ = log Σⱼ exp(xⱼ) for any μ (here the max)."""
+    xs = sympy.symbols("x1:5", real=True)
+    mu = sympy.Symbol("mu", real=True)
+    written = sympy.log(sum(sympy.exp(x - mu) for x in xs)) + mu
+    assert sympy.cancel(sympy.expand(sympy.exp(written) - sum(sympy.exp(x) for x in xs))) == 0
+
+
+def _lse_box(m):
+    return box_like("reduce_logsumexp", [m.node("c").dom[0]], m.node("ad").cod[0])
+
+
+def _lse_rhs(m):
+    b, ins = m.wiring()
+    x = ins[("c", 0)]
+    y = b(_lse_box(m), x)
+    return m.finish(b, {p: (y if p == ("ad", 0) else x) for p in m.outputs})
+
+
+written_logsumexp = Rule(
+    "written_logsumexp",
+    Pattern({"c": structural("copy"), "mx": kind("reduce_max"), "k": structural("copy"), "sb": kind("sub"),
+             "ex": kind("exp"), "sm": kind("reduce_sum"), "lg": kind("log"), "ad": kind("add")},
+            [("c", None, "mx", 0), ("c", None, "sb", 0), ("mx", 0, "k", 0), ("k", None, "sb", 1), ("sb", 0, "ex", 0),
+             ("ex", 0, "sm", 0), ("sm", 0, "lg", 0), ("lg", 0, "ad", None), ("k", None, "ad", None)]),
+    _lse_rhs,
+    conditions=(Condition("same_axes", _same_reduced("mx", "sm"), "the max and the sum must reduce the same axes"),
+                Condition("private", _private("c", "ad"),
+                          "the max, exponentials, sum and log must be read by the log-sum-exp alone"),
+                Condition("one_format", _one_format,
+                          "the written log-sum-exp must compute in one format at one level"),
+                Condition("signature", _buildable(_lse_box), "the log-sum-exp must be writable as one reduction")),
+    obligation=Obligation(written_logsumexp_instance, inputs=finite_row_inputs, symbolic=(log_sum_exp_shifted,),
+                          cost=fewer_nodes, rtol=1e-9, atol=1e-9),
+    doc="""m = max_A x ; log Σ_A exp(x − m) + m → LSE_A(x): a log-sum-exp written by hand is the reduction.
+
+    Over any axes ``A``, weaved over the others in any order, the sum's operands in either order.  Where a
+    row is all −∞ the written form is NaN (−∞ − (−∞)) and the reduction its limit −∞.""")
+
+
+# ---------------------------------------------------------------------- a scale into the SoftMax's β
+def scale_into_softmax_instance(rng):
+    """SoftMax_β(c · x) over random axes, at a random β and c (negative ones too), maybe written out of order."""
+    names, rows, over = _rows_and_over(rng)
+    if not rows:
+        rows, names = ["n"], names + ["n"]
+    sig = _sig(names)
+    seen = _sig(_maybe_permuted(rng, names)) if rng.random() < 0.3 else sig
+    seen_over = [n for n in seen.split() if n in over]
+    if seen_over != [n for n in names if n in over]:
+        seen = sig
+    c = [0.5, 3, -2, sympy.Rational(1, 7)][int(rng.integers(4))]
+    beta = [1, 0.125, 2][int(rng.integers(3))]
+    return nc.elementwise("scale", f"{sig} -> {seen}", const=c) >> nc.softmax(seen, over=over, beta=beta)
+
+
+def softmax_of_scaled():
+    """exp(β·c·xᵢ) / Σⱼ exp(β·c·xⱼ) is SoftMax at β·c of x: the temperature multiplies."""
+    xs = sympy.symbols("x1:4", real=True)
+    beta, c = sympy.symbols("beta c", real=True)
+    for x in xs:
+        scaled = sympy.exp(beta * (c * x)) / sum(sympy.exp(beta * (c * y)) for y in xs)
+        assert sympy.cancel(sympy.expand(scaled - sympy.exp((beta * c) * x) / sum(sympy.exp((beta * c) * y)
+                                                                          for y in xs))) == 0
+
+
+def _tempered_box(m):
+    s = m.node("s")
+    beta = sympy.sympify(s.spec.param("beta", 1)) * sympy.sympify(m.node("sc").spec.param("c", 1))
+    return box_like("softmax", [m.node("sc").dom[0]], s.cod[0], core=reduced(s),
+                    params={} if beta == 1 else {"beta": beta})
+
+
+def _tempered_rhs(m):
+    b, ins = m.wiring()
+    return m.finish(b, {("s", 0): b(_tempered_box(m), ins[("sc", 0)])})
+
+
+scale_into_softmax = Rule(
+    "scale_into_softmax",
+    Pattern({"sc": kind("scale"), "s": kind("softmax")}, [("sc", 0, "s", 0)]),
+    _tempered_rhs,
+    conditions=(Condition("one_format", _one_format, "the scale and the SoftMax must compute in one format"),
+                Condition("signature", _buildable(_tempered_box),
+                          "the SoftMax must read its reduced axes in the order the scale reads them")),
+    obligation=Obligation(scale_into_softmax_instance, inputs=extreme_inputs, symbolic=(softmax_of_scaled,),
+                          cost=fewer_nodes, rtol=1e-9, atol=1e-12),
+    doc="""SoftMax_{A,β}(c · x) → SoftMax_{A,βc}(x): a scale of the scores is the SoftMax's temperature.
+
+    exp(β(cxᵢ))/Σⱼ exp(β(cxⱼ)) = exp((βc)xᵢ)/Σⱼ exp((βc)xⱼ) for any real β, c.  The scaled scores must be read
+    by the SoftMax alone (else they are computed anyway).""")
+
+
+# ---------------------------------------------------------------------- x · x, x · (1/y), Σ/n
+def product_with_itself_instance(rng):
+    """mul(x, x) over random axes, the product maybe in another order, x maybe read elsewhere."""
+    names = _axes(rng, ["n", "d", "h"], 1, 3)
+    sig, out = _sig(names), _sig(_maybe_permuted(rng, names))
+    b = nc.Builder(nc.types(sig))
+    (X,) = b.inputs
+    y = b(nc.elementwise("mul", f"{sig}, {sig} -> {out}"), X, X)
+    return b.build(y, b(nc.elementwise("exp", sig), X)) if rng.random() < 0.4 else b.build(y)
+
+
+def _square_box(m):
+    return box_like("square", [m.node("c").dom[0]], m.node("m").cod[0])
+
+
+def _square_rhs(m):
+    b, ins = m.wiring()
+    x = ins[("c", 0)]
+    y = b(_square_box(m), x)
+    return m.finish(b, {p: (y if p == ("m", 0) else x) for p in m.outputs})
+
+
+def _same_axes_both_ports(m):
+    a, b = m.node("m").dom
+    return a == b or f"the product reads {a} and {b}: not one array twice"
+
+
+product_with_itself = Rule(
+    "product_with_itself",
+    Pattern({"c": structural("copy"), "m": kind("mul")}, [("c", None, "m", 0), ("c", None, "m", 1)]),
+    _square_rhs,
+    conditions=(Condition("one_array", _same_axes_both_ports, "both factors must be the one array"),
+                Condition("signature", _buildable(_square_box), "the square must be writable with the product's")),
+    obligation=Obligation(product_with_itself_instance, cost=fewer_nodes, rtol=0, atol=0),
+    doc="""x · x → square(x): a value multiplied by itself is its square (exactly, in floating point too).""")
+
+
+def times_reciprocal_instance(rng):
+    """mul(x, recip(y)) or mul(recip(y), x), y broadcast along some of x's axes (or not)."""
+    names = _axes(rng, ["n", "d", "h"], 1, 3)
+    kept = [n for n in names if rng.random() < 0.6] or names[:1]
+    sig, ys, out = _sig(names), _sig(_maybe_permuted(rng, kept)), _sig(_maybe_permuted(rng, names))
+    b = nc.Builder(nc.types(f"{sig}, {ys}"))
+    X, Y = b.inputs
+    r = b(nc.elementwise("recip", ys), Y)
+    pair, sigs = ((X, r), f"{sig}, {ys}") if rng.integers(2) else ((r, X), f"{ys}, {sig}")
+    return b.build(b(nc.elementwise("mul", f"{sigs} -> {out}"), *pair))
+
+
+def _div_box(m):
+    (port,) = [p for v, p in m.inputs if v == "m"]
+    x = m.node("m").dom[port]
+    return box_like("div", [x, m.node("r").dom[0]], m.node("m").cod[0])
+
+
+def _div_rhs(m):
+    b, ins = m.wiring()
+    (port,) = [p for v, p in m.inputs if v == "m"]
+    return m.finish(b, {("m", 0): b(_div_box(m), ins[("m", port)], ins[("r", 0)])})
+
+
+times_reciprocal = Rule(
+    "times_reciprocal",
+    Pattern({"r": kind("recip"), "m": kind("mul")}, [("r", 0, "m", None)]),
+    _div_rhs,
+    conditions=(Condition("one_format", _one_format, "the reciprocal and the product must compute in one format"),
+                Condition("signature", _buildable(_div_box), "the quotient must be writable with the product's")),
+    obligation=Obligation(times_reciprocal_instance, cost=fewer_nodes, rtol=1e-12, atol=1e-12),
+    doc="""x · recip(y) → x / y: multiplying by a reciprocal is dividing (either factor the reciprocal).""")
+
+
+def mean_of_sum_instance(rng):
+    """(1/|A|) · Σ_A x over random axes, the scale written with the sizes (symbolic or given)."""
+    names, rows, over = _rows_and_over(rng)
+    sizes = {n: int(rng.integers(2, 6)) for n in over} if rng.random() < 0.4 else {}
+    count = sympy.Mul(*(sizes.get(n, nc.Axis(n).size) for n in over))
+    sig, r = _sig(names), _sig(_maybe_permuted(rng, rows))
+    out = _sig(_maybe_permuted(rng, rows))
+    return (nc.reduce("sum", f"{sig} -> {r}", sizes=sizes)
+            >> nc.elementwise("scale", f"{r} -> {out}", const=1 / count))
+
+
+def _count_of(m):
+    s = m.node("s")
+    return sympy.Mul(*(a.size for a in s.dom[0].axes if a.name in reduced(s)))
+
+
+def _is_the_count(m):
+    c = sympy.sympify(m.node("c").spec.param("c", 1))
+    n = _count_of(m)
+    return sympy.expand(c * n - 1) == 0 or f"the scale is {c}, not 1/{n}"   # a Float 1.0 is not 1 in sympy
+
+
+def _mean_box(m):
+    return box_like("reduce_mean", [m.node("s").dom[0]], m.node("c").cod[0])
+
+
+def _mean_rhs(m):
+    b, ins = m.wiring()
+    return m.finish(b, {("c", 0): b(_mean_box(m), ins[("s", 0)])})
+
+
+def sum_over_count():
+    """(1/n) Σᵢ xᵢ is the mean of n values."""
+    xs = sympy.symbols("x1:6", real=True)
+    assert sympy.simplify(sum(xs) / len(xs) - sympy.Rational(1, len(xs)) * sum(xs)) == 0
+
+
+mean_of_sum = Rule(
+    "mean_of_sum",
+    Pattern({"s": kind("reduce_sum"), "c": kind("scale")}, [("s", 0, "c", 0)]),
+    _mean_rhs,
+    conditions=(Condition("count", _is_the_count, "the scale must be 1 over the number of values summed"),
+                Condition("one_format", _one_format, "the sum and the scale must compute in one format"),
+                Condition("signature", _buildable(_mean_box), "the mean must be writable with the sum's signature")),
+    obligation=Obligation(mean_of_sum_instance, symbolic=(sum_over_count,), cost=fewer_nodes,
+                          rtol=1e-12, atol=1e-12),
+    doc="""(1/|A|) · Σ_A x → mean_A(x): a sum scaled by one over its count is the mean (the count read off the
+    summed axes' sizes, symbolic or given).""")
+
+
+NORMAL_FORM = RuleSet((written_softmax, written_logsumexp, scale_into_softmax, product_with_itself,
+                       times_reciprocal, mean_of_sum))
+RULES = NORMAL_FORM
+
+__all__ = ["RULES", "NORMAL_FORM", "written_softmax", "written_logsumexp", "scale_into_softmax",
+           "product_with_itself", "times_reciprocal", "mean_of_sum", "box_like", "reduced", "netlist_size"]

@@ -1,0 +1,120 @@
+"""Any formulation, the same algorithm (issue 34): a program written by hand reaches the H of its canonical
+member, because the search first brings it to the normal form (``rewrites.normal_form``, the rules playing
+``normalise``).  The canonical H is a second route: derived here from the program written with the primitives.
+Each result computes what its input computes (numpy), and its trace replays from the input."""
+import os
+
+import numpy as np
+import pytest
+import sympy
+
+import napkin_cat as nc
+
+slow = pytest.mark.skipif(not os.environ.get("NAPKIN_SLOW"), reason="the issue's sizes: NAPKIN_SLOW=1")
+ATT = dict(q=64, x=64, d=16)
+
+
+def _inverse_root_d():
+    return 1 / sympy.sqrt(nc.Axis("d").size)
+
+
+def _scores_map(b, S, *, beta, cap):
+    """The scores scaled by ``beta`` (1: not at all) and capped softly (``cap · tanh(S / cap)``) or not."""
+    if cap is not None:
+        S = b(nc.elementwise("scale", "q x", const=cap),
+              b(nc.elementwise("tanh", "q x"), b(nc.elementwise("scale", "q x", const=sympy.Rational(1, cap)), S)))
+    return S if beta == 1 else b(nc.elementwise("scale", "q x", const=beta), S)
+
+
+def written_attention(*, beta, cap=None):
+    """max, subtract, exp, sum and divide by hand between the two products."""
+    b = nc.Builder(nc.types("q d, x d, x d"))
+    Q, K, V = b.inputs
+    S = _scores_map(b, b(nc.einsum("q d, x d -> q x"), Q, K), beta=beta, cap=cap)
+    e = b(nc.elementwise("exp", "q x"), b(nc.elementwise("sub", "q x, q -> q x"), S,
+                                          b(nc.reduce("max", "q x -> q"), S)))
+    P = b(nc.elementwise("div", "q x, q -> q x"), e, b(nc.reduce("sum", "q x -> q"), e))
+    return b.build(b(nc.einsum("q x, x d -> q d"), P, V))
+
+
+def canonical_attention(*, beta, cap=None):
+    """The same function with ``nc.softmax`` (the scale folded into its β where there is no cap)."""
+    b = nc.Builder(nc.types("q d, x d, x d"))
+    Q, K, V = b.inputs
+    S = _scores_map(b, b(nc.einsum("q d, x d -> q x"), Q, K), beta=1, cap=cap)
+    P = b(nc.softmax("q x", over="x", beta=beta), S)
+    return b.build(b(nc.einsum("q x, x d -> q d"), P, V))
+
+
+def attention_by_numpy(Q, K, V, *, beta, cap=None):
+    S = Q @ K.T
+    if cap is not None:
+        S = cap * np.tanh(S / cap)
+    S = float(beta) * S
+    P = np.exp(S - S.max(axis=1, keepdims=True))
+    return (P / P.sum(axis=1, keepdims=True)) @ V
+
+
+def layer_norm_by_mul(eps=1e-5):
+    """LayerNorm with the variance's square written mul(xc, xc)."""
+    b = nc.Builder(nc.types("n d, d, d"))
+    X, g, be = b.inputs
+    xc = b(nc.elementwise("sub", "n d, n -> n d"), X, b(nc.reduce("mean", "n d -> n"), X))
+    var = b(nc.reduce("mean", "n d -> n"), b(nc.elementwise("mul", "n d, n d -> n d"), xc, xc))
+    y = b(nc.elementwise("mul", "n d, n -> n d"), xc,
+          b(nc.elementwise("rsqrt", "n"), b(nc.elementwise("shift", "n", const=eps), var)))
+    return b.build(b(nc.elementwise("add", "n d, d -> n d"), b(nc.elementwise("mul", "n d, d -> n d"), y, g), be))
+
+
+def layer_norm_by_numpy(X, g, be, eps=1e-5):
+    xc = X - X.mean(axis=1, keepdims=True)
+    return xc / np.sqrt((xc ** 2).mean(axis=1, keepdims=True) + eps) * g + be
+
+
+def _runs_as_written(r, f, reference, inputs):
+    """The derived algorithm at its tiles computes the reference, and its trace replays from ``f``."""
+    got = nc.evaluate(r.diagram, *inputs, sizes=r.optimum.sizes)
+    np.testing.assert_allclose(got, reference(*inputs), rtol=1e-9, atol=1e-12)
+    assert nc.isomorphic(r.trace.replay(f), r.diagram)
+
+
+@pytest.mark.parametrize("beta, cap", [(1, None), ("root", None), ("root", 30)],
+                         ids=["no scale", "scale 1/sqrt(d)", "softcap then scale"])
+def test_written_attention_reaches_the_canonical_h(beta, cap):
+    beta = _inverse_root_d() if beta == "root" else beta
+    f, canonical = written_attention(beta=beta, cap=cap), canonical_attention(beta=beta, cap=cap)
+    r = nc.derive(f, memory=1024, sizes=ATT)
+    want = nc.derive(canonical, memory=1024, sizes=ATT)
+    assert r.H == want.H and len(r.variant.kernels) == 1
+    assert r.variant.prepared[0] == "written_softmax" and "softmax_contraction_to_unscaled" in r.variant.prepared
+    rng = np.random.default_rng(0)
+    Q, K, V = (rng.normal(size=(ATT[a], ATT["d"])) * 3 for a in "qxx")
+    beta_d = float(beta.subs(nc.Axis("d").size, ATT["d"])) if isinstance(beta, sympy.Expr) else beta
+    _runs_as_written(r, f, lambda *xs: attention_by_numpy(*xs, beta=beta_d, cap=cap), (Q, K, V))
+
+
+def test_layer_norm_with_a_product_reaches_the_square_h():
+    sizes = dict(n=4, d=64)
+    f = layer_norm_by_mul()
+    r = nc.derive(f, memory=32, sizes=sizes)
+    assert r.H == nc.derive(nc.library.layer_norm(), memory=32, sizes=sizes).H
+    assert r.variant.prepared == ("product_with_itself", "centred_statistics_pass")
+    rng = np.random.default_rng(1)
+    inputs = (rng.normal(size=(4, 64)) + 100, rng.normal(size=64), rng.normal(size=64))
+    _runs_as_written(r, f, layer_norm_by_numpy, inputs)
+
+
+def test_a_function_in_normal_form_is_left_as_it_is():
+    r = nc.derive(nc.library.attention(), memory=1024, sizes=ATT)
+    assert r.variant.prepared == ("softmax_contraction_to_unscaled",)
+
+
+@slow
+def test_the_issues_rows_at_its_sizes():
+    sizes = dict(q=4096, x=4096, d=128)
+    beta = _inverse_root_d()
+    got = nc.derive(written_attention(beta=beta), memory=2 ** 16, sizes=sizes).H
+    assert got == nc.derive(nc.library.attention(), memory=2 ** 16, sizes=sizes).H == 34_603_008
+    sizes = dict(n=64, d=2 ** 16)
+    got = nc.derive(layer_norm_by_mul(), memory=2 ** 14, sizes=sizes).H
+    assert got == nc.derive(nc.library.layer_norm(), memory=2 ** 14, sizes=sizes).H
