@@ -97,7 +97,7 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
                                  f": 1;   {self.comment} the block mask here: 0 none, 1 partial, 2 full")]
 
     def read(self, ref, idx) -> str:
-        if self.full_trip is not None and ref.var == self.full_trip.condition:
+        if self.full_trip is not None and ref.var in self.full_trip.conditions:
             return self.number(1)      # a full trip's mask: true on every pair of its block
         t = self.ctype(ref.var)
         return self.elem(ref, idx) if t == self.real.ctype else f"({self.real.ctype}){self.elem(ref, idx)}"
