@@ -88,7 +88,7 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
     #: a trip's state in its block table: skipped where none, the mask left out where full (:meth:`trip_variants`)
     skip_trip = "if ({state} == 0) continue;"
     if_full = "if ({state} == 2) {{   {comment} every pair allowed: the mask is not made, read as true"
-    otherwise = "} else {"
+    otherwise = "}} else {{"
     end_if = "}"
 
     def block_state(self, table, state: str, depth) -> list[str]:
