@@ -47,11 +47,13 @@ from napkin_cat.syntax.primitive import kind_of
 
 @dataclass(frozen=True)
 class Mask:
-    """A condition (value id ``value``) made by ``ops`` (``(box, ins, outs)``, in order) from positions of ``axes``."""
+    """A condition (value id ``value``) made by ``ops`` (``(box, ins, outs)``, in order) from positions of ``axes``;
+    ``copies``: the other values the stream makes equal to it (:func:`equal_values`)."""
 
     value: int
     ops: tuple
     axes: frozenset
+    copies: frozenset = frozenset()
 
     def truth(self, tile_of) -> Truth:
         """The condition on the tile: always true, possibly true (a bool, an array of them, or a sympy condition)."""
@@ -67,11 +69,13 @@ class Mask:
 class DataMask:
     """A condition (value id ``value``) that ``ops`` make from data (and positions, perhaps): its truth on a tile
     is a fact of the data, read from a :class:`~napkin_cat.algorithms.blockmask.BlockMask` over ``axes``
-    (``((name, size), …)``, the condition's array's axes) computed from that data before a run."""
+    (``((name, size), …)``, the condition's array's axes) computed from that data before a run; ``copies``: the
+    other values the stream makes equal to it (:func:`equal_values`: a full trip reads them all as true)."""
 
     value: int
     ops: tuple
     axes: tuple
+    copies: frozenset = frozenset()
 
     @property
     def names(self) -> tuple:
@@ -152,10 +156,10 @@ def _neutral(r, consts) -> bool:
     return r.kind == "step" and rule is not None and bool(rule([consts.get(v) for v in r.inputs]))
 
 
-def _ancestry(ops, value, made_by_reducers) -> tuple | None:
-    """The ops among ``ops`` that ``value`` depends on, in order; None when it depends on a reducer's result."""
+def _ancestry(ops, values, made_by_reducers) -> tuple | None:
+    """The ops among ``ops`` that ``values`` depend on, in order; None when they depend on a reducer's result."""
     producer = {v: k for k, (_, _, outs) in enumerate(ops) for v in outs}
-    need, seen = [value], set()
+    need, seen = list(values), set()
     while need:
         v = need.pop()
         if v in made_by_reducers:
@@ -168,6 +172,33 @@ def _ancestry(ops, value, made_by_reducers) -> tuple | None:
     return tuple(ops[k] for k in sorted(seen))
 
 
+def equal_values(ops) -> dict:
+    """Each value the ops ``[(box, ins, outs)]`` make → the values among them equal to it (itself included): those
+    made by equal boxes (kind, parameters, types) at the same output from equal inputs, by value numbering.  A
+    box is a function of its inputs, so equal keys are equal values; a region's outputs (no kind) are their own.
+
+    A derived backward recomputes a mask in each kernel that reads it, once per product (P for dV, dS for dK):
+    one condition, several values; false at once, they make every reducer neutral, where no one alone does.
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.syntax.wiring import trace_values
+    >>> ops, _, (m1, m2) = trace_values(nc.library.causal_mask(q=4, x=4) @ nc.library.causal_mask(q=4, x=4))
+    >>> equal_values(ops)[m1] == {m1, m2}, equal_values(ops)[m2] == {m1, m2}
+    (True, True)
+    """
+    key_of: dict = {}
+    for box, ins, outs in ops:
+        if getattr(box, "data", None) is None:          # a region: nothing is known of what it computes
+            continue
+        k = (box, tuple(key_of.get(v, v) for v in ins))
+        for j, v in enumerate(outs):
+            key_of[v] = (k, j)
+    classes: dict = {}
+    for v, k in key_of.items():
+        classes.setdefault(k, set()).add(v)
+    return {v: frozenset(classes[k]) for v, k in key_of.items()}
+
+
 def skip_of(schedule) -> Skip | None:
     """The skip of a stream schedule (:class:`~napkin_cat.algorithms.schedule.StreamSchedule`), or None when
     no mask makes its trips neutral (or it writes sliced outputs, which every trip must write)."""
@@ -176,22 +207,25 @@ def skip_of(schedule) -> Skip | None:
     maps = [it for it in schedule.trip if hasattr(it, "box")]
     ops = [(op.box, op.ins, op.outs) for op in (*schedule.head, *maps)]
     by_reducers = {v for r in schedule.reducers for v in r.outputs}
+    equal = equal_values(ops)
     masks, data, seen = [], [], set()
     for cond, array in _conditions(ops):
         if cond in seen:
             continue
-        seen.add(cond)
-        consts = _constants([(o.box, o.ins, o.outs) for o in maps], {cond: 0.0})
+        copies = equal.get(cond, frozenset({cond}))
+        seen |= copies
+        consts = _constants([(o.box, o.ins, o.outs) for o in maps], dict.fromkeys(copies, 0.0))
         if not all(_neutral(r, consts) for r in schedule.reducers):
             continue
-        made = _ancestry(ops, cond, by_reducers)
+        made = _ancestry(ops, copies, by_reducers)
         if made is None:
             continue
+        others = copies - {cond}
         axes = tiles_read(made, cond)
         if axes:
-            masks.append(Mask(cond, made, axes))
+            masks.append(Mask(cond, made, axes, others))
         if _reads_data(made, cond) and schedule.axis in array.names:
-            data.append(DataMask(cond, made, tuple((a.name, a.size) for a in array.axes)))
+            data.append(DataMask(cond, made, tuple((a.name, a.size) for a in array.axes), others))
     return Skip(schedule.axis, tuple(masks), tuple(data)) if masks or data else None
 
 

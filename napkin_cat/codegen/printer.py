@@ -512,17 +512,23 @@ class CodePrinter(RecordForms, Printer):
         if table is None:
             return body_of(depth)
         state = f"nc_state_{ident(s.index.name)}"
-        out = self.block_state(table, state, depth) + [self.line(depth, self.skip_trip.format(state=state))]
-        if s.data.condition is None:
-            return out + body_of(depth)
+        out = self.block_state(table, state, depth)
+        if self.skip_trip is None:       # a dialect without ``continue``: the live trips nested under a test
+            if s.data.condition is None:
+                return out + [self.line(depth, self.if_live.format(state=state, comment=self.comment))] + \
+                    body_of(depth + 1)
+        else:
+            out.append(self.line(depth, self.skip_trip.format(state=state)))
+            if s.data.condition is None:
+                return out + body_of(depth)
         self.full_trip = s.data
         try:
             full = body_of(depth + 1)
         finally:
             self.full_trip = None
         return (out + [self.line(depth, self.if_full.format(state=state, comment=self.comment))] + full +
-                [self.line(depth, self.otherwise)] + body_of(depth + 1) + ([self.line(depth, self.end_if)]
-                                                                             if self.end_if else []))
+                [self.line(depth, self.otherwise.format(state=state, comment=self.comment))] + body_of(depth + 1) +
+                ([self.line(depth, self.end_if)] if self.end_if else []))
 
     def line(self, depth, text) -> str:
         return self.indent * depth + text

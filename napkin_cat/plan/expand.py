@@ -268,8 +268,10 @@ class Expander:
                 # the block mask is of the first mask from data (each alone makes a trip neutral where never true);
                 # its table is derived from exactly that mask (:mod:`napkin_cat.plan.condition`), so a full trip
                 # reads it as true and makes the others as written
-                mask = made.get(node.skip.data[0].value)
-                data = BlockSkip.of(box, getattr(mask, "var", None), tuple(body))
+                first = node.skip.data[0]
+                mask = made.get(first.value)
+                copies = [getattr(made.get(v), "var", None) for v in first.copies]
+                data = BlockSkip.of(box, getattr(mask, "var", None), tuple(body), copies)
         vals.update((v, dest_of[v]) for v in node.sliced)
         outs = run.tail(run.finish(vals, states, tail, dest_of), tail, dest_of)
         tail += self._copies(node.cod, dict(zip(node.cod, outs)), dests)

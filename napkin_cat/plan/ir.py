@@ -263,8 +263,10 @@ class BlockSkip:
 
     ``box``: the trip's tile on the mask's axes, ``((axis, start, extent), …)``.  ``condition``: the variable of
     the mask the block mask is of, true on every pair of a *full* trip (None where several masks read data: a full
-    trip then runs as a partial one).  ``made``: the variables the trip makes only for that mask (the condition,
-    the operands only it reads, their loads): a full trip makes none of them and reads the condition as true.
+    trip then runs as a partial one); ``copies``: the other variables the trip makes equal to it (the mask made
+    again for another product, :func:`~napkin_cat.algorithms.skipping.equal_values`).  ``made``: the variables the
+    trip makes only for that mask (the condition and its copies, the operands only they read, their loads): a full
+    trip makes none of them and reads the condition and its copies as true.
     Per trip, by its block's state::
 
         none     the trip is skipped (no pair allowed: it would change nothing)
@@ -275,16 +277,19 @@ class BlockSkip:
     box: tuple
     condition: str | None = None
     made: frozenset = frozenset()
+    copies: frozenset = frozenset()
 
     @classmethod
-    def of(cls, box: tuple, condition: str | None, body: tuple) -> "BlockSkip":
-        """The skip test of a trip ``body`` whose mask is ``condition`` (a variable the body writes, or None):
-        ``made`` grown back from the condition through every variable the body writes and only mask makers read."""
+    def of(cls, box: tuple, condition: str | None, body: tuple, copies=()) -> "BlockSkip":
+        """The skip test of a trip ``body`` whose mask is ``condition`` (a variable the body writes, or None) and
+        ``copies`` (variables equal to it, None for one made inline): ``made`` grown back from the condition and
+        its copies through every variable the body writes and only mask makers read."""
         stmts = [s for s in walk(body) if not isinstance(s, Free)]
         written = {v for s in stmts for v in writes(s)}
         if condition is None or condition not in written:
             return cls(tuple(box), None, frozenset())
-        made = {condition}
+        copies = frozenset(v for v in copies if v in written) - {condition}
+        made = {condition, *copies}
 
         def maker(s) -> bool:
             return not blocks(s) and bool(writes(s)) and set(writes(s)) <= made
@@ -300,7 +305,12 @@ class BlockSkip:
                     if all(maker(r) or v not in reads(r) for r in stmts):
                         made.add(v)
                         grown = True
-        return cls(tuple(box), condition, frozenset(made))
+        return cls(tuple(box), condition, frozenset(made), copies)
+
+    @property
+    def conditions(self) -> frozenset:
+        """The variables a full trip reads as true: the condition and its copies."""
+        return frozenset() if self.condition is None else self.copies | {self.condition}
 
     @property
     def axes(self) -> tuple:

@@ -148,7 +148,8 @@ class Printer:
             box = ", ".join(f"{a}[{expr(start)} : +{expr(extent)}]" for a, start, extent in s.data.box)
             out.append(f"{INDENT * (depth + 1)}skip unless block_mask allows a pair in {box}   # a mask from data")
             if s.data.condition is not None:
-                out.append(f"{INDENT * (depth + 1)}where it allows every pair: {s.data.condition} true, "
+                true = ", ".join(sorted(s.data.conditions))
+                out.append(f"{INDENT * (depth + 1)}where it allows every pair: {true} true, "
                            f"{', '.join(sorted(s.data.made))} not made")
         out += self._lines(s.body, depth + 1)
         if s.tail:

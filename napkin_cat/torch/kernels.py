@@ -245,15 +245,15 @@ class Derived:
         its plan that skips by a mask from data (:data:`~napkin_cat.algorithms.blockmask.NONE` skipped,
         ``PARTIAL``, ``FULL`` run without the mask), derived from the data by the plan's own statements at the
         kernel's tiles (:meth:`~napkin_cat.codegen.kernel.GeneratedKernel.block_arguments` with ``"data"``);
-        none where the kernel reads none (no such stream, or a Triton kernel: its printer runs every trip masked).
-        What a compiled op takes as its ``blocks`` argument: the tiles are chosen here, at the call's sizes."""
+        none where the kernel reads none.  What a compiled op takes as its ``blocks`` argument: the tiles are chosen
+        here, at the call's sizes."""
         sizes, real, device = self.signature.sizes(tensors), self.signature.real(tensors), \
             self.signature.device(tensors)
         k = self.kernel(sizes, real, device)
-        if k.backend != "c" or not k.printer.block_tables:
+        if not k.printer.block_tables:
             return []
-        found = k.block_arguments([t.detach().contiguous().numpy() for t in tensors], "data")
-        return [torch.from_numpy(np.array(t, dtype=np.int8)) for t in found]
+        found = k.block_arguments([t.detach().contiguous().cpu().numpy() for t in tensors], "data")
+        return [torch.from_numpy(np.array(t, dtype=np.int8)).to(device) for t in found]
 
     def __call__(self, tensors, blocks=None) -> list[torch.Tensor]:
         """The function's outputs on ``tensors`` (its inputs, checked: :mod:`~napkin_cat.torch.binding`).
@@ -264,21 +264,22 @@ class Derived:
             self.signature.device(tensors)
         k = self.kernel(sizes, real, device)
         blocks = list(blocks or ())
-        if blocks and (k.backend != "c" or len(blocks) != len(k.printer.block_tables)):
-            reads = len(k.printer.block_tables) if k.backend == "c" else 0
-            raise BlockMaskError(f"{self.what}: its {k.backend} kernel at these sizes reads {reads} block table(s), "
-                                 f"got {len(blocks)}: pass what tables() gives for these inputs")
+        if blocks and len(blocks) != len(k.printer.block_tables):
+            raise BlockMaskError(f"{self.what}: its {k.backend} kernel at these sizes reads "
+                                 f"{len(k.printer.block_tables)} block table(s), got {len(blocks)}: pass what "
+                                 "tables() gives for these inputs")
         xs = [t.detach().contiguous() for t in tensors]
+        mask = {"blocks": [b.detach().cpu().numpy() for b in blocks]} if blocks else \
+            {"block_mask": "data"} if k.printer.block_tables else {}
         if k.backend == "c":
             outs = self.signature.empty(sizes, real, device)
-            mask = {"blocks": [b.detach().numpy() for b in blocks]} if blocks else \
-                {"block_mask": "data"} if k.printer.block_tables else {}
             k(*[x.numpy() for x in xs], threads=torch.get_num_threads(), out=[y.numpy() for y in outs], **mask)
             return outs
         if device.type == "cuda" or interpreted():      # nc_run in this process: on the GPU, or Triton's interpreter
-            ys = launcher(k.path())(*xs)
+            tables = k.block_arguments([x.cpu().numpy() for x in xs], **mask) if mask else []
+            ys = launcher(k.path())(*xs, *[torch.from_numpy(t).to(device) for t in tables])
         else:                                           # the interpreter in a worker process (codegen.triton.kernel)
-            ys = k(*xs)
+            ys = k(*xs, **mask)
         ys = list(ys) if isinstance(ys, (tuple, list)) else [ys]
         return [y.to(t) for y, t in zip(ys, self.signature.dtypes(real))]
 

@@ -70,3 +70,26 @@ def test_two_copies_of_a_mask_skip_a_trip_whose_reducers_each_read_one():
     skip = _stream(d).skip
     assert skip is not None and len(skip.masks) == 1                     # the first copy alone makes both neutral
     assert skip.skipped(lambda a, n: (4, 4) if a == "x" else (0, 2)) is True
+
+
+def test_copies_of_a_mask_in_products_apart_skip_only_together():
+    """A kernel of dK and dV recomputes the probabilities for each sum, each from its own copy of the mask: one copy
+    false makes one sum neutral, never both, so no copy alone skips; the copies are one value (equal boxes on equal
+    inputs), false together on a tile, and that tile is skipped.  The maths agrees: the outputs' rows of the tile
+    do not depend on the scores there (x > q: exp(−∞) = 0), where they do on a tile the mask reaches."""
+    b = nc.Builder(nc.types("q x, x d, x d"))
+    s, v, w = b.inputs
+    p1 = b(nc.elementwise("exp", "q x"), b(nc.where("q x, q x -> q x"), b(nc.library.causal_mask()), s))
+    p2 = b(nc.elementwise("exp", "q x"), b(nc.where("q x, q x -> q x"), b(nc.library.causal_mask()), s))
+    d = b.build(b(nc.einsum("q x, x d -> q d"), p1, v), b(nc.einsum("q x, x d -> q d"), p2, w))
+    skip = _stream(d).skip
+    assert skip is not None and len(skip.masks) == 1 and len(skip.masks[0].copies) == 1
+    assert skip.skipped(lambda a, n: (4, 4) if a == "x" else (0, 2)) is True
+    assert skip.skipped(lambda a, n: (0, 4) if a == "x" else (0, 2)) is False
+    rng = np.random.default_rng(0)
+    xs = [rng.normal(size=(8, 8)), rng.normal(size=(8, 3)), rng.normal(size=(8, 3))]
+    for cols, changes in ((slice(4, 8), False), (slice(0, 4), True)):
+        moved = xs[0].copy()
+        moved[0:2, cols] += 1.0
+        for y, z in zip(nc.evaluate(d, *xs), nc.evaluate(d, moved, *xs[1:]), strict=True):
+            assert np.allclose(y[0:2], z[0:2]) != changes

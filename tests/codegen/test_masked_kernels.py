@@ -102,9 +102,20 @@ def test_the_cuda_kernel_compiles_with_the_plans_shared_memory(name):
 @needs_triton
 @pytest.mark.parametrize("name", list(ATTENTIONS))
 def test_the_triton_kernel_skips_masked_trips_at_any_runtime_size(name):
+    """A mask of positions: one kernel at every size (ragged trips included).  A mask that reads data skips by the
+    data's block tables, whose shape is the plan's trips: the sizes they are indexed by stay fixed (not runtime
+    eligible), and a call at other sizes is a ShapeError naming the axis."""
     att = ATTENTIONS[name]()
     k = nc.codegen.triton(nc.plan(flash(att), EVEN))
     src = k.source
+    if k.printer.block_tables:
+        assert "def nc_kernel0_ragged(" not in src and "nc_blocks0" in src
+        xs = attention_inputs(att, {**EVEN, "q": 20, "x": 45}, seed=2)
+        with pytest.raises(nc.ShapeError, match="along 'q' \\(fixed in the kernel\\)"):
+            k(*xs)
+        xs = attention_inputs(att, EVEN, seed=2)
+        close(k(*xs, block_mask="data"), nc.evaluate(att, *[x.astype(np.float64) for x in xs]), tol=1e-4)
+        return
     even = src[src.index("def nc_kernel0("):src.index("def nc_kernel0_ragged(")]
     assert "the trips the mask reaches" in even and "        if (" not in even     # the loop's range: no test
     for sizes in (EVEN, {**EVEN, "q": 20, "x": 45}):

@@ -266,8 +266,9 @@ def test_a_document_mask_gives_the_kernel_the_data_block_tables(monkeypatch):
 def test_the_backward_kernels_get_block_tables_of_their_own(monkeypatch):
     """Differentiated under a document mask: the gradients equal plain torch's (FlexAttention has no backward on
     the CPU), and each backward kernel whose stream skips by the mask is given its own tables (the blocks of
-    numpy's mask at its trips), the others none.  (The derived backward's streams carry no skip test yet: the
-    expander does not find the mask from data through ``exp(where(m, s) − L)``; then no kernel reads tables.)"""
+    numpy's mask at its trips), the others none.  (At memory=64 the derived backward stores dS through level 0: its
+    streams write a slice on every trip and skip nothing; tests/codegen/test_c_block_mask_backward.py checks the
+    backward whose streams do skip.)"""
     import numpy as np
     from napkin_cat.algorithms.blockmask import FULL, NONE
     torch.set_num_threads(1)

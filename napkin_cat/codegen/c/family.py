@@ -88,7 +88,7 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
     #: a trip's state in its block table: skipped where none, the mask left out where full (:meth:`trip_variants`)
     skip_trip = "if ({state} == 0) continue;"
     if_full = "if ({state} == 2) {{   {comment} every pair allowed: the mask is not made, read as true"
-    otherwise = "} else {"
+    otherwise = "}} else {{"
     end_if = "}"
 
     def block_state(self, table, state: str, depth) -> list[str]:
@@ -97,7 +97,7 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
                                  f": 1;   {self.comment} the block mask here: 0 none, 1 partial, 2 full")]
 
     def read(self, ref, idx) -> str:
-        if self.full_trip is not None and ref.var == self.full_trip.condition:
+        if self.full_trip is not None and ref.var in self.full_trip.conditions:
             return self.number(1)      # a full trip's mask: true on every pair of its block
         t = self.ctype(ref.var)
         return self.elem(ref, idx) if t == self.real.ctype else f"({self.real.ctype}){self.elem(ref, idx)}"

@@ -136,7 +136,10 @@ def host(printer, launches) -> list[str]:
     p = printer.plan
     ins = [printer.ident(n) for n in p.inputs]
     line = printer.line
-    lines = [f"def nc_run({', '.join(ins)}):", line(1, '"""The launcher: torch tensors in, outputs out."""')]
+    tables = [t.name for t in printer.block_tables.values()]
+    lines = [f"def nc_run({', '.join(ins + [f'{t}=None' for t in tables])}):",
+             line(1, '"""The launcher: torch tensors in (then the block tables: int8, none 0, partial 1, full 2; '
+                     'None: every trip partial), outputs out."""')]
     known = {}
     for name in p.inputs:
         v = printer.variables[name]
@@ -168,7 +171,14 @@ def host(printer, launches) -> list[str]:
             raise CodegenError(f"the triton launcher allocates no {v.dtype!r} global arrays ({v.name})")
         lines.append(line(1, f"{printer.ident(v.name)} = torch.empty(({shape}{',' if len(v.shape) == 1 else ''}), "
                              f"dtype={printer.torch_dtypes[v.dtype]}, device={device})"))
-    args = ", ".join([printer.ident(v.name) for v in printer.globals_()] +
+    for t in printer.block_tables.values():
+        shape = ", ".join(str(n) for n in t.shape)
+        lines.append(line(1, f"if {t.name} is None:"))
+        lines.append(line(2, f"{t.name} = torch.ones(({shape},), dtype=torch.int8, device={device})"))
+        lines.append(line(1, f"if tuple({t.name}.shape) != ({shape},) or {t.name}.dtype != torch.int8:"))
+        lines.append(line(2, f"raise ValueError(f\"block table {t.name} must be int8 of shape ({shape},), got "
+                             f"{{{t.name}.dtype}} {{tuple({t.name}.shape)}}\")"))
+    args = ", ".join([printer.ident(v.name) for v in printer.globals_()] + tables +
                      [printer.ident(s.name) for s in printer.runtime])
     options = f"num_warps={printer.num_warps}, num_stages={printer.num_stages}"
     for launch in launches:

@@ -108,14 +108,18 @@ class TritonKernel(GeneratedKernel):
             os.replace(tmp, p)
         return p
 
-    def __call__(self, *arrays):
+    def __call__(self, *arrays, block_mask=None, blocks=None):
         """Run under the interpreter (CPU); torch tensors in, torch tensors out (numpy in, numpy out).  The
         runtime sizes may differ from the plan's; a bf16 array travels as float32 and is converted to its
-        format in the worker (outputs in bf16 come back as float32)."""
+        format in the worker (outputs in bf16 come back as float32).  ``block_mask`` / ``blocks``: the data's
+        block mask or its tables, as the C kernel takes them (checked:
+        :meth:`~napkin_cat.codegen.kernel.GeneratedKernel.block_arguments`); without, every trip runs masked."""
         as_torch = any(type(a).__module__.startswith("torch") for a in arrays)
         xs = self.check([a.detach().float().cpu().numpy() if type(a).__module__.startswith("torch") else a
                          for a in arrays])
-        formats = [self.plan.variable_map[n].dtype for n in self.plan.inputs]
+        tables = [t for t in self.block_arguments(xs, block_mask, blocks) if t is not None]
+        formats = [self.plan.variable_map[n].dtype for n in self.plan.inputs] + [None] * len(tables)
+        xs = xs + tables
         with tempfile.TemporaryDirectory() as tmp:
             paths = []
             for k, x in enumerate(xs):

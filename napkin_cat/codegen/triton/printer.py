@@ -123,6 +123,14 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
         self.precision = precision
         self.temps = 0
         self.runtime = host.runtime_sizes(self.plan, runtime)
+        fixed = {e for t in self.block_tables.values() for _, start, extent in t.loop.data.box
+                 for e in sympy.sympify(start + extent).free_symbols if e in self.plan.sizes}
+        if fixed & set(self.runtime):
+            if runtime is not True:
+                raise CodegenError(f"runtime sizes {sorted(map(str, fixed & set(self.runtime)))} index a block table "
+                                   "(its shape is the plan's trips): they are fixed where a stream skips by the "
+                                   "data's block mask")
+            self.runtime = tuple(e for e in self.runtime if e not in fixed)
         for s in self.runtime:
             self.sizes.pop(s, None)
         self._nominal.clear()       # what was substituted at the sizes before the runtime ones were let go
@@ -135,6 +143,20 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
                 raise CodegenError(f"{name} must be a positive int of at most {most}, got {n!r}")
         self.num_warps = num_warps or host.num_warps(self)
         self.num_stages = num_stages or host.num_stages(self, smem_per_block or host.SMEM_PER_BLOCK)
+
+    #: a trip's state in its block table (:meth:`~napkin_cat.codegen.printer.CodePrinter.trip_variants`): Triton has
+    #: no ``continue``, so the live trips nest under a test and a none trip runs nothing
+    skip_trip = None
+    if_live = "if {state} != 0:   {comment} a none trip runs nothing"
+    if_full = "if {state} == 2:   {comment} every pair allowed: the mask is not made, read as true"
+    otherwise = "elif {state} == 1:   {comment} some pairs allowed: the mask made and applied"
+    end_if = ""
+
+    def block_state(self, table, state: str, depth) -> list[str]:
+        """The trip's state: its block table's entry (an ``*i8`` argument; the launcher passes all partial where
+        no block mask is given)."""
+        return [self.line(depth, f"{state} = tl.load({table.name} + {self.code(table.offset())})   "
+                                 f"{self.comment} the block mask here: 0 none, 1 partial, 2 full")]
 
     def number(self, value) -> str:
         v = float(value)
@@ -251,6 +273,8 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
         """An on-chip variable as an fp32 expression."""
         if not ref.whole:
             raise CodegenError(f"the triton backend reads on-chip tensors whole; {self.ref(ref)} is a slice")
+        if self.full_trip is not None and ref.var in self.full_trip.conditions:
+            return "1.0"       # a full trip's mask: true on every pair of its block
         return ident(ref.var) if self.fmt(ref.var) == "fp32" else f"{ident(ref.var)}.to(tl.float32)"
 
     def assign(self, ref, expr, depth) -> list[str]:
@@ -376,7 +400,8 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
             test = self.code(self.tidy(self.nominal(s.when)))
             lines.append(self.line(depth, f"if {test}:   # else the mask is never true here"))
             depth += 1
-        body = self._lines(s.body, depth)
+        body = self.trip_variants(s, depth, lambda at: self._lines(s.body, at)) if isinstance(s, StreamLoop) \
+            else self._lines(s.body, depth)
         self.leave(s, saved)
         return lines + (body or [self.line(depth, "pass")])
 
@@ -388,7 +413,8 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
 
     def signature(self) -> dict:
         """Per kernel printed (ragged variants included): its parameters' Triton types."""
-        types = [f"*{SIGNATURE[v.dtype]}" for v in self.globals_()] + ["i32"] * len(self.runtime)
+        types = [f"*{SIGNATURE[v.dtype]}" for v in self.globals_()] + ["*i8"] * len(self.block_tables) + \
+            ["i32"] * len(self.runtime)
         out = {}
         for launch in launches(self.plan):
             out[launch.name] = types
@@ -400,7 +426,8 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
         if not any(s for s in launch.body if type(s).__name__ == "Kernel"):
             raise CodegenError("the triton backend runs kernels: the plan has statements outside any kernel ("
                                f"{', '.join(type(s).__name__ for s in launch.body)}); wrap the diagram in nc.kernel")
-        params = ", ".join([ident(v.name) for v in self.globals_()] + [ident(s.name) for s in self.runtime])
+        params = ", ".join([ident(v.name) for v in self.globals_()] + [t.name for t in self.block_tables.values()] +
+                           [ident(s.name) for s in self.runtime])
         lines = ["@triton.jit", f"def {name or launch.name}({params}):"]
         if launch.grids:
             lines.append(self.line(1, "nc_b = tl.program_id(0)"))
