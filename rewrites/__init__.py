@@ -26,6 +26,8 @@ ruleset            rules
 ``SPLITS``         split_stream (a stream's slices in parts run by parallel blocks, their states merged)
 ``NORMAL_FORM``    written_softmax, written_logsumexp, scale_into_softmax, product_with_itself, times_reciprocal,
                    mean_of_sum (an operation written by hand as the primitive that names it)
+``SUM_FORM``       sum_of_contraction, own_axes_first (a sum is a one-operand contraction, summed as early as
+                   its axes allow); with contraction_into_readers (a contraction merged into each reader)
 =================  ==========================================================================
 
 Derivations: ``flash_attention(attention)`` and ``tiled_matmul(matmul)`` (module ``derive``).
@@ -56,6 +58,8 @@ from rewrites.normalisers import centred_statistics_pass, softmax_statistics_pas
 from rewrites.normal_form import NORMAL_FORM
 from rewrites.normal_form import (mean_of_sum, product_with_itself, scale_into_softmax, times_reciprocal,
                                   written_logsumexp, written_softmax)
+from rewrites.sum_normal_form import RULES as _SUM_RULES
+from rewrites.sum_normal_form import SUM_FORM, contraction_into_readers, own_axes_first, sum_of_contraction
 from rewrites.recompute import RULES as RECOMPUTE
 from rewrites.recompute import recompute
 from rewrites.softmax_statistics import RULES as STATISTICS
@@ -80,7 +84,7 @@ UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_co
 
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
 ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + INNER + SHARING + SIBLINGS + DECOMPOSE + CONTRACTION + NORMALISERS \
-    + SPLITS + RECOMPUTE + STATISTICS + NORMAL_FORM
+    + SPLITS + RECOMPUTE + STATISTICS + NORMAL_FORM + _SUM_RULES
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
 
@@ -99,8 +103,9 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                            "recompute": ("softmax_to_logsumexp", "recompute"),
                            "prepare": ("softmax_contraction_to_unscaled", "contraction_reassociation",
                                        "pairwise_contraction", "softmax_statistics_pass",
-                                       "centred_statistics_pass"),
-                           "simplify": tuple(SIMPLIFY.names), "normalise": tuple(NORMAL_FORM.names)})
+                                       "centred_statistics_pass", "contraction_into_readers"),
+                           "simplify": tuple(SIMPLIFY.names),
+                           "normalise": tuple(NORMAL_FORM.names) + tuple(SUM_FORM.names)})
 
 
 __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "UNSCALED", "PARTITION",
@@ -116,4 +121,5 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "CONTRACTION", "contraction_merge", "contraction_split", "contraction_reassociation",
            "contracted_axis_renaming", "pairwise_contraction", "NORMALISERS", "softmax_statistics_pass",
            "centred_statistics_pass", "SPLITS", "split_stream", "NORMAL_FORM", "written_softmax",
-           "written_logsumexp", "scale_into_softmax", "product_with_itself", "times_reciprocal", "mean_of_sum"]
+           "written_logsumexp", "scale_into_softmax", "product_with_itself", "times_reciprocal", "mean_of_sum",
+           "SUM_FORM", "sum_of_contraction", "own_axes_first", "contraction_into_readers"]

@@ -69,14 +69,16 @@ def _simplified(diagram, book) -> Form:
     """The function in its normal form: the book's ``simplify`` rules (dead code, identities removed), then its
     ``normalise`` rules (an operation written by hand as the primitive that names it), to a fixpoint.
 
-    Every one of these rules shrinks the netlist (its nodes plus wires), so the fixpoint is reached within as many
-    steps as the netlist has nodes and wires (the driver's bound); every step is in the form's trace."""
+    Every one of these rules shrinks the netlist (its nodes plus wires) or moves a sum's axes one node toward the
+    inputs (a sum through a contraction), so the fixpoint is reached within (nodes and wires + 1) × (axes on the
+    wires + 1) steps (the driver's bound); every step is in the form's trace."""
     share, fold, join = "share" in book.roles, "recompute" in book.roles, "join" in book.roles
     rules = tuple(rule for role in ("simplify", "normalise") if role in book.roles for rule in book.role(role))
     if not rules:
         return Form(diagram, share=share, fold=fold, join=join)
     net = to_netlist(diagram)
-    r = rewrite(diagram, rules, "fixpoint", max_steps=len(net.nodes) + len(net.wires) + 1)
+    axes = sum(len(w.array.axes) for w in net.wires.values())
+    r = rewrite(diagram, rules, "fixpoint", max_steps=(len(net.nodes) + len(net.wires) + 1) * (axes + 1))
     return Form(r.diagram, tuple(r.trace.steps), tuple(s.rule for s in r.trace.steps), share,
                 fold=fold, join=join)
 

@@ -118,3 +118,93 @@ def test_the_issues_rows_at_its_sizes():
     sizes = dict(n=64, d=2 ** 16)
     got = nc.derive(layer_norm_by_mul(), memory=2 ** 14, sizes=sizes).H
     assert got == nc.derive(nc.library.layer_norm(), memory=2 ** 14, sizes=sizes).H
+
+
+# ---------------------------------------------------------------------- normalised linear attention
+LINEAR = dict(q=128, x=128, d=8, e=8)
+
+
+def linear_cheap():
+    """φ(Q) (φ(K)ᵀ V) / φ(Q) Σ_x φ(K): the cheap order, written out (φ = exp, positive)."""
+    b = nc.Builder(nc.types("q d, x d, x e"))
+    Q, K, V = _phi(b, b.inputs[0]), _phi(b, b.inputs[1]), b.inputs[2]
+    num = b(nc.einsum("q d, d e -> q e"), Q, b(nc.einsum("x d, x e -> d e"), K, V))
+    den = b(nc.einsum("q d, d -> q"), Q, b(nc.reduce("sum", "x d -> d"), K))
+    return b.build(b(nc.elementwise("div", "q e, q -> q e"), num, den))
+
+
+def linear_three_operands():
+    """One 3-operand einsum over the numerator, one 2-operand einsum for the denominator."""
+    b = nc.Builder(nc.types("q d, x d, x e"))
+    Q, K, V = _phi(b, b.inputs[0]), _phi(b, b.inputs[1]), b.inputs[2]
+    num = b(nc.einsum("q d, x d, x e -> q e"), Q, K, V)
+    return b.build(b(nc.elementwise("div", "q e, q -> q e"), num, b(nc.einsum("q d, x d -> q"), Q, K)))
+
+
+def linear_two_products():
+    """S = φ(Q) φ(K)ᵀ, then S V divided by S's row sums: S over q × x read twice."""
+    b = nc.Builder(nc.types("q d, x d, x e"))
+    Q, K, V = _phi(b, b.inputs[0]), _phi(b, b.inputs[1]), b.inputs[2]
+    S = b(nc.einsum("q d, x d -> q x"), Q, K)
+    num = b(nc.einsum("q x, x e -> q e"), S, V)
+    return b.build(b(nc.elementwise("div", "q e, q -> q e"), num, b(nc.reduce("sum", "q x -> q"), S)))
+
+
+def _phi(b, w):
+    return b(nc.elementwise("exp", " ".join(w.array.names)), w)
+
+
+def linear_by_numpy(Q, K, V):
+    fq, fk = np.exp(Q), np.exp(K)
+    S = fq @ fk.T
+    return (S @ V) / S.sum(axis=1, keepdims=True)
+
+
+def _compulsory(q, x, d, e):
+    """Inputs read once, the output written once, the two small intermediates (φ(K)ᵀV: d × e, Σ_x φ(K): d)
+    written and read once: the least any schedule moves."""
+    return q * d + x * d + x * e + q * e + 2 * d * e + 2 * d
+
+
+@pytest.fixture(scope="module")
+def cheap_linear_h():
+    """The second route: derive's H of the member written in the cheap order."""
+    return nc.derive(linear_cheap(), memory=512, sizes=LINEAR).H
+
+
+@pytest.mark.parametrize("build, prepared", [
+    (linear_three_operands, ("own_axes_first", "pairwise_contraction")),
+    (linear_two_products, ("contraction_into_readers", "pairwise_contraction")),
+], ids=["3-operand einsum", "two products and a row sum"])
+def test_linear_attention_reaches_the_cheap_order(build, prepared, cheap_linear_h):
+    f = build()
+    r = nc.derive(f, memory=512, sizes=LINEAR)
+    assert r.H == cheap_linear_h == _compulsory(**LINEAR)
+    assert r.variant.prepared == prepared
+    rng = np.random.default_rng(2)
+    inputs = tuple(rng.normal(size=(LINEAR[a], LINEAR[c])) for a, c in ("qd", "xd", "xe"))
+    _runs_as_written(r, f, linear_by_numpy, inputs)
+
+
+def test_a_sum_moves_through_a_chain_of_contractions_to_the_inputs():
+    """Σ_a (A B C)[a, d]: the sum enters the second product, leaves it as Σ_a (A B), enters the first and leaves
+    it as Σ_a A, so one kernel moves the inputs and the output once (on main: two kernels, 5.6x as much)."""
+    b = nc.Builder(nc.types("a b, b c, c d"))
+    A, B, C = b.inputs
+    AB = b(nc.einsum("a b, b c -> a c"), A, B)
+    f = b.build(b(nc.reduce("sum", "a d -> d"), b(nc.einsum("a c, c d -> a d"), AB, C)))
+    n = 64
+    r = nc.derive(f, memory=512, sizes=dict(a=n, b=n, c=n, d=n))
+    assert r.variant.prepared == ("sum_of_contraction", "own_axes_first") * 2
+    assert r.H == 3 * n * n + n          # the three inputs read once, the output written once
+    rng = np.random.default_rng(3)
+    xs = tuple(rng.normal(size=(n, n)) for _ in range(3))
+    _runs_as_written(r, f, lambda A, B, C: (A @ B @ C).sum(axis=0), xs)
+
+
+@slow
+def test_the_linear_attention_row_at_the_issues_sizes():
+    sizes = dict(q=4096, x=4096, d=64, e=64)
+    want = nc.derive(linear_cheap(), memory=2 ** 12, sizes=sizes).H
+    for build in (linear_three_operands, linear_two_products):
+        assert nc.derive(build(), memory=2 ** 12, sizes=sizes).H == want
