@@ -97,3 +97,17 @@ def test_a_block_mask_that_does_not_fit_is_refused():
         causal.run(*xs[:3], block_mask=BlockMask.of(np.ones((64, 64), bool), "q x"))
     with pytest.raises(ShapeError, match="bool array"):
         BlockMask.of(np.ones((4, 4)), "q x")
+
+
+@pytest.mark.parametrize("shape", [(), (9,), (7, 3), (4, 5, 6)])
+def test_the_allowed_pairs_of_any_box_are_counted_by_brute_force(shape):
+    """Every box of every axis count (none to three): the summed-area table's inclusion–exclusion (int32 tables)
+    equals the pairs the box holds, counted on the mask itself."""
+    rng = np.random.default_rng(len(shape))
+    mask = rng.random(shape) < 0.4
+    axes = tuple("abc"[:len(shape)])
+    bm = BlockMask.of(mask, axes)
+    for _ in range(40):
+        box = {a: sorted(rng.integers(0, n + 1, size=2)) for a, n in zip(axes, shape)}
+        want = int(mask[tuple(slice(lo, hi) for lo, hi in box.values())].sum())
+        assert int(bm.allowed(lambda a, size: (box[a][0], box[a][1] - box[a][0]))) == want, box
