@@ -164,8 +164,9 @@ class Partition(Region):
         return self.params.get("relabelled", True)
 
     def seen(self, view: Relabelling) -> tuple:
-        """``(size, full size)`` as the relabelled diagram holds them where this region is seen through ``view``
-        (its size parameter and its carrier's axis mapped as every array is)."""
+        """``(size, full size)`` as the relabelled diagram holds them where this region is seen through ``view``:
+        its size as drawn (a partition drawn inside another one was drawn after it, in its terms: a sub-loop's
+        ``u_b`` inside the slices ``s_b``), the full size as its carrier's axis is seen."""
         seen = self.__dict__.setdefault("_seen_by", {})    # a region is immutable: kept per relabelling
         found = seen.get(view.key)
         if found is None:
@@ -175,11 +176,10 @@ class Partition(Region):
     def _seen(self, view: Relabelling) -> tuple:
         if not view:
             return self.size, self.full_size()
-        size = view.array(Array((Axis(self.axis, self.size),))).axes[0].size
         for arr in getattr(self, self.carrier).inside:
             if self.axis in arr.names:
-                return size, view.array(arr).axis(self.axis).size
-        return size, self.full_size()      # raises, naming the side that lacks the axis
+                return self.size, view.array(arr).axis(self.axis).size
+        return self.size, self.full_size()      # raises, naming the side that lacks the axis
 
     def inside_view(self, view: Relabelling) -> Relabelling:
         """``view``, then, for a record, the partition's own relabelling: its axis seen with its size (a Grid's
