@@ -41,9 +41,8 @@ from napkin_cat.cost.columns import stream_columns
 from napkin_cat.cost.live import Live, numel
 from napkin_cat.cost.record import ONE, ZERO, Cost, GroupCost, OpCost, StreamRecord
 from napkin_cat.cost.trips import running_trips
-from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.syntax.adapter import Diagram, Ty, layers
 from napkin_cat.syntax.relabel import PLAIN, Relabelling
-from napkin_cat.syntax.adapter import Ty
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.weave import core_of
 from napkin_cat.syntax.wiring import computes, trace_values, traverse

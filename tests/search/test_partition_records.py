@@ -172,3 +172,10 @@ def test_records_in_records_cost_what_is_built(name):
     records = [b for b in _partitions(record) if not b.relabelled]
     assert len(records) == len(steps) and len(list(_partitions(record))) == drawn + len(steps)
     assert_same_cost(nc.cost(record), nc.cost(built), name)
+
+
+def test_a_record_is_costed_not_planned():
+    record = nc.group(nc.kernel(nc.library.matmul()), "a", "g_a", relabelled=False)
+    with pytest.raises(nc.PlanError, match="partition record"):
+        nc.plan(record, {"a": 8, "b": 8, "c": 4, "g_a": 4})
+    assert nc.plan(nc.group(nc.kernel(nc.library.matmul()), "a", "g_a"), {"a": 8, "b": 8, "c": 4, "g_a": 4})
