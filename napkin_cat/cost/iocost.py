@@ -73,7 +73,7 @@ def box_pieces(box, view: Relabelling = PLAIN) -> tuple:
     (index unset): read off the box alone, so read once and kept on it (a box is immutable; the cost functor
     and the cost at sizes meet one box in every candidate and at every tiling that holds it).  ``view``: the box
     seen through a relabelling (inside partition records): the pieces of its image, read off the relabelled
-    arrays without building the image, kept on the box per relabelling.
+    arrays without building the image, kept on the box per image.
 
     >>> import napkin_cat as nc
     >>> (_, mm), = layers(nc.library.matmul())
@@ -83,19 +83,20 @@ def box_pieces(box, view: Relabelling = PLAIN) -> tuple:
     >>> c.flops == dict(box_pieces(mm)[2]) and c.ops[0].index != c2.ops[0].index
     True
     """
+    dom, cod = box.dom.inside, box.cod.inside
+    key = ()
+    if view:      # the images are kept with the box's arrays (remembered on them): their ids name them
+        images = tuple(map(view.array, dom)), tuple(map(view.array, cod))
+        if any(x is not y for x, y in zip((*images[0], *images[1]), (*dom, *cod))):
+            (dom, cod), key = images, tuple(map(id, (*images[0], *images[1])))
     seen = box.__dict__.setdefault("_cost_pieces", {})
-    cached = seen.get(view.key)
+    cached = seen.get(key)
     if cached is not None:
         return cached
     H, H_bytes, flops, ops = {}, {}, {}, []
     spec = box.data
     kind = kind_of(spec.kind)
-    if view:
-        dom, cod = tuple(map(view.array, box.dom.inside)), tuple(map(view.array, box.cod.inside))
-        per_item = kind.item_flops(core_of(spec, Ty(*dom), Ty(*cod)))
-    else:
-        per_item = kind.item_flops(core_of(spec, box.dom, box.cod))
-        cod, dom = box.cod.inside, box.dom.inside
+    per_item = kind.item_flops(core_of(spec, Ty(*dom), Ty(*cod)) if key else core_of(spec, box.dom, box.cod))
     weave = sympy.Mul(*(next((arr.axis(w).size for arr in cod if w in arr.names), ONE) for w in spec.weave_names))
     out = (cod or dom)[0] if (cod or dom) else None
     dtype, operands = (out.dtype.name if out else ""), tuple(a.dtype.name for a in dom)
@@ -108,7 +109,7 @@ def box_pieces(box, view: Relabelling = PLAIN) -> tuple:
         lvl, n = max(src.level, dst.level), numel(src)
         H[lvl] = n
         H_bytes[lvl] = n * max(src.dtype.bytes, dst.dtype.bytes) if src.dtype == dst.dtype else n * dst.dtype.bytes
-    cached = seen[view.key] = (tuple(H.items()), tuple(H_bytes.items()), tuple(flops.items()), tuple(ops))
+    cached = seen[key] = (tuple(H.items()), tuple(H_bytes.items()), tuple(flops.items()), tuple(ops))
     return cached
 
 
