@@ -26,7 +26,7 @@ from napkin_cat.algorithms.streaming import analyse
 from napkin_cat.errors import AxisError
 from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty, as_level
 from napkin_cat.syntax.axis import Axis
-from napkin_cat.syntax.relabel import map_arrays
+from napkin_cat.syntax.relabel import Relabelling, map_arrays
 from napkin_cat.syntax.weave import insert_at, weave_inside
 
 REGIONS: dict[str, type] = {}
@@ -67,6 +67,11 @@ class Region(Bubble):
 
     def mapped_params(self, fa, fname) -> dict:
         return dict(self.params)
+
+    def inside_view(self, view: Relabelling) -> Relabelling:
+        """How the inside's arrays are seen when the region is seen through ``view``: as drawn (``view`` itself),
+        except inside a partition record (:attr:`Partition.relabelled`)."""
+        return view
 
     def woven(self, axis, inputs: dict, position: int) -> "Region":
         """Weave a region: weave its inside; the region keeps its parameters (fusion theorem).  An output that
@@ -150,6 +155,51 @@ class Partition(Region):
     def size_parts(self) -> tuple:
         return (self.size,), (self.arg,)
 
+    @property
+    def relabelled(self) -> bool:
+        """Whether the inside is drawn relabelled (the partition built).  False for a partition *record*
+        (``params["relabelled"] is False``: ``nc.group(..., relabelled=False)``): the bubble around the inside as
+        it was, which only the cost functor reads, seeing the inside through the relabelling it stands for
+        (:meth:`inside_view`); the built partition's cost is the record's."""
+        return self.params.get("relabelled", True)
+
+    def seen(self, view: Relabelling) -> tuple:
+        """``(size, full size)`` as the relabelled diagram holds them where this region is seen through ``view``:
+        its size as drawn (a partition drawn inside another one was drawn after it, in its terms: a sub-loop's
+        ``u_b`` inside the slices ``s_b``), the full size as its carrier's axis is seen."""
+        seen = self.__dict__.setdefault("_seen_by", {})    # a region is immutable: kept per relabelling
+        found = seen.get(view.key)
+        if found is None:
+            found = seen[view.key] = self._seen(view)
+        return found
+
+    def _seen(self, view: Relabelling) -> tuple:
+        if not view:
+            return self.size, self.full_size()
+        for arr in getattr(self, self.carrier).inside:
+            if self.axis in arr.names:
+                return self.size, view.array(arr).axis(self.axis).size
+        return self.size, self.full_size()      # raises, naming the side that lacks the axis
+
+    def inside_view(self, view: Relabelling) -> Relabelling:
+        """``view``, then, for a record, the partition's own relabelling: its axis seen with its size (a Grid's
+        only where the axis has the full size its outputs carry, as :func:`~napkin_cat.algorithms.partitions.group`
+        relabels).
+
+        >>> import napkin_cat as nc
+        >>> g = nc.group(nc.kernel(nc.library.matmul()), "a", "g_a", relabelled=False).boxes[0]
+        >>> g.relabelled, g.inside_view(Relabelling()).array(g.arg.dom.inside[0])
+        (False, Array(a[g_a]×b))
+        """
+        if self.relabelled:
+            return view
+        inside = self.__dict__.setdefault("_inside_views", {})   # kept per relabelling: its images with it
+        found = inside.get(view.key)
+        if found is None:
+            size, full = self.seen(view)
+            found = inside[view.key] = view.then(self.axis, size, full if self.carrier == "cod" else None)
+        return found
+
     def mapped_params(self, fa, fname):
         extra = {k: v for k, v in self.params.items() if k not in ("axis", "size")}
         return {"axis": fname(self.axis), "size": _size_param(fa, self.axis, self.size), **extra}
@@ -191,6 +241,14 @@ class Stream(Partition):
                       if d is not None)
         parts = self.params.get("parts")
         return (self.size,) + ((parts,) if parts is not None else ()), (self.arg, *steps)
+
+    @classmethod
+    def record(cls, arg: Diagram, params: dict, plan) -> "Stream":
+        """The record of a stream partition of the region ``arg`` (not relabelled: :attr:`Partition.relabelled`),
+        with ``plan``, the streaming analysis just made on this same inside, kept."""
+        out = cls(arg, arg.dom, arg.cod, {**params, "relabelled": False})
+        out.__dict__["_plan"] = plan
+        return out
 
     @property
     def plan(self):

@@ -17,14 +17,14 @@ True
 from __future__ import annotations
 
 from napkin_cat.syntax.adapter import Array, Diagram, Ty, as_level, compose_all, from_layers, is_structural, layers
-from napkin_cat.syntax.axis import Axis, as_size
+from napkin_cat.syntax.axis import as_size
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.algorithms.inner_streams import nest_reduction
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.algorithms.splits import check_splittable
 from napkin_cat.syntax.construct import transfer
 from napkin_cat.errors import LevelError, RewriteError, SignatureError
-from napkin_cat.syntax.relabel import at_level, map_arrays, map_box
+from napkin_cat.syntax.relabel import at_level, check_relabel, map_arrays, map_box, tile_relabel
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.wiring import trace_values
 from napkin_cat.algorithms.streaming import analyse
@@ -289,14 +289,8 @@ def unfused(diagram: Diagram, level: int = 1) -> Diagram:
 def relabel_axis(diagram: Diagram, axis: str, size, *, full=None) -> Diagram:
     """Every array's ``axis`` gets ``size`` (the paper's relabelling inside a bubble); with ``full``, only where
     the axis has that size (a tile of it inside, from a partition already there, stays)."""
-    tile = Axis(axis, size)
-
-    def fa(arr: Array) -> Array:
-        if axis not in arr.names:
-            return arr
-        return arr.replace(axes=tuple(tile if a.name == axis and (full is None or a.size == full)
-                                      else a for a in arr.axes))
-    return map_arrays(diagram, fa, key=("relabel_axis", axis, type(size), size, type(full), full))
+    fa = tile_relabel(axis, size, full)
+    return map_arrays(diagram, fa, key=fa.key)
 
 
 def _tile(axis: str, size):
@@ -375,13 +369,17 @@ def _weaved_everywhere(d: Diagram, axis: str) -> str | None:
     return None
 
 
-def group(diagram: Diagram, axis: str, size) -> Diagram:
+def group(diagram: Diagram, axis: str, size, *, relabelled: bool = True) -> Diagram:
     """Group-partition every kernel weaved over ``axis`` into groups of ``size`` (a ``Grid``).
 
     ``size`` is a tile name such as ``"g_q"`` (symbolic), a sympy expression or a positive int; a
     size that does not divide the axis leaves a shorter last group (a ragged tile).  A function
     diagram is first made one kernel at level 1.  In a multi-level algorithm the deepest kernels are
     partitioned (a level-2 kernel's groups inside a level-1 tile).
+
+    ``relabelled=False`` draws the partition's *record*: the same checks, the Grid around the kernel as it was
+    (:attr:`~napkin_cat.algorithms.bubbles.Partition.relabelled`), what the search costs without building the
+    relabelled inside; only the cost functor reads it.
     """
     diagram = _ensure_algorithm(diagram)
     tile = _tile(axis, size)
@@ -401,11 +399,11 @@ def group(diagram: Diagram, axis: str, size) -> Diagram:
             return None
         full = next(a.axis(axis).size for a in k.cod.inside)
         try:
-            inner = relabel_axis(k, axis, tile, full=full)
+            inner = relabel_axis(k, axis, tile, full=full) if relabelled else _checked(k, axis, tile, full)
         except SignatureError as e:   # a box inside ties the axis to one that keeps its full size
             reasons.append(f"{k.name}: the inside cannot see {axis!r} in groups of {tile}: {e}")
             return None
-        return Grid(inner, k.dom, k.cod, {"axis": axis, "size": tile})
+        return Grid(inner, k.dom, k.cod, {"axis": axis, "size": tile, **_record(relabelled)})
 
     level = _group_level(diagram, axis)
     out, n = map_kernels(diagram, fn, level)
@@ -413,6 +411,17 @@ def group(diagram: Diagram, axis: str, size) -> Diagram:
         raise RewriteError(f"cannot group along {axis!r}{_which(diagram, level)}: "
                            + ("; ".join(reasons) or "no kernel carries it"))
     return _streams_hold(out, f"a group along {axis!r} of size {tile}")
+
+
+def _checked(k, axis: str, tile, full):
+    """The kernel ``k`` as it was, once relabelling its inside along ``axis`` is known to succeed."""
+    check_relabel(k.arg, axis, tile_relabel(axis, tile, full))
+    return k
+
+
+def _record(relabelled: bool) -> dict:
+    """The parameter that marks a partition record (:attr:`~napkin_cat.algorithms.bubbles.Partition.relabelled`)."""
+    return {} if relabelled else {"relabelled": False}
 
 
 def _which(diagram: Diagram, level: int | None = None) -> str:
@@ -424,7 +433,7 @@ def _which(diagram: Diagram, level: int | None = None) -> str:
         else ""
 
 
-def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None) -> Diagram:
+def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None, *, relabelled: bool = True) -> Diagram:
     """Stream-partition every kernel that is streamable along ``axis`` in slices of ``size``.
 
     ``size`` is as for :func:`group`; a size that does not divide the axis leaves a shorter last slice.
@@ -444,7 +453,8 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None) 
     by parallel blocks, each writing its state, which a combine merges (:mod:`napkin_cat.algorithms.splits`);
     refused where a reducer has no merge.
 
-    Refuses with a RewriteError saying why when no kernel is streamable along it.
+    Refuses with a RewriteError saying why when no kernel is streamable along it.  ``relabelled=False`` draws the
+    partition's record, as for :func:`group`.
     """
     diagram = _ensure_algorithm(diagram)
     tile = _tile(axis, size)
@@ -454,12 +464,16 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None) 
               **({"parts": as_size(f"parts of {axis}", parts)} if parts is not None else {})}
 
     def wrap(region: Diagram) -> Diagram:
-        analyse(region, axis, sliced=sliced)
+        plan = analyse(region, axis, sliced=sliced)
+        fa = tile_relabel(axis, tile)
         try:
-            inside = relabel_axis(region, axis, tile)
+            if relabelled:
+                out = Stream(map_arrays(region, fa, key=fa.key), region.dom, region.cod, params)
+            else:
+                check_relabel(region, axis, fa)
+                out = Stream.record(region, params, plan)
         except SignatureError as e:   # e.g. a rename ties the axis to one that keeps its full size
             raise RewriteError(f"the inside cannot see {axis!r} in slices of {tile}: {e}") from None
-        out = Stream(inside, region.dom, region.cod, params)
         if parts is not None:
             check_splittable(schedule_of(out))
         return out

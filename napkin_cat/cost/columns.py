@@ -32,26 +32,34 @@ from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.reuse import accumulated_addends, finish_in_place, step_in_place
 from napkin_cat.algorithms.schedule import Phases, advance, fold, schedule_of
 from napkin_cat.cost.live import Live
+from napkin_cat.syntax.relabel import PLAIN, Relabelling
 from napkin_cat.syntax.wiring import trace_values
 
 
 class Items:
-    """The context of the columns algebra: the ``items`` being collected, each name's array, the name ``tag``
-    of the loop being expanded (``()`` for the stream itself: its values keep their ids)."""
+    """The context of the columns algebra: the ``items`` being collected, each name's array (as seen through
+    ``view``, the relabelling of the partition records around: :class:`~napkin_cat.syntax.relabel.Relabelling`),
+    the name ``tag`` of the loop being expanded (``()`` for the stream itself: its values keep their ids)."""
 
-    def __init__(self, arrays: dict, tag=(), counter=None):
-        self.arrays, self.tag, self.items = arrays, tag, []
+    def __init__(self, arrays: dict, tag=(), counter=None, view: Relabelling = PLAIN):
+        self.arrays, self.tag, self.items, self.view = arrays, tag, [], view
         self.counter = counter if counter is not None else itertools.count()
         self.columns: list = []
 
     def name(self, v, arr):
         n = (self.tag, v) if self.tag else v
-        self.arrays[n] = arr
+        self.arrays[n] = self.view.array(arr)
         return n
 
-    def nested(self, *what) -> "Items":
-        """A context for a region nested in this one: names of its own, items collected apart."""
-        return Items(self.arrays, self.tag + what + (next(self.counter),), self.counter)
+    def seen(self, arrays: dict) -> dict:
+        """``arrays`` as this context sees them."""
+        return {n: self.view.array(a) for n, a in arrays.items()} if self.view else arrays
+
+    def nested(self, *what, region=None) -> "Items":
+        """A context for a loop nested in this one (inside ``region``, if a region): names of its own, items
+        collected apart."""
+        return Items(self.arrays, self.tag + what + (next(self.counter),), self.counter,
+                     self.view if region is None else region.inside_view(self.view))
 
 
 def _sub(diagram, ins: list, outs: dict, tag):
@@ -82,7 +90,7 @@ class Columns:
         head, one trip standing for all, its finish and tail, inline, under names of its own.  Split in parts:
         one part standing for all (its head, trips and state saved), then the combine (:meth:`_combine`)."""
         node = schedule_of(op.box)
-        inner = ctx.nested("stream")
+        inner = ctx.nested("stream", region=op.box)
         run = Phases(node, self)
         vals = run.head(ins, inner)
         states = run.init(inner)
@@ -157,7 +165,7 @@ class Columns:
         ok = step_in_place(step, len(state))
         rename = {cod[j]: state[j] for j in range(len(state)) if ok[j]}
         sub, arrs, new = _sub(step, list(state) + list(ins), rename, ctx.nested("step").tag)
-        ctx.arrays.update(arrs)
+        ctx.arrays.update(ctx.seen(arrs))
         ctx.items += _accumulated(sub, accumulated_addends(step, len(state)))
         ctx.items += [([v], [s]) for v, s in zip(new, state) if v != s]
         return state
@@ -170,7 +178,7 @@ class Columns:
         _, _, fcod = trace_values(r.finish)
         over = {fcod[j]: state[i] for j, i in finish_in_place(r.finish).items()}
         items, arrs, new = _sub(r.finish, list(state), over, ctx.nested("finish").tag)
-        ctx.arrays.update(arrs)
+        ctx.arrays.update(ctx.seen(arrs))
         ctx.items += items
         return new
 
@@ -180,7 +188,7 @@ class Columns:
         loads, saves, moved = [], [], []
         for j, (sid, s) in enumerate(zip(state, node.state)):
             cur = sid
-            for step in state_moves(s.array, node.level, "load"):
+            for step in state_moves(ctx.view.array(s.array), node.level, "load"):
                 arr = step.cod.inside[0]
                 nid = (inner.tag, "state", j, arr.level)
                 ctx.arrays[nid] = arr
@@ -194,14 +202,14 @@ class Columns:
 
     def advance_grid(self, node, state, ins, ctx):
         """One group stands for all (its slices are views: the same names)."""
-        inner = ctx.nested("grid")
+        inner = ctx.nested("grid", region=node.region)
         advance(node.child, self, state, ins, inner)
         ctx.items += _looped(inner.items)
         return state
 
     def advance_loop(self, node, state, ins, ctx, run):
         """A sub-loop's head and one sub-slice standing for all (a diagram's head and its one slice)."""
-        inner = ctx.nested("loop")
+        inner = ctx.nested("loop", region=node.region)
         vals = run.head(ins, inner)
         head, inner.items = inner.items, []
         run.trip(vals, node.split(state), inner)
@@ -212,9 +220,11 @@ class Columns:
 COLUMNS = Columns()
 
 
-def stream_columns(node) -> list:
-    """Columns (dicts level → live values, each expanded) of a stream schedule, in the order its expansion runs."""
-    ctx = Items(dict(node.arrays))
+def stream_columns(node, view: Relabelling = PLAIN) -> list:
+    """Columns (dicts level → live values, each expanded) of a stream schedule, in the order its expansion runs;
+    ``view``: how its inside's arrays are seen (the relabelling of the partition records around it and its own)."""
+    ctx = Items({}, view=view)
+    ctx.arrays.update(ctx.seen(node.arrays))
     fold(node, COLUMNS, list(node.dom), ctx)
     return ctx.columns
 

@@ -41,7 +41,8 @@ from napkin_cat.cost.columns import stream_columns
 from napkin_cat.cost.live import Live, numel
 from napkin_cat.cost.record import ONE, ZERO, Cost, GroupCost, OpCost, StreamRecord
 from napkin_cat.cost.trips import running_trips
-from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.syntax.adapter import Diagram, Ty, layers
+from napkin_cat.syntax.relabel import PLAIN, Relabelling
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.weave import core_of
 from napkin_cat.syntax.wiring import computes, trace_values, traverse
@@ -57,20 +58,22 @@ def _plus(col: dict, extra: dict) -> dict:
     return out
 
 
-def box_cost(box) -> Cost:
+def box_cost(box, view: Relabelling = PLAIN) -> Cost:
     """The cost of one primitive box run once: its :func:`box_pieces`, its op records numbered as a fresh
     occurrence (each call is one more occurrence of the box in a walk)."""
-    H, H_bytes, flops, ops = box_pieces(box)
+    H, H_bytes, flops, ops = box_pieces(box, view)
     occurrence = next(_OCCURRENCES)
     return Cost(dict(H), dict(H_bytes), {}, dict(flops),
                 ops=[OpCost(o.label, o.kind, o.pipeline, o.flops, o.trips, dtype=o.dtype, operands=o.operands,
                             index=occurrence) for o in ops])
 
 
-def box_pieces(box) -> tuple:
+def box_pieces(box, view: Relabelling = PLAIN) -> tuple:
     """``(H, H_bytes, flops, ops)`` of one primitive box run once, as ``(key, value)`` pairs and op records
     (index unset): read off the box alone, so read once and kept on it (a box is immutable; the cost functor
-    and the cost at sizes meet one box in every candidate and at every tiling that holds it).
+    and the cost at sizes meet one box in every candidate and at every tiling that holds it).  ``view``: the box
+    seen through a relabelling (inside partition records): the pieces of its image, read off the relabelled
+    arrays without building the image, kept on the box per image.
 
     >>> import napkin_cat as nc
     >>> (_, mm), = layers(nc.library.matmul())
@@ -80,14 +83,20 @@ def box_pieces(box) -> tuple:
     >>> c.flops == dict(box_pieces(mm)[2]) and c.ops[0].index != c2.ops[0].index
     True
     """
-    cached = box.__dict__.get("_cost_pieces")
+    dom, cod = box.dom.inside, box.cod.inside
+    key = ()
+    if view:      # the images are kept with the box's arrays (remembered on them): their ids name them
+        images = tuple(map(view.array, dom)), tuple(map(view.array, cod))
+        if any(x is not y for x, y in zip((*images[0], *images[1]), (*dom, *cod))):
+            (dom, cod), key = images, tuple(map(id, (*images[0], *images[1])))
+    seen = box.__dict__.setdefault("_cost_pieces", {})
+    cached = seen.get(key)
     if cached is not None:
         return cached
     H, H_bytes, flops, ops = {}, {}, {}, []
     spec = box.data
     kind = kind_of(spec.kind)
-    per_item = kind.item_flops(core_of(spec, box.dom, box.cod))
-    cod, dom = box.cod.inside, box.dom.inside
+    per_item = kind.item_flops(core_of(spec, Ty(*dom), Ty(*cod)) if key else core_of(spec, box.dom, box.cod))
     weave = sympy.Mul(*(next((arr.axis(w).size for arr in cod if w in arr.names), ONE) for w in spec.weave_names))
     out = (cod or dom)[0] if (cod or dom) else None
     dtype, operands = (out.dtype.name if out else ""), tuple(a.dtype.name for a in dom)
@@ -100,8 +109,7 @@ def box_pieces(box) -> tuple:
         lvl, n = max(src.level, dst.level), numel(src)
         H[lvl] = n
         H_bytes[lvl] = n * max(src.dtype.bytes, dst.dtype.bytes) if src.dtype == dst.dtype else n * dst.dtype.bytes
-    cached = box.__dict__["_cost_pieces"] = (tuple(H.items()), tuple(H_bytes.items()), tuple(flops.items()),
-                                             tuple(ops))
+    cached = seen[key] = (tuple(H.items()), tuple(H_bytes.items()), tuple(flops.items()), tuple(ops))
     return cached
 
 
@@ -112,28 +120,30 @@ def _dead(diagram: Diagram) -> set:
     return {v for _, _, outs in ops for v in outs if v not in read}
 
 
-def _walk(diagram: Diagram, tiles: tuple = ()) -> Cost:
+def _walk(diagram: Diagram, scope: "Sink | None" = None) -> Cost:
     """Cost of ``diagram``: the boxes' costs add up; a column of live data is read after every layer.
 
     One pass of :func:`~napkin_cat.syntax.wiring.traverse` whose values are ``(id, array)``: the
     wiring moves them (a copy keeps the id, so the copied variable is counted once), a box's outputs
     get fresh ids; an output nothing reads (discarded) is dead as it is made and never held.  Inside a
     region, every column of the region is counted on top of what lies beside it outside (the live data
-    minus the region's inputs).  ``tiles``: the enclosing partitions (:class:`Sink`), which a masked stream
-    inside counts its trips on.
+    minus the region's inputs).  ``scope`` (a :class:`Sink`): the enclosing partitions, which a masked stream
+    inside counts its trips on, and the relabelling the arrays are seen through (inside partition records).
     """
+    scope = Sink() if scope is None else scope
+    view = scope.view
     total, parts = Cost(), []
     live = Live()
     fresh = [len(diagram.dom)]
     dead = _dead(diagram)
-    values = list(enumerate(diagram.dom.inside))
+    values = list(enumerate(map(view.array, diagram.dom.inside)))
     live.put(values)
     total.add_column(live.column(), expanded=True)
 
     def on_box(step):
         box = step.box
         if isinstance(box, Region):
-            inner = region_cost(box, tiles)
+            inner = region_cost(box, scope)
             base = None
             # a partition's arrays are whole at its own level (0 for a top-level Grid, 1 for a level-2
             # kernel's Grid in a level-1 tile): its groups' columns count only the levels below it
@@ -141,7 +151,7 @@ def _walk(diagram: Diagram, tiles: tuple = ()) -> Cost:
                 if isinstance(box, (Grid, Stream)) else 0
             if whole:
                 base = live.column(without=step.ins)
-                for arrays in _held_phases(box):
+                for arrays in _held_phases(box, view):
                     held = {}
                     for a in arrays:
                         if 0 < a.level <= whole:
@@ -156,8 +166,8 @@ def _walk(diagram: Diagram, tiles: tuple = ()) -> Cost:
             inner.columns = {}
             parts.append(inner)
         else:
-            parts.append(box_cost(box))
-        outs = [(fresh[0] + j, arr) for j, arr in enumerate(box.cod.inside)]
+            parts.append(box_cost(box, view))
+        outs = [(fresh[0] + j, view.array(arr)) for j, arr in enumerate(box.cod.inside)]
         fresh[0] += len(outs)
         _after(step, outs)
         return outs
@@ -170,30 +180,37 @@ def _walk(diagram: Diagram, tiles: tuple = ()) -> Cost:
     return total.absorb_all(parts)
 
 
-def _held_phases(box: Region) -> list:
+def _held_phases(box: Region, view: Relabelling) -> list:
     """The region's own inputs and outputs held at once, phase by phase.  A Grid writes its output group by group,
     so it holds every input and output throughout.  A Stream holds all its inputs in its head, then only those
     its body or tail still reads (the slices it streams, what the tail uses), and its outputs from its tail on
     (they are made there), with the inputs the tail reads; a sliced stream's sliced outputs throughout
-    (each trip writes its slice into them, so they exist before the first)."""
+    (each trip writes its slice into them, so they exist before the first).  Arrays as seen through ``view``."""
+    ins, outs = list(map(view.array, box.dom.inside)), list(map(view.array, box.cod.inside))
     if not isinstance(box, Stream):
-        return [list(box.dom.inside) + list(box.cod.inside)]
+        return [ins + outs]
     s = schedule_of(box)
     reads = s.reads()
-    dom = list(zip(s.dom, box.dom.inside))
+    dom = list(zip(s.dom, ins))
     body = [a for v, a in dom if reads.get(v, set()) & {"body", "tail"} or v in s.streamed]
-    sliced = [a for v, a in zip(s.cod, box.cod.inside) if v in s.sliced]   # written trip by trip: held whole
-    tail = [a for v, a in dom if "tail" in reads.get(v, ())] + list(box.cod.inside)
-    return [list(box.dom.inside) + sliced, body + sliced, tail]
+    sliced = [a for v, a in zip(s.cod, outs) if v in s.sliced]   # written trip by trip: held whole
+    tail = [a for v, a in dom if "tail" in reads.get(v, ())] + outs
+    return [ins + sliced, body + sliced, tail]
 
 
 class Sink(list):
-    """The context of :class:`Symbolic`: the costs appended, and ``tiles``, the enclosing partitions
-    ``[(axis, start, extent, index, trips)]`` (outermost first) a masked stream counts its trips on."""
+    """The context of :class:`Symbolic`: the costs appended; ``tiles``, the enclosing partitions
+    ``[(axis, start, extent, index, trips)]`` (outermost first) a masked stream counts its trips on; ``view``, the
+    relabelling the arrays are seen through (the composed relabellings of the partition records around, if any:
+    :attr:`~napkin_cat.algorithms.bubbles.Partition.relabelled`)."""
 
-    def __init__(self, tiles=()):
+    def __init__(self, tiles=(), view: Relabelling = PLAIN):
         super().__init__()
-        self.tiles = tuple(tiles)
+        self.tiles, self.view = tuple(tiles), view
+
+    def within(self, region) -> "Sink":
+        """A sink for what runs once inside ``region`` (a stream's head and tail), its arrays seen as inside."""
+        return Sink(self.tiles, region.inside_view(self.view))
 
     def inside(self, region, index_name: str | None = None) -> "Sink":
         """A sink for one tile of the partition ``region`` (its start ``base + i·tile``, its extent the tile)."""
@@ -203,29 +220,39 @@ class Sink(list):
             name += "'"
         index = sympy.Symbol(name, integer=True, nonnegative=True)
         base = next((t[1] for t in reversed(self.tiles) if t[0] == region.axis), sympy.Integer(0))
-        tile = sympy.sympify(region.size)
-        return Sink(self.tiles + ((region.axis, base + index * tile, tile, index, region.trips),))
+        size, full = region.seen(self.view)
+        tile = sympy.sympify(size)
+        return Sink(self.tiles + ((region.axis, base + index * tile, tile, index, _trips(size, full)),),
+                    region.inside_view(self.view))
 
 
-def region_cost(box: Region, tiles: tuple = ()) -> Cost:
-    """The cost of a region: the fold of its schedule with :class:`Symbolic` (one summed part)."""
-    sink = Sink(tiles)
+def _trips(size, full):
+    """``a/g`` (or ``b/s``): how many times a partition's inside runs
+    (:attr:`~napkin_cat.algorithms.bubbles.Partition.trips`)."""
+    return sympy.sympify(full) / sympy.sympify(size)
+
+
+def region_cost(box: Region, scope: Sink | None = None) -> Cost:
+    """The cost of a region: the fold of its schedule with :class:`Symbolic` (one summed part); ``scope``: what
+    encloses it (:class:`Sink`)."""
+    sink = Sink() if scope is None else Sink(scope.tiles, scope.view)
     fold_region(box, SYMBOLIC, [None] * len(box.dom), sink)
     (part,) = sink
     return part
 
 
-def _grid_cost(box: Grid, inner: Cost, nest: bool) -> Cost:
+def _grid_cost(box: Grid, inner: Cost, nest: bool, view: Relabelling) -> Cost:
     """``a/g`` runs of the inside; its group partition (merged with a Grid directly inside: one group
-    over several axes)."""
-    trips = sympy.sympify(box.full_size()) / sympy.sympify(box.size)
+    over several axes).  ``view``: the relabelling the Grid is seen through."""
+    size, full = box.seen(view)
+    trips = _trips(size, full)
     nested = inner.groups[0] if inner.groups and nest else None
     out = inner.scaled(trips, region=("grid", box.axis))
     if nested is not None:
-        out.groups = [GroupCost((box.axis,) + nested.axes, (box.size,) + nested.tiles, nested.N_g * trips,
-                                nested.H_g, (box.full_size(),) + nested.fulls, nested.level)] + out.groups[1:]
+        out.groups = [GroupCost((box.axis,) + nested.axes, (size,) + nested.tiles, nested.N_g * trips,
+                                nested.H_g, (full,) + nested.fulls, nested.level)] + out.groups[1:]
     else:
-        out.groups = [GroupCost((box.axis,), (box.size,), trips, dict(inner.H), (box.full_size(),),
+        out.groups = [GroupCost((box.axis,), (size,), trips, dict(inner.H), (full,),
                                 _kernel_level(box.arg))] + out.groups
     return out
 
@@ -245,9 +272,9 @@ def _is_nest(arg: Diagram) -> bool:
     return len(boxes) == 1 and isinstance(boxes[0], Grid)
 
 
-def _flop_cost(diagram: Diagram, tiles: tuple = ()) -> Cost:
+def _flop_cost(diagram: Diagram, scope: Sink) -> Cost:
     """FLOPs (and their per-op records) of a diagram run once; its memory is the stream's to count."""
-    c = _walk(diagram, tiles)
+    c = _walk(diagram, scope)
     c.columns = {}
     return c
 
@@ -260,8 +287,8 @@ def _held_at(box: Stream) -> int:
     return max(levels + [1])
 
 
-def _op_cost(b, tiles: tuple = ()) -> Cost:
-    c = region_cost(b, tiles) if isinstance(b, Region) else box_cost(b)
+def _op_cost(b, scope: Sink) -> Cost:
+    c = region_cost(b, scope) if isinstance(b, Region) else box_cost(b, scope.view)
     c.columns = {}
     return c
 
@@ -270,9 +297,10 @@ def _phases(parts: list, trips, role: str) -> list:
     return [p.scaled(trips, role=role) for p in parts]   # each scaled alone: b/s_b · a·s_b reads a·b
 
 
-def _in_stream(c: Cost, region, masked: bool = False) -> Cost:
+def _in_stream(c: Cost, region, view: Relabelling, masked: bool = False) -> Cost:
     c.ops = [replace(o, region=(("stream", region.axis),) + o.region) for o in c.ops]
-    c.streams.append(StreamRecord(region.axis, region.size, region.full_size(), _held_at(region), masked))
+    size, full = region.seen(view)
+    c.streams.append(StreamRecord(region.axis, size, full, _held_at(region), masked))
     return c
 
 
@@ -281,16 +309,16 @@ class Symbolic:
     appends its :class:`Cost` to (a region one summed part); values are not looked at."""
 
     def op(self, op, ins, sink, dests):
-        sink.append(_op_cost(op.box, sink.tiles))
+        sink.append(_op_cost(op.box, sink))
         return [None] * len(op.outs)
 
     def kernel(self, node, ins, sink, dests):
-        sink.append(_walk(node.inside, sink.tiles))
+        sink.append(_walk(node.inside, sink.within(node.region)))
         return dests
 
     def grid(self, node, ins, sink, dests):
-        sink.append(_grid_cost(node.region, _walk(node.inside, sink.inside(node.region).tiles),
-                               _is_nest(node.inside)))
+        sink.append(_grid_cost(node.region, _walk(node.inside, sink.inside(node.region)), _is_nest(node.inside),
+                               sink.view))
         return dests
 
     def stream(self, node, ins, sink, dests, run):
@@ -299,59 +327,59 @@ class Symbolic:
         with the reducers' state (e.g. μ, z and o for online softmax) and the values the trip re-reads, the
         step diagram's own intermediates included, then the tail's.  A masked stream (``node.skip``) runs
         only the trips its mask does not skip: :func:`~napkin_cat.cost.trips.running_trips` per tile."""
-        head, body, tail = Sink(sink.tiles), sink.inside(node.region), Sink(sink.tiles)
+        head, body, tail = sink.within(node.region), sink.inside(node.region), sink.within(node.region)
         vals = run.head(ins, head)
         states = run.init(head)
         _, made = run.trip(vals, states, body)
         vals.update((v, made[v]) for v in node.sliced)     # a sliced output: made by the trips
         run.tail(run.finish(vals, states, tail), tail)
         total = Cost()
-        for col in stream_columns(node):
+        for col in stream_columns(node, head.view):
             total.add_column(col, expanded=True)
-        trips = node.region.trips
+        size, full = node.region.seen(sink.view)
+        trips = _trips(size, full)
         if node.skip is not None:
-            counted = running_trips(node.skip, node.axis, sympy.sympify(node.region.size),
-                                    sympy.sympify(node.region.full_size()), sink.tiles)
+            counted = running_trips(node.skip, node.axis, sympy.sympify(size), sympy.sympify(full), sink.tiles)
             trips = trips if counted is None else counted
         parts = sympy.Integer(1) if node.parts is None else sympy.sympify(node.parts)
-        moves, merges = Sink(sink.tiles), Sink(sink.tiles)
+        moves, merges = Sink(sink.tiles, head.view), Sink(sink.tiles, head.view)
         if node.parts is not None:     # each part's state written and read back, P − 1 merges (.splits)
-            moves.extend(_op_cost(b) for b in partial_moves(node))
+            moves.extend(_op_cost(b, Sink((), head.view)) for b in partial_moves(node))
             run.merge(states, states, merges)
         total.absorb_all(_phases(head, parts, "head") + _phases(body, trips, "body")
                          + _phases(moves, parts, "partials") + _phases(merges, parts - 1, "combine")
                          + _phases(tail, 1, "tail"))
-        sink.append(_in_stream(total, node.region, masked=node.skip is not None))
+        sink.append(_in_stream(total, node.region, sink.view, masked=node.skip is not None))
         return dests
 
     def merge(self, r, diagram, a, b, sink):
-        sink.append(_flop_cost(diagram, sink.tiles))
+        sink.append(_flop_cost(diagram, sink))
         return a
 
     def init(self, r, sink, dests):
         return [None] * len(r.state)
 
     def monoid(self, r, state, ins, sink):
-        sink.append(_op_cost(r.op.box, sink.tiles))
+        sink.append(_op_cost(r.op.box, sink))
         return state
 
     def step(self, r, state, ins, sink):
-        sink.append(_flop_cost(r.step, sink.tiles))
+        sink.append(_flop_cost(r.step, sink))
         return state
 
     def finish(self, r, state, sink, dests):
-        sink.append(_flop_cost(r.finish, sink.tiles))
+        sink.append(_flop_cost(r.finish, sink))
         return [None] * len(r.outputs)
 
     def advance_kernel(self, node, state, ins, sink):
         """The inside advanced, with the state loaded to the kernel's level and saved back.  No memory: the
         enclosing stream counts it."""
-        inner = Sink(sink.tiles)
+        inner = sink.within(node.region)
         advance(node.child, self, state, ins, inner)
         c = Cost().absorb_all(inner)
         for s in node.state:
             for direction in ("load", "save"):
-                for step in state_moves(s.array, node.level, direction):
+                for step in state_moves(sink.view.array(s.array), node.level, direction):
                     c.absorb(box_cost(step))
         c.ops = [replace(o, region=(("kernel", node.level),) + o.region) for o in c.ops]
         sink.append(c)
@@ -360,16 +388,17 @@ class Symbolic:
     def advance_grid(self, node, state, ins, sink):
         inner = sink.inside(node.region)
         advance(node.child, self, state, ins, inner)
-        sink.append(_grid_cost(node.region, Cost().absorb_all(inner), _is_nest(node.region.arg)))
+        sink.append(_grid_cost(node.region, Cost().absorb_all(inner), _is_nest(node.region.arg), sink.view))
         return state
 
     def advance_loop(self, node, state, ins, sink, run):
         """A sub-loop's head once and its trip ``b/u`` times (a diagram's: once)."""
-        head, body = Sink(sink.tiles), Sink(sink.tiles)
+        scope = sink if node.region is None else sink.within(node.region)
+        head, body = Sink(scope.tiles, scope.view), Sink(scope.tiles, scope.view)
         run.trip(run.head(ins, head), node.split(state), body)
-        trips = node.region.trips if node.region is not None else 1
+        trips = _trips(*node.region.seen(sink.view)) if node.region is not None else 1
         c = Cost().absorb_all(_phases(head, 1, "head") + _phases(body, trips, "body"))
-        sink.append(_in_stream(c, node.region) if node.region is not None else c)
+        sink.append(_in_stream(c, node.region, sink.view) if node.region is not None else c)
         return state
 
 

@@ -218,7 +218,12 @@ def sizes_needed(diagram: Diagram) -> tuple[set, list]:
 
 
 def _check_partition(box, env):
-    """A tile must fit its axis; an edge tile is masked unless the inside depends on the tile's exact size."""
+    """A tile must fit its axis; an edge tile is masked unless the inside depends on the tile's exact size.  A
+    partition record (its inside not relabelled) is only costed: the plan needs the partition built."""
+    if not box.relabelled:
+        raise PlanError(f"{box.name} is a partition record (relabelled=False: its inside is drawn as it was, for the "
+                        f"cost functor only); plan the partition built by nc.group / nc.stream with relabelled=True "
+                        f"(a search variant's .diagram)")
     axis, tile = box.axis, sympy.sympify(box.size)
     full, t = int(sympy.sympify(box.full_size()).subs(env)), int(tile.subs(env))
     what = f"the {'group' if isinstance(box, Grid) else 'stream'} size of {axis!r} ({tile} = {t})"

@@ -29,6 +29,7 @@ from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.optimum import optima, optimal
 from napkin_cat.cost.tiling import tiled_streams, unexpanded
 from napkin_cat.errors import NapkinError
+from napkin_cat.search.variants import Variant
 from napkin_cat.syntax.sizes import Sizes
 
 
@@ -39,17 +40,27 @@ def _env(sizes: dict) -> dict:
 class Curve:
     """The optimum transfers of one partitioned kernel at one level, as a function of the memory.
 
+    ``partition``: the partitioned kernel's diagram, or a :class:`~napkin_cat.search.variants.Variant`, whose record
+    is costed (its diagram is built only when asked for, :attr:`diagram`: the record's cost is the diagram's).
     ``role``: the part of the rule book that builds the partition (``"stream"``, ``"sweep"``, ``"nest"``,
     ``"split"``: :func:`~napkin_cat.search.paths.playable`), ``sliced``: whether its stream is a sweep.  Its points
     are remembered under their whole keys (sizes, memory, tile grid, caps), each kept once computed, so a curve may
     be shared between calls and threads."""
 
-    def __init__(self, diagram, level: int = 1, *, role: str = "stream", sliced: bool = False):
-        self.diagram, self.level, self.role, self.sliced = diagram, level, role, sliced
-        self.cost = cost(diagram)
+    def __init__(self, partition, level: int = 1, *, role: str = "stream", sliced: bool = False):
+        self.partition, self.level, self.role, self.sliced = partition, level, role, sliced
+        recorded = isinstance(partition, Variant)
+        self.cost = cost(partition.record if recorded else partition)
+        if recorded:   # a masked stream's transfers are counted at sizes on the algorithm itself: the built one
+            self.cost.source = partition.diagram if self.cost.estimated else None
         self.streams = {s for _, s, _ in self.cost.streams if isinstance(s, sympy.Symbol)}
         self._at, self._smallest, self._symbolic, self._capped, self._all = {}, {}, {}, {}, {}
         self._grouped = self._symbols = None
+
+    @property
+    def diagram(self):
+        """The partitioned kernel (built on first use where the curve was made from a variant's record)."""
+        return self.partition.diagram if isinstance(self.partition, Variant) else self.partition
 
     @property
     def H(self):

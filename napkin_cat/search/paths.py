@@ -61,7 +61,7 @@ class Choice:
     def split_options(self) -> list:
         """The partitions with a split stream (built on first use): costed only under a requirement."""
         if self._split is None:
-            self._split = [(v, Curve(v.diagram, self.level, role="split"))
+            self._split = [(v, Curve(v, self.level, role="split"))
                            for v in split_variants(self.function, self.level)]
         return self._split
 
@@ -70,7 +70,7 @@ class Choice:
         """The partitions (:func:`~napkin_cat.search.variants.variants`) and their curves, each curve with the
         role of the rule that builds it (built on first use)."""
         if self._options is None:
-            self._options = [(v, Curve(v.diagram, self.level, role="nest" if v.inner else "sweep" if v.sliced
+            self._options = [(v, Curve(v, self.level, role="nest" if v.inner else "sweep" if v.sliced
                                        else "stream", sliced=v.sliced))
                              for v in variants(self.function, self.level)]
         return self._options

@@ -20,6 +20,12 @@ ones the rules ``stream_partition``, ``sliced_stream``, ``inner_stream`` and ``g
 make (their right-hand sides call these same functions), so a variant costed here is what the derivation's
 trace will build.
 
+A variant is found and costed as a *record* (``relabelled=False``: the partition functions' checks and
+bubbles, the insides left as they were, which the cost functor reads through the relabelling they stand
+for): the unpartitioned kernel's boxes and its streaming analysis are shared by all its variants, and only
+a variant whose diagram is asked for (:attr:`Variant.diagram`) is built, by the same functions with the
+same arguments.  ``cost(v.record) == cost(v.diagram)``, field by field.
+
 >>> import napkin_cat as nc
 >>> [v.describe() for v in variants(nc.library.matmul())]
 ['group c,a · stream b', 'group c · sweep a', 'group a · sweep c']
@@ -32,7 +38,8 @@ trace will build.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from napkin_cat.algorithms.partitions import group, kernel, stream
 from napkin_cat.algorithms.streaming import analyse
@@ -44,15 +51,35 @@ from napkin_cat.algorithms.splitting import split
 @dataclass(frozen=True)
 class Variant:
     """One partition of a kernel: the ``stream`` axis (or None), the ``groups`` in the order applied,
-    and the partitioned kernel ``diagram`` (tiles named ``tiles[axis]``)."""
+    its ``record`` (what the cost functor reads: the partition bubbles around the kernel's inside as it was, or
+    the built diagram itself), and the partitioned kernel :attr:`diagram` (tiles named ``tiles[axis]``), built
+    from ``function`` at ``level`` when first asked for."""
 
     stream: str | None
     groups: tuple
-    diagram: Diagram
+    record: Diagram = field(repr=False)
     tiles: tuple = ()   # ((axis, tile name), ...): the stream's first, then the groups'
     sliced: bool = False   # the stream writes the outputs that carry its axis slice by slice (a sweep)
     parts: str | None = None   # a split stream: the name of its number of parts (napkin_cat.algorithms.splits)
     inner: tuple = ()      # axes streamed inside the stream's trip (the 2-D loop: ``inner_stream``)
+    function: Diagram | None = field(default=None, repr=False, compare=False)   # None: the record is built
+    level: int = 1
+
+    @cached_property
+    def diagram(self) -> Diagram:
+        """The partitioned kernel, built by the partition functions the rules call, with the record's arguments
+        (the stream, the streams inside it, then the groups in order)."""
+        if self.function is None:
+            return self.record
+        names = dict(self.tiles)
+        k = kernel(self.function, self.level)
+        if self.stream is not None:
+            k = stream(k, self.stream, names[self.stream], sliced=self.sliced)
+        for a in self.inner:
+            k = stream(k, a, names[a])
+        for a in self.groups:
+            k = group(k, a, names[a])
+        return k
     def describe(self) -> str:
         parts = []
         if self.groups:
@@ -136,13 +163,13 @@ def variants(function: Diagram, level: int = 1, names=None) -> list:
     streamed = []
     for axis in reduced_axes(function):   # the streaming analysis decides (stream() refuses with its reason)
         try:
-            streamed.append((axis, stream(base, axis, names("s", axis)), False, ()))
+            streamed.append((axis, stream(base, axis, names("s", axis), relabelled=False), False, ()))
         except NapkinError:   # not streamable, or e.g. a rename ties the axis to one that is not streamed
             continue
     swept = []
     for axis in swept_axes(function):
         try:
-            swept.append((axis, stream(base, axis, names("s", axis), sliced=True), True, ()))
+            swept.append((axis, stream(base, axis, names("s", axis), sliced=True, relabelled=False), True, ()))
         except NapkinError:
             continue
     nested = []
@@ -151,31 +178,33 @@ def variants(function: Diagram, level: int = 1, names=None) -> list:
             if inner == axis:
                 continue
             try:
-                nested.append((axis, stream(k, inner, names("s", inner)), sliced, (inner,)))
+                nested.append((axis, stream(k, inner, names("s", inner), relabelled=False), sliced, (inner,)))
             except NapkinError:
                 continue
     out = []
     for axis, k, sliced, inner in (streamed or [(None, base, False, ())]) + swept + nested:
         tiles = [(axis, names("s", axis))] if axis is not None else []
         tiles += [(a, names("s", a)) for a in inner]
-        out.append(_grouped(function, axis, k, tiles, names, sliced, inner=inner))
+        out.append(_grouped(function, axis, k, tiles, names, sliced, inner=inner, level=level))
     return out
 
 
-def _grouped(function, axis, k, tiles, names, sliced=False, parts=None, inner=()) -> Variant:
-    """The partitioned kernel ``k`` grouped along every axis its outputs carry that the grouping accepts."""
+def _grouped(function, axis, k, tiles, names, sliced=False, parts=None, inner=(), level=None) -> Variant:
+    """The partitioned kernel ``k`` grouped along every axis its outputs carry that the grouping accepts: as a
+    record built from ``function`` at ``level`` when its diagram is asked for, or built (``level`` None)."""
     grouped, tiles = [], list(tiles)
     for a in carried_axes(function):
         if a == axis:
             continue
         try:
-            k2 = group(k, a, names("g", a))
+            k2 = group(k, a, names("g", a), relabelled=level is None)
         except NapkinError:
             continue
         k = k2
         grouped.append(a)
         tiles.append((a, names("g", a)))
-    return Variant(axis, tuple(grouped), k, tuple(tiles), sliced, parts, tuple(inner))
+    return Variant(axis, tuple(grouped), k, tuple(tiles), sliced, parts, tuple(inner),
+                   function if level is not None else None, 1 if level is None else level)
 
 
 def parts_key(axis: str) -> str:

@@ -141,6 +141,89 @@ def _image(box, fa, fname, fparam, key):
     return build_box(spec.kind, dom, cod, weaves, params, name=box.name)
 
 
+def tile_relabel(axis: str, size, full=None):
+    """The array functor of a partition's relabelling: every array's ``axis`` gets ``size`` (a tile or a slice), with
+    ``full`` only where the axis has that size (a tile of it from a partition already there stays).  Its ``key``
+    names it for :func:`map_arrays` (equal arguments: equal keys), and each array's image is remembered on it.
+
+    >>> import napkin_cat as nc
+    >>> fa = tile_relabel("q", nc.symbol("g_q"), full=nc.symbol("q"))
+    >>> qd, x = nc.types("q d, x").inside
+    >>> fa(qd), fa(x), fa(qd) is fa(qd)
+    (Array(q[g_q]×d), Array(x), True)
+    """
+    tile = Axis(axis, size)
+
+    def fa(arr: Array) -> Array:
+        if axis not in arr.names:
+            return arr
+        return arr.replace(axes=tuple(tile if a.name == axis and (full is None or a.size == full) else a
+                                      for a in arr.axes))
+    return _remembering(fa, ("relabel_axis", axis, type(size), size, type(full), full))
+
+
+class Relabelling:
+    """Tile relabellings composed, outermost first: how the inside of nested partitions is seen when their bubbles
+    were drawn around insides left as they were (partition records:
+    :attr:`~napkin_cat.algorithms.bubbles.Partition.relabelled`).
+
+    ``array(a)`` is the image the relabelled diagram holds: each step is :func:`tile_relabel`'s remembered functor,
+    so the relabelling that builds the diagram and this one share their images.
+
+    >>> import napkin_cat as nc
+    >>> r = Relabelling().then("x", nc.symbol("s_x")).then("q", nc.symbol("g_q"), full=nc.symbol("q"))
+    >>> r.array(nc.types("q x d").inside[0]), bool(Relabelling())
+    (Array(q[g_q]×x[s_x]×d), False)
+    """
+
+    __slots__ = ("steps", "key", "_images")
+
+    def __init__(self, steps: tuple = ()):
+        self.steps = tuple(steps)
+        self.key = tuple(fa.key for fa in self.steps)   # equal keys, equal relabellings
+        self._images = {}    # id(array) -> (array, image): an array met again costs one lookup
+
+    def then(self, axis: str, size, full=None) -> "Relabelling":
+        """This relabelling, then ``axis`` seen with ``size`` (where it has ``full``, if given)."""
+        return Relabelling(self.steps + (tile_relabel(axis, size, full),))
+
+    def __bool__(self) -> bool:
+        return bool(self.steps)
+
+    def array(self, arr: Array) -> Array:
+        found = self._images.get(id(arr))
+        if found is not None:
+            return found[1]
+        image = arr
+        for fa in self.steps:
+            image = fa(image)
+        self._images[id(arr)] = (arr, image)    # the array held: its id is not reused while remembered
+        return image
+
+
+#: no relabelling: arrays as drawn
+PLAIN = Relabelling()
+
+
+def check_relabel(diagram: Diagram, axis: str, fa) -> None:
+    """Raise what relabelling ``diagram`` along ``axis`` by the remembered functor ``fa`` (:func:`tile_relabel`)
+    would raise, without building the relabelled diagram: every primitive box, inside every region too, that has
+    ``axis`` in its item-level core (or at two sizes) is mapped (and remembered, for the relabelling that builds
+    it later).  A box that weaves ``axis`` at one size takes any size of it (its core is unchanged), and one
+    without it is kept.  A box whose signature ties the axis to one that keeps its size refuses with a
+    SignatureError."""
+    for layer in diagram.inside:
+        box = layer.boxes_or_types[1]
+        if isinstance(box, Bubble):
+            check_relabel(box.arg, axis, fa)
+            continue
+        if not computes(box):
+            continue
+        sizes = {a.size for arr in (*box.dom.inside, *box.cod.inside) for a in arr.axes if a.name == axis}
+        if sizes and (len(sizes) > 1 or axis not in box.data.weave_names):
+            map_box(box, fa, _same_name, key=fa.key)
+
+
 def rename_axis(diagram: Diagram, old: str, new: str, size=None) -> Diagram:
     """Rename axis ``old`` to ``new`` everywhere, its size symbol with it.
 
