@@ -157,7 +157,7 @@ class Cost:
         for a in self.assumptions:
             given = density.get(a.symbol, density.get(str(a.symbol))) if isinstance(density, dict) else density
             if a.value is None and given is not None:
-                values[a.symbol] = _number(given, a.symbol)
+                values[a.symbol] = fraction(given, a.symbol)
         if not values:
             return self
 
@@ -280,14 +280,19 @@ class Cost:
 
 
 
-def _number(value, symbol):
-    """A density as an exact rational in [0, 1], or an ArgumentError naming ``symbol`` and what was given."""
+def fraction(value, symbol):
+    """A density as an exact rational in [0, 1], or an ArgumentError naming ``symbol`` (what it binds) and the value.
+
+    >>> fraction(0.25, "rho"), fraction(1, "rho")
+    (1/4, 1)
+    """
     try:
         r = sympy.Rational(str(value)) if isinstance(value, float) else sympy.Rational(value)
     except (TypeError, ValueError):
         r = None
     if r is None or not 0 <= r <= 1:
-        raise ArgumentError(f"the density {symbol} is a fraction of trips: a number 0 … 1, got {value!r}")
+        raise ArgumentError(f"{symbol}: a density is the fraction of a stream's trips that run, a number 0 … 1; "
+                            f"got {value!r}")
     return r
 
 
