@@ -149,9 +149,12 @@ class Cost:
         data) or ``{symbol: number}``; the assumptions then say which value the counts assume.
 
         >>> import napkin_cat as nc
-        >>> c = nc.cost(nc.stream(nc.kernel(nc.library.document_attention()), "x", "s_x"))
-        >>> [str(a.symbol) for a in c.assumptions], c.at_density(1).H == c.H
-        (['rho[d(q)=d(x)]'], False)
+        >>> from napkin_cat.cost.iocost import cost
+        >>> c = cost(nc.stream(nc.kernel(nc.library.document_attention()), "x", "s_x"))
+        >>> (rho,) = [a.symbol for a in c.assumptions]
+        >>> half = c.at_density(0.5)
+        >>> rho, half.H[1] == c.H[1].subs(rho, sympy.Rational(1, 2)), half.assumptions[0].value
+        (rho[d(q)=d(x)], True, 1/2)
         """
         values = {}
         for a in self.assumptions:
