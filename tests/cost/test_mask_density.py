@@ -73,7 +73,8 @@ def test_one_symbol_per_condition_and_a_cost_at_sizes_says_it_assumes_dense():
     assert quarter.H[1] == plain.H[1].subs({nc.symbol(k): v for k, v in sizes.items()}
                                            | {plain.assumptions[0].symbol: sympy.Rational(1, 4)})
     ids = np.repeat(np.arange(4), 16).astype(np.int32)
-    exact = nc.cost(_flash(False), sizes=sizes, block_mask=nc.block_mask(nc.library.document_mask(q=64, x=64), ids, ids))
+    bm = nc.block_mask(nc.library.document_mask(q=64, x=64), ids, ids)
+    exact = nc.cost(_flash(False), sizes=sizes, block_mask=bm)
     assert exact.assumptions == ()                      # the block mask decides every trip: nothing is assumed
 
 
