@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import sympy
+
 from napkin_cat.algorithms.intervals import evaluate, tiles_read
 from napkin_cat.syntax.dtype import BOOL
 from napkin_cat.syntax.interval import MAYBE, Truth, all_of, any_of, negate
@@ -81,6 +83,14 @@ class DataMask:
     def names(self) -> tuple:
         return tuple(a for a, _ in self.axes)
 
+    @property
+    def formula(self) -> str:
+        """The condition in words over axis names, a datum over axes ``a`` read as ``d(a)``: ``d(q)=d(x)`` for a
+        document mask, ``d(q)=d(x)∧x≤q`` with causality (loads are transparent; sizes, tiles and value ids do
+        not enter, so every copy of one mask, in any kernel and under any relabelling, reads the same)."""
+        made = {v: k for k, (_, _, outs) in enumerate(self.ops) for v in outs}
+        return _formula(self.ops, made, self.value, top=True)
+
 
 @dataclass(frozen=True)
 class Skip:
@@ -105,6 +115,15 @@ class Skip:
                 seen.setdefault(a, n)
         return tuple(seen.items())
 
+    @property
+    def density(self):
+        """The symbol ``rho[…]`` for the fraction of this stream's trips that the masks from positions allow
+        whose block the masks from data allow (what a data's block mask decides), named after their condition
+        (:attr:`DataMask.formula`): one symbol per distinct condition; None without a mask from data."""
+        if not self.data:
+            return None
+        return density_symbol("∧".join(sorted({m.formula for m in self.data})))
+
     def active(self, block_mask) -> bool:
         """Whether some mask decides a trip: one from positions, or one from data with ``block_mask`` given."""
         return bool(self.masks) or (block_mask is not None and bool(self.data))
@@ -125,6 +144,36 @@ class Skip:
         if self.data:
             truths.append(MAYBE if block_mask is None else block_mask.truth(tile_of))
         return any_of(*(negate(t.possibly) for t in truths)), all_of(*(t.always for t in truths))
+
+
+def density_symbol(formula: str) -> sympy.Symbol:
+    """The density of the mask from data ``formula`` (:attr:`DataMask.formula`): ``rho[formula]``, nonnegative.
+
+    >>> density_symbol("d(q)=d(x)")
+    rho[d(q)=d(x)]
+    """
+    return sympy.Symbol(f"rho[{formula}]", nonnegative=True)
+
+
+def _formula(ops, made, value, top=False) -> str:
+    k = made.get(value)
+    if k is None:
+        return "d"
+    box, ins, _ = ops[k]
+    array = box.cod.inside[0]
+    if not ins:                                            # a position: the axis it runs along
+        return ",".join(a.name for a in array.axes) if box.name == "pos" else box.name
+    if len(ins) == 1 and box.name in ("load", "save", "cast"):
+        inner = _formula(ops, made, ins[0], top)
+        return f"d({','.join(a.name for a in box.dom.inside[0].axes)})" if inner == "d" else inner
+    args = []
+    for v, a in zip(ins, box.dom.inside):
+        arg = _formula(ops, made, v)
+        args.append(f"d({','.join(x.name for x in a.axes)})" if arg == "d" else arg)
+    if len(args) == 2 and not box.name[:1].isalnum():
+        text = f"{args[0]}{box.name}{args[1]}"
+        return text if top else f"({text})"
+    return f"{box.name}({','.join(args)})"
 
 
 # ---------------------------------------------------------------------------------------------- constants
@@ -245,4 +294,4 @@ def _conditions(ops):
         yield from ((v, a) for v, a in zip(ins, box.dom.inside) if a.dtype == BOOL)
 
 
-__all__ = ["Mask", "DataMask", "Skip", "skip_of"]
+__all__ = ["Mask", "DataMask", "Skip", "skip_of", "density_symbol"]

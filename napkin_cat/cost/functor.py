@@ -24,20 +24,24 @@ from napkin_cat.errors import ArgumentError
 from napkin_cat.syntax.adapter import Diagram, require_diagram
 
 
-def cost(diagram: Diagram, hierarchy=None, *, sizes: dict | None = None, block_mask=None) -> Cost:
+def cost(diagram: Diagram, hierarchy=None, *, sizes: dict | None = None, block_mask=None, density=None) -> Cost:
     """The IO cost of ``diagram``: symbolic, or with ``sizes`` (every axis and tile name → a positive int) the
     integers a run at those sizes counts (a name the diagram lacks, or a tile larger than its axis, is refused
     with :class:`~napkin_cat.errors.AxisError` naming it).  ``block_mask``
     (:class:`~napkin_cat.algorithms.blockmask.BlockMask`, with ``sizes``): what a run given that block mask
-    counts, the trips where a mask read from data allows no pair skipped (without one such a mask is counted
-    dense, symbolically too)."""
+    counts, the trips where a mask read from data allows no pair skipped.  Without one, a mask read from data runs
+    a fraction ``ρ`` of the trips its positions allow, a symbol ``rho[…]`` named after its condition
+    (:func:`~napkin_cat.algorithms.skipping.density_symbol`); ``density`` binds it (a number 0 … 1 for every such
+    mask, or ``{symbol or its name: number}``); at ``sizes`` it defaults to 1, dense.  ``Cost.assumptions`` lists
+    each density and its value (None: free)."""
     require_diagram(diagram, "nc.cost")
     if sizes is None:
         if block_mask is not None:
             raise ArgumentError("a block mask is a fact of data at concrete sizes: give sizes= with it (a symbolic "
-                            "cost counts a mask read from data dense)")
-        return symbolic(diagram, hierarchy)
-    c = at(diagram, sizes, strict=True, block_mask=block_mask)
+                                "cost states a mask read from data by its density: give density= to bind it)")
+        c = symbolic(diagram, hierarchy)
+        return c if density is None else c.at_density(density)
+    c = at(diagram, sizes, strict=True, block_mask=block_mask, density=density)
     if hierarchy is not None:
         hierarchy.check_levels(c.levels)
     return c

@@ -39,7 +39,7 @@ from napkin_cat.algorithms.schedule import advance, fold_region, schedule_of
 from napkin_cat.algorithms.splits import partial_moves
 from napkin_cat.cost.columns import stream_columns
 from napkin_cat.cost.live import Live, numel
-from napkin_cat.cost.record import ONE, ZERO, Cost, GroupCost, OpCost, StreamRecord
+from napkin_cat.cost.record import ONE, ZERO, Cost, Density, GroupCost, OpCost, StreamRecord
 from napkin_cat.cost.trips import running_trips
 from napkin_cat.syntax.adapter import Diagram, Ty, layers
 from napkin_cat.syntax.relabel import PLAIN, Relabelling
@@ -297,10 +297,10 @@ def _phases(parts: list, trips, role: str) -> list:
     return [p.scaled(trips, role=role) for p in parts]   # each scaled alone: b/s_b · a·s_b reads a·b
 
 
-def _in_stream(c: Cost, region, view: Relabelling, masked: bool = False) -> Cost:
+def _in_stream(c: Cost, region, view: Relabelling, masked: bool = False, density=None) -> Cost:
     c.ops = [replace(o, region=(("stream", region.axis),) + o.region) for o in c.ops]
     size, full = region.seen(view)
-    c.streams.append(StreamRecord(region.axis, size, full, _held_at(region), masked))
+    c.streams.append(StreamRecord(region.axis, size, full, _held_at(region), masked, density))
     return c
 
 
@@ -338,9 +338,12 @@ class Symbolic:
             total.add_column(col, expanded=True)
         size, full = node.region.seen(sink.view)
         trips = _trips(size, full)
+        density = None if node.skip is None else node.skip.density
         if node.skip is not None:
             counted = running_trips(node.skip, node.axis, sympy.sympify(size), sympy.sympify(full), sink.tiles)
             trips = trips if counted is None else counted
+        if density is not None:     # a mask from data: a fraction of the trips the positions allow, stated
+            trips = density * trips
         parts = sympy.Integer(1) if node.parts is None else sympy.sympify(node.parts)
         moves, merges = Sink(sink.tiles, head.view), Sink(sink.tiles, head.view)
         if node.parts is not None:     # each part's state written and read back, P − 1 merges (.splits)
@@ -349,7 +352,9 @@ class Symbolic:
         total.absorb_all(_phases(head, parts, "head") + _phases(body, trips, "body")
                          + _phases(moves, parts, "partials") + _phases(merges, parts - 1, "combine")
                          + _phases(tail, 1, "tail"))
-        sink.append(_in_stream(total, node.region, sink.view, masked=node.skip is not None))
+        if density is not None:
+            total.assumptions = (Density(density),)
+        sink.append(_in_stream(total, node.region, sink.view, masked=node.skip is not None, density=density))
         return dests
 
     def merge(self, r, diagram, a, b, sink):

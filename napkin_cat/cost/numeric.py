@@ -36,8 +36,8 @@ from napkin_cat.algorithms.splits import part_bounds, partial_moves
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
 from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.cost.iocost import box_pieces, cost
-from napkin_cat.cost.record import Cost
-from napkin_cat.errors import AxisError, NapkinError, ShapeError
+from napkin_cat.cost.record import Cost, Density
+from napkin_cat.errors import ArgumentError, AxisError, NapkinError, ShapeError
 from napkin_cat.syntax.adapter import Bubble, Diagram, layers
 from napkin_cat.syntax.sizes import as_sizes
 from napkin_cat.syntax.wiring import computes
@@ -152,6 +152,17 @@ def data_axes(diagram: Diagram) -> tuple:
     return tuple(seen)
 
 
+def densities(diagram: Diagram) -> tuple:
+    """The density symbols of the masks read from data that decide the trips of ``diagram``'s streams (one per
+    distinct condition, :attr:`~napkin_cat.algorithms.skipping.Skip.density`), in order."""
+    seen: dict = {}
+    for box in _partitions(diagram):
+        skip = schedule_of(box).skip if isinstance(box, Stream) else None
+        if skip is not None and skip.density is not None:
+            seen[skip.density] = None
+    return tuple(seen)
+
+
 def _extents(region, env) -> list:
     """``[(extent, starts)]`` of a partition's tiles at ``env``: the full tiles, then the shorter last one (the
     starts within the enclosing tile, as a ``range``: nothing is held per tile until a mask reads where they lie).
@@ -236,10 +247,12 @@ class Concrete:
     partition's inside is folded once per distinct tile extent and counted as many times as there are such
     tiles, and a masked stream's trip once per distinct slice extent, counted on every tile where it runs.
     ``block_mask`` (:class:`~napkin_cat.algorithms.blockmask.BlockMask`, the data's): a mask read from data
-    skips the trips where it allows no pair, as the runner given it does; without one such a mask skips nothing."""
+    skips the trips where it allows no pair, as the runner given it does; without one such a mask skips nothing,
+    and ``density`` (``{symbol: number}``, :attr:`~napkin_cat.algorithms.skipping.Skip.density`) scales the trips
+    it lets run: ``ρ`` of them (a fraction, not a count: the cost then says what it assumes)."""
 
-    def __init__(self, block_mask=None):
-        self.block_mask = block_mask
+    def __init__(self, block_mask=None, density=None):
+        self.block_mask, self.density = block_mask, dict(density or {})
 
     def box(self, box, ctx: At):
         H, H_bytes, flops, _ = box_pieces(box)
@@ -286,6 +299,9 @@ class Concrete:
         """Each distinct slice's trip, counted per slice; ``vals`` gets the sliced outputs the trips make.
         With ``skip`` (a stream's :class:`~napkin_cat.algorithms.skipping.Skip`), the slices it skips are not."""
         made = {}
+        rho = self.density.get(skip.density, 1) if skip is not None and self.block_mask is None else 1
+        if rho != 1:            # the trips' totals apart, then ρ of them added (a fraction of the trips run)
+            outer, ctx.total = ctx.total, Cost()
 
         def trip(inner, e):
             r = run if e == node.region.size or not isinstance(node.region.size, int) \
@@ -300,6 +316,11 @@ class Concrete:
                 if inner.count:
                     trip(inner, e)
                     _add(ctx.total, inner.total)
+        if rho != 1:
+            trips, ctx.total = ctx.total, outer
+            for mine, theirs in ((outer.H, trips.H), (outer.H_bytes, trips.H_bytes), (outer.flops, trips.flops)):
+                for k, v in theirs.items():
+                    mine[k] = mine.get(k, 0) + rho * v
         vals.update((v, made[v]) for v in node.sliced)
 
     def stream(self, node, ins, ctx, dests, run):
@@ -385,12 +406,13 @@ def bind(diagram: Diagram, sizes, *, strict: bool = True) -> dict:
     return env
 
 
-def folded(diagram: Diagram, env: dict, block_mask=None) -> Cost:
+def folded(diagram: Diagram, env: dict, block_mask=None, density=None) -> Cost:
     """The transfers (values and bytes) and FLOPs of ``diagram`` at an environment already bound (:func:`bind`),
     without its memory: what a search that counts many tilings of one algorithm calls, binding its sizes once.
-    ``block_mask``: the data's, for the masks read from data (:class:`Concrete`)."""
+    ``block_mask``: the data's, for the masks read from data; else ``density`` (``{symbol: number}``) scales the
+    trips they let run (:class:`Concrete`)."""
     ctx = At(env)
-    (CONCRETE if block_mask is None else Concrete(block_mask)).diagram(diagram, ctx)
+    (CONCRETE if block_mask is None and not density else Concrete(block_mask, density)).diagram(diagram, ctx)
     out = ctx.total
     out.H = {l: v for l, v in out.H.items() if v}
     out.H_bytes = {l: v for l, v in out.H_bytes.items() if v}
@@ -398,18 +420,26 @@ def folded(diagram: Diagram, env: dict, block_mask=None) -> Cost:
     return out
 
 
-def at(diagram: Diagram, sizes, *, strict: bool = False, block_mask=None) -> Cost:
+def at(diagram: Diagram, sizes, *, strict: bool = False, block_mask=None, density=None) -> Cost:
     """The cost of ``diagram`` at ``sizes`` (axis and tile names → ints), ragged tiles counted exactly:
     a :class:`~napkin_cat.cost.record.Cost` of ints (``M`` the largest column at those sizes).  ``strict``:
     refuse a name the diagram lacks and a tile larger than its axis (:func:`bind`).  ``block_mask``: the data's
-    (over the axes of the diagram's masks read from data, at ``sizes``): what a run given it skips is not counted."""
+    (over the axes of the diagram's masks read from data, at ``sizes``): what a run given it skips is not counted.
+    Without one, a mask from data runs a fraction ``density`` (a number for all, or ``{symbol: number}``; default
+    1, dense) of the trips the positions allow, and :attr:`~napkin_cat.cost.record.Cost.assumptions` says so."""
     env = bind(diagram, sizes, strict=strict)
+    symbols = densities(diagram) if block_mask is None else ()
+    if density is not None and block_mask is not None:
+        raise ArgumentError("a block mask decides every trip exactly: give block_mask= or density=, not both")
+    assumed = Cost(assumptions=tuple(Density(r) for r in symbols)).at_density(1 if density is None else density)
+    rho = {a.symbol: a.value for a in assumed.assumptions if a.value is not None and a.value != 1}
     if block_mask is not None:
         axes = data_axes(diagram)
         if set(block_mask.axes) != set(axes):
             raise ShapeError(f"the block mask is over axes {list(block_mask.axes)}; the masks read from data of this "
                             f"algorithm are over {list(axes) or 'no axis (it has none: give no block mask)'}")
         block_mask.check({str(k): v for k, v in env.items()}, "the sizes")
-    out = folded(diagram, env, block_mask)
+    out = folded(diagram, env, block_mask, rho)
+    out.assumptions = tuple(a if a.value is not None else Density(a.symbol, 1) for a in assumed.assumptions)
     out.columns = {l: [max(_value(col, env) for col in cols)] for l, cols in cost(diagram).columns.items()}
     return out

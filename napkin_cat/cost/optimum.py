@@ -343,8 +343,11 @@ def counted(c, prog: TilingProgram, level: int, sizes):
              **{str(t): 1 for t in prog.tiles}}
     env = bind(c.source, given, strict=False)     # bound once; each tiling only sets its tiles
 
+    rho = {a.symbol: a.value for a in c.assumptions if a.value is not None and a.value != 1}
+
     def count(tiles) -> Fraction:
-        return Fraction(int(folded(c.source, {**env, **dict(zip(prog.tiles, map(int, tiles)))}).H.get(level, 0)))
+        h = folded(c.source, {**env, **dict(zip(prog.tiles, map(int, tiles)))}, density=rho).H.get(level, 0)
+        return Fraction(h) if isinstance(h, int) else Fraction(str(h))     # ρ of a stream's trips: a fraction
     return count
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 import sympy
 
 from napkin_cat.cost.maxima import column_max
+from napkin_cat.errors import ArgumentError
 
 ZERO = sympy.Integer(0)
 ONE = sympy.Integer(1)
@@ -68,17 +69,35 @@ class GroupCost:
     level: int = 1      # the level of the kernel it partitions (2: a level-2 kernel's groups in a level-1 tile)
 
 
+@dataclass(frozen=True)
+class Density:
+    """An assumption of a cost: ``symbol`` (``rho[…]``, :func:`~napkin_cat.algorithms.skipping.density_symbol`) is
+    the fraction of a stream's trips (those the masks from positions allow) whose block the mask from data allows;
+    ``value``: None where it is left free (a symbolic cost: substitute it), else the number the counts assume (1:
+    dense, every trip run, as a cost at sizes given no block mask counts)."""
+
+    symbol: sympy.Symbol
+    value: object = None
+
+    def __str__(self):
+        told = "free" if self.value is None else f"= {self.value}" + (" (dense)" if self.value == 1 else "")
+        return (f"{self.symbol} {told}: the fraction of the stream's trips that the positions allow whose block the "
+                f"data's mask allows")
+
+
 class StreamRecord(tuple):
     """``(axis, stream size, full size)`` of one stream, with the ``level`` its slices are held at, and whether it is
     ``masked``: a mask skips some of its trips, so the symbolic count of those that run is an estimate
-    (:mod:`napkin_cat.cost.trips`) and only the cost at concrete sizes counts them exactly."""
+    (:mod:`napkin_cat.cost.trips`) and only the cost at concrete sizes counts them exactly; ``density``: the symbol
+    its running trips are scaled by where a mask from data skips some (None where none does)."""
 
     level = 1
     masked = False
+    density = None
 
-    def __new__(cls, axis, size, full, level: int = 1, masked: bool = False):
+    def __new__(cls, axis, size, full, level: int = 1, masked: bool = False, density=None):
         out = super().__new__(cls, (axis, size, full))
-        out.level, out.masked = level, masked
+        out.level, out.masked, out.density = level, masked, density
         return out
 
 
@@ -96,6 +115,8 @@ class Cost:
     #: the diagram the record was read off (None for a record composed of others): where the symbolic transfers
     #: are an estimate (:attr:`estimated`), the cost at concrete sizes re-reads it
     source: object = field(default=None, repr=False, compare=False)
+    #: the densities of masks from data the counts assume (:class:`Density`): free symbols (symbolic) or bound
+    assumptions: tuple = ()
 
     @property
     def M(self) -> dict:
@@ -122,6 +143,35 @@ class Cost:
         """Whether the symbolic transfers count some trips by an estimate: a masked stream's running trips
         (:class:`StreamRecord`), exact only at concrete sizes (``nc.cost(d, sizes=...)``)."""
         return any(getattr(s, "masked", False) for s in self.streams)
+
+    def at_density(self, density) -> "Cost":
+        """This cost with every density symbol of :attr:`assumptions` bound: ``density`` a number (every mask from
+        data) or ``{symbol: number}``; the assumptions then say which value the counts assume.
+
+        >>> import napkin_cat as nc
+        >>> from napkin_cat.cost.iocost import cost
+        >>> c = cost(nc.stream(nc.kernel(nc.library.document_attention()), "x", "s_x"))
+        >>> (rho,) = [a.symbol for a in c.assumptions]
+        >>> half = c.at_density(0.5)
+        >>> rho, half.H[1] == c.H[1].subs(rho, sympy.Rational(1, 2)), half.assumptions[0].value
+        (rho[d(q)=d(x)], True, 1/2)
+        """
+        values = {}
+        for a in self.assumptions:
+            given = density.get(a.symbol, density.get(str(a.symbol))) if isinstance(density, dict) else density
+            if a.value is None and given is not None:
+                values[a.symbol] = fraction(given, a.symbol)
+        if not values:
+            return self
+
+        def bind(x):
+            return sympy.sympify(x).xreplace(values) if isinstance(x, sympy.Basic) else x
+        ops = [replace(o, flops=bind(o.flops), trips=bind(o.trips)) for o in self.ops]
+        groups = [replace(g, N_g=bind(g.N_g), H_g={l: bind(h) for l, h in g.H_g.items()}) for g in self.groups]
+        return Cost({l: bind(h) for l, h in self.H.items()}, {l: bind(h) for l, h in self.H_bytes.items()},
+                    {l: list(c) for l, c in self.columns.items()}, {p: bind(f) for p, f in self.flops.items()},
+                    groups, list(self.streams), ops, self.source,
+                    tuple(Density(a.symbol, values.get(a.symbol, a.value)) for a in self.assumptions))
 
     @property
     def levels(self):
@@ -164,7 +214,8 @@ class Cost:
                       o.dtype, o.operands, o.index) for o in self.ops]
         return Cost({l: times(h) for l, h in self.H.items()}, {l: times(h) for l, h in self.H_bytes.items()},
                     {l: list(c) for l, c in self.columns.items()}, {p: times(f) for p, f in self.flops.items()},
-                    [replace(g, N_g=times(g.N_g)) for g in self.groups], list(self.streams), ops)
+                    [replace(g, N_g=times(g.N_g)) for g in self.groups], list(self.streams), ops,
+                    assumptions=self.assumptions)
 
     def then(self, other: "Cost") -> "Cost":
         """Sequential composition: H and FLOPs add, M is the max (columns are pooled)."""
@@ -184,7 +235,12 @@ class Cost:
         self.groups += src.groups
         self.streams += src.streams
         self.ops += src.ops
+        self._assume(src.assumptions)
         return self
+
+    def _assume(self, more):
+        if more:
+            self.assumptions = tuple(dict.fromkeys(self.assumptions + tuple(more)))
 
     def absorb_all(self, parts) -> "Cost":
         """In place: ``self ← self ; p₁ ; … ; pₙ``, each total summed once (not through n partial sums)."""
@@ -203,6 +259,7 @@ class Cost:
             self.groups += src.groups
             self.streams += src.streams
             self.ops += src.ops
+            self._assume(src.assumptions)
         return self
 
     __rshift__ = then
@@ -224,6 +281,22 @@ class Cost:
         H = {l: h for l, h in self.H.items()}
         return f"Cost(H={H}, M={self.M}, flops={self.flops})"
 
+
+
+def fraction(value, symbol):
+    """A density as an exact rational in [0, 1], or an ArgumentError naming ``symbol`` (what it binds) and the value.
+
+    >>> fraction(0.25, "rho"), fraction(1, "rho")
+    (1/4, 1)
+    """
+    try:
+        r = sympy.Rational(str(value)) if isinstance(value, float) else sympy.Rational(value)
+    except (TypeError, ValueError):
+        r = None
+    if r is None or not 0 <= r <= 1:
+        raise ArgumentError(f"{symbol}: a density is the fraction of a stream's trips that run, a number 0 … 1; "
+                            f"got {value!r}")
+    return r
 
 
 def _same(x):

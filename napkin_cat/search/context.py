@@ -40,6 +40,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from napkin_cat.cost.record import fraction
 from napkin_cat.errors import ArgumentError
 from napkin_cat.search.paths import Choice
 
@@ -61,15 +62,16 @@ class KernelCache:
         self._choices: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
 
-    def choice(self, graph, block: int, level: int) -> Choice:
-        """The partitions and cost curves of ``block``'s kernel in ``graph`` at ``level``, costed once per key."""
-        key = (graph.key(block), level)
+    def choice(self, graph, block: int, level: int, density=1) -> Choice:
+        """The partitions and cost curves of ``block``'s kernel in ``graph`` at ``level`` (a mask from data running
+        ``density`` of its trips), costed once per key."""
+        key = (graph.key(block), level, density)
         with self._lock:
             found = self._choices.get(key)
             if found is not None:
                 self._choices.move_to_end(key)
                 return found
-        made = Choice(graph.subdiagram(block), level)
+        made = Choice(graph.subdiagram(block), level, density)
         with self._lock:
             found = self._choices.setdefault(key, made)
             self._choices.move_to_end(key)
@@ -100,20 +102,22 @@ class Search:
     level: int
     cache: KernelCache = field(default_factory=lambda: KERNELS)
     solved: dict = field(default_factory=dict)
+    density: object = 1       # the fraction of a stream's trips a mask from data lets run (1: dense)
 
     def choice(self, graph, block: int) -> Choice:
-        """The block's partitions and cost curves at this search's level (:meth:`KernelCache.choice`)."""
-        return self.cache.choice(graph, block, self.level)
+        """The block's partitions and cost curves at this search's level and density (:meth:`KernelCache.choice`)."""
+        return self.cache.choice(graph, block, self.level, self.density)
 
 
-def search_of(level: int, cache=None) -> Search:
-    """A fresh :class:`Search` at ``level`` reading ``cache`` (default :data:`KERNELS`); an ArgumentError naming
-    what was given when ``cache`` is not a :class:`KernelCache`."""
+def search_of(level: int, cache=None, density=1) -> Search:
+    """A fresh :class:`Search` at ``level`` reading ``cache`` (default :data:`KERNELS`), its masks from data running
+    ``density`` of their trips (an exact rational 0 … 1); an ArgumentError naming what was given when ``cache`` is
+    not a :class:`KernelCache` or ``density`` is not a fraction."""
     if cache is None:
         cache = KERNELS
     if not isinstance(cache, KernelCache):
         raise ArgumentError(f"cache= takes a KernelCache (napkin_cat.search.context), got {type(cache).__name__}")
-    return Search(level, cache)
+    return Search(level, cache, density=fraction(density, "density="))
 
 
 __all__ = ["KernelCache", "KERNELS", "KERNEL_LIMIT", "Search", "search_of"]

@@ -45,12 +45,13 @@ class Curve:
     ``role``: the part of the rule book that builds the partition (``"stream"``, ``"sweep"``, ``"nest"``,
     ``"split"``: :func:`~napkin_cat.search.paths.playable`), ``sliced``: whether its stream is a sweep.  Its points
     are remembered under their whole keys (sizes, memory, tile grid, caps), each kept once computed, so a curve may
-    be shared between calls and threads."""
+    be shared between calls and threads.  ``density``: the fraction of a stream's trips a mask from data lets run
+    (bound in its cost, :meth:`~napkin_cat.cost.record.Cost.at_density`; 1: dense, the worst case)."""
 
-    def __init__(self, partition, level: int = 1, *, role: str = "stream", sliced: bool = False):
+    def __init__(self, partition, level: int = 1, *, role: str = "stream", sliced: bool = False, density=1):
         self.partition, self.level, self.role, self.sliced = partition, level, role, sliced
         recorded = isinstance(partition, Variant)
-        self.cost = cost(partition.record if recorded else partition)
+        self.cost = cost(partition.record if recorded else partition).at_density(density)
         if recorded:   # a masked stream's transfers are counted at sizes on the algorithm itself: the built one
             self.cost.source = partition.diagram if self.cost.estimated else None
         self.streams = {s for _, s, _ in self.cost.streams if isinstance(s, sympy.Symbol)}

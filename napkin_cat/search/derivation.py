@@ -40,11 +40,14 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
+from dataclasses import replace
 
 import sympy
 
 from napkin_cat.algorithms.launches import blocks
+from napkin_cat.cost.numeric import densities
 from napkin_cat.cost.optimum import Optimum, memory_limit
+from napkin_cat.cost.record import Density
 from napkin_cat.errors import ConstructionError, LevelError, MemoryLimitError, NapkinError, RewriteError
 from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.search.bounds import Bound, lower_bound
@@ -136,7 +139,7 @@ collector_paused = CollectorPause()
 @collector_paused
 def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = None, *, book=None,
            depth: int = 2, reference: dict | None = None, tiles: str = "divisors",
-           min_blocks: int | None = None, bound=None, cache=None) -> Derivation:
+           min_blocks: int | None = None, bound=None, cache=None, density=1) -> Derivation:
     """The cheapest algorithm for ``diagram`` at ``level`` with ``memory`` values there (see module docstring).
 
     ``memory``: a symbol name (symbolic mode: ``.H`` is a ``Piecewise`` in it), an int, or a list of ints
@@ -162,6 +165,11 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
     report the gap against in place of the one read off the diagram (:func:`~napkin_cat.search.bounds.lower_bound`,
     which knows attention's forward and the gradients ``nc.grad`` makes of it): one the structure does not show.
 
+    ``density``: the fraction of a stream's trips (those its positions allow) that a mask read from data lets run
+    (document ids: no block mask is known before the data): a number 0 … 1, default 1 (dense, the worst case).
+    Every candidate is costed with it bound (:meth:`~napkin_cat.cost.record.Cost.at_density`), so the search is
+    the dense one at 1; the result's ``assumptions`` name each density symbol of its algorithm and the value.
+
     ``min_blocks`` (numeric mode): a parallelism requirement.  The objective stays ``H``; the requirement
     narrows the set it is minimised over to the algorithms whose every kernel launches at least ``min_blocks``
     thread blocks (:mod:`napkin_cat.algorithms.launches`: its groups ``Π ⌈a/g⌉`` times the parts of a split
@@ -180,7 +188,7 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
     if not isinstance(level, int) or isinstance(level, bool) or not 1 <= level <= MAX_LEVEL:
         raise LevelError(f"level must be a positive int 1 … {MAX_LEVEL} (1: the first level below global memory), "
                          f"got {level!r}")
-    search = search_of(level, cache)
+    search = search_of(level, cache, density)
     book = rulebook(book) if not hasattr(book, "roles") else book
     memories, many = _memories(memory)
     forms = prepared_forms(diagram, book, depth)
@@ -190,12 +198,20 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
         if sizes is None:
             raise NapkinError("a number for memory needs sizes= for every axis (numeric mode); or give a memory "
                               "symbol such as 'M' for the symbolic envelope")
-        return _numeric(diagram, forms, book, search, memories, many, dict(sizes), tiles, min_blocks, bound)
+        return _assuming(_numeric(diagram, forms, book, search, memories, many, dict(sizes), tiles, min_blocks,
+                                  bound), search.density)
     if bound is not None:
         raise NapkinError("bound= is a numeric-mode option: give a number (or a list of numbers) for memory")
     if tiles != "divisors":
         raise NapkinError("tiles='any' is a numeric-mode option (the symbolic large-M forms have no tile grid)")
-    return symbolic(diagram, forms, book, search, memories, sizes, reference)
+    return _assuming(symbolic(diagram, forms, book, search, memories, sizes, reference), search.density)
+
+
+def _assuming(d: Derivation, density) -> Derivation:
+    """``d`` stating the density its costs assume for each mask from data of its algorithm (none: nothing)."""
+    found = {a.symbol: None for r in (d.regimes or (d,)) if r.cost is not None for a in r.cost.assumptions}
+    found.update((s, None) for s in densities(d.diagram))
+    return replace(d, assumptions=tuple(Density(s, density) for s in found))
 
 
 def _numeric(diagram, forms, book, search, memories, many, sizes, tiles="divisors", min_blocks=None, given=None):

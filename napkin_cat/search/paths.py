@@ -41,8 +41,8 @@ class Choice:
     A value of its kernel and level: what it builds on first use is built whole and then kept (a thread that
     finds a part either finds it complete or builds its own), so a Choice may be shared between threads."""
 
-    def __init__(self, function, level):
-        self.function, self.level = function, level
+    def __init__(self, function, level, density=1):
+        self.function, self.level, self.density = function, level, density
         certain = function.cod.inside if _reads_positions(function) else (*function.dom.inside, *function.cod.inside)
         self.compulsory = sum((numel(a) for a in certain), sympy.Integer(0))
         self._options = None
@@ -61,7 +61,7 @@ class Choice:
     def split_options(self) -> list:
         """The partitions with a split stream (built on first use): costed only under a requirement."""
         if self._split is None:
-            self._split = [(v, Curve(v, self.level, role="split"))
+            self._split = [(v, Curve(v, self.level, role="split", density=self.density))
                            for v in split_variants(self.function, self.level)]
         return self._split
 
@@ -71,7 +71,7 @@ class Choice:
         role of the rule that builds it (built on first use)."""
         if self._options is None:
             self._options = [(v, Curve(v, self.level, role="nest" if v.inner else "sweep" if v.sliced
-                                       else "stream", sliced=v.sliced))
+                                       else "stream", sliced=v.sliced, density=self.density))
                              for v in variants(self.function, self.level)]
         return self._options
 

@@ -65,6 +65,9 @@ class Derivation(_Derivation):
     prediction: object = None       # with hardware=: the model's time at the chosen tiles (nc.hardware.predict)
     timings: tuple = field(default=(), repr=False)      # with hardware=: (variant, tiles, seconds, H), fastest first
     blocks: int | None = None   # numeric mode: the thread blocks the narrowest kernel launches (at the tiles chosen)
+    #: the densities of masks from data its costs assume (:class:`~napkin_cat.cost.record.Density`, bound to
+    #: ``nc.derive(..., density=)``; empty where the algorithm has none)
+    assumptions: tuple = ()
 
     def at(self, memory) -> "Derivation":
         """The single-memory derivation for one of the memories of a numeric range."""
@@ -83,6 +86,6 @@ class Derivation(_Derivation):
 def _single(parent, r: Regime) -> Derivation:
     return Derivation(parent.start, r.diagram, r.trace, H=r.H, cost=r.cost, optimum=r.optimum, variant=r.variant,
                       regimes=(r,), memory=r.memory, level=parent.level, sizes=parent.sizes, bound=parent.bound,
-                      gap=r.gap)
+                      gap=r.gap, assumptions=parent.assumptions)
 
 
