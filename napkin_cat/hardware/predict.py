@@ -22,6 +22,17 @@ goes.  Per kernel ``k`` (a top-level box of the algorithm: Grids around a Kernel
 ``B`` is the one count of thread blocks, :func:`napkin_cat.algorithms.launches.narrowest` (the groups of the
 Grids around the kernel times the parts of a split stream that is the whole kernel).
 
+A matrix product whose side is shorter than the tensor-core instruction's (one query row when decoding) is
+charged on the tensor cores at its padded FLOPs or on the CUDA cores at the general pipeline's rate, whichever
+makes the kernel faster (:mod:`napkin_cat.hardware.placement`; ``KernelTime.products`` says which).  A kernel
+whose split stream is its whole work (FlashDecoding, :mod:`napkin_cat.algorithms.splits`) is two launches::
+
+    parts:    B = groups · P blocks;  u = groups · T/⌈T/P⌉ / (waves · N · r)   T slices, the busiest part ⌈T/P⌉
+    combine:  groups blocks; T_l2 = (P · groups · |state| bytes + outputs) / l2_to_smem, T_hbm = outputs / hbm,
+              T_comp = the merges, finishes and tail;  T = … / u + launch       (``KernelTime.combine``)
+
+the parts' launch keeps the rest (its inputs, the partial states written, the trips).
+
 Every rate is the model's (its TOML file, ``nc.hardware.load``) unless ``ceilings`` overrides it with a
 measured one (``{"hbm": B/s, "l2": B/s, "tensor:bf16": FLOP/s, ...}``): a benchmark measures the copy
 bandwidth and the matrix-product rate once and predicts every kernel from them.  The result lists the
@@ -212,6 +223,9 @@ class KernelForm:
             state = sum((numel(b.cod.inside[0]) * as_dtype(b.cod.inside[0].dtype).bytes
                          for b in partial_moves(schedule_of(split.split))
                          if b.data.kind == "load" and b.cod.inside[0].level == level), sympy.Integer(0))
+            trips = sympy.ceiling(sympy.sympify(split.split.full_size()) / sympy.sympify(split.split.size))
+            # part p runs ⌈(p+1)T/P⌉ − ⌈pT/P⌉ of the T slices: the launch lasts as long as the busiest, ⌈T/P⌉
+            named["busy"] = split.groups * trips / sympy.ceiling(trips / split.parts)
             named.update({"combine:moved": split.parts * split.groups * state + _bytes_expr(box.cod),
                           "combine:compulsory": _bytes_expr(box.cod), "combine:blocks": split.groups})
             for op in combine:
@@ -255,6 +269,7 @@ class KernelForm:
                "products": [{"flops": v[f"product:{i}:flops"], "pad": v[f"product:{i}:pad"],
                              "tensor": v[f"product:{i}:tensor"], "cuda": v[f"product:{i}:cuda"]}
                             for i in range(len(self.products))]}
+        out["busy"] = v.get("busy", out["blocks"])
         if self.split:
             out["combine"] = {"moved": v["combine:moved"], "compulsory": v["combine:compulsory"],
                               "blocks": int(round(v["combine:blocks"])), "flops": by_pipeline("combine:flops:"),
@@ -307,7 +322,7 @@ class KernelForm:
                 secs[pipe] = secs.get(pipe, 0.0) + x["cuda" if w else "tensor"]
                 fl[pipe] = fl.get(pipe, 0.0) + x["flops"]
             kt = self._launch(self.box.name, moved, v["compulsory"] - (combine or {}).get("compulsory", 0.0), secs,
-                              fl, B, r, launch, on_chip)
+                              fl, B, r, launch, on_chip, busy=v["busy"])
             key = (kt.time, sum(secs.get(p, 0.0) for p in PIPELINES))   # ties (memory-bound): less compute
             if best is None or key < best[0]:
                 best = (key, kt, where)
@@ -319,8 +334,10 @@ class KernelForm:
                          combine["flops"], combine["blocks"], r, launch, on_chip)
         return replace(kt, time=kt.time + c.time, products=products, combine=c)
 
-    def _launch(self, label, moved, compulsory, seconds, flops, B, r, launch, on_chip) -> KernelTime:
-        """One launch of ``B`` blocks, ``r`` resident per SM: ``max(T_hbm, T_l2, T_comp) / u + launch``."""
+    def _launch(self, label, moved, compulsory, seconds, flops, B, r, launch, on_chip, busy=None) -> KernelTime:
+        """One launch of ``B`` blocks, ``r`` resident per SM: ``max(T_hbm, T_l2, T_comp) / u + launch``, ``u`` the
+        share of the waves' slots the work fills: ``busy`` blocks' worth (a split's parts: ``groups · T/⌈T/P⌉``, its
+        work spread over the parts that hold slices, the busiest setting the time; else ``B``)."""
         gpu = self.gpu
         hbm = float(self.ceilings.get("hbm", gpu.hbm))
         l2 = float(self.ceilings.get("l2", gpu.l2_to_smem or gpu.hbm))
@@ -329,7 +346,7 @@ class KernelForm:
         pipes = [terms[p] for p in PIPELINES]
         comp = sum(pipes) if self.overlap == "sequential" else max(pipes)
         waves = math.ceil(B / (gpu.sm_count * r))
-        u = B / (waves * gpu.sm_count * r)
+        u = (B if busy is None else busy) / (waves * gpu.sm_count * r)
         bound = max(("hbm", "l2", "compute"), key=lambda k: comp if k == "compute" else terms[k])
         if bound == "compute":
             bound = max(PIPELINES, key=lambda p: terms[p])
