@@ -67,7 +67,7 @@ def test_the_dry_run_goes_through_every_step(tmp_path):
     assert result["tolerance"] == {"bf16": 1e-2, "fp32": 1e-4} and "median" in result["timing"]
     assert {"torch", "triton", "python"} <= set(result["versions"])
     kinds = [row["kind"] for row in result["rows"]]
-    assert kinds == ["attention", "causal", "gqa", "matmul", "cuda"]
+    assert kinds == ["attention", "causal", "gqa", "decode", "matmul", "cuda"]
     for row in result["rows"]:
         assert "failed" not in row, row.get("traceback")
         (c,) = row["candidates"]
@@ -79,12 +79,19 @@ def test_the_dry_run_goes_through_every_step(tmp_path):
     attention = result["rows"][0]
     assert attention["candidates"][0]["runtime_sizes"] == ["q", "x", "h"]
     assert {b["path"] for b in attention["baselines"]} >= {"sdpa flash, 4-D", "sdpa default dispatch, 4-D"}
-    cuda = result["rows"][4]["candidates"][0]
+    cuda = result["rows"][5]["candidates"][0]
     assert cuda["smem"] == cuda["smem_static"] + cuda["smem_dynamic"] == cuda["plan_smem"]
     assert (tmp_path / path.name.replace(".json", ".png")).stat().st_size > 10_000
     # the derived pick is what nc.derive(hardware=) returns, asked here again
     import napkin_cat as nc
-    mm = result["rows"][3]
+    decode = result["rows"][3]             # one query row: a split (FlashDecoding) derived for the model
+    (c,) = decode["candidates"]
+    assert decode["sizes"]["q"] == 1 and "×" in decode["variant"] and c["tiles"]["p_x"] > 1
+    kernel = c["prediction"]["kernels"][0]
+    assert kernel["combine"]["blocks"] * c["tiles"]["p_x"] == kernel["blocks"]
+    assert set(kernel["products"].values()) <= {"CUDA cores", "tensor cores, padded ×64"}
+    assert decode["flops"] == 4.0 * decode["N"] * decode["d"]       # 2·x·d for QKᵀ and as many for PV, per head
+    mm = result["rows"][4]
     r = nc.derive(nc.einsum("a b, b c -> a c", dtype="bf16", out_dtype="bf16"), sizes=mm["sizes"],
                   hardware="h100-sxm5")
     assert mm["candidates"][0]["tiles"] == {str(k): int(v) for k, v in r.optimum.exact_sizes.items()}

@@ -172,14 +172,14 @@ def inputs_and_reference(cfg, env):
     if cfg["kind"] == "matmul":
         A, B = rand(cfg["a"], cfg["b"]), rand(cfg["b"], cfg["c"])
         return (A, B), A.float() @ B.float()
-    n, d = cfg["N"], cfg["d"]
+    n, d, m = cfg["N"], cfg["d"], cfg.get("q", cfg["N"])      # m query rows (1 when decoding) against n keys
     if cfg["kind"] == "gqa":
         hk, G = cfg["batch"] * cfg["kv_heads"], cfg["heads"] // cfg["kv_heads"]
-        Q, K, V = rand(hk, G, n, d), rand(hk, n, d), rand(hk, n, d)
-        ref = _reference_attention(Q.reshape(hk * G, n, d), K.repeat_interleave(G, 0), V.repeat_interleave(G, 0))
-        return (Q, K, V), ref.reshape(hk, G, n, d)
+        Q, K, V = rand(hk, G, m, d), rand(hk, n, d), rand(hk, n, d)
+        ref = _reference_attention(Q.reshape(hk * G, m, d), K.repeat_interleave(G, 0), V.repeat_interleave(G, 0))
+        return (Q, K, V), ref.reshape(hk, G, m, d)
     h = cfg["batch"] * cfg["heads"]
-    Q, K, V = rand(h, n, d), rand(h, n, d), rand(h, n, d)
+    Q, K, V = rand(h, m, d), rand(h, n, d), rand(h, n, d)
     return (Q, K, V), _reference_attention(Q, K, V, causal=cfg["kind"] == "causal")
 
 
@@ -262,10 +262,10 @@ def baselines(cfg, inputs, reference, env) -> list[dict]:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     backends = [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
                 ("efficient", SDPBackend.EFFICIENT_ATTENTION), ("default dispatch", None)]
-    B, n, d = cfg["batch"], cfg["N"], cfg["d"]
+    B, n, d, m = cfg["batch"], cfg["N"], cfg["d"], cfg.get("q", cfg["N"])
     if cfg["kind"] == "gqa":
         Q, K, V = inputs
-        Q4 = Q.reshape(B, cfg["heads"], n, d)
+        Q4 = Q.reshape(B, cfg["heads"], m, d)
         K4, V4 = K.reshape(B, cfg["kv_heads"], n, d), V.reshape(B, cfg["kv_heads"], n, d)
         G = cfg["heads"] // cfg["kv_heads"]
         Ke, Ve = K4.repeat_interleave(G, 1), V4.repeat_interleave(G, 1)
@@ -282,7 +282,7 @@ def baselines(cfg, inputs, reference, env) -> list[dict]:
                     return F.scaled_dot_product_attention(Q4, Ke, Ve)
             attempt(f"sdpa {name}, K/V expanded beforehand (untimed), 4-D", run_expanded)
         return out
-    Q, K, V = (x.reshape(B, cfg["heads"], n, d) for x in inputs)
+    Q, K, V = (x.reshape(B, cfg["heads"], -1, d) for x in inputs)
     causal = cfg["kind"] == "causal"
     for name, be in backends:
         def run(be=be):
@@ -291,4 +291,8 @@ def baselines(cfg, inputs, reference, env) -> list[dict]:
             with sdpa_kernel(be):
                 return F.scaled_dot_product_attention(Q, K, V, is_causal=causal)
         attempt(f"sdpa {name}{', is_causal' if causal else ''}, 4-D", run)
+    if cfg["kind"] == "decode" and env["where"] == "cuda":     # FlexAttention's decoding path (compiled): GPU only
+        from torch.nn.attention.flex_attention import flex_attention
+        flex = torch.compile(flex_attention)
+        attempt("flex_attention compiled (decoding), 4-D", lambda: flex(Q, K, V))
     return out

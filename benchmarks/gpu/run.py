@@ -4,7 +4,8 @@
 
 For each configuration (attention forward at d = 64 and 128, N = 1,024 … 16,384, bf16, batch × heads
 filling the GPU as in FlashAttention-2's benchmark: batch·N = 16k tokens, 2,048/d heads; grouped-query
-attention; a 4096³ matrix product and a skinny one):
+attention; decoding, one query row per head against N = 4,096 … 131,072 keys, and grouped-query decoding; a
+4096³ matrix product and a skinny one):
 
 1. ``nc.derive(f, sizes=..., hardware=<the machine's model>)`` picks the variant and tiles of least
    predicted time (``nc.hardware.timed``): that pick (``"pick": "derived"``) is the library's result.  Beside
@@ -60,6 +61,7 @@ def configurations(dry: bool, quick: bool) -> list[dict]:
         return [{"kind": "attention", "d": 16, "N": 128, "batch": 1, "heads": 2},
                 {"kind": "causal", "d": 16, "N": 128, "batch": 1, "heads": 2},
                 {"kind": "gqa", "d": 16, "N": 64, "batch": 1, "heads": 4, "kv_heads": 2},
+                {"kind": "decode", "q": 1, "d": 16, "N": 4096, "batch": 1, "heads": 1},
                 {"kind": "matmul", "a": 64, "b": 64, "c": 128},
                 {"kind": "cuda", "d": 16, "N": 64, "batch": 1, "heads": 2}]
     ns = (1024, 4096, 16384) if quick else (1024, 2048, 4096, 8192, 16384)
@@ -67,6 +69,9 @@ def configurations(dry: bool, quick: bool) -> list[dict]:
            for d in (64, 128) for n in ns]
     out += [{"kind": "causal", "d": d, "N": n, "batch": max(1, 16384 // n), "heads": 2048 // d}
             for d in (64, 128) for n in ns]
+    out += [{"kind": "decode", "q": 1, "d": 128, "N": n, "batch": 1, "heads": 32}
+            for n in ((4096, 32768, 131072) if quick else (4096, 8192, 16384, 32768, 65536, 131072))]
+    out += [{"kind": "gqa", "q": 1, "d": 128, "N": 32768, "batch": 1, "heads": 32, "kv_heads": 8}]
     out += [{"kind": "gqa", "d": 128, "N": 4096, "batch": 4, "heads": 32, "kv_heads": 8},
             {"kind": "matmul", "a": 4096, "b": 4096, "c": 4096},
             {"kind": "matmul", "a": 128, "b": 8192, "c": 8192},
@@ -82,19 +87,20 @@ def diagram_of(cfg):
     if cfg["kind"] == "gqa":
         g = cfg["heads"] // cfg["kv_heads"]
         return (nc.library.grouped_query_attention(formats=FORMATS),
-                {"q": cfg["N"], "x": cfg["N"], "d": cfg["d"], "h": cfg["batch"] * cfg["kv_heads"], "g": g})
+                {"q": cfg.get("q", cfg["N"]), "x": cfg["N"], "d": cfg["d"], "h": cfg["batch"] * cfg["kv_heads"],
+                 "g": g})
     formats = None if cfg["kind"] == "cuda" else FORMATS
     if cfg["kind"] == "causal":         # the library's causal attention (a mask from positions), one per head
         return (nc.weave(nc.library.causal_attention(formats=formats), "h", inputs=[0, 1, 2]),
                 {"q": cfg["N"], "x": cfg["N"], "d": cfg["d"], "h": cfg["batch"] * cfg["heads"]})
-    return (nc.library.multi_head_attention(formats=formats),
-            {"q": cfg["N"], "x": cfg["N"], "d": cfg["d"], "h": cfg["batch"] * cfg["heads"]})
+    return (nc.library.multi_head_attention(formats=formats),      # decode: one query row (q = 1) per head
+            {"q": cfg.get("q", cfg["N"]), "x": cfg["N"], "d": cfg["d"], "h": cfg["batch"] * cfg["heads"]})
 
 
 def flops_of(cfg) -> float:
     if cfg["kind"] == "matmul":
         return 2.0 * cfg["a"] * cfg["b"] * cfg["c"]
-    full = 4.0 * cfg["batch"] * cfg["heads"] * cfg["N"] ** 2 * cfg["d"]
+    full = 4.0 * cfg["batch"] * cfg["heads"] * cfg.get("q", cfg["N"]) * cfg["N"] * cfg["d"]
     return full / 2 if cfg["kind"] == "causal" else full       # causal: the half at or below the diagonal
 
 
@@ -157,7 +163,7 @@ def main(argv=None):
     ap.add_argument("--out", default=str(HERE / "results"), help="folder for <device>-<date>.json and .png")
     ap.add_argument("--quick", action="store_true", help="fewer sizes, one candidate per configuration")
     ap.add_argument("--dry-run", action="store_true", help="CPU, tiny sizes, Triton's interpreter, untimed")
-    ap.add_argument("--only", help="comma-separated kinds to run (attention, causal, gqa, matmul, cuda)")
+    ap.add_argument("--only", help="comma-separated kinds to run (attention, causal, decode, gqa, matmul, cuda)")
     ap.add_argument("--tag", help="a suffix for the results file names (<device>-<date>-<tag>.json)")
     args = ap.parse_args(argv)
     env = measure.environment(dry=args.dry_run)

@@ -48,10 +48,18 @@ def _fmt(*arrays) -> dict:
 
 
 def _bin(b, name, u, v, out=None):
-    """``name(u, v)`` elementwise, ``v`` broadcast to ``u``'s axes (or ``out``'s)."""
+    """``name(u, v)`` elementwise, ``v`` broadcast to ``u``'s axes (or ``out``'s), in the wider of their number
+    formats (a bf16 output state rescaled by an fp32 factor is rescaled in fp32)."""
+    wide = max((u.array.dtype, v.array.dtype), key=lambda t: t.bytes)
+    u, v = b.convert(u, wide), b.convert(v, wide)
     a, c = u.array, v.array
     o = out or a
     return b(elementwise(name, f"{_sig(a)}, {_sig(c)} -> {_sig(o)}", **_fmt(o, a, c)), u, v)
+
+
+def _as(b, wires, like):
+    """Each of ``wires`` in the number format of the state it merges into (``like``)."""
+    return [b.convert(w, s.array.dtype) for w, s in zip(wires, like)]
 
 
 def _exp(b, w):
@@ -65,7 +73,8 @@ def online_merge(b, st1, st2):
     mu = _bin(b, "max", mu1, mu2)
     d1, d2 = _exp(b, _bin(b, "sub", mu1, mu)), _exp(b, _bin(b, "sub", mu2, mu))
     z = _bin(b, "add", _bin(b, "mul", z1, d1), _bin(b, "mul", z2, d2))
-    return [mu, z] + [_bin(b, "add", _bin(b, "mul", a, d1), _bin(b, "mul", c, d2)) for a, c in zip(o1, o2)]
+    return _as(b, [mu, z] + [_bin(b, "add", _bin(b, "mul", a, d1), _bin(b, "mul", c, d2)) for a, c in zip(o1, o2)],
+               st1)
 
 
 def moments_merge(b, st1, st2):

@@ -48,7 +48,7 @@ from napkin_cat.syntax.weave import core_of
 from napkin_cat.syntax.wiring import computes, trace_values, traverse
 
 __all__ = ["Cost", "OpCost", "GroupCost", "StreamRecord", "box_cost", "box_pieces", "cost", "region_cost", "numel",
-           "Symbolic"]
+           "partial_values", "Symbolic"]
 
 
 def _plus(col: dict, extra: dict) -> dict:
@@ -149,6 +149,9 @@ def _walk(diagram: Diagram, scope: "Sink | None" = None) -> Cost:
             # kernel's Grid in a level-1 tile): its groups' columns count only the levels below it
             whole = max((a.level for a in (*box.dom.inside, *box.cod.inside)), default=0) \
                 if isinstance(box, (Grid, Stream)) else 0
+            partials = partial_values(box) if not whole else ZERO
+            if partials != 0:   # a split's partial states in global memory, beside what the region reads
+                total.add_column(_plus(live.column(), {0: partials}), expanded=True)
             if whole:
                 base = live.column(without=step.ins)
                 for arrays in _held_phases(box, view):
@@ -178,6 +181,38 @@ def _walk(diagram: Diagram, scope: "Sink | None" = None) -> Cost:
         total.add_column(live.column(), expanded=True)
     traverse(diagram, values, on_box, on_wiring=_after)
     return total.absorb_all(parts)
+
+
+def partial_values(region) -> sympy.Expr:
+    """The values the partial buffers of the split streams in ``region`` (a diagram or a region) hold in global
+    memory while their parts and combine run (:mod:`napkin_cat.algorithms.splits`): per split stream, ``P`` times
+    each reducer's state, an axis that the partitions around the stream cut spanning its whole size, as the plan
+    allocates them (:func:`napkin_cat.plan.partials.split_stream`)::
+
+        partials = Σ_split P · Σ_state Π_axes whole(a)        whole(a): the outermost partition's full size of a
+
+    >>> import napkin_cat as nc
+    >>> partial_values(nc.group(nc.stream(nc.library.attention(), "x", "s_x", parts="P"), "q", "g_q"))
+    P*d*q + 2*P*q
+    """
+    total = sympy.Integer(0)
+
+    def visit(d, whole):
+        nonlocal total
+        for _, box in layers(d):
+            if not isinstance(box, Region):
+                continue
+            inner = dict(whole)
+            if isinstance(box, (Grid, Stream)):
+                inner.setdefault(box.axis, sympy.sympify(box.full_size()))
+            if isinstance(box, Stream) and box.params.get("parts") is not None:
+                parts = sympy.sympify(box.params["parts"])
+                for r in schedule_of(box).reducers:
+                    for s in r.state:
+                        total += parts * sympy.Mul(*[inner.get(a.name, sympy.sympify(a.size)) for a in s.array.axes])
+            visit(box.arg, inner)
+    visit(region if isinstance(region, Diagram) else Diagram.id(region.dom) >> region, {})
+    return sympy.expand(total)
 
 
 def _held_phases(box: Region, view: Relabelling) -> list:

@@ -82,10 +82,11 @@ class Constraints:
     fixed: list = field(default_factory=list)
     matmuls: list = field(default_factory=list)     # (MatmulUse, [TensorShape, ...])
 
-    def divisor(self, tile: str, *, shape: int = 0) -> int:
-        """The lcm of the integer divisors on ``tile``, with the matmuls' ``shape``-th listed instruction."""
+    def divisor(self, tile: str, *, shape: int = 0, products: bool = True) -> int:
+        """The lcm of the integer divisors on ``tile``, with the matmuls' ``shape``-th listed instruction
+        (``products=False``: without them, the divisors padding cannot meet: coalescing, partition multiples)."""
         ds = [d.divisor for d in self.fixed if d.tile == tile and isinstance(d.divisor, int)]
-        for mm, shapes in self.matmuls:
+        for mm, shapes in self.matmuls if products else ():
             s = shapes[min(shape, len(shapes) - 1)]
             ds += [getattr(s, dim) for dim in ("m", "n", "k") if getattr(mm, dim) == tile]
         return math.lcm(*ds) if ds else 1

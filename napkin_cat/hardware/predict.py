@@ -22,6 +22,17 @@ goes.  Per kernel ``k`` (a top-level box of the algorithm: Grids around a Kernel
 ``B`` is the one count of thread blocks, :func:`napkin_cat.algorithms.launches.narrowest` (the groups of the
 Grids around the kernel times the parts of a split stream that is the whole kernel).
 
+A matrix product whose side is shorter than the tensor-core instruction's (one query row when decoding) is
+charged on the tensor cores at its padded FLOPs or on the CUDA cores at the general pipeline's rate, whichever
+makes the kernel faster (:mod:`napkin_cat.hardware.placement`; ``KernelTime.products`` says which).  A kernel
+whose split stream is its whole work (FlashDecoding, :mod:`napkin_cat.algorithms.splits`) is two launches::
+
+    parts:    B = groups · P blocks;  u = groups · T/⌈T/P⌉ / (waves · N · r)   T slices, the busiest part ⌈T/P⌉
+    combine:  groups blocks; T_l2 = (P · groups · |state| bytes + outputs) / l2_to_smem, T_hbm = outputs / hbm,
+              T_comp = the merges, finishes and tail;  T = … / u + launch       (``KernelTime.combine``)
+
+the parts' launch keeps the rest (its inputs, the partial states written, the trips).
+
 Every rate is the model's (its TOML file, ``nc.hardware.load``) unless ``ceilings`` overrides it with a
 measured one (``{"hbm": B/s, "l2": B/s, "tensor:bf16": FLOP/s, ...}``): a benchmark measures the copy
 bandwidth and the matrix-product rate once and predicts every kernel from them.  The result lists the
@@ -40,17 +51,21 @@ assumptions it made (:attr:`Prediction.assumptions`), so a measurement that refu
 """
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sympy
 
 from napkin_cat.algorithms.bubbles import Region
-from napkin_cat.algorithms.launches import narrowest
-from napkin_cat.cost.iocost import cost
+from napkin_cat.algorithms.launches import kernel_launches, narrowest
+from napkin_cat.algorithms.schedule import schedule_of
+from napkin_cat.algorithms.splits import partial_moves
+from napkin_cat.cost.iocost import cost, numel
 from napkin_cat.cost.numeric import at, folded
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
+from napkin_cat.hardware.placement import TENSOR, placement, products_of, rate
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.plan.ir import Load, StreamLoop, walk
 from napkin_cat.syntax.axis import symbol
@@ -89,6 +104,22 @@ class KernelTime:
     utilisation: float
     bytes: dict
     flops: dict
+    products: dict = field(default_factory=dict)
+    combine: "KernelTime | None" = None
+
+    def to_dict(self) -> dict:
+        """The launch as JSON-ready numbers and words (its combine's inside, where it has one)."""
+        return {"label": self.label, "time_s": self.time, "terms_s": self.terms, "bound": self.bound,
+                "blocks": self.blocks, "resident": self.resident, "waves": self.waves,
+                "utilisation": self.utilisation, "bytes": self.bytes, "flops": self.flops,
+                "products": dict(self.products), "combine": None if self.combine is None else self.combine.to_dict()}
+
+    @classmethod
+    def from_dict(cls, k: dict) -> "KernelTime":
+        """The launch :meth:`to_dict` wrote."""
+        return cls(k["label"], k["time_s"], dict(k["terms_s"]), k["bound"], k["blocks"], k["resident"], k["waves"],
+                   k["utilisation"], dict(k["bytes"]), dict(k["flops"]), dict(k.get("products", {})),
+                   None if k.get("combine") is None else cls.from_dict(k["combine"]))
 
 
 @dataclass(frozen=True)
@@ -104,11 +135,12 @@ class Prediction:
 
     @property
     def terms(self) -> dict:
-        """Each term summed over the kernels (seconds)."""
+        """Each term summed over the kernels and their combine launches (seconds)."""
         out: dict = {}
         for k in self.kernels:
-            for name, v in k.terms.items():
-                out[name] = out.get(name, 0.0) + v
+            for t in (k.terms, k.combine.terms if k.combine is not None else {}):
+                for name, v in t.items():
+                    out[name] = out.get(name, 0.0) + v
         return out
 
     @property
@@ -124,19 +156,14 @@ class Prediction:
     def to_dict(self) -> dict:
         return {"time_s": self.time, "hardware": self.hardware, "overlap": self.overlap, "bound": self.bound,
                 "sizes": {str(k): int(v) for k, v in self.sizes.items()}, "terms_s": self.terms,
-                "kernels": [{"label": k.label, "time_s": k.time, "terms_s": k.terms, "bound": k.bound,
-                             "blocks": k.blocks, "resident": k.resident, "waves": k.waves,
-                             "utilisation": k.utilisation, "bytes": k.bytes, "flops": k.flops}
-                            for k in self.kernels],
+                "kernels": [k.to_dict() for k in self.kernels],
                 "assumptions": list(self.assumptions)}
 
     @classmethod
     def from_dict(cls, obj: dict) -> "Prediction":
         """The prediction :meth:`to_dict` wrote (its derived ``terms_s`` and ``bound`` are read off the kernels
         again): ``Prediction.from_dict(p.to_dict()) == p`` where its numbers are plain ints and floats."""
-        kernels = tuple(KernelTime(k["label"], k["time_s"], dict(k["terms_s"]), k["bound"], k["blocks"],
-                                   k["resident"], k["waves"], k["utilisation"], dict(k["bytes"]), dict(k["flops"]))
-                        for k in obj["kernels"])
+        kernels = tuple(KernelTime.from_dict(k) for k in obj["kernels"])
         return cls(obj["time_s"], kernels, obj["hardware"], dict(obj["sizes"]), obj["overlap"],
                    tuple(obj.get("assumptions", ())))
 
@@ -157,89 +184,118 @@ def kernels_of(algorithm: Diagram) -> list:
     return out
 
 
-def _rate_dtype(gpu: GPU, op) -> str:
-    p = gpu.pipeline(op.pipeline)
-    return op.operands[0] if p.rate_by == "operands" and op.operands else op.dtype
-
-
-def _ceiling(gpu: GPU, ceilings: dict, pipeline: str, dtype: str) -> float:
-    key = f"{pipeline}:{dtype}"
-    if key in ceilings:
-        return float(ceilings[key])
-    return float(gpu.peak(pipeline, dtype))
-
-
 class KernelForm:
     """One kernel's terms as expressions in its sizes and tiles, read off the cost functor once; ``at(env)``
     evaluates them (the search times many tile assignments of one structure this way).  ``sample``: sizes
-    at which the kernel's plan is made once, for the variables live together (its memory columns)."""
+    at which the kernel's plan is made once, for the variables live together (its memory columns).
+
+    Its matrix products are :class:`~napkin_cat.hardware.placement.Product` s (each timed on the tensor cores,
+    padded, or on the CUDA cores where padding wastes work); a kernel whose split stream is its whole work
+    (:mod:`napkin_cat.algorithms.splits`) is two launches: the parts (``groups · P`` blocks) and the combine
+    (``groups`` blocks: it reads the ``P`` partial states back, merges them, finishes and writes the outputs)."""
 
     def __init__(self, box, gpu: GPU, *, overlap: str, ceilings: dict, level: int, sample: dict):
         self.box, self.gpu, self.overlap, self.ceilings, self.level = box, gpu, overlap, ceilings, level
         c = cost(box)
         self.estimated = c.estimated          # a masked stream's trips that run: counted at each env instead
-        self.moved = sympy.sympify(c.H_bytes.get(level, 0))
-        self.flops, self.seconds = {}, {}
+        self.products = products_of(box, c.ops, gpu, ceilings)
+        placed = {id(p.op) for p in self.products}
+        launches = kernel_launches(box)
+        split = launches[0] if len(launches) == 1 and launches[0].split is not None else None
+        merged = {op.region for op in c.ops if op.role == "combine"}
+        combine = [op for op in c.ops if split is not None and op.role in ("combine", "tail") and op.region in merged
+                   and id(op) not in placed]
+        named = {"moved": sympy.sympify(c.H_bytes.get(level, 0)),
+                 "compulsory": _bytes_expr(box.dom) + _bytes_expr(box.cod), "blocks": narrowest(box)}
         for op in c.ops:
             n = sympy.sympify(op.flops * op.trips)
-            rate = _ceiling(gpu, ceilings, op.pipeline, _rate_dtype(gpu, op))
-            self.flops[op.pipeline] = self.flops.get(op.pipeline, 0) + n
-            self.seconds[op.pipeline] = self.seconds.get(op.pipeline, 0) + n / sympy.Float(rate)
-        self.compulsory = _bytes_expr(box.dom) + _bytes_expr(box.cod)
-        self.blocks = narrowest(box)
+            named.setdefault(f"flops:{op.pipeline}", sympy.Integer(0))
+            named.setdefault(f"seconds:{op.pipeline}", sympy.Integer(0))
+            if id(op) in placed:                    # a product's time is its placement's (timed in at)
+                continue
+            named[f"flops:{op.pipeline}"] += n
+            named[f"seconds:{op.pipeline}"] += n / sympy.Float(rate(gpu, ceilings, op.pipeline, op))
+        for i, p in enumerate(self.products):
+            named.update({f"product:{i}:flops": p.flops, f"product:{i}:pad": p.pad,
+                          f"product:{i}:tensor": p.tensor, f"product:{i}:cuda": p.cuda})
+        self.split = split is not None
+        if split is not None:
+            state = sum((numel(b.cod.inside[0]) * as_dtype(b.cod.inside[0].dtype).bytes
+                         for b in partial_moves(schedule_of(split.split))
+                         if b.data.kind == "load" and b.cod.inside[0].level == level), sympy.Integer(0))
+            trips = sympy.ceiling(sympy.sympify(split.split.full_size()) / sympy.sympify(split.split.size))
+            # part p runs ⌈(p+1)T/P⌉ − ⌈pT/P⌉ of the T slices: the launch lasts as long as the busiest, ⌈T/P⌉
+            named["busy"] = split.groups * trips / sympy.ceiling(trips / split.parts)
+            named.update({"combine:moved": split.parts * split.groups * state + _bytes_expr(box.cod),
+                          "combine:compulsory": _bytes_expr(box.cod), "combine:blocks": split.groups})
+            for op in combine:
+                n = sympy.sympify(op.flops * op.trips)
+                named[f"combine:flops:{op.pipeline}"] = named.get(f"combine:flops:{op.pipeline}", 0) + n
+                named[f"combine:seconds:{op.pipeline}"] = (named.get(f"combine:seconds:{op.pipeline}", 0)
+                                                           + n / sympy.Float(rate(gpu, ceilings, op.pipeline, op)))
         p = plan(box, Sizes(sample).restrict(box))
         columns = [[p.variable_map[n] for n in col if p.variable_map[n].level == level] for col in live_columns(p)]
         streamed = {st.dst.var for loop in walk(p.body) if isinstance(loop, StreamLoop)
                     for st in loop.body if isinstance(st, Load)}
         # a stream's loads are double-buffered (the next slice arrives while this one is used: §5 step 5)
         extra = sum((p.variable_map[n].bytes for n in streamed if p.variable_map[n].level == level), sympy.Integer(0))
-        self.columns = [sum((v.bytes for v in col), sympy.Integer(0)) + extra for col in columns]
-        self.registers = [sum((v.size * (4 if v.role == "state" else as_dtype(v.dtype).bytes) for v in col
-                               if v.role != "tile"), sympy.Integer(0)) for col in columns]
+        for i, col in enumerate(columns):
+            named[f"column:{i}"] = sum((v.bytes for v in col), sympy.Integer(0)) + extra
+            named[f"registers:{i}"] = sum((v.size * (4 if v.role == "state" else as_dtype(v.dtype).bytes)
+                                           for v in col if v.role != "tile"), sympy.Integer(0))
         rows = {mm.m for mm in uses_of(box, gpu.hierarchy)[1]}
-        self.rows = sympy.Max(*[symbol(r) if not r.isdigit() else sympy.Integer(r)
-                                for r in rows]) if rows else sympy.Integer(0)
-        self.pipes = sorted(self.flops)
-        exprs = [self.moved, self.compulsory, self.blocks, self.rows, *(self.flops[k] for k in self.pipes),
-                 *(self.seconds[k] for k in self.pipes), *self.columns, *self.registers]
-        self.symbols = sorted(set().union(*(sympy.sympify(e).free_symbols for e in exprs)), key=str)
+        named["rows"] = sympy.Max(*[symbol(r) if not r.isdigit() else sympy.Integer(r)
+                                    for r in rows]) if rows else sympy.Integer(0)
+        self.names = list(named)
+        exprs = [sympy.sympify(e) for e in named.values()]
+        self.symbols = sorted(set().union(*(e.free_symbols for e in exprs)), key=str)
         self._values = sympy.lambdify(self.symbols, exprs, modules=[{"ceiling": math.ceil}, "math"])
 
     def values(self, env: dict) -> dict:
-        """The forms at ``env`` (every symbol they use must be there)."""
+        """The forms at ``env`` (every symbol they use must be there): bytes moved and compulsory, blocks, rows,
+        FLOPs and seconds by pipeline (the products' apart: ``products``), bytes on chip and in registers, and a
+        split kernel's ``combine`` launch (its bytes, blocks, FLOPs and seconds)."""
         missing = [s for s in self.symbols if s not in env]
         if missing:
             raise HardwareError(f"{self.box.name}: sizes {sorted(map(str, missing))} are missing")
-        v = self._values(*(env[s] for s in self.symbols))
-        n = len(self.pipes)
-        return {"moved": float(v[0]), "compulsory": float(v[1]), "blocks": int(round(v[2])), "rows": int(v[3]),
-                "flops": dict(zip(self.pipes, map(float, v[4:4 + n]))),
-                "seconds": dict(zip(self.pipes, map(float, v[4 + n:4 + 2 * n]))),
-                "on_chip": int(max(v[4 + 2 * n:4 + 2 * n + len(self.columns)], default=0)),
-                "registers": int(max(v[4 + 2 * n + len(self.columns):], default=0))}
+        v = dict(zip(self.names, map(float, self._values(*(env[s] for s in self.symbols)))))
+
+        def by_pipeline(prefix):
+            return {k.split(":")[-1]: x for k, x in v.items() if k.startswith(prefix)}
+        out = {"moved": v["moved"], "compulsory": v["compulsory"], "blocks": int(round(v["blocks"])),
+               "rows": int(v["rows"]), "flops": by_pipeline("flops:"), "seconds": by_pipeline("seconds:"),
+               "on_chip": int(max((x for k, x in v.items() if k.startswith("column:")), default=0)),
+               "registers": int(max((x for k, x in v.items() if k.startswith("registers:")), default=0)),
+               "products": [{"flops": v[f"product:{i}:flops"], "pad": v[f"product:{i}:pad"],
+                             "tensor": v[f"product:{i}:tensor"], "cuda": v[f"product:{i}:cuda"]}
+                            for i in range(len(self.products))]}
+        out["busy"] = v.get("busy", out["blocks"])
+        if self.split:
+            out["combine"] = {"moved": v["combine:moved"], "compulsory": v["combine:compulsory"],
+                              "blocks": int(round(v["combine:blocks"])), "flops": by_pipeline("combine:flops:"),
+                              "seconds": by_pipeline("combine:seconds:")}
+        return out
 
     def at(self, env: dict, *, exact=None, launch: float = LAUNCH) -> KernelTime:
         """The kernel's :class:`KernelTime` at ``env`` (symbols → ints); ``exact``: the cost functor's
         ceil-aware counts at ``env`` (ragged tiles), else the forms (exact where the tiles divide and no mask skips
-        trips: a masked kernel's are counted at ``env``)."""
+        trips: a masked kernel's are counted at ``env``).  Its padded products are placed where the kernel runs
+        fastest (ties, where memory bounds the kernel: the placement of less compute time, then the tensor cores);
+        a split kernel's combine is a second launch."""
         gpu = self.gpu
         v = self.values(env)
         if exact is None and self.estimated:
             exact = folded(self.box, env)
-        flops, seconds, moved = v["flops"], v["seconds"], v["moved"]
+        flops, seconds, moved, products = v["flops"], v["seconds"], v["moved"], v["products"]
         if exact is not None:
             moved = float(exact.H_bytes.get(self.level, 0))
-            for p, n in list(flops.items()):
+            for p in list(flops):
+                n = flops[p] + (sum(x["flops"] for x in products) if p == "tensor" else 0)
                 if n and exact.flops.get(p, 0) != n:
-                    seconds[p] *= exact.flops.get(p, 0) / n
-                    flops[p] = float(exact.flops.get(p, 0))
-        hbm = float(self.ceilings.get("hbm", gpu.hbm))
-        l2 = float(self.ceilings.get("l2", gpu.l2_to_smem or gpu.hbm))
-        compulsory = v["compulsory"]
-        terms = {"hbm": compulsory / hbm, "l2": moved / l2}
-        terms.update({p: seconds.get(p, 0.0) for p in PIPELINES})
-        pipes = [terms[p] for p in PIPELINES]
-        comp = sum(pipes) if self.overlap == "sequential" else max(pipes)
+                    ratio = exact.flops.get(p, 0) / n
+                    seconds[p], flops[p] = seconds[p] * ratio, flops[p] * ratio
+                    for x in products if p == "tensor" else ():
+                        x.update(flops=x["flops"] * ratio, tensor=x["tensor"] * ratio, cuda=x["cuda"] * ratio)
         B, M, R = v["blocks"], v["on_chip"], v["registers"]
         if M > gpu.smem_per_block:
             raise HardwareError(f"{self.box.name}: {M} B on chip per thread block, over the {gpu.name}'s "
@@ -252,16 +308,51 @@ class KernelForm:
                                 f"{gpu.registers_per_thread} (the rest holds addresses and temporaries): choose "
                                 "smaller tiles")
         r = max(1, min(gpu.smem_per_sm // max(M, 1), gpu.registers_per_sm * gpu.register_bytes // max(2 * R, 1)))
+        combine = v.get("combine")
+        if combine is not None:     # the combine's work leaves the parts' launch
+            moved -= combine["moved"]
+            for p, s in combine["seconds"].items():
+                seconds[p], flops[p] = seconds[p] - s, flops[p] - combine["flops"][p]
+        on_chip = {"on_chip_per_block": M, "registers_per_block": R, "threads": threads}
+        best = None
+        for where in itertools.product(*([0] if x["pad"] == 1 else [0, 1] for x in products)):
+            secs, fl = dict(seconds), dict(flops)
+            for x, w in zip(products, where):
+                pipe = "general" if w else "tensor"
+                secs[pipe] = secs.get(pipe, 0.0) + x["cuda" if w else "tensor"]
+                fl[pipe] = fl.get(pipe, 0.0) + x["flops"]
+            kt = self._launch(self.box.name, moved, v["compulsory"] - (combine or {}).get("compulsory", 0.0), secs,
+                              fl, B, r, launch, on_chip, busy=v["busy"])
+            key = (kt.time, sum(secs.get(p, 0.0) for p in PIPELINES))   # ties (memory-bound): less compute
+            if best is None or key < best[0]:
+                best = (key, kt, where)
+        _, kt, where = best
+        products = {p.name: placement(x["pad"], w) for p, x, w in zip(self.products, products, where)}
+        if combine is None:
+            return replace(kt, products=products)
+        c = self._launch(f"{self.box.name} (combine)", combine["moved"], combine["compulsory"], combine["seconds"],
+                         combine["flops"], combine["blocks"], r, launch, on_chip)
+        return replace(kt, time=kt.time + c.time, products=products, combine=c)
+
+    def _launch(self, label, moved, compulsory, seconds, flops, B, r, launch, on_chip, busy=None) -> KernelTime:
+        """One launch of ``B`` blocks, ``r`` resident per SM: ``max(T_hbm, T_l2, T_comp) / u + launch``, ``u`` the
+        share of the waves' slots the work fills: ``busy`` blocks' worth (a split's parts: ``groups · T/⌈T/P⌉``, its
+        work spread over the parts that hold slices, the busiest setting the time; else ``B``)."""
+        gpu = self.gpu
+        hbm = float(self.ceilings.get("hbm", gpu.hbm))
+        l2 = float(self.ceilings.get("l2", gpu.l2_to_smem or gpu.hbm))
+        terms = {"hbm": compulsory / hbm, "l2": moved / l2}
+        terms.update({p: seconds.get(p, 0.0) for p in PIPELINES})
+        pipes = [terms[p] for p in PIPELINES]
+        comp = sum(pipes) if self.overlap == "sequential" else max(pipes)
         waves = math.ceil(B / (gpu.sm_count * r))
-        u = B / (waves * gpu.sm_count * r)
+        u = (B if busy is None else busy) / (waves * gpu.sm_count * r)
         bound = max(("hbm", "l2", "compute"), key=lambda k: comp if k == "compute" else terms[k])
         if bound == "compute":
             bound = max(PIPELINES, key=lambda p: terms[p])
         terms["launch"] = launch
-        return KernelTime(self.box.name, max(terms["hbm"], terms["l2"], comp) / u + launch, terms, bound, B, r,
-                          waves, u, {"compulsory": int(compulsory), "moved": int(moved), "on_chip_per_block": M,
-                                           "registers_per_block": R, "threads": threads},
-                          flops)
+        return KernelTime(label, max(terms["hbm"], terms["l2"], comp) / u + launch, terms, bound, B, r, waves, u,
+                          {"compulsory": int(compulsory), "moved": int(moved), **on_chip}, dict(flops))
 
 
 def _bytes_expr(ty) -> sympy.Expr:
@@ -289,8 +380,11 @@ def check_ceilings(ceilings) -> dict:
     return ceilings
 
 
-def assumptions(gpu: GPU, ceilings: dict, overlap: str, launch: float) -> tuple:
-    """What every prediction assumes (each a sentence a measurement can refute)."""
+def assumptions(gpu: GPU, ceilings: dict, overlap: str, launch: float, kernels: tuple = ()) -> tuple:
+    """What every prediction assumes (each a sentence a measurement can refute); ``kernels``: the
+    :class:`KernelTime` s predicted, whose padded products and combine launches are said too."""
+    placed = [f"{name}: {where}" for k in kernels for name, where in k.products.items() if where != TENSOR]
+    split = any(k.combine is not None for k in kernels)
     return (
         f"rates are the {gpu.name} model's" + (f", except the measured {sorted(ceilings)}" if ceilings else ""),
         "re-read tiles hit L2 (T_l2 at l2_to_smem); only compulsory bytes reach HBM",
@@ -302,7 +396,12 @@ def assumptions(gpu: GPU, ceilings: dict, overlap: str, launch: float) -> tuple:
         "warpgroup per 64 rows of the tensor-core products (1 to 2) and take at most half of each thread's",
         "blocks resident per SM: the fewest that shared memory and the register file allow",
         f"{launch * 1e6:g} µs per kernel launch",
-    )
+    ) + (("matrix products with a side shorter than the tensor-core instruction's run padded to it on the tensor "
+          "cores (charged the padded FLOPs) or on the CUDA cores (the general pipeline's rate, on the output's "
+          "format), whichever is predicted faster: " + "; ".join(placed),) if placed else ()) + (
+        ("a split stream's combine is its own launch of one block per group after the parts' launch, at the "
+         "parts' residency: it reads the P partial states back through L2 (T_l2), merges them and writes the "
+         "outputs (T_hbm)",) if split else ())
 
 
 def predict(algorithm, hardware, sizes: dict | None = None, *, overlap: str = "sequential",
@@ -325,4 +424,4 @@ def predict(algorithm, hardware, sizes: dict | None = None, *, overlap: str = "s
     ks = tuple(KernelForm(b, gpu, overlap=overlap, ceilings=ceilings, level=1, sample=env).at(
         env, exact=at(b, sizes.restrict(b)), launch=launch) for b in kernels_of(algorithm))
     return Prediction(sum(k.time for k in ks), ks, gpu.name, dict(sizes), overlap,
-                      assumptions(gpu, ceilings, overlap, launch))
+                      assumptions(gpu, ceilings, overlap, launch, ks))

@@ -9,7 +9,9 @@ trips pay the per-trip rescaling and how many tensor-core instructions a trip is
 2. per structure, every tile assignment the hardware allows: each tile a multiple of its tensor-core and
    coalescing divisors (:mod:`~napkin_cat.hardware.divisors`), a power of two (block tensors) no larger
    than ``largest`` and dividing its axis, at least 16 (a block tensor's side is padded to 16) or, on no
-   matrix product, 1 (one head per block);
+   matrix product, 1 (one head per block); a product's side along an axis shorter than the tensor-core
+   instruction's (one query row when decoding) is the whole axis, and the product runs padded on the tensor
+   cores or on the CUDA cores, as the time model predicts faster (:mod:`~napkin_cat.hardware.placement`);
 3. each timed by :mod:`~napkin_cat.hardware.predict`'s model from the structure's cost, read off once;
    an assignment whose live bytes exceed ``smem_per_block`` is dropped;
 4. the fastest wins (ties: fewer transfers, then larger tiles).
@@ -81,6 +83,8 @@ def tile_values(gpu: GPU, diagram, env: dict, *, largest: int = LARGEST) -> dict
         values = [v for v in (2 ** k for k in range(0, int(math.log2(largest)) + 1)) if v % step == 0 and n % v == 0]
         if str(tile) in on_products:
             values = [v for v in values if v >= 16] or ([n] if n % step == 0 and n <= largest else [])
+            if not values and n < step and n % c.divisor(str(tile), products=False) == 0:
+                values = [n]        # an axis shorter than the instruction: one tile, its products padded or not
         else:
             values = [v for v in values if v == 1 or v >= 16]
         if not values:
@@ -197,7 +201,7 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     t, H, regime, tiles, kts, chosen, opt = fastest(timings, sizes, f"least predicted time on the {gpu.name} over "
                                                     f"{len(timings)} tile assignments of {len(structures)} structures")
     pred = Prediction(t, tuple(kts), gpu.name, dict(chosen), overlap,
-                      assumptions(gpu, ceilings, overlap, launch))
+                      assumptions(gpu, ceilings, overlap, launch, tuple(kts)))
     return dataclasses.replace(
         r, diagram=regime.diagram, trace=regime.trace, H=H, cost=regime.cost, optimum=opt, variant=regime.variant,
         prediction=pred, blocks=blocks(regime.diagram, chosen),

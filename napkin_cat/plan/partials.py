@@ -17,8 +17,9 @@ always holds a slice, and an empty part stores the empty state, which every merg
 plan moves what the cost says: ``P`` heads, each trip once, ``P·|state|`` values stored and as many loaded
 back, ``P − 1`` merges, the finishes and the tail once.  The partials live in global memory whatever the
 state's level: the one memory every part and the combine reach, and the only one that outlives a launch (a split
-that is the whole of its kernel launches its combine after its parts: :func:`fission`); so they occupy no level
-the cost's ``M`` counts, and their moves count at the state's level, as every transfer counts at its deeper end.
+that is the whole of its kernel launches its combine after its parts: :func:`fission`); the cost's ``M[0]`` counts
+them (:func:`napkin_cat.cost.iocost.partial_values`), and their moves count at the state's level, as every
+transfer counts at its deeper end.
 
 >>> import napkin_cat as nc
 >>> d = nc.group(nc.stream(nc.library.matmul(), "b", "s_b", parts="P"), "a", "g_a")

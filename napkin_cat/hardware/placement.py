@@ -1,0 +1,103 @@
+"""Where a matrix product runs on a GPU: on the tensor cores, its sides padded to the instruction's shape, or on the
+CUDA cores (the threads' fused multiply-adds), whichever the time model predicts faster.
+
+A tensor-core instruction computes an ``m₀ × n₀ × k₀`` block (Hopper's wgmma: ``m64nNk16`` on 16-bit operands); a
+product with a smaller side (decoding: one query row against a tile of keys, ``m = 1``) still issues whole
+instructions and pays for the padded sides.  On the CUDA cores it pays only its own FLOPs, at the threads' rate::
+
+    T_tensor = F · pad / rate_tensor(operands)     pad = Π_{s ∈ (m, n, k)} ⌈s/s₀⌉ · s₀ / s
+    T_cuda   = F / rate_general(output)            F = 2·m·n·k · trips, the product's FLOPs
+
+A product whose sides are multiples of the instruction's (``pad = 1``) runs on the tensor cores, as before: the
+choice exists only where padding wastes work.  The time model (:mod:`napkin_cat.hardware.predict`) times each
+kernel at every placement of its padded products and keeps the fastest; the prediction records the choice
+(``KernelTime.products``), and its assumptions say what the padded work cost.
+
+>>> import napkin_cat as nc
+>>> from napkin_cat.hardware.model import load
+>>> from napkin_cat.cost.iocost import cost
+>>> d = nc.group(nc.stream(nc.kernel(nc.library.attention()), "x", "s_x"), "q", "g_q")
+>>> (qk, pv) = products_of(d, cost(d).ops, load("h100-sxm5"), {})
+>>> qk.name, qk.pad.subs({nc.symbol("g_q"): 1, nc.symbol("s_x"): 64, nc.symbol("d"): 128})
+('· (g_q×s_x·k d)', 64)
+>>> placement(64, 0), placement(64, 1), placement(1, 0)
+('tensor cores, padded ×64', 'CUDA cores', 'tensor cores')
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from napkin_cat.hardware.divisors import uses_of
+from napkin_cat.hardware.model import GPU
+from napkin_cat.syntax.axis import symbol
+
+TENSOR, CUDA = "tensor cores", "CUDA cores"
+
+
+@dataclass(frozen=True)
+class Product:
+    """One matrix product of a kernel as the time model sees it: its cost record ``op`` (pipeline ``tensor``), its
+    sides ``m, n, k`` (tile names), its FLOPs ``F``, the padding factor ``pad`` and the seconds of each placement
+    (expressions in the sizes and tiles)."""
+
+    name: str
+    op: object
+    flops: sympy.Expr
+    pad: sympy.Expr
+    tensor: sympy.Expr
+    cuda: sympy.Expr
+
+
+def _side(name: str) -> sympy.Expr:
+    return sympy.Integer(int(name)) if name.isdigit() else symbol(name)
+
+
+def rate(gpu: GPU, ceilings: dict, pipeline: str, op) -> float:
+    """The device-wide rate (FLOP/s) of ``op`` on ``pipeline``: the format its rate is set by (the operands' on the
+    tensor cores, the output's elsewhere, as the model's ``rate_by`` says), a measured ceiling first."""
+    p = gpu.pipeline(pipeline)
+    dtype = op.operands[0] if p.rate_by == "operands" and op.operands else op.dtype
+    key = f"{pipeline}:{dtype}"
+    return float(ceilings[key]) if key in ceilings else float(gpu.peak(pipeline, dtype))
+
+
+def products_of(box, ops, gpu: GPU, ceilings: dict) -> list:
+    """The :class:`Product` of each tensor-pipeline cost record of ``box`` that is a matrix product of
+    :func:`~napkin_cat.hardware.divisors.uses_of` (records and products of one label paired in the order of the
+    walk; a record with no such product stays on the tensor cores unpadded)."""
+    mms: dict = {}
+    for mm in uses_of(box, gpu.hierarchy)[1]:
+        mms.setdefault(mm.name, []).append(mm)
+    seen: dict = {}
+    out = []
+    for op in ops:
+        if op.pipeline != "tensor":
+            continue
+        i = seen[op.label] = seen.get(op.label, -1) + 1
+        mine = mms.get(op.label, [])
+        if len(mine) != sum(1 for o in ops if o.pipeline == "tensor" and o.label == op.label) or i >= len(mine):
+            continue
+        mm = mine[i]
+        shape = gpu.shapes_for(mm.dtype)[0]
+        pad = sympy.Integer(1)
+        for dim in ("m", "n", "k"):
+            s, s0 = _side(getattr(mm, dim)), getattr(shape, dim)
+            pad *= sympy.ceiling(s / s0) * s0 / s
+        flops = sympy.sympify(op.flops * op.trips)
+        out.append(Product(f"{op.label} ({mm.m}×{mm.n}·k {mm.k})", op, flops, pad,
+                           flops * pad / sympy.Float(rate(gpu, ceilings, "tensor", op)),
+                           flops / sympy.Float(rate(gpu, ceilings, "general", op))))
+    return out
+
+
+def placement(pad: float, where: int) -> str:
+    """The words for a product's placement: ``where`` 0 the tensor cores (``pad``: the factor its padding costs),
+    1 the CUDA cores."""
+    if where:
+        return CUDA
+    return TENSOR if pad == 1 else f"{TENSOR}, padded ×{pad:g}"
+
+
+__all__ = ["Product", "products_of", "placement", "rate", "TENSOR", "CUDA"]
