@@ -202,48 +202,61 @@ def _order(m) -> list:
     return out
 
 
-def _gather_first_rhs(m):
-    b, ins = m.wiring()
+def maps_of_gathered(m, b, ins):
+    """In the builder ``b`` (on the match's inputs ``ins``): the cone's maps on the gathered operands, each operand
+    that carries the gathered axis gathered once.  Its wire is the gather's value at every position of the axis
+    (unguarded: ``f(0, …)`` at an index outside it)."""
     g = m.node("g")
-    table, index, out = g.dom[0], g.dom[1], g.cod[0]
+    table, index = g.dom[0], g.dom[1]
     v = _gathered_axis(m)
     t = ins[("g", 1)]
-    kw = dict(index_dtype=index.dtype, level=table.level)
     gathered, value = {}, {}
 
     def operand(var, port):
         key = (var, port)
-        if key in ins:
-            w = m.input_wires[m.inputs.index(key)]
-            arr = m.net.wires[w].array
-            if v not in arr.names:
-                return ins[key]
-            if w not in gathered:
-                to = [n for n in arr.names if n != v] + [n for n in index.names if n not in arr.names]
-                gathered[w] = b(nc.gather(f"{_sig(arr.names)}, {_sig(index.names)} -> {_sig(to)}", dtype=arr.dtype,
-                                          **kw, **_sizes(arr, index)), ins[key], t)
-            return gathered[w]
-        return value[m.net.producers(m.nodes[var])[port]]
+        if key not in ins:
+            return value[m.net.producers(m.nodes[var])[port]]
+        w = m.input_wires[m.inputs.index(key)]
+        arr = m.net.wires[w].array
+        if v not in arr.names:
+            return ins[key]
+        if w not in gathered:
+            to = [n for n in arr.names if n != v] + [n for n in index.names if n not in arr.names]
+            gathered[w] = b(nc.gather(f"{_sig(arr.names)}, {_sig(index.names)} -> {_sig(to)}", dtype=arr.dtype,
+                                      index_dtype=index.dtype, level=table.level, **_sizes(arr, index)), ins[key], t)
+        return gathered[w]
 
     for var in _order(m):
         node, nid = m.node(var), m.nodes[var]
         args = [operand(var, j) for j in range(len(node.dom))]
         if node.kind == "copy":
-            for j in range(len(node.cod)):
-                value[(nid, j)] = args[0]
+            value.update({(nid, j): args[0] for j in range(len(node.cod))})
             continue
-        doms = [w.array for w in args]
         y = node.cod[0].replace(axes=tuple(a for a in node.cod[0].axes if a.name != v))
-        value[(nid, 0)] = b(box_like(node.spec.kind, doms, y, params=dict(node.spec.params)), *args)
-    top = value[m.net.producers(m.nodes["g"])[0]]
-    ax = v, table.axes[table.names.index(v)].size
-    idx = _sig(index.names)
-    pos = b(nc.position(ax[0], level=table.level, dtype=index.dtype, **{ax[0]: ax[1]}))
-    at = b(nc.gather(f"{ax[0]}, {idx} -> {idx}", dtype=index.dtype, **kw, **_sizes(index), **{ax[0]: ax[1]}), pos, t)
-    inside = b(nc.compare("eq", f"{idx}, {idx} -> {idx}", dtype=index.dtype, level=table.level, **_sizes(index)),
-               at, t)
-    y = b(nc.where(f"{idx}, {_sig(top.array.names)} -> {_sig(out.names)}", other=0.0, dtype=out.dtype,
-                   level=out.level, **_sizes(out)), inside, top)
+        value[(nid, 0)] = b(box_like(node.spec.kind, [w.array for w in args], y, params=dict(node.spec.params)),
+                            *args)
+    return value[m.net.producers(m.nodes["g"])[0]]
+
+
+def in_range(b, t, axis):
+    """In the builder ``b``: the mask ``0 ≤ t < |axis|`` of the index wire ``t``, as ``gather(position, t) = t``
+    (the position read at ``t`` is ``t`` exactly when ``t`` is a position; elsewhere the gather reads 0, and 0 is
+    a position)."""
+    index, idx = t.array, _sig(t.array.names)
+    kw = dict(level=index.level, **_sizes(index))
+    pos = b(nc.position(axis.name, level=index.level, dtype=index.dtype, **{axis.name: axis.size}))
+    at = b(nc.gather(f"{axis.name}, {idx} -> {idx}", dtype=index.dtype, index_dtype=index.dtype,
+                     **kw, **{axis.name: axis.size}), pos, t)
+    return b(nc.compare("eq", f"{idx}, {idx} -> {idx}", dtype=index.dtype, **kw), at, t)
+
+
+def _gather_first_rhs(m):
+    b, ins = m.wiring()
+    table, out = m.node("g").dom[0], m.node("g").cod[0]
+    top = maps_of_gathered(m, b, ins)
+    inside = in_range(b, ins[("g", 1)], table.axes[table.names.index(_gathered_axis(m))])
+    y = b(nc.where(f"{_sig(inside.array.names)}, {_sig(top.array.names)} -> {_sig(out.names)}", other=0.0,
+                   dtype=out.dtype, level=out.level, **_sizes(out)), inside, top)
     return m.finish(b, {("g", 0): y})
 
 
@@ -347,4 +360,5 @@ gather_before_maps = Rule(
 LOG_FORM = RuleSet((log_of_softmax, gather_before_maps))
 RULES = LOG_FORM
 
-__all__ = ["RULES", "LOG_FORM", "log_of_softmax", "gather_before_maps", "index_inputs"]
+__all__ = ["RULES", "LOG_FORM", "log_of_softmax", "gather_before_maps", "maps_of_gathered", "in_range",
+           "index_inputs"]
