@@ -33,8 +33,8 @@ normal form makes one from a subtraction and a log-sum-exp).
 
 >>> import napkin_cat as nc
 >>> picked = nc.softmax("n v", over="v") >> nc.elementwise("log", "n v")
->>> [b.name for b in log_of_softmax.apply(picked).boxes]
-['LSE', 'sub']
+>>> [b.data.kind for b in log_of_softmax.apply(picked).boxes if b.data is not None]
+['reduce_logsumexp', 'sub']
 """
 from __future__ import annotations
 

@@ -23,8 +23,8 @@ every form is defined.
 
 >>> import napkin_cat as nc
 >>> d = nc.softmax("q x", over="x", beta=0.5)
->>> [b.name for b in softmax_by_hand.apply(d).boxes if b.name != "Copy(q×x)"]
-['scale', 'max', 'sub', 'exp', 'sum', '÷']
+>>> [b.data.kind for b in softmax_by_hand.apply(d).boxes if b.data is not None]
+['scale', 'reduce_max', 'sub', 'exp', 'reduce_sum', 'div']
 """
 from __future__ import annotations
 
