@@ -5,15 +5,18 @@ shrinks the netlist (the bound on the normal form); a mutant of each rule fails 
 refuse what is not the pattern."""
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 import napkin_cat as nc
 from napkin_cat.rewriting import ObligationError
 from rewrites.normal_form import (NORMAL_FORM, box_like, mean_of_sum, product_with_itself, reduced,
-                                  scale_into_softmax, times_reciprocal, written_logsumexp, written_softmax)
+                                  scale_into_softmax, times_reciprocal, unshifted_softmax, written_logsumexp,
+                                  written_softmax)
 
 proves = pytest.mark.proves
-SYMBOLIC = {"written_softmax": ("exp_over_sum_of_shifted",), "written_logsumexp": ("log_sum_exp_shifted",),
+SYMBOLIC = {"written_softmax": ("exp_over_sum_of_shifted",), "unshifted_softmax": ("exp_over_sum_of_shifted",),
+            "written_logsumexp": ("log_sum_exp_shifted",),
             "scale_into_softmax": ("softmax_of_scaled",), "product_with_itself": (), "times_reciprocal": (),
             "mean_of_sum": ("sum_over_count",)}
 
@@ -32,6 +35,13 @@ def _softmax_over_every_axis(m):
     x = ins[("c", 0)]
     y = b(box_like("softmax", [m.node("c").dom[0]], m.node("dv").cod[0], core=m.node("c").dom[0].names), x)
     return m.finish(b, {p: (y if p == ("dv", 0) else x) for p in m.outputs})
+
+
+def _unshifted_at_twice_the_temperature(m):
+    b, ins = m.wiring()
+    box = box_like("softmax", [m.node("ex").dom[0]], m.node("dv").cod[0], core=reduced(m.node("sm")),
+                   params={"beta": 2})
+    return m.finish(b, {("dv", 0): b(box, ins[("ex", 0)])})
 
 
 def _sum_not_logsumexp(m):
@@ -71,6 +81,7 @@ def _sum_not_mean(m):
 
 @pytest.mark.parametrize("rule, wrong", [
     (written_softmax, _softmax_over_every_axis),     # the SoftMax over the rows' axes too
+    (unshifted_softmax, _unshifted_at_twice_the_temperature),   # exp(2x)/Σ exp(2x) for exp(x)/Σ exp(x)
     (written_logsumexp, _sum_not_logsumexp),         # Σ x for log Σ exp x
     (scale_into_softmax, _beta_kept),                # the scale dropped, β not multiplied by it
     (product_with_itself, _abs_not_square),          # |x| for x · x
@@ -119,3 +130,19 @@ def test_a_scale_by_another_count_is_not_a_mean():
     with pytest.raises(nc.RewriteError, match="count"):
         mean_of_sum.apply(d, cand)
     assert mean_of_sum.matches(nc.reduce("sum", "n d -> n", d=8) >> nc.elementwise("scale", "n", const=0.125))
+
+
+def test_a_softmax_written_without_its_max_overflows_and_the_primitive_does_not():
+    """exp(x)/Σ exp(x) at x = [1000, 0] is [NaN, 0] by hand (∞/∞); its rewrite is the stable primitive, [1, 0]; a row
+    all below −745 is 0/0 by hand, uniform in the primitive.  Where both are defined they agree (the proof)."""
+    b = nc.Builder(nc.types("n v"))
+    (X,) = b.inputs
+    e = b(nc.elementwise("exp", "n v"), X)
+    d = b.build(b(nc.elementwise("div", "n v, n -> n v"), e, b(nc.reduce("sum", "n v -> n"), e)))
+    r = nc.rewrite(d, NORMAL_FORM)
+    assert [s.rule for s in r.trace] == ["unshifted_softmax"]
+    assert nc.isomorphic(r.diagram, nc.softmax("n v", over="v"))
+    x = np.array([[1000.0, 0.0], [-800.0, -800.0]])
+    with np.errstate(all="ignore"):
+        assert np.isnan(nc.evaluate(d, x)).tolist() == [[True, False], [True, True]]     # 0/∞ = 0 is right
+    np.testing.assert_allclose(nc.evaluate(r.diagram, x), [[1.0, 0.0], [0.5, 0.5]], atol=1e-300)

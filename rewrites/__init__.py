@@ -24,8 +24,10 @@ ruleset            rules
 ``CONTRACTION``    contraction_merge, contraction_split, contraction_reassociation, contracted_axis_renaming,
                    pairwise_contraction (an n-ary contraction as pairwise ones, in an order the search costs)
 ``SPLITS``         split_stream (a stream's slices in parts run by parallel blocks, their states merged)
-``NORMAL_FORM``    written_softmax, written_logsumexp, scale_into_softmax, product_with_itself, times_reciprocal,
-                   mean_of_sum (an operation written by hand as the primitive that names it)
+``NORMAL_FORM``    written_softmax, unshifted_softmax, written_logsumexp, scale_into_softmax, product_with_itself,
+                   times_reciprocal, mean_of_sum (an operation written by hand as the primitive that names it)
+``LOG_FORM``       log_of_softmax, gather_before_maps (log SoftMax as x − LSE; a gather taken before the
+                   pointwise maps it reads: cross-entropy reads its logits once)
 ``SUM_FORM``       sum_of_contraction, own_axes_first (a sum is a one-operand contraction, summed as early as
                    its axes allow); with contraction_into_readers (a contraction merged into each reader)
 =================  ==========================================================================
@@ -57,7 +59,8 @@ from rewrites.normalisers import RULES as NORMALISERS
 from rewrites.normalisers import centred_statistics_pass, softmax_statistics_pass
 from rewrites.normal_form import NORMAL_FORM
 from rewrites.normal_form import (mean_of_sum, product_with_itself, scale_into_softmax, times_reciprocal,
-                                  written_logsumexp, written_softmax)
+                                  unshifted_softmax, written_logsumexp, written_softmax)
+from rewrites.log_probability import LOG_FORM, gather_before_maps, log_of_softmax
 from rewrites.sum_normal_form import RULES as _SUM_RULES
 from rewrites.sum_normal_form import SUM_FORM, contraction_into_readers, own_axes_first, sum_of_contraction
 from rewrites.recompute import RULES as RECOMPUTE
@@ -84,7 +87,7 @@ UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_co
 
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
 ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + INNER + SHARING + SIBLINGS + DECOMPOSE + CONTRACTION + NORMALISERS \
-    + SPLITS + RECOMPUTE + STATISTICS + NORMAL_FORM + _SUM_RULES
+    + SPLITS + RECOMPUTE + STATISTICS + NORMAL_FORM + LOG_FORM + _SUM_RULES
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
 
@@ -105,7 +108,7 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                                        "pairwise_contraction", "softmax_statistics_pass",
                                        "centred_statistics_pass", "contraction_into_readers"),
                            "simplify": tuple(SIMPLIFY.names),
-                           "normalise": tuple(NORMAL_FORM.names) + tuple(SUM_FORM.names)})
+                           "normalise": tuple(NORMAL_FORM.names) + tuple(LOG_FORM.names) + tuple(SUM_FORM.names)})
 
 
 __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "UNSCALED", "PARTITION",
@@ -122,4 +125,5 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "contracted_axis_renaming", "pairwise_contraction", "NORMALISERS", "softmax_statistics_pass",
            "centred_statistics_pass", "SPLITS", "split_stream", "NORMAL_FORM", "written_softmax",
            "written_logsumexp", "scale_into_softmax", "product_with_itself", "times_reciprocal", "mean_of_sum",
+           "unshifted_softmax", "LOG_FORM", "log_of_softmax", "gather_before_maps",
            "SUM_FORM", "sum_of_contraction", "own_axes_first", "contraction_into_readers"]

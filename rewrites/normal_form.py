@@ -10,6 +10,7 @@ a fixpoint, each step in the derivation's trace).
 rule                     lhs → rhs
 =======================  ==============================================================================
 ``written_softmax``      e = exp(x − max_A x) ; e / Σ_A e  →  SoftMax_A(x)
+``unshifted_softmax``    e = exp(x) ; e / Σ_A e  →  SoftMax_A(x)        (equal exactly; the primitive is stable)
 ``written_logsumexp``    m = max_A x ; log Σ_A exp(x − m) + m  →  LSE_A(x)
 ``scale_into_softmax``   SoftMax_{A,β}(c · x)  →  SoftMax_{A,βc}(x)
 ``product_with_itself``  x · x  →  square(x)
@@ -45,7 +46,7 @@ import sympy
 
 import napkin_cat as nc
 from napkin_cat.errors import SignatureError
-from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, to_netlist
+from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, shape_of, to_netlist
 from napkin_cat.rewriting.match import Pattern, kind, structural
 from rewrites.softmax import extreme_inputs
 
@@ -221,6 +222,68 @@ written_softmax = Rule(
     Over any axes ``A`` (the max's and the sum's, the same), weaved over the others in any order; the scores
     may be read elsewhere too, the intermediates only here.  The primitive computes exp(x − μ)/Σ exp(x − μ)
     with the row's max μ, what the written form computes.""")
+
+
+# ---------------------------------------------------------------------- a SoftMax without its max
+def moderate_inputs(rng, diagram, sizes):
+    """Input 0 (the scores): logits at scale 1, 10 or 30, some entries (a whole row, at times) masked to −∞;
+    others normal.  Finite scores this small neither overflow ``exp`` nor underflow a probability, so a form
+    written without the max (or a log of a SoftMax) computes in floating point what its primitive computes."""
+    xs = []
+    for i, arr in enumerate(diagram.dom.inside):
+        x = rng.normal(size=shape_of(arr, sizes))
+        if i == 0:
+            x = x * [1.0, 10.0, 30.0][int(rng.integers(3))]
+            x[rng.random(x.shape) < [0.0, 0.2, 0.5][int(rng.integers(3))]] = -np.inf
+        xs.append(x)
+    return xs
+
+
+def unshifted_softmax_instance(rng):
+    """exp(x) / Σ exp(x) over random axes (no max subtracted), maybe after a map, maybe with x read again after,
+    the division's output in another order."""
+    names, rows, over = _rows_and_over(rng)
+    sig, r = _sig(names), _sig(_maybe_permuted(rng, rows))
+    b = nc.Builder(nc.types(sig))
+    (X,) = b.inputs
+    S = _scores_source(rng, b, X, names, consts=(0.5, 2))
+    e = b(nc.elementwise("exp", sig), S)
+    z = b(nc.reduce("sum", f"{sig} -> {r}"), e)
+    out = [n for n in names if n not in over] + [n for n in names if n in over] if rng.random() < 0.3 else names
+    P = b(nc.elementwise("div", f"{sig}, {r} -> {_sig(out)}"), e, z)
+    return b.build(P, b(nc.elementwise("neg", sig), S)) if rng.random() < 0.3 else b.build(P)
+
+
+def _unshifted_box(m):
+    return box_like("softmax", [m.node("ex").dom[0]], m.node("dv").cod[0], core=reduced(m.node("sm")))
+
+
+def _unshifted_rhs(m):
+    b, ins = m.wiring()
+    return m.finish(b, {("dv", 0): b(_unshifted_box(m), ins[("ex", 0)])})
+
+
+unshifted_softmax = Rule(
+    "unshifted_softmax",
+    Pattern({"ex": kind("exp"), "k": structural("copy"), "sm": kind("reduce_sum"), "dv": kind("div")},
+            [("ex", 0, "k", 0), ("k", None, "sm", 0), ("k", None, "dv", 0), ("sm", 0, "dv", 1)]),
+    _unshifted_rhs,
+    conditions=(Condition("private", _private("dv"),
+                          "the exponentials and their sum must be read by the SoftMax alone"),
+                Condition("one_format", _one_format, "the written SoftMax must compute in one format at one level"),
+                Condition("signature", _buildable(_unshifted_box),
+                          "the SoftMax must write its reduced axes in the order it reads them")),
+    obligation=Obligation(unshifted_softmax_instance, inputs=moderate_inputs, symbolic=(exp_over_sum_of_shifted,),
+                          cost=fewer_nodes, rtol=1e-9, atol=1e-12),
+    doc="""e = exp(x) ; e / Σ_A e → SoftMax_A(x): a SoftMax written without its max is the primitive.
+
+    Equal in exact arithmetic (exp(xᵢ)/Σⱼ exp(xⱼ) = exp(xᵢ − μ)/Σⱼ exp(xⱼ − μ) for any μ: the symbolic proof),
+    not in floating point: the primitive is the stable form (μ the row's max), so the rewrite only removes
+    overflow and underflow.  By hand a score above ~709 makes exp(x) = ∞ and its row NaN (∞/∞), and a row whose
+    scores are all below ~−745 is 0/0 = NaN; the primitive is finite on both.  Where the written form is defined
+    (finite scores, −∞ ones masked) the two agree to rounding; a row all −∞ is NaN in both, and a +∞ score is
+    NaN in both at its place and 0 elsewhere in its row.  The proofs draw finite scores that neither overflow
+    nor underflow, or −∞.""")
 
 
 # ---------------------------------------------------------------------- log-sum-exp
@@ -453,9 +516,10 @@ mean_of_sum = Rule(
     summed axes' sizes, symbolic or given).""")
 
 
-NORMAL_FORM = RuleSet((written_softmax, written_logsumexp, scale_into_softmax, product_with_itself,
-                       times_reciprocal, mean_of_sum))
+NORMAL_FORM = RuleSet((written_softmax, unshifted_softmax, written_logsumexp, scale_into_softmax,
+                       product_with_itself, times_reciprocal, mean_of_sum))
 RULES = NORMAL_FORM
 
-__all__ = ["RULES", "NORMAL_FORM", "written_softmax", "written_logsumexp", "scale_into_softmax",
-           "product_with_itself", "times_reciprocal", "mean_of_sum", "box_like", "reduced", "netlist_size"]
+__all__ = ["RULES", "NORMAL_FORM", "written_softmax", "unshifted_softmax", "written_logsumexp", "scale_into_softmax",
+           "product_with_itself", "times_reciprocal", "mean_of_sum", "box_like", "reduced", "netlist_size",
+           "moderate_inputs"]

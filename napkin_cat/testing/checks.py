@@ -23,6 +23,10 @@ which typed error refused the program (``"refused: PlanError"``), so that a fuzz
                 its algorithm moves; a choice the rule book cannot make is a failure; the C printer prints its plan
                 (a box the search leaves where no hand-made partition puts it, such as an Initialize outside a
                 stream, still has a printed form)
+``reformulate`` the program written another way by the laws read backwards (:mod:`.reformulate`: SoftMax by
+                hand, a square as a product, a mean as a scaled sum, a contraction in pairs, …) computes what it
+                computes, and ``nc.derive`` reaches the same ``H`` from it as from the program, its result
+                equivalent to the program (or refuses both with one typed error)
 ==============  ==========================================================================================
 
 >>> from napkin_cat.testing.programs import random_program
@@ -51,6 +55,7 @@ from napkin_cat.testing.assertions import assert_equivalent
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.syntax.construct import spell
 from napkin_cat.testing.programs import Program
+from napkin_cat.testing.reformulate import reformulate
 from napkin_cat.cost import numeric
 from napkin_cat.plan.ir import StreamLoop, walk
 from napkin_cat.rewriting.netlist import to_netlist
@@ -58,7 +63,7 @@ from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.syntax.axis import symbol
 
 #: the checks, cheapest first
-CHECKS = ("evaluate", "json", "cost", "mutant", "rules", "plan", "c", "derive")
+CHECKS = ("evaluate", "json", "cost", "mutant", "rules", "plan", "c", "derive", "reformulate")
 
 
 @dataclass(frozen=True)
@@ -488,8 +493,56 @@ def check_derive(p: Program, seed: int = 0, memory: int | None = None):
     return ("derived", "equivalent", "replayed", "counted", "ran", "printed")
 
 
+def _derived_or_refused(diagram, memory: int, sizes: dict):
+    """``nc.derive``'s result, or the typed error it refused with."""
+    try:
+        return nc.derive(diagram, memory=memory, sizes=dict(sizes))
+    except (MemoryLimitError, nc.RewriteError) as e:
+        return e
+
+
+def check_reformulated(p: Program, seed: int = 0, memory: int | None = None):
+    """Outcomes: ``"rewritten"`` (some law applied; else ``"not rewritten"``), ``"derived"``, ``"same H"``,
+    ``"equivalent"`` (or ``"nothing finite"``) and ``"law <name>"`` for each law applied, or the typed refusal that
+    ``nc.derive`` gave both forms.  Derived at ``memory`` (default one drawn from ``2^3 … 2^11``)."""
+    rng = np.random.default_rng([seed, p.seed, 3])
+    memory = int(2 ** rng.integers(3, 12)) if memory is None else memory
+    written = reformulate(p.diagram, rng)
+    if not written.laws:
+        return ("not rewritten",)
+    lines = ("from napkin_cat.testing.reformulate import reformulate\n"
+             f"written = reformulate(diagram, np.random.default_rng([{seed}, {p.seed}, 3]))   # {list(written.laws)}\n"
+             f"r0 = nc.derive(diagram, memory={memory}, sizes=sizes)\n"
+             f"r1 = nc.derive(written.diagram, memory={memory}, sizes=sizes)\n")
+    finite = nc.equivalent(p.diagram, p.diagram, sizes=p.sizes, seed=seed)
+    verdict = nc.equivalent(p.diagram, written.diagram, sizes=p.sizes, seed=seed)
+    if finite and not verdict:
+        raise CheckFailed(f"the program written by {list(written.laws)} computes otherwise: {verdict}",
+                          lines.split("r0 =")[0] + "print(nc.equivalent(diagram, written.diagram, sizes=sizes))")
+    laws = tuple(f"law {name}" for name in sorted(set(written.laws)))
+    r0, r1 = (_derived_or_refused(d, memory, p.sizes) for d in (p.diagram, written.diagram))
+    if isinstance(r0, Exception) or isinstance(r1, Exception):
+        if type(r0) is type(r1):
+            return ("rewritten", refused(r0)) + laws
+        said = [f"{type(r).__name__}: {r}" if isinstance(r, Exception) else f"H = {r.H}" for r in (r0, r1)]
+        raise CheckFailed(f"nc.derive of the program: {said[0]}; of it written by {list(written.laws)}: {said[1]}",
+                          lines + "print(r0.H, r1.H)")
+    if r1.H != r0.H:
+        raise CheckFailed(f"nc.derive reaches H = {r0.H} ({r0.variant}) from the program and {r1.H} ({r1.variant}) "
+                          f"from it written by {list(written.laws)}", lines + "print(r0.H, r1.H)")
+    if not finite:
+        return ("rewritten", "derived", "same H", "nothing finite") + laws
+    try:
+        assert_equivalent(p.diagram, r1.diagram, sizes=p.sizes, seed=seed)
+    except AssertionError as e:
+        raise CheckFailed(f"nc.derive's algorithm from the program written by {list(written.laws)} is not the "
+                          f"program: {e}", lines + "print(nc.equivalent(diagram, r1.diagram, sizes=sizes))") from e
+    return ("rewritten", "derived", "same H", "equivalent") + laws
+
+
 RUNNERS = {"evaluate": check_evaluate, "json": check_json, "cost": check_cost, "mutant": check_mutant,
-           "rules": check_rules, "plan": check_plan, "c": check_c, "derive": check_derive}
+           "rules": check_rules, "plan": check_plan, "c": check_c, "derive": check_derive,
+           "reformulate": check_reformulated}
 
 
 def run_checks(p: Program, *, checks=CHECKS, seed: int = 0, tally: Counter | None = None) -> list:

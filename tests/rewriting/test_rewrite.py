@@ -306,12 +306,13 @@ def test_fuzz_count(capsys):
     # random functions (tests/search); it makes no contraction chains, which proofs/test_contraction_rules.py fuzzes,
     # and no mean centred, squared and averaged (a variance), which proofs/test_normalisers.py fuzzes over LayerNorms,
     # nor an operation written by hand (a SoftMax, x · x), which proofs/test_normal_form.py fuzzes, nor sums moved
-    # through contractions, which proofs/test_sum_normal_form.py fuzzes
-    from rewrites import CONTRACTION, DECOMPOSE, INNER, NORMAL_FORM, PARTITION, SHARING, SIBLINGS, SPLITS
+    # through contractions, which proofs/test_sum_normal_form.py fuzzes, nor a log SoftMax or a gather, which
+    # proofs/test_log_probability.py fuzzes
+    from rewrites import CONTRACTION, DECOMPOSE, INNER, LOG_FORM, NORMAL_FORM, PARTITION, SHARING, SIBLINGS, SPLITS
     from rewrites.sum_normal_form import RULES as SUMS
     assert set(FUZZ["rules"]) >= {r.name for r in ALL_RULES} - {r.name for r in PARTITION + INNER + SHARING + SIBLINGS
                                                                  + DECOMPOSE + CONTRACTION + SPLITS + NORMAL_FORM
-                                                                 + SUMS} \
+                                                                 + LOG_FORM + SUMS} \
         - {"centred_statistics_pass"}
 
 

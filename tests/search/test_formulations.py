@@ -3,7 +3,6 @@ user might.  For each family derive's H of every member is within 1 % of the bes
 is the second route: derived here from another member), and each result computes, at its tiles, what numpy
 computes from the maths (an independent reference written in the test)."""
 import numpy as np
-import pytest
 import sympy
 
 import napkin_cat as nc
@@ -107,9 +106,6 @@ def _ce_numpy(L, t):
     return lse - L[np.arange(len(t)), t]
 
 
-@pytest.mark.xfail(strict=True, reason="log(softmax(L)) gathered: the search streams L twice (LSE, then sub;exp;"
-                   "log;gather over n x v: H 4128 vs 2064); it needs log(softmax(x)) = x - lse(x) and a gather moved "
-                   "through the pointwise map (gather(x - lse) = gather(x) - lse), neither a rule yet")
 def test_cross_entropy_by_log_softmax_or_log_sum_exp():
     rng = np.random.default_rng(2)
     inputs = (rng.normal(size=(8, 256)) * 4, rng.integers(0, 256, size=8))
