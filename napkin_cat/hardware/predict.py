@@ -24,7 +24,7 @@ Grids around the kernel times the parts of a split stream that is the whole kern
 
 A matrix product whose side is shorter than the tensor-core instruction's (one query row when decoding) is
 charged on the tensor cores at its padded FLOPs or on the CUDA cores at the general pipeline's rate, whichever
-makes the kernel faster (:mod:`napkin_cat.hardware.placement`; ``KernelTime.products`` says which).  A kernel
+makes the kernel faster (:mod:`napkin_cat.hardware.products`; ``KernelTime.products`` says which).  A kernel
 whose split stream is its whole work (FlashDecoding, :mod:`napkin_cat.algorithms.splits`) is two launches::
 
     parts:    B = groups · P blocks;  u = groups · T/⌈T/P⌉ / (waves · N · r)   T slices, the busiest part ⌈T/P⌉
@@ -65,7 +65,7 @@ from napkin_cat.cost.iocost import cost, numel
 from napkin_cat.cost.numeric import at, folded
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
-from napkin_cat.hardware.placement import TENSOR, placement, products_of, rate
+from napkin_cat.hardware.products import TENSOR, placement, products_of, rate
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.plan.ir import Load, StreamLoop, walk
 from napkin_cat.syntax.axis import symbol
@@ -189,7 +189,7 @@ class KernelForm:
     evaluates them (the search times many tile assignments of one structure this way).  ``sample``: sizes
     at which the kernel's plan is made once, for the variables live together (its memory columns).
 
-    Its matrix products are :class:`~napkin_cat.hardware.placement.Product` s (each timed on the tensor cores,
+    Its matrix products are :class:`~napkin_cat.hardware.products.Product` s (each timed on the tensor cores,
     padded, or on the CUDA cores where padding wastes work); a kernel whose split stream is its whole work
     (:mod:`napkin_cat.algorithms.splits`) is two launches: the parts (``groups · P`` blocks) and the combine
     (``groups`` blocks: it reads the ``P`` partial states back, merges them, finishes and writes the outputs)."""

@@ -11,7 +11,7 @@ trips pay the per-trip rescaling and how many tensor-core instructions a trip is
    than ``largest`` and dividing its axis, at least 16 (a block tensor's side is padded to 16) or, on no
    matrix product, 1 (one head per block); a product's side along an axis shorter than the tensor-core
    instruction's (one query row when decoding) is the whole axis, and the product runs padded on the tensor
-   cores or on the CUDA cores, as the time model predicts faster (:mod:`~napkin_cat.hardware.placement`);
+   cores or on the CUDA cores, as the time model predicts faster (:mod:`~napkin_cat.hardware.products`);
 3. each timed by :mod:`~napkin_cat.hardware.predict`'s model from the structure's cost, read off once;
    an assignment whose live bytes exceed ``smem_per_block`` is dropped;
 4. the fastest wins (ties: fewer transfers, then larger tiles).
