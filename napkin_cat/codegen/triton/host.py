@@ -139,7 +139,8 @@ def host(printer, launches) -> list[str]:
     tables = [t.name for t in printer.block_tables.values()]
     lines = [f"def nc_run({', '.join(ins + [f'{t}=None' for t in tables])}):",
              line(1, '"""The launcher: torch tensors in (then the block tables: int8, none 0, partial 1, full 2; '
-                     'None: every trip partial), outputs out."""')]
+                     'None: every trip partial), outputs out."""' if tables else
+                  '"""The launcher: torch tensors in, outputs out."""')]
     known = {}
     for name in p.inputs:
         v = printer.variables[name]
