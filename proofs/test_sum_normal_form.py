@@ -102,3 +102,16 @@ def test_a_sum_of_a_shared_contraction_is_not_merged_by_the_normal_form():
     d = b.build(b(nc.reduce("sum", "q x -> q"), S), b(nc.elementwise("exp", "q x"), S))
     assert sum_of_contraction.matches(d) == []
     assert len(contraction_into_readers.matches(d)) == 1
+
+
+def test_a_reader_of_another_readers_result_is_not_offered():
+    """T = A·A read by R₀ = T·A and by R₁ = R₀·T: R₁'s operand R₀ is made inside the match, so merging T into both
+    would leave R₁ without its input (found by the rules fuzz, program 20242311: the rule offered it and raised)."""
+    b = nc.Builder(nc.types("i"))
+    (a,) = b.inputs
+    t = b(nc.einsum("i, i -> i"), a, a)
+    r0 = b(nc.einsum("i, i -> i"), t, a)
+    d = b.build(b(nc.einsum("i, i -> ()"), r0, t))
+    offered = contraction_into_readers.matches(d)
+    for m in offered:
+        assert nc.equivalent(d, contraction_into_readers.apply(d, m), sizes={"i": 3}, trials=1)

@@ -196,7 +196,8 @@ def _is_reducer(net, nid) -> bool:
 
 
 def _readers(net, nodes):
-    """The copy of ``c1``'s output and its readers that are contractions or sums (each reading it once)."""
+    """The copy of ``c1``'s output and its readers that are contractions or sums (each reading it once, none reading
+    another's result)."""
     (c1,) = nodes.values()
     (end,) = net.consumers(c1)
     if end[0] == OUTPUT or net.nodes[end[0]].kind != "copy":
@@ -204,6 +205,8 @@ def _readers(net, nodes):
     readers = [e[0] for e in net.consumers(end[0]) if _is_reducer(net, e[0])]
     if not readers or len(set(readers)) != len(readers):
         return None
+    if any(src[0] in readers for r in readers for src in net.producers(r)):
+        return None         # a reader of another reader's result: its operands are not all the match's inputs
     return {"k": end[0], **{f"r{j}": r for j, r in enumerate(readers)}}
 
 
