@@ -12,6 +12,7 @@ its cut into segments (:mod:`.segments`).  :func:`prepared_forms` lists the form
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import zip_longest
 
 from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting.driver import rewrite
@@ -85,9 +86,10 @@ def _simplified(diagram, book) -> Form:
 
 def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
     """The function and what the ``prepare`` rules make of it (breadth first, up to ``depth`` steps and
-    ``limit`` forms, isomorphic ones once).  A large function (searched segment by segment) is prepared one
-    rule at a time at every place it applies, so that its alike blocks are prepared alike, and is not given
-    recomputed forms (:func:`~napkin_cat.search.recomputation.recomputed_forms`; the others are)."""
+    ``limit`` forms, isomorphic ones once; each form's rewrites taken the rules in turn, :func:`in_turn`, so that
+    one rule's many choices do not crowd the others out of the limit).  A large function (searched segment by
+    segment) is prepared one rule at a time at every place it applies, so that its alike blocks are prepared alike,
+    and is not given recomputed forms (:func:`~napkin_cat.search.recomputation.recomputed_forms`; the others are)."""
     rules = book.role("prepare") if "prepare" in book.roles else ()
     forms = [_simplified(diagram, book)]
     if len(forms[0].graph) > segments_module.SEGMENT_AT:
@@ -98,19 +100,36 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
         if len(f.prepared) - len(forms[0].prepared) >= depth:
             continue
         net = to_netlist(f.diagram)
-        for rule in rules:
-            for m in rule.matches(net):
-                after = rule.fill(m)
-                new = after.diagram
-                if any(isomorphic(new, g.diagram) for g in forms):
-                    continue
-                step = Step.of(rule, m, net, after)
-                g = Form(new, f.steps + (step,), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join)
-                forms.append(g)
-                queue.append(g)
-                if len(forms) >= limit:
-                    return forms + recomputed_forms(forms, book, depth, limit)
+        for rule, m in in_turn(rules, net):
+            after = rule.fill(m)
+            new = after.diagram
+            if any(isomorphic(new, g.diagram) for g in forms):
+                continue
+            step = Step.of(rule, m, net, after)
+            g = Form(new, f.steps + (step,), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join)
+            forms.append(g)
+            queue.append(g)
+            if len(forms) >= limit:
+                return forms + recomputed_forms(forms, book, depth, limit)
     return forms + recomputed_forms(forms, book, depth, limit)
+
+
+def in_turn(rules, net) -> list:
+    """The legal rewrites ``(rule, match)`` of ``net`` by ``rules``, the rules in turn: each rule's first match, then
+    each one's second, and so on.  Within a rule its own order stands (its choices cheapest first where it ranks
+    them); across rules none waits for all of another's: a rule with ``k`` matches is reached among the first
+    ``r · k`` rewrites of ``r`` rules, whatever the rules before it offer.
+
+    >>> import napkin_cat as nc
+    >>> from rewrites import contraction_reassociation, pairwise_contraction
+    >>> b = nc.Builder(nc.types("q d, x d, x e, e f"))
+    >>> Q, K, V, W = b.inputs
+    >>> chain = b.build(b(nc.einsum("q e, e f -> q f"), b(nc.einsum("q d, x d, x e -> q e"), Q, K, V), W))
+    >>> [r.name for r, _ in in_turn((contraction_reassociation, pairwise_contraction), to_netlist(chain))][:4]
+    ['contraction_reassociation', 'pairwise_contraction', 'contraction_reassociation', 'pairwise_contraction']
+    """
+    offered = [[(rule, m) for m in rule.matches(net)] for rule in rules]
+    return [pair for turn in zip_longest(*offered) for pair in turn if pair is not None]
 
 
 def _everywhere(f: Form, rule):
