@@ -186,10 +186,12 @@ def test_the_reformulate_check_fails_where_derive_reaches_another_h(monkeypatch)
     assert failures and all("nc.derive reaches H" in f.message and "softmax_by_hand" in f.message for f in failures)
 
 
-@pytest.mark.xfail(strict=True, reason="the search misses a pairwise order of a 3-operand einsum that the program "
-                   "written in pairs reaches (H 168 vs 112 at memory 32): contraction_in_pairs is left out of the "
-                   "fuzz's reformulations until it holds")
 def test_a_contraction_written_in_pairs_derives_to_the_same_h():
+    """Program 20240943 written with its 3-operand einsum in pairs: both derive to H 112 at memory 32 (the one einsum
+    reached 168 while contraction_reassociation's choices filled prepared_forms' limit before softmax_statistics_pass
+    was offered: the forms now take the prepare rules in turn).  ``contraction_in_pairs`` stays out of the fuzz's
+    default laws: program 20240016 written in pairs derives to 400 where its one einsum gives 288 (memory 256), no rule
+    merging a chain of pairs back into one contraction in the normal form."""
     from napkin_cat.testing.reformulate import contraction_in_pairs
     p = random_program(20240943)
     written = contraction_in_pairs.apply(p.diagram)
