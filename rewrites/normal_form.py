@@ -194,11 +194,18 @@ def _same_reduced(first, second):
     return test
 
 
-def _softmax_rhs(m):
-    b, ins = m.wiring()
-    x = ins[("c", 0)]
-    y = b(_softmax_box(m), x)
-    return m.finish(b, {p: (y if p == ("dv", 0) else x) for p in m.outputs})
+def _one_box(last: str, box_of):
+    """The replacement of a pattern from the copy ``c`` of its input to the node ``last``: one box on the input
+    (``box_of(match)``), read where ``last`` was; the copy's other readers keep the input itself."""
+    def rhs(m):
+        b, ins = m.wiring()
+        x = ins[("c", 0)]
+        y = b(box_of(m), x)
+        return m.finish(b, {p: (y if p == (last, 0) else x) for p in m.outputs})
+    return rhs
+
+
+_softmax_rhs = _one_box("dv", _softmax_box)
 
 
 written_softmax = Rule(
@@ -314,11 +321,7 @@ def _lse_box(m):
     return box_like("reduce_logsumexp", [m.node("c").dom[0]], m.node("ad").cod[0])
 
 
-def _lse_rhs(m):
-    b, ins = m.wiring()
-    x = ins[("c", 0)]
-    y = b(_lse_box(m), x)
-    return m.finish(b, {p: (y if p == ("ad", 0) else x) for p in m.outputs})
+_lse_rhs = _one_box("ad", _lse_box)
 
 
 written_logsumexp = Rule(
@@ -410,11 +413,7 @@ def _square_box(m):
     return box_like("square", [m.node("c").dom[0]], m.node("m").cod[0])
 
 
-def _square_rhs(m):
-    b, ins = m.wiring()
-    x = ins[("c", 0)]
-    y = b(_square_box(m), x)
-    return m.finish(b, {p: (y if p == ("m", 0) else x) for p in m.outputs})
+_square_rhs = _one_box("m", _square_box)
 
 
 def _same_axes_both_ports(m):
