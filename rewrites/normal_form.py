@@ -140,9 +140,10 @@ def _scores_source(rng, b, X, names, consts=(0.5, 3)):
     return X
 
 
-def written_softmax_instance(rng):
-    """exp(x − max x) / Σ exp(x − max x) over random axes, maybe after a map, maybe with x read again after, the
-    division's output in another order."""
+def _shifted_exp(rng):
+    """What a written SoftMax and a written log-sum-exp share: exp(x − max x) over random axes (``over``), the row
+    statistic's axes in a random order ``r``; returns the names, rows, ``over``, signatures, builder, scores S, max
+    and exp."""
     names, rows, over = _rows_and_over(rng)
     sig, r = _sig(names), _sig(_maybe_permuted(rng, rows))
     b = nc.Builder(nc.types(sig))
@@ -150,6 +151,13 @@ def written_softmax_instance(rng):
     S = _scores_source(rng, b, X, names)
     mx = b(nc.reduce("max", f"{sig} -> {r}"), S)
     e = b(nc.elementwise("exp", sig), b(nc.elementwise("sub", f"{sig}, {r} -> {sig}"), S, mx))
+    return names, rows, over, sig, r, b, S, mx, e
+
+
+def written_softmax_instance(rng):
+    """exp(x − max x) / Σ exp(x − max x) over random axes, maybe after a map, maybe with x read again after, the
+    division's output in another order."""
+    names, rows, over, sig, r, b, S, mx, e = _shifted_exp(rng)
     z = b(nc.reduce("sum", f"{sig} -> {r}"), e)
     out = [n for n in names if n not in over] + [n for n in names if n in over] if rng.random() < 0.3 else names
     P = b(nc.elementwise("div", f"{sig}, {r} -> {_sig(out)}"), e, z)
@@ -296,13 +304,7 @@ unshifted_softmax = Rule(
 # ---------------------------------------------------------------------- log-sum-exp
 def written_logsumexp_instance(rng):
     """log Σ exp(x − max x) + max x over random axes, the addition's operands in either order."""
-    names, rows, over = _rows_and_over(rng)
-    sig, r = _sig(names), _sig(_maybe_permuted(rng, rows))
-    b = nc.Builder(nc.types(sig))
-    (X,) = b.inputs
-    S = _scores_source(rng, b, X, names)
-    mx = b(nc.reduce("max", f"{sig} -> {r}"), S)
-    e = b(nc.elementwise("exp", sig), b(nc.elementwise("sub", f"{sig}, {r} -> {sig}"), S, mx))
+    names, rows, over, sig, r, b, S, mx, e = _shifted_exp(rng)
     lg = b(nc.elementwise("log", r), b(nc.reduce("sum", f"{sig} -> {r}"), e))
     out = _sig(_maybe_permuted(rng, rows))
     L = b(nc.elementwise("add", f"{r}, {r} -> {out}"), *((lg, mx) if rng.integers(2) else (mx, lg)))
