@@ -146,7 +146,8 @@ class Cost:
 
     def at_density(self, density) -> "Cost":
         """This cost with every density symbol of :attr:`assumptions` bound: ``density`` a number (every mask from
-        data) or ``{symbol: number}``; the assumptions then say which value the counts assume.
+        data) or ``{symbol or its name: number}`` (a name none of :attr:`assumptions` has: an ArgumentError naming
+        it and those it has); the assumptions then say which value the counts assume.
 
         >>> import napkin_cat as nc
         >>> from napkin_cat.cost.iocost import cost
@@ -156,6 +157,12 @@ class Cost:
         >>> rho, half.H[1] == c.H[1].subs(rho, sympy.Rational(1, 2)), half.assumptions[0].value
         (rho[d(q)=d(x)], True, 1/2)
         """
+        if isinstance(density, dict):
+            names = {str(a.symbol) for a in self.assumptions}
+            unknown = [str(k) for k in density if str(k) not in names]
+            if unknown:
+                raise ArgumentError(f"density names {unknown}, no mask read from data of this cost: its densities "
+                                    f"are {sorted(names) or 'none (it has no mask read from data)'}")
         values = {}
         for a in self.assumptions:
             given = density.get(a.symbol, density.get(str(a.symbol))) if isinstance(density, dict) else density

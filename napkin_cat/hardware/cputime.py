@@ -48,7 +48,8 @@ from napkin_cat.cost.numeric import at, folded
 from napkin_cat.errors import MemoryLimitError
 from napkin_cat.hardware.cpu import CPU, load_cpu
 from napkin_cat.hardware.errors import HardwareError
-from napkin_cat.hardware.predict import PIPELINES, KernelTime, Prediction, environment, kernels_of
+from napkin_cat.hardware.predict import (PIPELINES, KernelTime, Prediction, bound_densities, density_assumptions,
+                                         environment, kernels_of)
 from napkin_cat.hardware.timed import fastest, split_parts, tile_fulls
 from napkin_cat.hardware.toy import primitive_boxes
 from napkin_cat.search.derivation import derive as derive_transfers
@@ -95,7 +96,7 @@ class CPUKernelForm:
 
     def __init__(self, box, cpu: CPU, *, level: int = 1):
         self.box, self.cpu, self.level = box, cpu.require_rates(), level
-        c = cost(box)
+        c = cost(box).at_density(1)        # a mask read from data counted dense (the prediction says so)
         self.estimated = c.estimated       # a masked stream's trips that run: counted at each env instead
         smallest = {}
         for b in primitive_boxes(box):
@@ -196,7 +197,7 @@ def predict_cpu(algorithm, hardware, sizes: dict | None = None, *, threads: int 
     ks = tuple(CPUKernelForm(b, cpu).at(env, threads=threads, exact=at(b, sizes.restrict(b)))
                for b in kernels_of(algorithm))
     return Prediction(sum(k.time for k in ks), ks, cpu.name, dict(sizes), "none (copy, then compute)",
-                      assumptions(cpu, threads))
+                      assumptions(cpu, threads) + density_assumptions(algorithm, env, bound_densities(algorithm)))
 
 
 def _threads(threads) -> int:
@@ -320,7 +321,9 @@ def derive_for_cpu_time(diagram, hardware, sizes: dict, *, threads: int = 1, val
     t, H, regime, tiles, kts, chosen, opt = fastest(
         timings, sizes, f"least predicted time on the {cpu.name} ({threads} thread(s)) over {len(timings)} tile "
                         f"assignments of {len(structures)} structures")
-    pred = Prediction(t, tuple(kts), cpu.name, dict(chosen), "none (copy, then compute)", assumptions(cpu, threads))
+    pred = Prediction(t, tuple(kts), cpu.name, dict(chosen), "none (copy, then compute)",
+                      assumptions(cpu, threads) + density_assumptions(regime.diagram, environment(chosen),
+                                                                      bound_densities(regime.diagram)))
     return dataclasses.replace(
         found[0], diagram=regime.diagram, trace=regime.trace, H=H, cost=regime.cost, optimum=opt,
         variant=regime.variant, prediction=pred, blocks=launched(regime.diagram, chosen),

@@ -30,7 +30,7 @@ napkin_cat.errors.NapkinError: derive(hardware=epyc-zen3-dev) got ['overlap']: a
 """
 from __future__ import annotations
 
-from napkin_cat.errors import NapkinError
+from napkin_cat.errors import ArgumentError, NapkinError
 from napkin_cat.hardware.cpu import CPU, THIS_CPU, cpus, load_cpu
 from napkin_cat.hardware.cputime import derive_for_cpu_time
 from napkin_cat.hardware.timed import derive_for_time
@@ -42,7 +42,7 @@ TIME_OPTIONS = ("overlap", "ceilings", "largest", "launch")
 #: the CPU time model's keywords (:func:`~napkin_cat.hardware.cputime.derive_for_cpu_time`'s own)
 CPU_OPTIONS = ("threads", "value_bytes")
 #: the search's keywords that also steer a derivation by time (the others are the transfer search's alone)
-SHARED_OPTIONS = ("book", "min_blocks", "cache")
+SHARED_OPTIONS = ("book", "min_blocks", "cache", "density")
 
 
 def is_cpu(hardware) -> bool:
@@ -82,6 +82,10 @@ def derive(diagram, memory="M", level: int = 1, sizes: dict | None = None, *, ha
         raise NapkinError(f"derive(hardware=...) got {other}: these options are the transfer search's; the time model "
                           f"takes {list(own + SHARED_OPTIONS)}")
     at = dict(as_sizes(sizes).of(diagram))
+    if cpu and options.get("density") is not None:
+        raise ArgumentError(f"derive(hardware={model.name}) got density=: the CPU time model counts a mask read from "
+                          "data dense; give density= with a GPU model or a memory")
     if cpu:
+        options.pop("density", None)
         return derive_for_cpu_time(diagram, model, at, level=level, **options)
     return derive_for_time(diagram, hardware, at, level=level, **options)

@@ -33,6 +33,13 @@ whose split stream is its whole work (FlashDecoding, :mod:`napkin_cat.algorithms
 
 the parts' launch keeps the rest (its inputs, the partial states written, the trips).
 
+A stream skipped by a mask read from data (:mod:`napkin_cat.algorithms.skipping`) runs the trips its block mask
+allows, as the cost functor counts them: ``density=`` (``ρ``, a number for every such mask or ``{rho[…] or its
+name: number}``; default 1, dense) scales those trips' transfers and FLOPs (``nc.cost(d, sizes, density=ρ)``), or
+``block_mask=`` (the data's, :func:`napkin_cat.block_mask`) counts them exactly (the trips where no pair is allowed
+skipped; ``nc.cost(d, sizes, block_mask=bm)``).  The terms are then those counts through the same rates, and the
+assumptions state the density (or the block mask's measured density at the kernel's tiles).
+
 Every rate is the model's (its TOML file, ``nc.hardware.load``) unless ``ceilings`` overrides it with a
 measured one (``{"hbm": B/s, "l2": B/s, "tensor:bf16": FLOP/s, ...}``): a benchmark measures the copy
 bandwidth and the matrix-product rate once and predicts every kernel from them.  The result lists the
@@ -57,12 +64,14 @@ from dataclasses import dataclass, field, replace
 
 import sympy
 
-from napkin_cat.algorithms.bubbles import Region
+from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.launches import kernel_launches, narrowest
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.algorithms.splits import partial_moves
 from napkin_cat.cost.iocost import cost, numel
-from napkin_cat.cost.numeric import at, folded
+from napkin_cat.cost.numeric import at, data_axes, densities, folded
+from napkin_cat.cost.record import Cost, Density, fraction
+from napkin_cat.errors import ArgumentError, ShapeError
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
 from napkin_cat.hardware.products import TENSOR, placement, products_of, rate
@@ -194,9 +203,11 @@ class KernelForm:
     (:mod:`napkin_cat.algorithms.splits`) is two launches: the parts (``groups · P`` blocks) and the combine
     (``groups`` blocks: it reads the ``P`` partial states back, merges them, finishes and writes the outputs)."""
 
-    def __init__(self, box, gpu: GPU, *, overlap: str, ceilings: dict, level: int, sample: dict):
+    def __init__(self, box, gpu: GPU, *, overlap: str, ceilings: dict, level: int, sample: dict, density=None):
         self.box, self.gpu, self.overlap, self.ceilings, self.level = box, gpu, overlap, ceilings, level
-        c = cost(box)
+        #: each density of a mask from data of this kernel → the value its trips are counted at (1: dense)
+        self.density = {s: (density or {}).get(s, 1) for s in densities(box)}
+        c = cost(box).at_density(self.density)
         self.estimated = c.estimated          # a masked stream's trips that run: counted at each env instead
         self.products = products_of(box, c.ops, gpu, ceilings)
         placed = {id(p.op) for p in self.products}
@@ -285,7 +296,7 @@ class KernelForm:
         gpu = self.gpu
         v = self.values(env)
         if exact is None and self.estimated:
-            exact = folded(self.box, env)
+            exact = folded(self.box, env, density=self.density)
         flops, seconds, moved, products = v["flops"], v["seconds"], v["moved"], v["products"]
         if exact is not None:
             moved = float(exact.H_bytes.get(self.level, 0))
@@ -404,10 +415,54 @@ def assumptions(gpu: GPU, ceilings: dict, overlap: str, launch: float, kernels: 
          "outputs (T_hbm)",) if split else ())
 
 
+def bound_densities(algorithm, density=None) -> dict:
+    """Each density ``rho[…]`` of a mask read from data in ``algorithm`` → the value ``density`` gives it: a number
+    for every one, or ``{symbol or its name: number}`` (one not named: 1); None: 1, dense.  An ArgumentError for a
+    value outside 0 … 1 or a name the algorithm has no mask for.
+
+    >>> import napkin_cat as nc
+    >>> d = nc.stream(nc.kernel(nc.library.document_attention()), "x", "s_x")
+    >>> bound_densities(d, 0.25), bound_densities(d)
+    ({rho[d(q)=d(x)]: 1/4}, {rho[d(q)=d(x)]: 1})
+    >>> bound_densities(d, {"rho[d(q)<d(x)]": 0.5})
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.ArgumentError: density names ['rho[d(q)<d(x)]'], no mask read from data of this cost: ...
+    """
+    if density is None:
+        density = 1
+    if not isinstance(density, dict):
+        fraction(density, "density=")           # checked even where no mask reads data
+    bound = Cost(assumptions=tuple(Density(s) for s in densities(algorithm))).at_density(density)
+    return {a.symbol: 1 if a.value is None else a.value for a in bound.assumptions}
+
+
+def tiles_over(algorithm, axes, env: dict) -> dict:
+    """Each of ``axes`` that a Grid or Stream of ``algorithm`` partitions → its tile at ``env`` (the innermost)."""
+    out = {}
+    for _, b in layers(algorithm):
+        if isinstance(b, (Grid, Stream)) and b.axis in axes:
+            out[b.axis] = int(sympy.sympify(b.size).subs(env))
+        if isinstance(b, Region):
+            out.update(tiles_over(b.arg, axes, env))
+    return out
+
+
+def density_assumptions(algorithm, env: dict, density: dict, block_mask=None) -> tuple:
+    """The sentences a prediction states of its masks read from data: each density and its value, or the block
+    mask's measured density at the algorithm's tiles."""
+    if block_mask is None:
+        return tuple(str(Density(s, v)) for s, v in density.items())
+    tiles = tiles_over(algorithm, block_mask.axes, env)
+    return (f"the trips of the masks read from data are the given block mask's, counted exactly (trips where it "
+            f"allows no pair skipped): {block_mask.density(tiles):.4g} of its blocks at tiles {tiles} run",)
+
+
 def predict(algorithm, hardware, sizes: dict | None = None, *, overlap: str = "sequential",
-            ceilings: dict | None = None, launch: float = LAUNCH) -> Prediction:
+            ceilings: dict | None = None, launch: float = LAUNCH, density=None, block_mask=None) -> Prediction:
     """The predicted time of ``algorithm`` (a plan, or an algorithm diagram with ``sizes``: axes and tiles)
-    on ``hardware`` (a GPU model or its name); see the module docstring."""
+    on ``hardware`` (a GPU model or its name); ``density`` / ``block_mask``: what its masks read from data let run
+    (:func:`bound_densities`; default dense); see the module docstring."""
     gpu = hardware if isinstance(hardware, GPU) else load(hardware)
     if overlap not in OVERLAPS:
         raise HardwareError(f"overlap {overlap!r}: one of {OVERLAPS} (§5.7)")
@@ -421,7 +476,18 @@ def predict(algorithm, hardware, sizes: dict | None = None, *, overlap: str = "s
     ceilings = check_ceilings(ceilings)
     sizes = as_sizes(sizes).of(algorithm)
     env = sizes.env
-    ks = tuple(KernelForm(b, gpu, overlap=overlap, ceilings=ceilings, level=1, sample=env).at(
-        env, exact=at(b, sizes.restrict(b)), launch=launch) for b in kernels_of(algorithm))
+    if block_mask is not None and density is not None:
+        raise ArgumentError("a block mask decides every trip exactly: give block_mask= or density=, not both")
+    if block_mask is not None and not data_axes(algorithm):
+        raise ShapeError("a block mask was given, but no stream of this algorithm skips by a mask read from data")
+    rho = bound_densities(algorithm, density)
+
+    def counted(b):         # the cost functor's counts of kernel b: at the density, or given the block mask
+        if block_mask is not None and data_axes(b):
+            return at(b, sizes.restrict(b), block_mask=block_mask)
+        return at(b, sizes.restrict(b), density={s: v for s, v in rho.items() if s in densities(b)})
+    ks = tuple(KernelForm(b, gpu, overlap=overlap, ceilings=ceilings, level=1, sample=env, density=rho).at(
+        env, exact=counted(b), launch=launch) for b in kernels_of(algorithm))
     return Prediction(sum(k.time for k in ks), ks, gpu.name, dict(sizes), overlap,
-                      assumptions(gpu, ceilings, overlap, launch, ks))
+                      assumptions(gpu, ceilings, overlap, launch, ks)
+                      + density_assumptions(algorithm, env, rho, block_mask))

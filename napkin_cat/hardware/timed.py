@@ -47,8 +47,9 @@ from napkin_cat.errors import LoweringError, MemoryLimitError
 from napkin_cat.hardware.divisors import constraints, uses_of
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
-from napkin_cat.hardware.predict import (LAUNCH, OVERLAPS, KernelForm, Prediction, assumptions, check_ceilings,
-                                         environment, kernels_of)
+from napkin_cat.cost.record import Density
+from napkin_cat.hardware.predict import (LAUNCH, OVERLAPS, KernelForm, Prediction, assumptions, bound_densities,
+                                         check_ceilings, density_assumptions, environment, kernels_of)
 from napkin_cat.search.derivation import derive as derive_transfers
 from napkin_cat.syntax.adapter import layers
 from napkin_cat.syntax.sizes import Sizes
@@ -112,15 +113,17 @@ def split_parts(diagram) -> list:
     return out
 
 
-def _timed(structure, gpu, env, *, overlap, ceilings, level, largest, launch, min_blocks=None):
+def _timed(structure, gpu, env, *, overlap, ceilings, level, largest, launch, min_blocks=None, density=1):
     """Every legal tile assignment of one structure (a regime of derive), timed: ``[(time, H, tiles, kts)]``;
-    with ``min_blocks``, only those whose every kernel launches that many blocks."""
+    with ``min_blocks``, only those whose every kernel launches that many blocks; ``density``: what its masks read
+    from data let run (:func:`~napkin_cat.hardware.predict.bound_densities`)."""
     values = tile_values(gpu, structure.diagram, env, largest=largest)
     tiles = list(values)
     first = {**env, **{t: v[0] for t, v in values.items()}}
-    forms = [KernelForm(b, gpu, overlap=overlap, ceilings=ceilings, level=level, sample=first)
+    rho = bound_densities(structure.diagram, density)
+    forms = [KernelForm(b, gpu, overlap=overlap, ceilings=ceilings, level=level, sample=first, density=rho)
              for b in kernels_of(structure.diagram)]
-    H = sympy.sympify(structure.cost.H.get(level, 0))
+    H = sympy.sympify(structure.cost.at_density(density).H.get(level, 0))
     out = []
     for combo in itertools.product(*(values[t] for t in tiles)):
         at = {**env, **dict(zip(tiles, combo))}
@@ -131,7 +134,8 @@ def _timed(structure, gpu, env, *, overlap, ceilings, level, largest, launch, mi
         if min_blocks is not None and min(k.blocks for k in kts) < min_blocks:
             continue                   # the tiles the requirement was derived under are not the only ones timed
         # a masked stream's trips that run are estimated symbolically: counted at the tiles, as a run counts them
-        moved = folded(structure.diagram, at).H.get(level, 0) if structure.cost.estimated else int(H.subs(at))
+        moved = folded(structure.diagram, at, density=rho).H.get(level, 0) if structure.cost.estimated \
+            else int(H.subs(at))
         out.append((sum(k.time for k in kts), moved, dict(zip(tiles, combo)), kts))
     return out
 
@@ -150,7 +154,7 @@ def fastest(timings: list, sizes: dict, why: str) -> tuple:
 
 def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: str = "sequential",
                     ceilings: dict | None = None, book=None, largest: int = LARGEST, launch: float = LAUNCH,
-                    min_blocks: int | None = None, cache=None, depth: int = 2):
+                    min_blocks: int | None = None, cache=None, depth: int = 2, density=None):
     """The algorithm of least predicted time on ``hardware`` (see the module docstring); a
     :class:`~napkin_cat.search.Derivation` with ``prediction`` and ``timings``.
 
@@ -162,19 +166,24 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     stream is timed at its parts ``P`` = 1, 2, 4, … (its kernel launches ``P`` blocks per group; the combine's
     transfers and merges are in its cost).  ``cache``: the search's kernel cache
     (:class:`~napkin_cat.search.context.KernelCache`, default the process's); ``depth``: the ``prepare`` rewrites
-    the search chains (``nc.derive``'s)."""
+    the search chains (``nc.derive``'s).  ``density``: the fraction of a stream's trips (those its positions allow)
+    that a mask read from data lets run (a number 0 … 1, as ``nc.derive``'s; default 1, dense): the structures are
+    derived and every assignment timed at it (:func:`~napkin_cat.hardware.predict.predict`'s ``density``), and the
+    result's ``assumptions`` (and its prediction's) state it."""
     gpu = hardware if isinstance(hardware, GPU) else load(hardware)
     if overlap not in OVERLAPS:
         raise HardwareError(f"overlap {overlap!r}: one of {OVERLAPS} (§5.7)")
     ceilings = check_ceilings(ceilings)
     env = environment(sizes)
+    density = 1 if density is None else density
     top = max(10, int(math.log2(gpu.smem_per_block // 2)))
     memories = [2 ** k for k in range(10, top + 1)]
     found = [] if min_blocks is not None else [derive_transfers(diagram, memory=memories, sizes=sizes, level=level,
-                                                                book=book, cache=cache, depth=depth)]
+                                                                book=book, cache=cache, depth=depth, density=density)]
     try:
         found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book, cache=cache,
-                                      depth=depth, min_blocks=gpu.sm_count if min_blocks is None else min_blocks))
+                                      depth=depth, min_blocks=gpu.sm_count if min_blocks is None else min_blocks,
+                                      density=density))
     except MemoryLimitError:
         if min_blocks is not None:
             raise
@@ -185,7 +194,7 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     for label, regime in structures.items():
         try:
             timed = _timed(regime, gpu, env, overlap=overlap, ceilings=ceilings, level=level, largest=largest,
-                           launch=launch, min_blocks=min_blocks)
+                           launch=launch, min_blocks=min_blocks, density=density)
         except (HardwareError, LoweringError) as e:     # a split whose tail reads its head is not planned
             if len(structures) == 1:
                 raise
@@ -200,9 +209,12 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
                                f"{gpu.smem_per_block} B of shared memory per thread block at sizes {sizes}")
     t, H, regime, tiles, kts, chosen, opt = fastest(timings, sizes, f"least predicted time on the {gpu.name} over "
                                                     f"{len(timings)} tile assignments of {len(structures)} structures")
+    rho = bound_densities(regime.diagram, density)
     pred = Prediction(t, tuple(kts), gpu.name, dict(chosen), overlap,
-                      assumptions(gpu, ceilings, overlap, launch, tuple(kts)))
+                      assumptions(gpu, ceilings, overlap, launch, tuple(kts))
+                      + density_assumptions(regime.diagram, environment(chosen), rho))
     return dataclasses.replace(
         r, diagram=regime.diagram, trace=regime.trace, H=H, cost=regime.cost, optimum=opt, variant=regime.variant,
         prediction=pred, blocks=blocks(regime.diagram, chosen),
+        assumptions=tuple(Density(s, v) for s, v in rho.items()),
         timings=tuple((label, tiles_, time, h) for time, h, _, label, _, tiles_, _ in timings))

@@ -16,7 +16,11 @@
   (per kernel, what ``cudaFuncGetAttributes`` says after the launcher's ``cudaFuncSetAttribute``) and
   small helpers (error names, device memory).
 * On a GPU: ``k(*arrays)`` (numpy in → numpy out, or torch CUDA tensors in → torch tensors out) builds for
-  the device's architecture (read from the driver) and runs; ``k.run_device(inputs, outputs)`` runs on
+  the device's architecture (read from the driver) and runs; ``k(*arrays, block_mask=...)`` (or ``blocks=``)
+  reads the data's block tables (:meth:`~napkin_cat.codegen.kernel.GeneratedKernel.block_arguments`, checked on
+  the host against the data), copies them to the device and passes them to ``nc_run``, whose kernels skip a
+  *none* trip and run a *full* one without making its mask (the C family's loop nest); without, NULL (every trip
+  runs masked); ``k.run_device(inputs, outputs)`` runs on
   torch CUDA tensors the caller allocated, with no copy and no allocation (for timing with
   ``torch.cuda.Event`` around it: what is timed is ``nc_run``, whose closing ``cudaDeviceSynchronize`` is
   part of it, and, for a plan of several kernels, the ``cudaMalloc``/``cudaFree`` of its workspace);
@@ -217,7 +221,7 @@ class CudaKernel(GeneratedKernel):
         libs = self._libraries
         if path not in libs:
             lib = ctypes.CDLL(str(path))
-            # the block tables (:mod:`napkin_cat.plan.blocks`) last: passed NULL here, every trip run masked
+            # the block tables (:mod:`napkin_cat.plan.blocks`) last: device pointers, or NULL (every trip run masked)
             n = len(self.plan.inputs) + len(self.plan.outputs) + len(self.printer.block_tables)
             lib.nc_run.argtypes, lib.nc_run.restype = [ctypes.c_void_p] * n, ctypes.c_int
             lib.nc_attributes.argtypes, lib.nc_attributes.restype = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)], \
@@ -240,29 +244,39 @@ class CudaKernel(GeneratedKernel):
                                f"{(text or b'?').decode()})")
 
     # ------------------------------------------------------------------ on a GPU
-    def __call__(self, *arrays):
+    def __call__(self, *arrays, block_mask=None, blocks=None):
         """Run on a GPU: numpy arrays in, numpy arrays out (via device 0), or torch CUDA tensors in, torch
-        tensors out (on their device); one array, or a tuple of them, as ``p(*arrays)`` returns."""
+        tensors out (on their device); one array, or a tuple of them, as ``p(*arrays)`` returns.  ``block_mask``
+        / ``blocks``: the data's block mask or its tables, read and checked on the host
+        (:meth:`~napkin_cat.codegen.kernel.GeneratedKernel.block_arguments`) and copied to the device beside the
+        inputs; none: every trip runs masked."""
         if any(_is_torch(x) for x in arrays):
-            ys = self._call_torch(arrays)
+            host = [None if x is None else x.detach().cpu().numpy() for x in arrays] \
+                if block_mask is not None or blocks is not None else ()
+            ys = self._call_torch(arrays, self.block_arguments(host, block_mask, blocks))
         else:
-            ys = self._call_numpy(self.check(arrays))
+            xs = self.check(arrays)
+            ys = self._call_numpy(xs, self.block_arguments(xs, block_mask, blocks))
         return ys[0] if len(ys) == 1 else tuple(ys)
 
-    def _call_numpy(self, xs):
+    def _call_numpy(self, xs, tables=()):
+        """``nc_run`` on device copies of ``xs`` and of the block ``tables`` (int8 host arrays; None: NULL)."""
         lib = self.library(device_arch(0))
         self.raise_for(lib, lib.nc_set_device(0), "cudaSetDevice(0)")
         _, shapes = self.shapes()
         ys = [np.empty(s, self.numpy_dtype(n)) for s, n in zip(shapes, self.plan.outputs)]
-        ptrs = []
+        tables = list(tables) or [None] * len(self.printer.block_tables)
+        ptrs, table_ptrs = [], []
         try:
-            for a in xs + ys:
+            for a in xs + ys + [t for t in tables if t is not None]:
                 ptrs.append(ctypes.c_void_p())
                 self.raise_for(lib, lib.nc_malloc(ctypes.byref(ptrs[-1]), max(a.nbytes, 1)),
                                f"cudaMalloc of {a.nbytes} B")
-            for ptr, x in zip(ptrs, xs):
+            given = iter(ptrs[len(xs) + len(ys):])
+            table_ptrs = [None if t is None else next(given) for t in tables]
+            for ptr, x in [*zip(ptrs, xs), *((p, t) for p, t in zip(table_ptrs, tables) if t is not None)]:
                 self.raise_for(lib, lib.nc_to_device(ptr, x.ctypes.data, x.nbytes), "the copy of an input to the GPU")
-            self.raise_for(lib, lib.nc_run(*ptrs, *self.block_arguments()), self._launches())
+            self.raise_for(lib, lib.nc_run(*ptrs[:len(xs) + len(ys)], *table_ptrs), self._launches())
             for ptr, y in zip(ptrs[len(xs):], ys):
                 self.raise_for(lib, lib.nc_to_host(y.ctypes.data, ptr, y.nbytes), "the copy of an output from the GPU")
         finally:
@@ -270,7 +284,7 @@ class CudaKernel(GeneratedKernel):
                 lib.nc_free(ptr)
         return ys
 
-    def _call_torch(self, arrays):
+    def _call_torch(self, arrays, tables=()):
         import torch
         ins, outs = self.shapes()
         if len(arrays) != len(ins):
@@ -278,13 +292,14 @@ class CudaKernel(GeneratedKernel):
         device = self._torch_device(arrays, "inputs")
         xs = [x.to(dtype=self._torch_dtype(torch, n)).contiguous() for n, x in zip(self.plan.inputs, arrays)]
         ys = [torch.empty(s, dtype=self._torch_dtype(torch, n), device=device) for s, n in zip(outs, self.plan.outputs)]
-        self.run_device(xs, ys)
+        self.run_device(xs, ys, blocks=[None if t is None else torch.from_numpy(t).to(device) for t in tables] or None)
         return ys
 
-    def run_device(self, inputs, outputs):
+    def run_device(self, inputs, outputs, *, blocks=None):
         """Run ``nc_run`` on torch CUDA tensors the caller allocated, all on one device, C-contiguous, of the
-        plan's shapes and formats: no copy, no allocation, no synchronisation but ``nc_run``'s own.  Returns
-        ``outputs``."""
+        plan's shapes and formats: no copy, no allocation, no synchronisation but ``nc_run``'s own.  ``blocks``:
+        the block tables on that device (int8, of the tables' shapes: :meth:`block_arguments`'s, which checks them
+        against the data, moved there once); None: NULL, every trip runs masked.  Returns ``outputs``."""
         import torch
         ins, outs = self.shapes()
         if len(inputs) != len(ins) or len(outputs) != len(outs):
@@ -299,11 +314,22 @@ class CudaKernel(GeneratedKernel):
                     raise ShapeError(f"{role} {k} ({name}) must be a contiguous {dtype} tensor of shape {want}, got "
                                      f"{'a contiguous' if t.is_contiguous() else 'a strided'} {t.dtype} tensor of "
                                      f"shape {tuple(t.shape)}")
+        tables = list(self.printer.block_tables.values())
+        blocks = [None] * len(tables) if blocks is None else list(blocks)
+        if len(blocks) != len(tables):
+            raise ShapeError(f"run_device takes {len(tables)} block table(s) (shapes {[t.shape for t in tables]}), "
+                             f"got {len(blocks)}")
+        for t, b in zip(tables, blocks):
+            if b is not None and (tuple(b.shape) != tuple(t.shape) or b.dtype != torch.int8 or b.device != device
+                                  or not b.is_contiguous()):
+                raise ShapeError(f"block table {t.number} (stream over {t.loop.axis!r}) must be a contiguous int8 "
+                                 f"tensor of shape {tuple(t.shape)} on {device}, got {b.dtype} of shape "
+                                 f"{tuple(b.shape)} on {b.device}")
         index = device.index if device.index is not None else torch.cuda.current_device()
         lib = self.library(device_arch(index))
         self.raise_for(lib, lib.nc_set_device(index), f"cudaSetDevice({index})")
-        self.raise_for(lib, lib.nc_run(*[t.data_ptr() for t in (*inputs, *outputs)], *self.block_arguments()),
-                       self._launches())
+        self.raise_for(lib, lib.nc_run(*[t.data_ptr() for t in (*inputs, *outputs)],
+                                       *[None if b is None else b.data_ptr() for b in blocks]), self._launches())
         return outputs
 
     def attributes(self, device: int = 0) -> dict:
@@ -343,7 +369,8 @@ class CudaKernel(GeneratedKernel):
     def launcher(self) -> str:
         """``launch.py``: random inputs of the plan's shapes and formats (ids and masks as random integers), one
         ``nc_run``; the block tables (one per stream that skips by a mask from data) passed NULL, every trip run
-        masked (right on any data; the tables of real data are derived from it: :mod:`napkin_cat.plan.condition`)."""
+        masked (right on the random ids it makes; ``k(*arrays, block_mask=...)`` passes the tables of real data,
+        derived from it: :mod:`napkin_cat.plan.condition`)."""
         ins, outs = self.shapes()
         formats = {**TORCH, "int32": "int32", "bool": "bool"}
         return LAUNCHER.format(ins=ins, outs=outs,
