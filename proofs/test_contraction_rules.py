@@ -14,12 +14,15 @@ from hypothesis import given, settings, strategies as st
 
 import napkin_cat as nc
 from napkin_cat.rewriting import Trace, as_ruleset, random_sizes, rewrite, shape_of
+from napkin_cat.rewriting.registry import rulebook
+from napkin_cat.search.forms import prepared_forms
 from napkin_cat.syntax.weave import weave_box
-from rewrites import ALL_RULES, CONTRACTION
+from rewrites import ALL_RULES, CONTRACTION, SIMPLIFY
 from rewrites.contraction import (CHAIN, SOLE_USE, contracted_axis_renaming, contraction_merge,
                                   contraction_reassociation, contraction_split, flops_claim)
 from rewrites.contraction_instances import (capture_instance, chain_instance, random_contraction_diagram,
                                             random_einsum)
+from rewrites.normal_form import box_like
 from rewrites.sum_product import Term, loop_nest_flops, sum_product_associativity
 
 proves = pytest.mark.proves
@@ -45,7 +48,9 @@ def numpy_chain(diagram, xs):
     def value(src):
         return xs[src[1]] if src[0] == "in" else values[src]
     for nid, node in net.nodes.items():
-        assert node.kind in ("box", "copy"), f"not a contraction chain: {node}"
+        assert node.kind in ("box", "copy", "discard"), f"not a contraction chain: {node}"
+        if node.kind == "discard":
+            continue
         args = [value(s) for s in net.producers(nid)]
         if node.kind == "copy":
             values.update({(nid, p): args[0] for p in range(len(node.cod))})
@@ -397,3 +402,56 @@ def test_fuzz_random_contraction_data_flows_stay_equivalent():
             FUZZ["rules"][s.rule] = FUZZ["rules"].get(s.rule, 0) + 1
     print(f"\ncontraction fuzz: {FUZZ['rewrites']} rewrites, per rule {dict(sorted(FUZZ['rules'].items()))}")
     assert FUZZ["rewrites"] >= 250 and set(FUZZ["rules"]) == set(CONTRACTION.names)
+
+
+# ---------------------------------------------------------------------- in the search's normal form
+def _shared_contractions(diagram) -> int:
+    """Contractions whose result is read in several places (through a copy)."""
+    net = nc.engine.to_netlist(diagram)
+    return sum(1 for nid, n in net.nodes.items() if n.kind == "box" and n.spec.kind == "contract"
+               and any(e[0] in net.nodes and net.nodes[e[0]].kind == "copy" for e in net.consumers(nid)))
+
+
+def _summed_after(rng, d):
+    """``d`` with its output summed over some of its axes (the sum rules of the normal form then move it), and the
+    axes summed, by position."""
+    y = d.cod.inside[0]
+    gone = [j for j in range(len(y.axes)) if rng.random() < 0.4] or [int(rng.integers(len(y.axes)))]
+    return d >> box_like("reduce_sum", [y], y.replace(axes=tuple(a for j, a in enumerate(y.axes) if j not in gone))), \
+        tuple(gone)
+
+
+@proves("contraction_merge")
+def test_the_normal_form_merges_each_contraction_read_by_one_contraction_alone():
+    """contraction_merge playing ``normalise`` beside the sum rules (:func:`~napkin_cat.search.forms.prepared_forms`'
+    normal form) on random contraction data-flows (chains, results read twice, clashing names, random output orders:
+    weaves at random positions), half of them summed after: the normal form computes what numpy's einsums compute
+    node by node, its trace replays, it ends within the search's bound (netlist size + 1) × (axes on the wires + 1),
+    a contraction read in several places is still one (merging it would recompute it: contraction_into_readers'
+    job), and every chain left is one the merge refuses by a named condition."""
+    book = rulebook()
+    assert "contraction_merge" in book.roles["normalise"]
+    rng = np.random.default_rng(34)
+    merges, shared, worst = 0, 0, 0.0
+    for k in range(40):
+        chain = random_contraction_diagram(rng, int(rng.integers(2, 6)))
+        d, gone = _summed_after(rng, chain) if k % 2 else (chain, ())
+        normal = prepared_forms(d, book, depth=0)[0]
+        assert Trace(normal.steps, book.rules).replay(d) == normal.diagram
+        net = nc.engine.to_netlist(d)
+        bound = (len(net.nodes) + len(net.wires) + 1) * (sum(len(w.array.axes) for w in net.wires.values()) + 1)
+        assert len(normal.steps) <= bound
+        worst = max(worst, len(normal.steps) / bound)
+        sizes, xs = _random_inputs(rng, d)
+        want = numpy_chain(chain, xs)[0].sum(axis=gone)      # numpy's route: the einsums, then the sum
+        got = nc.evaluate(normal.diagram, *xs, sizes=sizes)
+        assert np.allclose(got, want, rtol=1e-9, atol=1e-9), f"program {k}: differs by {np.max(np.abs(got - want))}"
+        before = _shared_contractions(rewrite(d, SIMPLIFY).diagram)
+        assert _shared_contractions(normal.diagram) == before, f"program {k}: a contraction read twice was merged"
+        for cand in contraction_merge.candidates(normal.diagram):
+            failed = contraction_merge.failure(cand)
+            assert failed is not None and failed[0].name in {"sole_use", "no_capture", "weaves_carried", "same_format"}
+        merges += normal.prepared.count("contraction_merge")
+        shared += before
+    print(f"\nnormal form: {merges} merges, {shared} contractions read twice kept, steps {worst:.3f} of the bound")
+    assert merges >= 20 and shared >= 5

@@ -108,7 +108,8 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                                        "pairwise_contraction", "softmax_statistics_pass",
                                        "centred_statistics_pass", "contraction_into_readers"),
                            "simplify": tuple(SIMPLIFY.names),
-                           "normalise": tuple(NORMAL_FORM.names) + tuple(LOG_FORM.names) + tuple(SUM_FORM.names)})
+                           "normalise": tuple(NORMAL_FORM.names) + tuple(LOG_FORM.names) + tuple(SUM_FORM.names)
+                           + ("contraction_merge",)})
 
 
 __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "UNSCALED", "PARTITION",

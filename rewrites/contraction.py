@@ -316,7 +316,10 @@ contraction_merge = Rule(
 
     Sum-product associativity Σ_{u₂}(Σ_{u₁} Π A) Π B = Σ_{u₁ ∪ u₂} Π A Π B when no axis summed in C₁
     is named in C₂ (paper §2.1: weaved contractions; FLOPs model §2.2).  Cost: the merged
-    contraction is one loop nest, n·Π(all axes) FLOPs, not the sum of the two.""")
+    contraction is one loop nest, n·Π(all axes) FLOPs, not the sum of the two.  It plays ``normalise`` in the
+    paper's rule book: a chain of pairs written by hand is one contraction before the search, whose order
+    pairwise_contraction then chooses by cost; a contraction read in several places is not merged (``sole_use``:
+    that recomputes it, contraction_into_readers' job, which the search prices).""")
 
 contraction_split = Rule(
     "contraction_split",

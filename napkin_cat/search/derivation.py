@@ -191,7 +191,7 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
     search = search_of(level, cache, density)
     book = rulebook(book) if not hasattr(book, "roles") else book
     memories, many = _memories(memory)
-    forms = prepared_forms(diagram, book, depth)
+    forms = prepared_forms(diagram, book, depth, sizes=sizes if sizes is not None else reference)
     if not any(len(f.graph) for f in forms):
         raise RewriteError("the diagram has no operation to derive an algorithm for")
     if isinstance(memories, list):

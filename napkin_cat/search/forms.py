@@ -14,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import zip_longest
 
-from napkin_cat.errors import RewriteError
+from napkin_cat.cost.exact_arithmetic import value
+from napkin_cat.cost.iocost import cost
+from napkin_cat.errors import NapkinError, RewriteError
 from napkin_cat.rewriting.driver import rewrite
 from napkin_cat.rewriting.isomorphism import isomorphic
 from napkin_cat.rewriting.netlist import to_netlist
@@ -72,7 +74,11 @@ def _simplified(diagram, book) -> Form:
 
     Every one of these rules shrinks the netlist (its nodes plus wires) or moves a sum's axes one node toward the
     inputs (a sum through a contraction), so the fixpoint is reached within (nodes and wires + 1) × (axes on the
-    wires + 1) steps (the driver's bound); every step is in the form's trace."""
+    wires + 1) steps (the driver's bound); every step is in the form's trace.  A merge of a contraction into its one
+    reader (``contraction_merge`` where the book has it play ``normalise``) shrinks the netlist too, and as no rule
+    of the normal form makes a contraction, there is at most one merge per contraction of the function; the sums a
+    merge carries down to the merged contraction are its operands' own only where one of the two contractions had a
+    single operand (else the sum rules, taken first, would have moved them), so they move up at most once more."""
     share, fold, join = "share" in book.roles, "recompute" in book.roles, "join" in book.roles
     rules = tuple(rule for role in ("simplify", "normalise") if role in book.roles for rule in book.role(role))
     if not rules:
@@ -84,16 +90,18 @@ def _simplified(diagram, book) -> Form:
                 fold=fold, join=join)
 
 
-def prepared_forms(diagram, book, depth: int = 2, limit: int = 6) -> list:
+def prepared_forms(diagram, book, depth: int = 2, limit: int = 6, *, sizes: dict | None = None) -> list:
     """The function and what the ``prepare`` rules make of it (breadth first, up to ``depth`` steps and
     ``limit`` forms, isomorphic ones once; each form's rewrites taken the rules in turn, :func:`in_turn`, so that
     one rule's many choices do not crowd the others out of the limit).  A large function (searched segment by
     segment) is prepared one rule at a time at every place it applies, so that its alike blocks are prepared alike,
-    and is not given recomputed forms (:func:`~napkin_cat.search.recomputation.recomputed_forms`; the others are)."""
+    and is not given recomputed forms (:func:`~napkin_cat.search.recomputation.recomputed_forms`; the others are).
+    There one choice is taken at each place: the one whose replacement does the least work at ``sizes`` (axis name →
+    size; the rule's own order where ``sizes`` are not given or tie), :func:`least_work_first`."""
     rules = book.role("prepare") if "prepare" in book.roles else ()
     forms = [_simplified(diagram, book)]
     if len(forms[0].graph) > segments_module.SEGMENT_AT:
-        return _prepared_everywhere(forms, rules, depth, limit)
+        return _prepared_everywhere(forms, rules, depth, limit, sizes)
     queue = [forms[0]]
     while queue and len(forms) < limit:
         f = queue.pop(0)
@@ -132,37 +140,70 @@ def in_turn(rules, net) -> list:
     return [pair for turn in zip_longest(*offered) for pair in turn if pair is not None]
 
 
-def _everywhere(f: Form, rule):
-    """``f`` with ``rule`` applied at each place it legally applies (found in one scan, applied one after the
-    other where the place is still there), or None where it applies nowhere."""
-    net = to_netlist(f.diagram)
-    steps = []
-    for m0 in rule.matches(net):
-        ids = {n for _, n in m0.key}
-        if not ids <= net.nodes.keys():
-            continue
+def least_work_first(rule, choices, sizes) -> list:
+    """``choices`` (matches of ``rule`` at one place) ordered by the FLOPs of their replacements at ``sizes``, all
+    pipelines together (ties, and every choice where ``sizes`` do not give each axis, in the rule's own order).
+
+    >>> import napkin_cat as nc
+    >>> from rewrites import pairwise_contraction
+    >>> chain = nc.einsum("a b, b c, c e -> a e")       # (A B) C or A (B C): B C is small where b, e are
+    >>> ms = pairwise_contraction.matches(chain)
+    >>> [m.params["order"] for m in least_work_first(pairwise_contraction, ms, dict(a=256, b=16, c=256, e=16))]
+    ['(0 (1 2))', '((0 1) 2)', '((0 2) 1)']
+    """
+    if not sizes or len(choices) < 2:
+        return list(choices)
+    env = {}
+
+    def work(m):
+        flops = sum(cost(rule.rhs(m)).flops.values())
+        env.update({s: sizes[s.name] for s in getattr(flops, "free_symbols", ()) if s.name in sizes})
         try:
-            m = rule.relocate(net, *m0.identity)
-        except RewriteError:
+            return value(flops, env)
+        except NapkinError:
+            return None
+    works = [work(m) for m in choices]
+    if any(w is None for w in works):
+        return list(choices)
+    return [m for _, _, m in sorted(zip(works, range(len(choices)), choices), key=lambda t: t[:2])]
+
+
+def _everywhere(f: Form, rule, sizes=None):
+    """``f`` with ``rule`` applied at each place it legally applies (found in one scan, applied one after the
+    other where the place is still there; at each, the choice :func:`least_work_first` puts first that still
+    applies), or None where it applies nowhere."""
+    net = to_netlist(f.diagram)
+    places: dict = {}
+    for m in rule.matches(net):
+        places.setdefault(m.key, []).append(m)
+    steps = []
+    for key, choices in places.items():
+        if not {n for _, n in key} <= net.nodes.keys():
             continue
-        if rule.failure(m) is not None:
-            continue
-        after = rule.fill(m)
-        steps.append(Step.of(rule, m, net, after))
-        net = after
+        for m0 in least_work_first(rule, choices, sizes):
+            try:
+                m = rule.relocate(net, *m0.identity)
+            except RewriteError:
+                continue
+            if rule.failure(m) is not None:
+                continue
+            after = rule.fill(m)
+            steps.append(Step.of(rule, m, net, after))
+            net = after
+            break
     if not steps:
         return None
     return Form(net.diagram, f.steps + tuple(steps), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join)
 
 
-def _prepared_everywhere(forms, rules, depth, limit) -> list:
+def _prepared_everywhere(forms, rules, depth, limit, sizes=None) -> list:
     queue = [forms[0]]
     while queue and len(forms) < limit:
         f = queue.pop(0)
         if len(f.prepared) - len(forms[0].prepared) >= depth:
             continue
         for rule in rules:
-            g = _everywhere(f, rule)
+            g = _everywhere(f, rule, sizes)
             if g is None or any(isomorphic(g.diagram, h.diagram) for h in forms):
                 continue
             forms.append(g)

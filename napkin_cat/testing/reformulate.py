@@ -148,12 +148,9 @@ sum_after_contraction = Rule(
                         lambda net, n: n.kind == "box" and n.spec.kind == "contract" and bool(_summed(n)))}),
     _sum_after, doc="C(X…) summing a → Σ_a C′(X…)")
 
-#: the laws read backwards that ``nc.derive`` is invariant under (the fuzz's); ``contraction_in_pairs`` is not yet:
-#: written in pairs, program ``random_program(20240016)`` derives at H = 400 where the one 3-operand einsum derives
-#: at 288 (memory 256): the best algorithm is the unsplit 3-operand loop nest, and no rule of the normal form merges
-#: a chain of pairs back into one contraction (``contraction_merge`` plays no role)
+#: the laws read backwards that ``nc.derive`` is invariant under (the fuzz's)
 REFORMULATIONS = RuleSet((softmax_by_hand, logsumexp_by_hand, square_as_product, mean_as_scaled_sum,
-                          sum_after_contraction))
+                          contraction_in_pairs, sum_after_contraction))
 
 
 @dataclass(frozen=True)

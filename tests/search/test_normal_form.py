@@ -9,6 +9,8 @@ import pytest
 import sympy
 
 import napkin_cat as nc
+from napkin_cat.rewriting.registry import Rulebook
+from rewrites import RULEBOOK
 
 slow = pytest.mark.skipif(not os.environ.get("NAPKIN_SLOW"), reason="the issue's sizes: NAPKIN_SLOW=1")
 ATT = dict(q=64, x=64, d=16)
@@ -188,14 +190,17 @@ def test_linear_attention_reaches_the_cheap_order(build, prepared, cheap_linear_
 
 def test_a_sum_moves_through_a_chain_of_contractions_to_the_inputs():
     """Σ_a (A B C)[a, d]: the sum enters the second product, leaves it as Σ_a (A B), enters the first and leaves
-    it as Σ_a A, so one kernel moves the inputs and the output once (on main: two kernels, 5.6x as much)."""
+    it as Σ_a A; the chain left, (Σ_a A) B then C, is one contraction in the normal form (contraction_merge) that
+    pairwise_contraction splits again, so one kernel moves the inputs and the output once (on main before the sum
+    rules: two kernels, 5.6x as much)."""
     b = nc.Builder(nc.types("a b, b c, c d"))
     A, B, C = b.inputs
     AB = b(nc.einsum("a b, b c -> a c"), A, B)
     f = b.build(b(nc.reduce("sum", "a d -> d"), b(nc.einsum("a c, c d -> a d"), AB, C)))
     n = 64
     r = nc.derive(f, memory=512, sizes=dict(a=n, b=n, c=n, d=n))
-    assert r.variant.prepared == ("sum_of_contraction", "own_axes_first") * 2
+    assert r.variant.prepared == ("sum_of_contraction", "own_axes_first") * 2 + ("contraction_merge",
+                                                                                 "pairwise_contraction")
     assert r.H == 3 * n * n + n          # the three inputs read once, the output written once
     rng = np.random.default_rng(3)
     xs = tuple(rng.normal(size=(n, n)) for _ in range(3))
@@ -208,3 +213,42 @@ def test_the_linear_attention_row_at_the_issues_sizes():
     want = nc.derive(linear_cheap(), memory=2 ** 12, sizes=sizes).H
     for build in (linear_three_operands, linear_two_products):
         assert nc.derive(build(), memory=2 ** 12, sizes=sizes).H == want
+
+
+# ---------------------------------------------------------------------- a chain written in its best order
+CHAIN = dict(a=256, b=16, c=256, e=16)      # B C is b × e = 256 values, A B is a × c = 65,536
+
+
+def chain_right_first(maps: int = 0):
+    """A (B C), the order with the small intermediate, then ``maps`` elementwise maps (30: a function past
+    :data:`~napkin_cat.search.segments.SEGMENT_AT` operations, prepared one rule at a time everywhere)."""
+    b = nc.Builder(nc.types("a b, b c, c e"))
+    A, B, C = b.inputs
+    y = b(nc.einsum("a b, b e -> a e"), A, b(nc.einsum("b c, c e -> b e"), B, C))
+    for k in range(maps):
+        y = b(nc.elementwise(("tanh", "exp")[k % 2], "a e"), y)
+    return b.build(y)
+
+
+def _without_merge():
+    """The paper's rule book with the chain not merged in the normal form (the written pairs searched as they are)."""
+    roles = {**RULEBOOK.roles, "normalise": tuple(n for n in RULEBOOK.roles["normalise"] if n != "contraction_merge")}
+    return Rulebook("paper without contraction_merge", RULEBOOK.rules, dict(RULEBOOK.derivations), roles=roles)
+
+
+@pytest.mark.parametrize("maps", [0, 30], ids=["small: forms searched whole", "large: prepared everywhere"])
+def test_a_chain_written_in_its_best_order_keeps_its_h_when_merged(maps):
+    """The normal form merges A (B C) into one 3-operand contraction; the search splits it again and reaches the H
+    of the pairs as written, searched without the merge (the second route).  At these sizes the other order is
+    worse: (A B) C's intermediate is 256 times larger, and at maps=30 (a large function, one choice per place) the
+    first order at the reference sizes (all 1024: a tie) was it, 16x the transfers."""
+    f = chain_right_first(maps)
+    r = nc.derive(f, memory=256, sizes=CHAIN)
+    assert "contraction_merge" in r.variant.prepared and "pairwise_contraction" in r.variant.prepared
+    assert r.H == nc.derive(f, memory=256, sizes=CHAIN, book=_without_merge()).H
+    rng = np.random.default_rng(4)
+    xs = [rng.normal(size=(CHAIN[p], CHAIN[q])) for p, q in ("ab", "bc", "ce")]
+    want = xs[0] @ xs[1] @ xs[2]
+    for k in range(maps):
+        want = (np.tanh, np.exp)[k % 2](want)
+    np.testing.assert_allclose(nc.evaluate(r.diagram, *xs, sizes=r.optimum.sizes), want, rtol=1e-9)
