@@ -1,9 +1,11 @@
 """Hypothesis profiles: CI runs derandomized (the same examples every run, so a landing is
 reproducible); local runs draw fresh examples each time and so keep exploring.  The suite's options
 (``--fuzz``, ``--fuzz-long``), and the scheduling of its files over pytest-xdist's workers."""
+import compileall
 import gc
 import os
 from collections import OrderedDict
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -11,6 +13,27 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("dev", deadline=None, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+#: the packages every process of a run imports: the workers, each notebook's kernel, the subprocesses of the CLI,
+#: docs, torch and benchmark tests
+PACKAGES = ("napkin_cat", "rewrites")
+
+
+def compile_packages():
+    """The packages' bytecode, compiled where it is stale, before anything imports them (the first conftest loaded:
+    the controller compiles before the workers start; they and later processes find it fresh).  Where
+    ``PYTHONDONTWRITEBYTECODE`` is set (as on the project's machines) no process writes bytecode, so each one compiled
+    the packages' 48,000 lines itself: ``import napkin_cat`` is 3.9 s of CPU without bytecode and 2.6 s with it
+    (measured, four runs each; 3.8 vs 3.0 s in six alternating runs on a busier machine; a notebook kernel 5.2 vs 4.5),
+    in each process of a run (two workers, eight notebook kernels, the subprocesses).
+    Reading bytecode is allowed there; writing it into the packages' ``__pycache__`` (ignored by git) is this step."""
+    root = Path(__file__).resolve().parent
+    for package in PACKAGES:
+        compileall.compile_dir(root / package, quiet=2)   # a read-only tree: no bytecode, no noise
+
+
+compile_packages()
 
 
 def pytest_collection_finish(session):

@@ -47,6 +47,23 @@ def test_a_tile_past_the_static_window_is_dynamic_shared_memory_and_still_counte
 
 
 @needs_nvcc
+def test_a_16_bit_format_brings_its_header_and_fp32_kernels_include_neither(algorithms):
+    """``cuda_fp16.h`` and ``cuda_bf16.h`` are included by the kernels that hold those formats (here both: bf16
+    scores' operands, fp16 values and probabilities), which compile with the plan's arena; an fp32 kernel
+    includes neither (the headers cost the compiler's front end a quarter of a small kernel's compile)."""
+    from rewrites import flash_attention
+    att = nc.library.attention(formats={"Q": "bf16", "K": "bf16", "V": "fp16", "P": "fp16"})
+    p = nc.plan(flash_attention(att).diagram, {"q": 9, "x": 11, "d": 8, "g_q": 4, "s_x": 4})
+    k = nc.codegen.cuda(p)
+    assert "__nv_bfloat16 *__restrict__ x0" in k.source and "__half *__restrict__ x2" in k.source
+    assert k.compile(arch="sm_90")["smem"] == p.smem_bytes
+    assert k.source.startswith("#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n#include <math.h>\n")
+    for name in ("matmul", "attention"):
+        source = nc.codegen.cuda(algorithms[name]).source
+        assert source.startswith("#include <math.h>\n") and "#include <cuda_" not in source, name
+
+
+@needs_nvcc
 def test_kernels_over_and_under_the_window_are_each_counted_and_the_largest_is_the_plans():
     """One kernel per operation: two static arenas (one exactly at the window) and one dynamic."""
     p = nc.plan(nc.unfused(nc.library.attention()), {"q": 64, "x": 128, "d": 64})

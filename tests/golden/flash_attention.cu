@@ -1,5 +1,3 @@
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
 #include <math.h>
 
 #define NC_MIN(a, b) ((a) < (b) ? (a) : (b))
