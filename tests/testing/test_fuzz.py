@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 import os
 import shutil
 
@@ -25,7 +26,7 @@ from napkin_cat.errors import CheckFailed
 from napkin_cat.syntax.primitive import KINDS
 from napkin_cat.testing import random_program, run_checks
 from napkin_cat.testing.checks import check_derive
-from napkin_cat.testing.reformulate import contraction_in_pairs
+from napkin_cat.testing.reformulate import contraction_in_pairs, mean_as_scaled_sum
 from rewrites.softmax import INIT
 
 SEED = 20240611
@@ -202,3 +203,20 @@ def test_a_contraction_written_in_pairs_derives_to_the_same_h(seed, memory):
     r = [nc.derive(d, memory=memory, sizes=dict(p.sizes)) for d in (p.diagram, written)]
     assert r[0].H == r[1].H, [x.H for x in r]
     assert r[1].variant.prepared.count("contraction_merge") == r[0].variant.prepared.count("contraction_merge") + 1
+
+
+def test_a_mean_written_as_a_scaled_sum_derives_to_the_same_h():
+    """Program 20241261 (found by the fuzz at NAPKIN_FUZZ_SCALE=5): a mean over Q and N of X (Q×sum×N) read by a
+    SoftMax, X also contracted to Q.  Written as a scaled sum, the normal form took the scale into the SoftMax's β
+    and the sum streamed in the contraction's kernel: 43; as a mean, it stayed a mean (which streams only along the
+    axes it reduces alone), a second kernel: 47.  The mean is now taken as its sum at β/|Q N| too, so both reach
+    one kernel that reads each input once and writes each output value once (the SoftMax's, read twice, once)."""
+    p = random_program(20241261)
+    written = mean_as_scaled_sum.apply(p.diagram)
+    assert nc.equivalent(p.diagram, written, sizes=p.sizes)
+    r = [nc.derive(d, memory=32, sizes=dict(p.sizes)) for d in (p.diagram, written)]
+    inputs = sum(math.prod(int(a.size) for a in arr.axes) for arr in p.diagram.dom.inside)
+    compulsory = inputs + 3 + 2                      # Q[3] and sum[2] written once
+    assert r[0].H == r[1].H == compulsory, [x.H for x in r]
+    for x in r:
+        assert nc.equivalent(p.diagram, x.diagram, sizes={**p.sizes, **x.optimum.sizes})
