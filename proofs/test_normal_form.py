@@ -11,13 +11,14 @@ import pytest
 import napkin_cat as nc
 from napkin_cat.rewriting import ObligationError
 from rewrites.normal_form import (NORMAL_FORM, box_like, mean_of_sum, product_with_itself, reduced,
-                                  scale_into_softmax, times_reciprocal, unshifted_softmax, written_logsumexp,
-                                  written_softmax)
+                                  scale_into_softmax, times_reciprocal, unscaled, unshifted_softmax, without_factor,
+                                  written_logsumexp, written_softmax)
 
 proves = pytest.mark.proves
 SYMBOLIC = {"written_softmax": ("exp_over_sum_of_shifted",), "unshifted_softmax": ("exp_over_sum_of_shifted",),
             "written_logsumexp": ("log_sum_exp_shifted",),
-            "scale_into_softmax": ("softmax_of_scaled",), "product_with_itself": (), "times_reciprocal": (),
+            "scale_into_softmax": ("softmax_of_scaled", "sum_over_count"),
+            "product_with_itself": (), "times_reciprocal": (),
             "mean_of_sum": ("sum_over_count",)}
 
 
@@ -52,11 +53,12 @@ def _sum_not_logsumexp(m):
 
 
 def _beta_kept(m):
-    s = m.node("s")
+    """The scale dropped (a mean's 1/|B| too: its sum kept), β not multiplied by it."""
+    s, sc = m.node("s"), m.node("sc")
     b, ins = m.wiring()
     params = {} if s.spec.param("beta", 1) == 1 else {"beta": s.spec.param("beta")}
-    return m.finish(b, {("s", 0): b(box_like("softmax", [m.node("sc").dom[0]], s.cod[0], core=reduced(s),
-                                             params=params), ins[("sc", 0)])})
+    return m.finish(b, {("s", 0): b(box_like("softmax", [unscaled(sc)], s.cod[0], core=reduced(s), params=params),
+                                    without_factor(b, sc, ins[("sc", 0)]))})
 
 
 def _abs_not_square(m):
@@ -83,7 +85,7 @@ def _sum_not_mean(m):
     (written_softmax, _softmax_over_every_axis),     # the SoftMax over the rows' axes too
     (unshifted_softmax, _unshifted_at_twice_the_temperature),   # exp(2x)/Σ exp(2x) for exp(x)/Σ exp(x)
     (written_logsumexp, _sum_not_logsumexp),         # Σ x for log Σ exp x
-    (scale_into_softmax, _beta_kept),                # the scale dropped, β not multiplied by it
+    (scale_into_softmax, _beta_kept),                # the scale (a mean's 1/|B|) dropped, β not multiplied
     (product_with_itself, _abs_not_square),          # |x| for x · x
     (times_reciprocal, _times_not_over),             # x · y for x · (1/y)
     (mean_of_sum, _sum_not_mean),                    # the count forgotten
@@ -146,3 +148,15 @@ def test_a_softmax_written_without_its_max_overflows_and_the_primitive_does_not(
     with np.errstate(all="ignore"):
         assert np.isnan(nc.evaluate(d, x)).tolist() == [[True, False], [True, True]]     # 0/∞ = 0 is right
     np.testing.assert_allclose(nc.evaluate(r.diagram, x), [[1.0, 0.0], [0.5, 0.5]], atol=1e-300)
+
+
+def test_a_mean_read_by_a_softmax_is_its_sum_at_the_temperature_over_the_count():
+    """SoftMax_β(mean_u x) = SoftMax_{β/|u|}(Σ_u x), against numpy's SoftMax of the mean at moderate scores (where a
+    temperature off by |u| shows, unlike at saturated ones)."""
+    d = nc.reduce("mean", "u n v -> n v", u=3) >> nc.softmax("n v", over="v", beta=0.5)
+    r = scale_into_softmax.apply(d)
+    assert [b.data.kind for b in r.boxes if b.data is not None] == ["reduce_sum", "softmax"]
+    x = np.random.default_rng(7).normal(size=(3, 2, 5))
+    s = 0.5 * x.mean(axis=0)
+    want = np.exp(s - s.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(nc.evaluate(r, x), want / want.sum(axis=1, keepdims=True), rtol=1e-12)

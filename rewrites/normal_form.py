@@ -13,6 +13,7 @@ rule                     lhs → rhs
 ``unshifted_softmax``    e = exp(x) ; e / Σ_A e  →  SoftMax_A(x)        (equal exactly; the primitive is stable)
 ``written_logsumexp``    m = max_A x ; log Σ_A exp(x − m) + m  →  LSE_A(x)
 ``scale_into_softmax``   SoftMax_{A,β}(c · x)  →  SoftMax_{A,βc}(x)
+                         SoftMax_{A,β}(mean_B x)  →  SoftMax_{A,β/|B|}(Σ_B x)     (a mean is a scaled sum)
 ``product_with_itself``  x · x  →  square(x)
 ``times_reciprocal``     x · recip(y)  →  x / y
 ``mean_of_sum``          (1/|A|) · Σ_A x  →  mean_A(x)
@@ -20,9 +21,12 @@ rule                     lhs → rhs
 
 Every rule matches by structure and by the axes on its wires, not by names: any axes reduced (``A``, one or
 several), any axes mapped over, in any order (a box that writes its output in another order than it reads
-keeps that order).  Every rule removes nodes or wires of the netlist (boxes, a copy's branch), so a fixpoint is
-reached in fewer steps than the function's netlist has nodes and wires: the normal form is bounded by
-construction (each proof checks it: :func:`netlist_size` decreases).
+keeps that order).  A mean is a scaled sum, mean_B x = (1/|B|)·Σ_B x (:func:`factor`): written either way it
+reaches one normal form, as each rule that takes a scale (or a sum, :mod:`rewrites.sum_normal_form`) takes a mean
+too, as its sum and its factor.  Every rule decreases :func:`measure`, the netlist's nodes and wires plus its means
+(``mean_of_sum`` removes a box and a wire and makes a mean; a mean taken as a scaled sum becomes a sum or a scale),
+so a fixpoint is reached in fewer steps than that measure: the normal form is bounded by construction (each proof
+checks it).
 
 Numerics: the written SoftMax and log-sum-exp are the max-shifted forms, so the primitive computes what they
 compute (``exp(x − μ)`` with the row's max μ); a row that is all −∞ is NaN in the written SoftMax and in the
@@ -70,6 +74,45 @@ def reduced(node) -> tuple:
     return tuple(n for n in node.dom[0].names if n not in node.spec.weave_names)
 
 
+def count(node):
+    """|A|: how many values a reduction box reduces into each value it writes (its reduced axes' sizes multiplied)."""
+    return sympy.Mul(*(a.size for a in node.dom[0].axes if a.name in reduced(node)))
+
+
+#: the boxes that multiply by a constant (:func:`factor`): a scale, and a mean (a sum and 1/|A|)
+SCALINGS = ("scale", "reduce_mean")
+
+
+def factor(node):
+    """The constant a box multiplies by: a scale's ``c``, a mean's ``1/|A|`` (mean_A x = (1/|A|)·Σ_A x), else 1.
+
+    >>> factor(to_netlist(nc.reduce("mean", "q x -> q", x=4)).nodes[0])
+    1/4
+    """
+    if node.spec.kind == "reduce_mean":
+        return 1 / count(node)
+    return sympy.sympify(node.spec.param("c", 1)) if node.spec.kind == "scale" else sympy.Integer(1)
+
+
+def unscaled(node):
+    """The array a scaling ``node`` multiplies by its :func:`factor`: a scale's input, a mean's sum (its output)."""
+    return node.cod[0] if node.spec.kind == "reduce_mean" else node.dom[0]
+
+
+def without_factor(b, node, wire):
+    """In the builder ``b``, what the scaling ``node`` makes of ``wire`` before its factor (:func:`unscaled`): the
+    wire itself for a scale, its sum Σ_A for a mean."""
+    if node.spec.kind == "reduce_mean":
+        return b(box_like("reduce_sum", [node.dom[0]], node.cod[0]), wire)
+    return wire
+
+
+def with_factor(b, node, wire):
+    """``wire`` (an array like ``node``'s output) times ``node``'s :func:`factor`: a scale box, none where it is 1."""
+    c = factor(node)
+    return wire if c == 1 else b(box_like("scale", [node.cod[0]], node.cod[0], params={"c": c}), wire)
+
+
 def _buildable(build):
     """A condition: the normal form's box can be written with the matched signature (else why not)."""
     def test(m):
@@ -97,15 +140,21 @@ def _one_format(m):
 
 
 def netlist_size(diagram) -> int:
-    """Nodes plus wires of the diagram's netlist: what every rule of the normal form decreases."""
+    """Nodes plus wires of the diagram's netlist."""
     net = to_netlist(diagram)
     return len(net.nodes) + len(net.wires)
 
 
+def measure(diagram) -> int:
+    """Nodes plus wires of the diagram's netlist, plus its means: what every rule of the normal form decreases."""
+    means = sum(1 for n in to_netlist(diagram).nodes.values() if n.kind == "box" and n.spec.kind == "reduce_mean")
+    return netlist_size(diagram) + means
+
+
 def fewer_nodes(lhs, rhs, m):
-    """The termination claim: the rewrite removes nodes or wires (a copy's branch), and moves nothing on the
-    function (no kernels)."""
-    assert netlist_size(rhs) < netlist_size(lhs), f"{netlist_size(lhs)} nodes and wires became {netlist_size(rhs)}"
+    """The termination claim: the rewrite decreases :func:`measure` (removes nodes or wires, a copy's branch, or a
+    mean), and moves nothing on the function (no kernels)."""
+    assert measure(rhs) < measure(lhs), f"the measure {measure(lhs)} became {measure(rhs)}"
     before, after = nc.cost(lhs), nc.cost(rhs)
     for lv in set(before.H) | set(after.H):
         assert sympy.expand(before.H.get(lv, 0) - after.H.get(lv, 0)) == 0, f"H[{lv}] changed on the function"
@@ -348,8 +397,15 @@ written_logsumexp = Rule(
 
 
 # ---------------------------------------------------------------------- a scale into the SoftMax's β
+def sum_over_count():
+    """(1/n) Σᵢ xᵢ is the mean of n values."""
+    xs = sympy.symbols("x1:6", real=True)
+    assert sympy.simplify(sum(xs) / len(xs) - sympy.Rational(1, len(xs)) * sum(xs)) == 0
+
+
 def scale_into_softmax_instance(rng):
-    """SoftMax_β(c · x) over random axes, at a random β and c (negative ones too), maybe written out of order."""
+    """SoftMax_β(c · x) over random axes, at a random β and c (negative ones too), maybe written out of order; or
+    SoftMax_β(mean_B x), the mean over one or two random axes placed anywhere (their sizes given or symbolic)."""
     names, rows, over = _rows_and_over(rng)
     if not rows:
         rows, names = ["n"], names + ["n"]
@@ -360,6 +416,11 @@ def scale_into_softmax_instance(rng):
         seen = sig
     c = [0.5, 3, -2, sympy.Rational(1, 7)][int(rng.integers(4))]
     beta = [1, 0.125, 2][int(rng.integers(3))]
+    if rng.random() < 0.4:
+        averaged = _axes(rng, ["u", "t"], 1, 2)
+        sizes = {n: int(rng.integers(2, 5)) for n in averaged} if rng.random() < 0.5 else {}
+        wide = _sig([str(n) for n in rng.permutation(names + averaged)])
+        return nc.reduce("mean", f"{wide} -> {seen}", sizes=sizes) >> nc.softmax(seen, over=over, beta=beta)
     return nc.elementwise("scale", f"{sig} -> {seen}", const=c) >> nc.softmax(seen, over=over, beta=beta)
 
 
@@ -374,30 +435,32 @@ def softmax_of_scaled():
 
 
 def _tempered_box(m):
-    s = m.node("s")
-    beta = sympy.sympify(s.spec.param("beta", 1)) * sympy.sympify(m.node("sc").spec.param("c", 1))
-    return box_like("softmax", [m.node("sc").dom[0]], s.cod[0], core=reduced(s),
-                    params={} if beta == 1 else {"beta": beta})
+    s, sc = m.node("s"), m.node("sc")
+    beta = sympy.sympify(s.spec.param("beta", 1)) * factor(sc)
+    return box_like("softmax", [unscaled(sc)], s.cod[0], core=reduced(s), params={} if beta == 1 else {"beta": beta})
 
 
 def _tempered_rhs(m):
     b, ins = m.wiring()
-    return m.finish(b, {("s", 0): b(_tempered_box(m), ins[("sc", 0)])})
+    return m.finish(b, {("s", 0): b(_tempered_box(m), without_factor(b, m.node("sc"), ins[("sc", 0)]))})
 
 
 scale_into_softmax = Rule(
     "scale_into_softmax",
-    Pattern({"sc": kind("scale"), "s": kind("softmax")}, [("sc", 0, "s", 0)]),
+    Pattern({"sc": kind(*SCALINGS), "s": kind("softmax")}, [("sc", 0, "s", 0)]),
     _tempered_rhs,
-    conditions=(Condition("one_format", _one_format, "the scale and the SoftMax must compute in one format"),
+    conditions=(Condition("one_format", _one_format, "the scaling and the SoftMax must compute in one format"),
                 Condition("signature", _buildable(_tempered_box),
                           "the SoftMax must read its reduced axes in the order the scale reads them")),
-    obligation=Obligation(scale_into_softmax_instance, inputs=extreme_inputs, symbolic=(softmax_of_scaled,),
-                          cost=fewer_nodes, rtol=1e-9, atol=1e-12),
-    doc="""SoftMax_{A,β}(c · x) → SoftMax_{A,βc}(x): a scale of the scores is the SoftMax's temperature.
+    obligation=Obligation(scale_into_softmax_instance, inputs=extreme_inputs,
+                          symbolic=(softmax_of_scaled, sum_over_count), cost=fewer_nodes, rtol=1e-9, atol=1e-12),
+    doc="""SoftMax_{A,β}(c · x) → SoftMax_{A,βc}(x): a scale of the scores is the SoftMax's temperature; so is a
+    mean's: SoftMax_{A,β}(mean_B x) → SoftMax_{A,β/|B|}(Σ_B x).
 
-    exp(β(cxᵢ))/Σⱼ exp(β(cxⱼ)) = exp((βc)xᵢ)/Σⱼ exp((βc)xⱼ) for any real β, c.  The scaled scores must be read
-    by the SoftMax alone (else they are computed anyway).""")
+    exp(β(cxᵢ))/Σⱼ exp(β(cxⱼ)) = exp((βc)xᵢ)/Σⱼ exp((βc)xⱼ) for any real β, c, and mean_B x = (1/|B|)·Σ_B x
+    (:func:`factor`).  The scaled scores must be read by the SoftMax alone (else they are computed anyway).  A
+    scaled sum and a mean reach one normal form: ``mean_of_sum`` makes Σ_B then 1/|B| a mean, which this rule
+    takes back as Σ_B, at the temperature the scale would have given.""")
 
 
 # ---------------------------------------------------------------------- x · x, x · (1/y), Σ/n
@@ -478,14 +541,9 @@ def mean_of_sum_instance(rng):
             >> nc.elementwise("scale", f"{r} -> {out}", const=1 / count))
 
 
-def _count_of(m):
-    s = m.node("s")
-    return sympy.Mul(*(a.size for a in s.dom[0].axes if a.name in reduced(s)))
-
-
 def _is_the_count(m):
     c = sympy.sympify(m.node("c").spec.param("c", 1))
-    n = _count_of(m)
+    n = count(m.node("s"))
     return sympy.expand(c * n - 1) == 0 or f"the scale is {c}, not 1/{n}"   # a Float 1.0 is not 1 in sympy
 
 
@@ -496,12 +554,6 @@ def _mean_box(m):
 def _mean_rhs(m):
     b, ins = m.wiring()
     return m.finish(b, {("c", 0): b(_mean_box(m), ins[("s", 0)])})
-
-
-def sum_over_count():
-    """(1/n) Σᵢ xᵢ is the mean of n values."""
-    xs = sympy.symbols("x1:6", real=True)
-    assert sympy.simplify(sum(xs) / len(xs) - sympy.Rational(1, len(xs)) * sum(xs)) == 0
 
 
 mean_of_sum = Rule(
@@ -523,4 +575,4 @@ RULES = NORMAL_FORM
 
 __all__ = ["RULES", "NORMAL_FORM", "written_softmax", "unshifted_softmax", "written_logsumexp", "scale_into_softmax",
            "product_with_itself", "times_reciprocal", "mean_of_sum", "box_like", "reduced", "netlist_size",
-           "moderate_inputs"]
+           "measure", "count", "factor", "SCALINGS", "unscaled", "without_factor", "with_factor", "moderate_inputs"]

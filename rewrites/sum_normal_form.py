@@ -12,17 +12,19 @@ search prices it (role ``prepare``).
 rule                           lhs → rhs
 =============================  ================================================================================
 ``sum_of_contraction``         Σ_A C(X…)  →  C′(X…) summing A too            (the sum reads the contraction alone)
+                               mean_A C(X…)  →  (1/|A|) · C′(X…)             (a mean is a scaled sum)
 ``own_axes_first``             C(…, Xᵢ, …)  →  C′(…, Σ_{own(i)} Xᵢ, …)      (each operand's own summed axes first)
 ``contraction_into_readers``   C₁(A…) read by contractions and sums R₁ … Rₖ  →  each Rⱼ(…, A…, …) in normal form
 =============================  ================================================================================
 
 Termination: a sum moves only toward the inputs.  Both rules keep every summed axis occurrence (an axis summed at
 a contraction or a sum), moved and never made: ``own_axes_first`` hands an operand's own axes to a new sum on that
-operand, ``sum_of_contraction`` hands a sum's axes to the contraction it reads and removes the sum.  Each step
-moves some occurrences one node up the data flow and none down, and no rule of the normal form makes a contraction
-or a sum on a contraction's output, so a fixpoint is reached within (summed occurrences + 1) × (nodes and wires)
-steps; the search bounds the driver by the axes on the netlist's wires (at least the summed occurrences) + 1,
-times its nodes and wires + 1.
+operand, ``sum_of_contraction`` hands a sum's (or a mean's) axes to the contraction it reads and removes the sum
+(leaves a scale for the mean: it makes no sum, and removes a mean, which only ``mean_of_sum`` makes, shrinking the
+netlist).  Each step moves some occurrences one node up the data flow and none down, and no rule of the normal
+form makes a contraction or a sum on a contraction's output, so a fixpoint is reached within (summed occurrences
++ 1) × (nodes and wires) steps; the search bounds the driver by the axes on the netlist's wires (at least the
+summed occurrences) + 1, times its nodes and wires + 1.
 
 >>> import napkin_cat as nc
 >>> den = nc.einsum("q d, x d -> q")                     # Σ_x Σ_d Q[q,d] K[x,d]
@@ -35,13 +37,15 @@ True
 """
 from __future__ import annotations
 
+import sympy
+
 import napkin_cat as nc
 from napkin_cat.rewriting import OUTPUT, Condition, Obligation, Rule, RuleSet
 from napkin_cat.rewriting.match import Pattern, kind
 from rewrites.contraction import flops_claim
 from rewrites.contraction_instances import random_einsum, random_names
-from rewrites.normal_form import box_like, netlist_size
-from rewrites.sum_product import Term, axis_names, one_format, sum_product_associativity
+from rewrites.normal_form import box_like, factor, measure, with_factor
+from rewrites.sum_product import Term, axis_names, loop_nest_flops, one_format, sum_product_associativity
 
 REDUCERS = ("contract", "reduce_sum")    # a sum is a contraction of one operand
 
@@ -151,43 +155,58 @@ def _sum_terms(m) -> tuple:
 
 def _sum_rhs(m):
     b, ins = m.wiring()
-    return m.finish(b, {("s", 0): b(_sum_merged(m).box(), *(ins[("c", j)] for j in range(len(m.node("c").dom))))})
+    y = b(_sum_merged(m).box(), *(ins[("c", j)] for j in range(len(m.node("c").dom))))
+    return m.finish(b, {("s", 0): with_factor(b, m.node("s"), y)})
 
 
 def sum_of_contraction_instance(rng):
-    """A random contraction of 1-4 operands whose output is summed over some of its axes (maybe all)."""
+    """A random contraction of 1-4 operands whose output is summed (or averaged) over some of its axes (maybe
+    all)."""
     c = random_einsum(rng, int(rng.integers(1, 5)))
     y = c.cod.inside[0]
     kept = [a for a in y.axes if rng.random() < 0.5]
     if len(kept) == len(y.axes):
         kept = kept[1:]
     order = [kept[int(i)] for i in rng.permutation(len(kept))]
-    return c >> box_like("reduce_sum", [y], y.replace(axes=tuple(order)))
+    return c >> box_like("reduce_mean" if rng.random() < 0.4 else "reduce_sum", [y], y.replace(axes=tuple(order)))
 
 
 def _sum_carried(m):
     return _sum_merged(m).carried()
 
 
-def _shrinks_and_keeps_flops(lhs, rhs, m):
-    assert netlist_size(rhs) < netlist_size(lhs), f"{netlist_size(lhs)} nodes and wires became {netlist_size(rhs)}"
-    flops_claim(_sum_terms)(lhs, rhs, m)
+def _folds_and_keeps_flops(lhs, rhs, m):
+    """The claim: :func:`~rewrites.normal_form.measure` decreases, the loop nests of the contraction and the sum are
+    the merged one's (by the axis sizes), a mean's factor one scale of the output more; no transfer moves."""
+    assert measure(rhs) < measure(lhs), f"the measure {measure(lhs)} became {measure(rhs)}"
+    (c, s), (merged,) = _sum_terms(m)
+    out = sympy.Mul(*(a.size for a in merged.output.axes))
+    scale = {"general": out} if factor(m.node("s")) != 1 else {}
+    before, after = nc.cost(lhs), nc.cost(rhs)
+    for p in set(before.flops) | set(after.flops):
+        want = before.flops.get(p, 0) - sum(loop_nest_flops(t).get(p, 0) for t in (c, s)) \
+            + loop_nest_flops(merged).get(p, 0) + scale.get(p, 0)
+        assert sympy.simplify(after.flops.get(p, 0) - want) == 0, f"{p} FLOPs: {after.flops.get(p, 0)}, not {want}"
+    for lv in set(before.H) | set(after.H):
+        assert sympy.simplify(before.H.get(lv, 0) - after.H.get(lv, 0)) == 0, f"H[{lv}] changed"
 
 
 sum_of_contraction = Rule(
     "sum_of_contraction",
-    Pattern({"c": kind("contract"), "s": kind("reduce_sum")}, [("c", 0, "s", 0)]),
+    Pattern({"c": kind("contract"), "s": kind("reduce_sum", "reduce_mean")}, [("c", 0, "s", 0)]),
     _sum_rhs,
     conditions=(Condition("weaves_carried", _sum_carried,
                           "every output axis must be carried by an operand (a broadcast weave has no index)"),
                 Condition("same_format", lambda m: one_format(*_sum_terms(m)[0]),
                           "the contraction and the sum must have one level and dtype")),
-    obligation=Obligation(sum_of_contraction_instance, cost=_shrinks_and_keeps_flops,
+    obligation=Obligation(sum_of_contraction_instance, cost=_folds_and_keeps_flops,
                           symbolic=(sum_product_associativity,), rtol=1e-9, atol=1e-9),
-    doc="""Σ_A C(X…) → C′(X…), C′ summing A too: a sum reading a contraction alone is summed inside it.
+    doc="""Σ_A C(X…) → C′(X…), C′ summing A too: a sum reading a contraction alone is summed inside it; a mean
+    too, as the scaled sum it is: mean_A C(X…) → (1/|A|) · C′(X…) (:func:`~rewrites.normal_form.factor`).
 
     Sum-product associativity read right to left, the sum a contraction of one operand.  Cost: one loop nest
-    over the same axes, without the sum's (``n·Π + Π(out) → n·Π``); no transfer changes.""")
+    over the same axes, without the sum's (``n·Π + Π(out) → n·Π``), plus the mean's scale of the output (``Π``
+    of the output axes); no transfer changes.""")
 
 
 # ---------------------------------------------------------------------- a contraction into each of its readers

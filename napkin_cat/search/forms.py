@@ -72,13 +72,14 @@ def _simplified(diagram, book) -> Form:
     """The function in its normal form: the book's ``simplify`` rules (dead code, identities removed), then its
     ``normalise`` rules (an operation written by hand as the primitive that names it), to a fixpoint.
 
-    Every one of these rules shrinks the netlist (its nodes plus wires) or moves a sum's axes one node toward the
-    inputs (a sum through a contraction), so the fixpoint is reached within (nodes and wires + 1) × (axes on the
-    wires + 1) steps (the driver's bound); every step is in the form's trace.  A merge of a contraction into its one
-    reader (``contraction_merge`` where the book has it play ``normalise``) shrinks the netlist too, and as no rule
-    of the normal form makes a contraction, there is at most one merge per contraction of the function; the sums a
-    merge carries down to the merged contraction are its operands' own only where one of the two contractions had a
-    single operand (else the sum rules, taken first, would have moved them), so they move up at most once more."""
+    Every one of these rules shrinks the netlist (its nodes plus wires, or its means: a mean taken as the scaled sum
+    it is) or moves a sum's axes one node toward the inputs (a sum through a contraction), so the fixpoint is
+    reached within (nodes and wires + 1) × (axes on the wires + 1) steps (the driver's bound); every step is in the
+    form's trace.  A merge of a contraction into its one reader (``contraction_merge`` where the book has it play
+    ``normalise``) shrinks the netlist too, and as no rule of the normal form makes a contraction, there is at most
+    one merge per contraction of the function; the sums a merge carries down to the merged contraction are its
+    operands' own only where one of the two contractions had a single operand (else the sum rules, taken first,
+    would have moved them), so they move up at most once more."""
     share, fold, join = "share" in book.roles, "recompute" in book.roles, "join" in book.roles
     rules = tuple(rule for role in ("simplify", "normalise") if role in book.roles for rule in book.role(role))
     if not rules:
