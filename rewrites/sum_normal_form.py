@@ -14,7 +14,7 @@ rule                           lhs → rhs
 ``sum_of_contraction``         Σ_A C(X…)  →  C′(X…) summing A too            (the sum reads the contraction alone)
                                mean_A C(X…)  →  (1/|A|) · C′(X…)             (a mean is a scaled sum)
 ``own_axes_first``             C(…, Xᵢ, …)  →  C′(…, Σ_{own(i)} Xᵢ, …)      (each operand's own summed axes first)
-``contraction_into_readers``   C₁(A…) read by contractions and sums R₁ … Rₖ  →  each Rⱼ(…, A…, …) in normal form
+``contraction_into_readers``   C₁(A…) read by contractions, sums, means R₁ … Rₖ  →  each Rⱼ(…, A…, …) in normal form
 =============================  ================================================================================
 
 Termination: a sum moves only toward the inputs.  Both rules keep every summed axis occurrence (an axis summed at
@@ -47,7 +47,7 @@ from rewrites.contraction_instances import random_einsum, random_names
 from rewrites.normal_form import box_like, factor, measure, with_factor
 from rewrites.sum_product import Term, axis_names, loop_nest_flops, one_format, sum_product_associativity
 
-REDUCERS = ("contract", "reduce_sum")    # a sum is a contraction of one operand
+REDUCERS = ("contract", "reduce_sum", "reduce_mean")    # a sum: a contraction of one operand; a mean: a scaled sum
 
 
 # ---------------------------------------------------------------------- an operand's own axes first
@@ -238,11 +238,11 @@ def _port(m, var) -> int:
 
 
 def _merged_into(m, var) -> Term:
-    return Term.of(m.node(var)).merge(_port(m, var), Term.of(m.node("c1")))
+    return Term.of(m.node(var)).merge(_port(m, var), Term.of(m.node("c1")))   # a mean's sum (its factor after)
 
 
 def _kept(m) -> list:
-    """The copy's boundary outputs: readers of ``c1`` that are neither contractions nor sums."""
+    """The copy's boundary outputs: readers of ``c1`` that are neither contractions, sums nor means."""
     return [p for p in m.outputs if p[0] == "k"]
 
 
@@ -254,7 +254,8 @@ def _into_readers_rhs(m):
     for var in _reader_vars(m):
         port, reader = _port(m, var), m.node(var)
         rest = [ins[(var, j)] for j in range(len(reader.dom)) if j != port]
-        outs[(var, 0)] = build_summed_first(b, rest[:port] + a + rest[port:], _merged_into(m, var))
+        outs[(var, 0)] = with_factor(b, reader, build_summed_first(b, rest[:port] + a + rest[port:],
+                                                                   _merged_into(m, var)))
     if _kept(m):
         y = b(c1.box(), *a)
         outs.update({p: y for p in _kept(m)})
@@ -265,6 +266,22 @@ def _into_readers_terms(m) -> tuple:
     c1 = Term.of(m.node("c1"))
     removed = tuple(Term.of(m.node(v)) for v in _reader_vars(m)) + (() if _kept(m) else (c1,))
     return removed, tuple(t for v in _reader_vars(m) for t in summed_first_terms(_merged_into(m, v)))
+
+
+def _into_readers_claim(lhs, rhs, m):
+    """The claim: the removed loop nests' FLOPs are replaced by the new ones' (:func:`loop_nest_flops`, per
+    pipeline), plus a scale of each mean reader's output (``Π`` of its output axes); no transfer moves."""
+    removed, added = _into_readers_terms(m)
+    scales = sum((sympy.Mul(*(a.size for a in m.node(v).cod[0].axes)) for v in _reader_vars(m)
+                  if factor(m.node(v)) != 1), sympy.Integer(0))
+    before, after = nc.cost(lhs), nc.cost(rhs)
+    for p in set(before.flops) | set(after.flops) | {"tensor"}:
+        want = before.flops.get(p, 0) - sum(loop_nest_flops(t).get(p, 0) for t in removed) \
+            + sum(loop_nest_flops(t).get(p, 0) for t in added) + (scales if p == "general" else 0)
+        got = after.flops.get(p, 0)
+        assert sympy.simplify(got - want) == 0, f"{p} FLOPs: the cost functor gives {got}, the axis sizes {want}"
+    for lv in set(before.H) | set(after.H):
+        assert sympy.simplify(before.H.get(lv, 0) - after.H.get(lv, 0)) == 0, f"H[{lv}] changed"
 
 
 def _no_capture_in_readers(m):
@@ -291,7 +308,7 @@ def _readers_format(m):
 
 
 def into_readers_instance(rng):
-    """C₁(A…) read by 1-3 contractions and sums (some reading other operands too), maybe by a map as well."""
+    """C₁(A…) read by 1-3 contractions, sums and means (some reading other operands too), maybe by a map as well."""
     c1 = random_einsum(rng, int(rng.integers(1, 4)))
     t = c1.cod.inside[0]
     taken = {a.name for box in c1.boxes for arr in (*box.dom.inside, *box.cod.inside) for a in arr.axes}
@@ -306,7 +323,8 @@ def into_readers_instance(rng):
         if rng.random() < 0.4:
             kept = [a for a in t.axes if rng.random() < 0.5]
             kept = kept[1:] if len(kept) == len(t.axes) else kept
-            outs.append(b(box_like("reduce_sum", [t], t.replace(axes=tuple(kept))), T))
+            reduction = "reduce_mean" if rng.random() < 0.4 else "reduce_sum"
+            outs.append(b(box_like(reduction, [t], t.replace(axes=tuple(kept))), T))
             continue
         other = extra[j]
         names = [a for a in (*other.axes, *t.axes) if rng.random() < 0.5 or a.name in fresh[j:j + 1]]
@@ -329,11 +347,12 @@ contraction_into_readers = Rule(
                           "every output axis must be carried by an operand (a broadcast weave has no index)"),
                 Condition("same_format", _readers_format,
                           "the contraction and its readers must have one level and dtype")),
-    obligation=Obligation(into_readers_instance, cost=flops_claim(_into_readers_terms),
+    obligation=Obligation(into_readers_instance, cost=_into_readers_claim,
                           symbolic=(sum_product_associativity,), rtol=1e-9, atol=1e-9),
     oriented=False,
-    doc="""C₁(A…) read by contractions and sums R₁ … Rₖ (and maybe others) → each Rⱼ with C₁'s operands in
-    place of C₁, its own axes summed first (the normal form); C₁ kept for readers that are neither.
+    doc="""C₁(A…) read by contractions, sums and means R₁ … Rₖ (and maybe others) → each Rⱼ with C₁'s operands in
+    place of C₁, its own axes summed first (the normal form), a mean as its sum then 1/|A|
+    (:func:`~rewrites.normal_form.with_factor`); C₁ kept for readers that are none of these.
 
     Sum-product associativity (contraction_merge at each reader; a sum is a contraction of one operand).  It
     recomputes C₁'s products in each reader, so the search prices it (role ``prepare``): linear attention's

@@ -15,6 +15,7 @@ reformulation              primitive → how a user writes it
 ``mean_as_scaled_sum``     mean_A(x)  →  (1/|A|) · Σ_A x
 ``contraction_in_pairs``   C(X₁, X₂, X₃, …)  →  C′(C₁₂(X₁, X₂), X₃, …)     (C₁₂ keeps the axes the rest names)
 ``sum_after_contraction``  C(X…) summing a  →  Σ_a C′(X…), C′ keeping a
+``scale_on_an_operand``    C(X₀, X₁, …)  →  ½ · C(2 · X₀, X₁, …)   (a scale on an operand, undone after)
 =========================  ===================================================================================
 
 Each is exact in exact arithmetic; in floating point the written SoftMax and log-sum-exp are the max-shifted forms
@@ -130,6 +131,17 @@ def _sum_after(m):
     return m.finish(b, {("b", 0): b(_box("reduce_sum", [wide], out), y)})
 
 
+def _scale_on_operand(m):
+    node = m.node("b")
+    x = node.dom[0]
+    b, ins = m.wiring()
+    wires = [ins[("b", j)] for j in range(len(node.dom))]
+    wires[0] = b(_box("scale", [x], x, params={"c": sympy.Integer(2)}), wires[0])
+    y = b(_box("contract", list(node.dom), node.cod[0]), *wires)
+    return m.finish(b, {("b", 0): b(_box("scale", [node.cod[0]], node.cod[0], params={"c": sympy.Rational(1, 2)}),
+                                      y)})
+
+
 softmax_by_hand = Rule("softmax_by_hand", _one_box("softmax"), _softmax_by_hand,
                        doc="SoftMax_{A,β}(x) → e = exp(βx − max_A βx) ; e / Σ_A e")
 logsumexp_by_hand = Rule("logsumexp_by_hand", _one_box("reduce_logsumexp"), _logsumexp_by_hand,
@@ -148,9 +160,15 @@ sum_after_contraction = Rule(
                         lambda net, n: n.kind == "box" and n.spec.kind == "contract" and bool(_summed(n)))}),
     _sum_after, doc="C(X…) summing a → Σ_a C′(X…)")
 
+scale_on_an_operand = Rule(
+    "scale_on_an_operand",
+    Pattern({"b": where("a contraction of an operand or more",
+                        lambda net, n: n.kind == "box" and n.spec.kind == "contract")}),
+    _scale_on_operand, doc="C(X₀, X₁, …) → ½ · C(2 · X₀, X₁, …)")
+
 #: the laws read backwards that ``nc.derive`` is invariant under (the fuzz's)
 REFORMULATIONS = RuleSet((softmax_by_hand, logsumexp_by_hand, square_as_product, mean_as_scaled_sum,
-                          contraction_in_pairs, sum_after_contraction))
+                          contraction_in_pairs, sum_after_contraction, scale_on_an_operand))
 
 
 @dataclass(frozen=True)
@@ -176,4 +194,5 @@ def reformulate(diagram, rng, *, steps: int = 4, laws=REFORMULATIONS) -> Reformu
 
 
 __all__ = ["REFORMULATIONS", "Reformulated", "reformulate", "softmax_by_hand", "logsumexp_by_hand",
-           "square_as_product", "mean_as_scaled_sum", "contraction_in_pairs", "sum_after_contraction"]
+           "square_as_product", "mean_as_scaled_sum", "contraction_in_pairs", "sum_after_contraction",
+           "scale_on_an_operand"]

@@ -276,3 +276,34 @@ def test_a_mean_of_a_contraction_is_summed_inside_it_like_a_sum(as_scaled_sum):
     rng = np.random.default_rng(5)
     Q, K = rng.normal(size=(256, 16)), rng.normal(size=(256, 16))
     _runs_as_written(r, f, lambda Q, K: (Q @ K.T).mean(axis=1), (Q, K))
+
+
+# ---------------------------------------------------------------------- a scale anywhere in a chain
+def scaled_chain(where: str):
+    """(A B) C / 8, the scale on A, on the intermediate A B, or on the output."""
+    b = nc.Builder(nc.types("a b, b c, c e"))
+    A, B, C = b.inputs
+    scale = {w: (lambda sig: (lambda y: b(nc.elementwise("scale", sig, const=sympy.Rational(1, 8)), y)))
+             for w in ("before", "between", "after")}
+    keep = lambda sig: (lambda y: y)  # noqa: E731
+    at = {w: (scale[w] if w == where else keep) for w in scale}
+    y = b(nc.einsum("a c, c e -> a e"), at["between"]("a c")(b(nc.einsum("a b, b c -> a c"), at["before"]("a b")(A), B)),
+          C)
+    return b.build(at["after"]("a e")(y))
+
+
+@pytest.mark.parametrize("where", ["before", "between", "after"])
+def test_a_scale_anywhere_in_a_chain_derives_to_one_h(where):
+    """The scale moves after the chain (scale_through_contraction), so the chain is one contraction that the search
+    splits in its best order: the H of A (B C) unscaled, its pairs searched as written without the merge (the
+    second route, no scale rule in it).  With the scale between the products (on main) the merge was blocked and
+    the search kept (A B) C: 401,408, 16x."""
+    f = scaled_chain(where)
+    r = nc.derive(f, memory=256, sizes=CHAIN)
+    assert r.H == nc.derive(chain_right_first(), memory=256, sizes=CHAIN, book=_without_merge()).H
+    assert "contraction_merge" in r.variant.prepared
+    assert nc.equivalent(f, r.diagram, sizes=dict(CHAIN), trials=1)
+    rng = np.random.default_rng(6)
+    xs = [rng.normal(size=(CHAIN[p], CHAIN[q])) for p, q in ("ab", "bc", "ce")]
+    np.testing.assert_allclose(nc.evaluate(r.diagram, *xs, sizes=r.optimum.sizes), xs[0] @ xs[1] @ xs[2] / 8,
+                               rtol=1e-9)

@@ -66,8 +66,9 @@ FLOORS = {     # measured at SEED with masks drawn (testing/masks.py); "on masks
                     "equivalent": 0.37,                                   # 4 derived to the same H (1 MemoryLimitError
                     "law softmax_by_hand": 0.36,                         # from both forms); SoftMax by hand in 5
                     "law sum_after_contraction": 0.34,                    # (18 of 40 at scale 5), a sum after its
-                    "law contraction_in_pairs": 0.125},                   # contraction in 5 (17 of 40), a
-}                                                                         # contraction in pairs in 1 (10 of 40)
+                    "law contraction_in_pairs": 0.125,                    # contraction in 5 (17 of 40), a
+                    "law scale_on_an_operand": 0.46},                     # contraction in pairs in 1 (10 of 40);
+}                                                                         # a scale on an operand in 5 (23 of 40)
 
 
 def shortfalls(check: str, tally: collections.Counter, n: int) -> list:
