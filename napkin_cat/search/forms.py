@@ -79,7 +79,9 @@ def _simplified(diagram, book) -> Form:
     ``normalise``) shrinks the netlist too, and as no rule of the normal form makes a contraction, there is at most
     one merge per contraction of the function; the sums a merge carries down to the merged contraction are its
     operands' own only where one of the two contractions had a single operand (else the sum rules, taken first,
-    would have moved them), so they move up at most once more."""
+    would have moved them), so they move up at most once more.  A scale moves one reduction toward the outputs
+    (``scale_through_contraction``: the reductions ahead of each scale drop by one, no scale is made) and two scales
+    multiply into one (the netlist shrinks): :mod:`rewrites.scale_normal_form` states that measure."""
     share, fold, join = "share" in book.roles, "recompute" in book.roles, "join" in book.roles
     rules = tuple(rule for role in ("simplify", "normalise") if role in book.roles for rule in book.role(role))
     if not rules:

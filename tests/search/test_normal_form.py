@@ -287,8 +287,8 @@ def scaled_chain(where: str):
              for w in ("before", "between", "after")}
     keep = lambda sig: (lambda y: y)  # noqa: E731
     at = {w: (scale[w] if w == where else keep) for w in scale}
-    y = b(nc.einsum("a c, c e -> a e"), at["between"]("a c")(b(nc.einsum("a b, b c -> a c"), at["before"]("a b")(A), B)),
-          C)
+    ab = at["between"]("a c")(b(nc.einsum("a b, b c -> a c"), at["before"]("a b")(A), B))
+    y = b(nc.einsum("a c, c e -> a e"), ab, C)
     return b.build(at["after"]("a e")(y))
 
 
