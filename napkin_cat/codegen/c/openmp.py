@@ -258,7 +258,8 @@ class CPrinter(RowsMixin, CFamilyPrinter):
         within = [f"void nc_run_in({self.parameters('restrict ')}, int nc_threads) {{   {self.comment} the "
                   "workspace given (the caller keeps it between runs: napkin_cat.codegen.c.workspace)"]
         if self.blas:
-            within.append(self.line(1, "openblas_set_num_threads(1);   /* parallel over the Grid, not inside a tile */"))
+            within.append(self.line(1, "openblas_set_num_threads(1);   /* parallel over the Grid, not inside a tile "
+                                       "*/"))
         for launch in ls:
             within.append(self.line(1, f"{launch.name}({self.arguments()}, nc_threads);"))
         parts.append("\n".join(within + ["}"]))
