@@ -19,9 +19,13 @@ The format (every size and rate carries its unit; ``?`` marks an optional field)
 
 The rates are measured (``benchmarks/calibrate_cpu.py`` writes them, naming the machine); the time model
 (:mod:`~napkin_cat.hardware.cputime`) reads them.  A contraction's rate between two measured smallest dimensions
-is interpolated linearly in their logarithm, and held at the end points outside them::
+is interpolated linearly in their logarithm, and held at the end points outside them, on the measured rates'
+running maximum (a product whose smallest dimension is ``s`` can be cut into products whose smallest dimension is
+any ``s' ≤ s``, so it runs at least as fast: a measured dip above a smaller dimension is the machine's noise, and
+read as a rate it steered the choice of tiles to the dip's edge, ``g_q = 32`` where ``256`` ran 1.4× faster)::
 
-    rate(s) = r_i + (r_{i+1} - r_i) · log(s / d_i) / log(d_{i+1} / d_i)      d_i ≤ s ≤ d_{i+1}
+    r̂_i     = max(r_0, …, r_i)
+    rate(s) = r̂_i + (r̂_{i+1} - r̂_i) · log(s / d_i) / log(d_{i+1} / d_i)      d_i ≤ s ≤ d_{i+1}
 
 ``this_cpu()`` reads the caches from Linux's sysfs (``/sys/devices/system/cpu/cpu0/cache``), the check that a
 shipped file describes the machine at hand; ``load_cpu("this-cpu")`` is a model of those caches with the rates of
@@ -110,8 +114,9 @@ class CPU:
 
     def contraction_rate(self, smallest) -> float:
         """FLOP/s of one core on a matrix product whose smallest dimension is ``smallest`` (interpolated in its
-        logarithm between the measured ones, held outside them: see the module docstring)."""
+        logarithm between the measured ones' running maximum, held outside them: see the module docstring)."""
         table = self.require_rates().contraction
+        table = [(d, max(r for _, r in table[:i + 1])) for i, (d, _) in enumerate(table)]     # the running maximum
         if smallest <= table[0][0]:
             return table[0][1]
         for (d0, r0), (d1, r1) in zip(table, table[1:]):

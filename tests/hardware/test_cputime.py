@@ -122,6 +122,22 @@ def test_a_format_two_file_loads_with_its_rates(tmp_path):
     assert cpu.contraction_rate(64) == 20e9 and cpu.bandwidth(2 ** 20) == 10e9 and cpu.bandwidth(2 ** 20 + 1) == 5e9
 
 
+def test_a_measured_dip_does_not_make_a_larger_product_slower(tmp_path):
+    """A product whose smallest dimension is s can be cut into products of any smaller one: its rate is at least
+    theirs.  A table with a dip (64 measured below 16, as a shared machine's noise made 64 … 256 below 32 in the
+    development machine's file) reads as its running maximum: 16's rate held to 64, then log-linear to 256."""
+    f = tmp_path / "dip.toml"
+    f.write_text(FORMAT2.replace('"16" = "20 GFLOP/s"',
+                                 '"16" = "20 GFLOP/s", "64" = "12 GFLOP/s", "256" = "30 GFLOP/s"'))
+    cpu = load_cpu(f)
+    assert cpu.contraction == ((1, 2e9), (16, 20e9), (64, 12e9), (256, 30e9))       # the file as measured
+    assert cpu.contraction_rate(32) == cpu.contraction_rate(64) == 20e9
+    assert cpu.contraction_rate(128) == pytest.approx(20e9 + 10e9 * math.log(2) / math.log(4))
+    assert cpu.contraction_rate(4) == pytest.approx(2e9 + 18e9 * math.log(4) / math.log(16))
+    rates = [cpu.contraction_rate(s) for s in range(1, 300)]
+    assert rates == sorted(rates) and rates[-1] == 30e9
+
+
 @pytest.mark.parametrize("change, message", [
     (('[compute]\n', '[compute_]\n'), r"unknown field\(s\) \['compute_'\]"),
     (('special = "1 GFLOP/s"\n', ''), r"\[compute\] needs special"),

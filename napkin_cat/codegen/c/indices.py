@@ -57,7 +57,7 @@ class IndexKindsMixin:
 
     def _max_of(self, x, core, full):
         return [f"{self.real.ctype} nc_m = -INFINITY;"] + self._core_loops(
-            core, [f"nc_m = {self.real.fn('fmax')}(nc_m, {self.read(x, full)});"],
+            core, [f"nc_m = {self.fold_max}(nc_m, {self.read(x, full)});"],
             self._reduction_pragma("max", "nc_m"))
 
     def _print_logsumexp(self, s, depth):
@@ -83,7 +83,7 @@ class IndexKindsMixin:
             return (self._max_of(x, core, full) + [
                 f"const {r} nc_mp = {self.read(mu_prev, idx)};",
                 f"const {r} nc_zp = {self.read(z_prev, idx)};",
-                f"nc_m = {self.real.fn('fmax')}(nc_m, nc_mp);",
+                f"nc_m = {self.fmax}(nc_m, nc_mp);",
                 f"const {r} nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : {zero};",
                 f"const {r} nc_d = (nc_mp == -INFINITY) ? {zero} : nc_exp(nc_mp - nc_ms);",
                 f"{r} nc_z = {zero};"] +

@@ -37,6 +37,7 @@ True
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 import subprocess
@@ -48,6 +49,7 @@ import numpy as np
 from napkin_cat.codegen.c.family import CFamilyPrinter
 from napkin_cat.codegen.c.real import FLOAT, REALS
 from napkin_cat.codegen.c.rows import LANES, PRELUDE as ROWS_PRELUDE, RowsMixin
+from napkin_cat.codegen.c.workspace import Workspaces
 from napkin_cat.codegen.errors import BlasMissingWarning, CodegenError, ToolNotFoundError
 from napkin_cat.codegen.kernel import GeneratedKernel, cache_dir, digest, tool
 from napkin_cat.codegen.printer import ident, launches
@@ -252,19 +254,29 @@ class CPrinter(RowsMixin, CFamilyPrinter):
         ls = launches(self.plan)
         for launch in ls:
             parts.append("\n".join(self._print_Launch(launch)))
-        work = [v for v in self.globals_() if v.role not in ("input", "output")]
-        entry = [f"void nc_run({self.parameters('restrict ', user=True)}, int nc_threads) {{"]
+        work = self.workspace()
+        within = [f"void nc_run_in({self.parameters('restrict ')}, int nc_threads) {{   {self.comment} the "
+                  "workspace given (the caller keeps it between runs: napkin_cat.codegen.c.workspace)"]
         if self.blas:
-            entry.append(self.line(1, "openblas_set_num_threads(1);   /* parallel over the Grid, not inside a tile */"))
+            within.append(self.line(1, "openblas_set_num_threads(1);   /* parallel over the Grid, not inside a tile "
+                                       "*/"))
+        for launch in ls:
+            within.append(self.line(1, f"{launch.name}({self.arguments()}, nc_threads);"))
+        parts.append("\n".join(within + ["}"]))
+        entry = [f"void nc_run({self.parameters('restrict ', user=True)}, int nc_threads) {{"]
         for v in work:
             entry.append(self.line(1, f"{self.ctype(v.name)} *{ident(v.name)} = ({self.ctype(v.name)} *)nc_alloc("
                                       f"{self.layout_bytes(v)});   {self.comment} workspace (level 0)"))
-        for launch in ls:
-            entry.append(self.line(1, f"{launch.name}({self.arguments()}, nc_threads);"))
+        entry.append(self.line(1, f"nc_run_in({self.arguments()}, nc_threads);"))
         for v in work:
             entry.append(self.line(1, f"free({ident(v.name)});"))
         parts.append("\n".join(entry + ["}"]))
         return "\n\n".join(parts) + "\n"
+
+    def workspace(self) -> list:
+        """The level-0 variables that are neither inputs nor outputs, in the entry points' order: the workspace
+        ``nc_run`` allocates at each run and ``nc_run_in`` takes (:mod:`~napkin_cat.codegen.c.workspace`)."""
+        return [v for v in self.globals_() if v.role not in ("input", "output")]
 
     def layout_bytes(self, v) -> int:
         return variable_bytes(v, self.sizes, self.width)
@@ -391,14 +403,22 @@ class CKernel(GeneratedKernel):
         return path
 
     def function(self):
+        """``nc_run_in`` of the compiled library (inputs, outputs, workspace, block tables, threads)."""
         if getattr(self, "_fn", None) is None:
             lib = ctypes.CDLL(str(self.library_path()))
-            fn = lib.nc_run
-            n = len(self.plan.inputs) + len(self.plan.outputs) + len(self.printer.block_tables)
+            fn = lib.nc_run_in
+            n = len(self.plan.inputs) + len(self.plan.outputs) + len(self.workspaces.sizes) + \
+                len(self.printer.block_tables)
             fn.argtypes = [ctypes.c_void_p] * n + [ctypes.c_int]
             fn.restype = None
             self._lib, self._fn = lib, fn
         return self._fn
+
+    @functools.cached_property
+    def workspaces(self) -> Workspaces:
+        """The workspace sets the kernel's runs take, kept between runs (:mod:`~napkin_cat.codegen.c.workspace`;
+        ``k.workspaces.release()`` gives the free ones back to the system)."""
+        return Workspaces([self.printer.layout_bytes(v) for v in self.printer.workspace()])
 
     def numpy_dtype(self, name: str):
         """The numpy type of a global variable's values: an fp32 array's is the kernel's real type."""
@@ -416,7 +436,8 @@ class CKernel(GeneratedKernel):
         the outputs into (C-contiguous, of the outputs' numpy types).  ``block_mask``: the data's
         (:meth:`block_mask`, ``"data"`` to derive it here, or a :class:`~napkin_cat.algorithms.blockmask.BlockMask`
         checked against it), read at the kernel's tiles before the run; or ``blocks``, those tables themselves,
-        checked too (:meth:`~napkin_cat.codegen.kernel.GeneratedKernel.block_arguments`)."""
+        checked too (:meth:`~napkin_cat.codegen.kernel.GeneratedKernel.block_arguments`).  The workspace is a set
+        of :attr:`workspaces`, kept for the next run."""
         tables = self.block_arguments(arrays, block_mask, blocks)
         if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
             raise CodegenError(f"threads must be an int 1 … {MAX_THREADS} (OpenMP threads over the Grid), got "
@@ -432,8 +453,9 @@ class CKernel(GeneratedKernel):
         held = [y if y.dtype == self.held_dtype(n) else np.empty(y.shape, self.held_dtype(n))
                 for n, y in zip(self.plan.outputs, ys)]
         fn = self.function()
-        fn(*[x.ctypes.data for x in xs], *[h.ctypes.data for h in held],
-           *[None if t is None else t.ctypes.data for t in tables], int(threads))
+        with self.workspaces.held() as work:
+            fn(*[x.ctypes.data for x in xs], *[h.ctypes.data for h in held], *work,
+               *[None if t is None else t.ctypes.data for t in tables], int(threads))
         for y, h in zip(ys, held):
             if h is not y:
                 np.not_equal(h, 0, out=y)
