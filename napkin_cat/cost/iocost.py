@@ -63,19 +63,20 @@ def box_cost(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> Cost:
     """The cost of one primitive box run once: its :func:`box_pieces` (in ``arithmetic``,
     :mod:`napkin_cat.cost.polynomial`), its op records numbered as a fresh occurrence (each call is one more
     occurrence of the box in a walk)."""
-    H, H_bytes, flops, ops = box_pieces(box, view) if arithmetic is SYMPY else _pieces_in(box, view, arithmetic)
+    H, H_bytes, flops, ops = box_pieces(box, view, arithmetic)
     occurrence = next(_OCCURRENCES)
     return Cost(dict(H), dict(H_bytes), {}, dict(flops),
                 ops=[OpCost(o.label, o.kind, o.pipeline, o.flops, o.trips, dtype=o.dtype, operands=o.operands,
                             index=occurrence) for o in ops])
 
 
-def box_pieces(box, view: Relabelling = PLAIN) -> tuple:
+def box_pieces(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> tuple:
     """``(H, H_bytes, flops, ops)`` of one primitive box run once, as ``(key, value)`` pairs and op records
     (index unset): read off the box alone, so read once and kept on it (a box is immutable; the cost functor
     and the cost at sizes meet one box in every candidate and at every tiling that holds it).  ``view``: the box
     seen through a relabelling (inside partition records): the pieces of its image, read off the relabelled
-    arrays without building the image, kept on the box per image.
+    arrays without building the image, kept on the box per image.  ``arithmetic``: what the values are
+    (:mod:`napkin_cat.cost.polynomial`; kept per arithmetic).
 
     >>> import napkin_cat as nc
     >>> (_, mm), = layers(nc.library.matmul())
@@ -92,6 +93,8 @@ def box_pieces(box, view: Relabelling = PLAIN) -> tuple:
         if any(x is not y for x, y in zip((*images[0], *images[1]), (*dom, *cod))):
             (dom, cod), key = images, tuple(map(id, (*images[0], *images[1])))
     seen = box.__dict__.setdefault("_cost_pieces", {})
+    if arithmetic is not SYMPY:
+        key = (key, arithmetic.name)
     cached = seen.get(key)
     if cached is not None:
         return cached
@@ -99,35 +102,21 @@ def box_pieces(box, view: Relabelling = PLAIN) -> tuple:
     spec = box.data
     kind = kind_of(spec.kind)
     per_item = kind.item_flops(core_of(spec, Ty(*dom), Ty(*cod)) if key else core_of(spec, box.dom, box.cod))
-    weave = sympy.Mul(*(next((arr.axis(w).size for arr in cod if w in arr.names), ONE) for w in spec.weave_names))
+    weave = arithmetic.product([next((arr.axis(w).size for arr in cod if w in arr.names), ONE)
+                                for w in spec.weave_names])
     out = (cod or dom)[0] if (cod or dom) else None
     dtype, operands = (out.dtype.name if out else ""), tuple(a.dtype.name for a in dom)
     for p, f in per_item.items():    # the pipelines of one box are distinct: each is set once
-        f = sympy.sympify(f) * weave
+        f = arithmetic.of(f) * weave
         flops[p] = f
-        ops.append(OpCost(box.name, spec.kind, p, f, ONE, dtype=dtype, operands=operands))
+        ops.append(OpCost(box.name, spec.kind, p, f, arithmetic.one, dtype=dtype, operands=operands))
     if spec.kind in ("load", "save"):
         src, dst = dom[0], cod[0]
-        lvl, n = max(src.level, dst.level), numel(src)
+        lvl, n = max(src.level, dst.level), arithmetic.numel(src)
         H[lvl] = n
         H_bytes[lvl] = n * max(src.dtype.bytes, dst.dtype.bytes) if src.dtype == dst.dtype else n * dst.dtype.bytes
     cached = seen[key] = (tuple(H.items()), tuple(H_bytes.items()), tuple(flops.items()), tuple(ops))
     return cached
-
-
-def _pieces_in(box, view: Relabelling, arithmetic) -> tuple:
-    """:func:`box_pieces` with every value in ``arithmetic``, kept on the box beside them."""
-    pieces = box_pieces(box, view)
-    seen = box.__dict__.setdefault("_cost_pieces_in", {})
-    key = (id(pieces), arithmetic.name)
-    found = seen.get(key)
-    if found is None or found[0] is not pieces:
-        of = arithmetic.of
-        H, H_bytes, flops, ops = pieces
-        found = seen[key] = (pieces, (tuple((k, of(v)) for k, v in H), tuple((k, of(v)) for k, v in H_bytes),
-                                      tuple((k, of(v)) for k, v in flops),
-                                      tuple(replace(o, flops=of(o.flops), trips=arithmetic.one) for o in ops)))
-    return found[1]
 
 
 def _dead(diagram: Diagram) -> set:
@@ -216,7 +205,8 @@ def partial_values(region) -> sympy.Expr:
     if not isinstance(region, Diagram):     # a region is immutable: its partials are read once and kept on it
         found = region.__dict__.get("_partial_values")
         if found is None:
-            found = region.__dict__["_partial_values"] = partial_values(Diagram.id(region.dom) >> region)
+            found = region.__dict__["_partial_values"] = partial_values(Diagram.id(region.dom) >> region) \
+                if _splits(region) else ZERO
         return found
     total = sympy.Integer(0)
 
@@ -236,6 +226,16 @@ def partial_values(region) -> sympy.Expr:
             visit(box.arg, inner)
     visit(region, {})
     return sympy.expand(total)
+
+
+def _splits(region) -> bool:
+    """Whether a split stream is ``region`` or inside it (kept on each region: it is immutable)."""
+    found = region.__dict__.get("_has_splits")
+    if found is None:
+        split = isinstance(region, Stream) and region.params.get("parts") is not None
+        found = region.__dict__["_has_splits"] = split or any(_splits(b) for _, b in layers(region.arg)
+                                                              if isinstance(b, Region))
+    return found
 
 
 def _held_phases(box: Region, view: Relabelling) -> list:
@@ -258,35 +258,57 @@ def _held_phases(box: Region, view: Relabelling) -> list:
 
 class Sink(list):
     """The context of :class:`Symbolic`: the costs appended; ``tiles``, the enclosing partitions
-    ``[(axis, start, extent, index, trips)]`` (outermost first) a masked stream counts its trips on; ``view``, the
-    relabelling the arrays are seen through (the composed relabellings of the partition records around, if any:
+    ``[(axis, start, extent, index, trips)]`` (outermost first) a masked stream counts its trips on (written out on
+    first use: only a masked stream reads them); ``view``, the relabelling the arrays are seen through (the
+    composed relabellings of the partition records around, if any:
     :attr:`~napkin_cat.algorithms.bubbles.Partition.relabelled`); ``arithmetic``, what the values are computed in
     (:mod:`napkin_cat.cost.polynomial`: sympy expressions, or polynomials in Python numbers)."""
 
     def __init__(self, tiles=(), view: Relabelling = PLAIN, arithmetic=SYMPY):
         super().__init__()
-        self.tiles, self.view, self.arithmetic = tuple(tiles), view, arithmetic
+        self._tiles = tiles if isinstance(tiles, _Tiles) else _Tiles(value=tuple(tiles))
+        self.view, self.arithmetic = view, arithmetic
+
+    @property
+    def tiles(self) -> tuple:
+        return self._tiles.value()
 
     def within(self, region) -> "Sink":
         """A sink for what runs once inside ``region`` (a stream's head and tail), its arrays seen as inside."""
-        return Sink(self.tiles, region.inside_view(self.view), self.arithmetic)
+        return Sink(self._tiles, region.inside_view(self.view), self.arithmetic)
 
     def again(self, view: Relabelling | None = None, tiles=None) -> "Sink":
         """An empty sink with this one's tiles, view and arithmetic (or those given)."""
-        return Sink(self.tiles if tiles is None else tiles, self.view if view is None else view, self.arithmetic)
+        return Sink(self._tiles if tiles is None else tiles, self.view if view is None else view, self.arithmetic)
 
-    def inside(self, region, index_name: str | None = None) -> "Sink":
+    def inside(self, region) -> "Sink":
         """A sink for one tile of the partition ``region`` (its start ``base + i·tile``, its extent the tile)."""
-        taken = {str(t[3]) for t in self.tiles}
-        name = f"i_{region.axis}"
-        while name in taken:
-            name += "'"
-        index = sympy.Symbol(name, integer=True, nonnegative=True)
-        base = next((t[1] for t in reversed(self.tiles) if t[0] == region.axis), sympy.Integer(0))
-        size, full = region.seen(self.view)
-        tile = sympy.sympify(size)
-        return Sink(self.tiles + ((region.axis, base + index * tile, tile, index, _trips(size, full)),),
-                    region.inside_view(self.view), self.arithmetic)
+        return Sink(_Tiles(self._tiles, (region.axis, *region.seen(self.view))), region.inside_view(self.view),
+                    self.arithmetic)
+
+
+class _Tiles:
+    """The enclosing partitions of a :class:`Sink`: those around it (``outer``) and one more ``(axis, size, full)``,
+    written out as :attr:`Sink.tiles` says on first use."""
+
+    __slots__ = ("outer", "partition", "_value")
+
+    def __init__(self, outer: "_Tiles | None" = None, partition: tuple | None = None, value: tuple | None = None):
+        self.outer, self.partition, self._value = outer, partition, value
+
+    def value(self) -> tuple:
+        if self._value is None:
+            tiles = self.outer.value()
+            axis, size, full = self.partition
+            taken = {str(t[3]) for t in tiles}
+            name = f"i_{axis}"
+            while name in taken:
+                name += "'"
+            index = sympy.Symbol(name, integer=True, nonnegative=True)
+            base = next((t[1] for t in reversed(tiles) if t[0] == axis), sympy.Integer(0))
+            tile = sympy.sympify(size)
+            self._value = tiles + ((axis, base + index * tile, tile, index, _trips(size, full)),)
+        return self._value
 
 
 def _trips(size, full, arithmetic=SYMPY):

@@ -281,6 +281,9 @@ class Sympy:
     def numel(self, arr):
         return numel(arr)
 
+    def product(self, values):
+        return sympy.Mul(*values)
+
     def live(self) -> Live:
         """The live data of a walk, its totals sympy sums (:class:`~napkin_cat.cost.live.Live`)."""
         return Live()
@@ -321,6 +324,12 @@ class Polynomial:
                 found = found * self.of(a.size)
             arr.__dict__["_numel_poly"] = found
         return found
+
+    def product(self, values) -> Poly:
+        out = self.one
+        for v in values:
+            out = out * self.of(v)
+        return out
 
     def _terms(self, arr) -> tuple:
         return tuple(self.numel(arr).terms.items())
