@@ -49,19 +49,16 @@ class Curve:
     be shared between calls and threads.  ``density``: the fraction of a stream's trips a mask from data lets run
     (bound in its cost, :meth:`~napkin_cat.cost.record.Cost.at_density`; 1: dense, the worst case).
 
-    Its points read :attr:`search_cost`, the record computed in polynomials of Python numbers
-    (:mod:`napkin_cat.cost.polynomial`) and evaluated at numeric sizes without sympy; where a value is no polynomial
-    (a masked stream's ceiling), sympy's.  The large-M form reads :attr:`cost`, the record in sympy expressions
-    (``nc.cost``'s, built on first use)."""
+    Its points at numeric sizes read :attr:`search_cost`, the record computed in polynomials of Python numbers
+    (:mod:`napkin_cat.cost.polynomial`) and evaluated without sympy (where a value is no polynomial, a masked
+    stream's ceiling say, sympy's record); the large-M form reads :attr:`cost`, the record in sympy expressions
+    (``nc.cost``'s).  Each is built on first use: a numeric search builds no sympy record, a symbolic one no
+    polynomial record (their groups, streams and tiles are the same)."""
 
     def __init__(self, partition, level: int = 1, *, role: str = "stream", sliced: bool = False, density=1):
         self.partition, self.level, self.role, self.sliced = partition, level, role, sliced
         self.density = density
-        try:
-            self.search_cost, self._sympy = self._costed(POLYNOMIAL), None
-        except NotPolynomialError:
-            self.search_cost = self._sympy = self._costed(SYMPY)
-        self.streams = {s for _, s, _ in self.search_cost.streams if isinstance(s, sympy.Symbol)}
+        self._search = self._sympy = self._streams = None
         self._at, self._smallest, self._symbolic, self._capped, self._all = {}, {}, {}, {}, {}
         self._grouped = self._symbols = None
 
@@ -76,10 +73,34 @@ class Curve:
 
     @property
     def cost(self):
-        """The cost record in sympy expressions (built on first use; :attr:`search_cost` where it is one)."""
+        """The cost record in sympy expressions (built on first use)."""
         if self._sympy is None:
             self._sympy = self._costed(SYMPY)
         return self._sympy
+
+    @property
+    def search_cost(self):
+        """The cost record in polynomials of Python numbers, or :attr:`cost` where a value is none (built on first
+        use)."""
+        if self._search is None:
+            try:
+                self._search = self._costed(POLYNOMIAL)
+            except NotPolynomialError:
+                self._search = self.cost
+        return self._search
+
+    def _built(self):
+        """A record already built (the search's first), else the search's: what the structure is read off (the
+        groups, streams, tiles and the columns' symbols are the same in both)."""
+        return self._search if self._search is not None else self._sympy if self._sympy is not None \
+            else self.search_cost
+
+    @property
+    def streams(self) -> set:
+        """The kernel's stream sizes (symbols)."""
+        if self._streams is None:
+            self._streams = {s for _, s, _ in self._built().streams if isinstance(s, sympy.Symbol)}
+        return self._streams
 
     @property
     def diagram(self):
@@ -94,7 +115,8 @@ class Curve:
     def grouped(self) -> bool:
         """Whether the kernel has tiles to optimise: group partitions, or a stream whose trips re-read data."""
         if self._grouped is None:
-            self._grouped = bool(self.search_cost.groups) or bool(tiled_streams(self.search_cost, self.level))
+            built = self._built()
+            self._grouped = bool(built.groups) or bool(tiled_streams(built, self.level))
         return self._grouped
 
     def _fixed(self) -> dict:
@@ -104,7 +126,7 @@ class Curve:
         """Every stream and tile 1: the kernel at its least memory."""
         ones = self._fixed()
         if self.grouped:
-            ones.update({t: 1 for t in unexpanded(self.search_cost, self.level).tiles})
+            ones.update({t: 1 for t in unexpanded(self._built(), self.level).tiles})
         return ones
 
     def smallest(self, sizes: dict):
@@ -113,11 +135,12 @@ class Curve:
         At concrete sizes each column is evaluated in exact arithmetic (:mod:`napkin_cat.cost.exact_arithmetic`)."""
         key = tuple(sorted(sizes.items()))
         if key not in self._smallest:
-            cols = self.search_cost.columns.get(self.level, [])
             env = {**self._ones(), **_env(sizes)}
             if self._symbols is None:
-                self._symbols = set().union(*(sympified(c).free_symbols for c in cols))
+                self._symbols = set().union(*(sympified(c).free_symbols
+                                              for c in self._built().columns.get(self.level, [])))
             if self._symbols <= env.keys():
+                cols = self.search_cost.columns.get(self.level, [])
                 self._smallest[key] = sympy.sympify(max((value(c, env) for c in cols), default=0))
             else:
                 cols = self.cost.columns.get(self.level, [])
