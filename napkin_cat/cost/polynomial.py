@@ -261,6 +261,11 @@ def sympified(x):
     return x if isinstance(x, Poly) else sympy.sympify(x)
 
 
+def as_expr(x) -> sympy.Expr:
+    """A value of either arithmetic as a sympy expression, expanded (what a message shows)."""
+    return x.as_expr() if isinstance(x, Poly) else sympy.expand(x)
+
+
 def add_all(values: list):
     """The sum of ``values`` (at least one): in one ``sympy.Add`` where they are sympy expressions."""
     if any(isinstance(v, Poly) for v in values):
@@ -372,4 +377,4 @@ def _walk(node) -> Poly:
 SYMPY = Sympy()
 POLYNOMIAL = Polynomial()
 
-__all__ = ["Poly", "SYMPY", "POLYNOMIAL", "Sympy", "Polynomial", "add_all", "sympified"]
+__all__ = ["Poly", "SYMPY", "POLYNOMIAL", "Sympy", "Polynomial", "add_all", "as_expr", "sympified"]
