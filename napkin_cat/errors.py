@@ -88,6 +88,11 @@ class MemoryLimitError(NapkinError, ValueError):
     """No tile size satisfies the memory limit of a level."""
 
 
+class NotPolynomialError(NapkinError, ValueError):
+    """A cost value that is no Laurent polynomial in the sizes (a ceiling of a tile, a ``Min``, a root): the
+    polynomial arithmetic of the cost fold (:mod:`napkin_cat.cost.polynomial`) cannot hold it; sympy's can."""
+
+
 class ObligationError(RewriteError):
     """A rule's proof obligation failed; ``counterexample`` holds sizes, max error, seed, match."""
 

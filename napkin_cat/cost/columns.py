@@ -31,7 +31,7 @@ import sympy
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.reuse import accumulated_addends, finish_in_place, step_in_place
 from napkin_cat.algorithms.schedule import Phases, advance, fold, schedule_of
-from napkin_cat.cost.live import Live
+from napkin_cat.cost.polynomial import SYMPY
 from napkin_cat.syntax.relabel import PLAIN, Relabelling
 from napkin_cat.syntax.wiring import trace_values
 
@@ -39,10 +39,11 @@ from napkin_cat.syntax.wiring import trace_values
 class Items:
     """The context of the columns algebra: the ``items`` being collected, each name's array (as seen through
     ``view``, the relabelling of the partition records around: :class:`~napkin_cat.syntax.relabel.Relabelling`),
-    the name ``tag`` of the loop being expanded (``()`` for the stream itself: its values keep their ids)."""
+    the name ``tag`` of the loop being expanded (``()`` for the stream itself: its values keep their ids), the
+    ``arithmetic`` the columns are totalled in (:mod:`napkin_cat.cost.polynomial`)."""
 
-    def __init__(self, arrays: dict, tag=(), counter=None, view: Relabelling = PLAIN):
-        self.arrays, self.tag, self.items, self.view = arrays, tag, [], view
+    def __init__(self, arrays: dict, tag=(), counter=None, view: Relabelling = PLAIN, arithmetic=SYMPY):
+        self.arrays, self.tag, self.items, self.view, self.arithmetic = arrays, tag, [], view, arithmetic
         self.counter = counter if counter is not None else itertools.count()
         self.columns: list = []
 
@@ -59,7 +60,7 @@ class Items:
         """A context for a loop nested in this one (inside ``region``, if a region): names of its own, items
         collected apart."""
         return Items(self.arrays, self.tag + what + (next(self.counter),), self.counter,
-                     self.view if region is None else region.inside_view(self.view))
+                     self.view if region is None else region.inside_view(self.view), self.arithmetic)
 
 
 def _sub(diagram, ins: list, outs: dict, tag):
@@ -117,15 +118,15 @@ class Columns:
             return self._split(node, vals, ctx, run, head, body, states)
         ctx.items = tail
         outs = run.tail(run.finish(vals, states, ctx), ctx)
-        ctx.columns = _columns(head, body, tail, set(outs), ctx.arrays)
+        ctx.columns = _columns(head, body, tail, set(outs), ctx.arrays, ctx.arithmetic)
         return outs
 
     def _split(self, node, vals, ctx, run, head, body, states):
         """A split stream (:mod:`napkin_cat.plan.partials`): a part's columns (its head, trips, and its state
         saved), then the combine's (:meth:`_combine`)."""
-        part = _columns(head, body, _saved(states), set(), ctx.arrays)
+        part = _columns(head, body, _saved(states), set(), ctx.arrays, ctx.arithmetic)
         c_head, c_body, tail, outs = self._combine(node, vals, ctx, run)
-        ctx.columns = part + _columns(c_head, _merging(c_body, node), tail, set(outs), ctx.arrays)
+        ctx.columns = part + _columns(c_head, _merging(c_body, node), tail, set(outs), ctx.arrays, ctx.arithmetic)
         return outs
 
     def _combine(self, node, vals, ctx, run) -> tuple:
@@ -220,10 +221,11 @@ class Columns:
 COLUMNS = Columns()
 
 
-def stream_columns(node, view: Relabelling = PLAIN) -> list:
+def stream_columns(node, view: Relabelling = PLAIN, arithmetic=SYMPY) -> list:
     """Columns (dicts level → live values, each expanded) of a stream schedule, in the order its expansion runs;
-    ``view``: how its inside's arrays are seen (the relabelling of the partition records around it and its own)."""
-    ctx = Items({}, view=view)
+    ``view``: how its inside's arrays are seen (the relabelling of the partition records around it and its own);
+    ``arithmetic``: what the live values are totalled in (:mod:`napkin_cat.cost.polynomial`)."""
+    ctx = Items({}, view=view, arithmetic=arithmetic)
     ctx.arrays.update(ctx.seen(node.arrays))
     fold(node, COLUMNS, list(node.dom), ctx)
     return ctx.columns
@@ -279,12 +281,12 @@ def _block_in(items, live) -> set:
     return live
 
 
-def _sample(items, live, arrays) -> list:
+def _sample(items, live, arrays, arithmetic) -> list:
     """The column before each item (dicts level → live values), given ``live`` after the last: the live data is
     kept up to date as the walk backwards kills and revives values (:class:`~napkin_cat.cost.live.Live`), so a
     column costs the values that change and the distinct monomials, not the values live.  An item ``(uses, defs,
     w)`` weighs its column by ``w`` (:func:`_merging`: 0 where it never runs)."""
-    live, data, out = set(live), Live(), []
+    live, data, out = set(live), arithmetic.live(), []
     data.put([(v, arrays[v]) for v in live])
     for uses, defs, *weight in reversed(items):
         uses = set(uses)
@@ -295,11 +297,11 @@ def _sample(items, live, arrays) -> list:
         data.take([(v, arrays[v]) for v in dead])
         data.put([(v, arrays[v]) for v in born])
         col = data.column()
-        out.append({lvl: sympy.expand(n * weight[0]) for lvl, n in col.items()} if weight else col)
+        out.append({lvl: arithmetic.expand(n * arithmetic.of(weight[0])) for lvl, n in col.items()} if weight else col)
     return out[::-1]
 
 
-def _columns(head, body, tail, live_out, arrays) -> list:
+def _columns(head, body, tail, live_out, arrays, arithmetic) -> list:
     tail_in = _block_in(tail, live_out)
     body_in = _block_in(body, tail_in)
     while True:
@@ -307,11 +309,11 @@ def _columns(head, body, tail, live_out, arrays) -> list:
         if nxt == body_in:
             break
         body_in = nxt
-    return (_sample(head, body_in | tail_in, arrays) + _sample(body, tail_in | body_in, arrays)
-            + _sample(tail, live_out, arrays) + [_column(live_out, arrays)])
+    return (_sample(head, body_in | tail_in, arrays, arithmetic) + _sample(body, tail_in | body_in, arrays, arithmetic)
+            + _sample(tail, live_out, arrays, arithmetic) + [_column(live_out, arrays, arithmetic)])
 
 
-def _column(live, arrays) -> dict:
-    data = Live()
+def _column(live, arrays, arithmetic) -> dict:
+    data = arithmetic.live()
     data.put([(v, arrays[v]) for v in live])
     return data.column()

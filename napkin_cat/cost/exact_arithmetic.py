@@ -37,6 +37,7 @@ from fractions import Fraction
 
 import sympy
 
+from napkin_cat.cost.polynomial import Poly
 from napkin_cat.errors import NapkinError
 
 
@@ -99,10 +100,10 @@ def value(expr, env):
     """The exact value (``int``, :class:`Fraction`) of ``expr`` at ``env`` (symbol → value), walking the tree once
     with Python's arithmetic; a missing symbol is a :class:`~napkin_cat.errors.NapkinError` naming every one
     that is missing.  Any value that has ``+``, ``*`` and integer powers may stand for a symbol (a
-    :class:`Laurent` for a tile, say)."""
-    expr = sympy.sympify(expr)
+    :class:`Laurent` for a tile, say).  A :class:`~napkin_cat.cost.polynomial.Poly` is evaluated term by term."""
+    expr = expr if isinstance(expr, Poly) else sympy.sympify(expr)
     try:
-        return _exact(_walk(expr, env))
+        return _exact(expr.evaluate(env) if isinstance(expr, Poly) else _walk(expr, env))
     except KeyError:
         missing = sorted(str(s) for s in expr.free_symbols if s not in env)
         raise NapkinError(f"give sizes for {missing} (sizes={{'name': …}}); the expression is {expr}") from None
@@ -192,6 +193,8 @@ def monomials_at(expr, tiles, env) -> tuple:
     (integer exponents in increasing order, exact numeric coefficients, terms that cancel left out), or a
     :class:`~napkin_cat.errors.NapkinError` where it is not one (a tile under a ceiling, a root, …)."""
     n = len(tiles)
+    if isinstance(expr, Poly):
+        return _poly_monomials(expr, tiles, env)
     try:
         v = value(expr, {**env, **{t: Laurent.variable(i, n) for i, t in enumerate(tiles)}})
         v = v if isinstance(v, Laurent) else Laurent({}, n) + v
@@ -201,3 +204,28 @@ def monomials_at(expr, tiles, env) -> tuple:
         raise NapkinError(f"{expr} at the sizes is not a sum of monomials in the tiles {tiles}")
     terms = sorted((e, _exact(c)) for e, c in v.terms.items())
     return tuple(c for _, c in terms), tuple(e for e, _ in terms)
+
+
+def _poly_monomials(p: Poly, tiles, env) -> tuple:
+    """:func:`monomials_at` of a polynomial: each term's tiles read off its monomial, its other symbols valued at
+    ``env`` (no Laurent product)."""
+    index = {t: i for i, t in enumerate(tiles)}
+    terms: dict = {}
+    try:
+        for m, c in p.terms.items():
+            e, v = [0] * len(tiles), c
+            for s, k in m:
+                i = index.get(s)
+                if i is not None:
+                    e[i] += k
+                    continue
+                x = env[s]
+                if k < 0:
+                    x, k = (Fraction(1, x) if isinstance(x, int) else 1 / x), -k
+                v = v * (x if k == 1 else x ** k)
+            _accumulate(terms, tuple(e), _exact(v))
+    except KeyError:
+        missing = sorted(str(s) for s in p.free_symbols if s not in env and s not in index)
+        raise NapkinError(f"give sizes for {missing} (sizes={{'name': …}}); the expression is {p.as_expr()}") from None
+    ordered = sorted(terms.items())
+    return tuple(c for _, c in ordered), tuple(e for e, _ in ordered)

@@ -38,7 +38,8 @@ from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.schedule import advance, fold_region, schedule_of
 from napkin_cat.algorithms.splits import partial_moves
 from napkin_cat.cost.columns import stream_columns
-from napkin_cat.cost.live import Live, numel
+from napkin_cat.cost.live import numel
+from napkin_cat.cost.polynomial import SYMPY
 from napkin_cat.cost.record import ONE, ZERO, Cost, Density, GroupCost, OpCost, StreamRecord
 from napkin_cat.cost.trips import running_trips
 from napkin_cat.syntax.adapter import Diagram, Ty, layers
@@ -54,26 +55,28 @@ __all__ = ["Cost", "OpCost", "GroupCost", "StreamRecord", "box_cost", "box_piece
 def _plus(col: dict, extra: dict) -> dict:
     out = dict(col)
     for l, v in extra.items():
-        out[l] = out.get(l, ZERO) + v
+        out[l] = out[l] + v if l in out else v
     return out
 
 
-def box_cost(box, view: Relabelling = PLAIN) -> Cost:
-    """The cost of one primitive box run once: its :func:`box_pieces`, its op records numbered as a fresh
-    occurrence (each call is one more occurrence of the box in a walk)."""
-    H, H_bytes, flops, ops = box_pieces(box, view)
+def box_cost(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> Cost:
+    """The cost of one primitive box run once: its :func:`box_pieces` (in ``arithmetic``,
+    :mod:`napkin_cat.cost.polynomial`), its op records numbered as a fresh occurrence (each call is one more
+    occurrence of the box in a walk)."""
+    H, H_bytes, flops, ops = box_pieces(box, view, arithmetic)
     occurrence = next(_OCCURRENCES)
     return Cost(dict(H), dict(H_bytes), {}, dict(flops),
                 ops=[OpCost(o.label, o.kind, o.pipeline, o.flops, o.trips, dtype=o.dtype, operands=o.operands,
                             index=occurrence) for o in ops])
 
 
-def box_pieces(box, view: Relabelling = PLAIN) -> tuple:
+def box_pieces(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> tuple:
     """``(H, H_bytes, flops, ops)`` of one primitive box run once, as ``(key, value)`` pairs and op records
     (index unset): read off the box alone, so read once and kept on it (a box is immutable; the cost functor
     and the cost at sizes meet one box in every candidate and at every tiling that holds it).  ``view``: the box
     seen through a relabelling (inside partition records): the pieces of its image, read off the relabelled
-    arrays without building the image, kept on the box per image.
+    arrays without building the image, kept on the box per image.  ``arithmetic``: what the values are
+    (:mod:`napkin_cat.cost.polynomial`; kept per arithmetic).
 
     >>> import napkin_cat as nc
     >>> (_, mm), = layers(nc.library.matmul())
@@ -90,6 +93,8 @@ def box_pieces(box, view: Relabelling = PLAIN) -> tuple:
         if any(x is not y for x, y in zip((*images[0], *images[1]), (*dom, *cod))):
             (dom, cod), key = images, tuple(map(id, (*images[0], *images[1])))
     seen = box.__dict__.setdefault("_cost_pieces", {})
+    if arithmetic is not SYMPY:
+        key = (key, arithmetic.name)
     cached = seen.get(key)
     if cached is not None:
         return cached
@@ -97,16 +102,17 @@ def box_pieces(box, view: Relabelling = PLAIN) -> tuple:
     spec = box.data
     kind = kind_of(spec.kind)
     per_item = kind.item_flops(core_of(spec, Ty(*dom), Ty(*cod)) if key else core_of(spec, box.dom, box.cod))
-    weave = sympy.Mul(*(next((arr.axis(w).size for arr in cod if w in arr.names), ONE) for w in spec.weave_names))
+    weave = arithmetic.product([next((arr.axis(w).size for arr in cod if w in arr.names), ONE)
+                                for w in spec.weave_names])
     out = (cod or dom)[0] if (cod or dom) else None
     dtype, operands = (out.dtype.name if out else ""), tuple(a.dtype.name for a in dom)
     for p, f in per_item.items():    # the pipelines of one box are distinct: each is set once
-        f = sympy.sympify(f) * weave
+        f = arithmetic.of(f) * weave
         flops[p] = f
-        ops.append(OpCost(box.name, spec.kind, p, f, ONE, dtype=dtype, operands=operands))
+        ops.append(OpCost(box.name, spec.kind, p, f, arithmetic.one, dtype=dtype, operands=operands))
     if spec.kind in ("load", "save"):
         src, dst = dom[0], cod[0]
-        lvl, n = max(src.level, dst.level), numel(src)
+        lvl, n = max(src.level, dst.level), arithmetic.numel(src)
         H[lvl] = n
         H_bytes[lvl] = n * max(src.dtype.bytes, dst.dtype.bytes) if src.dtype == dst.dtype else n * dst.dtype.bytes
     cached = seen[key] = (tuple(H.items()), tuple(H_bytes.items()), tuple(flops.items()), tuple(ops))
@@ -131,9 +137,9 @@ def _walk(diagram: Diagram, scope: "Sink | None" = None) -> Cost:
     inside counts its trips on, and the relabelling the arrays are seen through (inside partition records).
     """
     scope = Sink() if scope is None else scope
-    view = scope.view
+    view, arithmetic = scope.view, scope.arithmetic
     total, parts = Cost(), []
-    live = Live()
+    live = arithmetic.live()
     fresh = [len(diagram.dom)]
     dead = _dead(diagram)
     values = list(enumerate(map(view.array, diagram.dom.inside)))
@@ -151,14 +157,15 @@ def _walk(diagram: Diagram, scope: "Sink | None" = None) -> Cost:
                 if isinstance(box, (Grid, Stream)) else 0
             partials = partial_values(box) if not whole else ZERO
             if partials != 0:   # a split's partial states in global memory, beside what the region reads
-                total.add_column(_plus(live.column(), {0: partials}), expanded=True)
+                total.add_column(_plus(live.column(), {0: arithmetic.of(partials)}), expanded=True)
             if whole:
                 base = live.column(without=step.ins)
                 for arrays in _held_phases(box, view):
                     held = {}
                     for a in arrays:
                         if 0 < a.level <= whole:
-                            held[a.level] = held.get(a.level, ZERO) + numel(a)
+                            n = arithmetic.numel(a)
+                            held[a.level] = held[a.level] + n if a.level in held else n
                     total.add_column(_plus(base, held))
             for lvl, cols in inner.columns.items():
                 if lvl <= whole or lvl == 0:  # global arrays are whole at level 0: the outer columns count them
@@ -169,7 +176,7 @@ def _walk(diagram: Diagram, scope: "Sink | None" = None) -> Cost:
             inner.columns = {}
             parts.append(inner)
         else:
-            parts.append(box_cost(box, view))
+            parts.append(box_cost(box, view, arithmetic))
         outs = [(fresh[0] + j, view.array(arr)) for j, arr in enumerate(box.cod.inside)]
         fresh[0] += len(outs)
         _after(step, outs)
@@ -195,6 +202,12 @@ def partial_values(region) -> sympy.Expr:
     >>> partial_values(nc.group(nc.stream(nc.library.attention(), "x", "s_x", parts="P"), "q", "g_q"))
     P*d*q + 2*P*q
     """
+    if not isinstance(region, Diagram):     # a region is immutable: its partials are read once and kept on it
+        found = region.__dict__.get("_partial_values")
+        if found is None:
+            found = region.__dict__["_partial_values"] = partial_values(Diagram.id(region.dom) >> region) \
+                if _splits(region) else ZERO
+        return found
     total = sympy.Integer(0)
 
     def visit(d, whole):
@@ -211,8 +224,18 @@ def partial_values(region) -> sympy.Expr:
                     for s in r.state:
                         total += parts * sympy.Mul(*[inner.get(a.name, sympy.sympify(a.size)) for a in s.array.axes])
             visit(box.arg, inner)
-    visit(region if isinstance(region, Diagram) else Diagram.id(region.dom) >> region, {})
+    visit(region, {})
     return sympy.expand(total)
+
+
+def _splits(region) -> bool:
+    """Whether a split stream is ``region`` or inside it (kept on each region: it is immutable)."""
+    found = region.__dict__.get("_has_splits")
+    if found is None:
+        split = isinstance(region, Stream) and region.params.get("parts") is not None
+        found = region.__dict__["_has_splits"] = split or any(_splits(b) for _, b in layers(region.arg)
+                                                              if isinstance(b, Region))
+    return found
 
 
 def _held_phases(box: Region, view: Relabelling) -> list:
@@ -235,52 +258,79 @@ def _held_phases(box: Region, view: Relabelling) -> list:
 
 class Sink(list):
     """The context of :class:`Symbolic`: the costs appended; ``tiles``, the enclosing partitions
-    ``[(axis, start, extent, index, trips)]`` (outermost first) a masked stream counts its trips on; ``view``, the
-    relabelling the arrays are seen through (the composed relabellings of the partition records around, if any:
-    :attr:`~napkin_cat.algorithms.bubbles.Partition.relabelled`)."""
+    ``[(axis, start, extent, index, trips)]`` (outermost first) a masked stream counts its trips on (written out on
+    first use: only a masked stream reads them); ``view``, the relabelling the arrays are seen through (the
+    composed relabellings of the partition records around, if any:
+    :attr:`~napkin_cat.algorithms.bubbles.Partition.relabelled`); ``arithmetic``, what the values are computed in
+    (:mod:`napkin_cat.cost.polynomial`: sympy expressions, or polynomials in Python numbers)."""
 
-    def __init__(self, tiles=(), view: Relabelling = PLAIN):
+    def __init__(self, tiles=(), view: Relabelling = PLAIN, arithmetic=SYMPY):
         super().__init__()
-        self.tiles, self.view = tuple(tiles), view
+        self._tiles = tiles if isinstance(tiles, _Tiles) else _Tiles(value=tuple(tiles))
+        self.view, self.arithmetic = view, arithmetic
+
+    @property
+    def tiles(self) -> tuple:
+        return self._tiles.value()
 
     def within(self, region) -> "Sink":
         """A sink for what runs once inside ``region`` (a stream's head and tail), its arrays seen as inside."""
-        return Sink(self.tiles, region.inside_view(self.view))
+        return Sink(self._tiles, region.inside_view(self.view), self.arithmetic)
 
-    def inside(self, region, index_name: str | None = None) -> "Sink":
+    def again(self, view: Relabelling | None = None, tiles=None) -> "Sink":
+        """An empty sink with this one's tiles, view and arithmetic (or those given)."""
+        return Sink(self._tiles if tiles is None else tiles, self.view if view is None else view, self.arithmetic)
+
+    def inside(self, region) -> "Sink":
         """A sink for one tile of the partition ``region`` (its start ``base + i·tile``, its extent the tile)."""
-        taken = {str(t[3]) for t in self.tiles}
-        name = f"i_{region.axis}"
-        while name in taken:
-            name += "'"
-        index = sympy.Symbol(name, integer=True, nonnegative=True)
-        base = next((t[1] for t in reversed(self.tiles) if t[0] == region.axis), sympy.Integer(0))
-        size, full = region.seen(self.view)
-        tile = sympy.sympify(size)
-        return Sink(self.tiles + ((region.axis, base + index * tile, tile, index, _trips(size, full)),),
-                    region.inside_view(self.view))
+        return Sink(_Tiles(self._tiles, (region.axis, *region.seen(self.view))), region.inside_view(self.view),
+                    self.arithmetic)
 
 
-def _trips(size, full):
+class _Tiles:
+    """The enclosing partitions of a :class:`Sink`: those around it (``outer``) and one more ``(axis, size, full)``,
+    written out as :attr:`Sink.tiles` says on first use."""
+
+    __slots__ = ("outer", "partition", "_value")
+
+    def __init__(self, outer: "_Tiles | None" = None, partition: tuple | None = None, value: tuple | None = None):
+        self.outer, self.partition, self._value = outer, partition, value
+
+    def value(self) -> tuple:
+        if self._value is None:
+            tiles = self.outer.value()
+            axis, size, full = self.partition
+            taken = {str(t[3]) for t in tiles}
+            name = f"i_{axis}"
+            while name in taken:
+                name += "'"
+            index = sympy.Symbol(name, integer=True, nonnegative=True)
+            base = next((t[1] for t in reversed(tiles) if t[0] == axis), sympy.Integer(0))
+            tile = sympy.sympify(size)
+            self._value = tiles + ((axis, base + index * tile, tile, index, _trips(size, full)),)
+        return self._value
+
+
+def _trips(size, full, arithmetic=SYMPY):
     """``a/g`` (or ``b/s``): how many times a partition's inside runs
     (:attr:`~napkin_cat.algorithms.bubbles.Partition.trips`)."""
-    return sympy.sympify(full) / sympy.sympify(size)
+    return arithmetic.of(full) / arithmetic.of(size)
 
 
 def region_cost(box: Region, scope: Sink | None = None) -> Cost:
     """The cost of a region: the fold of its schedule with :class:`Symbolic` (one summed part); ``scope``: what
     encloses it (:class:`Sink`)."""
-    sink = Sink() if scope is None else Sink(scope.tiles, scope.view)
+    sink = Sink() if scope is None else scope.again()
     fold_region(box, SYMBOLIC, [None] * len(box.dom), sink)
     (part,) = sink
     return part
 
 
-def _grid_cost(box: Grid, inner: Cost, nest: bool, view: Relabelling) -> Cost:
+def _grid_cost(box: Grid, inner: Cost, nest: bool, view: Relabelling, arithmetic=SYMPY) -> Cost:
     """``a/g`` runs of the inside; its group partition (merged with a Grid directly inside: one group
     over several axes).  ``view``: the relabelling the Grid is seen through."""
     size, full = box.seen(view)
-    trips = _trips(size, full)
+    trips = _trips(size, full, arithmetic)
     nested = inner.groups[0] if inner.groups and nest else None
     out = inner.scaled(trips, region=("grid", box.axis))
     if nested is not None:
@@ -323,7 +373,7 @@ def _held_at(box: Stream) -> int:
 
 
 def _op_cost(b, scope: Sink) -> Cost:
-    c = region_cost(b, scope) if isinstance(b, Region) else box_cost(b, scope.view)
+    c = region_cost(b, scope) if isinstance(b, Region) else box_cost(b, scope.view, scope.arithmetic)
     c.columns = {}
     return c
 
@@ -353,7 +403,7 @@ class Symbolic:
 
     def grid(self, node, ins, sink, dests):
         sink.append(_grid_cost(node.region, _walk(node.inside, sink.inside(node.region)), _is_nest(node.inside),
-                               sink.view))
+                               sink.view, sink.arithmetic))
         return dests
 
     def stream(self, node, ins, sink, dests, run):
@@ -369,20 +419,21 @@ class Symbolic:
         vals.update((v, made[v]) for v in node.sliced)     # a sliced output: made by the trips
         run.tail(run.finish(vals, states, tail), tail)
         total = Cost()
-        for col in stream_columns(node, head.view):
+        arithmetic = sink.arithmetic
+        for col in stream_columns(node, head.view, arithmetic):
             total.add_column(col, expanded=True)
         size, full = node.region.seen(sink.view)
-        trips = _trips(size, full)
+        trips = _trips(size, full, arithmetic)
         density = None if node.skip is None else node.skip.density
         if node.skip is not None:
             counted = running_trips(node.skip, node.axis, sympy.sympify(size), sympy.sympify(full), sink.tiles)
-            trips = trips if counted is None else counted
+            trips = trips if counted is None else arithmetic.of(counted)
         if density is not None:     # a mask from data: a fraction of the trips the positions allow, stated
-            trips = density * trips
-        parts = sympy.Integer(1) if node.parts is None else sympy.sympify(node.parts)
-        moves, merges = Sink(sink.tiles, head.view), Sink(sink.tiles, head.view)
+            trips = arithmetic.of(density) * trips
+        parts = arithmetic.one if node.parts is None else arithmetic.of(node.parts)
+        moves, merges = sink.again(head.view), sink.again(head.view)
         if node.parts is not None:     # each part's state written and read back, P − 1 merges (.splits)
-            moves.extend(_op_cost(b, Sink((), head.view)) for b in partial_moves(node))
+            moves.extend(_op_cost(b, sink.again(head.view, ())) for b in partial_moves(node))
             run.merge(states, states, merges)
         total.absorb_all(_phases(head, parts, "head") + _phases(body, trips, "body")
                          + _phases(moves, parts, "partials") + _phases(merges, parts - 1, "combine")
@@ -420,7 +471,7 @@ class Symbolic:
         for s in node.state:
             for direction in ("load", "save"):
                 for step in state_moves(sink.view.array(s.array), node.level, direction):
-                    c.absorb(box_cost(step))
+                    c.absorb(box_cost(step, PLAIN, sink.arithmetic))
         c.ops = [replace(o, region=(("kernel", node.level),) + o.region) for o in c.ops]
         sink.append(c)
         return state
@@ -428,15 +479,16 @@ class Symbolic:
     def advance_grid(self, node, state, ins, sink):
         inner = sink.inside(node.region)
         advance(node.child, self, state, ins, inner)
-        sink.append(_grid_cost(node.region, Cost().absorb_all(inner), _is_nest(node.region.arg), sink.view))
+        sink.append(_grid_cost(node.region, Cost().absorb_all(inner), _is_nest(node.region.arg), sink.view,
+                               sink.arithmetic))
         return state
 
     def advance_loop(self, node, state, ins, sink, run):
         """A sub-loop's head once and its trip ``b/u`` times (a diagram's: once)."""
         scope = sink if node.region is None else sink.within(node.region)
-        head, body = Sink(scope.tiles, scope.view), Sink(scope.tiles, scope.view)
+        head, body = scope.again(), scope.again()
         run.trip(run.head(ins, head), node.split(state), body)
-        trips = _trips(*node.region.seen(sink.view)) if node.region is not None else 1
+        trips = _trips(*node.region.seen(sink.view), sink.arithmetic) if node.region is not None else 1
         c = Cost().absorb_all(_phases(head, 1, "head") + _phases(body, trips, "body"))
         sink.append(_in_stream(c, node.region, sink.view) if node.region is not None else c)
         return state
@@ -452,9 +504,11 @@ def _number_occurrences(ops: list) -> list:
     return [replace(r, index=dense.setdefault(r.index, len(dense))) for r in ops]
 
 
-def cost(diagram: Diagram, hierarchy=None) -> Cost:
-    """The IO cost of an algorithm (or of a function diagram, which moves nothing), symbolic."""
-    c = _walk(diagram)
+def cost(diagram: Diagram, hierarchy=None, *, arithmetic=SYMPY) -> Cost:
+    """The IO cost of an algorithm (or of a function diagram, which moves nothing), symbolic: its values sympy
+    expressions, or with ``arithmetic=POLYNOMIAL`` (:mod:`napkin_cat.cost.polynomial`) the same values as
+    polynomials in Python numbers (a NotPolynomialError where one is not: a masked stream's ceiling, say)."""
+    c = _walk(diagram, Sink(arithmetic=arithmetic))
     c.ops = _number_occurrences(c.ops)
     c.source = diagram
     if hierarchy is not None:

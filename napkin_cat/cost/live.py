@@ -66,17 +66,19 @@ class Live:
     block cost nothing per layer).
     """
 
-    def __init__(self):
+    def __init__(self, terms_of=None, total=None):
         self.wires = {}     # value id -> number of wires carrying it
         self.terms = {}     # level -> {monomial: coefficient}
         self._sums = {}     # level -> its total as a sympy expression, while its terms are unchanged
+        # the arithmetic of the totals (:mod:`napkin_cat.cost.polynomial`): an array's terms, a total of terms
+        self._terms_of, self._total = terms_of or _terms, total or _sum
 
     def _shift(self, arr: Array, sign: int, terms=None):
         if terms is None:
             terms = self.terms
             self._sums.pop(arr.level, None)
         level = terms.setdefault(arr.level, {})
-        for m, c in _terms(arr):
+        for m, c in self._terms_of(arr):
             level[m] = level.get(m, 0) + sign * c
 
     def put(self, values):
@@ -105,11 +107,11 @@ class Live:
             for vid, arr in dict(without).items():
                 if self.wires[vid] == on_them[vid]:
                     self._shift(arr, -1, terms)
-            return {l: _sum(t) for l, t in terms.items() if any(t.values())}
+            return {l: self._total(t) for l, t in terms.items() if any(t.values())}
         out = {}
         for l, t in terms.items():   # a level no layer touched since the last column: its sum as it was
             if l not in self._sums:
-                self._sums[l] = _sum(t) if any(t.values()) else None
+                self._sums[l] = self._total(t) if any(t.values()) else None
             if self._sums[l] is not None:
                 out[l] = self._sums[l]
         return out

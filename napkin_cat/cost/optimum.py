@@ -38,6 +38,7 @@ from napkin_cat.cost.exact_arithmetic import monomials_at
 from napkin_cat.cost.lagrange import tidy, kkt_points
 from napkin_cat.cost.memory import LARGEST_MEMORY, memory_limit  # noqa: F401  (nc.optimal's memory, read here)
 from napkin_cat.cost.numeric import bind, folded
+from napkin_cat.cost.polynomial import as_expr
 from napkin_cat.cost.tiling import dominates, TilingProgram, monomials, program, tiled_streams, unexpanded
 from napkin_cat.errors import LevelError, MemoryLimitError, NapkinError
 from napkin_cat.syntax.adapter import as_level
@@ -387,7 +388,7 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = 
     exact = counted(c, prog, level, sizes)
     if tiles == "any":
         if exact is None and any(e not in (-1, 0, 1) for exps in H[1] for e in exps):
-            raise NapkinError(f"the transfers {sympy.expand(prog.H.xreplace(dict(prog.fixed)))} are not linear in "
+            raise NapkinError(f"the transfers {as_expr(prog.H.xreplace(dict(prog.fixed)))} are not linear in "
                               f"each tile's trips; use tiles='divisors'")
         values = [integer_search.ragged_values(n) for n in fulls]
     else:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 import sympy
 
 from napkin_cat.cost.maxima import column_max
+from napkin_cat.cost.polynomial import Poly, add_all
 from napkin_cat.errors import ArgumentError
 
 ZERO = sympy.Integer(0)
@@ -172,7 +173,7 @@ class Cost:
             return self
 
         def bind(x):
-            return sympy.sympify(x).xreplace(values) if isinstance(x, sympy.Basic) else x
+            return x.xreplace(values) if isinstance(x, (sympy.Basic, Poly)) else x
         ops = [replace(o, flops=bind(o.flops), trips=bind(o.trips)) for o in self.ops]
         groups = [replace(g, N_g=bind(g.N_g), H_g={l: bind(h) for l, h in g.H_g.items()}) for g in self.groups]
         return Cost({l: bind(h) for l, h in self.H.items()}, {l: bind(h) for l, h in self.H_bytes.items()},
@@ -230,15 +231,12 @@ class Cost:
 
     def absorb(self, src: "Cost") -> "Cost":
         """In place: ``self ← self ; src`` (the functor's accumulator; linear in the diagram)."""
-        for l, h in src.H.items():
-            self.H[l] = self.H.get(l, ZERO) + h
-        for l, h in src.H_bytes.items():
-            self.H_bytes[l] = self.H_bytes.get(l, ZERO) + h
+        for mine, theirs in ((self.H, src.H), (self.H_bytes, src.H_bytes), (self.flops, src.flops)):
+            for k, v in theirs.items():
+                mine[k] = mine[k] + v if k in mine else v if isinstance(v, Poly) else ZERO + v   # (0 + 7 is sympy's)
         for l, cols in src.columns.items():
             for v in cols:
                 self._add(l, v)
-        for p, f in src.flops.items():
-            self.flops[p] = self.flops.get(p, ZERO) + f
         self.groups += src.groups
         self.streams += src.streams
         self.ops += src.ops
@@ -258,7 +256,7 @@ class Cost:
                 for k, v in getattr(src, name).items():
                     terms.setdefault(k, []).append(v)
             for k, vs in terms.items():
-                mine[k] = vs[0] if len(vs) == 1 else sympy.Add(*vs)
+                mine[k] = vs[0] if len(vs) == 1 else add_all(vs)
         for src in parts:
             for l, cols in src.columns.items():
                 for v in cols:
@@ -280,7 +278,7 @@ class Cost:
     def add_column(self, col: dict, *, expanded: bool = False):
         """Pool a column (level → live data), expanded so that equal columns are pooled once."""
         for l, v in col.items():
-            v = v if expanded else sympy.expand(v)
+            v = v if expanded or isinstance(v, Poly) else sympy.expand(v)
             if v != 0:
                 self._add(l, v)
 

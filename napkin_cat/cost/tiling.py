@@ -24,6 +24,7 @@ import numpy as np
 import sympy
 
 from napkin_cat.cost.exact_arithmetic import monomials_at
+from napkin_cat.cost.polynomial import sympified
 from napkin_cat.errors import NapkinError
 
 
@@ -188,7 +189,7 @@ def unexpanded(c, level: int, streams=1) -> TilingProgram:
     (True, 0)
     """
     tiles, axes, fulls, fixed = _frame(c, level, streams)
-    return TilingProgram(sympy.sympify(c.H[level]), tuple(c.columns.get(level, ())), tiles, axes, fulls, fixed)
+    return TilingProgram(sympified(c.H[level]), tuple(c.columns.get(level, ())), tiles, axes, fulls, fixed)
 
 
 def _frame(c, level: int, streams) -> tuple:
@@ -234,7 +235,7 @@ def rereads(H, s) -> bool:
     >>> rereads(d * x * (1 + x / s), s), rereads(d * x * (1 + s / x), s), rereads(sympy.ceiling(x / s) * d, s)
     (True, False, False)
     """
-    H = sympy.sympify(H)
+    H = sympified(H)
     symbols = tuple(sorted(H.free_symbols, key=str))
     if s not in symbols:
         return False

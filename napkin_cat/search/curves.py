@@ -27,8 +27,9 @@ from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.cost.iocost import cost
 from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.optimum import optima, optimal
+from napkin_cat.cost.polynomial import POLYNOMIAL, SYMPY, sympified
 from napkin_cat.cost.tiling import tiled_streams, unexpanded
-from napkin_cat.errors import NapkinError
+from napkin_cat.errors import NapkinError, NotPolynomialError
 from napkin_cat.search.variants import Variant
 from napkin_cat.syntax.sizes import Sizes
 
@@ -46,17 +47,60 @@ class Curve:
     ``"split"``: :func:`~napkin_cat.search.paths.playable`), ``sliced``: whether its stream is a sweep.  Its points
     are remembered under their whole keys (sizes, memory, tile grid, caps), each kept once computed, so a curve may
     be shared between calls and threads.  ``density``: the fraction of a stream's trips a mask from data lets run
-    (bound in its cost, :meth:`~napkin_cat.cost.record.Cost.at_density`; 1: dense, the worst case)."""
+    (bound in its cost, :meth:`~napkin_cat.cost.record.Cost.at_density`; 1: dense, the worst case).
+
+    Its points at numeric sizes read :attr:`search_cost`, the record computed in polynomials of Python numbers
+    (:mod:`napkin_cat.cost.polynomial`) and evaluated without sympy (where a value is no polynomial, a masked
+    stream's ceiling say, sympy's record); the large-M form reads :attr:`cost`, the record in sympy expressions
+    (``nc.cost``'s).  Each is built on first use: a numeric search builds no sympy record, a symbolic one no
+    polynomial record (their groups, streams and tiles are the same)."""
 
     def __init__(self, partition, level: int = 1, *, role: str = "stream", sliced: bool = False, density=1):
         self.partition, self.level, self.role, self.sliced = partition, level, role, sliced
-        recorded = isinstance(partition, Variant)
-        self.cost = cost(partition.record if recorded else partition).at_density(density)
-        if recorded:   # a masked stream's transfers are counted at sizes on the algorithm itself: the built one
-            self.cost.source = partition.diagram if self.cost.estimated else None
-        self.streams = {s for _, s, _ in self.cost.streams if isinstance(s, sympy.Symbol)}
+        self.density = density
+        self._search = self._sympy = self._streams = None
         self._at, self._smallest, self._symbolic, self._capped, self._all = {}, {}, {}, {}, {}
         self._grouped = self._symbols = None
+
+    def _costed(self, arithmetic):
+        """The partition's cost record in ``arithmetic`` (:mod:`napkin_cat.cost.polynomial`), its density bound."""
+        recorded = isinstance(self.partition, Variant)
+        out = cost(self.partition.record if recorded else self.partition, arithmetic=arithmetic)
+        out = out.at_density(self.density)
+        if recorded:   # a masked stream's transfers are counted at sizes on the algorithm itself: the built one
+            out.source = self.partition.diagram if out.estimated else None
+        return out
+
+    @property
+    def cost(self):
+        """The cost record in sympy expressions (built on first use)."""
+        if self._sympy is None:
+            self._sympy = self._costed(SYMPY)
+        return self._sympy
+
+    @property
+    def search_cost(self):
+        """The cost record in polynomials of Python numbers, or :attr:`cost` where a value is none (built on first
+        use)."""
+        if self._search is None:
+            try:
+                self._search = self._costed(POLYNOMIAL)
+            except NotPolynomialError:
+                self._search = self.cost
+        return self._search
+
+    def _built(self):
+        """A record already built (the search's first), else the search's: what the structure is read off (the
+        groups, streams, tiles and the columns' symbols are the same in both)."""
+        return self._search if self._search is not None else self._sympy if self._sympy is not None \
+            else self.search_cost
+
+    @property
+    def streams(self) -> set:
+        """The kernel's stream sizes (symbols)."""
+        if self._streams is None:
+            self._streams = {s for _, s, _ in self._built().streams if isinstance(s, sympy.Symbol)}
+        return self._streams
 
     @property
     def diagram(self):
@@ -65,13 +109,14 @@ class Curve:
 
     @property
     def H(self):
-        return sympy.sympify(self.cost.H.get(self.level, 0))
+        return sympified(self.search_cost.H.get(self.level, 0))
 
     @property
     def grouped(self) -> bool:
         """Whether the kernel has tiles to optimise: group partitions, or a stream whose trips re-read data."""
         if self._grouped is None:
-            self._grouped = bool(self.cost.groups) or bool(tiled_streams(self.cost, self.level))
+            built = self._built()
+            self._grouped = bool(built.groups) or bool(tiled_streams(built, self.level))
         return self._grouped
 
     def _fixed(self) -> dict:
@@ -81,7 +126,7 @@ class Curve:
         """Every stream and tile 1: the kernel at its least memory."""
         ones = self._fixed()
         if self.grouped:
-            ones.update({t: 1 for t in unexpanded(self.cost, self.level).tiles})
+            ones.update({t: 1 for t in unexpanded(self._built(), self.level).tiles})
         return ones
 
     def smallest(self, sizes: dict):
@@ -90,13 +135,15 @@ class Curve:
         At concrete sizes each column is evaluated in exact arithmetic (:mod:`napkin_cat.cost.exact_arithmetic`)."""
         key = tuple(sorted(sizes.items()))
         if key not in self._smallest:
-            cols = self.cost.columns.get(self.level, [])
             env = {**self._ones(), **_env(sizes)}
             if self._symbols is None:
-                self._symbols = set().union(*(sympy.sympify(c).free_symbols for c in cols))
+                self._symbols = set().union(*(sympified(c).free_symbols
+                                              for c in self._built().columns.get(self.level, [])))
             if self._symbols <= env.keys():
+                cols = self.search_cost.columns.get(self.level, [])
                 self._smallest[key] = sympy.sympify(max((value(c, env) for c in cols), default=0))
             else:
+                cols = self.cost.columns.get(self.level, [])
                 vals = [sympy.expand(sympy.sympify(c).subs(env)) for c in cols]
                 self._smallest[key] = (max(vals) if all(v.is_number for v in vals) else
                                        column_max(vals, exact=False)) if vals else sympy.Integer(0)
@@ -120,7 +167,7 @@ class Curve:
         if caps:
             key = (skey, tuple(int(m) for m in memories), tiles, tuple(map(str, caps)))
             if key not in self._capped:
-                found = optima(self.cost, list(memories), self.level, sizes=sizes, tiles=tiles, caps=caps)
+                found = optima(self.search_cost, list(memories), self.level, sizes=sizes, tiles=tiles, caps=caps)
                 self._capped[key] = [(None, {}) if o is None else (int(o.H), dict(o.sizes)) for o in found]
             return self._capped[key]
         whole = (skey, tuple(memories), tiles)
@@ -129,7 +176,7 @@ class Curve:
             return found
         todo = [m for m in memories if (skey, int(m), tiles) not in self._at]
         if todo and self.grouped:
-            for m, o in zip(todo, optima(self.cost, todo, self.level, sizes=sizes, tiles=tiles)):
+            for m, o in zip(todo, optima(self.search_cost, todo, self.level, sizes=sizes, tiles=tiles)):
                 self._at[(skey, int(m), tiles)] = (None, {}) if o is None else (int(o.H), dict(o.sizes))
         found = self._all[whole] = [self.at(sizes, m, tiles) for m in memories]
         return found
@@ -139,7 +186,7 @@ class Curve:
             if self.smallest(sizes) > memory:
                 return None, {}
             return int(value(self.H, {**self._fixed(), **_env(sizes)})), {s: sympy.Integer(1) for s in self.streams}
-        (o,) = optima(self.cost, [memory], self.level, sizes=sizes, tiles=tiles)
+        (o,) = optima(self.search_cost, [memory], self.level, sizes=sizes, tiles=tiles)
         return (None, {}) if o is None else (int(o.H), dict(o.sizes))
 
     def symbolic(self, M):
@@ -149,11 +196,12 @@ class Curve:
     def symbolic_optimum(self, M):
         """``(H*, tiles)`` in the large-M form (tiles as expressions in ``M``; streams 1)."""
         if M not in self._symbolic:
+            symbolic = self.cost
             if not self.grouped:
-                self._symbolic[M] = (sympy.expand(sympy.sympify(self.H).subs(self._fixed())),
+                self._symbolic[M] = (sympy.expand(sympy.sympify(symbolic.H.get(self.level, 0)).subs(self._fixed())),
                                      {s: sympy.Integer(1) for s in self.streams})
             else:
-                o = optimal(self.cost, memory=M, level=self.level, exact=False)
+                o = optimal(symbolic, memory=M, level=self.level, exact=False)
                 if o.H is None:
                     raise NapkinError(f"no closed form for the large-M optimum of {self.diagram}: {o.notes}")
                 self._symbolic[M] = (o.H, dict(o.sizes))

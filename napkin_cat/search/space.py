@@ -186,7 +186,7 @@ def _flops_at(path, sizes, memory, tiles, env, chosen_of=None) -> float:
     for _, _, curve in path:
         chosen = curve.at(sizes, memory, tiles)[1] if chosen_of is None else chosen_of(curve)
         at = {**env, **{s: 1 for s in curve.streams}, **{symbol(str(t)): v for t, v in chosen.items()}}
-        total += sum(flops_at(f, at) for f in curve.cost.flops.values())
+        total += sum(flops_at(f, at) for f in curve.search_cost.flops.values())
     return total
 
 
