@@ -32,6 +32,7 @@ ruleset            rules
                    its axes allow); with contraction_into_readers (a contraction merged into each reader)
 ``SCALE_FORM``     scale_through_contraction, scales_multiply (a scale taken after the contractions that read
                    it, toward the outputs; consecutive scales one)
+``VARIANCE_FORM``  uncentred_variance (mean(x²) − mean(x)² as the centred variance mean((x − mean x)²))
 =================  ==========================================================================
 
 Derivations: ``flash_attention(attention)`` and ``tiled_matmul(matmul)`` (module ``derive``).
@@ -66,6 +67,7 @@ from rewrites.log_probability import LOG_FORM, gather_before_maps, log_of_softma
 from rewrites.sum_normal_form import RULES as _SUM_RULES
 from rewrites.sum_normal_form import SUM_FORM, contraction_into_readers, own_axes_first, sum_of_contraction
 from rewrites.scale_normal_form import SCALE_FORM, scale_through_contraction, scales_multiply
+from rewrites.variance_normal_form import VARIANCE_FORM, uncentred_variance
 from rewrites.recompute import RULES as RECOMPUTE
 from rewrites.recompute import recompute
 from rewrites.softmax_statistics import RULES as STATISTICS
@@ -90,7 +92,7 @@ UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_co
 
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
 ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + INNER + SHARING + SIBLINGS + DECOMPOSE + CONTRACTION + NORMALISERS \
-    + SPLITS + RECOMPUTE + STATISTICS + NORMAL_FORM + LOG_FORM + _SUM_RULES + SCALE_FORM
+    + SPLITS + RECOMPUTE + STATISTICS + NORMAL_FORM + LOG_FORM + _SUM_RULES + SCALE_FORM + VARIANCE_FORM
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
 
@@ -112,7 +114,8 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                                        "centred_statistics_pass", "contraction_into_readers"),
                            "simplify": tuple(SIMPLIFY.names),
                            "normalise": tuple(NORMAL_FORM.names) + tuple(LOG_FORM.names) + tuple(SUM_FORM.names)
-                           + tuple(SCALE_FORM.names) + ("contraction_merge",)})
+                           + tuple(SCALE_FORM.names) + tuple(VARIANCE_FORM.names)
+                           + ("contraction_merge",)})
 
 
 __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "UNSCALED", "PARTITION",
@@ -131,4 +134,5 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "written_logsumexp", "scale_into_softmax", "product_with_itself", "times_reciprocal", "mean_of_sum",
            "unshifted_softmax", "LOG_FORM", "log_of_softmax", "gather_before_maps",
            "SUM_FORM", "sum_of_contraction", "own_axes_first", "contraction_into_readers",
-           "SCALE_FORM", "scale_through_contraction", "scales_multiply"]
+           "SCALE_FORM", "scale_through_contraction", "scales_multiply",
+           "VARIANCE_FORM", "uncentred_variance"]

@@ -81,7 +81,9 @@ def _simplified(diagram, book) -> Form:
     operands' own only where one of the two contractions had a single operand (else the sum rules, taken first,
     would have moved them), so they move up at most once more.  A scale moves one reduction toward the outputs
     (``scale_through_contraction``: the reductions ahead of each scale drop by one, no scale is made) and two scales
-    multiply into one (the netlist shrinks): :mod:`rewrites.scale_normal_form` states that measure."""
+    multiply into one (the netlist shrinks): :mod:`rewrites.scale_normal_form` states that measure.  A variance
+    written uncentred taken centred (``uncentred_variance``) shrinks the netlist once the copy law removes the two
+    discards it leaves where it reads the program's x − μ (:mod:`rewrites.variance_normal_form`)."""
     share, fold, join = "share" in book.roles, "recompute" in book.roles, "join" in book.roles
     rules = tuple(rule for role in ("simplify", "normalise") if role in book.roles for rule in book.role(role))
     if not rules:

@@ -16,10 +16,13 @@ reformulation              primitive → how a user writes it
 ``contraction_in_pairs``   C(X₁, X₂, X₃, …)  →  C′(C₁₂(X₁, X₂), X₃, …)     (C₁₂ keeps the axes the rest names)
 ``sum_after_contraction``  C(X…) summing a  →  Σ_a C′(X…), C′ keeping a
 ``scale_on_an_operand``    C(X₀, X₁, …)  →  ½ · C(2 · X₀, X₁, …)   (a scale on an operand, undone after)
+``variance_uncentred``     μ = mean_A x ; mean_A((x − μ)²)  →  mean_A(x²) − μ²     (x − μ kept for its other readers)
 =========================  ===================================================================================
 
 Each is exact in exact arithmetic; in floating point the written SoftMax and log-sum-exp are the max-shifted forms
-(so they compute what the primitive computes).  The programs of :mod:`.programs` draw normal inputs, on which
+(so they compute what the primitive computes), and the uncentred variance loses the digits the row's mean takes
+(the normal form's ``uncentred_variance`` writes it centred again: the centred one is the one evaluated).  The
+programs of :mod:`.programs` draw normal inputs, on which
 every form is defined.
 
 >>> import napkin_cat as nc
@@ -142,6 +145,44 @@ def _scale_on_operand(m):
                                       y)})
 
 
+def _through_copies(net, nid, port):
+    """The node (and port) that writes the value ``nid`` reads at ``port``, through copies."""
+    src = net.wires[net.ins[nid][port]].src
+    while src[0] in net.nodes and net.nodes[src[0]].kind == "copy":
+        src = net.wires[net.ins[src[0]][0]].src
+    return src
+
+
+def _centred_variance_of(net, nodes):
+    """The square ``q`` and mean ``v`` of the centred values ``s`` = x − μ (``m`` = μ the mean of x over the axes
+    ``v`` averages), and the copy ``k`` of x − μ where others read it too; None where ``s`` centres no mean's row."""
+    s, m = nodes["s"], nodes["m"]
+    if _through_copies(net, s, 0) != _through_copies(net, m, 0):
+        return None
+    dst = net.wires[net.outs[s][0]].dst[0]
+    copied = dst in net.nodes and net.nodes[dst].kind == "copy"
+    readers = [net.wires[w].dst[0] for w in net.outs[dst]] if copied else [dst]
+    for q in readers:
+        if q not in net.nodes or net.nodes[q].kind != "box" or net.nodes[q].spec.kind != "square":
+            continue
+        v = net.wires[net.outs[q][0]].dst[0]
+        if (v in net.nodes and net.nodes[v].kind == "box" and net.nodes[v].spec.kind == "reduce_mean"
+                and set(_reduced(net.nodes[v])) == set(_reduced(net.nodes[m]))):
+            return {"q": q, "v": v, **({"k": dst} if copied else {})}
+    return None
+
+
+def _variance_uncentred(m):
+    x, mu, var = m.node("m").dom[0], m.node("m").cod[0], m.node("v").cod[0]
+    b, ins = m.wiring()
+    mean = b(m.box("m"), ins[("m", 0)])
+    centred = b(m.box("s"), ins[("s", 0)], mean)
+    ex2 = b(_box("reduce_mean", [x], var), b(_box("square", [x], x), ins[("m", 0)]))
+    uncentred = b(_box("sub", [var, mu], var), ex2, b(_box("square", [mu], mu), mean))
+    outs = {"m": mean, "s": centred, "k": centred, "v": uncentred}
+    return m.finish(b, {p: outs[p[0]] for p in m.outputs})
+
+
 softmax_by_hand = Rule("softmax_by_hand", _one_box("softmax"), _softmax_by_hand,
                        doc="SoftMax_{A,β}(x) → e = exp(βx − max_A βx) ; e / Σ_A e")
 logsumexp_by_hand = Rule("logsumexp_by_hand", _one_box("reduce_logsumexp"), _logsumexp_by_hand,
@@ -165,10 +206,14 @@ scale_on_an_operand = Rule(
     Pattern({"b": where("a contraction of an operand or more",
                         lambda net, n: n.kind == "box" and n.spec.kind == "contract")}),
     _scale_on_operand, doc="C(X₀, X₁, …) → ½ · C(2 · X₀, X₁, …)")
+variance_uncentred = Rule(
+    "variance_uncentred",
+    Pattern({"m": kind("reduce_mean"), "s": kind("sub")}, [("m", 0, "s", 1)], absorb=_centred_variance_of),
+    _variance_uncentred, doc="μ = mean_A x ; mean_A((x − μ)²) → mean_A(x²) − μ²")
 
 #: the laws read backwards that ``nc.derive`` is invariant under (the fuzz's)
 REFORMULATIONS = RuleSet((softmax_by_hand, logsumexp_by_hand, square_as_product, mean_as_scaled_sum,
-                          contraction_in_pairs, sum_after_contraction, scale_on_an_operand))
+                          contraction_in_pairs, sum_after_contraction, scale_on_an_operand, variance_uncentred))
 
 
 @dataclass(frozen=True)
@@ -195,4 +240,4 @@ def reformulate(diagram, rng, *, steps: int = 4, laws=REFORMULATIONS) -> Reformu
 
 __all__ = ["REFORMULATIONS", "Reformulated", "reformulate", "softmax_by_hand", "logsumexp_by_hand",
            "square_as_product", "mean_as_scaled_sum", "contraction_in_pairs", "sum_after_contraction",
-           "scale_on_an_operand"]
+           "scale_on_an_operand", "variance_uncentred"]
