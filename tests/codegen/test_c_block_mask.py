@@ -69,7 +69,8 @@ def _raw(k, arrays, tables):
     xs = [np.ascontiguousarray(x, dtype=k.held_dtype(n)) for n, x in zip(k.plan.inputs, k.check(arrays))]
     (shape,) = k.shapes()[1]
     y = np.empty(shape, k.held_dtype(k.plan.outputs[0]))
-    k.function()(*[x.ctypes.data for x in xs], y.ctypes.data, *[t.ctypes.data for t in tables], 1)
+    with k.workspaces.held() as work:   # the kernel's level-0 workspace, as its __call__ passes it
+        k.function()(*[x.ctypes.data for x in xs], y.ctypes.data, *work, *[t.ctypes.data for t in tables], 1)
     return y
 
 

@@ -141,7 +141,9 @@ def _raw(k, arrays, tables):
     """The compiled function called with ``tables`` as they are (what the kernel does with them, unchecked)."""
     xs = [np.ascontiguousarray(x, dtype=k.held_dtype(n)) for n, x in zip(k.plan.inputs, k.check(arrays))]
     ys = [np.empty(s, k.held_dtype(n)) for n, s in zip(k.plan.outputs, k.shapes()[1])]
-    k.function()(*[x.ctypes.data for x in xs], *[y.ctypes.data for y in ys], *[t.ctypes.data for t in tables], 1)
+    with k.workspaces.held() as work:   # the kernel's level-0 workspace, as its __call__ passes it
+        k.function()(*[x.ctypes.data for x in xs], *[y.ctypes.data for y in ys], *work,
+                     *[t.ctypes.data for t in tables], 1)
     return ys
 
 
