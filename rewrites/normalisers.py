@@ -33,6 +33,7 @@ import sympy
 import napkin_cat as nc
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
 from napkin_cat.rewriting.match import Pattern, kind
+from napkin_cat.rewriting.closed import source
 from napkin_cat.rewriting import shape_of
 from rewrites.softmax import extreme_inputs
 
@@ -162,18 +163,10 @@ def _variance_of(net, nodes):
 CENTRED = Pattern({"m": kind("reduce_mean"), "s": kind("sub")}, [("m", 0, "s", 1)], absorb=_variance_of)
 
 
-def _source(net, nid, port):
-    """The producer of an input port, through copies: ``(node, port)`` or ``("in", i)``."""
-    src = net.wires[net.ins[nid][port]].src
-    while src[0] in net.nodes and net.nodes[src[0]].kind == "copy":
-        src = net.wires[net.ins[src[0]][0]].src
-    return src
-
-
 def _same_row(m):
     """The centred value is the averaged one, over the same axes both times."""
     net = m.net
-    if _source(net, m.nodes["s"], 0) != _source(net, m.nodes["m"], 0):
+    if source(net, net.ins[m.nodes["s"]][0]) != source(net, net.ins[m.nodes["m"]][0]):
         return "X − μ subtracts μ from another array than the one it averages"
     over = [{a for a in m.node(v).dom[0].names if a not in m.node(v).spec.weave_names} for v in ("m", "v")]
     return over[0] == over[1] or f"the mean runs over {sorted(over[0])}, the variance over {sorted(over[1])}"

@@ -50,6 +50,7 @@ import sympy
 
 import napkin_cat as nc
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, rewrite, shape_of
+from napkin_cat.rewriting.closed import source
 from napkin_cat.rewriting.match import Pattern, kind
 from rewrites.basic import copy_discard
 from rewrites.normal_form import box_like, fewer_nodes, reduced
@@ -59,22 +60,14 @@ def _sig(names) -> str:
     return " ".join(names) or "()"   # () is an array without axes
 
 
-def _producer(net, nid, port):
-    """The node that writes the value read at ``nid``'s input ``port``, through copies: ``(node, port)``."""
-    src = net.wires[net.ins[nid][port]].src
-    while src[0] in net.nodes and net.nodes[src[0]].kind == "copy":
-        src = net.wires[net.ins[src[0]][0]].src
-    return src
-
-
 def _mean_of_the_row(m):
     """The squared statistic μ is mean_A of the array whose square is averaged, over the same axes ``A``."""
     net = m.net
-    src = _producer(net, m.nodes["m2"], 0)
+    src = source(net, net.ins[m.nodes["m2"]][0])
     node = net.nodes.get(src[0])
     if node is None or node.kind != "box" or node.spec.kind != "reduce_mean":
         return f"the subtracted square is of {getattr(node, 'name', 'an input')!r}, not of a mean"
-    if _producer(net, src[0], 0) != _producer(net, m.nodes["q"], 0):
+    if source(net, net.ins[src[0]][0]) != source(net, net.ins[m.nodes["q"]][0]):
         return f"{node.name!r} averages another array than the one whose square is averaged"
     a, b = set(reduced(node)), set(reduced(m.node("mq")))
     return a == b or f"{node.name!r} averages over {sorted(a)}, the mean of squares over {sorted(b)}"
@@ -101,14 +94,14 @@ def _centred_values(net, nodes):
     """The program's own x − μ, absorbed as ``c`` where it computes one (μ the squared mean, x the averaged array,
     broadcast over the same axes): the centred variance then reads it, as LayerNorm written with the centred
     variance does; else nothing."""
-    mu = _producer(net, nodes["m2"], 0)[0]
+    mu = source(net, net.ins[nodes["m2"]][0])[0]
     if mu not in net.nodes:
         return {}
-    x = _producer(net, nodes["q"], 0)
+    x = source(net, net.ins[nodes["q"]][0])
     names = set(net.nodes[nodes["q"]].dom[0].names)
     for v, port in sorted(_readers(net, mu)):
         node = net.nodes[v]
-        if (port == 1 and node.kind == "box" and node.spec.kind == "sub" and _producer(net, v, 0) == x
+        if (port == 1 and node.kind == "box" and node.spec.kind == "sub" and source(net, net.ins[v][0]) == x
                 and set(node.dom[0].names) == set(node.cod[0].names) == names):
             return {"c": v}
     return {}

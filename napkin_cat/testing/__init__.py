@@ -19,7 +19,7 @@ May import: every layer (it runs them all, as the CLI does); hypothesis is impor
 """
 from napkin_cat.testing.assertions import assert_equivalent
 from napkin_cat.testing.checks import CHECKS, Failure, run_checks
-from napkin_cat.testing.programs import Program, eval_source, programs, random_program
+from napkin_cat.testing.programs import LIBRARY_FUNCTIONS, Program, eval_source, programs, random_program
 
 __all__ = ["assert_equivalent", "random_program", "programs", "Program", "eval_source", "run_checks", "Failure",
-           "CHECKS"]
+           "CHECKS", "LIBRARY_FUNCTIONS"]

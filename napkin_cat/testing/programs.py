@@ -452,6 +452,18 @@ def _apply(b, op, args, values, steps, lines, count) -> list:
     return outs
 
 
+#: the library's functions every check of a cost path runs over beside the random programs: dense and masked
+#: attention, its backward, a matmul, a fused loss and a gated MLP (name → a function building the diagram)
+LIBRARY_FUNCTIONS = {
+    "attention": lambda: nc.library.attention(),
+    "causal attention": lambda: nc.library.causal_attention(),
+    "attention backward": lambda: nc.grad(nc.library.attention()),
+    "matmul": lambda: nc.library.matmul(),
+    "linear cross-entropy": lambda: nc.library.linear_cross_entropy(),
+    "swiglu": lambda: nc.library.swiglu(),
+}
+
+
 def programs(**options):
     """A hypothesis strategy of :class:`Program` s (``options`` go to :func:`random_program`); shrinks toward
     fewer operations and smaller seeds.

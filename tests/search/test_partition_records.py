@@ -18,16 +18,9 @@ from napkin_cat.errors import NapkinError
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.variants import (axis_names, carried_axes, reduced_axes, swept_axes, tile_name,
                                         variants)
-from napkin_cat.testing.programs import random_program
+from napkin_cat.testing.programs import LIBRARY_FUNCTIONS, random_program
 
-LIBRARY = {
-    "attention": nc.library.attention,
-    "causal attention": nc.library.causal_attention,
-    "attention backward": lambda: nc.grad(nc.library.attention()),
-    "matmul": nc.library.matmul,
-    "linear cross-entropy": nc.library.linear_cross_entropy,
-    "swiglu": nc.library.swiglu,
-}
+LIBRARY = LIBRARY_FUNCTIONS
 SEEDS = range(24)
 
 
