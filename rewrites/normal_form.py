@@ -9,7 +9,7 @@ a fixpoint, each step in the derivation's trace).
 =======================  ==============================================================================
 rule                     lhs → rhs
 =======================  ==============================================================================
-``written_softmax``      e = exp(x − max_A x) ; e / Σ_A e  →  SoftMax_A(x)
+``written_softmax``      e = exp(x − c) ; e / Σ_A e  →  SoftMax_A(x)   (any shift c constant along A)
 ``unshifted_softmax``    e = exp(x) ; e / Σ_A e  →  SoftMax_A(x)        (equal exactly; the primitive is stable)
 ``written_logsumexp``    m = max_A x ; log Σ_A exp(x − m) + m  →  LSE_A(x)
 ``scale_into_softmax``   SoftMax_{A,β}(c · x)  →  SoftMax_{A,βc}(x)
@@ -28,8 +28,10 @@ too, as its sum and its factor.  Every rule decreases :func:`measure`, the netli
 so a fixpoint is reached in fewer steps than that measure: the normal form is bounded by construction (each proof
 checks it).
 
-Numerics: the written SoftMax and log-sum-exp are the max-shifted forms, so the primitive computes what they
-compute (``exp(x − μ)`` with the row's max μ); a row that is all −∞ is NaN in the written SoftMax and in the
+Numerics: the primitive is evaluated, the stable form (``exp(x − μ)`` with the row's max μ).  The written SoftMax
+shifted by the max, and the written log-sum-exp, compute what it computes; shifted by anything else (a mean, a
+constant, nothing) the written SoftMax is equal in exact arithmetic and overflows or underflows where the primitive
+does not (``written_softmax``, ``unshifted_softmax``).  A row that is all −∞ is NaN in the written SoftMax and in the
 primitive, and NaN in the written log-sum-exp where the primitive gives its limit −∞ (the rewrite makes it
 defined).  A row holding +∞ is NaN in the written forms (∞ − ∞) and, in the SoftMax primitive, NaN where it divides
 ∞ by ∞ and 0 elsewhere, so the proofs draw scores that are finite or −∞ (masked).
@@ -40,7 +42,8 @@ defined).  A row holding +∞ is NaN in the written forms (∞ − ∞) and, in 
 >>> m = b(nc.reduce("max", "q x -> q"), S)
 >>> e = b(nc.elementwise("exp", "q x"), b(nc.elementwise("sub", "q x, q -> q x"), S, m))
 >>> written = b.build(b(nc.elementwise("div", "q x, q -> q x"), e, b(nc.reduce("sum", "q x -> q"), e)))
->>> nc.isomorphic(written_softmax.apply(written), nc.softmax("q x", over="x"))
+>>> from rewrites.basic import RULES as BASIC     # the max, read by nothing once rewritten, deleted
+>>> nc.isomorphic(nc.rewrite(written, RuleSet((written_softmax,)) + BASIC).diagram, nc.softmax("q x", over="x"))
 True
 """
 from __future__ import annotations
@@ -203,16 +206,56 @@ def _shifted_exp(rng):
     return names, rows, over, sig, r, b, S, mx, e
 
 
-def written_softmax_instance(rng):
-    """exp(x − max x) / Σ exp(x − max x) over random axes, maybe after a map, maybe with x read again after, the
-    division's output in another order."""
-    names, rows, over, sig, r, b, S, mx, e = _shifted_exp(rng)
+def _exp_over_sum(rng, b, shifted, names, over):
+    """e = exp(shifted) ; e / Σ_over e, the sum's rows in a random order, the division's output maybe in another."""
+    sig, r = _sig(names), _sig(_maybe_permuted(rng, [n for n in names if n not in over]))
+    e = b(nc.elementwise("exp", sig), shifted)
     z = b(nc.reduce("sum", f"{sig} -> {r}"), e)
     out = [n for n in names if n not in over] + [n for n in names if n in over] if rng.random() < 0.3 else names
-    P = b(nc.elementwise("div", f"{sig}, {r} -> {_sig(out)}"), e, z)
+    return b(nc.elementwise("div", f"{sig}, {r} -> {_sig(out)}"), e, z)
+
+
+#: the shifts a random written SoftMax subtracts (each constant along the reduced axes A)
+SHIFTS = ("max", "mean", "constant", "input")
+
+
+def written_softmax_instance(rng):
+    """exp(x − c) / Σ_A exp(x − c) over random axes A, c a random shift constant along A: the max or the mean of the
+    scores over A (and maybe some of the rows), a constant (a ``shift`` box), or an input over some of the rows in a
+    random order; the scores maybe after a map, maybe read again after.  At times beside it the same form with a
+    shift that varies along A (an input over every axis): the rule refuses it (a mutant that takes it fails)."""
+    names, rows, over = _rows_and_over(rng)
+    sig = _sig(names)
+    shift = SHIFTS[int(rng.integers(len(SHIFTS)))]
+    kept = _maybe_permuted(rng, [n for n in rows if rng.random() < 0.7])
+    if shift == "input" and not kept:
+        shift = "constant"
+    decoy = rng.random() < 0.3
+    b = nc.Builder(nc.types(", ".join([sig] + [_sig(kept)] * (shift == "input") + [sig] * decoy)))
+    X, *others = b.inputs
+    S = _scores_source(rng, b, X, names, consts=(0.5, 2))
+    if shift == "constant":
+        shifted = b(nc.elementwise("shift", sig, const=[-30, 30, 2.5][int(rng.integers(3))]), S)
+    else:
+        c = others.pop(0) if shift == "input" else b(nc.reduce(shift, f"{sig} -> {_sig(kept)}"), S)
+        shifted = b(nc.elementwise("sub", f"{sig}, {_sig(kept)} -> {sig}"), S, c)
+    outs = [_exp_over_sum(rng, b, shifted, names, over)]
+    if decoy:
+        outs.append(_exp_over_sum(rng, b, b(nc.elementwise("sub", f"{sig}, {sig} -> {sig}"), S, others.pop(0)),
+                                  names, over))
     if rng.random() < 0.3:
-        return b.build(P, b(nc.elementwise("neg", sig), S))
-    return b.build(P)
+        outs.append(b(nc.elementwise("neg", sig), S))
+    return b.build(*outs)
+
+
+def shifted_inputs(rng, diagram, sizes):
+    """Input 0 (the scores): logits at scale 1, 10 or 30, some entries (a whole row, at times) masked to −300;
+    others normal.  A masked score is finite, so every shift of its row is (a mean of a row holding −∞ is −∞, and
+    x − (−∞) is NaN by hand), and these scores minus any shift the proofs draw neither overflow ``exp`` nor make a
+    row's sum 0: the written form is defined, and computes in floating point what the primitive computes."""
+    xs = moderate_inputs(rng, diagram, sizes)
+    xs[0] = np.where(np.isneginf(xs[0]), -300.0, xs[0])
+    return xs
 
 
 def finite_row_inputs(rng, diagram, sizes):
@@ -232,16 +275,40 @@ def finite_row_inputs(rng, diagram, sizes):
 
 
 def exp_over_sum_of_shifted():
-    """exp(xᵢ − μ) / Σⱼ exp(xⱼ − μ) = exp(xᵢ) / Σⱼ exp(xⱼ) for any μ (here the max): SoftMax."""
+    """exp(xᵢ − c) / Σⱼ exp(xⱼ − c) = exp(xᵢ) / Σⱼ exp(xⱼ) for any c the same for every j (exp(−c) cancels): SoftMax,
+    whatever c is (the max, a mean, a constant, a value from elsewhere); a shift cⱼ that varies along the sum does not
+    cancel (the condition ``constant_shift`` is needed)."""
     xs = sympy.symbols("x1:5", real=True)
-    mu = sympy.Symbol("mu", real=True)
+    c, cs = sympy.Symbol("c", real=True), sympy.symbols("c1:5", real=True)
+    total = sum(sympy.exp(y) for y in xs)
     for x in xs:
-        written = sympy.exp(x - mu) / sum(sympy.exp(y - mu) for y in xs)
-        assert sympy.cancel(sympy.expand(written - sympy.exp(x) / sum(sympy.exp(y) for y in xs))) == 0, x
+        written = sympy.exp(x - c) / sum(sympy.exp(y - c) for y in xs)
+        assert sympy.cancel(sympy.expand(written - sympy.exp(x) / total)) == 0, x
+    varying = sympy.exp(xs[0] - cs[0]) / sum(sympy.exp(y - k) for y, k in zip(xs, cs))
+    at = {**dict.fromkeys(xs, 0), **dict.fromkeys(cs, 0), cs[0]: 1}
+    assert sympy.simplify((varying - sympy.exp(xs[0]) / total).subs(at)) != 0
 
 
 def _softmax_box(m):
-    return box_like("softmax", [m.node("c").dom[0]], m.node("dv").cod[0], core=reduced(m.node("mx")))
+    return box_like("softmax", [m.node("sb").dom[0]], m.node("dv").cod[0], core=reduced(m.node("sm")))
+
+
+def _softmax_rhs(m):
+    b, ins = m.wiring()
+    return m.finish(b, {("dv", 0): b(_softmax_box(m), ins[("sb", 0)])})
+
+
+def shift_operands(node) -> tuple:
+    """The arrays a shift box subtracts from the scores (its operand 0): a ``sub``'s operand 1; none for a ``shift``
+    box, which adds its constant."""
+    return tuple(node.dom[1:])
+
+
+def _constant_shift(m):
+    """The shift does not vary along the axes the sum reduces (so exp(−c) is one factor of every summand)."""
+    over = set(reduced(m.node("sm")))
+    varying = sorted({n for arr in shift_operands(m.node("sb")) for n in arr.names} & over)
+    return not varying or f"the shift {m.node('sb').name!r} reads a value over {varying}, which the sum reduces"
 
 
 def _same_reduced(first, second):
@@ -262,30 +329,35 @@ def _one_box(last: str, box_of):
     return rhs
 
 
-_softmax_rhs = _one_box("dv", _softmax_box)
-
-
 written_softmax = Rule(
     "written_softmax",
-    Pattern({"c": structural("copy"), "mx": kind("reduce_max"), "sb": kind("sub"), "ex": kind("exp"),
-             "k": structural("copy"), "sm": kind("reduce_sum"), "dv": kind("div")},
-            [("c", None, "mx", 0), ("c", None, "sb", 0), ("mx", 0, "sb", 1), ("sb", 0, "ex", 0), ("ex", 0, "k", 0),
-             ("k", None, "sm", 0), ("k", None, "dv", 0), ("sm", 0, "dv", 1)]),
+    Pattern({"sb": kind("sub", "shift"), "ex": kind("exp"), "k": structural("copy"), "sm": kind("reduce_sum"),
+             "dv": kind("div")},
+            [("sb", 0, "ex", 0), ("ex", 0, "k", 0), ("k", None, "sm", 0), ("k", None, "dv", 0), ("sm", 0, "dv", 1)]),
     _softmax_rhs,
-    conditions=(Condition("same_axes", _same_reduced("mx", "sm"),
-                          "the max and the sum must reduce the same axes"),
-                Condition("private", _private("c", "dv"),
-                          "max, shifted scores, exponentials and their sum must be read by the SoftMax alone"),
+    conditions=(Condition("constant_shift", _constant_shift,
+                          "the shift must not vary along the axes the SoftMax reduces"),
+                Condition("private", _private("dv"),
+                          "shifted scores, exponentials and their sum must be read by the SoftMax alone"),
                 Condition("one_format", _one_format, "the written SoftMax must compute in one format at one level"),
                 Condition("signature", _buildable(_softmax_box),
                           "the SoftMax must write its reduced axes in the order it reads them")),
-    obligation=Obligation(written_softmax_instance, inputs=extreme_inputs, symbolic=(exp_over_sum_of_shifted,),
+    obligation=Obligation(written_softmax_instance, inputs=shifted_inputs, symbolic=(exp_over_sum_of_shifted,),
                           cost=fewer_nodes, rtol=1e-9, atol=1e-12),
-    doc="""e = exp(x − max_A x) ; e / Σ_A e → SoftMax_A(x): a SoftMax written by hand is the primitive.
+    doc="""e = exp(x − c) ; e / Σ_A e → SoftMax_A(x) for any shift c constant along A: a SoftMax written by hand is
+    the primitive.
 
-    Over any axes ``A`` (the max's and the sum's, the same), weaved over the others in any order; the scores
-    may be read elsewhere too, the intermediates only here.  The primitive computes exp(x − μ)/Σ exp(x − μ)
-    with the row's max μ, what the written form computes.""")
+    exp(xᵢ − c)/Σⱼ exp(xⱼ − c) = exp(xᵢ)/Σⱼ exp(xⱼ) whatever c is, as long as it is one value for the whole sum
+    (exp(−c) cancels): the row's max, its mean, a constant (a ``shift`` box), an input or a value computed elsewhere,
+    over any of the rows' axes but none of ``A`` (condition ``constant_shift``).  Over any axes ``A`` (the sum's),
+    weaved over the others in any order; the scores and the shift may be read elsewhere too, the intermediates
+    only here.  The shift is discarded (its producer, read by nothing else, goes with the ``simplify`` rules).
+
+    The primitive is evaluated: the stable form exp(x − μ)/Σ exp(x − μ) with μ the row's max, which is what the
+    written form computes where c is the max.  With another shift the two are equal in exact arithmetic, not in
+    floating point: by hand a score more than ~709 above c makes exp = ∞ and its row NaN (∞/∞), and a row whose
+    scores are all more than ~745 below c is 0/0; the primitive is finite on both (the rewrite only removes
+    overflow and underflow).  The proofs draw scores where the written form is defined.""")
 
 
 # ---------------------------------------------------------------------- a SoftMax without its max

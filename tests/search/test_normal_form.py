@@ -111,6 +111,45 @@ def test_a_function_in_normal_form_is_left_as_it_is():
     assert r.variant.prepared == ("softmax_contraction_to_unscaled",)
 
 
+# ---------------------------------------------------------------------- a SoftMax shifted by any row constant
+SHIFTED = dict(q=256, x=256, d=16)
+
+
+def shifted_attention(shift: str):
+    """exp(S − c) / Σ_x exp(S − c) between the two products, c the scores' row mean, the constant 30, or an input
+    c[q] (a fourth operand, read by nothing else)."""
+    b = nc.Builder(nc.types("q d, x d, x d" + (", q" if shift == "input" else "")))
+    Q, K, V, *c = b.inputs
+    S = b(nc.einsum("q d, x d -> q x"), Q, K)
+    if shift == "constant":
+        y = b(nc.elementwise("shift", "q x", const=-30), S)
+    else:
+        c = c[0] if shift == "input" else b(nc.reduce("mean", "q x -> q"), S)
+        y = b(nc.elementwise("sub", "q x, q -> q x"), S, c)
+    e = b(nc.elementwise("exp", "q x"), y)
+    P = b(nc.elementwise("div", "q x, q -> q x"), e, b(nc.reduce("sum", "q x -> q"), e))
+    return b.build(b(nc.einsum("q x, x d -> q d"), P, V))
+
+
+@pytest.fixture(scope="module")
+def library_attention_h():
+    return nc.derive(nc.library.attention(), memory=1024, sizes=SHIFTED).H
+
+
+@pytest.mark.parametrize("shift", ["mean", "constant", "input"])
+def test_a_softmax_shifted_by_any_row_constant_reaches_flash_attention(shift, library_attention_h):
+    """Each is SoftMax(S) V: one kernel, the library attention's H at q = x = 256, d = 16, memory 2^10; it computes
+    numpy's max-shifted attention (c drawn far from the max: the shifts cancel)."""
+    f = shifted_attention(shift)
+    r = nc.derive(f, memory=1024, sizes=SHIFTED)
+    assert r.H == library_attention_h and len(r.variant.kernels) == 1
+    assert r.variant.prepared[0] == "written_softmax" and "softmax_contraction_to_unscaled" in r.variant.prepared
+    rng = np.random.default_rng(5)
+    inputs = tuple(rng.normal(size=(SHIFTED[a], SHIFTED["d"])) for a in "qxx")
+    inputs += (rng.normal(size=SHIFTED["q"]) * 20,) if shift == "input" else ()
+    _runs_as_written(r, f, lambda Q, K, V, *c: attention_by_numpy(Q, K, V, beta=1), inputs)
+
+
 @slow
 def test_the_issues_rows_at_its_sizes():
     sizes = dict(q=4096, x=4096, d=128)
