@@ -114,8 +114,8 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                                        "pairwise_contraction", "softmax_statistics_pass",
                                        "centred_statistics_pass", "contraction_into_readers"),
                            "simplify": tuple(SIMPLIFY.names),
-                           "normalise": ("common_value",) + tuple(NORMAL_FORM.names) + tuple(LOG_FORM.names) + tuple(SUM_FORM.names)
-                           + tuple(SCALE_FORM.names) + tuple(VARIANCE_FORM.names)
+                           "normalise": ("common_value",) + tuple(NORMAL_FORM.names) + tuple(LOG_FORM.names)
+                           + tuple(SUM_FORM.names) + tuple(SCALE_FORM.names) + tuple(VARIANCE_FORM.names)
                            + ("contraction_merge",)})
 
 

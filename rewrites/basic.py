@@ -215,11 +215,11 @@ def common_value_instance(rng):
         decoy = (lambda: b(nc.elementwise("scale", sig, const=c + 1), X))
     elif family == 3:
         red = ["sum", "mean", "max"][int(rng.integers(3))]
-        out = _sig([str(n) for n in rng.permutation(keep)]) if len(keep) < len(names) else _sig(keep[:-1] or [])
+        out = " ".join([str(n) for n in rng.permutation(keep)] if len(keep) < len(names) else keep[:-1]) or "()"
         make = (lambda: b(nc.reduce(red, f"{sig} -> {out}"), X))
         decoy = None
     elif family == 4:
-        spec = f"{sig}, {' '.join(names[-1:] + other)} -> {_sig(names[:-1] + other)}"
+        spec = f"{sig}, {' '.join(names[-1:] + other)} -> {' '.join(names[:-1] + other)}"
         make, decoy = (lambda: b(nc.einsum(spec), X, W)), None
     else:
         beta = [1, 0.5, 2][int(rng.integers(3))]
