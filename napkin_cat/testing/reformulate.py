@@ -17,7 +17,8 @@ reformulation              primitive → how a user writes it
 ``sum_after_contraction``  C(X…) summing a  →  Σ_a C′(X…), C′ keeping a
 ``scale_on_an_operand``    C(X₀, X₁, …)  →  ½ · C(2 · X₀, X₁, …)   (a scale on an operand, undone after)
 ``variance_uncentred``     μ = mean_A x ; mean_A((x − μ)²)  →  mean_A(x²) − μ²     (x − μ kept for its other readers)
-``computed_twice``         y = f(x) read by r₁, r₂, …  →  r₁ reads f(x), the others a second f(x)
+``computed_twice``         y = f(x) read by r₁, r₂, …  →  r₁ reads f(x), the others a second f(x)   (not in the
+                           fuzz's walk, :data:`REFORMULATIONS`: tests apply it where they choose)
 =========================  ===================================================================================
 
 Each is exact in exact arithmetic; in floating point the written SoftMax and log-sum-exp are the max-shifted forms

@@ -398,16 +398,22 @@ def test_layer_norm_computing_a_value_twice_reaches_the_library_h(twice, memory)
     _runs_as_written(r, f, layer_norm_by_numpy, inputs)
 
 
-@pytest.mark.parametrize("seed", [3, 11, 29] + ([5, 7, 13, 17, 19] if os.environ.get("NAPKIN_SLOW") else []))
-def test_a_random_program_with_an_operation_computed_twice_derives_to_its_h(seed):
+#: (seed, memory) where the program with the value computed twice derives, without the rule, to another H than the
+#: program (measured with common_value disabled: 22 → 36, 3 → 4, 67 → 96; slow: 4,785 → 5,335, 297 → 369, 66 → 121,
+#: 39 → 75, 3,456 → 3,468)
+TWICE = [(3, 16), (13, 64), (27, 16)] + ([(6, 64), (22, 16), (31, 16), (36, 16), (17, 64)]
+                                         if os.environ.get("NAPKIN_SLOW") else [])
+
+
+@pytest.mark.parametrize("seed, memory", TWICE)
+def test_a_random_program_with_an_operation_computed_twice_derives_to_its_h(seed, memory):
     """A random program (:func:`~napkin_cat.testing.programs.random_program`) with one operation whose value is read
     in several places computed twice (the reformulation ``computed_twice``, at the first such place): derive's H
     is the program's, derived from it as written, and the result computes the program."""
     p = random_program(seed, n_ops=4, readers=2)      # its first value read by two operations
-    m = computed_twice.matches(p.diagram)[0]
-    twice = computed_twice.apply(p.diagram, m)
+    twice = computed_twice.apply(p.diagram, computed_twice.matches(p.diagram)[0])
     assert boxes(twice) == boxes(p.diagram) + 1
-    r = nc.derive(twice, memory=256, sizes=p.sizes)
-    assert r.H == nc.derive(p.diagram, memory=256, sizes=p.sizes).H
+    r = nc.derive(twice, memory=memory, sizes=p.sizes)
+    assert r.H == nc.derive(p.diagram, memory=memory, sizes=p.sizes).H
     assert "common_value" in r.variant.prepared
     assert nc.equivalent(p.diagram, r.diagram, sizes=p.sizes)
