@@ -3,7 +3,8 @@ whose value is copied, copy ∘ f(x); on random instances (maps of one and two o
 contractions, SoftMax; the two read by different readers or as outputs, other work between them) and random
 variants (axes renamed, extra axes weaved anywhere), exactly; one box fewer after the copy law; mutants that merge
 boxes with other parameters or other operand orders fail; what is not one value (another parameter, the operands the
-other way round, a transfer) is not merged."""
+other way round for a kind whose record does not say it commutes, a transfer) is not merged; ``x + y`` and
+``y + x`` are."""
 from dataclasses import replace
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 import napkin_cat as nc
 from napkin_cat.rewriting import ObligationError, RuleSet
 from napkin_cat.rewriting.closed import source
+from napkin_cat.syntax.primitive import kind_of
 from rewrites import SIMPLIFY
 from rewrites.basic import boxes, common_value, computes, twins
 
@@ -56,13 +58,13 @@ def _two(make, sig="n d"):
     lambda b, X, Y: (b(nc.elementwise("scale", "n d", const=2), X), b(nc.elementwise("scale", "n d", const=3), X)),
     lambda b, X, Y: (b(nc.elementwise("sub", "n d, n d -> n d"), X, Y),
                      b(nc.elementwise("sub", "n d, n d -> n d"), Y, X)),
-    lambda b, X, Y: (b(nc.elementwise("add", "n d, n d -> n d"), X, Y),
-                     b(nc.elementwise("add", "n d, n d -> n d"), Y, X)),
+    lambda b, X, Y: (b(nc.elementwise("max", "n d, n d -> n d"), X, Y),
+                     b(nc.elementwise("max", "n d, n d -> n d"), Y, X)),
     lambda b, X, Y: (b(nc.elementwise("exp", "n d"), X), b(nc.elementwise("exp", "n d"), Y)),
     lambda b, X, Y: (b(nc.reduce("sum", "n d -> n"), X), b(nc.reduce("sum", "n d -> d"), X)),
     lambda b, X, Y: (b(nc.softmax("n d", over="d"), X), b(nc.softmax("n d", over="d", beta=2), X)),
-], ids=["scales 2 and 3", "x - y and y - x", "x + y and y + x (no kind says it commutes)", "exp of two inputs",
-        "sums over other axes", "SoftMax at other temperatures"])
+], ids=["scales 2 and 3", "x - y and y - x", "max(x, y) and max(y, x) (its record: not commutative, ±0)",
+        "exp of two inputs", "sums over other axes", "SoftMax at other temperatures"])
 def test_what_is_not_one_value_is_not_merged(make):
     assert common_value.matches(_two(make)) == []
 
@@ -90,3 +92,24 @@ def test_a_chain_computed_twice_is_one_chain():
     for got in nc.evaluate(r.diagram, x, y):
         np.testing.assert_array_equal(got, np.exp(x - y))
     assert nc.isomorphic(r.trace.replay(d), r.diagram)
+
+
+@pytest.mark.parametrize("kind_name", ["add", "mul"])
+def test_a_commutative_kind_read_either_way_is_one_value(kind_name):
+    """x ∘ y and y ∘ x for a kind whose record says it commutes: merged, and exactly equal to numpy's."""
+    d = _two(lambda b, X, Y: (b(nc.elementwise(kind_name, "n d, n d -> n d"), X, Y),
+                              b(nc.elementwise(kind_name, "n d, n d -> n d"), Y, X)))
+    assert kind_of(kind_name).commutative
+    r = nc.rewrite(d, RuleSet((common_value,)) + SIMPLIFY)
+    assert boxes(r.diagram) == 1
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(3, 4)), rng.normal(size=(3, 4))
+    for got in nc.evaluate(r.diagram, x, y):
+        np.testing.assert_array_equal(got, {"add": np.add, "mul": np.multiply}[kind_name](x, y))
+
+
+def test_a_broadcast_read_the_other_way_round_is_left():
+    b = nc.Builder(nc.types("n d, n"))
+    X, c = b.inputs
+    d = b.build(b(nc.elementwise("add", "n d, n -> n d"), X, c), b(nc.elementwise("add", "n, n d -> n d"), c, X))
+    assert common_value.matches(d) == []

@@ -26,6 +26,7 @@ import napkin_cat as nc
 from napkin_cat.rewriting.closed import readers, source
 from napkin_cat.rewriting.match import Pattern, feeds_only, kind, structural, where
 from napkin_cat.rewriting.netlist import INPUT, OUTPUT
+from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, rewrite, to_netlist
 
 AXES = ("a", "b", "c", "d")
@@ -146,14 +147,19 @@ def computes(net, nid):
     weaves, the arrays on its ports: axes, orders, number formats, levels) and the values it reads, port by port
     (each value's producer seen through copies); None for what is not merged (a copy, a region, a transfer).
 
-    No kind of the library says it commutes (a kind's record, :class:`~napkin_cat.syntax.primitive.Kind`, has no
-    such part), so the ports are compared in order: ``x − y`` and ``y − x`` are two values, and so are ``x + y``
-    and ``y + x``.  Every box is deterministic (paper §2: a markov category's boxes; the library declares no kind
-    that draws random numbers or acts on anything but its outputs), so two boxes with one key compute one value."""
+    The ports are compared in order (``x − y`` and ``y − x`` are two values), but for a kind whose record says it
+    commutes (:attr:`~napkin_cat.syntax.primitive.Kind.commutative`: ``add``, ``mul``) reading one array type at
+    every port, where its values are compared as a set of reads (``x + y`` and ``y + x`` are one value; a broadcast
+    ``x + b`` written ``b + x`` has another signature and is left).  Every box is deterministic (paper §2: a markov
+    category's boxes; the library declares no kind that draws random numbers or acts on anything but its outputs),
+    so two boxes with one key compute one value."""
     node = net.nodes[nid]
     if node.kind != "box" or node.spec.kind in TRANSFERS:
         return None
-    return node.label, tuple(source(net, w) for w in net.ins[nid])
+    reads = tuple(source(net, w) for w in net.ins[nid])
+    if kind_of(node.spec.kind).commutative and len(set(node.dom)) == 1:
+        reads = tuple(sorted(reads, key=str))
+    return node.label, reads
 
 
 def _later_twin(net, nid, key=computes):
@@ -259,9 +265,9 @@ common_value = Rule(
     Two boxes of one kind, parameters and signature (axes, orders, number formats, levels) reading the same values
     (through copies) at the same ports: a box is a deterministic function, and copy is natural for those (paper §2,
     a markov category: ``f ; copy = copy ; (f ⊗ f)``).  The second box's reads are left to discards, which the copy
-    law removes.  Transfers are not merged (:data:`TRANSFERS`), nor regions; no kind is taken to commute, as no
-    kind's record says one does (:func:`computes`).  Equal exactly, in floating point too: the one box computes what
-    each computed.""")
+    law removes.  Transfers are not merged (:data:`TRANSFERS`), nor regions; the operands of a kind whose record
+    says it commutes are read in either order (:func:`computes`).  Equal exactly, in floating point too: the one box
+    computes what each computed.""")
 
 
 RULES = RuleSet((copy_discard, delete_pure_box, remove_identity, common_value))
