@@ -6,7 +6,8 @@ paper, and each rule carries its proof obligation (discharged in ``proofs/``).
 =================  ==========================================================================
 ruleset            rules
 =================  ==========================================================================
-``BASIC``          copy_discard, delete_pure_box, remove_identity
+``BASIC``          copy_discard, delete_pure_box, remove_identity, common_value (one value computed once; it plays
+                   ``normalise``, not ``simplify``: a ``prepare`` rule computes a value twice on purpose)
 ``SOFTMAX``        softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction,
                    softmax_contraction_to_unscaled
 ``FUSION``         save_load_elimination
@@ -53,7 +54,7 @@ from rewrites.contraction import (contracted_axis_renaming, contraction_merge, c
                                   contraction_split)
 from rewrites.contraction_order import RULES as _ORDER
 from rewrites.contraction_order import pairwise_contraction
-from rewrites.basic import copy_discard, delete_pure_box, remove_identity
+from rewrites.basic import common_value, copy_discard, delete_pure_box, remove_identity
 from rewrites.fusion import RULES as FUSION
 from rewrites.fusion import save_load_elimination
 from rewrites.inner_stream import RULES as INNER
@@ -113,8 +114,8 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                                        "pairwise_contraction", "softmax_statistics_pass",
                                        "centred_statistics_pass", "contraction_into_readers"),
                            "simplify": tuple(SIMPLIFY.names),
-                           "normalise": tuple(NORMAL_FORM.names) + tuple(LOG_FORM.names) + tuple(SUM_FORM.names)
-                           + tuple(SCALE_FORM.names) + tuple(VARIANCE_FORM.names)
+                           "normalise": ("common_value",) + tuple(NORMAL_FORM.names) + tuple(LOG_FORM.names)
+                           + tuple(SUM_FORM.names) + tuple(SCALE_FORM.names) + tuple(VARIANCE_FORM.names)
                            + ("contraction_merge",)})
 
 
@@ -125,7 +126,7 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "SHARING", "shared_load", "SIBLINGS", "sibling_fusion", "DECOMPOSE", "group_split_join",
            "stream_decomposition",
            "online_softmax_decomposition",
-           "copy_discard", "delete_pure_box", "remove_identity",
+           "copy_discard", "delete_pure_box", "remove_identity", "common_value",
            "softmax_to_auxiliary", "auxiliary_to_unscaled", "divide_after_contraction",
            "softmax_contraction_to_unscaled", "save_load_elimination",
            "CONTRACTION", "contraction_merge", "contraction_split", "contraction_reassociation",

@@ -6,6 +6,7 @@ rule                       lhs → rhs
 ``copy_discard``           copyₙ ; (… ⊗ discard ⊗ …) → copyₙ₋₁ (copy₂ ; discard → id)
 ``delete_pure_box``        f ; discard^⊗ → discard^⊗ on f's inputs
 ``remove_identity``        id-box (dom = cod) → the identity wire
+``common_value``           f(x) ⊗ f(x) → copy ∘ f(x)   (one value computed once)
 =========================  =====================================================
 
 Weave functoriality, ``weave_h(f ; g) = weave_h(f) ; weave_h(g)``, is not a rule: the
@@ -19,10 +20,14 @@ True
 """
 from __future__ import annotations
 
+import sympy
 
 import napkin_cat as nc
-from napkin_cat.rewriting.match import Pattern, feeds_only, kind, structural
-from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
+from napkin_cat.rewriting.closed import readers, source
+from napkin_cat.rewriting.match import Pattern, feeds_only, kind, structural, where
+from napkin_cat.rewriting.netlist import INPUT, OUTPUT
+from napkin_cat.syntax.primitive import kind_of
+from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, rewrite, to_netlist
 
 AXES = ("a", "b", "c", "d")
 UNARY = ("tanh", "neg", "relu", "sigmoid", "square", "id")
@@ -131,7 +136,141 @@ remove_identity = Rule(
     an 'id' box weaved over an axis its input lacks and is not removed.""")
 
 
-RULES = RuleSet((copy_discard, delete_pure_box, remove_identity))
+# ---------------------------------------------------------------------- one value computed once
+#: the kinds a value is not merged across: a transfer moves a value between levels (two loads of one value are two
+#: transfers the cost counts; ``shared_load`` is the rule that loads once, inside a kernel)
+TRANSFERS = ("load", "save")
+
+
+def computes(net, nid):
+    """What box ``nid`` computes, as a key two boxes computing one value share: its label (name, kind, parameters,
+    weaves, the arrays on its ports: axes, orders, number formats, levels) and the values it reads, port by port
+    (each value's producer seen through copies); None for what is not merged (a copy, a region, a transfer).
+
+    The ports are compared in order (``x − y`` and ``y − x`` are two values), but for a kind whose record says it
+    commutes (:attr:`~napkin_cat.syntax.primitive.Kind.commutative`: ``add``, ``mul``) reading one array type at
+    every port, where its values are compared as a set of reads (``x + y`` and ``y + x`` are one value; a broadcast
+    ``x + b`` written ``b + x`` has another signature and is left).  Every box is deterministic (paper §2: a markov
+    category's boxes; the library declares no kind that draws random numbers or acts on anything but its outputs),
+    so two boxes with one key compute one value."""
+    node = net.nodes[nid]
+    if node.kind != "box" or node.spec.kind in TRANSFERS:
+        return None
+    reads = tuple(source(net, w) for w in net.ins[nid])
+    if kind_of(node.spec.kind).commutative and len(set(node.dom)) == 1:
+        reads = tuple(sorted(reads, key=str))
+    return node.label, reads
+
+
+def _later_twin(net, nid, key=computes):
+    """The first box after ``nid`` (in the netlist's order) with its ``key``, or None: looked for among the readers
+    of ``nid``'s first value (through copies), or among the boxes reading nothing where ``nid`` reads nothing."""
+    mine = key(net, nid)
+    if mine is None:
+        return None
+    if net.ins[nid]:
+        node, port = source(net, net.ins[nid][0])
+        wire = net.inputs[port] if node == INPUT else net.outs[node][port]
+        near = {v for v, _ in readers(net, wire) if v != OUTPUT}
+    else:
+        near = {v for v in net.nodes if not net.ins[v]}
+    pos = net.position
+    later = sorted((v for v in near if pos[v] > pos[nid] and key(net, v) == mine), key=pos.get)
+    return later[0] if later else None
+
+
+def twins(key=computes) -> Pattern:
+    """The pattern of two boxes with one ``key`` (:func:`computes`): ``f`` and its first later twin ``g``."""
+    return Pattern({"f": where("a box computed again later", lambda net, n: _later_twin(net, n.id, key) is not None)},
+                   absorb=lambda net, nodes: {"g": _later_twin(net, nodes["f"], key)})
+
+
+def _common_rhs(m):
+    b, ins = m.wiring()
+    ys = b(m.box("f"), *(ins[("f", p)] for p in range(len(m.node("f").dom))))
+    ys = ys if isinstance(ys, tuple) else (ys,)
+    return m.finish(b, {(v, j): ys[j] for v, j in m.outputs})    # g's inputs are discarded
+
+
+def _operands(rng):
+    arr = random_type(rng)
+    return arr, _sig(arr)
+
+
+def common_value_instance(rng):
+    """One value computed twice from the same inputs (read through copies, the second after other work), the two
+    read by different readers or as two outputs: a map of one or two operands (``x − y``: the ports in order), a
+    scale, a reduction over random axes, a contraction, a SoftMax; a *decoy* at times, of the same kind and arrays
+    but another parameter (another scale or β) or its operands the other way round (``y − x``)."""
+    arr, sig = _operands(rng)
+    names = list(arr.names)
+    other = [str(n) for n in rng.permutation([n for n in ("e", "f") if n not in names])][:1]
+    b = nc.Builder(nc.types(f"{sig}, {sig}, {' '.join(names[-1:] + other)}"))
+    X, Y, W = b.inputs
+    family = int(rng.integers(6))
+    keep = [n for n in names if rng.random() < 0.5] or names[:1]
+    if family == 0:
+        box = _unary(rng, arr)
+        make, decoy = (lambda: b(box, X)), None
+    elif family == 1:
+        box = nc.elementwise("sub", f"{sig}, {sig} -> {sig}")
+        make, decoy = (lambda: b(box, X, Y)), (lambda: b(box, Y, X))
+    elif family == 2:
+        c = [0.5, 3, -2][int(rng.integers(3))]
+        make = (lambda: b(nc.elementwise("scale", sig, const=c), X))
+        decoy = (lambda: b(nc.elementwise("scale", sig, const=c + 1), X))
+    elif family == 3:
+        red = ["sum", "mean", "max"][int(rng.integers(3))]
+        out = " ".join([str(n) for n in rng.permutation(keep)] if len(keep) < len(names) else keep[:-1]) or "()"
+        make = (lambda: b(nc.reduce(red, f"{sig} -> {out}"), X))
+        decoy = None
+    elif family == 4:
+        spec = f"{sig}, {' '.join(names[-1:] + other)} -> {' '.join(names[:-1] + other)}"
+        make, decoy = (lambda: b(nc.einsum(spec), X, W)), None
+    else:
+        beta = [1, 0.5, 2][int(rng.integers(3))]
+        make = (lambda: b(nc.softmax(sig, over=names[-1], beta=beta), X))
+        decoy = (lambda: b(nc.softmax(sig, over=names[-1], beta=2 * beta + 1), X))
+    first = make()
+    between = b(nc.elementwise("exp", sig), X)
+    second = make()
+    outs = [first, second, between] if rng.random() < 0.5 else [first, b(_unary(rng, second.array), second)]
+    if decoy is not None and rng.random() < 0.6:
+        outs.append(decoy())
+    return b.build(*outs)
+
+
+def boxes(diagram) -> int:
+    """The primitive boxes of a diagram (its netlist's box nodes)."""
+    return sum(1 for n in to_netlist(diagram).nodes.values() if n.kind == "box")
+
+
+def one_box_fewer(lhs, rhs, m):
+    """The termination claim: with the copy law's removal of the discards it leaves on ``g``'s inputs
+    (``copy_discard``), the rewrite removes exactly one box; no transfer moves on the function."""
+    cleaned = rewrite(rhs, RuleSet((copy_discard,)), "fixpoint", max_steps=4 * len(m.node("g").dom) + 4).diagram
+    assert boxes(cleaned) == boxes(lhs) - 1, f"{boxes(lhs)} boxes became {boxes(cleaned)}"
+    before, after = nc.cost(lhs), nc.cost(cleaned)
+    for lv in set(before.H) | set(after.H):
+        assert sympy.expand(before.H.get(lv, 0) - after.H.get(lv, 0)) == 0, f"H[{lv}] changed on the function"
+
+
+common_value = Rule(
+    "common_value",
+    twins(),
+    _common_rhs,
+    obligation=Obligation(common_value_instance, cost=one_box_fewer, rtol=0, atol=0),
+    doc="""f(x) ⊗ f(x) → copy ∘ f(x): two boxes computing one value are one box whose value is copied.
+
+    Two boxes of one kind, parameters and signature (axes, orders, number formats, levels) reading the same values
+    (through copies) at the same ports: a box is a deterministic function, and copy is natural for those (paper §2,
+    a markov category: ``f ; copy = copy ; (f ⊗ f)``).  The second box's reads are left to discards, which the copy
+    law removes.  Transfers are not merged (:data:`TRANSFERS`), nor regions; the operands of a kind whose record
+    says it commutes are read in either order (:func:`computes`).  Equal exactly, in floating point too: the one box
+    computes what each computed.""")
+
+
+RULES = RuleSet((copy_discard, delete_pure_box, remove_identity, common_value))
 
 
 # ---------------------------------------------------------------------- random diagrams (fuzzing)

@@ -83,7 +83,15 @@ def _simplified(diagram, book) -> Form:
     (``scale_through_contraction``: the reductions ahead of each scale drop by one, no scale is made) and two scales
     multiply into one (the netlist shrinks): :mod:`rewrites.scale_normal_form` states that measure.  A variance
     written uncentred taken centred (``uncentred_variance``) shrinks the netlist once the copy law removes the two
-    discards it leaves where it reads the program's x − μ (:mod:`rewrites.variance_normal_form`)."""
+    discards it leaves where it reads the program's x − μ (:mod:`rewrites.variance_normal_form`).  Two boxes that
+    compute one value (``common_value``: one kind, parameters and signature reading the same values) become one
+    box whose value is copied: one box fewer, so at most as many such steps as boxes the other rules leave; its
+    nodes and wires (after the copy law) change by at most 2·outputs − 1 − operands (a copy node and a wire for each
+    output read once by each box, less the box and a copy's branch for each operand): they shrink for a box of two
+    operands and one output, stay for one of one operand, and grow by one for a box reading nothing.  It plays
+    ``normalise``, not ``simplify``, as the ``prepare`` rules run after the normal form and one
+    (``centred_statistics_pass``) computes x − μ twice on purpose: the normal form merges the user's copies, the
+    prepared forms keep theirs."""
     share, fold, join = "share" in book.roles, "recompute" in book.roles, "join" in book.roles
     rules = tuple(rule for role in ("simplify", "normalise") if role in book.roles for rule in book.role(role))
     if not rules:

@@ -245,7 +245,7 @@ def _picks(larger: bool):
 # name: (function(a, b), pipeline, its other parts)
 BINARY = {
     "add": (np.add, "general",
-            dict(forms=printed("({0} + {1})", "({0} + {1})"), symbol="+",
+            dict(forms=printed("({0} + {1})", "({0} + {1})"), symbol="+", commutative=True,
                  vjp=partials(lambda ctx, y, a, b: y, lambda ctx, y, a, b: y), interval=iv.image(iv.add),
                  constant=lambda box, c: constant_sum(c),
                  addends=(Addend(0, "id", (1,)), Addend(1, "id", (0,))))),   # a + b adds either to the other
@@ -254,7 +254,7 @@ BINARY = {
                  vjp=partials(lambda ctx, y, a, b: y, lambda ctx, y, a, b: ctx.ew("neg", y)), interval=iv.image(iv.sub),
                  constant=lambda box, c: constant_sum([c[0], None if c[1] is None else -c[1]]))),
     "mul": (np.multiply, "general",
-            dict(forms=printed("({0} * {1})", "({0} * {1})"), symbol="×",
+            dict(forms=printed("({0} * {1})", "({0} * {1})"), symbol="×", commutative=True,
                  vjp=partials(lambda ctx, y, a, b: on(ctx, "mul", y, y, b),
                               lambda ctx, y, a, b: on(ctx, "mul", y, y, a)),
                  constant=zero_absorbs)),

@@ -221,6 +221,9 @@ differentiate it (nc.grad)
     #: the operand list), or None where it has none for the box (a contraction of two operands with no shared batch
     #: axis: one BLAS call); the runners use it, ``nc.evaluate`` keeps ``impl``
     prepared: Callable | None = None
+    #: its two operands may be swapped, exactly in floating point too (``a + b = b + a``): two boxes reading one pair
+    #: of values in either order compute one value (the normal form's ``common_value``)
+    commutative: bool = False
 
     def __repr__(self):
         return f"Kind({self.name!r})"
@@ -293,7 +296,7 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
             constant: Callable | None = None, forms: dict | None = None, in_place: bool = False,
             renames: bool = False, symbol: str | Callable | None = None, requires: tuple = (),
             arity: int | None = None, conversion: bool = False, locates: Callable | None = None,
-            sized: bool = False, prepared: Callable | None = None) -> Kind:
+            sized: bool = False, prepared: Callable | None = None, commutative: bool = False) -> Kind:
     """Declare (register) a primitive kind; returns it.  Every part is a keyword argument:
 
     ``impl(xs, core)`` takes numpy arrays with leading batch dims and returns a
@@ -321,7 +324,7 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     gather: a plan gives it the start of the tile it runs in); ``sized=True`` where its meaning depends on the
     exact extent of the axes it cuts or glues (split, join: a plan cannot mask a ragged last tile);
     ``prepared(box)`` a faster implementation of one box (a function of the operand list) or None, built once by the
-    plan's runner and run on every tile.
+    plan's runner and run on every tile; ``commutative=True`` where its two operands may be swapped exactly.
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise SignatureError(f"a primitive kind is named by an identifier (such as 'gelu2'), got {name!r}")
@@ -340,7 +343,7 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
             raise SignatureError(f"kind {name!r}: addends must be Addend(position, rest, operands) with the "
                                  f"position not among the rest's operands, got {a!r}")
     for flag, value in (("in_place", in_place), ("renames", renames), ("conversion", conversion),
-                        ("sized", sized)):
+                        ("sized", sized), ("commutative", commutative)):
         if not isinstance(value, bool):
             raise SignatureError(f"kind {name!r}: {flag} is True or False, got {value!r}")
     if renames and not in_place:
@@ -361,7 +364,7 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     kind = Kind(name, impl, flops, check, accumulator, labelled, label or name, shape, doc, tuple(addends), vjp,
                 interval, constant, forms, in_place=in_place, renames=renames, symbol=symbol,
                 requires=tuple(requires), arity=arity, conversion=conversion,
-                locates=locates, sized=sized, prepared=prepared)
+                locates=locates, sized=sized, prepared=prepared, commutative=commutative)
     KINDS[name] = kind
     return kind
 

@@ -17,6 +17,8 @@ reformulation              primitive → how a user writes it
 ``sum_after_contraction``  C(X…) summing a  →  Σ_a C′(X…), C′ keeping a
 ``scale_on_an_operand``    C(X₀, X₁, …)  →  ½ · C(2 · X₀, X₁, …)   (a scale on an operand, undone after)
 ``variance_uncentred``     μ = mean_A x ; mean_A((x − μ)²)  →  mean_A(x²) − μ²     (x − μ kept for its other readers)
+``computed_twice``         y = f(x) read by r₁, r₂, …  →  r₁ reads f(x), the others a second f(x)   (not in the
+                           fuzz's walk, :data:`REFORMULATIONS`: tests apply it where they choose)
 =========================  ===================================================================================
 
 Each is exact in exact arithmetic; in floating point the written SoftMax and log-sum-exp are the max-shifted forms
@@ -38,7 +40,7 @@ import sympy
 
 import napkin_cat as nc
 from napkin_cat.rewriting import Rule, RuleSet
-from napkin_cat.rewriting.match import Pattern, kind, where
+from napkin_cat.rewriting.match import Pattern, kind, structural, where
 
 
 def _sig(names) -> str:
@@ -183,6 +185,22 @@ def _variance_uncentred(m):
     return m.finish(b, {p: outs[p[0]] for p in m.outputs})
 
 
+def _copied_value(net, n) -> bool:
+    """A box of one output, not a transfer, whose value is copied (read in several places)."""
+    if n.kind != "box" or n.spec.kind in ("load", "save") or len(n.cod) != 1:
+        return False
+    dst = net.wires[net.outs[n.id][0]].dst[0]
+    return dst in net.nodes and net.nodes[dst].kind == "copy"
+
+
+def _computed_twice(m):
+    b, ins = m.wiring()
+    f = m.box("f")
+    again = [ins[("f", p)] for p in range(len(m.node("f").dom))]
+    first, second = b(f, *again), b(f, *again)
+    return m.finish(b, {p: first if k == 0 else second for k, p in enumerate(m.outputs)})
+
+
 softmax_by_hand = Rule("softmax_by_hand", _one_box("softmax"), _softmax_by_hand,
                        doc="SoftMax_{A,β}(x) → e = exp(βx − max_A βx) ; e / Σ_A e")
 logsumexp_by_hand = Rule("logsumexp_by_hand", _one_box("reduce_logsumexp"), _logsumexp_by_hand,
@@ -210,6 +228,12 @@ variance_uncentred = Rule(
     "variance_uncentred",
     Pattern({"m": kind("reduce_mean"), "s": kind("sub")}, [("m", 0, "s", 1)], absorb=_centred_variance_of),
     _variance_uncentred, doc="μ = mean_A x ; mean_A((x − μ)²) → mean_A(x²) − μ²")
+
+computed_twice = Rule(
+    "computed_twice",
+    Pattern({"f": where("a box whose value is read in several places", _copied_value), "c": structural("copy")},
+            [("f", 0, "c", 0)]),
+    _computed_twice, doc="y = f(x) read by r₁, r₂, … → r₁ reads f(x), the others a second f(x)")
 
 #: the laws read backwards that ``nc.derive`` is invariant under (the fuzz's)
 REFORMULATIONS = RuleSet((softmax_by_hand, logsumexp_by_hand, square_as_product, mean_as_scaled_sum,
@@ -240,4 +264,4 @@ def reformulate(diagram, rng, *, steps: int = 4, laws=REFORMULATIONS) -> Reformu
 
 __all__ = ["REFORMULATIONS", "Reformulated", "reformulate", "softmax_by_hand", "logsumexp_by_hand",
            "square_as_product", "mean_as_scaled_sum", "contraction_in_pairs", "sum_after_contraction",
-           "scale_on_an_operand", "variance_uncentred"]
+           "scale_on_an_operand", "variance_uncentred", "computed_twice"]
