@@ -13,7 +13,7 @@ import sympy
 import napkin_cat as nc
 from napkin_cat.rewriting import rewrite
 from rewrites import kernel_formation, kernel_fusion, shared_load
-from rewrites.sharing import _swiglu_up, shared_ports
+from rewrites.sharing import swiglu_up, shared_ports
 
 proves = pytest.mark.proves
 n, e, f = (nc.symbol(a) for a in "nef")
@@ -32,7 +32,7 @@ def test_shared_load_is_sound():
 @proves("shared_load")
 def test_swiglu_loads_x_once():
     """The fused SwiGLU up-projection reads X in two ports: one load of n·e values less, nothing else."""
-    lhs = fused(_swiglu_up())
+    lhs = fused(swiglu_up())
     (m,) = shared_load.matches(lhs)
     assert shared_ports(m.net, m.nodes["k"]) == [(0, (2,))]
     rhs = shared_load.apply(lhs, m)
@@ -47,7 +47,7 @@ def test_swiglu_loads_x_once():
 @proves("shared_load")
 def test_the_plan_loads_it_once_and_counts_what_the_cost_says():
     sizes = {"n": 8, "e": 4, "f": 6}
-    once = shared_load.apply(fused(_swiglu_up()))
+    once = shared_load.apply(fused(swiglu_up()))
     algorithm = nc.group(nc.stream(once, "e", "s_e"), "n", "g_n")
     at = {**sizes, "s_e": 2, "g_n": 4}
     rng = np.random.default_rng(3)
@@ -60,7 +60,7 @@ def test_the_plan_loads_it_once_and_counts_what_the_cost_says():
 
 @proves("shared_load")
 def test_a_level_two_kernel_saves_the_load_at_both_levels():
-    lhs = fused(_swiglu_up(), level=2)
+    lhs = fused(swiglu_up(), level=2)
     rhs = shared_load.apply(lhs)
     before, after = nc.cost(lhs), nc.cost(rhs)
     assert all(sympy.expand(before.H[lv] - after.H[lv] - n * e) == 0 for lv in (1, 2))
@@ -76,7 +76,7 @@ def test_a_kernel_reading_distinct_values_is_refused_by_name():
 @proves("shared_load")
 def test_the_obligation_catches_a_claim_that_the_load_stays():
     """Claiming that H is unchanged is false: the cost claim must fail on it."""
-    lhs = fused(_swiglu_up())
+    lhs = fused(swiglu_up())
     m = shared_load.matches(lhs)[0]
     rhs = shared_load.apply(lhs, m)
     assert nc.cost(lhs).H[1] != nc.cost(rhs).H[1]

@@ -78,7 +78,8 @@ def _once_rhs(m):
 
 
 # ---------------------------------------------------------------------- the obligation
-def _swiglu_up():
+def swiglu_up():
+    """SwiGLU's up projection, silu(X W₁) · (X W₃): X read by two contractions (the shared-load instance)."""
     b = nc.Builder(nc.types("n e, e f, e f"))
     X, W1, W3 = b.inputs
     gate = b(nc.elementwise("silu", "n f"), b(nc.einsum("n e, e f -> n f"), X, W1))
@@ -104,7 +105,7 @@ def _three_reads(rng):
 
 def _instance(rng):
     """A fused kernel reading one value in several ports (kernel formation and fusion to a fixpoint)."""
-    builds = [_swiglu_up, _square, nc.library.rms_norm, nc.library.layer_norm, lambda: _three_reads(rng)]
+    builds = [swiglu_up, _square, nc.library.rms_norm, nc.library.layer_norm, lambda: _three_reads(rng)]
     f = builds[int(rng.integers(len(builds)))]()
     return rewrite(f, [kernel_formation.using(level=int(rng.integers(1, 3))), kernel_fusion]).diagram
 

@@ -30,7 +30,7 @@ from napkin_cat.errors import NapkinError
 from napkin_cat.syntax.sizes import symbols_of
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_plan_counts import LIBRARY, PARTITIONS, _axes, check  # noqa: E402
+from test_plan_counts import LIBRARY, PARTITIONS, axes_of, check  # noqa: E402
 
 # The transformer block's only single-level partitions stream its whole body (along f or h), and the slice's
 # tail adds the residual to a value the nested region does not accumulate: every nesting is refused today
@@ -64,7 +64,7 @@ def structures(draw, name, base):
     (s, _, _), d = PARTITIONS[name][base]
     if s is not None and draw(st.booleans(), label="sub-loop?"):
         return ("sub-loop",)
-    names = _axes(d)
+    names = axes_of(d)
     # a level-2 stream: usually the level-1 stream's axis (a sub-loop in the level-2 kernel), else any axis
     u = draw(st.one_of(st.none(), st.just(s) if s else st.nothing(), st.sampled_from(names)), label="u")
     groups = draw(st.lists(st.sampled_from(names), min_size=0 if u else 1, max_size=2, unique=True), label="h")

@@ -25,14 +25,14 @@ LIBRARY = {
 }
 
 
-def _axes(d):
+def axes_of(d):
     return sorted({a.name for arr in (*d.dom.inside, *d.cod.inside) for a in arr.axes})
 
 
 def partitions(d):
     """Every legal (stream axis or None, group axes) of ``d`` with at most one stream and two groups."""
     out = []
-    names = _axes(d)
+    names = axes_of(d)
     for s in [None] + names:
         try:
             base = nc.stream(d, s, f"s_{s}") if s else d

@@ -23,7 +23,7 @@ from napkin_cat.errors import NapkinError, RewriteError
 from napkin_cat.syntax.sizes import symbols_of
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_plan_counts import LIBRARY, _axes, check  # noqa: E402
+from test_plan_counts import LIBRARY, axes_of, check  # noqa: E402
 
 
 @functools.lru_cache(maxsize=None)
@@ -62,14 +62,14 @@ SLICED = sorted(set(LIBRARY) - {"transformer_block"})
 @pytest.mark.parametrize("name", SLICED)
 def test_every_algorithm_has_an_axis_to_slice(name):
     """The property below runs on each algorithm: some axis takes a sliced stream."""
-    assert any(not isinstance(sliced(name, a, ()), NapkinError) for a in _axes(LIBRARY[name]()))
+    assert any(not isinstance(sliced(name, a, ()), NapkinError) for a in axes_of(LIBRARY[name]()))
 
 
 @pytest.mark.parametrize("name", SLICED)
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_sliced_counters_equal_the_cost_functor(name, data):
-    names = _axes(LIBRARY[name]())
+    names = axes_of(LIBRARY[name]())
     axis = _legal(lambda a: sliced(name, a, ()), names, data, "axis")
     groups = _grouped(lambda gs: sliced(name, axis, gs), names, data, 2)
     algorithm = sliced(name, axis, groups)
@@ -101,7 +101,7 @@ def sliced_level_2(name: str, outer: str, axis: str, groups: tuple):
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_level_2_sliced_counters_equal_the_cost_functor(name, data):
-    names = _axes(LIBRARY[name]())
+    names = axes_of(LIBRARY[name]())
     pairs = [(o, a) for o in names for a in names]
     outer, axis = _legal(lambda p: sliced_level_2(name, *p, ()), pairs, data, "outer and axis")
     groups = _grouped(lambda gs: sliced_level_2(name, outer, axis, gs), names, data, 1)
