@@ -36,6 +36,15 @@ def compile_packages():
 compile_packages()
 
 
+def pytest_collectstart(collector):
+    """The library imported whole before any of its files is collected.  With ``--import-mode=importlib`` pytest
+    imports a module it collects by its path, and a parent package not yet imported by its path too, as a second
+    module object, which it then sets on the grandparent: collecting ``napkin_cat/cost/hierarchy.py`` alone made
+    ``nc.cost`` the package ``napkin_cat.cost`` (a copy) instead of the cost functor, and the module's doctests failed
+    with "'module' object is not callable".  Imported first, every package is found in ``sys.modules``."""
+    import napkin_cat  # noqa: F401  (imported for its effect; cached after the first collector)
+
+
 def pytest_collection_finish(session):
     """The objects that importing and collecting made (modules, the rule book, sympy's caches: long-lived) moved
     out of the cyclic collector's generations, so that its full collections stop walking them again at every
