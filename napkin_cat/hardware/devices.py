@@ -64,8 +64,8 @@ class Cluster:
 
     @property
     def nodes(self):
-        """⌈P / gpus_per_node⌉ (1 for a network link alone: every GPU its own port; an expression for a symbolic
-        P)."""
+        """⌈P / gpus_per_node⌉ (P for a network link alone: every GPU its own node and port; an expression for a
+        symbolic P)."""
         if self.gpus_per_node is None:
             return 1 if self.link.scope == "node" else self.devices
         if isinstance(self.devices, int):
