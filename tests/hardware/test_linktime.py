@@ -101,6 +101,12 @@ def test_counts_symbolic_in_P_are_the_numeric_ones_at_each_P():
         got = predict_cluster(sym, [ring], sizes={"P": p, "n": 2 ** 20})
         want = predict_cluster(numeric, [Phase("ring", at, compute=1e-4, trips=p, overlapped=p - 1)])
         assert got.time == pytest.approx(want.time, rel=1e-12) and got.sizes == {"P": p, "n": 2 ** 20}
+    alone = cluster("h100-sxm5", devices="P", link="nvlink4")      # no network link: P must fit one node
+    p = predict_cluster(alone, [Phase("ring", traffic, compute=1e-4, trips=P, overlapped=P - 1)],
+                        sizes={"P": 8, "n": 2 ** 20})
+    assert "P ≤ 8: the devices fit one node of nvlink4" in p.assumptions
+    assert p.time == pytest.approx(predict_cluster(sym, [Phase("ring", traffic, compute=1e-4, trips=P,
+                                                               overlapped=P - 1)], sizes={"P": 8, "n": 2 ** 20}).time)
     with pytest.raises(HardwareError, match=r"phase 'ring': its time depends on \['P', 'n'\]: give their values "
                                             "in sizes="):
         predict_cluster(sym, [Phase("ring", traffic, compute=1e-4, trips=P, overlapped=P - 1)])
