@@ -7,7 +7,9 @@ from fractions import Fraction
 
 import pytest
 import sympy
+from rewrites import tiled_matmul
 
+import napkin_cat as nc
 from napkin_cat.errors import CapacityError, HardwareError
 from napkin_cat.hardware import Phase, Prediction, Traffic, cluster, link_time, load_link, predict_cluster
 from napkin_cat.syntax.axis import symbol
@@ -145,3 +147,18 @@ def test_bad_records_are_refused_by_name():
     for make, message in cases:
         with pytest.raises(HardwareError, match=message):
             make()
+
+
+def test_a_row_parallel_product_combines_the_devices_predict_with_an_all_reduce():
+    P, a, b, c_ = 4, 4096, 2048, 4096
+    part = tiled_matmul(nc.library.matmul()).diagram            # each device: a × (b/P) times (b/P) × c, fp32
+    local = nc.hardware.predict(part, "h100-sxm5", {"a": a, "b": b // P, "c": c_, "g_a": 128, "g_c": 128, "s_b": 32})
+    c = cluster("h100-sxm5", devices=P, link="nvlink4")
+    chunk = sympy.Rational(a * c_, P)                            # the partial sums' all-reduce, NCCL's ring counts
+    reduce = Traffic(sent=2 * (P - 1) * chunk, received=2 * (P - 1) * chunk, messages=2 * (P - 1),
+                     bytes_per_value="fp32")
+    p = predict_cluster(c, [Phase("partial product", compute=local), Phase("all-reduce", reduce)])
+    by_hand = local.time + 2 * (P - 1) / P * a * c_ * 4 / 450e9 + 2 * (P - 1) * 3.4e-6
+    assert p.time == pytest.approx(by_hand, rel=1e-12) and p.phases[0].compute == pytest.approx(local.time)
+    assert [x.bound for x in p.phases] == ["compute", "link"]
+    assert f"partial product (per device): {local.assumptions[0]}" in p.assumptions
