@@ -1,0 +1,239 @@
+"""The device level: a program split over ``P`` devices (issue 37), a Grid one level above global memory.
+
+``Shard(axis, devices=P)`` is a group partition whose groups are devices: the inside runs once per device, on the
+device's shard of ``axis`` (``np.array_split``'s cut: ``⌊a/P⌋`` or one more values,
+:func:`~napkin_cat.syntax.collectives.shard_bounds`), an input without the axis replicated on every device::
+
+    weave_a(F) ≡ split_a ; (F ⊗ … ⊗ F) ; join_a        (P copies of F, one per device)
+
+Its inside sees the axis with the size of a shard: ``a/P`` symbolically, ``⌈a/P⌉`` at concrete sizes (a shorter
+shard is the inside relabelled to its size, as a Grid's last, shorter group).  An input whose array inside keeps the
+axis at that size is sharded, any other input replicated; an output is sharded (the devices' shards joined) where
+the inside's array has the shard's size, else it is *replicated*: every device holds the same value (made so by an
+all-reduce or an all-gather: :mod:`napkin_cat.syntax.collectives`), and a numpy run checks that they agree.
+
+The region registers its schedule (:data:`~napkin_cat.algorithms.schedule.SCHEDULES`, a :class:`ShardSchedule`
+whose handler each algebra names ``shard``): the numpy run folds the inside on every device in lockstep, so that a
+collective sees every device's values; the cost counts one device's work, its level-0 memory and the values it
+sends and receives over the link.
+
+>>> import napkin_cat as nc
+>>> s = shard(nc.library.matmul(), "a", devices=4)
+>>> box = s.boxes[0]
+>>> box.region, box.axis, box.size, box.devices, box.trips
+('shard', 'a', a/4, 4, 4)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from napkin_cat.algorithms.bubbles import REGIONS, Partition, Region, Stream
+from napkin_cat.algorithms.partitions import relabel_axis, single
+from napkin_cat.algorithms.schedule import SCHEDULES, relabelled
+from napkin_cat.algorithms.splits import MERGES
+from napkin_cat.algorithms.accumulators import StateArray, build_state_diagrams
+from napkin_cat.errors import AxisError, DeviceError, RewriteError
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural, layers
+from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.collectives import as_devices, shard_size
+from napkin_cat.syntax.construct import elementwise
+from napkin_cat.syntax.primitive import KINDS
+from napkin_cat.syntax.relabel import tile_relabel
+
+
+class Shard(Partition):
+    """A device partition: the inside once per device on its shard of ``axis`` (``size``: a shard's size, ``a/P`` or
+    ``⌈a/P⌉``), ``params["devices"]`` devices (an int or a size symbol)."""
+
+    region = "shard"
+    carrier = "cod"
+
+    def __init__(self, arg: Diagram, dom, cod, params: dict):
+        if "devices" not in params:
+            raise AxisError(f"a Shard needs params axis, size and devices; got {dict(params)}")
+        params = {**params, "devices": as_devices(params["devices"])}
+        super().__init__(arg, dom, cod, params)
+
+    @property
+    def devices(self):
+        return self.params["devices"]
+
+    def full_size(self):
+        """The axis's size on the region's boundary (an output, else an input that carries it)."""
+        for arr in (*self.cod.inside, *self.dom.inside):
+            if self.axis in arr.names:
+                return arr.axis(self.axis).size
+        raise AxisError(f"{self.name}: neither an input nor an output carries {self.axis!r}")
+
+    def size_parts(self) -> tuple:
+        return (self.size, self.devices), (self.arg,)
+
+    @property
+    def trips(self):
+        """How many devices run the inside: ``P``."""
+        return sympy.sympify(self.devices)
+
+    def sharded(self, side: str) -> tuple:
+        """For each input (``side='dom'``) or output (``'cod'``), whether it is sharded: its array inside carries the
+        axis at a shard's size (else it is replicated: whole on every device)."""
+        inside = self.arg.dom.inside if side == "dom" else self.arg.cod.inside
+        return tuple(self.axis in a.names and a.axis(self.axis).size == self.size for a in inside)
+
+
+REGIONS[Shard.region] = Shard
+
+
+@dataclass(frozen=True, eq=False)
+class ShardSchedule:
+    """A device partition: the inside once per device, ``devices`` of them, on shards of ``axis`` (``full`` values,
+    shards of ``tile``); ``sharded_in``/``sharded_out``: which inputs and outputs are sharded (else replicated)."""
+
+    region: object
+    axis: str
+    devices: object
+    tile: object
+    full: object
+    inside: object
+    sharded_in: tuple
+    sharded_out: tuple
+    kind = "shard"
+
+
+def _unroll_shard(box: Shard) -> ShardSchedule:
+    return ShardSchedule(box, box.axis, box.devices, box.size, box.full_size(), box.arg, box.sharded("dom"),
+                         box.sharded("cod"))
+
+
+SCHEDULES[Shard.region] = _unroll_shard
+
+
+def _not_woven(d: Diagram, axis: str) -> str | None:
+    """None if every box that sees ``axis`` is woven over it (so the devices' shards are independent), else why."""
+    for _, box in layers(d):
+        if is_structural(box) is not None:
+            continue
+        if isinstance(box, Shard):
+            return f"{box.name} is a device region already: a program has one device level"
+        if isinstance(box, Stream) and box.axis == axis:
+            return f"{axis!r} is streamed inside {box.name}"
+        if isinstance(box, Region):
+            why = _not_woven(box.arg, axis)
+            if why:
+                return why
+            continue
+        if any(axis in a.names for a in (*box.dom.inside, *box.cod.inside)) and axis not in box.data.weave_names:
+            return (f"{box.name!r} has {axis!r} in its item-level core (it is not woven over {axis!r}), so the "
+                    f"devices' shards would not be independent")
+    return None
+
+
+def shard(diagram: Diagram, axis: str, devices) -> Diagram:
+    """The program run on ``devices`` devices, each on its shard of ``axis`` (a :class:`Shard` around it): legal where
+    every box that sees ``axis`` is woven over it (the group partition's condition), else RewriteError naming the box;
+    inputs without the axis are replicated on every device.
+
+    >>> import numpy as np, napkin_cat as nc
+    >>> d = shard(nc.library.attention(), "q", devices=3)
+    >>> Q, K, V = np.random.rand(7, 4), np.random.rand(5, 4), np.random.rand(5, 4)
+    >>> np.allclose(nc.evaluate(d, Q, K, V), nc.evaluate(nc.library.attention(), Q, K, V))
+    True
+    """
+    if not isinstance(diagram, Diagram):
+        raise RewriteError(f"shard takes a Diagram, got {type(diagram).__name__}")
+    P = as_devices(devices)
+    carriers = [a for a in (*diagram.cod.inside, *diagram.dom.inside) if axis in a.names]
+    if not carriers:
+        raise AxisError(f"cannot shard along {axis!r}: no input or output carries it; the axes are "
+                        f"{sorted({n for a in (*diagram.dom.inside, *diagram.cod.inside) for n in a.names})}")
+    why = _not_woven(diagram, axis)
+    if why:
+        raise RewriteError(f"cannot shard along {axis!r} over {P} devices: {why}")
+    full = carriers[0].axis(axis).size
+    if isinstance(full, int) and isinstance(P, int) and P > full:
+        raise DeviceError(f"cannot shard {axis!r} = {full} over {P} devices: every device needs a value of it "
+                          f"(legal: 1 … {full} devices)")
+    size = shard_size(full, P)
+    inside = relabel_axis(diagram, axis, size, full=full)
+    return single(Shard(inside, diagram.dom, diagram.cod, {"axis": axis, "size": size, "devices": P}))
+
+
+def device_insides(node, bounds: list) -> list:
+    """Each device's inside (``bounds``: where the shards start, :func:`~napkin_cat.syntax.collectives.shard_bounds`):
+    the schedule's, or the inside relabelled to a shorter shard's size (kept on the region)."""
+    box = node.region
+    out = []
+    for lo, hi in zip(bounds, bounds[1:]):
+        n = hi - lo
+        out.append(node.inside if isinstance(box.size, int) and n == box.size else relabelled(box, n).arg)
+    return out
+
+
+def device_region(inside: Diagram, axis: str, devices, full) -> Diagram:
+    """A device region around ``inside``, a program written for one device's shard (its arrays carry ``axis`` at a
+    shard's size, :func:`~napkin_cat.syntax.collectives.shard_size` of ``full`` over ``devices``; collectives
+    inside): its boundary is the inside's with every shard whole.
+
+    >>> import napkin_cat as nc
+    >>> h = nc.symbol("h")
+    >>> one = nc.einsum("n h, h e -> n e", h=h / 2) >> nc.all_reduce("n e", devices=2)
+    >>> device_region(one, "h", 2, h).dom
+    Ty(Array(n×h), Array(h×e))
+    """
+    P = as_devices(devices)
+    size = shard_size(full, P)
+    whole = tile_relabel(axis, full, size)
+    return single(Shard(inside, Ty(*map(whole, inside.dom.inside)), Ty(*map(whole, inside.cod.inside)),
+                        {"axis": axis, "size": size, "devices": P}))
+
+
+# ------------------------------------------------------------------------------------------------ merges
+def _sig(arr) -> str:
+    return " ".join(arr.names) or "()"
+
+
+def merge_diagram(box) -> Diagram:
+    """The merge ``⊕`` of a reducing collective (``state ⊗ state → state``) from its ``merge`` parameter: an
+    elementwise kind of two operands applied to each array, or a stream reducer's merge
+    (:data:`~napkin_cat.algorithms.splits.MERGES`: online softmax's ``(μ, z, o)``), kept on the box.
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.syntax.collectives import all_reduce
+    >>> [b.name for b in merge_diagram(all_reduce("q d", devices=2, merge="max").boxes[0]).boxes]
+    ['max']
+    """
+    found = box.__dict__.get("_merge_diagram")
+    if found is not None:
+        return found
+    merge, arrays = box.data.param("merge"), list(box.dom.inside)
+    if merge in MERGES:
+        state = [StateArray(f"s{i}", a, 0.0) for i, a in enumerate(arrays)]
+        d, _ = build_state_diagrams(f"{merge} merge", state, arrays,
+                                    lambda b, st, *other: MERGES[merge](b, list(st), list(other)),
+                                    lambda b, st: st[:1], arrays[:1])
+    elif merge in KINDS and KINDS[merge].arity == 2:
+        b = Builder(box.dom @ box.dom)
+        k = len(arrays)
+        outs = [b(elementwise(merge, f"{_sig(a)}, {_sig(a)} -> {_sig(a)}", level=a.level, dtype=a.dtype,
+                              sizes={x.name: x.size for x in a.axes}), b.inputs[i], b.inputs[k + i])
+                for i, a in enumerate(arrays)]
+        d = b.build(*outs)
+    else:
+        raise DeviceError(f"{box.name}: its merge {merge!r} is neither an elementwise kind of two operands (such as "
+                          f"'add', 'max') nor a reducer's merge ({sorted(MERGES)})")
+    box.__dict__["_merge_diagram"] = d
+    return d
+
+
+def collectives_within(d: Diagram) -> list:
+    """The collective boxes in ``d``'s regions (nested below its top level), which the lockstep run does not reach."""
+    out = []
+    for _, box in layers(d):
+        if isinstance(box, Bubble):
+            out += [b for _, b in layers(box.arg) if not isinstance(b, Bubble) and is_structural(b) is None
+                    and KINDS[b.data.kind].collective is not None] + collectives_within(box.arg)
+    return out
+
+
+__all__ = ["Shard", "ShardSchedule", "shard", "device_region", "device_insides", "merge_diagram", "collectives_within"]
