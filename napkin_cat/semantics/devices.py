@@ -61,8 +61,7 @@ def run_devices(node, xs: list, env, interpret, run_region) -> list:
         values.append(tuple(x if pos is None else _cut(x, pos, lo, hi) for lo, hi in zip(bounds, bounds[1:])))
 
     def merge_for(b):
-        d = merge_diagram(b)
-        return lambda u, v: list(interpret(d, list(u) + list(v), env))
+        return lambda u, v: list(interpret(merge_diagram(b), list(u) + list(v), env))
 
     def on_box(step):
         first = step.box

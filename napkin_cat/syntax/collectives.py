@@ -195,8 +195,8 @@ def _moves_all_to_all(box, numel, p, P):
     scatter = box.data.param("scatter")
     sent = received = sympy.Integer(0)
     for a, c in zip(box.dom.inside, box.cod.inside):
-        kept = numel(a) * c.axis(scatter).size / a.axis(scatter).size      # the block (scatter_p, gather_p)
-        kept = sympy.sympify(kept)
+        part, whole = numel(Array((c.axis(scatter),))), numel(Array((a.axis(scatter),)))
+        kept = numel(a) * part / whole if isinstance(whole, sympy.Basic) else numel(a) * part // whole   # its block
         sent += numel(a) - kept
         received += numel(c) - kept
     return sent, received, (P - 1) * len(box.dom)
