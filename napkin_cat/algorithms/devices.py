@@ -2,7 +2,8 @@
 
 ``Shard(axis, devices=P)`` is a group partition whose groups are devices: the inside runs once per device, on the
 device's shard of ``axis`` (``np.array_split``'s cut: ``⌊a/P⌋`` or one more values,
-:func:`~napkin_cat.syntax.collectives.shard_bounds`), an input without the axis replicated on every device::
+:func:`~napkin_cat.syntax.collectives.shard_bounds`; with more devices than values the last ones are idle), an input
+without the axis replicated on every device::
 
     weave_a(F) ≡ split_a ; (F ⊗ … ⊗ F) ; join_a        (P copies of F, one per device)
 
@@ -151,9 +152,6 @@ def shard(diagram: Diagram, axis: str, devices) -> Diagram:
     if why:
         raise RewriteError(f"cannot shard along {axis!r} over {P} devices: {why}")
     full = carriers[0].axis(axis).size
-    if isinstance(full, int) and isinstance(P, int) and P > full:
-        raise DeviceError(f"cannot shard {axis!r} = {full} over {P} devices: every device needs a value of it "
-                          f"(legal: 1 … {full} devices)")
     size = shard_size(full, P)
     inside = relabel_axis(diagram, axis, size, full=full)
     return single(Shard(inside, diagram.dom, diagram.cod, {"axis": axis, "size": size, "devices": P}))
@@ -161,12 +159,14 @@ def shard(diagram: Diagram, axis: str, devices) -> Diagram:
 
 def device_insides(node, bounds: list) -> list:
     """Each device's inside (``bounds``: where the shards start, :func:`~napkin_cat.syntax.collectives.shard_bounds`):
-    the schedule's, or the inside relabelled to a shorter shard's size (kept on the region)."""
+    the schedule's, or the inside relabelled to a shorter shard's size (kept on the region); None for an idle device
+    (an empty shard: more devices than values)."""
     box = node.region
     out = []
     for lo, hi in zip(bounds, bounds[1:]):
         n = hi - lo
-        out.append(node.inside if isinstance(box.size, int) and n == box.size else relabelled(box, n).arg)
+        out.append(None if n == 0 else node.inside if isinstance(box.size, int) and n == box.size
+                   else relabelled(box, n).arg)
     return out
 
 

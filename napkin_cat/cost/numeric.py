@@ -84,7 +84,8 @@ class At:
     counted ``count`` times, and a masked stream inside runs each of its slices on the tiles whose mask may be
     true there, decided for all of them at once (:func:`_count_running`)."""
 
-    #: the device whose shard this context counts (inside a device region: its collectives' link counts), or None
+    #: ``(p, A)``: device ``p`` of the ``A`` that hold a shard, whose shard this context counts (inside a device region:
+    #: its collectives' link counts), or None
     device = None
 
     def __init__(self, env: dict, tiles: dict | None = None, count: int = 1, device=None):
@@ -272,8 +273,9 @@ class Concrete:
             if ctx.device is None:
                 raise DeviceError(f"{box.name}: a collective moves values between devices; it runs inside a device "
                                   f"region (nc.shard) only")
-            link = box_link(box, ctx.device, lambda a: _value(sympy.Mul(*[x.size for x in a.axes]), env),
-                            _value(box.data.param("devices"), env))
+            device, active = ctx.device
+            link = box_link(box, device, lambda a: _value(sympy.Mul(*[x.size for x in a.axes]), env), active)
+            link = Link(_value(box.data.param("devices"), env), link.sent, link.received, link.messages)
         _add(ctx.total, Cost({l: _value(h, env) for l, h in H}, {l: _value(h, env) for l, h in H_bytes}, {},
                              {p: _value(f, env) for p, f in flops}, link=link), ctx.count)
 
@@ -313,12 +315,14 @@ class Concrete:
         env = ctx.env
         P = _value(node.devices, env)
         bounds = shard_bounds(_value(node.full, env), P)
+        active = sum(hi > lo for lo, hi in zip(bounds, bounds[1:]))     # an idle device (an empty shard) counts 0
         per, held = [], []
-        for p, (d, lo, hi) in enumerate(zip(device_insides(node, bounds), bounds, bounds[1:])):
-            inner = At(env, {**ctx.tiles, node.axis: (lo, hi - lo)}, 1, p)
-            self.diagram(d, inner)
+        for d, lo, hi in zip(device_insides(node, bounds), bounds, bounds[1:]):
+            inner = At(env, {**ctx.tiles, node.axis: (lo, hi - lo)}, 1, (len(per), active))
+            if d is not None:
+                self.diagram(d, inner)
             per.append(inner.total)
-            held.append(max([_value(c, env) for c in cost(d).columns.get(0, [])] + [0]))
+            held.append(0 if d is None else max([_value(c, env) for c in cost(d).columns.get(0, [])] + [0]))
         out = Cost()
         for name in ("H", "H_bytes", "flops"):
             keys = {k for c in per for k in getattr(c, name)}

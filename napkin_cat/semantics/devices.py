@@ -5,11 +5,11 @@ shard of the axis (``np.array_split``'s cut; a shorter shard is the inside relab
 of every replicated input.  The devices advance together, box by box, over the one walk of the inside
 (:func:`~napkin_cat.syntax.wiring.traverse`, whose values here are one array per device): a box of one device runs on
 that device's values, a collective (:mod:`napkin_cat.syntax.collectives`) on every device's values at once, its
-merge ``⊕`` run as a diagram.  The outputs: a sharded one is the devices' shards joined, a replicated one the value
-every device holds (a :class:`~napkin_cat.errors.DeviceError` names one on which the devices disagree: a partial
-left unreduced).  The law::
+merge ``⊕`` run as a diagram; a device without a value of the axis (more devices than values) is idle.  The outputs:
+a sharded one is the devices' shards joined, a replicated one the value every device holds (a
+:class:`~napkin_cat.errors.DeviceError` names one on which the devices disagree: a partial left unreduced).  The law::
 
-    evaluate(shard(f, a, P), xs) == evaluate(f, xs)          (f woven over a; any P ≤ a)
+    evaluate(shard(f, a, P), xs) == evaluate(f, xs)          (f woven over a; any P)
 
 >>> import numpy as np, napkin_cat as nc
 >>> f = nc.shard(nc.einsum("n d, d h -> n h") >> nc.elementwise("relu", "n h"), "h", devices=3)
@@ -48,17 +48,19 @@ def run_devices(node, xs: list, env, interpret, run_region) -> list:
                           f"region; the devices run in lockstep over the device region's own boxes only: place it "
                           f"there")
     bounds = shard_bounds(total, P)
-    insides = device_insides(node, bounds)
+    cuts = [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]     # the devices that hold a shard
+    insides = [d for d in device_insides(node, bounds) if d is not None]
+    P = len(cuts)                      # an idle device (an empty shard) computes nothing and exchanges nothing
     steps = [[b for _, b in layers(d)] for d in insides]
-    envs = [env.child().within(node.axis, lo, hi - lo) for lo, hi in zip(bounds, bounds[1:])]
-    for e, (lo, hi) in zip(envs, zip(bounds, bounds[1:])):
+    envs = [env.child().within(node.axis, lo, hi - lo) for lo, hi in cuts]
+    for e, (lo, hi) in zip(envs, cuts):
         if not isinstance(box.size, int) and box.size.is_Symbol:
             e[box.size] = hi - lo
     arrays = list(box.dom.inside)
     values = []
     for x, arr, sharded in zip(xs, arrays, node.sharded_in):
         pos = arr.names.index(node.axis) if sharded else None
-        values.append(tuple(x if pos is None else _cut(x, pos, lo, hi) for lo, hi in zip(bounds, bounds[1:])))
+        values.append(tuple(x if pos is None else _cut(x, pos, lo, hi) for lo, hi in cuts))
 
     def merge_for(b):
         return lambda u, v: list(interpret(merge_diagram(b), list(u) + list(v), env))

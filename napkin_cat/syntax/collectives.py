@@ -39,7 +39,7 @@ from typing import Callable
 import numpy as np
 import sympy
 
-from napkin_cat.errors import AxisError, DeviceError, SignatureError
+from napkin_cat.errors import AxisError, DeviceError, SignatureError  # noqa: F401
 from napkin_cat.syntax.adapter import Array, Diagram
 from napkin_cat.syntax.axis import Axis, as_size, check_name
 from napkin_cat.syntax.construct import axes_for, parse
@@ -87,14 +87,12 @@ def shard_size(full, devices):
 
 def shard_bounds(total: int, devices: int) -> list:
     """Where device ``p``'s shard starts, for p = 0 … P: ``np.array_split``'s cut (the first ``total mod P`` shards one
-    longer); a device with no value is refused (:class:`DeviceError`), so every shard holds ``⌊total/P⌋`` or one more.
+    longer).  With more devices than values the last ``P − total`` devices hold nothing: they are idle (they compute
+    nothing, hold nothing and take no part in a collective).
 
-    >>> shard_bounds(7, 3), shard_bounds(6, 3)
-    ([0, 3, 5, 7], [0, 2, 4, 6])
+    >>> shard_bounds(7, 3), shard_bounds(6, 3), shard_bounds(2, 3)
+    ([0, 3, 5, 7], [0, 2, 4, 6], [0, 1, 2, 2])
     """
-    if devices > total:
-        raise DeviceError(f"{devices} devices cannot each hold a shard of an axis of {total}: a device region needs "
-                          f"at least one value per device (legal: 1 … {total} devices)")
     q, r = divmod(total, devices)
     return [p * q + min(p, r) for p in range(devices + 1)]
 
