@@ -9,16 +9,17 @@ as ``np.array_split`` (and ``torch.tensor_split``) cuts them, ``n_p = ⌊n/P⌋ 
 kind                law (device ``p``'s output)           values device ``p`` sends / receives (``n`` whole)
 ==================  ====================================  ==================================================
 ``all_gather``      ``x₀ ⧺ x₁ ⧺ … ⧺ x_{P−1}`` (whole)       ``(P−1)·n_p``  /  ``n − n_p``
-``reduce_scatter``  shard ``p`` of ``x₀ ⊕ x₁ ⊕ … ⊕ x_{P−1}``  ``n − n_p``  /  ``(P−1)·n_p``
+``reducescatter``   shard ``p`` of ``x₀ ⊕ x₁ ⊕ … ⊕ x_{P−1}``  ``n − n_p``  /  ``(P−1)·n_p``
 ``all_reduce``      ``x₀ ⊕ x₁ ⊕ … ⊕ x_{P−1}`` (everywhere)  reduce-scatter then all-gather of the ``n`` values
                                                           cut in ``P`` chunks: ``n − n_p + (P−1)·n_p`` each way
 ``all_to_all``      sharded on ``scatter`` instead of     ``|x_p| − k_p``  /  ``|y_p| − k_p`` (``k_p``: the
                     ``gather``                            block ``(scatter_p, gather_p)`` it keeps)
 ==================  ====================================  ==================================================
 
-These are the counts of a runner that sends shards point to point, each value once to each device that needs it
-(the owner of a shard sends it; a partial's chunk goes to the device that reduces it).  ``messages`` counts one
-message per peer and array (``2·(P−1)`` per array for an all-reduce).  Symbolically ``n_p = n/P``: an all-gather of
+(``reducescatter`` is built by :func:`reduce_scatter`: a kind called ``reduce_…`` would be a reduction of
+``nc.reduce``.)  These are the counts of a runner that sends shards point to point, each value once to each device
+that needs it (the owner of a shard sends it; a partial's chunk goes to the device that reduces it).  ``messages``
+counts one message per peer and array (``2·(P−1)`` per array for an all-reduce).  Symbolically ``n_p = n/P``: an all-gather of
 ``n`` values sends and receives ``(P−1)·n/P`` per device, an all-reduce ``2·(P−1)·n/P``, an all-to-all
 ``(P−1)·n/P²``.  ``⊕`` is the box's ``merge``: an elementwise kind of two operands (``add``, ``max``) for one array,
 or the name of a stream reducer's merge (``softmax_contraction_to_unscaled``: online softmax's ``(μ, z, o)``,
@@ -208,12 +209,13 @@ def _outside(xs, core):
 for _name, _run, _moves, _doc in (
         ("all_gather", _run_all_gather, _moves_all_gather,
          "Every device's shard joined along the axis, on every device."),
-        ("reduce_scatter", _run_reduce_scatter, _moves_reduce_scatter,
+        ("reducescatter", _run_reduce_scatter, _moves_reduce_scatter,
          "The devices' partials merged, device p keeping shard p of the axis."),
         ("all_reduce", _run_all_reduce, _moves_all_reduce, "The devices' partials merged, on every device."),
         ("all_to_all", _run_all_to_all, _moves_all_to_all,
          "Sharded along one axis (gather) to sharded along another (scatter).")):
-    declare(_name, _outside, doc=_doc, collective=Collective(_run, _moves), label=_name.replace("_", "-"))
+    declare(_name, _outside, doc=_doc, collective=Collective(_run, _moves),
+            label=_name.replace("_", "-") if _name != "reducescatter" else "reduce-scatter")
 
 
 # ------------------------------------------------------------------------------------------------ constructors
@@ -263,7 +265,7 @@ def reduce_scatter(signature: str, *, axis: str, devices, merge: str = "add", le
     """The devices' partial arrays merged by ``merge``; device ``p`` keeps shard ``p`` of ``axis``."""
     d = all_gather(signature, axis=axis, devices=devices, level=level, dtype=dtype, sizes=sizes, **more).boxes[0]
     ins, _ = _arrays("reduce_scatter", signature, level, dtype, {**(sizes or {}), **more})
-    return _box("reduce_scatter", ins, list(d.cod.inside), list(d.dom.inside),
+    return _box("reducescatter", ins, list(d.cod.inside), list(d.dom.inside),
                 {"axis": axis, "devices": d.data.param("devices"), "merge": _check_merge(merge)})
 
 
