@@ -12,6 +12,9 @@ rule                   lhs → rhs
                                                                         an output of F sharded where G reads it whole
                                                                         is all-gathered; G may be any level-0 box or
                                                                         region, run on every device (replicated)
+``device_gather``      Shard_{a,P}(F) → Shard_{a,P; b}(all-gather_b(x) ; F)
+                                                                        a replicated input x carrying b arrives
+                                                                        sharded along b and is all-gathered
 =====================  ============================================================================================
 
 They are equations a user (or a search) orients by choosing the axis and the devices
@@ -158,7 +161,7 @@ def _fused(m):
     if not plain and (b.axis, b.devices) != (a.axis, a.devices):
         raise RewriteError(f"{a.name} and {b.name} shard different axes or run on different devices")
     g_dom = list(b.dom.inside) if plain else list(b.arg.dom.inside)
-    b_sharded = (False,) * len(b.dom) if plain else b.sharded("dom")
+    b_sharded = (None,) * len(b.dom) if plain else b.sharded("dom")
     a_sharded = a.sharded("cod")
     inner_dom = [(a.arg.dom.inside[p] if v == "a" else g_dom[p]) for v, p in m.inputs]
     bld = nc.Builder(nc.Ty(*inner_dom))
@@ -172,12 +175,13 @@ def _fused(m):
             args.append(wires[("b", j)])
             continue
         value, made_sharded = outa[src[1]], a_sharded[src[1]]
-        if made_sharded and not b_sharded[j]:          # sharded where the reader needs it whole: all-gathered
+        if made_sharded is not None and b_sharded[j] is None:   # sharded where the reader needs it whole: gathered
             whole = g_dom[j]
-            value = bld(nc.all_gather(" ".join(whole.names), axis=a.axis, devices=a.devices, level=whole.level,
+            value = bld(nc.all_gather(" ".join(whole.names), axis=made_sharded, devices=a.devices, level=whole.level,
                                       dtype=whole.dtype, sizes={x.name: x.size for x in whole.axes}), value)
-        elif b_sharded[j] and not made_sharded:
-            raise RewriteError(f"{b.name} reads input {j} sharded, which {a.name} makes whole on every device")
+        elif b_sharded[j] != made_sharded:
+            raise RewriteError(f"{b.name} reads input {j} sharded along {b_sharded[j]!r}, which {a.name} makes "
+                               f"{'whole' if made_sharded is None else 'sharded along ' + repr(made_sharded)}")
         args.append(value)
     inside_b = _single(b) if plain else b.arg
     outb = bld(inside_b, *args)
@@ -190,6 +194,30 @@ def _fused(m):
     got = outer(fused, *(ins[port] for port in m.inputs))
     got = got if isinstance(got, tuple) else (got,)
     return m.finish(outer, dict(zip(m.outputs, got)))
+
+
+# ---------------------------------------------------------------------- device_gather
+def _gathered(m):
+    k = m.box("k")
+    axis = m.params.get("axis")
+    if axis is None or axis == k.axis:
+        raise RewriteError(f"name the axis the replicated inputs arrive sharded along (rule.using(axis=…)), not "
+                           f"{k.axis!r}, the one {k.name} shards")
+    picked = [i for i, (a, cut) in enumerate(zip(k.dom.inside, k.sharded("dom"))) if cut is None and axis in a.names]
+    if not picked:
+        raise RewriteError(f"{k.name} has no replicated input that carries {axis!r}")
+    full = k.dom.inside[picked[0]].axis(axis).size
+    P = k.devices
+    bld = nc.Builder(nc.Ty(*[a.replace(axes=tuple(x.relabel(shard_size(full, P)) if x.name == axis else x
+                                                  for x in a.axes)) if i in picked else a
+                             for i, a in enumerate(k.arg.dom.inside)]))
+    wires = [bld(nc.all_gather(" ".join(a.names), axis=axis, devices=P, level=a.level, dtype=a.dtype,
+                               sizes={x.name: x.size for x in a.axes}), w) if i in picked else w
+             for i, (a, w) in enumerate(zip(k.arg.dom.inside, bld.inputs))]
+    made = bld(k.arg, *wires)
+    inside = bld.build(*(made if isinstance(made, tuple) else (made,)))
+    also = {a: f for a, (_, f) in k.sharded_axes().items() if a != k.axis}
+    return device_region(inside, k.axis, P, k.full_size(), also={**also, axis: full})
 
 
 # ---------------------------------------------------------------------- obligations
@@ -291,9 +319,10 @@ def _fusion_cost(lhs, rhs, m):
     P, sent, received = a.devices, sympy.Integer(0), sympy.Integer(0)
     for j, arr in enumerate(b.dom.inside):
         src = m.net.wires[m.net.ins[m.nodes["b"]][j]].src
-        if isinstance(b, Shard) or a.axis not in arr.names or src[0] != m.nodes["a"] or not a.sharded("cod")[src[1]]:
+        cut = a.sharded("cod")[src[1]] if src[0] == m.nodes["a"] else None
+        if isinstance(b, Shard) or cut is None:
             continue
-        shard = numel(arr.replace(axes=tuple(x.relabel(shard_size(x.size, P)) if x.name == a.axis else x
+        shard = numel(arr.replace(axes=tuple(x.relabel(shard_size(x.size, P)) if x.name == cut else x
                                              for x in arr.axes)))
         sent, received = sent + (P - 1) * shard, received + numel(arr) - shard      # device 0's (any, where P | a)
     before = nc.cost(lhs).link
@@ -302,6 +331,34 @@ def _fusion_cost(lhs, rhs, m):
     assert sympy.simplify(after.sent - (before.sent if before else zero) - sent) == 0, \
         f"sent {after.sent} vs {before.sent if before else 0} + {sent}"
     assert sympy.simplify(after.received - (before.received if before else zero) - received) == 0
+
+
+def _gather_instance(rng):
+    """A device region sharding one axis whose replicated inputs carry another, ``x``: attention sharded on the
+    queries (K, V carry the keys), a matmul sharded on its rows (the weights carry the inner axis ``x``)."""
+    s = _sized(rng)
+    P = int(rng.integers(2, 4))
+    algos = [lambda: nc.shard(nc.library.attention(q=s["q"], x=s["x"], d=s["d"]), "q", P),
+             lambda: nc.shard(nc.group(nc.stream(nc.library.attention(q=s["q"], x=s["x"], d=s["d"]), "x", 2), "q", 2),
+                              "q", P),
+             lambda: nc.shard(nc.einsum("n x, x h -> n h", n=s["n"], x=s["k"], h=s["h"]), "n", P)]
+    return algos[int(rng.integers(len(algos)))]()
+
+
+def _gather_cost(lhs, rhs, m):
+    """The link traffic grows by the all-gathers of the inputs that now arrive sharded, ``(P − 1)·n/P`` each way per
+    device for an input of ``n`` values (device 0's: ``(P − 1)·⌈·⌉`` sent at ragged sizes), and nothing else."""
+    k = m.box("k")
+    axis, P = m.params["axis"], k.devices
+    sent = received = sympy.Integer(0)
+    for a, cut in zip(k.dom.inside, k.sharded("dom")):
+        if cut is None and axis in a.names:
+            shard = numel(a.replace(axes=tuple(x.relabel(shard_size(x.size, P)) if x.name == axis else x
+                                               for x in a.axes)))
+            sent, received = sent + (P - 1) * shard, received + numel(a) - shard
+    before, after = nc.cost(lhs).link, nc.cost(rhs).link
+    assert sympy.simplify(after.sent - before.sent - sent) == 0, f"sent {after.sent} vs {before.sent} + {sent}"
+    assert sympy.simplify(after.received - before.received - received) == 0
 
 
 def _inputs(rng, diagram, sizes):
@@ -355,7 +412,22 @@ device_fusion = Rule(
     oriented=False,
 )
 
-RULES = RuleSet((device_partition, device_reduction, device_fusion))
+device_gather = Rule(
+    "device_gather",
+    Pattern({"k": DEVICES}),
+    _result(_gathered),
+    conditions=(Condition("replicated input", _condition(_gathered, False),
+                          "a replicated input of the region carries the axis"),),
+    obligation=Obligation(_gather_instance, inputs=_inputs, cost=_gather_cost),
+    doc="""Shard_{a,P}(F) (an input x replicated, carrying b) → Shard_{a,P; b}(all-gather_b(x) ; F).
+
+    The input arrives sharded along b, shard p on device p (co-sharded with a), and is all-gathered where F reads it
+    whole: context parallelism's all-gather of K and V (the queries sharded, the keys and values gathered).  Cost
+    claim: the link traffic grows by those all-gathers, ``(P − 1)·n/P`` each way per device.""",
+    oriented=False,
+)
+
+RULES = RuleSet((device_partition, device_reduction, device_fusion, device_gather))
 
 
 def tensor_parallel(diagram, axis: str, devices, *, max_steps: int = 200):
@@ -371,4 +443,4 @@ def tensor_parallel(diagram, axis: str, devices, *, max_steps: int = 200):
     return rewrite(diagram, rules, pick, max_steps=max_steps)
 
 
-__all__ = ["RULES", "device_partition", "device_reduction", "device_fusion", "tensor_parallel"]
+__all__ = ["RULES", "device_partition", "device_reduction", "device_fusion", "device_gather", "tensor_parallel"]

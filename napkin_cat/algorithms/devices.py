@@ -32,16 +32,16 @@ import sympy
 
 from napkin_cat.algorithms.bubbles import REGIONS, Partition, Region, Stream
 from napkin_cat.algorithms.partitions import relabel_axis, single
-from napkin_cat.algorithms.schedule import SCHEDULES, relabelled
+from napkin_cat.algorithms.schedule import SCHEDULES
 from napkin_cat.algorithms.splits import MERGES
 from napkin_cat.algorithms.accumulators import StateArray, build_state_diagrams
 from napkin_cat.errors import AxisError, DeviceError, RewriteError
 from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural, layers
 from napkin_cat.syntax.builder import Builder
-from napkin_cat.syntax.collectives import as_devices, shard_size
+from napkin_cat.syntax.collectives import as_devices, shard_bounds, shard_size
 from napkin_cat.syntax.construct import elementwise
 from napkin_cat.syntax.primitive import KINDS
-from napkin_cat.syntax.relabel import tile_relabel
+from napkin_cat.syntax.relabel import map_arrays, tile_relabel
 
 
 class Shard(Partition):
@@ -77,10 +77,33 @@ class Shard(Partition):
         return sympy.sympify(self.devices)
 
     def sharded(self, side: str) -> tuple:
-        """For each input (``side='dom'``) or output (``'cod'``), whether it is sharded: its array inside carries the
-        axis at a shard's size (else it is replicated: whole on every device)."""
-        inside = self.arg.dom.inside if side == "dom" else self.arg.cod.inside
-        return tuple(self.axis in a.names and a.axis(self.axis).size == self.size for a in inside)
+        """For each input (``side='dom'``) or output (``'cod'``), the axis it is sharded along (its array inside
+        carries that axis at a shard's size, not the size it has outside), or None: it is replicated, whole on every
+        device.  Besides the region's axis, an input may arrive sharded along another axis (*co-sharded*: device
+        ``p`` holds shard ``p`` of each; an all-gather inside makes it whole), as K and V along the keys where the
+        region shards the queries."""
+        outer = self.dom.inside if side == "dom" else self.cod.inside
+        inner = self.arg.dom.inside if side == "dom" else self.arg.cod.inside
+        out = []
+        for o, i in zip(outer, inner):
+            cut = [a.name for a, b in zip(o.axes, i.axes) if a.size != b.size]
+            if len(cut) > 1:
+                raise AxisError(f"{self.name}: the array {o} is sharded along {cut}; an array is sharded along one "
+                                f"axis at most")
+            out.append(cut[0] if cut else None)
+        return tuple(out)
+
+    def sharded_axes(self) -> dict:
+        """Axis → ``(shard size, full size)`` of every axis the region shards: its own, and any an input or output
+        is sharded along (:meth:`sharded`)."""
+        found = {self.axis: (self.size, self.full_size())}
+        for side in ("dom", "cod"):
+            outer = self.dom.inside if side == "dom" else self.cod.inside
+            inner = self.arg.dom.inside if side == "dom" else self.arg.cod.inside
+            for name, o, i in zip(self.sharded(side), outer, inner):
+                if name is not None:
+                    found.setdefault(name, (i.axis(name).size, o.axis(name).size))
+        return found
 
 
 REGIONS[Shard.region] = Shard
@@ -89,7 +112,8 @@ REGIONS[Shard.region] = Shard
 @dataclass(frozen=True, eq=False)
 class ShardSchedule:
     """A device partition: the inside once per device, ``devices`` of them, on shards of ``axis`` (``full`` values,
-    shards of ``tile``); ``sharded_in``/``sharded_out``: which inputs and outputs are sharded (else replicated)."""
+    shards of ``tile``); ``sharded_in``/``sharded_out``: the axis each input and output is sharded along (None:
+    replicated); ``axes``: every sharded axis → ``(shard size, full size)``."""
 
     region: object
     axis: str
@@ -99,12 +123,13 @@ class ShardSchedule:
     inside: object
     sharded_in: tuple
     sharded_out: tuple
+    axes: dict
     kind = "shard"
 
 
 def _unroll_shard(box: Shard) -> ShardSchedule:
     return ShardSchedule(box, box.axis, box.devices, box.size, box.full_size(), box.arg, box.sharded("dom"),
-                         box.sharded("cod"))
+                         box.sharded("cod"), box.sharded_axes())
 
 
 SCHEDULES[Shard.region] = _unroll_shard
@@ -157,23 +182,11 @@ def shard(diagram: Diagram, axis: str, devices) -> Diagram:
     return single(Shard(inside, diagram.dom, diagram.cod, {"axis": axis, "size": size, "devices": P}))
 
 
-def device_insides(node, bounds: list) -> list:
-    """Each device's inside (``bounds``: where the shards start, :func:`~napkin_cat.syntax.collectives.shard_bounds`):
-    the schedule's, or the inside relabelled to a shorter shard's size (kept on the region); None for an idle device
-    (an empty shard: more devices than values)."""
-    box = node.region
-    out = []
-    for lo, hi in zip(bounds, bounds[1:]):
-        n = hi - lo
-        out.append(None if n == 0 else node.inside if isinstance(box.size, int) and n == box.size
-                   else relabelled(box, n).arg)
-    return out
-
-
-def device_region(inside: Diagram, axis: str, devices, full) -> Diagram:
+def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | None = None) -> Diagram:
     """A device region around ``inside``, a program written for one device's shard (its arrays carry ``axis`` at a
     shard's size, :func:`~napkin_cat.syntax.collectives.shard_size` of ``full`` over ``devices``; collectives
-    inside): its boundary is the inside's with every shard whole.
+    inside): its boundary is the inside's with every shard whole.  ``also``: co-sharded axes → their full sizes
+    (an input sharded along one arrives so: shard ``p`` of it on device ``p``).
 
     >>> import napkin_cat as nc
     >>> h = nc.symbol("h")
@@ -183,9 +196,52 @@ def device_region(inside: Diagram, axis: str, devices, full) -> Diagram:
     """
     P = as_devices(devices)
     size = shard_size(full, P)
-    whole = tile_relabel(axis, full, size)
+    wholes = [tile_relabel(a, f, shard_size(f, P)) for a, f in {axis: full, **(also or {})}.items()]
+
+    def whole(arr):
+        for fa in wholes:
+            arr = fa(arr)
+        return arr
     return single(Shard(inside, Ty(*map(whole, inside.dom.inside)), Ty(*map(whole, inside.cod.inside)),
                         {"axis": axis, "size": size, "devices": P}))
+
+
+def device_shards(node, value) -> list:
+    """Each device's shard of every sharded axis, ``{axis: (start, stop)}`` (``np.array_split``'s cuts), or None for
+    an idle device (an empty shard of the region's axis: more devices than values); ``value(expr)``: a size as an
+    int.  A co-sharded axis with an empty shard on a device that is not idle is refused (DeviceError)."""
+    P = value(node.devices)
+    cuts = {a: shard_bounds(value(full), P) for a, (_, full) in node.axes.items()}
+    out = []
+    for p in range(P):
+        mine = {a: (b[p], b[p + 1]) for a, b in cuts.items()}
+        empty = sorted(a for a, (lo, hi) in mine.items() if hi == lo)
+        if node.axis in empty:
+            out.append(None)
+        elif empty:
+            raise DeviceError(f"{node.region.name}: device {p} holds a shard of {node.axis!r} but none of {empty}: "
+                              f"{P} devices need at least {P} values along every axis they shard")
+        else:
+            out.append(mine)
+    return out
+
+
+def device_inside(node, shards: dict):
+    """The inside a device runs on its shards (``{axis: (start, stop)}``): every sharded axis at its shard's size
+    (kept on the region per extents)."""
+    box = node.region
+    extents = tuple(sorted((a, hi - lo) for a, (lo, hi) in shards.items()))
+    if all(isinstance(node.axes[a][0], int) and n == node.axes[a][0] for a, n in extents):
+        return node.inside
+    cache = box.__dict__.setdefault("_device_insides", {})
+    if extents not in cache:
+        sizes = {a: (node.axes[a][0], n) for a, n in extents}
+
+        def fa(arr):
+            return arr.replace(axes=tuple(x.relabel(sizes[x.name][1]) if x.name in sizes and x.size == sizes[x.name][0]
+                                          else x for x in arr.axes))
+        cache[extents] = map_arrays(box.arg, fa)
+    return cache[extents]
 
 
 # ------------------------------------------------------------------------------------------------ merges
@@ -236,4 +292,5 @@ def collectives_within(d: Diagram) -> list:
     return out
 
 
-__all__ = ["Shard", "ShardSchedule", "shard", "device_region", "device_insides", "merge_diagram", "collectives_within"]
+__all__ = ["Shard", "ShardSchedule", "shard", "device_region", "device_shards", "device_inside", "merge_diagram",
+           "collectives_within"]

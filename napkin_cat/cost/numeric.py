@@ -35,11 +35,10 @@ from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.splits import part_bounds, partial_moves
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
 from napkin_cat.cost.exact_arithmetic import value
-from napkin_cat.algorithms.devices import Shard, device_insides
+from napkin_cat.algorithms.devices import Shard, device_inside, device_shards
 from napkin_cat.cost.iocost import box_link, box_pieces, cost
 from napkin_cat.cost.record import Cost, Density, Link, join_links
 from napkin_cat.errors import ArgumentError, AxisError, DeviceError, NapkinError, ShapeError
-from napkin_cat.syntax.collectives import shard_bounds
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.adapter import Bubble, Diagram, from_layers, layers
 from napkin_cat.syntax.sizes import as_sizes
@@ -314,11 +313,13 @@ class Concrete:
         level-0 memory, its inside's largest level-0 column at its shard's size)."""
         env = ctx.env
         P = _value(node.devices, env)
-        bounds = shard_bounds(_value(node.full, env), P)
-        active = sum(hi > lo for lo, hi in zip(bounds, bounds[1:]))     # an idle device (an empty shard) counts 0
+        shards = device_shards(node, lambda e: _value(e, env))
+        active = sum(d is not None for d in shards)         # an idle device (an empty shard) counts 0
         per, held = [], []
-        for d, lo, hi in zip(device_insides(node, bounds), bounds, bounds[1:]):
-            inner = At(env, {**ctx.tiles, node.axis: (lo, hi - lo)}, 1, (len(per), active))
+        for mine in shards:
+            tiles = {**ctx.tiles, **{a: (lo, hi - lo) for a, (lo, hi) in (mine or {}).items()}}
+            inner = At(env, tiles, 1, (len(per), active))
+            d = None if mine is None else device_inside(node, mine)
             if d is not None:
                 self.diagram(d, inner)
             per.append(inner.total)
@@ -497,8 +498,11 @@ def _largest_shards(diagram: Diagram, env: dict) -> Diagram:
     items, changed = [], False
     for layer in diagram.inside:
         left, box, right = layer.boxes_or_types[:3]
-        if isinstance(box, Shard) and not isinstance(box.size, int):
-            bounds = shard_bounds(_value(box.full_size(), env), _value(box.devices, env))
-            box, changed = relabelled(box, bounds[1]), True
+        if isinstance(box, Shard):
+            node = schedule_of(box)
+            first = device_shards(node, lambda e: _value(e, env))[0]
+            inside = device_inside(node, first)
+            if inside is not node.inside:
+                box, changed = Shard(inside, box.dom, box.cod, {**box.params, "size": first[box.axis][1]}), True
         items.append((left, box, right))
     return from_layers(diagram.dom, diagram.cod, items) if changed else diagram

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from napkin_cat.algorithms.devices import collectives_within, device_insides, merge_diagram
+from napkin_cat.algorithms.devices import collectives_within, device_inside, device_shards, merge_diagram
 from napkin_cat.errors import DeviceError
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.syntax.adapter import Bubble, layers
-from napkin_cat.syntax.collectives import shard_bounds
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.wiring import traverse
 
@@ -40,27 +39,28 @@ def run_devices(node, xs: list, env, interpret, run_region) -> list:
     """The outputs of the device region of schedule ``node`` on ``xs`` (``env``: the sizes; ``interpret`` runs a
     diagram, ``run_region`` a region nested in the inside on one device's values)."""
     box = node.region
-    total = env.size(node.full, f"axis {node.axis!r}")
-    P = env.size(node.devices, f"the devices of {box.name}")
     nested = collectives_within(node.inside)
     if nested:
         raise DeviceError(f"{box.name}: the collective {nested[0].name!r} sits in a region nested in the device "
                           f"region; the devices run in lockstep over the device region's own boxes only: place it "
                           f"there")
-    bounds = shard_bounds(total, P)
-    cuts = [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]     # the devices that hold a shard
-    insides = [d for d in device_insides(node, bounds) if d is not None]
-    P = len(cuts)                      # an idle device (an empty shard) computes nothing and exchanges nothing
+    shards = [d for d in device_shards(node, lambda e: env.size(e, f"a size of {box.name}")) if d is not None]
+    insides = [device_inside(node, d) for d in shards]
+    P = len(shards)                    # an idle device (an empty shard) computes nothing and exchanges nothing
     steps = [[b for _, b in layers(d)] for d in insides]
-    envs = [env.child().within(node.axis, lo, hi - lo) for lo, hi in cuts]
-    for e, (lo, hi) in zip(envs, cuts):
-        if not isinstance(box.size, int) and box.size.is_Symbol:
-            e[box.size] = hi - lo
-    arrays = list(box.dom.inside)
+    envs = []
+    for mine in shards:
+        e = env.child()
+        for a, (lo, hi) in mine.items():
+            e = e.within(a, lo, hi - lo)
+            tile = node.axes[a][0]
+            if not isinstance(tile, int) and tile.is_Symbol:
+                e[tile] = hi - lo
+        envs.append(e)
     values = []
-    for x, arr, sharded in zip(xs, arrays, node.sharded_in):
-        pos = arr.names.index(node.axis) if sharded else None
-        values.append(tuple(x if pos is None else _cut(x, pos, lo, hi) for lo, hi in cuts))
+    for x, arr, axis in zip(xs, box.dom.inside, node.sharded_in):
+        pos = None if axis is None else arr.names.index(axis)
+        values.append(tuple(x if pos is None else _cut(x, pos, *mine[axis]) for mine in shards))
 
     def merge_for(b):
         return lambda u, v: list(interpret(merge_diagram(b), list(u) + list(v), env))
@@ -79,9 +79,9 @@ def run_devices(node, xs: list, env, interpret, run_region) -> list:
 
     outs = traverse(insides[0], values, on_box)
     result = []
-    for j, (ys, arr, sharded) in enumerate(zip(outs, box.cod.inside, node.sharded_out)):
-        if sharded:
-            result.append(np.concatenate([np.asarray(y) for y in ys], axis=arr.names.index(node.axis)))
+    for j, (ys, arr, axis) in enumerate(zip(outs, box.cod.inside, node.sharded_out)):
+        if axis is not None:
+            result.append(np.concatenate([np.asarray(y) for y in ys], axis=arr.names.index(axis)))
             continue
         first = np.asarray(ys[0])
         for p, y in enumerate(ys[1:], 1):
