@@ -18,7 +18,8 @@ rule                   lhs → rhs
 =====================  ============================================================================================
 
 They are equations a user (or a search) orients by choosing the axis and the devices
-(``rule.using(axis="h", devices=P)``); without ``devices`` none applies.  From ``relu(x W₁) W₂`` sharded on the
+(``rule.using(axis="h", devices=P)``; without devices, :data:`DEVICES_BY_DEFAULT`); no strategy applies them on its
+own (they are not oriented).  From ``relu(x W₁) W₂`` sharded on the
 hidden axis they derive Megatron's column- then row-parallel MLP with one all-reduce (:func:`tensor_parallel`); from
 a program whose sharded values some box reads whole, the all-gathers it needs.
 
@@ -70,9 +71,12 @@ LEVEL0 = where("box or region at level 0", _level0)
 DEVICES = where("device region", _device_node)
 
 
-def _devices_given(m):
-    return True if m.params.get("devices") is not None else \
-        "give the devices: rule.using(devices=P) (the rules of the device level are oriented by their user)"
+#: the devices a rule shards over where its user names none (``rule.using(devices=P)``)
+DEVICES_BY_DEFAULT = 2
+
+
+def _devices(m):
+    return m.params.get("devices", DEVICES_BY_DEFAULT)
 
 
 def _attempt(m, build):
@@ -85,10 +89,8 @@ def _attempt(m, build):
     return m.vars[key]
 
 
-def _condition(build, needs_devices: bool = True):
+def _condition(build):
     def check(m):
-        if needs_devices and m.params.get("devices") is None:
-            return "no devices given"
         made = _attempt(m, build)
         return str(made) if isinstance(made, NapkinError) else True
     check.__name__ = f"legal_{build.__name__}"
@@ -113,7 +115,7 @@ def _partition_axis(m):
     for a in box.cod.inside:
         for name in a.names:
             try:
-                nc.shard(_single(box), name, m.params["devices"])
+                nc.shard(_single(box), name, _devices(m))
                 return name
             except NapkinError:
                 continue
@@ -121,7 +123,7 @@ def _partition_axis(m):
 
 
 def _partitioned(m):
-    return nc.shard(_single(m.box("k")), _partition_axis(m), m.params["devices"])
+    return nc.shard(_single(m.box("k")), _partition_axis(m), _devices(m))
 
 
 # ---------------------------------------------------------------------- device_reduction
@@ -142,7 +144,7 @@ def _reduction(m):
     axis = m.params.get("axis", axes[0] if axes else None)
     if axis not in axes:
         raise RewriteError(f"{box.name!r} reduces {axes or 'no axis'}, not {axis!r}")
-    P = m.params["devices"]
+    P = _devices(m)
     full = next(a.axis(axis).size for a in box.dom.inside if axis in a.names)
     size = shard_size(full, P if not isinstance(P, str) else nc.symbol(P))
     local = relabel_axis(_single(box), axis, size, full=full)
@@ -197,12 +199,19 @@ def _fused(m):
 
 
 # ---------------------------------------------------------------------- device_gather
+def _gathered_axis(m):
+    k = m.box("k")
+    return m.params.get("axis") or next((n for a, cut in zip(k.dom.inside, k.sharded("dom")) if cut is None
+                                         for n in a.names if n != k.axis), None)
+
+
 def _gathered(m):
     k = m.box("k")
-    axis = m.params.get("axis")
+    axis = m.params.get("axis") or next((n for a, cut in zip(k.dom.inside, k.sharded("dom")) if cut is None
+                                         for n in a.names if n != k.axis), None)
     if axis is None or axis == k.axis:
-        raise RewriteError(f"name the axis the replicated inputs arrive sharded along (rule.using(axis=…)), not "
-                           f"{k.axis!r}, the one {k.name} shards")
+        raise RewriteError(f"{k.name}: no replicated input carries an axis other than {k.axis!r} (the one it shards) "
+                           f"to arrive sharded along; got axis={axis!r}")
     picked = [i for i, (a, cut) in enumerate(zip(k.dom.inside, k.sharded("dom"))) if cut is None and axis in a.names]
     if not picked:
         raise RewriteError(f"{k.name} has no replicated input that carries {axis!r}")
@@ -246,7 +255,7 @@ def _partition_cost(lhs, rhs, m):
     each device's level-0 memory the node's at that device's shard; counted on the node written without a device
     region at each shard's size."""
     box = m.box("k")
-    axis, P = _partition_axis(m), m.params["devices"]
+    axis, P = _partition_axis(m), _devices(m)
     (shard,) = [b for b in rhs.boxes if isinstance(b, Shard) and b.axis == axis and b.dom == box.dom] or [None]
     assert shard is not None, "no device region around the node"
     one = _single(shard)
@@ -349,7 +358,7 @@ def _gather_cost(lhs, rhs, m):
     """The link traffic grows by the all-gathers of the inputs that now arrive sharded, ``(P − 1)·n/P`` each way per
     device for an input of ``n`` values (device 0's: ``(P − 1)·⌈·⌉`` sent at ragged sizes), and nothing else."""
     k = m.box("k")
-    axis, P = m.params["axis"], k.devices
+    axis, P = _gathered_axis(m), k.devices
     sent = received = sympy.Integer(0)
     for a, cut in zip(k.dom.inside, k.sharded("dom")):
         if cut is None and axis in a.names:
@@ -369,8 +378,7 @@ device_partition = Rule(
     "device_partition",
     Pattern({"k": LEVEL0}),
     _result(_partitioned),
-    conditions=(Condition("devices", _devices_given, "the devices must be given"),
-                Condition("woven", _condition(_partitioned), "every box that sees the axis is woven over it")),
+    conditions=(Condition("woven", _condition(_partitioned), "every box that sees the axis is woven over it"),),
     obligation=Obligation(_partition_instance, inputs=_inputs, cost=_partition_cost),
     doc="""F (woven over a) → Shard_{a,P}(F[a ↦ a/P]): split_a ; (F ⊗ … ⊗ F) ; join_a with one F per device.
 
@@ -384,8 +392,7 @@ device_reduction = Rule(
     "device_reduction",
     Pattern({"k": LEVEL0}),
     _result(_reduction),
-    conditions=(Condition("devices", _devices_given, "the devices must be given"),
-                Condition("mergeable", _condition(_reduction), "the box reduces the axis by a monoid with a merge")),
+    conditions=(Condition("mergeable", _condition(_reduction), "the box reduces the axis by a monoid with a merge"),),
     obligation=Obligation(_reduction_instance, inputs=_inputs, cost=_reduction_cost),
     doc="""R (reducing a by ⊕) → Shard_{a,P}(R[a ↦ a/P] ; all-reduce_⊕): each device's partial, merged.
 
@@ -401,7 +408,7 @@ device_fusion = Rule(
                                       lambda net, n: _device_node(net, n) or _level0(net, n))},
             edges=[("a", None, "b", None)]),
     _result(_fused),
-    conditions=(Condition("same devices", _condition(_fused, False),
+    conditions=(Condition("same devices", _condition(_fused),
                           "one axis and devices; no sharded read of a value made whole"),),
     obligation=Obligation(_fusion_instance, inputs=_inputs, cost=_fusion_cost),
     doc="""Shard_{a,P}(F) ; Shard_{a,P}(G) → Shard_{a,P}(F ; [all-gather] ; G); G may be any level-0 node (run on every
@@ -416,7 +423,7 @@ device_gather = Rule(
     "device_gather",
     Pattern({"k": DEVICES}),
     _result(_gathered),
-    conditions=(Condition("replicated input", _condition(_gathered, False),
+    conditions=(Condition("replicated input", _condition(_gathered),
                           "a replicated input of the region carries the axis"),),
     obligation=Obligation(_gather_instance, inputs=_inputs, cost=_gather_cost),
     doc="""Shard_{a,P}(F) (an input x replicated, carrying b) → Shard_{a,P; b}(all-gather_b(x) ; F).
@@ -443,4 +450,5 @@ def tensor_parallel(diagram, axis: str, devices, *, max_steps: int = 200):
     return rewrite(diagram, rules, pick, max_steps=max_steps)
 
 
-__all__ = ["RULES", "device_partition", "device_reduction", "device_fusion", "device_gather", "tensor_parallel"]
+__all__ = ["RULES", "DEVICES_BY_DEFAULT", "device_partition", "device_reduction", "device_fusion", "device_gather",
+           "tensor_parallel"]

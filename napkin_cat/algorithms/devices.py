@@ -209,28 +209,23 @@ def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | Non
 def device_shards(node, value) -> list:
     """Each device's shard of every sharded axis, ``{axis: (start, stop)}`` (``np.array_split``'s cuts), or None for
     an idle device (an empty shard of the region's axis: more devices than values); ``value(expr)``: a size as an
-    int.  A co-sharded axis with an empty shard on a device that is not idle is refused (DeviceError)."""
+    int.  A co-sharded axis with fewer values than devices leaves some devices an empty shard of it: they hold none
+    of the inputs sharded along it (and send none of them)."""
     P = value(node.devices)
     cuts = {a: shard_bounds(value(full), P) for a, (_, full) in node.axes.items()}
     out = []
     for p in range(P):
         mine = {a: (b[p], b[p + 1]) for a, b in cuts.items()}
-        empty = sorted(a for a, (lo, hi) in mine.items() if hi == lo)
-        if node.axis in empty:
-            out.append(None)
-        elif empty:
-            raise DeviceError(f"{node.region.name}: device {p} holds a shard of {node.axis!r} but none of {empty}: "
-                              f"{P} devices need at least {P} values along every axis they shard")
-        else:
-            out.append(mine)
+        out.append(None if mine[node.axis][0] == mine[node.axis][1] else mine)
     return out
 
 
 def device_inside(node, shards: dict):
     """The inside a device runs on its shards (``{axis: (start, stop)}``): every sharded axis at its shard's size
-    (kept on the region per extents)."""
+    (kept on the region per extents); an empty shard of a co-sharded axis leaves that axis as it is (no box but the
+    all-gather reads it, which reads the device's values themselves)."""
     box = node.region
-    extents = tuple(sorted((a, hi - lo) for a, (lo, hi) in shards.items()))
+    extents = tuple(sorted((a, hi - lo) for a, (lo, hi) in shards.items() if hi > lo))   # an empty co-shard: kept
     if all(isinstance(node.axes[a][0], int) and n == node.axes[a][0] for a, n in extents):
         return node.inside
     cache = box.__dict__.setdefault("_device_insides", {})

@@ -83,8 +83,8 @@ class At:
     counted ``count`` times, and a masked stream inside runs each of its slices on the tiles whose mask may be
     true there, decided for all of them at once (:func:`_count_running`)."""
 
-    #: ``(p, A)``: device ``p`` of the ``A`` that hold a shard, whose shard this context counts (inside a device region:
-    #: its collectives' link counts), or None
+    #: ``(p, A, empty)``: device ``p`` of the ``A`` that hold a shard, whose shard this context counts (inside a device
+    #: region: its collectives' link counts; ``empty``: ``(axis, shard size) → 0`` for its empty co-shards), or None
     device = None
 
     def __init__(self, env: dict, tiles: dict | None = None, count: int = 1, device=None):
@@ -272,8 +272,9 @@ class Concrete:
             if ctx.device is None:
                 raise DeviceError(f"{box.name}: a collective moves values between devices; it runs inside a device "
                                   f"region (nc.shard) only")
-            device, active = ctx.device
-            link = box_link(box, device, lambda a: _value(sympy.Mul(*[x.size for x in a.axes]), env), active)
+            device, active, extents = ctx.device
+            link = box_link(box, device, lambda a: _value(sympy.Mul(*[extents.get((x.name, x.size), x.size)
+                                                                      for x in a.axes]), env), active)
             link = Link(_value(box.data.param("devices"), env), link.sent, link.received, link.messages)
         _add(ctx.total, Cost({l: _value(h, env) for l, h in H}, {l: _value(h, env) for l, h in H_bytes}, {},
                              {p: _value(f, env) for p, f in flops}, link=link), ctx.count)
@@ -318,12 +319,15 @@ class Concrete:
         per, held = [], []
         for mine in shards:
             tiles = {**ctx.tiles, **{a: (lo, hi - lo) for a, (lo, hi) in (mine or {}).items()}}
-            inner = At(env, tiles, 1, (len(per), active))
+            empty = {(a, node.axes[a][0]): 0 for a, (lo, hi) in (mine or {}).items() if hi == lo}   # no co-shard
+            inner = At(env, tiles, 1, (len(per), active, empty))
             d = None if mine is None else device_inside(node, mine)
             if d is not None:
                 self.diagram(d, inner)
             per.append(inner.total)
-            held.append(0 if d is None else max([_value(c, env) for c in cost(d).columns.get(0, [])] + [0]))
+            gone = {t: 0 for (_, t) in empty if not isinstance(t, int)}      # an empty co-shard holds nothing
+            held.append(0 if d is None else max([_value(c.subs(gone) if gone else c, env)
+                                                 for c in cost(d).columns.get(0, [])] + [0]))
         out = Cost()
         for name in ("H", "H_bytes", "flops"):
             keys = {k for c in per for k in getattr(c, name)}

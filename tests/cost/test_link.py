@@ -117,3 +117,21 @@ def test_the_link_is_a_monoid_under_composition():
     assert sympy.simplify(whole.link.sent - nc.cost(a).link.sent) == 0
     with pytest.raises(nc.DeviceError, match="3 devices composed with one on 2"):
         nc.cost(a >> nc.shard(nc.elementwise("exp", "n e"), "n", devices=2))
+
+
+def test_fewer_keys_than_devices_leave_some_devices_without_a_key_shard():
+    """K, V (3 keys) arrive sharded over 4 devices that shard 8 queries: device 3 holds no key, sends none, receives
+    all; the simulation of the devices' exchanges agrees."""
+    from rewrites.devices import device_gather
+    d = device_gather.using(axis="x").apply(nc.shard(nc.library.attention(), "q", devices=4))
+    rng = np.random.default_rng(0)
+    Q, K, V = rng.normal(size=(8, 2)), rng.normal(size=(3, 2)), rng.normal(size=(3, 2))
+    s = Q @ K.T / np.sqrt(2)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    assert np.allclose(nc.evaluate(d, Q, K, V), (e / e.sum(-1, keepdims=True)) @ V)
+    sim = Devices(4)
+    for X in (K, V):
+        sim.all_gather(np.array_split(X, 4, axis=0))
+    link = nc.cost(d, sizes={"q": 8, "x": 3, "d": 2}).link
+    assert (link.sent, link.received) == (tuple(sim.sent), tuple(sim.received))
+    assert link.sent[3] == 0 and link.received[3] == 2 * 3 * 2
