@@ -97,6 +97,15 @@ def _condition(build):
     return check
 
 
+def _same_type(made, dom, cod, what: str):
+    """``made`` (a device region) when its boundary is ``dom → cod``; else RewriteError: a replicated array inside
+    carries a sharded axis at the size of a shard (a split's part, say), so the region would read it as sharded."""
+    if made.dom != dom or made.cod != cod:
+        raise RewriteError(f"{what}: an array inside carries the sharded axis at a shard's size without being a shard "
+                           f"of it ({made.dom} → {made.cod} read, {dom} → {cod} meant)")
+    return made
+
+
 def _result(build):
     def rhs(m):
         made = _attempt(m, build)
@@ -153,7 +162,7 @@ def _reduction(m):
         ar = nc.all_reduce(" ".join(a.names) or "()", devices=P, merge=acc.merge, level=a.level, dtype=a.dtype,
                            sizes={x.name: x.size for x in a.axes})
         reduce = ar if reduce is None else reduce @ ar
-    return device_region(local >> reduce, axis, P, full)
+    return _same_type(device_region(local >> reduce, axis, P, full), box.dom, box.cod, box.name)
 
 
 # ---------------------------------------------------------------------- device_fusion
@@ -191,7 +200,9 @@ def _fused(m):
     value = {("a", p): outa[p] for p in range(len(outa))}
     value.update({("b", p): outb[p] for p in range(len(outb))})
     body = bld.build(*(value[port] for port in m.outputs))
-    fused = device_region(body, a.axis, a.devices, a.full_size())
+    also = {x: f for x, (_, f) in a.sharded_axes().items() if x != a.axis}
+    fused = _same_type(device_region(body, a.axis, a.devices, a.full_size(), also=also), m.dom, m.cod,
+                       f"{a.name} ; {b.name}")
     outer, ins = m.wiring()
     got = outer(fused, *(ins[port] for port in m.inputs))
     got = got if isinstance(got, tuple) else (got,)
@@ -226,7 +237,8 @@ def _gathered(m):
     made = bld(k.arg, *wires)
     inside = bld.build(*(made if isinstance(made, tuple) else (made,)))
     also = {a: f for a, (_, f) in k.sharded_axes().items() if a != k.axis}
-    return device_region(inside, k.axis, P, k.full_size(), also={**also, axis: full})
+    return _same_type(device_region(inside, k.axis, P, k.full_size(), also={**also, axis: full}), k.dom, k.cod,
+                      k.name)
 
 
 # ---------------------------------------------------------------------- obligations
