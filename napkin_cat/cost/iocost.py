@@ -71,6 +71,10 @@ def box_cost(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> Cost:
                             index=occurrence) for o in ops], link=box_link(box))
 
 
+def _bytes_per_value(array) -> int:
+    return array.dtype.bytes
+
+
 def box_link(box, device=None, numel_of=None, devices=None):
     """The values a collective box sends and receives over the link (:class:`~napkin_cat.cost.record.Link`), on
     any device (``device`` None: symbolic, shards of ``n/P``) or on device ``device`` of ``devices`` (``numel_of``:
@@ -87,11 +91,14 @@ def box_link(box, device=None, numel_of=None, devices=None):
         return None
     P = box.data.param("devices")
     if device is None:
-        sent, received, messages = collective.moves(box, lambda a: sympy.Mul(*[x.size for x in a.axes]), None,
-                                                    sympy.sympify(P))
-        return Link(P, sent, received, messages)
+        def numel_of(a):
+            return sympy.Mul(*[x.size for x in a.axes])
+        sent, received, messages = collective.moves(box, numel_of, None, sympy.sympify(P))
+        sb, rb, _ = collective.moves(box, numel_of, None, sympy.sympify(P), _bytes_per_value)
+        return Link(P, sent, received, messages, None, sb, rb)
     sent, received, messages = collective.moves(box, numel_of, device, devices)
-    return Link(devices, int(sent), int(received), int(messages))
+    sb, rb, _ = collective.moves(box, numel_of, device, devices, _bytes_per_value)
+    return Link(devices, int(sent), int(received), int(messages), None, int(sb), int(rb))
 
 
 def box_pieces(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> tuple:
@@ -435,7 +442,8 @@ class Symbolic:
         cols = inner.columns.get(0) or [ZERO]
         held = cols[0] if len(cols) == 1 else column_max(cols)
         inner.link = Link(node.devices, link.sent, link.received, link.messages,
-                          held if link.held is None else sympy.Max(held, link.held))
+                          held if link.held is None else sympy.Max(held, link.held), link.sent_bytes,
+                          link.received_bytes)
         sink.append(inner)
         return dests
 

@@ -275,7 +275,8 @@ class Concrete:
             device, active, extents = ctx.device
             link = box_link(box, device, lambda a: _value(sympy.Mul(*[extents.get((x.name, x.size), x.size)
                                                                       for x in a.axes]), env), active)
-            link = Link(_value(box.data.param("devices"), env), link.sent, link.received, link.messages)
+            link = Link(_value(box.data.param("devices"), env), link.sent, link.received, link.messages, None,
+                        link.sent_bytes, link.received_bytes)
         _add(ctx.total, Cost({l: _value(h, env) for l, h in H}, {l: _value(h, env) for l, h in H_bytes}, {},
                              {p: _value(f, env) for p, f in flops}, link=link), ctx.count)
 
@@ -334,7 +335,8 @@ class Concrete:
             setattr(out, name, {k: max(getattr(c, name).get(k, 0) for c in per) for k in keys})
         links = [c.link or Link(P, 0, 0, 0) for c in per]
         out.link = Link(P, tuple(x.sent for x in links), tuple(x.received for x in links),
-                        tuple(x.messages for x in links), tuple(held))
+                        tuple(x.messages for x in links), tuple(held), tuple(x.sent_bytes for x in links),
+                        tuple(x.received_bytes for x in links))
         _add(ctx.total, out, ctx.count)
         return dests
 

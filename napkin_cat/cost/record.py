@@ -106,18 +106,19 @@ class StreamRecord(tuple):
 
 @dataclass(frozen=True)
 class Link:
-    """The device level (issue 37): per device, the values it ``sent`` and ``received`` over the link, its
-    ``messages`` (one per peer and array a collective moves: what latency is paid for) and ``held``, the most values
-    it holds in global memory at once (its ``M[0]``: shards of the sharded arrays, replicated arrays whole).
+    """The device level (issue 37): per device, the values it ``sent`` and ``received`` over the link (and the same in
+    bytes, ``sent_bytes``/``received_bytes``, each array at its number format), its ``messages`` (one per peer and
+    array a collective moves: what latency is paid for) and ``held``, the most values it holds in global memory at
+    once (its ``M[0]``: shards of the sharded arrays, replicated arrays whole).
 
     Symbolic (``nc.cost(d)``): each a sympy expression, any device's (shards of ``n/P``: ``P`` divides the axis).
     At sizes (``nc.cost(d, sizes=...)``): each a tuple of ints, one per device ``0 … P−1`` (shards cut as
     ``np.array_split`` cuts them).  ``H`` is the device level's transfers, ``sent + received``.  Records compose as
     the cost does: ``then`` adds the counts and takes the max of ``held``; ``devices`` must agree.
 
-    >>> a = Link(2, (3, 2), (2, 3), (1, 1), (9, 8))
-    >>> a.then(a).H, a.then(a).held
-    ((10, 10), (9, 8))
+    >>> a = Link(2, (3, 2), (2, 3), (1, 1), (9, 8), (12, 8), (8, 12))
+    >>> a.then(a).H, a.then(a).held, a.then(a).sent_bytes
+    ((10, 10), (9, 8), (24, 16))
     """
 
     devices: object
@@ -125,6 +126,8 @@ class Link:
     received: object
     messages: object
     held: object = None
+    sent_bytes: object = 0
+    received_bytes: object = 0
 
     @property
     def H(self):
@@ -140,11 +143,14 @@ class Link:
         held = self.held if other.held is None else other.held if self.held is None else \
             _each(self.held, other.held, lambda a, b: max(a, b) if isinstance(a, int) else sympy.Max(a, b))
         return Link(self.devices, _each(self.sent, other.sent, _plus2), _each(self.received, other.received, _plus2),
-                    _each(self.messages, other.messages, _plus2), held)
+                    _each(self.messages, other.messages, _plus2), held,
+                    _each(self.sent_bytes, other.sent_bytes, _plus2),
+                    _each(self.received_bytes, other.received_bytes, _plus2))
 
     def scaled(self, k) -> "Link":
         """The link of running this ``k`` times (the counts scale, ``held`` does not)."""
-        return Link(self.devices, _times(self.sent, k), _times(self.received, k), _times(self.messages, k), self.held)
+        return Link(self.devices, _times(self.sent, k), _times(self.received, k), _times(self.messages, k), self.held,
+                    _times(self.sent_bytes, k), _times(self.received_bytes, k))
 
 
 def _plus2(a, b):
@@ -152,8 +158,11 @@ def _plus2(a, b):
 
 
 def _each(a, b, fn):
-    if isinstance(a, tuple) or isinstance(b, tuple):
+    if isinstance(a, tuple) and isinstance(b, tuple):
         return tuple(fn(x, y) for x, y in zip(a, b))
+    if isinstance(a, tuple) or isinstance(b, tuple):     # a device-less 0 (a record made without bytes) and a tuple
+        t, x = (a, b) if isinstance(a, tuple) else (b, a)
+        return tuple(fn(v, x) if t is a else fn(x, v) for v in t)
     return fn(a, b)
 
 

@@ -52,9 +52,10 @@ from napkin_cat.syntax.weave import build_box
 @dataclass(frozen=True)
 class Collective:
     """How a kind runs across devices: ``run(box, xs, merge)`` maps ``xs[p]`` (device ``p``'s input arrays) to each
-    device's outputs (``merge(a, b)``: two states merged, a list of arrays); ``moves(box, numel, p, P)`` the values
-    device ``p`` sends and receives and its messages, ``(sent, received, messages)``, with ``numel(array)`` the
-    values an array holds (a sympy expression, or an int at sizes); ``p`` None: any device, shards of ``n/P``."""
+    device's outputs (``merge(a, b)``: two states merged, a list of arrays); ``moves(box, numel, p, P, weight)`` the
+    values device ``p`` sends and receives and its messages, ``(sent, received, messages)``, with ``numel(array)`` the
+    values an array holds (a sympy expression, or an int at sizes), each array's values counted ``weight(array)``
+    times (its bytes per value for a count of bytes; None: once); ``p`` None: any device, shards of ``n/P``."""
 
     run: Callable
     moves: Callable
@@ -164,41 +165,47 @@ def _run_all_to_all(box, xs, merge):
 
 
 # ------------------------------------------------------------------------------------------------ counts
-def _moves_all_gather(box, numel, p, P):
-    k = len(box.dom)
-    sent = sum(((P - 1) * numel(a) for a in box.dom.inside), sympy.Integer(0))
-    received = sum((numel(c) - numel(a) for a, c in zip(box.dom.inside, box.cod.inside)), sympy.Integer(0))
-    return sent, received, (P - 1) * k
+def _moves_all_gather(box, numel, p, P, weight=None):
+    w = weight or _one
+    sent = sum(((P - 1) * numel(a) * w(a) for a in box.dom.inside), sympy.Integer(0))
+    received = sum(((numel(c) - numel(a)) * w(a) for a, c in zip(box.dom.inside, box.cod.inside)), sympy.Integer(0))
+    return sent, received, (P - 1) * len(box.dom)
 
 
-def _moves_reduce_scatter(box, numel, p, P):
-    k = len(box.dom)
-    sent = sum((numel(a) - numel(c) for a, c in zip(box.dom.inside, box.cod.inside)), sympy.Integer(0))
-    received = sum(((P - 1) * numel(c) for c in box.cod.inside), sympy.Integer(0))
-    return sent, received, (P - 1) * k
+def _moves_reduce_scatter(box, numel, p, P, weight=None):
+    w = weight or _one
+    sent = sum(((numel(a) - numel(c)) * w(a) for a, c in zip(box.dom.inside, box.cod.inside)), sympy.Integer(0))
+    received = sum(((P - 1) * numel(c) * w(c) for c in box.cod.inside), sympy.Integer(0))
+    return sent, received, (P - 1) * len(box.dom)
 
 
-def _moves_all_reduce(box, numel, p, P):
-    k, total = len(box.dom), sympy.Integer(0)
+def _moves_all_reduce(box, numel, p, P, weight=None):
+    w = weight or _one
+    total = sympy.Integer(0)
     for a in box.dom.inside:
         n = numel(a)
         if p is None:
-            total += 2 * (P - 1) * n / P
+            total += 2 * (P - 1) * n / P * w(a)
             continue
         mine = chunk(n, p, P)
-        total += (n - mine) + (P - 1) * mine      # its partial's other chunks out; the reduced chunk to the others
-    return total, total, 2 * (P - 1) * k
+        total += ((n - mine) + (P - 1) * mine) * w(a)   # its other chunks out; its reduced chunk to the others
+    return total, total, 2 * (P - 1) * len(box.dom)
 
 
-def _moves_all_to_all(box, numel, p, P):
+def _moves_all_to_all(box, numel, p, P, weight=None):
+    w = weight or _one
     scatter = box.data.param("scatter")
     sent = received = sympy.Integer(0)
     for a, c in zip(box.dom.inside, box.cod.inside):
         part, whole = numel(Array((c.axis(scatter),))), numel(Array((a.axis(scatter),)))
         kept = numel(a) * part / whole if isinstance(whole, sympy.Basic) else numel(a) * part // whole   # its block
-        sent += numel(a) - kept
-        received += numel(c) - kept
+        sent += (numel(a) - kept) * w(a)
+        received += (numel(c) - kept) * w(a)
     return sent, received, (P - 1) * len(box.dom)
+
+
+def _one(a):
+    return 1
 
 
 def _outside(xs, core):

@@ -135,3 +135,20 @@ def test_fewer_keys_than_devices_leave_some_devices_without_a_key_shard():
     link = nc.cost(d, sizes={"q": 8, "x": 3, "d": 2}).link
     assert (link.sent, link.received) == (tuple(sim.sent), tuple(sim.received))
     assert link.sent[3] == 0 and link.received[3] == 2 * 3 * 2
+
+
+def test_bytes_follow_each_array_s_number_format():
+    """An fp16 all-gather and an fp32 all-reduce: bytes are values times 2 and 4, per device and symbolically."""
+    P, n, h, e = 3, 2, 7, 5
+    one = nc.all_gather("n h", axis="h", devices=P, n=n, h=h, dtype=nc.FP16) @ nc.all_reduce("n e", devices=P, n=n,
+                                                                                                e=e)
+    link = nc.cost(device_region(one, "h", P, h), sizes={}).link
+    gathered, reduced = Devices(P), Devices(P)
+    gathered.all_gather(np.array_split(np.zeros((n, h)), P, axis=1))
+    reduced.all_reduce([np.zeros((n, e))] * P)
+    assert link.sent_bytes == tuple(2 * a + 4 * b for a, b in zip(gathered.sent, reduced.sent))
+    assert link.received_bytes == tuple(2 * a + 4 * b for a, b in zip(gathered.received, reduced.received))
+    Ps = nc.symbol("P")
+    sym = nc.cost(device_region(nc.all_gather("n h", axis="h", devices=Ps, dtype=nc.BF16), "h", Ps,
+                                nc.symbol("h"))).link
+    assert sympy.simplify(sym.sent_bytes - 2 * sym.sent) == 0
