@@ -25,6 +25,7 @@ from napkin_cat.algorithms.bubbles import Partition, Region
 from napkin_cat.algorithms.splits import part_bounds
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
 from napkin_cat.errors import ShapeError
+from napkin_cat.semantics.devices import run_devices
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.syntax.adapter import Bubble
 
@@ -91,6 +92,10 @@ class Numpy:
             parts.append(self.interpret(inside, chunk, group_env.within(box.axis, sl.start, n)))
         return [np.concatenate([p[j] for p in parts], axis=arr.names.index(box.axis))
                 for j, arr in enumerate(box.cod.inside)]
+
+    def shard(self, node, xs, env, dests):
+        """The inside on every device's shard, the devices in lockstep (:mod:`napkin_cat.semantics.devices`)."""
+        return run_devices(node, xs, env, self.interpret, lambda b, ins, e: run_region(b, ins, e, self.interpret))
 
     def _trips(self, node, vals, states, env, total, size, run, *, skip=None, only=None):
         """``states`` after a trip on every slice of ``size`` of ``total``; the sliced outputs' slices.  With
@@ -226,8 +231,13 @@ def run_stream(box, xs: list, env, interpret) -> list:
     return fold_region(box, Numpy(interpret), xs, env)
 
 
+def run_shard(box, xs: list, env, interpret) -> list:
+    """The inside on every device's shard of the axis, the devices in lockstep."""
+    return fold_region(box, Numpy(interpret), xs, env)
+
+
 #: region kind → its numpy meaning ``run(box, xs, env, interpret)``; a new region registers here.
-REGION_SEMANTICS = {"kernel": run_kernel, "grid": run_grid, "stream": run_stream}
+REGION_SEMANTICS = {"kernel": run_kernel, "grid": run_grid, "stream": run_stream, "shard": run_shard}
 
 
 def run_region(box: Region, xs: list, env, interpret) -> list:
