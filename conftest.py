@@ -36,17 +36,26 @@ def compile_packages():
 compile_packages()
 
 
+#: The cyclic collector's young generation collected every 100,000 allocations rather than 700, from the start of
+#: the run: collecting (importing and rewriting the assertions of 300 test modules, building their parameters) makes
+#: many short-lived objects beside a heap that already holds the packages, sympy and torch, and every collection of
+#: the old generation walked that heap again (measured, ``pytest --collect-only`` in one process, two alternating runs
+#: each: 17.2 and 19.5 s of CPU with the default thresholds, 14.0 and 13.6 s with these; each worker collects the
+#: whole suite).  During the tests, the counting runner's and the rewrites' short-lived objects likewise stop
+#: triggering collections that find nothing (``tests/paper/test_reproduce.py`` alone: 67.3 → 61.2 s of CPU).
+GC_THRESHOLD = (100_000, 50, 100)
+gc.set_threshold(*GC_THRESHOLD)
+
+
 def pytest_collection_finish(session):
     """The objects that importing and collecting made (modules, the rule book, sympy's caches: long-lived) moved
     out of the cyclic collector's generations, so that its full collections stop walking them again at every
     test (measured, one process: the rewrite and program fuzzes 91 → 81 s of CPU; ``nc.derive`` pauses the
-    collector on its own, :func:`napkin_cat.search.derivation.collector_paused`).  The young generation is then
-    collected every 100,000 allocations rather than 700, so that the counting runner's and the rewrites' many
-    short-lived objects stop triggering collections that find nothing (measured, ``tests/paper/test_reproduce.py``
-    alone: 67.3 → 61.2 s of CPU; with the collector off, 60.9 s)."""
+    collector on its own, :func:`napkin_cat.search.derivation.collector_paused`); the thresholds stay
+    :data:`GC_THRESHOLD` (a test that changes them has them back here)."""
     gc.collect()
     gc.freeze()
-    gc.set_threshold(100_000, 50, 100)
+    gc.set_threshold(*GC_THRESHOLD)
 
 
 def pytest_addoption(parser):
