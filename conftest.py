@@ -82,19 +82,22 @@ APART = ("tests/test_notebooks.py::test_notebook_runs",)
 #: The longest work units (measured: 30 s to 70 s each on 2 cores), handed out first, longest first, so that
 #: no worker is left running one of them alone at the end; then those of few tests that take 4 s to 20 s (a notebook,
 #: a file of one to eleven tests), which xdist's order (most tests first, for the rest) put last: the seven notebooks
-#: were the last seven units of the run (durations of the cold run at a78e9f8, ``--durations=60``).
+#: were the last seven units of the run (durations of the cold run at a78e9f8, ``--durations=60``).  Notebook 08
+#: comes well after tests/torch/test_gpt_train.py, which compiles three of its four ops at the same sizes and memory:
+#: it reads their derivations back from the cache folder (napkin_cat/torch/stored.py) instead of searching them again
+#: beside it on the other worker.
 NOTEBOOK = "tests/test_notebooks.py::test_notebook_runs[{}]"
 FIRST = ("tests/search/test_derive_backward", NOTEBOOK.format("07_backward"),
          "tests/rewriting/test_rewrite.py",
          "tests/paper/test_reproduce.py", "tests/search/test_heldout.py", "tests/testing/test_fuzz.py",
          "tests/search/test_fuzz.py", "proofs/", "tests/search/test_derive_masked.py", "tests/test_gpu_benchmark.py",
          "tests/test_docs.py", "tests/torch/test_compile.py",
-         "tests/torch/test_gpt_train.py", NOTEBOOK.format("08_training_a_gpt"), "tests/codegen/test_triton.py",
+         "tests/torch/test_gpt_train.py", "tests/codegen/test_triton.py",
          "tests/rewriting/test_rules_rewrite_what_they_offer.py", NOTEBOOK.format("02_deriving_flash_attention"),
          "tests/codegen/test_property.py", "tests/codegen/test_c_block_mask_backward.py",
-         NOTEBOOK.format("03_performance_models"), NOTEBOOK.format("04_plans_and_kernels"), "napkin_cat/torch/flex.py",
-         NOTEBOOK.format("06_masks_and_losses"), NOTEBOOK.format("05_hopper_configuration"),
-         NOTEBOOK.format("01_tour"))
+         NOTEBOOK.format("08_training_a_gpt"), NOTEBOOK.format("03_performance_models"),
+         NOTEBOOK.format("04_plans_and_kernels"), "napkin_cat/torch/flex.py", NOTEBOOK.format("06_masks_and_losses"),
+         NOTEBOOK.format("05_hopper_configuration"), NOTEBOOK.format("01_tour"))
 
 
 class _Queue(OrderedDict):
