@@ -269,7 +269,7 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
             same_specials = (a.shape == b.shape and np.array_equal(np.isnan(a), np.isnan(b))
                              and np.array_equal(np.where(np.isinf(a), a, 0), np.where(np.isinf(b), b, 0)))
             finite = np.isfinite(a) & np.isfinite(b) if a.shape == b.shape else np.zeros(0, bool)
-            err = float(np.max(np.abs(a - b)[finite])) if finite.any() else 0.0
+            err = float(np.max(np.abs(a[finite] - b[finite]))) if finite.any() else 0.0
             if not same_specials or not np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
                 if not same_specials:
                     err = float("nan")
