@@ -494,6 +494,7 @@ ACCESS = {
     GridLoop: lambda s: Access(),
     StreamLoop: lambda s: Access(),
     BlockSkip: lambda s: Access(),      # a stream's skip test: it reads the block table, no variable
+    FullTrips: lambda s: Access(),      # a stream's full trips: a test of its loop indices, no variable
 }
 
 

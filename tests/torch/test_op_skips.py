@@ -15,7 +15,7 @@ check has a second route that does not go through the plan's skip tests:
 
 Mutations caught: the skip test dropped (``when = true`` in ``plan/expand.py``: the counts become every block),
 the full trips taken where the mask is *possibly* true (``.possibly`` for ``.always`` in ``_full_trips``: the
-counts, and the gradients on the diagonal blocks, differ), the full variant printed with its mask read as false.
+counts, and the gradients on the diagonal blocks, differ).
 """
 from __future__ import annotations
 
