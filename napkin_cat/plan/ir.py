@@ -329,7 +329,14 @@ class FullTrips:
     :meth:`~napkin_cat.algorithms.skipping.Skip.verdict`'s *everywhere*), and ``mask``, the :class:`BlockSkip`
     (its ``box`` empty) that says which variables the trip makes only for that mask (``made``) and which it reads
     as true (``conditions``).  The law, where ``when`` holds: the body without ``made``, the conditions read as
-    true, computes what the body computes (``where(true, s, −∞) = s``)."""
+    true, computes what the body computes (``where(true, s, −∞) = s``).
+
+    >>> import napkin_cat as nc
+    >>> p = nc.plan(nc.stream(nc.library.causal_attention(q=8, x=8, d=4), "x", "s_x"), {"s_x": 4})
+    >>> (s,) = [s for s in walk(p.body) if isinstance(s, StreamLoop)]
+    >>> s.full_trips.when, sorted(s.full_trips.made)        # every x of the trip ≤ the first q (all of q here)
+    (i_x*s_x + Min(s_x, -i_x*s_x + 8) - 1 <= 0, ['le13', 'position12'])
+    """
 
     when: object
     mask: BlockSkip
