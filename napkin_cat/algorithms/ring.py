@@ -102,6 +102,12 @@ class RingSchedule(StreamSchedule):
 
     kind = "ring"
 
+    @property
+    def skip(self):
+        """None: a ring folds every shard on every device (a mask's empty blocks are not skipped; balancing them is
+        the zigzag order's, not built)."""
+        return None
+
 
 def _unroll_ring(box: Ring) -> RingSchedule:
     s = stream_schedule(box.plan, box)

@@ -115,6 +115,7 @@ class Numpy:
         vals = run.head(ins[p], env)
         states = run.init(env)
         where = [node.dom.index(v) for v in node.streamed]
+        own = env.tiles.get(box.axis, (0, None))[0] - bounds[p]       # where the axis's shards start: 0 at top level
         for t in range(P):
             q = ring_shard(p, t, P)
             lo, n = bounds[q], bounds[q + 1] - bounds[q]
@@ -122,7 +123,9 @@ class Numpy:
                 continue
             trip_run = run if n == box.size else Phases(schedule_of(relabelled(box, n)), self)
             chunk = {v: ins[q][k] for v, k in zip(node.streamed, where)}
-            states, _ = trip_run.trip({**vals, **chunk}, states, env.within(box.axis, lo, n))
+            trip_env = env.child()
+            trip_env.tiles = {**env.tiles, box.axis: (own + lo, n)}       # shard q's own place along the axis
+            states, _ = trip_run.trip({**vals, **chunk}, states, trip_env)
         return run.tail(run.finish(vals, states, env), env)
 
     def _trips(self, node, vals, states, env, total, size, run, *, skip=None, only=None):

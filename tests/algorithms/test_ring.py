@@ -119,3 +119,21 @@ def test_refusals_name_what_is_at_fault():
     Q, K, V = np.ones((3, 2)), np.ones((8, 2)), np.ones((8, 2))       # 3 queries on 4 devices: one idle
     with pytest.raises(nc.DeviceError, match="every device"):
         nc.evaluate(d, Q, K, V)
+
+
+@pytest.mark.parametrize("P", [2, 3, 4])
+def test_causal_ring_attention_reads_each_shards_own_positions(P):
+    """Under a causal mask each trip's keys are masked at their own positions (shard (p − t) mod P's place along
+    the keys), not the device's own shard's: numpy's causal attention, from the maths."""
+    d = nc.ring(nc.shard(nc.library.causal_attention(), "q", devices=P), "x")
+    rng = np.random.default_rng(P)
+    n = 3 * P + 1
+    Q, K, V = rng.normal(size=(n, 4)), rng.normal(size=(n, 4)), rng.normal(size=(n, 4))
+    s = Q @ K.T / 2.0
+    s[np.triu_indices(n, 1)] = -np.inf
+    e = np.exp(s - s.max(-1, keepdims=True))
+    assert np.allclose(nc.evaluate(d, Q, K, V), (e / e.sum(-1, keepdims=True)) @ V)
+    sizes = {"q": 4 * P, "x": 4 * P, "d": 4}               # every trip folded: the symbolic count is the one at sizes
+    symbolic = nc.cost(d).flops
+    at = nc.cost(d, sizes=sizes).flops
+    assert {k: int(v.subs({nc.symbol(a): b for a, b in sizes.items()})) for k, v in symbolic.items()} == at
