@@ -137,3 +137,18 @@ def test_causal_ring_attention_reads_each_shards_own_positions(P):
     symbolic = nc.cost(d).flops
     at = nc.cost(d, sizes=sizes).flops
     assert {k: int(v.subs({nc.symbol(a): b for a, b in sizes.items()})) for k, v in symbolic.items()} == at
+
+
+def test_ring_of_flash_attention_runs_a_local_flash_per_trip():
+    """ring-flash-attention: the inside is FlashAttention (queries in groups, keys streamed in a kernel); each trip
+    runs it on the shard that arrived, its (μ, z, o) carried across the trips.  Exact at ragged shards and tiles; per
+    device the kernel's memory and one incoming slot, less than the all-gather mode's whole K and V."""
+    flash = nc.group(nc.stream(nc.kernel(nc.library.attention()), "x", "s_x"), "q", "g_q")
+    d = nc.ring(nc.shard(flash, "q", devices=3), "x")
+    rng = np.random.default_rng(1)
+    Q, K, V = rng.normal(size=(9, 4)), rng.normal(size=(10, 4)), rng.normal(size=(10, 4))
+    assert np.allclose(nc.evaluate(d, Q, K, V, sizes={"s_x": 3, "g_q": 2}), _attention(Q, K, V))
+    sizes = {"q": 96, "x": 3000, "d": 16, "s_x": 64, "g_q": 32}
+    gathered = device_gather.using(axis="x").apply(nc.shard(flash, "q", devices=3))
+    ring, gather = nc.cost(d, sizes=sizes).link, nc.cost(gathered, sizes=sizes).link
+    assert all(r < g for r, g in zip(ring.held, gather.held)) and ring.sent == gather.sent
