@@ -32,7 +32,7 @@ order, with the ring's link counts added.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 
 import sympy
 
@@ -95,7 +95,6 @@ class Ring(Stream):
 REGIONS[Ring.region] = Ring
 
 
-@dataclass(frozen=True, eq=False)
 class RingSchedule(StreamSchedule):
     """A stream's schedule run as a ring (kind ``ring``): the algebras' ``ring`` handlers fold it as a stream on the
     ring's slices and count the ring's link traffic."""
