@@ -57,13 +57,17 @@ def _ringed(m):
 # ---------------------------------------------------------------------- obligation
 def _ring_instance(rng):
     """A device region whose keys can travel: attention sharded on the queries (K, V replicated, or arriving
-    sharded and all-gathered), a chain of products ``A Bᵀ C`` sharded on its rows (B and C carry the contracted
-    axis)."""
+    sharded and all-gathered, before attention or before FlashAttention's grid of streamed kernels), a chain of
+    products ``A Bᵀ C`` sharded on its rows (B and C carry the contracted axis)."""
     s = {k: int(rng.integers(4, 9)) for k in ("q", "x", "d", "n", "k", "h")}
     P = int(rng.integers(2, 5))
-    att = nc.shard(nc.library.attention(q=max(s["q"], P), x=s["x"], d=s["d"]), "q", P)
+    q, x = max(s["q"], 2 * P), max(s["x"], 2 * P)        # every shard at least the inner tiles (2)
+    att = nc.shard(nc.library.attention(q=q, x=x, d=s["d"]), "q", P)
+    flash = nc.shard(nc.group(nc.stream(nc.kernel(nc.library.attention(q=q, x=x, d=s["d"])), "x", 2), "q", 2), "q",
+                     P)
     algos = [lambda: att,
              lambda: device_gather.using(axis="x").apply(att),
+             lambda: device_gather.using(axis="x").apply(flash),
              lambda: nc.shard(nc.einsum("n d, x d, x h -> n h", n=max(s["n"], P), x=s["k"], d=s["d"], h=s["h"]),
                               "n", P)]
     return algos[int(rng.integers(len(algos)))]()

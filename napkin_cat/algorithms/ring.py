@@ -41,7 +41,7 @@ from napkin_cat.algorithms.devices import Shard, device_region
 from napkin_cat.algorithms.partitions import relabel_axis, single
 from napkin_cat.algorithms.schedule import SCHEDULES, StreamSchedule, stream_schedule
 from napkin_cat.errors import AxisError, RewriteError
-from napkin_cat.syntax.adapter import Diagram, Ty, is_structural, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural, layers
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.collectives import as_devices, shard_bounds, shard_size
 from napkin_cat.syntax.primitive import kind_of
@@ -161,6 +161,17 @@ def _collective(box) -> bool:
     return is_structural(box) is None and not hasattr(box, "arg") and kind_of(box.data.kind).collective is not None
 
 
+def _tiles_along(d: Diagram, axis: str) -> list:
+    """The concrete tiles of the partitions of ``axis`` in ``d`` (its regions searched through)."""
+    out = []
+    for _, b in layers(d):
+        if isinstance(b, Bubble):
+            if getattr(b, "params", {}).get("axis") == axis and isinstance(b.params.get("size"), int):
+                out.append(b.params["size"])
+            out += _tiles_along(b.arg, axis)
+    return out
+
+
 def ring(diagram: Diagram, axis: str) -> Diagram:
     """A device region whose inputs carrying ``axis`` are replicated, or arrive co-sharded along it and are
     all-gathered on entry (:func:`~rewrites.devices.device_gather`'s result), made a ring: those inputs arrive
@@ -174,6 +185,8 @@ def ring(diagram: Diagram, axis: str) -> Diagram:
     >>> np.allclose(nc.evaluate(d, Q, K, V), nc.evaluate(nc.library.attention(), Q, K, V))
     True
     """
+    if not isinstance(diagram, Diagram):
+        raise RewriteError(f"ring takes a Diagram (a device region: nc.shard(...)), got {type(diagram).__name__}")
     boxes = [b for _, b in layers(diagram) if is_structural(b) is None]
     if len(boxes) != 1 or not isinstance(boxes[0], Shard):
         raise RewriteError(f"ring takes one device region (nc.shard(...)), got the boxes {[b.name for b in boxes]}")
@@ -213,6 +226,12 @@ def ring(diagram: Diagram, axis: str) -> Diagram:
         wires.update(zip(outs, made if isinstance(made, tuple) else (made,)))
     whole = bld.build(*(wires[v] for v in cod))
     size = shard_size(full, P)
+    if isinstance(full, int) and isinstance(P, int):
+        for tile in _tiles_along(whole, axis):
+            if tile > full // P:
+                raise RewriteError(f"{k.name}: a partition inside cuts {axis!r} in tiles of {tile}, more than the "
+                                   f"smallest of its shards over {P} devices ({full // P} of {full}); legal tiles "
+                                   f"are 1 … {full // P}")
     inside = relabel_axis(whole, axis, size, full=full)
     try:
         r = Ring(inside, inside.dom, inside.cod, {"axis": axis, "size": size, "devices": P, "full": full,

@@ -111,6 +111,13 @@ def test_refusals_name_what_is_at_fault():
         nc.ring(nc.shard(nc.library.attention(), "q", devices=2), "q")
     with pytest.raises(nc.RewriteError, match="one device region"):
         nc.ring(nc.library.attention(), "x")
+    with pytest.raises(nc.RewriteError, match="takes a Diagram"):
+        nc.ring("attention", "x")
+    wide = nc.stream(nc.kernel(nc.library.attention(q=6, x=7, d=2)), "x", 4)      # shards of 3, 2, 2 keys
+    with pytest.raises(nc.RewriteError, match="tiles of 4, more than the smallest .* legal tiles are 1 … 2"):
+        nc.ring(nc.shard(wide, "q", devices=3), "x")
+    with pytest.raises(nc.RewriteError, match="no input carries 'nope'"):
+        nc.ring(nc.shard(nc.library.attention(), "q", devices=2), "nope")
     with pytest.raises(nc.RewriteError, match="sharded along 'n'"):
         nc.ring(nc.shard(nc.einsum("n x, x h -> n h"), "n", devices=2), "x")
     with pytest.raises(nc.AxisError, match="devices"):
