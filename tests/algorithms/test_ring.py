@@ -159,3 +159,13 @@ def test_ring_of_flash_attention_runs_a_local_flash_per_trip():
     gathered = device_gather.using(axis="x").apply(nc.shard(flash, "q", devices=3))
     ring, gather = nc.cost(d, sizes=sizes).link, nc.cost(gathered, sizes=sizes).link
     assert all(r < g for r, g in zip(ring.held, gather.held)) and ring.sent == gather.sent
+
+
+def test_a_ring_outside_a_device_region_is_refused():
+    """A ring hands shards between devices: run or counted at sizes on its own, it is a DeviceError."""
+    inside = nc.ring(nc.shard(nc.library.attention(), "q", devices=2), "x").boxes[0].arg
+    Q, K, V = np.ones((2, 2)), np.ones((3, 2)), np.ones((3, 2))
+    with pytest.raises(nc.DeviceError, match="inside a device region"):
+        nc.evaluate(inside, Q, K, V, sizes={"q": 4, "x": 6, "d": 2})
+    with pytest.raises(nc.DeviceError, match="inside a device region"):
+        nc.cost(inside, sizes={"q": 4, "x": 6, "d": 2})
