@@ -47,6 +47,7 @@ from napkin_cat import library
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.algorithms.partitions import group, kernel, stream, unfused
 from napkin_cat.algorithms.devices import Shard, shard
+from napkin_cat.algorithms.ring import Ring, ring
 from napkin_cat.syntax.collectives import all_gather, all_reduce, all_to_all, reduce_scatter
 from napkin_cat.algorithms import online as _online  # noqa: F401  (registers log-sum-exp's online form)
 from napkin_cat.algorithms import moments as _moments  # noqa: F401  (registers the mean's and variance's forms)
@@ -85,7 +86,7 @@ __all__ = [
     # algorithms and the named ones
     "library", "Region", "Kernel", "Grid", "Stream", "kernel", "unfused", "group", "stream",
     # the device level: device regions and collectives
-    "Shard", "shard", "all_gather", "reduce_scatter", "all_reduce", "all_to_all",
+    "Shard", "shard", "Ring", "ring", "all_gather", "reduce_scatter", "all_reduce", "all_to_all",
     # functors: numpy, cost
     "evaluate", "equivalent", "Equivalence", "Cost", "cost", "Optimum", "optimal", "BlockMask", "block_mask",
     # rewriting

@@ -13,6 +13,7 @@ import sympy
 import napkin_cat as nc
 from napkin_cat.errors import ObligationError
 from rewrites.devices import device_fusion, device_gather, device_partition, device_reduction, tensor_parallel
+from rewrites.ring import device_ring
 
 proves = pytest.mark.proves
 
@@ -117,3 +118,33 @@ def test_attention_with_keys_and_values_all_gathered(P):
     assert link.received == tuple(2 * (9 - k) * 4 for k in keys)
     x, dd = nc.symbol("x"), nc.symbol("d")
     assert sympy.simplify(nc.cost(d).link.sent - 2 * (P - 1) * x * dd / P) == 0
+
+
+@proves("device_ring")
+def test_device_ring_is_sound():
+    rule = device_ring.using(axis="x")
+    proof = rule.obligation.discharge(rule, trials=10)
+    assert proof.rewrites >= 10 and proof.cost_checked
+
+
+def test_ring_mutants_fail_the_obligation(monkeypatch):
+    """A ring whose devices each fold their own shard P times (no shard travels), and link counts in which a device
+    sends what it receives (its own shard's size missing instead of its neighbour's), are caught."""
+    import importlib
+    numeric = importlib.import_module("napkin_cat.cost.numeric")
+    regions = importlib.import_module("napkin_cat.semantics.regions")
+    from napkin_cat.algorithms.ring import ring_link
+
+    rule = device_ring.using(axis="x")
+    with monkeypatch.context() as m:
+        m.setattr(regions, "ring_shard", lambda p, t, P: p)
+        with pytest.raises(ObligationError):
+            rule.obligation.discharge(rule, trials=10)
+
+    def symmetric(box, numel, weight=None, device=None, extents=None):
+        sent, received, messages = ring_link(box, numel, weight, device, extents)
+        return received, received, messages
+    with monkeypatch.context() as m:
+        m.setattr(numeric, "ring_link", symmetric)
+        with pytest.raises((ObligationError, AssertionError)):
+            rule.obligation.discharge(rule, trials=10)

@@ -27,8 +27,9 @@ ruleset            rules
 ``SPLITS``         split_stream (a stream's slices in parts run by parallel blocks, their states merged)
 ``DEVICES``        device_partition, device_reduction, device_fusion, device_gather (a program over P devices:
                    shards, partials merged by an all-reduce, regions fused with the all-gathers a whole read needs,
-                   inputs arriving sharded and all-gathered; oriented by their user with ``rule.using(devices=P)``;
-                   ``tensor_parallel`` applies them)
+                   inputs arriving sharded and all-gathered; device_ring: such inputs passed round the devices
+                   instead, the inside streamed over their shards; oriented by their user with
+                   ``rule.using(devices=P)``; ``tensor_parallel`` applies them)
 ``NORMAL_FORM``    written_softmax, unshifted_softmax, written_logsumexp, scale_into_softmax, product_with_itself,
                    times_reciprocal, mean_of_sum (an operation written by hand as the primitive that names it)
 ``LOG_FORM``       log_of_softmax, gather_before_maps (log SoftMax as x − LSE; a gather taken before the
@@ -82,7 +83,8 @@ from rewrites.decompose import group_split_join, online_softmax_decomposition, s
 from rewrites.partition import RULES as PARTITION
 from rewrites.partition import group_partition, kernel_formation, kernel_fusion, sliced_stream, stream_partition
 from rewrites.splits import RULES as SPLITS
-from rewrites.devices import RULES as DEVICES
+from rewrites.devices import RULES as _DEVICE_RULES
+from rewrites.ring import device_ring
 from rewrites.devices import device_fusion, device_gather, device_partition, device_reduction, tensor_parallel
 from rewrites.splits import split_stream
 from rewrites.sharing import RULES as SHARING
@@ -94,6 +96,7 @@ from rewrites.softmax import (auxiliary_to_unscaled, divide_after_contraction, s
                               softmax_to_auxiliary)
 
 CONTRACTION = _CONTRACTION + _ORDER
+DEVICES = _DEVICE_RULES + RuleSet((device_ring,))
 SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_elimination))
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
@@ -137,7 +140,7 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "softmax_contraction_to_unscaled", "save_load_elimination",
            "CONTRACTION", "contraction_merge", "contraction_split", "contraction_reassociation",
            "contracted_axis_renaming", "pairwise_contraction", "NORMALISERS", "softmax_statistics_pass",
-           "centred_statistics_pass", "SPLITS", "split_stream", "NORMAL_FORM", "written_softmax",
+           "centred_statistics_pass", "SPLITS", "split_stream", "device_ring", "NORMAL_FORM", "written_softmax",
            "written_logsumexp", "scale_into_softmax", "product_with_itself", "times_reciprocal", "mean_of_sum",
            "unshifted_softmax", "LOG_FORM", "log_of_softmax", "gather_before_maps",
            "SUM_FORM", "sum_of_contraction", "own_axes_first", "contraction_into_readers",

@@ -49,7 +49,8 @@ from napkin_cat.syntax.sizes import symbols_of
 from napkin_cat.syntax.primitive import kind_of
 
 
-def _single(box):
+def as_diagram(box):
+    """A box as a one-box diagram."""
     return nc.Diagram.id(box.dom).then(box)
 
 
@@ -89,7 +90,9 @@ def _attempt(m, build):
     return m.vars[key]
 
 
-def _condition(build):
+def legal_when(build):
+    """A rule's condition: True where ``build(m)`` makes the right-hand side, else the reason it could not (its error's
+    message); the result is kept on the match for the rule's rhs (:func:`built_by`)."""
     def check(m):
         made = _attempt(m, build)
         return str(made) if isinstance(made, NapkinError) else True
@@ -97,7 +100,7 @@ def _condition(build):
     return check
 
 
-def _same_type(made, dom, cod, what: str):
+def same_type(made, dom, cod, what: str):
     """``made`` (a device region) when its boundary is ``dom → cod``; else RewriteError: a replicated array inside
     carries a sharded axis at the size of a shard (a split's part, say), so the region would read it as sharded."""
     if made.dom != dom or made.cod != cod:
@@ -106,7 +109,8 @@ def _same_type(made, dom, cod, what: str):
     return made
 
 
-def _result(build):
+def built_by(build):
+    """A rule's right-hand side: what ``build(m)`` made (kept on the match by :func:`legal_when`), or RewriteError."""
     def rhs(m):
         made = _attempt(m, build)
         if isinstance(made, NapkinError):
@@ -124,7 +128,7 @@ def _partition_axis(m):
     for a in box.cod.inside:
         for name in a.names:
             try:
-                nc.shard(_single(box), name, _devices(m))
+                nc.shard(as_diagram(box), name, _devices(m))
                 return name
             except NapkinError:
                 continue
@@ -132,7 +136,7 @@ def _partition_axis(m):
 
 
 def _partitioned(m):
-    return nc.shard(_single(m.box("k")), _partition_axis(m), _devices(m))
+    return nc.shard(as_diagram(m.box("k")), _partition_axis(m), _devices(m))
 
 
 # ---------------------------------------------------------------------- device_reduction
@@ -156,13 +160,13 @@ def _reduction(m):
     P = _devices(m)
     full = next(a.axis(axis).size for a in box.dom.inside if axis in a.names)
     size = shard_size(full, P if not isinstance(P, str) else nc.symbol(P))
-    local = relabel_axis(_single(box), axis, size, full=full)
+    local = relabel_axis(as_diagram(box), axis, size, full=full)
     reduce = None
     for a in box.cod.inside:
         ar = nc.all_reduce(" ".join(a.names) or "()", devices=P, merge=acc.merge, level=a.level, dtype=a.dtype,
                            sizes={x.name: x.size for x in a.axes})
         reduce = ar if reduce is None else reduce @ ar
-    return _same_type(device_region(local >> reduce, axis, P, full), box.dom, box.cod, box.name)
+    return same_type(device_region(local >> reduce, axis, P, full), box.dom, box.cod, box.name)
 
 
 # ---------------------------------------------------------------------- device_fusion
@@ -194,14 +198,14 @@ def _fused(m):
             raise RewriteError(f"{b.name} reads input {j} sharded along {b_sharded[j]!r}, which {a.name} makes "
                                f"{'whole' if made_sharded is None else 'sharded along ' + repr(made_sharded)}")
         args.append(value)
-    inside_b = _single(b) if plain else b.arg
+    inside_b = as_diagram(b) if plain else b.arg
     outb = bld(inside_b, *args)
     outb = outb if isinstance(outb, tuple) else (outb,)
     value = {("a", p): outa[p] for p in range(len(outa))}
     value.update({("b", p): outb[p] for p in range(len(outb))})
     body = bld.build(*(value[port] for port in m.outputs))
     also = {x: f for x, (_, f) in a.sharded_axes().items() if x != a.axis}
-    fused = _same_type(device_region(body, a.axis, a.devices, a.full_size(), also=also), m.dom, m.cod,
+    fused = same_type(device_region(body, a.axis, a.devices, a.full_size(), also=also), m.dom, m.cod,
                        f"{a.name} ; {b.name}")
     outer, ins = m.wiring()
     got = outer(fused, *(ins[port] for port in m.inputs))
@@ -237,7 +241,7 @@ def _gathered(m):
     made = bld(k.arg, *wires)
     inside = bld.build(*(made if isinstance(made, tuple) else (made,)))
     also = {a: f for a, (_, f) in k.sharded_axes().items() if a != k.axis}
-    return _same_type(device_region(inside, k.axis, P, k.full_size(), also={**also, axis: full}), k.dom, k.cod,
+    return same_type(device_region(inside, k.axis, P, k.full_size(), also={**also, axis: full}), k.dom, k.cod,
                       k.name)
 
 
@@ -270,7 +274,7 @@ def _partition_cost(lhs, rhs, m):
     axis, P = _partition_axis(m), _devices(m)
     (shard,) = [b for b in rhs.boxes if isinstance(b, Shard) and b.axis == axis and b.dom == box.dom] or [None]
     assert shard is not None, "no device region around the node"
-    one = _single(shard)
+    one = as_diagram(shard)
     sizes = _concrete(one, P, np.random.default_rng(P))
     full = shard.full_size()
     n_full = int(sympy.sympify(full).subs({nc.symbol(k): v for k, v in sizes.items()}))
@@ -278,7 +282,7 @@ def _partition_cost(lhs, rhs, m):
     c = at(one, sizes)
     per = []
     for n in cuts:        # an idle device (more devices than values) holds and computes nothing
-        mine = relabel_axis(_single(box), axis, n, full=full) if n else None
+        mine = relabel_axis(as_diagram(box), axis, n, full=full) if n else None
         per.append(at(mine, nc.Sizes(sizes).restrict(mine)) if n else None)
     assert c.flops == per[0].flops and c.H == per[0].H, f"per device {c.flops}, {c.H}; device 0's {per[0].flops}"
     held = tuple(p.M[0] if p is not None else 0 for p in per)
@@ -304,7 +308,7 @@ def _reduction_cost(lhs, rhs, m):
     axis = m.params.get("axis") or _reduced_axes(box)[0]
     built = _reduction(type(m)(m.net, m.nodes, m.inputs, m.input_wires, m.outputs, m.output_wires, {},
                                {**m.params, "devices": P, "axis": axis}, m.rule))
-    c, whole = nc.cost(built), nc.cost(_single(box))
+    c, whole = nc.cost(built), nc.cost(as_diagram(box))
     out = sum((numel(a) for a in box.cod.inside), sympy.Integer(0))
     assert sympy.simplify(c.link.sent - 2 * (P - 1) * out / P) == 0, f"sent {c.link.sent}"
     assert sympy.simplify(c.link.received - c.link.sent) == 0
@@ -382,16 +386,16 @@ def _gather_cost(lhs, rhs, m):
     assert sympy.simplify(after.received - before.received - received) == 0
 
 
-def _inputs(rng, diagram, sizes):
+def random_inputs(rng, diagram, sizes):
     return [rng.normal(size=shape_of(a, sizes)) for a in diagram.dom.inside]
 
 
 device_partition = Rule(
     "device_partition",
     Pattern({"k": LEVEL0}),
-    _result(_partitioned),
-    conditions=(Condition("woven", _condition(_partitioned), "every box that sees the axis is woven over it"),),
-    obligation=Obligation(_partition_instance, inputs=_inputs, cost=_partition_cost),
+    built_by(_partitioned),
+    conditions=(Condition("woven", legal_when(_partitioned), "every box that sees the axis is woven over it"),),
+    obligation=Obligation(_partition_instance, inputs=random_inputs, cost=_partition_cost),
     doc="""F (woven over a) → Shard_{a,P}(F[a ↦ a/P]): split_a ; (F ⊗ … ⊗ F) ; join_a with one F per device.
 
     The group partition (paper Fig. weaved_algorithm) one level up: the groups are devices, inputs without the
@@ -403,9 +407,9 @@ device_partition = Rule(
 device_reduction = Rule(
     "device_reduction",
     Pattern({"k": LEVEL0}),
-    _result(_reduction),
-    conditions=(Condition("mergeable", _condition(_reduction), "the box reduces the axis by a monoid with a merge"),),
-    obligation=Obligation(_reduction_instance, inputs=_inputs, cost=_reduction_cost),
+    built_by(_reduction),
+    conditions=(Condition("mergeable", legal_when(_reduction), "the box reduces the axis by a monoid with a merge"),),
+    obligation=Obligation(_reduction_instance, inputs=random_inputs, cost=_reduction_cost),
     doc="""R (reducing a by ⊕) → Shard_{a,P}(R[a ↦ a/P] ; all-reduce_⊕): each device's partial, merged.
 
     A split reduction (FlashDecoding's combine, :mod:`napkin_cat.algorithms.splits`) across devices: the law
@@ -419,10 +423,10 @@ device_fusion = Rule(
     Pattern({"a": DEVICES, "b": where("device region, or box or region at level 0",
                                       lambda net, n: _device_node(net, n) or _level0(net, n))},
             edges=[("a", None, "b", None)]),
-    _result(_fused),
-    conditions=(Condition("same devices", _condition(_fused),
+    built_by(_fused),
+    conditions=(Condition("same devices", legal_when(_fused),
                           "one axis and devices; no sharded read of a value made whole"),),
-    obligation=Obligation(_fusion_instance, inputs=_inputs, cost=_fusion_cost),
+    obligation=Obligation(_fusion_instance, inputs=random_inputs, cost=_fusion_cost),
     doc="""Shard_{a,P}(F) ; Shard_{a,P}(G) → Shard_{a,P}(F ; [all-gather] ; G); G may be any level-0 node (run on every
     device).
 
@@ -434,10 +438,10 @@ device_fusion = Rule(
 device_gather = Rule(
     "device_gather",
     Pattern({"k": DEVICES}),
-    _result(_gathered),
-    conditions=(Condition("replicated input", _condition(_gathered),
+    built_by(_gathered),
+    conditions=(Condition("replicated input", legal_when(_gathered),
                           "a replicated input of the region carries the axis"),),
-    obligation=Obligation(_gather_instance, inputs=_inputs, cost=_gather_cost),
+    obligation=Obligation(_gather_instance, inputs=random_inputs, cost=_gather_cost),
     doc="""Shard_{a,P}(F) (an input x replicated, carrying b) → Shard_{a,P; b}(all-gather_b(x) ; F).
 
     The input arrives sharded along b, shard p on device p (co-sharded with a), and is all-gathered where F reads it
@@ -462,5 +466,6 @@ def tensor_parallel(diagram, axis: str, devices, *, max_steps: int = 200):
     return rewrite(diagram, rules, pick, max_steps=max_steps)
 
 
-__all__ = ["RULES", "DEVICES_BY_DEFAULT", "device_partition", "device_reduction", "device_fusion", "device_gather",
-           "tensor_parallel"]
+__all__ = ["RULES", "DEVICES_BY_DEFAULT", "DEVICES", "same_type", "legal_when", "built_by", "random_inputs",
+           "as_diagram",
+           "device_partition", "device_reduction", "device_fusion", "device_gather", "tensor_parallel"]

@@ -41,6 +41,7 @@ from napkin_cat.cost.columns import stream_columns
 from napkin_cat.cost.live import numel
 from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.polynomial import SYMPY
+from napkin_cat.algorithms.ring import incoming, ring_link
 from napkin_cat.cost.record import ONE, ZERO, Cost, Density, GroupCost, Link, OpCost, StreamRecord
 from napkin_cat.cost.trips import running_trips
 from napkin_cat.syntax.adapter import Diagram, Ty, layers
@@ -487,6 +488,23 @@ class Symbolic:
         if density is not None:
             total.assumptions = (Density(density),)
         sink.append(_in_stream(total, node.region, sink.view, masked=node.skip is not None, density=density))
+        return dests
+
+    def ring(self, node, ins, sink, dests, run):
+        """A ring (:mod:`napkin_cat.algorithms.ring`): the stream's cost, ``P`` trips of a shard, with the ring's
+        exchanges on the link (``(P − 1)·|x|/P`` each way per streamed input ``x``, ``P − 1`` messages each) and its
+        ``held``: its level-0 columns (the slice in use among them) with the slot an incoming slice is received into
+        (the device region takes the larger of it and its own columns)."""
+        self.stream(node, ins, sink, dests, run)
+        c = sink[-1]
+        box = node.region
+        slot = sum((numel(a) for a in incoming(box)), sympy.Integer(0))
+        cols = [sympy.sympify(col) + slot for col in c.columns.get(0) or [sympy.Integer(0)]]
+        held = cols[0] if len(cols) == 1 else column_max(cols)     # the ring's own level-0 memory, its slot in
+        sent, received, messages = ring_link(box, numel)
+        sb, rb, _ = ring_link(box, numel, _bytes_per_value)
+        mine = Link(box.devices, sent, received, messages, held, sb, rb)
+        c.link = mine if c.link is None else c.link.then(mine)
         return dests
 
     def merge(self, r, diagram, a, b, sink):

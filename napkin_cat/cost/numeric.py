@@ -36,7 +36,8 @@ from napkin_cat.algorithms.splits import part_bounds, partial_moves
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
 from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.algorithms.devices import Shard, device_inside, device_shards
-from napkin_cat.cost.iocost import box_link, box_pieces, cost
+from napkin_cat.algorithms.ring import ring_extents, ring_link
+from napkin_cat.cost.iocost import box_link, box_pieces, cost, region_cost
 from napkin_cat.cost.record import Cost, Density, Link, join_links
 from napkin_cat.errors import ArgumentError, AxisError, DeviceError, NapkinError, ShapeError
 from napkin_cat.syntax.primitive import kind_of
@@ -327,8 +328,9 @@ class Concrete:
                 self.diagram(d, inner)
             per.append(inner.total)
             gone = {t: 0 for (_, t) in empty if not isinstance(t, int)}      # an empty co-shard holds nothing
+            ring = [] if inner.total.link is None or inner.total.link.held is None else [inner.total.link.held]
             held.append(0 if d is None else max([_value(c.subs(gone) if gone else c, env)
-                                                 for c in cost(d).columns.get(0, [])] + [0]))
+                                                 for c in cost(d).columns.get(0, [])] + ring + [0]))
         out = Cost()
         for name in ("H", "H_bytes", "flops"):
             keys = {k for c in per for k in getattr(c, name)}
@@ -373,6 +375,39 @@ class Concrete:
                 for k, v in theirs.items():
                     mine[k] = mine.get(k, 0) + rho * v
         vals.update((v, made[v]) for v in node.sliced)
+
+    def ring(self, node, ins, ctx, dests, run):
+        """A ring on the device ``ctx`` counts (:mod:`napkin_cat.algorithms.ring`): the head, one trip per shard at
+        the shard's size (every device folds every shard), the finish and the tail; the link: the shards it
+        sends on and receives, one message per streamed input and exchange, and its ``held``: its level-0 columns with
+        the slice in use at its widest (the largest shard, which every device folds at some trip) and the slot an
+        incoming slice arrives in."""
+        if ctx.device is None:
+            raise DeviceError(f"{node.region.name}: a ring passes shards between devices; it runs inside a device "
+                              f"region only")
+        box, env = node.region, ctx.env
+        extents = ring_extents(box, lambda e: _value(e, env))
+        vals = run.head(ins, ctx)
+        states = run.init(ctx)
+        for n in extents:
+            if n == 0:
+                continue
+            r = run if n == box.size else Phases(schedule_of(relabelled(box, n)), self)
+            inner = ctx.bound(box, n)
+            r.trip(vals, states, inner)
+            _add(ctx.total, inner.total, 1)
+        outs = run.tail(run.finish(vals, states, ctx), ctx)
+
+        def numel_at(a, n):
+            return _value(sympy.Mul(*[n if x.name == box.axis else x.size for x in a.axes]), env)
+        device = ctx.device[0]
+        sent, received, messages = ring_link(box, numel_at, device=device, extents=extents)
+        sb, rb, _ = ring_link(box, numel_at, lambda a: a.dtype.bytes, device=device, extents=extents)
+        slot = sum(numel_at(box.dom.inside[i], max(extents)) for i in box.streamed())
+        widest = box if box.size == max(extents) else relabelled(box, max(extents))     # the slice in use, widest
+        held = max([_value(c, env) for c in region_cost(widest).columns.get(0, [])] + [0]) + slot
+        _add(ctx.total, Cost(link=Link(len(extents), sent, received, messages, held, sb, rb)), ctx.count)
+        return outs
 
     def stream(self, node, ins, ctx, dests, run):
         vals = run.head(ins, ctx)

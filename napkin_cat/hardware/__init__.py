@@ -19,6 +19,8 @@
 * :mod:`~napkin_cat.hardware.devices`: the device level: P GPUs joined by links (``cluster(gpu, devices=P, link=...)``);
 * :mod:`~napkin_cat.hardware.linktime`: the link's time from the cost's per-device counts, and a cluster's
   predicted time (``predict_cluster``: compute per trip and link time, a ring's transfer overlapped);
+* :mod:`~napkin_cat.hardware.programtime`: a device program's predicted time, its traffic read from its cost
+  (``predict_program``);
 * :mod:`~napkin_cat.hardware.objective`: ``nc.derive`` (transfers at a memory, or with ``hardware=`` a GPU or CPU
   model's predicted time).
 
@@ -46,6 +48,7 @@ from napkin_cat.hardware.cputime import derive_for_cpu_time, predict_cpu
 from napkin_cat.hardware.link import Link, links, load_link
 from napkin_cat.hardware.devices import Cluster, cluster
 from napkin_cat.hardware.linktime import ClusterPrediction, Phase, Traffic, link_time, predict_cluster
+from napkin_cat.hardware.programtime import predict_program
 
 __all__ = ["HardwareError", "DivisorError", "CapacityError", "ScheduleError", "GPU", "load", "models",
            "CPU", "cpus", "load_cpu", "this_cpu", "this_cpu_model", "this_cpu_name", "predict_cpu",
@@ -55,4 +58,4 @@ __all__ = ["HardwareError", "DivisorError", "CapacityError", "ScheduleError", "G
            "configure", "OpRecord", "clock_table", "clock_table_of", "Task", "sequential",
            "intra", "inter", "simulate", "overlap_table", "matmul_intensity", "predict", "Prediction",
            "KernelTime", "derive_for_time", "Link", "links", "load_link", "Cluster", "cluster", "Traffic", "Phase",
-           "link_time", "predict_cluster", "ClusterPrediction"]
+           "link_time", "predict_cluster", "ClusterPrediction", "predict_program"]

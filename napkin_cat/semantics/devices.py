@@ -35,9 +35,10 @@ def _cut(x, position, lo, hi):
     return x[tuple(idx)]
 
 
-def run_devices(node, xs: list, env, interpret, run_region) -> list:
+def run_devices(node, xs: list, env, interpret, run_region, run_ring=None) -> list:
     """The outputs of the device region of schedule ``node`` on ``xs`` (``env``: the sizes; ``interpret`` runs a
-    diagram, ``run_region`` a region nested in the inside on one device's values)."""
+    diagram, ``run_region`` a region nested in the inside on one device's values, ``run_ring(box, p, ins, env)``
+    device ``p``'s part of a ring (:mod:`napkin_cat.algorithms.ring`) given every device's inputs ``ins``)."""
     box = node.region
     nested = collectives_within(node.inside)
     if nested:
@@ -67,6 +68,14 @@ def run_devices(node, xs: list, env, interpret, run_region) -> list:
 
     def on_box(step):
         first = step.box
+        if getattr(first, "region", None) == "ring":
+            if P != env.size(node.devices, f"the devices of {box.name}") or run_ring is None:
+                raise DeviceError(f"{box.name}: the ring {first.name} passes shards through every device, but only "
+                                  f"{P} of {node.devices} hold a shard of {node.axis!r}; shard an axis of at least "
+                                  f"as many values as devices")
+            per_device = [[v[p] for v in step.ins] for p in range(P)]
+            made = [run_ring(steps[p][step.index], p, per_device, envs[p]) for p in range(P)]
+            return [tuple(made[p][j] for p in range(P)) for j in range(len(first.cod))]
         if not isinstance(first, Bubble) and kind_of(first.data.kind).collective is not None:
             per_device = [[v[p] for v in step.ins] for p in range(P)]
             made = kind_of(first.data.kind).collective.run(first, per_device, merge_for(first))

@@ -140,3 +140,20 @@ def test_cluster_table(capsys):
     assert code == 2 and "no link called 'nvlink9'; shipped links are ib-hdr, ib-ndr, nvlink4" in err
     code, _, err = run(capsys, "cluster", "--devices", "2", "--bytes", "1 GHz")
     assert code == 2 and "--bytes: 'GHz' is a unit of frequency" in err
+
+
+@pytest.mark.parametrize("P", [2, 3, 8])
+def test_cluster_table_counts_are_the_costs_and_nccls(capsys, P):
+    """The rows read the collectives' cost; they agree with NCCL's ring algorithms as nccl-tests documents them
+    (doc/PERFORMANCE.md: chunks of S/P each rank sends, one message per step), and busbw = algbw · chunks / P."""
+    nccl = {"all-gather": P - 1, "reduce-scatter": P - 1, "all-reduce": 2 * (P - 1), "all-to-all": P - 1,
+            "ring step": 1}
+    S = 3 * 2 ** 20 + 7                         # not a multiple of P: the chunks are fractions of a byte
+    code, out, _ = run(capsys, "cluster", "--devices", str(P), "--bytes", f"{S} B", "--json")
+    rows = {r["collective"]: r for r in json.loads(out)["collectives"]}
+    assert code == 0 and set(rows) == set(nccl)
+    for name, chunks in nccl.items():
+        r = rows[name]
+        assert (r["chunks"], r["messages"]) == (chunks, chunks)
+        assert r["sent_B"] == pytest.approx(S * chunks / P, rel=1e-15)
+        assert r["busbw_B_per_s"] == pytest.approx(S / r["time_s"] * chunks / P)
