@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from importlib import resources
 
 from napkin_cat.hardware import files
 from napkin_cat.hardware.errors import HardwareError
@@ -77,8 +76,7 @@ class Link:
 
 def links() -> list[str]:
     """The names of the shipped links."""
-    folder = resources.files("napkin_cat.hardware") / "links"
-    return sorted(p.name[:-len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+    return files.shipped("links")
 
 
 def load_link(name_or_path) -> Link:
@@ -93,8 +91,8 @@ def load_link(name_or_path) -> Link:
     if name not in links():
         raise HardwareError(f"no link called {name!r}; shipped links are {', '.join(links())} (or give the path of "
                             "a .toml file: see napkin_cat/hardware/link.py for the format)")
-    text = (resources.files("napkin_cat.hardware") / "links" / f"{name}.toml").read_text()
-    return link_from_dict(files.parse_toml(text, f"{name}.toml"), where=f"{name}.toml")
+    data, where = files.read_shipped("links", name)
+    return link_from_dict(data, where=where)
 
 
 def _quantity(data, section, key, dimension, where):
