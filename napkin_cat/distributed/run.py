@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from napkin_cat.algorithms.devices import Shard, device_shards
+from napkin_cat.algorithms.devices import Shard, collectives_within, device_shards
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.cost.record import Link, join_links
 from napkin_cat.distributed.world import World
@@ -55,8 +55,8 @@ def program_of(program) -> Diagram:
 
 def device_regions(d: Diagram, world_size: int) -> list:
     """The device regions at ``d``'s top level, each on ``world_size`` devices (an int or a symbol), else
-    DeviceError: none (a program for one device: nc.evaluate runs it), one nested in another region, or one on
-    another number of devices."""
+    DeviceError: none (a program for one device: nc.evaluate runs it), one nested in another region, one with a
+    collective nested in a region inside it, or one on another number of devices."""
     top, nested = [], []
     for _, box in layers(d):
         if isinstance(box, Shard):
@@ -70,6 +70,10 @@ def device_regions(d: Diagram, world_size: int) -> list:
         raise DeviceError("the program has no device region (nc.shard, or a rule of rewrites.devices): it runs on "
                           "one device; nc.evaluate runs it")
     for box in top:
+        inner = collectives_within(box.arg)
+        if inner:
+            raise DeviceError(f"{box.name}: the collective {inner[0].name!r} sits in a region nested in the device "
+                              f"region; a rank runs the device region's own collectives only: place it there")
         if isinstance(box.devices, int) and box.devices != world_size:
             raise DeviceError(f"{box.name} runs on {box.devices} devices (its axis {box.axis!r}), the world has "
                               f"world_size={world_size} ranks: one rank per device; pass world_size={box.devices}")

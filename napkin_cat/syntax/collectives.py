@@ -19,7 +19,10 @@ kind                law (device ``p``'s output)           values device ``p`` se
 (``reducescatter`` is built by :func:`reduce_scatter`: a kind called ``reduce_…`` would be a reduction of
 ``nc.reduce``.)  These are the counts of a runner that sends shards point to point, each value once to each device
 that needs it (the owner of a shard sends it; a partial's chunk goes to the device that reduces it).  ``messages``
-counts one message per peer and array (``2·(P−1)`` per array for an all-reduce).  Symbolically ``n_p = n/P``: an
+counts one message per peer and array (``2·(P−1)`` per array for an all-reduce).  An all-reduce whose merge couples
+its arrays (a reducer's: the merged ``o`` of a query reads its ``μ``) is cut by rows of their first shared axis
+(:func:`coupled_axis`), not each array's flat values: one device reduces every array of a row, as
+``nc.distributed`` runs it.  Symbolically ``n_p = n/P``: an
 all-gather of ``n`` values sends and receives ``(P−1)·n/P`` per device, an all-reduce ``2·(P−1)·n/P``, an all-to-all
 ``(P−1)·n/P²``.  ``⊕`` is the box's ``merge``: an elementwise kind of two operands (``add``, ``max``) for one array,
 or the name of a stream reducer's merge (``softmax_contraction_to_unscaled``: online softmax's ``(μ, z, o)``,

@@ -159,6 +159,11 @@ def test_refused_before_a_process_starts():
         nc.distributed.run(nc.library.attention(), *xs, world_size=2)
     with pytest.raises(nc.DeviceError, match="binds the devices P = 3"):
         nc.distributed.run(nc.shard(nc.library.attention(), "q", devices="P"), *xs, world_size=2, sizes={"P": 3})
+    hs = nc.symbol("h") / 2
+    nested = nc.kernel(nc.einsum("n h, h e -> n e", h=hs) >> nc.all_reduce("n e", devices=2))
+    with pytest.raises(nc.DeviceError, match="'all-reduce' sits in a region nested"):
+        nc.distributed.run(device_region(nested, "h", 2, nc.symbol("h")), np.ones((2, 4)), np.ones((4, 3)),
+                           world_size=2)
 
 
 def test_a_backend_torch_lacks_is_named(monkeypatch):
