@@ -110,6 +110,8 @@ MOVED = {**{name: "engine" for name in ("Box", "KINDS", "parse", "traverse", "Ne
 def __getattr__(name):
     if name == "torch":    # optional (torch is the `kernels` extra): loaded on first use, never by `import napkin_cat`
         return _importlib.import_module("napkin_cat.torch")
+    if name == "distributed":    # optional as nc.torch is: torch.distributed, loaded on first use
+        return _importlib.import_module("napkin_cat.distributed")
     if name == "from_torch":    # nc.torch.from_torch, loaded as nc.torch is
         return _importlib.import_module("napkin_cat.torch").from_torch
     if name in MOVED:

@@ -277,6 +277,39 @@ def merge_diagram(box) -> Diagram:
     return d
 
 
+def collective_cuts(node) -> dict:
+    """``(axis, shard size) → full size`` of every axis a collective at the top of the device region's inside cuts
+    into shards that are not the region's own (a reduce-scatter's axis, an all-to-all's scatter axis, an all-gather's
+    axis read sharded): device ``p`` holds shard ``p`` of it, cut as ``np.array_split`` cuts among the devices that
+    hold a shard of the region, not the shard size the box declares (``⌈n/P⌉``) on every device.
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.algorithms.schedule import schedule_of
+    >>> one = nc.einsum("n h, h e -> n e", h=3, n=7) >> nc.reduce_scatter("n e", axis="n", devices=3, n=7)
+    >>> collective_cuts(schedule_of(device_region(one, "h", 3, 9).boxes[0]))
+    {('n', 3): 7}
+    """
+    out = {}
+
+    def cut(axis, part, whole):
+        if axis in node.axes and node.axes[axis][0] == part.axis(axis).size:
+            return                                          # the region's own shard (or co-shard) of the axis
+        out.setdefault((axis, part.axis(axis).size), whole.axis(axis).size)
+    for _, box in layers(node.inside):
+        if isinstance(box, Bubble) or is_structural(box) is not None or KINDS[box.data.kind].collective is None:
+            continue
+        kind, pairs = box.data.kind, list(zip(box.dom.inside, box.cod.inside))
+        for a, c in pairs:
+            if kind == "all_gather":
+                cut(box.data.param("axis"), a, c)
+            elif kind == "reducescatter":
+                cut(box.data.param("axis"), c, a)
+            elif kind == "all_to_all":
+                cut(box.data.param("gather"), a, c)
+                cut(box.data.param("scatter"), c, a)
+    return out
+
+
 def collectives_within(d: Diagram) -> list:
     """The collective boxes in ``d``'s regions (nested below its top level), which the lockstep run does not reach."""
     out = []
@@ -288,4 +321,4 @@ def collectives_within(d: Diagram) -> list:
 
 
 __all__ = ["Shard", "ShardSchedule", "shard", "device_region", "device_shards", "device_inside", "merge_diagram",
-           "collectives_within"]
+           "collective_cuts", "collectives_within"]

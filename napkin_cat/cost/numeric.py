@@ -35,11 +35,12 @@ from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.splits import part_bounds, partial_moves
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
 from napkin_cat.cost.exact_arithmetic import value
-from napkin_cat.algorithms.devices import Shard, device_inside, device_shards
+from napkin_cat.algorithms.devices import Shard, collective_cuts, device_inside, device_shards
 from napkin_cat.algorithms.ring import ring_extents, ring_link
 from napkin_cat.cost.iocost import box_link, box_pieces, cost, region_cost
 from napkin_cat.cost.record import Cost, Density, Link, join_links
 from napkin_cat.errors import ArgumentError, AxisError, DeviceError, NapkinError, ShapeError
+from napkin_cat.syntax.collectives import shard_bounds
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.adapter import Bubble, Diagram, from_layers, layers
 from napkin_cat.syntax.sizes import as_sizes
@@ -318,11 +319,15 @@ class Concrete:
         P = _value(node.devices, env)
         shards = device_shards(node, lambda e: _value(e, env))
         active = sum(d is not None for d in shards)         # an idle device (an empty shard) counts 0
+        cuts = {key: shard_bounds(_value(full, env), active) for key, full in collective_cuts(node).items()}
         per, held = [], []
         for mine in shards:
             tiles = {**ctx.tiles, **{a: (lo, hi - lo) for a, (lo, hi) in (mine or {}).items()}}
             empty = {(a, node.axes[a][0]): 0 for a, (lo, hi) in (mine or {}).items() if hi == lo}   # no co-shard
-            inner = At(env, tiles, 1, (len(per), active, empty))
+            p = len(per)
+            if mine is not None:        # its shard of an axis a collective cuts inside: np.array_split's, not ⌈n/P⌉
+                empty.update({key: b[p + 1] - b[p] for key, b in cuts.items()})
+            inner = At(env, tiles, 1, (p, active, empty))
             d = None if mine is None else device_inside(node, mine)
             if d is not None:
                 self.diagram(d, inner)

@@ -49,19 +49,9 @@ def run_devices(node, xs: list, env, interpret, run_region, run_ring=None) -> li
     insides = [device_inside(node, d) for d in shards]
     P = len(shards)                    # an idle device (an empty shard) computes nothing and exchanges nothing
     steps = [[b for _, b in layers(d)] for d in insides]
-    envs = []
-    for mine in shards:
-        e = env.child()
-        for a, (lo, hi) in mine.items():
-            e = e.within(a, lo, hi - lo)
-            tile = node.axes[a][0]
-            if not isinstance(tile, int) and tile.is_Symbol:
-                e[tile] = hi - lo
-        envs.append(e)
-    values = []
-    for x, arr, axis in zip(xs, box.dom.inside, node.sharded_in):
-        pos = None if axis is None else arr.names.index(axis)
-        values.append(tuple(x if pos is None else _cut(x, pos, *mine[axis]) for mine in shards))
+    envs = [device_env(node, env, mine) for mine in shards]
+    placed = [place_inputs(node, xs, mine) for mine in shards]
+    values = [tuple(p[i] for p in placed) for i in range(len(xs))]
 
     def merge_for(b):
         return lambda u, v: list(interpret(merge_diagram(b), list(u) + list(v), env))
@@ -87,15 +77,50 @@ def run_devices(node, xs: list, env, interpret, run_region, run_ring=None) -> li
         return [tuple(made[p][j] for p in range(P)) for j in range(len(first.cod))]
 
     outs = traverse(insides[0], values, on_box)
-    result = []
-    for j, (ys, arr, axis) in enumerate(zip(outs, box.cod.inside, node.sharded_out)):
+    return join_outputs(node, [[ys[p] for ys in outs] for p in range(P)])
+
+
+def device_env(node, env, mine: dict):
+    """The sizes and tiles a device runs its inside under: ``env`` within its shards ``mine`` (``{axis: (start,
+    stop)}``), a shard's size symbol bound to its extent."""
+    e = env.child()
+    for a, (lo, hi) in mine.items():
+        e = e.within(a, lo, hi - lo)
+        tile = node.axes[a][0]
+        if not isinstance(tile, int) and tile.is_Symbol:
+            e[tile] = hi - lo
+    return e
+
+
+def place_inputs(node, xs: list, mine: dict) -> list:
+    """A device's inputs: its shard of each sharded input (``mine``: its ``{axis: (start, stop)}``), each replicated
+    input whole."""
+    out = []
+    for x, arr, axis in zip(xs, node.region.dom.inside, node.sharded_in):
+        out.append(x if axis is None else _cut(x, arr.names.index(axis), *mine[axis]))
+    return out
+
+
+def join_outputs(node, ys: list) -> list:
+    """The region's outputs from ``ys[p]``, the outputs of its ``p``-th device that holds a shard (in device order):
+    a sharded output is the shards joined, a replicated one the value every device holds, else a DeviceError
+    naming the output and the first device that disagrees (a partial left unreduced).
+
+    >>> import numpy as np, napkin_cat as nc
+    >>> from napkin_cat.algorithms.schedule import schedule_of
+    >>> node = schedule_of(nc.shard(nc.elementwise("exp", "n"), "n", devices=2).boxes[0])
+    >>> join_outputs(node, [[np.ones(2)], [np.zeros(1)]])[0].tolist()
+    [1.0, 1.0, 0.0]
+    """
+    box, result = node.region, []
+    for j, (arr, axis) in enumerate(zip(box.cod.inside, node.sharded_out)):
         if axis is not None:
-            result.append(np.concatenate([np.asarray(y) for y in ys], axis=arr.names.index(axis)))
+            result.append(np.concatenate([np.asarray(y[j]) for y in ys], axis=arr.names.index(axis)))
             continue
-        first = np.asarray(ys[0])
+        first = np.asarray(ys[0][j])
         for p, y in enumerate(ys[1:], 1):
-            if np.shape(y) != first.shape or not np.array_equal(np.asarray(y), first,
-                                                                equal_nan=np.issubdtype(first.dtype, np.inexact)):
+            y = np.asarray(y[j])
+            if y.shape != first.shape or not np.array_equal(y, first, equal_nan=np.issubdtype(first.dtype, np.inexact)):
                 raise DeviceError(f"{box.name}: output {j} ({arr}) is replicated (its array inside has no shard of "
                                   f"{node.axis!r}) but device {p} holds another value than device 0: a partial "
                                   f"result left unreduced; reduce it across the devices (an all-reduce) or keep the "
@@ -104,4 +129,4 @@ def run_devices(node, xs: list, env, interpret, run_region, run_ring=None) -> li
     return result
 
 
-__all__ = ["run_devices"]
+__all__ = ["run_devices", "device_env", "place_inputs", "join_outputs"]

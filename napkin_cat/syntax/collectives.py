@@ -19,7 +19,10 @@ kind                law (device ``p``'s output)           values device ``p`` se
 (``reducescatter`` is built by :func:`reduce_scatter`: a kind called ``reduce_…`` would be a reduction of
 ``nc.reduce``.)  These are the counts of a runner that sends shards point to point, each value once to each device
 that needs it (the owner of a shard sends it; a partial's chunk goes to the device that reduces it).  ``messages``
-counts one message per peer and array (``2·(P−1)`` per array for an all-reduce).  Symbolically ``n_p = n/P``: an
+counts one message per peer and array (``2·(P−1)`` per array for an all-reduce).  An all-reduce whose merge couples
+its arrays (a reducer's: the merged ``o`` of a query reads its ``μ``) is cut by rows of their first shared axis
+(:func:`coupled_axis`), not each array's flat values: one device reduces every array of a row, as
+``nc.distributed`` runs it.  Symbolically ``n_p = n/P``: an
 all-gather of ``n`` values sends and receives ``(P−1)·n/P`` per device, an all-reduce ``2·(P−1)·n/P``, an all-to-all
 ``(P−1)·n/P²``.  ``⊕`` is the box's ``merge``: an elementwise kind of two operands (``add``, ``max``) for one array,
 or the name of a stream reducer's merge (``softmax_contraction_to_unscaled``: online softmax's ``(μ, z, o)``,
@@ -45,7 +48,7 @@ from napkin_cat.syntax.adapter import Array, Diagram
 from napkin_cat.syntax.axis import Axis, as_size, check_name
 from napkin_cat.syntax.construct import axes_for, parse
 from napkin_cat.syntax.dtype import FP32
-from napkin_cat.syntax.primitive import Weave, declare
+from napkin_cat.syntax.primitive import KINDS, Weave, declare
 from napkin_cat.syntax.weave import build_box
 
 
@@ -179,6 +182,36 @@ def _moves_reduce_scatter(box, numel, p, P, weight=None):
     return sent, received, (P - 1) * len(box.dom)
 
 
+def coupled_axis(box):
+    """The axis an all-reduce's chunks are cut along where its merge couples its arrays (a reducer's merge, such as
+    online softmax's ``(μ, z, o)``: the merged ``o`` of a query reads the ``μ`` of that query): the first axis of the
+    state's first array that every array carries, so that one device reduces every array at a position of it (``''``
+    where none is shared: the state goes whole to device 0); None for an elementwise merge (``add``, ``max``), whose
+    arrays are cut apart, each in its flat values.
+
+    >>> coupled_axis(all_reduce("q, q, q d", devices=2, merge="softmax_contraction_to_unscaled").boxes[0])
+    'q'
+    >>> coupled_axis(all_reduce("q d", devices=2, merge="add").boxes[0]) is None
+    True
+    """
+    kind = KINDS.get(box.data.param("merge"))
+    if kind is not None and kind.arity == 2:
+        return None
+    arrays = box.dom.inside
+    return next((n for n in arrays[0].names if all(n in a.names for a in arrays)), "")
+
+
+def all_reduce_chunk(box, array, numel, p, P):
+    """The values of ``array`` device ``p`` of ``P`` reduces in an all-reduce (``numel``: an array's values, an int):
+    its chunk of the flat values (an elementwise merge), or of the rows along :func:`coupled_axis` times a row's
+    values (a coupled merge)."""
+    axis, n = coupled_axis(box), numel(array)
+    if axis is None:
+        return chunk(n, p, P)
+    rows = numel(Array((array.axis(axis),))) if axis else 1
+    return chunk(rows, p, P) * (n // rows if rows else 0)
+
+
 def _moves_all_reduce(box, numel, p, P, weight=None):
     w = weight or _one
     total = sympy.Integer(0)
@@ -187,7 +220,7 @@ def _moves_all_reduce(box, numel, p, P, weight=None):
         if p is None:
             total += 2 * (P - 1) * n / P * w(a)
             continue
-        mine = chunk(n, p, P)
+        mine = all_reduce_chunk(box, a, numel, p, P)
         total += ((n - mine) + (P - 1) * mine) * w(a)   # its other chunks out; its reduced chunk to the others
     return total, total, 2 * (P - 1) * len(box.dom)
 
@@ -302,5 +335,5 @@ def all_to_all(signature: str, *, gather: str, scatter: str, devices, level: int
     return _box("all_to_all", ins, dom, cod, {"gather": gather, "scatter": scatter, "devices": P})
 
 
-__all__ = ["Collective", "as_devices", "shard_size", "shard_bounds", "chunk", "all_gather", "reduce_scatter",
-           "all_reduce", "all_to_all"]
+__all__ = ["Collective", "as_devices", "shard_size", "shard_bounds", "chunk", "coupled_axis", "all_reduce_chunk",
+           "all_gather", "reduce_scatter", "all_reduce", "all_to_all"]

@@ -152,3 +152,34 @@ def test_bytes_follow_each_array_s_number_format():
     sym = nc.cost(device_region(nc.all_gather("n h", axis="h", devices=Ps, dtype=nc.BF16), "h", Ps,
                                 nc.symbol("h"))).link
     assert sympy.simplify(sym.sent_bytes - 2 * sym.sent) == 0
+
+
+def test_an_axis_a_collective_cuts_inside_is_counted_at_each_device_s_shard():
+    """n = 7 reduce-scattered over 4 devices, then all-gathered: device 3 holds one row (np.array_split), not
+    ⌈7/4⌉ = 2, and sends and receives accordingly; the simulation of the devices' exchanges agrees."""
+    P, n, h, e = 4, 7, 9, 3
+    one = nc.einsum("n h, h e -> n e", h=3, n=n, e=e) >> nc.reduce_scatter("n e", axis="n", devices=P, n=n, e=e) \
+        >> nc.all_gather("n e", axis="n", devices=P, n=n, e=e)
+    sim = Devices(P)
+    sim.reduce_scatter([np.zeros((n, e))] * P, 0)
+    sim.all_gather(np.array_split(np.zeros((n, e)), P, axis=0))
+    link = nc.cost(device_region(one, "h", P, h), sizes={}).link
+    assert (link.sent, link.received) == (tuple(sim.sent), tuple(sim.received))
+    assert link.sent[3] == (n - 1) * e + (P - 1) * e
+
+
+def test_a_coupled_state_is_all_reduced_by_rows():
+    """Online softmax's (μ, z, o) all-reduced: the merged o of a query reads its μ, so each device reduces whole rows
+    of the three (q = 5 over 4 devices: rows 2, 1, 1, 1), each array reduce-scattered then all-gathered by rows."""
+    P, q, d = 4, 5, 3
+    box = nc.all_reduce("q, q, q d", devices=P, merge="softmax_contraction_to_unscaled", q=q, d=d)
+    sim = Devices(P)
+    for shape in ((q,), (q,), (q, d)):
+        sim.reduce_scatter([np.zeros(shape)] * P, 0)
+        sim.all_gather(np.array_split(np.zeros(shape), P, axis=0))
+    link = nc.cost(device_region(nc.Id("x") @ box, "x", P, 8), sizes={"x": 8}).link
+    assert (link.sent, link.received, link.messages) == (tuple(sim.sent), tuple(sim.received), tuple(sim.messages))
+    flat = Devices(P)                            # an elementwise merge's cut, each array's flat values: other counts
+    for shape in ((q,), (q,), (q, d)):
+        flat.all_reduce([np.zeros(shape)] * P)
+    assert tuple(flat.sent) != link.sent
