@@ -21,6 +21,7 @@ import numpy as np
 import sympy
 
 from napkin_cat.algorithms.devices import Shard, collectives_within, device_shards
+from napkin_cat.algorithms.ring import Ring
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.cost.record import Link, join_links
 from napkin_cat.distributed.world import World
@@ -70,6 +71,11 @@ def device_regions(d: Diagram, world_size: int) -> list:
         raise DeviceError("the program has no device region (nc.shard, or a rule of rewrites.devices): it runs on "
                           "one device; nc.evaluate runs it")
     for box in top:
+        rings = rings_within(box.arg)
+        if rings:
+            raise DeviceError(f"{box.name}: {rings[0].name} is a ring (its slices travel between the devices trip by "
+                              f"trip); nc.distributed.run does not run rings yet: nc.evaluate runs the program, or run "
+                              f"the all-gathered form (rewrites.devices.device_gather) on the ranks")
         inner = collectives_within(box.arg)
         if inner:
             raise DeviceError(f"{box.name}: the collective {inner[0].name!r} sits in a region nested in the device "
@@ -78,6 +84,17 @@ def device_regions(d: Diagram, world_size: int) -> list:
             raise DeviceError(f"{box.name} runs on {box.devices} devices (its axis {box.axis!r}), the world has "
                               f"world_size={world_size} ranks: one rank per device; pass world_size={box.devices}")
     return top
+
+
+def rings_within(d: Diagram) -> list:
+    """The rings (:class:`~napkin_cat.algorithms.ring.Ring`) in ``d``, at any depth."""
+    out = []
+    for _, box in layers(d):
+        if isinstance(box, Ring):
+            out.append(box)
+        if isinstance(box, Bubble):
+            out += rings_within(box.arg)
+    return out
 
 
 def bound_devices(d: Diagram, world_size: int, sizes: dict | None) -> dict:

@@ -165,6 +165,9 @@ def test_refused_before_a_process_starts():
     with pytest.raises(nc.DeviceError, match="'all-reduce' sits in a region nested"):
         nc.distributed.run(device_region(nested, "h", 2, nc.symbol("h")), np.ones((2, 4)), np.ones((4, 3)),
                            world_size=2)
+    ringed = nc.ring(nc.shard(nc.library.attention(), "q", devices=2), "x")     # its slices travel: not run yet
+    with pytest.raises(nc.DeviceError, match="is a ring .*does not run rings yet.*nc.evaluate"):
+        nc.distributed.run(ringed, *xs, world_size=2)
 
 
 def test_a_backend_torch_lacks_is_named(monkeypatch):
