@@ -9,7 +9,7 @@ softmax, log_softmax                    ``nc.softmax``; ``x − logsumexp(x)``
 add sub mul div (tensor or number)      ``add`` … ``div``; with a number ``shift`` / ``scale``
 exp log tanh sigmoid relu silu sqrt     the maps of the same name; ``gelu(approximate='tanh')`` is ``gelu``;
 rsqrt neg abs reciprocal, pow 2 …       ``pow`` by 2, 3, ½, −½, −1: ``square``, …; ``maximum`` / ``minimum``
-gt ge lt le eq ne, logical ops, where   ``nc.compare`` (a number becomes a scalar input), ``nc.logical``,
+gt ge lt le eq ne, logical ops, where   ``nc.compare`` (a number: a closed constant), ``nc.logical``,
 masked_fill                             ``nc.where`` / ``nc.select``
 sum mean amax amin max min logsumexp    ``nc.reduce`` (``max.dim``'s values; its indices are refused when used)
 gather, index_select, embedding         ``nc.gather`` (one index per row; the table read at the indices)
@@ -221,8 +221,9 @@ def division(t: Translation, a, b, *, rounding_mode="floor"):
 
 
 def scalar(t: Translation, value, like: Tensor) -> Tensor:
-    """``value`` as a tensor: itself, or a number given to the diagram as a scalar input of ``like``'s format."""
-    return value if isinstance(value, Tensor) else t.constant(value, like.dtype)
+    """``value`` as a tensor: itself, or a number as a constant of ``like``'s format (closed: made from positions,
+    :meth:`~napkin_cat.torch.translate.Translation.constant`)."""
+    return value if isinstance(value, Tensor) else t.constant(value, like.dtype, like)
 
 
 # --------------------------------------------------------------------------------------------- masks

@@ -25,6 +25,7 @@ True
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -109,8 +110,34 @@ class Translation:
         self.inputs.append((name, t))
         return t
 
-    def constant(self, value, dtype) -> Tensor:
-        """A number the operation uses as a tensor: a scalar input of the diagram (``<node>_<k>``)."""
+    def constant(self, value, dtype, like: Tensor | None = None) -> Tensor:
+        """A number ``c`` the operation uses as a tensor beside ``like``: a closed value of the diagram where ``like``
+        carries an axis and ``c`` is a Python number exact in ``dtype`` (an int32 integer, or any number in a float
+        format), else a scalar input (``<node>_<k>``).
+
+        The closed value is ``0·i + c`` over the positions ``i`` of ``like``'s last carried axis (cast to ``dtype``):
+        it reads no input, so a mask made of positions and numbers (``q − x ≤ 256``) stays a mask of positions,
+        decided on a tile by interval arithmetic (:mod:`napkin_cat.rewriting.closed`), and the kernels compute it
+        instead of loading it.  Its one axis broadcasts against ``like``'s.
+
+        >>> import numpy as np, napkin_cat as nc
+        >>> t = Translation()
+        >>> x = t.input("x", (3,), nc.INT32, claims=[[(2, "n")]])
+        >>> d = t.build([t.compare("le", x, t.constant(1, nc.INT32, like=x))])
+        >>> len(d.dom), nc.evaluate(d, np.array([0, 1, 2], dtype=np.int32)).tolist()   # x only: 1 is no input
+        (1, [True, True, False])
+        """
+        at = [p for p, (c, k) in enumerate(zip(like.dims, like.carried)) if c is not None and k] \
+            if like is not None else []
+        exact = isinstance(value, numbers.Real) and not isinstance(value, bool) and dtype != BOOL and (
+            not dtype.is_integer or (float(value).is_integer() and -2 ** 31 <= value < 2 ** 31))
+        if at and exact:
+            p = at[-1]
+            i = self.position(like.dims[p])
+            i = i if dtype == INT32 else self.cast(i, dtype)
+            c = self.pointwise("shift", self.pointwise("scale", i, const=0), const=int(value) if dtype.is_integer
+                               else value)
+            return self.view(c, (like.dims[p],) + (None,) * (like.rank - 1 - p))
         name = f"{self.node}_{sum(n.startswith(self.node + '_') for n in self.values)}"
         self.values[name] = value
         return self.input(name, (), dtype)
