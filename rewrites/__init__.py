@@ -28,7 +28,8 @@ ruleset            rules
 ``DEVICES``        device_partition, device_reduction, device_fusion, device_gather (a program over P devices:
                    shards, partials merged by an all-reduce, regions fused with the all-gathers a whole read needs,
                    inputs arriving sharded and all-gathered; device_ring: such inputs passed round the devices
-                   instead, the inside streamed over their shards; oriented by their user with
+                   instead, the inside streamed over their shards; device_ulysses: a part woven over the heads
+                   run on a head shard between two all-to-alls, its sequence sharded; oriented by their user with
                    ``rule.using(devices=P)``; ``tensor_parallel`` applies them)
 ``NORMAL_FORM``    written_softmax, unshifted_softmax, written_logsumexp, scale_into_softmax, product_with_itself,
                    times_reciprocal, mean_of_sum (an operation written by hand as the primitive that names it)
@@ -85,6 +86,7 @@ from rewrites.partition import group_partition, kernel_formation, kernel_fusion,
 from rewrites.splits import RULES as SPLITS
 from rewrites.devices import RULES as _DEVICE_RULES
 from rewrites.ring import device_ring
+from rewrites.ulysses import device_ulysses
 from rewrites.devices import device_fusion, device_gather, device_partition, device_reduction, tensor_parallel
 from rewrites.splits import split_stream
 from rewrites.sharing import RULES as SHARING
@@ -96,7 +98,7 @@ from rewrites.softmax import (auxiliary_to_unscaled, divide_after_contraction, s
                               softmax_to_auxiliary)
 
 CONTRACTION = _CONTRACTION + _ORDER
-DEVICES = _DEVICE_RULES + RuleSet((device_ring,))
+DEVICES = _DEVICE_RULES + RuleSet((device_ring, device_ulysses))
 SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_elimination))
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
@@ -146,4 +148,4 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "SUM_FORM", "sum_of_contraction", "own_axes_first", "contraction_into_readers",
            "SCALE_FORM", "scale_through_contraction", "scales_multiply",
            "VARIANCE_FORM", "uncentred_variance", "DEVICES", "device_partition", "device_reduction", "device_fusion",
-           "device_gather", "tensor_parallel"]
+           "device_gather", "tensor_parallel", "device_ulysses"]

@@ -18,6 +18,7 @@ import napkin_cat as nc  # noqa: E402
 from napkin_cat.algorithms.devices import device_region  # noqa: E402
 from napkin_cat.syntax.sizes import symbols_of  # noqa: E402
 from rewrites.devices import device_gather, tensor_parallel  # noqa: E402
+from rewrites.ulysses import device_ulysses  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
                                 reason="torch.distributed with gloo is needed")
@@ -110,8 +111,17 @@ def two_regions(P, rng):
     return d, (X, W), np.exp(X @ W).sum(0), {"n": 3, "h": 6, "e": 2}
 
 
+def ulysses_attention(P, rng):
+    """Multi-head attention by Ulysses (the rule device_ulysses): Q, K, V sharded on the sequence, all-to-all to the
+    heads, attention on each rank's heads, all-to-all back; h = 5, q = 7, x = 6: ragged at P = 2 and 4."""
+    d = device_ulysses.using(heads="h", devices=P).apply(nc.kernel(nc.library.multi_head_attention(h=5, q=7, x=6,
+                                                                                                     d=4)))
+    Q, K, V = rng.normal(size=(5, 7, 4)), rng.normal(size=(5, 6, 4)), rng.normal(size=(5, 6, 4))
+    return d, (Q, K, V), np.einsum("hqx,hxd->hqd", softmax(np.einsum("hqd,hxd->hqx", Q, K) / 2.0), V), {}
+
+
 PROGRAMS = [flash_on_symbolic_devices, mlp, gathered_attention, sharded_softmax, partial_attention, scatter_then_gather,
-            all_to_all_round_trip, two_regions]
+            all_to_all_round_trip, two_regions, ulysses_attention]
 
 
 @pytest.fixture(scope="module")
