@@ -139,3 +139,11 @@ def test_bad_input_is_a_typed_error_naming_the_axis():
         ulysses(nc.kernel(nc.library.multi_head_attention(h=3)).boxes[0], "h", 4)
     with pytest.raises(nc.RewriteError, match="s e does not carry the heads axis 'b'"):
         ulysses(nc.einsum("b s, s e -> b e").boxes[0], "b", 2)
+
+
+
+def test_a_box_that_reads_no_input_is_refused_by_name():
+    """A box with no input (a position: the rule-offer fuzz found an IndexError there) has nothing to exchange."""
+    with pytest.raises(nc.RewriteError, match="pos reads no input"):
+        ulysses(nc.position("b").boxes[0])
+    assert not list(device_ulysses.matches(nc.position("b")))

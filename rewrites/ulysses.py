@@ -126,7 +126,9 @@ def ulysses(diagram_box, heads: str | None = None, devices=DEVICES_BY_DEFAULT, a
         nc.shard(as_diagram(box), h, P)
     except NapkinError as e:
         raise RewriteError(f"Ulysses runs {box.name} on a shard of {h!r}: {e}") from None
-    if not _holds(box.dom.inside[0].axis(h).size if h in box.dom.inside[0].names else 0, P):
+    if not box.dom.inside:
+        raise RewriteError(f"{box.name} reads no input: nothing arrives sharded for Ulysses to exchange")
+    if not _holds(next((a.axis(h).size for a in (*box.dom.inside, *box.cod.inside) if h in a.names), 0), P):
         raise RewriteError(f"{box.name}: the heads axis {h!r} has fewer values than the {P} devices")
     seq = sequence_axes(box, h, along, P)
     for a, s in zip((*box.dom.inside, *box.cod.inside), seq):
