@@ -121,10 +121,20 @@ class Array(cat.Ob):
         return (self.axes, self.level, self.dtype.name)
 
     def __eq__(self, other):
-        return isinstance(other, Array) and self._key() == other._key()
+        return self is other or (isinstance(other, Array) and hash(self) == hash(other) and self._key() == other._key())
 
     def __hash__(self):
-        return hash(self._key())
+        """The hash of ``(axes, level, dtype)``, computed once: an array is immutable, and a wire's array is hashed
+        at every layer of a diagram it crosses (a read-back of a 32-block transformer hashed 3 million, each
+        hashing its axes and their sympy sizes again)."""
+        found = self.__dict__.get("_hash")
+        if found is None:
+            found = self.__dict__["_hash"] = hash(self._key())
+        return found
+
+    def __getstate__(self):
+        """The array's state without its hash (a string's hash differs from process to process)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
     def __repr__(self):
         extra = ""
