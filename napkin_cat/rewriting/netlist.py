@@ -166,6 +166,26 @@ class Netlist:
         return {nid: k for k, nid in enumerate(self.nodes)}
 
     @cached_property
+    def _kinds(self) -> dict:
+        """``(node kind, box kind or None) → [node id]`` in the netlist's order, and ``(node kind, None)`` for every
+        node of that kind (a box under both its keys)."""
+        out: dict = {}
+        for nid, n in self.nodes.items():
+            out.setdefault((n.kind, None), []).append(nid)
+            if n.kind == "box":
+                out.setdefault(("box", getattr(n.spec, "kind", None)), []).append(nid)
+        return out
+
+    def of_kind(self, *keys) -> list:
+        """The ids of the nodes under ``keys`` (``(node kind, box kind or None)``: ``("copy", None)``, ``("box",
+        "exp")``), in the netlist's order; a scan for a pattern's candidates reads these alone."""
+        kinds = self._kinds
+        if len(keys) == 1:
+            return kinds.get(keys[0], [])
+        found = set().union(*(kinds.get(k, ()) for k in keys))
+        return [nid for nid in self.nodes if nid in found]
+
+    @cached_property
     def successors(self) -> "_Adjacent":
         """Node id → the nodes its outputs feed (read per node, on demand: a rewrite asks near its match)."""
         return _Adjacent(self.outs, self.wires, "dst", OUTPUT)
