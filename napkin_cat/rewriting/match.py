@@ -180,7 +180,7 @@ def _monomorphisms(pattern: Pattern, net: Netlist, candidates: dict):
     candidates = _arc_consistent(pattern, net, candidates)
     if any(not c for c in candidates.values()):
         return []
-    target = _graph_on(net, set().union(*candidates.values()))
+    target = net.graph_on(set().union(*candidates.values()))
     pg = nx.DiGraph()
     for var, _ in pattern.nodes:
         pg.add_node(var, var=var)
@@ -195,28 +195,6 @@ def _monomorphisms(pattern: Pattern, net: Netlist, candidates: dict):
     order = net.position
     found.sort(key=lambda m: [order[m[v]] for v, _ in pattern.nodes])
     return found
-
-
-def _graph_on(net: Netlist, union: set) -> nx.DiGraph:
-    """``net.graph.subgraph(union)``, built from ``union``'s own wires (the nodes in the netlist's order, the edges'
-    ports in the order of its wires) rather than from a graph of the whole netlist."""
-    g = nx.DiGraph()
-    position = net.position
-    for nid in sorted(union, key=position.get):
-        g.add_node(nid, nid=nid)
-    found = []
-    for a in union:
-        for w in net.outs[a]:
-            b = net.wires[w].dst[0]
-            if b in union:
-                found.append(w)
-    for w in sorted(found):     # wire ids increase in the netlist's order of wires (built, then spliced)
-        (a, p), (b, q) = net.wires[w].src, net.wires[w].dst
-        if g.has_edge(a, b):
-            g[a][b]["ports"].append((p, q))
-        else:
-            g.add_edge(a, b, ports=[(p, q)])
-    return g
 
 
 def is_convex(net: Netlist, chosen: set) -> bool:
