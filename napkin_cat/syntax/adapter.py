@@ -391,6 +391,29 @@ class Bubble(monoidal.Bubble, Box):
 
     __ambiguous_inheritance__ = (monoidal.Bubble,)
 
+    def __init__(self, *args, dom: Ty = None, cod: Ty = None, name: str = "", method: str = "bubble",
+                 drawing_name: str = None, draw_as_frame: bool = None, draw_as_square: bool = None,
+                 draw_vertically: bool = False, **params):
+        """discopy's bubble, built trusted where it is one diagram between two types (a region): the attributes
+        discopy's constructor sets, without its second construction of the box and the scan of its one layer
+        (the search builds a region per partition it tries)."""
+        if len(args) != 1 or params or not isinstance(dom, Ty) or not isinstance(cod, Ty) \
+                or not isinstance(name, str):
+            monoidal.Bubble.__init__(self, *args, dom=dom, cod=cod, name=name, method=method,
+                                     drawing_name=drawing_name, draw_as_frame=draw_as_frame,
+                                     draw_as_square=draw_as_square, draw_vertically=draw_vertically, **params)
+            return
+        (arg,) = args
+        self.args, self.method = args, method
+        self.name, self.data, self.is_dagger = name, None, False
+        self.dom, self.cod = dom, cod
+        self.inside = (self.layer_factory.cast(self),)
+        self.drawing_name = "" if drawing_name is None else drawing_name
+        self.draw_vertically = draw_vertically
+        as_bubble = (len(dom), len(cod)) == (len(arg.dom), len(arg.cod))
+        self.draw_as_square = draw_as_square or not as_bubble
+        self.draw_as_frame = draw_as_frame or (not as_bubble and not self.draw_as_square)
+
     def woven(self, axis, inputs: dict, position: int) -> "Bubble":
         """This region mapped over ``axis`` (inserted at ``inputs[i]`` of input i, ``position`` of outputs)."""
         raise NotImplementedError(f"{type(self).__name__} does not say how it is weaved")
