@@ -3,7 +3,8 @@
 Run with ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_targets.py --baseline /path/to/other/checkout``
 (options: ``--runs 3``, ``--only block backward attention stack``).
 
-Every sample is the first ``nc.derive`` in a fresh interpreter (import and building the function not timed), the
+Every sample is the first ``nc.derive`` in a fresh interpreter (import and building the function not timed; each
+checkout's compiled modules cached apart, after one untimed sample per case, so no sample compiles a module), the
 baseline's and this checkout's samples alternating, so a busy machine slows both alike; each row prints the medians,
 the spread (min … max), the ratio baseline / this, the answers (``H``, which must agree) and the peak resident
 memory of the process (``ru_maxrss``):
@@ -22,6 +23,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -61,12 +63,22 @@ def sample(root: str, case: str) -> tuple:
             "t, c = time.perf_counter() - t0, time.process_time() - c0\n"
             "print(t, c, r.H if not isinstance(r.H, dict) else sum(r.H.values()),"
             " resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
-                          env={**os.environ, "PYTHONPATH": root})
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, env=_env(root))
     if done.returncode:
         raise RuntimeError(f"{case} at {root}: {done.stderr.strip().splitlines()[-1]}")
     t, c, h, mem = done.stdout.split()[-4:]
     return float(t), float(c), int(h), float(mem)
+
+
+def _env(root: str) -> dict:
+    """The environment of a sample: ``root`` first on the path, and its compiled modules kept in a cache of its own
+    (``PYTHONPYCACHEPREFIX``, written even where the machine sets ``PYTHONDONTWRITEBYTECODE``), so that neither
+    checkout compiles a module it imports during the derive it times (the first, untimed sample fills the cache)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = root
+    env["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), "bench_targets_pycache",
+                                              root.strip(os.sep).replace(os.sep, "_"))
+    return env
 
 
 def commit(root: str) -> str:
@@ -88,6 +100,8 @@ def main(argv=None):
           f"{'peak MiB':>11}")
     for case in args.only:
         runs = {base: [], ROOT: []}
+        for root in (base, ROOT):     # untimed: each checkout's modules compiled into its cache
+            sample(root, case)
         for _ in range(args.runs):
             for root in (base, ROOT):
                 runs[root].append(sample(root, case))
