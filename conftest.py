@@ -36,17 +36,35 @@ def compile_packages():
 compile_packages()
 
 
+def pytest_collectstart(collector):
+    """The library imported whole before any of its files is collected.  With ``--import-mode=importlib`` pytest
+    imports a module it collects by its path, and a parent package not yet imported by its path too, as a second
+    module object, which it then sets on the grandparent: collecting ``napkin_cat/cost/hierarchy.py`` alone made
+    ``nc.cost`` the package ``napkin_cat.cost`` (a copy) instead of the cost functor, and the module's doctests failed
+    with "'module' object is not callable".  Imported first, every package is found in ``sys.modules``."""
+    import napkin_cat  # noqa: F401  (imported for its effect; cached after the first collector)
+
+
+#: The cyclic collector's young generation collected every 100,000 allocations rather than 700, from the start of
+#: the run: collecting (importing and rewriting the assertions of 300 test modules, building their parameters) makes
+#: many short-lived objects beside a heap that already holds the packages, sympy and torch, and every collection of
+#: the old generation walked that heap again (measured, ``pytest --collect-only`` in one process, two alternating runs
+#: each: 17.2 and 19.5 s of CPU with the default thresholds, 14.0 and 13.6 s with these; each worker collects the
+#: whole suite).  During the tests, the counting runner's and the rewrites' short-lived objects likewise stop
+#: triggering collections that find nothing (``tests/paper/test_reproduce.py`` alone: 67.3 → 61.2 s of CPU).
+GC_THRESHOLD = (100_000, 50, 100)
+gc.set_threshold(*GC_THRESHOLD)
+
+
 def pytest_collection_finish(session):
     """The objects that importing and collecting made (modules, the rule book, sympy's caches: long-lived) moved
     out of the cyclic collector's generations, so that its full collections stop walking them again at every
     test (measured, one process: the rewrite and program fuzzes 91 → 81 s of CPU; ``nc.derive`` pauses the
-    collector on its own, :func:`napkin_cat.search.derivation.collector_paused`).  The young generation is then
-    collected every 100,000 allocations rather than 700, so that the counting runner's and the rewrites' many
-    short-lived objects stop triggering collections that find nothing (measured, ``tests/paper/test_reproduce.py``
-    alone: 67.3 → 61.2 s of CPU; with the collector off, 60.9 s)."""
+    collector on its own, :func:`napkin_cat.search.derivation.collector_paused`); the thresholds stay
+    :data:`GC_THRESHOLD` (a test that changes them has them back here)."""
     gc.collect()
     gc.freeze()
-    gc.set_threshold(100_000, 50, 100)
+    gc.set_threshold(*GC_THRESHOLD)
 
 
 def pytest_addoption(parser):
@@ -71,12 +89,24 @@ TOGETHER = ("proofs/", "tests/search/test_derive_backward")
 #: Tests each of whose cases is a work unit of its own (no module fixture shared): a notebook runs in its kernel.
 APART = ("tests/test_notebooks.py::test_notebook_runs",)
 #: The longest work units (measured: 30 s to 70 s each on 2 cores), handed out first, longest first, so that
-#: no worker is left running one of them alone at the end; the rest follow, most tests first (xdist's order).
-FIRST = ("tests/search/test_derive_backward", "tests/test_notebooks.py::test_notebook_runs[07_backward]",
+#: no worker is left running one of them alone at the end; then those of few tests that take 4 s to 20 s (a notebook,
+#: a file of one to eleven tests), which xdist's order (most tests first, for the rest) put last: the seven notebooks
+#: were the last seven units of the run (durations of the cold run at a78e9f8, ``--durations=60``).  Notebook 08
+#: comes well after tests/torch/test_gpt_train.py, which compiles three of its four ops at the same sizes and memory:
+#: it reads their derivations back from the cache folder (napkin_cat/torch/stored.py) instead of searching them again
+#: beside it on the other worker.
+NOTEBOOK = "tests/test_notebooks.py::test_notebook_runs[{}]"
+FIRST = ("tests/search/test_derive_backward", NOTEBOOK.format("07_backward"),
          "tests/rewriting/test_rewrite.py",
          "tests/paper/test_reproduce.py", "tests/search/test_heldout.py", "tests/testing/test_fuzz.py",
          "tests/search/test_fuzz.py", "proofs/", "tests/search/test_derive_masked.py", "tests/test_gpu_benchmark.py",
-         "tests/test_docs.py", "tests/torch/test_compile.py")
+         "tests/test_docs.py", "tests/torch/test_compile.py", "tests/distributed/test_run.py",
+         "tests/torch/test_gpt_train.py", "tests/codegen/test_triton.py",
+         "tests/rewriting/test_rules_rewrite_what_they_offer.py", NOTEBOOK.format("02_deriving_flash_attention"),
+         "tests/codegen/test_property.py", "tests/codegen/test_c_block_mask_backward.py",
+         NOTEBOOK.format("08_training_a_gpt"), NOTEBOOK.format("03_performance_models"),
+         NOTEBOOK.format("04_plans_and_kernels"), "napkin_cat/torch/flex.py", NOTEBOOK.format("06_masks_and_losses"),
+         NOTEBOOK.format("05_hopper_configuration"), NOTEBOOK.format("01_tour"))
 
 
 class _Queue(OrderedDict):

@@ -46,6 +46,9 @@ from napkin_cat.syntax.builder import Builder
 from napkin_cat import library
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.algorithms.partitions import group, kernel, stream, unfused
+from napkin_cat.algorithms.devices import Shard, shard
+from napkin_cat.algorithms.ring import Ring, ring
+from napkin_cat.syntax.collectives import all_gather, all_reduce, all_to_all, reduce_scatter
 from napkin_cat.algorithms import online as _online  # noqa: F401  (registers log-sum-exp's online form)
 from napkin_cat.algorithms import moments as _moments  # noqa: F401  (registers the mean's and variance's forms)
 from napkin_cat.semantics.evaluate import evaluate
@@ -82,6 +85,8 @@ __all__ = [
     "INT32", "BOOL", "position", "compare", "logical", "where", "select", "gather",
     # algorithms and the named ones
     "library", "Region", "Kernel", "Grid", "Stream", "kernel", "unfused", "group", "stream",
+    # the device level: device regions and collectives
+    "Shard", "shard", "Ring", "ring", "all_gather", "reduce_scatter", "all_reduce", "all_to_all",
     # functors: numpy, cost
     "evaluate", "equivalent", "Equivalence", "Cost", "cost", "Optimum", "optimal", "BlockMask", "block_mask",
     # rewriting
@@ -105,6 +110,8 @@ MOVED = {**{name: "engine" for name in ("Box", "KINDS", "parse", "traverse", "Ne
 def __getattr__(name):
     if name == "torch":    # optional (torch is the `kernels` extra): loaded on first use, never by `import napkin_cat`
         return _importlib.import_module("napkin_cat.torch")
+    if name == "distributed":    # optional as nc.torch is: torch.distributed, loaded on first use
+        return _importlib.import_module("napkin_cat.distributed")
     if name == "from_torch":    # nc.torch.from_torch, loaded as nc.torch is
         return _importlib.import_module("napkin_cat.torch").from_torch
     if name in MOVED:

@@ -101,6 +101,12 @@ class ObligationError(RewriteError):
         self.counterexample = counterexample or {}
 
 
+class DeviceError(NapkinError, ValueError):
+    """A device region (``nc.shard``) or a collective used wrongly: more devices than values along the sharded axis,
+    a collective run outside a device region, replicated outputs that differ between devices; named with the axis,
+    the devices and the box."""
+
+
 class GradError(NapkinError, ValueError):
     """A diagram cannot be differentiated as asked: an input it lacks, a box without a VJP."""
 

@@ -25,6 +25,11 @@ ruleset            rules
 ``CONTRACTION``    contraction_merge, contraction_split, contraction_reassociation, contracted_axis_renaming,
                    pairwise_contraction (an n-ary contraction as pairwise ones, in an order the search costs)
 ``SPLITS``         split_stream (a stream's slices in parts run by parallel blocks, their states merged)
+``DEVICES``        device_partition, device_reduction, device_fusion, device_gather (a program over P devices:
+                   shards, partials merged by an all-reduce, regions fused with the all-gathers a whole read needs,
+                   inputs arriving sharded and all-gathered; device_ring: such inputs passed round the devices
+                   instead, the inside streamed over their shards; oriented by their user with
+                   ``rule.using(devices=P)``; ``tensor_parallel`` applies them)
 ``NORMAL_FORM``    written_softmax, unshifted_softmax, written_logsumexp, scale_into_softmax, product_with_itself,
                    times_reciprocal, mean_of_sum (an operation written by hand as the primitive that names it)
 ``LOG_FORM``       log_of_softmax, gather_before_maps (log SoftMax as x − LSE; a gather taken before the
@@ -78,6 +83,9 @@ from rewrites.decompose import group_split_join, online_softmax_decomposition, s
 from rewrites.partition import RULES as PARTITION
 from rewrites.partition import group_partition, kernel_formation, kernel_fusion, sliced_stream, stream_partition
 from rewrites.splits import RULES as SPLITS
+from rewrites.devices import RULES as _DEVICE_RULES
+from rewrites.ring import device_ring
+from rewrites.devices import device_fusion, device_gather, device_partition, device_reduction, tensor_parallel
 from rewrites.splits import split_stream
 from rewrites.sharing import RULES as SHARING
 from rewrites.sharing import shared_load
@@ -88,12 +96,13 @@ from rewrites.softmax import (auxiliary_to_unscaled, divide_after_contraction, s
                               softmax_to_auxiliary)
 
 CONTRACTION = _CONTRACTION + _ORDER
+DEVICES = _DEVICE_RULES + RuleSet((device_ring,))
 SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_elimination))
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
 ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + INNER + SHARING + SIBLINGS + DECOMPOSE + CONTRACTION + NORMALISERS \
-    + SPLITS + RECOMPUTE + STATISTICS + NORMAL_FORM + LOG_FORM + _SUM_RULES + SCALE_FORM + VARIANCE_FORM
+    + SPLITS + RECOMPUTE + STATISTICS + NORMAL_FORM + LOG_FORM + _SUM_RULES + SCALE_FORM + VARIANCE_FORM + DEVICES
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
 
@@ -131,9 +140,10 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "softmax_contraction_to_unscaled", "save_load_elimination",
            "CONTRACTION", "contraction_merge", "contraction_split", "contraction_reassociation",
            "contracted_axis_renaming", "pairwise_contraction", "NORMALISERS", "softmax_statistics_pass",
-           "centred_statistics_pass", "SPLITS", "split_stream", "NORMAL_FORM", "written_softmax",
+           "centred_statistics_pass", "SPLITS", "split_stream", "device_ring", "NORMAL_FORM", "written_softmax",
            "written_logsumexp", "scale_into_softmax", "product_with_itself", "times_reciprocal", "mean_of_sum",
            "unshifted_softmax", "LOG_FORM", "log_of_softmax", "gather_before_maps",
            "SUM_FORM", "sum_of_contraction", "own_axes_first", "contraction_into_readers",
            "SCALE_FORM", "scale_through_contraction", "scales_multiply",
-           "VARIANCE_FORM", "uncentred_variance"]
+           "VARIANCE_FORM", "uncentred_variance", "DEVICES", "device_partition", "device_reduction", "device_fusion",
+           "device_gather", "tensor_parallel"]

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import math
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
-import napkin_cat as nc
+if TYPE_CHECKING:
+    from napkin_cat.syntax.adapter import Diagram
 
-from napkin_cat.semantics.regions import REGION_SEMANTICS, run_kernel
-
-from napkin_cat.syntax.adapter import Diagram, layers
-from napkin_cat.algorithms.bubbles import REGIONS, Region
-from napkin_cat.syntax.primitive import KINDS, kind_of
-from napkin_cat.syntax.weave import core_of
+# napkin_cat is imported where it is used, not here: pytest loads this file in every process of a run, the xdist
+# controller among them, which runs no test and imported the package (2.5 s of CPU) before it started the workers
 
 
 def softmax_reference(z, axis=-1):
@@ -61,6 +59,7 @@ def rms_norm_reference(X, gamma, eps):
 
 def assert_well_typed(diagram: Diagram):
     """Every layer's box takes exactly the wires in front of it (re-scanned, not trusted)."""
+    from napkin_cat.syntax.adapter import layers
     wires = list(diagram.dom.inside)
     for k, (offset, box) in enumerate(layers(diagram)):
         n = len(box.dom)
@@ -86,6 +85,8 @@ def weave_sizes(box, env=None):
 
 def box_flops(box, env=None):
     """FLOPs per pipeline of one primitive box: the kind's item count times its weave sizes."""
+    from napkin_cat.syntax.primitive import kind_of
+    from napkin_cat.syntax.weave import core_of
     spec = box.data
     core = core_of(spec, box.dom, box.cod, env or {})
     per_item = kind_of(spec.kind).item_flops(core)
@@ -95,7 +96,7 @@ def box_flops(box, env=None):
 
 def diagram_flops(diagram):
     """Sum of :func:`box_flops` over the primitive boxes of a flat diagram."""
-    from napkin_cat.syntax.adapter import is_structural
+    from napkin_cat.syntax.adapter import is_structural, layers
     total = {}
     for _, box in layers(diagram):
         if is_structural(box) is not None:
@@ -112,6 +113,8 @@ def live_columns(diagram):
     discards are read off the boxes' types here, not through ``napkin_cat.syntax.wiring``."""
     import sympy
     from discopy import markov
+
+    from napkin_cat.syntax.adapter import layers
 
     def run(on_layer):
         wires, fresh = list(enumerate(diagram.dom.inside)), len(diagram.dom)
@@ -156,6 +159,7 @@ def live_columns(diagram):
 def residual_stack(k: int = 3):
     """``k`` residual blocks ``x + relu(x W_i)`` (n = 64, e = f = 32): a seam at every block's output, read by the
     product and the add; the search cuts it into ``k`` alike segments."""
+    import napkin_cat as nc
     b = nc.Builder(nc.types(", ".join(["n e"] + ["e f"] * k), n=64, e=32, f=32))
     x = b.inputs[0]
     for i in range(k):
@@ -182,21 +186,31 @@ def rng():
 @pytest.fixture
 def scratch_kinds():
     """Names of primitive kinds declared by a test; they are removed afterwards."""
+    from napkin_cat.syntax.primitive import KINDS
     before = set(KINDS)
     yield
     for name in set(KINDS) - before:
         del KINDS[name]
 
 
-class Tagged(Region):
-    """A test-only region: checks that serialisation is generic over ``REGIONS``."""
+@pytest.fixture(scope="session")
+def tagged_class():
+    from napkin_cat.algorithms.bubbles import Region
 
-    region = "test_tagged"
+    class Tagged(Region):
+        """A test-only region: checks that serialisation is generic over ``REGIONS``."""
+
+        region = "test_tagged"
+
+    return Tagged
 
 
 @pytest.fixture
-def tagged_region():
+def tagged_region(tagged_class):
     """A user's region, registered as a region (syntax) and by its numpy meaning (it runs its inside)."""
+    from napkin_cat.algorithms.bubbles import REGIONS
+    from napkin_cat.semantics.regions import REGION_SEMANTICS, run_kernel
+    Tagged = tagged_class
     REGIONS[Tagged.region] = Tagged
     REGION_SEMANTICS[Tagged.region] = run_kernel
     yield Tagged

@@ -43,7 +43,7 @@ LAYERS = {
     "rewriting": 4,
     "search": 5, "plan": 5,
     "codegen": 6, "hardware": 6,
-    "render": 7, "io": 7, "torch": 7,
+    "render": 7, "io": 7, "torch": 7, "distributed": 7,
     "cli": 8, "paper": 8, "testing": 8, "__init__": 8, "engine": 8,
 }
 

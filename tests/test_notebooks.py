@@ -1,8 +1,18 @@
-"""The notebooks run end to end in a fresh Jupyter kernel, use only the public API, and are stored
-without outputs (so a diff shows code, and a stale output can never pass for a result).
+"""The notebooks run end to end in a Jupyter kernel, use only the public API, and are stored without outputs
+(so a diff shows code, and a stale output can never pass for a result).
 
 Each notebook asserts what it shows (the paper's formulas, numpy references, two routes to a number),
 so a regression fails here, not only an exception.
+
+A worker's notebooks share one kernel, reset to its starting state before each (:data:`RESET`): an empty
+namespace, its own scratch folder as the working directory, the kinds and rule books the kernel started with,
+matplotlib's figures closed and settings restored, the warning filters restored and every warning shown again,
+torch's threads and random state restored, and the repository's scripts (``examples/``) imported again; a kernel
+that failed a notebook is shut down and the next notebook starts a new one.  Starting a kernel and importing the
+package in it costs 3.5 s of CPU (measured: an empty cell 0.9 s, ``import napkin_cat`` and a plot 3.5 s), eight
+times over where two workers need two (measured, the eight notebooks in one process with an empty cache folder:
+97.0 s of CPU in eight kernels, 73.9 s in one).  ``NAPKIN_SLOW=1`` runs each notebook in a kernel of its own, as a
+reader does.
 """
 from __future__ import annotations
 
@@ -13,6 +23,8 @@ import re
 
 import nbformat
 import pytest
+from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
@@ -77,20 +89,107 @@ def test_notebook_uses_the_public_api_only(path):
     assert not bad, f"{path.name} reaches past the public API: {sorted(set(bad))}"
 
 
+#: run before each notebook in its kernel: the state the kernel started with, back (see the module docstring);
+#: ``{root}`` and ``{cwd}`` are filled in
+RESET = """\
+%reset -f
+def _reset(root, cwd):
+    import importlib.util, os, sys, types, warnings
+    import matplotlib, matplotlib.pyplot as plt
+    import napkin_cat as nc
+    from napkin_cat.rewriting import registry
+    base = sys.modules.get("_notebook_kernel_start")
+    if base is None:                     # the kernel's first notebook: its start is the state to come back to
+        base = sys.modules["_notebook_kernel_start"] = types.ModuleType("_notebook_kernel_start")
+        base.torch = None
+        if importlib.util.find_spec("torch") is not None:
+            import torch
+            base.torch = (torch.get_num_threads(), torch.get_rng_state())
+        registry.rulebooks()             # the books of the entry points loaded (once a process): they stay
+        base.kinds, base.books = dict(nc.engine.KINDS), dict(registry.BOOKS)
+        base.rc, base.filters, base.modules = matplotlib.rcParams.copy(), list(warnings.filters), set(sys.modules)
+    plt.close("all")
+    matplotlib.rcParams.update(base.rc)
+    for table, start in ((nc.engine.KINDS, base.kinds), (registry.BOOKS, base.books)):
+        for name in set(table) - set(start):
+            del table[name]
+        table.update(start)
+    if base.torch is not None:
+        import torch
+        torch.set_num_threads(base.torch[0])
+        torch.set_rng_state(base.torch[1])
+    root = os.path.join(root, "")
+    own = (os.path.join(root, "napkin_cat", ""), os.path.join(root, "rewrites", ""))
+    for name in set(sys.modules) - base.modules:     # the repository's scripts (examples/) are imported again
+        where = getattr(sys.modules[name], "__file__", None) or ""
+        if where.startswith(root) and not where.startswith(own):
+            del sys.modules[name]
+    warnings.resetwarnings()            # also forgets where each warning was shown: shown again
+    warnings.onceregistry.clear()
+    warnings.filters[:] = base.filters
+    os.chdir(cwd)
+_reset({root!r}, {cwd!r})
+%reset -f
+"""
+
+
+class Kernels:
+    """This worker's notebook kernel: started at the first notebook, reset before each, replaced after a failure
+    (or after every notebook with ``fresh``)."""
+
+    def __init__(self, scratch: pathlib.Path, fresh: bool):
+        self.scratch, self.fresh, self.km = scratch, fresh, None
+        # the kernel imports this checkout (CI also has it installed); scratch dirs keep the run hermetic
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        self.env = {**os.environ, "PYTHONPATH": path, "IPYTHONDIR": str(scratch / ".ipython"),
+                    "JUPYTER_RUNTIME_DIR": str(scratch / ".runtime"), "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+        self.env.pop("MPLBACKEND", None)       # the kernel's own inline backend (Agg, headless)
+
+    def client(self, nb, cwd: pathlib.Path) -> NotebookClient:
+        return NotebookClient(nb, km=self.km, timeout=300, kernel_name="python3",
+                              resources={"metadata": {"path": str(cwd)}})
+
+    def run(self, nb, cwd: pathlib.Path):
+        """Execute ``nb`` with ``cwd`` its working directory, in the kernel reset (raises what nbclient raises)."""
+        if self.km is None:
+            self.km = AsyncKernelManager(kernel_name="python3")
+            with pytest.MonkeyPatch.context() as mp:      # where the manager writes the connection file
+                mp.setenv("JUPYTER_RUNTIME_DIR", self.env["JUPYTER_RUNTIME_DIR"])
+                run_sync(self.km.start_kernel)(env=self.env, cwd=str(self.scratch))
+        try:
+            for book in (nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+                    RESET.format(root=str(ROOT), cwd=str(cwd)))]), nb):
+                client = self.client(book, cwd)
+                try:
+                    client.execute()
+                finally:
+                    if client.kc is not None:
+                        client.kc.stop_channels()
+        except BaseException:
+            self.close()
+            raise
+        if self.fresh:
+            self.close()
+
+    def close(self):
+        if self.km is not None:
+            km, self.km = self.km, None
+            run_sync(km.shutdown_kernel)(now=True)
+
+
+@pytest.fixture(scope="session")
+def kernels(tmp_path_factory):
+    k = Kernels(tmp_path_factory.mktemp("kernel"), fresh=bool(os.environ.get("NAPKIN_SLOW")))
+    yield k
+    k.close()
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
-def test_notebook_runs(path, tmp_path, monkeypatch):
-    """Execute every cell in a fresh kernel (cwd: a scratch folder); a failed assertion fails the test."""
-    # the kernel imports this checkout (CI also has it installed); scratch dirs keep the run hermetic
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / ".ipython"))
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / ".runtime"))
-    monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")
-    monkeypatch.delenv("MPLBACKEND", raising=False)       # the kernel's own inline backend (Agg, headless)
+def test_notebook_runs(path, tmp_path, kernels):
+    """Execute every cell (cwd: a scratch folder) in the worker's kernel, reset; a failed assertion fails the test."""
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}})
     try:
-        client.execute()
+        kernels.run(nb, tmp_path)
     except CellExecutionError as e:
         pytest.fail(f"{path.name} failed:\n{e}", pytrace=False)
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
@@ -99,3 +198,62 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     assert images, f"{path.name} showed no picture or plot"
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert not re.search(r"Traceback|Warning:", text), text[-2000:]
+
+
+#: prints what a notebook finds of the kernel's state (a warning from a module that outlives the reset included)
+PROBE = """\
+import os, sys, types, warnings, importlib.util
+import matplotlib, matplotlib.pyplot as plt
+import napkin_cat as nc
+from napkin_cat.rewriting import registry
+source = "import warnings\\ndef warn():\\n    warnings.warn('once per place', UserWarning)"
+shared = sys.modules.get("shared_by_notebooks")
+if shared is None:
+    shared = sys.modules["shared_by_notebooks"] = types.ModuleType("shared_by_notebooks")
+    exec(compile(source, "shared.py", "exec"), shared.__dict__)
+shared.warn()
+torch = None
+if importlib.util.find_spec("torch") is not None:
+    import torch
+state = {"names": sorted(n for n in dir() if not n.startswith("_")), "kinds": sorted(nc.engine.KINDS),
+         "books": sorted(registry.BOOKS), "cwd": os.path.basename(os.getcwd()), "figures": plt.get_fignums(),
+         "linewidth": matplotlib.rcParams["lines.linewidth"],
+         "torch": torch and (torch.get_num_threads(), torch.rand(2).tolist())}
+print("STATE", state)
+"""
+
+#: changes what :data:`PROBE` prints (a filter put in place as ``simplefilter`` does, without invalidating what the
+#: modules' registries remember having shown)
+LEAVE = """\
+import os, warnings, matplotlib, matplotlib.pyplot as plt, numpy as np
+import napkin_cat as nc
+left = 1
+nc.declare("left_behind", lambda xs, core: [xs[0]])
+plt.figure()
+matplotlib.rcParams["lines.linewidth"] = 7
+warnings.filters.insert(0, ("ignore", None, Warning, None, 0))
+import torch
+torch.set_num_threads(1)
+torch.manual_seed(5)
+os.chdir("..")
+"""
+
+
+def test_each_notebook_finds_the_kernel_as_it_started(kernels, tmp_path):
+    """A notebook's names, kinds, figures, settings, folder, warning filters and torch state do not reach the next
+    notebook in the shared kernel, and a warning already shown is shown again; the probe runs before and after."""
+    pytest.importorskip("torch")
+    if kernels.fresh:
+        pytest.skip("NAPKIN_SLOW=1: each notebook starts a kernel of its own, nothing is shared")
+    seen = []
+    for k, source in enumerate((PROBE, LEAVE, PROBE, PROBE)):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+        (tmp_path / f"nb{k}").mkdir()
+        kernels.run(nb, tmp_path / f"nb{k}")
+        seen.append({name: "".join(o.text for o in nb.cells[0].outputs if o.get("name") == name)
+                     for name in ("stdout", "stderr")})
+    before, after = (s["stdout"].replace(f"'nb{k}'", "'nbK'") for k, s in ((0, seen[0]), (2, seen[2])))
+    assert "STATE" in before and "'cwd': 'nbK'" in before, before
+    assert after == before, f"the kernel kept what a notebook left:\n{before}\n{after}"
+    assert seen[3]["stdout"].replace("'nb3'", "'nbK'") == before
+    assert all("UserWarning: once per place" in s["stderr"] for s in (seen[0], seen[2], seen[3])), seen

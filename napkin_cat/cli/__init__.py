@@ -2,7 +2,8 @@
 
 ``napkin reproduce --out DIR`` reproduces the paper end to end and writes a report;
 ``napkin table config|clock|overlap`` prints the hardware tables of §5 (the paper's configuration by
-default; ``--hardware`` a model's name or file, ``--d``, ``--n``, ``--variant``);
+default; ``--hardware`` a model's name or file, ``--d``, ``--n``, ``--variant``), ``napkin table cluster`` a
+cluster's capacity, links and collective times (``--devices``, ``--link``, ``--bytes``);
 ``napkin demo`` draws, evaluates and derives FlashAttention; ``napkin gallery --out DIR`` derives, draws and
 plots every library algorithm and registered example into one page; ``cost``, ``derive``, ``plan``, ``codegen``
 and ``draw`` take a library algorithm by name (with keyword arguments: ``'attention(lse=True)'``) or a Python
@@ -122,9 +123,11 @@ def parser() -> argparse.ArgumentParser:
                        description="Tables of FlashAttention configured for a GPU's toy hierarchy (paper §5). "
                        "Defaults are the paper's configuration: FP8 queries and keys, FP16 otherwise, "
                        "t_q = 1, s_x = u_x = 64, d = 128, d' = 32, d'' = 8, on H100 SXM5.")
-    s.add_argument("which", choices=("config", "clock", "overlap"),
+    s.add_argument("which", choices=("config", "clock", "overlap", "cluster"),
                    help="config: variables, bytes per block and per warpgroup, N_max (Tables 1-2); clock: clocks "
-                        "per thread per trip (Table 3); overlap: tensor utilisation of overlap strategies (§5.7)")
+                        "per thread per trip (Table 3); overlap: tensor utilisation of overlap strategies (§5.7); "
+                        "cluster: --devices GPUs of --hardware joined by --link: each device's capacity, the links, "
+                        "the time of NCCL's ring collectives of a --bytes array (docs/distributed.md)")
     s.add_argument("--hardware", default="h100-sxm5", help="a GPU model's name (h100-sxm5, h100-pcie, h200, h800, "
                    "a100) or the path of a model file (docs/adding-a-hardware-model.md); default h100-sxm5")
     s.add_argument("--variant", default="paper", choices=("paper", "fp16", "fa3-fp16", "fa3-fp8"),
@@ -140,6 +143,14 @@ def parser() -> argparse.ArgumentParser:
                                       "(default §5.7's: special=1/2,general=1)")
     s.add_argument("--no-strict", action="store_true", help="config: show a table that overflows instead of "
                                                             "refusing it")
+    s.add_argument("--devices", type=int, metavar="P", help="cluster: the number of GPUs")
+    s.add_argument("--link", default="nvlink4", help="cluster: the link within a node (a shipped link: "
+                   "nvlink4, nvlink5, pcie5, ib-ndr, ib-hdr, or a link file; default nvlink4)")
+    s.add_argument("--inter-node-link", help="cluster: the link between nodes (ib-ndr, ib-hdr or a file) where "
+                   "--devices exceeds a node")
+    s.add_argument("--gpus-per-node", type=int, help="cluster: GPUs per node (default: the link's)")
+    s.add_argument("--bytes", default="1 GiB", help="cluster: the size of the array each collective moves, with "
+                   "its unit (default '1 GiB')")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(fn=commands.cmd_table)
 

@@ -18,6 +18,7 @@ import sympy
 
 from napkin_cat import codegen, library
 from napkin_cat.algorithms.partitions import unfused
+from napkin_cat.cli.cluster import cluster_table
 from napkin_cat.cli.inputs import CLIError, algorithm, differentiated, parse_memory, parse_sizes
 from napkin_cat.cost.functor import cost
 from napkin_cat.cost.memory import memory_limit
@@ -314,8 +315,11 @@ def cmd_reproduce(args):
 
 
 def cmd_table(args):
-    """``napkin table config|clock|overlap``: the paper's configuration (or a variant) on a hardware model."""
+    """``napkin table config|clock|overlap``: the paper's configuration (or a variant) on a hardware model;
+    ``napkin table cluster``: :mod:`napkin_cat.cli.cluster`."""
     from fractions import Fraction
+    if args.which == "cluster":
+        return _emit(args, *cluster_table(args))
     gpu = load_hardware(args.hardware)
     if args.d < 1:
         raise CLIError(f"--d {args.d}: the head dimension must be a positive int")

@@ -510,7 +510,7 @@ class CodePrinter(RecordForms, Printer):
         ``body_of(depth)``."""
         table = self.block_tables.get(s.index)
         if table is None:
-            return body_of(depth)
+            return self.full_variants(s, depth, body_of)
         state = f"nc_state_{ident(s.index.name)}"
         out = self.block_state(table, state, depth)
         if self.skip_trip is None:       # a dialect without ``continue``: the live trips nested under a test
@@ -529,6 +529,28 @@ class CodePrinter(RecordForms, Printer):
         return (out + [self.line(depth, self.if_full.format(state=state, comment=self.comment))] + full +
                 [self.line(depth, self.otherwise.format(state=state, comment=self.comment))] + body_of(depth + 1) +
                 ([self.line(depth, self.end_if)] if self.end_if else []))
+
+    #: a dialect's test of a trip on which a mask from positions is true on every pair (its ``{condition}``, on the
+    #: loop indices), followed by the body without the mask, then :attr:`otherwise` and the body as written; None:
+    #: the dialect runs every trip as written (:meth:`full_variants`)
+    if_positions = None
+
+    def full_variants(self, s, depth, body_of) -> list[str]:
+        """A stream loop's trip where a mask from positions decides (its :class:`~napkin_cat.plan.ir.FullTrips`):
+        ``body_of(depth)`` without the mask on the trips where it is true on every pair, as written on the others
+        (FlashAttention's causal tiles below the diagonal apply no mask); just ``body_of(depth)`` where the loop has
+        none, where a full trip is being printed already, or where the dialect has no :attr:`if_positions`."""
+        full = getattr(s, "full_trips", None)
+        if full is None or self.if_positions is None or self.full_trip is not None:
+            return body_of(depth)
+        test = self.if_positions.format(condition=self.code(full.when), comment=self.comment)
+        self.full_trip = full
+        try:
+            without = body_of(depth + 1)
+        finally:
+            self.full_trip = None
+        return ([self.line(depth, test)] + without + [self.line(depth, self.otherwise.format(comment=self.comment))]
+                + body_of(depth + 1) + ([self.line(depth, self.end_if)] if self.end_if else []))
 
     def line(self, depth, text) -> str:
         return self.indent * depth + text

@@ -121,6 +121,9 @@ class Columns:
         ctx.columns = _columns(head, body, tail, set(outs), ctx.arrays, ctx.arithmetic)
         return outs
 
+    #: a ring's columns are its stream's (the slot its next slice arrives in is the cost functor's to add)
+    ring = stream
+
     def _split(self, node, vals, ctx, run, head, body, states):
         """A split stream (:mod:`napkin_cat.plan.partials`): a part's columns (its head, trips, and its state
         saved), then the combine's (:meth:`_combine`)."""

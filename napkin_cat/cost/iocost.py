@@ -39,8 +39,10 @@ from napkin_cat.algorithms.schedule import advance, fold_region, schedule_of
 from napkin_cat.algorithms.splits import partial_moves
 from napkin_cat.cost.columns import stream_columns
 from napkin_cat.cost.live import numel
+from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.polynomial import SYMPY
-from napkin_cat.cost.record import ONE, ZERO, Cost, Density, GroupCost, OpCost, StreamRecord
+from napkin_cat.algorithms.ring import incoming, ring_link
+from napkin_cat.cost.record import ONE, ZERO, Cost, Density, GroupCost, Link, OpCost, StreamRecord
 from napkin_cat.cost.trips import running_trips
 from napkin_cat.syntax.adapter import Diagram, Ty, layers
 from napkin_cat.syntax.relabel import PLAIN, Relabelling
@@ -48,8 +50,8 @@ from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.weave import core_of
 from napkin_cat.syntax.wiring import computes, trace_values, traverse
 
-__all__ = ["Cost", "OpCost", "GroupCost", "StreamRecord", "box_cost", "box_pieces", "cost", "region_cost", "numel",
-           "partial_values", "Symbolic"]
+__all__ = ["Cost", "OpCost", "GroupCost", "StreamRecord", "box_cost", "box_link", "box_pieces", "cost", "region_cost",
+           "numel", "partial_values", "Symbolic"]
 
 
 def _plus(col: dict, extra: dict) -> dict:
@@ -66,11 +68,41 @@ def box_cost(box, view: Relabelling = PLAIN, arithmetic=SYMPY, *, ops: bool = Tr
     alone: the search's)."""
     H, H_bytes, flops, records = box_pieces(box, view, arithmetic)
     if not ops:
-        return Cost(dict(H), dict(H_bytes), {}, dict(flops))
+        return Cost(dict(H), dict(H_bytes), {}, dict(flops), link=box_link(box))
     occurrence = next(_OCCURRENCES)
     return Cost(dict(H), dict(H_bytes), {}, dict(flops),
                 ops=[OpCost(o.label, o.kind, o.pipeline, o.flops, o.trips, dtype=o.dtype, operands=o.operands,
-                            index=occurrence) for o in records])
+                            index=occurrence) for o in records], link=box_link(box))
+
+
+def _bytes_per_value(array) -> int:
+    return array.dtype.bytes
+
+
+def box_link(box, device=None, numel_of=None, devices=None):
+    """The values a collective box sends and receives over the link (:class:`~napkin_cat.cost.record.Link`), on
+    any device (``device`` None: symbolic, shards of ``n/P``) or on device ``device`` of ``devices`` (``numel_of``:
+    an array's values as an int, at sizes); None for a box that is not a collective
+    (:mod:`napkin_cat.syntax.collectives`).
+
+    >>> import napkin_cat as nc
+    >>> l = box_link(nc.all_gather("n h", axis="h", devices=nc.symbol("P")).boxes[0])
+    >>> sympy.factor(l.sent), sympy.factor(l.received), l.messages
+    (h*n*(P - 1)/P, h*n*(P - 1)/P, P - 1)
+    """
+    collective = kind_of(box.data.kind).collective
+    if collective is None:
+        return None
+    P = box.data.param("devices")
+    if device is None:
+        def numel_of(a):
+            return sympy.Mul(*[x.size for x in a.axes])
+        sent, received, messages = collective.moves(box, numel_of, None, sympy.sympify(P))
+        sb, rb, _ = collective.moves(box, numel_of, None, sympy.sympify(P), _bytes_per_value)
+        return Link(P, sent, received, messages, None, sb, rb)
+    sent, received, messages = collective.moves(box, numel_of, device, devices)
+    sb, rb, _ = collective.moves(box, numel_of, device, devices, _bytes_per_value)
+    return Link(devices, int(sent), int(received), int(messages), None, int(sb), int(rb))
 
 
 def box_pieces(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> tuple:
@@ -405,6 +437,21 @@ class Symbolic:
         sink.append(_walk(node.inside, sink.within(node.region)))
         return dests
 
+    def shard(self, node, ins, sink, dests):
+        """One device's cost (the inside once, on a shard: FLOPs and transfers per device, not times ``P``), with its
+        link record: the collectives' values sent and received, and ``held``, its level-0 memory (the inside's
+        largest level-0 column: shards of the sharded arrays, the replicated ones whole)."""
+        inner = _walk(node.inside, sink.within(node.region))
+        inner.ops = [replace(o, region=(("shard", node.axis),) + o.region) for o in inner.ops]
+        link = inner.link or Link(node.devices, ZERO, ZERO, ZERO)
+        cols = inner.columns.get(0) or [ZERO]
+        held = cols[0] if len(cols) == 1 else column_max(cols)
+        inner.link = Link(node.devices, link.sent, link.received, link.messages,
+                          held if link.held is None else sympy.Max(held, link.held), link.sent_bytes,
+                          link.received_bytes)
+        sink.append(inner)
+        return dests
+
     def grid(self, node, ins, sink, dests):
         sink.append(_grid_cost(node.region, _walk(node.inside, sink.inside(node.region)), _is_nest(node.inside),
                                sink.view, sink.arithmetic))
@@ -445,6 +492,23 @@ class Symbolic:
         if density is not None:
             total.assumptions = (Density(density),)
         sink.append(_in_stream(total, node.region, sink.view, masked=node.skip is not None, density=density))
+        return dests
+
+    def ring(self, node, ins, sink, dests, run):
+        """A ring (:mod:`napkin_cat.algorithms.ring`): the stream's cost, ``P`` trips of a shard, with the ring's
+        exchanges on the link (``(P − 1)·|x|/P`` each way per streamed input ``x``, ``P − 1`` messages each) and its
+        ``held``: its level-0 columns (the slice in use among them) with the slot an incoming slice is received into
+        (the device region takes the larger of it and its own columns)."""
+        self.stream(node, ins, sink, dests, run)
+        c = sink[-1]
+        box = node.region
+        slot = sum((numel(a) for a in incoming(box)), sympy.Integer(0))
+        cols = [sympy.sympify(col) + slot for col in c.columns.get(0) or [sympy.Integer(0)]]
+        held = cols[0] if len(cols) == 1 else column_max(cols)     # the ring's own level-0 memory, its slot in
+        sent, received, messages = ring_link(box, numel)
+        sb, rb, _ = ring_link(box, numel, _bytes_per_value)
+        mine = Link(box.devices, sent, received, messages, held, sb, rb)
+        c.link = mine if c.link is None else c.link.then(mine)
         return dests
 
     def merge(self, r, diagram, a, b, sink):

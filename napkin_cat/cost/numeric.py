@@ -35,10 +35,14 @@ from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.splits import part_bounds, partial_moves
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
 from napkin_cat.cost.exact_arithmetic import value
-from napkin_cat.cost.iocost import box_pieces, cost
-from napkin_cat.cost.record import Cost, Density
-from napkin_cat.errors import ArgumentError, AxisError, NapkinError, ShapeError
-from napkin_cat.syntax.adapter import Bubble, Diagram, layers
+from napkin_cat.algorithms.devices import Shard, collective_cuts, device_inside, device_shards
+from napkin_cat.algorithms.ring import ring_extents, ring_link
+from napkin_cat.cost.iocost import box_link, box_pieces, cost, region_cost
+from napkin_cat.cost.record import Cost, Density, Link, join_links
+from napkin_cat.errors import ArgumentError, AxisError, DeviceError, NapkinError, ShapeError
+from napkin_cat.syntax.collectives import shard_bounds
+from napkin_cat.syntax.primitive import kind_of
+from napkin_cat.syntax.adapter import Bubble, Diagram, from_layers, layers
 from napkin_cat.syntax.sizes import as_sizes
 from napkin_cat.syntax.wiring import computes
 
@@ -62,6 +66,8 @@ def _add(total: Cost, part: Cost, times: int = 1) -> Cost:
     for mine, theirs in ((total.H, part.H), (total.H_bytes, part.H_bytes), (total.flops, part.flops)):
         for k, v in theirs.items():
             mine[k] = mine.get(k, 0) + v * times
+    if part.link is not None:
+        total.link = join_links(total.link, part.link if times == 1 else part.link.scaled(times))
     return total
 
 
@@ -79,8 +85,13 @@ class At:
     counted ``count`` times, and a masked stream inside runs each of its slices on the tiles whose mask may be
     true there, decided for all of them at once (:func:`_count_running`)."""
 
-    def __init__(self, env: dict, tiles: dict | None = None, count: int = 1):
+    #: ``(p, A, empty)``: device ``p`` of the ``A`` that hold a shard, whose shard this context counts (inside a device
+    #: region: its collectives' link counts; ``empty``: ``(axis, shard size) → 0`` for its empty co-shards), or None
+    device = None
+
+    def __init__(self, env: dict, tiles: dict | None = None, count: int = 1, device=None):
         self.env, self.total, self.tiles, self.count = env, Cost(), dict(tiles or {}), count
+        self.device = device
 
     def bound(self, region, extent: int, start=None) -> "At":
         """A context for a tile of ``extent`` (at ``start`` within the enclosing tile, if it matters): the
@@ -91,7 +102,7 @@ class At:
             env[region.size] = extent
         tiles, count = dict(self.tiles), self.count
         if start is None:
-            return At(env, tiles, count)
+            return At(env, tiles, count, self.device)
         base = self.tiles.get(region.axis, (0, None))[0]
         if isinstance(start, range):
             if len(start) * count > MAX_TILES:
@@ -104,17 +115,18 @@ class At:
             tiles = {a: (_repeated(s, k), e) for a, (s, e) in tiles.items()}
             base, start, count = _repeated(base, k), np.tile(start, count), count * k
         tiles[region.axis] = (base + start, extent)
-        return At(env, tiles, count)
+        return At(env, tiles, count, self.device)
 
     def running(self, keep) -> "At":
         """The context of the tiles where ``keep`` (a bool, or an array over this context's tiles) holds."""
         keep = np.broadcast_to(np.asarray(keep, dtype=bool), (self.count,))
         return At(self.env, {a: (s[keep] if isinstance(s, np.ndarray) else s, e)
-                             for a, (s, e) in self.tiles.items()}, int(np.count_nonzero(keep)))
+                             for a, (s, e) in self.tiles.items()}, int(np.count_nonzero(keep)), self.device)
 
     def counting(self, count: int) -> "At":
         """This context standing for ``count`` tiles whose starts nothing reads."""
-        return At(self.env, {a: t for a, t in self.tiles.items() if not isinstance(t[0], np.ndarray)}, count)
+        return At(self.env, {a: t for a, t in self.tiles.items() if not isinstance(t[0], np.ndarray)}, count,
+                  self.device)
 
     def tile_of(self, axis: str, size) -> tuple:
         """The tile ``axis`` is in: its partition's ``(start, extent)``, or the whole axis."""
@@ -207,7 +219,7 @@ def _running(skip, ctx: At, region, extent: int, starts, positions: bool, block_
     arrays = [a for a, (s, _) in first.tiles.items() if isinstance(s, np.ndarray)]
     tiles = dict(first.tiles)
     tiles.update({a: (np.concatenate([p.tiles[a][0] for p in parts]), first.tiles[a][1]) for a in arrays})
-    return At(first.env, tiles, sum(p.count for p in parts))
+    return At(first.env, tiles, sum(p.count for p in parts), first.device)
 
 
 def _count_running(skip, ctx: At, region, extent: int, starts, block_mask=None) -> int:
@@ -257,8 +269,18 @@ class Concrete:
     def box(self, box, ctx: At):
         H, H_bytes, flops, _ = box_pieces(box)
         env = ctx.env
+        link = None
+        if kind_of(box.data.kind).collective is not None:
+            if ctx.device is None:
+                raise DeviceError(f"{box.name}: a collective moves values between devices; it runs inside a device "
+                                  f"region (nc.shard) only")
+            device, active, extents = ctx.device
+            link = box_link(box, device, lambda a: _value(sympy.Mul(*[extents.get((x.name, x.size), x.size)
+                                                                      for x in a.axes]), env), active)
+            link = Link(_value(box.data.param("devices"), env), link.sent, link.received, link.messages, None,
+                        link.sent_bytes, link.received_bytes)
         _add(ctx.total, Cost({l: _value(h, env) for l, h in H}, {l: _value(h, env) for l, h in H_bytes}, {},
-                             {p: _value(f, env) for p, f in flops}), ctx.count)
+                             {p: _value(f, env) for p, f in flops}, link=link), ctx.count)
 
     def diagram(self, d: Diagram, ctx: At):
         for _, box in layers(d):
@@ -287,6 +309,42 @@ class Concrete:
 
     def kernel(self, node, ins, ctx, dests):
         self.diagram(node.inside, ctx)
+        return dests
+
+    def shard(self, node, ins, ctx, dests):
+        """Each device's inside on its shard, counted apart: the record's H and FLOPs are the busiest device's (per
+        level and pipeline), its link one count per device (sent, received, messages, and ``held``: the device's
+        level-0 memory, its inside's largest level-0 column at its shard's size)."""
+        env = ctx.env
+        P = _value(node.devices, env)
+        shards = device_shards(node, lambda e: _value(e, env))
+        active = sum(d is not None for d in shards)         # an idle device (an empty shard) counts 0
+        cuts = {key: shard_bounds(_value(full, env), active) for key, full in collective_cuts(node).items()}
+        per, held = [], []
+        for mine in shards:
+            tiles = {**ctx.tiles, **{a: (lo, hi - lo) for a, (lo, hi) in (mine or {}).items()}}
+            empty = {(a, node.axes[a][0]): 0 for a, (lo, hi) in (mine or {}).items() if hi == lo}   # no co-shard
+            p = len(per)
+            if mine is not None:        # its shard of an axis a collective cuts inside: np.array_split's, not ⌈n/P⌉
+                empty.update({key: b[p + 1] - b[p] for key, b in cuts.items()})
+            inner = At(env, tiles, 1, (p, active, empty))
+            d = None if mine is None else device_inside(node, mine)
+            if d is not None:
+                self.diagram(d, inner)
+            per.append(inner.total)
+            gone = {t: 0 for (_, t) in empty if not isinstance(t, int)}      # an empty co-shard holds nothing
+            ring = [] if inner.total.link is None or inner.total.link.held is None else [inner.total.link.held]
+            held.append(0 if d is None else max([_value(c.subs(gone) if gone else c, env)
+                                                 for c in cost(d).columns.get(0, [])] + ring + [0]))
+        out = Cost()
+        for name in ("H", "H_bytes", "flops"):
+            keys = {k for c in per for k in getattr(c, name)}
+            setattr(out, name, {k: max(getattr(c, name).get(k, 0) for c in per) for k in keys})
+        links = [c.link or Link(P, 0, 0, 0) for c in per]
+        out.link = Link(P, tuple(x.sent for x in links), tuple(x.received for x in links),
+                        tuple(x.messages for x in links), tuple(held), tuple(x.sent_bytes for x in links),
+                        tuple(x.received_bytes for x in links))
+        _add(ctx.total, out, ctx.count)
         return dests
 
     def grid(self, node, ins, ctx, dests):
@@ -322,6 +380,39 @@ class Concrete:
                 for k, v in theirs.items():
                     mine[k] = mine.get(k, 0) + rho * v
         vals.update((v, made[v]) for v in node.sliced)
+
+    def ring(self, node, ins, ctx, dests, run):
+        """A ring on the device ``ctx`` counts (:mod:`napkin_cat.algorithms.ring`): the head, one trip per shard at
+        the shard's size (every device folds every shard), the finish and the tail; the link: the shards it
+        sends on and receives, one message per streamed input and exchange, and its ``held``: its level-0 columns with
+        the slice in use at its widest (the largest shard, which every device folds at some trip) and the slot an
+        incoming slice arrives in."""
+        if ctx.device is None:
+            raise DeviceError(f"{node.region.name}: a ring passes shards between devices; it runs inside a device "
+                              f"region only")
+        box, env = node.region, ctx.env
+        extents = ring_extents(box, lambda e: _value(e, env))
+        vals = run.head(ins, ctx)
+        states = run.init(ctx)
+        for n in extents:
+            if n == 0:
+                continue
+            r = run if n == box.size else Phases(schedule_of(relabelled(box, n)), self)
+            inner = ctx.bound(box, n)
+            r.trip(vals, states, inner)
+            _add(ctx.total, inner.total, 1)
+        outs = run.tail(run.finish(vals, states, ctx), ctx)
+
+        def numel_at(a, n):
+            return _value(sympy.Mul(*[n if x.name == box.axis else x.size for x in a.axes]), env)
+        device = ctx.device[0]
+        sent, received, messages = ring_link(box, numel_at, device=device, extents=extents)
+        sb, rb, _ = ring_link(box, numel_at, lambda a: a.dtype.bytes, device=device, extents=extents)
+        slot = sum(numel_at(box.dom.inside[i], max(extents)) for i in box.streamed())
+        widest = box if box.size == max(extents) else relabelled(box, max(extents))     # the slice in use, widest
+        held = max([_value(c, env) for c in region_cost(widest).columns.get(0, [])] + [0]) + slot
+        _add(ctx.total, Cost(link=Link(len(extents), sent, received, messages, held, sb, rb)), ctx.count)
+        return outs
 
     def stream(self, node, ins, ctx, dests, run):
         vals = run.head(ins, ctx)
@@ -383,10 +474,11 @@ CONCRETE = Concrete()
 
 
 def _partitions(diagram: Diagram):
+    """The Grids and Streams of ``diagram``, not those inside a device region (each device's are on its shard)."""
     for _, box in layers(diagram):
         if isinstance(box, (Grid, Stream)):
             yield box
-        if isinstance(box, Region):
+        if isinstance(box, Region) and not isinstance(box, Shard):
             yield from _partitions(box.arg)
 
 
@@ -441,5 +533,22 @@ def at(diagram: Diagram, sizes, *, strict: bool = False, block_mask=None, densit
         block_mask.check({str(k): v for k, v in env.items()}, "the sizes")
     out = folded(diagram, env, block_mask, rho)
     out.assumptions = tuple(a if a.value is not None else Density(a.symbol, 1) for a in assumed.assumptions)
-    out.columns = {l: [max(_value(col, env) for col in cols)] for l, cols in cost(diagram).columns.items()}
+    out.columns = {l: [max(_value(col, env) for col in cols)]
+                   for l, cols in cost(_largest_shards(diagram, env)).columns.items()}
     return out
+
+
+def _largest_shards(diagram: Diagram, env: dict) -> Diagram:
+    """``diagram`` with each device region's inside at its largest shard's size (device 0's, an int): the memory its
+    columns count at ``env``, where a shard ``a/P`` need not be an integer."""
+    items, changed = [], False
+    for layer in diagram.inside:
+        left, box, right = layer.boxes_or_types[:3]
+        if isinstance(box, Shard):
+            node = schedule_of(box)
+            first = device_shards(node, lambda e: _value(e, env))[0]
+            inside = device_inside(node, first)
+            if inside is not node.inside:
+                box, changed = Shard(inside, box.dom, box.cod, {**box.params, "size": first[box.axis][1]}), True
+        items.append((left, box, right))
+    return from_layers(diagram.dom, diagram.cod, items) if changed else diagram

@@ -9,6 +9,8 @@ field           runner's name           meaning
 ``H_bytes[ℓ]``  ``bytes[ℓ]``            the same in bytes
 ``M[ℓ]``        ``peak[ℓ]`` (ℓ ≥ 1)     the most values live at level ℓ at once: the max of ``columns[ℓ]``
 ``flops[p]``    ``flops[p]``            FLOPs per pipeline (``tensor``, ``special``, ``general``)
+``link``        ``link``                per device: values sent and received over the link, messages, level-0
+                                        memory (:class:`Link`; None: no device region)
 ==============  ======================  ===========================================================
 
 ``nc.cost(d)`` fills it with sympy expressions (and the breakdowns ``groups``, ``streams``, ``ops``);
@@ -29,7 +31,7 @@ import sympy
 
 from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.polynomial import Poly, add_all
-from napkin_cat.errors import ArgumentError
+from napkin_cat.errors import ArgumentError, DeviceError
 
 ZERO = sympy.Integer(0)
 ONE = sympy.Integer(1)
@@ -102,6 +104,77 @@ class StreamRecord(tuple):
         return out
 
 
+@dataclass(frozen=True)
+class Link:
+    """The device level (issue 37): per device, the values it ``sent`` and ``received`` over the link (and the same in
+    bytes, ``sent_bytes``/``received_bytes``, each array at its number format), its ``messages`` (one per peer and
+    array a collective moves: what latency is paid for) and ``held``, the most values it holds in global memory at
+    once (its ``M[0]``: shards of the sharded arrays, replicated arrays whole).
+
+    Symbolic (``nc.cost(d)``): each a sympy expression, any device's (shards of ``n/P``: ``P`` divides the axis).
+    At sizes (``nc.cost(d, sizes=...)``): each a tuple of ints, one per device ``0 … P−1`` (shards cut as
+    ``np.array_split`` cuts them).  ``H`` is the device level's transfers, ``sent + received``.  Records compose as
+    the cost does: ``then`` adds the counts and takes the max of ``held``; ``devices`` must agree.
+
+    >>> a = Link(2, (3, 2), (2, 3), (1, 1), (9, 8), (12, 8), (8, 12))
+    >>> a.then(a).H, a.then(a).held, a.then(a).sent_bytes
+    ((10, 10), (9, 8), (24, 16))
+    """
+
+    devices: object
+    sent: object
+    received: object
+    messages: object
+    held: object = None
+    sent_bytes: object = 0
+    received_bytes: object = 0
+
+    @property
+    def H(self):
+        """Values in or out over the link, per device: ``sent + received``."""
+        return _each(self.sent, self.received, lambda a, b: a + b)
+
+    def then(self, other: "Link | None") -> "Link":
+        if other is None:
+            return self
+        if other.devices != self.devices:
+            raise DeviceError(f"one program runs on one set of devices: a part on {self.devices} devices composed "
+                              f"with one on {other.devices}")
+        held = self.held if other.held is None else other.held if self.held is None else \
+            _each(self.held, other.held, lambda a, b: max(a, b) if isinstance(a, int) else sympy.Max(a, b))
+        return Link(self.devices, _each(self.sent, other.sent, _plus2), _each(self.received, other.received, _plus2),
+                    _each(self.messages, other.messages, _plus2), held,
+                    _each(self.sent_bytes, other.sent_bytes, _plus2),
+                    _each(self.received_bytes, other.received_bytes, _plus2))
+
+    def scaled(self, k) -> "Link":
+        """The link of running this ``k`` times (the counts scale, ``held`` does not)."""
+        return Link(self.devices, _times(self.sent, k), _times(self.received, k), _times(self.messages, k), self.held,
+                    _times(self.sent_bytes, k), _times(self.received_bytes, k))
+
+
+def _plus2(a, b):
+    return a + b
+
+
+def _each(a, b, fn):
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return tuple(fn(x, y) for x, y in zip(a, b))
+    if isinstance(a, tuple) or isinstance(b, tuple):     # a device-less 0 (a record made without bytes) and a tuple
+        t, x = (a, b) if isinstance(a, tuple) else (b, a)
+        return tuple(fn(v, x) if t is a else fn(x, v) for v in t)
+    return fn(a, b)
+
+
+def _times(x, k):
+    return tuple(v * k for v in x) if isinstance(x, tuple) else x * k
+
+
+def join_links(a: "Link | None", b: "Link | None") -> "Link | None":
+    """``a ; b`` for two links that may be absent (no device region)."""
+    return b if a is None else a.then(b)
+
+
 @dataclass
 class Cost:
     """H (values), H_bytes, M (max over ``columns``), FLOPs per pipeline, and the group partitions."""
@@ -118,6 +191,9 @@ class Cost:
     source: object = field(default=None, repr=False, compare=False)
     #: the densities of masks from data the counts assume (:class:`Density`): free symbols (symbolic) or bound
     assumptions: tuple = ()
+    #: the device level (:class:`Link`): per device, values sent and received over the link, messages, level-0
+    #: memory; None where the program has no device region
+    link: Link | None = None
 
     @property
     def M(self) -> dict:
@@ -179,7 +255,7 @@ class Cost:
         return Cost({l: bind(h) for l, h in self.H.items()}, {l: bind(h) for l, h in self.H_bytes.items()},
                     {l: list(c) for l, c in self.columns.items()}, {p: bind(f) for p, f in self.flops.items()},
                     groups, list(self.streams), ops, self.source,
-                    tuple(Density(a.symbol, values.get(a.symbol, a.value)) for a in self.assumptions))
+                    tuple(Density(a.symbol, values.get(a.symbol, a.value)) for a in self.assumptions), self.link)
 
     @property
     def levels(self):
@@ -223,7 +299,7 @@ class Cost:
         return Cost({l: times(h) for l, h in self.H.items()}, {l: times(h) for l, h in self.H_bytes.items()},
                     {l: list(c) for l, c in self.columns.items()}, {p: times(f) for p, f in self.flops.items()},
                     [replace(g, N_g=times(g.N_g)) for g in self.groups], list(self.streams), ops,
-                    assumptions=self.assumptions)
+                    assumptions=self.assumptions, link=None if self.link is None else self.link.scaled(k))
 
     def then(self, other: "Cost") -> "Cost":
         """Sequential composition: H and FLOPs add, M is the max (columns are pooled)."""
@@ -241,6 +317,7 @@ class Cost:
         self.streams += src.streams
         self.ops += src.ops
         self._assume(src.assumptions)
+        self.link = join_links(self.link, src.link)
         return self
 
     def _assume(self, more):
@@ -265,6 +342,7 @@ class Cost:
             self.streams += src.streams
             self.ops += src.ops
             self._assume(src.assumptions)
+            self.link = join_links(self.link, src.link)
         return self
 
     __rshift__ = then

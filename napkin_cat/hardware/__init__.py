@@ -15,6 +15,12 @@
 * :mod:`~napkin_cat.hardware.timed`: tiles and variant by predicted time on a GPU model;
 * :mod:`~napkin_cat.hardware.cputime`: predicted time on a CPU model (cache traffic, each contraction's rate by its
   tile shape) and tiles and variant by it;
+* :mod:`~napkin_cat.hardware.link`: links between GPUs as data (NVLink, PCIe, InfiniBand; ``load_link(name)``);
+* :mod:`~napkin_cat.hardware.devices`: the device level: P GPUs joined by links (``cluster(gpu, devices=P, link=...)``);
+* :mod:`~napkin_cat.hardware.linktime`: the link's time from the cost's per-device counts, and a cluster's
+  predicted time (``predict_cluster``: compute per trip and link time, a ring's transfer overlapped);
+* :mod:`~napkin_cat.hardware.programtime`: a device program's predicted time, its traffic read from its cost
+  (``predict_program``);
 * :mod:`~napkin_cat.hardware.objective`: ``nc.derive`` (transfers at a memory, or with ``hardware=`` a GPU or CPU
   model's predicted time).
 
@@ -39,6 +45,10 @@ from napkin_cat.hardware.intensity import matmul_intensity
 from napkin_cat.hardware.predict import KernelTime, Prediction, predict
 from napkin_cat.hardware.timed import derive_for_time
 from napkin_cat.hardware.cputime import derive_for_cpu_time, predict_cpu
+from napkin_cat.hardware.link import Link, links, load_link
+from napkin_cat.hardware.devices import Cluster, cluster
+from napkin_cat.hardware.linktime import ClusterPrediction, Phase, Traffic, link_time, predict_cluster
+from napkin_cat.hardware.programtime import predict_program
 
 __all__ = ["HardwareError", "DivisorError", "CapacityError", "ScheduleError", "GPU", "load", "models",
            "CPU", "cpus", "load_cpu", "this_cpu", "this_cpu_model", "this_cpu_name", "predict_cpu",
@@ -47,4 +57,5 @@ __all__ = ["HardwareError", "DivisorError", "CapacityError", "ScheduleError", "G
            "uses_of", "Variable", "config_table", "Configured",
            "configure", "OpRecord", "clock_table", "clock_table_of", "Task", "sequential",
            "intra", "inter", "simulate", "overlap_table", "matmul_intensity", "predict", "Prediction",
-           "KernelTime", "derive_for_time"]
+           "KernelTime", "derive_for_time", "Link", "links", "load_link", "Cluster", "cluster", "Traffic", "Phase",
+           "link_time", "predict_cluster", "ClusterPrediction", "predict_program"]

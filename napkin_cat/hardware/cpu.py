@@ -52,7 +52,6 @@ import dataclasses
 import math
 import platform
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import sympy
@@ -181,8 +180,7 @@ def _blocks(optimum, groups) -> int:
 
 def cpus() -> list[str]:
     """The names of the shipped CPU models."""
-    folder = resources.files("napkin_cat.hardware") / "cpus"
-    return sorted(p.name[:-len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+    return files.shipped("cpus")
 
 
 def load_cpu(name_or_path) -> CPU:
@@ -203,8 +201,7 @@ def load_cpu(name_or_path) -> CPU:
         if name not in cpus():
             raise HardwareError(f"no CPU model called {name!r}; shipped CPU models are {', '.join(cpus())} (or give "
                                 "the path of a .toml file)")
-        where = f"{name}.toml"
-        data = files.parse_toml((resources.files("napkin_cat.hardware") / "cpus" / where).read_text(), where)
+        data, where = files.read_shipped("cpus", name)
     return _from_table(data, where)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from importlib import resources
 from pathlib import Path
 
 from napkin_cat.errors import HardwareError
@@ -29,6 +30,22 @@ from napkin_cat.errors import HardwareError
 #: the largest data file read: the shipped models are 2 to 3.5 kB, so a file past 1 MiB is not one (and
 #: reading a file of gigabytes would exhaust memory)
 MAX_FILE_BYTES = 1 << 20
+
+
+def shipped(folder: str) -> list[str]:
+    """The names of the data files the package ships in ``folder`` (``models``, ``cpus``, ``links``, ``hierarchies``).
+
+    >>> "h100-sxm5" in shipped("models"), "nvlink4" in shipped("links")
+    (True, True)
+    """
+    found = resources.files("napkin_cat.hardware") / folder
+    return sorted(p.name[:-len(".toml")] for p in found.iterdir() if p.name.endswith(".toml"))
+
+
+def read_shipped(folder: str, name: str) -> tuple[dict, str]:
+    """The parsed shipped file ``folder/name.toml`` and the name it is reported by (``name.toml``)."""
+    where = f"{name}.toml"
+    return parse_toml((resources.files("napkin_cat.hardware") / folder / where).read_text(), where), where
 
 
 def as_path(name_or_path, what: str) -> Path:

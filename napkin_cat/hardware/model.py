@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from importlib import resources
 from pathlib import Path
 
 from napkin_cat.hardware import files
@@ -201,8 +200,7 @@ class GPU:
 # ---------------------------------------------------------------------------------------------- loading
 def models() -> list[str]:
     """The names of the shipped models."""
-    folder = resources.files("napkin_cat.hardware") / "models"
-    return sorted(p.name[:-len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+    return files.shipped("models")
 
 
 def load(name_or_path) -> GPU:
@@ -217,8 +215,8 @@ def load(name_or_path) -> GPU:
     if name not in models():
         raise HardwareError(f"no hardware model called {name!r}; shipped models are {', '.join(models())} "
                             "(or give the path of a .toml file)")
-    text = (resources.files("napkin_cat.hardware") / "models" / f"{name}.toml").read_text()
-    return from_dict(files.parse_toml(text, f"{name}.toml"), where=f"{name}.toml")
+    data, where = files.read_shipped("models", name)
+    return from_dict(data, where=where)
 
 
 def _section(data, name, where):

@@ -27,7 +27,6 @@ each pipeline its FLOPs use, and every transfer moves between a level and its pa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 
 from napkin_cat.errors import LevelError, NapkinError
 from napkin_cat.hardware import files
@@ -118,8 +117,7 @@ class ToyHierarchy:
 
 # ---------------------------------------------------------------------------------------------- loading
 def hierarchies() -> list[str]:
-    folder = resources.files("napkin_cat.hardware") / "hierarchies"
-    return sorted(p.name[:-len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+    return files.shipped("hierarchies")
 
 
 def load_hierarchy(name_or_path) -> ToyHierarchy:
@@ -130,9 +128,7 @@ def load_hierarchy(name_or_path) -> ToyHierarchy:
     if path.suffix == ".toml":
         data, where = files.read_toml(path, "toy-hierarchy")
     elif str(name_or_path) in hierarchies():
-        text = (resources.files("napkin_cat.hardware") / "hierarchies" / f"{name_or_path}.toml").read_text()
-        where = f"{name_or_path}.toml"
-        data = files.parse_toml(text, where)
+        data, where = files.read_shipped("hierarchies", str(name_or_path))
     else:
         raise HardwareError(f"no toy hierarchy called {name_or_path!r}; shipped ones are {', '.join(hierarchies())}")
     return _validate(data, where)

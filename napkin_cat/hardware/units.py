@@ -2,15 +2,17 @@
 
 Every number in a hardware file carries its unit, and a field accepts only units of
 its dimension.  The value is converted to the dimension's base unit (Hz, bytes,
-bytes per second, operations per clock per SM, counts)::
+bytes per second, operations per clock per SM, seconds, counts)::
 
     parse("1.83 GHz", "frequency") == 1.83e9 Hz
     parse("227 KiB", "bytes")      == 227 · 1024 B        (KiB, MiB: powers of 1024; KB, MB: powers of 1000)
+    parse("400 Gb/s", "bandwidth") == 400 · 10⁹ / 8 B/s   (Gb/s: gigabits, as networks are rated; GB/s: gigabytes)
+    parse("3.4 us", "time")        == 3.4 · 10⁻⁶ s        (a link's latency per message)
 
 >>> parse("1.83 GHz", "frequency"), parse("227 KiB", "bytes"), parse("12 TB/s", "bandwidth")
 (Fraction(1830000000, 1), Fraction(232448, 1), Fraction(12000000000000, 1))
->>> parse("16 ops/clk", "rate")
-Fraction(16, 1)
+>>> parse("16 ops/clk", "rate"), parse("400 Gb/s", "bandwidth"), parse("3.4 us", "time")
+(Fraction(16, 1), Fraction(50000000000, 1), Fraction(17, 5000000))
 >>> parse("3 GHz", "bytes")
 Traceback (most recent call last):
 ...
@@ -28,12 +30,14 @@ UNITS = {
     "frequency": {"Hz": 1, "kHz": 10 ** 3, "MHz": 10 ** 6, "GHz": 10 ** 9},
     "bytes": {"B": 1, "KB": 10 ** 3, "KiB": 2 ** 10, "MB": 10 ** 6, "MiB": 2 ** 20, "GB": 10 ** 9, "GiB": 2 ** 30},
     "bandwidth": {"B/s": 1, "KB/s": 10 ** 3, "MB/s": 10 ** 6, "GB/s": 10 ** 9, "TB/s": 10 ** 12,
-                  "B/clk": None},
+                  "Gb/s": 10 ** 9 // 8, "B/clk": None},
     # operations (FLOPs; a fused multiply-add counts 2) per clock cycle per SM
     "rate": {"ops/clk": 1, "FLOP/clk": 1},
     # operations per second (a CPU core's measured rates: napkin_cat/hardware/cpu.py)
     "throughput": {"FLOP/s": 1, "MFLOP/s": 10 ** 6, "GFLOP/s": 10 ** 9, "TFLOP/s": 10 ** 12},
     "count": {"": 1, "SMs": 1, "threads": 1, "registers": 1, "warps": 1},
+    # a link's latency per message (napkin_cat/hardware/link.py)
+    "time": {"s": 1, "ms": Fraction(1, 10 ** 3), "us": Fraction(1, 10 ** 6), "ns": Fraction(1, 10 ** 9)},
 }
 
 #: the largest value of each dimension in its base unit (``B/clk``: bytes per clock per SM): past it a number is a
@@ -41,9 +45,10 @@ UNITS = {
 #: 2^64 bytes a 64-bit address space; 1 EB/s over eighty thousand times their fastest bandwidth (12 TB/s, L2 to
 #: SMEM); 2^24 operations per clock per SM two thousand times their fastest rate (8192, FP8 tensor cores); 2^32
 #: SMs, threads or registers; 2^20 bytes per clock per SM eight thousand times shared memory's (128); 10^18 FLOP/s
-#: (an exascale machine's) as one CPU core's throughput
+#: (an exascale machine's) as one CPU core's throughput; 1 s per message seventy thousand times the slowest link's
+#: latency (14 µs, a network's)
 LARGEST = {"frequency": 10 ** 12, "bytes": 2 ** 64, "bandwidth": 10 ** 18, "rate": 2 ** 24, "count": 2 ** 32,
-           "throughput": 10 ** 18}
+           "throughput": 10 ** 18, "time": 1}
 LARGEST_PER_CLOCK = 2 ** 20
 #: the largest power of ten a quantity may be written with ("1.5e9 Hz"): converting "1e999999999" exactly would
 #: take minutes, and no field needs more than its unit and a few digits
@@ -118,6 +123,10 @@ def parse(text, dimension: str, *, where: str = "") -> Fraction:
 
 
 def unit_of(text: str) -> str:
-    """The unit written after the number (``"128 B/clk"`` → ``"B/clk"``)."""
+    """The unit written after the number (``"128 B/clk"`` → ``"B/clk"``).
+
+    >>> unit_of("128 B/clk"), unit_of("1.5e9 Hz"), unit_of("3")
+    ('B/clk', 'Hz', '')
+    """
     m = _QUANTITY.match(str(text))
-    return m.group(2) if m else ""
+    return m.group(3) if m else ""

@@ -38,8 +38,8 @@ from napkin_cat.algorithms.bubbles import Kernel
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.reuse import accumulated_addends, finish_in_place, step_in_place
 from napkin_cat.algorithms.schedule import advance, fold_region
-from napkin_cat.plan.ir import (Alloc, BlockSkip, Compute, Copy, Fill, GridLoop, Kernel as KernelNode, Load, Range,
-                                Ref, Store, StreamLoop, Variable, loop_index)
+from napkin_cat.plan.ir import (Alloc, BlockSkip, Compute, Copy, Fill, FullTrips, GridLoop, Kernel as KernelNode, Load,
+                                Range, Ref, Store, StreamLoop, Variable, loop_index)
 from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.wiring import trace_values
@@ -250,7 +250,7 @@ class Expander:
         box = node.region
         if node.parts is not None:
             return split_stream(self, node, ins, sink, dests, run)
-        index, tile, full, rng, sliced = self._partition(box, ins, box.dom.inside)
+        index, tile, extent, rng, sliced = self._partition(box, ins, box.dom.inside)
         dest_of = {}
         for v, dst in zip(node.cod, dests):
             if dst is not None and v not in dest_of:
@@ -272,12 +272,29 @@ class Expander:
                 mask = made.get(first.value)
                 copies = [getattr(made.get(v), "var", None) for v in first.copies]
                 data = BlockSkip.of(box, getattr(mask, "var", None), tuple(body), copies)
+            full_trips = self._full_trips(node.skip, made, tuple(body), data)
         vals.update((v, dest_of[v]) for v in node.sliced)
         outs = run.tail(run.finish(vals, states, tail, dest_of), tail, dest_of)
         tail += self._copies(node.cod, dict(zip(node.cod, outs)), dests)
-        sink.append(StreamLoop(node.axis, tile, full, index, tuple(head), tuple(body), tuple(tail), self.origin(""),
-                               when, data))
+        sink.append(StreamLoop(node.axis, tile, extent, index, tuple(head), tuple(body), tuple(tail), self.origin(""),
+                               when, data, full_trips))
         return dests
+
+    def _full_trips(self, skip, made: dict, body: tuple, data) -> FullTrips | None:
+        """The trips on which the first mask from positions of ``skip`` is true on every pair (interval arithmetic
+        on the trip's tiles), with what the trip makes only for it: a kernel runs them without the mask.  None
+        where no mask from positions decides, where a mask from data does with a full state of its own (its block
+        table's full trips drop that mask; one trip drops one), or where no trip can be full."""
+        if skip is None or not skip.masks or (data is not None and data.condition is not None):
+            return None
+        first = skip.masks[0]
+        when = _condition(first.truth(self.tile_of).always)
+        mask = made.get(first.value)
+        if when is sympy.false or getattr(mask, "var", None) is None:
+            return None
+        copies = [getattr(made.get(v), "var", None) for v in first.copies]
+        full = BlockSkip.of((), mask.var, body, copies)
+        return FullTrips(when, full) if full.condition is not None else None
 
     def init(self, r, sink, dests):
         """Each state array ``Fill``ed with its empty value; a monoid's (or a nested region's) state that is the

@@ -323,6 +323,37 @@ class BlockSkip:
 
 
 @dataclass(frozen=True)
+class FullTrips:
+    """The trips of a stream on which a mask from positions is true on every pair (:class:`StreamLoop`'s
+    ``full_trips``): ``when``, a condition on the loop indices (sympy; interval arithmetic on the trip's positions,
+    :meth:`~napkin_cat.algorithms.skipping.Skip.verdict`'s *everywhere*), and ``mask``, the :class:`BlockSkip`
+    (its ``box`` empty) that says which variables the trip makes only for that mask (``made``) and which it reads
+    as true (``conditions``).  The law, where ``when`` holds: the body without ``made``, the conditions read as
+    true, computes what the body computes (``where(true, s, −∞) = s``).
+
+    >>> import napkin_cat as nc
+    >>> p = nc.plan(nc.stream(nc.library.causal_attention(q=8, x=8, d=4), "x", "s_x"), {"s_x": 4})
+    >>> (s,) = [s for s in walk(p.body) if isinstance(s, StreamLoop)]
+    >>> s.full_trips.when, sorted(s.full_trips.made)        # every x of the trip ≤ the first q (all of q here)
+    (i_x*s_x + Min(s_x, -i_x*s_x + 8) - 1 <= 0, ['le13', 'position12'])
+    """
+
+    when: object
+    mask: BlockSkip
+
+    @property
+    def conditions(self) -> frozenset:
+        return self.mask.conditions
+
+    @property
+    def made(self) -> frozenset:
+        return self.mask.made
+
+    def omits(self, stmt) -> bool:
+        return self.mask.omits(stmt)
+
+
+@dataclass(frozen=True)
 class StreamLoop:
     """``head``; ``for index in 0 … ⌈full / tile⌉ − 1: if when: body``; ``tail`` (a Stream, in order).
 
@@ -330,7 +361,10 @@ class StreamLoop:
     is skipped, its mask never true there (:mod:`napkin_cat.algorithms.skipping`).  ``data``: where a mask read
     from data decides too, its :class:`BlockSkip`: a trip runs where the data's block mask
     (:mod:`napkin_cat.algorithms.blockmask`, given to the run) allows a pair in its box, without the mask where
-    it allows every pair."""
+    it allows every pair.  ``full_trips``: where a mask from positions decides, its :class:`FullTrips`: its
+    ``when`` (a condition on the loop indices) holds on the trips where that mask is true on every pair, and a
+    kernel may run them without it (``made`` not made, ``conditions`` read as true), as a block mask's full trips:
+    FlashAttention's causal tiles below the diagonal, which apply no mask.  None where no trip is known full."""
 
     axis: str
     tile: sympy.Expr
@@ -342,6 +376,7 @@ class StreamLoop:
     origin: str = ""
     when: object = sympy.true
     data: BlockSkip | None = None
+    full_trips: "FullTrips | None" = None
 
     @property
     def skips(self) -> bool:
@@ -466,6 +501,7 @@ ACCESS = {
     GridLoop: lambda s: Access(),
     StreamLoop: lambda s: Access(),
     BlockSkip: lambda s: Access(),      # a stream's skip test: it reads the block table, no variable
+    FullTrips: lambda s: Access(),      # a stream's full trips: a test of its loop indices, no variable
 }
 
 

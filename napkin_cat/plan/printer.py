@@ -144,6 +144,10 @@ class Printer:
         out.append(f"{INDENT * depth}for {s.index} in 0 … {self._last(s)}:   # stream {s.axis}")
         if getattr(s, "skips", False):
             out.append(f"{INDENT * (depth + 1)}skip unless {expr(s.when)}   # the mask is never true elsewhere")
+        full = getattr(s, "full_trips", None)
+        if full is not None:
+            out.append(f"{INDENT * (depth + 1)}where {expr(full.when)}: {', '.join(sorted(full.conditions))} true, "
+                       f"{', '.join(sorted(full.made))} not made   # the mask is true on every pair")
         if getattr(s, "data", None) is not None:
             box = ", ".join(f"{a}[{expr(start)} : +{expr(extent)}]" for a, start, extent in s.data.box)
             out.append(f"{INDENT * (depth + 1)}skip unless block_mask allows a pair in {box}   # a mask from data")

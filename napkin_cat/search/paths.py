@@ -9,7 +9,7 @@ equal kernels anywhere share one, in every call that shares the search's kernel 
 
 >>> import napkin_cat as nc
 >>> from napkin_cat.search.blocks import OpGraph
->>> s = Space(OpGraph(nc.to_netlist(nc.library.attention())))
+>>> s = Space(OpGraph(nc.engine.to_netlist(nc.library.attention())))
 >>> len(s.downs), s.cap, s.exact
 (4, 3, True)
 """
@@ -285,7 +285,7 @@ def best_join(graph, search, pairs, evaluate, k, lower=None, admissible=lambda t
     >>> import napkin_cat as nc
     >>> from napkin_cat.search.blocks import OpGraph
     >>> from napkin_cat.search.context import Search, KernelCache
-    >>> g, search = OpGraph(nc.to_netlist(nc.library.attention())), Search(1, KernelCache())
+    >>> g, search = OpGraph(nc.engine.to_netlist(nc.library.attention())), Search(1, KernelCache())
     >>> sizes = {"q": 64, "x": 64, "d": 16}
     >>> def evaluate(curve, k):
     ...     return curve.at_all(sizes, [2 ** 12])[k][0]

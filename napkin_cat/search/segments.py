@@ -21,7 +21,7 @@ A form of at most :data:`SEGMENT_AT` operations is searched whole, exactly as be
 
 >>> import napkin_cat as nc
 >>> from napkin_cat.search.blocks import OpGraph
->>> g = OpGraph(nc.to_netlist(nc.library.transformer_block()))
+>>> g = OpGraph(nc.engine.to_netlist(nc.library.transformer_block()))
 >>> parts, joints = cut(g)
 >>> [bin(s).count("1") for s in parts], [g.name(p) for p in joints]     # LN₁ | attention and residual | MLP
 ([9, 10, 15], ['add', 'add'])

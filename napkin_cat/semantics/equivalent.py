@@ -30,6 +30,7 @@ import numpy as np
 import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
+from napkin_cat.algorithms.devices import Shard
 from napkin_cat.errors import NapkinError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.evaluate import evaluate
@@ -74,13 +75,18 @@ class Equivalence:
         return f"Equivalence({self.ok}{': ' + said if said else ''}{' [' + tried + ']' if tried else ''})"
 
 
-def tile_sizes(diagram: Diagram):
-    """``(tile size, full axis size)`` of every Grid and Stream, outermost first."""
+def tile_sizes(diagram: Diagram, shards: dict | None = None):
+    """``(tile size, full axis size)`` of every Grid and Stream, outermost first; inside a device region a shard
+    ``a/P`` reads as the largest, ``⌈a/P⌉`` (device 0's), where the tiles are drawn against it."""
     for _, box in layers(diagram):
         if isinstance(box, (Grid, Stream)):
-            yield box.size, box.full_size()
+            full = box.full_size()
+            yield box.size, (sympy.sympify(full).subs(shards) if shards else full)
         if isinstance(box, Region):
-            yield from tile_sizes(box.arg)
+            inner = shards
+            if isinstance(box, Shard) and not isinstance(box.size, int):
+                inner = {**(shards or {}), box.size: sympy.ceiling(sympy.sympify(box.full_size()) / box.devices)}
+            yield from tile_sizes(box.arg, inner)
 
 
 def free_sizes(diagram: Diagram) -> list:
@@ -263,7 +269,7 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
             same_specials = (a.shape == b.shape and np.array_equal(np.isnan(a), np.isnan(b))
                              and np.array_equal(np.where(np.isinf(a), a, 0), np.where(np.isinf(b), b, 0)))
             finite = np.isfinite(a) & np.isfinite(b) if a.shape == b.shape else np.zeros(0, bool)
-            err = float(np.max(np.abs(a - b)[finite])) if finite.any() else 0.0
+            err = float(np.max(np.abs(a[finite] - b[finite]))) if finite.any() else 0.0
             if not same_specials or not np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
                 if not same_specials:
                     err = float("nan")

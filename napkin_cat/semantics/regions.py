@@ -24,7 +24,10 @@ import numpy as np
 from napkin_cat.algorithms.bubbles import Partition, Region
 from napkin_cat.algorithms.splits import part_bounds
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
-from napkin_cat.errors import ShapeError
+from napkin_cat.algorithms.ring import ring_shard
+from napkin_cat.errors import DeviceError, ShapeError
+from napkin_cat.syntax.collectives import shard_bounds
+from napkin_cat.semantics.devices import run_devices
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.syntax.adapter import Bubble
 
@@ -91,6 +94,39 @@ class Numpy:
             parts.append(self.interpret(inside, chunk, group_env.within(box.axis, sl.start, n)))
         return [np.concatenate([p[j] for p in parts], axis=arr.names.index(box.axis))
                 for j, arr in enumerate(box.cod.inside)]
+
+    def shard(self, node, xs, env, dests):
+        """The inside on every device's shard, the devices in lockstep (:mod:`napkin_cat.semantics.devices`)."""
+        return run_devices(node, xs, env, self.interpret, lambda b, ins, e: run_region(b, ins, e, self.interpret),
+                           self.ring_device)
+
+    def ring(self, node, xs, env, dests, run):
+        """A ring runs only inside a device region, which gives it every device's shards (:meth:`ring_device`)."""
+        raise DeviceError(f"{node.region.name}: a ring passes shards between devices; it runs inside a device region "
+                          f"(nc.ring(nc.shard(...), axis)) only")
+
+    def ring_device(self, box, p: int, ins: list, env) -> list:
+        """Device ``p``'s part of the ring ``box`` (``ins[q]``: device ``q``'s inputs): the stream's head on its own
+        inputs, trip ``t`` on shard ``(p − t) mod P`` (device ``q``'s streamed inputs, at the shard's place along the
+        axis), the finish and the tail."""
+        node, P = schedule_of(box), len(ins)
+        run = Phases(node, self)
+        bounds = shard_bounds(env.size(box.full_size(), f"the axis {box.axis!r} of {box.name}"), P)
+        vals = run.head(ins[p], env)
+        states = run.init(env)
+        where = [node.dom.index(v) for v in node.streamed]
+        own = env.tiles.get(box.axis, (0, None))[0] - bounds[p]       # where the axis's shards start: 0 at top level
+        for t in range(P):
+            q = ring_shard(p, t, P)
+            lo, n = bounds[q], bounds[q + 1] - bounds[q]
+            if n == 0:                               # an empty shard (fewer values than devices): nothing to fold
+                continue
+            trip_run = run if n == box.size else Phases(schedule_of(relabelled(box, n)), self)
+            chunk = {v: ins[q][k] for v, k in zip(node.streamed, where)}
+            trip_env = env.child()
+            trip_env.tiles = {**env.tiles, box.axis: (own + lo, n)}       # shard q's own place along the axis
+            states, _ = trip_run.trip({**vals, **chunk}, states, trip_env)
+        return run.tail(run.finish(vals, states, env), env)
 
     def _trips(self, node, vals, states, env, total, size, run, *, skip=None, only=None):
         """``states`` after a trip on every slice of ``size`` of ``total``; the sliced outputs' slices.  With
@@ -226,8 +262,14 @@ def run_stream(box, xs: list, env, interpret) -> list:
     return fold_region(box, Numpy(interpret), xs, env)
 
 
+def run_shard(box, xs: list, env, interpret) -> list:
+    """The inside on every device's shard of the axis, the devices in lockstep."""
+    return fold_region(box, Numpy(interpret), xs, env)
+
+
 #: region kind → its numpy meaning ``run(box, xs, env, interpret)``; a new region registers here.
-REGION_SEMANTICS = {"kernel": run_kernel, "grid": run_grid, "stream": run_stream}
+REGION_SEMANTICS = {"kernel": run_kernel, "grid": run_grid, "stream": run_stream, "shard": run_shard,
+                    "ring": run_stream}
 
 
 def run_region(box: Region, xs: list, env, interpret) -> list:

@@ -372,9 +372,15 @@ class Copy(markov.Copy, Box):
         Box.__init__(self, f"Copy({x}" + ("" if n == 2 else f", {n}") + ")", x, x ** n,
                      draw_as_spider=True, color="black", drawing_name="")
 
+    def __reduce__(self):
+        """Rebuilt from its array and copies (discopy's ``__new__`` needs them): a pickled diagram (another
+        process's, ``nc.distributed``) keeps its copies and discards."""
+        return type(self), (self.dom, len(self.cod))
+
 
 class Merge(markov.Merge, Box):
-    pass
+    def __reduce__(self):
+        return type(self), (self.cod, len(self.dom))
 
 
 class Discard(markov.Discard, Copy):

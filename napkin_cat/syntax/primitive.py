@@ -224,6 +224,10 @@ differentiate it (nc.grad)
     #: its two operands may be swapped, exactly in floating point too (``a + b = b + a``): two boxes reading one pair
     #: of values in either order compute one value (the normal form's ``common_value``)
     commutative: bool = False
+    #: how it runs across the devices of a device region (a :class:`~napkin_cat.syntax.collectives.Collective`: its
+    #: numpy meaning on every device's values at once and the values each device sends and receives); None: it
+    #: runs on one device's values (every kind but the collectives)
+    collective: object = None
 
     def __repr__(self):
         return f"Kind({self.name!r})"
@@ -296,7 +300,8 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
             constant: Callable | None = None, forms: dict | None = None, in_place: bool = False,
             renames: bool = False, symbol: str | Callable | None = None, requires: tuple = (),
             arity: int | None = None, conversion: bool = False, locates: Callable | None = None,
-            sized: bool = False, prepared: Callable | None = None, commutative: bool = False) -> Kind:
+            sized: bool = False, prepared: Callable | None = None, commutative: bool = False,
+            collective: object = None) -> Kind:
     """Declare (register) a primitive kind; returns it.  Every part is a keyword argument:
 
     ``impl(xs, core)`` takes numpy arrays with leading batch dims and returns a
@@ -324,7 +329,9 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     gather: a plan gives it the start of the tile it runs in); ``sized=True`` where its meaning depends on the
     exact extent of the axes it cuts or glues (split, join: a plan cannot mask a ragged last tile);
     ``prepared(box)`` a faster implementation of one box (a function of the operand list) or None, built once by the
-    plan's runner and run on every tile; ``commutative=True`` where its two operands may be swapped exactly.
+    plan's runner and run on every tile; ``commutative=True`` where its two operands may be swapped exactly;
+    ``collective`` (:class:`~napkin_cat.syntax.collectives.Collective`) for a kind that runs across the devices of a
+    device region (all-gather, all-reduce, …).
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise SignatureError(f"a primitive kind is named by an identifier (such as 'gelu2'), got {name!r}")
@@ -364,7 +371,7 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     kind = Kind(name, impl, flops, check, accumulator, labelled, label or name, shape, doc, tuple(addends), vjp,
                 interval, constant, forms, in_place=in_place, renames=renames, symbol=symbol,
                 requires=tuple(requires), arity=arity, conversion=conversion,
-                locates=locates, sized=sized, prepared=prepared, commutative=commutative)
+                locates=locates, sized=sized, prepared=prepared, commutative=commutative, collective=collective)
     KINDS[name] = kind
     return kind
 

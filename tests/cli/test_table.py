@@ -113,3 +113,47 @@ def test_flashattention3_configurations(capsys):
     assert code == 0 and "2 iterations in flight: intra" in out
     code, _, err = run(capsys, "config", "--strategy", "intra")
     assert code == 2 and "--strategy chooses a FlashAttention-3 configuration" in err
+
+
+def test_cluster_table(capsys):
+    # 8 H100 over NVLink 4: the all-reduce of 1 GiB by hand, 2(P−1)/P · S bytes at 450 GB/s and 2(P−1) · 3.4 µs
+    code, out, _ = run(capsys, "cluster", "--devices", "8", "--json")
+    data = json.loads(out)
+    S, P = 2 ** 30, 8
+    rows = {r["collective"]: r for r in data["collectives"]}
+    assert code == 0 and data["bytes"] == S and data["cluster"]["capacity_B"] == 80 * 10 ** 9
+    assert rows["all-reduce"]["time_s"] == pytest.approx(2 * (P - 1) / P * S / 450e9 + 2 * (P - 1) * 3.4e-6)
+    # nccl-tests' busbw: algbw · 2(P−1)/P for an all-reduce, (P−1)/P for an all-gather: the link's 450 GB/s less
+    # the latency's share
+    for name in ("all-reduce", "all-gather"):
+        r = rows[name]
+        assert r["busbw_B_per_s"] == pytest.approx(S / r["time_s"] * r["chunks"] / P)
+        assert r["busbw_B_per_s"] == pytest.approx(450e9 / (1 + r["messages"] * 3.4e-6 * 450e9 / r["sent_B"]))
+    code, out, _ = run(capsys, "cluster", "--devices", "16", "--inter-node-link", "ib-ndr", "--bytes", "256 MiB")
+    assert code == 0 and "charged: 50 GB/s per direction, 14 µs per message (2 nodes)" in out
+    assert "link ib-ndr: 50 GB/s per direction, 14 µs per message (switch, between nodes)" in out
+    code, _, err = run(capsys, "cluster", "--devices", "16")
+    assert code == 2 and "devices=16 span 2 nodes of 8 GPUs joined by nvlink4: give inter_node_link=" in err
+    code, _, err = run(capsys, "cluster")
+    assert code == 2 and "needs --devices P" in err
+    code, _, err = run(capsys, "cluster", "--devices", "2", "--link", "nvlink9")
+    assert code == 2 and "no link called 'nvlink9'; shipped links are ib-hdr, ib-ndr, nvlink4" in err
+    code, _, err = run(capsys, "cluster", "--devices", "2", "--bytes", "1 GHz")
+    assert code == 2 and "--bytes: 'GHz' is a unit of frequency" in err
+
+
+@pytest.mark.parametrize("P", [2, 3, 8])
+def test_cluster_table_counts_are_the_costs_and_nccls(capsys, P):
+    """The rows read the collectives' cost; they agree with NCCL's ring algorithms as nccl-tests documents them
+    (doc/PERFORMANCE.md: chunks of S/P each rank sends, one message per step), and busbw = algbw · chunks / P."""
+    nccl = {"all-gather": P - 1, "reduce-scatter": P - 1, "all-reduce": 2 * (P - 1), "all-to-all": P - 1,
+            "ring step": 1}
+    S = 3 * 2 ** 20 + 7                         # not a multiple of P: the chunks are fractions of a byte
+    code, out, _ = run(capsys, "cluster", "--devices", str(P), "--bytes", f"{S} B", "--json")
+    rows = {r["collective"]: r for r in json.loads(out)["collectives"]}
+    assert code == 0 and set(rows) == set(nccl)
+    for name, chunks in nccl.items():
+        r = rows[name]
+        assert (r["chunks"], r["messages"]) == (chunks, chunks)
+        assert r["sent_B"] == pytest.approx(S * chunks / P, rel=1e-15)
+        assert r["busbw_B_per_s"] == pytest.approx(S / r["time_s"] * chunks / P)

@@ -1,0 +1,142 @@
+"""The ring as a rule (issue 37): an input all-gathered (or replicated) in a device region travels round the devices
+instead, the inside streamed along its axis with the devices' shards as slices.
+
+=====================  ============================================================================================
+rule                   lhs → rhs
+=====================  ============================================================================================
+``device_ring``        Shard_{a,P; b}(all-gather_b(x) ; F)  →  Shard_{a,P; b}(Ring_{b,P}(F[b ↦ b/P]))
+                       (or Shard_{a,P}(F) with x replicated)    F streamable along b; device p folds shard
+                                                                (p − t) mod P at trip t, received from p − 1
+=====================  ============================================================================================
+
+Ring attention from context parallelism's all-gather mode: the same per-device link traffic as the all-gather
+(``(P − 1)·|x|/P`` each way), overlapped with the trips, and per device one incoming slice held instead of the whole
+of ``x`` (:mod:`napkin_cat.algorithms.ring`).  Oriented by its user (``device_ring.using(axis="x")``).
+
+>>> import napkin_cat as nc
+>>> d = device_ring.using(axis="x").apply(nc.shard(nc.library.attention(), "q", devices=4))
+>>> [b.region for b in d.boxes[0].arg.boxes]
+['ring']
+"""
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+import napkin_cat as nc
+from napkin_cat.algorithms.ring import ring
+from napkin_cat.cost.numeric import at
+from napkin_cat.errors import RewriteError
+from napkin_cat.rewriting import Condition, Obligation, Rule
+from napkin_cat.rewriting.match import Pattern
+from napkin_cat.syntax.sizes import symbols_of
+from rewrites.devices import DEVICES, as_diagram, built_by, device_gather, legal_when, random_inputs, same_type
+
+
+def ringed_axis(m):
+    """The axis the ring streams: the rule's ``axis``, else the first axis other than the region's that an input
+    arriving sharded (co-sharded), then a replicated input, carries."""
+    k = m.box("k")
+    if m.params.get("axis"):
+        return m.params["axis"]
+    cuts = k.sharded("dom")
+    for cut in cuts:
+        if cut is not None and cut != k.axis:
+            return cut
+    return next((n for a, cut in zip(k.dom.inside, cuts) if cut is None for n in a.names if n != k.axis), None)
+
+
+def _ringed(m):
+    k = m.box("k")
+    axis = ringed_axis(m)
+    if axis is None:
+        raise RewriteError(f"{k.name}: no input carries an axis other than {k.axis!r} to pass round the devices")
+    return same_type(ring(as_diagram(k), axis), k.dom, k.cod, k.name)
+
+
+# ---------------------------------------------------------------------- obligation
+def _ring_instance(rng):
+    """A device region whose keys can travel: attention sharded on the queries (K, V replicated, or arriving
+    sharded and all-gathered, before attention or before FlashAttention's grid of streamed kernels), a chain of
+    products ``A Bᵀ C`` sharded on its rows (B and C carry the contracted axis)."""
+    s = {k: int(rng.integers(4, 9)) for k in ("q", "x", "d", "n", "k", "h")}
+    P = int(rng.integers(2, 5))
+    q, x = max(s["q"], 2 * P), max(s["x"], 2 * P)        # every shard at least the inner tiles (2)
+    att = nc.shard(nc.library.attention(q=q, x=x, d=s["d"]), "q", P)
+    flash = nc.shard(nc.group(nc.stream(nc.kernel(nc.library.attention(q=q, x=x, d=s["d"])), "x", 2), "q", 2), "q",
+                     P)
+    algos = [lambda: att,
+             lambda: device_gather.using(axis="x").apply(att),
+             lambda: device_gather.using(axis="x").apply(flash),
+             lambda: nc.shard(nc.einsum("n d, x d, x h -> n h", n=max(s["n"], P), x=s["k"], d=s["d"], h=s["h"]),
+                              "n", P)]
+    return algos[int(rng.integers(len(algos)))]()
+
+
+def simulate_ring(extents: list, rows: list) -> tuple:
+    """A ring of ``P = len(extents)`` devices run step by step: each holds a buffer (its own shard first) and, for
+    ``P − 1`` steps, sends it to its right neighbour and takes its left neighbour's; ``rows``: the values per
+    position of each streamed array.  ``(sent, received, messages, order)`` per device, ``order[p]`` the shards
+    device ``p`` held, trip by trip.
+
+    >>> simulate_ring([2, 1, 1], [3])[:2]
+    ((9, 9, 6), (6, 9, 9))
+    """
+    P = len(extents)
+    buf, order = list(range(P)), [[p] for p in range(P)]
+    sent, received, messages = [0] * P, [0] * P, [0] * P
+    for _ in range(P - 1):
+        moved = [buf[(p - 1) % P] for p in range(P)]             # device p receives what p − 1 held
+        for p in range(P):
+            n = extents[buf[p]] * sum(rows)
+            sent[p] += n
+            received[(p + 1) % P] += n
+            messages[p] += len(rows)
+        buf = moved
+        for p in range(P):
+            order[p].append(buf[p])
+    return tuple(sent), tuple(received), tuple(messages), order
+
+
+def _ring_cost(lhs, rhs, m):
+    """Per device at the instance's sizes: the link counts those of a ring simulated step by step
+    (:func:`simulate_ring`), and the same contractions' FLOPs as the region before (every device folds every
+    shard)."""
+    k = m.box("k")
+    axis = ringed_axis(m)
+    rng = np.random.default_rng(len(str(lhs)))
+    P = int(k.devices)
+    sizes = {str(x): int(rng.integers(P, 3 * P + 2)) for x in symbols_of(lhs, params=True)}
+    before, after = at(lhs, sizes), at(rhs, sizes)
+    (region,) = [b for b in rhs.boxes if isinstance(b, nc.Shard)]
+    (r,) = [b for b in region.arg.boxes if getattr(b, "region", None) == "ring"]
+    env = {nc.symbol(n): v for n, v in sizes.items()}
+
+    def value(e):
+        return int(sympy.sympify(e).subs(env))
+    extents = [len(c) for c in np.array_split(np.arange(value(r.full_size())), P)]
+    rows = [int(np.prod([value(x.size) for x in a.axes if x.name != axis])) for a in r.dom.inside if axis in a.names]
+    sent, received, messages, _ = simulate_ring(extents, rows)
+    assert after.link.sent == sent and after.link.received == received, \
+        f"sent {after.link.sent} vs {sent}, received {after.link.received} vs {received}"
+    gathered = before.link.messages if before.link is not None else (0,) * k.devices
+    assert after.link.messages == messages, f"messages {after.link.messages} vs {messages} ({gathered} before)"
+    assert after.flops.get("tensor") == before.flops.get("tensor"), f"{after.flops} vs {before.flops}"
+
+
+device_ring = Rule(
+    "device_ring",
+    Pattern({"k": DEVICES}),
+    built_by(_ringed),
+    conditions=(Condition("streamable", legal_when(_ringed),
+                          "an input carries another axis than the region's, along which the inside streams"),),
+    obligation=Obligation(_ring_instance, inputs=random_inputs, cost=_ring_cost),
+    doc="""Shard_{a,P; b}(all-gather_b(x) ; F) → Shard_{a,P; b}(Ring_{b,P}(F[b ↦ b/P])).
+
+    The stream theorem one level up: x's shards travel round the devices, trip t on device p folding shard
+    (p − t) mod P, F's reducers (online softmax's μ, z, o) carried across the trips.  Cost claim, per device at
+    ragged shards: the link counts of a ring simulated step by step, the contractions' FLOPs unchanged.""",
+    oriented=False,
+)
+
+__all__ = ["device_ring", "ringed_axis", "simulate_ring"]
