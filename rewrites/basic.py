@@ -181,7 +181,8 @@ def _later_twin(net, nid, key=computes):
 
 def twins(key=computes) -> Pattern:
     """The pattern of two boxes with one ``key`` (:func:`computes`): ``f`` and its first later twin ``g``."""
-    return Pattern({"f": where("a box computed again later", lambda net, n: _later_twin(net, n.id, key) is not None)},
+    return Pattern({"f": where("a box computed again later", lambda net, n: _later_twin(net, n.id, key) is not None,
+                               nodes=("box",))},
                    absorb=lambda net, nodes: {"g": _later_twin(net, nodes["f"], key)})
 
 

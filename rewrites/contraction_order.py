@@ -250,7 +250,7 @@ def _many_operands(net, node) -> bool:
     return node.kind == "box" and node.spec.kind == "contract" and len(node.dom) >= 3
 
 
-NARY = where("contraction of three operands or more", _many_operands)
+NARY = where("contraction of three operands or more", _many_operands, nodes=("box",))
 
 
 def _order(m):

@@ -49,7 +49,7 @@ def _is_streamed_kernel(net, n) -> bool:
     return n.kind == "region" and isinstance(n.box, nc.Kernel) and _stream_of(n.box) is not None
 
 
-STREAMED_KERNEL = where("Kernel streamed along one axis", _is_streamed_kernel)
+STREAMED_KERNEL = where("Kernel streamed along one axis", _is_streamed_kernel, nodes=("region",))
 
 
 def _single(m):

@@ -58,10 +58,10 @@ def _is_partitionable(net, n) -> bool:
     return n.kind == "region" and isinstance(n.box, (nc.Kernel, nc.Grid))
 
 
-FUNCTION_BOX = where("primitive at level 0", _is_function_box)
-PLAIN_KERNEL = where("unpartitioned Kernel", _is_plain_kernel)
-KERNEL = where("Kernel", _is_kernel)
-PARTITIONABLE = where("Kernel or Grid", _is_partitionable)
+FUNCTION_BOX = where("primitive at level 0", _is_function_box, nodes=("box",))
+PLAIN_KERNEL = where("unpartitioned Kernel", _is_plain_kernel, nodes=("region",))
+KERNEL = where("Kernel", _is_kernel, nodes=("region",))
+PARTITIONABLE = where("Kernel or Grid", _is_partitionable, nodes=("region",))
 
 
 def _single(m, var):

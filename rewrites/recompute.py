@@ -51,7 +51,7 @@ def _copied_box(net, n) -> bool:
     return end[0] not in (INPUT, OUTPUT) and net.nodes[end[0]].kind == "copy"
 
 
-COPIED_BOX = where("box whose one output is read in several places", _copied_box)
+COPIED_BOX = where("box whose one output is read in several places", _copied_box, nodes=("box",))
 
 
 def ancestors(net, nid) -> list:

@@ -34,7 +34,7 @@ def _streamed_kernel(net, n) -> bool:
         isinstance(b, nc.Stream) and b.params.get("parts") is None for b in n.box.arg.boxes)
 
 
-STREAMED_KERNEL = where("Kernel with an unsplit stream", _streamed_kernel)
+STREAMED_KERNEL = where("Kernel with an unsplit stream", _streamed_kernel, nodes=("region",))
 
 
 def _axis(m):

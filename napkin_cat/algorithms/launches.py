@@ -80,6 +80,16 @@ class KernelLaunch:
     grids: tuple
     split: Stream | None = None
 
+    def blocks_at(self, sizes: Sizes):
+        """:attr:`blocks` at ``sizes`` (``sizes.subs(launch.blocks)``), the sizes put into the Grids' sizes and the
+        parts first: sympy then counts ``⌈n/g⌉`` of numbers, not of symbols (whose ceiling it would try to
+        simplify).  An int where the sizes give every name the counts read."""
+        chains: dict = {}
+        for g in self.grids:
+            chains.setdefault(g.axis, (sizes.subs(g.full_size()), []))[1].append(sizes.subs(g.size))
+        groups = sympy.Mul(*[tiles_of_axis(n, tiles) for n, tiles in chains.values()])
+        return sizes.subs(groups * (self.parts if self.parts is not None else 1))
+
     @property
     def parts(self) -> sympy.Expr | None:
         """The parts ``P`` of its split stream, None without one."""
@@ -142,7 +152,12 @@ def blocks(algorithm, sizes) -> int:
     >>> blocks(mm, {"a": 10, "b": 6, "c": 7, "g_a": 3, "g_c": 2, "s_b": 2})      # ⌈10/3⌉ · ⌈7/2⌉
     16
     """
-    n = sympy.sympify(Sizes(sizes).subs(narrowest(algorithm)))
+    given = Sizes(sizes)
+    launches = kernel_launches(algorithm)
+    counts = [k.blocks_at(given) for k in launches]     # narrowest's value at the sizes, its terms counted apart
+    if counts and all(isinstance(c, int) for c in counts):
+        return min(counts)
+    n = sympy.sympify(given.subs(narrowest(algorithm)))
     if not n.is_Integer:
         raise NapkinError(f"blocks: give sizes for {sorted(map(str, n.free_symbols))} (the axes, tiles and parts "
                           f"the kernels' Grids and split streams use)")

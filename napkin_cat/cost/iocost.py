@@ -61,15 +61,18 @@ def _plus(col: dict, extra: dict) -> dict:
     return out
 
 
-def box_cost(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> Cost:
+def box_cost(box, view: Relabelling = PLAIN, arithmetic=SYMPY, *, ops: bool = True) -> Cost:
     """The cost of one primitive box run once: its :func:`box_pieces` (in ``arithmetic``,
     :mod:`napkin_cat.cost.polynomial`), its op records numbered as a fresh occurrence (each call is one more
-    occurrence of the box in a walk)."""
-    H, H_bytes, flops, ops = box_pieces(box, view, arithmetic)
+    occurrence of the box in a walk); none with ``ops=False`` (a record read for its transfers, memory and FLOPs
+    alone: the search's)."""
+    H, H_bytes, flops, records = box_pieces(box, view, arithmetic)
+    if not ops:
+        return Cost(dict(H), dict(H_bytes), {}, dict(flops), link=box_link(box))
     occurrence = next(_OCCURRENCES)
     return Cost(dict(H), dict(H_bytes), {}, dict(flops),
                 ops=[OpCost(o.label, o.kind, o.pipeline, o.flops, o.trips, dtype=o.dtype, operands=o.operands,
-                            index=occurrence) for o in ops], link=box_link(box))
+                            index=occurrence) for o in records], link=box_link(box))
 
 
 def _bytes_per_value(array) -> int:
@@ -208,7 +211,7 @@ def _walk(diagram: Diagram, scope: "Sink | None" = None) -> Cost:
             inner.columns = {}
             parts.append(inner)
         else:
-            parts.append(box_cost(box, view, arithmetic))
+            parts.append(box_cost(box, view, arithmetic, ops=scope.ops))
         outs = [(fresh[0] + j, view.array(arr)) for j, arr in enumerate(box.cod.inside)]
         fresh[0] += len(outs)
         _after(step, outs)
@@ -296,10 +299,10 @@ class Sink(list):
     :attr:`~napkin_cat.algorithms.bubbles.Partition.relabelled`); ``arithmetic``, what the values are computed in
     (:mod:`napkin_cat.cost.polynomial`: sympy expressions, or polynomials in Python numbers)."""
 
-    def __init__(self, tiles=(), view: Relabelling = PLAIN, arithmetic=SYMPY):
+    def __init__(self, tiles=(), view: Relabelling = PLAIN, arithmetic=SYMPY, ops: bool = True):
         super().__init__()
         self._tiles = tiles if isinstance(tiles, _Tiles) else _Tiles(value=tuple(tiles))
-        self.view, self.arithmetic = view, arithmetic
+        self.view, self.arithmetic, self.ops = view, arithmetic, ops
 
     @property
     def tiles(self) -> tuple:
@@ -307,16 +310,17 @@ class Sink(list):
 
     def within(self, region) -> "Sink":
         """A sink for what runs once inside ``region`` (a stream's head and tail), its arrays seen as inside."""
-        return Sink(self._tiles, region.inside_view(self.view), self.arithmetic)
+        return Sink(self._tiles, region.inside_view(self.view), self.arithmetic, self.ops)
 
     def again(self, view: Relabelling | None = None, tiles=None) -> "Sink":
         """An empty sink with this one's tiles, view and arithmetic (or those given)."""
-        return Sink(self._tiles if tiles is None else tiles, self.view if view is None else view, self.arithmetic)
+        return Sink(self._tiles if tiles is None else tiles, self.view if view is None else view, self.arithmetic,
+                    self.ops)
 
     def inside(self, region) -> "Sink":
         """A sink for one tile of the partition ``region`` (its start ``base + i·tile``, its extent the tile)."""
         return Sink(_Tiles(self._tiles, (region.axis, *region.seen(self.view))), region.inside_view(self.view),
-                    self.arithmetic)
+                    self.arithmetic, self.ops)
 
 
 class _Tiles:
@@ -405,7 +409,7 @@ def _held_at(box: Stream) -> int:
 
 
 def _op_cost(b, scope: Sink) -> Cost:
-    c = region_cost(b, scope) if isinstance(b, Region) else box_cost(b, scope.view, scope.arithmetic)
+    c = region_cost(b, scope) if isinstance(b, Region) else box_cost(b, scope.view, scope.arithmetic, ops=scope.ops)
     c.columns = {}
     return c
 
@@ -535,7 +539,7 @@ class Symbolic:
         for s in node.state:
             for direction in ("load", "save"):
                 for step in state_moves(sink.view.array(s.array), node.level, direction):
-                    c.absorb(box_cost(step, PLAIN, sink.arithmetic))
+                    c.absorb(box_cost(step, PLAIN, sink.arithmetic, ops=sink.ops))
         c.ops = [replace(o, region=(("kernel", node.level),) + o.region) for o in c.ops]
         sink.append(c)
         return state
@@ -568,11 +572,13 @@ def _number_occurrences(ops: list) -> list:
     return [replace(r, index=dense.setdefault(r.index, len(dense))) for r in ops]
 
 
-def cost(diagram: Diagram, hierarchy=None, *, arithmetic=SYMPY) -> Cost:
+def cost(diagram: Diagram, hierarchy=None, *, arithmetic=SYMPY, ops: bool = True) -> Cost:
     """The IO cost of an algorithm (or of a function diagram, which moves nothing), symbolic: its values sympy
     expressions, or with ``arithmetic=POLYNOMIAL`` (:mod:`napkin_cat.cost.polynomial`) the same values as
-    polynomials in Python numbers (a NotPolynomialError where one is not: a masked stream's ceiling, say)."""
-    c = _walk(diagram, Sink(arithmetic=arithmetic))
+    polynomials in Python numbers (a NotPolynomialError where one is not: a masked stream's ceiling, say).
+    ``ops=False``: without the per-box breakdown ``ops`` (every other field as it is), what a reader of the
+    transfers, memory and FLOPs alone (the search's candidates) needs."""
+    c = _walk(diagram, Sink(arithmetic=arithmetic, ops=ops))
     c.ops = _number_occurrences(c.ops)
     c.source = diagram
     if hierarchy is not None:

@@ -48,16 +48,16 @@ def rewrite(diagram, rules, strategy="fixpoint", *, max_steps: int = 1000) -> De
     if isinstance(strategy, str) and strategy == "fixpoint":
         active = [r for r in rules if r.oriented]
         while True:
-            for rule in active:
-                ms = rule.matches(net)
-                if ms:
+            for rule in active:     # its first legal match (the side conditions checked up to it, not past)
+                m = next((c for c in rule.candidates(net) if rule.failure(c) is None), None)
+                if m is not None:
                     break
             else:
                 break
             if len(steps) >= max_steps:
                 raise RewriteError(f"no fixpoint after {max_steps} steps (rule {rule.name!r} still "
-                                   f"applies at {ms[0].describe()}); the ruleset may not terminate")
-            step(rule, ms[0])
+                                   f"applies at {m.describe()}); the ruleset may not terminate")
+            step(rule, m)
     elif callable(strategy):
         while len(steps) < max_steps:
             options = [(r, m) for r in rules for m in r.matches(net)]

@@ -48,9 +48,21 @@ class NodeTest:
 
     name: str
     test: Callable
+    #: the node kinds (``"box"``, ``"copy"``, ``"region"``, …) and box kinds (``Spec.kind``) it can accept, where it
+    #: says (None: any): a scan for its candidates reads only those nodes (:meth:`~.netlist.Netlist.of_kind`)
+    nodes: tuple | None = None
+    boxes: tuple | None = None
 
     def __call__(self, net, node) -> bool:
         return bool(self.test(net, node))
+
+    def pool(self, net) -> list:
+        """The nodes of ``net`` it can accept by their kinds alone (every node where it does not say)."""
+        if self.boxes is not None:
+            return net.of_kind(*(("box", k) for k in self.boxes))
+        if self.nodes is not None:
+            return net.of_kind(*((k, None) for k in self.nodes))
+        return list(net.nodes)
 
     def describe(self) -> str:
         return self.name
@@ -58,20 +70,20 @@ class NodeTest:
 
 def kind(*kinds: str) -> NodeTest:
     """A primitive box whose ``Spec.kind`` is one of ``kinds``."""
-    return NodeTest("|".join(kinds), lambda net, n: n.kind == "box" and n.spec.kind in kinds)
+    return NodeTest("|".join(kinds), lambda net, n: n.kind == "box" and n.spec.kind in kinds, boxes=tuple(kinds))
 
 
 def structural(name: str) -> NodeTest:
     """A node of structural kind 'copy', 'discard', 'merge' or 'region'."""
-    return NodeTest(name, lambda net, n: n.kind == name)
+    return NodeTest(name, lambda net, n: n.kind == name, nodes=(name,))
 
 
-def where(name: str, test: Callable) -> NodeTest:
-    """Any named predicate ``test(net, node)``."""
-    return NodeTest(name, test)
+def where(name: str, test: Callable, *, nodes: tuple | None = None) -> NodeTest:
+    """Any named predicate ``test(net, node)``; ``nodes``: the node kinds it can hold on (None: any)."""
+    return NodeTest(name, test, nodes=nodes)
 
 
-ANY_BOX = NodeTest("box", lambda net, n: n.kind in ("box", "region"))
+ANY_BOX = NodeTest("box", lambda net, n: n.kind in ("box", "region"), nodes=("box", "region"))
 
 
 def feeds_only(test: NodeTest, name: str | None = None) -> NodeTest:
@@ -168,8 +180,7 @@ def _monomorphisms(pattern: Pattern, net: Netlist, candidates: dict):
     candidates = _arc_consistent(pattern, net, candidates)
     if any(not c for c in candidates.values()):
         return []
-    union = set().union(*candidates.values())
-    target = net.graph.subgraph(union)
+    target = net.graph_on(set().union(*candidates.values()))
     pg = nx.DiGraph()
     for var, _ in pattern.nodes:
         pg.add_node(var, var=var)
@@ -207,9 +218,12 @@ def find(pattern: Pattern, source, *, rule: str = "", params: dict | None = None
     """All exact, convex matches of ``pattern`` in a diagram (or netlist), in diagram order; ``within`` (node
     ids) restricts the pattern's nodes to those (what a search building one kernel asks: linear, not a scan)."""
     net = source if isinstance(source, Netlist) else to_netlist(source)
-    pool = net.nodes.items() if within is None else ((nid, net.nodes[nid]) for nid in within if nid in net.nodes)
-    pool = list(pool)
-    candidates = {var: {nid for nid, n in pool if test(net, n)} for var, test in pattern.nodes}
+    if within is None:   # each variable's candidates among the nodes of the kinds its test can accept
+        nodes = net.nodes
+        candidates = {var: {nid for nid in test.pool(net) if test(net, nodes[nid])} for var, test in pattern.nodes}
+    else:
+        pool = [(nid, net.nodes[nid]) for nid in within if nid in net.nodes]
+        candidates = {var: {nid for nid, n in pool if test(net, n)} for var, test in pattern.nodes}
     if any(not c for c in candidates.values()):
         return []
     out = []

@@ -166,6 +166,26 @@ class Netlist:
         return {nid: k for k, nid in enumerate(self.nodes)}
 
     @cached_property
+    def _kinds(self) -> dict:
+        """``(node kind, box kind or None) → [node id]`` in the netlist's order, and ``(node kind, None)`` for every
+        node of that kind (a box under both its keys)."""
+        out: dict = {}
+        for nid, n in self.nodes.items():
+            out.setdefault((n.kind, None), []).append(nid)
+            if n.kind == "box":
+                out.setdefault(("box", getattr(n.spec, "kind", None)), []).append(nid)
+        return out
+
+    def of_kind(self, *keys) -> list:
+        """The ids of the nodes under ``keys`` (``(node kind, box kind or None)``: ``("copy", None)``, ``("box",
+        "exp")``), in the netlist's order; a scan for a pattern's candidates reads these alone."""
+        kinds = self._kinds
+        if len(keys) == 1:
+            return kinds.get(keys[0], [])
+        found = set().union(*(kinds.get(k, ()) for k in keys))
+        return [nid for nid in self.nodes if nid in found]
+
+    @cached_property
     def successors(self) -> "_Adjacent":
         """Node id → the nodes its outputs feed (read per node, on demand: a rewrite asks near its match)."""
         return _Adjacent(self.outs, self.wires, "dst", OUTPUT)
@@ -190,6 +210,34 @@ class Netlist:
             else:
                 g.add_edge(a, b, ports=[(p, q)])
         return g
+
+    def graph_on(self, nodes: set) -> nx.DiGraph:
+        """``self.graph.subgraph(nodes)`` built from those nodes' own wires, not from a graph of the whole netlist
+        (what a pattern's matcher reads: its candidates alone): the nodes in the netlist's order, each edge's
+        ``ports`` in the order of the wires (the matches found on it are sorted by position).
+
+        >>> import napkin_cat as nc
+        >>> net = to_netlist(nc.library.attention())
+        >>> part = set(list(net.nodes)[:2])
+        >>> g, h = net.graph_on(part), net.graph.subgraph(part)
+        >>> sorted(g.nodes) == sorted(h.nodes) and sorted(g.edges(data=True)) == sorted(h.edges(data=True))
+        True
+        """
+        g = nx.DiGraph()
+        for nid in sorted(nodes, key=self.position.get):
+            g.add_node(nid, nid=nid)
+        found = [w for a in nodes for w in self.outs[a] if self.wires[w].dst[0] in nodes]
+        for w in sorted(found, key=self._wire_rank.get):
+            (a, p), (b, q) = self.wires[w].src, self.wires[w].dst
+            if g.has_edge(a, b):
+                g[a][b]["ports"].append((p, q))
+            else:
+                g.add_edge(a, b, ports=[(p, q)])
+        return g
+
+    @cached_property
+    def _wire_rank(self) -> dict:
+        return {w: k for k, w in enumerate(self.wires)}
 
     def consumers(self, nid: int) -> list:
         """The consumer endpoint of each output of node ``nid``."""

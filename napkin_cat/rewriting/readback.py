@@ -54,9 +54,16 @@ def to_diagram(net) -> Diagram:
     holder = {}   # copy node -> the wire in ``state`` carrying its value
     left = {}     # copy node -> outputs not yet laid out
 
+    types = {}    # the wires beside a layer (their ids) -> their type, made once per layout
+
+    def typed(wids: tuple):
+        ty = types.get(wids)
+        if ty is None:
+            ty = types[wids] = _ty(tuple(arrays[w] for w in wids))
+        return ty
+
     def emit(pos, box, k, outs):
-        items.append((_ty(tuple(arrays[w] for w in state[:pos])), box,
-                      _ty(tuple(arrays[w] for w in state[pos + k:]))))
+        items.append((typed(tuple(state[:pos])), box, typed(tuple(state[pos + k:]))))
         state[pos:pos + k] = outs
 
     def materialize(w):

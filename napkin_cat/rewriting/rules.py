@@ -123,12 +123,19 @@ class Rule:
                            (f" with {dict(choice)}" if choice else "") + " in this diagram")
 
     def failure(self, m: Match) -> tuple | None:
-        """The first failing condition and why, or None."""
+        """The first failing condition and why, or None; remembered on the match for this rule (a match is a value
+        of its netlist, and a search checks a match's conditions before it fills it, which checks them again)."""
+        seen = m.__dict__.get("_failure")
+        if seen is not None and seen[0] is self:
+            return seen[1]
+        found = None
         for c in self.conditions:
             why = c.failure(m)
             if why is not None:
-                return c, why
-        return None
+                found = c, why
+                break
+        m.__dict__["_failure"] = (self, found)   # the rule held: its id is not reused while remembered
+        return found
 
     def matches(self, source) -> list:
         """All matches where every side condition holds."""

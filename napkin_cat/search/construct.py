@@ -54,6 +54,11 @@ def _legal(rule, net, wanted, within=None):
     return [m for m in rule.candidates(net, within) if wanted(m) and rule.failure(m) is None]
 
 
+def _first_legal(rule, net, wanted, within=None):
+    """The first of :func:`_legal`'s matches (side conditions checked up to it, not past), or None."""
+    return next((m for m in rule.candidates(net, within) if wanted(m) and rule.failure(m) is None), None)
+
+
 def _shared_closed(net, nid):
     """A folded closed box that ``nid`` reads (itself or through its own closed boxes) through a copy, and the
     copy's port that leads there: ``(box, port)``, or None when every closed value ``nid`` reads is its own."""
@@ -132,14 +137,14 @@ def make(form, graph, path, book, level: int):
         mine = set()
         # 1. every operation of the block its own kernel
         while True:
-            options = _legal(kernel_rule, mk.net, lambda m: m.nodes["f"] in ops, ops)
-            if not options:
+            first = _first_legal(kernel_rule, mk.net, lambda m: m.nodes["f"] in ops, ops)
+            if first is None:
                 break
-            if own is not None and _shared_closed(mk.net, options[0].nodes["f"]) is not None:
-                f = options[0].nodes["f"]
+            if own is not None and _shared_closed(mk.net, first.nodes["f"]) is not None:
+                f = first.nodes["f"]
                 _own_closed(mk, own, f)
-                options = _legal(kernel_rule, mk.net, lambda m: m.nodes["f"] == f, {f})
-            new, _ = mk.apply(kernel_rule, options[0])
+                first = _first_legal(kernel_rule, mk.net, lambda m: m.nodes["f"] == f, {f})
+            new, _ = mk.apply(kernel_rule, first)
             mine.add(_region_among(mk.net, new))
         if len(mine) != len(ops):
             raise ConstructionError(f"kernel formation made {len(mine)} kernels for the {len(ops)} operations of "

@@ -65,7 +65,8 @@ class Curve:
     def _costed(self, arithmetic):
         """The partition's cost record in ``arithmetic`` (:mod:`napkin_cat.cost.polynomial`), its density bound."""
         recorded = isinstance(self.partition, Variant)
-        out = cost(self.partition.record if recorded else self.partition, arithmetic=arithmetic)
+        out = cost(self.partition.record if recorded else self.partition, arithmetic=arithmetic,
+                   ops=arithmetic is SYMPY)     # the search's record: transfers, memory, FLOPs; no per-box records
         out = out.at_density(self.density)
         if recorded:   # a masked stream's transfers are counted at sizes on the algorithm itself: the built one
             out.source = self.partition.diagram if out.estimated else None

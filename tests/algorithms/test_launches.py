@@ -58,6 +58,9 @@ def check(d, sizes, p=None):
     got = counted(p)
     assert one_count(d, sizes) == got
     assert blocks(d, sizes) == min(int(Sizes(sizes).subs(k.blocks)) for k in kernel_launches(d))
+    # each launch counted at the sizes (numbers put in first) is its symbolic count substituted, and the plan's
+    assert [k.blocks_at(Sizes(sizes)) for k in kernel_launches(d)] == \
+        [int(Sizes(sizes).subs(k.blocks)) for k in kernel_launches(d)]
     assert [launch.blocks for launch in launches(p)] == got       # what the C/CUDA/Triton kernels launch
     return got
 

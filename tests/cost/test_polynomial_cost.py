@@ -71,6 +71,9 @@ def assert_same_values(diagram, what, rng):
         env = {s: rng.randint(1, 9) for s in symbols}
         for k, v in want.items():
             assert Fraction(value(got[k], env)) == by_sympy(v, env), (what, k, v, got[k], env)
+    # without the per-box records (the search's record): every other value the same, none of them
+    bare = cost(diagram, arithmetic=POLYNOMIAL, ops=False)
+    assert bare.ops == [] and values(bare) == {k: v for k, v in got.items() if not k[0].startswith("op ")}, what
     assert [tuple(s) for s in poly.streams] == [tuple(s) for s in symbolic.streams], what
     assert [(g.axes, g.tiles, g.fulls, g.level) for g in poly.groups] == \
         [(g.axes, g.tiles, g.fulls, g.level) for g in symbolic.groups], what
