@@ -134,7 +134,7 @@ def ring_link(box: Ring, numel, weight=None, device=None, extents=None) -> tuple
     if device is None:
         each = sum((numel(a) * w(a) for a in arrays), sympy.Integer(0))
         return (sympy.sympify(P) - 1) * each, (sympy.sympify(P) - 1) * each, (sympy.sympify(P) - 1) * len(arrays)
-    full = sum(extents)
+    P, full = len(extents), sum(extents)          # the devices at sizes: a symbolic P is bound there
     sent = sum(w(a) * (numel(a, full) - numel(a, extents[(device + 1) % P])) for a in arrays)
     received = sum(w(a) * (numel(a, full) - numel(a, extents[device])) for a in arrays)
     return sent, received, (P - 1) * len(arrays)

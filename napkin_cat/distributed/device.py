@@ -12,6 +12,14 @@ shard, cut as ``np.array_split`` cuts)::
                                                                                  coupled axis for a reducer's merge)
     all_to_all        block q along scatter to device q, joined along gather    (all_to_all of the blocks)
 
+A ring (:class:`~napkin_cat.algorithms.ring.Ring`) is the numpy evaluator's ring fold
+(:meth:`~napkin_cat.semantics.regions.Numpy.ring_fold`) with its slices passed from rank to rank: at trip ``t``
+device ``p`` folds the slice it holds (shard ``(p − t) mod P``) while it sends that slice to device ``p + 1`` and
+receives shard ``(p − t − 1) mod P`` from ``p − 1`` (:meth:`~napkin_cat.distributed.exchange.Exchange.pass_on`; its
+extent along the axis from :func:`~napkin_cat.syntax.collectives.shard_bounds`, so ragged shards are exact)::
+
+    sent_p = Σ_x |x| − |x_{p+1}|      received_p = Σ_x |x| − |x_p|      messages = (P − 1) per streamed input
+
 A device merges the chunks it receives in device order, ``((x₀ ⊕ x₁) ⊕ x₂) …``, by the collective's merge run as a
 diagram (:func:`~napkin_cat.algorithms.devices.merge_diagram`; an elementwise merge on the flat chunks as the same
 kind on one axis), as the lockstep numpy run folds the whole arrays: each value is computed by the same operations
@@ -32,11 +40,13 @@ from __future__ import annotations
 import numpy as np
 
 from napkin_cat.algorithms.devices import collectives_within, device_inside, merge_diagram
+from napkin_cat.algorithms.ring import ring_shard
+from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.errors import DeviceError
 from napkin_cat.semantics.devices import device_env
 from napkin_cat.semantics.evaluate import interpret
 from napkin_cat.semantics.primitives import run_primitive
-from napkin_cat.semantics.regions import run_region
+from napkin_cat.semantics.regions import Numpy, run_region
 from napkin_cat.syntax.adapter import Bubble
 from napkin_cat.syntax.collectives import coupled_axis, shard_bounds
 from napkin_cat.syntax.construct import elementwise
@@ -115,6 +125,38 @@ def run_collective(box, xs: list, exchange, env) -> list:
                       f"all_gather, reducescatter, all_reduce, all_to_all")
 
 
+def passed(mine: list, cuts: list, full: int, exchange):
+    """The slices device ``exchange.me`` folds at trips ``0 … P − 1`` of a ring: ``mine`` (its own shard of each
+    streamed input, cut along position ``cuts[i]``; ``full`` the axis's whole size), then at each trip the slices
+    received from the previous device while those in hand are folded and sent on (nothing moves after the last)."""
+    P, p = exchange.size, exchange.me
+    bounds = shard_bounds(full, P)
+    held = [np.asarray(x) for x in mine]
+    for t in range(P):
+        passing = None
+        if t < P - 1:
+            q = ring_shard(p, t + 1, P)
+            shapes = [x.shape[:c] + (bounds[q + 1] - bounds[q],) + x.shape[c + 1:] for x, c in zip(held, cuts)]
+            passing = exchange.pass_on(held, shapes)
+        yield held
+        if passing is not None:
+            held = passing.wait()
+
+
+def run_ring(box, xs: list, env, exchange) -> list:
+    """Device ``exchange.me``'s outputs of the ring ``box`` on its inputs ``xs`` (``env``: its sizes), the slices
+    passed round the ranks (:func:`passed`); a DeviceError where the ranks are not the ring's devices."""
+    P = env.size(box.devices, f"the devices of {box.name}")
+    if exchange.size != P:
+        raise DeviceError(f"{box.name}: the ring passes shards through every one of its {P} devices, but "
+                          f"{exchange.size} ranks hold a shard; shard an axis of at least as many values as devices")
+    node = schedule_of(box)
+    where = [node.dom.index(v) for v in node.streamed]
+    full = env.size(box.full_size(), f"the axis {box.axis!r} of {box.name}")
+    arriving = passed([xs[k] for k in where], [node.position(v) for v in node.streamed], full, exchange)
+    return Numpy(interpret).ring_fold(box, exchange.me, P, xs, env, arriving)
+
+
 def run_device(node, mine: dict, xs: list, env, exchange) -> list:
     """Device ``exchange.me``'s outputs of the device region of schedule ``node``: its inside on its shards ``mine``
     (``{axis: (start, stop)}``) and its inputs ``xs`` (its shards; replicated inputs whole), ``env`` the sizes."""
@@ -127,6 +169,8 @@ def run_device(node, mine: dict, xs: list, env, exchange) -> list:
 
     def on_box(step):
         b = step.box
+        if getattr(b, "region", None) == "ring":
+            return run_ring(b, step.ins, e, exchange)
         if isinstance(b, Bubble):
             return run_region(b, step.ins, e, interpret)
         if kind_of(b.data.kind).collective is not None:
@@ -135,4 +179,4 @@ def run_device(node, mine: dict, xs: list, env, exchange) -> list:
     return [np.asarray(y) for y in traverse(inside, xs, on_box)]
 
 
-__all__ = ["run_collective", "run_device"]
+__all__ = ["run_collective", "run_device", "run_ring", "passed"]

@@ -2,7 +2,9 @@
 
 :class:`Exchange` moves numpy arrays between the ranks of one process group with torch.distributed's own calls:
 ``all_gather`` (every rank's block on every rank) and ``all_to_all_single`` (block ``q`` of rank ``p`` to rank
-``q``); the collectives of the diagrams are built from these two (:mod:`napkin_cat.distributed.device`).  Gloo's
+``q``); the collectives of the diagrams are built from these two (:mod:`napkin_cat.distributed.device`).  A ring's
+step is point to point (:meth:`Exchange.pass_on`: ``isend`` to the next rank, ``irecv`` from the previous one, the
+receiver knowing the shapes it gets: no metadata moves).  Gloo's
 ``all_gather`` takes blocks of one size: a ragged block is padded with zeros to the largest and cut back on arrival;
 before each call the ranks all-gather the blocks' shapes (a few int64s per block).  Neither the padding nor the
 shapes are counted: the counts are *logical*, what a runner sending each block point to point moves::
@@ -87,5 +89,34 @@ class Exchange:
         self.messages += self.size - 1
         return got
 
+    def pass_on(self, xs: list, shapes: list) -> "Passing":
+        """Each of ``xs`` sent to the next rank (``me + 1 mod P``) while arrays of ``shapes`` (and ``xs``' dtypes)
+        are received from the previous one (``me − 1 mod P``), without waiting: :meth:`Passing.wait` gives them.
+        One message per array each way; every rank of the ring calls it at the same step."""
+        xs = [np.asarray(x) for x in xs]
+        nxt, prev = self.ranks[(self.me + 1) % self.size], self.ranks[(self.me - 1) % self.size]
+        outs = [_tensor(x) for x in xs]
+        ins = [torch.empty(int(np.prod(s, dtype=np.int64)), dtype=t.dtype) for t, s in zip(outs, shapes)]
+        reqs = []
+        for tag, (out, buf) in enumerate(zip(outs, ins)):       # a tag per array: matched one to one
+            reqs.append(dist.isend(out, dst=nxt, group=self.group, tag=tag))
+            reqs.append(dist.irecv(buf, src=prev, group=self.group, tag=tag))
+        self.sent += sum(x.size for x in xs)
+        self.received += sum(int(b.numel()) for b in ins)
+        self.messages += len(xs)
+        return Passing(reqs, outs, [(b, tuple(s), x.dtype) for b, s, x in zip(ins, shapes, xs)])
 
-__all__ = ["Exchange"]
+
+class Passing:
+    """A ring step in flight (:meth:`Exchange.pass_on`); :meth:`wait` gives the arrays received."""
+
+    def __init__(self, reqs: list, outs: list, ins: list):
+        self.reqs, self.outs, self.ins = reqs, outs, ins          # the sent tensors kept alive until done
+
+    def wait(self) -> list:
+        for r in self.reqs:
+            r.wait()
+        return [_array(b, s, dtype) for b, s, dtype in self.ins]
+
+
+__all__ = ["Exchange", "Passing"]

@@ -4,7 +4,8 @@ The launcher walks the program's top level as ``nc.evaluate`` does (:func:`~napk
 a box or region outside every device region runs here, on whole values (as the cost counts it: one device's work,
 nothing over the link); a device region (:class:`~napkin_cat.algorithms.devices.Shard`) runs on the world, device
 ``p`` on rank ``p`` (:mod:`~napkin_cat.distributed.device`), its shard of each sharded input handed to it and its
-outputs taken back (a sharded output joined, a replicated one checked equal on every rank).  The law::
+outputs taken back (a sharded output joined, a replicated one checked equal on every rank); a ring in it passes
+its slices from rank to rank trip by trip (:func:`~napkin_cat.distributed.device.run_ring`).  The law::
 
     run(d, xs, world_size=P).outputs == evaluate(d, xs)
     run(d, xs, world_size=P).link.sent == cost(d, sizes=...).link.sent       (and received, messages; per rank)
@@ -21,7 +22,6 @@ import numpy as np
 import sympy
 
 from napkin_cat.algorithms.devices import Shard, collectives_within, device_shards
-from napkin_cat.algorithms.ring import Ring
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.cost.record import Link, join_links
 from napkin_cat.distributed.world import World
@@ -71,11 +71,6 @@ def device_regions(d: Diagram, world_size: int) -> list:
         raise DeviceError("the program has no device region (nc.shard, or a rule of rewrites.devices): it runs on "
                           "one device; nc.evaluate runs it")
     for box in top:
-        rings = rings_within(box.arg)
-        if rings:
-            raise DeviceError(f"{box.name}: {rings[0].name} is a ring (its slices travel between the devices trip by "
-                              f"trip); nc.distributed.run does not run rings yet: nc.evaluate runs the program, or run "
-                              f"the all-gathered form (rewrites.devices.device_gather) on the ranks")
         inner = collectives_within(box.arg)
         if inner:
             raise DeviceError(f"{box.name}: the collective {inner[0].name!r} sits in a region nested in the device "
@@ -84,17 +79,6 @@ def device_regions(d: Diagram, world_size: int) -> list:
             raise DeviceError(f"{box.name} runs on {box.devices} devices (its axis {box.axis!r}), the world has "
                               f"world_size={world_size} ranks: one rank per device; pass world_size={box.devices}")
     return top
-
-
-def rings_within(d: Diagram) -> list:
-    """The rings (:class:`~napkin_cat.algorithms.ring.Ring`) in ``d``, at any depth."""
-    out = []
-    for _, box in layers(d):
-        if isinstance(box, Ring):
-            out.append(box)
-        if isinstance(box, Bubble):
-            out += rings_within(box.arg)
-    return out
 
 
 def bound_devices(d: Diagram, world_size: int, sizes: dict | None) -> dict:
@@ -134,6 +118,11 @@ def run_on(world: World, program, *inputs, sizes: dict | None = None) -> Run:
         node = schedule_of(box)
         shards = device_shards(node, lambda e: env.size(e, f"a size of {box.name}"))
         ranks = [p for p, mine in enumerate(shards) if mine is not None]
+        ring = next((b for _, b in layers(box.arg) if getattr(b, "region", None) == "ring"), None)
+        if ring is not None and len(ranks) != P:         # refused here: a rank's error would close the world
+            raise DeviceError(f"{box.name}: the ring {ring.name} passes shards through every device, but only "
+                              f"{len(ranks)} of {P} hold a shard of {box.axis!r}; shard an axis of at least as many "
+                              f"values as devices")
         tasks = [(mine, ranks, env, None if mine is None else place_inputs(node, ins, mine)) for mine in shards]
         got = world.run_region(node, tasks)
         links.append(Link(P, tuple(g[1] for g in got), tuple(g[2] for g in got), tuple(g[3] for g in got)))

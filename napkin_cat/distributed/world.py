@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import pickle
 import queue
 import socket
 import traceback
@@ -64,8 +65,8 @@ def _serve(rank: int, size: int, backend: str, port: int, timeout: float, tasks,
             break
         if task is None:
             break
-        node, mine, ranks, env, xs = task
         try:
+            node, mine, ranks, env, xs = pickle.loads(task)
             key = tuple(ranks)
             if key not in groups:               # every rank creates every group, in the same order
                 groups[key] = None if len(ranks) == size else dist.new_group(list(ranks))
@@ -101,8 +102,13 @@ class World:
         """Each rank's ``(outputs, sent, received, messages)`` for ``tasks[r] = (mine, ranks, env, xs)``."""
         if not self._procs:
             raise DeviceError("this world is closed: start another (nc.distributed.World(P))")
-        for q, (mine, ranks, env, xs) in zip(self._tasks, tasks):
-            q.put((node, mine, ranks, env, xs))
+        try:            # pickled here: a task that cannot be is said now (a queue's feeder thread would drop it)
+            data = [pickle.dumps((node, mine, ranks, env, xs)) for mine, ranks, env, xs in tasks]
+        except (pickle.PicklingError, TypeError, AttributeError) as e:
+            raise DeviceError(f"{node.region.name}: its task cannot be sent to the ranks ({e}); every box, plan and "
+                              f"input of a device region must pickle (module-level functions, no lambdas)") from None
+        for q, task in zip(self._tasks, data):
+            q.put(task)
         got, waited = {}, 0.0
         while len(got) < self.size:
             try:

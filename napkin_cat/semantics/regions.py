@@ -106,23 +106,30 @@ class Numpy:
                           f"(nc.ring(nc.shard(...), axis)) only")
 
     def ring_device(self, box, p: int, ins: list, env) -> list:
-        """Device ``p``'s part of the ring ``box`` (``ins[q]``: device ``q``'s inputs): the stream's head on its own
-        inputs, trip ``t`` on shard ``(p − t) mod P`` (device ``q``'s streamed inputs, at the shard's place along the
-        axis), the finish and the tail."""
-        node, P = schedule_of(box), len(ins)
+        """Device ``p``'s part of the ring ``box`` (``ins[q]``: device ``q``'s inputs): :meth:`ring_fold` with trip
+        ``t``'s slices device ``(p − t) mod P``'s streamed inputs."""
+        P, where = len(ins), [schedule_of(box).dom.index(v) for v in schedule_of(box).streamed]
+        return self.ring_fold(box, p, P, ins[p], env, ([ins[ring_shard(p, t, P)][k] for k in where] for t in range(P)))
+
+    def ring_fold(self, box, p: int, P: int, mine: list, env, arriving) -> list:
+        """Device ``p``'s part of the ring ``box`` over ``P`` devices, ``mine`` its inputs: the stream's head on them,
+        trip ``t`` on the streamed arrays ``arriving`` yields ``t``-th (shard ``(p − t) mod P``, at the shard's place
+        along the axis; every trip's taken, an empty shard's too, so that a ring that moves them stays in step), the
+        finish and the tail.  The lockstep run takes them from the other devices' inputs (:meth:`ring_device`), a
+        rank from its neighbour (:mod:`napkin_cat.distributed.device`): the same operations in the same order."""
+        node = schedule_of(box)
         run = Phases(node, self)
         bounds = shard_bounds(env.size(box.full_size(), f"the axis {box.axis!r} of {box.name}"), P)
-        vals = run.head(ins[p], env)
+        vals = run.head(mine, env)
         states = run.init(env)
-        where = [node.dom.index(v) for v in node.streamed]
         own = env.tiles.get(box.axis, (0, None))[0] - bounds[p]       # where the axis's shards start: 0 at top level
-        for t in range(P):
+        for t, slices in zip(range(P), arriving):
             q = ring_shard(p, t, P)
             lo, n = bounds[q], bounds[q + 1] - bounds[q]
             if n == 0:                               # an empty shard (fewer values than devices): nothing to fold
                 continue
             trip_run = run if n == box.size else Phases(schedule_of(relabelled(box, n)), self)
-            chunk = {v: ins[q][k] for v, k in zip(node.streamed, where)}
+            chunk = dict(zip(node.streamed, slices))
             trip_env = env.child()
             trip_env.tiles = {**env.tiles, box.axis: (own + lo, n)}       # shard q's own place along the axis
             states, _ = trip_run.trip({**vals, **chunk}, states, trip_env)

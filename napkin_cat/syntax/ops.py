@@ -65,11 +65,23 @@ def _numel(axes):
 # --------------------------------------------------------------------------- accumulators
 # printed: the fold in C (CUDA's too) and Triton; ``{max}``/``{min}`` propagate NaN in C as numpy does, so OpenMP's
 # max reduction (which drops it) is no reduction of theirs
-SUM = Accumulator("sum", lambda shape, dtype=float: np.zeros(shape, dtype), np.add,
+def _zeros(shape, dtype=float):          # the accumulators' starts are module functions: a plan pickles (to ranks)
+    return np.zeros(shape, dtype)
+
+
+def _minus_inf(shape, dtype=float):
+    return np.full(shape, -np.inf, dtype)
+
+
+def _plus_inf(shape, dtype=float):
+    return np.full(shape, np.inf, dtype)
+
+
+SUM = Accumulator("sum", _zeros, np.add,
                   forms={"c": Fold("{0} + {1}", reduce="+"), "triton": Fold("{0} + {1}", reduce="tl.sum")}, merge="add")
-MAX = Accumulator("max", lambda shape, dtype=float: np.full(shape, -np.inf, dtype), np.maximum,
+MAX = Accumulator("max", _minus_inf, np.maximum,
                   forms={"c": Fold("{max}({0}, {1})"), "triton": Fold("{max}({0}, {1})", reduce="tl.max")}, merge="max")
-MIN = Accumulator("min", lambda shape, dtype=float: np.full(shape, np.inf, dtype), np.minimum,
+MIN = Accumulator("min", _plus_inf, np.minimum,
                   forms={"c": Fold("{min}({0}, {1})"), "triton": Fold("{min}({0}, {1})", reduce="tl.min")}, merge="min")
 
 # --------------------------------------------------------------------------- contraction

@@ -169,3 +169,16 @@ def test_a_ring_outside_a_device_region_is_refused():
         nc.evaluate(inside, Q, K, V, sizes={"q": 4, "x": 6, "d": 2})
     with pytest.raises(nc.DeviceError, match="inside a device region"):
         nc.cost(inside, sizes={"q": 4, "x": 6, "d": 2})
+
+
+def test_link_counts_on_a_symbolic_number_of_devices_bound_at_sizes():
+    """A ring over ``devices="P"`` counted at sizes binding P: per device the counts of the ring over the int P, and
+    those of the law at ``np.array_split``'s shards (10 keys over 3 devices: 4, 3, 3; K and V of 4 features)."""
+    flash = nc.group(nc.stream(nc.kernel(nc.library.attention()), "x", "s_x"), "q", "g_q")
+    sizes = {"q": 9, "x": 10, "d": 4, "s_x": 2, "g_q": 2}
+    symbolic = nc.cost(nc.ring(nc.shard(flash, "q", devices="P"), "x"), sizes={**sizes, "P": 3}).link
+    concrete = nc.cost(nc.ring(nc.shard(flash, "q", devices=3), "x"), sizes=sizes).link
+    n = [4 * 4, 3 * 4, 3 * 4]
+    assert symbolic.sent == concrete.sent == tuple(2 * (40 - n[(p + 1) % 3]) for p in range(3))
+    assert symbolic.received == concrete.received == tuple(2 * (40 - n[p]) for p in range(3))
+    assert symbolic.messages == concrete.messages == (4, 4, 4)

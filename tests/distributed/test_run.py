@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch", reason="torch is the `kernels` extra (pip i
 
 import napkin_cat as nc  # noqa: E402
 from napkin_cat.algorithms.devices import device_region  # noqa: E402
+from napkin_cat.distributed.run import bound_devices  # noqa: E402
 from napkin_cat.syntax.sizes import symbols_of  # noqa: E402
 from rewrites.devices import device_gather, tensor_parallel  # noqa: E402
 from rewrites.ulysses import device_ulysses  # noqa: E402
@@ -120,8 +121,57 @@ def ulysses_attention(P, rng):
     return d, (Q, K, V), np.einsum("hqx,hxd->hqd", softmax(np.einsum("hqd,hxd->hqx", Q, K) / 2.0), V), {}
 
 
+def ring_attention(P, rng):
+    """Ring attention: the queries sharded, K and V passed round the ranks trip by trip; x = 7 keys cut ragged
+    (2, 2, 2, 1 over 4 devices; 4, 3 over 2)."""
+    d = nc.ring(nc.shard(nc.library.attention(), "q", devices=P), "x")
+    Q, K, V = rng.normal(size=(6, 4)), rng.normal(size=(7, 4)), rng.normal(size=(7, 4))
+    return d, (Q, K, V), softmax(Q @ K.T / 2.0) @ V, {}
+
+
+def causal_ring_attention(P, rng):
+    """Causal ring attention: each trip masks the keys that arrived at their own positions (shard (p − t) mod P's
+    place), so a slice handed on in the wrong direction is masked at another place; n = 9 (ragged)."""
+    d = nc.ring(nc.shard(nc.library.causal_attention(), "q", devices=P), "x")
+    Q, K, V = rng.normal(size=(9, 4)), rng.normal(size=(9, 4)), rng.normal(size=(9, 4))
+    s = Q @ K.T / 2.0
+    s[np.triu_indices(9, 1)] = -np.inf
+    return d, (Q, K, V), softmax(s) @ V, {}
+
+
+def ring_of_fewer_keys_than_devices(P, rng):
+    """x = 3 keys: over 4 devices one shard is empty (it travels as an empty message, folded by no one)."""
+    d = nc.ring(nc.shard(nc.library.attention(), "q", devices=P), "x")
+    Q, K, V = rng.normal(size=(5, 4)), rng.normal(size=(3, 4)), rng.normal(size=(3, 4))
+    return d, (Q, K, V), softmax(Q @ K.T / 2.0) @ V, {}
+
+
+def ring_flash_attention(P, rng):
+    """ring-flash-attention on a symbolic P: each trip runs FlashAttention (queries in groups of 2, keys streamed in
+    a kernel by 2) on the shard that arrived, (μ, z, o) carried across the trips; 10 keys, 9 queries (ragged)."""
+    flash = nc.group(nc.stream(nc.kernel(nc.library.attention()), "x", "s_x"), "q", "g_q")
+    d = nc.ring(nc.shard(flash, "q", devices="P"), "x")
+    Q, K, V = rng.normal(size=(9, 4)), rng.normal(size=(10, 4)), rng.normal(size=(10, 4))
+    return d, (Q, K, V), softmax(Q @ K.T / 2.0) @ V, {"s_x": 2, "g_q": 2}
+
+
+def ring_order(P, rng):
+    """One query and one key per device, ``Σ_x k_x`` folded in float64 (1e16 + 1 − 1e16 is 0, 1e16 − 1e16 + 1 is 1):
+    device p's sum in the ring's order, from the law: at trip t it holds shard (p − t) mod P."""
+    keys = np.array([1e16, 1.0, -1e16, 3.0, -7.0][:P])
+    d = nc.ring(nc.shard(nc.einsum("q d, x d -> q", q=P, x=P, d=1), "q", devices=P), "x")
+    expected = []
+    for p in range(P):
+        acc = 0.0
+        for t in range(P):
+            acc = acc + keys[(p - t) % P]
+        expected.append(acc)
+    return d, (np.ones((P, 1)), keys[:, None]), np.array(expected), {}
+
+
+RINGS = [ring_attention, causal_ring_attention, ring_of_fewer_keys_than_devices, ring_flash_attention, ring_order]
 PROGRAMS = [flash_on_symbolic_devices, mlp, gathered_attention, sharded_softmax, partial_attention, scatter_then_gather,
-            all_to_all_round_trip, two_regions, ulysses_attention]
+            all_to_all_round_trip, two_regions, ulysses_attention] + RINGS
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +203,32 @@ def test_programs_run_on_torch_distributed_as_on_one_device(world):
         assert len(r.link.sent) == P
 
 
+def test_a_ring_moves_each_shard_but_the_next_ones_own(world):
+    """The ring's counts from its law, at the shards ``np.array_split`` cuts: device p sends every shard of K and V
+    but device p + 1's, receives every one but its own, in P − 1 messages per array (and the exact sum order)."""
+    P, rng = world.size, np.random.default_rng(7)
+    for make in (ring_attention, ring_order):
+        d, xs, expected, _ = make(P, rng)
+        r = nc.distributed.run(d, *xs, world_size=P, world=world)
+        exact = make is ring_order                 # the order-sensitive sum: bitwise the law's order
+        assert np.array_equal(r.outputs[0], expected) if exact else np.allclose(r.outputs[0], expected)
+        streamed = xs[1:] if make is ring_attention else xs[1:2]
+        n = [[len(c) * x.shape[1] for c in np.array_split(x, P)] for x in streamed]
+        assert r.link.sent == tuple(sum(x.size - m[(p + 1) % P] for x, m in zip(streamed, n)) for p in range(P))
+        assert r.link.received == tuple(sum(x.size - m[p] for x, m in zip(streamed, n)) for p in range(P))
+        assert r.link.messages == (len(streamed) * (P - 1),) * P
+
+
+def test_a_ring_with_an_idle_device_is_refused_and_the_world_stays_up(world):
+    P = world.size
+    d = nc.ring(nc.shard(nc.library.attention(), "q", devices=P), "x")
+    Q, K, V = np.ones((P - 1, 2)), np.ones((5, 2)), np.ones((5, 2))          # P − 1 queries: one device holds none
+    with pytest.raises(nc.DeviceError, match=f"only {P - 1} of {P} hold a shard of 'q'"):
+        nc.distributed.run(d, Q, K, V, world_size=P, world=world)
+    Q = np.ones((P, 2))
+    assert np.allclose(nc.distributed.run(d, Q, K, V, world_size=P, world=world).outputs[0], 1.0)
+
+
 def test_a_partial_left_unreduced_is_refused_by_name(world):
     P = world.size
     one = nc.einsum("n h, h e -> n e", h=nc.symbol("h") / P)              # no all-reduce: every rank a partial
@@ -175,9 +251,8 @@ def test_refused_before_a_process_starts():
     with pytest.raises(nc.DeviceError, match="'all-reduce' sits in a region nested"):
         nc.distributed.run(device_region(nested, "h", 2, nc.symbol("h")), np.ones((2, 4)), np.ones((4, 3)),
                            world_size=2)
-    ringed = nc.ring(nc.shard(nc.library.attention(), "q", devices=2), "x")     # its slices travel: not run yet
-    with pytest.raises(nc.DeviceError, match="is a ring .*does not run rings yet.*nc.evaluate"):
-        nc.distributed.run(ringed, *xs, world_size=2)
+    ringed = nc.ring(nc.shard(nc.library.attention(), "q", devices=2), "x")     # a ring passes: its ranks run it
+    assert bound_devices(ringed, 2, None) == {}
 
 
 def test_a_backend_torch_lacks_is_named(monkeypatch):
