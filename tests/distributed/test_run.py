@@ -15,6 +15,7 @@ import sympy
 torch = pytest.importorskip("torch", reason="torch is the `kernels` extra (pip install 'napkin-cat[kernels]')")
 
 import napkin_cat as nc  # noqa: E402
+from napkin_cat.testing.devices import sharded_softmax as softmax_on_devices  # noqa: E402
 from napkin_cat.algorithms.devices import device_region  # noqa: E402
 from napkin_cat.distributed.run import bound_devices  # noqa: E402
 from napkin_cat.syntax.sizes import symbols_of  # noqa: E402
@@ -56,13 +57,7 @@ def gathered_attention(P, rng):
 
 def sharded_softmax(P, rng):
     """softmax over the sharded axis: the row max all-reduced by max, then the row sum by add."""
-    xs = nc.symbol("x") / P
-    b = nc.Builder(nc.types("q x", x=xs))
-    (S,) = b.inputs
-    m = b(nc.all_reduce("q", devices=P, merge="max"), b(nc.reduce("max", "q x -> q", x=xs), S))
-    e = b(nc.elementwise("exp", "q x", x=xs), b(nc.elementwise("sub", "q x, q -> q x", x=xs), S, m))
-    z = b(nc.all_reduce("q", devices=P, merge="add"), b(nc.reduce("sum", "q x -> q", x=xs), e))
-    d = device_region(b.build(b(nc.elementwise("div", "q x, q -> q x", x=xs), e, z)), "x", P, nc.symbol("x"))
+    d = softmax_on_devices(P)
     S = rng.normal(size=(5, 11)) * 30
     return d, (S,), softmax(S), {"q": 5, "x": 11}
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import napkin_cat as nc
+from napkin_cat.testing.devices import sharded_softmax
 from napkin_cat.algorithms.devices import device_region
 
 
@@ -52,22 +53,11 @@ def test_a_partial_left_unreduced_is_refused_by_name():
         nc.evaluate(device_region(one, "h", 2, nc.symbol("h")), np.ones((2, 4)), np.arange(12.0).reshape(4, 3))
 
 
-def _sharded_softmax(P, x):
-    """softmax over the sharded axis: the max and the sum all-reduced (max, add)."""
-    xs = nc.symbol("x") / P
-    b = nc.Builder(nc.types("q x", x=xs))
-    (S,) = b.inputs
-    m = b(nc.all_reduce("q", devices=P, merge="max"), b(nc.reduce("max", "q x -> q", x=xs), S))
-    e = b(nc.elementwise("exp", "q x", x=xs), b(nc.elementwise("sub", "q x, q -> q x", x=xs), S, m))
-    z = b(nc.all_reduce("q", devices=P, merge="add"), b(nc.reduce("sum", "q x -> q", x=xs), e))
-    return device_region(b.build(b(nc.elementwise("div", "q x, q -> q x", x=xs), e, z)), "x", P, nc.symbol("x"))
-
-
 @pytest.mark.parametrize("P", [1, 2, 3, 5])
 def test_softmax_over_the_sharded_axis(P):
     rng = np.random.default_rng(P)
     S = rng.normal(size=(3, 11)) * 40
-    assert np.allclose(nc.evaluate(_sharded_softmax(P, 11), S), _softmax(S))
+    assert np.allclose(nc.evaluate(sharded_softmax(P), S), _softmax(S))
 
 
 def _attention_by_partials(P):
