@@ -25,10 +25,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SETUP = '''
-import time, sympy
-import napkin_cat as nc
-
+#: ``stack(k)``: k transformer blocks in a row, their weights inputs (also read by ``bench_targets.py``)
+STACK = '''
 def stack(k):
     tb = nc.library.transformer_block()
     ins = list(tb.dom.inside)
@@ -37,7 +35,12 @@ def stack(k):
     for i in range(k):
         x = b(tb, x, *w[12 * i:12 * (i + 1)])
     return b.build(x)
+'''
 
+SETUP = '''
+import time, sympy
+import napkin_cat as nc
+''' + STACK + '''
 def chain(n):
     names = [f"a{i}" for i in range(n + 1)]
     b = nc.Builder(nc.types(", ".join(f"{names[i]} {names[i + 1]}" for i in range(n))))

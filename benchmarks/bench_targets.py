@@ -27,21 +27,14 @@ import tempfile
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+from bench_scale import STACK  # noqa: E402  (this folder: a script's first path)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SETUP = '''
 import resource, time
 import napkin_cat as nc
-
-def stack(k):
-    tb = nc.library.transformer_block()
-    ins = list(tb.dom.inside)
-    b = nc.Builder(nc.Ty(ins[0], *ins[1:] * k))
-    x, w = b.inputs[0], b.inputs[1:]
-    for i in range(k):
-        x = b(tb, x, *w[12 * i:12 * (i + 1)])
-    return b.build(x)
-
+''' + STACK + '''
 TB = {"n": 512, "e": 256, "h": 4, "d": 64, "f": 1024}
 '''
 
