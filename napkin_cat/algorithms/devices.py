@@ -8,10 +8,11 @@ without the axis replicated on every device::
     weave_a(F) ≡ split_a ; (F ⊗ … ⊗ F) ; join_a        (P copies of F, one per device)
 
 Its inside sees the axis with the size of a shard: ``a/P`` symbolically, ``⌈a/P⌉`` at concrete sizes (a shorter
-shard is the inside relabelled to its size, as a Grid's last, shorter group).  An input whose array inside keeps the
-axis at that size is sharded, any other input replicated; an output is sharded (the devices' shards joined) where
-the inside's array has the shard's size, else it is *replicated*: every device holds the same value (made so by an
-all-reduce or an all-gather: :mod:`napkin_cat.syntax.collectives`), and a numpy run checks that they agree.
+shard is the inside relabelled to its size, as a Grid's last, shorter group).  The region records, for each input
+and output, the axis it is sharded along or None (:data:`RECORD`): a sharded input arrives cut, a replicated one
+whole on every device; a sharded output is the devices' shards joined, a replicated one the value every device holds
+(made so by an all-reduce or an all-gather: :mod:`napkin_cat.syntax.collectives`), and a numpy run checks that they
+agree.  The record is read, never the sizes: a shard of an axis of one value is as large as the whole.
 
 The region registers its schedule (:data:`~napkin_cat.algorithms.schedule.SCHEDULES`, a :class:`ShardSchedule`
 whose handler each algebra names ``shard``): the numpy run folds the inside on every device in lockstep, so that a
@@ -44,9 +45,29 @@ from napkin_cat.syntax.primitive import KINDS
 from napkin_cat.syntax.relabel import map_arrays, tile_relabel
 
 
+#: the params of a :class:`Shard` that record, for each input and each output, the axis it is sharded along (None:
+#: replicated): what every reader of the region takes (:meth:`Shard.sharded`), never guessed from sizes again
+RECORD = ("sharded_in", "sharded_out")
+
+
 class Shard(Partition):
     """A device partition: the inside once per device on its shard of ``axis`` (``size``: a shard's size, ``a/P`` or
-    ``⌈a/P⌉``), ``params["devices"]`` devices (an int or a size symbol)."""
+    ``⌈a/P⌉``), ``params["devices"]`` devices (an int or a size symbol).
+
+    ``params["sharded_in"]`` and ``params["sharded_out"]`` (:data:`RECORD`): for each input and output, the axis it
+    is sharded along, or None (replicated, whole on every device).  :func:`shard` and :func:`device_region` give them;
+    a region built without them (a document of an earlier version, a hand-built one) has them read off the sizes once,
+    here (an array whose inside carries an axis at another size than outside is sharded along it).  Each entry names
+    an axis its array carries, and a replicated array may not carry a sharded axis at the size of a shard of it
+    (unless that is the whole axis): inside, every array that carries the axis at a shard's size is the device's
+    shard (AxisError names the array).  A record of a one-value axis (a shard as large as the whole) is what the
+    sizes cannot tell.
+
+    >>> import napkin_cat as nc
+    >>> box = shard(nc.library.attention(q=1), "q", devices=2).boxes[0]
+    >>> box.sharded("dom"), box.sharded("cod"), box.name
+    (('q', None, None), ('q',), 'Shard(axis=q, size=1, devices=2)')
+    """
 
     region = "shard"
     carrier = "cod"
@@ -55,7 +76,20 @@ class Shard(Partition):
         if "devices" not in params:
             raise AxisError(f"a Shard needs params axis, size and devices; got {dict(params)}")
         params = {**params, "devices": as_devices(params["devices"])}
+        if isinstance(params.get("axis"), str):
+            params.update(_record(arg, dom, cod, params))
         super().__init__(arg, dom, cod, params)
+
+    @classmethod
+    def title(cls, params) -> str:
+        """The region's name: its axis, size and devices (the record is in its params, not its name)."""
+        return super().title({k: v for k, v in params.items() if k not in RECORD})
+
+    def mapped_params(self, fa, fname) -> dict:
+        out = super().mapped_params(fa, fname)
+        for key in RECORD:
+            out[key] = tuple(None if a is None else fname(a) for a in self.params[key])
+        return out
 
     @property
     def devices(self):
@@ -77,21 +111,11 @@ class Shard(Partition):
         return sympy.sympify(self.devices)
 
     def sharded(self, side: str) -> tuple:
-        """For each input (``side='dom'``) or output (``'cod'``), the axis it is sharded along (its array inside
-        carries that axis at a shard's size, not the size it has outside), or None: it is replicated, whole on every
-        device.  Besides the region's axis, an input may arrive sharded along another axis (*co-sharded*: device
-        ``p`` holds shard ``p`` of each; an all-gather inside makes it whole), as K and V along the keys where the
-        region shards the queries."""
-        outer = self.dom.inside if side == "dom" else self.cod.inside
-        inner = self.arg.dom.inside if side == "dom" else self.arg.cod.inside
-        out = []
-        for o, i in zip(outer, inner):
-            cut = [a.name for a, b in zip(o.axes, i.axes) if a.size != b.size]
-            if len(cut) > 1:
-                raise AxisError(f"{self.name}: the array {o} is sharded along {cut}; an array is sharded along one "
-                                f"axis at most")
-            out.append(cut[0] if cut else None)
-        return tuple(out)
+        """For each input (``side='dom'``) or output (``'cod'``), the axis it is sharded along, or None: it is
+        replicated, whole on every device (the record, :data:`RECORD`).  Besides the region's axis, an input may
+        arrive sharded along another axis (*co-sharded*: device ``p`` holds shard ``p`` of each; an all-gather inside
+        makes it whole), as K and V along the keys where the region shards the queries."""
+        return self.params["sharded_in" if side == "dom" else "sharded_out"]
 
     def sharded_axes(self) -> dict:
         """Axis → ``(shard size, full size)`` of every axis the region shards: its own, and any an input or output
@@ -104,6 +128,54 @@ class Shard(Partition):
                 if name is not None:
                     found.setdefault(name, (i.axis(name).size, o.axis(name).size))
         return found
+
+
+def _read_off_sizes(o, i, what: str):
+    """The axis the boundary array ``o`` is sharded along, read off its inside's array ``i``: the one whose size
+    differs, or None (a region built without a record)."""
+    cut = [a.name for a, b in zip(o.axes, i.axes) if a.size != b.size]
+    if len(cut) > 1:
+        raise AxisError(f"{what} ({o}) is sharded along {cut}; an array is sharded along one axis at most")
+    return cut[0] if cut else None
+
+
+def _record(arg: Diagram, dom, cod, params: dict) -> dict:
+    """The region's :data:`RECORD`, given or read off the sizes, checked against the types (see :class:`Shard`)."""
+    axis, out = params["axis"], {}
+    shards = {axis: params.get("size")}
+    sides = (("sharded_in", dom.inside, arg.dom.inside, "input"), ("sharded_out", cod.inside, arg.cod.inside, "output"))
+    for key, outer, inner, what in sides:
+        given = params.get(key)
+        if given is None:
+            given = [_read_off_sizes(o, i, f"{what} {j}") for j, (o, i) in enumerate(zip(outer, inner))]
+        given = tuple(given) if isinstance(given, (tuple, list)) else given
+        if not isinstance(given, tuple) or len(given) != len(outer) or len(outer) != len(inner):
+            raise AxisError(f"a Shard's {key} names, for each of its {len(outer)} {what}s, the axis it is sharded "
+                            f"along or None; got {given!r}")
+        for j, (cut, o, i) in enumerate(zip(given, outer, inner)):
+            if cut is not None and not (isinstance(cut, str) and cut in o.names and cut in i.names):
+                raise AxisError(f"{what} {j} of the Shard along {axis!r} ({o} outside, {i} inside) is recorded "
+                                f"sharded along {cut!r} ({key}[{j}]), an axis it does not carry; the record names "
+                                f"an axis of the array, or None (replicated)")
+            if cut is not None and cut != axis:
+                shards.setdefault(cut, i.axis(cut).size)
+        out[key] = given
+    fulls = {}
+    for key, outer, inner, what in sides:
+        for cut, o in zip(out[key], outer):
+            if cut is not None:
+                fulls.setdefault(cut, o.axis(cut).size)
+    fulls.setdefault(axis, next((a.axis(axis).size for a in (*cod.inside, *dom.inside) if axis in a.names), None))
+    for key, outer, inner, what in sides:
+        for j, (cut, o) in enumerate(zip(out[key], outer)):
+            for name in o.names if cut is None else ():
+                size = o.axis(name).size
+                if name in shards and size == shards[name] and size != fulls.get(name):
+                    raise AxisError(f"{what} {j} ({o}) of the Shard along {axis!r} is replicated but carries "
+                                    f"{name!r} at {size}, the size of a shard of it ({fulls.get(name)} over "
+                                    f"{params['devices']} devices): inside, an array of that size is the device's "
+                                    f"shard; record it as sharded along {name!r}, or give the axis another name")
+    return out
 
 
 REGIONS[Shard.region] = Shard
@@ -179,14 +251,23 @@ def shard(diagram: Diagram, axis: str, devices) -> Diagram:
     full = carriers[0].axis(axis).size
     size = shard_size(full, P)
     inside = relabel_axis(diagram, axis, size, full=full)
-    return single(Shard(inside, diagram.dom, diagram.cod, {"axis": axis, "size": size, "devices": P}))
+
+    def cut(arrays):        # sharded: every array that carries the axis whole (relabel_axis made it a shard inside)
+        return tuple(axis if axis in a.names and a.axis(axis).size == full else None for a in arrays)
+    return single(Shard(inside, diagram.dom, diagram.cod, {"axis": axis, "size": size, "devices": P,
+                                                           "sharded_in": cut(diagram.dom.inside),
+                                                           "sharded_out": cut(diagram.cod.inside)}))
 
 
-def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | None = None) -> Diagram:
+def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | None = None, sharded_in=None,
+                  sharded_out=None) -> Diagram:
     """A device region around ``inside``, a program written for one device's shard (its arrays carry ``axis`` at a
     shard's size, :func:`~napkin_cat.syntax.collectives.shard_size` of ``full`` over ``devices``; collectives
     inside): its boundary is the inside's with every shard whole.  ``also``: co-sharded axes → their full sizes
-    (an input sharded along one arrives so: shard ``p`` of it on device ``p``).
+    (an input sharded along one arrives so: shard ``p`` of it on device ``p``).  ``sharded_in``/``sharded_out``:
+    the axis each input/output is sharded along, or None (the region's record, :data:`RECORD`); by default each
+    array inside that carries a sharded axis at a shard's size is sharded along it, where an axis whose shard is its
+    whole (one value) counts only when no other does, the region's own first (a rule that knows says).
 
     >>> import napkin_cat as nc
     >>> h = nc.symbol("h")
@@ -196,45 +277,86 @@ def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | Non
     """
     P = as_devices(devices)
     size = shard_size(full, P)
-    wholes = [tile_relabel(a, f, shard_size(f, P)) for a, f in {axis: full, **(also or {})}.items()]
+    fulls = {axis: full, **(also or {})}
+    parts = {a: shard_size(f, P) for a, f in fulls.items()}
 
-    def whole(arr):
-        for fa in wholes:
-            arr = fa(arr)
-        return arr
-    return single(Shard(inside, Ty(*map(whole, inside.dom.inside)), Ty(*map(whole, inside.cod.inside)),
-                        {"axis": axis, "size": size, "devices": P}))
+    def cut(arr):           # the sharded axis an array inside carries at a shard's size
+        found = [n for n in arr.names if n in parts and arr.axis(n).size == parts[n]]
+        if len(found) > 1:      # a one-value axis (its shard its whole) gives way to another, the region's first
+            found = [n for n in found if parts[n] != fulls[n]] or sorted(found, key=lambda n: n != axis)[:1]
+        if len(found) > 1:
+            raise AxisError(f"the array {arr} inside a device region along {axis!r} carries {found} at a shard's "
+                            f"size; an array is sharded along one axis at most")
+        return found[0] if found else None
+
+    def whole(arr, n, what):
+        if n is None:
+            return arr
+        if n not in fulls or n not in arr.names or arr.axis(n).size != parts[n]:
+            raise AxisError(f"{what} ({arr}) of a device region along {axis!r} is recorded sharded along {n!r}, but "
+                            f"it carries no shard of it (the sharded axes and their shards: {parts})")
+        return tile_relabel(n, fulls[n], parts[n])(arr)
+
+    def record(given, arrays, what):
+        made = tuple(map(cut, arrays)) if given is None else tuple(given)
+        if len(made) != len(arrays):
+            raise AxisError(f"device_region: {len(made)} {what}s recorded, the inside has {len(arrays)}")
+        return made, Ty(*(whole(a, n, f"{what} {j}") for j, (a, n) in enumerate(zip(arrays, made))))
+    ins, dom = record(sharded_in, inside.dom.inside, "input")
+    outs, cod = record(sharded_out, inside.cod.inside, "output")
+    return single(Shard(inside, dom, cod, {"axis": axis, "size": size, "devices": P, "sharded_in": ins,
+                                           "sharded_out": outs}))
 
 
 def device_shards(node, value) -> list:
     """Each device's shard of every sharded axis, ``{axis: (start, stop)}`` (``np.array_split``'s cuts), or None for
     an idle device (an empty shard of the region's axis: more devices than values); ``value(expr)``: a size as an
-    int.  A co-sharded axis with fewer values than devices leaves some devices an empty shard of it: they hold none
-    of the inputs sharded along it (and send none of them)."""
+    int.  A co-sharded axis is cut among the devices that hold a shard of the region's axis (the others are idle:
+    they hold nothing), as a collective inside cuts (:func:`collective_cuts`); with fewer values than those devices,
+    the last ones hold an empty shard of it: none of the inputs sharded along it (and send none of them).
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.algorithms.schedule import schedule_of
+    >>> one = nc.einsum("q d, x d -> q d", q=1, x=2, d=2)
+    >>> node = schedule_of(device_region(one, "q", 2, 1, also={"x": 4}, sharded_in=("q", "x")).boxes[0])
+    >>> device_shards(node, int)        # one query: device 1 idle, device 0 holds every key
+    [{'q': (0, 1), 'x': (0, 4)}, None]
+    """
     P = value(node.devices)
-    cuts = {a: shard_bounds(value(full), P) for a, (_, full) in node.axes.items()}
-    out = []
-    for p in range(P):
-        mine = {a: (b[p], b[p + 1]) for a, b in cuts.items()}
-        out.append(None if mine[node.axis][0] == mine[node.axis][1] else mine)
+    own = shard_bounds(value(node.axes[node.axis][1]), P)
+    active = sum(own[p + 1] > own[p] for p in range(P))
+    cuts = {a: own if a == node.axis else shard_bounds(value(full), active) for a, (_, full) in node.axes.items()}
+    return [{a: (b[p], b[p + 1]) for a, b in cuts.items()} if own[p + 1] > own[p] else None for p in range(P)]
+
+
+def cut_extents(node, value, p: int, active: int) -> dict:
+    """``(axis, shard size) → extent`` of device ``p``'s shard of every axis a collective inside cuts
+    (:func:`collective_cuts`), cut as ``np.array_split`` cuts among the ``active`` devices that hold a shard."""
+    out = {}
+    for key, full in collective_cuts(node).items():
+        b = shard_bounds(value(full), active)
+        out[key] = b[p + 1] - b[p]
     return out
 
 
-def device_inside(node, shards: dict):
-    """The inside a device runs on its shards (``{axis: (start, stop)}``): every sharded axis at its shard's size
-    (kept on the region per extents); an empty shard of a co-sharded axis leaves that axis as it is (no box but the
-    all-gather reads it, which reads the device's values themselves)."""
+def device_inside(node, shards: dict, cuts: dict | None = None):
+    """The inside a device runs on its shards (``{axis: (start, stop)}``): every sharded axis at its shard's size,
+    and every axis a collective cuts at a symbolic shard's size (``n/P``, which need not be an integer) at the
+    device's extent (``cuts``, :func:`cut_extents`), kept on the region per extents.  A collective's cut at a concrete
+    size keeps ``⌈n/P⌉`` (the boxes after it read their values' own extents): an array of that size may be a part made
+    otherwise (a split's), which the sizes do not tell from the cut.  An empty shard leaves its axis as it is (no box
+    but a collective reads it, which reads the device's values themselves)."""
     box = node.region
-    extents = tuple(sorted((a, hi - lo) for a, (lo, hi) in shards.items() if hi > lo))   # an empty co-shard: kept
-    if all(isinstance(node.axes[a][0], int) and n == node.axes[a][0] for a, n in extents):
+    sizes = {(a, node.axes[a][0]): hi - lo for a, (lo, hi) in shards.items() if hi > lo}   # an empty co-shard: kept
+    sizes.update({key: n for key, n in (cuts or {}).items() if n > 0 and not isinstance(key[1], int)})
+    if all(isinstance(size, int) and n == size for (_, size), n in sizes.items()):
         return node.inside
+    extents = tuple(sorted(((a, str(size), n) for (a, size), n in sizes.items())))
     cache = box.__dict__.setdefault("_device_insides", {})
     if extents not in cache:
-        sizes = {a: (node.axes[a][0], n) for a, n in extents}
-
         def fa(arr):
-            return arr.replace(axes=tuple(x.relabel(sizes[x.name][1]) if x.name in sizes and x.size == sizes[x.name][0]
-                                          else x for x in arr.axes))
+            return arr.replace(axes=tuple(x.relabel(sizes[x.name, x.size]) if (x.name, x.size) in sizes else x
+                                          for x in arr.axes))
         cache[extents] = map_arrays(box.arg, fa)
     return cache[extents]
 
@@ -320,5 +442,5 @@ def collectives_within(d: Diagram) -> list:
     return out
 
 
-__all__ = ["Shard", "ShardSchedule", "shard", "device_region", "device_shards", "device_inside", "merge_diagram",
-           "collective_cuts", "collectives_within"]
+__all__ = ["RECORD", "Shard", "ShardSchedule", "shard", "device_region", "device_shards", "cut_extents",
+           "device_inside", "merge_diagram", "collective_cuts", "collectives_within"]

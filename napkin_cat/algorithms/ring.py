@@ -240,7 +240,9 @@ def ring(diagram: Diagram, axis: str) -> Diagram:
     except RewriteError as e:
         raise RewriteError(f"{k.name}: no ring along {axis!r}: {e}") from None
     also = {a: f for a, (_, f) in k.sharded_axes().items() if a not in (k.axis, axis)}
-    return device_region(single(r), k.axis, P, k.full_size(), also={**also, axis: full})
+    ins = tuple(axis if axis in a.names else cut for a, cut in zip(k.dom.inside, k.sharded("dom")))   # travelling
+    return device_region(single(r), k.axis, P, k.full_size(), also={**also, axis: full}, sharded_in=ins,
+                         sharded_out=k.sharded("cod"))
 
 
 __all__ = ["Ring", "RingSchedule", "ring", "ring_shard", "ring_link", "ring_extents", "incoming"]

@@ -35,12 +35,12 @@ from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.splits import part_bounds, partial_moves
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
 from napkin_cat.cost.exact_arithmetic import value
-from napkin_cat.algorithms.devices import Shard, collective_cuts, device_inside, device_shards
+from napkin_cat.algorithms.devices import Shard, collective_cuts, cut_extents, device_inside, device_shards
 from napkin_cat.algorithms.ring import ring_extents, ring_link
 from napkin_cat.cost.iocost import box_link, box_pieces, cost, region_cost
 from napkin_cat.cost.record import Cost, Density, Link, join_links
 from napkin_cat.errors import ArgumentError, AxisError, DeviceError, NapkinError, ShapeError
-from napkin_cat.syntax.collectives import shard_bounds
+from napkin_cat.syntax.collectives import shard_bounds, whole_axes
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.adapter import Bubble, Diagram, from_layers, layers
 from napkin_cat.syntax.sizes import as_sizes
@@ -275,8 +275,12 @@ class Concrete:
                 raise DeviceError(f"{box.name}: a collective moves values between devices; it runs inside a device "
                                   f"region (nc.shard) only")
             device, active, extents = ctx.device
-            link = box_link(box, device, lambda a: _value(sympy.Mul(*[extents.get((x.name, x.size), x.size)
-                                                                      for x in a.axes]), env), active)
+            whole = whole_axes(box)       # an array held whole on its side: not the device's extent of its axis
+
+            def numel(a, side="dom"):
+                return _value(sympy.Mul(*[x.size if x.name in whole[side] else extents.get((x.name, x.size), x.size)
+                                          for x in a.axes]), env)
+            link = box_link(box, device, numel, active)
             link = Link(_value(box.data.param("devices"), env), link.sent, link.received, link.messages, None,
                         link.sent_bytes, link.received_bytes)
         _add(ctx.total, Cost({l: _value(h, env) for l, h in H}, {l: _value(h, env) for l, h in H_bytes}, {},
@@ -325,10 +329,10 @@ class Concrete:
             tiles = {**ctx.tiles, **{a: (lo, hi - lo) for a, (lo, hi) in (mine or {}).items()}}
             empty = {(a, node.axes[a][0]): 0 for a, (lo, hi) in (mine or {}).items() if hi == lo}   # no co-shard
             p = len(per)
-            if mine is not None:        # its shard of an axis a collective cuts inside: np.array_split's, not ⌈n/P⌉
-                empty.update({key: b[p + 1] - b[p] for key, b in cuts.items()})
+            mycuts = {key: b[p + 1] - b[p] for key, b in cuts.items()} if mine is not None else {}
+            empty.update(mycuts)        # its shard of an axis a collective cuts inside: np.array_split's, not ⌈n/P⌉
             inner = At(env, tiles, 1, (p, active, empty))
-            d = None if mine is None else device_inside(node, mine)
+            d = None if mine is None else device_inside(node, mine, mycuts)
             if d is not None:
                 self.diagram(d, inner)
             per.append(inner.total)
@@ -546,9 +550,10 @@ def _largest_shards(diagram: Diagram, env: dict) -> Diagram:
         left, box, right = layer.boxes_or_types[:3]
         if isinstance(box, Shard):
             node = schedule_of(box)
-            first = device_shards(node, lambda e: _value(e, env))[0]
-            inside = device_inside(node, first)
+            shards = device_shards(node, lambda e: _value(e, env))
+            active = sum(d is not None for d in shards)
+            inside = device_inside(node, shards[0], cut_extents(node, lambda e: _value(e, env), 0, active))
             if inside is not node.inside:
-                box, changed = Shard(inside, box.dom, box.cod, {**box.params, "size": first[box.axis][1]}), True
+                box, changed = Shard(inside, box.dom, box.cod, {**box.params, "size": shards[0][box.axis][1]}), True
         items.append((left, box, right))
     return from_layers(diagram.dom, diagram.cod, items) if changed else diagram

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from napkin_cat.algorithms.devices import collectives_within, device_inside, device_shards, merge_diagram
-from napkin_cat.errors import DeviceError
+from napkin_cat.algorithms.devices import (Shard, collectives_within, cut_extents, device_inside, device_shards,
+                                           merge_diagram)
+from napkin_cat.algorithms.schedule import schedule_of
+from napkin_cat.errors import DeviceError, NapkinError
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.syntax.adapter import Bubble, layers
 from napkin_cat.syntax.primitive import kind_of
@@ -45,9 +47,10 @@ def run_devices(node, xs: list, env, interpret, run_region, run_ring=None) -> li
         raise DeviceError(f"{box.name}: the collective {nested[0].name!r} sits in a region nested in the device "
                           f"region; the devices run in lockstep over the device region's own boxes only: place it "
                           f"there")
-    shards = [d for d in device_shards(node, lambda e: env.size(e, f"a size of {box.name}")) if d is not None]
-    insides = [device_inside(node, d) for d in shards]
+    value = lambda e: env.size(e, f"a size of {box.name}")    # noqa: E731
+    shards = [d for d in device_shards(node, value) if d is not None]
     P = len(shards)                    # an idle device (an empty shard) computes nothing and exchanges nothing
+    insides = [device_inside(node, d, cut_extents(node, value, p, P)) for p, d in enumerate(shards)]
     steps = [[b for _, b in layers(d)] for d in insides]
     envs = [device_env(node, env, mine) for mine in shards]
     placed = [place_inputs(node, xs, mine) for mine in shards]
@@ -78,6 +81,26 @@ def run_devices(node, xs: list, env, interpret, run_region, run_ring=None) -> li
 
     outs = traverse(insides[0], values, on_box)
     return join_outputs(node, [[ys[p] for ys in outs] for p in range(P)])
+
+
+def first_device_insides(diagram, env) -> list:
+    """The inside of each device region of ``diagram`` (at any depth) as its first device runs it: at its shards'
+    sizes at ``env`` (device 0's, the largest), for the checks made before a run; a region whose sizes ``env`` does
+    not bind is left out (its run says what is missing)."""
+    out = []
+    for _, box in layers(diagram):
+        if isinstance(box, Shard):
+            node = schedule_of(box)
+            try:
+                value = lambda e: env.size(e, f"a size of {box.name}")    # noqa: E731
+                shards = device_shards(node, value)
+                out.append(device_inside(node, shards[0], cut_extents(node, value, 0, sum(d is not None
+                                                                                          for d in shards))))
+            except NapkinError:
+                continue
+        elif isinstance(box, Bubble):
+            out += first_device_insides(box.arg, env)
+    return out
 
 
 def device_env(node, env, mine: dict):
@@ -129,4 +152,4 @@ def join_outputs(node, ys: list) -> list:
     return result
 
 
-__all__ = ["run_devices", "device_env", "place_inputs", "join_outputs"]
+__all__ = ["run_devices", "first_device_insides", "device_env", "place_inputs", "join_outputs"]
