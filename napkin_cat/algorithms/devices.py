@@ -37,12 +37,13 @@ from napkin_cat.algorithms.schedule import SCHEDULES
 from napkin_cat.algorithms.splits import MERGES
 from napkin_cat.algorithms.accumulators import StateArray, build_state_diagrams
 from napkin_cat.errors import AxisError, DeviceError, RewriteError
-from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, from_layers, is_structural, layers
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.collectives import as_devices, shard_bounds, shard_size
 from napkin_cat.syntax.construct import elementwise
 from napkin_cat.syntax.primitive import KINDS
-from napkin_cat.syntax.relabel import map_arrays, tile_relabel
+from napkin_cat.syntax.relabel import map_box, tile_relabel
+from napkin_cat.syntax.wiring import retype
 
 
 #: the params of a :class:`Shard` that record, for each input and each output, the axis it is sharded along (None:
@@ -96,8 +97,11 @@ class Shard(Partition):
         return self.params["devices"]
 
     def full_size(self):
-        """The axis's size on the region's boundary (an output, else an input that carries it)."""
-        for arr in (*self.cod.inside, *self.dom.inside):
+        """The axis's size on the region's boundary: an output's, else an input's sharded along it (the record), else
+        any array's that carries it (a replicated array may carry the axis at another size: a join of shards)."""
+        sharded = [a for side in ("cod", "dom") for a, cut in zip(getattr(self, side).inside, self.sharded(side))
+                   if cut == self.axis]
+        for arr in (*sharded, *self.cod.inside, *self.dom.inside):
             if self.axis in arr.names:
                 return arr.axis(self.axis).size
         raise AxisError(f"{self.name}: neither an input nor an output carries {self.axis!r}")
@@ -166,6 +170,10 @@ def _record(arg: Diagram, dom, cod, params: dict) -> dict:
             if cut is not None:
                 fulls.setdefault(cut, o.axis(cut).size)
     fulls.setdefault(axis, next((a.axis(axis).size for a in (*cod.inside, *dom.inside) if axis in a.names), None))
+    if fulls[axis] is None:
+        raise AxisError(f"a Shard along {axis!r}: neither an input nor an output carries it (its inputs "
+                        f"{[str(a) for a in dom.inside]}, outputs {[str(a) for a in cod.inside]}); a device region "
+                        f"cuts an axis of its boundary")
     for key, outer, inner, what in sides:
         for j, (cut, o) in enumerate(zip(out[key], outer)):
             for name in o.names if cut is None else ():
@@ -340,25 +348,80 @@ def cut_extents(node, value, p: int, active: int) -> dict:
 
 
 def device_inside(node, shards: dict, cuts: dict | None = None):
-    """The inside a device runs on its shards (``{axis: (start, stop)}``): every sharded axis at its shard's size,
-    and every axis a collective cuts at a symbolic shard's size (``n/P``, which need not be an integer) at the
-    device's extent (``cuts``, :func:`cut_extents`), kept on the region per extents.  A collective's cut at a concrete
-    size keeps ``⌈n/P⌉`` (the boxes after it read their values' own extents): an array of that size may be a part made
-    otherwise (a split's), which the sizes do not tell from the cut.  An empty shard leaves its axis as it is (no box
-    but a collective reads it, which reads the device's values themselves)."""
+    """The inside a device runs on its shards (``{axis: (start, stop)}``): each wire that carries the device's shard
+    of a sharded axis at the device's extent of it, and each that carries its shard of an axis a collective cuts
+    (``cuts``, :func:`cut_extents`), kept on the region per extents.  Which wires carry a shard is followed from the
+    region's record (:data:`RECORD`) box by box (:func:`retyped`), never read off the sizes: an array of a shard's
+    size may be a part made otherwise (a split's).  An empty shard leaves its axis as it is (no box but a collective
+    reads it, which reads the device's values themselves)."""
     box = node.region
     sizes = {(a, node.axes[a][0]): hi - lo for a, (lo, hi) in shards.items() if hi > lo}   # an empty co-shard: kept
-    sizes.update({key: n for key, n in (cuts or {}).items() if n > 0 and not isinstance(key[1], int)})
+    sizes.update({key: n for key, n in (cuts or {}).items() if n > 0})
     if all(isinstance(size, int) and n == size for (_, size), n in sizes.items()):
         return node.inside
-    extents = tuple(sorted(((a, str(size), n) for (a, size), n in sizes.items())))
+    key = tuple(sorted((a, str(size), n) for (a, size), n in sizes.items()))
     cache = box.__dict__.setdefault("_device_insides", {})
-    if extents not in cache:
+    if key not in cache:
+        cache[key] = retyped(box, sizes)
+    return cache[key]
+
+
+def _collective_marks(b, marks: set, sizes: dict) -> set:
+    """The shards a collective's outputs carry, given those its inputs carry (``(axis, shard size)`` pairs)."""
+    kind, param = b.data.kind, b.data.param
+    cut = {"all_gather": (param("axis"), None), "reducescatter": (None, param("axis")),
+           "all_to_all": (param("gather"), param("scatter"))}.get(kind, (None, None))
+    out = {m for m in marks if m[0] != cut[0]}
+    if cut[1] is not None:
+        out |= {(cut[1], c.axis(cut[1]).size) for c in b.cod.inside} & set(sizes)
+    return out
+
+
+def woven_over(box, axis: str) -> bool:
+    """Whether ``box`` (a primitive, or a region: every box in it) is woven over ``axis``: runs alike on each of its
+    positions, as on each device's shard of it."""
+    return axis in box.data.weave_names if not isinstance(box, Bubble) else _not_woven(box.arg, axis) is None
+
+
+def retyped(region: Shard, sizes: dict) -> Diagram:
+    """The inside of the device region ``region`` with each wire that carries a device's shard ``(axis, shard size)``
+    (a key of ``sizes``) carrying it at ``sizes[axis, shard size]``: from the inputs the record says are sharded,
+    through every box that keeps the axis at that size, until a collective gathers it (an all-gather, an
+    all-to-all's gather); a reduce-scatter's and an all-to-all's outputs carry the shard they cut.  A box woven over
+    a sharded axis makes its shard where its output carries the axis at a shard's size though no input does (a
+    broadcast along it)."""
+    d = region.arg
+    own = {(a, s) for (a, s) in sizes if a in region.sharded_axes() and region.sharded_axes()[a][0] == s}
+
+    def carried(arr, marks):
+        return frozenset((x.name, x.size) for x in arr.axes if (x.name, x.size) in marks)
+
+    def fa_of(marks):
         def fa(arr):
-            return arr.replace(axes=tuple(x.relabel(sizes[x.name, x.size]) if (x.name, x.size) in sizes else x
+            return arr.replace(axes=tuple(x.relabel(sizes[x.name, x.size]) if (x.name, x.size) in marks else x
                                           for x in arr.axes))
-        cache[extents] = map_arrays(box.arg, fa)
-    return cache[extents]
+        return fa
+    marks = [carried(a, {(cut, a.axis(cut).size)} & set(sizes)) if cut else frozenset()
+             for a, cut in zip(d.dom.inside, region.sharded("dom"))]
+    types = [fa_of(m)(a) for a, m in zip(d.dom.inside, marks)]
+    dom, items = Ty(*types), []
+    for layer in d.inside:
+        left, b, _ = layer.boxes_or_types[:3]
+        k, n = len(left), len(b.dom)
+        held, kind = marks[k:k + n], is_structural(b)
+        if kind is not None:
+            new = retype(b, types[k:k + n])
+            out = [held[0]] * len(b.cod) if kind in ("copy", "discard") else held[::-1] if kind == "swap" else \
+                [frozenset().union(*held)] * len(b.cod)
+        else:
+            got = set().union(*held) | {m for c in b.cod.inside for m in carried(c, own) if woven_over(b, m[0])}
+            cod_marks = _collective_marks(b, got, sizes) if not isinstance(b, Bubble) and \
+                KINDS[b.data.kind].collective is not None else got
+            new = map_box(b, fa_of(got | cod_marks), lambda name: name)
+            out = [carried(c, cod_marks) for c in b.cod.inside]
+        items.append((Ty(*types[:k]), new, Ty(*types[k + n:])))
+        types[k:k + n], marks[k:k + n] = list(new.cod.inside), out
+    return from_layers(dom, Ty(*types), items)
 
 
 # ------------------------------------------------------------------------------------------------ merges
@@ -443,4 +506,4 @@ def collectives_within(d: Diagram) -> list:
 
 
 __all__ = ["RECORD", "Shard", "ShardSchedule", "shard", "device_region", "device_shards", "cut_extents",
-           "device_inside", "merge_diagram", "collective_cuts", "collectives_within"]
+           "device_inside", "retyped", "merge_diagram", "collective_cuts", "collectives_within"]

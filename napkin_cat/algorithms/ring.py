@@ -195,6 +195,9 @@ def ring(diagram: Diagram, axis: str) -> Diagram:
         raise RewriteError(f"{k.name} shards {axis!r} itself; a ring streams another axis, one its inputs are "
                            f"co-sharded along (the keys where the queries are sharded)")
     P = k.devices
+    if isinstance(P, int) and isinstance(k.full_size(), int) and k.full_size() < P:
+        raise RewriteError(f"{k.name}: a ring passes shards through every one of its {P} devices, but {k.axis!r} has "
+                           f"{k.full_size()} values: {P - k.full_size()} devices would hold no shard")
     ops, dom, cod = trace_values(k.arg)
     types = list(k.arg.dom.inside)
     skip, alias = set(), {}
