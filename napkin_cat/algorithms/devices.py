@@ -59,10 +59,9 @@ class Shard(Partition):
     is sharded along, or None (replicated, whole on every device).  :func:`shard` and :func:`device_region` give them;
     a region built without them (a document of an earlier version, a hand-built one) has them read off the sizes once,
     here (an array whose inside carries an axis at another size than outside is sharded along it).  Each entry names
-    an axis its array carries, and a replicated array may not carry a sharded axis at the size of a shard of it
-    (unless that is the whole axis): inside, every array that carries the axis at a shard's size is the device's
-    shard (AxisError names the array).  A record of a one-value axis (a shard as large as the whole) is what the
-    sizes cannot tell.
+    an axis its array carries (else AxisError).  The sizes cannot tell a shard of a one-value axis (as large as the
+    whole) from the whole, nor a replicated array that carries a sharded axis at a shard's size from a shard; the
+    record does, and a device's inside follows it wire by wire (:func:`retyped`).
 
     >>> import napkin_cat as nc
     >>> box = shard(nc.library.attention(q=1), "q", devices=2).boxes[0]
@@ -146,7 +145,6 @@ def _read_off_sizes(o, i, what: str):
 def _record(arg: Diagram, dom, cod, params: dict) -> dict:
     """The region's :data:`RECORD`, given or read off the sizes, checked against the types (see :class:`Shard`)."""
     axis, out = params["axis"], {}
-    shards = {axis: params.get("size")}
     sides = (("sharded_in", dom.inside, arg.dom.inside, "input"), ("sharded_out", cod.inside, arg.cod.inside, "output"))
     for key, outer, inner, what in sides:
         given = params.get(key)
@@ -161,28 +159,12 @@ def _record(arg: Diagram, dom, cod, params: dict) -> dict:
                 raise AxisError(f"{what} {j} of the Shard along {axis!r} ({o} outside, {i} inside) is recorded "
                                 f"sharded along {cut!r} ({key}[{j}]), an axis it does not carry; the record names "
                                 f"an axis of the array, or None (replicated)")
-            if cut is not None and cut != axis:
-                shards.setdefault(cut, i.axis(cut).size)
         out[key] = given
-    fulls = {}
-    for key, outer, inner, what in sides:
-        for cut, o in zip(out[key], outer):
-            if cut is not None:
-                fulls.setdefault(cut, o.axis(cut).size)
-    fulls.setdefault(axis, next((a.axis(axis).size for a in (*cod.inside, *dom.inside) if axis in a.names), None))
-    if fulls[axis] is None:
+    axes = [a for a in (*cod.inside, *dom.inside) if axis in a.names]
+    if not axes:
         raise AxisError(f"a Shard along {axis!r}: neither an input nor an output carries it (its inputs "
                         f"{[str(a) for a in dom.inside]}, outputs {[str(a) for a in cod.inside]}); a device region "
                         f"cuts an axis of its boundary")
-    for key, outer, inner, what in sides:
-        for j, (cut, o) in enumerate(zip(out[key], outer)):
-            for name in o.names if cut is None else ():
-                size = o.axis(name).size
-                if name in shards and size == shards[name] and size != fulls.get(name):
-                    raise AxisError(f"{what} {j} ({o}) of the Shard along {axis!r} is replicated but carries "
-                                    f"{name!r} at {size}, the size of a shard of it ({fulls.get(name)} over "
-                                    f"{params['devices']} devices): inside, an array of that size is the device's "
-                                    f"shard; record it as sharded along {name!r}, or give the axis another name")
     return out
 
 
@@ -414,7 +396,9 @@ def retyped(region: Shard, sizes: dict) -> Diagram:
             out = [held[0]] * len(b.cod) if kind in ("copy", "discard") else held[::-1] if kind == "swap" else \
                 [frozenset().union(*held)] * len(b.cod)
         else:
-            got = set().union(*held) | {m for c in b.cod.inside for m in carried(c, own) if woven_over(b, m[0])}
+            seen = {x for a in b.dom.inside for x in a.names}       # an axis no input carries: a broadcast along it
+            got = set().union(*held) | {m for c in b.cod.inside for m in carried(c, own)
+                                        if m[0] not in seen and woven_over(b, m[0])}
             cod_marks = _collective_marks(b, got, sizes) if not isinstance(b, Bubble) and \
                 KINDS[b.data.kind].collective is not None else got
             new = map_box(b, fa_of(got | cod_marks), lambda name: name)

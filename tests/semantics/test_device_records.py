@@ -106,15 +106,19 @@ def test_a_reduce_scatter_along_an_axis_of_one_value_is_counted_per_device(rng):
     assert (link.sent, link.received) == (tuple(sent), tuple(received)) == ((0, 3), (3, 0))
 
 
-def test_a_replicated_array_of_a_shards_size_is_refused_by_name():
-    """A hand-built region along a (3 values, shards of 2) with a replicated input carrying a at 2: inside, an array
-    of a shard's size is the device's shard, so the region is ambiguous; refused, naming the input, the axis and
-    the size (with the record given too)."""
+def test_a_replicated_array_of_a_shards_size_is_read_as_recorded(rng):
+    """A hand-built region along a (3 values: shards of 2 and 1) with a replicated input carrying a at 2, the size of
+    device 0's shard, grouped inside: device 1 keeps it whole (2 values) though its shard of a is 1, with the record
+    given and read off the sizes alike.  A record naming an axis the array does not carry is refused by name."""
     a3, a2 = nc.types("a", a=3).inside[0], nc.types("a", a=2).inside[0]
-    inside = nc.elementwise("exp", "a", a=2) @ nc.elementwise("neg", "a", a=2)
+    inside = nc.elementwise("exp", "a", a=2) @ nc.group(nc.kernel(nc.elementwise("neg", "a", a=2)), "a", 1)
+    x, y = rng.normal(size=3), rng.normal(size=2)
     for record in ({}, {"sharded_in": ("a", None), "sharded_out": ("a", None)}):
-        with pytest.raises(nc.AxisError, match=r"input 1 \(a\[2\]\).* replicated but carries 'a' at 2"):
-            Shard(inside, nc.Ty(a3, a2), nc.Ty(a3, a2), {"axis": "a", "size": 2, "devices": 2, **record})
+        d = as_diagram(Shard(inside, nc.Ty(a3, a2), nc.Ty(a3, a2), {"axis": "a", "size": 2, "devices": 2, **record}))
+        assert d.boxes[0].sharded("dom") == ("a", None)
+        got = nc.evaluate(d, x, y)
+        np.testing.assert_allclose(got[0], np.exp(x), rtol=1e-12)
+        np.testing.assert_allclose(got[1], -y, rtol=1e-12)
     with pytest.raises(nc.AxisError, match=r"input 0 \(a\[2\]\).* recorded sharded along 'z', but it carries no shard"):
         device_region(nc.elementwise("exp", "a", a=2), "a", 2, 3, sharded_in=("z",))
 
