@@ -97,13 +97,11 @@ class Shard(Partition):
 
     def full_size(self):
         """The axis's size on the region's boundary: an output's, else an input's sharded along it (the record), else
-        any array's that carries it (a replicated array may carry the axis at another size: a join of shards)."""
-        sharded = [a for side in ("cod", "dom") for a, cut in zip(getattr(self, side).inside, self.sharded(side))
-                   if cut == self.axis]
-        for arr in (*sharded, *self.cod.inside, *self.dom.inside):
-            if self.axis in arr.names:
-                return arr.axis(self.axis).size
-        raise AxisError(f"{self.name}: neither an input nor an output carries {self.axis!r}")
+        an array's whose shards are the region's (a replicated array may carry the axis at another size: a part)."""
+        found = _full(self.axis, self.size, self.devices, self.dom, self.cod, self.params)
+        if found is None:
+            raise AxisError(f"{self.name}: no input or output carries {self.axis!r} at a size its shards cut")
+        return found
 
     def size_parts(self) -> tuple:
         return (self.size, self.devices), (self.arg,)
@@ -142,6 +140,20 @@ def _read_off_sizes(o, i, what: str):
     return cut[0] if cut else None
 
 
+def _full(axis: str, size, devices, dom, cod, record: dict):
+    """The size of the axis a device region cuts: an output's, else an input's, sharded along it (the record), else
+    an array's that carries it at a size whose shards are ``size``; None if none does."""
+    sharded = [a for arrays, cuts in ((cod.inside, record["sharded_out"]), (dom.inside, record["sharded_in"]))
+               for a, cut in zip(arrays, cuts) if cut == axis]
+    if sharded:
+        return sharded[0].axis(axis).size
+    for arr in (*cod.inside, *dom.inside):        # a size whose shards are not ``size`` (as far as sizes tell): a part
+        if axis in arr.names and not (sympy.sympify(shard_size(arr.axis(axis).size, devices)) -
+                                      sympy.sympify(size)).is_nonzero:
+            return arr.axis(axis).size
+    return None
+
+
 def _record(arg: Diagram, dom, cod, params: dict) -> dict:
     """The region's :data:`RECORD`, given or read off the sizes, checked against the types (see :class:`Shard`)."""
     axis, out = params["axis"], {}
@@ -160,11 +172,11 @@ def _record(arg: Diagram, dom, cod, params: dict) -> dict:
                                 f"sharded along {cut!r} ({key}[{j}]), an axis it does not carry; the record names "
                                 f"an axis of the array, or None (replicated)")
         out[key] = given
-    axes = [a for a in (*cod.inside, *dom.inside) if axis in a.names]
-    if not axes:
-        raise AxisError(f"a Shard along {axis!r}: neither an input nor an output carries it (its inputs "
-                        f"{[str(a) for a in dom.inside]}, outputs {[str(a) for a in cod.inside]}); a device region "
-                        f"cuts an axis of its boundary")
+    if _full(axis, params.get("size"), params["devices"], dom, cod, out) is None:
+        raise AxisError(f"a Shard along {axis!r} (shards of {params.get('size')} over {params['devices']} devices): no "
+                        f"input or output is sharded along it, nor carries it at a size those are shards of (its "
+                        f"inputs {[str(a) for a in dom.inside]}, outputs {[str(a) for a in cod.inside]}); a device "
+                        f"region cuts an axis of its boundary")
     return out
 
 
