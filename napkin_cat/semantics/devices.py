@@ -84,9 +84,9 @@ def run_devices(node, xs: list, env, interpret, run_region, run_ring=None) -> li
 
 
 def first_device_insides(diagram, env) -> list:
-    """The inside of each device region of ``diagram`` (at any depth) as its first device runs it: at its shards'
-    sizes at ``env`` (device 0's, the largest), for the checks made before a run; a region whose sizes ``env`` does
-    not bind is left out (its run says what is missing)."""
+    """The inside of each device region of ``diagram`` (at its top level, where a program holds them) as its first
+    device runs it: at its shards' sizes at ``env`` (device 0's, the largest), for the checks made before a run; a
+    region whose sizes ``env`` does not bind is left out (its run says what is missing)."""
     out = []
     for _, box in layers(diagram):
         if isinstance(box, Shard):
@@ -98,8 +98,6 @@ def first_device_insides(diagram, env) -> list:
                                                                                           for d in shards))))
             except NapkinError:
                 continue
-        elif isinstance(box, Bubble):
-            out += first_device_insides(box.arg, env)
     return out
 
 
