@@ -298,34 +298,37 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
             how = lambda axis: "whole" if axis is None else f"sharded along {axis!r}"  # noqa: E731
             return ClusterCandidate(**row, refused=f"layout: it reads input {k} ({d.dom.inside[k]}) {how(got[k])}; "
                                                    f"the layout gives it {how(layout[k])}")
+    one = not any(isinstance(b, Shard) for _, b in layers(d))
+    if not one:        # what the device holds before its algorithm's own global memory: refused before it is derived
+        try:
+            phases, _, held = program_phases(c, d, sizes, 0.0)
+        except (NapkinError, ValueError) as e:
+            return ClusterCandidate(**row, refused=str(e).splitlines()[0])
+        per_value = _bytes_per_value(d)
+        if rings_of(d):
+            held = max(cost_of(rings_as_kernels(d), sizes=sizes).link.held) * per_value
+        held -= _kept_on_chip(d, env) * per_value
+        if held > c.capacity:
+            return ClusterCandidate(**row, memory=held, refused=_too_big(held, c))
     try:
         derived = [_derived(p, c.gpu, cache, options, compute) for p in local_programs(d, env)]
     except NapkinError as e:
         return ClusterCandidate(**row, refused=f"no per-device algorithm: {str(e).splitlines()[0]}")
-    compute = sum(r.prediction.time for r in derived)
+    seconds = sum(r.prediction.time for r in derived)
     try:
         extra = sum(_global_extra(r) for r in derived)
     except NapkinError as e:
         return ClusterCandidate(**row, refused=f"no per-device memory: {str(e).splitlines()[0]}")
-    one = not any(isinstance(b, Shard) for _, b in layers(d))
     if one:
-        phases = [Phase("compute", compute=compute)]
+        phases = [Phase("compute", compute=seconds)]
         nbytes = (max(_boundary(p) for p in local_programs(d, env)) + extra) * _bytes_per_value(d)
     else:
-        try:
-            phases, _, held = program_phases(c, d, sizes, compute)
-        except (NapkinError, ValueError) as e:
-            return ClusterCandidate(**row, compute=compute, refused=str(e).splitlines()[0])
-        per_value = _bytes_per_value(d)
-        if any(isinstance(b, Ring) for _, b in layers(d)) or rings_of(d):
-            held = max(cost_of(rings_as_kernels(d), sizes=sizes).link.held) * per_value
-        nbytes = held - (_kept_on_chip(d, env) - extra) * per_value
+        phases, _, _ = program_phases(c, d, sizes, seconds)
+        nbytes = held + extra * per_value
     if nbytes > c.capacity:
-        return ClusterCandidate(**row, memory=nbytes, compute=compute,
-                                refused=f"memory: each device holds {nbytes} B, more than the {c.gpu.name}'s "
-                                        f"{c.capacity} B")
+        return ClusterCandidate(**row, memory=nbytes, compute=seconds, refused=_too_big(nbytes, c))
     p = predict_cluster(c, phases, sizes={str(k): v for k, v in env.items()}, memory=nbytes)
-    return ClusterCandidate(**row, time=p.time, memory=nbytes, compute=compute, prediction=p)
+    return ClusterCandidate(**row, time=p.time, memory=nbytes, compute=seconds, prediction=p)
 
 
 def input_layout(d: Diagram) -> tuple:
@@ -356,6 +359,10 @@ def check_layout(f: Diagram, layout) -> tuple | None:
             raise AxisError(f"layout: input {k} ({a}) cannot arrive sharded along {axis!r}; it carries "
                             f"{list(a.names)} (or None: whole on every device)")
     return tuple(layout)
+
+
+def _too_big(nbytes: int, c: Cluster) -> str:
+    return f"memory: each device holds {nbytes} B, more than the {c.gpu.name}'s {c.capacity} B"
 
 
 def _bytes_per_value(d) -> int:

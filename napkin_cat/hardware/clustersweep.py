@@ -92,7 +92,7 @@ class ClusterSweep:
         return out
 
 
-def sweep(f, c, sizes, *, axes, values, book=None, **options) -> ClusterSweep:
+def sweep(f, c, sizes, *, axes, values, book=None, cache: dict | None = None, **options) -> ClusterSweep:
     """``f`` derived on the cluster ``c`` at each of ``values`` for the ``axes`` (each set to the value), the other
     axes at ``sizes``; ``options`` as :func:`~napkin_cat.hardware.clustered.derive_for_cluster`'s."""
     check_cluster(c)
@@ -105,7 +105,7 @@ def sweep(f, c, sizes, *, axes, values, book=None, **options) -> ClusterSweep:
     if not values or any(v < 1 for v in values):
         raise AxisError(f"sweep values {values}: at least one, each a positive int")
     forms = device_forms(f, c.devices, book=book)
-    cache: dict = {}
+    cache = {} if cache is None else cache
     base = dict(as_sizes(sizes or {}))
     points = []
     for v in values:
