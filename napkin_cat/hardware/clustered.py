@@ -151,8 +151,9 @@ def _plain(box) -> Diagram:
 
 def _local(inside: Diagram, *, whole_rings: bool) -> Diagram:
     """The program a device runs: ``inside``'s computing boxes, a collective's output an input and its input an
-    output; a ring replaced by its inside (``whole_rings``: at the ring axis's full size, its P trips; else at its
-    slot, one trip)."""
+    output; a ring replaced by its inside (``whole_rings``: at the ring axis's full size, its P trips, and a kernel
+    by its function, whose algorithm the time model derives; else at its slot, one trip, a kernel kept: the program
+    whose level-0 memory ``held`` counts)."""
     ops, dom, cod = _values(inside)
     types = dict(zip(dom, inside.dom.inside))
     for box, ins, outs in ops:
@@ -170,6 +171,8 @@ def _local(inside: Diagram, *, whole_rings: bool) -> Diagram:
         if isinstance(box, Ring):
             rings.append(box)
             part = box.arg
+        elif isinstance(box, Kernel) and not whole_rings:     # its memory: a kernel's intermediates are on chip
+            part = Diagram.id(box.dom).then(box)
         else:
             part = _plain(box)
         got = bld(part, *(wires[v] for v in ins))
@@ -211,6 +214,8 @@ def _kept_on_chip(d: Diagram, env: dict) -> int:
     algorithm does not."""
     out = 0
     for p in local_programs(d, env, whole_rings=False):
+        if any(isinstance(b, Kernel) for b in p.boxes):     # a kernel's intermediates are not in held already
+            continue
         out = max(out, int(at(p, {}).M.get(0, 0)) - _boundary(p))
     return max(out, 0)
 
@@ -305,9 +310,10 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
         except (NapkinError, ValueError) as e:
             return ClusterCandidate(**row, refused=str(e).splitlines()[0])
         per_value = _bytes_per_value(d)
-        if rings_of(d):
-            held = max(cost_of(rings_as_kernels(d), sizes=sizes).link.held) * per_value
-        held -= _kept_on_chip(d, env) * per_value
+        mine = rings_as_kernels(d) if rings_of(d) else d       # a ring's trip keeps its intermediates on chip
+        if mine is not d:
+            held = max(cost_of(mine, sizes=sizes).link.held) * per_value
+        held -= _kept_on_chip(mine, env) * per_value
         if held > c.capacity:
             return ClusterCandidate(**row, memory=held, refused=_too_big(held, c))
     try:

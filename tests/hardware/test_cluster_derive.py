@@ -69,7 +69,8 @@ def test_attention_forms_time_and_values():
     assert gather.prediction.phases[-1].label == "collectives"
     # memory by hand: Q's shard and K, V whole (gathered), 4 B each
     assert gather.memory == (N // P + 2 * N) * D * 4
-    assert ring.memory < gather.memory
+    # the ring by hand, at least: Q's and O's shards, its own K, V shards and the two slots they arrive in
+    assert 6 * (N // P) * D * 4 <= ring.memory < gather.memory
     assert input_layout(ring.diagram) == SEQUENCE
 
 
