@@ -56,7 +56,7 @@ from napkin_cat.hardware.predict import predict
 from napkin_cat.cost.functor import cost as cost_of
 from napkin_cat.hardware.programtime import program_phases, rings_of
 from napkin_cat.hardware.timed import derive_for_time
-from napkin_cat.rewriting.trace import Derivation as _Derivation
+from napkin_cat.rewriting.trace import Derivation as _Derivation, Trace
 from napkin_cat.search.derivation import derive as derive_transfers
 from napkin_cat.search.devices import device_forms, is_collective
 from napkin_cat.syntax.adapter import Diagram, Ty, from_layers, is_structural, layers
@@ -78,7 +78,7 @@ class ClusterCandidate:
 
     label: str
     diagram: Diagram | None
-    trace: object
+    trace: Trace | None
     time: float | None = None
     memory: int | None = None
     compute: float | None = None
