@@ -14,9 +14,11 @@ reach).  Each is timed as one device of the cluster runs it, every number from a
                   every other collective after the compute
     memory(form)  (held − the local programs' intermediates + what their algorithms keep in global memory) ·
                   bytes per value:  ``held`` is the cost's level-0 memory of the device program as the rules wrote
-                  it (shards, whole replicated and gathered arrays, a ring's incoming slot, and every intermediate
-                  of its function boxes); the derived algorithm keeps those intermediates on chip except what its
-                  own cost holds at level 0 beyond its inputs and outputs (a split stream's partials)
+                  it (shards, whole replicated and gathered arrays, a ring's incoming slot and state, and every
+                  intermediate of its function boxes; a ring's trip counted as one kernel); the derived algorithm
+                  keeps those intermediates on chip except what its own cost holds at level 0 beyond one kernel's
+                  inputs and outputs (a split stream's partials); a form that cannot fit is refused before its
+                  algorithm is derived
     chosen        argmin T over the forms whose memory fits the device's global memory (ties: the earlier form:
                   one device first, then the axes in the order f carries them)
 
@@ -304,7 +306,11 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
             return ClusterCandidate(**row, refused=f"layout: it reads input {k} ({d.dom.inside[k]}) {how(got[k])}; "
                                                    f"the layout gives it {how(layout[k])}")
     one = not any(isinstance(b, Shard) for _, b in layers(d))
-    if not one:        # what the device holds before its algorithm's own global memory: refused before it is derived
+    if one:            # what the device holds before its algorithm's own global memory: refused before it is derived
+        held = max(_boundary(p) for p in local_programs(d, env)) * _bytes_per_value(d)
+        if held > c.capacity:
+            return ClusterCandidate(**row, memory=held, refused=_too_big(held, c))
+    else:
         try:
             phases, _, held = program_phases(c, d, sizes, 0.0)
         except (NapkinError, ValueError) as e:
@@ -327,7 +333,7 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
         return ClusterCandidate(**row, refused=f"no per-device memory: {str(e).splitlines()[0]}")
     if one:
         phases = [Phase("compute", compute=seconds)]
-        nbytes = (max(_boundary(p) for p in local_programs(d, env)) + extra) * _bytes_per_value(d)
+        nbytes = held + extra * _bytes_per_value(d)
     else:
         phases, _, _ = program_phases(c, d, sizes, seconds)
         nbytes = held + extra * per_value
