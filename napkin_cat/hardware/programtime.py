@@ -35,6 +35,7 @@ every step.  The zigzag order balances it (:mod:`~napkin_cat.algorithms.orders`)
 from __future__ import annotations
 
 import numbers
+from dataclasses import replace
 
 import sympy
 
@@ -170,7 +171,14 @@ def predict_program(c: Cluster, d, *, sizes, compute=0.0, rate=None) -> ClusterP
     if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (numbers.Real, sympy.Number)) or rate <= 0):
         raise HardwareError(f"rate={rate!r}: FLOPs per second of one device, a positive number")
     phases, _, held = program_phases(c, d, sizes, compute, rate)
-    return predict_cluster(c, phases, sizes={str(k): v for k, v in as_sizes(sizes).env.items()}, memory=held)
+    p = predict_cluster(c, phases, sizes={str(k): v for k, v in as_sizes(sizes).env.items()}, memory=held)
+    if not rings_of(d):
+        return p
+    how = ("its FLOPs over rate=" if rate is not None else
+           "compute= (the busiest device's seconds) spread over the steps in proportion to that work")
+    return replace(p, assumptions=p.assumptions + (
+        f"a ring step waits for its slowest device: each step charged the most work any device does at it (the "
+        f"cost's Link.work, the folds a mask skips not run), {how}",))
 
 
 __all__ = ["predict_program", "program_phases", "ring_traffic", "rings_of", "slowest_steps", "ring_compute"]
