@@ -13,6 +13,12 @@ axis at that size is sharded, any other input replicated; an output is sharded (
 the inside's array has the shard's size, else it is *replicated*: every device holds the same value (made so by an
 all-reduce or an all-gather: :mod:`napkin_cat.syntax.collectives`), and a numpy run checks that they agree.
 
+``order`` (``params["order"]``, :mod:`~napkin_cat.algorithms.orders`) says which pieces of each sharded axis a
+device holds: contiguous (the default, ``np.array_split``'s shards) or zigzag (chunks ``p`` and ``2P − 1 − p`` of
+``2P``, a causal mask's work balanced); a device then runs its inside on its pieces joined, each index at its
+piece's position (:attr:`~napkin_cat.semantics.env.Env.maps`), which needs every box that sees the axis woven over
+it and no collective inside but a ring's exchanges.
+
 The region registers its schedule (:data:`~napkin_cat.algorithms.schedule.SCHEDULES`, a :class:`ShardSchedule`
 whose handler each algebra names ``shard``): the numpy run folds the inside on every device in lockstep, so that a
 collective sees every device's values; the cost counts one device's work, its level-0 memory and the values it

@@ -17,6 +17,11 @@ device ``p`` sends every shard but ``(p + 1) mod P``'s and receives every shard 
 ``(P − 1)·|x|/P`` each way, the same as an all-gather's).  It holds its own shard (the slice in use) and one incoming
 slice (``slot``: the largest shard), never the whole of ``x``: the all-gather holds ``|x|``.
 
+Under a non-contiguous order (``params["order"]``, its device region's: :mod:`~napkin_cat.algorithms.orders`) a
+shard is pieces of the axis, device ``p``'s zigzag shard chunks ``p`` and ``2P − 1 − p`` of ``2P``: it travels as one
+slice, its pieces joined, and a trip folds them one by one, each at its own positions (:func:`ring_pieces`); the
+counts above hold with ``|x_q|`` the size of device ``q``'s pieces.
+
 The region is a :class:`~napkin_cat.algorithms.bubbles.Stream` (its plan, its reducers, its merges) with
 ``params``: ``devices``, ``full`` (the axis's whole size, which no boundary array carries: they hold shards) and
 ``slot``; its schedule is a :class:`RingSchedule` (kind ``ring``) whose handlers are the stream's, run on the ring's

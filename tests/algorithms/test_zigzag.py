@@ -75,6 +75,20 @@ def test_zigzag_ring_of_flash_attention_reads_the_pieces_positions():
     assert np.allclose(nc.evaluate(d, Q, K, V, sizes={"s_x": 2, "g_q": 2}), causal(Q, K, V))
 
 
+def test_zigzag_ring_of_document_attention_reads_each_pieces_document_ids():
+    """Causal document attention (query q sees key x ≤ q of its own document: ids as inputs along q and x, cut into
+    the pieces with the queries and keys): numpy's, from the maths."""
+    P, n = 3, 14
+    rng = np.random.default_rng(2)
+    Q, K, V = (rng.normal(size=(n, 4)) for _ in range(3))
+    docs = np.sort(rng.integers(0, 3, size=n)).astype(np.int32)
+    s = Q @ K.T / 2.0
+    s[~((docs[:, None] == docs[None, :]) & np.tril(np.ones((n, n), dtype=bool)))] = -np.inf
+    e = np.exp(s - s.max(-1, keepdims=True))
+    d = ring_attention(P, "zigzag", nc.library.document_attention(causal=True))
+    assert np.allclose(nc.evaluate(d, Q, K, V, docs, docs), (e / e.sum(-1, keepdims=True)) @ V)
+
+
 def test_too_few_values_for_the_chunks_and_an_unknown_order_are_refused_by_name():
     with pytest.raises(DeviceError, match=r"'q'.*8 chunks over 4 devices.*7 values"):
         nc.shard(nc.library.causal_attention(q=7, x=7, d=4), "q", devices=4, order="zigzag")
