@@ -87,8 +87,10 @@ class At:
     counted ``count`` times, and a masked stream inside runs each of its slices on the tiles whose mask may be
     true there, decided for all of them at once (:func:`_count_running`)."""
 
-    #: ``(p, A, empty)``: device ``p`` of the ``A`` that hold a shard, whose shard this context counts (inside a device
-    #: region: its collectives' link counts; ``empty``: ``(axis, shard size) → 0`` for its empty co-shards), or None
+    #: ``(p, A, empty, lane)``: device ``p`` of the ``A`` that hold a shard, whose shard this context counts (inside a
+    #: device region: its collectives' link counts; ``empty``: ``(axis, shard size) → 0`` for its empty co-shards;
+    #: ``lane``: which piece of the region's axis, under a non-contiguous order: its rings' link counted on lane 0), or
+    #: None
     device = None
 
     def __init__(self, env: dict, tiles: dict | None = None, count: int = 1, device=None):
