@@ -138,8 +138,8 @@ def test_device_ring_in_the_zigzag_order_is_sound():
 
 
 def test_zigzag_mutant_fails_the_obligation(monkeypatch):
-    """Chunks p + 1 and 2P − 1 − p for device p (device P − 1's second chunk also P − 1... each device one off): the
-    instances' outputs or counts differ."""
+    """Chunks (p + 1) mod 2P and 2P − 1 − p for device p (one off: device P − 1 holds chunk P twice, chunk 0 is no
+    one's): the instances' outputs or counts differ."""
     from napkin_cat.algorithms.orders import ORDERS, Order
     rule = device_ring.using(axis="x", order="zigzag")
     with monkeypatch.context() as m:
