@@ -13,6 +13,12 @@ axis at that size is sharded, any other input replicated; an output is sharded (
 the inside's array has the shard's size, else it is *replicated*: every device holds the same value (made so by an
 all-reduce or an all-gather: :mod:`napkin_cat.syntax.collectives`), and a numpy run checks that they agree.
 
+``order`` (``params["order"]``, :mod:`~napkin_cat.algorithms.orders`) says which pieces of each sharded axis a
+device holds: contiguous (the default, ``np.array_split``'s shards) or zigzag (chunks ``p`` and ``2P − 1 − p`` of
+``2P``, a causal mask's work balanced); a device then runs its inside on its pieces joined, each index at its
+piece's position (:attr:`~napkin_cat.semantics.env.Env.maps`), which needs every box that sees the axis woven over
+it and no collective inside but a ring's exchanges.
+
 The region registers its schedule (:data:`~napkin_cat.algorithms.schedule.SCHEDULES`, a :class:`ShardSchedule`
 whose handler each algebra names ``shard``): the numpy run folds the inside on every device in lockstep, so that a
 collective sees every device's values; the cost counts one device's work, its level-0 memory and the values it
@@ -35,10 +41,11 @@ from napkin_cat.algorithms.partitions import relabel_axis, single
 from napkin_cat.algorithms.schedule import SCHEDULES
 from napkin_cat.algorithms.splits import MERGES
 from napkin_cat.algorithms.accumulators import StateArray, build_state_diagrams
+from napkin_cat.algorithms.orders import CONTIGUOUS, Pieces, check_chunks, device_pieces, extent, order_of
 from napkin_cat.errors import AxisError, DeviceError, RewriteError
 from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural, layers
 from napkin_cat.syntax.builder import Builder
-from napkin_cat.syntax.collectives import as_devices, shard_bounds, shard_size
+from napkin_cat.syntax.collectives import as_devices, shard_size
 from napkin_cat.syntax.construct import elementwise
 from napkin_cat.syntax.primitive import KINDS
 from napkin_cat.syntax.relabel import map_arrays, tile_relabel
@@ -60,6 +67,12 @@ class Shard(Partition):
     @property
     def devices(self):
         return self.params["devices"]
+
+    @property
+    def order(self) -> str:
+        """The order of the devices' shards (:mod:`~napkin_cat.algorithms.orders`), of every axis the region shards:
+        ``params["order"]``, contiguous where none is given."""
+        return self.params.get("order", CONTIGUOUS)
 
     def full_size(self):
         """The axis's size on the region's boundary (an output, else an input that carries it)."""
@@ -124,12 +137,13 @@ class ShardSchedule:
     sharded_in: tuple
     sharded_out: tuple
     axes: dict
+    order: str = CONTIGUOUS
     kind = "shard"
 
 
 def _unroll_shard(box: Shard) -> ShardSchedule:
     return ShardSchedule(box, box.axis, box.devices, box.size, box.full_size(), box.arg, box.sharded("dom"),
-                         box.sharded("cod"), box.sharded_axes())
+                         box.sharded("cod"), box.sharded_axes(), box.order)
 
 
 SCHEDULES[Shard.region] = _unroll_shard
@@ -155,10 +169,11 @@ def _not_woven(d: Diagram, axis: str) -> str | None:
     return None
 
 
-def shard(diagram: Diagram, axis: str, devices) -> Diagram:
+def shard(diagram: Diagram, axis: str, devices, order=None) -> Diagram:
     """The program run on ``devices`` devices, each on its shard of ``axis`` (a :class:`Shard` around it): legal where
     every box that sees ``axis`` is woven over it (the group partition's condition), else RewriteError naming the box;
-    inputs without the axis are replicated on every device.
+    inputs without the axis are replicated on every device.  ``order``: which pieces of the axis each device holds
+    (:mod:`~napkin_cat.algorithms.orders`: ``"contiguous"``, the default, or ``"zigzag"``).
 
     >>> import numpy as np, napkin_cat as nc
     >>> d = shard(nc.library.attention(), "q", devices=3)
@@ -177,12 +192,21 @@ def shard(diagram: Diagram, axis: str, devices) -> Diagram:
     if why:
         raise RewriteError(f"cannot shard along {axis!r} over {P} devices: {why}")
     full = carriers[0].axis(axis).size
+    check_chunks(full, P, order, axis)
     size = shard_size(full, P)
     inside = relabel_axis(diagram, axis, size, full=full)
-    return single(Shard(inside, diagram.dom, diagram.cod, {"axis": axis, "size": size, "devices": P}))
+    return single(Shard(inside, diagram.dom, diagram.cod, {"axis": axis, "size": size, "devices": P,
+                                                           **ordered(order)}))
 
 
-def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | None = None) -> Diagram:
+def ordered(order) -> dict:
+    """The params that record ``order`` on a region: none for the contiguous order (every region made before orders
+    existed is one), ``{"order": name}`` else."""
+    name = order_of(order).name
+    return {} if name == CONTIGUOUS else {"order": name}
+
+
+def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | None = None, order=None) -> Diagram:
     """A device region around ``inside``, a program written for one device's shard (its arrays carry ``axis`` at a
     shard's size, :func:`~napkin_cat.syntax.collectives.shard_size` of ``full`` over ``devices``; collectives
     inside): its boundary is the inside's with every shard whole.  ``also``: co-sharded axes → their full sizes
@@ -196,6 +220,17 @@ def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | Non
     """
     P = as_devices(devices)
     size = shard_size(full, P)
+    if order_of(order).name != CONTIGUOUS:
+        for a, f in {axis: full, **(also or {})}.items():
+            check_chunks(f, P, order, a)
+        why = _not_woven(inside, axis) or next((f"the collective {b.name!r} inside assumes contiguous shards"
+                                                for _, b in layers(inside) if is_structural(b) is None
+                                                and not isinstance(b, Bubble)
+                                                and KINDS[b.data.kind].collective is not None), None)
+        if why:
+            raise RewriteError(f"no device region along {axis!r} in the {order_of(order).name} order: {why}; a "
+                               f"device runs its pieces of {axis!r} apart, so every box that sees it is woven over "
+                               f"it (rings are the only exchange such a region has)")
     wholes = [tile_relabel(a, f, shard_size(f, P)) for a, f in {axis: full, **(also or {})}.items()]
 
     def whole(arr):
@@ -203,20 +238,26 @@ def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | Non
             arr = fa(arr)
         return arr
     return single(Shard(inside, Ty(*map(whole, inside.dom.inside)), Ty(*map(whole, inside.cod.inside)),
-                        {"axis": axis, "size": size, "devices": P}))
+                        {"axis": axis, "size": size, "devices": P, **ordered(order)}))
 
 
 def device_shards(node, value) -> list:
     """Each device's shard of every sharded axis, ``{axis: (start, stop)}`` (``np.array_split``'s cuts), or None for
     an idle device (an empty shard of the region's axis: more devices than values); ``value(expr)``: a size as an
     int.  A co-sharded axis with fewer values than devices leaves some devices an empty shard of it: they hold none
-    of the inputs sharded along it (and send none of them)."""
+    of the inputs sharded along it (and send none of them).  Under a non-contiguous order (``node.order``) a shard is
+    its :class:`~napkin_cat.algorithms.orders.Pieces`, ``((start, stop), …)``."""
     P = value(node.devices)
-    cuts = {a: shard_bounds(value(full), P) for a, (_, full) in node.axes.items()}
+    contiguous = order_of(node.order).name == CONTIGUOUS
+    cuts = {}
+    for a, (_, full) in node.axes.items():
+        n = value(full)
+        check_chunks(n, P, node.order, a)
+        cuts[a] = device_pieces(n, P, node.order)
     out = []
     for p in range(P):
-        mine = {a: (b[p], b[p + 1]) for a, b in cuts.items()}
-        out.append(None if mine[node.axis][0] == mine[node.axis][1] else mine)
+        mine = {a: (b[p][0] if contiguous else Pieces(b[p])) for a, b in cuts.items()}
+        out.append(None if extent(mine[node.axis]) == 0 else mine)
     return out
 
 
@@ -225,7 +266,7 @@ def device_inside(node, shards: dict):
     (kept on the region per extents); an empty shard of a co-sharded axis leaves that axis as it is (no box but the
     all-gather reads it, which reads the device's values themselves)."""
     box = node.region
-    extents = tuple(sorted((a, hi - lo) for a, (lo, hi) in shards.items() if hi > lo))   # an empty co-shard: kept
+    extents = tuple(sorted((a, extent(s)) for a, s in shards.items() if extent(s) > 0))   # an empty co-shard: kept
     if all(isinstance(node.axes[a][0], int) and n == node.axes[a][0] for a, n in extents):
         return node.inside
     cache = box.__dict__.setdefault("_device_insides", {})
@@ -320,5 +361,5 @@ def collectives_within(d: Diagram) -> list:
     return out
 
 
-__all__ = ["Shard", "ShardSchedule", "shard", "device_region", "device_shards", "device_inside", "merge_diagram",
-           "collective_cuts", "collectives_within"]
+__all__ = ["Shard", "ShardSchedule", "shard", "ordered", "device_region", "device_shards", "device_inside",
+           "merge_diagram", "collective_cuts", "collectives_within"]

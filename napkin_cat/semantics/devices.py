@@ -22,17 +22,12 @@ from __future__ import annotations
 import numpy as np
 
 from napkin_cat.algorithms.devices import collectives_within, device_inside, device_shards, merge_diagram
+from napkin_cat.algorithms.orders import Pieces, cut
 from napkin_cat.errors import DeviceError
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.syntax.adapter import Bubble, layers
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.wiring import traverse
-
-
-def _cut(x, position, lo, hi):
-    idx = [slice(None)] * np.ndim(x)
-    idx[position] = slice(lo, hi)
-    return x[tuple(idx)]
 
 
 def run_devices(node, xs: list, env, interpret, run_region, run_ring=None) -> list:
@@ -77,18 +72,25 @@ def run_devices(node, xs: list, env, interpret, run_region, run_ring=None) -> li
         return [tuple(made[p][j] for p in range(P)) for j in range(len(first.cod))]
 
     outs = traverse(insides[0], values, on_box)
-    return join_outputs(node, [[ys[p] for ys in outs] for p in range(P)])
+    return join_outputs(node, [[ys[p] for ys in outs] for p in range(P)], shards)
 
 
 def device_env(node, env, mine: dict):
     """The sizes and tiles a device runs its inside under: ``env`` within its shards ``mine`` (``{axis: (start,
-    stop)}``), a shard's size symbol bound to its extent."""
+    stop)}``), a shard's size symbol bound to its extent; a shard of pieces (a non-contiguous order) maps its
+    indices to its pieces' positions (``Env.maps``: what a position or a mask reads)."""
     e = env.child()
-    for a, (lo, hi) in mine.items():
-        e = e.within(a, lo, hi - lo)
+    for a, span in mine.items():
+        if isinstance(span, Pieces):
+            e = e.within(a, 0, span.extent)
+            e.maps = {**e.maps, a: span.positions()}
+            n = span.extent
+        else:
+            lo, hi = span
+            e, n = e.within(a, lo, hi - lo), hi - lo
         tile = node.axes[a][0]
         if not isinstance(tile, int) and tile.is_Symbol:
-            e[tile] = hi - lo
+            e[tile] = n
     return e
 
 
@@ -97,13 +99,14 @@ def place_inputs(node, xs: list, mine: dict) -> list:
     input whole."""
     out = []
     for x, arr, axis in zip(xs, node.region.dom.inside, node.sharded_in):
-        out.append(x if axis is None else _cut(x, arr.names.index(axis), *mine[axis]))
+        out.append(x if axis is None else cut(x, arr.names.index(axis), mine[axis]))
     return out
 
 
-def join_outputs(node, ys: list) -> list:
+def join_outputs(node, ys: list, shards: list | None = None) -> list:
     """The region's outputs from ``ys[p]``, the outputs of its ``p``-th device that holds a shard (in device order):
-    a sharded output is the shards joined, a replicated one the value every device holds, else a DeviceError
+    a sharded output is the shards joined (each at its pieces' positions where ``shards``, the devices' shards,
+    are pieces: a non-contiguous order), a replicated one the value every device holds, else a DeviceError
     naming the output and the first device that disagrees (a partial left unreduced).
 
     >>> import numpy as np, napkin_cat as nc
@@ -115,7 +118,12 @@ def join_outputs(node, ys: list) -> list:
     box, result = node.region, []
     for j, (arr, axis) in enumerate(zip(box.cod.inside, node.sharded_out)):
         if axis is not None:
-            result.append(np.concatenate([np.asarray(y[j]) for y in ys], axis=arr.names.index(axis)))
+            joined = np.concatenate([np.asarray(y[j]) for y in ys], axis=arr.names.index(axis))
+            spans = [m[axis] for m in (shards or []) if m is not None]
+            if spans and isinstance(spans[0], Pieces):       # the devices' pieces back at their positions
+                where = np.concatenate([s.positions() for s in spans])
+                joined = np.take(joined, np.argsort(where, kind="stable"), axis=arr.names.index(axis))
+            result.append(joined)
             continue
         first = np.asarray(ys[0][j])
         for p, y in enumerate(ys[1:], 1):
