@@ -80,9 +80,10 @@ def mlp():
 
 
 def shared(couple: bool):
-    """Three kernels: the first two grouped along n by one tile (``couple``) or two, the third on its own tiles."""
+    """Three kernels: the first two grouped along n by one tile (``couple``) or two (the second also along h: its
+    blocks are not the first's), the third on its own tiles."""
     a = nc.group(nc.stream(nc.kernel(nc.einsum("n d, d h -> n h")), "d", "s_d"), "n", "g_n")
-    b = nc.group(nc.kernel(nc.elementwise("relu", "n h")), "n", "g_n" if couple else "g_m")
+    b = nc.group(nc.group(nc.kernel(nc.elementwise("relu", "n h")), "h", "g_h"), "n", "g_n" if couple else "g_m")
     c = nc.group(nc.stream(nc.kernel(nc.einsum("n h, h e -> n e")), "h", "s_h"), "e", "g_e")
     return (a >> b) @ nc.Id("h e") >> c
 
