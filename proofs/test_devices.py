@@ -127,6 +127,27 @@ def test_device_ring_is_sound():
     assert proof.rewrites >= 10 and proof.cost_checked
 
 
+@proves("device_ring")
+def test_device_ring_in_the_zigzag_order_is_sound():
+    """The order as the ring rule's parameter: the same function (causal attention among the instances: each piece
+    masked at its own positions), the link a ring's at the zigzag shards' sizes, the folds per step those whose
+    pieces the causal mask allows."""
+    rule = device_ring.using(axis="x", order="zigzag")
+    proof = rule.obligation.discharge(rule, trials=10)
+    assert proof.rewrites >= 10 and proof.cost_checked
+
+
+def test_zigzag_mutant_fails_the_obligation(monkeypatch):
+    """Chunks (p + 1) mod 2P and 2P − 1 − p for device p (one off: device P − 1 holds chunk P twice, chunk 0 is no
+    one's): the instances' outputs or counts differ."""
+    from napkin_cat.algorithms.orders import ORDERS, Order
+    rule = device_ring.using(axis="x", order="zigzag")
+    with monkeypatch.context() as m:
+        m.setitem(ORDERS, "zigzag", Order("zigzag", lambda P: 2 * P, lambda p, P: ((p + 1) % (2 * P), 2 * P - 1 - p)))
+        with pytest.raises((ObligationError, AssertionError)):
+            rule.obligation.discharge(rule, trials=10)
+
+
 def test_ring_mutants_fail_the_obligation(monkeypatch):
     """A ring whose devices each fold their own shard P times (no shard travels), and link counts in which a device
     sends what it receives (its own shard's size missing instead of its neighbour's), are caught."""

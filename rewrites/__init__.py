@@ -127,7 +127,10 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                            "simplify": tuple(SIMPLIFY.names),
                            "normalise": ("common_value",) + tuple(NORMAL_FORM.names) + tuple(LOG_FORM.names)
                            + tuple(SUM_FORM.names) + tuple(SCALE_FORM.names) + tuple(VARIANCE_FORM.names)
-                           + ("contraction_merge",)})
+                           + ("contraction_merge",),
+                           "shard": "device_partition", "shard_reduce": "device_reduction",
+                           "shard_fuse": "device_fusion", "shard_gather": "device_gather", "ring": "device_ring",
+                           "reshard": "device_ulysses"})
 
 
 __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "UNSCALED", "PARTITION",

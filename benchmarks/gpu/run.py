@@ -106,7 +106,10 @@ def flops_of(cfg) -> float:
 
 def candidates(r, k: int) -> list[dict]:
     """What ``r = nc.derive(..., hardware=)`` returns (its tiles: ``r.optimum.exact_sizes``), then the next fastest
-    distinct tile assignments of the same structure by the model, ``k`` in all (fewer if it has fewer)."""
+    distinct tile assignments of the same structure by the model, ``k`` in all (fewer if it has fewer).  ``r.timings``
+    holds, per group of kernels sharing tiles, that group's assignments with the others at their best: the second
+    and third fastest of a structure are always among them (one differing in two groups is slower than the two
+    that differ in one of those groups each), a fourth may not be."""
     derived = {str(a): int(v) for a, v in r.optimum.exact_sizes.items()}
     out = [{"pick": "derived", "variant": str(r.variant), "tiles": derived,
             "model_s": r.prediction.time, "H": int(r.H)}]

@@ -14,6 +14,12 @@ whole on every device; a sharded output is the devices' shards joined, a replica
 (made so by an all-reduce or an all-gather: :mod:`napkin_cat.syntax.collectives`), and a numpy run checks that they
 agree.  The record is read, never the sizes: a shard of an axis of one value is as large as the whole.
 
+``order`` (``params["order"]``, :mod:`~napkin_cat.algorithms.orders`) says which pieces of each sharded axis a
+device holds: contiguous (the default, ``np.array_split``'s shards) or zigzag (chunks ``p`` and ``2P − 1 − p`` of
+``2P``, a causal mask's work balanced); a device then runs its inside on its pieces joined, each index at its
+piece's position (:attr:`~napkin_cat.semantics.env.Env.maps`), which needs every box that sees the axis woven over
+it and no collective inside but a ring's exchanges.
+
 The region registers its schedule (:data:`~napkin_cat.algorithms.schedule.SCHEDULES`, a :class:`ShardSchedule`
 whose handler each algebra names ``shard``): the numpy run folds the inside on every device in lockstep, so that a
 collective sees every device's values; the cost counts one device's work, its level-0 memory and the values it
@@ -31,19 +37,20 @@ from dataclasses import dataclass
 
 import sympy
 
-from napkin_cat.algorithms.bubbles import REGIONS, Partition, Region, Stream
+from napkin_cat.algorithms.bubbles import REGIONS, Partition
 from napkin_cat.algorithms.partitions import relabel_axis, single
 from napkin_cat.algorithms.schedule import SCHEDULES
 from napkin_cat.algorithms.splits import MERGES
 from napkin_cat.algorithms.accumulators import StateArray, build_state_diagrams
+from napkin_cat.algorithms.device_wires import DEVICE_LEVEL, not_woven, retyped
+from napkin_cat.algorithms.orders import CONTIGUOUS, Pieces, check_chunks, device_pieces, extent, order_of
 from napkin_cat.errors import AxisError, DeviceError, RewriteError
-from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, from_layers, is_structural, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural, layers
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.collectives import as_devices, shard_bounds, shard_size
 from napkin_cat.syntax.construct import elementwise
 from napkin_cat.syntax.primitive import KINDS
-from napkin_cat.syntax.relabel import map_box, tile_relabel
-from napkin_cat.syntax.wiring import retype
+from napkin_cat.syntax.relabel import tile_relabel
 
 
 #: the params of a :class:`Shard` that record, for each input and each output, the axis it is sharded along (None:
@@ -61,7 +68,8 @@ class Shard(Partition):
     here (an array whose inside carries an axis at another size than outside is sharded along it).  Each entry names
     an axis its array carries (else AxisError).  The sizes cannot tell a shard of a one-value axis (as large as the
     whole) from the whole, nor a replicated array that carries a sharded axis at a shard's size from a shard; the
-    record does, and a device's inside follows it wire by wire (:func:`retyped`).
+    record does, and a device's inside follows it wire by wire
+    (:func:`~napkin_cat.algorithms.device_wires.retyped`).
 
     >>> import napkin_cat as nc
     >>> box = shard(nc.library.attention(q=1), "q", devices=2).boxes[0]
@@ -69,7 +77,7 @@ class Shard(Partition):
     (('q', None, None), ('q',), 'Shard(axis=q, size=1, devices=2)')
     """
 
-    region = "shard"
+    region = DEVICE_LEVEL
     carrier = "cod"
 
     def __init__(self, arg: Diagram, dom, cod, params: dict):
@@ -78,6 +86,7 @@ class Shard(Partition):
         params = {**params, "devices": as_devices(params["devices"])}
         if isinstance(params.get("axis"), str):
             params.update(_record(arg, dom, cod, params))
+            _check_order(arg, params["axis"], params.get("order"))
         super().__init__(arg, dom, cod, params)
 
     @classmethod
@@ -94,6 +103,12 @@ class Shard(Partition):
     @property
     def devices(self):
         return self.params["devices"]
+
+    @property
+    def order(self) -> str:
+        """The order of the devices' shards (:mod:`~napkin_cat.algorithms.orders`), of every axis the region shards:
+        ``params["order"]``, contiguous where none is given."""
+        return self.params.get("order", CONTIGUOUS)
 
     def full_size(self):
         """The axis's size on the region's boundary: an output's, else an input's sharded along it (the record), else
@@ -180,6 +195,22 @@ def _record(arg: Diagram, dom, cod, params: dict) -> dict:
     return out
 
 
+def _check_order(inside: Diagram, axis: str, order) -> None:
+    """RewriteError where a region in a non-contiguous order holds what a device cannot run on its pieces apart: a
+    box that sees ``axis`` not woven over it, or a collective (whose shards are contiguous; a ring's exchanges are
+    no collective box)."""
+    if order_of(order).name == CONTIGUOUS:
+        return
+    why = not_woven(inside, axis) or next((f"the collective {b.name!r} inside assumes contiguous shards"
+                                           for _, b in layers(inside) if is_structural(b) is None
+                                           and not isinstance(b, Bubble) and KINDS[b.data.kind].collective is not None),
+                                          None)
+    if why:
+        raise RewriteError(f"no device region along {axis!r} in the {order_of(order).name} order: {why}; a device "
+                           f"runs its pieces of {axis!r} apart, so every box that sees it is woven over it (rings are "
+                           f"the only exchange such a region has)")
+
+
 REGIONS[Shard.region] = Shard
 
 
@@ -198,41 +229,23 @@ class ShardSchedule:
     sharded_in: tuple
     sharded_out: tuple
     axes: dict
+    order: str = CONTIGUOUS
     kind = "shard"
 
 
 def _unroll_shard(box: Shard) -> ShardSchedule:
     return ShardSchedule(box, box.axis, box.devices, box.size, box.full_size(), box.arg, box.sharded("dom"),
-                         box.sharded("cod"), box.sharded_axes())
+                         box.sharded("cod"), box.sharded_axes(), box.order)
 
 
 SCHEDULES[Shard.region] = _unroll_shard
 
 
-def _not_woven(d: Diagram, axis: str) -> str | None:
-    """None if every box that sees ``axis`` is woven over it (so the devices' shards are independent), else why."""
-    for _, box in layers(d):
-        if is_structural(box) is not None:
-            continue
-        if isinstance(box, Shard):
-            return f"{box.name} is a device region already: a program has one device level"
-        if isinstance(box, Stream) and box.axis == axis:
-            return f"{axis!r} is streamed inside {box.name}"
-        if isinstance(box, Region):
-            why = _not_woven(box.arg, axis)
-            if why:
-                return why
-            continue
-        if any(axis in a.names for a in (*box.dom.inside, *box.cod.inside)) and axis not in box.data.weave_names:
-            return (f"{box.name!r} has {axis!r} in its item-level core (it is not woven over {axis!r}), so the "
-                    f"devices' shards would not be independent")
-    return None
-
-
-def shard(diagram: Diagram, axis: str, devices) -> Diagram:
+def shard(diagram: Diagram, axis: str, devices, order=None) -> Diagram:
     """The program run on ``devices`` devices, each on its shard of ``axis`` (a :class:`Shard` around it): legal where
     every box that sees ``axis`` is woven over it (the group partition's condition), else RewriteError naming the box;
-    inputs without the axis are replicated on every device.
+    inputs without the axis are replicated on every device.  ``order``: which pieces of the axis each device holds
+    (:mod:`~napkin_cat.algorithms.orders`: ``"contiguous"``, the default, or ``"zigzag"``).
 
     >>> import numpy as np, napkin_cat as nc
     >>> d = shard(nc.library.attention(), "q", devices=3)
@@ -247,10 +260,11 @@ def shard(diagram: Diagram, axis: str, devices) -> Diagram:
     if not carriers:
         raise AxisError(f"cannot shard along {axis!r}: no input or output carries it; the axes are "
                         f"{sorted({n for a in (*diagram.dom.inside, *diagram.cod.inside) for n in a.names})}")
-    why = _not_woven(diagram, axis)
+    why = not_woven(diagram, axis)
     if why:
         raise RewriteError(f"cannot shard along {axis!r} over {P} devices: {why}")
     full = carriers[0].axis(axis).size
+    check_chunks(full, P, order, axis)
     size = shard_size(full, P)
     inside = relabel_axis(diagram, axis, size, full=full)
 
@@ -258,18 +272,28 @@ def shard(diagram: Diagram, axis: str, devices) -> Diagram:
         return tuple(axis if axis in a.names and a.axis(axis).size == full else None for a in arrays)
     return single(Shard(inside, diagram.dom, diagram.cod, {"axis": axis, "size": size, "devices": P,
                                                            "sharded_in": cut(diagram.dom.inside),
-                                                           "sharded_out": cut(diagram.cod.inside)}))
+                                                           "sharded_out": cut(diagram.cod.inside),
+                                                           **ordered(order)}))
+
+
+def ordered(order) -> dict:
+    """The params that record ``order`` on a region: none for the contiguous order (every region made before orders
+    existed is one), ``{"order": name}`` else."""
+    name = order_of(order).name
+    return {} if name == CONTIGUOUS else {"order": name}
 
 
 def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | None = None, sharded_in=None,
-                  sharded_out=None) -> Diagram:
+                  sharded_out=None, order=None) -> Diagram:
     """A device region around ``inside``, a program written for one device's shard (its arrays carry ``axis`` at a
     shard's size, :func:`~napkin_cat.syntax.collectives.shard_size` of ``full`` over ``devices``; collectives
     inside): its boundary is the inside's with every shard whole.  ``also``: co-sharded axes → their full sizes
     (an input sharded along one arrives so: shard ``p`` of it on device ``p``).  ``sharded_in``/``sharded_out``:
     the axis each input/output is sharded along, or None (the region's record, :data:`RECORD`); by default each
     array inside that carries a sharded axis at a shard's size is sharded along it, where an axis whose shard is its
-    whole (one value) counts only when no other does, the region's own first (a rule that knows says).
+    whole (one value) counts only when no other does, the region's own first (a rule that knows says).  ``order``:
+    the order of the devices' shards (:mod:`~napkin_cat.algorithms.orders`, recorded by :func:`ordered`); a
+    non-contiguous one needs every box that sees ``axis`` woven over it and no collective inside, else RewriteError.
 
     >>> import napkin_cat as nc
     >>> h = nc.symbol("h")
@@ -281,6 +305,8 @@ def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | Non
     size = shard_size(full, P)
     fulls = {axis: full, **(also or {})}
     parts = {a: shard_size(f, P) for a, f in fulls.items()}
+    for a, f in fulls.items():
+        check_chunks(f, P, order, a)
 
     def cut(arr):           # the sharded axis an array inside carries at a shard's size
         found = [n for n in arr.names if n in parts and arr.axis(n).size == parts[n]]
@@ -307,7 +333,7 @@ def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | Non
     ins, dom = record(sharded_in, inside.dom.inside, "input")
     outs, cod = record(sharded_out, inside.cod.inside, "output")
     return single(Shard(inside, dom, cod, {"axis": axis, "size": size, "devices": P, "sharded_in": ins,
-                                           "sharded_out": outs}))
+                                           "sharded_out": outs, **ordered(order)}))
 
 
 def device_shards(node, value) -> list:
@@ -315,7 +341,9 @@ def device_shards(node, value) -> list:
     an idle device (an empty shard of the region's axis: more devices than values); ``value(expr)``: a size as an
     int.  A co-sharded axis is cut among the devices that hold a shard of the region's axis (the others are idle:
     they hold nothing), as a collective inside cuts (:func:`collective_cuts`); with fewer values than those devices,
-    the last ones hold an empty shard of it: none of the inputs sharded along it (and send none of them).
+    the last ones hold an empty shard of it: none of the inputs sharded along it (and send none of them).  Under a
+    non-contiguous order (``node.order``) a shard is its :class:`~napkin_cat.algorithms.orders.Pieces`,
+    ``((start, stop), …)``, of every sharded axis (the order gives every device a value of each: no device is idle).
 
     >>> import napkin_cat as nc
     >>> from napkin_cat.algorithms.schedule import schedule_of
@@ -325,15 +353,23 @@ def device_shards(node, value) -> list:
     [{'q': (0, 1), 'x': (0, 4)}, None]
     """
     P = value(node.devices)
-    own = shard_bounds(value(node.axes[node.axis][1]), P)
-    active = sum(own[p + 1] > own[p] for p in range(P))
-    cuts = {a: own if a == node.axis else shard_bounds(value(full), active) for a, (_, full) in node.axes.items()}
-    return [{a: (b[p], b[p + 1]) for a, b in cuts.items()} if own[p + 1] > own[p] else None for p in range(P)]
+    for a, (_, full) in node.axes.items():
+        check_chunks(value(full), P, node.order, a)
+    own = device_pieces(value(node.axes[node.axis][1]), P, node.order)
+    holds = [sum(hi - lo for lo, hi in ps) > 0 for ps in own]
+    active = sum(holds)                 # the first ones: np.array_split gives the larger shards first
+    cuts = {a: own if a == node.axis else device_pieces(value(full), active, node.order)
+            for a, (_, full) in node.axes.items()}
+    contiguous = order_of(node.order).name == CONTIGUOUS
+    return [{a: (b[p][0] if contiguous else Pieces(b[p])) for a, b in cuts.items()} if holds[p] else None
+            for p in range(P)]
 
 
 def cut_extents(node, value, p: int, active: int) -> dict:
     """``(axis, shard size) → extent`` of device ``p``'s shard of every axis a collective inside cuts
-    (:func:`collective_cuts`), cut as ``np.array_split`` cuts among the ``active`` devices that hold a shard."""
+    (:func:`collective_cuts`), cut as ``np.array_split`` cuts among the ``active`` devices that hold a shard.  It
+    needs no pieces: a region in another order than the contiguous one holds no collective (:class:`Shard` refuses
+    one; a ring's exchanges are no collective box), so it has no such cut."""
     out = {}
     for key, full in collective_cuts(node).items():
         b = shard_bounds(value(full), active)
@@ -341,15 +377,33 @@ def cut_extents(node, value, p: int, active: int) -> dict:
     return out
 
 
+def largest_shard(node, value) -> tuple:
+    """The shards of the first device whose shard of the region's axis is the largest, and their
+    :func:`cut_extents`: what the memory at sizes and the checks before a run read (device 0's under the contiguous
+    order, ``np.array_split`` giving the longer shards first; not so under zigzag, whose chunks pair a long and a
+    short one).
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.algorithms.schedule import schedule_of
+    >>> node = schedule_of(shard(nc.library.attention(q=13), "q", 4, order="zigzag").boxes[0])
+    >>> largest_shard(node, int)[0]["q"]        # chunks of 2, 2, 2, 2, 2, 1, 1, 1: device 3 holds 3 and 4
+    ((6, 8), (8, 10))
+    """
+    held = [m for m in device_shards(node, value) if m is not None]
+    p = max(range(len(held)), key=lambda q: extent(held[q][node.axis]))
+    return held[p], cut_extents(node, value, p, len(held))
+
+
 def device_inside(node, shards: dict, cuts: dict | None = None):
-    """The inside a device runs on its shards (``{axis: (start, stop)}``): each wire that carries the device's shard
-    of a sharded axis at the device's extent of it, and each that carries its shard of an axis a collective cuts
-    (``cuts``, :func:`cut_extents`), kept on the region per extents.  Which wires carry a shard is followed from the
-    region's record (:data:`RECORD`) box by box (:func:`retyped`), never read off the sizes: an array of a shard's
-    size may be a part made otherwise (a split's).  An empty shard leaves its axis as it is (no box but a collective
-    reads it, which reads the device's values themselves)."""
+    """The inside a device runs on its shards (``{axis: (start, stop)}``, or its
+    :class:`~napkin_cat.algorithms.orders.Pieces` under another order: their extent counts): each wire that carries
+    the device's shard of a sharded axis at the device's extent of it, and each that carries its shard of an axis a
+    collective cuts (``cuts``, :func:`cut_extents`), kept on the region per extents.  Which wires carry a shard is
+    followed from the region's record (:data:`RECORD`) box by box (:func:`~napkin_cat.algorithms.device_wires.retyped`),
+    never read off the sizes: an array of a shard's size may be a part made otherwise (a split's).  An empty shard
+    leaves its axis as it is (no box but a collective reads it, which reads the device's values themselves)."""
     box = node.region
-    sizes = {(a, node.axes[a][0]): hi - lo for a, (lo, hi) in shards.items() if hi > lo}   # an empty co-shard: kept
+    sizes = {(a, node.axes[a][0]): extent(s) for a, s in shards.items() if extent(s) > 0}   # an empty co-shard: kept
     sizes.update({key: n for key, n in (cuts or {}).items() if n > 0})
     if all(isinstance(size, int) and n == size for (_, size), n in sizes.items()):
         return node.inside
@@ -358,66 +412,6 @@ def device_inside(node, shards: dict, cuts: dict | None = None):
     if key not in cache:
         cache[key] = retyped(box, sizes)
     return cache[key]
-
-
-def _collective_marks(b, marks: set, sizes: dict) -> set:
-    """The shards a collective's outputs carry, given those its inputs carry (``(axis, shard size)`` pairs)."""
-    kind, param = b.data.kind, b.data.param
-    cut = {"all_gather": (param("axis"), None), "reducescatter": (None, param("axis")),
-           "all_to_all": (param("gather"), param("scatter"))}.get(kind, (None, None))
-    out = {m for m in marks if m[0] != cut[0]}
-    if cut[1] is not None:
-        out |= {(cut[1], c.axis(cut[1]).size) for c in b.cod.inside} & set(sizes)
-    return out
-
-
-def woven_over(box, axis: str) -> bool:
-    """Whether ``box`` (a primitive, or a region: every box in it) is woven over ``axis``: runs alike on each of its
-    positions, as on each device's shard of it."""
-    return axis in box.data.weave_names if not isinstance(box, Bubble) else _not_woven(box.arg, axis) is None
-
-
-def retyped(region: Shard, sizes: dict) -> Diagram:
-    """The inside of the device region ``region`` with each wire that carries a device's shard ``(axis, shard size)``
-    (a key of ``sizes``) carrying it at ``sizes[axis, shard size]``: from the inputs the record says are sharded,
-    through every box that keeps the axis at that size, until a collective gathers it (an all-gather, an
-    all-to-all's gather); a reduce-scatter's and an all-to-all's outputs carry the shard they cut.  A box woven over
-    a sharded axis makes its shard where its output carries the axis at a shard's size though no input does (a
-    broadcast along it)."""
-    d = region.arg
-    own = {(a, s) for (a, s) in sizes if a in region.sharded_axes() and region.sharded_axes()[a][0] == s}
-
-    def carried(arr, marks):
-        return frozenset((x.name, x.size) for x in arr.axes if (x.name, x.size) in marks)
-
-    def fa_of(marks):
-        def fa(arr):
-            return arr.replace(axes=tuple(x.relabel(sizes[x.name, x.size]) if (x.name, x.size) in marks else x
-                                          for x in arr.axes))
-        return fa
-    marks = [carried(a, {(cut, a.axis(cut).size)} & set(sizes)) if cut else frozenset()
-             for a, cut in zip(d.dom.inside, region.sharded("dom"))]
-    types = [fa_of(m)(a) for a, m in zip(d.dom.inside, marks)]
-    dom, items = Ty(*types), []
-    for layer in d.inside:
-        left, b, _ = layer.boxes_or_types[:3]
-        k, n = len(left), len(b.dom)
-        held, kind = marks[k:k + n], is_structural(b)
-        if kind is not None:
-            new = retype(b, types[k:k + n])
-            out = [held[0]] * len(b.cod) if kind in ("copy", "discard") else held[::-1] if kind == "swap" else \
-                [frozenset().union(*held)] * len(b.cod)
-        else:
-            seen = {x for a in b.dom.inside for x in a.names}       # an axis no input carries: a broadcast along it
-            got = set().union(*held) | {m for c in b.cod.inside for m in carried(c, own)
-                                        if m[0] not in seen and woven_over(b, m[0])}
-            cod_marks = _collective_marks(b, got, sizes) if not isinstance(b, Bubble) and \
-                KINDS[b.data.kind].collective is not None else got
-            new = map_box(b, fa_of(got | cod_marks), lambda name: name)
-            out = [carried(c, cod_marks) for c in b.cod.inside]
-        items.append((Ty(*types[:k]), new, Ty(*types[k + n:])))
-        types[k:k + n], marks[k:k + n] = list(new.cod.inside), out
-    return from_layers(dom, Ty(*types), items)
 
 
 # ------------------------------------------------------------------------------------------------ merges
@@ -501,5 +495,5 @@ def collectives_within(d: Diagram) -> list:
     return out
 
 
-__all__ = ["RECORD", "Shard", "ShardSchedule", "shard", "device_region", "device_shards", "cut_extents",
-           "device_inside", "retyped", "merge_diagram", "collective_cuts", "collectives_within"]
+__all__ = ["RECORD", "Shard", "ShardSchedule", "shard", "ordered", "device_region", "device_shards", "cut_extents",
+           "largest_shard", "device_inside", "merge_diagram", "collective_cuts", "collectives_within"]

@@ -17,6 +17,11 @@ device ``p`` sends every shard but ``(p + 1) mod P``'s and receives every shard 
 ``(P − 1)·|x|/P`` each way, the same as an all-gather's).  It holds its own shard (the slice in use) and one incoming
 slice (``slot``: the largest shard), never the whole of ``x``: the all-gather holds ``|x|``.
 
+Under a non-contiguous order (``params["order"]``, its device region's: :mod:`~napkin_cat.algorithms.orders`) a
+shard is pieces of the axis, device ``p``'s zigzag shard chunks ``p`` and ``2P − 1 − p`` of ``2P``: it travels as one
+slice, its pieces joined, and a trip folds them one by one, each at its own positions (:func:`ring_pieces`); the
+counts above hold with ``|x_q|`` the size of device ``q``'s pieces.
+
 The region is a :class:`~napkin_cat.algorithms.bubbles.Stream` (its plan, its reducers, its merges) with
 ``params``: ``devices``, ``full`` (the axis's whole size, which no boundary array carries: they hold shards) and
 ``slot``; its schedule is a :class:`RingSchedule` (kind ``ring``) whose handlers are the stream's, run on the ring's
@@ -37,13 +42,15 @@ from dataclasses import fields
 import sympy
 
 from napkin_cat.algorithms.bubbles import REGIONS, Stream
-from napkin_cat.algorithms.devices import Shard, device_region
+from napkin_cat.algorithms.devices import Shard, device_region, ordered
+from napkin_cat.algorithms.orders import CONTIGUOUS, device_extents, device_pieces, order_of
 from napkin_cat.algorithms.partitions import relabel_axis, single
 from napkin_cat.algorithms.schedule import SCHEDULES, StreamSchedule, stream_schedule
+from napkin_cat.algorithms.skipping import skip_of
 from napkin_cat.errors import AxisError, RewriteError
 from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural, layers
 from napkin_cat.syntax.builder import Builder
-from napkin_cat.syntax.collectives import as_devices, shard_bounds, shard_size
+from napkin_cat.syntax.collectives import as_devices, shard_size
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.wiring import trace_values
 
@@ -78,6 +85,11 @@ class Ring(Stream):
     def devices(self):
         return self.params["devices"]
 
+    @property
+    def order(self) -> str:
+        """The order of the shards that travel (:mod:`~napkin_cat.algorithms.orders`): its device region's."""
+        return self.params.get("order", CONTIGUOUS)
+
     def full_size(self):
         """The axis's whole size (its boundary arrays carry a shard of it)."""
         return self.params["full"]
@@ -103,9 +115,15 @@ class RingSchedule(StreamSchedule):
 
     @property
     def skip(self):
-        """None: a ring folds every shard on every device (a mask's empty blocks are not skipped; balancing them is
-        the zigzag order's, not built)."""
+        """None: the numpy run folds every shard on every device (a trip a mask leaves neutral changes nothing);
+        the cost at sizes skips, per piece, the folds whose masks are never true (:attr:`masks`)."""
         return None
+
+    @property
+    def masks(self):
+        """The stream's :class:`~napkin_cat.algorithms.skipping.Skip` (None: no mask lets a fold be skipped): what
+        the cost at sizes decides each (query piece, travelling piece) fold by."""
+        return skip_of(self)
 
 
 def _unroll_ring(box: Ring) -> RingSchedule:
@@ -141,10 +159,15 @@ def ring_link(box: Ring, numel, weight=None, device=None, extents=None) -> tuple
 
 
 def ring_extents(box: Ring, value) -> list:
-    """The ``P`` shard sizes of the ring's axis at sizes (``value(expr)``: an int), ``np.array_split``'s cut."""
-    P, full = value(box.devices), value(box.full_size())
-    b = shard_bounds(full, P)
-    return [b[q + 1] - b[q] for q in range(P)]
+    """The ``P`` shard sizes of the ring's axis at sizes (``value(expr)``: an int), cut by the ring's order
+    (``np.array_split``'s under the contiguous one)."""
+    return device_extents(value(box.full_size()), value(box.devices), box.order)
+
+
+def ring_pieces(box: Ring, value) -> list:
+    """Per device, the pieces ``((start, stop), …)`` of the ring's axis its shard holds (one under the contiguous
+    order), in the order the shard joins them: a trip folds them one by one, each at its own positions."""
+    return device_pieces(value(box.full_size()), value(box.devices), box.order)
 
 
 def incoming(box: Ring) -> list:
@@ -172,12 +195,14 @@ def _tiles_along(d: Diagram, axis: str) -> list:
     return out
 
 
-def ring(diagram: Diagram, axis: str) -> Diagram:
+def ring(diagram: Diagram, axis: str, order=None) -> Diagram:
     """A device region whose inputs carrying ``axis`` are replicated, or arrive co-sharded along it and are
     all-gathered on entry (:func:`~rewrites.devices.device_gather`'s result), made a ring: those inputs arrive
     sharded and travel round the devices, the inside streamed along ``axis`` with the shards as slices.  RewriteError
     where the diagram is not one device region, an all-gather of ``axis`` reads anything but an input, another
-    collective sits inside, or the inside is not streamable along ``axis`` (the stream's reason).
+    collective sits inside, or the inside is not streamable along ``axis`` (the stream's reason).  ``order``
+    (:mod:`~napkin_cat.algorithms.orders`): the order of the region's shards and the ring's, both axes cut alike
+    (None: the region's own); ``"zigzag"`` balances a causal mask's work.
 
     >>> import numpy as np, napkin_cat as nc
     >>> d = ring(nc.shard(nc.library.attention(), "q", devices=3), "x")
@@ -198,6 +223,7 @@ def ring(diagram: Diagram, axis: str) -> Diagram:
     if isinstance(P, int) and isinstance(k.full_size(), int) and k.full_size() < P:
         raise RewriteError(f"{k.name}: a ring passes shards through every one of its {P} devices, but {k.axis!r} has "
                            f"{k.full_size()} values: {P - k.full_size()} devices would hold no shard")
+    order = order_of(k.order if order is None else order).name
     ops, dom, cod = trace_values(k.arg)
     types = list(k.arg.dom.inside)
     skip, alias = set(), {}
@@ -230,22 +256,23 @@ def ring(diagram: Diagram, axis: str) -> Diagram:
     whole = bld.build(*(wires[v] for v in cod))
     size = shard_size(full, P)
     if isinstance(full, int) and isinstance(P, int):
+        smallest = full // order_of(order).chunks(P)      # a piece: a shard under the contiguous order
         for tile in _tiles_along(whole, axis):
-            if tile > full // P:
+            if tile > smallest:
                 raise RewriteError(f"{k.name}: a partition inside cuts {axis!r} in tiles of {tile}, more than the "
-                                   f"smallest of its shards over {P} devices ({full // P} of {full}); legal tiles "
-                                   f"are 1 … {full // P}")
+                                   f"smallest of its pieces over {P} devices in the {order} order ({smallest} of "
+                                   f"{full}); legal tiles are 1 … {smallest}")
     inside = relabel_axis(whole, axis, size, full=full)
     try:
         r = Ring(inside, inside.dom, inside.cod, {"axis": axis, "size": size, "devices": P, "full": full,
-                                                   "slot": size})
+                                                   "slot": size, **ordered(order)})
         r.plan
     except RewriteError as e:
         raise RewriteError(f"{k.name}: no ring along {axis!r}: {e}") from None
     also = {a: f for a, (_, f) in k.sharded_axes().items() if a not in (k.axis, axis)}
     ins = tuple(axis if axis in a.names else cut for a, cut in zip(k.dom.inside, k.sharded("dom")))   # travelling
     return device_region(single(r), k.axis, P, k.full_size(), also={**also, axis: full}, sharded_in=ins,
-                         sharded_out=k.sharded("cod"))
+                         sharded_out=k.sharded("cod"), order=order)
 
 
-__all__ = ["Ring", "RingSchedule", "ring", "ring_shard", "ring_link", "ring_extents", "incoming"]
+__all__ = ["Ring", "RingSchedule", "ring", "ring_shard", "ring_link", "ring_extents", "ring_pieces", "incoming"]

@@ -106,6 +106,15 @@ def parser() -> argparse.ArgumentParser:
                    "them (nc.grad(f, saved=True)): FlashAttention-2's backward from 'attention(lse=True)' --aux 1")
     s.add_argument("--aux", type=_natural, default=0, metavar="K", help="with --grad: the algorithm's last K outputs "
                    "are auxiliary (saved statistics such as a log-sum-exp): no cotangent for them (default 0)")
+    s.add_argument("--cluster", metavar="GPU:P:LINK", help="the device form of least predicted step time on P GPUs "
+                   "joined by LINK (e.g. h100-sxm5:8:nvlink4; a fourth part names the link between nodes), at --sizes "
+                   "or over --sweep (docs/distributed.md)")
+    s.add_argument("--sweep", metavar="AXES=LO..HI", help="with --cluster: set AXES (e.g. q,x) to each power of two "
+                   "from LO to HI, the other axes from --sizes; --plot draws each form's predicted time")
+    s.add_argument("--layout", metavar="AXES", help="with --cluster: the axis each input arrives sharded along, "
+                   "one per input ('-': whole on every device), e.g. q,x,x")
+    s.add_argument("--compute", choices=("time", "transfers"), default="time", help="with --cluster: each device's "
+                   "algorithm by least predicted time (default) or by fewest transfers (faster, cruder)")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(fn=commands.cmd_derive)
 

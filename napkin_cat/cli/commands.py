@@ -19,6 +19,7 @@ import sympy
 from napkin_cat import codegen, library
 from napkin_cat.algorithms.partitions import unfused
 from napkin_cat.cli.cluster import cluster_table
+from napkin_cat.cli.clusterderive import cmd_cluster
 from napkin_cat.cli.inputs import CLIError, algorithm, differentiated, parse_memory, parse_sizes
 from napkin_cat.cost.functor import cost
 from napkin_cat.cost.memory import memory_limit
@@ -198,6 +199,11 @@ def cmd_derive(args):
         label, d = differentiated(label, d, args.wrt, saved=args.saved, aux=args.aux)
         if args.memory is None:     # the rule book's derivations are the forward's: search the backward's
             return cmd_search(args, label, d, memory="M")
+    if args.cluster is not None:
+        return cmd_cluster(args, label, d, _emit, writable_folder)
+    for flag in ("sweep", "layout"):
+        if getattr(args, flag) is not None:
+            raise CLIError(f"--{flag} belongs to --cluster: give --cluster GPU:P:LINK")
     if args.memory is not None:
         return cmd_search(args, label, d)
     if args.plot or args.sizes:

@@ -41,6 +41,7 @@ from napkin_cat.cost.columns import stream_columns
 from napkin_cat.cost.live import numel
 from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.polynomial import SYMPY
+from napkin_cat.algorithms.orders import order_of
 from napkin_cat.algorithms.ring import incoming, ring_link
 from napkin_cat.cost.record import ONE, ZERO, Cost, Density, GroupCost, Link, OpCost, StreamRecord
 from napkin_cat.cost.trips import running_trips
@@ -449,7 +450,7 @@ class Symbolic:
         held = cols[0] if len(cols) == 1 else column_max(cols)
         inner.link = Link(node.devices, link.sent, link.received, link.messages,
                           held if link.held is None else sympy.Max(held, link.held), link.sent_bytes,
-                          link.received_bytes)
+                          link.received_bytes, link.trips, link.work)
         sink.append(inner)
         return dests
 
@@ -508,7 +509,9 @@ class Symbolic:
         held = cols[0] if len(cols) == 1 else column_max(cols)     # the ring's own level-0 memory, its slot in
         sent, received, messages = ring_link(box, numel)
         sb, rb, _ = ring_link(box, numel, _bytes_per_value)
-        mine = Link(box.devices, sent, received, messages, held, sb, rb)
+        k = sympy.sympify(order_of(box.order).chunks(box.trips)) / box.trips        # pieces per shard
+        trips = None if node.masks is not None else box.trips * k ** 2     # a mask: each device's own count
+        mine = Link(box.devices, sent, received, messages, held, sb, rb, trips)
         c.link = mine if c.link is None else c.link.then(mine)
         return dests
 

@@ -35,12 +35,15 @@ from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.splits import part_bounds, partial_moves
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
 from napkin_cat.cost.exact_arithmetic import value
-from napkin_cat.algorithms.devices import Shard, collective_cuts, cut_extents, device_inside, device_shards
-from napkin_cat.algorithms.ring import ring_extents, ring_link
+from napkin_cat.algorithms.devices import (Shard, cut_extents, device_inside, device_shards,
+                                           largest_shard)
+from napkin_cat.algorithms.orders import Pieces
+from napkin_cat.algorithms.orders import extent as span_extent
+from napkin_cat.algorithms.ring import Ring, ring_extents, ring_link, ring_pieces, ring_shard
 from napkin_cat.cost.iocost import box_link, box_pieces, cost, region_cost
 from napkin_cat.cost.record import Cost, Density, Link, join_links
 from napkin_cat.errors import ArgumentError, AxisError, DeviceError, NapkinError, ShapeError
-from napkin_cat.syntax.collectives import shard_bounds, whole_axes
+from napkin_cat.syntax.collectives import whole_axes
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.adapter import Bubble, Diagram, from_layers, layers
 from napkin_cat.syntax.sizes import as_sizes
@@ -85,8 +88,10 @@ class At:
     counted ``count`` times, and a masked stream inside runs each of its slices on the tiles whose mask may be
     true there, decided for all of them at once (:func:`_count_running`)."""
 
-    #: ``(p, A, empty)``: device ``p`` of the ``A`` that hold a shard, whose shard this context counts (inside a device
-    #: region: its collectives' link counts; ``empty``: ``(axis, shard size) → 0`` for its empty co-shards), or None
+    #: ``(p, A, empty, lane)``: device ``p`` of the ``A`` that hold a shard, whose shard this context counts (inside a
+    #: device region: its collectives' link counts; ``empty``: ``(axis, shard size) → 0`` for its empty co-shards;
+    #: ``lane``: which piece of the region's axis, under a non-contiguous order: its rings' link counted on lane 0), or
+    #: None
     device = None
 
     def __init__(self, env: dict, tiles: dict | None = None, count: int = 1, device=None):
@@ -274,7 +279,7 @@ class Concrete:
             if ctx.device is None:
                 raise DeviceError(f"{box.name}: a collective moves values between devices; it runs inside a device "
                                   f"region (nc.shard) only")
-            device, active, extents = ctx.device
+            device, active, extents = ctx.device[:3]
             whole = whole_axes(box)       # an array held whole on its side: not the device's extent of its axis
 
             def numel(a, side="dom"):
@@ -317,37 +322,43 @@ class Concrete:
 
     def shard(self, node, ins, ctx, dests):
         """Each device's inside on its shard, counted apart: the record's H and FLOPs are the busiest device's (per
-        level and pipeline), its link one count per device (sent, received, messages, and ``held``: the device's
-        level-0 memory, its inside's largest level-0 column at its shard's size)."""
+        level and pipeline), its link one count per device (sent, received, messages, the rings' ``trips`` and
+        ``work`` per step, and ``held``: the device's level-0 memory, its inside's largest level-0 column at its
+        shard's size).  Under a non-contiguous order a device counts its inside once per piece of the region's axis
+        (its *lanes*: each at its own positions, where a mask decides the folds), its rings' exchanges once."""
         env = ctx.env
         P = _value(node.devices, env)
         shards = device_shards(node, lambda e: _value(e, env))
         active = sum(d is not None for d in shards)         # an idle device (an empty shard) counts 0
-        cuts = {key: shard_bounds(_value(full, env), active) for key, full in collective_cuts(node).items()}
         per, held = [], []
         for mine in shards:
-            tiles = {**ctx.tiles, **{a: (lo, hi - lo) for a, (lo, hi) in (mine or {}).items()}}
-            empty = {(a, node.axes[a][0]): 0 for a, (lo, hi) in (mine or {}).items() if hi == lo}   # no co-shard
+            empty = {(a, node.axes[a][0]): 0 for a, s in (mine or {}).items() if span_extent(s) == 0}   # no co-shard
             p = len(per)
-            mycuts = {key: b[p + 1] - b[p] for key, b in cuts.items()} if mine is not None else {}
+            mycuts = cut_extents(node, lambda e: _value(e, env), p, active) if mine is not None else {}
             empty.update(mycuts)        # its shard of an axis a collective cuts inside: np.array_split's, not ⌈n/P⌉
-            inner = At(env, tiles, 1, (p, active, empty))
+            total = Cost()
             d = None if mine is None else device_inside(node, mine, mycuts)
-            if d is not None:
-                self.diagram(d, inner)
-            per.append(inner.total)
+            for lane, part in enumerate(lanes(node, mine)):
+                tiles = {**ctx.tiles, **{a: (s[0], s[1] - s[0]) for a, s in part.items() if not isinstance(s, Pieces)}}
+                inner = At(env, tiles, 1, (p, active, empty, lane))
+                self.diagram(device_inside(node, part, mycuts), inner)
+                _add(total, inner.total)
+            per.append(total)
             gone = {t: 0 for (_, t) in empty if not isinstance(t, int)}      # an empty co-shard holds nothing
-            ring = [] if inner.total.link is None or inner.total.link.held is None else [inner.total.link.held]
+            rings = [] if d is None else [ring_held(b, env) for _, b in layers(d) if isinstance(b, Ring)]
             held.append(0 if d is None else max([_value(c.subs(gone) if gone else c, env)
-                                                 for c in cost(d).columns.get(0, [])] + ring + [0]))
+                                                 for c in cost(d).columns.get(0, [])] + rings + [0]))
         out = Cost()
         for name in ("H", "H_bytes", "flops"):
             keys = {k for c in per for k in getattr(c, name)}
             setattr(out, name, {k: max(getattr(c, name).get(k, 0) for c in per) for k in keys})
         links = [c.link or Link(P, 0, 0, 0) for c in per]
+        ringed = any(x.trips is not None for x in links)
         out.link = Link(P, tuple(x.sent for x in links), tuple(x.received for x in links),
                         tuple(x.messages for x in links), tuple(held), tuple(x.sent_bytes for x in links),
-                        tuple(x.received_bytes for x in links))
+                        tuple(x.received_bytes for x in links),
+                        tuple(x.trips or () for x in links) if ringed else None,
+                        tuple(x.work or () for x in links) if ringed else None)
         _add(ctx.total, out, ctx.count)
         return dests
 
@@ -386,36 +397,57 @@ class Concrete:
         vals.update((v, made[v]) for v in node.sliced)
 
     def ring(self, node, ins, ctx, dests, run):
-        """A ring on the device ``ctx`` counts (:mod:`napkin_cat.algorithms.ring`): the head, one trip per shard at
-        the shard's size (every device folds every shard), the finish and the tail; the link: the shards it
-        sends on and receives, one message per streamed input and exchange, and its ``held``: its level-0 columns with
-        the slice in use at its widest (the largest shard, which every device folds at some trip) and the slot an
-        incoming slice arrives in."""
+        """A ring on the device (and lane) ``ctx`` counts (:mod:`napkin_cat.algorithms.ring`): the head, at each step
+        ``t`` a fold per piece of the shard ``(p − t) mod P`` at the piece's size and positions, skipped where the
+        stream's masks are never true there (:attr:`~napkin_cat.algorithms.ring.RingSchedule.masks`), a nested
+        stream's tiles where its own are, the finish and the tail; its steps' folds that do work and their FLOPs
+        (``Link.trips``, ``Link.work``); the link (once per device, on its first
+        lane): the shards it sends on and receives, one message per streamed input and exchange, and its ``held``
+        (:func:`ring_held`)."""
         if ctx.device is None:
             raise DeviceError(f"{node.region.name}: a ring passes shards between devices; it runs inside a device "
                               f"region only")
         box, env = node.region, ctx.env
         extents = ring_extents(box, lambda e: _value(e, env))
+        pieces = ring_pieces(box, lambda e: _value(e, env))
+        P, device = len(extents), ctx.device[0]
+        lane = ctx.device[3] if len(ctx.device) > 3 else 0
+        masks = node.masks if node.masks is not None and node.masks.active(self.block_mask) else None
+        positions = masks is not None or _reads_positions_inside(box, self.block_mask is not None)
+        base = At(env, {a: t for a, t in ctx.tiles.items() if a != box.axis}, ctx.count, ctx.device)
         vals = run.head(ins, ctx)
         states = run.init(ctx)
-        for n in extents:
-            if n == 0:
-                continue
-            r = run if n == box.size else Phases(schedule_of(relabelled(box, n)), self)
-            inner = ctx.bound(box, n)
-            r.trip(vals, states, inner)
-            _add(ctx.total, inner.total, 1)
+        trips, work = [], []
+        for t in range(P):
+            runs = flops = 0
+            for lo, hi in pieces[ring_shard(device, t, P)]:
+                n = hi - lo
+                if n == 0:
+                    continue
+                r = run if n == box.size else Phases(schedule_of(relabelled(box, n)), self)
+                if masks is not None:        # the piece at its own positions, against this lane's
+                    inner = _running(masks, base, box, n, range(lo, lo + 1), positions, self.block_mask)
+                else:
+                    inner = base.bound(box, n, range(lo, lo + 1) if positions else None)
+                if not inner.count:
+                    continue
+                r.trip(vals, states, inner)
+                _add(ctx.total, inner.total, 1)
+                done = sum(inner.total.flops.values())      # 0: a mask inside skipped every tile of it
+                runs, flops = runs + (inner.count if done else 0), flops + done
+            trips.append(runs)
+            work.append(flops)
         outs = run.tail(run.finish(vals, states, ctx), ctx)
 
         def numel_at(a, n):
             return _value(sympy.Mul(*[n if x.name == box.axis else x.size for x in a.axes]), env)
-        device = ctx.device[0]
-        sent, received, messages = ring_link(box, numel_at, device=device, extents=extents)
-        sb, rb, _ = ring_link(box, numel_at, lambda a: a.dtype.bytes, device=device, extents=extents)
-        slot = sum(numel_at(box.dom.inside[i], max(extents)) for i in box.streamed())
-        widest = box if box.size == max(extents) else relabelled(box, max(extents))     # the slice in use, widest
-        held = max([_value(c, env) for c in region_cost(widest).columns.get(0, [])] + [0]) + slot
-        _add(ctx.total, Cost(link=Link(len(extents), sent, received, messages, held, sb, rb)), ctx.count)
+        if lane == 0:
+            sent, received, messages = ring_link(box, numel_at, device=device, extents=extents)
+            sb, rb, _ = ring_link(box, numel_at, lambda a: a.dtype.bytes, device=device, extents=extents)
+        else:                        # another piece of the same device: its exchanges are counted once
+            sent = received = messages = sb = rb = 0
+        _add(ctx.total, Cost(link=Link(len(extents), sent, received, messages, ring_held(box, env), sb, rb,
+                                       tuple(trips), tuple(work))), ctx.count)
         return outs
 
     def stream(self, node, ins, ctx, dests, run):
@@ -470,11 +502,35 @@ class Concrete:
         if node.region is None:
             run.trip(vals, parts, ctx)
         else:
-            self._trips(node.schedule, vals, parts, ctx, run)
+            self._trips(node.schedule, vals, parts, ctx, run, node.schedule.skip)
         return state
 
 
 CONCRETE = Concrete()
+
+
+def lanes(node, mine) -> list:
+    """A device's shard ``mine`` as the parts its inside is counted on: itself under the contiguous order, else one
+    per piece of the region's axis (each a ``(start, stop)``, the co-sharded axes kept whole as their pieces); none
+    for an idle device."""
+    if mine is None:
+        return []
+    own = mine[node.axis]
+    if not isinstance(own, Pieces):
+        return [mine]
+    return [{**mine, node.axis: (lo, hi)} for lo, hi in own if hi > lo]
+
+
+def ring_held(box, env) -> int:
+    """A ring's level-0 memory on a device at ``env``: its columns with the slice in use at its widest (the largest
+    shard, which every device folds at some step) and the slot an incoming shard arrives in."""
+    extents = ring_extents(box, lambda e: _value(e, env))
+
+    def numel_at(a, n):
+        return _value(sympy.Mul(*[n if x.name == box.axis else x.size for x in a.axes]), env)
+    slot = sum(numel_at(box.dom.inside[i], max(extents)) for i in box.streamed())
+    widest = box if box.size == max(extents) else relabelled(box, max(extents))
+    return max([_value(c, env) for c in region_cost(widest).columns.get(0, [])] + [0]) + slot
 
 
 def _partitions(diagram: Diagram):
@@ -543,17 +599,17 @@ def at(diagram: Diagram, sizes, *, strict: bool = False, block_mask=None, densit
 
 
 def _largest_shards(diagram: Diagram, env: dict) -> Diagram:
-    """``diagram`` with each device region's inside at its largest shard's size (device 0's, an int): the memory its
+    """``diagram`` with each device region's inside at its largest shard's size (an int): the memory its
     columns count at ``env``, where a shard ``a/P`` need not be an integer."""
     items, changed = [], False
     for layer in diagram.inside:
         left, box, right = layer.boxes_or_types[:3]
         if isinstance(box, Shard):
             node = schedule_of(box)
-            shards = device_shards(node, lambda e: _value(e, env))
-            active = sum(d is not None for d in shards)
-            inside = device_inside(node, shards[0], cut_extents(node, lambda e: _value(e, env), 0, active))
+            mine, mycuts = largest_shard(node, lambda e: _value(e, env))
+            inside = device_inside(node, mine, mycuts)
             if inside is not node.inside:
-                box, changed = Shard(inside, box.dom, box.cod, {**box.params, "size": shards[0][box.axis][1]}), True
+                size = span_extent(mine[box.axis])
+                box, changed = Shard(inside, box.dom, box.cod, {**box.params, "size": size}), True
         items.append((left, box, right))
     return from_layers(diagram.dom, diagram.cod, items) if changed else diagram

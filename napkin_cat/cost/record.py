@@ -116,6 +116,12 @@ class Link:
     ``np.array_split`` cuts them).  ``H`` is the device level's transfers, ``sent + received``.  Records compose as
     the cost does: ``then`` adds the counts and takes the max of ``held``; ``devices`` must agree.
 
+    The work of the rings' trips, per device and ring step ``t`` (a step waits for the slowest device): ``trips``,
+    the folds it runs at step ``t`` (one per piece of its queries and piece of the shard that arrived, those a mask
+    skips not counted) and ``work``, their FLOPs.  At sizes: per device a tuple over the steps; symbolically
+    ``trips`` is the folds of one device without a mask (``P`` per ring, times the pieces), None where a mask skips
+    some (the count differs between devices), and ``work`` None.
+
     >>> a = Link(2, (3, 2), (2, 3), (1, 1), (9, 8), (12, 8), (8, 12))
     >>> a.then(a).H, a.then(a).held, a.then(a).sent_bytes
     ((10, 10), (9, 8), (24, 16))
@@ -128,6 +134,8 @@ class Link:
     held: object = None
     sent_bytes: object = 0
     received_bytes: object = 0
+    trips: object = None
+    work: object = None
 
     @property
     def H(self):
@@ -145,12 +153,38 @@ class Link:
         return Link(self.devices, _each(self.sent, other.sent, _plus2), _each(self.received, other.received, _plus2),
                     _each(self.messages, other.messages, _plus2), held,
                     _each(self.sent_bytes, other.sent_bytes, _plus2),
-                    _each(self.received_bytes, other.received_bytes, _plus2))
+                    _each(self.received_bytes, other.received_bytes, _plus2),
+                    steps_plus(self.trips, other.trips), steps_plus(self.work, other.work))
 
     def scaled(self, k) -> "Link":
         """The link of running this ``k`` times (the counts scale, ``held`` does not)."""
         return Link(self.devices, _times(self.sent, k), _times(self.received, k), _times(self.messages, k), self.held,
-                    _times(self.sent_bytes, k), _times(self.received_bytes, k))
+                    _times(self.sent_bytes, k), _times(self.received_bytes, k), steps_times(self.trips, k),
+                    steps_times(self.work, k))
+
+
+def steps_plus(a, b):
+    """Two records of ring steps added: None is none; a number (symbolic, one device's) adds; a tuple over steps adds
+    step by step (the shorter padded with zeros); a tuple of those (one per device) device by device.
+
+    >>> steps_plus((1, 2), (3,)), steps_plus(((1,), (2,)), ((1, 1), (0,))), steps_plus(None, 4)
+    ((4, 2), ((2, 1), (2,)), 4)
+    """
+    if a is None or b is None:
+        return b if a is None else a
+    if not isinstance(a, tuple) or not isinstance(b, tuple):
+        return a + b
+    if any(isinstance(x, tuple) for x in (*a, *b)):
+        return tuple(steps_plus(x, y) for x, y in zip(a, b))
+    n = max(len(a), len(b))
+    return tuple((a[i] if i < len(a) else 0) + (b[i] if i < len(b) else 0) for i in range(n))
+
+
+def steps_times(a, k):
+    """A record of ring steps scaled by ``k`` (None stays)."""
+    if a is None:
+        return None
+    return tuple(steps_times(x, k) for x in a) if isinstance(a, tuple) else a * k
 
 
 def _plus2(a, b):

@@ -16,7 +16,8 @@ A ring (:class:`~napkin_cat.algorithms.ring.Ring`) is the numpy evaluator's ring
 (:meth:`~napkin_cat.semantics.regions.Numpy.ring_fold`) with its slices passed from rank to rank: at trip ``t``
 device ``p`` folds the slice it holds (shard ``(p − t) mod P``) while it sends that slice to device ``p + 1`` and
 receives shard ``(p − t − 1) mod P`` from ``p − 1`` (:meth:`~napkin_cat.distributed.exchange.Exchange.pass_on`; its
-extent along the axis from :func:`~napkin_cat.syntax.collectives.shard_bounds`, so ragged shards are exact)::
+extent along the axis from the region's order, :func:`~napkin_cat.algorithms.orders.device_extents`, so ragged shards
+and zigzag's pairs of chunks are exact; a shard of pieces travels as one array, its pieces joined)::
 
     sent_p = Σ_x |x| − |x_{p+1}|      received_p = Σ_x |x| − |x_p|      messages = (P − 1) per streamed input
 
@@ -40,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from napkin_cat.algorithms.devices import collectives_within, cut_extents, device_inside, merge_diagram
+from napkin_cat.algorithms.orders import device_extents
 from napkin_cat.algorithms.ring import ring_shard
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.errors import DeviceError
@@ -125,18 +127,19 @@ def run_collective(box, xs: list, exchange, env) -> list:
                       f"all_gather, reducescatter, all_reduce, all_to_all")
 
 
-def passed(mine: list, cuts: list, full: int, exchange):
+def passed(mine: list, cuts: list, full: int, exchange, order=None):
     """The slices device ``exchange.me`` folds at trips ``0 … P − 1`` of a ring: ``mine`` (its own shard of each
-    streamed input, cut along position ``cuts[i]``; ``full`` the axis's whole size), then at each trip the slices
-    received from the previous device while those in hand are folded and sent on (nothing moves after the last)."""
+    streamed input, cut along position ``cuts[i]``; ``full`` the axis's whole size; ``order`` the shards' order, whose
+    pieces a shard holds joined), then at each trip the slices received from the previous device while those in hand
+    are folded and sent on (nothing moves after the last)."""
     P, p = exchange.size, exchange.me
-    bounds = shard_bounds(full, P)
+    extents = device_extents(full, P, order)
     held = [np.asarray(x) for x in mine]
     for t in range(P):
         passing = None
         if t < P - 1:
             q = ring_shard(p, t + 1, P)
-            shapes = [x.shape[:c] + (bounds[q + 1] - bounds[q],) + x.shape[c + 1:] for x, c in zip(held, cuts)]
+            shapes = [x.shape[:c] + (extents[q],) + x.shape[c + 1:] for x, c in zip(held, cuts)]
             passing = exchange.pass_on(held, shapes)
         yield held
         if passing is not None:
@@ -153,7 +156,7 @@ def run_ring(box, xs: list, env, exchange) -> list:
     node = schedule_of(box)
     where = [node.dom.index(v) for v in node.streamed]
     full = env.size(box.full_size(), f"the axis {box.axis!r} of {box.name}")
-    arriving = passed([xs[k] for k in where], [node.position(v) for v in node.streamed], full, exchange)
+    arriving = passed([xs[k] for k in where], [node.position(v) for v in node.streamed], full, exchange, box.order)
     return Numpy(interpret).ring_fold(box, exchange.me, P, xs, env, arriving)
 
 

@@ -129,7 +129,7 @@ def run_on(world: World, program, *inputs, sizes: dict | None = None) -> Run:
         tasks = [(mine, ranks, env, None if mine is None else place_inputs(node, ins, mine)) for mine in shards]
         got = world.run_region(node, tasks)
         links.append(Link(P, tuple(g[1] for g in got), tuple(g[2] for g in got), tuple(g[3] for g in got)))
-        return join_outputs(node, [got[p][0] for p in ranks])
+        return join_outputs(node, [got[p][0] for p in ranks], shards)
 
     def on_box(step):
         b = step.box

@@ -21,8 +21,12 @@
   predicted time (``predict_cluster``: compute per trip and link time, a ring's transfer overlapped);
 * :mod:`~napkin_cat.hardware.programtime`: a device program's predicted time, its traffic read from its cost
   (``predict_program``);
+* :mod:`~napkin_cat.hardware.clustered`: the device form of least predicted step time on a cluster
+  (``derive_for_cluster``: the forms the device rules make, each device's program timed by the GPU model, the link
+  by the cluster's, each device's memory a constraint); :mod:`~napkin_cat.hardware.clustersweep`: that choice
+  swept over a size (``sweep``: each form's time, where the choice changes);
 * :mod:`~napkin_cat.hardware.objective`: ``nc.derive`` (transfers at a memory, or with ``hardware=`` a GPU or CPU
-  model's predicted time).
+  model's predicted time, or a cluster's).
 
 Every table has ``to_text()`` and ``to_json()``.
 
@@ -49,6 +53,8 @@ from napkin_cat.hardware.link import Link, links, load_link
 from napkin_cat.hardware.devices import Cluster, cluster
 from napkin_cat.hardware.linktime import ClusterPrediction, Phase, Traffic, link_time, predict_cluster
 from napkin_cat.hardware.programtime import predict_program
+from napkin_cat.hardware.clustered import ClusterCandidate, ClusterDerivation, derive_for_cluster
+from napkin_cat.hardware.clustersweep import ClusterSweep, sweep
 
 __all__ = ["HardwareError", "DivisorError", "CapacityError", "ScheduleError", "GPU", "load", "models",
            "CPU", "cpus", "load_cpu", "this_cpu", "this_cpu_model", "this_cpu_name", "predict_cpu",
@@ -58,4 +64,5 @@ __all__ = ["HardwareError", "DivisorError", "CapacityError", "ScheduleError", "G
            "configure", "OpRecord", "clock_table", "clock_table_of", "Task", "sequential",
            "intra", "inter", "simulate", "overlap_table", "matmul_intensity", "predict", "Prediction",
            "KernelTime", "derive_for_time", "Link", "links", "load_link", "Cluster", "cluster", "Traffic", "Phase",
-           "link_time", "predict_cluster", "ClusterPrediction", "predict_program"]
+           "link_time", "predict_cluster", "ClusterPrediction", "predict_program", "derive_for_cluster",
+           "ClusterDerivation", "ClusterCandidate", "sweep", "ClusterSweep"]

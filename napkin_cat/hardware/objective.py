@@ -4,7 +4,10 @@
 * a GPU model: predicted time on it (:func:`~napkin_cat.hardware.timed.derive_for_time`, §5.7);
 * a CPU model (format 2, or ``"this-cpu"``): predicted time of the C kernel on it
   (:func:`~napkin_cat.hardware.cputime.derive_for_cpu_time`: cache traffic and the rate of each contraction's
-  tile shape).
+  tile shape);
+* a cluster (``nc.hardware.cluster``): the device form of least predicted step time whose memory fits each device
+  (:func:`~napkin_cat.hardware.clustered.derive_for_cluster`: the forms the device rules make, each device's program
+  timed by the GPU model, the link by the cluster's).
 
 The objective is passed in here, by the layer that knows the time models; the search minimises transfers and
 never imports the hardware layer.
@@ -30,7 +33,9 @@ napkin_cat.errors.NapkinError: derive(hardware=epyc-zen3-dev) got ['overlap']: a
 """
 from __future__ import annotations
 
-from napkin_cat.errors import ArgumentError, NapkinError
+from napkin_cat.errors import ArgumentError, AxisError, NapkinError
+from napkin_cat.hardware.clustered import TIME_OPTIONS as CLUSTER_TIME_OPTIONS, derive_for_cluster
+from napkin_cat.hardware.devices import Cluster
 from napkin_cat.hardware.cpu import CPU, THIS_CPU, cpus, load_cpu
 from napkin_cat.hardware.cputime import derive_for_cpu_time
 from napkin_cat.hardware.timed import derive_for_time
@@ -41,6 +46,8 @@ from napkin_cat.syntax.sizes import as_sizes
 TIME_OPTIONS = ("overlap", "ceilings", "largest", "launch")
 #: the CPU time model's keywords (:func:`~napkin_cat.hardware.cputime.derive_for_cpu_time`'s own)
 CPU_OPTIONS = ("threads", "value_bytes")
+#: the cluster search's own keywords (:func:`~napkin_cat.hardware.clustered.derive_for_cluster`)
+CLUSTER_OPTIONS = ("book", "compute", "layout", "forms", "cache")
 #: the search's keywords that also steer a derivation by time (the others are the transfer search's alone)
 SHARED_OPTIONS = ("book", "min_blocks", "cache", "density")
 
@@ -64,6 +71,8 @@ def derive(diagram, memory="M", level: int = 1, sizes: dict | None = None, *, ha
         if time:
             raise NapkinError(f"derive got {time}: these options are the time model's; give hardware=")
         return derive_transfers(diagram, memory, level, sizes, **options)
+    if isinstance(hardware, Cluster):
+        return _on_cluster(diagram, memory, level, sizes, hardware, options)
     if sizes is None:
         raise NapkinError("derive(hardware=...) times kernels at concrete sizes: give sizes= for every axis")
     if not (isinstance(memory, str) and memory == "M"):
@@ -89,3 +98,19 @@ def derive(diagram, memory="M", level: int = 1, sizes: dict | None = None, *, ha
         options.pop("density", None)
         return derive_for_cpu_time(diagram, model, at, level=level, **options)
     return derive_for_time(diagram, hardware, at, level=level, **options)
+
+
+def _on_cluster(diagram, memory, level, sizes, cluster, options):
+    """``nc.derive(f, sizes=..., hardware=cluster)``: checks, then :func:`derive_for_cluster`."""
+    if sizes is None:
+        names = sorted({n for a in (*diagram.dom.inside, *diagram.cod.inside) for n in a.names})
+        raise AxisError(f"derive(hardware=<cluster>) times each device's program at concrete sizes: give sizes= "
+                        f"for every axis ({', '.join(names)})")
+    if not (isinstance(memory, str) and memory == "M") or level != 1:
+        raise NapkinError(f"derive(hardware=<cluster>) reads each device's memory off the cluster: drop "
+                          f"memory={memory!r} and level={level!r}")
+    legal = CLUSTER_OPTIONS + CLUSTER_TIME_OPTIONS
+    wrong = sorted(set(options) - set(legal))
+    if wrong:
+        raise NapkinError(f"derive(hardware=<cluster>) got {wrong}: it takes {list(legal)}")
+    return derive_for_cluster(diagram, cluster, sizes, **options)

@@ -209,6 +209,8 @@ class KernelForm:
         self.density = {s: (density or {}).get(s, 1) for s in densities(box)}
         c = cost(box).at_density(self.density)
         self.estimated = c.estimated          # a masked stream's trips that run: counted at each env instead
+        #: the kernel's transfers at ``level`` (values, an expression in its sizes and tiles)
+        self.transfers = sympy.sympify(c.H.get(level, 0))
         self.products = products_of(box, c.ops, gpu, ceilings)
         placed = {id(p.op) for p in self.products}
         launches = kernel_launches(box)

@@ -12,13 +12,20 @@ trips pay the per-trip rescaling and how many tensor-core instructions a trip is
    matrix product, 1 (one head per block); a product's side along an axis shorter than the tensor-core
    instruction's (one query row when decoding) is the whole axis, and the product runs padded on the tensor
    cores or on the CUDA cores, as the time model predicts faster (:mod:`~napkin_cat.hardware.products`);
-3. each timed by :mod:`~napkin_cat.hardware.predict`'s model from the structure's cost, read off once;
-   an assignment whose live bytes exceed ``smem_per_block`` is dropped;
-4. the fastest wins (ties: fewer transfers, then larger tiles).
+3. each timed by :mod:`~napkin_cat.hardware.predict`'s model from each kernel's cost, read off once (its terms
+   compiled once, its transfers evaluated in exact arithmetic: no sympy substitution per assignment); an
+   assignment whose live bytes exceed ``smem_per_block`` is dropped.  A kernel's time depends on its own tiles
+   only, so the kernels that share no tile are timed apart: each connected component of the kernel–tile graph
+   at its own assignments, not the product of all (:mod:`~napkin_cat.hardware.separable`, where the law that
+   this finds the same winner as the whole product is proved);
+4. the fastest wins (ties: fewer transfers, then larger tiles; the time compared is the exact sum of the
+   kernels' times).
 
 The winner keeps its structure's trace (made by the rules), so ``r.trace.replay(f)`` still gives
 ``r.diagram``; ``r.optimum.sizes`` are the sizes with the chosen tiles (``r.optimum.exact_sizes`` the tiles
-alone), ``r.prediction`` the model's time at them and ``r.timings`` every assignment timed, fastest first.
+alone), ``r.prediction`` the model's time at them and ``r.timings`` the assignments timed, fastest first: per structure,
+each component's assignments with the other components at their best (the first the structure's best; for one
+kernel, or kernels that all share tiles, every assignment), as ``(variant, tiles, seconds, H)``.
 
 The objective is chosen in :mod:`~napkin_cat.hardware.objective` (``nc.derive``), not registered with the search:
 the search's derive (transfers), this module's :func:`derive_for_time` for a GPU model, or
@@ -36,17 +43,20 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from fractions import Fraction
 
 import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.launches import blocks
+from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.cost.numeric import folded
 from napkin_cat.cost.optimum import Optimum
 from napkin_cat.errors import LoweringError, MemoryLimitError
 from napkin_cat.hardware.divisors import constraints, uses_of
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
+from napkin_cat.hardware.separable import assembled, components
 from napkin_cat.cost.record import Density
 from napkin_cat.hardware.predict import (LAUNCH, OVERLAPS, KernelForm, Prediction, assumptions, bound_densities,
                                          check_ceilings, density_assumptions, environment, kernels_of)
@@ -113,31 +123,60 @@ def split_parts(diagram) -> list:
     return out
 
 
-def _timed(structure, gpu, env, *, overlap, ceilings, level, largest, launch, min_blocks=None, density=1):
-    """Every legal tile assignment of one structure (a regime of derive), timed: ``[(time, H, tiles, kts)]``;
-    with ``min_blocks``, only those whose every kernel launches that many blocks; ``density``: what its masks read
-    from data let run (:func:`~napkin_cat.hardware.predict.bound_densities`)."""
-    values = tile_values(gpu, structure.diagram, env, largest=largest)
-    tiles = list(values)
-    first = {**env, **{t: v[0] for t, v in values.items()}}
-    rho = bound_densities(structure.diagram, density)
-    forms = [KernelForm(b, gpu, overlap=overlap, ceilings=ceilings, level=level, sample=first, density=rho)
-             for b in kernels_of(structure.diagram)]
-    H = sympy.sympify(structure.cost.at_density(density).H.get(level, 0))
-    out = []
+def kernel_reads(box, form: KernelForm) -> set:
+    """The symbols kernel ``box`` reads when timed: its tiles and split parts, its terms' and its transfers'
+    symbols (two kernels that share one are timed together: :mod:`~napkin_cat.hardware.separable`)."""
+    return (set(tile_fulls(box)) | {p for p, _ in split_parts(box)} | set(form.symbols)
+            | form.transfers.free_symbols)
+
+
+def timed_kernels(forms: dict, tiles: list, values: dict, env: dict, *, level: int, launch: float,
+                  min_blocks=None) -> list:
+    """Every legal assignment of ``tiles`` (their ``values``) to the kernels ``forms`` (position →
+    :class:`~napkin_cat.hardware.predict.KernelForm`) that read them, timed: ``[(T, H, −tiles, tiles, {position:
+    kernel time})]``, least first (:mod:`~napkin_cat.hardware.separable`'s ``key``).  ``T`` is the exact sum of the
+    kernels' times (a Fraction), ``H`` their transfers at ``level``: each kernel's expression at the tiles in exact
+    arithmetic, or, where a mask read from data skips trips, counted at them as a run counts them."""
+    rows = []
     for combo in itertools.product(*(values[t] for t in tiles)):
         at = {**env, **dict(zip(tiles, combo))}
+        kts, moved = {}, 0
         try:
-            kts = [f.at(at, launch=launch) for f in forms]
-        except HardwareError:          # over the thread block's shared memory
+            for k, f in forms.items():
+                exact = folded(f.box, at, density=f.density) if f.estimated else None
+                kts[k] = f.at(at, exact=exact, launch=launch)
+                moved += int(exact.H.get(level, 0)) if f.estimated else value(f.transfers, at)
+        except HardwareError:          # over the thread block's shared memory or registers
             continue
-        if min_blocks is not None and min(k.blocks for k in kts) < min_blocks:
+        if min_blocks is not None and any(kt.blocks < min_blocks for kt in kts.values()):
             continue                   # the tiles the requirement was derived under are not the only ones timed
-        # a masked stream's trips that run are estimated symbolically: counted at the tiles, as a run counts them
-        moved = folded(structure.diagram, at, density=rho).H.get(level, 0) if structure.cost.estimated \
-            else int(H.subs(at))
-        out.append((sum(k.time for k in kts), moved, dict(zip(tiles, combo)), kts))
-    return out
+        rows.append((sum((Fraction(kt.time) for kt in kts.values()), Fraction(0)), moved,
+                     tuple(-v for v in combo), dict(zip(tiles, combo)), kts))
+    return sorted(rows, key=lambda e: e[:3])
+
+
+def structure_timings(algorithm, gpu, env, *, overlap, ceilings, level, largest, launch, min_blocks=None,
+                      density=1) -> list:
+    """One structure (an ``algorithm`` a regime of derive found) timed at its legal tile assignments:
+    ``[(T, H, tiles, kernel times)]``, the fastest first (``T`` exact, a Fraction; ties: fewer transfers, then
+    larger tiles).  The kernels that share no tile are timed apart (:mod:`~napkin_cat.hardware.separable`: each
+    component's own assignments, not their product); the rows are each component's assignments with the others at
+    their best, the first the best of all (the structure's least over every assignment, by the law there).  With
+    ``min_blocks``, only assignments whose every kernel launches that many blocks; ``density``: what its masks read
+    from data let run (:func:`~napkin_cat.hardware.predict.bound_densities`)."""
+    values = tile_values(gpu, algorithm, env, largest=largest)
+    tiles = list(values)
+    first = {**env, **{t: v[0] for t, v in values.items()}}
+    rho = bound_densities(algorithm, density)
+    boxes = kernels_of(algorithm)
+    forms = [KernelForm(b, gpu, overlap=overlap, ceilings=ceilings, level=level, sample=first, density=rho)
+             for b in boxes]
+    parts = []
+    for kernels, own in components([kernel_reads(b, f) for b, f in zip(boxes, forms)], tiles):
+        rows = timed_kernels({k: forms[k] for k in kernels}, list(own), values, env, level=level, launch=launch,
+                             min_blocks=min_blocks)
+        parts.append([(t, h, tiles_, kts) for t, h, _, tiles_, kts in rows])
+    return assembled(tiles, parts)
 
 
 def fastest(timings: list, sizes: dict, why: str) -> tuple:
@@ -193,8 +232,8 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
         structures.setdefault(str(regime.variant), regime)
     for label, regime in structures.items():
         try:
-            timed = _timed(regime, gpu, env, overlap=overlap, ceilings=ceilings, level=level, largest=largest,
-                           launch=launch, min_blocks=min_blocks, density=density)
+            timed = structure_timings(regime.diagram, gpu, env, overlap=overlap, ceilings=ceilings, level=level,
+                                      largest=largest, launch=launch, min_blocks=min_blocks, density=density)
         except (HardwareError, LoweringError) as e:     # a split whose tail reads its head is not planned
             if len(structures) == 1:
                 raise
@@ -208,7 +247,9 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
         raise MemoryLimitError(f"no tile assignment of any derived algorithm fits the {gpu.name}'s "
                                f"{gpu.smem_per_block} B of shared memory per thread block at sizes {sizes}")
     t, H, regime, tiles, kts, chosen, opt = fastest(timings, sizes, f"least predicted time on the {gpu.name} over "
-                                                    f"{len(timings)} tile assignments of {len(structures)} structures")
+                                                    f"{len(timings)} tile assignments of {len(structures)} structures "
+                                                    "(each group of kernels sharing tiles timed on its own)")
+    t = float(t)                 # the exact sum of the kernels' times, rounded once
     rho = bound_densities(regime.diagram, density)
     pred = Prediction(t, tuple(kts), gpu.name, dict(chosen), overlap,
                       assumptions(gpu, ceilings, overlap, launch, tuple(kts))
@@ -217,4 +258,4 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
         r, diagram=regime.diagram, trace=regime.trace, H=H, cost=regime.cost, optimum=opt, variant=regime.variant,
         prediction=pred, blocks=blocks(regime.diagram, chosen),
         assumptions=tuple(Density(s, v) for s, v in rho.items()),
-        timings=tuple((label, tiles_, time, h) for time, h, _, label, _, tiles_, _ in timings))
+        timings=tuple((label, tiles_, float(time), h) for time, h, _, label, _, tiles_, _ in timings))

@@ -45,9 +45,16 @@ _loaded = False
 #: ``simplify`` (a tuple of terminating clean-up rules applied to a fixpoint first: dead code, identities) and
 #: ``normalise`` (a tuple of rules that each shrink the netlist, applied to a fixpoint with ``simplify``: an
 #: operation written by hand becomes the primitive the other rules know, a SoftMax written as max, exp, sum and
-#: divide the SoftMax; optional).
+#: divide the SoftMax; optional).  The device search (:mod:`napkin_cat.search.devices`, ``nc.derive`` on a cluster)
+#: reads six more, each optional (a book without them offers no device forms of that kind): ``shard`` (a box woven
+#: over an axis run on each device's shard of it; takes ``axis=`` and ``devices=``), ``shard_reduce`` (a box that
+#: reduces the axis: each device's partial merged by an all-reduce; same parameters), ``shard_fuse`` (two device
+#: regions, or a region and a box it feeds, become one, a value read whole all-gathered), ``shard_gather`` (a
+#: replicated input arrives sharded along ``axis=`` and is all-gathered), ``ring`` (such an input passed round the
+#: devices instead, the inside streamed along ``axis=``) and ``reshard`` (a part woven over ``heads=`` run on a head
+#: shard between two all-to-alls; takes ``devices=``).
 ROLES = ("kernel", "fuse", "stream", "sweep", "split", "nest", "group", "share", "join", "recompute", "prepare",
-         "simplify", "normalise")
+         "simplify", "normalise", "shard", "shard_reduce", "shard_fuse", "shard_gather", "ring", "reshard")
 
 
 @dataclass(frozen=True)

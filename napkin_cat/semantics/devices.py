@@ -22,19 +22,14 @@ from __future__ import annotations
 import numpy as np
 
 from napkin_cat.algorithms.devices import (Shard, collectives_within, cut_extents, device_inside, device_shards,
-                                           merge_diagram)
+                                           largest_shard, merge_diagram)
+from napkin_cat.algorithms.orders import Pieces, cut
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.errors import DeviceError, NapkinError
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.syntax.adapter import Bubble, layers
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.wiring import traverse
-
-
-def _cut(x, position, lo, hi):
-    idx = [slice(None)] * np.ndim(x)
-    idx[position] = slice(lo, hi)
-    return x[tuple(idx)]
 
 
 def run_devices(node, xs: list, env, interpret, run_region, run_ring=None) -> list:
@@ -80,22 +75,21 @@ def run_devices(node, xs: list, env, interpret, run_region, run_ring=None) -> li
         return [tuple(made[p][j] for p in range(P)) for j in range(len(first.cod))]
 
     outs = traverse(insides[0], values, on_box)
-    return join_outputs(node, [[ys[p] for ys in outs] for p in range(P)])
+    return join_outputs(node, [[ys[p] for ys in outs] for p in range(P)], shards)
 
 
 def first_device_insides(diagram, env) -> list:
-    """The inside of each device region of ``diagram`` (at its top level, where a program holds them) as its first
-    device runs it: at its shards' sizes at ``env`` (device 0's, the largest), for the checks made before a run; a
-    region whose sizes ``env`` does not bind is left out (its run says what is missing)."""
+    """The inside of each device region of ``diagram`` (at its top level, where a program holds them) as the device
+    with the largest shard runs it (:func:`~napkin_cat.algorithms.devices.largest_shard`: device 0 under the
+    contiguous order), at ``env``, for the checks made before a run; a region whose sizes ``env`` does not bind is
+    left out (its run says what is missing)."""
     out = []
     for _, box in layers(diagram):
         if isinstance(box, Shard):
             node = schedule_of(box)
             try:
                 value = lambda e: env.size(e, f"a size of {box.name}")    # noqa: E731
-                shards = device_shards(node, value)
-                out.append(device_inside(node, shards[0], cut_extents(node, value, 0, sum(d is not None
-                                                                                          for d in shards))))
+                out.append(device_inside(node, *largest_shard(node, value)))
             except NapkinError:
                 continue
     return out
@@ -103,13 +97,20 @@ def first_device_insides(diagram, env) -> list:
 
 def device_env(node, env, mine: dict):
     """The sizes and tiles a device runs its inside under: ``env`` within its shards ``mine`` (``{axis: (start,
-    stop)}``), a shard's size symbol bound to its extent."""
+    stop)}``), a shard's size symbol bound to its extent; a shard of pieces (a non-contiguous order) maps its
+    indices to its pieces' positions (``Env.maps``: what a position or a mask reads)."""
     e = env.child()
-    for a, (lo, hi) in mine.items():
-        e = e.within(a, lo, hi - lo)
+    for a, span in mine.items():
+        if isinstance(span, Pieces):
+            e = e.within(a, 0, span.extent)
+            e.maps = {**e.maps, a: span.positions()}
+            n = span.extent
+        else:
+            lo, hi = span
+            e, n = e.within(a, lo, hi - lo), hi - lo
         tile = node.axes[a][0]
         if not isinstance(tile, int) and tile.is_Symbol:
-            e[tile] = hi - lo
+            e[tile] = n
     return e
 
 
@@ -118,13 +119,14 @@ def place_inputs(node, xs: list, mine: dict) -> list:
     input whole."""
     out = []
     for x, arr, axis in zip(xs, node.region.dom.inside, node.sharded_in):
-        out.append(x if axis is None else _cut(x, arr.names.index(axis), *mine[axis]))
+        out.append(x if axis is None else cut(x, arr.names.index(axis), mine[axis]))
     return out
 
 
-def join_outputs(node, ys: list) -> list:
+def join_outputs(node, ys: list, shards: list | None = None) -> list:
     """The region's outputs from ``ys[p]``, the outputs of its ``p``-th device that holds a shard (in device order):
-    a sharded output is the shards joined, a replicated one the value every device holds, else a DeviceError
+    a sharded output is the shards joined (each at its pieces' positions where ``shards``, the devices' shards,
+    are pieces: a non-contiguous order), a replicated one the value every device holds, else a DeviceError
     naming the output and the first device that disagrees (a partial left unreduced).
 
     >>> import numpy as np, napkin_cat as nc
@@ -136,7 +138,12 @@ def join_outputs(node, ys: list) -> list:
     box, result = node.region, []
     for j, (arr, axis) in enumerate(zip(box.cod.inside, node.sharded_out)):
         if axis is not None:
-            result.append(np.concatenate([np.asarray(y[j]) for y in ys], axis=arr.names.index(axis)))
+            joined = np.concatenate([np.asarray(y[j]) for y in ys], axis=arr.names.index(axis))
+            spans = [m[axis] for m in (shards or []) if m is not None]
+            if spans and isinstance(spans[0], Pieces):       # the devices' pieces back at their positions
+                where = np.concatenate([s.positions() for s in spans])
+                joined = np.take(joined, np.argsort(where, kind="stable"), axis=arr.names.index(axis))
+            result.append(joined)
             continue
         first = np.asarray(ys[0][j])
         for p, y in enumerate(ys[1:], 1):

@@ -41,18 +41,37 @@ class Env(dict):
     ``counters`` (optional) tallies the values each Load/Save really moves, per level.  ``tiles`` maps each
     partitioned axis to the tile being run, ``(start, extent)`` on the whole axis (a Grid's group, a
     Stream's slice): what a position or a gather reads, and what decides a skipped trip.  ``skip``: whether a
-    stream's trips on which a mask makes the contribution neutral are skipped (they change nothing).
+    stream's trips on which a mask makes the contribution neutral are skipped (they change nothing).  ``maps``:
+    an axis whose values are not consecutive positions (a device's pieces under a non-contiguous order,
+    :mod:`~napkin_cat.algorithms.orders`) → the position of each of its indices; its tiles are then indices into it.
     """
 
     counters = None
     tiles: dict = {}
+    maps: dict = {}
     skip = True
 
     def child(self) -> "Env":
         """A copy for the inside of a region (new bindings stay inside; counters are shared)."""
         e = Env(self)
-        e.counters, e.tiles, e.skip = self.counters, self.tiles, self.skip
+        e.counters, e.tiles, e.skip, e.maps = self.counters, self.tiles, self.skip, self.maps
         return e
+
+    def interval(self, axis: str, size) -> tuple:
+        """``(first position, extent)`` of the positions the tile of ``axis`` covers (the whole axis outside a
+        partition of it); for a mapped axis the smallest interval holding its tile's positions, so that a trip
+        skipped on it is skipped on every position it holds.
+
+        >>> e = Env(); e.maps = {"q": np.array([0, 1, 9, 10])}
+        >>> e.within("q", 1, 2).interval("q", 4)
+        (1, 9)
+        """
+        start, n = self.tiles.get(axis) or (0, self.size(size, f"axis {axis!r}"))
+        m = self.maps.get(axis)
+        if m is None:
+            return start, n
+        seg = m[start:start + n]
+        return int(seg.min()), int(seg.max() - seg.min() + 1)
 
     def within(self, axis: str, start: int, extent: int) -> "Env":
         """A child for the tile ``start : start + extent`` of ``axis`` (``start`` within the enclosing tile).

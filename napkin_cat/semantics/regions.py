@@ -24,9 +24,8 @@ import numpy as np
 from napkin_cat.algorithms.bubbles import Partition, Region
 from napkin_cat.algorithms.splits import part_bounds
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
-from napkin_cat.algorithms.ring import ring_shard
+from napkin_cat.algorithms.ring import ring_pieces, ring_shard
 from napkin_cat.errors import DeviceError, ShapeError
-from napkin_cat.syntax.collectives import shard_bounds
 from napkin_cat.semantics.devices import run_devices
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.syntax.adapter import Bubble
@@ -113,26 +112,33 @@ class Numpy:
 
     def ring_fold(self, box, p: int, P: int, mine: list, env, arriving) -> list:
         """Device ``p``'s part of the ring ``box`` over ``P`` devices, ``mine`` its inputs: the stream's head on them,
-        trip ``t`` on the streamed arrays ``arriving`` yields ``t``-th (shard ``(p − t) mod P``, at the shard's place
-        along the axis; every trip's taken, an empty shard's too, so that a ring that moves them stays in step), the
-        finish and the tail.  The lockstep run takes them from the other devices' inputs (:meth:`ring_device`), a
-        rank from its neighbour (:mod:`napkin_cat.distributed.device`): the same operations in the same order."""
+        trip ``t`` on the streamed arrays ``arriving`` yields ``t``-th (shard ``(p − t) mod P``, folded piece by
+        piece, each at its own place along the axis: one piece under the contiguous order, two under zigzag; every
+        trip's taken, an empty shard's too, so that a ring that moves them stays in step), the finish and the tail.
+        The lockstep run takes them from the other devices' inputs (:meth:`ring_device`), a rank from its neighbour
+        (:mod:`napkin_cat.distributed.device`): the same operations in the same order."""
         node = schedule_of(box)
         run = Phases(node, self)
-        bounds = shard_bounds(env.size(box.full_size(), f"the axis {box.axis!r} of {box.name}"), P)
+        pieces = ring_pieces(box, lambda e: env.size(e, f"a size of {box.name}"))
         vals = run.head(mine, env)
         states = run.init(env)
-        own = env.tiles.get(box.axis, (0, None))[0] - bounds[p]       # where the axis's shards start: 0 at top level
+        if box.axis in env.maps:      # a device's pieces: the trips place each piece at its own positions
+            own, maps = 0, {a: m for a, m in env.maps.items() if a != box.axis}
+        else:                         # where the axis's shards start: 0 at top level
+            own, maps = env.tiles.get(box.axis, (0, None))[0] - pieces[p][0][0], env.maps
         for t, slices in zip(range(P), arriving):
-            q = ring_shard(p, t, P)
-            lo, n = bounds[q], bounds[q + 1] - bounds[q]
-            if n == 0:                               # an empty shard (fewer values than devices): nothing to fold
-                continue
-            trip_run = run if n == box.size else Phases(schedule_of(relabelled(box, n)), self)
-            chunk = dict(zip(node.streamed, slices))
-            trip_env = env.child()
-            trip_env.tiles = {**env.tiles, box.axis: (own + lo, n)}       # shard q's own place along the axis
-            states, _ = trip_run.trip({**vals, **chunk}, states, trip_env)
+            at = 0
+            for lo, hi in pieces[ring_shard(p, t, P)]:
+                n = hi - lo
+                if n == 0:                           # an empty shard (fewer values than devices): nothing to fold
+                    continue
+                trip_run = run if n == box.size else Phases(schedule_of(relabelled(box, n)), self)
+                chunk = {v: x[_cut(x, node.position(v), slice(at, at + n))] for v, x in zip(node.streamed, slices)}
+                at += n
+                trip_env = env.child()
+                trip_env.tiles = {**env.tiles, box.axis: (own + lo, n)}       # the piece's own place along the axis
+                trip_env.maps = maps
+                states, _ = trip_run.trip({**vals, **chunk}, states, trip_env)
         return run.tail(run.finish(vals, states, env), env)
 
     def _trips(self, node, vals, states, env, total, size, run, *, skip=None, only=None):
@@ -247,10 +253,9 @@ class Numpy:
 
 
 def _tile_of(env):
-    """The tile each axis is in at ``env``: its partition's ``(start, extent)``, or the whole axis."""
-    def tile_of(axis, size):
-        return env.tiles.get(axis) or (0, env.size(size, f"axis {axis!r}"))
-    return tile_of
+    """The positions each axis's tile covers at ``env``: its partition's ``(start, extent)``, or the whole axis
+    (:meth:`~napkin_cat.semantics.env.Env.interval`: a mapped axis's smallest interval holding them)."""
+    return env.interval
 
 
 def run_kernel(box, xs: list, env, interpret) -> list:

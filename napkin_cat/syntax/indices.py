@@ -76,10 +76,9 @@ def _position_impl(xs, core: Core):
         raise SignatureError("position: the box numbers no axis (it must be weaved over one)")
     axis = core.weaves[-1]          # the innermost weave is the axis numbered; outer ones only copy it
     n = int(core.value(axis.size))
-    start = core.offset(axis.name)
     shape = [1] * len(core.weaves)
     shape[-1] = n
-    return [np.arange(start, start + n, dtype=np.int64).reshape(shape)]
+    return [core.positions(axis.name, n).reshape(shape)]
 
 
 def _position_interval(ins, box, tile_of):
@@ -198,8 +197,8 @@ def _gather_impl(xs, core: Core):
         if not np.all(np.asarray(t) == np.rint(t)):
             raise IndexingError(f"gather along {axis.name!r}: the index input holds non-integers "
                                 f"(dtype {t.dtype}); it must hold integer positions")
-    local = np.rint(t).astype(np.int64) - core.offset(axis.name)
     n = x.shape[-1]
+    local = core.local(axis.name, np.rint(t).astype(np.int64), n)
     inside = (local >= 0) & (local < n)
     batch = np.broadcast_shapes(x.shape[:-1], local.shape)
     xb = np.broadcast_to(x, batch + (n,))

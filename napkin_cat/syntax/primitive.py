@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
+
 from napkin_cat.errors import MissingPartError, NoVJPError, ShapeError, SignatureError, UnknownPrimitiveError
 from napkin_cat.syntax.printed import Fold, as_form
 
@@ -71,11 +73,37 @@ class Core:
     # axis's global position of its first index
     weaves: tuple = field(default=(), compare=False)
     offsets: dict = field(default_factory=dict, compare=False)
+    #: axis → the position of each of its indices where they are not consecutive (a device's pieces under a
+    #: non-contiguous order): ``offsets`` are then indices into it
+    maps: dict = field(default_factory=dict, compare=False)
 
     def offset(self, axis: str) -> int:
         """Where index 0 of ``axis`` sits on the whole axis: the start of the tile (a Grid's group, a Stream's
         slice) the box runs in, 0 outside any partition of ``axis``."""
         return int(self.offsets.get(axis, 0))
+
+    def positions(self, axis: str, n: int):
+        """The positions on the whole axis of the ``n`` indices of ``axis`` the box runs on: ``offset … offset +
+        n − 1``, or read through the axis's map (a device's pieces).
+
+        >>> Core((), (), maps={"q": [0, 1, 9, 10]}, offsets={"q": 1}).positions("q", 3).tolist()
+        [1, 9, 10]
+        """
+        start, m = self.offset(axis), self.maps.get(axis)
+        if m is None:
+            return np.arange(start, start + n, dtype=np.int64)
+        return np.asarray(m[start:start + n], dtype=np.int64)
+
+    def local(self, axis: str, t, n: int):
+        """The index along ``axis`` (of the ``n`` the box runs on) of each position ``t``, ``-1`` where ``t`` is
+        none of them: the inverse of :meth:`positions`."""
+        t = np.asarray(t, dtype=np.int64)
+        m = self.maps.get(axis)
+        if m is None:
+            return t - self.offset(axis)
+        seg = self.positions(axis, n)
+        i = np.clip(np.searchsorted(seg, t), 0, max(n - 1, 0))
+        return np.where(seg[i] == t, i, -1)
 
     def value(self, expr):
         """A parameter's numeric value, with axis sizes bound (``beta = d**-0.5``)."""

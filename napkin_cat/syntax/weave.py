@@ -36,7 +36,7 @@ def core_of(spec: Spec, dom: Ty, cod: Ty, env=None) -> Core:
     carried = {a.name: a for arr in (*cod.inside, *dom.inside) for a in arr.axes}
     weaves = tuple(carried[w.name] for w in reversed(spec.weaves) if w.name in carried)
     offsets = getattr(env, "offsets", None) or {}
-    return Core(ins, outs, dict(spec.params), env or {}, weaves, offsets)
+    return Core(ins, outs, dict(spec.params), env or {}, weaves, offsets, getattr(env, "maps", None) or {})
 
 
 def build_box(kind: str, dom: list[Array], cod: list[Array], weaves: list[Weave], params=None,

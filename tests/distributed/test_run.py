@@ -164,7 +164,30 @@ def ring_order(P, rng):
     return d, (np.ones((P, 1)), keys[:, None]), np.array(expected), {}
 
 
-RINGS = [ring_attention, causal_ring_attention, ring_of_fewer_keys_than_devices, ring_flash_attention, ring_order]
+def zigzag_causal_ring_attention(P, rng):
+    """Causal ring attention in the zigzag order: device p holds chunks p and 2P − 1 − p of the queries and of the
+    keys (n = 11: chunks 3, 3, 3, 2 over 2 devices, 2, 2, 2, 1, 1, 1, 1, 1 over 4), each shard's two pieces sent as
+    one message and masked at their own positions."""
+    d = nc.ring(nc.shard(nc.library.causal_attention(), "q", devices=P, order="zigzag"), "x")
+    Q, K, V = rng.normal(size=(11, 4)), rng.normal(size=(11, 4)), rng.normal(size=(11, 4))
+    s = Q @ K.T / 2.0
+    s[np.triu_indices(11, 1)] = -np.inf
+    return d, (Q, K, V), softmax(s) @ V, {}
+
+
+def zigzag_ring_flash_attention(P, rng):
+    """FlashAttention (queries in groups of 2, keys streamed by 2, the causal tiles skipped) at each step of a zigzag
+    ring: each group of a device's two query chunks at its own positions; n = 18."""
+    flash = nc.group(nc.stream(nc.kernel(nc.library.causal_attention()), "x", "s_x"), "q", "g_q")
+    d = nc.ring(nc.shard(flash, "q", devices=P, order="zigzag"), "x")
+    Q, K, V = rng.normal(size=(18, 4)), rng.normal(size=(18, 4)), rng.normal(size=(18, 4))
+    s = Q @ K.T / 2.0
+    s[np.triu_indices(18, 1)] = -np.inf
+    return d, (Q, K, V), softmax(s) @ V, {"s_x": 2, "g_q": 2}
+
+
+RINGS = [ring_attention, causal_ring_attention, ring_of_fewer_keys_than_devices, ring_flash_attention, ring_order,
+         zigzag_causal_ring_attention, zigzag_ring_flash_attention]
 PROGRAMS = [flash_on_symbolic_devices, mlp, gathered_attention, sharded_softmax, partial_attention, scatter_then_gather,
             all_to_all_round_trip, two_regions, ulysses_attention] + RINGS
 

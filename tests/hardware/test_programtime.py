@@ -21,14 +21,19 @@ def _ring(P):
 @pytest.mark.parametrize("P, x", [(4, 4099), (3, 3000)])
 def test_a_rings_time_overlaps_its_exchanges_with_its_trips(P, x, compute):
     """Busiest device's exchanges (from the simulated ring, fp32, K and V of d = 64), spread over P − 1 of the P
-    trips: T = (P − 1)·max(c/P, L/(P − 1)) + c/P, link- or compute-bound by the compute given."""
+    trips: T = (P − 1)·max(c'/P, L/(P − 1)) + c'/P, link- or compute-bound by the compute given; each step waits
+    for its slowest device, one folding the largest shard (every step some device does, ragged or not), so the
+    trips take c' = c · P·max(shard)/x of every device's c (x = 4099 over 4: 4100/4099 of it), up to the part of a
+    fold's FLOPs that does not grow with its shard (the running state's rescaling per query: under 1e-6 of it
+    here, against the 2.4e-4 the slowest device adds)."""
     d, sizes = 64, {"q": 8 * P, "x": x, "d": 64}
     extents = [len(s) for s in np.array_split(np.arange(x), P)]
     sent, received, messages, _ = simulate_ring(extents, [d, d])
     L = max(max(s, r) * 4 / B + m * ALPHA for s, r, m in zip(sent, received, messages))
-    by_hand = (P - 1) * max(compute / P, L / (P - 1)) + compute / P
+    slowest = compute * P * max(extents) / x
+    by_hand = (P - 1) * max(slowest / P, L / (P - 1)) + slowest / P
     p = predict_program(cluster("h100-sxm5", devices=P, link="nvlink4"), _ring(P), sizes=sizes, compute=compute)
-    assert p.time == pytest.approx(by_hand, rel=1e-12)
+    assert p.time == pytest.approx(by_hand, rel=1e-6)
     assert [x.label for x in p.phases] == ["ring"] and p.bound == ("link" if compute < 1e-4 else "compute")
 
 

@@ -10,6 +10,9 @@ against devices simulated here with ``np.array_split`` (a second route to the co
 3. A device region along a symbolic axis with a collective's cut inside, at sizes the devices do not divide
    (``random_program(20241371)``, Ulysses around a group of the heads): its inside kept ``b/2`` (``5/2``), and
    ``nc.evaluate`` raised ShapeError, ``nc.cost`` "not an integer".  Each device's inside now has its extents.
+4. The record and the zigzag order together (the merge of the zigzag order): a zigzag ring records what is sharded
+   and its order, the checks before a run read the largest zigzag shard (not device 0's), and a region in the zigzag
+   order holding a collective is refused when it is made.
 """
 from __future__ import annotations
 
@@ -162,3 +165,56 @@ def test_evaluate_checks_tiles_and_memory_inside_a_device_region(rng, monkeypatc
     monkeypatch.setattr(footprint, "MACHINE_BYTES", 8 * 500)        # the boundary's 80 values fit, 800 do not
     with pytest.raises(nc.MemoryLimitError, match=r"q\[20\]×x: 800 values"):
         nc.evaluate(big, Q, K, V)
+
+
+# ---------------------------------------------------------------------- the record and the zigzag order together
+def zigzag_chunks(n: int, P: int, p: int) -> list:
+    """Device ``p``'s positions under zigzag, from the definition: chunks ``p`` and ``2P − 1 − p`` of
+    ``np.array_split``'s ``2P``."""
+    chunks = np.array_split(np.arange(n), 2 * P)
+    return [*chunks[p], *chunks[2 * P - 1 - p]]
+
+
+def test_a_zigzag_ring_records_what_is_sharded_and_its_order(rng):
+    """The ring rule in the zigzag order makes a region that records both: the queries sharded, the keys and values
+    travelling (sharded along x), the output sharded, and the order; each device holds chunks p and 2P − 1 − p of
+    both axes, and the ring computes attention."""
+    from napkin_cat.algorithms.devices import device_shards
+    from napkin_cat.algorithms.schedule import schedule_of
+    from rewrites.ring import device_ring
+    q, x, d, P = 13, 16, 4, 4
+    z = device_ring.using(order="zigzag").apply(nc.shard(nc.library.attention(q=q, x=x, d=d), "q", P))
+    box = z.boxes[0]
+    assert (box.sharded("dom"), box.sharded("cod"), box.order) == (("q", "x", "x"), ("q",), "zigzag")
+    shards = device_shards(schedule_of(box), int)
+    for axis, n in (("q", q), ("x", x)):
+        assert [s[axis].positions().tolist() for s in shards] == [zigzag_chunks(n, P, p) for p in range(P)]
+    Q, K, V = rng.normal(size=(q, d)), rng.normal(size=(x, d)), rng.normal(size=(x, d))
+    np.testing.assert_allclose(nc.evaluate(z, Q, K, V), softmax(Q @ K.T / np.sqrt(d)) @ V, rtol=1e-12)
+
+
+def test_the_checks_before_a_run_read_the_largest_zigzag_shard(rng):
+    """13 queries over 4 devices in the zigzag order: device 3 holds 4 (chunks 3 and 4 of 2, 2, 2, 2, 2, 1, 1, 1),
+    device 0 only 3; a group of 4 queries runs, one of 5 is refused naming the largest shard."""
+    q, d, P = 13, 4, 4
+    largest = max(len(zigzag_chunks(q, P, p)) for p in range(P))
+    assert largest == 4 and len(zigzag_chunks(q, P, 0)) == 3
+    f = nc.shard(nc.group(nc.kernel(nc.library.attention(q=q, x=6, d=d)), "q", "g_q"), "q", P, order="zigzag")
+    Q, K, V = rng.normal(size=(q, d)), rng.normal(size=(6, d)), rng.normal(size=(6, d))
+    np.testing.assert_allclose(nc.evaluate(f, Q, K, V, sizes={"g_q": largest}), softmax(Q @ K.T / np.sqrt(d)) @ V,
+                               rtol=1e-12)
+    with pytest.raises(nc.ShapeError, match=rf"\(g_q = {largest + 1}\) exceeds the axis \(q = {largest}\)"):
+        nc.evaluate(f, Q, K, V, sizes={"g_q": largest + 1})
+
+
+def test_a_collective_in_a_zigzag_region_is_refused():
+    """An all-gather joins the devices' shards in device order, contiguous shards: a region in the zigzag order
+    holding one (built by hand, as a document could) is refused when it is made, as device_region refuses it; the
+    same region in the contiguous order is made."""
+    inside = device_gather.using(axis="x").apply(nc.shard(nc.library.attention(q=8, x=8, d=2), "q", 2)).boxes[0]
+    assert any(getattr(b, "data", None) is not None and b.data.kind == "all_gather" for b in inside.arg.boxes)
+    Shard(inside.arg, inside.dom, inside.cod, dict(inside.params))
+    with pytest.raises(nc.RewriteError, match="the collective 'all-gather' inside assumes contiguous shards"):
+        Shard(inside.arg, inside.dom, inside.cod, {**inside.params, "order": "zigzag"})
+    with pytest.raises(nc.RewriteError, match="no device region along 'q' in the zigzag order"):
+        device_region(inside.arg, "q", 2, 8, also={"x": 8}, order="zigzag")

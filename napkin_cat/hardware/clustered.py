@@ -1,0 +1,440 @@
+"""``nc.derive(f, sizes=..., hardware=cluster)``: the device form of least predicted step time on a cluster.
+
+The candidates are the forms the book's device rules make from ``f`` (:func:`napkin_cat.search.devices.
+device_forms`: ``f`` on one device, its partition over each axis, the all-gathers, rings and all-to-alls the rules
+reach).  Each is timed as one device of the cluster runs it, every number from a model:
+
+    local(form)   the program one device computes: each device region's inside on the largest shard (device 0's,
+                  ⌈a/P⌉), its collectives left out (what they make is an input, what they take an output), a ring
+                  run whole (its P trips: the inside at the ring axis's full size)
+    compute       Σ over those programs of the GPU time model's best algorithm for them
+                  (:func:`~napkin_cat.hardware.timed.derive_for_time` at the shard sizes)
+    T(form)       :func:`~napkin_cat.hardware.programtime.predict_program`'s phases with that compute: the link
+                  traffic read off ``nc.cost(form, sizes=).link``, a ring's exchanges overlapped with its trips,
+                  every other collective after the compute
+    memory(form)  (held − the local programs' intermediates + what their algorithms keep in global memory) ·
+                  bytes per value:  ``held`` is the cost's level-0 memory of the device program as the rules wrote
+                  it (shards, whole replicated and gathered arrays, a ring's incoming slot and state, and every
+                  intermediate of its function boxes; a ring's trip counted as one kernel); the derived algorithm
+                  keeps those intermediates on chip except what its own cost holds at level 0 beyond one kernel's
+                  inputs and outputs (a split stream's partials); a form that cannot fit is refused before its
+                  algorithm is derived
+    chosen        argmin T over the forms whose memory fits the device's global memory (ties: the earlier form:
+                  one device first, then the axes in the order f carries them)
+
+A form the rules could not make, whose memory does not fit, or whose local program has no algorithm on the GPU
+is kept with its reason (:attr:`ClusterDerivation.candidates`); where no form fits, a
+:class:`~napkin_cat.errors.CapacityError` names the smallest need and the capacity.  Inputs are taken in the layout
+each form reads them (a replicated input is whole on every device, handed out as ``nc.distributed.run`` hands it:
+not over the link), as the cost functor counts them.
+
+>>> import napkin_cat as nc
+>>> c = nc.hardware.cluster("h100-sxm5", devices=4, link="nvlink4")
+>>> mm = nc.einsum("n k, k m -> n m", dtype="bf16", out_dtype="fp32")
+>>> r = derive_for_cluster(mm, c, {"n": 4096, "k": 4096, "m": 4096})
+>>> r.label, r.prediction.bound
+('shard n', 'compute')
+>>> r.trace.replay(mm) == r.diagram
+True
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import sympy
+
+from napkin_cat.algorithms.bubbles import Kernel
+from napkin_cat.algorithms.devices import Shard
+from napkin_cat.algorithms.partitions import kernel, relabel_axis
+from napkin_cat.algorithms.ring import Ring
+from napkin_cat.cost.numeric import at
+from napkin_cat.errors import AxisError, CapacityError, HardwareError, NapkinError
+from napkin_cat.hardware.devices import Cluster
+from napkin_cat.hardware.linktime import ClusterPrediction, Phase, predict_cluster
+from napkin_cat.hardware.model import GPU
+from napkin_cat.hardware.predict import predict
+from napkin_cat.cost.functor import cost as cost_of
+from napkin_cat.hardware.programtime import program_phases, rings_of
+from napkin_cat.hardware.timed import derive_for_time
+from napkin_cat.rewriting.trace import Derivation as _Derivation, Trace
+from napkin_cat.search.derivation import derive as derive_transfers
+from napkin_cat.search.devices import device_forms, is_collective
+from napkin_cat.syntax.adapter import Diagram, Ty, from_layers, is_structural, layers
+from napkin_cat.syntax.axis import Axis
+from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.relabel import at_level, map_arrays
+from napkin_cat.syntax.sizes import as_sizes
+from napkin_cat.syntax.wiring import trace_values
+
+#: the time model's keywords that reach each local program's derivation (:func:`derive_for_time`'s)
+TIME_OPTIONS = ("overlap", "ceilings", "largest", "launch")
+
+
+@dataclass(frozen=True)
+class ClusterCandidate:
+    """One form timed: its ``label``, ``diagram`` and ``trace`` (from the function), predicted ``time`` (seconds)
+    and ``prediction`` (:class:`~napkin_cat.hardware.linktime.ClusterPrediction`), the bytes each device holds
+    (``memory``), one device's ``compute`` seconds, and ``refused``: why it cannot be chosen (None if it can)."""
+
+    label: str
+    diagram: Diagram | None
+    trace: Trace | None
+    time: float | None = None
+    memory: int | None = None
+    compute: float | None = None
+    prediction: ClusterPrediction | None = None
+    refused: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterDerivation(_Derivation):
+    """The chosen device program (``start`` → ``diagram`` by ``trace``) on ``cluster`` at ``sizes``: its ``label``,
+    ``prediction`` (phases, bound), ``memory`` (bytes per device), ``compute`` (one device's seconds), the
+    per-device algorithms (``local``: the derivations the GPU time model chose) and every ``candidates`` row."""
+
+    label: str = ""
+    prediction: ClusterPrediction | None = None
+    memory: int | None = None
+    compute: float | None = None
+    local: tuple = field(default=(), repr=False)
+    candidates: tuple = field(default=(), repr=False)
+    cluster: str = ""
+    sizes: dict | None = None
+
+    @property
+    def time(self) -> float:
+        """The predicted step time (seconds)."""
+        return self.prediction.time
+
+    def table(self) -> list:
+        """Rows ``(label, time s or None, memory B or None, refused or None)``, one per candidate."""
+        return [(c.label, c.time, c.memory, c.refused) for c in self.candidates]
+
+
+# ------------------------------------------------------------------------------------------ local programs
+def _int_size(size, env):
+    v = sympy.sympify(size).subs(env)
+    if not v.is_number:
+        raise HardwareError(f"an axis of size {size} is {v} at the sizes given: give every size of the program "
+                            f"({sorted(str(s) for s in v.free_symbols)} missing)")
+    return max(1, int(math.ceil(v)))
+
+
+def concrete(d: Diagram, env: dict) -> Diagram:
+    """``d`` with every axis at its size in ``env``, rounded up (a shard ``a/P`` at its largest, ``⌈a/P⌉``), and
+    every parameter substituted: a program with no symbol left."""
+    def fa(arr):
+        return arr.replace(axes=tuple(x if isinstance(x.size, int) else Axis(x.name, _int_size(x.size, env))
+                                      for x in arr.axes))
+
+    def fparam(value):
+        return value.subs(env) if isinstance(value, sympy.Basic) else value
+    return map_arrays(d, fa, fparam=fparam)
+
+
+def _plain(box) -> Diagram:
+    """A box as a one-box diagram; a kernel as the function it runs (its loads and saves left out, at level 0:
+    the time model derives its own algorithm for it)."""
+    if not isinstance(box, Kernel):
+        return Diagram.id(box.dom).then(box)
+    ops, dom, cod = _values(at_level(box.arg, 0))
+    bld = Builder(box.dom)
+    wires = dict(zip(dom, bld.inputs))
+    for b, ins, outs in ops:
+        if getattr(getattr(b, "data", None), "kind", None) in ("load", "save"):
+            wires[outs[0]] = wires[ins[0]]
+            continue
+        got = bld(_plain(b), *(wires[v] for v in ins))
+        wires.update(zip(outs, got if isinstance(got, tuple) else (got,)))
+    return bld.build(*(wires[v] for v in cod))
+
+
+def _local(inside: Diagram, *, whole_rings: bool) -> Diagram:
+    """The program a device runs: ``inside``'s computing boxes, a collective's output an input and its input an
+    output; a ring replaced by its inside (``whole_rings``: at the ring axis's full size, its P trips, and a kernel
+    by its function, whose algorithm the time model derives; else at its slot, one trip, a kernel kept: the program
+    whose level-0 memory ``held`` counts)."""
+    ops, dom, cod = _values(inside)
+    types = dict(zip(dom, inside.dom.inside))
+    for box, ins, outs in ops:
+        types.update(zip(outs, box.cod.inside))
+    computing = [op for op in ops if not is_collective(op[0])]
+    made = {v for _, _, outs in computing for v in outs}
+    read = [v for _, ins, _ in computing for v in ins]
+    inputs = list(dict.fromkeys(v for v in read if v not in made))
+    taken = {v for box, ins, _ in ops if is_collective(box) for v in ins}
+    outputs = list(dict.fromkeys([v for v in cod if v in made] + [v for v in made if v in taken]))
+    bld = Builder(Ty(*(types[v] for v in inputs)))
+    wires = dict(zip(inputs, bld.inputs))
+    rings = []
+    for box, ins, outs in computing:
+        if isinstance(box, Ring):
+            rings.append(box)
+            part = box.arg
+        elif isinstance(box, Kernel) and not whole_rings:     # its memory: a kernel's intermediates are on chip
+            part = Diagram.id(box.dom).then(box)
+        else:
+            part = _plain(box)
+        got = bld(part, *(wires[v] for v in ins))
+        wires.update(zip(outs, got if isinstance(got, tuple) else (got,)))
+    local = bld.build(*(wires[v] for v in outputs))
+    for r in rings if whole_rings else ():
+        local = relabel_axis(local, r.axis, r.params["full"], full=r.size)
+    return local
+
+
+def _values(d: Diagram):
+    return trace_values(d)
+
+
+def local_programs(d: Diagram, env: dict, *, whole_rings: bool = True) -> list:
+    """The programs one device computes in the device program ``d`` at ``env`` (device 0's, the largest shards),
+    each with every size an int: per device region :func:`_local` of its inside; a computing box outside every
+    region as itself; ``d`` itself where it has no device region (one device runs it all)."""
+    if not any(isinstance(b, Shard) for _, b in layers(d)):
+        return [concrete(d, env)]
+    out = []
+    for _, box in layers(d):
+        if isinstance(box, Shard):
+            out.append(concrete(_local(box.arg, whole_rings=whole_rings), env))
+        elif is_structural(box) is None and not is_collective(box):
+            out.append(concrete(_plain(box), env))
+    return [p for p in out if p.boxes]
+
+
+def _boundary(d: Diagram) -> int:
+    """The level-0 memory of ``d`` run as one kernel (its intermediates on chip): its inputs and outputs as the
+    cost's liveness holds them."""
+    return int(at(kernel(d), {}).M.get(0, 0))
+
+
+def _kept_on_chip(d: Diagram, env: dict) -> int:
+    """Values the device program's function boxes hold at level 0 beyond what one kernel of them holds
+    (intermediates the derived algorithm keeps on chip), at the ring's slot: what ``held`` counts and the
+    algorithm does not."""
+    out = 0
+    for p in local_programs(d, env, whole_rings=False):
+        if any(isinstance(b, Kernel) for b in p.boxes):     # a kernel's intermediates are not in held already
+            continue
+        out = max(out, int(at(p, {}).M.get(0, 0)) - _boundary(p))
+    return max(out, 0)
+
+
+def rings_as_kernels(d: Diagram) -> Diagram:
+    """``d`` with each ring's inside one kernel: a trip's intermediates on chip, as the per-device algorithm keeps
+    them (its state and slots stay at level 0): the device program whose ``held`` the ring's memory is."""
+    def mapped(box):
+        if isinstance(box, Ring):
+            return Ring.rebuild(kernel(box.arg), box.dom, box.cod, box.params)
+        if isinstance(box, Shard):
+            return Shard.rebuild(_each_box(box.arg, mapped), box.dom, box.cod, box.params)
+        return box
+    return _each_box(d, mapped)
+
+
+def _each_box(d: Diagram, fn) -> Diagram:
+    items = []
+    for layer in d.inside:
+        left, box, right = layer.boxes_or_types[:3]
+        items.append((left, fn(box), right))
+    return from_layers(d.dom, d.cod, items)
+
+
+def _global_extra(r) -> int:
+    """What a derived algorithm holds at level 0 beyond one kernel of its function (a split stream's partials,
+    an intermediate between two kernels)."""
+    m = at(r.diagram, r.optimum.sizes).M.get(0, 0)
+    return max(int(m) - _boundary(r.start), 0)
+
+
+# ------------------------------------------------------------------------------------------ timing
+def _timing_model(gpu: GPU):
+    """The GPU's fields the time model reads (all but its global memory, the cluster's capacity): a cache key."""
+    return repr(dataclasses.replace(gpu, gmem=0))
+
+
+def by_transfers(program: Diagram, gpu: GPU, **options):
+    """The cheaper per-device algorithm: the one of fewest transfers with the GPU's shared memory per block
+    (:func:`napkin_cat.search.derive` at that many values), timed by :func:`~napkin_cat.hardware.predict.predict`
+    at its tiles; a Derivation with its ``prediction``."""
+    per_value = max([a.dtype.bytes for a in (*program.dom.inside, *program.cod.inside)] + [1])
+    r = derive_transfers(program, memory=gpu.smem_per_block // per_value, sizes={})
+    options = {k: v for k, v in options.items() if k != "largest"}      # a tile search's bound: no search here
+    return dataclasses.replace(r, prediction=predict(r.diagram, gpu, r.optimum.sizes, **options))
+
+
+#: how one device's program is given an algorithm and a time: ``"time"`` (the least predicted time,
+#: :func:`~napkin_cat.hardware.timed.derive_for_time`: every structure and tile assignment timed) or
+#: ``"transfers"`` (:func:`by_transfers`: one structure, its tiles by transfers; faster, a cruder time)
+COMPUTE = {"time": lambda program, gpu, **options: derive_for_time(program, gpu, {}, **options),
+           "transfers": by_transfers}
+
+
+def _derived(program, gpu, cache, options, compute="time"):
+    if compute not in COMPUTE:
+        raise HardwareError(f"compute={compute!r}: one of {sorted(COMPUTE)}")
+    key = (program, _timing_model(gpu), compute, tuple(sorted(options.items())))
+    try:
+        hit = cache.get(key)
+    except TypeError:               # an unhashable parameter: no cache
+        key, hit = None, None
+    if hit is None:
+        hit = COMPUTE[compute](program, gpu, **options)
+        if key is not None:
+            cache[key] = hit
+    return hit
+
+
+def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: str = "time", layout=None,
+              **options) -> ClusterCandidate:
+    """One :class:`~napkin_cat.search.devices.DeviceForm` timed on the cluster ``c`` at ``sizes`` (see the module
+    docstring): a :class:`ClusterCandidate`, refused with the reason where it cannot run."""
+    row = dict(label=form.label, diagram=form.diagram, trace=form.trace)
+    if form.refused is not None:
+        return ClusterCandidate(**row, refused=f"no legal match: {form.refused}")
+    cache = {} if cache is None else cache
+    d = form.diagram
+    env = as_sizes(sizes).env
+    if layout is not None and any(isinstance(b, Shard) for _, b in layers(d)):
+        got = input_layout(d)
+        wrong = [k for k, (a, b) in enumerate(zip(got, layout)) if a != b]
+        if wrong:
+            k = wrong[0]
+            how = lambda axis: "whole" if axis is None else f"sharded along {axis!r}"  # noqa: E731
+            return ClusterCandidate(**row, refused=f"layout: it reads input {k} ({d.dom.inside[k]}) {how(got[k])}; "
+                                                   f"the layout gives it {how(layout[k])}")
+    one = not any(isinstance(b, Shard) for _, b in layers(d))
+    if one:            # what the device holds before its algorithm's own global memory: refused before it is derived
+        held = max(_boundary(p) for p in local_programs(d, env)) * _bytes_per_value(d)
+        if held > c.capacity:
+            return ClusterCandidate(**row, memory=held, refused=_too_big(held, c))
+    else:
+        try:
+            phases, _, held = program_phases(c, d, sizes, 0.0)
+        except (NapkinError, ValueError) as e:
+            return ClusterCandidate(**row, refused=str(e).splitlines()[0])
+        per_value = _bytes_per_value(d)
+        mine = rings_as_kernels(d) if rings_of(d) else d       # a ring's trip keeps its intermediates on chip
+        if mine is not d:
+            held = max(cost_of(mine, sizes=sizes).link.held) * per_value
+        held -= _kept_on_chip(mine, env) * per_value
+        if held > c.capacity:
+            return ClusterCandidate(**row, memory=held, refused=_too_big(held, c))
+    try:
+        derived = [_derived(p, c.gpu, cache, options, compute) for p in local_programs(d, env)]
+    except NapkinError as e:
+        return ClusterCandidate(**row, refused=f"no per-device algorithm: {str(e).splitlines()[0]}")
+    seconds = sum(r.prediction.time for r in derived)
+    try:
+        extra = sum(_global_extra(r) for r in derived)
+    except NapkinError as e:
+        return ClusterCandidate(**row, refused=f"no per-device memory: {str(e).splitlines()[0]}")
+    if one:
+        phases = [Phase("compute", compute=seconds)]
+        nbytes = held + extra * _bytes_per_value(d)
+    else:
+        phases, _, _ = program_phases(c, d, sizes, seconds)
+        nbytes = held + extra * per_value
+    if nbytes > c.capacity:
+        return ClusterCandidate(**row, memory=nbytes, compute=seconds, refused=_too_big(nbytes, c))
+    p = predict_cluster(c, phases, sizes={str(k): v for k, v in env.items()}, memory=nbytes)
+    return ClusterCandidate(**row, time=p.time, memory=nbytes, compute=seconds, prediction=p)
+
+
+def input_layout(d: Diagram) -> tuple:
+    """For each input of the device program ``d``, the axis it arrives sharded along, or None (whole on every
+    device, or read outside every device region): what its first reader, a device region, reads it as."""
+    ops, dom, _ = _values(d)
+    out = []
+    for v in dom:
+        cut = None
+        for box, ins, _ in ops:
+            if v in ins and isinstance(box, Shard):
+                cut = box.sharded("dom")[ins.index(v)]
+                break
+        out.append(cut)
+    return tuple(out)
+
+
+def check_layout(f: Diagram, layout) -> tuple | None:
+    """``layout`` (one entry per input of ``f``: the axis it arrives sharded along, or None for whole on every
+    device) as a tuple; AxisError naming the input and the axes it carries where an entry is not one of them."""
+    if layout is None:
+        return None
+    if isinstance(layout, str) or not hasattr(layout, "__len__") or len(layout) != len(f.dom):
+        raise AxisError(f"layout={layout!r}: one entry per input of the function ({len(f.dom)}: "
+                        f"{[str(a) for a in f.dom.inside]}), each the axis it arrives sharded along or None")
+    for k, (axis, a) in enumerate(zip(layout, f.dom.inside)):
+        if axis is not None and axis not in a.names:
+            raise AxisError(f"layout: input {k} ({a}) cannot arrive sharded along {axis!r}; it carries "
+                            f"{list(a.names)} (or None: whole on every device)")
+    return tuple(layout)
+
+
+def _too_big(nbytes: int, c: Cluster) -> str:
+    return f"memory: each device holds {nbytes} B, more than the {c.gpu.name}'s {c.capacity} B"
+
+
+def _bytes_per_value(d) -> int:
+    return max([a.dtype.bytes for a in (*d.dom.inside, *d.cod.inside)] + [1])
+
+
+def check_cluster(c) -> Cluster:
+    """``c`` if it is a cluster of GPUs with a whole number of devices; HardwareError naming what is wrong."""
+    if not isinstance(c, Cluster):
+        raise HardwareError(f"derive on a cluster takes nc.hardware.cluster(gpu, devices=P, link=...), got "
+                            f"{type(c).__name__}")
+    if not isinstance(c.gpu, GPU):
+        raise HardwareError(f"a cluster's devices are GPU models; {c.gpu!r} is a {type(c.gpu).__name__} (a CPU "
+                            "model has no time model for a device region's kernels)")
+    if not isinstance(c.devices, int):
+        raise HardwareError(f"derive times each device's program at concrete sizes: the cluster has devices="
+                            f"{c.devices} (a symbol); build it with an int, e.g. devices=8")
+    return c
+
+
+def derive_for_cluster(f: Diagram, c: Cluster, sizes, *, book=None, forms=None, cache: dict | None = None,
+                       compute: str = "time", layout=None, **options) -> ClusterDerivation:
+    """The device form of ``f`` of least predicted step time on the cluster ``c`` at ``sizes`` (every axis of
+    ``f``), whose memory fits each device (see the module docstring).  ``forms``: the candidates, if already made
+    (:func:`~napkin_cat.search.devices.device_forms`; a sweep makes them once); ``cache``: local programs → their
+    derivations, shared across calls; ``compute``: how each device's program is given an algorithm and a time
+    (:data:`COMPUTE`); ``layout``: one entry per input of ``f``, the axis it arrives sharded along or None (whole on
+    every device): a form that reads an input otherwise is refused (default: each form reads its inputs as it
+    needs them); ``options``: the GPU time model's (``overlap``, ``ceilings``, ``largest``, ``launch``)."""
+    check_cluster(c)
+    wrong = sorted(set(options) - set(TIME_OPTIONS))
+    if wrong:
+        raise HardwareError(f"derive(hardware=<cluster>) got {wrong}: the cluster's time model takes "
+                            f"{list(TIME_OPTIONS) + ['book']}")
+    if not isinstance(f, Diagram):
+        raise HardwareError(f"derive on a cluster takes a function diagram, got {type(f).__name__}")
+    sizes = as_sizes(sizes).of(f).require(f, "a cluster's predicted time")
+    layout = check_layout(f, layout)
+    if compute not in COMPUTE:
+        raise HardwareError(f"compute={compute!r}: one of {sorted(COMPUTE)}")
+    forms = device_forms(f, c.devices, book=book) if forms is None else forms
+    cache = {} if cache is None else cache
+    rows = tuple(time_form(form, c, sizes, cache=cache, compute=compute, layout=layout, **options) for form in forms)
+    fit = [r for r in rows if r.refused is None]
+    if not fit:
+        needs = [r for r in rows if r.memory is not None]
+        if needs:
+            least = min(needs, key=lambda r: r.memory)
+            raise CapacityError(f"no device form of the program fits a device of {c.name} at {dict(sizes)}: the "
+                                f"smallest, {least.label!r}, holds {least.memory} B per device; each holds "
+                                f"{c.capacity} B: use more devices or a larger GPU")
+        reasons = "; ".join(f"{r.label}: {r.refused}" for r in rows[:4])
+        raise HardwareError(f"no device form of the program can be timed on {c.name}: {reasons}")
+    best = min(fit, key=lambda r: r.time)          # min keeps the first of equal times: the earlier form
+    local = tuple(_derived(p, c.gpu, cache, options, compute) for p in local_programs(best.diagram, sizes.env))
+    return ClusterDerivation(f, best.diagram, best.trace, label=best.label, prediction=best.prediction,
+                             memory=best.memory, compute=best.compute, local=local, candidates=rows, cluster=c.name,
+                             sizes=dict(sizes))
+
+
+__all__ = ["ClusterCandidate", "ClusterDerivation", "derive_for_cluster", "time_form", "local_programs",
+           "concrete", "check_cluster", "check_layout", "input_layout", "rings_as_kernels", "by_transfers", "COMPUTE",
+           "TIME_OPTIONS"]
