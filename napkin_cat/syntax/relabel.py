@@ -253,8 +253,10 @@ def rename_axis(diagram: Diagram, old: str, new: str, size=None) -> Diagram:
 
     renamed = symbol(old)
 
-    def fsize(value):    # a size without the symbol is kept as it is (sympy's subs takes ~0.2 ms to find nothing)
-        return value.subs(subs) if isinstance(value, Basic) and renamed in value.free_symbols else value
+    def fsize(value):    # sympy's subs takes ~0.2 ms: a size without the symbol is kept, the symbol itself replaced
+        if not isinstance(value, Basic) or renamed not in value.free_symbols:
+            return value
+        return target if value == renamed else value.subs(subs)
 
     def fa(arr: Array) -> Array:
         if new in arr.names and old in arr.names:
