@@ -25,9 +25,10 @@ ruleset            rules
 ``CONTRACTION``    contraction_merge, contraction_split, contraction_reassociation, contracted_axis_renaming,
                    pairwise_contraction (an n-ary contraction as pairwise ones, in an order the search costs)
 ``SPLITS``         split_stream (a stream's slices in parts run by parallel blocks, their states merged)
-``DEVICES``        device_partition, device_reduction, device_fusion, device_gather (a program over P devices:
-                   shards, partials merged by an all-reduce, regions fused with the all-gathers a whole read needs,
-                   inputs arriving sharded and all-gathered; device_ring: such inputs passed round the devices
+``DEVICES``        device_partition, device_reduction, device_fusion, device_gather, device_generation (a program
+                   over P devices: shards, partials merged by an all-reduce, regions fused with the all-gathers a
+                   whole read needs, inputs arriving sharded and all-gathered, positions computed on each device;
+                   device_ring: such inputs passed round the devices
                    instead, the inside streamed over their shards; device_ulysses: a part woven over the heads
                    run on a head shard between two all-to-alls, its sequence sharded; oriented by their user with
                    ``rule.using(devices=P)``; ``tensor_parallel`` applies them)
@@ -129,7 +130,8 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                            + tuple(SUM_FORM.names) + tuple(SCALE_FORM.names) + tuple(VARIANCE_FORM.names)
                            + ("contraction_merge",),
                            "shard": "device_partition", "shard_reduce": "device_reduction",
-                           "shard_fuse": "device_fusion", "shard_gather": "device_gather", "ring": "device_ring",
+                           "shard_fuse": "device_fusion", "shard_gather": "device_gather",
+                           "shard_generate": "device_generation", "ring": "device_ring",
                            "reshard": "device_ulysses"})
 
 

@@ -329,7 +329,8 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
             return ClusterCandidate(**row, memory=held, refused=_too_big(held, c))
     else:
         try:
-            phases, _, held = program_phases(c, d, sizes, 0.0)
+            link = cost_of(d, sizes=sizes).link
+            phases, _, held = program_phases(c, d, sizes, 0.0, link=link)
         except (NapkinError, ValueError) as e:
             return ClusterCandidate(**row, refused=str(e).splitlines()[0])
         per_value = _bytes_per_value(d)
@@ -355,9 +356,9 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
         nbytes = held + extra * _bytes_per_value(d)
     else:
         ringed = sum(r.prediction.time for r, (_, ring) in zip(derived, parts) if ring)
-        rate = ring_rate(d, sizes, ringed) if ringed else None
+        rate = ring_rate(d, sizes, ringed, link=link) if ringed else None
         outside = seconds - ringed if rate is not None else seconds
-        phases, _, _ = program_phases(c, d, sizes, outside, rate=rate)
+        phases, _, _ = program_phases(c, d, sizes, outside, rate=rate, link=link)
         nbytes = held + extra * per_value
     if nbytes > c.capacity:
         return ClusterCandidate(**row, memory=nbytes, compute=seconds, refused=_too_big(nbytes, c))
@@ -385,7 +386,7 @@ def in_contiguous_order(d: Diagram) -> Diagram:
     return _each_box(d, mapped)
 
 
-def ring_rate(d: Diagram, sizes, seconds: float):
+def ring_rate(d: Diagram, sizes, seconds: float, *, link=None):
     """The work per second of the timed program: the rings' work of device 0 in the contiguous order (the program
     :func:`local_programs` times, ``Link.work``'s FLOPs summed over its steps) over ``seconds``, the predicted
     seconds of its rings' programs; None where it does no work.
@@ -394,8 +395,11 @@ def ring_rate(d: Diagram, sizes, seconds: float):
         ring compute = Σ_t max_p work[p][t] · seconds / Σ_t work_contiguous[0][t]
 
     so a ring whose devices do equal work is charged ``seconds`` (the timed device's), a causal mask's contiguous
-    ring its last device, a zigzag ring its balanced steps."""
-    link = cost_of(in_contiguous_order(d), sizes=sizes).link
+    ring its last device, a zigzag ring its balanced steps.  ``link``: ``d``'s own (``nc.cost(d, sizes=).link``),
+    read where ``d`` is in the contiguous order already."""
+    contiguous = in_contiguous_order(d)
+    if link is None or contiguous != d:
+        link = cost_of(contiguous, sizes=sizes).link
     work = sum(link.work[0]) if link is not None and link.work else 0
     if not work or not seconds:
         return None

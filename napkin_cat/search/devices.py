@@ -12,10 +12,12 @@ replays from ``f``::
                          whole is all-gathered); an input without a arrives whole on every device (replicated)
     shard a, gather b    for each axis b of such a replicated input: the inputs carrying b arrive sharded along b
                          and are all-gathered (``shard_gather``)
-    shard a, ring b      that all-gather made a ring (``ring``): the shards of b travel round the devices, the
-                         inside streamed along b; one form per order the ring's ``order`` parameter takes (every
-                         :data:`~napkin_cat.algorithms.orders.ORDERS`, the contiguous one first: both axes cut in
-                         it; labelled ``shard a (order): ring b`` past the contiguous one)
+    shard a, ring b      the partition with each box of no input that feeds a region alone moved inside it
+                         (``shard_generate``: positions each device computes, so a mask of them is decided per device
+                         and step), its replicated inputs carrying b made a ring (``ring``): the shards of b travel
+                         round the devices, the inside streamed along b; one form per order the ring's ``order``
+                         parameter takes (every :data:`~napkin_cat.algorithms.orders.ORDERS`, the contiguous one
+                         first: both axes cut in it; labelled ``shard a (order): ring b`` past the contiguous one)
     reshard h            f as one kernel (``kernel``, ``fuse``) run on shards of an axis h that every input and
                          output carries, between two all-to-alls from each array's sequence axis (``reshard``)
 
@@ -167,6 +169,7 @@ def _partitions(f, book, P, axis) -> list:
     base = _made(mk, book)
     out = [base]
     roles = book.roles
+    ringed = _generated(base, book)
     for other in axes_of(f):
         if other == axis or "shard_gather" not in roles:
             continue
@@ -178,24 +181,37 @@ def _partitions(f, book, P, axis) -> list:
         except NapkinError as e:
             out.append(DeviceForm(f"shard {axis}: all-gather {other}", refused=str(e).splitlines()[0]))
             continue
-        gathered = _made(g, book, base.trace.steps)
-        out.append(gathered)
+        out.append(_made(g, book, base.trace.steps))
         if "ring" not in roles:
             continue
         for order in ORDERS:          # one ring per order its rule takes: each its own form, trace and label
-            out.append(_ring(gathered, book, axis, other, order))
+            out.append(_ring(ringed, book, axis, other, order))
     return out
 
 
-def _ring(gathered: DeviceForm, book, axis: str, other: str, order: str) -> DeviceForm:
-    """The gathered form's all-gathers of ``other`` made a ring with its shards in ``order`` (the book's ``ring``
-    rule at ``axis=other, order=order``), or refused with the rule's reason."""
+def _generated(base: DeviceForm, book) -> DeviceForm:
+    """``base`` with every box of no input that feeds a region alone computed inside it (the book's
+    ``shard_generate``; ``base`` itself without that role or such a box)."""
+    if "shard_generate" not in book.roles:
+        return base
+    mk = Maker(base.diagram)
+    try:
+        if not _apply_all(mk, [book.role("shard_generate")]):
+            return base
+    except NapkinError:
+        return base
+    return _made(mk, book, base.trace.steps)
+
+
+def _ring(source: DeviceForm, book, axis: str, other: str, order: str) -> DeviceForm:
+    """``source``'s replicated inputs carrying ``other`` made a ring with its shards in ``order`` (the book's
+    ``ring`` rule at ``axis=other, order=order``), or refused with the rule's reason."""
     rule = book.role("ring").using(axis=other, order=order)
     label = f"{_region_label(axis, order)}: ring {other}"
-    r = Maker(gathered.diagram)
+    r = Maker(source.diagram)
     try:
         if _apply_all(r, [rule], once=True):
-            return _made(r, book, gathered.trace.steps)
+            return _made(r, book, source.trace.steps)
         why = _first_reason([rule], r.net) or "no device region matches"
     except NapkinError as e:
         why = str(e).splitlines()[0]
