@@ -12,8 +12,8 @@ import sympy
 
 import napkin_cat as nc
 from napkin_cat.errors import ObligationError
-from rewrites.devices import (device_fusion, device_gather, device_generation, device_partition, device_reduction,
-                              tensor_parallel)
+from rewrites.devices import device_fusion, device_gather, device_partition, device_reduction, tensor_parallel
+from rewrites.generation import device_generation
 from rewrites.ring import device_ring
 
 proves = pytest.mark.proves

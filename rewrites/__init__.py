@@ -86,6 +86,7 @@ from rewrites.partition import RULES as PARTITION
 from rewrites.partition import group_partition, kernel_formation, kernel_fusion, sliced_stream, stream_partition
 from rewrites.splits import RULES as SPLITS
 from rewrites.devices import RULES as _DEVICE_RULES
+from rewrites.generation import device_generation
 from rewrites.ring import device_ring
 from rewrites.ulysses import device_ulysses
 from rewrites.devices import device_fusion, device_gather, device_partition, device_reduction, tensor_parallel
@@ -99,7 +100,7 @@ from rewrites.softmax import (auxiliary_to_unscaled, divide_after_contraction, s
                               softmax_to_auxiliary)
 
 CONTRACTION = _CONTRACTION + _ORDER
-DEVICES = _DEVICE_RULES + RuleSet((device_ring, device_ulysses))
+DEVICES = _DEVICE_RULES + RuleSet((device_generation, device_ring, device_ulysses))
 SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_elimination))
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 

@@ -15,8 +15,6 @@ rule                   lhs → rhs
 ``device_gather``      Shard_{a,P}(F) → Shard_{a,P; b}(all-gather_b(x) ; F)
                                                                         a replicated input x carrying b arrives
                                                                         sharded along b and is all-gathered
-``device_generation``  G ; Shard_{a,P}(F) → Shard_{a,P}(G ; F)          G has no input (positions) and feeds the
-                                                                        region alone: each device computes it
 =====================  ============================================================================================
 
 They are equations a user (or a search) orients by choosing the axis and the devices
@@ -70,14 +68,8 @@ def _device_node(net, n) -> bool:
     return n.kind == "region" and isinstance(n.box, Shard)
 
 
-def _generator(net, n) -> bool:
-    """A level-0 box with no input (positions, a constant): each device can compute it itself."""
-    return n.kind == "box" and not n.dom and _level0(net, n)
-
-
 LEVEL0 = where("box or region at level 0", _level0)
 DEVICES = where("device region", _device_node)
-GENERATOR = where("box at level 0 with no input", _generator)
 
 
 #: the devices a rule shards over where its user names none (``rule.using(devices=P)``)
@@ -178,39 +170,6 @@ def _reduction(m):
 
 
 # ---------------------------------------------------------------------- device_fusion
-def _generated(m):
-    """A box with no input (``a``) feeding only the device region ``b``, moved inside it: every device computes it
-    (its positions are then the region's: a position of the region's axis or of a ring's is each device's own)."""
-    net, a, b = m.net, m.box("a"), m.box("b")
-    if any(v == "a" for v, _ in m.outputs):
-        raise RewriteError(f"{a.name} is read outside {b.name} too: moved inside, its value would be the region's "
-                           "output")
-    sharded = b.sharded("dom")
-    bld = nc.Builder(nc.Ty(*(b.arg.dom.inside[p] for _, p in m.inputs)))
-    wires = dict(zip(m.inputs, bld.inputs))
-    made = bld(as_diagram(a))
-    made = made if isinstance(made, tuple) else (made,)
-    args = []
-    for j, w in enumerate(net.ins[m.nodes["b"]]):
-        src = net.wires[w].src
-        if src[0] != m.nodes["a"]:
-            args.append(wires[("b", j)])
-        elif sharded[j] is not None:
-            raise RewriteError(f"{b.name} reads input {j} sharded along {sharded[j]!r}; {a.name} makes it whole")
-        else:
-            args.append(made[src[1]])
-    outb = bld(b.arg, *args)
-    outb = outb if isinstance(outb, tuple) else (outb,)
-    body = bld.build(*(outb[p] for _, p in m.outputs))
-    also = {x: f for x, (_, f) in b.sharded_axes().items() if x != b.axis}
-    moved = same_type(device_region(body, b.axis, b.devices, b.full_size(), also=also, order=b.order), m.dom, m.cod,
-                      f"{a.name} ; {b.name}")
-    outer, ins = m.wiring()
-    got = outer(moved, *(ins[port] for port in m.inputs))
-    got = got if isinstance(got, tuple) else (got,)
-    return m.finish(outer, dict(zip(m.outputs, got)))
-
-
 def _fused(m):
     net, a, b = m.net, m.box("a"), m.box("b")
     plain = not isinstance(b, Shard)
@@ -427,26 +386,6 @@ def _gather_cost(lhs, rhs, m):
     assert sympy.simplify(after.received - before.received - received) == 0
 
 
-def _generation_instance(rng):
-    """A device region fed by a box with no input: causal attention (with its log-sum-exp or not) partitioned on the
-    queries by the other rules (the positions of the keys left outside, read whole by the region)."""
-    s = _sized(rng)
-    P = int(rng.integers(2, 4))
-    f = nc.library.causal_attention(q=max(s["q"], P), x=s["x"], d=s["d"], lse=bool(rng.integers(2)))
-    return tensor_parallel(f, "q", P).diagram
-
-
-def _generation_cost(lhs, rhs, m):
-    """Nothing more over the link (the box's value was whole on every device and is computed there now), and each
-    device's FLOPs those of the region and the box."""
-    before, after = nc.cost(lhs), nc.cost(rhs)
-    for name in ("sent", "received", "messages"):
-        assert sympy.simplify(getattr(after.link, name) - getattr(before.link, name)) == 0, \
-            f"{name}: {getattr(after.link, name)} vs {getattr(before.link, name)}"
-    for kind in set(before.flops) | set(after.flops):
-        assert sympy.simplify(after.flops.get(kind, 0) - before.flops.get(kind, 0)) == 0, f"{kind} FLOPs"
-
-
 def random_inputs(rng, diagram, sizes):
     return [rng.normal(size=shape_of(a, sizes)) for a in diagram.dom.inside]
 
@@ -511,24 +450,7 @@ device_gather = Rule(
     oriented=False,
 )
 
-device_generation = Rule(
-    "device_generation",
-    Pattern({"a": GENERATOR, "b": DEVICES}, edges=[("a", None, "b", None)]),
-    built_by(_generated),
-    conditions=(Condition("read by the region alone", legal_when(_generated),
-                          "the box feeds the region alone, which reads its value whole"),),
-    obligation=Obligation(_generation_instance, inputs=random_inputs, cost=_generation_cost),
-    doc="""G (no input) ; Shard_{a,P}(F) → Shard_{a,P}(G ; F): a box with no input (positions, a constant) feeding
-    only the region is computed on every device.
-
-    Its value was replicated (whole on every device); now each device makes it, so a position it computes is the
-    device's own, inside a ring the trip's: a mask from positions is decided per device and step (the folds a causal
-    mask skips are skipped, the zigzag order balances them).  Cost claim: nothing more over the link, the same FLOPs
-    per device.""",
-    oriented=False,
-)
-
-RULES = RuleSet((device_partition, device_reduction, device_fusion, device_gather, device_generation))
+RULES = RuleSet((device_partition, device_reduction, device_fusion, device_gather))
 
 
 def tensor_parallel(diagram, axis: str, devices, *, max_steps: int = 200):
@@ -546,5 +468,4 @@ def tensor_parallel(diagram, axis: str, devices, *, max_steps: int = 200):
 
 __all__ = ["RULES", "DEVICES_BY_DEFAULT", "DEVICES", "same_type", "legal_when", "built_by", "random_inputs",
            "as_diagram",
-           "device_partition", "device_reduction", "device_fusion", "device_gather", "device_generation",
-           "tensor_parallel"]
+           "device_partition", "device_reduction", "device_fusion", "device_gather", "tensor_parallel"]
