@@ -13,6 +13,7 @@ import sympy
 import napkin_cat as nc
 from napkin_cat.errors import ObligationError
 from rewrites.devices import device_fusion, device_gather, device_partition, device_reduction, tensor_parallel
+from rewrites.generation import device_generation
 from rewrites.ring import device_ring
 
 proves = pytest.mark.proves
@@ -38,6 +39,25 @@ def test_device_reduction_is_sound(P):
 def test_device_fusion_is_sound():
     proof = device_fusion.obligation.discharge(device_fusion, trials=12)
     assert proof.rewrites >= 12 and proof.cost_checked
+
+
+@proves("device_generation")
+def test_device_generation_is_sound():
+    proof = device_generation.obligation.discharge(device_generation, trials=8)
+    assert proof.rewrites >= 8 and proof.cost_checked
+
+
+def test_device_generation_moves_the_positions_into_the_ring():
+    """Causal attention partitioned on the queries leaves the keys' positions outside (read whole); moved inside,
+    a ring of the keys computes each trip's own, so the folds the mask skips are counted per device and step."""
+    from rewrites.ring import device_ring
+    base = tensor_parallel(nc.library.causal_attention(), "q", 4).diagram
+    assert [b.name for b in base.boxes if not isinstance(b, nc.Shard)][:1] == ["pos"]
+    moved = device_generation.apply(base)
+    assert [b.name for b in moved.boxes if b.name == "pos"] == []
+    ring = device_ring.using(axis="x").apply(moved)
+    assert nc.cost(ring, sizes={"q": 16, "x": 16, "d": 2}).link.trips == ((1, 0, 0, 0), (1, 1, 0, 0), (1, 1, 1, 0),
+                                                                          (1, 1, 1, 1))
 
 
 def test_mutants_fail_their_obligations():

@@ -25,9 +25,10 @@ ruleset            rules
 ``CONTRACTION``    contraction_merge, contraction_split, contraction_reassociation, contracted_axis_renaming,
                    pairwise_contraction (an n-ary contraction as pairwise ones, in an order the search costs)
 ``SPLITS``         split_stream (a stream's slices in parts run by parallel blocks, their states merged)
-``DEVICES``        device_partition, device_reduction, device_fusion, device_gather (a program over P devices:
-                   shards, partials merged by an all-reduce, regions fused with the all-gathers a whole read needs,
-                   inputs arriving sharded and all-gathered; device_ring: such inputs passed round the devices
+``DEVICES``        device_partition, device_reduction, device_fusion, device_gather, device_generation (a program
+                   over P devices: shards, partials merged by an all-reduce, regions fused with the all-gathers a
+                   whole read needs, inputs arriving sharded and all-gathered, positions computed on each device;
+                   device_ring: such inputs passed round the devices
                    instead, the inside streamed over their shards; device_ulysses: a part woven over the heads
                    run on a head shard between two all-to-alls, its sequence sharded; oriented by their user with
                    ``rule.using(devices=P)``; ``tensor_parallel`` applies them)
@@ -85,6 +86,7 @@ from rewrites.partition import RULES as PARTITION
 from rewrites.partition import group_partition, kernel_formation, kernel_fusion, sliced_stream, stream_partition
 from rewrites.splits import RULES as SPLITS
 from rewrites.devices import RULES as _DEVICE_RULES
+from rewrites.generation import device_generation
 from rewrites.ring import device_ring
 from rewrites.ulysses import device_ulysses
 from rewrites.devices import device_fusion, device_gather, device_partition, device_reduction, tensor_parallel
@@ -98,7 +100,7 @@ from rewrites.softmax import (auxiliary_to_unscaled, divide_after_contraction, s
                               softmax_to_auxiliary)
 
 CONTRACTION = _CONTRACTION + _ORDER
-DEVICES = _DEVICE_RULES + RuleSet((device_ring, device_ulysses))
+DEVICES = _DEVICE_RULES + RuleSet((device_generation, device_ring, device_ulysses))
 SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_elimination))
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
@@ -129,7 +131,8 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                            + tuple(SUM_FORM.names) + tuple(SCALE_FORM.names) + tuple(VARIANCE_FORM.names)
                            + ("contraction_merge",),
                            "shard": "device_partition", "shard_reduce": "device_reduction",
-                           "shard_fuse": "device_fusion", "shard_gather": "device_gather", "ring": "device_ring",
+                           "shard_fuse": "device_fusion", "shard_gather": "device_gather",
+                           "shard_generate": "device_generation", "ring": "device_ring",
                            "reshard": "device_ulysses"})
 
 

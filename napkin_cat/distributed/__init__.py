@@ -1,11 +1,11 @@
 """Layer 7, distributed: programs with device regions run on ``torch.distributed`` (issue 37, item 4).
 
 ``nc.distributed.run(d, *inputs, world_size=P)`` (:mod:`~napkin_cat.distributed.run`) starts one process per device
-(:mod:`~napkin_cat.distributed.world`, ``torch.multiprocessing`` spawn, gloo over the loopback address), runs each
-device's part of every device region on its rank (:mod:`~napkin_cat.distributed.device`: the local boxes by the
-numpy evaluator, the collectives by torch.distributed's calls, :mod:`~napkin_cat.distributed.exchange`), and returns
-the outputs with the values each rank sent and received.  ``nc.distributed.World(P)`` keeps the ranks up for many
-programs.  The how-to is ``docs/distributed.md``.
+(:mod:`~napkin_cat.distributed.world`, ``torch.multiprocessing``: forked from a server that imported the packages
+once; gloo over the loopback address), runs each device's part of every device region on its rank
+(:mod:`~napkin_cat.distributed.device`: the local boxes by the numpy evaluator, the collectives by torch.distributed's
+calls, :mod:`~napkin_cat.distributed.exchange`), and returns the outputs with the values each rank sent and received.
+``nc.distributed.World(P)`` keeps the ranks up for many programs.  The how-to is ``docs/distributed.md``.
 
 torch is an optional dependency (the ``kernels`` extra): ``import napkin_cat`` never imports this layer, and
 ``nc.distributed`` loads it on first use; without torch that use is a

@@ -8,10 +8,14 @@ reach).  Each is timed as one device of the cluster runs it, every number from a
                   ⌈a/P⌉), its collectives left out (what they make is an input, what they take an output), a ring
                   run whole (its P trips: the inside at the ring axis's full size)
     compute       Σ over those programs of the GPU time model's best algorithm for them
-                  (:func:`~napkin_cat.hardware.timed.derive_for_time` at the shard sizes)
-    T(form)       :func:`~napkin_cat.hardware.programtime.predict_program`'s phases with that compute: the link
-                  traffic read off ``nc.cost(form, sizes=).link``, a ring's exchanges overlapped with its trips,
-                  every other collective after the compute
+                  (:func:`~napkin_cat.hardware.timed.derive_for_time` at the shard sizes): the timed device's
+    rate          for the programs that are rings: device 0's work in the contiguous order (the cost's ``Link.work``)
+                  over their seconds (:func:`ring_rate`)
+    T(form)       :func:`~napkin_cat.hardware.programtime.predict_program`'s phases: the link traffic read off
+                  ``nc.cost(form, sizes=).link``, a ring's exchanges overlapped with its trips, each trip charged
+                  its slowest device's FLOPs (``Link.work``) at ``rate`` (a causal mask's contiguous ring waits for
+                  its last device; the zigzag order balances the steps), every other collective after the compute
+                  (the rest of ``compute``, a region without a ring charged as device 0 runs it)
     memory(form)  (held − the local programs' intermediates + what their algorithms keep in global memory) ·
                   bytes per value:  ``held`` is the cost's level-0 memory of the device program as the rules wrote
                   it (shards, whole replicated and gathered arrays, a ring's incoming slot and state, and every
@@ -20,7 +24,8 @@ reach).  Each is timed as one device of the cluster runs it, every number from a
                   inputs and outputs (a split stream's partials); a form that cannot fit is refused before its
                   algorithm is derived
     chosen        argmin T over the forms whose memory fits the device's global memory (ties: the earlier form:
-                  one device first, then the axes in the order f carries them)
+                  one device first, then the axes in the order f carries them, a ring's orders as
+                  :data:`~napkin_cat.algorithms.orders.ORDERS` lists them, the contiguous one first)
 
 A form the rules could not make, whose memory does not fit, or whose local program has no algorithm on the GPU
 is kept with its reason (:attr:`ClusterDerivation.candidates`); where no form fits, a
@@ -76,7 +81,9 @@ TIME_OPTIONS = ("overlap", "ceilings", "largest", "launch")
 class ClusterCandidate:
     """One form timed: its ``label``, ``diagram`` and ``trace`` (from the function), predicted ``time`` (seconds)
     and ``prediction`` (:class:`~napkin_cat.hardware.linktime.ClusterPrediction`), the bytes each device holds
-    (``memory``), one device's ``compute`` seconds, and ``refused``: why it cannot be chosen (None if it can)."""
+    (``memory``), the timed device's ``compute`` seconds (its programs' algorithms), where it runs a ring the
+    ``rate`` (FLOPs per second, :func:`ring_rate`) its steps are charged at, and ``refused``: why it cannot be chosen
+    (None if it can)."""
 
     label: str
     diagram: Diagram | None
@@ -84,6 +91,7 @@ class ClusterCandidate:
     time: float | None = None
     memory: int | None = None
     compute: float | None = None
+    rate: float | None = None
     prediction: ClusterPrediction | None = None
     refused: str | None = None
 
@@ -189,19 +197,28 @@ def _values(d: Diagram):
     return trace_values(d)
 
 
+def local_parts(d: Diagram, env: dict, *, whole_rings: bool = True) -> list:
+    """``(program, ringed)`` per program one device computes in ``d`` at ``env`` (:func:`local_programs`):
+    ``ringed`` where it is a device region's inside whose computing boxes are rings (their trips charged per step,
+    the slowest device's work: :func:`ring_rate`)."""
+    if not any(isinstance(b, Shard) for _, b in layers(d)):
+        return [(concrete(d, env), False)]
+    out = []
+    for _, box in layers(d):
+        if isinstance(box, Shard):
+            computing = [b for _, b in layers(box.arg) if is_structural(b) is None and not is_collective(b)]
+            ringed = bool(computing) and all(isinstance(b, Ring) for b in computing)
+            out.append((concrete(_local(box.arg, whole_rings=whole_rings), env), ringed))
+        elif is_structural(box) is None and not is_collective(box):
+            out.append((concrete(_plain(box), env), False))
+    return [(p, ringed) for p, ringed in out if p.boxes]
+
+
 def local_programs(d: Diagram, env: dict, *, whole_rings: bool = True) -> list:
     """The programs one device computes in the device program ``d`` at ``env`` (device 0's, the largest shards),
     each with every size an int: per device region :func:`_local` of its inside; a computing box outside every
     region as itself; ``d`` itself where it has no device region (one device runs it all)."""
-    if not any(isinstance(b, Shard) for _, b in layers(d)):
-        return [concrete(d, env)]
-    out = []
-    for _, box in layers(d):
-        if isinstance(box, Shard):
-            out.append(concrete(_local(box.arg, whole_rings=whole_rings), env))
-        elif is_structural(box) is None and not is_collective(box):
-            out.append(concrete(_plain(box), env))
-    return [p for p in out if p.boxes]
+    return [p for p, _ in local_parts(d, env, whole_rings=whole_rings)]
 
 
 def _boundary(d: Diagram) -> int:
@@ -312,7 +329,8 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
             return ClusterCandidate(**row, memory=held, refused=_too_big(held, c))
     else:
         try:
-            phases, _, held = program_phases(c, d, sizes, 0.0)
+            link = cost_of(d, sizes=sizes).link
+            phases, _, held = program_phases(c, d, sizes, 0.0, link=link)
         except (NapkinError, ValueError) as e:
             return ClusterCandidate(**row, refused=str(e).splitlines()[0])
         per_value = _bytes_per_value(d)
@@ -322,8 +340,9 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
         held -= _kept_on_chip(mine, env) * per_value
         if held > c.capacity:
             return ClusterCandidate(**row, memory=held, refused=_too_big(held, c))
+    parts = local_parts(d, env)
     try:
-        derived = [_derived(p, c.gpu, cache, options, compute) for p in local_programs(d, env)]
+        derived = [_derived(p, c.gpu, cache, options, compute) for p, _ in parts]
     except NapkinError as e:
         return ClusterCandidate(**row, refused=f"no per-device algorithm: {str(e).splitlines()[0]}")
     seconds = sum(r.prediction.time for r in derived)
@@ -331,16 +350,60 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
         extra = sum(_global_extra(r) for r in derived)
     except NapkinError as e:
         return ClusterCandidate(**row, refused=f"no per-device memory: {str(e).splitlines()[0]}")
+    rate = None
     if one:
         phases = [Phase("compute", compute=seconds)]
         nbytes = held + extra * _bytes_per_value(d)
     else:
-        phases, _, _ = program_phases(c, d, sizes, seconds)
+        ringed = sum(r.prediction.time for r, (_, ring) in zip(derived, parts) if ring)
+        rate = ring_rate(d, sizes, ringed, link=link) if ringed else None
+        outside = seconds - ringed if rate is not None else seconds
+        phases, _, _ = program_phases(c, d, sizes, outside, rate=rate, link=link)
         nbytes = held + extra * per_value
     if nbytes > c.capacity:
         return ClusterCandidate(**row, memory=nbytes, compute=seconds, refused=_too_big(nbytes, c))
     p = predict_cluster(c, phases, sizes={str(k): v for k, v in env.items()}, memory=nbytes)
-    return ClusterCandidate(**row, time=p.time, memory=nbytes, compute=seconds, prediction=p)
+    if rate is not None:
+        p = dataclasses.replace(p, assumptions=p.assumptions + (SLOWEST,))
+    return ClusterCandidate(**row, time=p.time, memory=nbytes, compute=seconds, rate=rate, prediction=p)
+
+
+#: what the time of a form with a ring assumes (:func:`ring_rate`)
+SLOWEST = ("a ring step waits for its slowest device: each step is charged the most work any device does at it (the "
+           "cost's Link.work: the FLOPs of the folds it runs, a fold its mask allows in part counted whole, one it "
+           "skips not), at the rate of the timed program (device 0's shards in the contiguous order, the ring run "
+           "whole: its work over its predicted seconds); the inputs arrive in the form's order")
+
+
+def in_contiguous_order(d: Diagram) -> Diagram:
+    """``d`` with every device region and ring in the contiguous order (the order each local program is timed in:
+    device 0's shard from position 0)."""
+    def mapped(box):
+        if isinstance(box, (Shard, Ring)):
+            params = {k: v for k, v in box.params.items() if k != "order"}
+            return type(box).rebuild(_each_box(box.arg, mapped), box.dom, box.cod, params)
+        return box
+    return _each_box(d, mapped)
+
+
+def ring_rate(d: Diagram, sizes, seconds: float, *, link=None):
+    """The work per second of the timed program: the rings' work of device 0 in the contiguous order (the program
+    :func:`local_programs` times, ``Link.work``'s FLOPs summed over its steps) over ``seconds``, the predicted
+    seconds of its rings' programs; None where it does no work.
+    :func:`~napkin_cat.hardware.programtime.predict_program` charges each step its slowest device's work at it::
+
+        ring compute = Σ_t max_p work[p][t] · seconds / Σ_t work_contiguous[0][t]
+
+    so a ring whose devices do equal work is charged ``seconds`` (the timed device's), a causal mask's contiguous
+    ring its last device, a zigzag ring its balanced steps.  ``link``: ``d``'s own (``nc.cost(d, sizes=).link``),
+    read where ``d`` is in the contiguous order already."""
+    contiguous = in_contiguous_order(d)
+    if link is None or contiguous != d:
+        link = cost_of(contiguous, sizes=sizes).link
+    work = sum(link.work[0]) if link is not None and link.work else 0
+    if not work or not seconds:
+        return None
+    return work / seconds
 
 
 def input_layout(d: Diagram) -> tuple:
@@ -435,6 +498,7 @@ def derive_for_cluster(f: Diagram, c: Cluster, sizes, *, book=None, forms=None, 
                              sizes=dict(sizes))
 
 
-__all__ = ["ClusterCandidate", "ClusterDerivation", "derive_for_cluster", "time_form", "local_programs",
+__all__ = ["ClusterCandidate", "ClusterDerivation", "derive_for_cluster", "time_form", "local_programs", "local_parts",
+           "ring_rate", "in_contiguous_order", "SLOWEST",
            "concrete", "check_cluster", "check_layout", "input_layout", "rings_as_kernels", "by_transfers", "COMPUTE",
            "TIME_OPTIONS"]

@@ -115,10 +115,11 @@ def ring_compute(link, compute, rate=None):
     return sympy.sympify(compute) * sympy.Rational(sum(steps), busiest) if busiest else sympy.sympify(compute)
 
 
-def program_phases(c: Cluster, d, sizes, compute=0.0, rate=None) -> tuple:
+def program_phases(c: Cluster, d, sizes, compute=0.0, rate=None, link=None) -> tuple:
     """``(phases, device, memory)``: the phases of the busiest ``device`` (the largest link time) of the device
-    program ``d`` at ``sizes``, and the bytes each device holds at most (see the module docstring)."""
-    link = cost_of(d, sizes=sizes).link
+    program ``d`` at ``sizes``, and the bytes each device holds at most (see the module docstring); ``link``:
+    ``nc.cost(d, sizes=sizes).link`` where the caller has it already."""
+    link = cost_of(d, sizes=sizes).link if link is None else link
     if link is None:
         raise HardwareError("predict_program takes a device program (a diagram with a device region: nc.shard, "
                             "nc.ring, the device rules); this one moves nothing over a link")

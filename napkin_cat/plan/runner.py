@@ -146,8 +146,10 @@ class Machine:
         self.peak: dict = {}
         self.live: dict = {}
         self.threads = threads
-        self.fast: dict = {}   # Compute -> its box with parameters bound, or a BLAS call
-        self.flops_at: dict = {}   # (Compute, operand shapes, result shapes) -> its measured FLOPs
+        # by the statement's id (the plan holds its statements while the machine lives; a statement's own hash
+        # walks its views and their sympy ranges at every lookup)
+        self.fast: dict = {}   # id(Compute) -> its box with parameters bound, or a BLAS call
+        self.flops_at: dict = {}   # (id(Compute), operand shapes, result shapes) -> its measured FLOPs
 
     # ------------------------------------------------------------------ values
     def view(self, ref, frame):
@@ -278,16 +280,16 @@ class Machine:
 
     def _apply(self, s, frame):
         xs = [self._value(r, frame) for r in s.ins]
-        fast = self.fast.get(s)
+        fast = self.fast.get(id(s))
         if fast is None:
-            fast = self.fast[s] = _prepare(s.box, self.plan.sizes)
+            fast = self.fast[id(s)] = _prepare(s.box, self.plan.sizes)
         env = frame.env()
         if s.at:       # a position or a gather: where its tile starts on the whole axis
             env.tiles = {a: (number(start, frame.nominal), None) for a, start in s.at}
         ys = fast(xs) if callable(fast) else run_primitive(fast, xs, env)
         if self.counters is not None:
             # the FLOPs depend on the box and the tiles' extents only: measured once per shape met
-            key = (s, tuple(np.shape(x) for x in xs), tuple(np.shape(y) for y in ys))
+            key = (id(s), tuple(np.shape(x) for x in xs), tuple(np.shape(y) for y in ys))
             flops = self.flops_at.get(key)
             if flops is None:
                 flops = self.flops_at[key] = measured_flops(s.box, xs, ys)

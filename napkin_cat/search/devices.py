@@ -12,8 +12,12 @@ replays from ``f``::
                          whole is all-gathered); an input without a arrives whole on every device (replicated)
     shard a, gather b    for each axis b of such a replicated input: the inputs carrying b arrive sharded along b
                          and are all-gathered (``shard_gather``)
-    shard a, ring b      that all-gather made a ring (``ring``): the shards of b travel round the devices, the
-                         inside streamed along b
+    shard a, ring b      the partition with each box of no input that feeds a region alone moved inside it
+                         (``shard_generate``: positions each device computes, so a mask of them is decided per device
+                         and step), its replicated inputs carrying b made a ring (``ring``): the shards of b travel
+                         round the devices, the inside streamed along b; one form per order the ring's ``order``
+                         parameter takes (every :data:`~napkin_cat.algorithms.orders.ORDERS`, the contiguous one
+                         first: both axes cut in it; labelled ``shard a (order): ring b`` past the contiguous one)
     reshard h            f as one kernel (``kernel``, ``fuse``) run on shards of an axis h that every input and
                          output carries, between two all-to-alls from each array's sequence axis (``reshard``)
 
@@ -22,8 +26,9 @@ make is kept with its reason (the rule's first failing condition), so the caller
 
 >>> import napkin_cat as nc
 >>> forms = device_forms(nc.library.attention(), 4)
->>> [f.label for f in forms if f.refused is None][:5]
-['one device', 'shard q', 'shard q: all-gather d ×2', 'shard q: all-gather x ×2', 'shard q: ring x']
+>>> [f.label for f in forms if f.refused is None][:6]
+['one device', 'shard q', 'shard q: all-gather d ×2', 'shard q: all-gather x ×2', 'shard q: ring x', \
+'shard q (zigzag): ring x']
 >>> ring = next(f for f in forms if f.label == 'shard q: ring x')
 >>> ring.trace.replay(nc.library.attention()) == ring.diagram
 True
@@ -35,6 +40,7 @@ from dataclasses import dataclass
 
 from napkin_cat.algorithms.bubbles import Region
 from napkin_cat.algorithms.devices import Shard
+from napkin_cat.algorithms.orders import CONTIGUOUS, ORDERS
 from napkin_cat.algorithms.ring import Ring
 from napkin_cat.errors import NapkinError, RewriteError
 from napkin_cat.rewriting.registry import rulebook
@@ -88,20 +94,26 @@ def _inside_labels(d: Diagram) -> list:
 
 
 def describe(d: Diagram) -> str:
-    """A device program in a few words: per device region, the axis it shards and the collectives and rings it
-    runs (``shard q: ring x``); ``one device`` for a program without one.
+    """A device program in a few words: per device region, the axis it shards (and its order, past the contiguous
+    one) and the collectives and rings it runs (``shard q: ring x``); ``one device`` for a program without one.
 
     >>> import napkin_cat as nc
     >>> describe(nc.shard(nc.library.attention(), "q", devices=2)), describe(nc.library.attention())
     ('shard q', 'one device')
+    >>> describe(nc.shard(nc.library.attention(), "q", devices=2, order="zigzag"))
+    'shard q (zigzag)'
     """
     parts = []
     for _, box in layers(d):
         if isinstance(box, Shard):
             counts = Counter(_inside_labels(box.arg))
             inner = ", ".join(k + (f" ×{n}" if n > 1 else "") for k, n in counts.items())
-            parts.append(f"shard {box.axis}" + (f": {inner}" if inner else ""))
+            parts.append(_region_label(box.axis, box.order) + (f": {inner}" if inner else ""))
     return " ; ".join(parts) if parts else "one device"
+
+
+def _region_label(axis: str, order: str) -> str:
+    return f"shard {axis}" + ("" if order == CONTIGUOUS else f" ({order})")
 
 
 def axes_of(f: Diagram) -> list:
@@ -157,6 +169,7 @@ def _partitions(f, book, P, axis) -> list:
     base = _made(mk, book)
     out = [base]
     roles = book.roles
+    ringed = _generated(base, book)
     for other in axes_of(f):
         if other == axis or "shard_gather" not in roles:
             continue
@@ -168,21 +181,41 @@ def _partitions(f, book, P, axis) -> list:
         except NapkinError as e:
             out.append(DeviceForm(f"shard {axis}: all-gather {other}", refused=str(e).splitlines()[0]))
             continue
-        gathered = _made(g, book, base.trace.steps)
-        out.append(gathered)
+        out.append(_made(g, book, base.trace.steps))
         if "ring" not in roles:
             continue
-        ring = book.role("ring").using(axis=other)
-        r = Maker(gathered.diagram)
-        try:
-            if _apply_all(r, [ring], once=True):
-                out.append(_made(r, book, gathered.trace.steps))
-            else:
-                why = _first_reason([ring], r.net) or "no device region matches"
-                out.append(DeviceForm(f"shard {axis}: ring {other}", refused=why))
-        except NapkinError as e:
-            out.append(DeviceForm(f"shard {axis}: ring {other}", refused=str(e).splitlines()[0]))
+        for order in ORDERS:          # one ring per order its rule takes: each its own form, trace and label
+            out.append(_ring(ringed, book, axis, other, order))
     return out
+
+
+def _generated(base: DeviceForm, book) -> DeviceForm:
+    """``base`` with every box of no input that feeds a region alone computed inside it (the book's
+    ``shard_generate``; ``base`` itself without that role or such a box)."""
+    if "shard_generate" not in book.roles:
+        return base
+    mk = Maker(base.diagram)
+    try:
+        if not _apply_all(mk, [book.role("shard_generate")]):
+            return base
+    except NapkinError:
+        return base
+    return _made(mk, book, base.trace.steps)
+
+
+def _ring(source: DeviceForm, book, axis: str, other: str, order: str) -> DeviceForm:
+    """``source``'s replicated inputs carrying ``other`` made a ring with its shards in ``order`` (the book's
+    ``ring`` rule at ``axis=other, order=order``), or refused with the rule's reason."""
+    rule = book.role("ring").using(axis=other, order=order)
+    label = f"{_region_label(axis, order)}: ring {other}"
+    r = Maker(source.diagram)
+    try:
+        if _apply_all(r, [rule], once=True):
+            return _made(r, book, source.trace.steps)
+        why = _first_reason([rule], r.net) or "no device region matches"
+    except NapkinError as e:
+        why = str(e).splitlines()[0]
+    return DeviceForm(label, refused=why)
 
 
 def _reshards(f, book, P) -> list:

@@ -263,8 +263,9 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
                 xs.append(rng.integers(0, high + 1, size=shape))
             else:
                 xs.append(rng.normal(size=shape) * scale)
-        with np.errstate(all="ignore"):
-            y1, y2 = (_evaluated(d, xs, named, evaluations) for d in (d1, d2))
+        with np.errstate(all="ignore"):     # a diagram compared with itself (is it finite?) is evaluated once
+            y1 = _evaluated(d1, xs, named, evaluations)
+            y2 = y1 if d2 is d1 else _evaluated(d2, xs, named, evaluations)
         y1 = y1 if isinstance(y1, tuple) else (y1,)
         y2 = y2 if isinstance(y2, tuple) else (y2,)
         for j, (a, b) in enumerate(zip(y1, y2)):

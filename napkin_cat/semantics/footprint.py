@@ -53,22 +53,38 @@ def value_at(env: dict, expr):
 def largest_array(env: dict, diagrams) -> tuple:
     """``(values, array)``: the array with the most entries on the boundary or a box's wires of ``diagrams`` at the
     bindings ``env`` (symbol → int; a size they do not determine counts 1), and its entries."""
-    arrays = set()
+    shapes: dict = {}                          # each distinct shape once, with an array of it
     for d in diagrams:
-        arrays.update(d.dom.inside, d.cod.inside)
+        for arr in (*d.dom.inside, *d.cod.inside):
+            shapes.setdefault(arr.shape, arr)
         for _, box in layers(d):
-            arrays.update(box.dom.inside, box.cod.inside)
-    values, most, which = {}, 0, None          # each distinct array, each distinct size, evaluated once
-    for arr in arrays:
+            for shape, arr in _box_shapes(box).items():
+                shapes.setdefault(shape, arr)
+    values, most, which = {}, 0, None          # each distinct size evaluated once
+    for shape, arr in shapes.items():
         n = 1
-        for a in arr.axes:
-            if a.size not in values:
-                values[a.size] = value_at(env, a.size)
-            v = values[a.size]
+        for size in shape:
+            if size not in values:
+                values[size] = value_at(env, size)
+            v = values[size]
             n *= v if v is not None else 1
         if n > most:
             most, which = n, arr
     return most, which
+
+
+def _box_shapes(box) -> dict:
+    """``{shape: array}`` of a box's wires, remembered on the box (immutable; asked at every trial of
+    ``nc.equivalent``)."""
+    memo = getattr(box, "__dict__", None)
+    got = memo.get("_shapes") if memo is not None else None
+    if got is None:
+        got = {}
+        for arr in (*box.dom.inside, *box.cod.inside):
+            got.setdefault(arr.shape, arr)
+        if memo is not None:
+            memo["_shapes"] = got
+    return got
 
 
 def check_room(values: int, what: str) -> None:

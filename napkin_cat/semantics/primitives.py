@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from napkin_cat.semantics.env import Env
-from napkin_cat.syntax.primitive import kind_of
+from napkin_cat.syntax.primitive import Core, kind_of
 from napkin_cat.syntax.weave import core_of
 
 
@@ -28,32 +28,51 @@ def run_primitive(box, xs: list, env: Env) -> list:
         env.counters[lvl] = env.counters.get(lvl, 0) + int(np.asarray(xs[0]).size)
     if kind.labelled is not None:
         return kind.labelled(xs, [a.names for a in box.dom.inside], [a.names for a in box.cod.inside])
-    core = core_of(spec, box.dom, box.cod, env)
-    W = [w.name for w in reversed(spec.weaves)]  # outermost first
+    ins, outs, weaves, inputs, outputs = _layout(box)
+    core = Core(ins, outs, dict(spec.params), env or {}, weaves, getattr(env, "offsets", None) or {},
+                getattr(env, "maps", None) or {})        # a device's pieces: the positions they hold (core_of's)
     wsizes = {}
     batched = []
-    for arr, x in zip(box.dom.inside, xs):
-        names = arr.names
-        present = [n for n in W if n in names]
-        core_names = [n for n in names if n not in W]
-        perm = [names.index(n) for n in present + core_names]
-        x = np.transpose(x, perm) if perm != list(range(len(perm))) else x
-        shape = []
-        for n in W:
-            if n in present:
-                wsizes[n] = x.shape[present.index(n)]
-                shape.append(wsizes[n])
-            else:
-                shape.append(1)
-        batched.append(x.reshape(shape + list(x.shape[len(present):])))
-    outs = kind.impl(batched, core)
+    for (perm, present, at), x in zip(inputs, xs):
+        x = np.transpose(x, perm) if perm is not None else x
+        for n, j in present:
+            wsizes[n] = x.shape[j]
+        batched.append(x.reshape([x.shape[j] if j is not None else 1 for j in at] + list(x.shape[len(present):])))
     results = []
-    for arr, y in zip(box.cod.inside, outs):
-        full = [wsizes[n] if n in wsizes else env.size(arr.axis(n).size, f"axis {n!r} of {box.name!r}")
-                for n in W]
-        y = np.broadcast_to(y, tuple(full) + y.shape[len(W):])
-        order = W + [n for n in arr.names if n not in W]
-        perm = [order.index(n) for n in arr.names]
-        results.append(np.transpose(y, perm) if perm != list(range(len(perm))) else y)
+    for (perm, axes), y in zip(outputs, kind.impl(batched, core)):
+        full = [wsizes[n] if n in wsizes else env.size(size if size is not None else arr.axis(n).size,
+                                                         f"axis {n!r} of {box.name!r}") for n, size, arr in axes]
+        y = np.broadcast_to(y, tuple(full) + y.shape[len(axes):])
+        results.append(np.transpose(y, perm) if perm is not None else y)
     return results
 
+
+def _layout(box) -> tuple:
+    """What :func:`run_primitive` reads of a box's types, worked out once and remembered on the box (immutable):
+    its core axes per port and weave axes (:func:`~napkin_cat.syntax.weave.core_of`), and per input the
+    permutation bringing its weave axes to the front (None: none needed), its weave axes present with their
+    positions there, and per weave axis (outermost first) its position or None (a broadcast 1); per output the
+    permutation back from weaves-first order and each weave axis with its size."""
+    memo = box.__dict__
+    got = memo.get("_layout")
+    if got is None:
+        spec = box.data
+        base = core_of(spec, box.dom, box.cod)
+        W = [w.name for w in reversed(spec.weaves)]  # outermost first
+        inputs = []
+        for arr in box.dom.inside:
+            names = arr.names
+            present = [n for n in W if n in names]
+            core_names = [n for n in names if n not in W]
+            perm = [names.index(n) for n in present + core_names]
+            inputs.append((perm if perm != list(range(len(perm))) else None,
+                           tuple((n, present.index(n)) for n in present),
+                           tuple(present.index(n) if n in present else None for n in W)))
+        outputs = []
+        for arr in box.cod.inside:
+            order = W + [n for n in arr.names if n not in W]
+            perm = [order.index(n) for n in arr.names]
+            outputs.append((perm if perm != list(range(len(perm))) else None,
+                            tuple((n, arr.axis(n).size if n in arr.names else None, arr) for n in W)))
+        got = memo["_layout"] = (base.inputs, base.outputs, base.weaves, tuple(inputs), tuple(outputs))
+    return got

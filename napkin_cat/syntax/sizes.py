@@ -194,12 +194,31 @@ def symbols_of(diagram: Diagram, *, params: bool = False) -> frozenset:
 
 def _collect(diagram: Diagram, found: set, params: bool):
     for arr in (*diagram.dom.inside, *diagram.cod.inside):
-        for a in arr.axes:
-            found |= _free(a.size)
+        found |= _array_symbols(arr)
     for _, box in layers(diagram):
+        found |= _box_symbols(box, params)
+
+
+def _array_symbols(arr) -> frozenset:
+    """The symbols of an array's axis sizes (an array is immutable: remembered on it, as its hash is)."""
+    memo = arr.__dict__
+    got = memo.get("_symbols")
+    if got is None:
+        got = memo["_symbols"] = frozenset(s for a in arr.axes for s in _free(a.size))
+    return got
+
+
+def _box_symbols(box, params: bool) -> frozenset:
+    """What :func:`symbols_of` reads of one layer's box (its arrays; a region's tiles and insides; with ``params``
+    its parameters), remembered on the box: a box is immutable, and ``nc.equivalent`` asks it of every box of both
+    diagrams several times per trial."""
+    memo = getattr(box, "__dict__", None)
+    key = "_symbols_params" if params else "_symbols"
+    got = memo.get(key) if memo is not None else None
+    if got is None:
+        found: set = set()
         for arr in (*box.dom.inside, *box.cod.inside):
-            for a in arr.axes:
-                found |= _free(a.size)
+            found |= _array_symbols(arr)
         if isinstance(box, Bubble):
             tiles, insides = box.size_parts()
             for t in tiles:
@@ -209,6 +228,10 @@ def _collect(diagram: Diagram, found: set, params: bool):
         elif params and getattr(box, "data", None) is not None:
             for _, v in box.data.params:
                 found |= _free(v)
+        got = frozenset(found)
+        if memo is not None:
+            memo[key] = got
+    return got
 
 
 def names_of(diagram: Diagram) -> set:

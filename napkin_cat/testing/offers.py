@@ -177,6 +177,7 @@ def _one(rule, book, d, cover, rng, seed, where, per_form):
         return 0
     cover.offered[rule.name] += len(offered)
     finite = None
+    evaluations, held = {}, [d]   # d evaluated once per trial; the rewrites are held while their outputs are kept
     for k in rng.permutation(len(offered))[:per_form]:
         k, m = int(k), offered[int(k)]
         cover.checked[rule.name] += 1
@@ -201,9 +202,10 @@ def _one(rule, book, d, cover, rng, seed, where, per_form):
                     "print(Trace((step,), book.rules).replay(before))")
             continue
         if finite is None:
-            finite = bool(equivalent(d, d, trials=1, seed=seed))
+            finite = bool(equivalent(d, d, trials=1, seed=seed, evaluations=evaluations))
+        held.append(after.diagram)
         try:
-            verdict = equivalent(d, after.diagram, trials=1, seed=seed + k) if finite else True
+            verdict = equivalent(d, after.diagram, trials=1, seed=seed, evaluations=evaluations) if finite else True
             why = "" if verdict else verdict.message
         except Exception as e:     # the rewrite does not even run
             verdict, why = False, f"{type(e).__name__}: {e}"
@@ -211,7 +213,7 @@ def _one(rule, book, d, cover, rng, seed, where, per_form):
             cover.kept[rule.name] += bool(finite)
         else:
             _report(cover, book, rule, f"changed the function at {m.describe()}", why, d, found,
-                    f"print(nc.equivalent(before, rule.fill(match).diagram, trials=1, seed={seed + k}))")
+                    f"print(nc.equivalent(before, rule.fill(match).diagram, trials=1, seed={seed}))")
     return len(offered)
 
 

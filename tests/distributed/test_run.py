@@ -8,6 +8,8 @@ functor's formulas: a second route to the runner's actual tensor sizes).  The ax
 so shards differ in size and some devices are idle where P exceeds an axis."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import sympy
@@ -18,6 +20,7 @@ import napkin_cat as nc  # noqa: E402
 from napkin_cat.testing.devices import sharded_softmax as softmax_on_devices  # noqa: E402
 from napkin_cat.algorithms.devices import device_region  # noqa: E402
 from napkin_cat.distributed.run import bound_devices  # noqa: E402
+from napkin_cat.distributed.world import start_method  # noqa: E402
 from napkin_cat.syntax.sizes import symbols_of  # noqa: E402
 from rewrites.devices import device_gather, tensor_parallel  # noqa: E402
 from rewrites.ulysses import device_ulysses  # noqa: E402
@@ -253,6 +256,27 @@ def test_a_partial_left_unreduced_is_refused_by_name(world):
     d = device_region(one, "h", P, nc.symbol("h"))
     with pytest.raises(nc.DeviceError, match="output 0 .*replicated.*device 1"):
         nc.distributed.run(d, np.ones((2, 4)), np.arange(12.0).reshape(4, 3), world_size=P, world=world)
+
+
+def parent_of(pid: int) -> int:
+    """The parent process of ``pid``, read from /proc (Linux)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads parent processes from /proc (Linux)")
+def test_the_ranks_are_forked_from_one_server_that_imported_the_packages(four):
+    """Every rank of a world, and of the next world started, is forked from one server process, not started by the
+    launcher itself (a spawned rank imports torch and napkin_cat again: about 5 s of CPU apiece)."""
+    assert start_method() == "forkserver"                  # Linux has it
+    (server,) = {parent_of(pid) for pid in four.pids}
+    assert server != os.getpid() and parent_of(server) == os.getpid()
+    with nc.distributed.World(2) as other:
+        assert {parent_of(pid) for pid in other.pids} == {server}
+        r = nc.distributed.run(nc.shard(nc.elementwise("exp", "n e"), "n", devices=2), np.zeros((3, 2)),
+                               world_size=2, world=other)
+        assert np.array_equal(r.outputs[0], np.ones((3, 2)))
+    assert other.pids == ()
 
 
 def test_refused_before_a_process_starts():

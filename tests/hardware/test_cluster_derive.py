@@ -80,6 +80,8 @@ def test_memory_forces_the_ring():
     gather, ring = roomy["shard q: all-gather x ×2"].memory, roomy["shard q: ring x"].memory
     r = nc.derive(f, sizes=s, hardware=small((gather + ring) // 2), layout=SEQUENCE, **FAST)
     assert r.label == "shard q: ring x"
+    zigzag = rows(r)["shard q (zigzag): ring x"]      # no mask: the other order is offered, never faster
+    assert zigzag.refused is None and zigzag.time >= rows(r)["shard q: ring x"].time
     assert rows(r)["shard q: all-gather x ×2"].refused.startswith("memory")
     with pytest.raises(nc.CapacityError, match=f"'shard q: ring x', holds {ring} B per device; each holds 1000 B"):
         nc.derive(f, sizes=s, hardware=small(1000), layout=SEQUENCE, **FAST)
@@ -139,7 +141,7 @@ def test_a_layer_norm_then_a_matmul():
 
 
 @pytest.mark.parametrize("f, devices, shapes", [
-    (nc.library.attention(), 3, [(7, 4), (5, 4), (5, 4)]),
+    (nc.library.attention(), 3, [(7, 4), (8, 4), (8, 4)]),        # 8 keys: 6 zigzag chunks of 2, 1
     (nc.library.multi_head_attention(), 2, [(5, 7, 3), (5, 5, 3), (5, 5, 3)]),
     (layer_norm_then_matmul(), 3, [(7, 5), (5,), (5,), (5, 4)]),
 ])

@@ -269,7 +269,7 @@ def test_isomorphic_is_exported():
 FUZZ = {"rewrites": 0, "derivations": 0, "rules": {}}
 
 
-@settings(max_examples=180, deadline=None, derandomize=True)
+@settings(max_examples=120, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 2 ** 32 - 1), n_ops=st.integers(5, 14), fixpoint=st.booleans())
 def test_fuzz_rewrites_preserve_the_function(seed, n_ops, fixpoint):
     """Random diagrams, random legal (rule, match) choices; every step must keep the function."""
@@ -300,7 +300,9 @@ def test_fuzz_count(capsys):
     with capsys.disabled():
         print(f"\nrewrite fuzz: {FUZZ['rewrites']} rewrites in {FUZZ['derivations']} derivations, "
               f"all equivalence-preserving; per rule: {dict(sorted(FUZZ['rules'].items()))}")
-    assert FUZZ["rewrites"] >= 2000
+    # 120 derivations make 1,756 rewrites (every rule below at least 11 times; 180 made 2,711 for 8 CPU-seconds more,
+    # issue 31): the floor fails a generator or a rule book that stops offering rewrites
+    assert FUZZ["rewrites"] >= 1500
     # the generator builds level-1 data-flow with transfers; the partition and sharing rules (which act on
     # level-0 functions and kernels, or split concrete axes) are fuzzed in tests/test_derive.py and by nc.derive on
     # random functions (tests/search); it makes no contraction chains, which proofs/test_contraction_rules.py fuzzes,

@@ -82,13 +82,33 @@ def outputs(y):
 
 
 # ---------------------------------------------------------------------------------------------------------- import
-def test_import_napkin_cat_leaves_torch_alone():
+#: what a fresh process (Triton's interpreter on) finds: the modules ``import napkin_cat`` loaded, those ``nc.torch``
+#: loaded, then (with triton installed) the CUDA path's Triton kernels run in it (:data:`TRITON_SCRIPT`)
+FRESH = """
+import sys
+import napkin_cat as nc
+print("import napkin_cat:", "torch" in sys.modules, "triton" in sys.modules, flush=True)
+assert callable(nc.torch.compile)
+print("nc.torch:", "torch" in sys.modules, flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def fresh_process():
+    """One new Python process for the checks that need one (each started cost an interpreter and the imports of
+    napkin_cat and torch, 4 s of CPU): :data:`FRESH`, then :data:`TRITON_SCRIPT` where triton is installed; its
+    output lines and exit status."""
+    script = FRESH + (TRITON_SCRIPT if importlib.util.find_spec("triton") is not None else "")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env)
+    return run.stdout.splitlines(), run.returncode, run.stderr
+
+
+def test_import_napkin_cat_leaves_torch_alone(fresh_process):
     """torch is optional: ``import napkin_cat`` imports neither torch nor triton; ``nc.torch`` loads them."""
-    code = ("import sys, napkin_cat as nc\n"
-            "assert 'torch' not in sys.modules and 'triton' not in sys.modules, 'imported by napkin_cat'\n"
-            "assert callable(nc.torch.compile) and 'torch' in sys.modules\n")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
+    lines, _, stderr = fresh_process
+    assert "import napkin_cat: False False" in lines, ("imported by napkin_cat", lines, stderr[-2000:])
+    assert "nc.torch: True" in lines, (lines, stderr[-2000:])
 
 
 # ---------------------------------------------------------------------------------------------------------- values
@@ -303,7 +323,7 @@ needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
                                   reason="triton is the `kernels` extra (pip install 'napkin-cat[kernels]')")
 
 TRITON_SCRIPT = """
-import torch, napkin_cat as nc
+import torch
 from napkin_cat.torch.kernels import interpreted
 assert interpreted()
 op = nc.torch.compile(nc.library.matmul(), memory=64, backend="triton", name="test_triton_in_process")
@@ -321,13 +341,12 @@ print("ok", next(iter(op.napkin.forward.kernels.values())).backend, kernels.laun
 
 
 @needs_triton
-def test_the_cuda_path_runs_its_triton_kernels_in_process_under_the_interpreter():
+def test_the_cuda_path_runs_its_triton_kernels_in_process_under_the_interpreter(fresh_process):
     """What a CUDA call runs (the Triton kernel's ``nc_run`` in this process, :func:`~napkin_cat.torch.kernels.
     launcher`), on CPU tensors in a process started with ``TRITON_INTERPRET=1``: forward and backward."""
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    run = subprocess.run([sys.executable, "-c", TRITON_SCRIPT], capture_output=True, text=True, timeout=600, env=env)
+    lines, status, stderr = fresh_process
     # two launchers imported: the forward's kernel and the backward's (nc_run in this process, not the worker's)
-    assert run.returncode == 0 and run.stdout.split() == ["ok", "triton", "2"], run.stderr[-3000:]
+    assert status == 0 and lines[2:] == ["ok triton 2"], (lines, stderr[-3000:])
 
 
 def test_the_triton_backend_refuses_float64_before_deriving():

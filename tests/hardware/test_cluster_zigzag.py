@@ -1,0 +1,103 @@
+"""nc.derive on a cluster offers the ring in every order (issue 37 item 3(b)): under a causal mask each ring step is
+charged its slowest device, so the zigzag ring is chosen (without a mask the contiguous one:
+test_cluster_derive.test_memory_forces_the_ring).
+
+Second routes: the ratio of the two rings' compute against numpy's count of the slowest device's non-empty (query
+piece, key piece) pairs, weighted by their area (np.array_split's cut, the order's pieces); the chosen program's
+values against numpy's causal attention at ragged sizes.  The long sequence is forced onto the rings by the devices'
+memory (one device and the all-gather refused before their algorithms are derived), so the derive times two
+forms (about 9 s on one core with compute="transfers"; NAPKIN_SLOW=1: every form the rules make, 11 s).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+
+import napkin_cat as nc
+from napkin_cat.algorithms.orders import ORDERS
+from napkin_cat.hardware.devices import Cluster
+from napkin_cat.search.devices import device_forms
+
+P, N, D = 4, 8192, 128
+SIZES = {"q": N, "x": N, "d": D}
+SEQUENCE = ("q", "x", "x")
+FAST = {"compute": "transfers", "cache": {}}
+PLAIN, ZIGZAG = "shard q: ring x", "shard q (zigzag): ring x"
+
+
+def ring_only(f):
+    """A cluster of 4 H100 whose devices hold a ring's shards but not K and V whole (the all-gather's)."""
+    h100 = nc.hardware.load("h100-sxm5")
+    gather = (N // P + 2 * N) * D * 4            # Q's shard, K and V whole, fp32
+    return Cluster(dataclasses.replace(h100, gmem=gather - 1), P, nc.hardware.load_link("nvlink4"))
+
+
+def rows(r) -> dict:
+    return {c.label: c for c in r.candidates}
+
+
+def slowest_area(order: str, n: int, P: int) -> int:
+    """Σ over ring steps of the most query × key values any device pairs at that step among its pieces that the
+    causal mask does not skip whole (a pair whose first key is after its last query), by numpy."""
+    o = ORDERS[order]
+    cut = np.array_split(np.arange(n), o.chunks(P))
+    pieces = [[cut[c] for c in o.pieces(p, P)] for p in range(P)]
+    total = 0
+    for t in range(P):
+        total += max(sum(len(qp) * len(kp) for qp in pieces[p] for kp in pieces[(p - t) % P]
+                         if len(qp) and len(kp) and kp[0] <= qp[-1]) for p in range(P))
+    return total
+
+
+def test_the_ring_is_offered_in_every_order():
+    f = nc.library.causal_attention()
+    forms = {m.label: m for m in device_forms(f, P)}
+    assert [label for label in forms if label.startswith("shard q") and label.endswith(": ring x")] == [PLAIN, ZIGZAG]
+    zigzag = forms[ZIGZAG]
+    assert zigzag.refused is None and zigzag.trace.replay(f) == zigzag.diagram
+    assert zigzag.trace.steps[-1].params == (("axis", "x"), ("order", "zigzag"))
+    # the positions are each device's own: a mask of them skips folds (the contiguous ring's device 0 folds 1 of 4)
+    assert nc.cost(forms[PLAIN].diagram, sizes=SIZES).link.trips[0] == (1, 0, 0, 0)
+
+
+def on_the_queries(f) -> list:
+    """The forms the rules make of ``f`` on one device and sharded along the queries (the others, sharded along the
+    keys or the head dimension, hold more than a ring: each refused for memory; timed under NAPKIN_SLOW)."""
+    every = device_forms(f, P)
+    return every if os.environ.get("NAPKIN_SLOW") else [m for m in every if m.label.split(":")[0] in (
+        "one device", "shard q", "shard q (zigzag)")]
+
+
+def test_causal_attention_takes_the_zigzag_ring():
+    f = nc.library.causal_attention()
+    r = nc.derive(f, sizes=SIZES, hardware=ring_only(f), layout=SEQUENCE, forms=on_the_queries(f), **FAST)
+    got = rows(r)
+    assert got["one device"].refused.startswith("memory") and got["shard q: all-gather x ×3"].refused.startswith(
+        "memory")
+    plain, zigzag = got[PLAIN], got[ZIGZAG]
+    assert r.label == ZIGZAG and zigzag.time < plain.time
+    assert r.trace.replay(f) == r.diagram
+    ring = [next(p for p in c.prediction.phases if p.label == "ring") for c in (plain, zigzag)]
+    # numpy: the slowest device's area per step, zigzag (2P + 1 = 9 pairs of chunks) over contiguous (P = 4 shards,
+    # 16 pairs of chunks); the folds' FLOPs beyond the contractions' (per row: the rescales) add 0.02 % here
+    want = slowest_area("zigzag", N, P) / slowest_area("contiguous", N, P)
+    assert want == 9 / 16
+    assert ring[1].compute / ring[0].compute == pytest.approx(want, rel=1e-3)
+    # both at the rate of the one timed program (device 0's, contiguous): it and its seconds are the same
+    assert zigzag.rate == plain.rate and zigzag.compute == plain.compute
+    assert any("slowest device" in a for a in r.prediction.assumptions)
+
+
+def test_causal_zigzag_computes_causal_attention_at_ragged_sizes():
+    f = nc.library.causal_attention()
+    (zigzag,) = [m for m in device_forms(f, P) if m.label == ZIGZAG]
+    rng = np.random.default_rng(4)
+    q, x, d = 13, 11, 5                                  # 8 chunks of each: 2 and 1 values
+    Q, K, V = rng.normal(size=(q, d)), rng.normal(size=(x, d)), rng.normal(size=(x, d))
+    S = Q @ K.T / np.sqrt(d)
+    S = np.where(np.arange(x)[None, :] <= np.arange(q)[:, None], S, -np.inf)
+    E = np.exp(S - S.max(1, keepdims=True))
+    assert np.allclose(nc.evaluate(zigzag.diagram, Q, K, V), (E / E.sum(1, keepdims=True)) @ V)
