@@ -29,7 +29,8 @@ def run_primitive(box, xs: list, env: Env) -> list:
     if kind.labelled is not None:
         return kind.labelled(xs, [a.names for a in box.dom.inside], [a.names for a in box.cod.inside])
     ins, outs, weaves, inputs, outputs = _layout(box)
-    core = Core(ins, outs, dict(spec.params), env or {}, weaves, getattr(env, "offsets", None) or {})
+    core = Core(ins, outs, dict(spec.params), env or {}, weaves, getattr(env, "offsets", None) or {},
+                getattr(env, "maps", None) or {})
     wsizes = {}
     batched = []
     for (perm, present, at), x in zip(inputs, xs):
