@@ -27,6 +27,8 @@ True
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import sympy
 
@@ -319,6 +321,7 @@ def _same(a, b) -> bool:
     return sympy.simplify(sympy.powsimp(sympy.expand(sympy.powsimp(diff)))) == 0
 
 
+@functools.cache
 def table4_identity(step=unscaled_step, rhs=auxiliary_from_unscaled):
     """Recursively expanded Auxiliary SoftMax is the SoftMax of the concatenation (Table 4, Fig. softmax_stream).
 
@@ -326,7 +329,11 @@ def table4_identity(step=unscaled_step, rhs=auxiliary_from_unscaled):
     z′ = Σⱼ exp(βx′ⱼ − μ′).  SoftMax₀(x⃗, (μ′, z′)), built as ``rhs(step(x⃗, μ′, z′))``, must give
     y⃗ = the SoftMax of x⃗′ ++ x⃗ restricted to x⃗, δz′·e^μ = Σⱼ exp(βx′ⱼ) (the prior sum, rebased)
     and z·e^μ = Σ over x⃗′ ++ x⃗ (the running sum), each compared with the textbook formula; and
-    from Initialize() = (−∞, 0) it gives SoftMax(x⃗).
+    from Initialize() = (−∞, 0) it gives SoftMax(x⃗).  A check that passed is kept per (step, rhs) (both rules'
+    obligations and the proofs call it with the same two): it runs once per process; one that fails raises each time.
+
+    >>> table4_identity() is None and table4_identity.cache_info().currsize >= 1
+    True
     """
     x, prior = sympy.symbols("x1:4", real=True), sympy.symbols("p1:3", real=True)
     beta = sympy.Symbol("beta", positive=True)

@@ -304,6 +304,26 @@ def _derived(program, gpu, cache, options, compute="time"):
     return hit
 
 
+def cost_at(d: Diagram, sizes, cache: dict):
+    """``nc.cost(d, sizes=sizes)``, kept in ``cache`` under ``("cost", d, sizes)``: a form's cost at sizes does not
+    depend on the cluster, so derives at the same sizes (other capacities, links, a sweep's repeated point) count
+    each form once.  The same value as ``cost_of(d, sizes=sizes)``; an unhashable key is not kept.
+
+    >>> import napkin_cat as nc
+    >>> f, s, kept = nc.library.attention(), {"q": 8, "x": 8, "d": 4}, {}
+    >>> cost_at(f, s, kept) is cost_at(f, s, kept) and cost_at(f, s, kept).H == nc.cost(f, sizes=s).H
+    True
+    """
+    try:
+        key = ("cost", d, frozenset(as_sizes(sizes).env.items()))
+        hit = cache.get(key)
+    except TypeError:
+        return cost_of(d, sizes=sizes)
+    if hit is None:
+        hit = cache[key] = cost_of(d, sizes=sizes)
+    return hit
+
+
 def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: str = "time", layout=None,
               **options) -> ClusterCandidate:
     """One :class:`~napkin_cat.search.devices.DeviceForm` timed on the cluster ``c`` at ``sizes`` (see the module
@@ -329,14 +349,14 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
             return ClusterCandidate(**row, memory=held, refused=_too_big(held, c))
     else:
         try:
-            link = cost_of(d, sizes=sizes).link
+            link = cost_at(d, sizes, cache).link
             phases, _, held = program_phases(c, d, sizes, 0.0, link=link)
         except (NapkinError, ValueError) as e:
             return ClusterCandidate(**row, refused=str(e).splitlines()[0])
         per_value = _bytes_per_value(d)
         mine = rings_as_kernels(d) if rings_of(d) else d       # a ring's trip keeps its intermediates on chip
         if mine is not d:
-            held = max(cost_of(mine, sizes=sizes).link.held) * per_value
+            held = max(cost_at(mine, sizes, cache).link.held) * per_value
         held -= _kept_on_chip(mine, env) * per_value
         if held > c.capacity:
             return ClusterCandidate(**row, memory=held, refused=_too_big(held, c))

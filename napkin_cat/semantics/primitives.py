@@ -30,7 +30,7 @@ def run_primitive(box, xs: list, env: Env) -> list:
         return kind.labelled(xs, [a.names for a in box.dom.inside], [a.names for a in box.cod.inside])
     ins, outs, weaves, inputs, outputs = _layout(box)
     core = Core(ins, outs, dict(spec.params), env or {}, weaves, getattr(env, "offsets", None) or {},
-                getattr(env, "maps", None) or {})        # a device's pieces: the positions they hold (core_of's)
+                getattr(env, "maps", None) or {})
     wsizes = {}
     batched = []
     for (perm, present, at), x in zip(inputs, xs):
