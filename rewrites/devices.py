@@ -166,7 +166,9 @@ def _reduction(m):
         ar = nc.all_reduce(" ".join(a.names) or "()", devices=P, merge=acc.merge, level=a.level, dtype=a.dtype,
                            sizes={x.name: x.size for x in a.axes})
         reduce = ar if reduce is None else reduce @ ar
-    return same_type(device_region(local >> reduce, axis, P, full), box.dom, box.cod, box.name)
+    ins = tuple(axis if axis in a.names else None for a in box.dom.inside)     # each output all-reduced: replicated
+    return same_type(device_region(local >> reduce, axis, P, full, sharded_in=ins, sharded_out=(None,) * len(box.cod)),
+                     box.dom, box.cod, box.name)
 
 
 # ---------------------------------------------------------------------- device_fusion
@@ -205,7 +207,11 @@ def _fused(m):
     value.update({("b", p): outb[p] for p in range(len(outb))})
     body = bld.build(*(value[port] for port in m.outputs))
     also = {x: f for x, (_, f) in a.sharded_axes().items() if x != a.axis}
-    fused = same_type(device_region(body, a.axis, a.devices, a.full_size(), also=also), m.dom, m.cod,
+    cuts = {("a", "dom"): a.sharded("dom"), ("a", "cod"): a_sharded, ("b", "dom"): b_sharded,
+            ("b", "cod"): (None,) * len(b.cod) if plain else b.sharded("cod")}    # a plain G runs on every device
+    fused = same_type(device_region(body, a.axis, a.devices, a.full_size(), also=also,
+                                    sharded_in=tuple(cuts[v, "dom"][p] for v, p in m.inputs),
+                                    sharded_out=tuple(cuts[v, "cod"][p] for v, p in m.outputs)), m.dom, m.cod,
                        f"{a.name} ; {b.name}")
     outer, ins = m.wiring()
     got = outer(fused, *(ins[port] for port in m.inputs))
@@ -241,8 +247,9 @@ def _gathered(m):
     made = bld(k.arg, *wires)
     inside = bld.build(*(made if isinstance(made, tuple) else (made,)))
     also = {a: f for a, (_, f) in k.sharded_axes().items() if a != k.axis}
-    return same_type(device_region(inside, k.axis, P, k.full_size(), also={**also, axis: full}), k.dom, k.cod,
-                      k.name)
+    ins = tuple(axis if i in picked else cut for i, cut in enumerate(k.sharded("dom")))
+    return same_type(device_region(inside, k.axis, P, k.full_size(), also={**also, axis: full}, sharded_in=ins,
+                                   sharded_out=k.sharded("cod")), k.dom, k.cod, k.name)
 
 
 # ---------------------------------------------------------------------- obligations

@@ -66,7 +66,9 @@ def _generated(m):
     outb = outb if isinstance(outb, tuple) else (outb,)
     body = bld.build(*(outb[p] for _, p in m.outputs))
     also = {x: f for x, (_, f) in b.sharded_axes().items() if x != b.axis}
-    moved = same_type(device_region(body, b.axis, b.devices, b.full_size(), also=also, order=b.order), m.dom, m.cod,
+    moved = same_type(device_region(body, b.axis, b.devices, b.full_size(), also=also, order=b.order,
+                                    sharded_in=tuple(sharded[p] for _, p in m.inputs),
+                                    sharded_out=tuple(b.sharded("cod")[p] for _, p in m.outputs)), m.dom, m.cod,
                       f"{a.name} ; {b.name}")
     outer, ins = m.wiring()
     got = outer(moved, *(ins[port] for port in m.inputs))

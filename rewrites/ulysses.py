@@ -157,7 +157,8 @@ def ulysses(diagram_box, heads: str | None = None, devices=DEVICES_BY_DEFAULT, a
         wholes.setdefault(s, a.axis(s).size)
     region = outs[0]
     also = {s: f for s, f in wholes.items() if s != region}
-    return same_type(device_region(inside, region, P, wholes[region], also=also), box.dom, box.cod, box.name)
+    return same_type(device_region(inside, region, P, wholes[region], also=also, sharded_in=ins, sharded_out=outs),
+                     box.dom, box.cod, box.name)
 
 
 def _built(m):

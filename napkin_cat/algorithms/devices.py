@@ -8,10 +8,11 @@ without the axis replicated on every device::
     weave_a(F) ≡ split_a ; (F ⊗ … ⊗ F) ; join_a        (P copies of F, one per device)
 
 Its inside sees the axis with the size of a shard: ``a/P`` symbolically, ``⌈a/P⌉`` at concrete sizes (a shorter
-shard is the inside relabelled to its size, as a Grid's last, shorter group).  An input whose array inside keeps the
-axis at that size is sharded, any other input replicated; an output is sharded (the devices' shards joined) where
-the inside's array has the shard's size, else it is *replicated*: every device holds the same value (made so by an
-all-reduce or an all-gather: :mod:`napkin_cat.syntax.collectives`), and a numpy run checks that they agree.
+shard is the inside relabelled to its size, as a Grid's last, shorter group).  The region records, for each input
+and output, the axis it is sharded along or None (:data:`RECORD`): a sharded input arrives cut, a replicated one
+whole on every device; a sharded output is the devices' shards joined, a replicated one the value every device holds
+(made so by an all-reduce or an all-gather: :mod:`napkin_cat.syntax.collectives`), and a numpy run checks that they
+agree.  The record is read, never the sizes: a shard of an axis of one value is as large as the whole.
 
 ``order`` (``params["order"]``, :mod:`~napkin_cat.algorithms.orders`) says which pieces of each sharded axis a
 device holds: contiguous (the default, ``np.array_split``'s shards) or zigzag (chunks ``p`` and ``2P − 1 − p`` of
@@ -36,33 +37,68 @@ from dataclasses import dataclass
 
 import sympy
 
-from napkin_cat.algorithms.bubbles import REGIONS, Partition, Region, Stream
+from napkin_cat.algorithms.bubbles import REGIONS, Partition
 from napkin_cat.algorithms.partitions import relabel_axis, single
 from napkin_cat.algorithms.schedule import SCHEDULES
 from napkin_cat.algorithms.splits import MERGES
 from napkin_cat.algorithms.accumulators import StateArray, build_state_diagrams
+from napkin_cat.algorithms.device_wires import DEVICE_LEVEL, not_woven, retyped
 from napkin_cat.algorithms.orders import CONTIGUOUS, Pieces, check_chunks, device_pieces, extent, order_of
 from napkin_cat.errors import AxisError, DeviceError, RewriteError
 from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural, layers
 from napkin_cat.syntax.builder import Builder
-from napkin_cat.syntax.collectives import as_devices, shard_size
+from napkin_cat.syntax.collectives import as_devices, shard_bounds, shard_size
 from napkin_cat.syntax.construct import elementwise
 from napkin_cat.syntax.primitive import KINDS
-from napkin_cat.syntax.relabel import map_arrays, tile_relabel
+from napkin_cat.syntax.relabel import tile_relabel
+
+
+#: the params of a :class:`Shard` that record, for each input and each output, the axis it is sharded along (None:
+#: replicated): what every reader of the region takes (:meth:`Shard.sharded`), never guessed from sizes again
+RECORD = ("sharded_in", "sharded_out")
 
 
 class Shard(Partition):
     """A device partition: the inside once per device on its shard of ``axis`` (``size``: a shard's size, ``a/P`` or
-    ``⌈a/P⌉``), ``params["devices"]`` devices (an int or a size symbol)."""
+    ``⌈a/P⌉``), ``params["devices"]`` devices (an int or a size symbol).
 
-    region = "shard"
+    ``params["sharded_in"]`` and ``params["sharded_out"]`` (:data:`RECORD`): for each input and output, the axis it
+    is sharded along, or None (replicated, whole on every device).  :func:`shard` and :func:`device_region` give them;
+    a region built without them (a document of an earlier version, a hand-built one) has them read off the sizes once,
+    here (an array whose inside carries an axis at another size than outside is sharded along it).  Each entry names
+    an axis its array carries (else AxisError).  The sizes cannot tell a shard of a one-value axis (as large as the
+    whole) from the whole, nor a replicated array that carries a sharded axis at a shard's size from a shard; the
+    record does, and a device's inside follows it wire by wire
+    (:func:`~napkin_cat.algorithms.device_wires.retyped`).
+
+    >>> import napkin_cat as nc
+    >>> box = shard(nc.library.attention(q=1), "q", devices=2).boxes[0]
+    >>> box.sharded("dom"), box.sharded("cod"), box.name
+    (('q', None, None), ('q',), 'Shard(axis=q, size=1, devices=2)')
+    """
+
+    region = DEVICE_LEVEL
     carrier = "cod"
 
     def __init__(self, arg: Diagram, dom, cod, params: dict):
         if "devices" not in params:
             raise AxisError(f"a Shard needs params axis, size and devices; got {dict(params)}")
         params = {**params, "devices": as_devices(params["devices"])}
+        if isinstance(params.get("axis"), str):
+            params.update(_record(arg, dom, cod, params))
+            _check_order(arg, params["axis"], params.get("order"))
         super().__init__(arg, dom, cod, params)
+
+    @classmethod
+    def title(cls, params) -> str:
+        """The region's name: its axis, size and devices (the record is in its params, not its name)."""
+        return super().title({k: v for k, v in params.items() if k not in RECORD})
+
+    def mapped_params(self, fa, fname) -> dict:
+        out = super().mapped_params(fa, fname)
+        for key in RECORD:
+            out[key] = tuple(None if a is None else fname(a) for a in self.params[key])
+        return out
 
     @property
     def devices(self):
@@ -75,11 +111,12 @@ class Shard(Partition):
         return self.params.get("order", CONTIGUOUS)
 
     def full_size(self):
-        """The axis's size on the region's boundary (an output, else an input that carries it)."""
-        for arr in (*self.cod.inside, *self.dom.inside):
-            if self.axis in arr.names:
-                return arr.axis(self.axis).size
-        raise AxisError(f"{self.name}: neither an input nor an output carries {self.axis!r}")
+        """The axis's size on the region's boundary: an output's, else an input's sharded along it (the record), else
+        an array's whose shards are the region's (a replicated array may carry the axis at another size: a part)."""
+        found = _full(self.axis, self.size, self.devices, self.dom, self.cod, self.params)
+        if found is None:
+            raise AxisError(f"{self.name}: no input or output carries {self.axis!r} at a size its shards cut")
+        return found
 
     def size_parts(self) -> tuple:
         return (self.size, self.devices), (self.arg,)
@@ -90,21 +127,11 @@ class Shard(Partition):
         return sympy.sympify(self.devices)
 
     def sharded(self, side: str) -> tuple:
-        """For each input (``side='dom'``) or output (``'cod'``), the axis it is sharded along (its array inside
-        carries that axis at a shard's size, not the size it has outside), or None: it is replicated, whole on every
-        device.  Besides the region's axis, an input may arrive sharded along another axis (*co-sharded*: device
-        ``p`` holds shard ``p`` of each; an all-gather inside makes it whole), as K and V along the keys where the
-        region shards the queries."""
-        outer = self.dom.inside if side == "dom" else self.cod.inside
-        inner = self.arg.dom.inside if side == "dom" else self.arg.cod.inside
-        out = []
-        for o, i in zip(outer, inner):
-            cut = [a.name for a, b in zip(o.axes, i.axes) if a.size != b.size]
-            if len(cut) > 1:
-                raise AxisError(f"{self.name}: the array {o} is sharded along {cut}; an array is sharded along one "
-                                f"axis at most")
-            out.append(cut[0] if cut else None)
-        return tuple(out)
+        """For each input (``side='dom'``) or output (``'cod'``), the axis it is sharded along, or None: it is
+        replicated, whole on every device (the record, :data:`RECORD`).  Besides the region's axis, an input may
+        arrive sharded along another axis (*co-sharded*: device ``p`` holds shard ``p`` of each; an all-gather inside
+        makes it whole), as K and V along the keys where the region shards the queries."""
+        return self.params["sharded_in" if side == "dom" else "sharded_out"]
 
     def sharded_axes(self) -> dict:
         """Axis → ``(shard size, full size)`` of every axis the region shards: its own, and any an input or output
@@ -117,6 +144,71 @@ class Shard(Partition):
                 if name is not None:
                     found.setdefault(name, (i.axis(name).size, o.axis(name).size))
         return found
+
+
+def _read_off_sizes(o, i, what: str):
+    """The axis the boundary array ``o`` is sharded along, read off its inside's array ``i``: the one whose size
+    differs, or None (a region built without a record)."""
+    cut = [a.name for a, b in zip(o.axes, i.axes) if a.size != b.size]
+    if len(cut) > 1:
+        raise AxisError(f"{what} ({o}) is sharded along {cut}; an array is sharded along one axis at most")
+    return cut[0] if cut else None
+
+
+def _full(axis: str, size, devices, dom, cod, record: dict):
+    """The size of the axis a device region cuts: an output's, else an input's, sharded along it (the record), else
+    an array's that carries it at a size whose shards are ``size``; None if none does."""
+    sharded = [a for arrays, cuts in ((cod.inside, record["sharded_out"]), (dom.inside, record["sharded_in"]))
+               for a, cut in zip(arrays, cuts) if cut == axis]
+    if sharded:
+        return sharded[0].axis(axis).size
+    for arr in (*cod.inside, *dom.inside):        # a size whose shards are not ``size`` (as far as sizes tell): a part
+        if axis in arr.names and not (sympy.sympify(shard_size(arr.axis(axis).size, devices)) -
+                                      sympy.sympify(size)).is_nonzero:
+            return arr.axis(axis).size
+    return None
+
+
+def _record(arg: Diagram, dom, cod, params: dict) -> dict:
+    """The region's :data:`RECORD`, given or read off the sizes, checked against the types (see :class:`Shard`)."""
+    axis, out = params["axis"], {}
+    sides = (("sharded_in", dom.inside, arg.dom.inside, "input"), ("sharded_out", cod.inside, arg.cod.inside, "output"))
+    for key, outer, inner, what in sides:
+        given = params.get(key)
+        if given is None:
+            given = [_read_off_sizes(o, i, f"{what} {j}") for j, (o, i) in enumerate(zip(outer, inner))]
+        given = tuple(given) if isinstance(given, (tuple, list)) else given
+        if not isinstance(given, tuple) or len(given) != len(outer) or len(outer) != len(inner):
+            raise AxisError(f"a Shard's {key} names, for each of its {len(outer)} {what}s, the axis it is sharded "
+                            f"along or None; got {given!r}")
+        for j, (cut, o, i) in enumerate(zip(given, outer, inner)):
+            if cut is not None and not (isinstance(cut, str) and cut in o.names and cut in i.names):
+                raise AxisError(f"{what} {j} of the Shard along {axis!r} ({o} outside, {i} inside) is recorded "
+                                f"sharded along {cut!r} ({key}[{j}]), an axis it does not carry; the record names "
+                                f"an axis of the array, or None (replicated)")
+        out[key] = given
+    if _full(axis, params.get("size"), params["devices"], dom, cod, out) is None:
+        raise AxisError(f"a Shard along {axis!r} (shards of {params.get('size')} over {params['devices']} devices): no "
+                        f"input or output is sharded along it, nor carries it at a size those are shards of (its "
+                        f"inputs {[str(a) for a in dom.inside]}, outputs {[str(a) for a in cod.inside]}); a device "
+                        f"region cuts an axis of its boundary")
+    return out
+
+
+def _check_order(inside: Diagram, axis: str, order) -> None:
+    """RewriteError where a region in a non-contiguous order holds what a device cannot run on its pieces apart: a
+    box that sees ``axis`` not woven over it, or a collective (whose shards are contiguous; a ring's exchanges are
+    no collective box)."""
+    if order_of(order).name == CONTIGUOUS:
+        return
+    why = not_woven(inside, axis) or next((f"the collective {b.name!r} inside assumes contiguous shards"
+                                           for _, b in layers(inside) if is_structural(b) is None
+                                           and not isinstance(b, Bubble) and KINDS[b.data.kind].collective is not None),
+                                          None)
+    if why:
+        raise RewriteError(f"no device region along {axis!r} in the {order_of(order).name} order: {why}; a device "
+                           f"runs its pieces of {axis!r} apart, so every box that sees it is woven over it (rings are "
+                           f"the only exchange such a region has)")
 
 
 REGIONS[Shard.region] = Shard
@@ -149,26 +241,6 @@ def _unroll_shard(box: Shard) -> ShardSchedule:
 SCHEDULES[Shard.region] = _unroll_shard
 
 
-def _not_woven(d: Diagram, axis: str) -> str | None:
-    """None if every box that sees ``axis`` is woven over it (so the devices' shards are independent), else why."""
-    for _, box in layers(d):
-        if is_structural(box) is not None:
-            continue
-        if isinstance(box, Shard):
-            return f"{box.name} is a device region already: a program has one device level"
-        if isinstance(box, Stream) and box.axis == axis:
-            return f"{axis!r} is streamed inside {box.name}"
-        if isinstance(box, Region):
-            why = _not_woven(box.arg, axis)
-            if why:
-                return why
-            continue
-        if any(axis in a.names for a in (*box.dom.inside, *box.cod.inside)) and axis not in box.data.weave_names:
-            return (f"{box.name!r} has {axis!r} in its item-level core (it is not woven over {axis!r}), so the "
-                    f"devices' shards would not be independent")
-    return None
-
-
 def shard(diagram: Diagram, axis: str, devices, order=None) -> Diagram:
     """The program run on ``devices`` devices, each on its shard of ``axis`` (a :class:`Shard` around it): legal where
     every box that sees ``axis`` is woven over it (the group partition's condition), else RewriteError naming the box;
@@ -188,14 +260,19 @@ def shard(diagram: Diagram, axis: str, devices, order=None) -> Diagram:
     if not carriers:
         raise AxisError(f"cannot shard along {axis!r}: no input or output carries it; the axes are "
                         f"{sorted({n for a in (*diagram.dom.inside, *diagram.cod.inside) for n in a.names})}")
-    why = _not_woven(diagram, axis)
+    why = not_woven(diagram, axis)
     if why:
         raise RewriteError(f"cannot shard along {axis!r} over {P} devices: {why}")
     full = carriers[0].axis(axis).size
     check_chunks(full, P, order, axis)
     size = shard_size(full, P)
     inside = relabel_axis(diagram, axis, size, full=full)
+
+    def cut(arrays):        # sharded: every array that carries the axis whole (relabel_axis made it a shard inside)
+        return tuple(axis if axis in a.names and a.axis(axis).size == full else None for a in arrays)
     return single(Shard(inside, diagram.dom, diagram.cod, {"axis": axis, "size": size, "devices": P,
+                                                           "sharded_in": cut(diagram.dom.inside),
+                                                           "sharded_out": cut(diagram.cod.inside),
                                                            **ordered(order)}))
 
 
@@ -206,11 +283,17 @@ def ordered(order) -> dict:
     return {} if name == CONTIGUOUS else {"order": name}
 
 
-def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | None = None, order=None) -> Diagram:
+def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | None = None, sharded_in=None,
+                  sharded_out=None, order=None) -> Diagram:
     """A device region around ``inside``, a program written for one device's shard (its arrays carry ``axis`` at a
     shard's size, :func:`~napkin_cat.syntax.collectives.shard_size` of ``full`` over ``devices``; collectives
     inside): its boundary is the inside's with every shard whole.  ``also``: co-sharded axes → their full sizes
-    (an input sharded along one arrives so: shard ``p`` of it on device ``p``).
+    (an input sharded along one arrives so: shard ``p`` of it on device ``p``).  ``sharded_in``/``sharded_out``:
+    the axis each input/output is sharded along, or None (the region's record, :data:`RECORD`); by default each
+    array inside that carries a sharded axis at a shard's size is sharded along it, where an axis whose shard is its
+    whole (one value) counts only when no other does, the region's own first (a rule that knows says).  ``order``:
+    the order of the devices' shards (:mod:`~napkin_cat.algorithms.orders`, recorded by :func:`ordered`); a
+    non-contiguous one needs every box that sees ``axis`` woven over it and no collective inside, else RewriteError.
 
     >>> import napkin_cat as nc
     >>> h = nc.symbol("h")
@@ -220,64 +303,115 @@ def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | Non
     """
     P = as_devices(devices)
     size = shard_size(full, P)
-    if order_of(order).name != CONTIGUOUS:
-        for a, f in {axis: full, **(also or {})}.items():
-            check_chunks(f, P, order, a)
-        why = _not_woven(inside, axis) or next((f"the collective {b.name!r} inside assumes contiguous shards"
-                                                for _, b in layers(inside) if is_structural(b) is None
-                                                and not isinstance(b, Bubble)
-                                                and KINDS[b.data.kind].collective is not None), None)
-        if why:
-            raise RewriteError(f"no device region along {axis!r} in the {order_of(order).name} order: {why}; a "
-                               f"device runs its pieces of {axis!r} apart, so every box that sees it is woven over "
-                               f"it (rings are the only exchange such a region has)")
-    wholes = [tile_relabel(a, f, shard_size(f, P)) for a, f in {axis: full, **(also or {})}.items()]
+    fulls = {axis: full, **(also or {})}
+    parts = {a: shard_size(f, P) for a, f in fulls.items()}
+    for a, f in fulls.items():
+        check_chunks(f, P, order, a)
 
-    def whole(arr):
-        for fa in wholes:
-            arr = fa(arr)
-        return arr
-    return single(Shard(inside, Ty(*map(whole, inside.dom.inside)), Ty(*map(whole, inside.cod.inside)),
-                        {"axis": axis, "size": size, "devices": P, **ordered(order)}))
+    def cut(arr):           # the sharded axis an array inside carries at a shard's size
+        found = [n for n in arr.names if n in parts and arr.axis(n).size == parts[n]]
+        if len(found) > 1:      # a one-value axis (its shard its whole) gives way to another, the region's first
+            found = [n for n in found if parts[n] != fulls[n]] or sorted(found, key=lambda n: n != axis)[:1]
+        if len(found) > 1:
+            raise AxisError(f"the array {arr} inside a device region along {axis!r} carries {found} at a shard's "
+                            f"size; an array is sharded along one axis at most")
+        return found[0] if found else None
+
+    def whole(arr, n, what):
+        if n is None:
+            return arr
+        if n not in fulls or n not in arr.names or arr.axis(n).size != parts[n]:
+            raise AxisError(f"{what} ({arr}) of a device region along {axis!r} is recorded sharded along {n!r}, but "
+                            f"it carries no shard of it (the sharded axes and their shards: {parts})")
+        return tile_relabel(n, fulls[n], parts[n])(arr)
+
+    def record(given, arrays, what):
+        made = tuple(map(cut, arrays)) if given is None else tuple(given)
+        if len(made) != len(arrays):
+            raise AxisError(f"device_region: {len(made)} {what}s recorded, the inside has {len(arrays)}")
+        return made, Ty(*(whole(a, n, f"{what} {j}") for j, (a, n) in enumerate(zip(arrays, made))))
+    ins, dom = record(sharded_in, inside.dom.inside, "input")
+    outs, cod = record(sharded_out, inside.cod.inside, "output")
+    return single(Shard(inside, dom, cod, {"axis": axis, "size": size, "devices": P, "sharded_in": ins,
+                                           "sharded_out": outs, **ordered(order)}))
 
 
 def device_shards(node, value) -> list:
     """Each device's shard of every sharded axis, ``{axis: (start, stop)}`` (``np.array_split``'s cuts), or None for
     an idle device (an empty shard of the region's axis: more devices than values); ``value(expr)``: a size as an
-    int.  A co-sharded axis with fewer values than devices leaves some devices an empty shard of it: they hold none
-    of the inputs sharded along it (and send none of them).  Under a non-contiguous order (``node.order``) a shard is
-    its :class:`~napkin_cat.algorithms.orders.Pieces`, ``((start, stop), …)``."""
+    int.  A co-sharded axis is cut among the devices that hold a shard of the region's axis (the others are idle:
+    they hold nothing), as a collective inside cuts (:func:`collective_cuts`); with fewer values than those devices,
+    the last ones hold an empty shard of it: none of the inputs sharded along it (and send none of them).  Under a
+    non-contiguous order (``node.order``) a shard is its :class:`~napkin_cat.algorithms.orders.Pieces`,
+    ``((start, stop), …)``, of every sharded axis (the order gives every device a value of each: no device is idle).
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.algorithms.schedule import schedule_of
+    >>> one = nc.einsum("q d, x d -> q d", q=1, x=2, d=2)
+    >>> node = schedule_of(device_region(one, "q", 2, 1, also={"x": 4}, sharded_in=("q", "x")).boxes[0])
+    >>> device_shards(node, int)        # one query: device 1 idle, device 0 holds every key
+    [{'q': (0, 1), 'x': (0, 4)}, None]
+    """
     P = value(node.devices)
-    contiguous = order_of(node.order).name == CONTIGUOUS
-    cuts = {}
     for a, (_, full) in node.axes.items():
-        n = value(full)
-        check_chunks(n, P, node.order, a)
-        cuts[a] = device_pieces(n, P, node.order)
-    out = []
-    for p in range(P):
-        mine = {a: (b[p][0] if contiguous else Pieces(b[p])) for a, b in cuts.items()}
-        out.append(None if extent(mine[node.axis]) == 0 else mine)
+        check_chunks(value(full), P, node.order, a)
+    own = device_pieces(value(node.axes[node.axis][1]), P, node.order)
+    holds = [sum(hi - lo for lo, hi in ps) > 0 for ps in own]
+    active = sum(holds)                 # the first ones: np.array_split gives the larger shards first
+    cuts = {a: own if a == node.axis else device_pieces(value(full), active, node.order)
+            for a, (_, full) in node.axes.items()}
+    contiguous = order_of(node.order).name == CONTIGUOUS
+    return [{a: (b[p][0] if contiguous else Pieces(b[p])) for a, b in cuts.items()} if holds[p] else None
+            for p in range(P)]
+
+
+def cut_extents(node, value, p: int, active: int) -> dict:
+    """``(axis, shard size) → extent`` of device ``p``'s shard of every axis a collective inside cuts
+    (:func:`collective_cuts`), cut as ``np.array_split`` cuts among the ``active`` devices that hold a shard.  It
+    needs no pieces: a region in another order than the contiguous one holds no collective (:class:`Shard` refuses
+    one; a ring's exchanges are no collective box), so it has no such cut."""
+    out = {}
+    for key, full in collective_cuts(node).items():
+        b = shard_bounds(value(full), active)
+        out[key] = b[p + 1] - b[p]
     return out
 
 
-def device_inside(node, shards: dict):
-    """The inside a device runs on its shards (``{axis: (start, stop)}``): every sharded axis at its shard's size
-    (kept on the region per extents); an empty shard of a co-sharded axis leaves that axis as it is (no box but the
-    all-gather reads it, which reads the device's values themselves)."""
-    box = node.region
-    extents = tuple(sorted((a, extent(s)) for a, s in shards.items() if extent(s) > 0))   # an empty co-shard: kept
-    if all(isinstance(node.axes[a][0], int) and n == node.axes[a][0] for a, n in extents):
-        return node.inside
-    cache = box.__dict__.setdefault("_device_insides", {})
-    if extents not in cache:
-        sizes = {a: (node.axes[a][0], n) for a, n in extents}
+def largest_shard(node, value) -> tuple:
+    """The shards of the first device whose shard of the region's axis is the largest, and their
+    :func:`cut_extents`: what the memory at sizes and the checks before a run read (device 0's under the contiguous
+    order, ``np.array_split`` giving the longer shards first; not so under zigzag, whose chunks pair a long and a
+    short one).
 
-        def fa(arr):
-            return arr.replace(axes=tuple(x.relabel(sizes[x.name][1]) if x.name in sizes and x.size == sizes[x.name][0]
-                                          else x for x in arr.axes))
-        cache[extents] = map_arrays(box.arg, fa)
-    return cache[extents]
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.algorithms.schedule import schedule_of
+    >>> node = schedule_of(shard(nc.library.attention(q=13), "q", 4, order="zigzag").boxes[0])
+    >>> largest_shard(node, int)[0]["q"]        # chunks of 2, 2, 2, 2, 2, 1, 1, 1: device 3 holds 3 and 4
+    ((6, 8), (8, 10))
+    """
+    held = [m for m in device_shards(node, value) if m is not None]
+    p = max(range(len(held)), key=lambda q: extent(held[q][node.axis]))
+    return held[p], cut_extents(node, value, p, len(held))
+
+
+def device_inside(node, shards: dict, cuts: dict | None = None):
+    """The inside a device runs on its shards (``{axis: (start, stop)}``, or its
+    :class:`~napkin_cat.algorithms.orders.Pieces` under another order: their extent counts): each wire that carries
+    the device's shard of a sharded axis at the device's extent of it, and each that carries its shard of an axis a
+    collective cuts (``cuts``, :func:`cut_extents`), kept on the region per extents.  Which wires carry a shard is
+    followed from the region's record (:data:`RECORD`) box by box (:func:`~napkin_cat.algorithms.device_wires.retyped`),
+    never read off the sizes: an array of a shard's size may be a part made otherwise (a split's).  An empty shard
+    leaves its axis as it is (no box but a collective reads it, which reads the device's values themselves)."""
+    box = node.region
+    sizes = {(a, node.axes[a][0]): extent(s) for a, s in shards.items() if extent(s) > 0}   # an empty co-shard: kept
+    sizes.update({key: n for key, n in (cuts or {}).items() if n > 0})
+    if all(isinstance(size, int) and n == size for (_, size), n in sizes.items()):
+        return node.inside
+    key = tuple(sorted((a, str(size), n) for (a, size), n in sizes.items()))
+    cache = box.__dict__.setdefault("_device_insides", {})
+    if key not in cache:
+        cache[key] = retyped(box, sizes)
+    return cache[key]
 
 
 # ------------------------------------------------------------------------------------------------ merges
@@ -361,5 +495,5 @@ def collectives_within(d: Diagram) -> list:
     return out
 
 
-__all__ = ["Shard", "ShardSchedule", "shard", "ordered", "device_region", "device_shards", "device_inside",
-           "merge_diagram", "collective_cuts", "collectives_within"]
+__all__ = ["RECORD", "Shard", "ShardSchedule", "shard", "ordered", "device_region", "device_shards", "cut_extents",
+           "largest_shard", "device_inside", "merge_diagram", "collective_cuts", "collectives_within"]

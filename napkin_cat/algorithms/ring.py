@@ -220,6 +220,9 @@ def ring(diagram: Diagram, axis: str, order=None) -> Diagram:
         raise RewriteError(f"{k.name} shards {axis!r} itself; a ring streams another axis, one its inputs are "
                            f"co-sharded along (the keys where the queries are sharded)")
     P = k.devices
+    if isinstance(P, int) and isinstance(k.full_size(), int) and k.full_size() < P:
+        raise RewriteError(f"{k.name}: a ring passes shards through every one of its {P} devices, but {k.axis!r} has "
+                           f"{k.full_size()} values: {P - k.full_size()} devices would hold no shard")
     order = order_of(k.order if order is None else order).name
     ops, dom, cod = trace_values(k.arg)
     types = list(k.arg.dom.inside)
@@ -267,7 +270,9 @@ def ring(diagram: Diagram, axis: str, order=None) -> Diagram:
     except RewriteError as e:
         raise RewriteError(f"{k.name}: no ring along {axis!r}: {e}") from None
     also = {a: f for a, (_, f) in k.sharded_axes().items() if a not in (k.axis, axis)}
-    return device_region(single(r), k.axis, P, k.full_size(), also={**also, axis: full}, order=order)
+    ins = tuple(axis if axis in a.names else cut for a, cut in zip(k.dom.inside, k.sharded("dom")))   # travelling
+    return device_region(single(r), k.axis, P, k.full_size(), also={**also, axis: full}, sharded_in=ins,
+                         sharded_out=k.sharded("cod"), order=order)
 
 
 __all__ = ["Ring", "RingSchedule", "ring", "ring_shard", "ring_link", "ring_extents", "ring_pieces", "incoming"]

@@ -82,8 +82,9 @@ def _bytes_per_value(array) -> int:
 
 def box_link(box, device=None, numel_of=None, devices=None):
     """The values a collective box sends and receives over the link (:class:`~napkin_cat.cost.record.Link`), on
-    any device (``device`` None: symbolic, shards of ``n/P``) or on device ``device`` of ``devices`` (``numel_of``:
-    an array's values as an int, at sizes); None for a box that is not a collective
+    any device (``device`` None: symbolic, shards of ``n/P``) or on device ``device`` of ``devices`` (``numel_of(array,
+    side)``: the values of an array of the box's side ``"dom"`` or ``"cod"`` as an int, at sizes); None for a box that
+    is not a collective
     (:mod:`napkin_cat.syntax.collectives`).
 
     >>> import napkin_cat as nc
@@ -96,7 +97,7 @@ def box_link(box, device=None, numel_of=None, devices=None):
         return None
     P = box.data.param("devices")
     if device is None:
-        def numel_of(a):
+        def numel_of(a, side="dom"):
             return sympy.Mul(*[x.size for x in a.axes])
         sent, received, messages = collective.moves(box, numel_of, None, sympy.sympify(P))
         sb, rb, _ = collective.moves(box, numel_of, None, sympy.sympify(P), _bytes_per_value)

@@ -35,14 +35,15 @@ from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.splits import part_bounds, partial_moves
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
 from napkin_cat.cost.exact_arithmetic import value
-from napkin_cat.algorithms.devices import Shard, collective_cuts, device_inside, device_shards
+from napkin_cat.algorithms.devices import (Shard, cut_extents, device_inside, device_shards,
+                                           largest_shard)
 from napkin_cat.algorithms.orders import Pieces
 from napkin_cat.algorithms.orders import extent as span_extent
 from napkin_cat.algorithms.ring import Ring, ring_extents, ring_link, ring_pieces, ring_shard
 from napkin_cat.cost.iocost import box_link, box_pieces, cost, region_cost
 from napkin_cat.cost.record import Cost, Density, Link, join_links
 from napkin_cat.errors import ArgumentError, AxisError, DeviceError, NapkinError, ShapeError
-from napkin_cat.syntax.collectives import shard_bounds
+from napkin_cat.syntax.collectives import whole_axes
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.adapter import Bubble, Diagram, from_layers, layers
 from napkin_cat.syntax.sizes import as_sizes
@@ -279,8 +280,12 @@ class Concrete:
                 raise DeviceError(f"{box.name}: a collective moves values between devices; it runs inside a device "
                                   f"region (nc.shard) only")
             device, active, extents = ctx.device[:3]
-            link = box_link(box, device, lambda a: _value(sympy.Mul(*[extents.get((x.name, x.size), x.size)
-                                                                      for x in a.axes]), env), active)
+            whole = whole_axes(box)       # an array held whole on its side: not the device's extent of its axis
+
+            def numel(a, side="dom"):
+                return _value(sympy.Mul(*[x.size if x.name in whole[side] else extents.get((x.name, x.size), x.size)
+                                          for x in a.axes]), env)
+            link = box_link(box, device, numel, active)
             link = Link(_value(box.data.param("devices"), env), link.sent, link.received, link.messages, None,
                         link.sent_bytes, link.received_bytes)
         _add(ctx.total, Cost({l: _value(h, env) for l, h in H}, {l: _value(h, env) for l, h in H_bytes}, {},
@@ -325,19 +330,18 @@ class Concrete:
         P = _value(node.devices, env)
         shards = device_shards(node, lambda e: _value(e, env))
         active = sum(d is not None for d in shards)         # an idle device (an empty shard) counts 0
-        cuts = {key: shard_bounds(_value(full, env), active) for key, full in collective_cuts(node).items()}
         per, held = [], []
         for mine in shards:
             empty = {(a, node.axes[a][0]): 0 for a, s in (mine or {}).items() if span_extent(s) == 0}   # no co-shard
             p = len(per)
-            if mine is not None:        # its shard of an axis a collective cuts inside: np.array_split's, not ⌈n/P⌉
-                empty.update({key: b[p + 1] - b[p] for key, b in cuts.items()})
+            mycuts = cut_extents(node, lambda e: _value(e, env), p, active) if mine is not None else {}
+            empty.update(mycuts)        # its shard of an axis a collective cuts inside: np.array_split's, not ⌈n/P⌉
             total = Cost()
-            d = None if mine is None else device_inside(node, mine)
+            d = None if mine is None else device_inside(node, mine, mycuts)
             for lane, part in enumerate(lanes(node, mine)):
                 tiles = {**ctx.tiles, **{a: (s[0], s[1] - s[0]) for a, s in part.items() if not isinstance(s, Pieces)}}
                 inner = At(env, tiles, 1, (p, active, empty, lane))
-                self.diagram(device_inside(node, part), inner)
+                self.diagram(device_inside(node, part, mycuts), inner)
                 _add(total, inner.total)
             per.append(total)
             gone = {t: 0 for (_, t) in empty if not isinstance(t, int)}      # an empty co-shard holds nothing
@@ -602,11 +606,10 @@ def _largest_shards(diagram: Diagram, env: dict) -> Diagram:
         left, box, right = layer.boxes_or_types[:3]
         if isinstance(box, Shard):
             node = schedule_of(box)
-            first = max((m for m in device_shards(node, lambda e: _value(e, env)) if m is not None),
-                        key=lambda m: span_extent(m[box.axis]))        # the first largest: device 0's when contiguous
-            inside = device_inside(node, first)
+            mine, mycuts = largest_shard(node, lambda e: _value(e, env))
+            inside = device_inside(node, mine, mycuts)
             if inside is not node.inside:
-                size = span_extent(first[box.axis])
+                size = span_extent(mine[box.axis])
                 box, changed = Shard(inside, box.dom, box.cod, {**box.params, "size": size}), True
         items.append((left, box, right))
     return from_layers(diagram.dom, diagram.cod, items) if changed else diagram

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from napkin_cat.algorithms.devices import collectives_within, device_inside, merge_diagram
+from napkin_cat.algorithms.devices import collectives_within, cut_extents, device_inside, merge_diagram
 from napkin_cat.algorithms.orders import device_extents
 from napkin_cat.algorithms.ring import ring_shard
 from napkin_cat.algorithms.schedule import schedule_of
@@ -168,7 +168,9 @@ def run_device(node, mine: dict, xs: list, env, exchange) -> list:
     if nested:
         raise DeviceError(f"{box.name}: the collective {nested[0].name!r} sits in a region nested in the device "
                           f"region; a device runs the device region's own collectives only: place it there")
-    inside, e = device_inside(node, mine), device_env(node, env, mine)
+    value = lambda x: env.size(x, f"a size of {box.name}")      # noqa: E731
+    inside = device_inside(node, mine, cut_extents(node, value, exchange.me, exchange.size))
+    e = device_env(node, env, mine)
 
     def on_box(step):
         b = step.box

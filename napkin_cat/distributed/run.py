@@ -28,7 +28,7 @@ from napkin_cat.distributed.world import World
 from napkin_cat.errors import DeviceError, NapkinError, ShapeError
 from napkin_cat.semantics.devices import join_outputs, place_inputs
 from napkin_cat.semantics.env import Env
-from napkin_cat.semantics.evaluate import interpret
+from napkin_cat.semantics.evaluate import check_run, interpret
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.semantics.regions import run_region
 from napkin_cat.syntax.adapter import Bubble, Diagram, layers
@@ -95,6 +95,8 @@ def bound_devices(d: Diagram, world_size: int, sizes: dict | None) -> dict:
 
 
 def _env(d: Diagram, arrays, sizes) -> tuple:
+    """The sizes the inputs bind, and the inputs; refused first (as ``nc.evaluate`` refuses) where a tile passes its
+    axis or an array this machine's memory, the device regions' insides at their shards' sizes included."""
     if len(arrays) != len(d.dom):
         raise ShapeError(f"the program takes {len(d.dom)} array(s) {[str(a) for a in d.dom.inside]}, got "
                          f"{len(arrays)}")
@@ -104,6 +106,7 @@ def _env(d: Diagram, arrays, sizes) -> tuple:
         x = np.asarray(x)
         env.bind(arr, x, f"input {i} ({arr})")
         xs.append(x)
+    check_run(d, env)
     return env, xs
 
 
@@ -161,7 +164,7 @@ def run(program, *inputs, world_size: int, backend: str = "gloo", sizes: dict | 
     d = program_of(program)
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise DeviceError(f"world_size={world_size!r}: the number of ranks (devices), a positive int")
-    bound_devices(d, world_size, sizes)            # refused before a process starts
+    _env(d, inputs, bound_devices(d, world_size, sizes))       # refused before a process starts
     if world is not None:
         if world.size != world_size or world.backend != backend:
             raise DeviceError(f"the world given has {world.size} ranks of {world.backend}; asked: world_size="

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from napkin_cat.algorithms.devices import collectives_within, device_inside, device_shards, merge_diagram
+from napkin_cat.algorithms.devices import (Shard, collectives_within, cut_extents, device_inside, device_shards,
+                                           largest_shard, merge_diagram)
 from napkin_cat.algorithms.orders import Pieces, cut
-from napkin_cat.errors import DeviceError
+from napkin_cat.algorithms.schedule import schedule_of
+from napkin_cat.errors import DeviceError, NapkinError
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.syntax.adapter import Bubble, layers
 from napkin_cat.syntax.primitive import kind_of
@@ -40,9 +42,10 @@ def run_devices(node, xs: list, env, interpret, run_region, run_ring=None) -> li
         raise DeviceError(f"{box.name}: the collective {nested[0].name!r} sits in a region nested in the device "
                           f"region; the devices run in lockstep over the device region's own boxes only: place it "
                           f"there")
-    shards = [d for d in device_shards(node, lambda e: env.size(e, f"a size of {box.name}")) if d is not None]
-    insides = [device_inside(node, d) for d in shards]
+    value = lambda e: env.size(e, f"a size of {box.name}")    # noqa: E731
+    shards = [d for d in device_shards(node, value) if d is not None]
     P = len(shards)                    # an idle device (an empty shard) computes nothing and exchanges nothing
+    insides = [device_inside(node, d, cut_extents(node, value, p, P)) for p, d in enumerate(shards)]
     steps = [[b for _, b in layers(d)] for d in insides]
     envs = [device_env(node, env, mine) for mine in shards]
     placed = [place_inputs(node, xs, mine) for mine in shards]
@@ -73,6 +76,23 @@ def run_devices(node, xs: list, env, interpret, run_region, run_ring=None) -> li
 
     outs = traverse(insides[0], values, on_box)
     return join_outputs(node, [[ys[p] for ys in outs] for p in range(P)], shards)
+
+
+def first_device_insides(diagram, env) -> list:
+    """The inside of each device region of ``diagram`` (at its top level, where a program holds them) as the device
+    with the largest shard runs it (:func:`~napkin_cat.algorithms.devices.largest_shard`: device 0 under the
+    contiguous order), at ``env``, for the checks made before a run; a region whose sizes ``env`` does not bind is
+    left out (its run says what is missing)."""
+    out = []
+    for _, box in layers(diagram):
+        if isinstance(box, Shard):
+            node = schedule_of(box)
+            try:
+                value = lambda e: env.size(e, f"a size of {box.name}")    # noqa: E731
+                out.append(device_inside(node, *largest_shard(node, value)))
+            except NapkinError:
+                continue
+    return out
 
 
 def device_env(node, env, mine: dict):
@@ -137,4 +157,4 @@ def join_outputs(node, ys: list, shards: list | None = None) -> list:
     return result
 
 
-__all__ = ["run_devices", "device_env", "place_inputs", "join_outputs"]
+__all__ = ["run_devices", "first_device_insides", "device_env", "place_inputs", "join_outputs"]

@@ -30,7 +30,8 @@ import numpy as np
 import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
-from napkin_cat.algorithms.devices import Shard
+from napkin_cat.algorithms.devices import Shard, collective_cuts
+from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.errors import NapkinError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.evaluate import evaluate
@@ -84,8 +85,11 @@ def tile_sizes(diagram: Diagram, shards: dict | None = None):
             yield box.size, (sympy.sympify(full).subs(shards) if shards else full)
         if isinstance(box, Region):
             inner = shards
-            if isinstance(box, Shard) and not isinstance(box.size, int):
-                inner = {**(shards or {}), box.size: sympy.ceiling(sympy.sympify(box.full_size()) / box.devices)}
+            if isinstance(box, Shard):     # every shard a/P (the region's, a co-shard, a collective's cut) at ⌈a/P⌉
+                cut = {(a, part): whole for a, (part, whole) in box.sharded_axes().items()}
+                cut.update(collective_cuts(schedule_of(box)))
+                inner = {**(shards or {}), **{part: sympy.ceiling(sympy.sympify(whole) / box.devices)
+                                              for (_, part), whole in cut.items() if not isinstance(part, int)}}
             yield from tile_sizes(box.arg, inner)
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import sympy
 
 from napkin_cat.errors import NapkinError, ShapeError
+from napkin_cat.semantics.devices import first_device_insides
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.footprint import check_diagrams
 from napkin_cat.semantics.primitives import run_primitive
@@ -63,14 +64,32 @@ def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dic
             raise ShapeError(f"input {i}: expected a numeric array, got dtype {x.dtype}")
         env.bind(arr, x, f"input {i} ({arr})")
         xs.append(x)
-    _check_tiles(diagram, env)
-    check_diagrams(env, [diagram])         # an intermediate larger than memory is refused before anything runs
+    check_run(diagram, env)                # a tile past its axis, an array past memory: refused before anything runs
     out = interpret(diagram, xs, env)
     out = [np.asarray(o) for o in out]
     return out[0] if len(out) == 1 else tuple(out)
 
 
-def _check_tiles(diagram: Diagram, env) -> None:
+def check_run(diagram: Diagram, env) -> None:
+    """Refuse, before anything runs, a tile larger than its axis (:func:`check_tiles`, ShapeError) and an array
+    larger than this machine's memory (:func:`~napkin_cat.semantics.footprint.check_diagrams`, MemoryLimitError), in
+    ``diagram`` and in each device region's inside as its first device runs it, at its shards' sizes (the largest:
+    :func:`~napkin_cat.semantics.devices.first_device_insides`), where a shard ``a/P`` need not be an integer.
+
+    >>> import numpy as np, napkin_cat as nc
+    >>> d = nc.shard(nc.group(nc.kernel(nc.library.attention()), "q", "g_q"), "q", devices=2)
+    >>> nc.evaluate(d, np.ones((7, 2)), np.ones((3, 2)), np.ones((3, 2)), sizes={"g_q": 5})
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.ShapeError: the group size of 'q' (g_q = 5) exceeds the axis (q = 4); legal sizes are 1 … 4
+    """
+    insides = first_device_insides(diagram, env)
+    for d in (diagram, *insides):
+        check_tiles(d, env)
+    check_diagrams(env, [diagram, *insides])
+
+
+def check_tiles(diagram: Diagram, env) -> None:
     """Every Grid's and Stream's tile, where the sizes bind it, fits its axis (as ``nc.plan`` requires); a
     partition is any bubble with an ``axis``, a tile ``size`` and a ``full_size()`` (the bubbles are not imported)."""
     for _, box in layers(diagram):
@@ -81,4 +100,4 @@ def _check_tiles(diagram: Diagram, env) -> None:
                 raise ShapeError(f"the {what} size of {box.axis!r} ({box.size} = {tile}) exceeds the axis "
                                  f"({box.axis} = {full}); legal sizes are 1 … {full}")
         if isinstance(box, Bubble):
-            _check_tiles(box.arg, env)
+            check_tiles(box.arg, env)

@@ -56,9 +56,10 @@ from napkin_cat.syntax.weave import build_box
 class Collective:
     """How a kind runs across devices: ``run(box, xs, merge)`` maps ``xs[p]`` (device ``p``'s input arrays) to each
     device's outputs (``merge(a, b)``: two states merged, a list of arrays); ``moves(box, numel, p, P, weight)`` the
-    values device ``p`` sends and receives and its messages, ``(sent, received, messages)``, with ``numel(array)`` the
-    values an array holds (a sympy expression, or an int at sizes), each array's values counted ``weight(array)``
-    times (its bytes per value for a count of bytes; None: once); ``p`` None: any device, shards of ``n/P``."""
+    values device ``p`` sends and receives and its messages, ``(sent, received, messages)``, with ``numel(array,
+    side)`` the values an array of the box's ``side`` (``"dom"`` or ``"cod"``: :func:`whole_axes`) holds (a sympy
+    expression, or an int at sizes), each array's values counted ``weight(array)`` times (its bytes per value for a
+    count of bytes; None: once); ``p`` None: any device, shards of ``n/P``."""
 
     run: Callable
     moves: Callable
@@ -100,6 +101,26 @@ def shard_bounds(total: int, devices: int) -> list:
     """
     q, r = divmod(total, devices)
     return [p * q + min(p, r) for p in range(devices + 1)]
+
+
+def whole_axes(box) -> dict:
+    """Side (``"dom"``, ``"cod"``) → the axes a collective's arrays on that side hold whole, where the other side
+    holds a device's shard of them: an all-gather's outputs along its axis, a reduce-scatter's inputs, an
+    all-to-all's inputs along ``scatter`` and outputs along ``gather`` (an all-reduce: none).  A count at sizes takes
+    a device's own extent for the other axes an array carries at a shard's size; the side tells a shard from the
+    whole where the sizes cannot (an axis of one value over ``P`` devices: its shard is as large as the whole).
+
+    >>> whole_axes(all_to_all("s h", gather="s", scatter="h", devices=2).boxes[0])
+    {'dom': ('h',), 'cod': ('s',)}
+    """
+    kind, param = box.data.kind, box.data.param
+    if kind == "all_gather":
+        return {"dom": (), "cod": (param("axis"),)}
+    if kind == "reducescatter":
+        return {"dom": (param("axis"),), "cod": ()}
+    if kind == "all_to_all":
+        return {"dom": (param("scatter"),), "cod": (param("gather"),)}
+    return {"dom": (), "cod": ()}
 
 
 def chunk(n, p, devices):
@@ -170,15 +191,17 @@ def _run_all_to_all(box, xs, merge):
 # ------------------------------------------------------------------------------------------------ counts
 def _moves_all_gather(box, numel, p, P, weight=None):
     w = weight or _one
-    sent = sum(((P - 1) * numel(a) * w(a) for a in box.dom.inside), sympy.Integer(0))
-    received = sum(((numel(c) - numel(a)) * w(a) for a, c in zip(box.dom.inside, box.cod.inside)), sympy.Integer(0))
+    sent = sum(((P - 1) * numel(a, "dom") * w(a) for a in box.dom.inside), sympy.Integer(0))
+    received = sum(((numel(c, "cod") - numel(a, "dom")) * w(a) for a, c in zip(box.dom.inside, box.cod.inside)),
+                   sympy.Integer(0))
     return sent, received, (P - 1) * len(box.dom)
 
 
 def _moves_reduce_scatter(box, numel, p, P, weight=None):
     w = weight or _one
-    sent = sum(((numel(a) - numel(c)) * w(a) for a, c in zip(box.dom.inside, box.cod.inside)), sympy.Integer(0))
-    received = sum(((P - 1) * numel(c) * w(c) for c in box.cod.inside), sympy.Integer(0))
+    sent = sum(((numel(a, "dom") - numel(c, "cod")) * w(a) for a, c in zip(box.dom.inside, box.cod.inside)),
+               sympy.Integer(0))
+    received = sum(((P - 1) * numel(c, "cod") * w(c) for c in box.cod.inside), sympy.Integer(0))
     return sent, received, (P - 1) * len(box.dom)
 
 
@@ -230,10 +253,11 @@ def _moves_all_to_all(box, numel, p, P, weight=None):
     scatter = box.data.param("scatter")
     sent = received = sympy.Integer(0)
     for a, c in zip(box.dom.inside, box.cod.inside):
-        part, whole = numel(Array((c.axis(scatter),))), numel(Array((a.axis(scatter),)))
-        kept = numel(a) * part / whole if isinstance(whole, sympy.Basic) else numel(a) * part // whole   # its block
-        sent += (numel(a) - kept) * w(a)
-        received += (numel(c) - kept) * w(a)
+        part, whole = numel(Array((c.axis(scatter),)), "cod"), numel(Array((a.axis(scatter),)), "dom")
+        mine = numel(a, "dom")
+        kept = mine * part / whole if isinstance(whole, sympy.Basic) else mine * part // whole if whole else 0
+        sent += (mine - kept) * w(a)                                                       # its block kept
+        received += (numel(c, "cod") - kept) * w(a)
     return sent, received, (P - 1) * len(box.dom)
 
 
@@ -335,5 +359,5 @@ def all_to_all(signature: str, *, gather: str, scatter: str, devices, level: int
     return _box("all_to_all", ins, dom, cod, {"gather": gather, "scatter": scatter, "devices": P})
 
 
-__all__ = ["Collective", "as_devices", "shard_size", "shard_bounds", "chunk", "coupled_axis", "all_reduce_chunk",
-           "all_gather", "reduce_scatter", "all_reduce", "all_to_all"]
+__all__ = ["Collective", "as_devices", "shard_size", "shard_bounds", "whole_axes", "chunk", "coupled_axis",
+           "all_reduce_chunk", "all_gather", "reduce_scatter", "all_reduce", "all_to_all"]

@@ -60,7 +60,6 @@ from napkin_cat.cost import numeric
 from napkin_cat.plan.ir import StreamLoop, walk
 from napkin_cat.rewriting.netlist import to_netlist
 from napkin_cat.rewriting.registry import rulebook
-from napkin_cat.rewriting.rules import RuleSet
 from napkin_cat.syntax.axis import symbol
 
 #: the checks, cheapest first
@@ -234,26 +233,6 @@ def _walk_replays(book, start, walk):
                           f"print(Trace.loads({trace.dumps()!r}).replay(diagram))") from e
 
 
-#: What the random walks leave out, and why: the device level's rules (issue 37, named ``device_…``) are proved on
-#: their own random instances (``proofs/test_devices.py``, ``proofs/test_ulysses.py``) and their offers checked
-#: (``tests/rewriting/test_rules_rewrite_what_they_offer.py``), but random walks over the whole book found two failures
-#: not yet fixed: ``device_gather`` on a region sharding a one-value piece changed the function (the soundness fuzz,
-#: walk 8 of seed 20240611) and a symbolic device region evaluated at sizes the devices do not divide raised a
-#: ShapeError (``random_program(20241371)``).  Kept out of the walks until those are fixed, not out of the book.
-WALK_EXCLUDED_PREFIX = "device_"
-
-
-def walked_rules(book) -> RuleSet:
-    """The rules of ``book`` the random walks apply (all but :data:`WALK_EXCLUDED_PREFIX`'s).
-
-    >>> book = rulebook()
-    >>> walked = {r.name for r in walked_rules(book).rules}
-    >>> sorted({r.name for r in book.rules.rules} - walked)[:2], "stream_decomposition" in walked
-    (['device_fusion', 'device_gather'], True)
-    """
-    return RuleSet(tuple(r for r in book.rules.rules if not r.name.startswith(WALK_EXCLUDED_PREFIX)))
-
-
 def check_rules(p: Program, seed: int = 0, steps: int = 6, per_rule: int = 2, book=None):
     """A walk of ``steps`` random legal rule applications; at every step every rule's offered matches (up to
     ``per_rule`` of them) must rewrite and be found again by its identity; the walk's trace must replay, and its end
@@ -268,7 +247,7 @@ def check_rules(p: Program, seed: int = 0, steps: int = 6, per_rule: int = 2, bo
     names = _names(p.diagram)
     for k in range(steps):
         offered = []
-        for rule in walked_rules(book).rules:
+        for rule in book.rules.rules:
             variants = [rule]
             if rule.name in partition and names:
                 variants.append(rule.using(axis=str(rng.choice(names)), size=f"t{k}_{len(offered)}"))

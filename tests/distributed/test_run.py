@@ -293,6 +293,9 @@ def test_refused_before_a_process_starts():
     with pytest.raises(nc.DeviceError, match="'all-reduce' sits in a region nested"):
         nc.distributed.run(device_region(nested, "h", 2, nc.symbol("h")), np.ones((2, 4)), np.ones((4, 3)),
                            world_size=2)
+    grouped = nc.shard(nc.group(nc.kernel(nc.library.attention()), "q", "g_q"), "q", devices=2)
+    with pytest.raises(nc.ShapeError, match=r"\(g_q = 5\) exceeds the axis \(q = 4\)"):     # device 0 holds 4 of 7
+        nc.distributed.run(grouped, np.ones((7, 2)), np.ones((3, 2)), np.ones((3, 2)), world_size=2, sizes={"g_q": 5})
     ringed = nc.ring(nc.shard(nc.library.attention(), "q", devices=2), "x")     # a ring passes: its ranks run it
     assert bound_devices(ringed, 2, None) == {}
 
