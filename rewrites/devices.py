@@ -213,10 +213,7 @@ def _fused(m):
                                     sharded_in=tuple(cuts[v, "dom"][p] for v, p in m.inputs),
                                     sharded_out=tuple(cuts[v, "cod"][p] for v, p in m.outputs)), m.dom, m.cod,
                        f"{a.name} ; {b.name}")
-    outer, ins = m.wiring()
-    got = outer(fused, *(ins[port] for port in m.inputs))
-    got = got if isinstance(got, tuple) else (got,)
-    return m.finish(outer, dict(zip(m.outputs, got)))
+    return m.filled(fused)
 
 
 # ---------------------------------------------------------------------- device_gather

@@ -70,10 +70,7 @@ def _generated(m):
                                     sharded_in=tuple(sharded[p] for _, p in m.inputs),
                                     sharded_out=tuple(b.sharded("cod")[p] for _, p in m.outputs)), m.dom, m.cod,
                       f"{a.name} ; {b.name}")
-    outer, ins = m.wiring()
-    got = outer(moved, *(ins[port] for port in m.inputs))
-    got = got if isinstance(got, tuple) else (got,)
-    return m.finish(outer, dict(zip(m.outputs, got)))
+    return m.filled(moved)
 
 
 # ---------------------------------------------------------------------- obligation

@@ -337,6 +337,14 @@ class Match:
         b = Builder(self.dom)
         return b, dict(zip(self.inputs, b.inputs))
 
+    def filled(self, diagram):
+        """The hole filled by one ``diagram`` whose inputs are the hole's inputs in order and whose outputs are its
+        outputs in order (a rule whose right-hand side is one box or region: ``filled(d) = d`` wired in)."""
+        outer, ins = self.wiring()
+        got = outer(diagram, *(ins[port] for port in self.inputs))
+        got = got if isinstance(got, tuple) else (got,)
+        return self.finish(outer, dict(zip(self.outputs, got)))
+
     def finish(self, builder, outs: dict):
         """The replacement built in ``builder``; ``outs`` maps each boundary output port to a wire."""
         missing = [p for p in self.outputs if p not in outs]
