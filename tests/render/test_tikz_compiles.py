@@ -60,10 +60,34 @@ def test_the_library_has_algorithms_to_compile():
     assert {"attention", "matmul", "multi_head_attention"} <= set(ALGORITHMS), sorted(ALGORITHMS)
 
 
+BEGIN, END = "\\begin{document}\n", "\\end{document}"
+
+
+def one_document(sources: dict[str, str]) -> str:
+    """The standalone documents ``sources`` (name: source) as one document, a page each: their common preamble, then
+    each body, announced in the log (``napkin picture NAME``) so that a failure names its picture.  One
+    ``pdflatex`` run for every picture (each run loads TikZ again)."""
+    heads = {s.split(BEGIN)[0] for s in sources.values()}
+    assert len(heads) == 1, "the pictures have different preambles: compile them apart"
+    bodies = [f"\\typeout{{napkin picture {name}}}\n"
+              + s.split(BEGIN, 1)[1].rsplit(END, 1)[0] for name, s in sources.items()]
+    return heads.pop() + BEGIN + "".join(bodies) + END + "\n"
+
+
 @needs_pdflatex
-@pytest.mark.parametrize("name", sorted(ALGORITHMS))
-def test_library_algorithm_tikz_compiles(name, tmp_path):
-    compile_tex(nc.to_tikz(ALGORITHMS[name], standalone=True), tmp_path, name)
+def test_library_algorithms_tikz_compile(tmp_path):
+    """Every library algorithm's standalone picture compiles: in one document, a page each (the page count read
+    from pdflatex's own report: a picture left out fails)."""
+    sources = {name: nc.to_tikz(d, standalone=True) for name, d in sorted(ALGORITHMS.items())}
+    try:
+        compile_tex(one_document(sources), tmp_path, "library")
+    except AssertionError as e:
+        log = (tmp_path / "library.log").read_text(errors="replace") if (tmp_path / "library.log").exists() else ""
+        started = re.findall(r"^napkin picture (\S+)$", log, re.M)
+        raise AssertionError(f"in the picture of {started[-1] if started else '?'}: {e}") from e
+    pages = re.search(r"Output written on library\.pdf \((\d+) pages?", (tmp_path / "library.log").read_text(
+        errors="replace").replace("\n", ""))
+    assert pages and int(pages.group(1)) == len(sources), (pages and pages.group(0), len(sources))
 
 
 @needs_pdflatex
