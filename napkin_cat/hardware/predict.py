@@ -13,8 +13,10 @@ goes.  Per kernel ``k`` (a top-level box of the algorithm: Grids around a Kernel
     r        = max(1, min(⌊smem_per_sm / M⌋, ⌊regs_per_sm / 2R⌋))   blocks resident per SM, where
                M = the plan's level-1 bytes, a stream's loads twice (double-buffered) ≤ smem_per_block
                R = bytes of its block tensors other than loaded tiles (state in fp32): they live in the
-                   registers of one warpgroup per 64 rows of the tensor-core products (1 to 2) and
-                   take at most half of each thread's (else the assignment is refused)
+                   registers of the threads that issue the tensor-core products (one scaling unit of the
+                   GPU's hierarchy per instruction's m rows: a warpgroup per 64 on Hopper, a warp per 16
+                   on Ampere; at least one, at most 256 threads) and take at most half of each
+                   thread's (else the assignment is refused)
     waves    = ⌈B / (N · r)⌉,  u = B / (waves · N · r)          B thread blocks: the tail of the last wave
     T(k)     = max(T_hbm, T_l2, T_comp) / u + launch            memory overlapped with compute
     T        = Σ_k T(k)
@@ -58,6 +60,7 @@ assumptions it made (:attr:`Prediction.assumptions`), so a measurement that refu
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field, replace
@@ -75,6 +78,7 @@ from napkin_cat.errors import ArgumentError, ShapeError
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
 from napkin_cat.hardware.products import TENSOR, placement, products_of, rate
+from napkin_cat.hardware.toy import load_hierarchy
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.plan.ir import Load, StreamLoop, walk
 from napkin_cat.syntax.axis import symbol
@@ -93,6 +97,34 @@ def warpgroups(rows: int) -> int:
     """Warpgroups of a thread block whose tensor-core products have ``rows`` rows: one per 64 rows, 1 to 2
     (more would split a row's reductions across warpgroups)."""
     return max(1, min(2, rows // ROWS_PER_WARPGROUP))
+
+
+#: the most threads of a thread block that issue one tile's tensor-core products: two Hopper warpgroups, eight
+#: Ampere warps (more would split a row's reductions across more units than the kernels people write use)
+ISSUING_THREADS = 256
+
+
+@functools.cache
+def scaling_unit(hierarchy: str) -> str:
+    """The unit a toy hierarchy (named by a hardware model) scales by: ``warpgroup`` (Hopper), ``warp`` (Ampere)."""
+    return load_hierarchy(hierarchy).scaling_unit
+
+
+def issuing_threads(gpu: GPU, rows: int) -> int:
+    """Threads of a thread block whose tensor-core products have ``rows`` rows: one scaling unit of ``gpu``'s
+    hierarchy (Hopper's warpgroup of 128 threads, Ampere's warp of 32) per ``m`` rows of its first tensor-core
+    instruction (wgmma 64, wmma 16), at least one unit, at most :data:`ISSUING_THREADS` threads.
+
+    >>> from napkin_cat.hardware.model import load
+    >>> [issuing_threads(load("h100-sxm5"), r) for r in (16, 64, 128, 256)]
+    [128, 128, 256, 256]
+    >>> [issuing_threads(load("a100"), r) for r in (16, 64, 128, 256)]
+    [32, 128, 256, 256]
+    """
+    unit = scaling_unit(gpu.hierarchy)
+    per_unit = gpu.threads(unit)
+    m = gpu.tensor_shapes[0].m if gpu.tensor_shapes else ROWS_PER_WARPGROUP
+    return per_unit * max(1, min(max(1, ISSUING_THREADS // per_unit), rows // m))
 OVERLAPS = ("sequential", "pipelines")
 #: seconds from one kernel's launch to the next's on the same stream (a measured order of magnitude on
 #: Hopper with PyTorch/Triton launchers: 3-6 µs); an assumption, listed in every prediction
@@ -313,7 +345,7 @@ class KernelForm:
         if M > gpu.smem_per_block:
             raise HardwareError(f"{self.box.name}: {M} B on chip per thread block, over the {gpu.name}'s "
                                 f"{gpu.smem_per_block} B (memory.smem_per_block): choose smaller tiles")
-        threads = gpu.threads("warpgroup") * warpgroups(v["rows"])
+        threads = issuing_threads(gpu, v["rows"])
         per_thread = R / (threads * gpu.register_bytes)
         if per_thread > -(-gpu.registers_per_thread // 2):
             raise HardwareError(f"{self.box.name}: {R} B of block tensors in registers over {threads} threads is "
@@ -405,8 +437,10 @@ def assumptions(gpu: GPU, ceilings: dict, overlap: str, launch: float, kernels: 
         f"pipelines: {overlap} (§5.7)",
         "every pipeline runs at its peak rate while it has work (no latency or issue limits)",
         "on chip per block: the plan's level-1 bytes, a stream's loads twice (double-buffered), fit "
-        "smem_per_block; block tensors other than loaded tiles (state in fp32) live in the registers of one "
-        "warpgroup per 64 rows of the tensor-core products (1 to 2) and take at most half of each thread's",
+        "smem_per_block; block tensors other than loaded tiles (state in fp32) live in the registers of the "
+        f"threads that issue the tensor-core products ({scaling_unit(gpu.hierarchy)}s of the {gpu.name}, one "
+        f"per {gpu.tensor_shapes[0].m if gpu.tensor_shapes else ROWS_PER_WARPGROUP} rows, at most "
+        f"{ISSUING_THREADS} threads) and take at most half of each thread's",
         "blocks resident per SM: the fewest that shared memory and the register file allow",
         f"{launch * 1e6:g} µs per kernel launch",
     ) + (("matrix products with a side shorter than the tensor-core instruction's run padded to it on the tensor "

@@ -43,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import re
 from fractions import Fraction
 
 import sympy
@@ -131,7 +132,7 @@ def kernel_reads(box, form: KernelForm) -> set:
 
 
 def timed_kernels(forms: dict, tiles: list, values: dict, env: dict, *, level: int, launch: float,
-                  min_blocks=None) -> list:
+                  min_blocks=None, refusals: dict | None = None) -> list:
     """Every legal assignment of ``tiles`` (their ``values``) to the kernels ``forms`` (position →
     :class:`~napkin_cat.hardware.predict.KernelForm`) that read them, timed: ``[(T, H, −tiles, tiles, {position:
     kernel time})]``, least first (:mod:`~napkin_cat.hardware.separable`'s ``key``).  ``T`` is the exact sum of the
@@ -146,7 +147,9 @@ def timed_kernels(forms: dict, tiles: list, values: dict, env: dict, *, level: i
                 exact = folded(f.box, at, density=f.density) if f.estimated else None
                 kts[k] = f.at(at, exact=exact, launch=launch)
                 moved += int(exact.H.get(level, 0)) if f.estimated else value(f.transfers, at)
-        except HardwareError:          # over the thread block's shared memory or registers
+        except HardwareError as e:     # over the thread block's shared memory or registers
+            if refusals is not None:   # why, one message per kind (the message with its numbers left out)
+                refusals.setdefault(re.sub(r"[\d.]+", "#", str(e)), str(e))
             continue
         if min_blocks is not None and any(kt.blocks < min_blocks for kt in kts.values()):
             continue                   # the tiles the requirement was derived under are not the only ones timed
@@ -156,14 +159,15 @@ def timed_kernels(forms: dict, tiles: list, values: dict, env: dict, *, level: i
 
 
 def structure_timings(algorithm, gpu, env, *, overlap, ceilings, level, largest, launch, min_blocks=None,
-                      density=1) -> list:
+                      density=1, refusals: dict | None = None) -> list:
     """One structure (an ``algorithm`` a regime of derive found) timed at its legal tile assignments:
     ``[(T, H, tiles, kernel times)]``, the fastest first (``T`` exact, a Fraction; ties: fewer transfers, then
     larger tiles).  The kernels that share no tile are timed apart (:mod:`~napkin_cat.hardware.separable`: each
     component's own assignments, not their product); the rows are each component's assignments with the others at
     their best, the first the best of all (the structure's least over every assignment, by the law there).  With
     ``min_blocks``, only assignments whose every kernel launches that many blocks; ``density``: what its masks read
-    from data let run (:func:`~napkin_cat.hardware.predict.bound_densities`)."""
+    from data let run (:func:`~napkin_cat.hardware.predict.bound_densities`); ``refusals``: filled with one message
+    per kind of refused assignment (shared memory, registers, ...)."""
     values = tile_values(gpu, algorithm, env, largest=largest)
     tiles = list(values)
     first = {**env, **{t: v[0] for t, v in values.items()}}
@@ -174,7 +178,7 @@ def structure_timings(algorithm, gpu, env, *, overlap, ceilings, level, largest,
     parts = []
     for kernels, own in components([kernel_reads(b, f) for b, f in zip(boxes, forms)], tiles):
         rows = timed_kernels({k: forms[k] for k in kernels}, list(own), values, env, level=level, launch=launch,
-                             min_blocks=min_blocks)
+                             min_blocks=min_blocks, refusals=refusals)
         parts.append([(t, h, tiles_, kts) for t, h, _, tiles_, kts in rows])
     return assembled(tiles, parts)
 
@@ -227,13 +231,14 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
         if min_blocks is not None:
             raise
     r = found[0]
-    structures, timings, refused, n_refused = {}, [], None, 0
+    structures, timings, refused, n_refused, refusals = {}, [], None, 0, {}
     for regime in (g for d in found for g in d.regimes):
         structures.setdefault(str(regime.variant), regime)
     for label, regime in structures.items():
         try:
             timed = structure_timings(regime.diagram, gpu, env, overlap=overlap, ceilings=ceilings, level=level,
-                                      largest=largest, launch=launch, min_blocks=min_blocks, density=density)
+                                      largest=largest, launch=launch, min_blocks=min_blocks, density=density,
+                                      refusals=refusals)
         except (HardwareError, LoweringError) as e:     # a split whose tail reads its head is not planned
             if len(structures) == 1:
                 raise
@@ -244,8 +249,10 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     if not timings and refused is not None and n_refused == len(structures):
         raise refused            # no structure has legal tiles on this GPU: say why, not that none fits
     if not timings:
-        raise MemoryLimitError(f"no tile assignment of any derived algorithm fits the {gpu.name}'s "
-                               f"{gpu.smem_per_block} B of shared memory per thread block at sizes {sizes}")
+        why = "; ".join(list(refusals.values())[:3]) if refusals else "no structure had legal tiles"
+        raise MemoryLimitError(f"no tile assignment of any derived algorithm fits the {gpu.name} at sizes {sizes} "
+                               f"(its {gpu.smem_per_block} B of shared memory per thread block, its registers); "
+                               f"for example: {why}")
     t, H, regime, tiles, kts, chosen, opt = fastest(timings, sizes, f"least predicted time on the {gpu.name} over "
                                                     f"{len(timings)} tile assignments of {len(structures)} structures "
                                                     "(each group of kernels sharing tiles timed on its own)")
