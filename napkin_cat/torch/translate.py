@@ -96,6 +96,7 @@ class Translation:
     shape: tuple = ()
     dtype: object = None
     eps: float = 0.0
+    negations: dict = field(default_factory=dict)     # id of ¬m → (¬m, m): ¬¬m is m
 
     def refuse(self, why: str):
         raise UnsupportedOperationError(f"{self.at}: {why}" if self.at else why)
@@ -282,7 +283,21 @@ class Translation:
         return self.broadcast([a, b], lambda sig: compare(op, sig.spell(), dtype=a.dtype, **sig.sized()), BOOL)
 
     def logical(self, op: str, *masks) -> Tensor:
-        return self.broadcast(list(masks), lambda sig: logical(op, sig.spell(), **sig.sized()), BOOL)
+        """``and``, ``or`` of two masks, ``not`` of one; ``¬¬m = m``: the negation of a negation this translation
+        made is its operand (``masked_fill(~m, …)`` is ``where(m, …)``, with no box for the two negations).
+
+        >>> import napkin_cat as nc
+        >>> t = Translation()
+        >>> m = t.input("m", (3,), nc.BOOL, claims=[[(2, "n")]])
+        >>> t.logical("not", t.logical("not", m)) is m
+        True
+        """
+        if op == "not" and id(masks[0]) in self.negations and self.negations[id(masks[0])][0] is masks[0]:
+            return self.negations[id(masks[0])][1]
+        out = self.broadcast(list(masks), lambda sig: logical(op, sig.spell(), **sig.sized()), BOOL)
+        if op == "not":
+            self.negations[id(out)] = (out, masks[0])
+        return out
 
     def where(self, mask: Tensor, a: Tensor, other: float) -> Tensor:
         """``mask ? a : other`` (a number)."""
@@ -390,7 +405,7 @@ class Translation:
         b = Builder(Ty(*(array(t) for _, t in self.inputs)))
         for (_, t), w in zip(self.inputs, b.inputs):
             t.wire = w
-        for step in self.steps:
+        for step in self.live(outputs):
             self.at = step.at
             wires = [self.renamed(b, x, used, names, sizes) for x, used in step.uses]
             outs = [[names[c] for c, k in zip(t.dims, t.carried) if c is not None and k] for t in step.outs]
@@ -400,6 +415,21 @@ class Translation:
                 t.wire = w
         self.at = ""
         return b.build(*(self.ordered(b, t, names, sizes) for t in outputs))
+
+    def live(self, outputs) -> list:
+        """The steps an output depends on, in order: a step whose results nothing reads (the ``~m`` of
+        ``masked_fill(~m, …)`` once ``¬¬m = m``) makes no box."""
+        def chain(t):
+            while t is not None:
+                yield id(t)
+                t = t.base
+        read = {i for t in outputs for i in chain(t)}
+        kept = []
+        for step in reversed(self.steps):
+            if any(i in read for t in step.outs for i in chain(t)):
+                kept.append(step)
+                read |= {i for x, _ in step.uses for i in chain(x)}
+        return kept[::-1]
 
     def size(self, c: int, names: dict):
         """The size of class ``c``'s axis: the int, or (a dynamic dimension) the axis's own symbol."""
