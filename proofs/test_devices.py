@@ -172,7 +172,7 @@ def test_ring_mutants_fail_the_obligation(monkeypatch):
     """A ring whose devices each fold their own shard P times (no shard travels), and link counts in which a device
     sends what it receives (its own shard's size missing instead of its neighbour's), are caught."""
     import importlib
-    numeric = importlib.import_module("napkin_cat.cost.numeric")
+    devices_at = importlib.import_module("napkin_cat.cost.devices_at")
     regions = importlib.import_module("napkin_cat.semantics.regions")
     from napkin_cat.algorithms.ring import ring_link
 
@@ -186,6 +186,6 @@ def test_ring_mutants_fail_the_obligation(monkeypatch):
         sent, received, messages = ring_link(box, numel, weight, device, extents)
         return received, received, messages
     with monkeypatch.context() as m:
-        m.setattr(numeric, "ring_link", symmetric)
+        m.setattr(devices_at, "ring_link", symmetric)
         with pytest.raises((ObligationError, AssertionError)):
             rule.obligation.discharge(rule, trials=10)

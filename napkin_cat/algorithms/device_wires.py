@@ -26,7 +26,7 @@ from napkin_cat.algorithms.bubbles import Region, Stream
 from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, from_layers, is_structural, layers
 from napkin_cat.syntax.primitive import KINDS
 from napkin_cat.syntax.relabel import map_box
-from napkin_cat.syntax.wiring import retype
+from napkin_cat.syntax.wiring import computes, retype, route
 
 #: the region name of the device level (:attr:`Shard.region <napkin_cat.algorithms.devices.Shard>`): a program has one
 DEVICE_LEVEL = "shard"
@@ -102,11 +102,9 @@ def retyped(region, sizes: dict) -> Diagram:
     for layer in d.inside:
         left, b, _ = layer.boxes_or_types[:3]
         k, n = len(left), len(b.dom)
-        held, kind = marks[k:k + n], is_structural(b)
-        if kind is not None:
-            new = retype(b, types[k:k + n])
-            out = [held[0]] * len(b.cod) if kind in ("copy", "discard") else held[::-1] if kind == "swap" else \
-                [frozenset().union(*held)] * len(b.cod)
+        held = marks[k:k + n]
+        if not computes(b):             # wiring: the marks move with the values (a merge is refused by route)
+            new, out = retype(b, types[k:k + n]), route(b, held)
         else:
             seen = {x for a in b.dom.inside for x in a.names}       # an axis no input carries: a broadcast along it
             got = set().union(*held) | {m for c in b.cod.inside for m in carried(c, own)

@@ -13,7 +13,8 @@
 
 A region's cost is a fold over its schedule (:mod:`napkin_cat.algorithms.schedule`) with the algebra
 :class:`Symbolic`: a stream's head and tail once, its trip (maps and each reducer's accumulate) ``b/s``
-times, each reducer's finish once; its memory is the columns of its expansion (:mod:`.columns`).
+times, each reducer's finish once; its memory is the columns of its expansion (:mod:`.columns`), with a split
+stream's partial buffers (:mod:`.partials`).  A device region and a ring cost per device (:mod:`.devices`).
 
 It is a monoid-valued functor: composition adds H and FLOPs and takes the max of M::
 
@@ -38,12 +39,11 @@ from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.schedule import advance, fold_region, schedule_of
 from napkin_cat.algorithms.splits import partial_moves
 from napkin_cat.cost.columns import stream_columns
+from napkin_cat.cost.devices import Devices, box_link
 from napkin_cat.cost.live import numel
-from napkin_cat.cost.maxima import column_max
+from napkin_cat.cost.partials import partial_values
 from napkin_cat.cost.polynomial import SYMPY
-from napkin_cat.algorithms.orders import order_of
-from napkin_cat.algorithms.ring import incoming, ring_link
-from napkin_cat.cost.record import ONE, ZERO, Cost, Density, GroupCost, Link, OpCost, StreamRecord
+from napkin_cat.cost.record import ONE, ZERO, Cost, Density, GroupCost, OpCost, StreamRecord
 from napkin_cat.cost.trips import running_trips
 from napkin_cat.syntax.adapter import Diagram, Ty, layers
 from napkin_cat.syntax.relabel import PLAIN, Relabelling
@@ -51,8 +51,8 @@ from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.weave import core_of
 from napkin_cat.syntax.wiring import computes, trace_values, traverse
 
-__all__ = ["Cost", "OpCost", "GroupCost", "StreamRecord", "box_cost", "box_link", "box_pieces", "cost", "region_cost",
-           "numel", "partial_values", "Symbolic"]
+__all__ = ["Cost", "OpCost", "GroupCost", "StreamRecord", "box_cost", "box_pieces", "cost", "region_cost", "numel",
+           "partial_values", "Symbolic"]
 
 
 def _plus(col: dict, extra: dict) -> dict:
@@ -75,36 +75,6 @@ def box_cost(box, view: Relabelling = PLAIN, arithmetic=SYMPY, *, ops: bool = Tr
                 ops=[OpCost(o.label, o.kind, o.pipeline, o.flops, o.trips, dtype=o.dtype, operands=o.operands,
                             index=occurrence) for o in records], link=box_link(box))
 
-
-def _bytes_per_value(array) -> int:
-    return array.dtype.bytes
-
-
-def box_link(box, device=None, numel_of=None, devices=None):
-    """The values a collective box sends and receives over the link (:class:`~napkin_cat.cost.record.Link`), on
-    any device (``device`` None: symbolic, shards of ``n/P``) or on device ``device`` of ``devices`` (``numel_of(array,
-    side)``: the values of an array of the box's side ``"dom"`` or ``"cod"`` as an int, at sizes); None for a box that
-    is not a collective
-    (:mod:`napkin_cat.syntax.collectives`).
-
-    >>> import napkin_cat as nc
-    >>> l = box_link(nc.all_gather("n h", axis="h", devices=nc.symbol("P")).boxes[0])
-    >>> sympy.factor(l.sent), sympy.factor(l.received), l.messages
-    (h*n*(P - 1)/P, h*n*(P - 1)/P, P - 1)
-    """
-    collective = kind_of(box.data.kind).collective
-    if collective is None:
-        return None
-    P = box.data.param("devices")
-    if device is None:
-        def numel_of(a, side="dom"):
-            return sympy.Mul(*[x.size for x in a.axes])
-        sent, received, messages = collective.moves(box, numel_of, None, sympy.sympify(P))
-        sb, rb, _ = collective.moves(box, numel_of, None, sympy.sympify(P), _bytes_per_value)
-        return Link(P, sent, received, messages, None, sb, rb)
-    sent, received, messages = collective.moves(box, numel_of, device, devices)
-    sb, rb, _ = collective.moves(box, numel_of, device, devices, _bytes_per_value)
-    return Link(devices, int(sent), int(received), int(messages), None, int(sb), int(rb))
 
 
 def box_pieces(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> tuple:
@@ -225,54 +195,6 @@ def _walk(diagram: Diagram, scope: "Sink | None" = None) -> Cost:
         total.add_column(live.column(), expanded=True)
     traverse(diagram, values, on_box, on_wiring=_after)
     return total.absorb_all(parts)
-
-
-def partial_values(region) -> sympy.Expr:
-    """The values the partial buffers of the split streams in ``region`` (a diagram or a region) hold in global
-    memory while their parts and combine run (:mod:`napkin_cat.algorithms.splits`): per split stream, ``P`` times
-    each reducer's state, an axis that the partitions around the stream cut spanning its whole size, as the plan
-    allocates them (:func:`napkin_cat.plan.partials.split_stream`)::
-
-        partials = Σ_split P · Σ_state Π_axes whole(a)        whole(a): the outermost partition's full size of a
-
-    >>> import napkin_cat as nc
-    >>> partial_values(nc.group(nc.stream(nc.library.attention(), "x", "s_x", parts="P"), "q", "g_q"))
-    P*d*q + 2*P*q
-    """
-    if not isinstance(region, Diagram):     # a region is immutable: its partials are read once and kept on it
-        found = region.__dict__.get("_partial_values")
-        if found is None:
-            found = region.__dict__["_partial_values"] = partial_values(Diagram.id(region.dom) >> region) \
-                if _splits(region) else ZERO
-        return found
-    total = sympy.Integer(0)
-
-    def visit(d, whole):
-        nonlocal total
-        for _, box in layers(d):
-            if not isinstance(box, Region):
-                continue
-            inner = dict(whole)
-            if isinstance(box, (Grid, Stream)):
-                inner.setdefault(box.axis, sympy.sympify(box.full_size()))
-            if isinstance(box, Stream) and box.params.get("parts") is not None:
-                parts = sympy.sympify(box.params["parts"])
-                for r in schedule_of(box).reducers:
-                    for s in r.state:
-                        total += parts * sympy.Mul(*[inner.get(a.name, sympy.sympify(a.size)) for a in s.array.axes])
-            visit(box.arg, inner)
-    visit(region, {})
-    return sympy.expand(total)
-
-
-def _splits(region) -> bool:
-    """Whether a split stream is ``region`` or inside it (kept on each region: it is immutable)."""
-    found = region.__dict__.get("_has_splits")
-    if found is None:
-        split = isinstance(region, Stream) and region.params.get("parts") is not None
-        found = region.__dict__["_has_splits"] = split or any(_splits(b) for _, b in layers(region.arg)
-                                                              if isinstance(b, Region))
-    return found
 
 
 def _held_phases(box: Region, view: Relabelling) -> list:
@@ -427,9 +349,10 @@ def _in_stream(c: Cost, region, view: Relabelling, masked: bool = False, density
     return c
 
 
-class Symbolic:
+class Symbolic(Devices):
     """The cost algebra of the schedule fold: ``ctx`` is a list that each op, reducer trip, finish and region
-    appends its :class:`Cost` to (a region one summed part); values are not looked at."""
+    appends its :class:`Cost` to (a region one summed part); values are not looked at.  A device region and a ring
+    are counted per device (:class:`~napkin_cat.cost.devices.Devices`)."""
 
     def op(self, op, ins, sink, dests):
         sink.append(_op_cost(op.box, sink))
@@ -437,21 +360,6 @@ class Symbolic:
 
     def kernel(self, node, ins, sink, dests):
         sink.append(_walk(node.inside, sink.within(node.region)))
-        return dests
-
-    def shard(self, node, ins, sink, dests):
-        """One device's cost (the inside once, on a shard: FLOPs and transfers per device, not times ``P``), with its
-        link record: the collectives' values sent and received, and ``held``, its level-0 memory (the inside's
-        largest level-0 column: shards of the sharded arrays, the replicated ones whole)."""
-        inner = _walk(node.inside, sink.within(node.region))
-        inner.ops = [replace(o, region=(("shard", node.axis),) + o.region) for o in inner.ops]
-        link = inner.link or Link(node.devices, ZERO, ZERO, ZERO)
-        cols = inner.columns.get(0) or [ZERO]
-        held = cols[0] if len(cols) == 1 else column_max(cols)
-        inner.link = Link(node.devices, link.sent, link.received, link.messages,
-                          held if link.held is None else sympy.Max(held, link.held), link.sent_bytes,
-                          link.received_bytes, link.trips, link.work)
-        sink.append(inner)
         return dests
 
     def grid(self, node, ins, sink, dests):
@@ -494,25 +402,6 @@ class Symbolic:
         if density is not None:
             total.assumptions = (Density(density),)
         sink.append(_in_stream(total, node.region, sink.view, masked=node.skip is not None, density=density))
-        return dests
-
-    def ring(self, node, ins, sink, dests, run):
-        """A ring (:mod:`napkin_cat.algorithms.ring`): the stream's cost, ``P`` trips of a shard, with the ring's
-        exchanges on the link (``(P − 1)·|x|/P`` each way per streamed input ``x``, ``P − 1`` messages each) and its
-        ``held``: its level-0 columns (the slice in use among them) with the slot an incoming slice is received into
-        (the device region takes the larger of it and its own columns)."""
-        self.stream(node, ins, sink, dests, run)
-        c = sink[-1]
-        box = node.region
-        slot = sum((numel(a) for a in incoming(box)), sympy.Integer(0))
-        cols = [sympy.sympify(col) + slot for col in c.columns.get(0) or [sympy.Integer(0)]]
-        held = cols[0] if len(cols) == 1 else column_max(cols)     # the ring's own level-0 memory, its slot in
-        sent, received, messages = ring_link(box, numel)
-        sb, rb, _ = ring_link(box, numel, _bytes_per_value)
-        k = sympy.sympify(order_of(box.order).chunks(box.trips)) / box.trips        # pieces per shard
-        trips = None if node.masks is not None else box.trips * k ** 2     # a mask: each device's own count
-        mine = Link(box.devices, sent, received, messages, held, sb, rb, trips)
-        c.link = mine if c.link is None else c.link.then(mine)
         return dests
 
     def merge(self, r, diagram, a, b, sink):

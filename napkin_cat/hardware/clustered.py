@@ -63,7 +63,7 @@ from napkin_cat.hardware.predict import predict
 from napkin_cat.cost.functor import cost as cost_of
 from napkin_cat.hardware.programtime import program_phases, rings_of
 from napkin_cat.hardware.timed import derive_for_time
-from napkin_cat.rewriting.trace import Derivation as _Derivation, Trace
+from napkin_cat.rewriting.trace import Derivation as RuleDerivation, Trace
 from napkin_cat.search.derivation import derive as derive_transfers
 from napkin_cat.search.devices import device_forms, is_collective
 from napkin_cat.syntax.adapter import Diagram, Ty, from_layers, is_structural, layers
@@ -97,7 +97,7 @@ class ClusterCandidate:
 
 
 @dataclass(frozen=True)
-class ClusterDerivation(_Derivation):
+class ClusterDerivation(RuleDerivation):
     """The chosen device program (``start`` → ``diagram`` by ``trace``) on ``cluster`` at ``sizes``: its ``label``,
     ``prediction`` (phases, bound), ``memory`` (bytes per device), ``compute`` (one device's seconds), the
     per-device algorithms (``local``: the derivations the GPU time model chose) and every ``candidates`` row."""

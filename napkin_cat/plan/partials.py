@@ -18,7 +18,7 @@ plan moves what the cost says: ``P`` heads, each trip once, ``P·|state|`` value
 back, ``P − 1`` merges, the finishes and the tail once.  The partials live in global memory whatever the
 state's level: the one memory every part and the combine reach, and the only one that outlives a launch (a split
 that is the whole of its kernel launches its combine after its parts: :func:`fission`); the cost's ``M[0]`` counts
-them (:func:`napkin_cat.cost.iocost.partial_values`), and their moves count at the state's level, as every
+them (:func:`napkin_cat.cost.partials.partial_values`), and their moves count at the state's level, as every
 transfer counts at its deeper end.
 
 >>> import napkin_cat as nc

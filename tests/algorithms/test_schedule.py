@@ -27,6 +27,8 @@ ALGEBRAS = {
     "napkin_cat.cost.columns": "Columns",
     "napkin_cat.plan.expand": "Expander",
 }
+#: the modules of the algebras' device handlers (a device region's and a ring's), each algebra's base class
+DEVICE_HANDLERS = ("napkin_cat.cost.devices", "napkin_cat.cost.devices_at")
 STREAM_KINDS = ("op", "init", "monoid", "step", "finish", "advance_kernel", "advance_grid", "advance_loop", "stream")
 
 
@@ -79,7 +81,7 @@ def test_every_functor_is_an_algebra_of_the_fold(module, name):
     assert all(callable(getattr(algebra, k, None)) for k in kinds), [k for k in kinds if not hasattr(algebra, k)]
 
 
-@pytest.mark.parametrize("module", sorted(ALGEBRAS))
+@pytest.mark.parametrize("module", sorted(ALGEBRAS) + list(DEVICE_HANDLERS))
 def test_no_functor_dispatches_on_the_structure_itself(module):
     """What each of the five walks did before the schedule: test a reducer's fields, scan the roles, name kinds."""
     source = inspect.getsource(importlib.import_module(module))

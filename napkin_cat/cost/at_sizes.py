@@ -1,0 +1,224 @@
+"""The context of the cost at concrete sizes: the tiles a fold at sizes stands for, and which of them run.
+
+The cost at sizes (:mod:`napkin_cat.cost.numeric`) folds a partition's inside once per distinct tile extent: a
+partition of ``a`` into tiles of ``g`` is ``⌊a/g⌋`` full tiles and, where ``g`` does not divide ``a``, one of
+``a mod g`` (:func:`tile_extents`).  Its context :class:`At` binds the tile's symbol to the extent and stands for
+``count`` alike tiles at once; a masked stream's slice is counted on the tiles where its mask may be true, decided as
+the runner decides it (:func:`running_slices`)::
+
+    Σ_tiles C(tile) = ⌊a/g⌋ · C(g) + C(a mod g)          (no mask reads where the tiles lie)
+    runs(slice)     = #{t ∈ tiles : the mask does not skip the slice on t}  (a masked stream's trips)
+
+>>> import napkin_cat as nc
+>>> from napkin_cat.algorithms.bubbles import Grid
+>>> (g,) = [b for b in nc.group(nc.library.matmul(), "a", "g_a").boxes if isinstance(b, Grid)]
+>>> env = {sympy.Symbol("a", positive=True, integer=True): 7, sympy.Symbol("g_a", positive=True, integer=True): 3}
+>>> [(extent, len(starts)) for extent, starts in tile_extents(g, env)]
+[(3, 2), (1, 1)]
+>>> At(env).bound(g, 3, range(0, 6, 3)).tiles
+{'a': (array([0, 3]), 3)}
+"""
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+from napkin_cat.algorithms.bubbles import Region, Stream
+from napkin_cat.algorithms.schedule import schedule_of
+from napkin_cat.cost.exact_arithmetic import value
+from napkin_cat.cost.record import Cost, join_links
+from napkin_cat.errors import NapkinError
+from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.interval import negate
+
+__all__ = ["MAX_TILES", "PAIRS", "At", "add", "integer", "reads_positions_inside", "running_slices", "skip_axes",
+           "tile_extents"]
+
+
+def integer(expr, env) -> int:
+    """``expr`` at ``env``, an int: evaluated in exact Python arithmetic (:func:`.exact_arithmetic.value`, no
+    sympy substitution per tiling); a size missing, or a value that is not an integer, is refused."""
+    if isinstance(expr, int):
+        return expr
+    v = value(expr, env)
+    if not isinstance(v, int):
+        raise NapkinError(f"{expr} is {v} at the sizes {env}, not an integer: a size is missing or not an int")
+    return v
+
+
+def add(total: Cost, part: Cost, times: int = 1) -> Cost:
+    """``total`` plus ``times`` runs of ``part``, in place: H, H in bytes and FLOPs added per key, the links joined
+    (:func:`~napkin_cat.cost.record.join_links`); memory is not added (the columns count it)."""
+    times = int(times)
+    for mine, theirs in ((total.H, part.H), (total.H_bytes, part.H_bytes), (total.flops, part.flops)):
+        for k, v in theirs.items():
+            mine[k] = mine.get(k, 0) + v * times
+    if part.link is not None:
+        total.link = join_links(total.link, part.link if times == 1 else part.link.scaled(times))
+    return total
+
+
+#: the most tiles whose starts the cost at sizes holds at once (a masked stream decides each where it lies):
+#: 2^26 starts are half a GiB of int64 per axis, the most a cost should ask of this machine
+MAX_TILES = 1 << 26
+
+
+class At:
+    """The context of :class:`~napkin_cat.cost.numeric.Concrete`: the sizes (symbol → int), the running total, and
+    ``tiles``: each partitioned axis's tile ``(start, extent)``, where a mask decides which trips are skipped.
+
+    A context may stand for ``count`` tiles at once, alike but for where they lie: a start is then an array with
+    one entry per tile (every start an array of ``count`` entries, or one number for all).  Each box in it is
+    counted ``count`` times, and a masked stream inside runs each of its slices on the tiles whose mask may be
+    true there, decided for all of them at once (:func:`_count_running`)."""
+
+    #: ``(p, A, empty, lane)``: device ``p`` of the ``A`` that hold a shard, whose shard this context counts (inside a
+    #: device region: its collectives' link counts; ``empty``: ``(axis, shard size) → 0`` for its empty co-shards;
+    #: ``lane``: which piece of the region's axis, under a non-contiguous order: its rings' link counted on lane 0), or
+    #: None
+    device = None
+
+    def __init__(self, env: dict, tiles: dict | None = None, count: int = 1, device=None):
+        self.env, self.total, self.tiles, self.count = env, Cost(), dict(tiles or {}), count
+        self.device = device
+
+    def bound(self, region, extent: int, start=None) -> "At":
+        """A context for a tile of ``extent`` (at ``start`` within the enclosing tile, if it matters): the
+        tile's symbol reads the extent.  ``start`` an array: the context for each of those tiles in each tile
+        this one stands for (``count · len(start)`` of them, the tiles of this context repeated outermost)."""
+        env = dict(self.env)
+        if isinstance(region.size, sympy.Symbol):
+            env[region.size] = extent
+        tiles, count = dict(self.tiles), self.count
+        if start is None:
+            return At(env, tiles, count, self.device)
+        base = self.tiles.get(region.axis, (0, None))[0]
+        if isinstance(start, range):
+            if len(start) * count > MAX_TILES:
+                raise NapkinError(f"the cost at sizes of a masked stream decides each tile where it lies: "
+                                  f"{len(start) * count} tiles along {region.axis} (and the axes around it) are "
+                                  f"more than {MAX_TILES}; take larger tiles ({region.size}) or a smaller axis")
+            start = np.arange(start.start, start.stop, start.step, dtype=np.int64)
+        if isinstance(start, np.ndarray):
+            k = len(start)
+            tiles = {a: (_repeated(s, k), e) for a, (s, e) in tiles.items()}
+            base, start, count = _repeated(base, k), np.tile(start, count), count * k
+        tiles[region.axis] = (base + start, extent)
+        return At(env, tiles, count, self.device)
+
+    def running(self, keep) -> "At":
+        """The context of the tiles where ``keep`` (a bool, or an array over this context's tiles) holds."""
+        keep = np.broadcast_to(np.asarray(keep, dtype=bool), (self.count,))
+        return At(self.env, {a: (s[keep] if isinstance(s, np.ndarray) else s, e)
+                             for a, (s, e) in self.tiles.items()}, int(np.count_nonzero(keep)), self.device)
+
+    def counting(self, count: int) -> "At":
+        """This context standing for ``count`` tiles whose starts nothing reads."""
+        return At(self.env, {a: t for a, t in self.tiles.items() if not isinstance(t[0], np.ndarray)}, count,
+                  self.device)
+
+    def tile_of(self, axis: str, size) -> tuple:
+        """The tile ``axis`` is in: its partition's ``(start, extent)``, or the whole axis."""
+        return self.tiles.get(axis) or (0, integer(size, self.env))
+
+
+def _repeated(start, k: int):
+    """Each entry of a start array ``k`` times in a row (a number stays: it is every tile's)."""
+    return np.repeat(start, k) if isinstance(start, np.ndarray) else start
+
+
+def skip_axes(region, *, data: bool = False) -> frozenset:
+    """The axes whose positions decide a skipped trip in ``region`` or any region inside it (cached); with
+    ``data`` (a block mask is given) the axes of the masks read from data too."""
+    key = "_skip_axes_data" if data else "_skip_axes"
+    cached = region.__dict__.get(key)
+    if cached is None:
+        found = set()
+        skip = schedule_of(region).skip if isinstance(region, Stream) else None
+        if skip is not None:
+            found |= skip.axes | ({a for a, _ in skip.data_axes} if data else set())
+        for _, box in layers(region.arg):
+            if isinstance(box, Region):
+                found |= skip_axes(box, data=data)
+        cached = region.__dict__[key] = frozenset(found)
+    return cached
+
+
+def tile_extents(region, env) -> list:
+    """``[(extent, starts)]`` of a partition's tiles at ``env``: the full tiles, then the shorter last one (the
+    starts within the enclosing tile, as a ``range``: nothing is held per tile until a mask reads where they lie).
+
+    >>> from napkin_cat.algorithms.bubbles import Grid
+    >>> import napkin_cat as nc
+    >>> (g,) = [b for b in nc.group(nc.library.matmul(), "a", "g_a").boxes if isinstance(b, Grid)]
+    >>> tile_extents(g, {sympy.Symbol(n, positive=True, integer=True): v for n, v in [("a", 2**62), ("g_a", 3)]})
+    [(3, range(0, 4611686018427387903, 3)), (1, range(4611686018427387903, 4611686018427387904))]
+    """
+    full, tile = integer(region.full_size(), env), integer(region.size, env)
+    whole = full // tile * tile
+    out = [(tile, range(0, whole, tile))] if whole else []
+    if full % tile:
+        out.append((full % tile, range(whole, whole + 1)))
+    return out
+
+
+def reads_positions_inside(region, data: bool) -> bool:
+    """Whether a region nested in ``region`` skips trips on a mask (so it reads where its tiles lie)."""
+    return any(skip_axes(box, data=data) for _, box in layers(region.arg) if isinstance(box, Region))
+
+
+#: the most (tile, slice) pairs a masked stream's skip test takes in one array operation
+PAIRS = 1 << 20
+
+
+def running_slices(skip, ctx: At, region, extent: int, starts, positions: bool, block_mask=None) -> At:
+    """The context of the slices of ``extent`` at ``starts`` (evenly spaced) that ``skip`` does not skip, over
+    every tile ``ctx`` stands for.  With ``positions`` (a mask inside reads where they lie) each (tile, slice)
+    pair is tested, in chunks of at most :data:`PAIRS`; else only how many run is kept (:func:`_count_running`).
+    ``block_mask``: the data's, which decides the masks read from data (:meth:`~napkin_cat.algorithms.skipping.
+    Skip.verdict`)."""
+    if not positions:
+        return ctx.bound(region, extent).counting(_count_running(skip, ctx, region, extent, starts, block_mask))
+    per = max(1, PAIRS // max(ctx.count, 1))
+    parts = []
+    for k in range(0, len(starts), per):
+        pairs = ctx.bound(region, extent, starts[k:k + per])
+        parts.append(pairs.running(negate(skip.skipped(pairs.tile_of, block_mask))))
+    first = parts[0]
+    arrays = [a for a, (s, _) in first.tiles.items() if isinstance(s, np.ndarray)]
+    tiles = dict(first.tiles)
+    tiles.update({a: (np.concatenate([p.tiles[a][0] for p in parts]), first.tiles[a][1]) for a in arrays})
+    return At(first.env, tiles, sum(p.count for p in parts), first.device)
+
+
+def _count_running(skip, ctx: At, region, extent: int, starts, block_mask=None) -> int:
+    """How many (tile, slice) pairs run, over the tiles ``ctx`` stands for and the slices of ``extent`` at
+    ``starts`` (evenly spaced), each decided as the runner decides it (``skip.skipped`` on the slice).
+
+    Runs of consecutive slices are decided at once: on a block of them, where some mask is never true no slice
+    runs, and where every mask is always true every slice runs (:meth:`~napkin_cat.algorithms.skipping.Skip.
+    verdict`: interval arithmetic is inclusion-monotone); a block neither is halved, down to single slices.
+    A band or a half-plane costs a few tests per tile and boundary, not one per slice."""
+    step = int(starts[1] - starts[0]) if len(starts) > 1 else extent
+    base = ctx.tiles.get(region.axis, (0, None))[0]
+    tile = np.arange(ctx.count)
+    lo, hi = np.zeros(ctx.count, dtype=np.int64), np.full(ctx.count, len(starts), dtype=np.int64)
+    total = 0
+    while len(tile):
+        def tile_of(axis, size, tile=tile, lo=lo, hi=hi):
+            if axis == region.axis:
+                first = (base[tile] if isinstance(base, np.ndarray) else base) + int(starts[0]) + lo * step
+                return first, (hi - lo - 1) * step + extent
+            s, e = ctx.tile_of(axis, size)
+            return (s[tile] if isinstance(s, np.ndarray) else s), e
+        verdict = skip.verdict(tile_of, block_mask)
+        never, every = (np.broadcast_to(np.asarray(v, dtype=bool), tile.shape) for v in verdict)
+        every = every & ~never
+        width = hi - lo
+        total += int(width[every].sum()) + int(np.count_nonzero(~never & ~every & (width == 1)))
+        split = ~never & ~every & (width > 1)
+        mid = (lo + hi) // 2
+        tile, lo, hi = (np.concatenate([tile[split], tile[split]]), np.concatenate([lo[split], mid[split]]),
+                        np.concatenate([mid[split], hi[split]]))
+    return total
+
