@@ -44,8 +44,6 @@ from napkin_cat.errors import NapkinError, RewriteError
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, rewrite
 from napkin_cat.rewriting.match import Pattern, where
 from napkin_cat.rewriting.obligation import shape_of
-from napkin_cat.syntax.adapter import Bubble, layers
-from napkin_cat.syntax.wiring import computes
 from napkin_cat.syntax.collectives import shard_size
 from napkin_cat.syntax.sizes import symbols_of
 from napkin_cat.syntax.primitive import kind_of
@@ -238,11 +236,6 @@ def _gathered(m):
     picked = [i for i, (a, cut) in enumerate(zip(k.dom.inside, k.sharded("dom"))) if cut is None and axis in a.names]
     if not picked:
         raise RewriteError(f"{k.name} has no replicated input that carries {axis!r}")
-    reads = next((b.name for _, b in layers(k.arg) if not isinstance(b, Bubble) and computes(b)
-                  and b.data.kind == "position" and any(axis in c.names for c in b.cod.inside)), None)
-    if reads is not None:       # gathered whole, the axis would keep the device's shard start as its positions' offset
-        raise RewriteError(f"{k.name}: {reads!r} inside computes the positions of {axis!r}; gathered whole, they would "
-                           f"read the device's shard offset (not yet followed by the region's record)")
     full = k.dom.inside[picked[0]].axis(axis).size
     P = k.devices
     bld = nc.Builder(nc.Ty(*[a.replace(axes=tuple(x.relabel(shard_size(full, P)) if x.name == axis else x
@@ -466,8 +459,10 @@ device_gather = Rule(
     doc="""Shard_{a,P}(F) (an input x replicated, carrying b) → Shard_{a,P; b}(all-gather_b(x) ; F).
 
     The input arrives sharded along b, shard p on device p (co-sharded with a), and is all-gathered where F reads it
-    whole: context parallelism's all-gather of K and V (the queries sharded, the keys and values gathered).  Not
-    offered on a region in the zigzag order (an all-gather joins contiguous shards; its ring travels instead).  Cost
+    whole: context parallelism's all-gather of K and V (the queries sharded, the keys and values gathered).  A box
+    inside that reads the positions of b (a causal mask's keys) reads them whole, from 0, as the region's record
+    says (:class:`~napkin_cat.semantics.devices.OnDevice`).  Not offered on a region in the zigzag order (an
+    all-gather joins contiguous shards; its ring travels instead).  Cost
     claim: the link traffic grows by those all-gathers, ``(P − 1)·n/P`` each way per device.""",
     oriented=False,
 )
