@@ -44,8 +44,6 @@ from napkin_cat.errors import NapkinError, RewriteError
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, rewrite
 from napkin_cat.rewriting.match import Pattern, where
 from napkin_cat.rewriting.obligation import shape_of
-from napkin_cat.syntax.adapter import Bubble, layers
-from napkin_cat.syntax.wiring import computes
 from napkin_cat.syntax.collectives import shard_size
 from napkin_cat.syntax.sizes import symbols_of
 from napkin_cat.syntax.primitive import kind_of
@@ -179,6 +177,9 @@ def _fused(m):
     plain = not isinstance(b, Shard)
     if not plain and (b.axis, b.devices) != (a.axis, a.devices):
         raise RewriteError(f"{a.name} and {b.name} shard different axes or run on different devices")
+    if not plain and b.order != a.order:
+        raise RewriteError(f"{a.name} holds its shards in the {a.order} order, {b.name} in the {b.order} order: a "
+                           f"device's shard of one is not its shard of the other (one region has one order)")
     g_dom = list(b.dom.inside) if plain else list(b.arg.dom.inside)
     b_sharded = (None,) * len(b.dom) if plain else b.sharded("dom")
     a_sharded = a.sharded("cod")
@@ -211,7 +212,7 @@ def _fused(m):
     also = {x: f for x, (_, f) in a.sharded_axes().items() if x != a.axis}
     cuts = {("a", "dom"): a.sharded("dom"), ("a", "cod"): a_sharded, ("b", "dom"): b_sharded,
             ("b", "cod"): (None,) * len(b.cod) if plain else b.sharded("cod")}    # a plain G runs on every device
-    fused = same_type(device_region(body, a.axis, a.devices, a.full_size(), also=also,
+    fused = same_type(device_region(body, a.axis, a.devices, a.full_size(), also=also, order=a.order,
                                     sharded_in=tuple(cuts[v, "dom"][p] for v, p in m.inputs),
                                     sharded_out=tuple(cuts[v, "cod"][p] for v, p in m.outputs)), m.dom, m.cod,
                        f"{a.name} ; {b.name}")
@@ -235,11 +236,6 @@ def _gathered(m):
     picked = [i for i, (a, cut) in enumerate(zip(k.dom.inside, k.sharded("dom"))) if cut is None and axis in a.names]
     if not picked:
         raise RewriteError(f"{k.name} has no replicated input that carries {axis!r}")
-    reads = next((b.name for _, b in layers(k.arg) if not isinstance(b, Bubble) and computes(b)
-                  and b.data.kind == "position" and any(axis in c.names for c in b.cod.inside)), None)
-    if reads is not None:       # gathered whole, the axis would keep the device's shard start as its positions' offset
-        raise RewriteError(f"{k.name}: {reads!r} inside computes the positions of {axis!r}; gathered whole, they would "
-                           f"read the device's shard offset (not yet followed by the region's record)")
     full = k.dom.inside[picked[0]].axis(axis).size
     P = k.devices
     bld = nc.Builder(nc.Ty(*[a.replace(axes=tuple(x.relabel(shard_size(full, P)) if x.name == axis else x
@@ -253,7 +249,7 @@ def _gathered(m):
     also = {a: f for a, (_, f) in k.sharded_axes().items() if a != k.axis}
     ins = tuple(axis if i in picked else cut for i, cut in enumerate(k.sharded("dom")))
     return same_type(device_region(inside, k.axis, P, k.full_size(), also={**also, axis: full}, sharded_in=ins,
-                                   sharded_out=k.sharded("cod")), k.dom, k.cod, k.name)
+                                   sharded_out=k.sharded("cod"), order=k.order), k.dom, k.cod, k.name)
 
 
 # ---------------------------------------------------------------------- obligations
@@ -330,7 +326,7 @@ def _reduction_cost(lhs, rhs, m):
 
 def _fusion_instance(rng):
     """Two or three device regions in a row (a woven map after a sharded matmul, a replicated box reading a
-    sharded value), built by the other two rules."""
+    sharded value), built by the other two rules; two maps sharded in the zigzag order (their fusion keeps it)."""
     s = _sized(rng)
     P = int(rng.integers(2, 4))
     n, h, e = s["n"], s["h"], s["e"]
@@ -339,7 +335,11 @@ def _fusion_instance(rng):
               lambda: nc.elementwise("exp", "n h", n=n, h=h) @ nc.Id("h e", h=h, e=e)
               >> nc.einsum("n h, h e -> n e", n=n, h=h, e=e),
               lambda: nc.einsum("n d, d h -> n h", n=n, h=h, d=s["d"]) >> nc.softmax("n h", over="h", n=n, h=h)]
-    k = int(rng.integers(len(chains)))
+    k = int(rng.integers(len(chains) + 1))
+    if k == len(chains):
+        z = max(n, 2 * P)
+        return nc.shard(nc.elementwise("exp", "n h", n=z, h=h), "n", P, order="zigzag") \
+            >> nc.shard(nc.softmax("n h", over="h", n=z, h=h), "n", P, order="zigzag")
     rules = [device_partition.using(axis="h", devices=P)] + [device_reduction.using(axis="h", devices=P)] * (k == 2)
     return rewrite(chains[k](), rules, _first).diagram
 
@@ -442,7 +442,10 @@ device_fusion = Rule(
     device).
 
     The shards stay on their devices between the two regions; a value F makes sharded and G reads whole is
-    all-gathered first.  Cost claim: the link traffic grows by exactly those all-gathers' ``(P − 1) n/P``.""",
+    all-gathered first.  The fused region keeps the regions' order (:mod:`~napkin_cat.algorithms.orders`); two
+    regions in different orders hold different shards on a device, and a region in the zigzag order holds no
+    all-gather: neither is offered.  Cost claim: the link traffic grows by exactly those all-gathers'
+    ``(P − 1) n/P``.""",
     oriented=False,
 )
 
@@ -456,7 +459,10 @@ device_gather = Rule(
     doc="""Shard_{a,P}(F) (an input x replicated, carrying b) → Shard_{a,P; b}(all-gather_b(x) ; F).
 
     The input arrives sharded along b, shard p on device p (co-sharded with a), and is all-gathered where F reads it
-    whole: context parallelism's all-gather of K and V (the queries sharded, the keys and values gathered).  Cost
+    whole: context parallelism's all-gather of K and V (the queries sharded, the keys and values gathered).  A box
+    inside that reads the positions of b (a causal mask's keys) reads them whole, from 0, as the region's record
+    says (:class:`~napkin_cat.semantics.devices.OnDevice`).  Not offered on a region in the zigzag order (an
+    all-gather joins contiguous shards; its ring travels instead).  Cost
     claim: the link traffic grows by those all-gathers, ``(P − 1)·n/P`` each way per device.""",
     oriented=False,
 )

@@ -77,45 +77,85 @@ def woven_over(box, axis: str) -> bool:
     return axis in box.data.weave_names if not isinstance(box, Bubble) else not_woven(box.arg, axis) is None
 
 
+def _carried(arr, marks) -> frozenset:
+    return frozenset((x.name, x.size) for x in arr.axes if (x.name, x.size) in marks)
+
+
+def wire_marks(region, keys) -> list:
+    """The walk of :func:`retyped` on the inside of the device region ``region``: per layer, ``(held, made, marks)``:
+    the shards ``(axis, shard size)`` among ``keys`` each input of its box carries, those each output carries, and
+    (a computing box) every shard it sees, the ones it makes included; a wiring box moves the marks by
+    :func:`~napkin_cat.syntax.wiring.route` (its ``marks`` None).  The walk reads the record, never the sizes of a
+    device: every device runs the same walk.
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.algorithms.devices import shard
+    >>> box = shard(nc.library.attention(q=7), "q", devices=2).boxes[0]
+    >>> [sorted(m) for _, _, m in wire_marks(box, {("q", 4)})][:2]      # the scores and their softmax: q sharded
+    [[('q', 4)], [('q', 4)]]
+    """
+    d, keys = region.arg, set(keys)
+    own = {(a, s) for (a, s) in keys if a in region.sharded_axes() and region.sharded_axes()[a][0] == s}
+    marks = [_carried(a, {(cut, a.axis(cut).size)} & keys) if cut else frozenset()
+             for a, cut in zip(d.dom.inside, region.sharded("dom"))]
+    out_layers = []
+    for layer in d.inside:
+        left, b, _ = layer.boxes_or_types[:3]
+        k, n = len(left), len(b.dom)
+        held = tuple(marks[k:k + n])
+        if not computes(b):             # wiring: the marks move with the values (a merge is refused by route)
+            seen, out = None, route(b, list(held))
+        else:
+            names = {x for a in b.dom.inside for x in a.names}      # an axis no input carries: a broadcast along it
+            got = set().union(*held) | {m for c in b.cod.inside for m in _carried(c, own)
+                                        if m[0] not in names and woven_over(b, m[0])}
+            cod_marks = _collective_marks(b, got, keys) if not isinstance(b, Bubble) and \
+                KINDS[b.data.kind].collective is not None else got
+            seen, out = frozenset(got | cod_marks), [_carried(c, cod_marks) for c in b.cod.inside]
+        out_layers.append((held, tuple(out), seen))
+        marks[k:k + n] = out
+    return out_layers
+
+
+def read_whole(box, seen, sharded) -> set:
+    """The sharded axes (``sharded``: their names) that ``box`` carries whole: none of the shards it sees (``seen``,
+    its marks from :func:`wire_marks`) is of them.  A gathered axis: the box reads it at its global positions (from
+    0), where a box that carries a device's shard reads the shard's positions.
+
+    >>> import napkin_cat as nc
+    >>> box = nc.einsum("q d, x d -> q x").boxes[0]
+    >>> sorted(read_whole(box, {("q", 4)}, ("q", "x")))     # the queries a shard, the keys gathered whole
+    ['x']
+    """
+    names = {x for a in (*box.dom.inside, *box.cod.inside) for x in a.names}
+    return (names & set(sharded)) - {a for a, _ in (seen or ())}
+
+
 def retyped(region, sizes: dict) -> Diagram:
     """The inside of the device region ``region`` with each wire that carries a device's shard ``(axis, shard size)``
     (a key of ``sizes``) carrying it at ``sizes[axis, shard size]``: from the inputs the record says are sharded,
     through every box that keeps the axis at that size, until a collective gathers it (an all-gather, an
     all-to-all's gather); a reduce-scatter's and an all-to-all's outputs carry the shard they cut.  A box woven over
     a sharded axis makes its shard where its output carries the axis at a shard's size though no input does (a
-    broadcast along it)."""
+    broadcast along it).  The walk is :func:`wire_marks`."""
     d = region.arg
-    own = {(a, s) for (a, s) in sizes if a in region.sharded_axes() and region.sharded_axes()[a][0] == s}
-
-    def carried(arr, marks):
-        return frozenset((x.name, x.size) for x in arr.axes if (x.name, x.size) in marks)
 
     def fa_of(marks):
         def fa(arr):
             return arr.replace(axes=tuple(x.relabel(sizes[x.name, x.size]) if (x.name, x.size) in marks else x
                                           for x in arr.axes))
         return fa
-    marks = [carried(a, {(cut, a.axis(cut).size)} & set(sizes)) if cut else frozenset()
+    marks = [_carried(a, {(cut, a.axis(cut).size)} & set(sizes)) if cut else frozenset()
              for a, cut in zip(d.dom.inside, region.sharded("dom"))]
     types = [fa_of(m)(a) for a, m in zip(d.dom.inside, marks)]
     dom, items = Ty(*types), []
-    for layer in d.inside:
+    for layer, (held, out, seen) in zip(d.inside, wire_marks(region, sizes)):
         left, b, _ = layer.boxes_or_types[:3]
         k, n = len(left), len(b.dom)
-        held = marks[k:k + n]
-        if not computes(b):             # wiring: the marks move with the values (a merge is refused by route)
-            new, out = retype(b, types[k:k + n]), route(b, held)
-        else:
-            seen = {x for a in b.dom.inside for x in a.names}       # an axis no input carries: a broadcast along it
-            got = set().union(*held) | {m for c in b.cod.inside for m in carried(c, own)
-                                        if m[0] not in seen and woven_over(b, m[0])}
-            cod_marks = _collective_marks(b, got, sizes) if not isinstance(b, Bubble) and \
-                KINDS[b.data.kind].collective is not None else got
-            new = map_box(b, fa_of(got | cod_marks), lambda name: name)
-            out = [carried(c, cod_marks) for c in b.cod.inside]
+        new = retype(b, types[k:k + n]) if seen is None else map_box(b, fa_of(seen), lambda name: name)
         items.append((Ty(*types[:k]), new, Ty(*types[k + n:])))
-        types[k:k + n], marks[k:k + n] = list(new.cod.inside), out
+        types[k:k + n] = list(new.cod.inside)
     return from_layers(dom, Ty(*types), items)
 
 
-__all__ = ["DEVICE_LEVEL", "not_woven", "woven_over", "retyped"]
+__all__ = ["DEVICE_LEVEL", "not_woven", "woven_over", "wire_marks", "read_whole", "retyped"]

@@ -370,10 +370,24 @@ def cut_extents(node, value, p: int, active: int) -> dict:
     (:func:`collective_cuts`), cut as ``np.array_split`` cuts among the ``active`` devices that hold a shard.  It
     needs no pieces: a region in another order than the contiguous one holds no collective (:class:`Shard` refuses
     one; a ring's exchanges are no collective box), so it has no such cut."""
+    return {key: hi - lo for key, (lo, hi) in cut_spans(node, value, p, active).items()}
+
+
+def cut_spans(node, value, p: int, active: int) -> dict:
+    """``(axis, shard size) → (start, stop)``: device ``p``'s shard of every axis a collective inside cuts
+    (:func:`collective_cuts`), ``np.array_split``'s among the ``active`` devices that hold a shard (where its
+    positions start: what a position read on the shard reads).
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.algorithms.schedule import schedule_of
+    >>> one = nc.einsum("n h, h e -> n e", h=3, n=7) >> nc.reduce_scatter("n e", axis="n", devices=3, n=7)
+    >>> cut_spans(schedule_of(device_region(one, "h", 3, 9).boxes[0]), int, 2, 3)
+    {('n', 3): (5, 7)}
+    """
     out = {}
     for key, full in collective_cuts(node).items():
         b = shard_bounds(value(full), active)
-        out[key] = b[p + 1] - b[p]
+        out[key] = (b[p], b[p + 1])
     return out
 
 
@@ -485,6 +499,12 @@ def collective_cuts(node) -> dict:
     return out
 
 
+def shard_keys(node) -> set:
+    """Every shard ``(axis, shard size)`` a device of the region of schedule ``node`` may carry: of each sharded axis
+    of the record, and of each axis a collective inside cuts (:func:`collective_cuts`)."""
+    return {(a, node.axes[a][0]) for a in node.axes} | set(collective_cuts(node))
+
+
 def collectives_within(d: Diagram) -> list:
     """The collective boxes in ``d``'s regions (nested below its top level), which the lockstep run does not reach."""
     out = []
@@ -496,4 +516,5 @@ def collectives_within(d: Diagram) -> list:
 
 
 __all__ = ["RECORD", "Shard", "ShardSchedule", "shard", "ordered", "device_region", "device_shards", "cut_extents",
-           "largest_shard", "device_inside", "merge_diagram", "collective_cuts", "collectives_within"]
+           "cut_spans", "largest_shard", "device_inside", "merge_diagram", "collective_cuts", "shard_keys",
+           "collectives_within"]

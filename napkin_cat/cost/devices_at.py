@@ -24,17 +24,19 @@ from __future__ import annotations
 
 import sympy
 
-from napkin_cat.algorithms.devices import Shard, cut_extents, device_inside, device_shards, largest_shard
+from napkin_cat.algorithms.device_wires import read_whole, wire_marks
+from napkin_cat.algorithms.devices import (Shard, cut_extents, cut_spans, device_inside, device_shards, largest_shard,
+                                           shard_keys)
 from napkin_cat.algorithms.orders import Pieces
 from napkin_cat.algorithms.orders import extent as span_extent
 from napkin_cat.algorithms.ring import Ring, ring_extents, ring_link, ring_pieces, ring_shard
-from napkin_cat.algorithms.schedule import Phases, relabelled, schedule_of
+from napkin_cat.algorithms.schedule import Phases, fold_region, relabelled, schedule_of
 from napkin_cat.cost.at_sizes import At, add, integer, reads_positions_inside, running_slices
 from napkin_cat.cost.devices import box_link
 from napkin_cat.cost.iocost import cost, region_cost
 from napkin_cat.cost.record import Cost, Link
 from napkin_cat.errors import DeviceError
-from napkin_cat.syntax.adapter import Diagram, from_layers, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram, from_layers, layers
 from napkin_cat.syntax.collectives import whole_axes
 from napkin_cat.syntax.primitive import kind_of
 
@@ -76,6 +78,7 @@ class DevicesAt:
         P = integer(node.devices, env)
         shards = device_shards(node, lambda e: integer(e, env))
         active = sum(d is not None for d in shards)         # an idle device (an empty shard) counts 0
+        marks = wire_marks(node.region, shard_keys(node))
         per, held = [], []
         for mine in shards:
             empty = {(a, node.axes[a][0]): 0 for a, s in (mine or {}).items() if span_extent(s) == 0}   # no co-shard
@@ -84,11 +87,11 @@ class DevicesAt:
             empty.update(mycuts)        # its shard of an axis a collective cuts inside: np.array_split's, not ⌈n/P⌉
             total = Cost()
             d = None if mine is None else device_inside(node, mine, mycuts)
+            spans = cut_spans(node, lambda e: integer(e, env), p, active) if mine is not None else {}
             for lane, part in enumerate(lanes(node, mine)):
                 tiles = {**ctx.tiles, **{a: (s[0], s[1] - s[0]) for a, s in part.items() if not isinstance(s, Pieces)}}
-                inner = At(env, tiles, 1, (p, active, empty, lane))
-                self.diagram(device_inside(node, part, mycuts), inner)
-                add(total, inner.total)
+                self.device_boxes(node, device_inside(node, part, mycuts), marks, tiles, spans,
+                                  At(env, {}, 1, (p, active, empty, lane)), total)
             per.append(total)
             gone = {t: 0 for (_, t) in empty if not isinstance(t, int)}      # an empty co-shard holds nothing
             rings = [] if d is None else [ring_held(b, env) for _, b in layers(d) if isinstance(b, Ring)]
@@ -107,6 +110,28 @@ class DevicesAt:
                         tuple(x.work or () for x in links) if ringed else None)
         add(ctx.total, out, ctx.count)
         return dests
+
+    def device_boxes(self, node, inside, marks, tiles: dict, spans: dict, ctx: At, total: Cost):
+        """A device's ``inside`` counted box by box into ``total`` (``ctx``: its sizes and device), each box at the
+        tiles the record gives it (``marks``, :func:`~napkin_cat.algorithms.device_wires.wire_marks`): ``tiles``
+        (the device's shards) less each sharded axis it carries whole (a gathered axis: positions from 0), with its
+        shard of each axis a collective cuts (``spans``); a box making an empty shard is idle (counts 0)."""
+        empty = {key for key, n in ctx.device[2].items() if n == 0}
+        own = {(a, node.axes[a][0]) for a in node.axes}
+        for (_, box), (_, made, seen) in zip(layers(inside), marks):
+            if seen is None or (any(m & empty for m in made) and (isinstance(box, Bubble)
+                                                                  or kind_of(box.data.kind).collective is None)):
+                continue                # wiring, or a box making no value (a collective still exchanges: counted)
+            mine = {a: t for a, t in tiles.items() if a not in read_whole(box, seen, node.axes)}
+            for a, size in seen - own:
+                lo, hi = spans[a, size]
+                mine[a] = (mine.get(a, (0, None))[0] + lo, hi - lo)
+            inner = At(ctx.env, mine, 1, ctx.device)
+            if isinstance(box, Bubble):
+                fold_region(box, self, [None] * len(box.dom), inner)
+            else:
+                self.box(box, inner)
+            add(total, inner.total)
 
     def ring(self, node, ins, ctx, dests, run):
         """A ring on the device (and lane) ``ctx`` counts (:mod:`napkin_cat.algorithms.ring`): the head, at each step

@@ -40,12 +40,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from napkin_cat.algorithms.devices import collectives_within, cut_extents, device_inside, merge_diagram
+from napkin_cat.algorithms.device_wires import wire_marks
+from napkin_cat.algorithms.devices import collectives_within, cut_spans, merge_diagram, shard_keys
 from napkin_cat.algorithms.orders import device_extents
 from napkin_cat.algorithms.ring import ring_shard
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.errors import DeviceError
-from napkin_cat.semantics.devices import device_env
+from napkin_cat.semantics.devices import OnDevice
 from napkin_cat.semantics.evaluate import interpret
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.semantics.regions import Numpy, run_region
@@ -169,19 +170,21 @@ def run_device(node, mine: dict, xs: list, env, exchange) -> list:
         raise DeviceError(f"{box.name}: the collective {nested[0].name!r} sits in a region nested in the device "
                           f"region; a device runs the device region's own collectives only: place it there")
     value = lambda x: env.size(x, f"a size of {box.name}")      # noqa: E731
-    inside = device_inside(node, mine, cut_extents(node, value, exchange.me, exchange.size))
-    e = device_env(node, env, mine)
+    on = OnDevice(node, env, mine, cut_spans(node, value, exchange.me, exchange.size),
+                  wire_marks(box, shard_keys(node)))
 
     def on_box(step):
-        b = step.box
+        b, e = step.box, on.env(step.index)
         if getattr(b, "region", None) == "ring":
             return run_ring(b, step.ins, e, exchange)
+        if not isinstance(b, Bubble) and kind_of(b.data.kind).collective is not None:
+            return run_collective(b, step.ins, exchange, env)
+        if on.idles(step.index):
+            return on.idle(step.index, e)
         if isinstance(b, Bubble):
             return run_region(b, step.ins, e, interpret)
-        if kind_of(b.data.kind).collective is not None:
-            return run_collective(b, step.ins, exchange, env)
         return run_primitive(b, step.ins, e)
-    return [np.asarray(y) for y in traverse(inside, xs, on_box)]
+    return [np.asarray(y) for y in traverse(on.inside, xs, on_box)]
 
 
 __all__ = ["run_collective", "run_device", "run_ring", "passed"]

@@ -5,7 +5,10 @@ shard of the axis (``np.array_split``'s cut; a shorter shard is the inside relab
 of every replicated input.  The devices advance together, box by box, over the one walk of the inside
 (:func:`~napkin_cat.syntax.wiring.traverse`, whose values here are one array per device): a box of one device runs on
 that device's values, a collective (:mod:`napkin_cat.syntax.collectives`) on every device's values at once, its
-merge ``⊕`` run as a diagram; a device without a value of the axis (more devices than values) is idle.  The outputs:
+merge ``⊕`` run as a diagram; a device without a value of the axis (more devices than values) is idle.  What a box
+of one device reads follows the region's record wire by wire (:class:`OnDevice`): the positions of a shard it carries
+from the shard's start, of an axis it carries whole (gathered) from 0; a box making an empty shard (a collective's cut
+of fewer values than devices) is idle.  The outputs:
 a sharded one is the devices' shards joined, a replicated one the value every device holds (a
 :class:`~napkin_cat.errors.DeviceError` names one on which the devices disagree: a partial left unreduced).  The law::
 
@@ -21,9 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from napkin_cat.algorithms.devices import (Shard, collectives_within, cut_extents, device_inside, device_shards,
-                                           largest_shard, merge_diagram)
-from napkin_cat.algorithms.orders import Pieces, cut
+from napkin_cat.algorithms.device_wires import read_whole, wire_marks
+from napkin_cat.algorithms.devices import (Shard, collectives_within, cut_spans, device_inside, device_shards,
+                                           largest_shard, merge_diagram, shard_keys)
+from napkin_cat.algorithms.orders import Pieces, cut, extent
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.errors import DeviceError, NapkinError
 from napkin_cat.semantics.primitives import run_primitive
@@ -45,9 +49,9 @@ def run_devices(node, xs: list, env, interpret, run_region, run_ring=None) -> li
     value = lambda e: env.size(e, f"a size of {box.name}")    # noqa: E731
     shards = [d for d in device_shards(node, value) if d is not None]
     P = len(shards)                    # an idle device (an empty shard) computes nothing and exchanges nothing
-    insides = [device_inside(node, d, cut_extents(node, value, p, P)) for p, d in enumerate(shards)]
-    steps = [[b for _, b in layers(d)] for d in insides]
-    envs = [device_env(node, env, mine) for mine in shards]
+    marks = wire_marks(box, shard_keys(node))
+    devices = [OnDevice(node, env, mine, cut_spans(node, value, p, P), marks) for p, mine in enumerate(shards)]
+    steps = [d.steps for d in devices]
     placed = [place_inputs(node, xs, mine) for mine in shards]
     values = [tuple(p[i] for p in placed) for i in range(len(xs))]
 
@@ -62,7 +66,7 @@ def run_devices(node, xs: list, env, interpret, run_region, run_ring=None) -> li
                                   f"{P} of {node.devices} hold a shard of {node.axis!r}; shard an axis of at least "
                                   f"as many values as devices")
             per_device = [[v[p] for v in step.ins] for p in range(P)]
-            made = [run_ring(steps[p][step.index], p, per_device, envs[p]) for p in range(P)]
+            made = [run_ring(steps[p][step.index], p, per_device, devices[p].env(step.index)) for p in range(P)]
             return [tuple(made[p][j] for p in range(P)) for j in range(len(first.cod))]
         if not isinstance(first, Bubble) and kind_of(first.data.kind).collective is not None:
             per_device = [[v[p] for v in step.ins] for p in range(P)]
@@ -70,11 +74,13 @@ def run_devices(node, xs: list, env, interpret, run_region, run_ring=None) -> li
             return [tuple(made[p][j] for p in range(P)) for j in range(len(first.cod))]
         made = []
         for p in range(P):
-            b, ins = steps[p][step.index], [v[p] for v in step.ins]
-            made.append(run_region(b, ins, envs[p]) if isinstance(b, Bubble) else run_primitive(b, ins, envs[p]))
+            b, ins, on = steps[p][step.index], [v[p] for v in step.ins], devices[p]
+            e = on.env(step.index)
+            made.append(on.idle(step.index, e) if on.idles(step.index) else
+                        run_region(b, ins, e) if isinstance(b, Bubble) else run_primitive(b, ins, e))
         return [tuple(made[p][j] for p in range(P)) for j in range(len(first.cod))]
 
-    outs = traverse(insides[0], values, on_box)
+    outs = traverse(devices[0].inside, values, on_box)
     return join_outputs(node, [[ys[p] for ys in outs] for p in range(P)], shards)
 
 
@@ -93,6 +99,68 @@ def first_device_insides(diagram, env) -> list:
             except NapkinError:
                 continue
     return out
+
+
+class OnDevice:
+    """A device's run of the inside of the device region of schedule ``node``, box by box, as the record says
+    (:func:`~napkin_cat.algorithms.device_wires.wire_marks`, ``marks``): its inside at its extents
+    (:func:`~napkin_cat.algorithms.devices.device_inside`), and for each box the positions it reads and whether it
+    runs::
+
+        a box carrying the device's shard of a   reads a's positions from the shard's start (its pieces' positions)
+        a box carrying a whole (gathered)        reads a's positions from 0: offset 0 over the whole axis
+        a box making an empty shard              runs on no value of it: idle, its outputs empty along it
+
+    ``mine``: its shards of the region's sharded axes (``{axis: (start, stop)}`` or pieces); ``spans``: its shards
+    of each axis a collective cuts (:func:`~napkin_cat.algorithms.devices.cut_spans`; an empty one where the axis
+    has fewer values than devices: the device then idles between the collectives, as it idles on an empty shard of
+    the region's axis)."""
+
+    def __init__(self, node, env, mine: dict, spans: dict, marks: list):
+        self.node, self.marks = node, marks
+        self.spans = {**{(a, node.axes[a][0]): s for a, s in mine.items()}, **spans}
+        self.empty = {key for key, s in self.spans.items() if extent(s) == 0}
+        self.inside = device_inside(node, mine, {key: extent(s) for key, s in spans.items()})
+        self.steps = [b for _, b in layers(self.inside)]
+        self.written = [b for _, b in layers(node.inside)]          # the inside as written: what the marks name
+        self.base = device_env(node, env, mine)
+        self._envs = {}
+
+    def env(self, i: int):
+        """The sizes and tiles the box of layer ``i`` runs under: the device's, less the tile of each sharded axis
+        the box carries whole, with the tile of each collective's cut it carries."""
+        got = self._envs.get(i)
+        if got is None:
+            seen = self.marks[i][2] or frozenset()
+            whole = read_whole(self.steps[i], seen, self.node.axes)
+            got = self.base.child()
+            got.tiles = {a: t for a, t in self.base.tiles.items() if a not in whole}
+            got.maps = {a: m for a, m in self.base.maps.items() if a not in whole}
+            for (a, size) in sorted(seen - {(a, self.node.axes[a][0]) for a in self.node.axes}, key=str):
+                lo, hi = self.spans[a, size]
+                got = got.within(a, lo, hi - lo)
+            self._envs[i] = got
+        return got
+
+    def idles(self, i: int) -> bool:
+        """Whether an output of the box of layer ``i`` carries an empty shard of the device's (it computes nothing)."""
+        return any(m & self.empty for m in self.marks[i][1])
+
+    def idle(self, i: int, env) -> list:
+        """The outputs of the idle box of layer ``i``: empty along the empty shard each carries; DeviceError where an
+        output carries none (a box making an empty shard and another value)."""
+        box, made = self.steps[i], self.marks[i][1]
+        outs = []
+        for j, (arr, marked) in enumerate(zip(self.written[i].cod.inside, made)):
+            gone = marked & self.empty
+            if not gone:
+                raise DeviceError(f"{box.name!r} makes an empty shard of {sorted(self.marks[i][2] & self.empty)} "
+                                  f"(fewer values than devices) but its output {j} ({arr}) does not carry it: the "
+                                  f"device cannot idle on it; shard an axis of at least as many values as devices")
+            outs.append(np.zeros(tuple(0 if (x.name, x.size) in gone else env.size(y.size, f"axis {y.name!r}")
+                                       for x, y in zip(arr.axes, box.cod.inside[j].axes)),
+                                 dtype={"bool": bool, "int": np.int64}.get(arr.dtype.family, np.float64)))
+        return outs
 
 
 def device_env(node, env, mine: dict):
@@ -157,4 +225,5 @@ def join_outputs(node, ys: list, shards: list | None = None) -> list:
     return result
 
 
-__all__ = ["run_devices", "first_device_insides", "device_env", "place_inputs", "join_outputs"]
+__all__ = ["run_devices", "first_device_insides", "OnDevice", "device_env", "place_inputs",
+           "join_outputs"]

@@ -14,7 +14,8 @@ which typed error refused the program (``"refused: PlanError"``), so that a fuzz
 ``mutant``      ``nc.equivalent`` tells the program from itself with its outputs made ``1.5·y + 1``
 ``rules``       every match a rule of the rule book offers rewrites, to an equivalent program, and is found
                 again by its identity; the trace of the walk (random legal steps, partitions along random axes
-                with random tile names) replays; :mod:`.offers` replays every rule's steps on its instances, woven
+                with random tile names, rings in each order of their shards) replays; :mod:`.offers` replays
+                every rule's steps on its instances, woven
 ``plan``        one fused kernel streamed, grouped and partitioned up to twice more where legal (streams plain,
                 sliced or in parts, groups, nested along one axis) at ragged tiles: the plan's run and its
                 fast run equal ``nc.evaluate`` and the run's counters equal the cost functor at those sizes
@@ -55,6 +56,7 @@ from napkin_cat.testing.assertions import assert_equivalent
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.syntax.construct import spell
 from napkin_cat.testing.programs import Program
+from napkin_cat.testing.offers import ORDER_ROLES, in_every_order
 from napkin_cat.testing.reformulate import reformulate
 from napkin_cat.cost import numeric
 from napkin_cat.plan.ir import StreamLoop, walk
@@ -248,7 +250,7 @@ def check_rules(p: Program, seed: int = 0, steps: int = 6, per_rule: int = 2, bo
     for k in range(steps):
         offered = []
         for rule in book.rules.rules:
-            variants = [rule]
+            variants = in_every_order(rule, roles) or [rule]     # the ring in each order of its shards
             if rule.name in partition and names:
                 variants.append(rule.using(axis=str(rng.choice(names)), size=f"t{k}_{len(offered)}"))
             for r in variants:
@@ -280,7 +282,10 @@ def check_rules(p: Program, seed: int = 0, steps: int = 6, per_rule: int = 2, bo
     if not walk:
         return ("no match",)
     _walk_replays(book, p.diagram, walk)
-    applied = ("applied",) * len(walk)     # one count per rule application
+    applied = ("applied",) * len(walk)     # one count per rule application, one per ring in the order it chose
+    rings = {roles.get(role) for role in ORDER_ROLES}
+    applied += tuple(f"ring {dict(m.params)['order']}" for _, r, m, _ in walk
+                     if r.name in rings and "order" in m.params)
     if nc.equivalent(p.diagram, walk[-1][3].diagram, seed=seed):
         return ("walked", "equivalent") + applied
     if not nc.equivalent(p.diagram, p.diagram, seed=seed):

@@ -6,7 +6,8 @@ and every output position (:func:`woven`):
 
 * ``offered``: the matches ``rule.matches`` offers, with the rule's parameters (an axis of the diagram drawn at
   random, for a rule playing a partition role of the book: ``stream``, ``sweep``, ``nest``, ``group``,
-  ``split``), of which ``checked``: up to ``per_form`` drawn at random in each diagram;
+  ``split``; each order of the shards, for the ``ring``), of which ``checked``: up to ``per_form`` drawn at
+  random in each diagram;
 * ``rewritten``: ``rule.fill`` rewrites each (an offered match that raises is an offence);
 * ``kept``: ``nc.equivalent`` (one trial) finds the rewrite computes the same (where the left-hand side has a
   finite output to compare);
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from napkin_cat.algorithms.orders import ORDERS
 from napkin_cat.errors import CheckFailed, NapkinError
 from napkin_cat.io.serial import dumps
 from napkin_cat.rewriting.driver import rewrite
@@ -41,6 +43,9 @@ from napkin_cat.syntax.weave import weave
 
 #: the roles of a rule book whose rules take ``axis=`` (and ``size=``): each axis is a parameter to try
 AXIS_ROLES = ("stream", "sweep", "nest", "group", "split")
+#: the roles of a rule book whose rules take ``order=``, one of :data:`~napkin_cat.algorithms.orders.ORDERS` (the
+#: ring: the order of its region's shards): each order is a parameter to try
+ORDER_ROLES = ("ring",)
 #: the counts :class:`Coverage` keeps per rule
 COUNTS = ("offered", "checked", "rewritten", "kept", "replayed", "woven", "walked")
 
@@ -147,12 +152,29 @@ def _axes(diagram) -> list:
 
 def _variants(rule, book, diagram, rng) -> list:
     """The rule, and where it plays a partition role of the book, the rule at an axis of ``diagram`` drawn at
-    random (its default axis is the first it can partition)."""
+    random (its default axis is the first it can partition); where it plays the ring, the rule in each order
+    instead (:func:`in_every_order`)."""
     roles = {book.roles.get(r) for r in AXIS_ROLES}
     if rule.name not in roles:
-        return [rule]
+        return in_every_order(rule, book.roles) or [rule]
     axes = _axes(diagram)
     return [rule] + [rule.using(axis=a, size=f"t_{a}") for a in rng.permutation(axes)[:1]]
+
+
+def in_every_order(rule, roles: dict) -> list:
+    """``rule`` at each order of :data:`~napkin_cat.algorithms.orders.ORDERS` where it plays a role of ``roles`` (a
+    rule book's) that takes ``order=`` (:data:`ORDER_ROLES`), else none: the variants a walk offers instead of the
+    rule as it is (which is the rule at the order of the region it rewrites: one of them).
+
+    >>> from napkin_cat.rewriting.registry import rulebook
+    >>> book = rulebook()
+    >>> ring, stream = book.role("ring"), book.role("stream")
+    >>> [r.params for r in in_every_order(ring, book.roles)], in_every_order(stream, book.roles)
+    ([(('order', 'contiguous'),), (('order', 'zigzag'),)], [])
+    """
+    if rule.name not in {roles.get(r) for r in ORDER_ROLES}:
+        return []
+    return [rule.using(order=o) for o in ORDERS]
 
 
 def _report(cover, book, rule, what: str, error, before, *lines) -> None:

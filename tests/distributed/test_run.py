@@ -119,6 +119,25 @@ def ulysses_attention(P, rng):
     return d, (Q, K, V), np.einsum("hqx,hxd->hqd", softmax(np.einsum("hqd,hxd->hqx", Q, K) / 2.0), V), {}
 
 
+def gathered_causal_attention(P, rng):
+    """Causal attention with the queries sharded and K, V all-gathered (device_gather): each rank's mask reads the
+    queries at its shard's positions and the gathered keys at theirs from 0; n = 9 (ragged)."""
+    d = device_gather.using(axis="x").apply(nc.shard(nc.library.causal_attention(), "q", devices=P))
+    Q, K, V = rng.normal(size=(9, 4)), rng.normal(size=(9, 4)), rng.normal(size=(9, 4))
+    s = Q @ K.T / 2.0
+    s[np.triu_indices(9, 1)] = -np.inf
+    return d, (Q, K, V), softmax(s) @ V, {}
+
+
+def ulysses_with_fewer_heads_than_devices(P, rng):
+    """Ulysses on a symbolic program run with P − 1 heads: the rank holding no head idles between the all-to-alls
+    (it sends its sequence shard, receives its rows of every head); q = 5, x = 7."""
+    d = device_ulysses.using(heads="h", devices=P).apply(nc.kernel(nc.library.multi_head_attention()))
+    h = P - 1
+    Q, K, V = rng.normal(size=(h, 5, 4)), rng.normal(size=(h, 7, 4)), rng.normal(size=(h, 7, 4))
+    return d, (Q, K, V), np.einsum("hqx,hxd->hqd", softmax(np.einsum("hqd,hxd->hqx", Q, K) / 2.0), V), {}
+
+
 def ring_attention(P, rng):
     """Ring attention: the queries sharded, K and V passed round the ranks trip by trip; x = 7 keys cut ragged
     (2, 2, 2, 1 over 4 devices; 4, 3 over 2)."""
@@ -192,7 +211,8 @@ def zigzag_ring_flash_attention(P, rng):
 RINGS = [ring_attention, causal_ring_attention, ring_of_fewer_keys_than_devices, ring_flash_attention, ring_order,
          zigzag_causal_ring_attention, zigzag_ring_flash_attention]
 PROGRAMS = [flash_on_symbolic_devices, mlp, gathered_attention, sharded_softmax, partial_attention, scatter_then_gather,
-            all_to_all_round_trip, two_regions, ulysses_attention] + RINGS
+            all_to_all_round_trip, two_regions, ulysses_attention, gathered_causal_attention,
+            ulysses_with_fewer_heads_than_devices] + RINGS
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,10 @@
 """Random function diagrams and random walks of rule applications, for the soundness fuzzer.
 
 A walk applies a random legal (rule, match) of the rule book at each step (partition rules along a random
-axis with a fresh tile name); the walk's end is compared with its start by ``nc.equivalent``.  When they
-differ, :func:`first_unsound` bisects to the first step whose result differs from the start, and
-:func:`reproducer` prints that one step as a self-contained script (the diagram before it as JSON, the
-rule, its parameters and the match).
+axis with a fresh tile name, the ring in a random order of its shards); the walk's end is compared with its
+start by ``nc.equivalent``.  When they differ, :func:`first_unsound` bisects to the first step whose result
+differs from the start, and :func:`reproducer` prints that one step as a self-contained script (the diagram
+before it as JSON, the rule, its parameters and the match).
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numpy as np
 import napkin_cat as nc
 from napkin_cat.rewriting.netlist import to_netlist
 from napkin_cat.rewriting.trace import Step
+from napkin_cat.testing.offers import in_every_order
 
 NAMES = ["a", "b", "c", "i", "j", "k", "u", "v", "w", "t"]
 UNARY = ["exp", "tanh", "relu", "neg", "square", "sigmoid"]
@@ -97,8 +98,11 @@ def walk(rng, start, rules, steps: int, roles: dict, counter):
         order = [rules.rules[i] for i in rng.permutation(len(rules.rules))]
         for rule in order:
             r = rule
+            ordered = in_every_order(rule, roles)
             if rule.name in partition:
                 r = rule.using(axis=str(rng.choice(names)), size=f"t{next(counter)}")
+            elif ordered:           # the ring in an order of its shards drawn at random
+                r = ordered[int(rng.integers(len(ordered)))]
             ms = r.matches(net)
             if not ms:
                 continue

@@ -18,7 +18,7 @@ SEED = 20240611
 def test_rule_applications_keep_the_function(request):
     total = request.config.getoption("--fuzz")
     book = rulebook()
-    made, fired = 0, collections.Counter()
+    made, fired, rings = 0, collections.Counter(), collections.Counter()
     for start, steps, k in random_walks(SEED, total, book.rules, book.roles):
         bad = first_unsound(start, steps, seed=k)
         if bad is not None:
@@ -26,7 +26,9 @@ def test_rule_applications_keep_the_function(request):
                         f"changed the function; reproducer:\n{reproducer(steps[bad], k)}")
         made += len(steps)
         fired.update(s.rule for s in steps)
-    print(f"\nsoundness fuzz: {made} rule applications, none unsound; per rule: {dict(sorted(fired.items()))}")
+        rings.update(dict(s.params).get("order") for s in steps if s.rule == book.roles["ring"])
+    print(f"\nsoundness fuzz: {made} rule applications, none unsound; per rule: {dict(sorted(fired.items()))}; "
+          f"rings per order: {dict(rings)}")
     assert made >= total
     assert {book.roles[r] for r in ("kernel", "fuse", "stream", "sweep", "group")} <= set(fired)
 
