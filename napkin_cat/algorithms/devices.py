@@ -40,15 +40,11 @@ import sympy
 from napkin_cat.algorithms.bubbles import REGIONS, Partition
 from napkin_cat.algorithms.partitions import relabel_axis, single
 from napkin_cat.algorithms.schedule import SCHEDULES
-from napkin_cat.algorithms.splits import MERGES
-from napkin_cat.algorithms.accumulators import StateArray, build_state_diagrams
 from napkin_cat.algorithms.device_wires import DEVICE_LEVEL, not_woven, retyped
 from napkin_cat.algorithms.orders import CONTIGUOUS, Pieces, check_chunks, device_pieces, extent, order_of
-from napkin_cat.errors import AxisError, DeviceError, RewriteError
+from napkin_cat.errors import AxisError, RewriteError
 from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural, layers
-from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.collectives import as_devices, shard_bounds, shard_size
-from napkin_cat.syntax.construct import elementwise
 from napkin_cat.syntax.primitive import KINDS
 from napkin_cat.syntax.relabel import tile_relabel
 
@@ -428,44 +424,6 @@ def device_inside(node, shards: dict, cuts: dict | None = None):
     return cache[key]
 
 
-# ------------------------------------------------------------------------------------------------ merges
-def _sig(arr) -> str:
-    return " ".join(arr.names) or "()"
-
-
-def merge_diagram(box) -> Diagram:
-    """The merge ``⊕`` of a reducing collective (``state ⊗ state → state``) from its ``merge`` parameter: an
-    elementwise kind of two operands applied to each array, or a stream reducer's merge
-    (:data:`~napkin_cat.algorithms.splits.MERGES`: online softmax's ``(μ, z, o)``), kept on the box.
-
-    >>> import napkin_cat as nc
-    >>> from napkin_cat.syntax.collectives import all_reduce
-    >>> [b.name for b in merge_diagram(all_reduce("q d", devices=2, merge="max").boxes[0]).boxes]
-    ['max']
-    """
-    found = box.__dict__.get("_merge_diagram")
-    if found is not None:
-        return found
-    merge, arrays = box.data.param("merge"), list(box.dom.inside)
-    if merge in MERGES:
-        state = [StateArray(f"s{i}", a, 0.0) for i, a in enumerate(arrays)]
-        d, _ = build_state_diagrams(f"{merge} merge", state, arrays,
-                                    lambda b, st, *other: MERGES[merge](b, list(st), list(other)),
-                                    lambda b, st: st[:1], arrays[:1])
-    elif merge in KINDS and KINDS[merge].arity == 2:
-        b = Builder(box.dom @ box.dom)
-        k = len(arrays)
-        outs = [b(elementwise(merge, f"{_sig(a)}, {_sig(a)} -> {_sig(a)}", level=a.level, dtype=a.dtype,
-                              sizes={x.name: x.size for x in a.axes}), b.inputs[i], b.inputs[k + i])
-                for i, a in enumerate(arrays)]
-        d = b.build(*outs)
-    else:
-        raise DeviceError(f"{box.name}: its merge {merge!r} is neither an elementwise kind of two operands (such as "
-                          f"'add', 'max') nor a reducer's merge ({sorted(MERGES)})")
-    box.__dict__["_merge_diagram"] = d
-    return d
-
-
 def collective_cuts(node) -> dict:
     """``(axis, shard size) → full size`` of every axis a collective at the top of the device region's inside cuts
     into shards that are not the region's own (a reduce-scatter's axis, an all-to-all's scatter axis, an all-gather's
@@ -516,5 +474,5 @@ def collectives_within(d: Diagram) -> list:
 
 
 __all__ = ["RECORD", "Shard", "ShardSchedule", "shard", "ordered", "device_region", "device_shards", "cut_extents",
-           "cut_spans", "largest_shard", "device_inside", "merge_diagram", "collective_cuts", "shard_keys",
+           "cut_spans", "largest_shard", "device_inside", "collective_cuts", "shard_keys",
            "collectives_within"]

@@ -22,9 +22,9 @@ and zigzag's pairs of chunks are exact; a shard of pieces travels as one array, 
     sent_p = Σ_x |x| − |x_{p+1}|      received_p = Σ_x |x| − |x_p|      messages = (P − 1) per streamed input
 
 A device merges the chunks it receives in device order, ``((x₀ ⊕ x₁) ⊕ x₂) …``, by the collective's merge run as a
-diagram (:func:`~napkin_cat.algorithms.devices.merge_diagram`; an elementwise merge on the flat chunks as the same
-kind on one axis), as the lockstep numpy run folds the whole arrays: each value is computed by the same operations
-in the same order, so the outputs equal ``nc.evaluate``'s exactly.
+diagram (:func:`~napkin_cat.algorithms.collective_merges.merge_diagram`; an elementwise merge on the flat chunks as
+the same kind on one axis), as the lockstep numpy run folds the whole arrays: each value is computed by the same
+operations in the same order, so the outputs equal ``nc.evaluate``'s exactly.
 
 >>> import numpy as np, napkin_cat as nc
 >>> class Alone:                       # a single device: every collective hands its blocks to itself
@@ -41,7 +41,8 @@ from __future__ import annotations
 import numpy as np
 
 from napkin_cat.algorithms.device_wires import wire_marks
-from napkin_cat.algorithms.devices import collectives_within, cut_spans, merge_diagram, shard_keys
+from napkin_cat.algorithms.collective_merges import merge_diagram
+from napkin_cat.algorithms.devices import collectives_within, cut_spans, shard_keys
 from napkin_cat.algorithms.orders import device_extents
 from napkin_cat.algorithms.ring import ring_shard
 from napkin_cat.algorithms.schedule import schedule_of

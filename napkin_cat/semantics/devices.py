@@ -26,7 +26,8 @@ import numpy as np
 
 from napkin_cat.algorithms.device_wires import read_whole, wire_marks
 from napkin_cat.algorithms.devices import (Shard, collectives_within, cut_spans, device_inside, device_shards,
-                                           largest_shard, merge_diagram, shard_keys)
+                                           largest_shard, shard_keys)
+from napkin_cat.algorithms.collective_merges import merge_diagram
 from napkin_cat.algorithms.orders import Pieces, cut, extent
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.errors import DeviceError, NapkinError
