@@ -4,6 +4,7 @@ reproducible); local runs draw fresh examples each time and so keep exploring.  
 import compileall
 import gc
 import os
+import sys
 from collections import OrderedDict
 from pathlib import Path
 
@@ -72,8 +73,12 @@ def pytest_unconfigure(config):
     as it shuts down, and each process of a run (the controller, each worker) then walked everything its tests left
     (the search's memos, sympy's caches, torch) once more, at the end of the run, where a worker's last seconds are
     the run's tail (measured, ``tests/paper/test_reproduce.py`` alone in one process: 2.4 s of CPU after
-    ``pytest_unconfigure`` without this, 0.1 s with it)."""
-    gc.freeze()
+    ``pytest_unconfigure`` without this, 0.1 s with it).  Not where Triton was imported into the process: its
+    extension (nanobind) reports each object of its own still alive at exit as a leak, and a frozen object is never
+    collected (a screenful of "nanobind: leaked ..." on stderr); its tests compile in worker processes, so most
+    processes of a run never import it."""
+    if "triton" not in sys.modules:
+        gc.freeze()
 
 
 def pytest_addoption(parser):
