@@ -12,6 +12,7 @@ operands' format (:func:`gated`).  A time is the median of ``do_bench``'s runs, 
 """
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import math
 import shutil
@@ -125,8 +126,9 @@ def _git(*args) -> str:
 
 
 def environment(*, dry: bool) -> dict:
-    import triton
-    versions = {"torch": torch.__version__, "triton": triton.__version__, "napkin_cat": nc.__version__
+    # Triton's version from its installed metadata: the dry run never imports Triton here (its kernels run and
+    # compile in worker processes), and a process that did reports its objects as leaked at exit once frozen
+    versions = {"torch": torch.__version__, "triton": importlib.metadata.version("triton"), "napkin_cat": nc.__version__
                 if hasattr(nc, "__version__") else "0.1.0"}
     if dry:
         return {"dry": True, "device": "cpu (Triton interpreter)", "slug": "dry-run", "model": "h100-sxm5",

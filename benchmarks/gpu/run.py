@@ -132,9 +132,9 @@ def run_case(cfg, env, args) -> dict:
     for cand in candidates(r, 1 if (args.quick or env["dry"] or cfg["kind"] == "cuda") else 3):
         p = nc.plan(r.diagram, {**sizes, **cand["tiles"]})
         ceilinged = nc.hardware.predict(p, env["model"], ceilings=env["ceilings"]) if env["ceilings"] else None
-        cand.update(predicted_s=nc.hardware.predict(p, env["model"]).time,
-                    predicted_measured_ceilings_s=ceilinged.time if ceilinged else None,
-                    prediction=nc.hardware.predict(p, env["model"]).to_dict())
+        predicted = nc.hardware.predict(p, env["model"])        # once: each kernel's form is built from sympy
+        cand.update(predicted_s=predicted.time, predicted_measured_ceilings_s=ceilinged.time if ceilinged else None,
+                    prediction=predicted.to_dict())
         if cfg["kind"] == "cuda":
             cand.update(measure.cuda_kernel(p, inputs, reference, env))
         else:

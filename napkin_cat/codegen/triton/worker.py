@@ -93,5 +93,17 @@ def main():
         sys.stdout.flush()
 
 
+def leave():
+    """The worker's end, once its caller has closed its stdin: its answers flushed, the process ended at once.  It
+    holds no state the caller needs (each answer is on stdout, each output in its file), and a normal exit spent
+    0.7 s of CPU per worker collecting what torch and Triton imported, while its caller waited for it at its own
+    exit (measured: the two workers of a process that ran and compiled an attention kernel, 6.9 s of CPU while they
+    served and 1.5 s more to exit, 3.0 s of the caller's wall clock in ``_close_workers``; now 0.2 s and 0.2 s)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 if __name__ == "__main__":
     main()
+    leave()
