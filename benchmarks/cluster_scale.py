@@ -109,7 +109,8 @@ def table(result: dict) -> str:
              f"{result['commit'][:12]}{', dirty tree' if result['dirty'] else ''}; compute=\"{result['compute']}\").",
              "",
              "| program | cluster | n | chosen form | predicted step | bound | memory / device | "
-             "attention TFLOPS / GPU | chosen form at compute=\"time\" | other forms (predicted, or refused) | derive (CPU s) |",
+             "attention TFLOPS / GPU | chosen form at compute=\"time\" | other forms (predicted, or refused) | "
+             "derive (CPU s) |",
              "| --- | --- | ---: | --- | ---: | --- | ---: | ---: | ---: | --- | ---: |"]
     for row in result["rows"]:
         if row.get("chosen") is None:
