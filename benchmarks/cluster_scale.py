@@ -23,8 +23,9 @@ the link):
 unmasked half), over ``P`` and the predicted time: the figure Megatron / NeMo report per GPU for a whole model.
 
 Run ``python benchmarks/cluster_scale.py`` (results to ``benchmarks/results/cluster_scale-<commit>.json`` and
-``.md``, rewritten after every point); ``--write`` puts the table of the newest results file in docs/distributed.md
-between its markers.  ``--lengths``, ``--programs``, ``--clusters`` cut the run down.
+``.md``, rewritten after every point; ``--tag T`` adds ``-T`` to the name, for runs apart); ``--write`` puts the
+table of the results files it names (default: the newest commit's), merged, in docs/distributed.md between its
+markers.  ``--lengths``, ``--programs``, ``--clusters`` cut the run down.
 """
 from __future__ import annotations
 
@@ -103,10 +104,23 @@ def fmt_time(t) -> str:
     return f"{t * 1e3:.3g} ms" if t < 1 else f"{t:.3g} s"
 
 
+def merged(paths) -> dict:
+    """The results files ``paths`` (one commit's, run apart: ``--tag``) as one: their rows ordered by program,
+    devices and length; ``files``: their names."""
+    parts = [json.loads(Path(p).read_text()) for p in paths]
+    order = {"attention": 0, "mlp": 1, "block": 2}
+    rows = sorted((row for r in parts for row in r["rows"]),
+                  key=lambda row: (order.get(row["program"], 9), row["devices"], row["n"]))
+    return {"commit": parts[0]["commit"], "dirty": any(r["dirty"] for r in parts), "compute": parts[0]["compute"],
+            "files": [Path(p).name for p in paths], "rows": rows}
+
+
 def table(result: dict) -> str:
     """The page's table: one row per point."""
-    lines = [f"Results `benchmarks/results/cluster_scale-{result['commit'][:12]}.json` (commit "
-             f"{result['commit'][:12]}{', dirty tree' if result['dirty'] else ''}; compute=\"{result['compute']}\").",
+    files = ", ".join(f"`benchmarks/results/{f}`" for f in result.get("files", [
+        f"cluster_scale-{result['commit'][:12]}.json"]))
+    lines = [f"Results {files} (each named by the commit it ran at{'; a dirty tree' if result['dirty'] else ''}; "
+             f"compute=\"{result['compute']}\").",
              "",
              "| program | cluster | n | chosen form | predicted step | bound | memory / device | "
              "attention TFLOPS / GPU | chosen form at compute=\"time\" | other forms (predicted, or refused) | "
@@ -134,8 +148,11 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def newest() -> Path:
-    return max(RESULTS.glob("cluster_scale-*.json"), key=lambda p: p.stat().st_mtime)
+def newest() -> list:
+    """The results files of the newest run's commit (each ``--tag``'s)."""
+    last = max(RESULTS.glob("cluster_scale-*.json"), key=lambda p: p.stat().st_mtime)
+    commit = json.loads(last.read_text())["commit"][:12]
+    return sorted(RESULTS.glob(f"cluster_scale-{commit}*.json"))
 
 
 def write(text: str, page: Path = PAGE) -> None:
@@ -156,16 +173,18 @@ def main(argv=None) -> None:
     ap.add_argument("--programs", default="attention,mlp,block")
     ap.add_argument("--clusters", default=",".join(CLUSTERS))
     ap.add_argument("--compute", default="transfers", choices=("transfers", "time"))
+    ap.add_argument("--tag", default="", help="a suffix of the results file (runs apart, merged by --write)")
     ap.add_argument("--retime", action="store_true", help="re-time each chosen attention form with compute='time'")
-    ap.add_argument("--write", action="store_true", help="put the newest results' table in docs/distributed.md")
+    ap.add_argument("--write", nargs="*", metavar="RESULTS", help="put the table of these results files (default: the "
+                    "newest commit's), merged, in docs/distributed.md")
     args = ap.parse_args(argv)
-    if args.write:
-        write(table(json.loads(newest().read_text())))
+    if args.write is not None:
+        write(table(merged(args.write or newest())))
         return
     commit = git("rev-parse", "HEAD")
     result = {"commit": commit, "dirty": bool(git("status", "--porcelain", "--", "napkin_cat")),
               "compute": args.compute, "rows": []}
-    out = RESULTS / f"cluster_scale-{commit[:12]}.json"
+    out = RESULTS / f"cluster_scale-{commit[:12]}{'-' + args.tag if args.tag else ''}.json"
     lengths = [int(v) for v in args.lengths.split(",")]
     for program in args.programs.split(","):
         for name in args.clusters.split(","):
