@@ -31,7 +31,7 @@ from napkin_cat.algorithms.orders import Pieces
 from napkin_cat.algorithms.orders import extent as span_extent
 from napkin_cat.algorithms.ring import Ring, ring_extents, ring_link, ring_pieces, ring_shard
 from napkin_cat.algorithms.schedule import Phases, fold_region, relabelled, schedule_of
-from napkin_cat.cost.at_sizes import At, add, integer, reads_positions_inside, running_slices
+from napkin_cat.cost.at_sizes import At, add, integer, reads_positions_inside, running_area, running_slices
 from napkin_cat.cost.devices import box_link
 from napkin_cat.cost.iocost import cost, region_cost
 from napkin_cat.cost.record import Cost, Link
@@ -66,7 +66,13 @@ def collective_link(box, ctx: At):
 class DevicesAt:
     """The device handlers of the cost algebra at sizes (:class:`~napkin_cat.cost.numeric.Concrete` is one): a
     device region's inside counted on each device's shard with the algebra's :meth:`diagram`, a ring's steps folded
-    with its stream's ``run`` (``self.block_mask``: the data's, which decides the masks read from data)."""
+    with its stream's ``run`` (``self.block_mask``: the data's, which decides the masks read from data).
+
+    ``ring_tiles`` (axis → tile size, or None): the tiles a device's algorithm runs a ring's fold in.  Given, a fold a
+    mask allows in part is charged in ``Link.work`` by the blocks of those tiles it runs (:func:`~napkin_cat.cost.
+    at_sizes.running_area`: its FLOPs times the area of the blocks that run over its whole area); without, whole."""
+
+    ring_tiles = None
 
     def shard(self, node, ins, ctx, dests):
         """Each device's inside on its shard, counted apart: the record's H and FLOPs are the busiest device's (per
@@ -138,9 +144,9 @@ class DevicesAt:
         ``t`` a fold per piece of the shard ``(p − t) mod P`` at the piece's size and positions, skipped where the
         stream's masks are never true there (:attr:`~napkin_cat.algorithms.ring.RingSchedule.masks`), a nested
         stream's tiles where its own are, the finish and the tail; its steps' folds that do work and their FLOPs
-        (``Link.trips``, ``Link.work``); the link (once per device, on its first
-        lane): the shards it sends on and receives, one message per streamed input and exchange, and its ``held``
-        (:func:`ring_held`)."""
+        (``Link.trips``, ``Link.work``: by the blocks of :attr:`ring_tiles` where given); the link (once per device,
+        on its first lane): the shards it sends on and receives, one message per streamed input and exchange, and its
+        ``held`` (:func:`ring_held`)."""
         if ctx.device is None:
             raise DeviceError(f"{node.region.name}: a ring passes shards between devices; it runs inside a device "
                               f"region only")
@@ -171,6 +177,9 @@ class DevicesAt:
                 r.trip(vals, states, inner)
                 add(ctx.total, inner.total, 1)
                 done = sum(inner.total.flops.values())      # 0: a mask inside skipped every tile of it
+                if done and masks is not None and self.ring_tiles:     # run as an algorithm of those tiles
+                    part, whole = running_area(masks, inner, self.ring_tiles, self.block_mask)
+                    done = done * part // whole
                 runs, flops = runs + (inner.count if done else 0), flops + done
             trips.append(runs)
             work.append(flops)

@@ -77,8 +77,9 @@ class Concrete(DevicesAt):
     it lets run: ``ρ`` of them (a fraction, not a count: the cost then says what it assumes).  A device region
     and a ring are counted on each device (:class:`~napkin_cat.cost.devices_at.DevicesAt`)."""
 
-    def __init__(self, block_mask=None, density=None):
+    def __init__(self, block_mask=None, density=None, ring_tiles=None):
         self.block_mask, self.density = block_mask, dict(density or {})
+        self.ring_tiles = dict(ring_tiles) if ring_tiles else None
 
     def box(self, box, ctx: At):
         H, H_bytes, flops, _ = box_pieces(box)
@@ -233,13 +234,14 @@ def bind(diagram: Diagram, sizes, *, strict: bool = True) -> dict:
     return env
 
 
-def folded(diagram: Diagram, env: dict, block_mask=None, density=None) -> Cost:
+def folded(diagram: Diagram, env: dict, block_mask=None, density=None, ring_tiles=None) -> Cost:
     """The transfers (values and bytes) and FLOPs of ``diagram`` at an environment already bound (:func:`bind`),
     without its memory: what a search that counts many tilings of one algorithm calls, binding its sizes once.
     ``block_mask``: the data's, for the masks read from data; else ``density`` (``{symbol: number}``) scales the
-    trips they let run (:class:`Concrete`)."""
+    trips they let run; ``ring_tiles``: the tiles a ring's folds are charged by in ``Link.work`` (:class:`Concrete`)."""
     ctx = At(env)
-    (CONCRETE if block_mask is None and not density else Concrete(block_mask, density)).diagram(diagram, ctx)
+    plain = block_mask is None and not density and not ring_tiles
+    (CONCRETE if plain else Concrete(block_mask, density, ring_tiles)).diagram(diagram, ctx)
     out = ctx.total
     out.H = {l: v for l, v in out.H.items() if v}
     out.H_bytes = {l: v for l, v in out.H_bytes.items() if v}
@@ -247,13 +249,15 @@ def folded(diagram: Diagram, env: dict, block_mask=None, density=None) -> Cost:
     return out
 
 
-def at(diagram: Diagram, sizes, *, strict: bool = False, block_mask=None, density=None) -> Cost:
+def at(diagram: Diagram, sizes, *, strict: bool = False, block_mask=None, density=None, ring_tiles=None) -> Cost:
     """The cost of ``diagram`` at ``sizes`` (axis and tile names → ints), ragged tiles counted exactly:
     a :class:`~napkin_cat.cost.record.Cost` of ints (``M`` the largest column at those sizes).  ``strict``:
     refuse a name the diagram lacks and a tile larger than its axis (:func:`bind`).  ``block_mask``: the data's
     (over the axes of the diagram's masks read from data, at ``sizes``): what a run given it skips is not counted.
     Without one, a mask from data runs a fraction ``density`` (a number for all, or ``{symbol: number}``; default
-    1, dense) of the trips the positions allow, and :attr:`~napkin_cat.cost.record.Cost.assumptions` says so."""
+    1, dense) of the trips the positions allow, and :attr:`~napkin_cat.cost.record.Cost.assumptions` says so.
+    ``ring_tiles`` (axis → tile size): the tiles each device's algorithm runs its rings' folds in, by which a fold
+    a mask allows in part is charged in ``Link.work`` (:class:`~napkin_cat.cost.devices_at.DevicesAt`)."""
     env = bind(diagram, sizes, strict=strict)
     symbols = densities(diagram) if block_mask is None else ()
     if density is not None and block_mask is not None:
@@ -266,7 +270,7 @@ def at(diagram: Diagram, sizes, *, strict: bool = False, block_mask=None, densit
             raise ShapeError(f"the block mask is over axes {list(block_mask.axes)}; the masks read from data of this "
                             f"algorithm are over {list(axes) or 'no axis (it has none: give no block mask)'}")
         block_mask.check({str(k): v for k, v in env.items()}, "the sizes")
-    out = folded(diagram, env, block_mask, rho)
+    out = folded(diagram, env, block_mask, rho, ring_tiles)
     out.assumptions = tuple(a if a.value is not None else Density(a.symbol, 1) for a in assumed.assumptions)
     out.columns = {l: [max(integer(col, env) for col in cols)]
                    for l, cols in cost(largest_shards(diagram, env)).columns.items()}

@@ -60,13 +60,13 @@ from napkin_cat.hardware.devices import Cluster
 from napkin_cat.hardware.linktime import ClusterPrediction, Phase, predict_cluster
 from napkin_cat.hardware.model import GPU
 from napkin_cat.hardware.predict import predict
-from napkin_cat.cost.functor import cost as cost_of
 from napkin_cat.hardware.programtime import program_phases, rings_of
+from napkin_cat.hardware.ringcharge import SLOWEST, algorithm_tiles, cost_at, each_box, in_contiguous_order, ring_rate
 from napkin_cat.hardware.timed import derive_for_time
 from napkin_cat.rewriting.trace import Derivation as RuleDerivation, Trace
 from napkin_cat.search.derivation import derive as derive_transfers
 from napkin_cat.search.devices import device_forms, is_collective
-from napkin_cat.syntax.adapter import Diagram, Ty, from_layers, is_structural, layers
+from napkin_cat.syntax.adapter import Diagram, Ty, is_structural, layers
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.relabel import at_level, map_arrays
@@ -246,17 +246,9 @@ def rings_as_kernels(d: Diagram) -> Diagram:
         if isinstance(box, Ring):
             return Ring.rebuild(kernel(box.arg), box.dom, box.cod, box.params)
         if isinstance(box, Shard):
-            return Shard.rebuild(_each_box(box.arg, mapped), box.dom, box.cod, box.params)
+            return Shard.rebuild(each_box(box.arg, mapped), box.dom, box.cod, box.params)
         return box
-    return _each_box(d, mapped)
-
-
-def _each_box(d: Diagram, fn) -> Diagram:
-    items = []
-    for layer in d.inside:
-        left, box, right = layer.boxes_or_types[:3]
-        items.append((left, fn(box), right))
-    return from_layers(d.dom, d.cod, items)
+    return each_box(d, mapped)
 
 
 def _global_extra(r) -> int:
@@ -301,26 +293,6 @@ def _derived(program, gpu, cache, options, compute="time"):
         hit = COMPUTE[compute](program, gpu, **options)
         if key is not None:
             cache[key] = hit
-    return hit
-
-
-def cost_at(d: Diagram, sizes, cache: dict):
-    """``nc.cost(d, sizes=sizes)``, kept in ``cache`` under ``("cost", d, sizes)``: a form's cost at sizes does not
-    depend on the cluster, so derives at the same sizes (other capacities, links, a sweep's repeated point) count
-    each form once.  The same value as ``cost_of(d, sizes=sizes)``; an unhashable key is not kept.
-
-    >>> import napkin_cat as nc
-    >>> f, s, kept = nc.library.attention(), {"q": 8, "x": 8, "d": 4}, {}
-    >>> cost_at(f, s, kept) is cost_at(f, s, kept) and cost_at(f, s, kept).H == nc.cost(f, sizes=s).H
-    True
-    """
-    try:
-        key = ("cost", d, frozenset(as_sizes(sizes).env.items()))
-        hit = cache.get(key)
-    except TypeError:
-        return cost_of(d, sizes=sizes)
-    if hit is None:
-        hit = cache[key] = cost_of(d, sizes=sizes)
     return hit
 
 
@@ -376,7 +348,12 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
         nbytes = held + extra * _bytes_per_value(d)
     else:
         ringed = sum(r.prediction.time for r, (_, ring) in zip(derived, parts) if ring)
-        rate = ring_rate(d, sizes, ringed, link=link) if ringed else None
+        if ringed:      # each fold charged by the blocks of the algorithm's tiles it runs, as the algorithm skips
+            tiles = algorithm_tiles([r for r, (_, ring) in zip(derived, parts) if ring])
+            link = cost_at(d, sizes, cache, tiles).link if tiles else link
+            rate = ring_rate(d, sizes, ringed, link=link, ring_tiles=tiles)
+        else:
+            rate = None
         outside = seconds - ringed if rate is not None else seconds
         phases, _, _ = program_phases(c, d, sizes, outside, rate=rate, link=link)
         nbytes = held + extra * per_value
@@ -386,44 +363,6 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
     if rate is not None:
         p = dataclasses.replace(p, assumptions=p.assumptions + (SLOWEST,))
     return ClusterCandidate(**row, time=p.time, memory=nbytes, compute=seconds, rate=rate, prediction=p)
-
-
-#: what the time of a form with a ring assumes (:func:`ring_rate`)
-SLOWEST = ("a ring step waits for its slowest device: each step is charged the most work any device does at it (the "
-           "cost's Link.work: the FLOPs of the folds it runs, a fold its mask allows in part counted whole, one it "
-           "skips not), at the rate of the timed program (device 0's shards in the contiguous order, the ring run "
-           "whole: its work over its predicted seconds); the inputs arrive in the form's order")
-
-
-def in_contiguous_order(d: Diagram) -> Diagram:
-    """``d`` with every device region and ring in the contiguous order (the order each local program is timed in:
-    device 0's shard from position 0)."""
-    def mapped(box):
-        if isinstance(box, (Shard, Ring)):
-            params = {k: v for k, v in box.params.items() if k != "order"}
-            return type(box).rebuild(_each_box(box.arg, mapped), box.dom, box.cod, params)
-        return box
-    return _each_box(d, mapped)
-
-
-def ring_rate(d: Diagram, sizes, seconds: float, *, link=None):
-    """The work per second of the timed program: the rings' work of device 0 in the contiguous order (the program
-    :func:`local_programs` times, ``Link.work``'s FLOPs summed over its steps) over ``seconds``, the predicted
-    seconds of its rings' programs; None where it does no work.
-    :func:`~napkin_cat.hardware.programtime.predict_program` charges each step its slowest device's work at it::
-
-        ring compute = Σ_t max_p work[p][t] · seconds / Σ_t work_contiguous[0][t]
-
-    so a ring whose devices do equal work is charged ``seconds`` (the timed device's), a causal mask's contiguous
-    ring its last device, a zigzag ring its balanced steps.  ``link``: ``d``'s own (``nc.cost(d, sizes=).link``),
-    read where ``d`` is in the contiguous order already."""
-    contiguous = in_contiguous_order(d)
-    if link is None or contiguous != d:
-        link = cost_of(contiguous, sizes=sizes).link
-    work = sum(link.work[0]) if link is not None and link.work else 0
-    if not work or not seconds:
-        return None
-    return work / seconds
 
 
 def input_layout(d: Diagram) -> tuple:
@@ -519,6 +458,6 @@ def derive_for_cluster(f: Diagram, c: Cluster, sizes, *, book=None, forms=None, 
 
 
 __all__ = ["ClusterCandidate", "ClusterDerivation", "derive_for_cluster", "time_form", "local_programs", "local_parts",
-           "ring_rate", "in_contiguous_order", "SLOWEST",
+           "ring_rate", "in_contiguous_order", "SLOWEST", "algorithm_tiles", "cost_at",
            "concrete", "check_cluster", "check_layout", "input_layout", "rings_as_kernels", "by_transfers", "COMPUTE",
            "TIME_OPTIONS"]

@@ -2,8 +2,9 @@
 charged its slowest device, so the zigzag ring is chosen (without a mask the contiguous one:
 test_cluster_derive.test_memory_forces_the_ring).
 
-Second routes: the ratio of the two rings' compute against numpy's count of the slowest device's non-empty (query
-piece, key piece) pairs, weighted by their area (np.array_split's cut, the order's pieces); the chosen program's
+Second routes: the ratio of the two rings' compute against numpy's count of the slowest device's area per step in
+the blocks of the per-device algorithm's tiles that the causal mask lets run (np.array_split's cut, the order's
+pieces, each cut from its start into those tiles); the chosen program's
 values against numpy's causal attention at ragged sizes.  The long sequence is forced onto the rings by the devices'
 memory (one device and the all-gather refused before their algorithms are derived), so the derive times two
 forms (about 9 s on one core with compute="transfers"; NAPKIN_SLOW=1: every form the rules make, 11 s).
@@ -18,6 +19,7 @@ import pytest
 
 import napkin_cat as nc
 from napkin_cat.algorithms.orders import ORDERS
+from napkin_cat.hardware.ringcharge import algorithm_tiles
 from napkin_cat.hardware.devices import Cluster
 from napkin_cat.search.devices import device_forms
 
@@ -39,16 +41,28 @@ def rows(r) -> dict:
     return {c.label: c for c in r.candidates}
 
 
-def slowest_area(order: str, n: int, P: int) -> int:
-    """Σ over ring steps of the most query × key values any device pairs at that step among its pieces that the
-    causal mask does not skip whole (a pair whose first key is after its last query), by numpy."""
+def area_run(qp, kp, tq: int, tx: int) -> int:
+    """The area of the (tq × tx) blocks of queries ``qp`` × keys ``kp`` (each cut from its start) the causal mask
+    lets run: a block runs where its first key is at or before its last query."""
+    if not len(qp) or not len(kp):
+        return 0
+    ks = kp[::tx]
+    kl = np.diff(np.append(np.arange(0, len(kp), tx), len(kp)))
+    return int(sum(len(qb) * kl[ks <= qb[-1]].sum() for qb in np.array_split(qp, range(tq, len(qp), tq))))
+
+
+def slowest_area(order: str, n: int, P: int, tiles=None) -> int:
+    """Σ over ring steps of the most query × key values any device runs at that step among its pieces, cut into
+    blocks of ``tiles`` (``{"q": tq, "x": tx}``; None: each piece one block), the causal mask skipping the blocks
+    whose first key is after their last query, by numpy."""
     o = ORDERS[order]
     cut = np.array_split(np.arange(n), o.chunks(P))
     pieces = [[cut[c] for c in o.pieces(p, P)] for p in range(P)]
+    tq, tx = (n, n) if tiles is None else (tiles["q"], tiles["x"])
     total = 0
     for t in range(P):
-        total += max(sum(len(qp) * len(kp) for qp in pieces[p] for kp in pieces[(p - t) % P]
-                         if len(qp) and len(kp) and kp[0] <= qp[-1]) for p in range(P))
+        total += max(sum(area_run(qp, kp, tq, tx) for qp in pieces[p] for kp in pieces[(p - t) % P])
+                     for p in range(P))
     return total
 
 
@@ -81,10 +95,13 @@ def test_causal_attention_takes_the_zigzag_ring():
     assert r.label == ZIGZAG and zigzag.time < plain.time
     assert r.trace.replay(f) == r.diagram
     ring = [next(p for p in c.prediction.phases if p.label == "ring") for c in (plain, zigzag)]
-    # numpy: the slowest device's area per step, zigzag (2P + 1 = 9 pairs of chunks) over contiguous (P = 4 shards,
-    # 16 pairs of chunks); the folds' FLOPs beyond the contractions' (per row: the rescales) add 0.02 % here
-    want = slowest_area("zigzag", N, P) / slowest_area("contiguous", N, P)
-    assert want == 9 / 16
+    # numpy: the slowest device's area per step in the blocks of the per-device algorithm's tiles, zigzag over
+    # contiguous; counted whole (each fold one block) it would be 9/16 (2P + 1 = 9 pairs of chunks against P = 4
+    # shards, 16 pairs of chunks): the diagonal's blocks above it are not run
+    tiles = algorithm_tiles(r.local)
+    assert set(tiles) == {"q", "x"} and tiles["q"] < N // P
+    want = slowest_area("zigzag", N, P, tiles) / slowest_area("contiguous", N, P, tiles)
+    assert slowest_area("zigzag", N, P) / slowest_area("contiguous", N, P) == 9 / 16 < want
     assert ring[1].compute / ring[0].compute == pytest.approx(want, rel=1e-3)
     # both at the rate of the one timed program (device 0's, contiguous): it and its seconds are the same
     assert zigzag.rate == plain.rate and zigzag.compute == plain.compute
