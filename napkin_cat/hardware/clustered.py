@@ -351,12 +351,12 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
         try:
             link = cost_at(d, sizes, cache).link
             phases, _, held = program_phases(c, d, sizes, 0.0, link=link)
-        except (NapkinError, ValueError) as e:
+            per_value = _bytes_per_value(d)
+            mine = rings_as_kernels(d) if rings_of(d) else d       # a ring's trip keeps its intermediates on chip
+            if mine is not d:
+                held = max(cost_at(mine, sizes, cache).link.held) * per_value
+        except (NapkinError, ValueError) as e:      # a ring whose trip is no kernel the stream can run: refused
             return ClusterCandidate(**row, refused=str(e).splitlines()[0])
-        per_value = _bytes_per_value(d)
-        mine = rings_as_kernels(d) if rings_of(d) else d       # a ring's trip keeps its intermediates on chip
-        if mine is not d:
-            held = max(cost_at(mine, sizes, cache).link.held) * per_value
         held -= _kept_on_chip(mine, env) * per_value
         if held > c.capacity:
             return ClusterCandidate(**row, memory=held, refused=_too_big(held, c))
