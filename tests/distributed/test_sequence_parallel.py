@@ -12,6 +12,7 @@ and its memory below by the activations it holds as shards."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -37,9 +38,13 @@ def numpy_block(x, g, b, w1, w2, eps=1e-5):
     return x + np.maximum(z @ w1, 0) @ w2
 
 
+@functools.lru_cache(maxsize=None)
+def forms_on(P):
+    return {f.label: f for f in device_forms(pre_normed_mlp(), P)}
+
+
 def sequence_parallel(P):
-    forms = {f.label: f for f in device_forms(pre_normed_mlp(), P)}
-    return forms[SP]
+    return forms_on(P)[SP]
 
 
 def inputs(rng, n, d, h):
@@ -77,7 +82,7 @@ def test_the_link_equals_the_all_reduce_and_the_memory_is_smaller():
     """Symbolically: reduce-scatter and all-gather move what one ring all-reduce moves, ``2(P − 1)/P·n·d`` each way,
     where the all-reduce form whose input arrives sharded also all-gathers it twice; each device holds less."""
     P = 4
-    forms = {f.label: f for f in device_forms(pre_normed_mlp(), P)}
+    forms = forms_on(P)
     n, d = nc.symbol("n"), nc.symbol("d")
     sp, ar = nc.cost(forms[SP].diagram).link, nc.cost(forms["shard h: all-reduce"].diagram).link
     assert (sp.sent - ar.sent).simplify() == 0 and (sp.sent - 2 * (P - 1) * n * d / P).simplify() == 0
