@@ -1,7 +1,7 @@
-"""Obligations of sequence parallelism's rules (``rewrites/collectives.py``): each keeps the function on the
-left-hand sides the derivation meets (MLPs made tensor-parallel at 2 to 4 devices, ragged sizes, the input arriving
-sharded along the tokens; plain, with a residual, pre-normed, with a map before or after) and its cost claim, the
-link counted per device from numpy's shards; mutants fail."""
+"""Obligations of sequence parallelism's rules (``rewrites/collectives.py``, ``rewrites/local_fusion.py``): each
+keeps the function on the left-hand sides the derivation meets (MLPs made tensor-parallel at 2 to 4 devices, ragged
+sizes, the input arriving sharded along the tokens; plain, with a residual, pre-normed, with a map before or after)
+and its cost claim, the link counted per device from numpy's shards; mutants fail."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -12,7 +12,8 @@ import rewrites.collectives as collectives
 from napkin_cat.errors import ObligationError
 from napkin_cat.syntax.collectives import Collective
 from napkin_cat.syntax.primitive import KINDS
-from rewrites.collectives import device_gather_later, device_gather_output, device_local_fusion, device_scatter
+from rewrites.collectives import device_gather_later, device_gather_output, device_scatter
+from rewrites.local_fusion import device_local_fusion
 
 proves = pytest.mark.proves
 

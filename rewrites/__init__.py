@@ -92,7 +92,8 @@ from rewrites.devices import RULES as _DEVICE_RULES
 from rewrites.generation import device_generation
 from rewrites.ring import device_ring
 from rewrites.ulysses import device_ulysses
-from rewrites.collectives import device_gather_later, device_gather_output, device_local_fusion, device_scatter
+from rewrites.collectives import device_gather_later, device_gather_output, device_scatter
+from rewrites.local_fusion import device_local_fusion
 from rewrites.devices import device_fusion, device_gather, device_partition, device_reduction, tensor_parallel
 from rewrites.splits import split_stream
 from rewrites.sharing import RULES as SHARING

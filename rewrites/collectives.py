@@ -9,9 +9,6 @@ rule                       lhs → rhs
                                                                    G woven over b, each input of G that carries b
                                                                    an all-gather along b, each output carries b
 ``device_gather_output``   Shard(… ; all-gather_b(y)) → Shard(… ; y)   the output leaves sharded along b
-``device_local_fusion``    G ; Shard(x read sharded along b ; F) → Shard(G[b ↦ b/P] ; F)
-                                                                   G (outside, woven over b) run on each device's
-                                                                   shard of b; its inputs that carry b arrive so
 =========================  ========================================================================================
 
 The laws.  An all-reduce is a reduce-scatter followed by an all-gather (NCCL's ring all-reduce is exactly that):
@@ -22,7 +19,8 @@ An all-gather along ``b`` commutes with a box woven over ``b`` (the group partit
 (G ⊗ … ⊗ G) ; join_b``, the join being the all-gather): ``G ∘ all-gather_b = all-gather_b ∘ G[b ↦ b/P]``, so the box
 runs on each device's shard, ``1/P`` of its work, and its whole inputs are never held.  At the region's boundary the
 all-gather is the join itself: an output left sharded along ``b`` is the same value outside (the devices' shards
-joined), and a box before the region whose output the region reads sharded along ``b`` runs on the shards inside it.
+joined).  A box before the region that it reads sharded along ``b`` moves in on the shards by
+:mod:`rewrites.local_fusion`'s ``device_local_fusion``, the derivation's first step.
 
 From Megatron's tensor-parallel MLP whose input arrives sharded along the sequence (``device_gather``) they derive
 Korthikanti et al.'s sequence parallelism (2022): the boxes local to a token (a norm, the residual) run on a
@@ -45,115 +43,15 @@ from __future__ import annotations
 import numpy as np
 
 import napkin_cat as nc
-from napkin_cat.algorithms.devices import device_region
 from napkin_cat.algorithms.partitions import relabel_axis
-from napkin_cat.errors import NapkinError, RewriteError
+from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting import Condition, Obligation, Rule
 from napkin_cat.rewriting.match import Pattern
-from napkin_cat.syntax.adapter import Bubble, Ty, is_structural, layers
 from napkin_cat.syntax.collectives import shard_size
-from napkin_cat.syntax.primitive import kind_of
-from napkin_cat.syntax.wiring import computes, trace_values
-from rewrites.devices import DEVICES, LEVEL0, as_diagram, built_by, legal_when, random_inputs, same_type
-
-
-def is_kind(box, kind: str) -> bool:
-    """Whether ``box`` is a primitive of ``kind`` (``"all_gather"``, ``"all_reduce"``, …)."""
-    return not isinstance(box, nc.Region) and is_structural(box) is None and box.data.kind == kind
-
-
-def moves_values(box) -> bool:
-    """Whether ``box`` is a collective: it moves values between devices."""
-    return not isinstance(box, nc.Region) and is_structural(box) is None and \
-        kind_of(box.data.kind).collective is not None
-
-
-def _sig(arrays) -> str:
-    return ", ".join(" ".join(a.names) or "()" for a in arrays)
-
-
-def _one_format(arrays, what: str):
-    formats = {(a.level, a.dtype) for a in arrays}
-    if len(formats) != 1:
-        raise RewriteError(f"{what}: its arrays {[str(a) for a in arrays]} are at several levels or number formats; "
-                           f"one collective box moves arrays of one")
-    return formats.pop()
-
-
-def gather(arrays, axis: str, devices, full):
-    """One all-gather along ``axis`` of ``arrays`` (whole: ``axis`` at ``full``) over ``devices``."""
-    level, dtype = _one_format(arrays, "all-gather")
-    sizes = {x.name: x.size for a in arrays for x in a.axes}
-    return nc.all_gather(_sig(arrays), axis=axis, devices=devices, level=level, dtype=dtype,
-                         sizes={**sizes, axis: full})
-
-
-def positions_inside(box) -> str | None:
-    """The name of a box in ``box`` (itself or inside it) that computes positions, or None: on a shard such a box would
-    count from 0, not from the shard's start."""
-    inner = box.arg if isinstance(box, Bubble) else as_diagram(box)
-    return next((b.name for _, b in layers(inner) if not isinstance(b, Bubble) and computes(b)
-                 and b.data.kind == "position"), None) or next(
-        (positions_inside(b) for _, b in layers(inner) if isinstance(b, Bubble) and positions_inside(b)), None)
-
-
-def woven(box, axis: str, devices) -> str | None:
-    """None where ``box`` runs alike on each shard of ``axis`` (every box inside woven over it, no positions), else
-    why not."""
-    where = positions_inside(box)
-    if where is not None:
-        return f"{where!r} computes positions, which a shard would count from its own start"
-    try:
-        nc.shard(as_diagram(box), axis, devices)
-    except NapkinError as e:
-        return str(e).splitlines()[0]
-    return None
-
-
-# ---------------------------------------------------------------------- the inside as values
-class Values:
-    """A region's inside as values (:func:`~napkin_cat.syntax.wiring.trace_values`: copies are one value read
-    several times): ``ops[i] = (box, input ids, output ids)``, ``producer[v] = (op, port)``, and a rebuild that
-    replaces some ops and outputs and drops what no output reads."""
-
-    def __init__(self, inside):
-        self.inside = inside
-        self.ops, self.dom, self.cod = trace_values(inside)
-        self.producer = {v: (i, p) for i, (_, _, outs) in enumerate(self.ops) for p, v in enumerate(outs)}
-
-    def made_by(self, v):
-        """The op that makes value ``v`` and its port, or None (an input)."""
-        return self.producer.get(v)
-
-    def rebuild(self, dom_types, replace: dict | None = None, outputs: dict | None = None):
-        """The inside on inputs ``dom_types``; ``replace[i](bld, get)`` gives op ``i``'s outputs, ``outputs[j](get)``
-        output ``j``'s wire (``get(v)``: value ``v``'s wire in the new diagram)."""
-        replace, outputs = replace or {}, outputs or {}
-        bld = nc.Builder(Ty(*dom_types))
-        wires = dict(zip(self.dom, bld.inputs))
-        done = {}
-
-        def run(i):
-            if i not in done:
-                box, ins, _ = self.ops[i]
-                made = replace[i](bld, get) if i in replace else bld(as_diagram(box), *[get(v) for v in ins])
-                done[i] = list(made) if isinstance(made, (tuple, list)) else [made]
-            return done[i]
-
-        def get(v):
-            if v in wires:
-                return wires[v]
-            i, port = self.producer[v]
-            return run(i)[port]
-        return bld.build(*[outputs[j](get) if j in outputs else get(v) for j, v in enumerate(self.cod)])
-
-
-def _rewrapped(k, inside, *, sharded_out=None, also: dict | None = None):
-    """``inside`` in a device region like ``k`` (its axis, devices, record; ``sharded_out`` and ``also`` changed)."""
-    co = {x: f for x, (_, f) in k.sharded_axes().items() if x != k.axis}
-    co.update({x: f for x, f in (also or {}).items() if x != k.axis})
-    return same_type(device_region(inside, k.axis, k.devices, k.full_size(), also=co, sharded_in=k.sharded("dom"),
-                                   sharded_out=sharded_out or k.sharded("cod")), k.dom, k.cod, k.name)
+from napkin_cat.syntax.wiring import computes
+from rewrites.devices import DEVICES, as_diagram, built_by, legal_when, random_inputs
+from rewrites.local_fusion import device_local_fusion, sharded_mlp, work_on_shard
+from rewrites.region_inside import Values, gather, is_kind, moves_values, one_format, rewrapped, signature, woven
 
 
 # ---------------------------------------------------------------------- device_scatter
@@ -176,16 +74,16 @@ def _scattered(m):
     i, box, b = found
     full = box.dom.inside[0].axis(b).size
     P = box.data.param("devices")
-    level, dtype = _one_format(box.dom.inside, box.name)
+    level, dtype = one_format(box.dom.inside, box.name)
 
     def split(bld, get):
         sizes = {x.name: x.size for a in box.dom.inside for x in a.axes}
-        rs = nc.reduce_scatter(_sig(box.dom.inside), axis=b, devices=P, merge=box.data.param("merge"), level=level,
+        rs = nc.reduce_scatter(signature(box.dom.inside), axis=b, devices=P, merge=box.data.param("merge"), level=level,
                                dtype=dtype, sizes=sizes)
         parts = bld(rs, *[get(v) for v in vals.ops[i][1]])
         parts = parts if isinstance(parts, tuple) else (parts,)
         return bld(gather(rs.cod.inside, b, P, full), *parts)
-    return _rewrapped(k, vals.rebuild(list(k.arg.dom.inside), {i: split}))
+    return rewrapped(k, vals.rebuild(list(k.arg.dom.inside), {i: split}))
 
 
 # ---------------------------------------------------------------------- device_gather_later
@@ -259,7 +157,7 @@ def _later(m):
         made = made if isinstance(made, tuple) else (made,)
         out = [bld(gather([c], b, P, full), w) for c, w in zip(box.cod.inside, made)]
         return out
-    return _rewrapped(k, vals.rebuild(list(k.arg.dom.inside), {i: moved}))
+    return rewrapped(k, vals.rebuild(list(k.arg.dom.inside), {i: moved}))
 
 
 # ---------------------------------------------------------------------- device_gather_output
@@ -284,112 +182,10 @@ def _output(m):
     out = list(k.sharded("cod"))
     out[j] = b
     inside = vals.rebuild(list(k.arg.dom.inside), outputs={j: lambda get: get(vals.ops[i][1][port])})
-    return _rewrapped(k, inside, sharded_out=tuple(out), also={b: box.cod.inside[port].axis(b).size})
-
-
-# ---------------------------------------------------------------------- device_local_fusion
-def _source(net, w) -> tuple:
-    """The ``(node, port)`` that makes the value on wire ``w``, through copies (an input: ``(INPUT, i)``)."""
-    src = net.wires[w].src
-    while src[0] in net.nodes and net.nodes[src[0]].kind == "copy":
-        src = net.wires[net.ins[src[0]][0]].src
-    return src
-
-
-def _reaches_only(net, nid: int, target: int, copies: list) -> bool:
-    """Whether every output of node ``nid`` goes to ``target`` alone, through copies (collected in ``copies``)."""
-    for w in net.outs[nid]:
-        end = net.wires[w].dst[0]
-        if end == target:
-            continue
-        if end not in net.nodes or net.nodes[end].kind != "copy":
-            return False
-        copies.append(end)
-        if not _reaches_only(net, end, target, copies):
-            return False
-    return True
-
-
-def _local_reason(net, g, k, b) -> str | None:
-    """Why the box ``g`` (its node) cannot move into the region ``k`` on shards of ``b``, or None."""
-    reads = {k.box.sharded("dom")[j] for j, w in enumerate(net.ins[k.id]) if _source(net, w)[0] == g.id}
-    if reads != {b}:
-        return f"{k.box.name} reads the outputs of {g.name} {sorted(map(str, reads))}, not all sharded along {b!r}"
-    return woven(g.box, b, k.box.devices)
-
-
-def _local_producer(net, nodes):
-    """The node the region reads a value of first that can move inside (every output read by the region alone,
-    sharded along an axis it is woven over) and the copies between them; None where none can."""
-    k = net.nodes[nodes["k"]]
-    for j, w in enumerate(net.ins[k.id]):
-        src, b = _source(net, w), k.box.sharded("dom")[j]
-        if src[0] not in net.nodes or b is None or not LEVEL0(net, net.nodes[src[0]]):
-            continue
-        copies = []
-        if _reaches_only(net, src[0], k.id, copies) and _local_reason(net, net.nodes[src[0]], k, b) is None:
-            return {"g": src[0], **{f"copy{i}": c for i, c in enumerate(dict.fromkeys(copies))}}
-    return None
-
-
-def _local(m):
-    net, g, k = m.net, m.box("g"), m.box("k")
-    sources = [_source(net, w) for w in net.ins[m.nodes["k"]]]
-    (b,) = {k.sharded("dom")[j] for j, s in enumerate(sources) if s[0] == m.nodes["g"]}
-    why = _local_reason(net, m.node("g"), m.node("k"), b)
-    if m.params.get("axis") not in (None, b):
-        why = f"it is read sharded along {b!r}, not {m.params['axis']!r}"
-    if why is not None:
-        raise RewriteError(f"{g.name} does not run alike on each shard of {b!r}: {why}")
-    P = k.devices
-    full = next(a.axis(b).size for a in (*g.dom.inside, *g.cod.inside) if b in a.names)
-    part = shard_size(full, P)
-
-    def cut(a):
-        return a.replace(axes=tuple(x.relabel(part) if x.name == b else x for x in a.axes))
-    inner = [(cut(g.dom.inside[p]) if b in g.dom.inside[p].names else g.dom.inside[p]) if v == "g"
-             else k.arg.dom.inside[p] for v, p in m.inputs]
-    bld = nc.Builder(Ty(*inner))
-    wires = dict(zip(m.inputs, bld.inputs))
-    made = bld(relabel_axis(as_diagram(g), b, part, full=full), *[wires["g", p] for p in range(len(g.dom))])
-    made = made if isinstance(made, tuple) else (made,)
-    args = [made[s[1]] if s[0] == m.nodes["g"] else wires["k", j] for j, s in enumerate(sources)]
-    out = bld(k.arg, *args)
-    body = bld.build(*(out if isinstance(out, tuple) else (out,)))
-    record = tuple((b if b in g.dom.inside[p].names else None) if v == "g" else k.sharded("dom")[p]
-                   for v, p in m.inputs)
-    co = {x: f for x, (_, f) in k.sharded_axes().items() if x != k.axis}
-    if b != k.axis:
-        co[b] = full
-    fused = same_type(device_region(body, k.axis, P, k.full_size(), also=co, sharded_in=record,
-                                    sharded_out=k.sharded("cod")), m.dom, m.cod, f"{g.name} ; {k.name}")
-    return m.filled(fused)
+    return rewrapped(k, inside, sharded_out=tuple(out), also={b: box.cod.inside[port].axis(b).size})
 
 
 # ---------------------------------------------------------------------- obligations
-def _program(rng, kind: int):
-    """A two-layer MLP at concrete sizes (the hidden axis h, tokens n, features d), by ``kind``: plain; with the
-    residual; pre-normed (LayerNorm, its γ and β inputs after x) with the residual; with a map after it; with a map
-    before it."""
-    n, d, h = (int(rng.integers(4, 10)) for _ in range(3))
-    sized = {"n": n, "d": d, "h": h}
-    bld = nc.Builder(nc.types("n d, d, d, d h, h d" if kind == 2 else "n d, d h, h d", **sized))
-    x, *rest = bld.inputs
-    w1, w2 = rest[-2:]
-    y = x
-    if kind == 2:
-        y = bld(nc.library.layer_norm(n=n, d=d), x, *rest[:2])
-    if kind == 4:
-        y = bld(nc.elementwise("exp", "n d", n=n, d=d), y)
-    y = bld(nc.elementwise("relu", "n h", n=n, h=h), bld(nc.einsum("n d, d h -> n h", **sized), y, w1))
-    y = bld(nc.einsum("n h, h d -> n d", **sized), y, w2)
-    if kind in (1, 2):
-        y = bld(nc.elementwise("add", "n d, n d -> n d", n=n, d=d), x, y)
-    if kind == 3:
-        y = bld(nc.elementwise("exp", "n d", n=n, d=d), y)
-    return bld.build(y)
-
-
 def _exhaust(rule, d):
     while True:
         ms = rule.matches(d)
@@ -400,12 +196,9 @@ def _exhaust(rule, d):
 
 def _staged(rng, kinds, stage: int):
     """A program of one of ``kinds`` made tensor-parallel on h over 2 to 4 devices, its input arriving sharded
-    along n, then the first ``stage`` of this module's rules applied wherever they match: the left-hand sides the
-    derivation of sequence parallelism meets."""
-    from rewrites.devices import device_gather, tensor_parallel
-    P = int(rng.integers(2, 5))
-    d = tensor_parallel(_program(rng, kinds[int(rng.integers(len(kinds)))]), "h", P).diagram
-    d = device_gather.using(axis="n").apply(d)
+    along n (:func:`~rewrites.local_fusion.sharded_mlp`), then the first ``stage`` of the derivation's rules applied
+    wherever they match: the left-hand sides the derivation of sequence parallelism meets."""
+    d = sharded_mlp(rng, kinds)
     for rule in (device_local_fusion, device_scatter.using(axis="n"), device_gather_later.using(axis="n"))[:stage]:
         d = _exhaust(rule, d)
     return d
@@ -428,11 +221,6 @@ def _links(lhs, rhs):
     return nc.cost(lhs, sizes={}).link, nc.cost(rhs, sizes={}).link
 
 
-def _region(d):
-    (k,) = [b for b in d.boxes if isinstance(b, nc.Shard)]
-    return k
-
-
 def _scatter_cost(lhs, rhs, m):
     """Per device p (P devices, every one holding a shard here): the all-reduce of ``y`` sent and received
     ``|y| − c_p + (P − 1)·c_p`` (``c_p``: its chunk of the flat values); the reduce-scatter and all-gather along b
@@ -453,17 +241,6 @@ def _scatter_cost(lhs, rhs, m):
     assert after.messages == before.messages, f"messages {before.messages} → {after.messages}"
 
 
-def _flops_moved(lhs, rhs, box, b, P):
-    """The box's work, counted whole on one device before, is that on the first (largest) shard of b after."""
-    full = next(a.axis(b).size for a in box.dom.inside if b in a.names)
-    whole = nc.cost(as_diagram(box), sizes={}).flops
-    mine = nc.cost(relabel_axis(as_diagram(box), b, -(-int(full) // P), full=full), sizes={}).flops
-    before, after = nc.cost(lhs, sizes={}).flops, nc.cost(rhs, sizes={}).flops
-    for u in {*before, *after, *whole}:
-        assert after.get(u, 0) == before.get(u, 0) - whole.get(u, 0) + mine.get(u, 0), \
-            f"{u} FLOPs {before.get(u, 0)} → {after.get(u, 0)}; the box's {whole.get(u, 0)} → {mine.get(u, 0)}"
-
-
 def _later_cost(lhs, rhs, m):
     """The moved box's work is its shard's; per device p the link sends ``(P − 1)·|z_p|`` for each output z of the
     box instead of ``(P − 1)·|x_p|`` for each input x whose all-gather it alone read, and receives ``|z| − |z_p|``
@@ -473,7 +250,7 @@ def _later_cost(lhs, rhs, m):
     vals = Values(k.arg)
     i, b = _later_site(k, vals, m.params.get("axis"))
     box, ins, _ = vals.ops[i]
-    _flops_moved(lhs, rhs, box, b, P)
+    work_on_shard(lhs, rhs, box, b, P)
     readers = [v for _, vs, _ in vals.ops for v in vs] + list(vals.cod)
     dropped = [vals.ops[vals.made_by(v)[0]][0].cod.inside[vals.made_by(v)[1]] for a, v in zip(box.dom.inside, ins)
                if b in a.names and readers.count(v) == 1 and
@@ -501,16 +278,6 @@ def _output_cost(lhs, rhs, m):
         mine = _rows(y, b, P)[p]
         assert before.sent[p] - after.sent[p] == (P - 1) * mine, f"device {p}: sent {before.sent[p]} → {after.sent[p]}"
         assert before.received[p] - after.received[p] == _numel(y) - mine, f"device {p}: received"
-
-
-def _local_cost(lhs, rhs, m):
-    """The link unchanged; the box's work, whole outside, is its first shard's inside."""
-    k, g = m.box("k"), m.box("g")
-    sources = [_source(m.net, w) for w in m.net.ins[m.nodes["k"]]]
-    (b,) = {k.sharded("dom")[j] for j, s in enumerate(sources) if s[0] == m.nodes["g"]}
-    before, after = _links(lhs, rhs)
-    assert (after.sent, after.received, after.messages) == (before.sent, before.received, before.messages)
-    _flops_moved(lhs, rhs, g, b, int(k.devices))
 
 
 device_scatter = Rule(
@@ -556,19 +323,5 @@ device_gather_output = Rule(
     oriented=False,
 )
 
-device_local_fusion = Rule(
-    "device_local_fusion",
-    Pattern({"k": DEVICES}, absorb=_local_producer),
-    built_by(_local),
-    conditions=(Condition("read sharded", legal_when(_local),
-                          "the region reads every output of G sharded along one axis G is woven over"),),
-    obligation=Obligation(lambda rng: _staged(rng, (2, 4), 0), inputs=random_inputs, cost=_local_cost),
-    doc="""G ; Shard(F) → Shard(G[b ↦ b/P] ; F) where F reads G's outputs sharded along b: G runs on the shards.
 
-    ``shard_b ∘ G = G[b ↦ b/P] ∘ shard_b`` for G woven over b (its inputs carrying b arrive sharded).  Cost claim:
-    the link unchanged; G's work, counted once outside, is each device's on its shard.""",
-    oriented=False,
-)
-
-__all__ = ["device_scatter", "device_gather_later", "device_gather_output", "device_local_fusion", "Values",
-           "gather", "woven", "positions_inside", "is_kind", "moves_values"]
+__all__ = ["device_scatter", "device_gather_later", "device_gather_output", "same_everywhere"]
