@@ -195,15 +195,7 @@ PROGRAMS = [flash_on_symbolic_devices, mlp, gathered_attention, sharded_softmax,
             all_to_all_round_trip, two_regions, ulysses_attention] + RINGS
 
 
-@pytest.fixture(scope="module")
-def four():
-    with nc.distributed.World(4) as w:          # one spawn: P = 2 runs on its first two ranks
-        yield w
-
-
-@pytest.fixture(params=[2, 4])
-def world(request, four):
-    return four if request.param == 4 else four.first(2)
+# the fixtures `four` (one world of four ranks for the session) and `world` (P = 2 and 4 on it): conftest.py
 
 
 def test_programs_run_on_torch_distributed_as_on_one_device(world):
