@@ -50,28 +50,29 @@ from napkin_cat.rewriting.match import Pattern
 from napkin_cat.syntax.collectives import shard_size
 from napkin_cat.syntax.wiring import computes
 from rewrites.devices import DEVICES, as_diagram, built_by, legal_when, random_inputs
-from rewrites.local_fusion import device_local_fusion, sharded_mlp, work_on_shard
+from rewrites.local_fusion import as_int, bound, counted, device_local_fusion, sharded_mlp, work_on_shard
 from rewrites.region_inside import Values, gather, is_kind, moves_values, one_format, rewrapped, signature, woven
 
 
 # ---------------------------------------------------------------------- device_scatter
-def _scattered(m):
-    k = m.box("k")
-    vals = Values(k.arg)
-    axis = m.params.get("axis")
-    found = None
+def _scatter_site(k, vals: Values, axis):
+    """The first all-reduce inside ``k`` whose arrays all carry ``axis`` (None: any axis they all carry), its op and
+    that axis; RewriteError where none does."""
     for i, (box, _, _) in enumerate(vals.ops):
         if not is_kind(box, "all_reduce"):
             continue
         shared = [n for n in box.dom.inside[0].names if all(n in a.names for a in box.dom.inside)]
         pick = axis if axis in shared else (shared[0] if axis is None and shared else None)
         if pick is not None:
-            found = (i, box, pick)
-            break
-    if found is None:
-        raise RewriteError(f"{k.name}: no all-reduce inside whose arrays all carry "
-                           f"{'an axis' if axis is None else repr(axis)} to scatter along")
-    i, box, b = found
+            return i, box, pick
+    raise RewriteError(f"{k.name}: no all-reduce inside whose arrays all carry "
+                       f"{'an axis' if axis is None else repr(axis)} to scatter along")
+
+
+def _scattered(m):
+    k = m.box("k")
+    vals = Values(k.arg)
+    i, box, b = _scatter_site(k, vals, m.params.get("axis"))
     full = box.dom.inside[0].axis(b).size
     P = box.data.param("devices")
     level, dtype = one_format(box.dom.inside, box.name)
@@ -204,21 +205,18 @@ def _staged(rng, kinds, stage: int):
     return d
 
 
-def _rows(a, b: str, P: int) -> list:
-    """The values of each device's shard of the array ``a`` (concrete) cut along ``b`` as np.array_split cuts."""
-    total = 1
-    for x in a.axes:
-        total *= int(x.size)
-    n = int(a.axis(b).size)
-    return [total // n * len(c) for c in np.array_split(np.arange(n), P)]
+def _rows(a, b: str, P: int, sizes: dict) -> list:
+    """The values of each device's shard of the array ``a`` (at ``sizes``) cut along ``b`` as np.array_split cuts."""
+    n = as_int(a.axis(b).size, sizes)
+    return [_numel(a, sizes) // n * len(c) for c in np.array_split(np.arange(n), P)]
 
 
-def _numel(a) -> int:
-    return int(np.prod([int(x.size) for x in a.axes]))
+def _numel(a, sizes: dict) -> int:
+    return int(np.prod([as_int(x.size, sizes) for x in a.axes]))
 
 
-def _links(lhs, rhs):
-    return nc.cost(lhs, sizes={}).link, nc.cost(rhs, sizes={}).link
+def _links(lhs, rhs, sizes: dict):
+    return counted(lhs, sizes).link, counted(rhs, sizes).link
 
 
 def _scatter_cost(lhs, rhs, m):
@@ -228,14 +226,13 @@ def _scatter_cost(lhs, rhs, m):
     numpy's cuts; the messages do not change."""
     k = m.box("k")
     P = int(k.devices)
-    (box,) = [b for b in Values(k.arg).ops if is_kind(b[0], "all_reduce")][:1] or [None]
-    box = box[0]
-    b = m.params.get("axis") or box.dom.inside[0].names[0]
-    before, after = _links(lhs, rhs)
+    _, box, b = _scatter_site(k, Values(k.arg), m.params.get("axis"))
+    sizes = bound(lhs, rhs)
+    before, after = _links(lhs, rhs, sizes)
     for p in range(P):
-        ar = sum(_numel(a) - len(c) + (P - 1) * len(c) for a in box.dom.inside
-                 for c in [np.array_split(np.arange(_numel(a)), P)[p]])
-        rsag = sum(_numel(a) - r + (P - 1) * r for a in box.dom.inside for r in [_rows(a, b, P)[p]])
+        ar = sum(_numel(a, sizes) - len(c) + (P - 1) * len(c) for a in box.dom.inside
+                 for c in [np.array_split(np.arange(_numel(a, sizes)), P)[p]])
+        rsag = sum(_numel(a, sizes) - r + (P - 1) * r for a in box.dom.inside for r in [_rows(a, b, P, sizes)[p]])
         assert after.sent[p] - before.sent[p] == rsag - ar, f"device {p}: sent {before.sent[p]} → {after.sent[p]}"
         assert after.received[p] - before.received[p] == rsag - ar, f"device {p}: received"
     assert after.messages == before.messages, f"messages {before.messages} → {after.messages}"
@@ -250,17 +247,18 @@ def _later_cost(lhs, rhs, m):
     vals = Values(k.arg)
     i, b = _later_site(k, vals, m.params.get("axis"))
     box, ins, _ = vals.ops[i]
-    work_on_shard(lhs, rhs, box, b, P)
+    sizes = bound(lhs, rhs)
+    work_on_shard(lhs, rhs, box, b, P, sizes)
     readers = [v for _, vs, _ in vals.ops for v in vs] + list(vals.cod)
     dropped = [vals.ops[vals.made_by(v)[0]][0].cod.inside[vals.made_by(v)[1]] for a, v in zip(box.dom.inside, ins)
                if b in a.names and readers.count(v) == 1 and
                sum(readers.count(o) for o in vals.ops[vals.made_by(v)[0]][2]) == 1]
-    before, after = _links(lhs, rhs)
+    before, after = _links(lhs, rhs, sizes)
     for p in range(P):
-        sent = sum((P - 1) * _rows(c, b, P)[p] for c in box.cod.inside) - \
-            sum((P - 1) * _rows(a, b, P)[p] for a in dropped)
-        got = sum(_numel(c) - _rows(c, b, P)[p] for c in box.cod.inside) - \
-            sum(_numel(a) - _rows(a, b, P)[p] for a in dropped)
+        sent = sum((P - 1) * _rows(c, b, P, sizes)[p] for c in box.cod.inside) - \
+            sum((P - 1) * _rows(a, b, P, sizes)[p] for a in dropped)
+        got = sum(_numel(c, sizes) - _rows(c, b, P, sizes)[p] for c in box.cod.inside) - \
+            sum(_numel(a, sizes) - _rows(a, b, P, sizes)[p] for a in dropped)
         assert after.sent[p] - before.sent[p] == sent, f"device {p}: sent {before.sent[p]} → {after.sent[p]}"
         assert after.received[p] - before.received[p] == got, f"device {p}: received"
 
@@ -273,11 +271,12 @@ def _output_cost(lhs, rhs, m):
     j, (i, port) = _output_site(k, vals, m.params.get("axis"))
     box = vals.ops[i][0]
     y, b = box.cod.inside[port], box.data.param("axis")
-    before, after = _links(lhs, rhs)
+    sizes = bound(lhs, rhs)
+    before, after = _links(lhs, rhs, sizes)
     for p in range(P):
-        mine = _rows(y, b, P)[p]
+        mine = _rows(y, b, P, sizes)[p]
         assert before.sent[p] - after.sent[p] == (P - 1) * mine, f"device {p}: sent {before.sent[p]} → {after.sent[p]}"
-        assert before.received[p] - after.received[p] == _numel(y) - mine, f"device {p}: received"
+        assert before.received[p] - after.received[p] == _numel(y, sizes) - mine, f"device {p}: received"
 
 
 device_scatter = Rule(

@@ -30,6 +30,9 @@ map before it.
 """
 from __future__ import annotations
 
+import numpy as np
+import sympy
+
 import napkin_cat as nc
 from napkin_cat.algorithms.devices import device_region
 from napkin_cat.algorithms.partitions import relabel_axis
@@ -38,6 +41,7 @@ from napkin_cat.rewriting import Condition, Obligation, Rule
 from napkin_cat.rewriting.match import Pattern
 from napkin_cat.syntax.adapter import Ty
 from napkin_cat.syntax.collectives import shard_size
+from napkin_cat.syntax.sizes import symbols_of
 from rewrites.devices import (DEVICES, LEVEL0, as_diagram, built_by, device_gather, legal_when, random_inputs,
                               same_type, tensor_parallel)
 from rewrites.region_inside import woven
@@ -153,13 +157,31 @@ def sharded_mlp(rng, kinds):
     return device_gather.using(axis="n").apply(d)
 
 
-def work_on_shard(lhs, rhs, box, b, P):
+def bound(*diagrams) -> dict:
+    """Sizes for every symbol of ``diagrams``, each 2 … 5 (the instances are concrete; a variant of one may be woven
+    over an axis of symbolic size): the sizes a cost claim counts at."""
+    names = sorted({str(x) for d in diagrams for x in symbols_of(d, params=True)})
+    rng = np.random.default_rng(len(names))
+    return {n: int(rng.integers(2, 6)) for n in names}
+
+
+def counted(d, sizes: dict):
+    """``nc.cost(d)`` at ``sizes`` (those of its own symbols)."""
+    return nc.cost(d, sizes=nc.Sizes(sizes).restrict(d))
+
+
+def as_int(size, sizes: dict) -> int:
+    """A size (an int, or an expression of symbols) at ``sizes``."""
+    return int(sympy.sympify(size).subs({nc.symbol(k): v for k, v in sizes.items()}))
+
+
+def work_on_shard(lhs, rhs, box, b, P, sizes: dict):
     """The cost claim of a box moved onto shards of ``b``: its work, counted whole on one device in ``lhs``, is that
-    on the first (largest) shard of b in ``rhs``, every other unit's FLOPs unchanged."""
+    on the first (largest) shard of b in ``rhs``, every other unit's FLOPs unchanged (at ``sizes``)."""
     full = next(a.axis(b).size for a in box.dom.inside if b in a.names)
-    whole = nc.cost(as_diagram(box), sizes={}).flops
-    mine = nc.cost(relabel_axis(as_diagram(box), b, -(-int(full) // P), full=full), sizes={}).flops
-    before, after = nc.cost(lhs, sizes={}).flops, nc.cost(rhs, sizes={}).flops
+    whole = counted(as_diagram(box), sizes).flops
+    mine = counted(relabel_axis(as_diagram(box), b, -(-as_int(full, sizes) // P), full=full), sizes).flops
+    before, after = counted(lhs, sizes).flops, counted(rhs, sizes).flops
     for u in {*before, *after, *whole}:
         assert after.get(u, 0) == before.get(u, 0) - whole.get(u, 0) + mine.get(u, 0), \
             f"{u} FLOPs {before.get(u, 0)} → {after.get(u, 0)}; the box's {whole.get(u, 0)} → {mine.get(u, 0)}"
@@ -170,9 +192,10 @@ def _local_cost(lhs, rhs, m):
     k, g = m.box("k"), m.box("g")
     sources = [_source(m.net, w) for w in m.net.ins[m.nodes["k"]]]
     (b,) = {k.sharded("dom")[j] for j, s in enumerate(sources) if s[0] == m.nodes["g"]}
-    before, after = nc.cost(lhs, sizes={}).link, nc.cost(rhs, sizes={}).link
+    sizes = bound(lhs, rhs)
+    before, after = counted(lhs, sizes).link, counted(rhs, sizes).link
     assert (after.sent, after.received, after.messages) == (before.sent, before.received, before.messages)
-    work_on_shard(lhs, rhs, g, b, int(k.devices))
+    work_on_shard(lhs, rhs, g, b, int(k.devices), sizes)
 
 
 device_local_fusion = Rule(
@@ -190,4 +213,4 @@ device_local_fusion = Rule(
 )
 
 
-__all__ = ["device_local_fusion", "mlp_program", "sharded_mlp", "work_on_shard"]
+__all__ = ["device_local_fusion", "mlp_program", "sharded_mlp", "work_on_shard", "bound", "counted", "as_int"]
