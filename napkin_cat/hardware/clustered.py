@@ -159,20 +159,50 @@ def _plain(box) -> Diagram:
     return bld.build(*(wires[v] for v in cod))
 
 
-def _local(inside: Diagram, *, whole_rings: bool) -> Diagram:
-    """The program a device runs: ``inside``'s computing boxes, a collective's output an input and its input an
+def _local(inside: Diagram, *, whole_rings: bool, split: bool = True) -> list:
+    """The programs a device runs: ``inside``'s computing boxes, a collective's output an input and its input an
     output; a ring replaced by its inside (``whole_rings``: at the ring axis's full size, its P trips, and a kernel
     by its function, whose algorithm the time model derives; else at its slot, one trip, a kernel kept: the program
-    whose level-0 memory ``held`` counts)."""
+    whose level-0 memory ``held`` counts).  ``split``: one program per piece the collectives separate (boxes joined
+    by a value that no collective carries), as a box outside every region is a program of its own: a collective
+    waits for what its inputs are made of and its outputs are read after it, so no algorithm runs across it (a norm
+    before an all-gather and the matmul after it are two programs, as they are where the norm runs outside the
+    region); else one program of them all."""
     ops, dom, cod = _values(inside)
     types = dict(zip(dom, inside.dom.inside))
     for box, ins, outs in ops:
         types.update(zip(outs, box.cod.inside))
     computing = [op for op in ops if not is_collective(op[0])]
+    taken = {v for box, ins, _ in ops if is_collective(box) for v in ins}
+    return [_program(piece, cod, taken, types, whole_rings) for piece in (_pieces(computing) if split else [computing])]
+
+
+def _pieces(computing: list) -> list:
+    """The ops ``(box, ins, outs)`` in pieces joined by the values one makes and another reads, each in order."""
+    maker = {v: i for i, (_, _, outs) in enumerate(computing) for v in outs}
+    root = list(range(len(computing)))
+
+    def find(i):
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+    for i, (_, ins, _) in enumerate(computing):
+        for v in ins:
+            if v in maker:
+                root[find(i)] = find(maker[v])
+    groups = {}
+    for i, op in enumerate(computing):
+        groups.setdefault(find(i), []).append(op)
+    return list(groups.values())
+
+
+def _program(computing: list, cod, taken: set, types: dict, whole_rings: bool) -> Diagram:
+    """One device program of the ops ``computing``: the values they read and do not make its inputs, those they make
+    that leave the region or a collective takes its outputs."""
     made = {v for _, _, outs in computing for v in outs}
     read = [v for _, ins, _ in computing for v in ins]
     inputs = list(dict.fromkeys(v for v in read if v not in made))
-    taken = {v for box, ins, _ in ops if is_collective(box) for v in ins}
     outputs = list(dict.fromkeys([v for v in cod if v in made] + [v for v in made if v in taken]))
     bld = Builder(Ty(*(types[v] for v in inputs)))
     wires = dict(zip(inputs, bld.inputs))
@@ -197,10 +227,11 @@ def _values(d: Diagram):
     return trace_values(d)
 
 
-def local_parts(d: Diagram, env: dict, *, whole_rings: bool = True) -> list:
+def local_parts(d: Diagram, env: dict, *, whole_rings: bool = True, split: bool = True) -> list:
     """``(program, ringed)`` per program one device computes in ``d`` at ``env`` (:func:`local_programs`):
-    ``ringed`` where it is a device region's inside whose computing boxes are rings (their trips charged per step,
-    the slowest device's work: :func:`ring_rate`)."""
+    ``ringed`` where it is in a device region whose computing boxes are rings (their trips charged per step, the
+    slowest device's work: :func:`ring_rate`); ``split``: a region's programs apart where collectives separate them
+    (:func:`_local`)."""
     if not any(isinstance(b, Shard) for _, b in layers(d)):
         return [(concrete(d, env), False)]
     out = []
@@ -208,17 +239,29 @@ def local_parts(d: Diagram, env: dict, *, whole_rings: bool = True) -> list:
         if isinstance(box, Shard):
             computing = [b for _, b in layers(box.arg) if is_structural(b) is None and not is_collective(b)]
             ringed = bool(computing) and all(isinstance(b, Ring) for b in computing)
-            out.append((concrete(_local(box.arg, whole_rings=whole_rings), env), ringed))
+            out += [(concrete(p, env), ringed) for p in _local(box.arg, whole_rings=whole_rings, split=split)]
         elif is_structural(box) is None and not is_collective(box):
             out.append((concrete(_plain(box), env), False))
     return [(p, ringed) for p, ringed in out if p.boxes]
 
 
-def local_programs(d: Diagram, env: dict, *, whole_rings: bool = True) -> list:
+def local_programs(d: Diagram, env: dict, *, whole_rings: bool = True, split: bool = True) -> list:
     """The programs one device computes in the device program ``d`` at ``env`` (device 0's, the largest shards),
-    each with every size an int: per device region :func:`_local` of its inside; a computing box outside every
-    region as itself; ``d`` itself where it has no device region (one device runs it all)."""
-    return [p for p, _ in local_parts(d, env, whole_rings=whole_rings)]
+    each with every size an int: per device region :func:`_local` of its inside (a program per piece its
+    collectives separate); a computing box outside every region as itself; ``d`` itself where it has no device
+    region (one device runs it all).
+
+    >>> import napkin_cat as nc
+    >>> from rewrites.devices import device_gather, tensor_parallel
+    >>> up = nc.einsum("n d, d h -> n h") >> nc.elementwise("relu", "n h")
+    >>> mlp = up @ nc.Id("h d") >> nc.einsum("n h, h d -> n d") >> nc.elementwise("exp", "n d")
+    >>> d = device_gather.using(axis="n").apply(tensor_parallel(mlp, "h", devices=2).diagram)
+    >>> [b.name for b in d.boxes[0].arg.boxes if not b.name.startswith("Swap")]
+    ['all-gather', '·', 'relu', '·', 'all-reduce', 'exp']
+    >>> [[b.name for b in p.boxes] for p in local_programs(d, nc.Sizes({"n": 8, "d": 4, "h": 6}).env)]
+    [['·', 'relu', '·'], ['exp']]
+    """
+    return [p for p, _ in local_parts(d, env, whole_rings=whole_rings, split=split)]
 
 
 def _boundary(d: Diagram) -> int:
@@ -232,7 +275,7 @@ def _kept_on_chip(d: Diagram, env: dict) -> int:
     (intermediates the derived algorithm keeps on chip), at the ring's slot: what ``held`` counts and the
     algorithm does not."""
     out = 0
-    for p in local_programs(d, env, whole_rings=False):
+    for p in local_programs(d, env, whole_rings=False, split=False):
         if any(isinstance(b, Kernel) for b in p.boxes):     # a kernel's intermediates are not in held already
             continue
         out = max(out, int(at(p, {}).M.get(0, 0)) - _boundary(p))
