@@ -99,8 +99,9 @@ except ImportError:                     # xdist not installed: `-n` is then unkn
 #: Work units that hold more than one file: ``proofs/`` runs in one worker, because its meta-test
 #: (``proofs/test_meta.py``, last) judges the proofs that ran *in its own session* (``proofs/conftest.py``); the
 #: backward's derivations in one worker, because they cost the same kernels (measured: the four files 197 s of CPU
-#: apart, 164 s together: a kernel costed by one file is found in the search's memo by the next).
-TOGETHER = ("proofs/", "tests/search/test_derive_backward")
+#: apart, 164 s together: a kernel costed by one file is found in the search's memo by the next); the distributed
+#: tests in one worker, because they share one world of ranks (``tests/distributed/conftest.py``).
+TOGETHER = ("proofs/", "tests/search/test_derive_backward", "tests/distributed/")
 #: Tests each of whose cases is a work unit of its own (no module fixture shared): a notebook runs in its kernel.
 APART = ("tests/test_notebooks.py::test_notebook_runs",)
 #: The longest work units (measured: 30 s to 70 s each on 2 cores), handed out first, longest first, so that
@@ -115,7 +116,7 @@ FIRST = ("tests/search/test_derive_backward", NOTEBOOK.format("07_backward"),
          "tests/rewriting/test_rewrite.py",
          "tests/paper/test_reproduce.py", "tests/search/test_heldout.py", "tests/testing/test_fuzz.py",
          "tests/search/test_fuzz.py", "proofs/", "tests/search/test_derive_masked.py", "tests/test_gpu_benchmark.py",
-         "tests/test_docs.py", "tests/torch/test_compile.py", "tests/distributed/test_run.py",
+         "tests/test_docs.py", "tests/torch/test_compile.py", "tests/distributed/",
          "tests/torch/test_gpt_train.py", "tests/codegen/test_triton.py",
          "tests/rewriting/test_rules_rewrite_what_they_offer.py", NOTEBOOK.format("02_deriving_flash_attention"),
          "tests/codegen/test_property.py", "tests/codegen/test_c_block_mask_backward.py",

@@ -30,7 +30,10 @@ ruleset            rules
                    whole read needs, inputs arriving sharded and all-gathered, positions computed on each device;
                    device_ring: such inputs passed round the devices
                    instead, the inside streamed over their shards; device_ulysses: a part woven over the heads
-                   run on a head shard between two all-to-alls, its sequence sharded; oriented by their user with
+                   run on a head shard between two all-to-alls, its sequence sharded; device_scatter,
+                   device_gather_later, device_gather_output, device_local_fusion: an all-reduce split into a
+                   reduce-scatter and an all-gather, the all-gathers moved past the boxes local to their axis
+                   (sequence parallelism); oriented by their user with
                    ``rule.using(devices=P)``; ``tensor_parallel`` applies them)
 ``NORMAL_FORM``    written_softmax, unshifted_softmax, written_logsumexp, scale_into_softmax, product_with_itself,
                    times_reciprocal, mean_of_sum (an operation written by hand as the primitive that names it)
@@ -89,6 +92,8 @@ from rewrites.devices import RULES as _DEVICE_RULES
 from rewrites.generation import device_generation
 from rewrites.ring import device_ring
 from rewrites.ulysses import device_ulysses
+from rewrites.collectives import device_gather_later, device_gather_output, device_scatter
+from rewrites.local_fusion import device_local_fusion
 from rewrites.devices import device_fusion, device_gather, device_partition, device_reduction, tensor_parallel
 from rewrites.splits import split_stream
 from rewrites.sharing import RULES as SHARING
@@ -100,7 +105,8 @@ from rewrites.softmax import (auxiliary_to_unscaled, divide_after_contraction, s
                               softmax_to_auxiliary)
 
 CONTRACTION = _CONTRACTION + _ORDER
-DEVICES = _DEVICE_RULES + RuleSet((device_generation, device_ring, device_ulysses))
+DEVICES = _DEVICE_RULES + RuleSet((device_generation, device_ring, device_ulysses, device_local_fusion, device_scatter,
+                                   device_gather_later, device_gather_output))
 SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_elimination))
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
@@ -133,7 +139,9 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                            "shard": "device_partition", "shard_reduce": "device_reduction",
                            "shard_fuse": "device_fusion", "shard_gather": "device_gather",
                            "shard_generate": "device_generation", "ring": "device_ring",
-                           "reshard": "device_ulysses"})
+                           "reshard": "device_ulysses",
+                           "scatter": ("device_local_fusion", "device_scatter", "device_gather_later",
+                                       "device_gather_output")})
 
 
 __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "UNSCALED", "PARTITION",
@@ -154,4 +162,5 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "SUM_FORM", "sum_of_contraction", "own_axes_first", "contraction_into_readers",
            "SCALE_FORM", "scale_through_contraction", "scales_multiply",
            "VARIANCE_FORM", "uncentred_variance", "DEVICES", "device_partition", "device_reduction", "device_fusion",
-           "device_gather", "tensor_parallel", "device_ulysses"]
+           "device_gather", "tensor_parallel", "device_ulysses", "device_scatter", "device_gather_later",
+           "device_gather_output", "device_local_fusion"]

@@ -52,7 +52,7 @@ from napkin_cat.semantics.evaluate import interpret
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.semantics.regions import Numpy, run_region
 from napkin_cat.syntax.adapter import Bubble
-from napkin_cat.syntax.collectives import coupled_axis, shard_bounds
+from napkin_cat.syntax.collectives import coupled_axis, in_cod_layout, shard_bounds
 from napkin_cat.syntax.construct import elementwise
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.wiring import traverse
@@ -96,7 +96,12 @@ def _reduce_scatter(xs, positions, exchange, merge):
 
 
 def run_collective(box, xs: list, exchange, env) -> list:
-    """The outputs of the collective ``box`` on this device's inputs ``xs``, through ``exchange``."""
+    """The outputs of the collective ``box`` on this device's inputs ``xs``, through ``exchange``, in the layout of
+    its output arrays (:func:`~napkin_cat.syntax.collectives.in_cod_layout`)."""
+    return in_cod_layout(box, _collective(box, xs, exchange, env))
+
+
+def _collective(box, xs: list, exchange, env) -> list:
     kind, names = box.data.kind, [a.names for a in box.dom.inside]
     xs = [np.asarray(x) for x in xs]
     if kind == "all_gather":

@@ -45,31 +45,24 @@ True
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 
-import sympy
-
-from napkin_cat.algorithms.bubbles import Kernel
 from napkin_cat.algorithms.devices import Shard
-from napkin_cat.algorithms.partitions import kernel, relabel_axis
-from napkin_cat.algorithms.ring import Ring
 from napkin_cat.cost.numeric import at
 from napkin_cat.errors import AxisError, CapacityError, HardwareError, NapkinError
 from napkin_cat.hardware.devices import Cluster
+from napkin_cat.hardware.local_programs import (boundary, concrete, kept_on_chip, local_parts, local_programs,
+                                              rings_as_kernels)
 from napkin_cat.hardware.linktime import ClusterPrediction, Phase, predict_cluster
 from napkin_cat.hardware.model import GPU
 from napkin_cat.hardware.predict import predict
 from napkin_cat.hardware.programtime import program_phases, rings_of
-from napkin_cat.hardware.ringcharge import SLOWEST, algorithm_tiles, cost_at, each_box, in_contiguous_order, ring_rate
+from napkin_cat.hardware.ringcharge import SLOWEST, algorithm_tiles, cost_at, in_contiguous_order, ring_rate
 from napkin_cat.hardware.timed import derive_for_time
 from napkin_cat.rewriting.trace import Derivation as RuleDerivation, Trace
 from napkin_cat.search.derivation import derive as derive_transfers
-from napkin_cat.search.devices import device_forms, is_collective
-from napkin_cat.syntax.adapter import Diagram, Ty, is_structural, layers
-from napkin_cat.syntax.axis import Axis
-from napkin_cat.syntax.builder import Builder
-from napkin_cat.syntax.relabel import at_level, map_arrays
+from napkin_cat.search.devices import device_forms
+from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.syntax.sizes import as_sizes
 from napkin_cat.syntax.wiring import trace_values
 
@@ -121,141 +114,11 @@ class ClusterDerivation(RuleDerivation):
         return [(c.label, c.time, c.memory, c.refused) for c in self.candidates]
 
 
-# ------------------------------------------------------------------------------------------ local programs
-def _int_size(size, env):
-    v = sympy.sympify(size).subs(env)
-    if not v.is_number:
-        raise HardwareError(f"an axis of size {size} is {v} at the sizes given: give every size of the program "
-                            f"({sorted(str(s) for s in v.free_symbols)} missing)")
-    return max(1, int(math.ceil(v)))
-
-
-def concrete(d: Diagram, env: dict) -> Diagram:
-    """``d`` with every axis at its size in ``env``, rounded up (a shard ``a/P`` at its largest, ``⌈a/P⌉``), and
-    every parameter substituted: a program with no symbol left."""
-    def fa(arr):
-        return arr.replace(axes=tuple(x if isinstance(x.size, int) else Axis(x.name, _int_size(x.size, env))
-                                      for x in arr.axes))
-
-    def fparam(value):
-        return value.subs(env) if isinstance(value, sympy.Basic) else value
-    return map_arrays(d, fa, fparam=fparam)
-
-
-def _plain(box) -> Diagram:
-    """A box as a one-box diagram; a kernel as the function it runs (its loads and saves left out, at level 0:
-    the time model derives its own algorithm for it)."""
-    if not isinstance(box, Kernel):
-        return Diagram.id(box.dom).then(box)
-    ops, dom, cod = _values(at_level(box.arg, 0))
-    bld = Builder(box.dom)
-    wires = dict(zip(dom, bld.inputs))
-    for b, ins, outs in ops:
-        if getattr(getattr(b, "data", None), "kind", None) in ("load", "save"):
-            wires[outs[0]] = wires[ins[0]]
-            continue
-        got = bld(_plain(b), *(wires[v] for v in ins))
-        wires.update(zip(outs, got if isinstance(got, tuple) else (got,)))
-    return bld.build(*(wires[v] for v in cod))
-
-
-def _local(inside: Diagram, *, whole_rings: bool) -> Diagram:
-    """The program a device runs: ``inside``'s computing boxes, a collective's output an input and its input an
-    output; a ring replaced by its inside (``whole_rings``: at the ring axis's full size, its P trips, and a kernel
-    by its function, whose algorithm the time model derives; else at its slot, one trip, a kernel kept: the program
-    whose level-0 memory ``held`` counts)."""
-    ops, dom, cod = _values(inside)
-    types = dict(zip(dom, inside.dom.inside))
-    for box, ins, outs in ops:
-        types.update(zip(outs, box.cod.inside))
-    computing = [op for op in ops if not is_collective(op[0])]
-    made = {v for _, _, outs in computing for v in outs}
-    read = [v for _, ins, _ in computing for v in ins]
-    inputs = list(dict.fromkeys(v for v in read if v not in made))
-    taken = {v for box, ins, _ in ops if is_collective(box) for v in ins}
-    outputs = list(dict.fromkeys([v for v in cod if v in made] + [v for v in made if v in taken]))
-    bld = Builder(Ty(*(types[v] for v in inputs)))
-    wires = dict(zip(inputs, bld.inputs))
-    rings = []
-    for box, ins, outs in computing:
-        if isinstance(box, Ring):
-            rings.append(box)
-            part = box.arg
-        elif isinstance(box, Kernel) and not whole_rings:     # its memory: a kernel's intermediates are on chip
-            part = Diagram.id(box.dom).then(box)
-        else:
-            part = _plain(box)
-        got = bld(part, *(wires[v] for v in ins))
-        wires.update(zip(outs, got if isinstance(got, tuple) else (got,)))
-    local = bld.build(*(wires[v] for v in outputs))
-    for r in rings if whole_rings else ():
-        local = relabel_axis(local, r.axis, r.params["full"], full=r.size)
-    return local
-
-
-def _values(d: Diagram):
-    return trace_values(d)
-
-
-def local_parts(d: Diagram, env: dict, *, whole_rings: bool = True) -> list:
-    """``(program, ringed)`` per program one device computes in ``d`` at ``env`` (:func:`local_programs`):
-    ``ringed`` where it is a device region's inside whose computing boxes are rings (their trips charged per step,
-    the slowest device's work: :func:`ring_rate`)."""
-    if not any(isinstance(b, Shard) for _, b in layers(d)):
-        return [(concrete(d, env), False)]
-    out = []
-    for _, box in layers(d):
-        if isinstance(box, Shard):
-            computing = [b for _, b in layers(box.arg) if is_structural(b) is None and not is_collective(b)]
-            ringed = bool(computing) and all(isinstance(b, Ring) for b in computing)
-            out.append((concrete(_local(box.arg, whole_rings=whole_rings), env), ringed))
-        elif is_structural(box) is None and not is_collective(box):
-            out.append((concrete(_plain(box), env), False))
-    return [(p, ringed) for p, ringed in out if p.boxes]
-
-
-def local_programs(d: Diagram, env: dict, *, whole_rings: bool = True) -> list:
-    """The programs one device computes in the device program ``d`` at ``env`` (device 0's, the largest shards),
-    each with every size an int: per device region :func:`_local` of its inside; a computing box outside every
-    region as itself; ``d`` itself where it has no device region (one device runs it all)."""
-    return [p for p, _ in local_parts(d, env, whole_rings=whole_rings)]
-
-
-def _boundary(d: Diagram) -> int:
-    """The level-0 memory of ``d`` run as one kernel (its intermediates on chip): its inputs and outputs as the
-    cost's liveness holds them."""
-    return int(at(kernel(d), {}).M.get(0, 0))
-
-
-def _kept_on_chip(d: Diagram, env: dict) -> int:
-    """Values the device program's function boxes hold at level 0 beyond what one kernel of them holds
-    (intermediates the derived algorithm keeps on chip), at the ring's slot: what ``held`` counts and the
-    algorithm does not."""
-    out = 0
-    for p in local_programs(d, env, whole_rings=False):
-        if any(isinstance(b, Kernel) for b in p.boxes):     # a kernel's intermediates are not in held already
-            continue
-        out = max(out, int(at(p, {}).M.get(0, 0)) - _boundary(p))
-    return max(out, 0)
-
-
-def rings_as_kernels(d: Diagram) -> Diagram:
-    """``d`` with each ring's inside one kernel: a trip's intermediates on chip, as the per-device algorithm keeps
-    them (its state and slots stay at level 0): the device program whose ``held`` the ring's memory is."""
-    def mapped(box):
-        if isinstance(box, Ring):
-            return Ring.rebuild(kernel(box.arg), box.dom, box.cod, box.params)
-        if isinstance(box, Shard):
-            return Shard.rebuild(each_box(box.arg, mapped), box.dom, box.cod, box.params)
-        return box
-    return each_box(d, mapped)
-
-
 def _global_extra(r) -> int:
     """What a derived algorithm holds at level 0 beyond one kernel of its function (a split stream's partials,
     an intermediate between two kernels)."""
     m = at(r.diagram, r.optimum.sizes).M.get(0, 0)
-    return max(int(m) - _boundary(r.start), 0)
+    return max(int(m) - boundary(r.start), 0)
 
 
 # ------------------------------------------------------------------------------------------ timing
@@ -316,20 +179,20 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
                                                    f"the layout gives it {how(layout[k])}")
     one = not any(isinstance(b, Shard) for _, b in layers(d))
     if one:            # what the device holds before its algorithm's own global memory: refused before it is derived
-        held = max(_boundary(p) for p in local_programs(d, env)) * _bytes_per_value(d)
+        held = max(boundary(p) for p in local_programs(d, env)) * _bytes_per_value(d)
         if held > c.capacity:
             return ClusterCandidate(**row, memory=held, refused=_too_big(held, c))
     else:
         try:
             link = cost_at(d, sizes, cache).link
             phases, _, held = program_phases(c, d, sizes, 0.0, link=link)
-        except (NapkinError, ValueError) as e:
+            per_value = _bytes_per_value(d)
+            mine = rings_as_kernels(d) if rings_of(d) else d       # a ring's trip keeps its intermediates on chip
+            if mine is not d:
+                held = max(cost_at(mine, sizes, cache).link.held) * per_value
+        except (NapkinError, ValueError) as e:      # a ring whose trip is no kernel the stream can run: refused
             return ClusterCandidate(**row, refused=str(e).splitlines()[0])
-        per_value = _bytes_per_value(d)
-        mine = rings_as_kernels(d) if rings_of(d) else d       # a ring's trip keeps its intermediates on chip
-        if mine is not d:
-            held = max(cost_at(mine, sizes, cache).link.held) * per_value
-        held -= _kept_on_chip(mine, env) * per_value
+        held -= kept_on_chip(mine, env) * per_value
         if held > c.capacity:
             return ClusterCandidate(**row, memory=held, refused=_too_big(held, c))
     parts = local_parts(d, env)
@@ -368,7 +231,7 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
 def input_layout(d: Diagram) -> tuple:
     """For each input of the device program ``d``, the axis it arrives sharded along, or None (whole on every
     device, or read outside every device region): what its first reader, a device region, reads it as."""
-    ops, dom, _ = _values(d)
+    ops, dom, _ = trace_values(d)
     out = []
     for v in dom:
         cut = None

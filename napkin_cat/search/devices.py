@@ -12,6 +12,10 @@ replays from ``f``::
                          whole is all-gathered); an input without a arrives whole on every device (replicated)
     shard a, gather b    for each axis b of such a replicated input: the inputs carrying b arrive sharded along b
                          and are all-gathered (``shard_gather``)
+    shard a, scatter b   that gather form with the book's ``scatter`` rules at b to a fixpoint: an all-reduce made a
+                         reduce-scatter and an all-gather along b, each all-gather moved past the boxes local to b
+                         (and out at an output, left sharded), each box before the region that it reads sharded
+                         along b moved inside on the shards (sequence parallelism, where b is the tokens)
     shard a, ring b      the partition with each box of no input that feeds a region alone moved inside it
                          (``shard_generate``: positions each device computes, so a mask of them is decided per device
                          and step), its replicated inputs carrying b made a ring (``ring``): the shards of b travel
@@ -74,7 +78,7 @@ def is_collective(box) -> bool:
 
 
 def _collective_label(box) -> str:
-    kind = box.data.kind.replace("_", "-")
+    kind = kind_of(box.data.kind).label or box.data.kind.replace("_", "-")
     if box.data.kind == "all_to_all":
         return f"{kind} {box.data.param('gather')}→{box.data.param('scatter')}"
     axis = box.data.param("axis") if box.data.kind != "all_reduce" else None
@@ -181,12 +185,29 @@ def _partitions(f, book, P, axis) -> list:
         except NapkinError as e:
             out.append(DeviceForm(f"shard {axis}: all-gather {other}", refused=str(e).splitlines()[0]))
             continue
-        out.append(_made(g, book, base.trace.steps))
+        gathered = _made(g, book, base.trace.steps)
+        out.append(gathered)
+        if "scatter" in roles:
+            out += _scattered(gathered, book, other)
         if "ring" not in roles:
             continue
         for order in ORDERS:          # one ring per order its rule takes: each its own form, trace and label
             out.append(_ring(ringed, book, axis, other, order))
     return out
+
+
+def _scattered(source: DeviceForm, book, other: str) -> list:
+    """``source`` with the book's ``scatter`` rules at ``axis=other`` applied to a fixpoint (an all-reduce made a
+    reduce-scatter and an all-gather along ``other``, the gathers moved past the boxes local to it, the boxes before
+    the region that it reads sharded moved inside): one form where they apply, none where they do not."""
+    rules = [rule.using(axis=other) for rule in book.role("scatter")]
+    mk = Maker(source.diagram)
+    try:
+        if not _apply_all(mk, rules):
+            return []
+    except NapkinError as e:
+        return [DeviceForm(f"{source.label}: scattered along {other}", refused=str(e).splitlines()[0])]
+    return [_made(mk, book, source.trace.steps)]
 
 
 def _generated(base: DeviceForm, book) -> DeviceForm:

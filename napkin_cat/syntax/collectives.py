@@ -150,9 +150,28 @@ def _reduced(xs, merge):
     return out
 
 
+def in_cod_layout(box, ys: list) -> list:
+    """A collective's outputs ``ys``, each computed in its input's layout (a collective moves values, it does not
+    reorder axes), in the layout of the box's output arrays: a woven collective may carry the woven axis at another
+    position in its outputs than in its inputs (:func:`~napkin_cat.syntax.weave.weave` places each port's own).
+
+    >>> import numpy as np
+    >>> from napkin_cat.syntax.weave import weave
+    >>> g = weave(all_gather("n d", axis="n", devices=2), "b", inputs={0: 0}, position=-1, b=3).boxes[0]
+    >>> [" ".join(a.names) for a in (*g.dom.inside, *g.cod.inside)], in_cod_layout(g, [np.zeros((3, 4, 5))])[0].shape
+    (['b n d', 'n d b'], (4, 5, 3))
+    """
+    out = []
+    for y, a, c in zip(ys, box.dom.inside, box.cod.inside):
+        perm = [a.names.index(n) for n in c.names]
+        out.append(y if perm == sorted(perm) else np.transpose(y, perm))
+    return out
+
+
 def _run_all_gather(box, xs, merge):
     axis = box.data.param("axis")
     whole = [np.concatenate([x[i] for x in xs], axis=_pos(a, axis)) for i, a in enumerate(box.dom.inside)]
+    whole = in_cod_layout(box, whole)
     return [list(whole) for _ in xs]
 
 
@@ -162,16 +181,16 @@ def _run_reduce_scatter(box, xs, merge):
     outs = []
     for p in range(len(xs)):
         mine = []
-        for y, a in zip(reduced, box.cod.inside):
+        for y, a in zip(reduced, box.dom.inside):
             pos = _pos(a, axis)
             b = shard_bounds(y.shape[pos], len(xs))
             mine.append(_cut(y, pos, b[p], b[p + 1]))
-        outs.append(mine)
+        outs.append(in_cod_layout(box, mine))
     return outs
 
 
 def _run_all_reduce(box, xs, merge):
-    reduced = _reduced(xs, merge)
+    reduced = in_cod_layout(box, _reduced(xs, merge))
     return [list(reduced) for _ in xs]
 
 
@@ -184,7 +203,7 @@ def _run_all_to_all(box, xs, merge):
             ps, pg = _pos(a, scatter), _pos(a, gather)
             b = shard_bounds(xs[0][i].shape[ps], len(xs))
             mine.append(np.concatenate([_cut(x[i], ps, b[p], b[p + 1]) for x in xs], axis=pg))
-        outs.append(mine)
+        outs.append(in_cod_layout(box, mine))
     return outs
 
 
@@ -270,15 +289,15 @@ def _outside(xs, core):
                       "devices run in lockstep, not on one device's values")
 
 
-for _name, _run, _moves, _doc in (
-        ("all_gather", _run_all_gather, _moves_all_gather,
+for _name, _run, _moves, _axes, _doc in (
+        ("all_gather", _run_all_gather, _moves_all_gather, ("axis",),
          "Every device's shard joined along the axis, on every device."),
-        ("reducescatter", _run_reduce_scatter, _moves_reduce_scatter,
+        ("reducescatter", _run_reduce_scatter, _moves_reduce_scatter, ("axis",),
          "The devices' partials merged, device p keeping shard p of the axis."),
-        ("all_reduce", _run_all_reduce, _moves_all_reduce, "The devices' partials merged, on every device."),
-        ("all_to_all", _run_all_to_all, _moves_all_to_all,
+        ("all_reduce", _run_all_reduce, _moves_all_reduce, (), "The devices' partials merged, on every device."),
+        ("all_to_all", _run_all_to_all, _moves_all_to_all, ("gather", "scatter"),
          "Sharded along one axis (gather) to sharded along another (scatter).")):
-    declare(_name, _outside, doc=_doc, collective=Collective(_run, _moves),
+    declare(_name, _outside, doc=_doc, collective=Collective(_run, _moves), axis_params=_axes,
             label=_name.replace("_", "-") if _name != "reducescatter" else "reduce-scatter")
 
 
@@ -360,4 +379,4 @@ def all_to_all(signature: str, *, gather: str, scatter: str, devices, level: int
 
 
 __all__ = ["Collective", "as_devices", "shard_size", "shard_bounds", "whole_axes", "chunk", "coupled_axis",
-           "all_reduce_chunk", "all_gather", "reduce_scatter", "all_reduce", "all_to_all"]
+           "all_reduce_chunk", "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "in_cod_layout"]

@@ -256,6 +256,9 @@ differentiate it (nc.grad)
     #: numpy meaning on every device's values at once and the values each device sends and receives); None: it
     #: runs on one device's values (every kind but the collectives)
     collective: object = None
+    #: the parameters that name an axis (a collective's ``axis``): an axis renamed is renamed there too, as in the
+    #: weave names (:func:`~napkin_cat.syntax.relabel.rename_axis`)
+    axis_params: tuple = ()
 
     def __repr__(self):
         return f"Kind({self.name!r})"
@@ -329,7 +332,7 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
             renames: bool = False, symbol: str | Callable | None = None, requires: tuple = (),
             arity: int | None = None, conversion: bool = False, locates: Callable | None = None,
             sized: bool = False, prepared: Callable | None = None, commutative: bool = False,
-            collective: object = None) -> Kind:
+            collective: object = None, axis_params: tuple = ()) -> Kind:
     """Declare (register) a primitive kind; returns it.  Every part is a keyword argument:
 
     ``impl(xs, core)`` takes numpy arrays with leading batch dims and returns a
@@ -359,7 +362,8 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     ``prepared(box)`` a faster implementation of one box (a function of the operand list) or None, built once by the
     plan's runner and run on every tile; ``commutative=True`` where its two operands may be swapped exactly;
     ``collective`` (:class:`~napkin_cat.syntax.collectives.Collective`) for a kind that runs across the devices of a
-    device region (all-gather, all-reduce, …).
+    device region (all-gather, all-reduce, …); ``axis_params`` names the parameters whose values are axis names
+    (renamed with the axis).
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise SignatureError(f"a primitive kind is named by an identifier (such as 'gelu2'), got {name!r}")
@@ -387,6 +391,10 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     if symbol is not None and not (isinstance(symbol, str) or callable(symbol)):
         raise SignatureError(f"kind {name!r}: symbol is the text drawn in its box (a string, or a function of the "
                              f"box), got {type(symbol).__name__} {symbol!r}")
+    if not isinstance(axis_params, (tuple, list)) or not all(isinstance(p, str) and p.isidentifier()
+                                                              for p in axis_params):
+        raise SignatureError(f"kind {name!r}: axis_params names the parameters whose values are axis names, a tuple "
+                             f"of identifiers such as ('axis',), got {axis_params!r}")
     if not isinstance(requires, (tuple, list)) or not all(isinstance(p, str) and p.isidentifier() for p in requires):
         raise SignatureError(f"kind {name!r}: requires names its required parameters, a tuple of identifiers "
                              f"such as ('alpha',), got {requires!r}")
@@ -399,7 +407,8 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
     kind = Kind(name, impl, flops, check, accumulator, labelled, label or name, shape, doc, tuple(addends), vjp,
                 interval, constant, forms, in_place=in_place, renames=renames, symbol=symbol,
                 requires=tuple(requires), arity=arity, conversion=conversion,
-                locates=locates, sized=sized, prepared=prepared, commutative=commutative, collective=collective)
+                locates=locates, sized=sized, prepared=prepared, commutative=commutative, collective=collective,
+                axis_params=tuple(axis_params))
     KINDS[name] = kind
     return kind
 

@@ -21,7 +21,7 @@ from sympy import Basic, Symbol
 from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty, as_level, from_layers
 from napkin_cat.syntax.axis import Axis, as_size, symbol
 from napkin_cat.errors import AxisError
-from napkin_cat.syntax.primitive import Weave
+from napkin_cat.syntax.primitive import Weave, kind_of
 from napkin_cat.syntax.sizes import names_of
 from napkin_cat.syntax.weave import build_box
 from napkin_cat.syntax.wiring import computes, retype
@@ -135,6 +135,9 @@ def _image(box, fa, fname, fparam, key):
     cod = [fa(a) for a in box.cod.inside]
     weaves = [Weave(fname(w.name), w.inputs) for w in spec.weaves]
     params = {k: fparam(v) for k, v in spec.params} if fparam else dict(spec.params)
+    for k in kind_of(spec.kind).axis_params:        # a collective's axis: renamed like a weave name
+        if isinstance(params.get(k), str):
+            params[k] = fname(params[k])
     if _kept(dom, box.dom.inside) and _kept(cod, box.cod.inside) and _kept(weaves, spec.weaves) \
             and _kept([params[k] for k, _ in spec.params], [v for _, v in spec.params]):
         return box

@@ -22,6 +22,7 @@ from napkin_cat.algorithms.devices import device_region  # noqa: E402
 from napkin_cat.distributed.run import bound_devices  # noqa: E402
 from napkin_cat.distributed.world import start_method  # noqa: E402
 from napkin_cat.syntax.sizes import symbols_of  # noqa: E402
+from napkin_cat.syntax.weave import weave  # noqa: E402
 from rewrites.devices import device_gather, tensor_parallel  # noqa: E402
 from rewrites.ulysses import device_ulysses  # noqa: E402
 
@@ -99,6 +100,14 @@ def all_to_all_round_trip(P, rng):
     d = device_region(there >> nc.elementwise("exp", "n h", n=-(-n // P), h=h) >> back, "h", P, h)
     X = rng.normal(size=(n, h))
     return d, (X,), np.exp(X), {}
+
+
+def woven_all_to_all(P, rng):
+    """That exchange woven over a batch axis placed first in the input and last in the output: each all-to-all reads
+    and writes it at different positions, its values laid out as its output arrays say."""
+    d, (X,), expected, sizes = all_to_all_round_trip(P, rng)
+    Y = np.stack([X, -X])
+    return weave(d, "b", inputs={0: 0}, position=-1, b=2), (Y,), np.exp(Y).transpose(1, 2, 0), sizes
 
 
 def two_regions(P, rng):
@@ -211,19 +220,11 @@ def zigzag_ring_flash_attention(P, rng):
 RINGS = [ring_attention, causal_ring_attention, ring_of_fewer_keys_than_devices, ring_flash_attention, ring_order,
          zigzag_causal_ring_attention, zigzag_ring_flash_attention]
 PROGRAMS = [flash_on_symbolic_devices, mlp, gathered_attention, sharded_softmax, partial_attention, scatter_then_gather,
-            all_to_all_round_trip, two_regions, ulysses_attention, gathered_causal_attention,
+            all_to_all_round_trip, woven_all_to_all, two_regions, ulysses_attention, gathered_causal_attention,
             ulysses_with_fewer_heads_than_devices] + RINGS
 
 
-@pytest.fixture(scope="module")
-def four():
-    with nc.distributed.World(4) as w:          # one spawn: P = 2 runs on its first two ranks
-        yield w
-
-
-@pytest.fixture(params=[2, 4])
-def world(request, four):
-    return four if request.param == 4 else four.first(2)
+# the fixtures `four` (one world of four ranks for the session) and `world` (P = 2 and 4 on it): conftest.py
 
 
 def test_programs_run_on_torch_distributed_as_on_one_device(world):

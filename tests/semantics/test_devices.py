@@ -105,3 +105,36 @@ def test_all_gather_reduce_scatter_and_all_to_all_laws():
     assert np.allclose(nc.evaluate(device_region(one, "h", P, h), X), np.exp(X))
     mid = nc.evaluate(device_region(there >> nc.all_gather("n h", axis="n", devices=P, n=n, h=h), "h", P, h), X)
     assert np.allclose(mid, X)
+
+
+@pytest.mark.parametrize("P", [2, 3])
+def test_woven_and_renamed_collectives_keep_their_laws(P):
+    """A woven collective carries the woven axis where the weave places it, here first in the region's input and
+    last in its output, so at different positions in the inputs and outputs of the collective that reads the input:
+    its values are laid out as its output arrays say (the transpose a woven box implies).  An axis renamed is renamed
+    in the collectives' parameters too (an all-gather along ``n`` becomes one along ``t``), and the renamed program
+    computes the same.  Expected values: numpy, written here."""
+    from napkin_cat.syntax.relabel import rename_axis
+    from napkin_cat.syntax.weave import weave
+    rng = np.random.default_rng(P)
+    B, n, e = 2, 2 * P, 3
+    ns = n // P
+    Y = rng.normal(size=(B, n, e))
+    scatter = nc.reduce_scatter("n e", axis="n", devices=P, n=n) >> nc.elementwise("exp", "n e", n=ns) \
+        >> nc.all_gather("n e", axis="n", devices=P, n=n)              # Y replicated: each shard summed P times
+    gather = nc.all_gather("n e", axis="n", devices=P, n=n) >> nc.elementwise("exp", "n e", n=n)
+    there = nc.all_to_all("n e", gather="e", scatter="n", devices=P, n=n, e=e)
+    ulysses = there >> nc.elementwise("exp", "n e", n=ns, e=e) >> nc.all_to_all("n e", gather="n", scatter="e",
+                                                                               devices=P, n=n, e=e)
+    cases = [(device_region(scatter, "n", P, n, sharded_in=(None,), sharded_out=(None,)), np.exp(P * Y)),
+             (device_region(gather, "n", P, n, sharded_in=("n",), sharded_out=(None,)), np.exp(Y)),
+             (device_region(ulysses, "e", P, e), np.exp(Y))]
+    for region, expected in cases:
+        d = weave(region, "b", inputs={0: 0}, position=-1, b=B)
+        first = d.boxes[0].arg.boxes[0]
+        assert first.dom.inside[0].names.index("b") == 0 and first.cod.inside[0].names.index("b") == 2
+        assert np.allclose(nc.evaluate(d, Y), expected.transpose(1, 2, 0)), first.name
+        renamed = rename_axis(d, "n", "t")
+        assert {v for b in renamed.boxes[0].arg.boxes for k, v in b.data.params if k in ("axis", "gather", "scatter")}
+        assert "n" not in {v for b in renamed.boxes[0].arg.boxes for _, v in b.data.params}
+        assert np.allclose(nc.evaluate(renamed, Y), expected.transpose(1, 2, 0)), first.name

@@ -1,0 +1,206 @@
+"""The programs one device computes in a device program (issue 37): what the cluster's time model
+(:mod:`~napkin_cat.hardware.clustered`) gives an algorithm and times.
+
+Per device region, its inside on the largest shard (device 0's, ``⌈a/P⌉``) with its collectives left out (what they
+make is an input, what they take an output), apart where the collectives separate it (no algorithm runs across a
+collective: its inputs are made before it, its outputs read after), a ring run whole (its P trips) or at its slot;
+a computing box outside every region as itself; the whole program where it has no device region.  Every size an
+int (:func:`concrete`).
+
+>>> import napkin_cat as nc
+>>> d = nc.shard(nc.einsum("n k, k m -> n m") >> nc.elementwise("exp", "n m"), "n", devices=2)
+>>> [[b.name for b in p.boxes] for p in local_programs(d, nc.Sizes({"n": 7, "k": 3, "m": 2}).env)]
+[['·', 'exp']]
+>>> [a.size for a in local_programs(d, nc.Sizes({"n": 7, "k": 3, "m": 2}).env)[0].cod.inside[0].axes]
+[4, 2]
+"""
+from __future__ import annotations
+
+import math
+
+import sympy
+
+from napkin_cat.algorithms.bubbles import Kernel
+from napkin_cat.algorithms.devices import Shard
+from napkin_cat.algorithms.partitions import kernel, relabel_axis
+from napkin_cat.algorithms.ring import Ring
+from napkin_cat.cost.numeric import at
+from napkin_cat.errors import HardwareError
+from napkin_cat.hardware.ringcharge import each_box
+from napkin_cat.search.devices import is_collective
+from napkin_cat.syntax.adapter import Diagram, Ty, is_structural, layers
+from napkin_cat.syntax.axis import Axis
+from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.relabel import at_level, map_arrays
+from napkin_cat.syntax.wiring import trace_values
+
+
+def _int_size(size, env):
+    v = sympy.sympify(size).subs(env)
+    if not v.is_number:
+        raise HardwareError(f"an axis of size {size} is {v} at the sizes given: give every size of the program "
+                            f"({sorted(str(s) for s in v.free_symbols)} missing)")
+    return max(1, int(math.ceil(v)))
+
+
+def concrete(d: Diagram, env: dict) -> Diagram:
+    """``d`` with every axis at its size in ``env``, rounded up (a shard ``a/P`` at its largest, ``⌈a/P⌉``), and
+    every parameter substituted: a program with no symbol left."""
+    def fa(arr):
+        return arr.replace(axes=tuple(x if isinstance(x.size, int) else Axis(x.name, _int_size(x.size, env))
+                                      for x in arr.axes))
+
+    def fparam(value):
+        return value.subs(env) if isinstance(value, sympy.Basic) else value
+    return map_arrays(d, fa, fparam=fparam)
+
+
+def _plain(box) -> Diagram:
+    """A box as a one-box diagram; a kernel as the function it runs (its loads and saves left out, at level 0:
+    the time model derives its own algorithm for it)."""
+    if not isinstance(box, Kernel):
+        return Diagram.id(box.dom).then(box)
+    ops, dom, cod = trace_values(at_level(box.arg, 0))
+    bld = Builder(box.dom)
+    wires = dict(zip(dom, bld.inputs))
+    for b, ins, outs in ops:
+        if getattr(getattr(b, "data", None), "kind", None) in ("load", "save"):
+            wires[outs[0]] = wires[ins[0]]
+            continue
+        got = bld(_plain(b), *(wires[v] for v in ins))
+        wires.update(zip(outs, got if isinstance(got, tuple) else (got,)))
+    return bld.build(*(wires[v] for v in cod))
+
+
+def _local(inside: Diagram, *, whole_rings: bool, split: bool = True) -> list:
+    """The programs a device runs: ``inside``'s computing boxes, a collective's output an input and its input an
+    output; a ring replaced by its inside (``whole_rings``: at the ring axis's full size, its P trips, and a kernel
+    by its function, whose algorithm the time model derives; else at its slot, one trip, a kernel kept: the program
+    whose level-0 memory ``held`` counts).  ``split``: one program per piece the collectives separate (boxes joined
+    by a value that no collective carries), as a box outside every region is a program of its own: a collective
+    waits for what its inputs are made of and its outputs are read after it, so no algorithm runs across it (a norm
+    before an all-gather and the matmul after it are two programs, as they are where the norm runs outside the
+    region); else one program of them all."""
+    ops, dom, cod = trace_values(inside)
+    types = dict(zip(dom, inside.dom.inside))
+    for box, ins, outs in ops:
+        types.update(zip(outs, box.cod.inside))
+    computing = [op for op in ops if not is_collective(op[0])]
+    taken = {v for box, ins, _ in ops if is_collective(box) for v in ins}
+    return [_program(piece, cod, taken, types, whole_rings) for piece in (_pieces(computing) if split else [computing])]
+
+
+def _pieces(computing: list) -> list:
+    """The ops ``(box, ins, outs)`` in pieces joined by the values one makes and another reads, each in order."""
+    maker = {v: i for i, (_, _, outs) in enumerate(computing) for v in outs}
+    root = list(range(len(computing)))
+
+    def find(i):
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+    for i, (_, ins, _) in enumerate(computing):
+        for v in ins:
+            if v in maker:
+                root[find(i)] = find(maker[v])
+    groups = {}
+    for i, op in enumerate(computing):
+        groups.setdefault(find(i), []).append(op)
+    return list(groups.values())
+
+
+def _program(computing: list, cod, taken: set, types: dict, whole_rings: bool) -> Diagram:
+    """One device program of the ops ``computing``: the values they read and do not make its inputs, those they make
+    that leave the region or a collective takes its outputs."""
+    made = {v for _, _, outs in computing for v in outs}
+    read = [v for _, ins, _ in computing for v in ins]
+    inputs = list(dict.fromkeys(v for v in read if v not in made))
+    outputs = list(dict.fromkeys([v for v in cod if v in made] + [v for v in made if v in taken]))
+    bld = Builder(Ty(*(types[v] for v in inputs)))
+    wires = dict(zip(inputs, bld.inputs))
+    rings = []
+    for box, ins, outs in computing:
+        if isinstance(box, Ring):
+            rings.append(box)
+            part = box.arg
+        elif isinstance(box, Kernel) and not whole_rings:     # its memory: a kernel's intermediates are on chip
+            part = Diagram.id(box.dom).then(box)
+        else:
+            part = _plain(box)
+        got = bld(part, *(wires[v] for v in ins))
+        wires.update(zip(outs, got if isinstance(got, tuple) else (got,)))
+    local = bld.build(*(wires[v] for v in outputs))
+    for r in rings if whole_rings else ():
+        local = relabel_axis(local, r.axis, r.params["full"], full=r.size)
+    return local
+
+
+def local_parts(d: Diagram, env: dict, *, whole_rings: bool = True, split: bool = True) -> list:
+    """``(program, ringed)`` per program one device computes in ``d`` at ``env`` (:func:`local_programs`):
+    ``ringed`` where it is in a device region whose computing boxes are rings (their trips charged per step, the
+    slowest device's work: :func:`ring_rate`); ``split``: a region's programs apart where collectives separate them
+    (:func:`_local`)."""
+    if not any(isinstance(b, Shard) for _, b in layers(d)):
+        return [(concrete(d, env), False)]
+    out = []
+    for _, box in layers(d):
+        if isinstance(box, Shard):
+            computing = [b for _, b in layers(box.arg) if is_structural(b) is None and not is_collective(b)]
+            ringed = bool(computing) and all(isinstance(b, Ring) for b in computing)
+            out += [(concrete(p, env), ringed) for p in _local(box.arg, whole_rings=whole_rings, split=split)]
+        elif is_structural(box) is None and not is_collective(box):
+            out.append((concrete(_plain(box), env), False))
+    return [(p, ringed) for p, ringed in out if p.boxes]
+
+
+def local_programs(d: Diagram, env: dict, *, whole_rings: bool = True, split: bool = True) -> list:
+    """The programs one device computes in the device program ``d`` at ``env`` (device 0's, the largest shards),
+    each with every size an int: per device region :func:`_local` of its inside (a program per piece its
+    collectives separate); a computing box outside every region as itself; ``d`` itself where it has no device
+    region (one device runs it all).
+
+    >>> import napkin_cat as nc
+    >>> from rewrites.devices import device_gather, tensor_parallel
+    >>> up = nc.einsum("n d, d h -> n h") >> nc.elementwise("relu", "n h")
+    >>> mlp = up @ nc.Id("h d") >> nc.einsum("n h, h d -> n d") >> nc.elementwise("exp", "n d")
+    >>> d = device_gather.using(axis="n").apply(tensor_parallel(mlp, "h", devices=2).diagram)
+    >>> [b.name for b in d.boxes[0].arg.boxes if not b.name.startswith("Swap")]
+    ['all-gather', '·', 'relu', '·', 'all-reduce', 'exp']
+    >>> [[b.name for b in p.boxes] for p in local_programs(d, nc.Sizes({"n": 8, "d": 4, "h": 6}).env)]
+    [['·', 'relu', '·'], ['exp']]
+    """
+    return [p for p, _ in local_parts(d, env, whole_rings=whole_rings, split=split)]
+
+
+def boundary(d: Diagram) -> int:
+    """The level-0 memory of ``d`` run as one kernel (its intermediates on chip): its inputs and outputs as the
+    cost's liveness holds them."""
+    return int(at(kernel(d), {}).M.get(0, 0))
+
+
+def kept_on_chip(d: Diagram, env: dict) -> int:
+    """Values the device program's function boxes hold at level 0 beyond what one kernel of them holds
+    (intermediates the derived algorithm keeps on chip), at the ring's slot: what ``held`` counts and the
+    algorithm does not."""
+    out = 0
+    for p in local_programs(d, env, whole_rings=False, split=False):
+        if any(isinstance(b, Kernel) for b in p.boxes):     # a kernel's intermediates are not in held already
+            continue
+        out = max(out, int(at(p, {}).M.get(0, 0)) - boundary(p))
+    return max(out, 0)
+
+
+def rings_as_kernels(d: Diagram) -> Diagram:
+    """``d`` with each ring's inside one kernel: a trip's intermediates on chip, as the per-device algorithm keeps
+    them (its state and slots stay at level 0): the device program whose ``held`` the ring's memory is."""
+    def mapped(box):
+        if isinstance(box, Ring):
+            return Ring.rebuild(kernel(box.arg), box.dom, box.cod, box.params)
+        if isinstance(box, Shard):
+            return Shard.rebuild(each_box(box.arg, mapped), box.dom, box.cod, box.params)
+        return box
+    return each_box(d, mapped)
+
+
+__all__ = ["concrete", "local_parts", "local_programs", "boundary", "kept_on_chip", "rings_as_kernels"]
