@@ -29,8 +29,8 @@ def splice(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) ->
     again, with the new nodes where the first replaced node was.  The result is the netlist
     :func:`splice_rebuild` builds from scratch, but for the wire ids.
     """
-    offset = max(net.nodes, default=-1) + 1
-    fresh = max(net.wires, default=-1) + 1
+    offset, fresh = net.fresh_ids
+    top_node, top_wire = offset, fresh
     srcs = [net.wires[w].src for w in input_wires]
     dsts = [net.wires[w].dst for w in output_wires]
     wires, ins, outs = dict(net.wires), dict(net.ins), dict(net.outs)
@@ -72,22 +72,31 @@ def splice(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) ->
         port(outs, src[0], src[1], fresh, inputs)
         port(ins, dst[0], dst[1], fresh, outputs)
         fresh += 1
-    order = list(net.nodes)
-    if chosen:
+    if chosen:       # the nodes before the stretch, the stretch sorted, the nodes after it (copied, not walked)
         pos = net.position
         lo, hi = min(pos[n] for n in chosen), max(pos[n] for n in chosen)
-        stretch = list(new.values()) + [net.nodes[n] for n in order[lo:hi + 1] if n not in chosen]
-        order[lo:hi + 1] = [n.id for n in _sorted(stretch, wires, ins)]
+        items = list(net.nodes.items())
+        stretch = list(new.values()) + [n for nid, n in items[lo:hi + 1] if nid not in chosen]
+        nodes = dict(items[:lo])
+        nodes.update((n.id, n) for n in _sorted(stretch, wires, ins))
+        nodes.update(items[hi + 1:])
     else:
-        order += [n.id for n in _sorted(list(new.values()), wires, ins)]
-    nodes = {nid: new[nid] if nid in new else net.nodes[nid] for nid in order}
-    for table in (ins, outs):
-        for nid, ports in table.items():
-            if isinstance(ports, list):
-                if None in ports:
-                    raise RewriteError(f"netlist: port {ports.index(None)} of node #{nid} is not connected")
-                table[nid] = tuple(ports)
-    return Netlist(net.dom, net.cod, nodes, wires, ins, outs, tuple(inputs), tuple(outputs))
+        nodes = dict(net.nodes)
+        nodes.update((n.id, n) for n in _sorted(list(new.values()), wires, ins))
+    made = [(table, nid) for nid in new for table in (ins, outs)]       # the port lists made or patched
+    made += [(ins if key == id(ins) else outs, owner) for key, owner in patched]
+    for table, nid in made:
+        ports = table[nid]
+        if None in ports:
+            raise RewriteError(f"netlist: port {ports.index(None)} of node #{nid} is not connected")
+        table[nid] = tuple(ports)
+    out = Netlist(net.dom, net.cod, nodes, wires, ins, outs, tuple(inputs), tuple(outputs))
+    # its fresh ids where they are known without a scan (what is added is numbered past every old id)
+    top_node = offset + max(rn.nodes) + 1 if new else top_node if top_node - 1 in nodes or not nodes else None
+    top_wire = fresh if fresh > top_wire else top_wire if top_wire - 1 in wires or not wires else None
+    if top_node is not None and top_wire is not None:
+        out.__dict__["fresh_ids"] = (top_node, top_wire)
+    return out
 
 
 def _sorted(stretch: list, wires: dict, ins: dict) -> list:
@@ -98,7 +107,7 @@ def _sorted(stretch: list, wires: dict, ins: dict) -> list:
 
 def splice_rebuild(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) -> Netlist:
     """:func:`splice` from scratch (every wire renumbered, the whole order sorted): its specification."""
-    offset = max(net.nodes, default=-1) + 1
+    offset = net.fresh_ids[0]
     srcs = [net.wires[w].src for w in input_wires]
     dsts = [net.wires[w].dst for w in output_wires]
     conns = [(w.array, w.src, w.dst) for w in net.wires.values()

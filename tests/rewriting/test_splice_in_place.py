@@ -1,5 +1,8 @@
-"""The normal form of a spliced netlist made in place (:func:`~napkin_cat.rewriting.splice.normalize`): copies of
-copies merged into the chain's first copy, one-output copies dissolved, the nodes' order kept, without the rebuild
+"""A rewrite's splice and the normal form of the spliced netlist, made in place: the splice sorts the stretch of the
+order it touches and patches the tables (:func:`~napkin_cat.rewriting.splice.splice`, against its specification
+:func:`~napkin_cat.rewriting.splice.splice_rebuild` at the rule book's matches), and
+:func:`~napkin_cat.rewriting.splice.normalize` merges copies of
+copies into the chain's first copy, one-output copies dissolved, the nodes' order kept, without the rebuild
 of the whole netlist that :func:`~napkin_cat.rewriting.splice.normalize_rebuild` (its specification) makes.
 
 Checked against the rebuild on netlists made abnormal at random (a copy's outputs cut into a chain of copies, a
@@ -17,7 +20,8 @@ import pytest
 import napkin_cat as nc
 from napkin_cat.rewriting import INPUT, OUTPUT, Netlist, isomorphic, to_diagram, to_netlist
 from napkin_cat.rewriting.netlist import Node
-from napkin_cat.rewriting.splice import normalize, normalize_rebuild
+from napkin_cat.rewriting.registry import rulebook
+from napkin_cat.rewriting.splice import normalize, normalize_rebuild, splice, splice_rebuild
 from napkin_cat.testing.programs import LIBRARY_FUNCTIONS, random_program
 
 
@@ -94,3 +98,31 @@ def test_near_a_normal_splice_nothing_is_rebuilt():
     net = to_netlist(nc.library.attention())
     assert normalize(net, near=set(net.nodes)) is net and normalize(net) is net
     assert all(w.src[0] == INPUT or w.src[0] in net.nodes for w in net.wires.values())
+
+
+SPLICED = [nc.library.attention, nc.library.layer_norm, nc.library.transformer_block,
+           lambda: random_program(3, n_ops=5).diagram]
+
+
+@pytest.mark.parametrize("k", range(len(SPLICED)))
+def test_splice_in_place_is_the_rebuilt_one(k):
+    """:func:`splice` (the stretch of the order it touches sorted, the tables copied and patched) against
+    :func:`splice_rebuild` (every wire renumbered, the whole order sorted), at legal matches of the rule book's
+    rules, one after the other; and the fresh ids a splice sets without a scan are the scan's."""
+    book = rulebook(None)
+    rng = random.Random(k)
+    net, steps, spliced = to_netlist(SPLICED[k]()), 0, 0
+    for steps in range(12):
+        options = [(r, m) for r in book.rules for m in r.matches(net)]
+        if not options:
+            break
+        r, m = rng.choice(options)
+        rn = to_netlist(r.rhs(m))
+        args = (net, set(m.nodes.values()), m.input_wires, m.output_wires, rn)
+        got, want = splice(*args), splice_rebuild(*args)
+        assert shape(got) == shape(want), r.name
+        known = got.__dict__.get("fresh_ids")
+        assert known is None or known == (max(got.nodes, default=-1) + 1, max(got.wires, default=-1) + 1), r.name
+        spliced += known is not None
+        net = normalize(got)
+    assert steps >= 4 and spliced >= 1       # rewrites were spliced, and fresh ids were set without a scan
