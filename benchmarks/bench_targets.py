@@ -1,4 +1,4 @@
-"""Issue 35's four targets, this checkout against a baseline checkout, interleaved in one run.
+"""Issue 35's five targets, this checkout against a baseline checkout, interleaved in one run.
 
 Run with ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_targets.py --baseline /path/to/other/checkout``
 (options: ``--runs 3``, ``--only block backward gpu-backward attention stack``).
