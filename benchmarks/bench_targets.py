@@ -1,7 +1,7 @@
-"""Issue 35's four targets, this checkout against a baseline checkout, interleaved in one run.
+"""Issue 35's five targets, this checkout against a baseline checkout, interleaved in one run.
 
 Run with ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_targets.py --baseline /path/to/other/checkout``
-(options: ``--runs 3``, ``--only block backward attention stack``).
+(options: ``--runs 3``, ``--only block backward gpu-backward attention stack``).
 
 Every sample is the first ``nc.derive`` in a fresh interpreter (import and building the function not timed; each
 checkout's compiled modules cached apart, after one untimed sample per case, so no sample compiles a module), the
@@ -13,6 +13,9 @@ memory of the process (``ru_maxrss``):
   f = 1024, memory 2¹⁶), target ≤ 2 s;
 * **backward**: attention's backward from the saved forward (``nc.grad(attention(lse=True), wrt=[0, 1, 2],
   saved=True, aux=1)``), q = x = 4096, d = 128, memory 2¹⁶, target ≤ 1 s;
+* **gpu-backward**: the same backward with a GPU model (``hardware="h100-sxm5"``: the structures derived at the
+  memories up to its shared memory, with and without its SM count as a requirement, each timed at its legal tiles),
+  target ≤ 10 s;
 * **attention**: attention at eleven memories 2¹⁰ … 2²⁰ (``bench_search.py``'s curve), target ≤ 0.3 s;
 * **stack**: 32 transformer blocks, as ``block``, target ≤ 10 s; its peak memory is the issue's "memory stated".
 """
@@ -42,6 +45,8 @@ CASES = {
     "block": ("f = stack(1)", "memory=2 ** 16, sizes=TB", 2.0),
     "backward": ("f = nc.grad(nc.library.attention(lse=True), wrt=[0, 1, 2], saved=True, aux=1)",
                  "memory=2 ** 16, sizes={'q': 4096, 'x': 4096, 'd': 128}", 1.0),
+    "gpu-backward": ("f = nc.grad(nc.library.attention(lse=True), wrt=[0, 1, 2], saved=True, aux=1)",
+                     "hardware='h100-sxm5', sizes={'q': 4096, 'x': 4096, 'd': 128}", 10.0),
     "attention": ("f = nc.library.attention()",
                   "memory=[2 ** k for k in range(10, 21)], sizes={'q': 4096, 'x': 4096, 'd': 128}", 0.3),
     "stack": ("f = stack(32)", "memory=2 ** 16, sizes=TB", 10.0),

@@ -363,7 +363,7 @@ class Match:
                 "must have the same type")
         rn = to_netlist(replacement)
         spliced = splice(self.net, set(self.nodes.values()), self.input_wires, self.output_wires, rn)
-        offset = max(self.net.nodes, default=-1) + 1
+        offset = self.net.fresh_ids[0]
         near = {n + offset for n in rn.nodes}
         for w in (*self.input_wires, *self.output_wires):
             near.update(e[0] for e in (self.net.wires[w].src, self.net.wires[w].dst) if e[0] not in (INPUT, OUTPUT))

@@ -161,6 +161,16 @@ class Netlist:
                 and set(self.connections()) == set(other.connections()))
 
     @cached_property
+    def fresh_ids(self) -> tuple:
+        """``(node id, wire id)`` one past the largest in use: where a splice numbers what it adds (a splice that
+        knows them without a scan sets them on the netlist it makes).
+
+        >>> to_netlist(nc.library.attention()).fresh_ids
+        (3, 9)
+        """
+        return max(self.nodes, default=-1) + 1, max(self.wires, default=-1) + 1
+
+    @cached_property
     def position(self) -> dict:
         """Node id → index in the topological order."""
         return {nid: k for k, nid in enumerate(self.nodes)}

@@ -29,8 +29,8 @@ def splice(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) ->
     again, with the new nodes where the first replaced node was.  The result is the netlist
     :func:`splice_rebuild` builds from scratch, but for the wire ids.
     """
-    offset = max(net.nodes, default=-1) + 1
-    fresh = max(net.wires, default=-1) + 1
+    offset, fresh = net.fresh_ids
+    top_node, top_wire = offset, fresh
     srcs = [net.wires[w].src for w in input_wires]
     dsts = [net.wires[w].dst for w in output_wires]
     wires, ins, outs = dict(net.wires), dict(net.ins), dict(net.outs)
@@ -72,22 +72,31 @@ def splice(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) ->
         port(outs, src[0], src[1], fresh, inputs)
         port(ins, dst[0], dst[1], fresh, outputs)
         fresh += 1
-    order = list(net.nodes)
-    if chosen:
+    if chosen:       # the nodes before the stretch, the stretch sorted, the nodes after it (copied, not walked)
         pos = net.position
         lo, hi = min(pos[n] for n in chosen), max(pos[n] for n in chosen)
-        stretch = list(new.values()) + [net.nodes[n] for n in order[lo:hi + 1] if n not in chosen]
-        order[lo:hi + 1] = [n.id for n in _sorted(stretch, wires, ins)]
+        items = list(net.nodes.items())
+        stretch = list(new.values()) + [n for nid, n in items[lo:hi + 1] if nid not in chosen]
+        nodes = dict(items[:lo])
+        nodes.update((n.id, n) for n in _sorted(stretch, wires, ins))
+        nodes.update(items[hi + 1:])
     else:
-        order += [n.id for n in _sorted(list(new.values()), wires, ins)]
-    nodes = {nid: new[nid] if nid in new else net.nodes[nid] for nid in order}
-    for table in (ins, outs):
-        for nid, ports in table.items():
-            if isinstance(ports, list):
-                if None in ports:
-                    raise RewriteError(f"netlist: port {ports.index(None)} of node #{nid} is not connected")
-                table[nid] = tuple(ports)
-    return Netlist(net.dom, net.cod, nodes, wires, ins, outs, tuple(inputs), tuple(outputs))
+        nodes = dict(net.nodes)
+        nodes.update((n.id, n) for n in _sorted(list(new.values()), wires, ins))
+    made = [(table, nid) for nid in new for table in (ins, outs)]       # the port lists made or patched
+    made += [(ins if key == id(ins) else outs, owner) for key, owner in patched]
+    for table, nid in made:
+        ports = table[nid]
+        if None in ports:
+            raise RewriteError(f"netlist: port {ports.index(None)} of node #{nid} is not connected")
+        table[nid] = tuple(ports)
+    out = Netlist(net.dom, net.cod, nodes, wires, ins, outs, tuple(inputs), tuple(outputs))
+    # its fresh ids where they are known without a scan (what is added is numbered past every old id)
+    top_node = offset + max(rn.nodes) + 1 if new else top_node if top_node - 1 in nodes or not nodes else None
+    top_wire = fresh if fresh > top_wire else top_wire if top_wire - 1 in wires or not wires else None
+    if top_node is not None and top_wire is not None:
+        out.__dict__["fresh_ids"] = (top_node, top_wire)
+    return out
 
 
 def _sorted(stretch: list, wires: dict, ins: dict) -> list:
@@ -98,7 +107,7 @@ def _sorted(stretch: list, wires: dict, ins: dict) -> list:
 
 def splice_rebuild(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) -> Netlist:
     """:func:`splice` from scratch (every wire renumbered, the whole order sorted): its specification."""
-    offset = max(net.nodes, default=-1) + 1
+    offset = net.fresh_ids[0]
     srcs = [net.wires[w].src for w in input_wires]
     dsts = [net.wires[w].dst for w in output_wires]
     conns = [(w.array, w.src, w.dst) for w in net.wires.values()
@@ -121,16 +130,11 @@ def splice_rebuild(net: Netlist, chosen: set, input_wires, output_wires, rn: Net
     return Netlist.build(net.dom, net.cod, nodes, conns)
 
 
-def normalize(net: Netlist, near=None) -> Netlist:
-    """Flatten copies of copies into one copy node and dissolve one-output copies.
-
-    Splicing a replacement can leave such chains; :func:`to_netlist` never does.  ``near`` (node ids): where a
-    splice changed the netlist; when no copy there is chained or has one output, the netlist is returned as it is
-    without a scan (a netlist is normal away from its last splice).
-    """
-    if near is not None and not any(_abnormal(net, n) for n in near if n in net.nodes):
-        return net
-    copies = [nid for nid, n in net.nodes.items() if n.kind == "copy"]
+def _copy_chains(net: Netlist):
+    """``(copies, root, fanout, through)``: the copy nodes in order, each copy fed by a copy → the first copy of
+    its chain (``root``), each other copy → its outputs once its chain is merged into it (``fanout``), and the
+    merged copies with one output (``through``: a wire)."""
+    copies = net.of_kind(("copy", None))
     root = {}
     for c in copies:  # topological order: a parent copy comes first
         parent = net.wires[net.ins[c][0]].src[0]
@@ -142,6 +146,66 @@ def normalize(net: Netlist, near=None) -> Netlist:
             if net.wires[w].dst[0] not in root:
                 fanout[root.get(c, c)] += 1
     through = {c for c, k in fanout.items() if k == 1}
+    return copies, root, fanout, through
+
+
+def normalize(net: Netlist, near=None) -> Netlist:
+    """Flatten copies of copies into one copy node and dissolve one-output copies.
+
+    Splicing a replacement can leave such chains; :func:`to_netlist` never does.  ``near`` (node ids): where a
+    splice changed the netlist; when no copy there is chained or has one output, the netlist is returned as it is
+    without a scan (a netlist is normal away from its last splice).
+
+    In time proportional to the copies (plus copies of the tables), not a rebuild: the order of the nodes is kept
+    (a merged copy's readers already come after the chain's first copy, a dissolved copy's after what feeds it),
+    each wire out of a copy keeps its id and its place among the wires, and a copy's outputs are numbered in
+    the order of its wires.  The result is the netlist :func:`normalize_rebuild` builds from scratch, but for
+    the wire ids (a test compares them).
+    """
+    if near is not None and not any(_abnormal(net, n) for n in near if n in net.nodes):
+        return net
+    copies, root, fanout, through = _copy_chains(net)
+    if not root and not through:
+        return net
+    wires, ins, outs = dict(net.wires), dict(net.ins), dict(net.outs)
+    inputs = list(net.inputs)
+    rank = {w: k for k, w in enumerate(net.wires)}
+    merged: dict = {c: [] for c in fanout}        # each kept copy → its outputs' wires, in the wires' order
+    for c in copies:
+        for w in net.outs[c]:
+            if net.wires[w].dst[0] in root:
+                del wires[w]                      # the wire from a parent copy into a merged copy
+            else:
+                merged[root.get(c, c)].append(w)
+    for c in root:
+        del ins[c], outs[c]
+    nodes = dict(net.nodes)
+    for c, ws in merged.items():
+        ws.sort(key=rank.__getitem__)
+        if c in through:                          # a copy with one output is a wire: its feed plugged into its reader
+            (w,), into = ws, net.ins[c][0]
+            owner, port = net.wires[into].src
+            del wires[into], ins[c], outs[c], nodes[c]
+            wires[w] = replace(wires[w], src=(owner, port))
+            if owner == INPUT:
+                inputs[port] = w
+            else:
+                outs[owner] = tuple(w if x == into else x for x in outs[owner])
+            continue
+        for port, w in enumerate(ws):
+            if wires[w].src != (c, port):
+                wires[w] = replace(wires[w], src=(c, port))
+        outs[c] = tuple(ws)
+        if len(ws) != len(net.nodes[c].cod):
+            nodes[c] = replace(net.nodes[c], cod=net.nodes[c].dom * len(ws))
+    for c in root:
+        del nodes[c]
+    return Netlist(net.dom, net.cod, nodes, wires, ins, outs, tuple(inputs), net.outputs)
+
+
+def normalize_rebuild(net: Netlist) -> Netlist:
+    """:func:`normalize` from scratch (every wire renumbered, the whole order sorted): its specification."""
+    _, root, fanout, through = _copy_chains(net)
     if not root and not through:
         return net
     ports = dict.fromkeys(fanout, 0)

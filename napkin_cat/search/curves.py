@@ -109,6 +109,13 @@ class Curve:
         return self.partition.diagram if isinstance(self.partition, Variant) else self.partition
 
     @property
+    def bubbles(self):
+        """The kernel's bubbles without building it: a variant's record, whose ``Kernel``, ``Grid`` and ``Stream``
+        bubbles (axes, tiles, parts) are the built partition's (only the insides are left as they were), or the
+        partition itself.  What its launches and split parts are read off (:mod:`.parallelism`)."""
+        return self.partition.record if isinstance(self.partition, Variant) else self.partition
+
+    @property
     def H(self):
         return sympified(self.search_cost.H.get(self.level, 0))
 
@@ -166,7 +173,7 @@ class Curve:
         requirement, :mod:`.parallelism`); only for a grouped kernel."""
         skey = tuple(sorted(sizes.items()))
         if caps:
-            key = (skey, tuple(int(m) for m in memories), tiles, tuple(map(str, caps)))
+            key = (skey, tuple(int(m) for m in memories), tiles, tuple(caps))    # (sympy: structural equality)
             if key not in self._capped:
                 found = optima(self.search_cost, list(memories), self.level, sizes=sizes, tiles=tiles, caps=caps)
                 self._capped[key] = [(None, {}) if o is None else (int(o.H), dict(o.sizes)) for o in found]

@@ -41,7 +41,8 @@ def _int(expr, env) -> int:
 
 def parts_of(curve):
     """``(parts symbol, streamed axis's size)`` of a kernel with a split stream, else None: the ``P`` the search
-    chooses (whether its parts run as blocks is the one count's to say, :mod:`napkin_cat.algorithms.launches`)."""
+    chooses (whether its parts run as blocks is the one count's to say, :mod:`napkin_cat.algorithms.launches`), read
+    off the curve's bubbles (:attr:`~napkin_cat.search.curves.Curve.bubbles`: no partition is built to ask)."""
     def find(d):
         for _, box in layers(d):
             if isinstance(box, Stream) and box.params.get("parts") is not None:
@@ -51,7 +52,7 @@ def parts_of(curve):
                 if got is not None:
                     return got
         return None
-    return find(curve.diagram)
+    return find(curve.bubbles)
 
 
 class Requirement:
@@ -70,7 +71,7 @@ class Requirement:
         """Per memory ``(H, tiles)`` at ``sizes`` (the parts fixed): every kernel's blocks at least the
         requirement, a cap on the tiles where they depend on them."""
         env = Sizes(sizes).env
-        launched = [sympy.sympify(k.blocks).xreplace(env) for k in kernel_launches(curve.diagram)]
+        launched = [sympy.sympify(k.blocks).xreplace(env) for k in kernel_launches(curve.bubbles)]
         if not curve.grouped:          # no tiles: the blocks are numbers
             ok = all(_int(b, {}) >= self.blocks for b in launched) if launched else self.blocks <= 1
             return [curve.at(sizes, m, self.tiles) if ok else (None, {}) for m in self.memories]
