@@ -35,7 +35,9 @@ _loaded = False
 #: optional: a book without it gives the search no sliced variants), ``share`` (a kernel that reads one value
 #: in several ports loads it once; optional: without it, each port is loaded), ``join`` (two kernels with no path
 #: between them that read one value become one kernel, which ``share`` then makes load it once; optional: without
-#: it, a kernel's operations are connected by data flow), ``nest`` (a stream inside a
+#: it, a kernel's operations are connected by data flow), ``compute_once`` (a kernel that computes one value
+#: twice, the copies its readers brought in when fusion or a join put them in one kernel, computes it once;
+#: optional: without it, each copy is computed), ``nest`` (a stream inside a
 #: stream's trip along another axis the trip reduces: the 2-D loop; takes ``axis=`` and ``size=``; optional:
 #: a book without it gives the search no 2-D variants), ``split`` (a stream's slices in parts run by parallel
 #: blocks, their states merged; takes ``axis=`` and ``parts=``; optional), ``recompute`` (a consumer
@@ -55,7 +57,8 @@ _loaded = False
 #: is each device's own), ``ring`` (such an input passed round the devices instead, the inside streamed along
 #: ``axis=``; takes ``order=``, one of :data:`napkin_cat.algorithms.orders.ORDERS`) and ``reshard`` (a part woven over
 #: ``heads=`` run on a head shard between two all-to-alls; takes ``devices=``).
-ROLES = ("kernel", "fuse", "stream", "sweep", "split", "nest", "group", "share", "join", "recompute", "prepare",
+ROLES = ("kernel", "fuse", "stream", "sweep", "split", "nest", "group", "share", "join", "compute_once", "recompute",
+         "prepare",
          "simplify", "normalise", "shard", "shard_reduce", "shard_fuse", "shard_gather", "shard_generate", "ring",
          "reshard")
 

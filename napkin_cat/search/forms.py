@@ -42,10 +42,11 @@ class Form:
     recomputed: int = 0   # operations added by recomputation (the book's ``recompute`` rule)
     units: bool = False   # each operation read by one operation alone shares its reader's kernel
     fold: bool = False    # closed values computed by each reader (the book plays ``recompute``: :mod:`.blocks`)
+    once: bool = False    # a kernel computes each value once (the book plays ``compute_once``: :mod:`.blocks`)
 
     def __post_init__(self):
         self.graph = OpGraph(to_netlist(self.diagram), share=self.share, fold=self.fold,
-                             join=self.join)
+                             join=self.join, once=self.once)
         self._space = None
         self._cut = None
 
@@ -93,14 +94,15 @@ def _simplified(diagram, book) -> Form:
     (``centred_statistics_pass``) computes x − μ twice on purpose: the normal form merges the user's copies, the
     prepared forms keep theirs."""
     share, fold, join = "share" in book.roles, "recompute" in book.roles, "join" in book.roles
+    once = "compute_once" in book.roles
     rules = tuple(rule for role in ("simplify", "normalise") if role in book.roles for rule in book.role(role))
     if not rules:
-        return Form(diagram, share=share, fold=fold, join=join)
+        return Form(diagram, share=share, fold=fold, join=join, once=once)
     net = to_netlist(diagram)
     axes = sum(len(w.array.axes) for w in net.wires.values())
     r = rewrite(diagram, rules, "fixpoint", max_steps=(len(net.nodes) + len(net.wires) + 1) * (axes + 1))
     return Form(r.diagram, tuple(r.trace.steps), tuple(s.rule for s in r.trace.steps), share,
-                fold=fold, join=join)
+                fold=fold, join=join, once=once)
 
 
 def prepared_forms(diagram, book, depth: int = 2, limit: int = 6, *, sizes: dict | None = None) -> list:
@@ -127,7 +129,8 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6, *, sizes: dict
             if any(isomorphic(new, g.diagram) for g in forms):
                 continue
             step = Step.of(rule, m, net, after)
-            g = Form(new, f.steps + (step,), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join)
+            g = Form(new, f.steps + (step,), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join,
+                     once=f.once)
             forms.append(g)
             queue.append(g)
             if len(forms) >= limit:
@@ -206,7 +209,8 @@ def _everywhere(f: Form, rule, sizes=None):
             break
     if not steps:
         return None
-    return Form(net.diagram, f.steps + tuple(steps), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join)
+    return Form(net.diagram, f.steps + tuple(steps), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join,
+                once=f.once)
 
 
 def _prepared_everywhere(forms, rules, depth, limit, sizes=None) -> list:
