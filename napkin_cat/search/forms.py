@@ -125,12 +125,13 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6, *, sizes: dict
         net = to_netlist(f.diagram)
         for rule, m in in_turn(rules, net):
             after = rule.fill(m)
-            new = after.diagram
+            tidy = tidied(net, after, book)
+            new = (tidy[-1][1] if tidy else after).diagram
             if any(isomorphic(new, g.diagram) for g in forms):
                 continue
             step = Step.of(rule, m, net, after)
-            g = Form(new, f.steps + (step,), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join,
-                     once=f.once)
+            g = Form(new, f.steps + (step,) + tuple(t for t, _ in tidy), f.prepared + (rule.name,), f.share,
+                     fold=f.fold, join=f.join, once=f.once)
             forms.append(g)
             queue.append(g)
             if len(forms) >= limit:
@@ -182,6 +183,31 @@ def least_work_first(rule, choices, sizes) -> list:
     if any(w is None for w in works):
         return list(choices)
     return [m for _, _, m in sorted(zip(works, range(len(choices)), choices), key=lambda t: t[:2])]
+
+
+def tidied(before, after, book) -> list:
+    """The book's ``simplify`` rules at the discards a step (``before`` → ``after``, netlists) left: ``[(Step,
+    netlist after it)]``, empty where it left none.
+
+    A prepare rule that reads a value it no longer needs (a log-sum-exp read off a SoftMax's state leaves the scores
+    it read) leaves a discard on a branch of a copy; the copy law removes it (``copy_discard``), as the search's
+    blocks never count it: kernel formation would save a value only a discard reads, a q×x output the stream
+    partition then refuses."""
+    drops = {n for n in after.nodes if n not in before.nodes and after.nodes[n].kind == "discard"}
+    if not drops or "simplify" not in book.roles:
+        return []
+    out, net = [], after
+    while drops:
+        options = [(r, m) for r in book.role("simplify") for m in r.matches(net)
+                   if set(m.nodes.values()) & drops and r.failure(m) is None]
+        if not options:
+            break
+        r, m = options[0]
+        new = r.fill(m)
+        out.append((Step.of(r, m, net, new), new))
+        drops &= set(new.nodes)
+        net = new
+    return out
 
 
 def _everywhere(f: Form, rule, sizes=None):
