@@ -50,6 +50,8 @@ copy law, paper §2), so that the search counts the FLOPs of the kernel the cons
 >>> [[b.name for b in OpGraph(net, share=True, once=o).subdiagram(0b111).boxes if b.name in ("exp", "add")]
 ...  for o in (False, True)]
 [['exp', 'exp', 'add'], ['exp', 'add']]
+>>> OpGraph(net, once=True).distinct(), len(OpGraph(net, once=True))
+(2, 3)
 """
 from __future__ import annotations
 
@@ -121,6 +123,22 @@ class OpGraph:
 
     def __len__(self):
         return len(self.nodes)
+
+    def distinct(self) -> int:
+        """The operations that compute distinct values: with ``once``, two of one label reading the same values
+        (through copies, a closed value by its tree) count once, as a kernel of them all computes them
+        (:func:`_apply_once`); else every operation."""
+        if not self.once:
+            return len(self.nodes)
+        canon, seen = {}, {}
+        for nid in self.nodes:
+            node = self.net.nodes[nid]
+            reads = tuple(("closed", self._closed_key(w)) if s[0] in self.folded else (canon.get(s[0], s[0]), s[1])
+                          for s, w in zip(self.sources(nid), self.net.ins[nid]))
+            if kind_of(node.spec.kind).commutative and len(set(node.dom)) == 1:
+                reads = tuple(sorted(reads, key=str))
+            canon[nid] = seen.setdefault((node.label, reads), nid)
+        return len(seen)
 
     def name(self, i: int) -> str:
         return self.net.nodes[self.nodes[i]].name
