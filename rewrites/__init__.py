@@ -13,6 +13,10 @@ ruleset            rules
 ``FUSION``         save_load_elimination
 ``SHARING``        shared_load (a kernel loads a value it reads in several places once)
 ``SIBLINGS``       sibling_fusion (two independent kernels that read one value become one kernel)
+``LSE_STATE``      logsumexp_from_softmax (a row's log-sum-exp read off the online SoftMax's state beside it:
+                   μ + log z)
+``COMPUTE_ONCE``   kernel_common_value (a kernel computes each value once: the copies of a value that fusion or a
+                   join brought into one kernel merged inside it)
 ``SIMPLIFY``       the terminating clean-up rules (copy law, deletion, identities, Save;Load)
 ``UNSCALED``       the paper's SoftMax → Auxiliary → Unscaled derivation, plus SIMPLIFY
 ``PARTITION``      kernel_formation, kernel_fusion, stream_partition, sliced_stream, group_partition
@@ -100,6 +104,10 @@ from rewrites.sharing import RULES as SHARING
 from rewrites.sharing import shared_load
 from rewrites.siblings import RULES as SIBLINGS
 from rewrites.siblings import sibling_fusion
+from rewrites.compute_once import RULES as COMPUTE_ONCE
+from rewrites.compute_once import kernel_common_value
+from rewrites.logsumexp_from_state import RULES as LSE_STATE
+from rewrites.logsumexp_from_state import logsumexp_from_softmax
 from rewrites.softmax import RULES as SOFTMAX
 from rewrites.softmax import (auxiliary_to_unscaled, divide_after_contraction, softmax_contraction_to_unscaled,
                               softmax_to_auxiliary)
@@ -111,8 +119,9 @@ SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_el
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
-ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + INNER + SHARING + SIBLINGS + DECOMPOSE + CONTRACTION + NORMALISERS \
-    + SPLITS + RECOMPUTE + STATISTICS + NORMAL_FORM + LOG_FORM + _SUM_RULES + SCALE_FORM + VARIANCE_FORM + DEVICES
+ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + INNER + SHARING + SIBLINGS + COMPUTE_ONCE + LSE_STATE + DECOMPOSE \
+    + CONTRACTION + NORMALISERS + SPLITS + RECOMPUTE + STATISTICS + NORMAL_FORM + LOG_FORM + _SUM_RULES + SCALE_FORM \
+    + VARIANCE_FORM + DEVICES
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
 
@@ -128,9 +137,10 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                     roles={"kernel": "kernel_formation", "fuse": "kernel_fusion", "stream": "stream_partition",
                            "sweep": "sliced_stream", "split": "split_stream", "nest": "inner_stream",
                            "group": "group_partition", "share": "shared_load", "join": "sibling_fusion",
+                           "compute_once": "kernel_common_value",
                            "recompute": ("softmax_to_logsumexp", "recompute"),
-                           "prepare": ("softmax_contraction_to_unscaled", "contraction_reassociation",
-                                       "pairwise_contraction", "softmax_statistics_pass",
+                           "prepare": ("softmax_contraction_to_unscaled", "logsumexp_from_softmax",
+                                       "contraction_reassociation", "pairwise_contraction", "softmax_statistics_pass",
                                        "centred_statistics_pass", "contraction_into_readers"),
                            "simplify": tuple(SIMPLIFY.names),
                            "normalise": ("common_value",) + tuple(NORMAL_FORM.names) + tuple(LOG_FORM.names)
@@ -148,7 +158,9 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "unscaled_softmax",
            "flash_attention", "tiled_matmul", "kernel_formation", "kernel_fusion", "stream_partition", "sliced_stream",
            "group_partition", "INNER", "inner_stream", "RECOMPUTE", "recompute", "softmax_to_logsumexp",
-           "SHARING", "shared_load", "SIBLINGS", "sibling_fusion", "DECOMPOSE", "group_split_join",
+           "SHARING", "shared_load", "SIBLINGS", "sibling_fusion", "COMPUTE_ONCE", "kernel_common_value",
+           "LSE_STATE", "logsumexp_from_softmax",
+           "DECOMPOSE", "group_split_join",
            "stream_decomposition",
            "online_softmax_decomposition",
            "copy_discard", "delete_pure_box", "remove_identity", "common_value",

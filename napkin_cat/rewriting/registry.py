@@ -35,7 +35,9 @@ _loaded = False
 #: optional: a book without it gives the search no sliced variants), ``share`` (a kernel that reads one value
 #: in several ports loads it once; optional: without it, each port is loaded), ``join`` (two kernels with no path
 #: between them that read one value become one kernel, which ``share`` then makes load it once; optional: without
-#: it, a kernel's operations are connected by data flow), ``nest`` (a stream inside a
+#: it, a kernel's operations are connected by data flow), ``compute_once`` (a kernel that computes one value
+#: twice, the copies its readers brought in when fusion or a join put them in one kernel, computes it once;
+#: optional: without it, each copy is computed), ``nest`` (a stream inside a
 #: stream's trip along another axis the trip reduces: the 2-D loop; takes ``axis=`` and ``size=``; optional:
 #: a book without it gives the search no 2-D variants), ``split`` (a stream's slices in parts run by parallel
 #: blocks, their states merged; takes ``axis=`` and ``parts=``; optional), ``recompute`` (a consumer
@@ -58,7 +60,8 @@ _loaded = False
 #: applied to a fixpoint after a gather, each taking ``axis=``, the gathered one: boxes before a region that reads them
 #: sharded moved inside on shards, an all-reduce split into a reduce-scatter and an all-gather, all-gathers moved
 #: past the boxes local to their axis and left out at the outputs: sequence parallelism).
-ROLES = ("kernel", "fuse", "stream", "sweep", "split", "nest", "group", "share", "join", "recompute", "prepare",
+ROLES = ("kernel", "fuse", "stream", "sweep", "split", "nest", "group", "share", "join", "compute_once", "recompute",
+         "prepare",
          "simplify", "normalise", "shard", "shard_reduce", "shard_fuse", "shard_gather", "shard_generate", "ring",
          "reshard", "scatter")
 

@@ -19,6 +19,10 @@ loaded once and copied inside the kernel.  With ``fold=True`` (a rule book with 
 the closed values (:mod:`napkin_cat.rewriting.closed`: positions, constants, comparisons of them) are no
 operations: each port that reads one computes it inside its block, for nothing in H (the search's
 construction gives the port its own copy by the ``recompute`` rule, and kernel formation computes it inside).
+With ``once=True`` (a rule book with a rule playing ``compute_once``, such as ``kernel_common_value``) the kernel
+computes each value once: two operations of the block of one label reading the same values (the copies of a
+recomputed value its readers brought, a closed value read by several ports) are one, whose value is copied (the
+copy law, paper §2), so that the search counts the FLOPs of the kernel the construction makes.
 
 >>> import napkin_cat as nc
 >>> g = OpGraph(nc.engine.to_netlist(nc.library.attention()))
@@ -40,6 +44,14 @@ construction gives the port its own copy by the ``recompute`` rule, and kernel f
 >>> net = nc.engine.to_netlist(two.build(xA, xB))
 >>> OpGraph(net, share=True).linked(0b11), OpGraph(net, share=True, join=True).linked(0b11)
 (False, True)
+>>> twice = nc.Builder(nc.types("n e")); (X,) = twice.inputs                     # exp(x) + exp(x)
+>>> ex = [twice(nc.elementwise("exp", "n e"), X) for _ in range(2)]
+>>> net = nc.engine.to_netlist(twice.build(twice(nc.elementwise("add", "n e, n e -> n e"), *ex)))
+>>> [[b.name for b in OpGraph(net, share=True, once=o).subdiagram(0b111).boxes if b.name in ("exp", "add")]
+...  for o in (False, True)]
+[['exp', 'exp', 'add'], ['exp', 'add']]
+>>> OpGraph(net, once=True).distinct(), len(OpGraph(net, once=True))
+(2, 3)
 """
 from __future__ import annotations
 
@@ -48,6 +60,7 @@ from napkin_cat.rewriting.closed import folded
 from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist
 from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.primitive import kind_of
 
 
 def bits(mask: int) -> list:
@@ -70,18 +83,19 @@ class OpGraph:
 
     Operations are numbered in the netlist's topological order; a set of operations is a bit mask.
     ``share``: a block reads each outside value through one input; ``fold``: closed values are computed by each
-    port that reads them, not operations; ``join``: operations that read one value are linked (see the module
-    docstring).
+    port that reads them, not operations; ``join``: operations that read one value are linked; ``once``: a block's
+    kernel computes each value once (see the module docstring).
     """
 
-    def __init__(self, net: Netlist, *, share: bool = False, fold: bool = False, join: bool = False):
+    def __init__(self, net: Netlist, *, share: bool = False, fold: bool = False, join: bool = False,
+                 once: bool = False):
         kinds = {n.kind for n in net.nodes.values()}
         if "region" in kinds:
             raise RewriteError("the derivation search starts from a function diagram; this one already has "
                                "kernels or partitions (Kernel, Grid, Stream): derive from the function")
         if "merge" in kinds:
             raise RewriteError("the derivation search does not handle merge nodes; remove them first")
-        self.net, self.share = net, share
+        self.net, self.share, self.once = net, share, once
         self.folded = folded(net) if fold else set()
         self.nodes = [nid for nid, n in net.nodes.items() if n.kind == "box" and nid not in self.folded]
         self.index = {nid: i for i, nid in enumerate(self.nodes)}
@@ -109,6 +123,22 @@ class OpGraph:
 
     def __len__(self):
         return len(self.nodes)
+
+    def distinct(self) -> int:
+        """The operations that compute distinct values: with ``once``, two of one label reading the same values
+        (through copies, a closed value by its tree) count once, as a kernel of them all computes them
+        (:func:`_apply_once`); else every operation."""
+        if not self.once:
+            return len(self.nodes)
+        canon, seen = {}, {}
+        for nid in self.nodes:
+            node = self.net.nodes[nid]
+            reads = tuple(("closed", self._closed_key(w)) if s[0] in self.folded else (canon.get(s[0], s[0]), s[1])
+                          for s, w in zip(self.sources(nid), self.net.ins[nid]))
+            if kind_of(node.spec.kind).commutative and len(set(node.dom)) == 1:
+                reads = tuple(sorted(reads, key=str))
+            canon[nid] = seen.setdefault((node.label, reads), nid)
+        return len(seen)
 
     def name(self, i: int) -> str:
         return self.net.nodes[self.nodes[i]].name
@@ -264,25 +294,25 @@ class OpGraph:
         wires = dict(zip(ports, b.inputs))
         feed = {port: wires[key] for port, key in value.items()}
         made, outs = {}, []
+        seen = {} if self.once else None      # (label, the wires read) → the outputs: each value computed once
         for i in ops:
             nid = self.nodes[i]
             node = self.net.nodes[nid]
-            args = [feed[(nid, p)] if (nid, p) in feed else made[src] if src in made else self._closed(b, w)
+            args = [feed[(nid, p)] if (nid, p) in feed else made[src] if src in made else self._closed(b, w, seen)
                     for p, (src, w) in enumerate(zip(self.sources(nid), self.net.ins[nid]))]
-            got = b(Diagram.id(node.box.dom).then(node.box), *args)
-            got = got if isinstance(got, tuple) else (got,)
+            got = _apply_once(b, node, args, seen)
             for port, (w, wire) in enumerate(zip(self.net.outs[nid], got)):
                 made[(nid, port)] = wire
                 if any(r[0] == OUTPUT or r[0] not in inside for r in self.readers(w)):
                     outs.append(wire)
         return b.build(*outs), tuple(ports)
 
-    def _closed(self, b, wid):
-        """The folded value on wire ``wid`` computed in ``b`` (its closed boxes once for this port)."""
+    def _closed(self, b, wid, seen=None):
+        """The folded value on wire ``wid`` computed in ``b`` (its closed boxes once for this port; once for the
+        block where ``seen`` is its memo, :func:`_apply_once`)."""
         nid, port = self._source(wid)
-        box = self.net.nodes[nid].box
-        got = b(Diagram.id(box.dom).then(box), *(self._closed(b, w) for w in self.net.ins[nid]))
-        return (got if isinstance(got, tuple) else (got,))[port]
+        node = self.net.nodes[nid]
+        return _apply_once(b, node, [self._closed(b, w, seen) for w in self.net.ins[nid]], seen)[port]
 
     def _closed_key(self, wid) -> tuple:
         nid, port = self._source(wid)
@@ -314,7 +344,27 @@ class OpGraph:
             read = tuple(any(r[0] == OUTPUT or r[0] not in local for r in self.readers(w))
                          for w in self.net.outs[nid])
             out.append((node.label, srcs, read))
-        return tuple(out)
+        return (*out, ("computed once",)) if self.once else tuple(out)   # a kernel of one value fewer, once
+
+
+def _apply_once(b, node, args, seen) -> tuple:
+    """The outputs of ``node``'s box applied in ``b`` to the wires ``args``; with a memo ``seen`` (a dict), the
+    outputs of the box of one label applied to the same wires before, if any (one value computed once: boxes are
+    deterministic, paper §2), the operands of a kind that commutes compared as a set where they are of one array
+    type (as ``common_value`` compares them)."""
+    key = None
+    if seen is not None:
+        reads = tuple(w.id for w in args)
+        if kind_of(node.spec.kind).commutative and len(set(node.dom)) == 1:
+            reads = tuple(sorted(reads))
+        key = (node.label, reads)
+        if key in seen:
+            return seen[key]
+    got = b(Diagram.id(node.box.dom).then(node.box), *args)
+    got = got if isinstance(got, tuple) else (got,)
+    if key is not None:
+        seen[key] = got
+    return got
 
 
 class BlockKey:

@@ -11,7 +11,9 @@ block by block, in execution order:
 2. the rule playing ``fuse`` (kernel fusion) on two of its kernels, until the block is one kernel (the rule
    playing ``join``, sibling fusion, on two that no data flow links where none fuses);
    then, if the book has one, the rule playing ``share`` on it (a value it reads in several places loaded
-   once; the book's ``simplify`` rules then drop the copies of the reads it discarded);
+   once; the book's ``simplify`` rules then drop the copies of the reads it discarded), and the rule playing
+   ``compute_once`` (a value its operations' own copies compute several times computed once: what the search's
+   block function counts, :meth:`~napkin_cat.search.blocks.OpGraph.subdiagram` with ``once``);
 3. the rule playing ``stream`` along its streamed axis (``sweep`` for a sliced stream; then ``split`` for a
    stream run in parts by parallel blocks), ``nest`` along each axis streamed inside its trip (a 2-D loop),
    then ``group`` along each grouped axis, with the
@@ -118,6 +120,16 @@ def _share(mk, book, region):
     return region
 
 
+def _once(mk, rule, region):
+    """The rule playing ``compute_once`` on the block's kernel where it computes a value twice (once: it merges
+    every such value); returns the kernel."""
+    options = _legal(rule, mk.net, lambda m: m.nodes["k"] == region, {region})
+    if not options:
+        return region
+    new, _ = mk.apply(rule, options[0])
+    return _region_among(mk.net, new)
+
+
 def make(form, graph, path, book, level: int):
     """``(diagram, steps)``: ``form`` (whose ops are ``graph``'s) partitioned as ``path`` by the book's rules.
 
@@ -171,6 +183,8 @@ def make(form, graph, path, book, level: int):
         (region,) = mine
         if "share" in book.roles:
             region = _share(mk, book, region)
+        if "compute_once" in book.roles:
+            region = _once(mk, book.role("compute_once"), region)
         # 3. partition it
         first = book.role("sweep") if getattr(variant, "sliced", False) else stream_rule
         steps = ([(first, variant.stream)] if variant.stream else []) + \

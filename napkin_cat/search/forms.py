@@ -42,10 +42,11 @@ class Form:
     recomputed: int = 0   # operations added by recomputation (the book's ``recompute`` rule)
     units: bool = False   # each operation read by one operation alone shares its reader's kernel
     fold: bool = False    # closed values computed by each reader (the book plays ``recompute``: :mod:`.blocks`)
+    once: bool = False    # a kernel computes each value once (the book plays ``compute_once``: :mod:`.blocks`)
 
     def __post_init__(self):
         self.graph = OpGraph(to_netlist(self.diagram), share=self.share, fold=self.fold,
-                             join=self.join)
+                             join=self.join, once=self.once)
         self._space = None
         self._cut = None
 
@@ -93,14 +94,15 @@ def _simplified(diagram, book) -> Form:
     (``centred_statistics_pass``) computes x − μ twice on purpose: the normal form merges the user's copies, the
     prepared forms keep theirs."""
     share, fold, join = "share" in book.roles, "recompute" in book.roles, "join" in book.roles
+    once = "compute_once" in book.roles
     rules = tuple(rule for role in ("simplify", "normalise") if role in book.roles for rule in book.role(role))
     if not rules:
-        return Form(diagram, share=share, fold=fold, join=join)
+        return Form(diagram, share=share, fold=fold, join=join, once=once)
     net = to_netlist(diagram)
     axes = sum(len(w.array.axes) for w in net.wires.values())
     r = rewrite(diagram, rules, "fixpoint", max_steps=(len(net.nodes) + len(net.wires) + 1) * (axes + 1))
     return Form(r.diagram, tuple(r.trace.steps), tuple(s.rule for s in r.trace.steps), share,
-                fold=fold, join=join)
+                fold=fold, join=join, once=once)
 
 
 def prepared_forms(diagram, book, depth: int = 2, limit: int = 6, *, sizes: dict | None = None) -> list:
@@ -123,11 +125,13 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6, *, sizes: dict
         net = to_netlist(f.diagram)
         for rule, m in in_turn(rules, net):
             after = rule.fill(m)
-            new = after.diagram
+            tidy = tidied(net, after, book)
+            new = (tidy[-1][1] if tidy else after).diagram
             if any(isomorphic(new, g.diagram) for g in forms):
                 continue
             step = Step.of(rule, m, net, after)
-            g = Form(new, f.steps + (step,), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join)
+            g = Form(new, f.steps + (step,) + tuple(t for t, _ in tidy), f.prepared + (rule.name,), f.share,
+                     fold=f.fold, join=f.join, once=f.once)
             forms.append(g)
             queue.append(g)
             if len(forms) >= limit:
@@ -181,6 +185,31 @@ def least_work_first(rule, choices, sizes) -> list:
     return [m for _, _, m in sorted(zip(works, range(len(choices)), choices), key=lambda t: t[:2])]
 
 
+def tidied(before, after, book) -> list:
+    """The book's ``simplify`` rules at the discards a step (``before`` → ``after``, netlists) left: ``[(Step,
+    netlist after it)]``, empty where it left none.
+
+    A prepare rule that reads a value it no longer needs (a log-sum-exp read off a SoftMax's state leaves the scores
+    it read) leaves a discard on a branch of a copy; the copy law removes it (``copy_discard``), as the search's
+    blocks never count it: kernel formation would save a value only a discard reads, a q×x output the stream
+    partition then refuses."""
+    drops = {n for n in after.nodes if n not in before.nodes and after.nodes[n].kind == "discard"}
+    if not drops or "simplify" not in book.roles:
+        return []
+    out, net = [], after
+    while drops:
+        options = [(r, m) for r in book.role("simplify") for m in r.matches(net)
+                   if set(m.nodes.values()) & drops and r.failure(m) is None]
+        if not options:
+            break
+        r, m = options[0]
+        new = r.fill(m)
+        out.append((Step.of(r, m, net, new), new))
+        drops &= set(new.nodes)
+        net = new
+    return out
+
+
 def _everywhere(f: Form, rule, sizes=None):
     """``f`` with ``rule`` applied at each place it legally applies (found in one scan, applied one after the
     other where the place is still there; at each, the choice :func:`least_work_first` puts first that still
@@ -206,7 +235,8 @@ def _everywhere(f: Form, rule, sizes=None):
             break
     if not steps:
         return None
-    return Form(net.diagram, f.steps + tuple(steps), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join)
+    return Form(net.diagram, f.steps + tuple(steps), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join,
+                once=f.once)
 
 
 def _prepared_everywhere(forms, rules, depth, limit, sizes=None) -> list:

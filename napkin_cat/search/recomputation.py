@@ -42,7 +42,7 @@ def _apply(form, rule, m, net):
     after = rule.fill(m)
     step = Step.of(rule, m, net, after)
     g = type(form)(after.diagram, form.steps + (step,), form.prepared + (rule.name,), form.share,
-                   fold=form.fold, join=form.join)
+                   fold=form.fold, join=form.join, once=form.once)
     g.recomputed = form.recomputed + len(g.graph) - len(form.graph)
     return g
 
@@ -151,7 +151,8 @@ def recomputed_forms(forms, book, depth: int = 2, limit: int = 6) -> list:
             if any(isomorphic(new, g.diagram) for g in (*forms, *out)):
                 continue
             step = Step.of(rule, m, net, after)
-            g = type(f)(new, f.steps + (step,), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join)
+            g = type(f)(new, f.steps + (step,), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join,
+                        once=f.once)
             g.recomputed = f.recomputed + len(g.graph) - len(f.graph)
             out.append(g)
             queue.append((g, k + 1))

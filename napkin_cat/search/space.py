@@ -126,7 +126,9 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
     to fewer kernels, then to fewer FLOPs (at the kernels' tiles, so with what a fused kernel recomputes: of
     two orders of a contraction chain that move as much, the cheaper one; of a normaliser in one pass and in
     two that move as much, the one pass), then to the finer form (more operations: an accumulator written out
-    as boxes, whose trace shows how the kernel streams), then to fewer rewrites, then to the earlier form.
+    as boxes, whose trace shows how the kernel streams; operations that compute one value counted once where
+    the book plays ``compute_once``, :meth:`~napkin_cat.search.blocks.OpGraph.distinct`), then to fewer rewrites,
+    then to the earlier form.
     A form whose kernels are capped in size (its space is not exact) is compared once grown by cost-guided fusion
     and joins of independent kernels that read one value (``join``).  Only partitions the rule book's ``roles``
     can build are considered.  ``need``
@@ -162,7 +164,8 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
         for k, found in enumerate(shortest):
             if found is None:
                 continue
-            key = [found[0], found[1], None, -(len(form.graph) - form.recomputed), len(form.steps), rank]
+            fine = form.graph.distinct() if form.graph.once else len(form.graph) - form.recomputed
+            key = [found[0], found[1], None, -fine, len(form.steps), rank]
             now = best[k]
             recomputing = now is not None and key[0] == now[0][0] and bool(form.recomputed or now[1].recomputed)
             if now is not None and (key[:2] == now[0][:2] or recomputing):   # a tie: FLOPs decide (only for ties)

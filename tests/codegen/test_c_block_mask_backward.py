@@ -191,8 +191,8 @@ def test_the_document_backward_alone(tiles):
 
 
 def test_every_stream_of_the_derived_backward_skips_by_the_data(causal_docs):
-    """The plan's stream loops: both have a skip test by the data's block mask, whose full trip reads the mask and
-    each copy of it as true (none made)."""
+    """The plan's stream loops: both have a skip test by the data's block mask, whose full trip reads the mask as
+    true (not made); each trip makes the mask once, for all its readers (``compute_once``: no copy of it left)."""
     loops = [s for s in walk(_plan(causal_docs, (8, 8, 8, 8)).body) if isinstance(s, StreamLoop)]
-    assert len(loops) == 2 and all(s.data is not None and s.data.copies for s in loops)
+    assert len(loops) == 2 and all(s.data is not None and not s.data.copies for s in loops)
     assert all(s.data.conditions <= s.data.made for s in loops)

@@ -84,6 +84,29 @@ def test_no_position_goes_through_level_0(derived):
     assert sorted(tuple(a.names) for a in intermediates(derived.diagram)) == [("q",), ("q",)]
 
 
+def computed(d, out=None) -> list:
+    """The names of the primitive boxes ``d`` computes, inside its regions too."""
+    out = [] if out is None else out
+    for _, b in layers(d):
+        if hasattr(b, "arg"):
+            computed(b.arg, out)
+        elif getattr(b, "data", None) is not None and b.data.kind not in ("load", "save"):
+            out.append(b.name)
+    return out
+
+
+def test_each_kernel_computes_each_value_once(derived):
+    """Recomputation gives each consumer of P = exp(S − L) its own copy (of S = Q Kᵀ, of the mask, of P), and the
+    join puts dK's and dV's in one kernel; the rule playing ``compute_once`` (``rewrites.compute_once``) merges them
+    there: per trip S, the mask and P once, and four products (S, dP = dO Vᵀ, dSᵀ Q, Pᵀ dO).  Without it (the book
+    less that role) that kernel computed five products, the mask three times and P twice, and dQ's the mask twice."""
+    regions = [b for _, b in layers(derived.diagram) if hasattr(b, "arg")]
+    names = [computed(k.arg) for k in regions]
+    assert all(n.count("≤") == 1 for n in names)                  # each kernel that reads the mask makes it once
+    (both,) = [n for k, n in zip(regions, names) if len(k.cod) == 2]
+    assert both.count("·") == 4 and both.count("exp") == 1
+
+
 def test_every_stream_of_the_backward_skips_masked_tiles(derived):
     found = list(streams(derived.diagram))
     assert len(found) >= 4
