@@ -20,6 +20,8 @@ the runner decides it (:func:`running_slices`)::
 """
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import sympy
 
@@ -191,7 +193,53 @@ def running_slices(skip, ctx: At, region, extent: int, starts, positions: bool, 
     return At(first.env, tiles, sum(p.count for p in parts), first.device)
 
 
+#: the most counts :func:`_count_running` keeps (a search counts one tiling once per structure and assignment)
+COUNTS_KEPT = 4096
+_COUNTS: dict = {}
+
+
+def _digest(start) -> object:
+    """A tile's start as a key: a number, or a digest of an array of them."""
+    if isinstance(start, np.ndarray):
+        return (len(start), hashlib.blake2b(np.ascontiguousarray(start, dtype=np.int64).tobytes(),
+                                            digest_size=16).digest())
+    return int(start)
+
+
+def _count_key(skip, ctx: At, region, extent: int, starts):
+    """What :func:`_count_running`'s answer depends on: the masks, and the tile each axis they read is in over the
+    tiles ``ctx`` stands for (the axes read found by a probe of the masks), the slices' extent and starts."""
+    read: dict = {}
+
+    def probe(axis, size):
+        read.setdefault(axis, size)
+        return (0, 1)
+    skip.verdict(probe)
+    tiles = []
+    for axis in sorted(set(read) | set(skip.axes) | {region.axis}):
+        if axis in ctx.tiles:
+            s, e = ctx.tiles[axis]
+            tiles.append((axis, _digest(s), int(e)))
+        elif axis != region.axis:
+            tiles.append((axis, integer(read[axis], ctx.env) if axis in read else None))
+    return (skip, region.axis, int(extent), int(starts[0]) if len(starts) else 0,
+            int(starts[1] - starts[0]) if len(starts) > 1 else 0, len(starts), ctx.count, tuple(tiles))
+
+
 def _count_running(skip, ctx: At, region, extent: int, starts, block_mask=None) -> int:
+    """:func:`count_running`, kept per :func:`_count_key` (without a block mask: the data's is not a key)."""
+    if block_mask is not None:
+        return count_running(skip, ctx, region, extent, starts, block_mask)
+    key = _count_key(skip, ctx, region, extent, starts)
+    found = _COUNTS.get(key)
+    if found is None:
+        if len(_COUNTS) >= COUNTS_KEPT:
+            _COUNTS.pop(next(iter(_COUNTS)))
+        found = _COUNTS[key] = count_running(skip, ctx, region, extent, starts)
+    return found
+
+
+def count_running(skip, ctx: At, region, extent: int, starts, block_mask=None) -> int:
     """How many (tile, slice) pairs run, over the tiles ``ctx`` stands for and the slices of ``extent`` at
     ``starts`` (evenly spaced), each decided as the runner decides it (``skip.skipped`` on the slice).
 

@@ -5,7 +5,8 @@ do not see what else a GPU charges: a stream's slice ``s`` leaves ``H`` unchange
 trips pay the per-trip rescaling and how many tensor-core instructions a trip issues; larger groups cut
 ``H`` but launch fewer blocks.  On a hardware model the search goes on from there:
 
-1. the structures (variants) ``derive`` finds at memories ``2^10 … smem_per_block / 2`` values;
+1. the structures (variants) ``derive`` finds at memories ``2^10 … smem_per_block / 2`` values (from the
+   smallest that holds an algorithm, where the smaller hold none: a layer norm keeps whole rows);
 2. per structure, every tile assignment the hardware allows: each tile a multiple of its tensor-core and
    coalescing divisors (:mod:`~napkin_cat.hardware.divisors`), a power of two (block tensors) no larger
    than ``largest`` and dividing its axis, at least 16 (a block tensor's side is padded to 16) or, on no
@@ -221,8 +222,17 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     density = 1 if density is None else density
     top = max(10, int(math.log2(gpu.smem_per_block // 2)))
     memories = [2 ** k for k in range(10, top + 1)]
-    found = [] if min_blocks is not None else [derive_transfers(diagram, memory=memories, sizes=sizes, level=level,
-                                                                book=book, cache=cache, depth=depth, density=density)]
+    found = []
+    if min_blocks is None:
+        try:
+            found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book, cache=cache,
+                                          depth=depth, density=density))
+        except MemoryLimitError as e:     # the smaller memories hold no algorithm: the structures of those that do
+            memories = [m for m in memories if m >= getattr(e, "smallest", math.inf)]
+            if not memories:
+                raise
+            found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book,
+                                          cache=cache, depth=depth, density=density))
     try:
         found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book, cache=cache,
                                       depth=depth, min_blocks=gpu.sm_count if min_blocks is None else min_blocks,
