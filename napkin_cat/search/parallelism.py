@@ -55,12 +55,13 @@ def parts_of(curve):
     return find(curve.bubbles)
 
 
-def most_blocks(kernel, sizes: dict) -> int:
+def most_blocks(kernel, sizes: dict) -> int | None:
     """The most thread blocks ``kernel`` (a :class:`~napkin_cat.algorithms.launches.KernelLaunch`) can launch at
     ``sizes`` (its axes and parts; its tiles free): every tile at 1, the least a tile can be, so each axis its
     Grids cut counts its full size ``n`` (``N(n, (g₁, …, 1)) = n`` ≥ ``N(n, (g₁, g₂, …))`` for every tiling:
-    the distinct tiles of an axis are at most its indices), times its parts.  A bound the search reads before it
-    costs a kernel: where it is below the requirement, no tiling of the kernel meets it.
+    the distinct tiles of an axis are at most its indices), times its parts; None where ``sizes`` leave it a
+    symbol.  A bound the search reads before it costs a kernel: where it is below the requirement, no tiling of
+    the kernel meets it.
 
     >>> import napkin_cat as nc
     >>> from napkin_cat.algorithms.launches import kernel_launches
@@ -73,7 +74,8 @@ def most_blocks(kernel, sizes: dict) -> int:
     for g in kernel.grids:              # outermost first: nested Grids along an axis count its full size once
         axes.setdefault(g.axis, g.full_size())
     most = sympy.Mul(*axes.values()) * (kernel.parts if kernel.parts is not None else 1)
-    return _int(sympy.sympify(most).xreplace(env), {})
+    most = sympy.sympify(sympy.sympify(most).xreplace(env))
+    return int(most) if most.is_Integer else None
 
 
 class Requirement:
@@ -93,7 +95,7 @@ class Requirement:
         requirement, a cap on the tiles where they depend on them."""
         env = Sizes(sizes).env
         kernels = kernel_launches(curve.bubbles)
-        if any(most_blocks(k, sizes) < self.blocks for k in kernels):
+        if any(m is not None and m < self.blocks for m in (most_blocks(k, sizes) for k in kernels)):
             return [(None, {})] * len(self.memories)    # no tiling launches enough: not costed at all
         launched = [sympy.sympify(k.blocks).xreplace(env) for k in kernels]
         if not curve.grouped:          # no tiles: the blocks are numbers
