@@ -55,6 +55,29 @@ def parts_of(curve):
     return find(curve.bubbles)
 
 
+def most_blocks(kernel, sizes: dict) -> int | None:
+    """The most thread blocks ``kernel`` (a :class:`~napkin_cat.algorithms.launches.KernelLaunch`) can launch at
+    ``sizes`` (its axes and parts; its tiles free): every tile at 1, the least a tile can be, so each axis its
+    Grids cut counts its full size ``n`` (``N(n, (g₁, …, 1)) = n`` ≥ ``N(n, (g₁, g₂, …))`` for every tiling:
+    the distinct tiles of an axis are at most its indices), times its parts; None where ``sizes`` leave it a
+    symbol.  A bound the search reads before it costs a kernel: where it is below the requirement, no tiling of
+    the kernel meets it.
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.algorithms.launches import kernel_launches
+    >>> (k,) = kernel_launches(nc.group(nc.stream(nc.library.attention(), "x", "s_x", parts="P"), "q", "g_q"))
+    >>> most_blocks(k, {"q": 5, "x": 64, "d": 8, "P": 8})            # 5 rows × 8 parts
+    40
+    """
+    env = Sizes(sizes).env
+    axes = {}
+    for g in kernel.grids:              # outermost first: nested Grids along an axis count its full size once
+        axes.setdefault(g.axis, g.full_size())
+    most = sympy.Mul(*axes.values()) * (kernel.parts if kernel.parts is not None else 1)
+    most = sympy.sympify(sympy.sympify(most).xreplace(env))
+    return int(most) if most.is_Integer else None
+
+
 class Requirement:
     """At least ``blocks`` thread blocks per kernel; ``at(curve, k)`` is ``(H*, tiles)`` under it at the
     ``k``-th memory (``(None, {})`` where no tiling both fits and launches enough blocks).  Made per derivation, so
@@ -71,7 +94,10 @@ class Requirement:
         """Per memory ``(H, tiles)`` at ``sizes`` (the parts fixed): every kernel's blocks at least the
         requirement, a cap on the tiles where they depend on them."""
         env = Sizes(sizes).env
-        launched = [sympy.sympify(k.blocks).xreplace(env) for k in kernel_launches(curve.bubbles)]
+        kernels = kernel_launches(curve.bubbles)
+        if any(m is not None and m < self.blocks for m in (most_blocks(k, sizes) for k in kernels)):
+            return [(None, {})] * len(self.memories)    # no tiling launches enough: not costed at all
+        launched = [sympy.sympify(k.blocks).xreplace(env) for k in kernels]
         if not curve.grouped:          # no tiles: the blocks are numbers
             ok = all(_int(b, {}) >= self.blocks for b in launched) if launched else self.blocks <= 1
             return [curve.at(sizes, m, self.tiles) if ok else (None, {}) for m in self.memories]
@@ -104,4 +130,4 @@ class Requirement:
         return self.all(curve)[k]
 
 
-__all__ = ["Requirement", "parts_of"]
+__all__ = ["Requirement", "parts_of", "most_blocks"]

@@ -1,4 +1,4 @@
-"""A Python number in a mod is a constant of the diagram, not data (issue 33): ``q − x ≤ 37`` or ``|q − x| < w`` (a
+"""A Python number in a mod is a constant of the diagram, not data (issue 33): ``q − x ≤ 3`` or ``x − q < w`` (a
 literal, or an int the closure captures) is a mask of positions, so its comparison is closed
 (:mod:`napkin_cat.rewriting.closed`: it reads no input), the derived forward skips the tiles it never allows and runs
 those it allows whole without it; a captured 0-d *tensor* stays an input (data: it may change between calls).
@@ -26,8 +26,10 @@ from tests.torch.test_op_skips import trips  # noqa: E402
 N, D = 64, 4
 WIDTH = 5                                                    # a Python int the closure captures
 G = torch.Generator().manual_seed(3)
-MASKS = {"lagged": (lambda b, h, q, x: q - x <= 37, lambda i, j: i - j <= 37),
-         "band": (lambda b, h, q, x: (q - x).abs() < WIDTH, lambda i, j: abs(i - j) < WIDTH)}
+#: a literal (3) and a captured int (WIDTH) in one mask, an uneven band −WIDTH < q − x ≤ 3: each comparison's number
+#: matters, and one derivation checks both (a mask's derivation is most of this file's time: 5.6 CPU s for this one,
+#: 5.0 + 6.1 for the literal's and the captured int's masks apart)
+MASK = (lambda b, h, q, x: (q - x <= 3) & (x - q < WIDTH), lambda i, j: (i - j <= 3) & (j - i < WIDTH))
 
 
 def run(mask_mod):
@@ -57,9 +59,8 @@ def blocks(allowed, tiles: dict) -> tuple:
 
 
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("mask", sorted(MASKS))
-def test_a_number_in_a_mask_is_a_closed_constant_and_its_tiles_are_skipped(mask):
-    mask_mod, allowed = MASKS[mask]
+def test_a_number_in_a_mask_is_a_closed_constant_and_its_tiles_are_skipped():
+    mask_mod, allowed = MASK
     (O, L), (O2, L2), traced = run(mask_mod)
     assert torch.allclose(O, O2, rtol=0, atol=1e-12) and torch.allclose(L, L2, rtol=0, atol=1e-12)
     i, j = np.arange(N)[:, None], np.arange(N)[None, :]
@@ -71,7 +72,7 @@ def test_a_number_in_a_mask_is_a_closed_constant_and_its_tiles_are_skipped(mask)
         assert (run_, full) == (some, every)
         assert run_ < total                         # tiles skipped
     n, closed_ = comparisons(traced.translated.diagram)
-    assert n >= 1 and closed_ == n                  # no comparison reads an input: the literal is no scalar input
+    assert n >= 2 and closed_ == n                  # no comparison reads an input: neither number is a scalar input
 
 
 @pytest.mark.filterwarnings("ignore")
