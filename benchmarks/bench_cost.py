@@ -47,6 +47,14 @@ n = 50/200/800/2000: 0.200/0.174/0.135/0.138 (0.69); beside n wires each of its 
 (7.40 at 800) and 85.6 s in all at 2000.  A column of k distinct monomials is still built as a sympy sum of k terms
 after every layer, so that case stays quadratic (and sympy's sort makes it worse): see the report of fast-functor.
 
+``--only scaling --runs 3`` (speed-35c at 1c99a3d against main 52ff5f4, one after the other, 2 cores shared and
+busy): n maps beside n wires each of its own size p_k, ms per box at 50/200/800/2000 boxes: main
+0.255/0.351/0.518/1.482 (5.80 at 2000), now 0.158/0.075/0.094/0.060 (flat): a level's total is re-summed only
+where a layer changed its terms (a map puts back the monomial it took; napkin_cat/cost/live.py).  The cost of a
+32-block derive's winner (5,421 boxes with regions' insides) is linear with the collector paused, as inside
+``derive``: 0.274/0.268/0.267 ms per box at 1/8/32 blocks; the 2.8-3.2 s one call takes after a derive is the
+cyclic collector walking the 2.9 million objects the derive left (1.9 s with it disabled, 2.2 s after gc.freeze()).
+
 A stream's columns were read value by value at every step of its expansion, so a stream whose trip keeps many
 values live (the weights not yet added) cost work per box growing with its length; they are now kept up to date
 (napkin_cat/cost/columns.py).  The tiles of kernels separated by global memory are independent problems: the

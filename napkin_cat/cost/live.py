@@ -63,23 +63,28 @@ class Live:
     Each level's total is a polynomial held as monomial → coefficient, so a layer changes only the
     terms of the values it consumes and makes, and reading a column costs the number of distinct
     monomials, not the number of wires (the weights of later blocks riding beside a transformer
-    block cost nothing per layer).
+    block cost nothing per layer).  A level's total is summed again only where its terms changed since it was last
+    read: a layer that takes a value and puts one of the same size (a map) touches a term and puts it back, so a
+    chain of maps beside ``n`` wires of distinct sizes costs no ``n``-term sum per box (:class:`Resummed`, the
+    specification, sums every read).
     """
 
     def __init__(self, terms_of=None, total=None):
         self.wires = {}     # value id -> number of wires carrying it
         self.terms = {}     # level -> {monomial: coefficient}
-        self._sums = {}     # level -> its total as a sympy expression, while its terms are unchanged
+        self._sums = {}     # level -> its total when last read, while its terms are unchanged
+        self._was = {}      # level -> {monomial: its coefficient when the level's total was last read}, if touched
         # the arithmetic of the totals (:mod:`napkin_cat.cost.polynomial`): an array's terms, a total of terms
         self._terms_of, self._total = terms_of or _terms, total or _sum
 
     def _shift(self, arr: Array, sign: int, terms=None):
-        if terms is None:
-            terms = self.terms
-            self._sums.pop(arr.level, None)
-        level = terms.setdefault(arr.level, {})
+        level = (self.terms if terms is None else terms).setdefault(arr.level, {})
+        was = self._was.setdefault(arr.level, {}) if terms is None else None
         for m, c in self._terms_of(arr):
-            level[m] = level.get(m, 0) + sign * c
+            old = level.get(m, 0)
+            if was is not None and m not in was:
+                was[m] = old
+            level[m] = old + sign * c
 
     def put(self, values):
         for vid, arr in values:
@@ -108,10 +113,32 @@ class Live:
                 if self.wires[vid] == on_them[vid]:
                     self._shift(arr, -1, terms)
             return {l: self._total(t) for l, t in terms.items() if any(t.values())}
+        for l, was in self._was.items():   # a level whose touched terms are back where they were: its sum stands
+            t = terms[l]
+            if any(t.get(m, 0) != c for m, c in was.items()):
+                self._sums.pop(l, None)
+        self._was = {}
         out = {}
-        for l, t in terms.items():   # a level no layer touched since the last column: its sum as it was
+        for l, t in terms.items():   # a level no layer changed since the last column: its sum as it was
             if l not in self._sums:
                 self._sums[l] = self._total(t) if any(t.values()) else None
             if self._sums[l] is not None:
                 out[l] = self._sums[l]
         return out
+
+
+class Resummed(Live):
+    """The specification of :meth:`Live.column`: every level's total summed afresh from its terms at every read
+    (the fold before issue 35's item 4 kept a level's sum only while no layer touched it).  :class:`Live` reads the
+    same totals, re-summing a level only where its terms changed::
+
+        Live().column() == Resummed().column()        after the same puts and takes
+
+    >>> (a, b) = __import__("napkin_cat").types("q d, p").inside
+    >>> spec = Resummed(); spec.put([(0, a), (1, b)]); spec.take([(1, b)]); spec.put([(2, b)]); spec.column()
+    {0: d*q + p}
+    """
+
+    def column(self, without=()) -> dict:
+        self._sums = {}
+        return super().column(without)

@@ -53,6 +53,7 @@ from napkin_cat.hardware.predict import (PIPELINES, KernelTime, Prediction, boun
 from napkin_cat.hardware.timed import fastest, split_parts, tile_fulls
 from napkin_cat.hardware.toy import primitive_boxes
 from napkin_cat.search.derivation import derive as derive_transfers
+from napkin_cat.search.forms import Preparation
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.syntax.sizes import Sizes, as_sizes
@@ -299,12 +300,14 @@ def derive_for_cpu_time(diagram, hardware, sizes: dict, *, threads: int = 1, val
     env = environment(sizes)
     memories = sorted({2 ** k for k in range(SMALLEST_MEMORY.bit_length() - 1, memory.bit_length())
                        if 2 ** k <= memory} | {memory})
+    prepared = Preparation()      # the forms both searches read, prepared once
     found = [] if min_blocks is not None else [derive_transfers(diagram, memory=memories, sizes=sizes, level=level,
-                                                                book=book, cache=cache, depth=depth)]
+                                                                book=book, cache=cache, depth=depth, prepared=prepared)]
     if min_blocks is not None or threads > 1:
         try:
             found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book, cache=cache,
-                                          depth=depth, min_blocks=threads if min_blocks is None else min_blocks))
+                                          prepared=prepared, depth=depth,
+                                          min_blocks=threads if min_blocks is None else min_blocks))
         except MemoryLimitError:
             if min_blocks is not None:
                 raise

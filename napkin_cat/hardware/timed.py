@@ -63,6 +63,7 @@ from napkin_cat.cost.record import Density
 from napkin_cat.hardware.predict import (LAUNCH, OVERLAPS, KernelForm, Prediction, assumptions, bound_densities,
                                          check_ceilings, density_assumptions, environment, kernels_of)
 from napkin_cat.search.derivation import derive as derive_transfers
+from napkin_cat.search.forms import Preparation
 from napkin_cat.syntax.adapter import layers
 from napkin_cat.syntax.sizes import Sizes
 
@@ -222,21 +223,22 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     density = 1 if density is None else density
     top = max(10, int(math.log2(gpu.smem_per_block // 2)))
     memories = [2 ** k for k in range(10, top + 1)]
+    prepared = Preparation()      # the forms both searches read, prepared once
     found = []
     if min_blocks is None:
         try:
             found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book, cache=cache,
-                                          depth=depth, density=density))
+                                          depth=depth, density=density, prepared=prepared))
         except MemoryLimitError as e:     # the smaller memories hold no algorithm: the structures of those that do
             memories = [m for m in memories if m >= getattr(e, "smallest", math.inf)]
             if not memories:
                 raise
             found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book,
-                                          cache=cache, depth=depth, density=density))
+                                          cache=cache, depth=depth, density=density, prepared=prepared))
     try:
         found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book, cache=cache,
-                                      depth=depth, min_blocks=gpu.sm_count if min_blocks is None else min_blocks,
-                                      density=density))
+                                      prepared=prepared, depth=depth,
+                                      min_blocks=gpu.sm_count if min_blocks is None else min_blocks, density=density))
     except MemoryLimitError:
         if min_blocks is not None:
             raise

@@ -115,6 +115,9 @@ class OpGraph:
         # their kernels, which then load the value once)
         self._keys = {}   # block -> its BlockKey (the graph is not changed once built)
         self._spanned = {}   # (block, through siblings) -> connected
+        # (segment, budget) -> the segment's kernel-split space (:mod:`.segments` makes them; a graph shared by a
+        # call's searches, :class:`~napkin_cat.search.forms.Preparation`, has its spaces made once)
+        self.segment_spaces = {}
         self.siblings = [0] * len(self.nodes)
         if join and share:
             for mask in readers.values():

@@ -48,12 +48,13 @@ from napkin_cat.algorithms.launches import blocks
 from napkin_cat.cost.numeric import densities
 from napkin_cat.cost.optimum import Optimum, memory_limit
 from napkin_cat.cost.record import Density
-from napkin_cat.errors import ConstructionError, LevelError, MemoryLimitError, NapkinError, RewriteError
+from napkin_cat.errors import (ArgumentError, ConstructionError, LevelError, MemoryLimitError, NapkinError,
+                               RewriteError)
 from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.search.bounds import Bound, lower_bound
 from napkin_cat.search.parallelism import Requirement
 from napkin_cat.search.results import Derivation, Regime
-from napkin_cat.search.forms import prepared_forms
+from napkin_cat.search.forms import Preparation
 from napkin_cat.search.context import search_of
 from napkin_cat.search.space import Makers, extremes, check_sizes, select, smallest_memory
 from napkin_cat.syntax.adapter import MAX_LEVEL, Diagram
@@ -139,7 +140,7 @@ collector_paused = CollectorPause()
 @collector_paused
 def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = None, *, book=None,
            depth: int = 2, reference: dict | None = None, tiles: str = "divisors",
-           min_blocks: int | None = None, bound=None, cache=None, density=1) -> Derivation:
+           min_blocks: int | None = None, bound=None, cache=None, density=1, prepared=None) -> Derivation:
     """The cheapest algorithm for ``diagram`` at ``level`` with ``memory`` values there (see module docstring).
 
     ``memory``: a symbol name (symbolic mode: ``.H`` is a ``Piecewise`` in it), an int, or a list of ints
@@ -177,6 +178,9 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
     beside its memory columns, and split streams (the rule playing ``split``: FlashDecoding, split-K) join the
     partitions the search costs (:mod:`napkin_cat.search.parallelism`).  ``.blocks`` reports what the result
     launches.  With a hardware model it defaults to the model's SM count.
+
+    ``prepared`` (a :class:`~napkin_cat.search.forms.Preparation`): the prepared forms, shared with the other
+    searches of one call (the GPU derive's, with and without a requirement); by default this call's own.
     """
     if not isinstance(diagram, Diagram):
         raise NapkinError(f"derive takes a function diagram, got {type(diagram).__name__}")
@@ -191,7 +195,9 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
     search = search_of(level, cache, density)
     book = rulebook(book) if not hasattr(book, "roles") else book
     memories, many = _memories(memory)
-    forms = prepared_forms(diagram, book, depth, sizes=sizes if sizes is not None else reference)
+    if prepared is not None and not isinstance(prepared, Preparation):
+        raise ArgumentError(f"prepared= takes a Preparation (napkin_cat.search.forms), got {type(prepared).__name__}")
+    forms = (prepared or Preparation()).forms(diagram, book, depth, sizes if sizes is not None else reference)
     if not any(len(f.graph) for f in forms):
         raise RewriteError("the diagram has no operation to derive an algorithm for")
     if isinstance(memories, list):

@@ -139,6 +139,35 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6, *, sizes: dict
     return forms + recomputed_forms(forms, book, depth, limit)
 
 
+class Preparation:
+    """The prepared forms one call makes, shared by the searches it runs (a GPU derive searches without and with a
+    parallelism requirement): :func:`prepared_forms` of a function, rule book, depth and sizes, made once.  A form's
+    graph, kernel-split space and segments (:class:`Form`) depend on nothing else, so the searches read the same
+    ones::
+
+        Preparation().forms(f, book, depth, sizes) == prepared_forms(f, book, depth, sizes=sizes)
+
+    The key holds everything the forms depend on: the function and the rule book (by identity, both held, so an
+    equal id is the same object), the depth and the sizes.  A call makes its own (no module-level cache).
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.rewriting.registry import rulebook
+    >>> p, f, book = Preparation(), nc.library.attention(), rulebook()
+    >>> p.forms(f, book, 2, None) is p.forms(f, book, 2, None), p.forms(f, book, 2, None) is p.forms(f, book, 1, None)
+    (True, False)
+    """
+
+    def __init__(self):
+        self._made = {}
+
+    def forms(self, diagram, book, depth: int, sizes: dict | None) -> list:
+        key = (id(diagram), id(book), depth, None if sizes is None else tuple(sorted(dict(sizes).items())))
+        found = self._made.get(key)
+        if found is None:
+            found = self._made[key] = (diagram, book, prepared_forms(diagram, book, depth, sizes=sizes))
+        return found[2]
+
+
 def in_turn(rules, net) -> list:
     """The legal rewrites ``(rule, match)`` of ``net`` by ``rules``, the rules in turn: each rule's first match, then
     each one's second, and so on.  Within a rule its own order stands (its choices cheapest first where it ranks

@@ -125,7 +125,10 @@ def solve_segment(graph, segment, search, points, evaluate, lower, context, opti
     key = (graph.key(segment), context)
     found = search.solved.get(key)
     if found is None:
-        space = Space(graph, budget=SEGMENT_BUDGET, within=segment)
+        space = graph.segment_spaces.get((segment, SEGMENT_BUDGET))
+        if space is None:     # a segment's space depends on the graph, the segment and the budget alone
+            space = graph.segment_spaces[(segment, SEGMENT_BUDGET)] = Space(graph, budget=SEGMENT_BUDGET,
+                                                                            within=segment)
         got = shortest_splits(space, search, points, evaluate, lower, options)
         if not space.exact:     # kernels capped in size inside the segment: grown by cost-guided fusion
             got = [g if g is None else grow(graph, search, g, evaluate, k, lower) for k, g in enumerate(got)]
