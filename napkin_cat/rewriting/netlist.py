@@ -165,8 +165,9 @@ class Netlist:
         """``(node id, wire id)`` one past the largest in use: where a splice numbers what it adds (a splice that
         knows them without a scan sets them on the netlist it makes).
 
+        >>> import napkin_cat as nc
         >>> to_netlist(nc.library.attention()).fresh_ids
-        (3, 9)
+        (3, 6)
         """
         return max(self.nodes, default=-1) + 1, max(self.wires, default=-1) + 1
 
