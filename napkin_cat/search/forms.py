@@ -19,6 +19,7 @@ from napkin_cat.cost.iocost import cost
 from napkin_cat.errors import NapkinError, RewriteError
 from napkin_cat.rewriting.driver import rewrite
 from napkin_cat.rewriting.isomorphism import isomorphic
+from napkin_cat.rewriting.match import INPUT
 from napkin_cat.rewriting.netlist import to_netlist
 from napkin_cat.rewriting.trace import Step
 from napkin_cat.search import segments as segments_module
@@ -219,10 +220,13 @@ def tidied(before, after, book) -> list:
     netlist after it)]``, empty where it left none.
 
     A prepare rule that reads a value it no longer needs (a log-sum-exp read off a SoftMax's state leaves the scores
-    it read) leaves a discard on a branch of a copy; the copy law removes it (``copy_discard``), as the search's
-    blocks never count it: kernel formation would save a value only a discard reads, a q×x output the stream
-    partition then refuses."""
-    drops = {n for n in after.nodes if n not in before.nodes and after.nodes[n].kind == "discard"}
+    it read) leaves a discard on a branch of a copy, and one that reads again a value only a discard read (the
+    SoftMax's running maximum) puts that discard on a branch of a new copy; the copy law removes it
+    (``copy_discard``), as the search's blocks never count it: kernel formation would save a value only a discard
+    reads (a q×x output the stream partition then refuses; a running maximum stored and never read, so that derive's
+    H was not what its algorithm moves)."""
+    drops = {n for n in after.nodes if after.nodes[n].kind == "discard"
+             and (n not in before.nodes or _branch_of_new_copy(before, after, n))}
     if not drops or "simplify" not in book.roles:
         return []
     out, net = [], after
@@ -237,6 +241,15 @@ def tidied(before, after, book) -> list:
         drops &= set(new.nodes)
         net = new
     return out
+
+
+def _branch_of_new_copy(before, after, n) -> bool:
+    """Whether discard ``n`` of ``after`` reads a branch of a copy the step made or widened (a value the step's
+    right-hand side reads again, such as a SoftMax's running maximum, whose reader before was that discard)."""
+    src = after.wires[after.ins[n][0]].src[0]
+    if src == INPUT or after.nodes[src].kind != "copy":
+        return False
+    return src not in before.nodes or len(before.outs[src]) != len(after.outs[src])
 
 
 def _everywhere(f: Form, rule, sizes=None):
