@@ -60,7 +60,6 @@ assumptions it made (:attr:`Prediction.assumptions`), so a measurement that refu
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from dataclasses import dataclass, field, replace
@@ -78,7 +77,7 @@ from napkin_cat.errors import ArgumentError, ShapeError
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
 from napkin_cat.hardware.products import TENSOR, placement, products_of, rate
-from napkin_cat.hardware.toy import load_hierarchy
+from napkin_cat.hardware.issuing import ISSUING_THREADS, ROWS_PER_WARPGROUP, issuing_threads, scaling_unit
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.plan.ir import Load, StreamLoop, walk
 from napkin_cat.syntax.axis import symbol
@@ -89,42 +88,6 @@ from napkin_cat.plan import plan
 from napkin_cat.plan.static import live_columns
 
 PIPELINES = ("tensor", "special", "general")
-#: rows of a tensor-core product one warpgroup issues (Hopper's wgmma: m = 64)
-ROWS_PER_WARPGROUP = 64
-
-
-def warpgroups(rows: int) -> int:
-    """Warpgroups of a thread block whose tensor-core products have ``rows`` rows: one per 64 rows, 1 to 2
-    (more would split a row's reductions across warpgroups)."""
-    return max(1, min(2, rows // ROWS_PER_WARPGROUP))
-
-
-#: the most threads of a thread block that issue one tile's tensor-core products: two Hopper warpgroups, eight
-#: Ampere warps (more would split a row's reductions across more units than the kernels people write use)
-ISSUING_THREADS = 256
-
-
-@functools.cache
-def scaling_unit(hierarchy: str) -> str:
-    """The unit a toy hierarchy (named by a hardware model) scales by: ``warpgroup`` (Hopper), ``warp`` (Ampere)."""
-    return load_hierarchy(hierarchy).scaling_unit
-
-
-def issuing_threads(gpu: GPU, rows: int) -> int:
-    """Threads of a thread block whose tensor-core products have ``rows`` rows: one scaling unit of ``gpu``'s
-    hierarchy (Hopper's warpgroup of 128 threads, Ampere's warp of 32) per ``m`` rows of its first tensor-core
-    instruction (wgmma 64, wmma 16), at least one unit, at most :data:`ISSUING_THREADS` threads.
-
-    >>> from napkin_cat.hardware.model import load
-    >>> [issuing_threads(load("h100-sxm5"), r) for r in (16, 64, 128, 256)]
-    [128, 128, 256, 256]
-    >>> [issuing_threads(load("a100"), r) for r in (16, 64, 128, 256)]
-    [32, 128, 256, 256]
-    """
-    unit = scaling_unit(gpu.hierarchy)
-    per_unit = gpu.threads(unit)
-    m = gpu.tensor_shapes[0].m if gpu.tensor_shapes else ROWS_PER_WARPGROUP
-    return per_unit * max(1, min(max(1, ISSUING_THREADS // per_unit), rows // m))
 OVERLAPS = ("sequential", "pipelines")
 #: seconds from one kernel's launch to the next's on the same stream (a measured order of magnitude on
 #: Hopper with PyTorch/Triton launchers: 3-6 µs); an assumption, listed in every prediction

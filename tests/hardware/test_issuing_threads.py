@@ -8,7 +8,7 @@ import napkin_cat.hardware
 
 import napkin_cat as nc
 from napkin_cat.hardware.model import load
-from napkin_cat.hardware.predict import issuing_threads
+from napkin_cat.hardware.issuing import issuing_threads
 
 
 @pytest.mark.parametrize("gpu, unit_threads, m", [("a100", 32, 16), ("h100-sxm5", 128, 64), ("h200", 128, 64)])

@@ -31,7 +31,7 @@ import sympy
 
 from napkin_cat.codegen.errors import CodegenError
 from napkin_cat.plan.ir import Compute, GridLoop, Load, StreamLoop, walk
-from napkin_cat.hardware.predict import warpgroups
+from napkin_cat.hardware.issuing import warpgroups
 from napkin_cat.syntax.dtype import as_dtype
 
 #: shared memory per thread block assumed when no hardware model is given (Hopper, opt-in maximum)
@@ -98,7 +98,7 @@ def dot_rows(printer) -> list[int]:
 
 def num_warps(printer) -> int:
     """One warpgroup (4 warps) per 64 rows of the tensor-core products, 1 to 2 (the time model's rule:
-    :func:`napkin_cat.hardware.predict.warpgroups`); a kernel with none: one warp per 2,048 fp32 values of
+    :func:`napkin_cat.hardware.issuing.warpgroups`); a kernel with none: one warp per 2,048 fp32 values of
     its largest on-chip tensor, 4 to 8."""
     rows = dot_rows(printer)
     if rows:
