@@ -6,8 +6,8 @@ loaded tiles (:mod:`~napkin_cat.hardware.predict`)::
     threads(rows) = unit · max(1, min(⌊ISSUING_THREADS / unit⌋, ⌊rows / m⌋))
 
 >>> from napkin_cat.hardware.model import load
->>> issuing_threads(load("h100-sxm5"), 128), issuing_threads(load("a100"), 128)
-(256, 128)
+>>> issuing_threads(load("h100-sxm5"), 16), issuing_threads(load("a100"), 16)     # a warpgroup; a warp
+(128, 32)
 """
 from __future__ import annotations
 
