@@ -33,9 +33,13 @@ import argparse
 import json
 import subprocess
 import time
+import sys
 from pathlib import Path
 
 import napkin_cat as nc
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from page_markers import between, write_between  # noqa: E402
 from napkin_cat.hardware.clustered import time_form
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -156,15 +160,13 @@ def newest() -> list:
 
 
 def write(text: str, page: Path = PAGE) -> None:
-    doc = page.read_text(encoding="utf-8")
-    head, rest = doc.split(BEGIN)
-    _, tail = rest.split(END)
-    page.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
+    """The table written on the page between its markers."""
+    write_between(page, BEGIN, END, text)
 
 
 def on_page(page: Path = PAGE) -> str:
     """The table the page holds between its markers."""
-    return page.read_text(encoding="utf-8").split(BEGIN)[1].split(END)[0].strip()
+    return between(page, BEGIN, END)
 
 
 def main(argv=None) -> None:

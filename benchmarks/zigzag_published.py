@@ -21,9 +21,13 @@ that the page holds what this computes.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import napkin_cat as nc
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from page_markers import between, write_between  # noqa: E402
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "distributed.md"
 BEGIN, END = "<!-- zigzag-table: begin (benchmarks/zigzag_published.py --write) -->", "<!-- zigzag-table: end -->"
@@ -74,15 +78,13 @@ def table(**kw) -> str:
 
 
 def write(text: str, page: Path = PAGE) -> None:
-    doc = page.read_text(encoding="utf-8")
-    head, rest = doc.split(BEGIN)
-    _, tail = rest.split(END)
-    page.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
+    """The table written on the page between its markers."""
+    write_between(page, BEGIN, END, text)
 
 
 def on_page(page: Path = PAGE) -> str:
     """The table the page holds between its markers."""
-    return page.read_text(encoding="utf-8").split(BEGIN)[1].split(END)[0].strip()
+    return between(page, BEGIN, END)
 
 
 def main(argv=None) -> None:
