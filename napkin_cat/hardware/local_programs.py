@@ -27,6 +27,7 @@ from napkin_cat.algorithms.ring import Ring
 from napkin_cat.cost.numeric import at
 from napkin_cat.errors import HardwareError
 from napkin_cat.hardware.ringcharge import each_box
+from napkin_cat.hardware.separable import components
 from napkin_cat.search.devices import is_collective
 from napkin_cat.syntax.adapter import Diagram, Ty, is_structural, layers
 from napkin_cat.syntax.axis import Axis
@@ -91,23 +92,12 @@ def _local(inside: Diagram, *, whole_rings: bool, split: bool = True) -> list:
 
 
 def _pieces(computing: list) -> list:
-    """The ops ``(box, ins, outs)`` in pieces joined by the values one makes and another reads, each in order."""
-    maker = {v: i for i, (_, _, outs) in enumerate(computing) for v in outs}
-    root = list(range(len(computing)))
-
-    def find(i):
-        while root[i] != i:
-            root[i] = root[root[i]]
-            i = root[i]
-        return i
-    for i, (_, ins, _) in enumerate(computing):
-        for v in ins:
-            if v in maker:
-                root[find(i)] = find(maker[v])
-    groups = {}
-    for i, op in enumerate(computing):
-        groups.setdefault(find(i), []).append(op)
-    return list(groups.values())
+    """The ops ``(box, ins, outs)`` in pieces joined by the values one makes and another reads, each in order: the
+    connected components of :func:`~napkin_cat.hardware.separable.components`, each value made a "tile" that its
+    maker and its readers share."""
+    made = {v for _, _, outs in computing for v in outs}
+    touched = [{v for v in (*ins, *outs) if v in made} for _, ins, outs in computing]
+    return [[computing[i] for i in ks] for ks, _ in components(touched, sorted(made, key=str)) if ks]
 
 
 def _program(computing: list, cod, taken: set, types: dict, whole_rings: bool) -> Diagram:
