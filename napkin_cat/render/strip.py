@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import warnings
 
 import numpy as np
 
@@ -95,6 +96,12 @@ def mathtext_settings() -> tuple:
     """The ``mathtext.*`` rc parameters now in force (what a parse reads besides its string, dpi and font)."""
     from matplotlib import rcParams
     return tuple((k, str(v)) for k, v in sorted(rcParams.items()) if k.startswith("mathtext."))
+
+
+class DrawingFallbackWarning(UserWarning):
+    """A strip's panel could not be drawn as a picture and shows its boxes' names instead (the step and the
+    drawing's error are named). The test suite turns it into an error (``pyproject.toml``'s
+    ``filterwarnings``), so a drawing failure cannot hide behind the fallback."""
 
 
 def panel_raster(diagram):
@@ -185,11 +192,17 @@ def draw_trace(trace: Trace, path: str) -> str:
         for col, d in ((0, step.before), (2, step.after)):
             if d is None:
                 continue
-            picture = next((pic for seen, pic in pictures[-2:] if seen is d or seen == d), None)
-            if picture is None:
+            drawn = next(((pic,) for seen, pic in pictures[-2:] if seen is d or seen == d), None)
+            if drawn is not None:
+                picture, = drawn                             # drawn once, failed drawings included
+            else:
                 try:
                     picture = panel_raster(d)
-                except Exception:  # a drawing backend failure must not lose the trace
+                except Exception as err:  # a drawing backend failure must not lose the trace, nor pass unseen
+                    warnings.warn(DrawingFallbackWarning(
+                        f"step {k} ({step.rule}): its {'before' if col == 0 else 'after'} diagram could not be "
+                        f"drawn ({type(err).__name__}: {err}); the strip shows its boxes' names instead"),
+                        stacklevel=2)
                     picture = None
                 pictures.append((d, picture))
             cell = (lefts[col] + PAD, top + PAD, widths[col] - 2 * PAD, ROW_HEIGHT - 2 * PAD)

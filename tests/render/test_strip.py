@@ -3,6 +3,7 @@
 The pictures are checked against matplotlib's own PNG of the diagram (``draw`` then ``savefig`` at the panel's dpi,
 read back by ``imread``), the geometry against the strip's PNG read back pixel by pixel."""
 import gc
+import os
 import weakref
 
 import numpy as np
@@ -98,3 +99,22 @@ def test_a_diagram_two_rows_share_is_drawn_once_and_its_figure_freed(tmp_path, m
             gc.enable()
         assert len(figures) == 3
         assert all(ref() is None for ref in figures), "a panel's figure outlived the strip"
+
+
+def test_a_panel_that_cannot_be_drawn_is_named_in_a_warning_not_hidden(tmp_path, monkeypatch):
+    """The strip keeps the trace when a panel's drawing fails (its boxes' names instead of the picture), and says
+    so: a DrawingFallbackWarning naming the step, its side and the error (the suite makes it an error, so no
+    test's strip passes on the fallback)."""
+    trace = two_steps("q")
+
+    def broken(diagram):
+        raise RuntimeError("no renderer")
+
+    monkeypatch.setattr(strip, "panel_raster", broken)
+    with pytest.warns(strip.DrawingFallbackWarning) as seen:
+        path = trace.draw(str(tmp_path / "strip.png"))
+    assert os.path.getsize(path) > 0
+    messages = [str(w.message) for w in seen]
+    assert len(messages) == 3                                        # three distinct diagrams, each once
+    assert messages[0].startswith(f"step 0 ({trace.steps[0].rule}): its before diagram")
+    assert all("RuntimeError: no renderer" in m for m in messages)
