@@ -24,7 +24,8 @@
 * :mod:`~napkin_cat.hardware.clustered`: the device form of least predicted step time on a cluster
   (``derive_for_cluster``: the forms the device rules make, each device's program timed by the GPU model, the link
   by the cluster's, each device's memory a constraint); :mod:`~napkin_cat.hardware.clustersweep`: that choice
-  swept over a size (``sweep``: each form's time, where the choice changes);
+  swept over a size (``sweep``: each form's time, where the choice changes); :mod:`~napkin_cat.hardware.arrival`:
+  the gather a one-device form pays where its inputs arrive sharded (``gathered``);
 * :mod:`~napkin_cat.hardware.objective`: ``nc.derive`` (transfers at a memory, or with ``hardware=`` a GPU or CPU
   model's predicted time, or a cluster's).
 

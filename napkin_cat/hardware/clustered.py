@@ -6,10 +6,13 @@ reach).  Each is timed as one device of the cluster runs it, every number from a
 
     local(form)   the program one device computes: each device region's inside on the largest shard (device 0's,
                   ⌈a/P⌉), its collectives left out (what they make is an input, what they take an output), a ring
-                  run whole (its P trips: the inside at the ring axis's full size)
+                  run whole (its P trips: the inside at the ring axis's full size); a region whose computing boxes
+                  are rings on the busiest device's shard instead (:func:`busiest`: the most work over the steps,
+                  the cost's ``Link.work``), its positions that device's (one program per piece of its shard under
+                  the zigzag order: :func:`~napkin_cat.hardware.local_programs.local_parts`'s ``device``)
     compute       Σ over those programs of the GPU time model's best algorithm for them
                   (:func:`~napkin_cat.hardware.timed.derive_for_time` at the shard sizes): the timed device's
-    rate          for the programs that are rings: device 0's work in the contiguous order (the cost's ``Link.work``)
+    rate          for the programs that are rings: the busiest device's work (``Link.work``, in the form's order)
                   over their seconds (:func:`ring_rate`)
     T(form)       :func:`~napkin_cat.hardware.programtime.predict_program`'s phases: the link traffic read off
                   ``nc.cost(form, sizes=).link``, a ring's exchanges overlapped with its trips, each trip charged
@@ -31,7 +34,11 @@ A form the rules could not make, whose memory does not fit, or whose local progr
 is kept with its reason (:attr:`ClusterDerivation.candidates`); where no form fits, a
 :class:`~napkin_cat.errors.CapacityError` names the smallest need and the capacity.  Inputs are taken in the layout
 each form reads them (a replicated input is whole on every device, handed out as ``nc.distributed.run`` hands it:
-not over the link), as the cost functor counts them.
+not over the link), as the cost functor counts them.  Given ``layout=`` (the axis each input arrives sharded along),
+a form with device regions that reads an input otherwise is refused (the rules make the forms that gather it), and
+the one-device form is charged the gather of its sharded inputs to the device that runs it
+(:func:`~napkin_cat.hardware.arrival.gathered`: the all-gathers' link, counted by the cost functor, before its
+compute).
 
 >>> import napkin_cat as nc
 >>> c = nc.hardware.cluster("h100-sxm5", devices=4, link="nvlink4")
@@ -50,6 +57,7 @@ from dataclasses import dataclass, field
 from napkin_cat.algorithms.devices import Shard
 from napkin_cat.cost.numeric import at
 from napkin_cat.errors import AxisError, CapacityError, HardwareError, NapkinError
+from napkin_cat.hardware.arrival import gathered, sharded_inputs
 from napkin_cat.hardware.devices import Cluster
 from napkin_cat.hardware.local_programs import (boundary, concrete, kept_on_chip, local_parts, local_programs,
                                               rings_as_kernels)
@@ -57,7 +65,7 @@ from napkin_cat.hardware.linktime import ClusterPrediction, Phase, predict_clust
 from napkin_cat.hardware.model import GPU
 from napkin_cat.hardware.predict import predict
 from napkin_cat.hardware.programtime import program_phases, rings_of
-from napkin_cat.hardware.ringcharge import SLOWEST, algorithm_tiles, cost_at, in_contiguous_order, ring_rate
+from napkin_cat.hardware.ringcharge import SLOWEST, algorithm_tiles, busiest, cost_at, ring_rate
 from napkin_cat.hardware.timed import derive_for_time
 from napkin_cat.rewriting.trace import Derivation as RuleDerivation, Trace
 from napkin_cat.search.derivation import derive as derive_transfers
@@ -65,6 +73,12 @@ from napkin_cat.search.devices import device_forms
 from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.syntax.sizes import as_sizes
 from napkin_cat.syntax.wiring import trace_values
+
+#: what the time of the one-device form assumes where its inputs arrive sharded (:mod:`~.arrival`)
+GATHERED = ("the inputs arrive sharded (layout=): the device that runs the program gathers them first, charged the "
+            "link of the all-gathers of arrival.gathered(f, layout, P) as the cost functor counts them (the busiest "
+            "device's max(sent, received): a gather to one device's, up to P − 1 values at ragged shards), not "
+            "overlapped with its compute")
 
 #: the time model's keywords that reach each local program's derivation (:func:`derive_for_time`'s)
 TIME_OPTIONS = ("overlap", "ceilings", "largest", "launch")
@@ -74,9 +88,9 @@ TIME_OPTIONS = ("overlap", "ceilings", "largest", "launch")
 class ClusterCandidate:
     """One form timed: its ``label``, ``diagram`` and ``trace`` (from the function), predicted ``time`` (seconds)
     and ``prediction`` (:class:`~napkin_cat.hardware.linktime.ClusterPrediction`), the bytes each device holds
-    (``memory``), the timed device's ``compute`` seconds (its programs' algorithms), where it runs a ring the
-    ``rate`` (FLOPs per second, :func:`ring_rate`) its steps are charged at, and ``refused``: why it cannot be chosen
-    (None if it can)."""
+    (``memory``), the timed device's ``compute`` seconds (its programs' algorithms, ``local``), where it runs a ring
+    the ``rate`` (FLOPs per second, exact, :func:`ring_rate`) its steps are charged at, and ``refused``: why it
+    cannot be chosen (None if it can)."""
 
     label: str
     diagram: Diagram | None
@@ -84,16 +98,18 @@ class ClusterCandidate:
     time: float | None = None
     memory: int | None = None
     compute: float | None = None
-    rate: float | None = None
+    rate: object = None
     prediction: ClusterPrediction | None = None
     refused: str | None = None
+    local: tuple = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)
 class ClusterDerivation(RuleDerivation):
     """The chosen device program (``start`` → ``diagram`` by ``trace``) on ``cluster`` at ``sizes``: its ``label``,
     ``prediction`` (phases, bound), ``memory`` (bytes per device), ``compute`` (one device's seconds), the
-    per-device algorithms (``local``: the derivations the GPU time model chose) and every ``candidates`` row."""
+    per-device algorithms (``local``: the derivations the GPU time model chose for the programs timed, a ring's
+    on its busiest device) and every ``candidates`` row."""
 
     label: str = ""
     prediction: ClusterPrediction | None = None
@@ -196,6 +212,11 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
         if held > c.capacity:
             return ClusterCandidate(**row, memory=held, refused=_too_big(held, c))
     parts = local_parts(d, env)
+    timed = None                # the device whose ring programs are timed: the busiest by the cost's work
+    if not one and any(ring for _, ring in parts):
+        timed = busiest(link)
+        parts = [(p, False) for p, ring in parts if not ring] + [
+            (p, True) for p, ring in local_parts(d, env, device=timed) if ring]
     try:
         derived = [_derived(p, c.gpu, cache, options, compute) for p, _ in parts]
     except NapkinError as e:
@@ -208,13 +229,16 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
     rate = None
     if one:
         phases = [Phase("compute", compute=seconds)]
+        if sharded_inputs(layout):      # its inputs arrive sharded: the one device is charged their gather
+            g = gathered(d, layout, c.devices)
+            phases, _, _ = program_phases(c, g, sizes, seconds, link=cost_at(g, sizes, cache).link)
         nbytes = held + extra * _bytes_per_value(d)
     else:
         ringed = sum(r.prediction.time for r, (_, ring) in zip(derived, parts) if ring)
         if ringed:      # each fold charged by the blocks of the algorithm's tiles it runs, as the algorithm skips
             tiles = algorithm_tiles([r for r, (_, ring) in zip(derived, parts) if ring])
             link = cost_at(d, sizes, cache, tiles).link if tiles else link
-            rate = ring_rate(d, sizes, ringed, link=link, ring_tiles=tiles)
+            rate = ring_rate(link, ringed, timed)
         else:
             rate = None
         outside = seconds - ringed if rate is not None else seconds
@@ -225,7 +249,10 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
     p = predict_cluster(c, phases, sizes={str(k): v for k, v in env.items()}, memory=nbytes)
     if rate is not None:
         p = dataclasses.replace(p, assumptions=p.assumptions + (SLOWEST,))
-    return ClusterCandidate(**row, time=p.time, memory=nbytes, compute=seconds, rate=rate, prediction=p)
+    if one and sharded_inputs(layout):
+        p = dataclasses.replace(p, assumptions=p.assumptions + (GATHERED,))
+    return ClusterCandidate(**row, time=p.time, memory=nbytes, compute=seconds, rate=rate, prediction=p,
+                            local=tuple(derived))
 
 
 def input_layout(d: Diagram) -> tuple:
@@ -314,13 +341,13 @@ def derive_for_cluster(f: Diagram, c: Cluster, sizes, *, book=None, forms=None, 
         reasons = "; ".join(f"{r.label}: {r.refused}" for r in rows[:4])
         raise HardwareError(f"no device form of the program can be timed on {c.name}: {reasons}")
     best = min(fit, key=lambda r: r.time)          # min keeps the first of equal times: the earlier form
-    local = tuple(_derived(p, c.gpu, cache, options, compute) for p in local_programs(best.diagram, sizes.env))
     return ClusterDerivation(f, best.diagram, best.trace, label=best.label, prediction=best.prediction,
-                             memory=best.memory, compute=best.compute, local=local, candidates=rows, cluster=c.name,
+                             memory=best.memory, compute=best.compute, local=best.local, candidates=rows,
+                             cluster=c.name,
                              sizes=dict(sizes))
 
 
 __all__ = ["ClusterCandidate", "ClusterDerivation", "derive_for_cluster", "time_form", "local_programs", "local_parts",
-           "ring_rate", "in_contiguous_order", "SLOWEST", "algorithm_tiles", "cost_at",
+           "ring_rate", "busiest", "GATHERED", "SLOWEST", "algorithm_tiles", "cost_at",
            "concrete", "check_cluster", "check_layout", "input_layout", "rings_as_kernels", "by_transfers", "COMPUTE",
            "TIME_OPTIONS"]

@@ -21,17 +21,20 @@ import math
 import sympy
 
 from napkin_cat.algorithms.bubbles import Kernel
-from napkin_cat.algorithms.devices import Shard
+from napkin_cat.algorithms.devices import Shard, cut_extents, device_inside, device_shards
 from napkin_cat.algorithms.partitions import kernel, relabel_axis
 from napkin_cat.algorithms.ring import Ring
+from napkin_cat.algorithms.schedule import schedule_of
+from napkin_cat.cost.devices_at import lanes
 from napkin_cat.cost.numeric import at
 from napkin_cat.errors import HardwareError
 from napkin_cat.hardware.ringcharge import each_box
 from napkin_cat.hardware.separable import components
 from napkin_cat.search.devices import is_collective
-from napkin_cat.syntax.adapter import Diagram, Ty, is_structural, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural, layers
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.construct import elementwise
 from napkin_cat.syntax.relabel import at_level, map_arrays
 from napkin_cat.syntax.wiring import trace_values
 
@@ -126,11 +129,14 @@ def _program(computing: list, cod, taken: set, types: dict, whole_rings: bool) -
     return local
 
 
-def local_parts(d: Diagram, env: dict, *, whole_rings: bool = True, split: bool = True) -> list:
+def local_parts(d: Diagram, env: dict, *, whole_rings: bool = True, split: bool = True, device: int | None = None
+                ) -> list:
     """``(program, ringed)`` per program one device computes in ``d`` at ``env`` (:func:`local_programs`):
     ``ringed`` where it is in a device region whose computing boxes are rings (their trips charged per step, the
     slowest device's work: :func:`ring_rate`); ``split``: a region's programs apart where collectives separate them
-    (:func:`_local`)."""
+    (:func:`_local`).  ``device``: device ``p``'s programs instead of the largest shard's (:func:`device_lanes`):
+    each region's inside on ``p``'s shard, one program per piece of it (a non-contiguous order), each reading the
+    positions of the region's axis where its piece starts (:func:`at_positions`); an idle device runs none."""
     if not any(isinstance(b, Shard) for _, b in layers(d)):
         return [(concrete(d, env), False)]
     out = []
@@ -138,10 +144,75 @@ def local_parts(d: Diagram, env: dict, *, whole_rings: bool = True, split: bool 
         if isinstance(box, Shard):
             computing = [b for _, b in layers(box.arg) if is_structural(b) is None and not is_collective(b)]
             ringed = bool(computing) and all(isinstance(b, Ring) for b in computing)
-            out += [(concrete(p, env), ringed) for p in _local(box.arg, whole_rings=whole_rings, split=split)]
+            insides = [(box.arg, 0)] if device is None else device_lanes(box, env, device)
+            out += [(at_positions(concrete(p, env), box.axis, start), ringed) for inside, start in insides
+                    for p in _local(inside, whole_rings=whole_rings, split=split)]
         elif is_structural(box) is None and not is_collective(box):
             out.append((concrete(_plain(box), env), False))
     return [(p, ringed) for p, ringed in out if p.boxes]
+
+
+def device_lanes(box: Shard, env: dict, device: int) -> list:
+    """``(inside, start)`` per piece of device ``device``'s shard of the region ``box`` at ``env``: the inside at
+    that piece's extents (:func:`~napkin_cat.algorithms.devices.device_inside`, the cost's own cut) and where the
+    piece starts on the region's axis (one piece under the contiguous order, else one per piece as the cost counts
+    them, :func:`~napkin_cat.cost.devices_at.lanes`: a zigzag pair timed as two programs, where the inside reads
+    the axis's positions; one program of the whole shard where it does not); none for an idle device.
+    HardwareError where there is no such device."""
+    node = schedule_of(box)
+    value = lambda e: _int_size(e, env)  # noqa: E731
+    shards = device_shards(node, value)
+    if not 0 <= device < len(shards):
+        raise HardwareError(f"device={device}: the region {box.name} runs on devices 0 … {len(shards) - 1}")
+    mine = shards[device]
+    if mine is None:
+        return []
+    cuts = cut_extents(node, value, device, sum(m is not None for m in shards))
+    if not reads_positions(box.arg, box.axis):     # its pieces differ by their positions alone: one program
+        return [(device_inside(node, mine, cuts), 0)]
+    return [(device_inside(node, part, cuts), part[box.axis][0]) for part in lanes(node, mine)]
+
+
+def reads_positions(d: Diagram, axis: str) -> bool:
+    """Whether a position box of ``axis`` is in ``d`` (or a region nested in it): where a piece of the axis lies
+    matters to what ``d`` computes (a mask of positions) only then.
+
+    >>> import napkin_cat as nc
+    >>> reads_positions(nc.library.causal_attention(), "q"), reads_positions(nc.library.attention(), "q")
+    (True, False)
+    """
+    for _, box in layers(d):
+        if isinstance(box, Bubble) and reads_positions(box.arg, axis):
+            return True
+        if getattr(getattr(box, "data", None), "kind", None) == "position" and \
+                any(a.names == (axis,) for a in box.cod.inside):
+            return True
+    return False
+
+
+def at_positions(program: Diagram, axis: str, start: int) -> Diagram:
+    """``program`` with every position box of ``axis`` read from ``start``: ``position ; shift(start)`` (a device's
+    piece of the axis, whose positions begin there; the shift's interval image lets a mask skip blocks as on the
+    device); ``program`` itself where ``start`` is 0.
+
+    >>> import napkin_cat as nc
+    >>> f = at_positions(nc.position("q", q=3), "q", 5)
+    >>> [b.name for b in f.boxes], nc.evaluate(f).tolist()
+    (['pos', 'shift'], [5, 6, 7])
+    """
+    if not start:
+        return program
+    ops, dom, cod = trace_values(program)
+    bld = Builder(program.dom)
+    wires = dict(zip(dom, bld.inputs))
+    for box, ins, outs in ops:
+        got = bld(Diagram.id(box.dom).then(box), *(wires[v] for v in ins))
+        a = box.cod.inside[0] if len(box.cod.inside) == 1 else None
+        if getattr(getattr(box, "data", None), "kind", None) == "position" and a is not None and a.names == (axis,):
+            got = bld(elementwise("shift", axis, const=int(start), dtype=a.dtype, level=a.level,
+                                  **{axis: a.axis(axis).size}), got)
+        wires.update(zip(outs, got if isinstance(got, tuple) else (got,)))
+    return bld.build(*(wires[v] for v in cod))
 
 
 def local_programs(d: Diagram, env: dict, *, whole_rings: bool = True, split: bool = True) -> list:
@@ -193,4 +264,5 @@ def rings_as_kernels(d: Diagram) -> Diagram:
     return each_box(d, mapped)
 
 
-__all__ = ["concrete", "local_parts", "local_programs", "boundary", "kept_on_chip", "rings_as_kernels"]
+__all__ = ["concrete", "local_parts", "device_lanes", "reads_positions", "at_positions", "local_programs", "boundary",
+           "kept_on_chip", "rings_as_kernels"]

@@ -1,11 +1,17 @@
 """A ring's steps charged on a cluster: the work per step of its slowest device, at the rate of the timed program.
 
-:func:`~napkin_cat.hardware.clustered.time_form` times the program one device runs (device 0's, in the contiguous
-order, a ring run whole) by the GPU time model; a ring step waits for its slowest device, whose work per step the
-cost counts (``Link.work``, per device and step).  The rate that turns work into seconds is the timed program's::
+:func:`~napkin_cat.hardware.clustered.time_form` times the program of the busiest device (:func:`busiest`: the
+most work over the ring's steps, ``Link.work``; its shard at its own positions, a ring run whole) by the GPU time
+model; a ring step waits for its slowest device, whose work per step the cost counts (``Link.work``, per device and
+step).  The rate that turns work into seconds is the timed program's::
 
-    rate         = Σ_t work_contiguous[0][t] / seconds                          (:func:`ring_rate`)
+    rate         = Σ_t work[b][t] / seconds,  b = argmax_p Σ_t work[p][t]       (:func:`ring_rate`)
     ring compute = Σ_t max_p work[p][t] / rate                                  (:func:`~.programtime.ring_compute`)
+
+Device 0 would be the wrong one to time: under a causal mask its shard sees the fewest keys, and where a device holds
+a few thousand queries its program is small enough for launch and wave quantisation to set its time, so its rate is
+not the busiest device's.  Where the busiest is the slowest at every step (a causal contiguous ring's last device;
+every device of a balanced zigzag ring) the ring is charged exactly its program's seconds.
 
 Both works are counted as the per-device algorithm runs the folds: in the blocks of its tiles
 (:func:`algorithm_tiles`; ``nc.cost``'s ``ring_tiles``), a fold a mask allows in part charged by the blocks that
@@ -24,14 +30,12 @@ from __future__ import annotations
 import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Stream
-from napkin_cat.algorithms.devices import Shard
-from napkin_cat.algorithms.ring import Ring
 from napkin_cat.cost.functor import cost as cost_of
 from napkin_cat.cost.numeric import at
 from napkin_cat.syntax.adapter import Bubble, Diagram, from_layers, layers
 from napkin_cat.syntax.sizes import as_sizes
 
-__all__ = ["SLOWEST", "algorithm_tiles", "cost_at", "each_box", "in_contiguous_order", "ring_rate"]
+__all__ = ["SLOWEST", "algorithm_tiles", "busiest", "cost_at", "each_box", "ring_rate"]
 
 
 def each_box(d: Diagram, fn) -> Diagram:
@@ -101,40 +105,43 @@ def _regions_in(d: Diagram) -> list:
 #: what the time of a form with a ring assumes (:func:`ring_rate`)
 SLOWEST = ("a ring step waits for its slowest device: each step is charged the most work any device does at it (the "
            "cost's Link.work: the FLOPs of the folds it runs, a fold its mask allows in part charged by the blocks of "
-           "the per-device algorithm's tiles that run, as that algorithm skips them), at the rate of the timed program "
-           "(device 0's shards in the contiguous order, the ring run whole: its work over its predicted seconds); the "
-           "inputs arrive in the form's order")
+           "the per-device algorithm's tiles that run, as that algorithm skips them), at the rate of the busiest "
+           "device's program (the most work over the steps; its shard at its own positions, one program per piece "
+           "under a non-contiguous order, the ring run whole: its work over its predicted seconds); the inputs "
+           "arrive in the form's order")
 
 
-def in_contiguous_order(d: Diagram) -> Diagram:
-    """``d`` with every device region and ring in the contiguous order (the order each local program is timed in:
-    device 0's shard from position 0)."""
-    def mapped(box):
-        if isinstance(box, (Shard, Ring)):
-            params = {k: v for k, v in box.params.items() if k != "order"}
-            return type(box).rebuild(each_box(box.arg, mapped), box.dom, box.cod, params)
-        return box
-    return each_box(d, mapped)
+def busiest(link) -> int:
+    """The device that does the most work over a ring's steps (``Σ_t link.work[p][t]``; the first of equal ones, 0
+    without rings): the one whose program :func:`ring_rate` is read from.
+
+    >>> from napkin_cat.cost.record import Link
+    >>> busiest(Link(3, (0,) * 3, (0,) * 3, (0,) * 3, work=((4, 0, 0), (4, 4, 0), (4, 4, 4))))
+    2
+    """
+    if link is None or not link.work:
+        return 0
+    totals = [sum(w) for w in link.work]
+    return max(range(len(totals)), key=lambda p: (totals[p], -p))
 
 
-def ring_rate(d: Diagram, sizes, seconds: float, *, link=None, ring_tiles=None):
-    """The work per second of the timed program: the rings' work of device 0 in the contiguous order (the program
-    :func:`local_programs` times, ``Link.work``'s FLOPs summed over its steps) over ``seconds``, the predicted
-    seconds of its rings' programs; None where it does no work.
-    :func:`~napkin_cat.hardware.programtime.predict_program` charges each step its slowest device's work at it::
+def ring_rate(link, seconds: float, device: int):
+    """The work per second of the timed program: ``device``'s work over the ring's steps (``link.work[device]``,
+    ``link`` the form's ``nc.cost(d, sizes=).link``, counted in the blocks of the timed algorithm's tiles,
+    :func:`cost_at`'s ``ring_tiles``) over ``seconds``, the predicted seconds of that device's ring programs; None
+    where it does no work.  :func:`~napkin_cat.hardware.programtime.predict_program` charges each step its slowest
+    device's work at it::
 
-        ring compute = Σ_t max_p work[p][t] · seconds / Σ_t work_contiguous[0][t]
+        ring compute = Σ_t max_p work[p][t] · seconds / Σ_t work[device][t]
 
-    so a ring whose devices do equal work is charged ``seconds`` (the timed device's), a causal mask's contiguous
-    ring its last device, a zigzag ring its balanced steps.  ``link``: ``d``'s own (``nc.cost(d, sizes=).link``),
-    read where ``d`` is in the contiguous order already; ``ring_tiles``: the tiles the timed algorithm runs the folds
-    in (:func:`algorithm_tiles`), by whose blocks ``Link.work`` charges a fold a mask allows in part, as that
-    algorithm skips them."""
-    contiguous = in_contiguous_order(d)
-    if link is None or contiguous != d:
-        link = (at(contiguous, sizes, strict=True, ring_tiles=ring_tiles) if ring_tiles
-                else cost_of(contiguous, sizes=sizes)).link
-    work = sum(link.work[0]) if link is not None and link.work else 0
+    so where the busiest device is the slowest at every step (a causal mask's contiguous ring: the last device; a
+    balanced zigzag ring: any) the ring is charged its seconds.
+
+    >>> from napkin_cat.cost.record import Link
+    >>> ring_rate(Link(2, (0, 0), (0, 0), (0, 0), work=((4, 0), (4, 4))), 2.0, 1)
+    4
+    """
+    work = sum(link.work[device]) if link is not None and link.work else 0
     if not work or not seconds:
         return None
-    return work / seconds
+    return sympy.Rational(work) / sympy.Rational(seconds)       # exact: the busiest device is charged its seconds

@@ -88,18 +88,24 @@ def test_memory_forces_the_ring():
 
 
 def test_sweep_changes_where_the_memory_crosses_the_capacity():
+    """Inputs as each form reads them (no layout: the one device holds them whole, nothing over the link), so one
+    device is the fastest at these sizes until it no longer fits (with layout=, it pays for their gather:
+    tests/hardware/test_arrival.py)."""
     f = nc.library.attention()
 
-    def whole_kv(n):          # by hand: a device of the all-gather form holds Q's shard, K and V
-        return (n // P + 2 * n) * D * 4
-    capacity = whole_kv(3 * N // 4)                # between N/2 and N
-    s = sweep(f, small(capacity, P), {"d": D}, axes=("q", "x"), values=[N // 2, N], layout=SEQUENCE, **FAST)
-    first = min(n for n in s.values if whole_kv(n) > capacity)
+    def whole(n):             # by hand: the one device holds Q, K and V whole (O in Q's place once Q is read)
+        return 3 * n * D * 4
+    capacity = whole(3 * N // 4)                   # between N/2 and N
+    s = sweep(f, small(capacity, P), {"d": D}, axes=("q", "x"), values=[N // 2, N], **FAST)
+    first = min(n for n in s.values if whole(n) > capacity)
     for p in s.points:
-        assert rows(p.derivation)["shard q: all-gather x ×2"].memory == whole_kv(p.value)
-        assert (p.derivation.label == "shard q: ring x") == (p.value >= first)
-    into_ring = [ch for ch in s.changes() if ch[3] == "shard q: ring x"]
-    assert [(b, why) for _, b, _, _, why in into_ring] == [(first, "memory")]
+        one = rows(p.derivation)["one device"]
+        assert one.memory == whole(p.value)
+        assert (one.refused is not None and one.refused.startswith("memory")) == (p.value >= first)
+        assert (p.derivation.label == "one device") == (p.value < first)
+        assert p.derivation.time == min(c.time for c in p.derivation.candidates if c.time is not None)
+    out_of_one = [ch for ch in s.changes() if ch[2] == "one device"]
+    assert [(b, why) for _, b, _, _, why in out_of_one] == [(first, "memory")]
     for a, b, before, after, why in s.changes():          # a change by time: the two forms' times cross there
         if why == "time":
             pa, pb = (dict(zip(s.values, s.points))[v].derivation for v in (a, b))
