@@ -187,6 +187,7 @@ def main(argv=None) -> None:
     result = {"commit": commit, "dirty": bool(git("status", "--porcelain", "--", "napkin_cat")),
               "compute": args.compute, "rows": []}
     out = RESULTS / f"cluster_scale-{commit[:12]}{'-' + args.tag if args.tag else ''}.json"
+    result["files"] = [out.name]                 # the .md names the file it sits beside, ``--tag`` included
     lengths = [int(v) for v in args.lengths.split(",")]
     for program in args.programs.split(","):
         for name in args.clusters.split(","):
