@@ -175,11 +175,22 @@ def _streams_hold(diagram: Diagram, what: str) -> Diagram:
 
 
 def _sole_stream(d: Diagram):
-    """The Stream of ``d`` when ``d`` is that Stream and transfers (a streamed kernel's inside), else None."""
-    streams = [b for _, b in layers(d) if isinstance(b, Stream)]
-    others = [b for _, b in layers(d) if is_structural(b) is None and not isinstance(b, Stream)
-              and getattr(getattr(b, "data", None), "kind", None) not in ("load", "save")]
-    return streams[0] if len(streams) == 1 and not others else None
+    """The Stream of ``d`` when ``d`` is that Stream and transfers (a streamed kernel's inside), else None
+    (remembered on ``d``, which is immutable: every stream tried on a kernel asks it of the kernel's inside, up to
+    three times).
+
+    >>> import napkin_cat as nc
+    >>> inside = nc.stream(nc.kernel(nc.library.matmul()), "b", "s_b").boxes[0].arg
+    >>> _sole_stream(inside).axis, _sole_stream(inside) is _sole_stream(inside)
+    ('b', True)
+    """
+    memo = d.__dict__
+    if "_sole_stream" not in memo:
+        streams = [b for _, b in layers(d) if isinstance(b, Stream)]
+        others = any(is_structural(b) is None and not isinstance(b, Stream)
+                     and getattr(getattr(b, "data", None), "kind", None) not in ("load", "save") for _, b in layers(d))
+        memo["_sole_stream"] = streams[0] if len(streams) == 1 and not others else None
+    return memo["_sole_stream"]
 
 
 def _innermost(d: Diagram, fn) -> Diagram:
