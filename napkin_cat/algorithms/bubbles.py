@@ -48,7 +48,13 @@ class Region(Bubble):
 
     @classmethod
     def title(cls, params) -> str:
-        inner = ", ".join(f"{k}={v}" for k, v in params.items())
+        """``Stream(axis=x, size=s_x)``: the parameters as ``str`` writes them (a size symbol by its name, without
+        sympy's printer: every partition the search draws is named).
+
+        >>> Region.title({"axis": "x", "size": sympy.Symbol("s_x"), "parts": 3})
+        'Region(axis=x, size=s_x, parts=3)'
+        """
+        inner = ", ".join(f"{k}={v.name if type(v) is sympy.Symbol else v}" for k, v in params.items())
         return f"{cls.__name__}({inner})"
 
     @classmethod

@@ -148,12 +148,16 @@ def _nest_kernel(diagram: Diagram, kernels: list, level: int) -> Diagram:
     return _streams_hold(out, f"a level-{level} kernel")
 
 
-def _streams_hold(diagram: Diagram, what: str) -> Diagram:
+def _streams_hold(diagram: Diagram, what) -> Diagram:
     """``diagram`` once every Stream in it has been analysed: a partition nested inside a stream changes what the
     stream must carry from slice to slice, so a nesting the enclosing stream cannot advance (a region whose tail
     reads a value that is not accumulated, a Grid sharing its state), or a split stream can no longer merge (a
     nested kernel's state: :func:`~napkin_cat.algorithms.splits.check_splittable`), is refused here, when it is
-    built, and not later by the cost or the plan."""
+    built, and not later by the cost or the plan.  ``what``: the partition placed, as text or a function that
+    writes it (written only for a refusal: the search places thousands that hold)."""
+    def named() -> str:
+        return what() if callable(what) else what
+
     def visit(d: Diagram):
         for _, box in layers(d):
             if isinstance(box, Region):
@@ -162,24 +166,35 @@ def _streams_hold(diagram: Diagram, what: str) -> Diagram:
                     try:
                         box.plan
                     except RewriteError as e:
-                        raise RewriteError(f"cannot place {what} here: {e}") from None
+                        raise RewriteError(f"cannot place {named()} here: {e}") from None
                     parts = box.params.get("parts")
                     try:
                         if parts is not None:
                             check_splittable(schedule_of(box))
                     except RewriteError as e:
-                        raise RewriteError(f"cannot place {what} inside the stream along {box.axis!r} split in {parts} "
-                                           f"parts: {e}") from None
+                        raise RewriteError(f"cannot place {named()} inside the stream along {box.axis!r} split in "
+                                           f"{parts} parts: {e}") from None
     visit(diagram)
     return diagram
 
 
 def _sole_stream(d: Diagram):
-    """The Stream of ``d`` when ``d`` is that Stream and transfers (a streamed kernel's inside), else None."""
-    streams = [b for _, b in layers(d) if isinstance(b, Stream)]
-    others = [b for _, b in layers(d) if is_structural(b) is None and not isinstance(b, Stream)
-              and getattr(getattr(b, "data", None), "kind", None) not in ("load", "save")]
-    return streams[0] if len(streams) == 1 and not others else None
+    """The Stream of ``d`` when ``d`` is that Stream and transfers (a streamed kernel's inside), else None
+    (remembered on ``d``, which is immutable: every stream tried on a kernel asks it of the kernel's inside, up to
+    three times).
+
+    >>> import napkin_cat as nc
+    >>> inside = nc.stream(nc.kernel(nc.library.matmul()), "b", "s_b").boxes[0].arg
+    >>> _sole_stream(inside).axis, _sole_stream(inside) is _sole_stream(inside)
+    ('b', True)
+    """
+    memo = d.__dict__
+    if "_sole_stream" not in memo:
+        streams = [b for _, b in layers(d) if isinstance(b, Stream)]
+        others = any(is_structural(b) is None and not isinstance(b, Stream)
+                     and getattr(getattr(b, "data", None), "kind", None) not in ("load", "save") for _, b in layers(d))
+        memo["_sole_stream"] = streams[0] if len(streams) == 1 and not others else None
+    return memo["_sole_stream"]
 
 
 def _innermost(d: Diagram, fn) -> Diagram:
@@ -410,7 +425,7 @@ def group(diagram: Diagram, axis: str, size, *, relabelled: bool = True) -> Diag
     if not n:
         raise RewriteError(f"cannot group along {axis!r}{_which(diagram, level)}: "
                            + ("; ".join(reasons) or "no kernel carries it"))
-    return _streams_hold(out, f"a group along {axis!r} of size {tile}")
+    return _streams_hold(out, lambda: f"a group along {axis!r} of size {tile}")
 
 
 def _checked(k, axis: str, tile, full):
@@ -506,7 +521,7 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None, 
     if not n:
         raise RewriteError(f"cannot stream along {axis!r}{_which(diagram)}: "
                            + ("; ".join(reasons) or "no kernel reads it"))
-    return _streams_hold(out, f"a stream along {axis!r} of size {tile}")
+    return _streams_hold(out, lambda: f"a stream along {axis!r} of size {tile}")
 
 
 def _chain_has(d: Diagram, holds) -> bool:

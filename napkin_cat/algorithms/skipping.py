@@ -255,10 +255,13 @@ def skip_of(schedule) -> Skip | None:
         return None
     maps = [it for it in schedule.trip if hasattr(it, "box")]
     ops = [(op.box, op.ins, op.outs) for op in (*schedule.head, *maps)]
+    conditions = list(_conditions(ops))
+    if not conditions:      # no mask applied: nothing to number (equal_values hashes every box, the search's
+        return None         # candidates are mostly such streams)
     by_reducers = {v for r in schedule.reducers for v in r.outputs}
     equal = equal_values(ops)
     masks, data, seen = [], [], set()
-    for cond, array in _conditions(ops):
+    for cond, array in conditions:
         if cond in seen:
             continue
         copies = equal.get(cond, frozenset({cond}))

@@ -42,7 +42,16 @@ _OPERATORS = {ast.Add: sympy.Add, ast.Sub: lambda a, b: a - b, ast.Mult: sympy.M
 
 
 def memory_limit(memory) -> sympy.Expr:
-    """``memory`` as a sympy expression (see the module docstring); refused with a MemoryLimitError."""
+    """``memory`` as a sympy expression (see the module docstring); refused with a MemoryLimitError.
+
+    A plain ``int`` from 1 to :data:`LARGEST_MEMORY` is the integer itself at once (every check below passes it;
+    the search reads the memory of every candidate it costs):
+
+    >>> memory_limit(2 ** 64) == memory_limit(sympy.Integer(2 ** 64)) == 2 ** 64
+    True
+    """
+    if type(memory) is int and 0 < memory <= LARGEST_MEMORY:
+        return sympy.Integer(memory)
     if isinstance(memory, bool) or not isinstance(memory, (str, numbers.Number, sympy.Expr)):
         raise MemoryLimitError(f"memory {memory!r} is not a number or an expression: {LEGAL}")
     M = _read(memory) if isinstance(memory, str) else sympy.sympify(memory)

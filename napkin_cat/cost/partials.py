@@ -35,7 +35,8 @@ def partial_values(region) -> sympy.Expr:
     >>> partial_values(nc.group(nc.stream(nc.library.attention(), "x", "s_x", parts="P"), "q", "g_q"))
     P*d*q + 2*P*q
     """
-    if not isinstance(region, Diagram):     # a region is immutable: its partials are read once and kept on it
+    if isinstance(region, Region):     # a region is immutable: its partials are read once and kept on it (a
+        #                                region is a Diagram too: a box is the diagram of itself)
         found = region.__dict__.get("_partial_values")
         if found is None:
             found = region.__dict__["_partial_values"] = partial_values(Diagram.id(region.dom) >> region) \

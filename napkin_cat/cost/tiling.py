@@ -236,7 +236,7 @@ def rereads(H, s) -> bool:
     (True, False, False)
     """
     H = sympified(H)
-    symbols = tuple(sorted(H.free_symbols, key=str))
+    symbols = tuple(sorted(H.free_symbols, key=_name))     # (the order only pairs symbols with exponents)
     if s not in symbols:
         return False
     try:
@@ -245,6 +245,11 @@ def rereads(H, s) -> bool:
         return any(sympy.sympify(t).as_powers_dict().get(s, 0) < 0 for t in sympy.Add.make_args(sympy.expand(H)))
     i = symbols.index(s)
     return any(e[i] < 0 for e in exponents)
+
+
+def _name(s) -> str:
+    """``str(s)`` of a size symbol without sympy's printer (a Symbol prints as its name)."""
+    return s.name if type(s) is sympy.Symbol else str(s)
 
 
 def _groups_at(c, level: int) -> list:

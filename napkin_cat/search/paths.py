@@ -16,11 +16,13 @@ equal kernels anywhere share one, in every call that shares the search's kernel 
 from __future__ import annotations
 
 import math
+from functools import cached_property
 
 import sympy
 
 from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.cost.iocost import numel
+from napkin_cat.errors import NapkinError
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.variants import split_variants, variants
@@ -43,18 +45,37 @@ class Choice:
 
     def __init__(self, function, level, density=1):
         self.function, self.level, self.density = function, level, density
-        certain = function.cod.inside if _reads_positions(function) else (*function.dom.inside, *function.cod.inside)
-        self.compulsory = sum((numel(a) for a in certain), sympy.Integer(0))
+        self._certain = function.cod.inside if _reads_positions(function) else (*function.dom.inside,
+                                                                                  *function.cod.inside)
         self._options = None
         self._split = None
         self._at = {}
 
+    @cached_property
+    def compulsory(self):
+        """The compulsory transfers, symbolic: the numbers of values of the arrays read and written once."""
+        return sum((numel(a) for a in self._certain), sympy.Integer(0))
+
     def compulsory_at(self, sizes):
         """The compulsory transfers at ``sizes`` (a :class:`~napkin_cat.syntax.sizes.Sizes`), exact; kept per
-        sizes (the search asks once per edge into the block)."""
+        sizes (the search asks once per edge into the block).  Summed array by array in exact arithmetic, each
+        the product of its axes' sizes (:attr:`compulsory` at ``sizes``, without building it; a size missing:
+        :attr:`compulsory`'s error, naming every one).
+
+        >>> import napkin_cat as nc
+        >>> ch = Choice(nc.library.attention(), 1)
+        >>> sizes = nc.Sizes({"q": 64, "x": 32, "d": 16})
+        >>> ch.compulsory_at(sizes), value(ch.compulsory, sizes.env)
+        (3072, 3072)
+        """
         found = self._at.get(sizes)
         if found is None:
-            found = self._at[sizes] = value(self.compulsory, sizes.env)
+            env = sizes.env
+            try:
+                found = sum(math.prod(value(ax.size, env) for ax in a.axes) for a in self._certain)
+            except NapkinError:
+                found = value(self.compulsory, env)
+            self._at[sizes] = found
         return found
 
     @property
