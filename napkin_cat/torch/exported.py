@@ -361,7 +361,8 @@ def check_indices(program, example, constants: dict, sources: dict | None = None
 
 def position_of(t: Translation, name: str, shape, along, env) -> Tensor:
     """The positions along ``along = (input, dimension)`` as the tensor ``name`` of ``shape``: its one dimension
-    not of size 1 (none where that dimension has size 1: the index 0, a scalar input)."""
+    not of size 1 (none where that dimension has size 1: the index 0, a number known now, no input:
+    :meth:`~napkin_cat.torch.translate.Translation.known`)."""
     source, dim = along
     x = env.get(source)
     if x is None or not 0 <= dim < x.rank:
@@ -375,7 +376,7 @@ def position_of(t: Translation, name: str, shape, along, env) -> Tensor:
                          f"{source!r} (of size {size}; size 1 elsewhere)")
     if c is None:
         t.node = name
-        return t.view(t.constant(0, INT32), (None,) * len(shape))
+        return t.known(0, INT32, len(shape))
     return t.view(t.position(c), tuple(c if p in along_ else None for p in range(len(shape))))
 
 

@@ -75,6 +75,40 @@ def test_a_number_in_a_mask_is_a_closed_constant_and_its_tiles_are_skipped():
     assert n >= 2 and closed_ == n                  # no comparison reads an input: neither number is a scalar input
 
 
+def flash_transfers(allowed, g: int, s: int) -> int:
+    """FlashAttention's transfers with a mask from positions, counted by numpy from the maths (one head, no batch):
+    per query tile of ``g``, Q in (g·d), O and L out (g·d + g); per slice of ``s`` keys in which the mask allows some
+    pair with that tile, K and V in (2·s·d).  The slices the mask never allows there are not loaded."""
+    total = 0
+    for a in range(0, N, g):
+        total += g * D + g * D + g
+        total += sum(2 * s * D for b in range(0, N, s) if allowed[a:a + g, b:b + s].any())
+    return total
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_the_forward_at_memory_256_is_the_h_optimum_of_its_tiles():
+    """``memory=`` asks for the least transfers: a band this narrow is loaded key by key (``s_x = 1``: every key a
+    query tile loads is one its band allows), and that is the optimum of the structure's tilings, not a search
+    artefact (issue 33).  Second route: numpy's count of FlashAttention's loads at every divisor tiling that fits."""
+    mask_mod, allowed = MASK
+    q, k, v = (torch.randn(1, 1, N, D, dtype=torch.float64, generator=G) for _ in range(3))
+    nc.torch.flex_attention(q, k, v, mask_mod=mask_mod, memory=256)          # traced once per process (TRACES)
+    (traced,) = [t for key, t in nc.torch.flex.TRACES.entries.items() if key[1] is mask_mod and key[4] == 256]
+    (r,) = traced.op.napkin.forward.derivations.values()
+    assert str(r.variant).endswith("group q · stream x")
+    i, j = np.arange(N)[:, None], np.arange(N)[None, :]
+    band = allowed(i, j)
+    tiles = {str(k): int(v) for k, v in r.optimum.exact_sizes.items()}
+    assert int(r.H) == flash_transfers(band, tiles["g_q"], tiles["s_x"])
+    divisors = [2 ** k for k in range(7)]
+    fitting = [(g, s) for g in divisors for s in divisors
+               if nc.cost(r.diagram, sizes={"g_q": g, "s_x": s}).M[1] <= 256]
+    counts = {(g, s): flash_transfers(band, g, s) for g, s in fitting}
+    assert int(r.H) == min(counts.values())
+    assert tiles["s_x"] == 1 and counts[(tiles["g_q"], 1)] < min(c for (g, s), c in counts.items() if s > 1)
+
+
 @pytest.mark.filterwarnings("ignore")
 def test_a_captured_0d_tensor_stays_an_input():
     width = torch.tensor(WIDTH)
