@@ -33,6 +33,7 @@ from functools import lru_cache
 import sympy
 
 from napkin_cat.cost import integer_search
+from napkin_cat.cost.at_sizes import counts_kept
 from napkin_cat.cost.exact import ExactOptimum, exact_optimum
 from napkin_cat.cost.exact_arithmetic import monomials_at
 from napkin_cat.cost.lagrange import tidy, kkt_points
@@ -157,6 +158,7 @@ def _dominant(columns, tiles):
     return best[0]
 
 
+@counts_kept()
 def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = None,
             candidates: dict | None = None, exact: bool = True) -> Optimum:
     """Optimal tile sizes and transfers at ``level`` under ``memory`` (a symbol name, an expression or a number).
@@ -352,6 +354,7 @@ def counted(c, prog: TilingProgram, level: int, sizes):
     return count
 
 
+@counts_kept()
 def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = "divisors", caps=()) -> list:
     """The exact integer optimum over divisor tiles for each memory size of ``memories`` in one pass
     (the candidates scored once): a list of :class:`Optimum`, ``None`` where no tiling fits.
