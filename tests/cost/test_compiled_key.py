@@ -9,6 +9,7 @@ least ``H`` among those whose every column fits the memory.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 import sympy
@@ -48,19 +49,24 @@ def test_the_sizes_are_part_of_the_key():
 
 @pytest.mark.parametrize("memory", [60, 200])
 def test_the_fixed_streams_are_part_of_the_key(memory):
+    """``optimal`` substitutes the streams into the program; ``optima`` keeps them apart (``fixed`` alone differs)."""
     c, sizes = matmul(), {"a": 12, "b": 8, "c": 18}
     for s in (1, 4, 2, 1):                           # one program but for the stream it fixes, back and forth
         o = optimal(c, memory=memory, sizes=sizes, streams={"s_b": s})
-        assert o.H == brute(c, memory, sizes, {"s_b": s}), s
+        (p,) = optima(c, [memory], sizes=sizes, streams={"s_b": s})
+        assert o.H == p.H == brute(c, memory, sizes, {"s_b": s}), s
 
 
-def test_the_transfers_are_part_of_the_key():
-    """Two algorithms whose programs have the same tiles, axes and streams but other transfers and columns."""
-    sizes = {"a": 12, "b": 8, "c": 18}
+def test_the_transfers_and_the_columns_are_part_of_the_key():
+    """Programs alike but for their transfers, or but for one column, or but for both (two algorithms)."""
+    sizes, a, b, c_ = {"a": 12, "b": 8, "c": 18}, *map(nc.symbol, "abc")
     once = matmul()
     twice = nc.cost(nc.group(nc.group(nc.stream(nc.einsum("a b, b c, a c -> a c"), "b", "s_b"), "a", "g_a"), "c",
                              "g_c"))            # a third input, read once per tile
+    more = replace(once, H={**once.H, 1: once.H[1] + 7 * a * b * c_ / nc.symbol("g_c")})
+    wider = replace(once, columns={**once.columns, 1: [*once.columns[1][:-1], 3 * once.columns[1][-1]]})
     assert once.H[1] != twice.H[1]
-    for c in (once, twice, once):
-        (o,) = optima(c, [150], sizes=sizes)
-        assert o.H == brute(c, 150, sizes, {"s_b": 1})
+    for c in (once, more, once, wider, once, twice, once):
+        for memory in (60, 150):
+            (o,) = optima(c, [memory], sizes=sizes)
+            assert o.H == brute(c, memory, sizes, {"s_b": 1})
