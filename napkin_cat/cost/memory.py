@@ -43,8 +43,6 @@ _OPERATORS = {ast.Add: sympy.Add, ast.Sub: lambda a, b: a - b, ast.Mult: sympy.M
 
 def memory_limit(memory) -> sympy.Expr:
     """``memory`` as a sympy expression (see the module docstring); refused with a MemoryLimitError."""
-    if type(memory) is int and 0 < memory <= LARGEST_MEMORY:     # (the search asks this of every memory it sweeps)
-        return sympy.Integer(memory)
     if isinstance(memory, bool) or not isinstance(memory, (str, numbers.Number, sympy.Expr)):
         raise MemoryLimitError(f"memory {memory!r} is not a number or an expression: {LEGAL}")
     M = _read(memory) if isinstance(memory, str) else sympy.sympify(memory)
