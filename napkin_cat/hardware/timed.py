@@ -51,6 +51,7 @@ import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.launches import blocks
+from napkin_cat.cost.at_sizes import counts_kept
 from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.cost.numeric import folded
 from napkin_cat.cost.optimum import Optimum
@@ -197,6 +198,7 @@ def fastest(timings: list, sizes: dict, why: str) -> tuple:
     return t, H, regime, tiles, kts, chosen, opt
 
 
+@counts_kept()     # one call's running counts of masked streams, whichever entry it came by
 def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: str = "sequential",
                     ceilings: dict | None = None, book=None, largest: int = LARGEST, launch: float = LAUNCH,
                     min_blocks: int | None = None, cache=None, depth: int = 2, density=None):
