@@ -11,10 +11,13 @@ diagram (issue: partial_values' memo never hit).  What depends on the two being 
 """
 from __future__ import annotations
 
+import pytest
+import sympy
 
 import napkin_cat as nc
-from napkin_cat.algorithms.bubbles import Region
-from napkin_cat.errors import RewriteError
+from napkin_cat.algorithms.bubbles import Grid, Kernel, Region
+from napkin_cat.algorithms.launches import kernel_launches
+from napkin_cat.errors import ArgumentError, RewriteError
 from napkin_cat.syntax.adapter import Box, Diagram, layers
 
 
@@ -80,3 +83,26 @@ def test_diagrams_that_differ_stay_apart():
         first = d.boxes[0]
         assert d != first and d != _alone(first)
         assert len({d, first, _alone(first), Diagram.id(d.dom)}) == 3
+
+
+def test_kernel_launches_of_a_region_is_that_of_the_diagram_of_it_alone():
+    seen = 0
+    for d in _programs():
+        for r in [x for x in (d, *_boxes(d)) if isinstance(x, Region)]:
+            got = kernel_launches(r)
+            assert got == kernel_launches(_alone(r))
+            if isinstance(r, Kernel):            # by hand: the kernel itself, no Grid around it
+                assert [(k.kernel, k.grids) for k in got] == [(r, ())]
+                seen += 1
+            inner = [b for _, b in layers(r.arg) if isinstance(b, Region)]
+            if isinstance(r, Grid) and inner and all(isinstance(b, Kernel) for b in inner):   # by hand: one Grid
+                assert [(k.kernel, k.grids) for k in got] == [(b, (r,)) for b in inner]
+                assert {k.blocks for k in got} == {sympy.ceiling(sympy.sympify(r.full_size()) / sympy.sympify(r.size))}
+                seen += 1
+    assert seen > 1.5 * len(LIBRARY)          # every kernel, and most groups of one
+
+
+@pytest.mark.parametrize("bad", ["attention", 3, None])
+def test_kernel_launches_refuses_what_is_not_a_diagram(bad):
+    with pytest.raises(ArgumentError, match="kernel_launches takes a napkin_cat Diagram"):
+        kernel_launches(bad)
