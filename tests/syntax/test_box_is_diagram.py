@@ -18,6 +18,7 @@ import napkin_cat as nc
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region
 from napkin_cat.algorithms.launches import kernel_launches
 from napkin_cat.errors import ArgumentError, RewriteError
+from napkin_cat.io.serial import dumps, loads
 from napkin_cat.syntax.adapter import Box, Diagram, layers
 
 
@@ -106,3 +107,10 @@ def test_kernel_launches_of_a_region_is_that_of_the_diagram_of_it_alone():
 def test_kernel_launches_refuses_what_is_not_a_diagram(bad):
     with pytest.raises(ArgumentError, match="kernel_launches takes a napkin_cat Diagram"):
         kernel_launches(bad)
+
+
+def test_a_bare_box_reads_back_as_that_box():
+    for d in _programs()[:12]:
+        for b in [x for x in (d, *_boxes(d)) if isinstance(x, Box)][:6]:
+            back = loads(dumps(b))
+            assert isinstance(back, Box) and type(back) is type(b) and back == b
