@@ -6,7 +6,9 @@ trips pay the per-trip rescaling and how many tensor-core instructions a trip is
 ``H`` but launch fewer blocks.  On a hardware model the search goes on from there:
 
 1. the structures (variants) ``derive`` finds at memories ``2^10 … smem_per_block / 2`` values (from the
-   smallest that holds an algorithm, where the smaller hold none: a layer norm keeps whole rows);
+   smallest that holds an algorithm, where the smaller hold none: a layer norm keeps whole rows), and each of them
+   with every kernel partitioned as the fastest of its block's partitions (:func:`faster_partitions`: transfers do
+   not tell apart a contraction over ``h·d`` streamed along ``h`` or along ``d``; the least legal tiles do);
 2. per structure, every tile assignment the hardware allows: each tile a multiple of its tensor-core and
    coalescing divisors (:mod:`~napkin_cat.hardware.divisors`), a power of two (block tensors) no larger
    than ``largest`` and dividing its axis, at least 16 (a block tensor's side is padded to 16) or, on no
@@ -62,6 +64,7 @@ from napkin_cat.hardware.separable import assembled, components
 from napkin_cat.cost.record import Density
 from napkin_cat.hardware.predict import (LAUNCH, OVERLAPS, KernelForm, Prediction, assumptions, bound_densities,
                                          check_ceilings, density_assumptions, environment, kernels_of)
+from napkin_cat.search.alternatives import partition_of
 from napkin_cat.search.derivation import derive as derive_transfers
 from napkin_cat.search.forms import Preparation
 from napkin_cat.syntax.adapter import layers
@@ -197,6 +200,34 @@ def fastest(timings: list, sizes: dict, why: str) -> tuple:
     return t, H, regime, tiles, kts, chosen, opt
 
 
+def faster_partitions(regime, seconds, memo: dict):
+    """The structure ``regime`` with each kernel partitioned as the fastest of its block's partitions
+    (:class:`~napkin_cat.search.alternatives.Alternatives`: the kernel split stays the transfer search's), made by the
+    rules; None where each kernel's own partition is already the fastest, or the regime offers no others.
+    ``seconds(kernel)``: a partitioned kernel's least predicted time alone, None where no tiles are legal; ``memo``
+    keeps it per kernel and partition (equal kernels of every structure timed once).  A kernel's time depends on its
+    own tiles alone (:mod:`~napkin_cat.hardware.separable`), so the kernels are chosen one by one."""
+    alt = getattr(regime, "alternatives", None)
+    if alt is None:
+        return None
+    chosen = {}
+    for k in range(len(alt)):
+        options = alt.options(k)
+        if len(options) < 2:
+            continue
+        times = []
+        for v in options:
+            key = (alt.key(k), partition_of(v))
+            if key not in memo:
+                memo[key] = seconds(v.diagram)
+            times.append(memo[key])
+        legal = [i for i, t in enumerate(times) if t is not None]
+        best = min(legal, key=lambda i: times[i], default=0)
+        if best != 0 and (times[0] is None or times[best] < times[0]):
+            chosen[k] = options[best]
+    return alt.made(chosen) if chosen else None
+
+
 def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: str = "sequential",
                     ceilings: dict | None = None, book=None, largest: int = LARGEST, launch: float = LAUNCH,
                     min_blocks: int | None = None, cache=None, depth: int = 2, density=None):
@@ -246,6 +277,19 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     structures, timings, refused, n_refused, refusals = {}, [], None, 0, {}
     for regime in (g for d in found for g in d.regimes):
         structures.setdefault(str(regime.variant), regime)
+
+    def seconds(kernel):
+        try:
+            rows = structure_timings(kernel, gpu, env, overlap=overlap, ceilings=ceilings, level=level,
+                                     largest=largest, launch=launch, min_blocks=min_blocks, density=density)
+        except (HardwareError, LoweringError):
+            return None
+        return rows[0][0] if rows else None
+    memo = {}
+    for regime in list(structures.values()):     # each kernel partitioned as fast as its block allows
+        faster = faster_partitions(regime, seconds, memo)
+        if faster is not None:
+            structures.setdefault(str(faster.variant), faster)
     for label, regime in structures.items():
         try:
             timed = structure_timings(regime.diagram, gpu, env, overlap=overlap, ceilings=ceilings, level=level,
