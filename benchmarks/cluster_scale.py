@@ -16,8 +16,9 @@ the link):
                grouping the key/value heads); layout (q, x, x)
     mlp        the transformer block's MLP, ``nc.library.mlp`` (GELU) at e = 4096, f = 16384, fp32 as the library
                writes it; layout (n, whole, whole, whole, whole)
-    block      ``nc.library.transformer_block`` at e = 4096, h = 32, d = 128, f = 16384: tried once at the shortest
-               length; its failure to derive is recorded (docs/distributed.md, section 8)
+    block      ``nc.library.transformer_block`` at e = 4096, h = 32, d = 128, f = 16384, fp32 as the library writes
+               it; layout (n, whole, …): run with ``--compute time`` (the one algorithm of fewest transfers at the
+               whole shared memory holds too many registers for the H100: refused)
 
 ``attention TFLOPS per GPU``: the causal attention's useful FLOPs, ``4·h·d·n²/2`` (the two contractions over the
 unmasked half), over ``P`` and the predicted time: the figure Megatron / NeMo report per GPU for a whole model.
@@ -191,7 +192,7 @@ def main(argv=None) -> None:
     for program in args.programs.split(","):
         for name in args.clusters.split(","):
             c = cluster(name)
-            for n in lengths[:1] if program == "block" else lengths:
+            for n in lengths:
                 row = point(c, program, n, args.compute, retime=args.retime and program == "attention")
                 result["rows"].append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "candidates"}), flush=True)
