@@ -69,6 +69,12 @@ def useful(n: int) -> float:
     return 4 * HEADS * D * n * n / 2
 
 
+def block_flops(n: int) -> float:
+    """The transformer block's FLOPs at ``n`` (its contractions): the Q, K, V and output projections, attention's
+    two contractions over every pair (no mask), the MLP's two."""
+    return 2 * n * E * HEADS * D * 4 + 4 * HEADS * D * n * n + 4 * n * E * F
+
+
 def cluster(name: str):
     kw = dict(CLUSTERS[name])
     return nc.hardware.cluster(kw.pop("gpu"), **kw)
@@ -132,8 +138,10 @@ def table(result: dict) -> str:
              "derive (CPU s) |",
              "| --- | --- | ---: | --- | ---: | --- | ---: | ---: | ---: | --- | ---: |"]
     for row in result["rows"]:
+        program = row["program"] + (f" (compute=\"{row['compute']}\")" if row.get("compute", result["compute"])
+                                    != result["compute"] else "")
         if row.get("chosen") is None:
-            lines.append(f"| {row['program']} | {row['cluster']} | {row['n']:,} | not derived: "
+            lines.append(f"| {program} | {row['cluster']} | {row['n']:,} | not derived: "
                          f"{row['error'][:160]} | | | | | | | {row['derive_cpu_s']} |")
             continue
         others = "; ".join(f"{x['label']}: {fmt_time(x['time_s']) if x['refused'] is None else 'memory'}"
@@ -147,7 +155,7 @@ def table(result: dict) -> str:
         else:
             rate = useful(row["n"]) / row["devices"] / again["time_s"] / 1e12
             retimed = f"{fmt_time(again['time_s'])} ({rate:.0f} TFLOPS / GPU)"
-        lines.append(f"| {row['program']} | {row['cluster']} | {row['n']:,} | {row['chosen']} | "
+        lines.append(f"| {program} | {row['cluster']} | {row['n']:,} | {row['chosen']} | "
                      f"{fmt_time(row['time_s'])} | {row['bound']} | {row['memory_B'] / 1e9:.2f} GB | {tf} | "
                      f"{retimed} | {others} | {row['derive_cpu_s']} |")
     return "\n".join(lines)
