@@ -50,6 +50,7 @@ from napkin_cat.cost.record import Density
 from napkin_cat.errors import (ArgumentError, ConstructionError, LevelError, MemoryLimitError, NapkinError,
                                RewriteError)
 from napkin_cat.rewriting.registry import rulebook
+from napkin_cat.search.alternatives import Alternatives
 from napkin_cat.search.bounds import Bound, lower_bound
 from napkin_cat.search.parallelism import Requirement
 from napkin_cat.search.results import Derivation, Regime
@@ -210,7 +211,9 @@ def _numeric(diagram, forms, book, search, memories, many, sizes, tiles="divisor
         opt = Optimum(sympy.Integer(H), Sizes(sizes) | chosen, [(sympy.Integer(H), sympy.Integer(0))],
                       sympy.Integer(m), sympy.Integer(H), dict(chosen), None, None,
                       [f"sum of each kernel's exact integer optimum over {over} ({len(w.kernels)} kernels)"])
-        regimes.append(Regime(w.variant, H, w.diagram, w.trace, w.cost, opt, b, gap, memory=m))
+        regimes.append(Regime(w.variant, H, w.diagram, w.trace, w.cost, opt, b, gap, memory=m,
+                              alternatives=None if need is not None else
+                              Alternatives(diagram, form, path, book, level, search, made)))
     curves = {str(w.variant): [w.numeric(sizes, m, memories, tiles, need)[0] for m in memories]
               for w in made.values()}
     for kind, hs in extremes(forms, search, sizes, memories, tiles, tuple(book.roles)).items():
