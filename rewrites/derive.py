@@ -39,8 +39,10 @@ from rewrites.partition import group_partition, kernel_formation, kernel_fusion,
 from rewrites.softmax import softmax_contraction_to_unscaled
 
 
-def _chain(start, stages) -> Derivation:
-    d, steps, rules = start, [], []
+def _chain(start, stages, prefix: Derivation | None = None) -> Derivation:
+    """``start`` rewritten by each stage in turn; ``prefix``: a derivation of ``start`` the stages continue."""
+    d, steps, rules = (prefix.diagram, list(prefix.trace.steps), list(prefix.trace.rules)) if prefix is not None \
+        else (start, [], [])
     for ruleset, strategy in stages:
         r = rewrite(d, ruleset, strategy)
         steps += list(r.trace.steps)
@@ -127,14 +129,36 @@ def grouped_axes(diagram) -> list:
     return [n for n in reversed(common) if _weaved_where_seen(diagram, n)]
 
 
-def _partition(function, *, level, stream_axis, group_axes, tile_names, online=()) -> Derivation:
+def _fused(function, *, level, online=()) -> Derivation:
+    """``function`` in one kernel: the ``online`` rules, then kernel formation and fusion, each to a fixpoint."""
     stages = [(list(online), "fixpoint")] if online else []
-    stages += [([kernel_formation.using(level=level)], "fixpoint"), ([kernel_fusion], "fixpoint"),
-              ([stream_partition.using(axis=stream_axis, size=tile_names(stream_axis, "s"))],
-               ["stream_partition"])]
+    stages += [([kernel_formation.using(level=level)], "fixpoint"), ([kernel_fusion], "fixpoint")]
+    return _chain(function, stages)
+
+
+def _partition(function, *, level, stream_axis, group_axes, tile_names, online=(), fused=None) -> Derivation:
+    """The fused kernel (``fused``, else :func:`_fused`) streamed along ``stream_axis`` and grouped along
+    ``group_axes``."""
+    stages = [([stream_partition.using(axis=stream_axis, size=tile_names(stream_axis, "s"))], ["stream_partition"])]
     for a in group_axes:
         stages.append(([group_partition.using(axis=a, size=tile_names(a, "g"))], ["group_partition"]))
-    return _chain(function, stages)
+    return _chain(function, stages, prefix=fused if fused is not None else _fused(function, level=level,
+                                                                                 online=online))
+
+
+def _builder(function, *, level, online=()):
+    """``build(axis)``: :func:`_partition` along ``axis`` and every grouped axis, each axis's built once, from one
+    fused kernel (the candidates of :func:`_by_cost` and the chosen one share it: the fusion is most of a build)."""
+    fused, built = [], {}
+
+    def build(axis):
+        if axis not in built:
+            if not fused:
+                fused.append(_fused(function, level=level, online=online))
+            built[axis] = _partition(function, level=level, stream_axis=axis, group_axes=grouped_axes(function),
+                                     tile_names=_names, online=online, fused=fused[0])
+        return built[axis]
+    return build
 
 
 def _names(axis, prefix):
@@ -161,17 +185,12 @@ def flash_attention(attention, *, level: int = 1, memory=None, sizes=None) -> De
     MemoryLimitError points to ``nc.derive``, which also splits the function into kernels.
     """
     online = rewrite(attention, [softmax_contraction_to_unscaled], "fixpoint").diagram
-
-    def build(axis):
-        return _partition(attention, level=level, stream_axis=axis, group_axes=grouped_axes(attention),
-                          tile_names=_names, online=[softmax_contraction_to_unscaled])
+    build = _builder(attention, level=level, online=[softmax_contraction_to_unscaled])
     return build(_chosen_axis(attention, online, build, memory, sizes))
 
 
 def tiled_matmul(matmul, *, level: int = 1, memory=None, sizes=None) -> Derivation:
     """Square-tiled matmul from the matmul function by rules alone (§3.1): stream b, group a and c (the
     streamed axis chosen by cost where there are several, as :func:`flash_attention` chooses it)."""
-    def build(axis):
-        return _partition(matmul, level=level, stream_axis=axis, group_axes=grouped_axes(matmul),
-                          tile_names=_names)
+    build = _builder(matmul, level=level)
     return build(_chosen_axis(matmul, matmul, build, memory, sizes))

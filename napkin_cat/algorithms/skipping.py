@@ -236,10 +236,11 @@ def equal_values(ops) -> dict:
     (True, True)
     """
     key_of: dict = {}
+    numbers: dict = {}        # (box, its inputs' keys) → its number: a key holds numbers, not its ancestors' boxes
     for box, ins, outs in ops:
         if getattr(box, "data", None) is None:          # a region: nothing is known of what it computes
             continue
-        k = (box, tuple(key_of.get(v, v) for v in ins))
+        k = numbers.setdefault((box, tuple(key_of.get(v, v) for v in ins)), len(numbers))
         for j, v in enumerate(outs):
             key_of[v] = (k, j)
     classes: dict = {}

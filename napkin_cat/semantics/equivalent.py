@@ -78,7 +78,18 @@ class Equivalence:
 
 def tile_sizes(diagram: Diagram, shards: dict | None = None):
     """``(tile size, full axis size)`` of every Grid and Stream, outermost first; inside a device region a shard
-    ``a/P`` reads as the largest, ``⌈a/P⌉`` (device 0's), where the tiles are drawn against it."""
+    ``a/P`` reads as the largest, ``⌈a/P⌉`` (device 0's), where the tiles are drawn against it.  A whole diagram's
+    are remembered on it (it is immutable; every trial of :func:`equivalent` asks them of both diagrams)."""
+    if shards:
+        return _tile_sizes(diagram, shards)
+    memo = diagram.__dict__
+    got = memo.get("_tile_sizes")
+    if got is None:
+        got = memo["_tile_sizes"] = tuple(_tile_sizes(diagram, None))
+    return iter(got)
+
+
+def _tile_sizes(diagram: Diagram, shards: dict | None):
     for _, box in layers(diagram):
         if isinstance(box, (Grid, Stream)):
             full = box.full_size()
@@ -90,7 +101,7 @@ def tile_sizes(diagram: Diagram, shards: dict | None = None):
                 cut.update(collective_cuts(schedule_of(box)))
                 inner = {**(shards or {}), **{part: sympy.ceiling(sympy.sympify(whole) / box.devices)
                                               for (_, part), whole in cut.items() if not isinstance(part, int)}}
-            yield from tile_sizes(box.arg, inner)
+            yield from _tile_sizes(box.arg, inner)
 
 
 def free_sizes(diagram: Diagram) -> list:

@@ -55,11 +55,8 @@ def largest_array(env: dict, diagrams) -> tuple:
     bindings ``env`` (symbol → int; a size they do not determine counts 1), and its entries."""
     shapes: dict = {}                          # each distinct shape once, with an array of it
     for d in diagrams:
-        for arr in (*d.dom.inside, *d.cod.inside):
-            shapes.setdefault(arr.shape, arr)
-        for _, box in layers(d):
-            for shape, arr in _box_shapes(box).items():
-                shapes.setdefault(shape, arr)
+        for shape, arr in _diagram_shapes(d).items():
+            shapes.setdefault(shape, arr)
     values, most, which = {}, 0, None          # each distinct size evaluated once
     for shape, arr in shapes.items():
         n = 1
@@ -71,6 +68,23 @@ def largest_array(env: dict, diagrams) -> tuple:
         if n > most:
             most, which = n, arr
     return most, which
+
+
+def _diagram_shapes(d) -> dict:
+    """``{shape: array}`` of a diagram's boundary and its boxes' wires, in order, remembered on it (immutable; asked
+    at every trial of ``nc.equivalent``)."""
+    memo = getattr(d, "__dict__", None)
+    got = memo.get("_diagram_shapes") if memo is not None else None
+    if got is None:
+        got = {}
+        for arr in (*d.dom.inside, *d.cod.inside):
+            got.setdefault(arr.shape, arr)
+        for _, box in layers(d):
+            for shape, arr in _box_shapes(box).items():
+                got.setdefault(shape, arr)
+        if memo is not None:
+            memo["_diagram_shapes"] = got
+    return got
 
 
 def _box_shapes(box) -> dict:

@@ -187,9 +187,16 @@ def symbols_of(diagram: Diagram, *, params: bool = False) -> frozenset:
     >>> sorted(map(str, symbols_of(nc.stream(nc.library.matmul(), "b", "s_b"))))
     ['a', 'b', 'c', 's_b']
     """
-    found: set = set()
-    _collect(diagram, found, params)
-    return frozenset(found)
+    memo = getattr(diagram, "__dict__", None)       # a diagram is immutable: remembered on it, as a box's are
+    key = "_diagram_symbols_params" if params else "_diagram_symbols"
+    got = memo.get(key) if memo is not None else None
+    if got is None:
+        found: set = set()
+        _collect(diagram, found, params)
+        got = frozenset(found)
+        if memo is not None:
+            memo[key] = got
+    return got
 
 
 def _collect(diagram: Diagram, found: set, params: bool):
