@@ -61,7 +61,7 @@ def pytest_collection_finish(session):
     """The objects that importing and collecting made (modules, the rule book, sympy's caches: long-lived) moved
     out of the cyclic collector's generations, so that its full collections stop walking them again at every
     test (measured, one process: the rewrite and program fuzzes 91 → 81 s of CPU; ``nc.derive`` pauses the
-    collector on its own, :func:`napkin_cat.search.derivation.collector_paused`); the thresholds stay
+    collector on its own, :data:`napkin_cat.cost.collector.collector_paused`); the thresholds stay
     :data:`GC_THRESHOLD` (a test that changes them has them back here)."""
     gc.collect()
     gc.freeze()

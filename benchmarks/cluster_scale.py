@@ -16,8 +16,9 @@ the link):
                grouping the key/value heads); layout (q, x, x)
     mlp        the transformer block's MLP, ``nc.library.mlp`` (GELU) at e = 4096, f = 16384, fp32 as the library
                writes it; layout (n, whole, whole, whole, whole)
-    block      ``nc.library.transformer_block`` at e = 4096, h = 32, d = 128, f = 16384: tried once at the shortest
-               length; its failure to derive is recorded (docs/distributed.md, section 8)
+    block      ``nc.library.transformer_block`` at e = 4096, h = 32, d = 128, f = 16384, fp32 as the library writes
+               it; layout (n, whole, …): run with ``--compute time`` (the one algorithm of fewest transfers at the
+               whole shared memory holds too many registers for the H100: refused)
 
 ``attention TFLOPS per GPU``: the causal attention's useful FLOPs, ``4·h·d·n²/2`` (the two contractions over the
 unmasked half), over ``P`` and the predicted time: the figure Megatron / NeMo report per GPU for a whole model.
@@ -66,6 +67,12 @@ def programs() -> dict:
 def useful(n: int) -> float:
     """The causal attention's useful FLOPs at ``n``: its two contractions over the unmasked half."""
     return 4 * HEADS * D * n * n / 2
+
+
+def block_flops(n: int) -> float:
+    """The transformer block's FLOPs at ``n`` (its contractions): the Q, K, V and output projections, attention's
+    two contractions over every pair (no mask), the MLP's two."""
+    return 2 * n * E * HEADS * D * 4 + 4 * HEADS * D * n * n + 4 * n * E * F
 
 
 def cluster(name: str):
@@ -131,8 +138,10 @@ def table(result: dict) -> str:
              "derive (CPU s) |",
              "| --- | --- | ---: | --- | ---: | --- | ---: | ---: | ---: | --- | ---: |"]
     for row in result["rows"]:
+        program = row["program"] + (f" (compute=\"{row['compute']}\")" if row.get("compute", result["compute"])
+                                    != result["compute"] else "")
         if row.get("chosen") is None:
-            lines.append(f"| {row['program']} | {row['cluster']} | {row['n']:,} | not derived: "
+            lines.append(f"| {program} | {row['cluster']} | {row['n']:,} | not derived: "
                          f"{row['error'][:160]} | | | | | | | {row['derive_cpu_s']} |")
             continue
         others = "; ".join(f"{x['label']}: {fmt_time(x['time_s']) if x['refused'] is None else 'memory'}"
@@ -146,7 +155,7 @@ def table(result: dict) -> str:
         else:
             rate = useful(row["n"]) / row["devices"] / again["time_s"] / 1e12
             retimed = f"{fmt_time(again['time_s'])} ({rate:.0f} TFLOPS / GPU)"
-        lines.append(f"| {row['program']} | {row['cluster']} | {row['n']:,} | {row['chosen']} | "
+        lines.append(f"| {program} | {row['cluster']} | {row['n']:,} | {row['chosen']} | "
                      f"{fmt_time(row['time_s'])} | {row['bound']} | {row['memory_B'] / 1e9:.2f} GB | {tf} | "
                      f"{retimed} | {others} | {row['derive_cpu_s']} |")
     return "\n".join(lines)
@@ -192,7 +201,7 @@ def main(argv=None) -> None:
     for program in args.programs.split(","):
         for name in args.clusters.split(","):
             c = cluster(name)
-            for n in lengths[:1] if program == "block" else lengths:
+            for n in lengths:
                 row = point(c, program, n, args.compute, retime=args.retime and program == "attention")
                 result["rows"].append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "candidates"}), flush=True)

@@ -40,7 +40,7 @@ import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.errors import NapkinError
-from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.syntax.adapter import layers, require_diagram
 from napkin_cat.syntax.sizes import Sizes
 from napkin_cat.syntax.wiring import computes
 
@@ -116,22 +116,17 @@ class KernelLaunch:
 
 
 def kernel_launches(algorithm) -> list:
-    """The kernels of ``algorithm`` (a diagram, or one of its regions) in order, each with the Grids around it."""
+    """The kernels of ``algorithm`` (a diagram, or one of its regions: a box is the diagram of itself, its one
+    layer) in order, each with the Grids around it; ArgumentError for anything else."""
     out = []
-
-    def visit(box, grids):
-        if isinstance(box, Kernel):
-            out.append(KernelLaunch(box, grids, split_of(box)))
-        elif isinstance(box, Region):
-            walk(box.arg, grids + (box,) if isinstance(box, Grid) else grids)
 
     def walk(d, grids):
         for _, box in layers(d):
-            visit(box, grids)
-    if isinstance(algorithm, Diagram):
-        walk(algorithm, ())
-    else:
-        visit(algorithm, ())
+            if isinstance(box, Kernel):
+                out.append(KernelLaunch(box, grids, split_of(box)))
+            elif isinstance(box, Region):
+                walk(box.arg, grids + (box,) if isinstance(box, Grid) else grids)
+    walk(require_diagram(algorithm, "kernel_launches"), ())
     return out
 
 

@@ -20,7 +20,10 @@ the runner decides it (:func:`running_slices`)::
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import threading
+from contextvars import ContextVar
 
 import numpy as np
 import sympy
@@ -33,7 +36,8 @@ from napkin_cat.errors import NapkinError
 from napkin_cat.syntax.adapter import layers
 from napkin_cat.syntax.interval import negate
 
-__all__ = ["MAX_TILES", "PAIRS", "At", "add", "integer", "reads_positions_inside", "running_area", "running_slices",
+__all__ = ["COUNTS_KEPT", "MAX_TILES", "PAIRS", "At", "RunningCounts", "add", "count_key", "count_running",
+           "counts_kept", "integer", "kept_counts", "reads_positions_inside", "running_area", "running_slices",
            "skip_axes", "tile_extents"]
 
 
@@ -193,9 +197,69 @@ def running_slices(skip, ctx: At, region, extent: int, starts, positions: bool, 
     return At(first.env, tiles, sum(p.count for p in parts), first.device)
 
 
-#: the most counts :func:`_count_running` keeps (a search counts one tiling once per structure and assignment)
+#: the most counts one call keeps (:class:`RunningCounts`; a search counts one tiling once per structure and assignment)
 COUNTS_KEPT = 4096
-_COUNTS: dict = {}
+
+
+class RunningCounts:
+    """The counts of running (tile, slice) pairs one call has made (:func:`count_running`), by :func:`count_key`:
+    everything a count depends on, so a count kept is the count.  At most ``limit`` (the oldest goes first), locked.
+
+    A store belongs to a call: :func:`counts_kept` installs one for the call's duration (``nc.derive``, ``nc.cost``
+    at sizes, ``nc.optimal``'s integer search, every fold at sizes), in the call's thread (a context variable), and
+    a call nested in it reads the same; when the outermost ends the store goes with it, so no two calls (other
+    sizes, masks or hardware) ever read each other's counts.
+
+    >>> with counts_kept() as mine:
+    ...     with counts_kept() as nested:
+    ...         nested is mine
+    True
+    >>> kept_counts() is None                                  # outside every call: none
+    True
+    """
+
+    def __init__(self, limit: int = COUNTS_KEPT):
+        self.limit = limit
+        self._counts: dict = {}
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            return self._counts.get(key)
+
+    def put(self, key, count: int) -> int:
+        with self._lock:
+            while len(self._counts) >= self.limit:
+                self._counts.pop(next(iter(self._counts)))
+            self._counts[key] = count
+        return count
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+
+_KEPT: ContextVar = ContextVar("napkin_cat_running_counts", default=None)
+
+
+def kept_counts() -> RunningCounts | None:
+    """The store of the call running in this thread (:class:`RunningCounts`), or None outside every call."""
+    return _KEPT.get()
+
+
+@contextlib.contextmanager
+def counts_kept():
+    """The running counts of this call (:class:`RunningCounts`): the store of the call it is nested in, else a fresh
+    one for its duration.  A context manager, and a decorator (a fresh store per outermost call)."""
+    store = _KEPT.get()
+    if store is not None:
+        yield store
+        return
+    store = RunningCounts()
+    token = _KEPT.set(store)
+    try:
+        yield store
+    finally:
+        _KEPT.reset(token)
 
 
 def _digest(start) -> object:
@@ -206,9 +270,10 @@ def _digest(start) -> object:
     return int(start)
 
 
-def _count_key(skip, ctx: At, region, extent: int, starts):
-    """What :func:`_count_running`'s answer depends on: the masks, and the tile each axis they read is in over the
-    tiles ``ctx`` stands for (the axes read found by a probe of the masks), the slices' extent and starts."""
+def count_key(skip, ctx: At, region, extent: int, starts):
+    """What :func:`count_running`'s answer depends on (without a block mask): the masks, and the tile each axis they
+    read is in over the tiles ``ctx`` stands for (the axes read found by a probe of the masks; an axis not tiled by
+    its size at ``ctx.env``), the slices' axis, extent and starts, and how many tiles ``ctx`` stands for."""
     read: dict = {}
 
     def probe(axis, size):
@@ -227,15 +292,15 @@ def _count_key(skip, ctx: At, region, extent: int, starts):
 
 
 def _count_running(skip, ctx: At, region, extent: int, starts, block_mask=None) -> int:
-    """:func:`count_running`, kept per :func:`_count_key` (without a block mask: the data's is not a key)."""
-    if block_mask is not None:
+    """:func:`count_running`, kept per :func:`count_key` in the call's store (:func:`kept_counts`; none, or a block
+    mask given, the data's, which is no key: counted)."""
+    store = _KEPT.get()
+    if block_mask is not None or store is None:
         return count_running(skip, ctx, region, extent, starts, block_mask)
-    key = _count_key(skip, ctx, region, extent, starts)
-    found = _COUNTS.get(key)
+    key = count_key(skip, ctx, region, extent, starts)
+    found = store.get(key)
     if found is None:
-        if len(_COUNTS) >= COUNTS_KEPT:
-            _COUNTS.pop(next(iter(_COUNTS)))
-        found = _COUNTS[key] = count_running(skip, ctx, region, extent, starts)
+        found = store.put(key, count_running(skip, ctx, region, extent, starts))
     return found
 
 

@@ -17,6 +17,7 @@ instrumented plan runner's counts at any tiles, and the symbolic cost substitute
 """
 from __future__ import annotations
 
+from napkin_cat.cost.collector import collector_paused
 from napkin_cat.cost.iocost import cost as symbolic
 from napkin_cat.cost.numeric import at
 from napkin_cat.cost.record import Cost
@@ -24,6 +25,7 @@ from napkin_cat.errors import ArgumentError
 from napkin_cat.syntax.adapter import Diagram, require_diagram
 
 
+@collector_paused
 def cost(diagram: Diagram, hierarchy=None, *, sizes: dict | None = None, block_mask=None, density=None) -> Cost:
     """The IO cost of ``diagram``: symbolic, or with ``sizes`` (every axis and tile name → a positive int) the
     integers a run at those sizes counts (a name the diagram lacks, or a tile larger than its axis, is refused
@@ -33,7 +35,11 @@ def cost(diagram: Diagram, hierarchy=None, *, sizes: dict | None = None, block_m
     a fraction ``ρ`` of the trips its positions allow, a symbol ``rho[…]`` named after its condition
     (:func:`~napkin_cat.algorithms.skipping.density_symbol`); ``density`` binds it (a number 0 … 1 for every such
     mask, or ``{symbol or its name: number}``); at ``sizes`` it defaults to 1, dense.  ``Cost.assumptions`` lists
-    each density and its value (None: free)."""
+    each density and its value (None: free).
+
+    The cyclic garbage collector is paused while it runs (:data:`~napkin_cat.cost.collector.collector_paused`): the
+    functor makes many short-lived records and sympy terms, and a full collection would walk the whole heap (after
+    ``nc.derive``, the millions of objects its kernel cache keeps)."""
     require_diagram(diagram, "nc.cost")
     if sizes is None:
         if block_mask is not None:

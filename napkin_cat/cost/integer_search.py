@@ -318,8 +318,16 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
         trip_logs = logs if fulls is None else np.log(np.array(fulls, dtype=float) / np.ceil(np.array(fulls) / block))
         for cap in caps:
             capped &= _scores(cap, trip_logs) <= 1 + 1e-12
+        top = peak[capped].max() if capped.any() else None
+        every = None     # the block's best where every candidate fits clearly (the same for every such memory)
         for j, limit in enumerate(limits):
+            clear = top is not None and top <= float(limit) * (1 - 1e-9)
+            if clear and every is not None:
+                if found[j] is None or every < found[j]:
+                    found[j] = every
+                continue
             fits = (peak <= float(limit) * (1 + 1e-12)) & capped
+            mine = None
             while fits.any():
                 near = np.flatnonzero(fits & (scores <= scores[fits].min() * (1 + 1e-9)))
                 if len(near) > NEAR:   # many ties (tiles the transfers do not see): settle the first by float order
@@ -339,10 +347,14 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
                     else:
                         exact_peak = Fraction(float(peak[k]))
                     key = (exact_H(combo), exact_peak, combo[::-1])
-                    if found[j] is None or key < found[j]:
-                        found[j] = key
+                    if mine is None or key < mine:
+                        mine = key
                 if fits[near].any():
                     break
+            if clear:
+                every = mine
+            if mine is not None and (found[j] is None or mine < found[j]):
+                found[j] = mine
     return [None if f is None else (f[0], f[2][::-1]) for f in found]
 
 

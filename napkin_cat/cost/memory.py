@@ -73,9 +73,18 @@ def memory_limit(memory) -> sympy.Expr:
 
 
 def _check_magnitude(M, memory):
-    """Refuse a memory beyond :data:`LARGEST_MEMORY` (estimated in floating point, so a huge power is quick)."""
+    """Refuse a memory beyond :data:`LARGEST_MEMORY`: an integer compared exactly (a float rounds 2^64 + 1 down to
+    2^64), anything else estimated in floating point, so a huge power is quick.
+
+    >>> memory_limit(2 ** 64 + 1)
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.MemoryLimitError: memory 18446744073709551617 is about 1.845E+19 values, more than any level
+    holds (at most 2^64): ...
+    """
     approx = sympy.N(M, 15)
-    if approx.is_real and approx.is_finite and abs(approx) > LARGEST_MEMORY:
+    if M.is_Integer and abs(int(M)) > LARGEST_MEMORY or (
+            not M.is_Integer and approx.is_real and approx.is_finite and abs(approx) > LARGEST_MEMORY):
         raise MemoryLimitError(f"memory {memory!r} is about {sympy.Float(approx, 4)} values, more than any level "
                                f"holds (at most 2^64): {LEGAL}")
 

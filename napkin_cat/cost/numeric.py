@@ -33,7 +33,7 @@ from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabelled, schedule_of
 from napkin_cat.algorithms.devices import Shard
 from napkin_cat.algorithms.splits import part_bounds, partial_moves
-from napkin_cat.cost.at_sizes import (At, add, integer, reads_positions_inside, running_slices, skip_axes,
+from napkin_cat.cost.at_sizes import (At, add, counts_kept, integer, reads_positions_inside, running_slices, skip_axes,
                                       tile_extents)
 from napkin_cat.cost.devices_at import DevicesAt, collective_link, largest_shards
 from napkin_cat.cost.iocost import box_pieces, cost
@@ -241,7 +241,8 @@ def folded(diagram: Diagram, env: dict, block_mask=None, density=None, ring_tile
     trips they let run; ``ring_tiles``: the tiles a ring's folds are charged by in ``Link.work`` (:class:`Concrete`)."""
     ctx = At(env)
     plain = block_mask is None and not density and not ring_tiles
-    (CONCRETE if plain else Concrete(block_mask, density, ring_tiles)).diagram(diagram, ctx)
+    with counts_kept():      # a masked stream's running counts: the enclosing call's store, else this fold's
+        (CONCRETE if plain else Concrete(block_mask, density, ring_tiles)).diagram(diagram, ctx)
     out = ctx.total
     out.H = {l: v for l, v in out.H.items() if v}
     out.H_bytes = {l: v for l, v in out.H_bytes.items() if v}

@@ -33,6 +33,7 @@ from functools import lru_cache
 import sympy
 
 from napkin_cat.cost import integer_search
+from napkin_cat.cost.at_sizes import counts_kept
 from napkin_cat.cost.exact import ExactOptimum, exact_optimum
 from napkin_cat.cost.exact_arithmetic import monomials_at
 from napkin_cat.cost.lagrange import tidy, kkt_points
@@ -157,6 +158,7 @@ def _dominant(columns, tiles):
     return best[0]
 
 
+@counts_kept()
 def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = None,
             candidates: dict | None = None, exact: bool = True) -> Optimum:
     """Optimal tile sizes and transfers at ``level`` under ``memory`` (a symbol name, an expression or a number).
@@ -233,6 +235,8 @@ def _paper_memory(prog: TilingProgram, columns, free, at_one) -> list:
 
 @lru_cache(maxsize=256)
 def _symbolic_optimum(prog: TilingProgram, M, exact: bool = True) -> Optimum:
+    """The large-M and exact optima of ``prog`` under the memory ``M``: a pure function of the whole key, as
+    :func:`_compiled` is (the process's memo, bounded; :func:`optimal` hands each caller a copy of its dicts)."""
     H, columns, free, ones = prog.restricted()
     at_one = {t: sympy.Integer(1) for t in ones}
     notes = []
@@ -275,7 +279,18 @@ def _compiled(prog: TilingProgram, sizes: tuple):
 
     Each expression is expanded at the sizes in exact arithmetic (:func:`.exact_arithmetic.monomials_at`, its
     streams fixed as ``prog.fixed`` says), or, where it is not a sum of monomials there, by sympy, whose error
-    names what is wrong.  Columns equal at the sizes are pooled (the largest is what binds)."""
+    names what is wrong.  Columns equal at the sizes are pooled (the largest is what binds).
+
+    Why this memo is the process's, not a call's (issue 35: a cache belongs to the call unless its result is a pure
+    function of its key): the answer reads nothing but its two arguments, and the key is both whole.  ``prog`` is a
+    frozen :class:`~.tiling.TilingProgram`, equal and hashed by every field (``H``, the columns, tiles, axes, axis
+    sizes, the fixed streams, ``held``; sympy's and :class:`~.polynomial.Poly`'s equality is by value), and
+    ``sizes`` the sorted ``(name, int)`` pairs.  What else could steer a search is bound in those or read elsewhere:
+    a density from data is substituted into ``H`` and the columns (:meth:`~.record.Cost.at_density`), a masked
+    stream's running trips are counted per tiling by :func:`counted` (in the call's store of counts,
+    :func:`~.at_sizes.counts_kept`), and the memory, tile candidates and requirements are applied after.  So two
+    calls, threads or hardware models asking the same key get the same program, and any other key its own
+    (``tests/cost/test_compiled_key.py``); bounded (256, least recently used) and locked (``lru_cache``)."""
     env = Sizes(sizes).env
     at = {**env, **{s: int(v) for s, v in prog.fixed}}
     fulls = []
@@ -352,6 +367,7 @@ def counted(c, prog: TilingProgram, level: int, sizes):
     return count
 
 
+@counts_kept()
 def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = "divisors", caps=(),
            count: bool = True) -> list:
     """The exact integer optimum over divisor tiles for each memory size of ``memories`` in one pass

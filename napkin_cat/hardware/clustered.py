@@ -55,6 +55,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from napkin_cat.algorithms.devices import Shard
+from napkin_cat.cost.at_sizes import counts_kept
 from napkin_cat.cost.numeric import at
 from napkin_cat.errors import AxisError, CapacityError, HardwareError, NapkinError
 from napkin_cat.hardware.arrival import gathered, sharded_inputs
@@ -307,6 +308,7 @@ def check_cluster(c) -> Cluster:
     return c
 
 
+@counts_kept()     # one call's running counts of masked streams, whichever entry it came by
 def derive_for_cluster(f: Diagram, c: Cluster, sizes, *, book=None, forms=None, cache: dict | None = None,
                        compute: str = "time", layout=None, **options) -> ClusterDerivation:
     """The device form of ``f`` of least predicted step time on the cluster ``c`` at ``sizes`` (every axis of

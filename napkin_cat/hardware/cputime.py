@@ -43,6 +43,7 @@ import math
 import sympy
 
 from napkin_cat.algorithms.launches import blocks as launched, narrowest
+from napkin_cat.cost.at_sizes import counts_kept
 from napkin_cat.cost.iocost import box_cost, cost
 from napkin_cat.cost.numeric import at, folded
 from napkin_cat.errors import MemoryLimitError
@@ -292,6 +293,7 @@ def _timed(structure, cpu: CPU, env: dict, *, memory: int, threads: int, level: 
     return out
 
 
+@counts_kept()     # one call's running counts of masked streams, whichever entry it came by
 def derive_for_cpu_time(diagram, hardware, sizes: dict, *, threads: int = 1, value_bytes: int = 4, level: int = 1,
                         book=None, min_blocks: int | None = None, cache=None, depth: int = 2,
                         ranking: str = "estimate"):

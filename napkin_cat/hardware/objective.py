@@ -33,6 +33,8 @@ napkin_cat.errors.NapkinError: derive(hardware=epyc-zen3-dev) got ['overlap']: a
 """
 from __future__ import annotations
 
+from napkin_cat.cost.at_sizes import counts_kept
+from napkin_cat.cost.collector import collector_paused
 from napkin_cat.errors import ArgumentError, AxisError, NapkinError
 from napkin_cat.hardware.clustered import TIME_OPTIONS as CLUSTER_TIME_OPTIONS, derive_for_cluster
 from napkin_cat.hardware.devices import Cluster
@@ -58,6 +60,8 @@ def is_cpu(hardware) -> bool:
     return isinstance(hardware, CPU) or (isinstance(hardware, str) and hardware.lower() in (*cpus(), THIS_CPU))
 
 
+@collector_paused
+@counts_kept()
 def derive(diagram, memory="M", level: int = 1, sizes: dict | None = None, *, hardware=None, **options):
     """``nc.derive``: the algorithm of fewest transfers at ``level`` with ``memory`` values there
     (:func:`napkin_cat.search.derive`: every keyword but ``hardware`` is its), or, given ``hardware`` and ``sizes``,
@@ -65,7 +69,9 @@ def derive(diagram, memory="M", level: int = 1, sizes: dict | None = None, *, ha
     and ``launch`` go to its time model) or a CPU model (``"epyc-zen3-dev"``, ``"this-cpu"``,
     ``nc.hardware.load_cpu(path)``; ``threads`` and ``value_bytes`` go to its time model); ``memory`` is then the
     model's.
-    See the module docstring."""
+    See the module docstring.  One call owns what its searches and time models keep of masked streams' running
+    counts (:func:`~napkin_cat.cost.at_sizes.counts_kept`), and pauses the cyclic collector
+    (:data:`~napkin_cat.cost.collector.collector_paused`)."""
     if hardware is None:
         time = sorted(set(options) & set(TIME_OPTIONS + CPU_OPTIONS))
         if time:

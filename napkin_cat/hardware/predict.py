@@ -82,6 +82,7 @@ from napkin_cat.syntax.adapter import Diagram, layers
 from napkin_cat.plan.ir import Load, StreamLoop, walk
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.dtype import as_dtype
+from napkin_cat.syntax.primitive import is_view
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 from napkin_cat.hardware.divisors import uses_of
 from napkin_cat.plan import plan
@@ -178,7 +179,8 @@ def kernels_of(algorithm: Diagram) -> list:
     for _, box in layers(algorithm):
         if isinstance(box, Region):
             out.append(box)
-        elif getattr(box, "data", None) is not None and box.data.kind not in ("copy", "discard", "swap"):
+        elif getattr(box, "data", None) is not None and box.data.kind not in ("copy", "discard", "swap") \
+                and not is_view(box):
             raise HardwareError(f"predict times kernels: {box.name!r} computes in global memory, outside any "
                                 "kernel; wrap the algorithm in nc.kernel (one fused kernel) or nc.unfused "
                                 "(one kernel per operation)")

@@ -6,8 +6,11 @@ trips pay the per-trip rescaling and how many tensor-core instructions a trip is
 ``H`` but launch fewer blocks.  On a hardware model the search goes on from there:
 
 1. the structures (variants) ``derive`` finds at memories ``2^10 … smem_per_block / 2`` values (from the
-   smallest that holds an algorithm, where the smaller hold none: a layer norm keeps whole rows), a masked
-   stream's tilings ranked there by the symbolic estimate (``ranking``: step 3 counts them);
+   smallest that holds an algorithm, where the smaller hold none: a layer norm keeps whole rows), and each of them
+   with every kernel that has no legal tiles partitioned as the fastest of its block's partitions that has
+   (:func:`legal_partitions`: transfers do not tell apart a contraction over ``h·d`` streamed along ``h`` or along
+   ``d``; the least legal tiles do), a masked stream's tilings ranked there by the symbolic estimate
+   (``ranking``: step 3 counts them);
 2. per structure, every tile assignment the hardware allows: each tile a multiple of its tensor-core and
    coalescing divisors (:mod:`~napkin_cat.hardware.divisors`), a power of two (block tensors) no larger
    than ``largest`` and dividing its axis, at least 16 (a block tensor's side is padded to 16) or, on no
@@ -52,6 +55,7 @@ import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.launches import blocks
+from napkin_cat.cost.at_sizes import counts_kept
 from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.cost.numeric import folded
 from napkin_cat.cost.optimum import Optimum
@@ -63,6 +67,7 @@ from napkin_cat.hardware.separable import assembled, components
 from napkin_cat.cost.record import Density
 from napkin_cat.hardware.predict import (LAUNCH, OVERLAPS, KernelForm, Prediction, assumptions, bound_densities,
                                          check_ceilings, density_assumptions, environment, kernels_of)
+from napkin_cat.search.alternatives import partition_of
 from napkin_cat.search.derivation import derive as derive_transfers
 from napkin_cat.search.forms import Preparation
 from napkin_cat.syntax.adapter import layers
@@ -198,6 +203,36 @@ def fastest(timings: list, sizes: dict, why: str) -> tuple:
     return t, H, regime, tiles, kts, chosen, opt
 
 
+def legal_partitions(regime, seconds, memo: dict):
+    """The structure ``regime`` with each kernel whose partition has no legal tiles on the hardware partitioned as
+    the fastest of its block's partitions that has (:class:`~napkin_cat.search.alternatives.Alternatives`: the kernel
+    split stays the transfer search's), made by the rules; None where every kernel's own partition has legal tiles,
+    or the regime offers no others.  ``seconds(kernel)``: a partitioned kernel's least predicted time alone, None
+    where no tiles are legal; ``memo`` keeps it per kernel and partition (equal kernels of every structure timed
+    once).  A kernel's time depends on its own tiles alone (:mod:`~napkin_cat.hardware.separable`), so the kernels are
+    chosen one by one.  (A kernel whose own partition is legal keeps it: another partition the model predicts faster
+    is left to the structures the transfer search gives.)"""
+    alt = getattr(regime, "alternatives", None)
+    if alt is None:
+        return None
+    chosen = {}
+
+    def timed(k, v):
+        key = (alt.key(k), partition_of(v))
+        if key not in memo:
+            memo[key] = seconds(v.diagram)
+        return memo[key]
+    for k in range(len(alt)):
+        options = alt.options(k)
+        if len(options) < 2 or timed(k, options[0]) is not None:
+            continue
+        legal = [(timed(k, v), i) for i, v in enumerate(options[1:], 1) if timed(k, v) is not None]
+        if legal:
+            chosen[k] = options[min(legal)[1]]
+    return alt.made(chosen) if chosen else None
+
+
+@counts_kept()     # one call's running counts of masked streams, whichever entry it came by
 def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: str = "sequential",
                     ceilings: dict | None = None, book=None, largest: int = LARGEST, launch: float = LAUNCH,
                     min_blocks: int | None = None, cache=None, depth: int = 2, density=None,
@@ -253,6 +288,19 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     structures, timings, refused, n_refused, refusals = {}, [], None, 0, {}
     for regime in (g for d in found for g in d.regimes):
         structures.setdefault(str(regime.variant), regime)
+
+    def seconds(kernel):
+        try:
+            rows = structure_timings(kernel, gpu, env, overlap=overlap, ceilings=ceilings, level=level,
+                                     largest=largest, launch=launch, min_blocks=min_blocks, density=density)
+        except (HardwareError, LoweringError):
+            return None
+        return rows[0][0] if rows else None
+    memo = {}
+    for regime in list(structures.values()):     # a kernel with no legal tiles partitioned as its block allows
+        legal = legal_partitions(regime, seconds, memo)
+        if legal is not None:
+            structures.setdefault(str(legal.variant), legal)
     for label, regime in structures.items():
         try:
             timed = structure_timings(regime.diagram, gpu, env, overlap=overlap, ceilings=ceilings, level=level,

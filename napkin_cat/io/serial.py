@@ -389,11 +389,8 @@ def _primitive_from_json(obj, path: str, built: dict):
 
 
 def _diagram_from_json(obj, path: str, built: dict) -> Diagram:
-    if isinstance(obj, dict) and "type" in obj:  # a diagram that is a single box
-        box = _box_from_json(obj, path, built)
-        if isinstance(box, Diagram):
-            return box
-        return from_layers(Ty(*box.dom.inside), Ty(*box.cod.inside), [(Ty(), box, Ty())])
+    if isinstance(obj, dict) and "type" in obj:  # a diagram that is a single box: the box (its own one-layer diagram)
+        return _box_from_json(obj, path, built)
     _fields(obj, path, ("dom", "cod", "layers"), "a diagram")
     dom = _arrays_from_json(obj["dom"], f"{path}.dom", built)
     cod = _arrays_from_json(obj["cod"], f"{path}.cod", built)

@@ -24,6 +24,13 @@ computes each value once: two operations of the block of one label reading the s
 recomputed value its readers brought, a closed value read by several ports) are one, whose value is copied (the
 copy law, paper §2), so that the search counts the FLOPs of the kernel the construction makes.
 
+A rename (:func:`~napkin_cat.syntax.primitive.is_view`) is no operation: it is a *view*, the values of its input in
+global memory under new axis names, left at level 0 between the kernel that makes the value and those that read it
+renamed.  The order goes through it (its readers come after its producer); a kernel's data flow does not (a block
+never holds both ends of a view: the kernel would read back what it writes), so the producer is partitioned along
+its name for the axis and each reader along the other: a tile of a rename's input is a tile of its output
+(``kernel(f ; rename_{n→m}) ≡ Grid_n(kernel(f)) ; rename_{n→m}``, ``proofs/test_rename_views.py``).
+
 >>> import napkin_cat as nc
 >>> g = OpGraph(nc.engine.to_netlist(nc.library.attention()))
 >>> [g.name(i) for i in range(len(g))], len(g.downsets())
@@ -52,6 +59,11 @@ copy law, paper §2), so that the search counts the FLOPs of the kernel the cons
 [['exp', 'exp', 'add'], ['exp', 'add']]
 >>> OpGraph(net, once=True).distinct(), len(OpGraph(net, once=True))
 (2, 3)
+>>> renamed = nc.Builder(nc.types("h n")); (X,) = renamed.inputs                 # rename_{n→m}(exp x), then exp
+>>> Y = renamed(nc.renaming("h n -> h m"), renamed(nc.elementwise("exp", "h n"), X))
+>>> g = OpGraph(nc.engine.to_netlist(renamed.build(renamed(nc.elementwise("exp", "h m", m="n"), Y))))
+>>> len(g), len(g.views), g.preds[1], g.connected(0b11), g.subdiagram(0b10).dom
+(2, 1, 1, False, Ty(Array(h×m[n])))
 """
 from __future__ import annotations
 
@@ -60,7 +72,7 @@ from napkin_cat.rewriting.closed import folded
 from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist
 from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.builder import Builder
-from napkin_cat.syntax.primitive import kind_of
+from napkin_cat.syntax.primitive import is_view, kind_of
 
 
 def bits(mask: int) -> list:
@@ -84,7 +96,7 @@ class OpGraph:
     Operations are numbered in the netlist's topological order; a set of operations is a bit mask.
     ``share``: a block reads each outside value through one input; ``fold``: closed values are computed by each
     port that reads them, not operations; ``join``: operations that read one value are linked; ``once``: a block's
-    kernel computes each value once (see the module docstring).
+    kernel computes each value once (see the module docstring).  Renames are :attr:`views`, not operations.
     """
 
     def __init__(self, net: Netlist, *, share: bool = False, fold: bool = False, join: bool = False,
@@ -97,20 +109,28 @@ class OpGraph:
             raise RewriteError("the derivation search does not handle merge nodes; remove them first")
         self.net, self.share, self.once = net, share, once
         self.folded = folded(net) if fold else set()
-        self.nodes = [nid for nid, n in net.nodes.items() if n.kind == "box" and nid not in self.folded]
+        self.views = {nid for nid, n in net.nodes.items() if n.kind == "box" and is_view(n.box)}
+        self.nodes = [nid for nid, n in net.nodes.items()
+                      if n.kind == "box" and nid not in self.folded and nid not in self.views]
         self.index = {nid: i for i, nid in enumerate(self.nodes)}
         self.preds = [0] * len(self.nodes)
         self.succs = [0] * len(self.nodes)
+        self.flows = [0] * len(self.nodes)     # data flow not through a view: what a kernel can fuse along
+        self.apart = [0] * len(self.nodes)     # the ends of a view: never in one kernel (the view is in global memory)
         readers = {}
         for i, nid in enumerate(self.nodes):
             for src in self.sources(nid):
                 if src[0] != INPUT and src[0] in self.folded:
                     continue                          # a closed value: each reader computes it
                 readers[src] = readers.get(src, 0) | 1 << i
-                if src[0] != INPUT:
-                    j = self.index[src[0]]
+                producer = self._through_views(src)
+                if producer[0] != INPUT and producer[0] not in self.folded:
+                    j = self.index[producer[0]]
                     self.preds[i] |= 1 << j
                     self.succs[j] |= 1 << i
+                    link = self.flows if producer == src else self.apart
+                    link[i] |= 1 << j
+                    link[j] |= 1 << i
         # with ``join`` (and ``share``): operations that read one value are linked too (sibling fusion joins
         # their kernels, which then load the value once)
         self._keys = {}   # block -> its BlockKey (the graph is not changed once built)
@@ -161,6 +181,13 @@ class OpGraph:
             src = self.net.wires[self.net.ins[src[0]][0]].src
         return src
 
+    def _through_views(self, src):
+        """The operation (or input) whose value ``src`` is, seen through views (:attr:`views`): a view's value is
+        its input's, renamed."""
+        while src[0] != INPUT and src[0] in self.views:
+            src = self._source(self.net.ins[src[0]][0])
+        return src
+
     def sources(self, nid) -> list:
         """The producer of each input port of node ``nid`` (through copies)."""
         return [self._source(w) for w in self.net.ins[nid]]
@@ -189,7 +216,7 @@ class OpGraph:
             return i
         for i, nid in enumerate(self.nodes):
             ends = [r for w in self.net.outs[nid] for r in self.readers(w)]
-            if ends and all(e[0] != OUTPUT for e in ends) and len({e[0] for e in ends}) == 1:
+            if ends and all(e[0] != OUTPUT and e[0] not in self.views for e in ends) and len({e[0] for e in ends}) == 1:
                 parent[root(i)] = root(self.index[ends[0][0]])
         out = {}
         for i in range(len(self.nodes)):
@@ -252,11 +279,13 @@ class OpGraph:
         return found
 
     def _spans_now(self, block: int, siblings: bool) -> bool:
+        if any(self.apart[i] & block for i in bits(block)):
+            return False           # it would read a view of a value it makes: the view stands between kernels
         start = block & -block
         seen, stack = start, [start.bit_length() - 1]
         while stack:
             i = stack.pop()
-            nxt = (self.preds[i] | self.succs[i] | (self.siblings[i] if siblings else 0)) & block & ~seen
+            nxt = (self.flows[i] | (self.siblings[i] if siblings else 0)) & block & ~seen
             seen |= nxt
             stack.extend(bits(nxt))
         return seen == block

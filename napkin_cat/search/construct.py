@@ -199,7 +199,7 @@ def make(form, graph, path, book, level: int):
                 raise ConstructionError(f"rule {rule.name!r} does not apply along {axis!r} to kernel {k}")
             new, _ = mk.apply(r, options[0])
             region = _region_among(mk.net, new)
-    left = [n for n, node in mk.net.nodes.items() if node.kind == "box"]
+    left = [n for n, node in mk.net.nodes.items() if node.kind == "box" and n not in graph.views]
     if left:
         raise ConstructionError(f"kernel formation left {[mk.net.nodes[n].name for n in left]} outside any kernel")
     return mk.net.diagram, tuple(mk.steps)

@@ -38,20 +38,20 @@ True
 """
 from __future__ import annotations
 
-import contextlib
-import gc
-import threading
 from dataclasses import replace
 
 import sympy
 
 from napkin_cat.algorithms.launches import blocks
+from napkin_cat.cost.at_sizes import counts_kept
+from napkin_cat.cost.collector import collector_paused
 from napkin_cat.cost.numeric import bind, densities, folded
 from napkin_cat.cost.optimum import Optimum, memory_limit
 from napkin_cat.cost.record import Density
 from napkin_cat.errors import (ArgumentError, ConstructionError, LevelError, MemoryLimitError, NapkinError,
                                RewriteError)
 from napkin_cat.rewriting.registry import rulebook
+from napkin_cat.search.alternatives import Alternatives
 from napkin_cat.search.bounds import Bound, lower_bound
 from napkin_cat.search.parallelism import Requirement
 from napkin_cat.search.results import Derivation, Regime
@@ -63,7 +63,7 @@ from napkin_cat.syntax.sizes import Sizes, as_sizes
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.search.envelope import symbolic
 
-__all__ = ["derive", "Derivation", "Regime", "collector_paused"]
+__all__ = ["derive", "Derivation", "Regime"]
 
 
 # ---------------------------------------------------------------------- derive
@@ -93,54 +93,8 @@ def _memories(memory):
     return M, False
 
 
-class CollectorPause(contextlib.ContextDecorator):
-    """Python's cyclic garbage collector paused while a search runs, enabled again after (if it was).
-
-    The search makes and drops hundreds of thousands of small objects (candidate diagrams, sympy terms), few of
-    them in cycles; each full collection walks every live object, so the collections alone took a fifth of a
-    derive's time (the saved attention backward at q = x = 4096, M = 2^16: 8.1 s of CPU with the collector,
-    6.1 s without; one transformer block 12.6 → 10.4 s, its peak memory 181 → 213 MB).  What cycles the search
-    leaves are collected by the next collection after it.
-
-    The collector is the process's, so the pause is one per process (:data:`collector_paused`, a decorator on
-    :func:`derive`): it counts the searches running, in any thread, and the last to end enables the collector
-    again, if it was enabled when the first began (a search ending in one thread never enables it under another).
-
-    >>> with collector_paused:
-    ...     with collector_paused:
-    ...         pass
-    ...     gc.isenabled()
-    False
-    >>> gc.isenabled()
-    True
-    """
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._running = 0
-        self._enable = False
-
-    def __enter__(self):
-        with self._lock:
-            if self._running == 0:
-                self._enable = gc.isenabled()
-                gc.disable()
-            self._running += 1
-        return self
-
-    def __exit__(self, *exc):
-        with self._lock:
-            self._running -= 1
-            if self._running == 0 and self._enable:
-                gc.enable()
-        return False
-
-
-#: the process's one pause of the cyclic collector (:class:`CollectorPause`)
-collector_paused = CollectorPause()
-
-
 @collector_paused
+@counts_kept()
 def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = None, *, book=None,
            depth: int = 2, reference: dict | None = None, tiles: str = "divisors",
            min_blocks: int | None = None, bound=None, cache=None, density=1, prepared=None,
@@ -277,7 +231,9 @@ def _numeric(diagram, forms, book, search, memories, many, sizes, tiles="divisor
         opt = Optimum(sympy.Integer(H), Sizes(sizes) | chosen, [(sympy.Integer(H), sympy.Integer(0))],
                       sympy.Integer(m), sympy.Integer(H), dict(chosen), None, None,
                       [f"sum of each kernel's exact integer optimum over {over} ({len(w.kernels)} kernels)"])
-        regimes.append(Regime(w.variant, H, w.diagram, w.trace, w.cost, opt, b, gap, memory=m))
+        regimes.append(Regime(w.variant, H, w.diagram, w.trace, w.cost, opt, b, gap, memory=m,
+                              alternatives=None if need is not None else
+                              Alternatives(diagram, form, path, book, level, search, made)))
     curves = {str(w.variant): [w.numeric(sizes, m, memories, tiles, need, count)[0] for m in memories]
               for w in made.values()}
     for kind, hs in extremes(forms, search, sizes, memories, tiles, tuple(book.roles), count).items():

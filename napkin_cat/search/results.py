@@ -33,6 +33,9 @@ class Regime:
     lower: object = None
     upper: object = None
     condition: object = None
+    #: the other partitions of each kernel, and the algorithm made with them (numeric mode:
+    #: :class:`~napkin_cat.search.alternatives.Alternatives`), for a search by another objective
+    alternatives: object = field(default=None, compare=False, repr=False)
 
     @property
     def tiles(self) -> dict:

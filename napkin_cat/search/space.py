@@ -145,12 +145,17 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
     options = (lambda ch: ch.options + ch.split_options) if need is not None else (lambda ch: ch.options)
     context = (tuple(sorted((str(k), int(v)) for k, v in sizes.items())), tuple(memories), tiles, tuple(roles),
                None if need is None else need.blocks, count)
+    points: dict = {}    # each curve's points at every memory, read once per curve in this call
     for rank, form in enumerate(forms):
         def evaluate(curve, k):
             if not ok(curve):
                 return None
-            return need.at(curve, k)[0] if need is not None else curve.at_all(sizes, memories, tiles,
-                                                                                count=count)[k][0]
+            if need is not None:
+                return need.at(curve, k)[0]
+            found = points.get(curve)
+            if found is None:
+                found = points[curve] = curve.at_all(sizes, memories, tiles, count=count)
+            return found[k][0]
 
         def lower(ch):
             return ch.compulsory_at(given)

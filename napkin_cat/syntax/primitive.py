@@ -421,6 +421,20 @@ def kind_of(name: str) -> Kind:
             f"unknown primitive kind {name!r}; declared kinds are {sorted(KINDS)}") from None
 
 
+def is_view(box) -> bool:
+    """Whether ``box`` is a primitive whose kind only renames axes (its record's ``renames``): a *view*, its output
+    the values of its input under new axis names, nothing computed and nothing moved.  A view in global memory needs
+    no kernel: the search leaves it between the kernels that make and read its value
+    (:class:`~napkin_cat.search.blocks.OpGraph`), each partitioned along its own name for the axis.
+
+    >>> import napkin_cat as nc
+    >>> is_view(nc.renaming("h n -> h m").boxes[0]), is_view(nc.elementwise("exp", "n").boxes[0])
+    (True, False)
+    """
+    spec = getattr(box, "data", None)
+    return getattr(spec, "kind", None) in KINDS and KINDS[spec.kind].renames
+
+
 def converts(name: str) -> bool:
     """Whether ``name`` is a declared kind that only changes its operand's number format (its record's
     ``conversion``).  A name no kind declares (a label in a breakdown made by hand) does not convert.

@@ -64,7 +64,8 @@ def _poly(rng, n, terms, lo):
 @pytest.mark.parametrize("seed", range(12))
 def test_integer_search_equals_enumeration_in_fractions(seed):
     """Random posynomials (rational coefficients, exponents −2 … 2) over two or three tiles: the search's
-    exact answer and its tiles equal an enumeration in Fractions, at a tight and a loose memory."""
+    exact answer and its tiles equal an enumeration in Fractions, at a tight and a loose memory, and over a sweep of
+    memories (the search's symbolic mode asks 41 at once)."""
     rng = random.Random(seed)
     n = rng.choice([2, 3])
     H = _poly(rng, n, rng.randint(2, 4), -2)
@@ -74,5 +75,8 @@ def test_integer_search_equals_enumeration_in_fractions(seed):
                        for c in cols) for g in itertools.product(*values))
     Ms = [peaks[len(peaks) // 3], peaks[-1]]
     expected = [_brute(H, cols, values, M) for M in Ms]
+    # memories where every tiling fits (one answer, found once) among tighter ones, in any order, and below the least
+    sweep = [2 * peaks[-1], peaks[len(peaks) // 3], 3 * peaks[-1], peaks[-1], peaks[0] - Fraction(1, 2), peaks[0]]
+    assert best_many(H, cols, values, sweep) == [_brute(H, cols, values, M) for M in sweep]
     assert best_many(H, cols, values, Ms) == expected
     assert [best(H, cols, values, M) for M in Ms] == expected

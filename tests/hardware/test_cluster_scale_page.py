@@ -38,6 +38,8 @@ def test_the_results_respect_the_peak_and_the_memory():
             useful = 4 * script.HEADS * script.D * row["n"] ** 2 / 2          # the causal half's two contractions
             assert row["time_s"] >= useful / row["devices"] / peak
             assert abs(row["attention_tflops_per_gpu"] - useful / row["devices"] / row["time_s"] / 1e12) < 1e-6
+        if row["program"] == "block":                                        # its contractions at the bf16 peak
+            assert row["time_s"] >= script.block_flops(row["n"]) / row["devices"] / peak
         for c in row["candidates"]:
             if c["refused"] is not None:
                 assert c["refused"].startswith("memory") and c["memory_B"] > capacity
