@@ -368,7 +368,8 @@ def counted(c, prog: TilingProgram, level: int, sizes):
 
 
 @counts_kept()
-def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = "divisors", caps=()) -> list:
+def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = "divisors", caps=(),
+           count: bool = True) -> list:
     """The exact integer optimum over divisor tiles for each memory size of ``memories`` in one pass
     (the candidates scored once): a list of :class:`Optimum`, ``None`` where no tiling fits.
 
@@ -378,7 +379,8 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = 
     ``B / Π ⌈a/g_a⌉``); each trip count ``⌈a/g⌉`` in one is its trip factor ``a/g``, as in ``H``: exact on divisor
     tiles, and counted ``⌈a/g⌉`` with a shorter last tile (``tiles="any"``).
     Where the symbolic transfers are an estimate (a masked stream, :func:`counted`), every candidate is ranked by
-    the transfers counted at it: ``o.H == nc.cost(d, sizes=o.sizes).H[level]``.
+    the transfers counted at it: ``o.H == nc.cost(d, sizes=o.sizes).H[level]``; ``count=False`` ranks them by the
+    estimate instead (a caller that counts what it picks: the hardware derives, which time every tiling exactly).
 
     >>> import napkin_cat as nc
     >>> mm = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
@@ -401,7 +403,7 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = 
     env = Sizes(tuple(sorted(sizes.items()))).env
     caps = [(tuple(_fraction(sympy.sympify(a).subs(env), "a requirement's coefficient") for a in m.coeffs),
              m.exponents) for m in (monomials(_trip_factors(cap).subs(dict(prog.fixed)), prog.tiles) for cap in caps)]
-    exact = counted(c, prog, level, sizes)
+    exact = counted(c, prog, level, sizes) if count else None
     if tiles == "any":
         if exact is None and any(e not in (-1, 0, 1) for exps in H[1] for e in exps):
             raise NapkinError(f"the transfers {as_expr(prog.H.xreplace(dict(prog.fixed)))} are not linear in "
@@ -426,6 +428,8 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = 
                 "exact integer search over every tile size (a shorter last tile; ⌈n/g⌉ trips)")
         if exact is not None:
             note += ", each ranked by the transfers counted at it (a masked stream's trips that run)"
+        elif c.estimated:
+            note += ", ranked by the estimate of a masked stream's trips (count=False: not counted)"
         out.append(Optimum(h, sub, [(h, sympy.Integer(0))], M, h, exact_sizes, None, None,
                            [note + ", every column within memory"]))
     return out

@@ -257,21 +257,31 @@ def _timed_group(forms, boxes, cpu, env, *, memory, threads, min_blocks):
     return sorted(out, key=lambda e: (e[0], e[1], tuple(-v for v in e[2].values())))
 
 
-def _timed(structure, cpu: CPU, env: dict, *, memory: int, threads: int, level: int, min_blocks=None):
+def _timed(structure, cpu: CPU, env: dict, *, memory: int, threads: int, level: int, min_blocks=None,
+           kept: dict | None = None):
     """The tile assignments of one structure whose kernels fit ``memory`` values at ``level``, timed:
     ``[(time, H, tiles, kernel times)]``.  Kernels run one after another, each on its own tiles, so each group of
     kernels that share no tile with the others (:func:`independent`) is timed over its own assignments alone
     (their product is not enumerated): the rows are each group's assignments with the other groups at their
-    fastest, the first row the fastest of all."""
+    fastest, the first row the fastest of all.
+
+    ``kept``: a dict the caller owns for one call (one CPU, sizes, memory, threads, level and requirement), where
+    each group's rows are kept under its kernels (boxes compare by their whole content: bubbles, tile names,
+    insides), so a group two structures share (the backward's dQ kernel) is timed once per call."""
     boxes = kernels_of(structure.diagram)
     parts = []
     for group in independent(boxes):
-        forms = {k: CPUKernelForm(boxes[k], cpu, level=level) for k in group}
-        rows = _timed_group(forms, {k: boxes[k] for k in group}, cpu, env, memory=memory, threads=threads,
-                            min_blocks=min_blocks)
+        key = tuple(boxes[k] for k in group)
+        rows = None if kept is None else kept.get(key)
+        if rows is None:
+            forms = {i: CPUKernelForm(b, cpu, level=level) for i, b in enumerate(key)}
+            rows = _timed_group(forms, dict(enumerate(key)), cpu, env, memory=memory, threads=threads,
+                                min_blocks=min_blocks)
+            if kept is not None:
+                kept[key] = rows
         if not rows:
             return []                    # a kernel no assignment fits: the structure has none
-        parts.append(rows)
+        parts.append([(t, h, tiles, {group[i]: kt for i, kt in kts.items()}) for t, h, tiles, kts in rows])
     best = [rows[0] for rows in parts]
     out = []
     for i, rows in enumerate(parts):
@@ -285,7 +295,8 @@ def _timed(structure, cpu: CPU, env: dict, *, memory: int, threads: int, level: 
 
 @counts_kept()     # one call's running counts of masked streams, whichever entry it came by
 def derive_for_cpu_time(diagram, hardware, sizes: dict, *, threads: int = 1, value_bytes: int = 4, level: int = 1,
-                        book=None, min_blocks: int | None = None, cache=None, depth: int = 2):
+                        book=None, min_blocks: int | None = None, cache=None, depth: int = 2,
+                        ranking: str = "estimate"):
     """The algorithm of least predicted time on a CPU model (see the module docstring); a
     :class:`~napkin_cat.search.Derivation` with ``prediction`` and ``timings``.
 
@@ -293,7 +304,10 @@ def derive_for_cpu_time(diagram, hardware, sizes: dict, *, threads: int = 1, val
     real values in the L2 (4: float; 8: the double kernel, ``nc.codegen.c(p, real="double")``: half as many fit);
     ``min_blocks``: only the structures derived
     under that requirement, at the assignments whose every kernel launches that many blocks; ``depth``: the
-    ``prepare`` rewrites the search chains (``nc.derive``'s)."""
+    ``prepare`` rewrites the search chains (``nc.derive``'s); ``ranking``: how the transfer searches rank the
+    tilings of a kernel whose transfers are an estimate (a masked stream; ``derive(..., ranking=)``): by the
+    estimate (default: every tiling of the structures found is timed here, its transfers counted), or
+    ``"counted"``."""
     cpu = load_cpu(hardware).require_rates("derive(hardware=<a CPU model>)")
     threads = _threads(threads)
     if isinstance(value_bytes, bool) or value_bytes not in (1, 2, 4, 8):
@@ -304,21 +318,22 @@ def derive_for_cpu_time(diagram, hardware, sizes: dict, *, threads: int = 1, val
                        if 2 ** k <= memory} | {memory})
     prepared = Preparation()      # the forms both searches read, prepared once
     found = [] if min_blocks is not None else [derive_transfers(diagram, memory=memories, sizes=sizes, level=level,
-                                                                book=book, cache=cache, depth=depth, prepared=prepared)]
+                                                                book=book, cache=cache, depth=depth, prepared=prepared,
+                                                                ranking=ranking)]
     if min_blocks is not None or threads > 1:
         try:
             found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book, cache=cache,
-                                          prepared=prepared, depth=depth,
+                                          prepared=prepared, depth=depth, ranking=ranking,
                                           min_blocks=threads if min_blocks is None else min_blocks))
         except MemoryLimitError:
             if min_blocks is not None:
                 raise
-    structures, timings = {}, []
+    structures, timings, kept = {}, [], {}     # kept: this call's timed groups of kernels (:func:`_timed`)
     for regime in (g for d in found for g in d.regimes):
         structures.setdefault(str(regime.variant), regime)
     for label, regime in structures.items():
         for t, H, tiles, kts in _timed(regime, cpu, env, memory=memory, threads=threads, level=level,
-                                        min_blocks=min_blocks):
+                                        min_blocks=min_blocks, kept=kept):
             timings.append((t, H, tuple(-v for v in tiles.values()), label, regime, tiles, kts))
     if not timings:
         raise MemoryLimitError(f"no tile assignment of any derived algorithm fits the {cpu.name}'s L2 ({memory} "

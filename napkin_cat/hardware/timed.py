@@ -9,7 +9,8 @@ trips pay the per-trip rescaling and how many tensor-core instructions a trip is
    smallest that holds an algorithm, where the smaller hold none: a layer norm keeps whole rows), and each of them
    with every kernel that has no legal tiles partitioned as the fastest of its block's partitions that has
    (:func:`legal_partitions`: transfers do not tell apart a contraction over ``h·d`` streamed along ``h`` or along
-   ``d``; the least legal tiles do);
+   ``d``; the least legal tiles do), a masked stream's tilings ranked there by the symbolic estimate
+   (``ranking``: step 3 counts them);
 2. per structure, every tile assignment the hardware allows: each tile a multiple of its tensor-core and
    coalescing divisors (:mod:`~napkin_cat.hardware.divisors`), a power of two (block tensors) no larger
    than ``largest`` and dividing its axis, at least 16 (a block tensor's side is padded to 16) or, on no
@@ -234,7 +235,8 @@ def legal_partitions(regime, seconds, memo: dict):
 @counts_kept()     # one call's running counts of masked streams, whichever entry it came by
 def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: str = "sequential",
                     ceilings: dict | None = None, book=None, largest: int = LARGEST, launch: float = LAUNCH,
-                    min_blocks: int | None = None, cache=None, depth: int = 2, density=None):
+                    min_blocks: int | None = None, cache=None, depth: int = 2, density=None,
+                    ranking: str = "estimate"):
     """The algorithm of least predicted time on ``hardware`` (see the module docstring); a
     :class:`~napkin_cat.search.Derivation` with ``prediction`` and ``timings``.
 
@@ -249,7 +251,10 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     the search chains (``nc.derive``'s).  ``density``: the fraction of a stream's trips (those its positions allow)
     that a mask read from data lets run (a number 0 … 1, as ``nc.derive``'s; default 1, dense): the structures are
     derived and every assignment timed at it (:func:`~napkin_cat.hardware.predict.predict`'s ``density``), and the
-    result's ``assumptions`` (and its prediction's) state it."""
+    result's ``assumptions`` (and its prediction's) state it.  ``ranking``: how the transfer searches rank the
+    tilings of a kernel whose transfers are an estimate (a masked stream; ``derive(..., ranking=)``): by the
+    estimate (default: each structure found is timed below at every legal tiling with its transfers counted
+    there, so the search need not fold every candidate too), or ``"counted"``."""
     gpu = hardware if isinstance(hardware, GPU) else load(hardware)
     if overlap not in OVERLAPS:
         raise HardwareError(f"overlap {overlap!r}: one of {OVERLAPS} (§5.7)")
@@ -263,17 +268,19 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     if min_blocks is None:
         try:
             found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book, cache=cache,
-                                          depth=depth, density=density, prepared=prepared))
+                                          depth=depth, density=density, prepared=prepared, ranking=ranking))
         except MemoryLimitError as e:     # the smaller memories hold no algorithm: the structures of those that do
             memories = [m for m in memories if m >= getattr(e, "smallest", math.inf)]
             if not memories:
                 raise
             found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book,
-                                          cache=cache, depth=depth, density=density, prepared=prepared))
+                                          cache=cache, depth=depth, density=density, prepared=prepared,
+                                          ranking=ranking))
     try:
         found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book, cache=cache,
                                       prepared=prepared, depth=depth,
-                                      min_blocks=gpu.sm_count if min_blocks is None else min_blocks, density=density))
+                                      min_blocks=gpu.sm_count if min_blocks is None else min_blocks, density=density,
+                                      ranking=ranking))
     except MemoryLimitError:
         if min_blocks is not None:
             raise

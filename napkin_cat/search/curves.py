@@ -157,44 +157,47 @@ class Curve:
                                        column_max(vals, exact=False)) if vals else sympy.Integer(0)
         return self._smallest[key]
 
-    def at(self, sizes: dict, memory: int, tiles: str = "divisors"):
+    def at(self, sizes: dict, memory: int, tiles: str = "divisors", count: bool = True):
         """``(H*, tiles)`` at ``sizes`` with ``memory`` values at the level, or ``(None, {})`` if nothing fits.
 
-        ``tiles``: ``"divisors"`` (each tile divides its axis) or ``"any"`` (a shorter last tile).
+        ``tiles``: ``"divisors"`` (each tile divides its axis) or ``"any"`` (a shorter last tile).  ``count``: where
+        the transfers are an estimate (a masked stream), each tiling ranked by the transfers counted at it (True),
+        or by the estimate (False: :func:`~napkin_cat.cost.optimum.optima`'s ``count``); part of the point's key.
         """
-        key = (tuple(sorted(sizes.items())), int(memory), tiles)
+        key = (tuple(sorted(sizes.items())), int(memory), tiles, count)
         if key not in self._at:
-            self._at[key] = self._solve(sizes, memory, tiles)
+            self._at[key] = self._solve(sizes, memory, tiles, count)
         return self._at[key]
 
-    def at_all(self, sizes: dict, memories, tiles: str = "divisors", caps=()) -> list:
+    def at_all(self, sizes: dict, memories, tiles: str = "divisors", caps=(), count: bool = True) -> list:
         """:meth:`at` for every memory of ``memories`` (one pass over the tile candidates; the list is kept, as
         the search asks it once per memory).  ``caps``: expressions in the tiles that must stay at most 1 (a
-        requirement, :mod:`.parallelism`); only for a grouped kernel."""
+        requirement, :mod:`.parallelism`); only for a grouped kernel.  ``count``: as :meth:`at`'s."""
         skey = tuple(sorted(sizes.items()))
         if caps:
-            key = (skey, tuple(int(m) for m in memories), tiles, tuple(caps))    # (sympy: structural equality)
+            key = (skey, tuple(int(m) for m in memories), tiles, tuple(caps), count)   # (sympy: structural equality)
             if key not in self._capped:
-                found = optima(self.search_cost, list(memories), self.level, sizes=sizes, tiles=tiles, caps=caps)
+                found = optima(self.search_cost, list(memories), self.level, sizes=sizes, tiles=tiles, caps=caps,
+                               count=count)
                 self._capped[key] = [(None, {}) if o is None else (int(o.H), dict(o.sizes)) for o in found]
             return self._capped[key]
-        whole = (skey, tuple(memories), tiles)
+        whole = (skey, tuple(memories), tiles, count)
         found = self._all.get(whole)
         if found is not None:
             return found
-        todo = [m for m in memories if (skey, int(m), tiles) not in self._at]
+        todo = [m for m in memories if (skey, int(m), tiles, count) not in self._at]
         if todo and self.grouped:
-            for m, o in zip(todo, optima(self.search_cost, todo, self.level, sizes=sizes, tiles=tiles)):
-                self._at[(skey, int(m), tiles)] = (None, {}) if o is None else (int(o.H), dict(o.sizes))
-        found = self._all[whole] = [self.at(sizes, m, tiles) for m in memories]
+            for m, o in zip(todo, optima(self.search_cost, todo, self.level, sizes=sizes, tiles=tiles, count=count)):
+                self._at[(skey, int(m), tiles, count)] = (None, {}) if o is None else (int(o.H), dict(o.sizes))
+        found = self._all[whole] = [self.at(sizes, m, tiles, count) for m in memories]
         return found
 
-    def _solve(self, sizes, memory, tiles="divisors"):
+    def _solve(self, sizes, memory, tiles="divisors", count=True):
         if not self.grouped:
             if self.smallest(sizes) > memory:
                 return None, {}
             return int(value(self.H, {**self._fixed(), **_env(sizes)})), {s: sympy.Integer(1) for s in self.streams}
-        (o,) = optima(self.search_cost, [memory], self.level, sizes=sizes, tiles=tiles)
+        (o,) = optima(self.search_cost, [memory], self.level, sizes=sizes, tiles=tiles, count=count)
         return (None, {}) if o is None else (int(o.H), dict(o.sizes))
 
     def symbolic(self, M):

@@ -23,7 +23,8 @@ trace, which replays to the same algorithm; its cost is re-read off the made alg
 Numeric mode (``sizes`` and an int memory, or a list of them): per memory, the exact integer optimum
 over divisor tiles; a kernel whose stream skips masked trips is ranked, tiling by tiling, by the transfers
 counted at those tiles (:func:`~napkin_cat.cost.optimum.counted`), so ``r.H == nc.cost(r.diagram,
-sizes=...).H[level]`` at the tiles it reports, whatever the mask.  Symbolic mode (a memory symbol): the lower
+sizes=...).H[level]`` at the tiles it reports, whatever the mask (``ranking="estimate"``: ranked by the
+symbolic estimate, and only each winner counted, :func:`derive`).  Symbolic mode (a memory symbol): the lower
 envelope of the winners' large-M forms, a ``Piecewise`` in ``M`` (:mod:`.envelope`).
 
 >>> import napkin_cat as nc
@@ -44,7 +45,7 @@ import sympy
 from napkin_cat.algorithms.launches import blocks
 from napkin_cat.cost.at_sizes import counts_kept
 from napkin_cat.cost.collector import collector_paused
-from napkin_cat.cost.numeric import densities
+from napkin_cat.cost.numeric import bind, densities, folded
 from napkin_cat.cost.optimum import Optimum, memory_limit
 from napkin_cat.cost.record import Density
 from napkin_cat.errors import (ArgumentError, ConstructionError, LevelError, MemoryLimitError, NapkinError,
@@ -69,6 +70,8 @@ __all__ = ["derive", "Derivation", "Regime"]
 #: the most memories one derivation sweeps: every power of two a level can hold (2^0 … 2^64) is 65, and each
 #: memory costs its own search (256 memories of matmul took 14 s here), so a sweep of a million is refused
 MAX_MEMORIES = 256
+#: how ``derive(..., ranking=)`` ranks the tilings of a kernel whose transfers are an estimate (a masked stream)
+RANKINGS = ("counted", "estimate")
 
 
 def _memories(memory):
@@ -94,7 +97,8 @@ def _memories(memory):
 @counts_kept()
 def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = None, *, book=None,
            depth: int = 2, reference: dict | None = None, tiles: str = "divisors",
-           min_blocks: int | None = None, bound=None, cache=None, density=1, prepared=None) -> Derivation:
+           min_blocks: int | None = None, bound=None, cache=None, density=1, prepared=None,
+           ranking: str = "counted") -> Derivation:
     """The cheapest algorithm for ``diagram`` at ``level`` with ``memory`` values there (see module docstring).
 
     ``memory``: a symbol name (symbolic mode: ``.H`` is a ``Piecewise`` in it), an int, or a list of ints
@@ -135,6 +139,12 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
 
     ``prepared`` (a :class:`~napkin_cat.search.forms.Preparation`): the prepared forms, shared with the other
     searches of one call (the GPU derive's, with and without a requirement); by default this call's own.
+
+    ``ranking`` (numeric mode): where a kernel's symbolic transfers are an estimate (a stream a mask from
+    positions skips), ``"counted"`` ranks each of its tilings by the transfers counted at it (one fold each), and
+    ``"estimate"`` by the estimate: what a caller that counts its own candidates asks (the hardware derives time
+    every tiling of the structures found, counted).  Each regime's ``H`` is counted either way (at its tiles,
+    ``nc.cost(r.diagram, sizes=...).H[level]``); with ``"estimate"`` the ``candidates`` curves are the estimates.
     """
     if not isinstance(diagram, Diagram):
         raise NapkinError(f"derive takes a function diagram, got {type(diagram).__name__}")
@@ -146,6 +156,9 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
     if not isinstance(level, int) or isinstance(level, bool) or not 1 <= level <= MAX_LEVEL:
         raise LevelError(f"level must be a positive int 1 … {MAX_LEVEL} (1: the first level below global memory), "
                          f"got {level!r}")
+    if ranking not in RANKINGS:
+        raise ArgumentError(f"ranking={ranking!r}: one of {RANKINGS} (a masked stream's tilings ranked by the "
+                            f"transfers counted at each, or by the symbolic estimate)")
     search = search_of(level, cache, density)
     book = rulebook(book) if not hasattr(book, "roles") else book
     memories, many = _memories(memory)
@@ -159,9 +172,11 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
             raise NapkinError("a number for memory needs sizes= for every axis (numeric mode); or give a memory "
                               "symbol such as 'M' for the symbolic envelope")
         return _assuming(_numeric(diagram, forms, book, search, memories, many, dict(sizes), tiles, min_blocks,
-                                  bound), search.density)
+                                  bound, ranking == "counted"), search.density)
     if bound is not None:
         raise NapkinError("bound= is a numeric-mode option: give a number (or a list of numbers) for memory")
+    if ranking != "counted":
+        raise NapkinError("ranking='estimate' is a numeric-mode option (the symbolic large-M forms count nothing)")
     if tiles != "divisors":
         raise NapkinError("tiles='any' is a numeric-mode option (the symbolic large-M forms have no tile grid)")
     return _assuming(symbolic(diagram, forms, book, search, memories, sizes, reference), search.density)
@@ -174,13 +189,14 @@ def _assuming(d: Derivation, density) -> Derivation:
     return replace(d, assumptions=tuple(Density(s, density) for s in found))
 
 
-def _numeric(diagram, forms, book, search, memories, many, sizes, tiles="divisors", min_blocks=None, given=None):
+def _numeric(diagram, forms, book, search, memories, many, sizes, tiles="divisors", min_blocks=None, given=None,
+             count=True):
     level = search.level
     env = check_sizes(diagram, sizes)
     if tiles not in ("divisors", "any"):
         raise NapkinError(f"tiles must be 'divisors' or 'any', got {tiles!r}")
-    need = None if min_blocks is None else Requirement(min_blocks, sizes, memories, tiles)
-    best = select(forms, search, sizes, memories, tiles, tuple(book.roles), need)
+    need = None if min_blocks is None else Requirement(min_blocks, sizes, memories, tiles, count)
+    best = select(forms, search, sizes, memories, tiles, tuple(book.roles), need, count)
     if need is not None and any(b is None for b in best):
         low = [m for m, b in zip(memories, best) if b is None]
         raise MemoryLimitError(f"no algorithm for this diagram launches {min_blocks} thread blocks in every kernel "
@@ -202,10 +218,14 @@ def _numeric(diagram, forms, book, search, memories, many, sizes, tiles="divisor
     made, regimes = Makers(), []
     for m, (form, path), b in zip(memories, best, bound.at_memories(env, M, memories)):
         w = made.get_made(diagram, form, path, book, level)
-        H, chosen = w.numeric(sizes, m, memories, tiles, need)
+        H, chosen = w.numeric(sizes, m, memories, tiles, need, count)
         if H is None:
             raise ConstructionError(f"the algorithm made by the rules does not fit memory {m} as its search "
                                     f"estimate did: {w.variant}")
+        if not count and w.cost.estimated:    # ranked by the estimate: the winner counted at its tiles
+            rho = {s: search.density for s in densities(w.diagram)} if search.density != 1 else None
+            H = int(folded(w.diagram, bind(w.diagram, Sizes(sizes) | chosen, strict=False), density=rho)
+                    .H.get(level, 0))
         gap = sympy.Rational(H, int(b)) if bound.structural and b else None
         over = "divisor tiles" if tiles == "divisors" else "every tile size (a shorter last tile)"
         opt = Optimum(sympy.Integer(H), Sizes(sizes) | chosen, [(sympy.Integer(H), sympy.Integer(0))],
@@ -214,9 +234,9 @@ def _numeric(diagram, forms, book, search, memories, many, sizes, tiles="divisor
         regimes.append(Regime(w.variant, H, w.diagram, w.trace, w.cost, opt, b, gap, memory=m,
                               alternatives=None if need is not None else
                               Alternatives(diagram, form, path, book, level, search, made)))
-    curves = {str(w.variant): [w.numeric(sizes, m, memories, tiles, need)[0] for m in memories]
+    curves = {str(w.variant): [w.numeric(sizes, m, memories, tiles, need, count)[0] for m in memories]
               for w in made.values()}
-    for kind, hs in extremes(forms, search, sizes, memories, tiles, tuple(book.roles)).items():
+    for kind, hs in extremes(forms, search, sizes, memories, tiles, tuple(book.roles), count).items():
         curves.setdefault(kind, hs)
     last = regimes[-1]
     return Derivation(diagram, last.diagram, last.trace, H={r.memory: r.H for r in regimes} if many else last.H,

@@ -82,12 +82,14 @@ class Requirement:
     """At least ``blocks`` thread blocks per kernel; ``at(curve, k)`` is ``(H*, tiles)`` under it at the
     ``k``-th memory (``(None, {})`` where no tiling both fits and launches enough blocks).  Made per derivation, so
     its answers per curve are that call's (a curve shared between calls keeps a requirement's answers only under
-    the caps that express it, :meth:`~napkin_cat.search.curves.Curve.at_all`)."""
+    the caps that express it, :meth:`~napkin_cat.search.curves.Curve.at_all`).  ``count``: the curves' (a masked
+    stream's tilings ranked by their counted transfers, or by the estimate)."""
 
-    def __init__(self, blocks, sizes: dict, memories: list, tiles: str = "divisors"):
+    def __init__(self, blocks, sizes: dict, memories: list, tiles: str = "divisors", count: bool = True):
         if not isinstance(blocks, int) or isinstance(blocks, bool) or blocks < 1:
             raise NapkinError(f"min_blocks must be a positive int (thread blocks per kernel), got {blocks!r}")
         self.blocks, self.sizes, self.memories, self.tiles = blocks, dict(sizes), list(memories), tiles
+        self.count = count
         self._memo = {}
 
     def _one(self, curve, sizes):
@@ -100,9 +102,9 @@ class Requirement:
         launched = [sympy.sympify(k.blocks).xreplace(env) for k in kernels]
         if not curve.grouped:          # no tiles: the blocks are numbers
             ok = all(_int(b, {}) >= self.blocks for b in launched) if launched else self.blocks <= 1
-            return [curve.at(sizes, m, self.tiles) if ok else (None, {}) for m in self.memories]
+            return [curve.at(sizes, m, self.tiles, self.count) if ok else (None, {}) for m in self.memories]
         caps = tuple(sympy.Integer(self.blocks) / b for b in launched)
-        return curve.at_all(sizes, self.memories, self.tiles, caps=caps)
+        return curve.at_all(sizes, self.memories, self.tiles, caps=caps, count=self.count)
 
     def all(self, curve) -> list:
         key = id(curve)

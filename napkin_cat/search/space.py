@@ -90,11 +90,11 @@ class _Made:
             self._cost = cost_of(self.diagram)
         return self._cost
 
-    def numeric(self, sizes, memory, memories, tiles="divisors", need=None):
+    def numeric(self, sizes, memory, memories, tiles="divisors", need=None, count=True):
         total, chosen = 0, {}
         at = memories.index(memory)
         for curve, names in self.parts:
-            h, t = need.at(curve, at) if need is not None else curve.at_all(sizes, memories, tiles)[at]
+            h, t = need.at(curve, at) if need is not None else curve.at_all(sizes, memories, tiles, count=count)[at]
             if h is None:
                 return None, {}
             total += h
@@ -117,7 +117,8 @@ class _Made:
         return sympy.Add(*[h for h, _ in self.symbolic_parts(M)])
 
 
-def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "nest"), need=None) -> list:
+def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "nest"), need=None,
+           count=True) -> list:
     """Per memory: ``(form, path)`` of the cheapest algorithm at ``sizes``, or None if none fits, searched at
     ``search.level`` (:class:`~napkin_cat.search.context.Search`: the costed kernels it reads, the segments it
     solved).
@@ -134,7 +135,8 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
     can build are considered.  ``need``
     (:class:`~napkin_cat.search.parallelism.Requirement`): every kernel launches enough thread blocks, split
     streams included among the partitions (segment by segment too: the requirement is part of a segment's
-    problem).
+    problem).  ``count``: where a kernel's transfers are an estimate (a masked stream), its tilings ranked by the
+    transfers counted at them (True), or by the estimate (False; :meth:`~napkin_cat.search.curves.Curve.at`).
     """
     given = Sizes(sizes)
     env = given.env
@@ -142,7 +144,7 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
     ok = playable(roles)
     options = (lambda ch: ch.options + ch.split_options) if need is not None else (lambda ch: ch.options)
     context = (tuple(sorted((str(k), int(v)) for k, v in sizes.items())), tuple(memories), tiles, tuple(roles),
-               None if need is None else need.blocks)
+               None if need is None else need.blocks, count)
     points: dict = {}    # each curve's points at every memory, read once per curve in this call
     for rank, form in enumerate(forms):
         def evaluate(curve, k):
@@ -152,7 +154,7 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
                 return need.at(curve, k)[0]
             found = points.get(curve)
             if found is None:
-                found = points[curve] = curve.at_all(sizes, memories, tiles)
+                found = points[curve] = curve.at_all(sizes, memories, tiles, count=count)
             return found[k][0]
 
         def lower(ch):
@@ -178,7 +180,7 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
                 for ky, path in ((key, found[2]), (now[0], now[2][2])):
                     if ky[2] is None:
                         ky[2] = _flops_at(path, sizes, memories[k], tiles, env,
-                                          None if need is None else (lambda c, k=k: need.at(c, k)[1]))
+                                          None if need is None else (lambda c, k=k: need.at(c, k)[1]), count)
             if recomputing and key[2] != now[0][2]:   # recomputation is worth its FLOPs only for transfers
                 better = key[2] < now[0][2]
             else:
@@ -188,12 +190,12 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
     return [None if b is None else (b[1], b[2][2]) for b in best]
 
 
-def _flops_at(path, sizes, memory, tiles, env, chosen_of=None) -> float:
+def _flops_at(path, sizes, memory, tiles, env, chosen_of=None, count=True) -> float:
     """The FLOPs of a path's kernels (every pipeline) at their optimal tiles for ``memory`` (``chosen_of(curve)``:
     the tiles under a requirement)."""
     total = 0.0
     for _, _, curve in path:
-        chosen = curve.at(sizes, memory, tiles)[1] if chosen_of is None else chosen_of(curve)
+        chosen = curve.at(sizes, memory, tiles, count)[1] if chosen_of is None else chosen_of(curve)
         at = {**env, **{s: 1 for s in curve.streams}, **{symbol(str(t)): v for t, v in chosen.items()}}
         total += sum(flops_at(f, at) for f in curve.search_cost.flops.values())
     return total
@@ -223,7 +225,7 @@ class Makers(dict):
         return self[key]
 
 
-def extremes(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "nest")) -> dict:
+def extremes(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "nest"), count=True) -> dict:
     """``{"unfused": [H per memory], "fully fused": [...]}``: every operation its own kernel, and one kernel
     (each partitioned at its best; the best over the prepared forms; None where it does not fit)."""
     out = {"unfused": [None] * len(memories), "fully fused": [None] * len(memories)}
@@ -232,7 +234,7 @@ def extremes(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "
         g = form.graph
 
         def evaluate(curve, k):
-            return curve.at_all(sizes, memories, tiles)[k][0] if ok(curve) else None
+            return curve.at_all(sizes, memories, tiles, count=count)[k][0] if ok(curve) else None
         for kind, blocks in (("unfused", [1 << i for i in range(len(g))]), ("fully fused", [g.full])):
             if kind == "fully fused" and (form.cut is not None or not g.linked(g.full)):
                 continue   # (a function searched segment by segment is never one kernel: it is too large)
