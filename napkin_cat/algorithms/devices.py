@@ -404,17 +404,31 @@ def largest_shard(node, value) -> tuple:
     return held[p], cut_extents(node, value, p, len(held))
 
 
-def device_inside(node, shards: dict, cuts: dict | None = None):
+def device_inside(node, shards: dict, cuts: dict | None = None, empty=None):
     """The inside a device runs on its shards (``{axis: (start, stop)}``, or its
     :class:`~napkin_cat.algorithms.orders.Pieces` under another order: their extent counts): each wire that carries
     the device's shard of a sharded axis at the device's extent of it, and each that carries its shard of an axis a
     collective cuts (``cuts``, :func:`cut_extents`), kept on the region per extents.  Which wires carry a shard is
     followed from the region's record (:data:`RECORD`) box by box (:func:`~napkin_cat.algorithms.device_wires.retyped`),
     never read off the sizes: an array of a shard's size may be a part made otherwise (a split's).  An empty shard
-    leaves its axis as it is (no box but a collective reads it, which reads the device's values themselves)."""
+    leaves its axis as it is (no box but a collective reads it, which reads the device's values themselves), or, given
+    ``empty`` (``(axis, shard size) →`` a symbol), carries an empty shard of a symbolic size at that symbol: a count of
+    what the device holds sets it to 0, kept apart from the axis's whole size (``x/4`` and ``x`` in one sum are
+    ``5·x/4``, which no substitution of ``x/4`` parts).
+
+    >>> import napkin_cat as nc, sympy
+    >>> from napkin_cat.algorithms.schedule import schedule_of
+    >>> node = schedule_of(nc.shard(nc.elementwise("exp", "n e"), "n", devices=4).boxes[0])
+    >>> device_inside(node, {"n": (3, 3)}, empty=lambda key: sympy.Symbol("none_" + key[0])).dom
+    Ty(Array(n[none_n]×e))
+    """
     box = node.region
     sizes = {(a, node.axes[a][0]): extent(s) for a, s in shards.items() if extent(s) > 0}   # an empty co-shard: kept
     sizes.update({key: n for key, n in (cuts or {}).items() if n > 0})
+    if empty is not None:
+        gone = [(a, node.axes[a][0]) for a, s in shards.items() if extent(s) == 0]
+        gone += [key for key, n in (cuts or {}).items() if n == 0]
+        sizes.update({key: empty(key) for key in gone if not sympy.sympify(key[1]).is_number})
     if all(isinstance(size, int) and n == size for (_, size), n in sizes.items()):
         return node.inside
     key = tuple(sorted((a, str(size), n) for (a, size), n in sizes.items()))

@@ -40,7 +40,7 @@ from napkin_cat.syntax.adapter import Bubble, Diagram, from_layers, layers
 from napkin_cat.syntax.collectives import whole_axes
 from napkin_cat.syntax.primitive import kind_of
 
-__all__ = ["DevicesAt", "collective_link", "lanes", "largest_shards", "ring_held"]
+__all__ = ["DevicesAt", "collective_link", "held_columns", "lanes", "largest_shards", "ring_held"]
 
 
 def collective_link(box, ctx: At):
@@ -99,10 +99,9 @@ class DevicesAt:
                 self.device_boxes(node, device_inside(node, part, mycuts), marks, tiles, spans,
                                   At(env, {}, 1, (p, active, empty, lane)), total)
             per.append(total)
-            gone = {t: 0 for (_, t) in empty if not isinstance(t, int)}      # an empty co-shard holds nothing
             rings = [] if d is None else [ring_held(b, env) for _, b in layers(d) if isinstance(b, Ring)]
-            held.append(0 if d is None else max([integer(c.subs(gone) if gone else c, env)
-                                                  for c in cost(d).columns.get(0, [])] + rings + [0]))
+            held.append(0 if d is None else max([integer(c, env) for c in held_columns(node, mine, mycuts)]
+                                                 + rings + [0]))
         out = Cost()
         for name in ("H", "H_bytes", "flops"):
             keys = {k for c in per for k in getattr(c, name)}
@@ -195,6 +194,28 @@ class DevicesAt:
         add(ctx.total, Cost(link=Link(len(extents), sent, received, messages, ring_held(box, env), sb, rb,
                                       tuple(trips), tuple(work))), ctx.count)
         return outs
+
+
+def held_columns(node, mine: dict, cuts: dict) -> list:
+    """The level-0 columns of the inside on the device's shards ``mine`` (and ``cuts``), symbolic in the sizes but
+    those: an empty co-shard holds nothing (its axis carried at a symbol set to 0, apart from the axis's whole size
+    that a gathered array holds, :func:`~napkin_cat.algorithms.devices.device_inside`).
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.algorithms.devices import device_region
+    >>> from napkin_cat.algorithms.schedule import schedule_of
+    >>> x = nc.symbol("x")
+    >>> g = nc.all_gather("x", axis="x", devices=4, x=x) >> nc.elementwise("exp", "x", x=x)
+    >>> node = schedule_of(device_region(g, "x", 4, x, sharded_out=(None,)).boxes[0])
+    >>> held_columns(node, {"x": (3, 3)}, {}), held_columns(node, {"x": (0, 1)}, {})   # its shard, then x whole
+    ([0, x], [1, x])
+    """
+    nil = {}
+
+    def empty(key):
+        return nil.setdefault(key, sympy.Symbol(f"empty shard {len(nil)} of {key[0]}"))
+    columns = cost(device_inside(node, mine, cuts, empty)).columns.get(0, [])
+    return [c.subs({s: 0 for s in nil.values()}) for c in columns] if nil else columns
 
 
 def lanes(node, mine) -> list:

@@ -144,11 +144,48 @@ def mean_over(count, index, trips):
     >>> mean_over(3 + 2 * i, i, n), mean_over(3 + 2 * i, i, 4)
     (n + 2, 6)
     """
+    split = _periods(count, index, trips)
+    if split is not None:
+        return split
     try:
         poly = sympy.Poly(count, index)
     except sympy.PolynomialError:
         return sympy.summation(count, (index, 0, trips - 1)) / trips
     return sympy.expand(sum((c * power_sum(k, trips) for (k,), c in poly.terms()), sympy.Integer(0)) / trips)
+
+
+def _periods(count, index, trips):
+    """The mean of ``count`` over ``index < trips`` where ``count`` reads ``⌊α·index + β⌋`` (positions made of pieces,
+    each an affine range: ``⌊·⌋`` counts the pieces before a tile) with ``0 ≤ β < α``, ``K = 1/α`` and
+    ``trips/K`` an integer: ``index = K·m + j`` (``j < K``) makes the floor ``m`` (the tile lies in piece ``m``:
+    its ``K`` tiles tile the piece exactly), the count a polynomial in ``m`` and ``j``, each averaged by
+    :func:`mean_over`.  None where ``count`` reads no such floor, or ``K`` is a number but not a positive integer.
+    Symbolic ``K`` (a piece over a tile) is taken to be an integer, as the symbolic cost takes a tile to divide its
+    axis: the mean is exact where the tile divides the piece (at sizes the cost counts every tile).
+
+    >>> i, g = sympy.Symbol("i", integer=True, nonnegative=True), sympy.Symbol("g", positive=True, integer=True)
+    >>> count = i * g + g + 768 * sympy.floor((g * i + g - 1) / 128)      # 2 pieces of 128, the second 768 later
+    >>> mean_over(count, i, 256 / g), sum(count.subs(g, 32).subs(i, k) for k in range(8)) / 8
+    (g/2 + 512, 528)
+    """
+    floors = {f for f in count.atoms(sympy.floor) if f.has(index)}
+    if len(floors) != 1:
+        return None
+    (f,) = floors
+    u = sympy.expand(f.args[0])
+    alpha = u.coeff(index)
+    beta = sympy.expand(u - alpha * index)
+    if beta.has(index) or alpha == 0:
+        return None
+    period, pieces = 1 / alpha, sympy.simplify(trips * alpha)
+    if period.is_number and not (period.is_integer and period.is_positive):
+        return None                                     # a tile across pieces: no affine range per tile
+    if not (pieces.is_integer and pieces.is_positive) or not sympy.factor(beta).is_nonnegative \
+            or _sign(alpha - beta) != "positive":
+        return None
+    m, j = sympy.Dummy("m", integer=True, nonnegative=True), sympy.Dummy("j", integer=True, nonnegative=True)
+    inner = sympy.expand(count.xreplace({f: m}).subs(index, period * m + j))
+    return mean_over(mean_over(inner, j, period), m, pieces)
 
 
 def averaged(count, indices):

@@ -8,8 +8,9 @@ reach).  Each is timed as one device of the cluster runs it, every number from a
                   ⌈a/P⌉), its collectives left out (what they make is an input, what they take an output), a ring
                   run whole (its P trips: the inside at the ring axis's full size); a region whose computing boxes
                   are rings on the busiest device's shard instead (:func:`busiest`: the most work over the steps,
-                  the cost's ``Link.work``), its positions that device's (one program per piece of its shard under
-                  the zigzag order: :func:`~napkin_cat.hardware.local_programs.local_parts`'s ``device``)
+                  the cost's ``Link.work``), its positions that device's (under the zigzag order its two pieces one
+                  program, each at its positions: :func:`~napkin_cat.hardware.local_programs.local_parts`'s
+                  ``device``)
     compute       Σ over those programs of the GPU time model's best algorithm for them
                   (:func:`~napkin_cat.hardware.timed.derive_for_time` at the shard sizes): the timed device's
     rate          for the programs that are rings: the busiest device's work (``Link.work``, in the form's order)

@@ -135,8 +135,9 @@ def local_parts(d: Diagram, env: dict, *, whole_rings: bool = True, split: bool 
     ``ringed`` where it is in a device region whose computing boxes are rings (their trips charged per step, the
     slowest device's work: :func:`ring_rate`); ``split``: a region's programs apart where collectives separate them
     (:func:`_local`).  ``device``: device ``p``'s programs instead of the largest shard's (:func:`device_lanes`):
-    each region's inside on ``p``'s shard, one program per piece of it (a non-contiguous order), each reading the
-    positions of the region's axis where its piece starts (:func:`at_positions`); an idle device runs none."""
+    each region's inside on ``p``'s shard, reading the positions of the region's axis where its pieces lie
+    (:func:`at_positions`; under a non-contiguous order one program of its pieces joined, or one per piece:
+    :func:`device_lanes`); an idle device runs none."""
     if not any(isinstance(b, Shard) for _, b in layers(d)):
         return [(concrete(d, env), False)]
     out = []
@@ -153,12 +154,14 @@ def local_parts(d: Diagram, env: dict, *, whole_rings: bool = True, split: bool 
 
 
 def device_lanes(box: Shard, env: dict, device: int) -> list:
-    """``(inside, start)`` per piece of device ``device``'s shard of the region ``box`` at ``env``: the inside at
-    that piece's extents (:func:`~napkin_cat.algorithms.devices.device_inside`, the cost's own cut) and where the
-    piece starts on the region's axis (one piece under the contiguous order, else one per piece as the cost counts
-    them, :func:`~napkin_cat.cost.devices_at.lanes`: a zigzag pair timed as two programs, where the inside reads
-    the axis's positions; one program of the whole shard where it does not); none for an idle device.
-    HardwareError where there is no such device."""
+    """``(inside, start)`` per program of device ``device``'s shard of the region ``box`` at ``env``: the inside at
+    its extents (:func:`~napkin_cat.algorithms.devices.device_inside`, the cost's own cut) and where it lies on the
+    region's axis (:func:`at_positions`'s ``start``).  One program of the whole shard where the inside reads no
+    position of the axis, or its pieces (:func:`~napkin_cat.cost.devices_at.lanes`) are of one size and evenly
+    spaced (:func:`gap`: a zigzag pair of equal chunks, ``start`` the pieces, its positions an affine range per
+    piece, so a mask skips blocks as on the device and the fewest-transfers search counts it in closed form where
+    a tile divides a piece); else one per piece, ``start`` where it begins (pieces of two sizes: ragged chunks);
+    none for an idle device.  HardwareError where there is no such device."""
     node = schedule_of(box)
     value = lambda e: _int_size(e, env)  # noqa: E731
     shards = device_shards(node, value)
@@ -170,7 +173,26 @@ def device_lanes(box: Shard, env: dict, device: int) -> list:
     cuts = cut_extents(node, value, device, sum(m is not None for m in shards))
     if not reads_positions(box.arg, box.axis):     # its pieces differ by their positions alone: one program
         return [(device_inside(node, mine, cuts), 0)]
-    return [(device_inside(node, part, cuts), part[box.axis][0]) for part in lanes(node, mine)]
+    parts = lanes(node, mine)
+    pieces = tuple((part[box.axis][0], part[box.axis][1] - part[box.axis][0]) for part in parts)
+    if len(parts) > 1 and gap(pieces) is not None:         # one program over its pieces, each at its positions
+        return [(device_inside(node, mine, cuts), pieces)]
+    return [(device_inside(node, part, cuts), part[box.axis][0]) for part in parts]
+
+
+def gap(pieces) -> int | None:
+    """``k`` where the pieces ``((start, size), …)`` are of one size ``n`` and evenly spaced, each starting ``n + k``
+    after the one before (``k ≥ 0``): the position of value ``i`` of them joined is then ``start₀ + i + ⌊i/n⌋·k``,
+    an affine range per piece; None otherwise.
+
+    >>> gap(((0, 4), (28, 4))), gap(((0, 4), (4, 4))), gap(((0, 4), (28, 3))), gap(((8, 4),))
+    (24, 0, None, 0)
+    """
+    n = pieces[0][1]
+    steps = {b[0] - a[0] - n for a, b in zip(pieces, pieces[1:])}
+    if any(size != n for _, size in pieces) or len(steps) > 1 or min(steps, default=0) < 0:
+        return None
+    return steps.pop() if steps else 0
 
 
 def reads_positions(d: Diagram, axis: str) -> bool:
@@ -190,17 +212,32 @@ def reads_positions(d: Diagram, axis: str) -> bool:
     return False
 
 
-def at_positions(program: Diagram, axis: str, start: int) -> Diagram:
+def at_positions(program: Diagram, axis: str, start) -> Diagram:
     """``program`` with every position box of ``axis`` read from ``start``: ``position ; shift(start)`` (a device's
     piece of the axis, whose positions begin there; the shift's interval image lets a mask skip blocks as on the
-    device); ``program`` itself where ``start`` is 0.
+    device); ``program`` itself where ``start`` is 0.  ``start`` may be pieces ``((start, size), …)`` of one size
+    ``n``, evenly spaced (:func:`gap` ``k``): the axis is them joined, value ``i`` at ``start₀ + i + ⌊i/n⌋·k``
+    (``position ; + (position // n)·k ; shift(start₀)``: on a tile of the axis the floor's interval image is the
+    pieces it meets, and a tile within one piece has that piece's positions, an affine range).
 
     >>> import napkin_cat as nc
     >>> f = at_positions(nc.position("q", q=3), "q", 5)
     >>> [b.name for b in f.boxes], nc.evaluate(f).tolist()
     (['pos', 'shift'], [5, 6, 7])
+    >>> nc.evaluate(at_positions(nc.position("q", q=4), "q", ((1, 2), (6, 2)))).tolist()
+    [1, 2, 6, 7]
     """
-    if not start:
+    if not isinstance(start, tuple):
+        return _at_positions(program, axis, start, None)
+    k = gap(start)
+    if k is None:
+        raise HardwareError(f"pieces {start}: the positions of pieces of one size, evenly spaced, are read as one "
+                            f"program; time these apart")
+    return _at_positions(program, axis, start[0][0], (start[0][1], k) if k else None)
+
+
+def _at_positions(program: Diagram, axis: str, start: int, step) -> Diagram:
+    if not start and step is None:
         return program
     ops, dom, cod = trace_values(program)
     bld = Builder(program.dom)
@@ -209,8 +246,14 @@ def at_positions(program: Diagram, axis: str, start: int) -> Diagram:
         got = bld(Diagram.id(box.dom).then(box), *(wires[v] for v in ins))
         a = box.cod.inside[0] if len(box.cod.inside) == 1 else None
         if getattr(getattr(box, "data", None), "kind", None) == "position" and a is not None and a.names == (axis,):
-            got = bld(elementwise("shift", axis, const=int(start), dtype=a.dtype, level=a.level,
-                                  **{axis: a.axis(axis).size}), got)
+            at = dict(dtype=a.dtype, level=a.level, **{axis: a.axis(axis).size})
+            if step is not None:                  # i + ⌊i/n⌋·k: the pieces before value i, each k further on
+                n, k = step
+                before = bld(elementwise("floordiv_by", axis, const=int(n), **at), got)
+                got = bld(elementwise("add", f"{axis}, {axis} -> {axis}", **at), got,
+                          bld(elementwise("scale", axis, const=int(k), **at), before))
+            if start:
+                got = bld(elementwise("shift", axis, const=int(start), **at), got)
         wires.update(zip(outs, got if isinstance(got, tuple) else (got,)))
     return bld.build(*(wires[v] for v in cod))
 
@@ -264,5 +307,5 @@ def rings_as_kernels(d: Diagram) -> Diagram:
     return each_box(d, mapped)
 
 
-__all__ = ["concrete", "local_parts", "device_lanes", "reads_positions", "at_positions", "local_programs", "boundary",
-           "kept_on_chip", "rings_as_kernels"]
+__all__ = ["concrete", "local_parts", "device_lanes", "gap", "reads_positions", "at_positions", "local_programs",
+           "boundary", "kept_on_chip", "rings_as_kernels"]

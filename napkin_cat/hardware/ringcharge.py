@@ -106,8 +106,9 @@ def _regions_in(d: Diagram) -> list:
 SLOWEST = ("a ring step waits for its slowest device: each step is charged the most work any device does at it (the "
            "cost's Link.work: the FLOPs of the folds it runs, a fold its mask allows in part charged by the blocks of "
            "the per-device algorithm's tiles that run, as that algorithm skips them), at the rate of the busiest "
-           "device's program (the most work over the steps; its shard at its own positions, one program per piece "
-           "under a non-contiguous order, the ring run whole: its work over its predicted seconds); the inputs "
+           "device's program (the most work over the steps; its shard at its own positions, under a non-contiguous "
+           "order one program of its pieces joined where they are of one size and evenly spaced, else one per "
+           "piece, the ring run whole: its work over its predicted seconds); the inputs "
            "arrive in the form's order")
 
 

@@ -25,7 +25,7 @@ def attention_np(Q, K, V):
     return (E / E.sum(1, keepdims=True)) @ V
 
 
-@pytest.mark.parametrize("P, q, x", [(4, 9, 7), (3, 8, 8)])
+@pytest.mark.parametrize("P, q, x", [(4, 9, 7), (3, 8, 8), (4, 9, 3)])     # x = 3: a device holds no key
 def test_the_gather_computes_f_and_moves_every_other_shard(P, q, x):
     f, d = nc.library.attention(), 3
     g = gathered(f, SEQUENCE, P)

@@ -99,8 +99,8 @@ def device_areas(order: str, n: int, P: int, tiles) -> list:
 
 def test_causal_attention_takes_the_zigzag_ring():
     """32 heads of 4096 causal queries: 256 query blocks of 128 per device fill the H100's 132 SMs, so a device's
-    time follows its work and the balanced ring wins (one head of the same length leaves most SMs idle: a device's
-    time is then its longest block's, the same in both orders, and the contiguous ring is not slower)."""
+    time follows its work and the balanced ring wins (one head: test_joined_pieces.py, a device's two pieces timed
+    as one program)."""
     heads, n = 32, 4096
     f = nc.weave(nc.library.causal_attention(), "h", h=heads)
     sizes = {"q": n, "x": n, "d": D}
