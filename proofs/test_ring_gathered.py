@@ -48,3 +48,22 @@ def test_a_ring_folding_v_as_k_fails_its_obligation():
     bad = replace(device_ring_gathered, rhs=lambda m: swap_travellers(device_ring_gathered.rhs(m)))
     with pytest.raises((ObligationError, nc.NapkinError)):
         bad.obligation.discharge(bad, trials=4)
+
+
+def test_the_renamed_record_survives_serialisation_and_a_renaming():
+    """The region's record of the keys' axis as a renamed shard of the tokens (``renamed``: m cut as n) is read back
+    by ``nc.loads`` and follows a renaming of the tokens' axis: the function is unchanged (numpy, one device)."""
+    import numpy as np
+    from napkin_cat.search.devices import device_forms
+    from napkin_cat.syntax.relabel import rename_axis
+    from rewrites.ring_gathered import self_attention_from_projections
+    f = self_attention_from_projections(causal=True)
+    d = {g.label: g for g in device_forms(f, 3)}["shard n: ring m (computed)"].diagram
+    xs = [np.random.default_rng(1).normal(size=s) for s in [(8, 3), (3, 2), (3, 2), (3, 2)]]
+    s = np.einsum("nd,md->nm", xs[0] @ xs[1], xs[0] @ xs[2]) / np.sqrt(2)
+    s[np.triu_indices(8, 1)] = -np.inf
+    expected = np.exp(s - s.max(1, keepdims=True)) / np.exp(s - s.max(1, keepdims=True)).sum(1, keepdims=True) \
+        @ (xs[0] @ xs[3])
+    assert nc.loads(nc.dumps(d)) == d
+    for g in (d, nc.loads(nc.dumps(d)), rename_axis(d, "n", "t", nc.symbol("n"))):
+        assert np.allclose(nc.evaluate(g, *xs), expected)
