@@ -33,7 +33,8 @@ ruleset            rules
                    over P devices: shards, partials merged by an all-reduce, regions fused with the all-gathers a
                    whole read needs, inputs arriving sharded and all-gathered, positions computed on each device;
                    device_ring: such inputs passed round the devices
-                   instead, the inside streamed over their shards; device_ulysses: a part woven over the heads
+                   instead, the inside streamed over their shards; device_ring_gathered: the all-gather of a value
+                   computed on the shards made a ring; device_ulysses: a part woven over the heads
                    run on a head shard between two all-to-alls, its sequence sharded; device_scatter,
                    device_gather_later, device_gather_output, device_local_fusion: an all-reduce split into a
                    reduce-scatter and an all-gather, the all-gathers moved past the boxes local to their axis
@@ -95,6 +96,7 @@ from rewrites.splits import RULES as SPLITS
 from rewrites.devices import RULES as _DEVICE_RULES
 from rewrites.generation import device_generation
 from rewrites.ring import device_ring
+from rewrites.ring_gathered import device_ring_gathered
 from rewrites.ulysses import device_ulysses
 from rewrites.collectives import device_gather_later, device_gather_output, device_scatter
 from rewrites.local_fusion import device_local_fusion
@@ -113,8 +115,8 @@ from rewrites.softmax import (auxiliary_to_unscaled, divide_after_contraction, s
                               softmax_to_auxiliary)
 
 CONTRACTION = _CONTRACTION + _ORDER
-DEVICES = _DEVICE_RULES + RuleSet((device_generation, device_ring, device_ulysses, device_local_fusion, device_scatter,
-                                   device_gather_later, device_gather_output))
+DEVICES = _DEVICE_RULES + RuleSet((device_generation, device_ring, device_ring_gathered, device_ulysses,
+                                   device_local_fusion, device_scatter, device_gather_later, device_gather_output))
 SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_elimination))
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
@@ -149,6 +151,7 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                            "shard": "device_partition", "shard_reduce": "device_reduction",
                            "shard_fuse": "device_fusion", "shard_gather": "device_gather",
                            "shard_generate": "device_generation", "ring": "device_ring",
+                           "ring_gathered": "device_ring_gathered",
                            "reshard": "device_ulysses",
                            "scatter": ("device_local_fusion", "device_scatter", "device_gather_later",
                                        "device_gather_output")})
@@ -168,7 +171,8 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "softmax_contraction_to_unscaled", "save_load_elimination",
            "CONTRACTION", "contraction_merge", "contraction_split", "contraction_reassociation",
            "contracted_axis_renaming", "pairwise_contraction", "NORMALISERS", "softmax_statistics_pass",
-           "centred_statistics_pass", "SPLITS", "split_stream", "device_ring", "NORMAL_FORM", "written_softmax",
+           "centred_statistics_pass", "SPLITS", "split_stream", "device_ring", "device_ring_gathered",
+           "NORMAL_FORM", "written_softmax",
            "written_logsumexp", "scale_into_softmax", "product_with_itself", "times_reciprocal", "mean_of_sum",
            "unshifted_softmax", "LOG_FORM", "log_of_softmax", "gather_before_maps",
            "SUM_FORM", "sum_of_contraction", "own_axes_first", "contraction_into_readers",

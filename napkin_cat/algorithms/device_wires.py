@@ -9,7 +9,8 @@ whole)::
     a wire carries the shard (a, s)  ⇔  an input the record shards along a carries it, and every box between keeps
                                          a at s; or a collective cuts it (a reduce-scatter, an all-to-all's scatter);
                                          or a box woven over a makes it where no input carries a (a broadcast)
-    an all-gather of a (an all-to-all's gather of a) ends it
+    an all-gather of a (an all-to-all's gather of a) ends it; a rename a ↦ b carries it on as (b, s) where the
+    region shards b (a ring of the renamed shards: :mod:`~napkin_cat.algorithms.ring_gathered`)
 
 :func:`retyped` is that walk; :func:`not_woven` is the group partition's condition (what a device region needs of its
 inside, :func:`~napkin_cat.algorithms.devices.shard`), which the walk reads for a region's broadcast.
@@ -111,6 +112,9 @@ def wire_marks(region, keys) -> list:
                                         if m[0] not in names and woven_over(b, m[0])}
             cod_marks = _collective_marks(b, got, keys) if not isinstance(b, Bubble) and \
                 KINDS[b.data.kind].collective is not None else got
+            if not isinstance(b, Bubble) and KINDS[b.data.kind].renames:     # a rename carries the shard renamed
+                names = dict(zip(b.dom.inside[0].names, b.cod.inside[0].names))
+                cod_marks = cod_marks | ({(names.get(a, a), s) for a, s in got} & keys)
             seen, out = frozenset(got | cod_marks), [_carried(c, cod_marks) for c in b.cod.inside]
         out_layers.append((held, tuple(out), seen))
         marks[k:k + n] = out

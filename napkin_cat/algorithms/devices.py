@@ -52,6 +52,9 @@ from napkin_cat.syntax.relabel import tile_relabel
 #: the params of a :class:`Shard` that record, for each input and each output, the axis it is sharded along (None:
 #: replicated): what every reader of the region takes (:meth:`Shard.sharded`), never guessed from sizes again
 RECORD = ("sharded_in", "sharded_out")
+#: the param of the axes a rename inside gives a sharded axis, ``((new, old), …)``: each device holds its shard of
+#: ``old`` under the name ``new``, cut alike (:mod:`~napkin_cat.algorithms.ring_gathered`: a ring of renamed shards)
+RENAMED = "renamed"
 
 
 class Shard(Partition):
@@ -88,12 +91,14 @@ class Shard(Partition):
     @classmethod
     def title(cls, params) -> str:
         """The region's name: its axis, size and devices (the record is in its params, not its name)."""
-        return super().title({k: v for k, v in params.items() if k not in RECORD})
+        return super().title({k: v for k, v in params.items() if k not in RECORD and k != RENAMED})
 
     def mapped_params(self, fa, fname) -> dict:
         out = super().mapped_params(fa, fname)
         for key in RECORD:
             out[key] = tuple(None if a is None else fname(a) for a in self.params[key])
+        if RENAMED in self.params:
+            out[RENAMED] = tuple((fname(b), fname(a)) for b, a in self.params[RENAMED])
         return out
 
     @property
@@ -139,6 +144,9 @@ class Shard(Partition):
             for name, o, i in zip(self.sharded(side), outer, inner):
                 if name is not None:
                     found.setdefault(name, (i.axis(name).size, o.axis(name).size))
+        for b, a in self.params.get(RENAMED, ()):       # a sharded axis renamed inside: cut as the axis it renames
+            if a in found:
+                found.setdefault(b, found[a])
         return found
 
 
@@ -280,7 +288,7 @@ def ordered(order) -> dict:
 
 
 def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | None = None, sharded_in=None,
-                  sharded_out=None, order=None) -> Diagram:
+                  sharded_out=None, order=None, renamed=None) -> Diagram:
     """A device region around ``inside``, a program written for one device's shard (its arrays carry ``axis`` at a
     shard's size, :func:`~napkin_cat.syntax.collectives.shard_size` of ``full`` over ``devices``; collectives
     inside): its boundary is the inside's with every shard whole.  ``also``: co-sharded axes → their full sizes
@@ -288,7 +296,8 @@ def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | Non
     the axis each input/output is sharded along, or None (the region's record, :data:`RECORD`); by default each
     array inside that carries a sharded axis at a shard's size is sharded along it, where an axis whose shard is its
     whole (one value) counts only when no other does, the region's own first (a rule that knows says).  ``order``:
-    the order of the devices' shards (:mod:`~napkin_cat.algorithms.orders`, recorded by :func:`ordered`); a
+    the order of the devices' shards (:mod:`~napkin_cat.algorithms.orders`, recorded by :func:`ordered`);
+    ``renamed``: new name → sharded axis, for a shard renamed inside (:data:`RENAMED`); a
     non-contiguous one needs every box that sees ``axis`` woven over it and no collective inside, else RewriteError.
 
     >>> import napkin_cat as nc
@@ -329,7 +338,8 @@ def device_region(inside: Diagram, axis: str, devices, full, *, also: dict | Non
     ins, dom = record(sharded_in, inside.dom.inside, "input")
     outs, cod = record(sharded_out, inside.cod.inside, "output")
     return single(Shard(inside, dom, cod, {"axis": axis, "size": size, "devices": P, "sharded_in": ins,
-                                           "sharded_out": outs, **ordered(order)}))
+                                           "sharded_out": outs, **ordered(order),
+                                           **({RENAMED: tuple(sorted(renamed.items()))} if renamed else {})}))
 
 
 def device_shards(node, value) -> list:
@@ -487,6 +497,6 @@ def collectives_within(d: Diagram) -> list:
     return out
 
 
-__all__ = ["RECORD", "Shard", "ShardSchedule", "shard", "ordered", "device_region", "device_shards", "cut_extents",
-           "cut_spans", "largest_shard", "device_inside", "collective_cuts", "shard_keys",
+__all__ = ["RECORD", "RENAMED", "Shard", "ShardSchedule", "shard", "ordered", "device_region", "device_shards",
+           "cut_extents", "cut_spans", "largest_shard", "device_inside", "collective_cuts", "shard_keys",
            "collectives_within"]

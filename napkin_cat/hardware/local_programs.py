@@ -85,13 +85,28 @@ def _local(inside: Diagram, *, whole_rings: bool, split: bool = True) -> list:
     waits for what its inputs are made of and its outputs are read after it, so no algorithm runs across it (a norm
     before an all-gather and the matmul after it are two programs, as they are where the norm runs outside the
     region); else one program of them all."""
+    return [p for p, _ in _marked(inside, whole_rings=whole_rings, split=split)]
+
+
+def _marked(inside: Diagram, *, whole_rings: bool, split: bool = True) -> list:
+    """:func:`_local`'s programs, each with whether it runs a ring.  Where a region runs a ring beside other boxes
+    (the ring of a value it computes: :mod:`~napkin_cat.algorithms.ring_gathered`) and the rings run whole, each ring
+    is a program of its own, its inputs and outputs taken as a collective's are: its trips are charged per step,
+    the boxes before and after it as the device's own programs."""
     ops, dom, cod = trace_values(inside)
     types = dict(zip(dom, inside.dom.inside))
     for box, ins, outs in ops:
         types.update(zip(outs, box.cod.inside))
     computing = [op for op in ops if not is_collective(op[0])]
     taken = {v for box, ins, _ in ops if is_collective(box) for v in ins}
-    return [_program(piece, cod, taken, types, whole_rings) for piece in (_pieces(computing) if split else [computing])]
+    rings = [op for op in computing if isinstance(op[0], Ring)]
+    if whole_rings and split and rings and len(rings) < len(computing):
+        taken |= {v for _, ins, outs in rings for v in (*ins, *outs)}
+        pieces = _pieces([op for op in computing if not isinstance(op[0], Ring)]) + [[op] for op in rings]
+    else:
+        pieces = _pieces(computing) if split else [computing]
+    return [(_program(piece, cod, taken, types, whole_rings), any(isinstance(op[0], Ring) for op in piece))
+            for piece in pieces]
 
 
 def _pieces(computing: list) -> list:
@@ -132,7 +147,7 @@ def _program(computing: list, cod, taken: set, types: dict, whole_rings: bool) -
 def local_parts(d: Diagram, env: dict, *, whole_rings: bool = True, split: bool = True, device: int | None = None
                 ) -> list:
     """``(program, ringed)`` per program one device computes in ``d`` at ``env`` (:func:`local_programs`):
-    ``ringed`` where it is in a device region whose computing boxes are rings (their trips charged per step, the
+    ``ringed`` where it runs a ring (:func:`_marked`; its trips charged per step, the
     slowest device's work: :func:`ring_rate`); ``split``: a region's programs apart where collectives separate them
     (:func:`_local`).  ``device``: device ``p``'s programs instead of the largest shard's (:func:`device_lanes`):
     each region's inside on ``p``'s shard, reading the positions of the region's axis where its pieces lie
@@ -143,11 +158,9 @@ def local_parts(d: Diagram, env: dict, *, whole_rings: bool = True, split: bool 
     out = []
     for _, box in layers(d):
         if isinstance(box, Shard):
-            computing = [b for _, b in layers(box.arg) if is_structural(b) is None and not is_collective(b)]
-            ringed = bool(computing) and all(isinstance(b, Ring) for b in computing)
             insides = [(box.arg, 0)] if device is None else device_lanes(box, env, device)
             out += [(at_positions(concrete(p, env), box.axis, start), ringed) for inside, start in insides
-                    for p in _local(inside, whole_rings=whole_rings, split=split)]
+                    for p, ringed in _marked(inside, whole_rings=whole_rings, split=split)]
         elif is_structural(box) is None and not is_collective(box):
             out.append((concrete(_plain(box), env), False))
     return [(p, ringed) for p, ringed in out if p.boxes]

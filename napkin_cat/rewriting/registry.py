@@ -48,22 +48,24 @@ _loaded = False
 #: ``normalise`` (a tuple of rules that each shrink the netlist, applied to a fixpoint with ``simplify``: an
 #: operation written by hand becomes the primitive the other rules know, a SoftMax written as max, exp, sum and
 #: divide the SoftMax; optional).  The device search (:mod:`napkin_cat.search.devices`, ``nc.derive`` on a cluster)
-#: reads eight more, each optional (a book without them offers no device forms of that kind): ``shard`` (a box woven
+#: reads nine more, each optional (a book without them offers no device forms of that kind): ``shard`` (a box woven
 #: over an axis run on each device's shard of it; takes ``axis=`` and ``devices=``), ``shard_reduce`` (a box that
 #: reduces the axis: each device's partial merged by an all-reduce; same parameters), ``shard_fuse`` (two device
 #: regions, or a region and a box it feeds, become one, a value read whole all-gathered), ``shard_gather`` (a
 #: replicated input arrives sharded along ``axis=`` and is all-gathered), ``shard_generate`` (a box with no input
 #: feeding a region alone, positions, computed on every device: the search's rings take it, so a mask from positions
 #: is each device's own), ``ring`` (such an input passed round the devices instead, the inside streamed along
-#: ``axis=``; takes ``order=``, one of :data:`napkin_cat.algorithms.orders.ORDERS`), ``reshard`` (a part woven over
-#: ``heads=`` run on a head shard between two all-to-alls; takes ``devices=``) and ``scatter`` (a tuple of rules
-#: applied to a fixpoint after a gather, each taking ``axis=``, the gathered one: boxes before a region that reads them
-#: sharded moved inside on shards, an all-reduce split into a reduce-scatter and an all-gather, all-gathers moved
-#: past the boxes local to their axis and left out at the outputs: sequence parallelism).
+#: ``axis=``; takes ``order=``, one of :data:`napkin_cat.algorithms.orders.ORDERS`), ``ring_gathered`` (the
+#: all-gather of a value computed on the shards made a ring, read by a part that streams its axis), ``reshard``
+#: (a part woven over ``heads=`` run on a head shard between two all-to-alls; takes ``devices=``) and ``scatter``
+#: (a tuple of rules applied to a fixpoint after a gather, each taking ``axis=``, the gathered one: boxes before a
+#: region that reads them sharded moved inside on shards, an all-reduce split into a reduce-scatter and an
+#: all-gather, all-gathers moved past the boxes local to their axis and left out at the outputs: sequence
+#: parallelism).
 ROLES = ("kernel", "fuse", "stream", "sweep", "split", "nest", "group", "share", "join", "compute_once", "recompute",
          "prepare",
          "simplify", "normalise", "shard", "shard_reduce", "shard_fuse", "shard_gather", "shard_generate", "ring",
-         "reshard", "scatter")
+         "ring_gathered", "reshard", "scatter")
 
 
 @dataclass(frozen=True)

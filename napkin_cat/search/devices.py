@@ -16,6 +16,9 @@ replays from ``f``::
                          reduce-scatter and an all-gather along b, each all-gather moved past the boxes local to b
                          (and out at an output, left sharded), each box before the region that it reads sharded
                          along b moved inside on the shards (sequence parallelism, where b is the tokens)
+    ring of a gathered   that partition (or a scatter form) with each all-gather of a value computed on the shards,
+    value                read by a part that streams its axis, made a ring (``ring_gathered``: K and V a block
+                         projects from its own tokens; labelled ``… ring m (computed)``, m the axis the part streams)
     shard a, ring b      the partition with each box of no input that feeds a region alone moved inside it
                          (``shard_generate``: positions each device computes, so a mask of them is decided per device
                          and step), its replicated inputs carrying b made a ring (``ring``): the shards of b travel
@@ -53,6 +56,7 @@ from napkin_cat.search.construct import Maker
 from napkin_cat.syntax.adapter import Diagram, is_structural, layers
 from napkin_cat.syntax.collectives import as_devices
 from napkin_cat.syntax.primitive import kind_of
+from napkin_cat.syntax.wiring import trace_values
 
 #: the most rewrites one form takes (a partition and its fusions are a few per node of the function)
 MAX_STEPS = 400
@@ -87,9 +91,12 @@ def _collective_label(box) -> str:
 
 def _inside_labels(d: Diagram) -> list:
     out = []
+    ops, dom, _ = trace_values(d)
+    computed = {id(box) for box, ins, _ in ops if isinstance(box, Ring)
+                and any(ins[i] not in dom for i in box.streamed())}
     for _, box in layers(d):
         if isinstance(box, Ring):
-            out.append(f"ring {box.axis}")
+            out.append(f"ring {box.axis}" + (" (computed)" if id(box) in computed else ""))
         elif is_collective(box):
             out.append(_collective_label(box))
         elif isinstance(box, Region):
@@ -174,6 +181,7 @@ def _partitions(f, book, P, axis) -> list:
     out = [base]
     roles = book.roles
     ringed = _generated(base, book)
+    out += _rung(ringed, book)
     for other in axes_of(f):
         if other == axis or "shard_gather" not in roles:
             continue
@@ -188,7 +196,10 @@ def _partitions(f, book, P, axis) -> list:
         gathered = _made(g, book, base.trace.steps)
         out.append(gathered)
         if "scatter" in roles:
-            out += _scattered(gathered, book, other)
+            for scattered in _scattered(gathered, book, other):
+                out.append(scattered)
+                if scattered.diagram is not None:
+                    out += _rung(_generated(scattered, book), book)
         if "ring" not in roles:
             continue
         for order in ORDERS:          # one ring per order its rule takes: each its own form, trace and label
@@ -222,6 +233,21 @@ def _generated(base: DeviceForm, book) -> DeviceForm:
     except NapkinError:
         return base
     return _made(mk, book, base.trace.steps)
+
+
+def _rung(source: DeviceForm, book) -> list:
+    """``source`` with each all-gather of a value computed on the shards, read by a part that streams its axis, made
+    a ring (the book's ``ring_gathered``, to a fixpoint): one form where it applies, none where it does not (nor
+    without the role)."""
+    if "ring_gathered" not in book.roles:
+        return []
+    mk = Maker(source.diagram)
+    try:
+        if not _apply_all(mk, [book.role("ring_gathered")]):
+            return []
+    except NapkinError as e:
+        return [DeviceForm(f"{source.label}: ring of a gathered value", refused=str(e).splitlines()[0])]
+    return [_made(mk, book, source.trace.steps)]
 
 
 def _ring(source: DeviceForm, book, axis: str, other: str, order: str) -> DeviceForm:
