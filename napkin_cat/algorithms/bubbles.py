@@ -206,9 +206,14 @@ class Partition(Region):
             found = inside[view.key] = view.then(self.axis, size, full if self.carrier == "cod" else None)
         return found
 
+    #: the parameters that are sizes of the partitioned axis (a Ring adds its whole size and its slot): mapped by an
+    #: array functor as the axis's size is (a renamed size symbol renames them all)
+    size_params = ("size",)
+
     def mapped_params(self, fa, fname):
-        extra = {k: v for k, v in self.params.items() if k not in ("axis", "size")}
-        return {"axis": fname(self.axis), "size": _size_param(fa, self.axis, self.size), **extra}
+        sizes = {k: _size_param(fa, self.axis, self.params[k]) for k in self.size_params if k in self.params}
+        extra = {k: v for k, v in self.params.items() if k != "axis" and k not in sizes}
+        return {"axis": fname(self.axis), **sizes, **extra}
 
 
 @_register

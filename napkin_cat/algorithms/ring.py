@@ -72,6 +72,7 @@ class Ring(Stream):
 
     region = "ring"
     carrier = "dom"
+    size_params = ("size", "full", "slot")
 
     def __init__(self, arg: Diagram, dom, cod, params: dict):
         missing = [k for k in ("devices", "full") if k not in params]
