@@ -196,6 +196,26 @@ def _tiles_along(d: Diagram, axis: str) -> list:
     return out
 
 
+def sole_device_region(diagram, what: str) -> Shard:
+    """The one device region (:class:`~napkin_cat.algorithms.devices.Shard`) ``diagram`` holds beside wiring, which
+    the transformation ``what`` rewrites; a RewriteError naming what it holds instead.
+
+    >>> import napkin_cat as nc
+    >>> sole_device_region(nc.shard(nc.library.attention(), "q", devices=2), "ring").axis
+    'q'
+    >>> sole_device_region(nc.library.attention(), "ring")
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.RewriteError: ring takes one device region (nc.shard(...)), got the boxes ['·', 'SoftMax', '·']
+    """
+    if not isinstance(diagram, Diagram):
+        raise RewriteError(f"{what} takes a Diagram (a device region: nc.shard(...)), got {type(diagram).__name__}")
+    boxes = [b for _, b in layers(diagram) if is_structural(b) is None]
+    if len(boxes) != 1 or not isinstance(boxes[0], Shard):
+        raise RewriteError(f"{what} takes one device region (nc.shard(...)), got the boxes {[b.name for b in boxes]}")
+    return boxes[0]
+
+
 def ring(diagram: Diagram, axis: str, order=None) -> Diagram:
     """A device region whose inputs carrying ``axis`` are replicated, or arrive co-sharded along it and are
     all-gathered on entry (:func:`~rewrites.devices.device_gather`'s result), made a ring: those inputs arrive
@@ -211,12 +231,7 @@ def ring(diagram: Diagram, axis: str, order=None) -> Diagram:
     >>> np.allclose(nc.evaluate(d, Q, K, V), nc.evaluate(nc.library.attention(), Q, K, V))
     True
     """
-    if not isinstance(diagram, Diagram):
-        raise RewriteError(f"ring takes a Diagram (a device region: nc.shard(...)), got {type(diagram).__name__}")
-    boxes = [b for _, b in layers(diagram) if is_structural(b) is None]
-    if len(boxes) != 1 or not isinstance(boxes[0], Shard):
-        raise RewriteError(f"ring takes one device region (nc.shard(...)), got the boxes {[b.name for b in boxes]}")
-    k = boxes[0]
+    k = sole_device_region(diagram, "ring")
     if axis == k.axis:
         raise RewriteError(f"{k.name} shards {axis!r} itself; a ring streams another axis, one its inputs are "
                            f"co-sharded along (the keys where the queries are sharded)")

@@ -29,10 +29,10 @@ the ring, per trip at the slice's own positions, so a mask of them is decided pe
 """
 from __future__ import annotations
 
-from napkin_cat.algorithms.devices import RENAMED, Shard, device_region, ordered
+from napkin_cat.algorithms.devices import RENAMED, device_region, ordered
 from napkin_cat.algorithms.orders import order_of
 from napkin_cat.algorithms.partitions import relabel_axis, single
-from napkin_cat.algorithms.ring import Ring
+from napkin_cat.algorithms.ring import Ring, sole_device_region
 from napkin_cat.errors import RewriteError
 from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural, layers
 from napkin_cat.syntax.builder import Builder
@@ -106,12 +106,7 @@ def ring_gathered(diagram: Diagram, axis: str | None = None) -> Diagram:
     >>> np.allclose(nc.evaluate(d, *xs), nc.evaluate(region, *xs))
     True
     """
-    if not isinstance(diagram, Diagram):
-        raise RewriteError(f"ring_gathered takes a Diagram (a device region), got {type(diagram).__name__}")
-    boxes = [b for _, b in layers(diagram) if is_structural(b) is None]
-    if len(boxes) != 1 or not isinstance(boxes[0], Shard):
-        raise RewriteError(f"ring_gathered takes one device region, got the boxes {[b.name for b in boxes]}")
-    k = boxes[0]
+    k = sole_device_region(diagram, "ring_gathered")
     found = gathered_values(k.arg)
     names = sorted({b for _, b in found})
     if not found:
