@@ -38,11 +38,11 @@ EXPANDED_LIMIT = 2 ** 16
 @lru_cache(maxsize=EXPANDED_LIMIT)
 def _expanded(arr: Array) -> tuple:
     """``numel(arr)`` expanded, as ``(monomial, coefficient)`` pairs (computed once per equal arrays, the least
-    recently used forgotten past :data:`EXPANDED_LIMIT`; an array also keeps its own, :func:`_terms`)."""
+    recently used forgotten past :data:`EXPANDED_LIMIT`; an array also keeps its own, :func:`array_terms`)."""
     return tuple((m, int(c) if c.is_Integer else c) for m, c in sympy.expand(numel(arr)).as_coefficients_dict().items())
 
 
-def _terms(arr: Array) -> tuple:
+def array_terms(arr: Array) -> tuple:
     """:func:`_expanded`, memoised on the array itself (immutable): a wire's array is met at every layer it
     crosses, and looking it up by equality hashes its axes each time."""
     found = arr.__dict__.get("_numel_terms")
@@ -51,7 +51,7 @@ def _terms(arr: Array) -> tuple:
     return found
 
 
-def _sum(terms: dict):
+def polynomial_total(terms: dict):
     """The polynomial ``Σ c·m`` (a coefficient 1 leaves its monomial as it is)."""
     return sympy.Add(*(m if c == 1 else c * m for m, c in terms.items() if c))
 
@@ -75,7 +75,7 @@ class Live:
         self._sums = {}     # level -> its total when last read, while its terms are unchanged
         self._was = {}      # level -> {monomial: its coefficient when the level's total was last read}, if touched
         # the arithmetic of the totals (:mod:`napkin_cat.cost.polynomial`): an array's terms, a total of terms
-        self._terms_of, self._total = terms_of or _terms, total or _sum
+        self._terms_of, self._total = terms_of or array_terms, total or polynomial_total
 
     def _shift(self, arr: Array, sign: int, terms=None):
         level = (self.terms if terms is None else terms).setdefault(arr.level, {})

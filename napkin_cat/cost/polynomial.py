@@ -338,16 +338,18 @@ class Polynomial:
             out = out * self.of(v)
         return out
 
-    def _terms(self, arr) -> tuple:
+    def terms_of(self, arr) -> tuple:
+        """``numel(arr)`` as ``(monomial, coefficient)`` pairs (a :class:`Live` total's terms)."""
         return tuple(self.numel(arr).terms.items())
 
     @staticmethod
-    def _total(terms: dict) -> Poly:
+    def total(terms: dict) -> Poly:
+        """The :class:`Poly` of ``terms`` (monomial → coefficient), zero coefficients dropped."""
         return Poly({m: c for m, c in terms.items() if c})
 
     def live(self) -> Live:
         """The live data of a walk, its totals :class:`Poly` (:class:`~napkin_cat.cost.live.Live`)."""
-        return Live(self._terms, self._total)
+        return Live(self.terms_of, self.total)
 
     def expand(self, v):
         return v

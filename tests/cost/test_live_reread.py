@@ -63,8 +63,8 @@ def stacked_blocks(n_blocks: int) -> nc.Diagram:
 def _both(diagram, arithmetic, monkeypatch):
     """The cost of ``diagram`` by the fold (:class:`Live`) and by its specification (:class:`Resummed`)."""
     new = iocost.cost(diagram, arithmetic=arithmetic)
-    spec = (lambda: live.Resummed()) if arithmetic is SYMPY else (lambda: live.Resummed(arithmetic._terms,
-                                                                                       arithmetic._total))
+    spec = (lambda: live.Resummed()) if arithmetic is SYMPY else (lambda: live.Resummed(arithmetic.terms_of,
+                                                                                       arithmetic.total))
     with monkeypatch.context() as m:
         m.setattr(type(arithmetic), "live", lambda self: spec())
         old = iocost.cost(diagram, arithmetic=arithmetic)
@@ -105,13 +105,13 @@ def beside(n: int) -> nc.Diagram:
 def _terms_summed_per_box(diagram, monkeypatch) -> float:
     """How many monomials the fold adds into a level's total, per box (its work on the column sums)."""
     count = [0]
-    real = live._sum
+    real = live.polynomial_total
 
     def counting(terms):
         count[0] += len(terms)
         return real(terms)
     with monkeypatch.context() as m:
-        m.setattr(live, "_sum", counting)
+        m.setattr(live, "polynomial_total", counting)
         m.setattr(live.Live, "__init__", lambda self, terms_of=None, total=None: real_init(self, terms_of,
                                                                                         total or counting))
         nc.cost(diagram)
