@@ -196,6 +196,33 @@ def _tiles_along(d: Diagram, axis: str) -> list:
     return out
 
 
+def ring_over(whole: Diagram, axis: str, P, full, order, region: str) -> Ring:
+    """The Ring of ``whole`` (the inside at the axis's whole size ``full``) along ``axis`` over ``P`` devices in
+    ``order``: its inside relabelled to a shard, its plan checked; a RewriteError naming the device region
+    ``region`` where a partition inside cuts ``axis`` in tiles larger than the smallest piece, or no ring plans.
+
+    >>> import napkin_cat as nc
+    >>> ring_over(nc.library.attention(), "x", 2, 7, "contiguous", "Shard(q)").params["slot"]
+    4
+    """
+    size = shard_size(full, P)
+    if isinstance(full, int) and isinstance(P, int):
+        smallest = full // order_of(order).chunks(P)      # a piece: a shard under the contiguous order
+        for tile in _tiles_along(whole, axis):
+            if tile > smallest:
+                raise RewriteError(f"{region}: a partition inside cuts {axis!r} in tiles of {tile}, more than the "
+                                   f"smallest of its pieces over {P} devices in the {order} order ({smallest} of "
+                                   f"{full}); legal tiles are 1 … {smallest}")
+    inside = relabel_axis(whole, axis, size, full=full)
+    try:
+        r = Ring(inside, inside.dom, inside.cod, {"axis": axis, "size": size, "devices": P, "full": full,
+                                                   "slot": size, **ordered(order)})
+        r.plan
+    except RewriteError as e:
+        raise RewriteError(f"{region}: no ring along {axis!r}: {e}") from None
+    return r
+
+
 def sole_device_region(diagram, what: str) -> Shard:
     """The one device region (:class:`~napkin_cat.algorithms.devices.Shard`) ``diagram`` holds beside wiring, which
     the transformation ``what`` rewrites; a RewriteError naming what it holds instead.
@@ -270,21 +297,7 @@ def ring(diagram: Diagram, axis: str, order=None) -> Diagram:
         made = bld(single(box), *(wires[v] for v in ins))
         wires.update(zip(outs, made if isinstance(made, tuple) else (made,)))
     whole = bld.build(*(wires[v] for v in cod))
-    size = shard_size(full, P)
-    if isinstance(full, int) and isinstance(P, int):
-        smallest = full // order_of(order).chunks(P)      # a piece: a shard under the contiguous order
-        for tile in _tiles_along(whole, axis):
-            if tile > smallest:
-                raise RewriteError(f"{k.name}: a partition inside cuts {axis!r} in tiles of {tile}, more than the "
-                                   f"smallest of its pieces over {P} devices in the {order} order ({smallest} of "
-                                   f"{full}); legal tiles are 1 … {smallest}")
-    inside = relabel_axis(whole, axis, size, full=full)
-    try:
-        r = Ring(inside, inside.dom, inside.cod, {"axis": axis, "size": size, "devices": P, "full": full,
-                                                   "slot": size, **ordered(order)})
-        r.plan
-    except RewriteError as e:
-        raise RewriteError(f"{k.name}: no ring along {axis!r}: {e}") from None
+    r = ring_over(whole, axis, P, full, order, k.name)
     also = {a: f for a, (_, f) in k.sharded_axes().items() if a not in (k.axis, axis)}
     ins = tuple(axis if axis in a.names else cut for a, cut in zip(k.dom.inside, k.sharded("dom")))   # travelling
     return device_region(single(r), k.axis, P, k.full_size(), also={**also, axis: full}, sharded_in=ins,

@@ -29,14 +29,12 @@ the ring, per trip at the slice's own positions, so a mask of them is decided pe
 """
 from __future__ import annotations
 
-from napkin_cat.algorithms.devices import RENAMED, device_region, ordered
-from napkin_cat.algorithms.orders import order_of
-from napkin_cat.algorithms.partitions import relabel_axis, single
-from napkin_cat.algorithms.ring import Ring, sole_device_region
+from napkin_cat.algorithms.devices import RENAMED, device_region
+from napkin_cat.algorithms.partitions import single
+from napkin_cat.algorithms.ring import ring_over, sole_device_region
 from napkin_cat.errors import RewriteError
-from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural
 from napkin_cat.syntax.builder import Builder
-from napkin_cat.syntax.collectives import shard_size
 from napkin_cat.syntax.construct import renaming
 from napkin_cat.syntax.wiring import consumers, trace_values
 
@@ -177,7 +175,6 @@ def ring_gathered(diagram: Diagram, axis: str | None = None) -> Diagram:
                 raise RewriteError(f"{k.name}: {ops[i][0].name} reads {types[v]}, a value carrying {b!r} made whole "
                                    f"outside the gathered ones; a ring streams {b!r} in the gathered slices alone")
     # the ring: F at full size, then b relabelled to a shard
-    size = shard_size(full, P)
     r_ins = list(dict.fromkeys(v for i in body for v in ops[i][1] if made_by.get(v) not in bodyset))
     r_outs = list(dict.fromkeys(v for i in body for v in ops[i][2]
                                 if any(j == -1 or j not in bodyset for j, _ in uses.get(v, []))))
@@ -188,20 +185,7 @@ def ring_gathered(diagram: Diagram, axis: str | None = None) -> Diagram:
         made = rb(single(box), *(wires[v] for v in ins))
         wires.update(zip(outs, made if isinstance(made, tuple) else (made,)))
     whole = rb.build(*(wires[v] for v in r_outs))
-    if isinstance(full, int) and isinstance(P, int):
-        smallest = full // order_of(k.order).chunks(P)
-        for tile in _tiles_along(whole, b):
-            if tile > smallest:
-                raise RewriteError(f"{k.name}: a partition inside cuts {b!r} in tiles of {tile}, more than the "
-                                   f"smallest of its pieces over {P} devices ({smallest} of {full}); legal tiles are "
-                                   f"1 … {smallest}")
-    inside = relabel_axis(whole, b, size, full=full)
-    try:
-        ring = Ring(inside, inside.dom, inside.cod, {"axis": b, "size": size, "devices": P, "full": full,
-                                                      "slot": size, **ordered(k.order)})
-        ring.plan
-    except RewriteError as e:
-        raise RewriteError(f"{k.name}: no ring along {b!r}: {e}") from None
+    ring = ring_over(whole, b, P, full, k.order, k.name)
     # the region's new inside: E, each gathered value's renames on its shard, the ring, H
     bld = Builder(Ty(*k.arg.dom.inside))
     wires = dict(zip(dom, bld.inputs))
@@ -231,16 +215,6 @@ def ring_gathered(diagram: Diagram, axis: str | None = None) -> Diagram:
     renamed = {**dict(k.params.get(RENAMED, ())), **renames}
     return device_region(new, k.axis, P, k.full_size(), also=also, sharded_in=k.sharded("dom"),
                          sharded_out=k.sharded("cod"), order=k.order, renamed=renamed)
-
-
-def _tiles_along(d: Diagram, axis: str) -> list:
-    out = []
-    for _, x in layers(d):
-        if isinstance(x, Bubble):
-            if getattr(x, "params", {}).get("axis") == axis and isinstance(x.params.get("size"), int):
-                out.append(x.params["size"])
-            out += _tiles_along(x.arg, axis)
-    return out
 
 
 __all__ = ["ring_gathered", "gathered_values"]
