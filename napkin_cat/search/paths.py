@@ -161,12 +161,13 @@ class Space:
                     layer += [(d, d | e, e) for e in ok if graph.connected(e)]
                     siblings += [(d, d | e, e) for e in ok if joining and not graph.connected(e) and graph.linked(e)]
             if layer:
-                if len(keys | {graph.key(e) for _, _, e in layer}) > budget:
+                more = keys | {graph.key(e) for _, _, e in layer}
+                if len(more) > budget:
                     self.cap, self.exact = max(1, size - 1), False
                     if size == 1:
                         edges += layer
                     break
-                keys |= {graph.key(e) for _, _, e in layer}
+                keys = more
                 edges += layer
                 self.cap = size
             if siblings:
@@ -207,14 +208,18 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
     graph, n = space.graph, len(points)
     inf = (math.inf, math.inf)
     dist, back = {0: [(0, 0)] * n}, {0: [None] * n}
+    choices = {}
     for b in space.downs[1:]:
         dist[b], back[b] = [inf] * n, [None] * n
         for a, block in space.into[b]:
             da = dist[a]
             if all(x == inf for x in da):
                 continue
-            ch = search.choice(graph, block)
-            lb = lower(ch)
+            found = choices.get(block)
+            if found is None:    # a block ends edges from many down-sets: its Choice and bound read once
+                ch = search.choice(graph, block)
+                found = choices[block] = (ch, lower(ch))
+            ch, lb = found
             if all(da[k][0] + lb >= dist[b][k][0] for k in range(n)):
                 continue
             for v, curve in options(ch):
