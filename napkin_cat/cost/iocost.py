@@ -338,8 +338,14 @@ def _op_cost(b, scope: Sink) -> Cost:
     return c
 
 
-def _phases(parts: list, trips, role: str) -> list:
-    return [p.scaled(trips, role=role) for p in parts]   # each scaled alone: b/s_b · a·s_b reads a·b
+def _phases(parts: list, trips, role: str, arithmetic=SYMPY) -> list:
+    """The parts of one phase run ``trips`` times.  In sympy each is scaled alone (``b/s_b · a·s_b`` reads ``a·b``,
+    where ``b/s_b · (a·s_b + …)`` would stay a product); in exact polynomials ``k·Σp = Σ k·p``, so the phase is
+    summed once and scaled once (fewer products, one record), where no part runs on devices (their links scale
+    apart)."""
+    if arithmetic is not SYMPY and len(parts) > 1 and all(p.link is None for p in parts):
+        return [Cost().absorb_all(parts).scaled(trips, role=role)]
+    return [p.scaled(trips, role=role) for p in parts]
 
 
 def _in_stream(c: Cost, region, view: Relabelling, masked: bool = False, density=None) -> Cost:
@@ -396,9 +402,9 @@ class Symbolic(Devices):
         if node.parts is not None:     # each part's state written and read back, P − 1 merges (.splits)
             moves.extend(_op_cost(b, sink.again(head.view, ())) for b in partial_moves(node))
             run.merge(states, states, merges)
-        total.absorb_all(_phases(head, parts, "head") + _phases(body, trips, "body")
-                         + _phases(moves, parts, "partials") + _phases(merges, parts - 1, "combine")
-                         + _phases(tail, 1, "tail"))
+        total.absorb_all(_phases(head, parts, "head", arithmetic) + _phases(body, trips, "body", arithmetic)
+                         + _phases(moves, parts, "partials", arithmetic)
+                         + _phases(merges, parts - 1, "combine", arithmetic) + _phases(tail, 1, "tail", arithmetic))
         if density is not None:
             total.assumptions = (Density(density),)
         sink.append(_in_stream(total, node.region, sink.view, masked=node.skip is not None, density=density))
@@ -450,7 +456,7 @@ class Symbolic(Devices):
         head, body = scope.again(), scope.again()
         run.trip(run.head(ins, head), node.split(state), body)
         trips = _trips(*node.region.seen(sink.view), sink.arithmetic) if node.region is not None else 1
-        c = Cost().absorb_all(_phases(head, 1, "head") + _phases(body, trips, "body"))
+        c = Cost().absorb_all(_phases(head, 1, "head", sink.arithmetic) + _phases(body, trips, "body", sink.arithmetic))
         sink.append(_in_stream(c, node.region, sink.view) if node.region is not None else c)
         return state
 

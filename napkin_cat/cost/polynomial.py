@@ -339,8 +339,12 @@ class Polynomial:
         return out
 
     def terms_of(self, arr) -> tuple:
-        """``numel(arr)`` as ``(monomial, coefficient)`` pairs (a :class:`Live` total's terms)."""
-        return tuple(self.numel(arr).terms.items())
+        """``numel(arr)`` as ``(monomial, coefficient)`` pairs (a :class:`Live` total's terms), kept on the array
+        (immutable: a wire's array is met at every layer it crosses)."""
+        found = arr.__dict__.get("_numel_poly_terms")
+        if found is None:
+            found = arr.__dict__["_numel_poly_terms"] = tuple(self.numel(arr).terms.items())
+        return found
 
     @staticmethod
     def total(terms: dict) -> Poly:

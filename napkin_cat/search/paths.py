@@ -134,12 +134,15 @@ class Space:
         allowed = None if units is None else set(self.downs)
         steps = graph.steps(within, units)
         step_of = {i: k for k, (u, _) in enumerate(steps) for i in bits(u)}
+        succ = [_successors(graph, u) for u, _ in steps]
         rank = {d: k for k, d in enumerate(self.downs)}
         ready = {d: self._ready(d) for d in self.downs}
         frontier = {d: {0} for d in self.downs if allowed is None or d in allowed}
         edges, keys, self.cap, self.exact, size = [], set(), 0, True, 0
         joined, joining, linked = set(), any(graph.siblings), []   # blocks linked only by a value read: own budget
         after = {0: 0}   # an extension's successors, grown with it: after[e | u] = after[e] | the succs of step u
+        near_steps = {}  # a mask of operations -> the steps holding them, in the order the set of them iterates
+        connected = {}   # an extension -> whether data flow connects it (graph.connected)
         while frontier:
             size += 1
             grown, layer, siblings = {}, [], []
@@ -147,26 +150,37 @@ class Space:
                 out = set()
                 for e in exts:
                     done = d | e
-                    near = ready[d] | after[e]
-                    for k in {step_of[o] for o in bits(near & ~done & full) if o in step_of}:
+                    near = (ready[d] | after[e]) & ~done & full
+                    ks = near_steps.get(near)
+                    if ks is None:   # (few distinct masks: 3,244 of 59,884 in the saved backward's spaces)
+                        ks = near_steps[near] = tuple({step_of[o] for o in bits(near) if o in step_of})
+                    for k in ks:
                         u, need = steps[k]
                         if not u & done and need & ~done == 0:
                             grew = e | u
                             out.add(grew)
                             if grew not in after:
-                                after[grew] = after[e] | _successors(graph, u)
+                                after[grew] = after[e] | succ[k]
                 if out:
                     grown[d] = out
-                    ok = [e for e in out if allowed is None or (d in allowed and d | e in allowed)]
-                    layer += [(d, d | e, e) for e in ok if graph.connected(e)]
-                    siblings += [(d, d | e, e) for e in ok if joining and not graph.connected(e) and graph.linked(e)]
+                    for e in out:
+                        if allowed is not None and not (d in allowed and d | e in allowed):
+                            continue
+                        flows = connected.get(e)
+                        if flows is None:   # (asked under every down-set the extension grows from)
+                            flows = connected[e] = graph.connected(e)
+                        if flows:
+                            layer.append((d, d | e, e))
+                        elif joining and graph.linked(e):
+                            siblings.append((d, d | e, e))
             if layer:
-                if len(keys | {graph.key(e) for _, _, e in layer}) > budget:
+                more = keys | {graph.key(e) for _, _, e in layer}
+                if len(more) > budget:
                     self.cap, self.exact = max(1, size - 1), False
                     if size == 1:
                         edges += layer
                     break
-                keys |= {graph.key(e) for _, _, e in layer}
+                keys = more
                 edges += layer
                 self.cap = size
             if siblings:
@@ -207,14 +221,18 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
     graph, n = space.graph, len(points)
     inf = (math.inf, math.inf)
     dist, back = {0: [(0, 0)] * n}, {0: [None] * n}
+    choices = {}
     for b in space.downs[1:]:
         dist[b], back[b] = [inf] * n, [None] * n
         for a, block in space.into[b]:
             da = dist[a]
             if all(x == inf for x in da):
                 continue
-            ch = search.choice(graph, block)
-            lb = lower(ch)
+            found = choices.get(block)
+            if found is None:    # a block ends edges from many down-sets: its Choice and bound read once
+                ch = search.choice(graph, block)
+                found = choices[block] = (ch, lower(ch))
+            ch, lb = found
             if all(da[k][0] + lb >= dist[b][k][0] for k in range(n)):
                 continue
             for v, curve in options(ch):
