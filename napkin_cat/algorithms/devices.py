@@ -438,7 +438,7 @@ def device_inside(node, shards: dict, cuts: dict | None = None, empty=None):
     if empty is not None:
         gone = [(a, node.axes[a][0]) for a, s in shards.items() if extent(s) == 0]
         gone += [key for key, n in (cuts or {}).items() if n == 0]
-        sizes.update({key: empty(key) for key in gone if not sympy.sympify(key[1]).is_number})
+        sizes.update({key: empty(key) for key in gone})
     if all(isinstance(size, int) and n == size for (_, size), n in sizes.items()):
         return node.inside
     key = tuple(sorted((a, str(size), n) for (a, size), n in sizes.items()))
@@ -478,6 +478,8 @@ def collective_cuts(node) -> dict:
             elif kind == "all_to_all":
                 cut(box.data.param("gather"), a, c)
                 cut(box.data.param("scatter"), c, a)
+    for b, a in node.region.params.get(RENAMED, ()):    # a cut axis renamed inside: its shard cut alike
+        out.update({(b, size): full for (name, size), full in list(out.items()) if name == a})
     return out
 
 

@@ -40,7 +40,7 @@ from napkin_cat.syntax.adapter import Bubble, Diagram, from_layers, layers
 from napkin_cat.syntax.collectives import whole_axes
 from napkin_cat.syntax.primitive import kind_of
 
-__all__ = ["DevicesAt", "collective_link", "held_columns", "lanes", "largest_shards", "ring_held"]
+__all__ = ["DevicesAt", "collective_link", "empty_symbol", "held_columns", "lanes", "largest_shards", "ring_held"]
 
 
 def collective_link(box, ctx: At):
@@ -94,10 +94,12 @@ class DevicesAt:
             total = Cost()
             d = None if mine is None else device_inside(node, mine, mycuts)
             spans = cut_spans(node, lambda e: integer(e, env), p, active) if mine is not None else {}
+            nil = {}                # an empty shard: its axis at a symbol of its own, 0 on this device
             for lane, part in enumerate(lanes(node, mine)):
                 tiles = {**ctx.tiles, **{a: (s[0], s[1] - s[0]) for a, s in part.items() if not isinstance(s, Pieces)}}
-                self.device_boxes(node, device_inside(node, part, mycuts), marks, tiles, spans,
-                                  At(env, {}, 1, (p, active, empty, lane)), total)
+                inside = device_inside(node, part, mycuts, lambda key: nil.setdefault(key, empty_symbol(key)))
+                self.device_boxes(node, inside, marks, tiles, spans,
+                                  At({**env, **{x: 0 for x in nil.values()}}, {}, 1, (p, active, empty, lane)), total)
             per.append(total)
             rings = [] if d is None else [ring_held(b, env) for _, b in layers(d) if isinstance(b, Ring)]
             held.append(0 if d is None else max([integer(c, env) for c in held_columns(node, mine, mycuts)]
@@ -213,9 +215,21 @@ def held_columns(node, mine: dict, cuts: dict) -> list:
     nil = {}
 
     def empty(key):
-        return nil.setdefault(key, sympy.Symbol(f"empty shard {len(nil)} of {key[0]}"))
+        return nil.setdefault(key, empty_symbol(key))
     columns = cost(device_inside(node, mine, cuts, empty)).columns.get(0, [])
     return [c.subs({s: 0 for s in nil.values()}) for c in columns] if nil else columns
+
+
+def empty_symbol(key) -> sympy.Symbol:
+    """The size an empty shard ``key = (axis, shard size)`` is carried at on a device that holds none of it: a symbol
+    of its own (set to 0 where the device is counted), apart from the axis's whole size and its other shards, so
+    that no sum of sizes mixes them (``x/4`` and ``x`` in one sum are ``5·x/4``, which no substitution of ``x/4``
+    parts), and a box that reads the shard and makes none of it (a sum over it) reads 0 values.
+
+    >>> empty_symbol(("x", 3))
+    empty shard of x[3]
+    """
+    return sympy.Symbol(f"empty shard of {key[0]}[{key[1]}]")
 
 
 def lanes(node, mine) -> list:

@@ -35,6 +35,7 @@ from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural, layers
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.construct import elementwise
+from napkin_cat.syntax.primitive import is_view
 from napkin_cat.syntax.relabel import at_level, map_arrays
 from napkin_cat.syntax.wiring import trace_values
 
@@ -163,7 +164,20 @@ def local_parts(d: Diagram, env: dict, *, whole_rings: bool = True, split: bool 
                     for p, ringed in _marked(inside, whole_rings=whole_rings, split=split)]
         elif is_structural(box) is None and not is_collective(box):
             out.append((concrete(_plain(box), env), False))
-    return [(p, ringed) for p, ringed in out if p.boxes]
+    return [(p, ringed) for p, ringed in out if computes(p)]
+
+
+def computes(d: Diagram) -> bool:
+    """Whether ``d`` computes anything: a box that is neither wiring nor a view (a rename of axes, nothing computed
+    nor moved: :func:`~napkin_cat.syntax.primitive.is_view`), or a region whose inside computes.  A program that
+    does not is no program a device runs (its time is none; the search has no operation in it to derive).
+
+    >>> import napkin_cat as nc
+    >>> computes(nc.renaming("h n -> h m")), computes(nc.elementwise("exp", "n"))
+    (False, True)
+    """
+    return any(computes(b.arg) if isinstance(b, Bubble) else is_structural(b) is None and not is_view(b)
+               for _, b in layers(d))
 
 
 def device_lanes(box: Shard, env: dict, device: int) -> list:
@@ -308,12 +322,58 @@ def kept_on_chip(d: Diagram, env: dict) -> int:
     return max(out, 0)
 
 
+def trip_kernel(ring) -> Diagram:
+    """The inside of the stream ``ring`` (a Ring) with what its trips run as one kernel: its head and body (the
+    values folded along its axis) in a Kernel, the tail (what runs once on the accumulated values, reading them and
+    the region's inputs) after it, outside the kernel, as the stream runs it once after its last trip::
+
+        inside = head ; body ; tail    →    Kernel(head ; body) ; tail
+
+    (the whole inside in one Kernel where there is no tail).  A kernel nested in a stream advances slice by slice
+    only where every value after its fold is accumulated; a tail reading an input whole (a residual) is not, so it
+    stays outside.
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.algorithms.ring import ring
+    >>> mm = nc.einsum("n e, e f, f e -> n e") >> nc.elementwise("exp", "n e")
+    >>> r = ring(nc.shard(mm, "n", devices=2), "f").boxes[0].arg.boxes[0]
+    >>> [b.name for b in trip_kernel(r).boxes]
+    ['Kernel(level=1)', 'exp']
+    """
+    plan = ring.plan
+    tail = set(plan.indices("tail"))
+    if not tail:
+        return kernel(ring.arg)
+    first = [i for i in range(len(plan.ops)) if i not in tail]
+    made = {v for i in first for v in plan.ops[i][2]}
+    needed = list(dict.fromkeys([v for i in sorted(tail) for v in plan.ops[i][1] if v in made] +
+                                [v for v in plan.cod if v in made]))
+    read = list(dict.fromkeys(v for i in first for v in plan.ops[i][1] if v in plan.dom))
+    inner = Builder(Ty(*(plan.arrays[v] for v in read)))
+    wire = dict(zip(read, inner.inputs))
+    for i in first:
+        box, ins, outs = plan.ops[i]
+        res = inner(box, *(wire[v] for v in ins))
+        wire.update(zip(outs, res if isinstance(res, tuple) else (res,)))
+    part = kernel(inner.build(*(wire[v] for v in needed)))
+    outer = Builder(Ty(*(plan.arrays[v] for v in plan.dom)))
+    wire = dict(zip(plan.dom, outer.inputs))
+    res = outer(part, *(wire[v] for v in read))
+    wire.update(zip(needed, res if isinstance(res, tuple) else (res,)))
+    for i in sorted(tail):
+        box, ins, outs = plan.ops[i]
+        res = outer(box, *(wire[v] for v in ins))
+        wire.update(zip(outs, res if isinstance(res, tuple) else (res,)))
+    return outer.build(*(wire[v] for v in plan.cod))
+
+
 def rings_as_kernels(d: Diagram) -> Diagram:
-    """``d`` with each ring's inside one kernel: a trip's intermediates on chip, as the per-device algorithm keeps
-    them (its state and slots stay at level 0): the device program whose ``held`` the ring's memory is."""
+    """``d`` with each ring's trip one kernel (:func:`trip_kernel`): a trip's intermediates on chip, as the
+    per-device algorithm keeps them (its state and slots stay at level 0): the device program whose ``held`` the
+    ring's memory is."""
     def mapped(box):
         if isinstance(box, Ring):
-            return Ring.rebuild(kernel(box.arg), box.dom, box.cod, box.params)
+            return Ring.rebuild(trip_kernel(box), box.dom, box.cod, box.params)
         if isinstance(box, Shard):
             return Shard.rebuild(each_box(box.arg, mapped), box.dom, box.cod, box.params)
         return box
@@ -321,4 +381,4 @@ def rings_as_kernels(d: Diagram) -> Diagram:
 
 
 __all__ = ["concrete", "local_parts", "device_lanes", "gap", "reads_positions", "at_positions", "local_programs",
-           "boundary", "kept_on_chip", "rings_as_kernels"]
+           "boundary", "kept_on_chip", "rings_as_kernels", "trip_kernel", "computes"]
