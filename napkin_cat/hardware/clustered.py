@@ -55,6 +55,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+import sympy
+
 from napkin_cat.algorithms.devices import Shard
 from napkin_cat.cost.at_sizes import counts_kept
 from napkin_cat.cost.numeric import at
@@ -195,6 +197,9 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
             how = lambda axis: "whole" if axis is None else f"sharded along {axis!r}"  # noqa: E731
             return ClusterCandidate(**row, refused=f"layout: it reads input {k} ({d.dom.inside[k]}) {how(got[k])}; "
                                                    f"the layout gives it {how(layout[k])}")
+        fewer = cut_fewer(d, env, c.devices)
+        if fewer:
+            return ClusterCandidate(**row, refused=f"layout: {fewer}")
     one = not any(isinstance(b, Shard) for _, b in layers(d))
     if one:            # what the device holds before its algorithm's own global memory: refused before it is derived
         held = max(boundary(p) for p in local_programs(d, env)) * _bytes_per_value(d)
@@ -232,7 +237,7 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
     if one:
         phases = [Phase("compute", compute=seconds)]
         if sharded_inputs(layout):      # its inputs arrive sharded: the one device is charged their gather
-            g = gathered(d, layout, c.devices)
+            g = gathered(d, layout, c.devices, sizes)
             phases, _, _ = program_phases(c, g, sizes, seconds, link=cost_at(g, sizes, cache).link)
         nbytes = held + extra * _bytes_per_value(d)
     else:
@@ -270,6 +275,33 @@ def input_layout(d: Diagram) -> tuple:
                 break
         out.append(cut)
     return tuple(out)
+
+
+def cut_fewer(d: Diagram, env: dict, P: int) -> str | None:
+    """Why a device region of ``d`` reads an input co-sharded otherwise than a layout cuts it at ``env``, or None: a
+    region whose axis has ``k < P`` values runs on ``k`` devices and cuts its co-sharded axes among them
+    (:func:`~napkin_cat.algorithms.device_shards.device_shards`), where a layout cuts each over all ``P``
+    (``np.array_split``); the two differ where such an axis has more than ``k`` values.
+
+    >>> import napkin_cat as nc
+    >>> g = nc.shard(nc.library.attention(), "q", devices=4)
+    >>> from napkin_cat.rewriting.registry import rulebook
+    >>> d = rulebook().role("shard_gather").using(axis="x").apply(g)
+    >>> cut_fewer(d, nc.Sizes({"q": 3, "x": 9, "d": 2}).env, 4)[:60]
+    "the region along 'q' (3 values) runs on 3 of the 4 devices a"
+    >>> cut_fewer(d, nc.Sizes({"q": 8, "x": 9, "d": 2}).env, 4) is None
+    True
+    """
+    for _, box in layers(d):
+        if not isinstance(box, Shard):
+            continue
+        axes = {a: int(sympy.sympify(full).subs(env)) for a, (_, full) in box.sharded_axes().items()}
+        k = min(axes[box.axis], P)
+        wrong = [a for a in box.sharded("dom") if a is not None and a != box.axis and axes[a] > k]
+        if k < P and wrong:
+            return (f"the region along {box.axis!r} ({axes[box.axis]} values) runs on {k} of the {P} devices and cuts "
+                    f"{wrong[0]!r} ({axes[wrong[0]]} values) among them; the layout cuts it over all {P}")
+    return None
 
 
 def check_layout(f: Diagram, layout) -> tuple | None:
@@ -352,5 +384,5 @@ def derive_for_cluster(f: Diagram, c: Cluster, sizes, *, book=None, forms=None, 
 
 __all__ = ["ClusterCandidate", "ClusterDerivation", "derive_for_cluster", "time_form", "local_programs", "local_parts",
            "ring_rate", "busiest", "GATHERED", "SLOWEST", "algorithm_tiles", "cost_at",
-           "concrete", "check_cluster", "check_layout", "input_layout", "rings_as_kernels", "by_transfers", "COMPUTE",
-           "TIME_OPTIONS"]
+           "concrete", "check_cluster", "check_layout", "cut_fewer", "input_layout", "rings_as_kernels", "by_transfers",
+           "COMPUTE", "TIME_OPTIONS"]
