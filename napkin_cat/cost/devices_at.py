@@ -1,7 +1,7 @@
 """The device level of the cost at concrete sizes: what a device region and a ring cost on each device.
 
 At sizes the devices need not divide an axis: device ``p`` of ``P`` holds its shard of the region's axis as
-``np.array_split`` cuts it (:func:`~napkin_cat.algorithms.devices.device_shards`; an empty shard is an idle
+``np.array_split`` cuts it (:func:`~napkin_cat.algorithms.device_shards.device_shards`; an empty shard is an idle
 device), and its inside is counted on that shard apart.  A device region's record holds the busiest device's H and
 FLOPs and one link count per device (:class:`~napkin_cat.cost.record.Link`, each field a tuple over the devices)::
 
@@ -25,8 +25,9 @@ from __future__ import annotations
 import sympy
 
 from napkin_cat.algorithms.device_wires import read_whole, wire_marks
-from napkin_cat.algorithms.devices import (Shard, cut_extents, cut_spans, device_inside, device_shards, largest_shard,
-                                           shard_keys)
+from napkin_cat.algorithms.devices import Shard
+from napkin_cat.algorithms.device_shards import (cut_extents, cut_spans, device_inside, device_shards,
+                                                 largest_shard, shard_keys)
 from napkin_cat.algorithms.orders import Pieces
 from napkin_cat.algorithms.orders import extent as span_extent
 from napkin_cat.algorithms.ring import Ring, ring_extents, ring_link, ring_pieces, ring_shard
@@ -201,7 +202,7 @@ class DevicesAt:
 def held_columns(node, mine: dict, cuts: dict) -> list:
     """The level-0 columns of the inside on the device's shards ``mine`` (and ``cuts``), symbolic in the sizes but
     those: an empty co-shard holds nothing (its axis carried at a symbol set to 0, apart from the axis's whole size
-    that a gathered array holds, :func:`~napkin_cat.algorithms.devices.device_inside`).
+    that a gathered array holds, :func:`~napkin_cat.algorithms.device_shards.device_inside`).
 
     >>> import napkin_cat as nc
     >>> from napkin_cat.algorithms.devices import device_region

@@ -21,7 +21,8 @@ import math
 import sympy
 
 from napkin_cat.algorithms.bubbles import Kernel
-from napkin_cat.algorithms.devices import Shard, cut_extents, device_inside, device_shards
+from napkin_cat.algorithms.devices import Shard
+from napkin_cat.algorithms.device_shards import cut_extents, device_inside, device_shards
 from napkin_cat.algorithms.partitions import kernel, relabel_axis
 from napkin_cat.algorithms.ring import Ring
 from napkin_cat.algorithms.schedule import schedule_of
@@ -182,13 +183,13 @@ def computes(d: Diagram) -> bool:
 
 def device_lanes(box: Shard, env: dict, device: int) -> list:
     """``(inside, start)`` per program of device ``device``'s shard of the region ``box`` at ``env``: the inside at
-    its extents (:func:`~napkin_cat.algorithms.devices.device_inside`, the cost's own cut) and where it lies on the
-    region's axis (:func:`at_positions`'s ``start``).  One program of the whole shard where the inside reads no
-    position of the axis, or its pieces (:func:`~napkin_cat.cost.devices_at.lanes`) are of one size and evenly
-    spaced (:func:`gap`: a zigzag pair of equal chunks, ``start`` the pieces, its positions an affine range per
-    piece, so a mask skips blocks as on the device and the fewest-transfers search counts it in closed form where
-    a tile divides a piece); else one per piece, ``start`` where it begins (pieces of two sizes: ragged chunks);
-    none for an idle device.  HardwareError where there is no such device."""
+    its extents (:func:`~napkin_cat.algorithms.device_shards.device_inside`, the cost's own cut) and where it lies on
+    the region's axis (:func:`at_positions`'s ``start``).  One program of the whole shard where the inside reads no
+    position of the axis, or its pieces (:func:`~napkin_cat.cost.devices_at.lanes`) are of one size (the last at
+    most that) and evenly spaced (:func:`gap`: a zigzag pair of chunks, ragged or not, ``start`` the pieces, its
+    positions an affine range per piece, so a mask skips blocks as on the device and the fewest-transfers search
+    counts it in closed form where a tile divides a piece); else one per piece, ``start`` where it begins; none for
+    an idle device.  HardwareError where there is no such device."""
     node = schedule_of(box)
     value = lambda e: _int_size(e, env)  # noqa: E731
     shards = device_shards(node, value)
@@ -208,16 +209,17 @@ def device_lanes(box: Shard, env: dict, device: int) -> list:
 
 
 def gap(pieces) -> int | None:
-    """``k`` where the pieces ``((start, size), …)`` are of one size ``n`` and evenly spaced, each starting ``n + k``
-    after the one before (``k ≥ 0``): the position of value ``i`` of them joined is then ``start₀ + i + ⌊i/n⌋·k``,
-    an affine range per piece; None otherwise.
+    """``k`` where the pieces ``((start, size), …)`` are of one size ``n`` but the last (at most ``n``: a ragged
+    chunk, as ``np.array_split`` gives the longer chunks first) and evenly spaced, each starting ``n + k`` after the
+    one before (``k ≥ 0``): the position of value ``i`` of them joined is then ``start₀ + i + ⌊i/n⌋·k``, an affine
+    range per piece (the last's values ``i < (m − 1)·n + n``: its floor is ``m − 1``); None otherwise.
 
-    >>> gap(((0, 4), (28, 4))), gap(((0, 4), (4, 4))), gap(((0, 4), (28, 3))), gap(((8, 4),))
-    (24, 0, None, 0)
+    >>> gap(((0, 4), (28, 4))), gap(((0, 4), (4, 4))), gap(((0, 4), (28, 3))), gap(((0, 3), (28, 4))), gap(((8, 4),))
+    (24, 0, 24, None, 0)
     """
     n = pieces[0][1]
     steps = {b[0] - a[0] - n for a, b in zip(pieces, pieces[1:])}
-    if any(size != n for _, size in pieces) or len(steps) > 1 or min(steps, default=0) < 0:
+    if any(size != n for _, size in pieces[:-1]) or pieces[-1][1] > n or len(steps) > 1 or min(steps, default=0) < 0:
         return None
     return steps.pop() if steps else 0
 
@@ -243,9 +245,10 @@ def at_positions(program: Diagram, axis: str, start) -> Diagram:
     """``program`` with every position box of ``axis`` read from ``start``: ``position ; shift(start)`` (a device's
     piece of the axis, whose positions begin there; the shift's interval image lets a mask skip blocks as on the
     device); ``program`` itself where ``start`` is 0.  ``start`` may be pieces ``((start, size), …)`` of one size
-    ``n``, evenly spaced (:func:`gap` ``k``): the axis is them joined, value ``i`` at ``start₀ + i + ⌊i/n⌋·k``
-    (``position ; + (position // n)·k ; shift(start₀)``: on a tile of the axis the floor's interval image is the
-    pieces it meets, and a tile within one piece has that piece's positions, an affine range).
+    ``n`` (the last at most ``n``), evenly spaced (:func:`gap` ``k``): the axis is them joined, value ``i`` at
+    ``start₀ + i + ⌊i/n⌋·k`` (``position ; + (position // n)·k ; shift(start₀)``: on a tile of the axis the floor's
+    interval image is the pieces it meets, and a tile within one piece has that piece's positions, an affine
+    range).
 
     >>> import napkin_cat as nc
     >>> f = at_positions(nc.position("q", q=3), "q", 5)
@@ -258,8 +261,8 @@ def at_positions(program: Diagram, axis: str, start) -> Diagram:
         return _at_positions(program, axis, start, None)
     k = gap(start)
     if k is None:
-        raise HardwareError(f"pieces {start}: the positions of pieces of one size, evenly spaced, are read as one "
-                            f"program; time these apart")
+        raise HardwareError(f"pieces {start}: the positions of pieces of one size (the last at most that), evenly "
+                            f"spaced, are read as one program; time these apart")
     return _at_positions(program, axis, start[0][0], (start[0][1], k) if k else None)
 
 

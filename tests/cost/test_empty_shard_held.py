@@ -36,7 +36,7 @@ def held_by_hand(q, x, e, d, f, P):
     return tuple(max(qp * e + xp * d * f, qp * e + d, qp * e * d) if qp else 0 for qp, xp in zip(qs, xs))
 
 
-@pytest.mark.parametrize("q, x, P", [(8, 3, 4), (5, 2, 4), (6, 1, 3), (8, 8, 4)])
+@pytest.mark.parametrize("q, x, P", [(8, 3, 4), (5, 2, 4), (6, 2, 4), (7, 4, 3), (8, 8, 4)])
 def test_an_empty_shard_holds_nothing(q, x, P):
     e, d, f = 1, 2, 50
     sizes = dict(q=q, x=x, e=e, d=d, f=f)
