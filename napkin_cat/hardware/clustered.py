@@ -224,8 +224,13 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
         timed = busiest(link)
         parts = [(p, False) for p, ring in parts if not ring] + [
             (p, True) for p, ring in local_parts(d, env, device=timed) if ring]
+    per_value = _bytes_per_value(d)
+    room = (c.capacity - held) // per_value         # what each program's algorithm may add at level 0 (values)
+
+    def capped(p):      # the time model's algorithm within the device's memory: its boundary and the room left
+        return {**options, "global_memory": boundary(p) + room} if compute == "time" else options
     try:
-        derived = [_derived(p, c.gpu, cache, options, compute) for p, _ in parts]
+        derived = [_derived(p, c.gpu, cache, capped(p), compute) for p, _ in parts]
     except NapkinError as e:
         return ClusterCandidate(**row, refused=f"no per-device algorithm: {str(e).splitlines()[0]}")
     seconds = sum(r.prediction.time for r in derived)
