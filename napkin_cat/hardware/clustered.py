@@ -26,7 +26,8 @@ reach).  Each is timed as one device of the cluster runs it, every number from a
                   intermediate of its function boxes; a ring's trip counted as one kernel); the derived algorithm
                   keeps those intermediates on chip except what its own cost holds at level 0 beyond one kernel's
                   inputs and outputs (a split stream's partials); a form that cannot fit is refused before its
-                  algorithm is derived
+                  algorithm is derived; where the fastest algorithm would not fit the room left, the fastest that
+                  does (``derive_for_time(global_memory=)``)
     chosen        argmin T over the forms whose memory fits the device's global memory (ties: the earlier form:
                   one device first, then the axes in the order f carries them, a ring's orders as
                   :data:`~napkin_cat.algorithms.orders.ORDERS` lists them, the contiguous one first)
@@ -227,10 +228,13 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
     per_value = _bytes_per_value(d)
     room = (c.capacity - held) // per_value         # what each program's algorithm may add at level 0 (values)
 
-    def capped(p):      # the time model's algorithm within the device's memory: its boundary and the room left
-        return {**options, "global_memory": boundary(p) + room} if compute == "time" else options
+    def fitted(p):      # the time model's algorithm, within the device's memory where the fastest is not
+        r = _derived(p, c.gpu, cache, options, compute)
+        if compute != "time" or _global_extra(r) <= room:
+            return r
+        return _derived(p, c.gpu, cache, {**options, "global_memory": boundary(p) + room}, compute)
     try:
-        derived = [_derived(p, c.gpu, cache, capped(p), compute) for p, _ in parts]
+        derived = [fitted(p) for p, _ in parts]
     except NapkinError as e:
         return ClusterCandidate(**row, refused=f"no per-device algorithm: {str(e).splitlines()[0]}")
     seconds = sum(r.prediction.time for r in derived)
