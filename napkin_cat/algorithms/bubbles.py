@@ -61,6 +61,20 @@ class Region(Bubble):
     def rebuild(cls, arg: Diagram, dom: Ty, cod: Ty, params: dict) -> "Region":
         return cls(arg, dom, cod, params)
 
+    def __getstate__(self):
+        """The region's state without the caches its methods keep on it (each named with a leading ``_``: a
+        schedule, a plan, a device's inside; each rebuilt from the state on demand).  A cache need not travel to
+        another process (``nc.distributed`` pickles regions), and a cached schedule holds read-only mappings that do
+        not pickle: a region that was costed pickles as one that was not.
+
+        >>> import pickle, napkin_cat as nc
+        >>> d = nc.ring(nc.shard(nc.library.attention(), "q", devices=2), "x")
+        >>> _ = nc.cost(d, sizes={"q": 4, "x": 5, "d": 3})
+        >>> pickle.loads(pickle.dumps(d)) == d
+        True
+        """
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
     def map_arrays(self, fa, fname, *, fparam=None, key=None):
         """The region with ``fa`` applied to every array inside and on its boundary (itself when nothing changes;
         ``key`` as for :func:`~napkin_cat.syntax.relabel.map_arrays`)."""

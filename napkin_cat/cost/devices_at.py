@@ -1,7 +1,7 @@
 """The device level of the cost at concrete sizes: what a device region and a ring cost on each device.
 
 At sizes the devices need not divide an axis: device ``p`` of ``P`` holds its shard of the region's axis as
-``np.array_split`` cuts it (:func:`~napkin_cat.algorithms.devices.device_shards`; an empty shard is an idle
+``np.array_split`` cuts it (:func:`~napkin_cat.algorithms.device_shards.device_shards`; an empty shard is an idle
 device), and its inside is counted on that shard apart.  A device region's record holds the busiest device's H and
 FLOPs and one link count per device (:class:`~napkin_cat.cost.record.Link`, each field a tuple over the devices)::
 
@@ -25,8 +25,9 @@ from __future__ import annotations
 import sympy
 
 from napkin_cat.algorithms.device_wires import read_whole, wire_marks
-from napkin_cat.algorithms.devices import (Shard, cut_extents, cut_spans, device_inside, device_shards, largest_shard,
-                                           shard_keys)
+from napkin_cat.algorithms.devices import Shard
+from napkin_cat.algorithms.device_shards import (cut_extents, cut_spans, device_inside, device_shards,
+                                                 largest_shard, shard_keys)
 from napkin_cat.algorithms.orders import Pieces
 from napkin_cat.algorithms.orders import extent as span_extent
 from napkin_cat.algorithms.ring import Ring, ring_extents, ring_link, ring_pieces, ring_shard
@@ -40,7 +41,7 @@ from napkin_cat.syntax.adapter import Bubble, Diagram, from_layers, layers
 from napkin_cat.syntax.collectives import whole_axes
 from napkin_cat.syntax.primitive import kind_of
 
-__all__ = ["DevicesAt", "collective_link", "held_columns", "lanes", "largest_shards", "ring_held"]
+__all__ = ["DevicesAt", "collective_link", "empty_symbol", "held_columns", "lanes", "largest_shards", "ring_held"]
 
 
 def collective_link(box, ctx: At):
@@ -94,10 +95,12 @@ class DevicesAt:
             total = Cost()
             d = None if mine is None else device_inside(node, mine, mycuts)
             spans = cut_spans(node, lambda e: integer(e, env), p, active) if mine is not None else {}
+            nil = {}                # an empty shard: its axis at a symbol of its own, 0 on this device
             for lane, part in enumerate(lanes(node, mine)):
                 tiles = {**ctx.tiles, **{a: (s[0], s[1] - s[0]) for a, s in part.items() if not isinstance(s, Pieces)}}
-                self.device_boxes(node, device_inside(node, part, mycuts), marks, tiles, spans,
-                                  At(env, {}, 1, (p, active, empty, lane)), total)
+                inside = device_inside(node, part, mycuts, lambda key: nil.setdefault(key, empty_symbol(key)))
+                self.device_boxes(node, inside, marks, tiles, spans,
+                                  At({**env, **{x: 0 for x in nil.values()}}, {}, 1, (p, active, empty, lane)), total)
             per.append(total)
             rings = [] if d is None else [ring_held(b, env) for _, b in layers(d) if isinstance(b, Ring)]
             held.append(0 if d is None else max([integer(c, env) for c in held_columns(node, mine, mycuts)]
@@ -199,7 +202,7 @@ class DevicesAt:
 def held_columns(node, mine: dict, cuts: dict) -> list:
     """The level-0 columns of the inside on the device's shards ``mine`` (and ``cuts``), symbolic in the sizes but
     those: an empty co-shard holds nothing (its axis carried at a symbol set to 0, apart from the axis's whole size
-    that a gathered array holds, :func:`~napkin_cat.algorithms.devices.device_inside`).
+    that a gathered array holds, :func:`~napkin_cat.algorithms.device_shards.device_inside`).
 
     >>> import napkin_cat as nc
     >>> from napkin_cat.algorithms.devices import device_region
@@ -213,9 +216,21 @@ def held_columns(node, mine: dict, cuts: dict) -> list:
     nil = {}
 
     def empty(key):
-        return nil.setdefault(key, sympy.Symbol(f"empty shard {len(nil)} of {key[0]}"))
+        return nil.setdefault(key, empty_symbol(key))
     columns = cost(device_inside(node, mine, cuts, empty)).columns.get(0, [])
     return [c.subs({s: 0 for s in nil.values()}) for c in columns] if nil else columns
+
+
+def empty_symbol(key) -> sympy.Symbol:
+    """The size an empty shard ``key = (axis, shard size)`` is carried at on a device that holds none of it: a symbol
+    of its own (set to 0 where the device is counted), apart from the axis's whole size and its other shards, so
+    that no sum of sizes mixes them (``x/4`` and ``x`` in one sum are ``5·x/4``, which no substitution of ``x/4``
+    parts), and a box that reads the shard and makes none of it (a sum over it) reads 0 values.
+
+    >>> empty_symbol(("x", 3))
+    empty shard of x[3]
+    """
+    return sympy.Symbol(f"empty shard of {key[0]}[{key[1]}]")
 
 
 def lanes(node, mine) -> list:

@@ -105,6 +105,8 @@ def _tightest(bounds, clamp, pick):
 
 #: the most conditions (and counts) whose trips are kept: a search costs the same mask on many candidates
 CACHED = 4096
+#: the most trips a count that is no polynomial of its index is summed over term by term (a number of trips)
+TERMS = 4096
 
 
 @functools.lru_cache(maxsize=CACHED)
@@ -138,11 +140,12 @@ def power_sum(k: int, n):
 def mean_over(count, index, trips):
     """The mean of ``count`` over ``index = 0, …, trips − 1``: where ``count`` is a polynomial in ``index`` (an affine
     mask's per-tile count is affine in it), ``Σ_k c_k·power_sum(k, trips)/trips`` from its coefficients, no
-    summation to solve; else sympy's ``summation``.
+    summation to solve; else, at a number of trips (at most :data:`TERMS`), its terms summed; else sympy's
+    ``summation``.
 
     >>> i, n = sympy.Symbol("i", integer=True, nonnegative=True), sympy.Symbol("n", positive=True)
-    >>> mean_over(3 + 2 * i, i, n), mean_over(3 + 2 * i, i, 4)
-    (n + 2, 6)
+    >>> mean_over(3 + 2 * i, i, n), mean_over(3 + 2 * i, i, 4), mean_over(sympy.floor(8 * i / 9), i, 3)
+    (n + 2, 6, 1/3)
     """
     split = _periods(count, index, trips)
     if split is not None:
@@ -150,6 +153,9 @@ def mean_over(count, index, trips):
     try:
         poly = sympy.Poly(count, index)
     except sympy.PolynomialError:
+        trips = sympy.sympify(trips)
+        if trips.is_Integer and 0 < trips <= TERMS:    # at sizes: the terms themselves (sympy's summation of a
+            return sympy.Add(*(count.subs(index, k) for k in range(int(trips)))) / trips   # floor solves: seconds)
         return sympy.summation(count, (index, 0, trips - 1)) / trips
     return sympy.expand(sum((c * power_sum(k, trips) for (k,), c in poly.terms()), sympy.Integer(0)) / trips)
 
@@ -159,7 +165,9 @@ def _periods(count, index, trips):
     each an affine range: ``⌊·⌋`` counts the pieces before a tile) with ``0 ≤ β < α``, ``K = 1/α`` and
     ``trips/K`` an integer: ``index = K·m + j`` (``j < K``) makes the floor ``m`` (the tile lies in piece ``m``:
     its ``K`` tiles tile the piece exactly), the count a polynomial in ``m`` and ``j``, each averaged by
-    :func:`mean_over`.  None where ``count`` reads no such floor, or ``K`` is a number but not a positive integer.
+    :func:`mean_over`; where ``trips/K`` is a number but no integer, the last piece is shorter (a ragged chunk: its
+    ``trips − ⌊trips/K⌋·K`` tiles have the floor ``⌊trips/K⌋``) and is averaged apart.  None where ``count`` reads no
+    such floor, or ``K`` is a number but not a positive integer.
     Symbolic ``K`` (a piece over a tile) is taken to be an integer, as the symbolic cost takes a tile to divide its
     axis: the mean is exact where the tile divides the piece (at sizes the cost counts every tile).
 
@@ -180,12 +188,19 @@ def _periods(count, index, trips):
     period, pieces = 1 / alpha, sympy.simplify(trips * alpha)
     if period.is_number and not (period.is_integer and period.is_positive):
         return None                                     # a tile across pieces: no affine range per tile
-    if not (pieces.is_integer and pieces.is_positive) or not sympy.factor(beta).is_nonnegative \
-            or _sign(alpha - beta) != "positive":
+    if not pieces.is_positive or not sympy.factor(beta).is_nonnegative or _sign(alpha - beta) != "positive":
         return None
     m, j = sympy.Dummy("m", integer=True, nonnegative=True), sympy.Dummy("j", integer=True, nonnegative=True)
     inner = sympy.expand(count.xreplace({f: m}).subs(index, period * m + j))
-    return mean_over(mean_over(inner, j, period), m, pieces)
+    if pieces.is_integer:
+        return mean_over(mean_over(inner, j, period), m, pieces)
+    if not pieces.is_number:
+        return None
+    full = int(sympy.floor(pieces))             # a last piece shorter than the others (a ragged chunk): its tiles
+    rest = sympy.simplify(trips - full * period)        # the rest, their floor ``full``
+    last = mean_over(inner.subs(m, full), j, rest) * rest
+    whole = mean_over(mean_over(inner, j, period), m, full) * full * period if full else 0
+    return sympy.expand((whole + last) / trips)
 
 
 def averaged(count, indices):

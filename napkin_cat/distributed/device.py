@@ -1,7 +1,7 @@
 """One device's part of a device region: the inside on its shard, the collectives through an exchange.
 
 Device ``p`` of a :class:`~napkin_cat.algorithms.devices.Shard` runs the inside at its shard's sizes
-(:func:`~napkin_cat.algorithms.devices.device_inside`) by the numpy evaluator, box by box; a collective calls the
+(:func:`~napkin_cat.algorithms.device_shards.device_inside`) by the numpy evaluator, box by box; a collective calls the
 exchange (:class:`~napkin_cat.distributed.exchange.Exchange`: torch.distributed's ``all_gather`` and
 ``all_to_all_single``), each built from the two as a point-to-point runner moves shards (``n_p``: device ``p``'s
 shard, cut as ``np.array_split`` cuts)::
@@ -42,7 +42,7 @@ import numpy as np
 
 from napkin_cat.algorithms.device_wires import wire_marks
 from napkin_cat.algorithms.collective_merges import merge_diagram
-from napkin_cat.algorithms.devices import collectives_within, cut_spans, shard_keys
+from napkin_cat.algorithms.device_shards import collectives_within, cut_spans, shard_keys
 from napkin_cat.algorithms.orders import device_extents
 from napkin_cat.algorithms.ring import ring_shard
 from napkin_cat.algorithms.schedule import schedule_of

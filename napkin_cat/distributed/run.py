@@ -21,7 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from napkin_cat.algorithms.devices import Shard, collectives_within, device_shards
+from napkin_cat.algorithms.devices import Shard
+
+from napkin_cat.algorithms.device_shards import collectives_within, device_shards
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.cost.record import Link, join_links
 from napkin_cat.distributed.world import World

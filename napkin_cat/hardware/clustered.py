@@ -26,7 +26,8 @@ reach).  Each is timed as one device of the cluster runs it, every number from a
                   intermediate of its function boxes; a ring's trip counted as one kernel); the derived algorithm
                   keeps those intermediates on chip except what its own cost holds at level 0 beyond one kernel's
                   inputs and outputs (a split stream's partials); a form that cannot fit is refused before its
-                  algorithm is derived
+                  algorithm is derived; where the fastest algorithm would not fit the room left, the fastest that
+                  does (``derive_for_time(global_memory=)``)
     chosen        argmin T over the forms whose memory fits the device's global memory (ties: the earlier form:
                   one device first, then the axes in the order f carries them, a ring's orders as
                   :data:`~napkin_cat.algorithms.orders.ORDERS` lists them, the contiguous one first)
@@ -54,6 +55,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+
+import sympy
 
 from napkin_cat.algorithms.devices import Shard
 from napkin_cat.cost.at_sizes import counts_kept
@@ -195,6 +198,9 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
             how = lambda axis: "whole" if axis is None else f"sharded along {axis!r}"  # noqa: E731
             return ClusterCandidate(**row, refused=f"layout: it reads input {k} ({d.dom.inside[k]}) {how(got[k])}; "
                                                    f"the layout gives it {how(layout[k])}")
+        fewer = cut_fewer(d, env, c.devices)
+        if fewer:
+            return ClusterCandidate(**row, refused=f"layout: {fewer}")
     one = not any(isinstance(b, Shard) for _, b in layers(d))
     if one:            # what the device holds before its algorithm's own global memory: refused before it is derived
         held = max(boundary(p) for p in local_programs(d, env)) * _bytes_per_value(d)
@@ -219,8 +225,16 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
         timed = busiest(link)
         parts = [(p, False) for p, ring in parts if not ring] + [
             (p, True) for p, ring in local_parts(d, env, device=timed) if ring]
+    per_value = _bytes_per_value(d)
+    room = (c.capacity - held) // per_value         # what each program's algorithm may add at level 0 (values)
+
+    def fitted(p):      # the time model's algorithm, within the device's memory where the fastest is not
+        r = _derived(p, c.gpu, cache, options, compute)
+        if compute != "time" or _global_extra(r) <= room:
+            return r
+        return _derived(p, c.gpu, cache, {**options, "global_memory": boundary(p) + room}, compute)
     try:
-        derived = [_derived(p, c.gpu, cache, options, compute) for p, _ in parts]
+        derived = [fitted(p) for p, _ in parts]
     except NapkinError as e:
         return ClusterCandidate(**row, refused=f"no per-device algorithm: {str(e).splitlines()[0]}")
     seconds = sum(r.prediction.time for r in derived)
@@ -232,7 +246,7 @@ def time_form(form, c: Cluster, sizes, *, cache: dict | None = None, compute: st
     if one:
         phases = [Phase("compute", compute=seconds)]
         if sharded_inputs(layout):      # its inputs arrive sharded: the one device is charged their gather
-            g = gathered(d, layout, c.devices)
+            g = gathered(d, layout, c.devices, sizes)
             phases, _, _ = program_phases(c, g, sizes, seconds, link=cost_at(g, sizes, cache).link)
         nbytes = held + extra * _bytes_per_value(d)
     else:
@@ -270,6 +284,33 @@ def input_layout(d: Diagram) -> tuple:
                 break
         out.append(cut)
     return tuple(out)
+
+
+def cut_fewer(d: Diagram, env: dict, P: int) -> str | None:
+    """Why a device region of ``d`` reads an input co-sharded otherwise than a layout cuts it at ``env``, or None: a
+    region whose axis has ``k < P`` values runs on ``k`` devices and cuts its co-sharded axes among them
+    (:func:`~napkin_cat.algorithms.device_shards.device_shards`), where a layout cuts each over all ``P``
+    (``np.array_split``); the two differ where such an axis has more than ``k`` values.
+
+    >>> import napkin_cat as nc
+    >>> g = nc.shard(nc.library.attention(), "q", devices=4)
+    >>> from napkin_cat.rewriting.registry import rulebook
+    >>> d = rulebook().role("shard_gather").using(axis="x").apply(g)
+    >>> cut_fewer(d, nc.Sizes({"q": 3, "x": 9, "d": 2}).env, 4)[:60]
+    "the region along 'q' (3 values) runs on 3 of the 4 devices a"
+    >>> cut_fewer(d, nc.Sizes({"q": 8, "x": 9, "d": 2}).env, 4) is None
+    True
+    """
+    for _, box in layers(d):
+        if not isinstance(box, Shard):
+            continue
+        axes = {a: int(sympy.sympify(full).subs(env)) for a, (_, full) in box.sharded_axes().items()}
+        k = min(axes[box.axis], P)
+        wrong = [a for a in box.sharded("dom") if a is not None and a != box.axis and axes[a] > k]
+        if k < P and wrong:
+            return (f"the region along {box.axis!r} ({axes[box.axis]} values) runs on {k} of the {P} devices and cuts "
+                    f"{wrong[0]!r} ({axes[wrong[0]]} values) among them; the layout cuts it over all {P}")
+    return None
 
 
 def check_layout(f: Diagram, layout) -> tuple | None:
@@ -352,5 +393,5 @@ def derive_for_cluster(f: Diagram, c: Cluster, sizes, *, book=None, forms=None, 
 
 __all__ = ["ClusterCandidate", "ClusterDerivation", "derive_for_cluster", "time_form", "local_programs", "local_parts",
            "ring_rate", "busiest", "GATHERED", "SLOWEST", "algorithm_tiles", "cost_at",
-           "concrete", "check_cluster", "check_layout", "input_layout", "rings_as_kernels", "by_transfers", "COMPUTE",
-           "TIME_OPTIONS"]
+           "concrete", "check_cluster", "check_layout", "cut_fewer", "input_layout", "rings_as_kernels", "by_transfers",
+           "COMPUTE", "TIME_OPTIONS"]

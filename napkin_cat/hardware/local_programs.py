@@ -21,7 +21,8 @@ import math
 import sympy
 
 from napkin_cat.algorithms.bubbles import Kernel
-from napkin_cat.algorithms.devices import Shard, cut_extents, device_inside, device_shards
+from napkin_cat.algorithms.devices import Shard
+from napkin_cat.algorithms.device_shards import cut_extents, device_inside, device_shards
 from napkin_cat.algorithms.partitions import kernel, relabel_axis
 from napkin_cat.algorithms.ring import Ring
 from napkin_cat.algorithms.schedule import schedule_of
@@ -35,6 +36,7 @@ from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural, layers
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.construct import elementwise
+from napkin_cat.syntax.primitive import is_view
 from napkin_cat.syntax.relabel import at_level, map_arrays
 from napkin_cat.syntax.wiring import trace_values
 
@@ -163,18 +165,31 @@ def local_parts(d: Diagram, env: dict, *, whole_rings: bool = True, split: bool 
                     for p, ringed in _marked(inside, whole_rings=whole_rings, split=split)]
         elif is_structural(box) is None and not is_collective(box):
             out.append((concrete(_plain(box), env), False))
-    return [(p, ringed) for p, ringed in out if p.boxes]
+    return [(p, ringed) for p, ringed in out if computes(p)]
+
+
+def computes(d: Diagram) -> bool:
+    """Whether ``d`` computes anything: a box that is neither wiring nor a view (a rename of axes, nothing computed
+    nor moved: :func:`~napkin_cat.syntax.primitive.is_view`), or a region whose inside computes.  A program that
+    does not is no program a device runs (its time is none; the search has no operation in it to derive).
+
+    >>> import napkin_cat as nc
+    >>> computes(nc.renaming("h n -> h m")), computes(nc.elementwise("exp", "n"))
+    (False, True)
+    """
+    return any(computes(b.arg) if isinstance(b, Bubble) else is_structural(b) is None and not is_view(b)
+               for _, b in layers(d))
 
 
 def device_lanes(box: Shard, env: dict, device: int) -> list:
     """``(inside, start)`` per program of device ``device``'s shard of the region ``box`` at ``env``: the inside at
-    its extents (:func:`~napkin_cat.algorithms.devices.device_inside`, the cost's own cut) and where it lies on the
-    region's axis (:func:`at_positions`'s ``start``).  One program of the whole shard where the inside reads no
-    position of the axis, or its pieces (:func:`~napkin_cat.cost.devices_at.lanes`) are of one size and evenly
-    spaced (:func:`gap`: a zigzag pair of equal chunks, ``start`` the pieces, its positions an affine range per
-    piece, so a mask skips blocks as on the device and the fewest-transfers search counts it in closed form where
-    a tile divides a piece); else one per piece, ``start`` where it begins (pieces of two sizes: ragged chunks);
-    none for an idle device.  HardwareError where there is no such device."""
+    its extents (:func:`~napkin_cat.algorithms.device_shards.device_inside`, the cost's own cut) and where it lies on
+    the region's axis (:func:`at_positions`'s ``start``).  One program of the whole shard where the inside reads no
+    position of the axis, or its pieces (:func:`~napkin_cat.cost.devices_at.lanes`) are of one size (the last at
+    most that) and evenly spaced (:func:`gap`: a zigzag pair of chunks, ragged or not, ``start`` the pieces, its
+    positions an affine range per piece, so a mask skips blocks as on the device and the fewest-transfers search
+    counts it in closed form where a tile divides a piece); else one per piece, ``start`` where it begins; none for
+    an idle device.  HardwareError where there is no such device."""
     node = schedule_of(box)
     value = lambda e: _int_size(e, env)  # noqa: E731
     shards = device_shards(node, value)
@@ -194,16 +209,17 @@ def device_lanes(box: Shard, env: dict, device: int) -> list:
 
 
 def gap(pieces) -> int | None:
-    """``k`` where the pieces ``((start, size), …)`` are of one size ``n`` and evenly spaced, each starting ``n + k``
-    after the one before (``k ≥ 0``): the position of value ``i`` of them joined is then ``start₀ + i + ⌊i/n⌋·k``,
-    an affine range per piece; None otherwise.
+    """``k`` where the pieces ``((start, size), …)`` are of one size ``n`` but the last (at most ``n``: a ragged
+    chunk, as ``np.array_split`` gives the longer chunks first) and evenly spaced, each starting ``n + k`` after the
+    one before (``k ≥ 0``): the position of value ``i`` of them joined is then ``start₀ + i + ⌊i/n⌋·k``, an affine
+    range per piece (the last's values ``i < (m − 1)·n + n``: its floor is ``m − 1``); None otherwise.
 
-    >>> gap(((0, 4), (28, 4))), gap(((0, 4), (4, 4))), gap(((0, 4), (28, 3))), gap(((8, 4),))
-    (24, 0, None, 0)
+    >>> gap(((0, 4), (28, 4))), gap(((0, 4), (4, 4))), gap(((0, 4), (28, 3))), gap(((0, 3), (28, 4))), gap(((8, 4),))
+    (24, 0, 24, None, 0)
     """
     n = pieces[0][1]
     steps = {b[0] - a[0] - n for a, b in zip(pieces, pieces[1:])}
-    if any(size != n for _, size in pieces) or len(steps) > 1 or min(steps, default=0) < 0:
+    if any(size != n for _, size in pieces[:-1]) or pieces[-1][1] > n or len(steps) > 1 or min(steps, default=0) < 0:
         return None
     return steps.pop() if steps else 0
 
@@ -229,9 +245,10 @@ def at_positions(program: Diagram, axis: str, start) -> Diagram:
     """``program`` with every position box of ``axis`` read from ``start``: ``position ; shift(start)`` (a device's
     piece of the axis, whose positions begin there; the shift's interval image lets a mask skip blocks as on the
     device); ``program`` itself where ``start`` is 0.  ``start`` may be pieces ``((start, size), …)`` of one size
-    ``n``, evenly spaced (:func:`gap` ``k``): the axis is them joined, value ``i`` at ``start₀ + i + ⌊i/n⌋·k``
-    (``position ; + (position // n)·k ; shift(start₀)``: on a tile of the axis the floor's interval image is the
-    pieces it meets, and a tile within one piece has that piece's positions, an affine range).
+    ``n`` (the last at most ``n``), evenly spaced (:func:`gap` ``k``): the axis is them joined, value ``i`` at
+    ``start₀ + i + ⌊i/n⌋·k`` (``position ; + (position // n)·k ; shift(start₀)``: on a tile of the axis the floor's
+    interval image is the pieces it meets, and a tile within one piece has that piece's positions, an affine
+    range).
 
     >>> import napkin_cat as nc
     >>> f = at_positions(nc.position("q", q=3), "q", 5)
@@ -244,8 +261,8 @@ def at_positions(program: Diagram, axis: str, start) -> Diagram:
         return _at_positions(program, axis, start, None)
     k = gap(start)
     if k is None:
-        raise HardwareError(f"pieces {start}: the positions of pieces of one size, evenly spaced, are read as one "
-                            f"program; time these apart")
+        raise HardwareError(f"pieces {start}: the positions of pieces of one size (the last at most that), evenly "
+                            f"spaced, are read as one program; time these apart")
     return _at_positions(program, axis, start[0][0], (start[0][1], k) if k else None)
 
 
@@ -308,12 +325,58 @@ def kept_on_chip(d: Diagram, env: dict) -> int:
     return max(out, 0)
 
 
+def trip_kernel(ring) -> Diagram:
+    """The inside of the stream ``ring`` (a Ring) with what its trips run as one kernel: its head and body (the
+    values folded along its axis) in a Kernel, the tail (what runs once on the accumulated values, reading them and
+    the region's inputs) after it, outside the kernel, as the stream runs it once after its last trip::
+
+        inside = head ; body ; tail    →    Kernel(head ; body) ; tail
+
+    (the whole inside in one Kernel where there is no tail).  A kernel nested in a stream advances slice by slice
+    only where every value after its fold is accumulated; a tail reading an input whole (a residual) is not, so it
+    stays outside.
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.algorithms.ring import ring
+    >>> mm = nc.einsum("n e, e f, f e -> n e") >> nc.elementwise("exp", "n e")
+    >>> r = ring(nc.shard(mm, "n", devices=2), "f").boxes[0].arg.boxes[0]
+    >>> [b.name for b in trip_kernel(r).boxes]
+    ['Kernel(level=1)', 'exp']
+    """
+    plan = ring.plan
+    tail = set(plan.indices("tail"))
+    if not tail:
+        return kernel(ring.arg)
+    first = [i for i in range(len(plan.ops)) if i not in tail]
+    made = {v for i in first for v in plan.ops[i][2]}
+    needed = list(dict.fromkeys([v for i in sorted(tail) for v in plan.ops[i][1] if v in made] +
+                                [v for v in plan.cod if v in made]))
+    read = list(dict.fromkeys(v for i in first for v in plan.ops[i][1] if v in plan.dom))
+    inner = Builder(Ty(*(plan.arrays[v] for v in read)))
+    wire = dict(zip(read, inner.inputs))
+    for i in first:
+        box, ins, outs = plan.ops[i]
+        res = inner(box, *(wire[v] for v in ins))
+        wire.update(zip(outs, res if isinstance(res, tuple) else (res,)))
+    part = kernel(inner.build(*(wire[v] for v in needed)))
+    outer = Builder(Ty(*(plan.arrays[v] for v in plan.dom)))
+    wire = dict(zip(plan.dom, outer.inputs))
+    res = outer(part, *(wire[v] for v in read))
+    wire.update(zip(needed, res if isinstance(res, tuple) else (res,)))
+    for i in sorted(tail):
+        box, ins, outs = plan.ops[i]
+        res = outer(box, *(wire[v] for v in ins))
+        wire.update(zip(outs, res if isinstance(res, tuple) else (res,)))
+    return outer.build(*(wire[v] for v in plan.cod))
+
+
 def rings_as_kernels(d: Diagram) -> Diagram:
-    """``d`` with each ring's inside one kernel: a trip's intermediates on chip, as the per-device algorithm keeps
-    them (its state and slots stay at level 0): the device program whose ``held`` the ring's memory is."""
+    """``d`` with each ring's trip one kernel (:func:`trip_kernel`): a trip's intermediates on chip, as the
+    per-device algorithm keeps them (its state and slots stay at level 0): the device program whose ``held`` the
+    ring's memory is."""
     def mapped(box):
         if isinstance(box, Ring):
-            return Ring.rebuild(kernel(box.arg), box.dom, box.cod, box.params)
+            return Ring.rebuild(trip_kernel(box), box.dom, box.cod, box.params)
         if isinstance(box, Shard):
             return Shard.rebuild(each_box(box.arg, mapped), box.dom, box.cod, box.params)
         return box
@@ -321,4 +384,4 @@ def rings_as_kernels(d: Diagram) -> Diagram:
 
 
 __all__ = ["concrete", "local_parts", "device_lanes", "gap", "reads_positions", "at_positions", "local_programs",
-           "boundary", "kept_on_chip", "rings_as_kernels"]
+           "boundary", "kept_on_chip", "rings_as_kernels", "trip_kernel", "computes"]

@@ -57,7 +57,7 @@ from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.launches import blocks
 from napkin_cat.cost.at_sizes import counts_kept
 from napkin_cat.cost.exact_arithmetic import value
-from napkin_cat.cost.numeric import folded
+from napkin_cat.cost.numeric import at, folded
 from napkin_cat.cost.optimum import Optimum
 from napkin_cat.errors import LoweringError, MemoryLimitError
 from napkin_cat.hardware.divisors import constraints, uses_of
@@ -203,6 +203,25 @@ def fastest(timings: list, sizes: dict, why: str) -> tuple:
     return t, H, regime, tiles, kts, chosen, opt
 
 
+def fitting(timings: list, sizes: dict, limit: int) -> tuple:
+    """The fastest of ``timings`` (as :func:`fastest` orders them) whose structure holds at most ``limit`` values at
+    level 0 at its tiles (``nc.cost``'s ``M[0]``: global memory), each structure's memory counted once per tiles;
+    MemoryLimitError naming level 0, the limit and the fastest's need where none does."""
+    timings.sort(key=lambda e: e[:3])
+    seen = {}
+    for entry in timings:
+        regime, tiles = entry[4], entry[5]
+        key = (entry[3], tuple(sorted((str(k), v) for k, v in tiles.items())))
+        if key not in seen:
+            seen[key] = int(at(regime.diagram, Sizes(sizes) | tiles).M.get(0, 0))
+        if seen[key] <= limit:
+            return entry
+    need = seen[(timings[0][3], tuple(sorted((str(k), v) for k, v in timings[0][5].items())))]
+    raise MemoryLimitError(f"no algorithm of the {len({e[3] for e in timings})} structures timed holds at most "
+                           f"{limit} values at level 0 (global memory) at sizes {sizes}: the fastest holds {need}; "
+                           f"least over them {min(seen.values())}")
+
+
 def legal_partitions(regime, seconds, memo: dict):
     """The structure ``regime`` with each kernel whose partition has no legal tiles on the hardware partitioned as
     the fastest of its block's partitions that has (:class:`~napkin_cat.search.alternatives.Alternatives`: the kernel
@@ -236,7 +255,7 @@ def legal_partitions(regime, seconds, memo: dict):
 def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: str = "sequential",
                     ceilings: dict | None = None, book=None, largest: int = LARGEST, launch: float = LAUNCH,
                     min_blocks: int | None = None, cache=None, depth: int = 2, density=None,
-                    ranking: str = "estimate"):
+                    ranking: str = "estimate", global_memory: int | None = None):
     """The algorithm of least predicted time on ``hardware`` (see the module docstring); a
     :class:`~napkin_cat.search.Derivation` with ``prediction`` and ``timings``.
 
@@ -254,7 +273,11 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     result's ``assumptions`` (and its prediction's) state it.  ``ranking``: how the transfer searches rank the
     tilings of a kernel whose transfers are an estimate (a masked stream; ``derive(..., ranking=)``): by the
     estimate (default: each structure found is timed below at every legal tiling with its transfers counted
-    there, so the search need not fold every candidate too), or ``"counted"``."""
+    there, so the search need not fold every candidate too), or ``"counted"``.  ``global_memory``: the most values
+    the algorithm may hold in global memory (level 0: its inputs, outputs and what its kernels write between them,
+    ``nc.cost(...).M[0]`` at its tiles), a device's capacity: the fastest assignment whose structure holds at most
+    that (the fastest of all may write what the device cannot hold: attention's scores); MemoryLimitError naming
+    level 0 and the limit where none of the structures timed does."""
     gpu = hardware if isinstance(hardware, GPU) else load(hardware)
     if overlap not in OVERLAPS:
         raise HardwareError(f"overlap {overlap!r}: one of {OVERLAPS} (§5.7)")
@@ -320,9 +343,13 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
         raise MemoryLimitError(f"no tile assignment of any derived algorithm fits the {gpu.name} at sizes {sizes} "
                                f"(its {gpu.smem_per_block} B of shared memory per thread block, its registers); "
                                f"for example: {why}")
-    t, H, regime, tiles, kts, chosen, opt = fastest(timings, sizes, f"least predicted time on the {gpu.name} over "
-                                                    f"{len(timings)} tile assignments of {len(structures)} structures "
-                                                    "(each group of kernels sharing tiles timed on its own)")
+    why = (f"least predicted time on the {gpu.name} over {len(timings)} tile assignments of {len(structures)} "
+           "structures (each group of kernels sharing tiles timed on its own)")
+    if global_memory is None:
+        t, H, regime, tiles, kts, chosen, opt = fastest(timings, sizes, why)
+    else:
+        t, H, regime, tiles, kts, chosen, opt = fastest([fitting(timings, sizes, global_memory)], sizes,
+                                                        why + f", holding at most {global_memory} values at level 0")
     t = float(t)                 # the exact sum of the kernels' times, rounded once
     rho = bound_densities(regime.diagram, density)
     pred = Prediction(t, tuple(kts), gpu.name, dict(chosen), overlap,

@@ -210,17 +210,32 @@ def _successors(graph, block: int) -> int:
     return out
 
 
-def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: ch.options):
+def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: ch.options, tie=None):
     """Per point k: ``(H, kernels, path)`` with ``path = [(block, variant, curve)]``, or None if nothing fits.
 
     ``evaluate(curve, k)`` is a kernel's H* at point k (None: does not fit); ``lower(choice)`` a lower bound
     of any of the block's partitions (a block that cannot beat the best path known is not costed);
     ``options(choice)`` the partitions tried (a requirement adds the split ones); ``search`` the derivation's
-    :class:`~napkin_cat.search.context.Search` (its level, and the Choice of each block).
+    :class:`~napkin_cat.search.context.Search` (its level, and the Choice of each block).  ``tie(curve, k)``: what
+    breaks a tie of equal H and kernels, summed along the path like H (the estimate of a masked stream's
+    transfers where they are counted: what a ranking by the estimate ranks by, so both rankings break a tie of
+    counted H alike); without it, the partition tried first.
+
+    >>> from types import SimpleNamespace as NS
+    >>> space = NS(graph=None, downs=[0, 1], into={1: [(0, 1)]}, full=1)
+    >>> search = NS(choice=lambda graph, block: NS(options=[("a", "A"), ("b", "B")]))
+    >>> H = {"A": 5, "B": 5}
+    >>> est = {"A": 7, "B": 6}
+    >>> [p[2][0][1] for p in shortest_splits(space, search, [0], lambda c, k: H[c], lambda ch: 0)]
+    ['a']
+    >>> [p[2][0][1] for p in shortest_splits(space, search, [0], lambda c, k: H[c], lambda ch: 0,
+    ...                                      tie=lambda c, k: est[c])]
+    ['b']
     """
     graph, n = space.graph, len(points)
     inf = (math.inf, math.inf)
-    dist, back = {0: [(0, 0)] * n}, {0: [None] * n}
+    tie = tie or (lambda curve, k: 0)
+    dist, back = {0: [(0, 0, 0)] * n}, {0: [None] * n}
     choices = {}
     for b in space.downs[1:]:
         dist[b], back[b] = [inf] * n, [None] * n
@@ -242,7 +257,7 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
                     h = evaluate(curve, k)
                     if h is None:
                         continue
-                    cand = (da[k][0] + h, da[k][1] + 1)
+                    cand = (da[k][0] + h, da[k][1] + 1, da[k][2] + tie(curve, k))
                     if cand < dist[b][k]:
                         dist[b][k], back[b][k] = cand, (a, block, v, curve)
     out = []

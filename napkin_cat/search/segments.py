@@ -117,11 +117,13 @@ def _absolute(rel, segment) -> list:
     return [(sum(1 << ops[j] for j in bits(block)), v, curve) for block, v, curve in rel]
 
 
-def solve_segment(graph, segment, search, points, evaluate, lower, context, options=lambda ch: ch.options) -> list:
+def solve_segment(graph, segment, search, points, evaluate, lower, context, options=lambda ch: ch.options,
+                  tie=None) -> list:
     """Per point: ``(H, kernels, path)`` of the cheapest kernel split of ``segment`` alone, or None; solved once
     per kind of segment in a derivation (kept in ``search.solved``, :class:`~napkin_cat.search.context.Search`;
     ``context``: what else the costs depend on, e.g. the book's roles, sizes, memories and a requirement;
-    ``options``: the partitions tried, as :func:`~napkin_cat.search.paths.shortest_splits`)."""
+    ``options``, ``tie``: the partitions tried and what breaks a tie, as :func:`~napkin_cat.search.paths.
+    shortest_splits`)."""
     key = (graph.key(segment), context)
     found = search.solved.get(key)
     if found is None:
@@ -129,7 +131,7 @@ def solve_segment(graph, segment, search, points, evaluate, lower, context, opti
         if space is None:     # a segment's space depends on the graph, the segment and the budget alone
             space = graph.segment_spaces[(segment, SEGMENT_BUDGET)] = Space(graph, budget=SEGMENT_BUDGET,
                                                                             within=segment)
-        got = shortest_splits(space, search, points, evaluate, lower, options)
+        got = shortest_splits(space, search, points, evaluate, lower, options, tie)
         if not space.exact:     # kernels capped in size inside the segment: grown by cost-guided fusion
             got = [g if g is None else grow(graph, search, g, evaluate, k, lower) for k, g in enumerate(got)]
         found = search.solved[key] = [None if g is None else (g[0], g[1], _relative(g[2], segment)) for g in got]
@@ -137,10 +139,10 @@ def solve_segment(graph, segment, search, points, evaluate, lower, context, opti
 
 
 def segmented_shortest(graph, parts, joints, search, points, evaluate, lower, context,
-                       options=lambda ch: ch.options) -> list:
+                       options=lambda ch: ch.options, tie=None) -> list:
     """Per point: ``(H, kernels, path)`` over the segments ``parts``, joined at the seams ``joints`` (the seam
     operation between each two) where that saves."""
-    per = [solve_segment(graph, s, search, points, evaluate, lower, context, options) for s in parts]
+    per = [solve_segment(graph, s, search, points, evaluate, lower, context, options, tie) for s in parts]
     out = []
     for k in range(len(points)):
         if any(sol[k] is None for sol in per):

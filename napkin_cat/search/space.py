@@ -136,7 +136,9 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
     (:class:`~napkin_cat.search.parallelism.Requirement`): every kernel launches enough thread blocks, split
     streams included among the partitions (segment by segment too: the requirement is part of a segment's
     problem).  ``count``: where a kernel's transfers are an estimate (a masked stream), its tilings ranked by the
-    transfers counted at them (True), or by the estimate (False; :meth:`~napkin_cat.search.curves.Curve.at`).
+    transfers counted at them (True), or by the estimate (False; :meth:`~napkin_cat.search.curves.Curve.at`); a tie
+    of counted transfers between a block's partitions is broken by their estimates, which a ranking by the estimate
+    ranks by, so the two rankings keep the same partition where the counts tie.
     """
     given = Sizes(sizes)
     env = given.env
@@ -157,14 +159,25 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
                 found = points[curve] = curve.at_all(sizes, memories, tiles, count=count)
             return found[k][0]
 
+        def tie(curve, k):     # what both rankings share: the estimate (exact where nothing is masked)
+            if need is not None:
+                return 0
+            if not count or not curve.search_cost.estimated:
+                return evaluate(curve, k)
+            key = ("estimate", curve)
+            found = points.get(key)
+            if found is None:
+                found = points[key] = curve.at_all(sizes, memories, tiles, count=False)
+            return found[k][0] if found[k][0] is not None else evaluate(curve, k)
+
         def lower(ch):
             return ch.compulsory_at(given)
         if form.cut is not None:
             parts, joints = form.cut
             shortest = segmented_shortest(form.graph, parts, joints, search, memories, evaluate, lower, context,
-                                          options)
+                                          options, tie)
         else:
-            shortest = shortest_splits(form.space, search, memories, evaluate, lower, options)
+            shortest = shortest_splits(form.space, search, memories, evaluate, lower, options, tie)
             if not form.space.exact:   # kernels capped in size: grown by cost-guided fusion (and joins of siblings)
                 grown = [g and grow(form.graph, search, g, evaluate, k, lower) for k, g in enumerate(shortest)]
                 shortest = [join_siblings(form.graph, search, g, evaluate, k, lower)   # (before comparing)

@@ -25,8 +25,9 @@ from __future__ import annotations
 import numpy as np
 
 from napkin_cat.algorithms.device_wires import read_whole, wire_marks
-from napkin_cat.algorithms.devices import (Shard, collectives_within, cut_spans, device_inside, device_shards,
-                                           largest_shard, shard_keys)
+from napkin_cat.algorithms.devices import Shard
+from napkin_cat.algorithms.device_shards import (collectives_within, cut_spans, device_inside, device_shards,
+                                                 largest_shard, shard_keys)
 from napkin_cat.algorithms.collective_merges import merge_diagram
 from napkin_cat.algorithms.orders import Pieces, cut, extent
 from napkin_cat.algorithms.schedule import schedule_of
@@ -87,7 +88,7 @@ def run_devices(node, xs: list, env, interpret, run_region, run_ring=None) -> li
 
 def first_device_insides(diagram, env) -> list:
     """The inside of each device region of ``diagram`` (at its top level, where a program holds them) as the device
-    with the largest shard runs it (:func:`~napkin_cat.algorithms.devices.largest_shard`: device 0 under the
+    with the largest shard runs it (:func:`~napkin_cat.algorithms.device_shards.largest_shard`: device 0 under the
     contiguous order), at ``env``, for the checks made before a run; a region whose sizes ``env`` does not bind is
     left out (its run says what is missing)."""
     out = []
@@ -105,7 +106,7 @@ def first_device_insides(diagram, env) -> list:
 class OnDevice:
     """A device's run of the inside of the device region of schedule ``node``, box by box, as the record says
     (:func:`~napkin_cat.algorithms.device_wires.wire_marks`, ``marks``): its inside at its extents
-    (:func:`~napkin_cat.algorithms.devices.device_inside`), and for each box the positions it reads and whether it
+    (:func:`~napkin_cat.algorithms.device_shards.device_inside`), and for each box the positions it reads and whether it
     runs::
 
         a box carrying the device's shard of a   reads a's positions from the shard's start (its pieces' positions)
@@ -113,7 +114,7 @@ class OnDevice:
         a box making an empty shard              runs on no value of it: idle, its outputs empty along it
 
     ``mine``: its shards of the region's sharded axes (``{axis: (start, stop)}`` or pieces); ``spans``: its shards
-    of each axis a collective cuts (:func:`~napkin_cat.algorithms.devices.cut_spans`; an empty one where the axis
+    of each axis a collective cuts (:func:`~napkin_cat.algorithms.device_shards.cut_spans`; an empty one where the axis
     has fewer values than devices: the device then idles between the collectives, as it idles on an empty shard of
     the region's axis)."""
 

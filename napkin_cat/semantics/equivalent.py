@@ -30,7 +30,8 @@ import numpy as np
 import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
-from napkin_cat.algorithms.devices import Shard, collective_cuts
+from napkin_cat.algorithms.devices import Shard
+from napkin_cat.algorithms.device_shards import collective_cuts
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.errors import NapkinError
 from napkin_cat.semantics.env import Env

@@ -44,6 +44,10 @@ CASES = [
      attention_np),
     ("mlp, the tokens and the output features sharded", nc.library.mlp(activation="relu"), ("n", None, None, "o", "o"),
      [(7, 3), (3, 5), (5,), (5, 6), (6,)], relu_mlp_np),
+    ("attention, 3 queries: at P = 4 fewer than the devices, the keys still cut over all", nc.library.attention(),
+     ("q", "x", "x"), [(3, 2), (9, 2), (9, 2)], attention_np),
+    ("mlp, 2 tokens: at P = 4 fewer than the devices, the output features still cut over all",
+     nc.library.mlp(activation="relu"), ("n", None, None, "o", "o"), [(2, 3), (3, 5), (5,), (5, 7), (7,)], relu_mlp_np),
     ("mlp, the hidden features sharded", nc.library.mlp(activation="relu"), (None, "f", "f", "f", None),
      [(6, 3), (3, 5), (5,), (5, 4), (4,)], relu_mlp_np),
 ]
@@ -69,14 +73,14 @@ def test_the_gathered_program_runs_and_moves_what_it_is_charged(world, name, f, 
     P = world.size
     rng = np.random.default_rng(P + len(shapes))
     xs = [rng.normal(size=s) for s in shapes]
-    g = gathered(f, layout, P)
+    sizes = {x.name: n for a, x_ in zip(f.dom.inside, xs) for x, n in zip(a.axes, x_.shape)}
+    g = gathered(f, layout, P, sizes)
     r = nc.distributed.run(g, *xs, world_size=P, world=world)
     assert np.array_equal(r.outputs[0], nc.evaluate(g, *xs))
     assert np.array_equal(r.outputs[0], nc.evaluate(f, *xs))
     assert np.allclose(r.outputs[0], reference(*xs))
     hand = by_hand(xs, f, layout, P)
     assert (r.link.sent, r.link.received, r.link.messages) == hand
-    sizes = {x.name: n for a, x_ in zip(f.dom.inside, xs) for x, n in zip(a.axes, x_.shape)}
     c = nc.cost(g, sizes=sizes).link
     assert (c.sent, c.received, c.messages) == hand
     assert len(c.held) == P and min(c.held) >= sum(x.size for x in xs)     # each holds every input whole

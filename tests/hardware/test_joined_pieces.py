@@ -72,3 +72,40 @@ def test_the_mean_over_a_floor_is_the_sum_term_by_term(c, k, pieces):
         trips = pieces * c // tile
         by_terms = sympy.Rational(sum(int(count.subs({g: tile, i: j})) for j in range(trips)), trips)
         assert mean.subs(g, tile) == by_terms, tile
+
+
+@pytest.mark.parametrize("n, P", [(66, 4), (61, 3), (21, 2)])
+def test_ragged_pieces_are_one_program_counted_by_numpy(n, P):
+    """An axis 2P does not divide: a device's two chunks differ by one value (np.array_split's longer first), and it
+    runs them as one program still (main: one program per piece, each derived and timed apart)."""
+    d = nc.ring(nc.shard(nc.library.causal_attention(), "q", devices=P, order="zigzag"), "x")
+    env = nc.Sizes({"q": n, "x": n, "d": D}).env
+    sizes = [len(c) for c in np.array_split(np.arange(n), 2 * P)]
+    assert len(set(sizes)) == 2                             # ragged: two chunk sizes
+    for p in range(P):
+        (prog,) = [q for q, ringed in local_parts(d, env, device=p) if ringed]
+        rows = device_rows(n, P, p)
+        assert prog.dom.inside[0].axis("q").size == len(rows)
+        rng = np.random.default_rng(p)
+        Q, K, V = rng.normal(size=(n, D)), rng.normal(size=(n, D)), rng.normal(size=(n, D))
+        S = np.where(np.arange(n)[None, :] <= rows[:, None], Q[rows] @ K.T / np.sqrt(D), -np.inf)
+        E = np.exp(S - S.max(1, keepdims=True))
+        assert np.allclose(nc.evaluate(prog, Q[rows], K, V), (E / E.sum(1, keepdims=True)) @ V)
+        flash = nc.group(nc.stream(nc.kernel(prog), "x", "s_x"), "q", "g_q")
+        for g, s in [(sizes[-1], sizes[-1]), (3, 5), (4, 8)]:
+            tiles = {"g_q": g, "s_x": s}
+            assert nc.cost(flash, sizes=tiles).H[1] == blocks_transfers(rows, n, g, s), (p, tiles)
+
+
+@pytest.mark.parametrize("c, k, full, last", [(8, 24, 1, 4), (12, 5, 2, 6), (6, 3, 1, 5)])
+def test_the_mean_over_a_floor_with_a_shorter_last_piece_is_the_sum_term_by_term(c, k, full, last):
+    """Pieces of c rows k apart, the last of ``last < c`` rows (a ragged chunk), averaged over the tiles that divide
+    both (main: sympy's summation, seconds, where the pieces over the tile are no integer)."""
+    i, g = sympy.Symbol("i", integer=True, nonnegative=True), nc.symbol("g")
+    count = g * i + g + k * sympy.floor((g * i + g - 1) / c)
+    mean = mean_over(count, i, (full * c + last) / g)
+    assert not mean.has(sympy.Sum) and not mean.has(sympy.floor)
+    for tile in (t for t in range(1, last + 1) if c % t == 0 and last % t == 0):
+        trips = (full * c + last) // tile
+        by_terms = sympy.Rational(sum(int(count.subs({g: tile, i: j})) for j in range(trips)), trips)
+        assert mean.subs(g, tile) == by_terms, tile

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import napkin_cat as nc
-from napkin_cat.algorithms.devices import Shard, device_shards
+from napkin_cat.algorithms.devices import Shard
+from napkin_cat.algorithms.device_shards import device_shards
 from napkin_cat.algorithms.orders import ORDERS
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.rewriting import RuleSet

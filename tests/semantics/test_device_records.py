@@ -179,7 +179,7 @@ def test_a_zigzag_ring_records_what_is_sharded_and_its_order(rng):
     """The ring rule in the zigzag order makes a region that records both: the queries sharded, the keys and values
     travelling (sharded along x), the output sharded, and the order; each device holds chunks p and 2P − 1 − p of
     both axes, and the ring computes attention."""
-    from napkin_cat.algorithms.devices import device_shards
+    from napkin_cat.algorithms.device_shards import device_shards
     from napkin_cat.algorithms.schedule import schedule_of
     from rewrites.ring import device_ring
     q, x, d, P = 13, 16, 4, 4
