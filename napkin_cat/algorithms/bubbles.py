@@ -24,7 +24,8 @@ import sympy
 
 from napkin_cat.algorithms.streaming import analyse
 from napkin_cat.errors import AxisError
-from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty, as_level
+from napkin_cat.syntax.array import Array, as_level
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.relabel import Relabelling, map_arrays
 from napkin_cat.syntax.weave import insert_at, weave_inside

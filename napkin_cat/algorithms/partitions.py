@@ -16,7 +16,9 @@ True
 """
 from __future__ import annotations
 
-from napkin_cat.syntax.adapter import Array, Diagram, Ty, as_level, compose_all, from_layers, is_structural, layers
+from napkin_cat.syntax.array import Array, as_level
+from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.flat import compose_all, from_layers, is_structural, layers
 from napkin_cat.syntax.axis import as_size
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.algorithms.inner_streams import nest_reduction

@@ -39,7 +39,7 @@ from napkin_cat.paper.report import reproduce
 from napkin_cat.plan.program import plan, render
 from napkin_cat.render.curves import plot_derivation
 from napkin_cat.search import derive
-from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.flat import layers
 
 
 def derivation_for(label: str, diagram):

@@ -22,7 +22,8 @@ from napkin_cat.cost.iocost import cost as symbolic
 from napkin_cat.cost.numeric import at
 from napkin_cat.cost.record import Cost
 from napkin_cat.errors import ArgumentError
-from napkin_cat.syntax.adapter import Diagram, require_diagram
+from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.flat import require_diagram
 
 
 @collector_paused

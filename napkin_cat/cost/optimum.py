@@ -42,7 +42,7 @@ from napkin_cat.cost.numeric import bind, folded
 from napkin_cat.cost.polynomial import as_expr
 from napkin_cat.cost.tiling import dominates, TilingProgram, monomials, program, tiled_streams, unexpanded
 from napkin_cat.errors import LevelError, MemoryLimitError, NapkinError
-from napkin_cat.syntax.adapter import as_level
+from napkin_cat.syntax.array import as_level
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 

@@ -32,7 +32,9 @@ from napkin_cat.errors import LevelError, NapkinError
 from napkin_cat.hardware import files
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.plan.lowering.placement import TRANSFERS, pipelines_of  # noqa: F401  (the toy's vocabulary)
-from napkin_cat.syntax.adapter import MAX_LEVEL, Bubble, layers
+from napkin_cat.syntax.array import MAX_LEVEL
+from napkin_cat.syntax.adapter import Bubble
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.axis import check_name
 from napkin_cat.syntax.wiring import computes
 from napkin_cat.syntax.primitive import PIPELINES

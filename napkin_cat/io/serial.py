@@ -76,7 +76,9 @@ from types import SimpleNamespace
 
 from napkin_cat.algorithms.bubbles import REGIONS, Region
 from napkin_cat.rewriting.trace import HOOKS
-from napkin_cat.syntax.adapter import MAX_LEVEL, Array, Box, Bubble, Diagram, Ty, from_layers, is_structural, layers
+from napkin_cat.syntax.array import MAX_LEVEL, Array
+from napkin_cat.syntax.adapter import Box, Bubble, Diagram, Ty
+from napkin_cat.syntax.flat import from_layers, is_structural, layers
 from napkin_cat.syntax.weave import build_box
 from napkin_cat.syntax.axis import MAX_AXES, Axis
 from napkin_cat.syntax.dtype import DTYPES

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from napkin_cat.syntax.adapter import Diagram, Ty, copy, discard, from_layers, swap
+from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.flat import copy, discard, from_layers, swap
 
 
 @lru_cache(maxsize=4096)

@@ -36,7 +36,8 @@ from napkin_cat.errors import NapkinError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.semantics.footprint import check_diagrams, largest_array, value_at
-from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.sizes import Sizes, as_sizes, names_of, symbols_of
 
 #: the kinds of trial, in the order the trials cycle through them (when the diagrams have tiles)

@@ -21,7 +21,8 @@ import re
 
 import sympy
 
-from napkin_cat.syntax.adapter import Array, Diagram, Ty
+from napkin_cat.syntax.array import Array
+from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.axis import MAX_AXES, Axis, check_name, resolve
 from napkin_cat.syntax.dtype import FP32, as_dtype
 from napkin_cat.errors import AxisError, SignatureError, UnknownPrimitiveError

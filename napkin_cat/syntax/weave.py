@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import math
 
-from napkin_cat.syntax.adapter import Array, Box, Bubble, Diagram, Ty, from_layers, layers
+from napkin_cat.syntax.array import Array
+from napkin_cat.syntax.adapter import Box, Bubble, Diagram, Ty
+from napkin_cat.syntax.flat import from_layers, layers
 from napkin_cat.syntax.axis import Axis, resolve
 from napkin_cat.errors import SignatureError, WeaveError
 from napkin_cat.syntax.primitive import Core, Spec, Weave, kind_of

@@ -53,7 +53,8 @@ from napkin_cat.errors import CheckFailed, ConstructionError, MemoryLimitError, 
 from napkin_cat.rewriting.trace import Step, Trace
 from napkin_cat.semantics.equivalent import tile_sizes
 from napkin_cat.testing.assertions import assert_equivalent
-from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.construct import spell
 from napkin_cat.testing.programs import Program
 from napkin_cat.testing.offers import ORDER_ROLES, in_every_order
