@@ -25,7 +25,7 @@ from napkin_cat.algorithms.inner_streams import nest_reduction
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.algorithms.splits import check_splittable
 from napkin_cat.syntax.construct import transfer
-from napkin_cat.errors import LevelError, RewriteError, SignatureError
+from napkin_cat.errors import AxisError, LevelError, RewriteError, SignatureError
 from napkin_cat.syntax.relabel import at_level, check_relabel, map_arrays, map_box, tile_relabel
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.wiring import trace_values
@@ -310,8 +310,31 @@ def relabel_axis(diagram: Diagram, axis: str, size, *, full=None) -> Diagram:
     return map_arrays(diagram, fa, key=fa.key)
 
 
-def _tile(axis: str, size):
-    return as_size(axis, size)
+def fresh_tile(diagram: Diagram, axis: str, size, what: str = "tile"):
+    """``size`` as the size of a partition of ``axis`` in ``diagram``, refused (:class:`~napkin_cat.errors.AxisError`)
+    when it is a name the diagram already gives another axis's size: a tile named ``b`` on a diagram with an axis
+    ``b`` would be that axis's size, one symbol for two sizes, which the cost functor, the optimiser and every
+    ``sizes=`` would read as one (``nc.group(mm, "a", "b")`` costed ``a·(b² + 2bc)/b``).  The axis's own full size
+    is a legal tile (one group).
+
+    >>> import napkin_cat as nc
+    >>> fresh_tile(nc.library.matmul(), "a", "g_a")
+    g_a
+    >>> fresh_tile(nc.library.matmul(), "a", "b")
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.AxisError: the tile of 'a' is named 'b', which is the size of the diagram's axis 'b': ...
+    """
+    tile = as_size(axis if what == "tile" else f"{what} of {axis}", size)
+    if getattr(tile, "is_Symbol", False):
+        boundary = [a for arr in (*diagram.dom.inside, *diagram.cod.inside) for a in arr.axes]
+        for a in boundary:
+            if a.name != axis and tile in getattr(a.size, "free_symbols", ()):
+                example = f"g_{axis}" if what == "tile" else "P"
+                raise AxisError(f"the {what} of {axis!r} is named {str(tile)!r}, which is the size of the diagram's "
+                                f"axis {a.name!r}: one name for two sizes; name the {what} apart from the axes "
+                                f"{sorted({b.name for b in boundary})} (e.g. {example!r})")
+    return tile
 
 
 def map_kernels(diagram: Diagram, fn, level: int | None = None) -> tuple[Diagram, int]:
@@ -399,7 +422,7 @@ def group(diagram: Diagram, axis: str, size, *, relabelled: bool = True) -> Diag
     relabelled inside; only the cost functor reads it.
     """
     diagram = _ensure_algorithm(diagram)
-    tile = _tile(axis, size)
+    tile = fresh_tile(diagram, axis, size)
     reasons = []
 
     def fn(k: Kernel):
@@ -474,11 +497,11 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None, 
     partition's record, as for :func:`group`.
     """
     diagram = _ensure_algorithm(diagram)
-    tile = _tile(axis, size)
+    tile = fresh_tile(diagram, axis, size)
     reasons = []
 
     params = {"axis": axis, "size": tile, **({"sliced": True} if sliced else {}),
-              **({"parts": as_size(f"parts of {axis}", parts)} if parts is not None else {})}
+              **({"parts": fresh_tile(diagram, axis, parts, "parts")} if parts is not None else {})}
 
     def wrap(region: Diagram) -> Diagram:
         plan = analyse(region, axis, sliced=sliced)
