@@ -20,12 +20,12 @@ from napkin_cat.syntax.array import Array, as_level
 from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.flat import compose_all, from_layers, is_structural, layers
 from napkin_cat.syntax.axis import as_size
-from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
+from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream, check_tile_apart
 from napkin_cat.algorithms.inner_streams import nest_reduction
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.algorithms.splits import check_splittable
 from napkin_cat.syntax.construct import transfer
-from napkin_cat.errors import AxisError, LevelError, RewriteError, SignatureError
+from napkin_cat.errors import LevelError, RewriteError, SignatureError
 from napkin_cat.syntax.relabel import at_level, check_relabel, map_arrays, map_box, tile_relabel
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.wiring import trace_values
@@ -326,14 +326,7 @@ def fresh_tile(diagram: Diagram, axis: str, size, what: str = "tile"):
     napkin_cat.errors.AxisError: the tile of 'a' is named 'b', which is the size of the diagram's axis 'b': ...
     """
     tile = as_size(axis if what == "tile" else f"{what} of {axis}", size)
-    if getattr(tile, "is_Symbol", False):
-        boundary = [a for arr in (*diagram.dom.inside, *diagram.cod.inside) for a in arr.axes]
-        for a in boundary:
-            if a.name != axis and tile in getattr(a.size, "free_symbols", ()):
-                example = f"g_{axis}" if what == "tile" else "P"
-                raise AxisError(f"the {what} of {axis!r} is named {str(tile)!r}, which is the size of the diagram's "
-                                f"axis {a.name!r}: one name for two sizes; name the {what} apart from the axes "
-                                f"{sorted({b.name for b in boundary})} (e.g. {example!r})")
+    check_tile_apart(axis, tile, (*diagram.dom.inside, *diagram.cod.inside), what)
     return tile
 
 

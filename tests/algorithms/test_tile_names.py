@@ -59,3 +59,11 @@ def test_the_plan_of_a_fresh_tile_computes_the_product():
     A, B = rng.standard_normal((6, 4)), rng.standard_normal((4, 3))
     out, _ = p.run(A, B)
     np.testing.assert_allclose(out, A @ B, rtol=1e-12)
+
+
+def test_a_document_whose_partition_tile_names_another_axis_is_refused_by_the_reader():
+    text = nc.dumps(nc.group(_kernel(), "a", "g"))
+    assert nc.loads(text) == nc.group(_kernel(), "a", "g")
+    with pytest.raises(nc.SerialisationError, match=r"the tile of 'a' is named 'c', which is the size of the "
+                                                    r"diagram's axis 'c'"):
+        nc.loads(text.replace('"g"', '"c"'))
