@@ -167,7 +167,7 @@ def _validate(data, where) -> ToyHierarchy:
             raise HardwareError(f"{where}: level {name!r}: unit {unit!r} is not one of {UNITS}")
         offers = files.names(lv["offers"], f"{where}: level {name!r} offers", OFFERS)
         for key in ("pool", "operand_pool"):
-            if lv.get(key) is not None and lv[key] not in names:
+            if lv.get(key) is not None and (not isinstance(lv[key], str) or lv[key] not in names):
                 raise HardwareError(f"{where}: level {name!r}: {key} {lv[key]!r} is not a declared pool "
                                     f"({sorted(names)})")
         optional = {key: files.text(lv, key, at) if key in lv else None

@@ -55,9 +55,15 @@ def canonical(expr):
     if not isinstance(expr, sympy.Basic):
         return expr
     if expr.is_Symbol:
-        return expr if expr is symbol(expr.name) else symbol(check_name(expr.name))
-    foreign = {s: symbol(check_name(s.name)) for s in expr.free_symbols if s is not symbol(s.name)}
+        return symbol(expr.name) if _plain(expr) else expr
+    foreign = {s: symbol(s.name) for s in expr.free_symbols if _plain(s)}
     return expr.xreplace(foreign) if foreign else expr
+
+
+def _plain(s) -> bool:
+    """A symbol as ``sympy.Symbol(name)`` makes it (no assumptions) with an axis name: a user's spelling of a size
+    symbol.  The library's own symbols keep theirs (a count of an empty shard, named in words, stays apart)."""
+    return s.is_Symbol and _NAME.match(s.name) is not None and s == sympy.Symbol(s.name)
 
 
 def check_name(name: str) -> str:
