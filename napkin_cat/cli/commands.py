@@ -123,7 +123,7 @@ def cmd_cost(args):
     if args.derived and c.groups:
         o = optimal(c, memory=args.memory if args.memory else "M")
         data["optimum"] = {"H": str(o.H), "tiles": {str(k): str(v) for k, v in o.sizes.items()}}
-        text.append(f"H* = {o.H}  with {o.sizes}")
+        text.append(f"H* = {o.H}  with {dict(o.sizes)}")
     return _emit(args, data, text)
 
 
