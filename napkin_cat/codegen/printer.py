@@ -358,6 +358,8 @@ class CodePrinter(RecordForms, Printer):
             raise CodegenError(f"a numeric parameter is a real number (or an expression in sizes that is one), got "
                                f"{value!r}")
         v = float(value)
+        if v != v:
+            return "NAN"
         if v == float("inf"):
             return "INFINITY"
         if v == float("-inf"):
