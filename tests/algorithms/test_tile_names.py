@@ -67,3 +67,13 @@ def test_a_document_whose_partition_tile_names_another_axis_is_refused_by_the_re
     with pytest.raises(nc.SerialisationError, match=r"the tile of 'a' is named 'c', which is the size of the "
                                                     r"diagram's axis 'c'"):
         nc.loads(text.replace('"g"', '"c"'))
+
+
+@pytest.mark.parametrize("order", [[1, 0], [0, 0], {"zigzag": 1}])
+def test_a_ring_order_that_is_not_a_name_is_refused_listing_the_orders(order):
+    """Found with the tile names (issue 31, outside): a list as ``order=`` escaped as ``TypeError: unhashable``."""
+    sharded = nc.shard(nc.library.attention(), "q", 2)
+    with pytest.raises(nc.ArgumentError, match=r"ordered as one of \['contiguous', 'zigzag'\]"):
+        nc.ring(sharded, "x", order=order)
+    assert nc.equivalent(nc.library.attention(), nc.ring(sharded, "x", order="zigzag"),
+                         sizes={"q": 4, "x": 6, "d": 2})
