@@ -13,7 +13,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import napkin_cat as nc  # noqa: E402
-from napkin_cat.syntax.adapter import Diagram, Ty, compose_all, layers  # noqa: E402
+from napkin_cat.syntax.adapter import Diagram, Ty  # noqa: E402
+from napkin_cat.syntax.flat import compose_all, layers  # noqa: E402
 from napkin_cat.algorithms.partitions import unfused  # noqa: E402
 from napkin_cat.render.draw import draw  # noqa: E402
 from napkin_cat.render.layout import layout  # noqa: E402

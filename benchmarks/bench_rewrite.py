@@ -16,7 +16,7 @@ import time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import napkin_cat as nc  # noqa: E402
-from napkin_cat.syntax.adapter import is_structural  # noqa: E402
+from napkin_cat.syntax.flat import is_structural  # noqa: E402
 from napkin_cat.rewriting import isomorphic, to_diagram, to_netlist  # noqa: E402
 from rewrites import ALL_RULES, SIMPLIFY, UNSCALED, save_load_elimination  # noqa: E402
 

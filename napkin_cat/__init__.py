@@ -28,7 +28,8 @@ import warnings as _warnings
 from napkin_cat.syntax import ops as _ops  # noqa: F401  (registers the built-in primitive kinds)
 from napkin_cat.errors import *  # noqa: F401,F403  (every error: nc.AxisError, nc.PlanError, ...)
 from napkin_cat import errors
-from napkin_cat.syntax.adapter import Array, Diagram, Ty
+from napkin_cat.syntax.array import Array
+from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.axis import Axis, axes, symbol
 from napkin_cat.syntax.sizes import Sizes
 from napkin_cat.syntax.construct import (Id, apply, cast, einsum, elementwise, join, reduce, renaming, softmax, split,

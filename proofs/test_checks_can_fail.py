@@ -109,7 +109,7 @@ def _strip_dropping_every_transfer(kernel_box):
     """The function inside a kernel as ``rewrites.partition.strip`` made it before issue 31: every Load and Save
     dropped, also a woven one that moves its axes (a kernel woven at other positions in its inputs than in its
     outputs), whose permutation is then lost."""
-    from napkin_cat.syntax.adapter import from_layers
+    from napkin_cat.syntax.flat import from_layers
     from napkin_cat.syntax.relabel import map_box
     to0 = lambda a: a.replace(level=0)  # noqa: E731
     items = [(nc.Ty(*map(to0, left.inside)), map_box(box, to0, lambda n: n), nc.Ty(*map(to0, right.inside)))

@@ -20,7 +20,7 @@ from napkin_cat.rewriting import ObligationError
 from napkin_cat.rewriting.closed import source
 from napkin_cat.rewriting.match import Pattern, where
 from napkin_cat.rewriting.registry import Rulebook
-from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.flat import layers
 from rewrites import RULEBOOK
 from rewrites.logsumexp_from_state import logsumexp_from_softmax
 

@@ -12,7 +12,7 @@ import napkin_cat as nc
 from napkin_cat.algorithms.devices import Shard
 from napkin_cat.algorithms.partitions import single
 from napkin_cat.errors import ObligationError
-from napkin_cat.syntax.adapter import from_layers
+from napkin_cat.syntax.flat import from_layers
 from napkin_cat.syntax.wiring import trace_values
 from rewrites.ring_gathered import device_ring_gathered
 

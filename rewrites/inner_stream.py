@@ -35,7 +35,7 @@ from napkin_cat.cost.iocost import numel
 from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
 from napkin_cat.rewriting.match import Pattern, where
-from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.flat import layers
 
 
 def _stream_of(kernel):

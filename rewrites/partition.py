@@ -36,7 +36,7 @@ from napkin_cat.cost.iocost import numel
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
 from napkin_cat.algorithms.streaming import analyse
 from rewrites.softmax import softmax_contraction_to_unscaled
-from napkin_cat.syntax.adapter import from_layers
+from napkin_cat.syntax.flat import from_layers
 
 
 # ---------------------------------------------------------------------- node tests

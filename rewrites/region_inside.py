@@ -24,7 +24,8 @@ from __future__ import annotations
 import napkin_cat as nc
 from napkin_cat.algorithms.devices import device_region
 from napkin_cat.errors import NapkinError, RewriteError
-from napkin_cat.syntax.adapter import Bubble, Ty, is_structural, layers
+from napkin_cat.syntax.adapter import Bubble, Ty
+from napkin_cat.syntax.flat import is_structural, layers
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.wiring import computes, trace_values
 from rewrites.devices import as_diagram, same_type

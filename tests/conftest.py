@@ -59,7 +59,7 @@ def rms_norm_reference(X, gamma, eps):
 
 def assert_well_typed(diagram: Diagram):
     """Every layer's box takes exactly the wires in front of it (re-scanned, not trusted)."""
-    from napkin_cat.syntax.adapter import layers
+    from napkin_cat.syntax.flat import layers
     wires = list(diagram.dom.inside)
     for k, (offset, box) in enumerate(layers(diagram)):
         n = len(box.dom)
@@ -96,7 +96,7 @@ def box_flops(box, env=None):
 
 def diagram_flops(diagram):
     """Sum of :func:`box_flops` over the primitive boxes of a flat diagram."""
-    from napkin_cat.syntax.adapter import is_structural, layers
+    from napkin_cat.syntax.flat import is_structural, layers
     total = {}
     for _, box in layers(diagram):
         if is_structural(box) is not None:
@@ -114,7 +114,7 @@ def live_columns(diagram):
     import sympy
     from discopy import markov
 
-    from napkin_cat.syntax.adapter import layers
+    from napkin_cat.syntax.flat import layers
 
     def run(on_layer):
         wires, fresh = list(enumerate(diagram.dom.inside)), len(diagram.dom)

@@ -28,7 +28,8 @@ PACKAGE = ROOT / "napkin_cat"
 
 #: module → why it may look at the kind of a structural box.
 ENCODERS = {
-    "syntax/adapter.py": "defines the generators (discopy's boxes) and is_structural itself",
+    "syntax/adapter.py": "defines the generators (discopy's boxes)",
+    "syntax/flat.py": "defines is_structural itself (the kind of each of discopy's structural boxes)",
     "syntax/wiring.py": "the one traversal: route (what each generator does to values), retype, traverse",
     "io/serial.py": "writes and reads the JSON form of each generator ({'type': 'swap', ...})",
     "render/layout.py": "draws each generator its own way (a swap's wires cross, a copy forks at a dot, "

@@ -29,7 +29,8 @@ from importlib.metadata import entry_points
 from typing import Callable
 
 from napkin_cat.errors import RewriteError
-from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty
+from napkin_cat.syntax.array import Array
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.relabel import remembered
 

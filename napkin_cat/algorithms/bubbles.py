@@ -24,7 +24,8 @@ import sympy
 
 from napkin_cat.algorithms.streaming import analyse
 from napkin_cat.errors import AxisError
-from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty, as_level
+from napkin_cat.syntax.array import Array, as_level
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.relabel import Relabelling, map_arrays
 from napkin_cat.syntax.weave import insert_at, weave_inside
@@ -139,6 +140,31 @@ def _size_param(fa, axis: str, size):
     return mapped.axes[0].size
 
 
+def check_tile_apart(axis: str, tile, arrays, what: str = "tile") -> None:
+    """Refuse (:class:`~napkin_cat.errors.AxisError`) a partition of ``axis`` whose ``tile`` (or number of parts) is
+    a symbol that is the size of another axis of ``arrays`` (the partition's or the diagram's boundary): one symbol
+    for two sizes, which the cost functor, the optimiser and every ``sizes=`` would read as one (a tile ``b`` of
+    ``a`` on a matmul costed ``a·(b² + 2bc)/b``).  The axis's own full size is a legal tile (one group).
+
+    >>> from napkin_cat.syntax.axis import axes
+    >>> a, b = axes("a b")
+    >>> check_tile_apart("a", sympy.Symbol("g_a", positive=True, integer=True), [Array((a, b))])
+    >>> check_tile_apart("a", b.size, [Array((a, b))])
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.AxisError: the tile of 'a' is named 'b', which is the size of the diagram's axis 'b': ...
+    """
+    if not getattr(tile, "is_Symbol", False):
+        return
+    boundary = [x for arr in arrays for x in arr.axes]
+    for x in boundary:
+        if x.name != axis and tile in getattr(x.size, "free_symbols", ()):
+            example = f"g_{axis}" if what == "tile" else "P"
+            raise AxisError(f"the {what} of {axis!r} is named {str(tile)!r}, which is the size of the diagram's "
+                            f"axis {x.name!r}: one name for two sizes; name the {what} apart from the axes "
+                            f"{sorted({y.name for y in boundary})} (e.g. {example!r})")
+
+
 class Partition(Region):
     """A relabelling bubble: ``axis`` seen inside with ``size`` (shared by Grid and Stream)."""
 
@@ -150,6 +176,9 @@ class Partition(Region):
                 not isinstance(size, (int, sympy.Basic)) or (isinstance(size, int) and size < 1):
             raise AxisError(f"a {type(self).__name__} needs params axis (an axis name) and size (a positive int or "
                             f"a size symbol); got {dict(params)}")
+        check_tile_apart(axis, size, (*dom.inside, *cod.inside))
+        if "parts" in params:
+            check_tile_apart(axis, params["parts"], (*dom.inside, *cod.inside), "parts")
         super().__init__(arg, dom, cod, params)
 
     @property

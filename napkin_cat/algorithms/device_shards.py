@@ -20,7 +20,8 @@ from __future__ import annotations
 from napkin_cat.algorithms.devices import RENAMED
 from napkin_cat.algorithms.device_wires import retyped
 from napkin_cat.algorithms.orders import CONTIGUOUS, Pieces, check_chunks, device_pieces, extent, order_of
-from napkin_cat.syntax.adapter import Bubble, Diagram, is_structural, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram
+from napkin_cat.syntax.flat import is_structural, layers
 from napkin_cat.syntax.collectives import shard_bounds
 from napkin_cat.syntax.primitive import KINDS
 
@@ -104,8 +105,9 @@ def device_inside(node, shards: dict, cuts: dict | None = None, empty=None):
     :class:`~napkin_cat.algorithms.orders.Pieces` under another order: their extent counts): each wire that carries
     the device's shard of a sharded axis at the device's extent of it, and each that carries its shard of an axis a
     collective cuts (``cuts``, :func:`cut_extents`), kept on the region per extents.  Which wires carry a shard is
-    followed from the region's record (:data:`~napkin_cat.algorithms.devices.RECORD`) box by box (:func:`~napkin_cat.algorithms.device_wires.retyped`),
-    never read off the sizes: an array of a shard's size may be a part made otherwise (a split's).  An empty shard
+    followed from the region's record (:data:`~napkin_cat.algorithms.devices.RECORD`) box by box
+    (:func:`~napkin_cat.algorithms.device_wires.retyped`), never read off the sizes: an array of a shard's size may
+    be a part made otherwise (a split's).  An empty shard
     leaves its axis as it is (no box but a collective reads it, which reads the device's values themselves), or, given
     ``empty`` (``(axis, shard size) →`` a symbol), carries an empty shard at that symbol: a count of what the device
     holds sets it to 0, kept apart from the axis's whole size (``x/4`` and ``x`` in one sum are ``5·x/4``, which no

@@ -24,7 +24,8 @@ Ty(Array(q[3]×d), Array(x×d), Array(x×d))
 from __future__ import annotations
 
 from napkin_cat.algorithms.bubbles import Region, Stream
-from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, from_layers, is_structural, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty
+from napkin_cat.syntax.flat import from_layers, is_structural, layers
 from napkin_cat.syntax.primitive import KINDS
 from napkin_cat.syntax.relabel import map_box
 from napkin_cat.syntax.wiring import computes, retype, route

@@ -43,7 +43,8 @@ from napkin_cat.algorithms.schedule import SCHEDULES
 from napkin_cat.algorithms.device_wires import DEVICE_LEVEL, not_woven
 from napkin_cat.algorithms.orders import CONTIGUOUS, check_chunks, order_of
 from napkin_cat.errors import AxisError, RewriteError
-from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty
+from napkin_cat.syntax.flat import is_structural, layers
 from napkin_cat.syntax.collectives import as_devices, shard_size
 from napkin_cat.syntax.primitive import KINDS
 from napkin_cat.syntax.relabel import tile_relabel

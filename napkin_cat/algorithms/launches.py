@@ -40,7 +40,7 @@ import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
 from napkin_cat.errors import NapkinError
-from napkin_cat.syntax.adapter import layers, require_diagram
+from napkin_cat.syntax.flat import layers, require_diagram
 from napkin_cat.syntax.sizes import Sizes
 from napkin_cat.syntax.wiring import computes
 

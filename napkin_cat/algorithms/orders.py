@@ -57,7 +57,7 @@ def order_of(name) -> Order:
         return ORDERS[CONTIGUOUS]
     if isinstance(name, Order):
         return name
-    if name not in ORDERS:
+    if not isinstance(name, str) or name not in ORDERS:   # a list of devices is no order's name (nor hashable)
         raise ArgumentError(f"order={name!r}: a device region's shards are ordered as one of {sorted(ORDERS)}")
     return ORDERS[name]
 

@@ -16,9 +16,11 @@ True
 """
 from __future__ import annotations
 
-from napkin_cat.syntax.adapter import Array, Diagram, Ty, as_level, compose_all, from_layers, is_structural, layers
+from napkin_cat.syntax.array import Array, as_level
+from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.flat import compose_all, from_layers, is_structural, layers
 from napkin_cat.syntax.axis import as_size
-from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
+from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream, check_tile_apart
 from napkin_cat.algorithms.inner_streams import nest_reduction
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.algorithms.splits import check_splittable
@@ -308,8 +310,24 @@ def relabel_axis(diagram: Diagram, axis: str, size, *, full=None) -> Diagram:
     return map_arrays(diagram, fa, key=fa.key)
 
 
-def _tile(axis: str, size):
-    return as_size(axis, size)
+def fresh_tile(diagram: Diagram, axis: str, size, what: str = "tile"):
+    """``size`` as the size of a partition of ``axis`` in ``diagram``, refused (:class:`~napkin_cat.errors.AxisError`)
+    when it is a name the diagram already gives another axis's size: a tile named ``b`` on a diagram with an axis
+    ``b`` would be that axis's size, one symbol for two sizes, which the cost functor, the optimiser and every
+    ``sizes=`` would read as one (``nc.group(mm, "a", "b")`` costed ``a·(b² + 2bc)/b``).  The axis's own full size
+    is a legal tile (one group).
+
+    >>> import napkin_cat as nc
+    >>> fresh_tile(nc.library.matmul(), "a", "g_a")
+    g_a
+    >>> fresh_tile(nc.library.matmul(), "a", "b")
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.AxisError: the tile of 'a' is named 'b', which is the size of the diagram's axis 'b': ...
+    """
+    tile = as_size(axis if what == "tile" else f"{what} of {axis}", size)
+    check_tile_apart(axis, tile, (*diagram.dom.inside, *diagram.cod.inside), what)
+    return tile
 
 
 def map_kernels(diagram: Diagram, fn, level: int | None = None) -> tuple[Diagram, int]:
@@ -397,7 +415,7 @@ def group(diagram: Diagram, axis: str, size, *, relabelled: bool = True) -> Diag
     relabelled inside; only the cost functor reads it.
     """
     diagram = _ensure_algorithm(diagram)
-    tile = _tile(axis, size)
+    tile = fresh_tile(diagram, axis, size)
     reasons = []
 
     def fn(k: Kernel):
@@ -472,11 +490,11 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None, 
     partition's record, as for :func:`group`.
     """
     diagram = _ensure_algorithm(diagram)
-    tile = _tile(axis, size)
+    tile = fresh_tile(diagram, axis, size)
     reasons = []
 
     params = {"axis": axis, "size": tile, **({"sliced": True} if sliced else {}),
-              **({"parts": as_size(f"parts of {axis}", parts)} if parts is not None else {})}
+              **({"parts": fresh_tile(diagram, axis, parts, "parts")} if parts is not None else {})}
 
     def wrap(region: Diagram) -> Diagram:
         plan = analyse(region, axis, sliced=sliced)

@@ -48,7 +48,8 @@ from napkin_cat.algorithms.partitions import relabel_axis, single
 from napkin_cat.algorithms.schedule import SCHEDULES, StreamSchedule, stream_schedule
 from napkin_cat.algorithms.skipping import skip_of
 from napkin_cat.errors import AxisError, RewriteError
-from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty
+from napkin_cat.syntax.flat import is_structural, layers
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.collectives import as_devices, shard_size
 from napkin_cat.syntax.primitive import kind_of

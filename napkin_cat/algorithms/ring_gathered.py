@@ -33,7 +33,8 @@ from napkin_cat.algorithms.devices import RENAMED, device_region
 from napkin_cat.algorithms.partitions import single
 from napkin_cat.algorithms.ring import ring_over, sole_device_region
 from napkin_cat.errors import RewriteError
-from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty
+from napkin_cat.syntax.flat import is_structural
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.construct import renaming
 from napkin_cat.syntax.wiring import consumers, trace_values

@@ -14,7 +14,7 @@ from napkin_cat.algorithms.partitions import map_kernels
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.algorithms.splits import check_splittable
 from napkin_cat.errors import RewriteError
-from napkin_cat.syntax.adapter import from_layers
+from napkin_cat.syntax.flat import from_layers
 from napkin_cat.syntax.axis import as_size
 
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import sympy
 
-from napkin_cat.syntax.adapter import Array
+from napkin_cat.syntax.array import Array
 
 
 class Saved:

@@ -38,7 +38,7 @@ True
 from __future__ import annotations
 
 from napkin_cat.errors import NapkinError, NoVJPError
-from napkin_cat.syntax.adapter import Array
+from napkin_cat.syntax.array import Array
 from napkin_cat.syntax.primitive import Weave, kind_of
 from napkin_cat.syntax.weave import build_box
 

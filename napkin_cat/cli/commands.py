@@ -39,7 +39,7 @@ from napkin_cat.paper.report import reproduce
 from napkin_cat.plan.program import plan, render
 from napkin_cat.render.curves import plot_derivation
 from napkin_cat.search import derive
-from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.flat import layers
 
 
 def derivation_for(label: str, diagram):
@@ -123,7 +123,7 @@ def cmd_cost(args):
     if args.derived and c.groups:
         o = optimal(c, memory=args.memory if args.memory else "M")
         data["optimum"] = {"H": str(o.H), "tiles": {str(k): str(v) for k, v in o.sizes.items()}}
-        text.append(f"H* = {o.H}  with {o.sizes}")
+        text.append(f"H* = {o.H}  with {dict(o.sizes)}")
     return _emit(args, data, text)
 
 

@@ -46,6 +46,7 @@ innermost tiles:
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import sympy
@@ -351,8 +352,14 @@ class CodePrinter(RecordForms, Printer):
         return f"({s})" if wrap else s
 
     def number(self, value) -> str:
-        """A floating-point literal."""
+        """A floating-point literal (a value that is no real number refused, typed: a document's parameter may be a
+        string or a list)."""
+        if isinstance(value, (bool, str)) or not isinstance(value, (numbers.Real, sympy.Expr)):
+            raise CodegenError(f"a numeric parameter is a real number (or an expression in sizes that is one), got "
+                               f"{value!r}")
         v = float(value)
+        if v != v:
+            return "NAN"
         if v == float("inf"):
             return "INFINITY"
         if v == float("-inf"):
@@ -366,6 +373,11 @@ class CodePrinter(RecordForms, Printer):
             v = self.nominal(v)
             if not v.is_number:
                 raise CodegenError(f"{stmt.box.name}: parameter {key!r} = {v} is not a number at the plan's sizes")
+            if v.is_extended_real is False:
+                raise CodegenError(f"{stmt.box.name}: parameter {key!r} = {v} is not a real number at the plan's sizes")
+        elif v is not None and (isinstance(v, bool) or not isinstance(v, (numbers.Real, str))):
+            raise CodegenError(f"{stmt.box.name}: parameter {key!r} is a real number (or an expression in sizes that "
+                               f"is one), got {v!r}")
         return v
 
     # ------------------------------------------------------------------ loops and extents

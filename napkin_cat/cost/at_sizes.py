@@ -33,7 +33,7 @@ from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.cost.record import Cost, join_links
 from napkin_cat.errors import NapkinError
-from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.interval import negate
 
 __all__ = ["COUNTS_KEPT", "MAX_TILES", "PAIRS", "At", "RunningCounts", "add", "count_key", "count_running",

@@ -37,7 +37,8 @@ from napkin_cat.cost.devices import box_link
 from napkin_cat.cost.iocost import cost, region_cost
 from napkin_cat.cost.record import Cost, Link
 from napkin_cat.errors import DeviceError
-from napkin_cat.syntax.adapter import Bubble, Diagram, from_layers, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram
+from napkin_cat.syntax.flat import from_layers, layers
 from napkin_cat.syntax.collectives import whole_axes
 from napkin_cat.syntax.primitive import kind_of
 

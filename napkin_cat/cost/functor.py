@@ -18,11 +18,13 @@ instrumented plan runner's counts at any tiles, and the symbolic cost substitute
 from __future__ import annotations
 
 from napkin_cat.cost.collector import collector_paused
+from napkin_cat.cost.hierarchy import Hierarchy
 from napkin_cat.cost.iocost import cost as symbolic
 from napkin_cat.cost.numeric import at
 from napkin_cat.cost.record import Cost
 from napkin_cat.errors import ArgumentError
-from napkin_cat.syntax.adapter import Diagram, require_diagram
+from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.flat import require_diagram
 
 
 @collector_paused
@@ -41,6 +43,11 @@ def cost(diagram: Diagram, hierarchy=None, *, sizes: dict | None = None, block_m
     functor makes many short-lived records and sympy terms, and a full collection would walk the whole heap (after
     ``nc.derive``, the millions of objects its kernel cache keeps)."""
     require_diagram(diagram, "nc.cost")
+    if hierarchy is not None and not isinstance(hierarchy, Hierarchy):
+        raise ArgumentError(f"nc.cost's hierarchy is a napkin_cat.cost.hierarchy.Hierarchy (its levels, each a "
+                            f"capacity and a weight, checked against the levels the algorithm uses), got the "
+                            f"{type(hierarchy).__name__} {str(hierarchy)[:80]!r} (a hardware file is read by "
+                            f"nc.hardware.predict or nc.derive(hardware=...))")
     if sizes is None:
         if block_mask is not None:
             raise ArgumentError("a block mask is a fact of data at concrete sizes: give sizes= with it (a symbolic "

@@ -45,7 +45,8 @@ from napkin_cat.cost.partials import partial_values
 from napkin_cat.cost.polynomial import SYMPY
 from napkin_cat.cost.record import ONE, ZERO, Cost, Density, GroupCost, OpCost, StreamRecord
 from napkin_cat.cost.trips import running_trips
-from napkin_cat.syntax.adapter import Diagram, Ty, layers
+from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.relabel import PLAIN, Relabelling
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.weave import core_of

@@ -20,7 +20,7 @@ from functools import lru_cache
 
 import sympy
 
-from napkin_cat.syntax.adapter import Array
+from napkin_cat.syntax.array import Array
 
 
 def numel(arr: Array):

@@ -39,7 +39,8 @@ from napkin_cat.cost.devices_at import DevicesAt, collective_link, largest_shard
 from napkin_cat.cost.iocost import box_pieces, cost
 from napkin_cat.cost.record import Cost, Density
 from napkin_cat.errors import ArgumentError, AxisError, ShapeError
-from napkin_cat.syntax.adapter import Bubble, Diagram, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.sizes import as_sizes
 from napkin_cat.syntax.wiring import computes
 

@@ -42,7 +42,7 @@ from napkin_cat.cost.numeric import bind, folded
 from napkin_cat.cost.polynomial import as_expr
 from napkin_cat.cost.tiling import dominates, TilingProgram, monomials, program, tiled_streams, unexpanded
 from napkin_cat.errors import LevelError, MemoryLimitError, NapkinError
-from napkin_cat.syntax.adapter import as_level
+from napkin_cat.syntax.array import as_level
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 
@@ -171,7 +171,9 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
     ``nc.plan(d, o.sizes)`` plans the algorithm at them (a name the cost does not read is left out: the
     sizes of a whole algorithm can be given for the cost of one of its kernels).
     ``exact=False`` (symbolic memory): the large-M form only, without the exact optimum (``o.exact``
-    is None), which is the slow part.
+    is None), which is the slow part.  A cost whose every axis is a number (``nc.substitute``), at a number for
+    ``memory``, is searched as with ``sizes={}`` (its tiles whole numbers 1 … their axes) unless ``exact=False``
+    asks for the large-M form.
     """
     level = as_level(level, least=1, what="the level of the optimum")
     if level not in c.H:
@@ -179,6 +181,9 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
     if not c.groups and not tiled_streams(c, level):
         raise NapkinError("the algorithm has no group partition to optimise: apply nc.group first")
     M = memory_limit(memory)
+    if sizes is None and exact and getattr(sympy.sympify(M), "is_Integer", False) and cost_names(c) <= _tile_names(c):
+        sizes = {}     # every axis a number, the memory one: the exact integer search (the relaxation's tile may
+        #                exceed its axis, or be below 1, and its H fall below reading the inputs once)
     if sizes is not None:
         legal = cost_names(c)     # a kernel's cost is optimised with its algorithm's sizes: keep the kernel's
         sizes = Sizes({k: v for k, v in as_sizes(sizes).items() if k in legal})
@@ -194,6 +199,11 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
     out.sizes, out.notes = dict(out.sizes), list(out.notes)
     out.exact_sizes = dict(out.exact_sizes) if out.exact_sizes is not None else None
     return out
+
+
+def _tile_names(c) -> set:
+    """The names of the tiles and streams of a cost record (what the optimum chooses)."""
+    return {str(t) for g in c.groups for t in g.tiles} | {str(s[1]) for s in c.streams}
 
 
 def cost_names(c) -> set:

@@ -18,7 +18,8 @@ import sympy
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.cost.record import ZERO
-from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.flat import layers
 
 __all__ = ["partial_values"]
 

@@ -75,7 +75,8 @@ from napkin_cat.hardware.timed import derive_for_time
 from napkin_cat.rewriting.trace import Derivation as RuleDerivation, Trace
 from napkin_cat.search.derivation import derive as derive_transfers
 from napkin_cat.search.devices import device_forms
-from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.sizes import as_sizes
 from napkin_cat.syntax.wiring import trace_values
 

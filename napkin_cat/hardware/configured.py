@@ -38,7 +38,8 @@ from napkin_cat.plan.ir import Compute, Load, Store, StreamLoop, walk
 from napkin_cat.plan.lowering import PASSES, UNIT_LEVELS, Assignment, LoweringError, Options, Pipe, lower
 from napkin_cat.plan.lowering.state import frozen
 from napkin_cat.plan.program import Plan, plan as make_plan, sizes_needed
-from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.primitive import converts
 from napkin_cat.syntax.sizes import Sizes
 from napkin_cat.algorithms.bubbles import Grid, Stream

@@ -32,7 +32,8 @@ from napkin_cat.errors import HardwareError
 from napkin_cat.hardware.ringcharge import each_box
 from napkin_cat.hardware.separable import components
 from napkin_cat.search.devices import is_collective
-from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, is_structural, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty
+from napkin_cat.syntax.flat import is_structural, layers
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.construct import elementwise

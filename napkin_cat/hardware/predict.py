@@ -78,7 +78,8 @@ from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
 from napkin_cat.hardware.products import TENSOR, placement, products_of, rate
 from napkin_cat.hardware.issuing import ISSUING_THREADS, ROWS_PER_WARPGROUP, issuing_threads, scaling_unit
-from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.flat import layers
 from napkin_cat.plan.ir import Load, StreamLoop, walk
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.dtype import as_dtype

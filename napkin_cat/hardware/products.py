@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from napkin_cat.hardware.divisors import uses_of
+from napkin_cat.hardware.divisors import tensor_shapes, uses_of
 from napkin_cat.hardware.model import GPU
 from napkin_cat.syntax.axis import symbol
 
@@ -80,7 +80,7 @@ def products_of(box, ops, gpu: GPU, ceilings: dict) -> list:
         if len(mine) != sum(1 for o in ops if o.pipeline == "tensor" and o.label == op.label) or i >= len(mine):
             continue
         mm = mine[i]
-        shape = gpu.shapes_for(mm.dtype)[0]
+        shape = tensor_shapes(mm, gpu)[0]
         pad = sympy.Integer(1)
         for dim in ("m", "n", "k"):
             s, s0 = _side(getattr(mm, dim)), getattr(shape, dim)

@@ -46,7 +46,8 @@ from napkin_cat.hardware.devices import Cluster
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.linktime import ClusterPrediction, Phase, Traffic, link_time, predict_cluster
 from napkin_cat.hardware.predict import Prediction
-from napkin_cat.syntax.adapter import Bubble, layers
+from napkin_cat.syntax.adapter import Bubble
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.sizes import as_sizes
 
 

@@ -32,7 +32,8 @@ import sympy
 from napkin_cat.algorithms.bubbles import Grid, Stream
 from napkin_cat.cost.functor import cost as cost_of
 from napkin_cat.cost.numeric import at
-from napkin_cat.syntax.adapter import Bubble, Diagram, from_layers, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram
+from napkin_cat.syntax.flat import from_layers, layers
 from napkin_cat.syntax.sizes import as_sizes
 
 __all__ = ["SLOWEST", "algorithm_tiles", "busiest", "cost_at", "each_box", "ring_rate"]

@@ -70,7 +70,7 @@ from napkin_cat.hardware.predict import (LAUNCH, OVERLAPS, KernelForm, Predictio
 from napkin_cat.search.alternatives import partition_of
 from napkin_cat.search.derivation import derive as derive_transfers
 from napkin_cat.search.forms import Preparation
-from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.sizes import Sizes
 
 #: the largest block side tried (a Triton block tensor's side; 256 fp32 rows of a tile fill a warpgroup's registers)

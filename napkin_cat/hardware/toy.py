@@ -32,7 +32,9 @@ from napkin_cat.errors import LevelError, NapkinError
 from napkin_cat.hardware import files
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.plan.lowering.placement import TRANSFERS, pipelines_of  # noqa: F401  (the toy's vocabulary)
-from napkin_cat.syntax.adapter import MAX_LEVEL, Bubble, layers
+from napkin_cat.syntax.array import MAX_LEVEL
+from napkin_cat.syntax.adapter import Bubble
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.axis import check_name
 from napkin_cat.syntax.wiring import computes
 from napkin_cat.syntax.primitive import PIPELINES
@@ -165,7 +167,7 @@ def _validate(data, where) -> ToyHierarchy:
             raise HardwareError(f"{where}: level {name!r}: unit {unit!r} is not one of {UNITS}")
         offers = files.names(lv["offers"], f"{where}: level {name!r} offers", OFFERS)
         for key in ("pool", "operand_pool"):
-            if lv.get(key) is not None and lv[key] not in names:
+            if lv.get(key) is not None and (not isinstance(lv[key], str) or lv[key] not in names):
                 raise HardwareError(f"{where}: level {name!r}: {key} {lv[key]!r} is not a declared pool "
                                     f"({sorted(names)})")
         optional = {key: files.text(lv, key, at) if key in lv else None

@@ -76,7 +76,9 @@ from types import SimpleNamespace
 
 from napkin_cat.algorithms.bubbles import REGIONS, Region
 from napkin_cat.rewriting.trace import HOOKS
-from napkin_cat.syntax.adapter import MAX_LEVEL, Array, Box, Bubble, Diagram, Ty, from_layers, is_structural, layers
+from napkin_cat.syntax.array import MAX_LEVEL, Array
+from napkin_cat.syntax.adapter import Box, Bubble, Diagram, Ty
+from napkin_cat.syntax.flat import from_layers, is_structural, layers
 from napkin_cat.syntax.weave import build_box
 from napkin_cat.syntax.axis import MAX_AXES, Axis
 from napkin_cat.syntax.dtype import DTYPES
@@ -432,7 +434,8 @@ def _box_extent(box) -> tuple:
         return 0, 0
     arrays = sum(len(box[k]) for k in ("dom", "cod", "left", "right") if isinstance(box.get(k), list))
     n = box.get("n") if isinstance(box.get("n"), int) else 1
-    change = {"copy": n - 1, "discard": -1, "merge": 1 - n, "swap": 0}.get(box.get("type"))
+    kind = box.get("type")
+    change = {"copy": n - 1, "discard": -1, "merge": 1 - n, "swap": 0}.get(kind) if isinstance(kind, str) else None
     if change is None:
         ins, outs = box.get("dom"), box.get("cod")
         change = len(outs) - len(ins) if isinstance(ins, list) and isinstance(outs, list) else 0

@@ -33,7 +33,8 @@ from napkin_cat.plan.printer import Printer, variable_table
 from napkin_cat.plan.runner import Machine
 from napkin_cat.plan.static import static_peak
 from napkin_cat.semantics.footprint import check_room
-from napkin_cat.syntax.adapter import Bubble, Diagram, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.sizes import as_sizes, symbols_of

@@ -23,7 +23,7 @@ import numpy as np
 from napkin_cat.errors import NapkinError, PathError
 from napkin_cat.render.layout import Z_ORDER, Label, Line, Shape, layout
 from napkin_cat.render.tikz import to_tikz  # noqa: F401  (re-exported as nc.to_tikz)
-from napkin_cat.syntax.adapter import require_diagram
+from napkin_cat.syntax.flat import require_diagram
 from napkin_cat import library
 from napkin_cat.algorithms.bubbles import Kernel
 from napkin_cat.algorithms.partitions import group, kernel, stream

@@ -7,7 +7,8 @@
 """
 from __future__ import annotations
 
-from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.flat import layers
 
 
 def foliate(diagram: Diagram) -> list[list[tuple[int, object]]]:

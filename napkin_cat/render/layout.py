@@ -33,7 +33,8 @@ from napkin_cat.render.foliate import foliate
 from napkin_cat.render.picture import Z_ORDER, Label, Layout, Line, Shape, shifted, z_order  # noqa: F401
 from napkin_cat.render.style import (BLACK, BODY_GAP, CHAR, GAP, GREY, PAD_X, PAD_Y, TITLE, WIRE, box_text,
                                      level_color, size_label)
-from napkin_cat.syntax.adapter import Diagram, is_structural
+from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.flat import is_structural
 from napkin_cat.syntax.wiring import route
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.algorithms.bubbles import Region

@@ -24,7 +24,7 @@ import unicodedata
 
 from napkin_cat.render.layout import Line, Shape, layout, z_order
 from napkin_cat.render.style import level_color
-from napkin_cat.syntax.adapter import require_diagram
+from napkin_cat.syntax.flat import require_diagram
 
 _ANCHORS = {"sw": "south west", "nw": "north west", "c": "center"}
 _SPECIAL = {"·": r"$\cdot$", "×": r"$\times$", "−": "$-$", "÷": r"$\div$", "Σ": r"$\Sigma$", "→": r"$\to$",

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from napkin_cat.syntax.adapter import Diagram, Ty, copy, discard, from_layers, swap
+from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.flat import copy, discard, from_layers, swap
 
 
 @lru_cache(maxsize=4096)
@@ -45,7 +46,7 @@ def to_diagram(net) -> Diagram:
 
     A copy node is laid out lazily, as binary copies made just before each
     consumer (which keeps the diagram narrow); discards go right after their
-    wire appears.  Composes once (:func:`napkin_cat.syntax.adapter.from_layers`).
+    wire appears.  Composes once (:func:`napkin_cat.syntax.flat.from_layers`).
     """
     state = list(net.inputs)
     arrays = {w.id: w.array for w in net.wires.values()}

@@ -58,7 +58,8 @@ from napkin_cat.search.results import Derivation, Regime
 from napkin_cat.search.forms import Preparation
 from napkin_cat.search.context import search_of
 from napkin_cat.search.space import Makers, extremes, check_sizes, select, smallest_memory
-from napkin_cat.syntax.adapter import MAX_LEVEL, Diagram
+from napkin_cat.syntax.array import MAX_LEVEL
+from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.search.envelope import symbolic

@@ -53,7 +53,8 @@ from napkin_cat.errors import NapkinError, RewriteError
 from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.rewriting.trace import Trace
 from napkin_cat.search.construct import Maker
-from napkin_cat.syntax.adapter import Diagram, is_structural, layers
+from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.flat import is_structural, layers
 from napkin_cat.syntax.collectives import as_devices
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.wiring import trace_values

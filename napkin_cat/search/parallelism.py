@@ -28,7 +28,7 @@ from napkin_cat.algorithms.bubbles import Region, Stream
 from napkin_cat.algorithms.launches import kernel_launches
 from napkin_cat.cost.integer_search import divisors
 from napkin_cat.errors import NapkinError
-from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.sizes import Sizes
 
 

@@ -26,7 +26,7 @@ from napkin_cat.errors import NapkinError
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.variants import split_variants, variants
-from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.flat import layers
 
 # ---------------------------------------------------------------------- blocks and their costs
 def _reads_positions(d) -> bool:

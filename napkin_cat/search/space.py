@@ -26,7 +26,8 @@ from napkin_cat.search.paths import (Space, best_option, grow, join_siblings, le
 from napkin_cat.search.schedule import KernelChoice, Schedule
 from napkin_cat.search.segments import segmented_shortest
 from napkin_cat.search.variants import axis_names, parts_key
-from napkin_cat.syntax.adapter import Diagram, is_structural, layers
+from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.flat import is_structural, layers
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 

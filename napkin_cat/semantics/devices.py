@@ -33,7 +33,8 @@ from napkin_cat.algorithms.orders import Pieces, cut, extent
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.errors import DeviceError, NapkinError
 from napkin_cat.semantics.primitives import run_primitive
-from napkin_cat.syntax.adapter import Bubble, layers
+from napkin_cat.syntax.adapter import Bubble
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.wiring import traverse
 

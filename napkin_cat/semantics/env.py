@@ -16,7 +16,7 @@ import numpy as np
 import sympy
 
 from napkin_cat.errors import ShapeError
-from napkin_cat.syntax.adapter import Array
+from napkin_cat.syntax.array import Array
 
 
 def bindings_for(env: dict, expr) -> dict:

@@ -33,11 +33,12 @@ from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.devices import Shard
 from napkin_cat.algorithms.device_shards import collective_cuts
 from napkin_cat.algorithms.schedule import schedule_of
-from napkin_cat.errors import NapkinError
+from napkin_cat.errors import AxisError, NapkinError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.semantics.footprint import check_diagrams, largest_array, value_at
-from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.sizes import Sizes, as_sizes, names_of, symbols_of
 
 #: the kinds of trial, in the order the trials cycle through them (when the diagrams have tiles)
@@ -203,6 +204,9 @@ def _trial_sizes(rng, fixed: dict, d1, d2, kind: str, low: int, high: int) -> di
         for tile, full in tiles:
             t, n = value_at(env, tile), value_at(env, full)
             if isinstance(tile, sympy.Symbol) and t is not None and n is not None and t > n:
+                if tile in fixed:   # the caller's tile is never changed behind their back
+                    raise AxisError(f"sizes= gives the tile {tile} = {t}, past its axis ({full} = {n}): legal tiles "
+                                    f"are 1 … {n}")
                 env[tile], changed = n, True
         if not changed:
             break

@@ -25,7 +25,8 @@ from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.footprint import check_diagrams
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.semantics.regions import run_region
-from napkin_cat.syntax.adapter import Bubble, Diagram, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.sizes import as_sizes
 from napkin_cat.syntax.wiring import traverse
 

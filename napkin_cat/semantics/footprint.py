@@ -22,7 +22,7 @@ import os
 
 from napkin_cat.errors import MemoryLimitError
 from napkin_cat.semantics.env import substituted
-from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.flat import layers
 
 #: bytes of one value in a numpy run: float64, the widest type the functor computes in
 BYTES_PER_VALUE = 8

@@ -10,12 +10,14 @@ Laws inherited from discopy (checked in ``tests/test_laws.py``)::
     (f >> g) >> h == f >> (g >> h)      f >> Id(f.cod) == f == Id(f.dom) >> f
     (f @ g) @ h == f @ (g @ h)          f @ Id() == f == Id() @ f
 
+Its objects, the arrays, are :mod:`napkin_cat.syntax.array`'s; the flat view of a diagram (its layers read
+and built, checked) is :mod:`napkin_cat.syntax.flat`.
+
 >>> from napkin_cat.syntax.axis import axes
 >>> q, d = axes("q d")
->>> A = Array((q, d)); A
-Array(q×d)
->>> A == Array((q, d)) and A != Array((q, d), level=1)
-True
+>>> f = Box("f", Ty(Array((q, d))), Ty(Array((q,))))
+>>> (f >> Diagram.id(f.cod)) == f, f @ f
+(True, Diagram(q×d @ q×d → q @ q; 2 boxes: f, f))
 """
 from __future__ import annotations
 
@@ -24,132 +26,8 @@ from discopy.cat import factory
 from discopy.config import DRAWING_ATTRIBUTES
 from discopy.utils import assert_isatomic
 
-from napkin_cat.syntax.axis import MAX_AXES, Axis, symbol
-from napkin_cat.syntax.dtype import DType, FP32, as_dtype
-from napkin_cat.errors import ArgumentError, AxisError, CompositionError, LevelError
-
-
-#: the deepest memory level an array or a kernel may name.  The deepest hierarchy napkin-cat models has four
-#: levels (GMEM, SMEM, registers, tensor-core fragments: ``hardware/hierarchies/hopper.toml``); a kernel at level
-#: ``ℓ`` loads its inputs through every level above it, one box per level, so a level of ``10**30`` would build
-#: boxes forever.
-MAX_LEVEL = 16
-
-def as_level(level, *, least: int = 0, what: str = "level") -> int:
-    """``level`` as an int, refused (:class:`~napkin_cat.errors.LevelError`) unless it is a whole number
-    ``least … MAX_LEVEL`` (0: global memory, 1: the first level below it, …).
-
-    >>> as_level(2)
-    2
-    >>> as_level(1.5)
-    Traceback (most recent call last):
-    ...
-    napkin_cat.errors.LevelError: level must be a whole number 0 … 16 (0: global memory, 1: the first level ...
-    """
-    if isinstance(level, bool) or not hasattr(level, "__index__") or not least <= int(level) <= MAX_LEVEL:
-        raise LevelError(f"{what} must be a whole number {least} … {MAX_LEVEL} (0: global memory, 1: the first "
-                         f"level below it; no hierarchy is deeper than {MAX_LEVEL}), got {level!r}")
-    return int(level)
-
-
-class Array(cat.Ob):
-    """An array type: ordered ``axes``, a memory ``level`` and a ``dtype``.
-
-    The item R is the array with no axes.  Equality and hash include axes
-    (names and sizes), level and dtype.
-    """
-
-    def __init__(self, axes: tuple = (), level: int = 0, dtype: DType | str = FP32):
-        self.axes = tuple(axes)
-        for a in self.axes:
-            if not isinstance(a, Axis):
-                raise ArgumentError(f"Array axes must be Axis objects (nc.Axis('q'), nc.axes('q d')), got {a!r}")
-        if len(self.axes) > MAX_AXES:
-            raise AxisError(f"an array carries at most {MAX_AXES} axes (the most dimensions numpy holds before "
-                            f"numpy 2), got {len(self.axes)}: {', '.join(a.name for a in self.axes[:8])}, …")
-        names = [a.name for a in self.axes]
-        if len(set(names)) != len(names):
-            twice = sorted({n for n in names if names.count(n) > 1})
-            raise AxisError(f"an array carries each axis once, but {twice[0]!r} appears twice in "
-                            f"{'×'.join(names)}")
-        self.level = as_level(level, what="an array's level")
-        self.dtype = as_dtype(dtype)
-
-    @property
-    def name(self) -> str:
-        """The label ``q×d`` (an axis whose size is not its own symbol shows it: ``q[4]``), formatted when
-        first asked for: most arrays the search builds are never printed."""
-        label = self.__dict__.get("_label")
-        if label is None:
-            label = self.__dict__["_label"] = "×".join(_axis_label(a) for a in self.axes) or "R"
-        return label
-
-    @name.setter
-    def name(self, value):  # discopy's Ob assigns it; the label is always derived from the axes
-        pass
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        names = self.__dict__.get("_names")
-        if names is None:
-            names = self.__dict__["_names"] = tuple(a.name for a in self.axes)
-        return names
-
-    @property
-    def shape(self) -> tuple:
-        return tuple(a.size for a in self.axes)
-
-    @property
-    def numel(self):
-        n = 1
-        for a in self.axes:
-            n = n * a.size
-        return n
-
-    def axis(self, name: str) -> Axis:
-        for a in self.axes:
-            if a.name == name:
-                return a
-        raise KeyError(name)
-
-    def replace(self, axes=None, level=None, dtype=None) -> "Array":
-        return Array(self.axes if axes is None else axes,
-                     self.level if level is None else level,
-                     self.dtype if dtype is None else dtype)
-
-    def _key(self):
-        return (self.axes, self.level, self.dtype.name)
-
-    def __eq__(self, other):
-        return self is other or (isinstance(other, Array) and hash(self) == hash(other) and self._key() == other._key())
-
-    def __hash__(self):
-        """The hash of ``(axes, level, dtype)``, computed once: an array is immutable, and a wire's array is hashed
-        at every layer of a diagram it crosses (a read-back of a 32-block transformer hashed 3 million, each
-        hashing its axes and their sympy sizes again)."""
-        found = self.__dict__.get("_hash")
-        if found is None:
-            found = self.__dict__["_hash"] = hash(self._key())
-        return found
-
-    def __getstate__(self):
-        """The array's state without its hash (a string's hash differs from process to process)."""
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
-
-    def __repr__(self):
-        extra = ""
-        if self.level:
-            extra += f"@{self.level}"
-        if self.dtype is not FP32 and self.dtype.name != "fp32":
-            extra += f":{self.dtype.name}"
-        return f"Array({self.name}{extra})"
-
-    def __str__(self):
-        return repr(self)[6:-1]
-
-
-def _axis_label(a: Axis) -> str:
-    return a.name if a.size == symbol(a.name) else f"{a.name}[{a.size}]"
+from napkin_cat.syntax.array import Array, difference
+from napkin_cat.errors import CompositionError
 
 
 @factory
@@ -201,20 +79,8 @@ def _describe_mismatch(left: Ty, right: Ty) -> str:
                 f"takes {len(b)} array(s) {list(map(str, b))}")
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
-            return f"array {i}: the first diagram outputs {x} but the second takes {y} ({_difference(x, y)})"
+            return f"array {i}: the first diagram outputs {x} but the second takes {y} ({difference(x, y)})"
     return "types differ"
-
-
-def _difference(x: Array, y: Array) -> str:
-    """What tells two arrays apart: their axes (names, sizes, order), level or dtype."""
-    why = []
-    if x.axes != y.axes:
-        why.append(f"axes {[str(t) for t in x.axes]} vs {[str(t) for t in y.axes]}")
-    if x.level != y.level:
-        why.append(f"level {x.level} vs {y.level}")
-    if x.dtype != y.dtype:
-        why.append(f"dtype {x.dtype.name} vs {y.dtype.name}")
-    return "; ".join(why) or "they differ"
 
 
 class Layer(monoidal.Layer):
@@ -454,135 +320,3 @@ Diagram.braid_factory = Swap
 Diagram.copy_factory, Diagram.merge_factory = Copy, Merge
 Diagram.discard_factory = Discard
 Diagram.bubble_factory = Bubble
-
-
-def require_diagram(value, who: str) -> Diagram:
-    """``value`` when it is a diagram, else an :class:`~napkin_cat.errors.ArgumentError` saying that ``who`` takes
-    one (a library algorithm's name is not one: call it).
-
-    >>> require_diagram("attention", "nc.cost")
-    Traceback (most recent call last):
-    ...
-    napkin_cat.errors.ArgumentError: nc.cost takes a napkin_cat Diagram, got the str 'attention' (a library ...
-    """
-    if isinstance(value, Diagram):
-        return value
-    hint = f" (a library algorithm is a call: nc.library.{value}())" if isinstance(value, str) and \
-        value.isidentifier() else ""
-    shown = f" {value!r}" if isinstance(value, (str, int, float)) else ""
-    raise ArgumentError(f"{who} takes a napkin_cat Diagram, got the {type(value).__name__}{shown}{hint}")
-
-
-def layers(diagram: Diagram):
-    """Yield ``(offset, box)`` in order: the flat view every functor interprets."""
-    for layer in diagram.inside:
-        left, box, _right = layer.boxes_or_types[:3]
-        yield len(left), box
-
-
-def compose_all(dom: Ty, *diagrams: Diagram) -> Diagram:
-    """Compose many diagrams once (never in a loop: discopy's ``>>`` rescans)."""
-    return Diagram.id(dom).then(*diagrams) if diagrams else Diagram.id(dom)
-
-
-def identity(dom: Ty) -> Diagram:
-    return Diagram.id(dom)
-
-
-def swap(left: Ty, right: Ty) -> Diagram:
-    return Diagram.swap(left, right)
-
-
-def copy(x: Ty, n: int = 2) -> Diagram:
-    return Diagram.copy(x, n)
-
-
-def discard(x: Ty) -> Diagram:
-    return Diagram.copy(x, 0)
-
-
-def is_structural(box) -> str | None:
-    """'swap', 'copy', 'merge', 'discard' for discopy's structural boxes, else None (remembered on the box:
-    every functor asks it of every layer, and discopy's classes answer ``isinstance`` slowly)."""
-    memo = getattr(box, "__dict__", {})
-    kind = memo.get("_structural", False)
-    if kind is False:
-        kind = memo["_structural"] = _structural_kind(box)
-    return kind
-
-
-def _structural_kind(box) -> str | None:
-    if isinstance(box, markov.Discard) or (isinstance(box, markov.Copy) and len(box.cod) == 0):
-        return "discard"
-    if isinstance(box, markov.Copy):
-        return "copy"
-    if isinstance(box, markov.Merge):
-        return "merge"
-    if isinstance(box, markov.Swap):
-        return "swap"
-    return None
-
-
-def swap_box(left: Array, right: Array) -> "Swap":
-    """The swap of two arrays (one generator; ``Diagram.swap`` builds any types through discopy's hexagon)."""
-    return Swap(Ty(left), Ty(right))
-
-
-def copy_box(x: Array, n: int = 2) -> "Copy":
-    """The copy of one array ``n`` times (``n = 0``: its discard), one generator (``Diagram.copy`` builds any type
-    through discopy's spiders)."""
-    return Copy(Ty(x), n)
-
-
-def make_layer(left: Ty, box, right: Ty):
-    return Layer.trusted(left, box, right)
-
-
-def from_layers(dom: Ty, cod: Ty, items) -> Diagram:
-    """A diagram from ``(left, box, right)`` triples, each checked against the wires the layers before it leave.
-
-    The typing law of a layer: the wires before layer ``i`` are ``left @ box.dom @ right`` (the same arrays in
-    the same order: axes and their order, level, dtype), after it ``left @ box.cod @ right``; ``dom`` is the
-    wires before the first layer and ``cod`` the wires after the last.  A rewrite that builds a layer of the
-    wrong type is refused here, where the diagram is made, not when it is evaluated or loaded.  (The check
-    compares arrays, first by identity: linear in the number of wires, with no rescan of the boxes.)
-
-    >>> import napkin_cat as nc
-    >>> f = nc.einsum("a b, b c -> a c")
-    >>> (left, box, right), = (layer.boxes_or_types[:3] for layer in f.inside)
-    >>> from_layers(f.dom, f.cod, [(left, box, right)]).boxes == f.boxes
-    True
-    >>> from_layers(f.cod, f.cod, [(left, box, right)])
-    Traceback (most recent call last):
-    ...
-    napkin_cat.errors.CompositionError: layer 0 (box '·') is placed on wires ['a×c'] but takes
-    ['a×b', 'b×c'] (left @ box.dom @ right): it takes 2 array(s) where there are 1
-    """
-    wires = tuple(dom.inside)
-    inside = []
-    for i, (left, box, right) in enumerate(items):
-        takes = (*left.inside, *box.dom.inside, *right.inside)
-        if takes != wires:
-            raise CompositionError(_misplaced(i, box, wires, takes, len(left.inside)))
-        wires = (*left.inside, *box.cod.inside, *right.inside)
-        inside.append(Layer.trusted(left, box, right))
-    if wires != tuple(cod.inside):
-        raise CompositionError(f"the {len(inside)} layer(s) end on wires {list(map(str, wires))} but the diagram's "
-                               f"codomain is {list(map(str, cod.inside))}"
-                               + "".join(f": array {j}: {x} vs {y} ({_difference(x, y)})"
-                                         for j, (x, y) in enumerate(zip(wires, cod.inside)) if x != y)[:1000])
-    return Diagram(tuple(inside), dom, cod, _scan=False)
-
-
-def _misplaced(i: int, box, wires: tuple, takes: tuple, n_left: int) -> str:
-    """Why layer ``i`` (``box`` with ``n_left`` wires on its left) does not fit ``wires``."""
-    head = (f"layer {i} (box {box.name!r}) is placed on wires {list(map(str, wires))} but takes "
-            f"{list(map(str, takes))} (left @ box.dom @ right)")
-    if len(takes) != len(wires):
-        return f"{head}: it takes {len(takes)} array(s) where there are {len(wires)}"
-    j = next(j for j, (x, y) in enumerate(zip(wires, takes)) if x != y)
-    k = len(box.dom.inside)
-    where = (f"the box's input {j - n_left}" if n_left <= j < n_left + k
-             else f"wire {j} on its {'left' if j < n_left else 'right'}")
-    return f"{head}: at array {j} ({where}) the wire is {wires[j]} but the layer takes {takes[j]} " \
-           f"({_difference(wires[j], takes[j])})"

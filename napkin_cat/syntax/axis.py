@@ -44,6 +44,28 @@ def symbol(name: str) -> sympy.Symbol:
     return sympy.Symbol(name, positive=True, integer=True)
 
 
+def canonical(expr):
+    """``expr`` with each of its symbols the one size symbol of that name (:func:`symbol`): a user's
+    ``sympy.Symbol("g")`` (no assumptions) is another symbol to sympy than the sizes' ``g``, so ``sizes={"g": 2}``
+    never bound it ("give sizes for ['g']" with ``g`` given).
+
+    >>> canonical(sympy.Symbol("g") * 2) == 2 * symbol("g")
+    True
+    """
+    if not isinstance(expr, sympy.Basic):
+        return expr
+    if expr.is_Symbol:
+        return symbol(expr.name) if _plain(expr) else expr
+    foreign = {s: symbol(s.name) for s in expr.free_symbols if _plain(s)}
+    return expr.xreplace(foreign) if foreign else expr
+
+
+def _plain(s) -> bool:
+    """A symbol as ``sympy.Symbol(name)`` makes it (no assumptions) with an axis name: a user's spelling of a size
+    symbol.  The library's own symbols keep theirs (a count of an empty shard, named in words, stays apart)."""
+    return s.is_Symbol and _NAME.match(s.name) is not None and s == sympy.Symbol(s.name)
+
+
 def check_name(name: str) -> str:
     if not isinstance(name, str) or not _NAME.match(name):
         raise AxisError(
@@ -68,6 +90,7 @@ def as_size(name: str, size) -> "sympy.Expr | int":
     if isinstance(size, str):
         return symbol(check_name(size))
     if isinstance(size, sympy.Basic):
+        size = canonical(size)
         if size.is_Integer:
             return as_size(name, int(size))
         if size.is_number or size.has(sympy.nan, sympy.zoo, sympy.oo):   # 1/2, 2.0, pi, nan, oo, q + oo

@@ -14,7 +14,8 @@ discard (a wire never used) that a string diagram needs.
 """
 from __future__ import annotations
 
-from napkin_cat.syntax.adapter import Diagram, Ty, from_layers
+from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.flat import from_layers
 from napkin_cat.errors import ArgumentError, CompositionError
 from napkin_cat.syntax.construct import cast
 from napkin_cat.syntax.dtype import as_dtype

@@ -44,7 +44,8 @@ import numpy as np
 import sympy
 
 from napkin_cat.errors import AxisError, DeviceError, SignatureError  # noqa: F401
-from napkin_cat.syntax.adapter import Array, Diagram
+from napkin_cat.syntax.array import Array
+from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.axis import Axis, as_size, check_name
 from napkin_cat.syntax.construct import axes_for, parse
 from napkin_cat.syntax.dtype import FP32

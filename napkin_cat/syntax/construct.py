@@ -21,8 +21,9 @@ import re
 
 import sympy
 
-from napkin_cat.syntax.adapter import Array, Diagram, Ty
-from napkin_cat.syntax.axis import MAX_AXES, Axis, check_name, resolve
+from napkin_cat.syntax.array import Array
+from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.axis import MAX_AXES, Axis, canonical, check_name, resolve
 from napkin_cat.syntax.dtype import FP32, as_dtype
 from napkin_cat.errors import AxisError, SignatureError, UnknownPrimitiveError
 from napkin_cat.syntax.ops import REDUCTIONS
@@ -106,11 +107,14 @@ def _merge_sizes(where: str, given, more: dict, names=(), **options) -> dict:
 
 
 def _number(value, what: str):
-    """``value`` when it is a number (an int, a float, a numpy or sympy number) or a sympy expression in sizes
-    (``1/sqrt(d)``); a string, a bool or a list is refused (a string is never parsed as an expression)."""
-    if isinstance(value, bool) or not isinstance(value, (numbers.Number, sympy.Expr)):
-        raise SignatureError(f"{what} must be a number or a sympy expression in sizes (such as 1/sqrt(d)), got "
-                             f"{value!r}")
+    """``value`` when it is a real number (an int, a float, a numpy or sympy number) or a sympy expression in sizes
+    (``1/sqrt(d)``); a string, a bool, a list or a complex number is refused (a string is never parsed as an
+    expression)."""
+    value = canonical(value)
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, sympy.Expr)) or (
+            isinstance(value, sympy.Expr) and value.is_extended_real is False):
+        raise SignatureError(f"{what} must be a number (a real one) or a sympy expression in sizes (such as "
+                             f"1/sqrt(d)), got {value!r}")
     return value
 
 
@@ -206,7 +210,8 @@ def softmax(signature: str, *, over, beta=1, level: int = 0, dtype=FP32, out_dty
         if n not in ins[0]:
             raise SignatureError(f"softmax over {n!r}: the array {ins[0]} has no such axis; "
                                  f"legal choices are {ins[0]}")
-    params = {} if _number(beta, "the beta of softmax") == 1 else {"beta": beta}
+    beta = _number(beta, "the beta of softmax")
+    params = {} if beta == 1 else {"beta": beta}
     return apply("softmax", signature, core=over_names, params=params, level=level, dtype=dtype,
                  out_dtype=out_dtype, sizes=sizes)
 

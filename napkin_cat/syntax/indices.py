@@ -39,7 +39,8 @@ import numpy as np
 
 from napkin_cat.errors import IndexingError, SignatureError
 from napkin_cat.syntax import interval as iv
-from napkin_cat.syntax.adapter import Array, Diagram
+from napkin_cat.syntax.array import Array
+from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.axis import Axis, check_name
 from napkin_cat.syntax.dtype import BOOL, FP32, INT32, as_dtype
 from napkin_cat.syntax.printed import printed, structured

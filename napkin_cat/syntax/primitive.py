@@ -106,15 +106,31 @@ class Core:
         return np.where(seg[i] == t, i, -1)
 
     def value(self, expr):
-        """A parameter's numeric value, with axis sizes bound (``beta = d**-0.5``)."""
+        """A parameter's numeric value, with axis sizes bound (``beta = d**-0.5``); refused
+        (:class:`~napkin_cat.errors.SignatureError`) unless it is a real number there (a document may carry a
+        list, a string or ``sqrt(-d)`` where a number belongs).
+
+        >>> import sympy
+        >>> Core((), (), env={sympy.Symbol("d"): 16}).value(sympy.Symbol("d") ** -0.5)
+        0.25
+        >>> Core((), ()).value([1, 2])
+        Traceback (most recent call last):
+        ...
+        napkin_cat.errors.SignatureError: a numeric parameter is a real number or an expression in sizes ...
+        """
         import sympy
+        legal = "a numeric parameter is a real number or an expression in sizes that is one (such as 1/sqrt(d))"
         if isinstance(expr, sympy.Basic):
             v = expr.subs(self.env)
             if v.free_symbols:
                 missing = sorted(str(x) for x in v.free_symbols)
                 raise ShapeError(f"the parameter {expr} is not known: {missing} are bound by no input; pass "
                                  f"sizes={{{', '.join(repr(m) + ': …' for m in missing)}}} to evaluate")
+            if not (isinstance(v, sympy.Expr) and v.is_extended_real):
+                raise SignatureError(f"{legal}, got {expr} = {v} at the sizes given")
             return float(v)
+        if isinstance(expr, (bool, np.bool_)) or not isinstance(expr, (int, float, np.integer, np.floating)):
+            raise SignatureError(f"{legal}, got {expr!r}")
         return expr
 
 

@@ -18,7 +18,9 @@ from typing import Callable
 
 from sympy import Basic, Symbol
 
-from napkin_cat.syntax.adapter import Array, Bubble, Diagram, Ty, as_level, from_layers
+from napkin_cat.syntax.array import Array, as_level
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty
+from napkin_cat.syntax.flat import from_layers
 from napkin_cat.syntax.axis import Axis, as_size, symbol
 from napkin_cat.errors import AxisError
 from napkin_cat.syntax.primitive import Weave, kind_of

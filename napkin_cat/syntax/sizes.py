@@ -35,7 +35,8 @@ from collections.abc import Mapping
 import sympy
 
 from napkin_cat.errors import AxisError
-from napkin_cat.syntax.adapter import Bubble, Diagram, layers
+from napkin_cat.syntax.adapter import Bubble, Diagram
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.axis import LARGEST_SIZE, Axis, check_name, symbol
 
 

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import math
 
-from napkin_cat.syntax.adapter import Array, Box, Bubble, Diagram, Ty, from_layers, layers
-from napkin_cat.syntax.axis import Axis, resolve
+from napkin_cat.syntax.array import Array
+from napkin_cat.syntax.adapter import Box, Bubble, Diagram, Ty
+from napkin_cat.syntax.flat import from_layers, layers
+from napkin_cat.syntax.axis import Axis, canonical, resolve
 from napkin_cat.errors import SignatureError, WeaveError
 from napkin_cat.syntax.primitive import Core, Spec, Weave, kind_of
 from napkin_cat.syntax.wiring import retype, traverse
@@ -53,8 +55,9 @@ def build_box(kind: str, dom: list[Array], cod: list[Array], weaves: list[Weave]
         raise SignatureError(f"a box of kind {kind!r} carries the parameter(s) {missing}, which were not given; "
                              f"pass params={{{', '.join(repr(p) + ': …' for p in missing)}}} (it requires "
                              f"{list(k.requires)})")
-    # one NaN object for every NaN constant, so that a box equals itself rebuilt (NaN != NaN otherwise)
-    params = tuple(sorted((key, math.nan if isinstance(v, float) and v != v else v)
+    # one NaN object for every NaN constant, so that a box equals itself rebuilt (NaN != NaN otherwise); an
+    # expression's symbols the sizes' symbols of their names (a plain sympy.Symbol("d") is bound by sizes={"d": …})
+    params = tuple(sorted((key, math.nan if isinstance(v, float) and v != v else canonical(v))
                           for key, v in (params or {}).items()))
     seen = set()
     for w in weaves:

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from napkin_cat.errors import NapkinError
-from napkin_cat.syntax.adapter import Diagram, Ty, copy_box, is_structural, layers, swap_box
+from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.flat import copy_box, is_structural, layers, swap_box
 
 
 def computes(box) -> bool:

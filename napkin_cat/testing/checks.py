@@ -53,9 +53,11 @@ from napkin_cat.errors import CheckFailed, ConstructionError, MemoryLimitError, 
 from napkin_cat.rewriting.trace import Step, Trace
 from napkin_cat.semantics.equivalent import tile_sizes
 from napkin_cat.testing.assertions import assert_equivalent
-from napkin_cat.syntax.adapter import Diagram, layers
+from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.construct import spell
 from napkin_cat.testing.programs import Program
+from napkin_cat.testing.hostile import check_hostile_json
 from napkin_cat.testing.offers import ORDER_ROLES, in_every_order
 from napkin_cat.testing.reformulate import reformulate
 from napkin_cat.cost import numeric
@@ -545,9 +547,11 @@ def check_reformulated(p: Program, seed: int = 0, memory: int | None = None):
     return ("rewritten", "derived", "same H", "equivalent") + laws
 
 
+#: every check by name; ``hostile_json`` (:mod:`napkin_cat.testing.hostile`) is run by its own test, not among
+#: :data:`CHECKS`
 RUNNERS = {"evaluate": check_evaluate, "json": check_json, "cost": check_cost, "mutant": check_mutant,
            "rules": check_rules, "plan": check_plan, "c": check_c, "derive": check_derive,
-           "reformulate": check_reformulated}
+           "reformulate": check_reformulated, "hostile_json": check_hostile_json}
 
 
 def run_checks(p: Program, *, checks=CHECKS, seed: int = 0, tally: Counter | None = None) -> list:

@@ -114,6 +114,8 @@ class FromTorch:
 
 def as_array(name: str, x, axes) -> np.ndarray:
     """A tensor's values as the diagram takes them: numpy, size-1 dimensions dropped, integers as int32."""
+    if isinstance(x, torch.Tensor) and x.dtype == torch.bfloat16:   # numpy has no bfloat16: its values in float32
+        x = x.float()
     a = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
     if a.ndim != len(axes):
         raise ShapeError(f"input {name!r} has {a.ndim} dimensions, the model's has {len(axes)} ({axes})")

@@ -130,7 +130,7 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     checks every index into a captured table against its size (:func:`check_indices`)."""
     query, key, value = heads(query, key, value, enable_gqa)
     d = query.shape[-1]
-    scale = 1 / math.sqrt(d) if scale is None else float(scale)
+    scale = 1 / math.sqrt(d) if scale is None else as_scale(scale)
     B, H, N, X = query.shape[0], query.shape[1], query.shape[2], key.shape[2]
     index = (torch.arange(B).view(B, 1, 1, 1), torch.arange(H).view(1, H, 1, 1), torch.arange(N).view(1, 1, N, 1),
              torch.arange(X).view(1, 1, 1, X))
@@ -165,7 +165,15 @@ def trace(score_mod, mask_mod, scale, qkv, index, reads, memory, hardware, depth
     """Export masked attention with the mods, translate it and compile it (the slow part of a call: once per key)."""
     module = Scores(score_mod, mask_mod, scale)
     example = (*(x.detach() for x in qkv), *index)
-    program = torch.export.export(module, example)
+    try:
+        program = torch.export.export(module, example)
+    except Exception as e:     # the user's mods: raised, or returned what masked attention cannot take
+        B, H, N, X = qkv[0].shape[0], qkv[0].shape[1], qkv[0].shape[2], qkv[1].shape[2]
+        raise TensorError(f"flex_attention could not trace the mods on {qkv[0].dtype} scores of shape {(B, H, N, X)}: "
+                          f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''} "
+                          f"(a mask_mod(b, h, q_idx, kv_idx) returns a bool tensor broadcastable to {(B, H, N, X)}; "
+                          f"a score_mod(score, b, h, q_idx, kv_idx) returns a tensor of the score's shape and dtype)"
+                          ) from e
     r = translate(program, module, example, None, NAMES, positions=POSITIONS)
     op = compile(r.diagram, aux=1, memory=memory, hardware=hardware, depth=depth, name="flex_attention")
     by_id = {id(v): k for k, v in (reads or {}).items() if isinstance(v, torch.Tensor)}
@@ -217,8 +225,33 @@ def int32(name: str, x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def as_scale(scale) -> float:
+    """The score scale as a finite real number; a TensorError naming what was given otherwise (a string, a bool,
+    NaN or an infinity: its scores are NaN, or its kernel's constant has no spelling).
+
+    >>> as_scale(0.5), as_scale(torch.tensor(2.0))
+    (0.5, 2.0)
+    >>> as_scale(float("nan"))
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.TensorError: flex_attention's scale is a finite real number (default 1/sqrt(d)), got nan
+    """
+    value = scale.item() if isinstance(scale, torch.Tensor) and scale.numel() == 1 else scale
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise TensorError(f"flex_attention's scale is a finite real number (default 1/sqrt(d)), got {scale!r}")
+    return float(value)
+
+
 def heads(query, key, value, enable_gqa: bool):
-    """``key`` and ``value`` with as many heads as ``query`` (grouped-query attention repeats each ``H/Hkv`` times)."""
+    """``key`` and ``value`` with as many heads as ``query`` (grouped-query attention repeats each ``H/Hkv`` times);
+    a TensorError where they are not tensors of one floating dtype."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            raise TensorError(f"flex_attention takes floating-point tensors; {name} is "
+                              f"{getattr(x, 'dtype', type(x).__name__)}")
+        if x.dtype != query.dtype:
+            raise TensorError(f"flex_attention takes query, key and value of one dtype; query is {query.dtype}, "
+                              f"{name} {x.dtype}")
     for name, x in (("query", query), ("key", key), ("value", value)):
         if x.dim() != 4:
             raise ShapeError(f"flex_attention takes (B, H, N, d) tensors; {name} has shape {tuple(x.shape)}")

@@ -42,7 +42,8 @@ import numpy as np
 
 from napkin_cat.errors import UnsupportedOperationError
 from napkin_cat.semantics.evaluate import evaluate
-from napkin_cat.syntax.adapter import Array, Diagram, Ty
+from napkin_cat.syntax.array import Array
+from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.axis import Axis, symbol
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.construct import cast, einsum, elementwise, reduce, renaming, softmax

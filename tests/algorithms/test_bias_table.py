@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 import napkin_cat as nc
-from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.flat import layers
 
 NQ = NX = 32
 D = 8

@@ -8,7 +8,7 @@ import pytest
 
 import napkin_cat as nc
 from napkin_cat.cost.integer_search import best, best_many, divisors
-from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.flat import layers
 
 S = nc.symbol
 

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 import napkin_cat as nc
 from napkin_cat import library
 from napkin_cat.syntax import ops
-from napkin_cat.syntax.adapter import Array, Diagram, Ty, is_structural, layers
+from napkin_cat.syntax.array import Array
+from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.flat import is_structural, layers
 from napkin_cat.syntax.axis import Axis, symbol
 from napkin_cat.algorithms.bubbles import REGIONS, Kernel, Region
 from napkin_cat.errors import SerialisationError, UnknownPrimitiveError

@@ -12,7 +12,8 @@ import sympy
 
 import napkin_cat as nc
 from napkin_cat import library
-from napkin_cat.syntax.adapter import Diagram, is_structural
+from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.flat import is_structural
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.algorithms.bubbles import REGIONS, Kernel, Region
 from napkin_cat.errors import SerialisationError, UnknownPrimitiveError

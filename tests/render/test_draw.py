@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import napkin_cat as nc
-from napkin_cat.syntax.adapter import Diagram, Ty, compose_all, is_structural, layers
+from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.flat import compose_all, is_structural, layers
 from napkin_cat.algorithms.partitions import group, kernel, stream, unfused
 from napkin_cat.algorithms.bubbles import Kernel, Region
 from napkin_cat.render.draw import draw, gallery, render

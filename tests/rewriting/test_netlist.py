@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import napkin_cat as nc
-from napkin_cat.syntax.adapter import is_structural
+from napkin_cat.syntax.flat import is_structural
 from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting import INPUT, OUTPUT, Netlist, isomorphic, to_diagram, to_netlist
 from rewrites.basic import random_diagram

@@ -13,7 +13,7 @@ import pytest
 
 import napkin_cat as nc
 from napkin_cat.errors import CompositionError
-from napkin_cat.syntax.adapter import from_layers
+from napkin_cat.syntax.flat import from_layers
 from napkin_cat.syntax.relabel import map_box
 from rewrites import kernel_fusion
 

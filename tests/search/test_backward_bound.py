@@ -9,7 +9,7 @@ import pytest
 
 import napkin_cat as nc
 from napkin_cat.search.bounds import COMPULSORY, attention_backward, lower_bound
-from napkin_cat.syntax.adapter import copy, discard, swap
+from napkin_cat.syntax.flat import copy, discard, swap
 from napkin_cat.syntax.builder import Builder
 
 L = nc.library

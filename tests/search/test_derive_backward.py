@@ -24,7 +24,7 @@ import pytest
 import napkin_cat as nc
 from napkin_cat.cost.numeric import at
 from napkin_cat.search.bounds import attention_backward
-from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.flat import layers
 
 from backward_io import LARGE, MEMORIES, SIZES, compulsory, counted, io_fa2, io_lower, unsaved
 

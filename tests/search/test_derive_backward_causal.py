@@ -30,7 +30,7 @@ from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.cost.numeric import at
 from napkin_cat.rewriting.netlist import to_netlist
 from napkin_cat.search.blocks import OpGraph
-from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.flat import layers
 from rewrites.partition import kernel_formation
 
 from backward_io import LARGE, SIZES, compulsory, counted, unsaved

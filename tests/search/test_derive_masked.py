@@ -13,7 +13,7 @@ import sympy
 
 import napkin_cat as nc
 from napkin_cat.algorithms.bubbles import Kernel
-from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.flat import layers
 
 ISSUE = {"q": 4096, "x": 4096, "d": 128}
 

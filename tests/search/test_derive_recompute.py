@@ -13,7 +13,7 @@ import pytest
 import napkin_cat as nc
 from napkin_cat.cost.numeric import at
 from napkin_cat.rewriting.registry import Rulebook
-from napkin_cat.syntax.adapter import layers
+from napkin_cat.syntax.flat import layers
 from rewrites import RULEBOOK
 
 SIZES = {"q": 4096, "x": 4096, "d": 64, "e": 64}

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 import napkin_cat as nc
-from napkin_cat.syntax.adapter import compose_all
+from napkin_cat.syntax.flat import compose_all
 
 
 # --------------------------------------------------------------------------- the interpreter

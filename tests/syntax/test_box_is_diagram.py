@@ -19,7 +19,8 @@ from napkin_cat.algorithms.bubbles import Grid, Kernel, Region
 from napkin_cat.algorithms.launches import kernel_launches
 from napkin_cat.errors import ArgumentError, RewriteError
 from napkin_cat.io.serial import dumps, loads
-from napkin_cat.syntax.adapter import Box, Diagram, layers
+from napkin_cat.syntax.adapter import Box, Diagram
+from napkin_cat.syntax.flat import layers
 
 
 def _library() -> dict:

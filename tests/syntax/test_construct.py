@@ -7,7 +7,7 @@ import sympy
 from hypothesis import given, settings, strategies as st
 
 import napkin_cat as nc
-from napkin_cat.syntax.adapter import is_structural
+from napkin_cat.syntax.flat import is_structural
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.primitive import KINDS, Weave
 

@@ -13,7 +13,9 @@ import pytest
 
 import napkin_cat as nc
 from napkin_cat.algorithms.partitions import relabel_axis
-from napkin_cat.syntax.adapter import Array, Box, Bubble, Copy, Diagram, Swap, Ty, copy_box, from_layers, swap_box
+from napkin_cat.syntax.array import Array
+from napkin_cat.syntax.adapter import Box, Bubble, Copy, Diagram, Swap, Ty
+from napkin_cat.syntax.flat import copy_box, from_layers, swap_box
 from napkin_cat.syntax.axis import Axis, axes
 from napkin_cat.syntax.primitive import Spec, Weave
 from napkin_cat.syntax.relabel import at_level, map_arrays

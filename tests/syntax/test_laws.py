@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import napkin_cat as nc
 from napkin_cat import testing
-from napkin_cat.syntax.adapter import Array, Ty
+from napkin_cat.syntax.array import Array
+from napkin_cat.syntax.adapter import Ty
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.semantics.equivalent import free_sizes
 
@@ -133,7 +134,7 @@ def rounding_of(diagram) -> float:
     """The relative tolerance two evaluation orders of one function may differ by: 1e-12 in float64, and a
     few steps of the narrowest format a cast rounds to (a cast rounds a last-bit difference of float64 to
     one step of its format, which the boxes after it carry on)."""
-    from napkin_cat.syntax.adapter import layers
+    from napkin_cat.syntax.flat import layers
     narrow = [b.cod.inside[0].dtype.mantissa for _, b in layers(diagram)
               if len(b.dom) == len(b.cod) == 1 and b.dom.inside[0].dtype != b.cod.inside[0].dtype]
     return max(1e-12, 4 * 2.0 ** -min(narrow)) if narrow else 1e-12

@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import napkin_cat as nc
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.semantics.env import Env
-from napkin_cat.syntax.adapter import Diagram, Ty, layers
+from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.wiring import computes, trace_values, traverse
 

@@ -14,7 +14,9 @@ import pytest
 from discopy import monoidal
 
 import napkin_cat as nc
-from napkin_cat.syntax.adapter import Array, Bubble, layers
+from napkin_cat.syntax.array import Array
+from napkin_cat.syntax.adapter import Bubble
+from napkin_cat.syntax.flat import layers
 
 
 def regions(d):

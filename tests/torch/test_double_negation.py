@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is the `kernels` extra (pip install 'napkin-cat[kernels]')")
 
 import napkin_cat as nc  # noqa: E402
-from napkin_cat.syntax.adapter import layers  # noqa: E402
+from napkin_cat.syntax.flat import layers  # noqa: E402
 from torch import nn  # noqa: E402
 
 

@@ -62,7 +62,7 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
 
     def number(self, value) -> str:
         s = super().number(value)
-        return s if "INFINITY" in s else s + self.real.suffix
+        return s if "INFINITY" in s or s == "NAN" else s + self.real.suffix
 
     # ------------------------------------------------------------------ elements
     def index(self, axes) -> dict:

@@ -160,7 +160,7 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
 
     def number(self, value) -> str:
         v = float(value)
-        return f'float("{v}")' if v in (float("inf"), float("-inf")) else repr(v)
+        return f'float("{v}")' if v != v or v in (float("inf"), float("-inf")) else repr(v)
 
     # ------------------------------------------------------------------ sizes: runtime, even, extents
     def _divides(self, full, tile) -> bool:
