@@ -31,6 +31,7 @@ from napkin_cat.render.picture import Label, Layout, shifted
 from napkin_cat.render.style import CHAR
 from napkin_cat.render.tikz import render_tikz
 from napkin_cat.rewriting.trace import HOOKS, Step, Trace
+from napkin_cat.syntax.primitive import KINDS
 from napkin_cat.syntax.wiring import computes
 
 ROW_GAP, ARROW_PAD = 1.2, 0.6      # diagram units between rows, and around the ``= rule ⇒`` label
@@ -111,10 +112,11 @@ RASTERS: collections.OrderedDict = collections.OrderedDict()    # (diagram, sett
 
 
 def drawing_settings() -> tuple:
-    """What a panel's pixels depend on besides its diagram: :data:`PANEL_PIXELS` and every matplotlib rc
-    parameter now in force (fonts, line widths, math text)."""
+    """What a panel's pixels depend on besides its diagram: :data:`PANEL_PIXELS`, every matplotlib rc parameter
+    now in force (fonts, line widths, math text) and the declared kinds (a box is drawn with its kind's label and
+    pictogram: a kind declared again is another object, so a diagram of it is drawn again)."""
     from matplotlib import rcParams
-    return (PANEL_PIXELS, tuple((k, str(v)) for k, v in sorted(rcParams.items())))
+    return (PANEL_PIXELS, tuple((k, str(v)) for k, v in sorted(rcParams.items())), tuple(sorted(KINDS.items())))
 
 
 def panel_raster(diagram):

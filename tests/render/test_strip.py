@@ -2,6 +2,7 @@
 
 The pictures are checked against matplotlib's own PNG of the diagram (``draw`` then ``savefig`` at the panel's dpi,
 read back by ``imread``), the geometry against the strip's PNG read back pixel by pixel."""
+import dataclasses
 import gc
 import os
 import weakref
@@ -124,6 +125,13 @@ def test_a_panel_drawn_once_in_a_process_is_read_back_until_a_setting_changes(tm
     with matplotlib.rc_context({"font.family": "serif"}):
         trace.draw(wide)
     assert len(drawn) == 6 and open(wide, "rb").read() != open(first, "rb").read()
+    kinds = {box.data.kind for step in trace.steps for d in (step.before, step.after) for box in d.boxes
+             if hasattr(box.data, "kind")}
+    name = sorted(kinds)[0]
+    old = nc.engine.KINDS[name]
+    monkeypatch.setitem(nc.engine.KINDS, name, dataclasses.replace(old, label="relabelled"))
+    trace.draw(str(tmp_path / "relabelled.png"))               # a kind declared again: its diagrams drawn again
+    assert len(drawn) > 6
 
 
 def test_a_panel_that_cannot_be_drawn_is_named_in_a_warning_not_hidden(tmp_path, monkeypatch):
