@@ -111,12 +111,19 @@ PANEL_MEMORY = 64 * 2 ** 20
 RASTERS: collections.OrderedDict = collections.OrderedDict()    # (diagram, settings) -> uint8 raster, newest last
 
 
+#: rc parameters no panel's pixels read (a panel is drawn on its own Agg canvas): importing pyplot resolves
+#: ``backend`` and changes ``backend_fallback``, which must not make every kept panel look new
+NOT_DRAWN = ("backend", "backend_fallback", "interactive", "toolbar", "keymap.", "webagg.", "figure.raise_window")
+
+
 def drawing_settings() -> tuple:
     """What a panel's pixels depend on besides its diagram: :data:`PANEL_PIXELS`, every matplotlib rc parameter
-    now in force (fonts, line widths, math text) and the declared kinds (a box is drawn with its kind's label and
-    pictogram: a kind declared again is another object, so a diagram of it is drawn again)."""
+    now in force but those of :data:`NOT_DRAWN` (fonts, line widths, math text) and the declared kinds (a box is
+    drawn with its kind's label and pictogram: a kind declared again is another object, so a diagram of it is
+    drawn again)."""
     from matplotlib import rcParams
-    return (PANEL_PIXELS, tuple((k, str(v)) for k, v in sorted(rcParams.items())), tuple(sorted(KINDS.items())))
+    return (PANEL_PIXELS, tuple((k, str(v)) for k, v in sorted(rcParams.items()) if not k.startswith(NOT_DRAWN)),
+            tuple(sorted(KINDS.items())))
 
 
 def panel_raster(diagram):
