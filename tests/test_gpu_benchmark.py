@@ -77,6 +77,8 @@ def test_the_dry_run_goes_through_every_step(tmp_path):
         (c,) = row["candidates"]
         assert c["pick"] == "derived" and c["variant"] == row["variant"]
         assert c["error"] < 2e-2 and c["predicted_s"] > 0 and c["time_s"] is None and "gate" not in c
+        if row["kind"] != "cuda":             # compiled for sm_90: the kernels a run at the row's sizes launches
+            assert c["triton_compiled"] and c["triton_smem"] > 0, c
         assert c["prediction"]["assumptions"]
         for b in row.get("baselines", ()):
             assert "refused" in b or (b["error"] < 2e-2 and b["time_s"] is None), b
@@ -120,6 +122,23 @@ def test_the_derived_pick_comes_first_and_the_others_are_the_same_structures_nex
     assert [(c["tiles"], c["model_s"]) for c in cands] == want[:3]
     assert len({json.dumps(c["tiles"], sort_keys=True) for c in cands}) == 3
     assert all(c["variant"] == str(r.variant) for c in cands)
+
+
+def test_the_kernels_a_run_launches_are_those_whose_divisions_hold_at_its_sizes():
+    """What the dry run compiles (``k.launched()``): per launch, the even variant where every tile divides its size
+    at the run's sizes, else the ragged one; the divisions checked here by plain arithmetic on the tiles."""
+    import napkin_cat as nc
+    f = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
+    tiles = {"g_a": 32, "g_c": 64, "s_b": 16}
+    k = nc.codegen.triton(nc.plan(f, {"a": 96, "b": 64, "c": 128, **tiles}))
+    (name,) = [n for n in k.printer.signature() if not n.endswith("_ragged")]
+    assert f"{name}_ragged" in k.printer.signature()
+    for a, b, c in ((96, 64, 128), (80, 64, 128), (96, 40, 128), (96, 64, 96), (64, 32, 64)):
+        even = a % tiles["g_a"] == b % tiles["s_b"] == c % tiles["g_c"] == 0
+        assert k.launched({"a": a, "b": b, "c": c}) == [name if even else f"{name}_ragged"], (a, b, c)
+    assert k.launched() == [name]
+    with pytest.raises(nc.codegen.CodegenError, match="the kernel's functions are"):
+        k.compile(kernels=["nc_no_such_kernel"])
 
 
 # ------------------------------------------------------------------------------------------------ gate, spread

@@ -2,6 +2,7 @@
 
 The pictures are checked against matplotlib's own PNG of the diagram (``draw`` then ``savefig`` at the panel's dpi,
 read back by ``imread``), the geometry against the strip's PNG read back pixel by pixel."""
+import dataclasses
 import gc
 import os
 import weakref
@@ -91,6 +92,7 @@ def test_a_diagram_two_rows_share_is_drawn_once_and_its_figure_freed(tmp_path, m
     trace = two_steps()
     for enabled in (True, False):
         figures.clear()
+        strip.RASTERS.clear()            # no panel kept from an earlier strip of this process
         (gc.enable if enabled else gc.disable)()
         try:
             trace.draw(str(tmp_path / "strip.png"))
@@ -99,6 +101,38 @@ def test_a_diagram_two_rows_share_is_drawn_once_and_its_figure_freed(tmp_path, m
             gc.enable()
         assert len(figures) == 3
         assert all(ref() is None for ref in figures), "a panel's figure outlived the strip"
+
+
+def test_a_panel_drawn_once_in_a_process_is_read_back_until_a_setting_changes(tmp_path, monkeypatch):
+    """A second strip of the same diagrams draws none of them again and writes the same bytes; under another rc
+    setting (the font) each is drawn again, and the picture differs."""
+    import matplotlib
+    drawn = []
+
+    def recording(d):
+        drawn.append(d)
+        return nc.draw(d)
+
+    monkeypatch.setattr(strip, "draw", recording)
+    trace = two_steps()
+    strip.RASTERS.clear()
+    first, second, wide = (str(tmp_path / f"{name}.png") for name in ("first", "second", "wide"))
+    trace.draw(first)
+    assert len(drawn) == 3 and len(strip.RASTERS) == 3
+    with matplotlib.rc_context({"backend": "svg", "backend_fallback": False}):      # what importing pyplot changes
+        trace.draw(second)
+    assert len(drawn) == 3
+    assert open(first, "rb").read() == open(second, "rb").read()
+    with matplotlib.rc_context({"font.family": "serif"}):
+        trace.draw(wide)
+    assert len(drawn) == 6 and open(wide, "rb").read() != open(first, "rb").read()
+    kinds = {box.data.kind for step in trace.steps for d in (step.before, step.after) for box in d.boxes
+             if hasattr(box.data, "kind")}
+    name = sorted(kinds)[0]
+    old = nc.engine.KINDS[name]
+    monkeypatch.setitem(nc.engine.KINDS, name, dataclasses.replace(old, label="relabelled"))
+    trace.draw(str(tmp_path / "relabelled.png"))               # a kind declared again: its diagrams drawn again
+    assert len(drawn) > 6
 
 
 def test_a_panel_that_cannot_be_drawn_is_named_in_a_warning_not_hidden(tmp_path, monkeypatch):

@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import sympy
 
 from napkin_cat.codegen.errors import CodegenError, ToolNotFoundError
 from napkin_cat.errors import ShapeError
@@ -94,6 +95,12 @@ def _close_workers():
             pass
 
 
+def _at(expr, sizes: dict):
+    """``expr`` (a size expression) at ``sizes`` (by symbol name)."""
+    e = sympy.sympify(expr)
+    return e.subs({s: sizes[str(s)] for s in e.free_symbols if str(s) in sizes})
+
+
 class TritonKernel(GeneratedKernel):
     """The Triton kernel (see the module docstring)."""
 
@@ -158,11 +165,40 @@ class TritonKernel(GeneratedKernel):
             out.append(np.ascontiguousarray(x, dtype=np.float32 if dt == "bf16" else self.numpy_dtype(name)))
         return out
 
-    def compile(self, arch=90, *, num_warps: int = 4, num_stages: int = 3) -> dict:
+    def launched(self, sizes: dict | None = None) -> list[str]:
+        """The kernels the launcher runs at ``sizes`` (names to values; the plan's sizes by default): per launch, its
+        even variant where every division it assumed holds at those sizes, else its ragged one (the test the
+        launcher makes, :mod:`~napkin_cat.codegen.triton.host`, evaluated here).
+
+        >>> import napkin_cat as nc
+        >>> f = nc.kernel(nc.library.matmul())
+        >>> k = triton(nc.plan(nc.group(f, "a", "g_a"), {"a": 96, "b": 8, "c": 8, "g_a": 32}))
+        >>> k.launched(), k.launched({"a": 80})
+        (['nc_kernel0'], ['nc_kernel0_ragged'])
+        """
+        at = {str(k): v for k, v in self.plan.sizes.items()}
+        at.update({str(k): v for k, v in (sizes or {}).items()})
+        out = []
+        for launch in self.printer.signature():
+            even = self.printer.assumed.get(launch)
+            if launch.endswith("_ragged") and launch[:-len("_ragged")] in self.printer.assumed:
+                continue
+            divides = all(int(_at(full, at)) % tile == 0 for full, tile in even or ())
+            out.append(launch if divides else launch + "_ragged")
+        return out
+
+    def compile(self, arch=90, *, num_warps: int = 4, num_stages: int = 3, kernels=None) -> dict:
         """``triton.compile`` for ``GPUTarget("cuda", arch, 32)``: ``smem`` (bytes Triton allocates, the most over
-        the kernels), per ``kernels``, beside ``plan_smem`` (``p.smem_bytes``) and the stream's loads."""
+        the kernels), per ``kernels``, beside ``plan_smem`` (``p.smem_bytes``) and the stream's loads.  ``kernels``:
+        the names of those to compile (e.g. :meth:`launched`: those a run at given sizes launches); all by default,
+        each launch's ragged variant included."""
         digits = int("".join(c for c in str(arch) if c.isdigit()))
-        kernels = self.printer.signature()
+        every = self.printer.signature()
+        chosen = list(every) if kernels is None else list(kernels)
+        unknown = [name for name in chosen if name not in every]
+        if unknown or not chosen:
+            raise CodegenError(f"cannot compile {unknown or 'no kernel'}: the kernel's functions are {sorted(every)}")
+        kernels = {name: every[name] for name in chosen}
         answer = worker(interpret=False).ask({"op": "compile", "source": str(self.path()), "kernels": kernels,
                                               "arch": digits, "warps": num_warps, "stages": num_stages})
         ks = answer["kernels"]
