@@ -304,6 +304,7 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
     limits = [Fraction(m) for m in memories]
     found = [None] * len(limits)
     exact_H = (lambda combo: _exact(H, combo)) if fulls is None else (lambda combo: _exact_ragged(H, combo, fulls))
+    known_H, known_peak = {}, {}    # exact values per tiling, met again at the next memories (a pure function of it)
     for block in _blocks(lists):
         logs = np.log(block)
         peak = np.zeros(len(block))
@@ -340,13 +341,19 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
                         fits[k] = False
                         continue
                     if peak[k] > float(limit) * (1 - 1e-9):   # near the limit: settle the memory exactly
-                        exact_peak = max((_exact(col, combo) for col in columns), default=Fraction(0))
+                        exact_peak = known_peak.get(combo)
+                        if exact_peak is None:
+                            exact_peak = known_peak[combo] = max((_exact(col, combo) for col in columns),
+                                                                 default=Fraction(0))
                         if exact_peak > limit:
                             fits[k] = False
                             continue
                     else:
                         exact_peak = Fraction(float(peak[k]))
-                    key = (exact_H(combo), exact_peak, combo[::-1])
+                    h = known_H.get(combo)
+                    if h is None:
+                        h = known_H[combo] = exact_H(combo)
+                    key = (h, exact_peak, combo[::-1])
                     if mine is None or key < mine:
                         mine = key
                 if fits[near].any():
