@@ -320,8 +320,11 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
         for cap in caps:
             capped &= _scores(cap, trip_logs) <= 1 + 1e-12
         top = peak[capped].max() if capped.any() else None
+        least = peak[capped].min() if capped.any() else None
         every = None     # the block's best where every candidate fits clearly (the same for every such memory)
         for j, limit in enumerate(limits):
+            if least is None or least > float(limit) * (1 + 1e-12):
+                continue     # no candidate of the block fits this memory (the test below would find none)
             clear = top is not None and top <= float(limit) * (1 - 1e-9)
             if clear and every is not None:
                 if found[j] is None or every < found[j]:
