@@ -302,6 +302,7 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
     check_grid(values, names)
     lists = [np.array(sorted(v), dtype=float) for v in values]
     limits = [Fraction(m) for m in memories]
+    floats = [float(m) for m in limits]
     found = [None] * len(limits)
     exact_H = (lambda combo: _exact(H, combo)) if fulls is None else (lambda combo: _exact_ragged(H, combo, fulls))
     for block in _blocks(lists):
@@ -319,34 +320,47 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
         for cap in caps:
             capped &= _scores(cap, trip_logs) <= 1 + 1e-12
         top = peak[capped].max() if capped.any() else None
+        least = peak[capped].min() if capped.any() else None
         every = None     # the block's best where every candidate fits clearly (the same for every such memory)
+        known = {}       # row -> [tiles, within the caps, exact H, exact peak]: pure functions of the row, met again
         for j, limit in enumerate(limits):
-            clear = top is not None and top <= float(limit) * (1 - 1e-9)
+            fl = floats[j]
+            if least is None or least > fl * (1 + 1e-12):
+                continue     # no candidate of the block fits this memory (the test below would find none)
+            clear = top is not None and top <= fl * (1 - 1e-9)
             if clear and every is not None:
                 if found[j] is None or every < found[j]:
                     found[j] = every
                 continue
-            fits = (peak <= float(limit) * (1 + 1e-12)) & capped
+            fits = (peak <= fl * (1 + 1e-12)) & capped
             mine = None
             while fits.any():
                 near = np.flatnonzero(fits & (scores <= scores[fits].min() * (1 + 1e-9)))
                 if len(near) > NEAR:   # many ties (tiles the transfers do not see): settle the first by float order
                     order = np.lexsort(tuple(block[near, ::-1].T) + (peak[near], scores[near]))
                     near = near[order[:NEAR]]
-                for k in near:
-                    combo = tuple(int(g) for g in block[k])
-                    trips = combo if fulls is None else tuple(Fraction(n, -(-n // g)) for g, n in zip(combo, fulls))
-                    if any(_exact(cap, trips) > 1 for cap in caps):
+                for k in near.tolist():
+                    row = known.get(k)
+                    if row is None:
+                        combo = tuple(int(g) for g in block[k])
+                        trips = combo if fulls is None else tuple(Fraction(n, -(-n // g)) for g, n in zip(combo, fulls))
+                        row = known[k] = [combo, not any(_exact(cap, trips) > 1 for cap in caps), None, None]
+                    combo = row[0]
+                    if not row[1]:
                         fits[k] = False
                         continue
-                    if peak[k] > float(limit) * (1 - 1e-9):   # near the limit: settle the memory exactly
-                        exact_peak = max((_exact(col, combo) for col in columns), default=Fraction(0))
+                    if peak[k] > fl * (1 - 1e-9):   # near the limit: settle the memory exactly
+                        if row[3] is None:
+                            row[3] = max((_exact(col, combo) for col in columns), default=Fraction(0))
+                        exact_peak = row[3]
                         if exact_peak > limit:
                             fits[k] = False
                             continue
                     else:
                         exact_peak = Fraction(float(peak[k]))
-                    key = (exact_H(combo), exact_peak, combo[::-1])
+                    if row[2] is None:
+                        row[2] = exact_H(combo)
+                    key = (row[2], exact_peak, combo[::-1])
                     if mine is None or key < mine:
                         mine = key
                 if fits[near].any():

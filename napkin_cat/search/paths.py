@@ -380,8 +380,8 @@ def _join_greedily(graph, search, found, evaluate, k, may_join, lower=None):
         for i in range(len(path)):
             for j in range(len(path)):
                 x, y = path[i][0], path[j][0]
-                if i == j or not may_join(i, j, x, y) or not is_convex(graph, x | y):
-                    continue
+                if i == j or not may_join(i, j, x, y) or not is_convex(graph, x | y) or not graph.linked(x | y):
+                    continue    # (linked: never both ends of a view in one kernel, OpGraph.apart)
                 pairs.append((x, y, evaluate(path[i][2], k) + evaluate(path[j][2], k), (i, j)))
 
         def admissible(tag):

@@ -168,7 +168,7 @@ def _join_seams(graph, joints, search, found, evaluate, k, lower=None):
             x, _, cx = path[i]
             readers = {entry[r] for r in bits(graph.succs[p])} - {i}
             pairs = [(x, path[j][0], evaluate(cx, k) + evaluate(path[j][2], k), j) for j in sorted(readers)
-                     if is_convex(graph, x | path[j][0])]
+                     if is_convex(graph, x | path[j][0]) and graph.linked(x | path[j][0])]   # (no view inside)
             best = best_join(graph, search, pairs, evaluate, k, lower)
             if best is None:
                 break

@@ -57,14 +57,14 @@ def _tile_names(path, taken):
 
 
 class _Made:
-    """The winner of a path, made by the rules; its kernels' cost curves read off the made algorithm."""
+    """The winner of a path, made by the rules on first use of its :attr:`diagram` or :attr:`trace` (a symbolic
+    derive's candidates that win no interval are never made); its kernels' cost curves are its path's."""
 
     def __init__(self, start, form, path, book, level):
         taken = set(axis_names(form.diagram))
         names = _tile_names(path, taken)
         plan = [(block, v, nm) for (block, v, _), nm in zip(path, names)]
-        self.diagram, steps = make(form.diagram, form.graph, plan, book, level)
-        self.trace = Trace(form.steps + steps, book.rules)
+        self._made, self._making = None, (form, plan, book, level)
         self.variant = Schedule(tuple(KernelChoice(tuple(form.graph.name(i) for i in bits(block)), v.stream,
                                                    v.groups, dict(nm), v.sliced, v.parts and nm[parts_key(v.stream)],
                                                    v.inner)
@@ -76,6 +76,23 @@ class _Made:
         self.level = level
         self._cost = None
         self._kernels = None
+
+    def _make(self):
+        if self._made is None:
+            form, plan, book, level = self._making
+            diagram, steps = make(form.diagram, form.graph, plan, book, level)
+            self._made = (diagram, Trace(form.steps + steps, book.rules))
+        return self._made
+
+    @property
+    def diagram(self):
+        """The algorithm made by the rules (:func:`~napkin_cat.search.construct.make`)."""
+        return self._make()[0]
+
+    @property
+    def trace(self) -> Trace:
+        """The rewrites that make :attr:`diagram` from the function."""
+        return self._make()[1]
 
     @property
     def kernels(self) -> list:

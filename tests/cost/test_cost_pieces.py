@@ -80,3 +80,19 @@ def test_integer_search_equals_enumeration_in_fractions(seed):
     assert best_many(H, cols, values, sweep) == [_brute(H, cols, values, M) for M in sweep]
     assert best_many(H, cols, values, Ms) == expected
     assert [best(H, cols, values, M) for M in Ms] == expected
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_sweep_through_every_peak_equals_enumeration(seed):
+    """Every tiling's peak as a memory, shuffled (what a tiling learnt at one memory is reused at the next: its
+    tiles, exact H and exact peak), over two or three tiles: each answer equals the enumeration in Fractions."""
+    rng = random.Random(100 + seed)
+    n = 2 + seed % 2
+    H = _poly(rng, n, rng.randint(2, 4), -2)
+    cols = [_poly(rng, n, rng.randint(1, 3), 0) for _ in range(rng.randint(1, 2))]
+    values = [divisors(rng.choice([12, 24] if n == 2 else [6, 8])) for _ in range(n)]
+    peaks = sorted({max(sum(Fraction(a) * _prod(Fraction(t) ** k for t, k in zip(g, e)) for a, e in zip(*c))
+                        for c in cols) for g in itertools.product(*values)})
+    sweep = peaks + [p - Fraction(1, 3) for p in peaks[::3]]
+    rng.shuffle(sweep)
+    assert best_many(H, cols, values, sweep) == [_brute(H, cols, values, M) for M in sweep]

@@ -115,3 +115,37 @@ def test_the_time_search_times_a_rename_as_nothing():
     r = nc.derive(f, sizes={"n": 1536, "h": 4}, hardware="h100-sxm5")
     assert views_between_kernels(r.diagram) == 1 and len(r.prediction.kernels) == 1
     assert r.prediction.time > 0
+
+
+
+def test_cost_guided_fusion_of_a_capped_space_leaves_views_between_kernels(monkeypatch):
+    """Where every kernel fits, cost-guided fusion past a capped space (:func:`~napkin_cat.search.paths.grow`) never
+    makes one kernel of both ends of a view (it chose one, which the rules could not make)."""
+    from napkin_cat.search import paths
+    monkeypatch.setattr(paths, "BUDGET", 2)
+    f = self_attention()
+    n, e, d = 16, 8, 4
+    r = nc.derive(f, memory=2 ** 20, sizes={"n": n, "e": e, "d": d})
+    assert views_between_kernels(r.diagram) == 2
+    rng = np.random.default_rng(11)
+    X, Wq, Wk, Wv = (rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((n, e), (e, d), (e, d), (e, d)))
+    S = (X @ Wq) @ (X @ Wk).T / np.sqrt(d)
+    P = np.exp(S - S.max(axis=1, keepdims=True))
+    want = (P / P.sum(axis=1, keepdims=True)) @ (X @ Wv)
+    out, counted = nc.plan(r.diagram, dict(r.optimum.sizes)).run(X, Wq, Wk, Wv)
+    assert np.allclose(out, want, atol=1e-4) and counted.transfers[1] == r.H
+
+
+def test_seam_fusion_leaves_views_between_kernels():
+    """The transformer block, searched segment by segment, where every kernel fits: seam fusion never joins the
+    kernel that makes K (or V) with the one that reads its view (the block's derive at 2⁴⁰ and its symbolic derive
+    failed there).  Second route: the function itself evaluated, and the plan's transfers counted."""
+    f = nc.library.transformer_block()
+    sizes = {"n": 8, "e": 8, "h": 2, "d": 4, "f": 16}
+    r = nc.derive(f, memory=2 ** 30, sizes=sizes)
+    assert views_between_kernels(r.diagram) == 2
+    rng = np.random.default_rng(13)
+    args = [rng.standard_normal(tuple(int(nc.Sizes(sizes).env[a.size]) for a in arr.axes)).astype(np.float32) * 0.3
+            for arr in f.dom.inside]
+    out, counted = nc.plan(r.diagram, dict(r.optimum.sizes)).run(*args)
+    assert np.allclose(out, nc.evaluate(f, *args, sizes=sizes), atol=1e-4) and counted.transfers[1] == r.H
