@@ -124,7 +124,7 @@ class GeneratedKernel:
     def block_mask(self, *arrays):
         """The data's block mask of the mask this kernel drops on a full trip, derived from ``arrays`` (its
         inputs): :meth:`~napkin_cat.plan.program.Plan.block_mask` of its plan, to be given to every call on them."""
-        return self.printer.plan.block_mask(*arrays)
+        return self.printer.written.block_mask(*arrays)
 
     def block_arguments(self, arrays=(), block_mask=None, blocks=None) -> list:
         """The block tables a run on ``arrays`` passes (:mod:`napkin_cat.plan.blocks`), one per stream loop of the
@@ -134,7 +134,7 @@ class GeneratedKernel:
         None each (every trip runs masked).  A block mask or tables other than the data's block mask of the mask
         the kernel drops on a full trip are refused (:func:`~napkin_cat.plan.condition.tables`): a full trip
         does not look at the mask."""
-        plan = self.printer.plan
+        plan = self.printer.written
         found = list(self.printer.block_tables.values())
         if block_mask is not None and blocks is not None:
             raise BlockMaskError("give block_mask= (the data's) or blocks= (its tables at the kernel's tiles), not "

@@ -233,7 +233,10 @@ class CodePrinter(RecordForms, Printer):
             raise CodegenError(f"nc.codegen.{self.backend} takes a plan (p = nc.plan(diagram, sizes)), got a "
                                f"{type(plan).__name__}{hint}")
         _check_index_range(plan)
-        plan = separated(plan)   # a sum accumulated in place: the rest, then the sum folded in (mma with C)
+        #: the plan as written, a sum accumulated in place run as the rest then the sum folded in (an mma with C):
+        #: what the data's block masks are derived from (:mod:`napkin_cat.plan.condition`)
+        self.written = separated(plan)
+        plan = self.prepared(self.written)
         super().__init__(plan.variable_map, plan.masked)
         self.plan, self.sizes, self.options = plan, dict(plan.sizes), options
         self.layout = layouts(plan, unstaged=self.unstaged_layout, width=self.width)   # byte offsets per level
@@ -241,9 +244,14 @@ class CodePrinter(RecordForms, Printer):
         #: the :class:`~napkin_cat.plan.ir.BlockSkip` of the full trip being printed (its mask left out), or None
         self.full_trip = None
         #: the block table of each stream loop whose skip test reads one, by its loop index (:mod:`..plan.blocks`)
-        self.block_tables = {t.loop.index: t for t in block_tables(plan)}
+        self.block_tables = {t.loop.index: t for t in block_tables(self.written)}
         self._nominal: dict = {}   # e -> e at the plan's sizes (a kernel asks for the same extents many times)
         self._current: dict = {}   # (e, the extents bound) -> e in that trip
+
+    def prepared(self, plan):
+        """The plan as this dialect prints it (its layouts and arenas are this plan's): here, as given; the C
+        printer fuses elementwise maps into their reader (:mod:`napkin_cat.codegen.fusion`)."""
+        return plan
 
     # ------------------------------------------------------------------ expressions
     def nominal(self, e) -> sympy.Expr:

@@ -39,7 +39,8 @@ import numbers
 import sympy
 
 from napkin_cat.syntax.dtype import BOOL
-from napkin_cat.torch.translate import Tensor, Translation
+from napkin_cat.torch.traced import Tensor
+from napkin_cat.torch.translate import Translation
 
 #: ATen operation (``"mm.default"``, the name after ``aten.``) → its rule ``rule(t, *args, **kwargs)``
 ATEN: dict = {}

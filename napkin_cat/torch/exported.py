@@ -37,7 +37,8 @@ from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.dtype import BF16, BOOL, FP16, FP32, INT32
 from napkin_cat.torch.aten import ATEN, CHECKS, Indices
 from napkin_cat.torch.classes import BY_DIM, BY_INPUT, BY_USER
-from napkin_cat.torch.translate import Tensor, Translation
+from napkin_cat.torch.traced import Tensor
+from napkin_cat.torch.translate import Translation
 
 #: torch's formats → the diagram's (a float64 model is labelled fp32: numpy evaluates it in float64)
 FORMATS = {torch.float64: FP32, torch.float32: FP32, torch.float16: FP16, torch.bfloat16: BF16,

@@ -12,14 +12,8 @@ A dimension of size 1 is no axis (it carries one index: ``None`` in ``dims``); a
 broadcast is a class the array does not carry (``carried`` False).  A view (transpose, permute, unsqueeze) is the
 same wire with its dimensions reordered: the signatures spell each wire's axes by name, so no box moves data.
 
-A tensor whose every element is one number known when the model is traced (``known``: the positions along a
-dimension of size 1, FlexAttention's ``h`` with one head, are all 0) has no wire until it is used: an elementwise
-operation of known tensors is *folded* (its box evaluated on the numbers, :meth:`Translation.broadcast`), ``and``,
-``or``, ``not``, ``where`` and ``select`` of a known mask are simplified (``true ∧ m = m``), and a known number that
-meets an array is the closed constant beside it (:meth:`Translation.constant`: no input), so a mask made of such
-numbers and positions stays a mask of positions; anywhere else it is a scalar input, as any number is::
-
-    fold(f, k₁, …, kₙ) = evaluate(f, k₁, …, kₙ)          true ∧ m = m      false ∨ m = m      where(true, a, c) = a
+A tensor whose every element is one number known when the model is traced (``known``) has no wire until it is used:
+folded, simplified or made a closed constant by :mod:`~napkin_cat.torch.folding` (:class:`Folding`, mixed in here).
 
 >>> import numpy as np, napkin_cat as nc
 >>> t = Translation()
@@ -34,69 +28,23 @@ True
 """
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, field
-from typing import Callable
-
-import numpy as np
 
 from napkin_cat.errors import UnsupportedOperationError
-from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.syntax.array import Array
 from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.axis import Axis, symbol
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.construct import cast, einsum, elementwise, reduce, renaming, softmax
-from napkin_cat.syntax.dtype import BOOL, INT32, as_dtype
+from napkin_cat.syntax.dtype import BOOL, INT32
 from napkin_cat.syntax.indices import compare, gather, logical, position, select, where
 from napkin_cat.torch.classes import AxisClasses
-
-
-@dataclass(eq=False)
-class Tensor:
-    """A traced tensor: the class of each dimension (``None``: size 1), whether the array carries it, its format;
-    a view's ``base`` is the tensor whose array it is."""
-    dims: tuple
-    carried: tuple
-    dtype: object
-    base: "Tensor | None" = None
-    wire: object = None
-    known: object = None            # every element's number, known at translation (then no wire until used)
-
-    def array_wire(self):
-        return self.base.array_wire() if self.base is not None else self.wire
-
-    @property
-    def rank(self) -> int:
-        return len(self.dims)
+from napkin_cat.torch.folding import Folding
+from napkin_cat.torch.traced import Signature, Step, Tensor
 
 
 @dataclass
-class Signature:
-    """What a step's box is made from: its operands' axis names (each wire's order), its outputs', the sizes."""
-    ins: list
-    outs: list
-    sizes: dict
-    name: Callable
-
-    def spell(self, arrow: bool = True) -> str:
-        ins = ", ".join(" ".join(n) or "()" for n in self.ins)
-        return ins + (" -> " + ", ".join(" ".join(n) or "()" for n in self.outs) if arrow else "")
-
-    def sized(self) -> dict:
-        return {n: self.sizes[n] for names in self.ins + self.outs for n in names}
-
-
-@dataclass
-class Step:
-    uses: list                       # (operand Tensor, the classes it is used with: renamed where they differ)
-    outs: list
-    make: Callable                   # Signature -> Diagram
-    at: str = ""
-
-
-@dataclass
-class Translation:
+class Translation(Folding):
     """The state of one translation: the classes, the inputs, the steps (see the module docstring)."""
     classes: AxisClasses = field(default_factory=AxisClasses)
     inputs: list = field(default_factory=list)       # (name, Tensor)
@@ -124,70 +72,6 @@ class Translation:
         t = Tensor(dims, tuple(c is not None for c in dims), dtype)
         self.inputs.append((name, t))
         return t
-
-    def constant(self, value, dtype, like: Tensor | None = None) -> Tensor:
-        """A number ``c`` the operation uses as a tensor beside ``like``: a closed value of the diagram where ``like``
-        carries an axis and ``c`` is a Python number exact in ``dtype`` (an int32 integer, or any number in a float
-        format), else a scalar input (``<node>_<k>``).
-
-        The closed value is ``0·i + c`` over the positions ``i`` of ``like``'s last carried axis (cast to ``dtype``):
-        it reads no input, so a mask made of positions and numbers (``q − x ≤ 256``) stays a mask of positions,
-        decided on a tile by interval arithmetic (:mod:`napkin_cat.rewriting.closed`), and the kernels compute it
-        instead of loading it.  Its one axis broadcasts against ``like``'s.
-
-        >>> import numpy as np, napkin_cat as nc
-        >>> t = Translation()
-        >>> x = t.input("x", (3,), nc.INT32, claims=[[(2, "n")]])
-        >>> d = t.build([t.compare("le", x, t.constant(1, nc.INT32, like=x))])
-        >>> len(d.dom), nc.evaluate(d, np.array([0, 1, 2], dtype=np.int32)).tolist()   # x only: 1 is no input
-        (1, [True, True, False])
-        """
-        at = [p for p, (c, k) in enumerate(zip(like.dims, like.carried)) if c is not None and k] \
-            if like is not None else []
-        exact = isinstance(value, numbers.Real) and not isinstance(value, bool) and dtype != BOOL and (
-            not dtype.is_integer or (float(value).is_integer() and -2 ** 31 <= value < 2 ** 31))
-        if at and exact:
-            p = at[-1]
-            i = self.position(like.dims[p])
-            i = i if dtype == INT32 else self.cast(i, dtype)
-            c = self.pointwise("shift", self.pointwise("scale", i, const=0), const=int(value) if dtype.is_integer
-                               else value)
-            return self.view(c, (like.dims[p],) + (None,) * (like.rank - 1 - p))
-        if like is not None and exact:        # beside a tensor that carries no axis: known, wired where used
-            return self.known(value, dtype)
-        name = f"{self.node}_{sum(n.startswith(self.node + '_') for n in self.values)}"
-        self.values[name] = value
-        return self.input(name, (), dtype)
-
-    def known(self, value, dtype, rank: int = 0) -> Tensor:
-        """A tensor of ``rank`` size-1 dimensions whose element is the number ``value``, known now: no wire, no
-        input, until an operation uses it (see the module docstring).
-
-        >>> import numpy as np, napkin_cat as nc
-        >>> t = Translation()
-        >>> x = t.input("x", (3,), nc.INT32, claims=[[(2, "n")]])
-        >>> h = t.known(0, nc.INT32)                                # the index along a dimension of size 1
-        >>> true = t.compare("eq", h, t.constant(0, nc.INT32, like=h))
-        >>> true.known                                              # 0 == 0, folded
-        True
-        >>> d = t.build([t.logical("and", true, t.compare("le", x, t.constant(1, nc.INT32, like=x)))])
-        >>> len(d.dom), nc.evaluate(d, np.array([0, 1, 2], dtype=np.int32)).tolist()   # true ∧ m = m: x only
-        (1, [True, True, False])
-        """
-        return Tensor((None,) * rank, (False,) * rank, dtype, known=value)
-
-    def wired(self, x: Tensor) -> Tensor:
-        """``x``, or where it is known, its number as a scalar input (the place nothing could fold it)."""
-        if x.known is None:
-            return x
-        return self.view(self.constant(x.known, x.dtype), x.dims, x.carried)
-
-    def folded(self, operands, make, dtype, rank: int) -> Tensor:
-        """The elementwise box ``make`` of known operands evaluated on their numbers (numpy, the diagram's
-        semantics): a known tensor of ``rank``."""
-        box = make(Signature([[] for _ in operands], [[]], {}, lambda c: None))
-        out = evaluate(box, *(np.asarray(x.known, dtype=numpy_type(x.dtype)) for x in operands))
-        return self.known(np.asarray(out).item(), dtype, rank)
 
     def require(self, x: Tensor, check, refused: str):
         """``check`` must hold of ``x``'s values wherever ``x`` is an input (the diagram assumes it)."""
@@ -240,12 +124,9 @@ class Translation:
         """An elementwise operation with torch's broadcasting: dimensions aligned from the right are one axis.
         Known operands (see the module docstring): all known, the operation is folded into a known result; else
         each is the closed constant beside an operand that carries an axis."""
-        rank = max(x.rank for x in operands)
         if all(x.known is not None for x in operands):
-            return self.folded(operands, make, dtype, rank)
-        like = next((x for x in operands if x.known is None and any(x.carried)), None)
-        operands = [self.constant(x.known, x.dtype, like) if x.known is not None and like is not None else x
-                    for x in operands]
+            return self.folded(operands, make, dtype, max(x.rank for x in operands))
+        operands = self.beside(operands)
         rank = max(x.rank for x in operands)
         used = [[None] * (rank - x.rank) + list(x.dims) for x in operands]
         held = [[False] * (rank - x.rank) + list(x.carried) for x in operands]
@@ -350,13 +231,9 @@ class Translation:
         """
         if op == "not" and id(masks[0]) in self.negations and self.negations[id(masks[0])][0] is masks[0]:
             return self.negations[id(masks[0])][1]
-        known = [m for m in masks if m.known is not None]
-        if op in ("and", "or") and len(known) == 1:
-            (k,), (m,) = known, [m for m in masks if m.known is None]
-            absorbing = bool(k.known) == (op == "or")        # true ∨ m = true, false ∧ m = false
-            if absorbing:
-                return self.known(bool(k.known), BOOL, max(k.rank, m.rank))
-            return m if m.rank >= k.rank else self.view(m, (None,) * (k.rank - m.rank) + m.dims)
+        simplified = self.simplified_logical(op, masks)
+        if simplified is not None:
+            return simplified
         out = self.broadcast(list(masks), lambda sig: logical(op, sig.spell(), **sig.sized()), BOOL)
         if op == "not":
             self.negations[id(out)] = (out, masks[0])
@@ -364,16 +241,17 @@ class Translation:
 
     def where(self, mask: Tensor, a: Tensor, other: float) -> Tensor:
         """``mask ? a : other`` (a number); ``a`` where the mask is known true."""
-        if mask.known is not None and mask.known and mask.rank <= a.rank:
-            return a
+        picked = self.picked(mask, a)
+        if picked is not None:
+            return picked
         return self.broadcast([mask, a], lambda sig: where(sig.spell(), other=other, dtype=a.dtype, **sig.sized()),
                               a.dtype)
 
     def select(self, mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
         """``mask ? a : b``; ``a`` or ``b`` where the mask is known (and no broadcast against it widens them)."""
-        chosen = (a if mask.known else b) if mask.known is not None else None
-        if chosen is not None and mask.rank <= chosen.rank and (a.dims, a.carried) == (b.dims, b.carried):
-            return chosen
+        picked = self.picked(mask, a, b)
+        if picked is not None:
+            return picked
         return self.broadcast([mask, a, b], lambda sig: select(sig.spell(), dtype=a.dtype, **sig.sized()), a.dtype)
 
     def cast(self, x: Tensor, to) -> Tensor:
@@ -530,10 +408,3 @@ class Translation:
             return wire
         return b(elementwise("id", " ".join(have) + " -> " + " ".join(want), dtype=wire.array.dtype,
                              sizes={n: sizes[n] for n in have}), wire)
-
-
-def numpy_type(dtype):
-    """The numpy type a known number of ``dtype`` is evaluated in: int32, bool, else float64 (numpy evaluates the
-    diagram's real formats in float64)."""
-    d = as_dtype(dtype)
-    return np.bool_ if d == BOOL else np.int32 if d.is_integer else np.float64

@@ -27,9 +27,11 @@ import math
 import sympy
 
 from napkin_cat.codegen.c.structures import KindsMixin
+from napkin_cat.codegen.fusion import inlined, value_of
 from napkin_cat.codegen.printer import CodePrinter, ident
 from napkin_cat.codegen.errors import CodegenError
-from napkin_cat.plan.ir import Ref, StreamLoop, reads, walk, writes
+from napkin_cat.plan.ir import Compute, Ref, StreamLoop, reads, walk, writes
+from napkin_cat.syntax.primitive import kind_of
 
 
 class CFamilyPrinter(KindsMixin, CodePrinter):
@@ -50,6 +52,10 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
         self.stage_values = 0    # the most staged values one thread holds (per launch)
         self._staged: dict = {}
         self._staged_at: dict = {}
+        #: the maps fused into their reader (:mod:`napkin_cat.codegen.fusion`), by the variable they no longer write
+        self.fused_maps = {t.outs[0].var: t for s in walk(self.plan.body) for t in inlined(s)}
+        self._printing = None     # the statement with fused operands being printed (its access: what it reads)
+        self._values = 0          # fused values printed (their locals' names)
 
     # ------------------------------------------------------------------ backend hooks
     def loop(self, space, body, depth) -> list[str]:
@@ -97,10 +103,84 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
                                  f": 1;   {self.comment} the block mask here: 0 none, 1 partial, 2 full")]
 
     def read(self, ref, idx) -> str:
-        if self.full_trip is not None and ref.var in self.full_trip.conditions:
+        var = value_of(ref)
+        if self.full_trip is not None and var in self.full_trip.conditions:
             return self.number(1)      # a full trip's mask: true on every pair of its block
+        fused = ref if isinstance(ref, Compute) else self.fused_maps.get(var)
+        if fused is not None:
+            return self.fused_value(fused, idx)
         t = self.ctype(ref.var)
         return self.elem(ref, idx) if t == self.real.ctype else f"({self.real.ctype}){self.elem(ref, idx)}"
+
+    # ------------------------------------------------------------------ fused maps, masks a full trip drops
+    def passes(self, s) -> int | None:
+        """The operand an elementwise statement's value is on the full trip being printed, where its kind's constant
+        rule says so with the trip's conditions true (``where(true, a) = a``, ``select(true, a, b) = a``), else None:
+        the rule is given True for each condition and, for every other operand, a value it knows nothing of; the
+        output is that operand when the rule returns it."""
+        if self.full_trip is None:
+            return None
+        conditions = self.full_trip.conditions
+        known = [True if value_of(r) in conditions else _Unknown(k) for k, r in enumerate(s.ins)]
+        rule = kind_of(s.kind).part("constant", default=None)
+        if rule is None or all(isinstance(c, _Unknown) for c in known):
+            return None
+        try:
+            out = rule(s.box, known)
+        except (TypeError, ValueError, ArithmeticError):
+            return None
+        return out.position if isinstance(out, _Unknown) and known[out.position] is out else None
+
+    def element(self, s, idx) -> tuple[list, str]:
+        """The value of an elementwise statement at element ``idx``, in the real type, as its output holds it: its
+        form on its operands read into locals first (:meth:`bound`), or on a full trip the operand it passes
+        (:meth:`passes`); ``(lines, value)``."""
+        k = self.passes(s)
+        if k is not None:
+            return [], self.read(s.ins[k], idx)
+        lines, args = self.bound([self.read(r, idx) for r in s.ins])
+        return lines, self.apply(s, args)
+
+    def fused_value(self, t, idx) -> str:
+        """A map fused into its reader (:mod:`napkin_cat.codegen.fusion`), computed where it is read: one C
+        expression whose value is what the map's output would hold, the conversion to its format and back included
+        (``(float)(int)(…)`` for an ``int`` output).  A form that chooses (``c ? a : b``) has its operands read into
+        locals first, as :meth:`bound` reads them (a statement expression ``({ … })``), so that no read is
+        conditional; any other form is printed on the reads themselves."""
+        k = self.passes(t)
+        if k is not None:
+            value = self.read(t.ins[k], idx)
+        elif "?" in self.form(t).text:
+            n, self._values = self._values, self._values + 1
+            names = [f"nc_v{n}_{j}" for j in range(len(t.ins))]
+            binds = " ".join(f"const {self.real.ctype} {m} = {self.read(r, idx)};" for m, r in zip(names, t.ins))
+            value = f"({{ {binds} {self.apply(t, names)}; }})"
+        else:
+            value = f"({self.apply(t, [self.read(r, idx) for r in t.ins])})"
+        held = self.ctype(t.outs[0].var)
+        return value if held == self.real.ctype else f"(({self.real.ctype})({held}){value})"
+
+    def _print_Compute(self, s, depth):
+        """A statement with maps fused into it: printed as the statement reading their outputs (each read
+        computes the map, :meth:`read`), its access (what its layout stages) the fused statement's."""
+        if not s.inlined:
+            return super()._print_Compute(s, depth)
+        reading = Compute(s.box, s.outs, tuple(r.outs[0] if isinstance(r, Compute) else r for r in s.ins),
+                          s.accumulate, s.origin, s.at)
+        saved, self._printing = self._printing, (reading, s)
+        try:
+            return super()._print_Compute(reading, depth)
+        finally:
+            self._printing = saved
+
+    def accessed(self, s):
+        """The statement whose reads and writes ``s`` makes: the fused one where ``s`` is its reading form."""
+        return self._printing[1] if self._printing is not None and self._printing[0] is s else s
+
+    def aliased(self, s) -> set:
+        """The outputs of ``s`` written over bytes it still reads (:meth:`~napkin_cat.codegen.layout.Layout.aliased`,
+        of what it reads with its fused maps)."""
+        return self.layout.aliased(self.accessed(s))
 
     def store(self, ref, idx, value) -> str:
         t = self.ctype(ref.var)
@@ -146,7 +226,7 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
         """One statement printed as several element loops ``parts`` (``[(space, body_fn, outs)]``: a split's
         parts, a join's pieces): every part computes before any staged output is written back, since the
         layout lets an output take the bytes of any input of the statement, which a later part still reads."""
-        staged = self.layout.aliased(s)
+        staged = self.aliased(s)
         base, plans, passes, where = 0, [], [], []
         for space, body_fn, outs in parts:
             rows = {a for _, _, a, _ in space}
@@ -331,3 +411,12 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
 
     def loop_is_stream(self, s) -> bool:
         return isinstance(s, StreamLoop)
+
+
+class _Unknown:
+    """An operand a constant rule knows nothing of (:meth:`CFamilyPrinter.passes`): the ``position``-th."""
+
+    __slots__ = ("position",)
+
+    def __init__(self, position: int):
+        self.position = position

@@ -51,6 +51,7 @@ from napkin_cat.codegen.c.real import FLOAT, REALS
 from napkin_cat.codegen.c.rows import LANES, PRELUDE as ROWS_PRELUDE, RowsMixin
 from napkin_cat.codegen.c.workspace import Workspaces
 from napkin_cat.codegen.errors import BlasMissingWarning, CodegenError, ToolNotFoundError
+from napkin_cat.codegen.fusion import fused
 from napkin_cat.codegen.kernel import GeneratedKernel, cache_dir, digest, tool
 from napkin_cat.codegen.printer import ident, launches
 from napkin_cat.codegen.layout import variable_bytes
@@ -184,6 +185,11 @@ class CPrinter(RowsMixin, CFamilyPrinter):
         super().__init__(plan, blas=blas, poison=poison, real=real)
         self.blas, self.poison = blas, poison
         self.views = load_views(self)
+
+    def prepared(self, plan):
+        """The plan with its elementwise maps fused into their reader (:func:`~napkin_cat.codegen.fusion.fused`):
+        the chain over a tile is one loop, and a mask's ``where`` on a full trip reads the scores themselves."""
+        return fused(plan)
 
     # ------------------------------------------------------------------ loads the cache makes
     def declare(self, v) -> str:

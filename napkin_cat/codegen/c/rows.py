@@ -109,7 +109,7 @@ class RowsMixin:
         if len(s.ins) != 2 or len(s.outs) != 1 or s.accumulate not in (None, "sum"):
             return None
         out = s.outs[0]
-        if out.var in self.layout.dead or out.var in self.layout.aliased(s) or \
+        if out.var in self.layout.dead or out.var in self.aliased(s) or \
                 any(self.ctype(r.var) != self.real.ctype for r in (*s.ins, out)):
             return None
         axes = [self.variables[r.var].axes for r in s.ins]
@@ -128,7 +128,7 @@ class RowsMixin:
 
     # ------------------------------------------------------------------ SoftMax rows in three passes
     def _print_online_softmax(self, s, depth):
-        if self.layout.aliased(s) or self.simd_reduction == "":
+        if self.aliased(s) or self.simd_reduction == "":
             return super()._print_online_softmax(s, depth)
         x, core, rows, idx = self._rows(s)
         _, mu_prev, z_prev = s.ins

@@ -38,6 +38,7 @@ import sympy
 
 from napkin_cat.codegen.c.indices import IndexKindsMixin
 from napkin_cat.codegen.c.real import FLOAT
+from napkin_cat.plan.ir import Compute
 
 #: max and min that propagate NaN as numpy's ``maximum``/``max`` do (C99's ``fmaxf`` drops a NaN operand)
 MAX_C = "(({0}) != ({0}) || ({0}) > ({1}) ? ({0}) : ({1}))"
@@ -72,8 +73,18 @@ class KindsMixin(IndexKindsMixin):
             body = self.for_lines(sym, extent, body, 0, pragma if k == 0 else None)
         return body
 
+    def element(self, s, idx) -> tuple[list, str]:
+        """``(lines, value)``: an elementwise statement's value at element ``idx`` (its form on its operands)."""
+        lines, args = self.bound([self.read(r, idx) for r in s.ins])
+        return lines, self.apply(s, args)
+
+    def accessed(self, s):
+        """The statement whose reads and writes ``s`` makes (a dialect that fuses maps: the fused one)."""
+        return s
+
     def _head(self, s, depth):
-        args = ", ".join(self.ref(r) for r in s.ins)
+        s = self.accessed(s)
+        args = ", ".join(self.call(r) if isinstance(r, Compute) else self.ref(r) for r in s.ins)
         outs = ", ".join(self.ref(r) for r in s.outs)
         op = (" +=" if s.accumulate == "sum" else f" {s.accumulate}=") if s.accumulate else " ←"
         return [self.line(depth, f"{self.comment} {outs}{op} {s.box.name}({args})")]
@@ -90,8 +101,8 @@ class KindsMixin(IndexKindsMixin):
         idx = {a: sym for sym, _, a, _ in sp}
 
         def body():
-            bound, args = self.bound([self.read(r, idx) for r in s.ins])
-            return [*bound, self._fold(s, out, idx, self.apply(s, args))]
+            lines, value = self.element(s, idx)
+            return [*lines, self._fold(s, out, idx, value)]
 
         return self._head(s, depth) + self.statement(s, depth, sp, body, [out])
 
