@@ -54,6 +54,33 @@ def as_diagram(box):
     return nc.Diagram.id(box.dom).then(box)
 
 
+def sharded(box, axis: str, devices):
+    """``nc.shard`` of ``box`` (as a one-box diagram) along ``axis`` on ``devices`` devices, or the NapkinError it
+    raises, worked out once per box and remembered on it (a box is immutable): the device rules try a box along its
+    axes in their conditions and again in their right-hand sides, and a walk of rewrites meets the same box at each
+    step.
+
+    >>> box = nc.softmax("b s", over="s", b=4, s=6).boxes[0]
+    >>> sharded(box, "b", 2) is sharded(box, "b", 2), isinstance(sharded(box, "b", 2), nc.Diagram)
+    (True, True)
+    >>> sharded(box, "s", 2)
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.RewriteError: cannot shard along 's' over 2 devices: ...
+    """
+    memo = box.__dict__.setdefault("_sharded", {})
+    key = (axis, devices)
+    if key not in memo:
+        try:
+            memo[key] = nc.shard(as_diagram(box), axis, devices)
+        except NapkinError as e:
+            memo[key] = e
+    got = memo[key]
+    if isinstance(got, NapkinError):
+        raise got.with_traceback(None)
+    return got
+
+
 def _collective(box) -> bool:
     return not isinstance(box, nc.Region) and kind_of(box.data.kind).collective is not None
 
@@ -128,7 +155,7 @@ def _partition_axis(m):
     for a in box.cod.inside:
         for name in a.names:
             try:
-                nc.shard(as_diagram(box), name, _devices(m))
+                sharded(box, name, _devices(m))
                 return name
             except NapkinError:
                 continue
@@ -136,7 +163,7 @@ def _partition_axis(m):
 
 
 def _partitioned(m):
-    return nc.shard(as_diagram(m.box("k")), _partition_axis(m), _devices(m))
+    return sharded(m.box("k"), _partition_axis(m), _devices(m))
 
 
 # ---------------------------------------------------------------------- device_reduction
