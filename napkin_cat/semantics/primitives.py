@@ -34,7 +34,7 @@ def run_primitive(box, xs: list, env: Env) -> list:
     wsizes = {}
     batched = []
     for (perm, present, at), x in zip(inputs, xs):
-        x = np.transpose(x, perm) if perm is not None else x
+        x = x.transpose(perm) if perm is not None else x
         for n, j in present:
             wsizes[n] = x.shape[j]
         batched.append(x.reshape([x.shape[j] if j is not None else 1 for j in at] + list(x.shape[len(present):])))
@@ -44,7 +44,7 @@ def run_primitive(box, xs: list, env: Env) -> list:
                                                          f"axis {n!r} of {box.name!r}") for n, size, arr in axes]
         shape = (*full, *y.shape[len(axes):])
         y = _readonly(y) if isinstance(y, np.ndarray) and y.shape == shape else np.broadcast_to(y, shape)
-        results.append(np.transpose(y, perm) if perm is not None else y)
+        results.append(y.transpose(perm) if perm is not None else y)
     return results
 
 
