@@ -32,6 +32,8 @@ a program whose sharded values some box reads whole, the all-gathers it needs.
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import sympy
 
@@ -74,10 +76,10 @@ def sharded(box, axis: str, devices):
         try:
             memo[key] = nc.shard(as_diagram(box), axis, devices)
         except NapkinError as e:
-            memo[key] = e
+            memo[key] = e.with_traceback(None)      # kept without the frames it was raised in
     got = memo[key]
     if isinstance(got, NapkinError):
-        raise got.with_traceback(None)
+        raise copy.copy(got)                        # each raise its own traceback
     return got
 
 
