@@ -32,6 +32,8 @@ a program whose sharded values some box reads whole, the all-gathers it needs.
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import sympy
 
@@ -52,6 +54,33 @@ from napkin_cat.syntax.primitive import kind_of
 def as_diagram(box):
     """A box as a one-box diagram."""
     return nc.Diagram.id(box.dom).then(box)
+
+
+def sharded(box, axis: str, devices):
+    """``nc.shard`` of ``box`` (as a one-box diagram) along ``axis`` on ``devices`` devices, or the NapkinError it
+    raises, worked out once per box and remembered on it (a box is immutable): the device rules try a box along its
+    axes in their conditions and again in their right-hand sides, and a walk of rewrites meets the same box at each
+    step.
+
+    >>> box = nc.softmax("b s", over="s", b=4, s=6).boxes[0]
+    >>> sharded(box, "b", 2) is sharded(box, "b", 2), isinstance(sharded(box, "b", 2), nc.Diagram)
+    (True, True)
+    >>> sharded(box, "s", 2)
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.RewriteError: cannot shard along 's' over 2 devices: ...
+    """
+    memo = box.__dict__.setdefault("_sharded", {})
+    key = (axis, devices)
+    if key not in memo:
+        try:
+            memo[key] = nc.shard(as_diagram(box), axis, devices)
+        except NapkinError as e:
+            memo[key] = e.with_traceback(None)      # kept without the frames it was raised in
+    got = memo[key]
+    if isinstance(got, NapkinError):
+        raise copy.copy(got)                        # each raise its own traceback
+    return got
 
 
 def _collective(box) -> bool:
@@ -128,7 +157,7 @@ def _partition_axis(m):
     for a in box.cod.inside:
         for name in a.names:
             try:
-                nc.shard(as_diagram(box), name, _devices(m))
+                sharded(box, name, _devices(m))
                 return name
             except NapkinError:
                 continue
@@ -136,7 +165,7 @@ def _partition_axis(m):
 
 
 def _partitioned(m):
-    return nc.shard(as_diagram(m.box("k")), _partition_axis(m), _devices(m))
+    return sharded(m.box("k"), _partition_axis(m), _devices(m))
 
 
 # ---------------------------------------------------------------------- device_reduction

@@ -28,7 +28,7 @@ from napkin_cat.syntax.adapter import Bubble, Ty
 from napkin_cat.syntax.flat import is_structural, layers
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.wiring import computes, trace_values
-from rewrites.devices import as_diagram, same_type
+from rewrites.devices import as_diagram, same_type, sharded
 
 
 def is_kind(box, kind: str) -> bool:
@@ -80,7 +80,7 @@ def woven(box, axis: str, devices) -> str | None:
     if where is not None:
         return f"{where!r} computes positions, which a shard would count from its own start"
     try:
-        nc.shard(as_diagram(box), axis, devices)
+        sharded(box, axis, devices)
     except NapkinError as e:
         return str(e).splitlines()[0]
     return None

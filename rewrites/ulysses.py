@@ -45,7 +45,8 @@ from napkin_cat.rewriting import Condition, Obligation, Rule
 from napkin_cat.rewriting.match import Pattern
 from napkin_cat.syntax.collectives import as_devices, shard_size
 from napkin_cat.syntax.sizes import symbols_of
-from rewrites.devices import DEVICES_BY_DEFAULT, LEVEL0, as_diagram, built_by, legal_when, random_inputs, same_type
+from rewrites.devices import (DEVICES_BY_DEFAULT, LEVEL0, as_diagram, built_by, legal_when, random_inputs, same_type,
+                              sharded)
 
 
 def heads_axis(box, given=None) -> str:
@@ -57,7 +58,7 @@ def heads_axis(box, given=None) -> str:
     for name in arrays[0].names if arrays else ():
         if all(name in a.names for a in arrays):
             try:
-                nc.shard(as_diagram(box), name, 2)
+                sharded(box, name, 2)
                 return name
             except NapkinError:
                 continue
@@ -100,7 +101,7 @@ def reads_whole(box, axis: str) -> bool:
     (True, False)
     """
     try:
-        nc.shard(as_diagram(box), axis, 2)
+        sharded(box, axis, 2)
     except NapkinError:
         return True
     return False
@@ -123,7 +124,7 @@ def ulysses(diagram_box, heads: str | None = None, devices=DEVICES_BY_DEFAULT, a
     h = heads_axis(box, heads)
     P = as_devices(devices)
     try:
-        nc.shard(as_diagram(box), h, P)
+        sharded(box, h, P)
     except NapkinError as e:
         raise RewriteError(f"Ulysses runs {box.name} on a shard of {h!r}: {e}") from None
     if not box.dom.inside:

@@ -34,7 +34,7 @@ def run_primitive(box, xs: list, env: Env) -> list:
     wsizes = {}
     batched = []
     for (perm, present, at), x in zip(inputs, xs):
-        x = np.transpose(x, perm) if perm is not None else x
+        x = x.transpose(perm) if perm is not None else x
         for n, j in present:
             wsizes[n] = x.shape[j]
         batched.append(x.reshape([x.shape[j] if j is not None else 1 for j in at] + list(x.shape[len(present):])))
@@ -42,9 +42,18 @@ def run_primitive(box, xs: list, env: Env) -> list:
     for (perm, axes), y in zip(outputs, kind.impl(batched, core)):
         full = [wsizes[n] if n in wsizes else env.size(size if size is not None else arr.axis(n).size,
                                                          f"axis {n!r} of {box.name!r}") for n, size, arr in axes]
-        y = np.broadcast_to(y, tuple(full) + y.shape[len(axes):])
-        results.append(np.transpose(y, perm) if perm is not None else y)
+        shape = (*full, *y.shape[len(axes):])
+        y = _readonly(y) if isinstance(y, np.ndarray) and y.shape == shape else np.broadcast_to(y, shape)
+        results.append(y.transpose(perm) if perm is not None else y)
     return results
+
+
+def _readonly(y: np.ndarray) -> np.ndarray:
+    """A read-only view of ``y``: what ``np.broadcast_to(y, y.shape)`` returns, without its argument checks (a
+    result already at its full shape, the common case)."""
+    v = y.view(np.ndarray)
+    v.flags.writeable = False
+    return v
 
 
 def _layout(box) -> tuple:

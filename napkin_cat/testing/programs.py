@@ -85,6 +85,20 @@ class Program:
             out.append(rng.normal(size=shape))
         return out
 
+    def evaluated(self, seed: int = 0):
+        """``nc.evaluate(diagram, *arrays(default_rng(seed)), sizes=sizes)``, evaluated once per program and seed (the
+        checks that compare with the program's own outputs on those inputs share them; a diagram is immutable).
+
+        >>> p = random_program(2)
+        >>> p.evaluated() is p.evaluated()
+        True
+        """
+        memo = self.__dict__.setdefault("_evaluated", {})
+        if seed not in memo:
+            with np.errstate(all="ignore"):
+                memo[seed] = nc.evaluate(self.diagram, *self.arrays(np.random.default_rng(seed)), sizes=self.sizes)
+        return memo[seed]
+
     def reproducer(self, check: str) -> str:
         """A standalone script: build the program, then run ``check`` (code naming ``diagram``, ``sizes``)."""
         return "\n".join(["import numpy as np", "import napkin_cat as nc", self.source,
