@@ -22,7 +22,7 @@ from napkin_cat.algorithms.device_wires import retyped
 from napkin_cat.algorithms.orders import CONTIGUOUS, Pieces, check_chunks, device_pieces, extent, order_of
 from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.flat import is_structural, layers
-from napkin_cat.syntax.collectives import shard_bounds
+from napkin_cat.syntax.collectives import check_devices, shard_bounds
 from napkin_cat.syntax.primitive import KINDS
 
 
@@ -43,7 +43,7 @@ def device_shards(node, value) -> list:
     >>> device_shards(node, int)        # one query: device 1 idle, device 0 holds every key
     [{'q': (0, 1), 'x': (0, 4)}, None]
     """
-    P = value(node.devices)
+    P = check_devices(value(node.devices), f"{node.devices}" if not isinstance(node.devices, int) else "devices")
     for a, (_, full) in node.axes.items():
         check_chunks(value(full), P, node.order, a)
     own = device_pieces(value(node.axes[node.axis][1]), P, node.order)

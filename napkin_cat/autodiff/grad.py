@@ -39,6 +39,10 @@ from napkin_cat.syntax.wiring import trace_values
 
 
 def _positions(wrt, n: int) -> list[int]:
+    """The input positions to differentiate with respect to: at least one (a gradient with respect to nothing has
+    no outputs), each once, each one of the diagram's ``n`` inputs."""
+    if n == 0:
+        raise GradError("the diagram has no input: there is nothing to differentiate with respect to")
     if wrt is None:
         return list(range(n))
     if isinstance(wrt, (str, bytes)) or not (isinstance(wrt, int) or hasattr(wrt, "__iter__")):
@@ -50,6 +54,9 @@ def _positions(wrt, n: int) -> list[int]:
                             f"(the diagram has {n} input(s))")
     if len(set(wrt)) != len(wrt):
         raise GradError(f"wrt={wrt} names an input twice")
+    if not wrt:
+        raise GradError(f"wrt={wrt!r} names no input: a gradient with respect to nothing has no outputs; give one "
+                        f"or more input positions 0 … {n - 1}, or wrt=None for all {n}")
     return wrt
 
 
@@ -59,6 +66,9 @@ def _aux(aux, saved, m: int) -> int:
                         "pass saved them) or False")
     if isinstance(aux, bool) or not isinstance(aux, int):
         raise GradError(f"aux={aux!r}: aux is the number of f's last outputs that are auxiliary (an int)")
+    if m == 0:
+        raise GradError("the diagram has no output, so it has no gradient (grad differentiates ⟨ȳ, f(x)⟩ for the "
+                        "cotangents ȳ of f's outputs)")
     if not 0 <= aux < m:
         raise GradError(f"aux={aux}: f has {m} output(s); aux is 0 … {m - 1} (at least one output is "
                         "differentiated)")
@@ -79,8 +89,8 @@ def grad(diagram: Diagram, wrt=None, *, saved: bool = False, aux: int = 0) -> Di
     """
     if not isinstance(diagram, Diagram):
         raise GradError(f"nc.grad takes a diagram, got {type(diagram).__name__}")
-    positions = _positions(wrt, len(diagram.dom))
     aux = _aux(aux, saved, len(diagram.cod))
+    positions = _positions(wrt, len(diagram.dom))
     ops, dom_ids, cod_ids = trace_values(diagram)
     outs_ty = diagram.cod.inside
     b = Builder(Ty(*diagram.dom.inside, *(outs_ty if saved else ()), *outs_ty[:len(outs_ty) - aux]))

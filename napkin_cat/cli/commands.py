@@ -111,7 +111,7 @@ def cmd_cost(args):
     if args.memory is not None:
         if not args.derived:
             raise CLIError("--memory is the memory of the optimum of the --derived algorithm: give --derived")
-        memory_limit(args.memory)    # refused here (exit 2) when it is no memory
+        args.memory = memory_limit(args.memory, text=True)    # refused here (exit 2) when it is no memory
     label, d = algorithm(args.algorithm, name=args.name)
     d = derivation_for(label, d).diagram if args.derived else unfused(d)
     c, sizes = _cost_at(d, args)

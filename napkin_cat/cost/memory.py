@@ -1,14 +1,22 @@
 """Memory limits: what a level holds, in values, as ``nc.optimal``, ``nc.derive`` and the CLI take it.
 
 A memory is a positive whole number of values (at most :data:`LARGEST_MEMORY`), a size symbol (``"M"``: the
-symbolic optimum is a function of it), or an expression of both written as text (``"2^14"``, ``"M/2"``,
-``"4*d**2"``).  Text is read by a grammar of integers, names, ``+ - * / ^ **`` and brackets (Python's ``ast``
-parses it; nothing is evaluated as code), and a power of numbers is estimated before it is computed, so that
-``"9^99999999"`` is refused at once.  Everything else is a :class:`~napkin_cat.errors.MemoryLimitError` saying
-what is legal: zero or below, ``nan``, infinity, a float (a memory is a count of values), a bool, a list.
+symbolic optimum is a function of it), or an expression of both written as text (``"M/2"``, ``"4*d**2"``).  Text
+that spells a number and no size (``"1024"``, ``"2^14"``) is a number only where text is all there is, the command
+line (``text=True``); from Python it is refused, naming the int to give, so that a number read from a file and
+never converted is not silently taken for one (issue 31).  Text is read by a grammar of integers, names,
+``+ - * / ^ **`` and brackets (Python's ``ast`` parses it; nothing is evaluated as code), and a power of numbers
+is estimated before it is computed, so that ``"9^99999999"`` is refused at once.  Everything else is a
+:class:`~napkin_cat.errors.MemoryLimitError` saying what is legal: zero or below, ``nan``, infinity, a float (a
+memory is a count of values), a bool, a list.
 
->>> memory_limit("M"), memory_limit(4096), memory_limit("2^14"), memory_limit("M/2")
+>>> memory_limit("M"), memory_limit(4096), memory_limit("2^14", text=True), memory_limit("M/2")
 (M, 4096, 16384, M/2)
+>>> memory_limit("1024")
+Traceback (most recent call last):
+...
+napkin_cat.errors.MemoryLimitError: memory '1024' is a number written as text: give the int 1024 (text is read as a
+number only on the command line), or a size name such as 'M' for the symbolic optimum
 >>> memory_limit(-5)
 Traceback (most recent call last):
 ...
@@ -41,8 +49,9 @@ _OPERATORS = {ast.Add: sympy.Add, ast.Sub: lambda a, b: a - b, ast.Mult: sympy.M
               ast.Pow: sympy.Pow, ast.BitXor: sympy.Pow}
 
 
-def memory_limit(memory) -> sympy.Expr:
-    """``memory`` as a sympy expression (see the module docstring); refused with a MemoryLimitError.
+def memory_limit(memory, *, text: bool = False) -> sympy.Expr:
+    """``memory`` as a sympy expression (see the module docstring); refused with a MemoryLimitError.  ``text``: a
+    string that spells a number is that number (the command line's ``--memory``); else it must name a size.
 
     A plain ``int`` from 1 to :data:`LARGEST_MEMORY` is the integer itself at once (every check below passes it;
     the search reads the memory of every candidate it costs):
@@ -55,6 +64,11 @@ def memory_limit(memory) -> sympy.Expr:
     if isinstance(memory, bool) or not isinstance(memory, (str, numbers.Number, sympy.Expr)):
         raise MemoryLimitError(f"memory {memory!r} is not a number or an expression: {LEGAL}")
     M = _read(memory) if isinstance(memory, str) else sympy.sympify(memory)
+    if isinstance(memory, str) and not text and M.is_number and M.is_Integer and M > 0:
+        _check_magnitude(M, memory)
+        raise MemoryLimitError(f"memory {memory!r} is a number written as text: give the int {int(M)} (text is read "
+                               f"as a number only on the command line), or a size name such as 'M' for the symbolic "
+                               f"optimum")
     if M.has(sympy.nan):
         raise MemoryLimitError(f"memory {memory!r} is not a number: {LEGAL}")
     if M.is_number and (M.is_extended_real is False or not (M > 0)):

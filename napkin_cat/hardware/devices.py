@@ -36,6 +36,7 @@ from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.link import Link, links, load_link
 from napkin_cat.hardware.model import GPU, load
 from napkin_cat.syntax.axis import symbol
+from napkin_cat.syntax.collectives import LARGEST_DEVICES
 
 #: the GPU model fields a cluster reads: each device's capacity (level 0) and its memory bandwidth
 NEEDED = ("gmem", "hbm")
@@ -113,7 +114,9 @@ class Cluster:
 def _devices(devices):
     if isinstance(devices, str):
         if not devices.isidentifier():
-            raise HardwareError(f"devices={devices!r}: a symbolic number of devices is named like an axis ('P')")
+            spelled = f" (a number written as text: give the int {int(devices)})" if devices.strip().isdigit() else ""
+            raise HardwareError(f"devices={devices!r}: a symbolic number of devices is named like an axis ('P')"
+                                f"{spelled}")
         devices = symbol(devices)
     if isinstance(devices, sympy.Integer):
         devices = int(devices)
@@ -122,6 +125,9 @@ def _devices(devices):
                             "(a name such as 'P')")
     if isinstance(devices, int) and devices < 1:
         raise HardwareError(f"devices={devices}: a cluster has at least one device (P ≥ 1)")
+    if isinstance(devices, int) and devices > LARGEST_DEVICES:
+        raise HardwareError(f"devices={devices}: a cluster has at most 2^20 = {LARGEST_DEVICES} devices "
+                            f"(LARGEST_DEVICES, as a device region)")
     if isinstance(devices, sympy.Symbol):
         devices = symbol(devices.name)          # the one positive-integer symbol of that name, as the cost's
     return devices

@@ -24,6 +24,7 @@ import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.blockmask import BlockMask
+from napkin_cat.cost.memory import LARGEST_MEMORY
 from napkin_cat.errors import BlockMaskError, LevelError, MemoryLimitError, ShapeError
 from napkin_cat.plan.condition import derived, tables
 from napkin_cat.plan.expand import Expander
@@ -275,10 +276,10 @@ def plan(diagram: Diagram, sizes, *, memory: dict | int | None = None, accumulat
 def _check_memory(p: Plan, memory):
     caps = memory if isinstance(memory, dict) else {1: memory}
     for lvl, cap in caps.items():
-        if isinstance(cap, bool) or not hasattr(cap, "__index__") or cap < 1 or \
+        if isinstance(cap, bool) or not hasattr(cap, "__index__") or not 1 <= cap <= LARGEST_MEMORY or \
                 isinstance(lvl, bool) or not hasattr(lvl, "__index__") or lvl < 1:
-            raise MemoryLimitError(f"memory= gives a capacity in values per level below global memory, such as "
-                                   f"{{1: 65536}} or 65536 for level 1; got {lvl!r}: {cap!r}")
+            raise MemoryLimitError(f"memory= gives a capacity in values per level below global memory (an int, 1 … "
+                                   f"2^64), such as {{1: 65536}} or 65536 for level 1; got {lvl!r}: {cap!r}")
         levels = sorted({v.level for v in p.variables if v.level >= 1})
         if lvl not in levels:
             raise LevelError(f"memory= gives a capacity for level {lvl}, which this plan holds nothing at: its levels "

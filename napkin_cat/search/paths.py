@@ -371,8 +371,10 @@ def best_join(graph, search, pairs, evaluate, k, lower=None, admissible=lambda t
 
 def _join_greedily(graph, search, found, evaluate, k, may_join, lower=None):
     """Join two kernels of a path, the ``i``-th and ``j``-th where ``may_join(i, j, x, y)`` for their blocks and the
-    union is convex, the join that lowers H* the most first (the joined block at its best partition, the first pair
-    of equal savings; :func:`best_join`, with ``lower``), while one does."""
+    union is convex and one kernel can hold it (:meth:`~napkin_cat.search.blocks.OpGraph.linked`, as the exact space
+    asks of its blocks: never both ends of a view, which the construction cannot fuse across), the join that lowers
+    H* the most first (the joined block at its best partition, the first pair of equal savings; :func:`best_join`,
+    with ``lower``), while one does."""
     H, _, path = found
     path = list(path)
     while True:

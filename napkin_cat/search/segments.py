@@ -156,7 +156,8 @@ def segmented_shortest(graph, parts, joints, search, points, evaluate, lower, co
 
 def _join_seams(graph, joints, search, found, evaluate, k, lower=None):
     """Seam fusion: join the kernel that writes a seam's value with a kernel that reads it, where the joined
-    kernel (convex, costed at its best partition) moves less; repeated while one does.  Only the kernels at
+    kernel (convex, one kernel can hold it: :meth:`~napkin_cat.search.blocks.OpGraph.linked`, never a reader
+    through a view; costed at its best partition) moves less; repeated while one does.  Only the kernels at
     each seam are looked at, so this is linear in the seams; ``lower`` spares costing joins that cannot win
     (:func:`~napkin_cat.search.paths.best_join`)."""
     H, _, path = found

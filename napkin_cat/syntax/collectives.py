@@ -66,18 +66,45 @@ class Collective:
     moves: Callable
 
 
+#: the most devices a region runs on: more than any cluster built (the largest hold about 2^17 accelerators); each
+#: device's shard is cut, placed and run on its own (an idle one too), so a count past it asks for days of work
+LARGEST_DEVICES = 2 ** 20
+
+
 def as_devices(devices):
-    """A number of devices: a positive int, or a size symbol (a name or a sympy symbol), else AxisError.
+    """A number of devices: a positive int of at most :data:`LARGEST_DEVICES`, or a size symbol (a name or a sympy
+    symbol), else AxisError; text that spells a number (``"2"``) is refused, naming the int to give.
 
     >>> as_devices(8), as_devices("P")
     (8, P)
+    >>> as_devices(2 ** 40)
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.AxisError: a device region runs on at most 2^20 = 1048576 devices (LARGEST_DEVICES), got
+    devices=1099511627776
     """
+    if isinstance(devices, str) and devices.strip().lstrip("+-").isdigit():
+        raise AxisError(f"devices={devices!r} is a number written as text: give the int {int(devices)}, or a size "
+                        f"name such as 'P'")
     if isinstance(devices, sympy.Symbol) or isinstance(devices, str):
         return as_size("devices", devices)
     if isinstance(devices, bool) or not isinstance(devices, (int, sympy.Integer)) or int(devices) < 1:
         raise AxisError(f"a device region runs on a positive number of devices (an int, or a size name such as 'P'); "
                         f"got devices={devices!r}")
-    return int(devices)
+    return check_devices(int(devices), "devices")
+
+
+def check_devices(P: int, what: str) -> int:
+    """``P`` devices where at most :data:`LARGEST_DEVICES` are legal (``what``: where ``P`` was given, for the
+    message), else AxisError.
+
+    >>> check_devices(4, "P")
+    4
+    """
+    if P > LARGEST_DEVICES:
+        raise AxisError(f"a device region runs on at most 2^20 = {LARGEST_DEVICES} devices (LARGEST_DEVICES), got "
+                        f"{what}={P}")
+    return P
 
 
 def shard_size(full, devices):

@@ -146,6 +146,21 @@ TORCH = {"attention": _attention, "multi_head_attention": _attention, "grouped_q
          "mlp_gelu": _mlp(_gelu), "mlp_relu": _mlp(lambda x: x.clamp(min=0)), "transformer_block": _block}
 
 
+def test_a_gradient_with_no_output_or_with_respect_to_nothing_is_refused():
+    """Issue 31: ``wrt=[]`` made a gradient with no outputs, and a diagram with no output was told "aux is 0 … -1".
+    Mutation caught: dropping the empty-``wrt`` check in ``_positions`` (the gradient of attention with no outputs is
+    returned), or the no-output check in ``_aux`` (the message is about aux)."""
+    f = nc.library.attention()
+    for wrt in ([], (), range(0)):
+        with pytest.raises(nc.GradError, match=r"wrt=.* names no input.* positions 0 … 2, or wrt=None for all 3"):
+            nc.grad(f, wrt=wrt)
+    assert len(nc.grad(f, wrt=[2]).cod) == 1              # one input named: one gradient output
+    for empty in (nc.Id(nc.Ty()), nc.Id(nc.Ty()) @ nc.Id(nc.Ty())):
+        with pytest.raises(nc.GradError, match="has no output, so it has no gradient") as e:
+            nc.grad(empty)
+        assert "aux" not in str(e.value).split("(")[0]
+
+
 def test_errors_name_what_cannot_be_differentiated():
     f = nc.library.attention()
     with pytest.raises(nc.GradError, match=r"wrt=3: differentiate with respect to input positions 0 … 2"):
