@@ -31,8 +31,8 @@ between writes the map's output or what the map reads.
 ...     return [s.kind for s in walk(q.body) if isinstance(s, Compute)]
 >>> "where" in kinds(p), "where" in kinds(f)                  # the where is no statement of its own any more
 (True, False)
->>> [(s.kind, [t.kind for t in inlined(s)]) for s in walk(f.body) if inlined(s)]   # computed where it is read
-[('online_softmax', ['where', 'le'])]
+>>> [(s.kind, structure(s, "c"), [t.kind for t in inlined(s)]) for s in walk(f.body) if inlined(s)]  # read there
+[('softmax_unscaled', 'online_softmax', ['where', 'le'])]
 """
 from __future__ import annotations
 
