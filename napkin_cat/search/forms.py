@@ -48,6 +48,9 @@ class Form:
     def __post_init__(self):
         self.graph = OpGraph(to_netlist(self.diagram), share=self.share, fold=self.fold,
                              join=self.join, once=self.once)
+        #: the netlist of :attr:`diagram` (the graph's: read once, shared by every scan and comparison of the form;
+        #: netlists are values, a rewrite makes a new one)
+        self.net = self.graph.net
         self._space = None
         self._cut = None
 
@@ -123,12 +126,13 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6, *, sizes: dict
         f = queue.pop(0)
         if len(f.prepared) - len(forms[0].prepared) >= depth:
             continue
-        net = to_netlist(f.diagram)
+        net = f.net
         for rule, m in in_turn(rules, net):
             after = rule.fill(m)
             tidy = tidied(net, after, book)
             new = (tidy[-1][1] if tidy else after).diagram
-            if any(isomorphic(new, g.diagram) for g in forms):
+            seen = to_netlist(new)
+            if any(isomorphic(seen, g.net) for g in forms):
                 continue
             step = Step.of(rule, m, net, after)
             g = Form(new, f.steps + (step,) + tuple(t for t, _ in tidy), f.prepared + (rule.name,), f.share,
@@ -256,7 +260,7 @@ def _everywhere(f: Form, rule, sizes=None):
     """``f`` with ``rule`` applied at each place it legally applies (found in one scan, applied one after the
     other where the place is still there; at each, the choice :func:`least_work_first` puts first that still
     applies), or None where it applies nowhere."""
-    net = to_netlist(f.diagram)
+    net = f.net
     places: dict = {}
     for m in rule.matches(net):
         places.setdefault(m.key, []).append(m)
@@ -289,7 +293,7 @@ def _prepared_everywhere(forms, rules, depth, limit, sizes=None) -> list:
             continue
         for rule in rules:
             g = _everywhere(f, rule, sizes)
-            if g is None or any(isomorphic(g.diagram, h.diagram) for h in forms):
+            if g is None or any(isomorphic(g.net, h.net) for h in forms):
                 continue
             forms.append(g)
             queue.append(g)
