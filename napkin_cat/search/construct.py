@@ -56,6 +56,12 @@ def _legal(rule, net, wanted, within=None):
     return [m for m in rule.candidates(net, within) if wanted(m) and rule.failure(m) is None]
 
 
+def _listed_first(rule, net, wanted, within=None):
+    """:func:`_first_legal` as a list (empty or one match)."""
+    first = _first_legal(rule, net, wanted, within)
+    return [] if first is None else [first]
+
+
 def near(net, anchors, rule):
     """The nodes of ``net`` that a match of ``rule`` touching ``anchors`` can use: those within ``p − 1`` wires of an
     anchor (either way), ``p`` the pattern's nodes, when its edges join them (a match maps each edge onto a wire,
@@ -122,11 +128,11 @@ def _own_closed(mk, rule, nid):
     while (found := _shared_closed(mk.net, nid)) is not None:
         owner, port = found
         r = rule.using(consumer=port)
-        options = _legal(r, mk.net, lambda m: m.nodes["f"] == owner, {owner})
-        if not options:
+        first = _first_legal(r, mk.net, lambda m: m.nodes["f"] == owner, {owner})
+        if first is None:
             raise ConstructionError(f"rule {rule.name!r} cannot give {mk.net.nodes[nid].name!r} its own copy of "
                                     f"the closed value {mk.net.nodes[owner].name!r}")
-        mk.apply(r, options[0])
+        mk.apply(r, first)
 
 
 #: blocks of more operations than this are fused smallest pair first
@@ -144,10 +150,10 @@ def _share(mk, book, region):
     """The book's ``share`` rule on the block's kernel (once: it merges every shared value), then the
     ``simplify`` rules at the discards it left; returns the kernel."""
     share = book.role("share")
-    options = _legal(share, mk.net, lambda m: m.nodes["k"] == region, _around(mk.net, {region}, share))
-    if not options:
+    first = _first_legal(share, mk.net, lambda m: m.nodes["k"] == region, _around(mk.net, {region}, share))
+    if first is None:
         return region
-    new, _ = mk.apply(book.role("share"), options[0])
+    new, _ = mk.apply(share, first)
     region = _region_among(mk.net, new)
     drops = {n for n in new if mk.net.nodes[n].kind == "discard"}
     tidy = book.role("simplify") if "simplify" in book.roles else ()
@@ -171,10 +177,10 @@ def _around(net, anchors, rule):
 def _once(mk, rule, region):
     """The rule playing ``compute_once`` on the block's kernel where it computes a value twice (once: it merges
     every such value); returns the kernel."""
-    options = _legal(rule, mk.net, lambda m: m.nodes["k"] == region, {region})
-    if not options:
+    first = _first_legal(rule, mk.net, lambda m: m.nodes["k"] == region, {region})
+    if first is None:
         return region
-    new, _ = mk.apply(rule, options[0])
+    new, _ = mk.apply(rule, first)
     return _region_among(mk.net, new)
 
 
@@ -214,10 +220,10 @@ def make(form, graph, path, book, level: int):
         #    two parts that no data flow links but a value both read are joined by the rule playing ``join``
         while len(mine) > 1:
             both = lambda m: m.nodes["k1"] in mine and m.nodes["k2"] in mine  # noqa: E731
-            rule = fuse_rule
-            options = _legal(fuse_rule, mk.net, both, mine)
+            rule, pick = fuse_rule, _legal if len(ops) > BALANCED_FROM else _listed_first  # all, to sort them
+            options = pick(fuse_rule, mk.net, both, mine)
             if not options and join_rule is not None:
-                rule, options = join_rule, _legal(join_rule, mk.net, both, mine)
+                rule, options = join_rule, pick(join_rule, mk.net, both, mine)
             if not options:
                 why = [f"{r.name} at {m.describe()}: {r.failure(m)[1]}" for r in (fuse_rule, join_rule) if r is not None
                        for m in r.candidates(mk.net, mine) if both(m)]
@@ -242,10 +248,10 @@ def make(form, graph, path, book, level: int):
         for rule, axis in steps:
             r = rule.using(axis=axis, parts=names[parts_key(axis)]) if rule.name == book.roles.get("split") \
                 else rule.using(axis=axis, size=names[axis])
-            options = _legal(r, mk.net, lambda m: m.nodes["k"] == region, {region})
-            if not options:
+            first = _first_legal(r, mk.net, lambda m: m.nodes["k"] == region, {region})
+            if first is None:
                 raise ConstructionError(f"rule {rule.name!r} does not apply along {axis!r} to kernel {k}")
-            new, _ = mk.apply(r, options[0])
+            new, _ = mk.apply(r, first)
             region = _region_among(mk.net, new)
     left = [n for n, node in mk.net.nodes.items() if node.kind == "box" and n not in graph.views]
     if left:
