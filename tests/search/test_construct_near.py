@@ -101,3 +101,22 @@ def test_a_forms_netlist_is_a_fresh_read_of_its_diagram():
         assert [n.name for n in f.net.nodes.values()] == [n.name for n in fresh.nodes.values()]
         ends = lambda net: {w: (x.src, x.dst) for w, x in net.wires.items()}  # noqa: E731
         assert ends(f.net) == ends(fresh)
+
+
+@pytest.mark.parametrize("within", [False, True])
+def test_a_patterns_candidates_are_each_variables_own(within):
+    """``find`` tests a node once per distinct test (the variables sharing one test share its answer): second route,
+    the matches counted from the netlist's own boxes and wires."""
+    net = to_netlist(nc.library.transformer_block())
+    room = set(net.nodes) if within else None
+    boxes = [n for n in net.nodes if net.nodes[n].kind in ("box", "region")]
+    pair = Pattern({"a": ANY_BOX, "b": ANYTHING}, [("a", None, "b", None)])
+    want = sorted((a, b) for a in boxes for b in net.successors[a]
+                  if sum(net.wires[w].dst[0] == b for w in net.outs[a]) == 1)   # exact: the one wire between them
+    got = sorted((m.nodes["a"], m.nodes["b"]) for m in find(pair, net, within=room))
+    assert got and set(got) <= set(want)
+    kinds = {net.nodes[b].kind for _, b in got}
+    assert kinds - {"box", "region"}, "a variable read another's candidates (a copy or discard never matches b)"
+    same = Pattern({"a": ANY_BOX, "b": ANY_BOX}, [("a", None, "b", None)])
+    both = sorted((m.nodes["a"], m.nodes["b"]) for m in find(same, net, within=room))
+    assert both == [p for p in got if net.nodes[p[1]].kind in ("box", "region")]
