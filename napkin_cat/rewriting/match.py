@@ -214,17 +214,32 @@ def is_convex(net: Netlist, chosen: set) -> bool:
     return True
 
 
+def _candidates(pattern: Pattern, net: Netlist, within) -> dict | None:
+    """Each variable's candidate nodes (its test's pool, or ``within``, filtered by the test), or None as soon as one
+    variable has none: the variables with the fewest nodes to test first, a test shared by variables run once."""
+    if within is None:   # each variable's candidates among the nodes of the kinds its test can accept
+        pools = {var: test.pool(net) for var, test in pattern.nodes}
+    else:
+        inside = [nid for nid in within if nid in net.nodes]
+        pools = {var: inside for var, _ in pattern.nodes}
+    tests, nodes, found, by_test = dict(pattern.nodes), net.nodes, {}, {}
+    for var in sorted(pools, key=lambda v: len(pools[v])):
+        test = tests[var]               # a predicate on (net, node): one test, one pool, one answer
+        got = by_test.get(id(test))
+        if got is None:
+            got = by_test[id(test)] = {nid for nid in pools[var] if test(net, nodes[nid])}
+        if not got:
+            return None
+        found[var] = got
+    return {var: found[var] for var in tests}
+
+
 def find(pattern: Pattern, source, *, rule: str = "", params: dict | None = None, within=None) -> list:
     """All exact, convex matches of ``pattern`` in a diagram (or netlist), in diagram order; ``within`` (node
     ids) restricts the pattern's nodes to those (what a search building one kernel asks: linear, not a scan)."""
     net = source if isinstance(source, Netlist) else to_netlist(source)
-    if within is None:   # each variable's candidates among the nodes of the kinds its test can accept
-        nodes = net.nodes
-        candidates = {var: {nid for nid in test.pool(net) if test(net, nodes[nid])} for var, test in pattern.nodes}
-    else:
-        pool = [(nid, net.nodes[nid]) for nid in within if nid in net.nodes]
-        candidates = {var: {nid for nid, n in pool if test(net, n)} for var, test in pattern.nodes}
-    if any(not c for c in candidates.values()):
+    candidates = _candidates(pattern, net, within)
+    if candidates is None:
         return []
     out = []
     for nodes in _monomorphisms(pattern, net, candidates):

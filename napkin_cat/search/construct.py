@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from napkin_cat.errors import ConstructionError, NapkinError
 from napkin_cat.rewriting.closed import folded
-from napkin_cat.rewriting.netlist import to_netlist
+from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist, to_netlist
 from napkin_cat.rewriting.trace import Step
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.variants import parts_key
@@ -36,7 +36,7 @@ class Maker:
     """Applies rules one match at a time on a netlist, recording :class:`Step` s (as the driver does)."""
 
     def __init__(self, diagram):
-        self.net = to_netlist(diagram)
+        self.net = diagram if isinstance(diagram, Netlist) else to_netlist(diagram)
         self.steps = []
 
     def apply(self, rule, match):
@@ -54,6 +54,51 @@ def _legal(rule, net, wanted, within=None):
     """The legal matches of ``rule`` in ``net`` that ``wanted(match)`` accepts (side conditions checked only
     on those: a partition's condition builds the partition), its nodes among ``within``."""
     return [m for m in rule.candidates(net, within) if wanted(m) and rule.failure(m) is None]
+
+
+def _listed_first(rule, net, wanted, within=None):
+    """:func:`_first_legal` as a list (empty or one match)."""
+    first = _first_legal(rule, net, wanted, within)
+    return [] if first is None else [first]
+
+
+def near(net, anchors, rule):
+    """The nodes of ``net`` that a match of ``rule`` touching ``anchors`` can use: those within ``p − 1`` wires of an
+    anchor (either way), ``p`` the pattern's nodes, when its edges join them (a match maps each edge onto a wire,
+    so its nodes lie that close to the one it shares with ``anchors``); None (every node) for a pattern whose
+    edges do not join its nodes.  What a construction step whose match touches a known part asks, so that the
+    pattern is looked for there, not in the whole netlist (nodes a pattern *absorbs* are not restricted by it).
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.rewriting.match import Pattern, kind
+    >>> from napkin_cat.rewriting.rules import Rule
+    >>> d = nc.elementwise("exp", "q") >> nc.elementwise("neg", "q") >> nc.elementwise("exp", "q")
+    >>> net = to_netlist(d)
+    >>> pair = Rule("pair", Pattern({"a": kind("exp"), "b": kind("neg")}, [("a", 0, "b", 0)]), None)
+    >>> [net.nodes[n].name for n in sorted(near(net, {list(net.nodes)[0]}, pair), key=net.position.get)]
+    ['exp', 'neg']
+    >>> near(net, set(), Rule("apart", Pattern({"a": kind("exp"), "b": kind("neg")}), None)) is None
+    True
+    """
+    variables = rule.pattern.variables
+    joined, todo = {variables[0]}, [variables[0]]
+    while todo:
+        v = todo.pop()
+        for e in rule.pattern.edges:
+            for a, b in ((e.src, e.dst), (e.dst, e.src)):
+                if a == v and b not in joined:
+                    joined.add(b)
+                    todo.append(b)
+    if len(joined) != len(variables):
+        return None
+    found, frontier = {a for a in anchors if a in net.nodes}, set(anchors) & net.nodes.keys()
+    for _ in range(len(variables) - 1):
+        step = set()
+        for n in frontier:
+            step.update(net.successors[n], net.predecessors[n])
+        frontier = step - found - {INPUT, OUTPUT}
+        found |= frontier
+    return found
 
 
 def _first_legal(rule, net, wanted, within=None):
@@ -83,11 +128,11 @@ def _own_closed(mk, rule, nid):
     while (found := _shared_closed(mk.net, nid)) is not None:
         owner, port = found
         r = rule.using(consumer=port)
-        options = _legal(r, mk.net, lambda m: m.nodes["f"] == owner, {owner})
-        if not options:
+        first = _first_legal(r, mk.net, lambda m: m.nodes["f"] == owner, {owner})
+        if first is None:
             raise ConstructionError(f"rule {rule.name!r} cannot give {mk.net.nodes[nid].name!r} its own copy of "
                                     f"the closed value {mk.net.nodes[owner].name!r}")
-        mk.apply(r, options[0])
+        mk.apply(r, first)
 
 
 #: blocks of more operations than this are fused smallest pair first
@@ -104,29 +149,38 @@ def _region_among(net, ids) -> int:
 def _share(mk, book, region):
     """The book's ``share`` rule on the block's kernel (once: it merges every shared value), then the
     ``simplify`` rules at the discards it left; returns the kernel."""
-    options = _legal(book.role("share"), mk.net, lambda m: m.nodes["k"] == region)
-    if not options:
+    share = book.role("share")
+    first = _first_legal(share, mk.net, lambda m: m.nodes["k"] == region, _around(mk.net, {region}, share))
+    if first is None:
         return region
-    new, _ = mk.apply(book.role("share"), options[0])
+    new, _ = mk.apply(share, first)
     region = _region_among(mk.net, new)
     drops = {n for n in new if mk.net.nodes[n].kind == "discard"}
     tidy = book.role("simplify") if "simplify" in book.roles else ()
     while drops:
-        options = [(r, m) for r in tidy for m in _legal(r, mk.net, lambda m: set(m.nodes.values()) & drops)]
-        if not options:
+        touches = lambda m: set(m.nodes.values()) & drops  # noqa: E731
+        first = next(((r, m) for r in tidy if (m := _first_legal(r, mk.net, touches, _around(mk.net, drops, r)))
+                      is not None), None)
+        if first is None:
             break
-        _, gone = mk.apply(*options[0])
+        _, gone = mk.apply(*first)
         drops -= gone
     return region
+
+
+def _around(net, anchors, rule):
+    """:func:`near`, or every node where the rule's pattern absorbs nodes (a match may touch ``anchors`` through
+    one of them alone, which need not be near its pattern's nodes)."""
+    return None if rule.pattern.absorb is not None else near(net, anchors, rule)
 
 
 def _once(mk, rule, region):
     """The rule playing ``compute_once`` on the block's kernel where it computes a value twice (once: it merges
     every such value); returns the kernel."""
-    options = _legal(rule, mk.net, lambda m: m.nodes["k"] == region, {region})
-    if not options:
+    first = _first_legal(rule, mk.net, lambda m: m.nodes["k"] == region, {region})
+    if first is None:
         return region
-    new, _ = mk.apply(rule, options[0])
+    new, _ = mk.apply(rule, first)
     return _region_among(mk.net, new)
 
 
@@ -143,7 +197,7 @@ def make(form, graph, path, book, level: int):
     own = book.role("recompute") if graph.folded else None
     own = own[-1] if isinstance(own, tuple) else own
     join_rule = book.role("join") if "join" in book.roles else None
-    mk = Maker(form)
+    mk = Maker(graph.net)       # the form's netlist, whose node ids name the graph's operations
     for k, (mask, variant, names) in enumerate(path):
         ops = {graph.nodes[i] for i in bits(mask)}
         mine = set()
@@ -166,10 +220,10 @@ def make(form, graph, path, book, level: int):
         #    two parts that no data flow links but a value both read are joined by the rule playing ``join``
         while len(mine) > 1:
             both = lambda m: m.nodes["k1"] in mine and m.nodes["k2"] in mine  # noqa: E731
-            rule = fuse_rule
-            options = _legal(fuse_rule, mk.net, both, mine)
+            rule, pick = fuse_rule, _legal if len(ops) > BALANCED_FROM else _listed_first  # all, to sort them
+            options = pick(fuse_rule, mk.net, both, mine)
             if not options and join_rule is not None:
-                rule, options = join_rule, _legal(join_rule, mk.net, both, mine)
+                rule, options = join_rule, pick(join_rule, mk.net, both, mine)
             if not options:
                 why = [f"{r.name} at {m.describe()}: {r.failure(m)[1]}" for r in (fuse_rule, join_rule) if r is not None
                        for m in r.candidates(mk.net, mine) if both(m)]
@@ -194,10 +248,10 @@ def make(form, graph, path, book, level: int):
         for rule, axis in steps:
             r = rule.using(axis=axis, parts=names[parts_key(axis)]) if rule.name == book.roles.get("split") \
                 else rule.using(axis=axis, size=names[axis])
-            options = _legal(r, mk.net, lambda m: m.nodes["k"] == region, {region})
-            if not options:
+            first = _first_legal(r, mk.net, lambda m: m.nodes["k"] == region, {region})
+            if first is None:
                 raise ConstructionError(f"rule {rule.name!r} does not apply along {axis!r} to kernel {k}")
-            new, _ = mk.apply(r, options[0])
+            new, _ = mk.apply(r, first)
             region = _region_among(mk.net, new)
     left = [n for n, node in mk.net.nodes.items() if node.kind == "box" and n not in graph.views]
     if left:

@@ -48,6 +48,9 @@ class Form:
     def __post_init__(self):
         self.graph = OpGraph(to_netlist(self.diagram), share=self.share, fold=self.fold,
                              join=self.join, once=self.once)
+        #: the netlist of :attr:`diagram` (the graph's: read once, shared by every scan and comparison of the form;
+        #: netlists are values, a rewrite makes a new one)
+        self.net = self.graph.net
         self._space = None
         self._cut = None
 
@@ -123,12 +126,13 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6, *, sizes: dict
         f = queue.pop(0)
         if len(f.prepared) - len(forms[0].prepared) >= depth:
             continue
-        net = to_netlist(f.diagram)
+        net = f.net
         for rule, m in in_turn(rules, net):
             after = rule.fill(m)
             tidy = tidied(net, after, book)
             new = (tidy[-1][1] if tidy else after).diagram
-            if any(isomorphic(new, g.diagram) for g in forms):
+            seen = to_netlist(new)
+            if any(isomorphic(seen, g.net) for g in forms):
                 continue
             step = Step.of(rule, m, net, after)
             g = Form(new, f.steps + (step,) + tuple(t for t, _ in tidy), f.prepared + (rule.name,), f.share,
@@ -187,9 +191,13 @@ def in_turn(rules, net) -> list:
     return [pair for turn in zip_longest(*offered) for pair in turn if pair is not None]
 
 
-def least_work_first(rule, choices, sizes) -> list:
+def least_work_first(rule, choices, sizes, works: dict | None = None) -> list:
     """``choices`` (matches of ``rule`` at one place) ordered by the FLOPs of their replacements at ``sizes``, all
     pipelines together (ties, and every choice where ``sizes`` do not give each axis, in the rule's own order).
+
+    ``works``: the caller's record ``{replacement diagram: its FLOPs}`` (a replacement's FLOPs are a function of
+    the diagram alone, so a rule offering equal replacements at alike places, the blocks of a stack, has them
+    costed once per call; the key is the whole diagram, compared by value).
 
     >>> import napkin_cat as nc
     >>> from rewrites import pairwise_contraction
@@ -202,8 +210,13 @@ def least_work_first(rule, choices, sizes) -> list:
         return list(choices)
     env = {}
 
+    works = {} if works is None else works
+
     def work(m):
-        flops = sum(cost(rule.rhs(m)).flops.values())
+        rhs = rule.rhs(m)
+        flops = works.get(rhs)
+        if flops is None:
+            flops = works[rhs] = sum(cost(rhs).flops.values())
         env.update({s: sizes[s.name] for s in getattr(flops, "free_symbols", ()) if s.name in sizes})
         try:
             return value(flops, env)
@@ -252,11 +265,11 @@ def _branch_of_new_copy(before, after, n) -> bool:
     return src not in before.nodes or len(before.outs[src]) != len(after.outs[src])
 
 
-def _everywhere(f: Form, rule, sizes=None):
+def _everywhere(f: Form, rule, sizes=None, works=None):
     """``f`` with ``rule`` applied at each place it legally applies (found in one scan, applied one after the
     other where the place is still there; at each, the choice :func:`least_work_first` puts first that still
     applies), or None where it applies nowhere."""
-    net = to_netlist(f.diagram)
+    net = f.net
     places: dict = {}
     for m in rule.matches(net):
         places.setdefault(m.key, []).append(m)
@@ -264,7 +277,7 @@ def _everywhere(f: Form, rule, sizes=None):
     for key, choices in places.items():
         if not {n for _, n in key} <= net.nodes.keys():
             continue
-        for m0 in least_work_first(rule, choices, sizes):
+        for m0 in least_work_first(rule, choices, sizes, works):
             try:
                 m = rule.relocate(net, *m0.identity)
             except RewriteError:
@@ -282,14 +295,14 @@ def _everywhere(f: Form, rule, sizes=None):
 
 
 def _prepared_everywhere(forms, rules, depth, limit, sizes=None) -> list:
-    queue = [forms[0]]
+    queue, works = [forms[0]], {}     # the replacements' FLOPs, by diagram, for this call
     while queue and len(forms) < limit:
         f = queue.pop(0)
         if len(f.prepared) - len(forms[0].prepared) >= depth:
             continue
         for rule in rules:
-            g = _everywhere(f, rule, sizes)
-            if g is None or any(isomorphic(g.diagram, h.diagram) for h in forms):
+            g = _everywhere(f, rule, sizes, works)
+            if g is None or any(isomorphic(g.net, h.net) for h in forms):
                 continue
             forms.append(g)
             queue.append(g)
