@@ -37,21 +37,27 @@ def blocks_transfers(rows: np.ndarray, n: int, g: int, s: int) -> int:
     return total
 
 
-@pytest.mark.parametrize("n, P", [(64, 4), (96, 4), (60, 3)])
-def test_each_device_runs_its_pieces_as_one_program_counted_by_numpy(n, P):
+def one_program(n: int, P: int, p: int):
+    """Device p's program of causal attention's zigzag ring (one, not one per piece), its rows, and FlashAttention of
+    it; its outputs checked against causal attention over those rows by numpy."""
     d = nc.ring(nc.shard(nc.library.causal_attention(), "q", devices=P, order="zigzag"), "x")
     env = nc.Sizes({"q": n, "x": n, "d": D}).env
+    (prog,) = [q for q, ringed in local_parts(d, env, device=p) if ringed]
+    rows = device_rows(n, P, p)
+    assert prog.dom.inside[0].axis("q").size == len(rows)
+    rng = np.random.default_rng(p)
+    Q, K, V = rng.normal(size=(n, D)), rng.normal(size=(n, D)), rng.normal(size=(n, D))
+    S = np.where(np.arange(n)[None, :] <= rows[:, None], Q[rows] @ K.T / np.sqrt(D), -np.inf)
+    E = np.exp(S - S.max(1, keepdims=True))
+    assert np.allclose(nc.evaluate(prog, Q[rows], K, V), (E / E.sum(1, keepdims=True)) @ V)
+    return rows, nc.group(nc.stream(nc.kernel(prog), "x", "s_x"), "q", "g_q")
+
+
+@pytest.mark.parametrize("n, P", [(64, 4), (96, 4), (60, 3)])
+def test_each_device_runs_its_pieces_as_one_program_counted_by_numpy(n, P):
     c = n // (2 * P)                                       # each piece's size
     for p in range(P):
-        (prog,) = [q for q, ringed in local_parts(d, env, device=p) if ringed]      # one program, not one per piece
-        rows = device_rows(n, P, p)
-        assert prog.dom.inside[0].axis("q").size == len(rows)
-        rng = np.random.default_rng(p)
-        Q, K, V = rng.normal(size=(n, D)), rng.normal(size=(n, D)), rng.normal(size=(n, D))
-        S = np.where(np.arange(n)[None, :] <= rows[:, None], Q[rows] @ K.T / np.sqrt(D), -np.inf)
-        E = np.exp(S - S.max(1, keepdims=True))
-        assert np.allclose(nc.evaluate(prog, Q[rows], K, V), (E / E.sum(1, keepdims=True)) @ V)
-        flash = nc.group(nc.stream(nc.kernel(prog), "x", "s_x"), "q", "g_q")
+        rows, flash = one_program(n, P, p)
         estimate = nc.cost(flash).H[1]
         for g, s in [(c, c), (c // 2, 4), (3, 5), (2 * c, 8)]:          # the last two straddle the pieces
             tiles = {"g_q": g, "s_x": s}
@@ -78,20 +84,10 @@ def test_the_mean_over_a_floor_is_the_sum_term_by_term(c, k, pieces):
 def test_ragged_pieces_are_one_program_counted_by_numpy(n, P):
     """An axis 2P does not divide: a device's two chunks differ by one value (np.array_split's longer first), and it
     runs them as one program still (main: one program per piece, each derived and timed apart)."""
-    d = nc.ring(nc.shard(nc.library.causal_attention(), "q", devices=P, order="zigzag"), "x")
-    env = nc.Sizes({"q": n, "x": n, "d": D}).env
     sizes = [len(c) for c in np.array_split(np.arange(n), 2 * P)]
     assert len(set(sizes)) == 2                             # ragged: two chunk sizes
     for p in range(P):
-        (prog,) = [q for q, ringed in local_parts(d, env, device=p) if ringed]
-        rows = device_rows(n, P, p)
-        assert prog.dom.inside[0].axis("q").size == len(rows)
-        rng = np.random.default_rng(p)
-        Q, K, V = rng.normal(size=(n, D)), rng.normal(size=(n, D)), rng.normal(size=(n, D))
-        S = np.where(np.arange(n)[None, :] <= rows[:, None], Q[rows] @ K.T / np.sqrt(D), -np.inf)
-        E = np.exp(S - S.max(1, keepdims=True))
-        assert np.allclose(nc.evaluate(prog, Q[rows], K, V), (E / E.sum(1, keepdims=True)) @ V)
-        flash = nc.group(nc.stream(nc.kernel(prog), "x", "s_x"), "q", "g_q")
+        rows, flash = one_program(n, P, p)
         for g, s in [(sizes[-1], sizes[-1]), (3, 5), (4, 8)]:
             tiles = {"g_q": g, "s_x": s}
             assert nc.cost(flash, sizes=tiles).H[1] == blocks_transfers(rows, n, g, s), (p, tiles)
