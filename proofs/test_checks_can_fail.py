@@ -106,7 +106,7 @@ def test_a_planted_bug_fails_that_rules_proofs_and_the_meta_test(pytester):
 
 
 def _strip_dropping_every_transfer(kernel_box):
-    """The function inside a kernel as ``rewrites.partition.strip`` made it before issue 31: every Load and Save
+    """The function inside a kernel as ``rewrites.kernels.strip`` made it before issue 31: every Load and Save
     dropped, also a woven one that moves its axes (a kernel woven at other positions in its inputs than in its
     outputs), whose permutation is then lost."""
     from napkin_cat.syntax.flat import from_layers
@@ -123,7 +123,7 @@ def test_a_bug_only_woven_instances_show_fails_the_variants_alone(pytester, monk
     the random variants (a kernel woven at other positions in its inputs than in its outputs), where the diagram it
     builds is refused as ill typed (``from_layers``: the layer after the dropped Load sits on wires in another axis
     order)."""
-    monkeypatch.setattr("rewrites.partition.strip", _strip_dropping_every_transfer)
+    monkeypatch.setattr("rewrites.kernels.strip", _strip_dropping_every_transfer)
     result = inner_session(pytester, "-k", "kernel_fusion and (random_instances or random_variants)")
     result.assert_outcomes(passed=1, failed=1)
     text = result.stdout.str()
