@@ -12,8 +12,8 @@ fuse kernels), and the two helpers their right-hand sides and side conditions sh
 >>> net = to_netlist(nc.kernel(nc.library.matmul()))
 >>> [is_plain_kernel(net, n) for n in net.nodes.values() if n.kind == "region"]
 [True]
->>> refusal(lambda: None), refusal(lambda: nc.stream(nc.library.matmul(), "z", "s"))[:30]
-(True, "cannot stream along 'z': no ax")
+>>> refusal(lambda: None), refusal(lambda: nc.stream(nc.library.matmul(), "z", "s")).startswith("cannot stream")
+(True, True)
 """
 from __future__ import annotations
 
