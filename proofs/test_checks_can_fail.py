@@ -20,7 +20,7 @@ import napkin_cat as nc
 from napkin_cat.rewriting import registry
 from napkin_cat.rewriting.registry import Rulebook, rulebook
 from rewrites import copy_discard, group_partition, softmax_contraction_to_unscaled, softmax_to_auxiliary
-from rewrites.softmax import table4_identity
+from rewrites.softmax_identities import table4_identity
 
 pytest_plugins = ["pytester"]
 
@@ -139,7 +139,7 @@ def test_the_table4_check_fails_on_a_wrong_rescaling():
         table4_identity(rhs=lambda s, mu, delta, z, z_prev: (s, mu, delta * z_prev, z))  # forgot /z
     with pytest.raises(AssertionError, match="rebased prior sum"):
         table4_identity(rhs=lambda s, mu, delta, z, z_prev: ([x / z for x in s], mu, delta, z))  # forgot ·z′
-    from rewrites.softmax import unscaled_step
+    from rewrites.softmax_identities import unscaled_step
 
     def inverted(x, beta, mu_prev, z_prev):  # δ = exp(μ − μ′) instead of exp(μ′ − μ)
         s, mu, delta, z = unscaled_step(x, beta, mu_prev, z_prev)
