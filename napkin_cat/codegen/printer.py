@@ -148,7 +148,7 @@ class CodePrinter(RecordForms, Printer):
         self.plan, self.sizes, self.options = plan, dict(plan.sizes), options
         self.layout = layouts(plan, unstaged=self.unstaged_layout, width=self.width)   # byte offsets per level
         self.extents: dict = {}    # tile symbol -> symbol of its extent in the current trip
-        #: the :class:`~napkin_cat.plan.ir.BlockSkip` of the full trip being printed (its mask left out), or None
+        #: the :class:`~napkin_cat.plan.skips.BlockSkip` of the full trip being printed (its mask left out), or None
         self.full_trip = None
         #: the block table of each stream loop whose skip test reads one, by its loop index (:mod:`..plan.blocks`)
         self.block_tables = {t.loop.index: t for t in block_tables(self.written)}
@@ -463,7 +463,7 @@ class CodePrinter(RecordForms, Printer):
     if_positions = None
 
     def full_variants(self, s, depth, body_of) -> list[str]:
-        """A stream loop's trip where a mask from positions decides (its :class:`~napkin_cat.plan.ir.FullTrips`):
+        """A stream loop's trip where a mask from positions decides (its :class:`~napkin_cat.plan.skips.FullTrips`):
         ``body_of(depth)`` without the mask on the trips where it is true on every pair, as written on the others
         (FlashAttention's causal tiles below the diagonal apply no mask); just ``body_of(depth)`` where the loop has
         none, where a full trip is being printed already, or where the dialect has no :attr:`if_positions`."""
