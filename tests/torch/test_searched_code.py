@@ -10,8 +10,7 @@ Second routes: (1) the files whose functions run during a derivation, a plan and
 set, docstring and code, and the hash read again.
 
 Mutations caught: ``without_docstrings`` returning the tree as it is (the docstring edit changes the key);
-``code_run`` returning every file of the packages (the edit of ``cli/commands.py``
-changes it); ``imported`` reading only module-level imports (function-level imports not followed: route 1 fails)."""
+``code_run`` returning every file of the packages (the edit of ``cli/commands.py`` changes it)."""
 from __future__ import annotations
 
 import shutil
