@@ -23,6 +23,9 @@ where it lives (``MOVED``).
 (4, 8)
 """
 import importlib as _importlib
+import pkgutil as _pkgutil
+import sys as _sys
+import types as _types
 import warnings as _warnings
 
 from napkin_cat.syntax import ops as _ops  # noqa: F401  (registers the built-in primitive kinds)
@@ -72,6 +75,29 @@ from napkin_cat import codegen
 from napkin_cat.render.draw import draw, to_tikz
 from napkin_cat.render import strip as _strip  # noqa: F401  (registers the derivation-strip drawer)
 from napkin_cat import engine
+
+
+def _folders_under_functions() -> None:
+    """Each module of a folder whose name a function takes on the folder's parent, an attribute of that function.
+
+    ``nc.cost`` and ``nc.plan`` are functions named as their layers' folders (``napkin_cat/cost``, ``napkin_cat/plan``;
+    likewise ``napkin_cat.codegen.c``, ``.cuda``, ``.triton``), and the function replaced the folder on its parent.
+    ``import napkin_cat.cost.iocost as io`` reads ``napkin_cat.cost.iocost`` attribute by attribute, so it asked the
+    *function* ``nc.cost`` for ``iocost`` and failed ("cannot import name 'iocost' from 'cost'": Python's fallback
+    looks ``sys.modules`` up under the function's ``__name__``, ``cost``), for every module of those folders.  The
+    functions stay functions (``tests/test_surface.py``); every module of such a folder is one of its attributes too.
+    (A module named as a function of its package, such as ``napkin_cat.autodiff.grad``, is out of reach by
+    attributes: ``from napkin_cat.autodiff import grad`` is the function, and so is ``import ... as``.)"""
+    for name, module in list(_sys.modules.items()):
+        parent, _, last = name.rpartition(".")
+        if parent.startswith(__name__) and hasattr(module, "__path__"):
+            found = getattr(_sys.modules.get(parent), last, None)
+            if callable(found) and not isinstance(found, _types.ModuleType):
+                for sub in _pkgutil.iter_modules(module.__path__):
+                    setattr(found, sub.name, _importlib.import_module(f"{name}.{sub.name}"))
+
+
+_folders_under_functions()
 
 __version__ = "0.1.0"
 

@@ -20,7 +20,7 @@ import napkin_cat as nc
 from napkin_cat.rewriting import registry
 from napkin_cat.rewriting.registry import Rulebook, rulebook
 from rewrites import copy_discard, group_partition, softmax_contraction_to_unscaled, softmax_to_auxiliary
-from rewrites.softmax import table4_identity
+from rewrites.softmax_identities import table4_identity
 
 pytest_plugins = ["pytester"]
 
@@ -106,7 +106,7 @@ def test_a_planted_bug_fails_that_rules_proofs_and_the_meta_test(pytester):
 
 
 def _strip_dropping_every_transfer(kernel_box):
-    """The function inside a kernel as ``rewrites.partition.strip`` made it before issue 31: every Load and Save
+    """The function inside a kernel as ``rewrites.kernels.strip`` made it before issue 31: every Load and Save
     dropped, also a woven one that moves its axes (a kernel woven at other positions in its inputs than in its
     outputs), whose permutation is then lost."""
     from napkin_cat.syntax.flat import from_layers
@@ -123,7 +123,7 @@ def test_a_bug_only_woven_instances_show_fails_the_variants_alone(pytester, monk
     the random variants (a kernel woven at other positions in its inputs than in its outputs), where the diagram it
     builds is refused as ill typed (``from_layers``: the layer after the dropped Load sits on wires in another axis
     order)."""
-    monkeypatch.setattr("rewrites.partition.strip", _strip_dropping_every_transfer)
+    monkeypatch.setattr("rewrites.kernels.strip", _strip_dropping_every_transfer)
     result = inner_session(pytester, "-k", "kernel_fusion and (random_instances or random_variants)")
     result.assert_outcomes(passed=1, failed=1)
     text = result.stdout.str()
@@ -139,7 +139,7 @@ def test_the_table4_check_fails_on_a_wrong_rescaling():
         table4_identity(rhs=lambda s, mu, delta, z, z_prev: (s, mu, delta * z_prev, z))  # forgot /z
     with pytest.raises(AssertionError, match="rebased prior sum"):
         table4_identity(rhs=lambda s, mu, delta, z, z_prev: ([x / z for x in s], mu, delta, z))  # forgot ·z′
-    from rewrites.softmax import unscaled_step
+    from rewrites.softmax_identities import unscaled_step
 
     def inverted(x, beta, mu_prev, z_prev):  # δ = exp(μ − μ′) instead of exp(μ′ − μ)
         s, mu, delta, z = unscaled_step(x, beta, mu_prev, z_prev)

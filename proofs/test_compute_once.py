@@ -19,7 +19,7 @@ from napkin_cat.rewriting import ObligationError, RuleSet, rewrite
 from rewrites import kernel_formation, kernel_fusion, shared_load, sibling_fusion
 from rewrites.basic import boxes, common_value, copy_discard, twins
 from rewrites.compute_once import computed_once, kernel_common_value, operand_gradients_apart
-from rewrites.partition import strip
+from rewrites.kernels import strip
 
 proves = pytest.mark.proves
 

@@ -10,7 +10,7 @@ import pytest
 import napkin_cat as nc
 from napkin_cat.rewriting import ObligationError
 from rewrites.log_probability import LOG_FORM, gather_before_maps, log_of_softmax, maps_of_gathered
-from rewrites.normal_form import box_like, reduced
+from rewrites.normal_form_boxes import box_like, reduced
 
 proves = pytest.mark.proves
 SYMBOLIC = {"log_of_softmax": ("log_of_exp_over_sum",), "gather_before_maps": ("gather_of_map",)}

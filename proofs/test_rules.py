@@ -20,7 +20,7 @@ from napkin_cat.rewriting.registry import rulebook
 from rewrites import (SIMPLIFY, auxiliary_to_unscaled, copy_discard, remove_identity, save_load_elimination,
                       softmax_contraction_to_unscaled, softmax_to_auxiliary, unscaled_softmax)
 from rewrites.fusion import numel, transfer_volume
-from rewrites.softmax import division_identity, online_softmax_identity, table4_identity
+from rewrites.softmax_identities import division_identity, online_softmax_identity, table4_identity
 
 proves = pytest.mark.proves
 SEEDS = st.integers(0, 2 ** 32 - 1)

@@ -16,7 +16,7 @@ import napkin_cat as nc
 from napkin_cat.errors import ObligationError
 from napkin_cat.rewriting import Rule, rewrite
 from rewrites import kernel_formation, shared_load, sibling_fusion
-from rewrites.partition import strip
+from rewrites.kernels import strip
 from rewrites.siblings import two_products
 
 proves = pytest.mark.proves

@@ -9,7 +9,7 @@ import pytest
 
 import napkin_cat as nc
 from napkin_cat.rewriting import ObligationError
-from rewrites.normal_form import box_like
+from rewrites.normal_form_boxes import box_like
 from rewrites.sum_normal_form import (SUM_FORM, contraction_into_readers, own_axes_first, own_sums_first,
                                       sum_of_contraction)
 from rewrites.sum_product import Term

@@ -11,7 +11,7 @@ import pytest
 import napkin_cat as nc
 from napkin_cat.rewriting import ObligationError, RuleSet
 from rewrites import SIMPLIFY
-from rewrites.normal_form import box_like
+from rewrites.normal_form_boxes import box_like
 from rewrites.variance_normal_form import uncentred_variance
 
 proves = pytest.mark.proves

@@ -49,7 +49,8 @@ from napkin_cat.rewriting import Condition, Obligation, Rule
 from napkin_cat.rewriting.match import Pattern
 from napkin_cat.syntax.collectives import shard_size
 from napkin_cat.syntax.wiring import computes
-from rewrites.devices import DEVICES, as_diagram, built_by, legal_when, random_inputs
+from rewrites.device_matching import DEVICES, as_diagram, built_by, legal_when
+from rewrites.devices import random_inputs
 from rewrites.local_fusion import as_int, bound, counted, device_local_fusion, sharded_mlp, work_on_shard
 from rewrites.region_inside import Values, gather, is_kind, moves_values, one_format, rewrapped, signature, woven
 

@@ -50,7 +50,8 @@ from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, rewrite, 
 from napkin_cat.rewriting.match import Pattern
 from napkin_cat.syntax.indices import where
 from rewrites.basic import boxes, common_value, copy_discard
-from rewrites.partition import PLAIN_KERNEL, kernel_formation, kernel_fusion, strip
+from rewrites.kernel_nodes import PLAIN_KERNEL
+from rewrites.kernels import kernel_formation, kernel_fusion, strip
 from rewrites.sharing import shared_load
 from rewrites.siblings import sibling_fusion
 

@@ -18,7 +18,8 @@ rule                   lhs → rhs
 =====================  ============================================================================================
 
 They are equations a user (or a search) orients by choosing the axis and the devices
-(``rule.using(axis="h", devices=P)``; without devices, :data:`DEVICES_BY_DEFAULT`); no strategy applies them on its
+(``rule.using(axis="h", devices=P)``; without devices,
+:data:`~rewrites.device_matching.DEVICES_BY_DEFAULT`); no strategy applies them on its
 own (they are not oriented).  From ``relu(x W₁) W₂`` sharded on the
 hidden axis they derive Megatron's column- then row-parallel MLP with one all-reduce (:func:`tensor_parallel`); from
 a program whose sharded values some box reads whole, the all-gathers it needs.
@@ -32,7 +33,6 @@ a program whose sharded values some box reads whole, the all-gathers it needs.
 """
 from __future__ import annotations
 
-import copy
 
 import numpy as np
 import sympy
@@ -49,103 +49,8 @@ from napkin_cat.rewriting.obligation import shape_of
 from napkin_cat.syntax.collectives import shard_size
 from napkin_cat.syntax.sizes import symbols_of
 from napkin_cat.syntax.primitive import kind_of
-
-
-def as_diagram(box):
-    """A box as a one-box diagram."""
-    return nc.Diagram.id(box.dom).then(box)
-
-
-def sharded(box, axis: str, devices):
-    """``nc.shard`` of ``box`` (as a one-box diagram) along ``axis`` on ``devices`` devices, or the NapkinError it
-    raises, worked out once per box and remembered on it (a box is immutable): the device rules try a box along its
-    axes in their conditions and again in their right-hand sides, and a walk of rewrites meets the same box at each
-    step.
-
-    >>> box = nc.softmax("b s", over="s", b=4, s=6).boxes[0]
-    >>> sharded(box, "b", 2) is sharded(box, "b", 2), isinstance(sharded(box, "b", 2), nc.Diagram)
-    (True, True)
-    >>> sharded(box, "s", 2)
-    Traceback (most recent call last):
-    ...
-    napkin_cat.errors.RewriteError: cannot shard along 's' over 2 devices: ...
-    """
-    memo = box.__dict__.setdefault("_sharded", {})
-    key = (axis, devices)
-    if key not in memo:
-        try:
-            memo[key] = nc.shard(as_diagram(box), axis, devices)
-        except NapkinError as e:
-            memo[key] = e.with_traceback(None)      # kept without the frames it was raised in
-    got = memo[key]
-    if isinstance(got, NapkinError):
-        raise copy.copy(got)                        # each raise its own traceback
-    return got
-
-
-def _collective(box) -> bool:
-    return not isinstance(box, nc.Region) and kind_of(box.data.kind).collective is not None
-
-
-def _level0(net, n) -> bool:
-    """A box or region (not a device region, not a collective) whose boundary is in global memory."""
-    return n.kind in ("box", "region") and not isinstance(n.box, Shard) and not _collective(n.box) \
-        and all(a.level == 0 for a in (*n.dom, *n.cod)) and bool(n.cod)
-
-
-def _device_node(net, n) -> bool:
-    return n.kind == "region" and isinstance(n.box, Shard)
-
-
-LEVEL0 = where("box or region at level 0", _level0)
-DEVICES = where("device region", _device_node)
-
-
-#: the devices a rule shards over where its user names none (``rule.using(devices=P)``)
-DEVICES_BY_DEFAULT = 2
-
-
-def _devices(m):
-    return m.params.get("devices", DEVICES_BY_DEFAULT)
-
-
-def _attempt(m, build):
-    key = f"_built_{build.__name__}"
-    if key not in m.vars:
-        try:
-            m.vars[key] = build(m)
-        except NapkinError as e:
-            m.vars[key] = e
-    return m.vars[key]
-
-
-def legal_when(build):
-    """A rule's condition: True where ``build(m)`` makes the right-hand side, else the reason it could not (its error's
-    message); the result is kept on the match for the rule's rhs (:func:`built_by`)."""
-    def check(m):
-        made = _attempt(m, build)
-        return str(made) if isinstance(made, NapkinError) else True
-    check.__name__ = f"legal_{build.__name__}"
-    return check
-
-
-def same_type(made, dom, cod, what: str):
-    """``made`` (a device region) when its boundary is ``dom → cod``; else RewriteError: a replicated array inside
-    carries a sharded axis at the size of a shard (a split's part, say), so the region would read it as sharded."""
-    if made.dom != dom or made.cod != cod:
-        raise RewriteError(f"{what}: an array inside carries the sharded axis at a shard's size without being a shard "
-                           f"of it ({made.dom} → {made.cod} read, {dom} → {cod} meant)")
-    return made
-
-
-def built_by(build):
-    """A rule's right-hand side: what ``build(m)`` made (kept on the match by :func:`legal_when`), or RewriteError."""
-    def rhs(m):
-        made = _attempt(m, build)
-        if isinstance(made, NapkinError):
-            raise RewriteError(str(made))
-        return made
-    return rhs
+from rewrites.device_matching import (DEVICES, LEVEL0, as_diagram, built_by, device_node,
+                                      devices_of, legal_when, level0_node, same_type, sharded)
 
 
 # ---------------------------------------------------------------------- device_partition
@@ -157,7 +62,7 @@ def _partition_axis(m):
     for a in box.cod.inside:
         for name in a.names:
             try:
-                sharded(box, name, _devices(m))
+                sharded(box, name, devices_of(m))
                 return name
             except NapkinError:
                 continue
@@ -165,7 +70,7 @@ def _partition_axis(m):
 
 
 def _partitioned(m):
-    return sharded(m.box("k"), _partition_axis(m), _devices(m))
+    return sharded(m.box("k"), _partition_axis(m), devices_of(m))
 
 
 # ---------------------------------------------------------------------- device_reduction
@@ -186,7 +91,7 @@ def _reduction(m):
     axis = m.params.get("axis", axes[0] if axes else None)
     if axis not in axes:
         raise RewriteError(f"{box.name!r} reduces {axes or 'no axis'}, not {axis!r}")
-    P = _devices(m)
+    P = devices_of(m)
     full = next(a.axis(axis).size for a in box.dom.inside if axis in a.names)
     size = shard_size(full, P if not isinstance(P, str) else nc.symbol(P))
     local = relabel_axis(as_diagram(box), axis, size, full=full)
@@ -307,7 +212,7 @@ def _partition_cost(lhs, rhs, m):
     each device's level-0 memory the node's at that device's shard; counted on the node written without a device
     region at each shard's size."""
     box = m.box("k")
-    axis, P = _partition_axis(m), _devices(m)
+    axis, P = _partition_axis(m), devices_of(m)
     (shard,) = [b for b in rhs.boxes if isinstance(b, Shard) and b.axis == axis and b.dom == box.dom] or [None]
     assert shard is not None, "no device region around the node"
     one = as_diagram(shard)
@@ -461,7 +366,7 @@ device_reduction = Rule(
 device_fusion = Rule(
     "device_fusion",
     Pattern({"a": DEVICES, "b": where("device region, or box or region at level 0",
-                                      lambda net, n: _device_node(net, n) or _level0(net, n))},
+                                      lambda net, n: device_node(net, n) or level0_node(net, n))},
             edges=[("a", None, "b", None)]),
     built_by(_fused),
     conditions=(Condition("same devices", legal_when(_fused),
@@ -512,6 +417,5 @@ def tensor_parallel(diagram, axis: str, devices, *, max_steps: int = 200):
     return rewrite(diagram, rules, pick, max_steps=max_steps)
 
 
-__all__ = ["RULES", "DEVICES_BY_DEFAULT", "DEVICES", "same_type", "legal_when", "built_by", "random_inputs",
-           "as_diagram",
-           "device_partition", "device_reduction", "device_fusion", "device_gather", "tensor_parallel"]
+__all__ = ["RULES", "random_inputs", "device_partition", "device_reduction", "device_fusion", "device_gather",
+           "tensor_parallel"]

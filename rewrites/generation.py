@@ -28,9 +28,8 @@ from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting import Condition, Obligation, Rule
 from napkin_cat.rewriting.match import Pattern, where
 from napkin_cat.syntax.primitive import kind_of
-from rewrites.devices import DEVICES, as_diagram, built_by, legal_when, random_inputs, same_type, tensor_parallel
-
-
+from rewrites.device_matching import DEVICES, as_diagram, built_by, legal_when, same_type
+from rewrites.devices import random_inputs, tensor_parallel
 def _generator(net, n) -> bool:
     """A level-0 primitive box with no input (positions, a constant): each device can compute it itself."""
     box = n.box

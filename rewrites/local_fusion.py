@@ -42,8 +42,8 @@ from napkin_cat.rewriting.match import Pattern
 from napkin_cat.syntax.adapter import Ty
 from napkin_cat.syntax.collectives import shard_size
 from napkin_cat.syntax.sizes import symbols_of
-from rewrites.devices import (DEVICES, LEVEL0, as_diagram, built_by, device_gather, legal_when, random_inputs,
-                              same_type, tensor_parallel)
+from rewrites.device_matching import DEVICES, LEVEL0, as_diagram, built_by, legal_when, same_type
+from rewrites.devices import device_gather, random_inputs, tensor_parallel
 from rewrites.region_inside import woven
 
 

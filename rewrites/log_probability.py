@@ -19,7 +19,7 @@ proof); in floating point the written form underflows, the rewritten one does no
 smallest double (xᵢ − LSE < ~−745) is 0 and its log −∞ by hand, where ``x − LSE`` is the finite value.  On −∞
 scores the two forms agree: a masked entry is −∞ in both (log 0; −∞ − LSE), a row all −∞ is NaN in both (0/0;
 −∞ − (−∞)), and a +∞ score is NaN at its place and −∞ elsewhere in its row in both.  The proofs draw finite
-scores that do not underflow, or −∞ (:func:`rewrites.normal_form.moderate_inputs`).
+scores that do not underflow, or −∞ (:func:`rewrites.softmax_instances.moderate_inputs`).
 
 ``gather_before_maps`` is exact on every index: a gather reads 0 at an index outside ``v`` (so that the slices
 of a stream along ``v`` add up), where ``f`` of the gathered operands is ``f(0, …)``; the rewrite keeps the 0
@@ -44,7 +44,8 @@ import napkin_cat as nc
 from napkin_cat.rewriting import OUTPUT, Condition, Obligation, Rule, RuleSet
 from napkin_cat.rewriting.match import Pattern, kind
 from napkin_cat.syntax.primitive import kind_of
-from rewrites.normal_form import box_like, moderate_inputs, reduced
+from rewrites.normal_form_boxes import box_like, reduced
+from rewrites.softmax_instances import moderate_inputs
 
 
 def _sig(names) -> str:

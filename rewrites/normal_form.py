@@ -48,245 +48,17 @@ True
 """
 from __future__ import annotations
 
-import numpy as np
 import sympy
 
 import napkin_cat as nc
-from napkin_cat.errors import SignatureError
-from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, shape_of, to_netlist
+from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
 from napkin_cat.rewriting.match import Pattern, kind, structural
 from rewrites.softmax import extreme_inputs
-
-
-# ---------------------------------------------------------------------- boxes of a given signature
-def _sig(names) -> str:
-    return " ".join(names) or "()"   # () is an array without axes
-
-
-def box_like(kind_name: str, ins, out, *, core=(), params=None):
-    """A box of ``kind_name`` reading the arrays ``ins`` and writing ``out`` (their axes, orders, level and
-    number format), ``core`` its item-level axes: the box a normal form writes where the matched boxes were."""
-    sizes = {a.name: a.size for arr in (*ins, out) for a in arr.axes}
-    sig = ", ".join(_sig(a.names) for a in ins) + " -> " + _sig(out.names)
-    return nc.apply(kind_name, sig, core=tuple(core), params=params or {}, level=ins[0].level, dtype=ins[0].dtype,
-                    out_dtype=out.dtype, out_level=out.level, sizes=sizes)
-
-
-def reduced(node) -> tuple:
-    """The axes a reduction box sums (or maxes) away: those of its input it is not weaved over, in order."""
-    return tuple(n for n in node.dom[0].names if n not in node.spec.weave_names)
-
-
-def count(node):
-    """|A|: how many values a reduction box reduces into each value it writes (its reduced axes' sizes multiplied)."""
-    return sympy.Mul(*(a.size for a in node.dom[0].axes if a.name in reduced(node)))
-
-
-#: the boxes that multiply by a constant (:func:`factor`): a scale, and a mean (a sum and 1/|A|)
-SCALINGS = ("scale", "reduce_mean")
-
-
-def factor(node):
-    """The constant a box multiplies by: a scale's ``c``, a mean's ``1/|A|`` (mean_A x = (1/|A|)·Σ_A x), else 1.
-
-    >>> factor(to_netlist(nc.reduce("mean", "q x -> q", x=4)).nodes[0])
-    1/4
-    """
-    if node.spec.kind == "reduce_mean":
-        return 1 / count(node)
-    return sympy.sympify(node.spec.param("c", 1)) if node.spec.kind == "scale" else sympy.Integer(1)
-
-
-def unscaled(node):
-    """The array a scaling ``node`` multiplies by its :func:`factor`: a scale's input, a mean's sum (its output)."""
-    return node.cod[0] if node.spec.kind == "reduce_mean" else node.dom[0]
-
-
-def without_factor(b, node, wire):
-    """In the builder ``b``, what the scaling ``node`` makes of ``wire`` before its factor (:func:`unscaled`): the
-    wire itself for a scale, its sum Σ_A for a mean."""
-    if node.spec.kind == "reduce_mean":
-        return b(box_like("reduce_sum", [node.dom[0]], node.cod[0]), wire)
-    return wire
-
-
-def with_factor(b, node, wire):
-    """``wire`` (an array like ``node``'s output) times ``node``'s :func:`factor`: a scale box, none where it is 1."""
-    c = factor(node)
-    return wire if c == 1 else b(box_like("scale", [node.cod[0]], node.cod[0], params={"c": c}), wire)
-
-
-def _buildable(build):
-    """A condition: the normal form's box can be written with the matched signature (else why not)."""
-    def test(m):
-        try:
-            build(m)
-        except SignatureError as e:
-            return str(e).splitlines()[0]
-        return True
-    return test
-
-
-def _private(*ends):
-    """A condition: the matched intermediates are read inside the match only (the boundary outputs are those of
-    the pattern variables ``ends``)."""
-    def test(m):
-        leaks = sorted({v for v, _ in m.outputs if v not in ends})
-        return not leaks or f"{', '.join(repr(m.node(v).name) for v in leaks)} is also read outside"
-    return test
-
-
-def _one_format(m):
-    """Every matched wire carries one number format at one level (the primitive computes in one format)."""
-    arrays = {(a.level, a.dtype) for v in m.nodes for a in (*m.node(v).dom, *m.node(v).cod)}
-    return len(arrays) == 1 or f"the matched values are in {len(arrays)} formats or levels"
-
-
-def netlist_size(diagram) -> int:
-    """Nodes plus wires of the diagram's netlist."""
-    net = to_netlist(diagram)
-    return len(net.nodes) + len(net.wires)
-
-
-def measure(diagram) -> int:
-    """Nodes plus wires of the diagram's netlist, plus its means: what every rule of the normal form decreases."""
-    means = sum(1 for n in to_netlist(diagram).nodes.values() if n.kind == "box" and n.spec.kind == "reduce_mean")
-    return netlist_size(diagram) + means
-
-
-def fewer_nodes(lhs, rhs, m):
-    """The termination claim: the rewrite decreases :func:`measure` (removes nodes or wires, a copy's branch, or a
-    mean), and moves nothing on the function (no kernels)."""
-    assert measure(rhs) < measure(lhs), f"the measure {measure(lhs)} became {measure(rhs)}"
-    before, after = nc.cost(lhs), nc.cost(rhs)
-    for lv in set(before.H) | set(after.H):
-        assert sympy.expand(before.H.get(lv, 0) - after.H.get(lv, 0)) == 0, f"H[{lv}] changed on the function"
-
-
-# ---------------------------------------------------------------------- random instances
-def _axes(rng, pool, low, high):
-    return [str(n) for n in rng.permutation(pool)[:int(rng.integers(low, high + 1))]]
-
-
-def _rows_and_over(rng):
-    """Row axes (one or two, maybe none) and reduced axes (one or two), interleaved in a random order."""
-    rows = _axes(rng, ["n", "h", "b"], 0 if rng.random() < 0.15 else 1, 2)
-    over = _axes(rng, ["v", "w"], 1, 2 if rng.random() < 0.3 else 1)
-    names = [str(n) for n in rng.permutation(rows + over)]
-    return names, rows, over
-
-
-def _maybe_permuted(rng, names):
-    return [str(n) for n in rng.permutation(names)] if rng.random() < 0.3 else list(names)
-
-
-def _scores_source(rng, b, X, names, consts=(0.5, 3)):
-    """The scores: the input, or the input through a map (a softcap's tanh, a positive scale: a negative one
-    makes a masked score +∞, where the written forms and the primitives differ, see the module docstring)."""
-    sig = _sig(names)
-    k = int(rng.integers(3))
-    if k == 1:
-        return b(nc.elementwise("scale", sig, const=consts[int(rng.integers(len(consts)))]), X)
-    if k == 2:
-        return b(nc.elementwise("tanh", sig), X)
-    return X
-
-
-def _shifted_exp(rng):
-    """What a written SoftMax and a written log-sum-exp share: exp(x − max x) over random axes (``over``), the row
-    statistic's axes in a random order ``r``; returns the names, rows, ``over``, signatures, builder, scores S, max
-    and exp."""
-    names, rows, over = _rows_and_over(rng)
-    sig, r = _sig(names), _sig(_maybe_permuted(rng, rows))
-    b = nc.Builder(nc.types(sig))
-    (X,) = b.inputs
-    S = _scores_source(rng, b, X, names)
-    mx = b(nc.reduce("max", f"{sig} -> {r}"), S)
-    e = b(nc.elementwise("exp", sig), b(nc.elementwise("sub", f"{sig}, {r} -> {sig}"), S, mx))
-    return names, rows, over, sig, r, b, S, mx, e
-
-
-def _exp_over_sum(rng, b, shifted, names, over):
-    """e = exp(shifted) ; e / Σ_over e, the sum's rows in a random order, the division's output maybe in another."""
-    sig, r = _sig(names), _sig(_maybe_permuted(rng, [n for n in names if n not in over]))
-    e = b(nc.elementwise("exp", sig), shifted)
-    z = b(nc.reduce("sum", f"{sig} -> {r}"), e)
-    out = [n for n in names if n not in over] + [n for n in names if n in over] if rng.random() < 0.3 else names
-    return b(nc.elementwise("div", f"{sig}, {r} -> {_sig(out)}"), e, z)
-
-
-#: the shifts a random written SoftMax subtracts (each constant along the reduced axes A)
-SHIFTS = ("max", "mean", "constant", "input")
-
-
-def written_softmax_instance(rng):
-    """exp(x − c) / Σ_A exp(x − c) over random axes A, c a random shift constant along A: the max or the mean of the
-    scores over A (and maybe some of the rows), a constant (a ``shift`` box), or an input over some of the rows in a
-    random order; the scores maybe after a map, maybe read again after.  At times beside it the same form with a
-    shift that varies along A (an input over every axis): the rule refuses it (a mutant that takes it fails)."""
-    names, rows, over = _rows_and_over(rng)
-    sig = _sig(names)
-    shift = SHIFTS[int(rng.integers(len(SHIFTS)))]
-    kept = _maybe_permuted(rng, [n for n in rows if rng.random() < 0.7])
-    if shift == "input" and not kept:
-        shift = "constant"
-    decoy = rng.random() < 0.3
-    b = nc.Builder(nc.types(", ".join([sig] + [_sig(kept)] * (shift == "input") + [sig] * decoy)))
-    X, *others = b.inputs
-    S = _scores_source(rng, b, X, names, consts=(0.5, 2))
-    if shift == "constant":
-        shifted = b(nc.elementwise("shift", sig, const=[-30, 30, 2.5][int(rng.integers(3))]), S)
-    else:
-        c = others.pop(0) if shift == "input" else b(nc.reduce(shift, f"{sig} -> {_sig(kept)}"), S)
-        shifted = b(nc.elementwise("sub", f"{sig}, {_sig(kept)} -> {sig}"), S, c)
-    outs = [_exp_over_sum(rng, b, shifted, names, over)]
-    if decoy:
-        outs.append(_exp_over_sum(rng, b, b(nc.elementwise("sub", f"{sig}, {sig} -> {sig}"), S, others.pop(0)),
-                                  names, over))
-    if rng.random() < 0.3:
-        outs.append(b(nc.elementwise("neg", sig), S))
-    return b.build(*outs)
-
-
-def shifted_inputs(rng, diagram, sizes):
-    """Input 0 (the scores): logits at scale 1, 10 or 30, some entries (a whole row, at times) masked to −300;
-    others normal.  A masked score is finite, so every shift of its row is (a mean of a row holding −∞ is −∞, and
-    x − (−∞) is NaN by hand), and these scores minus any shift the proofs draw neither overflow ``exp`` nor make a
-    row's sum 0: the written form is defined, and computes in floating point what the primitive computes."""
-    xs = moderate_inputs(rng, diagram, sizes)
-    xs[0] = np.where(np.isneginf(xs[0]), -300.0, xs[0])
-    return xs
-
-
-def finite_row_inputs(rng, diagram, sizes):
-    """Extreme logits with masked (−∞) entries (:func:`rewrites.softmax.extreme_inputs`), a row masked whole given
-    one finite entry back: where the written form is defined (an all −∞ row is NaN by hand, −∞ by the primitive)."""
-    xs = extreme_inputs(rng, diagram, sizes)
-    names = diagram.dom.inside[0].names
-    over = {n for box in diagram.boxes if getattr(box.data, "kind", None) == "reduce_max"
-            for n in box.dom.inside[0].names if n not in box.data.weave_names}
-    axes = tuple(i for i, n in enumerate(names) if n in over)
-    x = xs[0]
-    dead = np.all(np.isneginf(x), axis=axes, keepdims=True)
-    first = np.zeros(x.shape, bool)
-    first[tuple(slice(0, 1) if i in axes else slice(None) for i in range(x.ndim))] = True
-    xs[0] = np.where(dead & first, 0.0, x)
-    return xs
-
-
-def exp_over_sum_of_shifted():
-    """exp(xᵢ − c) / Σⱼ exp(xⱼ − c) = exp(xᵢ) / Σⱼ exp(xⱼ) for any c the same for every j (exp(−c) cancels): SoftMax,
-    whatever c is (the max, a mean, a constant, a value from elsewhere); a shift cⱼ that varies along the sum does not
-    cancel (the condition ``constant_shift`` is needed)."""
-    xs = sympy.symbols("x1:5", real=True)
-    c, cs = sympy.Symbol("c", real=True), sympy.symbols("c1:5", real=True)
-    total = sum(sympy.exp(y) for y in xs)
-    for x in xs:
-        written = sympy.exp(x - c) / sum(sympy.exp(y - c) for y in xs)
-        assert sympy.cancel(sympy.expand(written - sympy.exp(x) / total)) == 0, x
-    varying = sympy.exp(xs[0] - cs[0]) / sum(sympy.exp(y - k) for y, k in zip(xs, cs))
-    at = {**dict.fromkeys(xs, 0), **dict.fromkeys(cs, 0), cs[0]: 1}
-    assert sympy.simplify((varying - sympy.exp(xs[0]) / total).subs(at)) != 0
+from rewrites.normal_form_boxes import (SCALINGS, box_like, buildable, count, factor, fewer_nodes, one_format,
+                                        private_to, reduced, spelled, unscaled, without_factor)
+from rewrites.softmax_instances import (exp_over_sum_of_shifted, finite_row_inputs, maybe_permuted, moderate_inputs,
+                                        random_axes, rows_and_over, scores_source, shifted_exp, shifted_inputs,
+                                        written_softmax_instance)
 
 
 def _softmax_box(m):
@@ -337,10 +109,10 @@ written_softmax = Rule(
     _softmax_rhs,
     conditions=(Condition("constant_shift", _constant_shift,
                           "the shift must not vary along the axes the SoftMax reduces"),
-                Condition("private", _private("dv"),
+                Condition("private", private_to("dv"),
                           "shifted scores, exponentials and their sum must be read by the SoftMax alone"),
-                Condition("one_format", _one_format, "the written SoftMax must compute in one format at one level"),
-                Condition("signature", _buildable(_softmax_box),
+                Condition("one_format", one_format, "the written SoftMax must compute in one format at one level"),
+                Condition("signature", buildable(_softmax_box),
                           "the SoftMax must write its reduced axes in the order it reads them")),
     obligation=Obligation(written_softmax_instance, inputs=shifted_inputs, symbolic=(exp_over_sum_of_shifted,),
                           cost=fewer_nodes, rtol=1e-9, atol=1e-12),
@@ -361,32 +133,18 @@ written_softmax = Rule(
 
 
 # ---------------------------------------------------------------------- a SoftMax without its max
-def moderate_inputs(rng, diagram, sizes):
-    """Input 0 (the scores): logits at scale 1, 10 or 30, some entries (a whole row, at times) masked to −∞;
-    others normal.  Finite scores this small neither overflow ``exp`` nor underflow a probability, so a form
-    written without the max (or a log of a SoftMax) computes in floating point what its primitive computes."""
-    xs = []
-    for i, arr in enumerate(diagram.dom.inside):
-        x = rng.normal(size=shape_of(arr, sizes))
-        if i == 0:
-            x = x * [1.0, 10.0, 30.0][int(rng.integers(3))]
-            x[rng.random(x.shape) < [0.0, 0.2, 0.5][int(rng.integers(3))]] = -np.inf
-        xs.append(x)
-    return xs
-
-
 def unshifted_softmax_instance(rng):
     """exp(x) / Σ exp(x) over random axes (no max subtracted), maybe after a map, maybe with x read again after,
     the division's output in another order."""
-    names, rows, over = _rows_and_over(rng)
-    sig, r = _sig(names), _sig(_maybe_permuted(rng, rows))
+    names, rows, over = rows_and_over(rng)
+    sig, r = spelled(names), spelled(maybe_permuted(rng, rows))
     b = nc.Builder(nc.types(sig))
     (X,) = b.inputs
-    S = _scores_source(rng, b, X, names, consts=(0.5, 2))
+    S = scores_source(rng, b, X, names, consts=(0.5, 2))
     e = b(nc.elementwise("exp", sig), S)
     z = b(nc.reduce("sum", f"{sig} -> {r}"), e)
     out = [n for n in names if n not in over] + [n for n in names if n in over] if rng.random() < 0.3 else names
-    P = b(nc.elementwise("div", f"{sig}, {r} -> {_sig(out)}"), e, z)
+    P = b(nc.elementwise("div", f"{sig}, {r} -> {spelled(out)}"), e, z)
     return b.build(P, b(nc.elementwise("neg", sig), S)) if rng.random() < 0.3 else b.build(P)
 
 
@@ -404,10 +162,10 @@ unshifted_softmax = Rule(
     Pattern({"ex": kind("exp"), "k": structural("copy"), "sm": kind("reduce_sum"), "dv": kind("div")},
             [("ex", 0, "k", 0), ("k", None, "sm", 0), ("k", None, "dv", 0), ("sm", 0, "dv", 1)]),
     _unshifted_rhs,
-    conditions=(Condition("private", _private("dv"),
+    conditions=(Condition("private", private_to("dv"),
                           "the exponentials and their sum must be read by the SoftMax alone"),
-                Condition("one_format", _one_format, "the written SoftMax must compute in one format at one level"),
-                Condition("signature", _buildable(_unshifted_box),
+                Condition("one_format", one_format, "the written SoftMax must compute in one format at one level"),
+                Condition("signature", buildable(_unshifted_box),
                           "the SoftMax must write its reduced axes in the order it reads them")),
     obligation=Obligation(unshifted_softmax_instance, inputs=moderate_inputs, symbolic=(exp_over_sum_of_shifted,),
                           cost=fewer_nodes, rtol=1e-9, atol=1e-12),
@@ -425,9 +183,9 @@ unshifted_softmax = Rule(
 # ---------------------------------------------------------------------- log-sum-exp
 def written_logsumexp_instance(rng):
     """log Σ exp(x − max x) + max x over random axes, the addition's operands in either order."""
-    names, rows, over, sig, r, b, S, mx, e = _shifted_exp(rng)
+    names, rows, over, sig, r, b, S, mx, e = shifted_exp(rng)
     lg = b(nc.elementwise("log", r), b(nc.reduce("sum", f"{sig} -> {r}"), e))
-    out = _sig(_maybe_permuted(rng, rows))
+    out = spelled(maybe_permuted(rng, rows))
     L = b(nc.elementwise("add", f"{r}, {r} -> {out}"), *((lg, mx) if rng.integers(2) else (mx, lg)))
     return b.build(L, S) if rng.random() < 0.3 else b.build(L)
 
@@ -455,11 +213,11 @@ written_logsumexp = Rule(
              ("ex", 0, "sm", 0), ("sm", 0, "lg", 0), ("lg", 0, "ad", None), ("k", None, "ad", None)]),
     _lse_rhs,
     conditions=(Condition("same_axes", _same_reduced("mx", "sm"), "the max and the sum must reduce the same axes"),
-                Condition("private", _private("c", "ad"),
+                Condition("private", private_to("c", "ad"),
                           "the max, exponentials, sum and log must be read by the log-sum-exp alone"),
-                Condition("one_format", _one_format,
+                Condition("one_format", one_format,
                           "the written log-sum-exp must compute in one format at one level"),
-                Condition("signature", _buildable(_lse_box), "the log-sum-exp must be writable as one reduction")),
+                Condition("signature", buildable(_lse_box), "the log-sum-exp must be writable as one reduction")),
     obligation=Obligation(written_logsumexp_instance, inputs=finite_row_inputs, symbolic=(log_sum_exp_shifted,),
                           cost=fewer_nodes, rtol=1e-9, atol=1e-9),
     doc="""m = max_A x ; log Σ_A exp(x − m) + m → LSE_A(x): a log-sum-exp written by hand is the reduction.
@@ -478,20 +236,20 @@ def sum_over_count():
 def scale_into_softmax_instance(rng):
     """SoftMax_β(c · x) over random axes, at a random β and c (negative ones too), maybe written out of order; or
     SoftMax_β(mean_B x), the mean over one or two random axes placed anywhere (their sizes given or symbolic)."""
-    names, rows, over = _rows_and_over(rng)
+    names, rows, over = rows_and_over(rng)
     if not rows:
         rows, names = ["n"], names + ["n"]
-    sig = _sig(names)
-    seen = _sig(_maybe_permuted(rng, names)) if rng.random() < 0.3 else sig
+    sig = spelled(names)
+    seen = spelled(maybe_permuted(rng, names)) if rng.random() < 0.3 else sig
     seen_over = [n for n in seen.split() if n in over]
     if seen_over != [n for n in names if n in over]:
         seen = sig
     c = [0.5, 3, -2, sympy.Rational(1, 7)][int(rng.integers(4))]
     beta = [1, 0.125, 2][int(rng.integers(3))]
     if rng.random() < 0.4:
-        averaged = _axes(rng, ["u", "t"], 1, 2)
+        averaged = random_axes(rng, ["u", "t"], 1, 2)
         sizes = {n: int(rng.integers(2, 5)) for n in averaged} if rng.random() < 0.5 else {}
-        wide = _sig([str(n) for n in rng.permutation(names + averaged)])
+        wide = spelled([str(n) for n in rng.permutation(names + averaged)])
         return nc.reduce("mean", f"{wide} -> {seen}", sizes=sizes) >> nc.softmax(seen, over=over, beta=beta)
     return nc.elementwise("scale", f"{sig} -> {seen}", const=c) >> nc.softmax(seen, over=over, beta=beta)
 
@@ -521,8 +279,8 @@ scale_into_softmax = Rule(
     "scale_into_softmax",
     Pattern({"sc": kind(*SCALINGS), "s": kind("softmax")}, [("sc", 0, "s", 0)]),
     _tempered_rhs,
-    conditions=(Condition("one_format", _one_format, "the scaling and the SoftMax must compute in one format"),
-                Condition("signature", _buildable(_tempered_box),
+    conditions=(Condition("one_format", one_format, "the scaling and the SoftMax must compute in one format"),
+                Condition("signature", buildable(_tempered_box),
                           "the SoftMax must read its reduced axes in the order the scale reads them")),
     obligation=Obligation(scale_into_softmax_instance, inputs=extreme_inputs,
                           symbolic=(softmax_of_scaled, sum_over_count), cost=fewer_nodes, rtol=1e-9, atol=1e-12),
@@ -538,8 +296,8 @@ scale_into_softmax = Rule(
 # ---------------------------------------------------------------------- x · x, x · (1/y), Σ/n
 def product_with_itself_instance(rng):
     """mul(x, x) over random axes, the product maybe in another order, x maybe read elsewhere."""
-    names = _axes(rng, ["n", "d", "h"], 1, 3)
-    sig, out = _sig(names), _sig(_maybe_permuted(rng, names))
+    names = random_axes(rng, ["n", "d", "h"], 1, 3)
+    sig, out = spelled(names), spelled(maybe_permuted(rng, names))
     b = nc.Builder(nc.types(sig))
     (X,) = b.inputs
     y = b(nc.elementwise("mul", f"{sig}, {sig} -> {out}"), X, X)
@@ -563,16 +321,16 @@ product_with_itself = Rule(
     Pattern({"c": structural("copy"), "m": kind("mul")}, [("c", None, "m", 0), ("c", None, "m", 1)]),
     _square_rhs,
     conditions=(Condition("one_array", _same_axes_both_ports, "both factors must be the one array"),
-                Condition("signature", _buildable(_square_box), "the square must be writable with the product's")),
+                Condition("signature", buildable(_square_box), "the square must be writable with the product's")),
     obligation=Obligation(product_with_itself_instance, cost=fewer_nodes, rtol=0, atol=0),
     doc="""x · x → square(x): a value multiplied by itself is its square (exactly, in floating point too).""")
 
 
 def times_reciprocal_instance(rng):
     """mul(x, recip(y)) or mul(recip(y), x), y broadcast along some of x's axes (or not)."""
-    names = _axes(rng, ["n", "d", "h"], 1, 3)
+    names = random_axes(rng, ["n", "d", "h"], 1, 3)
     kept = [n for n in names if rng.random() < 0.6] or names[:1]
-    sig, ys, out = _sig(names), _sig(_maybe_permuted(rng, kept)), _sig(_maybe_permuted(rng, names))
+    sig, ys, out = spelled(names), spelled(maybe_permuted(rng, kept)), spelled(maybe_permuted(rng, names))
     b = nc.Builder(nc.types(f"{sig}, {ys}"))
     X, Y = b.inputs
     r = b(nc.elementwise("recip", ys), Y)
@@ -596,19 +354,19 @@ times_reciprocal = Rule(
     "times_reciprocal",
     Pattern({"r": kind("recip"), "m": kind("mul")}, [("r", 0, "m", None)]),
     _div_rhs,
-    conditions=(Condition("one_format", _one_format, "the reciprocal and the product must compute in one format"),
-                Condition("signature", _buildable(_div_box), "the quotient must be writable with the product's")),
+    conditions=(Condition("one_format", one_format, "the reciprocal and the product must compute in one format"),
+                Condition("signature", buildable(_div_box), "the quotient must be writable with the product's")),
     obligation=Obligation(times_reciprocal_instance, cost=fewer_nodes, rtol=1e-12, atol=1e-12),
     doc="""x · recip(y) → x / y: multiplying by a reciprocal is dividing (either factor the reciprocal).""")
 
 
 def mean_of_sum_instance(rng):
     """(1/|A|) · Σ_A x over random axes, the scale written with the sizes (symbolic or given)."""
-    names, rows, over = _rows_and_over(rng)
+    names, rows, over = rows_and_over(rng)
     sizes = {n: int(rng.integers(2, 6)) for n in over} if rng.random() < 0.4 else {}
     count = sympy.Mul(*(sizes.get(n, nc.Axis(n).size) for n in over))
-    sig, r = _sig(names), _sig(_maybe_permuted(rng, rows))
-    out = _sig(_maybe_permuted(rng, rows))
+    sig, r = spelled(names), spelled(maybe_permuted(rng, rows))
+    out = spelled(maybe_permuted(rng, rows))
     return (nc.reduce("sum", f"{sig} -> {r}", sizes=sizes)
             >> nc.elementwise("scale", f"{r} -> {out}", const=1 / count))
 
@@ -633,8 +391,8 @@ mean_of_sum = Rule(
     Pattern({"s": kind("reduce_sum"), "c": kind("scale")}, [("s", 0, "c", 0)]),
     _mean_rhs,
     conditions=(Condition("count", _is_the_count, "the scale must be 1 over the number of values summed"),
-                Condition("one_format", _one_format, "the sum and the scale must compute in one format"),
-                Condition("signature", _buildable(_mean_box), "the mean must be writable with the sum's signature")),
+                Condition("one_format", one_format, "the sum and the scale must compute in one format"),
+                Condition("signature", buildable(_mean_box), "the mean must be writable with the sum's signature")),
     obligation=Obligation(mean_of_sum_instance, symbolic=(sum_over_count,), cost=fewer_nodes,
                           rtol=1e-12, atol=1e-12),
     doc="""(1/|A|) · Σ_A x → mean_A(x): a sum scaled by one over its count is the mean (the count read off the
@@ -646,5 +404,4 @@ NORMAL_FORM = RuleSet((written_softmax, unshifted_softmax, written_logsumexp, sc
 RULES = NORMAL_FORM
 
 __all__ = ["RULES", "NORMAL_FORM", "written_softmax", "unshifted_softmax", "written_logsumexp", "scale_into_softmax",
-           "product_with_itself", "times_reciprocal", "mean_of_sum", "box_like", "reduced", "netlist_size",
-           "measure", "count", "factor", "SCALINGS", "unscaled", "without_factor", "with_factor", "moderate_inputs"]
+           "product_with_itself", "times_reciprocal", "mean_of_sum"]

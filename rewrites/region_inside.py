@@ -28,9 +28,7 @@ from napkin_cat.syntax.adapter import Bubble, Ty
 from napkin_cat.syntax.flat import is_structural, layers
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.wiring import computes, trace_values
-from rewrites.devices import as_diagram, same_type, sharded
-
-
+from rewrites.device_matching import as_diagram, same_type, sharded
 def is_kind(box, kind: str) -> bool:
     """Whether ``box`` is a primitive of ``kind`` (``"all_gather"``, ``"all_reduce"``, …)."""
     return not isinstance(box, nc.Region) and is_structural(box) is None and box.data.kind == kind

@@ -38,7 +38,8 @@ from napkin_cat.errors import DeviceError, RewriteError
 from napkin_cat.rewriting import Condition, Obligation, Rule
 from napkin_cat.rewriting.match import Pattern
 from napkin_cat.syntax.sizes import symbols_of
-from rewrites.devices import DEVICES, as_diagram, built_by, device_gather, legal_when, random_inputs, same_type
+from rewrites.device_matching import DEVICES, as_diagram, built_by, legal_when, same_type
+from rewrites.devices import device_gather, random_inputs
 
 
 def ringed_axis(m):

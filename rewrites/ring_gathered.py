@@ -38,7 +38,8 @@ from napkin_cat.rewriting import Condition, Obligation, Rule
 from napkin_cat.rewriting.match import Pattern
 from napkin_cat.syntax.relabel import rename_axis
 from napkin_cat.syntax.sizes import symbols_of
-from rewrites.devices import DEVICES, as_diagram, built_by, legal_when, random_inputs, same_type, tensor_parallel
+from rewrites.device_matching import DEVICES, as_diagram, built_by, legal_when, same_type
+from rewrites.devices import random_inputs, tensor_parallel
 from rewrites.generation import device_generation
 from rewrites.ring import simulate_ring
 

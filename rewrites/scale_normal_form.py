@@ -1,6 +1,6 @@
 """Scales move toward the outputs: a contraction absorbs a scaling of its operand, Σ (c·x) y = c · Σ x y.
 
-A scale ``c · x`` (or a mean's ``1/|A|``, :func:`~rewrites.normal_form.factor`) read by a contraction, a sum or a
+A scale ``c · x`` (or a mean's ``1/|A|``, :func:`~rewrites.normal_form_boxes.factor`) read by a contraction, a sum or a
 mean is taken after it, and two scales in a row are one.  Written anywhere in a chain of contractions the factor
 ends in one place: after the last linear reduction that reads it, where ``scale_into_softmax`` may take it into a
 SoftMax's β, and it no longer stands between two contractions, so ``contraction_merge`` makes the chain one
@@ -46,7 +46,7 @@ import napkin_cat as nc
 from napkin_cat.rewriting import OUTPUT, Condition, Obligation, Rule, RuleSet, to_netlist
 from napkin_cat.rewriting.match import Pattern, kind
 from rewrites.contraction_instances import random_einsum, random_names
-from rewrites.normal_form import SCALINGS, box_like, factor, unscaled, without_factor
+from rewrites.normal_form_boxes import SCALINGS, box_like, factor, unscaled, without_factor
 from rewrites.sum_product import Term, loop_nest_flops
 
 #: the linear reductions a factor moves through (a sum and a mean are contractions of one operand)

@@ -42,7 +42,8 @@ import napkin_cat as nc
 from napkin_cat.cost.iocost import numel
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, rewrite
 from napkin_cat.rewriting.match import INPUT, Pattern
-from rewrites.partition import PLAIN_KERNEL, kernel_formation, kernel_fusion, strip
+from rewrites.kernel_nodes import PLAIN_KERNEL
+from rewrites.kernels import kernel_formation, kernel_fusion, strip
 
 
 def shared_ports(net, kernel) -> list:

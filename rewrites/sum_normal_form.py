@@ -44,7 +44,7 @@ from napkin_cat.rewriting import OUTPUT, Condition, Obligation, Rule, RuleSet
 from napkin_cat.rewriting.match import Pattern, kind
 from rewrites.contraction import flops_claim
 from rewrites.contraction_instances import random_einsum, random_names
-from rewrites.normal_form import box_like, factor, measure, with_factor
+from rewrites.normal_form_boxes import box_like, factor, measure, with_factor
 from rewrites.sum_product import Term, axis_names, loop_nest_flops, one_format, sum_product_associativity
 
 REDUCERS = ("contract", "reduce_sum", "reduce_mean")    # a sum: a contraction of one operand; a mean: a scaled sum
@@ -176,8 +176,8 @@ def _sum_carried(m):
 
 
 def _folds_and_keeps_flops(lhs, rhs, m):
-    """The claim: :func:`~rewrites.normal_form.measure` decreases, the loop nests of the contraction and the sum are
-    the merged one's (by the axis sizes), a mean's factor one scale of the output more; no transfer moves."""
+    """The claim: :func:`~rewrites.normal_form_boxes.measure` decreases, the loop nests of the contraction and the
+    sum are the merged one's (by the axis sizes), a mean's factor one scale of the output more; no transfer moves."""
     assert measure(rhs) < measure(lhs), f"the measure {measure(lhs)} became {measure(rhs)}"
     (c, s), (merged,) = _sum_terms(m)
     out = sympy.Mul(*(a.size for a in merged.output.axes))
@@ -202,7 +202,7 @@ sum_of_contraction = Rule(
     obligation=Obligation(sum_of_contraction_instance, cost=_folds_and_keeps_flops,
                           symbolic=(sum_product_associativity,), rtol=1e-9, atol=1e-9),
     doc="""Σ_A C(X…) → C′(X…), C′ summing A too: a sum reading a contraction alone is summed inside it; a mean
-    too, as the scaled sum it is: mean_A C(X…) → (1/|A|) · C′(X…) (:func:`~rewrites.normal_form.factor`).
+    too, as the scaled sum it is: mean_A C(X…) → (1/|A|) · C′(X…) (:func:`~rewrites.normal_form_boxes.factor`).
 
     Sum-product associativity read right to left, the sum a contraction of one operand.  Cost: one loop nest
     over the same axes, without the sum's (``n·Π + Π(out) → n·Π``), plus the mean's scale of the output (``Π``
@@ -352,7 +352,7 @@ contraction_into_readers = Rule(
     oriented=False,
     doc="""C₁(A…) read by contractions, sums and means R₁ … Rₖ (and maybe others) → each Rⱼ with C₁'s operands in
     place of C₁, its own axes summed first (the normal form), a mean as its sum then 1/|A|
-    (:func:`~rewrites.normal_form.with_factor`); C₁ kept for readers that are none of these.
+    (:func:`~rewrites.normal_form_boxes.with_factor`); C₁ kept for readers that are none of these.
 
     Sum-product associativity (contraction_merge at each reader; a sum is a contraction of one operand).  It
     recomputes C₁'s products in each reader, so the search prices it (role ``prepare``): linear attention's

@@ -45,8 +45,8 @@ from napkin_cat.rewriting import Condition, Obligation, Rule
 from napkin_cat.rewriting.match import Pattern
 from napkin_cat.syntax.collectives import as_devices, shard_size
 from napkin_cat.syntax.sizes import symbols_of
-from rewrites.devices import (DEVICES_BY_DEFAULT, LEVEL0, as_diagram, built_by, legal_when, random_inputs, same_type,
-                              sharded)
+from rewrites.device_matching import DEVICES_BY_DEFAULT, LEVEL0, as_diagram, built_by, legal_when, same_type, sharded
+from rewrites.devices import random_inputs
 
 
 def heads_axis(box, given=None) -> str:

@@ -27,7 +27,7 @@ and E[x²] − E[x]² gives 0, 0, 16 and −8 on four such rows of 256, multiple
 10⁸), where the centred form is within 0.2 % of the float64 variance.  The proofs draw rows at mean 0 or 3 and
 spread 1 or 2, where the two agree to rounding in float64.
 
-Measure: the rewrite decreases :func:`rewrites.normal_form.measure` (nodes plus wires, plus means: the means are
+Measure: the rewrite decreases :func:`rewrites.normal_form_boxes.measure` (nodes plus wires, plus means: the means are
 as many on both sides), the normal form's termination argument.  Where it makes x − μ, that one box, its square
 and its mean take the places of x², its mean, μ² and the subtraction (a box and a wire fewer).  Where it reads the
 program's x − μ, the right-hand side leaves the two inputs it no longer reads (x and μ, read there by x − μ) to
@@ -53,7 +53,7 @@ from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet, rewrite, 
 from napkin_cat.rewriting.closed import source
 from napkin_cat.rewriting.match import Pattern, kind
 from rewrites.basic import copy_discard
-from rewrites.normal_form import box_like, fewer_nodes, reduced
+from rewrites.normal_form_boxes import box_like, fewer_nodes, reduced
 
 
 def _sig(names) -> str:
@@ -169,8 +169,9 @@ def uncentred_instance(rng):
 
 def smaller_after_the_copy_law(lhs, rhs, m):
     """The termination claim: the rewrite, with the copy law's removal of the discards it leaves (``copy_discard``,
-    a ``simplify`` rule the normal form's driver applies with it), decreases :func:`~rewrites.normal_form.measure`;
-    no transfer moves (:func:`~rewrites.normal_form.fewer_nodes` on the cleaned right-hand side)."""
+    a ``simplify`` rule the normal form's driver applies with it), decreases
+    :func:`~rewrites.normal_form_boxes.measure`; no transfer moves (:func:`~rewrites.normal_form_boxes.fewer_nodes` on
+    the cleaned right-hand side)."""
     cleaned = rewrite(rhs, RuleSet((copy_discard,)), "fixpoint", max_steps=8).diagram
     fewer_nodes(lhs, cleaned, m)
 

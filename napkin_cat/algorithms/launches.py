@@ -19,7 +19,7 @@ computation, or in a kernel one level down): they run one after another in the k
 
 The plan agrees: its grid loops outside every kernel run ``blocks(K)`` distinct indices around each kernel's
 statements (a split kernel's two launches: :func:`napkin_cat.plan.partials.fission`), counted by the test
-``tests/algorithms/test_launches.py``, and so do the kernel printers (:func:`napkin_cat.codegen.printer.launches`,
+``tests/algorithms/test_launches.py``, and so do the kernel printers (:func:`napkin_cat.codegen.launch.launches`,
 Grids nested along one axis one block per innermost tile); ``nc.derive(..., min_blocks=B)`` requires
 ``blocks(K) ≥ B`` of every kernel it costs (:mod:`napkin_cat.search.parallelism`), ``nc.hardware.predict`` fills
 its waves with them.

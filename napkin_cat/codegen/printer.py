@@ -3,9 +3,8 @@
 The pseudocode printer of :mod:`napkin_cat.plan.printer` is the root; :class:`CodePrinter` adds what
 every kernel printer needs, whatever the language:
 
-* **launches**: the plan's top level cut into kernel launches, one per maximal chain of Grid loops
-  around a kernel, one thread block / program / OpenMP iteration per distinct index of the chain: the
-  count of :mod:`napkin_cat.algorithms.launches`, ``Π_a N(a, tiles along a)``.  The linear block index
+* **launches** (:mod:`napkin_cat.codegen.launch`): the plan's top level cut into kernel launches, one thread
+  block / program / OpenMP iteration per distinct index of a chain of Grids.  The linear block index
   ``b`` is decoded in two steps (:meth:`CodePrinter.decode`): a mixed radix over the axes, the last
   fastest (``b_n = b mod N_n``, ``b_{n-1} = (b div N_n) mod N_{n-1}`` …), then each axis's ``b_a`` into the
   indices of its Grids (:meth:`CodePrinter.unflatten`): one Grid's index is ``b_a``; Grids nested along
@@ -27,8 +26,6 @@ every kernel printer needs, whatever the language:
 >>> import napkin_cat as nc
 >>> p = nc.plan(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"),
 ...             {"a": 5, "b": 6, "c": 4, "s_b": 3, "g_a": 2})
->>> [(len(l.grids), l.blocks) for l in launches(p)]
-[(1, 3)]
 >>> (grid,) = launches(p)[0].grids
 >>> printer = CodePrinter(p)
 >>> printer.code(printer.extent_of(grid)), printer.decode(launches(p)[0], "b")
@@ -39,23 +36,21 @@ innermost tiles:
 
 >>> nested = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "a", "h_a")
 >>> p = nc.plan(nested, {"a": 10, "b": 4, "c": 3, "g_a": 7, "h_a": 3, "s_b": 2})
->>> [(len(l.chains), l.blocks) for l in launches(p)]
-[(1, 4)]
 >>> CodePrinter(p).decode(launches(p)[0], "b")
 [('nc_b_a', 'b'), ('i_a', 'nc_b_a / 3'), ('i_ap', 'nc_b_a % 3')]
 """
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
 
 import sympy
 
 from napkin_cat.algorithms.launches import tiles_of_axis
 from napkin_cat.codegen.errors import CodegenError
 from napkin_cat.codegen.kinds import RecordForms
+from napkin_cat.codegen.launch import Launch, chain_count, launches  # noqa: F401  (launches: c/openmp.py reads it here)
 from napkin_cat.codegen.layout import layouts
-from napkin_cat.plan.ir import Alloc, Free, GridLoop, Kernel, Range, StreamLoop, writes
+from napkin_cat.plan.ir import Alloc, Free, StreamLoop, writes
 from napkin_cat.plan.accumulate import separated
 from napkin_cat.plan.blocks import block_tables
 from napkin_cat.plan.printer import Printer
@@ -70,94 +65,6 @@ def ident(name: str) -> str:
     out = "".join(_GREEK.get(c, c) for c in str(name))
     out = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in out)
     return out if out and not out[0].isdigit() else f"v{out}"
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One kernel launch: the Grid loops around it (outermost first), the statements each block runs and its
-    ``blocks``, the distinct indices of its Grids (``Π_a N(a, tiles along a)``, Grids nested along one axis
-    counted by their innermost tiles)."""
-
-    grids: tuple
-    body: tuple
-    blocks: int
-    index: int = 0
-
-    @property
-    def name(self) -> str:
-        return f"nc_kernel{self.index}"
-
-    @property
-    def chains(self) -> tuple:
-        """Its Grids by axis (:func:`chains`)."""
-        return chains(self.grids)
-
-
-def chains(grids) -> tuple:
-    """Grid loops by axis, in order of first appearance, each chain outermost first (more than one Grid: Grids
-    nested along one axis)."""
-    out: dict = {}
-    for g in grids:
-        out.setdefault(g.axis, []).append(g)
-    return tuple(tuple(c) for c in out.values())
-
-
-def _only(stmts):
-    """The single non-Free statement of a block, or None."""
-    rest = [s for s in stmts if not isinstance(s, Free)]
-    return rest[0] if len(rest) == 1 else None
-
-
-def tile_extent(loop) -> sympy.Expr:
-    """The extent of ``loop``'s tile in the trip ``loop.index``: ``min(tile, full − index·tile)``."""
-    return Range(loop.index * loop.tile, loop.tile, loop.full).extent
-
-
-def launched(loop, outer, sizes) -> bool:
-    """Whether the Grid loop ``loop``, directly inside the Grids ``outer``, is launched with them: its trips are
-    constant, or it cuts the tile of the innermost of them along its axis (Grids nested along one axis)."""
-    along = [g for g in outer if g.axis == loop.axis]
-    if along:
-        return sympy.expand(sympy.sympify(loop.full) - tile_extent(along[-1])) == 0
-    return sympy.ceiling(sympy.sympify(loop.full).subs(sizes) / sympy.sympify(loop.tile).subs(sizes)).is_Integer
-
-
-def chain_count(chain, sizes=None) -> sympy.Expr:
-    """``N(n, (g₁, g₂, …))``: the innermost tiles of Grids nested along one axis (one Grid: its trips), at
-    ``sizes`` (a mapping, or None to keep the symbols)."""
-    at = (lambda e: sympy.sympify(e).subs(sizes)) if sizes is not None else sympy.sympify
-    return tiles_of_axis(at(chain[0].full), [at(g.tile) for g in chain])
-
-
-def launches(p) -> list[Launch]:
-    """The plan's top level as launches; top-level Allocs and Frees are the host's (workspace)."""
-    out, loose = [], []
-
-    def flush():
-        if loose:
-            out.append(Launch((), tuple(loose), 1, len(out)))
-            loose.clear()
-    for s in p.body:
-        if isinstance(s, (Alloc, Free)):
-            continue
-        if isinstance(s, GridLoop):
-            flush()
-            grids, inner = [], s
-            while isinstance(inner, GridLoop) and launched(inner, grids, p.sizes):
-                grids.append(inner)
-                inner = _only(inner.body)
-            if not grids:
-                out.append(Launch((), (s,), 1, len(out)))
-                continue
-            blocks = sympy.Mul(*[chain_count(c, p.sizes) for c in chains(grids)])
-            out.append(Launch(tuple(grids), tuple(grids[-1].body), int(blocks), len(out)))
-        elif isinstance(s, Kernel):
-            flush()
-            out.append(Launch((), (s,), 1, len(out)))
-        else:
-            loose.append(s)
-    flush()
-    return out
 
 
 class _HeldCeiling(sympy.Function):
@@ -241,7 +148,7 @@ class CodePrinter(RecordForms, Printer):
         self.plan, self.sizes, self.options = plan, dict(plan.sizes), options
         self.layout = layouts(plan, unstaged=self.unstaged_layout, width=self.width)   # byte offsets per level
         self.extents: dict = {}    # tile symbol -> symbol of its extent in the current trip
-        #: the :class:`~napkin_cat.plan.ir.BlockSkip` of the full trip being printed (its mask left out), or None
+        #: the :class:`~napkin_cat.plan.skips.BlockSkip` of the full trip being printed (its mask left out), or None
         self.full_trip = None
         #: the block table of each stream loop whose skip test reads one, by its loop index (:mod:`..plan.blocks`)
         self.block_tables = {t.loop.index: t for t in block_tables(self.written)}
@@ -556,7 +463,7 @@ class CodePrinter(RecordForms, Printer):
     if_positions = None
 
     def full_variants(self, s, depth, body_of) -> list[str]:
-        """A stream loop's trip where a mask from positions decides (its :class:`~napkin_cat.plan.ir.FullTrips`):
+        """A stream loop's trip where a mask from positions decides (its :class:`~napkin_cat.plan.skips.FullTrips`):
         ``body_of(depth)`` without the mask on the trips where it is true on every pair, as written on the others
         (FlashAttention's causal tiles below the diagonal apply no mask); just ``body_of(depth)`` where the loop has
         none, where a full trip is being printed already, or where the dialect has no :attr:`if_positions`."""

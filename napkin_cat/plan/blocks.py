@@ -1,7 +1,7 @@
 """The block tables a plan's skip tests read: the data's block mask at the kernel's tiles, before a run.
 
 A stream loop whose skip test reads a mask from data carries the test as one statement,
-:class:`~napkin_cat.plan.ir.BlockSkip` (the trip's box on the mask's axes).  Before a run, the data's block mask
+:class:`~napkin_cat.plan.skips.BlockSkip` (the trip's box on the mask's axes).  Before a run, the data's block mask
 (:class:`~napkin_cat.algorithms.blockmask.BlockMask`, its summed-area table) is read at the boxes of every trip
 into one table per such loop, as FlexAttention's ``BlockMask`` is made once per batch of data: the table's axes
 are the indices of the loops the box depends on, outermost first (``i_q, i_x`` for a Grid over queries around a
@@ -39,7 +39,7 @@ from napkin_cat.plan.ir import LOOPS, StreamLoop, walk_scoped
 
 @dataclass(frozen=True)
 class BlockTable:
-    """The table of one stream loop's :class:`~napkin_cat.plan.ir.BlockSkip` (see the module docstring):
+    """The table of one stream loop's :class:`~napkin_cat.plan.skips.BlockSkip` (see the module docstring):
     ``loop`` the stream loop, ``indices`` ``((index symbol, trips), …)`` the loops its box depends on, outermost
     first, ``sizes`` the plan's, ``number`` its place among the plan's tables (a kernel's argument ``nc_blocks<k>``)."""
 
@@ -91,7 +91,7 @@ def _evaluated(e, env: dict, shape: tuple) -> np.ndarray:
 
 
 def block_tables(plan) -> tuple:
-    """The plan's block tables, one per stream loop with a :class:`~napkin_cat.plan.ir.BlockSkip`, in program
+    """The plan's block tables, one per stream loop with a :class:`~napkin_cat.plan.skips.BlockSkip`, in program
     order (cached on the plan)."""
     found = plan.__dict__.get("_block_tables")
     if found is not None:

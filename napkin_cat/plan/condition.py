@@ -1,7 +1,7 @@
 """The block mask a plan's skip test reads, derived from the data by the plan's own statements.
 
 A full trip makes no mask: the kernel reads its condition as true on every pair of the block
-(:class:`~napkin_cat.plan.ir.BlockSkip`).  That is right only where the block mask is the block mask of *that*
+(:class:`~napkin_cat.plan.skips.BlockSkip`).  That is right only where the block mask is the block mask of *that*
 condition, the whole of it (document ids ∧ causal, not the document part alone: a block full for the documents
 would drop the causal part too).  So the library does not take a block mask on trust; it derives it:
 
@@ -94,7 +94,7 @@ def _access(stmt) -> tuple:
 
 
 def program(plan, table) -> tuple:
-    """The statements that make the condition of ``table``'s stream (its :class:`~napkin_cat.plan.ir.BlockSkip`)
+    """The statements that make the condition of ``table``'s stream (its :class:`~napkin_cat.plan.skips.BlockSkip`)
     from the plan's inputs, in order: the backward slice of the condition variable."""
     condition = table.loop.data.condition
     if condition is None:

@@ -38,8 +38,9 @@ from napkin_cat.algorithms.bubbles import Kernel
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.reuse import accumulated_addends, finish_in_place, step_in_place
 from napkin_cat.algorithms.schedule import advance, fold_region
-from napkin_cat.plan.ir import (Alloc, BlockSkip, Compute, Copy, Fill, FullTrips, GridLoop, Kernel as KernelNode, Load,
-                                Range, Ref, Store, StreamLoop, Variable, loop_index)
+from napkin_cat.plan.ir import (Alloc, Compute, Copy, Fill, GridLoop, Kernel as KernelNode, Load, Range, Ref, Store,
+                                StreamLoop, Variable, loop_index)
+from napkin_cat.plan.skips import BlockSkip, FullTrips
 from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.wiring import trace_values

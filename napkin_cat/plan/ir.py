@@ -22,7 +22,7 @@ node                    meaning
 ``StreamLoop``          ``head`` once, ``body`` per slice of ``axis``, ``tail`` once (a Stream); with
                         ``when``, a trip runs only where that condition holds (a mask skips the rest)
 ``BlockSkip``           a stream's skip test by the data's block mask (``StreamLoop.data``): none trips
-                        skipped, full ones run without the mask (:mod:`napkin_cat.plan.blocks`)
+                        skipped, full ones run without the mask (:mod:`napkin_cat.plan.skips`)
 ======================  ==========================================================================
 
 The extent of a tile is ``Min(tile, full − start)``: the last tile of a ragged axis is masked.  A
@@ -257,111 +257,15 @@ class GridLoop:
 
 
 @dataclass(frozen=True)
-class BlockSkip:
-    """A stream's skip test by the data's block mask (a mask read from data, :mod:`napkin_cat.algorithms.skipping`):
-    the one statement of it every runner and printer reads (:mod:`napkin_cat.plan.blocks` makes its table).
-
-    ``box``: the trip's tile on the mask's axes, ``((axis, start, extent), …)``.  ``condition``: the variable of
-    the mask the block mask is of, true on every pair of a *full* trip (None where several masks read data: a full
-    trip then runs as a partial one); ``copies``: the other variables the trip makes equal to it (the mask made
-    again for another product, :func:`~napkin_cat.algorithms.skipping.equal_values`).  ``made``: the variables the
-    trip makes only for that mask (the condition and its copies, the operands only they read, their loads): a full
-    trip makes none of them and reads the condition and its copies as true.
-    Per trip, by its block's state::
-
-        none     the trip is skipped (no pair allowed: it would change nothing)
-        full     the body without the statements that write only ``made``, ``condition`` read as true
-        partial  the body as written
-    """
-
-    box: tuple
-    condition: str | None = None
-    made: frozenset = frozenset()
-    copies: frozenset = frozenset()
-
-    @classmethod
-    def of(cls, box: tuple, condition: str | None, body: tuple, copies=()) -> "BlockSkip":
-        """The skip test of a trip ``body`` whose mask is ``condition`` (a variable the body writes, or None) and
-        ``copies`` (variables equal to it, None for one made inline): ``made`` grown back from the condition and
-        its copies through every variable the body writes and only mask makers read."""
-        stmts = [s for s in walk(body) if not isinstance(s, Free)]
-        written = {v for s in stmts for v in writes(s)}
-        if condition is None or condition not in written:
-            return cls(tuple(box), None, frozenset())
-        copies = frozenset(v for v in copies if v in written) - {condition}
-        made = {condition, *copies}
-
-        def maker(s) -> bool:
-            return not blocks(s) and bool(writes(s)) and set(writes(s)) <= made
-        grown = True
-        while grown:
-            grown = False
-            for s in stmts:
-                if not maker(s):
-                    continue
-                for v in reads(s):
-                    if v in made or v not in written:
-                        continue
-                    if all(maker(r) or v not in reads(r) for r in stmts):
-                        made.add(v)
-                        grown = True
-        return cls(tuple(box), condition, frozenset(made), copies)
-
-    @property
-    def conditions(self) -> frozenset:
-        """The variables a full trip reads as true: the condition and its copies."""
-        return frozenset() if self.condition is None else self.copies | {self.condition}
-
-    @property
-    def axes(self) -> tuple:
-        return tuple(a for a, _, _ in self.box)
-
-    def omits(self, stmt) -> bool:
-        """Whether a full trip leaves ``stmt`` out: a simple statement that writes only variables of the mask."""
-        w = writes(stmt)
-        return self.condition is not None and not blocks(stmt) and bool(w) and set(w) <= self.made
-
-
-@dataclass(frozen=True)
-class FullTrips:
-    """The trips of a stream on which a mask from positions is true on every pair (:class:`StreamLoop`'s
-    ``full_trips``): ``when``, a condition on the loop indices (sympy; interval arithmetic on the trip's positions,
-    :meth:`~napkin_cat.algorithms.skipping.Skip.verdict`'s *everywhere*), and ``mask``, the :class:`BlockSkip`
-    (its ``box`` empty) that says which variables the trip makes only for that mask (``made``) and which it reads
-    as true (``conditions``).  The law, where ``when`` holds: the body without ``made``, the conditions read as
-    true, computes what the body computes (``where(true, s, −∞) = s``).
-
-    >>> import napkin_cat as nc
-    >>> p = nc.plan(nc.stream(nc.library.causal_attention(q=8, x=8, d=4), "x", "s_x"), {"s_x": 4})
-    >>> (s,) = [s for s in walk(p.body) if isinstance(s, StreamLoop)]
-    >>> s.full_trips.when, sorted(s.full_trips.made)        # every x of the trip ≤ the first q (all of q here)
-    (i_x*s_x + Min(s_x, -i_x*s_x + 8) - 1 <= 0, ['le13', 'position12'])
-    """
-
-    when: object
-    mask: BlockSkip
-
-    @property
-    def conditions(self) -> frozenset:
-        return self.mask.conditions
-
-    @property
-    def made(self) -> frozenset:
-        return self.mask.made
-
-    def omits(self, stmt) -> bool:
-        return self.mask.omits(stmt)
-
-
-@dataclass(frozen=True)
 class StreamLoop:
     """``head``; ``for index in 0 … ⌈full / tile⌉ − 1: if when: body``; ``tail`` (a Stream, in order).
 
     ``when``: a condition on the loop indices (sympy), true on the trips that run; a trip where it is false
     is skipped, its mask never true there (:mod:`napkin_cat.algorithms.skipping`).  ``data``: where a mask read
-    from data decides too, its :class:`BlockSkip`: a trip runs where the data's block mask
+    from data decides too, its :class:`~napkin_cat.plan.skips.BlockSkip`: a trip runs where the data's block mask
     (:mod:`napkin_cat.algorithms.blockmask`, given to the run) allows a pair in its box, without the mask where
-    it allows every pair.  ``full_trips``: where a mask from positions decides, its :class:`FullTrips`: its
+    it allows every pair.  ``full_trips``: where a mask from positions decides, its
+    :class:`~napkin_cat.plan.skips.FullTrips`: its
     ``when`` (a condition on the loop indices) holds on the trips where that mask is true on every pair, and a
     kernel may run them without it (``made`` not made, ``conditions`` read as true), as a block mask's full trips:
     FlashAttention's causal tiles below the diagonal, which apply no mask.  None where no trip is known full."""
@@ -375,8 +279,8 @@ class StreamLoop:
     tail: tuple
     origin: str = ""
     when: object = sympy.true
-    data: BlockSkip | None = None
-    full_trips: "FullTrips | None" = None
+    data: object = None          # a BlockSkip (napkin_cat.plan.skips), or None
+    full_trips: object = None    # a FullTrips (napkin_cat.plan.skips), or None
 
     @property
     def skips(self) -> bool:
@@ -500,9 +404,7 @@ ACCESS = {
     Kernel: lambda s: Access(),
     GridLoop: lambda s: Access(),
     StreamLoop: lambda s: Access(),
-    BlockSkip: lambda s: Access(),      # a stream's skip test: it reads the block table, no variable
-    FullTrips: lambda s: Access(),      # a stream's full trips: a test of its loop indices, no variable
-}
+}   # (and napkin_cat.plan.skips's BlockSkip and FullTrips, registered there)
 
 
 def access(stmt) -> Access:

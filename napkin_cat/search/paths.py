@@ -22,7 +22,7 @@ import sympy
 
 from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.cost.iocost import numel
-from napkin_cat.errors import NapkinError
+from napkin_cat.errors import NapkinError, RewriteError
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.variants import split_variants, variants
@@ -130,6 +130,9 @@ class Space:
         budget = BUDGET if budget is None else budget
         self.graph = graph
         full = self.full = graph.full if within is None else within
+        if not full:   # (no block to split: nc.derive refuses such a diagram before it asks for a space)
+            raise RewriteError(f"a kernel split needs an operation; {'the form' if within is None else 'within=0'} "
+                               f"has none (a rename or a view alone is no operation: there is nothing to derive)")
         self.downs = graph.downsets(within, units)
         allowed = None if units is None else set(self.downs)
         steps = graph.steps(within, units)

@@ -6,7 +6,7 @@
   an independent numpy reference (:mod:`.programs`);
 * :func:`run_checks` — every check of the library on a program (evaluate, JSON, cost, equivalence of a
   mutant, rule applications, plans and their counts, the C kernel, derive), each failure with a
-  standalone reproducer (:mod:`.checks`);
+  standalone reproducer (:mod:`.checks`; the walk of rule applications, :mod:`.rule_walk`);
 * :func:`napkin_cat.testing.offers.offers` — every rule of a rule book on its own instances, woven at every
   position: each offered match rewrites, keeps the function and replays; the coverage per rule (:mod:`.offers`).
 

@@ -50,7 +50,6 @@ import sympy
 import napkin_cat as nc
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.errors import CheckFailed, ConstructionError, MemoryLimitError, NapkinError
-from napkin_cat.rewriting.trace import Step, Trace
 from napkin_cat.semantics.equivalent import tile_sizes
 from napkin_cat.testing.assertions import assert_equivalent
 from napkin_cat.syntax.adapter import Diagram
@@ -58,12 +57,10 @@ from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.construct import spell
 from napkin_cat.testing.programs import Program
 from napkin_cat.testing.hostile import check_hostile_json
-from napkin_cat.testing.offers import ORDER_ROLES, in_every_order
 from napkin_cat.testing.reformulate import reformulate
+from napkin_cat.testing.rule_walk import axis_names, check_rules
 from napkin_cat.cost import numeric
 from napkin_cat.plan.ir import StreamLoop, walk
-from napkin_cat.rewriting.netlist import to_netlist
-from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.syntax.axis import symbol
 
 #: the checks, cheapest first
@@ -189,121 +186,6 @@ def check_mutant(p: Program, seed: int = 0):
     return ("told apart",) if verdict.output is not None else ("nothing finite",)
 
 
-# ---------------------------------------------------------------------- rules
-def _names(diagram) -> list:
-    seen = []
-    for arr in (*diagram.dom.inside, *diagram.cod.inside):
-        seen += [n for n in arr.names if n not in seen]
-    return seen
-
-
-def _step_script(before, rule, params, key, seed) -> str:
-    return "\n".join([
-        "from napkin_cat.rewriting.registry import rulebook",
-        f"before = nc.loads({nc_dumps(before)!r})",
-        f"rule = rulebook().rules[{rule!r}]",
-        f"match = rule.relocate(before, {key!r}, {tuple(params)!r})",
-        "after = rule.apply(before, match)",
-        f"print(nc.equivalent(before, after, seed={seed}))"])
-
-
-def nc_dumps(d) -> str:
-    return nc.dumps(d)
-
-
-def _relocates(book, net, rule, m, seed: int):
-    """The book's rule of ``rule``'s name finds ``m`` again by its identity (position and choice), as
-    :meth:`Trace.replay` does at each step (the walk's whole trace is replayed by :func:`_walk_replays`, and
-    :mod:`.offers` replays each offered step of every rule); else :class:`CheckFailed` with the step alone."""
-    try:
-        again = book.rules[rule.name].relocate(net, *m.identity)
-        if again.nodes != m.nodes or again.params != m.params:
-            raise CheckFailed(f"found {again.describe()} with {again.params}, not the offered match")
-    except Exception as e:
-        raise CheckFailed(f"rule {rule.name!r} at {m.describe()} made a step that does not replay: "
-                          f"{type(e).__name__}: {e}",
-                          _step_script(net.diagram, rule.name, m.choice, m.key, seed)) from e
-
-
-def _walk_replays(book, start, walk):
-    """The walk's trace (each step recorded as the driver records it) replays from ``start`` to its end."""
-    trace = Trace(tuple(Step.of(r, m, net, after) for net, r, m, after in walk), book.rules)
-    try:
-        trace.replay(start)
-    except Exception as e:
-        raise CheckFailed(f"the walk's trace ({[s.rule for s in trace]}) does not replay: {type(e).__name__}: {e}",
-                          "from napkin_cat.rewriting import Trace\n"
-                          f"print(Trace.loads({trace.dumps()!r}).replay(diagram))") from e
-
-
-def check_rules(p: Program, seed: int = 0, steps: int = 6, per_rule: int = 2, book=None):
-    """A walk of ``steps`` random legal rule applications; at every step every rule's offered matches (up to
-    ``per_rule`` of them) must rewrite and be found again by its identity; the walk's trace must replay, and its end
-    must be equivalent to its start (the first step that changes the function is found by bisection and printed
-    alone).  Each step's netlist is read afresh from its diagram, so a reproducer's match is found in
-    ``nc.loads`` of that diagram."""
-    book = rulebook() if book is None else book
-    rng = np.random.default_rng([seed, p.seed])
-    roles = book.roles
-    partition = {roles.get("stream"), roles.get("group"), roles.get("sweep")}
-    net, walk = to_netlist(p.diagram), []
-    names = _names(p.diagram)
-    for k in range(steps):
-        offered = []
-        for rule in book.rules.rules:
-            variants = in_every_order(rule, roles) or [rule]     # the ring in each order of its shards
-            if rule.name in partition and names:
-                variants.append(rule.using(axis=str(rng.choice(names)), size=f"t{k}_{len(offered)}"))
-            for r in variants:
-                try:
-                    ms = r.matches(net)
-                except NapkinError:
-                    raise
-                except Exception as e:
-                    raise CheckFailed(f"rule {r.name!r}: matches() raised {type(e).__name__}: {e}", "\n".join([
-                        "from napkin_cat.rewriting.registry import rulebook",
-                        f"before = nc.loads({nc_dumps(net.diagram)!r})",
-                        f"rule = rulebook().rules[{r.name!r}]" + (f".using(**{dict(r.params)!r})" if r.params else ""),
-                        "print(rule.matches(before))"])) from e
-                for i in rng.permutation(len(ms))[:per_rule]:
-                    m = ms[int(i)]
-                    try:
-                        after = r.fill(m)
-                    except Exception as e:
-                        raise CheckFailed(f"rule {r.name!r} offered a match at {m.describe()} and then raised "
-                                          f"{type(e).__name__}: {e}",
-                                          _step_script(net.diagram, r.name, m.choice, m.key, seed)) from e
-                    _relocates(book, net, r, m, seed)
-                    offered.append((r, m, after))
-        if not offered:
-            break
-        r, m, after = offered[int(rng.integers(len(offered)))]
-        walk.append((net, r, m, after))
-        net = to_netlist(after.diagram)
-    if not walk:
-        return ("no match",)
-    _walk_replays(book, p.diagram, walk)
-    applied = ("applied",) * len(walk)     # one count per rule application, one per ring in the order it chose
-    rings = {roles.get(role) for role in ORDER_ROLES}
-    applied += tuple(f"ring {dict(m.params)['order']}" for _, r, m, _ in walk
-                     if r.name in rings and "order" in m.params)
-    if nc.equivalent(p.diagram, walk[-1][3].diagram, seed=seed):
-        return ("walked", "equivalent") + applied
-    if not nc.equivalent(p.diagram, p.diagram, seed=seed):
-        return ("walked", "nothing finite") + applied   # the outputs are never finite: nothing is certified
-    lo, hi = 0, len(walk) - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if nc.equivalent(p.diagram, walk[mid][3].diagram, seed=seed):
-            lo = mid + 1
-        else:
-            hi = mid
-    before, r, m, after = walk[lo]
-    verdict = nc.equivalent(before.diagram, after.diagram, seed=seed)
-    raise CheckFailed(f"step {lo} of the walk, rule {r.name!r} at {m.describe()}, changed the function: {verdict}",
-                      _step_script(before.diagram, r.name, m.choice, m.key, seed))
-
-
 # ---------------------------------------------------------------------- plans, kernels, derive
 def _ragged_tile(rng, n: int) -> int:
     """A tile for an axis of ``n``: one that does not divide it where there is one, else any up to ``n``."""
@@ -319,7 +201,7 @@ def algorithm(p: Program, seed: int = 0):
     one).  Its sizes are the program's plus the tiles' (``tile_0``, ``tile_1``, …)."""
     rng = np.random.default_rng([seed, p.seed, 1])
     alg = nc.kernel(p.diagram, level=1)
-    names, done = _names(p.diagram), []
+    names, done = axis_names(p.diagram), []
     steps = ["stream", "group"] + [str(rng.choice(["stream", "group"])) for _ in range(int(rng.integers(0, 3)))]
     for k, how in enumerate(steps):
         options = {}

@@ -9,13 +9,14 @@ of searching again.  The file is named by a hash of everything the result depend
                   GPU model, depth, level, the rule book's name, rules and roles)
     file = <cache root>/derivations/<key>.json
 
-where ``fingerprint`` hashes the source of every package the search runs (``napkin_cat`` and the package of each
-rule of the book: ``rewrites``) and the versions of the libraries it computes with, once per process, so that a
-changed search never serves an old answer.  A file is written whole (a temporary file renamed over it), and read
-with checks: its format, key and fingerprint as expected, the algorithm's diagram read by :mod:`napkin_cat.io`
-with the function's inputs and outputs, and its transfers ``H`` those the cost functor counts at its tiles; a file
-that fails one is ignored with a :class:`StoredDerivationWarning` naming it and why, and the op searches again
-(and rewrites it).  ``NAPKIN_DERIVATION_CACHE=off`` turns the store off (``on``, or unset: on).
+where ``fingerprint`` (:mod:`.searched_code`) hashes the code a search and the kernels' printers run (the import
+closure of the package's face, :mod:`.kernels` and the book's rules; docstrings, comments and positions not counted)
+and the versions of the libraries it computes with, once per process, so that a changed search never serves an old
+answer and a changed docstring keeps every stored one. A file is written whole (a temporary file renamed over it),
+and read with checks: its format, key and fingerprint as expected, the algorithm's diagram read by
+:mod:`napkin_cat.io` with the function's inputs and outputs, and its transfers ``H`` those the cost functor counts
+at its tiles; a file that fails one is ignored with a :class:`StoredDerivationWarning` naming it and why, and the op
+searches again (and rewrites it). ``NAPKIN_DERIVATION_CACHE=off`` turns the store off (``on``, or unset: on).
 
 What is read back is a :class:`~napkin_cat.search.Derivation` with what the op reads and what its user inspects:
 the algorithm, its trace (rule names and positions: it replays, without each step's diagrams), ``H``, the
@@ -39,14 +40,11 @@ True
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
-import importlib.util
 import json
 import os
 import uuid
 import warnings
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import sympy
@@ -63,6 +61,7 @@ from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.rewriting.trace import Trace
 from napkin_cat.search.derivation import Derivation, Regime
 from napkin_cat.search.schedule import Schedule
+from napkin_cat.torch.searched_code import fingerprint
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.sizes import Sizes
 
@@ -71,8 +70,6 @@ FORMAT = 1
 #: the environment variable that turns the store off (``off``) or on (``on``, or unset)
 SWITCH = "NAPKIN_DERIVATION_CACHE"
 SWITCH_VALUES = {"on": True, "1": True, "off": False, "0": False}
-#: the libraries whose behaviour a search's answer depends on beside napkin-cat's own code
-LIBRARIES = ("discopy", "sympy", "networkx", "numpy")
 #: the level every op derives at (level 1: the first below global memory; nc.derive's default)
 LEVEL = 1
 
@@ -97,38 +94,6 @@ def enabled() -> bool:
 def store() -> "DerivationStore | None":
     """The store ops use now: under the cache root, or None where ``$NAPKIN_DERIVATION_CACHE`` is off."""
     return DerivationStore(cache_root() / "derivations") if enabled() else None
-
-
-@functools.lru_cache(maxsize=None)
-def package_source(package: str) -> str:
-    """The hash of a package's Python source (every ``.py`` file under it, by relative path), read once per
-    process; ``absent`` where it cannot be found."""
-    spec = importlib.util.find_spec(package)
-    if spec is None:
-        return "absent"
-    roots = list(spec.submodule_search_locations or ())
-    files = sorted((p.relative_to(Path(r)).as_posix(), p) for r in roots for p in Path(r).rglob("*.py")) \
-        if roots else [(Path(spec.origin).name, Path(spec.origin))]
-    h = hashlib.sha256()
-    for name, path in files:
-        h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
-def fingerprint(book) -> str:
-    """The code a search with ``book`` runs: the source of ``napkin_cat`` and of the package of each of the book's
-    rules (their right-hand sides' modules), and the versions of :data:`LIBRARIES`."""
-    packages = {"napkin_cat"} | {rule.rhs.__module__.split(".")[0] for rule in book.rules
-                                 if getattr(rule.rhs, "__module__", None)}
-    h = hashlib.sha256()
-    for p in sorted(packages):
-        h.update(f"{p}={package_source(p)}\0".encode())
-    for lib in LIBRARIES:
-        try:
-            h.update(f"{lib}=={version(lib)}\0".encode())
-        except PackageNotFoundError:
-            h.update(f"{lib} absent\0".encode())
-    return h.hexdigest()
 
 
 def _memory_key(memory, threads, value_bytes) -> tuple:

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import napkin_cat as nc
 from napkin_cat.algorithms.launches import blocks, kernel_launches
-from napkin_cat.codegen.printer import launches
+from napkin_cat.codegen.launch import launches
 from napkin_cat.errors import NapkinError
 from napkin_cat.plan.ir import GridLoop, Kernel, StreamLoop
 from napkin_cat.syntax.sizes import Sizes, symbols_of

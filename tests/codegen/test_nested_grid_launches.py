@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import napkin_cat as nc
-from napkin_cat.codegen.printer import launches
+from napkin_cat.codegen.launch import launches
 from napkin_cat.codegen.triton.printer import TritonPrinter
 from rewrites import flash_attention
 

@@ -47,7 +47,7 @@ def _check(kernel, f, p, seed=0):
 
 
 def test_the_parts_and_the_combine_are_two_launches():
-    from napkin_cat.codegen.printer import launches
+    from napkin_cat.codegen.launch import launches
     _, p = planned("FlashDecoding", 4, 8)
     first, second = launches(p)
     assert [g.axis for g in first.grids] == ["q", "parts_x"] and first.blocks == 8

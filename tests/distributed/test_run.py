@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch", reason="torch is the `kernels` extra (pip i
 import napkin_cat as nc  # noqa: E402
 from napkin_cat.testing.devices import sharded_softmax as softmax_on_devices  # noqa: E402
 from napkin_cat.algorithms.devices import device_region  # noqa: E402
-from napkin_cat.distributed.run import bound_devices  # noqa: E402
+from napkin_cat.distributed.launch import bound_devices  # noqa: E402
 from napkin_cat.distributed.world import start_method  # noqa: E402
 from napkin_cat.syntax.sizes import symbols_of  # noqa: E402
 from napkin_cat.syntax.weave import weave  # noqa: E402

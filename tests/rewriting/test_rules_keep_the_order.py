@@ -5,7 +5,7 @@ where the rule can keep it, and is not offered where it cannot: two regions in d
 on a device (not fused), and an all-gather joins contiguous shards (no region in the zigzag order holds one, so
 ``device_gather`` and a fusion that would gather are not offered there).  Each rewrite's outputs are checked against
 numpy written here from the maths, each region's shards against the definition of the order; the walks of
-:func:`~napkin_cat.testing.checks.check_rules` and of the search fuzz offer the ring in every order, and a walk at a
+:func:`~napkin_cat.testing.rule_walk.check_rules` and of the search fuzz offer the ring in every order, and a walk at a
 fixed seed reaches a zigzag ring whose end is equivalent to its start.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from napkin_cat.rewriting import RuleSet
 from napkin_cat.rewriting.netlist import to_netlist
 from napkin_cat.rewriting.registry import Rulebook, rulebook
 from napkin_cat.testing import Program
-from napkin_cat.testing.checks import check_rules
+from napkin_cat.testing.rule_walk import check_rules
 from napkin_cat.testing.offers import in_every_order
 from rewrites.devices import device_fusion, device_gather, device_partition, device_reduction
 from rewrites.generation import device_generation

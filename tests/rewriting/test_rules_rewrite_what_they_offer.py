@@ -21,7 +21,7 @@ from napkin_cat.rewriting.netlist import to_netlist
 from napkin_cat.rewriting import registry
 from napkin_cat.rewriting.registry import Rulebook, rulebook
 from napkin_cat.testing import Program, programs, random_program, run_checks
-from napkin_cat.testing.checks import check_rules
+from napkin_cat.testing.rule_walk import check_rules
 from napkin_cat.testing.offers import offers, woven
 
 BOOK = rulebook()

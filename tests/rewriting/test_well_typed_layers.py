@@ -58,7 +58,7 @@ def test_a_layer_of_another_dtype_or_a_wrong_codomain_is_refused():
 
 
 def _strip_dropping_every_transfer(kernel_box):
-    """``rewrites.partition.strip`` as it was before issue 31: a permuting Load dropped with the others."""
+    """``rewrites.kernels.strip`` as it was before issue 31: a permuting Load dropped with the others."""
     to0 = lambda a: a.replace(level=0)  # noqa: E731
     items = [(nc.Ty(*map(to0, left.inside)), map_box(box, to0, lambda n: n), nc.Ty(*map(to0, right.inside)))
              for left, box, right in parts(kernel_box.arg)
@@ -72,7 +72,7 @@ def test_a_rule_whose_right_hand_side_is_ill_typed_is_refused_where_it_rewrites(
     lhs = woven_kernel() >> nc.kernel(nc.reduce("sum", "a b c -> a b"), 1)
     (m,) = kernel_fusion.matches(lhs)
     assert nc.equivalent(lhs, kernel_fusion.apply(lhs, m))
-    monkeypatch.setattr("rewrites.partition.strip", _strip_dropping_every_transfer)
+    monkeypatch.setattr("rewrites.kernels.strip", _strip_dropping_every_transfer)
     with pytest.raises(CompositionError, match=r"layer 0 \(box 'exp'\) is placed on wires \['c×a×b'\] but takes "
                                                r"\['a×b×c'\]"):
         kernel_fusion.apply(lhs, m)

@@ -28,7 +28,7 @@ from napkin_cat.rewriting.registry import Rulebook
 from napkin_cat.testing.checks import check_derive
 from napkin_cat.testing.programs import random_program
 from rewrites import RULEBOOK, kernel_fusion
-from rewrites.partition import read_thrice
+from rewrites.kernels import read_thrice
 
 NO_RECOMPUTE = Rulebook("no recompute (readers)", RULEBOOK.rules, dict(RULEBOOK.derivations),
                         roles={k: v for k, v in RULEBOOK.roles.items() if k != "recompute"})

@@ -23,7 +23,8 @@ import napkin_cat as nc
 from napkin_cat.algorithms.devices import Shard, device_region
 from napkin_cat.semantics import footprint
 from napkin_cat.testing import random_program, run_checks
-from rewrites.devices import as_diagram, device_gather, device_reduction
+from rewrites.device_matching import as_diagram
+from rewrites.devices import device_gather, device_reduction
 from rewrites.ulysses import device_ulysses
 
 

@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch", reason="torch is the `kernels` extra (pip i
 
 import napkin_cat as nc  # noqa: E402
 from napkin_cat.rewriting.registry import rulebook  # noqa: E402
-from napkin_cat.torch import stored  # noqa: E402
+from napkin_cat.torch import searched_code, stored  # noqa: E402
 from napkin_cat.torch.kernels import Derived  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -145,29 +145,19 @@ def test_changed_code_searches_again_under_another_key(monkeypatch, cold):
     assert (d.searched, d.recalled) == (1, 0) and len(list(cold.glob("*.json"))) == 2
 
 
-def test_the_fingerprint_holds_the_rule_books_package_source(monkeypatch):
-    """The rules' package (``rewrites``) is fingerprinted with napkin_cat: a change in either changes it."""
+def test_the_fingerprint_holds_the_rule_books_modules(monkeypatch):
+    """The rules' modules (``rewrites``) are fingerprinted with napkin_cat's face and the ops' deriving module; a
+    change in their code changes it (:mod:`tests.torch.test_searched_code` edits copies of the files)."""
     book = rulebook()
     before = stored.fingerprint(book)
-    real = stored.package_source
-    for package in ("napkin_cat", "rewrites"):
-        monkeypatch.setattr(stored, "package_source", lambda p, _changed=package: "edited" if p == _changed
-                            else real(p))
-        assert stored.fingerprint(book) != before, package
-    monkeypatch.setattr(stored, "package_source", real)
+    asked = []
+    real = searched_code.code_fingerprint
+    monkeypatch.setattr(searched_code, "code_fingerprint", lambda entries: asked.append(entries) or real(entries))
     assert stored.fingerprint(book) == before
-
-
-def test_a_package_source_hash_follows_its_files(tmp_path, monkeypatch):
-    pkg = tmp_path / "napkin_probe_pkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("X = 1\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    before = stored.package_source("napkin_probe_pkg")
-    (pkg / "__init__.py").write_text("X = 2\n")
-    stored.package_source.cache_clear()
-    assert stored.package_source("napkin_probe_pkg") != before
-    stored.package_source.cache_clear()
+    rules = {rule.rhs.__module__ for rule in book.rules}
+    assert {"napkin_cat", "napkin_cat.torch.kernels", "rewrites"} | rules <= set(asked[0])
+    monkeypatch.setattr(searched_code, "code_fingerprint", lambda entries: "edited " + real(entries))
+    assert stored.fingerprint(book) != before
 
 
 def damage(path: pathlib.Path, how: str):

@@ -42,7 +42,8 @@ from __future__ import annotations
 
 from napkin_cat.codegen.c.family import CFamilyPrinter
 from napkin_cat.codegen.cuda.kernel import CudaKernel, model_for, parse_ptxas  # noqa: F401 (model_for: the CLI's)
-from napkin_cat.codegen.printer import ident, launches
+from napkin_cat.codegen.launch import launches
+from napkin_cat.codegen.printer import ident
 from napkin_cat.hardware import CapacityError, load
 from napkin_cat.plan.ir import GridLoop, Kernel, walk
 

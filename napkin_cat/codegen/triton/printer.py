@@ -46,7 +46,8 @@ import sympy
 
 from napkin_cat.codegen.triton import host
 from napkin_cat.codegen.errors import CodegenError
-from napkin_cat.codegen.printer import CodePrinter, ident, launches
+from napkin_cat.codegen.launch import launches
+from napkin_cat.codegen.printer import CodePrinter, ident
 from napkin_cat.codegen.triton.indices import TritonIndexKindsMixin
 from napkin_cat.codegen.triton.structures import TritonKindsMixin
 from napkin_cat.plan.ir import GridLoop, Load, Ref, StreamLoop, walk, reads, writes
