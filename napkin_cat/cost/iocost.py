@@ -108,7 +108,7 @@ def box_pieces(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> tuple:
     if cached is not None:
         return cached
     # an equal box seen through equal images (the same operation in another candidate's kernel) has equal pieces
-    whole = (box.name, box.data, box.dom, box.cod, dom, cod, arithmetic.name)
+    whole = (box.name, box.data, box.dom.inside, box.cod.inside, dom, cod, arithmetic.name)   # (arrays hash fast)
     cached = PIECES.get(whole)
     if cached is not None:
         seen[key] = cached

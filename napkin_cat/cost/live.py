@@ -101,6 +101,16 @@ class Live:
                 del self.wires[vid]
                 self._shift(arr, -1)
 
+    def hold(self, arrays) -> None:
+        """Count ``arrays``, each a value on one wire (a liveness walk holds each value once: no wires to count)."""
+        for arr in arrays:
+            self._shift(arr, 1)
+
+    def drop(self, arrays) -> None:
+        """Stop counting ``arrays``, each held once by :meth:`hold`."""
+        for arr in arrays:
+            self._shift(arr, -1)
+
     def column(self, without=()) -> dict:
         """Level → live data (expanded); ``without``: values on wires about to be consumed, left out."""
         terms = self.terms
