@@ -290,15 +290,17 @@ def _sample(items, live, arrays, arithmetic) -> list:
     column costs the values that change and the distinct monomials, not the values live.  An item ``(uses, defs,
     w)`` weighs its column by ``w`` (:func:`_merging`: 0 where it never runs)."""
     live, data, out = set(live), arithmetic.live(), []
-    data.put([(v, arrays[v]) for v in live])
+    data.hold([arrays[v] for v in live])      # (a name is live or not: each held once)
     for uses, defs, *weight in reversed(items):
         uses = set(uses)
         dead = [v for v in set(defs) if v in live and v not in uses]
         born = [v for v in uses if v not in live]
-        live.difference_update(dead)
-        live.update(born)
-        data.take([(v, arrays[v]) for v in dead])
-        data.put([(v, arrays[v]) for v in born])
+        if dead:
+            live.difference_update(dead)
+            data.drop([arrays[v] for v in dead])
+        if born:
+            live.update(born)
+            data.hold([arrays[v] for v in born])
         col = data.column()
         out.append({lvl: arithmetic.expand(n * arithmetic.of(weight[0])) for lvl, n in col.items()} if weight else col)
     return out[::-1]
@@ -318,5 +320,5 @@ def _columns(head, body, tail, live_out, arrays, arithmetic) -> list:
 
 def _column(live, arrays, arithmetic) -> dict:
     data = arithmetic.live()
-    data.put([(v, arrays[v]) for v in live])
+    data.hold([arrays[v] for v in live])
     return data.column()

@@ -38,6 +38,7 @@ from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.schedule import advance, fold_region, schedule_of
 from napkin_cat.algorithms.splits import partial_moves
+from napkin_cat.cost.by_value import ByValue
 from napkin_cat.cost.columns import stream_columns
 from napkin_cat.cost.devices import Devices, box_link
 from napkin_cat.cost.live import numel
@@ -106,6 +107,12 @@ def box_pieces(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> tuple:
     cached = seen.get(key)
     if cached is not None:
         return cached
+    # an equal box seen through equal images (the same operation in another candidate's kernel) has equal pieces
+    whole = (box.name, box.data, box.dom.inside, box.cod.inside, dom, cod, arithmetic.name)   # (arrays hash fast)
+    cached = PIECES.get(whole)
+    if cached is not None:
+        seen[key] = cached
+        return cached
     H, H_bytes, flops, ops = {}, {}, {}, []
     spec = box.data
     kind = kind_of(spec.kind)
@@ -123,15 +130,19 @@ def box_pieces(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> tuple:
         lvl, n = max(src.level, dst.level), arithmetic.numel(src)
         H[lvl] = n
         H_bytes[lvl] = n * max(src.dtype.bytes, dst.dtype.bytes) if src.dtype == dst.dtype else n * dst.dtype.bytes
-    cached = seen[key] = (tuple(H.items()), tuple(H_bytes.items()), tuple(flops.items()), tuple(ops))
+    cached = seen[key] = PIECES.put(whole, (tuple(H.items()), tuple(H_bytes.items()), tuple(flops.items()), tuple(ops)))
     return cached
 
 
-def _dead(diagram: Diagram) -> set:
-    """The ids of values no box reads and the diagram does not output: dead as they are made, never held."""
-    ops, _, cod = trace_values(diagram)
-    read = set(cod).union(*(ins for _, ins, _ in ops))
-    return {v for _, _, outs in ops for v in outs if v not in read}
+def _dead(diagram: Diagram) -> frozenset:
+    """The ids of values no box reads and the diagram does not output: dead as they are made, never held.  Read off
+    the diagram alone, so kept on it (immutable: a kernel's inside is walked once per partition of it)."""
+    found = diagram.__dict__.get("_dead_values")
+    if found is None:
+        ops, _, cod = trace_values(diagram)
+        read = set(cod).union(*(ins for _, ins, _ in ops))
+        found = diagram.__dict__["_dead_values"] = frozenset(v for _, _, outs in ops for v in outs if v not in read)
+    return found
 
 
 def _walk(diagram: Diagram, scope: "Sink | None" = None) -> Cost:
@@ -463,6 +474,8 @@ class Symbolic(Devices):
 
 
 SYMBOLIC = Symbolic()
+#: box pieces by value (:mod:`.by_value`): the same operation in another candidate's kernel is costed once
+PIECES = ByValue()
 _OCCURRENCES = itertools.count()
 
 

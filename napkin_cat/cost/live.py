@@ -86,20 +86,52 @@ class Live:
                 was[m] = old
             level[m] = old + sign * c
 
+    def _shift_all(self, arrays, sign: int):
+        """:meth:`_shift` of each of ``arrays`` into the live terms (the lookups it repeats made once)."""
+        terms, touched, terms_of = self.terms, self._was, self._terms_of
+        for arr in arrays:
+            lvl = arr.level
+            level = terms.get(lvl)
+            if level is None:
+                level = terms[lvl] = {}
+            was = touched.get(lvl)
+            if was is None:
+                was = touched[lvl] = {}
+            for m, c in terms_of(arr):
+                old = level.get(m, 0)
+                if m not in was:
+                    was[m] = old
+                level[m] = old + c if sign > 0 else old - c
+
     def put(self, values):
+        wires, born = self.wires, []
         for vid, arr in values:
-            n = self.wires.get(vid, 0)
-            self.wires[vid] = n + 1
+            n = wires.get(vid, 0)
+            wires[vid] = n + 1
             if n == 0:
-                self._shift(arr, 1)
+                born.append(arr)
+        if born:
+            self._shift_all(born, 1)
 
     def take(self, values):
+        wires, dead = self.wires, []
         for vid, arr in values:
-            n = self.wires[vid] - 1
-            self.wires[vid] = n
+            n = wires[vid] - 1
             if n == 0:
-                del self.wires[vid]
-                self._shift(arr, -1)
+                del wires[vid]
+                dead.append(arr)
+            else:
+                wires[vid] = n
+        if dead:
+            self._shift_all(dead, -1)
+
+    def hold(self, arrays) -> None:
+        """Count ``arrays``, each a value on one wire (a liveness walk holds each value once: no wires to count)."""
+        self._shift_all(arrays, 1)
+
+    def drop(self, arrays) -> None:
+        """Stop counting ``arrays``, each held once by :meth:`hold`."""
+        self._shift_all(arrays, -1)
 
     def column(self, without=()) -> dict:
         """Level → live data (expanded); ``without``: values on wires about to be consumed, left out."""

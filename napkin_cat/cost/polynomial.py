@@ -36,6 +36,7 @@ from fractions import Fraction
 
 import sympy
 
+from napkin_cat.cost.by_value import ByValue
 from napkin_cat.cost.live import Live, numel
 from napkin_cat.errors import NotPolynomialError
 
@@ -326,9 +327,12 @@ class Polynomial:
         """The number of values of ``arr`` (kept on the array: it is immutable)."""
         found = arr.__dict__.get("_numel_poly")
         if found is None:
-            found = Poly.constant(1)
-            for a in arr.axes:
-                found = found * self.of(a.size)
+            found = NUMELS.get(arr)      # an equal array (a fresh image of the same relabelling) counted before
+            if found is None:
+                found = Poly.constant(1)
+                for a in arr.axes:
+                    found = found * self.of(a.size)
+                found = NUMELS.put(arr, found)
             arr.__dict__["_numel_poly"] = found
         return found
 
@@ -382,5 +386,7 @@ def _walk(node) -> Poly:
 
 SYMPY = Sympy()
 POLYNOMIAL = Polynomial()
+#: an array's number of values as a :class:`Poly`, by value (:mod:`.by_value`)
+NUMELS = ByValue()
 
 __all__ = ["Poly", "SYMPY", "POLYNOMIAL", "Sympy", "Polynomial", "add_all", "as_expr", "sympified"]
