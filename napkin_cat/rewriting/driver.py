@@ -15,6 +15,7 @@ in the :class:`~napkin_cat.rewriting.trace.Trace` of the returned
 from __future__ import annotations
 
 from napkin_cat.errors import ArgumentError, RewriteError
+from napkin_cat.rewriting.fixpoint import fixpoint
 from napkin_cat.rewriting.netlist import to_netlist
 from napkin_cat.rewriting.rules import as_ruleset
 from napkin_cat.rewriting.trace import Derivation, Step, Trace
@@ -24,7 +25,8 @@ def rewrite(diagram, rules, strategy="fixpoint", *, max_steps: int = 1000) -> De
     """Apply ``rules`` to ``diagram``; return a :class:`Derivation`.
 
     ``strategy``: ``"fixpoint"`` (first legal match of the first oriented rule that
-    applies, until none applies; RewriteError after ``max_steps``), a list of rule
+    applies, until none applies; RewriteError after ``max_steps``; each rule scanned again only where
+    what it read changed, :func:`~napkin_cat.rewriting.fixpoint.fixpoint`), a list of rule
     names (each applied once, in order, at its first legal match), or a callable
     ``pick(netlist, options) -> (rule, match) | None`` over the legal
     ``(rule, match)`` options (stops at None or after ``max_steps``; ``netlist.diagram``
@@ -45,19 +47,8 @@ def rewrite(diagram, rules, strategy="fixpoint", *, max_steps: int = 1000) -> De
         steps.append(Step.of(rule, m, net, after))
         net = after
 
-    if isinstance(strategy, str) and strategy == "fixpoint":
-        active = [r for r in rules if r.oriented]
-        while True:
-            for rule in active:     # its first legal match (the side conditions checked up to it, not past)
-                m = next((c for c in rule.candidates(net) if rule.failure(c) is None), None)
-                if m is not None:
-                    break
-            else:
-                break
-            if len(steps) >= max_steps:
-                raise RewriteError(f"no fixpoint after {max_steps} steps (rule {rule.name!r} still "
-                                   f"applies at {m.describe()}); the ruleset may not terminate")
-            step(rule, m)
+    if isinstance(strategy, str) and strategy == "fixpoint":     # scans repeated only where a step changed
+        net, steps = fixpoint(net, rules, max_steps)
     elif callable(strategy):
         while len(steps) < max_steps:
             options = [(r, m) for r in rules for m in r.matches(net)]

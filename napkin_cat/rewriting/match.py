@@ -52,6 +52,8 @@ class NodeTest:
     #: says (None: any): a scan for its candidates reads only those nodes (:meth:`~.netlist.Netlist.of_kind`)
     nodes: tuple | None = None
     boxes: tuple | None = None
+    #: it accepts exactly the nodes of the kinds it says (:meth:`pool`): a scan of the whole netlist need not run it
+    exact: bool = False
 
     def __call__(self, net, node) -> bool:
         return bool(self.test(net, node))
@@ -70,12 +72,13 @@ class NodeTest:
 
 def kind(*kinds: str) -> NodeTest:
     """A primitive box whose ``Spec.kind`` is one of ``kinds``."""
-    return NodeTest("|".join(kinds), lambda net, n: n.kind == "box" and n.spec.kind in kinds, boxes=tuple(kinds))
+    return NodeTest("|".join(kinds), lambda net, n: n.kind == "box" and n.spec.kind in kinds, boxes=tuple(kinds),
+                    exact=True)
 
 
 def structural(name: str) -> NodeTest:
     """A node of structural kind 'copy', 'discard', 'merge' or 'region'."""
-    return NodeTest(name, lambda net, n: n.kind == name, nodes=(name,))
+    return NodeTest(name, lambda net, n: n.kind == name, nodes=(name,), exact=True)
 
 
 def where(name: str, test: Callable, *, nodes: tuple | None = None) -> NodeTest:
@@ -83,7 +86,7 @@ def where(name: str, test: Callable, *, nodes: tuple | None = None) -> NodeTest:
     return NodeTest(name, test, nodes=nodes)
 
 
-ANY_BOX = NodeTest("box", lambda net, n: n.kind in ("box", "region"), nodes=("box", "region"))
+ANY_BOX = NodeTest("box", lambda net, n: n.kind in ("box", "region"), nodes=("box", "region"), exact=True)
 
 
 def feeds_only(test: NodeTest, name: str | None = None) -> NodeTest:
@@ -223,11 +226,18 @@ def _candidates(pattern: Pattern, net: Netlist, within) -> dict | None:
         inside = [nid for nid in within if nid in net.nodes]
         pools = {var: inside for var, _ in pattern.nodes}
     tests, nodes, found, by_test = dict(pattern.nodes), net.nodes, {}, {}
+    memo = getattr(net, "test_memo", None)      # a fixpoint's remembered verdicts (:mod:`.fixpoint`)
     for var in sorted(pools, key=lambda v: len(pools[v])):
         test = tests[var]               # a predicate on (net, node): one test, one pool, one answer
         got = by_test.get(id(test))
         if got is None:
-            got = by_test[id(test)] = {nid for nid in pools[var] if test(net, nodes[nid])}
+            if within is None and test.exact and (test.boxes, test.nodes) != (None, None):   # its pool: what it accepts
+                got = set(pools[var])
+            elif memo is not None and within is None:
+                got = memo.tested(test, pools[var], net)
+            else:
+                got = {nid for nid in pools[var] if test(net, nodes[nid])}
+            by_test[id(test)] = got
         if not got:
             return None
         found[var] = got

@@ -4,7 +4,9 @@
 chains that may leave; :func:`splice_rebuild` is the same splice built from scratch (its specification, what
 a test compares it with).  A derivation of a 32-block transformer makes thousands of rewrites on a netlist of
 thousands of nodes: each costs the copies of its tables and the sort of the stretch it touches, not a
-rebuild of the whole.
+rebuild of the whole.  The nodes' order keys (:attr:`~.netlist.Netlist.position`) are carried over as well:
+the stretch is keyed between its neighbours' keys (spaced :data:`~.netlist.POSITION_GAP` apart), so that a
+splice does not number every node again.
 
 >>> import napkin_cat as nc
 >>> from napkin_cat.rewriting.match import Pattern, find, kind
@@ -18,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from napkin_cat.errors import RewriteError
-from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist, Wire, stable_order
+from napkin_cat.rewriting.netlist import INPUT, OUTPUT, POSITION_GAP, Netlist, Wire, stable_order
 
 
 def splice(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) -> Netlist:
@@ -72,17 +74,25 @@ def splice(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) ->
         port(outs, src[0], src[1], fresh, inputs)
         port(ins, dst[0], dst[1], fresh, outputs)
         fresh += 1
+    pos, order = net.position, net.order
     if chosen:       # the nodes before the stretch, the stretch sorted, the nodes after it (copied, not walked)
-        pos = net.position
-        lo, hi = min(pos[n] for n in chosen), max(pos[n] for n in chosen)
-        items = list(net.nodes.items())
-        stretch = list(new.values()) + [n for nid, n in items[lo:hi + 1] if nid not in chosen]
-        nodes = dict(items[:lo])
-        nodes.update((n.id, n) for n in _sorted(stretch, wires, ins))
-        nodes.update(items[hi + 1:])
+        lo = order.index(min(chosen, key=pos.__getitem__))
+        hi = order.index(max(chosen, key=pos.__getitem__), lo)
+        old = net.nodes
+        placed = _sorted(list(new.values()) + [old[nid] for nid in order[lo:hi + 1] if nid not in chosen], wires, ins)
+        ids = [n.id for n in placed]
+        order = order[:lo] + ids + order[hi + 1:]
+        nodes = dict(zip(order[:lo], map(old.__getitem__, order[:lo])))
+        nodes.update(zip(ids, placed))
+        after = order[lo + len(ids):]
+        nodes.update(zip(after, map(old.__getitem__, after)))
     else:
+        lo = len(order)
+        placed = _sorted(list(new.values()), wires, ins)
+        ids = [n.id for n in placed]
+        order = order + ids
         nodes = dict(net.nodes)
-        nodes.update((n.id, n) for n in _sorted(list(new.values()), wires, ins))
+        nodes.update(zip(ids, placed))
     made = [(table, nid) for nid in new for table in (ins, outs)]       # the port lists made or patched
     made += [(ins if key == id(ins) else outs, owner) for key, owner in patched]
     for table, nid in made:
@@ -91,11 +101,37 @@ def splice(net: Netlist, chosen: set, input_wires, output_wires, rn: Netlist) ->
             raise RewriteError(f"netlist: port {ports.index(None)} of node #{nid} is not connected")
         table[nid] = tuple(ports)
     out = Netlist(net.dom, net.cod, nodes, wires, ins, outs, tuple(inputs), tuple(outputs))
+    out.__dict__["order"] = order
+    keys = _keys(pos, order, lo, len(ids), chosen)
+    if keys is not None:
+        out.__dict__["position"] = keys
     # its fresh ids where they are known without a scan (what is added is numbered past every old id)
     top_node = offset + max(rn.nodes) + 1 if new else top_node if top_node - 1 in nodes or not nodes else None
     top_wire = fresh if fresh > top_wire else top_wire if top_wire - 1 in wires or not wires else None
     if top_node is not None and top_wire is not None:
         out.__dict__["fresh_ids"] = (top_node, top_wire)
+    return out
+
+
+def _keys(pos: dict, order: list, lo: int, m: int, chosen) -> dict | None:
+    """The :attr:`~.netlist.Netlist.position` of a spliced netlist: the old keys (``pos``) but for the stretch
+    ``order[lo:lo + m]`` keyed evenly between its neighbours' keys, or None where no room is left there (the netlist
+    then keys its nodes afresh)."""
+    out = dict(pos)
+    for c in chosen:
+        del out[c]
+    ids = order[lo:lo + m]
+    a = out[order[lo - 1]] if lo > 0 else None
+    b = out[order[lo + m]] if lo + m < len(order) else None
+    if a is None and b is None:
+        a, b = -POSITION_GAP, m * POSITION_GAP
+    elif a is None:
+        a = b - (m + 1) * POSITION_GAP
+    elif b is None:
+        b = a + (m + 1) * POSITION_GAP
+    if b - a <= m:
+        return None
+    out.update(zip(ids, (a + (b - a) * (i + 1) // (m + 1) for i in range(m))))
     return out
 
 
@@ -200,7 +236,22 @@ def normalize(net: Netlist, near=None) -> Netlist:
             nodes[c] = replace(net.nodes[c], cod=net.nodes[c].dom * len(ws))
     for c in root:
         del nodes[c]
-    return Netlist(net.dom, net.cod, nodes, wires, ins, outs, tuple(inputs), net.outputs)
+    out = Netlist(net.dom, net.cod, nodes, wires, ins, outs, tuple(inputs), net.outputs)
+    gone = set(root) | through                    # the order and keys kept: only copies are dropped
+    order = list(net.order)
+    for c in gone:
+        order.remove(c)
+    out.__dict__["order"] = order
+    if "position" in net.__dict__:
+        pos = dict(net.position)
+        for c in gone:
+            del pos[c]
+        out.__dict__["position"] = pos
+    if "fresh_ids" in net.__dict__:              # still one past the largest ids where those are kept
+        top_node, top_wire = net.fresh_ids
+        if top_node - 1 in nodes and top_wire - 1 in wires:
+            out.__dict__["fresh_ids"] = (top_node, top_wire)
+    return out
 
 
 def normalize_rebuild(net: Netlist) -> Netlist:

@@ -17,10 +17,10 @@ from itertools import zip_longest
 from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.cost.iocost import cost
 from napkin_cat.errors import NapkinError, RewriteError
-from napkin_cat.rewriting.driver import rewrite
+from napkin_cat.rewriting.fixpoint import fixpoint
 from napkin_cat.rewriting.isomorphism import isomorphic
 from napkin_cat.rewriting.match import INPUT
-from napkin_cat.rewriting.netlist import to_netlist
+from napkin_cat.rewriting.netlist import Netlist, to_netlist
 from napkin_cat.rewriting.trace import Step
 from napkin_cat.search import segments as segments_module
 from napkin_cat.search.blocks import OpGraph
@@ -33,9 +33,12 @@ from napkin_cat.syntax.adapter import Diagram
 # ---------------------------------------------------------------------- prepared functions
 @dataclass
 class Form:
-    """A function reached by ``prepare`` rules: its ``steps`` from the start, their rule names."""
+    """A function reached by ``prepare`` rules: its ``steps`` from the start, their rule names.
 
-    diagram: Diagram
+    ``diagram``: the function, as a diagram or as the netlist a rewrite left (then laid out as a diagram only where
+    one is asked for: the search reads the netlist, and a form that does not win is never laid out)."""
+
+    diagram: Diagram | Netlist
     steps: tuple = ()
     prepared: tuple = ()
     share: bool = False   # a kernel loads a value it reads in several places once (the book plays ``share``)
@@ -46,8 +49,9 @@ class Form:
     once: bool = False    # a kernel computes each value once (the book plays ``compute_once``: :mod:`.blocks`)
 
     def __post_init__(self):
-        self.graph = OpGraph(to_netlist(self.diagram), share=self.share, fold=self.fold,
-                             join=self.join, once=self.once)
+        given = self.__dict__.pop("_given")
+        self.graph = OpGraph(given if isinstance(given, Netlist) else to_netlist(given), share=self.share,
+                             fold=self.fold, join=self.join, once=self.once)
         #: the netlist of :attr:`diagram` (the graph's: read once, shared by every scan and comparison of the form;
         #: netlists are values, a rewrite makes a new one)
         self.net = self.graph.net
@@ -73,9 +77,19 @@ class Form:
         return self._cut or None
 
 
+def _given(form, value):
+    form.__dict__["_given"] = value
+
+
+#: the form's function as a diagram: the one it was made from, or its netlist's layout (made on first use)
+Form.diagram = property(lambda form: form.net.diagram, _given)
+
+
 def _simplified(diagram, book) -> Form:
     """The function in its normal form: the book's ``simplify`` rules (dead code, identities removed), then its
-    ``normalise`` rules (an operation written by hand as the primitive that names it), to a fixpoint.
+    ``normalise`` rules (an operation written by hand as the primitive that names it), to a fixpoint (each rule
+    scanned again only where a step changed what it read, :func:`~napkin_cat.rewriting.fixpoint.fixpoint`; the
+    form is the netlist it leaves, laid out only where a diagram is asked for).
 
     Every one of these rules shrinks the netlist (its nodes plus wires, or its means: a mean taken as the scaled sum
     it is) or moves a sum's axes one node toward the inputs (a sum through a contraction), so the fixpoint is
@@ -104,9 +118,8 @@ def _simplified(diagram, book) -> Form:
         return Form(diagram, share=share, fold=fold, join=join, once=once)
     net = to_netlist(diagram)
     axes = sum(len(w.array.axes) for w in net.wires.values())
-    r = rewrite(diagram, rules, "fixpoint", max_steps=(len(net.nodes) + len(net.wires) + 1) * (axes + 1))
-    return Form(r.diagram, tuple(r.trace.steps), tuple(s.rule for s in r.trace.steps), share,
-                fold=fold, join=join, once=once)
+    net, steps = fixpoint(net, rules, (len(net.nodes) + len(net.wires) + 1) * (axes + 1))
+    return Form(net, tuple(steps), tuple(s.rule for s in steps), share, fold=fold, join=join, once=once)
 
 
 def prepared_forms(diagram, book, depth: int = 2, limit: int = 6, *, sizes: dict | None = None) -> list:
@@ -290,7 +303,7 @@ def _everywhere(f: Form, rule, sizes=None, works=None):
             break
     if not steps:
         return None
-    return Form(net.diagram, f.steps + tuple(steps), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join,
+    return Form(net, f.steps + tuple(steps), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join,
                 once=f.once)
 
 
