@@ -30,7 +30,7 @@ from napkin_cat.syntax.relabel import check_relabel, map_arrays, tile_relabel
 from napkin_cat.algorithms.streaming import analyse
 
 __all__ = ["kernel", "unfused", "map_kernels", "single", "relabel_axis", "fresh_tile", "weaved_everywhere",
-           "group", "stream"]
+           "group", "grid_of", "stream", "stream_of"]
 
 
 def relabel_axis(diagram: Diagram, axis: str, size, *, full=None) -> Diagram:
@@ -126,24 +126,11 @@ def group(diagram: Diagram, axis: str, size, *, relabelled: bool = True) -> Diag
     reasons = []
 
     def fn(k: Kernel):
-        if not any(axis in a.names for a in k.cod.inside):
-            reasons.append(f"{k.name}: no output carries {axis!r}")
-            return None
-        missing = [str(a) for a in k.cod.inside if axis not in a.names]
-        if missing:
-            reasons.append(f"{k.name}: outputs {missing} lack {axis!r}, so it is not weaved over the whole region")
-            return None
-        why = weaved_everywhere(k.arg, axis)
-        if why:
-            reasons.append(why)
-            return None
-        full = next(a.axis(axis).size for a in k.cod.inside)
         try:
-            inner = relabel_axis(k, axis, tile, full=full) if relabelled else _checked(k, axis, tile, full)
-        except SignatureError as e:   # a box inside ties the axis to one that keeps its full size
-            reasons.append(f"{k.name}: the inside cannot see {axis!r} in groups of {tile}: {e}")
+            return grid_of(k, axis, tile, relabelled=relabelled)
+        except RewriteError as e:
+            reasons.append(str(e))
             return None
-        return Grid(inner, k.dom, k.cod, {"axis": axis, "size": tile, **_record(relabelled)})
 
     level = _group_level(diagram, axis)
     out, n = map_kernels(diagram, fn, level)
@@ -151,6 +138,36 @@ def group(diagram: Diagram, axis: str, size, *, relabelled: bool = True) -> Diag
         raise RewriteError(f"cannot group along {axis!r}{_which(diagram, level)}: "
                            + ("; ".join(reasons) or "no kernel carries it"))
     return streams_hold(out, lambda: f"a group along {axis!r} of size {tile}")
+
+
+def grid_of(k: Kernel, axis: str, tile, *, relabelled: bool = True) -> Grid:
+    """The Grid grouping the kernel ``k`` along ``axis`` in groups of ``tile`` (what :func:`group` places), or a
+    RewriteError saying why ``k`` is not weaved over ``axis``: an output lacks it, a box inside has it in its
+    item-level core or the inside cannot see it in groups of ``tile``.
+
+    >>> import napkin_cat as nc
+    >>> k = kernel(nc.library.matmul()).boxes[0]
+    >>> grid_of(k, "a", nc.symbol("g_a")).name
+    'Grid(axis=a, size=g_a)'
+    >>> grid_of(k, "b", nc.symbol("g_b"))
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.RewriteError: Kernel(level=1): no output carries 'b'
+    """
+    if not any(axis in a.names for a in k.cod.inside):
+        raise RewriteError(f"{k.name}: no output carries {axis!r}")
+    missing = [str(a) for a in k.cod.inside if axis not in a.names]
+    if missing:
+        raise RewriteError(f"{k.name}: outputs {missing} lack {axis!r}, so it is not weaved over the whole region")
+    why = weaved_everywhere(k.arg, axis)
+    if why:
+        raise RewriteError(why)
+    full = next(a.axis(axis).size for a in k.cod.inside)
+    try:
+        inner = relabel_axis(k, axis, tile, full=full) if relabelled else _checked(k, axis, tile, full)
+    except SignatureError as e:   # a box inside ties the axis to one that keeps its full size
+        raise RewriteError(f"{k.name}: the inside cannot see {axis!r} in groups of {tile}: {e}") from None
+    return Grid(inner, k.dom, k.cod, {"axis": axis, "size": tile, **_record(relabelled)})
 
 
 def _checked(k, axis: str, tile, full):
@@ -204,19 +221,7 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None, 
               **({"parts": fresh_tile(diagram, axis, parts, "parts")} if parts is not None else {})}
 
     def wrap(region: Diagram) -> Diagram:
-        plan = analyse(region, axis, sliced=sliced)
-        fa = tile_relabel(axis, tile)
-        try:
-            if relabelled:
-                out = Stream(map_arrays(region, fa, key=fa.key), region.dom, region.cod, params)
-            else:
-                check_relabel(region, axis, fa)
-                out = Stream.record(region, params, plan)
-        except SignatureError as e:   # e.g. a rename ties the axis to one that keeps its full size
-            raise RewriteError(f"the inside cannot see {axis!r} in slices of {tile}: {e}") from None
-        if parts is not None:
-            check_splittable(schedule_of(out))
-        return out
+        return stream_of(region, params, relabelled=relabelled)
 
     def fn(k: Kernel):
         region = k.arg
@@ -247,3 +252,31 @@ def stream(diagram: Diagram, axis: str, size, sliced: bool = False, parts=None, 
         raise RewriteError(f"cannot stream along {axis!r}{_which(diagram)}: "
                            + ("; ".join(reasons) or "no kernel reads it"))
     return streams_hold(out, lambda: f"a stream along {axis!r} of size {tile}")
+
+
+def stream_of(region: Diagram, params: dict, *, relabelled: bool = True, plan=None) -> Stream:
+    """The Stream of ``region`` (a kernel's inside, or the part of it a stream already there leaves) along
+    ``params["axis"]`` in slices of ``params["size"]`` (``sliced``, ``parts``: as for :func:`stream`), or a
+    RewriteError saying why not: the streaming analysis refuses it (:func:`~napkin_cat.algorithms.streaming.analyse`),
+    the inside cannot see the axis in slices, or a split stream has a reducer without a merge.  ``plan``: the
+    analysis of ``region`` along the axis, when already made.
+
+    >>> import napkin_cat as nc
+    >>> inside = kernel(nc.library.attention()).boxes[0].arg
+    >>> stream_of(inside, {"axis": "x", "size": nc.symbol("s_x")}, relabelled=False).plan.axis
+    'x'
+    """
+    axis, tile, sliced, parts = params["axis"], params["size"], params.get("sliced", False), params.get("parts")
+    plan = analyse(region, axis, sliced=sliced) if plan is None else plan
+    fa = tile_relabel(axis, tile)
+    try:
+        if relabelled:
+            out = Stream(map_arrays(region, fa, key=fa.key), region.dom, region.cod, params)
+        else:
+            check_relabel(region, axis, fa)
+            out = Stream.record(region, params, plan)
+    except SignatureError as e:   # e.g. a rename ties the axis to one that keeps its full size
+        raise RewriteError(f"the inside cannot see {axis!r} in slices of {tile}: {e}") from None
+    if parts is not None:
+        check_splittable(schedule_of(out))
+    return out
