@@ -54,7 +54,7 @@ class KernelFacts:
         self.function, self.level = function, level
         self.base = kernel(function, level)      # one Kernel box
         self.box = self.base.boxes[0]
-        self._stream, self._group, self._cut, self._nest = {}, {}, {}, {}
+        self._stream, self._group, self._cut, self._nest, self._tiles = {}, {}, {}, {}, {}
 
     @staticmethod
     def applies(function: Diagram) -> bool:
@@ -64,7 +64,12 @@ class KernelFacts:
 
     # ------------------------------------------------------------------ the facts
     def _tile(self, axis: str, tile):
-        return fresh_tile(self.base, axis, tile)      # (raises AxisError: a name another axis's size has)
+        """``tile`` as the size of a partition of ``axis`` (:func:`~.partitions.fresh_tile`: an AxisError where it is
+        another axis's size), checked once."""
+        found = self._tiles.get((axis, tile))
+        if found is None:
+            found = self._tiles[(axis, tile)] = fresh_tile(self.base, axis, tile)
+        return found
 
     def _streamed(self, axis: str, tile, sliced: bool):
         """The Stream record of the kernel's inside along ``axis``, or the NapkinError refusing it."""

@@ -20,11 +20,13 @@ ones the rules ``stream_partition``, ``sliced_stream``, ``inner_stream`` and ``g
 make (their right-hand sides call these same functions), so a variant costed here is what the derivation's
 trace will build.
 
-A variant is found and costed as a *record* (``relabelled=False``: the partition functions' checks and
-bubbles, the insides left as they were, which the cost functor reads through the relabelling they stand
-for): the unpartitioned kernel's boxes and its streaming analysis are shared by all its variants, and only
-a variant whose diagram is asked for (:attr:`Variant.diagram`) is built, by the same functions with the
-same arguments.  ``cost(v.record) == cost(v.diagram)``, field by field.
+A variant is a light record: which axis is streamed (sliced or not, with which streams inside it) and which
+are grouped, decided axis by axis on the kernel without placing a partition
+(:class:`~napkin_cat.algorithms.partition_facts.KernelFacts`: a stream, a stream inside it and a group are each
+decided once per axis and shared by all the kernel's variants).  What the cost functor reads, :attr:`Variant.record`
+(``relabelled=False``: the partition bubbles around the kernel's inside as it was, read through the relabelling
+they stand for), is drawn on first use, and only a variant whose diagram is asked for (:attr:`Variant.diagram`: the
+winner) is built, by the partition functions the rules call.  ``cost(v.record) == cost(v.diagram)``, field by field.
 
 >>> import napkin_cat as nc
 >>> [v.describe() for v in variants(nc.library.matmul())]
