@@ -20,11 +20,13 @@ ones the rules ``stream_partition``, ``sliced_stream``, ``inner_stream`` and ``g
 make (their right-hand sides call these same functions), so a variant costed here is what the derivation's
 trace will build.
 
-A variant is found and costed as a *record* (``relabelled=False``: the partition functions' checks and
-bubbles, the insides left as they were, which the cost functor reads through the relabelling they stand
-for): the unpartitioned kernel's boxes and its streaming analysis are shared by all its variants, and only
-a variant whose diagram is asked for (:attr:`Variant.diagram`) is built, by the same functions with the
-same arguments.  ``cost(v.record) == cost(v.diagram)``, field by field.
+A variant is a light record: which axis is streamed (sliced or not, with which streams inside it) and which
+are grouped, decided axis by axis on the kernel without placing a partition
+(:class:`~napkin_cat.algorithms.partition_facts.KernelFacts`: a stream, a stream inside it and a group are each
+decided once per axis and shared by all the kernel's variants).  What the cost functor reads, :attr:`Variant.record`
+(``relabelled=False``: the partition bubbles around the kernel's inside as it was, read through the relabelling
+they stand for), is drawn on first use, and only a variant whose diagram is asked for (:attr:`Variant.diagram`: the
+winner) is built, by the partition functions the rules call.  ``cost(v.record) == cost(v.diagram)``, field by field.
 
 >>> import napkin_cat as nc
 >>> [v.describe() for v in variants(nc.library.matmul())]
@@ -41,6 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from napkin_cat.algorithms.partition_facts import KernelFacts
 from napkin_cat.algorithms.partitions import group, kernel, stream
 from napkin_cat.algorithms.streaming import analyse
 from napkin_cat.errors import NapkinError, RewriteError
@@ -50,20 +53,29 @@ from napkin_cat.algorithms.splitting import split
 
 @dataclass(frozen=True)
 class Variant:
-    """One partition of a kernel: the ``stream`` axis (or None), the ``groups`` in the order applied,
-    its ``record`` (what the cost functor reads: the partition bubbles around the kernel's inside as it was, or
-    the built diagram itself), and the partitioned kernel :attr:`diagram` (tiles named ``tiles[axis]``), built
-    from ``function`` at ``level`` when first asked for."""
+    """One partition of a kernel, a light record: the ``stream`` axis (or None), the ``groups`` in the order applied,
+    the ``tiles`` (``(axis, tile name)``: the stream's first, then the groups'), whether the stream is ``sliced``, a
+    split stream's ``parts``, the axes streamed ``inner`` (inside the stream's trip), of the kernel of ``function`` at
+    ``level``.  Its :attr:`record` (what the cost functor reads: the partition bubbles around the kernel's inside as
+    it was) and its :attr:`diagram` (the partitioned kernel) are built when first asked for, from ``source``: the
+    kernel's :class:`~napkin_cat.algorithms.partition_facts.KernelFacts`, or the record itself."""
 
     stream: str | None
     groups: tuple
-    record: Diagram = field(repr=False)
     tiles: tuple = ()   # ((axis, tile name), ...): the stream's first, then the groups'
     sliced: bool = False   # the stream writes the outputs that carry its axis slice by slice (a sweep)
     parts: str | None = None   # a split stream: the name of its number of parts (napkin_cat.algorithms.splits)
     inner: tuple = ()      # axes streamed inside the stream's trip (the 2-D loop: ``inner_stream``)
-    function: Diagram | None = field(default=None, repr=False, compare=False)   # None: the record is built
+    function: Diagram | None = field(default=None, repr=False)   # None: the record is the diagram, built
     level: int = 1
+    source: object = field(default=None, repr=False, compare=False)   # KernelFacts, or the record drawn
+
+    @cached_property
+    def record(self) -> Diagram:
+        """The partition record (``relabelled=False`` bubbles), drawn from the kernel's facts on first use."""
+        if isinstance(self.source, KernelFacts):
+            return self.source.record(self.stream, self.sliced, self.inner, self.groups, dict(self.tiles))
+        return self.source
 
     @cached_property
     def diagram(self) -> Diagram:
@@ -80,6 +92,7 @@ class Variant:
         for a in self.groups:
             k = group(k, a, names[a])
         return k
+
     def describe(self) -> str:
         parts = []
         if self.groups:
@@ -151,12 +164,38 @@ def streamable_axes(function: Diagram) -> list:
 
 
 def variants(function: Diagram, level: int = 1, names=None) -> list:
-    """Every partition of ``kernel(function, level)`` the search considers (see module docstring).
+    """Every partition of ``kernel(function, level)`` the search considers (see module docstring), each decided
+    axis by axis on the kernel (:class:`~napkin_cat.algorithms.partition_facts.KernelFacts`), none built.
 
     ``names(prefix, axis)`` gives tile names (default ``g_<axis>``, ``s_<axis>``, primed past the axes).
     """
     taken = set(axis_names(function))
     if names is None:
+        def names(prefix, axis):
+            return tile_name(prefix, axis, taken)
+    if not KernelFacts.applies(function):
+        return walked_variants(function, level, names)
+    facts = KernelFacts(function, level)
+    reduced = reduced_axes(function)
+    streamed = [(a, False, ()) for a in reduced if facts.streams(a, names("s", a))]
+    swept = [(a, True, ()) for a in swept_axes(function) if facts.streams(a, names("s", a), sliced=True)]
+    nested = [(a, False, (b,)) for a, _, _ in streamed for b in reduced   # a stream inside the trip: a 2-D loop
+              if b != a and facts.nests(a, names("s", a), b, names("s", b))]
+    out = []
+    for axis, sliced, inner in (streamed or [(None, False, ())]) + swept + nested:
+        tiles = [(a, names("s", a)) for a in ((axis,) if axis is not None else ()) + inner]
+        groups = tuple(a for a in carried_axes(function) if a != axis and facts.groups(a, names("g", a)))
+        tiles += [(a, names("g", a)) for a in groups]
+        out.append(Variant(axis, groups, tuple(tiles), sliced, None, inner, function, level, facts))
+    return out
+
+
+def walked_variants(function: Diagram, level: int = 1, names=None) -> list:
+    """:func:`variants` of a diagram holding regions already (an algorithm: its kernels found by walking it), each
+    drawn as a record by the partition functions (``relabelled=False``), the stream's record grouped in turn."""
+    if names is None:
+        taken = set(axis_names(function))
+
         def names(prefix, axis):
             return tile_name(prefix, axis, taken)
     base = kernel(function, level)
@@ -203,8 +242,8 @@ def _grouped(function, axis, k, tiles, names, sliced=False, parts=None, inner=()
         k = k2
         grouped.append(a)
         tiles.append((a, names("g", a)))
-    return Variant(axis, tuple(grouped), k, tuple(tiles), sliced, parts, tuple(inner),
-                   function if level is not None else None, 1 if level is None else level)
+    return Variant(axis, tuple(grouped), tuple(tiles), sliced, parts, tuple(inner),
+                   function if level is not None else None, 1 if level is None else level, k)
 
 
 def parts_key(axis: str) -> str:
