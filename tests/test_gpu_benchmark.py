@@ -142,6 +142,9 @@ def test_the_training_steps_dry_run_derives_runs_and_gates_forward_and_backward(
     torch.autograd's in float64; that they are right is checked apart: torch's own SDPA backward and its fp32
     logits' cross-entropy (their math, not the reference's) land within the tolerance of them."""
     rows = {row["kind"]: row for row in _training(tmp_path, TRAINING)}
+    back = rows["backward"]["candidates"][0]["backward"]          # FlashAttention-2's dQ, and dK with dV
+    assert back["kernels"] == 2 and back["variant"].count("stream") == 2, back["variant"]
+    assert len(back["triton_compiled"]) == 2
     dense = {b["path"]: b for b in rows["backward"]["baselines"]}
     sdpa = dense["sdpa default dispatch, forward+backward, 4-D"]
     assert sorted(sdpa["errors"]) == ["O", "dK", "dQ", "dV"] and sdpa["error"] < 1e-2

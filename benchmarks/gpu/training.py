@@ -41,9 +41,11 @@ OUTPUTS = ("O", "dQ", "dK", "dV")
 
 def configurations(dry: bool, quick: bool) -> list[dict]:
     """Dense forward+backward at d = 64 and 128, N = 1,024 … 16,384 (batch·N = 16k tokens, 2,048/d heads, as the
-    forward's rows); every mask at d = 128 over the same N; the dry run at one tiny size each."""
+    forward's rows); every mask at d = 128 over the same N; the dry run at one tiny size each (dense attention at
+    N = 512, one head: the smallest where the model derives FlashAttention-2's two kernels, each streaming)."""
     if dry:
-        return [{"kind": k, "d": 16, "N": 128, "batch": 1, "heads": 2} for k in KINDS]
+        return [{"kind": "backward", "d": 16, "N": 512, "batch": 1, "heads": 1}] + \
+            [{"kind": k, "d": 16, "N": 128, "batch": 1, "heads": 2} for k in KINDS[1:]]
     ns = (1024, 4096, 16384) if quick else (1024, 2048, 4096, 8192, 16384)
     out = [{"kind": "backward", "d": d, "N": n, "batch": max(1, 16384 // n), "heads": 2048 // d}
            for d in (64, 128) for n in ns]
