@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -52,12 +53,20 @@ def committed():
 
 
 # ------------------------------------------------------------------------------------------------ the dry run
+#: the forward rows (this file's first test), the training step's rows in CI (the second), and the mask zoo
+#: (NAPKIN_SLOW=1: each row derives a forward and a backward, ~25 CPU s a row)
+FORWARD = ("attention", "causal", "gqa", "decode", "matmul", "cuda")
+TRAINING = ("backward", "flce")
+MORE_MASKS = ("window", "prefix-lm", "document", "alibi", "softcap")
+SLOW = bool(os.environ.get("NAPKIN_SLOW"))
+
+
 @needs_kernels
 def test_the_dry_run_goes_through_every_step(tmp_path):
     """``python benchmarks/gpu/run.py --dry-run`` is ``run.main(["--dry-run", ...])``, called here in this process
     (a subprocess imported napkin_cat, torch and Triton again: 4.2 s of its 38 s of CPU; its processes, Triton's
     interpreter and compiler and the CUDA compiler, are the same ones either way)."""
-    status = _module("run").main(["--dry-run", "--out", str(tmp_path)])
+    status = _module("run").main(["--dry-run", "--out", str(tmp_path), "--only", ",".join(FORWARD)])
     (path,) = tmp_path.glob("dry-run-*.json")
     result = json.loads(path.read_text())
     for row in result["rows"]:
@@ -71,7 +80,7 @@ def test_the_dry_run_goes_through_every_step(tmp_path):
     assert result["tolerance"] == {"bf16": 1e-2, "fp32": 1e-4} and "median" in result["timing"]
     assert {"torch", "triton", "python"} <= set(result["versions"])
     kinds = [row["kind"] for row in result["rows"]]
-    assert kinds == ["attention", "causal", "gqa", "decode", "matmul", "cuda"]
+    assert kinds == list(FORWARD)
     for row in result["rows"]:
         assert "failed" not in row, row.get("traceback")
         (c,) = row["candidates"]
@@ -101,6 +110,93 @@ def test_the_dry_run_goes_through_every_step(tmp_path):
     r = nc.derive(nc.einsum("a b, b c -> a c", dtype="bf16", out_dtype="bf16"), sizes=mm["sizes"],
                   hardware="h100-sxm5")
     assert mm["candidates"][0]["tiles"] == {str(k): int(v) for k, v in r.optimum.exact_sizes.items()}
+
+
+def _training(tmp_path, kinds) -> list[dict]:
+    """The dry run of ``kinds`` (forward+backward rows): every row derived, printed, run under the interpreter and
+    compiled for sm_90, forward and backward; its gate, errors and predictions checked; the rows returned."""
+    status = _module("run").main(["--dry-run", "--out", str(tmp_path), "--only", ",".join(kinds)])
+    (path,) = tmp_path.glob("dry-run-*.json")
+    rows = json.loads(path.read_text())["rows"]
+    for row in rows:
+        assert "failed" not in row, row.get("traceback")
+    assert status == 0 and [row["kind"] for row in rows] == list(kinds)
+    for row in rows:
+        (c,) = row["candidates"]
+        assert row["pass"] == "forward+backward" and c["pick"] == "derived" and c["time_s"] is None
+        want = ("loss", "dH", "dW") if row["kind"] == "flce" else ("O", "dQ", "dK", "dV")
+        assert sorted(c["errors"]) == sorted(want)           # each output against float64 torch.autograd
+        assert c["error"] == max(c["errors"].values()) < 1e-2 and "gate" not in c, c["errors"]
+        for p in ("forward", "backward"):
+            assert c[p]["predicted_s"] > 0 and c[p]["prediction"]["assumptions"] and c[p]["kernels"] >= 1
+            assert c[p]["triton_compiled"] and c[p]["triton_smem"] > 0, c[p]
+        assert c["predicted_s"] == c["forward"]["predicted_s"] + c["backward"]["predicted_s"]
+        for b in row["baselines"]:
+            assert "refused" in b or (b["error"] < 1e-2 and b["time_s"] is None), b
+    return rows
+
+
+@needs_kernels
+def test_the_training_steps_dry_run_derives_runs_and_gates_forward_and_backward(tmp_path):
+    """Dense attention's forward+backward and the fused linear cross-entropy.  The reference's gradients are
+    torch.autograd's in float64; that they are right is checked apart: torch's own SDPA backward and its fp32
+    logits' cross-entropy (their math, not the reference's) land within the tolerance of them."""
+    rows = {row["kind"]: row for row in _training(tmp_path, TRAINING)}
+    back = rows["backward"]["candidates"][0]["backward"]          # FlashAttention-2's dQ, and dK with dV
+    assert back["kernels"] == 2 and back["variant"].count("stream") == 2, back["variant"]
+    assert len(back["triton_compiled"]) == 2
+    dense = {b["path"]: b for b in rows["backward"]["baselines"]}
+    sdpa = dense["sdpa default dispatch, forward+backward, 4-D"]
+    assert sorted(sdpa["errors"]) == ["O", "dK", "dQ", "dV"] and sdpa["error"] < 1e-2
+    flce = rows["flce"]
+    assert flce["flops"] == 6.0 * flce["n"] * flce["e"] * flce["v"]
+    (torch_path,) = [b for b in flce["baselines"] if b["path"].startswith("torch")]
+    assert sorted(torch_path["errors"]) == ["dH", "dW", "mean loss"] and torch_path["error"] < 1e-2
+
+
+@needs_kernels
+@pytest.mark.skipif(not SLOW, reason="NAPKIN_SLOW=1: five masks, each a forward and a backward derived (~25 CPU s a "
+                                     "row); in CI each mask's diagram is checked against its mods (the next test)")
+def test_the_mask_zoo_in_the_dry_run(tmp_path):
+    """Every mask's forward+backward, and FlexAttention's forward (its block mask from the same mods) within the
+    tolerance of the reference.  The document's kernels read block tables from the data: their density is the
+    fraction of (query block, key block) pairs that share a document, counted here from the ids at the tiles."""
+    zoo = _module("zoo")
+    rows = {row["kind"]: row for row in _training(tmp_path, MORE_MASKS)}
+    for row in rows.values():
+        (flex,) = [b for b in row["baselines"] if b["path"].startswith("flex_attention")]
+        assert list(flex["errors"]) == ["O"] and flex["error"] < 1e-2, flex
+    doc = rows["document"]
+    assert doc["allowed"] == pytest.approx((3 / 8) ** 2 + (1 / 8) ** 2 + 2 * (1 / 4) ** 2)   # the four documents
+    fwd = doc["candidates"][0]["forward"]
+    ids = zoo.documents(doc).numpy()
+    gq, sx = fwd["tiles"]["g_q"], fwd["tiles"]["s_x"]
+    pairs = [bool(np.intersect1d(ids[i:i + gq], ids[j:j + sx]).size) for i in range(0, len(ids), gq)
+             for j in range(0, len(ids), sx)]
+    assert fwd["block_tables"] >= 1 and fwd["table_density"] == pytest.approx(np.mean(pairs))
+
+
+@needs_kernels
+@pytest.mark.parametrize("kind", ["backward", "window", "prefix-lm", "document", "alibi", "softcap"])
+def test_each_masks_diagram_is_its_flex_mods(kind):
+    """The zoo's diagram (nc.evaluate, float64) computes what its FlexAttention mods do (torch on index grids):
+    O, L, and the saved backward's dQ, dK, dV against torch.autograd, at a size where every mask cuts."""
+    import torch
+    import napkin_cat as nc
+    zoo = _module("zoo")
+    cfg = {"N": 24, "d": 4}
+    g = torch.Generator().manual_seed(1)
+    Q, K, V, dO = (torch.randn(24, 4, generator=g, dtype=torch.float64) for _ in range(4))
+    ids = zoo.documents(cfg)
+    extra = [ids.numpy(), ids.numpy()] if kind == "document" else []
+    f = zoo.one_head(kind, cfg, None)
+    O, L = nc.evaluate(f, Q.numpy(), K.numpy(), V.numpy(), *extra)
+    grads = nc.evaluate(nc.grad(f, wrt=[0, 1, 2], saved=True, aux=1), Q.numpy(), K.numpy(), V.numpy(), *extra,
+                        O, L, dO.numpy())
+    ref = zoo.reference(kind, cfg, Q, K, V, dO, ids)
+    for name, got in zip(("O", "L", "dQ", "dK", "dV"), (O, L, *grads)):
+        np.testing.assert_allclose(got, ref[name].numpy(), rtol=1e-9, atol=1e-12, err_msg=name)
+    assert 0 < zoo.allowed(kind, cfg, ids) <= 1
 
 
 @needs_kernels

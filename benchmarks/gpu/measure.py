@@ -1,8 +1,8 @@
-"""What ``run.py`` measures: the device, its state and ceilings, inputs and fp32 references, the generated kernels
+"""What ``run.py`` measures: the device, its state and ceilings, inputs and float64 references, the generated kernels
 and torch's baselines.  On ``dry`` (CPU) nothing is timed.  (Tables and plots: ``report.py``.)
 
 Nothing is timed whose output is wrong: every kernel and every torch path is run once, its relative L2 error
-against the fp32 reference computed, and it is timed only if that error is within :data:`TOLERANCE` for its
+against the float64 reference computed, and it is timed only if that error is within :data:`TOLERANCE` for its
 operands' format (:func:`gated`).  A time is the median of ``do_bench``'s runs, recorded with its spread.
 
 >>> spread([3e-3, 1e-3, 2e-3, 5e-3, 4e-3])["median"], spread([3e-3, 1e-3, 2e-3, 5e-3, 4e-3])["n"]
@@ -37,7 +37,7 @@ def model_for(name: str) -> str:
                      "(docs/adding-a-hardware-model.md)")
 
 
-#: the largest relative L2 error (against fp32) a kernel or torch path may have and still be timed, by the format of
+#: the largest relative L2 error (against float64) a kernel or torch path may have and still be timed, by the format of
 #: its operands: bf16 rounds each operand to 8 bits of mantissa (attention's errors are 2.6e-3 to 3.2e-3, the
 #: products' 1.7e-3 in the committed runs); fp32 (the CUDA reference backend) is exact to 1e-6 here
 TOLERANCE = {"bf16": 1e-2, "fp32": 1e-4}
@@ -155,12 +155,12 @@ def _matmul_rate(n: int) -> float:
 
 
 def _reference_attention(Q, K, V, causal=False):
-    """fp32 SoftMax(QKᵀ/√d)V (masked above the diagonal if ``causal``), in chunks of heads."""
-    out = torch.empty(Q.shape, dtype=torch.float32, device=Q.device)
+    """float64 SoftMax(QKᵀ/√d)V (masked above the diagonal if ``causal``), in chunks of heads."""
+    out = torch.empty(Q.shape, dtype=torch.float64, device=Q.device)
     step = max(1, 2 ** 28 // (Q.shape[-2] * K.shape[-2]))
     for h in range(0, Q.shape[0], step):
         out[h:h + step] = torch.nn.functional.scaled_dot_product_attention(
-            Q[h:h + step].float(), K[h:h + step].float(), V[h:h + step].float(), is_causal=causal)
+            Q[h:h + step].double(), K[h:h + step].double(), V[h:h + step].double(), is_causal=causal)
     return out
 
 
@@ -173,7 +173,7 @@ def inputs_and_reference(cfg, env):
         return torch.randn(*shape, generator=g, device=dev, dtype=torch.float32).to(dt)
     if cfg["kind"] == "matmul":
         A, B = rand(cfg["a"], cfg["b"]), rand(cfg["b"], cfg["c"])
-        return (A, B), A.float() @ B.float()
+        return (A, B), A.double() @ B.double()
     n, d, m = cfg["N"], cfg["d"], cfg.get("q", cfg["N"])      # m query rows (1 when decoding) against n keys
     if cfg["kind"] == "gqa":
         hk, G = cfg["batch"] * cfg["kv_heads"], cfg["heads"] // cfg["kv_heads"]
@@ -200,7 +200,7 @@ def _module(path):
 
 
 def triton_kernel(k, inputs, reference, env) -> dict:
-    """Correctness (relative L2 error against fp32), Triton's compiled resources, and if correct the time.  The dry
+    """Correctness (relative L2 error against float64), Triton's compiled resources, and if correct the time.  The dry
     run compiles for the GPU the kernels a run at the case's sizes launches (``k.launched()``: the even variants
     where the tiles divide the sizes), as the GPU's run compiles them at their first launch; a ragged variant
     that no run launches is not compiled (``tests/codegen/test_triton.py`` compiles both)."""
@@ -248,7 +248,7 @@ def cuda_kernel(p, inputs, reference, env) -> dict:
 
 
 def baselines(cfg, inputs, reference, env) -> list[dict]:
-    """torch's paths for the same computation, each checked against the fp32 reference and, if correct, timed
+    """torch's paths for the same computation, each checked against the float64 reference and, if correct, timed
     (on the CPU: run once, checked, untimed)."""
     F = torch.nn.functional
     out = []

@@ -171,8 +171,11 @@ def _timing(result) -> str:
 def label(row) -> str:
     if row["kind"] == "matmul":
         return f"matmul {row['a']}×{row['b']}×{row['c']}"
+    if row["kind"] == "flce":
+        return f"fused linear cross-entropy n={row['n']} e={row['e']} v={row['v']}, forward+backward"
     heads = f"{row['heads']}/{row['kv_heads']}" if row["kind"] == "gqa" else str(row["heads"])
-    return f"{row['kind']} N={row['N']} d={row['d']} B={row['batch']} H={heads}"
+    step = ", forward+backward" if row.get("pass") == "forward+backward" else ""
+    return f"{row['kind']} N={row['N']} d={row['d']} B={row['batch']} H={heads}{step}"
 
 
 def _ms(c) -> str:
@@ -287,7 +290,8 @@ def plot(result, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
-    kind = "attention" if any(r.get("kind") == "attention" for r in result["rows"]) else "causal"
+    kinds = [r.get("kind") for r in result["rows"]]
+    kind = next((k for k in ("attention", "causal", "backward") if k in kinds), "causal")
     for d, colour in ((64, "tab:blue"), (128, "tab:red"), (16, "tab:blue")):
         rows = [r for r in result["rows"] if r.get("kind") == kind and r.get("d") == d and "failed" not in r]
         if not rows:
@@ -309,7 +313,9 @@ def plot(result, path):
     a.set_xscale("log", base=2)
     a.set_xlabel("sequence length N")
     a.set_ylabel("TFLOP/s")
-    a.set_title(f"{'causal attention' if kind == 'causal' else 'attention'} forward, bf16 — {result['device']}")
+    step = {"attention": "attention forward", "causal": "causal attention forward",
+            "backward": "attention forward+backward"}[kind]
+    a.set_title(f"{step}, bf16 — {result['device']}")
     a.legend(fontsize=7)
     pts = [(c["predicted_s"], c["time_s"], c.get("predicted_measured_ceilings_s")) for r in result["rows"]
            if "failed" not in r and r["kind"] != "cuda" for c in [derived(r)] if c.get("time_s")]

@@ -5,7 +5,10 @@
 For each configuration (attention forward at d = 64 and 128, N = 1,024 … 16,384, bf16, batch × heads
 filling the GPU as in FlashAttention-2's benchmark: batch·N = 16k tokens, 2,048/d heads; grouped-query
 attention; decoding, one query row per head against N = 4,096 … 131,072 keys, and grouped-query decoding; a
-4096³ matrix product and a skinny one):
+4096³ matrix product and a skinny one; the training step's rows, forward+backward, in ``training.py`` (dense
+attention and the mask zoo of ``zoo.py``: sliding window, prefix-LM, document with a block mask from data, ALiBi,
+softcap, FlexAttention compiled beside each) and ``losses.py`` (fused linear cross-entropy at a 128k vocabulary,
+Liger-Kernel beside it)):
 
 1. ``nc.derive(f, sizes=..., hardware=<the machine's model>)`` picks the variant and tiles of least
    predicted time (``nc.hardware.timed``): that pick (``"pick": "derived"``) is the library's result.  Beside
@@ -51,6 +54,8 @@ if "--dry-run" in sys.argv:
 import napkin_cat as nc   # noqa: E402
 import measure            # noqa: E402
 import report             # noqa: E402
+import training           # noqa: E402
+import losses             # noqa: E402
 
 FORMATS = {"Q": "bf16", "K": "bf16", "S": "fp32", "P": "bf16", "V": "bf16", "O": "bf16"}
 
@@ -63,7 +68,8 @@ def configurations(dry: bool, quick: bool) -> list[dict]:
                 {"kind": "gqa", "d": 16, "N": 64, "batch": 1, "heads": 4, "kv_heads": 2},
                 {"kind": "decode", "q": 1, "d": 16, "N": 4096, "batch": 1, "heads": 1},
                 {"kind": "matmul", "a": 64, "b": 64, "c": 128},
-                {"kind": "cuda", "d": 16, "N": 64, "batch": 1, "heads": 2}]
+                {"kind": "cuda", "d": 16, "N": 64, "batch": 1, "heads": 2}] + \
+            training.configurations(dry, quick) + losses.configurations(dry, quick)
     ns = (1024, 4096, 16384) if quick else (1024, 2048, 4096, 8192, 16384)
     out = [{"kind": "attention", "d": d, "N": n, "batch": max(1, 16384 // n), "heads": 2048 // d}
            for d in (64, 128) for n in ns]
@@ -76,7 +82,7 @@ def configurations(dry: bool, quick: bool) -> list[dict]:
             {"kind": "matmul", "a": 4096, "b": 4096, "c": 4096},
             {"kind": "matmul", "a": 128, "b": 8192, "c": 8192},
             {"kind": "cuda", "d": 64, "N": 1024, "batch": 1, "heads": 8}]
-    return out
+    return out + training.configurations(dry, quick) + losses.configurations(dry, quick)
 
 
 def diagram_of(cfg):
@@ -123,6 +129,10 @@ def candidates(r, k: int) -> list[dict]:
 
 
 def run_case(cfg, env, args) -> dict:
+    if cfg["kind"] in training.KINDS:       # forward+backward: training.py
+        return training.run_case(cfg, env)
+    if cfg["kind"] == "flce":               # fused linear cross-entropy, forward+backward: losses.py
+        return losses.run_case(cfg, env)
     diagram, sizes = diagram_of(cfg)
     t0 = time.perf_counter()
     r = nc.derive(diagram, sizes=sizes, hardware=env["model"])
@@ -166,13 +176,24 @@ def main(argv=None):
     ap.add_argument("--out", default=str(HERE / "results"), help="folder for <device>-<date>.json and .png")
     ap.add_argument("--quick", action="store_true", help="fewer sizes, one candidate per configuration")
     ap.add_argument("--dry-run", action="store_true", help="CPU, tiny sizes, Triton's interpreter, untimed")
-    ap.add_argument("--only", help="comma-separated kinds to run (attention, causal, decode, gqa, matmul, cuda)")
+    ap.add_argument("--only", help="comma-separated kinds to run (attention, causal, decode, gqa, matmul, cuda; "
+                                   f"forward+backward: {', '.join(training.KINDS)}, flce)")
     ap.add_argument("--tag", help="a suffix for the results file names (<device>-<date>-<tag>.json)")
     args = ap.parse_args(argv)
     env = measure.environment(dry=args.dry_run)
     print(f"device: {env['device']} → model {env['model']}; ceilings {env['ceilings']}", flush=True)
     rows = []
     kinds = set(args.only.split(",")) if args.only else None
+    date = datetime.date.today().isoformat()
+    stem = f"{'dry-run' if args.dry_run else env['slug']}-{date}" + (f"-{args.tag}" if args.tag else "")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def result(after):
+        return {"schema": 2, "device": env["device"], "model": env["model"], "date": date, "dry_run": args.dry_run,
+                "provenance": {**env["provenance"], "clocks_after": after},
+                "versions": {**env["versions"], "python": platform.python_version()},
+                "tolerance": measure.TOLERANCE, "timing": measure.TIMING, "ceilings": env["ceilings"], "rows": rows}
     for cfg in configurations(args.dry_run, args.quick):
         if kinds and cfg["kind"] not in kinds:
             continue
@@ -183,18 +204,13 @@ def main(argv=None):
             import traceback
             rows.append({**cfg, "failed": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]})
             print(f"  FAILED: {type(e).__name__}: {e}", flush=True)
-    date = datetime.date.today().isoformat()
-    stem = f"{'dry-run' if args.dry_run else env['slug']}-{date}" + (f"-{args.tag}" if args.tag else "")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    after = measure.provenance(dry=args.dry_run)
-    result = {"schema": 2, "device": env["device"], "model": env["model"], "date": date, "dry_run": args.dry_run,
-              "provenance": {**env["provenance"], "clocks_after": after["clocks"]},
-              "versions": {**env["versions"], "python": platform.python_version()},
-              "tolerance": measure.TOLERANCE, "timing": measure.TIMING, "ceilings": env["ceilings"], "rows": rows}
-    (out / f"{stem}.json").write_text(json.dumps(result, indent=1, default=_jsonable))
-    report.plot(result, out / f"{stem}.png")
-    print(report.table(result))
+        # written after every row: a run stopped at its time limit keeps the rows it finished
+        (out / f"{stem}.json").write_text(json.dumps(result("not recorded: the run did not finish"), indent=1,
+                                                     default=_jsonable))
+    final = result(measure.provenance(dry=args.dry_run)["clocks"])
+    (out / f"{stem}.json").write_text(json.dumps(final, indent=1, default=_jsonable))
+    report.plot(final, out / f"{stem}.png")
+    print(report.table(final))
     print(f"results: {out / (stem + '.json')} and {out / (stem + '.png')}")
     return 0 if not any("failed" in r for r in rows) else 1
 

@@ -143,5 +143,7 @@ def grad(diagram: Diagram, wrt=None, *, saved: bool = False, aux: int = 0) -> Di
     for p in positions:
         v = dom_ids[p]
         c = ctx.total(cots.get(v), arrays[v])
+        if c is not None and c.array.dtype != arrays[v].dtype:     # accumulated in fp32 (vjps.SUMS)
+            c = b.convert(c, arrays[v].dtype)
         results.append(c if c is not None else ctx.zeros_like(value(v)))
     return b.build(*results)

@@ -39,8 +39,18 @@ from __future__ import annotations
 
 from napkin_cat.errors import NapkinError, NoVJPError
 from napkin_cat.syntax.array import Array
+from napkin_cat.syntax.dtype import FP32
 from napkin_cat.syntax.primitive import Weave, kind_of
 from napkin_cat.syntax.weave import build_box
+
+
+#: the kinds that sum, whose cotangent is kept in fp32 when its operands are narrower (bf16, fp16, fp8): a
+#: product's accumulator is fp32 on the tensor cores, and ``dP − D`` (attention's backward) subtracts two sums of
+#: one size, which a 16-bit result of each would leave with a few bits (FlashAttention-2 keeps dP and D in fp32);
+#: the gradient's outputs are converted back to their inputs' formats (:func:`~napkin_cat.autodiff.grad.grad`), a
+#: map of cotangents keeps its widest operand's format (``dS = P ⊙ (dP − D)`` in fp32), and a product's operands
+#: are rounded to one format, the narrowest (dS to bf16 once for ``dQ = dS·K``, as FlashAttention-2 does)
+SUMS = ("contract", "reduce_sum")
 
 
 class Context:
@@ -57,7 +67,13 @@ class Context:
         inputs that ``out_axes`` lacks are the box's core axes, which its kind's signature check accepts (a
         contraction or a reduction sums them) or refuses (an elementwise map)."""
         first = wires[0].array
-        out = Array(tuple(out_axes), first.level, dtype or first.dtype)
+        floats = [w.array.dtype for w in wires if w.array.dtype.family == "float"]
+        if dtype is None and first.dtype.family == "float":
+            dtype = max(floats, key=lambda t: t.bytes)      # a map of cotangents keeps its widest operand's format
+        dtype = dtype or first.dtype
+        if kind in SUMS and dtype.family == "float" and dtype.bytes < FP32.bytes:
+            dtype = FP32                      # a sum of cotangents accumulates in fp32 (see SUMS)
+        out = Array(tuple(out_axes), first.level, dtype)
         names = [a.name for a in out_axes]
         weaves = [Weave(n, tuple(i for i, w in enumerate(wires) if n in w.array.names)) for n in reversed(names)]
         box = build_box(kind, [w.array for w in wires], [out], weaves, params)
@@ -72,6 +88,11 @@ class Context:
 
     def contract(self, wires, out: Array):
         """``Σ Π wires`` over every axis ``out`` lacks, then broadcast to the axes no wire carries."""
+        formats = {w.array.dtype for w in wires if w.array.dtype.family == "float"}
+        if len(formats) > 1:                  # the product takes its operands in one format: the narrowest (the
+            narrow = min(formats, key=lambda t: t.bytes)     # primal's), a wider cotangent rounded to it once
+            wires = [w if w.array.dtype.family != "float" or w.array.dtype == narrow else self.b.convert(w, narrow)
+                     for w in wires]
         have = {a.name for w in wires for a in w.array.axes}
         inner = tuple(a for a in out.axes if a.name in have)
         y = self.box("contract", list(wires), inner, dtype=out.dtype)

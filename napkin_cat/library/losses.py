@@ -22,7 +22,7 @@ from __future__ import annotations
 from napkin_cat.library.sizing import Sized, given_sizes
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.builder import Builder
-from napkin_cat.syntax.dtype import INT32, as_dtype
+from napkin_cat.syntax.dtype import FP32, INT32, as_dtype
 from napkin_cat.syntax.indices import gather
 
 
@@ -43,13 +43,18 @@ def cross_entropy(n=None, v=None, *, dtype="fp32") -> Diagram:
 
 
 def linear_cross_entropy(n=None, e=None, v=None, *, dtype="fp32") -> Diagram:
-    """Per-row cross-entropy of the logits ``H Wᵀ`` (hidden n×e, weight v×e) at integer targets n."""
+    """Per-row cross-entropy of the logits ``H Wᵀ`` (hidden n×e, weight v×e) at integer targets n; ``dtype``: the
+    format of H and W (the logits are fp32, the product's accumulator, as the loss reads them).
+
+    >>> linear_cross_entropy(dtype="bf16").dom
+    Ty(Array(n×e:bf16), Array(v×e:bf16), Array(n:int32))
+    """
     s = given_sizes(n=n, e=e, v=v)
     k = Sized(s)
     fmt = as_dtype(dtype)
     b = Builder(k.types("n e", dtype=fmt) @ k.types("v e", dtype=fmt) @ k.types("n", dtype=INT32))
     H, W, t = b.inputs
-    L = b(k.einsum("n e, v e -> n v", dtype=fmt), H, W)
+    L = b(k.einsum("n e, v e -> n v", dtype=fmt, out_dtype=FP32), H, W)     # the logits: the product's fp32 sums
     return b.build(_loss(b, k, L, t, s))
 
 

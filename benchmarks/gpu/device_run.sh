@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The GPU session's one call for issue 36: the training step's rows on the device; its results land under $OUT.
+#
+# Once, here (the device has torch, Triton and sympy, not discopy or liger-kernel: both pure Python wheels):
+#   echo /.whl/ >> "$(git rev-parse --git-common-dir)/info/exclude"
+#   python3 -m pip download --no-deps --only-binary=:all: -d .whl discopy==1.2.2 liger-kernel==0.8.5
+# Then one call:
+#   run(command="bash benchmarks/gpu/device_run.sh", carry=[".whl"], timeout_s=590)
+#
+# Two phases, each one run.py call under its own limit (a slow phase leaves the other's results): 1. forward+backward
+# of dense attention (--quick: d = 64, 128; N = 1,024, 4,096, 16,384) and the fused linear cross-entropy at a 128k
+# vocabulary (Liger-Kernel and torch beside it); 2. the mask zoo at N = 4,096 (FlexAttention compiled beside each).
+# Every row first derives for the device's hardware model (CPU time, tens of seconds a row), then gates and times.
+# Afterwards, here: copy the returned results/*.json, .png and the logs into benchmarks/gpu/results/, commit them,
+# and write the README's GPU section from them (python benchmarks/gpu/report.py --readme README.md); where the time
+# model misses by more than 25 %, the results' notes say which assumption the measurement refutes.  A number that
+# was not measured is never written.
+set -u
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT/results"
+if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        || exit 1
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv > "$OUT/nvidia-smi.txt" 2>&1
+python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name(0))" \
+    > "$OUT/versions.txt" 2>&1
+timeout "${PHASE1_S:-340}" python3 benchmarks/gpu/run.py --quick --only backward,flce --tag training \
+    --out "$OUT/results" > "$OUT/results/phase1-training.log" 2>&1
+timeout "${PHASE2_S:-200}" python3 benchmarks/gpu/run.py --quick --only window,prefix-lm,document,alibi,softcap \
+    --tag masks --out "$OUT/results" > "$OUT/results/phase2-masks.log" 2>&1
+tail -n 40 "$OUT/results/phase1-training.log" "$OUT/results/phase2-masks.log"
+ls -l "$OUT/results"
