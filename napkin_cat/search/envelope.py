@@ -51,35 +51,6 @@ def reference_sizes(diagram) -> dict:
     return {n: REFERENCE_SIZES[k % len(REFERENCE_SIZES)] for k, n in enumerate(boundary_names(diagram))}
 
 
-#: The sweep searches every COARSE-th memory of the grid first (and its last), then refines (:func:`sweep`).
-COARSE = 4
-
-
-def sweep(forms, search, sizes, roles, grid=GRID, every: bool = False) -> list:
-    """``[(memory, winner)]``: the search at every COARSE-th memory of ``grid``, then halfway between two searched
-    memories whose winners are not one algorithm (:meth:`~napkin_cat.search.space.Makers.key`), until those are
-    neighbours; ``every``: each memory (the sweep it replaces).  EXPERIMENT (sym-35b): 22 of 41 memories searched
-    in 3 rounds for a transformer block, candidates and H identical, but no faster (select 6.24-6.69 s against
-    6.0-6.24): select's time is per curve per call (records, best_many's tilings), not per memory."""
-    roles, found = tuple(roles), {}
-
-    def search_at(indices):
-        todo = sorted(set(indices) - set(found))
-        if todo:
-            found.update(zip(todo, select(forms, search, sizes, [grid[i] for i in todo], roles=roles)))
-
-    def same(a, b):
-        return (a is None) == (b is None) and (a is None or Makers.key(*a) == Makers.key(*b))
-    search_at(range(len(grid)) if every else [*range(0, len(grid), COARSE), len(grid) - 1])
-    while True:
-        known = sorted(found)
-        nxt = [(a + b) // 2 for a, b in zip(known, known[1:]) if b - a > 1 and not same(found[a], found[b])]
-        if not nxt:
-            break
-        search_at(nxt)
-    return [(grid[i], found[i]) for i in sorted(found)]
-
-
 class Candidate:
     """A winning algorithm: its closed form ``H`` in ``M`` and its smallest memory ``smallest``."""
 
@@ -234,8 +205,9 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
         raise NapkinError(f"reference= must give every axis of the diagram; missing {missing}")
     ref = Sizes(ref_sizes).env
     ref[M] = M
+    best = select(forms, search, ref_sizes, GRID, roles=tuple(book.roles))
     makers, cands, seen = Makers(), [], {}
-    for _, b in sweep(forms, search, ref_sizes, book.roles):
+    for b in best:
         if b is None:
             continue
         made = makers.get_made(diagram, *b, book, level)

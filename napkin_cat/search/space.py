@@ -249,13 +249,8 @@ def flops_at(expr, at: dict) -> float:
 class Makers(dict):
     """The winners made by the rules, once per (form, path)."""
 
-    @staticmethod
-    def key(form, path) -> tuple:
-        """What makes two winners one algorithm: the form, and each kernel's block and partition."""
-        return id(form), tuple((block, v.stream, v.sliced, v.inner, v.groups, v.parts) for block, v, _ in path)
-
     def get_made(self, diagram, form, path, book, level) -> _Made:
-        key = self.key(form, path)
+        key = (id(form), tuple((block, v.stream, v.sliced, v.inner, v.groups, v.parts) for block, v, _ in path))
         if key not in self:
             self[key] = _Made(diagram, form, path, book, level)
         return self[key]
