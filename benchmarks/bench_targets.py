@@ -17,7 +17,10 @@ memory of the process (``ru_maxrss``):
   memories up to its shared memory, with and without its SM count as a requirement, each timed at its legal tiles),
   target ≤ 10 s;
 * **attention**: attention at eleven memories 2¹⁰ … 2²⁰ (``bench_search.py``'s curve), target ≤ 0.3 s;
-* **stack**: 32 transformer blocks, as ``block``, target ≤ 10 s; its peak memory is the issue's "memory stated".
+* **stack**: 32 transformer blocks, as ``block``, target ≤ 10 s; its peak memory is the issue's "memory stated";
+* **symbolic**: one transformer block's symbolic derive (``nc.derive(nc.library.transformer_block(), memory="M")``,
+  the envelope in ``M`` at the reference sizes), target ≤ 5 s; its ``H`` (a ``Piecewise``) is compared by a sha1 of
+  its ``srepr``.
 """
 from __future__ import annotations
 
@@ -35,10 +38,18 @@ from bench_scale import STACK  # noqa: E402  (this folder: a script's first path
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SETUP = '''
-import resource, time
+import hashlib, resource, time
+import sympy
 import napkin_cat as nc
 ''' + STACK + '''
 TB = {"n": 512, "e": 256, "h": 4, "d": 64, "f": 1024}
+
+def answer(H):
+    """H as one token: a number, the sum of a sweep's, or a sha1 of a symbolic H's srepr."""
+    if isinstance(H, dict):
+        return sum(H.values())
+    return H if isinstance(H, int) or getattr(H, "is_Integer", False) else \
+        hashlib.sha1(sympy.srepr(H).encode()).hexdigest()[:12]
 '''
 
 CASES = {
@@ -50,22 +61,23 @@ CASES = {
     "attention": ("f = nc.library.attention()",
                   "memory=[2 ** k for k in range(10, 21)], sizes={'q': 4096, 'x': 4096, 'd': 128}", 0.3),
     "stack": ("f = stack(32)", "memory=2 ** 16, sizes=TB", 10.0),
+    "symbolic": ("f = nc.library.transformer_block()", "memory='M'", 5.0),
 }
 
 
 def sample(root: str, case: str) -> tuple:
     """``(seconds, CPU seconds, H, peak MiB)`` of the case's first derive in a fresh interpreter importing ``root``'s
-    package."""
+    package (``H``: an int, or a symbolic H's sha1 as a string)."""
     build, call, _ = CASES[case]
     code = (SETUP + build + "\nt0, c0 = time.perf_counter(), time.process_time()\n" + f"r = nc.derive(f, {call})\n"
             "t, c = time.perf_counter() - t0, time.process_time() - c0\n"
-            "print(t, c, r.H if not isinstance(r.H, dict) else sum(r.H.values()),"
+            "print(t, c, answer(r.H),"
             " resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, env=_env(root))
     if done.returncode:
         raise RuntimeError(f"{case} at {root}: {done.stderr.strip().splitlines()[-1]}")
     t, c, h, mem = done.stdout.split()[-4:]
-    return float(t), float(c), int(h), float(mem)
+    return float(t), float(c), int(h) if h.isdigit() else h, float(mem)
 
 
 def _env(root: str) -> dict:

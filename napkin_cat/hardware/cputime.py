@@ -122,7 +122,8 @@ class CPUKernelForm:
                  narrowest(box), sympy.sympify(c.H.get(level, 0)), *columns, *(self.pipes[p] for p in PIPELINES),
                  *(e for pair in self.products for e in pair)]
         self.symbols = sorted(set().union(*(sympy.sympify(e).free_symbols for e in exprs)), key=str)
-        self._values = sympy.lambdify(self.symbols, exprs, modules=[{"ceiling": math.ceil}, "math"])
+        self._values = sympy.lambdify(self.symbols, exprs, modules=[{"ceiling": math.ceil}, "math"],
+                                      docstring_limit=0)   # (no docstring: printing it took a third of the time)
 
     def values(self, env: dict) -> list:
         """The forms at ``env``: bytes moved, compulsory bytes, blocks, values moved, the level-1 columns, then

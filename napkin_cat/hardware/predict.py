@@ -260,7 +260,8 @@ class KernelForm:
         self.names = list(named)
         exprs = [sympy.sympify(e) for e in named.values()]
         self.symbols = sorted(set().union(*(e.free_symbols for e in exprs)), key=str)
-        self._values = sympy.lambdify(self.symbols, exprs, modules=[{"ceiling": math.ceil}, "math"])
+        self._values = sympy.lambdify(self.symbols, exprs, modules=[{"ceiling": math.ceil}, "math"],
+                                      docstring_limit=0)   # (no docstring: printing it took a third of the time)
 
     def values(self, env: dict) -> dict:
         """The forms at ``env`` (every symbol they use must be there): bytes moved and compulsory, blocks, rows,

@@ -167,7 +167,7 @@ def timed_kernels(forms: dict, tiles: list, values: dict, env: dict, *, level: i
 
 
 def structure_timings(algorithm, gpu, env, *, overlap, ceilings, level, largest, launch, min_blocks=None,
-                      density=1, refusals: dict | None = None) -> list:
+                      density=1, refusals: dict | None = None, forms: dict | None = None) -> list:
     """One structure (an ``algorithm`` a regime of derive found) timed at its legal tile assignments:
     ``[(T, H, tiles, kernel times)]``, the fastest first (``T`` exact, a Fraction; ties: fewer transfers, then
     larger tiles).  The kernels that share no tile are timed apart (:mod:`~napkin_cat.hardware.separable`: each
@@ -175,20 +175,52 @@ def structure_timings(algorithm, gpu, env, *, overlap, ceilings, level, largest,
     their best, the first the best of all (the structure's least over every assignment, by the law there).  With
     ``min_blocks``, only assignments whose every kernel launches that many blocks; ``density``: what its masks read
     from data let run (:func:`~napkin_cat.hardware.predict.bound_densities`); ``refusals``: filled with one message
-    per kind of refused assignment (shared memory, registers, ...)."""
+    per kind of refused assignment (shared memory, registers, ...); ``forms``: the kernels' forms read so far in
+    this call (:func:`kernel_forms`), filled."""
     values = tile_values(gpu, algorithm, env, largest=largest)
     tiles = list(values)
     first = {**env, **{t: v[0] for t, v in values.items()}}
     rho = bound_densities(algorithm, density)
     boxes = kernels_of(algorithm)
-    forms = [KernelForm(b, gpu, overlap=overlap, ceilings=ceilings, level=level, sample=first, density=rho)
-             for b in boxes]
+    forms = kernel_forms(boxes, gpu, {} if forms is None else forms, overlap=overlap, ceilings=ceilings, level=level,
+                         sample=first, density=rho)
     parts = []
     for kernels, own in components([kernel_reads(b, f) for b, f in zip(boxes, forms)], tiles):
         rows = timed_kernels({k: forms[k] for k in kernels}, list(own), values, env, level=level, launch=launch,
                              min_blocks=min_blocks, refusals=refusals)
         parts.append([(t, h, tiles_, kts) for t, h, _, tiles_, kts in rows])
     return assembled(tiles, parts)
+
+
+def kernel_forms(boxes, gpu, memo: dict, *, overlap, ceilings, level, sample: dict, density: dict) -> list:
+    """The :class:`~napkin_cat.hardware.predict.KernelForm` of each kernel of ``boxes``, read once per kernel in
+    ``memo`` (one call's: its GPU, overlap, ceilings and level are the call's).  A form is a function of its kernel
+    (equal regions: equal parameters, inside, inputs and outputs), the sample sizes its plan is made at (those the
+    kernel reads, ``Sizes(sample).restrict(kernel)``, as the form reads them) and the densities of its masks from
+    data, all in the key: so the structures of one derive that share a kernel, and a kernel timed alone
+    (:func:`legal_partitions`), read one form (8 of 47 forms in the saved attention backward on h100-sxm5).
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.hardware.predict import kernels_of
+    >>> mm = nc.einsum("a b, b c -> a c", dtype="bf16", out_dtype="fp32")
+    >>> def tiled():
+    ...     return nc.group(nc.group(nc.stream(nc.kernel(mm), "b", "s_b"), "a", "g_a"), "c", "g_c")
+    >>> (k1,), (k2,) = kernels_of(tiled()), kernels_of(tiled())
+    >>> sample = {nc.symbol(n): v for n, v in {"a": 256, "b": 256, "c": 256, "g_a": 64, "g_c": 64, "s_b": 64}.items()}
+    >>> memo = {}
+    >>> a, b = kernel_forms([k1, k2], load("h100-sxm5"), memo, overlap="sequential", ceilings={}, level=1,
+    ...                     sample=sample, density={})
+    >>> k1 is k2, a is b, len(memo)
+    (False, True, 1)
+    """
+    out = []
+    for b in boxes:
+        key = (b, Sizes(sample).restrict(b), tuple(sorted(((str(k), v) for k, v in density.items()), key=str)))
+        if key not in memo:
+            memo[key] = KernelForm(b, gpu, overlap=overlap, ceilings=ceilings, level=level, sample=sample,
+                                   density=density)
+        out.append(memo[key])
+    return out
 
 
 def fastest(timings: list, sizes: dict, why: str) -> tuple:
@@ -312,10 +344,13 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     for regime in (g for d in found for g in d.regimes):
         structures.setdefault(str(regime.variant), regime)
 
+    forms = {}     # the kernels' forms, read once per kernel in this call (kernel_forms)
+
     def seconds(kernel):
         try:
             rows = structure_timings(kernel, gpu, env, overlap=overlap, ceilings=ceilings, level=level,
-                                     largest=largest, launch=launch, min_blocks=min_blocks, density=density)
+                                     largest=largest, launch=launch, min_blocks=min_blocks, density=density,
+                                     forms=forms)
         except (HardwareError, LoweringError):
             return None
         return rows[0][0] if rows else None
@@ -328,7 +363,7 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
         try:
             timed = structure_timings(regime.diagram, gpu, env, overlap=overlap, ceilings=ceilings, level=level,
                                       largest=largest, launch=launch, min_blocks=min_blocks, density=density,
-                                      refusals=refusals)
+                                      refusals=refusals, forms=forms)
         except (HardwareError, LoweringError) as e:     # a split whose tail reads its head is not planned
             if len(structures) == 1:
                 raise
