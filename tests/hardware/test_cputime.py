@@ -12,7 +12,7 @@ import pytest
 
 import napkin_cat as nc
 from napkin_cat.hardware import HardwareError, load_cpu, predict_cpu
-from napkin_cat.hardware.cputime import kind_pipelines, product_dims
+from napkin_cat.hardware.cputime import kind_pipelines, product_dims, structure_memories
 from napkin_cat.hardware.predict import environment
 from napkin_cat.hardware.toy import primitive_boxes
 from napkin_cat.codegen.c.openmp import blas_available
@@ -165,3 +165,34 @@ def test_a_model_without_rates_is_refused_by_the_time_model():
         nc.derive(nc.library.matmul(), sizes={"a": 64, "b": 64, "c": 64}, hardware=DEV, threads=0)
     with pytest.raises(nc.NapkinError, match=r"got \['threads'\]: these options are the time model's"):
         nc.derive(nc.library.matmul(), 2 ** 12, sizes={"a": 64, "b": 64, "c": 64}, threads=2)
+
+
+def test_the_structure_memories_stop_at_the_first_that_holds_every_input_and_output():
+    """2·M, 4·M, … up to the first power-of-two multiple of M at least Q, K, V and O's values (numpy's sizes)."""
+    whole = sum(np.empty(s).size for s in [(256, 32)] * 4)
+    above = structure_memories(nc.library.attention(), environment(SIZES), 2 ** 10)
+    assert above == [2 ** k for k in range(11, 16)] and above[-2] < whole <= above[-1]
+    assert structure_memories(nc.library.attention(), environment(SIZES), whole) == []
+
+
+def test_a_structure_transfers_favour_only_above_the_l2_is_timed_at_tiles_that_fit_it():
+    """With an L2 of 1,024 values, FlashAttention's one kernel is transfer-optimal only at larger memories: the CPU
+    derivation times it too (it is in r.timings), and each of its timed tilings holds at most the L2's values
+    (the runner's peak at level 1, a second route) and computes attention (numpy's)."""
+    cpu = dataclasses.replace(load_cpu(DEV), l2=4 * 2 ** 10)
+    f = nc.library.attention()
+    memory = cpu.l2 // 4
+    below = {str(g.variant) for g in nc.derive(f, memory=[2 ** 10], sizes=SIZES).regimes}
+    above = {str(g.variant): g for g in nc.derive(f, memory=structure_memories(f, environment(SIZES), memory),
+                                                   sizes=SIZES).regimes}
+    r = nc.derive(f, sizes=SIZES, hardware=cpu, threads=1)
+    found = [(label, tiles) for label, tiles, _, _ in r.timings if label in set(above) - below]
+    assert found, sorted({label for label, *_ in r.timings})
+    assert r.prediction.time == min(t for _, _, t, _ in r.timings)
+    rng = np.random.default_rng(2)
+    Q, K, V = (rng.standard_normal((256, 32), dtype=np.float32) for _ in range(3))
+    for label, tiles in found[:3]:
+        p = nc.plan(above[label].diagram, {**SIZES, **{str(k): v for k, v in tiles.items()}})
+        out, counters = p.run(Q, K, V)
+        assert 0 < counters.peak[1] <= memory, (label, tiles, counters.peak)
+        np.testing.assert_allclose(out, attention_numpy(Q, K, V), rtol=2e-4, atol=2e-5)
