@@ -7,8 +7,10 @@ ATen operations                         boxes
 mm, bmm, matmul, einsum, linear, addmm  one contraction (``nc.einsum``), plus the bias
 softmax, log_softmax                    ``nc.softmax``; ``x − logsumexp(x)``
 add sub mul div (tensor or number)      ``add`` … ``div``; with a number ``shift`` / ``scale``
-exp log tanh sigmoid relu silu sqrt     the maps of the same name; ``gelu(approximate='tanh')`` is ``gelu``;
-rsqrt neg abs reciprocal, pow 2 …       ``pow`` by 2, 3, ½, −½, −1: ``square``, …; ``maximum`` / ``minimum``
+exp log tanh sigmoid relu silu sqrt     the maps of the same name; ``gelu`` is ``gelu_erf`` (exact) or, with
+rsqrt neg abs reciprocal, pow 2 …       ``approximate='tanh'``, ``gelu``; ``pow`` by 2, 3, ½, −½, −1: ``square``, …;
+sin cos erf, maximum minimum            ``maximum`` / ``minimum``
+to (a dtype), _to_copy                  ``nc.cast`` where exact: an integer or bool to a real format, bool to int
 gt ge lt le eq ne, logical ops, where   ``nc.compare`` (a number: a closed constant), ``nc.logical``,
 masked_fill                             ``nc.where`` / ``nc.select``
 sum mean amax amin max min logsumexp    ``nc.reduce`` (``max.dim``'s values; its indices are refused when used)
@@ -38,7 +40,8 @@ import numbers
 
 import sympy
 
-from napkin_cat.syntax.dtype import BOOL
+from napkin_cat.syntax.dtype import BOOL, INT32
+from napkin_cat.syntax.maps import GELU_APPROXIMATIONS
 from napkin_cat.torch.traced import Tensor
 from napkin_cat.torch.translate import Translation
 
@@ -123,7 +126,8 @@ def logsumexp(t: Translation, x: Tensor, dims, keepdim=False):
 
 # --------------------------------------------------------------------------------------------- elementwise maps
 UNARY = {"exp": "exp", "log": "log", "tanh": "tanh", "sigmoid": "sigmoid", "relu": "relu", "silu": "silu",
-         "sqrt": "sqrt", "rsqrt": "rsqrt", "neg": "neg", "abs": "abs", "reciprocal": "recip", "square": "square"}
+         "sqrt": "sqrt", "rsqrt": "rsqrt", "neg": "neg", "abs": "abs", "reciprocal": "recip", "square": "square",
+         "sin": "sin", "cos": "cos", "erf": "erf", "special_erf": "erf"}
 
 
 def unary(kind):
@@ -136,10 +140,11 @@ for _name, _kind in UNARY.items():
 
 @rule("gelu.default")
 def gelu(t: Translation, x: Tensor, approximate: str = "none"):
-    if approximate != "tanh":
-        t.refuse("GELU with approximate='none' is the exact erf GELU, which napkin-cat has no map for yet (issue 33 "
-                 "item 4); its gelu is the tanh approximation: write F.gelu(x, approximate='tanh')")
-    return t.pointwise("gelu", x)
+    """``F.gelu``: the exact ``x·Φ(x)`` (``approximate='none'``, the map ``gelu_erf``) or its tanh approximation
+    (``'tanh'``, the map ``gelu``)."""
+    if approximate not in GELU_APPROXIMATIONS:
+        t.refuse(f"GELU with approximate={approximate!r}; torch's are {sorted(GELU_APPROXIMATIONS)}")
+    return t.pointwise(GELU_APPROXIMATIONS[approximate], promoted(t, x))
 
 
 @rule("pow.Tensor_Scalar")
@@ -471,7 +476,14 @@ def dropout(t: Translation, x: Tensor, p: float, train: bool):
 
 @rule("_to_copy.default", "to.dtype")
 def convert(t: Translation, x: Tensor, *rest, **kw):
-    if t.dtype != x.dtype:
-        t.refuse(f"it converts a {x.dtype.name} tensor to {t.dtype.name}; napkin-cat converts only within one "
-                 f"format family by nc.cast")
-    return x
+    """``x.to(dtype)``: the same tensor within a format (int64 → int32 are one), an exact conversion by ``nc.cast``
+    (an integer or a bool to a real format, ``(q_idx - kv_idx).float()``; a bool to an integer); a real to an
+    integer or a bool (torch truncates, ``nc.cast`` rounds) and between real formats are refused."""
+    if t.dtype == x.dtype:
+        return x
+    exact = (x.dtype == BOOL or x.dtype.is_integer) and not (t.dtype == BOOL or t.dtype.is_integer) or \
+        (x.dtype == BOOL and t.dtype == INT32)
+    if not exact:
+        t.refuse(f"it converts a {x.dtype.name} tensor to {t.dtype.name}; napkin-cat converts an integer or a bool "
+                 f"to a real format, and a bool to an integer (int32)")
+    return t.cast(x, t.dtype)
