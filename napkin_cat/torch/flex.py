@@ -67,17 +67,36 @@ class Scores(torch.nn.Module):
 
 
 def captured(score_mod, mask_mod) -> dict:
-    """The values the mods read by name (closure cells and globals, modules left out): ``"score_mod.TABLE"`` →
-    the tensor.  None where a mod is not a Python function (a callable object: what it reads is not visible)."""
+    """The values the mods read by name (closure cells and globals, modules left out; a bound method's object as
+    ``"score_mod.__self__"``): ``"score_mod.TABLE"`` → the tensor.  None where a mod is neither a Python function
+    nor a method (a callable object: what it reads is not visible)."""
     out = {}
     for role, fn in (("score_mod", score_mod), ("mask_mod", mask_mod)):
         if fn is None:
             continue
+        if inspect.ismethod(fn):
+            out[f"{role}.__self__"] = fn.__self__
+            fn = fn.__func__
         if not inspect.isfunction(fn):
             return None
         seen = inspect.getclosurevars(fn)
         out.update({f"{role}.{k}": v for k, v in {**seen.globals, **seen.nonlocals}.items()
                     if not isinstance(v, types.ModuleType)})
+    return out
+
+
+def modules(score_mod, mask_mod, reads) -> list:
+    """The ``torch.nn.Module`` objects the mods read (a bound method's object, a module in a closure cell or a
+    global), registered under :class:`Scores` (as a mod that is a module is already) so that ``torch.export`` lifts
+    their parameters and buffers as the originals (``PARAMETER`` inputs, read at each call, their gradients given
+    back), not as copies of their values at the trace."""
+    found = [fn.__self__ for fn in (score_mod, mask_mod) if inspect.ismethod(fn)
+              and isinstance(fn.__self__, torch.nn.Module)]
+    found += [v for v in (reads or {}).values() if isinstance(v, torch.nn.Module)]
+    out = []
+    for m in found:
+        if all(m is not k for k in out):
+            out.append(m)
     return out
 
 
@@ -90,6 +109,9 @@ def fingerprint(value):
         return ("value", type(value).__name__, value)
     if isinstance(value, (tuple, list)):
         return (type(value).__name__, tuple(fingerprint(v) for v in value))
+    if isinstance(value, torch.nn.Module):       # its parameters' and buffers' shapes: one rebound to another shape
+        return ("object", id(value), tuple((k, fingerprint(v)) for k, v in (*value.named_parameters(),
+                                                                             *value.named_buffers())))
     return ("object", id(value))
 
 
@@ -103,6 +125,14 @@ class Traced:
     op: object
     sources: dict
     held: tuple       # the objects whose identity is in the key (kept alive, so that no id is reused)
+    module: object = None     # the traced Scores: its parameters and buffers are read from it at each call
+
+    def lifted(self) -> dict:
+        """The parameters and buffers of the modules the mods read, by the exported program's name for each, as
+        they are now (the originals: their gradients are given back)."""
+        specs = self.program.graph_signature.input_specs
+        return {s.target: (self.module.get_parameter if s.kind.name == "PARAMETER" else self.module.get_buffer)(
+            s.target) for s in specs if s.kind.name in ("PARAMETER", "BUFFER")}
 
 
 class TraceCache(Recent):
@@ -147,7 +177,7 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     program, r, op = traced.program, traced.translated, traced.op
     constants = {name: reads[source] if source in (reads or {}) else program.constants[name]
                  for name, source in traced.sources.items()}
-    constants = {**program.constants, **constants}
+    constants = {**program.constants, **traced.lifted(), **constants}
     check_indices(program, (query, key, value, *index), constants, traced.sources,
                   at=f"at these sizes (query {tuple(query.shape)}, key {tuple(key.shape)})")
     given = {"query": query, "key": key, "value": value}
@@ -164,6 +194,7 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
 def trace(score_mod, mask_mod, scale, qkv, index, reads, memory, hardware, depth: int = 2) -> Traced:
     """Export masked attention with the mods, translate it and compile it (the slow part of a call: once per key)."""
     module = Scores(score_mod, mask_mod, scale)
+    module.held = torch.nn.ModuleList(modules(score_mod, mask_mod, reads))
     example = (*(x.detach() for x in qkv), *index)
     try:
         program = torch.export.export(module, example)
@@ -179,7 +210,7 @@ def trace(score_mod, mask_mod, scale, qkv, index, reads, memory, hardware, depth
     by_id = {id(v): k for k, v in (reads or {}).items() if isinstance(v, torch.Tensor)}
     sources = {name: by_id[id(t)] for name, t in program.constants.items() if id(t) in by_id}
     return Traced(program, r, op, sources, tuple(v for v in (reads or {}).values()
-                                                 if fingerprint(v)[0] == "object"))
+                                                 if fingerprint(v)[0] == "object"), module)
 
 
 class EmptyRows(torch.autograd.Function):
