@@ -153,7 +153,8 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     """``torch.nn.attention.flex_attention``'s outputs (see the module docstring) by napkin-cat's derived kernels,
     differentiable (the derived backward).  ``mask_mod`` is the function FlexAttention's ``create_block_mask``
     takes.  ``memory``, ``hardware`` and ``depth`` go to :func:`~napkin_cat.torch.ops.compile`.  Returns ``O`` (and the
-    log-sum-exp ``L``, natural logarithm, with ``return_lse``).
+    log-sum-exp ``L``, natural logarithm, with ``return_lse``: differentiable, as FlexAttention's is, by an op whose
+    backward is derived with L's cotangent; without it, the op's L is auxiliary, its backward FlashAttention's).
 
     The mods are traced once per key of :class:`TraceCache` (in :data:`TRACES`); each call reads the captured
     tensors afresh (a table updated in place, or rebound to a tensor of the same shape, is read as it is now) and
@@ -167,11 +168,12 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     reads = captured(score_mod, mask_mod)
     shapes = tuple((tuple(x.shape), x.dtype, x.device.type) for x in (query, key, value))
     cache_key = None if reads is None else (
-        score_mod, mask_mod, scale, shapes, memory, getattr(hardware, "name", hardware), depth,
+        score_mod, mask_mod, scale, shapes, memory, getattr(hardware, "name", hardware), depth, bool(return_lse),
         tuple(sorted((k, fingerprint(v)) for k, v in reads.items())))
     traced = None if cache_key is None else TRACES.get(cache_key)
     if traced is None:
-        traced = trace(score_mod, mask_mod, scale, (query, key, value), index, reads, memory, hardware, depth)
+        traced = trace(score_mod, mask_mod, scale, (query, key, value), index, reads, memory, hardware, depth,
+                       aux=0 if return_lse else 1)
         if cache_key is not None and len(traced.sources) == len(traced.program.constants):
             TRACES.put(cache_key, traced)
     program, r, op = traced.program, traced.translated, traced.op
@@ -191,8 +193,10 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     return (O, L) if return_lse else O
 
 
-def trace(score_mod, mask_mod, scale, qkv, index, reads, memory, hardware, depth: int = 2) -> Traced:
-    """Export masked attention with the mods, translate it and compile it (the slow part of a call: once per key)."""
+def trace(score_mod, mask_mod, scale, qkv, index, reads, memory, hardware, depth: int = 2, aux: int = 1) -> Traced:
+    """Export masked attention with the mods, translate it and compile it (the slow part of a call: once per key).
+    ``aux=1``: the log-sum-exp is not differentiated (not returned); ``aux=0``: it is (returned, as FlexAttention's
+    is: ``∂L/∂S = P``, so a loss that reads L gets its gradient)."""
     module = Scores(score_mod, mask_mod, scale)
     module.held = torch.nn.ModuleList(modules(score_mod, mask_mod, reads))
     example = (*(x.detach() for x in qkv), *index)
@@ -206,7 +210,7 @@ def trace(score_mod, mask_mod, scale, qkv, index, reads, memory, hardware, depth
                           f"a score_mod(score, b, h, q_idx, kv_idx) returns a tensor of the score's shape and dtype)"
                           ) from e
     r = translate(program, module, example, None, NAMES, positions=POSITIONS)
-    op = compile(r.diagram, aux=1, memory=memory, hardware=hardware, depth=depth, name="flex_attention")
+    op = compile(r.diagram, aux=aux, memory=memory, hardware=hardware, depth=depth, name="flex_attention")
     by_id = {id(v): k for k, v in (reads or {}).items() if isinstance(v, torch.Tensor)}
     sources = {name: by_id[id(t)] for name, t in program.constants.items() if id(t) in by_id}
     return Traced(program, r, op, sources, tuple(v for v in (reads or {}).values()
@@ -226,7 +230,8 @@ class EmptyRows(torch.autograd.Function):
         O = torch.where(empty[..., None], torch.zeros((), dtype=O.dtype), O)
         ctx.made, ctx.empty = op.napkin, empty
         ctx.save_for_backward(*args, O, L)
-        ctx.mark_non_differentiable(L)
+        if op.napkin.aux:
+            ctx.mark_non_differentiable(L)
         return O, L
 
     @staticmethod
@@ -238,7 +243,8 @@ class EmptyRows(torch.autograd.Function):
             return (None,) * (1 + len(args))
         L0 = torch.where(empty, torch.zeros((), dtype=L.dtype), L)
         Obar = torch.where(empty[..., None], torch.zeros((), dtype=Obar.dtype), Obar)
-        inputs = [*args, O, L0, Obar]
+        Lbar = () if made.aux else (torch.where(empty, torch.zeros((), dtype=L.dtype), Lbar),)
+        inputs = [*args, O, L0, Obar, *Lbar]
         found = made.backward_op(*inputs, made.backward.tables(inputs))
         found = found if isinstance(found, (tuple, list)) else (found,)
         out = [None] * len(args)
