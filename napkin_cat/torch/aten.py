@@ -18,7 +18,8 @@ gather, index_select, embedding         ``nc.gather`` (one index per row; the ta
 index (x[i, j] by integer tensors)      one ``nc.gather`` per index (a table read at positions)
 floor_divide, remainder                 ``floordiv`` / ``mod`` (``floordiv_by`` / ``mod_by`` with a number)
 layer_norm, rms_norm                    decomposed: mean, sub, square, mean, shift ε, rsqrt, mul (γ), add (β)
-cross_entropy_loss                      ``logsumexp − gather``, then its mean or sum (targets in [0, v))
+cross_entropy_loss, nll_loss            ``logsumexp − gather`` (``−gather``), its mean or sum (targets in [0, v))
+clamp                                   ``max`` then ``min`` with its bounds
 scaled_dot_product_attention            the library's attention: ``softmax_β(Q Kᵀ) V``, ``is_causal`` a mask
                                         from positions (``x ≤ q``), a bool mask by ``where``, a float one added
 views                                   transpose, permute, t, unsqueeze, squeeze, expand, a view or reshape
@@ -207,6 +208,14 @@ def extremum(t: Translation, a: Tensor, b):
     return t.pointwise(kind, a, scalar(t, b, a))
 
 
+@rule("clamp.default", "clamp.Tensor")
+def clamp(t: Translation, x: Tensor, lo=None, hi=None):
+    """``x.clamp(lo, hi)`` = ``min(max(x, lo), hi)`` (a bound None: none that side)."""
+    x = promoted(t, x)
+    x = x if lo is None else t.pointwise("max", x, scalar(t, promoted(t, lo), x))
+    return x if hi is None else t.pointwise("min", x, scalar(t, promoted(t, hi), x))
+
+
 @rule("floor_divide.default", "floor_divide.Scalar", "remainder.Tensor", "remainder.Scalar", "div.Tensor_mode")
 def division(t: Translation, a, b, *, rounding_mode="floor"):
     """``a // b`` and ``a % b`` (Python's: floor division, the remainder takes b's sign;
@@ -369,16 +378,33 @@ def rms_norm(t: Translation, x: Tensor, shape, weight=None, eps=None):
 def cross_entropy(t: Translation, x: Tensor, target: Tensor, weight=None, reduction=1, ignore_index=-100,
                   label_smoothing=0.0):
     """``logsumexp_v x − x[target]`` per row, then its mean (reduction 1), sum (2) or none (0)."""
-    if weight is not None or label_smoothing:
-        t.refuse("cross-entropy with class weights or label smoothing; napkin-cat's cross-entropy has neither")
+    if label_smoothing:
+        t.refuse("cross-entropy with label smoothing; napkin-cat's cross-entropy has none")
+    v = 1 if x.rank >= 2 else 0
+    return negative_picked(t, x, target, weight, reduction, ignore_index, t.reduce("logsumexp", x, [v]))
+
+
+@rule("nll_loss_nd.default", "nll_loss.default")
+def nll_loss(t: Translation, x: Tensor, target: Tensor, weight=None, reduction=1, ignore_index=-100):
+    """``F.nll_loss``: ``−x[target]`` per row (``x`` log-probabilities, as ``log_softmax`` gives), then its mean
+    (reduction 1), sum (2) or none (0)."""
+    return negative_picked(t, x, target, weight, reduction, ignore_index, None)
+
+
+def negative_picked(t: Translation, x: Tensor, target: Tensor, weight, reduction, ignore_index, offset):
+    """``offset − x[target]`` per row (``−x[target]`` without an offset), the class read along dimension 1 (0 for
+    one row), reduced as ``reduction`` says: the loss of ``cross_entropy`` and ``nll_loss``."""
+    if weight is not None:
+        t.refuse("a loss with class weights; napkin-cat's cross-entropy and NLL loss have none")
     if target.dtype == x.dtype:
-        t.refuse("cross-entropy against class probabilities; napkin-cat's takes integer targets")
+        t.refuse("a loss against class probabilities; napkin-cat's takes integer targets")
     v = 1 if x.rank >= 2 else 0
     t.require(target, lambda a: bool((a != ignore_index).all()),
               f"a target equal to ignore_index={ignore_index} (that row is not skipped: the diagram's targets are "
               f"class indices in [0, v))")
     picked = t.gather(x, v, t.view(target, target.dims[:v] + (None,) + target.dims[v:]))
-    loss = t.pointwise("sub", t.reduce("logsumexp", x, [v]), t.view(picked, picked.dims[:v] + picked.dims[v + 1:]))
+    picked = t.view(picked, picked.dims[:v] + picked.dims[v + 1:])
+    loss = t.pointwise("neg", picked) if offset is None else t.pointwise("sub", offset, picked)
     if reduction == 0:
         return loss
     return t.reduce("mean" if reduction == 1 else "sum", loss, list(range(loss.rank)))

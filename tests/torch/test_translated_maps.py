@@ -1,8 +1,9 @@
 """The maps the library has, reached from torch: ``sin``, ``cos``, ``erf``, the exact (erf) GELU beside the tanh one,
-and the exact conversions ``x.to(dtype)`` (an integer or a bool to a real format, a bool to an integer), each
-translated by ``nc.from_torch`` and checked against torch itself (a second route: torch's own kernels, in float64);
-one compiled op runs them in the C kernel, forward and backward, in float64 and float32 against torch's autograd.
-A conversion that is not exact (a real to an integer: torch truncates) stays a typed refusal naming the operation."""
+``clamp``, ``nll_loss`` (the negated gather of cross-entropy), and the exact conversions ``x.to(dtype)`` (an
+integer or a bool to a real format, a bool to an integer), each translated by ``nc.from_torch`` and checked against
+torch itself (a second route: torch's own kernels, in float64); one compiled op runs them in the C kernel, forward
+and backward, in float64 and float32 against torch's autograd.  A conversion that is not exact (a real to an
+integer: torch truncates) stays a typed refusal naming the operation."""
 from __future__ import annotations
 
 import pytest
@@ -17,6 +18,7 @@ G = torch.Generator().manual_seed(0)
 X = torch.randn(4, 6, dtype=torch.float64, generator=G) * 2
 I = torch.arange(6, dtype=torch.int32) - 2
 M = torch.rand(4, 6, generator=G) > 0.5
+T = torch.tensor([5, 0, 2, 2])                     # class targets of X's rows
 
 #: torch functions of (x, i, m), each reaching one map or conversion (the name says which)
 FUNCTIONS = {
@@ -30,6 +32,10 @@ FUNCTIONS = {
     "int.double()": lambda x, i, m: (i * 3).double(),
     "bool to real": lambda x, i, m: x * m.to(x.dtype),
     "bool to int": lambda x, i, m: m.to(torch.int32) + i,
+    "clamp": lambda x, i, m: x.clamp(-0.5, 1.5) + x.clamp(min=0.25) + x.clamp(max=-1),
+    "nll_loss": lambda x, i, m: F.nll_loss(F.log_softmax(x, -1), T),
+    "nll_loss sum": lambda x, i, m: F.nll_loss(F.log_softmax(x, -1), T, reduction="sum"),
+    "nll_loss none": lambda x, i, m: F.nll_loss(x, T, reduction="none"),
 }
 
 
