@@ -67,13 +67,16 @@ class Scores(torch.nn.Module):
 
 
 def captured(score_mod, mask_mod) -> dict:
-    """The values the mods read by name (closure cells and globals, modules left out; a bound method's object as
-    ``"score_mod.__self__"``): ``"score_mod.TABLE"`` → the tensor.  None where a mod is neither a Python function
-    nor a method (a callable object: what it reads is not visible)."""
+    """The values the mods read by name (closure cells and globals, modules left out; a bound method's object, or a
+    mod that is a ``torch.nn.Module``, as ``"score_mod.__self__"``): ``"score_mod.TABLE"`` → the tensor.  None where a
+    mod is neither a Python function, a method nor a module (a callable object: what it reads is not visible)."""
     out = {}
     for role, fn in (("score_mod", score_mod), ("mask_mod", mask_mod)):
         if fn is None:
             continue
+        if isinstance(fn, torch.nn.Module):     # what its forward reads: its attributes (in its fingerprint)
+            out[f"{role}.__self__"] = fn
+            fn = type(fn).forward
         if inspect.ismethod(fn):
             out[f"{role}.__self__"] = fn.__self__
             fn = fn.__func__
@@ -100,19 +103,26 @@ def modules(score_mod, mask_mod, reads) -> list:
     return out
 
 
-def fingerprint(value):
+def fingerprint(value, depth: int = 3):
     """What a traced diagram depends on in a captured value: a tensor's shape, dtype and device (not its values,
-    which are the diagram's inputs), a number's or a string's value, any other object's identity."""
+    which are the diagram's inputs), a number's or a string's value; an object's identity and the fingerprints of
+    its attributes (a module's: its public attributes, its parameters' and buffers' shapes, its submodules'), so
+    that ``cfg.width = 5`` or a table rebound to another shape traces again; ``depth`` levels of attributes deep."""
     if isinstance(value, torch.Tensor):
         return ("tensor", tuple(value.shape), value.dtype, value.device.type)
     if value is None or isinstance(value, (bool, int, float, complex, str)):
         return ("value", type(value).__name__, value)
     if isinstance(value, (tuple, list)):
-        return (type(value).__name__, tuple(fingerprint(v) for v in value))
-    if isinstance(value, torch.nn.Module):       # its parameters' and buffers' shapes: one rebound to another shape
-        return ("object", id(value), tuple((k, fingerprint(v)) for k, v in (*value.named_parameters(),
-                                                                             *value.named_buffers())))
-    return ("object", id(value))
+        return (type(value).__name__, tuple(fingerprint(v, depth) for v in value))
+    attributes = getattr(value, "__dict__", None) if depth and not isinstance(
+        value, (type, types.FunctionType, types.MethodType, types.ModuleType)) else None
+    if not isinstance(attributes, dict):
+        return ("object", id(value))
+    if isinstance(value, torch.nn.Module):
+        attributes = {**{k: v for k, v in attributes.items() if not k.startswith("_")},
+                      **dict(value.named_parameters()), **dict(value.named_buffers()),
+                      **{f"{k}.": m for k, m in value.named_children()}}
+    return ("object", id(value), tuple(sorted((str(k), fingerprint(v, depth - 1)) for k, v in attributes.items())))
 
 
 @dataclass

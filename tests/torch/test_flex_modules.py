@@ -1,7 +1,7 @@
-"""Mods that read a ``torch.nn.Module``'s parameters and buffers (a bound method, the module itself): the values
+"""Mods that read a ``torch.nn.Module``'s parameters and buffers (a bound method, a module as the mod): the values
 read at each call are the parameters as they are now, and their gradients reach them; the trace is made once and
-reused after an optimizer step.  The second route is a dense float64 reference written here (the mods on the full
-index grids, softmax, times V) and torch's autograd of it."""
+reused after an optimizer step, and made again when an attribute a mod reads changes.  The second route is a dense
+float64 reference written here (the mods on the full index grids, softmax, times V) and torch's autograd of it."""
 from __future__ import annotations
 
 import math
@@ -17,20 +17,24 @@ G = torch.Generator().manual_seed(0)
 
 
 class RelativeBias(torch.nn.Module):
-    """A learnable per-head relative bias table and a document-id buffer."""
+    """A learnable per-head relative bias table, read by a method."""
 
     def __init__(self):
         super().__init__()
         self.table = torch.nn.Parameter(torch.randn(H, 2 * N - 1, dtype=torch.float64, generator=G))
-        self.register_buffer("doc", torch.tensor([0, 0, 1, 1, 1, 2, 2, 2]))
-
-    def forward(self, s, b, h, q, x):
-        return s + self.table[h, q - x + N - 1]
 
     def score(self, s, b, h, q, x):
         return s + self.table[h, q - x + N - 1]
 
-    def mask(self, b, h, q, x):
+
+class Documents(torch.nn.Module):
+    """A mask module: a document-id buffer, read by its forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("doc", torch.tensor([0, 0, 1, 1, 1, 2, 2, 2]))
+
+    def forward(self, b, h, q, x):
         return self.doc[q] == self.doc[x]
 
 
@@ -54,19 +58,42 @@ def check(m, score_mod, mask_mod=None):
     assert (got - expected).abs().max() < 1e-12
 
 
-def test_a_bound_method_reads_the_parameter_as_it_is_now_and_gives_it_its_gradient(monkeypatch):
-    m = RelativeBias()
+def test_a_method_and_a_module_read_their_parameters_as_they_are_now_and_give_them_their_gradients(monkeypatch):
+    """The score_mod a bound method reading a Parameter, the mask_mod a module reading a buffer: one trace, reused
+    after an optimizer's in-place step, each call equal to the reference at the parameter's current values."""
+    m, documents = RelativeBias(), Documents()
     exports, real = [], torch.export.export
     monkeypatch.setattr(torch.export, "export", lambda *a, **kw: exports.append(1) or real(*a, **kw))
-    check(m, m.score, m.mask)
+    check(m, m.score, documents)
     with torch.no_grad():
         m.table.add_(torch.randn(m.table.shape, dtype=torch.float64, generator=G))    # an optimizer's step
-    check(m, m.score, m.mask)
+    check(m, m.score, documents)
     assert len(exports) == 1
 
 
-def test_a_module_as_the_score_mod_gives_its_parameter_its_gradient():
-    """(A lambda over the module, ``s + m.table[h, q - x + N - 1]``, is the same mechanism: not repeated here, each
-    trace derives and compiles attention's forward and backward.)"""
-    m = RelativeBias()
-    check(m, m)
+class Stop(Exception):
+    """Raised in place of the kernels: the test looks at the traces only."""
+
+
+def test_an_attribute_changed_on_a_captured_object_or_module_traces_again(monkeypatch):
+    """``cfg.width = 5`` (an object a lambda captures) or ``module.width = 5`` (a bound method's module) is another
+    mask: it exports again, where an unchanged call reuses the trace (each call stops before the kernels)."""
+    import types
+    exports, real = [], torch.export.export
+    monkeypatch.setattr(torch.export, "export", lambda *a, **kw: exports.append(1) or real(*a, **kw))
+    monkeypatch.setattr(nc.torch.flex.EmptyRows, "apply", lambda *a: (_ for _ in ()).throw(Stop))
+    q, k, v = (torch.randn(B, H, N, D, dtype=torch.float64, generator=G) for _ in range(3))
+
+    class Band(torch.nn.Module):
+        width = 2
+
+        def mask(self, b, h, q, x):
+            return (q - x <= self.width) & (x <= q)
+    cfg, band = types.SimpleNamespace(width=2), Band()
+    for mask_mod, owner in ((lambda b, h, q, x: (q - x <= cfg.width) & (x <= q), cfg), (band.mask, band)):
+        before = len(exports)
+        for width in (2, 2, 5, 5):
+            owner.width = width
+            with pytest.raises(Stop):
+                nc.torch.flex_attention(q, k, v, mask_mod=mask_mod, memory=64, depth=0)
+        assert len(exports) - before == 2
