@@ -7,8 +7,10 @@ ATen operations                         boxes
 mm, bmm, matmul, einsum, linear, addmm  one contraction (``nc.einsum``), plus the bias
 softmax, log_softmax                    ``nc.softmax``; ``x − logsumexp(x)``
 add sub mul div (tensor or number)      ``add`` … ``div``; with a number ``shift`` / ``scale``
-exp log tanh sigmoid relu silu sqrt     the maps of the same name; ``gelu(approximate='tanh')`` is ``gelu``;
-rsqrt neg abs reciprocal, pow 2 …       ``pow`` by 2, 3, ½, −½, −1: ``square``, …; ``maximum`` / ``minimum``
+exp log tanh sigmoid relu silu sqrt     the maps of the same name; ``gelu`` is ``gelu_erf`` (exact) or, with
+rsqrt neg abs reciprocal, pow 2 …       ``approximate='tanh'``, ``gelu``; ``pow`` by 2, 3, ½, −½, −1: ``square``, …;
+sin cos erf, maximum minimum            ``maximum`` / ``minimum``
+to (a dtype), _to_copy                  ``nc.cast`` where exact: an integer or bool to a real format, bool to int
 gt ge lt le eq ne, logical ops, where   ``nc.compare`` (a number: a closed constant), ``nc.logical``,
 masked_fill                             ``nc.where`` / ``nc.select``
 sum mean amax amin max min logsumexp    ``nc.reduce`` (``max.dim``'s values; its indices are refused when used)
@@ -16,7 +18,8 @@ gather, index_select, embedding         ``nc.gather`` (one index per row; the ta
 index (x[i, j] by integer tensors)      one ``nc.gather`` per index (a table read at positions)
 floor_divide, remainder                 ``floordiv`` / ``mod`` (``floordiv_by`` / ``mod_by`` with a number)
 layer_norm, rms_norm                    decomposed: mean, sub, square, mean, shift ε, rsqrt, mul (γ), add (β)
-cross_entropy_loss                      ``logsumexp − gather``, then its mean or sum (targets in [0, v))
+cross_entropy_loss, nll_loss            ``logsumexp − gather`` (``−gather``), its mean or sum (targets in [0, v))
+clamp                                   ``max`` then ``min`` with its bounds
 scaled_dot_product_attention            the library's attention: ``softmax_β(Q Kᵀ) V``, ``is_causal`` a mask
                                         from positions (``x ≤ q``), a bool mask by ``where``, a float one added
 views                                   transpose, permute, t, unsqueeze, squeeze, expand, a view or reshape
@@ -38,7 +41,8 @@ import numbers
 
 import sympy
 
-from napkin_cat.syntax.dtype import BOOL
+from napkin_cat.syntax.dtype import BOOL, INT32
+from napkin_cat.syntax.maps import GELU_APPROXIMATIONS
 from napkin_cat.torch.traced import Tensor
 from napkin_cat.torch.translate import Translation
 
@@ -123,7 +127,8 @@ def logsumexp(t: Translation, x: Tensor, dims, keepdim=False):
 
 # --------------------------------------------------------------------------------------------- elementwise maps
 UNARY = {"exp": "exp", "log": "log", "tanh": "tanh", "sigmoid": "sigmoid", "relu": "relu", "silu": "silu",
-         "sqrt": "sqrt", "rsqrt": "rsqrt", "neg": "neg", "abs": "abs", "reciprocal": "recip", "square": "square"}
+         "sqrt": "sqrt", "rsqrt": "rsqrt", "neg": "neg", "abs": "abs", "reciprocal": "recip", "square": "square",
+         "sin": "sin", "cos": "cos", "erf": "erf", "special_erf": "erf"}
 
 
 def unary(kind):
@@ -136,10 +141,11 @@ for _name, _kind in UNARY.items():
 
 @rule("gelu.default")
 def gelu(t: Translation, x: Tensor, approximate: str = "none"):
-    if approximate != "tanh":
-        t.refuse("GELU with approximate='none' is the exact erf GELU, which napkin-cat has no map for yet (issue 33 "
-                 "item 4); its gelu is the tanh approximation: write F.gelu(x, approximate='tanh')")
-    return t.pointwise("gelu", x)
+    """``F.gelu``: the exact ``x·Φ(x)`` (``approximate='none'``, the map ``gelu_erf``) or its tanh approximation
+    (``'tanh'``, the map ``gelu``)."""
+    if approximate not in GELU_APPROXIMATIONS:
+        t.refuse(f"GELU with approximate={approximate!r}; torch's are {sorted(GELU_APPROXIMATIONS)}")
+    return t.pointwise(GELU_APPROXIMATIONS[approximate], promoted(t, x))
 
 
 @rule("pow.Tensor_Scalar")
@@ -200,6 +206,14 @@ def extremum(t: Translation, a: Tensor, b):
     kind = "max" if t.op in ("maximum.default", "clamp_min.default") else "min"
     a, b = promoted(t, a), promoted(t, b)
     return t.pointwise(kind, a, scalar(t, b, a))
+
+
+@rule("clamp.default", "clamp.Tensor")
+def clamp(t: Translation, x: Tensor, lo=None, hi=None):
+    """``x.clamp(lo, hi)`` = ``min(max(x, lo), hi)`` (a bound None: none that side)."""
+    x = promoted(t, x)
+    x = x if lo is None else t.pointwise("max", x, scalar(t, promoted(t, lo), x))
+    return x if hi is None else t.pointwise("min", x, scalar(t, promoted(t, hi), x))
 
 
 @rule("floor_divide.default", "floor_divide.Scalar", "remainder.Tensor", "remainder.Scalar", "div.Tensor_mode")
@@ -364,16 +378,33 @@ def rms_norm(t: Translation, x: Tensor, shape, weight=None, eps=None):
 def cross_entropy(t: Translation, x: Tensor, target: Tensor, weight=None, reduction=1, ignore_index=-100,
                   label_smoothing=0.0):
     """``logsumexp_v x − x[target]`` per row, then its mean (reduction 1), sum (2) or none (0)."""
-    if weight is not None or label_smoothing:
-        t.refuse("cross-entropy with class weights or label smoothing; napkin-cat's cross-entropy has neither")
+    if label_smoothing:
+        t.refuse("cross-entropy with label smoothing; napkin-cat's cross-entropy has none")
+    v = 1 if x.rank >= 2 else 0
+    return negative_picked(t, x, target, weight, reduction, ignore_index, t.reduce("logsumexp", x, [v]))
+
+
+@rule("nll_loss_nd.default", "nll_loss.default")
+def nll_loss(t: Translation, x: Tensor, target: Tensor, weight=None, reduction=1, ignore_index=-100):
+    """``F.nll_loss``: ``−x[target]`` per row (``x`` log-probabilities, as ``log_softmax`` gives), then its mean
+    (reduction 1), sum (2) or none (0)."""
+    return negative_picked(t, x, target, weight, reduction, ignore_index, None)
+
+
+def negative_picked(t: Translation, x: Tensor, target: Tensor, weight, reduction, ignore_index, offset):
+    """``offset − x[target]`` per row (``−x[target]`` without an offset), the class read along dimension 1 (0 for
+    one row), reduced as ``reduction`` says: the loss of ``cross_entropy`` and ``nll_loss``."""
+    if weight is not None:
+        t.refuse("a loss with class weights; napkin-cat's cross-entropy and NLL loss have none")
     if target.dtype == x.dtype:
-        t.refuse("cross-entropy against class probabilities; napkin-cat's takes integer targets")
+        t.refuse("a loss against class probabilities; napkin-cat's takes integer targets")
     v = 1 if x.rank >= 2 else 0
     t.require(target, lambda a: bool((a != ignore_index).all()),
               f"a target equal to ignore_index={ignore_index} (that row is not skipped: the diagram's targets are "
               f"class indices in [0, v))")
     picked = t.gather(x, v, t.view(target, target.dims[:v] + (None,) + target.dims[v:]))
-    loss = t.pointwise("sub", t.reduce("logsumexp", x, [v]), t.view(picked, picked.dims[:v] + picked.dims[v + 1:]))
+    picked = t.view(picked, picked.dims[:v] + picked.dims[v + 1:])
+    loss = t.pointwise("neg", picked) if offset is None else t.pointwise("sub", offset, picked)
     if reduction == 0:
         return loss
     return t.reduce("mean" if reduction == 1 else "sum", loss, list(range(loss.rank)))
@@ -471,7 +502,14 @@ def dropout(t: Translation, x: Tensor, p: float, train: bool):
 
 @rule("_to_copy.default", "to.dtype")
 def convert(t: Translation, x: Tensor, *rest, **kw):
-    if t.dtype != x.dtype:
-        t.refuse(f"it converts a {x.dtype.name} tensor to {t.dtype.name}; napkin-cat converts only within one "
-                 f"format family by nc.cast")
-    return x
+    """``x.to(dtype)``: the same tensor within a format (int64 → int32 are one), an exact conversion by ``nc.cast``
+    (an integer or a bool to a real format, ``(q_idx - kv_idx).float()``; a bool to an integer); a real to an
+    integer or a bool (torch truncates, ``nc.cast`` rounds) and between real formats are refused."""
+    if t.dtype == x.dtype:
+        return x
+    exact = (x.dtype == BOOL or x.dtype.is_integer) and not (t.dtype == BOOL or t.dtype.is_integer) or \
+        (x.dtype == BOOL and t.dtype == INT32)
+    if not exact:
+        t.refuse(f"it converts a {x.dtype.name} tensor to {t.dtype.name}; napkin-cat converts an integer or a bool "
+                 f"to a real format, and a bool to an integer (int32)")
+    return t.cast(x, t.dtype)

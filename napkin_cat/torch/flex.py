@@ -67,12 +67,19 @@ class Scores(torch.nn.Module):
 
 
 def captured(score_mod, mask_mod) -> dict:
-    """The values the mods read by name (closure cells and globals, modules left out): ``"score_mod.TABLE"`` →
-    the tensor.  None where a mod is not a Python function (a callable object: what it reads is not visible)."""
+    """The values the mods read by name (closure cells and globals, modules left out; a bound method's object, or a
+    mod that is a ``torch.nn.Module``, as ``"score_mod.__self__"``): ``"score_mod.TABLE"`` → the tensor.  None where a
+    mod is neither a Python function, a method nor a module (a callable object: what it reads is not visible)."""
     out = {}
     for role, fn in (("score_mod", score_mod), ("mask_mod", mask_mod)):
         if fn is None:
             continue
+        if isinstance(fn, torch.nn.Module):     # what its forward reads: its attributes (in its fingerprint)
+            out[f"{role}.__self__"] = fn
+            fn = type(fn).forward
+        if inspect.ismethod(fn):
+            out[f"{role}.__self__"] = fn.__self__
+            fn = fn.__func__
         if not inspect.isfunction(fn):
             return None
         seen = inspect.getclosurevars(fn)
@@ -81,16 +88,41 @@ def captured(score_mod, mask_mod) -> dict:
     return out
 
 
-def fingerprint(value):
+def modules(score_mod, mask_mod, reads) -> list:
+    """The ``torch.nn.Module`` objects the mods read (a bound method's object, a module in a closure cell or a
+    global), registered under :class:`Scores` (as a mod that is a module is already) so that ``torch.export`` lifts
+    their parameters and buffers as the originals (``PARAMETER`` inputs, read at each call, their gradients given
+    back), not as copies of their values at the trace."""
+    found = [fn.__self__ for fn in (score_mod, mask_mod) if inspect.ismethod(fn)
+              and isinstance(fn.__self__, torch.nn.Module)]
+    found += [v for v in (reads or {}).values() if isinstance(v, torch.nn.Module)]
+    out = []
+    for m in found:
+        if all(m is not k for k in out):
+            out.append(m)
+    return out
+
+
+def fingerprint(value, depth: int = 3):
     """What a traced diagram depends on in a captured value: a tensor's shape, dtype and device (not its values,
-    which are the diagram's inputs), a number's or a string's value, any other object's identity."""
+    which are the diagram's inputs), a number's or a string's value; an object's identity and the fingerprints of
+    its attributes (a module's: its public attributes, its parameters' and buffers' shapes, its submodules'), so
+    that ``cfg.width = 5`` or a table rebound to another shape traces again; ``depth`` levels of attributes deep."""
     if isinstance(value, torch.Tensor):
         return ("tensor", tuple(value.shape), value.dtype, value.device.type)
     if value is None or isinstance(value, (bool, int, float, complex, str)):
         return ("value", type(value).__name__, value)
     if isinstance(value, (tuple, list)):
-        return (type(value).__name__, tuple(fingerprint(v) for v in value))
-    return ("object", id(value))
+        return (type(value).__name__, tuple(fingerprint(v, depth) for v in value))
+    attributes = getattr(value, "__dict__", None) if depth and not isinstance(
+        value, (type, types.FunctionType, types.MethodType, types.ModuleType)) else None
+    if not isinstance(attributes, dict):
+        return ("object", id(value))
+    if isinstance(value, torch.nn.Module):
+        attributes = {**{k: v for k, v in attributes.items() if not k.startswith("_")},
+                      **dict(value.named_parameters()), **dict(value.named_buffers()),
+                      **{f"{k}.": m for k, m in value.named_children()}}
+    return ("object", id(value), tuple(sorted((str(k), fingerprint(v, depth - 1)) for k, v in attributes.items())))
 
 
 @dataclass
@@ -103,6 +135,14 @@ class Traced:
     op: object
     sources: dict
     held: tuple       # the objects whose identity is in the key (kept alive, so that no id is reused)
+    module: object = None     # the traced Scores: its parameters and buffers are read from it at each call
+
+    def lifted(self) -> dict:
+        """The parameters and buffers of the modules the mods read, by the exported program's name for each, as
+        they are now (the originals: their gradients are given back)."""
+        specs = self.program.graph_signature.input_specs
+        return {s.target: (self.module.get_parameter if s.kind.name == "PARAMETER" else self.module.get_buffer)(
+            s.target) for s in specs if s.kind.name in ("PARAMETER", "BUFFER")}
 
 
 class TraceCache(Recent):
@@ -123,7 +163,8 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     """``torch.nn.attention.flex_attention``'s outputs (see the module docstring) by napkin-cat's derived kernels,
     differentiable (the derived backward).  ``mask_mod`` is the function FlexAttention's ``create_block_mask``
     takes.  ``memory``, ``hardware`` and ``depth`` go to :func:`~napkin_cat.torch.ops.compile`.  Returns ``O`` (and the
-    log-sum-exp ``L``, natural logarithm, with ``return_lse``).
+    log-sum-exp ``L``, natural logarithm, with ``return_lse``: differentiable, as FlexAttention's is, by an op whose
+    backward is derived with L's cotangent; without it, the op's L is auxiliary, its backward FlashAttention's).
 
     The mods are traced once per key of :class:`TraceCache` (in :data:`TRACES`); each call reads the captured
     tensors afresh (a table updated in place, or rebound to a tensor of the same shape, is read as it is now) and
@@ -137,17 +178,18 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     reads = captured(score_mod, mask_mod)
     shapes = tuple((tuple(x.shape), x.dtype, x.device.type) for x in (query, key, value))
     cache_key = None if reads is None else (
-        score_mod, mask_mod, scale, shapes, memory, getattr(hardware, "name", hardware), depth,
+        score_mod, mask_mod, scale, shapes, memory, getattr(hardware, "name", hardware), depth, bool(return_lse),
         tuple(sorted((k, fingerprint(v)) for k, v in reads.items())))
     traced = None if cache_key is None else TRACES.get(cache_key)
     if traced is None:
-        traced = trace(score_mod, mask_mod, scale, (query, key, value), index, reads, memory, hardware, depth)
+        traced = trace(score_mod, mask_mod, scale, (query, key, value), index, reads, memory, hardware, depth,
+                       aux=0 if return_lse else 1)
         if cache_key is not None and len(traced.sources) == len(traced.program.constants):
             TRACES.put(cache_key, traced)
     program, r, op = traced.program, traced.translated, traced.op
     constants = {name: reads[source] if source in (reads or {}) else program.constants[name]
                  for name, source in traced.sources.items()}
-    constants = {**program.constants, **constants}
+    constants = {**program.constants, **traced.lifted(), **constants}
     check_indices(program, (query, key, value, *index), constants, traced.sources,
                   at=f"at these sizes (query {tuple(query.shape)}, key {tuple(key.shape)})")
     given = {"query": query, "key": key, "value": value}
@@ -161,9 +203,12 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     return (O, L) if return_lse else O
 
 
-def trace(score_mod, mask_mod, scale, qkv, index, reads, memory, hardware, depth: int = 2) -> Traced:
-    """Export masked attention with the mods, translate it and compile it (the slow part of a call: once per key)."""
+def trace(score_mod, mask_mod, scale, qkv, index, reads, memory, hardware, depth: int = 2, aux: int = 1) -> Traced:
+    """Export masked attention with the mods, translate it and compile it (the slow part of a call: once per key).
+    ``aux=1``: the log-sum-exp is not differentiated (not returned); ``aux=0``: it is (returned, as FlexAttention's
+    is: ``∂L/∂S = P``, so a loss that reads L gets its gradient)."""
     module = Scores(score_mod, mask_mod, scale)
+    module.held = torch.nn.ModuleList(modules(score_mod, mask_mod, reads))
     example = (*(x.detach() for x in qkv), *index)
     try:
         program = torch.export.export(module, example)
@@ -175,11 +220,11 @@ def trace(score_mod, mask_mod, scale, qkv, index, reads, memory, hardware, depth
                           f"a score_mod(score, b, h, q_idx, kv_idx) returns a tensor of the score's shape and dtype)"
                           ) from e
     r = translate(program, module, example, None, NAMES, positions=POSITIONS)
-    op = compile(r.diagram, aux=1, memory=memory, hardware=hardware, depth=depth, name="flex_attention")
+    op = compile(r.diagram, aux=aux, memory=memory, hardware=hardware, depth=depth, name="flex_attention")
     by_id = {id(v): k for k, v in (reads or {}).items() if isinstance(v, torch.Tensor)}
     sources = {name: by_id[id(t)] for name, t in program.constants.items() if id(t) in by_id}
     return Traced(program, r, op, sources, tuple(v for v in (reads or {}).values()
-                                                 if fingerprint(v)[0] == "object"))
+                                                 if fingerprint(v)[0] == "object"), module)
 
 
 class EmptyRows(torch.autograd.Function):
@@ -195,7 +240,8 @@ class EmptyRows(torch.autograd.Function):
         O = torch.where(empty[..., None], torch.zeros((), dtype=O.dtype), O)
         ctx.made, ctx.empty = op.napkin, empty
         ctx.save_for_backward(*args, O, L)
-        ctx.mark_non_differentiable(L)
+        if op.napkin.aux:
+            ctx.mark_non_differentiable(L)
         return O, L
 
     @staticmethod
@@ -207,7 +253,8 @@ class EmptyRows(torch.autograd.Function):
             return (None,) * (1 + len(args))
         L0 = torch.where(empty, torch.zeros((), dtype=L.dtype), L)
         Obar = torch.where(empty[..., None], torch.zeros((), dtype=Obar.dtype), Obar)
-        inputs = [*args, O, L0, Obar]
+        Lbar = () if made.aux else (torch.where(empty, torch.zeros((), dtype=L.dtype), Lbar),)
+        inputs = [*args, O, L0, Obar, *Lbar]
         found = made.backward_op(*inputs, made.backward.tables(inputs))
         found = found if isinstance(found, (tuple, list)) else (found,)
         out = [None] * len(args)

@@ -57,6 +57,7 @@ from napkin_cat.plan.program import plan as make_plan, sizes_needed
 from napkin_cat.search.derivation import Derivation, derive
 from napkin_cat.torch import stored
 from napkin_cat.torch.binding import Signature
+from napkin_cat.torch.ranges import IndexRanges
 
 #: the backends a function runs on: name → the device types it takes
 BACKENDS = {"c": ("cpu",), "triton": ("cpu", "cuda")}
@@ -102,6 +103,8 @@ class Derived:
                  what: str = "the op"):
         self.function, self.given, self.what, self.depth = function, derivation, what, depth
         self.signature = Signature(function, what)
+        #: the index inputs its gathers read a table at, checked at each call (:mod:`.ranges`)
+        self.ranges = IndexRanges(function)
         #: the sizes a derivation and a plan take: the function's symbolic axes (a fixed one is in the diagram)
         self.symbolic = frozenset(str(s) for s in sizes_needed(function)[0])
         if memory is not None and hardware is not None:
@@ -262,6 +265,7 @@ class Derived:
         reads tables."""
         sizes, real, device = self.signature.sizes(tensors), self.signature.real(tensors), \
             self.signature.device(tensors)
+        self.ranges.check(tensors, sizes, self.what)
         k = self.kernel(sizes, real, device)
         blocks = list(blocks or ())
         if blocks and len(blocks) != len(k.printer.block_tables):
