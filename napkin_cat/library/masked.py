@@ -121,12 +121,12 @@ def _cap(cap) -> float:
 def softcap_attention(cap=50.0, q=None, x=None, d=None, *, mask: Diagram | None = None, formats=None,
                       lse: bool = False) -> Diagram:
     """Soft-capped attention (Gemma 2): the scaled scores ``s = Q Kᵀ/√d`` become ``c·tanh(s/c)`` before the
-    SoftMax, so every score lies in ``(−c, c)``; then set to −∞ where ``mask`` (a diagram, as in
-    :func:`masked_attention`; its inputs follow Q, K, V) is false.
+    SoftMax, so every score lies in ``(−c, c)``; with a mask, the capped scores are set to −∞ where it is false.
 
-    SoftMax scales its input by β = 1/√d, so it gets ``(c/β)·tanh((β/c)·Q Kᵀ)``; the capped scores are
-    masked after the cap, so a stream over ``x`` skips the tiles the mask rules out.  ``c`` is a finite real
-    ``> 0`` (Gemma 2's attention uses 50); ``lse`` as :func:`masked_attention` (of the capped scores).
+    ``mask`` is a diagram, as for :func:`masked_attention` (its inputs follow Q, K, V).  SoftMax scales its
+    input by β = 1/√d, so it gets ``(c/β)·tanh((β/c)·Q Kᵀ)``; the mask applies after the cap, so a stream over
+    ``x`` skips the tiles the mask rules out.  ``c`` is a finite real ``> 0`` (Gemma 2's attention uses 50);
+    ``lse`` as :func:`masked_attention` (of the capped scores).
 
     >>> import numpy as np, napkin_cat as nc
     >>> Q, K, V = np.array([[30.0], [0.0]]), np.array([[1.0], [0.0]]), np.array([[1.0], [0.0]])
