@@ -137,6 +137,9 @@ def softcap_attention(cap=50.0, q=None, x=None, d=None, *, mask: Diagram | None 
     Ty(Array(q×d), Array(q))
     """
     c = _cap(cap)
+    if mask is not None and not isinstance(mask, Diagram):
+        raise ArgumentError(f"softcap_attention: the mask is a {type(mask).__name__}; a mask is a diagram with one "
+                            f"bool output over q × x (nc.library.causal_mask(), prefix_lm_mask(P), ...) or None")
     s = given_sizes(q=q, x=x, d=d)
     f = number_formats(formats)
     k = Sized(s)

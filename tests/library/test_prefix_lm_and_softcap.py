@@ -243,6 +243,8 @@ def test_a_softcap_mask_at_other_sizes_or_not_a_mask_is_refused():
         L.softcap_attention(2.0, q=5, x=4, mask=L.causal_mask(q=4, x=4))
     with pytest.raises(IndexingError, match="a mask is a bool array"):
         L.softcap_attention(2.0, mask=L.alibi_bias())
+    with pytest.raises(ArgumentError, match="the mask is a str; a mask is a diagram"):
+        L.softcap_attention(2.0, mask="causal")
 
 
 @pytest.mark.parametrize("make", [lambda **k: L.prefix_lm_attention(3, **k), lambda **k: L.softcap_attention(**k),
