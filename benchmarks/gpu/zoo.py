@@ -7,10 +7,10 @@ kind           the diagram (``nc.library``)                    FlexAttention's m
 =============  ==============================================  ======================================  ==========
 ``backward``   ``multi_head_attention``                        none                                    Q K V
 ``window``     ``sliding_window_attention(w)``                 ``|q − kv| ≤ w``                        Q K V
-``prefix-lm``  ``masked_attention(x ≤ q ∨ x < P)``             ``kv ≤ q | kv < P``                     Q K V
+``prefix-lm``  ``prefix_lm_attention(P)``: ``x ≤ q ∨ x < P``   ``kv ≤ q | kv < P``                     Q K V
 ``document``   ``document_attention()``: a mask from data      ``ids[q] == ids[kv]`` (block mask)      Q K V ids ids
 ``alibi``      ``alibi_attention(slope)`` (causal)             ``score + slope·(kv − q)``, ``kv ≤ q``  Q K V
-``softcap``    ``c·tanh(s/c)`` of the scaled scores s          ``c·tanh(score/c)``                     Q K V
+``softcap``    ``softcap_attention(c)``: ``c·tanh(s/c)``       ``c·tanh(score/c)``                     Q K V
 =============  ==============================================  ======================================  ==========
 
 Every diagram has ``lse=True`` (outputs O and L = logsumexp of the scaled, masked scores: what the backward
@@ -31,12 +31,6 @@ import math
 import torch
 
 import napkin_cat as nc
-from napkin_cat.library.attention import inverse_temperature, number_formats, weigh
-from napkin_cat.library.sizing import Sized
-from napkin_cat.syntax.builder import Builder
-from napkin_cat.syntax.construct import elementwise
-from napkin_cat.syntax.dtype import INT32
-from napkin_cat.syntax.indices import compare, logical, position
 
 #: the kinds of this module's rows: dense attention's forward+backward, then the masks
 MASKS = ("backward", "window", "prefix-lm", "document", "alibi", "softcap")
@@ -62,37 +56,6 @@ def documents(cfg) -> torch.Tensor:
     return torch.cat([torch.full((b - a,), i, dtype=torch.int32) for i, (a, b) in enumerate(zip(cuts, cuts[1:]))])
 
 
-def prefix_lm_mask(prefix: int, q=None, x=None):
-    """``x ≤ q ∨ x < P``: causal, and every query sees the prefix (``P`` a constant array over ``q``: the positions
-    scaled by 0 and shifted by ``P``, which interval arithmetic reads exactly)."""
-    s = {k: v for k, v in (("q", q), ("x", x)) if v is not None}
-    b = Builder(nc.Ty())
-    qi = b(position("q", **{k: v for k, v in s.items() if k == "q"}))
-    xi = b(position("x", **{k: v for k, v in s.items() if k == "x"}))
-    zero = b(elementwise("scale", "q", const=0, dtype=INT32, **{k: v for k, v in s.items() if k == "q"}), qi)
-    p = b(elementwise("shift", "q", const=int(prefix), dtype=INT32, **{k: v for k, v in s.items() if k == "q"}),
-          zero)
-    causal = b(compare("le", "x, q -> q x", **s), xi, qi)
-    before = b(compare("lt", "x, q -> q x", **s), xi, p)
-    return b.build(b(logical("or", "q x, q x -> q x", **s), causal, before))
-
-
-def softcap_attention(cap: float, *, formats=None, lse: bool = False):
-    """``SoftMax(c·tanh(β·QKᵀ/c)) V`` (β = 1/√d): the scores soft-capped at ±c after scaling, as Gemma 2 does.
-    SoftMax scales its input by β, so the capped scores enter it as ``(c/β)·tanh((β/c)·S)``."""
-    f = number_formats(formats)
-    k = Sized({})
-    b = Builder(k.types("q d", dtype=f["Q"]) @ k.types("x d", dtype=f["K"]) @ k.types("x d", dtype=f["V"]))
-    Q, K, V = b.inputs
-    S = b(k.einsum("q d, x d -> q x", dtype=f["Q"], out_dtype=f["S"]), Q, K)
-    beta = inverse_temperature(None)                 # 1/√d, symbolic in d
-    fmt = dict(level=S.array.level, dtype=S.array.dtype)
-    t = b(elementwise("scale", "q x", const=beta / cap, **fmt), S)
-    t = b(elementwise("tanh", "q x", **fmt), t)
-    S = b(elementwise("scale", "q x", const=cap / beta, **fmt), t)
-    return b.build(*weigh(b, k, S, V, None, f, lse))
-
-
 def one_head(kind: str, cfg, formats):
     """The diagram of one head of ``kind`` with ``lse=True`` (see the module docstring)."""
     L = nc.library
@@ -101,13 +64,13 @@ def one_head(kind: str, cfg, formats):
     if kind == "window":
         return L.sliding_window_attention(window_of(cfg), formats=formats, lse=True)
     if kind == "prefix-lm":
-        return L.masked_attention(prefix_lm_mask(prefix_of(cfg)), formats=formats, lse=True)
+        return L.prefix_lm_attention(prefix_of(cfg), formats=formats, lse=True)
     if kind == "document":
         return L.document_attention(formats=formats, lse=True)
     if kind == "alibi":
         return L.alibi_attention(SLOPE, formats=formats, lse=True)
     if kind == "softcap":
-        return softcap_attention(CAP, formats=formats, lse=True)
+        return L.softcap_attention(CAP, formats=formats, lse=True)
     raise ValueError(f"no mask {kind!r}; the zoo's kinds are {list(MASKS)}")
 
 

@@ -15,16 +15,19 @@ from napkin_cat.library.attention import (attention, grouped_query_attention, in
 from napkin_cat.library.dense import linear, matmul, mlp, swiglu, swiglu_mlp
 from napkin_cat.library.losses import cross_entropy, linear_cross_entropy
 from napkin_cat.library.masked import (alibi_attention, causal_attention, document_attention, masked_attention,
-                                       sliding_window_attention)
-from napkin_cat.library.masks import alibi_bias, causal_mask, document_mask, window_mask
+                                       prefix_lm_attention, sliding_window_attention, softcap_attention)
+from napkin_cat.library.masks import alibi_bias, causal_mask, document_mask, prefix_lm_mask, window_mask
 from napkin_cat.library.norms import layer_norm, rms_norm
 from napkin_cat.library.transformer import transformer_block
 
 #: constructors of parts (masks, biases, β) and of families (a mask given): not algorithms by themselves
-HELPERS = ("inverse_temperature", "masked_attention", "causal_mask", "window_mask", "document_mask", "alibi_bias")
+HELPERS = ("inverse_temperature", "masked_attention", "causal_mask", "window_mask", "prefix_lm_mask", "document_mask",
+           "alibi_bias")
 
 __all__ = ["matmul", "attention", "multi_head_attention", "grouped_query_attention", "linear", "mlp", "swiglu",
            "swiglu_mlp",
            "layer_norm", "rms_norm", "transformer_block", "inverse_temperature",
-           "masked_attention", "causal_attention", "sliding_window_attention", "alibi_attention", "document_attention",
-           "causal_mask", "window_mask", "document_mask", "alibi_bias", "cross_entropy", "linear_cross_entropy"]
+           "masked_attention", "causal_attention", "sliding_window_attention", "prefix_lm_attention",
+           "softcap_attention", "alibi_attention", "document_attention",
+           "causal_mask", "window_mask", "prefix_lm_mask", "document_mask", "alibi_bias", "cross_entropy",
+           "linear_cross_entropy"]

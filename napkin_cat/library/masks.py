@@ -5,6 +5,7 @@ function               computes                                inputs
 =====================  ======================================  =================================
 ``causal_mask``        ``x ≤ q``                               none: positions of q and x
 ``window_mask(w)``     ``|q − x| ≤ w``  (``q − w ≤ x ≤ q + w``) none
+``prefix_lm_mask(P)``  ``x ≤ q ∨ x < P``                       none
 ``document_mask``      ``seg_q = seg_x``                       segment ids of q and x (int32)
 ``alibi_bias(slope)``  ``slope · (x − q)``                     none
 =====================  ======================================  =================================
@@ -17,6 +18,8 @@ into attention by :func:`napkin_cat.library.masked.masked_attention`.
 [[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1]]
 >>> nc.evaluate(alibi_bias(0.5, q=2, x=3)).tolist()
 [[0.0, 0.5, 1.0], [-0.5, 0.0, 0.5]]
+>>> nc.evaluate(prefix_lm_mask(2, q=4, x=4)).astype(int).tolist()
+[[1, 1, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]]
 >>> window_mask(-1)
 Traceback (most recent call last):
 ...
@@ -64,6 +67,37 @@ def window_mask(window, q=None, x=None) -> Diagram:
     return b.build(b(logical("and", "q x, q x -> q x", **s), after, before))
 
 
+def _prefix(prefix, x) -> int:
+    """``prefix`` as an int ``0 ≤ P ≤ x`` (``x`` the key axis's size where it is a number), else IndexingError."""
+    whole = not isinstance(prefix, bool) and hasattr(prefix, "__index__")
+    if not whole or not 0 <= int(prefix) <= LARGEST_SIZE:
+        why = "not an integer" if not whole else ("negative" if int(prefix) < 0 else "more than 2^64 positions")
+        raise IndexingError(f"prefix_lm_mask: the prefix P = {prefix!r} is {why}; a prefix-LM lets every query see the "
+                            f"keys x < P (and causally x ≤ q), P an integer 0 … the key axis's size")
+    if hasattr(x, "__index__") and not isinstance(x, bool) and int(prefix) > int(x):
+        raise IndexingError(f"prefix_lm_mask: the prefix P = {int(prefix)} is longer than the key axis x = {int(x)}; "
+                            f"the prefix is the first P keys, 0 ≤ P ≤ {int(x)}")
+    return int(prefix)
+
+
+def prefix_lm_mask(prefix, q=None, x=None) -> Diagram:
+    """``x ≤ q ∨ x < P``: causal, and every query also sees the first ``P`` keys (the prefix, read both ways).
+
+    ``P`` is an int ``0 ≤ P ≤ x`` (``P = 0``: the causal mask).  The bound ``P`` enters as an array over ``q``,
+    ``0·q + P``, so interval arithmetic on a tile reads it exactly: a tile of keys is skipped iff it lies after
+    the prefix and after every query of the tile.
+    """
+    p = _prefix(prefix, x)
+    s = given_sizes(q=q, x=x)
+    b = Builder(Ty())
+    qi, xi = _positions(b, s)
+    zero = b(elementwise("scale", "q", const=0, dtype=INT32, **sizes_named_by("q", s)), qi)
+    bound = b(elementwise("shift", "q", const=p, dtype=INT32, **sizes_named_by("q", s)), zero)
+    causal = b(compare("le", "x, q -> q x", **s), xi, qi)
+    prefixed = b(compare("lt", "x, q -> q x", **s), xi, bound)
+    return b.build(b(logical("or", "q x, q x -> q x", **s), causal, prefixed))
+
+
 def document_mask(q=None, x=None) -> Diagram:
     """``seg_q = seg_x``: a query sees the keys of its own document (segment ids as int32 inputs)."""
     s = given_sizes(q=q, x=x)
@@ -82,4 +116,4 @@ def alibi_bias(slope=0.125, q=None, x=None) -> Diagram:
     return b.build(b(elementwise("scale", "q x", const=slope, **s), dist))
 
 
-__all__ = ["causal_mask", "window_mask", "document_mask", "alibi_bias"]
+__all__ = ["causal_mask", "window_mask", "prefix_lm_mask", "document_mask", "alibi_bias"]

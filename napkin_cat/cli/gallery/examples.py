@@ -78,6 +78,11 @@ EXAMPLES = [
             "where a key block's K, V, dK and dV fit, FlashAttention-2's backward: dQ with D, dK with dV",
             "nc.grad(nc.library.attention(lse=True), saved=True, aux=1)",
             see="tests/search/test_derive_backward_saved.py"),
+    Example("prefix_lm_attention", lambda: library.prefix_lm_attention(128),
+            "prefix-LM attention: every query sees the first 128 keys (the prefix, read both ways) and the keys at or "
+            "before it (a mask from positions, x ≤ q ∨ x < 128): the stream skips every key tile after the prefix "
+            "and after its queries", "nc.library.prefix_lm_attention(128)",
+            see="tests/library/test_prefix_lm_and_softcap.py"),
 ]
 
 
