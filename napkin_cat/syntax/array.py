@@ -11,8 +11,13 @@ This module holds discopy's object class (``cat.Ob``); the diagrams over these o
 Array(q×d)
 >>> A == Array((q, d)) and A != Array((q, d), level=1)
 True
+>>> Array((q, d)) is A, Array((q, d), dtype="fp16") is A, A.replace(level=1) is Array((q, d), level=1)
+(True, False, True)
 """
 from __future__ import annotations
+
+import threading
+import weakref
 
 from discopy import cat
 
@@ -44,28 +49,59 @@ def as_level(level, *, least: int = 0, what: str = "level") -> int:
     return int(level)
 
 
+#: every array alive, by value: ``Array(...)`` of a value met before returns the array already built (weak: an
+#: array no diagram, memo or caller holds is dropped with its entry)
+_INTERNED: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+_LOCK = threading.Lock()
+
+
 class Array(cat.Ob):
     """An array type: ordered ``axes``, a memory ``level`` and a ``dtype``.
 
     The item R is the array with no axes.  Equality and hash include axes
     (names and sizes), level and dtype.
+
+    Arrays are interned by value: two arrays of equal axes (names, sizes, order), level and dtype are one object while
+    either lives, ``Array(a, l, t) is Array(a, l, t)`` (so a memo kept on an array, or keyed by its identity, serves
+    every equal copy: the search meets the same relabelled array thousands of times).  An array is immutable: its
+    attributes are set once, by the constructor; what is cached on it (its hash, label, the images the functors of
+    :mod:`napkin_cat.syntax.relabel` remember) is a function of its value.
     """
 
+    def __new__(cls, axes: tuple = (), level: int = 0, dtype: DType | str = FP32):
+        """The array of this value: the one already built if one lives, else a new one (interned)."""
+        axes = tuple(axes)
+        level = as_level(level, what="an array's level")
+        dtype = as_dtype(dtype)
+        key = (cls, axes, level, dtype)
+        try:
+            found = _INTERNED.get(key)
+        except TypeError:          # an unhashable axis: refused below
+            found = None
+        if found is not None:
+            return found
+        new = super().__new__(cls)
+        new._check(axes)
+        new.axes, new.level, new.dtype = axes, level, dtype
+        with _LOCK:
+            return _INTERNED.setdefault(key, new)
+
     def __init__(self, axes: tuple = (), level: int = 0, dtype: DType | str = FP32):
-        self.axes = tuple(axes)
-        for a in self.axes:
+        """Nothing: :meth:`__new__` builds the value once (``Array(...)`` met again returns the same object)."""
+
+    @staticmethod
+    def _check(axes: tuple) -> None:
+        for a in axes:
             if not isinstance(a, Axis):
                 raise ArgumentError(f"Array axes must be Axis objects (nc.Axis('q'), nc.axes('q d')), got {a!r}")
-        if len(self.axes) > MAX_AXES:
+        if len(axes) > MAX_AXES:
             raise AxisError(f"an array carries at most {MAX_AXES} axes (the most dimensions numpy holds before "
-                            f"numpy 2), got {len(self.axes)}: {', '.join(a.name for a in self.axes[:8])}, …")
-        names = [a.name for a in self.axes]
+                            f"numpy 2), got {len(axes)}: {', '.join(a.name for a in axes[:8])}, …")
+        names = [a.name for a in axes]
         if len(set(names)) != len(names):
             twice = sorted({n for n in names if names.count(n) > 1})
             raise AxisError(f"an array carries each axis once, but {twice[0]!r} appears twice in "
                             f"{'×'.join(names)}")
-        self.level = as_level(level, what="an array's level")
-        self.dtype = as_dtype(dtype)
 
     @property
     def name(self) -> str:
@@ -124,9 +160,16 @@ class Array(cat.Ob):
             found = self.__dict__["_hash"] = hash(self._key())
         return found
 
-    def __getstate__(self):
-        """The array's state without its hash (a string's hash differs from process to process)."""
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+    def __reduce__(self):
+        """Pickled as its value and rebuilt by the constructor, so that the receiving process interns it too (and
+        recomputes its hash: a string's hash differs from process to process; the memos kept on it are dropped)."""
+        return type(self), (self.axes, self.level, self.dtype)
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
 
     def __repr__(self):
         extra = ""

@@ -12,14 +12,57 @@
 
 May import: every layer (it runs them all, as the CLI does); hypothesis is imported only by :func:`programs`.
 
+The package imports its submodules on first use (PEP 562), as ``nc.torch`` and ``nc.distributed`` do: each is
+executed once per process, by whoever imports it first.  Imported here eagerly, a submodule that pytest collects
+by its path (``--import-mode=importlib``: ``pytest napkin_cat/testing/checks.py tests/testing/test_programs.py``)
+was executed twice, once by this package (which pytest imports first) and again as the module it collects, which
+replaced the first in ``sys.modules``: ``run_checks`` (the first copy's) raised the first copy's ``Failure`` and
+read the first copy's ``RUNNERS``, while the tests caught and patched the second's.
+
 >>> import napkin_cat as nc
 >>> from napkin_cat.testing import assert_equivalent, random_program
 >>> p = random_program(1)
 >>> _ = assert_equivalent(p.diagram, nc.kernel(p.diagram), sizes=p.sizes)
 """
-from napkin_cat.testing.assertions import assert_equivalent
-from napkin_cat.testing.checks import CHECKS, Failure, run_checks
-from napkin_cat.testing.programs import LIBRARY_FUNCTIONS, Program, eval_source, programs, random_program
+import importlib
+import importlib.util
+import sys
+import types
+
+#: each public name → the submodule that defines it, imported on first use
+PUBLIC = {"assert_equivalent": "assertions", "run_checks": "checks", "Failure": "checks", "CHECKS": "checks",
+          "random_program": "programs", "programs": "programs", "Program": "programs", "eval_source": "programs",
+          "LIBRARY_FUNCTIONS": "programs"}
 
 __all__ = ["assert_equivalent", "random_program", "programs", "Program", "eval_source", "run_checks", "Failure",
            "CHECKS", "LIBRARY_FUNCTIONS"]
+
+
+def __getattr__(name: str):
+    """A public name (:data:`PUBLIC`) or a submodule, imported on first use."""
+    if name in PUBLIC:
+        found = globals()[name] = getattr(importlib.import_module(f"{__name__}.{PUBLIC[name]}"), name)
+        return found
+    if not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted({*globals(), *__all__})
+
+
+class _Package(types.ModuleType):
+    """This package, whose public name ``programs`` (the hypothesis strategy) is also a submodule's name: the import
+    system binds each submodule it loads on its package (``setattr(package, "programs", module)``), which would
+    replace the strategy by the module whenever ``napkin_cat.testing.programs`` is imported before the name is
+    asked for.  The package keeps its public names: a submodule named as one stays in ``sys.modules`` only (as it
+    did when this package imported its submodules eagerly and rebound the name to the function)."""
+
+    def __setattr__(self, name, value):
+        if name in PUBLIC and isinstance(value, types.ModuleType) and value.__name__ == f"{__name__}.{name}":
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
