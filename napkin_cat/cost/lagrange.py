@@ -75,8 +75,9 @@ def _key(value):
     return sympy.srepr(value)
 
 
-def _kept(fn):
-    """``fn`` remembered in the current :func:`remembered` store under ``srepr`` of its arguments."""
+def kept(fn):
+    """``fn`` remembered in the current :func:`remembered` store under ``srepr`` of its arguments (``fn`` a pure
+    function of them, its answer not mutated by its callers); outside :func:`remembered`, ``fn`` itself."""
     def kept(*args):
         store = _STORE.get()
         if store is None:
@@ -89,7 +90,7 @@ def _kept(fn):
     return kept
 
 
-@_kept
+@kept
 def sign_of(expr):
     """+1 or -1 if every term of ``expr`` has that strict sign for positive symbols, else ``None``."""
     if sympy.count_ops(expr) > MAX_TIDY_OPS:
@@ -102,7 +103,7 @@ def sign_of(expr):
     return None
 
 
-@_kept
+@kept
 def _factors(eq, unknowns):
     """The factors of ``eq``'s numerator that can vanish for positive unknowns (``[]``: it never vanishes)."""
     num = sympy.numer(sympy.together(eq))
@@ -206,7 +207,7 @@ def kkt_points(H, active, free, M):
     return None if points is None else [dict(p) for p in points]
 
 
-@_kept
+@kept
 def _kkt_points(H, active, free, M):
     if len(free) == 1 and len(active) == 1:
         point = direct_point(H, active[0], free[0], M)
@@ -266,7 +267,7 @@ def _eliminated(H, active, free, M):
     return points
 
 
-@_kept
+@kept
 def tidy(expr):
     """The shortest of a few equivalent forms (``(M+1)/sqrt(M+1) - 1`` → ``sqrt(M + 1) - 1``).
 
@@ -286,7 +287,7 @@ def tidy(expr):
     return min(forms, key=sympy.count_ops)
 
 
-@_kept
+@kept
 def _factor_list(expr):
     """``(coefficient, [(factor, power)])``; an expression sympy cannot factor is its own factor."""
     expr = sympy.expand(expr)

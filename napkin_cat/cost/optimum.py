@@ -36,7 +36,7 @@ from napkin_cat.cost import integer_search
 from napkin_cat.cost.at_sizes import counts_kept
 from napkin_cat.cost.exact import ExactOptimum, exact_optimum
 from napkin_cat.cost.exact_arithmetic import monomials_at
-from napkin_cat.cost.lagrange import tidy, kkt_points
+from napkin_cat.cost.lagrange import kept, kkt_points, tidy
 from napkin_cat.cost.memory import LARGEST_MEMORY, memory_limit  # noqa: F401  (nc.optimal's memory, read here)
 from napkin_cat.cost.numeric import bind, folded
 from napkin_cat.cost.polynomial import as_expr
@@ -121,25 +121,59 @@ def power_terms(expr, M) -> list:
     return sorted(((sympy.factor(a), b) for b, a in out.items()), key=lambda t: t[1])
 
 
+@kept
 def _leading(expr, tiles):
     """The terms of highest total degree among those that involve a tile symbol."""
     poly_terms = [t for t in sympy.Add.make_args(sympy.expand(expr)) if t.free_symbols & set(tiles)]
     if not poly_terms:
         return sympy.expand(expr)
 
-    def degree(t):
-        return sum(sympy.degree(t, s) for s in t.free_symbols)
-    top = max(degree(t) for t in poly_terms)
-    return sympy.Add(*[t for t in poly_terms if degree(t) == top])
+    degrees = [_total_degree(t) for t in poly_terms]
+    top = max(degrees)
+    return sympy.Add(*[t for t, k in zip(poly_terms, degrees) if k == top])
 
 
+def _total_degree(term) -> int:
+    """``Σ_s degree(term, s)`` over its symbols; read off its powers where it is a monomial, else sympy's."""
+    powers = term.as_powers_dict()
+    if all((b.is_Symbol and e.is_Integer and e >= 0) or b.is_Number for b, e in powers.items()):
+        return sum(int(e) for b, e in powers.items() if b.is_Symbol)
+    return sum(sympy.degree(term, s) for s in term.free_symbols)
+
+
+def growth(col, tiles) -> list:
+    """The coefficients of ``t`` in ``col`` with every tile scaled by ``t`` (``Poly(col(t·g), t).all_coeffs()``: the
+    terms of each total degree in the tiles, highest first), read off ``col``'s expanded terms.
+
+    >>> import napkin_cat as nc
+    >>> g, h, d = nc.symbol("g"), nc.symbol("h"), nc.symbol("d")
+    >>> growth(2 * g * h + d * g + 3 * d, [g, h])
+    [2*g*h, d*g, 3*d]
+    """
+    tiles = set(tiles)
+    by_degree = {}
+    for term in sympy.Add.make_args(sympy.expand(col)):
+        degree = 0
+        for base, exp in term.as_powers_dict().items():
+            if base in tiles and exp.is_Integer and exp >= 0:
+                degree += int(exp)
+            elif base in tiles or base.free_symbols & tiles:     # not a polynomial in the tiles: sympy's route
+                t = sympy.Dummy("t", positive=True)
+                poly = sympy.expand(col.subs({g: t * g for g in tiles}))
+                return sympy.Poly(poly, t).all_coeffs() if poly.has(t) else [poly]
+        by_degree.setdefault(degree, []).append(term)
+    top = max(by_degree, default=0)
+    return [sympy.Add(*by_degree.get(k, [])) for k in range(top, -1, -1)]
+
+
+@kept
 def _dominant(columns, tiles):
     """The column that is largest as every tile grows (compare by leading, then next terms)."""
-    t = sympy.Symbol("t", positive=True)
+    if len(columns) == 1:
+        return columns[0]
     best = None
     for col in columns:
-        poly = sympy.expand(col.subs({g: t * g for g in tiles}))
-        key = sympy.Poly(poly, t).all_coeffs() if poly.has(t) else [poly]
+        key = growth(col, tiles)
         if best is None:
             best = (col, key)
             continue

@@ -105,7 +105,7 @@ class Search:
     cache: KernelCache = field(default_factory=lambda: KERNELS)
     solved: dict = field(default_factory=dict)
     density: object = 1       # the fraction of a stream's trips a mask from data lets run (1: dense)
-    closed: dict = field(default_factory=dict)   # the closed forms' steps, by srepr (napkin_cat.cost.lagrange.remembered)
+    closed: dict = field(default_factory=dict)   # closed-form steps by srepr (napkin_cat.cost.lagrange.remembered)
 
     def choice(self, graph, block: int) -> Choice:
         """The block's partitions and cost curves at this search's level and density (:meth:`KernelCache.choice`)."""
