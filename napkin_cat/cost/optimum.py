@@ -128,13 +128,18 @@ def _leading(expr, tiles):
     if not poly_terms:
         return sympy.expand(expr)
 
-    degrees = [_total_degree(t) for t in poly_terms]
+    degrees = [total_degree(t) for t in poly_terms]
     top = max(degrees)
     return sympy.Add(*[t for t, k in zip(poly_terms, degrees) if k == top])
 
 
-def _total_degree(term) -> int:
-    """``Σ_s degree(term, s)`` over its symbols; read off its powers where it is a monomial, else sympy's."""
+def total_degree(term) -> int:
+    """``Σ_s degree(term, s)`` over its symbols; read off its powers where it is a monomial, else sympy's.
+
+    >>> import napkin_cat as nc
+    >>> total_degree(3 * nc.symbol("g") ** 2 * nc.symbol("d")), total_degree(nc.symbol("d") * (nc.symbol("g") + 1))
+    (3, 2)
+    """
     powers = term.as_powers_dict()
     if all((b.is_Symbol and e.is_Integer and e >= 0) or b.is_Number for b, e in powers.items()):
         return sum(int(e) for b, e in powers.items() if b.is_Symbol)
