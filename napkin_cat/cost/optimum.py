@@ -36,6 +36,7 @@ from napkin_cat.cost import integer_search
 from napkin_cat.cost.at_sizes import counts_kept
 from napkin_cat.cost.exact import ExactOptimum, exact_optimum
 from napkin_cat.cost.exact_arithmetic import monomials_at
+from napkin_cat.cost.growth import growth, total_degree
 from napkin_cat.cost.lagrange import kept, kkt_points, tidy
 from napkin_cat.cost.memory import LARGEST_MEMORY, memory_limit  # noqa: F401  (nc.optimal's memory, read here)
 from napkin_cat.cost.numeric import bind, folded
@@ -131,44 +132,6 @@ def _leading(expr, tiles):
     degrees = [total_degree(t) for t in poly_terms]
     top = max(degrees)
     return sympy.Add(*[t for t, k in zip(poly_terms, degrees) if k == top])
-
-
-def total_degree(term) -> int:
-    """``Σ_s degree(term, s)`` over its symbols; read off its powers where it is a monomial, else sympy's.
-
-    >>> import napkin_cat as nc
-    >>> total_degree(3 * nc.symbol("g") ** 2 * nc.symbol("d")), total_degree(nc.symbol("d") * (nc.symbol("g") + 1))
-    (3, 2)
-    """
-    powers = term.as_powers_dict()
-    if all((b.is_Symbol and e.is_Integer and e >= 0) or b.is_Number for b, e in powers.items()):
-        return sum(int(e) for b, e in powers.items() if b.is_Symbol)
-    return sum(sympy.degree(term, s) for s in term.free_symbols)
-
-
-def growth(col, tiles) -> list:
-    """The coefficients of ``t`` in ``col`` with every tile scaled by ``t`` (``Poly(col(t·g), t).all_coeffs()``: the
-    terms of each total degree in the tiles, highest first), read off ``col``'s expanded terms.
-
-    >>> import napkin_cat as nc
-    >>> g, h, d = nc.symbol("g"), nc.symbol("h"), nc.symbol("d")
-    >>> growth(2 * g * h + d * g + 3 * d, [g, h])
-    [2*g*h, d*g, 3*d]
-    """
-    tiles = set(tiles)
-    by_degree = {}
-    for term in sympy.Add.make_args(sympy.expand(col)):
-        degree = 0
-        for base, exp in term.as_powers_dict().items():
-            if base in tiles and exp.is_Integer and exp >= 0:
-                degree += int(exp)
-            elif base in tiles or base.free_symbols & tiles:     # not a polynomial in the tiles: sympy's route
-                t = sympy.Dummy("t", positive=True)
-                poly = sympy.expand(col.subs({g: t * g for g in tiles}))
-                return sympy.Poly(poly, t).all_coeffs() if poly.has(t) else [poly]
-        by_degree.setdefault(degree, []).append(term)
-    top = max(by_degree, default=0)
-    return [sympy.Add(*by_degree.get(k, [])) for k in range(top, -1, -1)]
 
 
 @kept

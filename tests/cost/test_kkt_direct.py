@@ -6,7 +6,7 @@
   with and without the direct route;
 * :func:`~napkin_cat.cost.lagrange.remembered`: answers equal to those computed without it, symbols told apart by
   their assumptions, callers' copies their own;
-* :func:`~napkin_cat.cost.optimum.growth` and :func:`~napkin_cat.cost.optimum.total_degree` against sympy's
+* :func:`~napkin_cat.cost.growth.growth` and :func:`~napkin_cat.cost.growth.total_degree` against sympy's
   ``Poly`` in a scaling variable and ``sympy.degree``.
 """
 import random
@@ -16,7 +16,7 @@ import sympy
 import napkin_cat as nc
 from napkin_cat.cost import lagrange
 from napkin_cat.cost.lagrange import direct_point, kkt_points, remembered, sign_of
-from napkin_cat.cost.optimum import growth, total_degree
+from napkin_cat.cost.growth import growth, total_degree
 
 S = nc.symbol
 d, e, n, M, g, h = (S(k) for k in ("d", "e", "n", "M", "g_x", "g_y"))
