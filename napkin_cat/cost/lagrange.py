@@ -12,6 +12,14 @@ that is a sum of same-signed terms has no positive root and is dropped), substit
 that occurs linearly, solves univariate equations up to degree 2 in radicals, and gives up
 (``None``) beyond that. :func:`piecewise_optimum` joins the active sets into a ``Piecewise``.
 
+Where the program is one tile ``g`` under one active column linear in it, ``C = a·g + b`` (``a > 0`` free of
+``g``), the KKT system is linear and solved directly: ``g* = (M − b)/a``, ``λ = −(∂H/∂g)(g*)/a``
+(:func:`direct_point`), the same point as the elimination's (``tests/cost/test_kkt_direct.py``).
+
+Within :func:`remembered` (a derivation's context, :class:`~napkin_cat.search.context.Search`), the steps that
+programs share (the factors of an equation, a tidied form, a sign, a whole active set's points) are kept by the
+``srepr`` of what they read, so equal sub-problems of different programs are solved once per call.
+
 >>> import sympy, napkin_cat as nc
 >>> g, M, d = nc.symbol("g_q"), nc.symbol("M"), nc.symbol("d")
 >>> [p["g_q"] for p in kkt_points(2 * d / g, [2 * d * g + d + 3 * g], [g], M)]
@@ -19,6 +27,8 @@ that occurs linearly, solves univariate equations up to degree 2 in radicals, an
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import itertools
 
 import sympy
@@ -29,7 +39,58 @@ MAX_ACTIVE_SETS = 64  # active sets tried before the closed form is given up
 MAX_TIDY_OPS = 120    # expressions larger than this are not simplified further
 MAX_RADICAL_OPS = 30  # radicals are rewritten only in expressions up to this size
 
+#: the store of the current call's closed-form steps (:func:`remembered`), or None: nothing kept
+_STORE = contextvars.ContextVar("napkin_cat_closed_forms", default=None)
 
+
+@contextlib.contextmanager
+def remembered(store: dict):
+    """Within the block, the steps of the closed forms are kept in ``store`` (a dict the caller owns), each under the
+    ``srepr`` of its inputs (symbols with their assumptions), so that a step met again returns what it returned.
+
+    Every kept step is a pure function of its inputs, so its answer is the one it would recompute:
+
+    >>> import sympy
+    >>> x = sympy.Symbol("x", positive=True)
+    >>> store = {}
+    >>> with remembered(store):
+    ...     first = tidy((x**2 - 1) / (x - 1))
+    ...     again = tidy((x**2 - 1) / (x - 1))
+    >>> first, again is first, len(store)
+    (x + 1, True, 1)
+    """
+    token = _STORE.set(store)
+    try:
+        yield store
+    finally:
+        _STORE.reset(token)
+
+
+def _key(value):
+    """A canonical text of ``value`` (sympy objects by ``srepr``; sets sorted)."""
+    if isinstance(value, (set, frozenset)):
+        return "{" + ",".join(sorted(_key(v) for v in value)) + "}"
+    if isinstance(value, (list, tuple)):
+        return "(" + ",".join(_key(v) for v in value) + ")"
+    return sympy.srepr(value)
+
+
+def kept(fn):
+    """``fn`` remembered in the current :func:`remembered` store under ``srepr`` of its arguments (``fn`` a pure
+    function of them, its answer not mutated by its callers); outside :func:`remembered`, ``fn`` itself."""
+    def kept(*args):
+        store = _STORE.get()
+        if store is None:
+            return fn(*args)
+        key = (fn.__name__, _key(args))
+        if key not in store:
+            store[key] = fn(*args)
+        return store[key]
+    kept.__name__, kept.__doc__, kept.__wrapped__ = fn.__name__, fn.__doc__, fn
+    return kept
+
+
+@kept
 def sign_of(expr):
     """+1 or -1 if every term of ``expr`` has that strict sign for positive symbols, else ``None``."""
     if sympy.count_ops(expr) > MAX_TIDY_OPS:
@@ -42,6 +103,7 @@ def sign_of(expr):
     return None
 
 
+@kept
 def _factors(eq, unknowns):
     """The factors of ``eq``'s numerator that can vanish for positive unknowns (``[]``: it never vanishes)."""
     num = sympy.numer(sympy.together(eq))
@@ -137,8 +199,53 @@ def kkt_points(H, active, free, M):
     """The KKT points of ``min H  s.t.  C = M`` (C in ``active``) with multipliers > 0, in closed form.
 
     Each point maps every free tile's name, and ``"lambda_j"``, to its value (an expression in the
-    sizes and ``M``); ``None`` if the system is beyond the bounded elimination.
+    sizes and ``M``); ``None`` if the system is beyond the bounded elimination.  One tile under one
+    column linear in it is solved directly (:func:`direct_point`); the rest by elimination.
     """
+    moving = sympy.Add(*[t for t in sympy.Add.make_args(H) if t.has(*free)]) if free else H
+    points = _kkt_points(moving, tuple(active), tuple(free), M)   # H's terms free of the tiles: no part in ∂H/∂g
+    return None if points is None else [dict(p) for p in points]
+
+
+@kept
+def _kkt_points(H, active, free, M):
+    if len(free) == 1 and len(active) == 1:
+        point = direct_point(H, active[0], free[0], M)
+        if point is not None:
+            return [] if any(v.is_positive is False for v in point.values()) else [point]
+    return _eliminated(H, list(active), list(free), M)
+
+
+def direct_point(H, C, g, M):
+    """The KKT point of ``min H  s.t.  C = M`` for one tile ``g`` and ``C = a·g + b`` with ``a > 0`` free of ``g``:
+    ``g* = (M − b)/a`` and ``λ = −(∂H/∂g)(g*)/a``, as :func:`kkt_points` maps them; ``None`` for any other ``C``,
+    and where ``−∂H/∂g`` is not a sum of positive terms (then λ's sign is the elimination's to decide).
+
+    The system ``∂H/∂g + λ·a = 0``, ``a·g + b = M`` is linear in ``(λ, g)`` with the one solution above; it is the
+    elimination's point (a tile and a multiplier that are not positive are dropped by the caller).
+
+    >>> import napkin_cat as nc
+    >>> g, M, d = nc.symbol("g_q"), nc.symbol("M"), nc.symbol("d")
+    >>> direct_point(2 * d / g, 2 * d * g + d + 3 * g, g, M)
+    {'g_q': (M - d)/(2*d + 3), 'lambda_0': 2*d*(2*d + 3)/(M - d)**2}
+    >>> direct_point(2 * d / g, g ** 2, g, M) is None          # not linear in the tile: the elimination's
+    True
+    """
+    if not C.is_polynomial(g):
+        return None
+    poly = sympy.Poly(C - M, g)
+    if poly.degree() != 1:
+        return None
+    coeff, rest = poly.all_coeffs()
+    slope = -sympy.diff(H, g)
+    if sign_of(coeff) != 1 or sign_of(slope) != 1:
+        return None                        # λ's sign is not read off the terms: the elimination decides
+    value = tidy(-rest / coeff)
+    return {str(g): value, "lambda_0": slope.subs(g, value) / coeff}
+
+
+def _eliminated(H, active, free, M):
+    """:func:`kkt_points` by the bounded elimination (:func:`_eliminate`)."""
     lams = [sympy.Dummy(f"lambda_{j}", positive=True) for j in range(len(active))]
     eqs = [sympy.diff(H, g) + sum(lam * sympy.diff(C, g) for lam, C in zip(lams, active)) for g in free]
     eqs += [C - M for C in active]
@@ -160,6 +267,7 @@ def kkt_points(H, active, free, M):
     return points
 
 
+@kept
 def tidy(expr):
     """The shortest of a few equivalent forms (``(M+1)/sqrt(M+1) - 1`` → ``sqrt(M + 1) - 1``).
 
@@ -179,6 +287,7 @@ def tidy(expr):
     return min(forms, key=sympy.count_ops)
 
 
+@kept
 def _factor_list(expr):
     """``(coefficient, [(factor, power)])``; an expression sympy cannot factor is its own factor."""
     expr = sympy.expand(expr)

@@ -36,7 +36,8 @@ from napkin_cat.cost import integer_search
 from napkin_cat.cost.at_sizes import counts_kept
 from napkin_cat.cost.exact import ExactOptimum, exact_optimum
 from napkin_cat.cost.exact_arithmetic import monomials_at
-from napkin_cat.cost.lagrange import tidy, kkt_points
+from napkin_cat.cost.growth import growth, total_degree
+from napkin_cat.cost.lagrange import kept, kkt_points, tidy
 from napkin_cat.cost.memory import LARGEST_MEMORY, memory_limit  # noqa: F401  (nc.optimal's memory, read here)
 from napkin_cat.cost.numeric import bind, folded
 from napkin_cat.cost.polynomial import as_expr
@@ -121,25 +122,26 @@ def power_terms(expr, M) -> list:
     return sorted(((sympy.factor(a), b) for b, a in out.items()), key=lambda t: t[1])
 
 
+@kept
 def _leading(expr, tiles):
     """The terms of highest total degree among those that involve a tile symbol."""
     poly_terms = [t for t in sympy.Add.make_args(sympy.expand(expr)) if t.free_symbols & set(tiles)]
     if not poly_terms:
         return sympy.expand(expr)
 
-    def degree(t):
-        return sum(sympy.degree(t, s) for s in t.free_symbols)
-    top = max(degree(t) for t in poly_terms)
-    return sympy.Add(*[t for t in poly_terms if degree(t) == top])
+    degrees = [total_degree(t) for t in poly_terms]
+    top = max(degrees)
+    return sympy.Add(*[t for t, k in zip(poly_terms, degrees) if k == top])
 
 
+@kept
 def _dominant(columns, tiles):
     """The column that is largest as every tile grows (compare by leading, then next terms)."""
-    t = sympy.Symbol("t", positive=True)
+    if len(columns) == 1:
+        return columns[0]
     best = None
     for col in columns:
-        poly = sympy.expand(col.subs({g: t * g for g in tiles}))
-        key = sympy.Poly(poly, t).all_coeffs() if poly.has(t) else [poly]
+        key = growth(col, tiles)
         if best is None:
             best = (col, key)
             continue

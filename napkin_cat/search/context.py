@@ -96,13 +96,16 @@ KERNELS = KernelCache()
 
 @dataclass
 class Search:
-    """One derivation's state: its ``level``, the ``cache`` of costed kernels it reads and fills, and the segment
-    problems it has ``solved`` (keyed by the segment's canonical form and what the selection fixed)."""
+    """One derivation's state: its ``level``, the ``cache`` of costed kernels it reads and fills, the segment
+    problems it has ``solved`` (keyed by the segment's canonical form and what the selection fixed), and the steps of
+    the symbolic mode's closed forms it has worked out (``closed``, keyed by the ``srepr`` of what each step reads:
+    :func:`napkin_cat.cost.lagrange.remembered`)."""
 
     level: int
     cache: KernelCache = field(default_factory=lambda: KERNELS)
     solved: dict = field(default_factory=dict)
     density: object = 1       # the fraction of a stream's trips a mask from data lets run (1: dense)
+    closed: dict = field(default_factory=dict)   # closed-form steps by srepr (napkin_cat.cost.lagrange.remembered)
 
     def choice(self, graph, block: int) -> Choice:
         """The block's partitions and cost curves at this search's level and density (:meth:`KernelCache.choice`)."""

@@ -22,6 +22,7 @@ import math
 
 import sympy
 
+from napkin_cat.cost.lagrange import remembered
 from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.optimum import Optimum, power_terms
 from napkin_cat.cost.tiling import tiled_streams
@@ -214,7 +215,8 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
         if id(made) not in seen:
             seen[id(made)] = len(cands)
             try:
-                cands.append(Candidate(made, M, sizes or {}, env))
+                with remembered(search.closed):    # steps alike across the candidates' programs worked out once
+                    cands.append(Candidate(made, M, sizes or {}, env))
             except NapkinError:     # a winner at some reference memory with no closed large-M form (a masked
                 continue            # kernel's trips can grow with its tile): the envelope is made of the others
     if not cands:
