@@ -251,8 +251,8 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
                 ch = search.choice(graph, block)
                 found = choices[block] = (ch, lower(ch))
             ch, lb = found
-            if all(da[k][0] + lb >= dist[b][k][0] for k in range(n)):
-                continue
+            if all(da[k] == inf or (da[k][0] + lb, da[k][1] + 1) > dist[b][k][:2] for k in range(n)):
+                continue    # (H, kernels) at its bound cannot beat the best path anywhere: a tie it could win is kept
             for v, curve in options(ch):
                 for k in range(n):
                     if da[k] == inf:
