@@ -216,8 +216,11 @@ def _successors(graph, block: int) -> int:
 def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: ch.options, tie=None):
     """Per point k: ``(H, kernels, path)`` with ``path = [(block, variant, curve)]``, or None if nothing fits.
 
-    ``evaluate(curve, k)`` is a kernel's H* at point k (None: does not fit); ``lower(choice)`` a lower bound
-    of any of the block's partitions (a block that cannot beat the best path known is not costed);
+    Each point's answer is the least ``(H, kernels, tie)`` over the space's chains, whatever other points are
+    asked with it.  ``evaluate(curve, k)`` is a kernel's H* at point k (None: does not fit); ``lower(choice)`` a
+    lower bound of any of the block's partitions: an edge is not costed where its H at that bound, with one more
+    kernel, cannot beat the best path known into its end on ``(H, kernels)`` at any point (a block at its bound
+    that ties the best H on fewer kernels is costed, as alone it would be);
     ``options(choice)`` the partitions tried (a requirement adds the split ones); ``search`` the derivation's
     :class:`~napkin_cat.search.context.Search` (its level, and the Choice of each block).  ``tie(curve, k)``: what
     breaks a tie of equal H and kernels, summed along the path like H (the estimate of a masked stream's
@@ -234,6 +237,13 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
     >>> [p[2][0][1] for p in shortest_splits(space, search, [0], lambda c, k: H[c], lambda ch: 0,
     ...                                      tie=lambda c, k: est[c])]
     ['b']
+
+    Of equal H, fewer kernels: block ``0b11`` at its bound (10) ties the two kernels ``0b01``, ``0b10``:
+
+    >>> space = NS(graph=None, downs=[0, 1, 3], into={1: [(0, 1)], 3: [(1, 2), (0, 3)]}, full=3)
+    >>> search = NS(choice=lambda graph, block: NS(options=[(block, block)], bound=10 if block == 3 else 0))
+    >>> [p[:2] for p in shortest_splits(space, search, [0], lambda c, k: {1: 5, 2: 5, 3: 10}[c], lambda ch: ch.bound)]
+    [(10, 1)]
     """
     graph, n = space.graph, len(points)
     inf = (math.inf, math.inf)
@@ -251,8 +261,8 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
                 ch = search.choice(graph, block)
                 found = choices[block] = (ch, lower(ch))
             ch, lb = found
-            if all(da[k][0] + lb >= dist[b][k][0] for k in range(n)):
-                continue
+            if all(da[k] == inf or (da[k][0] + lb, da[k][1] + 1) > dist[b][k][:2] for k in range(n)):
+                continue    # (H, kernels) at its bound cannot beat the best path anywhere: a tie it could win is kept
             for v, curve in options(ch):
                 for k in range(n):
                     if da[k] == inf:
