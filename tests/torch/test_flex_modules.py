@@ -81,7 +81,7 @@ def test_an_attribute_changed_on_a_captured_object_or_module_traces_again(monkey
     import types
     exports, real = [], torch.export.export
     monkeypatch.setattr(torch.export, "export", lambda *a, **kw: exports.append(1) or real(*a, **kw))
-    monkeypatch.setattr(nc.torch.flex.EmptyRows, "apply", lambda *a: (_ for _ in ()).throw(Stop))
+    monkeypatch.setattr(nc.torch.flexop.FlexOp, "arrays", lambda *a: (_ for _ in ()).throw(Stop))
     q, k, v = (torch.randn(B, H, N, D, dtype=torch.float64, generator=G) for _ in range(3))
 
     class Band(torch.nn.Module):
