@@ -108,6 +108,19 @@ def test_the_graph_holds_one_op_whose_inputs_are_the_tensors_and_the_table():
     assert table.op == "placeholder" and tuple(table.meta["example_value"].shape) == (2 * N - 1,)
 
 
+def test_the_ops_pass_opcheck():
+    """The op of the trace (eager calls) and the graph op (compiled calls) pass ``torch.library.opcheck``: schema,
+    autograd registration, fake tensors against the real outputs, AOT dispatch with dynamic shapes."""
+    torch.set_num_threads(1)
+    xs = inputs(seed=3)
+    torch.compile(attend, fullgraph=True, backend="eager")(*xs)
+    (traced,) = [t for key, t in nc.torch.flex.TRACES.entries.items() if key[0] is score_mod]
+    (graph,) = [g for key, g in nc.torch.flexgraph.REGISTERED.items() if key[0] is score_mod]
+    for op in (traced.flex.forward, graph.forward):
+        found = torch.library.opcheck(op, (*xs, [TABLE]))
+        assert set(found.values()) == {"SUCCESS"} and len(found) == 4, found
+
+
 @pytest.mark.filterwarnings("ignore")
 @pytest.mark.skipif(not os.environ.get("NAPKIN_SLOW"), reason="derives at a second size: NAPKIN_SLOW=1")
 def test_a_compiled_call_at_new_sizes_traces_the_mods_at_them():
