@@ -67,14 +67,26 @@ def modules(score_mod, mask_mod, reads) -> list:
 def fingerprint(value, depth: int = 3):
     """What a traced diagram depends on in a captured value: a tensor's shape, dtype and device (not its values,
     which are the diagram's inputs), a number's or a string's value; an object's identity and the fingerprints of
-    its attributes (a module's: its public attributes, its parameters' and buffers' shapes, its submodules'), so
-    that ``cfg.width = 5`` or a table rebound to another shape traces again; ``depth`` levels of attributes deep."""
+    its attributes (a module's: its public attributes, its parameters' and buffers' shapes, its submodules'), a
+    dict's entries, a set's members, so that ``cfg.width = 5``, ``widths["w"] = 5`` or a table rebound to another
+    shape traces again; ``depth`` levels of attributes deep.
+
+    >>> widths = {"w": 3}
+    >>> before = fingerprint(widths)
+    >>> widths["w"] = 5
+    >>> before == fingerprint(widths), fingerprint((2, "a")) == fingerprint((2, "a"))
+    (False, True)
+    """
     if isinstance(value, torch.Tensor):
         return ("tensor", tuple(value.shape), value.dtype, value.device.type)
     if value is None or isinstance(value, (bool, int, float, complex, str)):
         return ("value", type(value).__name__, value)
     if isinstance(value, (tuple, list)):
         return (type(value).__name__, tuple(fingerprint(v, depth) for v in value))
+    if isinstance(value, dict) and depth:       # ``width["w"] = 5``: its entries, as an object's attributes
+        return ("dict", id(value), tuple(sorted((repr(k), fingerprint(v, depth - 1)) for k, v in value.items())))
+    if isinstance(value, (set, frozenset)) and depth:
+        return (type(value).__name__, tuple(sorted(repr(fingerprint(v, depth - 1)) for v in value)))
     attributes = getattr(value, "__dict__", None) if depth and not isinstance(
         value, (type, types.FunctionType, types.MethodType, types.ModuleType)) else None
     if not isinstance(attributes, dict):

@@ -124,8 +124,8 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     Under ``torch.compile`` (``fullgraph=True`` included) the graph holds one op for these mods and options, which
     finds the trace at each call's sizes when it runs (:mod:`~napkin_cat.torch.flexgraph`: symbolic sizes too); the
     captured tensors are read by their paths from the mods (closure cells, globals, module attributes: inputs of the
-    graph, so that their gradients flow).  A Python number the mods read is read when dynamo captures the graph: a
-    change to it needs ``torch.compiler.reset()``, or a new mod.
+    graph, so that their gradients flow).  A Python number the mods read is read at each call too (the op looks the
+    trace up by the mods' captured values when it runs): a changed one traces again, as in eager calls.
 
     Zero-size tensors (no batch, head, query or key; a value dimension of 0) compute nothing: the outputs are
     masked attention by torch's own operations on the empty tensors (:func:`empty`), of FlexAttention's shapes, a

@@ -15,8 +15,7 @@ and given its gradient.  The op::
 
 its fake implementations give shapes only: ``O`` of ``(B, H, N, e)``, ``L`` of ``(B, H, N)``, each gradient of its
 input's shape (zero for a tensor the trace at these sizes does not differentiate).  A Python number the mods read is
-read when dynamo captures the graph (it is in the trace's key, not in dynamo's guards): after changing one, call
-``torch.compiler.reset()`` or pass a new mod.
+read when the op runs (the trace's key holds the captured values, as for an eager call): a changed one traces again.
 
 >>> import torch, napkin_cat as nc
 >>> torch.set_num_threads(1)

@@ -177,3 +177,26 @@ def test_a_head_dimension_of_zero_is_refused():
     q, k, v = (torch.randn(B, H, N, 0, dtype=torch.float64) for _ in range(3))
     with pytest.raises(nc.ShapeError, match=r"head dimension is 0 .*d ≥ 1"):
         nc.torch.flex_attention(q, k, v, mask_mod=mask_mod)
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.skipif(not os.environ.get("NAPKIN_SLOW"), reason="derives a second mask: NAPKIN_SLOW=1")
+def test_a_captured_number_changed_between_compiled_calls_is_read_at_the_call():
+    """The graph is not recompiled for a captured ``int``: the op looks the trace up by the captured values when it
+    runs, so a changed window traces again and equals the maths at the new width."""
+    torch.set_num_threads(1)
+    width = {"w": 3}
+
+    def window(b, h, q, x):
+        return (x <= q) & (q - x <= width["w"])
+
+    def maths(q, k, v):
+        i, x = torch.arange(N)[:, None], torch.arange(N)[None, :]
+        s = (q @ k.transpose(-1, -2) / math.sqrt(D)).masked_fill(~window(0, 0, i, x), -math.inf)
+        return torch.softmax(s, -1) @ v
+    compiled = torch.compile(lambda q, k, v: nc.torch.flex_attention(q, k, v, None, window, memory=64, depth=0),
+                             fullgraph=True, backend="aot_eager")
+    q, k, v = (x.detach() for x in inputs(seed=4))
+    for w in (3, 1):
+        width["w"] = w
+        assert (compiled(q, k, v) - maths(q, k, v)).abs().max() < 1e-12
