@@ -18,7 +18,8 @@ gather, index_select, embedding         ``nc.gather`` (one index per row; the ta
 index (x[i, j] by integer tensors)      one ``nc.gather`` per index (a table read at positions)
 floor_divide, remainder                 ``floordiv`` / ``mod`` (``floordiv_by`` / ``mod_by`` with a number)
 layer_norm, rms_norm                    decomposed: mean, sub, square, mean, shift ε, rsqrt, mul (γ), add (β)
-cross_entropy_loss, nll_loss            ``logsumexp − gather`` (``−gather``), its mean or sum (targets in [0, v))
+cross_entropy_loss, nll_loss            ``logsumexp − gather`` (``−gather``), its mean or sum (targets in [0, v)):
+                                        :mod:`~napkin_cat.torch.losses`
 clamp                                   ``max`` then ``min`` with its bounds
 scaled_dot_product_attention            the library's attention: ``softmax_β(Q Kᵀ) V``, ``is_causal`` a mask
                                         from positions (``x ≤ q``), a bool mask by ``where``, a float one added
@@ -43,11 +44,12 @@ import sympy
 
 from napkin_cat.syntax.dtype import BOOL, INT32
 from napkin_cat.syntax.maps import GELU_APPROXIMATIONS
+from napkin_cat.torch.losses import LOSSES
 from napkin_cat.torch.traced import Tensor
 from napkin_cat.torch.translate import Translation
 
 #: ATen operation (``"mm.default"``, the name after ``aten.``) → its rule ``rule(t, *args, **kwargs)``
-ATEN: dict = {}
+ATEN: dict = dict(LOSSES)
 #: checks that compute nothing (torch.export records them beside the operations): skipped
 CHECKS = {"_assert_tensor_metadata.default", "_assert_scalar.default", "sym_constrain_range_for_size.default",
           "_assert_async.msg"}
@@ -372,42 +374,6 @@ def layer_norm(t: Translation, x: Tensor, shape, weight=None, bias=None, eps=1e-
 def rms_norm(t: Translation, x: Tensor, shape, weight=None, eps=None):
     y = normalise(t, x, len(shape), t.eps if eps is None else eps, centre=False)
     return y if weight is None else t.pointwise("mul", y, weight)
-
-
-@rule("cross_entropy_loss.default")
-def cross_entropy(t: Translation, x: Tensor, target: Tensor, weight=None, reduction=1, ignore_index=-100,
-                  label_smoothing=0.0):
-    """``logsumexp_v x − x[target]`` per row, then its mean (reduction 1), sum (2) or none (0)."""
-    if label_smoothing:
-        t.refuse("cross-entropy with label smoothing; napkin-cat's cross-entropy has none")
-    v = 1 if x.rank >= 2 else 0
-    return negative_picked(t, x, target, weight, reduction, ignore_index, t.reduce("logsumexp", x, [v]))
-
-
-@rule("nll_loss_nd.default", "nll_loss.default")
-def nll_loss(t: Translation, x: Tensor, target: Tensor, weight=None, reduction=1, ignore_index=-100):
-    """``F.nll_loss``: ``−x[target]`` per row (``x`` log-probabilities, as ``log_softmax`` gives), then its mean
-    (reduction 1), sum (2) or none (0)."""
-    return negative_picked(t, x, target, weight, reduction, ignore_index, None)
-
-
-def negative_picked(t: Translation, x: Tensor, target: Tensor, weight, reduction, ignore_index, offset):
-    """``offset − x[target]`` per row (``−x[target]`` without an offset), the class read along dimension 1 (0 for
-    one row), reduced as ``reduction`` says: the loss of ``cross_entropy`` and ``nll_loss``."""
-    if weight is not None:
-        t.refuse("a loss with class weights; napkin-cat's cross-entropy and NLL loss have none")
-    if target.dtype == x.dtype:
-        t.refuse("a loss against class probabilities; napkin-cat's takes integer targets")
-    v = 1 if x.rank >= 2 else 0
-    t.require(target, lambda a: bool((a != ignore_index).all()),
-              f"a target equal to ignore_index={ignore_index} (that row is not skipped: the diagram's targets are "
-              f"class indices in [0, v))")
-    picked = t.gather(x, v, t.view(target, target.dims[:v] + (None,) + target.dims[v:]))
-    picked = t.view(picked, picked.dims[:v] + picked.dims[v + 1:])
-    loss = t.pointwise("neg", picked) if offset is None else t.pointwise("sub", offset, picked)
-    if reduction == 0:
-        return loss
-    return t.reduce("mean" if reduction == 1 else "sum", loss, list(range(loss.rank)))
 
 
 @rule("scaled_dot_product_attention.default")

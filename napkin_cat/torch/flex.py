@@ -17,9 +17,10 @@ each backward kernel) is given the block tables of the mask on these data at the
 (:meth:`~napkin_cat.torch.kernels.Derived.tables`, the op's ``blocks`` argument), so that it skips the blocks no pair
 of which the mask allows and runs the blocks it allows whole without it, as FlexAttention does with its
 ``BlockMask``.  A row no key may attend has ``O = 0`` and ``L = −∞`` (FlexAttention's convention; the diagram's
-softmax gives NaN there, mapped to 0 after the op) and a finite zero backward (:class:`EmptyRows`).  The traced
-mods are cached per process (:class:`TraceCache`): a call with the same mods, captured values and shapes exports
-nothing.
+softmax gives NaN there, mapped to 0 inside the op) and a finite zero backward (:class:`~.flexop.FlexOp`, the op of
+a trace).  The traced mods are cached per process (:class:`TraceCache`): a call with the same mods, captured values
+and shapes exports nothing.  Under ``torch.compile(fullgraph=True)`` the call is one op of the graph
+(:mod:`~napkin_cat.torch.flexgraph`); on zero-size tensors it derives nothing (:func:`empty`).
 
 >>> import torch, napkin_cat as nc
 >>> torch.set_num_threads(1)
@@ -31,16 +32,18 @@ True
 """
 from __future__ import annotations
 
-import inspect
+import concurrent.futures
 import math
-import types
 from dataclasses import dataclass
 
 import torch
 
 from napkin_cat.errors import ShapeError, TensorError
 from napkin_cat.plan.recent import Recent
-from napkin_cat.torch.exported import check_indices, translate
+from napkin_cat.torch.captures import captured, fingerprint, follow, modules
+from napkin_cat.torch.exported import translate
+from napkin_cat.torch.flexgraph import prepared
+from napkin_cat.torch.flexop import GIVEN, flex_op, positions
 from napkin_cat.torch.ops import compile
 
 #: the index tensors' names and the (input, dimension) each is the positions along
@@ -66,65 +69,6 @@ class Scores(torch.nn.Module):
         return torch.softmax(s, -1) @ value, torch.logsumexp(s, -1)
 
 
-def captured(score_mod, mask_mod) -> dict:
-    """The values the mods read by name (closure cells and globals, modules left out; a bound method's object, or a
-    mod that is a ``torch.nn.Module``, as ``"score_mod.__self__"``): ``"score_mod.TABLE"`` → the tensor.  None where a
-    mod is neither a Python function, a method nor a module (a callable object: what it reads is not visible)."""
-    out = {}
-    for role, fn in (("score_mod", score_mod), ("mask_mod", mask_mod)):
-        if fn is None:
-            continue
-        if isinstance(fn, torch.nn.Module):     # what its forward reads: its attributes (in its fingerprint)
-            out[f"{role}.__self__"] = fn
-            fn = type(fn).forward
-        if inspect.ismethod(fn):
-            out[f"{role}.__self__"] = fn.__self__
-            fn = fn.__func__
-        if not inspect.isfunction(fn):
-            return None
-        seen = inspect.getclosurevars(fn)
-        out.update({f"{role}.{k}": v for k, v in {**seen.globals, **seen.nonlocals}.items()
-                    if not isinstance(v, types.ModuleType)})
-    return out
-
-
-def modules(score_mod, mask_mod, reads) -> list:
-    """The ``torch.nn.Module`` objects the mods read (a bound method's object, a module in a closure cell or a
-    global), registered under :class:`Scores` (as a mod that is a module is already) so that ``torch.export`` lifts
-    their parameters and buffers as the originals (``PARAMETER`` inputs, read at each call, their gradients given
-    back), not as copies of their values at the trace."""
-    found = [fn.__self__ for fn in (score_mod, mask_mod) if inspect.ismethod(fn)
-              and isinstance(fn.__self__, torch.nn.Module)]
-    found += [v for v in (reads or {}).values() if isinstance(v, torch.nn.Module)]
-    out = []
-    for m in found:
-        if all(m is not k for k in out):
-            out.append(m)
-    return out
-
-
-def fingerprint(value, depth: int = 3):
-    """What a traced diagram depends on in a captured value: a tensor's shape, dtype and device (not its values,
-    which are the diagram's inputs), a number's or a string's value; an object's identity and the fingerprints of
-    its attributes (a module's: its public attributes, its parameters' and buffers' shapes, its submodules'), so
-    that ``cfg.width = 5`` or a table rebound to another shape traces again; ``depth`` levels of attributes deep."""
-    if isinstance(value, torch.Tensor):
-        return ("tensor", tuple(value.shape), value.dtype, value.device.type)
-    if value is None or isinstance(value, (bool, int, float, complex, str)):
-        return ("value", type(value).__name__, value)
-    if isinstance(value, (tuple, list)):
-        return (type(value).__name__, tuple(fingerprint(v, depth) for v in value))
-    attributes = getattr(value, "__dict__", None) if depth and not isinstance(
-        value, (type, types.FunctionType, types.MethodType, types.ModuleType)) else None
-    if not isinstance(attributes, dict):
-        return ("object", id(value))
-    if isinstance(value, torch.nn.Module):
-        attributes = {**{k: v for k, v in attributes.items() if not k.startswith("_")},
-                      **dict(value.named_parameters()), **dict(value.named_buffers()),
-                      **{f"{k}.": m for k, m in value.named_children()}}
-    return ("object", id(value), tuple(sorted((str(k), fingerprint(v, depth - 1)) for k, v in attributes.items())))
-
-
 @dataclass
 class Traced:
     """The mods traced at one key: the exported program, its translation, the compiled op, where each captured
@@ -136,6 +80,7 @@ class Traced:
     sources: dict
     held: tuple       # the objects whose identity is in the key (kept alive, so that no id is reused)
     module: object = None     # the traced Scores: its parameters and buffers are read from it at each call
+    flex: object = None       # its op (:class:`~napkin_cat.torch.flexop.FlexOp`)
 
     def lifted(self) -> dict:
         """The parameters and buffers of the modules the mods read, by the exported program's name for each, as
@@ -143,6 +88,12 @@ class Traced:
         specs = self.program.graph_signature.input_specs
         return {s.target: (self.module.get_parameter if s.kind.name == "PARAMETER" else self.module.get_buffer)(
             s.target) for s in specs if s.kind.name in ("PARAMETER", "BUFFER")}
+
+    def live(self, reads: dict) -> list:
+        """The tensors the op reads per call (``flex.live``), as they are now: captured by the mods (``reads``:
+        :func:`~napkin_cat.torch.captures.captured`), or the parameters and buffers of the modules they read."""
+        lifted = self.lifted()
+        return [reads[self.sources[n]] if n in self.sources else lifted[n] for n in self.flex.live]
 
 
 class TraceCache(Recent):
@@ -168,52 +119,66 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
 
     The mods are traced once per key of :class:`TraceCache` (in :data:`TRACES`); each call reads the captured
     tensors afresh (a table updated in place, or rebound to a tensor of the same shape, is read as it is now) and
-    checks every index into a captured table against its size (:func:`check_indices`)."""
+    checks every index into a captured table against its size (inside the op: :class:`~.flexop.FlexOp`).
+
+    Under ``torch.compile`` (``fullgraph=True`` included) the graph holds one op for these mods and options, which
+    finds the trace at each call's sizes when it runs (:mod:`~napkin_cat.torch.flexgraph`: symbolic sizes too); the
+    captured tensors are read by their paths from the mods (closure cells, globals, module attributes: inputs of the
+    graph, so that their gradients flow).  A Python number the mods read is read at each call too (the op looks the
+    trace up by the mods' captured values when it runs): a changed one traces again, as in eager calls.
+
+    Zero-size tensors (no batch, head, query or key; a value dimension of 0) compute nothing: the outputs are
+    masked attention by torch's own operations on the empty tensors (:func:`empty`), of FlexAttention's shapes, a
+    row with no key ``O = 0`` and ``L = −∞``, their gradients zeros of the inputs' shapes."""
     query, key, value = heads(query, key, value, enable_gqa)
     d = query.shape[-1]
+    if d == 0:
+        raise ShapeError(f"flex_attention's head dimension is 0 (query {tuple(query.shape)}): the scores have no "
+                         "term and the default scale 1/sqrt(d) is infinite; d ≥ 1")
     scale = 1 / math.sqrt(d) if scale is None else as_scale(scale)
-    B, H, N, X = query.shape[0], query.shape[1], query.shape[2], key.shape[2]
-    index = (torch.arange(B).view(B, 1, 1, 1), torch.arange(H).view(1, H, 1, 1), torch.arange(N).view(1, 1, N, 1),
-             torch.arange(X).view(1, 1, 1, X))
-    reads = captured(score_mod, mask_mod)
-    shapes = tuple((tuple(x.shape), x.dtype, x.device.type) for x in (query, key, value))
-    cache_key = None if reads is None else (
-        score_mod, mask_mod, scale, shapes, memory, getattr(hardware, "name", hardware), depth, bool(return_lse),
-        tuple(sorted((k, fingerprint(v)) for k, v in reads.items())))
-    traced = None if cache_key is None else TRACES.get(cache_key)
-    if traced is None:
-        traced = trace(score_mod, mask_mod, scale, (query, key, value), index, reads, memory, hardware, depth,
-                       aux=0 if return_lse else 1)
-        if cache_key is not None and len(traced.sources) == len(traced.program.constants):
-            TRACES.put(cache_key, traced)
-    program, r, op = traced.program, traced.translated, traced.op
-    constants = {name: reads[source] if source in (reads or {}) else program.constants[name]
-                 for name, source in traced.sources.items()}
-    constants = {**program.constants, **traced.lifted(), **constants}
-    check_indices(program, (query, key, value, *index), constants, traced.sources,
-                  at=f"at these sizes (query {tuple(query.shape)}, key {tuple(key.shape)})")
-    given = {"query": query, "key": key, "value": value}
-    args = []
-    for name, axes in r.axes.items():
-        x = given.get(name, constants.get(name))
-        x = torch.as_tensor(r.inputs[name]) if x is None else x
-        args.append(int32(name, x).reshape([s for s, a in zip(x.shape, axes) if a is not None]))
-    O, L = EmptyRows.apply(op, *args)
-    O, L = (y.reshape(s) for y, s in zip((O, L), ((B, H, N, value.shape[-1]), (B, H, N))))
+    if 0 in (*query.shape[:3], key.shape[2], value.shape[-1]):
+        O, L = empty(score_mod, mask_mod, scale, query, key, value)
+        return (O, L) if return_lse else O
+    if torch.compiler.is_compiling():     # the graph's one op, which finds the trace at each call's sizes
+        name, paths = prepared(at_sizes, score_mod, mask_mod, (scale, memory, hardware, depth, bool(return_lse)))
+        live = [follow(score_mod, mask_mod, path) for path in paths]
+        O, L = getattr(torch.ops.napkin, name.split("::")[-1])(query, key, value, live)
+    else:
+        traced = at_sizes(score_mod, mask_mod, scale, memory, hardware, depth, bool(return_lse), (query, key, value))
+        O, L = traced.flex(query, key, value, traced.live(captured(score_mod, mask_mod)))
     return (O, L) if return_lse else O
 
 
-def trace(score_mod, mask_mod, scale, qkv, index, reads, memory, hardware, depth: int = 2, aux: int = 1) -> Traced:
+def at_sizes(score_mod, mask_mod, scale, memory, hardware, depth, return_lse, qkv) -> "Traced":
+    """The trace of the mods at the shapes of ``qkv`` (query, key, value) and these options: kept in :data:`TRACES`
+    (where every constant of its program is a tensor the mods capture by name), made where there is none."""
+    reads = captured(score_mod, mask_mod)
+    shapes = tuple((tuple(x.shape), x.dtype, x.device.type) for x in qkv)
+    cache_key = None if reads is None else (
+        score_mod, mask_mod, scale, shapes, memory, getattr(hardware, "name", hardware), depth, return_lse,
+        tuple(sorted((k, fingerprint(v)) for k, v in reads.items())))
+    traced = None if cache_key is None else TRACES.get(cache_key)
+    if traced is None:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:     # a thread of its own: outside the torch modes
+            traced = pool.submit(trace, score_mod, mask_mod, scale, qkv, reads, memory, hardware, depth,   # the op
+                                 0 if return_lse else 1).result()     # runs under in a compiled graph (AOTAutograd's)
+        if cache_key is not None and len(traced.sources) == len(traced.program.constants):
+            TRACES.put(cache_key, traced)
+    return traced
+
+
+def trace(score_mod, mask_mod, scale, qkv, reads, memory, hardware, depth: int = 2, aux: int = 1) -> Traced:
     """Export masked attention with the mods, translate it and compile it (the slow part of a call: once per key).
     ``aux=1``: the log-sum-exp is not differentiated (not returned); ``aux=0``: it is (returned, as FlexAttention's
     is: ``∂L/∂S = P``, so a loss that reads L gets its gradient)."""
     module = Scores(score_mod, mask_mod, scale)
     module.held = torch.nn.ModuleList(modules(score_mod, mask_mod, reads))
+    B, H, N, X = qkv[0].shape[0], qkv[0].shape[1], qkv[0].shape[2], qkv[1].shape[2]
+    index = positions(B, H, N, X)
     example = (*(x.detach() for x in qkv), *index)
     try:
         program = torch.export.export(module, example)
     except Exception as e:     # the user's mods: raised, or returned what masked attention cannot take
-        B, H, N, X = qkv[0].shape[0], qkv[0].shape[1], qkv[0].shape[2], qkv[1].shape[2]
         raise TensorError(f"flex_attention could not trace the mods on {qkv[0].dtype} scores of shape {(B, H, N, X)}: "
                           f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''} "
                           f"(a mask_mod(b, h, q_idx, kv_idx) returns a bool tensor broadcastable to {(B, H, N, X)}; "
@@ -223,53 +188,31 @@ def trace(score_mod, mask_mod, scale, qkv, index, reads, memory, hardware, depth
     op = compile(r.diagram, aux=aux, memory=memory, hardware=hardware, depth=depth, name="flex_attention")
     by_id = {id(v): k for k, v in (reads or {}).items() if isinstance(v, torch.Tensor)}
     sources = {name: by_id[id(t)] for name, t in program.constants.items() if id(t) in by_id}
-    return Traced(program, r, op, sources, tuple(v for v in (reads or {}).values()
-                                                 if fingerprint(v)[0] == "object"), module)
+    traced = Traced(program, r, op, sources, tuple(v for v in (reads or {}).values()
+                                                   if fingerprint(v)[0] == "object"), module)
+    lifted = traced.lifted()
+    live = [n for n in r.axes if n in sources or n in lifted]
+    fixed = {n: program.constants[n] if n in program.constants else torch.as_tensor(r.inputs[n])
+             for n in r.axes if n not in GIVEN and n not in live}
+    traced.flex = flex_op(op, r.axes, live, fixed, program, sources)
+    return traced
 
 
-class EmptyRows(torch.autograd.Function):
-    """The op with FlexAttention's convention for a query no key may attend: ``O = 0`` and ``L = −∞`` forward (the
-    softmax of an all −∞ row is 0/0); backward, the derived backward run with such a row's ``O = 0``, ``L = 0`` and
-    ``Ō = 0``, so that its ``P = exp(−∞ − 0) = 0`` contributes nothing (a finite 0 to q, nothing to k, v or a
-    captured table), instead of ``exp(−∞ + ∞)`` = NaN spreading into every key's gradient."""
+def empty(score_mod, mask_mod, scale: float, query, key, value) -> tuple:
+    """Masked attention on zero-size tensors by torch's own operations (:class:`Scores` on the positions, which are
+    empty too): nothing to derive or run.  ``O`` of shape ``(B, H, N, e)``, ``L`` of ``(B, H, N)``; with no key
+    every row is empty: ``O = 0`` (``softmax`` over no key, times no value) and
+    ``L = −∞`` (``logsumexp`` of nothing); gradients flow by torch's autograd (zeros of the inputs' shapes, and of a
+    captured learnable table's where the mods read one).
 
-    @staticmethod
-    def forward(ctx, op, *args):
-        O, L = op(*args, op.napkin.forward.tables(list(args)))       # the tables at the tiles the op picks
-        empty = torch.isneginf(L)
-        O = torch.where(empty[..., None], torch.zeros((), dtype=O.dtype), O)
-        ctx.made, ctx.empty = op.napkin, empty
-        ctx.save_for_backward(*args, O, L)
-        if op.napkin.aux:
-            ctx.mark_non_differentiable(L)
-        return O, L
-
-    @staticmethod
-    def backward(ctx, Obar, Lbar):
-        made, empty = ctx.made, ctx.empty
-        *args, O, L = ctx.saved_tensors
-        wanted = [k for k in made.wrt if ctx.needs_input_grad[1 + k]]
-        if not wanted:
-            return (None,) * (1 + len(args))
-        L0 = torch.where(empty, torch.zeros((), dtype=L.dtype), L)
-        Obar = torch.where(empty[..., None], torch.zeros((), dtype=Obar.dtype), Obar)
-        Lbar = () if made.aux else (torch.where(empty, torch.zeros((), dtype=L.dtype), Lbar),)
-        inputs = [*args, O, L0, Obar, *Lbar]
-        found = made.backward_op(*inputs, made.backward.tables(inputs))
-        found = found if isinstance(found, (tuple, list)) else (found,)
-        out = [None] * len(args)
-        for k, g in zip(made.wrt, found):
-            out[k] = g if ctx.needs_input_grad[1 + k] else None
-        return (None, *out)
-
-
-def int32(name: str, x: torch.Tensor) -> torch.Tensor:
-    """An integer tensor (a captured document id) in the diagram's integer format, int32; others as they are."""
-    if x.dtype in (torch.int64, torch.int16, torch.int8, torch.uint8):
-        if x.numel() and (x.min() < -2 ** 31 or x.max() >= 2 ** 31):
-            raise TensorError(f"the captured tensor {name!r} holds integers outside int32, the diagram's format")
-        return x.to(torch.int32)
-    return x
+    >>> q, k, v = torch.ones(1, 2, 3, 4), torch.ones(1, 2, 0, 4), torch.ones(1, 2, 0, 5)
+    >>> O, L = empty(None, None, 0.5, q, k, v)
+    >>> tuple(O.shape), float(O.abs().max()), tuple(L.shape), bool(torch.isneginf(L).all())
+    ((1, 2, 3, 5), 0.0, (1, 2, 3), True)
+    """
+    B, H, N, X = query.shape[0], query.shape[1], query.shape[2], key.shape[2]
+    index = positions(B, H, N, X)
+    return Scores(score_mod, mask_mod, scale)(query, key, value, *index)
 
 
 def as_scale(scale) -> float:

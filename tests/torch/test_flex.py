@@ -153,7 +153,7 @@ def test_the_traced_mods_are_cached_on_what_they_depend_on(monkeypatch):
     assert len(exports) == 2
     bias = torch.zeros(2 * N + 1, dtype=torch.float64)       # another shape: another diagram (now N − 1 … 2N − 1 … )
     with pytest.raises(AssertionError):       # in range now: the index check passes; stop before the kernels
-        monkeypatch.setattr(nc.torch.flex.EmptyRows, "apply", lambda *a: (_ for _ in ()).throw(AssertionError))
+        monkeypatch.setattr(nc.torch.flexop.FlexOp, "arrays", lambda *a: (_ for _ in ()).throw(AssertionError))
         nc.torch.flex_attention(q, k, v, score_mod=mod, memory=64)
     assert len(exports) == 3 and width == 5
 

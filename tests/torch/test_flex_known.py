@@ -31,9 +31,7 @@ G = torch.Generator().manual_seed(5)
 def translated(mask_mod):
     """The diagram ``nc.torch.flex_attention`` derives for ``mask_mod`` on one batch and one head (not derived)."""
     qkv = tuple(torch.randn(1, 1, N, D, dtype=torch.float64, generator=G) for _ in range(3))
-    index = (torch.zeros(1, 1, 1, 1, dtype=torch.int64), torch.zeros(1, 1, 1, 1, dtype=torch.int64),
-             torch.arange(N).view(1, 1, N, 1), torch.arange(N).view(1, 1, 1, N))
-    traced = nc.torch.flex.trace(None, mask_mod, 0.5, qkv, index, nc.torch.flex.captured(None, mask_mod), 256, None)
+    traced = nc.torch.flex.trace(None, mask_mod, 0.5, qkv, nc.torch.flex.captured(None, mask_mod), 256, None)
     return traced.translated.diagram
 
 

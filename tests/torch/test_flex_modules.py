@@ -76,12 +76,13 @@ class Stop(Exception):
 
 
 def test_an_attribute_changed_on_a_captured_object_or_module_traces_again(monkeypatch):
-    """``cfg.width = 5`` (an object a lambda captures) or ``module.width = 5`` (a bound method's module) is another
-    mask: it exports again, where an unchanged call reuses the trace (each call stops before the kernels)."""
+    """``cfg.width = 5`` (an object a lambda captures), ``module.width = 5`` (a bound method's module) or
+    ``widths["width"] = 5`` (a dict a lambda captures; on main its entries were not in the key) is another mask:
+    it exports again, where an unchanged call reuses the trace (each call stops before the kernels)."""
     import types
     exports, real = [], torch.export.export
     monkeypatch.setattr(torch.export, "export", lambda *a, **kw: exports.append(1) or real(*a, **kw))
-    monkeypatch.setattr(nc.torch.flex.EmptyRows, "apply", lambda *a: (_ for _ in ()).throw(Stop))
+    monkeypatch.setattr(nc.torch.flexop.FlexOp, "arrays", lambda *a: (_ for _ in ()).throw(Stop))
     q, k, v = (torch.randn(B, H, N, D, dtype=torch.float64, generator=G) for _ in range(3))
 
     class Band(torch.nn.Module):
@@ -89,11 +90,12 @@ def test_an_attribute_changed_on_a_captured_object_or_module_traces_again(monkey
 
         def mask(self, b, h, q, x):
             return (q - x <= self.width) & (x <= q)
-    cfg, band = types.SimpleNamespace(width=2), Band()
-    for mask_mod, owner in ((lambda b, h, q, x: (q - x <= cfg.width) & (x <= q), cfg), (band.mask, band)):
+    cfg, band, widths = types.SimpleNamespace(width=2), Band(), {"width": 2}
+    for mask_mod, owner in ((lambda b, h, q, x: (q - x <= cfg.width) & (x <= q), cfg), (band.mask, band),
+                            (lambda b, h, q, x: (q - x <= widths["width"]) & (x <= q), widths)):
         before = len(exports)
         for width in (2, 2, 5, 5):
-            owner.width = width
+            owner.__setitem__("width", width) if isinstance(owner, dict) else setattr(owner, "width", width)
             with pytest.raises(Stop):
                 nc.torch.flex_attention(q, k, v, mask_mod=mask_mod, memory=64, depth=0)
         assert len(exports) - before == 2
