@@ -35,7 +35,8 @@ each OpenMP thread on its own core; the threads' affinities are read back from `
 Results: ``benchmarks/results/attention_cpu_backward-<commit>.json`` and ``.md`` (rewritten after each row):
 medians, quartiles, min–max of ``--repeats`` alternated rounds, ours / the fastest torch path (target ≤ 1.5×),
 the model's predicted time, the commit, the load averages.  ``--quick``: the backward only, N = 128, two heads,
-derived by transfers at 2^12 values (depth 1: seconds), two rounds: the pipeline and its gate, not a measurement.
+derived by transfers at 2^14 values (depth 1: seconds), two rounds, torch's kernels named by its autograd graph
+only (the profiler imports inductor): the pipeline and its gate, not a measurement.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/attention_cpu.py [--c-sizes 4096 8192] [--heads 1 8]
         [--threads 1 2] [--repeats 5] [--cpu epyc-zen4] [--sizes 1024 4096 8192] [--no-math]
@@ -215,16 +216,20 @@ def functions(mask: str, heads: int, d: int):
     return f, nc.grad(f, [0, 1, 2], saved=True, aux=1)
 
 
-def derived(function, cpu, sizes: dict, threads: int, args) -> dict:
+def derived(function, name, cpu, sizes: dict, threads: int, args) -> dict:
     """``function`` derived for ``cpu`` at ``sizes`` on ``threads`` threads: by the model's predicted time
     (``nc.derive(f, sizes=, hardware=cpu, threads=)``), or by transfers at ``--memory`` (``--derive transfers``,
     its own tiles); read back from the store of derivations where an earlier run made it
     (``napkin_cat.torch.stored``, ``NAPKIN_DERIVATION_CACHE=off`` to search afresh).  Answers the algorithm, its
-    tiles, the predicted seconds (time) and the seconds the derivation took."""
+    tiles, the predicted seconds (time) and the seconds the derivation took; made once per ``name`` (what the
+    function is), sizes and memory in this process, and per thread count where the derivation reads it (time)."""
     from napkin_cat.torch import stored
     by_time = args.derive == "time"
     memory = cpu if by_time else args.memory or cpu.memory(1)
     depth = 2 if by_time else args.depth
+    memo = (name, tuple(sorted(sizes.items())), cpu.name if by_time else memory, depth, threads if by_time else None)
+    if memo in DERIVED:
+        return {**DERIVED[memo], "derive_s": 0.0, "recalled": "this process"}
     disk = stored.store()
     key = None if disk is None else disk.key(function, sizes, memory, depth=depth,
                                              **({"threads": threads, "value_bytes": 4} if by_time else {}))
@@ -237,9 +242,14 @@ def derived(function, cpu, sizes: dict, threads: int, args) -> dict:
         if disk is not None:
             disk.save(key, r)
     chosen = r.optimum.exact_sizes if r.optimum.exact_sizes is not None else r.optimum.sizes
-    return {"diagram": r.diagram, "tiles": {str(k): int(v) for k, v in chosen.items() if str(k) not in sizes},
-            "predicted_s": r.prediction.time if by_time else None, "derive_s": time.perf_counter() - t,
-            "recalled": recalled, "kernels": len(r.variant.kernels)}
+    DERIVED[memo] = {"diagram": r.diagram, "tiles": {str(k): int(v) for k, v in chosen.items() if str(k) not in sizes},
+                     "predicted_s": r.prediction.time if by_time else None, "derive_s": time.perf_counter() - t,
+                     "recalled": "stored" if recalled else False, "kernels": len(r.variant.kernels)}
+    return DERIVED[memo]
+
+
+#: the derivations this process made: (what, sizes, memory, depth, threads) → :func:`derived`'s answer
+DERIVED: dict = {}
 
 
 def reference(q, k, v, dO, causal: bool) -> dict:
@@ -291,27 +301,31 @@ KERNELS_RUN: dict = {}
 PRINTED: dict = {}
 
 
-def torch_backward(torch, name, backend, q, k, v, dO, causal: bool):
-    """SDPA's forward on ``backend`` recorded once; answers ``run()`` (its backward: dq, dk, dv), and the aten
-    kernels of the forward and the backward, named by torch's profiler on the first call of (backend, causal)
-    (the CPU's dispatch of fp32 4-D inputs reads neither N nor the threads)."""
+def torch_backward(torch, name, backend, q, k, v, dO, causal: bool, profiled: bool = True):
+    """SDPA's forward on ``backend`` recorded once; answers ``run()`` (its backward: dq, dk, dv), and what it ran:
+    the aten kernels of the forward and the backward named by torch's profiler on the first call of (backend,
+    causal) (the CPU's dispatch of fp32 4-D inputs reads neither N nor the threads), and the backward's steps (the
+    autograd graph's nodes).  ``profiled=False``: the graph's nodes only (torch's profiler imports inductor:
+    seconds, once)."""
     from torch.nn.attention import sdpa_kernel
-    from torch.profiler import ProfilerActivity, profile
     xs = [x.detach().requires_grad_() for x in (q, k, v)]
-    sdpa = torch.nn.functional.scaled_dot_product_attention
-    if (name, causal) in KERNELS_RUN:
-        with sdpa_kernel([backend]):
-            O = sdpa(*xs, is_causal=causal)
-    else:
+    with sdpa_kernel([backend]):
+        O = torch.nn.functional.scaled_dot_product_attention(*xs, is_causal=causal)
+    steps, todo = set(), [O.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is not None and node.name() not in steps:
+            steps.add(node.name())
+            todo.extend(f for f, _ in node.next_functions)
+    if profiled and (name, causal) not in KERNELS_RUN:
+        from torch.profiler import ProfilerActivity, profile
         with sdpa_kernel([backend]), profile(activities=[ProfilerActivity.CPU]) as prof:
-            O = sdpa(*xs, is_causal=causal)
-            torch.autograd.grad(O, xs, dO, retain_graph=True)
-        names = [e.key for e in prof.key_averages()]
-        kernels = sorted({n for n in names if n.startswith(("aten::_scaled_dot_product", "aten::_flash_attention"))},
-                         key=len)
-        steps = sorted({n.split(": ")[-1] for n in names if n.startswith("autograd::engine::evaluate_function")})
-        KERNELS_RUN[name, causal] = ", ".join(kernels) + (f"; backward steps {', '.join(steps)}" if steps else "")
-    return (lambda: torch.autograd.grad(O, xs, dO, retain_graph=True)), KERNELS_RUN[name, causal]
+            torch.autograd.grad(torch.nn.functional.scaled_dot_product_attention(*xs, is_causal=causal), xs, dO)
+        KERNELS_RUN[name, causal] = ", ".join(sorted({e.key for e in prof.key_averages() if e.key.startswith(
+            ("aten::_scaled_dot_product", "aten::_flash_attention"))}, key=len))
+    kernels = KERNELS_RUN.get((name, causal), "not profiled (--quick)")
+    return (lambda: torch.autograd.grad(O, xs, dO, retain_graph=True)), \
+        f"{kernels}; backward steps {', '.join(sorted(steps - {'torch::autograd::AccumulateGrad'}))}"
 
 
 def printed(key, diagram, at: dict):
@@ -351,7 +365,8 @@ def backward_row(mask: str, n: int, heads: int, threads: int, cpu, args, torch) 
     d, causal = args.d, mask == "causal"
     f, g = functions(mask, heads, d)
     sizes = {"q": n, "x": n, **({"h": heads} if heads > 1 else {})}
-    fwd, bwd = derived(f, cpu, sizes, threads, args), derived(g, cpu, sizes, threads, args)
+    fwd, bwd = (derived(fn, (mask, heads, kind), cpu, sizes, threads, args)
+                for fn, kind in ((f, "forward"), (g, "backward")))
     kf, kb = (printed((mask, heads, kind, tuple(sorted({**sizes, **r["tiles"]}.items()))), r["diagram"],
                       {**sizes, **r["tiles"]}) for kind, r in (("forward", fwd), ("backward", bwd)))
     gen = torch.Generator().manual_seed(args.seed)
@@ -374,7 +389,7 @@ def backward_row(mask: str, n: int, heads: int, threads: int, cpu, args, torch) 
         if isinstance(backend, str):
             row["paths"][name] = {"torch_path": True, "not_run": backend}
             continue
-        run, kernel = torch_backward(torch, name, backend, q, k, v, dO, causal)
+        run, kernel = torch_backward(torch, name, backend, q, k, v, dO, causal, profiled=not args.quick)
         runs[name] = run
         row["paths"][name] = {"torch_path": True, "aten_kernels": kernel, "error_vs_float64": {
             f"d{x}": relative_error(y, want[f"d{x}"][None]) for x, y in zip("qkv", run())}}
@@ -513,11 +528,12 @@ def main(argv=None):
     ap.add_argument("--note", default="", help="a sentence for the results (say if the machine was shared)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument("--quick", action="store_true",
-                    help="the backward only: N = 128, two heads, by transfers at 2^12 values, depth 1, two rounds")
+                    help="the backward only: N = 128, two heads, by transfers at 2^14 values, depth 1, two rounds, "
+                         "torch's kernels named by the autograd graph (not the profiler)")
     args = ap.parse_args(argv)
     if args.quick:
         args.c_sizes, args.sizes, args.backward_sizes, args.backward_heads = [], [], [128], [2]
-        args.derive, args.memory, args.depth, args.repeats = "transfers", args.memory or 2 ** 12, 1, 2
+        args.derive, args.memory, args.depth, args.repeats = "transfers", args.memory or 2 ** 14, 1, 2
     if args.pin:    # before torch and the C kernels load OpenMP (a process that loaded it already keeps its own)
         for k, v in PIN.items():
             os.environ.setdefault(k, v)
