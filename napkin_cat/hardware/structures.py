@@ -69,8 +69,8 @@ def derived_at(diagram, memories: list, *, min_blocks, required: bool = False, *
     names none (a requirement of blocks), the one found by bisection (``⌈log₂ n⌉`` searches at one memory).
 
     >>> import napkin_cat as nc
-    >>> [d.memory for d in derived_at(nc.library.matmul(), [2 ** 3, 2 ** 4, 2 ** 12], min_blocks=None,
-    ...                               sizes={"a": 64, "b": 64, "c": 64})]      # 8 and 16 values hold no algorithm
+    >>> [d.memory for d in derived_at(nc.library.matmul(), [2, 2 ** 12], min_blocks=16,
+    ...                               sizes={"a": 64, "b": 64, "c": 64})]      # 2 values hold no tiling (3 do)
     [[4096]]
     """
     memories = sorted(set(memories))
