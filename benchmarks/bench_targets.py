@@ -14,7 +14,8 @@ memory of the process (``ru_maxrss``):
 * **backward**: attention's backward from the saved forward (``nc.grad(attention(lse=True), wrt=[0, 1, 2],
   saved=True, aux=1)``), q = x = 4096, d = 128, memory 2¹⁶, target ≤ 1 s;
 * **gpu-backward**: the same backward with a GPU model (``hardware="h100-sxm5"``: the structures derived at the
-  memories up to its shared memory, with and without its SM count as a requirement, each timed at its legal tiles),
+  memories up to its shared memory and above, up to one holding f's inputs and outputs, with and without its SM
+  count as a requirement, each timed at its legal tiles),
   target ≤ 10 s;
 * **attention**: attention at eleven memories 2¹⁰ … 2²⁰ (``bench_search.py``'s curve), target ≤ 0.3 s;
 * **stack**: 32 transformer blocks, as ``block``, target ≤ 10 s; its peak memory is the issue's "memory stated";

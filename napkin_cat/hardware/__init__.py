@@ -13,6 +13,8 @@
 * :mod:`~napkin_cat.hardware.intensity`: matmul arithmetic intensity per level (Appendix A.4);
 * :mod:`~napkin_cat.hardware.predict`: predicted time (bytes, FLOPs by pipeline, waves; §5.7);
 * :mod:`~napkin_cat.hardware.timed`: tiles and variant by predicted time on a GPU model;
+* :mod:`~napkin_cat.hardware.structures`: the structures both time models time (the transfer search at the
+  memories their tiles fit and above, up to one holding f's inputs and outputs);
 * :mod:`~napkin_cat.hardware.cputime`: predicted time on a CPU model (cache traffic, each contraction's rate by its
   tile shape) and tiles and variant by it;
 * :mod:`~napkin_cat.hardware.link`: links between GPUs as data (NVLink, PCIe, InfiniBand; ``load_link(name)``);

@@ -20,16 +20,13 @@ at concrete sizes (the cost functor's counts, ceil-aware), on ``T`` threads of a
 
 :func:`derive_for_cpu_time` (``nc.derive(f, sizes=..., hardware=<CPU model>)``): the variants the search finds
 at memories ``2^10 …`` the L2's values (and, on ``T > 1`` threads, those derived to launch ``T`` blocks), and at
-the memories above it up to one that holds every input and output of ``f`` (:func:`structure_memories`), each at
-every tile assignment of powers of two (and the whole axis) that divide their axes and whose level-1 columns fit
-the L2, timed by this model; the fastest wins (ties: fewer transfers, then larger tiles).  The memories above the
-L2 only propose structures: transfers favour a kernel split that fuses more (reads each streamed tile once for
-more outputs, recomputes less) only with more memory than the L2, and the larger the sizes the more it needs
-(causal attention's backward with dK and dV in one kernel: from ``2^17`` values at N = 4,096, ``2^18`` at
-8,192, ``2^19`` at 16,384), while tilings of it fit the L2 and, where arithmetic rather than traffic bounds a
-CPU, compute faster than the split's.  The winner keeps its
-structure's trace, so ``r.trace.replay(f) == r.diagram``; ``r.prediction`` is its time, ``r.timings`` every
-assignment timed, fastest first.
+the memories above it up to one that holds every input and output of ``f``
+(:func:`~napkin_cat.hardware.structures.structure_memories`: they only propose structures), each at every tile
+assignment of powers of two (and the whole axis) that divide their axes and whose level-1 columns fit the L2, timed
+by this model; the fastest wins (ties: fewer transfers, then larger tiles).  A kernel split transfers favour only
+above the L2 may have tilings that fit it and, where arithmetic rather than traffic bounds a CPU, compute faster
+than the split's.  The winner keeps its structure's trace, so ``r.trace.replay(f) == r.diagram``; ``r.prediction``
+is its time, ``r.timings`` every assignment timed, fastest first.
 
 >>> import napkin_cat as nc
 >>> r = derive_for_cpu_time(nc.library.attention(), "epyc-zen3-dev", {"q": 1024, "x": 1024, "d": 64})
@@ -57,9 +54,9 @@ from napkin_cat.hardware.cpu import CPU, load_cpu
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.predict import (PIPELINES, KernelTime, Prediction, bound_densities, density_assumptions,
                                          environment, kernels_of)
+from napkin_cat.hardware.structures import derived_at, structure_memories
 from napkin_cat.hardware.timed import fastest, split_parts, tile_fulls
 from napkin_cat.hardware.toy import primitive_boxes
-from napkin_cat.search.derivation import derive as derive_transfers
 from napkin_cat.search.forms import Preparation
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.dtype import as_dtype
@@ -209,47 +206,6 @@ def predict_cpu(algorithm, hardware, sizes: dict | None = None, *, threads: int 
                       assumptions(cpu, threads) + density_assumptions(algorithm, env, bound_densities(algorithm)))
 
 
-def boundary_values(ty, env: dict) -> int:
-    """The values of the arrays of a type (a diagram's inputs or outputs) at ``env``."""
-    return sum(int(sympy.Mul(*(sympy.sympify(ax) for ax in a.shape)).subs(env)) for a in ty.inside)
-
-
-def structure_memories(diagram, env: dict, memory: int) -> list:
-    """The memories above ``memory`` (the L2's values) whose transfer-optimal structures are timed too: the powers
-    of two ``2·memory, 4·memory, …`` up to the first that holds every input and output of ``diagram`` at ``env``
-    (there an algorithm can read each input and write each output once: more memory lowers no transfer of
-    them).  Empty where ``memory`` already holds them.
-
-    >>> import napkin_cat as nc
-    >>> structure_memories(nc.library.matmul(), environment({"a": 64, "b": 64, "c": 64}), 2 ** 10)   # 3·4,096
-    [2048, 4096, 8192, 16384]
-    """
-    whole = boundary_values(diagram.dom, env) + boundary_values(diagram.cod, env)
-    out, m = [], memory
-    while m < whole:
-        m *= 2
-        out.append(m)
-    return out
-
-
-def _derived_at(diagram, memories: list, *, min_blocks, **options) -> list:
-    """The transfer searches at ``memories`` (one search; where some memory holds no algorithm, or none launching
-    ``min_blocks`` blocks, one search per memory, those that hold one kept): a list of derivations, maybe empty."""
-    if not memories:
-        return []
-    try:
-        return [derive_transfers(diagram, memory=memories, min_blocks=min_blocks, **options)]
-    except MemoryLimitError:
-        pass
-    out = []
-    for m in memories:
-        try:
-            out.append(derive_transfers(diagram, memory=[m], min_blocks=min_blocks, **options))
-        except MemoryLimitError:
-            continue
-    return out
-
-
 def _threads(threads) -> int:
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise HardwareError(f"threads={threads!r}: the threads the C kernel runs on, a whole number ≥ 1")
@@ -364,23 +320,13 @@ def derive_for_cpu_time(diagram, hardware, sizes: dict, *, threads: int = 1, val
     env = environment(sizes)
     memories = sorted({2 ** k for k in range(SMALLEST_MEMORY.bit_length() - 1, memory.bit_length())
                        if 2 ** k <= memory} | {memory})
-    prepared = Preparation()      # the forms both searches read, prepared once
-    found = [] if min_blocks is not None else [derive_transfers(diagram, memory=memories, sizes=sizes, level=level,
-                                                                book=book, cache=cache, depth=depth, prepared=prepared,
-                                                                ranking=ranking)]
-    needed = threads if min_blocks is None else min_blocks
+    memories += structure_memories(diagram, env, memory)     # structures only: their tiles must fit the L2 below
+    options = dict(sizes=sizes, level=level, book=book, cache=cache, depth=depth, ranking=ranking,
+                   prepared=Preparation())      # the forms both searches read, prepared once
+    found = [] if min_blocks is not None else derived_at(diagram, memories, min_blocks=None, required=True, **options)
     if min_blocks is not None or threads > 1:
-        try:
-            found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book, cache=cache,
-                                          prepared=prepared, depth=depth, ranking=ranking, min_blocks=needed))
-        except MemoryLimitError:
-            if min_blocks is not None:
-                raise
-    above = structure_memories(diagram, env, memory)     # structures only: their tiles must fit the L2 below
-    for need in ([] if min_blocks is not None else [None]) + ([needed] if min_blocks is not None or threads > 1
-                                                               else []):
-        found += _derived_at(diagram, above, sizes=sizes, level=level, book=book, cache=cache, depth=depth,
-                             prepared=prepared, ranking=ranking, min_blocks=need)
+        found += derived_at(diagram, memories, min_blocks=threads if min_blocks is None else min_blocks,
+                            required=min_blocks is not None, **options)
     structures, timings, kept = {}, [], {}     # kept: this call's timed groups of kernels (:func:`_timed`)
     for regime in (g for d in found for g in d.regimes):
         structures.setdefault(str(regime.variant), regime)

@@ -6,7 +6,11 @@ trips pay the per-trip rescaling and how many tensor-core instructions a trip is
 ``H`` but launch fewer blocks.  On a hardware model the search goes on from there:
 
 1. the structures (variants) ``derive`` finds at memories ``2^10 … smem_per_block / 2`` values (from the
-   smallest that holds an algorithm, where the smaller hold none: a layer norm keeps whole rows), and each of them
+   smallest that holds an algorithm, where the smaller hold none: a layer norm keeps whole rows) and at the memories
+   above, up to one that holds every input and output of ``f``
+   (:func:`~napkin_cat.hardware.structures.structure_memories`: they only propose structures, each timed at the
+   tiles that fit the block as below; attention's backward with dK and dV in one kernel is transfer-optimal only
+   there), each with and without the SM count as a requirement (``min_blocks``), and each of them
    with every kernel that has no legal tiles partitioned as the fastest of its block's partitions that has
    (:func:`legal_partitions`: transfers do not tell apart a contraction over ``h·d`` streamed along ``h`` or along
    ``d``; the least legal tiles do), a masked stream's tilings ranked there by the symbolic estimate
@@ -64,11 +68,11 @@ from napkin_cat.hardware.divisors import constraints, uses_of
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
 from napkin_cat.hardware.separable import assembled, components
+from napkin_cat.hardware.structures import derived_at, structure_memories
 from napkin_cat.cost.record import Density
 from napkin_cat.hardware.predict import (LAUNCH, OVERLAPS, KernelForm, Prediction, assumptions, bound_densities,
                                          check_ceilings, density_assumptions, environment, kernels_of)
 from napkin_cat.search.alternatives import partition_of
-from napkin_cat.search.derivation import derive as derive_transfers
 from napkin_cat.search.forms import Preparation
 from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.sizes import Sizes
@@ -318,27 +322,12 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     density = 1 if density is None else density
     top = max(10, int(math.log2(gpu.smem_per_block // 2)))
     memories = [2 ** k for k in range(10, top + 1)]
-    prepared = Preparation()      # the forms both searches read, prepared once
-    found = []
-    if min_blocks is None:
-        try:
-            found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book, cache=cache,
-                                          depth=depth, density=density, prepared=prepared, ranking=ranking))
-        except MemoryLimitError as e:     # the smaller memories hold no algorithm: the structures of those that do
-            memories = [m for m in memories if m >= getattr(e, "smallest", math.inf)]
-            if not memories:
-                raise
-            found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book,
-                                          cache=cache, depth=depth, density=density, prepared=prepared,
-                                          ranking=ranking))
-    try:
-        found.append(derive_transfers(diagram, memory=memories, sizes=sizes, level=level, book=book, cache=cache,
-                                      prepared=prepared, depth=depth,
-                                      min_blocks=gpu.sm_count if min_blocks is None else min_blocks, density=density,
-                                      ranking=ranking))
-    except MemoryLimitError:
-        if min_blocks is not None:
-            raise
+    memories += structure_memories(diagram, env, memories[-1])   # structures only: tiles must fit the block below
+    options = dict(sizes=sizes, level=level, book=book, cache=cache, depth=depth, density=density, ranking=ranking,
+                   prepared=Preparation())      # the forms both searches read, prepared once
+    found = [] if min_blocks is not None else derived_at(diagram, memories, min_blocks=None, required=True, **options)
+    found += derived_at(diagram, memories, min_blocks=gpu.sm_count if min_blocks is None else min_blocks,
+                        required=min_blocks is not None, **options)
     r = found[0]
     structures, timings, refused, n_refused, refusals = {}, [], None, 0, {}
     for regime in (g for d in found for g in d.regimes):

@@ -12,7 +12,8 @@ import pytest
 
 import napkin_cat as nc
 from napkin_cat.hardware import HardwareError, load_cpu, predict_cpu
-from napkin_cat.hardware.cputime import kind_pipelines, product_dims, structure_memories
+from napkin_cat.hardware.cputime import kind_pipelines, product_dims
+from napkin_cat.hardware.structures import structure_memories
 from napkin_cat.hardware.predict import environment
 from napkin_cat.hardware.toy import primitive_boxes
 from napkin_cat.codegen.c.openmp import blas_available
