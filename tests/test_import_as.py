@@ -30,7 +30,7 @@ FOLDERS_UNDER_FUNCTIONS = ("cost", "plan", "codegen/c", "codegen/cuda", "codegen
 SHADOWED_BY_A_FUNCTION = {"napkin_cat.library.attention", "napkin_cat.autodiff.grad", "napkin_cat.hardware.predict",
                           "napkin_cat.plan.lowering.hoist", "napkin_cat.plan.lowering.recolour",
                           "napkin_cat.cli.gallery.build", "napkin_cat.cli.gallery.examples",
-                          "napkin_cat.cli.gallery.page",
+                          "napkin_cat.cli.gallery.page", "napkin_cat.testing.programs",
                           *(f"napkin_cat.{f.replace('/', '.')}" for f in FOLDERS_UNDER_FUNCTIONS)}
 
 

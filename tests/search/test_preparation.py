@@ -49,7 +49,7 @@ def test_gpu_derive_prepares_once_for_both_searches(monkeypatch):
 
     def own(*args, prepared=None, **kw):        # each search its own preparation (before this change)
         return real(*args, prepared=Preparation(), **kw)
-    monkeypatch.setattr(importlib.import_module("napkin_cat.hardware.timed"), "derive_transfers", own)
+    monkeypatch.setattr(importlib.import_module("napkin_cat.hardware.structures"), "derive_transfers", own)
     count.update(forms=0, spaces=0)
     apart = derive_for_time(mm, "h100-sxm5", MM, cache=KernelCache())
     assert once["forms"] == 1 and count["forms"] == 2          # two searches ran, one preparation
