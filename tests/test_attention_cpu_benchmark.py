@@ -64,6 +64,8 @@ def test_the_reference_gradients_are_the_finite_differences(bench, causal):
 
 
 @needs_cc
+@pytest.mark.skipif(not os.environ.get("NAPKIN_SLOW"), reason="45 s in the suite beside xdist's other worker (7 s "
+                    "alone): NAPKIN_SLOW=1; the C backward kernel's values are checked in tests/codegen")
 def test_quick_run_gates_every_path_and_fills_the_table(bench, tmp_path, monkeypatch):
     monkeypatch.setenv("NAPKIN_DERIVATION_CACHE", "off")     # derived here, not read back from an earlier run
     # two threads and the causal mask only with NAPKIN_SLOW: in the suite, pytest-xdist's other worker holds the second
