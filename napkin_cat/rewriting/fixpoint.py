@@ -36,7 +36,7 @@ from napkin_cat.rewriting.trace import Step
 WHOLE = object()
 _MISSING = object()
 #: the tables a scan reads, by the attribute of :class:`~napkin_cat.rewriting.netlist.Netlist` that holds them
-TABLES = ("nodes", "wires", "ins", "outs", "position", "_kinds")
+TABLES = ("nodes", "wires", "ins", "outs", "position", "by_kind")
 
 
 class _Watched(dict):
@@ -152,7 +152,7 @@ class Watch:
                      _Watched(net.outs, self.seen["outs"]), _WatchedSeq(net.inputs, self.seen["inputs"]),
                      _WatchedSeq(net.outputs, self.seen["outputs"]), None)
         view.__dict__["position"] = _Watched(net.position, self.seen["position"])
-        view.__dict__["_kinds"] = _Watched(net._kinds, self.seen["_kinds"])
+        view.__dict__["by_kind"] = _Watched(net.by_kind, self.seen["by_kind"])
         view.__dict__["watch"] = self
         view.__dict__["test_memo"] = self
         self.view = view
@@ -167,7 +167,7 @@ class Watch:
     def _point(self, seen: dict):
         v = self.view
         for t in TABLES:
-            table = v.__dict__[t] if t in ("position", "_kinds") else getattr(v, t)
+            table = v.__dict__[t] if t in ("position", "by_kind") else getattr(v, t)
             table.seen = seen[t]
         v.inputs.seen, v.outputs.seen = seen["inputs"], seen["outputs"]
 
@@ -229,7 +229,7 @@ class Watch:
         """Forget what read an entry that differs between ``before`` and ``after``."""
         for t in TABLES:
             a, b = getattr(before, t), getattr(after, t)
-            if t == "_kinds":       # made again for each netlist: its lists compared by value
+            if t == "by_kind":       # made again for each netlist: its lists compared by value
                 changed = {k for k, v in a.items() if b.get(k) != v}
             else:                   # a splice keeps the entries it does not change: compared by identity
                 changed = {k for k, v in a.items() if b.get(k, _MISSING) is not v}

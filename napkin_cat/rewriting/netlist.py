@@ -193,7 +193,7 @@ class Netlist:
         return list(self.nodes)
 
     @cached_property
-    def _kinds(self) -> dict:
+    def by_kind(self) -> dict:
         """``(node kind, box kind or None) → [node id]`` in the netlist's order, and ``(node kind, None)`` for every
         node of that kind (a box under both its keys)."""
         out: dict = {}
@@ -206,7 +206,7 @@ class Netlist:
     def of_kind(self, *keys) -> list:
         """The ids of the nodes under ``keys`` (``(node kind, box kind or None)``: ``("copy", None)``, ``("box",
         "exp")``), in the netlist's order; a scan for a pattern's candidates reads these alone."""
-        kinds = self._kinds
+        kinds = self.by_kind
         if len(keys) == 1:
             return kinds.get(keys[0], [])
         found = set().union(*(kinds.get(k, ()) for k in keys))
