@@ -26,6 +26,7 @@ from napkin_cat.errors import NapkinError, RewriteError
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.variants import split_variants, variants
+from napkin_cat.syntax.dtype import BOOL
 from napkin_cat.syntax.flat import layers
 
 # ---------------------------------------------------------------------- blocks and their costs
@@ -35,18 +36,41 @@ def _reads_positions(d) -> bool:
                or (hasattr(box, "arg") and _reads_positions(box.arg)) for _, box in layers(d))
 
 
+def applies_mask(d) -> bool:
+    """Whether an op of ``d`` (or of a region in it) applies a ``bool`` value to values that are not ``bool`` (a
+    ``where``, a ``select``, a cast to numbers): the only ops by which a stream of a partition of ``d`` may skip trips
+    (:func:`~napkin_cat.algorithms.skipping.skip_of` looks for masks there and nowhere else).
+
+    >>> import napkin_cat as nc
+    >>> applies_mask(nc.library.document_attention()), applies_mask(nc.library.attention())
+    (True, False)
+    """
+    for _, box in layers(d):
+        if hasattr(box, "arg") and applies_mask(box.arg):
+            return True
+        if getattr(box, "data", None) is not None and any(a.dtype == BOOL for a in box.dom.inside) \
+                and not any(a.dtype == BOOL for a in box.cod.inside):
+            return True
+    return False
+
+
 class Choice:
     """A block's partitions and cost curves (built on first use), and its compulsory transfers: its inputs read
-    once and its outputs written once, or only the outputs where a mask from positions may skip trips (a masked
-    stream need not read every row of an input: keys no query sees are never loaded).
+    once and its outputs written once, or only the outputs where a mask may skip trips: one from positions (a
+    masked stream need not read every row of an input: keys no query sees are never loaded), or one from data
+    when ``density`` < 1 (a stream then runs that fraction of its trips, so what it reads per trip is read
+    ``density`` times; nested masked streams, that fraction again).  Outputs are written whole either way: a
+    stream that skips trips only reduces (:func:`~napkin_cat.algorithms.skipping.skip_of`: no sliced outputs), its
+    reducers' results written after it.  So :attr:`compulsory` is at most the H of every partition of the block,
+    at every memory: the search's prune (:func:`shortest_splits`, :func:`best_join`) may skip on it.
 
     A value of its kernel and level: what it builds on first use is built whole and then kept (a thread that
     finds a part either finds it complete or builds its own), so a Choice may be shared between threads."""
 
     def __init__(self, function, level, density=1):
         self.function, self.level, self.density = function, level, density
-        self._certain = function.cod.inside if _reads_positions(function) else (*function.dom.inside,
-                                                                                  *function.cod.inside)
+        masked = _reads_positions(function) or (density != 1 and applies_mask(function))
+        self._certain = function.cod.inside if masked else (*function.dom.inside, *function.cod.inside)
         self._options = None
         self._split = None
         self._at = {}
