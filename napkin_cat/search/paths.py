@@ -24,53 +24,24 @@ from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.cost.iocost import numel
 from napkin_cat.errors import NapkinError, RewriteError
 from napkin_cat.search.blocks import bits
+from napkin_cat.search.bounds import moved_whole
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.variants import split_variants, variants
-from napkin_cat.syntax.dtype import BOOL
-from napkin_cat.syntax.flat import layers
 
 # ---------------------------------------------------------------------- blocks and their costs
-def _reads_positions(d) -> bool:
-    """Whether a box of ``d`` (or of a region in it) computes positions: a mask of them may skip trips."""
-    return any(getattr(getattr(box, "data", None), "kind", None) == "position"
-               or (hasattr(box, "arg") and _reads_positions(box.arg)) for _, box in layers(d))
-
-
-def applies_mask(d) -> bool:
-    """Whether an op of ``d`` (or of a region in it) applies a ``bool`` value to values that are not ``bool`` (a
-    ``where``, a ``select``, a cast to numbers): the only ops by which a stream of a partition of ``d`` may skip trips
-    (:func:`~napkin_cat.algorithms.skipping.skip_of` looks for masks there and nowhere else).
-
-    >>> import napkin_cat as nc
-    >>> applies_mask(nc.library.document_attention()), applies_mask(nc.library.attention())
-    (True, False)
-    """
-    for _, box in layers(d):
-        if hasattr(box, "arg") and applies_mask(box.arg):
-            return True
-        if getattr(box, "data", None) is not None and any(a.dtype == BOOL for a in box.dom.inside) \
-                and not any(a.dtype == BOOL for a in box.cod.inside):
-            return True
-    return False
-
-
 class Choice:
-    """A block's partitions and cost curves (built on first use), and its compulsory transfers: its inputs read
-    once and its outputs written once, or only the outputs where a mask may skip trips: one from positions (a
-    masked stream need not read every row of an input: keys no query sees are never loaded), or one from data
-    when ``density`` < 1 (a stream then runs that fraction of its trips, so what it reads per trip is read
-    ``density`` times; nested masked streams, that fraction again).  Outputs are written whole either way: a
-    stream that skips trips only reduces (:func:`~napkin_cat.algorithms.skipping.skip_of`: no sliced outputs), its
-    reducers' results written after it.  So :attr:`compulsory` is at most the H of every partition of the block,
-    at every memory: the search's prune (:func:`shortest_splits`, :func:`best_join`) may skip on it.
+    """A block's partitions and cost curves (built on first use), and its compulsory transfers: the arrays every
+    partition of it moves whole, read or written once (:func:`~napkin_cat.search.bounds.moved_whole` at the
+    search's ``density``: its inputs and outputs, or only its outputs where a mask may skip trips).  So
+    :attr:`compulsory` is at most the H of every partition of the block, at every memory: the search's prune
+    (:func:`shortest_splits`, :func:`best_join`) may skip on it.
 
     A value of its kernel and level: what it builds on first use is built whole and then kept (a thread that
     finds a part either finds it complete or builds its own), so a Choice may be shared between threads."""
 
     def __init__(self, function, level, density=1):
         self.function, self.level, self.density = function, level, density
-        masked = _reads_positions(function) or (density != 1 and applies_mask(function))
-        self._certain = function.cod.inside if masked else (*function.dom.inside, *function.cod.inside)
+        self._certain = moved_whole(function, density)
         self._options = None
         self._split = None
         self._at = {}
@@ -276,7 +247,8 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
     choices = {}
     for b in space.downs[1:]:
         dist[b], back[b] = [inf] * n, [None] * n
-        for a, block in space.into[b]:
+        order, first = [], [None] * n    # first[k]: the (edge, option) rank of the best candidate found into b
+        for e, (a, block) in enumerate(space.into[b]):
             da = dist[a]
             if all(x == inf for x in da):
                 continue
@@ -284,10 +256,14 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
             if found is None:    # a block ends edges from many down-sets: its Choice and bound read once
                 ch = search.choice(graph, block)
                 found = choices[block] = (ch, lower(ch))
-            ch, lb = found
+            order.append((min(x[0] for x in da if x != inf) + found[1], e, a, block))
+        order.sort()     # best first: the least bound first, so the best found bites early (the answer is the same)
+        for _, e, a, block in order:
+            da = dist[a]
+            ch, lb = choices[block]
             if all(da[k] == inf or (da[k][0] + lb, da[k][1] + 1) > dist[b][k][:2] for k in range(n)):
                 continue    # (H, kernels) at its bound cannot beat the best path anywhere: a tie it could win is kept
-            for v, curve in options(ch):
+            for o, (v, curve) in enumerate(options(ch)):
                 for k in range(n):
                     if da[k] == inf:
                         continue
@@ -295,8 +271,8 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
                     if h is None:
                         continue
                     cand = (da[k][0] + h, da[k][1] + 1, da[k][2] + tie(curve, k))
-                    if cand < dist[b][k]:
-                        dist[b][k], back[b][k] = cand, (a, block, v, curve)
+                    if cand < dist[b][k] or (cand == dist[b][k] and (e, o) < first[k]):   # of equal, the first
+                        dist[b][k], back[b][k], first[k] = cand, (a, block, v, curve), (e, o)   # in the edges' order
     out = []
     for k in range(n):
         if dist[space.full][k] == inf:
