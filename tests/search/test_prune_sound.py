@@ -12,7 +12,8 @@ Checked by two routes that share nothing with the bound: every partition of ever
 evaluated at several memories (its H* from the cost functor), is at least the block's bound; and ``nc.derive``
 with the prune equals ``nc.derive`` with a bound of 0 (nothing skipped: an exhaustive search of the same space),
 by H and by the sha1 of the serialised algorithm, on document attention at three densities and on random
-programs with masks from data (:func:`napkin_cat.testing.programs.random_program`, shape ``"data mask"``).
+programs with masks from data (:func:`napkin_cat.testing.programs.random_program`, shape ``"data mask"``) and
+from positions.
 """
 import hashlib
 from fractions import Fraction
@@ -29,10 +30,18 @@ from napkin_cat.testing.programs import random_program
 MEMORIES = [64, 256, 1024, 2 ** 14]
 #: random programs (concrete sizes) whose masks read data (shape "data mask")
 DATA_MASKED = [1, 10, 13, 97]
+#: random programs whose masks are made from positions (causal, a band, a block-causal one)
+POSITION_MASKED = [3, 24, 26]
 
 
 def _document():
     return nc.library.document_attention(), {"q": 4, "x": 32, "d": 64}
+
+
+def _positional(seed):
+    p = random_program(seed, concrete=True)
+    assert {"position", "mask"} <= p.shapes, (seed, sorted(p.shapes))
+    return p.diagram, {str(k): int(v) for k, v in p.sizes.items()}
 
 
 def _random(seed):
@@ -83,8 +92,8 @@ def _fingerprint(r):
     return r.H, str(r.variant), hashlib.sha1(nc.dumps(r.diagram).encode()).hexdigest()
 
 
-@pytest.mark.parametrize("density", [Fraction(1, 16), 1])
-def test_derive_pruned_equals_unpruned_on_a_mask_from_data(density, monkeypatch):
+def test_derive_pruned_equals_unpruned_on_a_mask_from_data(monkeypatch):
+    density = Fraction(1, 16)
     diagram, sizes = _document()
     pruned = nc.derive(diagram, memory=MEMORIES, sizes=sizes, density=density, cache=KernelCache())
     monkeypatch.setattr(Choice, "compulsory_at", lambda self, given: 0)     # nothing skipped: every edge costed
@@ -92,15 +101,14 @@ def test_derive_pruned_equals_unpruned_on_a_mask_from_data(density, monkeypatch)
     for m in MEMORIES:
         assert _fingerprint(pruned.at(m)) == _fingerprint(unpruned.at(m)), (density, m)
     # the fused kernel at 1/16 moves less than its inputs and outputs: the case the bound must allow
-    if density == Fraction(1, 16):
-        inputs_and_outputs = nc.cost(nc.kernel(diagram), sizes=sizes).H[1]     # one kernel, no tiles: each once
-        assert pruned.at(2 ** 14).H < inputs_and_outputs
+    inputs_and_outputs = nc.cost(nc.kernel(diagram), sizes=sizes).H[1]     # one kernel, no tiles: each once
+    assert pruned.at(2 ** 14).H < inputs_and_outputs
 
 
-@pytest.mark.parametrize("seed", DATA_MASKED)
-def test_derive_pruned_equals_unpruned_on_random_programs(seed, monkeypatch):
-    diagram, sizes = _random(seed)
-    density = Fraction(1, 8)
+@pytest.mark.parametrize("seed, density", [*((s, Fraction(1, 8)) for s in DATA_MASKED),
+                                           *((s, 1) for s in POSITION_MASKED)])
+def test_derive_pruned_equals_unpruned_on_random_programs(seed, density, monkeypatch):
+    diagram, sizes = _random(seed) if seed in DATA_MASKED else _positional(seed)
     pruned = nc.derive(diagram, memory=MEMORIES, sizes=sizes, density=density, cache=KernelCache())
     monkeypatch.setattr(Choice, "compulsory_at", lambda self, given: 0)
     unpruned = nc.derive(diagram, memory=MEMORIES, sizes=sizes, density=density, cache=KernelCache())
