@@ -1,7 +1,8 @@
 """Lower bounds on the transfers at one level, where one is known, read off the diagram's structure.
 
 * **compulsory** (any diagram): every input is loaded into the level at least once and every output
-  saved once, ``Σ |inputs| + Σ |outputs|``;
+  saved once, ``Σ |inputs| + Σ |outputs|``; only the outputs where a mask may skip trips
+  (:func:`moved_whole`: a masked stream need not read every row of an input);
 * **one contraction** ``A(a, b) · B(b, c) → C(a, c)`` (with batch axes carried by all three):
   Hong and Kung (1981), with the constant of Smith et al., "A communication-optimal matrix
   multiplication" (2019): at least ``2·N/√M − 2M`` values loaded for ``N`` multiply-adds (the
@@ -53,9 +54,56 @@ from napkin_cat.syntax.adapter import Ty
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.construct import einsum
+from napkin_cat.syntax.dtype import BOOL
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.wiring import trace_values
 
 COMPULSORY = "compulsory (inputs read once, outputs written once)"
+#: the compulsory bound's source where a mask may skip trips (:func:`moved_whole`)
+COMPULSORY_MASKED = "compulsory (outputs written once; a mask may skip reading inputs)"
+
+
+def reads_positions(d) -> bool:
+    """Whether a box of ``d`` (or of a region in it) computes positions: a mask of them may skip trips."""
+    return any(getattr(getattr(box, "data", None), "kind", None) == "position"
+               or (hasattr(box, "arg") and reads_positions(box.arg)) for _, box in layers(d))
+
+
+def applies_mask(d) -> bool:
+    """Whether an op of ``d`` (or of a region in it) applies a ``bool`` value to values that are not ``bool`` (a
+    ``where``, a ``select``, a cast to numbers): the only ops by which a stream of an algorithm of ``d`` may skip
+    trips (:func:`~napkin_cat.algorithms.skipping.skip_of` looks for masks there and nowhere else).
+
+    >>> import napkin_cat as nc
+    >>> applies_mask(nc.library.document_attention()), applies_mask(nc.library.attention())
+    (True, False)
+    """
+    for _, box in layers(d):
+        if hasattr(box, "arg") and applies_mask(box.arg):
+            return True
+        if getattr(box, "data", None) is not None and any(a.dtype == BOOL for a in box.dom.inside) \
+                and not any(a.dtype == BOOL for a in box.cod.inside):
+            return True
+    return False
+
+
+def moved_whole(d, density=None) -> tuple:
+    """The arrays every algorithm of ``d`` moves whole through a level (each value read, or written, at least once):
+    its inputs and outputs; only its outputs where a stream may skip trips: where an op applies a mask
+    (:func:`applies_mask`) made from positions (keys no query sees are never loaded) or, where ``density`` < 1
+    (None: not known), read from data (a stream then runs that fraction of its trips, reading that fraction of what
+    it reads per trip).  Outputs are written whole either
+    way: a stream that skips trips only reduces (:func:`~napkin_cat.algorithms.skipping.skip_of`: no sliced
+    outputs), its reducers' results written after it.
+
+    >>> import napkin_cat as nc
+    >>> [len(moved_whole(f)) for f in (nc.library.attention(), nc.library.causal_attention())]
+    [4, 1]
+    >>> [len(moved_whole(nc.library.document_attention(), rho)) for rho in (1, 0.5)]
+    [6, 1]
+    """
+    skips = applies_mask(d) and (density != 1 or reads_positions(d))
+    return tuple(d.cod.inside) if skips else (*d.dom.inside, *d.cod.inside)
 
 
 @dataclass(frozen=True)
@@ -304,10 +352,12 @@ def lower_bound(diagram, M) -> Bound:
     """The best known lower bound on the values moved through one level of memory ``M`` (see module)."""
     M = symbol(M) if isinstance(M, str) else M
     ops, _, _ = trace_values(diagram)
-    compulsory = sum((numel(a) for a in (*diagram.dom.inside, *diagram.cod.inside)), sympy.Integer(0))
+    whole = moved_whole(diagram)
+    compulsory = sum((numel(a) for a in whole), sympy.Integer(0))
     for recognise in RECOGNISERS:
         found = recognise(diagram, ops, M)
         if found is not None:
             expr, source = found
             return Bound(compulsory, expr, source)
-    return Bound(compulsory, None, COMPULSORY + "; no stronger bound is known for this diagram")
+    said = COMPULSORY if len(whole) == len(diagram.dom.inside) + len(diagram.cod.inside) else COMPULSORY_MASKED
+    return Bound(compulsory, None, said + "; no stronger bound is known for this diagram")

@@ -24,29 +24,24 @@ from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.cost.iocost import numel
 from napkin_cat.errors import NapkinError, RewriteError
 from napkin_cat.search.blocks import bits
+from napkin_cat.search.bounds import moved_whole
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.variants import split_variants, variants
-from napkin_cat.syntax.flat import layers
 
 # ---------------------------------------------------------------------- blocks and their costs
-def _reads_positions(d) -> bool:
-    """Whether a box of ``d`` (or of a region in it) computes positions: a mask of them may skip trips."""
-    return any(getattr(getattr(box, "data", None), "kind", None) == "position"
-               or (hasattr(box, "arg") and _reads_positions(box.arg)) for _, box in layers(d))
-
-
 class Choice:
-    """A block's partitions and cost curves (built on first use), and its compulsory transfers: its inputs read
-    once and its outputs written once, or only the outputs where a mask from positions may skip trips (a masked
-    stream need not read every row of an input: keys no query sees are never loaded).
+    """A block's partitions and cost curves (built on first use), and its compulsory transfers: the arrays every
+    partition of it moves whole, read or written once (:func:`~napkin_cat.search.bounds.moved_whole` at the
+    search's ``density``: its inputs and outputs, or only its outputs where a mask may skip trips).  So
+    :attr:`compulsory` is at most the H of every partition of the block, at every memory: the search's prune
+    (:func:`shortest_splits`, :func:`best_join`) may skip on it.
 
     A value of its kernel and level: what it builds on first use is built whole and then kept (a thread that
     finds a part either finds it complete or builds its own), so a Choice may be shared between threads."""
 
     def __init__(self, function, level, density=1):
         self.function, self.level, self.density = function, level, density
-        self._certain = function.cod.inside if _reads_positions(function) else (*function.dom.inside,
-                                                                                  *function.cod.inside)
+        self._certain = moved_whole(function, density)
         self._options = None
         self._split = None
         self._at = {}
@@ -252,7 +247,8 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
     choices = {}
     for b in space.downs[1:]:
         dist[b], back[b] = [inf] * n, [None] * n
-        for a, block in space.into[b]:
+        order, first = [], [None] * n    # first[k]: the (edge, option) rank of the best candidate found into b
+        for e, (a, block) in enumerate(space.into[b]):
             da = dist[a]
             if all(x == inf for x in da):
                 continue
@@ -260,10 +256,14 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
             if found is None:    # a block ends edges from many down-sets: its Choice and bound read once
                 ch = search.choice(graph, block)
                 found = choices[block] = (ch, lower(ch))
-            ch, lb = found
+            order.append((min(x[0] for x in da if x != inf) + found[1], e, a, block))
+        order.sort()     # best first: the least bound first, so the best found bites early (the answer is the same)
+        for _, e, a, block in order:
+            da = dist[a]
+            ch, lb = choices[block]
             if all(da[k] == inf or (da[k][0] + lb, da[k][1] + 1) > dist[b][k][:2] for k in range(n)):
                 continue    # (H, kernels) at its bound cannot beat the best path anywhere: a tie it could win is kept
-            for v, curve in options(ch):
+            for o, (v, curve) in enumerate(options(ch)):
                 for k in range(n):
                     if da[k] == inf:
                         continue
@@ -271,8 +271,8 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
                     if h is None:
                         continue
                     cand = (da[k][0] + h, da[k][1] + 1, da[k][2] + tie(curve, k))
-                    if cand < dist[b][k]:
-                        dist[b][k], back[b][k] = cand, (a, block, v, curve)
+                    if cand < dist[b][k] or (cand == dist[b][k] and (e, o) < first[k]):   # of equal, the first
+                        dist[b][k], back[b][k], first[k] = cand, (a, block, v, curve), (e, o)   # in the edges' order
     out = []
     for k in range(n):
         if dist[space.full][k] == inf:
