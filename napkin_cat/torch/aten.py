@@ -454,7 +454,8 @@ def expand(t: Translation, x: Tensor, sizes, *, implicit=False):
     return t.expanded(x, t.shape)
 
 
-@rule("contiguous.default", "clone.default", "alias.default", "detach.default", "lift_fresh_copy.default")
+@rule("contiguous.default", "clone.default", "alias.default", "detach.default", "detach_.default",
+      "lift_fresh_copy.default")
 def same(t: Translation, x: Tensor, *rest, **kw):
     return x
 
