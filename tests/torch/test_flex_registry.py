@@ -1,0 +1,62 @@
+"""Tracing FlexAttention's mods again with new captured values registers no new ``torch.library`` op (issue 33's
+follow-up: ``torch.library`` cannot unregister, and one op per trace grew for the process's life).
+
+Second routes: the registered ops are counted by the dispatcher (``torch._C._dispatch_get_all_op_names``, not the
+library's own tables), and each call's output is checked against the maths written here (float64 plain torch), so
+that a reused op that ran a stale trace would fail.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import napkin_cat as nc  # noqa: E402
+
+B, H, N, D = 1, 2, 8, 4
+OPTIONS = {"memory": 64, "depth": 0}
+G = torch.Generator().manual_seed(11)
+
+
+def registered() -> set:
+    """The ops registered in the ``napkin`` namespace, as the dispatcher lists them."""
+    return {name for name in torch._C._dispatch_get_all_op_names() if name.startswith("napkin::")}
+
+
+def dense(q, k, v, score_mod=None, mask_mod=None):
+    b, h, i, x = (torch.arange(n).view([-1 if j == p else 1 for j in range(4)]) for p, n in enumerate((B, H, N, N)))
+    s = q @ k.transpose(-1, -2) / math.sqrt(D)
+    s = s if score_mod is None else score_mod(s, b, h, i, x)
+    s = s if mask_mod is None else s.masked_fill(~mask_mod(b, h, i, x), -math.inf)
+    return torch.softmax(s, -1) @ v
+
+
+def test_twenty_captured_values_register_no_op():
+    """20 distinct numbers a mod captures (each makes a new trace: the mod makes a tensor of it, a constant of the
+    trace) and 2 window widths (each a new diagram, derived) register nothing once the first call has registered
+    the process's flex ops; each call gives its own value's attention, through the trace of its own handle."""
+    q, k, v = (torch.randn(B, H, N, D, dtype=torch.float64, generator=G) for _ in range(3))
+    nc.torch.flex_attention(q, k, v, mask_mod=lambda b, h, i, x: x <= i, **OPTIONS)
+    before = registered()
+    for w in range(20):
+        def score_mod(s, b, h, i, x):
+            return s + torch.tensor(0.25 * w, dtype=torch.float64) * (i == x)
+        O = nc.torch.flex_attention(q, k, v, score_mod, **OPTIONS)
+        assert (O - dense(q, k, v, score_mod)).abs().max() < 1e-12, w
+    for width in (2, 3):
+        def mask_mod(b, h, i, x):
+            return (x <= i) & (i - x <= width)
+        O = nc.torch.flex_attention(q, k, v, mask_mod=mask_mod, **OPTIONS)
+        assert (O - dense(q, k, v, mask_mod=mask_mod)).abs().max() < 1e-12, width
+    assert registered() == before, sorted(registered() - before)
+
+
+def test_a_handle_of_no_live_trace_is_refused():
+    """The registered op called with a handle no live trace has: a TensorError naming it."""
+    q, k, v = (torch.randn(B, H, N, D, dtype=torch.float64) for _ in range(3))
+    nc.torch.flex_attention(q, k, v, mask_mod=lambda b, h, i, x: x <= i, **OPTIONS)
+    forward, _ = nc.torch.flexop.registered()
+    with pytest.raises(nc.errors.TensorError, match="no trace has handle -1"):
+        forward(q, k, v, [], -1)
