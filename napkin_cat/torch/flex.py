@@ -68,7 +68,8 @@ class Scores(torch.nn.Module):
             s = self.score_mod(s, b, h, q_idx, kv_idx)
         if self.mask_mod is not None:
             s = s.masked_fill(~self.mask_mod(b, h, q_idx, kv_idx), float("-inf"))
-        s = s.to(query.dtype)       # a captured table of another dtype: torch's result has the query's
+        if isinstance(s, torch.Tensor) and s.is_floating_point():   # a table of another real dtype: the query's
+            s = s.to(query.dtype)
         return torch.softmax(s, -1) @ value, torch.logsumexp(s, -1)
 
 

@@ -141,6 +141,12 @@ def test_tensors_inside_a_captured_object_dict_and_list_are_inputs():
     O = nc.torch.flex_attention(q, k, v, score_mod, mask_mod, **OPTIONS)
     assert (O - dense(q, k, v, score_mod, mask_mod)).abs().max() < 1e-12
     assert len(nc.torch.flex.TRACES) == traces, "the mods were traced again"
+    compiled = torch.compile(lambda q, k, v: nc.torch.flex_attention(q, k, v, score_mod, mask_mod, **OPTIONS),
+                             fullgraph=True, backend="eager")      # dynamo follows cfg.bias, slopes["h"], docs[0]
+    O, want = compiled(q, k, v), dense(q, k, v, score_mod, mask_mod)
+    assert (O - want).abs().max() < 1e-12
+    (got,), (expected,) = torch.autograd.grad(O, [cfg.bias], w), torch.autograd.grad(want, [cfg.bias], w)
+    assert (got - expected).abs().max() < 1e-11 and expected.abs().max() > 1e-3
 
 
 @pytest.mark.filterwarnings("ignore")
