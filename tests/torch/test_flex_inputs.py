@@ -34,7 +34,7 @@ def dense(q, k, v, score_mod=None, mask_mod=None, scale=None):
     s = q @ k.transpose(-1, -2) * (1 / math.sqrt(D) if scale is None else scale)
     s = s if score_mod is None else score_mod(s, b, h, i, x).double()
     s = s if mask_mod is None else s.masked_fill(~mask_mod(b, h, i, x), -math.inf)
-    return torch.softmax(s, -1) @ v
+    return torch.exp(s - torch.logsumexp(s, -1, keepdim=True)).nan_to_num(0.0) @ v      # a row with no key: 0
 
 
 def eager(q, k, v, score_mod, scale=None):
@@ -104,49 +104,57 @@ class Config:
     """A plain object a mod captures, holding a learnable relative-bias table."""
 
     def __init__(self):
-        self.bias = torch.randn(2 * N - 1, dtype=torch.float64, generator=G, requires_grad=True)
+        self.bias = bias_table()
+
+
+def bias_table(dtype=torch.float64):
+    return torch.randn(2 * N - 1, dtype=dtype, generator=G, requires_grad=True)
+
+
+def window(b, h, q, x):
+    return (x < q) & (q - x <= 3)        # query 0 has no key: O = 0 there (FlexAttention's convention)
 
 
 @pytest.mark.filterwarnings("ignore")
 def test_tensors_inside_a_captured_object_dict_and_list_are_inputs():
-    """A table read as ``cfg.bias``, a per-head slope as ``slopes["h"]`` and document ids as ``docs[0]`` are read
-    fresh at each call (one trace: updated in place or rebound, the next call uses the new values) and the learnable
-    ones get their gradients, as a directly captured tensor does.  On 1decefe they were constants of the trace
-    (traced again at each call, no gradient)."""
-    cfg = Config()
-    slopes = {"h": torch.tensor([0.5, -0.25], dtype=torch.float64, requires_grad=True)}
-    docs = [torch.tensor([0, 0, 0, 1, 1, 2, 2, 2])]
-
-    def score_mod(s, b, h, q, x):
-        return s + cfg.bias[q - x + N - 1] + slopes["h"][h] * (q - x)
-
-    def mask_mod(b, h, q, x):
-        return docs[0][q] == docs[0][x]
+    """A relative-bias table read as ``cfg.bias``, ``tables["bias"]`` or ``biases[0]`` is read fresh at each call
+    (one trace: updated in place or rebound, the next call uses the new values) and gets its gradient, as a directly
+    captured tensor does; under ``torch.compile(fullgraph=True)`` dynamo follows the entry and the item (an
+    attribute's path was followed before).  On 1decefe such a table was a constant of the trace (traced again at
+    each call, no gradient).  (The mods are ``test_flex_compiled.py``'s, so that the derivations are the ones it
+    stores.)"""
+    cfg, tables, biases = Config(), {"bias": bias_table()}, [bias_table()]
+    mods = {"attribute": (lambda s, b, h, q, x: s + cfg.bias[q - x + N - 1], lambda: cfg.bias),
+            "entry": (lambda s, b, h, q, x: s + tables["bias"][q - x + N - 1], lambda: tables["bias"]),
+            "item": (lambda s, b, h, q, x: s + biases[0][q - x + N - 1], lambda: biases[0])}
     q, k, v = qkv(grad=True)
-    O = nc.torch.flex_attention(q, k, v, score_mod, mask_mod, **OPTIONS)
-    want = dense(q, k, v, score_mod, mask_mod)
-    assert (O - want).abs().max() < 1e-12
-    assert (O - eager(q, k, v, lambda s, b, h, i, x: torch.where(
-        mask_mod(b, h, i, x), score_mod(s, b, h, i, x), -math.inf))).abs().max() < 1e-12
-    w = torch.randn(O.shape, dtype=torch.float64, generator=G)
-    got = torch.autograd.grad(O, [cfg.bias, slopes["h"]], w, allow_unused=True)
-    expected = torch.autograd.grad(want, [cfg.bias, slopes["h"]], w)
-    assert all(g is not None for g in got), "a tensor inside a captured object or dict got no gradient"
-    assert all((g - e).abs().max() < 1e-11 and e.abs().max() > 1e-3 for g, e in zip(got, expected))
+    w = torch.randn(B, H, N, D, dtype=torch.float64, generator=G)
+    for name, (score_mod, read) in mods.items():
+        O, L = nc.torch.flex_attention(q, k, v, score_mod, window, return_lse=True, **OPTIONS)
+        want = dense(q, k, v, score_mod, window)
+        assert (O - want).abs().max() < 1e-12, name
+        assert (O - eager(q, k, v, lambda s, b, h, i, x: torch.where(
+            window(b, h, i, x), score_mod(s, b, h, i, x), -math.inf))).abs().max() < 1e-12, name
+        got = torch.autograd.grad(O, [read()], w, allow_unused=True)[0]
+        expected = torch.autograd.grad(want, [read()], w)[0]
+        assert got is not None, f"a table read as an {name} got no gradient"
+        assert (got - expected).abs().max() < 1e-11 and expected.abs().max() > 1e-3, name
     traces = len(nc.torch.flex.TRACES)
     with torch.no_grad():
         cfg.bias.mul_(-2.0)
-    slopes["h"] = torch.tensor([1.5, 0.75], dtype=torch.float64)
-    docs[0] = torch.tensor([0, 1, 1, 1, 1, 1, 3, 3])
-    O = nc.torch.flex_attention(q, k, v, score_mod, mask_mod, **OPTIONS)
-    assert (O - dense(q, k, v, score_mod, mask_mod)).abs().max() < 1e-12
+    tables["bias"], biases[0] = bias_table(), bias_table()
+    for name, (score_mod, _) in mods.items():
+        O = nc.torch.flex_attention(q, k, v, score_mod, window, return_lse=True, **OPTIONS)[0]
+        assert (O - dense(q, k, v, score_mod, window)).abs().max() < 1e-12, name
     assert len(nc.torch.flex.TRACES) == traces, "the mods were traced again"
-    compiled = torch.compile(lambda q, k, v: nc.torch.flex_attention(q, k, v, score_mod, mask_mod, **OPTIONS),
-                             fullgraph=True, backend="eager")      # dynamo follows cfg.bias, slopes["h"], docs[0]
-    O, want = compiled(q, k, v), dense(q, k, v, score_mod, mask_mod)
-    assert (O - want).abs().max() < 1e-12
-    (got,), (expected,) = torch.autograd.grad(O, [cfg.bias], w), torch.autograd.grad(want, [cfg.bias], w)
-    assert (got - expected).abs().max() < 1e-11 and expected.abs().max() > 1e-3
+    for name, (score_mod, read) in [(n, mods[n]) for n in ("entry", "item")]:     # a dict's, a list's: ("item", k)
+        compiled = torch.compile(lambda q, k, v: nc.torch.flex_attention(q, k, v, score_mod, window,
+                                                                         return_lse=True, **OPTIONS)[0],
+                                 fullgraph=True, backend="eager")
+        O, want = compiled(q, k, v), dense(q, k, v, score_mod, window)
+        assert (O - want).abs().max() < 1e-12, name
+        (got,), (expected,) = torch.autograd.grad(O, [read()], w), torch.autograd.grad(want, [read()], w)
+        assert (got - expected).abs().max() < 1e-11 and expected.abs().max() > 1e-3, name
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -155,14 +163,15 @@ def test_a_table_of_another_dtype_is_promoted_as_torch_does(queries, table):
     """float32 queries with a float64 bias table (refused on 1decefe), and float64 queries with a float32 one: the
     result has torch's flex_attention's dtype (the query's), its values torch's and the maths' (float32's precision
     where the queries are float32), the table's gradient in the table's dtype, equal to the maths'."""
-    bias = torch.randn(2 * N - 1, dtype=table, generator=G, requires_grad=True)
+    bias = bias_table(table)
 
     def score_mod(s, b, h, q, x):
         return s + bias[q - x + N - 1]
     q, k, v = qkv(queries)
-    O = nc.torch.flex_attention(q, k, v, score_mod, causal, **OPTIONS)
-    expected = eager(q, k, v, lambda s, b, h, i, x: torch.where(x <= i, score_mod(s, b, h, i, x), -math.inf))
-    want = dense(q, k, v, score_mod, causal)
+    O = nc.torch.flex_attention(q, k, v, score_mod, window, return_lse=True, **OPTIONS)[0]
+    expected = eager(q, k, v, lambda s, b, h, i, x: torch.where(window(b, h, i, x), score_mod(s, b, h, i, x),
+                                                                -math.inf))
+    want = dense(q, k, v, score_mod, window)
     tolerance = 1e-5 if queries == torch.float32 else 1e-12
     assert O.dtype == expected.dtype == queries
     assert (O - expected).abs().max() < tolerance and (O.double() - want).abs().max() < tolerance

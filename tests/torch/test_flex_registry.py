@@ -30,33 +30,43 @@ def dense(q, k, v, score_mod=None, mask_mod=None):
     s = q @ k.transpose(-1, -2) / math.sqrt(D)
     s = s if score_mod is None else score_mod(s, b, h, i, x)
     s = s if mask_mod is None else s.masked_fill(~mask_mod(b, h, i, x), -math.inf)
-    return torch.softmax(s, -1) @ v
+    return torch.exp(s - torch.logsumexp(s, -1, keepdim=True)).nan_to_num(0.0) @ v      # a row with no key: 0
+
+
+def window(width: int):
+    """A sliding window of ``width`` keys before the query (query 0 has none)."""
+    return lambda b, h, i, x: (x < i) & (i - x <= width)
 
 
 def test_twenty_captured_values_register_no_op():
-    """20 distinct numbers a mod captures (each makes a new trace: the mod makes a tensor of it, a constant of the
-    trace) and 2 window widths (each a new diagram, derived) register nothing once the first call has registered
-    the process's flex ops; each call gives its own value's attention, through the trace of its own handle."""
+    """20 distinct numbers a mod captures (each makes a new trace: the mod makes a table of it, a constant of the
+    trace; the diagram is ``test_flex_compiled.py``'s, whose derivation is stored) and 2 window widths (each a new
+    diagram, derived) register nothing once the first call has registered the process's flex ops; each call gives
+    its own value's attention, through the trace of its own handle."""
     q, k, v = (torch.randn(B, H, N, D, dtype=torch.float64, generator=G) for _ in range(3))
-    nc.torch.flex_attention(q, k, v, mask_mod=lambda b, h, i, x: x <= i, **OPTIONS)
+    bias = torch.randn(2 * N - 1, dtype=torch.float64, generator=G)
+
+    def relative(s, b, h, i, x):
+        return s + bias[i - x + N - 1]
+    nc.torch.flex_attention(q, k, v, relative, window(3), return_lse=True, **OPTIONS)
     before = registered()
     for w in range(20):
         def score_mod(s, b, h, i, x):
-            return s + torch.tensor(0.25 * w, dtype=torch.float64) * (i == x)
-        O = nc.torch.flex_attention(q, k, v, score_mod, **OPTIONS)
-        assert (O - dense(q, k, v, score_mod)).abs().max() < 1e-12, w
+            return s + torch.tensor([0.25 * w] * (2 * N - 1), dtype=torch.float64)[i - x + N - 1]
+        O = nc.torch.flex_attention(q, k, v, score_mod, window(3), return_lse=True, **OPTIONS)[0]
+        assert (O - dense(q, k, v, score_mod, window(3))).abs().max() < 1e-12, w
     for width in (2, 3):
-        def mask_mod(b, h, i, x):
-            return (x <= i) & (i - x <= width)
-        O = nc.torch.flex_attention(q, k, v, mask_mod=mask_mod, **OPTIONS)
-        assert (O - dense(q, k, v, mask_mod=mask_mod)).abs().max() < 1e-12, width
+        O = nc.torch.flex_attention(q, k, v, relative, window(width), return_lse=True, **OPTIONS)[0]
+        assert (O - dense(q, k, v, relative, window(width))).abs().max() < 1e-12, width
     assert registered() == before, sorted(registered() - before)
 
 
 def test_a_handle_of_no_live_trace_is_refused():
     """The registered op called with a handle no live trace has: a TensorError naming it."""
     q, k, v = (torch.randn(B, H, N, D, dtype=torch.float64) for _ in range(3))
-    nc.torch.flex_attention(q, k, v, mask_mod=lambda b, h, i, x: x <= i, **OPTIONS)
+    bias = torch.randn(2 * N - 1, dtype=torch.float64, generator=G)
+    nc.torch.flex_attention(q, k, v, lambda s, b, h, i, x: s + bias[i - x + N - 1], window(3), return_lse=True,
+                            **OPTIONS)
     forward, _ = nc.torch.flexop.registered()
     with pytest.raises(nc.errors.TensorError, match="no trace has handle -1"):
         forward(q, k, v, [], -1)
