@@ -18,6 +18,8 @@ gather, index_select, embedding         ``nc.gather`` (one index per row; the ta
 index (x[i, j] by integer tensors)      one ``nc.gather`` per index (a table read at positions)
 floor_divide, remainder                 ``floordiv`` / ``mod`` (``floordiv_by`` / ``mod_by`` with a number)
 layer_norm, rms_norm                    decomposed: mean, sub, square, mean, shift ε, rsqrt, mul (γ), add (β)
+var, std, var_mean, std_mean            decomposed: mean, sub, square, mean, scale n/(n − correction), sqrt:
+                                        :mod:`~napkin_cat.torch.moments`
 cross_entropy_loss, nll_loss            ``logsumexp − gather`` (``−gather``), its mean or sum (targets in [0, v)):
                                         :mod:`~napkin_cat.torch.losses`
 clamp                                   ``max`` then ``min`` with its bounds
@@ -45,11 +47,12 @@ import sympy
 from napkin_cat.syntax.dtype import BOOL, INT32
 from napkin_cat.syntax.maps import GELU_APPROXIMATIONS
 from napkin_cat.torch.losses import LOSSES
+from napkin_cat.torch.moments import MOMENTS
 from napkin_cat.torch.traced import Tensor
 from napkin_cat.torch.translate import Translation
 
 #: ATen operation (``"mm.default"``, the name after ``aten.``) → its rule ``rule(t, *args, **kwargs)``
-ATEN: dict = dict(LOSSES)
+ATEN: dict = {**LOSSES, **MOMENTS}
 #: checks that compute nothing (torch.export records them beside the operations): skipped
 CHECKS = {"_assert_tensor_metadata.default", "_assert_scalar.default", "sym_constrain_range_for_size.default",
           "_assert_async.msg"}
@@ -454,7 +457,8 @@ def expand(t: Translation, x: Tensor, sizes, *, implicit=False):
     return t.expanded(x, t.shape)
 
 
-@rule("contiguous.default", "clone.default", "alias.default", "detach.default", "lift_fresh_copy.default")
+@rule("contiguous.default", "clone.default", "alias.default", "detach.default", "detach_.default",
+      "lift_fresh_copy.default")
 def same(t: Translation, x: Tensor, *rest, **kw):
     return x
 

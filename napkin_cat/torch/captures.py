@@ -4,7 +4,8 @@ each captured tensor, which dynamo follows under ``torch.compile`` (:func:`paths
 
 A path is ``(role, steps)``: the mod (``"score_mod"`` or ``"mask_mod"``), then each step one of ``("self", None)``
 (a bound method's object), ``("func", None)`` (its function), ``("forward", None)`` (a module's ``forward``),
-``("cell", k)`` (closure cell ``k``'s value), ``("global", name)``, ``("attr", name)``::
+``("cell", k)`` (closure cell ``k``'s value), ``("global", name)``, ``("attr", name)``, ``("item", key)`` (a dict's
+entry, a list's item)::
 
     follow(score_mod, mask_mod, path_of(score_mod, mask_mod, key)) is captured(score_mod, mask_mod)[key]
 
@@ -25,6 +26,9 @@ import inspect
 import types
 
 import torch
+
+#: how many levels of attributes and dict entries deep a captured value is looked into (lists and tuples: all)
+DEPTH = 3
 
 
 def captured(score_mod, mask_mod) -> dict:
@@ -51,12 +55,13 @@ def captured(score_mod, mask_mod) -> dict:
 
 def modules(score_mod, mask_mod, reads) -> list:
     """The ``torch.nn.Module`` objects the mods read (a bound method's object, a module in a closure cell or a
-    global), registered under :class:`Scores` (as a mod that is a module is already) so that ``torch.export`` lifts
-    their parameters and buffers as the originals (``PARAMETER`` inputs, read at each call, their gradients given
-    back), not as copies of their values at the trace."""
+    global, or inside a captured object, dict or list: :func:`reached`), registered under :class:`Scores` (as a mod
+    that is a module is already) so that ``torch.export`` lifts their parameters and buffers as the originals
+    (``PARAMETER`` inputs, read at each call, their gradients given back), not as copies of their values at the
+    trace."""
     found = [fn.__self__ for fn in (score_mod, mask_mod) if inspect.ismethod(fn)
               and isinstance(fn.__self__, torch.nn.Module)]
-    found += [v for v in (reads or {}).values() if isinstance(v, torch.nn.Module)]
+    found += [v for _, _, v in reached(score_mod, mask_mod, reads) if isinstance(v, torch.nn.Module)]
     out = []
     for m in found:
         if all(m is not k for k in out):
@@ -64,7 +69,69 @@ def modules(score_mod, mask_mod, reads) -> list:
     return out
 
 
-def fingerprint(value, depth: int = 3):
+def reached(score_mod, mask_mod, reads=None) -> list:
+    """Every tensor and module the mods read: by name (:func:`captured`), or inside a value they read by name: an
+    object's attributes, a dict's entries (keyed by a string or an int), a list's or a tuple's items, as deep as
+    :func:`fingerprint` looks (a module is not looked inside: its parameters and buffers are read through
+    :func:`modules`).  Each as ``(name, path, value)``: ``"score_mod.cfg.table"``, ``"mask_mod.tables['doc']"``,
+    ``"score_mod.biases[0]"``, and its path (:func:`follow`); a value reached twice, once (its first path).
+
+    >>> class Cfg: pass
+    >>> cfg, bias = Cfg(), {"table": torch.zeros(3)}
+    >>> cfg.slopes = [torch.ones(2)]
+    >>> mod = lambda s, b, h, q, x: s * cfg.slopes[0][h] + bias["table"][q]
+    >>> for name, path, _ in reached(mod, None):
+    ...     print(name, path)
+    score_mod.bias['table'] ('score_mod', (('global', 'bias'), ('item', 'table')))
+    score_mod.cfg.slopes[0] ('score_mod', (('global', 'cfg'), ('attr', 'slopes'), ('item', 0)))
+    """
+    reads = captured(score_mod, mask_mod) if reads is None else reads
+    out, seen = [], set()
+    for key, value in sorted((reads or {}).items()):
+        inside(key, path_of(score_mod, mask_mod, key), value, DEPTH, out, seen)
+    return out
+
+
+def inside(name: str, path: tuple, value, depth: int, out: list, seen: set):
+    """:func:`reached`'s walk from ``value`` (at ``name``, ``path``), ``depth`` levels of attributes and entries."""
+    if id(value) in seen:
+        return
+    if isinstance(value, (torch.Tensor, torch.nn.Module)):
+        seen.add(id(value))
+        out.append((name, path, value))
+        return
+    role, steps = path
+    if isinstance(value, (tuple, list)):
+        seen.add(id(value))
+        for k, v in enumerate(value):
+            inside(f"{name}[{k}]", (role, steps + (("item", k),)), v, depth, out, seen)
+        return
+    if not depth:
+        return
+    if isinstance(value, dict):
+        seen.add(id(value))
+        for k, v in value.items():
+            if isinstance(k, (str, int)) and not isinstance(k, bool):
+                inside(f"{name}[{k!r}]", (role, steps + (("item", k),)), v, depth - 1, out, seen)
+        return
+    attributes = attributes_of(value)
+    if attributes is not None:
+        seen.add(id(value))
+        for k, v in attributes.items():
+            if isinstance(k, str):
+                inside(f"{name}.{k}", (role, steps + (("attr", k),)), v, depth - 1, out, seen)
+
+
+def attributes_of(value):
+    """A plain object's attributes (its ``__dict__``), None for a type, a function, a method, a Python module or a
+    value without one."""
+    if isinstance(value, (type, types.FunctionType, types.MethodType, types.ModuleType)):
+        return None
+    attributes = getattr(value, "__dict__", None)
+    return attributes if isinstance(attributes, dict) else None
+
+
+def fingerprint(value, depth: int = DEPTH):
     """What a traced diagram depends on in a captured value: a tensor's shape, dtype and device (not its values,
     which are the diagram's inputs), a number's or a string's value; an object's identity and the fingerprints of
     its attributes (a module's: its public attributes, its parameters' and buffers' shapes, its submodules'), a
@@ -87,9 +154,8 @@ def fingerprint(value, depth: int = 3):
         return ("dict", id(value), tuple(sorted((repr(k), fingerprint(v, depth - 1)) for k, v in value.items())))
     if isinstance(value, (set, frozenset)) and depth:
         return (type(value).__name__, tuple(sorted(repr(fingerprint(v, depth - 1)) for v in value)))
-    attributes = getattr(value, "__dict__", None) if depth and not isinstance(
-        value, (type, types.FunctionType, types.MethodType, types.ModuleType)) else None
-    if not isinstance(attributes, dict):
+    attributes = attributes_of(value) if depth else None
+    if attributes is None:
         return ("object", id(value))
     if isinstance(value, torch.nn.Module):
         attributes = {**{k: v for k, v in attributes.items() if not k.startswith("_")},
@@ -123,19 +189,19 @@ def path_of(score_mod, mask_mod, key: str) -> tuple:
 
 
 def tensors(score_mod, mask_mod) -> list:
-    """Every tensor a trace of the mods may read per call, as ``(key, path, tensor)``: each tensor the mods capture by
-    name (key ``("read", name)``, ``name`` as :func:`captured` gives it), and each parameter and buffer of each module
-    they read (key ``("param", i, name)``: module ``i`` of :func:`modules`, the parameter's dotted name in it).  What
-    a trace at given shapes reads is among them (:func:`key_of` names it), so that the list is known before the
-    shapes are."""
+    """Every tensor a trace of the mods may read per call, as ``(key, path, tensor)``: each tensor the mods read by
+    name or inside a value they read by name (key ``("read", name)``, ``name`` as :func:`reached` gives it), and each
+    parameter and buffer of each module they read (key ``("param", i, name)``: module ``i`` of :func:`modules`, the
+    parameter's dotted name in it).  What a trace at given shapes reads is among them (:func:`key_of` names it), so
+    that the list is known before the shapes are."""
     reads = captured(score_mod, mask_mod) or {}
-    out = [(("read", k), path_of(score_mod, mask_mod, k), v) for k, v in reads.items() if isinstance(v, torch.Tensor)]
+    found = reached(score_mod, mask_mod, reads)
+    out = [(("read", k), path, v) for k, path, v in found if isinstance(v, torch.Tensor)]
     for i, m in enumerate(modules(score_mod, mask_mod, reads)):
-        found = [(role, (("self", None),)) for role, fn in mods(score_mod, mask_mod).items()
+        paths = [(role, (("self", None),)) for role, fn in mods(score_mod, mask_mod).items()
                  if inspect.ismethod(fn) and fn.__self__ is m]
-        found += [(role, ()) for role, fn in mods(score_mod, mask_mod).items() if fn is m]
-        found += [path_of(score_mod, mask_mod, k) for k, v in reads.items() if v is m]
-        role, steps = found[0]
+        paths += [path for _, path, v in found if v is m]
+        role, steps = paths[0]
         for name, t in (*m.named_parameters(), *m.named_buffers()):
             out.append((("param", i, name), (role, steps + tuple(("attr", a) for a in name.split("."))), t))
     return out
@@ -170,9 +236,11 @@ def follow(score_mod, mask_mod, path: tuple):
             obj = obj.__closure__[arg].cell_contents
         elif kind == "global":
             obj = obj.__globals__[arg]
+        elif kind == "item":
+            obj = obj[arg]
         else:
             obj = getattr(obj, arg)
     return obj
 
 
-__all__ = ["captured", "modules", "fingerprint", "path_of", "tensors", "key_of", "follow"]
+__all__ = ["captured", "modules", "reached", "fingerprint", "path_of", "tensors", "key_of", "follow", "DEPTH"]

@@ -40,25 +40,27 @@ import torch
 
 from napkin_cat.errors import ShapeError, TensorError
 from napkin_cat.plan.recent import Recent
-from napkin_cat.torch.captures import captured, fingerprint, follow, modules
+from napkin_cat.torch.captures import captured, fingerprint, follow, modules, reached
 from napkin_cat.torch.exported import translate
 from napkin_cat.torch.flexgraph import prepared
 from napkin_cat.torch.flexop import GIVEN, flex_op, positions
-from napkin_cat.torch.ops import compile
+from napkin_cat.torch.ops import compiled
 
 #: the index tensors' names and the (input, dimension) each is the positions along
 POSITIONS = {"b": ("query", 0), "h": ("query", 1), "q_idx": ("query", 2), "kv_idx": ("key", 2)}
 NAMES = {"query": "b h q d", "key": "b h x d", "value": "b h x e"}
 #: the mods traced per process (:class:`TraceCache`): a bounded number of entries, least recently used evicted
 TRACED = 64
+#: the name of a tensor scale among the op's inputs (and the role of its path under ``torch.compile``)
+TENSOR_SCALE = "scale"
 
 
 class Scores(torch.nn.Module):
     """Masked attention with the mods, as torch computes it: what is exported and translated."""
 
-    def __init__(self, score_mod, mask_mod, scale: float):
+    def __init__(self, score_mod, mask_mod, scale):
         super().__init__()
-        self.score_mod, self.mask_mod, self.scale = score_mod, mask_mod, scale
+        self.score_mod, self.mask_mod, self.scale = score_mod, mask_mod, scale    # a float, or a 0-d tensor
 
     def forward(self, query, key, value, b, h, q_idx, kv_idx):
         s = query @ key.transpose(-1, -2) * self.scale
@@ -66,12 +68,15 @@ class Scores(torch.nn.Module):
             s = self.score_mod(s, b, h, q_idx, kv_idx)
         if self.mask_mod is not None:
             s = s.masked_fill(~self.mask_mod(b, h, q_idx, kv_idx), float("-inf"))
+        if isinstance(s, torch.Tensor) and s.is_floating_point():   # a table of another real dtype: the query's
+            s = s.to(query.dtype)
         return torch.softmax(s, -1) @ value, torch.logsumexp(s, -1)
 
 
 @dataclass
 class Traced:
-    """The mods traced at one key: the exported program, its translation, the compiled op, where each captured
+    """The mods traced at one key: the exported program, its translation, the compiled op (a
+    :class:`~napkin_cat.torch.ops.CompiledOp`, registered as no op of its own), where each captured
     constant of the program is read from (``sources``: constant name → the mods' name for it) and the index
     reads to check at each call."""
     program: object
@@ -90,8 +95,8 @@ class Traced:
             s.target) for s in specs if s.kind.name in ("PARAMETER", "BUFFER")}
 
     def live(self, reads: dict) -> list:
-        """The tensors the op reads per call (``flex.live``), as they are now: captured by the mods (``reads``:
-        :func:`~napkin_cat.torch.captures.captured`), or the parameters and buffers of the modules they read."""
+        """The tensors the op reads per call (``flex.live``), as they are now: read by the mods (``reads``:
+        :func:`live_reads`, a tensor scale's among them), or the parameters and buffers of the modules they read."""
         lifted = self.lifted()
         return [reads[self.sources[n]] if n in self.sources else lifted[n] for n in self.flex.live]
 
@@ -135,18 +140,29 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     if d == 0:
         raise ShapeError(f"flex_attention's head dimension is 0 (query {tuple(query.shape)}): the scores have no "
                          "term and the default scale 1/sqrt(d) is infinite; d ≥ 1")
-    scale = 1 / math.sqrt(d) if scale is None else as_scale(scale)
+    given = as_scale(scale, query) if scale is not None else None
+    scale = 1 / math.sqrt(d) if scale is None else given if not isinstance(given, torch.Tensor) else (
+        TENSOR_SCALE, given.dtype)       # a tensor: an input of the op, the trace keyed by its dtype
     if 0 in (*query.shape[:3], key.shape[2], value.shape[-1]):
-        O, L = empty(score_mod, mask_mod, scale, query, key, value)
+        O, L = empty(score_mod, mask_mod, given if isinstance(given, torch.Tensor) else scale, query, key, value)
         return (O, L) if return_lse else O
     if torch.compiler.is_compiling():     # the graph's one op, which finds the trace at each call's sizes
         name, paths = prepared(at_sizes, score_mod, mask_mod, (scale, memory, hardware, depth, bool(return_lse)))
-        live = [follow(score_mod, mask_mod, path) for path in paths]
+        live = [given if path[0] == TENSOR_SCALE else follow(score_mod, mask_mod, path) for path in paths]
         O, L = getattr(torch.ops.napkin, name.split("::")[-1])(query, key, value, live)
     else:
         traced = at_sizes(score_mod, mask_mod, scale, memory, hardware, depth, bool(return_lse), (query, key, value))
-        O, L = traced.flex(query, key, value, traced.live(captured(score_mod, mask_mod)))
+        O, L = traced.flex(query, key, value, traced.live(live_reads(score_mod, mask_mod, given)))
     return (O, L) if return_lse else O
+
+
+def live_reads(score_mod, mask_mod, scale=None) -> dict:
+    """Every tensor the mods read, by name (:func:`~napkin_cat.torch.captures.reached`: closure cells, globals, and
+    inside the objects, dicts and lists they capture), and a tensor ``scale`` as ``"scale"``."""
+    out = {name: v for name, _, v in reached(score_mod, mask_mod) if isinstance(v, torch.Tensor)}
+    if isinstance(scale, torch.Tensor):
+        out[TENSOR_SCALE] = scale
+    return out
 
 
 def at_sizes(score_mod, mask_mod, scale, memory, hardware, depth, return_lse, qkv) -> "Traced":
@@ -154,8 +170,10 @@ def at_sizes(score_mod, mask_mod, scale, memory, hardware, depth, return_lse, qk
     (where every constant of its program is a tensor the mods capture by name), made where there is none."""
     reads = captured(score_mod, mask_mod)
     shapes = tuple((tuple(x.shape), x.dtype, x.device.type) for x in qkv)
+    if isinstance(scale, tuple):      # a tensor scale (its dtype): a placeholder of it is traced, read per call
+        scale = torch.ones((), dtype=scale[1], device=qkv[0].device)
     cache_key = None if reads is None else (
-        score_mod, mask_mod, scale, shapes, memory, getattr(hardware, "name", hardware), depth, return_lse,
+        score_mod, mask_mod, fingerprint(scale), shapes, memory, getattr(hardware, "name", hardware), depth, return_lse,
         tuple(sorted((k, fingerprint(v)) for k, v in reads.items())))
     traced = None if cache_key is None else TRACES.get(cache_key)
     if traced is None:
@@ -172,6 +190,9 @@ def trace(score_mod, mask_mod, scale, qkv, reads, memory, hardware, depth: int =
     ``aux=1``: the log-sum-exp is not differentiated (not returned); ``aux=0``: it is (returned, as FlexAttention's
     is: ``∂L/∂S = P``, so a loss that reads L gets its gradient)."""
     module = Scores(score_mod, mask_mod, scale)
+    inputs = {name: v for name, _, v in reached(score_mod, mask_mod, reads) if isinstance(v, torch.Tensor)}
+    if isinstance(scale, torch.Tensor):
+        inputs[TENSOR_SCALE] = scale
     module.held = torch.nn.ModuleList(modules(score_mod, mask_mod, reads))
     B, H, N, X = qkv[0].shape[0], qkv[0].shape[1], qkv[0].shape[2], qkv[1].shape[2]
     index = positions(B, H, N, X)
@@ -185,8 +206,8 @@ def trace(score_mod, mask_mod, scale, qkv, reads, memory, hardware, depth: int =
                           f"a score_mod(score, b, h, q_idx, kv_idx) returns a tensor of the score's shape and dtype)"
                           ) from e
     r = translate(program, module, example, None, NAMES, positions=POSITIONS)
-    op = compile(r.diagram, aux=aux, memory=memory, hardware=hardware, depth=depth, name="flex_attention")
-    by_id = {id(v): k for k, v in (reads or {}).items() if isinstance(v, torch.Tensor)}
+    op = compiled(r.diagram, aux=aux, memory=memory, hardware=hardware, depth=depth, name="flex_attention")
+    by_id = {id(v): k for k, v in reversed(inputs.items())}      # a tensor reached twice: its first name
     sources = {name: by_id[id(t)] for name, t in program.constants.items() if id(t) in by_id}
     traced = Traced(program, r, op, sources, tuple(v for v in (reads or {}).values()
                                                    if fingerprint(v)[0] == "object"), module)
@@ -215,21 +236,32 @@ def empty(score_mod, mask_mod, scale: float, query, key, value) -> tuple:
     return Scores(score_mod, mask_mod, scale)(query, key, value, *index)
 
 
-def as_scale(scale) -> float:
-    """The score scale as a finite real number; a TensorError naming what was given otherwise (a string, a bool,
-    NaN or an infinity: its scores are NaN, or its kernel's constant has no spelling).
+def as_scale(scale, query=None):
+    """The score scale: a finite real number, or a tensor of one element as a 0-d tensor (an input of the op: read
+    at each call, never by ``.item()``, so that ``torch.compile(fullgraph=True)`` keeps it in the graph and a
+    learnable scale gets its gradient; an integer one in the query's dtype); a TensorError naming what was given
+    otherwise (a string, a bool, NaN or an infinity: its scores are NaN, or its kernel's constant has no spelling;
+    a tensor of more than one element, or not on the query's device).
 
-    >>> as_scale(0.5), as_scale(torch.tensor(2.0))
-    (0.5, 2.0)
+    >>> as_scale(0.5), as_scale(torch.tensor([2.0])).shape
+    (0.5, torch.Size([]))
     >>> as_scale(float("nan"))
     Traceback (most recent call last):
     ...
-    napkin_cat.errors.TensorError: flex_attention's scale is a finite real number (default 1/sqrt(d)), got nan
+    napkin_cat.errors.TensorError: flex_attention's scale is a finite real number or a tensor of one element \
+(default 1/sqrt(d)), got nan
     """
-    value = scale.item() if isinstance(scale, torch.Tensor) and scale.numel() == 1 else scale
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise TensorError(f"flex_attention's scale is a finite real number (default 1/sqrt(d)), got {scale!r}")
-    return float(value)
+    if isinstance(scale, torch.Tensor):
+        device = scale.device if query is None else query.device
+        if scale.numel() != 1 or scale.device != device or scale.dtype == torch.bool or scale.is_complex():
+            raise TensorError(f"flex_attention's scale is a finite real number or a real tensor of one element on "
+                              f"{device}; got a {scale.dtype} tensor of shape {tuple(scale.shape)} on {scale.device}")
+        scale = scale.reshape(())
+        return scale if scale.is_floating_point() else scale.to(torch.float32 if query is None else query.dtype)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
+        raise TensorError(f"flex_attention's scale is a finite real number or a tensor of one element (default "
+                          f"1/sqrt(d)), got {scale!r}")
+    return float(scale)
 
 
 def heads(query, key, value, enable_gqa: bool):

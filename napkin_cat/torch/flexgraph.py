@@ -111,9 +111,11 @@ class GraphOp:
 def prepared(lookup, score_mod, mask_mod, options: tuple) -> tuple:
     """The name of the graph op of these mods and options (``options``: what ``lookup(score_mod, mask_mod, *options,
     qkv)`` takes besides, the last ``return_lse``), registered on first use, and the path to each tensor it reads
-    (:func:`~napkin_cat.torch.captures.tensors`).  Called by dynamo while it captures the graph, its result a
-    constant of the graph."""
+    (:func:`~napkin_cat.torch.captures.tensors`; a tensor scale's path is ``("scale", ())``: the caller reads it).
+    Called by dynamo while it captures the graph, its result a constant of the graph."""
     found = tensors(score_mod, mask_mod)
+    if isinstance(options[0], tuple):       # a tensor scale, ``("scale", dtype)``: read as the op's last input
+        found.append((("read", options[0][0]), (options[0][0], ()), torch.ones((), dtype=options[0][1])))
     key = (score_mod, mask_mod, tuple(getattr(o, "name", o) for o in options))
     with LOCK:
         if key not in REGISTERED:

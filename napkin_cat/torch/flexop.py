@@ -1,21 +1,26 @@
 """The op of one trace of FlexAttention's mods: masked attention as one registered ``torch.library`` custom op, with
 FlexAttention's convention for an empty row, its index checks and its block tables inside it.
 
-For the diagram ``f`` a trace of the mods translated to (:func:`~napkin_cat.torch.flex.trace`), compiled as
+For the diagram ``f`` a trace ``t`` of the mods translated to (:func:`~napkin_cat.torch.flex.trace`), compiled as
 ``nc.torch.compile(f)`` (its forward and backward :class:`~napkin_cat.torch.kernels.Derived`), the op is::
 
-    napkin::flex_attention_<n>(query, key, value, live) -> (O, L)
+    napkin::flex_attention(query, key, value, live, t) -> (O, L)
         O[b,h,q] = 0, L[b,h,q] = −∞                  where the mask allows no key of row q
         O, L     = f(query, key, value, live, fixed)  elsewhere
-    napkin::flex_attention_<n>_backward(query, key, value, live, O, L, Ō, L̄?) -> (x̄ for each real input of f)
+    napkin::flex_attention_backward(query, key, value, live, O, L, Ō, L̄?, t) -> (x̄ for each real input of f)
         = grad(f)(…, O, L₀, Ō₀, L̄₀)   with L₀, Ō₀, L̄₀ zero on the empty rows (so exp(L − L₀) = 0 there: no NaN)
 
-``live`` are the tensors read afresh at each call (the tensors the mods capture, the parameters and buffers of the
-modules they read: their gradients are given back), ``fixed`` the program's other constants (tensors the mods make),
-held by the op.  Everything that reads the data runs inside the ops' implementations: the range of each index into
-a captured table (:func:`~napkin_cat.torch.exported.check_indices`), the conversion of integer tensors to int32,
-the kernels' block tables of a mask from data, the empty rows.  So ``torch.compile(fullgraph=True)`` sees one node
-forward and one backward, through their fake implementations (shapes only), as FlexAttention's own higher-order op.
+One pair of ops is registered per process, for every trace: ``t`` is the trace's handle (:class:`FlexOp`'s
+``handle``, an ``int`` argument), so that tracing mods again with new captured values (a number, a tensor the mods
+make) registers nothing (``torch.library`` cannot unregister: an op per trace grew for the process's life).
+``live`` are the tensors read afresh at each call (the tensors the mods capture, a tensor scale, the parameters and
+buffers of the modules they read: their gradients are given back, in their own dtypes; a real one of another dtype
+than the query's is read in the query's, the dtype of torch's result), ``fixed`` the program's other constants
+(tensors the mods make), held by the trace.  Everything that reads the data runs inside the ops' implementations:
+the range of each index into a captured table (:func:`~napkin_cat.torch.exported.check_indices`), the conversion of
+integer tensors to int32, the kernels' block tables of a mask from data, the empty rows.  So
+``torch.compile(fullgraph=True)`` sees one node forward and one backward, through their fake implementations (shapes
+only), as FlexAttention's own higher-order op.
 
 >>> import torch, napkin_cat as nc
 >>> torch.set_num_threads(1)
@@ -26,9 +31,9 @@ forward and one backward, through their fake implementations (shapes only), as F
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
 import threading
+import weakref
 
 import torch
 
@@ -38,52 +43,52 @@ from napkin_cat.torch.ops import NAMESPACE
 
 #: the three tensors every call gives, by the diagram's name for each
 GIVEN = ("query", "key", "value")
-#: a process-wide count of the flex ops registered (each trace its own op: its fixed constants and program differ)
+#: the handles of traces (a process-wide count)
 COUNT = itertools.count()
-#: the flex ops this process registered (:func:`flex_op`), by what each depends on
+#: each live trace's :class:`FlexOp` by its handle (weak: held by its :class:`~napkin_cat.torch.flex.Traced`, and by
+#: the autograd graph of a call whose backward is pending)
+HANDLES: "weakref.WeakValueDictionary[int, FlexOp]" = weakref.WeakValueDictionary()
+#: the registered ops: ``"forward"`` and ``"backward"``, made on first use (:func:`registered`)
 REGISTERED: dict = {}
 LOCK = threading.Lock()
+#: their names
+NAME = f"{NAMESPACE}::flex_attention"
 
 
 class FlexOp:
-    """The registered forward and backward ops of one trace (see the module docstring).  ``op``: the compiled op of
-    the trace's diagram (``nc.torch.compile``); ``axes``: the diagram's inputs in order, each input's dimensions'
-    axes (None: a size-1 dimension it drops); ``live``: the names of the inputs given per call besides query, key
-    and value; ``fixed``: name → tensor for the others; ``program``, ``sources``: the exported program and the
-    mods' names of its captured tensors (for the index checks)."""
+    """One trace, run by the registered forward and backward ops when a call names its ``handle`` (see the module
+    docstring).  ``op``: the compiled op of the trace's diagram (:func:`~napkin_cat.torch.ops.compiled`); ``axes``:
+    the diagram's inputs in order, each input's dimensions' axes (None: a size-1 dimension it drops); ``live``: the
+    names of the inputs given per call besides query, key and value; ``fixed``: name → tensor for the others;
+    ``program``, ``sources``: the exported program and the mods' names of its captured tensors (index checks)."""
 
     def __init__(self, op, axes: dict, live: list, fixed: dict, program, sources: dict):
-        self.made, self.axes, self.live, self.fixed = op.napkin, dict(axes), list(live), dict(fixed)
+        self.made, self.axes, self.live, self.fixed = op, dict(axes), list(live), dict(fixed)
         self.program, self.sources = program, sources
         names = list(self.axes)
         for name in names:
             if name not in GIVEN and name not in self.live and name not in self.fixed:
                 raise TensorError(f"flex_attention: the diagram's input {name!r} has no tensor")
         self.wrt = [names[k] for k in self.made.wrt]     # the inputs differentiated, by name
-        self.name = f"{NAMESPACE}::flex_attention_{next(COUNT)}_{self.made.name.split('::')[-1]}"
-        self.forward = torch.library.custom_op(
-            self.name, self.run, mutates_args=(),
-            schema="(Tensor query, Tensor key, Tensor value, Tensor[] live) -> (Tensor, Tensor)")
-        self.forward.register_fake(self.fake)
-        self.backward = torch.library.custom_op(
-            self.name + "_backward", self.run_backward, mutates_args=(),
-            schema="(Tensor query, Tensor key, Tensor value, Tensor[] live, Tensor O, Tensor L, Tensor Obar, "
-                   "Tensor? Lbar) -> Tensor[]")
-        self.backward.register_fake(self.fake_backward)
-        self.forward.register_autograd(self.gradients, setup_context=self.setup_context)
+        self.forward, self.backward = registered()
+        with LOCK:
+            self.handle = next(COUNT)
+            HANDLES[self.handle] = self
 
     def __call__(self, query, key, value, live):
-        return self.forward(query, key, value, list(live))
+        return self.forward(query, key, value, list(live), self.handle)
 
     # ------------------------------------------------------------------ the diagram's inputs from a call's tensors
     def by_name(self, query, key, value, live) -> dict:
         return {"query": query, "key": key, "value": value, **dict(zip(self.live, live)), **self.fixed}
 
     def arrays(self, tensors: dict) -> list:
-        """The diagram's inputs in order: size-1 dimensions dropped, integers as int32 (checked to fit)."""
-        out = []
+        """The diagram's inputs in order: size-1 dimensions dropped, integers as int32 (checked to fit), reals in the
+        query's dtype (a float64 table beside float32 queries: torch's result is float32)."""
+        out, real = [], tensors["query"].dtype
         for name, axes in self.axes.items():
             x = int32(name, tensors[name])
+            x = x.to(real) if x.is_floating_point() else x
             out.append(x.reshape([s for s, a in zip(x.shape, axes) if a is not None]))
         return out
 
@@ -110,7 +115,8 @@ class FlexOp:
         return query.new_empty(B, H, N, value.shape[-1]), query.new_empty(B, H, N)
 
     def setup_context(self, ctx, inputs, output):
-        query, key, value, live = inputs
+        query, key, value, live, _ = inputs
+        ctx.flex = self               # held until the backward runs (the trace may leave the cache meanwhile)
         ctx.save_for_backward(query, key, value, *live, *output)
         if self.made.aux:
             ctx.mark_non_differentiable(output[1])
@@ -118,10 +124,11 @@ class FlexOp:
     def gradients(self, ctx, Obar, Lbar):
         query, key, value, *rest = ctx.saved_tensors
         live, O, L = rest[:-2], rest[-2], rest[-1]
-        found = self.backward(query, key, value, list(live), O, L, Obar, None if self.made.aux else Lbar)
+        found = self.backward(query, key, value, list(live), O, L, Obar, None if self.made.aux else Lbar,
+                              self.handle)
         by = dict(zip(self.wrt, found))
         grads = [by.get(n) for n in (*GIVEN, *self.live)]
-        return (*grads[:3], grads[3:])
+        return (*grads[:3], grads[3:], None)
 
     # ------------------------------------------------------------------ the backward op
     def run_backward(self, query, key, value, live, O, L, Obar, Lbar):
@@ -136,7 +143,7 @@ class FlexOp:
             ys.append(torch.where(empty, zero, Lbar).reshape(shape_L))
         found = self.made.backward(xs + ys, self.made.backward.tables(xs + ys))
         tensors = self.by_name(query, key, value, live)
-        return [g.reshape(tensors[n].shape) for n, g in zip(self.wrt, found)]
+        return [g.reshape(tensors[n].shape).to(tensors[n].dtype) for n, g in zip(self.wrt, found)]
 
     def fake_backward(self, query, key, value, live, O, L, Obar, Lbar):
         tensors = self.by_name(query, key, value, live)
@@ -144,17 +151,41 @@ class FlexOp:
 
 
 def flex_op(op, axes: dict, live: list, fixed: dict, program, sources: dict) -> FlexOp:
-    """The :class:`FlexOp` of a trace, registered once per process for everything it depends on (the compiled op, the
-    inputs, the fixed tensors' values, the program's graph): a mod traced again on each call (a tensor it makes)
-    registers no new op."""
-    key = (op.napkin.name, tuple((n, tuple(a)) for n, a in axes.items()), tuple(live),
-           tuple((n, tuple(t.shape), str(t.dtype), hashlib.sha1(t.detach().cpu().contiguous().reshape(-1).view(
-               torch.uint8).numpy().tobytes()).hexdigest()) for n, t in fixed.items()),
-           program.graph_module.code, tuple(sorted(sources.items())))
+    """The :class:`FlexOp` of a trace: called through the process's one pair of registered ops (:func:`registered`),
+    by its handle."""
+    return FlexOp(op, axes, live, fixed, program, sources)
+
+
+def of(handle: int) -> FlexOp:
+    """The trace of a handle; a TensorError where none lives (a handle from an earlier process, or a freed trace)."""
+    found = HANDLES.get(handle)
+    if found is None:
+        raise TensorError(f"{NAME}: no trace has handle {handle} in this process (handles name the live traces of "
+                          f"nc.torch.flex_attention's mods; call nc.torch.flex_attention, which passes its own)")
+    return found
+
+
+def registered() -> tuple:
+    """The registered forward and backward ops of every trace (see the module docstring), made on first use; the
+    trace of a call is its handle's (:func:`of`), its autograd the trace's, held by the call's context."""
     with LOCK:
-        if key not in REGISTERED:
-            REGISTERED[key] = FlexOp(op, axes, live, fixed, program, sources)
-        return REGISTERED[key]
+        if not REGISTERED:
+            forward = torch.library.custom_op(
+                NAME, lambda query, key, value, live, trace: of(trace).run(query, key, value, live), mutates_args=(),
+                schema="(Tensor query, Tensor key, Tensor value, Tensor[] live, int trace) -> (Tensor, Tensor)")
+            forward.register_fake(lambda query, key, value, live, trace: of(trace).fake(query, key, value, live))
+            backward = torch.library.custom_op(
+                NAME + "_backward", lambda query, key, value, live, O, L, Obar, Lbar, trace: of(trace).run_backward(
+                    query, key, value, live, O, L, Obar, Lbar), mutates_args=(),
+                schema="(Tensor query, Tensor key, Tensor value, Tensor[] live, Tensor O, Tensor L, Tensor Obar, "
+                       "Tensor? Lbar, int trace) -> Tensor[]")
+            backward.register_fake(lambda query, key, value, live, O, L, Obar, Lbar, trace: of(trace).fake_backward(
+                query, key, value, live, O, L, Obar, Lbar))
+            forward.register_autograd(
+                lambda ctx, Obar, Lbar: ctx.flex.gradients(ctx, Obar, Lbar),
+                setup_context=lambda ctx, inputs, output: of(inputs[-1]).setup_context(ctx, inputs, output))
+            REGISTERED.update(forward=forward, backward=backward)
+        return REGISTERED["forward"], REGISTERED["backward"]
 
 
 def positions(B: int, H: int, N: int, X: int) -> tuple:
@@ -173,4 +204,4 @@ def int32(name: str, x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-__all__ = ["FlexOp", "GIVEN", "flex_op", "positions", "int32", "REGISTERED"]
+__all__ = ["FlexOp", "GIVEN", "flex_op", "of", "registered", "positions", "int32", "REGISTERED", "HANDLES"]

@@ -28,6 +28,8 @@ The op's name holds a digest of everything it depends on (the diagram's JSON, a 
 memory and sizes, every option), so one diagram compiled with the same options is the same op in any process;
 compiling it again in a process returns the op registered first.  ``op.napkin`` is the :class:`CompiledOp`
 behind it (its forward and backward :class:`~napkin_cat.torch.kernels.Derived`, their derivations and kernels).
+:func:`compiled` makes the :class:`CompiledOp` alone, registering nothing (``torch.library`` cannot unregister a
+name): what a caller that registers its own op runs (``nc.torch.flex_attention``'s traces), kept in a bounded cache.
 
 >>> import torch, napkin_cat as nc
 >>> op = compile(nc.library.matmul(), memory=64, name="doc_matmul")
@@ -48,6 +50,7 @@ from napkin_cat.codegen.kernel import digest
 from napkin_cat.errors import ArgumentError, GradError, MemoryLimitError
 from napkin_cat.autodiff.grad import grad
 from napkin_cat.io.serial import dumps
+from napkin_cat.plan.recent import Recent
 from napkin_cat.search.derivation import Derivation
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.sizes import as_sizes
@@ -59,6 +62,8 @@ NAMESPACE = "napkin"
 #: the ops this process registered, by qualified name: compiling the same diagram with the same options again
 #: returns the same op (the name's digest holds everything the op depends on; torch.library registers a name once)
 REGISTERED: dict = {}
+#: the :class:`CompiledOp` of each name :func:`compiled` made and no op registered, the least recently used evicted
+MADE = Recent(64)
 
 
 class CompiledOp:
@@ -184,7 +189,36 @@ def _positions(wrt, signature: Signature) -> tuple:
 def compile(f, *, memory: int | None = None, hardware=None, sizes: dict | None = None, wrt=None, aux: int = 0,
             saved: bool = True, backend: str | None = None, depth: int = 2, name: str = "op"):
     """``f`` (a function diagram, or a :class:`~napkin_cat.search.Derivation` of one at one memory) as a registered
-    ``torch.library`` custom op, with its fake implementation and its derived backward (see the module docstring).
+    ``torch.library`` custom op, with its fake implementation and its derived backward (see the module docstring;
+    the options are :func:`compiled`'s).
+
+    Returns the op (a ``torch.library`` ``CustomOpDef``: call it on tensors, or pass it to ``torch.library.opcheck``);
+    ``op.napkin`` is its :class:`CompiledOp`.
+    """
+    made = compiled(f, memory=memory, hardware=hardware, sizes=sizes, wrt=wrt, aux=aux, saved=saved, backend=backend,
+                    depth=depth, name=name)
+    qualified, positions, m = made.name, made.wrt, len(made.function.cod)
+    if qualified in REGISTERED:
+        return REGISTERED[qualified]
+    op = torch.library.custom_op(qualified, made.run_forward, mutates_args=(),
+                                 schema=_schema(len(made.function.dom), m))
+    op.register_fake(made.fake_forward)
+    if positions:
+        made.backward_op = torch.library.custom_op(qualified + "_backward", made.run_backward, mutates_args=(),
+                                                   schema=_schema(len(made.function.dom) + (m if saved else 0) + m
+                                                                  - aux, len(positions)))
+        made.backward_op.register_fake(made.fake_backward)
+    op.register_autograd(made.gradients, setup_context=made.setup_context)
+    op.napkin = made
+    REGISTERED[qualified] = op
+    return op
+
+
+def compiled(f, *, memory: int | None = None, hardware=None, sizes: dict | None = None, wrt=None, aux: int = 0,
+             saved: bool = True, backend: str | None = None, depth: int = 2, name: str = "op") -> CompiledOp:
+    """The :class:`CompiledOp` of ``f`` (a function diagram, or a :class:`~napkin_cat.search.Derivation` of one at
+    one memory): its forward and backward derived and compiled on first use, no op registered (:func:`compile`
+    registers it); the same object for the same name while it is cached (:data:`MADE`) or registered.
 
     ``memory``: the values level 1 holds, the memory ``nc.derive`` derives at (default: none on a CPU model with
     measured rates, whose predicted time derives each call; else its L2 per core in values of the call's dtype).
@@ -202,9 +236,6 @@ def compile(f, *, memory: int | None = None, hardware=None, sizes: dict | None =
     CPU, Triton on CUDA.  ``depth``: the ``prepare`` rewrites each search chains (``nc.derive``'s; 0 searches the
     diagram as written, in a fraction of the time, and may miss an algorithm a rewrite of it allows).  ``name``:
     the op's name in the ``napkin`` namespace (a digest follows it).
-
-    Returns the op (a ``torch.library`` ``CustomOpDef``: call it on tensors, or pass it to ``torch.library.opcheck``);
-    ``op.napkin`` is its :class:`CompiledOp`.
     """
     given = None
     if isinstance(f, Derivation):
@@ -242,22 +273,14 @@ def compile(f, *, memory: int | None = None, hardware=None, sizes: dict | None =
         parts += [dumps(given.diagram), given.memory, sorted((str(k), v) for k, v in given.sizes.items())]
     qualified = f"{NAMESPACE}::{name}_{digest(*parts)[:16]}"
     if qualified in REGISTERED:
-        return REGISTERED[qualified]
-    made = CompiledOp(qualified, f, given, memory=memory, hardware=hardware, sizes=sizes, wrt=positions, aux=aux,
-                      saved=saved, backend=backend, depth=depth)
-    op = torch.library.custom_op(qualified, made.run_forward, mutates_args=(),
-                                 schema=_schema(len(f.dom), m))
-    op.register_fake(made.fake_forward)
-    if positions:
-        made.backward_op = torch.library.custom_op(qualified + "_backward", made.run_backward, mutates_args=(),
-                                                   schema=_schema(len(f.dom) + (m if saved else 0) + m - aux,
-                                                                  len(positions)))
-        made.backward_op.register_fake(made.fake_backward)
-    op.register_autograd(made.gradients, setup_context=made.setup_context)
-    op.napkin = made
-    REGISTERED[qualified] = op
-    return op
+        return REGISTERED[qualified].napkin
+    made = MADE.get(qualified)
+    if made is None:
+        made = CompiledOp(qualified, f, given, memory=memory, hardware=hardware, sizes=sizes, wrt=positions,
+                          aux=aux, saved=saved, backend=backend, depth=depth)
+        MADE.put(qualified, made)
+    return made
 
 
-__all__ = ["compile", "CompiledOp", "NAMESPACE", "REGISTERED"]
+__all__ = ["compile", "compiled", "CompiledOp", "NAMESPACE", "REGISTERED", "MADE"]
 

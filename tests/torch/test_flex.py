@@ -194,10 +194,10 @@ def test_the_fused_kernel_reads_the_bias_table_by_index():
     mod = SCORES["relative"]
     O = nc.torch.flex_attention(q, k, v, score_mod=mod, memory=1024)
     assert torch.allclose(O, dense(q, k, v, score_mod=mod), atol=1e-12)
-    (traced,) = [t for t in nc.torch.flex.TRACES.entries.values() if t.op.napkin.forward.memory == 1024]
-    (fused,) = [d.variant for d in traced.op.napkin.forward.derivations.values()]
+    (traced,) = [t for t in nc.torch.flex.TRACES.entries.values() if t.op.forward.memory == 1024]
+    (fused,) = [d.variant for d in traced.op.forward.derivations.values()]
     assert fused.kind == "fully fused" and "gather" in fused.kernels[0].ops
-    (kernel,) = traced.op.napkin.forward.kernels.values()
+    (kernel,) = traced.op.forward.kernels.values()
     assert kernel.source.count("static void nc_kernel") == 1 and "const int nc_t = (int)" in kernel.source
 
 
@@ -214,8 +214,8 @@ def test_causal_where_the_keys_fit_the_memory_whole(memory):
     block = flex.create_block_mask(MASKS["causal"], 1, 1, N, N, device="cpu")
     O2, L2 = flex.flex_attention(q, k, v, block_mask=block, return_lse=True)
     assert torch.allclose(O, O2, rtol=0, atol=1e-12) and torch.allclose(L, L2, rtol=0, atol=1e-12)
-    (traced,) = [t for t in nc.torch.flex.TRACES.entries.values() if t.op.napkin.forward.memory == memory]
-    (kernel,) = traced.op.napkin.forward.kernels.values()
+    (traced,) = [t for t in nc.torch.flex.TRACES.entries.values() if t.op.forward.memory == memory]
+    (kernel,) = traced.op.forward.kernels.values()
     assert "← Initialize(" in kernel.source and "= -INFINITY;" in kernel.source
 
 

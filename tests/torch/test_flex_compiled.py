@@ -116,8 +116,8 @@ def test_the_ops_pass_opcheck():
     torch.compile(attend, fullgraph=True, backend="eager")(*xs)
     (traced,) = [t for key, t in nc.torch.flex.TRACES.entries.items() if key[0] is score_mod]
     (graph,) = [g for key, g in nc.torch.flexgraph.REGISTERED.items() if key[0] is score_mod]
-    for op in (traced.flex.forward, graph.forward):
-        found = torch.library.opcheck(op, (*xs, [TABLE]))
+    for op, handle in ((traced.flex.forward, (traced.flex.handle,)), (graph.forward, ())):
+        found = torch.library.opcheck(op, (*xs, [TABLE], *handle))
         assert set(found.values()) == {"SUCCESS"} and len(found) == 4, found
 
 

@@ -64,7 +64,7 @@ def test_a_number_in_a_mask_is_a_closed_constant_and_its_tiles_are_skipped():
     (O, L), (O2, L2), traced = run(mask_mod)
     assert torch.allclose(O, O2, rtol=0, atol=1e-12) and torch.allclose(L, L2, rtol=0, atol=1e-12)
     i, j = np.arange(N)[:, None], np.arange(N)[None, :]
-    (kernel,) = traced.op.napkin.forward.kernels.values()
+    (kernel,) = traced.op.forward.kernels.values()
     streams = trips(kernel.plan)
     assert streams
     for tiles, run_, full in streams:
@@ -95,8 +95,8 @@ def test_the_forward_at_memory_256_is_the_h_optimum_of_its_tiles():
     q, k, v = (torch.randn(1, 1, N, D, dtype=torch.float64, generator=G) for _ in range(3))
     nc.torch.flex_attention(q, k, v, mask_mod=mask_mod, memory=256)          # traced once per process (TRACES)
     (traced,) = [t for key, t in nc.torch.flex.TRACES.entries.items()       # this call's: L not returned (aux)
-                 if key[1] is mask_mod and key[4] == 256 and t.op.napkin.aux]
-    (r,) = traced.op.napkin.forward.derivations.values()
+                 if key[1] is mask_mod and key[4] == 256 and t.op.aux]
+    (r,) = traced.op.forward.derivations.values()
     assert str(r.variant).endswith("group q · stream x")
     i, j = np.arange(N)[:, None], np.arange(N)[None, :]
     band = allowed(i, j)
