@@ -32,9 +32,13 @@ torch.autograd in float64 on the explicit formula ``softmax(q kᵀ/√d [+ causa
 ``max |y − y₆₄| / max |y₆₄|``, a path over ``--tolerance`` (1e-4) is recorded and not timed.  **Threads pinned**:
 ``OMP_PROC_BIND=close`` and ``OMP_PLACES=cores`` (set before torch and the C kernels load OpenMP, unless given),
 each OpenMP thread on its own core; the threads' affinities are read back from ``/proc`` and recorded.
-Results: ``benchmarks/results/attention_cpu_backward-<commit>.json`` and ``.md`` (rewritten after each row):
-medians, quartiles, min–max of ``--repeats`` alternated rounds, ours / the fastest torch path (target ≤ 1.5×),
-the model's predicted time, the commit, the load averages.  ``--quick``: the backward only, N = 128, two heads,
+The masks of one N, heads and threads are timed together: every path of every mask in one alternation, so a
+mask's backward over dense attention's is measured under the same load as ours over torch's (rows timed apart, under
+a load that moved from 7.7 to 2.8, once read causal 4,096 at 0.41× dense where paired it is 0.70×).
+Results: ``benchmarks/results/attention_cpu_backward-<commit>.json`` and ``.md`` (rewritten after each N, heads and
+threads): medians, quartiles, min–max of ``--repeats`` alternated rounds, ours / the fastest torch path (target
+≤ 1.5×), the model's predicted time, and (``"paired"``) each mask's predicted and measured time and ratio to the
+first mask's, the commit, the load averages.  ``--quick``: the backward only, N = 128, two heads,
 derived by transfers at 2^14 values (depth 1: seconds), two rounds, torch's kernels named by its autograd graph
 only (the profiler imports inductor): the pipeline and its gate, not a measurement.
 
@@ -361,6 +365,13 @@ def spread(times) -> dict:
 
 def backward_row(mask: str, n: int, heads: int, threads: int, cpu, args, torch) -> dict:
     """Derive, gate and time one configuration's backward: ours and each torch path that runs on the CPU."""
+    row, runs = prepared_row(mask, n, heads, threads, cpu, args, torch)
+    return timed_rows([(row, runs)], args.repeats)[0]
+
+
+def prepared_row(mask: str, n: int, heads: int, threads: int, cpu, args, torch) -> tuple:
+    """One configuration's backward derived and gated, not timed: ``(row, {path: function})`` (the paths that pass
+    the gate)."""
     torch.set_num_threads(threads)
     d, causal = args.d, mask == "causal"
     f, g = functions(mask, heads, d)
@@ -396,13 +407,42 @@ def backward_row(mask: str, n: int, heads: int, threads: int, cpu, args, torch) 
     for name, entry in row["paths"].items():
         if "error_vs_float64" in entry:
             entry["gate"] = "pass" if max(entry["error_vs_float64"].values()) <= args.tolerance else "FAIL"
-    timed = {name: run for name, run in runs.items() if row["paths"][name]["gate"] == "pass"}
+    return row, {name: run for name, run in runs.items() if row["paths"][name]["gate"] == "pass"}
+
+
+def timed_rows(prepared: list, repeats: int) -> list:
+    """The rows of ``prepared`` (``[(row, {path: function})]``, one thread count) timed together: every path of
+    every row in one alternation, so that ratios between rows (a mask's backward over dense attention's) are
+    measured under the same load as those within a row."""
+    fns = [(row, name, run) for row, runs in prepared for name, run in runs.items()]
     gc.collect()
-    for name, times in zip(timed, alternated(list(timed.values()), args.repeats)):
+    for (row, name, _), times in zip(fns, alternated([f for _, _, f in fns], repeats)):
         row["paths"][name]["backward"] = spread(times)
-    row["pinning"] = pinning()
-    row["ratio"] = ratio(row)
-    return row
+    for row, _ in prepared:
+        row["pinning"] = pinning()
+        row["ratio"] = ratio(row)
+    return [row for row, _ in prepared]
+
+
+def paired(rows) -> list:
+    """Per (N, heads, threads) timed together: each mask's C backward, predicted and measured, and its ratio to the
+    first mask's (dense attention's), predicted and measured (the time model's claim about what a mask saves)."""
+    groups: dict = {}
+    for row in rows:
+        groups.setdefault((row["N"], row["heads"], row["threads"]), []).append(row)
+    out = []
+    for (n, heads, threads), group in groups.items():
+        ours = [(row["mask"], next((e for e in row["paths"].values() if not e["torch_path"]), None)) for row in group]
+        ours = [(m, e) for m, e in ours if e and e.get("backward") and e.get("predicted_ms")]
+        if not ours:
+            continue
+        base_p, base_m = ours[0][1]["predicted_ms"], ours[0][1]["backward"]["median_ms"]
+        for mask, e in ours:
+            p, m = e["predicted_ms"], e["backward"]["median_ms"]
+            out.append({"N": n, "heads": heads, "threads": threads, "mask": mask, "predicted_ms": p, "measured_ms": m,
+                        "predicted_over_measured": p / m, "base": ours[0][0], "predicted_ratio": p / base_p,
+                        "measured_ratio": m / base_m})
+    return out
 
 
 def ratio(row) -> dict:
@@ -453,6 +493,16 @@ def backward_markdown(result) -> str:
     refused = sorted({f"{name}: {e['not_run']}" for row in result["rows"] for name, e in row["paths"].items()
                       if "not_run" in e})
     pins = sorted({f"{row['threads']} thread(s): {row['pinning']}" for row in result["rows"]})
+    pairs = result.get("paired", [])
+    if pairs:
+        lines += ["", "The time model on the masks (each (N, heads, threads)'s masks timed in one alternation): the C "
+                  "backward predicted and measured, and its ratio to the first mask's, predicted and measured.", "",
+                  "| N | heads | threads | mask | predicted ms | measured ms | predicted / measured | ratio to "
+                  "the first: predicted | measured |",
+                  "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {e['N']} | {e['heads']} | {e['threads']} | {e['mask']} | {e['predicted_ms']:.1f} | "
+                  f"{e['measured_ms']:.1f} | {e['predicted_over_measured']:.2f} | {e['predicted_ratio']:.2f} | "
+                  f"{e['measured_ratio']:.2f} |" for e in pairs]
     lines += ["", "Not run on the CPU: " + ("; ".join(refused) or "none"), "",
               "Threads' CPUs (from /proc, CPU list → threads): " + "; ".join(pins)]
     return "\n".join(lines) + "\n"
@@ -474,19 +524,22 @@ def backward_table(args, torch) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"attention_cpu_backward-{commit[:12]}"
     for n in sorted(args.backward_sizes):
-        for mask in args.masks:
-            for heads in args.backward_heads:
-                for threads in args.threads:
-                    t = time.perf_counter()
-                    row = backward_row(mask, n, heads, threads, cpu, args, torch)
+        for heads in args.backward_heads:
+            for threads in args.threads:
+                t = time.perf_counter()
+                rows = timed_rows([prepared_row(mask, n, heads, threads, cpu, args, torch) for mask in args.masks],
+                                  args.repeats)
+                for row in rows:
                     row["wall_s"] = time.perf_counter() - t
                     row["load"] = [round(x, 2) for x in os.getloadavg()]
                     result["rows"].append(row)
-                    stem.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str))
-                    stem.with_suffix(".md").write_text(backward_markdown(result))
-                    print(f"backward {mask} N={n} heads={heads} threads={threads}: {row['wall_s']:.0f} s; "
+                    print(f"backward {row['mask']} N={n} heads={heads} threads={threads}: {row['wall_s']:.0f} s; "
                           f"{json.dumps(row['ratio'])}", flush=True)
+                result["paired"] = paired(result["rows"])
+                stem.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str))
+                stem.with_suffix(".md").write_text(backward_markdown(result))
     result["provenance"]["load_end"] = [round(x, 2) for x in os.getloadavg()]
+    result["paired"] = paired(result["rows"])
     stem.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str))
     stem.with_suffix(".md").write_text(backward_markdown(result))
     print(backward_markdown(result))

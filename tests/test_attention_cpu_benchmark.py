@@ -75,8 +75,8 @@ def test_quick_run_gates_every_path_and_fills_the_table(bench, tmp_path, monkeyp
     result = bench.main(["--quick", "--masks", *masks, "--threads", *map(str, threads), "--no-pin",
                          "--out", str(tmp_path)])
     rows = result["rows"]
-    assert [(r["mask"], r["N"], r["heads"], r["threads"]) for r in rows] == [(m, 128, 2, t) for m in masks
-                                                                              for t in threads]
+    assert [(r["mask"], r["N"], r["heads"], r["threads"]) for r in rows] == [(m, 128, 2, t) for t in threads
+                                                                              for m in masks]
     for row in rows:
         paths = row["paths"]
         run = {name for name, e in paths.items() if "not_run" not in e}
@@ -115,3 +115,28 @@ def test_ratio_is_ours_over_the_fastest_torch_backward(bench):
 def test_spread_reports_median_and_quartiles(bench):
     s = bench.spread([0.004, 0.001, 0.003, 0.002, 0.005])
     assert (s["median_ms"], s["min_ms"], s["max_ms"], s["q1_ms"], s["q3_ms"]) == pytest.approx((3, 1, 5, 2, 4))
+
+
+def test_the_masks_of_one_configuration_are_timed_in_one_alternation(bench):
+    """Every path of every mask alternates: a mask's ratio to dense is measured under the same load as ours over
+    torch's, and the paired table reads each mask's predicted and measured ratio to the first mask."""
+    calls = []
+
+    def path(name):
+        return lambda: calls.append(name)
+
+    def row(mask, predicted):
+        return ({"mask": mask, "N": 64, "heads": 2, "threads": 1,
+                 "paths": {OURS: {"torch_path": False, "predicted_ms": predicted},
+                           "sdpa math": {"torch_path": True}}},
+                {OURS: path(f"{mask} ours"), "sdpa math": path(f"{mask} torch")})
+    rows = bench.timed_rows([row("dense", 10.0), row("causal", 6.0)], repeats=3)
+    one = ["dense ours", "dense torch", "causal ours", "causal torch"]
+    assert calls == one * 4                       # one untimed round, then three alternated rounds
+    assert all(e["backward"]["runs"] == 3 for r in rows for e in r["paths"].values())
+    for r, ms in zip(rows, (8.0, 4.0)):           # measured medians, set here
+        r["paths"][OURS]["backward"]["median_ms"] = ms
+    dense, causal = bench.paired(rows)
+    assert (dense["predicted_ratio"], dense["measured_ratio"]) == (1.0, 1.0)
+    assert causal["predicted_ratio"] == pytest.approx(0.6) and causal["measured_ratio"] == pytest.approx(0.5)
+    assert causal["predicted_over_measured"] == pytest.approx(1.5) and causal["base"] == "dense"

@@ -174,8 +174,16 @@ def kind_pipelines(box) -> set:
     return set(box_cost(box).flops)
 
 
-def assumptions(cpu: CPU, threads: int) -> tuple:
-    """What every CPU prediction assumes (each a sentence a measurement can refute)."""
+#: what a prediction of an algorithm with a mask that skips trips assumes besides (:func:`assumptions`)
+MASK_ON_EVERY_TRIP = ("a mask (from positions or data) is charged on every trip that runs, as the plan's counting "
+                      "runner counts it; the C kernel leaves it out on the trips where it allows every pair (a causal "
+                      "mask's tiles below the diagonal), so where the mask's maps are a large share of a kernel's "
+                      "general FLOPs the prediction is high by up to that share")
+
+
+def assumptions(cpu: CPU, threads: int, masked: bool = False) -> tuple:
+    """What every CPU prediction assumes (each a sentence a measurement can refute); ``masked``: the algorithm has a
+    stream whose trips a mask skips (:data:`MASK_ON_EVERY_TRIP` too)."""
     return (f"rates are the {cpu.name} model's, one core each ({cpu.sources.get('rates', 'no source given')})",
             f"{threads} thread(s), one Grid block at a time each; blocks beyond a multiple of the threads run in a "
             "last round with idle threads",
@@ -183,7 +191,8 @@ def assumptions(cpu: CPU, threads: int) -> tuple:
             "interpolated in its logarithm",
             "level-1 transfers at one core's copy bandwidth from L3 when the kernel's inputs and outputs fit L3, "
             "else from DRAM, per core (no shared limit)",
-            "a core copies its tiles, then computes: transfers and arithmetic add up")
+            "a core copies its tiles, then computes: transfers and arithmetic add up") + \
+        ((MASK_ON_EVERY_TRIP,) if masked else ())
 
 
 def predict_cpu(algorithm, hardware, sizes: dict | None = None, *, threads: int = 1) -> Prediction:
@@ -200,10 +209,11 @@ def predict_cpu(algorithm, hardware, sizes: dict | None = None, *, threads: int 
         raise HardwareError("predict_cpu needs sizes= for every axis and tile of the algorithm (or a plan)")
     sizes = as_sizes(sizes).of(algorithm)
     env = sizes.env
-    ks = tuple(CPUKernelForm(b, cpu).at(env, threads=threads, exact=at(b, sizes.restrict(b)))
-               for b in kernels_of(algorithm))
+    forms = [(CPUKernelForm(b, cpu), b) for b in kernels_of(algorithm)]
+    ks = tuple(f.at(env, threads=threads, exact=at(b, sizes.restrict(b))) for f, b in forms)
     return Prediction(sum(k.time for k in ks), ks, cpu.name, dict(sizes), "none (copy, then compute)",
-                      assumptions(cpu, threads) + density_assumptions(algorithm, env, bound_densities(algorithm)))
+                      assumptions(cpu, threads, any(f.estimated for f, _ in forms))
+                      + density_assumptions(algorithm, env, bound_densities(algorithm)))
 
 
 def _threads(threads) -> int:
@@ -341,8 +351,8 @@ def derive_for_cpu_time(diagram, hardware, sizes: dict, *, threads: int = 1, val
         timings, sizes, f"least predicted time on the {cpu.name} ({threads} thread(s)) over {len(timings)} tile "
                         f"assignments of {len(structures)} structures")
     pred = Prediction(t, tuple(kts), cpu.name, dict(chosen), "none (copy, then compute)",
-                      assumptions(cpu, threads) + density_assumptions(regime.diagram, environment(chosen),
-                                                                      bound_densities(regime.diagram)))
+                      assumptions(cpu, threads, regime.cost.estimated)
+                      + density_assumptions(regime.diagram, environment(chosen), bound_densities(regime.diagram)))
     return dataclasses.replace(
         found[0], diagram=regime.diagram, trace=regime.trace, H=H, cost=regime.cost, optimum=opt,
         variant=regime.variant, prediction=pred, blocks=launched(regime.diagram, chosen),
