@@ -13,34 +13,21 @@ torch is an optional dependency (the ``kernels`` extra): ``import napkin_cat`` n
 
 May import: every layer up to codegen and hardware, and torch.
 """
-import importlib
 import importlib.util
 
 from napkin_cat.errors import ToolNotFoundError
+from napkin_cat.lazy import on_first_use
 
 if importlib.util.find_spec("torch") is None:
     raise ToolNotFoundError("torch is not installed; nc.distributed needs it (pip install 'napkin-cat[kernels]')")
 
-#: each public name → the submodule that defines it, imported on first use (PEP 562), as ``nc.torch`` does: the
-#: package's import runs no submodule, so that each is executed once, by whoever imports it first.  Imported here
-#: eagerly, a submodule that pytest collects by its path (``--import-mode=importlib``) was executed twice, and the
-#: second copy replaced the first in ``sys.modules`` and on the package.  The launcher's module is ``launch``, not
-#: ``run``: a submodule named as the function ``nc.distributed.run`` replaced the function on the package whenever
-#: it was imported (``nc.distributed.run`` was then a module).
+#: each public name → the submodule that defines it, imported on first use (:mod:`napkin_cat.lazy`, as ``nc.torch``
+#: does).  The launcher's module is ``launch``, not ``run``: a submodule named as the function ``nc.distributed.run``
+#: replaced the function on the package whenever it was imported (``nc.distributed.run`` was then a module).
 PUBLIC = {"run": "launch", "run_on": "launch", "Run": "launch", "World": "world", "Ranks": "world"}
 
 __all__ = ["run", "run_on", "Run", "World", "Ranks"]
 
 
-def __getattr__(name: str):
-    """A public name (:data:`PUBLIC`) or a submodule, imported on first use."""
-    if name in PUBLIC:
-        found = globals()[name] = getattr(importlib.import_module(f"{__name__}.{PUBLIC[name]}"), name)
-        return found
-    if not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list:
-    return sorted({*globals(), *__all__})
+#: the public name or submodule asked for, imported on first use (:func:`napkin_cat.lazy.on_first_use`)
+__getattr__, __dir__ = on_first_use(globals(), PUBLIC)

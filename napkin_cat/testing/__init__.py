@@ -24,12 +24,12 @@ read the first copy's ``RUNNERS``, while the tests caught and patched the second
 >>> p = random_program(1)
 >>> _ = assert_equivalent(p.diagram, nc.kernel(p.diagram), sizes=p.sizes)
 """
-import importlib
-import importlib.util
 import sys
 import types
 
-#: each public name → the submodule that defines it, imported on first use
+from napkin_cat.lazy import on_first_use
+
+#: each public name → the submodule that defines it, imported on first use (:mod:`napkin_cat.lazy`)
 PUBLIC = {"assert_equivalent": "assertions", "run_checks": "checks", "Failure": "checks", "CHECKS": "checks",
           "random_program": "programs", "programs": "programs", "Program": "programs", "eval_source": "programs",
           "LIBRARY_FUNCTIONS": "programs"}
@@ -38,18 +38,8 @@ __all__ = ["assert_equivalent", "random_program", "programs", "Program", "eval_s
            "CHECKS", "LIBRARY_FUNCTIONS"]
 
 
-def __getattr__(name: str):
-    """A public name (:data:`PUBLIC`) or a submodule, imported on first use."""
-    if name in PUBLIC:
-        found = globals()[name] = getattr(importlib.import_module(f"{__name__}.{PUBLIC[name]}"), name)
-        return found
-    if not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list:
-    return sorted({*globals(), *__all__})
+#: the public name or submodule asked for, imported on first use (:func:`napkin_cat.lazy.on_first_use`)
+__getattr__, __dir__ = on_first_use(globals(), PUBLIC)
 
 
 class _Package(types.ModuleType):

@@ -16,36 +16,23 @@ torch is an optional dependency (the ``kernels`` extra): ``import napkin_cat`` n
 May import: every layer up to codegen and hardware, io (a diagram's JSON names an op), and torch (the one layer
 that imports it at module level).
 """
-import importlib
 import importlib.util
 
 from napkin_cat.errors import ToolNotFoundError
+from napkin_cat.lazy import on_first_use
 
 if importlib.util.find_spec("torch") is None:
     raise ToolNotFoundError("torch is not installed; nc.torch needs it (pip install 'napkin-cat[kernels]')")
 
-#: each public name → the submodule that defines it, imported on first use (PEP 562): the package's import runs no
-#: submodule, so that each is executed once, by whoever imports it first.  Imported here eagerly, a submodule that
-#: pytest collects by its path (``--import-mode=importlib``, ``--doctest-modules napkin_cat/torch/flex.py``) was
-#: executed twice: once by this package, whose import pytest runs first, then again as the module pytest collects,
-#: which replaced it in ``sys.modules``; ``nc.torch.flex_attention`` then wrote its traces in the first copy's
-#: ``TRACES`` while ``nc.torch.flex.TRACES`` read the second's, and ``REGISTERED`` (the ops torch.library holds) was
-#: emptied.
+#: each public name → the submodule that defines it, imported on first use (:mod:`napkin_cat.lazy`: each submodule
+#: executed once, by whoever imports it first; imported eagerly here, ``--doctest-modules napkin_cat/torch/flex.py``
+#: executed flex.py twice, and ``nc.torch.flex_attention`` wrote its traces in the first copy's ``TRACES`` while
+#: ``nc.torch.flex.TRACES`` read the second's)
 PUBLIC = {"Signature": "binding", "Derived": "kernels", "CompiledOp": "ops", "compile": "ops",
           "FromTorch": "exported", "from_torch": "exported", "flex_attention": "flex"}
 
 __all__ = ["compile", "CompiledOp", "Derived", "Signature", "from_torch", "FromTorch", "flex_attention"]
 
 
-def __getattr__(name: str):
-    """A public name (:data:`PUBLIC`) or a submodule, imported on first use."""
-    if name in PUBLIC:
-        found = globals()[name] = getattr(importlib.import_module(f"{__name__}.{PUBLIC[name]}"), name)
-        return found
-    if not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list:
-    return sorted({*globals(), *__all__})
+#: the public name or submodule asked for, imported on first use (:func:`napkin_cat.lazy.on_first_use`)
+__getattr__, __dir__ = on_first_use(globals(), PUBLIC)

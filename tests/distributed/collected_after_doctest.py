@@ -1,4 +1,4 @@
-"""Run by :mod:`tests.distributed.test_collected_once` after pytest collected ``napkin_cat/distributed/launch.py``
+"""Run by ``tests/test_lazy.py`` after pytest collected ``napkin_cat/distributed/launch.py``
 for its doctests in the same process (not collected by the suite itself: its name is not ``test_*``).  Each public
 name of ``nc.distributed`` must be the one the module ``sys.modules`` holds defines: one module object per submodule,
 and ``nc.distributed.run`` the function, not the submodule of that name."""

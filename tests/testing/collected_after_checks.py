@@ -1,4 +1,4 @@
-"""Run by :mod:`tests.testing.test_collected_once` after pytest collected ``napkin_cat/testing/checks.py`` for its
+"""Run by ``tests/test_lazy.py`` after pytest collected ``napkin_cat/testing/checks.py`` for its
 doctests in the same process (not collected by the suite itself: its name is not ``test_*``).  One module object per
 submodule, the one ``sys.modules`` holds: the ``Failure`` a check raises is the one a test catches, and a patch of
 ``checks.RUNNERS`` reaches ``run_checks``."""

@@ -1,4 +1,4 @@
-"""Run by :mod:`tests.torch.test_collected_once` after pytest collected ``napkin_cat/torch/flex.py`` for its
+"""Run by ``tests/test_lazy.py`` after pytest collected ``napkin_cat/torch/flex.py`` for its
 doctests in the same process (not collected by the suite itself: its name is not ``test_*``).  What a call of
 ``nc.torch.flex_attention`` stores must be seen through the package: one module object per submodule, the one
 ``sys.modules`` holds."""
