@@ -134,6 +134,13 @@ def box_pieces(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> tuple:
     return cached
 
 
+def _same_column(was: dict, col: dict) -> bool:
+    """Whether ``col`` holds the very totals of ``was`` (the live data kept each level's total while no layer changed
+    it: a swap, a map whose output has its input's size): pooling it after ``was`` would change nothing (a record's
+    columns are pooled by value, :meth:`~napkin_cat.cost.record.Cost.add_column`), so it is not pooled again."""
+    return len(was) == len(col) and all(was.get(l) is v for l, v in col.items())
+
+
 def _dead(diagram: Diagram) -> frozenset:
     """The ids of values no box reads and the diagram does not output: dead as they are made, never held.  Read off
     the diagram alone, so kept on it (immutable: a kernel's inside is walked once per partition of it)."""
@@ -163,7 +170,14 @@ def _walk(diagram: Diagram, scope: "Sink | None" = None) -> Cost:
     dead = _dead(diagram)
     values = list(enumerate(map(view.array, diagram.dom.inside)))
     live.put(values)
-    total.add_column(live.column(), expanded=True)
+    last = [live.column()]
+    total.add_column(last[0], expanded=True)
+
+    def pool(col):
+        """Pool the live column after a layer, unless it is the last one pooled (:func:`_same_column`)."""
+        if not _same_column(last[0], col):
+            last[0] = col
+            total.add_column(col, expanded=True)
 
     def on_box(step):
         box = step.box
@@ -204,7 +218,7 @@ def _walk(diagram: Diagram, scope: "Sink | None" = None) -> Cost:
     def _after(step, outs):
         live.take([x for x in step.ins if x[0] not in dead])
         live.put([x for x in outs if x[0] not in dead])
-        total.add_column(live.column(), expanded=True)
+        pool(live.column())
     traverse(diagram, values, on_box, on_wiring=_after)
     return total.absorb_all(parts)
 
@@ -399,8 +413,11 @@ class Symbolic(Devices):
         run.tail(run.finish(vals, states, tail), tail)
         total = Cost()
         arithmetic = sink.arithmetic
+        last = {}
         for col in stream_columns(node, head.view, arithmetic):
-            total.add_column(col, expanded=True)
+            if not _same_column(last, col):
+                last = col
+                total.add_column(col, expanded=True)
         size, full = node.region.seen(sink.view)
         trips = _trips(size, full, arithmetic)
         density = None if node.skip is None else node.skip.density
