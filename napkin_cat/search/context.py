@@ -100,6 +100,11 @@ class KernelCache:
     def __len__(self) -> int:
         return len(self._choices)
 
+    @property
+    def distinct(self) -> int:
+        """How many distinct kernels the cache holds (``len(cache)`` counts block keys: two keys may share one)."""
+        return len(self._kernels)
+
     def clear(self) -> None:
         with self._lock:
             self._choices.clear()
