@@ -73,9 +73,10 @@ def _numbered(terms: tuple) -> tuple:
         if k is None:
             with _NAMING:
                 k = _NUMBERS.get(m)
-                if k is None:
-                    k = _NUMBERS[m] = len(_MONOMIALS)
+                if k is None:     # (named before it is published: a reader never finds a number unnamed)
+                    k = len(_MONOMIALS)
                     _MONOMIALS.append(m)
+                    _NUMBERS[m] = k
         out.append((k, c))
     return tuple(out)
 
