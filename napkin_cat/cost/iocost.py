@@ -134,13 +134,6 @@ def box_pieces(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> tuple:
     return cached
 
 
-def _same_column(was: dict, col: dict) -> bool:
-    """Whether ``col`` holds the very totals of ``was`` (the live data kept each level's total while no layer changed
-    it: a swap, a map whose output has its input's size): pooling it after ``was`` would change nothing (a record's
-    columns are pooled by value, :meth:`~napkin_cat.cost.record.Cost.add_column`), so it is not pooled again."""
-    return len(was) == len(col) and all(was.get(l) is v for l, v in col.items())
-
-
 def _dead(diagram: Diagram) -> frozenset:
     """The ids of values no box reads and the diagram does not output: dead as they are made, never held.  Read off
     the diagram alone, so kept on it (immutable: a kernel's inside is walked once per partition of it)."""
@@ -172,12 +165,6 @@ def _walk(diagram: Diagram, scope: "Sink | None" = None) -> Cost:
     live.put(values)
     last = [live.column()]
     total.add_column(last[0], expanded=True)
-
-    def pool(col):
-        """Pool the live column after a layer, unless it is the last one pooled (:func:`_same_column`)."""
-        if not _same_column(last[0], col):
-            last[0] = col
-            total.add_column(col, expanded=True)
 
     def on_box(step):
         box = step.box
@@ -218,7 +205,10 @@ def _walk(diagram: Diagram, scope: "Sink | None" = None) -> Cost:
     def _after(step, outs):
         live.take([x for x in step.ins if x[0] not in dead])
         live.put([x for x in outs if x[0] not in dead])
-        pool(live.column())
+        col = live.column()
+        if col is not last[0]:     # the very column pooled last (Live.column: no level changed) adds nothing
+            last[0] = col
+            total.add_column(col, expanded=True)
     traverse(diagram, values, on_box, on_wiring=_after)
     return total.absorb_all(parts)
 
@@ -413,9 +403,9 @@ class Symbolic(Devices):
         run.tail(run.finish(vals, states, tail), tail)
         total = Cost()
         arithmetic = sink.arithmetic
-        last = {}
+        last = None
         for col in stream_columns(node, head.view, arithmetic):
-            if not _same_column(last, col):
+            if col is not last:    # (the very column again: the live data unchanged, Live.column)
                 last = col
                 total.add_column(col, expanded=True)
         size, full = node.region.seen(sink.view)

@@ -91,7 +91,9 @@ class Live:
     block cost nothing per layer).  A level's total is summed again only where its terms changed since it was last
     read: a layer that takes a value and puts one of the same size (a map) touches a term and puts it back, so a
     chain of maps beside ``n`` wires of distinct sizes costs no ``n``-term sum per box (:class:`Resummed`, the
-    specification, sums every read).  The monomials are held by number (``_NUMBERS``: an array's numbered terms
+    specification, sums every read), and a column whose every total is the last column's is that very dict (a
+    reader that pools columns by value may skip it by identity: ``live.column() is last``).  The monomials are held by
+    number (``_NUMBERS``: an array's numbered terms
     kept on it, per arithmetic), so a layer's update hashes ints, not tuples of sympy symbols.
     """
 
@@ -103,6 +105,7 @@ class Live:
         # the arithmetic of the totals (:mod:`napkin_cat.cost.polynomial`): an array's terms, a total of terms
         self._terms_of, self._total = terms_of or array_terms, total or polynomial_total
         self._arithmetic = getattr(self._terms_of, "__func__", self._terms_of)   # (a bound method's function)
+        self._last = None   # the column last read, handed out again while no level's total changed
 
     def _numbered_terms(self, arr: Array) -> tuple:
         """``self._terms_of(arr)`` numbered (:func:`_numbered`), kept on the array per arithmetic (its ``terms_of``
@@ -211,6 +214,10 @@ class Live:
                 v = sums[l] = self._summed(t)
             if v is not None:
                 out[l] = v
+        last = self._last
+        if last is not None and len(last) == len(out) and all(last.get(l) is v for l, v in out.items()):
+            return last
+        self._last = out
         return out
 
 

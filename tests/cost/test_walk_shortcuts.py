@@ -3,19 +3,19 @@
 * the live data hold their monomials by number (:mod:`napkin_cat.cost.live`): a column is still Σ numel over the
   distinct live values per level, summed here directly in sympy, in both arithmetics, over the same arrays (an array
   costed in one arithmetic and then the other keeps both numberings);
-* a column whose totals are the last pooled one's is not pooled again (``iocost``): the record equals the walk that
-  pools every column and re-sums every level (:class:`~napkin_cat.cost.live.Resummed`), field by field, columns in
-  order, on random partitioned algorithms (:func:`napkin_cat.testing.checks.algorithm`), and the shortcut does fire;
+* a column whose totals are the last one's is that very column (:meth:`~napkin_cat.cost.live.Live.column`), and the
+  walk does not pool it again (``iocost``): the record equals the walk that re-sums every level and so pools every
+  column (:class:`~napkin_cat.cost.live.Resummed`), field by field, columns in order, on random partitioned
+  algorithms (:func:`napkin_cat.testing.checks.algorithm`), and the shortcut does fire;
 * a diagram's traversal plan (:func:`napkin_cat.syntax.wiring.plan`) is its own: its layers, arities and kinds, read
   again after other diagrams were walked.
 """
-import importlib
-
 import numpy as np
 import pytest
 import sympy
 
 import napkin_cat as nc
+from napkin_cat.cost.iocost import cost
 from napkin_cat.cost.live import Resummed, numel
 from napkin_cat.cost.polynomial import POLYNOMIAL, SYMPY
 from napkin_cat.cost.record import Cost
@@ -25,7 +25,6 @@ from napkin_cat.syntax.wiring import plan
 from napkin_cat.testing.checks import algorithm
 from napkin_cat.testing.programs import random_program
 
-iocost = importlib.import_module("napkin_cat.cost.iocost")
 
 
 def _arrays(rng, k: int) -> list:
@@ -77,7 +76,7 @@ def _fields(c: Cost) -> tuple:
 
 def _costed(alg, arithmetic):
     try:
-        return _fields(iocost.cost(alg, arithmetic=arithmetic, ops=False))
+        return _fields(cost(alg, arithmetic=arithmetic, ops=False))
     except NotPolynomialError:
         return None
 
@@ -101,7 +100,6 @@ def test_a_column_not_pooled_again_changes_nothing(monkeypatch):
         fast = [_costed(alg, a) for a in (SYMPY, POLYNOMIAL)]
         shortcut = pooled[0]
         with monkeypatch.context() as m:       # the specification: every column pooled, every level re-summed
-            m.setattr(iocost, "_same_column", lambda was, col: False)
             m.setattr(type(SYMPY), "live", lambda self: Resummed())
             m.setattr(type(POLYNOMIAL), "live", lambda self: Resummed(self.terms_of, self.total))
             pooled[0] = 0
