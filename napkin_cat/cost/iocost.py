@@ -163,7 +163,8 @@ def _walk(diagram: Diagram, scope: "Sink | None" = None) -> Cost:
     dead = _dead(diagram)
     values = list(enumerate(map(view.array, diagram.dom.inside)))
     live.put(values)
-    total.add_column(live.column(), expanded=True)
+    last = [live.column()]
+    total.add_column(last[0], expanded=True)
 
     def on_box(step):
         box = step.box
@@ -204,7 +205,10 @@ def _walk(diagram: Diagram, scope: "Sink | None" = None) -> Cost:
     def _after(step, outs):
         live.take([x for x in step.ins if x[0] not in dead])
         live.put([x for x in outs if x[0] not in dead])
-        total.add_column(live.column(), expanded=True)
+        col = live.column()
+        if col is not last[0]:     # the very column pooled last (Live.column: no level changed) adds nothing
+            last[0] = col
+            total.add_column(col, expanded=True)
     traverse(diagram, values, on_box, on_wiring=_after)
     return total.absorb_all(parts)
 
@@ -399,8 +403,11 @@ class Symbolic(Devices):
         run.tail(run.finish(vals, states, tail), tail)
         total = Cost()
         arithmetic = sink.arithmetic
+        last = None
         for col in stream_columns(node, head.view, arithmetic):
-            total.add_column(col, expanded=True)
+            if col is not last:    # (the very column again: the live data unchanged, Live.column)
+                last = col
+                total.add_column(col, expanded=True)
         size, full = node.region.seen(sink.view)
         trips = _trips(size, full, arithmetic)
         density = None if node.skip is None else node.skip.density

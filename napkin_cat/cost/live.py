@@ -16,6 +16,7 @@ that reading it costs the number of distinct monomials of the sizes, not the num
 """
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 
 import sympy
@@ -56,6 +57,30 @@ def polynomial_total(terms: dict):
     return sympy.Add(*(m if c == 1 else c * m for m, c in terms.items() if c))
 
 
+#: monomial → a small int naming it (and back): :class:`Live` keys its terms by these, as a monomial's hash is a
+#: tuple of sympy symbols' (a Python method per symbol, per lookup) where an int's is itself.  Only ever grows by
+#: the distinct monomials of the sizes met (products of the size symbols: a few hundred in a model's derive).
+_NUMBERS: dict = {}
+_MONOMIALS: list = []
+_NAMING = threading.Lock()
+
+
+def _numbered(terms: tuple) -> tuple:
+    """``terms`` (``(monomial, coefficient)`` pairs) with each monomial replaced by its number (``_NUMBERS``)."""
+    out = []
+    for m, c in terms:
+        k = _NUMBERS.get(m)
+        if k is None:
+            with _NAMING:
+                k = _NUMBERS.get(m)
+                if k is None:     # (named before it is published: a reader never finds a number unnamed)
+                    k = len(_MONOMIALS)
+                    _MONOMIALS.append(m)
+                    _NUMBERS[m] = k
+        out.append((k, c))
+    return tuple(out)
+
+
 class Live:
     """The data live on a diagram's wires, per level, kept up to date layer by layer.
 
@@ -66,21 +91,37 @@ class Live:
     block cost nothing per layer).  A level's total is summed again only where its terms changed since it was last
     read: a layer that takes a value and puts one of the same size (a map) touches a term and puts it back, so a
     chain of maps beside ``n`` wires of distinct sizes costs no ``n``-term sum per box (:class:`Resummed`, the
-    specification, sums every read).
+    specification, sums every read), and a column whose every total is the last column's is that very dict (a
+    reader that pools columns by value may skip it by identity: ``live.column() is last``).  The monomials are held by
+    number (``_NUMBERS``: an array's numbered terms
+    kept on it, per arithmetic), so a layer's update hashes ints, not tuples of sympy symbols.
     """
 
     def __init__(self, terms_of=None, total=None):
         self.wires = {}     # value id -> number of wires carrying it
-        self.terms = {}     # level -> {monomial: coefficient}
+        self.terms = {}     # level -> {monomial number: coefficient}
         self._sums = {}     # level -> its total when last read, while its terms are unchanged
-        self._was = {}      # level -> {monomial: its coefficient when the level's total was last read}, if touched
+        self._was = {}      # level -> {monomial number: its coefficient when the level's total was last read}
         # the arithmetic of the totals (:mod:`napkin_cat.cost.polynomial`): an array's terms, a total of terms
         self._terms_of, self._total = terms_of or array_terms, total or polynomial_total
+        self._arithmetic = getattr(self._terms_of, "__func__", self._terms_of)   # (a bound method's function)
+        self._last = None   # the column last read, handed out again while no level's total changed
+
+    def _numbered_terms(self, arr: Array) -> tuple:
+        """``self._terms_of(arr)`` numbered (:func:`_numbered`), kept on the array per arithmetic (its ``terms_of``
+        function: an array costed in two arithmetics keeps both)."""
+        kept = arr.__dict__.get("_live_numbered")
+        if kept is None:
+            kept = arr.__dict__["_live_numbered"] = {}
+        found = kept.get(self._arithmetic)
+        if found is None:
+            found = kept[self._arithmetic] = _numbered(self._terms_of(arr))
+        return found
 
     def _shift(self, arr: Array, sign: int, terms=None):
         level = (self.terms if terms is None else terms).setdefault(arr.level, {})
         was = self._was.setdefault(arr.level, {}) if terms is None else None
-        for m, c in self._terms_of(arr):
+        for m, c in self._numbered_terms(arr):
             old = level.get(m, 0)
             if was is not None and m not in was:
                 was[m] = old
@@ -88,8 +129,10 @@ class Live:
 
     def _shift_all(self, arrays, sign: int):
         """:meth:`_shift` of each of ``arrays`` into the live terms (the lookups it repeats made once)."""
-        terms, touched, terms_of = self.terms, self._was, self._terms_of
+        terms, touched, numbered, arithmetic = self.terms, self._was, self._numbered_terms, self._arithmetic
         for arr in arrays:
+            kept = arr.__dict__.get("_live_numbered")
+            found = kept.get(arithmetic) if kept is not None else None
             lvl = arr.level
             level = terms.get(lvl)
             if level is None:
@@ -97,7 +140,7 @@ class Live:
             was = touched.get(lvl)
             if was is None:
                 was = touched[lvl] = {}
-            for m, c in terms_of(arr):
+            for m, c in (numbered(arr) if found is None else found):
                 old = level.get(m, 0)
                 if m not in was:
                     was[m] = old
@@ -133,6 +176,11 @@ class Live:
         """Stop counting ``arrays``, each held once by :meth:`hold`."""
         self._shift_all(arrays, -1)
 
+    def _summed(self, t: dict):
+        """The total of one level's terms (numbered monomials), or None where every coefficient is 0."""
+        named = {_MONOMIALS[m]: c for m, c in t.items() if c}
+        return self._total(named) if named else None
+
     def column(self, without=()) -> dict:
         """Level → live data (expanded); ``without``: values on wires about to be consumed, left out."""
         terms = self.terms
@@ -144,18 +192,32 @@ class Live:
             for vid, arr in dict(without).items():
                 if self.wires[vid] == on_them[vid]:
                     self._shift(arr, -1, terms)
-            return {l: self._total(t) for l, t in terms.items() if any(t.values())}
+            out = {}
+            for l, t in terms.items():
+                v = self._summed(t)
+                if v is not None:
+                    out[l] = v
+            return out
+        sums = self._sums
         for l, was in self._was.items():   # a level whose touched terms are back where they were: its sum stands
             t = terms[l]
-            if any(t.get(m, 0) != c for m, c in was.items()):
-                self._sums.pop(l, None)
+            for m, c in was.items():
+                if t.get(m, 0) != c:
+                    sums.pop(l, None)
+                    break
         self._was = {}
         out = {}
         for l, t in terms.items():   # a level no layer changed since the last column: its sum as it was
-            if l not in self._sums:
-                self._sums[l] = self._total(t) if any(t.values()) else None
-            if self._sums[l] is not None:
-                out[l] = self._sums[l]
+            if l in sums:
+                v = sums[l]
+            else:
+                v = sums[l] = self._summed(t)
+            if v is not None:
+                out[l] = v
+        last = self._last
+        if last is not None and len(last) == len(out) and all(last.get(l) is v for l, v in out.items()):
+            return last
+        self._last = out
         return out
 
 

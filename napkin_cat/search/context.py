@@ -16,6 +16,16 @@ could share wrongly.
   calls, in any thread: :data:`KERNELS`, the default of ``derive(..., cache=)``, bounded (the least recently used
   kernel goes past ``limit``) and locked; the backward's derivations in one process cost their equal kernels once.
   ``derive(..., cache=KernelCache())`` searches cold.
+
+  **A kernel met twice is costed once.**  Two blocks whose keys differ may still be one kernel: a block's key says
+  which of its outputs other operations read and which values a form computes once, and two such blocks can build
+  the same function diagram (a recomputed copy folded away, say).  A Choice is a function of its kernel's diagram,
+  the level and the density alone (:class:`~napkin_cat.search.paths.Choice` reads nothing else), so a block whose
+  key is new is looked up a second time by ``(diagram, level, density)`` (diagram equality is structural: every
+  box, its spec and arrays, and the wiring) and shares the Choice found, its partitions, curves and their points::
+
+      choice(graph, block, level, density) is choice(graph', block', level, density)
+          whenever graph.subdiagram(block) == graph'.subdiagram(block')
 * **Solved segments** (:attr:`Search.solved`).  A segment's cheapest split depends on what its call fixes (the
   rule book's roles, the sizes, memories, tile grid and requirement), so it is remembered by that call alone: alike
   segments of one function are solved once (:mod:`.segments`), and a second call solves its own.
@@ -60,6 +70,7 @@ class KernelCache:
             raise ArgumentError(f"a kernel cache's limit is a positive int (kernels kept), got {limit!r}")
         self.limit = limit
         self._choices: OrderedDict = OrderedDict()
+        self._kernels: OrderedDict = OrderedDict()     # (function diagram, level, density) -> its Choice
         self._lock = threading.Lock()
 
     def choice(self, graph, block: int, level: int, density=1) -> Choice:
@@ -71,20 +82,33 @@ class KernelCache:
             if found is not None:
                 self._choices.move_to_end(key)
                 return found
-        made = Choice(graph.subdiagram(block), level, density)
+        function = graph.subdiagram(block)
+        alike = (function, level, density)       # the kernel itself: what the Choice is a function of
         with self._lock:
+            found = self._kernels.get(alike)
+        made = Choice(function, level, density) if found is None else found
+        with self._lock:
+            made = self._kernels.setdefault(alike, made)
+            self._kernels.move_to_end(alike)
             found = self._choices.setdefault(key, made)
             self._choices.move_to_end(key)
-            while len(self._choices) > self.limit:
-                self._choices.popitem(last=False)
+            for kept in (self._choices, self._kernels):
+                while len(kept) > self.limit:
+                    kept.popitem(last=False)
         return found
 
     def __len__(self) -> int:
         return len(self._choices)
 
+    @property
+    def distinct(self) -> int:
+        """How many distinct kernels the cache holds (``len(cache)`` counts block keys: two keys may share one)."""
+        return len(self._kernels)
+
     def clear(self) -> None:
         with self._lock:
             self._choices.clear()
+            self._kernels.clear()
 
     def __repr__(self) -> str:
         return f"KernelCache({len(self)} of {self.limit} kernels)"

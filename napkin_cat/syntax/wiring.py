@@ -134,10 +134,8 @@ def traverse(diagram: Diagram, values, on_box: Callable, *, merge: Callable | No
     ['exp(B)', 'A']
     """
     values = list(values)
-    for index, (offset, box) in enumerate(layers(diagram)):
-        k = len(box.dom)
+    for index, (offset, box, k, kind) in enumerate(plan(diagram)):
         step = Step(index, offset, box, values[offset:offset + k], values)
-        kind = is_structural(box)
         if kind is None:
             outs = list(on_box(step))
         elif kind == "merge":
@@ -153,6 +151,25 @@ def traverse(diagram: Diagram, values, on_box: Callable, *, merge: Callable | No
                     outs = list(renamed)
         values[offset:offset + k] = outs
     return values
+
+
+def plan(diagram: Diagram) -> tuple:
+    """The layers as :func:`traverse` walks them: ``(offset, box, inputs, kind)`` per layer, ``kind`` the box's
+    :func:`~napkin_cat.syntax.flat.is_structural` (None for a box that computes).  Read off the diagram alone, so
+    kept on it (a diagram is immutable; the cost functor walks a kernel's inside once per partition of it, and a
+    box's arity and kind would be asked again at every walk).
+
+    >>> import napkin_cat as nc
+    >>> d = nc.Diagram.swap(nc.types("a"), nc.types("b")) >> nc.elementwise("exp", "b") @ nc.Diagram.id(
+    ...     nc.types("a"))
+    >>> [(o, b.name, k, kind) for o, b, k, kind in plan(d)], plan(d) is plan(d)
+    ([(0, 'Swap(a, b)', 2, 'swap'), (0, 'exp', 1, None)], True)
+    """
+    found = diagram.__dict__.get("_traversal_plan")
+    if found is None:
+        found = diagram.__dict__["_traversal_plan"] = tuple((offset, box, len(box.dom), is_structural(box))
+                                                            for offset, box in layers(diagram))
+    return found
 
 
 def trace_values(diagram: Diagram):
