@@ -97,6 +97,33 @@ def _exact(poly, combo) -> Fraction:
     return Fraction(num, den)
 
 
+def exact_at(poly):
+    """``combo ↦ Σ α_k Π g_i^{e_ki}`` exactly, summed as :func:`_exact` sums it (one numerator over one denominator,
+    the same steps), each term's coefficient and its tiles' powers read once: for a search that evaluates one
+    posynomial at many tilings.
+
+    >>> poly = ((Fraction(1, 2), Fraction(3)), ((1, -2), (0, 1)))
+    >>> exact_at(poly)((4, 6)) == _exact(poly, (4, 6)) == Fraction(325, 18)
+    True
+    """
+    terms = tuple((alpha.numerator, alpha.denominator, tuple((i, k) for i, k in enumerate(e) if k > 0),
+                   tuple((i, -k) for i, k in enumerate(e) if k < 0)) for alpha, e in zip(*poly))
+
+    def at(combo) -> Fraction:
+        num, den = 0, 1
+        for n, d, up, down in terms:
+            for i, k in up:
+                n *= combo[i] ** k
+            for i, k in down:
+                d *= combo[i] ** k
+            if den % d == 0:
+                num += n * (den // d)
+            else:
+                num, den = num * d + n * den, den * d
+        return Fraction(num, den)
+    return at
+
+
 def _scores(poly, logs):
     coeffs, exps = poly
     alpha = np.array([float(a) for a in coeffs])
@@ -304,7 +331,8 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
     limits = [Fraction(m) for m in memories]
     floats = [float(m) for m in limits]
     found = [None] * len(limits)
-    exact_H = (lambda combo: _exact(H, combo)) if fulls is None else (lambda combo: _exact_ragged(H, combo, fulls))
+    exact_H = exact_at(H) if fulls is None else (lambda combo: _exact_ragged(H, combo, fulls))
+    at_columns = None     # each column's exact evaluator, made when a peak is first settled exactly
     for block in _blocks(lists):
         logs = np.log(block)
         peak = np.zeros(len(block))
@@ -322,7 +350,7 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
         top = peak[capped].max() if capped.any() else None
         least = peak[capped].min() if capped.any() else None
         every = None     # the block's best where every candidate fits clearly (the same for every such memory)
-        known = {}       # row -> [tiles, within the caps, exact H, exact peak]: pure functions of the row, met again
+        known = {}       # row -> [tiles, within the caps, exact H, exact peak, float peak]: pure functions of the row
         for j, limit in enumerate(limits):
             fl = floats[j]
             if least is None or least > fl * (1 + 1e-12):
@@ -344,20 +372,24 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
                     if row is None:
                         combo = tuple(int(g) for g in block[k])
                         trips = combo if fulls is None else tuple(Fraction(n, -(-n // g)) for g, n in zip(combo, fulls))
-                        row = known[k] = [combo, not any(_exact(cap, trips) > 1 for cap in caps), None, None]
+                        row = known[k] = [combo, not any(_exact(cap, trips) > 1 for cap in caps), None, None, None]
                     combo = row[0]
                     if not row[1]:
                         fits[k] = False
                         continue
                     if peak[k] > fl * (1 - 1e-9):   # near the limit: settle the memory exactly
                         if row[3] is None:
-                            row[3] = max((_exact(col, combo) for col in columns), default=Fraction(0))
+                            if at_columns is None:
+                                at_columns = [exact_at(col) for col in columns]
+                            row[3] = max((at(combo) for at in at_columns), default=Fraction(0))
                         exact_peak = row[3]
                         if exact_peak > limit:
                             fits[k] = False
                             continue
                     else:
-                        exact_peak = Fraction(float(peak[k]))
+                        if row[4] is None:
+                            row[4] = Fraction(float(peak[k]))
+                        exact_peak = row[4]
                     if row[2] is None:
                         row[2] = exact_H(combo)
                     key = (row[2], exact_peak, combo[::-1])
