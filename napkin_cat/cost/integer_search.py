@@ -22,6 +22,7 @@ searched alone and the optima add up, ``H* = Σ_k H*_k`` with every column of ke
 from __future__ import annotations
 
 import itertools
+import math
 from fractions import Fraction
 from functools import lru_cache
 
@@ -309,6 +310,9 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
     ...           caps=[((Fraction(6, 64),), ((1, 1),))])    # 6 groups: ⌈8/4⌉·⌈8/3⌉ (8/4·8/3 would be short)
     [(Fraction(5, 8), (4, 3))]
 
+    Without ``exact`` the answer is remembered by value (every argument but ``names``, :func:`_searched`): kernels
+    whose programs are equal at the sizes are searched once.
+
     ``exact``: ``exact(tiles) -> Fraction``, the transfers counted at a candidate where ``H`` only estimates them
     (a masked stream's trips that run: :mod:`napkin_cat.cost.trips`).  The estimate then ranks nothing: every
     candidate that fits is counted (once, whatever the memory) and the least count wins, so the answer is the
@@ -320,9 +324,10 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
     if exact is not None:
         check_grid(values, names)
         return _counted_many(columns, values, memories, caps, exact)
-    parts = None if caps else _parts(H, columns, len(values))
-    for group in (range(len(values)),) if parts is None else (g for g, _, _ in parts):   # refused naming the tiles
-        check_grid([values[i] for i in group], [names[i] for i in group] if names else ())
+    if math.prod(len(v) for v in values) > MAX_CANDIDATES:    # (each independent group's grid is at most this)
+        parts = None if caps else _parts(H, columns, len(values))
+        for group in (range(len(values)),) if parts is None else (g for g, _, _ in parts):   # naming the tiles
+            check_grid([values[i] for i in group], [names[i] for i in group] if names else ())
     return list(_searched(H, tuple(columns), tuple(tuple(v) for v in values), tuple(memories),
                           None if fulls is None else tuple(fulls), tuple(caps)))
 
