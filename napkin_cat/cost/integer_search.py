@@ -22,6 +22,7 @@ searched alone and the optima add up, ``H* = Σ_k H*_k`` with every column of ke
 from __future__ import annotations
 
 import itertools
+import math
 from fractions import Fraction
 from functools import lru_cache
 
@@ -95,6 +96,33 @@ def _exact(poly, combo) -> Fraction:
         else:
             num, den = num * d + n * den, den * d
     return Fraction(num, den)
+
+
+def exact_at(poly):
+    """``combo ↦ Σ α_k Π g_i^{e_ki}`` exactly, summed as :func:`_exact` sums it (one numerator over one denominator,
+    the same steps), each term's coefficient and its tiles' powers read once: for a search that evaluates one
+    posynomial at many tilings.
+
+    >>> poly = ((Fraction(1, 2), Fraction(3)), ((1, -2), (0, 1)))
+    >>> exact_at(poly)((4, 6)) == _exact(poly, (4, 6)) == Fraction(325, 18)
+    True
+    """
+    terms = tuple((alpha.numerator, alpha.denominator, tuple((i, k) for i, k in enumerate(e) if k > 0),
+                   tuple((i, -k) for i, k in enumerate(e) if k < 0)) for alpha, e in zip(*poly))
+
+    def at(combo) -> Fraction:
+        num, den = 0, 1
+        for n, d, up, down in terms:
+            for i, k in up:
+                n *= combo[i] ** k
+            for i, k in down:
+                d *= combo[i] ** k
+            if den % d == 0:
+                num += n * (den // d)
+            else:
+                num, den = num * d + n * den, den * d
+        return Fraction(num, den)
+    return at
 
 
 def _scores(poly, logs):
@@ -282,6 +310,9 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
     ...           caps=[((Fraction(6, 64),), ((1, 1),))])    # 6 groups: ⌈8/4⌉·⌈8/3⌉ (8/4·8/3 would be short)
     [(Fraction(5, 8), (4, 3))]
 
+    Without ``exact`` the answer is remembered by value (every argument but ``names``, :func:`_searched`): kernels
+    whose programs are equal at the sizes are searched once.
+
     ``exact``: ``exact(tiles) -> Fraction``, the transfers counted at a candidate where ``H`` only estimates them
     (a masked stream's trips that run: :mod:`napkin_cat.cost.trips`).  The estimate then ranks nothing: every
     candidate that fits is counted (once, whatever the memory) and the least count wins, so the answer is the
@@ -293,18 +324,41 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
     if exact is not None:
         check_grid(values, names)
         return _counted_many(columns, values, memories, caps, exact)
+    if math.prod(len(v) for v in values) > MAX_CANDIDATES:    # (each independent group's grid is at most this)
+        parts = None if caps else _parts(H, columns, len(values))
+        for group in (range(len(values)),) if parts is None else (g for g, _, _ in parts):   # naming the tiles
+            check_grid([values[i] for i in group], [names[i] for i in group] if names else ())
+    return list(_searched(H, tuple(columns), tuple(tuple(v) for v in values), tuple(memories),
+                          None if fulls is None else tuple(fulls), tuple(caps)))
+
+
+@lru_cache(maxsize=2048)
+def _searched(H, columns, values, memories, fulls, caps) -> tuple:
+    """:func:`best_many` without a counting ``exact``: a pure function of its arguments, all of them numbers.
+
+    Why this memo is the process's (issue 35: a cache belongs to the call unless its result is a pure function of its
+    key): the answer reads nothing but the posynomials (exact coefficients and integer exponents), each tile's legal
+    values, the memories, the axis sizes of a ragged search and the caps, and the key is all of them, compared by
+    value (``Fraction`` and ``int``; the tiles' names only word an error, raised before).  Kernels of one search
+    whose programs are equal at the sizes (a third of a symbolic block's: 543 distinct of 787) are searched once;
+    bounded (2,048, least recently used) and locked (``lru_cache``).
+    """
+    return tuple(_best_many(H, list(columns), [list(v) for v in values], list(memories), fulls, caps))
+
+
+def _best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
+    """The search of :func:`best_many` without a counting ``exact``."""
     parts = None if caps else _parts(H, columns, len(values))
     if parts is not None:
-        found = [best_many(h, cols, [values[i] for i in g], memories,
-                           None if fulls is None else tuple(fulls[i] for i in g),
-                           names=[names[i] for i in g] if names else ()) for g, h, cols in parts]
+        found = [_best_many(h, cols, [values[i] for i in g], memories,
+                            None if fulls is None else tuple(fulls[i] for i in g)) for g, h, cols in parts]
         return [_combined(parts, [f[j] for f in found], len(values)) for j in range(len(memories))]
-    check_grid(values, names)
     lists = [np.array(sorted(v), dtype=float) for v in values]
     limits = [Fraction(m) for m in memories]
     floats = [float(m) for m in limits]
     found = [None] * len(limits)
-    exact_H = (lambda combo: _exact(H, combo)) if fulls is None else (lambda combo: _exact_ragged(H, combo, fulls))
+    exact_H = exact_at(H) if fulls is None else (lambda combo: _exact_ragged(H, combo, fulls))
+    at_columns = None     # each column's exact evaluator, made when a peak is first settled exactly
     for block in _blocks(lists):
         logs = np.log(block)
         peak = np.zeros(len(block))
@@ -322,7 +376,7 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
         top = peak[capped].max() if capped.any() else None
         least = peak[capped].min() if capped.any() else None
         every = None     # the block's best where every candidate fits clearly (the same for every such memory)
-        known = {}       # row -> [tiles, within the caps, exact H, exact peak]: pure functions of the row, met again
+        known = {}       # row -> [tiles, within the caps, exact H, exact peak, float peak]: pure functions of the row
         for j, limit in enumerate(limits):
             fl = floats[j]
             if least is None or least > fl * (1 + 1e-12):
@@ -344,20 +398,24 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
                     if row is None:
                         combo = tuple(int(g) for g in block[k])
                         trips = combo if fulls is None else tuple(Fraction(n, -(-n // g)) for g, n in zip(combo, fulls))
-                        row = known[k] = [combo, not any(_exact(cap, trips) > 1 for cap in caps), None, None]
+                        row = known[k] = [combo, not any(_exact(cap, trips) > 1 for cap in caps), None, None, None]
                     combo = row[0]
                     if not row[1]:
                         fits[k] = False
                         continue
                     if peak[k] > fl * (1 - 1e-9):   # near the limit: settle the memory exactly
                         if row[3] is None:
-                            row[3] = max((_exact(col, combo) for col in columns), default=Fraction(0))
+                            if at_columns is None:
+                                at_columns = [exact_at(col) for col in columns]
+                            row[3] = max((at(combo) for at in at_columns), default=Fraction(0))
                         exact_peak = row[3]
                         if exact_peak > limit:
                             fits[k] = False
                             continue
                     else:
-                        exact_peak = Fraction(float(peak[k]))
+                        if row[4] is None:
+                            row[4] = Fraction(float(peak[k]))
+                        exact_peak = row[4]
                     if row[2] is None:
                         row[2] = exact_H(combo)
                     key = (row[2], exact_peak, combo[::-1])

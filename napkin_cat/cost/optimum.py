@@ -426,24 +426,26 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = 
     found = integer_search.best_many(H, cols, values, [_fraction(M, "the memory limit") for M in Ms],
                                      fulls=fulls if tiles == "any" else None, caps=caps,
                                      names=[str(t) for t in prog.tiles], exact=exact)
+    note = ("exact integer search over the divisors of every tile's axis" if tiles == "divisors" else
+            "exact integer search over every tile size (a shorter last tile; ⌈n/g⌉ trips)")
+    if exact is not None:
+        note += ", each ranked by the transfers counted at it (a masked stream's trips that run)"
+    elif c.estimated:
+        note += ", ranked by the estimate of a masked stream's trips (count=False: not counted)"
+    note += ", every column within memory"
+    made: dict = {}     # an answer found at several memories (every tiling fits) made into sympy numbers once
     out = []
     for M, f in zip(Ms, found):
         if f is None:
             out.append(None)
             continue
-        h, combo = f
-        h = sympy.Rational(h.numerator, h.denominator)
-        sub = {t: sympy.Integer(g) for t, g in zip(prog.tiles, combo)}
-        exact_sizes = dict(sub)
-        sub.update({s: v for s, v in prog.fixed})
-        note = ("exact integer search over the divisors of every tile's axis" if tiles == "divisors" else
-                "exact integer search over every tile size (a shorter last tile; ⌈n/g⌉ trips)")
-        if exact is not None:
-            note += ", each ranked by the transfers counted at it (a masked stream's trips that run)"
-        elif c.estimated:
-            note += ", ranked by the estimate of a masked stream's trips (count=False: not counted)"
-        out.append(Optimum(h, sub, [(h, sympy.Integer(0))], M, h, exact_sizes, None, None,
-                           [note + ", every column within memory"]))
+        if f not in made:
+            h, combo = f
+            h = sympy.Rational(h.numerator, h.denominator)
+            exact_sizes = {t: sympy.Integer(g) for t, g in zip(prog.tiles, combo)}
+            made[f] = h, exact_sizes, {**exact_sizes, **dict(prog.fixed)}
+        h, exact_sizes, sub = made[f]
+        out.append(Optimum(h, dict(sub), [(h, sympy.Integer(0))], M, h, dict(exact_sizes), None, None, [note]))
     return out
 
 
