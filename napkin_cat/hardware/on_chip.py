@@ -8,7 +8,7 @@ whose most exceeds the block's shared memory::
     M(t) = max_i  column_i(t)          refused where M(t) > smem_per_block
 
 Each ``column_i`` is an expression in the kernel's sizes and tiles.  Where it is built of sums and products of
-positive numbers, sizes and tiles (integer powers ≥ 1), it can only grow with every tile, so at tiles each at least
+numbers ≥ 0, sizes and tiles (integer powers ≥ 1), it can only grow with every tile, so at tiles each at least
 ``t₀``::
 
     M(t) ≥ max over such columns i of column_i(t₀) = least_on_chip(columns, t₀)
@@ -68,7 +68,7 @@ def chip_forms(box, level: int, sample: dict) -> ChipForms:
 
 
 def growing(expr) -> bool:
-    """Whether ``expr`` is built of sums and products of positive numbers and symbols, raised to integer powers
+    """Whether ``expr`` is built of sums and products of numbers at least 0 and symbols, raised to integer powers
     of at least 1: then it does not decrease as any symbol grows (over positive values).
 
     >>> import napkin_cat as nc
@@ -80,7 +80,7 @@ def growing(expr) -> bool:
     if expr.is_Symbol:
         return True
     if expr.is_Number:
-        return bool(expr.is_positive)
+        return bool(expr.is_nonnegative)
     if expr.is_Add or expr.is_Mul:
         return all(growing(a) for a in expr.args)
     if expr.is_Pow:

@@ -192,14 +192,13 @@ def structure_timings(algorithm, gpu, env, *, overlap, ceilings, level, largest,
     rho = bound_densities(algorithm, density)
     boxes = kernels_of(algorithm)
     memo = {} if forms is None else forms
-    for box, chip in zip(boxes, kernel_chips(boxes, memo, level=level, sample=first)):
-        least = least_on_chip(chip.columns, first)
-        if least > gpu.smem_per_block:    # every tiling refused: no cost read, no terms compiled
-            if refusals is not None:
-                e = HardwareError(f"{box.name}: at least {least} B on chip per thread block at its least tiles, "
-                                  f"over the {gpu.name}'s {gpu.smem_per_block} B (memory.smem_per_block)")
-                refusals.setdefault(re.sub(r"[\d.]+", "#", str(e)), str(e))
-            return []
+    over = over_block(boxes, gpu, memo, level=level, sample=first)
+    if over is not None:                 # every tiling refused: no cost read, no terms compiled
+        if refusals is not None:
+            e = HardwareError(f"{over[0].name}: at least {over[1]} B on chip per thread block at its least tiles, "
+                              f"over the {gpu.name}'s {gpu.smem_per_block} B (memory.smem_per_block)")
+            refusals.setdefault(re.sub(r"[\d.]+", "#", str(e)), str(e))
+        return []
     forms = kernel_forms(boxes, gpu, memo, overlap=overlap, ceilings=ceilings, level=level, sample=first,
                          density=rho)
     parts = []
@@ -239,6 +238,17 @@ def kernel_forms(boxes, gpu, memo: dict, *, overlap, ceilings, level, sample: di
                                    density=density, chip=chip)
         out.append(memo[key])
     return out
+
+
+def over_block(boxes, gpu, memo: dict, *, level: int, sample: dict):
+    """``(kernel, least bytes)`` of the first kernel of ``boxes`` whose least bytes on chip at ``sample`` (its tiles
+    each the least the hardware allows: :func:`~napkin_cat.hardware.on_chip.least_on_chip`) exceed ``gpu``'s shared
+    memory per block, or None: where one does, the model refuses every tiling of the structure."""
+    for box, chip in zip(boxes, kernel_chips(boxes, memo, level=level, sample=sample)):
+        least = least_on_chip(chip.columns, sample)
+        if least > gpu.smem_per_block:
+            return box, least
+    return None
 
 
 def kernel_chips(boxes, memo: dict, *, level: int, sample: dict) -> list:
