@@ -19,6 +19,7 @@ import itertools
 import os
 
 import pytest
+import sympy
 
 import napkin_cat as nc
 from napkin_cat.errors import MemoryLimitError
@@ -62,7 +63,7 @@ def answer(f, sizes, gpu) -> tuple:
 
 
 def dropping(monkeypatch):
-    """Record the bound at every kernel the search checks: ``[(box, sample, least)]``."""
+    """Record the bound of every kernel the search checks: ``[(its least tiles, the bound there)]``."""
     seen = []
 
     def recorded(columns, least):
@@ -176,7 +177,6 @@ def test_only_sums_and_products_of_positive_terms_grow():
     q, g, s = nc.symbol("q"), nc.symbol("g"), nc.symbol("s")
     assert growing(q * g * 4 + 2 * s ** 2) and growing(g) and growing(8)
     assert not growing(q / g) and not growing(q - g) and not growing(-2 * g) and not growing(nc.symbol("q") ** -2)
-    import sympy
     assert not growing(sympy.ceiling(q / g)) and not growing(sympy.Max(g, s))
     assert growing(0) and growing(0 * g)          # an empty column
     # a column that shrinks as a tile grows is left out of the bound: the bound is the others' most
