@@ -244,7 +244,8 @@ def over_block(boxes, gpu, memo: dict, *, level: int, sample: dict):
     """``(kernel, least bytes)`` of the first kernel of ``boxes`` whose least bytes on chip at ``sample`` (its tiles
     each the least the hardware allows: :func:`~napkin_cat.hardware.on_chip.least_on_chip`) exceed ``gpu``'s shared
     memory per block, or None: where one does, the model refuses every tiling of the structure."""
-    for box, chip in zip(boxes, kernel_chips(boxes, memo, level=level, sample=sample)):
+    for box in boxes:                   # one by one: the kernels after the first over it are not read
+        (chip,) = kernel_chips([box], memo, level=level, sample=sample)
         least = least_on_chip(chip.columns, sample)
         if least > gpu.smem_per_block:
             return box, least
