@@ -76,18 +76,16 @@ from napkin_cat.cost.record import Cost, Density, fraction
 from napkin_cat.errors import ArgumentError, ShapeError
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
+from napkin_cat.hardware.on_chip import ChipForms, chip_forms
 from napkin_cat.hardware.products import TENSOR, placement, products_of, rate
 from napkin_cat.hardware.issuing import ISSUING_THREADS, ROWS_PER_WARPGROUP, issuing_threads, scaling_unit
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.flat import layers
-from napkin_cat.plan.ir import Load, StreamLoop, walk
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.syntax.primitive import is_view
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 from napkin_cat.hardware.divisors import uses_of
-from napkin_cat.plan import plan
-from napkin_cat.plan.static import live_columns
 
 PIPELINES = ("tensor", "special", "general")
 OVERLAPS = ("sequential", "pipelines")
@@ -194,14 +192,16 @@ def kernels_of(algorithm: Diagram) -> list:
 class KernelForm:
     """One kernel's terms as expressions in its sizes and tiles, read off the cost functor once; ``at(env)``
     evaluates them (the search times many tile assignments of one structure this way).  ``sample``: sizes
-    at which the kernel's plan is made once, for the variables live together (its memory columns).
+    at which the kernel's plan is made once, for the variables live together (its memory columns: ``chip``,
+    :func:`~napkin_cat.hardware.on_chip.chip_forms`, where read already).
 
     Its matrix products are :class:`~napkin_cat.hardware.products.Product` s (each timed on the tensor cores,
     padded, or on the CUDA cores where padding wastes work); a kernel whose split stream is its whole work
     (:mod:`napkin_cat.algorithms.splits`) is two launches: the parts (``groups · P`` blocks) and the combine
     (``groups`` blocks: it reads the ``P`` partial states back, merges them, finishes and writes the outputs)."""
 
-    def __init__(self, box, gpu: GPU, *, overlap: str, ceilings: dict, level: int, sample: dict, density=None):
+    def __init__(self, box, gpu: GPU, *, overlap: str, ceilings: dict, level: int, sample: dict, density=None,
+                 chip: ChipForms | None = None):
         self.box, self.gpu, self.overlap, self.ceilings, self.level = box, gpu, overlap, ceilings, level
         #: each density of a mask from data of this kernel → the value its trips are counted at (1: dense)
         self.density = {s: (density or {}).get(s, 1) for s in densities(box)}
@@ -244,16 +244,9 @@ class KernelForm:
                 named[f"combine:flops:{op.pipeline}"] = named.get(f"combine:flops:{op.pipeline}", 0) + n
                 named[f"combine:seconds:{op.pipeline}"] = (named.get(f"combine:seconds:{op.pipeline}", 0)
                                                            + n / sympy.Float(rate(gpu, ceilings, op.pipeline, op)))
-        p = plan(box, Sizes(sample).restrict(box))
-        columns = [[p.variable_map[n] for n in col if p.variable_map[n].level == level] for col in live_columns(p)]
-        streamed = {st.dst.var for loop in walk(p.body) if isinstance(loop, StreamLoop)
-                    for st in loop.body if isinstance(st, Load)}
-        # a stream's loads are double-buffered (the next slice arrives while this one is used: §5 step 5)
-        extra = sum((p.variable_map[n].bytes for n in streamed if p.variable_map[n].level == level), sympy.Integer(0))
-        for i, col in enumerate(columns):
-            named[f"column:{i}"] = sum((v.bytes for v in col), sympy.Integer(0)) + extra
-            named[f"registers:{i}"] = sum((v.size * (4 if v.role == "state" else as_dtype(v.dtype).bytes)
-                                           for v in col if v.role != "tile"), sympy.Integer(0))
+        chip = chip_forms(box, level, sample) if chip is None else chip
+        for i, (col, regs) in enumerate(zip(chip.columns, chip.registers)):
+            named[f"column:{i}"], named[f"registers:{i}"] = col, regs
         rows = {mm.m for mm in uses_of(box, gpu.hierarchy)[1]}
         named["rows"] = sympy.Max(*[symbol(r) if not r.isdigit() else sympy.Integer(r)
                                     for r in rows]) if rows else sympy.Integer(0)

@@ -23,10 +23,12 @@ trips pay the per-trip rescaling and how many tensor-core instructions a trip is
    cores or on the CUDA cores, as the time model predicts faster (:mod:`~napkin_cat.hardware.products`);
 3. each timed by :mod:`~napkin_cat.hardware.predict`'s model from each kernel's cost, read off once (its terms
    compiled once, its transfers evaluated in exact arithmetic: no sympy substitution per assignment); an
-   assignment whose live bytes exceed ``smem_per_block`` is dropped.  A kernel's time depends on its own tiles
-   only, so the kernels that share no tile are timed apart: each connected component of the kernel–tile graph
-   at its own assignments, not the product of all (:mod:`~napkin_cat.hardware.separable`, where the law that
-   this finds the same winner as the whole product is proved);
+   assignment whose live bytes exceed ``smem_per_block`` is dropped (a structure with a kernel that holds more
+   than that at its least tiles, before its kernels' costs are read: :mod:`~napkin_cat.hardware.on_chip`).  A
+   kernel's time depends on its own tiles only, so the kernels that share no tile are timed apart: each connected
+   component of the kernel–tile graph at its own assignments, not the product of all
+   (:mod:`~napkin_cat.hardware.separable`, where the law that this finds the same winner as the whole product is
+   proved);
 4. the fastest wins (ties: fewer transfers, then larger tiles; the time compared is the exact sum of the
    kernels' times).
 
@@ -67,6 +69,7 @@ from napkin_cat.errors import LoweringError, MemoryLimitError
 from napkin_cat.hardware.divisors import constraints, uses_of
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
+from napkin_cat.hardware.on_chip import ChipForms, chip_forms, least_on_chip
 from napkin_cat.hardware.separable import assembled, components
 from napkin_cat.hardware.structures import derived_at, structure_memories
 from napkin_cat.cost.record import Density
@@ -180,14 +183,24 @@ def structure_timings(algorithm, gpu, env, *, overlap, ceilings, level, largest,
     ``min_blocks``, only assignments whose every kernel launches that many blocks; ``density``: what its masks read
     from data let run (:func:`~napkin_cat.hardware.predict.bound_densities`); ``refusals``: filled with one message
     per kind of refused assignment (shared memory, registers, ...); ``forms``: the kernels' forms read so far in
-    this call (:func:`kernel_forms`), filled."""
+    this call (:func:`kernel_forms`), filled.  A structure with a kernel whose least bytes on chip
+    (:func:`~napkin_cat.hardware.on_chip.least_on_chip`, at the least legal tiles) exceed the block's shared memory
+    has no legal assignment: ``[]``, its forms never built."""
     values = tile_values(gpu, algorithm, env, largest=largest)
     tiles = list(values)
-    first = {**env, **{t: v[0] for t, v in values.items()}}
+    first = {**env, **{t: min(v) for t, v in values.items()}}
     rho = bound_densities(algorithm, density)
     boxes = kernels_of(algorithm)
-    forms = kernel_forms(boxes, gpu, {} if forms is None else forms, overlap=overlap, ceilings=ceilings, level=level,
-                         sample=first, density=rho)
+    memo = {} if forms is None else forms
+    over = over_block(boxes, gpu, memo, level=level, sample=first)
+    if over is not None:                 # every tiling refused: no cost read, no terms compiled
+        if refusals is not None:
+            e = HardwareError(f"{over[0].name}: at least {over[1]} B on chip per thread block at its least tiles, "
+                              f"over the {gpu.name}'s {gpu.smem_per_block} B (memory.smem_per_block)")
+            refusals.setdefault(re.sub(r"[\d.]+", "#", str(e)), str(e))
+        return []
+    forms = kernel_forms(boxes, gpu, memo, overlap=overlap, ceilings=ceilings, level=level, sample=first,
+                         density=rho)
     parts = []
     for kernels, own in components([kernel_reads(b, f) for b, f in zip(boxes, forms)], tiles):
         rows = timed_kernels({k: forms[k] for k in kernels}, list(own), values, env, level=level, launch=launch,
@@ -214,15 +227,39 @@ def kernel_forms(boxes, gpu, memo: dict, *, overlap, ceilings, level, sample: di
     >>> memo = {}
     >>> a, b = kernel_forms([k1, k2], load("h100-sxm5"), memo, overlap="sequential", ceilings={}, level=1,
     ...                     sample=sample, density={})
-    >>> k1 is k2, a is b, len(memo)
+    >>> k1 is k2, a is b, len([f for f in memo.values() if isinstance(f, KernelForm)])
     (False, True, 1)
     """
     out = []
-    for b in boxes:
+    for b, chip in zip(boxes, kernel_chips(boxes, memo, level=level, sample=sample)):
         key = (b, Sizes(sample).restrict(b), tuple(sorted(((str(k), v) for k, v in density.items()), key=str)))
         if key not in memo:
             memo[key] = KernelForm(b, gpu, overlap=overlap, ceilings=ceilings, level=level, sample=sample,
-                                   density=density)
+                                   density=density, chip=chip)
+        out.append(memo[key])
+    return out
+
+
+def over_block(boxes, gpu, memo: dict, *, level: int, sample: dict):
+    """``(kernel, least bytes)`` of the first kernel of ``boxes`` whose least bytes on chip at ``sample`` (its tiles
+    each the least the hardware allows: :func:`~napkin_cat.hardware.on_chip.least_on_chip`) exceed ``gpu``'s shared
+    memory per block, or None: where one does, the model refuses every tiling of the structure."""
+    for box in boxes:                   # one by one: the kernels after the first over it are not read
+        (chip,) = kernel_chips([box], memo, level=level, sample=sample)
+        least = least_on_chip(chip.columns, sample)
+        if least > gpu.smem_per_block:
+            return box, least
+    return None
+
+
+def kernel_chips(boxes, memo: dict, *, level: int, sample: dict) -> list:
+    """The :class:`~napkin_cat.hardware.on_chip.ChipForms` of each kernel of ``boxes``, read once per kernel and
+    sample (the sizes it reads) in ``memo`` (:func:`kernel_forms`' memo: its forms read them from there)."""
+    out = []
+    for b in boxes:
+        key = (ChipForms, b, Sizes(sample).restrict(b))
+        if key not in memo:
+            memo[key] = chip_forms(b, level, sample)
         out.append(memo[key])
     return out
 
