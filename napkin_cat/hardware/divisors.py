@@ -51,13 +51,41 @@ class ArrayUse:
 
 @dataclass(frozen=True)
 class MatmulUse:
-    """A tensor-pipeline matmul ``(m × k)·(k × n)`` by tile names, with its operand dtype."""
+    """A tensor-pipeline matmul ``(m × k)·(k × n)`` by tile names, with its operand dtype.  A side along several
+    axes of one operand (grouped-query attention's rows: the group's heads and the queries, ``g_g·g_q``) is the
+    product of their tiles, its name theirs joined by ``·`` (:data:`JOIN`): the instruction's side divides the
+    product, not each tile.
+
+    >>> MatmulUse("QK", m="g_g·g_q", n="s_x", k="d", dtype="bf16").factors("m")
+    ('g_g', 'g_q')
+    >>> MatmulUse("QK", m="g_g·g_q", n="s_x", k="d", dtype="bf16").side("m", {"g_g": 4, "g_q": 1})
+    4
+    """
 
     name: str
     m: str
     n: str
     k: str
     dtype: str
+
+    def factors(self, dim: str) -> tuple:
+        """The tile names whose product is side ``dim`` (``"m"``, ``"n"`` or ``"k"``)."""
+        return tuple(getattr(self, dim).split(JOIN))
+
+    def side(self, dim: str, config: dict):
+        """Side ``dim``'s length at ``config`` (tile name → int; a factor written as a number is that number):
+        the product of its factors, None where one is not in ``config``."""
+        out = 1
+        for f in self.factors(dim):
+            v = int(f) if f.isdigit() else config.get(f)
+            if v is None:
+                return None
+            out *= v
+        return out
+
+
+#: how a side of several axes is named: its tiles' names joined (``g_g·g_q``)
+JOIN = "·"
 
 
 @dataclass(frozen=True)
@@ -109,7 +137,7 @@ class Constraints:
                 raise DivisorError(f"tile {d.tile} = {value} of {d.variable} violates {d.reason}: it needs a multiple "
                                    f"of {divisor}; legal values near {value}: {_near(value, divisor)}")
         for mm, shapes in self.matmuls:
-            dims = {dim: config.get(getattr(mm, dim)) for dim in ("m", "n", "k")}
+            dims = {dim: mm.side(dim, config) for dim in ("m", "n", "k")}
             if any(v is None for v in dims.values()):
                 continue
             if not any(all(dims[dim] % getattr(s, dim) == 0 for dim in dims) for s in shapes):
@@ -193,7 +221,10 @@ def _tile(size) -> str | None:
 def uses_of(diagram, hierarchy) -> tuple:
     """``(arrays, matmuls)`` read off a diagram: the arrays its transfers move between GMEM and the coalesced
     level, and its two-operand contractions on the tensor pipeline (m, n: the output's axes that one operand
-    carries, k: contracted; axes all three carry are a batch of matrix products)."""
+    carries, k: contracted; axes all three carry are a batch of matrix products).  Where one operand carries
+    several of the output's axes the other lacks (grouped-query attention's ``Q``: the group's heads ``g`` and the
+    queries ``q`` against ``K``'s keys), that side is their product (``m = "g_g·g_q"``): the group's rows share
+    the other operand as one product's rows do."""
     h = load_hierarchy(hierarchy)
     arrays, matmuls = [], []
     for box in primitive_boxes(diagram):
@@ -208,8 +239,8 @@ def uses_of(diagram, hierarchy) -> tuple:
             contracted = [a for a in x.axes if a.name not in out.names]
             rows = [a for a in out.axes if a.name in x.names and a.name not in y.names]
             cols = [a for a in out.axes if a.name in y.names and a.name not in x.names]
-            if len(rows) == 1 and len(cols) == 1 and len(contracted) == 1:   # batch axes (in all three) aside
-                m, n = (_tile(a.size) or str(a.size) for a in (rows[0], cols[0]))
+            if rows and cols and len(contracted) == 1:   # batch axes (in all three) aside
+                m, n = (JOIN.join(_tile(a.size) or str(a.size) for a in side) for side in (rows, cols))
                 k = _tile(contracted[0].size) or str(contracted[0].size)
                 wide = max((a.dtype for a in box.dom.inside), key=lambda d: d.bytes)
                 matmuls.append(MatmulUse(box.name, m, n, k, wide.name))

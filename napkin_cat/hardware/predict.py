@@ -77,11 +77,10 @@ from napkin_cat.errors import ArgumentError, ShapeError
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
 from napkin_cat.hardware.on_chip import ChipForms, chip_forms
-from napkin_cat.hardware.products import TENSOR, placement, products_of, rate
+from napkin_cat.hardware.products import TENSOR, placement, products_of, rate, side
 from napkin_cat.hardware.issuing import ISSUING_THREADS, ROWS_PER_WARPGROUP, issuing_threads, scaling_unit
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.flat import layers
-from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.syntax.primitive import is_view
 from napkin_cat.syntax.sizes import Sizes, as_sizes
@@ -228,7 +227,8 @@ class KernelForm:
             named[f"seconds:{op.pipeline}"] += n / sympy.Float(rate(gpu, ceilings, op.pipeline, op))
         for i, p in enumerate(self.products):
             named.update({f"product:{i}:flops": p.flops, f"product:{i}:pad": p.pad,
-                          f"product:{i}:tensor": p.tensor, f"product:{i}:cuda": p.cuda})
+                          f"product:{i}:tensor": p.tensor, f"product:{i}:cuda": p.cuda,
+                          f"product:{i}:joint": p.joint})
         self.split = split is not None
         if split is not None:
             state = sum((numel(b.cod.inside[0]) * as_dtype(b.cod.inside[0].dtype).bytes
@@ -247,9 +247,8 @@ class KernelForm:
         chip = chip_forms(box, level, sample) if chip is None else chip
         for i, (col, regs) in enumerate(zip(chip.columns, chip.registers)):
             named[f"column:{i}"], named[f"registers:{i}"] = col, regs
-        rows = {mm.m for mm in uses_of(box, gpu.hierarchy)[1]}
-        named["rows"] = sympy.Max(*[symbol(r) if not r.isdigit() else sympy.Integer(r)
-                                    for r in rows]) if rows else sympy.Integer(0)
+        rows = {side(mm, "m") for mm in uses_of(box, gpu.hierarchy)[1]}
+        named["rows"] = sympy.Max(*rows) if rows else sympy.Integer(0)
         self.names = list(named)
         exprs = [sympy.sympify(e) for e in named.values()]
         self.symbols = sorted(set().union(*(e.free_symbols for e in exprs)), key=str)
@@ -272,7 +271,8 @@ class KernelForm:
                "on_chip": int(max((x for k, x in v.items() if k.startswith("column:")), default=0)),
                "registers": int(max((x for k, x in v.items() if k.startswith("registers:")), default=0)),
                "products": [{"flops": v[f"product:{i}:flops"], "pad": v[f"product:{i}:pad"],
-                             "tensor": v[f"product:{i}:tensor"], "cuda": v[f"product:{i}:cuda"]}
+                             "tensor": v[f"product:{i}:tensor"], "cuda": v[f"product:{i}:cuda"],
+                             "joint": int(round(v[f"product:{i}:joint"]))}
                             for i in range(len(self.products))]}
         out["busy"] = v.get("busy", out["blocks"])
         if self.split:
@@ -320,7 +320,8 @@ class KernelForm:
                 seconds[p], flops[p] = seconds[p] - s, flops[p] - combine["flops"][p]
         on_chip = {"on_chip_per_block": M, "registers_per_block": R, "threads": threads}
         best = None
-        for where in itertools.product(*([0] if x["pad"] == 1 else [0, 1] for x in products)):
+        for where in itertools.product(*([1] if x["joint"] > 1 else [0] if x["pad"] == 1 else [0, 1]
+                                         for x in products)):
             secs, fl = dict(seconds), dict(flops)
             for x, w in zip(products, where):
                 pipe = "general" if w else "tensor"

@@ -8,6 +8,12 @@ instructions and pays for the padded sides.  On the CUDA cores it pays only its 
     T_tensor = F · pad / rate_tensor(operands)     pad = Π_{s ∈ (m, n, k)} ⌈s/s₀⌉ · s₀ / s
     T_cuda   = F / rate_general(output)            F = 2·m·n·k · trips, the product's FLOPs
 
+A side along several axes of one operand (grouped-query decoding: the ``g`` query heads of a group, each one query
+row, against the group's shared keys) is the product of their tiles, ``m = g_g · g_q``, and is padded as a whole:
+the group's rows fill the instruction's side that one query row would leave empty, and K and V are read once per
+group.  The printed kernels give ``tl.dot`` blocks of two axes (an axis of extent 1 dropped), so a side with more
+than one of its axes cut above 1 is no tensor-core product there: it runs on the CUDA cores (``joint > 1``).
+
 A product whose sides are multiples of the instruction's (``pad = 1``) runs on the tensor cores, as before: the
 choice exists only where padding wastes work.  The time model (:mod:`napkin_cat.hardware.predict`) times each
 kernel at every placement of its padded products and keeps the fastest; the prediction records the choice
@@ -20,6 +26,11 @@ kernel at every placement of its padded products and keeps the fastest; the pred
 >>> (qk, pv) = products_of(d, cost(d).ops, load("h100-sxm5"), {})
 >>> qk.name, qk.pad.subs({nc.symbol("g_q"): 1, nc.symbol("s_x"): 64, nc.symbol("d"): 128})
 ('· (g_q×s_x·k d)', 64)
+>>> gqa = nc.group(nc.group(nc.stream(nc.kernel(nc.library.grouped_query_attention()), "x", "s_x"), "q", "g_q"),
+...                "g", "g_g")
+>>> qk = products_of(gqa, cost(gqa).ops, load("h100-sxm5"), {})[0]
+>>> qk.name, qk.pad.subs({nc.symbol("g_g"): 4, nc.symbol("g_q"): 1, nc.symbol("s_x"): 64, nc.symbol("d"): 128})
+('· (g_g·g_q×s_x·k d)', 16)
 >>> placement(64, 0), placement(64, 1), placement(1, 0)
 ('tensor cores, padded ×64', 'CUDA cores', 'tensor cores')
 """
@@ -39,8 +50,9 @@ TENSOR, CUDA = "tensor cores", "CUDA cores"
 @dataclass(frozen=True)
 class Product:
     """One matrix product of a kernel as the time model sees it: its cost record ``op`` (pipeline ``tensor``), its
-    sides ``m, n, k`` (tile names), its FLOPs ``F``, the padding factor ``pad`` and the seconds of each placement
-    (expressions in the sizes and tiles)."""
+    sides ``m, n, k`` (tile names), its FLOPs ``F``, the padding factor ``pad``, the seconds of each placement and
+    ``joint``: the most axes of one side cut above 1 (more than 1: no ``tl.dot`` in the printed kernels, the CUDA
+    cores only) (expressions in the sizes and tiles)."""
 
     name: str
     op: object
@@ -48,10 +60,17 @@ class Product:
     pad: sympy.Expr
     tensor: sympy.Expr
     cuda: sympy.Expr
+    joint: sympy.Expr = sympy.Integer(1)
 
 
-def _side(name: str) -> sympy.Expr:
+def _factor(name: str) -> sympy.Expr:
     return sympy.Integer(int(name)) if name.isdigit() else symbol(name)
+
+
+def side(mm, dim: str) -> sympy.Expr:
+    """Side ``dim`` of matmul ``mm`` (a :class:`~napkin_cat.hardware.divisors.MatmulUse`): the product of its
+    factors' tiles."""
+    return sympy.Mul(*(_factor(f) for f in mm.factors(dim)))
 
 
 def rate(gpu: GPU, ceilings: dict, pipeline: str, op) -> float:
@@ -83,12 +102,15 @@ def products_of(box, ops, gpu: GPU, ceilings: dict) -> list:
         shape = tensor_shapes(mm, gpu)[0]
         pad = sympy.Integer(1)
         for dim in ("m", "n", "k"):
-            s, s0 = _side(getattr(mm, dim)), getattr(shape, dim)
+            s, s0 = side(mm, dim), getattr(shape, dim)
             pad *= sympy.ceiling(s / s0) * s0 / s
+        # a factor f ≥ 1 is cut above 1 where min(f − 1, 1) = 1
+        joint = sympy.Max(*(sum((sympy.Min(_factor(f) - 1, 1) for f in mm.factors(dim)), sympy.Integer(0))
+                            for dim in ("m", "n", "k")))
         flops = sympy.sympify(op.flops * op.trips)
         out.append(Product(f"{op.label} ({mm.m}×{mm.n}·k {mm.k})", op, flops, pad,
                            flops * pad / sympy.Float(rate(gpu, ceilings, "tensor", op)),
-                           flops / sympy.Float(rate(gpu, ceilings, "general", op))))
+                           flops / sympy.Float(rate(gpu, ceilings, "general", op)), joint))
     return out
 
 
@@ -100,4 +122,4 @@ def placement(pad: float, where: int) -> str:
     return TENSOR if pad == 1 else f"{TENSOR}, padded ×{pad:g}"
 
 
-__all__ = ["Product", "products_of", "placement", "rate", "TENSOR", "CUDA"]
+__all__ = ["Product", "products_of", "side", "placement", "rate", "TENSOR", "CUDA"]

@@ -20,7 +20,9 @@ trips pay the per-trip rescaling and how many tensor-core instructions a trip is
    than ``largest`` and dividing its axis, at least 16 (a block tensor's side is padded to 16) or, on no
    matrix product, 1 (one head per block); a product's side along an axis shorter than the tensor-core
    instruction's (one query row when decoding) is the whole axis, and the product runs padded on the tensor
-   cores or on the CUDA cores, as the time model predicts faster (:mod:`~napkin_cat.hardware.products`);
+   cores or on the CUDA cores, as the time model predicts faster (:mod:`~napkin_cat.hardware.products`); a
+   tile that is one factor of a side along several axes (grouped-query attention's ``g_g·g_q``) is also 1 or
+   its whole axis: the side is their product (the group's heads filling the rows one query row leaves empty);
 3. each timed by :mod:`~napkin_cat.hardware.predict`'s model from each kernel's cost, read off once (its terms
    compiled once, its transfers evaluated in exact arithmetic: no sympy substitution per assignment); an
    assignment whose live bytes exceed ``smem_per_block`` is dropped (a structure with a kernel that holds more
@@ -99,7 +101,8 @@ def tile_values(gpu: GPU, diagram, env: dict, *, largest: int = LARGEST) -> dict
     """Each tile symbol → the values the hardware allows (see the module docstring, step 2)."""
     arrays, matmuls = uses_of(diagram, gpu.hierarchy)
     c = constraints(gpu, arrays=arrays, matmuls=matmuls)
-    on_products = {getattr(mm, dim) for mm in matmuls for dim in ("m", "n", "k")}
+    sides = {getattr(mm, dim) for mm in matmuls for dim in ("m", "n", "k")}
+    on_products = {f for mm in matmuls for dim in ("m", "n", "k") for f in mm.factors(dim)}
     out = {}
     for tile, full in tile_fulls(diagram).items():
         n = full.subs(env)
@@ -108,7 +111,9 @@ def tile_values(gpu: GPU, diagram, env: dict, *, largest: int = LARGEST) -> dict
                                 f"({sorted(map(str, full.free_symbols))})")
         n, step = int(n), c.divisor(str(tile))
         values = [v for v in (2 ** k for k in range(0, int(math.log2(largest)) + 1)) if v % step == 0 and n % v == 0]
-        if str(tile) in on_products:
+        if str(tile) in on_products and str(tile) not in sides:     # one factor of a side of several axes
+            values = [v for v in values if v == 1 or v >= 16 or v == n]
+        elif str(tile) in on_products:
             values = [v for v in values if v >= 16] or ([n] if n % step == 0 and n <= largest else [])
             if not values and n < step and n % c.divisor(str(tile), products=False) == 0:
                 values = [n]        # an axis shorter than the instruction: one tile, its products padded or not
