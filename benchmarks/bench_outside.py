@@ -175,7 +175,7 @@ CASES = {
     "chain-3": ("3 matmuls", "sizes = {}; f = chain(3, sizes)", "memory=2048, sizes=sizes"),
     "chain-4": ("4 matmuls", "sizes = {}; f = chain(4, sizes)", "memory=2048, sizes=sizes"),
     "chain-6": ("6 matmuls", "sizes = {}; f = chain(6, sizes)", "memory=2048, sizes=sizes"),
-    "maps-200": ("200 maps + add", "f = maps(200); sizes = {'a': 96, 'b': 80}", "memory=2048, sizes=sizes"),
+    "maps-200": ("200 maps + add", "f = maps(200); sizes = {'a': 24, 'b': 20}", "memory=2048, sizes=sizes"),
     "rms_norm-grad": ("∂ rms_norm wrt X, γ", "f = nc.grad(L.rms_norm(), wrt=[0, 1]); sizes = {'n': 96, 'd': 80}",
                       "memory=2048, sizes=sizes"),
     "swiglu-grad": ("∂ swiglu wrt X, W₁, W₃", "f = nc.grad(L.swiglu(), wrt=[0, 1, 2]); "
