@@ -17,6 +17,8 @@ fuse kernels), and the two helpers their right-hand sides and side conditions sh
 """
 from __future__ import annotations
 
+import weakref
+
 import napkin_cat as nc
 from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting.match import where
@@ -31,9 +33,20 @@ def is_kernel(net, n) -> bool:
     return n.kind == "region" and isinstance(n.box, nc.Kernel)
 
 
+#: per netlist node (immutable, kept by identity when a rewrite splices its netlist): whether it is a plain kernel
+_PLAIN = weakref.WeakKeyDictionary()
+
+
 def is_plain_kernel(net, n) -> bool:
-    """A kernel whose inside is Loads ; primitives ; Saves (not yet partitioned)."""
-    return is_kernel(net, n) and not any(isinstance(b, nc.Region) for b in n.box.arg.boxes)
+    """A kernel whose inside is Loads ; primitives ; Saves (not yet partitioned).  Read once per node: fusing the
+    kernels of a block asks it of every pair at every step, and each answer lists the kernel's boxes (400 maps in a
+    row: 160,001 asks, 320,000 lists built)."""
+    if not is_kernel(net, n):
+        return False
+    plain = _PLAIN.get(n)
+    if plain is None:
+        plain = _PLAIN[n] = not any(isinstance(b, nc.Region) for b in n.box.arg.boxes)
+    return plain
 
 
 def is_partitionable(net, n) -> bool:
