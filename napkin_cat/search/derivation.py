@@ -189,19 +189,19 @@ def _assuming(d: Derivation, density) -> Derivation:
 
     A cost assumes a density only where a stream of its algorithm skips trips by a mask from data, so the costs
     (made on first read, :class:`~napkin_cat.search.results.Later`) are read only where a regime's algorithm has
-    one (:func:`_from_data`); elsewhere they assume nothing and stay unmade."""
-    found = {a.symbol: None for r in (d.regimes or (d,)) if _from_data(r.diagram)
+    one (:func:`masked_by_data`); elsewhere they assume nothing and stay unmade."""
+    found = {a.symbol: None for r in (d.regimes or (d,)) if masked_by_data(r.diagram)
              for a in (r.cost.assumptions if r.cost is not None else ())}
     found.update((s, None) for s in densities(d.diagram))
     return replaced(d, assumptions=tuple(Density(s, density) for s in found))
 
 
-def _from_data(diagram) -> bool:
+def masked_by_data(diagram) -> bool:
     """Whether a stream of ``diagram`` (in any region, a device's too) skips trips by a mask read from data."""
     for _, box in layers(diagram):
         if isinstance(box, Stream) and (skip := schedule_of(box).skip) is not None and skip.density is not None:
             return True
-        if isinstance(box, Region) and _from_data(box.arg):
+        if isinstance(box, Region) and masked_by_data(box.arg):
             return True
     return False
 
