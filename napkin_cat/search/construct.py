@@ -38,10 +38,11 @@ class Maker:
     def __init__(self, diagram):
         self.net = diagram if isinstance(diagram, Netlist) else to_netlist(diagram)
         self.steps = []
+        self.made = {}      # the replacements of local rules by hole: alike blocks are built once
 
     def apply(self, rule, match):
         try:
-            after = rule.fill(match)
+            after = rule.fill(match, self.made)
         except NapkinError as e:     # a match the rule offered and could not rewrite: the book's fault, not the input's
             raise ConstructionError(f"rule {rule.name!r} offered {match.describe()} and could not rewrite it "
                                     f"(step {len(self.steps)} of the construction): {e}") from e
