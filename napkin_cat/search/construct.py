@@ -48,7 +48,7 @@ class Maker:
                                     f"(step {len(self.steps)} of the construction): {e}") from e
         self.steps.append(Step.of(rule, match, self.net, after))
         before, self.net = self.net, after
-        return set(after.nodes) - set(before.nodes), set(before.nodes) - set(after.nodes)
+        return after.nodes.keys() - before.nodes.keys(), before.nodes.keys() - after.nodes.keys()
 
 
 def _legal(rule, net, wanted, within=None):
