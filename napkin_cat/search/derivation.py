@@ -197,7 +197,14 @@ def _assuming(d: Derivation, density) -> Derivation:
 
 
 def masked_by_data(diagram) -> bool:
-    """Whether a stream of ``diagram`` (in any region, a device's too) skips trips by a mask read from data."""
+    """Whether a stream of ``diagram`` (in any region, a device's too) skips trips by a mask read from data: where
+    one does, and only there, ``nc.cost(diagram).assumptions`` names a density.
+
+    >>> import napkin_cat as nc
+    >>> algorithm = lambda f: nc.group(nc.stream(nc.kernel(f), "x", "s_x"), "q", "g_q")
+    >>> masked_by_data(algorithm(nc.library.document_attention())), masked_by_data(algorithm(nc.library.attention()))
+    (True, False)
+    """
     for _, box in layers(diagram):
         if isinstance(box, Stream) and (skip := schedule_of(box).skip) is not None and skip.density is not None:
             return True
