@@ -34,11 +34,14 @@ from napkin_cat.rewriting.obligation import Obligation
 # ---------------------------------------------------------------------- side conditions
 @dataclass(frozen=True)
 class Condition:
-    """A named side condition ``test(match)``: True/None passes; False or a string (why) fails."""
+    """A named side condition ``test(match)``: True/None passes; False or a string (why) fails.  ``local``: the
+    test reads the match's :attr:`~napkin_cat.rewriting.match.Match.hole` alone (as a local rule's right-hand
+    side, :attr:`Rule.local`), so :meth:`Rule.failure` given a record ``made`` tests equal holes once."""
 
     name: str
     test: Callable
     message: str = ""
+    local: bool = False
 
     def describe(self) -> str:
         return f"{self.name}: {self.message}" if self.message else self.name
@@ -126,15 +129,21 @@ class Rule:
         raise RewriteError(f"rule {self.name!r} has no candidate at {where}" +
                            (f" with {dict(choice)}" if choice else "") + " in this diagram")
 
-    def failure(self, m: Match) -> tuple | None:
+    def failure(self, m: Match, made: dict | None = None) -> tuple | None:
         """The first failing condition and why, or None; remembered on the match for this rule (a match is a value
-        of its netlist, and a search checks a match's conditions before it fills it, which checks them again)."""
+        of its netlist, and a search checks a match's conditions before it fills it, which checks them again).
+        ``made`` (a caller's record, as :meth:`fill`'s): a :attr:`Condition.local` condition's verdict on each hole
+        it has tested."""
         seen = m.__dict__.get("_failure")
         if seen is not None and seen[0] is self:
             return seen[1]
         found = None
         for c in self.conditions:
-            why = c.failure(m)
+            if made is not None and c.local:
+                key = ("condition", c.name, c.test, c.message, m.hole)
+                why = made[key] = made[key] if key in made else c.failure(m)
+            else:
+                why = c.failure(m)
             if why is not None:
                 found = c, why
                 break

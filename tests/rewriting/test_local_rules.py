@@ -96,3 +96,18 @@ def test_a_stack_made_with_shared_replacements_replays_without_them():
     f = stack(2)
     r = nc.derive(f, memory=2 ** 9, sizes=SMALL)
     assert nc.isomorphic(r.trace.replay(f), r.diagram)
+
+
+def test_a_local_conditions_verdict_with_the_record_is_its_own():
+    """``kernel_common_value``'s condition (a value computed twice) read off the hole: with one record for a kernel
+    that computes ``S`` twice and one that does not, each verdict is the one found without the record."""
+    from rewrites.compute_once import kernel_common_value, operand_gradients_apart
+    twice, once = nc.kernel(operand_gradients_apart()), nc.kernel(nc.library.attention())
+    b = nc.Builder(nc.Ty(*twice.dom.inside, *once.dom.inside))
+    ins = b.inputs
+    outs = [b(twice, *ins[:len(twice.dom)]), b(once, *ins[len(twice.dom):])]
+    net = to_netlist(b.build(*(w for o in outs for w in (o if isinstance(o, tuple) else (o,)))))
+    made = {}
+    with_record = [kernel_common_value.failure(m, made) is None for m in kernel_common_value.candidates(net)]
+    alone = [kernel_common_value.failure(m) is None for m in kernel_common_value.candidates(net)]
+    assert with_record == alone and sorted(alone) == [False, True] and made
