@@ -148,8 +148,9 @@ kernel_common_value = Rule(
     Pattern({"k": PLAIN_KERNEL}),
     _once_rhs,
     conditions=(Condition("computed_twice", _twice, "the kernel must compute some value twice (two boxes of one "
-                                                    "kind and parameters reading the same values)"),),
+                                                    "kind and parameters reading the same values)", local=True),),
     obligation=Obligation(_instance, cost=_cost_claim, rtol=0, atol=0),
+    local=True,     # the kernel's function computed once, wired as the hole
     doc="""Kernel(F) → Kernel(F′), F′ = F with each value computed once: two boxes inside one kernel computing one
     value (of one kind and parameters, reading the same values) become one box whose value is copied.
 

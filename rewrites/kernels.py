@@ -119,6 +119,7 @@ kernel_formation = Rule(
     Pattern({"f": FUNCTION_BOX}, absorb=_discards),
     _kernel_rhs,
     obligation=Obligation(_function_instance, cost=_kernel_cost),
+    local=True,     # the kernel of the hole's boxes: read off the hole alone
     doc="""f → Kernel_ℓ(Load ; f@ℓ ; Save): a primitive becomes its own kernel (level assignment).
 
     Paper §2.2 (algorithms embedded in a hierarchy): inputs are loaded to the level
@@ -270,6 +271,7 @@ kernel_fusion = Rule(
     _fusion_rhs,
     conditions=(Condition("same_level", _same_level, "both kernels must run at one level"),),
     obligation=Obligation(_fusion_instance, cost=_fusion_cost),
+    local=True,     # the two kernels, the copies between them and which of their values leave: the hole's
     doc="""Kernel(f) ; Kernel(g) → Kernel(f ; g): Save ; Load of the intermediates eliminated.
 
     Paper §1 and Fig. SoftMax_MatMul_algorithm (fusion computes all sequential steps on

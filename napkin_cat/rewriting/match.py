@@ -350,6 +350,36 @@ class Match:
         what a trace records to find it again (:meth:`~napkin_cat.rewriting.rules.Rule.relocate`)."""
         return self.key, self.choice
 
+    @property
+    def hole(self) -> tuple:
+        """What the match is, wherever it sits in its netlist: per pattern variable (in the match's order) its node's
+        kind, box (by value) and arrays, and where each of its wires ends (``(var, port)`` of a matched node, or the
+        index of the boundary port it crosses); then the matched nodes' order in the netlist and the parameters.
+
+        A right-hand side that reads only these (:attr:`~napkin_cat.rewriting.rules.Rule.local`) makes equal
+        replacements at matches of equal holes: the blocks of a stack, alike, are rewritten alike.
+
+        >>> import napkin_cat as nc
+        >>> d = nc.elementwise("exp", "q") >> nc.elementwise("neg", "q") >> nc.elementwise("exp", "q")
+        >>> a, b = find(Pattern({"f": kind("exp")}), d)
+        >>> a.hole == b.hole, a.key == b.key
+        (True, False)
+        """
+        net = self.net
+        var = {nid: v for v, nid in self.nodes.items()}
+        crossing_in = {w: i for i, w in enumerate(self.input_wires)}
+        crossing_out = {w: i for i, w in enumerate(self.output_wires)}
+
+        def end(w, side, crossing):
+            owner, port = getattr(net.wires[w], side)
+            return (var[owner], port) if owner in var else crossing[w]
+        nodes = tuple((v, node.kind, node.box, node.dom, node.cod,
+                       tuple(end(w, "src", crossing_in) for w in net.ins[nid]),
+                       tuple(end(w, "dst", crossing_out) for w in net.outs[nid]))
+                      for v, nid in self.nodes.items() for node in (net.nodes[nid],))
+        order = tuple(var[n] for n in sorted(var, key=net.position.__getitem__))
+        return nodes, order, self.inputs, self.outputs, self.choice
+
     def describe(self) -> str:
         return ", ".join(f"{v}=#{n} {self.net.nodes[n].name!r}" for v, n in self.nodes.items())
 
@@ -379,14 +409,15 @@ class Match:
         return builder.build(*(outs[p] for p in self.outputs))
 
     # ------------------------------------------------------------- the hole
-    def fill(self, replacement) -> Netlist:
-        """The netlist with the matched nodes replaced by ``replacement`` (of type dom → cod)."""
+    def fill(self, replacement, rn: Netlist | None = None) -> Netlist:
+        """The netlist with the matched nodes replaced by ``replacement`` (of type dom → cod); ``rn``: its netlist,
+        where the caller has read it already."""
         if replacement.dom != self.dom or replacement.cod != self.cod:
             raise RewriteError(
                 f"rule {self.rule!r}: the replacement has type {replacement.dom} → {replacement.cod} "
                 f"but the matched sub-diagram has type {self.dom} → {self.cod}; both sides of a rule "
                 "must have the same type")
-        rn = to_netlist(replacement)
+        rn = to_netlist(replacement) if rn is None else rn
         spliced = splice(self.net, set(self.nodes.values()), self.input_wires, self.output_wires, rn)
         offset = self.net.fresh_ids[0]
         near = {n + offset for n in rn.nodes}

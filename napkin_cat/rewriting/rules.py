@@ -27,18 +27,21 @@ from typing import Callable
 
 from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting.match import Match, Pattern, find
-from napkin_cat.rewriting.netlist import Netlist
+from napkin_cat.rewriting.netlist import Netlist, to_netlist
 from napkin_cat.rewriting.obligation import Obligation
 
 
 # ---------------------------------------------------------------------- side conditions
 @dataclass(frozen=True)
 class Condition:
-    """A named side condition ``test(match)``: True/None passes; False or a string (why) fails."""
+    """A named side condition ``test(match)``: True/None passes; False or a string (why) fails.  ``local``: the
+    test reads the match's :attr:`~napkin_cat.rewriting.match.Match.hole` alone (as a local rule's right-hand
+    side, :attr:`Rule.local`), so :meth:`Rule.failure` given a record ``made`` tests equal holes once."""
 
     name: str
     test: Callable
     message: str = ""
+    local: bool = False
 
     def describe(self) -> str:
         return f"{self.name}: {self.message}" if self.message else self.name
@@ -57,7 +60,10 @@ class Rule:
     """A rewrite rule (see module docstring).  ``oriented=False`` marks an equation that the
     fixpoint strategy does not use (it would loop); ``params`` are fixed by :meth:`using`;
     ``choices(match) -> [params]`` makes one candidate per choice the rule leaves open (which
-    operands go first, which axis), so a search sees each choice as a match of its own."""
+    operands go first, which axis), so a search sees each choice as a match of its own.  ``local``: the
+    right-hand side reads the match's :attr:`~napkin_cat.rewriting.match.Match.hole` alone (its boxes, the wires
+    between them, the order of its boundary ports, the parameters; nothing of the netlist around it), so
+    :meth:`fill` given a record ``made`` rewrites equal holes to one replacement, built once."""
 
     name: str
     pattern: Pattern
@@ -68,6 +74,7 @@ class Rule:
     oriented: bool = True
     params: tuple = ()
     choices: Callable | None = None
+    local: bool = False
 
     def __post_init__(self):
         if self.doc:  # help(rule) shows its lhs → rhs and citation
@@ -122,15 +129,21 @@ class Rule:
         raise RewriteError(f"rule {self.name!r} has no candidate at {where}" +
                            (f" with {dict(choice)}" if choice else "") + " in this diagram")
 
-    def failure(self, m: Match) -> tuple | None:
+    def failure(self, m: Match, made: dict | None = None) -> tuple | None:
         """The first failing condition and why, or None; remembered on the match for this rule (a match is a value
-        of its netlist, and a search checks a match's conditions before it fills it, which checks them again)."""
+        of its netlist, and a search checks a match's conditions before it fills it, which checks them again).
+        ``made`` (a caller's record, as :meth:`fill`'s): a :attr:`Condition.local` condition's verdict on each hole
+        it has tested."""
         seen = m.__dict__.get("_failure")
         if seen is not None and seen[0] is self:
             return seen[1]
         found = None
         for c in self.conditions:
-            why = c.failure(m)
+            if made is not None and c.local:
+                key = ("condition", c.name, c.test, c.message, m.hole)
+                why = made[key] = made[key] if key in made else c.failure(m)
+            else:
+                why = c.failure(m)
             if why is not None:
                 found = c, why
                 break
@@ -163,10 +176,23 @@ class Rule:
                                "diagram; find matches with rule.matches(diagram) on this one")
         return self.fill(match).diagram
 
-    def fill(self, match: Match) -> Netlist:
-        """Check the side conditions and splice the right-hand side into the match's netlist."""
+    def fill(self, match: Match, made: dict | None = None) -> Netlist:
+        """Check the side conditions and splice the right-hand side into the match's netlist.
+
+        ``made`` (a caller's record, for one rule book): where the rule is :attr:`local`, the replacement (and its
+        netlist) of each hole it has built, so a hole met again is filled by what was built for it::
+
+            rule.fill(m, made) == rule.fill(m)      # (same_as), for a local rule, whatever made holds
+        """
         self.check(match)
-        return match.fill(self.rhs(match))
+        if made is None or not self.local:
+            return match.fill(self.rhs(match))
+        key = (self.name, self.rhs, match.hole)
+        found = made.get(key)
+        if found is None:
+            rhs = self.rhs(match)
+            found = made[key] = (rhs, to_netlist(rhs))
+        return match.fill(*found)
 
     __call__ = apply
 

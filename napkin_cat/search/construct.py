@@ -38,22 +38,24 @@ class Maker:
     def __init__(self, diagram):
         self.net = diagram if isinstance(diagram, Netlist) else to_netlist(diagram)
         self.steps = []
+        self.made = {}      # the replacements of local rules by hole: alike blocks are built once
 
     def apply(self, rule, match):
         try:
-            after = rule.fill(match)
+            after = rule.fill(match, self.made)
         except NapkinError as e:     # a match the rule offered and could not rewrite: the book's fault, not the input's
             raise ConstructionError(f"rule {rule.name!r} offered {match.describe()} and could not rewrite it "
                                     f"(step {len(self.steps)} of the construction): {e}") from e
         self.steps.append(Step.of(rule, match, self.net, after))
         before, self.net = self.net, after
-        return set(after.nodes) - set(before.nodes), set(before.nodes) - set(after.nodes)
+        return after.nodes.keys() - before.nodes.keys(), before.nodes.keys() - after.nodes.keys()
 
 
-def _legal(rule, net, wanted, within=None):
+def _legal(rule, net, wanted, within=None, made=None):
     """The legal matches of ``rule`` in ``net`` that ``wanted(match)`` accepts (side conditions checked only
-    on those: a partition's condition builds the partition), its nodes among ``within``."""
-    return [m for m in rule.candidates(net, within) if wanted(m) and rule.failure(m) is None]
+    on those: a partition's condition builds the partition), its nodes among ``within``; ``made``: the maker's
+    record of local conditions' verdicts (:meth:`~napkin_cat.rewriting.rules.Rule.failure`)."""
+    return [m for m in rule.candidates(net, within) if wanted(m) and rule.failure(m, made) is None]
 
 
 def _listed_first(rule, net, wanted, within=None):
@@ -101,9 +103,9 @@ def near(net, anchors, rule):
     return found
 
 
-def _first_legal(rule, net, wanted, within=None):
+def _first_legal(rule, net, wanted, within=None, made=None):
     """The first of :func:`_legal`'s matches (side conditions checked up to it, not past), or None."""
-    return next((m for m in rule.candidates(net, within) if wanted(m) and rule.failure(m) is None), None)
+    return next((m for m in rule.candidates(net, within) if wanted(m) and rule.failure(m, made) is None), None)
 
 
 def _shared_closed(net, nid):
@@ -177,7 +179,7 @@ def _around(net, anchors, rule):
 def _once(mk, rule, region):
     """The rule playing ``compute_once`` on the block's kernel where it computes a value twice (once: it merges
     every such value); returns the kernel."""
-    first = _first_legal(rule, mk.net, lambda m: m.nodes["k"] == region, {region})
+    first = _first_legal(rule, mk.net, lambda m: m.nodes["k"] == region, {region}, mk.made)
     if first is None:
         return region
     new, _ = mk.apply(rule, first)

@@ -38,11 +38,11 @@ True
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import sympy
 
+from napkin_cat.algorithms.bubbles import Region, Stream
 from napkin_cat.algorithms.launches import blocks
+from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.cost.at_sizes import counts_kept
 from napkin_cat.cost.collector import collector_paused
 from napkin_cat.cost.numeric import bind, densities, folded
@@ -54,12 +54,13 @@ from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.search.alternatives import Alternatives
 from napkin_cat.search.bounds import Bound, lower_bound
 from napkin_cat.search.parallelism import Requirement
-from napkin_cat.search.results import Derivation, Regime
+from napkin_cat.search.results import Derivation, Later, Regime, held, replaced
 from napkin_cat.search.forms import Preparation
 from napkin_cat.search.context import search_of
 from napkin_cat.search.space import Makers, extremes, check_sizes, select, smallest_memory
 from napkin_cat.syntax.array import MAX_LEVEL
 from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.search.envelope import symbolic
@@ -184,10 +185,32 @@ def derive(diagram: Diagram, memory="M", level: int = 1, sizes: dict | None = No
 
 
 def _assuming(d: Derivation, density) -> Derivation:
-    """``d`` stating the density its costs assume for each mask from data of its algorithm (none: nothing)."""
-    found = {a.symbol: None for r in (d.regimes or (d,)) if r.cost is not None for a in r.cost.assumptions}
+    """``d`` stating the density its costs assume for each mask from data of its algorithm (none: nothing).
+
+    A cost assumes a density only where a stream of its algorithm skips trips by a mask from data, so the costs
+    (made on first read, :class:`~napkin_cat.search.results.Later`) are read only where a regime's algorithm has
+    one (:func:`masked_by_data`); elsewhere they assume nothing and stay unmade."""
+    found = {a.symbol: None for r in (d.regimes or (d,)) if masked_by_data(r.diagram)
+             for a in (r.cost.assumptions if r.cost is not None else ())}
     found.update((s, None) for s in densities(d.diagram))
-    return replace(d, assumptions=tuple(Density(s, density) for s in found))
+    return replaced(d, assumptions=tuple(Density(s, density) for s in found))
+
+
+def masked_by_data(diagram) -> bool:
+    """Whether a stream of ``diagram`` (in any region, a device's too) skips trips by a mask read from data: where
+    one does, and only there, ``nc.cost(diagram).assumptions`` names a density.
+
+    >>> import napkin_cat as nc
+    >>> algorithm = lambda f: nc.group(nc.stream(nc.kernel(f), "x", "s_x"), "q", "g_q")
+    >>> masked_by_data(algorithm(nc.library.document_attention())), masked_by_data(algorithm(nc.library.attention()))
+    (True, False)
+    """
+    for _, box in layers(diagram):
+        if isinstance(box, Stream) and (skip := schedule_of(box).skip) is not None and skip.density is not None:
+            return True
+        if isinstance(box, Region) and masked_by_data(box.arg):
+            return True
+    return False
 
 
 def _numeric(diagram, forms, book, search, memories, many, sizes, tiles="divisors", min_blocks=None, given=None,
@@ -232,7 +255,7 @@ def _numeric(diagram, forms, book, search, memories, many, sizes, tiles="divisor
         opt = Optimum(sympy.Integer(H), Sizes(sizes) | chosen, [(sympy.Integer(H), sympy.Integer(0))],
                       sympy.Integer(m), sympy.Integer(H), dict(chosen), None, None,
                       [f"sum of each kernel's exact integer optimum over {over} ({len(w.kernels)} kernels)"])
-        regimes.append(Regime(w.variant, H, w.diagram, w.trace, w.cost, opt, b, gap, memory=m,
+        regimes.append(Regime(w.variant, H, w.diagram, w.trace, Later(lambda w=w: w.cost), opt, b, gap, memory=m,
                               alternatives=None if need is not None else
                               Alternatives(diagram, form, path, book, level, search, made)))
     curves = {str(w.variant): [w.numeric(sizes, m, memories, tiles, need, count)[0] for m in memories]
@@ -242,7 +265,7 @@ def _numeric(diagram, forms, book, search, memories, many, sizes, tiles="divisor
     last = regimes[-1]
     return Derivation(diagram, last.diagram, last.trace, H={r.memory: r.H for r in regimes} if many else last.H,
                       blocks=blocks(last.diagram, last.optimum.sizes),
-                      cost=last.cost, optimum=last.optimum, variant=last.variant, regimes=tuple(regimes),
+                      cost=held(last, "cost"), optimum=last.optimum, variant=last.variant, regimes=tuple(regimes),
                       memory=memories if many else memories[0], level=level, sizes=sizes, bound=bound, gap=last.gap,
                       candidates=tuple((label, dict(zip(memories, hs))) for label, hs in curves.items()))
 

@@ -2,10 +2,16 @@
 
 A regime is one piece of the answer: one memory size (numeric mode) or one interval of ``M`` (symbolic
 mode), with its variant, transfers, algorithm, trace, cost, optimum and the gap to the lower bound.
+
+A result's ``cost`` (the winner's full symbolic cost record, ``nc.cost(r.diagram)``) may be given as a
+:class:`Later`: it is made on first read and kept, so a derive whose caller never reads it does not pay for it
+(for 32 transformer blocks, about a tenth of the call).  Read or not, ``r.cost`` is the same value::
+
+    Regime(..., cost=Later(lambda: c), ...).cost == c       # made once, on first read
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from napkin_cat.cost.optimum import Optimum
 from napkin_cat.errors import NapkinError
@@ -13,6 +19,79 @@ from napkin_cat.rewriting.trace import Derivation as _Derivation, Trace
 from napkin_cat.search.bounds import Bound
 from napkin_cat.search.schedule import Schedule
 from napkin_cat.syntax.adapter import Diagram
+
+
+class Later:
+    """A value made on first read: ``Later(make)`` given where a :class:`Regime` or :class:`Derivation` field
+    takes one that is costly (``cost``); the field calls ``make()`` once and keeps what it returns.
+
+    >>> made = []
+    >>> later = Later(lambda: made.append(1) or 42)
+    >>> r = Regime(None, 7, None, None, later, None)
+    >>> len(made), r.cost, r.cost, len(made)
+    (0, 42, 42, 1)
+    """
+
+    __slots__ = ("_make", "_value")
+
+    def __init__(self, make):
+        self._make, self._value = make, None
+
+    def make(self):
+        """The value, made on the first call (a Later shared by several results is made once)."""
+        if self._make is not None:
+            self._value, self._make = self._make(), None
+        return self._value
+
+    def __repr__(self):
+        return "Later(…)"
+
+
+class _Deferred:
+    """A dataclass field's descriptor that holds a value or a :class:`Later` (made and kept on first read).
+
+    ``default``: the field's default (none: the field is required)."""
+
+    def __init__(self, *default):
+        self.default = default
+
+    def __set_name__(self, owner, name):
+        self.slot = "_deferred_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            if not self.default:
+                raise AttributeError(self.slot)     # (a dataclass reads this as: no default)
+            return self.default[0]
+        held = obj.__dict__[self.slot]
+        if isinstance(held, Later):
+            held = obj.__dict__[self.slot] = held.make()
+        return held
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.slot] = value
+
+    def held(self, obj):
+        """What ``obj`` holds, not made: a value or a :class:`Later`."""
+        return obj.__dict__[self.slot]
+
+
+def held(result, name: str):
+    """What field ``name`` of ``result`` holds, not made: a value or a :class:`Later`."""
+    found = type(result).__dict__.get(name)
+    return found.held(result) if isinstance(found, _Deferred) else getattr(result, name)
+
+
+def replaced(result, **changes):
+    """``dataclasses.replace(result, **changes)`` without making a field given as a :class:`Later`: it is carried
+    over as it is (``replace`` reads every field).
+
+    >>> r = Regime(None, 7, None, None, Later(lambda: 1 / 0), None)
+    >>> replaced(r, H=8).H
+    8
+    """
+    kept = {f.name: held(result, f.name) for f in fields(result) if f.init and f.name not in changes}
+    return type(result)(**kept, **changes)
 
 
 @dataclass(frozen=True)
@@ -25,7 +104,7 @@ class Regime:
     H: object
     diagram: Diagram
     trace: Trace
-    cost: object
+    cost: object = _Deferred()       # (a Later is made on first read)
     optimum: Optimum
     bound: object = None
     gap: object = None
@@ -55,7 +134,7 @@ class Derivation(_Derivation):
     blocks the narrowest kernel launches at the chosen tiles (``nc.derive(..., min_blocks=B)`` makes it ≥ B)."""
 
     H: object = None
-    cost: object = None
+    cost: object = _Deferred(None)   # (a Later is made on first read)
     optimum: Optimum | None = None
     variant: Schedule | None = None
     regimes: tuple = ()
@@ -87,7 +166,8 @@ class Derivation(_Derivation):
 
 
 def _single(parent, r: Regime) -> Derivation:
-    return Derivation(parent.start, r.diagram, r.trace, H=r.H, cost=r.cost, optimum=r.optimum, variant=r.variant,
+    return Derivation(parent.start, r.diagram, r.trace, H=r.H, cost=held(r, "cost"), optimum=r.optimum,
+                      variant=r.variant,
                       regimes=(r,), memory=r.memory, level=parent.level, sizes=parent.sizes, bound=parent.bound,
                       gap=r.gap, assumptions=parent.assumptions)
 
