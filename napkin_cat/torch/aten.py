@@ -23,6 +23,7 @@ var, std, var_mean, std_mean            decomposed: mean, sub, square, mean, sca
 cross_entropy_loss, nll_loss            ``logsumexp − gather`` (``−gather``), its mean or sum (targets in [0, v)):
                                         :mod:`~napkin_cat.torch.losses`
 clamp                                   ``max`` then ``min`` with its bounds
+new_ones zeros full scalar_tensor …     a number known at translation: :mod:`~napkin_cat.torch.filled`
 scaled_dot_product_attention            the library's attention: ``softmax_β(Q Kᵀ) V``, ``is_causal`` a mask
                                         from positions (``x ≤ q``), a bool mask by ``where``, a float one added
 views                                   transpose, permute, t, unsqueeze, squeeze, expand, a view or reshape
@@ -46,13 +47,14 @@ import sympy
 
 from napkin_cat.syntax.dtype import BOOL, INT32
 from napkin_cat.syntax.maps import GELU_APPROXIMATIONS
+from napkin_cat.torch.filled import FILLED
 from napkin_cat.torch.losses import LOSSES
 from napkin_cat.torch.moments import MOMENTS
 from napkin_cat.torch.traced import Tensor
 from napkin_cat.torch.translate import Translation
 
 #: ATen operation (``"mm.default"``, the name after ``aten.``) → its rule ``rule(t, *args, **kwargs)``
-ATEN: dict = {**LOSSES, **MOMENTS}
+ATEN: dict = {**LOSSES, **MOMENTS, **FILLED}
 #: checks that compute nothing (torch.export records them beside the operations): skipped
 CHECKS = {"_assert_tensor_metadata.default", "_assert_scalar.default", "sym_constrain_range_for_size.default",
           "_assert_async.msg"}

@@ -38,8 +38,9 @@ from dataclasses import dataclass
 
 import torch
 
-from napkin_cat.errors import ShapeError, TensorError
+from napkin_cat.errors import ArgumentError, ShapeError, TensorError
 from napkin_cat.plan.recent import Recent
+from napkin_cat.torch.blockmask import is_block_mask, mask_of
 from napkin_cat.torch.captures import captured, fingerprint, follow, modules, reached
 from napkin_cat.torch.exported import translate
 from napkin_cat.torch.flexgraph import prepared
@@ -115,12 +116,15 @@ TRACES = TraceCache()
 
 
 def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=None, enable_gqa=False,
-                   return_lse=False, memory=None, hardware=None, depth: int = 2):
+                   return_lse=False, memory=None, hardware=None, depth: int = 2, block_mask=None):
     """``torch.nn.attention.flex_attention``'s outputs (see the module docstring) by napkin-cat's derived kernels,
     differentiable (the derived backward).  ``mask_mod`` is the function FlexAttention's ``create_block_mask``
-    takes.  ``memory``, ``hardware`` and ``depth`` go to :func:`~napkin_cat.torch.ops.compile`.  Returns ``O`` (and the
-    log-sum-exp ``L``, natural logarithm, with ``return_lse``: differentiable, as FlexAttention's is, by an op whose
-    backward is derived with L's cotangent; without it, the op's L is auxiliary, its backward FlashAttention's).
+    takes; FlexAttention's ``BlockMask`` is taken in its place (as ``mask_mod``, FlexAttention's fifth positional
+    argument, or ``block_mask=``): its ``mask_mod``, once its blocks are checked to say the same
+    (:func:`~napkin_cat.torch.blockmask.mask_of`).  ``memory``, ``hardware`` and ``depth`` go to
+    :func:`~napkin_cat.torch.ops.compile`.  Returns ``O`` (and the log-sum-exp ``L``, natural logarithm, with
+    ``return_lse``: differentiable, as FlexAttention's is, by an op whose backward is derived with L's cotangent;
+    without it, the op's L is auxiliary, its backward FlashAttention's).
 
     The mods are traced once per key of :class:`TraceCache` (in :data:`TRACES`); each call reads the captured
     tensors afresh (a table updated in place, or rebound to a tensor of the same shape, is read as it is now) and
@@ -136,6 +140,11 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     masked attention by torch's own operations on the empty tensors (:func:`empty`), of FlexAttention's shapes, a
     row with no key ``O = 0`` and ``L = −∞``, their gradients zeros of the inputs' shapes."""
     query, key, value = heads(query, key, value, enable_gqa)
+    if block_mask is not None and mask_mod is not None:
+        raise ArgumentError("flex_attention takes a mask_mod or a block_mask, not both")
+    mask_mod = mask_mod if block_mask is None else block_mask
+    if is_block_mask(mask_mod):
+        mask_mod = mask_of(mask_mod, (*query.shape[:3], key.shape[2]))
     d = query.shape[-1]
     if d == 0:
         raise ShapeError(f"flex_attention's head dimension is 0 (query {tuple(query.shape)}): the scores have no "
