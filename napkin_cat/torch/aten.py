@@ -47,6 +47,7 @@ import sympy
 
 from napkin_cat.syntax.dtype import BOOL, INT32
 from napkin_cat.syntax.maps import GELU_APPROXIMATIONS
+from napkin_cat.torch.equations import explicit
 from napkin_cat.torch.filled import FILLED
 from napkin_cat.torch.losses import LOSSES
 from napkin_cat.torch.moments import MOMENTS
@@ -89,12 +90,10 @@ def matmul(t: Translation, a: Tensor, b: Tensor):
 
 @rule("einsum.default")
 def einsum(t: Translation, equation: str, operands):
-    eq = equation.replace(" ", "")
-    if "..." in eq or "->" not in eq:
-        t.refuse(f"the equation {equation!r} has an ellipsis or no '->'; napkin-cat reads explicit indices "
-                 f"(write every index, and the output after '->')")
-    ins, out = eq.split("->")
-    return t.contract(ins.split(","), out, list(operands))
+    """``torch.einsum``: each ``...`` spelled as letters of its own (broadcast from the right, as torch's), an
+    equation without ``->`` given torch's implicit output (the ellipsis, then the letters used once, sorted)."""
+    ins, out = explicit(t, equation.replace(" ", ""), [x.rank for x in operands])
+    return t.contract(ins, out, list(operands))
 
 
 @rule("linear.default")
