@@ -334,9 +334,11 @@ def index_select(t: Translation, x: Tensor, dim: int, index: Tensor):
 def index(t: Translation, x: Tensor, indices):
     """``x[i₀, …, i_{m−1}]`` (advanced indexing of the leading dimensions by integer tensors, which broadcast):
     ``y[…, r] = x[i₀[…], …, i_{m−1}[…], r]``, one gather per index (a captured table read at positions: a document
-    id, a per-head slope, a relative bias), its FLOPs one per item read, not the table's length.  An index outside
-    ``[0, n)`` is refused on the example's values (:func:`napkin_cat.torch.exported.check_indices`; negative
-    indices do not count from the end); the diagram's gather reads 0 there."""
+    id, a per-head slope, a relative bias), its FLOPs one per item read, not the table's length.  A negative index
+    counts from the end, as torch's: read at ``i mod n`` where the example has one
+    (:func:`napkin_cat.torch.exported.mark_wraps`); an index outside ``[−n, n)`` (``[0, n)`` where the example
+    has none negative) is refused on the example's values (:func:`napkin_cat.torch.exported.check_indices`); the
+    diagram's gather reads 0 there."""
     if any(i is None for i in indices) or not all(isinstance(i, Tensor) for i in indices):
         t.refuse("indexing with a slice (:) before an index tensor, or by a bool mask; napkin-cat indexes the leading "
                  "dimensions by integer tensors")
@@ -346,7 +348,10 @@ def index(t: Translation, x: Tensor, indices):
     if m > x.rank or any(x.dims[k] is None for k in range(m)):
         t.refuse(f"it indexes {m} dimensions of a tensor of shape {tuple(t.size_of(x))} (a dimension of size 1 is "
                  f"no lookup)")
-    return t.index(x, list(indices))
+    sizes = t.size_of(x)
+    if any(not isinstance(sizes[k], int) for k in t.wraps):
+        t.refuse("a negative index into a table of symbolic size (counted from an end the trace does not know)")
+    return t.index(x, [t.pointwise("mod_by", i, const=sizes[k]) if k in t.wraps else i for k, i in enumerate(indices)])
 
 
 @rule("embedding.default")

@@ -42,7 +42,7 @@ from napkin_cat.errors import ArgumentError, ShapeError, TensorError
 from napkin_cat.plan.recent import Recent
 from napkin_cat.torch.blockmask import is_block_mask, mask_of
 from napkin_cat.torch.captures import captured, fingerprint, follow, modules, reached
-from napkin_cat.torch.exported import translate
+from napkin_cat.torch.exported import mark_wraps, translate
 from napkin_cat.torch.flexgraph import prepared
 from napkin_cat.torch.flexop import GIVEN, flex_op, positions
 from napkin_cat.torch.ops import compiled
@@ -214,6 +214,7 @@ def trace(score_mod, mask_mod, scale, qkv, reads, memory, hardware, depth: int =
                           f"(a mask_mod(b, h, q_idx, kv_idx) returns a bool tensor broadcastable to {(B, H, N, X)}; "
                           f"a score_mod(score, b, h, q_idx, kv_idx) returns a tensor of the score's shape and dtype)"
                           ) from e
+    mark_wraps(program, example, {**program.state_dict, **program.constants})    # table[q − x]: from the end
     r = translate(program, module, example, None, NAMES, positions=POSITIONS)
     op = compiled(r.diagram, aux=aux, memory=memory, hardware=hardware, depth=depth, name="flex_attention")
     by_id = {id(v): k for k, v in reversed(inputs.items())}      # a tensor reached twice: its first name
