@@ -46,9 +46,11 @@ def tables(num, indices, blocks: int) -> torch.Tensor:
     return out[..., :blocks]
 
 
-def mask_of(block_mask, shape) -> object:
+def mask_of(block_mask, shape, *, blocks: bool = True) -> object:
     """The ``mask_mod`` of ``block_mask`` for attention of ``shape = (B, H, N, X)`` (queries, keys), after checking
-    that the block mask says what it says there (see the module docstring); a BlockMaskError otherwise."""
+    that the block mask says what it says there (see the module docstring); a BlockMaskError otherwise.
+    ``blocks=False`` checks its lengths and the shapes of its tables only (inside ``torch.compile``, where the
+    blocks' values are not known while the graph is captured)."""
     B, H, N, X = shape
     lengths = tuple(int(n) for n in block_mask.seq_lengths)
     if lengths != (N, X):
@@ -64,6 +66,8 @@ def mask_of(block_mask, shape) -> object:
         raise BlockMaskError(f"the block mask's tables are {tuple(partial.shape[:3])} (batch, heads, query blocks of "
                              f"{BQ}); this call takes batch 1 or {B}, heads 1 or {H}, and {QB} query blocks")
     mask_mod = block_mask.mask_mod
+    if not blocks:
+        return mask_mod
     index = [torch.arange(n, device=partial.device).view([-1 if j == p else 1 for j in range(4)])
              for p, n in enumerate((B, H, N, X))]
     allowed = torch.as_tensor(mask_mod(*index), device=partial.device).broadcast_to((B, H, N, X))

@@ -121,10 +121,10 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     differentiable (the derived backward).  ``mask_mod`` is the function FlexAttention's ``create_block_mask``
     takes; FlexAttention's ``BlockMask`` is taken in its place (as ``mask_mod``, FlexAttention's fifth positional
     argument, or ``block_mask=``): its ``mask_mod``, once its blocks are checked to say the same
-    (:func:`~napkin_cat.torch.blockmask.mask_of`).  ``memory``, ``hardware`` and ``depth`` go to
-    :func:`~napkin_cat.torch.ops.compile`.  Returns ``O`` (and the log-sum-exp ``L``, natural logarithm, with
-    ``return_lse``: differentiable, as FlexAttention's is, by an op whose backward is derived with L's cotangent;
-    without it, the op's L is auxiliary, its backward FlashAttention's).
+    (:func:`~napkin_cat.torch.blockmask.mask_of`; under ``torch.compile`` its lengths and tables' shapes only).
+    ``memory``, ``hardware`` and ``depth`` go to :func:`~napkin_cat.torch.ops.compile`.  Returns ``O`` (and the
+    log-sum-exp ``L``, natural logarithm, with ``return_lse``: differentiable, as FlexAttention's is, by an op whose
+    backward is derived with L's cotangent; without it, the op's L is auxiliary, its backward FlashAttention's).
 
     The mods are traced once per key of :class:`TraceCache` (in :data:`TRACES`); each call reads the captured
     tensors afresh (a table updated in place, or rebound to a tensor of the same shape, is read as it is now) and
@@ -144,7 +144,7 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
         raise ArgumentError("flex_attention takes a mask_mod or a block_mask, not both")
     mask_mod = mask_mod if block_mask is None else block_mask
     if is_block_mask(mask_mod):
-        mask_mod = mask_of(mask_mod, (*query.shape[:3], key.shape[2]))
+        mask_mod = mask_of(mask_mod, (*query.shape[:3], key.shape[2]), blocks=not torch.compiler.is_compiling())
     d = query.shape[-1]
     if d == 0:
         raise ShapeError(f"flex_attention's head dimension is 0 (query {tuple(query.shape)}): the scores have no "

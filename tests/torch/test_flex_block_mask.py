@@ -116,3 +116,14 @@ def test_a_block_mask_of_other_lengths_or_given_twice_is_refused():
         nc.torch.flex_attention(q, k, v, score_mod, flex.create_block_mask(window, 1, 3, N, N, "cpu", BLOCK_SIZE=4))
     with pytest.raises(ArgumentError, match="a mask_mod or a block_mask, not both"):
         nc.torch.flex_attention(q, k, v, score_mod, window, block_mask=flex.create_block_mask(window, 1, 1, N, N))
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_block_mask_under_torch_compile_fullgraph():
+    """Inside ``torch.compile(fullgraph=True)`` the blocks' values are not known while the graph is captured: the
+    block mask's lengths and tables are checked, its mask_mod is the mask; the outputs are the eager call's."""
+    q, k, v = inputs()
+    block_mask = flex.create_block_mask(window, B, H, N, N, device="cpu", BLOCK_SIZE=4)
+    attend = torch.compile(lambda q, k, v: nc.torch.flex_attention(q, k, v, score_mod, block_mask=block_mask,
+                                                                   **OPTIONS), fullgraph=True, backend="aot_eager")
+    assert close(attend(q, k, v), dense(q, k, v, window)) < 1e-12
