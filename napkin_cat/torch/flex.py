@@ -116,12 +116,14 @@ TRACES = TraceCache()
 
 
 def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=None, enable_gqa=False,
-                   return_lse=False, memory=None, hardware=None, depth: int = 2, block_mask=None):
+                   return_lse=False, memory=None, hardware=None, depth: int = 2, block_mask=None, return_aux=None):
     """``torch.nn.attention.flex_attention``'s outputs (see the module docstring) by napkin-cat's derived kernels,
     differentiable (the derived backward).  ``mask_mod`` is the function FlexAttention's ``create_block_mask``
     takes; FlexAttention's ``BlockMask`` is taken in its place (as ``mask_mod``, FlexAttention's fifth positional
     argument, or ``block_mask=``): its ``mask_mod``, once its blocks are checked to say the same
     (:func:`~napkin_cat.torch.blockmask.mask_of`; under ``torch.compile`` its lengths and tables' shapes only).
+    ``return_aux=AuxRequest(lse=True)`` (FlexAttention's newer spelling of ``return_lse``) returns ``(O,
+    AuxOutput(lse=L))``; ``max_scores`` is refused.
     ``memory``, ``hardware`` and ``depth`` go to :func:`~napkin_cat.torch.ops.compile`.  Returns ``O`` (and the
     log-sum-exp ``L``, natural logarithm, with ``return_lse``: differentiable, as FlexAttention's is, by an op whose
     backward is derived with L's cotangent; without it, the op's L is auxiliary, its backward FlashAttention's).
@@ -139,6 +141,17 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     Zero-size tensors (no batch, head, query or key; a value dimension of 0) compute nothing: the outputs are
     masked attention by torch's own operations on the empty tensors (:func:`empty`), of FlexAttention's shapes, a
     row with no key ``O = 0`` and ``L = −∞``, their gradients zeros of the inputs' shapes."""
+    if return_aux is not None:
+        if return_lse:
+            raise ArgumentError("flex_attention takes return_lse or return_aux, not both (as FlexAttention)")
+        if getattr(return_aux, "max_scores", False):
+            raise ArgumentError("flex_attention's return_aux asks for max_scores, which napkin-cat's attention does "
+                                "not compute; AuxRequest(lse=True) gives the log-sum-exp")
+        from torch.nn.attention.flex_attention import AuxOutput     # FlexAttention's, where return_aux exists
+        out = flex_attention(query, key, value, score_mod, mask_mod, scale=scale, enable_gqa=enable_gqa,
+                             return_lse=bool(getattr(return_aux, "lse", False)), memory=memory, hardware=hardware,
+                             depth=depth, block_mask=block_mask)
+        return (out[0], AuxOutput(lse=out[1])) if isinstance(out, tuple) else (out, AuxOutput())
     query, key, value = heads(query, key, value, enable_gqa)
     if block_mask is not None and mask_mod is not None:
         raise ArgumentError("flex_attention takes a mask_mod or a block_mask, not both")

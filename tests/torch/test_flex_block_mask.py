@@ -127,3 +127,15 @@ def test_a_block_mask_under_torch_compile_fullgraph():
     attend = torch.compile(lambda q, k, v: nc.torch.flex_attention(q, k, v, score_mod, block_mask=block_mask,
                                                                    **OPTIONS), fullgraph=True, backend="aot_eager")
     assert close(attend(q, k, v), dense(q, k, v, window)) < 1e-12
+
+
+def test_return_aux_is_return_lse_in_flex_attentions_newer_spelling():
+    q, k, v = inputs()
+    O, aux = nc.torch.flex_attention(q, k, v, score_mod, window, return_aux=flex.AuxRequest(lse=True),
+                                     memory=64, depth=0)
+    assert isinstance(aux, flex.AuxOutput) and aux.max_scores is None
+    assert close((O, aux.lse), dense(q, k, v, window)) < 1e-12
+    with pytest.raises(ArgumentError, match="max_scores"):
+        nc.torch.flex_attention(q, k, v, score_mod, window, return_aux=flex.AuxRequest(max_scores=True))
+    with pytest.raises(ArgumentError, match="return_lse or return_aux, not both"):
+        nc.torch.flex_attention(q, k, v, return_lse=True, return_aux=flex.AuxRequest(lse=True))
