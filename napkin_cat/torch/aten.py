@@ -23,6 +23,7 @@ var, std, var_mean, std_mean            decomposed: mean, sub, square, mean, sca
 cross_entropy_loss, nll_loss            ``logsumexp − gather`` (``−gather``), its mean or sum (targets in [0, v)):
                                         :mod:`~napkin_cat.torch.losses`
 clamp                                   ``max`` then ``min`` with its bounds
+new_ones zeros full scalar_tensor …     a number known at translation: :mod:`~napkin_cat.torch.filled`
 scaled_dot_product_attention            the library's attention: ``softmax_β(Q Kᵀ) V``, ``is_causal`` a mask
                                         from positions (``x ≤ q``), a bool mask by ``where``, a float one added
 views                                   transpose, permute, t, unsqueeze, squeeze, expand, a view or reshape
@@ -46,13 +47,15 @@ import sympy
 
 from napkin_cat.syntax.dtype import BOOL, INT32
 from napkin_cat.syntax.maps import GELU_APPROXIMATIONS
+from napkin_cat.torch.equations import explicit
+from napkin_cat.torch.filled import FILLED
 from napkin_cat.torch.losses import LOSSES
 from napkin_cat.torch.moments import MOMENTS
 from napkin_cat.torch.traced import Tensor
 from napkin_cat.torch.translate import Translation
 
 #: ATen operation (``"mm.default"``, the name after ``aten.``) → its rule ``rule(t, *args, **kwargs)``
-ATEN: dict = {**LOSSES, **MOMENTS}
+ATEN: dict = {**LOSSES, **MOMENTS, **FILLED}
 #: checks that compute nothing (torch.export records them beside the operations): skipped
 CHECKS = {"_assert_tensor_metadata.default", "_assert_scalar.default", "sym_constrain_range_for_size.default",
           "_assert_async.msg"}
@@ -87,12 +90,10 @@ def matmul(t: Translation, a: Tensor, b: Tensor):
 
 @rule("einsum.default")
 def einsum(t: Translation, equation: str, operands):
-    eq = equation.replace(" ", "")
-    if "..." in eq or "->" not in eq:
-        t.refuse(f"the equation {equation!r} has an ellipsis or no '->'; napkin-cat reads explicit indices "
-                 f"(write every index, and the output after '->')")
-    ins, out = eq.split("->")
-    return t.contract(ins.split(","), out, list(operands))
+    """``torch.einsum``: each ``...`` spelled as letters of its own (broadcast from the right, as torch's), an
+    equation without ``->`` given torch's implicit output (the ellipsis, then the letters used once, sorted)."""
+    ins, out = explicit(t, equation.replace(" ", ""), [x.rank for x in operands])
+    return t.contract(ins, out, list(operands))
 
 
 @rule("linear.default")
@@ -333,9 +334,11 @@ def index_select(t: Translation, x: Tensor, dim: int, index: Tensor):
 def index(t: Translation, x: Tensor, indices):
     """``x[i₀, …, i_{m−1}]`` (advanced indexing of the leading dimensions by integer tensors, which broadcast):
     ``y[…, r] = x[i₀[…], …, i_{m−1}[…], r]``, one gather per index (a captured table read at positions: a document
-    id, a per-head slope, a relative bias), its FLOPs one per item read, not the table's length.  An index outside
-    ``[0, n)`` is refused on the example's values (:func:`napkin_cat.torch.exported.check_indices`; negative
-    indices do not count from the end); the diagram's gather reads 0 there."""
+    id, a per-head slope, a relative bias), its FLOPs one per item read, not the table's length.  A negative index
+    counts from the end, as torch's: read at ``i mod n`` where the example has one
+    (:func:`napkin_cat.torch.exported.mark_wraps`); an index outside ``[−n, n)`` (``[0, n)`` where the example
+    has none negative) is refused on the example's values (:func:`napkin_cat.torch.exported.check_indices`); the
+    diagram's gather reads 0 there."""
     if any(i is None for i in indices) or not all(isinstance(i, Tensor) for i in indices):
         t.refuse("indexing with a slice (:) before an index tensor, or by a bool mask; napkin-cat indexes the leading "
                  "dimensions by integer tensors")
@@ -345,7 +348,10 @@ def index(t: Translation, x: Tensor, indices):
     if m > x.rank or any(x.dims[k] is None for k in range(m)):
         t.refuse(f"it indexes {m} dimensions of a tensor of shape {tuple(t.size_of(x))} (a dimension of size 1 is "
                  f"no lookup)")
-    return t.index(x, list(indices))
+    sizes = t.size_of(x)
+    if any(not isinstance(sizes[k], int) for k in t.wraps):
+        t.refuse("a negative index into a table of symbolic size (counted from an end the trace does not know)")
+    return t.index(x, [t.pointwise("mod_by", i, const=sizes[k]) if k in t.wraps else i for k, i in enumerate(indices)])
 
 
 @rule("embedding.default")

@@ -9,7 +9,8 @@ axes in order, and gives one tensor per output array::
 An axis the diagram fixes (``d[8]``) takes only that size; a symbolic one takes the tensors' (the same on
 every input that carries it).  Formats: a real array (``fp32`` in the diagram) takes a float32 or a float64
 tensor, every real input of a call the same one (the call's *real* dtype: its real outputs have it, and its
-kernel computes in it); an ``int32`` array an int32 tensor, a ``bool`` array a bool tensor.  All tensors of a
+kernel computes in it); an ``int32`` array an integer tensor (int64, torch's dtype of indices and class targets,
+converted to int32 where its values fit: :meth:`Signature.exact`), a ``bool`` array a bool tensor.  All tensors of a
 call are on one device.  Anything else is refused by name (:class:`~napkin_cat.errors.ShapeError` for a rank or
 a size, :class:`~napkin_cat.errors.TensorError` for a dtype or a device), before any kernel runs.
 
@@ -38,6 +39,8 @@ REAL = "fp32"
 REAL_DTYPES = (torch.float32, torch.float64)
 #: the other formats a compiled op exchanges, and the tensor dtype each takes
 EXACT = {"int32": torch.int32, "bool": torch.bool}
+#: the integer dtypes an ``int32`` array takes, converted to int32 (checked to fit): torch's indices are int64
+INTEGERS = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 #: the devices a compiled op runs on, and its kernel there
 DEVICES = {"cpu": "C/OpenMP", "cuda": "Triton"}
 
@@ -118,9 +121,11 @@ class Signature:
         real, first = None, None
         for k, (a, t) in enumerate(zip(self.inputs, tensors)):
             if a.dtype.name != REAL:
-                if t.dtype != EXACT[a.dtype.name]:
+                if t.dtype != EXACT[a.dtype.name] and not (a.dtype.name == "int32" and t.dtype in INTEGERS):
+                    takes = "an integer tensor (int32, int64, int16, int8 or uint8)" if a.dtype.name == "int32" \
+                        else f"a {EXACT[a.dtype.name]} tensor"
                     raise TensorError(f"input {k} ({describe(a)}) of {self.what} is an {a.dtype.name} array: it takes "
-                                      f"a {EXACT[a.dtype.name]} tensor, got {t.dtype}")
+                                      f"{takes}, got {t.dtype}")
                 continue
             if t.dtype not in REAL_DTYPES:
                 raise TensorError(f"input {k} ({describe(a)}) of {self.what} is {t.dtype}; a real array takes "
@@ -131,6 +136,18 @@ class Signature:
                 raise TensorError(f"input {k} ({describe(a)}) of {self.what} is {t.dtype} but input {first} is "
                                   f"{real}: the real inputs of a call share one dtype")
         return real if real is not None else REAL_DTYPES[0]
+
+    def exact(self, tensors) -> list:
+        """``tensors`` with each integer one of an ``int32`` array as int32 (the kernels' format), a TensorError
+        naming the input where a value does not fit; the others as they are."""
+        out = list(tensors)
+        for k, (a, t) in enumerate(zip(self.inputs, tensors)):
+            if a.dtype.name == "int32" and t.dtype != torch.int32 and t.dtype in INTEGERS:
+                if t.numel() and (int(t.min()) < -2 ** 31 or int(t.max()) >= 2 ** 31):
+                    raise TensorError(f"input {k} ({describe(a)}) of {self.what} holds {t.dtype} values outside "
+                                      f"int32 ({int(t.min())} … {int(t.max())}), the diagram's integer format")
+                out[k] = t.to(torch.int32)
+        return out
 
     def device(self, tensors) -> torch.device:
         """The one device of the call's tensors (a type of :data:`DEVICES`)."""

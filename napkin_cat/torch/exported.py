@@ -48,6 +48,9 @@ FORMATS = {torch.float64: FP32, torch.float32: FP32, torch.float16: FP16, torch.
 LIBRARIES = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep)
 #: the inputs a graph lifts besides the user's
 LIFTED = ("PARAMETER", "BUFFER", "CONSTANT_TENSOR")
+#: ``node.meta`` key: the dimensions an ``aten.index`` node counts a negative index from the end along
+#: (:func:`mark_wraps`)
+WRAPS = "napkin_wraps"
 #: the operations that read a table at integer indices → ``(table, dimension, index)`` of each read of a node
 READS = {
     "index.Tensor": lambda n: [(n.args[0], k, i) for k, i in enumerate(n.args[1]) if isinstance(i, torch.fx.Node)],
@@ -144,8 +147,10 @@ def from_torch(fn_or_module, *example_inputs, dynamic_shapes=None, names=None) -
         params = list(inspect.signature(fn_or_module).parameters)
         dynamic_shapes = {k: v for k, v in dynamic_shapes.items() if k in params}
     program = torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes)
-    check_indices(program, torch.utils._pytree.tree_leaves(tuple(example_inputs)),
-                  {**program.state_dict, **program.constants}, at="on the example inputs")
+    example, constants = torch.utils._pytree.tree_leaves(tuple(example_inputs)), {**program.state_dict,
+                                                                                  **program.constants}
+    mark_wraps(program, example, constants)
+    check_indices(program, example, constants, at="on the example inputs")
     return translate(program, module, example_inputs, dynamic_shapes, names or {})
 
 
@@ -272,7 +277,7 @@ def translate(program, module, example_inputs, dynamic_shapes, names: dict, posi
     for node in graph.nodes:
         if node.op != "call_function":
             continue
-        t.at, t.op, t.node = location(node), op_name(node), node.name
+        t.at, t.op, t.node, t.wraps = location(node), op_name(node), node.name, node.meta.get(WRAPS, set())
         if node.target is operator.getitem:
             env[node.name] = env[node.args[0].name][node.args[1]]
             continue
@@ -316,19 +321,16 @@ def translate(program, module, example_inputs, dynamic_shapes, names: dict, posi
                      tuple(tuple(p for p, c in enumerate(x.dims) if c is None) for x in outputs), requirements)
 
 
-def check_indices(program, example, constants: dict, sources: dict | None = None, *, at: str = ""):
-    """Refuse an index outside the table it reads, on these inputs: the index tensors of every read of a table
-    at integer indices (``aten.index``, ``index_select``, ``gather``, ``embedding``: :data:`READS`) are computed
-    from the inputs (``example``: the user's, in order) and the lifted tensors (``constants``: by target) by the
-    graph's own operations, run by torch, and each must lie in ``0 … n−1`` for a table of ``n`` entries along the
-    dimension it reads (the diagram's gather reads 0 outside, a kernel would read out of bounds).  ``sources``
-    renames a lifted tensor (FlexAttention's ``score_mod.TABLE``).  An :class:`~napkin_cat.errors.IndexingError`
-    names the operation and where it is, the table, the dimension, the values found and the legal range."""
+def read_values(program, example, constants: dict) -> list:
+    """Every read of a table at integer indices (:data:`READS`) with its index's values on these inputs:
+    ``(node, table node, dimension, the table's shape, the index tensor)``, the index tensors computed from the
+    inputs (``example``: the user's, in order) and the lifted tensors (``constants``: by target) by the graph's own
+    operations, run by torch."""
     graph = program.graph
     reads = [(n, r) for n in graph.nodes if n.op == "call_function" and op_name(n) in READS
              for r in READS[op_name(n)](n)]
     if not reads:
-        return
+        return []
     needed, stack = set(), [x for _, (table, _, index) in reads for x in (table, index)]
     while stack:
         n = stack.pop()
@@ -346,20 +348,48 @@ def check_indices(program, example, constants: dict, sources: dict | None = None
             args = torch.fx.node.map_arg(n.args, lambda a: env[a])
             kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: env[a])
             env[n] = n.target(*args, **kwargs)
+    out = []
     for n, (table, dim, index) in reads:
-        shape, v = tuple(env[table].shape), env[index]
-        dim %= len(shape)
+        shape = tuple(env[table].shape)
+        out.append((n, table, dim % len(shape), shape, env[index]))
+    return out
+
+
+def mark_wraps(program, example, constants: dict):
+    """Mark (in ``node.meta[WRAPS]``) each dimension an ``aten.index`` reads at an index with a negative value on
+    these inputs: torch counts such an index from the end (``table[q − x]`` reads ``table[n + q − x]`` where
+    ``q < x``), so the translation reads the table at ``index mod n`` there (:func:`~napkin_cat.torch.aten.index`)
+    and :func:`check_indices` takes ``−n … n−1`` for it.  (``index_select``, ``gather`` and ``embedding`` refuse a
+    negative index in torch too.)"""
+    for n, _, dim, _, v in read_values(program, example, constants):
+        if op_name(n) == "index.Tensor" and v.numel() and int(v.min()) < 0:
+            n.meta.setdefault(WRAPS, set()).add(dim)
+
+
+def check_indices(program, example, constants: dict, sources: dict | None = None, *, at: str = ""):
+    """Refuse an index outside the table it reads, on these inputs (:func:`read_values`): each must lie in
+    ``0 … n−1`` for a table of ``n`` entries along the dimension it reads (the diagram's gather reads 0 outside, a
+    kernel would read out of bounds), or in ``−n … n−1`` where the translation counts a negative index from the end
+    (:func:`mark_wraps`).  ``sources`` renames a lifted tensor (FlexAttention's ``score_mod.TABLE``).  An
+    :class:`~napkin_cat.errors.IndexingError` names the operation and where it is, the table, the dimension, the
+    values found and the legal range."""
+    specs = {s.arg.name: s for s in program.graph_signature.input_specs}
+    for n, table, dim, shape, v in read_values(program, example, constants):
         if not v.numel():
             continue
         lo, hi = int(v.min()), int(v.max())
-        if lo < 0 or hi >= shape[dim]:
+        wraps = dim in n.meta.get(WRAPS, ())
+        low = -shape[dim] if wraps else 0
+        if lo < low or hi >= shape[dim]:
             spec = specs.get(table.name) if table.op == "placeholder" else None
             name = (f"the tensor of node {table.name}" if spec is None else
                     f"the input {spec.arg.name!r}" if spec.kind.name == "USER_INPUT" else
                     f"the captured table {(sources or {}).get(spec.target, spec.target)!r}")
+            why = "negative indices count from the end" if wraps else \
+                "negative indices do not count from the end: the model was traced with none here"
             raise IndexingError(f"{location(n)}: index {dim} into {name} of shape {shape} takes the values {lo} … "
-                                f"{hi}{' ' + at if at else ''}; the legal range of dimension {dim} is 0 … "
-                                f"{shape[dim] - 1} (negative indices do not count from the end)")
+                                f"{hi}{' ' + at if at else ''}; the legal range of dimension {dim} is {low} … "
+                                f"{shape[dim] - 1} ({why})")
 
 
 def position_of(t: Translation, name: str, shape, along, env) -> Tensor:

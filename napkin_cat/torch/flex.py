@@ -38,10 +38,11 @@ from dataclasses import dataclass
 
 import torch
 
-from napkin_cat.errors import ShapeError, TensorError
+from napkin_cat.errors import ArgumentError, ShapeError, TensorError
 from napkin_cat.plan.recent import Recent
+from napkin_cat.torch.blockmask import is_block_mask, mask_of
 from napkin_cat.torch.captures import captured, fingerprint, follow, modules, reached
-from napkin_cat.torch.exported import translate
+from napkin_cat.torch.exported import mark_wraps, translate
 from napkin_cat.torch.flexgraph import prepared
 from napkin_cat.torch.flexop import GIVEN, flex_op, positions
 from napkin_cat.torch.ops import compiled
@@ -115,10 +116,15 @@ TRACES = TraceCache()
 
 
 def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=None, enable_gqa=False,
-                   return_lse=False, memory=None, hardware=None, depth: int = 2):
+                   return_lse=False, memory=None, hardware=None, depth: int = 2, block_mask=None, return_aux=None):
     """``torch.nn.attention.flex_attention``'s outputs (see the module docstring) by napkin-cat's derived kernels,
     differentiable (the derived backward).  ``mask_mod`` is the function FlexAttention's ``create_block_mask``
-    takes.  ``memory``, ``hardware`` and ``depth`` go to :func:`~napkin_cat.torch.ops.compile`.  Returns ``O`` (and the
+    takes; FlexAttention's ``BlockMask`` is taken in its place (as ``mask_mod``, FlexAttention's fifth positional
+    argument, or ``block_mask=``): its ``mask_mod``, once its blocks are checked to say the same
+    (:func:`~napkin_cat.torch.blockmask.mask_of`; under ``torch.compile`` its lengths and tables' shapes only).
+    ``return_aux=AuxRequest(lse=True)`` (FlexAttention's newer spelling of ``return_lse``) returns ``(O,
+    AuxOutput(lse=L))``; ``max_scores`` is refused.
+    ``memory``, ``hardware`` and ``depth`` go to :func:`~napkin_cat.torch.ops.compile`.  Returns ``O`` (and the
     log-sum-exp ``L``, natural logarithm, with ``return_lse``: differentiable, as FlexAttention's is, by an op whose
     backward is derived with L's cotangent; without it, the op's L is auxiliary, its backward FlashAttention's).
 
@@ -135,7 +141,23 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, *, scale=No
     Zero-size tensors (no batch, head, query or key; a value dimension of 0) compute nothing: the outputs are
     masked attention by torch's own operations on the empty tensors (:func:`empty`), of FlexAttention's shapes, a
     row with no key ``O = 0`` and ``L = −∞``, their gradients zeros of the inputs' shapes."""
+    if return_aux is not None:
+        if return_lse:
+            raise ArgumentError("flex_attention takes return_lse or return_aux, not both (as FlexAttention)")
+        if getattr(return_aux, "max_scores", False):
+            raise ArgumentError("flex_attention's return_aux asks for max_scores, which napkin-cat's attention does "
+                                "not compute; AuxRequest(lse=True) gives the log-sum-exp")
+        from torch.nn.attention.flex_attention import AuxOutput     # FlexAttention's, where return_aux exists
+        out = flex_attention(query, key, value, score_mod, mask_mod, scale=scale, enable_gqa=enable_gqa,
+                             return_lse=bool(getattr(return_aux, "lse", False)), memory=memory, hardware=hardware,
+                             depth=depth, block_mask=block_mask)
+        return (out[0], AuxOutput(lse=out[1])) if isinstance(out, tuple) else (out, AuxOutput())
     query, key, value = heads(query, key, value, enable_gqa)
+    if block_mask is not None and mask_mod is not None:
+        raise ArgumentError("flex_attention takes a mask_mod or a block_mask, not both")
+    mask_mod = mask_mod if block_mask is None else block_mask
+    if is_block_mask(mask_mod):
+        mask_mod = mask_of(mask_mod, (*query.shape[:3], key.shape[2]), blocks=not torch.compiler.is_compiling())
     d = query.shape[-1]
     if d == 0:
         raise ShapeError(f"flex_attention's head dimension is 0 (query {tuple(query.shape)}): the scores have no "
@@ -205,6 +227,7 @@ def trace(score_mod, mask_mod, scale, qkv, reads, memory, hardware, depth: int =
                           f"(a mask_mod(b, h, q_idx, kv_idx) returns a bool tensor broadcastable to {(B, H, N, X)}; "
                           f"a score_mod(score, b, h, q_idx, kv_idx) returns a tensor of the score's shape and dtype)"
                           ) from e
+    mark_wraps(program, example, {**program.state_dict, **program.constants})    # table[q − x]: from the end
     r = translate(program, module, example, None, NAMES, positions=POSITIONS)
     op = compiled(r.diagram, aux=aux, memory=memory, hardware=hardware, depth=depth, name="flex_attention")
     by_id = {id(v): k for k, v in reversed(inputs.items())}      # a tensor reached twice: its first name

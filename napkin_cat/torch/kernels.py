@@ -255,6 +255,7 @@ class Derived:
         k = self.kernel(sizes, real, device)
         if not k.printer.block_tables:
             return []
+        tensors = self.signature.exact(tensors)
         found = k.block_arguments([t.detach().contiguous().cpu().numpy() for t in tensors], "data")
         return [torch.from_numpy(np.array(t, dtype=np.int8)).to(device) for t in found]
 
@@ -265,6 +266,7 @@ class Derived:
         reads tables."""
         sizes, real, device = self.signature.sizes(tensors), self.signature.real(tensors), \
             self.signature.device(tensors)
+        tensors = self.signature.exact(tensors)
         self.ranges.check(tensors, sizes, self.what)
         k = self.kernel(sizes, real, device)
         blocks = list(blocks or ())

@@ -58,6 +58,7 @@ class Translation(Folding):
     shape: tuple = ()
     dtype: object = None
     eps: float = 0.0
+    wraps: set = field(default_factory=set)           # the dimensions an aten.index counts negative indices along
     negations: dict = field(default_factory=dict)     # id of ¬m → (¬m, m): ¬¬m is m
 
     def refuse(self, why: str):

@@ -123,8 +123,8 @@ def test_an_index_outside_a_captured_table_is_refused_at_call_time():
     with pytest.raises(nc.IndexingError, match=r"'score_mod\.TABLE' of shape \(31,\) takes the values 1 … 31 .*"
                                                 r"legal range of dimension 0 is 0 … 30"):
         nc.torch.flex_attention(q, k, v, score_mod=lambda s, b, h, i, x: s + TABLE[i - x + N], memory=64)
-    with pytest.raises(nc.IndexingError, match=r"takes the values -15 … 15"):
-        nc.torch.flex_attention(q, k, v, score_mod=lambda s, b, h, i, x: s + TABLE[i - x], memory=64)
+    with pytest.raises(nc.IndexingError, match=r"takes the values -47 … -17 .*legal range of dimension 0 is -31 … 30"):
+        nc.torch.flex_attention(q, k, v, score_mod=lambda s, b, h, i, x: s + TABLE[i - x - 2 * N], memory=64)
     rows = DOC.clone() + 3                     # rows of SLOPE (2 of them) read by document: 3 … 5, out of range
     alibi = lambda s, b, h, i, x: s + SLOPE[rows[i]] * (x - i)      # noqa: E731
     with pytest.raises(nc.IndexingError, match=r"'score_mod\.SLOPE' of shape \(2,\) takes the values 3 … 5"):
