@@ -79,12 +79,16 @@ from napkin_cat.hardware.model import GPU, load
 from napkin_cat.hardware.on_chip import ChipForms, chip_forms
 from napkin_cat.hardware.products import TENSOR, placement, products_of, rate, side
 from napkin_cat.hardware.issuing import ISSUING_THREADS, ROWS_PER_WARPGROUP, issuing_threads, scaling_unit
+from napkin_cat.hardware.lambdas import Lambdas
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.syntax.primitive import is_view
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 from napkin_cat.hardware.divisors import uses_of
+
+#: lambdify's modules for a kernel's forms (``ceiling`` as ``math.ceil``: an int, as the cost functor counts)
+_MODULES = [{"ceiling": math.ceil}, "math"]
 
 PIPELINES = ("tensor", "special", "general")
 OVERLAPS = ("sequential", "pipelines")
@@ -251,9 +255,8 @@ class KernelForm:
         named["rows"] = sympy.Max(*rows) if rows else sympy.Integer(0)
         self.names = list(named)
         exprs = [sympy.sympify(e) for e in named.values()]
-        self.symbols = sorted(set().union(*(e.free_symbols for e in exprs)), key=str)
-        self._values = sympy.lambdify(self.symbols, exprs, modules=[{"ceiling": math.ceil}, "math"],
-                                      docstring_limit=0)   # (no docstring: printing it took a third of the time)
+        self._forms = Lambdas(exprs, _MODULES)     # each distinct form compiled once (lambdify's values)
+        self.symbols = self._forms.symbols
 
     def values(self, env: dict) -> dict:
         """The forms at ``env`` (every symbol they use must be there): bytes moved and compulsory, blocks, rows,
@@ -262,7 +265,7 @@ class KernelForm:
         missing = [s for s in self.symbols if s not in env]
         if missing:
             raise HardwareError(f"{self.box.name}: sizes {sorted(map(str, missing))} are missing")
-        v = dict(zip(self.names, map(float, self._values(*(env[s] for s in self.symbols)))))
+        v = dict(zip(self.names, map(float, self._forms.values(env))))
 
         def by_pipeline(prefix):
             return {k.split(":")[-1]: x for k, x in v.items() if k.startswith(prefix)}

@@ -107,26 +107,36 @@ class Requirement:
         return curve.at_all(sizes, self.memories, self.tiles, caps=caps, count=self.count)
 
     def all(self, curve) -> list:
-        key = id(curve)
-        if key not in self._memo:
-            split = parts_of(curve)
-            if split is None:
-                out = self._one(curve, self.sizes)
-            else:
-                name, full = split
-                n = _int(full, Sizes(self.sizes).env)
-                candidates = []
-                for p in divisors(n)[1:]:
-                    candidates.append(p)
-                    if p >= self.blocks:
-                        break
-                out = [(None, {})] * len(self.memories)
-                for p in candidates:
-                    for k, (h, t) in enumerate(self._one(curve, {**self.sizes, str(name): p})):
-                        if h is not None and (out[k][0] is None or h < out[k][0]):
-                            out[k] = (h, {**t, name: sympy.Integer(p)})
-            self._memo[key] = (curve, out)
-        return self._memo[key][1]
+        """Per memory ``(H*, tiles)`` of ``curve`` under the requirement, computed once per curve."""
+        got = self._memo.get(id(curve))
+        return got[1] if got is not None else self._table(curve)[1]
+
+    def column(self, curve) -> list:
+        """Per memory ``H*`` of ``curve`` under the requirement (None where no tiling fits and launches enough):
+        the table the search reads, ``[h for h, _ in self.all(curve)]``, built once per curve (one look-up per
+        curve, not one per curve and memory)."""
+        got = self._memo.get(id(curve))
+        return got[2] if got is not None else self._table(curve)[2]
+
+    def _table(self, curve) -> tuple:
+        split = parts_of(curve)
+        if split is None:
+            out = self._one(curve, self.sizes)
+        else:
+            name, full = split
+            n = _int(full, Sizes(self.sizes).env)
+            candidates = []
+            for p in divisors(n)[1:]:
+                candidates.append(p)
+                if p >= self.blocks:
+                    break
+            out = [(None, {})] * len(self.memories)
+            for p in candidates:
+                for k, (h, t) in enumerate(self._one(curve, {**self.sizes, str(name): p})):
+                    if h is not None and (out[k][0] is None or h < out[k][0]):
+                        out[k] = (h, {**t, name: sympy.Integer(p)})
+        got = self._memo[id(curve)] = (curve, out, [h for h, _ in out])   # (the curve kept: its id stays its own)
+        return got
 
     def at(self, curve, k: int):
         return self.all(curve)[k]

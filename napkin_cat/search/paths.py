@@ -208,7 +208,7 @@ def _successors(graph, block: int) -> int:
     return out
 
 
-def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: ch.options, tie=None):
+def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: ch.options, tie=None, rows=None):
     """Per point k: ``(H, kernels, path)`` with ``path = [(block, variant, curve)]``, or None if nothing fits.
 
     Each point's answer is the least ``(H, kernels, tie)`` over the space's chains, whatever other points are
@@ -220,7 +220,10 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
     :class:`~napkin_cat.search.context.Search` (its level, and the Choice of each block).  ``tie(curve, k)``: what
     breaks a tie of equal H and kernels, summed along the path like H (the estimate of a masked stream's
     transfers where they are counted: what a ranking by the estimate ranks by, so both rankings break a tie of
-    counted H alike); without it, the partition tried first.
+    counted H alike); without it, the partition tried first.  ``rows(curve)``: ``(evaluate row, tie row)``, the
+    lists of ``evaluate(curve, k)`` and ``tie(curve, k)`` over the points, where the caller keeps them as tables (one
+    look-up per partition, not one per partition and point); the tie row may be a function returning it, called
+    only where the curve fits at a point reached.
 
     >>> from types import SimpleNamespace as NS
     >>> space = NS(graph=None, downs=[0, 1], into={1: [(0, 1)]}, full=1)
@@ -263,14 +266,20 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
             ch, lb = choices[block]
             if all(da[k] == inf or (da[k][0] + lb, da[k][1] + 1) > dist[b][k][:2] for k in range(n)):
                 continue    # (H, kernels) at its bound cannot beat the best path anywhere: a tie it could win is kept
+            live = [k for k in range(n) if da[k] != inf]
             for o, (v, curve) in enumerate(options(ch)):
-                for k in range(n):
-                    if da[k] == inf:
-                        continue
-                    h = evaluate(curve, k)
+                hs, ts = rows(curve) if rows is not None else (None, None)
+                for k in live:
+                    h = evaluate(curve, k) if hs is None else hs[k]
                     if h is None:
                         continue
-                    cand = (da[k][0] + h, da[k][1] + 1, da[k][2] + tie(curve, k))
+                    if ts is None:
+                        t = tie(curve, k)
+                    else:
+                        if callable(ts):       # the tie row, read once the curve fits at a point reached
+                            ts = ts()
+                        t = ts[k]
+                    cand = (da[k][0] + h, da[k][1] + 1, da[k][2] + t)
                     if cand < dist[b][k] or (cand == dist[b][k] and (e, o) < first[k]):   # of equal, the first
                         dist[b][k], back[b][k], first[k] = cand, (a, block, v, curve), (e, o)   # in the edges' order
     out = []

@@ -166,16 +166,15 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
     context = (tuple(sorted((str(k), int(v)) for k, v in sizes.items())), tuple(memories), tiles, tuple(roles),
                None if need is None else need.blocks, count)
     points: dict = {}    # each curve's points at every memory, read once per curve in this call
+    zeros = [0] * len(memories)
     for rank, form in enumerate(forms):
-        def evaluate(curve, k):
-            if not ok(curve):
-                return None
-            if need is not None:
-                return need.at(curve, k)[0]
+        def evaluate(curve, k):    # a table per curve: its H* at every memory (None: unplayable, or no fit)
             found = points.get(curve)
             if found is None:
-                found = points[curve] = curve.at_all(sizes, memories, tiles, count=count)
-            return found[k][0]
+                found = points[curve] = (
+                    [None] * len(memories) if not ok(curve) else need.column(curve) if need is not None
+                    else [h for h, _ in curve.at_all(sizes, memories, tiles, count=count)])
+            return found[k]
 
         def tie(curve, k):     # what both rankings share: the estimate (exact where nothing is masked)
             if need is not None:
@@ -188,6 +187,16 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
                 found = points[key] = curve.at_all(sizes, memories, tiles, count=False)
             return found[k][0] if found[k][0] is not None else evaluate(curve, k)
 
+        def rows(curve):      # evaluate's and tie's rows over the memories (tie's read where the curve fits)
+            hs = points.get(curve)
+            if hs is None:
+                evaluate(curve, 0)
+                hs = points[curve]
+            if need is not None:
+                return hs, zeros
+            return hs, lambda: (hs if not count or not curve.search_cost.estimated
+                                else [tie(curve, k) for k in range(len(memories))])
+
         def lower(ch):
             return ch.compulsory_at(given)
         if form.cut is not None:
@@ -195,7 +204,7 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
             shortest = segmented_shortest(form.graph, parts, joints, search, memories, evaluate, lower, context,
                                           options, tie)
         else:
-            shortest = shortest_splits(form.space, search, memories, evaluate, lower, options, tie)
+            shortest = shortest_splits(form.space, search, memories, evaluate, lower, options, tie, rows)
             if not form.space.exact:   # kernels capped in size: grown by cost-guided fusion (and joins of siblings)
                 grown = [g and grow(form.graph, search, g, evaluate, k, lower) for k, g in enumerate(shortest)]
                 shortest = [join_siblings(form.graph, search, g, evaluate, k, lower)   # (before comparing)
