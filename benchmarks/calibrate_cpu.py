@@ -9,6 +9,9 @@ second, measured with the C kernel's own compiler flags, BLAS and ``nc_exp``.
   loop does: exps per second;
 * ``[compute] general``: a row scaled and folded into a running maximum (``y = a x``, ``m = max(m, y)``): two
   ALU operations per value, operations per second;
+* ``[compute] contraction_call``: what one ``cblas_sgemm`` call costs beyond its FLOPs: the intercept of a call's
+  time against its FLOPs between two products whose smallest dimension is 64, ``64×64×64`` and ``256×256×64``
+  (packing and dispatch, which the table's shapes, the other dimensions at 256, hide): seconds per call;
 * ``[bandwidth] l3``, ``dram``: one core copying 64 KiB tiles (``memcpy``, as the kernel loads a tile into its
   arena) out of an array of 8 MiB (in L3) and of 512 MiB (in DRAM), bytes per second.
 
@@ -37,6 +40,8 @@ from napkin_cat.hardware import this_cpu
 
 SMALL = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 OTHER = 256
+#: the two products whose times' intercept against their FLOPs is one call's cost (the same smallest dimension)
+CALL_SHAPES = ((64, 64, 64), (256, 256, 64))
 
 SOURCE = r"""
 #include <math.h>
@@ -131,6 +136,13 @@ def machine() -> dict:
             "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS")}
 
 
+def call_cost(lib) -> float:
+    """Microseconds one ``cblas_sgemm`` call costs beyond its FLOPs: with ``t = F / r + c`` for both
+    :data:`CALL_SHAPES` (one rate ``r``: the same smallest dimension), ``c = (t₁ F₂ − t₂ F₁) / (F₂ − F₁)``."""
+    (f1, t1), (f2, t2) = ((2 * m * n * k, lib.gemm(m, n, k)) for m, n, k in CALL_SHAPES)
+    return max(0.0, (t1 * f2 - t2 * f1) / (f2 - f1)) * 1e6
+
+
 def calibrate(repeats: int) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         lib = build(Path(folder))
@@ -145,11 +157,13 @@ def calibrate(repeats: int) -> dict:
                 placements[where] = timed(lambda: flops / lib.gemm(*shape) / 1e9, repeats)
             contraction[s] = {"placements": placements,
                               "gflops": statistics.median(p["median"] for p in placements.values())}
+        call = timed(lambda: call_cost(lib), repeats)
         special = timed(lambda: 1 / lib.special(4096) / 1e9, repeats)
         general = timed(lambda: 2 / lib.general(4096) / 1e9, repeats)
         l3 = timed(lambda: 1 / lib.copy(8 << 20, 64 << 10) / 1e9, repeats)
         dram = timed(lambda: 1 / lib.copy(512 << 20, 64 << 10) / 1e9, repeats)
-    return {"contraction_gflops_by_smallest_dimension": contraction, "special_gflops": special,
+    return {"contraction_gflops_by_smallest_dimension": contraction, "contraction_call_us": call,
+            "special_gflops": special,
             "general_gflops": general, "l3_copy_gbs": l3, "dram_copy_gbs": dram}
 
 
@@ -161,6 +175,7 @@ def toml_block(m: dict, where: str) -> str:
             f'dram = "{m["dram_copy_gbs"]["median"]:.3g} GB/s"\n\n'
             f'[compute]        # one core, fp32; measured by {where}\n'
             f'contraction = {{ {rows} }}\n'
+            f'contraction_call = "{m["contraction_call_us"]["median"]:.3g} us"\n'
             f'special = "{m["special_gflops"]["median"]:.3g} GFLOP/s"\n'
             f'general = "{m["general_gflops"]["median"]:.3g} GFLOP/s"\n')
 
@@ -183,7 +198,7 @@ def main(argv=None):
         p = row["placements"]
         print(f"| {s} | {row['gflops']:.2f} | " + " | ".join(
             f"{p[w]['median']:.2f} ({p[w]['min']:.2f}-{p[w]['max']:.2f})" for w in "mnk") + " |")
-    for key in ("special_gflops", "general_gflops", "l3_copy_gbs", "dram_copy_gbs"):
+    for key in ("contraction_call_us", "special_gflops", "general_gflops", "l3_copy_gbs", "dram_copy_gbs"):
         v = measured[key]
         print(f"{key}: {v['median']:.3g} ({v['min']:.3g}-{v['max']:.3g})")
     print()

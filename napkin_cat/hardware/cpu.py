@@ -16,6 +16,8 @@ The format (every size and rate carries its unit; ``?`` marks an optional field)
     [bandwidth]  l3, dram: one core copying tiles into its cache from L3 / from DRAM (B/s)          format 2 only
     [compute]    contraction: {smallest dimension = FLOP/s} (a matrix product whose m, n or k is that
                  small), special (exp), general (the other arithmetic): one core, FLOP/s           format 2 only
+                 contraction_call? (seconds): what one ``cblas_sgemm`` call costs beyond its FLOPs at the
+                 table's rate (absent: 0)
 
 The rates are measured (``benchmarks/calibrate_cpu.py`` writes them, naming the machine); the time model
 (:mod:`~napkin_cat.hardware.cputime`) reads them.  A contraction's rate between two measured smallest dimensions
@@ -26,6 +28,12 @@ read as a rate it steered the choice of tiles to the dip's edge, ``g_q = 32`` wh
 
     r̂_i     = max(r_0, …, r_i)
     rate(s) = r̂_i + (r̂_{i+1} - r̂_i) · log(s / d_i) / log(d_{i+1} / d_i)      d_i ≤ s ≤ d_{i+1}
+
+The table's shapes keep the other two dimensions at 256; a product whose every dimension is small pays, per call,
+what its packing and dispatch cost beyond its FLOPs (``contraction_call``: a 64×64×64 product ran at 23 GFLOP/s
+where 256×128×64 ran at 27.5 on the development machine), so a call of ``F`` FLOPs takes::
+
+    F / rate(s) + contraction_call
 
 ``this_cpu()`` reads the caches from Linux's sysfs (``/sys/devices/system/cpu/cpu0/cache``), the check that a
 shipped file describes the machine at hand; ``load_cpu("this-cpu")`` is a model of those caches with the rates of
@@ -69,6 +77,8 @@ CACHES = {"l1d": True, "l2": True, "l3": True, "line": True}
 CORES = {"vector": False}
 BANDWIDTH = ("l3", "dram")
 COMPUTE = ("contraction", "special", "general")
+#: the optional fields of [compute]
+COMPUTE_OPTIONAL = ("contraction_call",)
 TOP = {"format", "name", "description", "sources", "caches", "cores", "bandwidth", "compute"}
 #: the name of the model of this machine (:func:`load_cpu`)
 THIS_CPU = "this-cpu"
@@ -97,6 +107,8 @@ class CPU:
     #: FLOP/s of one core on the special (exp) and general pipelines
     special: float | None = None
     general: float | None = None
+    #: seconds one contraction call (``cblas_sgemm``) costs beyond its FLOPs at :meth:`contraction_rate`
+    contraction_call: float = 0.0
 
     @property
     def timed(self) -> bool:
@@ -241,7 +253,8 @@ def _rates(data: dict, where: str) -> dict:
     """The time model's rates of a format-2 file: [bandwidth] and [compute], every field required."""
     out = {}
     for section, fields in (("bandwidth", BANDWIDTH), ("compute", COMPUTE)):
-        sec = files.known_fields(data.get(section, {}), fields, where, f"[{section}]")
+        optional = COMPUTE_OPTIONAL if section == "compute" else ()
+        sec = files.known_fields(data.get(section, {}), fields + optional, where, f"[{section}]")
         missing = [k for k in fields if k not in sec]
         if missing:
             raise HardwareError(f"{where}: [{section}] needs {', '.join(missing)} (format 2: one core's rates, "
@@ -263,6 +276,12 @@ def _rates(data: dict, where: str) -> dict:
                                 f"dimensions, whole numbers ≥ 1 (\"1\", \"2\", \"64\")")
         rows.append((int(key), float(parse(rate, "throughput", where=f"{where} [compute] contraction {key}"))))
     out["contraction"] = tuple(sorted(rows))
+    if "contraction_call" in comp:
+        call = float(parse(comp["contraction_call"], "time", where=f"{where} [compute] contraction_call"))
+        if call < 0:
+            raise HardwareError(f"{where}: [compute] contraction_call is a time ≥ 0 (what one cblas_sgemm call costs "
+                                f"beyond its FLOPs, e.g. \"3 us\"), got {comp['contraction_call']!r}")
+        out["contraction_call"] = call
     return out
 
 

@@ -11,9 +11,12 @@ at concrete sizes (the cost functor's counts, ceil-aware), on ``T`` threads of a
     p        = B / ⌈B / T⌉                     blocks at work at once, on average (the last round's idle threads)
     T_io     = H_bytes(level 1) / (p · bw)     bw = the model's l3 bandwidth when K's inputs and outputs fit L3,
                                                else its dram bandwidth
-    T_c      = Σ_c F_c / rate(s_c)             c: each contraction box; F_c its FLOPs; s_c = min(m, n, k) at the
+    T_c      = Σ_c F_c / rate(s_c) + C_c · t_call
+                                               c: each contraction box; F_c its FLOPs; s_c = min(m, n, k) at the
                                                tiles (m, n: the output's axes one operand alone carries; k: the
-                                               contracted axes; batch axes aside); rate: the model's table
+                                               contracted axes; batch axes aside); rate: the model's table;
+                                               C_c = F_c / (2 m n k) its cblas_sgemm calls (one per batch index
+                                               and trip); t_call: the model's contraction_call
     T_s, T_g = F_special / special,  F_general / general
     T(K)     = T_io + (T_c + T_s + T_g) / p    a core copies its tiles, then computes (no overlap)
     T        = Σ_K T(K)
@@ -103,12 +106,14 @@ class CPUKernelForm:
         self.box, self.cpu, self.level = box, cpu.require_rates(), level
         c = cost(box).at_density(1)        # a mask read from data counted dense (the prediction says so)
         self.estimated = c.estimated       # a masked stream's trips that run: counted at each env instead
-        smallest = {}
+        smallest, per_call = {}, {}
         for b in primitive_boxes(box):
             if "tensor" in kind_pipelines(b):
-                smallest.setdefault(b.name, []).append(sympy.Min(*product_dims(b)))
+                dims = product_dims(b)
+                smallest.setdefault(b.name, []).append(sympy.Min(*dims))
+                per_call.setdefault(b.name, []).append(2 * sympy.Mul(*dims))
         self.pipes = {p: sympy.Integer(0) for p in PIPELINES}
-        self.products = []                 # (FLOPs, smallest dimension) of each contraction's record
+        self.products = []                 # (FLOPs, smallest dimension, FLOPs per call) of each contraction's record
         for op in c.ops:
             if op.pipeline not in PIPELINES:
                 raise HardwareError(f"{op.label}: pipeline {op.pipeline!r} has no rate in a CPU model (it has "
@@ -118,19 +123,19 @@ class CPUKernelForm:
             if op.pipeline == "tensor":
                 if op.label not in smallest:
                     raise HardwareError(f"{op.label}: a tensor-pipeline operation that is not a box of its kernel")
-                self.products.append((n, sympy.Min(*smallest[op.label])))
+                self.products.append((n, sympy.Min(*smallest[op.label]), sympy.Min(*per_call[op.label])))
         columns = [sympy.sympify(col) for col in c.columns.get(level, [])] or [sympy.Integer(0)]
         self._columns = len(columns)
         exprs = [sympy.sympify(c.H_bytes.get(level, 0)), boundary_bytes(box.dom) + boundary_bytes(box.cod),
                  narrowest(box), sympy.sympify(c.H.get(level, 0)), *columns, *(self.pipes[p] for p in PIPELINES),
-                 *(e for pair in self.products for e in pair)]
+                 *(e for triple in self.products for e in triple)]
         self.symbols = sorted(set().union(*(sympy.sympify(e).free_symbols for e in exprs)), key=str)
         self._values = sympy.lambdify(self.symbols, exprs, modules=[{"ceiling": math.ceil}, "math"],
                                       docstring_limit=0)   # (no docstring: printing it took a third of the time)
 
     def values(self, env: dict) -> list:
         """The forms at ``env``: bytes moved, compulsory bytes, blocks, values moved, the level-1 columns, then
-        FLOPs per pipeline and (FLOPs, smallest dimension) per contraction record."""
+        FLOPs per pipeline and (FLOPs, smallest dimension, FLOPs per call) per contraction record."""
         missing = [s for s in self.symbols if s not in env]
         if missing:
             raise HardwareError(f"{self.box.name}: sizes {sorted(map(str, missing))} are missing")
@@ -149,20 +154,21 @@ class CPUKernelForm:
         first = 4 + self._columns
         flops = {p: float(f) for p, f in zip(PIPELINES, v[first:first + len(PIPELINES)])}
         rest = v[first + len(PIPELINES):]
-        products = [(float(rest[i]), float(rest[i + 1])) for i in range(0, len(rest), 2)]
+        products = [(float(rest[i]), float(rest[i + 1]), float(rest[i + 2])) for i in range(0, len(rest), 3)]
         if exact is None and self.estimated:
             exact = folded(self.box, env)
         if exact is not None:
             moved = float(exact.H_bytes.get(self.level, 0))
             if flops["tensor"]:
                 scale = float(exact.flops.get("tensor", 0)) / flops["tensor"]
-                products = [(f * scale, s) for f, s in products]
+                products = [(f * scale, s, c) for f, s, c in products]
             flops = {p: float(exact.flops.get(p, 0)) for p in PIPELINES}
         cpu = self.cpu
         rounds = -(-B // threads)
         p = B / rounds
         terms = {"io": moved / (p * cpu.bandwidth(int(compulsory))),
-                 "tensor": sum(f / cpu.contraction_rate(s) for f, s in products) / p,
+                 "tensor": sum(f / cpu.contraction_rate(s) + f / c * cpu.contraction_call
+                               for f, s, c in products) / p,
                  "special": flops["special"] / cpu.special / p, "general": flops["general"] / cpu.general / p}
         H = int(round(v[3])) if exact is None else int(exact.H.get(self.level, 0))
         return KernelTime(self.box.name, sum(terms.values()), terms, max(terms, key=terms.get), B, 1, rounds,
@@ -188,7 +194,8 @@ def assumptions(cpu: CPU, threads: int, masked: bool = False) -> tuple:
             f"{threads} thread(s), one Grid block at a time each; blocks beyond a multiple of the threads run in a "
             "last round with idle threads",
             "a contraction runs at the rate measured for its smallest dimension (min of m, n, k at the tiles), "
-            "interpolated in its logarithm",
+            "interpolated in its logarithm, plus the model's cost per call "
+            f"({cpu.contraction_call * 1e6:.3g} us) once per cblas_sgemm call (per batch index and trip)",
             "level-1 transfers at one core's copy bandwidth from L3 when the kernel's inputs and outputs fit L3, "
             "else from DRAM, per core (no shared limit)",
             "a core copies its tiles, then computes: transfers and arithmetic add up") + \

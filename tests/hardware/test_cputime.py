@@ -36,7 +36,8 @@ def attention_numpy(Q, K, V):
 def test_the_prediction_is_the_runners_counts_over_the_models_rates(g_q, s_x):
     """Each term from a second route: the io term is the bytes the plan's run moves at level 1 over one core's
     bandwidth, the tensor term attention's two products (2·q·x·d FLOPs each) at the table's rate for
-    min(g_q, s_x, d), divided by the blocks at work on 2 threads."""
+    min(g_q, s_x, d) plus the model's cost per call for each of the two cblas_sgemm calls of each of the
+    (q / g_q)·(x / s_x) trips, divided by the blocks at work on 2 threads."""
     cpu = load_cpu(DEV)
     sizes = {**SIZES, "g_q": g_q, "s_x": s_x}
     p = nc.plan(flash(), sizes)
@@ -49,17 +50,40 @@ def test_the_prediction_is_the_runners_counts_over_the_models_rates(g_q, s_x):
     assert k.blocks == blocks
     assert k.terms["io"] == pytest.approx(counters.bytes[1] / cpu.l3_bandwidth / at_once, rel=1e-12)
     rate = cpu.contraction_rate(min(g_q, s_x, 32))
-    assert k.terms["tensor"] == pytest.approx(2 * 2 * 256 * 256 * 32 / rate / at_once, rel=1e-12)
+    calls = 2 * (256 // g_q) * (256 // s_x)
+    assert cpu.contraction_call > 0
+    assert k.terms["tensor"] == pytest.approx((2 * 2 * 256 * 256 * 32 / rate + calls * cpu.contraction_call)
+                                              / at_once, rel=1e-12)
     assert t.time == pytest.approx(sum(k.terms.values()), rel=1e-12)
 
 
+@pytest.mark.parametrize("g_h", [1, 2, 4])
+def test_a_product_pays_its_call_cost_once_per_batch_index_and_trip(g_h):
+    """Heads woven in and grouped by g_h: the C kernel calls cblas_sgemm once per head of a block on each trip, so
+    the call cost is h·(q / g_q)·(x / s_x)·2 calls whatever g_h (counted by hand); doubling contraction_call adds
+    exactly that many calls' cost again, and the FLOPs' part is the table's rate at min(g_q, s_x, d)."""
+    cpu = load_cpu(DEV)
+    f = nc.group(nc.group(nc.stream(nc.kernel(nc.weave(nc.library.attention(), "h", position=0)), "x", "s_x"),
+                          "q", "g_q"), "h", "g_h")
+    sizes = {**SIZES, "h": 4, "g_h": g_h, "g_q": 64, "s_x": 32}
+    base = predict_cpu(f, cpu, sizes).kernels[0].terms["tensor"]
+    twice = predict_cpu(f, dataclasses.replace(cpu, contraction_call=2 * cpu.contraction_call),
+                        sizes).kernels[0].terms["tensor"]
+    calls = 2 * 4 * (256 // 64) * (256 // 32)
+    assert twice - base == pytest.approx(calls * cpu.contraction_call, rel=1e-9)
+    flops = 2 * 2 * 4 * 256 * 256 * 32
+    assert base == pytest.approx(flops / cpu.contraction_rate(32) + calls * cpu.contraction_call, rel=1e-12)
+
+
 def test_the_prediction_moves_with_each_rate_and_the_threads():
-    """Halving a rate doubles its term and nothing else; a second thread halves the time of two blocks."""
+    """Halving a rate (doubling the cost per call) doubles its term and nothing else; a second thread halves the
+    time of two blocks."""
     cpu = load_cpu(DEV)
     sizes = {**SIZES, "g_q": 128, "s_x": 16}
     base = predict_cpu(flash(), cpu, sizes).kernels[0].terms
     slow = dataclasses.replace(cpu, contraction=tuple((s, r / 2) for s, r in cpu.contraction),
-                               l3_bandwidth=cpu.l3_bandwidth / 2, special=cpu.special / 2, general=cpu.general / 2)
+                               l3_bandwidth=cpu.l3_bandwidth / 2, special=cpu.special / 2, general=cpu.general / 2,
+                               contraction_call=2 * cpu.contraction_call)
     halved = predict_cpu(flash(), slow, sizes).kernels[0].terms
     for term in ("io", "tensor", "special", "general"):
         assert halved[term] == pytest.approx(2 * base[term], rel=1e-12)
@@ -118,6 +142,9 @@ def test_a_format_two_file_loads_with_its_rates(tmp_path):
     f = tmp_path / "tiny.toml"
     f.write_text(FORMAT2)
     cpu = load_cpu(f)
+    assert cpu.contraction_call == 0                       # optional: absent, no cost per call
+    f.write_text(FORMAT2 + 'contraction_call = "2.5 us"\n')
+    assert load_cpu(f).contraction_call == pytest.approx(2.5e-6, rel=1e-12)
     assert cpu.timed and cpu.contraction == ((1, 2e9), (16, 20e9)) and cpu.dram_bandwidth == 5e9
     assert cpu.contraction_rate(4) == pytest.approx(2e9 + 18e9 * math.log(4) / math.log(16))   # log-linear
     assert cpu.contraction_rate(64) == 20e9 and cpu.bandwidth(2 ** 20) == 10e9 and cpu.bandwidth(2 ** 20 + 1) == 5e9
@@ -150,6 +177,10 @@ def test_a_measured_dip_does_not_make_a_larger_product_slower(tmp_path):
      r"contraction must be a table of smallest dimension = FLOP/s"),
     (('format = 2', 'format = 1'), r"\[bandwidth\] and \[compute\] are fields of format 2"),
     (('l3 = "10 GB/s"', 'l3 = "-10 GB/s"'), r"is negative"),
+    (('general = "2 GFLOP/s"', 'general = "2 GFLOP/s"\ncontraction_call = "3 GB/s"'),
+     r"'GB/s' is a unit of bandwidth, but a time"),
+    (('general = "2 GFLOP/s"', 'general = "2 GFLOP/s"\ncall = "3 us"'),
+     r"unknown field\(s\) \['call'\]; its fields are \['contraction', 'contraction_call'"),
 ])
 def test_bad_format_two_files_are_named(tmp_path, change, message):
     f = tmp_path / "bad.toml"
