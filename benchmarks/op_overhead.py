@@ -10,8 +10,9 @@ Each path runs ``--calls`` times per block after a warm-up; ``--blocks`` blocks,
 derivations are stored and their kernels compiled), split into: import (``import torch``; ``import napkin_cat``
 and ``nc.torch``), and the first forward+backward of each op, profiled (cProfile, cumulative seconds of the
 outermost calls) into the code fingerprint (``searched_code.fingerprint``), the derivation read
-(``stored.DerivationStore.load``) and the kernel build (``plan`` + printing the C source + finding the compiled
-library).
+(``stored.DerivationStore.load``), the kernel build (``plan`` + printing the C source + loading the compiled
+library), the backward's diagram (``nc.grad``) and making the ops (``nc.torch.compile``); stages may nest (the
+fingerprint inside the derivation read), and the rest of the first call is imports of the modules they load.
 
 **Paired**: ``--trees A B`` runs each measurement in child processes with ``PYTHONPATH`` set to each source tree in
 turn (alternating, ``--rounds`` times), each tree with its own warm cache folder, on the same load::
@@ -45,6 +46,8 @@ STAGES = {
     "derivation search": [("napkin_cat/torch/kernels.py", "search")],
     "kernel build": [("napkin_cat/plan/program.py", "plan"), ("napkin_cat/codegen/c/openmp.py", "c"),
                      ("napkin_cat/codegen/c/openmp.py", "function")],
+    "backward diagram (nc.grad)": [("napkin_cat/autodiff/grad.py", "grad")],
+    "op made (nc.torch.compile)": [("napkin_cat/torch/ops.py", "compile")],
 }
 
 
