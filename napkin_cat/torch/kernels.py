@@ -62,6 +62,7 @@ from napkin_cat.hardware.timed import derive_for_time
 from napkin_cat.hardware.model import GPU, load as load_gpu, models
 from napkin_cat.plan.program import plan as make_plan, sizes_needed
 from napkin_cat.plan.recent import Recent
+from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.search.derivation import Derivation, derive
 from napkin_cat.torch import stored
 from napkin_cat.torch.binding import Signature
@@ -184,9 +185,10 @@ class Derived:
         if found is None:
             value_bytes = torch.empty((), dtype=real).element_size()
             disk = stored.store()
+            book = None if disk is None else rulebook()     # (read once: each reading lists the entry points)
             where = None if disk is None else disk.key(self.function, at, memory, depth=self.depth,
-                                                        threads=threads, value_bytes=value_bytes)
-            found = None if disk is None else disk.load(where, self.function)
+                                                        threads=threads, value_bytes=value_bytes, book=book)
+            found = None if disk is None else disk.load(where, self.function, book=book)
             if found is not None:
                 self.recalled += 1
             else:
