@@ -4,7 +4,8 @@
 (``aux=1``) at N = 64, d = 16, float32, one thread, forward and forward+backward (``y.sum().backward()``), beside
 the same maths in plain torch eager (``x * rsqrt(mean(x²) + ε) * γ``; ``softmax(QKᵀ/√d) V`` with its log-sum-exp).
 Each path runs ``--calls`` times per block after a warm-up; ``--blocks`` blocks, the paths in turn inside a block
-(a busy machine's drift hits all alike); reported per path: median, min and max of the blocks' µs per call.
+(a busy machine's drift hits all alike); reported per path: median, min and max of the blocks' µs per call, and
+per op the ratio of napkin-cat's to torch's time in the same block (the load cancels in it).
 
 **First call** (s): a fresh process with a warm ``$NAPKIN_CACHE`` (a process before it ran the same ops, so their
 derivations are stored and their kernels compiled), split into: import (``import torch``; ``import napkin_cat``
@@ -121,6 +122,10 @@ def child_percall(args) -> dict:
             for _ in range(args.calls):
                 run(fn, xs, backward)
             times[p].append((time.perf_counter() - t) / args.calls * 1e6)
+    for name in cases:                   # the same block's torch time: a ratio the machine's load cancels in
+        for what in ("forward", "forward+backward"):
+            ours, theirs = times[f"{name} {what}, napkin-cat"], times[f"{name} {what}, torch eager"]
+            times[f"{name} {what}, napkin-cat / torch eager"] = [a / b for a, b in zip(ours, theirs)]
     return times
 
 
@@ -206,18 +211,18 @@ def main(argv=None):
               "depth": args.depth, "trees": {}}
     for t in trees:
         entry = results[str(t)]
-        report["trees"][str(t)] = {"commit": entry["commit"],
+        report["trees"][str(t)] = {"commit": entry["commit"], "samples": {w: entry[w] for w in args.only},
                                    **{w: {k: spread(v) for k, v in entry[w].items()} for w in args.only}}
     for t, entry in report["trees"].items():
         print(f"\n{t} ({entry['commit']})")
         if "percall" in entry:
             print("  µs per call (median of block medians, min … max):")
             for k, s in entry["percall"].items():
-                print(f"    {k:45s} {s['median']:9.1f}  ({s['min']:.1f} … {s['max']:.1f}, {s['n']} blocks)")
+                print(f"    {k:60s} {s['median']:9.2f}  ({s['min']:.2f} … {s['max']:.2f}, {s['n']} blocks)")
         if "first" in entry:
             print("  first call, fresh process, warm cache (s: median, min … max):")
             for k, s in entry["first"].items():
-                print(f"    {k:45s} {s['median']:7.2f}  ({s['min']:.2f} … {s['max']:.2f})")
+                print(f"    {k:60s} {s['median']:7.2f}  ({s['min']:.2f} … {s['max']:.2f})")
     out = Path(args.out) if args.out else Path(__file__).resolve().parent / "results" / \
         f"op_overhead-{commit(trees[-1])}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
