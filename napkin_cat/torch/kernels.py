@@ -21,7 +21,14 @@ of the real dtype (float64 values take twice the bytes, so half as many fit).  O
 sizes.
 
 What is cached (in the object, for the life of the op): the derivation per (reference sizes, memory); the tiles
-and the kernel per (derivation, call sizes, real dtype, backend).  On disk, under the user's cache folder, the
+and the kernel per (derivation, call sizes, real dtype, backend); and a call's sizes, real dtype, device and kernel
+per *call key*, everything they depend on beside the op's own options::
+
+    call key = ((shape, dtype, device) of each input tensor, torch.get_num_threads())
+
+so that a call whose key was seen reads neither its sizes (:mod:`.binding`) nor the caches above again: its
+checks are functions of the key and passed when it was first seen (:attr:`looked_up` counts the calls that were
+not, :data:`CALLS` keys are kept).  On disk, under the user's cache folder, the
 compiled C library by the hash of its source (:mod:`napkin_cat.codegen.kernel`) and the derivation by the hash
 of everything it depends on, the library's code included (:mod:`.stored`; ``NAPKIN_DERIVATION_CACHE=off`` turns
 it off), so a new process neither searches nor compiles what one before it did (``searched`` and ``recalled``
@@ -54,6 +61,8 @@ from napkin_cat.hardware.cputime import derive_for_cpu_time
 from napkin_cat.hardware.timed import derive_for_time
 from napkin_cat.hardware.model import GPU, load as load_gpu, models
 from napkin_cat.plan.program import plan as make_plan, sizes_needed
+from napkin_cat.plan.recent import Recent
+from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.search.derivation import Derivation, derive
 from napkin_cat.torch import stored
 from napkin_cat.torch.binding import Signature
@@ -63,6 +72,8 @@ from napkin_cat.torch.ranges import IndexRanges
 BACKENDS = {"c": ("cpu",), "triton": ("cpu", "cuda")}
 #: the C type of a call's real values, by its dtype (:mod:`napkin_cat.codegen.c.real`)
 C_REAL = {torch.float32: "float", torch.float64: "double"}
+#: the call keys a function keeps (sizes, dtype, device and kernel of each), the least recently used evicted
+CALLS = 256
 
 
 def hardware_model(hardware):
@@ -120,6 +131,9 @@ class Derived:
         self.searched, self.recalled = 0, 0
         self._tiles: dict = {}
         self._kernels: dict = {}
+        self._calls = Recent(CALLS)
+        #: the calls whose key (shapes, dtypes, devices, threads) was not seen before: read and looked up in full
+        self.looked_up = 0
 
     def __repr__(self):
         return f"Derived({self.signature}, derivations={len(self._derivations)}, kernels={len(self._kernels)})"
@@ -171,9 +185,10 @@ class Derived:
         if found is None:
             value_bytes = torch.empty((), dtype=real).element_size()
             disk = stored.store()
+            book = None if disk is None else rulebook()     # (read once: each reading lists the entry points)
             where = None if disk is None else disk.key(self.function, at, memory, depth=self.depth,
-                                                        threads=threads, value_bytes=value_bytes)
-            found = None if disk is None else disk.load(where, self.function)
+                                                        threads=threads, value_bytes=value_bytes, book=book)
+            found = None if disk is None else disk.load(where, self.function, book=book)
             if found is not None:
                 self.recalled += 1
             else:
@@ -243,6 +258,21 @@ class Derived:
             self._kernels[key] = found
         return found
 
+    def call(self, tensors) -> tuple:
+        """``(sizes, real dtype, device, kernel)`` of a call on ``tensors`` (its inputs): read off them and checked
+        (:class:`~napkin_cat.torch.binding.Signature`) and looked up (:meth:`kernel`) once per call key (the
+        module docstring); a call with a key seen before reads the four from :data:`CALLS` kept ones."""
+        key = call_key(tensors)
+        found = None if key is None else self._calls.get(key)
+        if found is None:
+            self.looked_up += 1
+            sizes, real, device = self.signature.sizes(tensors), self.signature.real(tensors), \
+                self.signature.device(tensors)
+            found = (sizes, real, device, self.kernel(sizes, real, device))
+            if key is not None:
+                self._calls.put(key, found)
+        return found
+
     def tables(self, tensors) -> list[torch.Tensor]:
         """The block tables the call's kernel reads on ``tensors`` (its inputs): one int8 tensor per stream loop of
         its plan that skips by a mask from data (:data:`~napkin_cat.algorithms.blockmask.NONE` skipped,
@@ -250,9 +280,7 @@ class Derived:
         kernel's tiles (:meth:`~napkin_cat.codegen.kernel.GeneratedKernel.block_arguments` with ``"data"``);
         none where the kernel reads none.  What a compiled op takes as its ``blocks`` argument: the tiles are chosen
         here, at the call's sizes."""
-        sizes, real, device = self.signature.sizes(tensors), self.signature.real(tensors), \
-            self.signature.device(tensors)
-        k = self.kernel(sizes, real, device)
+        _, _, device, k = self.call(tensors)
         if not k.printer.block_tables:
             return []
         tensors = self.signature.exact(tensors)
@@ -264,11 +292,9 @@ class Derived:
         ``blocks``: the kernel's block tables (:meth:`tables`; checked against the data, which costs a digest of
         the ids where they are the tables derived for these data); None or empty: derived here where the kernel
         reads tables."""
-        sizes, real, device = self.signature.sizes(tensors), self.signature.real(tensors), \
-            self.signature.device(tensors)
+        sizes, real, device, k = self.call(tensors)
         tensors = self.signature.exact(tensors)
         self.ranges.check(tensors, sizes, self.what)
-        k = self.kernel(sizes, real, device)
         blocks = list(blocks or ())
         if blocks and len(blocks) != len(k.printer.block_tables):
             raise BlockMaskError(f"{self.what}: its {k.backend} kernel at these sizes reads "
@@ -288,6 +314,22 @@ class Derived:
             ys = k(*xs, **mask)
         ys = list(ys) if isinstance(ys, (tuple, list)) else [ys]
         return [y.to(t) for y, t in zip(ys, self.signature.dtypes(real))]
+
+
+def call_key(tensors) -> tuple | None:
+    """What a call's sizes, real dtype, device and kernel depend on beside its op's options: each tensor's shape,
+    dtype and device, and torch's thread count (a CPU model derives for it); None where an input is not a tensor
+    of int sizes (the call is read in full, and refused there by name).
+
+    >>> call_key([torch.ones(2, 3), torch.ones(3, dtype=torch.float64)])[0]
+    (((2, 3), torch.float32, device(type='cpu')), ((3,), torch.float64, device(type='cpu')))
+    """
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        return None
+    shapes = [tuple(t.shape) for t in tensors]
+    if not all(type(n) is int for shape in shapes for n in shape):
+        return None
+    return tuple((s, t.dtype, t.device) for s, t in zip(shapes, tensors)), torch.get_num_threads()
 
 
 def interpreted() -> bool:

@@ -62,6 +62,12 @@ def copies(tmp_path_factory):
     return {p: base / p for p in PACKAGES}
 
 
+@pytest.fixture(scope="module")
+def facts_folder(tmp_path_factory):
+    """A cache folder of this module's own (the files' facts parsed once for its tests)."""
+    return tmp_path_factory.mktemp("cache")
+
+
 def key(roots) -> str:
     return searched_code.code_hash(searched_code.code_run(entries_of(rulebook()), roots), roots)
 
@@ -99,3 +105,43 @@ def test_a_process_whose_files_are_unchanged_parses_none_of_them(tmp_path, monke
     monkeypatch.setattr(searched_code.ast, "parse", lambda *a, **k: pytest.fail("parsed again"))
     assert searched_code.code_fingerprint(entries) == first
     searched_code.code_fingerprint.cache_clear()
+
+
+@pytest.mark.parametrize("path, old, new, kept", [
+    ("napkin_cat/search/paths.py", "\nimport math\n", "\nimport math\nEDITED = 1\n", False),
+    ("rewrites/softmax.py", "\nimport", "\nEDITED = 1\nimport", False),
+    ("napkin_cat/search/paths.py", '"""Kernel splits as', '"""Kernel splits (edited) as', True),
+])
+def test_a_tree_seen_before_is_read_as_bytes_and_any_edit_is_seen(copies, facts_folder, monkeypatch, path, old, new,
+                                                                  kept):
+    """The code hash kept by tree digest (a process that saw these files reads their bytes and parses none) is the
+    one the closure gives afresh, before and after an edit of a copy of the packages (the second route:
+    :func:`key`, every file parsed); an edit of code in the closure changes it, a docstring or a file outside
+    keeps it.  Mutation caught: the tree digest of the files' paths without their bytes (the edit is not seen)."""
+    monkeypatch.setenv("NAPKIN_CACHE", str(facts_folder))
+    entries = entries_of(rulebook())
+
+    def fresh_process():
+        monkeypatch.setattr(searched_code, "MEMO", {})
+        searched_code.load_memo()
+
+    fresh_process()
+    before = searched_code.tree_code_hash(entries, copies)
+    searched_code.keep_memo()
+    fresh_process()
+    with monkeypatch.context() as m:
+        m.setattr(searched_code.ast, "parse", lambda *a, **k: pytest.fail("parsed again"))
+        assert searched_code.tree_code_hash(entries, copies) == before
+    file = copies[path.split("/")[0]].parent / path
+    text = file.read_text()
+    file.write_text(text.replace(old, new, 1))
+    try:
+        fresh_process()
+        after = searched_code.tree_code_hash(entries, copies)
+        monkeypatch.setattr(searched_code, "MEMO", {})
+        assert after == key(copies)
+        assert (after == before) is kept
+    finally:
+        file.write_text(text)
+    fresh_process()
+    assert searched_code.tree_code_hash(entries, copies) == before
