@@ -24,8 +24,8 @@ import sympy
 
 from napkin_cat.cost.lagrange import remembered
 from napkin_cat.cost.maxima import column_max
-from napkin_cat.cost.optimum import Optimum, power_terms
-from napkin_cat.cost.tiling import tiled_streams
+from napkin_cat.cost.optimum import Optimum, optimal, power_terms
+from napkin_cat.cost.tiling import program
 from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.search.bounds import lower_bound
 from napkin_cat.search.results import Derivation, Regime
@@ -53,35 +53,102 @@ def reference_sizes(diagram) -> dict:
 
 
 class Candidate:
-    """A winning algorithm: its closed form ``H`` in ``M`` and its smallest memory ``smallest``."""
+    """A winning algorithm: its closed form ``H`` in ``M`` and its smallest memory ``smallest``.
 
-    def __init__(self, made, M, sizes, env):
-        self.made = made
-        parts = made.symbolic_parts(M)
+    ``whole``: per kernel, the tiles (the block's names) set to their axes (:func:`clamped_candidates`);
+    ``smallest``: where such a form starts to hold (its parent's :attr:`until`).  ``until``: the memory where the
+    first tile that still grows with ``M`` reaches its axis at the reference sizes (``oo`` if none does);
+    ``reaching``: that tile per kernel."""
+
+    def __init__(self, made, M, sizes, env, ref, whole=None, smallest=None, note=None):
+        self.made, self.whole, self.note = made, whole or [() for _ in made.parts], note
+        parts = _parts(made, M, self.whole)
         self.H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env))
         self.tiles = {}
         for _, t in parts:
             self.tiles.update({k: sympy.sympify(v).subs(env) for k, v in t.items()})
-        self.smallest = sympy.sympify(column_max(made.smallest(sizes), exact=False)).subs(env)
-        self.until = _until(made.parts, parts, M, env)
+        self.smallest = smallest if smallest is not None else \
+            sympy.sympify(column_max(made.smallest(sizes), exact=False)).subs(env)
+        self.until, self.reaching = _until(made.parts, parts, self.whole, M, env, ref)
 
 
-def _until(curves, parts, M, env):
-    """The memory past which a stream that is a tile (:func:`~napkin_cat.cost.tiling.tiled_streams`) would exceed
-    its axis in the large-M form (its form no longer describes an algorithm), or ``oo``.  ``curves``: per kernel
-    its block's curve and the renaming of its tiles to the kernel's (``made.parts``)."""
-    limits = []
-    for (curve, names), (_, tiles) in zip(curves, parts):
-        for axis, size, full in tiled_streams(curve.cost, curve.level):
-            size, full = names.get(size, size), sympy.sympify(full).xreplace(names) if names else full
-            t = sympy.sympify(tiles.get(size, 1)).subs(env)
+def _parts(made, M, whole):
+    """Per kernel ``(H*, tiles)`` in the large-M form, the tiles of ``whole[k]`` set to their axes."""
+    if not any(whole):
+        return made.symbolic_parts(M)
+    out = []
+    for (curve, names), fixed, (h, t) in zip(made.parts, whole, made.symbolic_parts(M)):
+        if fixed:
+            o = optimal(curve.cost, memory=M, level=curve.level, exact=False, whole=fixed)
+            if o.H is None:
+                raise NapkinError(f"no closed large-M form with {list(map(str, fixed))} whole: {o.notes}")
+            h = o.H.xreplace(names) if names else o.H
+            t = {names.get(k, k): (sympy.sympify(v).xreplace(names) if names else v) for k, v in o.sizes.items()}
+        out.append((h, t))
+    return out
+
+
+def _until(curves, parts, whole, M, env, ref):
+    """``(M_u, reaching)``: the memory past which a tile of some kernel's program (a group's tile or a stream that
+    is a tile, :func:`~napkin_cat.cost.tiling.program`) would exceed its axis in the large-M form (its form no longer
+    describes an algorithm), the first at the reference sizes ``ref``, or ``oo``; ``reaching``: per kernel, the
+    tiles (the block's names) that reach their axes there.  ``curves``: per kernel its block's curve and the
+    renaming of its tiles to the kernel's (``made.parts``)."""
+    found = []    # (value at ref, root, kernel, tile)
+    for k, ((curve, names), (_, tiles), fixed) in enumerate(zip(curves, parts, whole)):
+        if not curve.grouped:
+            continue
+        prog = program(curve.cost, curve.level)
+        done = {str(w) for w in fixed}
+        for tile, full in zip(prog.tiles, prog.fulls):
+            if str(tile) in done or full == sympy.oo:
+                continue
+            t = sympy.sympify(tiles.get(names.get(tile, tile), 1)).subs(env)
             if not t.has(M):
                 continue
-            roots = [r for r in sympy.solve(sympy.Eq(t, sympy.sympify(full).subs(env)), M)
-                     if r.is_positive is not False]
-            if roots:
-                limits.append(roots[0])
-    return sympy.Min(*limits) if limits else sympy.oo
+            n = (sympy.sympify(full).xreplace(names) if names else sympy.sympify(full)).subs(env)
+            for r in sympy.solve(sympy.Eq(t, n), M):
+                try:
+                    v = complex(sympy.sympify(r).subs(ref).evalf())
+                except (TypeError, ValueError):
+                    continue
+                if abs(v.imag) <= 1e-9 * max(1.0, abs(v.real)) and v.real > 0:
+                    found.append((v.real, r, k, tile))
+                    break
+    if not found:
+        return sympy.oo, None
+    first = min(v for v, *_ in found)
+    reaching = [() for _ in curves]
+    root = None
+    for v, r, k, tile in found:
+        if v <= first * (1 + 1e-9):
+            reaching[k] += (tile,)
+            root = r if root is None else root
+    return root, reaching
+
+
+def clamped_candidates(cand, M, sizes, env, ref):
+    """The forms that follow ``cand`` past its :attr:`~Candidate.until`: the tiles that reach their axes there set
+    whole, the others at their own large-M form (every tile whole: a constant ``H``), each holding from where the
+    one before it stops; a form whose own next tile is already past its axis where it starts is passed over."""
+    out, c = [], cand
+    while c.until != sympy.oo:
+        whole = [tuple(f) + tuple(r) for f, r in zip(c.whole, c.reaching)]
+        start = c.until
+        at = _float(start, ref)
+        before = c.H.subs(ref).subs(M, at)
+        nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start)
+        after = nxt.H.subs(ref).subs(M, at)
+        if abs(float(after - before)) > 1e-9 * max(1.0, abs(float(before))):
+            nxt.note = (f"H jumps from {float(before):.6g} to {float(after):.6g} at M = {start} (at the reference "
+                        f"sizes) where {', '.join(str(t) for r in c.reaching for t in r)} reaches its axis: the "
+                        f"large-M forms on either side keep different leading memory terms")
+        while nxt.until != sympy.oo and _float(nxt.until, ref) <= at * (1 + 1e-12):
+            whole = [tuple(f) + tuple(r) for f, r in zip(nxt.whole, nxt.reaching)]
+            nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, note=nxt.note)
+        out.append(nxt)
+        c = nxt
+    return out
 
 
 def _float(expr, env) -> float:
@@ -206,6 +273,7 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
         raise NapkinError(f"reference= must give every axis of the diagram; missing {missing}")
     ref = Sizes(ref_sizes).env
     ref[M] = M
+    ref_env = {k: v for k, v in ref.items() if k != M}
     best = select(forms, search, ref_sizes, GRID, roles=tuple(book.roles))
     makers, cands, seen = Makers(), [], {}
     for b in best:
@@ -216,13 +284,13 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
             seen[id(made)] = len(cands)
             try:
                 with remembered(search.closed):    # steps alike across the candidates' programs worked out once
-                    cands.append(Candidate(made, M, sizes or {}, env))
+                    cand = Candidate(made, M, sizes or {}, env, ref_env)
+                    cands += [cand] + clamped_candidates(cand, M, sizes or {}, env, ref_env)
             except NapkinError:     # a winner at some reference memory with no closed large-M form (a masked
                 continue            # kernel's trips can grow with its tile): the envelope is made of the others
     if not cands:
         raise MemoryLimitError(f"no algorithm for this diagram fits level {level} with any memory up to 2^40 at "
                                f"the reference sizes {ref_sizes}")
-    ref_env = {k: v for k, v in ref.items() if k != M}
     pieces = envelope(cands, M, ref_env)
     bound = lower_bound(diagram, M)
     bexpr = bound.H.subs(env) if bound.structural else None
@@ -230,6 +298,12 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
     for w, lower, upper, note in pieces:
         c = cands[w]
         notes = ["sum of each kernel's large-M optimum (the paper's memory model)"] + ([note] if note else [])
+        if any(c.whole):
+            notes.append("past the memory where their large-M forms reach their axes, these tiles are whole: "
+                         + ", ".join(f"{t} = {c.tiles.get(t)}" for t in dict.fromkeys(
+                             names.get(w, w) for (_, names), ws in zip(c.made.parts, c.whole) for w in ws)))
+        if c.note:
+            notes.append(c.note)
         if c.made.cost.estimated:
             notes.append("a masked stream's running trips are the symbolic estimate (napkin_cat.cost.trips: exact "
                          "where each band lies inside its axis and the slices line up; a union counts every trip); "
