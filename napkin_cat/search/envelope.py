@@ -107,7 +107,7 @@ def _until(curves, parts, whole, M, env, ref):
             if not t.has(M):
                 continue
             n = (sympy.sympify(full).xreplace(names) if names else sympy.sympify(full)).subs(env)
-            for r in sympy.solve(sympy.Eq(t, n), M):
+            for r in _reaches(t, n, M):
                 try:
                     v = complex(sympy.sympify(r).subs(ref).evalf())
                 except (TypeError, ValueError):
@@ -125,6 +125,19 @@ def _until(curves, parts, whole, M, env, ref):
             reaching[k] += (tile,)
             root = r if root is None else root
     return root, reaching
+
+
+def _reaches(t, n, M) -> list:
+    """The memories where the tile ``t(M)`` equals its axis ``n``: ``(n/α)^(1/β)`` when ``t = α M^β`` (the large-M
+    form's tiles are such monomials), else sympy's roots."""
+    try:
+        terms = power_terms(t, M)
+    except NapkinError:
+        terms = None
+    if terms is not None and len(terms) == 1 and terms[0][1] < 0:
+        alpha, beta = terms[0]
+        return [(n / alpha) ** (1 / -beta)]
+    return sympy.solve(sympy.Eq(t, n), M)
 
 
 def clamped_candidates(cand, M, sizes, env, ref):
