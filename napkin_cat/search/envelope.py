@@ -10,9 +10,15 @@
    an interval ends where the next winner starts to fit (its smallest memory) or where the two closed
    forms cross.  A crossing ``H_A(M) = H_B(M)`` is solved symbolically: with ``u = M^{1/L}`` (``L`` the
    common denominator of the exponents) it is a polynomial in ``u``, whose positive root that matches
-   the reference crossing is the breakpoint, in the sizes (``d``, ``q``, ``x`` for attention).  A candidate
-   whose stream is a tile (a 2-D loop) holds only up to the memory where that stream's large-M size reaches its
-   axis; past it, it wins only where no other candidate holds.
+   the reference crossing is the breakpoint, in the sizes (``d``, ``q``, ``x`` for attention).
+4. **Within the axes.** A form holds only up to the memory where one of its tiles (a group's, or a stream that is
+   a tile) reaches its axis (``g_c = √M`` reaches ``c`` at ``M = c²``); past it the same algorithm with that tile
+   whole is the next candidate (:func:`clamped_candidates`: its own large-M form in the other tiles,
+   :func:`~napkin_cat.cost.optimum.clamped`; a constant once every tile is whole), so ``H`` never falls below
+   reading the inputs and writing the outputs once (matmul: ``ac + 2abc/√M`` up to ``c²``, ``ab + ac + abc²/M`` up
+   to ``ac``, then ``ab + ac + bc``).  The two forms agree where the tile reaches its axis when the leading memory
+   terms stay the same; where not, the piece's notes say how far ``H`` jumps there.  A candidate past the memory
+   where it stops holding wins only where no other candidate holds.
 
 The result is ``Piecewise((nan, M < smallest), (H₁, M < b₁), …, (H_k, True))``: ``nan`` where nothing fits.
 """
