@@ -24,6 +24,8 @@ The result is ``Piecewise((nan, M < smallest), (H₁, M < b₁), …, (H_k, True
 """
 from __future__ import annotations
 
+import functools
+
 import math
 
 import sympy
@@ -118,7 +120,7 @@ def _until(curves, parts, whole, M, env, ref):
                     v = complex(sympy.sympify(r).subs(ref).evalf())
                 except (TypeError, ValueError):
                     continue
-                if abs(v.imag) <= 1e-9 * max(1.0, abs(v.real)) and v.real > 0:
+                if abs(v.imag) <= 1e-9 * max(1.0, abs(v.real)) and v.real > 0 and _meets(t, n, M, v.real, ref):
                     found.append((v.real, r, k, tile))
                     break
     if not found:
@@ -133,6 +135,16 @@ def _until(curves, parts, whole, M, env, ref):
     return root, reaching
 
 
+def _meets(t, n, M, m: float, ref) -> bool:
+    """Whether the tile ``t`` equals its axis ``n`` at ``M = m`` at the reference sizes (a root of
+    ``α M^-β + c = n`` taken through a power is one only where ``n − c`` has α's sign)."""
+    try:
+        tv, nv = complex(sympy.sympify(t).subs(ref).subs(M, m)), complex(sympy.sympify(n).subs(ref))
+    except (TypeError, ValueError):
+        return False
+    return abs(tv - nv) <= 1e-6 * max(1.0, abs(nv))
+
+
 def _reaches(t, n, M) -> list:
     """The memories where the tile ``t(M)`` equals its axis ``n``: ``(n/α)^(1/β)`` when ``t = α M^β`` (the large-M
     form's tiles are such monomials), else sympy's roots."""
@@ -140,10 +152,19 @@ def _reaches(t, n, M) -> list:
         terms = power_terms(t, M)
     except NapkinError:
         terms = None
-    if terms is not None and len(terms) == 1 and terms[0][1] < 0:
-        alpha, beta = terms[0]
-        return [(n / alpha) ** (1 / -beta)]
-    return sympy.solve(sympy.Eq(t, n), M)
+    if terms is not None:
+        growing = [(a, b) for a, b in terms if b != 0]
+        if len(growing) == 1 and growing[0][1] < 0:      # t = α M^-β + c: one root (checked by the caller)
+            (alpha, beta), c = growing[0], sum((a for a, b in terms if b == 0), sympy.Integer(0))
+            return [((n - c) / alpha) ** (1 / -beta)]
+    return list(_solved(t, n, M))
+
+
+@functools.lru_cache(maxsize=1024)
+def _solved(t, n, M) -> tuple:
+    """sympy's roots of ``t = n`` in ``M`` (sympy expressions are values: the same equation is met once per kernel
+    shape that recurs across candidates)."""
+    return tuple(sympy.solve(sympy.Eq(t, n), M))
 
 
 def clamped_candidates(cand, M, sizes, env, ref):
