@@ -162,7 +162,7 @@ def _dominant(columns, tiles):
 
 @counts_kept()
 def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = None,
-            candidates: dict | None = None, exact: bool = True) -> Optimum:
+            candidates: dict | None = None, exact: bool = True, whole=()) -> Optimum:
     """Optimal tile sizes and transfers at ``level`` under ``memory`` (a symbol name, an expression or a number).
 
     ``streams``: the stream sizes (default 1, the paper's choice: no extra transfers, least memory).
@@ -176,6 +176,8 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
     is None), which is the slow part.  A cost whose every axis is a number (``nc.substitute``), at a number for
     ``memory``, is searched as with ``sizes={}`` (its tiles whole numbers 1 … their axes) unless ``exact=False``
     asks for the large-M form.
+    ``whole``: tiles (symbols or names) set to their axis sizes, the program over the other tiles
+    (:func:`clamped`): the large-M form past the memory where those tiles' own forms reach their axes.
     """
     level = as_level(level, least=1, what="the level of the optimum")
     if level not in c.H:
@@ -190,7 +192,10 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
         legal = cost_names(c)     # a kernel's cost is optimised with its algorithm's sizes: keep the kernel's
         sizes = Sizes({k: v for k, v in as_sizes(sizes).items() if k in legal})
         streams = _streams_with_sizes(c, streams, sizes, level)
-    prog = program(c, level, streams)
+    if whole and sizes is not None:
+        raise NapkinError(f"whole={list(map(str, whole))} sets tiles to their axes in the symbolic large-M form; at "
+                          f"concrete sizes= the integer search already tries every tile up to its axis")
+    prog = clamped(program(c, level, streams), whole)
     if sizes is not None:
         legal = tuple(sorted((str(k), tuple(sorted(set(v)))) for k, v in (candidates or {}).items()))
         o = _integer_optimum(prog, M, level, tuple(sorted(sizes.items())), legal, counted(c, prog, level, sizes))
@@ -231,6 +236,42 @@ def _streams_with_sizes(c, streams, sizes: dict, level: int = 1):
                                   f"streams={{'{n}': {streams[n]}}}; give it once")
             out[n] = sizes[n]
     return out
+
+
+def clamped(prog: TilingProgram, whole) -> TilingProgram:
+    """``prog`` with each tile of ``whole`` (symbols or names) set to its axis size: ``H``, the columns and what each
+    group holds read at ``g = n``, the tile moved to ``fixed`` (so an optimum's ``sizes`` report it), the program
+    over the other tiles.  A tile's large-M form ``g(M)`` describes an algorithm only while ``g(M) ≤ n``; past it
+    the tile is whole and this is the program that remains (every tile whole: a constant ``H``).
+
+    >>> import napkin_cat as nc
+    >>> mm = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
+    >>> p = clamped(program(nc.cost(mm), 1), ["g_c"])
+    >>> p.tiles, p.H
+    ((g_a,), a*b*c/g_a + a*b + a*c)
+    >>> clamped(p, ["g_a"]).H
+    a*b + a*c + b*c
+    """
+    names = {str(w) for w in whole}
+    if not names:
+        return prog
+    unknown = sorted(names - {str(t) for t in prog.tiles})
+    if unknown:
+        raise NapkinError(f"whole={unknown}: not tiles of this program; its tiles are {[str(t) for t in prog.tiles]}")
+    at = {t: n for t, n in zip(prog.tiles, prog.fulls) if str(t) in names}
+    infinite = [str(t) for t, n in at.items() if n == sympy.oo]
+    if infinite:
+        raise NapkinError(f"whole={infinite}: these tiles have no axis size to be set to")
+    keep = [i for i, t in enumerate(prog.tiles) if t not in at]
+    cols = []
+    for col in prog.columns:
+        col = sympy.expand(sympy.sympify(col).xreplace(at))
+        if col not in cols:
+            cols.append(col)
+    return TilingProgram(sympy.expand(sympy.sympify(prog.H).xreplace(at)), tuple(cols),
+                         tuple(prog.tiles[i] for i in keep), tuple(prog.axes[i] for i in keep),
+                         tuple(prog.fulls[i] for i in keep), tuple(prog.fixed) + tuple(at.items()),
+                         tuple(sympy.expand(k.xreplace(at)) for k in prog.held))
 
 
 def _paper_memory(prog: TilingProgram, columns, free, at_one) -> list:

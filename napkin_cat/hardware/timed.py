@@ -404,6 +404,12 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
             timings.append((t, H, tuple(-v for v in tiles.values()), label, regime, tiles, kts))
     if not timings and refused is not None and n_refused == len(structures):
         raise refused            # no structure has legal tiles on this GPU: say why, not that none fits
+    if not timings and isinstance(refused, HardwareError):   # some structures have no legal tile at these sizes:
+        why = "; ".join(list(refusals.values())[:3]) if refusals else "no structure had legal tiles"   # that first
+        raise MemoryLimitError(f"no tile assignment of any derived algorithm fits the {gpu.name} at sizes {sizes}: "
+                               f"{n_refused} of the {len(structures)} structures derived have no legal tile "
+                               f"({refused}); the others exceed its {gpu.smem_per_block} B of shared memory per "
+                               f"thread block or its registers, for example: {why}") from refused
     if not timings:
         why = "; ".join(list(refusals.values())[:3]) if refusals else "no structure had legal tiles"
         raise MemoryLimitError(f"no tile assignment of any derived algorithm fits the {gpu.name} at sizes {sizes} "

@@ -10,13 +10,21 @@
    an interval ends where the next winner starts to fit (its smallest memory) or where the two closed
    forms cross.  A crossing ``H_A(M) = H_B(M)`` is solved symbolically: with ``u = M^{1/L}`` (``L`` the
    common denominator of the exponents) it is a polynomial in ``u``, whose positive root that matches
-   the reference crossing is the breakpoint, in the sizes (``d``, ``q``, ``x`` for attention).  A candidate
-   whose stream is a tile (a 2-D loop) holds only up to the memory where that stream's large-M size reaches its
-   axis; past it, it wins only where no other candidate holds.
+   the reference crossing is the breakpoint, in the sizes (``d``, ``q``, ``x`` for attention).
+4. **Within the axes.** A form holds only up to the memory where one of its tiles (a group's, or a stream that is
+   a tile) reaches its axis (``g_c = √M`` reaches ``c`` at ``M = c²``); past it the same algorithm with that tile
+   whole is the next candidate (:func:`clamped_candidates`: its own large-M form in the other tiles,
+   :func:`~napkin_cat.cost.optimum.clamped`; a constant once every tile is whole), so ``H`` never falls below
+   reading the inputs and writing the outputs once (matmul: ``ac + 2abc/√M`` up to ``c²``, ``ab + ac + abc²/M`` up
+   to ``ac``, then ``ab + ac + bc``).  The two forms agree where the tile reaches its axis when the leading memory
+   terms stay the same; where not, the piece's notes say how far ``H`` jumps there.  A candidate past the memory
+   where it stops holding wins only where no other candidate holds.
 
 The result is ``Piecewise((nan, M < smallest), (H₁, M < b₁), …, (H_k, True))``: ``nan`` where nothing fits.
 """
 from __future__ import annotations
+
+import functools
 
 import math
 
@@ -24,8 +32,8 @@ import sympy
 
 from napkin_cat.cost.lagrange import remembered
 from napkin_cat.cost.maxima import column_max
-from napkin_cat.cost.optimum import Optimum, power_terms
-from napkin_cat.cost.tiling import tiled_streams
+from napkin_cat.cost.optimum import Optimum, optimal, power_terms
+from napkin_cat.cost.tiling import program
 from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.search.bounds import lower_bound
 from napkin_cat.search.results import Derivation, Regime
@@ -53,35 +61,134 @@ def reference_sizes(diagram) -> dict:
 
 
 class Candidate:
-    """A winning algorithm: its closed form ``H`` in ``M`` and its smallest memory ``smallest``."""
+    """A winning algorithm: its closed form ``H`` in ``M`` and its smallest memory ``smallest``.
 
-    def __init__(self, made, M, sizes, env):
-        self.made = made
-        parts = made.symbolic_parts(M)
+    ``whole``: per kernel, the tiles (the block's names) set to their axes (:func:`clamped_candidates`);
+    ``smallest``: where such a form starts to hold (its parent's :attr:`until`).  ``until``: the memory where the
+    first tile that still grows with ``M`` reaches its axis at the reference sizes (``oo`` if none does);
+    ``reaching``: that tile per kernel."""
+
+    def __init__(self, made, M, sizes, env, ref, whole=None, smallest=None, note=None):
+        self.made, self.whole, self.note = made, whole or [() for _ in made.parts], note
+        parts = _parts(made, M, self.whole)
         self.H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env))
         self.tiles = {}
         for _, t in parts:
             self.tiles.update({k: sympy.sympify(v).subs(env) for k, v in t.items()})
-        self.smallest = sympy.sympify(column_max(made.smallest(sizes), exact=False)).subs(env)
-        self.until = _until(made.parts, parts, M, env)
+        self.smallest = smallest if smallest is not None else \
+            sympy.sympify(column_max(made.smallest(sizes), exact=False)).subs(env)
+        self.until, self.reaching = _until(made.parts, parts, self.whole, M, env, ref)
 
 
-def _until(curves, parts, M, env):
-    """The memory past which a stream that is a tile (:func:`~napkin_cat.cost.tiling.tiled_streams`) would exceed
-    its axis in the large-M form (its form no longer describes an algorithm), or ``oo``.  ``curves``: per kernel
-    its block's curve and the renaming of its tiles to the kernel's (``made.parts``)."""
-    limits = []
-    for (curve, names), (_, tiles) in zip(curves, parts):
-        for axis, size, full in tiled_streams(curve.cost, curve.level):
-            size, full = names.get(size, size), sympy.sympify(full).xreplace(names) if names else full
-            t = sympy.sympify(tiles.get(size, 1)).subs(env)
+def _parts(made, M, whole):
+    """Per kernel ``(H*, tiles)`` in the large-M form, the tiles of ``whole[k]`` set to their axes."""
+    if not any(whole):
+        return made.symbolic_parts(M)
+    out = []
+    for (curve, names), fixed, (h, t) in zip(made.parts, whole, made.symbolic_parts(M)):
+        if fixed:
+            o = optimal(curve.cost, memory=M, level=curve.level, exact=False, whole=fixed)
+            if o.H is None:
+                raise NapkinError(f"no closed large-M form with {list(map(str, fixed))} whole: {o.notes}")
+            h = o.H.xreplace(names) if names else o.H
+            t = {names.get(k, k): (sympy.sympify(v).xreplace(names) if names else v) for k, v in o.sizes.items()}
+        out.append((h, t))
+    return out
+
+
+def _until(curves, parts, whole, M, env, ref):
+    """``(M_u, reaching)``: the memory past which a tile of some kernel's program (a group's tile or a stream that
+    is a tile, :func:`~napkin_cat.cost.tiling.program`) would exceed its axis in the large-M form (its form no longer
+    describes an algorithm), the first at the reference sizes ``ref``, or ``oo``; ``reaching``: per kernel, the
+    tiles (the block's names) that reach their axes there.  ``curves``: per kernel its block's curve and the
+    renaming of its tiles to the kernel's (``made.parts``)."""
+    found = []    # (value at ref, root, kernel, tile)
+    for k, ((curve, names), (_, tiles), fixed) in enumerate(zip(curves, parts, whole)):
+        if not curve.grouped:
+            continue
+        prog = program(curve.cost, curve.level)
+        done = {str(w) for w in fixed}
+        for tile, full in zip(prog.tiles, prog.fulls):
+            if str(tile) in done or full == sympy.oo:
+                continue
+            t = sympy.sympify(tiles.get(names.get(tile, tile), 1)).subs(env)
             if not t.has(M):
                 continue
-            roots = [r for r in sympy.solve(sympy.Eq(t, sympy.sympify(full).subs(env)), M)
-                     if r.is_positive is not False]
-            if roots:
-                limits.append(roots[0])
-    return sympy.Min(*limits) if limits else sympy.oo
+            n = (sympy.sympify(full).xreplace(names) if names else sympy.sympify(full)).subs(env)
+            for r in _reaches(t, n, M):
+                try:
+                    v = complex(sympy.sympify(r).subs(ref).evalf())
+                except (TypeError, ValueError):
+                    continue
+                if abs(v.imag) <= 1e-9 * max(1.0, abs(v.real)) and v.real > 0 and _meets(t, n, M, v.real, ref):
+                    found.append((v.real, r, k, tile))
+                    break
+    if not found:
+        return sympy.oo, None
+    first = min(v for v, *_ in found)
+    reaching = [() for _ in curves]
+    root = None
+    for v, r, k, tile in found:
+        if v <= first * (1 + 1e-9):
+            reaching[k] += (tile,)
+            root = r if root is None else root
+    return root, reaching
+
+
+def _meets(t, n, M, m: float, ref) -> bool:
+    """Whether the tile ``t`` equals its axis ``n`` at ``M = m`` at the reference sizes (a root of
+    ``α M^-β + c = n`` taken through a power is one only where ``n − c`` has α's sign)."""
+    try:
+        tv, nv = complex(sympy.sympify(t).subs(ref).subs(M, m)), complex(sympy.sympify(n).subs(ref))
+    except (TypeError, ValueError):
+        return False
+    return abs(tv - nv) <= 1e-6 * max(1.0, abs(nv))
+
+
+def _reaches(t, n, M) -> list:
+    """The memories where the tile ``t(M)`` equals its axis ``n``: ``(n/α)^(1/β)`` when ``t = α M^β`` (the large-M
+    form's tiles are such monomials), else sympy's roots."""
+    try:
+        terms = power_terms(t, M)
+    except NapkinError:
+        terms = None
+    if terms is not None:
+        growing = [(a, b) for a, b in terms if b != 0]
+        if len(growing) == 1 and growing[0][1] < 0:      # t = α M^-β + c: one root (checked by the caller)
+            (alpha, beta), c = growing[0], sum((a for a, b in terms if b == 0), sympy.Integer(0))
+            return [((n - c) / alpha) ** (1 / -beta)]
+    return list(_solved(t, n, M))
+
+
+@functools.lru_cache(maxsize=1024)
+def _solved(t, n, M) -> tuple:
+    """sympy's roots of ``t = n`` in ``M`` (sympy expressions are values: the same equation is met once per kernel
+    shape that recurs across candidates)."""
+    return tuple(sympy.solve(sympy.Eq(t, n), M))
+
+
+def clamped_candidates(cand, M, sizes, env, ref):
+    """The forms that follow ``cand`` past its :attr:`~Candidate.until`: the tiles that reach their axes there set
+    whole, the others at their own large-M form (every tile whole: a constant ``H``), each holding from where the
+    one before it stops; a form whose own next tile is already past its axis where it starts is passed over."""
+    out, c = [], cand
+    while c.until != sympy.oo:
+        whole = [tuple(f) + tuple(r) for f, r in zip(c.whole, c.reaching)]
+        start = c.until
+        at = _float(start, ref)
+        before = c.H.subs(ref).subs(M, at)
+        nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start)
+        after = nxt.H.subs(ref).subs(M, at)
+        if abs(float(after - before)) > 1e-9 * max(1.0, abs(float(before))):
+            nxt.note = (f"H jumps from {float(before):.6g} to {float(after):.6g} at M = {start} (at the reference "
+                        f"sizes) where {', '.join(str(t) for r in c.reaching for t in r)} reaches its axis: the "
+                        f"large-M forms on either side keep different leading memory terms")
+        while nxt.until != sympy.oo and _float(nxt.until, ref) <= at * (1 + 1e-12):
+            whole = [tuple(f) + tuple(r) for f, r in zip(nxt.whole, nxt.reaching)]
+            nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, note=nxt.note)
+        out.append(nxt)
+        c = nxt
+    return out
 
 
 def _float(expr, env) -> float:
@@ -206,6 +313,7 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
         raise NapkinError(f"reference= must give every axis of the diagram; missing {missing}")
     ref = Sizes(ref_sizes).env
     ref[M] = M
+    ref_env = {k: v for k, v in ref.items() if k != M}
     best = select(forms, search, ref_sizes, GRID, roles=tuple(book.roles))
     makers, cands, seen = Makers(), [], {}
     for b in best:
@@ -216,13 +324,13 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
             seen[id(made)] = len(cands)
             try:
                 with remembered(search.closed):    # steps alike across the candidates' programs worked out once
-                    cands.append(Candidate(made, M, sizes or {}, env))
+                    cand = Candidate(made, M, sizes or {}, env, ref_env)
+                    cands += [cand] + clamped_candidates(cand, M, sizes or {}, env, ref_env)
             except NapkinError:     # a winner at some reference memory with no closed large-M form (a masked
                 continue            # kernel's trips can grow with its tile): the envelope is made of the others
     if not cands:
         raise MemoryLimitError(f"no algorithm for this diagram fits level {level} with any memory up to 2^40 at "
                                f"the reference sizes {ref_sizes}")
-    ref_env = {k: v for k, v in ref.items() if k != M}
     pieces = envelope(cands, M, ref_env)
     bound = lower_bound(diagram, M)
     bexpr = bound.H.subs(env) if bound.structural else None
@@ -230,6 +338,12 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
     for w, lower, upper, note in pieces:
         c = cands[w]
         notes = ["sum of each kernel's large-M optimum (the paper's memory model)"] + ([note] if note else [])
+        if any(c.whole):
+            notes.append("past the memory where their large-M forms reach their axes, these tiles are whole: "
+                         + ", ".join(f"{t} = {c.tiles.get(t)}" for t in dict.fromkeys(
+                             names.get(w, w) for (_, names), ws in zip(c.made.parts, c.whole) for w in ws)))
+        if c.note:
+            notes.append(c.note)
         if c.made.cost.estimated:
             notes.append("a masked stream's running trips are the symbolic estimate (napkin_cat.cost.trips: exact "
                          "where each band lies inside its axis and the slices line up; a union counts every trip); "

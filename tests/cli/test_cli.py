@@ -89,7 +89,8 @@ def test_derive_searches_a_users_own_diagram(tmp_path, capsys):
 def test_derive_symbolic_prints_the_piecewise_envelope(capsys):
     assert main(["derive", "attention", "--memory", "M"]) == 0
     out = capsys.readouterr().out
-    assert "H* = Piecewise((nan, M < 6)" in out and "2*d*q + 4*d**2*q*x/M, True)" in out
+    assert "H* = Piecewise((nan, M < 6)" in out and "(2*d*q + 4*d**2*q*x/M, M < 2*d*q)" in out
+    assert "(2*d*q + 2*d*x, True)" in out     # past M = 2dq, q whole: Q, K, V read and O written once (issue 35)
 
 
 BAD = [

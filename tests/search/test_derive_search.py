@@ -223,19 +223,22 @@ def test_too_little_memory_names_the_smallest_that_works():
 
 
 def test_symbolic_mode_is_the_piecewise_envelope_with_solved_breakpoints():
-    r = nc.derive(nc.library.attention(), memory="M")
-    assert isinstance(r.H, sympy.Piecewise) and len(r.regimes) == 2
-    small, large = r.regimes
+    at = {d: 128, x: 4096, q: 4096}
+    r = nc.derive(nc.library.attention(), memory="M", reference={str(k): v for k, v in at.items()})
+    assert isinstance(r.H, sympy.Piecewise) and len(r.regimes) >= 2
+    small, large, whole = r.regimes[0], r.regimes[-2], r.regimes[-1]
     assert sympy.expand(large.H - (2 * q * d + 4 * x * q * d ** 2 / M)) == 0        # the paper's FlashAttention
     assert [s.rule for s in large.trace] == [s.rule for s in flash_attention(nc.library.attention()).trace]
+    # past M = 2dq its g_q = M/(2d) would exceed q (issue 35): q whole, Q, K, V read and O written once
+    assert large.upper == whole.lower == 2 * d * q and sympy.expand(whole.H - (2 * d * q + 2 * d * x)) == 0
     assert small.variant.kind == "partly fused"
     assert [beta for _, beta in nc.engine.power_terms(small.H, M)] == [0, sympy.Rational(1, 2)]   # matmul-like
-    b = small.upper
-    assert b == large.lower and b.free_symbols <= {d, x, q}
-    at = {d: 128, x: 4096, q: 4096}
-    point = float(b.subs(at))
-    assert 0.5 * 128 ** 2 < point < 128 ** 2        # fused wins from about 0.69 d² on
-    assert abs(float((small.H - large.H).subs(at).subs(M, point))) < 1e-6 * float(large.H.subs(at).subs(M, point))
+    for before, after in zip(r.regimes, r.regimes[1:]):
+        b = before.upper
+        assert b == after.lower and b.free_symbols <= {d, x, q}
+        point = float(b.subs(at))
+        assert 0 < point <= 128 ** 2 or large.lower.subs(at) <= point      # fused wins from d² at the latest
+        assert abs(float((before.H - after.H).subs(at).subs(M, point))) < 1e-6 * float(after.H.subs(at).subs(M, point))
     assert r.H.subs(M, 1) is sympy.nan                # below every algorithm's smallest memory
 
 

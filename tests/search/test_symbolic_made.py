@@ -21,7 +21,8 @@ def test_only_the_regimes_are_made(monkeypatch):
     monkeypatch.setattr(space, "make", counting)
     r = nc.derive(nc.library.attention(), memory="M")
     assert len(r.candidates) > len(r.regimes) >= 2      # a candidate that wins nowhere exists here
-    assert len(made) == len({str(g.variant) for g in r.regimes}) == len(r.regimes)
+    assert len(made) == len({str(g.variant) for g in r.regimes}) <= len(r.regimes)   # (a form past a tile's axis:
+    #                                                     the same algorithm with that tile whole, issue 35)
     for g in r.regimes:                                  # each regime's algorithm is the one its trace makes
         assert g.trace.replay(r.start) == g.diagram
         assert nc.cost(g.diagram).H == g.cost.H
