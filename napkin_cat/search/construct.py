@@ -65,6 +65,19 @@ def _first_legal(rule, net, wanted, within=None, made=None):
     return next((m for m in rule.lazy_candidates(net, within) if wanted(m) and rule.failure(m, made) is None), None)
 
 
+def _first_in_order(rule, net, wanted, within):
+    """:func:`_first_legal` among ``within``; for a one-node pattern (whose candidates come in the order of their
+    node) by trying its nodes one at a time in the netlist's order, so that a step pays for the nodes before its
+    match, not for every node of ``within`` (a block's kernel formation: linear, not quadratic)."""
+    if len(rule.pattern.variables) != 1:
+        return _first_legal(rule, net, wanted, within)
+    pos = net.position
+    for n in sorted((n for n in within if n in pos), key=pos.__getitem__):
+        if (m := _first_legal(rule, net, wanted, {n})) is not None:
+            return m
+    return None
+
+
 def _shared_closed(net, nid):
     """A folded closed box that ``nid`` reads (itself or through its own closed boxes) through a copy, and the
     copy's port that leads there: ``(box, port)``, or None when every closed value ``nid`` reads is its own."""
@@ -167,7 +180,7 @@ def make(form, graph, path, book, level: int):
         mine = set()
         # 1. every operation of the block its own kernel
         while True:
-            first = _first_legal(kernel_rule, mk.net, lambda m: m.nodes["f"] in ops, ops)
+            first = _first_in_order(kernel_rule, mk.net, lambda m: m.nodes["f"] in ops, ops)
             if first is None:
                 break
             if own is not None and _shared_closed(mk.net, first.nodes["f"]) is not None:
