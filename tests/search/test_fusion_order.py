@@ -51,7 +51,8 @@ def counting(monkeypatch):
     return calls
 
 
-PROGRAMS = [random_program(s, n_ops=n) for s, n in ((1, 5), (4, 7), (7, 6), (12, 7), (19, 5))]
+PROGRAMS = [random_program(s, n_ops=n) for s, n in ((1, 5), (4, 7), (6, 7), (7, 6), (12, 7), (19, 5))] + \
+    [random_program(s, n_ops=6, readers=3) for s in (5, 8)]
 
 
 @pytest.mark.parametrize("p", PROGRAMS, ids=[p.call for p in PROGRAMS])
