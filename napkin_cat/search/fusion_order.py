@@ -7,15 +7,20 @@ among the block's kernels sorted (stably) by their kernels' boxes::
     step = min(legal matches, key=(boxes of its kernels, its place in the rule's candidate order))
 
 Listing every legal match to take the least makes each step cost the whole block (quadratic in all).
-:class:`FusionQueue` keeps the candidates in a heap keyed by ``(boxes, positions of the pattern's nodes)``
-(the candidate order is the order of those positions), and after a step looks again only at the kernels the
-step changed (new, or given another node or position), so a step costs the candidates it touched:
+:class:`FusionQueue` keeps one entry per *placing* (the pattern's nodes) in a heap keyed by ``(boxes, positions of
+the pattern's nodes)`` (the candidate order is the order of those positions), and after a step finds again only the
+placings on nodes the step changed (gone, new, another node, another position), with every node a match rests on
+(its pattern's and those its pattern absorbed, e.g. a fusion's partner), so a step costs the candidates it touched:
 
-* a candidate of unchanged kernels keeps its key (its boxes and positions are its kernels'), and fusion only
-  merges nodes, so a path between two unchanged kernels stays one: a placing that was not convex stays not
-  convex, and the candidates of unchanged kernels are among those already queued;
-* a queued candidate is checked when it reaches the top (the rule's conditions, convexity, on the netlist of
-  now); one that fails waits aside and is queued again after the next step, which may make it legal.
+* a placing whose nodes are unchanged keeps its key, and fusion only merges nodes, so a path between two unchanged
+  nodes stays one: a placing that was not convex stays not convex, and the candidates of unchanged nodes are among
+  those already queued;
+* a queued placing is checked when it reaches the top, on the netlist of now (the rule's conditions, convexity, the
+  nodes its pattern absorbs): one whose match has moved to more boxes is queued again at its key of now; one with no
+  legal match waits aside and is queued again after the next step, which may make it legal.
+
+(Not covered: a match that moves, with none of its nodes changed, to *fewer* boxes (its absorbed partner no longer
+convex, the next one smaller); it is taken when it reaches the top at its older key.)
 
 So the heap pops the same step as the sorted list (tested against it on random programs).
 """
