@@ -246,12 +246,26 @@ def _candidates(pattern: Pattern, net: Netlist, within) -> dict | None:
 
 def find(pattern: Pattern, source, *, rule: str = "", params: dict | None = None, within=None) -> list:
     """All exact, convex matches of ``pattern`` in a diagram (or netlist), in diagram order; ``within`` (node
-    ids) restricts the pattern's nodes to those (what a search building one kernel asks: linear, not a scan)."""
+    ids) restricts the pattern's nodes to those (what a search building one kernel asks: linear, not a scan).
+    The list of :func:`lazy_find`'s matches."""
+    return list(lazy_find(pattern, source, rule=rule, params=params, within=within))
+
+
+def lazy_find(pattern: Pattern, source, *, rule: str = "", params: dict | None = None, within=None):
+    """:func:`find`'s matches one at a time, in the same order: a match's exactness, convexity and boundary are
+    worked out only when it is asked for, so a caller that takes the first match pays for the placings before it,
+    not for all of them (``next(lazy_find(p, d)) == find(p, d)[0]``).
+
+    >>> import napkin_cat as nc
+    >>> d = nc.elementwise("exp", "q") >> nc.elementwise("neg", "q") >> nc.elementwise("exp", "q")
+    >>> p = Pattern({"f": kind("exp")})
+    >>> next(lazy_find(p, d)).key == find(p, d)[0].key, len(find(p, d))
+    (True, 2)
+    """
     net = source if isinstance(source, Netlist) else to_netlist(source)
     candidates = _candidates(pattern, net, within)
     if candidates is None:
-        return []
-    out = []
+        return
     for nodes in _monomorphisms(pattern, net, candidates):
         if pattern.absorb is not None:
             extra = pattern.absorb(net, dict(nodes))
@@ -272,8 +286,46 @@ def find(pattern: Pattern, source, *, rule: str = "", params: dict | None = None
             if bound is None:
                 continue
             m = replace(m, vars=dict(bound))
-        out.append(m)
-    return out
+        yield m
+
+
+def near(net, anchors, rule):
+    """The nodes of ``net`` that a match of ``rule`` touching ``anchors`` can use: those within ``p − 1`` wires of an
+    anchor (either way), ``p`` the pattern's nodes, when its edges join them (a match maps each edge onto a wire,
+    so its nodes lie that close to the one it shares with ``anchors``); None (every node) for a pattern whose
+    edges do not join its nodes.  What a construction step whose match touches a known part asks, so that the
+    pattern is looked for there, not in the whole netlist (nodes a pattern *absorbs* are not restricted by it).
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.rewriting.match import Pattern, kind
+    >>> from napkin_cat.rewriting.rules import Rule
+    >>> d = nc.elementwise("exp", "q") >> nc.elementwise("neg", "q") >> nc.elementwise("exp", "q")
+    >>> net = to_netlist(d)
+    >>> pair = Rule("pair", Pattern({"a": kind("exp"), "b": kind("neg")}, [("a", 0, "b", 0)]), None)
+    >>> [net.nodes[n].name for n in sorted(near(net, {list(net.nodes)[0]}, pair), key=net.position.get)]
+    ['exp', 'neg']
+    >>> near(net, set(), Rule("apart", Pattern({"a": kind("exp"), "b": kind("neg")}), None)) is None
+    True
+    """
+    variables = rule.pattern.variables
+    joined, todo = {variables[0]}, [variables[0]]
+    while todo:
+        v = todo.pop()
+        for e in rule.pattern.edges:
+            for a, b in ((e.src, e.dst), (e.dst, e.src)):
+                if a == v and b not in joined:
+                    joined.add(b)
+                    todo.append(b)
+    if len(joined) != len(variables):
+        return None
+    found, frontier = {a for a in anchors if a in net.nodes}, set(anchors) & net.nodes.keys()
+    for _ in range(len(variables) - 1):
+        step = set()
+        for n in frontier:
+            step.update(net.successors[n], net.predecessors[n])
+        frontier = step - found - {INPUT, OUTPUT}
+        found |= frontier
+    return found
 
 
 def _boundary(net, nodes, chosen, rule, params):

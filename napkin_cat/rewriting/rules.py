@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from napkin_cat.errors import RewriteError
-from napkin_cat.rewriting.match import Match, Pattern, find
+from napkin_cat.rewriting.match import Match, Pattern, lazy_find
 from napkin_cat.rewriting.netlist import Netlist, to_netlist
 from napkin_cat.rewriting.obligation import Obligation
 
@@ -92,18 +92,23 @@ class Rule:
         choices that then coincide are one candidate.  So every candidate has its own
         :attr:`~napkin_cat.rewriting.match.Match.identity`, and the rule fixed at a candidate's parameters
         offers that candidate alone at its position (what a replay relies on)."""
-        found = find(self.pattern, source, rule=self.name, params=dict(self.params), within=within)
+        return list(self.lazy_candidates(source, within))
+
+    def lazy_candidates(self, source, within=None):
+        """:meth:`candidates` one at a time, in the same order (each found when asked for: a caller that takes the
+        first legal one builds no match past it)."""
+        found = lazy_find(self.pattern, source, rule=self.name, params=dict(self.params), within=within)
         if self.choices is None:
-            return found
-        fixed, out = dict(self.params), []
+            yield from found
+            return
+        fixed = dict(self.params)
         for m in found:
             seen = []
             for c in self.choices(m):
                 params = {**m.params, **c, **fixed}
                 if params not in seen:
                     seen.append(params)
-                    out.append(replace(m, params=params))
-        return out
+                    yield replace(m, params=params)
 
     def relocate(self, source, key: tuple, choice: tuple = ()) -> Match:
         """The candidate of :attr:`~napkin_cat.rewriting.match.Match.identity` ``(key, choice)`` in ``source``
@@ -122,7 +127,7 @@ class Rule:
         """
         rule = self.using(**dict(choice)) if choice else self
         key = tuple(map(tuple, key))
-        for m in rule.candidates(source, within={n for _, n in key}):
+        for m in rule.lazy_candidates(source, within={n for _, n in key}):
             if m.key == key and m.choice == rule.params:
                 return m
         where = ", ".join(f"{v}=#{n}" for v, n in key)

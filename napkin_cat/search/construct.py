@@ -26,9 +26,11 @@ from __future__ import annotations
 
 from napkin_cat.errors import ConstructionError, NapkinError
 from napkin_cat.rewriting.closed import folded
-from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist, to_netlist
+from napkin_cat.rewriting.match import near
+from napkin_cat.rewriting.netlist import Netlist, to_netlist
 from napkin_cat.rewriting.trace import Step
 from napkin_cat.search.blocks import bits
+from napkin_cat.search.fusion_order import FusionQueue
 from napkin_cat.search.variants import parts_key
 
 
@@ -58,54 +60,22 @@ def _legal(rule, net, wanted, within=None, made=None):
     return [m for m in rule.candidates(net, within) if wanted(m) and rule.failure(m, made) is None]
 
 
-def _listed_first(rule, net, wanted, within=None):
-    """:func:`_first_legal` as a list (empty or one match)."""
-    first = _first_legal(rule, net, wanted, within)
-    return [] if first is None else [first]
-
-
-def near(net, anchors, rule):
-    """The nodes of ``net`` that a match of ``rule`` touching ``anchors`` can use: those within ``p − 1`` wires of an
-    anchor (either way), ``p`` the pattern's nodes, when its edges join them (a match maps each edge onto a wire,
-    so its nodes lie that close to the one it shares with ``anchors``); None (every node) for a pattern whose
-    edges do not join its nodes.  What a construction step whose match touches a known part asks, so that the
-    pattern is looked for there, not in the whole netlist (nodes a pattern *absorbs* are not restricted by it).
-
-    >>> import napkin_cat as nc
-    >>> from napkin_cat.rewriting.match import Pattern, kind
-    >>> from napkin_cat.rewriting.rules import Rule
-    >>> d = nc.elementwise("exp", "q") >> nc.elementwise("neg", "q") >> nc.elementwise("exp", "q")
-    >>> net = to_netlist(d)
-    >>> pair = Rule("pair", Pattern({"a": kind("exp"), "b": kind("neg")}, [("a", 0, "b", 0)]), None)
-    >>> [net.nodes[n].name for n in sorted(near(net, {list(net.nodes)[0]}, pair), key=net.position.get)]
-    ['exp', 'neg']
-    >>> near(net, set(), Rule("apart", Pattern({"a": kind("exp"), "b": kind("neg")}), None)) is None
-    True
-    """
-    variables = rule.pattern.variables
-    joined, todo = {variables[0]}, [variables[0]]
-    while todo:
-        v = todo.pop()
-        for e in rule.pattern.edges:
-            for a, b in ((e.src, e.dst), (e.dst, e.src)):
-                if a == v and b not in joined:
-                    joined.add(b)
-                    todo.append(b)
-    if len(joined) != len(variables):
-        return None
-    found, frontier = {a for a in anchors if a in net.nodes}, set(anchors) & net.nodes.keys()
-    for _ in range(len(variables) - 1):
-        step = set()
-        for n in frontier:
-            step.update(net.successors[n], net.predecessors[n])
-        frontier = step - found - {INPUT, OUTPUT}
-        found |= frontier
-    return found
-
-
 def _first_legal(rule, net, wanted, within=None, made=None):
     """The first of :func:`_legal`'s matches (side conditions checked up to it, not past), or None."""
-    return next((m for m in rule.candidates(net, within) if wanted(m) and rule.failure(m, made) is None), None)
+    return next((m for m in rule.lazy_candidates(net, within) if wanted(m) and rule.failure(m, made) is None), None)
+
+
+def _first_in_order(rule, net, wanted, within):
+    """:func:`_first_legal` among ``within``; for a one-node pattern (whose candidates come in the order of their
+    node) by trying its nodes one at a time in the netlist's order, so that a step pays for the nodes before its
+    match, not for every node of ``within`` (a block's kernel formation: linear, not quadratic)."""
+    if len(rule.pattern.variables) != 1:
+        return _first_legal(rule, net, wanted, within)
+    pos = net.position
+    for n in sorted((n for n in within if n in pos), key=pos.__getitem__):
+        if (m := _first_legal(rule, net, wanted, {n})) is not None:
+            return m
+    return None
 
 
 def _shared_closed(net, nid):
@@ -139,6 +109,11 @@ def _own_closed(mk, rule, nid):
 
 #: blocks of more operations than this are fused smallest pair first
 BALANCED_FROM = 8
+
+
+def boxes(m) -> int:
+    """The boxes of a fusion match's two kernels (``k1``, ``k2``): the balanced order's key."""
+    return len(m.box("k1").arg.boxes) + len(m.box("k2").arg.boxes)
 
 
 def _region_among(net, ids) -> int:
@@ -205,7 +180,7 @@ def make(form, graph, path, book, level: int):
         mine = set()
         # 1. every operation of the block its own kernel
         while True:
-            first = _first_legal(kernel_rule, mk.net, lambda m: m.nodes["f"] in ops, ops)
+            first = _first_in_order(kernel_rule, mk.net, lambda m: m.nodes["f"] in ops, ops)
             if first is None:
                 break
             if own is not None and _shared_closed(mk.net, first.nodes["f"]) is not None:
@@ -217,25 +192,32 @@ def make(form, graph, path, book, level: int):
         if len(mine) != len(ops):
             raise ConstructionError(f"kernel formation made {len(mine)} kernels for the {len(ops)} operations of "
                                     f"block {k}")
-        # 2. fuse them into one (in a large block, the smallest pair first: each fusion rebuilds both kernels,
-        #    so joining them as a balanced tree costs n log n box rebuilds, not n²)
+        # 2. fuse them into one (in a large block, the smallest pair first, from a heap (:mod:`.fusion_order`): each
+        #    fusion rebuilds both kernels, so joining them as a balanced tree costs n log n box rebuilds, not n²)
         #    two parts that no data flow links but a value both read are joined by the rule playing ``join``
+        queue = FusionQueue(fuse_rule, mk.net, mine, boxes) if len(ops) > BALANCED_FROM else None
         while len(mine) > 1:
             both = lambda m: m.nodes["k1"] in mine and m.nodes["k2"] in mine  # noqa: E731
-            rule, pick = fuse_rule, _legal if len(ops) > BALANCED_FROM else _listed_first  # all, to sort them
-            options = pick(fuse_rule, mk.net, both, mine)
-            if not options and join_rule is not None:
-                rule, options = join_rule, pick(join_rule, mk.net, both, mine)
-            if not options:
+            rule = fuse_rule
+            if queue is not None:
+                first = queue.pop(mk.net)
+            else:
+                first = _first_legal(fuse_rule, mk.net, both, mine)
+            if first is None and join_rule is not None:     # (rare: no data flow links the parts left)
+                options = _legal(join_rule, mk.net, both, mine)
+                rule, first = join_rule, min(options, key=boxes) if queue is not None and options else \
+                    next(iter(options), None)
+            if first is None:
                 why = [f"{r.name} at {m.describe()}: {r.failure(m)[1]}" for r in (fuse_rule, join_rule) if r is not None
                        for m in r.candidates(mk.net, mine) if both(m)]
                 raise ConstructionError(f"kernel fusion cannot join the {len(mine)} kernels of block {k} "
                                         f"({sorted(graph.name(i) for i in bits(mask))}) that the search chose: no "
                                         f"legal match{'; ' + '; '.join(why[:3]) if why else ''}")
-            if len(ops) > BALANCED_FROM:
-                options.sort(key=lambda m: len(m.box("k1").arg.boxes) + len(m.box("k2").arg.boxes))
-            new, gone = mk.apply(rule, options[0])
+            before = mk.net
+            new, gone = mk.apply(rule, first)
             mine = (mine - gone) | {_region_among(mk.net, new)}
+            if queue is not None:
+                queue.update(before, mk.net, mine)
         (region,) = mine
         if "share" in book.roles:
             region = _share(mk, book, region)
