@@ -35,7 +35,8 @@ from napkin_cat.codegen.kernel import GeneratedKernel, cache_dir, digest
 from napkin_cat.codegen.triton.printer import SIGNATURE, TritonPrinter  # noqa: F401 (SIGNATURE: re-exported)
 
 WORKER = Path(__file__).with_name("worker.py")
-_WORKERS: dict = {}
+#: the running workers, one per mode (``interpret``: True, False), started on first use and closed at exit
+WORKERS: dict = {}
 
 
 def require(*packages):
@@ -79,16 +80,16 @@ class _Worker:
 
 
 def worker(interpret: bool) -> _Worker:
-    w = _WORKERS.get(interpret)
+    w = WORKERS.get(interpret)
     if w is None or w.proc.poll() is not None:
         require("torch", "triton")
-        w = _WORKERS[interpret] = _Worker(interpret)
+        w = WORKERS[interpret] = _Worker(interpret)
     return w
 
 
 @atexit.register
 def _close_workers():
-    for w in _WORKERS.values():
+    for w in WORKERS.values():
         try:
             w.close()
         except Exception:    # the process is going away: nothing to report to
