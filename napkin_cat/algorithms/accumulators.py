@@ -31,7 +31,7 @@ from typing import Callable
 
 from napkin_cat.errors import RewriteError
 from napkin_cat.syntax.array import Array
-from napkin_cat.syntax.adapter import Bubble, Diagram, Ty
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, single
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.relabel import remembered
 
@@ -65,11 +65,6 @@ class Binding:
     step: Diagram
     finish: Diagram
     outputs: tuple
-
-
-def single(box) -> Diagram:
-    """A box as a one-box diagram."""
-    return Diagram.id(box.dom).then(box)
 
 
 def is_contraction_over(box, axis: str) -> bool:

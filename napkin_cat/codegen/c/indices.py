@@ -46,22 +46,13 @@ class IndexKindsMixin:
                     self._fold(s, out, idx, "nc_g")]
         return self._head(s, depth) + self.statement(s, depth, sp, body, [out])
 
-    def _lse_rows(self, s):
-        x, out = s.ins[0], s.outs[0]
-        rows = self.space(out)
-        idx = {a: sym for sym, _, a, _ in rows}
-        core = [e for e in self.space(x) if e[2] not in idx]
-        full = dict(idx)
-        full.update({a: sym for sym, _, a, _ in core})
-        return x, rows, idx, core, full
-
     def _max_of(self, x, core, full):
         return [f"{self.real.ctype} nc_m = -INFINITY;"] + self._core_loops(
             core, [f"nc_m = {self.fold_max}(nc_m, {self.read(x, full)});"],
             self._reduction_pragma("max", "nc_m"))
 
     def _print_logsumexp(self, s, depth):
-        x, rows, idx, core, full = self._lse_rows(s)
+        x, rows, idx, core, full = self.reduction_space(s)
         r, zero = self.real.ctype, self.real.zero
 
         def body():
@@ -74,7 +65,7 @@ class IndexKindsMixin:
         return self._head(s, depth) + self.statement(s, depth, rows, body, [s.outs[0]])
 
     def _print_logsumexp_online(self, s, depth):
-        x, rows, idx, core, full = self._lse_rows(s)
+        x, rows, idx, core, full = self.reduction_space(s)
         _, mu_prev, z_prev = s.ins
         mu, z = s.outs
         r, zero = self.real.ctype, self.real.zero

@@ -147,12 +147,8 @@ class KindsMixin(IndexKindsMixin):
     def _print_reduce(self, s, depth):
         """``acc = ⊕_core x`` from ⊕'s identity (``⊕``: the form's ``fold``, else the kind's accumulator); a
         ``mean`` divides by the count."""
-        out, x = s.outs[0], s.ins[0]
-        sp = self.space(out)
-        idx = {a: sym for sym, _, a, _ in sp}
-        core = [e for e in self.space(x) if e[2] not in idx]
-        full = dict(idx)
-        full.update({a: sym for sym, _, a, _ in core})
+        out = s.outs[0]
+        x, sp, idx, core, full = self.reduction_space(s)
         acc, fold = self.reduction(s)
         identity = self.number(float(acc.identity(())))
         step = self.fill(fold.combine, f"accumulator {acc.name!r}'s {self.dialect} fold")
