@@ -126,13 +126,8 @@ def load_hierarchy(name_or_path) -> ToyHierarchy:
     """A toy hierarchy by name (``hopper``, ``ampere``) or from a TOML file (the format of ``hopper.toml``)."""
     if isinstance(name_or_path, ToyHierarchy):
         return name_or_path
-    path = files.as_path(name_or_path, "toy hierarchy")
-    if path.suffix == ".toml":
-        data, where = files.read_toml(path, "toy-hierarchy")
-    elif str(name_or_path) in hierarchies():
-        data, where = files.read_shipped("hierarchies", str(name_or_path))
-    else:
-        raise HardwareError(f"no toy hierarchy called {name_or_path!r}; shipped ones are {', '.join(hierarchies())}")
+    data, where = files.read_named(name_or_path, "hierarchies", "toy hierarchy", plural="toy hierarchies",
+                                   file_what="toy-hierarchy")
     return _validate(data, where)
 
 
