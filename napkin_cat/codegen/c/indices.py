@@ -51,6 +51,18 @@ class IndexKindsMixin:
             core, [f"nc_m = {self.fold_max}(nc_m, {self.read(x, full)});"],
             self._reduction_pragma("max", "nc_m"))
 
+    def _online_rescale(self, mu_prev, z_prev, idx) -> list[str]:
+        """After the row's max ``nc_m``: the online step's μ = max(nc_m, μ′), its finite shift ``nc_ms``, the
+        −∞-safe δ = exp(μ′ − μ) and the new sum ``nc_z`` from 0 (the online SoftMax's and log-sum-exp's)."""
+        r, zero = self.real.ctype, self.real.zero
+        return [f"const {r} nc_mp = {self.read(mu_prev, idx)};",
+                f"const {r} nc_zp = {self.read(z_prev, idx)};",
+                f"nc_m = {self.fmax}(nc_m, nc_mp);",
+                f"const {r} nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : {zero};",
+                f"const {r} nc_d = (nc_mp == -INFINITY) ? {zero} : nc_exp(nc_mp - nc_ms);   "
+                f"{self.comment} δ, safe at μ′ = −∞",
+                f"{r} nc_z = {zero};"]
+
     def _print_logsumexp(self, s, depth):
         x, rows, idx, core, full = self.reduction_space(s)
         r, zero = self.real.ctype, self.real.zero
@@ -68,19 +80,12 @@ class IndexKindsMixin:
         x, rows, idx, core, full = self.reduction_space(s)
         _, mu_prev, z_prev = s.ins
         mu, z = s.outs
-        r, zero = self.real.ctype, self.real.zero
 
         def body():
-            return (self._max_of(x, core, full) + [
-                f"const {r} nc_mp = {self.read(mu_prev, idx)};",
-                f"const {r} nc_zp = {self.read(z_prev, idx)};",
-                f"nc_m = {self.fmax}(nc_m, nc_mp);",
-                f"const {r} nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : {zero};",
-                f"const {r} nc_d = (nc_mp == -INFINITY) ? {zero} : nc_exp(nc_mp - nc_ms);",
-                f"{r} nc_z = {zero};"] +
-                self._core_loops(core, [f"nc_z += nc_exp({self.read(x, full)} - nc_ms);"],
-                                 self._reduction_pragma("+", "nc_z")) +
-                ["nc_z = nc_d * nc_zp + nc_z;", self.put(mu, idx, "nc_m"), self.put(z, idx, "nc_z")])
+            return (self._max_of(x, core, full) + self._online_rescale(mu_prev, z_prev, idx) +
+                    self._core_loops(core, [f"nc_z += nc_exp({self.read(x, full)} - nc_ms);"],
+                                     self._reduction_pragma("+", "nc_z")) +
+                    ["nc_z = nc_d * nc_zp + nc_z;", self.put(mu, idx, "nc_m"), self.put(z, idx, "nc_z")])
         return self._head(s, depth) + self.statement(s, depth, rows, body, [mu, z])
 
 
