@@ -308,6 +308,13 @@ def _chunk_role(plan, i, box, ins, outs, reasons):
 
 
 def is_streamable(region: Diagram, axis: str, sliced: bool = False) -> bool:
+    """Whether ``region`` streams along ``axis`` (:func:`analyse` finds every box a role), ``sliced``: writing its
+    outputs slice by slice.
+
+    >>> import napkin_cat as nc
+    >>> is_streamable(nc.library.matmul(), "b"), is_streamable(nc.library.matmul(), "z")
+    (True, False)
+    """
     try:
         analyse(region, axis, sliced)
         return True

@@ -60,6 +60,10 @@ class Pool:
 
 @dataclass(frozen=True)
 class ToyLevel:
+    """One level of a toy hierarchy: its unit and memory pool, what it offers, and the tile, operand pool and parent it
+    names (see ``hopper.toml``).
+    """
+
     index: int
     name: str
     unit: str
@@ -84,6 +88,9 @@ class Placed:
 
 @dataclass(frozen=True)
 class ToyHierarchy:
+    """A toy hierarchy (§5): memory pools and levels, the scaling unit, the pipelines issued asynchronously and the
+    copies of a stream's tile loaded per trip; loaded by :func:`load_hierarchy`."""
+
     name: str
     description: str
     scaling_unit: str
@@ -119,6 +126,11 @@ class ToyHierarchy:
 
 # ---------------------------------------------------------------------------------------------- loading
 def hierarchies() -> list[str]:
+    """The names of the shipped toy hierarchies.
+
+    >>> "hopper" in hierarchies()
+    True
+    """
     return files.shipped("hierarchies")
 
 

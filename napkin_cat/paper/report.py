@@ -32,6 +32,7 @@ SECTIONS = [*examples.SECTIONS, *analysis.SECTIONS, *plans.SECTIONS, *configurat
 
 
 def section_names() -> list:
+    """The report's section titles, in the paper's order."""
     return [title for title, _ in SECTIONS]
 
 

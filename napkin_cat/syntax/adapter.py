@@ -270,12 +270,14 @@ class Copy(markov.Copy, Box):
 
 
 class Merge(markov.Merge, Box):
+    """The merge of ``n`` wires of one type into one (discopy's, pickled by its type and arity)."""
+
     def __reduce__(self):
         return type(self), (self.cod, len(self.dom))
 
 
 class Discard(markov.Discard, Copy):
-    pass
+    """A wire dropped: a copy to no wires."""
 
 
 class Bubble(monoidal.Bubble, Box):

@@ -22,6 +22,8 @@ from napkin_cat.syntax.dtype import as_dtype
 
 
 class Wire:
+    """A value in a :class:`Builder`: its id and the array it carries."""
+
     __slots__ = ("id", "array")
 
     def __init__(self, id_, array):

@@ -35,6 +35,7 @@ FORMATS = ("png", "svg")
 
 
 def default_memories() -> list:
+    """The memories every gallery entry is derived at, parsed from :data:`DEFAULT_MEMORY`."""
     return parse_memory(DEFAULT_MEMORY)
 
 

@@ -40,6 +40,7 @@ WORKERS: dict = {}
 
 
 def require(*packages):
+    """A :class:`~napkin_cat.errors.ToolNotFoundError` naming the first of ``packages`` that is not installed."""
     for p in packages:
         if importlib.util.find_spec(p) is None:
             raise ToolNotFoundError(f"{p} is not installed; it is needed to run or compile Triton kernels "
@@ -80,6 +81,7 @@ class _Worker:
 
 
 def worker(interpret: bool) -> _Worker:
+    """The running Triton worker process of the mode ``interpret`` (started, or restarted where it stopped)."""
     w = WORKERS.get(interpret)
     if w is None or w.proc.poll() is not None:
         require("torch", "triton")
