@@ -124,6 +124,9 @@ def _inputs_line(seed: int) -> str:
 
 # ---------------------------------------------------------------------- the cheap checks
 def check_evaluate(p: Program, seed: int = 0):
+    """The program's ``nc.evaluate`` against its numpy reference on seeded inputs; a CheckFailed with a reproducer where
+    they differ.
+    """
     xs = p.arrays(np.random.default_rng(seed))
     got = p.evaluated(seed)         # nc.evaluate on xs (the json and plan checks compare with the same outputs)
     want = p.reference(*xs)
@@ -137,6 +140,7 @@ def check_evaluate(p: Program, seed: int = 0):
 
 
 def check_json(p: Program, seed: int = 0):
+    """``nc.loads(nc.dumps(d)) == d``, and the read-back diagram evaluates to the same outputs, bit for bit."""
     text = nc.dumps(p.diagram)
     back = nc.loads(text)
     lines = "back = nc.loads(nc.dumps(diagram))\nprint(back == diagram)"
@@ -160,6 +164,7 @@ def size_env(sizes: dict) -> dict:
 
 
 def check_cost(p: Program, seed: int = 0):
+    """Every entry of the program's cost (H, M, FLOPs) is a finite non-negative whole number at its sizes."""
     c = nc.cost(p.diagram)
     env = size_env(p.sizes)
     for what, table in (("H", c.H), ("M", c.M), ("FLOPs", c.flops)):
