@@ -37,7 +37,7 @@ STAGES = {
     "grad (backward diagram)": [("napkin_cat/autodiff/grad.py", "grad")],
     "plan": [("napkin_cat/plan/program.py", "plan")],
     "print C": [("napkin_cat/codegen/c/openmp.py", "doprint_plan")],
-    "compile C (cc)": [("napkin_cat/codegen/c/openmp.py", "library_path")],
+    "compile C (cc)": [("napkin_cat/codegen/c/kernel.py", "library_path")],
 }
 
 

@@ -46,7 +46,7 @@ STAGES = {
     "derivation read": [("napkin_cat/torch/stored.py", "load")],
     "derivation search": [("napkin_cat/torch/kernels.py", "search")],
     "kernel build": [("napkin_cat/plan/program.py", "plan"), ("napkin_cat/codegen/c/openmp.py", "c"),
-                     ("napkin_cat/codegen/c/openmp.py", "function")],
+                     ("napkin_cat/codegen/c/kernel.py", "function")],
     "backward diagram (nc.grad)": [("napkin_cat/autodiff/grad.py", "grad")],
     "op made (nc.torch.compile)": [("napkin_cat/torch/ops.py", "compile")],
 }

@@ -24,13 +24,14 @@ without napkin_cat importing it).  The obligation of every form (proved in ``pro
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Callable
 
 from napkin_cat.errors import RewriteError
 from napkin_cat.syntax.array import Array
-from napkin_cat.syntax.adapter import Bubble, Diagram, Ty
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, single
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.relabel import remembered
 
@@ -38,7 +39,6 @@ GROUP = "napkin_cat.accumulators"
 #: plugin groups imported for their side effect of registering forms (a rule book registers its own)
 PLUGIN_GROUPS = (GROUP, "napkin_cat.rules")
 FORMS: dict = {}
-_loaded = False
 
 
 @dataclass(frozen=True)
@@ -65,11 +65,6 @@ class Binding:
     step: Diagram
     finish: Diagram
     outputs: tuple
-
-
-def single(box) -> Diagram:
-    """A box as a one-box diagram."""
-    return Diagram.id(box.dom).then(box)
 
 
 def is_contraction_over(box, axis: str) -> bool:
@@ -187,11 +182,10 @@ def unregister(name: str) -> None:
         del FORMS[key]
 
 
-def _load_entry_points():
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
+@functools.cache
+def load_entry_points() -> None:
+    """Import the plugins of :data:`PLUGIN_GROUPS`, registering the forms of :data:`GROUP`'s: once per process (a
+    cached call; ``load_entry_points.cache_clear()`` makes the next :func:`forms_for` load them again)."""
     for group in PLUGIN_GROUPS:
         for ep in entry_points(group=group):
             value = ep.load()
@@ -202,5 +196,5 @@ def _load_entry_points():
 
 def forms_for(kind: str) -> list:
     """The registered forms triggered by a box of ``kind`` (plugins loaded on first use)."""
-    _load_entry_points()
+    load_entry_points()
     return [f for f in FORMS.values() if f.kind == kind]

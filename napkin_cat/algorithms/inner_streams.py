@@ -27,13 +27,9 @@ True
 from __future__ import annotations
 
 from napkin_cat.errors import RewriteError
-from napkin_cat.syntax.adapter import Bubble, Diagram, Ty
-from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.adapter import Bubble, Diagram, single
+from napkin_cat.syntax.builder import Builder, build_values
 from napkin_cat.syntax.wiring import trace_values
-
-
-def _single(box) -> Diagram:
-    return Diagram.id(box.dom).then(box)
 
 
 def _has(arr, axis) -> bool:
@@ -86,30 +82,21 @@ def nest_reduction(d: Diagram, axis: str, wrap) -> Diagram:
     for k in cone:
         core_in += [v for v in ops[k][1] if v not in made and v not in core_in]
     core_out = [v for k in cone for v in ops[k][2] if v in read_outside]
-    inner = Builder(Ty(*(arrays[v] for v in core_in)))
-    wire = dict(zip(core_in, inner.inputs))
-    for k in cone:
-        box, ins, outs = ops[k]
-        res = inner(_single(box), *(wire[v] for v in ins))
-        wire.update(zip(outs, res if isinstance(res, tuple) else (res,)))
-    region = wrap(inner.build(*(wire[v] for v in core_out)))
+    region = wrap(build_values([ops[k] for k in cone], core_in, core_out, arrays))
     outer = Builder(d.dom)
     wire = dict(zip(dom, outer.inputs))
     placed = False
     for k, (box, ins, outs) in enumerate(ops):
         if not placed and all(v in wire for v in core_in):
-            res = outer(region, *(wire[v] for v in core_in))
-            wire.update(zip(core_out, res if isinstance(res, tuple) else (res,)))
+            outer.apply(region, wire, core_in, core_out)
             placed = True
         if k in inside:
             continue
         if not placed and any(v in made for v in ins):
             raise RewriteError(f"{box.name!r} reads the reduction of {axis!r} before all of it is made")
-        res = outer(_single(box), *(wire[v] for v in ins))
-        wire.update(zip(outs, res if isinstance(res, tuple) else (res,)))
+        outer.apply(single(box), wire, ins, outs)
     if not placed:
-        res = outer(region, *(wire[v] for v in core_in))
-        wire.update(zip(core_out, res if isinstance(res, tuple) else (res,)))
+        outer.apply(region, wire, core_in, core_out)
     return outer.build(*(wire[v] for v in cod))
 
 

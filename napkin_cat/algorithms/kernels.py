@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 from napkin_cat.syntax.array import Array, as_level
-from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.adapter import Diagram, Ty, single
 from napkin_cat.syntax.flat import compose_all, from_layers, is_structural, layers
 from napkin_cat.algorithms.bubbles import Kernel, Region, Stream
 from napkin_cat.algorithms.schedule import schedule_of
@@ -26,7 +26,7 @@ from napkin_cat.algorithms.splits import check_splittable
 from napkin_cat.syntax.construct import transfer
 from napkin_cat.errors import LevelError, RewriteError
 from napkin_cat.syntax.relabel import at_level, map_box
-from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.builder import Builder, build_values
 from napkin_cat.syntax.wiring import trace_values
 
 
@@ -214,11 +214,6 @@ def _replace(d: Diagram, old, new) -> Diagram:
     return from_layers(d.dom, d.cod, items)
 
 
-def single(box) -> Diagram:
-    """A box as a one-box diagram."""
-    return Diagram.id(box.dom).then(box)
-
-
 def _is_boundary(box, level: int) -> bool:
     """A Load/Save between the kernel's level and a level above it (the kernel's own boundary)."""
     kind = getattr(getattr(box, "data", None), "kind", None)
@@ -249,13 +244,7 @@ def wrap_core(d: Diagram, level: int, make) -> Diagram:
         if b and any(v in made_core for v in ins) and any(v in core_in for v in outs):
             raise RewriteError(f"{box.name!r} moves a value out of level {level} that the computation reads back, "
                                "so the body is not loads ; computation ; saves")
-    inner = Builder(Ty(*(arrays[v] for v in core_in)))
-    wire = dict(zip(core_in, inner.inputs))
-    for (box, ins, outs), b in zip(ops, boundary):
-        if not b:
-            res = inner(single(box), *(wire[v] for v in ins))
-            wire.update(zip(outs, res if isinstance(res, tuple) else (res,)))
-    region = make(inner.build(*(wire[v] for v in core_out)))
+    region = make(build_values([op for op, b in zip(ops, boundary) if not b], core_in, core_out, arrays))
     outer = Builder(d.dom)
     wire = dict(zip(dom, outer.inputs))
     pending = [(box, ins, outs) for (box, ins, outs), b in zip(ops, boundary) if b]
@@ -266,11 +255,9 @@ def wrap_core(d: Diagram, level: int, make) -> Diagram:
             if k is None:
                 return
             box, ins, outs = pending.pop(k)
-            res = outer(single(box), *(wire[v] for v in ins))
-            wire.update(zip(outs, res if isinstance(res, tuple) else (res,)))
+            outer.apply(single(box), wire, ins, outs)
     emit(lambda ins: all(v in wire for v in ins) and not any(v in made_core for v in ins))
-    res = outer(region, *(wire[v] for v in core_in))
-    wire.update(zip(core_out, res if isinstance(res, tuple) else (res,)))
+    outer.apply(region, wire, core_in, core_out)
     emit(lambda ins: all(v in wire for v in ins))
     return outer.build(*(wire[v] for v in cod))
 

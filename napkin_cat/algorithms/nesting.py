@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from napkin_cat.algorithms.accumulators import StateArray
 from napkin_cat.errors import RewriteError
-from napkin_cat.syntax.adapter import Bubble, Diagram, Ty
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, single
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.construct import transfer
@@ -141,8 +141,7 @@ def _of_plan(plan, region) -> Nest:
             wire[outs[0]] = wire[ins[0]]
             continue
         computes = True
-        res = b(Diagram.id(box.dom).then(box), *(wire[v] for v in ins))
-        wire.update(zip(outs, res if isinstance(res, tuple) else (res,)))
+        b.apply(single(box), wire, ins, outs)
     for j, v in enumerate(plan.cod):
         if v not in wire:
             raise RewriteError(f"output {j} of a region nested in the stream along {plan.axis!r} is not "

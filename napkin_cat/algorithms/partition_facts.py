@@ -71,22 +71,20 @@ class KernelFacts:
             found = self._tiles[(axis, tile)] = fresh_tile(self.base, axis, tile)
         return found
 
+    def _inside_carrying(self, axis: str) -> Diagram:
+        """The kernel's inside, where an input carries ``axis`` (else a RewriteError: nothing to partition)."""
+        inside = self.box.arg
+        if not any(axis in a.names for a in inside.dom.inside):
+            raise RewriteError(f"{self.box.name}: no input carries {axis!r}")
+        return inside
+
     def _streamed(self, axis: str, tile, sliced: bool):
         """The Stream record of the kernel's inside along ``axis``, or the NapkinError refusing it."""
-        key = (axis, tile, sliced)
-        found = self._stream.get(key)
-        if found is None:
-            try:
-                inside = self.box.arg
-                if not any(axis in a.names for a in inside.dom.inside):
-                    raise RewriteError(f"{self.box.name}: no input carries {axis!r}")
-                size = self._tile(axis, tile)
-                found = stream_of(inside, {"axis": axis, "size": size, **({"sliced": True} if sliced else {})},
-                                  relabelled=False)
-            except NapkinError as e:
-                found = e
-            self._stream[key] = found
-        return found
+        def decide():
+            inside, size = self._inside_carrying(axis), self._tile(axis, tile)
+            return stream_of(inside, {"axis": axis, "size": size, **({"sliced": True} if sliced else {})},
+                             relabelled=False)
+        return _decided(self._stream, (axis, tile, sliced), decide)
 
     def streams(self, axis: str, tile, sliced: bool = False) -> bool:
         """Whether the kernel streams along ``axis`` in slices ``tile`` (:func:`~.partitions.stream`)."""
@@ -95,39 +93,22 @@ class KernelFacts:
     def _cut_out(self, inner: str, tile):
         """The kernel's inside with the reduction of ``inner`` cut out as a stream record (a stream's trip with the
         stream along ``inner`` inside it), or the NapkinError refusing it: the same for any outer stream."""
-        key = (inner, tile)
-        found = self._cut.get(key)
-        if found is None:
-            try:
-                inside = self.box.arg
-                if not any(inner in a.names for a in inside.dom.inside):
-                    raise RewriteError(f"{self.box.name}: no input carries {inner!r}")
-                size = self._tile(inner, tile)
-                found = nest_reduction(inside, inner, lambda d: stream_of(d, {"axis": inner, "size": size},
-                                                                          relabelled=False))
-            except NapkinError as e:
-                found = e
-            self._cut[key] = found
-        return found
+        def decide():
+            inside, size = self._inside_carrying(inner), self._tile(inner, tile)
+            return nest_reduction(inside, inner, lambda d: stream_of(d, {"axis": inner, "size": size},
+                                                                     relabelled=False))
+        return _decided(self._cut, (inner, tile), decide)
 
     def _nested(self, axis: str, tile, inner: str, inner_tile):
         """The outer Stream record along ``axis`` around the inside cut along ``inner``, or the refusal."""
-        key = (axis, tile, inner, inner_tile)
-        found = self._nest.get(key)
-        if found is None:
+        def decide():
             outer, cut = self._streamed(axis, tile, False), self._cut_out(inner, inner_tile)
-            if isinstance(outer, NapkinError):
-                found = outer
-            elif isinstance(cut, NapkinError):
-                found = cut
-            else:
-                try:
-                    plan = analyse(cut, axis)    # the outer stream advances through the cut inside
-                    found = Stream.record(cut, {k: v for k, v in outer.params.items() if k != "relabelled"}, plan)
-                except NapkinError as e:
-                    found = e
-            self._nest[key] = found
-        return found
+            refused = next((r for r in (outer, cut) if isinstance(r, NapkinError)), None)
+            if refused is not None:
+                return refused
+            plan = analyse(cut, axis)    # the outer stream advances through the cut inside
+            return Stream.record(cut, {k: v for k, v in outer.params.items() if k != "relabelled"}, plan)
+        return _decided(self._nest, (axis, tile, inner, inner_tile), decide)
 
     def nests(self, axis: str, tile, inner: str, inner_tile) -> bool:
         """Whether the kernel streamed along ``axis`` takes a stream along ``inner`` inside its trip (the 2-D loop
@@ -137,16 +118,9 @@ class KernelFacts:
     def groups(self, axis: str, tile) -> bool:
         """Whether the kernel, streamed or not, groups along ``axis`` in groups ``tile`` (:func:`~.partitions.group`;
         not along an axis it is streamed along, which the caller leaves out)."""
-        key = (axis, tile)
-        found = self._group.get(key)
-        if found is None:
-            try:
-                grid_of(self.box, axis, self._tile(axis, tile), relabelled=False)
-                found = True
-            except NapkinError:
-                found = False
-            self._group[key] = found
-        return found
+        found = _decided(self._group, (axis, tile), lambda: grid_of(self.box, axis, self._tile(axis, tile),
+                                                                     relabelled=False))
+        return not isinstance(found, NapkinError)
 
     # ------------------------------------------------------------------ the record
     def record(self, stream: str | None, sliced: bool, inner: tuple, groups: tuple, tiles: dict) -> Diagram:
@@ -177,6 +151,18 @@ class KernelFacts:
             grid = Grid(inside, k.dom, k.cod, {"axis": a, "size": self._tile(a, tiles[a]), "relabelled": False})
             inside = _placed(k, grid)
         return _placed(self.base, grid)
+
+
+def _decided(table: dict, key, decide):
+    """What ``decide()`` gives, or the NapkinError refusing it, decided once per ``key`` (kept in ``table``)."""
+    found = table.get(key)
+    if found is None:
+        try:
+            found = decide()
+        except NapkinError as e:
+            found = e
+        table[key] = found
+    return found
 
 
 def _placed(d: Diagram, box) -> Diagram:

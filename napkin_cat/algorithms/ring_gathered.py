@@ -35,7 +35,7 @@ from napkin_cat.algorithms.ring import ring_over, sole_device_region
 from napkin_cat.errors import RewriteError
 from napkin_cat.syntax.adapter import Bubble, Diagram, Ty
 from napkin_cat.syntax.flat import is_structural
-from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.builder import Builder, build_values
 from napkin_cat.syntax.construct import renaming
 from napkin_cat.syntax.wiring import consumers, trace_values
 
@@ -179,13 +179,7 @@ def ring_gathered(diagram: Diagram, axis: str | None = None) -> Diagram:
     r_ins = list(dict.fromkeys(v for i in body for v in ops[i][1] if made_by.get(v) not in bodyset))
     r_outs = list(dict.fromkeys(v for i in body for v in ops[i][2]
                                 if any(j == -1 or j not in bodyset for j, _ in uses.get(v, []))))
-    rb = Builder(Ty(*(types[v] for v in r_ins)))
-    wires = dict(zip(r_ins, rb.inputs))
-    for i in body:
-        box, ins, outs = ops[i]
-        made = rb(single(box), *(wires[v] for v in ins))
-        wires.update(zip(outs, made if isinstance(made, tuple) else (made,)))
-    whole = rb.build(*(wires[v] for v in r_outs))
+    whole = build_values([ops[i] for i in body], r_ins, r_outs, types)
     ring = ring_over(whole, b, P, full, k.order, k.name)
     # the region's new inside: E, each gathered value's renames on its shard, the ring, H
     bld = Builder(Ty(*k.arg.dom.inside))
@@ -193,8 +187,7 @@ def ring_gathered(diagram: Diagram, axis: str | None = None) -> Diagram:
 
     def emit(i):
         box, ins, outs = ops[i]
-        made = bld(single(box), *(wires[v] for v in ins))
-        wires.update(zip(outs, made if isinstance(made, tuple) else (made,)))
+        bld.apply(single(box), wires, ins, outs)
     for i in pre:
         emit(i)
     renames = {}
@@ -207,8 +200,7 @@ def ring_gathered(diagram: Diagram, axis: str | None = None) -> Diagram:
             renames[_renamed(ops[j][0], axis_now)] = axis_now
             axis_now = _renamed(ops[j][0], axis_now)
         wires[ops[c[-1]][2][0]] = value
-    made = bld(single(ring), *(wires[v] for v in r_ins))
-    wires.update(zip(r_outs, made if isinstance(made, tuple) else (made,)))
+    bld.apply(single(ring), wires, r_ins, r_outs)
     for i in post:
         emit(i)
     new = bld.build(*(wires[v] for v in cod))

@@ -175,7 +175,7 @@ def analyse(region: Diagram, axis: str, sliced: bool = False) -> StreamPlan:
                 raise RewriteError(f"{box.name!r} reads a value inside the accumulator form of another box, so the "
                                    f"region is not streamable along {axis!r}")
             if "chunk" not in classes and "state" not in classes and _makes_axis(box, axis):
-                role = _broadcast_role(box, axis)
+                role = broadcast_role(box, axis)
             elif "chunk" not in classes:
                 role = "tail" if "state" in classes else "head"
             elif "state" in classes:
@@ -276,9 +276,11 @@ def _makes_axis(box, axis) -> bool:
     return any(_has_axis(arr, axis) for arr in box.cod.inside)
 
 
-def _broadcast_role(box, axis) -> str:
-    """A box that reads no slice but makes the streamed axis (a broadcast along it) is a map: inside the stream the
-    axis has the slice's size, so it is made per trip, at each slice's extent (a shorter last slice included)."""
+def broadcast_role(box, axis) -> str:
+    """The role in a stream along ``axis`` of a box that reads no slice but makes the axis (a broadcast along it):
+    ``"body"``, a map, made per trip at each slice's extent (a shorter last slice included), since inside the
+    stream the axis has the slice's size; a box not weaved over ``axis`` is refused (made once, it would have a
+    whole slice's size)."""
     if not isinstance(box, Bubble) and axis in box.data.weave_names:
         return "body"
     why = "it is a region" if isinstance(box, Bubble) else f"it is not weaved over {axis!r}"
@@ -306,6 +308,13 @@ def _chunk_role(plan, i, box, ins, outs, reasons):
 
 
 def is_streamable(region: Diagram, axis: str, sliced: bool = False) -> bool:
+    """Whether ``region`` streams along ``axis`` (:func:`analyse` finds every box a role), ``sliced``: writing its
+    outputs slice by slice.
+
+    >>> import napkin_cat as nc
+    >>> is_streamable(nc.library.matmul(), "b"), is_streamable(nc.library.matmul(), "z")
+    (True, False)
+    """
     try:
         analyse(region, axis, sliced)
         return True

@@ -57,6 +57,7 @@ def _version() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
+    """The ``napkin`` command line's argument parser: one subcommand per verb, each with its options."""
     p = _Parser(prog="napkin", description="FlashAttention on a napkin: neural circuit diagrams, verified "
                 "rewrites, IO-cost functors, plans and pictures.")
     p.add_argument("--version", action="version", version=f"napkin {_version()}")
@@ -228,4 +229,5 @@ def main(argv=None) -> int:
 
 
 def entry() -> None:  # pragma: no cover  (the console script)
+    """The console script ``napkin``: :func:`main`'s exit status as the process's."""
     sys.exit(main())

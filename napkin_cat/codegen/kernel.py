@@ -38,6 +38,11 @@ def cache_dir() -> Path:
 
 
 def digest(*parts) -> str:
+    """A short hash of ``parts`` (each as text, separated): the cache key of a compiled kernel.
+
+    >>> digest("int x;", ("-O3",)) == digest("int x;", ("-O3",)) != digest("int x;", ("-O2",))
+    True
+    """
     h = hashlib.sha256()
     for p in parts:
         h.update(str(p).encode())

@@ -181,18 +181,20 @@ class CodePrinter(RecordForms, Printer):
         """An integer expression in the dialect; ``names`` maps symbols to printed text."""
         return self._expr(self.nominal(e), names or {})
 
+    def _nested(self, template: str, args, names) -> str:
+        """A binary ``template`` (``"min({0}, {1})"``) folded from the left over ``args``: ``f(f(a, b), c)``."""
+        out, *rest = [self._expr(a, names) for a in args]
+        for a in rest:
+            out = template.format(out, a)
+        return out
+
     def _expr(self, e, names) -> str:
         if isinstance(e, (sympy.logic.boolalg.BooleanTrue, sympy.logic.boolalg.BooleanFalse)):
             return self.boolean(bool(e))
         if isinstance(e, sympy.core.relational.Relational):
             return f"({self._expr(e.lhs, names)} {e.rel_op} {self._expr(e.rhs, names)})"
         if isinstance(e, (sympy.And, sympy.Or)):
-            template = self.and_template if isinstance(e, sympy.And) else self.or_template
-            args = [self._expr(a, names) for a in e.args]
-            out = args[0]
-            for a in args[1:]:
-                out = template.format(out, a)
-            return out
+            return self._nested(self.and_template if isinstance(e, sympy.And) else self.or_template, e.args, names)
         if isinstance(e, sympy.Not):
             return self.not_template.format(self._expr(e.args[0], names))
         if e.is_Integer:
@@ -200,12 +202,7 @@ class CodePrinter(RecordForms, Printer):
         if e.is_Symbol:
             return names.get(e, ident(e.name))
         if isinstance(e, (sympy.Min, sympy.Max)):
-            template = self.min_template if isinstance(e, sympy.Min) else self.max_template
-            args = [self._expr(a, names) for a in e.args]
-            out = args[0]
-            for a in args[1:]:
-                out = template.format(out, a)
-            return out
+            return self._nested(self.min_template if isinstance(e, sympy.Min) else self.max_template, e.args, names)
         if e.is_Add:
             terms = sorted(e.args, key=lambda t: (bool(t.as_coeff_Mul()[0] < 0), t.is_number,
                                                   sympy.default_sort_key(t)))

@@ -60,6 +60,16 @@ def _name(item):
     return item[0].name
 
 
+def _add_term(table: dict, key, value) -> None:
+    """``table[key] += value``, the entry dropped where the sum is 0 (a term that cancels, an exponent that does):
+    a table of terms or powers holds no zero."""
+    total = table.get(key, 0) + value
+    if total:
+        table[key] = total
+    else:
+        table.pop(key, None)
+
+
 def _times(m1: tuple, m2: tuple) -> tuple:
     """The product of two monomials (``((symbol, exponent), …)`` sorted by name, no zero exponent)."""
     if not m1:
@@ -68,11 +78,7 @@ def _times(m1: tuple, m2: tuple) -> tuple:
         return m1
     powers = dict(m1)
     for s, e in m2:
-        k = powers.get(s, 0) + e
-        if k:
-            powers[s] = k
-        else:
-            del powers[s]
+        _add_term(powers, s, e)
     return tuple(sorted(powers.items(), key=_name))
 
 
@@ -128,11 +134,7 @@ class Poly:
             return other
         out = dict(self.terms)
         for m, c in other.terms.items():
-            v = out.get(m, 0) + c
-            if v:
-                out[m] = v
-            else:
-                del out[m]
+            _add_term(out, m, c)
         return Poly(out)
 
     __radd__ = __add__
@@ -166,12 +168,7 @@ class Poly:
         out: dict = {}
         for m1, c1 in self.terms.items():
             for m2, c2 in other.terms.items():
-                m = _times(m1, m2)
-                v = out.get(m, 0) + c1 * c2
-                if v:
-                    out[m] = v
-                else:
-                    del out[m]
+                _add_term(out, _times(m1, m2), c1 * c2)
         return Poly(out)
 
     __rmul__ = __mul__

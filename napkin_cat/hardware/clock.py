@@ -93,6 +93,7 @@ def _number(expr, sizes, what) -> Fraction:
 
 
 def innermost_stream(op):
+    """The axis of the innermost stream around ``op`` (its region's last ``stream``), or None."""
     streams = [axis for kind, axis in op.region if kind == "stream"]
     return streams[-1] if streams else None
 
@@ -146,6 +147,10 @@ def rate_key(op, gpu) -> str:
 
 @dataclass
 class ClockTable:
+    """A clock-cycle table of one kernel on ``gpu``: its rows over the columns, the tensor-core clock ``k_TC`` and the
+    tensor ops it counts, the values moved where known, and notes.
+    """
+
     gpu: object
     stream: str
     rows: str

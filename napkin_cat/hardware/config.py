@@ -61,6 +61,10 @@ class Variable:
 
 @dataclass(frozen=True)
 class Row:
+    """One variable's row of a configuration table: its size, its pool and the count per thread block and per warp
+    group (``printed``, ``erratum``: the paper's number where it differs, and why).
+    """
+
     variable: Variable
     size: sympy.Expr
     pool: str

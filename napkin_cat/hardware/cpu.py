@@ -205,15 +205,7 @@ def load_cpu(name_or_path) -> CPU:
             raise HardwareError(f"{THIS_CPU}: sysfs ({SYSFS}) does not give this machine's caches; name a CPU model "
                                 f"({', '.join(cpus())}) or the path of a .toml file")
         return found
-    path = files.as_path(name_or_path, "CPU model")
-    if path.suffix == ".toml" or "/" in str(name_or_path):
-        data, where = files.read_toml(path, "CPU model")
-    else:
-        name = str(name_or_path).lower()
-        if name not in cpus():
-            raise HardwareError(f"no CPU model called {name!r}; shipped CPU models are {', '.join(cpus())} (or give "
-                                "the path of a .toml file)")
-        data, where = files.read_shipped("cpus", name)
+    data, where = files.read_named(name_or_path, "cpus", "CPU model", plural="CPU models")
     return _from_table(data, where)
 
 

@@ -176,6 +176,9 @@ def coalescing(array: ArrayUse, gpu) -> list:
 
 
 def tensor_shapes(mm: MatmulUse, gpu) -> list:
+    """The tensor-core instruction shapes of ``gpu`` for the operands of the matmul ``mm`` (a HardwareError naming the
+    operand types its tensor cores take where none fits).
+    """
     shapes = list(gpu.shapes_for(mm.dtype))
     if not shapes:
         have = sorted({d for s in gpu.tensor_shapes for d in s.dtypes})

@@ -74,6 +74,30 @@ def read_toml(path, what: str) -> tuple[dict, str]:
     return parse_toml(text, where), where
 
 
+def read_named(name_or_path, folder: str, what: str, *, plural: str, file_what: str | None = None,
+               hint: str = "") -> tuple[dict, str]:
+    """``(data, where)`` of the ``what`` data file given by path (a name ending ``.toml``, holding a ``/``, or naming
+    a file that exists; read as a ``file_what`` file) or by name, case aside, among those shipped in ``folder``: every
+    loader's one rule.  An unknown name is a HardwareError listing the shipped ``plural`` (``hint``: where to read
+    the format).
+
+    >>> read_named("H100-SXM5", "models", "hardware model", plural="models")[1]
+    'h100-sxm5.toml'
+    >>> read_named("b300", "models", "hardware model", plural="models")
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.HardwareError: no hardware model called 'b300'; shipped models are ... (or give the path of ...
+    """
+    path = as_path(name_or_path, what)
+    if path.suffix == ".toml" or "/" in str(name_or_path) or path.exists():
+        return read_toml(path, file_what or what)
+    name = str(name_or_path).lower()
+    if name not in shipped(folder):
+        raise HardwareError(f"no {what} called {name!r}; shipped {plural} are {', '.join(shipped(folder))} (or give "
+                            f"the path of a .toml file{hint})")
+    return read_shipped(folder, name)
+
+
 def parse_toml(text: str, where: str) -> dict:
     """The parsed TOML ``text`` of the file ``where``; malformed TOML is a HardwareError naming the place."""
     try:

@@ -38,6 +38,9 @@ from napkin_cat.rewriting.registry import rulebook
 
 @dataclass(frozen=True)
 class LevelIntensity:
+    """One memory level's intensity: the values per second it supplies, its memory, the values per FLOP it can feed
+    (Ḣ/K̇), and the least memory M (b → ∞) and tile b (M → ∞; and with the level's own memory) at which it keeps up."""
+
     name: str
     values_per_s: Fraction
     memory: object          # values (sympy)
@@ -49,6 +52,10 @@ class LevelIntensity:
 
 @dataclass
 class IntensityTable:
+    """The intensity of each memory level of ``gpu`` for ``dtype`` operands, against the transfers per FLOP an algorithm
+    needs (``per_flop``).
+    """
+
     gpu: object
     dtype: str
     per_flop: sympy.Expr

@@ -83,15 +83,8 @@ def load_link(name_or_path) -> Link:
     """A link by name (``"nvlink4"``, ``"ib-ndr"``, ...) or from the path of a user's TOML file."""
     if isinstance(name_or_path, Link):
         return name_or_path
-    path = files.as_path(name_or_path, "link")
-    if path.suffix == ".toml" or path.exists() or "/" in str(name_or_path):
-        data, where = files.read_toml(path, "link")
-        return link_from_dict(data, where=where)
-    name = str(name_or_path).lower()
-    if name not in links():
-        raise HardwareError(f"no link called {name!r}; shipped links are {', '.join(links())} (or give the path of "
-                            "a .toml file: see napkin_cat/hardware/link.py for the format)")
-    data, where = files.read_shipped("links", name)
+    data, where = files.read_named(name_or_path, "links", "link", plural="links",
+                                   hint=": see napkin_cat/hardware/link.py for the format")
     return link_from_dict(data, where=where)
 
 

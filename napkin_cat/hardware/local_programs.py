@@ -32,7 +32,7 @@ from napkin_cat.errors import HardwareError
 from napkin_cat.hardware.ringcharge import each_box
 from napkin_cat.hardware.separable import components
 from napkin_cat.search.devices import is_collective
-from napkin_cat.syntax.adapter import Bubble, Diagram, Ty
+from napkin_cat.syntax.adapter import Bubble, Diagram, Ty, single
 from napkin_cat.syntax.flat import is_structural, layers
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.builder import Builder
@@ -66,7 +66,7 @@ def _plain(box) -> Diagram:
     """A box as a one-box diagram; a kernel as the function it runs (its loads and saves left out, at level 0:
     the time model derives its own algorithm for it)."""
     if not isinstance(box, Kernel):
-        return Diagram.id(box.dom).then(box)
+        return single(box)
     ops, dom, cod = trace_values(at_level(box.arg, 0))
     bld = Builder(box.dom)
     wires = dict(zip(dom, bld.inputs))
@@ -136,7 +136,7 @@ def _program(computing: list, cod, taken: set, types: dict, whole_rings: bool) -
             rings.append(box)
             part = box.arg
         elif isinstance(box, Kernel) and not whole_rings:     # its memory: a kernel's intermediates are on chip
-            part = Diagram.id(box.dom).then(box)
+            part = single(box)
         else:
             part = _plain(box)
         got = bld(part, *(wires[v] for v in ins))
@@ -274,7 +274,7 @@ def _at_positions(program: Diagram, axis: str, start: int, step) -> Diagram:
     bld = Builder(program.dom)
     wires = dict(zip(dom, bld.inputs))
     for box, ins, outs in ops:
-        got = bld(Diagram.id(box.dom).then(box), *(wires[v] for v in ins))
+        got = bld(single(box), *(wires[v] for v in ins))
         a = box.cod.inside[0] if len(box.cod.inside) == 1 else None
         if getattr(getattr(box, "data", None), "kind", None) == "position" and a is not None and a.names == (axis,):
             at = dict(dtype=a.dtype, level=a.level, **{axis: a.axis(axis).size})

@@ -207,15 +207,7 @@ def load(name_or_path) -> GPU:
     """A hardware model by name (``"h100-sxm5"``, ``"a100"``, ...) or from the path of a user's TOML file."""
     if isinstance(name_or_path, GPU):
         return name_or_path
-    path = files.as_path(name_or_path, "hardware model")
-    if path.suffix == ".toml" or path.exists() or "/" in str(name_or_path):
-        data, where = files.read_toml(path, "hardware")
-        return from_dict(data, where=where)
-    name = str(name_or_path).lower()
-    if name not in models():
-        raise HardwareError(f"no hardware model called {name!r}; shipped models are {', '.join(models())} "
-                            "(or give the path of a .toml file)")
-    data, where = files.read_shipped("models", name)
+    data, where = files.read_named(name_or_path, "models", "hardware model", plural="models", file_what="hardware")
     return from_dict(data, where=where)
 
 

@@ -73,6 +73,10 @@ class Barrier:
 
 @dataclass
 class Program:
+    """A warp-specialised program: its tasks, the warpgroups running them, each slot's issue order (task, iteration
+    offset), the barriers between them and the pipelines issued without blocking.
+    """
+
     name: str
     tasks: list
     warpgroups: int
@@ -108,6 +112,7 @@ def _stages(tasks, asynchronous):
 
 
 def sequential(tasks, *, warpgroups: int = 1, asynchronous=("tensor",)) -> Program:
+    """The program running ``tasks`` one after another in each iteration, on ``warpgroups`` alike, with no barriers."""
     return Program("sequential", list(tasks), warpgroups, [(k, 0) for k in range(len(tasks))], [],
                    tuple(asynchronous))
 
@@ -137,6 +142,9 @@ def inter(tasks, *, warpgroups: int = 2, pipelined: bool = False, asynchronous=(
 
 @dataclass(frozen=True)
 class Event:
+    """One op of a schedule: its warpgroup, task, iteration and pipeline, when it starts, ends its work and ends,
+    and the barriers that held it."""
+
     wg: int
     task: int
     iteration: int
@@ -149,6 +157,8 @@ class Event:
 
 @dataclass
 class Schedule:
+    """The events of ``iterations`` iterations of ``program``: its period, its utilisation per pipeline, its window."""
+
     program: Program
     events: list
     iterations: int
@@ -249,6 +259,8 @@ def tasks_of(table, overhead: dict | None = None) -> list:
 
 @dataclass
 class OverlapTable:
+    """The overlap strategies' schedules on one GPU (a row per strategy) and the overheads they were timed with."""
+
     rows: list              # (strategy name, Schedule)
     overhead: dict
     hardware: str

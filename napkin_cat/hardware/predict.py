@@ -381,6 +381,12 @@ def environment(sizes) -> dict:
 
 
 def check_ceilings(ceilings) -> dict:
+    """``ceilings`` as a dict checked by key: ``"hbm"``, ``"l2"`` (bytes/s) or ``"<pipeline>:<dtype>"`` (FLOP/s); a
+    HardwareError naming the unknown ones.
+
+    >>> check_ceilings({"hbm": 3e12})
+    {'hbm': 3000000000000.0}
+    """
     ceilings = dict(ceilings or {})
     unknown = [k for k in ceilings if k not in ("hbm", "l2") and k.split(":")[0] not in PIPELINES]
     if unknown:

@@ -75,4 +75,5 @@ def text_table(headers, rows, *, title: str | None = None, notes=()) -> str:
 
 
 def dumps(data: dict) -> str:
+    """A table's data as indented JSON text (non-ASCII kept: the tables' names use Greek letters)."""
     return json.dumps(data, indent=2, ensure_ascii=False)

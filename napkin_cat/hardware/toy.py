@@ -60,6 +60,10 @@ class Pool:
 
 @dataclass(frozen=True)
 class ToyLevel:
+    """One level of a toy hierarchy: its unit and memory pool, what it offers, and the tile, operand pool and parent it
+    names (see ``hopper.toml``).
+    """
+
     index: int
     name: str
     unit: str
@@ -84,6 +88,9 @@ class Placed:
 
 @dataclass(frozen=True)
 class ToyHierarchy:
+    """A toy hierarchy (§5): memory pools and levels, the scaling unit, the pipelines issued asynchronously and the
+    copies of a stream's tile loaded per trip; loaded by :func:`load_hierarchy`."""
+
     name: str
     description: str
     scaling_unit: str
@@ -119,6 +126,11 @@ class ToyHierarchy:
 
 # ---------------------------------------------------------------------------------------------- loading
 def hierarchies() -> list[str]:
+    """The names of the shipped toy hierarchies.
+
+    >>> "hopper" in hierarchies()
+    True
+    """
     return files.shipped("hierarchies")
 
 
@@ -126,13 +138,8 @@ def load_hierarchy(name_or_path) -> ToyHierarchy:
     """A toy hierarchy by name (``hopper``, ``ampere``) or from a TOML file (the format of ``hopper.toml``)."""
     if isinstance(name_or_path, ToyHierarchy):
         return name_or_path
-    path = files.as_path(name_or_path, "toy hierarchy")
-    if path.suffix == ".toml":
-        data, where = files.read_toml(path, "toy-hierarchy")
-    elif str(name_or_path) in hierarchies():
-        data, where = files.read_shipped("hierarchies", str(name_or_path))
-    else:
-        raise HardwareError(f"no toy hierarchy called {name_or_path!r}; shipped ones are {', '.join(hierarchies())}")
+    data, where = files.read_named(name_or_path, "hierarchies", "toy hierarchy", plural="toy hierarchies",
+                                   file_what="toy-hierarchy")
     return _validate(data, where)
 
 

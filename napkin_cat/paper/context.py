@@ -85,4 +85,5 @@ class Context:
 
 
 def simplified(expr):
+    """``expr`` simplified by sympy (the report's formulas as printed)."""
     return sympy.simplify(expr)

@@ -82,6 +82,11 @@ def same_expression(a, b) -> bool:
 
 
 def close(a, b, *, rel: float = 0.0, abs_: float = 0.0) -> bool:
+    """Whether ``a`` and ``b`` agree within ``rel`` (of the larger) or ``abs_``.
+
+    >>> close(100, 101, rel=0.02), close(100, 101), close(0, 1e-9, abs_=1e-6)
+    (True, False, True)
+    """
     a, b = float(a), float(b)
     return abs(a - b) <= max(abs_, rel * max(abs(a), abs(b)))
 

@@ -24,6 +24,7 @@ from napkin_cat.errors import NapkinError
 from napkin_cat.paper import analysis, backward, configuration, examples, plans, throughput
 from napkin_cat.paper.context import Context
 from napkin_cat.paper.ledger import Ledger
+from napkin_cat.paper.progress import progress as progress_bar
 
 #: (title, function(ledger, context)) in the order of the paper; later layers append theirs.
 SECTIONS = [*examples.SECTIONS, *analysis.SECTIONS, *plans.SECTIONS, *configuration.SECTIONS,
@@ -31,6 +32,7 @@ SECTIONS = [*examples.SECTIONS, *analysis.SECTIONS, *plans.SECTIONS, *configurat
 
 
 def section_names() -> list:
+    """The report's section titles, in the paper's order."""
     return [title for title, _ in SECTIONS]
 
 
@@ -43,7 +45,7 @@ def reproduce(out: str, *, sections=None, progress: bool = True) -> Ledger:
     ctx = Context(out)
     book = Ledger()
     figures, times, recorded = {}, {}, {}
-    bar = _progress(chosen, progress)
+    bar = progress_bar(chosen, enabled=progress, unit="section")
     for title, run in bar:
         if hasattr(bar, "set_description"):
             bar.set_description(title)
@@ -57,16 +59,6 @@ def reproduce(out: str, *, sections=None, progress: bool = True) -> Ledger:
     _write_json(book, out, times, ctx.notes)
     _write_markdown(book, out, recorded, figures, times, ctx.notes)
     return book
-
-
-def _progress(items, enabled):
-    if not enabled:
-        return items
-    try:
-        from tqdm import tqdm
-    except ImportError:  # the bar is a nicety; the report is the same without it
-        return items
-    return tqdm(items, unit="section", leave=False)
 
 
 def _write_json(book, out, times, notes):

@@ -127,9 +127,11 @@ class Expander:
             s, outs = self.box(box, [refs[v] for v in i_ids], [dest_of.get(v) for v in o_ids])
             stmts += s
             refs.update(zip(o_ids, outs))
-        return stmts + self._copies(cod, refs, dests), [refs[v] for v in cod]
+        return stmts + self.copies_out(cod, refs, dests), [refs[v] for v in cod]
 
-    def _copies(self, cod, refs, dests):
+    def copies_out(self, cod, refs, dests):
+        """A ``Copy`` into each given destination whose value was computed elsewhere (the diagram's outputs,
+        where the boxes did not write them in place)."""
         out = []
         for v, dst in zip(cod, dests):
             if dst is not None and refs[v] != dst:
@@ -200,8 +202,9 @@ class Expander:
             outs = fold_region(box, self, ins, stmts, dests)
         return stmts, outs
 
-    def _partition(self, box, ins, arrays):
-        """The loop index, the range of one tile, and the inputs sliced to it."""
+    def partition_trip(self, box, ins, arrays):
+        """The loop index of ``box``'s axis, the tile, the extent, the range of one trip (one tile) within the
+        axis's current range, and the inputs sliced to it: ``(index, tile, full, rng, sliced)``."""
         axis = box.axis
         tile = sympy.sympify(box.size)
         outer = self.context.get(axis)
@@ -213,7 +216,9 @@ class Expander:
         return index, tile, full, rng, sliced
 
     @contextmanager
-    def _inside(self, axis, rng):
+    def within(self, axis, rng):
+        """Inside the block, ``axis`` ranges over ``rng`` (one tile of its loop): a nested partition along it reads
+        its part of that tile; the range before is restored after."""
         saved = self.context.get(axis)
         self.context[axis] = rng
         if saved is None:
@@ -239,8 +244,8 @@ class Expander:
 
     def grid(self, node, ins, sink, dests):
         """``GridLoop``: inputs and outputs sliced along the axis at ``i_a·g``."""
-        index, tile, full, rng, sliced = self._partition(node.region, ins, node.region.dom.inside)
-        with self._inside(node.axis, rng):
+        index, tile, full, rng, sliced = self.partition_trip(node.region, ins, node.region.dom.inside)
+        with self.within(node.axis, rng):
             body, _ = self.diagram(node.inside, sliced, [self.slice(d, node.axis, rng) for d in dests])
         sink.append(GridLoop(node.axis, tile, full, index, tuple(body), self.origin("")))
         return dests
@@ -251,7 +256,7 @@ class Expander:
         box = node.region
         if node.parts is not None:
             return split_stream(self, node, ins, sink, dests, run)
-        index, tile, extent, rng, sliced = self._partition(box, ins, box.dom.inside)
+        index, tile, extent, rng, sliced = self.partition_trip(box, ins, box.dom.inside)
         dest_of = {}
         for v, dst in zip(node.cod, dests):
             if dst is not None and v not in dest_of:
@@ -260,7 +265,7 @@ class Expander:
         vals = run.head(ins, head, dest_of)
         states = run.init(head, dest_of)
         into = {v: self.slice(dest_of[v], node.axis, rng) for v in node.sliced}
-        with self._inside(node.axis, rng):
+        with self.within(node.axis, rng):
             _, made = run.trip({**vals, **dict(zip(node.dom, sliced))}, states, body, into)
             when = sympy.true if node.skip is None else _condition(sympy.Not(node.skip.skipped(self.tile_of)))
             data = None
@@ -276,7 +281,7 @@ class Expander:
             full_trips = self._full_trips(node.skip, made, tuple(body), data)
         vals.update((v, dest_of[v]) for v in node.sliced)
         outs = run.tail(run.finish(vals, states, tail, dest_of), tail, dest_of)
-        tail += self._copies(node.cod, dict(zip(node.cod, outs)), dests)
+        tail += self.copies_out(node.cod, dict(zip(node.cod, outs)), dests)
         sink.append(StreamLoop(node.axis, tile, extent, index, tuple(head), tuple(body), tuple(tail), self.origin(""),
                                when, data, full_trips))
         return dests
@@ -365,9 +370,9 @@ class Expander:
         """A ``GridLoop`` over the groups, each advancing on its slice of the state."""
         region = node.region
         with self._entered(region):
-            index, tile, full, rng, sliced = self._partition(region, ins, region.dom.inside)
+            index, tile, full, rng, sliced = self.partition_trip(region, ins, region.dom.inside)
             body = []
-            with self._inside(region.axis, rng):
+            with self.within(region.axis, rng):
                 advance(node.child, self, [self.slice(r, region.axis, rng) for r in state], sliced, body)
             sink.append(GridLoop(region.axis, tile, full, index, tuple(body), self.origin("")))
         return state
@@ -379,9 +384,9 @@ class Expander:
             return state
         region = node.region
         with self._entered(region):
-            index, tile, full, rng, sliced = self._partition(region, ins, region.dom.inside)
+            index, tile, full, rng, sliced = self.partition_trip(region, ins, region.dom.inside)
             head, body = [], []
-            with self._inside(region.axis, rng):
+            with self.within(region.axis, rng):
                 vals = run.head(ins, head)
                 run.trip({**vals, **dict(zip(node.schedule.dom, sliced))}, node.split(state), body)
             sink.append(StreamLoop(region.axis, tile, full, index, tuple(head), tuple(body), (), self.origin("")))

@@ -75,11 +75,11 @@ def split_stream(e, node, ins, sink, dests, run):
     one = Range(ip, sympy.Integer(1), P)
 
     head, body, saves = [], [], []
-    with e._inside(axis, Range(base + lo * tile, (hi - lo) * tile, base + full)):
-        index, _, extent, rng, sliced = e._partition(box, ins, box.dom.inside)
+    with e.within(axis, Range(base + lo * tile, (hi - lo) * tile, base + full)):
+        index, _, extent, rng, sliced = e.partition_trip(box, ins, box.dom.inside)
         vals = run.head(ins, head)
         states = run.init(head)
-        with e._inside(axis, rng):
+        with e.within(axis, rng):
             run.trip({**vals, **dict(zip(node.dom, sliced))}, states, body)
     partials = []
     for r, refs in zip(node.reducers, states):
@@ -115,7 +115,7 @@ def split_stream(e, node, ins, sink, dests, run):
         if dst is not None and v not in dest_of:
             dest_of[v] = dst
     outs = run.tail(run.finish(dict(zip(node.dom, ins)), merged, c_tail, dest_of), c_tail, dest_of)
-    c_tail += e._copies(node.cod, dict(zip(node.cod, outs)), dests)
+    c_tail += e.copies_out(node.cod, dict(zip(node.cod, outs)), dests)
     sink.append(StreamLoop(pa, sympy.Integer(1), P - 1, ic, tuple(c_head), tuple(c_body), tuple(c_tail),
                            e.origin("combine")))
     return dests

@@ -294,4 +294,5 @@ def _check_memory(p: Plan, memory):
 
 
 def bytes_of(v, sizes) -> int:
+    """The bytes of a plan variable ``v`` at ``sizes``: its shape's elements times its format's width."""
     return int(math.prod(int(sympy.sympify(e).subs(sizes)) for _, e in v.shape) * as_dtype(v.dtype).bytes)

@@ -61,14 +61,33 @@ def _numbers(r):
     return ms, cands, envelope, bound
 
 
-def plot_derivation(r, path: str | None = None):
-    """Draw the candidates' curves, the envelope (the derivation's ``H``) and the bound; save to ``path``."""
+def _figure(path):
+    """A figure of one pair of axes, once ``path`` (None: not saved) is known to name a picture file."""
     if path is not None and os.path.splitext(path)[1].lower() not in EXTENSIONS:
         raise NapkinError(f"cannot plot to {path!r}: the extension must be one of {', '.join(EXTENSIONS)}")
     from matplotlib.figure import Figure
-    ms, cands, envelope, bound = _numbers(r)
     fig = Figure(figsize=(8, 5))
-    ax = fig.add_subplot(1, 1, 1)
+    return fig, fig.add_subplot(1, 1, 1)
+
+
+def _finish(fig, ax, drawn: list, path, *, levels: str, legend: dict):
+    """Log-log axes of H* over M at ``levels``, the legend, ``fig.napkin_summary``; saved to ``path`` if given."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(f"M (values at level {levels})")
+    ax.set_ylabel("values moved H*")
+    ax.legend(**legend)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.napkin_summary = {"curves": drawn}
+    if path is not None:
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+    return fig
+
+
+def plot_derivation(r, path: str | None = None):
+    """Draw the candidates' curves, the envelope (the derivation's ``H``) and the bound; save to ``path``."""
+    fig, ax = _figure(path)
+    ms, cands, envelope, bound = _numbers(r)
     drawn = []
     for label, hs in cands:
         pts = [(m, h) for m, h in zip(ms, hs) if h is not None]
@@ -82,26 +101,13 @@ def plot_derivation(r, path: str | None = None):
     if bound is not None and r.bound.structural:
         ax.plot(ms, bound, color="grey", linestyle="--", label="lower bound")
         drawn.append(("lower bound", len(ms)))
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel(f"M (values at level {r.level})")
-    ax.set_ylabel("values moved H*")
-    ax.legend(fontsize=6, loc="upper right")
-    ax.grid(True, which="both", alpha=0.3)
-    fig.napkin_summary = {"curves": drawn}
-    if path is not None:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-    return fig
+    return _finish(fig, ax, drawn, path, levels=str(r.level), legend={"fontsize": 6, "loc": "upper right"})
 
 
 def compare_derivations(results: dict, path: str | None = None, *, title: str | None = None):
     """``{label: derivation}`` on one pair of axes: per derivation its envelope (solid), its unfused candidate
     (dotted) and its lower bound (dashed, when the bound is structural), in one colour; save to ``path``."""
-    if path is not None and os.path.splitext(path)[1].lower() not in EXTENSIONS:
-        raise NapkinError(f"cannot plot to {path!r}: the extension must be one of {', '.join(EXTENSIONS)}")
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=(8, 5))
-    ax = fig.add_subplot(1, 1, 1)
+    fig, ax = _figure(path)
     drawn, levels = [], set()
     for k, (name, r) in enumerate(results.items()):
         colour = f"C{k}"
@@ -116,15 +122,7 @@ def compare_derivations(results: dict, path: str | None = None, *, title: str | 
             if pts:
                 ax.plot(*zip(*pts), color=colour, label=f"{name}: {what}", **style)
                 drawn.append((f"{name}: {what}", len(pts)))
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel(f"M (values at level {', '.join(map(str, sorted(levels)))})")
-    ax.set_ylabel("values moved H*")
-    ax.legend(fontsize=7, loc="lower left")
-    ax.grid(True, which="both", alpha=0.3)
     if title:
         ax.set_title(title, fontsize=9)
-    fig.napkin_summary = {"curves": drawn}
-    if path is not None:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-    return fig
+    return _finish(fig, ax, drawn, path, levels=", ".join(map(str, sorted(levels))),
+                   legend={"fontsize": 7, "loc": "lower left"})

@@ -10,8 +10,8 @@ drawn and serialised by the render and io layers, which register themselves on `
 from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist, Node, Wire, to_netlist
 from napkin_cat.rewriting.readback import to_diagram
 from napkin_cat.rewriting.isomorphism import isomorphic
-from napkin_cat.rewriting.match import (ANY_BOX, Match, Pattern, feeds_only, find, kind, peel_weave, structural,
-                                        where)
+from napkin_cat.rewriting.pattern import ANY_BOX, Pattern, feeds_only, kind, structural, where
+from napkin_cat.rewriting.match import Match, find, peel_weave
 from napkin_cat.rewriting.obligation import (Obligation, ObligationError, Proof, bind_tiles, random_sizes,
                                              shape_of)
 from napkin_cat.rewriting.rules import Condition, Rule, RuleSet, as_ruleset

@@ -1,10 +1,9 @@
-"""Matching sub-diagrams: patterns, matches, and the diagram with a hole.
+"""Matching sub-diagrams: a pattern's matches, and the diagram with a hole.
 
-A :class:`Pattern` is a small graph of pattern nodes (a variable name and a
-:class:`NodeTest`) and port-labelled edges.  It is matched in a diagram's
-:class:`~napkin_cat.rewriting.netlist.Netlist` with networkx's ``DiGraphMatcher``
-(subgraph monomorphism), so matches are found across unrelated boxes and
-through swaps.  A match is kept when it is
+A :class:`~napkin_cat.rewriting.pattern.Pattern` (:mod:`napkin_cat.rewriting.pattern`: what is looked for) is
+matched in a diagram's :class:`~napkin_cat.rewriting.netlist.Netlist` with networkx's ``DiGraphMatcher``
+(subgraph monomorphism), so matches are found across unrelated boxes and through swaps.  A match is kept when
+it is
 
 * *exact*: the wires between matched nodes are exactly the pattern's edges, and
 * *convex*: no path leaves the matched nodes and comes back (else the
@@ -14,6 +13,8 @@ A :class:`Match` is "a diagram with a hole": its :attr:`Match.dom` and
 :attr:`Match.cod` are the boundary wires (inputs ordered by pattern variable
 then port, outputs likewise), and :meth:`Match.substitute` plugs a replacement
 of that type into the hole.
+
+The pattern's names are importable from here too (the rules import ``Pattern, kind, where`` with ``find``).
 
 >>> import napkin_cat as nc
 >>> t = nc.types("a", level=1).inside[0]
@@ -27,7 +28,6 @@ of that type into the hole.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 import networkx as nx
 from networkx.algorithms.isomorphism import DiGraphMatcher
@@ -35,118 +35,15 @@ from networkx.algorithms.isomorphism import DiGraphMatcher
 from napkin_cat.syntax.adapter import Ty
 from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist, to_netlist
-from napkin_cat.rewriting.splice import normalize, splice, splice_rebuild  # noqa: F401
+from napkin_cat.rewriting.pattern import ANY_BOX, Edge, NodeTest, Pattern, feeds_only, kind, structural, where
+from napkin_cat.rewriting.splice import normalize, splice
 from napkin_cat.rewriting.readback import to_diagram
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.weave import build_box
 
-
-# ---------------------------------------------------------------------- node tests
-@dataclass(frozen=True)
-class NodeTest:
-    """A predicate on netlist nodes, with a name for messages: ``test(net, node) -> bool``."""
-
-    name: str
-    test: Callable
-    #: the node kinds (``"box"``, ``"copy"``, ``"region"``, …) and box kinds (``Spec.kind``) it can accept, where it
-    #: says (None: any): a scan for its candidates reads only those nodes (:meth:`~.netlist.Netlist.of_kind`)
-    nodes: tuple | None = None
-    boxes: tuple | None = None
-    #: it accepts exactly the nodes of the kinds it says (:meth:`pool`): a scan of the whole netlist need not run it
-    exact: bool = False
-
-    def __call__(self, net, node) -> bool:
-        return bool(self.test(net, node))
-
-    def pool(self, net) -> list:
-        """The nodes of ``net`` it can accept by their kinds alone (every node where it does not say)."""
-        if self.boxes is not None:
-            return net.of_kind(*(("box", k) for k in self.boxes))
-        if self.nodes is not None:
-            return net.of_kind(*((k, None) for k in self.nodes))
-        return list(net.nodes)
-
-    def describe(self) -> str:
-        return self.name
-
-
-def kind(*kinds: str) -> NodeTest:
-    """A primitive box whose ``Spec.kind`` is one of ``kinds``."""
-    return NodeTest("|".join(kinds), lambda net, n: n.kind == "box" and n.spec.kind in kinds, boxes=tuple(kinds),
-                    exact=True)
-
-
-def structural(name: str) -> NodeTest:
-    """A node of structural kind 'copy', 'discard', 'merge' or 'region'."""
-    return NodeTest(name, lambda net, n: n.kind == name, nodes=(name,), exact=True)
-
-
-def where(name: str, test: Callable, *, nodes: tuple | None = None) -> NodeTest:
-    """Any named predicate ``test(net, node)``; ``nodes``: the node kinds it can hold on (None: any)."""
-    return NodeTest(name, test, nodes=nodes)
-
-
-ANY_BOX = NodeTest("box", lambda net, n: n.kind in ("box", "region"), nodes=("box", "region"), exact=True)
-
-
-def feeds_only(test: NodeTest, name: str | None = None) -> NodeTest:
-    """A box with at least one output, every output going to a node satisfying ``test``."""
-    def fn(net, node):
-        ends = net.consumers(node.id)
-        return bool(ends) and all(e[0] != OUTPUT and test(net, net.nodes[e[0]]) for e in ends)
-    return NodeTest(name or f"box feeding only {test.name}", fn)
-
-
-# ---------------------------------------------------------------------- patterns
-@dataclass(frozen=True)
-class Edge:
-    """A pattern edge: output ``src_port`` of ``src`` feeds input ``dst_port`` of ``dst`` (None: any)."""
-
-    src: str
-    src_port: int | None
-    dst: str
-    dst_port: int | None
-
-    def __str__(self):
-        def p(x):
-            return "*" if x is None else x
-        return f"{self.src}.{p(self.src_port)} → {self.dst}.{p(self.dst_port)}"
-
-
-@dataclass(frozen=True)
-class Pattern:
-    """Pattern nodes ``{var: NodeTest}`` (ordered), edges, optional ``absorb`` and ``bind``.
-
-    ``absorb(net, nodes) -> {var: node id}`` adds nodes determined by the match
-    (e.g. every discard of a box's outputs); ``bind(match) -> dict | None``
-    binds variables (axis names, sizes, parameters), None rejecting the match.
-    """
-
-    nodes: tuple
-    edges: tuple = ()
-    absorb: Callable | None = None
-    bind: Callable | None = None
-
-    def __post_init__(self):
-        nodes = tuple(self.nodes.items()) if isinstance(self.nodes, dict) else tuple(self.nodes)
-        edges = tuple(e if isinstance(e, Edge) else Edge(*e) for e in self.edges)
-        names = [v for v, _ in nodes]
-        if not nodes or len(set(names)) != len(names):
-            raise RewriteError(f"a pattern needs distinct variable names, got {names}")
-        for e in edges:
-            for v in (e.src, e.dst):
-                if v not in names:
-                    raise RewriteError(f"pattern edge {e} names {v!r}, which is not a pattern node {names}")
-        object.__setattr__(self, "nodes", nodes)
-        object.__setattr__(self, "edges", edges)
-
-    @property
-    def variables(self) -> tuple:
-        return tuple(v for v, _ in self.nodes)
-
-    def describe(self) -> str:
-        nodes = ", ".join(f"{v}:{t.describe()}" for v, t in self.nodes)
-        return nodes + ("; " + ", ".join(map(str, self.edges)) if self.edges else "")
+#: the matching's names, and the pattern's (:mod:`.pattern`) and the netlist's boundary ends that rules import from here
+__all__ = ["find", "lazy_find", "near", "is_convex", "Match", "peel_weave", "Pattern", "Edge", "NodeTest", "kind",
+           "structural", "where", "feeds_only", "ANY_BOX", "INPUT", "OUTPUT"]
 
 
 def _ports_fit(have, want) -> bool:

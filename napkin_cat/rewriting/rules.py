@@ -251,6 +251,7 @@ class RuleSet:
 
 
 def as_ruleset(rules) -> RuleSet:
+    """``rules`` as a :class:`RuleSet`: one, a rule alone, or an iterable of rules."""
     if isinstance(rules, RuleSet):
         return rules
     if isinstance(rules, Rule):

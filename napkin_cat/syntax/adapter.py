@@ -211,6 +211,16 @@ class Diagram(markov.Diagram):
         return repr(self)
 
 
+def single(box) -> Diagram:
+    """A box as a one-box diagram (equal to the box, but a :class:`Diagram` whose one layer holds it).
+
+    >>> f = Box("f", Ty(Array(())), Ty(Array(())))
+    >>> type(single(f)).__name__, single(f) == f, single(f).boxes == [f]
+    ('Diagram', True, True)
+    """
+    return Diagram.id(box.dom).then(box)
+
+
 class Box(markov.Box, Diagram):
     """A box; napkin-cat keeps its primitive spec in ``data`` (hashable).
 
@@ -260,12 +270,14 @@ class Copy(markov.Copy, Box):
 
 
 class Merge(markov.Merge, Box):
+    """The merge of ``n`` wires of one type into one (discopy's, pickled by its type and arity)."""
+
     def __reduce__(self):
         return type(self), (self.cod, len(self.dom))
 
 
 class Discard(markov.Discard, Copy):
-    pass
+    """A wire dropped: a copy to no wires."""
 
 
 class Bubble(monoidal.Bubble, Box):

@@ -67,6 +67,11 @@ def _plain(s) -> bool:
 
 
 def check_name(name: str) -> str:
+    """``name`` where it is a legal axis name (identifier-like), else an AxisError saying what is legal.
+
+    >>> check_name("d_k")
+    'd_k'
+    """
     if not isinstance(name, str) or not _NAME.match(name):
         raise AxisError(
             f"axis name {name!r} is not legal: use a Python-identifier-like name "

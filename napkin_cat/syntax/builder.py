@@ -14,7 +14,7 @@ discard (a wire never used) that a string diagram needs.
 """
 from __future__ import annotations
 
-from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.adapter import Diagram, Ty, single
 from napkin_cat.syntax.flat import from_layers
 from napkin_cat.errors import ArgumentError, CompositionError
 from napkin_cat.syntax.construct import cast
@@ -22,6 +22,8 @@ from napkin_cat.syntax.dtype import as_dtype
 
 
 class Wire:
+    """A value in a :class:`Builder`: its id and the array it carries."""
+
     __slots__ = ("id", "array")
 
     def __init__(self, id_, array):
@@ -55,6 +57,12 @@ class Builder:
             self._next += 1
         self._ops.append((diagram, [w.id for w in wires], outs))
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def apply(self, diagram: Diagram, values: dict, ins, outs) -> None:
+        """``diagram`` applied to the wires ``values[v]`` named by ``ins``, its output wires entered in ``values``
+        under the names ``outs``: one line of straight-line code on named values (:func:`build_values`)."""
+        got = self(diagram, *(values[v] for v in ins))
+        values.update(zip(outs, got if isinstance(got, tuple) else (got,)))
 
     def convert(self, wire: Wire, dtype) -> Wire:
         """``wire`` in the number format ``dtype``: the wire itself, or a Cast box when the formats differ.
@@ -155,3 +163,27 @@ class Builder:
                 del state[j]
         cod = Ty(*(a for _, a in state))
         return from_layers(self.dom, cod, parts)
+
+
+def build_values(ops, ins, outs, arrays: dict) -> Diagram:
+    """The diagram of ``ops`` (``(box, input names, output names)`` in order) from the values named ``ins`` to those
+    named ``outs``, ``arrays[v]`` the array of value ``v``: straight-line code on named values, the copies, swaps and
+    discards inserted.  The inverse of :func:`~napkin_cat.syntax.wiring.trace_values`: for ``ops, dom, cod =
+    trace_values(d)``, ``build_values(ops, dom, cod, arrays)`` computes what ``d`` computes.
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.syntax.wiring import trace_values
+    >>> d = nc.elementwise("exp", "q") >> nc.elementwise("neg", "q")
+    >>> ops, dom, cod = trace_values(d)
+    >>> arrays = dict(zip(dom, d.dom.inside))
+    >>> arrays.update((v, a) for box, _, outs in ops for v, a in zip(outs, box.cod.inside))
+    >>> bool(nc.equivalent(build_values(ops, dom, cod, arrays), d))
+    True
+    >>> [box.name for box in build_values(ops[1:], ops[1][1], cod, arrays).boxes]
+    ['neg']
+    """
+    b = Builder(Ty(*(arrays[v] for v in ins)))
+    values = dict(zip(ins, b.inputs))
+    for box, box_ins, box_outs in ops:
+        b.apply(single(box), values, box_ins, box_outs)
+    return b.build(*(values[v] for v in outs))

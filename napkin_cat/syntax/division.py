@@ -38,7 +38,7 @@ import numpy as np
 
 from napkin_cat.errors import IndexingError
 from napkin_cat.syntax import interval as iv
-from napkin_cat.syntax.maps import require
+from napkin_cat.syntax.maps import elementwise_check, require
 from napkin_cat.syntax.primitive import Core, declare
 from napkin_cat.syntax.printed import printed
 from napkin_cat.syntax.vjp import linear, no_cotangent, on, partials
@@ -62,11 +62,10 @@ def _constant_of(core_or_box):
 
 
 def _check(name, arity):
+    items = elementwise_check(name, arity, example="a signature such as 'x, q -> q x'")
+
     def check(core: Core):
-        require(len(core.inputs) == arity and len(core.outputs) == 1, name,
-                f"is an elementwise map on {arity} item(s) to one item")
-        require(all(a == () for a in core.inputs + core.outputs), name,
-                "acts on items: every axis must be weaved (use a signature such as 'x, q -> q x')")
+        items(core)
         if arity == 1:
             c = core.params.get("c")
             require(isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c != 0, name,

@@ -92,6 +92,11 @@ DTYPES = {d.name: d for d in (FP32, FP16, BF16, FP8, INT32, BOOL)}
 
 
 def as_dtype(d) -> DType:
+    """A :class:`DType` given itself or by name, else a NapkinError listing the legal names.
+
+    >>> as_dtype("fp16") is as_dtype(as_dtype("fp16"))
+    True
+    """
     if isinstance(d, DType):
         return d
     try:

@@ -49,18 +49,28 @@ def compose_all(dom: Ty, *diagrams: Diagram) -> Diagram:
 
 
 def identity(dom: Ty) -> Diagram:
+    """The identity diagram on ``dom`` (the wires, no box)."""
     return Diagram.id(dom)
 
 
 def swap(left: Ty, right: Ty) -> Diagram:
+    """The swap of ``left`` past ``right``: ``left @ right → right @ left``."""
     return Diagram.swap(left, right)
 
 
 def copy(x: Ty, n: int = 2) -> Diagram:
+    """``x`` copied ``n`` times: ``x → x @ … @ x`` (``n = 0``: discarded).
+
+    >>> import napkin_cat as nc
+    >>> x = nc.types("q")
+    >>> len(copy(x).cod), discard(x).cod == copy(x, 0).cod
+    (2, True)
+    """
     return Diagram.copy(x, n)
 
 
 def discard(x: Ty) -> Diagram:
+    """``x`` dropped: the copy of ``x`` to no wires."""
     return Diagram.copy(x, 0)
 
 
@@ -98,6 +108,7 @@ def copy_box(x: Array, n: int = 2) -> "Copy":
 
 
 def make_layer(left: Ty, box, right: Ty):
+    """The layer ``left @ box @ right``, trusted to be well typed (no check: the caller built its parts to fit)."""
     return Layer.trusted(left, box, right)
 
 

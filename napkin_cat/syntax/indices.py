@@ -44,6 +44,7 @@ from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.axis import Axis, check_name
 from napkin_cat.syntax.dtype import BOOL, FP32, INT32, as_dtype
 from napkin_cat.syntax.printed import printed, structured
+from napkin_cat.syntax.maps import elementwise_check, require
 from napkin_cat.syntax.ops import SUM
 from napkin_cat.syntax.primitive import Core, Weave, declare
 from napkin_cat.syntax.vjp import no_cotangent
@@ -51,24 +52,14 @@ from napkin_cat.syntax.weave import build_box
 from napkin_cat.syntax.construct import axes_for, parse
 
 
-def _require(cond, kind, msg):
-    if not cond:
-        raise SignatureError(f"{kind}: {msg}")
-
-
 def _items(name, arity):
-    def check(core: Core):
-        _require(len(core.inputs) == arity and len(core.outputs) == 1, name,
-                 f"is an elementwise map on {arity} item(s) to one item")
-        _require(all(a == () for a in core.inputs + core.outputs), name,
-                 "acts on items: every axis must be weaved (use a signature such as 'x, q -> q x')")
-    return check
+    return elementwise_check(name, arity, example="a signature such as 'x, q -> q x'")
 
 
 # --------------------------------------------------------------------------- positions
 def _position_check(core: Core):
-    _require(core.inputs == () and core.outputs == ((),), "position",
-             "the item signature is () → R: no input, one item, weaved over the axis it numbers")
+    require(core.inputs == () and core.outputs == ((),), "position",
+            "the item signature is () → R: no input, one item, weaved over the axis it numbers")
 
 
 def _position_impl(xs, core: Core):
@@ -184,10 +175,10 @@ declare("select", lambda xs, core: [np.where(np.asarray(xs[0], bool), xs[1], xs[
 
 
 def _gather_check(core: Core):
-    _require(len(core.inputs) == 2 and len(core.outputs) == 1 and core.outputs[0] == (), "gather",
-             "the item signature is Rᵛ ⊗ R → R: an array along one axis and an index item to one item")
-    _require(len(core.inputs[0]) == 1 and core.inputs[1] == (), "gather",
-             f"gathers along one axis of its first input at an item index, got core axes {core.inputs}")
+    require(len(core.inputs) == 2 and len(core.outputs) == 1 and core.outputs[0] == (), "gather",
+            "the item signature is Rᵛ ⊗ R → R: an array along one axis and an index item to one item")
+    require(len(core.inputs[0]) == 1 and core.inputs[1] == (), "gather",
+            f"gathers along one axis of its first input at an item index, got core axes {core.inputs}")
 
 
 def _gather_impl(xs, core: Core):

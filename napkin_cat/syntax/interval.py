@@ -92,18 +92,25 @@ def lt(a, b):
 
 
 def all_of(*cs):
+    """Every condition of ``cs`` (numbers, numpy arrays element by element, or a sympy ``And``).
+
+    >>> all_of(True, False), all_of(np.array([True, True]), np.array([True, False])).tolist()
+    (False, [True, False])
+    """
     if _symbolic(*cs):
         return sympy.And(*cs)
     return reduce(np.logical_and, cs) if _arrays(*cs) else all(cs)
 
 
 def any_of(*cs):
+    """Some condition of ``cs`` (numbers, numpy arrays element by element, or a sympy ``Or``)."""
     if _symbolic(*cs):
         return sympy.Or(*cs)
     return reduce(np.logical_or, cs) if _arrays(*cs) else any(cs)
 
 
 def negate(c):
+    """The condition ``c`` negated (a number, a numpy array element by element, or a sympy ``Not``)."""
     if _symbolic(c):
         return sympy.Not(c)
     return np.logical_not(c) if _arrays(c) else not c
@@ -211,18 +218,30 @@ def same(a):
 
 
 def add(a, b):
+    """``a + b``: ``[a.lo + b.lo, a.hi + b.hi]`` (None where either is unknown).
+
+    >>> add(Interval(1, 2), Interval(10, 20)), add(Interval(1, 2), None)
+    (Interval(lo=11, hi=22), None)
+    """
     return Interval(a.lo + b.lo, a.hi + b.hi) if _known(a, b) else None
 
 
 def sub(a, b):
+    """``a − b``: ``[a.lo − b.hi, a.hi − b.lo]`` (None where either is unknown)."""
     return Interval(a.lo - b.hi, a.hi - b.lo) if _known(a, b) else None
 
 
 def neg(a):
+    """``−a``: ``[−a.hi, −a.lo]`` (None where unknown)."""
     return Interval(-a.hi, -a.lo) if _known(a) else None
 
 
 def absolute(a):
+    """``|a|``: from ``max(a.lo, −a.hi, 0)`` to ``max(−a.lo, a.hi)`` (None where unknown).
+
+    >>> absolute(Interval(-3, 2)), absolute(Interval(2, 5))
+    (Interval(lo=0, hi=3), Interval(lo=2, hi=5))
+    """
     return Interval(hi_of(a.lo, -a.hi, 0), hi_of(-a.lo, a.hi)) if _known(a) else None
 
 
@@ -338,10 +357,12 @@ def remainder_by(a, b, *, integer: bool):
 
 
 def maximum(a, b):
+    """``max(a, b)`` element by element: the maxima of the ends (None where either is unknown)."""
     return Interval(hi_of(a.lo, b.lo), hi_of(a.hi, b.hi)) if _known(a, b) else None
 
 
 def minimum(a, b):
+    """``min(a, b)`` element by element: the minima of the ends (None where either is unknown)."""
     return Interval(lo_of(a.lo, b.lo), lo_of(a.hi, b.hi)) if _known(a, b) else None
 
 
@@ -358,6 +379,7 @@ def less_equal(a, b) -> Truth | None:
 
 
 def less(a, b) -> Truth | None:
+    """The truth of ``a < b``: always where ``a.hi < b.lo``, possibly where ``a.lo < b.hi`` (None where unknown)."""
     return Truth(lt(a.hi, b.lo), lt(a.lo, b.hi)) if _known(a, b) else None
 
 
@@ -367,6 +389,7 @@ def equal(a, b) -> Truth | None:
 
 
 def not_equal(a, b) -> Truth | None:
+    """The truth of ``a ≠ b``: always where the intervals do not overlap, possibly unless both are the same point."""
     return Truth(negate(_overlap(a, b)), negate(_point(a, b))) if _known(a, b) else None
 
 
@@ -384,16 +407,23 @@ def _truth(x) -> Truth:
 
 
 def conjunction(a, b) -> Truth:
+    """The truth of ``a ∧ b``: always where both always are, possibly where both possibly are."""
     a, b = _truth(a), _truth(b)
     return Truth(all_of(a.always, b.always), all_of(a.possibly, b.possibly))
 
 
 def disjunction(a, b) -> Truth:
+    """The truth of ``a ∨ b``: always where either always is, possibly where either possibly is."""
     a, b = _truth(a), _truth(b)
     return Truth(any_of(a.always, b.always), any_of(a.possibly, b.possibly))
 
 
 def complement(a) -> Truth:
+    """The truth of ``¬a``: always where ``a`` is never true, possibly where it is not always.
+
+    >>> complement(Truth(always=False, possibly=True))
+    Truth(always=False, possibly=True)
+    """
     a = _truth(a)
     return Truth(negate(a.possibly), negate(a.always))
 

@@ -291,33 +291,44 @@ ELEMENTWISE = sorted(set(UNARY) | set(BINARY) | set(TERNARY))
 ARITY = {**dict.fromkeys(UNARY, 1), **dict.fromkeys(BINARY, 2), **dict.fromkeys(TERNARY, 3)}
 
 
-def _elementwise_check(name, arity):
+def elementwise_check(name: str, arity: int, *, example: str = "an einops string such as 'q x'"):
+    """The signature check of an elementwise kind: ``arity`` items in, one item out, every axis weaved (``example``:
+    how the error tells the user to write that).
+
+    >>> from napkin_cat.syntax.primitive import Core
+    >>> elementwise_check("add", 2)(Core(((), ()), ((),))) is None
+    True
+    >>> elementwise_check("add", 2)(Core(((), ()), (("q",),)))
+    Traceback (most recent call last):
+        ...
+    napkin_cat.errors.SignatureError: add: acts on items: every axis must be weaved (use an einops string such as 'q x')
+    """
     def check(core: Core):
         require(len(core.inputs) == arity and len(core.outputs) == 1, name,
-                 f"is an elementwise map on {arity} item(s) to one item")
+                f"is an elementwise map on {arity} item(s) to one item")
         require(all(a == () for a in core.inputs + core.outputs), name,
-                 "acts on items: every axis must be weaved (use an einops string such as 'q x')")
+                f"acts on items: every axis must be weaved (use {example})")
     return check
 
 
 def _unary_kind(name, fn, pipeline, parts):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], core)],
             flops=(lambda core, p=pipeline: {p: 1} if p else {}),
-            check=_elementwise_check(name, 1), label=name, shape="circle", arity=1, in_place=True,
+            check=elementwise_check(name, 1), label=name, shape="circle", arity=1, in_place=True,
             doc=f"Elementwise {name} on items.", **parts)
 
 
 def _binary_kind(name, fn, pipeline, parts):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], xs[1])],
             flops=lambda core, p=pipeline: {p: 1},
-            check=_elementwise_check(name, 2), label=name, shape="circle", arity=2, in_place=True,
+            check=elementwise_check(name, 2), label=name, shape="circle", arity=2, in_place=True,
             doc=f"Elementwise {name} of two items.", **parts)
 
 
 def _ternary_kind(name, fn, pipeline, flops, parts):
     declare(name, lambda xs, core, fn=fn: [fn(xs[0], xs[1], xs[2])],
             flops=lambda core, p=pipeline, n=flops: {p: n},
-            check=_elementwise_check(name, 3), label=name, shape="circle", arity=3, in_place=True,
+            check=elementwise_check(name, 3), label=name, shape="circle", arity=3, in_place=True,
             doc=f"Elementwise {name} of three items.", **parts)
 
 

@@ -430,6 +430,7 @@ def declare(name: str, impl: Callable, *, flops: Callable = None, check: Callabl
 
 
 def kind_of(name: str) -> Kind:
+    """The declared :class:`Kind` called ``name``, else an UnknownPrimitiveError listing the declared ones."""
     try:
         return KINDS[name]
     except KeyError:

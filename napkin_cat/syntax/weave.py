@@ -79,6 +79,12 @@ def build_box(kind: str, dom: list[Array], cod: list[Array], weaves: list[Weave]
 
 
 def insert_at(axes: tuple, axis: Axis, position: int, where: str) -> tuple:
+    """``axes`` with ``axis`` inserted at ``position`` (negative: from the end, −1 last); a WeaveError naming ``where``
+    and the legal positions.
+
+    >>> [a.name for a in insert_at((Axis("x", 2),), Axis("q", 3), -1, "x")]
+    ['x', 'q']
+    """
     n = len(axes)
     p = position if position >= 0 else n + 1 + position
     if not 0 <= p <= n:
@@ -115,6 +121,7 @@ def broadcast_box(array: Array, axis: Axis, position: int) -> Box:
 
 # --------------------------------------------------------------------------- diagrams
 def all_arrays(diagram: Diagram):
+    """Every array of ``diagram``: its inputs and each box's outputs, inside regions too."""
     yield from diagram.dom.inside
     for _, box in layers(diagram):
         yield from box.cod.inside

@@ -124,6 +124,9 @@ def _inputs_line(seed: int) -> str:
 
 # ---------------------------------------------------------------------- the cheap checks
 def check_evaluate(p: Program, seed: int = 0):
+    """The program's ``nc.evaluate`` against its numpy reference on seeded inputs; a CheckFailed with a reproducer where
+    they differ.
+    """
     xs = p.arrays(np.random.default_rng(seed))
     got = p.evaluated(seed)         # nc.evaluate on xs (the json and plan checks compare with the same outputs)
     want = p.reference(*xs)
@@ -137,6 +140,7 @@ def check_evaluate(p: Program, seed: int = 0):
 
 
 def check_json(p: Program, seed: int = 0):
+    """``nc.loads(nc.dumps(d)) == d``, and the read-back diagram evaluates to the same outputs, bit for bit."""
     text = nc.dumps(p.diagram)
     back = nc.loads(text)
     lines = "back = nc.loads(nc.dumps(diagram))\nprint(back == diagram)"
@@ -150,13 +154,19 @@ def check_json(p: Program, seed: int = 0):
     return ("round trip",)
 
 
-def _env(sizes: dict) -> dict:
+def size_env(sizes: dict) -> dict:
+    """The substitution a cost's symbols take at a program's sizes: ``{symbol(name): value}``.
+
+    >>> size_env({"q": 4})
+    {q: 4}
+    """
     return {symbol(k): v for k, v in sizes.items()}
 
 
 def check_cost(p: Program, seed: int = 0):
+    """Every entry of the program's cost (H, M, FLOPs) is a finite non-negative whole number at its sizes."""
     c = nc.cost(p.diagram)
-    env = _env(p.sizes)
+    env = size_env(p.sizes)
     for what, table in (("H", c.H), ("M", c.M), ("FLOPs", c.flops)):
         for key, expr in table.items():
             v = sympy.sympify(expr).subs(env)
@@ -218,7 +228,7 @@ def algorithm(p: Program, seed: int = 0):
                 continue
             done.append(axis)
             break
-    sizes, env = dict(p.sizes), _env(p.sizes)
+    sizes, env = dict(p.sizes), size_env(p.sizes)
     for tile, full in tile_sizes(alg):
         if str(tile) not in sizes:
             sizes[str(tile)] = _ragged_tile(rng, int(sympy.sympify(full).subs(env)))
@@ -246,7 +256,7 @@ def partitioned(alg, sizes: dict) -> tuple:
     not divide its axis at ``sizes``)."""
     boxes = list(_partitions(alg))
     axes = [b.axis for b in boxes]
-    env = _env(sizes)
+    env = size_env(sizes)
     tags = {"streamed": any(isinstance(b, Stream) for b in boxes), "grouped": any(isinstance(b, Grid) for b in boxes),
             "in parts": any(b.params.get("parts") is not None for b in boxes),
             "sliced": any(b.params.get("sliced") for b in boxes), "nested": len(set(axes)) < len(axes),

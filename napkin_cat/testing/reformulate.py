@@ -40,7 +40,7 @@ import sympy
 
 import napkin_cat as nc
 from napkin_cat.rewriting import Rule, RuleSet
-from napkin_cat.rewriting.match import Pattern, kind, structural, where
+from napkin_cat.rewriting.pattern import Pattern, kind, structural, where
 
 
 def _sig(names) -> str:

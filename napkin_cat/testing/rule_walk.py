@@ -28,6 +28,7 @@ from napkin_cat.testing.programs import Program
 
 
 def axis_names(diagram) -> list:
+    """The axis names of ``diagram``'s inputs and outputs, in order of first appearance."""
     seen = []
     for arr in (*diagram.dom.inside, *diagram.cod.inside):
         seen += [n for n in arr.names if n not in seen]
@@ -35,6 +36,9 @@ def axis_names(diagram) -> list:
 
 
 def step_script(before, rule, params, key, seed) -> str:
+    """A standalone script that replays one rewrite step (``rule`` at the match ``key``, ``params``) on ``before`` and
+    prints whether it kept the meaning.
+    """
     return "\n".join([
         "from napkin_cat.rewriting.registry import rulebook",
         f"before = nc.loads({nc_dumps(before)!r})",
@@ -45,6 +49,7 @@ def step_script(before, rule, params, key, seed) -> str:
 
 
 def nc_dumps(d) -> str:
+    """``d`` as the JSON a reproducer script embeds (``nc.dumps``)."""
     return nc.dumps(d)
 
 

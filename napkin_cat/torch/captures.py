@@ -165,6 +165,7 @@ def fingerprint(value, depth: int = DEPTH):
 
 
 def mods(score_mod, mask_mod) -> dict:
+    """The two FlexAttention functions by role: ``{"score_mod": …, "mask_mod": …}``."""
     return {"score_mod": score_mod, "mask_mod": mask_mod}
 
 

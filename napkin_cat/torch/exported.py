@@ -197,6 +197,7 @@ def location(node) -> str:
 
 
 def op_name(node) -> str:
+    """The aten op a graph node calls, with its overload (``"index.Tensor"``); ``""`` for anything else."""
     target = node.target
     if isinstance(target, torch._ops.OpOverload) and target.namespace == "aten":
         return target.__name__          # "index.Tensor": the op and its overload
@@ -414,10 +415,12 @@ def position_of(t: Translation, name: str, shape, along, env) -> Tensor:
 
 
 def x_size(t: Translation, c):
+    """The size of the axis class ``c`` (its representative's)."""
     return t.classes.size[t.classes.find(c)]
 
 
 def format_of(dtype, name: str):
+    """napkin-cat's format of a torch ``dtype``, else an UnsupportedOperationError naming the tensor and the formats."""
     if dtype not in FORMATS:
         raise UnsupportedOperationError(f"{name} is a {dtype} tensor; napkin-cat's formats take "
                                         f"{sorted(str(d) for d in FORMATS)}")
@@ -425,6 +428,9 @@ def format_of(dtype, name: str):
 
 
 def value(t: Translation, env: dict, arg):
+    """A node argument's value: what the translation made of the node (refusing the indices of a max or min), or the
+    constant itself.
+    """
     if isinstance(arg, torch.fx.Node):
         x = env[arg.name]
         if isinstance(x, Indices):

@@ -35,6 +35,7 @@ PASSING = ("rename",)
 
 
 def describe(array) -> str:
+    """An array's axes as a message names them (``q×d``; ``item`` for none)."""
     return "×".join(array.names) or "item"
 
 

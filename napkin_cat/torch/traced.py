@@ -58,6 +58,10 @@ class Signature:
 
 @dataclass
 class Step:
+    """One traced op: its operands (with the classes of axes each is used with), its outputs, the function making its
+    diagram, and where in the program it was traced.
+    """
+
     uses: list                       # (operand Tensor, the classes it is used with: renamed where they differ)
     outs: list
     make: Callable                   # Signature -> Diagram

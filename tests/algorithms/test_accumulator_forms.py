@@ -97,7 +97,7 @@ def test_softmax_streams_by_the_form_the_rule_library_registers():
     assert [s.init for s in reducer.state] == [-np.inf, 0.0, 0.0]
 
 
-def test_forms_are_found_through_the_entry_point_group(monkeypatch, expnorm):
+def test_forms_are_found_through_the_entry_point_group(monkeypatch, request, expnorm):
     """A plugin declares its forms under ``napkin_cat.accumulators``; the analysis loads them lazily."""
     import napkin_cat.algorithms.accumulators as acc
     form = NormaliserForm("expnorm_plugin", EXPNORM, _state, _step, _finish)
@@ -107,7 +107,8 @@ def test_forms_are_found_through_the_entry_point_group(monkeypatch, expnorm):
 
         def load(self):
             return (form,)
-    monkeypatch.setattr(acc, "_loaded", False)
+    acc.load_entry_points.cache_clear()                        # not loaded yet, as in a fresh process
+    request.addfinalizer(acc.load_entry_points.cache_clear)     # the real plugins load again after
     monkeypatch.setattr(acc, "FORMS", {})
     monkeypatch.setattr(acc, "entry_points", lambda group: [EntryPoint()] if group == acc.GROUP else [])
     assert acc.forms_for(EXPNORM) == [form]

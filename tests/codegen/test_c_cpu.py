@@ -3,7 +3,6 @@ checked here against numpy), loads of an input's own rows as pointers, a layout 
 warning when the contractions fall back to loops for want of cblas.h."""
 from __future__ import annotations
 
-import importlib
 import warnings
 
 import numpy as np
@@ -12,10 +11,9 @@ import pytest
 import napkin_cat as nc
 from napkin_cat.codegen import BlasMissingWarning
 from napkin_cat.codegen.c import CPrinter
+from napkin_cat.codegen.c.blas import tell_blas_missing
 
 from kernels_common import assert_close, inputs, needs_cc
-
-cmod = importlib.import_module("napkin_cat.codegen.c.openmp")
 
 SPECIAL = [-np.inf, -1e30, -104.0, -88.0, -87.3, -86.7, -86.64339798, -86.6, -50.0, -1e-30, -0.0, 0.0, 1e-30,
            0.5, 1.0, 20.0, 88.0, 88.3762626647949, 88.72283172607422, 88.72283935546875, 88.8, 1e30, np.inf, np.nan]
@@ -98,14 +96,14 @@ def test_the_c_layout_stages_nothing_where_the_cuda_one_does(algorithms):
 def test_missing_blas_is_said_once_and_not_when_the_loops_are_chosen(monkeypatch, algorithms):
     p = algorithms["attention"]
     monkeypatch.setenv("NAPKIN_BLAS", "0")        # as if cblas.h were missing
-    monkeypatch.setattr(cmod, "_told_blas_missing", False)
+    tell_blas_missing.cache_clear()               # as in a fresh process
     with pytest.warns(BlasMissingWarning, match=r"libopenblas-dev.*blas=False"):
         k = nc.codegen.c(p)
     assert "cblas_sgemm" not in k.source
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         nc.codegen.c(p)                                # said once per process
-        monkeypatch.setattr(cmod, "_told_blas_missing", False)
+        tell_blas_missing.cache_clear()                # as in a fresh process
         nc.codegen.c(p, blas=False)                    # the loops on purpose: nothing to say
 
 

@@ -85,16 +85,18 @@ class FakeDriver:
 
 @pytest.fixture
 def driver(monkeypatch):
-    """Set the driver ``device_arch`` sees: ``driver(None)`` for none, else a :class:`FakeDriver`."""
-    monkeypatch.setattr(cudakernel, "_ARCH", {})
+    """Set the driver ``device_arch`` sees: ``driver(None)`` for none, else a :class:`FakeDriver` (what it read
+    before and from the fake is forgotten, before and after)."""
+    cudakernel.device_arch.cache_clear()
 
     def use(fake):
         def load():
             if fake is None:
                 raise OSError("libcuda.so.1: cannot open shared object file")
             return fake
-        monkeypatch.setattr(cudakernel, "_driver", load)
-    return use
+        monkeypatch.setattr(cudakernel, "driver", load)
+    yield use
+    cudakernel.device_arch.cache_clear()
 
 
 NO_DEVICE = r"no CUDA device: .*; use nc.codegen.c\(p\) for the CPU, or run on a GPU"

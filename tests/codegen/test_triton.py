@@ -76,6 +76,6 @@ def test_missing_triton_is_a_typed_error(algorithms, monkeypatch):
     from napkin_cat.codegen.triton import kernel as tritonkernel
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "triton" else real(name))
-    monkeypatch.setattr(tritonkernel, "_WORKERS", {})
+    monkeypatch.setattr(tritonkernel, "WORKERS", {})
     with pytest.raises(nc.codegen.ToolNotFoundError, match=r"triton is not installed.*napkin-cat\[kernels\]"):
         nc.codegen.triton(algorithms["matmul"])(*inputs(algorithms["matmul"]))

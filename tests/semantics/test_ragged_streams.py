@@ -55,7 +55,7 @@ def test_a_symbolic_axis_is_compared_on_ragged_slices():
 def test_the_wrong_stream_is_caught(monkeypatch):
     """The old meaning (the broadcast made once, in the head, at a whole slice's size) is found wrong."""
     from napkin_cat.algorithms import streaming
-    monkeypatch.setattr(streaming, "_broadcast_role", lambda box, axis: "head")
+    monkeypatch.setattr(streaming, "broadcast_role", lambda box, axis: "head")
     d = broadcast_then_contract()
     old = nc.stream(nc.kernel(d), "a", "s_a")
     assert not nc.equivalent(d, old, trials=1, seed=0)

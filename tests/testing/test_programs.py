@@ -119,7 +119,7 @@ def test_every_reproducer_runs_alone(check, monkeypatch):
     if check == "mutant":
         monkeypatch.setattr(nc, "equivalent", lambda *a, **k: nc.Equivalence(True))
     elif check == "cost":
-        monkeypatch.setattr(checks, "_env", lambda sizes: {})   # leaves the sizes out: H is not a number
+        monkeypatch.setattr(checks, "size_env", lambda sizes: {})   # leaves the sizes out: H is not a number
     elif check == "json":
         monkeypatch.setattr(nc, "loads", lambda text: nc.Id())
     elif check == "reformulate":      # a derive whose H counts the boxes: the forms written by hand differ

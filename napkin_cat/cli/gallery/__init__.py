@@ -24,6 +24,7 @@ from napkin_cat.cli.gallery.page import page, section, sections
 from napkin_cat.errors import CLIError, NapkinError
 from napkin_cat.cli.commands import writable_folder
 from napkin_cat.cli.inputs import parse_memory, parse_sizes
+from napkin_cat.paper.progress import progress as progress_bar
 
 __all__ = ["build", "command", "compute", "code_fingerprint", "examples", "example", "Example", "EXAMPLES", "Result",
            "sections", "DEFAULT_MEMORY", "default_memories", "DEFAULT_SIZE", "AXIS_SIZES", "FORMATS"]
@@ -34,6 +35,7 @@ FORMATS = ("png", "svg")
 
 
 def default_memories() -> list:
+    """The memories every gallery entry is derived at, parsed from :data:`DEFAULT_MEMORY`."""
     return parse_memory(DEFAULT_MEMORY)
 
 
@@ -44,16 +46,6 @@ class Built:
     results: list
     markdown: str
     seconds: float
-
-
-def _progress(items, enabled):
-    if not enabled:
-        return items
-    try:
-        from tqdm import tqdm
-    except ImportError:   # the bar is a nicety; the gallery is the same without it
-        return items
-    return tqdm(items, unit="entry", leave=False)
 
 
 def build(out: str, *, markdown: str | None = None, only=None, sizes: dict | None = None, memories=None,
@@ -72,7 +64,7 @@ def build(out: str, *, markdown: str | None = None, only=None, sizes: dict | Non
         raise CLIError(f"--markdown {markdown!r}: the page is a Markdown file (*.md)")
     start = time.perf_counter()
     results, files = [], {}
-    bar = _progress(chosen, progress)
+    bar = progress_bar(chosen, enabled=progress, unit="entry")
     for e in bar:
         if hasattr(bar, "set_description"):
             bar.set_description(e.name)

@@ -55,6 +55,11 @@ def _repo_link(path: str, page_dir: str) -> str:
 
 
 def sizes_text(sizes: dict) -> str:
+    """Sizes as the page prints them.
+
+    >>> sizes_text({"q": 4, "d": 8})
+    'q = 4, d = 8'
+    """
     return ", ".join(f"{k} = {v}" for k, v in sizes.items())
 
 

@@ -6,7 +6,9 @@
   names (contractions, reductions, the online SoftMax; positions, gathers, log-sum-exp), in C syntax;
 * :mod:`~napkin_cat.codegen.c.rows`: row reductions as a CPU vectorises them;
 * :mod:`~napkin_cat.codegen.c.real`: the C type of the real values (``float`` or ``double``), spelled in one place;
-* :mod:`~napkin_cat.codegen.c.openmp`: the C/OpenMP printer and kernel object (``c(plan)``).
+* :mod:`~napkin_cat.codegen.c.blas`: contractions that are matrix products as BLAS ``gemm`` calls;
+* :mod:`~napkin_cat.codegen.c.openmp`: the C/OpenMP printer (``c(plan)``);
+* :mod:`~napkin_cat.codegen.c.kernel`: the kernel object, compiled by ``cc`` and called by ctypes.
 
 >>> import napkin_cat as nc
 >>> from napkin_cat.codegen.c import c
@@ -14,6 +16,8 @@
 >>> "#pragma omp" in c(p).source or "cblas_sgemm" in c(p).source
 True
 """
-from napkin_cat.codegen.c.openmp import CKernel, CPrinter, blas_available, c
+from napkin_cat.codegen.c.blas import blas_available
+from napkin_cat.codegen.c.kernel import CKernel
+from napkin_cat.codegen.c.openmp import CPrinter, c
 
 __all__ = ["c", "CKernel", "CPrinter", "blas_available"]

@@ -88,6 +88,16 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
             out.append((idx[a], self.ext(ref, a), a, bound))
         return out
 
+    def reduction_space(self, s) -> tuple:
+        """``(x, rows, idx, core, full)`` of a statement reducing its first input ``x`` into its first output: the
+        output's space (the rows) and its index, the space of ``x``'s other axes (the core, reduced), and the index
+        over both (an element of ``x``)."""
+        x = s.ins[0]
+        rows = self.space(s.outs[0])
+        idx = {a: sym for sym, _, a, _ in rows}
+        core = [e for e in self.space(x) if e[2] not in idx]
+        return x, rows, idx, core, {**idx, **{a: sym for sym, _, a, _ in core}}
+
     def elem(self, ref, idx) -> str:
         return f"{ident(ref.var)}[{self.code(self.offset(ref, idx))}]"
 

@@ -46,22 +46,25 @@ class IndexKindsMixin:
                     self._fold(s, out, idx, "nc_g")]
         return self._head(s, depth) + self.statement(s, depth, sp, body, [out])
 
-    def _lse_rows(self, s):
-        x, out = s.ins[0], s.outs[0]
-        rows = self.space(out)
-        idx = {a: sym for sym, _, a, _ in rows}
-        core = [e for e in self.space(x) if e[2] not in idx]
-        full = dict(idx)
-        full.update({a: sym for sym, _, a, _ in core})
-        return x, rows, idx, core, full
-
     def _max_of(self, x, core, full):
         return [f"{self.real.ctype} nc_m = -INFINITY;"] + self._core_loops(
             core, [f"nc_m = {self.fold_max}(nc_m, {self.read(x, full)});"],
             self._reduction_pragma("max", "nc_m"))
 
+    def _online_rescale(self, mu_prev, z_prev, idx) -> list[str]:
+        """After the row's max ``nc_m``: the online step's μ = max(nc_m, μ′), its finite shift ``nc_ms``, the
+        −∞-safe δ = exp(μ′ − μ) and the new sum ``nc_z`` from 0 (the online SoftMax's and log-sum-exp's)."""
+        r, zero = self.real.ctype, self.real.zero
+        return [f"const {r} nc_mp = {self.read(mu_prev, idx)};",
+                f"const {r} nc_zp = {self.read(z_prev, idx)};",
+                f"nc_m = {self.fmax}(nc_m, nc_mp);",
+                f"const {r} nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : {zero};",
+                f"const {r} nc_d = (nc_mp == -INFINITY) ? {zero} : nc_exp(nc_mp - nc_ms);   "
+                f"{self.comment} δ, safe at μ′ = −∞",
+                f"{r} nc_z = {zero};"]
+
     def _print_logsumexp(self, s, depth):
-        x, rows, idx, core, full = self._lse_rows(s)
+        x, rows, idx, core, full = self.reduction_space(s)
         r, zero = self.real.ctype, self.real.zero
 
         def body():
@@ -74,22 +77,15 @@ class IndexKindsMixin:
         return self._head(s, depth) + self.statement(s, depth, rows, body, [s.outs[0]])
 
     def _print_logsumexp_online(self, s, depth):
-        x, rows, idx, core, full = self._lse_rows(s)
+        x, rows, idx, core, full = self.reduction_space(s)
         _, mu_prev, z_prev = s.ins
         mu, z = s.outs
-        r, zero = self.real.ctype, self.real.zero
 
         def body():
-            return (self._max_of(x, core, full) + [
-                f"const {r} nc_mp = {self.read(mu_prev, idx)};",
-                f"const {r} nc_zp = {self.read(z_prev, idx)};",
-                f"nc_m = {self.fmax}(nc_m, nc_mp);",
-                f"const {r} nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : {zero};",
-                f"const {r} nc_d = (nc_mp == -INFINITY) ? {zero} : nc_exp(nc_mp - nc_ms);",
-                f"{r} nc_z = {zero};"] +
-                self._core_loops(core, [f"nc_z += nc_exp({self.read(x, full)} - nc_ms);"],
-                                 self._reduction_pragma("+", "nc_z")) +
-                ["nc_z = nc_d * nc_zp + nc_z;", self.put(mu, idx, "nc_m"), self.put(z, idx, "nc_z")])
+            return (self._max_of(x, core, full) + self._online_rescale(mu_prev, z_prev, idx) +
+                    self._core_loops(core, [f"nc_z += nc_exp({self.read(x, full)} - nc_ms);"],
+                                     self._reduction_pragma("+", "nc_z")) +
+                    ["nc_z = nc_d * nc_zp + nc_z;", self.put(mu, idx, "nc_m"), self.put(z, idx, "nc_z")])
         return self._head(s, depth) + self.statement(s, depth, rows, body, [mu, z])
 
 

@@ -1,4 +1,6 @@
-"""C with OpenMP: the CPU kernel (the CUDA kernel's loop nest, run here), compiled by ``cc`` and called by ctypes.
+"""C with OpenMP: the CPU kernel's printer (the CUDA kernel's loop nest, run here), and ``c(plan)``.
+
+The printed source is compiled by ``cc`` and called by ctypes in :mod:`~napkin_cat.codegen.c.kernel`.
 
 One launch per chain of Grid loops: ``#pragma omp parallel for`` over the Grid indices (every Grid of the
 chain: query blocks and heads alike; Grids nested along one axis, their innermost tiles), each thread with its
@@ -16,7 +18,8 @@ run on a CPU:
   shared batch axes, a unit stride in each) is one ``cblas_sgemm`` per batch index when BLAS is used
   (``blas=True``, or ``None``: when ``cblas.h`` is found); otherwise element loops (along the output's
   rows where that row is contiguous), several times slower, and the default ``blas=None`` says so once
-  (:class:`~napkin_cat.codegen.errors.BlasMissingWarning`; ``$NAPKIN_BLAS=0`` forces it);
+  (:class:`~napkin_cat.codegen.errors.BlasMissingWarning`; ``$NAPKIN_BLAS=0`` forces it;
+  :mod:`~napkin_cat.codegen.c.blas`);
 * gcc 12.2 (Debian 12's) vectorises a conditional read (``m[i] ? x[i] : c``) in a loop of constant trip count
   wrongly at ``-O3 -march=native``: as a masked load, wrong where the mask is held in one or two bytes (a causal
   ``where`` over an 8×8 tile: 12 of 64 values wrong in float, 6 in double) and, with an ``int`` mask, for some
@@ -36,26 +39,20 @@ True
 """
 from __future__ import annotations
 
-import ctypes
-import functools
-import os
-import platform
-import subprocess
-import warnings
-from pathlib import Path
-
-import numpy as np
-
+from napkin_cat.codegen.c.blas import NO_BLAS_ENV, GemmMixin, blas_available, tell_blas_missing
 from napkin_cat.codegen.c.family import CFamilyPrinter
+from napkin_cat.codegen.c.kernel import FLAGS, LAUNCHER, MAX_THREADS, REAL_NUMPY, CKernel
 from napkin_cat.codegen.c.real import FLOAT, REALS
 from napkin_cat.codegen.c.rows import LANES, PRELUDE as ROWS_PRELUDE, RowsMixin
-from napkin_cat.codegen.c.workspace import Workspaces
-from napkin_cat.codegen.errors import BlasMissingWarning, CodegenError, ToolNotFoundError
+from napkin_cat.codegen.errors import CodegenError
 from napkin_cat.codegen.fusion import fused
-from napkin_cat.codegen.kernel import GeneratedKernel, cache_dir, digest, tool
 from napkin_cat.codegen.printer import ident, launches
 from napkin_cat.codegen.layout import variable_bytes
 from napkin_cat.plan.ir import Load, walk, writes
+
+#: the printer's names, and those of the kernel object (:mod:`.kernel`) and of BLAS (:mod:`.blas`) imported from here
+__all__ = ["c", "CPrinter", "load_views", "PRELUDE", "EXP", "CKernel", "FLAGS", "LAUNCHER", "MAX_THREADS",
+           "REAL_NUMPY", "blas_available", "tell_blas_missing", "NO_BLAS_ENV"]
 
 PRELUDE = r"""#include <math.h>
 #include <stdint.h>
@@ -117,46 +114,7 @@ static inline float nc_exp(float x) {
 }""",
        "double": "static inline double nc_exp(double x) { return exp(x); }"}
 
-#: the numpy type of a C kernel's real values
-REAL_NUMPY = {"float": np.float32, "double": np.float64}
-
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math")
-
-
-#: set to ``0`` to run as if ``cblas.h`` were missing (the loops, and the warning that says so)
-NO_BLAS_ENV = "NAPKIN_BLAS"
-#: the most OpenMP threads a run asks for: each thread reserves a stack (a million threads crashed the process, a
-#: segmentation fault under a 6 GiB address-space limit), and past the machine's cores more threads only wait
-MAX_THREADS = 1024
-_told_blas_missing = False
-
-
-def blas_available() -> bool:
-    """Whether ``cblas.h`` and OpenBLAS are installed (Debian's ``libopenblas-dev``); False when ``$NAPKIN_BLAS``
-    is ``0``."""
-    if os.environ.get(NO_BLAS_ENV) == "0":
-        return False
-    for root in ("/usr/include", "/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu",
-                 "/usr/local/include", "/usr/include/openblas"):
-        if os.path.exists(os.path.join(root, "cblas.h")):
-            return True
-    return False
-
-
-def _tell_blas_missing():
-    """Warn, once per process, that contractions fall back to loops (the default ``blas=None`` found no cblas.h)."""
-    global _told_blas_missing
-    if _told_blas_missing:
-        return
-    _told_blas_missing = True
-    why = f"${NO_BLAS_ENV} is 0" if os.environ.get(NO_BLAS_ENV) == "0" else "cblas.h (OpenBLAS) is not installed"
-    warnings.warn(f"{why}: the C kernel's contractions run as plain loops, several times slower than cblas_sgemm "
-                  "(FlashAttention at N = 4096 on one core: about 3.5x); install Debian's libopenblas-dev (apt-get "
-                  "install libopenblas-dev), or pass blas=False to choose the loops without this warning",
-                  BlasMissingWarning, stacklevel=4)
-
-
-class CPrinter(RowsMixin, CFamilyPrinter):
+class CPrinter(GemmMixin, RowsMixin, CFamilyPrinter):
     """C99 with OpenMP; ``blas``: contractions that are matrix products by ``cblas_sgemm``; ``poison``: fill each
     block's arena with NaN first (a test's check that no value is read before it is written); ``real``: the C
     type of every real value (``"float"``, or ``"double"``: fp32 arrays held, computed and exchanged as double,
@@ -180,7 +138,7 @@ class CPrinter(RowsMixin, CFamilyPrinter):
         if blas is None:
             blas = blas_available()
             if not blas:
-                _tell_blas_missing()
+                tell_blas_missing()
         self.real = REALS[real]
         super().__init__(plan, blas=blas, poison=poison, real=real)
         self.blas, self.poison = blas, poison
@@ -289,71 +247,6 @@ class CPrinter(RowsMixin, CFamilyPrinter):
     def layout_bytes(self, v) -> int:
         return variable_bytes(v, self.sizes, self.width)
 
-    # ------------------------------------------------------------------ contractions by BLAS
-    def _print_contract(self, s, depth):
-        g = self.gemm(s) if self.blas else None
-        if g is None:
-            return super()._print_contract(s, depth)
-        out = s.outs[0]
-        (A, B), (m, n, k), batch = g["operands"], g["axes"], g["batch"]
-        bspace = self.space(out, batch)
-        idx = {a: sym for sym, _, a, _ in bspace}
-        zero = dict(idx, **{m: 0, n: 0, k: 0})
-        staged = out.var in self.layout.aliased(s)
-        target = "nc_stage" if staged else ident(out.var)
-        c_off = self.code(self.offset(out, zero))
-        call = (f"{self.real.gemm}({g['order']}, {g['ta']}, {g['tb']}, {self.code(self.ext(out, m))}, "
-                f"{self.code(self.ext(out, n))}, {self.code(self.ext(A, k))}, 1.0f, "
-                f"{ident(A.var)} + {self.code(self.offset(A, zero))}, {g['lda']}, "
-                f"{ident(B.var)} + {self.code(self.offset(B, zero))}, {g['ldb']}, "
-                f"{'1.0f' if s.accumulate else '0.0f'}, {target} + {c_off}, {g['ldc']});")
-        lines = self._head(s, depth)
-        sp = self.space(out)
-        full = {a: sym for sym, _, a, _ in sp}
-        if staged:
-            self.stage_values = max(self.stage_values, int(self.nominal(self.variables[out.var].size)))
-            if s.accumulate:
-                lines += self.loop(sp, [f"nc_stage[{self.code(self.offset(out, full))}] = {self.read(out, full)};"],
-                                   depth)
-        lines += self.loop(bspace, [call], depth)
-        if staged:
-            lines += self.loop(sp, [self.store(out, full, f"nc_stage[{self.code(self.offset(out, full))}]")], depth)
-        return lines
-
-    def gemm(self, s):
-        """The ``cblas_sgemm`` form of a contraction, or None (see the module docstring)."""
-        if len(s.ins) != 2 or s.accumulate not in (None, "sum") or \
-                any(self.variables[r.var].dtype != "fp32" for r in (*s.ins, *s.outs)):
-            return None
-        A, B = s.ins
-        out = s.outs[0]
-        a, b, o = (self.variables[r.var].axes for r in (A, B, out))
-        summed = [x for x in (*a, *b) if x not in o]
-        fa = [x for x in o if x in a and x not in b]
-        fb = [x for x in o if x in b and x not in a]
-        if len(set(summed)) != 1 or not (summed[0] in a and summed[0] in b) or len(fa) != 1 or len(fb) != 1:
-            return None
-        m, n, k = fa[0], fb[0], summed[0]
-        batch = [x for x in o if x in a and x in b]
-        sa, sb, so = self.strides(A.var), self.strides(B.var), self.strides(out.var)
-        M, N, K = (self.space(r, [x])[0][3] for r, x in ((out, m), (out, n), (A, k)))
-        flag = {False: "CblasNoTrans", True: "CblasTrans"}
-        for row in (True, False):
-            # (unit-stride axis, leading-dimension axis, least legal leading dimension) of C, A, B
-            c_form = (n, m, N) if row else (m, n, M)
-            if so[c_form[0]] != 1 or so[c_form[1]] < c_form[2]:
-                continue
-            a_forms = {False: (k, m, K) if row else (m, k, M), True: (m, k, M) if row else (k, m, K)}
-            b_forms = {False: (n, k, N) if row else (k, n, K), True: (k, n, K) if row else (n, k, N)}
-            ta = next((t for t, (u, ld, least) in a_forms.items() if sa[u] == 1 and sa[ld] >= least), None)
-            tb = next((t for t, (u, ld, least) in b_forms.items() if sb[u] == 1 and sb[ld] >= least), None)
-            if ta is None or tb is None:
-                continue
-            return {"operands": (A, B), "axes": (m, n, k), "batch": batch,
-                    "order": "CblasRowMajor" if row else "CblasColMajor", "ta": flag[ta], "tb": flag[tb],
-                    "lda": sa[a_forms[ta][1]], "ldb": sb[b_forms[tb][1]], "ldc": so[c_form[1]]}
-        return None
-
 
 def load_views(printer) -> dict:
     """The loads a CPU thread makes by pointing into the input instead of copying: variable → its ``Load``.
@@ -379,124 +272,6 @@ def load_views(printer) -> dict:
         if all(sd[a] == ss[a] for a, e in dst.shape if int(printer.nominal(e)) > 1):
             out[dst.name] = s
     return out
-
-
-class CKernel(GeneratedKernel):
-    """The C kernel: ``k(*arrays, threads=1)`` compiles it once (cached by source hash) and runs it; its fp32
-    arrays are float32 numpy arrays, float64 ones where it was printed with ``real="double"``."""
-
-    backend = "c"
-    suffix = ".c"
-
-    def flags(self) -> list[str]:
-        return [*FLAGS, *(["-lopenblas"] if self.printer.blas else []), "-lm"]
-
-    def library_path(self) -> Path:
-        """Compile (or find in the cache) the shared library; ``$CC`` overrides ``cc``."""
-        cc = tool("cc", env="CC", fallback=("gcc", "clang"), purpose="compile the C kernel (apt-get install gcc)")
-        if self.printer.blas and not blas_available():
-            raise ToolNotFoundError("this kernel calls cblas_sgemm, but cblas.h (OpenBLAS: Debian's libopenblas-dev) "
-                                    "is not installed; install it or print the kernel with blas=False")
-        cpu = platform.machine() + _cpu_model()
-        path = cache_dir() / f"c-{digest(self.source, self.flags(), cc, cpu)}.so"
-        if not path.exists():
-            work = path.with_suffix(f".{os.getpid()}.c")
-            work.write_text(self.source)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            run = subprocess.run([cc, str(work), "-o", str(tmp), *self.flags()], capture_output=True, text=True)
-            work.unlink(missing_ok=True)
-            if run.returncode != 0:
-                raise CodegenError(f"{cc} rejected the generated C kernel:\n{run.stderr[-3000:]}")
-            os.replace(tmp, path)
-        return path
-
-    def function(self):
-        """``nc_run_in`` of the compiled library (inputs, outputs, workspace, block tables, threads)."""
-        if getattr(self, "_fn", None) is None:
-            lib = ctypes.CDLL(str(self.library_path()))
-            fn = lib.nc_run_in
-            n = len(self.plan.inputs) + len(self.plan.outputs) + len(self.workspaces.sizes) + \
-                len(self.printer.block_tables)
-            fn.argtypes = [ctypes.c_void_p] * n + [ctypes.c_int]
-            fn.restype = None
-            self._lib, self._fn = lib, fn
-        return self._fn
-
-    @functools.cached_property
-    def workspaces(self) -> Workspaces:
-        """The workspace sets the kernel's runs take, kept between runs (:mod:`~napkin_cat.codegen.c.workspace`;
-        ``k.workspaces.release()`` gives the free ones back to the system)."""
-        return Workspaces([self.printer.layout_bytes(v) for v in self.printer.workspace()])
-
-    def numpy_dtype(self, name: str):
-        """The numpy type of a global variable's values: an fp32 array's is the kernel's real type."""
-        if self.plan.variable_map[name].dtype == "fp32":
-            return REAL_NUMPY[self.printer.real.ctype]
-        return super().numpy_dtype(name)
-
-    def held_dtype(self, name: str):
-        """The numpy type the compiled code reads and writes a global variable in: a ``bool`` array's is ``int32``
-        (masks are held as ``int``: see the module docstring), any other array's its :meth:`numpy_dtype`."""
-        return np.int32 if self.plan.variable_map[name].dtype == "bool" else self.numpy_dtype(name)
-
-    def __call__(self, *arrays, threads: int = 1, out=None, block_mask=None, blocks=None):
-        """Run on float32 arrays (float64 for ``real="double"``; masks as bool arrays); ``out``: arrays to write
-        the outputs into (C-contiguous, of the outputs' numpy types).  ``block_mask``: the data's
-        (:meth:`block_mask`, ``"data"`` to derive it here, or a :class:`~napkin_cat.algorithms.blockmask.BlockMask`
-        checked against it), read at the kernel's tiles before the run; or ``blocks``, those tables themselves,
-        checked too (:meth:`~napkin_cat.codegen.kernel.GeneratedKernel.block_arguments`).  The workspace is a set
-        of :attr:`workspaces`, kept for the next run."""
-        tables = self.block_arguments(arrays, block_mask, blocks)
-        if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
-            raise CodegenError(f"threads must be an int 1 … {MAX_THREADS} (OpenMP threads over the Grid), got "
-                               f"{threads!r}")
-        xs = [np.ascontiguousarray(x, dtype=self.held_dtype(n)) for n, x in zip(self.plan.inputs, self.check(arrays))]
-        _, shapes = self.shapes()
-        types = [self.numpy_dtype(n) for n in self.plan.outputs]
-        ys = list(out) if out is not None else [np.empty(s, t) for s, t in zip(shapes, types)]
-        for y, want, t in zip(ys, shapes, types):
-            if y.shape != want or y.dtype != t or not y.flags.c_contiguous:
-                raise CodegenError(f"an output array must be C-contiguous {np.dtype(t).name} of shape {want}, got "
-                                   f"{y.dtype} {y.shape}")
-        held = [y if y.dtype == self.held_dtype(n) else np.empty(y.shape, self.held_dtype(n))
-                for n, y in zip(self.plan.outputs, ys)]
-        fn = self.function()
-        with self.workspaces.held() as work:
-            fn(*[x.ctypes.data for x in xs], *[h.ctypes.data for h in held], *work,
-               *[None if t is None else t.ctypes.data for t in tables], int(threads))
-        for y, h in zip(ys, held):
-            if h is not y:
-                np.not_equal(h, 0, out=y)
-        return ys[0] if len(ys) == 1 else tuple(ys)
-
-    def launcher(self) -> str:
-        ins, outs = self.shapes()
-        return LAUNCHER.format(flags=" ".join(self.flags()), ins=ins, outs=outs,
-                               real=np.dtype(REAL_NUMPY[self.printer.real.ctype]).name)
-
-
-def _cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith(("model name", "flags")):
-                return line
-    except OSError:
-        pass
-    return platform.processor()
-
-
-LAUNCHER = '''"""Compile kernel.c and run it on random inputs: python launch.py (needs cc with OpenMP)."""
-import ctypes, pathlib, subprocess
-import numpy as np
-
-here = pathlib.Path(__file__).parent
-subprocess.run("cc kernel.c -o kernel.so {flags}".split(), cwd=here, check=True)
-lib = ctypes.CDLL(str(here / "kernel.so"))
-ins = [np.random.default_rng(0).standard_normal(s, dtype=np.{real}) for s in {ins}]
-outs = [np.empty(s, np.{real}) for s in {outs}]
-lib.nc_run(*[ctypes.c_void_p(a.ctypes.data) for a in ins + outs], ctypes.c_int(1))
-print([o.shape for o in outs])
-'''
 
 
 def c(plan, *, blas: bool | None = None, poison: bool = False, real: str = "float") -> CKernel:

@@ -147,12 +147,8 @@ class KindsMixin(IndexKindsMixin):
     def _print_reduce(self, s, depth):
         """``acc = ⊕_core x`` from ⊕'s identity (``⊕``: the form's ``fold``, else the kind's accumulator); a
         ``mean`` divides by the count."""
-        out, x = s.outs[0], s.ins[0]
-        sp = self.space(out)
-        idx = {a: sym for sym, _, a, _ in sp}
-        core = [e for e in self.space(x) if e[2] not in idx]
-        full = dict(idx)
-        full.update({a: sym for sym, _, a, _ in core})
+        out = s.outs[0]
+        x, sp, idx, core, full = self.reduction_space(s)
         acc, fold = self.reduction(s)
         identity = self.number(float(acc.identity(())))
         step = self.fill(fold.combine, f"accumulator {acc.name!r}'s {self.dialect} fold")
@@ -226,17 +222,10 @@ class KindsMixin(IndexKindsMixin):
         beta = self.number(self.param(s, "beta", 1))
         e = f"nc_exp({beta} * {self.read(x, idx)} - nc_ms)"
         aux = self.option(s, "normalised", False)
-        r, zero = self.real.ctype, self.real.zero
+        r = self.real.ctype
 
         def body():
-            lines = self._max_pass(s, x, core, idx, beta) + [
-                f"const {r} nc_mp = {self.read(mu_prev, idx)};",
-                f"const {r} nc_zp = {self.read(z_prev, idx)};",
-                f"nc_m = {self.fmax}(nc_m, nc_mp);",
-                f"const {r} nc_ms = (nc_m > -INFINITY && nc_m < INFINITY) ? nc_m : {zero};",
-                f"const {r} nc_d = (nc_mp == -INFINITY) ? {zero} : nc_exp(nc_mp - nc_ms);   "
-                f"{self.comment} δ, safe at μ′ = −∞",
-                f"{r} nc_z = {zero};"]
+            lines = self._max_pass(s, x, core, idx, beta) + self._online_rescale(mu_prev, z_prev, idx)
             if aux:
                 lines += self._core_loops(core, [f"nc_z += {e};"], self._reduction_pragma("+", "nc_z"))
                 lines += ["nc_z = nc_d * nc_zp + nc_z;", f"const {r} nc_rz = {self.real.one} / nc_z;"]

@@ -44,6 +44,7 @@ Kernels are launched on the default stream of the device the arrays live on (dev
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import re
 import subprocess
@@ -64,7 +65,6 @@ TORCH = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 #: the fields of ``nc_attributes``'s ``out`` array, in order (see the printed comment above it)
 ATTRIBUTES = ("smem_static", "registers", "local", "max_dynamic_smem", "smem_dynamic", "threads", "max_threads",
               "binary_version")
-_ARCH: dict = {}        # device ordinal -> "sm_XY", read once from the driver
 
 
 def arch_digits(arch) -> str:
@@ -89,18 +89,17 @@ def model_for(arch, preferred=None):
     raise CodegenError(f"no hardware model has compute capability {cc} (for {arch!r}); models: {models()}")
 
 
-def _driver():
+def driver():
     """The CUDA driver library (``libcuda.so.1``), loaded by ctypes."""
     return ctypes.CDLL("libcuda.so.1")
 
 
+@functools.cache
 def device_arch(device: int = 0) -> str:
-    """``"sm_XY"`` of CUDA device ``device``, read from the driver; :class:`ToolNotFoundError` where there is
-    no driver or no device."""
-    if device in _ARCH:
-        return _ARCH[device]
+    """``"sm_XY"`` of CUDA device ``device``, read from the driver once per process (a cached call; what it raises is
+    not cached); :class:`ToolNotFoundError` where there is no driver or no device."""
     try:
-        cu = _driver()
+        cu = driver()
     except OSError:
         raise ToolNotFoundError(f"no CUDA device: this machine has no NVIDIA driver (libcuda.so.1 not found); "
                                 f"{NO_DEVICE_HINT}") from None
@@ -122,8 +121,7 @@ def device_arch(device: int = 0) -> str:
             cu.cuDeviceGetAttribute(ctypes.byref(major), 75, handle) or \
             cu.cuDeviceGetAttribute(ctypes.byref(minor), 76, handle):     # compute capability major, minor
         raise CodegenError(f"the NVIDIA driver did not give the compute capability of CUDA device {device}")
-    _ARCH[device] = f"sm_{major.value}{minor.value}"
-    return _ARCH[device]
+    return f"sm_{major.value}{minor.value}"
 
 
 def _is_torch(x) -> bool:

@@ -35,10 +35,12 @@ from napkin_cat.codegen.kernel import GeneratedKernel, cache_dir, digest
 from napkin_cat.codegen.triton.printer import SIGNATURE, TritonPrinter  # noqa: F401 (SIGNATURE: re-exported)
 
 WORKER = Path(__file__).with_name("worker.py")
-_WORKERS: dict = {}
+#: the running workers, one per mode (``interpret``: True, False), started on first use and closed at exit
+WORKERS: dict = {}
 
 
 def require(*packages):
+    """A :class:`~napkin_cat.errors.ToolNotFoundError` naming the first of ``packages`` that is not installed."""
     for p in packages:
         if importlib.util.find_spec(p) is None:
             raise ToolNotFoundError(f"{p} is not installed; it is needed to run or compile Triton kernels "
@@ -79,16 +81,17 @@ class _Worker:
 
 
 def worker(interpret: bool) -> _Worker:
-    w = _WORKERS.get(interpret)
+    """The running Triton worker process of the mode ``interpret`` (started, or restarted where it stopped)."""
+    w = WORKERS.get(interpret)
     if w is None or w.proc.poll() is not None:
         require("torch", "triton")
-        w = _WORKERS[interpret] = _Worker(interpret)
+        w = WORKERS[interpret] = _Worker(interpret)
     return w
 
 
 @atexit.register
 def _close_workers():
-    for w in _WORKERS.values():
+    for w in WORKERS.values():
         try:
             w.close()
         except Exception:    # the process is going away: nothing to report to

@@ -27,6 +27,9 @@ def _module(path, counter=[0]):
 
 
 def run(req):
+    """Run the request's kernel source (its ``nc_run``) on the arrays at its paths (numpy files, in their formats); the
+    outputs written back as numpy files, their paths answered.
+    """
     import numpy as np
     import torch
     mod = _module(req["source"])
@@ -45,6 +48,9 @@ def run(req):
 
 
 def compile_(req):
+    """Compile each of the request's kernels for the architecture asked (a ptxas report per kernel: shared memory,
+    registers, spills), without running them.
+    """
     import triton
     from triton.backends.compiler import GPUTarget
     mod = _module(req["source"])
@@ -82,6 +88,7 @@ def _bf16_dot_for_the_interpreter():
 
 
 def main():
+    """Serve requests, one JSON line each on stdin, answering one JSON line each on stdout (an error: its traceback)."""
     _bf16_dot_for_the_interpreter()
     for line in sys.stdin:
         try:
