@@ -209,10 +209,12 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
                 grown = [g and grow(form.graph, search, g, evaluate, k, lower) for k, g in enumerate(shortest)]
                 shortest = [join_siblings(form.graph, search, g, evaluate, k, lower)   # (before comparing)
                             for k, g in enumerate(grown)]
+        fine = None     # the form's operations (compute_once counting one value once): read once per form
         for k, found in enumerate(shortest):
             if found is None:
                 continue
-            fine = form.graph.distinct() if form.graph.once else len(form.graph) - form.recomputed
+            if fine is None:
+                fine = form.graph.distinct() if form.graph.once else len(form.graph) - form.recomputed
             key = [found[0], found[1], None, -fine, len(form.steps), rank]
             now = best[k]
             recomputing = now is not None and key[0] == now[0][0] and bool(form.recomputed or now[1].recomputed)
