@@ -111,15 +111,35 @@ class Optimum:
 
 
 def power_terms(expr, M) -> list:
-    """``[(α_t, β_t)]`` with ``expr = Σ α_t M^-β_t`` (β_t ≥ 0, zero-exponent terms included)."""
+    """``[(α_t, β_t)]`` with ``expr = Σ α_t M^-β_t`` (β_t ≥ 0, zero-exponent terms included), each ``α_t`` factored.
+
+    >>> import napkin_cat as nc
+    >>> M, a, c = nc.symbol("M"), nc.symbol("a"), nc.symbol("c")
+    >>> power_terms(a * c + 2 * a * c / M + c / M, M)
+    [(a*c, 0), (c*(2*a + 1), 1)]
+    """
     out = {}
     for term in sympy.Add.make_args(sympy.expand(expr)):
         coeff, exp = term.as_coeff_exponent(M)
         if coeff.has(M):
             raise NapkinError(f"{expr} is not a sum of powers of {M}")
-        beta = sympy.nsimplify(-exp)
+        beta = -exp if exp.is_Rational else sympy.nsimplify(-exp)
         out[beta] = out.get(beta, 0) + coeff
-    return sorted(((sympy.factor(a), b) for b, a in out.items()), key=lambda t: t[1])
+    return sorted(((a if is_monomial(a) else sympy.factor(a), b) for b, a in out.items()), key=lambda t: t[1])
+
+
+def is_monomial(expr) -> bool:
+    """Whether ``expr`` is a rational number times powers of symbols with rational exponents: ``sympy.factor``
+    returns such an expression as it is, so it is not factored (``tests/cost/test_power_terms.py``).
+
+    >>> import napkin_cat as nc
+    >>> d, e = nc.symbol("d"), nc.symbol("e")
+    >>> is_monomial(-3 * sympy.sqrt(d) * e / 2), is_monomial(d * (e + 1)), is_monomial(sympy.sqrt(2) * d)
+    (True, False, False)
+    """
+    def atom(x):
+        return x.is_Rational or x.is_Symbol or (x.is_Pow and x.base.is_Symbol and x.exp.is_Rational)
+    return atom(expr) or (expr.is_Mul and all(atom(x) for x in expr.args))
 
 
 @kept

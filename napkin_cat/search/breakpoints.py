@@ -62,6 +62,14 @@ class Breakpoint:
 def reaching(t, n, M, ref):
     """The :class:`Breakpoint` where the tile ``t(M)`` first meets its axis ``n`` at the reference sizes ``ref``
     (symbols → numbers), or None where it never does (module docstring)."""
+    return _reaching(t, n, M, tuple(sorted(ref.items(), key=lambda kv: str(kv[0]))))
+
+
+@functools.lru_cache(maxsize=1024)
+def _reaching(t, n, M, pairs: tuple):
+    """:func:`reaching` of the sorted ``(symbol, number)`` pairs ``pairs``: a pure function of its key (the same
+    tile recurs in the candidates that share a kernel), its breakpoint shared (solved once where read)."""
+    ref = dict(pairs)
     try:
         terms = power_terms(t, M)
     except NapkinError:
@@ -71,7 +79,7 @@ def reaching(t, n, M, ref):
         if len(growing) == 1 and growing[0][1] < 0:      # t = α M^-β + c: one root (checked below)
             (alpha, beta), c = growing[0], sum((a for a, b in terms if b == 0), sympy.Integer(0))
             return _first_meeting([((n - c) / alpha) ** (1 / -beta)], t, n, M, ref)
-    at = bracketed(t, n, M, tuple(sorted(ref.items(), key=lambda kv: str(kv[0]))))
+    at = bracketed(t, n, M, pairs)
     if at is None:
         return _first_meeting(_solved(t, n, M), t, n, M, ref)
     return Breakpoint(at, solve=lambda: solved_root(t, n, M, ref, at))
@@ -81,7 +89,7 @@ def _first_meeting(roots, t, n, M, ref):
     """The first of ``roots`` that is real and positive at ``ref`` and where ``t`` equals ``n`` there."""
     for r in roots:
         try:
-            v = complex(sympy.sympify(r).subs(ref).evalf())
+            v = complex(sympy.sympify(r).xreplace(ref).evalf())
         except (TypeError, ValueError):
             continue
         if abs(v.imag) <= 1e-9 * max(1.0, abs(v.real)) and v.real > 0 and meets(t, n, M, v.real, ref):
@@ -93,7 +101,7 @@ def meets(t, n, M, m: float, ref) -> bool:
     """Whether the tile ``t`` equals its axis ``n`` at ``M = m`` at the reference sizes (a root of
     ``α M^-β + c = n`` taken through a power is one only where ``n − c`` has α's sign)."""
     try:
-        tv, nv = complex(sympy.sympify(t).subs(ref).subs(M, m)), complex(sympy.sympify(n).subs(ref))
+        tv, nv = complex(sympy.sympify(t).xreplace(ref).subs(M, m)), complex(sympy.sympify(n).xreplace(ref))
     except (TypeError, ValueError):
         return False
     return abs(tv - nv) <= 1e-6 * max(1.0, abs(nv))

@@ -70,9 +70,9 @@ class Candidate:
     kernel.  ``start`` and ``end``: the two as breakpoints (``at``: the value at the reference sizes, what the
     envelope orders by; the closed form read only where a piece of the answer ends there)."""
 
-    def __init__(self, made, M, sizes, env, ref, whole=None, smallest=None, note=None):
+    def __init__(self, made, M, sizes, env, ref, whole=None, smallest=None, note=None, forms=None):
         self.made, self.whole, self.note = made, whole or [() for _ in made.parts], note
-        parts = _parts(made, M, self.whole)
+        parts = _parts(made, M, self.whole, {} if forms is None else forms)
         self.H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env))
         self.tiles = {}
         for _, t in parts:
@@ -107,18 +107,24 @@ class Candidate:
         return math.inf if self.end is None else self.end.at
 
 
-def _parts(made, M, whole):
-    """Per kernel ``(H*, tiles)`` in the large-M form, the tiles of ``whole[k]`` set to their axes."""
+def _parts(made, M, whole, forms: dict):
+    """Per kernel ``(H*, tiles)`` in the large-M form, the tiles of ``whole[k]`` set to their axes.  ``forms``: the
+    call's large-M forms of a block's curve with some tiles whole, by the curve and those tiles (a block's curve is
+    shared by the candidates that hold its kernel, and each of their clamped forms asks for it again)."""
     if not any(whole):
         return made.symbolic_parts(M)
     out = []
     for (curve, names), fixed, (h, t) in zip(made.parts, whole, made.symbolic_parts(M)):
         if fixed:
-            o = optimal(curve.cost, memory=M, level=curve.level, exact=False, whole=fixed)
-            if o.H is None:
-                raise NapkinError(f"no closed large-M form with {list(map(str, fixed))} whole: {o.notes}")
-            h = o.H.xreplace(names) if names else o.H
-            t = {names.get(k, k): (sympy.sympify(v).xreplace(names) if names else v) for k, v in o.sizes.items()}
+            key = (id(curve), tuple(map(str, fixed)))
+            if key not in forms:
+                o = optimal(curve.cost, memory=M, level=curve.level, exact=False, whole=fixed)
+                if o.H is None:
+                    raise NapkinError(f"no closed large-M form with {list(map(str, fixed))} whole: {o.notes}")
+                forms[key] = (curve, o.H, o.sizes)     # (the curve kept: its id stays its own for the call)
+            _, H, sizes = forms[key]
+            h = H.xreplace(names) if names else H
+            t = {names.get(k, k): (sympy.sympify(v).xreplace(names) if names else v) for k, v in sizes.items()}
         out.append((h, t))
     return out
 
@@ -158,7 +164,7 @@ def _until(curves, parts, whole, M, env, ref):
     return root, reaching_
 
 
-def clamped_candidates(cand, M, sizes, env, ref):
+def clamped_candidates(cand, M, sizes, env, ref, forms=None):
     """The forms that follow ``cand`` past its :attr:`~Candidate.until`: the tiles that reach their axes there set
     whole, the others at their own large-M form (every tile whole: a constant ``H``), each holding from where the
     one before it stops; a form whose own next tile is already past its axis where it starts is passed over."""
@@ -168,13 +174,13 @@ def clamped_candidates(cand, M, sizes, env, ref):
         start = c.end
         at = start.at
         before = c.H.subs(ref).subs(M, at)
-        nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start)
+        nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, forms=forms)
         after = nxt.H.subs(ref).subs(M, at)
         if abs(float(after - before)) > 1e-9 * max(1.0, abs(float(before))):
             nxt.note = functools.partial(_jump, float(before), float(after), start, c.reaching)
         while nxt.end is not None and nxt.end.at <= at * (1 + 1e-12):
             whole = [tuple(f) + tuple(r) for f, r in zip(nxt.whole, nxt.reaching)]
-            nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, note=nxt._note)
+            nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, note=nxt._note, forms=forms)
         out.append(nxt)
         c = nxt
     return out
@@ -312,7 +318,7 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
     ref[M] = M
     ref_env = {k: v for k, v in ref.items() if k != M}
     best = select(forms, search, ref_sizes, GRID, roles=tuple(book.roles))
-    makers, cands, seen = Makers(), [], {}
+    makers, cands, seen, forms = Makers(), [], {}, {}
     for b in best:
         if b is None:
             continue
@@ -322,7 +328,7 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
             try:
                 with remembered(search.closed):    # steps alike across the candidates' programs worked out once
                     cand = Candidate(made, M, sizes or {}, env, ref_env)
-                    cands += [cand] + clamped_candidates(cand, M, sizes or {}, env, ref_env)
+                    cands += [cand] + clamped_candidates(cand, M, sizes or {}, env, ref_env, forms)
             except NapkinError:     # a winner at some reference memory with no closed large-M form (a masked
                 continue            # kernel's trips can grow with its tile): the envelope is made of the others
     if not cands:
