@@ -36,7 +36,7 @@ from napkin_cat.cost.tiling import program
 from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.search.bounds import lower_bound
 from napkin_cat.search.breakpoints import Breakpoint, reaching
-from napkin_cat.search.results import Derivation, Regime
+from napkin_cat.search.results import Derivation, Later, Regime
 from napkin_cat.search.space import Makers, check_sizes, select
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 
@@ -347,18 +347,19 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
                              names.get(w, w) for (_, names), ws in zip(c.made.parts, c.whole) for w in ws)))
         if c.note:
             notes.append(c.note)
-        if c.made.cost.estimated:
+        if any(curve.cost.estimated for curve, _ in c.made.parts):    # (a kernel's: the algorithm's cost not made)
             notes.append("a masked stream's running trips are the symbolic estimate (napkin_cat.cost.trips: exact "
                          "where each band lies inside its axis and the slices line up; a union counts every trip); "
                          "nc.derive with sizes= counts them at the tiles it picks")
         opt = Optimum(c.H, dict(c.tiles), None, M, None, None, None, None, notes)
         cond = sympy.And(M >= lower, M < upper) if upper != sympy.oo else (M >= lower)
-        regimes.append(Regime(c.made.variant, c.H, c.made.diagram, c.made.trace, c.made.cost, opt, bexpr,
+        cost = Later(functools.partial(getattr, c.made, "cost"))      # the algorithm's cost, made where read
+        regimes.append(Regime(c.made.variant, c.H, c.made.diagram, c.made.trace, cost, opt, bexpr,
                               (c.H / bexpr) if bexpr is not None else None, lower=lower, upper=upper,
                               condition=cond))
         args.append((c.H, M < upper) if upper != sympy.oo else (c.H, True))
     H = sympy.Piecewise(*args)
     last = regimes[-1]
-    return Derivation(diagram, last.diagram, last.trace, H=H, cost=last.cost, optimum=last.optimum,
+    return Derivation(diagram, last.diagram, last.trace, H=H, cost=cost, optimum=last.optimum,
                       variant=last.variant, regimes=tuple(regimes), memory=M, level=level, sizes=sizes,
                       bound=bound, gap=last.gap, candidates=tuple((str(c.made.variant), c.H) for c in cands))
