@@ -69,7 +69,7 @@ def reaching(t, n, M, ref):
 def _reaching(t, n, M, pairs: tuple):
     """:func:`reaching` of the sorted ``(symbol, number)`` pairs ``pairs``: a pure function of its key (the same
     tile recurs in the candidates that share a kernel), its breakpoint shared (solved once where read)."""
-    ref = dict(pairs)
+    ref = {k: sympy.sympify(v) for k, v in pairs}     # (xreplace puts a value in as it is: a sympy number)
     try:
         terms = power_terms(t, M)
     except NapkinError:
@@ -135,7 +135,7 @@ def bracketed(t, n, M, ref: tuple):
     >>> bracketed(sympy.sqrt(M + n) - 1, n, M, ((n, 3),)), bracketed(1 / (M + 1), n, M, ((n, 3),))
     (13.0, None)
     """
-    env = dict(ref)
+    env = {k: sympy.sympify(v) for k, v in ref}
     try:
         f = sympy.lambdify(M, sympy.sympify(t).xreplace(env) - sympy.sympify(n).xreplace(env), "math")
     except (TypeError, ValueError, SyntaxError):

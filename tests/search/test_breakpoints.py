@@ -92,6 +92,7 @@ def test_a_tile_past_its_axis_at_every_memory_never_reaches_it():
 def test_a_monomial_tile_is_solved_at_once():
     b = reaching(sympy.sqrt(M) / 3, d, M, {d: 100})
     assert b.expr == 9 * d ** 2 and b.at == 90000.0
+    assert reaching(M, n, M, {n: 7}).at == 7.0          # a root that is one size: a number at the reference
 
 
 def test_a_breakpoint_solves_once():
