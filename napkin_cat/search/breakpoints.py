@@ -110,8 +110,18 @@ def meets(t, n, M, m: float, ref) -> bool:
 def solved_root(t, n, M, ref, at: float):
     """sympy's root of ``t = n`` in ``M`` whose value at ``ref`` is ``at`` (the bracketed one): the first of
     sympy's roots, in its order, that is real, positive and where ``t`` meets ``n``, as
-    :func:`reaching` takes it where it does not bracket; ``at`` as a number where sympy finds no such root."""
-    found = _first_meeting(_solved(t, n, M), t, n, M, ref)
+    :func:`reaching` takes it where it does not bracket; ``at`` as a number where sympy finds no such root.
+
+    >>> import napkin_cat as nc
+    >>> M, n = nc.symbol("M"), nc.symbol("n")
+    >>> solved_root(sympy.sqrt(M + n) - 1, n, M, {n: sympy.Integer(3)}, 13.0)
+    -n + (n + 1)**2
+    """
+    try:
+        roots = _solved(t, n, M)
+    except (NotImplementedError, ValueError, TypeError):     # beyond sympy's solvers: the number is the answer
+        roots = ()
+    found = _first_meeting(roots, t, n, M, ref)
     if found is None or abs(found.at - at) > 1e-6 * at:
         return sympy.Float(at, 15)
     return found.expr
