@@ -9,7 +9,7 @@ each fresh copy; this one is keyed by the *value*, so equal boxes and arrays are
 
 (the pieces read nothing but the box's name, data, types and the arrays it is seen through).  Why the process's and
 not a call's (issue 35: a cache belongs to the call unless its result is a pure function of its key): each entry is
-a pure function of its whole key, an immutable value, as :func:`~napkin_cat.cost.optimum._compiled`'s is; bounded
+a pure function of its whole key, an immutable value, as :func:`~napkin_cat.cost.sized_optimum.compiled`'s is; bounded
 (:data:`LIMIT` entries, the oldest dropped first) and locked.
 
 >>> memo = ByValue(limit=2)

@@ -18,7 +18,7 @@ Where the program is one tile ``g`` under one active column linear in it, ``C = 
 
 Within :func:`remembered` (a derivation's context, :class:`~napkin_cat.search.context.Search`), the steps that
 programs share (the factors of an equation, a tidied form, a sign, a whole active set's points) are kept by the
-``srepr`` of what they read, so equal sub-problems of different programs are solved once per call.
+value of what they read, so equal sub-problems of different programs are solved once per call.
 
 >>> import sympy, napkin_cat as nc
 >>> g, M, d = nc.symbol("g_q"), nc.symbol("M"), nc.symbol("d")
@@ -46,7 +46,7 @@ _STORE = contextvars.ContextVar("napkin_cat_closed_forms", default=None)
 @contextlib.contextmanager
 def remembered(store: dict):
     """Within the block, the steps of the closed forms are kept in ``store`` (a dict the caller owns), each under the
-    ``srepr`` of its inputs (symbols with their assumptions), so that a step met again returns what it returned.
+    value of its inputs (symbols with their assumptions), so that a step met again returns what it returned.
 
     Every kept step is a pure function of its inputs, so its answer is the one it would recompute:
 
@@ -67,16 +67,18 @@ def remembered(store: dict):
 
 
 def _key(value):
-    """A canonical text of ``value`` (sympy objects by ``srepr``; sets sorted)."""
+    """``value`` as a key equal for equal values: sympy objects as themselves with their type (sympy's equality
+    and hash are structural, symbols' assumptions included, as ``srepr`` is, but without printing them), lists
+    and tuples as tuples, sets as frozensets, anything else with its type (so ``2`` and ``Integer(2)`` differ)."""
     if isinstance(value, (set, frozenset)):
-        return "{" + ",".join(sorted(_key(v) for v in value)) + "}"
+        return frozenset(_key(v) for v in value)
     if isinstance(value, (list, tuple)):
-        return "(" + ",".join(_key(v) for v in value) + ")"
-    return sympy.srepr(value)
+        return (type(value).__name__, *(_key(v) for v in value))
+    return type(value), value
 
 
 def kept(fn):
-    """``fn`` remembered in the current :func:`remembered` store under ``srepr`` of its arguments (``fn`` a pure
+    """``fn`` remembered in the current :func:`remembered` store under the value of its arguments (``fn`` a pure
     function of them, its answer not mutated by its callers); outside :func:`remembered`, ``fn`` itself."""
     def kept(*args):
         store = _STORE.get()

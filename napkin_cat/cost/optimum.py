@@ -26,100 +26,21 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass, field
-from fractions import Fraction
 from functools import lru_cache
 
 import sympy
 
-from napkin_cat.cost import integer_search
 from napkin_cat.cost.at_sizes import counts_kept
-from napkin_cat.cost.exact import ExactOptimum, exact_optimum
-from napkin_cat.cost.exact_arithmetic import monomials_at
+from napkin_cat.cost.exact import exact_optimum
 from napkin_cat.cost.growth import growth, total_degree
 from napkin_cat.cost.lagrange import kept, kkt_points, tidy
 from napkin_cat.cost.memory import LARGEST_MEMORY, memory_limit  # noqa: F401  (nc.optimal's memory, read here)
-from napkin_cat.cost.numeric import bind, folded
-from napkin_cat.cost.polynomial import as_expr
-from napkin_cat.cost.tiling import dominates, TilingProgram, monomials, program, tiled_streams, unexpanded
-from napkin_cat.errors import LevelError, MemoryLimitError, NapkinError
+from napkin_cat.cost.optimum_record import Optimum, is_monomial, power_terms  # noqa: F401  (the record, read here)
+from napkin_cat.cost.sized_optimum import counted, integer_optimum, optima  # noqa: F401  (at sizes, read here)
+from napkin_cat.cost.tiling import dominates, TilingProgram, program, tiled_streams
+from napkin_cat.errors import LevelError, NapkinError
 from napkin_cat.syntax.array import as_level
-from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.sizes import Sizes, as_sizes
-
-
-class _PowerTerms:
-    """The field ``terms``: a list of ``(α_t, β_t)``, or a :class:`NapkinError` on reading it when ``H`` has none.
-
-    A descriptor keeps ``terms`` a dataclass field (``dataclasses.replace(o, terms=...)`` works) while a
-    consumer of power terms (hierarchies, quantization) gets a typed error instead of iterating ``None``.
-    """
-
-    def __set_name__(self, owner, name):
-        self.slot = "_" + name
-
-    def __get__(self, obj, objtype=None):
-        if obj is None:
-            return None                    # the field's default
-        value = obj.__dict__.get(self.slot)
-        if value is None:
-            raise NapkinError(f"the large-M optimum H* = {obj.H} is not a sum of powers of {obj.memory}: "
-                              f"it has no power terms (the exact optimum is o.exact)")
-        return value
-
-    def __set__(self, obj, value):
-        obj.__dict__[self.slot] = None if isinstance(value, _PowerTerms) else value   # the default: none
-
-
-@dataclass
-class Optimum:
-    """``H`` (large-M form), ``sizes``, ``terms`` [(α_t, β_t)], and the exact optimum (``exact``).
-
-    ``sizes``: the tiles as expressions (symbols → expressions in the memory and the axes), or at concrete sizes
-    a :class:`~napkin_cat.syntax.sizes.Sizes` of the axes, tiles and streams (what ``nc.plan`` takes)."""
-
-    H: sympy.Expr | None
-    sizes: dict
-    terms: list | None = field(default=_PowerTerms(), repr=False, compare=False)
-    memory: sympy.Expr | None = None
-    exact_H: sympy.Expr | None = None
-    exact_sizes: dict | None = None
-    constraint: sympy.Expr | None = None
-    exact_constraint: sympy.Expr | None = None
-    notes: list = field(default_factory=list)
-    exact: ExactOptimum | None = None
-
-    @property
-    def has_power_terms(self) -> bool:
-        return self.__dict__.get("_terms") is not None
-
-    def __str__(self):
-        lines = [f"H* (paper's large-M form) = {self.H}   with {self.sizes}"]
-        if self.has_power_terms:
-            terms = " + ".join(f"({a})·M^-{b}" for a, b in self.terms)
-            lines.append(f"   as power terms Σ α_t M^-β_t: {terms}")
-        if self.exact_H is not None and self.exact_constraint is not None:
-            lines.append(f"H* (exact, memory {self.exact_constraint} ≤ {self.memory}) = {self.exact_H}"
-                         f"   with {self.exact_sizes}")
-        lines += [f"   note: {n}" for n in self.notes]
-        return "\n".join(lines)
-
-    def at(self, **values):
-        """``H`` with sizes and memory substituted (numbers)."""
-        subs = {symbol(k): v for k, v in values.items()}
-        return self.H.subs(subs)
-
-
-def power_terms(expr, M) -> list:
-    """``[(α_t, β_t)]`` with ``expr = Σ α_t M^-β_t`` (β_t ≥ 0, zero-exponent terms included)."""
-    out = {}
-    for term in sympy.Add.make_args(sympy.expand(expr)):
-        coeff, exp = term.as_coeff_exponent(M)
-        if coeff.has(M):
-            raise NapkinError(f"{expr} is not a sum of powers of {M}")
-        beta = sympy.nsimplify(-exp)
-        out[beta] = out.get(beta, 0) + coeff
-    return sorted(((sympy.factor(a), b) for b, a in out.items()), key=lambda t: t[1])
 
 
 @kept
@@ -198,7 +119,7 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
     prog = clamped(program(c, level, streams), whole)
     if sizes is not None:
         legal = tuple(sorted((str(k), tuple(sorted(set(v)))) for k, v in (candidates or {}).items()))
-        o = _integer_optimum(prog, M, level, tuple(sorted(sizes.items())), legal, counted(c, prog, level, sizes))
+        o = integer_optimum(prog, M, level, tuple(sorted(sizes.items())), legal, counted(c, prog, level, sizes))
         return dataclasses.replace(o, sizes=sizes | o.sizes, notes=list(o.notes))
     if candidates is not None:
         raise NapkinError("candidates= restricts the integer search: give sizes= (every axis) and a number for memory")
@@ -289,7 +210,8 @@ def _paper_memory(prog: TilingProgram, columns, free, at_one) -> list:
 @lru_cache(maxsize=256)
 def _symbolic_optimum(prog: TilingProgram, M, exact: bool = True) -> Optimum:
     """The large-M and exact optima of ``prog`` under the memory ``M``: a pure function of the whole key, as
-    :func:`_compiled` is (the process's memo, bounded; :func:`optimal` hands each caller a copy of its dicts)."""
+    :func:`~napkin_cat.cost.sized_optimum.compiled` is (the process's memo, bounded; :func:`optimal` hands each
+    caller a copy of its dicts)."""
     H, columns, free, ones = prog.restricted()
     at_one = {t: sympy.Integer(1) for t in ones}
     notes = []
@@ -316,199 +238,3 @@ def _symbolic_optimum(prog: TilingProgram, M, exact: bool = True) -> Optimum:
     exact = exact_optimum(prog, M, dominant=dominant)
     notes += exact.notes
     return Optimum(Hform, sizes, terms, M, exact.H, exact.sizes, lead, exact.constraint, notes, exact)
-
-
-def _fraction(value, what) -> Fraction:
-    value = sympy.nsimplify(value) if isinstance(value, sympy.Float) else value
-    if not (isinstance(value, sympy.Rational) or isinstance(value, int)):
-        missing = sorted(map(str, getattr(value, "free_symbols", ())))
-        raise NapkinError(f"{what} is {value}, not a number: give sizes for {missing} (sizes={{'name': …}})")
-    return Fraction(int(value.p), int(value.q)) if isinstance(value, sympy.Rational) else Fraction(value)
-
-
-@lru_cache(maxsize=256)
-def _compiled(prog: TilingProgram, sizes: tuple):
-    """The program at concrete sizes: exact posynomials over the tiles, and each tile's axis size.
-
-    Each expression is expanded at the sizes in exact arithmetic (:func:`.exact_arithmetic.monomials_at`, its
-    streams fixed as ``prog.fixed`` says), or, where it is not a sum of monomials there, by sympy, whose error
-    names what is wrong.  Columns equal at the sizes are pooled (the largest is what binds).
-
-    Why this memo is the process's, not a call's (issue 35: a cache belongs to the call unless its result is a pure
-    function of its key): the answer reads nothing but its two arguments, and the key is both whole.  ``prog`` is a
-    frozen :class:`~.tiling.TilingProgram`, equal and hashed by every field (``H``, the columns, tiles, axes, axis
-    sizes, the fixed streams, ``held``; sympy's and :class:`~.polynomial.Poly`'s equality is by value), and
-    ``sizes`` the sorted ``(name, int)`` pairs.  What else could steer a search is bound in those or read elsewhere:
-    a density from data is substituted into ``H`` and the columns (:meth:`~.record.Cost.at_density`), a masked
-    stream's running trips are counted per tiling by :func:`counted` (in the call's store of counts,
-    :func:`~.at_sizes.counts_kept`), and the memory, tile candidates and requirements are applied after.  So two
-    calls, threads or hardware models asking the same key get the same program, and any other key its own
-    (``tests/cost/test_compiled_key.py``); bounded (256, least recently used) and locked (``lru_cache``)."""
-    env = Sizes(sizes).env
-    at = {**env, **{s: int(v) for s, v in prog.fixed}}
-    fulls = []
-    for axis, full in zip(prog.axes, prog.fulls):
-        n = sympy.sympify(sympy.sympify(full).xreplace(env))   # (a bare symbol becomes a Python int)
-        if not n.is_Integer:
-            raise NapkinError(f"give a concrete size for axis {axis!r} (sizes={{'{axis}': …}})")
-        if n < 1:
-            raise NapkinError(f"axis {axis!r} has size {n}: sizes are positive integers")
-        fulls.append(int(n))
-
-    def exact(expr, what):
-        try:
-            coeffs, exps = monomials_at(expr, prog.tiles, at)
-            if all(isinstance(a, (int, Fraction)) for a in coeffs):
-                return tuple(Fraction(a) for a in coeffs), exps
-        except (NapkinError, TypeError):
-            pass
-        m = monomials(sympy.sympify(expr).xreplace(dict(prog.fixed)), prog.tiles)
-        return tuple(_fraction(sympy.sympify(sympy.sympify(a).xreplace(env)), what) for a in m.coeffs), m.exponents
-    H = exact(prog.H, "a transfer coefficient")
-    cols = tuple(dict.fromkeys(exact(col, "a memory coefficient") for col in prog.columns))
-    smallest = max((sum(a for a in col[0]) for col in cols), default=Fraction(0))
-    return H, cols, tuple(fulls), smallest
-
-
-def _legal_values(prog: TilingProgram, fulls, legal) -> list:
-    """Per tile: ``candidates[tile]`` (checked to divide the axis), else the divisors of the axis."""
-    given = dict(legal)
-    unknown = sorted(set(given) - {str(t) for t in prog.tiles})
-    if unknown:
-        raise NapkinError(f"candidates for {unknown}: not tiles of this algorithm; its tiles are "
-                          f"{[str(t) for t in prog.tiles]}")
-    out = []
-    for tile, axis, n in zip(prog.tiles, prog.axes, fulls):
-        values = given.get(str(tile))
-        if values is None:
-            out.append(integer_search.divisors(n))
-            continue
-        bad = [v for v in values if not isinstance(v, (int, sympy.Integer)) or v < 1 or n % int(v)]
-        if bad or not values:
-            raise NapkinError(f"candidates for {tile}: {bad or 'none'} do not divide axis {axis!r} of size {n}; "
-                              f"legal tiles are its divisors {list(integer_search.divisors(n))}")
-        out.append(tuple(int(v) for v in values))
-    return out
-
-
-def _trip_factors(expr) -> sympy.Expr:
-    """``expr`` with each trip count ``⌈n/g⌉`` read as its trip factor ``n/g`` (the integer search counts a trip
-    factor ``⌈n/g⌉`` where tiles may be ragged)."""
-    return sympy.sympify(expr).replace(sympy.ceiling, lambda x: x)
-
-
-def counted(c, prog: TilingProgram, level: int, sizes):
-    """``tiles ↦ H`` counted at concrete sizes where the symbolic transfers of ``c`` are an estimate (a masked
-    stream's running trips, :attr:`~napkin_cat.cost.record.Cost.estimated`), else None: the cost at sizes of the
-    algorithm ``c`` was read off (:func:`napkin_cat.cost.numeric.folded`, what a run counts), at the program's tiles
-    (``tiles``, in the order of ``prog.tiles``) and fixed streams.  The integer search then ranks by it."""
-    if not c.estimated:
-        return None
-    if c.source is None:
-        raise NapkinError("this cost counts a masked stream's running trips by an estimate, and it was composed "
-                          "of other records, so they cannot be counted at sizes: optimise the cost of the algorithm "
-                          "itself (nc.optimal(nc.cost(d), ...))")
-    given = {**{str(k): int(v) for k, v in dict(sizes).items()}, **{str(s): int(v) for s, v in prog.fixed},
-             **{str(t): 1 for t in prog.tiles}}
-    env = bind(c.source, given, strict=False)     # bound once; each tiling only sets its tiles
-
-    rho = {a.symbol: a.value for a in c.assumptions if a.value is not None and a.value != 1}
-
-    def count(tiles) -> Fraction:
-        h = folded(c.source, {**env, **dict(zip(prog.tiles, map(int, tiles)))}, density=rho).H.get(level, 0)
-        return Fraction(h) if isinstance(h, int) else Fraction(str(h))     # ρ of a stream's trips: a fraction
-    return count
-
-
-@counts_kept()
-def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = "divisors", caps=(),
-           count: bool = True) -> list:
-    """The exact integer optimum over divisor tiles for each memory size of ``memories`` in one pass
-    (the candidates scored once): a list of :class:`Optimum`, ``None`` where no tiling fits.
-
-    ``tiles="any"``: a tile need not divide its axis (the last tile is shorter; ``H`` counts ``⌈n/g⌉``
-    trips, memory what a full tile holds, as :func:`napkin_cat.cost.numeric.at` counts them).
-    ``caps``: expressions in the tiles that must stay at most 1 (a requirement such as enough thread blocks,
-    ``B / Π ⌈a/g_a⌉``); each trip count ``⌈a/g⌉`` in one is its trip factor ``a/g``, as in ``H``: exact on divisor
-    tiles, and counted ``⌈a/g⌉`` with a shorter last tile (``tiles="any"``).
-    Where the symbolic transfers are an estimate (a masked stream, :func:`counted`), every candidate is ranked by
-    the transfers counted at it: ``o.H == nc.cost(d, sizes=o.sizes).H[level]``; ``count=False`` ranks them by the
-    estimate instead (a caller that counts what it picks: the hardware derives, which time every tiling exactly).
-
-    >>> import napkin_cat as nc
-    >>> mm = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
-    >>> [o.H if o else None for o in optima(nc.cost(mm), [2, 1024], sizes={"a": 64, "b": 64, "c": 64})]
-    [None, 28672]
-    """
-    level = as_level(level, least=1, what="the level of the optimum")
-    if level not in c.H:
-        raise LevelError(f"the algorithm moves nothing at level {level}; levels with transfers: {sorted(c.H)}")
-    if not c.groups and not tiled_streams(c, level):
-        raise NapkinError("the algorithm has no group partition to optimise: apply nc.group first")
-    prog = unexpanded(c, level, streams)     # expanded at the sizes, in exact arithmetic (_compiled)
-    Ms = [memory_limit(m) for m in memories]
-    if not all(M.is_number for M in Ms):
-        raise MemoryLimitError(f"the exact integer search needs numbers for the memory limits, got {memories}")
-    if tiles not in ("divisors", "any"):
-        raise NapkinError(f"tiles must be 'divisors' (each tile divides its axis) or 'any' (a shorter last "
-                          f"tile), got {tiles!r}")
-    H, cols, fulls, _ = _compiled(prog, tuple(sorted(sizes.items())))
-    env = Sizes(tuple(sorted(sizes.items()))).env
-    caps = [(tuple(_fraction(sympy.sympify(a).subs(env), "a requirement's coefficient") for a in m.coeffs),
-             m.exponents) for m in (monomials(_trip_factors(cap).subs(dict(prog.fixed)), prog.tiles) for cap in caps)]
-    exact = counted(c, prog, level, sizes) if count else None
-    if tiles == "any":
-        if exact is None and any(e not in (-1, 0, 1) for exps in H[1] for e in exps):
-            raise NapkinError(f"the transfers {as_expr(prog.H.xreplace(dict(prog.fixed)))} are not linear in "
-                              f"each tile's trips; use tiles='divisors'")
-        values = [integer_search.ragged_values(n) for n in fulls]
-    else:
-        values = _legal_values(prog, fulls, ())
-    found = integer_search.best_many(H, cols, values, [_fraction(M, "the memory limit") for M in Ms],
-                                     fulls=fulls if tiles == "any" else None, caps=caps,
-                                     names=[str(t) for t in prog.tiles], exact=exact)
-    note = ("exact integer search over the divisors of every tile's axis" if tiles == "divisors" else
-            "exact integer search over every tile size (a shorter last tile; ⌈n/g⌉ trips)")
-    if exact is not None:
-        note += ", each ranked by the transfers counted at it (a masked stream's trips that run)"
-    elif c.estimated:
-        note += ", ranked by the estimate of a masked stream's trips (count=False: not counted)"
-    note += ", every column within memory"
-    made: dict = {}     # an answer found at several memories (every tiling fits) made into sympy numbers once
-    out = []
-    for M, f in zip(Ms, found):
-        if f is None:
-            out.append(None)
-            continue
-        if f not in made:
-            h, combo = f
-            h = sympy.Rational(h.numerator, h.denominator)
-            exact_sizes = {t: sympy.Integer(g) for t, g in zip(prog.tiles, combo)}
-            made[f] = h, exact_sizes, {**exact_sizes, **dict(prog.fixed)}
-        h, exact_sizes, sub = made[f]
-        out.append(Optimum(h, dict(sub), [(h, sympy.Integer(0))], M, h, dict(exact_sizes), None, None, [note]))
-    return out
-
-
-def _integer_optimum(prog: TilingProgram, M, level, sizes, legal=(), exact=None) -> Optimum:
-    if not M.is_number:
-        raise MemoryLimitError(f"the exact integer search needs a number for the memory limit, got {M}")
-    H, cols, fulls, smallest = _compiled(prog, sizes)
-    found = integer_search.best(H, cols, _legal_values(prog, fulls, legal), _fraction(M, "the memory limit"),
-                                [str(t) for t in prog.tiles], exact=exact)
-    if found is None and not legal:
-        shown = smallest.numerator if smallest.denominator == 1 else smallest
-        raise MemoryLimitError(f"no tile sizes fit level {level} with memory {M}: even tiles of 1 need "
-                               f"{shown} values; the smallest legal memory is {shown}")
-    if found is None:
-        raise MemoryLimitError(f"no tiling from the candidates {dict(legal)} fits level {level} with memory {M}")
-    h, combo = found
-    h = sympy.Rational(h.numerator, h.denominator)
-    sub = {t: sympy.Integer(g) for t, g in zip(prog.tiles, combo)}
-    exact_sizes = dict(sub)
-    sub.update({s: v for s, v in prog.fixed})
-    return Optimum(h, sub, [(h, sympy.Integer(0))], M, h, exact_sizes, None, None,
-                   [f"exact integer search over {'the candidates given and ' if legal else ''}the divisors of "
-                    f"every tile's axis, every column within memory"
-                    + (", each ranked by the transfers counted at it (a masked stream's trips that run)"
-                       if exact is not None else "")])

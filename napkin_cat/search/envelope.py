@@ -25,7 +25,6 @@ The result is ``Piecewise((nan, M < smallest), (H₁, M < b₁), …, (H_k, True
 from __future__ import annotations
 
 import functools
-
 import math
 
 import sympy
@@ -36,7 +35,8 @@ from napkin_cat.cost.optimum import Optimum, optimal, power_terms
 from napkin_cat.cost.tiling import program
 from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.search.bounds import lower_bound
-from napkin_cat.search.results import Derivation, Regime
+from napkin_cat.search.breakpoints import Breakpoint, reaching
+from napkin_cat.search.results import Derivation, Later, Regime
 from napkin_cat.search.space import Makers, check_sizes, select
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 
@@ -64,45 +64,79 @@ class Candidate:
     """A winning algorithm: its closed form ``H`` in ``M`` and its smallest memory ``smallest``.
 
     ``whole``: per kernel, the tiles (the block's names) set to their axes (:func:`clamped_candidates`);
-    ``smallest``: where such a form starts to hold (its parent's :attr:`until`).  ``until``: the memory where the
-    first tile that still grows with ``M`` reaches its axis at the reference sizes (``oo`` if none does);
-    ``reaching``: that tile per kernel."""
+    ``smallest``: where such a form starts to hold (its parent's :attr:`until`, a
+    :class:`~napkin_cat.search.breakpoints.Breakpoint`).  ``until``: the memory where the first tile that still
+    grows with ``M`` reaches its axis at the reference sizes (``oo`` if none does); ``reaching``: that tile per
+    kernel.  ``start`` and ``end``: the two as breakpoints (``at``: the value at the reference sizes, what the
+    envelope orders by; the closed form read only where a piece of the answer ends there)."""
 
-    def __init__(self, made, M, sizes, env, ref, whole=None, smallest=None, note=None):
+    def __init__(self, made, M, sizes, env, ref, whole=None, smallest=None, note=None, forms=None):
         self.made, self.whole, self.note = made, whole or [() for _ in made.parts], note
-        parts = _parts(made, M, self.whole)
+        parts = _parts(made, M, self.whole, {} if forms is None else forms)
         self.H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env))
         self.tiles = {}
         for _, t in parts:
             self.tiles.update({k: sympy.sympify(v).subs(env) for k, v in t.items()})
-        self.smallest = smallest if smallest is not None else \
-            sympy.sympify(column_max(made.smallest(sizes), exact=False)).subs(env)
-        self.until, self.reaching = _until(made.parts, parts, self.whole, M, env, ref)
+        if smallest is None:
+            first = sympy.sympify(column_max(made.smallest(sizes), exact=False)).subs(env)
+            smallest = Breakpoint(_float(first, ref), first)
+        self.start = smallest
+        self.end, self.reaching = _until(made.parts, parts, self.whole, M, env, ref)
+
+    @property
+    def note(self):
+        """A note on this form (None, or text; one written when read, :func:`_jump`, is written once)."""
+        if callable(self._note):
+            self._note = self._note()
+        return self._note
+
+    @note.setter
+    def note(self, value):
+        self._note = value
+
+    @property
+    def smallest(self):
+        return self.start.expr
+
+    @property
+    def until(self):
+        return sympy.oo if self.end is None else self.end.expr
+
+    @property
+    def until_at(self) -> float:
+        return math.inf if self.end is None else self.end.at
 
 
-def _parts(made, M, whole):
-    """Per kernel ``(H*, tiles)`` in the large-M form, the tiles of ``whole[k]`` set to their axes."""
+def _parts(made, M, whole, forms: dict):
+    """Per kernel ``(H*, tiles)`` in the large-M form, the tiles of ``whole[k]`` set to their axes.  ``forms``: the
+    call's large-M forms of a block's curve with some tiles whole, by the curve and those tiles (a block's curve is
+    shared by the candidates that hold its kernel, and each of their clamped forms asks for it again)."""
     if not any(whole):
         return made.symbolic_parts(M)
     out = []
     for (curve, names), fixed, (h, t) in zip(made.parts, whole, made.symbolic_parts(M)):
         if fixed:
-            o = optimal(curve.cost, memory=M, level=curve.level, exact=False, whole=fixed)
-            if o.H is None:
-                raise NapkinError(f"no closed large-M form with {list(map(str, fixed))} whole: {o.notes}")
-            h = o.H.xreplace(names) if names else o.H
-            t = {names.get(k, k): (sympy.sympify(v).xreplace(names) if names else v) for k, v in o.sizes.items()}
+            key = (id(curve), tuple(map(str, fixed)))
+            if key not in forms:
+                o = optimal(curve.cost, memory=M, level=curve.level, exact=False, whole=fixed)
+                if o.H is None:
+                    raise NapkinError(f"no closed large-M form with {list(map(str, fixed))} whole: {o.notes}")
+                forms[key] = (curve, o.H, o.sizes)     # (the curve kept: its id stays its own for the call)
+            _, H, sizes = forms[key]
+            h = H.xreplace(names) if names else H
+            t = {names.get(k, k): (sympy.sympify(v).xreplace(names) if names else v) for k, v in sizes.items()}
         out.append((h, t))
     return out
 
 
 def _until(curves, parts, whole, M, env, ref):
-    """``(M_u, reaching)``: the memory past which a tile of some kernel's program (a group's tile or a stream that
-    is a tile, :func:`~napkin_cat.cost.tiling.program`) would exceed its axis in the large-M form (its form no longer
-    describes an algorithm), the first at the reference sizes ``ref``, or ``oo``; ``reaching``: per kernel, the
-    tiles (the block's names) that reach their axes there.  ``curves``: per kernel its block's curve and the
-    renaming of its tiles to the kernel's (``made.parts``)."""
-    found = []    # (value at ref, root, kernel, tile)
+    """``(breakpoint, reaching)``: the memory past which a tile of some kernel's program (a group's tile or a stream
+    that is a tile, :func:`~napkin_cat.cost.tiling.program`) would exceed its axis in the large-M form (its form no
+    longer describes an algorithm), the first at the reference sizes ``ref``
+    (:func:`~napkin_cat.search.breakpoints.reaching`), or None; ``reaching``: per kernel, the tiles (the block's
+    names) that reach their axes there.  ``curves``: per kernel its block's curve and the renaming of its tiles to
+    the kernel's (``made.parts``)."""
+    found = []    # (breakpoint, kernel, tile)
     for k, ((curve, names), (_, tiles), fixed) in enumerate(zip(curves, parts, whole)):
         if not curve.grouped:
             continue
@@ -115,80 +149,49 @@ def _until(curves, parts, whole, M, env, ref):
             if not t.has(M):
                 continue
             n = (sympy.sympify(full).xreplace(names) if names else sympy.sympify(full)).subs(env)
-            for r in _reaches(t, n, M):
-                try:
-                    v = complex(sympy.sympify(r).subs(ref).evalf())
-                except (TypeError, ValueError):
-                    continue
-                if abs(v.imag) <= 1e-9 * max(1.0, abs(v.real)) and v.real > 0 and _meets(t, n, M, v.real, ref):
-                    found.append((v.real, r, k, tile))
-                    break
+            b = reaching(t, n, M, ref)
+            if b is not None:
+                found.append((b, k, tile))
     if not found:
-        return sympy.oo, None
-    first = min(v for v, *_ in found)
-    reaching = [() for _ in curves]
+        return None, None
+    first = min(b.at for b, *_ in found)
+    reaching_ = [() for _ in curves]
     root = None
-    for v, r, k, tile in found:
-        if v <= first * (1 + 1e-9):
-            reaching[k] += (tile,)
-            root = r if root is None else root
-    return root, reaching
+    for b, k, tile in found:
+        if b.at <= first * (1 + 1e-9):
+            reaching_[k] += (tile,)
+            root = b if root is None else root
+    return root, reaching_
 
 
-def _meets(t, n, M, m: float, ref) -> bool:
-    """Whether the tile ``t`` equals its axis ``n`` at ``M = m`` at the reference sizes (a root of
-    ``α M^-β + c = n`` taken through a power is one only where ``n − c`` has α's sign)."""
-    try:
-        tv, nv = complex(sympy.sympify(t).subs(ref).subs(M, m)), complex(sympy.sympify(n).subs(ref))
-    except (TypeError, ValueError):
-        return False
-    return abs(tv - nv) <= 1e-6 * max(1.0, abs(nv))
-
-
-def _reaches(t, n, M) -> list:
-    """The memories where the tile ``t(M)`` equals its axis ``n``: ``(n/α)^(1/β)`` when ``t = α M^β`` (the large-M
-    form's tiles are such monomials), else sympy's roots."""
-    try:
-        terms = power_terms(t, M)
-    except NapkinError:
-        terms = None
-    if terms is not None:
-        growing = [(a, b) for a, b in terms if b != 0]
-        if len(growing) == 1 and growing[0][1] < 0:      # t = α M^-β + c: one root (checked by the caller)
-            (alpha, beta), c = growing[0], sum((a for a, b in terms if b == 0), sympy.Integer(0))
-            return [((n - c) / alpha) ** (1 / -beta)]
-    return list(_solved(t, n, M))
-
-
-@functools.lru_cache(maxsize=1024)
-def _solved(t, n, M) -> tuple:
-    """sympy's roots of ``t = n`` in ``M`` (sympy expressions are values: the same equation is met once per kernel
-    shape that recurs across candidates)."""
-    return tuple(sympy.solve(sympy.Eq(t, n), M))
-
-
-def clamped_candidates(cand, M, sizes, env, ref):
+def clamped_candidates(cand, M, sizes, env, ref, forms=None):
     """The forms that follow ``cand`` past its :attr:`~Candidate.until`: the tiles that reach their axes there set
     whole, the others at their own large-M form (every tile whole: a constant ``H``), each holding from where the
     one before it stops; a form whose own next tile is already past its axis where it starts is passed over."""
     out, c = [], cand
-    while c.until != sympy.oo:
+    while c.end is not None:
         whole = [tuple(f) + tuple(r) for f, r in zip(c.whole, c.reaching)]
-        start = c.until
-        at = _float(start, ref)
+        start = c.end
+        at = start.at
         before = c.H.subs(ref).subs(M, at)
-        nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start)
+        nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, forms=forms)
         after = nxt.H.subs(ref).subs(M, at)
         if abs(float(after - before)) > 1e-9 * max(1.0, abs(float(before))):
-            nxt.note = (f"H jumps from {float(before):.6g} to {float(after):.6g} at M = {start} (at the reference "
-                        f"sizes) where {', '.join(str(t) for r in c.reaching for t in r)} reaches its axis: the "
-                        f"large-M forms on either side keep different leading memory terms")
-        while nxt.until != sympy.oo and _float(nxt.until, ref) <= at * (1 + 1e-12):
+            nxt.note = functools.partial(_jump, float(before), float(after), start, c.reaching)
+        while nxt.end is not None and nxt.end.at <= at * (1 + 1e-12):
             whole = [tuple(f) + tuple(r) for f, r in zip(nxt.whole, nxt.reaching)]
-            nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, note=nxt.note)
+            nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, note=nxt._note, forms=forms)
         out.append(nxt)
         c = nxt
     return out
+
+
+def _jump(before: float, after: float, start, reaching) -> str:
+    """The note of a form whose ``H`` jumps where the one before it stops holding (written when read: the
+    breakpoint's closed form is solved only for a form that is a piece of the answer)."""
+    return (f"H jumps from {before:.6g} to {after:.6g} at M = {start.expr} (at the reference sizes) where "
+            f"{', '.join(str(t) for r in reaching for t in r)} reaches its axis: the large-M forms on either side "
+            f"keep different leading memory terms")
 
 
 def _float(expr, env) -> float:
@@ -270,8 +273,8 @@ def _solve(Ha, Hb, M, ref, target):
 def envelope(cands, M, ref):
     """``[(candidate index, lower, upper)]``: the cheapest candidate per interval of ``M`` (module docstring)."""
     fs = [sympy.lambdify(M, c.H.subs(ref), "math") for c in cands]
-    ts = [_float(c.smallest, ref) for c in cands]
-    us = [math.inf if c.until == sympy.oo else _float(c.until, ref) for c in cands]
+    ts = [c.start.at for c in cands]
+    us = [c.until_at for c in cands]
     start = min(ts)
     grid = [start * (2 ** 44 / start) ** (k / 4000) for k in range(4001)] if start < 2 ** 44 else [start]
     seq = []
@@ -315,7 +318,7 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
     ref[M] = M
     ref_env = {k: v for k, v in ref.items() if k != M}
     best = select(forms, search, ref_sizes, GRID, roles=tuple(book.roles))
-    makers, cands, seen = Makers(), [], {}
+    makers, cands, seen, forms = Makers(), [], {}, {}
     for b in best:
         if b is None:
             continue
@@ -325,7 +328,7 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
             try:
                 with remembered(search.closed):    # steps alike across the candidates' programs worked out once
                     cand = Candidate(made, M, sizes or {}, env, ref_env)
-                    cands += [cand] + clamped_candidates(cand, M, sizes or {}, env, ref_env)
+                    cands += [cand] + clamped_candidates(cand, M, sizes or {}, env, ref_env, forms)
             except NapkinError:     # a winner at some reference memory with no closed large-M form (a masked
                 continue            # kernel's trips can grow with its tile): the envelope is made of the others
     if not cands:
@@ -344,18 +347,19 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
                              names.get(w, w) for (_, names), ws in zip(c.made.parts, c.whole) for w in ws)))
         if c.note:
             notes.append(c.note)
-        if c.made.cost.estimated:
+        if any(curve.cost.estimated for curve, _ in c.made.parts):    # (a kernel's: the algorithm's cost not made)
             notes.append("a masked stream's running trips are the symbolic estimate (napkin_cat.cost.trips: exact "
                          "where each band lies inside its axis and the slices line up; a union counts every trip); "
                          "nc.derive with sizes= counts them at the tiles it picks")
         opt = Optimum(c.H, dict(c.tiles), None, M, None, None, None, None, notes)
         cond = sympy.And(M >= lower, M < upper) if upper != sympy.oo else (M >= lower)
-        regimes.append(Regime(c.made.variant, c.H, c.made.diagram, c.made.trace, c.made.cost, opt, bexpr,
+        cost = Later(functools.partial(getattr, c.made, "cost"))      # the algorithm's cost, made where read
+        regimes.append(Regime(c.made.variant, c.H, c.made.diagram, c.made.trace, cost, opt, bexpr,
                               (c.H / bexpr) if bexpr is not None else None, lower=lower, upper=upper,
                               condition=cond))
         args.append((c.H, M < upper) if upper != sympy.oo else (c.H, True))
     H = sympy.Piecewise(*args)
     last = regimes[-1]
-    return Derivation(diagram, last.diagram, last.trace, H=H, cost=last.cost, optimum=last.optimum,
+    return Derivation(diagram, last.diagram, last.trace, H=H, cost=cost, optimum=last.optimum,
                       variant=last.variant, regimes=tuple(regimes), memory=M, level=level, sizes=sizes,
                       bound=bound, gap=last.gap, candidates=tuple((str(c.made.variant), c.H) for c in cands))

@@ -38,7 +38,7 @@ from napkin_cat.hardware.timed import derive_for_time
 from napkin_cat.search.context import KernelCache
 from tests.search.test_derive_masks_exact import lagged_band, prefix_lm
 
-optimum_module = importlib.import_module("napkin_cat.cost.optimum")
+optimum_module = importlib.import_module("napkin_cat.cost.sized_optimum")
 cputime = importlib.import_module("napkin_cat.hardware.cputime")
 slow = pytest.mark.skipif(not os.environ.get("NAPKIN_SLOW"), reason="the whole zoo on both models: NAPKIN_SLOW=1")
 L = nc.library
@@ -130,7 +130,7 @@ def test_the_backward_from_the_saved_forward_keeps_its_answer(backward):
 
 
 def folds(monkeypatch) -> list:
-    """The folds :mod:`napkin_cat.cost.optimum` runs to count candidates (a list that grows by one per fold)."""
+    """The folds :mod:`napkin_cat.cost.sized_optimum` runs to count candidates (a list that grows by one per fold)."""
     seen, fold = [], optimum_module.folded
 
     def counting(*args, **kwargs):

@@ -1,0 +1,112 @@
+"""An optimum's record: ``H``, the tiles, ``H`` as power terms ``Σ α_t M^-β_t`` and the exact optimum beside it
+(:func:`napkin_cat.cost.optimum.optimal` returns one; the integer search at concrete sizes too,
+:mod:`napkin_cat.cost.sized_optimum`).
+
+>>> import napkin_cat as nc
+>>> M, a = nc.symbol("M"), nc.symbol("a")
+>>> Optimum(a + a / M, {}, power_terms(a + a / M, M), M).terms
+[(a, 0), (a, 1)]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+
+from napkin_cat.cost.exact import ExactOptimum
+from napkin_cat.errors import NapkinError
+from napkin_cat.syntax.axis import symbol
+
+
+class _PowerTerms:
+    """The field ``terms``: a list of ``(α_t, β_t)``, or a :class:`NapkinError` on reading it when ``H`` has none.
+
+    A descriptor keeps ``terms`` a dataclass field (``dataclasses.replace(o, terms=...)`` works) while a
+    consumer of power terms (hierarchies, quantization) gets a typed error instead of iterating ``None``.
+    """
+
+    def __set_name__(self, owner, name):
+        self.slot = "_" + name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return None                    # the field's default
+        value = obj.__dict__.get(self.slot)
+        if value is None:
+            raise NapkinError(f"the large-M optimum H* = {obj.H} is not a sum of powers of {obj.memory}: "
+                              f"it has no power terms (the exact optimum is o.exact)")
+        return value
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.slot] = None if isinstance(value, _PowerTerms) else value   # the default: none
+
+
+@dataclass
+class Optimum:
+    """``H`` (large-M form), ``sizes``, ``terms`` [(α_t, β_t)], and the exact optimum (``exact``).
+
+    ``sizes``: the tiles as expressions (symbols → expressions in the memory and the axes), or at concrete sizes
+    a :class:`~napkin_cat.syntax.sizes.Sizes` of the axes, tiles and streams (what ``nc.plan`` takes)."""
+
+    H: sympy.Expr | None
+    sizes: dict
+    terms: list | None = field(default=_PowerTerms(), repr=False, compare=False)
+    memory: sympy.Expr | None = None
+    exact_H: sympy.Expr | None = None
+    exact_sizes: dict | None = None
+    constraint: sympy.Expr | None = None
+    exact_constraint: sympy.Expr | None = None
+    notes: list = field(default_factory=list)
+    exact: ExactOptimum | None = None
+
+    @property
+    def has_power_terms(self) -> bool:
+        return self.__dict__.get("_terms") is not None
+
+    def __str__(self):
+        lines = [f"H* (paper's large-M form) = {self.H}   with {self.sizes}"]
+        if self.has_power_terms:
+            terms = " + ".join(f"({a})·M^-{b}" for a, b in self.terms)
+            lines.append(f"   as power terms Σ α_t M^-β_t: {terms}")
+        if self.exact_H is not None and self.exact_constraint is not None:
+            lines.append(f"H* (exact, memory {self.exact_constraint} ≤ {self.memory}) = {self.exact_H}"
+                         f"   with {self.exact_sizes}")
+        lines += [f"   note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def at(self, **values):
+        """``H`` with sizes and memory substituted (numbers)."""
+        subs = {symbol(k): v for k, v in values.items()}
+        return self.H.subs(subs)
+
+
+def power_terms(expr, M) -> list:
+    """``[(α_t, β_t)]`` with ``expr = Σ α_t M^-β_t`` (β_t ≥ 0, zero-exponent terms included), each ``α_t`` factored.
+
+    >>> import napkin_cat as nc
+    >>> M, a, c = nc.symbol("M"), nc.symbol("a"), nc.symbol("c")
+    >>> power_terms(a * c + 2 * a * c / M + c / M, M)
+    [(a*c, 0), (c*(2*a + 1), 1)]
+    """
+    out = {}
+    for term in sympy.Add.make_args(sympy.expand(expr)):
+        coeff, exp = term.as_coeff_exponent(M)
+        if coeff.has(M):
+            raise NapkinError(f"{expr} is not a sum of powers of {M}")
+        beta = -exp if exp.is_Rational else sympy.nsimplify(-exp)
+        out[beta] = out.get(beta, 0) + coeff
+    return sorted(((a if is_monomial(a) else sympy.factor(a), b) for b, a in out.items()), key=lambda t: t[1])
+
+
+def is_monomial(expr) -> bool:
+    """Whether ``expr`` is a rational number times powers of symbols with rational exponents: ``sympy.factor``
+    returns such an expression as it is, so it is not factored (``tests/cost/test_power_terms.py``).
+
+    >>> import napkin_cat as nc
+    >>> d, e = nc.symbol("d"), nc.symbol("e")
+    >>> is_monomial(-3 * sympy.sqrt(d) * e / 2), is_monomial(d * (e + 1)), is_monomial(sympy.sqrt(2) * d)
+    (True, False, False)
+    """
+    def atom(x):
+        return x.is_Rational or x.is_Symbol or (x.is_Pow and x.base.is_Symbol and x.exp.is_Rational)
+    return atom(expr) or (expr.is_Mul and all(atom(x) for x in expr.args))

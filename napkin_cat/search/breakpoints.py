@@ -1,0 +1,188 @@
+"""Where a large-M form stops describing an algorithm: the memory at which one of its tiles reaches its axis.
+
+A candidate's large-M form chooses each tile as a function ``t(M)`` of the memory (``g_c = √M``,
+``g_e = (√(2M + d²) − d)/2``); the form holds while ``t(M) ≤ n`` (``n`` the tile's axis), up to the root of
+``t(M) = n`` (``M = c²``, ``M = 2e(d + e)``).  The symbolic envelope (:mod:`napkin_cat.search.envelope`) orders its
+candidates at the *reference sizes*, so what it needs of most roots is their value there; only the few that end a
+piece of the answer are needed in closed form.  So a root is a :class:`Breakpoint`: its value at the reference
+sizes, found first, and its closed form, solved on first read.
+
+* ``t = α M^β + c`` (a monomial in ``M`` and a constant: the paper's square-root and linear tiles): the root
+  ``((n − c)/α)^(1/β)`` in closed form at once.
+* any other ``t`` (a radical of a sum, a quotient, the tiles of a binding column with lower-order terms): the
+  value by bracketing ``t(M) − n`` at the reference sizes over memories ``2^-64 … 2^256`` (one sign change of a
+  monotone difference: one positive root, which is where ``t`` meets ``n``); the closed form is sympy's root of
+  ``t = n`` that takes that value there (:func:`solved_root`), solved only when read.  Where the difference is
+  not monotone on the grid, changes sign more than once, or never, sympy's roots are solved at once and the first
+  positive root at which ``t`` meets ``n`` is taken, as they always were.
+
+>>> import napkin_cat as nc
+>>> M, d, e = nc.symbol("M"), nc.symbol("d"), nc.symbol("e")
+>>> b = reaching((-d + sympy.sqrt(2 * M + d ** 2)) / 2, e, M, {d: 64, e: 256})
+>>> b.at, b.expr                      # the value first; the closed form on first read
+(163840.0, 2*e*(d + e))
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import sympy
+
+from napkin_cat.cost.optimum import power_terms
+from napkin_cat.errors import NapkinError
+
+#: the memories scanned for a sign change of ``t(M) − n``: ``2^k`` for k in this range
+SCAN = range(-64, 257)
+
+
+class Breakpoint:
+    """A memory where a form stops holding: ``at``, its value at the reference sizes (a float), and ``expr``, its
+    closed form in the sizes, solved on first read (``solve()`` called once) when not given.
+
+    >>> Breakpoint(4.0, sympy.Integer(4)).expr, Breakpoint(9.0, solve=lambda: sympy.Integer(9)).expr
+    (4, 9)
+    """
+
+    __slots__ = ("at", "_expr", "_solve")
+
+    def __init__(self, at: float, expr=None, solve=None):
+        self.at, self._expr, self._solve = at, expr, solve
+
+    @property
+    def expr(self):
+        if self._expr is None:
+            self._expr, self._solve = self._solve(), None
+        return self._expr
+
+    def __repr__(self):
+        return f"Breakpoint({self.at!r})"
+
+
+def reaching(t, n, M, ref):
+    """The :class:`Breakpoint` where the tile ``t(M)`` first meets its axis ``n`` at the reference sizes ``ref``
+    (symbols → numbers), or None where it never does (module docstring)."""
+    return _reaching(t, n, M, tuple(sorted(ref.items(), key=lambda kv: str(kv[0]))))
+
+
+@functools.lru_cache(maxsize=1024)
+def _reaching(t, n, M, pairs: tuple):
+    """:func:`reaching` of the sorted ``(symbol, number)`` pairs ``pairs``: a pure function of its key (the same
+    tile recurs in the candidates that share a kernel), its breakpoint shared (solved once where read)."""
+    ref = {k: sympy.sympify(v) for k, v in pairs}     # (xreplace puts a value in as it is: a sympy number)
+    try:
+        terms = power_terms(t, M)
+    except NapkinError:
+        terms = None
+    if terms is not None:
+        growing = [(a, b) for a, b in terms if b != 0]
+        if len(growing) == 1 and growing[0][1] < 0:      # t = α M^-β + c: one root (checked below)
+            (alpha, beta), c = growing[0], sum((a for a, b in terms if b == 0), sympy.Integer(0))
+            return _first_meeting([((n - c) / alpha) ** (1 / -beta)], t, n, M, ref)
+    at = bracketed(t, n, M, pairs)
+    if at is None:
+        return _first_meeting(_solved(t, n, M), t, n, M, ref)
+    return Breakpoint(at, solve=lambda: solved_root(t, n, M, ref, at))
+
+
+def _first_meeting(roots, t, n, M, ref):
+    """The first of ``roots`` that is real and positive at ``ref`` and where ``t`` equals ``n`` there."""
+    for r in roots:
+        try:
+            v = complex(sympy.sympify(r).xreplace(ref).evalf())
+        except (TypeError, ValueError):
+            continue
+        if abs(v.imag) <= 1e-9 * max(1.0, abs(v.real)) and v.real > 0 and meets(t, n, M, v.real, ref):
+            return Breakpoint(v.real, r)
+    return None
+
+
+def meets(t, n, M, m: float, ref) -> bool:
+    """Whether the tile ``t`` equals its axis ``n`` at ``M = m`` at the reference sizes (a root of
+    ``α M^-β + c = n`` taken through a power is one only where ``n − c`` has α's sign)."""
+    try:
+        tv, nv = complex(sympy.sympify(t).xreplace(ref).subs(M, m)), complex(sympy.sympify(n).xreplace(ref))
+    except (TypeError, ValueError):
+        return False
+    return abs(tv - nv) <= 1e-6 * max(1.0, abs(nv))
+
+
+def solved_root(t, n, M, ref, at: float):
+    """sympy's root of ``t = n`` in ``M`` whose value at ``ref`` is ``at`` (the bracketed one): the first of
+    sympy's roots, in its order, that is real, positive and where ``t`` meets ``n``, as
+    :func:`reaching` takes it where it does not bracket; ``at`` as a number where sympy finds no such root.
+
+    >>> import napkin_cat as nc
+    >>> M, n = nc.symbol("M"), nc.symbol("n")
+    >>> solved_root(sympy.sqrt(M + n) - 1, n, M, {n: sympy.Integer(3)}, 13.0)
+    -n + (n + 1)**2
+    """
+    try:
+        roots = _solved(t, n, M)
+    except (NotImplementedError, ValueError, TypeError):     # beyond sympy's solvers: the number is the answer
+        roots = ()
+    found = _first_meeting(roots, t, n, M, ref)
+    if found is None or abs(found.at - at) > 1e-6 * at:
+        return sympy.Float(at, 15)
+    return found.expr
+
+
+@functools.lru_cache(maxsize=1024)
+def _solved(t, n, M) -> tuple:
+    """sympy's roots of ``t = n`` in ``M`` (sympy expressions are values: the same equation is met once per kernel
+    shape that recurs across candidates)."""
+    return tuple(sympy.solve(sympy.Eq(t, n), M))
+
+
+@functools.lru_cache(maxsize=1024)
+def bracketed(t, n, M, ref: tuple):
+    """The one ``M > 0`` where ``t(M) = n`` at the reference sizes ``ref`` (sorted ``(symbol, number)`` pairs), to
+    the float's precision, or None where the difference is not real and monotone over :data:`SCAN` with exactly
+    one sign change (a pure function of its key: the process's memo, bounded).
+
+    >>> import napkin_cat as nc
+    >>> M, n = nc.symbol("M"), nc.symbol("n")
+    >>> bracketed(sympy.sqrt(M + n) - 1, n, M, ((n, 3),)), bracketed(1 / (M + 1), n, M, ((n, 3),))
+    (13.0, None)
+    """
+    env = {k: sympy.sympify(v) for k, v in ref}
+    try:
+        f = sympy.lambdify(M, sympy.sympify(t).xreplace(env) - sympy.sympify(n).xreplace(env), "math")
+    except (TypeError, ValueError, SyntaxError):
+        return None
+
+    def at(m: float) -> float:
+        try:
+            v = f(m)
+        except (ValueError, ZeroDivisionError, OverflowError, TypeError):
+            return math.nan
+        return float(v) if isinstance(v, (int, float)) else math.nan
+
+    ys = [at(2.0 ** k) for k in SCAN]
+    if any(math.isnan(y) or math.isinf(y) for y in ys):
+        return None
+    rising = all(a <= b for a, b in zip(ys, ys[1:]))
+    if not (rising or all(a >= b for a, b in zip(ys, ys[1:]))):
+        return None
+    zeros = [k for k, y in zip(SCAN, ys) if y == 0]
+    if zeros:
+        return 2.0 ** zeros[0] if len(zeros) == 1 else None
+    changes = [i for i in range(len(ys) - 1) if (ys[i] < 0) != (ys[i + 1] < 0)]
+    if len(changes) != 1:
+        return None
+    lo, hi = 2.0 ** SCAN[changes[0]], 2.0 ** SCAN[changes[0] + 1]
+    below = ys[changes[0]] < 0
+    while True:
+        mid = 0.5 * (lo + hi)
+        if not lo < mid < hi:
+            break
+        y = at(mid)
+        if math.isnan(y):
+            return None
+        if y == 0:
+            return mid
+        if (y < 0) == below:
+            lo = mid
+        else:
+            hi = mid
+    return lo if abs(at(lo)) <= abs(at(hi)) else hi
