@@ -448,9 +448,29 @@ def tiles_over(algorithm, axes, env: dict) -> dict:
     return out
 
 
-def density_assumptions(algorithm, env: dict, density: dict, block_mask=None) -> tuple:
-    """The sentences a prediction states of its masks read from data: each density and its value, or the block
-    mask's measured density at the algorithm's tiles."""
+#: what a GPU prediction of an algorithm with a mask from positions assumes besides (:func:`density_assumptions`)
+MASK_MADE_ON_EVERY_TRIP = ("a mask from positions is made only on the trips that run and that it does not allow "
+                           "whole, as the plan's counting runner and the C kernel run it; the Triton kernel prints no "
+                           "variant for its whole trips and makes it on every trip that runs, so the general FLOPs "
+                           "are low by the mask's maps on those trips")
+
+
+def masked_by_positions(algorithm) -> bool:
+    """Whether a stream of ``algorithm`` has a mask from positions that may allow some of its trips whole."""
+    for _, b in layers(algorithm):
+        if isinstance(b, Stream) and (skip := schedule_of(b).skip) is not None and skip.masks:
+            return True
+        if isinstance(b, Region) and masked_by_positions(b.arg):
+            return True
+    return False
+
+
+def density_assumptions(algorithm, env: dict, density: dict, block_mask=None, *, printer: str = "triton") -> tuple:
+    """The sentences a prediction states of its masks: each density of a mask read from data and its value, or
+    the block mask's measured density at the algorithm's tiles; for the Triton kernels (``printer``), where a mask
+    from positions may allow trips whole, :data:`MASK_MADE_ON_EVERY_TRIP`."""
+    if printer == "triton" and masked_by_positions(algorithm):
+        return (MASK_MADE_ON_EVERY_TRIP,) + density_assumptions(algorithm, env, density, block_mask, printer="")
     if block_mask is None:
         return tuple(str(Density(s, v)) for s, v in density.items())
     tiles = tiles_over(algorithm, block_mask.axes, env)
