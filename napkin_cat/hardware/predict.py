@@ -412,8 +412,8 @@ def assumptions(gpu: GPU, ceilings: dict, overlap: str, launch: float, kernels: 
     ) + (("matrix products with a side shorter than the tensor-core instruction's run padded to it on the tensor "
           "cores (charged the padded FLOPs) or on the CUDA cores (the general pipeline's rate, on the output's "
           "format), whichever is predicted faster: " + "; ".join(placed),) if placed else ()) + (
-        ("a split stream's combine is its own launch of one block per row of the groups after the parts' launch, at the "
-         "parts' residency: it reads the P partial states back through L2 (T_l2), merges them and writes the "
+        ("a split stream's combine is its own launch of one block per row of the groups after the parts' launch, "
+         "at the parts' residency: it reads the P partial states back through L2 (T_l2), merges them and writes the "
          "outputs (T_hbm)",) if split else ())
 
 
