@@ -81,6 +81,7 @@ from napkin_cat.hardware.on_chip import ChipForms, chip_forms
 from napkin_cat.hardware.products import TENSOR, placement, products_of, rate, side
 from napkin_cat.hardware.issuing import ISSUING_THREADS, ROWS_PER_WARPGROUP, issuing_threads, scaling_unit
 from napkin_cat.hardware.lambdas import Lambdas
+from napkin_cat.hardware.masks import MASK_MADE_ON_EVERY_TRIP, masked_by_positions
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.dtype import as_dtype
@@ -448,23 +449,6 @@ def tiles_over(algorithm, axes, env: dict) -> dict:
         if isinstance(b, Region):
             out.update(tiles_over(b.arg, axes, env))
     return out
-
-
-#: what a GPU prediction of an algorithm with a mask from positions assumes besides (:func:`density_assumptions`)
-MASK_MADE_ON_EVERY_TRIP = ("a mask from positions is made only on the trips that run and that it does not allow "
-                           "whole, as the plan's counting runner and the C kernel run it; the Triton kernel prints no "
-                           "variant for its whole trips and makes it on every trip that runs, so the general FLOPs "
-                           "are low by the mask's maps on those trips")
-
-
-def masked_by_positions(algorithm) -> bool:
-    """Whether a stream of ``algorithm`` has a mask from positions that may allow some of its trips whole."""
-    for _, b in layers(algorithm):
-        if isinstance(b, Stream) and (skip := schedule_of(b).skip) is not None and skip.masks:
-            return True
-        if isinstance(b, Region) and masked_by_positions(b.arg):
-            return True
-    return False
 
 
 def density_assumptions(algorithm, env: dict, density: dict, block_mask=None, *, printer: str = "triton") -> tuple:

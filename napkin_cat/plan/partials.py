@@ -201,9 +201,10 @@ def _partials(e, s, pa: str, P) -> Ref:
 def fission(stmts) -> tuple:
     """The top-level statements with each kernel that runs a split stream's parts and then its combine cut in
     two launches over the same groups: the parts' loop joins the groups' (one block per group and part), the
-    combine runs after all of them (a GPU has no barrier across blocks: a second kernel)::
+    combine runs after all of them (a GPU has no barrier across blocks: a second kernel), one block per row of the
+    groups (its Grids of tile 1 ``r``, :func:`split_stream`)::
 
-        for g: kernel { for p: S ; C }      ⟶      for g: for p: kernel { S } ;  for g: kernel { C }
+        for g: kernel { for p: S ; for r: C }   ⟶   for g: for p: kernel { S } ;  for g: for r: kernel { C }
     """
     out = []
     for s in stmts:
