@@ -10,7 +10,10 @@ over the same groups combines their partial states.  So, per kernel::
     N(n, (g, h, …)) = ⌊n/g⌋ · N(g, (h, …)) + ⌈(n mod g)/g⌉ · N(n mod g, (h, …))
                                      Grids nested along one axis: the inner one cuts each outer tile, the last
                                      one shorter (so on divisible sizes N = n/h, the innermost tile's trips)
-    combine(K) = groups(K)            the launch that merges the parts (a split kernel only)
+    combine(K) = rows(K) = Π over the axes its Grids cut  n(a)
+                                     the launch that merges the parts (a split kernel only): one block per row
+                                     of the groups (the Grid law at tile 1: every row's partial states merge
+                                     alone), so one wide group does not leave the machine idle
 
 and an algorithm launches ``blocks(f) = min_K blocks(K)`` in its narrowest kernel.  Grids inside a kernel (the
 groups of a kernel one level down) are not blocks: they run inside the block, over its threads; nor are the
@@ -28,7 +31,7 @@ its waves with them.
 >>> d = nc.group(nc.stream(nc.library.attention(), "x", "s_x", parts="P"), "q", "g_q")
 >>> (k,) = kernel_launches(d)
 >>> k.blocks, k.launches
-(P*ceiling(q/g_q), (P*ceiling(q/g_q), ceiling(q/g_q)))
+(P*ceiling(q/g_q), (P*ceiling(q/g_q), q))
 >>> blocks(d, {"q": 5, "x": 64, "d": 8, "g_q": 2, "s_x": 4, "P": 8})      # ⌈5/2⌉ groups × 8 parts
 24
 """
@@ -109,10 +112,16 @@ class KernelLaunch:
         return self.groups * (self.parts if self.parts is not None else 1)
 
     @property
+    def rows(self) -> sympy.Expr:
+        """``Π_a n(a)`` over the axes its Grids cut: the blocks of a split kernel's combine, one per row of the
+        groups (:func:`napkin_cat.plan.partials.fission`)."""
+        return sympy.Mul(*{g.axis: sympy.sympify(g.full_size()) for g in reversed(self.grids)}.values())
+
+    @property
     def launches(self) -> tuple:
-        """The blocks of each launch that runs the kernel: ``(groups·P, groups)`` for a split stream's parts
+        """The blocks of each launch that runs the kernel: ``(groups·P, rows)`` for a split stream's parts
         and its combine, else ``(groups,)``."""
-        return (self.blocks, self.groups) if self.parts is not None else (self.blocks,)
+        return (self.blocks, self.rows) if self.parts is not None else (self.blocks,)
 
 
 def kernel_launches(algorithm) -> list:

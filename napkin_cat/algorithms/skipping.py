@@ -134,6 +134,28 @@ class Skip:
         data skips nothing."""
         return self.verdict(tile_of, block_mask)[0]
 
+    def whole(self, trip) -> Whole | None:
+        """The trips this stream runs whole (:class:`Whole`) given its ``trip`` (the schedule's trip items: ops
+        with ``box``, ``ins``, ``outs``; reducers with ``inputs``): the first mask from data where the trip makes
+        it, else the first from positions where the trip makes it; None where neither is made in the trip or
+        nothing is made only for it."""
+        items = [(tuple(getattr(it, "ins", None) or getattr(it, "inputs", ())), tuple(getattr(it, "outs", ())),
+                  hasattr(it, "box") and getattr(it.box, "data", None) is not None) for it in trip]
+        written = {v for _, w, _ in items for v in w}
+        for data, masks in ((True, self.data), (False, self.masks)):
+            if not masks:
+                continue
+            first = masks[0]
+            if first.value not in written:
+                if data:
+                    continue          # the plan's test by the data's table then has no condition: positions decide
+                return None
+            made = made_only_for(items, {first.value, *first.copies})
+            ops = tuple(k for k, (_, w, simple) in enumerate(items) if simple and w and set(w) <= made
+                        and trip[k].box.data.kind not in ("load", "save"))    # its maps (loads counted as run)
+            return Whole(first, data, ops) if ops else None
+        return None
+
     def verdict(self, tile_of, block_mask=None) -> tuple:
         """``(skipped, everywhere)`` on the tiles ``tile_of`` gives: some mask is never true there, and every mask
         is always true there.  On a part of those tiles a trip is then skipped, and runs, too: interval arithmetic
@@ -144,6 +166,58 @@ class Skip:
         if self.data:
             truths.append(MAYBE if block_mask is None else block_mask.truth(tile_of))
         return any_of(*(negate(t.possibly) for t in truths)), all_of(*(t.always for t in truths))
+
+
+def made_only_for(items, seeds) -> frozenset:
+    """What a trip makes only for a mask: the ``seeds`` it writes (the condition and its copies), grown back through
+    every value it writes that only their makers read.  ``items``: the trip's statements in order, each ``(reads,
+    writes, simple)`` (``simple``: a primitive or a transfer, not a region or a loop, which is never left out).  One
+    definition for the plan (:class:`~napkin_cat.plan.skips.BlockSkip`, what a kernel leaves out on a trip the mask
+    allows whole) and the cost at sizes (:meth:`Skip.whole`, what it charges only on the other trips).
+
+    >>> sorted(made_only_for([((0,), (1,), True), ((1,), (2,), True), ((2, 0), (3,), True)], {2}))
+    [1, 2]
+    """
+    items = [(tuple(r), tuple(w), bool(simple)) for r, w, simple in items]
+    written = {v for _, w, _ in items for v in w}
+    made = set(seeds) & written
+
+    def maker(item) -> bool:
+        return item[2] and bool(item[1]) and set(item[1]) <= made
+    grown = bool(made)
+    while grown:
+        grown = False
+        for item in items:
+            if not maker(item):
+                continue
+            for v in item[0]:
+                if v in made or v not in written:
+                    continue
+                if all(maker(other) or v not in other[0] for other in items):
+                    made.add(v)
+                    grown = True
+    return frozenset(made)
+
+
+@dataclass(frozen=True)
+class Whole:
+    """The trips of a stream on which a mask allows every pair and what they leave out: ``mask`` (the first mask
+    from positions, decided by interval arithmetic, or the first from data, decided by the data's block mask: as
+    the plan decides, :class:`~napkin_cat.plan.skips.FullTrips` and :class:`~napkin_cat.plan.skips.BlockSkip`),
+    ``data`` (which of the two), ``ops``: the positions in the trip of the maps that make only that mask (not run on
+    such a trip: a kernel reads the mask as true there; the loads only they read are counted on every trip that
+    runs, as the density's estimate counts them, though a kernel leaves them out too)."""
+
+    mask: object
+    data: bool
+    ops: tuple
+
+    def always(self, tile_of, block_mask=None):
+        """Whether the mask allows every pair on the tiles ``tile_of`` gives (a bool or an array of them); a mask
+        from data without ``block_mask`` never (its trips run as written)."""
+        if not self.data:
+            return self.mask.truth(tile_of).always
+        return False if block_mask is None else block_mask.truth(tile_of).always
 
 
 def density_symbol(formula: str) -> sympy.Symbol:
@@ -298,4 +372,4 @@ def _conditions(ops):
         yield from ((v, a) for v, a in zip(ins, box.dom.inside) if a.dtype == BOOL)
 
 
-__all__ = ["Mask", "DataMask", "Skip", "skip_of", "density_symbol"]
+__all__ = ["Mask", "DataMask", "Skip", "Whole", "skip_of", "density_symbol", "made_only_for"]

@@ -38,7 +38,7 @@ from napkin_cat.syntax.interval import negate
 
 __all__ = ["COUNTS_KEPT", "MAX_TILES", "PAIRS", "At", "RunningCounts", "add", "count_key", "count_running",
            "counts_kept", "integer", "kept_counts", "reads_positions_inside", "running_area", "running_slices",
-           "skip_axes", "tile_extents"]
+           "skip_axes", "tile_extents", "whole_slices"]
 
 
 def integer(expr, env) -> int:
@@ -291,22 +291,34 @@ def count_key(skip, ctx: At, region, extent: int, starts):
             int(starts[1] - starts[0]) if len(starts) > 1 else 0, len(starts), ctx.count, tuple(tiles))
 
 
-def _count_running(skip, ctx: At, region, extent: int, starts, block_mask=None) -> int:
+def _count_running(skip, ctx: At, region, extent: int, starts, block_mask=None, whole=None) -> int:
     """:func:`count_running`, kept per :func:`count_key` in the call's store (:func:`kept_counts`; none, or a block
     mask given, the data's, which is no key: counted)."""
     store = _KEPT.get()
     if block_mask is not None or store is None:
-        return count_running(skip, ctx, region, extent, starts, block_mask)
-    key = count_key(skip, ctx, region, extent, starts)
+        return count_running(skip, ctx, region, extent, starts, block_mask, whole)
+    key = (count_key(skip, ctx, region, extent, starts), whole)
     found = store.get(key)
     if found is None:
-        found = store.put(key, count_running(skip, ctx, region, extent, starts))
+        found = store.put(key, count_running(skip, ctx, region, extent, starts, whole=whole))
     return found
 
 
-def count_running(skip, ctx: At, region, extent: int, starts, block_mask=None) -> int:
+def whole_slices(skip, whole, ctx: At, inner: At, region, extent: int, starts, block_mask=None) -> int:
+    """Of the (tile, slice) pairs that run (``inner``, :func:`running_slices`' context), how many its mask
+    (``whole``, a :class:`~napkin_cat.algorithms.skipping.Whole`) allows whole: each pair decided where ``inner``
+    holds where they lie, else counted over ``ctx``'s tiles and the slices at ``starts`` as the running ones are."""
+    if any(isinstance(s, np.ndarray) for s, _ in inner.tiles.values()) or region.axis in inner.tiles:
+        return int(np.count_nonzero(np.broadcast_to(np.asarray(whole.always(inner.tile_of, block_mask), dtype=bool),
+                                                    (inner.count,))))
+    return _count_running(skip, ctx, region, extent, starts, block_mask, whole)
+
+
+def count_running(skip, ctx: At, region, extent: int, starts, block_mask=None, whole=None) -> int:
     """How many (tile, slice) pairs run, over the tiles ``ctx`` stands for and the slices of ``extent`` at
-    ``starts`` (evenly spaced), each decided as the runner decides it (``skip.skipped`` on the slice).
+    ``starts`` (evenly spaced), each decided as the runner decides it (``skip.skipped`` on the slice).  With
+    ``whole`` (the stream's :class:`~napkin_cat.algorithms.skipping.Whole`): how many of them run whole, its mask
+    true on every pair (what a kernel runs without the mask's maps).
 
     Runs of consecutive slices are decided at once: on a block of them, where some mask is never true no slice
     runs, and where every mask is always true every slice runs (:meth:`~napkin_cat.algorithms.skipping.Skip.
@@ -325,10 +337,14 @@ def count_running(skip, ctx: At, region, extent: int, starts, block_mask=None) -
             s, e = ctx.tile_of(axis, size)
             return (s[tile] if isinstance(s, np.ndarray) else s), e
         verdict = skip.verdict(tile_of, block_mask)
+        if whole is not None:    # a block runs whole where it runs and the mask is true on every pair of it
+            verdict = (verdict[0], whole.always(tile_of, block_mask))
         never, every = (np.broadcast_to(np.asarray(v, dtype=bool), tile.shape) for v in verdict)
         every = every & ~never
         width = hi - lo
-        total += int(width[every].sum()) + int(np.count_nonzero(~never & ~every & (width == 1)))
+        total += int(width[every].sum())
+        if whole is None:        # a single slice neither skipped nor run whole by every mask: it runs
+            total += int(np.count_nonzero(~never & ~every & (width == 1)))
         split = ~never & ~every & (width > 1)
         mid = (lo + hi) // 2
         tile, lo, hi = (np.concatenate([tile[split], tile[split]]), np.concatenate([lo[split], mid[split]]),

@@ -128,7 +128,13 @@ class Columns:
         """A split stream (:mod:`napkin_cat.plan.partials`): a part's columns (its head, trips, and its state
         saved), then the combine's (:meth:`_combine`)."""
         part = _columns(head, body, _saved(states), set(), ctx.arrays, ctx.arithmetic)
-        c_head, c_body, tail, outs = self._combine(node, vals, ctx, run)
+        saved = ctx.view
+        for a, tile in getattr(ctx, "rows", {}).items():   # the combine on one row of the groups
+            ctx.view = ctx.view.then(a, sympy.Integer(1), full=tile)
+        try:
+            c_head, c_body, tail, outs = self._combine(node, vals, ctx, run)
+        finally:
+            ctx.view = saved
         ctx.columns = part + _columns(c_head, _merging(c_body, node), tail, set(outs), ctx.arrays, ctx.arithmetic)
         return outs
 
@@ -224,11 +230,14 @@ class Columns:
 COLUMNS = Columns()
 
 
-def stream_columns(node, view: Relabelling = PLAIN, arithmetic=SYMPY) -> list:
+def stream_columns(node, view: Relabelling = PLAIN, arithmetic=SYMPY, rows: dict | None = None) -> list:
     """Columns (dicts level → live values, each expanded) of a stream schedule, in the order its expansion runs;
     ``view``: how its inside's arrays are seen (the relabelling of the partition records around it and its own);
-    ``arithmetic``: what the live values are totalled in (:mod:`napkin_cat.cost.polynomial`)."""
+    ``arithmetic``: what the live values are totalled in (:mod:`napkin_cat.cost.polynomial`); ``rows``: a split
+    stream that is its kernel alone, the Grids around it (axis → tile): its combine holds one row of each
+    (:func:`napkin_cat.plan.partials.fission`)."""
     ctx = Items({}, view=view, arithmetic=arithmetic)
+    ctx.rows = dict(rows or {})
     ctx.arrays.update(ctx.seen(node.arrays))
     fold(node, COLUMNS, list(node.dom), ctx)
     return ctx.columns

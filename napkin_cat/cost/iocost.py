@@ -39,6 +39,7 @@ from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.schedule import advance, fold_region, schedule_of
 from napkin_cat.algorithms.splits import partial_moves
 from napkin_cat.cost.by_value import ByValue
+from napkin_cat.algorithms.launches import split_of
 from napkin_cat.cost.columns import stream_columns
 from napkin_cat.cost.devices import Devices, box_link
 from napkin_cat.cost.live import numel
@@ -253,9 +254,11 @@ class Sink(list):
         return Sink(self._tiles, region.inside_view(self.view), self.arithmetic, self.ops)
 
     def again(self, view: Relabelling | None = None, tiles=None) -> "Sink":
-        """An empty sink with this one's tiles, view and arithmetic (or those given)."""
-        return Sink(self._tiles if tiles is None else tiles, self.view if view is None else view, self.arithmetic,
-                    self.ops)
+        """An empty sink with this one's tiles, view and arithmetic (or those given), and its kernel's split."""
+        out = Sink(self._tiles if tiles is None else tiles, self.view if view is None else view, self.arithmetic,
+                   self.ops)
+        out.split_rows = getattr(self, "split_rows", None)
+        return out
 
     def inside(self, region) -> "Sink":
         """A sink for one tile of the partition ``region`` (its start ``base + i·tile``, its extent the tile)."""
@@ -381,7 +384,9 @@ class Symbolic(Devices):
         return [None] * len(op.outs)
 
     def kernel(self, node, ins, sink, dests):
-        sink.append(_walk(node.inside, sink.within(node.region)))
+        inner = sink.within(node.region)
+        inner.split_rows = (split_of(node.region), sink.tiles) if split_of(node.region) is not None else None
+        sink.append(_walk(node.inside, inner))
         return dests
 
     def grid(self, node, ins, sink, dests):
@@ -404,7 +409,9 @@ class Symbolic(Devices):
         total = Cost()
         arithmetic = sink.arithmetic
         last = None
-        for col in stream_columns(node, head.view, arithmetic):
+        split = getattr(sink, "split_rows", None)       # a kernel that is this split alone: its combine by rows
+        rows = {t[0]: t[2] for t in split[1]} if split is not None and split[0] is node.region else {}
+        for col in stream_columns(node, head.view, arithmetic, rows=rows):
             if col is not last:    # (the very column again: the live data unchanged, Live.column)
                 last = col
                 total.add_column(col, expanded=True)

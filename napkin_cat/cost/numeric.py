@@ -34,7 +34,7 @@ from napkin_cat.algorithms.schedule import Phases, advance, fold_region, relabel
 from napkin_cat.algorithms.devices import Shard
 from napkin_cat.algorithms.splits import part_bounds, partial_moves
 from napkin_cat.cost.at_sizes import (At, add, counts_kept, integer, reads_positions_inside, running_slices, skip_axes,
-                                      tile_extents)
+                                      tile_extents, whole_slices)
 from napkin_cat.cost.devices_at import DevicesAt, collective_link, largest_shards
 from napkin_cat.cost.iocost import box_pieces, cost
 from napkin_cat.cost.record import Cost, Density
@@ -135,6 +135,7 @@ class Concrete(DevicesAt):
             r = run if e == node.region.size or not isinstance(node.region.size, int) \
                 else Phases(schedule_of(relabelled(node.region, e)), self)
             made.update(r.trip(vals, states, inner)[1])
+            return r.schedule
         if skip is None or not skip.active(self.block_mask):
             self._tiled(node.region, ctx, trip)
         else:         # each slice runs on the tiles where the mask may be true: one test over every pair
@@ -142,7 +143,7 @@ class Concrete(DevicesAt):
             for e, starts in tile_extents(node.region, ctx.env):
                 inner = running_slices(skip, ctx, node.region, e, starts, positions, self.block_mask)
                 if inner.count:
-                    trip(inner, e)
+                    self._whole(skip, trip(inner, e), ctx, inner, node.region, e, starts)
                     add(ctx.total, inner.total)
         if rho != 1:
             trips, ctx.total = ctx.total, outer
@@ -150,6 +151,26 @@ class Concrete(DevicesAt):
                 for k, v in theirs.items():
                     mine[k] = mine.get(k, 0) + rho * v
         vals.update((v, made[v]) for v in node.sliced)
+
+    def _whole(self, skip, schedule, ctx: At, inner: At, region, extent: int, starts):
+        """The ops a trip makes only for its mask taken back from ``inner``'s total on the running trips the mask
+        allows whole (:meth:`~napkin_cat.algorithms.skipping.Skip.whole`): a kernel runs those without the mask
+        (the plan's full trips, the C kernel's ``if``), so they are charged on the partial trips only."""
+        items = schedule.trip
+        whole = (schedule.skip or skip).whole(items)      # a ragged slice's schedule numbers its own values
+        if whole is not None and not whole.data and skip.data and self.block_mask is not None:
+            return    # the data's table decides the trip (a kernel reading it tests no positions): as written
+            return
+        n = whole_slices(skip, whole, ctx, inner, region, extent, starts, self.block_mask)
+        if not n:
+            return
+        less = At(inner.env, count=n, device=inner.device)
+        for k in whole.ops:
+            self.box(items[k].box, less)
+        for mine, theirs in ((inner.total.H, less.total.H), (inner.total.H_bytes, less.total.H_bytes),
+                             (inner.total.flops, less.total.flops)):
+            for k, v in theirs.items():
+                mine[k] = mine.get(k, 0) - v
 
     def stream(self, node, ins, ctx, dests, run):
         vals = run.head(ins, ctx)

@@ -181,15 +181,15 @@ def kind_pipelines(box) -> set:
 
 
 #: what a prediction of an algorithm with a mask that skips trips assumes besides (:func:`assumptions`)
-MASK_ON_EVERY_TRIP = ("a mask (from positions or data) is charged on every trip that runs, as the plan's counting "
-                      "runner counts it; the C kernel leaves it out on the trips where it allows every pair (a causal "
-                      "mask's tiles below the diagonal), so where the mask's maps are a large share of a kernel's "
-                      "general FLOPs the prediction is high by up to that share")
+MASK_APPLIED_ON_WHOLE_TRIPS = ("a mask's maps are charged only on the trips that run and that it does not allow whole "
+                               "(counted at the kernel's tiles, as the C kernel runs them); on the trips it allows "
+                               "whole the select that applies it and the loads only it reads (a document's ids) are "
+                               "still charged, which the C kernel leaves out")
 
 
 def assumptions(cpu: CPU, threads: int, masked: bool = False) -> tuple:
     """What every CPU prediction assumes (each a sentence a measurement can refute); ``masked``: the algorithm has a
-    stream whose trips a mask skips (:data:`MASK_ON_EVERY_TRIP` too)."""
+    stream whose trips a mask skips (:data:`MASK_APPLIED_ON_WHOLE_TRIPS` too)."""
     return (f"rates are the {cpu.name} model's, one core each ({cpu.sources.get('rates', 'no source given')})",
             f"{threads} thread(s), one Grid block at a time each; blocks beyond a multiple of the threads run in a "
             "last round with idle threads",
@@ -199,7 +199,7 @@ def assumptions(cpu: CPU, threads: int, masked: bool = False) -> tuple:
             "level-1 transfers at one core's copy bandwidth from L3 when the kernel's inputs and outputs fit L3, "
             "else from DRAM, per core (no shared limit)",
             "a core copies its tiles, then computes: transfers and arithmetic add up") + \
-        ((MASK_ON_EVERY_TRIP,) if masked else ())
+        ((MASK_APPLIED_ON_WHOLE_TRIPS,) if masked else ())
 
 
 def predict_cpu(algorithm, hardware, sizes: dict | None = None, *, threads: int = 1) -> Prediction:
@@ -220,7 +220,7 @@ def predict_cpu(algorithm, hardware, sizes: dict | None = None, *, threads: int 
     ks = tuple(f.at(env, threads=threads, exact=at(b, sizes.restrict(b))) for f, b in forms)
     return Prediction(sum(k.time for k in ks), ks, cpu.name, dict(sizes), "none (copy, then compute)",
                       assumptions(cpu, threads, any(f.estimated for f, _ in forms))
-                      + density_assumptions(algorithm, env, bound_densities(algorithm)))
+                      + density_assumptions(algorithm, env, bound_densities(algorithm), printer="c"))
 
 
 def _threads(threads) -> int:
@@ -359,7 +359,8 @@ def derive_for_cpu_time(diagram, hardware, sizes: dict, *, threads: int = 1, val
                         f"assignments of {len(structures)} structures")
     pred = Prediction(t, tuple(kts), cpu.name, dict(chosen), "none (copy, then compute)",
                       assumptions(cpu, threads, regime.cost.estimated)
-                      + density_assumptions(regime.diagram, environment(chosen), bound_densities(regime.diagram)))
+                      + density_assumptions(regime.diagram, environment(chosen), bound_densities(regime.diagram),
+                                           printer="c"))
     return dataclasses.replace(
         found[0], diagram=regime.diagram, trace=regime.trace, H=H, cost=regime.cost, optimum=opt,
         variant=regime.variant, prediction=pred, blocks=launched(regime.diagram, chosen),

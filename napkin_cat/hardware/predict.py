@@ -30,7 +30,8 @@ makes the kernel faster (:mod:`napkin_cat.hardware.products`; ``KernelTime.produ
 whose split stream is its whole work (FlashDecoding, :mod:`napkin_cat.algorithms.splits`) is two launches::
 
     parts:    B = groups · P blocks;  u = groups · T/⌈T/P⌉ / (waves · N · r)   T slices, the busiest part ⌈T/P⌉
-    combine:  groups blocks; T_l2 = (P · groups · |state| bytes + outputs) / l2_to_smem, T_hbm = outputs / hbm,
+    combine:  rows blocks (one per row of the groups: :attr:`~napkin_cat.algorithms.launches.KernelLaunch.rows`);
+              T_l2 = (P · groups · |state| bytes + outputs) / l2_to_smem, T_hbm = outputs / hbm,
               T_comp = the merges, finishes and tail;  T = … / u + launch       (``KernelTime.combine``)
 
 the parts' launch keeps the rest (its inputs, the partial states written, the trips).
@@ -80,6 +81,7 @@ from napkin_cat.hardware.on_chip import ChipForms, chip_forms
 from napkin_cat.hardware.products import TENSOR, placement, products_of, rate, side
 from napkin_cat.hardware.issuing import ISSUING_THREADS, ROWS_PER_WARPGROUP, issuing_threads, scaling_unit
 from napkin_cat.hardware.lambdas import Lambdas
+from napkin_cat.hardware.masks import MASK_MADE_ON_EVERY_TRIP, masked_by_positions
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.dtype import as_dtype
@@ -201,7 +203,8 @@ class KernelForm:
     Its matrix products are :class:`~napkin_cat.hardware.products.Product` s (each timed on the tensor cores,
     padded, or on the CUDA cores where padding wastes work); a kernel whose split stream is its whole work
     (:mod:`napkin_cat.algorithms.splits`) is two launches: the parts (``groups · P`` blocks) and the combine
-    (``groups`` blocks: it reads the ``P`` partial states back, merges them, finishes and writes the outputs)."""
+    (one block per row of the groups: it reads the ``P`` partial states back, merges them, finishes and writes the
+    outputs)."""
 
     def __init__(self, box, gpu: GPU, *, overlap: str, ceilings: dict, level: int, sample: dict, density=None,
                  chip: ChipForms | None = None):
@@ -242,7 +245,7 @@ class KernelForm:
             # part p runs ⌈(p+1)T/P⌉ − ⌈pT/P⌉ of the T slices: the launch lasts as long as the busiest, ⌈T/P⌉
             named["busy"] = split.groups * trips / sympy.ceiling(trips / split.parts)
             named.update({"combine:moved": split.parts * split.groups * state + _bytes_expr(box.cod),
-                          "combine:compulsory": _bytes_expr(box.cod), "combine:blocks": split.groups})
+                          "combine:compulsory": _bytes_expr(box.cod), "combine:blocks": split.rows})
             for op in combine:
                 n = sympy.sympify(op.flops * op.trips)
                 named[f"combine:flops:{op.pipeline}"] = named.get(f"combine:flops:{op.pipeline}", 0) + n
@@ -416,8 +419,8 @@ def assumptions(gpu: GPU, ceilings: dict, overlap: str, launch: float, kernels: 
     ) + (("matrix products with a side shorter than the tensor-core instruction's run padded to it on the tensor "
           "cores (charged the padded FLOPs) or on the CUDA cores (the general pipeline's rate, on the output's "
           "format), whichever is predicted faster: " + "; ".join(placed),) if placed else ()) + (
-        ("a split stream's combine is its own launch of one block per group after the parts' launch, at the "
-         "parts' residency: it reads the P partial states back through L2 (T_l2), merges them and writes the "
+        ("a split stream's combine is its own launch of one block per row of the groups after the parts' launch, "
+         "at the parts' residency: it reads the P partial states back through L2 (T_l2), merges them and writes the "
          "outputs (T_hbm)",) if split else ())
 
 
@@ -454,9 +457,12 @@ def tiles_over(algorithm, axes, env: dict) -> dict:
     return out
 
 
-def density_assumptions(algorithm, env: dict, density: dict, block_mask=None) -> tuple:
-    """The sentences a prediction states of its masks read from data: each density and its value, or the block
-    mask's measured density at the algorithm's tiles."""
+def density_assumptions(algorithm, env: dict, density: dict, block_mask=None, *, printer: str = "triton") -> tuple:
+    """The sentences a prediction states of its masks: each density of a mask read from data and its value, or
+    the block mask's measured density at the algorithm's tiles; for the Triton kernels (``printer``), where a mask
+    from positions may allow trips whole, :data:`MASK_MADE_ON_EVERY_TRIP`."""
+    if printer == "triton" and masked_by_positions(algorithm):
+        return (MASK_MADE_ON_EVERY_TRIP,) + density_assumptions(algorithm, env, density, block_mask, printer="")
     if block_mask is None:
         return tuple(str(Density(s, v)) for s, v in density.items())
     tiles = tiles_over(algorithm, block_mask.axes, env)

@@ -35,6 +35,7 @@ from contextlib import contextmanager
 import sympy
 
 from napkin_cat.algorithms.bubbles import Kernel
+from napkin_cat.algorithms.launches import split_of
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.reuse import accumulated_addends, finish_in_place, step_in_place
 from napkin_cat.algorithms.schedule import advance, fold_region
@@ -76,6 +77,7 @@ class Expander:
         self.offsets: dict[str, dict] = {}    # variable -> {axis: where its first value sits on the axis}
         self.path: tuple = ()
         self.hoisted: list = []               # Allocs made inside that belong at the top (a split's partials)
+        self.split_kernel = None              # the split stream that is the whole of the kernel expanded, if one
 
     # ----------------------------------------------------------------- variables
     def new_var(self, base: str, array, role: str, origin: str, *, extra: tuple = (), level=None) -> Ref:
@@ -238,7 +240,11 @@ class Expander:
         return outs
 
     def kernel(self, node, ins, sink, dests):
-        body, outs = self.diagram(node.inside, ins, dests)
+        saved, self.split_kernel = self.split_kernel, split_of(node.region)    # a split alone: its combine by rows
+        try:
+            body, outs = self.diagram(node.inside, ins, dests)
+        finally:
+            self.split_kernel = saved
         sink.append(KernelNode(node.level, tuple(body), self.origin("")))
         return outs
 

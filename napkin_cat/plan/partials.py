@@ -33,9 +33,14 @@ transfer counts at its deeper end.
 """
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import replace
 
 import sympy
+
+from napkin_cat.algorithms.schedule import Phases, schedule_of
+from napkin_cat.syntax.adapter import Ty
+from napkin_cat.syntax.relabel import map_arrays
 
 from napkin_cat.errors import LoweringError
 from napkin_cat.plan.ir import Alloc, Copy, GridLoop, Kernel, Load, Range, Ref, Store, StreamLoop, loop_index
@@ -92,7 +97,58 @@ def split_stream(e, node, ins, sink, dests, run):
     stream = StreamLoop(axis, tile, extent, index, tuple(head), tuple(body), tuple(saves), e.origin(""))
     sink.append(GridLoop(pa, sympy.Integer(1), P, ip, (stream,), e.origin(f"parts({P})")))
 
-    # the combine: the first partial loaded, the others merged into it one by one, then finish and tail
+    rows = _rows(e, node) if getattr(e, "split_kernel", None) is box else {}
+    if rows:        # a kernel that is the split alone: its combine launches one block per row of its groups
+        return _combine_by_rows(e, node, box, rows, ins, partials, sink, dests, pa, P)
+    sink.append(_combine(e, node, run, ins, partials, dests, pa, P))
+    return dests
+
+
+def _rows(e, node) -> dict:
+    """The axes the Grids around a kernel that is a split stream alone cut (each in the context, its tile a size of
+    the stream's arrays) → their group's range: the combine runs one row of each (the Grid law at tile 1)."""
+    sizes = {(a.name, a.size) for arr in (*node.region.dom.inside, *node.region.cod.inside) for a in arr.axes}
+    return {a: rng for a, rng in e.context.items() if (a, rng.tile) in sizes}
+
+
+def _combine_by_rows(e, node, box, rows: dict, ins, partials, sink, dests, pa, P):
+    """The combine on one row of the groups: the stream's arrays read with every tile of ``rows`` at 1 (its
+    schedule relabelled), its inputs, outputs and partials sliced to the row, in Grids of tile 1 over each group's
+    rows (one block each after :func:`fission`)."""
+    def one(arr):
+        return arr.replace(axes=tuple(a.relabel(1) if a.name in rows and a.size == rows[a.name].tile else a
+                                      for a in arr.axes))
+    region = type(box).rebuild(map_arrays(box.arg, one), Ty(*map(one, box.dom.inside)),
+                               Ty(*map(one, box.cod.inside)), box.params)
+    at = dict(rows)
+    loops = []
+    for a, rng in rows.items():
+        j = loop_index(a, e.indices)
+        at[a] = Range(rng.start + j, sympy.Integer(1), rng.start + rng.extent)
+        loops.append((a, rng.extent, j))
+    with ExitStack() as stack:
+        for a, rng in at.items():
+            stack.enter_context(e.within(a, rng))
+
+        def row(ref, arr):
+            for a, rng in at.items():
+                if a in arr.names:
+                    ref = e.slice(ref, a, rng) if ref.var not in partial_vars else ref.sliced(a, rng)
+            return ref
+        partial_vars = {b.var for bufs in partials for b in bufs}
+        mine = schedule_of(region)
+        r_ins = [row(r, arr) for r, arr in zip(ins, box.dom.inside)]
+        r_dests = [None if d is None else row(d, arr) for d, arr in zip(dests, box.cod.inside)]
+        r_partials = [[row(b, s.array) for b, s in zip(bufs, r.state)] for r, bufs in zip(node.reducers, partials)]
+        stmt = _combine(e, mine, Phases(mine, e), r_ins, r_partials, r_dests, pa, P)
+    for a, extent, j in reversed(loops):
+        stmt = GridLoop(a, sympy.Integer(1), extent, j, (stmt,), e.origin(f"rows({a})"))
+    sink.append(stmt)
+    return dests
+
+
+def _combine(e, node, run, ins, partials, dests, pa, P):
+    """The combine: the first partial loaded, the others merged into it one by one, then finish and tail."""
     ic = loop_index(f"{pa}'", e.indices)
     c_head, c_body, c_tail = [], [], []
     merged, others = [], []
@@ -116,9 +172,8 @@ def split_stream(e, node, ins, sink, dests, run):
             dest_of[v] = dst
     outs = run.tail(run.finish(dict(zip(node.dom, ins)), merged, c_tail, dest_of), c_tail, dest_of)
     c_tail += e.copies_out(node.cod, dict(zip(node.cod, outs)), dests)
-    sink.append(StreamLoop(pa, sympy.Integer(1), P - 1, ic, tuple(c_head), tuple(c_body), tuple(c_tail),
-                           e.origin("combine")))
-    return dests
+    return StreamLoop(pa, sympy.Integer(1), P - 1, ic, tuple(c_head), tuple(c_body), tuple(c_tail),
+                      e.origin("combine"))
 
 
 def _partials(e, s, pa: str, P) -> Ref:
@@ -146,9 +201,10 @@ def _partials(e, s, pa: str, P) -> Ref:
 def fission(stmts) -> tuple:
     """The top-level statements with each kernel that runs a split stream's parts and then its combine cut in
     two launches over the same groups: the parts' loop joins the groups' (one block per group and part), the
-    combine runs after all of them (a GPU has no barrier across blocks: a second kernel)::
+    combine runs after all of them (a GPU has no barrier across blocks: a second kernel), one block per row of the
+    groups (its Grids of tile 1 ``r``, :func:`split_stream`)::
 
-        for g: kernel { for p: S ; C }      ⟶      for g: for p: kernel { S } ;  for g: kernel { C }
+        for g: kernel { for p: S ; for r: C }   ⟶   for g: for p: kernel { S } ;  for g: for r: kernel { C }
     """
     out = []
     for s in stmts:
@@ -162,9 +218,16 @@ def _cut(s):
         return [replace(s, body=(x,)) for x in inner] if inner else None
     if isinstance(s, Kernel) and len(s.body) == 2:
         parts, combine = s.body
+        rows = []
+        while isinstance(combine, GridLoop) and len(combine.body) == 1:     # the combine's rows: Grids of tile 1
+            rows.append(combine)
+            combine = combine.body[0]
         if isinstance(parts, GridLoop) and isinstance(combine, StreamLoop) and parts.axis == combine.axis \
                 and parts.axis.startswith("parts_"):
-            return [replace(parts, body=(replace(s, body=parts.body),)), replace(s, body=(combine,))]
+            out = replace(s, body=(combine,))
+            for g in reversed(rows):
+                out = replace(g, body=(out,))
+            return [replace(parts, body=(replace(s, body=parts.body),)), out]
     return None
 
 

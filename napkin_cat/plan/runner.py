@@ -33,7 +33,7 @@ import numpy as np
 import sympy
 from sympy.printing.pycode import PythonCodePrinter
 
-from napkin_cat.algorithms.blockmask import NONE
+from napkin_cat.algorithms.blockmask import FULL, NONE
 from napkin_cat.cost.record import Cost
 from napkin_cat.plan.blocks import block_tables
 from napkin_cat.plan.ir import Compute, Free, PlanError
@@ -148,6 +148,9 @@ class Machine:
         self.threads = threads
         # by the statement's id (the plan holds its statements while the machine lives; a statement's own hash
         # walks its views and their sympy ranges at every lookup)
+        #: the full trip being run (a FullTrips, or a BlockSkip at a block the data's table says full), or None:
+        #: the statements it leaves out run uncounted (their values are what the kernel reads as true)
+        self.whole = None
         self.fast: dict = {}   # id(Compute) -> its box with parameters bound, or a BLAS call
         self.flops_at: dict = {}   # (id(Compute), operand shapes, result shapes) -> its measured FLOPs
 
@@ -233,7 +236,21 @@ class Machine:
                 self.free(s.var, frame)
                 continue
             self.sample()
+            if self.whole is not None and self.counters is not None and isinstance(s, Compute) \
+                    and self.whole.omits(s):
+                self._quietly(s, frame)
+                continue
             getattr(self, f"_run_{type(s).__name__}")(s, frame)
+
+    def _quietly(self, s, frame):
+        """A computation a full trip leaves out (it makes only the mask, true there on every pair): run for its value,
+        its FLOPs not counted, as the kernel, which makes none of it, computes none.  (The loads only the mask reads,
+        a document's ids, are counted on every trip that runs, as the cost's density estimate counts them.)"""
+        counted, self.counters = self.counters, None
+        try:
+            getattr(self, f"_run_{type(s).__name__}")(s, frame)
+        finally:
+            self.counters = counted
 
     def numpy_dtype(self, var):
         """The numpy type a variable is held in: its integers as integers, a mask as bools, values as the run's."""
@@ -328,11 +345,22 @@ class Machine:
         for t, extent in trips:
             self.block(s.body, frame.trip(s, t, extent))
 
-    def _allowed(self, s, frame) -> bool:
-        """Whether the data's block mask allows some pair on the trip's box: its state in the loop's block table
-        (:mod:`napkin_cat.plan.blocks`, what a kernel reads) is not none."""
+    def _state(self, s, frame) -> int:
+        """The data's block mask's state on the trip's box: its entry in the loop's block table
+        (:mod:`napkin_cat.plan.blocks`, what a kernel reads): none, partial or full."""
         table, states = self.tables[s.index]
-        return states[tuple(frame.nominal[index] for index, _ in table.indices)] != NONE
+        return states[tuple(frame.nominal[index] for index, _ in table.indices)]
+
+    def _full(self, s, frame):
+        """What the trip leaves out where its mask allows every pair, as a kernel runs it (the printers'
+        ``trip_variants``): the data's BlockSkip where its table says full, the FullTrips where the positions say
+        so; None: as written (inside a full trip already, a nested loop's trips run as written)."""
+        if self.whole is not None:
+            return None
+        if s.data is not None and self.tables is not None and s.index in self.tables:
+            return s.data if s.data.condition is not None and self._state(s, frame) == FULL else None
+        full = s.full_trips
+        return full if full is not None and truth(full.when, frame.nominal) else None
 
     def _run_StreamLoop(self, s, frame):
         self.block(s.head, frame)
@@ -340,10 +368,15 @@ class Machine:
             inner = frame.trip(s, t, extent)
             if s.when is not sympy.true and not truth(s.when, inner.nominal):
                 continue      # a trip the mask skips: it would change nothing
-            if s.data is not None and self.tables is not None and not self._allowed(s, inner):
+            if s.data is not None and self.tables is not None and self._state(s, inner) == NONE:
                 continue      # no pair of the trip's tiles allowed by the data's block mask: it changes nothing
             inner.values, inner.live = frame.values, frame.live   # the state carries from trip to trip
-            self.block(s.body, inner)
+            outer = self.whole
+            self.whole = outer if outer is not None else self._full(s, inner)
+            try:
+                self.block(s.body, inner)
+            finally:
+                self.whole = outer
         self.block(s.tail, frame)
 
 

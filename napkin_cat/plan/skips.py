@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from napkin_cat.algorithms.skipping import made_only_for
 from napkin_cat.plan.ir import ACCESS, Access, Free, blocks, reads, walk, writes
 
 
@@ -52,22 +53,7 @@ class BlockSkip:
         if condition is None or condition not in written:
             return cls(tuple(box), None, frozenset())
         copies = frozenset(v for v in copies if v in written) - {condition}
-        made = {condition, *copies}
-
-        def maker(s) -> bool:
-            return not blocks(s) and bool(writes(s)) and set(writes(s)) <= made
-        grown = True
-        while grown:
-            grown = False
-            for s in stmts:
-                if not maker(s):
-                    continue
-                for v in reads(s):
-                    if v in made or v not in written:
-                        continue
-                    if all(maker(r) or v not in reads(r) for r in stmts):
-                        made.add(v)
-                        grown = True
+        made = made_only_for(((reads(s), writes(s), not blocks(s)) for s in stmts), {condition, *copies})
         return cls(tuple(box), condition, frozenset(made), copies)
 
     @property

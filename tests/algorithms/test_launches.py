@@ -81,9 +81,9 @@ CASES = {
     "multi-head attention": (lambda: nc.group(nc.group(nc.stream(nc.library.multi_head_attention(), "x", "s_x"),
                                                        "q", "g_q"), "h", "g_h"),
                              {"h": 3, "q": 5, "x": 7, "d": 2, "g_q": 2, "g_h": 2, "s_x": 3}, [6]),
-    # FlashDecoding: ⌈5/2⌉ groups × 3 parts, then the combine over the groups
+    # FlashDecoding: ⌈5/2⌉ groups × 3 parts, then the combine over the groups' rows (one block per query row)
     "flash decoding": (lambda: nc.group(nc.stream(nc.library.attention(), "x", "s_x", parts="P"), "q", "g_q"),
-                       {"q": 5, "x": 10, "d": 3, "g_q": 2, "s_x": 4, "P": 3}, [9, 3]),
+                       {"q": 5, "x": 10, "d": 3, "g_q": 2, "s_x": 4, "P": 3}, [9, 5]),
     # more parts than slices: the empty parts still launch
     "parts past the slices": (lambda: nc.stream(nc.library.matmul(), "b", "s_b", parts="P"),
                               {"a": 2, "b": 3, "c": 2, "s_b": 2, "P": 4}, [4, 1]),
@@ -201,7 +201,8 @@ def test_derive_min_blocks_and_predict_count_the_blocks_the_plan_launches():
     for k in r.variant.kernels:
         groups = math.prod(math.ceil(S[a] / r.optimum.sizes[k.tiles[a]]) for a in k.groups)
         P = r.optimum.sizes[k.parts] if k.parts else 1
-        want += [groups * P, groups] if k.parts else [groups]
+        rows = math.prod(S[a] for a in k.groups)        # a split's combine: one block per row of the groups
+        want += [groups * P, rows] if k.parts else [groups]
         per_kernel.append(groups * P)
     assert counted(nc.plan(r.diagram, r.optimum.sizes)) == want
     assert r.blocks == min(per_kernel) >= 16
@@ -220,7 +221,7 @@ def test_the_timed_search_launches_the_blocks_it_is_asked_for():
     assert k.parts               # 128 rows make at most 128 groups
     groups = math.ceil(128 / r.optimum.sizes[k.tiles["q"]])
     P = r.optimum.sizes[k.parts]
-    assert counted(nc.plan(r.diagram, r.optimum.sizes)) == [groups * P, groups]
+    assert counted(nc.plan(r.diagram, r.optimum.sizes)) == [groups * P, 128]     # the combine: one block per row
     assert groups * P == r.blocks == r.prediction.blocks >= 132
     timed = [{str(t): v for t, v in tiles.items()} for label, tiles, _, _ in r.timings if label == str(r.variant)]
     assert timed and all(math.ceil(128 / t[str(k.tiles["q"])]) * t[str(k.parts)] >= 132 for t in timed)

@@ -51,7 +51,7 @@ def test_the_parts_and_the_combine_are_two_launches():
     _, p = planned("FlashDecoding", 4, 8)
     first, second = launches(p)
     assert [g.axis for g in first.grids] == ["q", "parts_x"] and first.blocks == 8
-    assert [g.axis for g in second.grids] == ["q"] and second.blocks == 1
+    assert [g.axis for g in second.grids] == ["q", "q"] and second.blocks == 1     # a group, one row of it
 
 
 @needs_cc

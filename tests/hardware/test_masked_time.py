@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import napkin_cat as nc
-from napkin_cat.hardware.cputime import MASK_ON_EVERY_TRIP, predict_cpu
+from napkin_cat.hardware.cputime import MASK_APPLIED_ON_WHOLE_TRIPS, predict_cpu
 from napkin_cat.hardware.predict import predict
 
 #: ragged on purpose: 8 does not divide 37, 5 does not divide 37
@@ -81,12 +81,13 @@ def test_the_masks_predicted_time_falls_with_the_tiles_it_skips(dense):
     assert max(cpu.values()) < predict_cpu(_tiled(nc.library.attention()), "epyc-zen3-dev", SIZES).time
 
 
-def test_a_masked_prediction_says_the_mask_is_charged_on_every_trip_that_runs():
+def test_a_masked_prediction_says_what_it_charges_the_mask():
     """The C kernel leaves a mask out on the trips where it allows every pair (the printer's full trips); the model
-    charges it on every trip that runs, as the runner counts: the prediction says so, and only where a mask skips."""
+    charges its maps on the other trips that run, as the runner counts (tests/hardware/test_whole_trips.py), and
+    says what it still charges there: only where a mask skips."""
     masked = predict_cpu(_tiled(nc.library.causal_attention()), "epyc-zen3-dev", SIZES).assumptions
     dense = predict_cpu(_tiled(nc.library.attention()), "epyc-zen3-dev", SIZES).assumptions
-    assert MASK_ON_EVERY_TRIP in masked and MASK_ON_EVERY_TRIP not in dense
+    assert MASK_APPLIED_ON_WHOLE_TRIPS in masked and MASK_APPLIED_ON_WHOLE_TRIPS not in dense
     c = nc.codegen.c(nc.plan(_tiled(nc.library.causal_attention()), SIZES)).source
     assert "the mask is true on every pair of this trip" in c      # what the sentence is about: the C kernel's test
 

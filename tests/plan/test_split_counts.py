@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import napkin_cat as nc
 from napkin_cat.cost.numeric import at
-from napkin_cat.plan.ir import Free, GridLoop, Load, Store, StreamLoop, walk
+from napkin_cat.plan.ir import Free, GridLoop, Load, Store, StreamLoop, reads, walk, writes
 
 
 def _mean_var():
@@ -86,12 +86,16 @@ def test_the_plan_runs_P_parts_each_saving_its_state_then_merges_the_partials():
     assert sum(1 for s in walk(p.body) if isinstance(s, (Load, Store))) == 2 + 1 + 2 + 1
 
 
-def test_the_combine_holds_two_states_at_once_and_the_cost_counts_them():
-    """Split-K with one-column slices: a part holds its state (g·c) and its two slices (g + c), the combine the
-    merged state and the part being merged (2·g·c), which is more."""
-    g, c = 2, 3
-    p, n = check("split-K matmul", {"a": g, "b": 5, "c": c, "s_b": 1, "g_a": g, "P": 4})
-    assert n.peak == {1: 2 * g * c} and at(split("split-K matmul"), p.sizes).M[1] == 2 * g * c
+def test_the_combine_holds_two_states_of_one_row_at_once_and_the_cost_counts_them():
+    """Split-K with one-column slices: a part holds its state (g·c) and its two slices (g + c); the combine, one
+    block per row of the group, the merged row and the part's row being merged (2·c), which is less; with one row
+    per group the part holds c + 1 + c, the combine 2·c."""
+    for g, c in ((2, 3), (1, 4)):
+        p, n = check("split-K matmul", {"a": 2, "b": 5, "c": c, "s_b": 1, "g_a": g, "P": 4})
+        assert n.peak == {1: g * c + g + c} and at(split("split-K matmul"), p.sizes).M[1] == g * c + g + c
+        (combine,) = [s for s in walk(p.body) if isinstance(s, StreamLoop) and s.axis.startswith("parts_")]
+        held = {v for st in walk(combine.body) for v in (*reads(st), *writes(st)) if p.variable_map[v].level == 1}
+        assert {str(p.variable_map[v].shape) for v in held} == {"(('a', 1), ('c', c))"}   # one row of a
 
 
 def test_more_parts_than_slices_leave_the_extra_parts_empty():

@@ -26,8 +26,10 @@ def launched(d, sizes) -> list:
     def visit(stmts, outer):
         for s in stmts:
             if isinstance(s, GridLoop):
-                full, tile = (int(sympy.sympify(e).subs(p.sizes)) for e in (s.full, s.tile))
-                visit(s.body, outer * -(-full // tile))
+                full, tile = (sympy.sympify(e).subs(p.sizes) for e in (s.full, s.tile))
+                if full.free_symbols:         # the rows of a group (a combine's, left out): its extent
+                    continue
+                visit(s.body, outer * -(-int(full) // int(tile)))
             elif isinstance(s, Kernel):
                 if not any(isinstance(t, StreamLoop) and t.axis.startswith("parts_") for t in walk(s.body)):
                     found.append(outer)
