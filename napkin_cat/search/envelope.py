@@ -165,8 +165,10 @@ def _reaches(t, n, M) -> list:
 @functools.lru_cache(maxsize=1024)
 def _solved(t, n, M) -> tuple:
     """sympy's roots of ``t = n`` in ``M`` (sympy expressions are values: the same equation is met once per kernel
-    shape that recurs across candidates)."""
-    return tuple(sympy.solve(sympy.Eq(t, n), M))
+    shape that recurs across candidates).  Unchecked by sympy (``check=False``: its ``checksol`` simplifies every
+    root, 30 of 35 s profiled in a gelu MLP's symbolic derive): :func:`_until` keeps a root only where the tile
+    equals its axis at the reference sizes (:func:`_meets`)."""
+    return tuple(sympy.solve(sympy.Eq(t, n), M, check=False))
 
 
 def clamped_candidates(cand, M, sizes, env, ref):
