@@ -67,6 +67,21 @@ def _factor(name: str) -> sympy.Expr:
     return sympy.Integer(int(name)) if name.isdigit() else symbol(name)
 
 
+def _lazy(extremum, args) -> sympy.Expr:
+    """``extremum(*args)`` (sympy's ``Max`` or ``Min``), left unevaluated unless every argument is a number: its
+    simplification compares symbolic arguments pairwise (a few ms each, hundreds per GPU derive), and the value is
+    only ever read at concrete tiles (:mod:`napkin_cat.hardware.lambdas`), where both forms agree.
+
+    >>> from napkin_cat.syntax.axis import symbol
+    >>> g = symbol("g_q")
+    >>> _lazy(sympy.Min, [g - 1, sympy.Integer(1)]).subs(g, 64), _lazy(sympy.Max, [sympy.Integer(0), sympy.Integer(2)])
+    (1, 2)
+    """
+    if all(a.is_number for a in args):
+        return extremum(*args)
+    return extremum(*args, evaluate=False)
+
+
 def side(mm, dim: str) -> sympy.Expr:
     """Side ``dim`` of matmul ``mm`` (a :class:`~napkin_cat.hardware.divisors.MatmulUse`): the product of its
     factors' tiles."""
@@ -105,8 +120,8 @@ def products_of(box, ops, gpu: GPU, ceilings: dict) -> list:
             s, s0 = side(mm, dim), getattr(shape, dim)
             pad *= sympy.ceiling(s / s0) * s0 / s
         # a factor f ≥ 1 is cut above 1 where min(f − 1, 1) = 1
-        joint = sympy.Max(*(sum((sympy.Min(_factor(f) - 1, 1) for f in mm.factors(dim)), sympy.Integer(0))
-                            for dim in ("m", "n", "k")))
+        joint = _lazy(sympy.Max, [sum((_lazy(sympy.Min, [_factor(f) - 1, sympy.Integer(1)]) for f in mm.factors(dim)),
+                                      sympy.Integer(0)) for dim in ("m", "n", "k")])
         flops = sympy.sympify(op.flops * op.trips)
         out.append(Product(f"{op.label} ({mm.m}×{mm.n}·k {mm.k})", op, flops, pad,
                            flops * pad / sympy.Float(rate(gpu, ceilings, "tensor", op)),

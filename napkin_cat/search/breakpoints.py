@@ -130,8 +130,10 @@ def solved_root(t, n, M, ref, at: float):
 @functools.lru_cache(maxsize=1024)
 def _solved(t, n, M) -> tuple:
     """sympy's roots of ``t = n`` in ``M`` (sympy expressions are values: the same equation is met once per kernel
-    shape that recurs across candidates)."""
-    return tuple(sympy.solve(sympy.Eq(t, n), M))
+    shape that recurs across candidates).  Unchecked by sympy (``check=False``: its ``checksol`` simplifies every
+    root, 30 of 35 s profiled in a gelu MLP's symbolic derive): a root is kept only where it meets the bracketed
+    value at the reference sizes (:func:`_first_meeting`)."""
+    return tuple(sympy.solve(sympy.Eq(t, n), M, check=False))
 
 
 @functools.lru_cache(maxsize=1024)

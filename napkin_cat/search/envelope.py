@@ -18,7 +18,9 @@
    reading the inputs and writing the outputs once (matmul: ``ac + 2abc/√M`` up to ``c²``, ``ab + ac + abc²/M`` up
    to ``ac``, then ``ab + ac + bc``).  The two forms agree where the tile reaches its axis when the leading memory
    terms stay the same; where not, the piece's notes say how far ``H`` jumps there.  A candidate past the memory
-   where it stops holding wins only where no other candidate holds.
+   where it stops holding wins only where no other candidate holds.  A form that reaches its axis below its own
+   smallest memory never held (the paper's memory model left out what every group holds alike: GQA's whole K and
+   V): the form past it starts where its algorithm runs (:func:`start_whole`).
 
 The result is ``Piecewise((nan, M < smallest), (H₁, M < b₁), …, (H_k, True))``: ``nan`` where nothing fits.
 """
@@ -31,7 +33,7 @@ import sympy
 
 from napkin_cat.cost.lagrange import remembered
 from napkin_cat.cost.maxima import column_max
-from napkin_cat.cost.optimum import Optimum, optimal, power_terms
+from napkin_cat.cost.optimum import Optimum, clamped, optimal, power_terms
 from napkin_cat.cost.tiling import program
 from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.search.bounds import lower_bound
@@ -167,15 +169,17 @@ def _until(curves, parts, whole, M, env, ref):
 def clamped_candidates(cand, M, sizes, env, ref, forms=None):
     """The forms that follow ``cand`` past its :attr:`~Candidate.until`: the tiles that reach their axes there set
     whole, the others at their own large-M form (every tile whole: a constant ``H``), each holding from where the
-    one before it stops; a form whose own next tile is already past its axis where it starts is passed over."""
+    one before it stops (:func:`start_whole`); a form whose own next tile is already past its axis where it starts is
+    passed over."""
     out, c = [], cand
     while c.end is not None:
         whole = [tuple(f) + tuple(r) for f, r in zip(c.whole, c.reaching)]
-        start = c.end
-        at = start.at
+        start = start_whole(c, whole, sizes, env, ref)
+        at = c.end.at
         before = c.H.subs(ref).subs(M, at)
         nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, forms=forms)
         after = nxt.H.subs(ref).subs(M, at)
+        at = max(at, start.at)
         if abs(float(after - before)) > 1e-9 * max(1.0, abs(float(before))):
             nxt.note = functools.partial(_jump, float(before), float(after), start, c.reaching)
         while nxt.end is not None and nxt.end.at <= at * (1 + 1e-12):
@@ -192,6 +196,34 @@ def _jump(before: float, after: float, start, reaching) -> str:
     return (f"H jumps from {before:.6g} to {after:.6g} at M = {start.expr} (at the reference sizes) where "
             f"{', '.join(str(t) for r in reaching for t in r)} reaches its axis: the large-M forms on either side "
             f"keep different leading memory terms")
+
+
+def start_whole(c, whole, sizes, env, ref):
+    """Where the form of ``c.made`` with the tiles of ``whole`` (per kernel, the block's names) at their axes starts:
+    ``c.end``, where the tile of ``c``'s form reaches its axis, if ``c`` runs there (its smallest memory is below
+    it at the reference sizes); else the least memory that runs it, the tiles of ``whole`` at their axes and every
+    other tile and stream 1 (the exact columns), if that is larger.
+
+    The paper's memory model (what a group holds, cut to its leading terms) leaves out what every group holds alike,
+    so a tile's large-M form can reach its axis far below the memory its algorithm needs at all (grouped-query
+    attention whose group is the query heads holds the whole K and V: ``g_g = M/d`` reaches ``g`` at ``M = dg``,
+    the algorithm needs ``2dx + gx + 2g``): that form never held, and the one past it holds only where it runs.
+    Where ``c`` ran up to ``c.until``, its next form starts there (the two agree on ``H`` there; what the clamped
+    algorithm needs beyond it is the large-M form's lower-order memory terms, as everywhere in this mode).
+    """
+    if c.start.at <= c.end.at:
+        return c.end
+    least = []
+    for (curve, _), fixed, first in zip(c.made.parts, whole, c.made.smallest(sizes)):
+        if not fixed:
+            least.append(first)
+            continue
+        prog = clamped(program(curve.cost, curve.level), fixed)
+        ones = {t: 1 for t in prog.tiles}
+        least += [sympy.expand(sympy.sympify(col).xreplace(ones)) for col in prog.columns]
+    need = sympy.sympify(column_max(least, exact=False)).subs(env)
+    at = _float(need, ref)
+    return Breakpoint(at, need) if at > c.end.at else c.end
 
 
 def _float(expr, env) -> float:
