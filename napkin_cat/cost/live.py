@@ -21,6 +21,7 @@ from functools import lru_cache
 
 import sympy
 
+from napkin_cat.cost.by_value import ByValue
 from napkin_cat.syntax.array import Array
 
 
@@ -79,6 +80,16 @@ def _numbered(terms: tuple) -> tuple:
                     _NUMBERS[m] = k
         out.append((k, c))
     return tuple(out)
+
+
+def _summed_afresh(total, items) -> object:
+    """``total`` of the numbered ``(monomial, coefficient)`` items: the sum itself."""
+    return total({_MONOMIALS[m]: c for m, c in items})
+
+
+#: a level's total by its numbered terms and arithmetic (:class:`Live` columns, by value: the same arrays live in
+#: every candidate that fuses them); each entry a pure function of its key, bounded (:mod:`.by_value`)
+TOTALS = ByValue()
 
 
 class Live:
@@ -177,9 +188,17 @@ class Live:
         self._shift_all(arrays, -1)
 
     def _summed(self, t: dict):
-        """The total of one level's terms (numbered monomials), or None where every coefficient is 0."""
-        named = {_MONOMIALS[m]: c for m, c in t.items() if c}
-        return self._total(named) if named else None
+        """The total of one level's terms (numbered monomials), or None where every coefficient is 0: built once
+        per distinct terms and arithmetic (:data:`TOTALS`), so equal columns of any walk are one object (its hash
+        kept on it: pooling it again costs an identity test)."""
+        key = frozenset(item for item in t.items() if item[1])
+        if not key:
+            return None
+        key = (self._total, key)
+        found = TOTALS.get(key)
+        if found is None:
+            found = TOTALS.put(key, _summed_afresh(self._total, key[1]))
+        return found
 
     def column(self, without=()) -> dict:
         """Level → live data (expanded); ``without``: values on wires about to be consumed, left out."""
@@ -236,3 +255,7 @@ class Resummed(Live):
     def column(self, without=()) -> dict:
         self._sums = {}
         return super().column(without)
+
+    def _summed(self, t: dict):
+        items = [item for item in t.items() if item[1]]
+        return _summed_afresh(self._total, items) if items else None
