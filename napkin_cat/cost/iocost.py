@@ -211,11 +211,15 @@ def _flop_cost(diagram: Diagram, scope: Sink) -> Cost:
 
 
 def _held_at(box: Stream) -> int:
-    """The level a stream's slices are held at: the deepest level on its inside's own wires."""
-    levels = [a.level for a in box.arg.dom.inside]
-    for _, b in layers(box.arg):
-        levels += [a.level for a in b.cod.inside]
-    return max(levels + [1])
+    """The level a stream's slices are held at: the deepest level on its inside's own wires (read off the inside
+    alone: kept on it, shared by the candidates that stream it)."""
+    found = box.arg.__dict__.get("_held_at")
+    if found is None:
+        levels = [a.level for a in box.arg.dom.inside]
+        for _, b in layers(box.arg):
+            levels += [a.level for a in b.cod.inside]
+        found = box.arg.__dict__["_held_at"] = max(levels + [1])
+    return found
 
 
 def _op_cost(b, scope: Sink) -> Cost:

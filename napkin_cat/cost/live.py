@@ -136,7 +136,11 @@ class Live:
             old = level.get(m, 0)
             if was is not None and m not in was:
                 was[m] = old
-            level[m] = old + sign * c
+            new = old + sign * c
+            if new:
+                level[m] = new
+            else:       # (a level's terms hold no zero coefficient: its terms are its total's key, TOTALS)
+                del level[m]
 
     def _shift_all(self, arrays, sign: int):
         """:meth:`_shift` of each of ``arrays`` into the live terms (the lookups it repeats made once)."""
@@ -155,7 +159,11 @@ class Live:
                 old = level.get(m, 0)
                 if m not in was:
                     was[m] = old
-                level[m] = old + c if sign > 0 else old - c
+                new = old + c if sign > 0 else old - c
+                if new:
+                    level[m] = new
+                else:
+                    del level[m]
 
     def put(self, values):
         wires, born = self.wires, []
@@ -191,10 +199,9 @@ class Live:
         """The total of one level's terms (numbered monomials), or None where every coefficient is 0: built once
         per distinct terms and arithmetic (:data:`TOTALS`), so equal columns of any walk are one object (its hash
         kept on it: pooling it again costs an identity test)."""
-        key = frozenset(item for item in t.items() if item[1])
-        if not key:
+        if not t:
             return None
-        key = (self._total, key)
+        key = (self._total, frozenset(t.items()))    # (no zero coefficient is kept: _shift_all)
         found = TOTALS.get(key)
         if found is None:
             found = TOTALS.put(key, _summed_afresh(self._total, key[1]))

@@ -23,16 +23,19 @@ from __future__ import annotations
 
 import sympy
 
+from napkin_cat.algorithms.bubbles import Partition
 from napkin_cat.cost.by_value import ByValue
 from napkin_cat.cost.polynomial import SYMPY
 from napkin_cat.syntax.relabel import PLAIN, Relabelling
 
-__all__ = ["Sink", "trips", "interned", "VIEWS", "TRIPS"]
+__all__ = ["Sink", "trips", "interned", "inside_view", "VIEWS", "INSIDE", "TRIPS"]
 
 #: relabellings by value (their ``key``): each holds the images of the arrays seen through it, so a bound that keeps
 #: a long process's memory flat
 VIEW_LIMIT = 2 ** 12
 VIEWS = ByValue(limit=VIEW_LIMIT)
+#: a partition record's inside view by ``(view, axis, size, full)`` (what :meth:`Partition.inside_view` reads)
+INSIDE = ByValue(limit=VIEW_LIMIT)
 #: ``trips(size, full)`` per arithmetic, by value (a pure function of its key)
 TRIPS = ByValue()
 
@@ -50,6 +53,27 @@ def interned(view: Relabelling) -> Relabelling:
         return view
     found = VIEWS.get(view.key)
     return found if found is not None else VIEWS.put(view.key, view)
+
+
+def inside_view(region, view: Relabelling) -> Relabelling:
+    """``region.inside_view(view)``, :func:`interned`.  A partition record's view is ``view`` then its axis read as
+    its size (:meth:`~napkin_cat.algorithms.bubbles.Partition.inside_view`): a function of ``view``, the axis, and
+    the ``(size, full)`` it is seen with, so it is kept by those (:data:`INSIDE`) and built once for all the
+    candidates that partition an axis alike, not once per fresh region.
+
+    >>> import napkin_cat as nc
+    >>> g = nc.group(nc.kernel(nc.library.matmul()), "a", "g_a", relabelled=False).boxes[0]
+    >>> g2 = nc.group(nc.kernel(nc.library.matmul()), "a", "g_a", relabelled=False).boxes[0]
+    >>> inside_view(g, PLAIN) is inside_view(g2, PLAIN), inside_view(g, PLAIN).key == g.inside_view(PLAIN).key
+    (True, True)
+    """
+    if type(region).inside_view is not Partition.inside_view or region.relabelled:
+        return interned(region.inside_view(view))
+    size, full = region.seen(view)
+    full = full if region.carrier == "cod" else None
+    key = (view.key, region.axis, type(size), size, type(full), full)
+    found = INSIDE.get(key)
+    return found if found is not None else INSIDE.put(key, interned(region.inside_view(view)))
 
 
 class Sink(list):
@@ -72,7 +96,7 @@ class Sink(list):
 
     def within(self, region) -> "Sink":
         """A sink for what runs once inside ``region`` (a stream's head and tail), its arrays seen as inside."""
-        return Sink(self._tiles, interned(region.inside_view(self.view)), self.arithmetic, self.ops)
+        return Sink(self._tiles, inside_view(region, self.view), self.arithmetic, self.ops)
 
     def again(self, view: Relabelling | None = None, tiles=None) -> "Sink":
         """An empty sink with this one's tiles, view and arithmetic (or those given)."""
@@ -82,7 +106,7 @@ class Sink(list):
     def inside(self, region) -> "Sink":
         """A sink for one tile of the partition ``region`` (its start ``base + i·tile``, its extent the tile)."""
         return Sink(_Tiles(self._tiles, (region.axis, *region.seen(self.view))),
-                    interned(region.inside_view(self.view)), self.arithmetic, self.ops)
+                    inside_view(region, self.view), self.arithmetic, self.ops)
 
 
 class _Tiles:
