@@ -318,7 +318,8 @@ class Cost:
         ``region`` (a partition such as ``("grid", "q")``) is prepended to the ops' region paths;
         ``role`` is given to the ops that have none yet (the innermost stream decides).
         """
-        if k is ONE or (type(k) is int and k == 1):     # k · x is x: only the ops' region paths and roles change
+        if k is ONE or (type(k) is int and k == 1) or (type(k) is Poly and k == 1):    # k · x is x: only the ops'
+            # region paths and roles change
             times = _same
         elif isinstance(k, sympy.Expr):
             def times(x):
