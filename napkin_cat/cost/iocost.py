@@ -15,6 +15,7 @@ A region's cost is a fold over its schedule (:mod:`napkin_cat.algorithms.schedul
 :class:`Symbolic`: a stream's head and tail once, its trip (maps and each reducer's accumulate) ``b/s``
 times, each reducer's finish once; its memory is the columns of its expansion (:mod:`.columns`), with a split
 stream's partial buffers (:mod:`.partials`).  A device region and a ring cost per device (:mod:`.devices`).
+A primitive box's own cost is :mod:`.boxes`'s; the context of the walk (views, tiles, arithmetic) :mod:`.scope`'s.
 
 It is a monoid-valued functor: composition adds H and FLOPs and takes the max of M::
 
