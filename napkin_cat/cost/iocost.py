@@ -15,6 +15,7 @@ A region's cost is a fold over its schedule (:mod:`napkin_cat.algorithms.schedul
 :class:`Symbolic`: a stream's head and tail once, its trip (maps and each reducer's accumulate) ``b/s``
 times, each reducer's finish once; its memory is the columns of its expansion (:mod:`.columns`), with a split
 stream's partial buffers (:mod:`.partials`).  A device region and a ring cost per device (:mod:`.devices`).
+A primitive box's own cost is :mod:`.boxes`'s; the context of the walk (views, tiles, arithmetic) :mod:`.scope`'s.
 
 It is a monoid-valued functor: composition adds H and FLOPs and takes the max of M::
 
@@ -29,7 +30,6 @@ It is a monoid-valued functor: composition adds H and FLOPs and takes the max of
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
 
 import sympy
@@ -38,24 +38,23 @@ from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.schedule import advance, fold_region, schedule_of
 from napkin_cat.algorithms.splits import partial_moves
-from napkin_cat.cost.by_value import ByValue
 from napkin_cat.algorithms.launches import split_of
+from napkin_cat.cost.boxes import PIECES, box_cost, box_pieces
 from napkin_cat.cost.columns import stream_columns
-from napkin_cat.cost.devices import Devices, box_link
+from napkin_cat.cost.devices import Devices
 from napkin_cat.cost.live import numel
 from napkin_cat.cost.partials import partial_values
 from napkin_cat.cost.polynomial import SYMPY
-from napkin_cat.cost.record import ONE, ZERO, Cost, Density, GroupCost, OpCost, StreamRecord
+from napkin_cat.cost.record import ZERO, Cost, Density, GroupCost, OpCost, StreamRecord
+from napkin_cat.cost.scope import Sink, trips as trips_of
 from napkin_cat.cost.trips import running_trips
-from napkin_cat.syntax.adapter import Diagram, Ty
+from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.relabel import PLAIN, Relabelling
-from napkin_cat.syntax.primitive import kind_of
-from napkin_cat.syntax.weave import core_of
 from napkin_cat.syntax.wiring import computes, trace_values, traverse
 
 __all__ = ["Cost", "OpCost", "GroupCost", "StreamRecord", "box_cost", "box_pieces", "cost", "region_cost", "numel",
-           "partial_values", "Symbolic"]
+           "partial_values", "Symbolic", "Sink", "PIECES"]
 
 
 def _plus(col: dict, extra: dict) -> dict:
@@ -63,76 +62,6 @@ def _plus(col: dict, extra: dict) -> dict:
     for l, v in extra.items():
         out[l] = out[l] + v if l in out else v
     return out
-
-
-def box_cost(box, view: Relabelling = PLAIN, arithmetic=SYMPY, *, ops: bool = True) -> Cost:
-    """The cost of one primitive box run once: its :func:`box_pieces` (in ``arithmetic``,
-    :mod:`napkin_cat.cost.polynomial`), its op records numbered as a fresh occurrence (each call is one more
-    occurrence of the box in a walk); none with ``ops=False`` (a record read for its transfers, memory and FLOPs
-    alone: the search's)."""
-    H, H_bytes, flops, records = box_pieces(box, view, arithmetic)
-    if not ops:
-        return Cost(dict(H), dict(H_bytes), {}, dict(flops), link=box_link(box))
-    occurrence = next(_OCCURRENCES)
-    return Cost(dict(H), dict(H_bytes), {}, dict(flops),
-                ops=[OpCost(o.label, o.kind, o.pipeline, o.flops, o.trips, dtype=o.dtype, operands=o.operands,
-                            index=occurrence) for o in records], link=box_link(box))
-
-
-
-def box_pieces(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> tuple:
-    """``(H, H_bytes, flops, ops)`` of one primitive box run once, as ``(key, value)`` pairs and op records
-    (index unset): read off the box alone, so read once and kept on it (a box is immutable; the cost functor
-    and the cost at sizes meet one box in every candidate and at every tiling that holds it).  ``view``: the box
-    seen through a relabelling (inside partition records): the pieces of its image, read off the relabelled
-    arrays without building the image, kept on the box per image.  ``arithmetic``: what the values are
-    (:mod:`napkin_cat.cost.polynomial`; kept per arithmetic).
-
-    >>> import napkin_cat as nc
-    >>> (_, mm), = layers(nc.library.matmul())
-    >>> box_pieces(mm)[2], box_pieces(mm) is box_pieces(mm)
-    ((('tensor', 2*a*b*c),), True)
-    >>> c, c2 = box_cost(mm), box_cost(mm)
-    >>> c.flops == dict(box_pieces(mm)[2]) and c.ops[0].index != c2.ops[0].index
-    True
-    """
-    dom, cod = box.dom.inside, box.cod.inside
-    key = ()
-    if view:      # the images are kept with the box's arrays (remembered on them): their ids name them
-        images = tuple(map(view.array, dom)), tuple(map(view.array, cod))
-        if any(x is not y for x, y in zip((*images[0], *images[1]), (*dom, *cod))):
-            (dom, cod), key = images, tuple(map(id, (*images[0], *images[1])))
-    seen = box.__dict__.setdefault("_cost_pieces", {})
-    if arithmetic is not SYMPY:
-        key = (key, arithmetic.name)
-    cached = seen.get(key)
-    if cached is not None:
-        return cached
-    # an equal box seen through equal images (the same operation in another candidate's kernel) has equal pieces
-    whole = (box.name, box.data, box.dom.inside, box.cod.inside, dom, cod, arithmetic.name)   # (arrays hash fast)
-    cached = PIECES.get(whole)
-    if cached is not None:
-        seen[key] = cached
-        return cached
-    H, H_bytes, flops, ops = {}, {}, {}, []
-    spec = box.data
-    kind = kind_of(spec.kind)
-    per_item = kind.item_flops(core_of(spec, Ty(*dom), Ty(*cod)) if key else core_of(spec, box.dom, box.cod))
-    weave = arithmetic.product([next((arr.axis(w).size for arr in cod if w in arr.names), ONE)
-                                for w in spec.weave_names])
-    out = (cod or dom)[0] if (cod or dom) else None
-    dtype, operands = (out.dtype.name if out else ""), tuple(a.dtype.name for a in dom)
-    for p, f in per_item.items():    # the pipelines of one box are distinct: each is set once
-        f = arithmetic.of(f) * weave
-        flops[p] = f
-        ops.append(OpCost(box.name, spec.kind, p, f, arithmetic.one, dtype=dtype, operands=operands))
-    if spec.kind in ("load", "save"):
-        src, dst = dom[0], cod[0]
-        lvl, n = max(src.level, dst.level), arithmetic.numel(src)
-        H[lvl] = n
-        H_bytes[lvl] = n * max(src.dtype.bytes, dst.dtype.bytes) if src.dtype == dst.dtype else n * dst.dtype.bytes
-    cached = seen[key] = PIECES.put(whole, (tuple(H.items()), tuple(H_bytes.items()), tuple(flops.items()), tuple(ops)))
-    return cached
 
 
 def _dead(diagram: Diagram) -> frozenset:
@@ -189,11 +118,15 @@ def _walk(diagram: Diagram, scope: "Sink | None" = None) -> Cost:
                             held[a.level] = held[a.level] + n if a.level in held else n
                     total.add_column(_plus(base, held))
             for lvl, cols in inner.columns.items():
-                if lvl <= whole or lvl == 0:  # global arrays are whole at level 0: the outer columns count them
-                    continue
+                if lvl <= whole or lvl == 0 or not cols:  # global arrays are whole at level 0: the outer columns
+                    continue                                # count them
                 base = live.column(without=step.ins) if base is None else base
-                for v in cols:   # both sides expanded: their sum is too
-                    total.add_column(_plus(base, {lvl: v}), expanded=True)
+                # each column is base + v at lvl (its other levels base's): a level's pool is its own, so base's
+                # other levels are pooled once, and lvl's values each on top of base's (both expanded: so the sum)
+                total.add_column({l: b for l, b in base.items() if l != lvl}, expanded=True)
+                under = base.get(lvl)
+                for v in cols:
+                    total.add_column({lvl: v if under is None else under + v}, expanded=True)
             inner.columns = {}
             parts.append(inner)
         else:
@@ -232,70 +165,6 @@ def _held_phases(box: Region, view: Relabelling) -> list:
     return [ins + sliced, body + sliced, tail]
 
 
-class Sink(list):
-    """The context of :class:`Symbolic`: the costs appended; ``tiles``, the enclosing partitions
-    ``[(axis, start, extent, index, trips)]`` (outermost first) a masked stream counts its trips on (written out on
-    first use: only a masked stream reads them); ``view``, the relabelling the arrays are seen through (the
-    composed relabellings of the partition records around, if any:
-    :attr:`~napkin_cat.algorithms.bubbles.Partition.relabelled`); ``arithmetic``, what the values are computed in
-    (:mod:`napkin_cat.cost.polynomial`: sympy expressions, or polynomials in Python numbers)."""
-
-    def __init__(self, tiles=(), view: Relabelling = PLAIN, arithmetic=SYMPY, ops: bool = True):
-        super().__init__()
-        self._tiles = tiles if isinstance(tiles, _Tiles) else _Tiles(value=tuple(tiles))
-        self.view, self.arithmetic, self.ops = view, arithmetic, ops
-
-    @property
-    def tiles(self) -> tuple:
-        return self._tiles.value()
-
-    def within(self, region) -> "Sink":
-        """A sink for what runs once inside ``region`` (a stream's head and tail), its arrays seen as inside."""
-        return Sink(self._tiles, region.inside_view(self.view), self.arithmetic, self.ops)
-
-    def again(self, view: Relabelling | None = None, tiles=None) -> "Sink":
-        """An empty sink with this one's tiles, view and arithmetic (or those given), and its kernel's split."""
-        out = Sink(self._tiles if tiles is None else tiles, self.view if view is None else view, self.arithmetic,
-                   self.ops)
-        out.split_rows = getattr(self, "split_rows", None)
-        return out
-
-    def inside(self, region) -> "Sink":
-        """A sink for one tile of the partition ``region`` (its start ``base + i·tile``, its extent the tile)."""
-        return Sink(_Tiles(self._tiles, (region.axis, *region.seen(self.view))), region.inside_view(self.view),
-                    self.arithmetic, self.ops)
-
-
-class _Tiles:
-    """The enclosing partitions of a :class:`Sink`: those around it (``outer``) and one more ``(axis, size, full)``,
-    written out as :attr:`Sink.tiles` says on first use."""
-
-    __slots__ = ("outer", "partition", "_value")
-
-    def __init__(self, outer: "_Tiles | None" = None, partition: tuple | None = None, value: tuple | None = None):
-        self.outer, self.partition, self._value = outer, partition, value
-
-    def value(self) -> tuple:
-        if self._value is None:
-            tiles = self.outer.value()
-            axis, size, full = self.partition
-            taken = {str(t[3]) for t in tiles}
-            name = f"i_{axis}"
-            while name in taken:
-                name += "'"
-            index = sympy.Symbol(name, integer=True, nonnegative=True)
-            base = next((t[1] for t in reversed(tiles) if t[0] == axis), sympy.Integer(0))
-            tile = sympy.sympify(size)
-            self._value = tiles + ((axis, base + index * tile, tile, index, _trips(size, full)),)
-        return self._value
-
-
-def _trips(size, full, arithmetic=SYMPY):
-    """``a/g`` (or ``b/s``): how many times a partition's inside runs
-    (:attr:`~napkin_cat.algorithms.bubbles.Partition.trips`)."""
-    return arithmetic.of(full) / arithmetic.of(size)
-
-
 def region_cost(box: Region, scope: Sink | None = None) -> Cost:
     """The cost of a region: the fold of its schedule with :class:`Symbolic` (one summed part); ``scope``: what
     encloses it (:class:`Sink`)."""
@@ -309,7 +178,7 @@ def _grid_cost(box: Grid, inner: Cost, nest: bool, view: Relabelling, arithmetic
     """``a/g`` runs of the inside; its group partition (merged with a Grid directly inside: one group
     over several axes).  ``view``: the relabelling the Grid is seen through."""
     size, full = box.seen(view)
-    trips = _trips(size, full, arithmetic)
+    trips = trips_of(size, full, arithmetic)
     nested = inner.groups[0] if inner.groups and nest else None
     out = inner.scaled(trips, region=("grid", box.axis))
     if nested is not None:
@@ -344,11 +213,15 @@ def _flop_cost(diagram: Diagram, scope: Sink) -> Cost:
 
 
 def _held_at(box: Stream) -> int:
-    """The level a stream's slices are held at: the deepest level on its inside's own wires."""
-    levels = [a.level for a in box.arg.dom.inside]
-    for _, b in layers(box.arg):
-        levels += [a.level for a in b.cod.inside]
-    return max(levels + [1])
+    """The level a stream's slices are held at: the deepest level on its inside's own wires (read off the inside
+    alone: kept on it, shared by the candidates that stream it)."""
+    found = box.arg.__dict__.get("_held_at")
+    if found is None:
+        levels = [a.level for a in box.arg.dom.inside]
+        for _, b in layers(box.arg):
+            levels += [a.level for a in b.cod.inside]
+        found = box.arg.__dict__["_held_at"] = max(levels + [1])
+    return found
 
 
 def _op_cost(b, scope: Sink) -> Cost:
@@ -416,7 +289,7 @@ class Symbolic(Devices):
                 last = col
                 total.add_column(col, expanded=True)
         size, full = node.region.seen(sink.view)
-        trips = _trips(size, full, arithmetic)
+        trips = trips_of(size, full, arithmetic)
         density = None if node.skip is None else node.skip.density
         if node.skip is not None:
             counted = running_trips(node.skip, node.axis, sympy.sympify(size), sympy.sympify(full), sink.tiles)
@@ -481,16 +354,13 @@ class Symbolic(Devices):
         scope = sink if node.region is None else sink.within(node.region)
         head, body = scope.again(), scope.again()
         run.trip(run.head(ins, head), node.split(state), body)
-        trips = _trips(*node.region.seen(sink.view), sink.arithmetic) if node.region is not None else 1
+        trips = trips_of(*node.region.seen(sink.view), sink.arithmetic) if node.region is not None else 1
         c = Cost().absorb_all(_phases(head, 1, "head", sink.arithmetic) + _phases(body, trips, "body", sink.arithmetic))
         sink.append(_in_stream(c, node.region, sink.view) if node.region is not None else c)
         return state
 
 
 SYMBOLIC = Symbolic()
-#: box pieces by value (:mod:`.by_value`): the same operation in another candidate's kernel is costed once
-PIECES = ByValue()
-_OCCURRENCES = itertools.count()
 
 
 def _number_occurrences(ops: list) -> list:

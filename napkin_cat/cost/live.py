@@ -21,6 +21,7 @@ from functools import lru_cache
 
 import sympy
 
+from napkin_cat.cost.by_value import ByValue
 from napkin_cat.syntax.array import Array
 
 
@@ -81,6 +82,16 @@ def _numbered(terms: tuple) -> tuple:
     return tuple(out)
 
 
+def _summed_afresh(total, items) -> object:
+    """``total`` of the numbered ``(monomial, coefficient)`` items: the sum itself."""
+    return total({_MONOMIALS[m]: c for m, c in items})
+
+
+#: a level's total by its numbered terms and arithmetic (:class:`Live` columns, by value: the same arrays live in
+#: every candidate that fuses them); each entry a pure function of its key, bounded (:mod:`.by_value`)
+TOTALS = ByValue()
+
+
 class Live:
     """The data live on a diagram's wires, per level, kept up to date layer by layer.
 
@@ -125,7 +136,11 @@ class Live:
             old = level.get(m, 0)
             if was is not None and m not in was:
                 was[m] = old
-            level[m] = old + sign * c
+            new = old + sign * c
+            if new:
+                level[m] = new
+            else:       # (a level's terms hold no zero coefficient: its terms are its total's key, TOTALS)
+                del level[m]
 
     def _shift_all(self, arrays, sign: int):
         """:meth:`_shift` of each of ``arrays`` into the live terms (the lookups it repeats made once)."""
@@ -144,7 +159,11 @@ class Live:
                 old = level.get(m, 0)
                 if m not in was:
                     was[m] = old
-                level[m] = old + c if sign > 0 else old - c
+                new = old + c if sign > 0 else old - c
+                if new:
+                    level[m] = new
+                else:
+                    del level[m]
 
     def put(self, values):
         wires, born = self.wires, []
@@ -177,9 +196,16 @@ class Live:
         self._shift_all(arrays, -1)
 
     def _summed(self, t: dict):
-        """The total of one level's terms (numbered monomials), or None where every coefficient is 0."""
-        named = {_MONOMIALS[m]: c for m, c in t.items() if c}
-        return self._total(named) if named else None
+        """The total of one level's terms (numbered monomials), or None where every coefficient is 0: built once
+        per distinct terms and arithmetic (:data:`TOTALS`), so equal columns of any walk are one object (its hash
+        kept on it: pooling it again costs an identity test)."""
+        if not t:
+            return None
+        key = (self._total, frozenset(t.items()))    # (no zero coefficient is kept: _shift_all)
+        found = TOTALS.get(key)
+        if found is None:
+            found = TOTALS.put(key, _summed_afresh(self._total, key[1]))
+        return found
 
     def column(self, without=()) -> dict:
         """Level → live data (expanded); ``without``: values on wires about to be consumed, left out."""
@@ -236,3 +262,7 @@ class Resummed(Live):
     def column(self, without=()) -> dict:
         self._sums = {}
         return super().column(without)
+
+    def _summed(self, t: dict):
+        items = [item for item in t.items() if item[1]]
+        return _summed_afresh(self._total, items) if items else None

@@ -71,15 +71,30 @@ def _add_term(table: dict, key, value) -> None:
 
 
 def _times(m1: tuple, m2: tuple) -> tuple:
-    """The product of two monomials (``((symbol, exponent), …)`` sorted by name, no zero exponent)."""
+    """The product of two monomials (``((symbol, exponent), …)`` sorted by name, no zero exponent), remembered by
+    the pair (:data:`PRODUCTS`: a cost scaled by a partition's trips multiplies the same monomials in every
+    candidate; a lookup hashes the symbols once, where the product hashes, sorts and builds)."""
     if not m1:
         return m2
     if not m2:
         return m1
+    key = (m1, m2)
+    found = PRODUCTS.get(key)
+    if found is not None:
+        return found
     powers = dict(m1)
     for s, e in m2:
         _add_term(powers, s, e)
-    return tuple(sorted(powers.items(), key=_name))
+    out = tuple(sorted(powers.items(), key=_name))
+    if len(PRODUCTS) >= PRODUCTS_LIMIT:     # bounded: a process that multiplies many monomials does not grow
+        PRODUCTS.clear()
+    PRODUCTS[key] = out
+    return out
+
+
+#: monomial products by their pair of monomials (a pure function of the key), at most :data:`PRODUCTS_LIMIT`
+PRODUCTS: dict = {}
+PRODUCTS_LIMIT = 2 ** 16
 
 
 class Poly:

@@ -318,7 +318,8 @@ class Cost:
         ``region`` (a partition such as ``("grid", "q")``) is prepended to the ops' region paths;
         ``role`` is given to the ops that have none yet (the innermost stream decides).
         """
-        if k is ONE or (type(k) is int and k == 1):     # k · x is x: only the ops' region paths and roles change
+        if k is ONE or (type(k) is int and k == 1) or (type(k) is Poly and k == 1):    # k · x is x: only the ops'
+            # region paths and roles change
             times = _same
         elif isinstance(k, sympy.Expr):
             def times(x):
@@ -361,28 +362,50 @@ class Cost:
     def absorb_all(self, parts) -> "Cost":
         """In place: ``self ← self ; p₁ ; … ; pₙ``, each total summed once (not through n partial sums)."""
         parts = list(parts)
+        if not parts:
+            return self
         for name in ("H", "H_bytes", "flops"):
-            mine, terms = getattr(self, name), {}
-            for src in [self] + parts:
-                for k, v in getattr(src, name).items():
-                    terms.setdefault(k, []).append(v)
-            for k, vs in terms.items():
-                mine[k] = vs[0] if len(vs) == 1 else add_all(vs)
+            mine, terms = getattr(self, name), None
+            for src in parts:
+                theirs = getattr(src, name)
+                if not theirs:
+                    continue
+                if terms is None:
+                    terms = {k: [v] for k, v in mine.items()}
+                for k, v in theirs.items():
+                    found = terms.get(k)
+                    if found is None:
+                        terms[k] = [v]
+                    else:
+                        found.append(v)
+            if terms is not None:
+                for k, vs in terms.items():
+                    mine[k] = vs[0] if len(vs) == 1 else add_all(vs)
         for src in parts:
             for l, cols in src.columns.items():
                 for v in cols:
                     self._add(l, v)
-            self.groups += src.groups
-            self.streams += src.streams
-            self.ops += src.ops
-            self._assume(src.assumptions)
-            self.link = join_links(self.link, src.link)
+            if src.groups:
+                self.groups += src.groups
+            if src.streams:
+                self.streams += src.streams
+            if src.ops:
+                self.ops += src.ops
+            if src.assumptions:
+                self._assume(src.assumptions)
+            if src.link is not None:
+                self.link = join_links(self.link, src.link)
         return self
 
     __rshift__ = then
 
     def _add(self, l, v):
-        seen = self.__dict__.setdefault("_seen", {}).setdefault(l, set())
+        pools = self.__dict__.get("_seen")
+        if pools is None:
+            pools = self.__dict__["_seen"] = {}
+        seen = pools.get(l)
+        if seen is None:
+            seen = pools[l] = set()
         if v not in seen:
             seen.add(v)
             self.columns.setdefault(l, []).append(v)
@@ -390,9 +413,14 @@ class Cost:
     def add_column(self, col: dict, *, expanded: bool = False):
         """Pool a column (level → live data), expanded so that equal columns are pooled once."""
         for l, v in col.items():
-            v = v if expanded or isinstance(v, Poly) else sympy.expand(v)
-            if v != 0:
-                self._add(l, v)
+            if type(v) is Poly:
+                if not v.terms:
+                    continue
+            else:
+                v = v if expanded else sympy.expand(v)
+                if v == 0:
+                    continue
+            self._add(l, v)
 
     def __repr__(self):
         H = {l: h for l, h in self.H.items()}

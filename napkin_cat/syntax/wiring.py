@@ -176,17 +176,29 @@ def trace_values(diagram: Diagram):
     """``(ops, dom_ids, cod_ids)``: ops are ``(box, input ids, output ids)`` in layer order.
 
     The values view: every computing box (and merge) with the ids of the values it reads and
-    writes; the wiring only moves ids, so a copied value keeps its id.
-    """
-    ops, fresh = [], [len(diagram.dom)]
+    writes; the wiring only moves ids, so a copied value keeps its id.  It is :func:`traverse` with an ``on_box``
+    (and ``merge``) that numbers each box's outputs afresh, run over :func:`plan` directly: the one fold every cost
+    of a fresh candidate diagram starts with (its dead values, its streaming analysis), so no :class:`Step` is
+    built per layer::
 
-    def on_box(step):
-        outs = list(range(fresh[0], fresh[0] + len(step.box.cod)))
-        fresh[0] += len(outs)
-        ops.append((step.box, step.ins, outs))
-        return outs
-    cod = traverse(diagram, range(len(diagram.dom)), on_box, merge=on_box)
-    return ops, list(range(len(diagram.dom))), cod
+        trace_values(d) == the ops, dom and cod that traverse(d, range(len(d.dom)), numbering, merge=numbering) sees
+
+    >>> import napkin_cat as nc
+    >>> trace_values(nc.Diagram.copy(nc.types("a"), 2) >> nc.elementwise("add", "a, a -> a"))[0][0][1:]
+    ([0, 0], [1])
+    """
+    n = len(diagram.dom)
+    values, ops, fresh = list(range(n)), [], n
+    for offset, box, k, kind in plan(diagram):
+        ins = values[offset:offset + k]
+        if kind is None or kind == "merge":
+            outs = list(range(fresh, fresh + len(box.cod)))
+            fresh += len(outs)
+            ops.append((box, ins, outs))
+        else:
+            outs = route(box, ins)
+        values[offset:offset + k] = outs
+    return ops, list(range(n)), values
 
 
 def consumers(ops, cod_ids) -> dict:
