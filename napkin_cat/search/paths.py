@@ -65,12 +65,7 @@ class Choice:
         """
         found = self._at.get(sizes)
         if found is None:
-            env = sizes.env
-            try:
-                found = sum(math.prod(value(ax.size, env) for ax in a.axes) for a in self._certain)
-            except NapkinError:
-                found = value(self.compulsory, env)
-            self._at[sizes] = found
+            found = self._at[sizes] = counted(self._certain, sizes)
         return found
 
     @property
@@ -90,6 +85,71 @@ class Choice:
                                        else "stream", sliced=v.sliced, density=self.density))
                              for v in variants(self.function, self.level)]
         return self._options
+
+
+def counted(arrays, sizes):
+    """The values of ``arrays`` at ``sizes`` (a :class:`~napkin_cat.syntax.sizes.Sizes`), exact: array by array, each
+    the product of its axes' sizes (a size missing: the error of the symbolic count at ``sizes``, naming every one).
+
+    >>> import napkin_cat as nc
+    >>> counted(nc.library.attention().dom.inside, nc.Sizes({"q": 64, "x": 32, "d": 16}))
+    2048
+    """
+    env = sizes.env
+    try:
+        return sum(math.prod(value(ax.size, env) for ax in a.axes) for a in arrays)
+    except NapkinError:
+        return value(sum((numel(a) for a in arrays), sympy.Integer(0)), env)
+
+
+class Block:
+    """A block of a graph as the search bounds it before costing it: its compulsory transfers read off the graph
+    (:meth:`~napkin_cat.search.blocks.OpGraph.moved`: the kernel's inputs and outputs, without building it), and
+    its :class:`Choice` (``search.choice(graph, block)``) only once something else is asked of it.  So a block whose
+    every edge the bound prunes is never built as a kernel, nor are its partitions drawn.
+
+    The law: ``Block(search, graph, b).compulsory_at(sizes) == search.choice(graph, b).compulsory_at(sizes)``; where
+    the graph cannot tell (a box reads or makes a mask, or ``graph`` is no :class:`~napkin_cat.search.blocks.OpGraph`)
+    the Choice answers.  Every other attribute is the Choice's.
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.search.blocks import OpGraph
+    >>> from napkin_cat.search.context import Search, KernelCache
+    >>> g, search = OpGraph(nc.engine.to_netlist(nc.library.attention())), Search(1, KernelCache())
+    >>> sizes = nc.Sizes({"q": 64, "x": 32, "d": 16})
+    >>> b = Block(search, g, 0b111)
+    >>> b.compulsory_at(sizes), len(search.cache)               # bounded: no kernel built
+    (3072, 0)
+    >>> b.compulsory_at(sizes) == search.choice(g, 0b111).compulsory_at(sizes), b.choice is search.choice(g, 0b111)
+    (True, True)
+    """
+
+    __slots__ = ("search", "graph", "mask", "_choice")
+
+    def __init__(self, search, graph, mask: int):
+        self.search, self.graph, self.mask, self._choice = search, graph, mask, None
+
+    @property
+    def choice(self) -> Choice:
+        """The block's Choice (asked of the search on first use)."""
+        if self._choice is None:
+            self._choice = self.search.choice(self.graph, self.mask)
+        return self._choice
+
+    def compulsory_at(self, sizes):
+        """:meth:`Choice.compulsory_at`, from the graph where it can tell (kept per graph, block and sizes)."""
+        moved = getattr(self.graph, "moved", None)
+        arrays = None if moved is None else moved(self.mask)
+        if arrays is None:
+            return self.choice.compulsory_at(sizes)
+        kept = self.graph.compulsory
+        found = kept.get((self.mask, sizes))
+        if found is None:
+            found = kept[(self.mask, sizes)] = counted(arrays, sizes)
+        return found
+
+    def __getattr__(self, name):
+        return getattr(self.choice, name)
 
 
 def playable(roles):
@@ -141,9 +201,12 @@ class Space:
         after = {0: 0}   # an extension's successors, grown with it: after[e | u] = after[e] | the succs of step u
         near_steps = {}  # a mask of operations -> the steps holding them, in the order the set of them iterates
         connected = {}   # an extension -> whether data flow connects it (graph.connected)
+        linking = {}     # an extension data flow does not connect -> whether a value read links it (graph.linked)
         while frontier:
             size += 1
             grown, layer, siblings = {}, [], []
+            more = set(keys)    # the distinct kernels with this size's blocks: past the budget, the size is dropped
+            over = False
             for d, exts in frontier.items():
                 out = set()
                 for e in exts:
@@ -167,13 +230,21 @@ class Space:
                         flows = connected.get(e)
                         if flows is None:   # (asked under every down-set the extension grows from)
                             flows = connected[e] = graph.connected(e)
+                            if flows:
+                                more.add(graph.key(e))
                         if flows:
                             layer.append((d, d | e, e))
-                        elif joining and graph.linked(e):
-                            siblings.append((d, d | e, e))
+                        elif joining:
+                            links = linking.get(e)
+                            if links is None:
+                                links = linking[e] = graph.linked(e)
+                            if links:
+                                siblings.append((d, d | e, e))
+                    if len(more) > budget and size > 1:
+                        over = True    # (the rest of the size is not grown: it would be dropped whole)
+                        break
             if layer:
-                more = keys | {graph.key(e) for _, _, e in layer}
-                if len(more) > budget:
+                if over or len(more) > budget:
                     self.cap, self.exact = max(1, size - 1), False
                     if size == 1:
                         edges += layer
@@ -193,7 +264,7 @@ class Space:
         if not any(e[2] == full for e in edges) and (graph.linked(full) if self.exact else graph.connected(full)):
             edges.append((0, full, full))
         self.into = {b: [] for b in self.downs}
-        for a, b, block in sorted(edges, key=lambda e: (-bin(e[0]).count("1"), rank[e[0]])):
+        for a, b, block in sorted(edges, key=lambda e: (-e[0].bit_count(), rank[e[0]])):
             self.into[b].append((a, block))
 
     def _ready(self, done: int) -> int:
@@ -256,8 +327,8 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
             if all(x == inf for x in da):
                 continue
             found = choices.get(block)
-            if found is None:    # a block ends edges from many down-sets: its Choice and bound read once
-                ch = search.choice(graph, block)
+            if found is None:    # a block ends edges from many down-sets: its bound read once, its Choice where costed
+                ch = Block(search, graph, block)
                 found = choices[block] = (ch, lower(ch))
             order.append((min(x[0] for x in da if x != inf) + found[1], e, a, block))
         order.sort()     # best first: the least bound first, so the best found bites early (the answer is the same)
@@ -375,7 +446,7 @@ def best_join(graph, search, pairs, evaluate, k, lower=None, admissible=lambda t
     """
     order = range(len(pairs))
     if lower is not None:
-        bound = [both - lower(search.choice(graph, x | y)) for x, y, both, _ in pairs]
+        bound = [both - lower(Block(search, graph, x | y)) for x, y, both, _ in pairs]
         order = sorted(order, key=lambda n: (-bound[n], n))   # (bound, -n) decreasing: what the best is compared on
     best = None   # (saved, n, tag, merged)
     for n in order:
