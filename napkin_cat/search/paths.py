@@ -318,19 +318,19 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
     inf = (math.inf, math.inf)
     tie = tie or (lambda curve, k: 0)
     dist, back = {0: [(0, 0, 0)] * n}, {0: [None] * n}
-    choices = {}
+    choices, tables, least = {}, {}, {0: 0}   # least[a]: the least H into a at any point (None: none reached)
     for b in space.downs[1:]:
         dist[b], back[b] = [inf] * n, [None] * n
         order, first = [], [None] * n    # first[k]: the (edge, option) rank of the best candidate found into b
         for e, (a, block) in enumerate(space.into[b]):
-            da = dist[a]
-            if all(x == inf for x in da):
+            low = least[a]
+            if low is None:
                 continue
             found = choices.get(block)
             if found is None:    # a block ends edges from many down-sets: its bound read once, its Choice where costed
                 ch = Block(search, graph, block)
                 found = choices[block] = (ch, lower(ch))
-            order.append((min(x[0] for x in da if x != inf) + found[1], e, a, block))
+            order.append((low + found[1], e, a, block))
         order.sort()     # best first: the least bound first, so the best found bites early (the answer is the same)
         for _, e, a, block in order:
             da = dist[a]
@@ -338,8 +338,12 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
             if all(da[k] == inf or (da[k][0] + lb, da[k][1] + 1) > dist[b][k][:2] for k in range(n)):
                 continue    # (H, kernels) at its bound cannot beat the best path anywhere: a tie it could win is kept
             live = [k for k in range(n) if da[k] != inf]
-            for o, (v, curve) in enumerate(options(ch)):
-                hs, ts = rows(curve) if rows is not None else (None, None)
+            table = tables.get(block)
+            if table is None:   # the block's partitions and their rows, read once for every edge into it
+                table = tables[block] = [[v, curve, *(rows(curve) if rows is not None else (None, None))]
+                                         for v, curve in options(ch)]
+            for o, entry in enumerate(table):
+                v, curve, hs, ts = entry
                 for k in live:
                     h = evaluate(curve, k) if hs is None else hs[k]
                     if h is None:
@@ -348,11 +352,13 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
                         t = tie(curve, k)
                     else:
                         if callable(ts):       # the tie row, read once the curve fits at a point reached
-                            ts = ts()
+                            ts = entry[3] = ts()
                         t = ts[k]
                     cand = (da[k][0] + h, da[k][1] + 1, da[k][2] + t)
                     if cand < dist[b][k] or (cand == dist[b][k] and (e, o) < first[k]):   # of equal, the first
                         dist[b][k], back[b][k], first[k] = cand, (a, block, v, curve), (e, o)   # in the edges' order
+        reached = [x[0] for x in dist[b] if x != inf]
+        least[b] = min(reached) if reached else None
     out = []
     for k in range(n):
         if dist[space.full][k] == inf:
