@@ -146,7 +146,7 @@ class OpGraph:
                     self.siblings[i] |= mask & ~(1 << i)
         self._viewing = sum(1 << i for i, a in enumerate(self.apart) if a)   # the operations at a view's ends
         self._moved = {}   # block -> the arrays its kernel moves whole (:meth:`moved`)
-        self.compulsory = {}   # (block, sizes) -> the values of :meth:`moved` at the sizes (the search's bound)
+        self.compulsory = {}   # (block or array, sizes) -> the values of :meth:`moved` (or the array) at the sizes
         self._ends = None  # per operation: its ports' values and its outputs' readers (:meth:`moved`, made once)
         self._linked = [f | s for f, s in zip(self.flows, self.siblings)]   # data flow or a value read together
 

@@ -142,8 +142,14 @@ class Block:
             return self.choice.compulsory_at(sizes)
         kept = self.graph.compulsory
         found = kept.get((self.mask, sizes))
-        if found is None:
-            found = kept[(self.mask, sizes)] = counted(arrays, sizes)
+        if found is None:   # (array by array: a graph's blocks share few arrays, each counted once per sizes)
+            found = 0
+            for a in arrays:
+                n = kept.get((a, sizes))
+                if n is None:
+                    n = kept[(a, sizes)] = counted((a,), sizes)
+                found += n
+            kept[(self.mask, sizes)] = found
         return found
 
     def __getattr__(self, name):
