@@ -72,6 +72,7 @@ from napkin_cat.rewriting.closed import folded
 from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist
 from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.dtype import BOOL
 from napkin_cat.syntax.primitive import is_view, kind_of
 
 
@@ -143,6 +144,11 @@ class OpGraph:
             for mask in readers.values():
                 for i in bits(mask):
                     self.siblings[i] |= mask & ~(1 << i)
+        self._viewing = sum(1 << i for i, a in enumerate(self.apart) if a)   # the operations at a view's ends
+        self._moved = {}   # block -> the arrays its kernel moves whole (:meth:`moved`)
+        self.compulsory = {}   # (block or array, sizes) -> the values of :meth:`moved` (or the array) at the sizes
+        self._ends = None  # per operation: its ports' values and its outputs' readers (:meth:`moved`, made once)
+        self._linked = [f | s for f, s in zip(self.flows, self.siblings)]   # data flow or a value read together
 
     def __len__(self):
         return len(self.nodes)
@@ -259,7 +265,7 @@ class OpGraph:
                             seen.add(e)
                             nxt.append(e)
             frontier = nxt
-        return sorted(seen, key=lambda m: (bin(m).count("1"), m))
+        return sorted(seen, key=lambda m: (m.bit_count(), m))
 
     def connected(self, block: int) -> bool:
         """The operations of ``block`` are connected by data flow inside it (undirected)."""
@@ -279,16 +285,85 @@ class OpGraph:
         return found
 
     def _spans_now(self, block: int, siblings: bool) -> bool:
-        if any(self.apart[i] & block for i in bits(block)):
-            return False           # it would read a view of a value it makes: the view stands between kernels
-        start = block & -block
-        seen, stack = start, [start.bit_length() - 1]
-        while stack:
-            i = stack.pop()
-            nxt = (self.flows[i] | (self.siblings[i] if siblings else 0)) & block & ~seen
+        if block & self._viewing:    # (only operations at a view's end can hold both of its ends)
+            rest = block & self._viewing
+            while rest:
+                low = rest & -rest
+                if self.apart[low.bit_length() - 1] & block:
+                    return False   # it would read a view of a value it makes: the view stands between kernels
+                rest ^= low
+        links = self._linked if siblings else self.flows
+        seen = todo = block & -block
+        while todo:     # the component of the lowest operation, one set bit at a time (no list of bits made)
+            low = todo & -todo
+            todo ^= low
+            nxt = links[low.bit_length() - 1] & block & ~seen
             seen |= nxt
-            stack.extend(bits(nxt))
+            todo |= nxt
         return seen == block
+
+    def moved(self, block: int) -> tuple | None:
+        """The arrays of the block's kernel, its inputs then its outputs, as :meth:`subdiagram` makes them
+        (``subdiagram(block).dom.inside + subdiagram(block).cod.inside``), read off the graph without building the
+        kernel; None where a box of the graph reads or makes a ``bool`` (a mask: what every algorithm of the kernel
+        moves whole then depends on its boxes, :func:`~napkin_cat.search.bounds.moved_whole`).  Where no box does,
+        every algorithm of the kernel moves these whole (its compulsory transfers): the search bounds a block by them
+        before it builds the block's kernel (:class:`~napkin_cat.search.paths.Block`).
+
+        >>> import napkin_cat as nc
+        >>> g = OpGraph(nc.engine.to_netlist(nc.library.attention()))
+        >>> g.moved(0b110) == (*g.subdiagram(0b110).dom.inside, *g.subdiagram(0b110).cod.inside)
+        True
+        >>> OpGraph(nc.engine.to_netlist(nc.library.causal_attention())).moved(0b1) is None
+        True
+        """
+        found = self._moved.get(block, False)
+        if found is not False:
+            return found
+        if self._ends is None:
+            self._ends = self._port_ends()
+        if self._ends is False:
+            self._moved[block] = None
+            return None
+        ins, outs, keys = [], [], set()
+        for i in bits(block):
+            ports, made = self._ends[i]
+            for key, array, producer in ports:
+                if not producer & block and key not in keys:
+                    keys.add(key)
+                    ins.append(array)
+            outs += [array for array, readers, outside in made if outside or readers & ~block]
+        found = self._moved[block] = (*ins, *outs)
+        return found
+
+    def _port_ends(self):
+        """Per operation ``(ports, outputs)``: each port read from outside some block as ``(key, array, producer)``
+        (the key its value is loaded under, ``producer`` the bit of the operation making it, 0 for an input or a
+        view), each output as ``(array, readers, outside)`` (``readers`` the operations reading it, ``outside``
+        whether anything else does: an output of the function, a view); False where a box reads or makes a bool."""
+        boxes = [n for n in self.net.nodes.values() if n.kind == "box"]
+        if any(a.dtype == BOOL for n in boxes for a in (*n.dom, *n.cod)):
+            return False
+        out = []
+        for nid in self.nodes:
+            node = self.net.nodes[nid]
+            ports = []
+            for p, src in enumerate(self.sources(nid)):
+                if src[0] in self.folded:
+                    continue               # a closed value: computed inside, never loaded
+                producer = 1 << self.index[src[0]] if src[0] in self.index else 0
+                ports.append((src if self.share else (nid, p), node.dom[p], producer))
+            made = []
+            for port, w in enumerate(self.net.outs[nid]):
+                readers, outside = 0, False
+                for r in self.readers(w):
+                    if r[0] != OUTPUT and r[0] in self.index:
+                        readers |= 1 << self.index[r[0]]
+                    else:
+                        outside = True
+                made.append((node.cod[port], readers, outside))
+            out.append((ports, made))
+        return out
 
     def read_together(self, x: int, y: int) -> bool:
         """An operation of ``x`` and one of ``y`` read one value (only in a graph built with ``join``)."""

@@ -16,81 +16,10 @@ equal kernels anywhere share one, in every call that shares the search's kernel 
 from __future__ import annotations
 
 import math
-from functools import cached_property
 
-import sympy
-
-from napkin_cat.cost.exact_arithmetic import value
-from napkin_cat.cost.iocost import numel
-from napkin_cat.errors import NapkinError, RewriteError
+from napkin_cat.errors import RewriteError
 from napkin_cat.search.blocks import bits
-from napkin_cat.search.bounds import moved_whole
-from napkin_cat.search.curves import Curve
-from napkin_cat.search.variants import split_variants, variants
-
-# ---------------------------------------------------------------------- blocks and their costs
-class Choice:
-    """A block's partitions and cost curves (built on first use), and its compulsory transfers: the arrays every
-    partition of it moves whole, read or written once (:func:`~napkin_cat.search.bounds.moved_whole` at the
-    search's ``density``: its inputs and outputs, or only its outputs where a mask may skip trips).  So
-    :attr:`compulsory` is at most the H of every partition of the block, at every memory: the search's prune
-    (:func:`shortest_splits`, :func:`best_join`) may skip on it.
-
-    A value of its kernel and level: what it builds on first use is built whole and then kept (a thread that
-    finds a part either finds it complete or builds its own), so a Choice may be shared between threads."""
-
-    def __init__(self, function, level, density=1):
-        self.function, self.level, self.density = function, level, density
-        self._certain = moved_whole(function, density)
-        self._options = None
-        self._split = None
-        self._at = {}
-
-    @cached_property
-    def compulsory(self):
-        """The compulsory transfers, symbolic: the numbers of values of the arrays read and written once."""
-        return sum((numel(a) for a in self._certain), sympy.Integer(0))
-
-    def compulsory_at(self, sizes):
-        """The compulsory transfers at ``sizes`` (a :class:`~napkin_cat.syntax.sizes.Sizes`), exact; kept per
-        sizes (the search asks once per edge into the block).  Summed array by array in exact arithmetic, each
-        the product of its axes' sizes (:attr:`compulsory` at ``sizes``, without building it; a size missing:
-        :attr:`compulsory`'s error, naming every one).
-
-        >>> import napkin_cat as nc
-        >>> ch = Choice(nc.library.attention(), 1)
-        >>> sizes = nc.Sizes({"q": 64, "x": 32, "d": 16})
-        >>> ch.compulsory_at(sizes), value(ch.compulsory, sizes.env)
-        (3072, 3072)
-        """
-        found = self._at.get(sizes)
-        if found is None:
-            env = sizes.env
-            try:
-                found = sum(math.prod(value(ax.size, env) for ax in a.axes) for a in self._certain)
-            except NapkinError:
-                found = value(self.compulsory, env)
-            self._at[sizes] = found
-        return found
-
-    @property
-    def split_options(self) -> list:
-        """The partitions with a split stream (built on first use): costed only under a requirement."""
-        if self._split is None:
-            self._split = [(v, Curve(v, self.level, role="split", density=self.density))
-                           for v in split_variants(self.function, self.level)]
-        return self._split
-
-    @property
-    def options(self) -> list:
-        """The partitions (:func:`~napkin_cat.search.variants.variants`) and their curves, each curve with the
-        role of the rule that builds it (built on first use)."""
-        if self._options is None:
-            self._options = [(v, Curve(v, self.level, role="nest" if v.inner else "sweep" if v.sliced
-                                       else "stream", sliced=v.sliced, density=self.density))
-                             for v in variants(self.function, self.level)]
-        return self._options
-
+from napkin_cat.search.choice import Block, Choice, counted  # noqa: F401  (Choice, counted: read from here too)
 
 def playable(roles):
     """Whether a partition's curve is one the rule book can build (a sweep needs a rule playing ``sweep``, a
@@ -141,9 +70,12 @@ class Space:
         after = {0: 0}   # an extension's successors, grown with it: after[e | u] = after[e] | the succs of step u
         near_steps = {}  # a mask of operations -> the steps holding them, in the order the set of them iterates
         connected = {}   # an extension -> whether data flow connects it (graph.connected)
+        linking = {}     # an extension data flow does not connect -> whether a value read links it (graph.linked)
         while frontier:
             size += 1
             grown, layer, siblings = {}, [], []
+            more = set(keys)    # the distinct kernels with this size's blocks: past the budget, the size is dropped
+            over = False
             for d, exts in frontier.items():
                 out = set()
                 for e in exts:
@@ -167,13 +99,21 @@ class Space:
                         flows = connected.get(e)
                         if flows is None:   # (asked under every down-set the extension grows from)
                             flows = connected[e] = graph.connected(e)
+                            if flows:
+                                more.add(graph.key(e))
                         if flows:
                             layer.append((d, d | e, e))
-                        elif joining and graph.linked(e):
-                            siblings.append((d, d | e, e))
+                        elif joining:
+                            links = linking.get(e)
+                            if links is None:
+                                links = linking[e] = graph.linked(e)
+                            if links:
+                                siblings.append((d, d | e, e))
+                    if len(more) > budget and size > 1:
+                        over = True    # (the rest of the size is not grown: it would be dropped whole)
+                        break
             if layer:
-                more = keys | {graph.key(e) for _, _, e in layer}
-                if len(more) > budget:
+                if over or len(more) > budget:
                     self.cap, self.exact = max(1, size - 1), False
                     if size == 1:
                         edges += layer
@@ -193,7 +133,7 @@ class Space:
         if not any(e[2] == full for e in edges) and (graph.linked(full) if self.exact else graph.connected(full)):
             edges.append((0, full, full))
         self.into = {b: [] for b in self.downs}
-        for a, b, block in sorted(edges, key=lambda e: (-bin(e[0]).count("1"), rank[e[0]])):
+        for a, b, block in sorted(edges, key=lambda e: (-e[0].bit_count(), rank[e[0]])):
             self.into[b].append((a, block))
 
     def _ready(self, done: int) -> int:
@@ -247,19 +187,19 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
     inf = (math.inf, math.inf)
     tie = tie or (lambda curve, k: 0)
     dist, back = {0: [(0, 0, 0)] * n}, {0: [None] * n}
-    choices = {}
+    choices, tables, least = {}, {}, {0: 0}   # least[a]: the least H into a at any point (None: none reached)
     for b in space.downs[1:]:
         dist[b], back[b] = [inf] * n, [None] * n
         order, first = [], [None] * n    # first[k]: the (edge, option) rank of the best candidate found into b
         for e, (a, block) in enumerate(space.into[b]):
-            da = dist[a]
-            if all(x == inf for x in da):
+            low = least[a]
+            if low is None:
                 continue
             found = choices.get(block)
-            if found is None:    # a block ends edges from many down-sets: its Choice and bound read once
-                ch = search.choice(graph, block)
+            if found is None:    # a block ends edges from many down-sets: its bound read once, its Choice where costed
+                ch = Block(search, graph, block)
                 found = choices[block] = (ch, lower(ch))
-            order.append((min(x[0] for x in da if x != inf) + found[1], e, a, block))
+            order.append((low + found[1], e, a, block))
         order.sort()     # best first: the least bound first, so the best found bites early (the answer is the same)
         for _, e, a, block in order:
             da = dist[a]
@@ -267,8 +207,12 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
             if all(da[k] == inf or (da[k][0] + lb, da[k][1] + 1) > dist[b][k][:2] for k in range(n)):
                 continue    # (H, kernels) at its bound cannot beat the best path anywhere: a tie it could win is kept
             live = [k for k in range(n) if da[k] != inf]
-            for o, (v, curve) in enumerate(options(ch)):
-                hs, ts = rows(curve) if rows is not None else (None, None)
+            table = tables.get(block)
+            if table is None:   # the block's partitions and their rows, read once for every edge into it
+                table = tables[block] = [[v, curve, *(rows(curve) if rows is not None else (None, None))]
+                                         for v, curve in options(ch)]
+            for o, entry in enumerate(table):
+                v, curve, hs, ts = entry
                 for k in live:
                     h = evaluate(curve, k) if hs is None else hs[k]
                     if h is None:
@@ -277,11 +221,13 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
                         t = tie(curve, k)
                     else:
                         if callable(ts):       # the tie row, read once the curve fits at a point reached
-                            ts = ts()
+                            ts = entry[3] = ts()
                         t = ts[k]
                     cand = (da[k][0] + h, da[k][1] + 1, da[k][2] + t)
                     if cand < dist[b][k] or (cand == dist[b][k] and (e, o) < first[k]):   # of equal, the first
                         dist[b][k], back[b][k], first[k] = cand, (a, block, v, curve), (e, o)   # in the edges' order
+        reached = [x[0] for x in dist[b] if x != inf]
+        least[b] = min(reached) if reached else None
     out = []
     for k in range(n):
         if dist[space.full][k] == inf:
@@ -375,7 +321,7 @@ def best_join(graph, search, pairs, evaluate, k, lower=None, admissible=lambda t
     """
     order = range(len(pairs))
     if lower is not None:
-        bound = [both - lower(search.choice(graph, x | y)) for x, y, both, _ in pairs]
+        bound = [both - lower(Block(search, graph, x | y)) for x, y, both, _ in pairs]
         order = sorted(order, key=lambda n: (-bound[n], n))   # (bound, -n) decreasing: what the best is compared on
     best = None   # (saved, n, tag, merged)
     for n in order:

@@ -118,6 +118,15 @@ def _recomputed_throughout(form, rule, statistics, carried, cap: int = 24):
     return g
 
 
+def _read(form, read: dict):
+    """``to_netlist(form.diagram)``, read once per form (``read``: the call's, by the form's id; its forms live
+    through the call)."""
+    found = read.get(id(form))
+    if found is None:
+        found = read[id(form)] = to_netlist(form.diagram)
+    return found
+
+
 def recomputed_forms(forms, book, depth: int = 2, limit: int = 6) -> list:
     """What the rule playing ``recompute`` makes of the prepared forms: a consumer's own copy of a value read in
     several places (breadth first, up to ``depth`` recomputations of a form and ``limit`` forms in all,
@@ -138,21 +147,23 @@ def recomputed_forms(forms, book, depth: int = 2, limit: int = 6) -> list:
     if full is not None:
         out.append(full)
     queue = [(f, 0) for f in forms]
+    read = {}   # id(form) -> the netlist read off its diagram (as isomorphic reads it), once per form
     while queue and len(out) < limit:
         f, k = queue.pop(0)
         if k >= depth:
             continue
-        net = to_netlist(f.diagram)
+        net = _read(f, read)
         for m in rule.matches(net):
             if any(set(m.node("f").cod[0].names) <= c for c in carried) or not _computes(m):
                 continue
             after = rule.fill(m)
-            new = after.diagram
-            if any(isomorphic(new, g.diagram) for g in (*forms, *out)):
+            new = to_netlist(after.diagram)    # (isomorphic(d, e) reads to_netlist(d) and to_netlist(e))
+            if any(isomorphic(new, _read(g, read)) for g in (*forms, *out)):
                 continue
             step = Step.of(rule, m, net, after)
             g = type(f)(new, f.steps + (step,), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join,
-                        once=f.once)
+                        once=f.once)   # (made from the netlist read off ``after.diagram``: its diagram is that one)
+            read[id(g)] = new
             g.recomputed = f.recomputed + len(g.graph) - len(f.graph)
             out.append(g)
             queue.append((g, k + 1))
