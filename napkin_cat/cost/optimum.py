@@ -35,7 +35,7 @@ from napkin_cat.cost.exact import exact_optimum
 from napkin_cat.cost.growth import growth, total_degree
 from napkin_cat.cost.lagrange import kept, kkt_points, tidy
 from napkin_cat.cost.memory import LARGEST_MEMORY, memory_limit  # noqa: F401  (nc.optimal's memory, read here)
-from napkin_cat.cost.optimum_record import Optimum, is_monomial, power_terms  # noqa: F401  (the record, read here)
+from napkin_cat.cost.optimum_record import Deferred, Optimum, is_monomial, power_terms  # noqa: F401  (the record, read here)
 from napkin_cat.cost.sized_optimum import counted, integer_optimum, optima  # noqa: F401  (at sizes, read here)
 from napkin_cat.cost.tiling import dominates, TilingProgram, program, tiled_streams
 from napkin_cat.errors import LevelError, NapkinError
@@ -215,9 +215,17 @@ def _symbolic_optimum(prog: TilingProgram, M, exact: bool = True) -> Optimum:
     H, columns, free, ones = prog.restricted()
     at_one = {t: sympy.Integer(1) for t in ones}
     notes = []
-    dominant = _dominant(columns, free) if columns else sympy.Integer(0)
-    leads = _paper_memory(prog, columns, free, at_one) or [_leading(dominant, free)]
-    lead = leads[0] if len(leads) == 1 else tuple(leads)
+
+    def dominant():
+        return _dominant(columns, free) if columns else sympy.Integer(0)
+
+    def memory_model():
+        """The memory each KKT point binds: the paper's model where it relaxes the exact one, else the dominant
+        column's leading terms; one of them as the record's ``constraint``, several as a tuple."""
+        leads = _paper_memory(prog, columns, free, at_one) or [_leading(dominant(), free)]
+        return leads, leads[0] if len(leads) == 1 else tuple(leads)
+    # with no tile left nothing is solved: the memory model is only the record's constraint, made when read
+    leads, lead = memory_model() if free else (None, Deferred(lambda: memory_model()[1]))
     Hform, sizes, terms = None, {}, None
     points = kkt_points(H, leads, list(free), M) if free else [{}]
     if points:
@@ -235,6 +243,6 @@ def _symbolic_optimum(prog: TilingProgram, M, exact: bool = True) -> Optimum:
     sizes.update({s: v for s, v in prog.fixed})
     if not exact:
         return Optimum(Hform, sizes, terms, M, None, None, lead, None, notes, None)
-    exact = exact_optimum(prog, M, dominant=dominant)
+    exact = exact_optimum(prog, M, dominant=dominant())
     notes += exact.notes
     return Optimum(Hform, sizes, terms, M, exact.H, exact.sizes, lead, exact.constraint, notes, exact)

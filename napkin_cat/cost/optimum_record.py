@@ -41,6 +41,39 @@ class _PowerTerms:
         obj.__dict__[self.slot] = None if isinstance(value, _PowerTerms) else value   # the default: none
 
 
+class Deferred:
+    """A field's value worked out when first read (``make()``, called once): :attr:`Optimum.constraint` of a large-M
+    form, which nothing on the search's path reads.
+
+    >>> o = Optimum(None, {}, constraint=Deferred(lambda: 7))
+    >>> o.__dict__["_constraint"].__class__.__name__, o.constraint, o.__dict__["_constraint"]
+    ('Deferred', 7, 7)
+    """
+
+    __slots__ = ("make",)
+
+    def __init__(self, make):
+        self.make = make
+
+
+class _Deferrable:
+    """A dataclass field whose value may be given as a :class:`Deferred`: made on the first read, then kept."""
+
+    def __set_name__(self, owner, name):
+        self.slot = "_" + name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return None                    # the field's default
+        value = obj.__dict__.get(self.slot)
+        if isinstance(value, Deferred):
+            value = obj.__dict__[self.slot] = value.make()
+        return value
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.slot] = None if isinstance(value, _Deferrable) else value
+
+
 @dataclass
 class Optimum:
     """``H`` (large-M form), ``sizes``, ``terms`` [(α_t, β_t)], and the exact optimum (``exact``).
@@ -54,7 +87,7 @@ class Optimum:
     memory: sympy.Expr | None = None
     exact_H: sympy.Expr | None = None
     exact_sizes: dict | None = None
-    constraint: sympy.Expr | None = None
+    constraint: sympy.Expr | None = field(default=_Deferrable())
     exact_constraint: sympy.Expr | None = None
     notes: list = field(default_factory=list)
     exact: ExactOptimum | None = None

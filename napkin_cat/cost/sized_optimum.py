@@ -152,6 +152,31 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = 
     >>> [o.H if o else None for o in optima(nc.cost(mm), [2, 1024], sizes={"a": 64, "b": 64, "c": 64})]
     [None, 28672]
     """
+    made, note = _answers(c, memories, level, sizes, streams, tiles, caps, count)
+    return [None if m is None else Optimum(m[0], dict(m[2]), [(m[0], sympy.Integer(0))], M, m[0], dict(m[1]), None,
+                                           None, [note]) for M, m in made]
+
+
+@counts_kept()
+def optimum_values(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = "divisors", caps=(),
+                   count: bool = True) -> list:
+    """:func:`optima`'s answers as plain values, without an :class:`Optimum` per memory: per memory ``None`` where
+    no tiling fits, else ``(H, tiles)``, ``H`` a :class:`~fractions.Fraction` and ``tiles`` a dict of the tiles and
+    fixed streams (symbols → sympy integers: ``optima(…)[i].sizes``), the same answer as :func:`optima`'s
+    ``(o.H, o.sizes)`` (one search, each distinct answer's sympy numbers made once; each memory its own dict).
+
+    >>> import napkin_cat as nc
+    >>> mm = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
+    >>> optimum_values(nc.cost(mm), [2, 1024], sizes={"a": 64, "b": 64, "c": 64})
+    [None, (Fraction(28672, 1), {g_a: 32, g_c: 16, s_b: 1})]
+    """
+    made, _ = _answers(c, memories, level, sizes, streams, tiles, caps, count, plain=True)
+    return [None if m is None else (m[0], dict(m[2])) for _, m in made]
+
+
+def _answers(c, memories, level, sizes, streams, tiles, caps, count, plain=False):
+    """``([(M, answer or None)], note)``: the integer search of :func:`optima` at each memory, each distinct answer
+    ``(H, tiles, tiles and fixed streams)`` made once (H a sympy number, or a Fraction where ``plain``)."""
     level = as_level(level, least=1, what="the level of the optimum")
     if level not in c.H:
         raise LevelError(f"the algorithm moves nothing at level {level}; levels with transfers: {sorted(c.H)}")
@@ -190,16 +215,15 @@ def optima(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles: str = 
     out = []
     for M, f in zip(Ms, found):
         if f is None:
-            out.append(None)
+            out.append((M, None))
             continue
         if f not in made:
             h, combo = f
-            h = sympy.Rational(h.numerator, h.denominator)
+            h = h if plain else sympy.Rational(h.numerator, h.denominator)
             exact_sizes = {t: sympy.Integer(g) for t, g in zip(prog.tiles, combo)}
             made[f] = h, exact_sizes, {**exact_sizes, **dict(prog.fixed)}
-        h, exact_sizes, sub = made[f]
-        out.append(Optimum(h, dict(sub), [(h, sympy.Integer(0))], M, h, dict(exact_sizes), None, None, [note]))
-    return out
+        out.append((M, made[f]))
+    return out, note
 
 
 def integer_optimum(prog: TilingProgram, M, level, sizes, legal=(), exact=None) -> Optimum:

@@ -13,8 +13,14 @@ sizes, found first, and its closed form, solved on first read.
   value by bracketing ``t(M) − n`` at the reference sizes over memories ``2^-64 … 2^256`` (one sign change of a
   monotone difference: one positive root, which is where ``t`` meets ``n``); the closed form is sympy's root of
   ``t = n`` that takes that value there (:func:`solved_root`), solved only when read.  Where the difference is
-  not monotone on the grid, changes sign more than once, or never, sympy's roots are solved at once and the first
+  not monotone on the grid, or changes sign more than once, sympy's roots are solved at once and the first
   positive root at which ``t`` meets ``n`` is taken, as they always were.
+* **a monotone tile with no crossing in the scanned range never reaches its axis** (:func:`no_crossing`):
+  ``t(M) − n`` real, finite, monotone and of one strict sign at every memory ``2^-64 … 2^256`` at the reference
+  sizes has no root at any memory the scan covers, so no breakpoint is returned and sympy is not asked (what it
+  answered there: no positive root, as for a tile that tends to its axis from below, or one past its axis from
+  the first memory on; a root beyond the scan, below ``2^-64`` or above ``2^256`` values, is no memory a model
+  holds).
 
 >>> import napkin_cat as nc
 >>> M, d, e = nc.symbol("M"), nc.symbol("d"), nc.symbol("e")
@@ -80,6 +86,8 @@ def _reaching(t, n, M, pairs: tuple):
             (alpha, beta), c = growing[0], sum((a for a, b in terms if b == 0), sympy.Integer(0))
             return _first_meeting([((n - c) / alpha) ** (1 / -beta)], t, n, M, ref)
     at = bracketed(t, n, M, pairs)
+    if at is None and no_crossing(t, n, M, pairs):
+        return None
     if at is None:
         return _first_meeting(_solved(t, n, M), t, n, M, ref)
     return Breakpoint(at, solve=lambda: solved_root(t, n, M, ref, at))
@@ -137,21 +145,15 @@ def _solved(t, n, M) -> tuple:
 
 
 @functools.lru_cache(maxsize=1024)
-def bracketed(t, n, M, ref: tuple):
-    """The one ``M > 0`` where ``t(M) = n`` at the reference sizes ``ref`` (sorted ``(symbol, number)`` pairs), to
-    the float's precision, or None where the difference is not real and monotone over :data:`SCAN` with exactly
-    one sign change (a pure function of its key: the process's memo, bounded).
-
-    >>> import napkin_cat as nc
-    >>> M, n = nc.symbol("M"), nc.symbol("n")
-    >>> bracketed(sympy.sqrt(M + n) - 1, n, M, ((n, 3),)), bracketed(1 / (M + 1), n, M, ((n, 3),))
-    (13.0, None)
-    """
+def _scanned(t, n, M, ref: tuple):
+    """``(f, ys)``: ``t(M) − n`` at the reference sizes ``ref`` as a float function of ``M``, and its values at the
+    memories of :data:`SCAN`; ``(None, None)`` where it cannot be evaluated as real floats (a pure function of its
+    key: the process's memo, bounded)."""
     env = {k: sympy.sympify(v) for k, v in ref}
     try:
         f = sympy.lambdify(M, sympy.sympify(t).xreplace(env) - sympy.sympify(n).xreplace(env), "math")
     except (TypeError, ValueError, SyntaxError):
-        return None
+        return None, None
 
     def at(m: float) -> float:
         try:
@@ -162,9 +164,43 @@ def bracketed(t, n, M, ref: tuple):
 
     ys = [at(2.0 ** k) for k in SCAN]
     if any(math.isnan(y) or math.isinf(y) for y in ys):
-        return None
-    rising = all(a <= b for a, b in zip(ys, ys[1:]))
-    if not (rising or all(a >= b for a, b in zip(ys, ys[1:]))):
+        return None, None
+    return at, tuple(ys)
+
+
+def _monotone(ys) -> bool:
+    return all(a <= b for a, b in zip(ys, ys[1:])) or all(a >= b for a, b in zip(ys, ys[1:]))
+
+
+def no_crossing(t, n, M, ref: tuple) -> bool:
+    """Whether ``t(M) − n`` is real, finite, monotone and of one strict sign at every memory of :data:`SCAN` at the
+    reference sizes ``ref`` (sorted ``(symbol, number)`` pairs): then the tile ``t`` meets its axis ``n`` at no
+    memory the scan covers (the module's law).
+
+    >>> import napkin_cat as nc
+    >>> M, n, d = nc.symbol("M"), nc.symbol("n"), nc.symbol("d")
+    >>> no_crossing(n * M / (2 * M + 1), n, M, ((n, 3),)), no_crossing(sympy.sqrt(M + d ** 2), n, M, ((d, 5), (n, 3)))
+    (True, True)
+    >>> no_crossing(sympy.sqrt(M), n, M, ((n, 3),)), no_crossing(sympy.sin(M), n, M, ((n, 3),))
+    (False, False)
+    """
+    _, ys = _scanned(t, n, M, ref)
+    return ys is not None and _monotone(ys) and (all(y < 0 for y in ys) or all(y > 0 for y in ys))
+
+
+@functools.lru_cache(maxsize=1024)
+def bracketed(t, n, M, ref: tuple):
+    """The one ``M > 0`` where ``t(M) = n`` at the reference sizes ``ref`` (sorted ``(symbol, number)`` pairs), to
+    the float's precision, or None where the difference is not real and monotone over :data:`SCAN` with exactly
+    one sign change (a pure function of its key: the process's memo, bounded).
+
+    >>> import napkin_cat as nc
+    >>> M, n = nc.symbol("M"), nc.symbol("n")
+    >>> bracketed(sympy.sqrt(M + n) - 1, n, M, ((n, 3),)), bracketed(1 / (M + 1), n, M, ((n, 3),))
+    (13.0, None)
+    """
+    at, ys = _scanned(t, n, M, ref)
+    if ys is None or not _monotone(ys):
         return None
     zeros = [k for k, y in zip(SCAN, ys) if y == 0]
     if zeros:

@@ -26,7 +26,8 @@ import sympy
 from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.cost.iocost import cost
 from napkin_cat.cost.maxima import column_max
-from napkin_cat.cost.optimum import optima, optimal
+from napkin_cat.cost.optimum import optimal
+from napkin_cat.cost.sized_optimum import optimum_values
 from napkin_cat.cost.polynomial import POLYNOMIAL, SYMPY, sympified
 from napkin_cat.cost.tiling import tiled_streams, unexpanded
 from napkin_cat.errors import NapkinError, NotPolynomialError
@@ -177,9 +178,9 @@ class Curve:
         if caps:
             key = (skey, tuple(int(m) for m in memories), tiles, tuple(caps), count)   # (sympy: structural equality)
             if key not in self._capped:
-                found = optima(self.search_cost, list(memories), self.level, sizes=sizes, tiles=tiles, caps=caps,
-                               count=count)
-                self._capped[key] = [(None, {}) if o is None else (int(o.H), dict(o.sizes)) for o in found]
+                found = optimum_values(self.search_cost, list(memories), self.level, sizes=sizes, tiles=tiles,
+                                       caps=caps, count=count)
+                self._capped[key] = [(None, {}) if o is None else (int(o[0]), o[1]) for o in found]
             return self._capped[key]
         whole = (skey, tuple(memories), tiles, count)
         found = self._all.get(whole)
@@ -187,8 +188,9 @@ class Curve:
             return found
         todo = [m for m in memories if (skey, int(m), tiles, count) not in self._at]
         if todo and self.grouped:
-            for m, o in zip(todo, optima(self.search_cost, todo, self.level, sizes=sizes, tiles=tiles, count=count)):
-                self._at[(skey, int(m), tiles, count)] = (None, {}) if o is None else (int(o.H), dict(o.sizes))
+            for m, o in zip(todo, optimum_values(self.search_cost, todo, self.level, sizes=sizes, tiles=tiles,
+                                                 count=count)):
+                self._at[(skey, int(m), tiles, count)] = (None, {}) if o is None else (int(o[0]), o[1])
         found = self._all[whole] = [self.at(sizes, m, tiles, count) for m in memories]
         return found
 
@@ -197,8 +199,8 @@ class Curve:
             if self.smallest(sizes) > memory:
                 return None, {}
             return int(value(self.H, {**self._fixed(), **_env(sizes)})), {s: sympy.Integer(1) for s in self.streams}
-        (o,) = optima(self.search_cost, [memory], self.level, sizes=sizes, tiles=tiles, count=count)
-        return (None, {}) if o is None else (int(o.H), dict(o.sizes))
+        (o,) = optimum_values(self.search_cost, [memory], self.level, sizes=sizes, tiles=tiles, count=count)
+        return (None, {}) if o is None else (int(o[0]), o[1])
 
     def symbolic(self, M):
         """The large-M form of ``H*`` (a sum of powers of ``M``), or ``H`` itself for a kernel without tiles."""

@@ -114,14 +114,14 @@ def test_a_block_many_memories_answer_as_each_alone():
 
 
 def test_a_curve_is_searched_once_for_all_memories(monkeypatch):
-    """Counted: over a list of memories each grouped curve's integer search runs once (``optima`` over the list),
-    whatever the number of memories."""
+    """Counted: over a list of memories each grouped curve's integer search runs once (``optimum_values`` over the
+    list), whatever the number of memories."""
     calls, passes = [], []
-    optima, at_all = curves.optima, curves.Curve.at_all
+    values, at_all = curves.optimum_values, curves.Curve.at_all
 
-    def counting_optima(c, memories, *args, **kwargs):
+    def counting_values(c, memories, *args, **kwargs):
         calls.append(len(memories))
-        return optima(c, memories, *args, **kwargs)
+        return values(c, memories, *args, **kwargs)
 
     def counting_at_all(self, sizes, memories, *args, **kwargs):
         if self.grouped and (id(self), tuple(memories)) not in seen:
@@ -129,7 +129,7 @@ def test_a_curve_is_searched_once_for_all_memories(monkeypatch):
             passes.append(self)
         return at_all(self, sizes, memories, *args, **kwargs)
     seen: set = set()
-    monkeypatch.setattr(curves, "optima", counting_optima)
+    monkeypatch.setattr(curves, "optimum_values", counting_values)
     monkeypatch.setattr(curves.Curve, "at_all", counting_at_all)
     f, sizes, _ = _library("swiglu_mlp")
     nc.derive(f, MEMORIES, sizes=sizes, cache=KernelCache())
