@@ -20,7 +20,11 @@
    terms stay the same; where not, the piece's notes say how far ``H`` jumps there.  A candidate past the memory
    where it stops holding wins only where no other candidate holds.  A form that reaches its axis below its own
    smallest memory never held (the paper's memory model left out what every group holds alike: GQA's whole K and
-   V): the form past it starts where its algorithm runs (:func:`start_whole`).
+   V): the form past it starts where its algorithm runs (:func:`start_whole`).  Likewise a form with a tile already
+   past its axis at its first memory (:func:`past_at`; the transformer block's ``g_n = √(d(M + dn)/n) ≥ d > n`` at
+   every memory, so no crossing to find) describes no algorithm anywhere: it is left out, and its clamped form (the
+   tiles past their axes whole) takes its place from where that algorithm runs, again while the clamped form has
+   such a tile.
 
 The result is ``Piecewise((nan, M < smallest), (H₁, M < b₁), …, (H_k, True))``: ``nan`` where nothing fits.
 """
