@@ -102,7 +102,7 @@ def check_numeric(f, r, sizes):
     env = {nc.symbol(k): v for k, v in sizes.items()}
     H = sympy.sympify(r.H).subs(env)
     floor = compulsory(f, sizes)
-    grid = [2 ** k for k in range(4, 25, 2)]
+    grid = [2 ** k for k in range(4, 25, 4)]
     counted = {g.memory: g.H for g in nc.derive(f, memory=grid, sizes=sizes).regimes}
     for m in grid:
         h = H.subs(M, m)
