@@ -20,7 +20,11 @@
    terms stay the same; where not, the piece's notes say how far ``H`` jumps there.  A candidate past the memory
    where it stops holding wins only where no other candidate holds.  A form that reaches its axis below its own
    smallest memory never held (the paper's memory model left out what every group holds alike: GQA's whole K and
-   V): the form past it starts where its algorithm runs (:func:`start_whole`).
+   V): the form past it starts where its algorithm runs (:func:`start_whole`).  Likewise a form with a tile already
+   past its axis at its first memory (:func:`past_at`; the transformer block's ``g_n = √(d(M + dn)/n) ≥ d > n`` at
+   every memory, so no crossing to find) describes no algorithm anywhere: it is left out, and its clamped form (the
+   tiles past their axes whole) takes its place from where that algorithm runs, again while the clamped form has
+   such a tile.
 
 The result is ``Piecewise((nan, M < smallest), (H₁, M < b₁), …, (H_k, True))``: ``nan`` where nothing fits.
 """
@@ -83,7 +87,7 @@ class Candidate:
             first = sympy.sympify(column_max(made.smallest(sizes), exact=False)).subs(env)
             smallest = Breakpoint(_float(first, ref), first)
         self.start = smallest
-        self.end, self.reaching = _until(made.parts, parts, self.whole, M, env, ref)
+        self.end, self.reaching, self.past = _until(made.parts, parts, self.whole, M, env, ref, smallest)
 
     @property
     def note(self):
@@ -131,13 +135,21 @@ def _parts(made, M, whole, forms: dict):
     return out
 
 
-def _until(curves, parts, whole, M, env, ref):
-    """``(breakpoint, reaching)``: the memory past which a tile of some kernel's program (a group's tile or a stream
-    that is a tile, :func:`~napkin_cat.cost.tiling.program`) would exceed its axis in the large-M form (its form no
-    longer describes an algorithm), the first at the reference sizes ``ref``
+def _until(curves, parts, whole, M, env, ref, start):
+    """``(breakpoint, reaching, past)``: the memory past which a tile of some kernel's program (a group's tile or a
+    stream that is a tile, :func:`~napkin_cat.cost.tiling.program`) would exceed its axis in the large-M form (its
+    form no longer describes an algorithm), the first at the reference sizes ``ref``
     (:func:`~napkin_cat.search.breakpoints.reaching`), or None; ``reaching``: per kernel, the tiles (the block's
     names) that reach their axes there.  ``curves``: per kernel its block's curve and the renaming of its tiles to
-    the kernel's (``made.parts``)."""
+    the kernel's (``made.parts``).
+
+    ``past``: whether some tile is already past its axis at the form's first memory ``start`` (a
+    :class:`~napkin_cat.search.breakpoints.Breakpoint`) at the reference sizes: the form describes no algorithm at
+    any memory (``g_n = √(d(M + dn)/n) ≥ d > n`` for every ``M``; no crossing to find), so it stops holding at
+    ``start`` itself and those tiles (every one past its axis there) are the ones set whole (:func:`past_at`)."""
+    over = past_at(curves, parts, whole, M, env, ref, start.at)
+    if any(over):
+        return start, over, True
     found = []    # (breakpoint, kernel, tile)
     for k, ((curve, names), (_, tiles), fixed) in enumerate(zip(curves, parts, whole)):
         if not curve.grouped:
@@ -155,7 +167,7 @@ def _until(curves, parts, whole, M, env, ref):
             if b is not None:
                 found.append((b, k, tile))
     if not found:
-        return None, None
+        return None, None, False
     first = min(b.at for b, *_ in found)
     reaching_ = [() for _ in curves]
     root = None
@@ -163,7 +175,31 @@ def _until(curves, parts, whole, M, env, ref):
         if b.at <= first * (1 + 1e-9):
             reaching_[k] += (tile,)
             root = b if root is None else root
-    return root, reaching_
+    return root, reaching_, False
+
+
+def past_at(curves, parts, whole, M, env, ref, at: float) -> list:
+    """Per kernel, the tiles of its program (the block's names; not yet in ``whole``) whose large-M form exceeds
+    the tile's axis at ``M = at`` at the reference sizes ``ref``: the law ``t(at) ≤ n`` is what a tile of an
+    algorithm keeps (``tests/search/test_symbolic_past_axis.py``)."""
+    over = [() for _ in curves]
+    for k, ((curve, names), (_, tiles), fixed) in enumerate(zip(curves, parts, whole)):
+        if not curve.grouped:
+            continue
+        prog = program(curve.cost, curve.level)
+        done = {str(w) for w in fixed}
+        for tile, full in zip(prog.tiles, prog.fulls):
+            if str(tile) in done or full == sympy.oo:
+                continue
+            t = sympy.sympify(tiles.get(names.get(tile, tile), 1)).subs(env)
+            n = (sympy.sympify(full).xreplace(names) if names else sympy.sympify(full)).subs(env)
+            try:
+                tv, nv = complex(t.subs(ref).subs(M, at)), complex(n.subs(ref))
+            except (TypeError, ValueError):
+                continue
+            if abs(tv.imag) <= 1e-9 * abs(tv) and abs(nv.imag) <= 1e-9 * abs(nv) and tv.real > nv.real * (1 + 1e-9):
+                over[k] += (tile,)
+    return over
 
 
 def clamped_candidates(cand, M, sizes, env, ref, forms=None):
@@ -180,14 +216,25 @@ def clamped_candidates(cand, M, sizes, env, ref, forms=None):
         nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, forms=forms)
         after = nxt.H.subs(ref).subs(M, at)
         at = max(at, start.at)
-        if abs(float(after - before)) > 1e-9 * max(1.0, abs(float(before))):
+        if c.past:
+            nxt.note = _whole_from_start(c.reaching)
+        elif abs(float(after - before)) > 1e-9 * max(1.0, abs(float(before))):
             nxt.note = functools.partial(_jump, float(before), float(after), start, c.reaching)
         while nxt.end is not None and nxt.end.at <= at * (1 + 1e-12):
             whole = [tuple(f) + tuple(r) for f, r in zip(nxt.whole, nxt.reaching)]
+            if nxt.past:        # a tile past its axis where it starts: whole from there, where that algorithm runs
+                start = start_whole(nxt, whole, sizes, env, ref)
+                at = max(at, start.at)
             nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, note=nxt._note, forms=forms)
         out.append(nxt)
         c = nxt
     return out
+
+
+def _whole_from_start(reaching) -> str:
+    """The note of a form whose tiles are set whole from its first memory on (:func:`past_at`)."""
+    return (f"{', '.join(str(t) for r in reaching for t in r)} whole from the first memory on: the large-M form "
+            f"chooses it past its axis at every memory from there (at the reference sizes)")
 
 
 def _jump(before: float, after: float, start, reaching) -> str:
@@ -211,7 +258,7 @@ def start_whole(c, whole, sizes, env, ref):
     Where ``c`` ran up to ``c.until``, its next form starts there (the two agree on ``H`` there; what the clamped
     algorithm needs beyond it is the large-M form's lower-order memory terms, as everywhere in this mode).
     """
-    if c.start.at <= c.end.at:
+    if c.start.at <= c.end.at and not c.past:
         return c.end
     least = []
     for (curve, _), fixed, first in zip(c.made.parts, whole, c.made.smallest(sizes)):
@@ -360,7 +407,8 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
             try:
                 with remembered(search.closed):    # steps alike across the candidates' programs worked out once
                     cand = Candidate(made, M, sizes or {}, env, ref_env)
-                    cands += [cand] + clamped_candidates(cand, M, sizes or {}, env, ref_env, forms)
+                    cands += [c for c in [cand] + clamped_candidates(cand, M, sizes or {}, env, ref_env, forms)
+                              if not c.past]       # (a form past an axis from its first memory: no algorithm)
             except NapkinError:     # a winner at some reference memory with no closed large-M form (a masked
                 continue            # kernel's trips can grow with its tile): the envelope is made of the others
     if not cands:
