@@ -151,18 +151,8 @@ def _until(curves, parts, whole, M, env, ref, start):
     if any(over):
         return start, over, True
     found = []    # (breakpoint, kernel, tile)
-    for k, ((curve, names), (_, tiles), fixed) in enumerate(zip(curves, parts, whole)):
-        if not curve.grouped:
-            continue
-        prog = program(curve.cost, curve.level)
-        done = {str(w) for w in fixed}
-        for tile, full in zip(prog.tiles, prog.fulls):
-            if str(tile) in done or full == sympy.oo:
-                continue
-            t = sympy.sympify(tiles.get(names.get(tile, tile), 1)).subs(env)
-            if not t.has(M):
-                continue
-            n = (sympy.sympify(full).xreplace(names) if names else sympy.sympify(full)).subs(env)
+    for k, tile, t, n in open_tiles(curves, parts, whole, env):
+        if t.has(M):
             b = reaching(t, n, M, ref)
             if b is not None:
                 found.append((b, k, tile))
@@ -183,6 +173,21 @@ def past_at(curves, parts, whole, M, env, ref, at: float) -> list:
     the tile's axis at ``M = at`` at the reference sizes ``ref``: the law ``t(at) ≤ n`` is what a tile of an
     algorithm keeps (``tests/search/test_symbolic_past_axis.py``)."""
     over = [() for _ in curves]
+    for k, tile, t, n in open_tiles(curves, parts, whole, env):
+        try:
+            tv, nv = complex(t.subs(ref).subs(M, at)), complex(n.subs(ref))
+        except (TypeError, ValueError):
+            continue
+        if abs(tv.imag) <= 1e-9 * abs(tv) and abs(nv.imag) <= 1e-9 * abs(nv) and tv.real > nv.real * (1 + 1e-9):
+            over[k] += (tile,)
+    return over
+
+
+def open_tiles(curves, parts, whole, env):
+    """Each tile still free in a grouped kernel's program (not in ``whole``, with a finite axis) as
+    ``(kernel, tile, t, n)``: the tile (the block's name), its large-M form ``t`` and its axis ``n`` in the sizes,
+    the block's names read as the kernel's (``curves``: ``made.parts``; ``parts``: per kernel ``(H, tiles)``) — the
+    one walk :func:`_until` (where a tile reaches its axis) and :func:`past_at` (a tile already past it) share."""
     for k, ((curve, names), (_, tiles), fixed) in enumerate(zip(curves, parts, whole)):
         if not curve.grouped:
             continue
@@ -192,14 +197,7 @@ def past_at(curves, parts, whole, M, env, ref, at: float) -> list:
             if str(tile) in done or full == sympy.oo:
                 continue
             t = sympy.sympify(tiles.get(names.get(tile, tile), 1)).subs(env)
-            n = (sympy.sympify(full).xreplace(names) if names else sympy.sympify(full)).subs(env)
-            try:
-                tv, nv = complex(t.subs(ref).subs(M, at)), complex(n.subs(ref))
-            except (TypeError, ValueError):
-                continue
-            if abs(tv.imag) <= 1e-9 * abs(tv) and abs(nv.imag) <= 1e-9 * abs(nv) and tv.real > nv.real * (1 + 1e-9):
-                over[k] += (tile,)
-    return over
+            yield k, tile, t, (sympy.sympify(full).xreplace(names) if names else sympy.sympify(full)).subs(env)
 
 
 def clamped_candidates(cand, M, sizes, env, ref, forms=None):
