@@ -75,7 +75,7 @@ def fresh():
     """Clear the optimiser's memo tables (absent in older trees)."""
     for name in ("napkin_cat.cost.optimum", "napkin_cat.cost.sized_optimum", "napkin_cat.cost.tiling"):
         module = sys.modules.get(name)
-        for attr in ("_symbolic_optimum", "_compiled", "compiled", "_program", "_restricted"):
+        for attr in ("symbolic_optimum", "_compiled", "compiled", "_program", "_restricted"):
             cached = getattr(module, attr, None)
             if hasattr(cached, "cache_clear"):
                 cached.cache_clear()

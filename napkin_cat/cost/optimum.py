@@ -56,7 +56,7 @@ def _leading(expr, tiles):
 
 
 @kept
-def _dominant(columns, tiles):
+def dominant_column(columns, tiles):
     """The column that is largest as every tile grows (compare by leading, then next terms)."""
     if len(columns) == 1:
         return columns[0]
@@ -123,7 +123,7 @@ def optimal(c, memory="M", level: int = 1, *, streams=1, sizes: dict | None = No
         return dataclasses.replace(o, sizes=sizes | o.sizes, notes=list(o.notes))
     if candidates is not None:
         raise NapkinError("candidates= restricts the integer search: give sizes= (every axis) and a number for memory")
-    out = copy.copy(_symbolic_optimum(prog, M, bool(exact)))   # memoised: the caller gets its own dicts and lists
+    out = copy.copy(symbolic_optimum(prog, M, bool(exact)))   # memoised: the caller gets its own dicts and lists
     out.sizes, out.notes = dict(out.sizes), list(out.notes)
     out.exact_sizes = dict(out.exact_sizes) if out.exact_sizes is not None else None
     return out
@@ -208,7 +208,7 @@ def _paper_memory(prog: TilingProgram, columns, free, at_one) -> list:
 
 
 @lru_cache(maxsize=256)
-def _symbolic_optimum(prog: TilingProgram, M, exact: bool = True) -> Optimum:
+def symbolic_optimum(prog: TilingProgram, M, exact: bool = True) -> Optimum:
     """The large-M and exact optima of ``prog`` under the memory ``M``: a pure function of the whole key, as
     :func:`~napkin_cat.cost.sized_optimum.compiled` is (the process's memo, bounded; :func:`optimal` hands each
     caller a copy of its dicts)."""
@@ -217,7 +217,7 @@ def _symbolic_optimum(prog: TilingProgram, M, exact: bool = True) -> Optimum:
     notes = []
 
     def dominant():
-        return _dominant(columns, free) if columns else sympy.Integer(0)
+        return dominant_column(columns, free) if columns else sympy.Integer(0)
 
     def memory_model():
         """The memory each KKT point binds: the paper's model where it relaxes the exact one, else the dominant

@@ -89,7 +89,7 @@ def _reaching(t, n, M, pairs: tuple):
     if at is None and no_crossing(t, n, M, pairs):
         return None
     if at is None:
-        return _first_meeting(_solved(t, n, M), t, n, M, ref)
+        return _first_meeting(sympy_roots(t, n, M), t, n, M, ref)
     return Breakpoint(at, solve=lambda: solved_root(t, n, M, ref, at))
 
 
@@ -126,7 +126,7 @@ def solved_root(t, n, M, ref, at: float):
     -n + (n + 1)**2
     """
     try:
-        roots = _solved(t, n, M)
+        roots = sympy_roots(t, n, M)
     except (NotImplementedError, ValueError, TypeError):     # beyond sympy's solvers: the number is the answer
         roots = ()
     found = _first_meeting(roots, t, n, M, ref)
@@ -136,7 +136,7 @@ def solved_root(t, n, M, ref, at: float):
 
 
 @functools.lru_cache(maxsize=1024)
-def _solved(t, n, M) -> tuple:
+def sympy_roots(t, n, M) -> tuple:
     """sympy's roots of ``t = n`` in ``M`` (sympy expressions are values: the same equation is met once per kernel
     shape that recurs across candidates).  Unchecked by sympy (``check=False``: its ``checksol`` simplifies every
     root, 30 of 35 s profiled in a gelu MLP's symbolic derive): a root is kept only where it meets the bracketed

@@ -24,13 +24,13 @@ def matmul():
 
 def test_whole_tiles_leave_the_memory_model_until_read(monkeypatch):
     calls = []
-    real = optimum._dominant
+    real = optimum.dominant_column
 
     def counting(columns, tiles):
         calls.append(len(columns))
         return real(columns, tiles)
-    monkeypatch.setattr(optimum, "_dominant", counting)
-    optimum._symbolic_optimum.cache_clear()
+    monkeypatch.setattr(optimum, "dominant_column", counting)
+    optimum.symbolic_optimum.cache_clear()
     c = nc.cost(matmul())
     o = nc.optimal(c, memory="M", exact=False, whole=["g_a", "g_c"])
     assert o.H == sympy.expand(o.H) and not o.H.has(nc.symbol("M"))     # every tile whole: a constant
@@ -46,7 +46,7 @@ def test_whole_tiles_leave_the_memory_model_until_read(monkeypatch):
 
 
 def test_a_tile_left_keeps_its_constraint_at_once(monkeypatch):
-    optimum._symbolic_optimum.cache_clear()
+    optimum.symbolic_optimum.cache_clear()
     o = nc.optimal(nc.cost(matmul()), memory="M", exact=False)
     assert "_constraint" in o.__dict__ and not isinstance(o.__dict__["_constraint"], optimum.Deferred)
     assert o.constraint.has(nc.symbol("g_a")) and o.constraint.has(nc.symbol("g_c"))

@@ -47,12 +47,12 @@ def met_in_scan(t, ref) -> list:
 
 def test_the_law_agrees_with_sympy_and_skips_its_solver(monkeypatch):
     solved = []
-    real = breakpoints._solved
+    real = breakpoints.sympy_roots
 
     def counting(t, axis, memory):
         solved.append(t)
         return real.__wrapped__(t, axis, memory)
-    monkeypatch.setattr(breakpoints, "_solved", counting)
+    monkeypatch.setattr(breakpoints, "sympy_roots", counting)
     rng = random.Random(35)
     skipped = crossed = 0
     for _ in range(3):
