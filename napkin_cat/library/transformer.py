@@ -5,11 +5,12 @@
 """
 from __future__ import annotations
 
+from napkin_cat.errors import ArgumentError
 from napkin_cat.library.attention import multi_head_attention
 from napkin_cat.library.dense import mlp
 from napkin_cat.library.norms import layer_norm
 from napkin_cat.library.sizing import Sized, given_sizes
-from napkin_cat.syntax.adapter import Diagram
+from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.relabel import rename_axis
@@ -42,3 +43,25 @@ def transformer_block(n=None, e=None, h=None, d=None, f=None, *, activation: str
     m = mlp(**given_sizes(n=n, i=e, f=f, o=e), activation=activation)
     m = rename_axis(rename_axis(m, "i", "e", Axis("e", e).size), "o", "e", Axis("e", e).size)
     return b.build(b(k.elementwise("add", "n e"), Y, b(m, x2, W1, b1, W2, b2)))
+
+
+def transformer_stack(blocks: int, n=None, e=None, h=None, d=None, f=None, *, activation: str = "gelu",
+                      eps: float = 1e-5) -> Diagram:
+    """``blocks`` pre-norm transformer blocks in a row (:func:`transformer_block`), each with its own weights.
+
+    ``x_{i+1} = block(x_i, θ_i)``.  Inputs, in order: X: n×e, then block 0's twelve weights, block 1's, … (as
+    :func:`transformer_block` orders them).
+
+    >>> len(transformer_stack(3).dom) == 1 + 3 * (len(transformer_block().dom) - 1)
+    True
+    """
+    if not isinstance(blocks, int) or isinstance(blocks, bool) or blocks < 1:
+        raise ArgumentError(f"transformer_stack: blocks must be a positive int (a count of blocks), got {blocks!r}")
+    tb = transformer_block(n, e, h, d, f, activation=activation, eps=eps)
+    ins = list(tb.dom.inside)
+    per = len(ins) - 1
+    b = Builder(Ty(ins[0], *ins[1:] * blocks))
+    x, w = b.inputs[0], b.inputs[1:]
+    for i in range(blocks):
+        x = b(tb, x, *w[per * i:per * (i + 1)])
+    return b.build(x)

@@ -51,13 +51,7 @@ def random_program(seed: int) -> nc.Diagram:
 
 
 def stacked_blocks(n_blocks: int) -> nc.Diagram:
-    block = nc.library.transformer_block()
-    ins = list(block.dom.inside)
-    b = nc.Builder(nc.Ty(ins[0], *ins[1:] * n_blocks))
-    x, w = b.inputs[0], b.inputs[1:]
-    for i in range(n_blocks):
-        x = b(block, x, *w[12 * i:12 * (i + 1)])
-    return b.build(x)
+    return nc.library.transformer_stack(n_blocks)
 
 
 def _both(diagram, arithmetic, monkeypatch):

@@ -206,6 +206,26 @@ def test_transformer_block_matches_numpy(seed, activation, helpers):
     np.testing.assert_allclose(nc.evaluate(concrete, *args), want, rtol=1e-9, atol=1e-10)
 
 
+def test_a_transformer_stack_is_its_blocks_one_after_another(helpers):
+    """Three blocks with their own weights = the numpy block applied three times (the reference above)."""
+    rng = np.random.default_rng(7)
+    n, e, hh, d, f = 4, 6, 2, 3, 5
+
+    def weights():
+        return [1 + 0.1 * rng.normal(size=e), 0.1 * rng.normal(size=e),
+                rng.normal(size=(e, hh, d)), rng.normal(size=(e, hh, d)), rng.normal(size=(e, hh, d)),
+                rng.normal(size=(hh, d, e)), 1 + 0.1 * rng.normal(size=e), 0.1 * rng.normal(size=e),
+                rng.normal(size=(e, f)), rng.normal(size=f), rng.normal(size=(f, e)), rng.normal(size=e)]
+    X, ws = rng.normal(size=(n, e)), [weights() for _ in range(3)]
+    want = X
+    for w in ws:
+        want = transformer_reference(helpers, want, *w, eps=1e-5, act=helpers.gelu_tanh)
+    got = nc.evaluate(library.transformer_stack(3), X, *[a for w in ws for a in w])
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-10)
+    with pytest.raises(nc.errors.ArgumentError, match="blocks must be a positive int"):
+        library.transformer_stack(0)
+
+
 def test_transformer_block_types():
     t = library.transformer_block()
     assert [a.names for a in t.dom.inside] == [

@@ -168,13 +168,7 @@ def test_a_splice_that_grows_its_stretch_keys_it_between_its_neighbours_or_afres
 
 
 def stack(k):
-    tb = nc.library.transformer_block()
-    ins = list(tb.dom.inside)
-    b = nc.Builder(nc.Ty(ins[0], *ins[1:] * k))
-    x, w = b.inputs[0], b.inputs[1:]
-    for i in range(k):
-        x = b(tb, x, *w[12 * i:12 * (i + 1)])
-    return b.build(x)
+    return nc.library.transformer_stack(k)
 
 
 def test_forms_made_from_the_spliced_netlist_are_their_layouts():

@@ -22,13 +22,7 @@ SMALL = {"n": 8, "e": 8, "h": 2, "d": 4, "f": 16}
 
 
 def stack(k):
-    tb = nc.library.transformer_block()
-    ins = list(tb.dom.inside)
-    b = nc.Builder(nc.Ty(ins[0], *ins[1:] * k))
-    x, w = b.inputs[0], b.inputs[1:]
-    for i in range(k):
-        x = b(tb, x, *w[12 * i:12 * (i + 1)])
-    return b.build(x)
+    return nc.library.transformer_stack(k)
 
 
 def swapped():
