@@ -1,6 +1,8 @@
 """What a prediction assumes of the masks from positions in an algorithm: the cost at sizes and the counting runner
 charge a mask's maps only on the trips it does not allow whole (:meth:`napkin_cat.algorithms.skipping.Skip.whole`),
-as the C kernel runs them; the Triton kernel makes such a mask on every trip that runs.
+as the C and Triton kernels run them (the Triton kernel's whole trips in a loop of their own where they are one range
+of the loop's index, else under a per-trip test: ``tests/codegen/test_triton_whole_trips.py`` counts the masks it
+makes against the runner's).
 
 >>> import napkin_cat as nc
 >>> masked_by_positions(nc.stream(nc.library.causal_attention(), "x", "s_x"))
@@ -15,10 +17,11 @@ from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.syntax.flat import layers
 
 #: what a GPU prediction of an algorithm with a mask from positions assumes besides (:func:`density_assumptions`)
-MASK_MADE_ON_EVERY_TRIP = ("a mask from positions is made only on the trips that run and that it does not allow "
-                           "whole, as the plan's counting runner and the C kernel run it; the Triton kernel prints no "
-                           "variant for its whole trips and makes it on every trip that runs, so the general FLOPs "
-                           "are low by the mask's maps on those trips")
+MASK_LEFT_OUT_ON_WHOLE_TRIPS = (
+    "a mask from positions is made only on the trips that run and that it does not allow whole, as the plan's "
+    "counting runner and the Triton kernel run it (the trips it allows whole in a loop of their own, or under a "
+    "per-trip test where the tiles are ragged); on those trips the select that applies it is still charged, which "
+    "the kernel folds away")
 
 
 def masked_by_positions(algorithm) -> bool:
@@ -31,4 +34,4 @@ def masked_by_positions(algorithm) -> bool:
     return False
 
 
-__all__ = ["MASK_MADE_ON_EVERY_TRIP", "masked_by_positions"]
+__all__ = ["MASK_LEFT_OUT_ON_WHOLE_TRIPS", "masked_by_positions"]

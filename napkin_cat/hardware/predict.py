@@ -81,7 +81,7 @@ from napkin_cat.hardware.on_chip import ChipForms, chip_forms
 from napkin_cat.hardware.products import TENSOR, placement, products_of, rate, side
 from napkin_cat.hardware.issuing import ISSUING_THREADS, ROWS_PER_WARPGROUP, issuing_threads, scaling_unit
 from napkin_cat.hardware.lambdas import Lambdas
-from napkin_cat.hardware.masks import MASK_MADE_ON_EVERY_TRIP, masked_by_positions
+from napkin_cat.hardware.masks import MASK_LEFT_OUT_ON_WHOLE_TRIPS, masked_by_positions
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.dtype import as_dtype
@@ -460,9 +460,9 @@ def tiles_over(algorithm, axes, env: dict) -> dict:
 def density_assumptions(algorithm, env: dict, density: dict, block_mask=None, *, printer: str = "triton") -> tuple:
     """The sentences a prediction states of its masks: each density of a mask read from data and its value, or
     the block mask's measured density at the algorithm's tiles; for the Triton kernels (``printer``), where a mask
-    from positions may allow trips whole, :data:`MASK_MADE_ON_EVERY_TRIP`."""
+    from positions may allow trips whole, :data:`MASK_LEFT_OUT_ON_WHOLE_TRIPS`."""
     if printer == "triton" and masked_by_positions(algorithm):
-        return (MASK_MADE_ON_EVERY_TRIP,) + density_assumptions(algorithm, env, density, block_mask, printer="")
+        return (MASK_LEFT_OUT_ON_WHOLE_TRIPS,) + density_assumptions(algorithm, env, density, block_mask, printer="")
     if block_mask is None:
         return tuple(str(Density(s, v)) for s, v in density.items())
     tiles = tiles_over(algorithm, block_mask.axes, env)

@@ -153,6 +153,14 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
     otherwise = "elif {state} == 1:   {comment} some pairs allowed: the mask made and applied"
     end_if = ""
 
+    #: a trip on which a mask from positions is true on every pair, where those trips are not one range of the loop's
+    #: index (:meth:`_print_StreamLoop`; a ragged last tile in the test): the body without the mask under a test
+    if_positions = "if {condition}:   {comment} the mask is true on every pair of this trip: not made, read as true"
+    else_positions = "else:   {comment} some pairs allowed: the mask made and applied"
+
+    def positions_test(self, when) -> str:
+        return self.code(self.tidy(self.nominal(when)))
+
     def block_state(self, table, state: str, depth) -> list[str]:
         """The trip's state: its block table's entry (an ``*i8`` argument; the launcher passes all partial where
         no block mask is given)."""
@@ -382,9 +390,28 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
             out += [self.line(depth, "# head")] + self._lines(s.head, depth)
         bounds = self.trip_range(s) if getattr(s, "skips", False) else None
         first, stop = bounds or ("0", self.code(self.trips(s)))
-        out.append(self.line(depth, f"for {ident(s.index.name)} in range({first}, {stop}):   "
-                                    f"# {self.loop_comment(s)}" + (", the trips the mask reaches" if bounds else "")))
-        out += self._trip(s, depth + 1, tested=bounds is None)
+        reach = ", the trips the mask reaches" if bounds else ""
+        i = ident(s.index.name)
+        whole = None
+        if s.full_trips is not None and self.full_trip is None and s.index not in self.block_tables:
+            whole = self.whole_range(s, first, stop)
+        if whole is None:      # every trip in one loop (each under a test where a mask from positions may be whole)
+            out.append(self.line(depth, f"for {i} in range({first}, {stop}):   # {self.loop_comment(s)}{reach}"))
+            out += self._trip(s, depth + 1, tested=bounds is None)
+        else:                  # the trips the mask allows whole, a range of the index: a loop of their own without it
+            start = first if whole[0] == first else f"nc_whole_{i}"
+            end = stop if whole[1] == stop else f"nc_partial_{i}"
+            out += [self.line(depth, f"{name} = {e}   # the trips on which the mask is true on every pair: "
+                                     f"[{start}, {end})") for name, e in ((start, whole[0]), (end, whole[1]))
+                    if name != e]
+            for lo, hi, full, what in ((first, start, False, "some pairs allowed: the mask made and applied"),
+                                       (start, end, True, "the mask is true on every pair: not made, read as true"),
+                                       (end, stop, False, "some pairs allowed: the mask made and applied")):
+                if lo == hi:
+                    continue
+                out.append(self.line(depth, f"for {i} in range({lo}, {hi}):   # {self.loop_comment(s)}{reach}; "
+                                            f"{what}"))
+                out += self._trip(s, depth + 1, tested=bounds is None, full=s.full_trips if full else False)
         if s.tail:
             out += [self.line(depth, "# tail")] + self._lines(s.tail, depth)
         return out
@@ -393,7 +420,10 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
         return [self.line(depth, f"for {ident(s.index.name)} in range(0, {self.code(self.trips(s))}):   "
                                  f"# {self.loop_comment(s)}, in order")] + self._trip(s, depth + 1)
 
-    def _trip(self, s, depth, tested=True):
+    def _trip(self, s, depth, tested=True, full=None):
+        """A trip of loop ``s``: its extent bound, its skip test where ``tested``; ``full``: the
+        :class:`~napkin_cat.plan.skips.FullTrips` of a loop over whole trips (the body without the mask), False for
+        one over partial trips (as written), None: by the trip's state (:meth:`trip_variants`)."""
         saved = self.extents.get(s.tile)
         bound = self.enter(s)
         lines = [self.line(depth, f"{ident(bound[0].name)} = {self.code(bound[1])}")] if bound else []
@@ -401,8 +431,16 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
             test = self.code(self.tidy(self.nominal(s.when)))
             lines.append(self.line(depth, f"if {test}:   # else the mask is never true here"))
             depth += 1
-        body = self.trip_variants(s, depth, lambda at: self._lines(s.body, at)) if isinstance(s, StreamLoop) \
-            else self._lines(s.body, depth)
+        if full is not None:
+            self.full_trip = full or None
+            try:
+                body = self._lines(s.body, depth)
+            finally:
+                self.full_trip = None
+        elif isinstance(s, StreamLoop):
+            body = self.trip_variants(s, depth, lambda at: self._lines(s.body, at))
+        else:
+            body = self._lines(s.body, depth)
         self.leave(s, saved)
         return lines + (body or [self.line(depth, "pass")])
 

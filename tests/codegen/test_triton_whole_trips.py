@@ -1,0 +1,198 @@
+"""The Triton kernel runs the trips a mask from positions allows whole without the mask, as the cost, the plan's
+counting runner and the GPU time model charge it (``hardware/masks.py``).
+
+The derived causal, sliding-window and prefix-LM forwards (``nc.derive``), tiled at 8 on ``q`` and ``x`` where every
+kind of trip occurs (skipped, whole, partial), printed for Triton and run under its interpreter in one process of
+their own (``TRITON_INTERPRET=1`` before triton is imported) at a size the tiles divide (the even kernel: the whole
+trips a loop of their own) and at a ragged one (the ragged kernel: a per-trip test).  Second routes:
+
+* the outputs against numpy's masked attention written here from the mask's formula (float64);
+* the times the kernel makes the mask (``sys.settrace`` counting the executions of the line that assigns it) against
+  the (query tile, key tile) pairs on which the formula allows some pair but not every one, enumerated in numpy, and
+  against the plan's counting runner (the trips it runs with the mask made);
+* the printed source: the loop over whole trips never assigns the mask, the loops over partial trips do.
+
+Mutations caught: the whole trips' loop printed with the mask left in (``full=s.full_trips if full else False`` →
+``False`` in ``TritonPrinter._print_StreamLoop``: the counts become every trip that runs); a high bound printed as
+the truncated quotient plus one (``(a − rest) // a`` → ``(−rest) // a + 1`` in ``index_bounds``: on the first query
+tile the diagonal trip runs unmasked, the causal output differs).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import napkin_cat as nc
+from napkin_cat.plan.ir import StreamLoop, walk
+from napkin_cat.plan.runner import Machine
+from napkin_cat.syntax.sizes import symbols_of
+from kernels_common import needs_triton
+
+WINDOW, PREFIX, TILE, D = 10, 12, 8, 8
+EVEN, RAGGED = 32, 29
+MASKS = {
+    "causal": (nc.library.causal_attention, lambda q, x: x <= q),
+    "window": (lambda: nc.library.sliding_window_attention(WINDOW), lambda q, x: abs(q - x) <= WINDOW),
+    "prefix-lm": (lambda: nc.library.prefix_lm_attention(PREFIX), lambda q, x: (x <= q) | (x < PREFIX)),
+}
+
+#: run in a process of its own: each kernel on its arrays, the executions of each line counted per source file
+RUN = textwrap.dedent('''
+    import importlib.util, json, sys
+    import numpy as np
+    import torch
+    jobs = json.load(sys.stdin)
+    counts, files = {}, {job["source"] for job in jobs}
+
+    def local(frame, event, arg):
+        if event == "line":
+            key = (frame.f_code.co_filename, frame.f_lineno)
+            counts[key] = counts.get(key, 0) + 1
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_code.co_filename in files else None
+
+    answers = []
+    for k, job in enumerate(jobs):
+        spec = importlib.util.spec_from_file_location(f"nc_whole_{k}", job["source"])
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        ins = [torch.from_numpy(np.load(p)) for p in job["arrays"]]
+        counts.clear()
+        sys.settrace(tracer)
+        try:
+            out = mod.nc_run(*ins)
+        finally:
+            sys.settrace(None)
+        np.save(job["out"], (out[0] if isinstance(out, (tuple, list)) else out).numpy())
+        answers.append({str(line): n for (f, line), n in counts.items() if f == job["source"]})
+    print(json.dumps(answers))
+''')
+
+
+def reference(Q, K, V, allowed):
+    S = np.where(allowed, Q @ K.T / math.sqrt(Q.shape[1]), -np.inf)
+    P = np.exp(S - S.max(axis=1, keepdims=True))
+    return (P / P.sum(axis=1, keepdims=True)) @ V
+
+
+def blocks(allowed, tile: int) -> dict:
+    """Numpy's count of the (query tile, key tile) pairs on which ``allowed`` holds for some pair, every pair."""
+    n = allowed.shape[0]
+    out = {"some": 0, "every": 0, "partial": 0}
+    for a in range(0, n, tile):
+        for b in range(0, n, tile):
+            block = allowed[a:a + tile, b:b + tile]
+            out["some"] += bool(block.any())
+            out["every"] += bool(block.all())
+            out["partial"] += bool(block.any() and not block.all())
+    return out
+
+
+def tiled(d, n: int):
+    axes = {"q": n, "x": n, "d": D}
+    return nc.plan(d, {**axes, **{str(s): TILE for s in symbols_of(d) if str(s) not in axes}})
+
+
+def runner_made(d, n: int, arrays) -> int:
+    """The trips the plan's counting runner runs with the mask made (a stream with full trips, not full here)."""
+    made = []
+    full = Machine._full
+
+    def counting(self, s, frame):
+        found = full(self, s, frame)
+        if s.full_trips is not None and self.whole is None and found is None:
+            made.append(s.index)
+        return found
+    Machine._full = counting
+    try:
+        tiled(d, n).run(*arrays)
+    finally:
+        Machine._full = full
+    return len(made)
+
+
+def mask_lines(source: str, kernel: str, condition: str) -> list:
+    """The line numbers (from 1) in function ``kernel`` of ``source`` that assign ``condition``."""
+    lines, inside, out = source.splitlines(), False, []
+    for k, line in enumerate(lines, 1):
+        if line.startswith("def "):
+            inside = line.startswith(f"def {kernel}(")
+        elif inside and re.match(rf"\s+{re.escape(condition)} = ", line):
+            out.append(k)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Per mask: the kernel, its stream's full trips, the inputs and outputs at each size, the mask lines' counts."""
+    tmp = tmp_path_factory.mktemp("whole")
+    rng = np.random.default_rng(0)
+    jobs, cases = [], []
+    for kind, (make, allowed) in MASKS.items():
+        d = nc.derive(make(), 2 ** 9, sizes={"q": EVEN, "x": EVEN, "d": D}).diagram
+        k = nc.codegen.triton(tiled(d, EVEN))
+        (full,) = [s.full_trips for s in walk(k.plan.body) if isinstance(s, StreamLoop)]
+        for n in (EVEN, RAGGED):
+            arrays = [rng.standard_normal((n, D)).astype(np.float32) for _ in range(3)]
+            paths = [str(tmp / f"{kind}-{n}-{j}.npy") for j in range(3)]
+            for p, a in zip(paths, arrays):
+                np.save(p, a)
+            jobs.append({"source": str(k.path()), "arrays": paths, "out": str(tmp / f"{kind}-{n}-out.npy")})
+            cases.append((kind, n, d, k, full, arrays))
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", RUN], input=json.dumps(jobs), capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    return [(*case, np.load(job["out"]), {int(line): c for line, c in count.items()})
+            for case, job, count in zip(cases, jobs, counts)]
+
+
+@needs_triton
+def test_the_kernels_equal_numpys_masked_attention_with_trips_skipped_whole_and_partial(runs):
+    for kind, n, _, _, _, arrays, out, _ in runs:
+        i = np.arange(n)
+        allowed = MASKS[kind][1](i[:, None], i[None, :])
+        b = blocks(allowed, TILE)
+        assert 0 < b["every"] < b["some"] < (-(-n // TILE)) ** 2, (kind, n, b)   # every kind of trip occurs
+        want = reference(*(a.astype(np.float64) for a in arrays), allowed)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5, err_msg=f"{kind} at {n}")
+
+
+@needs_triton
+def test_the_kernel_makes_the_mask_on_the_partial_trips_alone_as_the_plan_says(runs):
+    for kind, n, d, k, full, arrays, _, counts in runs:
+        i = np.arange(n)
+        partial = blocks(MASKS[kind][1](i[:, None], i[None, :]), TILE)["partial"]
+        (launched,) = k.launched({"q": n, "x": n})
+        assert launched.endswith("_ragged") == (n % TILE != 0)
+        lines = mask_lines(k.source, launched, nc.codegen.printer.ident(full.mask.condition))
+        assert lines, (kind, launched)
+        made = sum(counts.get(line, 0) for line in lines)
+        assert made == partial == runner_made(d, n, arrays), (kind, n, made, partial)
+
+
+@needs_triton
+def test_the_even_kernel_loops_over_whole_trips_apart_and_the_ragged_one_tests_each_trip(runs):
+    for kind, n, _, k, full, _, _, _ in runs:
+        if n != EVEN:
+            continue
+        cond = nc.codegen.printer.ident(full.mask.condition)
+        even = k.source.split("def nc_kernel0(")[1].split("def nc_kernel0_ragged(")[0]
+        loops = re.split(r"\n    for ", even)[1:]
+        whole = [body for body in loops if "the mask is true on every pair: not made" in body.splitlines()[0]]
+        partial = [body for body in loops if "some pairs allowed: the mask made" in body.splitlines()[0]]
+        assert len(whole) == 1 and partial, kind
+        assert not re.search(rf"\n\s+{cond} = ", whole[0]) and all(re.search(rf"\n\s+{cond} = ", b) for b in partial)
+        ragged = k.source.split("def nc_kernel0_ragged(")[1].split("def nc_run(")[0]
+        assert "the mask is true on every pair of this trip" in ragged and "else:   # some pairs allowed" in ragged
