@@ -11,7 +11,8 @@ import pytest
 
 import napkin_cat as nc
 from napkin_cat.hardware.cputime import MASK_APPLIED_ON_WHOLE_TRIPS, predict_cpu
-from napkin_cat.hardware.predict import MASK_LEFT_OUT_ON_WHOLE_TRIPS, predict
+from napkin_cat.hardware.masks import MASK_LEFT_OUT_ON_WHOLE_TRIPS
+from napkin_cat.hardware.predict import predict
 from napkin_cat.plan.runner import Machine
 
 WINDOW, PREFIX = 6, 12
