@@ -73,7 +73,8 @@ RUN = textwrap.dedent('''
             out = mod.nc_run(*ins)
         finally:
             sys.settrace(None)
-        np.save(job["out"], (out[0] if isinstance(out, (tuple, list)) else out).numpy())
+        for j, y in enumerate(out if isinstance(out, (tuple, list)) else (out,)):
+            np.save(f"{job['out']}-{j}.npy", y.numpy())
         answers.append({str(line): n for (f, line), n in counts.items() if f == job["source"]})
     print(json.dumps(answers))
 ''')
@@ -83,6 +84,36 @@ def reference(Q, K, V, allowed):
     S = np.where(allowed, Q @ K.T / math.sqrt(Q.shape[1]), -np.inf)
     P = np.exp(S - S.max(axis=1, keepdims=True))
     return (P / P.sum(axis=1, keepdims=True)) @ V
+
+
+def gradients(Q, K, V, dO, allowed):
+    """O, L = log Σ exp(βS) and dQ, dK, dV of masked attention, from the formulas (dS = P ∘ (dP − rowsum(dO ∘ O)))."""
+    beta = 1 / math.sqrt(Q.shape[1])
+    S = np.where(allowed, beta * (Q @ K.T), -np.inf)
+    m = S.max(axis=1, keepdims=True)
+    L = (m + np.log(np.exp(S - m).sum(axis=1, keepdims=True)))[:, 0]
+    P = np.exp(S - L[:, None])
+    O = P @ V
+    dS = P * (dO @ V.T - (dO * O).sum(axis=1, keepdims=True))
+    return O, L, beta * dS @ K, beta * dS.T @ Q, P.T @ dO
+
+
+def interpret(jobs: list) -> list:
+    """Each job (``source``, ``arrays``: npy paths, ``out``: a path prefix) run in one process under Triton's
+    interpreter: per job, its outputs and the executions of each line of its source."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", RUN], input=json.dumps(jobs), capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    out = []
+    for job, count in zip(jobs, counts):
+        ys, j = [], 0
+        while os.path.exists(f"{job['out']}-{j}.npy"):
+            ys.append(np.load(f"{job['out']}-{j}.npy"))
+            j += 1
+        out.append((ys, {int(line): c for line, c in count.items()}))
+    return out
 
 
 def blocks(allowed, tile: int) -> dict:
@@ -147,15 +178,9 @@ def runs(tmp_path_factory):
             paths = [str(tmp / f"{kind}-{n}-{j}.npy") for j in range(3)]
             for p, a in zip(paths, arrays):
                 np.save(p, a)
-            jobs.append({"source": str(k.path()), "arrays": paths, "out": str(tmp / f"{kind}-{n}-out.npy")})
+            jobs.append({"source": str(k.path()), "arrays": paths, "out": str(tmp / f"{kind}-{n}-out")})
             cases.append((kind, n, d, k, full, arrays))
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", RUN], input=json.dumps(jobs), capture_output=True, text=True,
-                          env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    counts = json.loads(done.stdout.strip().splitlines()[-1])
-    return [(*case, np.load(job["out"]), {int(line): c for line, c in count.items()})
-            for case, job, count in zip(cases, jobs, counts)]
+    return [(*case, ys[0], counts) for case, (ys, counts) in zip(cases, interpret(jobs))]
 
 
 @needs_triton
@@ -196,3 +221,39 @@ def test_the_even_kernel_loops_over_whole_trips_apart_and_the_ragged_one_tests_e
         assert not re.search(rf"\n\s+{cond} = ", whole[0]) and all(re.search(rf"\n\s+{cond} = ", b) for b in partial)
         ragged = k.source.split("def nc_kernel0_ragged(")[1].split("def nc_run(")[0]
         assert "the mask is true on every pair of this trip" in ragged and "else:   # some pairs allowed" in ragged
+
+
+@needs_triton
+@pytest.mark.skipif(not os.environ.get("NAPKIN_SLOW"), reason="the derived causal backward (~7 CPU s to derive): "
+                    "NAPKIN_SLOW=1; in CI the forwards check the same printer on loops bounded below and above")
+def test_the_derived_causal_backward_makes_the_mask_on_partial_trips_alone(tmp_path):
+    """dQ (a stream over keys, whole trips below the diagonal) and dK with dV (a stream over queries, whole trips
+    past it: a low bound) = the gradients' formulas; each stream makes its mask on numpy's partial tile pairs alone."""
+    f = nc.library.causal_attention(lse=True)
+    d = nc.derive(nc.grad(f, wrt=[0, 1, 2], saved=True, aux=1), 2 ** 8, depth=0,
+                  sizes={"q": EVEN, "x": EVEN, "d": D}).diagram
+    k = nc.codegen.triton(tiled(d, EVEN))
+    conditions = [nc.codegen.printer.ident(s.full_trips.mask.condition) for s in walk(k.plan.body)
+                  if isinstance(s, StreamLoop) and s.full_trips is not None]
+    assert len(conditions) == 2, conditions
+    rng = np.random.default_rng(2)
+    jobs, cases = [], []
+    for n in (EVEN, RAGGED):
+        Q, K, V, dO = (rng.standard_normal((n, D)) for _ in range(4))
+        i = np.arange(n)
+        allowed = i[None, :] <= i[:, None]
+        O, L, *want = gradients(Q, K, V, dO, allowed)
+        paths = []
+        for j, a in enumerate((Q, K, V, O, L, dO)):
+            paths.append(str(tmp_path / f"{n}-{j}.npy"))
+            np.save(paths[-1], a.astype(np.float32))
+        jobs.append({"source": str(k.path()), "arrays": paths, "out": str(tmp_path / f"{n}-out")})
+        cases.append((n, allowed, want))
+    for (n, allowed, want), (ys, counts) in zip(cases, interpret(jobs)):
+        for got, w in zip(ys, want, strict=True):
+            np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-4, err_msg=f"at {n}")
+        launched = k.launched({"q": n, "x": n})
+        partial = blocks(allowed, TILE)["partial"]
+        for cond in conditions:
+            lines = [line for name in launched for line in mask_lines(k.source, name, cond)]
+            assert lines and sum(counts.get(line, 0) for line in lines) == partial, (n, cond, launched)
