@@ -2,14 +2,14 @@
 counting runner and the GPU time model charge it (``hardware/masks.py``).
 
 The derived causal, sliding-window and prefix-LM forwards (``nc.derive``), tiled at 8 on ``q`` and ``x`` where every
-kind of trip occurs (skipped, whole, partial), printed for Triton and run under its interpreter in one process of
-their own (``TRITON_INTERPRET=1`` before triton is imported) at a size the tiles divide (the even kernel: the whole
-trips a loop of their own) and at a ragged one (the ragged kernel: a per-trip test).  Second routes:
+kind of trip occurs (skipped, whole, partial), printed for Triton and run under its interpreter (``k.executions``:
+the times each line runs counted) at a size the tiles divide (the even kernel: the whole trips a loop of their own)
+and at a ragged one (the ragged kernel: a per-trip test).  Second routes:
 
 * the outputs against numpy's masked attention written here from the mask's formula (float64);
-* the times the kernel makes the mask (``sys.settrace`` counting the executions of the line that assigns it) against
-  the (query tile, key tile) pairs on which the formula allows some pair but not every one, enumerated in numpy, and
-  against the plan's counting runner (the trips it runs with the mask made);
+* the times the kernel makes the mask (the executions of the line that assigns it) against the (query tile, key
+  tile) pairs on which the formula allows some pair but not every one, enumerated in numpy, and against the plan's
+  counting runner (the trips it runs with the mask made);
 * the printed source: the loop over whole trips never assigns the mask, the loops over partial trips do.
 
 Mutations caught: the whole trips' loop printed with the mask left in (``full=s.full_trips if full else False`` →
@@ -19,13 +19,9 @@ tile the diagonal trip runs unmasked, the causal output differs).
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -44,42 +40,6 @@ MASKS = {
     "prefix-lm": (lambda: nc.library.prefix_lm_attention(PREFIX), lambda q, x: (x <= q) | (x < PREFIX)),
 }
 
-#: run in a process of its own: each kernel on its arrays, the executions of each line counted per source file
-RUN = textwrap.dedent('''
-    import importlib.util, json, sys
-    import numpy as np
-    import torch
-    jobs = json.load(sys.stdin)
-    counts, files = {}, {job["source"] for job in jobs}
-
-    def local(frame, event, arg):
-        if event == "line":
-            key = (frame.f_code.co_filename, frame.f_lineno)
-            counts[key] = counts.get(key, 0) + 1
-        return local
-
-    def tracer(frame, event, arg):
-        return local if frame.f_code.co_filename in files else None
-
-    answers = []
-    for k, job in enumerate(jobs):
-        spec = importlib.util.spec_from_file_location(f"nc_whole_{k}", job["source"])
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        ins = [torch.from_numpy(np.load(p)) for p in job["arrays"]]
-        counts.clear()
-        sys.settrace(tracer)
-        try:
-            out = mod.nc_run(*ins)
-        finally:
-            sys.settrace(None)
-        for j, y in enumerate(out if isinstance(out, (tuple, list)) else (out,)):
-            np.save(f"{job['out']}-{j}.npy", y.numpy())
-        answers.append({str(line): n for (f, line), n in counts.items() if f == job["source"]})
-    print(json.dumps(answers))
-''')
-
-
 def reference(Q, K, V, allowed):
     S = np.where(allowed, Q @ K.T / math.sqrt(Q.shape[1]), -np.inf)
     P = np.exp(S - S.max(axis=1, keepdims=True))
@@ -96,24 +56,6 @@ def gradients(Q, K, V, dO, allowed):
     O = P @ V
     dS = P * (dO @ V.T - (dO * O).sum(axis=1, keepdims=True))
     return O, L, beta * dS @ K, beta * dS.T @ Q, P.T @ dO
-
-
-def interpret(jobs: list) -> list:
-    """Each job (``source``, ``arrays``: npy paths, ``out``: a path prefix) run in one process under Triton's
-    interpreter: per job, its outputs and the executions of each line of its source."""
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", RUN], input=json.dumps(jobs), capture_output=True, text=True,
-                          env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    counts = json.loads(done.stdout.strip().splitlines()[-1])
-    out = []
-    for job, count in zip(jobs, counts):
-        ys, j = [], 0
-        while os.path.exists(f"{job['out']}-{j}.npy"):
-            ys.append(np.load(f"{job['out']}-{j}.npy"))
-            j += 1
-        out.append((ys, {int(line): c for line, c in count.items()}))
-    return out
 
 
 def blocks(allowed, tile: int) -> dict:
@@ -164,23 +106,19 @@ def mask_lines(source: str, kernel: str, condition: str) -> list:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Per mask: the kernel, its stream's full trips, the inputs and outputs at each size, the mask lines' counts."""
-    tmp = tmp_path_factory.mktemp("whole")
+def runs():
+    """Per mask and size: the kernel, its stream's full trips, the inputs, the output and the lines' counts."""
     rng = np.random.default_rng(0)
-    jobs, cases = [], []
-    for kind, (make, allowed) in MASKS.items():
+    out = []
+    for kind, (make, _) in MASKS.items():
         d = nc.derive(make(), 2 ** 9, sizes={"q": EVEN, "x": EVEN, "d": D}).diagram
         k = nc.codegen.triton(tiled(d, EVEN))
         (full,) = [s.full_trips for s in walk(k.plan.body) if isinstance(s, StreamLoop)]
         for n in (EVEN, RAGGED):
             arrays = [rng.standard_normal((n, D)).astype(np.float32) for _ in range(3)]
-            paths = [str(tmp / f"{kind}-{n}-{j}.npy") for j in range(3)]
-            for p, a in zip(paths, arrays):
-                np.save(p, a)
-            jobs.append({"source": str(k.path()), "arrays": paths, "out": str(tmp / f"{kind}-{n}-out")})
-            cases.append((kind, n, d, k, full, arrays))
-    return [(*case, ys[0], counts) for case, (ys, counts) in zip(cases, interpret(jobs))]
+            y, counts = k.executions(*arrays)
+            out.append((kind, n, d, k, full, arrays, y, counts))
+    return out
 
 
 @needs_triton
@@ -226,7 +164,7 @@ def test_the_even_kernel_loops_over_whole_trips_apart_and_the_ragged_one_tests_e
 @needs_triton
 @pytest.mark.skipif(not os.environ.get("NAPKIN_SLOW"), reason="the derived causal backward (~7 CPU s to derive): "
                     "NAPKIN_SLOW=1; in CI the forwards check the same printer on loops bounded below and above")
-def test_the_derived_causal_backward_makes_the_mask_on_partial_trips_alone(tmp_path):
+def test_the_derived_causal_backward_makes_the_mask_on_partial_trips_alone():
     """dQ (a stream over keys, whole trips below the diagonal) and dK with dV (a stream over queries, whole trips
     past it: a low bound) = the gradients' formulas; each stream makes its mask on numpy's partial tile pairs alone."""
     f = nc.library.causal_attention(lse=True)
@@ -237,19 +175,12 @@ def test_the_derived_causal_backward_makes_the_mask_on_partial_trips_alone(tmp_p
                   if isinstance(s, StreamLoop) and s.full_trips is not None]
     assert len(conditions) == 2, conditions
     rng = np.random.default_rng(2)
-    jobs, cases = [], []
     for n in (EVEN, RAGGED):
         Q, K, V, dO = (rng.standard_normal((n, D)) for _ in range(4))
         i = np.arange(n)
         allowed = i[None, :] <= i[:, None]
         O, L, *want = gradients(Q, K, V, dO, allowed)
-        paths = []
-        for j, a in enumerate((Q, K, V, O, L, dO)):
-            paths.append(str(tmp_path / f"{n}-{j}.npy"))
-            np.save(paths[-1], a.astype(np.float32))
-        jobs.append({"source": str(k.path()), "arrays": paths, "out": str(tmp_path / f"{n}-out")})
-        cases.append((n, allowed, want))
-    for (n, allowed, want), (ys, counts) in zip(cases, interpret(jobs)):
+        ys, counts = k.executions(*(a.astype(np.float32) for a in (Q, K, V, O, L, dO)))
         for got, w in zip(ys, want, strict=True):
             np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-4, err_msg=f"at {n}")
         launched = k.launched({"q": n, "x": n})
