@@ -13,9 +13,9 @@ and at a ragged one (the ragged kernel: a per-trip test).  Second routes:
 * the printed source: the loop over whole trips never assigns the mask, the loops over partial trips do.
 
 Mutations caught: the whole trips' loop printed with the mask left in (``full=s.full_trips if full else False`` →
-``False`` in ``TritonPrinter._print_StreamLoop``: the counts become every trip that runs); a high bound printed as
-the truncated quotient plus one (``(a − rest) // a`` → ``(−rest) // a + 1`` in ``index_bounds``: on the first query
-tile the diagonal trip runs unmasked, the causal output differs).
+``False`` in ``_print_StreamLoop``, ``codegen/triton/trips.py``: the counts become every trip that runs); a high
+bound printed as the truncated quotient plus one (``(a − rest) // a`` → ``(−rest) // a + 1`` in ``index_bounds``:
+on the first query tile the diagonal trip runs unmasked, the causal output differs).
 """
 from __future__ import annotations
 

@@ -15,90 +15,17 @@ structure              Triton
 ``logsumexp``          μ = max x (0 if not finite), ``μ + log Σ exp(x − μ)``, the input masked at −∞
 ``logsumexp_online``   μ = max(max x, μ′), δ = 0 where μ′ = −∞ else exp(μ′ − μ), z = δz′ + Σ exp(x − μ)
 =====================  ==========================================================================
-
-A stream loop whose trips a mask skips runs over the trips its test allows: where the test is a conjunction
-of bounds on the loop index (causal: ``i_x ≤ i_q``), the loop's range (``range(0, i_q + 1)``: FlashAttention's
-causal loop, which the compiler pipelines); otherwise every trip, each under the test.
 """
 from __future__ import annotations
 
-import sympy
 
 from napkin_cat.codegen.errors import CodegenError
 
 NEG_INF = 'float("-inf")'
 
 
-def _fold(xs: list, f: str) -> str:
-    """``f(x₀, f(x₁, …))`` of the printed expressions ``xs`` (``x₀`` alone)."""
-    return xs[0] if len(xs) == 1 else f"{f}({xs[0]}, {_fold(xs[1:], f)})"
-
-
-def _quotient(n: str, a: int) -> str:
-    """``n // a`` printed (``n`` alone where ``a`` is 1)."""
-    return n if a == 1 else f"({n}) // {a}"
-
-
 class TritonIndexKindsMixin:
     """The printers of the index kinds and of log-sum-exp in Triton (see the module docstring)."""
-
-    def index_bounds(self, condition, loop):
-        """``(lows, highs)``, printed expressions with ``condition`` ⟺ ``every low ≤ i < every high`` on the trips of
-        ``loop`` (index ``i``, from 0), or None where it is not one range of ``i``.  A relation ``a·i + b ≤ 0`` (``a``
-        a nonzero integer, ``b`` free of ``i``) bounds ``i`` on one side; a conjunction is every bound; a
-        disjunction of bounds all on one side is the loosest of them (``i < h₁ ∨ i < h₂ ⟺ i < max(h₁, h₂)``).
-        Triton's ``//`` truncates towards 0: each bound is printed as a quotient that is exact where it is
-        positive and at most 0 where the exact bound is (``i ≤ ⌊m/a⌋ ⟺ i < ⌊(m + a)/a⌋``), so clamped to the
-        loop's trips (from 0) it is exact."""
-        i = loop.index
-        if condition is sympy.true:
-            return [], []
-        if isinstance(condition, sympy.Or):
-            parts = [self.index_bounds(c, loop) for c in condition.args]
-            if any(p is None for p in parts) or any(not lo and not hi for lo, hi in parts):
-                return None
-            if all(not lo for lo, _ in parts):
-                return [], [_fold([_fold(hi, "tl.minimum") for _, hi in parts], "tl.maximum")]
-            if all(not hi for _, hi in parts):
-                return [_fold([_fold(lo, "tl.maximum") for lo, _ in parts], "tl.minimum")], []
-            return None
-        lows, highs = [], []
-        for rel in (condition.args if isinstance(condition, sympy.And) else (condition,)):
-            if not isinstance(rel, (sympy.Le, sympy.Lt, sympy.Ge, sympy.Gt)):
-                return None
-            e = rel.lhs - rel.rhs if isinstance(rel, (sympy.Le, sympy.Lt)) else rel.rhs - rel.lhs
-            e = sympy.expand(e + (1 if isinstance(rel, (sympy.Lt, sympy.Gt)) else 0))    # integers: a < b ⟺ a + 1 ≤ b
-            a = e.coeff(i)
-            rest = sympy.expand(e - a * i)
-            if not a.is_Integer or a == 0 or rest.has(i):
-                return None
-            if a > 0:        # i ≤ ⌊−rest/a⌋ ⟺ i < ⌊(a − rest)/a⌋
-                highs.append(_quotient(self.code(sympy.expand(a - rest)), int(a)))
-            else:            # i ≥ ⌈rest/|a|⌉ = ⌊(rest + |a| − 1)/|a|⌋
-                lows.append(_quotient(self.code(sympy.expand(rest - a - 1)), int(-a)))
-        return lows, highs
-
-    def trip_range(self, loop):
-        """``(first, stop)`` of the trips a skipping loop runs, as printed expressions, or None when its test is
-        not one range of its index (:meth:`index_bounds`)."""
-        found = self.index_bounds(self.tidy(self.nominal(loop.when)), loop)
-        if found is None:
-            return None
-        lows, highs = found
-        return _fold(["0"] + lows, "tl.maximum"), _fold([self.code(self.trips(loop))] + highs, "tl.minimum")
-
-    def whole_range(self, loop, first: str, stop: str):
-        """``(start, end)``: printed bounds of the trips of ``loop`` in ``range(first, stop)`` on which its mask from
-        positions is true on every pair (its ``full_trips.when``, :meth:`index_bounds`), clamped so that
-        ``[first, start)``, ``[start, end)``, ``[end, stop)`` partition the trips; ``start`` is ``first`` where no
-        low bound holds, ``end`` is ``stop`` where no high bound does; None where they are not one range."""
-        found = self.index_bounds(self.tidy(self.nominal(loop.full_trips.when)), loop)
-        if found is None:
-            return None
-        lows, highs = found
-        start = f"tl.minimum({_fold([first] + lows, 'tl.maximum')}, {stop})" if lows else first
-        end = f"tl.minimum({_fold(highs + [start], 'tl.maximum')}, {stop})" if highs else stop
-        return start, end
 
     def _print_position(self, s, depth):
         out = s.outs[0]
