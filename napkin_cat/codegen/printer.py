@@ -455,9 +455,14 @@ class CodePrinter(RecordForms, Printer):
                 ([self.line(depth, self.end_if)] if self.end_if else []))
 
     #: a dialect's test of a trip on which a mask from positions is true on every pair (its ``{condition}``, on the
-    #: loop indices), followed by the body without the mask, then :attr:`otherwise` and the body as written; None:
-    #: the dialect runs every trip as written (:meth:`full_variants`)
+    #: loop indices), followed by the body without the mask, then :attr:`else_positions` (or :attr:`otherwise`) and
+    #: the body as written; None: the dialect runs every trip as written (:meth:`full_variants`)
     if_positions = None
+    else_positions = None
+
+    def positions_test(self, when) -> str:
+        """``when`` (a :class:`~napkin_cat.plan.skips.FullTrips`' condition) as the dialect prints a test."""
+        return self.code(when)
 
     def full_variants(self, s, depth, body_of) -> list[str]:
         """A stream loop's trip where a mask from positions decides (its :class:`~napkin_cat.plan.skips.FullTrips`):
@@ -467,13 +472,14 @@ class CodePrinter(RecordForms, Printer):
         full = getattr(s, "full_trips", None)
         if full is None or self.if_positions is None or self.full_trip is not None:
             return body_of(depth)
-        test = self.if_positions.format(condition=self.code(full.when), comment=self.comment)
+        test = self.if_positions.format(condition=self.positions_test(full.when), comment=self.comment)
         self.full_trip = full
         try:
             without = body_of(depth + 1)
         finally:
             self.full_trip = None
-        return ([self.line(depth, test)] + without + [self.line(depth, self.otherwise.format(comment=self.comment))]
+        other = (self.else_positions or self.otherwise).format(comment=self.comment)
+        return ([self.line(depth, test)] + without + [self.line(depth, other)]
                 + body_of(depth + 1) + ([self.line(depth, self.end_if)] if self.end_if else []))
 
     def line(self, depth, text) -> str:

@@ -146,7 +146,7 @@ class CPUKernelForm:
         return max(values[4:4 + self._columns]) <= memory
 
     def at(self, env: dict, *, threads: int = 1, exact=None, values: list | None = None) -> KernelTime:
-        """The kernel's :class:`~napkin_cat.hardware.predict.KernelTime` at ``env`` (symbols → ints) on ``threads``;
+        """The kernel's :class:`~napkin_cat.hardware.prediction.KernelTime` at ``env`` (symbols → ints) on ``threads``;
         ``exact``: the cost functor's counts at ``env`` (ragged tiles, masked trips), else the forms; ``values``:
         :meth:`values` at ``env``, where already read."""
         v = self.values(env) if values is None else values

@@ -101,7 +101,7 @@ def link_time(c: Cluster, traffic: Traffic):
 @dataclass(frozen=True)
 class Phase:
     """One phase of every device's program (see the module docstring): ``trips`` trips of ``compute`` seconds each
-    (a number or a :class:`~napkin_cat.hardware.predict.Prediction` of the per-device program for one trip),
+    (a number or a :class:`~napkin_cat.hardware.prediction.Prediction` of the per-device program for one trip),
     ``traffic`` over the link, ``overlapped`` of the trips overlapping their share of it (0: not overlapped)."""
 
     label: str

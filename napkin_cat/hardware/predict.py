@@ -46,7 +46,10 @@ assumptions state the density (or the block mask's measured density at the kerne
 Every rate is the model's (its TOML file, ``nc.hardware.load``) unless ``ceilings`` overrides it with a
 measured one (``{"hbm": B/s, "l2": B/s, "tensor:bf16": FLOP/s, ...}``): a benchmark measures the copy
 bandwidth and the matrix-product rate once and predicts every kernel from them.  The result lists the
-assumptions it made (:attr:`Prediction.assumptions`), so a measurement that refutes one says which.
+assumptions it made (:attr:`Prediction.assumptions`), so a measurement that refutes one says which.  The records
+(:class:`~napkin_cat.hardware.prediction.Prediction`, :class:`~napkin_cat.hardware.prediction.KernelTime`) are
+:mod:`napkin_cat.hardware.prediction`'s and the sentences on masks :mod:`napkin_cat.hardware.masks`'s, both
+importable from here too.
 
 >>> import napkin_cat as nc
 >>> from rewrites import tiled_matmul
@@ -63,17 +66,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import sympy
 
-from napkin_cat.algorithms.bubbles import Grid, Region, Stream
+from napkin_cat.algorithms.bubbles import Region
 from napkin_cat.algorithms.launches import kernel_launches, narrowest
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.algorithms.splits import partial_moves
 from napkin_cat.cost.iocost import cost, numel
 from napkin_cat.cost.numeric import at, data_axes, densities, folded
-from napkin_cat.cost.record import Cost, Density, fraction
 from napkin_cat.errors import ArgumentError, ShapeError
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
@@ -81,7 +83,9 @@ from napkin_cat.hardware.on_chip import ChipForms, chip_forms
 from napkin_cat.hardware.products import TENSOR, placement, products_of, rate, side
 from napkin_cat.hardware.issuing import ISSUING_THREADS, ROWS_PER_WARPGROUP, issuing_threads, scaling_unit
 from napkin_cat.hardware.lambdas import Lambdas
-from napkin_cat.hardware.masks import MASK_MADE_ON_EVERY_TRIP, masked_by_positions
+# the records and the sentences of masks, public here where they were before (cputime, timed and tests read them)
+from napkin_cat.hardware.masks import bound_densities, density_assumptions
+from napkin_cat.hardware.prediction import KernelTime, Prediction
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.dtype import as_dtype
@@ -97,84 +101,6 @@ OVERLAPS = ("sequential", "pipelines")
 #: seconds from one kernel's launch to the next's on the same stream (a measured order of magnitude on
 #: Hopper with PyTorch/Triton launchers: 3-6 µs); an assumption, listed in every prediction
 LAUNCH = 4e-6
-
-
-@dataclass(frozen=True)
-class KernelTime:
-    """One kernel's prediction: its terms (seconds), blocks, residency and waves."""
-
-    label: str
-    time: float
-    terms: dict
-    bound: str
-    blocks: int
-    resident: int
-    waves: int
-    utilisation: float
-    bytes: dict
-    flops: dict
-    products: dict = field(default_factory=dict)
-    combine: "KernelTime | None" = None
-
-    def to_dict(self) -> dict:
-        """The launch as JSON-ready numbers and words (its combine's inside, where it has one)."""
-        return {"label": self.label, "time_s": self.time, "terms_s": self.terms, "bound": self.bound,
-                "blocks": self.blocks, "resident": self.resident, "waves": self.waves,
-                "utilisation": self.utilisation, "bytes": self.bytes, "flops": self.flops,
-                "products": dict(self.products), "combine": None if self.combine is None else self.combine.to_dict()}
-
-    @classmethod
-    def from_dict(cls, k: dict) -> "KernelTime":
-        """The launch :meth:`to_dict` wrote."""
-        return cls(k["label"], k["time_s"], dict(k["terms_s"]), k["bound"], k["blocks"], k["resident"], k["waves"],
-                   k["utilisation"], dict(k["bytes"]), dict(k["flops"]), dict(k.get("products", {})),
-                   None if k.get("combine") is None else cls.from_dict(k["combine"]))
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """The predicted time of an algorithm (seconds) and how it was reached (see the module docstring)."""
-
-    time: float
-    kernels: tuple
-    hardware: str
-    sizes: dict
-    overlap: str
-    assumptions: tuple = field(default=())
-
-    @property
-    def terms(self) -> dict:
-        """Each term summed over the kernels and their combine launches (seconds)."""
-        out: dict = {}
-        for k in self.kernels:
-            for t in (k.terms, k.combine.terms if k.combine is not None else {}):
-                for name, v in t.items():
-                    out[name] = out.get(name, 0.0) + v
-        return out
-
-    @property
-    def bound(self) -> str:
-        """The term that sets the time of the longest kernel."""
-        return max(self.kernels, key=lambda k: k.time).bound
-
-    @property
-    def blocks(self) -> int:
-        """Thread blocks of the narrowest kernel."""
-        return min(k.blocks for k in self.kernels)
-
-    def to_dict(self) -> dict:
-        return {"time_s": self.time, "hardware": self.hardware, "overlap": self.overlap, "bound": self.bound,
-                "sizes": {str(k): int(v) for k, v in self.sizes.items()}, "terms_s": self.terms,
-                "kernels": [k.to_dict() for k in self.kernels],
-                "assumptions": list(self.assumptions)}
-
-    @classmethod
-    def from_dict(cls, obj: dict) -> "Prediction":
-        """The prediction :meth:`to_dict` wrote (its derived ``terms_s`` and ``bound`` are read off the kernels
-        again): ``Prediction.from_dict(p.to_dict()) == p`` where its numbers are plain ints and floats."""
-        kernels = tuple(KernelTime.from_dict(k) for k in obj["kernels"])
-        return cls(obj["time_s"], kernels, obj["hardware"], dict(obj["sizes"]), obj["overlap"],
-                   tuple(obj.get("assumptions", ())))
 
 
 def kernels_of(algorithm: Diagram) -> list:
@@ -422,52 +348,6 @@ def assumptions(gpu: GPU, ceilings: dict, overlap: str, launch: float, kernels: 
         ("a split stream's combine is its own launch of one block per row of the groups after the parts' launch, "
          "at the parts' residency: it reads the P partial states back through L2 (T_l2), merges them and writes the "
          "outputs (T_hbm)",) if split else ())
-
-
-def bound_densities(algorithm, density=None) -> dict:
-    """Each density ``rho[…]`` of a mask read from data in ``algorithm`` → the value ``density`` gives it: a number
-    for every one, or ``{symbol or its name: number}`` (one not named: 1); None: 1, dense.  An ArgumentError for a
-    value outside 0 … 1 or a name the algorithm has no mask for.
-
-    >>> import napkin_cat as nc
-    >>> d = nc.stream(nc.kernel(nc.library.document_attention()), "x", "s_x")
-    >>> bound_densities(d, 0.25), bound_densities(d)
-    ({rho[d(q)=d(x)]: 1/4}, {rho[d(q)=d(x)]: 1})
-    >>> bound_densities(d, {"rho[d(q)<d(x)]": 0.5})
-    Traceback (most recent call last):
-    ...
-    napkin_cat.errors.ArgumentError: density names ['rho[d(q)<d(x)]'], no mask read from data of this cost: ...
-    """
-    if density is None:
-        density = 1
-    if not isinstance(density, dict):
-        fraction(density, "density=")           # checked even where no mask reads data
-    bound = Cost(assumptions=tuple(Density(s) for s in densities(algorithm))).at_density(density)
-    return {a.symbol: 1 if a.value is None else a.value for a in bound.assumptions}
-
-
-def tiles_over(algorithm, axes, env: dict) -> dict:
-    """Each of ``axes`` that a Grid or Stream of ``algorithm`` partitions → its tile at ``env`` (the innermost)."""
-    out = {}
-    for _, b in layers(algorithm):
-        if isinstance(b, (Grid, Stream)) and b.axis in axes:
-            out[b.axis] = int(sympy.sympify(b.size).subs(env))
-        if isinstance(b, Region):
-            out.update(tiles_over(b.arg, axes, env))
-    return out
-
-
-def density_assumptions(algorithm, env: dict, density: dict, block_mask=None, *, printer: str = "triton") -> tuple:
-    """The sentences a prediction states of its masks: each density of a mask read from data and its value, or
-    the block mask's measured density at the algorithm's tiles; for the Triton kernels (``printer``), where a mask
-    from positions may allow trips whole, :data:`MASK_MADE_ON_EVERY_TRIP`."""
-    if printer == "triton" and masked_by_positions(algorithm):
-        return (MASK_MADE_ON_EVERY_TRIP,) + density_assumptions(algorithm, env, density, block_mask, printer="")
-    if block_mask is None:
-        return tuple(str(Density(s, v)) for s, v in density.items())
-    tiles = tiles_over(algorithm, block_mask.axes, env)
-    return (f"the trips of the masks read from data are the given block mask's, counted exactly (trips where it "
-            f"allows no pair skipped): {block_mask.density(tiles):.4g} of its blocks at tiles {tiles} run",)
 
 
 def predict(algorithm, hardware, sizes: dict | None = None, *, overlap: str = "sequential",

@@ -10,7 +10,7 @@ runs the same phases at once); its traffic is cut in two phases::
     collectives  the rest of its link traffic (all-gathers, all-reduces, …), not overlapped
 
 ``compute``: the seconds of one device's own work (a number, or a
-:class:`~napkin_cat.hardware.predict.Prediction` of its per-device program); the memory each device holds is the
+:class:`~napkin_cat.hardware.prediction.Prediction` of its per-device program); the memory each device holds is the
 largest ``held`` at the program's bytes per value, a :class:`~napkin_cat.errors.CapacityError` past its global memory.
 
 A ring step waits for its slowest device.  The cost counts each device's work per step (``Link.work``: the FLOPs of

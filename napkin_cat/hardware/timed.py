@@ -186,7 +186,7 @@ def structure_timings(algorithm, gpu, env, *, overlap, ceilings, level, largest,
     component's own assignments, not their product); the rows are each component's assignments with the others at
     their best, the first the best of all (the structure's least over every assignment, by the law there).  With
     ``min_blocks``, only assignments whose every kernel launches that many blocks; ``density``: what its masks read
-    from data let run (:func:`~napkin_cat.hardware.predict.bound_densities`); ``refusals``: filled with one message
+    from data let run (:func:`~napkin_cat.hardware.masks.bound_densities`); ``refusals``: filled with one message
     per kind of refused assignment (shared memory, registers, ...); ``forms``: the kernels' forms read so far in
     this call (:func:`kernel_forms`), filled.  A structure with a kernel whose least bytes on chip
     (:func:`~napkin_cat.hardware.on_chip.least_on_chip`, at the least legal tiles) exceed the block's shared memory

@@ -22,7 +22,9 @@ construction gives the port its own copy by the ``recompute`` rule, and kernel f
 With ``once=True`` (a rule book with a rule playing ``compute_once``, such as ``kernel_common_value``) the kernel
 computes each value once: two operations of the block of one label reading the same values (the copies of a
 recomputed value its readers brought, a closed value read by several ports) are one, whose value is copied (the
-copy law, paper §2), so that the search counts the FLOPs of the kernel the construction makes.
+copy law, paper §2), so that the search counts the FLOPs of the kernel the construction makes.  That kernel and
+the block's key are :mod:`napkin_cat.search.block_kernel`'s (:class:`OpGraph` inherits them); sets of operations
+are bit masks (:func:`~napkin_cat.search.bitsets.bits`, importable from here too).
 
 A rename (:func:`~napkin_cat.syntax.primitive.is_view`) is no operation: it is a *view*, the values of its input in
 global memory under new axis names, left at level 0 between the kernel that makes the value and those that read it
@@ -70,28 +72,13 @@ from __future__ import annotations
 from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting.closed import folded
 from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist
-from napkin_cat.syntax.adapter import Diagram, Ty
-from napkin_cat.syntax.builder import Builder
+from napkin_cat.search.bitsets import bits
+from napkin_cat.search.block_kernel import BlockKernels
 from napkin_cat.syntax.dtype import BOOL
 from napkin_cat.syntax.primitive import is_view, kind_of
 
 
-def bits(mask: int) -> list:
-    """The indices of the set bits of ``mask``, increasing (lowest bit first: ``mask & -mask``, so the work is
-    per set bit, not per bit position of a mask over a thousand operations).
-
-    >>> bits(0b101100)
-    [2, 3, 5]
-    """
-    out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
-
-
-class OpGraph:
+class OpGraph(BlockKernels):
     """The primitive boxes of a function netlist (its *operations*) and the data flow between them.
 
     Operations are numbered in the netlist's topological order; a set of operations is a bit mask.
@@ -378,124 +365,3 @@ class OpGraph:
                     block = b & ~a
                     if (max_ops is None or bin(block).count("1") <= max_ops) and self.connected(block):
                         yield a, b, block
-
-    # ------------------------------------------------------------------ a block as a function diagram
-    def subdiagram(self, block: int) -> Diagram:
-        """The block's operations as a function diagram: per-port inputs, outputs read outside."""
-        return self._sub(block)[0]
-
-    def _sub(self, block: int):
-        ops = bits(block)
-        inside = {self.nodes[i] for i in ops}
-        ports, dom, value = [], [], {}
-        for i in ops:
-            nid = self.nodes[i]
-            for p, src in enumerate(self.sources(nid)):
-                if src[0] not in inside and src[0] not in self.folded:
-                    key = src if self.share else (nid, p)
-                    value[(nid, p)] = key
-                    if key not in ports:
-                        ports.append(key)
-                        dom.append(self.net.nodes[nid].dom[p])
-        b = Builder(Ty(*dom))
-        wires = dict(zip(ports, b.inputs))
-        feed = {port: wires[key] for port, key in value.items()}
-        made, outs = {}, []
-        seen = {} if self.once else None      # (label, the wires read) → the outputs: each value computed once
-        for i in ops:
-            nid = self.nodes[i]
-            node = self.net.nodes[nid]
-            args = [feed[(nid, p)] if (nid, p) in feed else made[src] if src in made else self._closed(b, w, seen)
-                    for p, (src, w) in enumerate(zip(self.sources(nid), self.net.ins[nid]))]
-            got = _apply_once(b, node, args, seen)
-            for port, (w, wire) in enumerate(zip(self.net.outs[nid], got)):
-                made[(nid, port)] = wire
-                if any(r[0] == OUTPUT or r[0] not in inside for r in self.readers(w)):
-                    outs.append(wire)
-        return b.build(*outs), tuple(ports)
-
-    def _closed(self, b, wid, seen=None):
-        """The folded value on wire ``wid`` computed in ``b`` (its closed boxes once for this port; once for the
-        block where ``seen`` is its memo, :func:`_apply_once`)."""
-        nid, port = self._source(wid)
-        node = self.net.nodes[nid]
-        return _apply_once(b, node, [self._closed(b, w, seen) for w in self.net.ins[nid]], seen)[port]
-
-    def _closed_key(self, wid) -> tuple:
-        nid, port = self._source(wid)
-        return self.net.nodes[nid].label, port, tuple(self._closed_key(w) for w in self.net.ins[nid])
-
-    def key(self, block: int) -> "BlockKey":
-        """A canonical key of the block's kernel: its operations' labels and wiring in topological order.
-
-        Equal keys mean equal sub-diagrams (the same boxes wired the same way), wherever the block sits.  A
-        block's key is made once per graph (the search asks for it at every edge into the block, and the kernel
-        cache and the space's budget hash it each time): a :class:`BlockKey`, whose hash is computed once.
-        """
-        found = self._keys.get(block)
-        if found is None:
-            found = self._keys[block] = BlockKey(self._key(block))
-        return found
-
-    def _key(self, block: int) -> tuple:
-        ops = bits(block)
-        local = {self.nodes[i]: k for k, i in enumerate(ops)}
-        outside, out = {}, []
-        for i in ops:
-            nid = self.nodes[i]
-            node = self.net.nodes[nid]
-            srcs = tuple((local[s[0]], s[1]) if s[0] in local else
-                         ("closed", self._closed_key(w)) if s[0] in self.folded else
-                         ("in", outside.setdefault(s if self.share else (nid, p), len(outside)))
-                         for p, (s, w) in enumerate(zip(self.sources(nid), self.net.ins[nid])))
-            read = tuple(any(r[0] == OUTPUT or r[0] not in local for r in self.readers(w))
-                         for w in self.net.outs[nid])
-            out.append((node.label, srcs, read))
-        return (*out, ("computed once",)) if self.once else tuple(out)   # a kernel of one value fewer, once
-
-
-def _apply_once(b, node, args, seen) -> tuple:
-    """The outputs of ``node``'s box applied in ``b`` to the wires ``args``; with a memo ``seen`` (a dict), the
-    outputs of the box of one label applied to the same wires before, if any (one value computed once: boxes are
-    deterministic, paper §2), the operands of a kind that commutes compared as a set where they are of one array
-    type (as ``common_value`` compares them)."""
-    key = None
-    if seen is not None:
-        reads = tuple(w.id for w in args)
-        if kind_of(node.spec.kind).commutative and len(set(node.dom)) == 1:
-            reads = tuple(sorted(reads))
-        key = (node.label, reads)
-        if key in seen:
-            return seen[key]
-    got = b(Diagram.id(node.box.dom).then(node.box), *args)
-    got = got if isinstance(got, tuple) else (got,)
-    if key is not None:
-        seen[key] = got
-    return got
-
-
-class BlockKey:
-    """A block's canonical key (:meth:`OpGraph.key`): a tuple of its operations' labels and wiring, hashed once.
-
-    Equal to another key exactly when the tuples are equal; its hash is the tuple's, so a key may be looked up
-    in a dict or set many times for the price of one hash of the (deep) tuple.
-
-    >>> a, b = BlockKey((("·", (("in", 0),), (True,)),)), BlockKey((("·", (("in", 0),), (True,)),))
-    >>> a == b, hash(a) == hash(b), a == BlockKey(()), len({a, b})
-    (True, True, False, 1)
-    """
-
-    __slots__ = ("parts", "_hash")
-
-    def __init__(self, parts: tuple):
-        self.parts, self._hash = parts, hash(parts)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other) -> bool:
-        return self is other or (isinstance(other, BlockKey) and self._hash == other._hash
-                                 and self.parts == other.parts)
-
-    def __repr__(self) -> str:
-        return f"BlockKey({self.parts!r})"

@@ -138,7 +138,9 @@ def test_the_triton_kernel_of_a_loss_gathers_within_each_slice(name):
 @needs_triton
 def test_the_causal_loop_stops_at_the_diagonal():
     k = nc.codegen.triton(nc.plan(flash(nc.library.causal_attention()), EVEN))
-    assert "for i_x in range(0, tl.minimum((x + 15) // 16, (16*i_q + 15) // 16 + 1)):" in k.source
+    # the whole trips below the diagonal, then the diagonal's (i_x < ⌊(16·i_q + 31)/16⌋ = i_q + 1)
+    assert "for i_x in range(0, nc_partial_i_x):" in k.source
+    assert "for i_x in range(nc_partial_i_x, tl.minimum((x + 15) // 16, (16*i_q + 31) // 16)):" in k.source
 
 
 @needs_triton

@@ -11,7 +11,8 @@ import pytest
 
 import napkin_cat as nc
 from napkin_cat.hardware.cputime import MASK_APPLIED_ON_WHOLE_TRIPS, predict_cpu
-from napkin_cat.hardware.predict import MASK_MADE_ON_EVERY_TRIP, predict
+from napkin_cat.hardware.masks import MASK_LEFT_OUT_ON_WHOLE_TRIPS
+from napkin_cat.hardware.predict import predict
 from napkin_cat.plan.runner import Machine
 
 WINDOW, PREFIX = 6, 12
@@ -74,12 +75,12 @@ def test_the_predictions_say_what_they_charge_a_mask():
     causal, dense = _tiled(nc.library.causal_attention()), _tiled(nc.library.attention())
     assert MASK_APPLIED_ON_WHOLE_TRIPS in predict_cpu(causal, "epyc-zen3-dev", sizes).assumptions
     assert MASK_APPLIED_ON_WHOLE_TRIPS not in predict_cpu(dense, "epyc-zen3-dev", sizes).assumptions
-    assert MASK_MADE_ON_EVERY_TRIP in predict(causal, "h100-sxm5", sizes).assumptions
-    assert MASK_MADE_ON_EVERY_TRIP not in predict(dense, "h100-sxm5", sizes).assumptions
+    assert MASK_LEFT_OUT_ON_WHOLE_TRIPS in predict(causal, "h100-sxm5", sizes).assumptions
+    assert MASK_LEFT_OUT_ON_WHOLE_TRIPS not in predict(dense, "h100-sxm5", sizes).assumptions
     c = nc.codegen.c(nc.plan(causal, sizes)).source
     assert "the mask is true on every pair of this trip" in c      # what the CPU sentence is about
     t = nc.codegen.triton(nc.plan(causal, sizes)).source
-    assert "every pair" not in t                                    # what the GPU sentence is about
+    assert "the mask is true on every pair" in t                    # what the GPU sentence is about
 
 
 def test_a_block_mask_from_data_charges_its_mask_only_on_partial_blocks(monkeypatch):

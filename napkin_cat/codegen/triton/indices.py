@@ -15,14 +15,9 @@ structure              Triton
 ``logsumexp``          μ = max x (0 if not finite), ``μ + log Σ exp(x − μ)``, the input masked at −∞
 ``logsumexp_online``   μ = max(max x, μ′), δ = 0 where μ′ = −∞ else exp(μ′ − μ), z = δz′ + Σ exp(x − μ)
 =====================  ==========================================================================
-
-A stream loop whose trips a mask skips runs over the trips its test allows: where the test is a conjunction
-of bounds on the loop index (causal: ``i_x ≤ i_q``), the loop's range (``range(0, i_q + 1)``: FlashAttention's
-causal loop, which the compiler pipelines); otherwise every trip, each under the test.
 """
 from __future__ import annotations
 
-import sympy
 
 from napkin_cat.codegen.errors import CodegenError
 
@@ -31,28 +26,6 @@ NEG_INF = 'float("-inf")'
 
 class TritonIndexKindsMixin:
     """The printers of the index kinds and of log-sum-exp in Triton (see the module docstring)."""
-
-    def trip_range(self, loop):
-        """``(first, stop)`` of the trips a skipping loop runs, as printed expressions, or None when its test is
-        not a conjunction of bounds on its index (``a·i + b ≤ 0`` with ``a`` a number)."""
-        when = self.tidy(self.nominal(loop.when))
-        parts = when.args if isinstance(when, sympy.And) else (when,)
-        i, lows, highs = loop.index, ["0"], [self.code(self.trips(loop))]
-        for rel in parts:
-            if not isinstance(rel, (sympy.Le, sympy.Lt, sympy.Ge, sympy.Gt)):
-                return None
-            e = rel.lhs - rel.rhs if isinstance(rel, (sympy.Le, sympy.Lt)) else rel.rhs - rel.lhs
-            e = sympy.expand(e + (1 if isinstance(rel, (sympy.Lt, sympy.Gt)) else 0))    # integers: a < b ⟺ a + 1 ≤ b
-            a = e.coeff(i)
-            rest = sympy.expand(e - a * i)
-            if not a.is_Integer or a == 0 or rest.has(i):
-                return None
-            if a > 0:        # i ≤ ⌊−rest/a⌋: stop before ⌊−rest/a⌋ + 1
-                highs.append(f"({self.code(-rest)}) // {int(a)} + 1")
-            else:            # i ≥ ⌈rest/|a|⌉
-                highs, lows = highs, lows + [f"({self.code(rest)} + {int(-a) - 1}) // {int(-a)}"]
-        fold = (lambda xs, f: xs[0] if len(xs) == 1 else f"{f}({xs[0]}, {fold(xs[1:], f)})")
-        return fold(lows, "tl.maximum"), fold(highs, "tl.minimum")
 
     def _print_position(self, s, depth):
         out = s.outs[0]

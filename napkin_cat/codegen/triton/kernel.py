@@ -124,6 +124,16 @@ class TritonKernel(GeneratedKernel):
         format in the worker (outputs in bf16 come back as float32).  ``block_mask`` / ``blocks``: the data's
         block mask or its tables, as the C kernel takes them (checked:
         :meth:`~napkin_cat.codegen.kernel.GeneratedKernel.block_arguments`); without, every trip runs masked."""
+        return self._run(arrays, block_mask, blocks, lines=False)[0]
+
+    def executions(self, *arrays, block_mask=None, blocks=None) -> tuple:
+        """Run as ``k(*arrays)`` does, counting the times each line of :attr:`source` runs (every program of every
+        launch, the interpreter running them one after another): ``(outputs, {line number from 1: times})``.  A
+        statement in a loop's body runs once per program per trip it takes, so the count of a line tells how often
+        the kernel does what it prints (``tests/codegen/test_triton_whole_trips.py`` counts the masks made so)."""
+        return self._run(arrays, block_mask, blocks, lines=True)
+
+    def _run(self, arrays, block_mask, blocks, lines: bool) -> tuple:
         as_torch = any(type(a).__module__.startswith("torch") for a in arrays)
         xs = self.check([a.detach().float().cpu().numpy() if type(a).__module__.startswith("torch") else a
                          for a in arrays])
@@ -136,12 +146,12 @@ class TritonKernel(GeneratedKernel):
                 paths.append(os.path.join(tmp, f"x{k}.npy"))
                 np.save(paths[-1], x)
             answer = worker(interpret=True).ask({"op": "run", "source": str(self.path()), "arrays": paths,
-                                                 "formats": formats, "out": tmp})
+                                                 "formats": formats, "out": tmp, "lines": lines})
             ys = [np.load(p) for p in answer["outputs"]]
         if as_torch:
             import torch
             ys = [torch.from_numpy(y) for y in ys]
-        return ys[0] if len(ys) == 1 else tuple(ys)
+        return ys[0] if len(ys) == 1 else tuple(ys), {int(n): c for n, c in answer.get("lines", {}).items()}
 
     def check(self, arrays) -> list:
         """The arguments as C-ordered arrays (float32 for 16-bit brain floats), their shapes checked: an

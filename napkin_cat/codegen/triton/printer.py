@@ -50,6 +50,7 @@ from napkin_cat.codegen.launch import launches
 from napkin_cat.codegen.printer import CodePrinter, ident
 from napkin_cat.codegen.triton.indices import TritonIndexKindsMixin
 from napkin_cat.codegen.triton.structures import TritonKindsMixin
+from napkin_cat.codegen.triton.trips import TritonTripsMixin
 from napkin_cat.plan.ir import GridLoop, Load, Ref, StreamLoop, walk, reads, writes
 from napkin_cat.syntax.dtype import as_dtype
 
@@ -89,7 +90,7 @@ def padded(n: int) -> int:
     return p
 
 
-class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
+class TritonPrinter(TritonTripsMixin, TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
     """Triton (Python).  ``precision``: ``tl.dot``'s input precision on fp32 operands (``"ieee"``: exact fp32
     products); ``runtime``: the sizes passed at run time (True: every eligible one, False: none, or names);
     ``num_warps``, ``num_stages``: the launch (default: read off the plan, :mod:`.host`);
@@ -144,20 +145,6 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
                 raise CodegenError(f"{name} must be a positive int of at most {most}, got {n!r}")
         self.num_warps = num_warps or host.num_warps(self)
         self.num_stages = num_stages or host.num_stages(self, smem_per_block or host.SMEM_PER_BLOCK)
-
-    #: a trip's state in its block table (:meth:`~napkin_cat.codegen.printer.CodePrinter.trip_variants`): Triton has
-    #: no ``continue``, so the live trips nest under a test and a none trip runs nothing
-    skip_trip = None
-    if_live = "if {state} != 0:   {comment} a none trip runs nothing"
-    if_full = "if {state} == 2:   {comment} every pair allowed: the mask is not made, read as true"
-    otherwise = "elif {state} == 1:   {comment} some pairs allowed: the mask made and applied"
-    end_if = ""
-
-    def block_state(self, table, state: str, depth) -> list[str]:
-        """The trip's state: its block table's entry (an ``*i8`` argument; the launcher passes all partial where
-        no block mask is given)."""
-        return [self.line(depth, f"{state} = tl.load({table.name} + {self.code(table.offset())})   "
-                                 f"{self.comment} the block mask here: 0 none, 1 partial, 2 full")]
 
     def number(self, value) -> str:
         v = float(value)
@@ -374,37 +361,6 @@ class TritonPrinter(TritonIndexKindsMixin, TritonKindsMixin, CodePrinter):
         v = s.var
         return [self.line(depth, f"# {v} ← {s.value:g}")] + self.assign(
             Ref(v), f"tl.full([{', '.join(map(str, self.shape(v)))}], {self.number(s.value)}, tl.float32)", depth)
-
-    # ------------------------------------------------------------------ loops
-    def _print_StreamLoop(self, s, depth):
-        out = []
-        if s.head:
-            out += [self.line(depth, "# head")] + self._lines(s.head, depth)
-        bounds = self.trip_range(s) if getattr(s, "skips", False) else None
-        first, stop = bounds or ("0", self.code(self.trips(s)))
-        out.append(self.line(depth, f"for {ident(s.index.name)} in range({first}, {stop}):   "
-                                    f"# {self.loop_comment(s)}" + (", the trips the mask reaches" if bounds else "")))
-        out += self._trip(s, depth + 1, tested=bounds is None)
-        if s.tail:
-            out += [self.line(depth, "# tail")] + self._lines(s.tail, depth)
-        return out
-
-    def _print_GridLoop(self, s, depth):
-        return [self.line(depth, f"for {ident(s.index.name)} in range(0, {self.code(self.trips(s))}):   "
-                                 f"# {self.loop_comment(s)}, in order")] + self._trip(s, depth + 1)
-
-    def _trip(self, s, depth, tested=True):
-        saved = self.extents.get(s.tile)
-        bound = self.enter(s)
-        lines = [self.line(depth, f"{ident(bound[0].name)} = {self.code(bound[1])}")] if bound else []
-        if tested and getattr(s, "skips", False):       # a trip the mask skips runs nothing
-            test = self.code(self.tidy(self.nominal(s.when)))
-            lines.append(self.line(depth, f"if {test}:   # else the mask is never true here"))
-            depth += 1
-        body = self.trip_variants(s, depth, lambda at: self._lines(s.body, at)) if isinstance(s, StreamLoop) \
-            else self._lines(s.body, depth)
-        self.leave(s, saved)
-        return lines + (body or [self.line(depth, "pass")])
 
     # ------------------------------------------------------------------ launches
     def globals_(self) -> list:
