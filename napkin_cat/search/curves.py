@@ -30,7 +30,9 @@ from napkin_cat.cost.optimum import optimal
 from napkin_cat.cost.sized_optimum import optimum_values
 from napkin_cat.cost.polynomial import POLYNOMIAL, SYMPY, sympified
 from napkin_cat.cost.tiling import tiled_streams, unexpanded
+from napkin_cat.algorithms.partition_facts import KernelFacts
 from napkin_cat.errors import NapkinError, NotPolynomialError
+from napkin_cat.search.least_memory import least_held
 from napkin_cat.search.variants import Variant
 from napkin_cat.syntax.sizes import Sizes
 
@@ -62,6 +64,24 @@ class Curve:
         self._search = self._sympy = self._streams = None
         self._at, self._smallest, self._symbolic, self._capped, self._all = {}, {}, {}, {}, {}
         self._grouped = self._symbols = None
+        self._least = {}
+
+    def least(self, sizes: dict) -> int:
+        """A lower bound of the memory every tiling of the partition needs at ``sizes``, read off the function
+        before the candidate is costed (:func:`~napkin_cat.search.least_memory.least_held`: its inputs' tiles with
+        every partitioned axis at 1); 0 where nothing is claimed (a partition of an algorithm, or at another level
+        than its kernel's).  A memory below it fits no tiling: :meth:`at` and :meth:`at_all` answer so uncosted."""
+        key = tuple(sorted(sizes.items()))
+        found = self._least.get(key)
+        if found is None:
+            v = self.partition
+            if isinstance(v, Variant) and isinstance(v.source, KernelFacts) and v.level == self.level:
+                axes = ((v.stream,) if v.stream is not None else ()) + tuple(v.inner) + tuple(v.groups)
+                found = least_held(v.function, axes, sizes, v.level)
+            else:
+                found = 0
+            self._least[key] = found
+        return found
 
     def _costed(self, arithmetic):
         """The partition's cost record in ``arithmetic`` (:mod:`napkin_cat.cost.polynomial`), its density bound."""
@@ -187,6 +207,11 @@ class Curve:
         if found is not None:
             return found
         todo = [m for m in memories if (skey, int(m), tiles, count) not in self._at]
+        if todo:     # a memory below the least any tiling needs: no fit, and nothing costed for it
+            least = self.least(sizes)
+            for m in [m for m in todo if least > m]:
+                self._at[(skey, int(m), tiles, count)] = (None, {})
+            todo = [m for m in todo if least <= m]
         if todo and self.grouped:
             for m, o in zip(todo, optimum_values(self.search_cost, todo, self.level, sizes=sizes, tiles=tiles,
                                                  count=count)):
@@ -195,6 +220,8 @@ class Curve:
         return found
 
     def _solve(self, sizes, memory, tiles="divisors", count=True):
+        if self.least(sizes) > memory:      # no tiling fits (:meth:`least`): not costed
+            return None, {}
         if not self.grouped:
             if self.smallest(sizes) > memory:
                 return None, {}
