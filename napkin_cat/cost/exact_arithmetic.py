@@ -109,6 +109,27 @@ def value(expr, env):
         raise NapkinError(f"give sizes for {missing} (sizes={{'name': …}}); the expression is {expr}") from None
 
 
+def rational_at(expr, env):
+    """``expr``'s exact value at ``env`` where it is a rational number there (every symbol it reads given a number:
+    an ``int`` or :class:`Fraction`), else None: the walk of :func:`value`, without sympy, for a caller that asks
+    whether ``expr.subs(env)`` is a number and which (a size's trips, a tile dividing an axis)::
+
+        rational_at(e, env) == e.subs(env)           (where it is not None)
+
+    >>> import napkin_cat as nc
+    >>> q, g = nc.symbol("q"), nc.symbol("g_q")
+    >>> rational_at(sympy.ceiling(q / g), {q: 10, g: 4}), rational_at(q / g, {q: 10, g: 4})
+    (3, Fraction(5, 2))
+    >>> rational_at(q / g, {q: 10}), rational_at(sympy.sqrt(q), {q: 2}), rational_at(q / g, {q: 1, g: 0})
+    (None, None, None)
+    """
+    try:
+        got = value(expr, env)
+    except (NapkinError, ZeroDivisionError):
+        return None
+    return got if isinstance(got, (int, Fraction)) else None
+
+
 def _accumulate(terms: dict, exponent: tuple, coefficient) -> None:
     """``terms[exponent] += coefficient``, a term that cancels left out."""
     v = terms.get(exponent, 0) + coefficient

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import sympy
 
-from napkin_cat.plan.ir import (LOOPS, Alloc, Free, GridLoop, Kernel, StreamLoop, blocks, defs, uses,  # noqa: F401
-                                with_blocks)
+from napkin_cat.plan.ir import (LOOPS, Alloc, Free, GridLoop, Kernel, StreamLoop, blocks, defs, trips_at,  # noqa: F401
+                                uses, with_blocks)
 
 
 class _Flow:
@@ -131,6 +131,9 @@ def _runs_none(loop, sizes) -> bool:
     nothing); never when no sizes are given."""
     if sizes is None:
         return False
+    t = trips_at(loop, sizes)    # (exact, without sympy, where the trips are a number)
+    if t is not None:
+        return t == 0
     t = sympy.sympify(loop.trips).subs(sizes)
     return bool(t.is_number and t == 0)
 

@@ -24,6 +24,7 @@ import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.blockmask import BlockMask
+from napkin_cat.cost.exact_arithmetic import rational_at
 from napkin_cat.cost.memory import LARGEST_MEMORY
 from napkin_cat.errors import BlockMaskError, LevelError, MemoryLimitError, ShapeError
 from napkin_cat.plan.condition import derived, tables
@@ -180,6 +181,9 @@ class Plan:
 
 
 def _ragged(loop, sizes) -> bool:
+    full, tile = rational_at(loop.full, sizes), rational_at(loop.tile, sizes)
+    if full is not None and tile is not None:    # (exact, without sympy's subs, where both are numbers)
+        return not (isinstance(full, int) and isinstance(tile, int) and full % tile == 0)
     full, tile = sympy.sympify(loop.full).subs(sizes), sympy.sympify(loop.tile).subs(sizes)
     return not (full.is_Integer and tile.is_Integer and int(full) % int(tile) == 0)
 

@@ -60,15 +60,11 @@ class Space:
         self.downs = graph.downsets(within, units)
         allowed = None if units is None else set(self.downs)
         steps = graph.steps(within, units)
-        step_of = {i: k for k, (u, _) in enumerate(steps) for i in bits(u)}
-        succ = [_successors(graph, u) for u, _ in steps]
         rank = {d: k for k, d in enumerate(self.downs)}
-        ready = {d: self._ready(d) for d in self.downs}
         frontier = {d: {0} for d in self.downs if allowed is None or d in allowed}
         edges, keys, self.cap, self.exact, size = [], set(), 0, True, 0
         joined, joining, linked = set(), any(graph.siblings), []   # blocks linked only by a value read: own budget
-        after = {0: 0}   # an extension's successors, grown with it: after[e | u] = after[e] | the succs of step u
-        near_steps = {}  # a mask of operations -> the steps holding them, in the order the set of them iterates
+        takes = {}       # a down-set -> the steps it can take next (a function of the down-set alone)
         connected = {}   # an extension -> whether data flow connects it (graph.connected)
         linking = {}     # an extension data flow does not connect -> whether a value read links it (graph.linked)
         while frontier:
@@ -80,17 +76,11 @@ class Space:
                 out = set()
                 for e in exts:
                     done = d | e
-                    near = (ready[d] | after[e]) & ~done & full
-                    ks = near_steps.get(near)
-                    if ks is None:   # (few distinct masks: 3,244 of 59,884 in the saved backward's spaces)
-                        ks = near_steps[near] = tuple({step_of[o] for o in bits(near) if o in step_of})
-                    for k in ks:
-                        u, need = steps[k]
-                        if not u & done and need & ~done == 0:
-                            grew = e | u
-                            out.add(grew)
-                            if grew not in after:
-                                after[grew] = after[e] | succ[k]
+                    can = takes.get(done)
+                    if can is None:   # (few distinct: one per down-set, met under many (d, e) with d | e = done)
+                        can = takes[done] = [u for u, need in steps if not u & done and not need & ~done]
+                    for u in can:
+                        out.add(e | u)
                 if out:
                     grown[d] = out
                     for e in out:
@@ -135,17 +125,6 @@ class Space:
         self.into = {b: [] for b in self.downs}
         for a, b, block in sorted(edges, key=lambda e: (-e[0].bit_count(), rank[e[0]])):
             self.into[b].append((a, block))
-
-    def _ready(self, done: int) -> int:
-        """The operations of the space whose inputs ``done`` (a down-set) computes, or that read none inside."""
-        return sum(1 << o for o in bits(self.full & ~done) if self.graph.preds[o] & self.full & ~done == 0)
-
-
-def _successors(graph, block: int) -> int:
-    out = 0
-    for i in bits(block):
-        out |= graph.succs[i]
-    return out
 
 
 def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: ch.options, tie=None, rows=None):
