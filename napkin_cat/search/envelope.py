@@ -433,8 +433,8 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
         cond = sympy.And(M >= lower, M < upper) if upper != sympy.oo else (M >= lower)
         cost = Later(functools.partial(getattr, c.made, "cost"))      # the algorithm's cost, made where read
         masked = any(curve.cost.assumptions for curve, _ in c.made.parts)   # (its kernels' costs name a density)
-        diagram = Later(functools.partial(getattr, c.made, "diagram"), masked=masked)   # made by the rules where read
-        regimes.append(Regime(c.made.variant, c.H, diagram, Later(functools.partial(getattr, c.made, "trace")),
+        piece = Later(functools.partial(getattr, c.made, "diagram"), masked=masked)   # made by the rules where read
+        regimes.append(Regime(c.made.variant, c.H, piece, Later(functools.partial(getattr, c.made, "trace")),
                               cost, opt, bexpr,
                               (c.H / bexpr) if bexpr is not None else None, lower=lower, upper=upper,
                               condition=cond))
