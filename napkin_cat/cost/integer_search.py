@@ -357,7 +357,7 @@ def _best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
     limits = [Fraction(m) for m in memories]
     floats = [float(m) for m in limits]
     found = [None] * len(limits)
-    exact_H = exact_at(H) if fulls is None else (lambda combo: _exact_ragged(H, combo, fulls))
+    exact_H = _by_seen(H, exact_at(H) if fulls is None else (lambda combo: _exact_ragged(H, combo, fulls)))
     at_columns = None     # each column's exact evaluator, made when a peak is first settled exactly
     for block in _blocks(lists):
         logs = np.log(block)
@@ -376,7 +376,8 @@ def _best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
         top = peak[capped].max() if capped.any() else None
         least = peak[capped].min() if capped.any() else None
         every = None     # the block's best where every candidate fits clearly (the same for every such memory)
-        known = {}       # row -> [tiles, within the caps, exact H, exact peak, float peak]: pure functions of the row
+        known = {}       # row -> [tiles, within the caps, exact H, exact peak]: pure functions of the row
+        ints, peaks = block.astype(np.int64), peak.tolist()
         for j, limit in enumerate(limits):
             fl = floats[j]
             if least is None or least > fl * (1 + 1e-12):
@@ -396,9 +397,9 @@ def _best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
                 for k in near.tolist():
                     row = known.get(k)
                     if row is None:
-                        combo = tuple(int(g) for g in block[k])
+                        combo = tuple(ints[k].tolist())
                         trips = combo if fulls is None else tuple(Fraction(n, -(-n // g)) for g, n in zip(combo, fulls))
-                        row = known[k] = [combo, not any(_exact(cap, trips) > 1 for cap in caps), None, None, None]
+                        row = known[k] = [combo, not any(_exact(cap, trips) > 1 for cap in caps), None, None]
                     combo = row[0]
                     if not row[1]:
                         fits[k] = False
@@ -413,9 +414,7 @@ def _best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
                             fits[k] = False
                             continue
                     else:
-                        if row[4] is None:
-                            row[4] = Fraction(float(peak[k]))
-                        exact_peak = row[4]
+                        exact_peak = peaks[k]   # (a float orders against a Fraction exactly, as Fraction(peak))
                     if row[2] is None:
                         row[2] = exact_H(combo)
                     key = (row[2], exact_peak, combo[::-1])
@@ -428,6 +427,32 @@ def _best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
             if mine is not None and (found[j] is None or mine < found[j]):
                 found[j] = mine
     return [None if f is None else (f[0], f[2][::-1]) for f in found]
+
+
+def _by_seen(poly, at):
+    """``at`` (a function of the tiles that reads them through ``poly``'s terms) remembered by the tiles ``poly``
+    sees (a non-zero exponent in some term): tilings that differ only in tiles it does not see have one value,
+    found once (the transfers tie across such tiles, and the search settles each tiling of the tie exactly).
+
+    >>> poly = ((Fraction(3), Fraction(1)), ((-1, 0), (0, 0)))      # 3/g₀ + 1: g₁ unseen
+    >>> calls = []
+    >>> at = _by_seen(poly, lambda combo: calls.append(combo) or exact_at(poly)(combo))
+    >>> at((4, 1)), at((4, 8)), at((2, 8)), len(calls)
+    (Fraction(7, 4), Fraction(7, 4), Fraction(5, 2), 2)
+    """
+    width = len(poly[1][0]) if poly[1] else 0
+    seen = tuple(i for i in range(width) if any(e[i] for e in poly[1]))
+    if len(seen) == width:
+        return at
+    done: dict = {}
+
+    def value(combo):
+        key = tuple(combo[i] for i in seen)
+        found = done.get(key)
+        if found is None:
+            found = done[key] = at(combo)
+        return found
+    return value
 
 
 def _counted_many(columns, values, memories, caps, exact) -> list:

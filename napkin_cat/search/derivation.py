@@ -190,10 +190,19 @@ def _assuming(d: Derivation, density) -> Derivation:
     A cost assumes a density only where a stream of its algorithm skips trips by a mask from data, so the costs
     (made on first read, :class:`~napkin_cat.search.results.Later`) are read only where a regime's algorithm has
     one (:func:`masked_by_data`); elsewhere they assume nothing and stay unmade."""
-    found = {a.symbol: None for r in (d.regimes or (d,)) if masked_by_data(r.diagram)
+    found = {a.symbol: None for r in (d.regimes or (d,)) if _masked(r)
              for a in (r.cost.assumptions if r.cost is not None else ())}
     found.update((s, None) for s in densities(d.diagram))
     return replaced(d, assumptions=tuple(Density(s, density) for s in found))
+
+
+def _masked(r) -> bool:
+    """:func:`masked_by_data` of a result's diagram, read off what its :class:`~.results.Later` knows where the
+    diagram is not made yet (a symbolic derive's pieces: from their kernels' costs), else off the diagram."""
+    later = held(r, "diagram") if isinstance(r, Regime) else None
+    if isinstance(later, Later) and "masked" in later.facts:
+        return later.facts["masked"]
+    return masked_by_data(r.diagram)
 
 
 def masked_by_data(diagram) -> bool:

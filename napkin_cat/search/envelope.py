@@ -432,7 +432,10 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
         opt = Optimum(c.H, dict(c.tiles), None, M, None, None, None, None, notes)
         cond = sympy.And(M >= lower, M < upper) if upper != sympy.oo else (M >= lower)
         cost = Later(functools.partial(getattr, c.made, "cost"))      # the algorithm's cost, made where read
-        regimes.append(Regime(c.made.variant, c.H, c.made.diagram, c.made.trace, cost, opt, bexpr,
+        masked = any(curve.cost.assumptions for curve, _ in c.made.parts)   # (its kernels' costs name a density)
+        piece = Later(functools.partial(getattr, c.made, "diagram"), masked=masked)   # made by the rules where read
+        regimes.append(Regime(c.made.variant, c.H, piece, Later(functools.partial(getattr, c.made, "trace")),
+                              cost, opt, bexpr,
                               (c.H / bexpr) if bexpr is not None else None, lower=lower, upper=upper,
                               condition=cond))
         args.append((c.H, M < upper) if upper != sympy.oo else (c.H, True))

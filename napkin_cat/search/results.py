@@ -25,17 +25,22 @@ class Later:
     """A value made on first read: ``Later(make)`` given where a :class:`Regime` or :class:`Derivation` field
     takes one that is costly (``cost``); the field calls ``make()`` once and keeps what it returns.
 
+    ``facts``: what is known of the value before it is made (a symbolic derive's regime diagram: ``masked``,
+    whether a stream of it skips trips by a mask from data), so a reader that needs only that makes nothing.
+
     >>> made = []
     >>> later = Later(lambda: made.append(1) or 42)
     >>> r = Regime(None, 7, None, None, later, None)
     >>> len(made), r.cost, r.cost, len(made)
     (0, 42, 42, 1)
+    >>> Later(lambda: 1 / 0, masked=False).facts
+    {'masked': False}
     """
 
-    __slots__ = ("_make", "_value")
+    __slots__ = ("_make", "_value", "facts")
 
-    def __init__(self, make):
-        self._make, self._value = make, None
+    def __init__(self, make, **facts):
+        self._make, self._value, self.facts = make, None, facts
 
     def make(self):
         """The value, made on the first call (a Later shared by several results is made once)."""
@@ -102,8 +107,8 @@ class Regime:
 
     variant: Schedule
     H: object
-    diagram: Diagram
-    trace: Trace
+    diagram: Diagram = _Deferred()   # (a Later is made on first read: a symbolic derive makes each piece's when read)
+    trace: Trace = _Deferred()
     cost: object = _Deferred()       # (a Later is made on first read)
     optimum: Optimum
     bound: object = None
