@@ -19,7 +19,8 @@ Programs: a multi-query decoder step (q = 1, one KV head, 8 query heads), cross-
 non-causal ALiBi, softcap under a window mask, a mixture of two MLPs of different widths summed, RMSNorm→matmul
 chains of lengths 3 and 5 on distinct widths, a 2-layer MLP's backward, linear cross-entropy at a prime vocabulary
 of 50,021, einsum chains whose axes repeat (``a b, b a``; a cyclic ``a b, b c, c a -> a``), a stack of 4 blocks each
-with its own head size and MLP width.
+with its own head size and MLP width, and 8 equal blocks with shared axis names against the same blocks each with its
+own names (``stack-8 shared`` / ``stack-8 renamed``: same sizes, same H; the derive's time is what differs).
 """
 from __future__ import annotations
 
@@ -178,6 +179,11 @@ CASES = {
     "einsum a b,b a": (NUM, f"f = transposed_pair(); sizes = {TP}", "memory=[160, 400, 5000], sizes=sizes"),
     "einsum cyclic": (NUM, f"f = cyclic3(); sizes = {CYC}", "memory=[128, 300, 4000], sizes=sizes"),
     "stack-4 widths": (NUM, f"{STACK_F}; sizes = {STACK}", "memory=4096, sizes=sizes"),
+    "stack-8 shared": ("cost", "f = L.transformer_stack(8); sizes = {'n': 24, 'e': 40, 'h': 2, 'd': 16, 'f': 72}",
+                       "memory=4096, sizes=sizes"),
+    "stack-8 renamed": ("cost", "f = stack_widths(8); sizes = {'n': 24, 'e': 40, 'h': 2, "
+                        "**{f'd{i}': 16 for i in range(8)}, **{f'f{i}': 72 for i in range(8)}}",
+                        "memory=4096, sizes=sizes"),
     # symbolic
     "sym mqa-decode": (SYM, f"f = L.grouped_query_attention(); sizes = {MQA}", "memory='M', reference=sizes"),
     "sym cross q<x": (SYM, f"f = L.attention(); sizes = {CROSS}", "memory='M', reference=sizes"),
