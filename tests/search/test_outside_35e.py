@@ -11,13 +11,12 @@ tile of q, ``t = d / g_d`` tiles of d, ``x / g_x`` tiles of x):
   (``2·q``), the merge reads them back and writes the output: ``t·(q·x + x·g_d) + 2·p_x·t·(q·g_d + 2·q) + q·d``.
 
 Found by ``benchmarks/bench_outside_35e.py`` (``h100 mqa-decode``: 8,504,832 derived and costed, 8,537,344 run).
-At fa410b4 the cost functor and ``derive`` give the maths' count (1264 here) and the runner counts
-``2·(g_d − 1)·q`` more per part and d tile (1292): the plan's combine runs one block per row of the d group
-(``plan/partials._combine_by_rows``) and each row loads the state m, l, which has no d axis, again.  Either the
-plan loads it once per group or the cost functor counts the rows' loads; the law below holds after either.
+At fa410b4 the cost functor and ``derive`` gave the maths' count (1264 here) and the runner counted
+``2·(g_d − 1)·q`` more per part and d tile (1292): the plan's combine ran one block per row of the d group and
+each row loaded the state m, l, which has no d axis, again.  The combine now runs by rows only of the axes every
+state has (``plan.partials``); the maths checks the count that all three now give.
 """
 import numpy as np
-import pytest
 
 import napkin_cat as nc
 
@@ -30,9 +29,6 @@ def _maths(s):
     return first + second
 
 
-@pytest.mark.xfail(strict=True, reason="a split's combine run by rows of a d group loads the state m, l once per "
-                                       "row in the plan (2·(g_d − 1)·q values more per part) and once in the "
-                                       "cost functor: reported by outside-35e")
 def test_split_in_a_grid_over_d_runner_equals_cost_and_maths():
     f = nc.library.attention()
     sizes = {"q": 1, "x": 64, "d": 8}
@@ -44,5 +40,5 @@ def test_split_in_a_grid_over_d_runner_equals_cost_and_maths():
     out, ran = nc.plan(r.diagram, at).run(*xs)
     assert nc.equivalent(f, r.diagram, sizes=at)
     counted = nc.cost(r.diagram, sizes=at).H[1]
-    assert ran.transfers[1] == counted == r.H, \
+    assert ran.transfers[1] == counted == r.H == _maths(at), \
         f"runner {ran.transfers[1]}, cost {counted}, derive {r.H}; the maths with the state read once: {_maths(at)}"
