@@ -106,9 +106,12 @@ def split_stream(e, node, ins, sink, dests, run):
 
 def _rows(e, node) -> dict:
     """The axes the Grids around a kernel that is a split stream alone cut (each in the context, its tile a size of
-    the stream's arrays) → their group's range: the combine runs one row of each (the Grid law at tile 1)."""
+    the stream's arrays, and an axis of every reducer's state) → their group's range: the combine runs one row of
+    each (the Grid law at tile 1).  An axis some state lacks (d of attention's m, l where the Grid cuts d) is no
+    row: one block per row would load that state once per row, which the cost functor counts once."""
     sizes = {(a.name, a.size) for arr in (*node.region.dom.inside, *node.region.cod.inside) for a in arr.axes}
-    return {a: rng for a, rng in e.context.items() if (a, rng.tile) in sizes}
+    held = [set(s.array.names) for r in node.reducers for s in r.state]
+    return {a: rng for a, rng in e.context.items() if (a, rng.tile) in sizes and all(a in h for h in held)}
 
 
 def _combine_by_rows(e, node, box, rows: dict, ins, partials, sink, dests, pa, P):
