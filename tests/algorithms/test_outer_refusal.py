@@ -42,8 +42,13 @@ def blocks(f, widths=range(2, 13)):
     return out
 
 
+def independent():
+    """Two reductions apart, ``Σ_c A[a, c] + Σ_b B[a, b]``: the cone of either reads no input carrying the other."""
+    return (nc.einsum("a c -> a") @ nc.einsum("a b -> a")) >> nc.elementwise("add", "a, a -> a")
+
+
 def corpus():
-    out = [make() for make in LIBRARY_FUNCTIONS.values()]
+    out = [make() for make in LIBRARY_FUNCTIONS.values()] + [independent()]
     out += [random_program(seed, n_ops=2 + seed % 5).diagram for seed in range(20)]
     out += blocks(nc.library.transformer_block())
     out += blocks(nc.grad(nc.library.attention(lse=True), wrt=[0, 1, 2], saved=True, aux=1))
@@ -109,3 +114,14 @@ def test_derive_answers_the_same(monkeypatch, make, sizes):
     monkeypatch.setattr(partition_facts, "refused_outer", lambda *args: None)
     want = nc.derive(f, memory=2 ** 14, sizes=sizes)
     assert got.H == want.H and got.diagram == want.diagram
+
+
+def test_a_cone_that_reads_no_slice_is_left_to_the_full_check():
+    """The cone of ``c`` reads no input carrying ``b``: it runs once, before the trips, not per trip, so the stream
+    along ``b`` takes it though none of its outputs carries ``b`` (placed by ``nc.stream``, the second route)."""
+    f = independent()
+    facts = KernelFacts(f)
+    for outer, inner in (("b", "c"), ("c", "b")):
+        assert facts.nests(outer, "s_" + outer, inner, "s_" + inner)
+        nc.stream(nc.stream(f, outer, "s_" + outer), inner, "s_" + inner)    # placing accepts it too
+    assert any(v.inner for v in variants(f))
