@@ -7,7 +7,8 @@ fact of ``K``'s inside and of one axis (two for a stream inside a stream), whate
   along ``b``: the streaming analysis and the relabelling of the inside in slices;
 * **a stream along** ``c`` **inside** the stream along ``b`` is legal iff the reduction of ``c`` can be cut out of
   ``K``'s inside and streamed (:func:`~.inner_streams.nest_reduction`, the same cut for every ``b``) and the
-  stream along ``b`` accepts the inside so cut;
+  stream along ``b`` accepts the inside so cut; a cone that reads a slice along ``b`` and cannot run per trip as
+  a map is refused before the cut is made (:func:`~.inner_streams.refused_outer`, a necessary condition);
 * **a group** along ``a`` is legal iff :func:`~.partitions.grid_of` accepts ``K``: every output carries ``a``,
   every box that sees it weaves it, the inside can see it in groups.  A partition *record* leaves the inside as it
   was (:attr:`~.bubbles.Partition.relabelled`), and a stream's record holds ``K``'s own boxes, so the group's
