@@ -56,10 +56,10 @@ def reduction_cone(ops, axis: str) -> list:
     return sorted(cone)
 
 
-def nest_reduction(d: Diagram, axis: str, wrap) -> Diagram:
-    """``d`` (a stream's inside, one slice) with its reduction cone of ``axis`` made one region ``wrap(cone)``
-    (see the module docstring), or RewriteError saying why the cone cannot be cut out."""
-    ops, dom, cod = trace_values(d)
+def cone_boundary(ops, dom, cod, arrays: dict, axis: str) -> tuple:
+    """``(cone, core_in, core_out)`` of the reduction of ``axis`` among the values ``ops`` (``trace_values`` of a
+    trip, ``arrays[v]`` each value's array): the cone's op indices, the values it reads from outside, those it makes
+    that are read outside it (or are outputs); a RewriteError where the cone cannot be cut out as one region."""
     cone = reduction_cone(ops, axis)
     if not cone:
         raise RewriteError(f"no box of the stream's trip reduces {axis!r} away, so there is no reduction to stream "
@@ -69,9 +69,6 @@ def nest_reduction(d: Diagram, axis: str, wrap) -> Diagram:
                            f"{axis!r} before partitioning inside it")
     inside = set(cone)
     made = {v for k in cone for v in ops[k][2]}
-    arrays = dict(zip(dom, d.dom.inside))
-    for box, _, outs in ops:
-        arrays.update(zip(outs, box.cod.inside))
     read_outside = {v for k, (_, ins, _) in enumerate(ops) if k not in inside for v in ins} | set(cod)
     for v in made & read_outside:
         if _has(arrays[v], axis):
@@ -82,6 +79,67 @@ def nest_reduction(d: Diagram, axis: str, wrap) -> Diagram:
     for k in cone:
         core_in += [v for v in ops[k][1] if v not in made and v not in core_in]
     core_out = [v for k in cone for v in ops[k][2] if v in read_outside]
+    return cone, core_in, core_out
+
+
+def value_arrays(d: Diagram, ops, dom) -> dict:
+    """Each value's array: ``d``'s inputs, then what each op of ``trace_values(d)`` makes."""
+    arrays = dict(zip(dom, d.dom.inside))
+    for box, _, outs in ops:
+        arrays.update(zip(outs, box.cod.inside))
+    return arrays
+
+
+def refused_outer(ops, dom, arrays: dict, boundary: tuple, inner: str, outer: str) -> str | None:
+    """Why a stream along ``outer`` refuses the trip whose reduction cone of ``inner`` (``boundary``, from
+    :func:`cone_boundary`) is cut out as an inner stream, read off the cone before it is cut; None where it may
+    accept it (the streaming analysis of the cut trip decides).  The law, a necessary condition of
+    :func:`~napkin_cat.algorithms.streaming.analyse` on the cut trip:
+
+        the cone reads an input of the trip carrying ``outer``  ⇒  the inner stream is advanced per trip, a map
+        (:func:`~napkin_cat.algorithms.streaming.inner_stream_map`: an output of the cone carries ``outer`` and
+        every box of the cone that sees ``outer``, loads and saves aside, is weaved over it), or refused
+
+    since a region reading a slice is either such a map or a nested reducer, and an inner stream along another
+    axis is never a nested reducer (:mod:`~napkin_cat.algorithms.nesting`).
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.syntax.wiring import trace_values
+    >>> inside = nc.kernel(nc.library.linear_cross_entropy()).boxes[0].arg
+    >>> ops, dom, cod = trace_values(inside)
+    >>> arrays = value_arrays(inside, ops, dom)
+    >>> refused_outer(ops, dom, arrays, cone_boundary(ops, dom, cod, arrays, "e"), "e", "v") is None
+    True
+    >>> refused_outer(ops, dom, arrays, cone_boundary(ops, dom, cod, arrays, "v"), "v", "e")[:70]
+    "the reduction of 'v' reads inputs carrying 'e' and makes no output car"
+    """
+    cone, core_in, core_out = boundary
+    if not any(v in dom and _has(arrays[v], outer) for v in core_in):
+        return None
+    if not any(_has(arrays[v], outer) for v in core_out):
+        return (f"the reduction of {inner!r} reads inputs carrying {outer!r} and makes no output carrying it, so "
+                f"it cannot run per trip of a stream along {outer!r}")
+    for k in cone:
+        box = ops[k][0]
+        if any(_has(a, outer) for a in (*box.dom.inside, *box.cod.inside)) and outer not in box.data.weave_names \
+                and box.data.kind not in ("load", "save"):
+            return (f"the reduction of {inner!r} reads inputs carrying {outer!r} and {box.name!r} in it does not "
+                    f"map over {outer!r}, so it cannot run per trip of a stream along {outer!r}")
+    return None
+
+
+def nest_reduction(d: Diagram, axis: str, wrap, traced=None) -> Diagram:
+    """``d`` (a stream's inside, one slice) with its reduction cone of ``axis`` made one region ``wrap(cone)``
+    (see the module docstring), or RewriteError saying why the cone cannot be cut out.  ``traced``:
+    ``(ops, dom, cod, arrays, boundary)`` of ``d`` and ``axis`` already made (:func:`cone_boundary`)."""
+    if traced is None:
+        ops, dom, cod = trace_values(d)
+        arrays = value_arrays(d, ops, dom)
+        boundary = cone_boundary(ops, dom, cod, arrays, axis)
+    else:
+        ops, dom, cod, arrays, boundary = traced
+    cone, core_in, core_out = boundary
+    inside, made = set(cone), {v for k in cone for v in ops[k][2]}
     region = wrap(build_values([ops[k] for k in cone], core_in, core_out, arrays))
     outer = Builder(d.dom)
     wire = dict(zip(dom, outer.inputs))
@@ -120,4 +178,4 @@ def _check_convex(ops, inside: set):
                                f"the reduction is not one region")
 
 
-__all__ = ["reduction_cone", "nest_reduction"]
+__all__ = ["reduction_cone", "cone_boundary", "value_arrays", "refused_outer", "nest_reduction"]

@@ -7,7 +7,8 @@ fact of ``K``'s inside and of one axis (two for a stream inside a stream), whate
   along ``b``: the streaming analysis and the relabelling of the inside in slices;
 * **a stream along** ``c`` **inside** the stream along ``b`` is legal iff the reduction of ``c`` can be cut out of
   ``K``'s inside and streamed (:func:`~.inner_streams.nest_reduction`, the same cut for every ``b``) and the
-  stream along ``b`` accepts the inside so cut;
+  stream along ``b`` accepts the inside so cut; a cone that reads a slice along ``b`` and cannot run per trip as
+  a map is refused before the cut is made (:func:`~.inner_streams.refused_outer`, a necessary condition);
 * **a group** along ``a`` is legal iff :func:`~.partitions.grid_of` accepts ``K``: every output carries ``a``,
   every box that sees it weaves it, the inside can see it in groups.  A partition *record* leaves the inside as it
   was (:attr:`~.bubbles.Partition.relabelled`), and a stream's record holds ``K``'s own boxes, so the group's
@@ -37,13 +38,14 @@ True
 from __future__ import annotations
 
 from napkin_cat.algorithms.bubbles import Grid, Kernel, Region, Stream
-from napkin_cat.algorithms.inner_streams import nest_reduction
+from napkin_cat.algorithms.inner_streams import cone_boundary, nest_reduction, refused_outer, value_arrays
 from napkin_cat.algorithms.kernels import kernel
 from napkin_cat.algorithms.partitions import fresh_tile, grid_of, stream_of
 from napkin_cat.algorithms.streaming import analyse
 from napkin_cat.errors import NapkinError, RewriteError
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.flat import from_layers, layers
+from napkin_cat.syntax.wiring import trace_values
 
 
 class KernelFacts:
@@ -55,6 +57,7 @@ class KernelFacts:
         self.base = kernel(function, level)      # one Kernel box
         self.box = self.base.boxes[0]
         self._stream, self._group, self._cut, self._nest, self._tiles = {}, {}, {}, {}, {}
+        self._cones, self._traced = {}, None
 
     @staticmethod
     def applies(function: Diagram) -> bool:
@@ -90,22 +93,47 @@ class KernelFacts:
         """Whether the kernel streams along ``axis`` in slices ``tile`` (:func:`~.partitions.stream`)."""
         return not isinstance(self._streamed(axis, tile, sliced), NapkinError)
 
+    def _cone(self, inner: str):
+        """``(ops, dom, cod, arrays, boundary)``: the kernel's inside traced (once) and the boundary of its reduction
+        cone of ``inner`` (:func:`~.inner_streams.cone_boundary`), or the NapkinError refusing the cut."""
+        def decide():
+            if self._traced is None:
+                inside = self.box.arg
+                ops, dom, cod = trace_values(inside)
+                self._traced = (ops, dom, cod, value_arrays(inside, ops, dom))
+            ops, dom, cod, arrays = self._traced
+            return (ops, dom, cod, arrays, cone_boundary(ops, dom, cod, arrays, inner))
+        return _decided(self._cones, inner, decide)
+
     def _cut_out(self, inner: str, tile):
         """The kernel's inside with the reduction of ``inner`` cut out as a stream record (a stream's trip with the
         stream along ``inner`` inside it), or the NapkinError refusing it: the same for any outer stream."""
         def decide():
             inside, size = self._inside_carrying(inner), self._tile(inner, tile)
+            cone = self._cone(inner)
+            if isinstance(cone, NapkinError):
+                raise cone
             return nest_reduction(inside, inner, lambda d: stream_of(d, {"axis": inner, "size": size},
-                                                                     relabelled=False))
+                                                                     relabelled=False), traced=cone)
         return _decided(self._cut, (inner, tile), decide)
 
     def _nested(self, axis: str, tile, inner: str, inner_tile):
-        """The outer Stream record along ``axis`` around the inside cut along ``inner``, or the refusal."""
+        """The outer Stream record along ``axis`` around the inside cut along ``inner``, or the refusal: refused
+        before the cut where the cone of ``inner`` reads ``axis`` and cannot run per trip as a map
+        (:func:`~.inner_streams.refused_outer`, a necessary condition of the analysis below)."""
         def decide():
-            outer, cut = self._streamed(axis, tile, False), self._cut_out(inner, inner_tile)
-            refused = next((r for r in (outer, cut) if isinstance(r, NapkinError)), None)
-            if refused is not None:
-                return refused
+            outer = self._streamed(axis, tile, False)
+            if isinstance(outer, NapkinError):
+                return outer
+            self._inside_carrying(inner)
+            cone = self._cone(inner)
+            if not isinstance(cone, NapkinError):
+                why = refused_outer(*cone[:2], cone[3], cone[4], inner, axis)
+                if why is not None:
+                    return RewriteError(why)
+            cut = self._cut_out(inner, inner_tile)
+            if isinstance(cut, NapkinError):
+                return cut
             plan = analyse(cut, axis)    # the outer stream advances through the cut inside
             return Stream.record(cut, {k: v for k, v in outer.params.items() if k != "relabelled"}, plan)
         return _decided(self._nest, (axis, tile, inner, inner_tile), decide)
