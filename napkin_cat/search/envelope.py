@@ -42,6 +42,7 @@ from napkin_cat.cost.tiling import program
 from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.search.bounds import lower_bound
 from napkin_cat.search.breakpoints import Breakpoint, reaching
+from napkin_cat.search.held_alike import held_alike, leading_need, shifted
 from napkin_cat.search.results import Derivation, Later, Regime
 from napkin_cat.search.space import Makers, check_sizes, select
 from napkin_cat.syntax.sizes import Sizes, as_sizes
@@ -78,7 +79,7 @@ class Candidate:
 
     def __init__(self, made, M, sizes, env, ref, whole=None, smallest=None, note=None, forms=None):
         self.made, self.whole, self.note = made, whole or [() for _ in made.parts], note
-        parts = _parts(made, M, self.whole, {} if forms is None else forms)
+        parts = _parts(made, M, self.whole, {} if forms is None else forms, ref)
         self.H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env))
         self.tiles = {}
         for _, t in parts:
@@ -113,14 +114,21 @@ class Candidate:
         return math.inf if self.end is None else self.end.at
 
 
-def _parts(made, M, whole, forms: dict):
-    """Per kernel ``(H*, tiles)`` in the large-M form, the tiles of ``whole[k]`` set to their axes.  ``forms``: the
+def _parts(made, M, whole, forms: dict, ref):
+    """Per kernel ``(H*, tiles)`` in the large-M form, the tiles of ``whole[k]`` set to their axes, the free tiles
+    solved for the memory the kernel does not hold whatever they are (:func:`~.held_alike.shifted`).  ``forms``: the
     call's large-M forms of a block's curve with some tiles whole, by the curve and those tiles (a block's curve is
     shared by the candidates that hold its kernel, and each of their clamped forms asks for it again)."""
-    if not any(whole):
-        return made.symbolic_parts(M)
     out = []
     for (curve, names), fixed, (h, t) in zip(made.parts, whole, made.symbolic_parts(M)):
+        if curve.grouped:
+            key = (id(curve), tuple(map(str, fixed)), "alike")
+            if key not in forms:
+                prog = program(curve.cost, curve.level)
+                forms[key] = (curve, held_alike(clamped(prog, fixed) if fixed else prog, ref))
+            K = forms[key][1]
+        else:
+            K = 0
         if fixed:
             key = (id(curve), tuple(map(str, fixed)))
             if key not in forms:
@@ -131,7 +139,7 @@ def _parts(made, M, whole, forms: dict):
             _, H, sizes = forms[key]
             h = H.xreplace(names) if names else H
             t = {names.get(k, k): (sympy.sympify(v).xreplace(names) if names else v) for k, v in sizes.items()}
-        out.append((h, t))
+        out.append(shifted(h, t, K, M))
     return out
 
 
@@ -212,8 +220,8 @@ def clamped_candidates(cand, M, sizes, env, ref, forms=None):
         at = c.end.at
         before = c.H.subs(ref).subs(M, at)
         nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, forms=forms)
-        after = nxt.H.subs(ref).subs(M, at)
         at = max(at, start.at)
+        after = nxt.H.subs(ref).subs(M, at)     # (where it starts: a form shifted by what it holds, at its own)
         if c.past:
             nxt.note = _whole_from_start(c.reaching)
         elif abs(float(after - before)) > 1e-9 * max(1.0, abs(float(before))):
@@ -256,8 +264,7 @@ def start_whole(c, whole, sizes, env, ref):
     Where ``c`` ran up to ``c.until``, its next form starts there (the two agree on ``H`` there; what the clamped
     algorithm needs beyond it is the large-M form's lower-order memory terms, as everywhere in this mode).
     """
-    if c.start.at <= c.end.at and not c.past:
-        return c.end
+    ran = c.start.at <= c.end.at and not c.past
     least = []
     for (curve, _), fixed, first in zip(c.made.parts, whole, c.made.smallest(sizes)):
         if not fixed:
@@ -267,6 +274,8 @@ def start_whole(c, whole, sizes, env, ref):
         ones = {t: 1 for t in prog.tiles}
         least += [sympy.expand(sympy.sympify(col).xreplace(ones)) for col in prog.columns]
     need = sympy.sympify(column_max(least, exact=False)).subs(env)
+    if ran and _float(leading_need(need), ref) <= c.end.at * (1 + 1e-9):
+        return c.end
     at = _float(need, ref)
     return Breakpoint(at, need) if at > c.end.at else c.end
 
@@ -288,7 +297,10 @@ def _winner(cands, fs, ts, m, us=None):
     best = None
     for i, (f, t) in enumerate(zip(fs, ts)):
         if t <= m:
-            v = f(m)
+            try:
+                v = f(m)
+            except (ValueError, ZeroDivisionError):     # (a shifted form at the memory it holds whatever its tiles)
+                continue
             if best is None or v < best[0] * (1 - 1e-12):
                 best = (v, i)
     return None if best is None else best[1]
@@ -310,7 +322,21 @@ def _crossing(a, b, M, ref, lo, hi, fs):
 
 
 def _solve(Ha, Hb, M, ref, target):
-    """The symbolic root of ``Ha = Hb`` in ``M`` that equals ``target`` at the reference sizes, or None."""
+    """The symbolic root of ``Ha = Hb`` in ``M`` that equals ``target`` at the reference sizes, or None.  Forms
+    whose memory is shifted by one ``K`` (:func:`~.held_alike.shifted`; the other form's too, or constant) are
+    solved in ``M − K`` and the root shifted back."""
+    ks = {sympy.expand(M - a) for h in (Ha, Hb) for a in sympy.sympify(h).atoms(sympy.Add) if M in a.args}
+    ks = [k for k in ks if not k.has(M)]
+    if len(ks) == 1:
+        at = {M: M + ks[0]}
+        root = _solve_powers(sympy.sympify(Ha).xreplace(at), sympy.sympify(Hb).xreplace(at), M, ref,
+                             target - _float(ks[0], ref))
+        return None if root is None else root + ks[0]
+    return _solve_powers(Ha, Hb, M, ref, target)
+
+
+def _solve_powers(Ha, Hb, M, ref, target):
+    """:func:`_solve` of two sums of powers of ``M``."""
     try:
         terms = power_terms(sympy.expand(Ha - Hb), M)
     except NapkinError:
