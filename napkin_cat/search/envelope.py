@@ -5,7 +5,10 @@
    from 1 to 2⁴⁰ (powers of two); every algorithm that wins somewhere is a candidate, made by the rules.
 2. **Closed forms.** A candidate's ``H*(M)`` is the sum of its kernels' large-M forms
    (:meth:`~napkin_cat.search.curves.Curve.symbolic`, sums of powers of ``M``); it holds from the
-   candidate's smallest memory (every tile 1) up.
+   candidate's smallest memory (every tile 1) up.  A kernel that holds, whatever its free tiles, terms of its
+   columns' leading degree (a whole tile's intermediate ``a·c`` beside the ``c·g_e`` weight tile of a fused chain)
+   has its free tiles solved for the memory less those terms, ``K`` (:mod:`~napkin_cat.search.held_alike`:
+   ``g_e = (M − ac)/c``, ``H(M − K)``), so a form leaves out only terms of lower degree than ``M``'s.
 3. **Envelope.** Ordered at the reference sizes, the cheapest candidate wins on each interval of ``M``;
    an interval ends where the next winner starts to fit (its smallest memory) or where the two closed
    forms cross.  A crossing ``H_A(M) = H_B(M)`` is solved symbolically: with ``u = M^{1/L}`` (``L`` the
@@ -24,7 +27,17 @@
    past its axis at its first memory (:func:`past_at`; the transformer block's ``g_n = √(d(M + dn)/n) ≥ d > n`` at
    every memory, so no crossing to find) describes no algorithm anywhere: it is left out, and its clamped form (the
    tiles past their axes whole) takes its place from where that algorithm runs, again while the clamped form has
-   such a tile.
+   such a tile.  A form past a clamp starts where the one before it stops only where what its algorithm needs
+   there exceeds that memory by terms of lower degree (:func:`start_whole`); else where its algorithm runs.
+
+**What the mode promises** (at the reference sizes, which order the candidates): each piece at ``M`` is an algorithm
+(the regime's diagram, its tiles the piece's) whose ``H`` the piece states, and whose memory by the cost functor's
+exact columns exceeds ``M`` only by terms of lower degree than ``M``'s (a whole tile's row or column beside it:
+matmul's all-whole ``ab + ac + bc`` from ``ac``, its algorithm needs ``ac + a + c``), except what the paper's
+memory model leaves out of a form whose tiles grow with ``M`` (a group's temporaries: swiglu's gate and up tiles
+``2n·g_f`` where its model holds ``n·g_f``; a fused chain's intermediate ``c·g_a`` beside the output ``g_a·g_e``),
+which the forms keep as the paper writes them.  Every constant piece (every tile whole or 1) starts where its
+algorithm fits up to such lower-order terms (``tests/search/test_symbolic_exact_need.py``).
 
 The result is ``Piecewise((nan, M < smallest), (H₁, M < b₁), …, (H_k, True))``: ``nan`` where nothing fits.
 """
@@ -254,8 +267,11 @@ def _jump(before: float, after: float, start, reaching) -> str:
 def start_whole(c, whole, sizes, env, ref):
     """Where the form of ``c.made`` with the tiles of ``whole`` (per kernel, the block's names) at their axes starts:
     ``c.end``, where the tile of ``c``'s form reaches its axis, if ``c`` runs there (its smallest memory is below
-    it at the reference sizes); else the least memory that runs it, the tiles of ``whole`` at their axes and every
-    other tile and stream 1 (the exact columns), if that is larger.
+    it at the reference sizes) and the new form's algorithm needs no more there but by terms of lower degree
+    (:func:`~.held_alike.leading_need` of its need at most ``c.end``: matmul's ``ac + a + c`` past ``ac``); else the
+    least memory that runs it, the tiles of ``whole`` at their axes and every other tile and stream 1 (the exact
+    columns), if that is larger (the fused chain with its row tile whole needs ``ac + 2c + a`` where its parent's
+    ``g_a`` reached ``a`` at ``a²b/c``: it starts at its need).
 
     The paper's memory model (what a group holds, cut to its leading terms) leaves out what every group holds alike,
     so a tile's large-M form can reach its axis far below the memory its algorithm needs at all (grouped-query
