@@ -313,10 +313,7 @@ def _winner(cands, fs, ts, m, us=None):
     best = None
     for i, (f, t) in enumerate(zip(fs, ts)):
         if t <= m:
-            try:
-                v = f(m)
-            except (ValueError, ZeroDivisionError):     # (a shifted form at the memory it holds whatever its tiles)
-                continue
+            v = f(m)
             if best is None or v < best[0] * (1 - 1e-12):
                 best = (v, i)
     return None if best is None else best[1]
@@ -389,9 +386,20 @@ def _solve_powers(Ha, Hb, M, ref, target):
     return sympy.radsimp(best[1] ** int(L))
 
 
+def _guarded(f):
+    """``f`` where it evaluates, else ``inf`` (a form shifted by what it holds, :mod:`.held_alike`, at or below that
+    memory: its tiles have nothing left, no algorithm)."""
+    def at(m):
+        try:
+            return f(m)
+        except (ValueError, ZeroDivisionError):
+            return math.inf
+    return at
+
+
 def envelope(cands, M, ref):
     """``[(candidate index, lower, upper)]``: the cheapest candidate per interval of ``M`` (module docstring)."""
-    fs = [sympy.lambdify(M, c.H.subs(ref), "math") for c in cands]
+    fs = [_guarded(sympy.lambdify(M, c.H.subs(ref), "math")) for c in cands]
     ts = [c.start.at for c in cands]
     us = [c.until_at for c in cands]
     start = min(ts)

@@ -69,8 +69,8 @@ def leading_need(need):
     """The terms of ``need`` (a memory, in the sizes) of its highest total degree: what is no lower order in it
     (the need ``ce + ca + c + a`` of the all-whole chain: ``ce + ca``)."""
     need = sympy.sympify(need)
-    if isinstance(need, (sympy.Max, sympy.Min)):
-        return need.func(*[leading_need(a) for a in need.args])
+    if isinstance(need, sympy.Max):       # (the cost's unevaluated Max too: sympy's evaluates at the sizes)
+        return sympy.Max(*[leading_need(a) for a in need.args])
     terms = [t for t in sympy.Add.make_args(sympy.expand(need)) if not t.is_Number]
     if not terms:
         return need
