@@ -387,13 +387,14 @@ def _solve_powers(Ha, Hb, M, ref, target):
 
 
 def _guarded(f):
-    """``f`` where it evaluates, else ``inf`` (a form shifted by what it holds, :mod:`.held_alike`, at or below that
-    memory: its tiles have nothing left, no algorithm)."""
+    """``f`` where it evaluates to a count, else ``inf`` (a form shifted by what it holds, :mod:`.held_alike`, at or
+    below that memory: its tiles have nothing left, no algorithm)."""
     def at(m):
         try:
-            return f(m)
+            v = f(m)
         except (ValueError, ZeroDivisionError):
             return math.inf
+        return v if v >= 0 else math.inf
     return at
 
 
