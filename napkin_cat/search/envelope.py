@@ -289,9 +289,11 @@ def start_whole(c, whole, sizes, env, ref):
         prog = clamped(program(curve.cost, curve.level), fixed)
         ones = {t: 1 for t in prog.tiles}
         least += [sympy.expand(sympy.sympify(col).xreplace(ones)) for col in prog.columns]
+    if ran:
+        sized = {k: sympy.sympify(v) for k, v in {**ref, **env}.items()}
+        if max(leading_need(col, sized) for col in least) <= c.end.at * (1 + 1e-9):
+            return c.end
     need = sympy.sympify(column_max(least, exact=False)).subs(env)
-    if ran and _float(leading_need(need), ref) <= c.end.at * (1 + 1e-9):
-        return c.end
     at = _float(need, ref)
     return Breakpoint(at, need) if at > c.end.at else c.end
 

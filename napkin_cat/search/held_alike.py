@@ -65,14 +65,22 @@ def shifted(H, tiles: dict, K, M):
             {k: (sympy.sympify(v).xreplace(at) if sympy.sympify(v).has(M) else v) for k, v in tiles.items()})
 
 
-def leading_need(need):
-    """The terms of ``need`` (a memory, in the sizes) of its highest total degree: what is no lower order in it
-    (the need ``ce + ca + c + a`` of the all-whole chain: ``ce + ca``)."""
+def leading_need(need, at: dict) -> float:
+    """The terms of ``need`` (a memory in the sizes, or a ``Max`` of such) of its highest total degree, at the sizes
+    ``at`` (symbols → numbers): what is no lower order in it (the need ``ce + ca + c + a`` of the all-whole chain:
+    ``ce + ca``), the largest over a ``Max``'s arguments, each read as a number (sympy's ``Max`` of expressions
+    compares them symbolically, seconds for a block's columns).
+
+    >>> import napkin_cat as nc
+    >>> a, c, e = (nc.symbol(n) for n in "ace")
+    >>> leading_need(sympy.Max(c * e + c * a + c + a, a * e), {a: 2, c: 3, e: 5})
+    21.0
+    """
     need = sympy.sympify(need)
-    if isinstance(need, sympy.Max):       # (the cost's unevaluated Max too: sympy's evaluates at the sizes)
-        return sympy.Max(*[leading_need(a) for a in need.args])
+    if isinstance(need, sympy.Max):
+        return max(leading_need(a, at) for a in need.args)
     terms = [t for t in sympy.Add.make_args(sympy.expand(need)) if not t.is_Number]
     if not terms:
-        return need
+        return float(need)
     top = max(total_degree(t) for t in terms)
-    return sympy.Add(*[t for t in terms if total_degree(t) == top])
+    return float(sympy.Add(*[t for t in terms if total_degree(t) == top]).xreplace(at))
