@@ -281,21 +281,33 @@ def start_whole(c, whole, sizes, env, ref):
     algorithm needs beyond it is the large-M form's lower-order memory terms, as everywhere in this mode).
     """
     ran = c.start.at <= c.end.at and not c.past
-    least = []
+    least, grows = [], False
     for (curve, _), fixed, first in zip(c.made.parts, whole, c.made.smallest(sizes)):
+        prog = clamped(program(curve.cost, curve.level), fixed) if curve.grouped else None
+        grows = grows or (prog is not None and bool(prog.restricted()[2]))      # a tile left to grow with M
         if not fixed:
             least.append(first)
             continue
-        prog = clamped(program(curve.cost, curve.level), fixed)
         ones = {t: 1 for t in prog.tiles}
         least += [sympy.expand(sympy.sympify(col).xreplace(ones)) for col in prog.columns]
-    if ran:
-        sized = {k: sympy.sympify(v) for k, v in {**ref, **env}.items()}
-        if max(leading_need(col, sized) for col in least) <= c.end.at * (1 + 1e-9):
-            return c.end
-    need = sympy.sympify(column_max(least, exact=False)).subs(env)
-    at = _float(need, ref)
-    return Breakpoint(at, need) if at > c.end.at else c.end
+    sized = {k: sympy.sympify(v) for k, v in {**ref, **env}.items()}
+    at = max(_largest(col, sized) for col in least)
+
+    def need():
+        return sympy.sympify(column_max(least, exact=False)).subs(env)
+    if not grows and at < c.end.at:       # a constant form holds from where its algorithm fits
+        return Breakpoint(at, solve=need)
+    if ran and max(leading_need(col, sized) for col in least) <= c.end.at * (1 + 1e-9):
+        return c.end
+    return Breakpoint(at, solve=need) if at > c.end.at else c.end
+
+
+def _largest(col, sized) -> float:
+    """A column (or a ``Max`` of columns) at the sizes ``sized``, as a number."""
+    col = sympy.sympify(col)
+    if isinstance(col, sympy.Max):
+        return max(_largest(a, sized) for a in col.args)
+    return float(col.xreplace(sized))
 
 
 def _float(expr, env) -> float:
