@@ -15,9 +15,9 @@ tiles are solved for what remains (:func:`shifted`: ``t(M − K)``, ``H(M − K)
 at most the form's and its tile-free terms of degree ``D`` at most ``K``, is within ``M`` up to its terms of lower
 degree (stated by the mode, as for every form).  ``K = 0`` (nothing changes) where no column has such a term:
 matmul, attention, a form with every tile free.  ``K`` is the largest over the columns, also where the column that
-holds it is not the one that binds: sound, and looser there (the transformer block's all-whole piece of 3,760,128
-values' need is reached by its shifted parent's tile only at 4,730,880; between them the envelope takes other
-forms, up to 17 % above it).
+holds it is not the one that binds: sound, and looser there (the transformer block's shifted parent reaches its
+axis only at 4,730,880, past the 3,760,128 its all-whole child needs; a form with no tile left to grow therefore
+starts where its algorithm fits, :func:`~napkin_cat.search.envelope.start_whole`).
 
 >>> import napkin_cat as nc
 >>> from napkin_cat.cost.tiling import TilingProgram
