@@ -5,7 +5,10 @@
    from 1 to 2⁴⁰ (powers of two); every algorithm that wins somewhere is a candidate, made by the rules.
 2. **Closed forms.** A candidate's ``H*(M)`` is the sum of its kernels' large-M forms
    (:meth:`~napkin_cat.search.curves.Curve.symbolic`, sums of powers of ``M``); it holds from the
-   candidate's smallest memory (every tile 1) up.
+   candidate's smallest memory (every tile 1) up.  A kernel that holds, whatever its free tiles, terms of its
+   columns' leading degree (a whole tile's intermediate ``a·c`` beside the ``c·g_e`` weight tile of a fused chain)
+   has its free tiles solved for the memory less those terms, ``K`` (:mod:`~napkin_cat.search.held_alike`:
+   ``g_e = (M − ac)/c``, ``H(M − K)``), so a form leaves out only terms of lower degree than ``M``'s.
 3. **Envelope.** Ordered at the reference sizes, the cheapest candidate wins on each interval of ``M``;
    an interval ends where the next winner starts to fit (its smallest memory) or where the two closed
    forms cross.  A crossing ``H_A(M) = H_B(M)`` is solved symbolically: with ``u = M^{1/L}`` (``L`` the
@@ -24,7 +27,17 @@
    past its axis at its first memory (:func:`past_at`; the transformer block's ``g_n = √(d(M + dn)/n) ≥ d > n`` at
    every memory, so no crossing to find) describes no algorithm anywhere: it is left out, and its clamped form (the
    tiles past their axes whole) takes its place from where that algorithm runs, again while the clamped form has
-   such a tile.
+   such a tile.  A form past a clamp starts where the one before it stops only where what its algorithm needs
+   there exceeds that memory by terms of lower degree (:func:`start_whole`); else where its algorithm runs.
+
+**What the mode promises** (at the reference sizes, which order the candidates): each piece at ``M`` is an algorithm
+(the regime's diagram, its tiles the piece's) whose ``H`` the piece states, and whose memory by the cost functor's
+exact columns exceeds ``M`` only by terms of lower degree than ``M``'s (a whole tile's row or column beside it:
+matmul's all-whole ``ab + ac + bc`` from ``ac``, its algorithm needs ``ac + a + c``), except what the paper's
+memory model leaves out of a form whose tiles grow with ``M`` (a group's temporaries: swiglu's gate and up tiles
+``2n·g_f`` where its model holds ``n·g_f``; a fused chain's intermediate ``c·g_a`` beside the output ``g_a·g_e``),
+which the forms keep as the paper writes them.  Every constant piece (every tile whole or 1) starts where its
+algorithm fits up to such lower-order terms (``tests/search/test_symbolic_exact_need.py``).
 
 The result is ``Piecewise((nan, M < smallest), (H₁, M < b₁), …, (H_k, True))``: ``nan`` where nothing fits.
 """
@@ -42,6 +55,7 @@ from napkin_cat.cost.tiling import program
 from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.search.bounds import lower_bound
 from napkin_cat.search.breakpoints import Breakpoint, reaching
+from napkin_cat.search.held_alike import held_alike, leading_need, shifted
 from napkin_cat.search.results import Derivation, Later, Regime
 from napkin_cat.search.space import Makers, check_sizes, select
 from napkin_cat.syntax.sizes import Sizes, as_sizes
@@ -78,7 +92,7 @@ class Candidate:
 
     def __init__(self, made, M, sizes, env, ref, whole=None, smallest=None, note=None, forms=None):
         self.made, self.whole, self.note = made, whole or [() for _ in made.parts], note
-        parts = _parts(made, M, self.whole, {} if forms is None else forms)
+        parts = _parts(made, M, self.whole, {} if forms is None else forms, ref)
         self.H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env))
         self.tiles = {}
         for _, t in parts:
@@ -113,14 +127,21 @@ class Candidate:
         return math.inf if self.end is None else self.end.at
 
 
-def _parts(made, M, whole, forms: dict):
-    """Per kernel ``(H*, tiles)`` in the large-M form, the tiles of ``whole[k]`` set to their axes.  ``forms``: the
+def _parts(made, M, whole, forms: dict, ref):
+    """Per kernel ``(H*, tiles)`` in the large-M form, the tiles of ``whole[k]`` set to their axes, the free tiles
+    solved for the memory the kernel does not hold whatever they are (:func:`~.held_alike.shifted`).  ``forms``: the
     call's large-M forms of a block's curve with some tiles whole, by the curve and those tiles (a block's curve is
     shared by the candidates that hold its kernel, and each of their clamped forms asks for it again)."""
-    if not any(whole):
-        return made.symbolic_parts(M)
     out = []
     for (curve, names), fixed, (h, t) in zip(made.parts, whole, made.symbolic_parts(M)):
+        if curve.grouped:
+            key = (id(curve), tuple(map(str, fixed)), "alike")
+            if key not in forms:
+                prog = program(curve.cost, curve.level)
+                forms[key] = (curve, held_alike(clamped(prog, fixed) if fixed else prog, ref))
+            K = forms[key][1]
+        else:
+            K = 0
         if fixed:
             key = (id(curve), tuple(map(str, fixed)))
             if key not in forms:
@@ -131,7 +152,7 @@ def _parts(made, M, whole, forms: dict):
             _, H, sizes = forms[key]
             h = H.xreplace(names) if names else H
             t = {names.get(k, k): (sympy.sympify(v).xreplace(names) if names else v) for k, v in sizes.items()}
-        out.append((h, t))
+        out.append(shifted(h, t, K, M))
     return out
 
 
@@ -212,8 +233,8 @@ def clamped_candidates(cand, M, sizes, env, ref, forms=None):
         at = c.end.at
         before = c.H.subs(ref).subs(M, at)
         nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, forms=forms)
-        after = nxt.H.subs(ref).subs(M, at)
         at = max(at, start.at)
+        after = nxt.H.subs(ref).subs(M, at)     # (where it starts: a form shifted by what it holds, at its own)
         if c.past:
             nxt.note = _whole_from_start(c.reaching)
         elif abs(float(after - before)) > 1e-9 * max(1.0, abs(float(before))):
@@ -246,8 +267,11 @@ def _jump(before: float, after: float, start, reaching) -> str:
 def start_whole(c, whole, sizes, env, ref):
     """Where the form of ``c.made`` with the tiles of ``whole`` (per kernel, the block's names) at their axes starts:
     ``c.end``, where the tile of ``c``'s form reaches its axis, if ``c`` runs there (its smallest memory is below
-    it at the reference sizes); else the least memory that runs it, the tiles of ``whole`` at their axes and every
-    other tile and stream 1 (the exact columns), if that is larger.
+    it at the reference sizes) and the new form's algorithm needs no more there but by terms of lower degree
+    (:func:`~.held_alike.leading_need` of its need at most ``c.end``: matmul's ``ac + a + c`` past ``ac``); else the
+    least memory that runs it, the tiles of ``whole`` at their axes and every other tile and stream 1 (the exact
+    columns), if that is larger (the fused chain with its row tile whole needs ``ac + 2c + a`` where its parent's
+    ``g_a`` reached ``a`` at ``a²b/c``: it starts at its need).
 
     The paper's memory model (what a group holds, cut to its leading terms) leaves out what every group holds alike,
     so a tile's large-M form can reach its axis far below the memory its algorithm needs at all (grouped-query
@@ -256,19 +280,34 @@ def start_whole(c, whole, sizes, env, ref):
     Where ``c`` ran up to ``c.until``, its next form starts there (the two agree on ``H`` there; what the clamped
     algorithm needs beyond it is the large-M form's lower-order memory terms, as everywhere in this mode).
     """
-    if c.start.at <= c.end.at and not c.past:
-        return c.end
-    least = []
+    ran = c.start.at <= c.end.at and not c.past
+    least, grows = [], False
     for (curve, _), fixed, first in zip(c.made.parts, whole, c.made.smallest(sizes)):
+        prog = clamped(program(curve.cost, curve.level), fixed) if curve.grouped else None
+        grows = grows or (prog is not None and bool(prog.restricted()[2]))      # a tile left to grow with M
         if not fixed:
             least.append(first)
             continue
-        prog = clamped(program(curve.cost, curve.level), fixed)
         ones = {t: 1 for t in prog.tiles}
         least += [sympy.expand(sympy.sympify(col).xreplace(ones)) for col in prog.columns]
-    need = sympy.sympify(column_max(least, exact=False)).subs(env)
-    at = _float(need, ref)
-    return Breakpoint(at, need) if at > c.end.at else c.end
+    sized = {k: sympy.sympify(v) for k, v in {**ref, **env}.items()}
+    at = max(_largest(col, sized) for col in least)
+
+    def need():
+        return sympy.sympify(column_max(least, exact=False)).subs(env)
+    if not grows and at < c.end.at:       # a constant form holds from where its algorithm fits
+        return Breakpoint(at, solve=need)
+    if ran and max(leading_need(col, sized) for col in least) <= c.end.at * (1 + 1e-9):
+        return c.end
+    return Breakpoint(at, solve=need) if at > c.end.at else c.end
+
+
+def _largest(col, sized) -> float:
+    """A column (or a ``Max`` of columns) at the sizes ``sized``, as a number."""
+    col = sympy.sympify(col)
+    if isinstance(col, sympy.Max):
+        return max(_largest(a, sized) for a in col.args)
+    return float(col.xreplace(sized))
 
 
 def _float(expr, env) -> float:
@@ -310,7 +349,21 @@ def _crossing(a, b, M, ref, lo, hi, fs):
 
 
 def _solve(Ha, Hb, M, ref, target):
-    """The symbolic root of ``Ha = Hb`` in ``M`` that equals ``target`` at the reference sizes, or None."""
+    """The symbolic root of ``Ha = Hb`` in ``M`` that equals ``target`` at the reference sizes, or None.  Forms
+    whose memory is shifted by one ``K`` (:func:`~.held_alike.shifted`; the other form's too, or constant) are
+    solved in ``M − K`` and the root shifted back."""
+    ks = {sympy.expand(M - a) for h in (Ha, Hb) for a in sympy.sympify(h).atoms(sympy.Add) if M in a.args}
+    ks = [k for k in ks if not k.has(M)]
+    if len(ks) == 1:
+        at = {M: M + ks[0]}
+        root = _solve_powers(sympy.sympify(Ha).xreplace(at), sympy.sympify(Hb).xreplace(at), M, ref,
+                             target - _float(ks[0], ref))
+        return None if root is None else root + ks[0]
+    return _solve_powers(Ha, Hb, M, ref, target)
+
+
+def _solve_powers(Ha, Hb, M, ref, target):
+    """:func:`_solve` of two sums of powers of ``M``."""
     try:
         terms = power_terms(sympy.expand(Ha - Hb), M)
     except NapkinError:
@@ -347,9 +400,21 @@ def _solve(Ha, Hb, M, ref, target):
     return sympy.radsimp(best[1] ** int(L))
 
 
+def _guarded(f):
+    """``f`` where it evaluates to a count, else ``inf`` (a form shifted by what it holds, :mod:`.held_alike`, at or
+    below that memory: its tiles have nothing left, no algorithm)."""
+    def at(m):
+        try:
+            v = f(m)
+        except (ValueError, ZeroDivisionError):
+            return math.inf
+        return v if v >= 0 else math.inf
+    return at
+
+
 def envelope(cands, M, ref):
     """``[(candidate index, lower, upper)]``: the cheapest candidate per interval of ``M`` (module docstring)."""
-    fs = [sympy.lambdify(M, c.H.subs(ref), "math") for c in cands]
+    fs = [_guarded(sympy.lambdify(M, c.H.subs(ref), "math")) for c in cands]
     ts = [c.start.at for c in cands]
     us = [c.until_at for c in cands]
     start = min(ts)
