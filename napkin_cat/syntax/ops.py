@@ -256,13 +256,13 @@ def _online_step(xs, core: Core):
     beta = core.value(core.params.get("beta", 1))
     ax = _last_axes(core.inputs[0])
     x, mu_prev, z_prev = xs
-    bx = beta * x
-    mu = np.maximum(np.max(bx, axis=ax), mu_prev)
+    bx = np.asarray(beta * x)
+    mu = np.maximum(bx.max(axis=ax), mu_prev)
     safe_mu = np.where(np.isfinite(mu), mu, 0.0)
-    s = np.exp(bx - np.expand_dims(safe_mu, ax))
+    s = np.exp(bx - safe_mu.reshape(safe_mu.shape + (1,) * len(ax)))     # μ broadcast back along the scores' axes
     with np.errstate(invalid="ignore"):
-        delta = np.where(np.isneginf(mu_prev), 0.0, np.exp(mu_prev - safe_mu))
-    z = delta * z_prev + np.sum(s, axis=ax)
+        delta = np.where(np.equal(mu_prev, -np.inf), 0.0, np.exp(mu_prev - safe_mu))
+    z = delta * z_prev + s.sum(axis=ax)
     return s, mu, delta, z
 
 
