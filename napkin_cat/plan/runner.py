@@ -348,7 +348,7 @@ class Machine:
             ys = run_primitive(fast, xs, env)
         if self.counters is not None:
             # the FLOPs depend on the box and the tiles' extents only: measured once per shape met
-            key = (id(s), tuple(np.shape(x) for x in xs), tuple(np.shape(y) for y in ys))
+            key = (id(s), tuple([np.shape(x) for x in xs]), tuple([np.shape(y) for y in ys]))
             flops = self.flops_at.get(key)
             if flops is None:
                 flops = self.flops_at[key] = measured_flops(s.box, xs, ys)
