@@ -162,6 +162,7 @@ class Machine:
         self.tables = None if tables is None else {
             t.loop.index: (t, states) for t, states in zip(block_tables(plan), tables)}
         self.vars = plan.variable_map
+        self.levels = {name: v.level for name, v in self.vars.items()}
         self.counters = Counters() if instrument else None
         self.peak: dict = {}
         self.live: dict = {}
@@ -198,27 +199,29 @@ class Machine:
         return x[tuple(idx)]      # a view, a variable without axes too (``x[()]`` would be a copied scalar)
 
     def write(self, ref, y, frame):
-        if ref.whole:
-            old = frame.values.get(ref.var)
-            frame.values[ref.var] = y
-            self._grow(ref.var, (np.size(old) if ref.var in frame.live else 0), np.size(y), frame)
-        else:
+        if ref.index:       # a slice of the variable
             self.view(ref, frame)[...] = y
+            return
+        var = ref.var
+        old = frame.values.get(var)
+        frame.values[var] = y
+        if self.counters is not None:
+            self._grow(var, (np.size(old) if var in frame.live else 0), np.size(y), frame)
 
     def _grow(self, var, old, new, frame):
         if self.counters is None:
             return
-        lvl = self.vars[var].level
+        lvl = self.levels[var]
         frame.live.add(var)
         self.live[lvl] = self.live.get(lvl, 0) - old + new
 
     def free(self, var, frame):
+        lvl = self.levels[var]
         if var in frame.live:
             frame.live.discard(var)
             if self.counters is not None:
-                lvl = self.vars[var].level
                 self.live[lvl] -= int(np.size(frame.values[var]))
-        if self.vars[var].level > 0:
+        if lvl > 0:
             frame.values.pop(var, None)
 
     def sample(self):
