@@ -44,6 +44,9 @@ from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.syntax.ops import MAX, MIN, SUM
 from napkin_cat.syntax.primitive import Core, kind_of
 
+#: statement type → the Machine's method running it
+_STEPS: dict = {}
+
 #: monoid name → its accumulator (what a ``Combine`` folds with)
 MONOIDS = {a.name: a for a in (SUM, MAX, MIN)}
 
@@ -106,6 +109,23 @@ def number(e, env: dict) -> int:
     return int(fn(*(env[s] for s in syms)))
 
 
+def evaluator(e):
+    """``e`` as a function of a binding (symbol → int) returning :func:`number`'s value, worked out once: a
+    constant as itself, a symbol by lookup, else its compiled function.
+
+    >>> t, g = sympy.symbols("t g")
+    >>> [evaluator(e)({t: 3, g: 4}) for e in (5, sympy.Integer(5), g, t * g + 1)]
+    [5, 5, 4, 13]
+    """
+    if isinstance(e, int) or isinstance(e, sympy.Integer):
+        n = int(e)
+        return lambda env: n
+    if isinstance(e, sympy.Symbol):
+        return lambda env: int(env[e])
+    syms, fn = _compiled(e)
+    return lambda env: int(fn(*[env[s] for s in syms]))
+
+
 def truth(c, env: dict) -> bool:
     """A condition on loop indices and sizes (a trip's ``when``) evaluated at ``env``, compiled once."""
     if isinstance(c, (bool, sympy.logic.boolalg.BooleanTrue, sympy.logic.boolalg.BooleanFalse)):
@@ -142,6 +162,7 @@ class Machine:
         self.tables = None if tables is None else {
             t.loop.index: (t, states) for t, states in zip(block_tables(plan), tables)}
         self.vars = plan.variable_map
+        self.levels = {name: v.level for name, v in self.vars.items()}
         self.counters = Counters() if instrument else None
         self.peak: dict = {}
         self.live: dict = {}
@@ -153,46 +174,54 @@ class Machine:
         self.whole = None
         self.fast: dict = {}   # id(Compute) -> its box with parameters bound, or a BLAS call
         self.flops_at: dict = {}   # (id(Compute), operand shapes, result shapes) -> its measured FLOPs
+        self.slices: dict = {}   # id(Ref) -> (the Ref, per axis of its variable None or its range's evaluators)
+        self.moves: dict = {}    # id(Load/Store) -> (the statement, what _move reads of its variables)
 
     # ------------------------------------------------------------------ values
     def view(self, ref, frame):
         x = frame.values[ref.var]
         if ref.whole:
             return x
-        v = self.vars[ref.var]
+        got = self.slices.get(id(ref))
+        if got is None:     # the ranges' evaluators, once per view of the plan (the plan holds its refs)
+            got = self.slices[id(ref)] = (ref, tuple(
+                None if rng is None else (evaluator(rng.start), evaluator(rng.tile), evaluator(rng.end))
+                for rng in map(ref.range, self.vars[ref.var].axes)))
+        nominal = frame.nominal
         idx = []
-        for a in v.axes:
-            rng = ref.range(a)
-            if rng is None:
+        for ev in got[1]:
+            if ev is None:
                 idx.append(slice(None))
             else:
-                start = number(rng.start, frame.nominal)
-                stop = min(start + number(rng.tile, frame.nominal), number(rng.end, frame.nominal))
-                idx.append(slice(start, stop))
-        return x[(*idx, ...)]      # a view, a variable without axes too (``x[()]`` would be a copied scalar)
+                start = ev[0](nominal)
+                idx.append(slice(start, min(start + ev[1](nominal), ev[2](nominal))))
+        idx.append(...)
+        return x[tuple(idx)]      # a view, a variable without axes too (``x[()]`` would be a copied scalar)
 
     def write(self, ref, y, frame):
-        if ref.whole:
-            old = frame.values.get(ref.var)
-            frame.values[ref.var] = y
-            self._grow(ref.var, (np.size(old) if ref.var in frame.live else 0), np.size(y), frame)
-        else:
+        if ref.index:       # a slice of the variable
             self.view(ref, frame)[...] = y
+            return
+        var = ref.var
+        old = frame.values.get(var)
+        frame.values[var] = y
+        if self.counters is not None:
+            self._grow(var, (np.size(old) if var in frame.live else 0), np.size(y), frame)
 
     def _grow(self, var, old, new, frame):
         if self.counters is None:
             return
-        lvl = self.vars[var].level
+        lvl = self.levels[var]
         frame.live.add(var)
         self.live[lvl] = self.live.get(lvl, 0) - old + new
 
     def free(self, var, frame):
+        lvl = self.levels[var]
         if var in frame.live:
             frame.live.discard(var)
             if self.counters is not None:
-                lvl = self.vars[var].level
                 self.live[lvl] -= int(np.size(frame.values[var]))
-        if self.vars[var].level > 0:
+        if lvl > 0:
             frame.values.pop(var, None)
 
     def sample(self):
@@ -240,7 +269,14 @@ class Machine:
                     and self.whole.omits(s):
                 self._quietly(s, frame)
                 continue
-            getattr(self, f"_run_{type(s).__name__}")(s, frame)
+            self._step(s, frame)
+
+    def _step(self, s, frame):
+        """Run one statement by its type's ``_run_<Type>`` (looked up once per type)."""
+        run = _STEPS.get(type(s))
+        if run is None:
+            run = _STEPS[type(s)] = getattr(Machine, f"_run_{type(s).__name__}")
+        run(self, s, frame)
 
     def _quietly(self, s, frame):
         """A computation a full trip leaves out (it makes only the mask, true there on every pair): run for its value,
@@ -248,7 +284,7 @@ class Machine:
         a document's ids, are counted on every trip that runs, as the cost's density estimate counts them.)"""
         counted, self.counters = self.counters, None
         try:
-            getattr(self, f"_run_{type(s).__name__}")(s, frame)
+            self._step(s, frame)
         finally:
             self.counters = counted
 
@@ -270,16 +306,22 @@ class Machine:
         self.write_new(s.var, np.full(self.shape(s.var, frame), s.value, self.numpy_dtype(s.var)), frame)
 
     def _move(self, s, frame):
-        x = np.array(self.view(s.src, frame), dtype=self.numpy_dtype(s.dst.var))
-        src, dst = tuple(self.vars[s.src.var].axes), tuple(self.vars[s.dst.var].axes)
-        if src != dst and sorted(src) == sorted(dst):     # a woven transfer that also moves its axes: by name
-            x = x.transpose([src.index(a) for a in dst])
-        elif s.dst.whole and x.ndim != len(self.vars[s.dst.var].shape):   # one part of a split's partials: its
-            x = x.reshape(self.shape(s.dst.var, frame))                     # unit part axis dropped
+        got = self.moves.get(id(s))
+        if got is None:     # its variables' types, axes and bytes per value, read once per statement
+            src, dst = tuple(self.vars[s.src.var].axes), tuple(self.vars[s.dst.var].axes)
+            perm = [src.index(a) for a in dst] if src != dst and sorted(src) == sorted(dst) else None
+            got = self.moves[id(s)] = (s, self.numpy_dtype(s.dst.var), perm, len(dst),
+                                       as_dtype(self.vars[s.dst.var].dtype).bytes)
+        _, dtype, perm, rank, width = got
+        x = np.array(self.view(s.src, frame), dtype=dtype)
+        if perm is not None:     # a woven transfer that also moves its axes: by name
+            x = x.transpose(perm)
+        elif s.dst.whole and x.ndim != rank:       # one part of a split's partials: its unit part axis dropped
+            x = x.reshape(self.shape(s.dst.var, frame))
         if self.counters is not None:
             n = x.size
             _count(self.counters.transfers, s.level, n)
-            _count(self.counters.bytes, s.level, n * as_dtype(self.vars[s.dst.var].dtype).bytes)
+            _count(self.counters.bytes, s.level, n * width)
         self.write(s.dst, x, frame)
 
     _run_Load = _move
@@ -300,13 +342,16 @@ class Machine:
         fast = self.fast.get(id(s))
         if fast is None:
             fast = self.fast[id(s)] = _prepare(s.box, self.plan.sizes)
-        env = frame.env()
-        if s.at:       # a position or a gather: where its tile starts on the whole axis
-            env.tiles = {a: (number(start, frame.nominal), None) for a, start in s.at}
-        ys = fast(xs) if callable(fast) else run_primitive(fast, xs, env)
+        if callable(fast):
+            ys = fast(xs)
+        else:
+            env = frame.env()
+            if s.at:       # a position or a gather: where its tile starts on the whole axis
+                env.tiles = {a: (number(start, frame.nominal), None) for a, start in s.at}
+            ys = run_primitive(fast, xs, env)
         if self.counters is not None:
             # the FLOPs depend on the box and the tiles' extents only: measured once per shape met
-            key = (id(s), tuple(np.shape(x) for x in xs), tuple(np.shape(y) for y in ys))
+            key = (id(s), tuple([np.shape(x) for x in xs]), tuple([np.shape(y) for y in ys]))
             flops = self.flops_at.get(key)
             if flops is None:
                 flops = self.flops_at[key] = measured_flops(s.box, xs, ys)
@@ -365,12 +410,11 @@ class Machine:
     def _run_StreamLoop(self, s, frame):
         self.block(s.head, frame)
         for t, extent in self._trips(s, frame):
-            inner = frame.trip(s, t, extent)
+            inner = frame.trip(s, t, extent, carried=True)
             if s.when is not sympy.true and not truth(s.when, inner.nominal):
                 continue      # a trip the mask skips: it would change nothing
             if s.data is not None and self.tables is not None and self._state(s, inner) == NONE:
                 continue      # no pair of the trip's tiles allowed by the data's block mask: it changes nothing
-            inner.values, inner.live = frame.values, frame.live   # the state carries from trip to trip
             outer = self.whole
             self.whole = outer if outer is not None else self._full(s, inner)
             try:
@@ -402,12 +446,16 @@ class Frame:
     def __init__(self, nominal, extents, values, live):
         self.nominal, self.extents, self.values, self.live = nominal, extents, values, live
 
-    def trip(self, loop, t: int, extent: int) -> "Frame":
+    def trip(self, loop, t: int, extent: int, carried: bool = False) -> "Frame":
+        """The frame of trip ``t``: the values and what is live copied (a Grid's trips are independent), or the same
+        (``carried``: a Stream's state carries from trip to trip)."""
         nominal = dict(self.nominal)
         nominal[loop.index] = t
         extents = dict(self.extents)
         if isinstance(loop.tile, sympy.Symbol):
             extents[loop.tile] = extent
+        if carried:
+            return Frame(nominal, extents, self.values, self.live)
         return Frame(nominal, extents, dict(self.values), set(self.live))
 
     def env(self) -> Env:

@@ -156,11 +156,36 @@ def _contract_prepared(box):
     kept = [n for n in a if n not in summed] + [n for n in b if n not in summed]
     if [n for n in a if n in b and n in out] or alone or sorted(out) != sorted(kept):
         return None
-    axes = ([a.index(n) for n in summed], [b.index(n) for n in summed])
     perm = [kept.index(n) for n in out]
-    if perm == list(range(len(perm))):
-        return lambda xs: [np.tensordot(xs[0], xs[1], axes)]
-    return lambda xs: [np.tensordot(xs[0], xs[1], axes).transpose(perm)]
+    return _tensordot([a.index(n) for n in summed], [b.index(n) for n in summed], len(a), len(b),
+                      None if perm == list(range(len(perm))) else perm)
+
+
+def _tensordot(ia: list, ib: list, na: int, nb: int, perm):
+    """``xs ↦ [np.tensordot(x, y, (ia, ib))]`` (then ``perm``) for operands of ranks ``na``, ``nb``, its axes
+    worked out once: the summed axes moved last in ``x`` and first in ``y``, one ``np.dot`` of the two matrices,
+    the kept axes restored (numpy's own steps, without its per-call argument checks).
+
+    >>> x, y = np.arange(24.).reshape(2, 3, 4), np.arange(12.).reshape(4, 3)
+    >>> bool((_tensordot([1, 2], [1, 0], 3, 2, None)([x, y])[0] == np.tensordot(x, y, ([1, 2], [1, 0]))).all())
+    True
+    """
+    keep_a = [i for i in range(na) if i not in ia]
+    pa, pb = keep_a + list(ia), list(ib) + [j for j in range(nb) if j not in ib]
+    pa, pb = (None if p == sorted(p) else p for p in (pa, pb))
+    ka, kb = len(keep_a), len(ib)
+
+    def run(xs):
+        x, y = np.asarray(xs[0]), np.asarray(xs[1])
+        if pa is not None:
+            x = x.transpose(pa)
+        if pb is not None:
+            y = y.transpose(pb)
+        sa, sb = x.shape, y.shape
+        k = math.prod(sa[ka:])
+        r = np.dot(x.reshape(math.prod(sa[:ka]), k), y.reshape(k, math.prod(sb[kb:]))).reshape(sa[:ka] + sb[kb:])
+        return [r if perm is None else r.transpose(perm)]
+    return run
 
 
 declare("contract", _contract_impl, flops=_contract_flops, check=_contract_check,
@@ -231,13 +256,13 @@ def _online_step(xs, core: Core):
     beta = core.value(core.params.get("beta", 1))
     ax = _last_axes(core.inputs[0])
     x, mu_prev, z_prev = xs
-    bx = beta * x
-    mu = np.maximum(np.max(bx, axis=ax), mu_prev)
+    bx = np.asarray(beta * x)
+    mu = np.maximum(bx.max(axis=ax), mu_prev)
     safe_mu = np.where(np.isfinite(mu), mu, 0.0)
-    s = np.exp(bx - np.expand_dims(safe_mu, ax))
+    s = np.exp(bx - safe_mu.reshape(safe_mu.shape + (1,) * len(ax)))     # μ broadcast back along the scores' axes
     with np.errstate(invalid="ignore"):
-        delta = np.where(np.isneginf(mu_prev), 0.0, np.exp(mu_prev - safe_mu))
-    z = delta * z_prev + np.sum(s, axis=ax)
+        delta = np.where(np.equal(mu_prev, -np.inf), 0.0, np.exp(mu_prev - safe_mu))
+    z = delta * z_prev + s.sum(axis=ax)
     return s, mu, delta, z
 
 
