@@ -28,7 +28,10 @@ could share wrongly.
           whenever graph.subdiagram(block) == graph'.subdiagram(block')
 * **Solved segments** (:attr:`Search.solved`).  A segment's cheapest split depends on what its call fixes (the
   rule book's roles, the sizes, memories, tile grid and requirement), so it is remembered by that call alone: alike
-  segments of one function are solved once (:mod:`.segments`), and a second call solves its own.
+  segments of one function are solved once (:mod:`.segments`), and a second call solves its own.  Segments that
+  differ only by the names of their axes (sizes kept) are one problem too: kept once more under their key up to a
+  renaming of axes (:func:`~napkin_cat.search.relabelling.relabelled`; cost and optimum commute with a renaming), the
+  split moved to each renamed copy and checked there (``searched`` and ``renamed`` count both).
 
 >>> import napkin_cat as nc
 >>> from napkin_cat.search.blocks import OpGraph
@@ -123,13 +126,16 @@ class Search:
     """One derivation's state: its ``level``, the ``cache`` of costed kernels it reads and fills, the segment
     problems it has ``solved`` (keyed by the segment's canonical form and what the selection fixed), and the steps of
     the symbolic mode's closed forms it has worked out (``closed``, keyed by the ``srepr`` of what each step reads:
-    :func:`napkin_cat.cost.lagrange.remembered`)."""
+    :func:`napkin_cat.cost.lagrange.remembered`); ``searched`` and ``renamed`` count the segment problems searched and
+    those moved from an alike one up to a renaming of axes (:mod:`.segments`)."""
 
     level: int
     cache: KernelCache = field(default_factory=lambda: KERNELS)
     solved: dict = field(default_factory=dict)
     density: object = 1       # the fraction of a stream's trips a mask from data lets run (1: dense)
     closed: dict = field(default_factory=dict)   # closed-form steps by srepr (napkin_cat.cost.lagrange.remembered)
+    searched: int = 0         # segment problems searched (.segments)
+    renamed: int = 0          # segments solved by moving the split of one alike up to a renaming of axes (.segments)
 
     def choice(self, graph, block: int) -> Choice:
         """The block's partitions and cost curves at this search's level and density (:meth:`KernelCache.choice`)."""

@@ -16,6 +16,10 @@ ends.  But a transformer's residual stream goes through global memory whatever t
 * isomorphic segments (the same operations wired the same way, :meth:`~.blocks.OpGraph.key`) are **one
   problem**: solved once per derivation (the solutions are its :class:`~napkin_cat.search.context.Search`'s,
   ``search.solved``), the solution moved to every copy by position, so the search is linear in blocks.
+* segments that differ only by the names of their axes, every size kept (blocks that name their widths apart, ``f0``,
+  ``f1``, …), are one problem as well: cost and optimum commute with a renaming of axes
+  (:mod:`~napkin_cat.search.relabelling`), so the solution moves to each renamed copy by position, each kernel at
+  its own kernel's partition in the same place, checked there (its H at every point the solved one, else searched).
 
 A form of at most :data:`SEGMENT_AT` operations is searched whole, exactly as before.
 
@@ -29,6 +33,7 @@ A form of at most :data:`SEGMENT_AT` operations is searched whole, exactly as be
 from __future__ import annotations
 
 from napkin_cat.search.blocks import bits
+from napkin_cat.search.relabelling import relabelled
 from napkin_cat.search.paths import Space, best_join, is_convex, grow, ordered, shortest_splits
 
 #: forms with more operations than this are searched segment by segment
@@ -112,37 +117,101 @@ def _relative(path, segment) -> tuple:
     return tuple((sum(1 << rank[i] for i in bits(block)), v, curve) for block, v, curve in path)
 
 
+def _mask(block, segment) -> int:
+    """A block given by rank within ``segment`` as a mask over the graph's operations."""
+    ops = bits(segment)
+    return sum(1 << ops[j] for j in bits(block))
+
+
 def _absolute(rel, segment) -> list:
     ops = bits(segment)
     return [(sum(1 << ops[j] for j in bits(block)), v, curve) for block, v, curve in rel]
 
 
 def solve_segment(graph, segment, search, points, evaluate, lower, context, options=lambda ch: ch.options,
-                  tie=None) -> list:
+                  tie=None, sizes=None) -> list:
     """Per point: ``(H, kernels, path)`` of the cheapest kernel split of ``segment`` alone, or None; solved once
     per kind of segment in a derivation (kept in ``search.solved``, :class:`~napkin_cat.search.context.Search`;
     ``context``: what else the costs depend on, e.g. the book's roles, sizes, memories and a requirement;
     ``options``, ``tie``: the partitions tried and what breaks a tie, as :func:`~napkin_cat.search.paths.
-    shortest_splits`)."""
+    shortest_splits`).
+
+    With numeric ``sizes``, a segment that differs from one solved only by the names of its axes (sizes kept,
+    :func:`~napkin_cat.search.relabelling.relabelled`) is not searched again: cost and optimum commute with a
+    renaming of axes, so the solved split is moved to it by position, each kernel at the partition of its own
+    kernel's :class:`~napkin_cat.search.choice.Choice` in the same place, and kept only where its H at every point
+    is the solved one (else the segment is searched)."""
     key = (graph.key(segment), context)
     found = search.solved.get(key)
     if found is None:
-        space = graph.segment_spaces.get((segment, SEGMENT_BUDGET))
-        if space is None:     # a segment's space depends on the graph, the segment and the budget alone
-            space = graph.segment_spaces[(segment, SEGMENT_BUDGET)] = Space(graph, budget=SEGMENT_BUDGET,
-                                                                            within=segment)
-        got = shortest_splits(space, search, points, evaluate, lower, options, tie)
-        if not space.exact:     # kernels capped in size inside the segment: grown by cost-guided fusion
-            got = [g if g is None else grow(graph, search, g, evaluate, k, lower) for k, g in enumerate(got)]
-        found = search.solved[key] = [None if g is None else (g[0], g[1], _relative(g[2], segment)) for g in got]
+        alike = None if sizes is None else relabelled(graph, segment, sizes)
+        alike = None if alike is None else (alike, context)
+        moved = search.solved.get(alike) if alike is not None else None
+        if moved is not None:
+            found = _renamed(graph, segment, search, moved, evaluate, options)
+            search.renamed += found is not None
+        if found is None:
+            found = _solve(graph, segment, search, points, evaluate, lower, options, tie)
+            search.searched += 1
+            if alike is not None and alike not in search.solved:
+                search.solved[alike] = [None if f is None else (f[0], f[1], _placed(graph, segment, search, f[2],
+                                                                                      options))
+                                        for f in found]
+        search.solved[key] = found
     return [None if f is None else (f[0], f[1], _absolute(f[2], segment)) for f in found]
 
 
+def _solve(graph, segment, search, points, evaluate, lower, options, tie) -> list:
+    space = graph.segment_spaces.get((segment, SEGMENT_BUDGET))
+    if space is None:     # a segment's space depends on the graph, the segment and the budget alone
+        space = graph.segment_spaces[(segment, SEGMENT_BUDGET)] = Space(graph, budget=SEGMENT_BUDGET, within=segment)
+    got = shortest_splits(space, search, points, evaluate, lower, options, tie)
+    if not space.exact:     # kernels capped in size inside the segment: grown by cost-guided fusion
+        got = [g if g is None else grow(graph, search, g, evaluate, k, lower) for k, g in enumerate(got)]
+    return [None if g is None else (g[0], g[1], _relative(g[2], segment)) for g in got]
+
+
+def _placed(graph, segment, search, rel, options):
+    """A solved relative path with each curve replaced by its place among its block's options (None: not found)."""
+    out = []
+    for block, _, curve in rel:
+        listed = options(search.choice(graph, _mask(block, segment)))
+        place = next((i for i, (_, c) in enumerate(listed) if c is curve), None)
+        if place is None:
+            return None
+        out.append((block, place))
+    return tuple(out)
+
+
+def _renamed(graph, segment, search, moved, evaluate, options):
+    """The solved split ``moved`` (blocks by rank, partitions by place) on ``segment``: its own kernels' partitions
+    at those places, or None where a point's H differs from the solved one (the law did not hold: search)."""
+    out = []
+    for k, f in enumerate(moved):
+        if f is None:
+            out.append(None)
+            continue
+        H, kernels, placed = f
+        if placed is None:
+            return None
+        rel = []
+        for block, place in placed:
+            listed = options(search.choice(graph, _mask(block, segment)))
+            if place >= len(listed):
+                return None
+            rel.append((block, *listed[place]))
+        at = [evaluate(c, k) for _, _, c in rel]
+        if any(h is None for h in at) or sum(at) != H:
+            return None
+        out.append((H, kernels, tuple(rel)))
+    return out
+
+
 def segmented_shortest(graph, parts, joints, search, points, evaluate, lower, context,
-                       options=lambda ch: ch.options, tie=None) -> list:
+                       options=lambda ch: ch.options, tie=None, sizes=None) -> list:
     """Per point: ``(H, kernels, path)`` over the segments ``parts``, joined at the seams ``joints`` (the seam
-    operation between each two) where that saves."""
-    per = [solve_segment(graph, s, search, points, evaluate, lower, context, options, tie) for s in parts]
+    operation between each two) where that saves; ``sizes``: as :func:`solve_segment`."""
+    per = [solve_segment(graph, s, search, points, evaluate, lower, context, options, tie, sizes) for s in parts]
     out = []
     for k in range(len(points)):
         if any(sol[k] is None for sol in per):
