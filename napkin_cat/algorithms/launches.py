@@ -10,10 +10,12 @@ over the same groups combines their partial states.  So, per kernel::
     N(n, (g, h, …)) = ⌊n/g⌋ · N(g, (h, …)) + ⌈(n mod g)/g⌉ · N(n mod g, (h, …))
                                      Grids nested along one axis: the inner one cuts each outer tile, the last
                                      one shorter (so on divisible sizes N = n/h, the innermost tile's trips)
-    combine(K) = rows(K) = Π over the axes its Grids cut  n(a)
+    combine(K) = rows(K) = Π over the axes its Grids cut that every reducer's state has  n(a)
                                      the launch that merges the parts (a split kernel only): one block per row
                                      of the groups (the Grid law at tile 1: every row's partial states merge
-                                     alone), so one wide group does not leave the machine idle
+                                     alone), so one wide group does not leave the machine idle; an axis some
+                                     state lacks (d of attention's μ, z) is no row: a block per d row would
+                                     load that state once per row (:func:`napkin_cat.plan.partials.split_stream`)
 
 and an algorithm launches ``blocks(f) = min_K blocks(K)`` in its narrowest kernel.  Grids inside a kernel (the
 groups of a kernel one level down) are not blocks: they run inside the block, over its threads; nor are the
@@ -113,9 +115,12 @@ class KernelLaunch:
 
     @property
     def rows(self) -> sympy.Expr:
-        """``Π_a n(a)`` over the axes its Grids cut: the blocks of a split kernel's combine, one per row of the
-        groups (:func:`napkin_cat.plan.partials.fission`)."""
-        return sympy.Mul(*{g.axis: sympy.sympify(g.full_size()) for g in reversed(self.grids)}.values())
+        """``Π_a n(a)`` over the axes its Grids cut that every reducer's state has: the blocks of a split kernel's
+        combine, one per row of the groups (:func:`napkin_cat.plan.partials.fission`); 1 without a split."""
+        held = ([set(s.array.names) for r in self.split.plan.reducers for s in r.state]
+                if self.split is not None else [])
+        return sympy.Mul(*{g.axis: sympy.sympify(g.full_size()) for g in reversed(self.grids)
+                           if all(g.axis in h for h in held)}.values())
 
     @property
     def launches(self) -> tuple:

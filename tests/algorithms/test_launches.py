@@ -201,10 +201,15 @@ def test_derive_min_blocks_and_predict_count_the_blocks_the_plan_launches():
     for k in r.variant.kernels:
         groups = math.prod(math.ceil(S[a] / r.optimum.sizes[k.tiles[a]]) for a in k.groups)
         P = r.optimum.sizes[k.parts] if k.parts else 1
-        rows = math.prod(S[a] for a in k.groups)        # a split's combine: one block per row of the groups
+        # a split's combine: one block per row of the groups its state has: online softmax's μ, z (q) and o (q d)
+        # share q only, so a group over d is no row of the combine (it would load μ, z once per d row)
+        rows = math.prod(S[a] for a in k.groups if a == "q")
         want += [groups * P, rows] if k.parts else [groups]
         per_kernel.append(groups * P)
     assert counted(nc.plan(r.diagram, r.optimum.sizes)) == want
+    # the one definition (KernelLaunch.launches: the parts and the combine's rows) counts what the plan launches
+    at = Sizes({**S, **r.optimum.sizes})
+    assert [int(at.subs(n)) for k in kernel_launches(r.diagram) for n in k.launches] == want
     assert r.blocks == min(per_kernel) >= 16
     gpu = nc.hardware.load("h100-sxm5")
     t = nc.hardware.predict(r.diagram, gpu, r.optimum.sizes)
