@@ -24,7 +24,6 @@ own names (``stack-8 shared`` / ``stack-8 renamed``: same sizes, same H; the der
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -33,7 +32,7 @@ import sys
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from bench_outside import CHECK, SETUP  # noqa: E402  (this folder: a script's first path)
-from bench_outside_modes import MORE  # noqa: E402
+from bench_outside_modes import MORE, cli  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -288,27 +287,7 @@ def line(case: str, s: dict) -> list[str]:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", nargs="*", choices=list(CASES), default=None)
-    ap.add_argument("--kind", choices=[NUM, SYM, HW, ERR], default=None)
-    ap.add_argument("--timeout", type=float, default=150.0, help="seconds a row may take (derive and checks)")
-    ap.add_argument("--list", action="store_true", help="print the programs and exit")
-    args = ap.parse_args(argv)
-    cases = args.only or [c for c, v in CASES.items() if args.kind in (None, v[0])]
-    if args.list:
-        for name in cases:
-            print(f"{name:18} {CASES[name][1]}  derive({CASES[name][2]})")
-        return
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip()
-    print(f"nc.derive at {commit}: first call in a fresh interpreter, one sample per row, OPENBLAS_NUM_THREADS="
-          f"{os.environ['OPENBLAS_NUM_THREADS']}, load {os.getloadavg()[0]:.1f}")
-    print(f"{'program':18} {'derive(...)':44} {'cpu s':>6} {'wall s':>6} {'MiB':>5}  checks")
-    for case in cases:
-        for x in line(case, sample(case, args.timeout)):
-            print(x, flush=True)
-    print(f"load at the end {os.getloadavg()[0]:.1f}")
-
+    cli(argv, CASES, [NUM, SYM, HW, ERR], 150.0, sample, line, widths=(18, 44))
 
 if __name__ == "__main__":
     main()

@@ -243,28 +243,34 @@ def line(case: str, s: dict) -> list[str]:
     return [t] + [f"{'':24}   {n}" for n in s["notes"]]
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", nargs="*", choices=list(CASES), default=None)
-    ap.add_argument("--kind", choices=["sym", "gpu", "odd"], default=None)
-    ap.add_argument("--timeout", type=float, default=600.0, help="seconds a row may take (derive and checks)")
+def cli(argv, cases_table: dict, kinds: list, timeout: float, sample, line, widths=(24, 40)):
+    """The outside benches' command line: ``--only``/``--kind``/``--timeout``/``--list``, then one fresh-process row
+    per case (``sample(case, timeout)`` → ``line(case, sample)``), headed by the commit and the machine's load."""
+    ap = argparse.ArgumentParser(description=sys.modules["__main__"].__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", choices=list(cases_table), default=None)
+    ap.add_argument("--kind", choices=kinds, default=None)
+    ap.add_argument("--timeout", type=float, default=timeout, help="seconds a row may take (derive and checks)")
     ap.add_argument("--list", action="store_true", help="print the programs and exit")
     args = ap.parse_args(argv)
-    cases = args.only or [c for c, v in CASES.items() if args.kind in (None, v[0])]
+    name_w, call_w = widths
+    cases = args.only or [c for c, v in cases_table.items() if args.kind in (None, v[0])]
     if args.list:
         for name in cases:
-            print(f"{name:24} {CASES[name][1]}  derive({CASES[name][2]})")
+            print(f"{name:{name_w}} {cases_table[name][1]}  derive({cases_table[name][2]})")
         return
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=ROOT).stdout.strip()
     print(f"nc.derive at {commit}: first call in a fresh interpreter, one sample per row, OPENBLAS_NUM_THREADS="
           f"{os.environ['OPENBLAS_NUM_THREADS']}, load {os.getloadavg()[0]:.1f}")
-    print(f"{'program':24} {'derive(...)':40} {'cpu s':>7} {'wall s':>7} {'MiB':>5}  checks")
+    print(f"{'program':{name_w}} {'derive(...)':{call_w}} {'cpu s':>7} {'wall s':>7} {'MiB':>5}  checks")
     for case in cases:
         for x in line(case, sample(case, args.timeout)):
             print(x, flush=True)
     print(f"load at the end {os.getloadavg()[0]:.1f}")
 
+
+def main(argv=None):
+    cli(argv, CASES, ["sym", "gpu", "odd"], 600.0, sample, line)
 
 if __name__ == "__main__":
     main()
