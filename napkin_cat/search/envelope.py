@@ -50,11 +50,12 @@ import sympy
 
 from napkin_cat.cost.lagrange import remembered
 from napkin_cat.cost.maxima import column_max
-from napkin_cat.cost.optimum import Optimum, clamped, optimal, power_terms
+from napkin_cat.cost.optimum import Optimum, clamped, optimal
 from napkin_cat.cost.tiling import program
 from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.search.bounds import lower_bound
 from napkin_cat.search.breakpoints import Breakpoint, reaching
+from napkin_cat.search.crossings import at_reference, crossing, crossing_root
 from napkin_cat.search.held_alike import held_alike, leading_need, shifted
 from napkin_cat.search.results import Derivation, Later, Regime
 from napkin_cat.search.space import Makers, check_sizes, select
@@ -99,7 +100,7 @@ class Candidate:
             self.tiles.update({k: sympy.sympify(v).subs(env) for k, v in t.items()})
         if smallest is None:
             first = sympy.sympify(column_max(made.smallest(sizes), exact=False)).subs(env)
-            smallest = Breakpoint(_float(first, ref), first)
+            smallest = Breakpoint(at_reference(first, ref), first)
         self.start = smallest
         self.end, self.reaching, self.past = _until(made.parts, parts, self.whole, M, env, ref, smallest)
 
@@ -310,14 +311,6 @@ def _largest(col, sized) -> float:
     return float(col.xreplace(sized))
 
 
-def _float(expr, env) -> float:
-    v = sympy.sympify(expr).subs(env)
-    try:
-        return float(v)
-    except TypeError:
-        raise NapkinError(f"cannot evaluate {expr} at the reference sizes {env}") from None
-
-
 def _winner(cands, fs, ts, m, us=None):
     """The cheapest candidate that fits at ``m`` (and whose form holds there, ``us``: where each stops holding)."""
     if us is not None:
@@ -331,73 +324,6 @@ def _winner(cands, fs, ts, m, us=None):
             if best is None or v < best[0] * (1 - 1e-12):
                 best = (v, i)
     return None if best is None else best[1]
-
-
-def _crossing(a, b, M, ref, lo, hi, fs):
-    """``(M*, note)``: where candidate ``a``'s and ``b``'s closed forms cross near [lo, hi] at the reference."""
-    fa, fb = fs[a], fs[b]
-    for _ in range(200):   # the crossing at the reference sizes, by bisection on log M
-        mid = math.sqrt(lo * hi)
-        if (fa(mid) - fb(mid)) > 0:
-            hi = mid
-        else:
-            lo = mid
-        if hi / lo < 1 + 1e-12:
-            break
-    target = math.sqrt(lo * hi)
-    return target
-
-
-def _solve(Ha, Hb, M, ref, target):
-    """The symbolic root of ``Ha = Hb`` in ``M`` that equals ``target`` at the reference sizes, or None.  Forms
-    whose memory is shifted by one ``K`` (:func:`~.held_alike.shifted`; the other form's too, or constant) are
-    solved in ``M − K`` and the root shifted back."""
-    ks = {sympy.expand(M - a) for h in (Ha, Hb) for a in sympy.sympify(h).atoms(sympy.Add) if M in a.args}
-    ks = [k for k in ks if not k.has(M)]
-    if len(ks) == 1:
-        at = {M: M + ks[0]}
-        root = _solve_powers(sympy.sympify(Ha).xreplace(at), sympy.sympify(Hb).xreplace(at), M, ref,
-                             target - _float(ks[0], ref))
-        return None if root is None else root + ks[0]
-    return _solve_powers(Ha, Hb, M, ref, target)
-
-
-def _solve_powers(Ha, Hb, M, ref, target):
-    """:func:`_solve` of two sums of powers of ``M``."""
-    try:
-        terms = power_terms(sympy.expand(Ha - Hb), M)
-    except NapkinError:
-        return None
-    if not terms:
-        return None
-    L = 1
-    for _, beta in terms:
-        L = sympy.ilcm(L, sympy.Rational(beta).q)
-    top = max(beta for _, beta in terms)
-    u = sympy.Dummy("u", positive=True)
-    poly = sympy.Add(*[alpha * u ** int(L * (top - beta)) for alpha, beta in terms])
-    if sympy.degree(poly, u) > 4:
-        return None
-    try:
-        roots = list(sympy.roots(sympy.Poly(poly, u)))
-    except (NotImplementedError, ValueError, sympy.PolynomialError):
-        return None
-    best = None
-    for r in roots:
-        try:
-            v = complex(sympy.sympify(r).subs(ref).evalf())
-        except (TypeError, ValueError):
-            continue
-        if v != v:   # nan: the root degenerates at the reference sizes
-            continue
-        if abs(v.imag) > 1e-9 * max(1.0, abs(v.real)) or v.real <= 0:
-            continue
-        err = abs(v.real ** int(L) - target) / target
-        if best is None or err < best[0]:
-            best = (err, r)
-    if best is None or best[0] > 1e-6:
-        return None
-    return sympy.radsimp(best[1] ** int(L))
 
 
 def _guarded(f):
@@ -437,8 +363,8 @@ def envelope(cands, M, ref):
         elif ts[nxt] > prev_m and fs[nxt](ts[nxt]) <= fs[w](ts[nxt]):
             upper = cands[nxt].smallest
         else:
-            target = _crossing(w, nxt, M, ref, prev_m, m_next, fs)
-            upper = _solve(cands[w].H, cands[nxt].H, M, ref, target)
+            target = crossing(fs[w], fs[nxt], prev_m, m_next)
+            upper = crossing_root(cands[w].H, cands[nxt].H, M, ref, target)
             if upper is None:
                 upper, note = sympy.Float(target, 6), "breakpoint found numerically at the reference sizes"
         pieces.append((w, lower, upper, note))

@@ -1,0 +1,118 @@
+"""Where two closed forms of a symbolic derive cross (:mod:`.envelope`): the crossing found by number at the reference
+sizes, then its closed form in the sizes.
+
+Law: two candidates' large-M forms ``H_a(M)``, ``H_b(M)`` (sums of powers of ``M``, :func:`~napkin_cat.cost.optimum.
+power_terms`) cross at a root of ``H_a − H_b``; the root the envelope needs is the one equal, at the reference sizes, to
+the crossing the bisection finds (:func:`crossing`), so the closed form is picked by its value, never guessed.  Forms
+whose memory is shifted by the same ``K`` (what a kernel holds whatever its free tiles, :mod:`.held_alike`) are
+solved in ``M − K``.
+
+>>> import sympy
+>>> M, a = sympy.symbols("M a", positive=True)
+>>> crossing_root(a ** 3 / M, a ** 2, M, {a: 10}, 10.0)        # a³/M = a² at M = a
+a
+"""
+from __future__ import annotations
+
+import math
+
+import sympy
+
+from napkin_cat.cost.optimum import power_terms
+from napkin_cat.errors import NapkinError
+
+
+def at_reference(expr, env) -> float:
+    """``expr`` at the reference sizes ``env``, a float; NapkinError naming the expression where it is not a number.
+
+    >>> import sympy
+    >>> at_reference(sympy.Symbol("n") + 1, {sympy.Symbol("n"): 3})
+    4.0
+    """
+    v = sympy.sympify(expr).subs(env)
+    try:
+        return float(v)
+    except TypeError:
+        raise NapkinError(f"cannot evaluate {expr} at the reference sizes {env}") from None
+
+
+def crossing(fa, fb, lo: float, hi: float) -> float:
+    """Where two closed forms ``fa``, ``fb`` (numbers in, numbers out: at the reference sizes) cross in [lo, hi],
+    ``fa ≤ fb`` at ``lo`` and ``fa > fb`` at ``hi``: bisection on log M to a relative 1e-12.
+
+    >>> round(crossing(lambda m: m / 100, lambda m: 1.0, 1.0, 1000.0), 6)      # M/100 = 1 at M = 100
+    100.0
+    """
+    for _ in range(200):   # the crossing at the reference sizes, by bisection on log M
+        mid = math.sqrt(lo * hi)
+        if (fa(mid) - fb(mid)) > 0:
+            hi = mid
+        else:
+            lo = mid
+        if hi / lo < 1 + 1e-12:
+            break
+    target = math.sqrt(lo * hi)
+    return target
+
+
+def crossing_root(Ha, Hb, M, ref, target):
+    """The symbolic root of ``Ha = Hb`` in ``M`` that equals ``target`` at the reference sizes, or None.  Forms
+    whose memory is shifted by one ``K`` (:func:`~.held_alike.shifted`; the other form's too, or constant) are
+    solved in ``M − K`` and the root shifted back."""
+    ks = {sympy.expand(M - a) for h in (Ha, Hb) for a in sympy.sympify(h).atoms(sympy.Add) if M in a.args}
+    ks = [k for k in ks if not k.has(M)]
+    if len(ks) == 1:
+        at = {M: M + ks[0]}
+        root = power_root(sympy.sympify(Ha).xreplace(at), sympy.sympify(Hb).xreplace(at), M, ref,
+                             target - at_reference(ks[0], ref))
+        return None if root is None else root + ks[0]
+    return power_root(Ha, Hb, M, ref, target)
+
+
+def power_root(Ha, Hb, M, ref, target):
+    """:func:`crossing_root` of two sums of powers of ``M``: with ``u = M^(1/L)`` (L the least common denominator of
+    the exponents) ``Ha − Hb`` is a polynomial in ``u`` of degree ≤ 4, solved by radicals; the positive real root
+    within 1e-6 of ``target`` at the reference sizes, or None.
+
+    >>> import sympy
+    >>> M, n = sympy.symbols("M n", positive=True)
+    >>> power_root(n ** 2 / M, n, M, {n: 8}, 8.0)        # n²/M = n at M = n
+    n
+    """
+    try:
+        terms = power_terms(sympy.expand(Ha - Hb), M)
+    except NapkinError:
+        return None
+    if not terms:
+        return None
+    L = 1
+    for _, beta in terms:
+        L = sympy.ilcm(L, sympy.Rational(beta).q)
+    top = max(beta for _, beta in terms)
+    u = sympy.Dummy("u", positive=True)
+    poly = sympy.Add(*[alpha * u ** int(L * (top - beta)) for alpha, beta in terms])
+    if sympy.degree(poly, u) > 4:
+        return None
+    try:
+        roots = list(sympy.roots(sympy.Poly(poly, u)))
+    except (NotImplementedError, ValueError, sympy.PolynomialError):
+        return None
+    best = None
+    for r in roots:
+        try:
+            v = complex(sympy.sympify(r).subs(ref).evalf())
+        except (TypeError, ValueError):
+            continue
+        if v != v:   # nan: the root degenerates at the reference sizes
+            continue
+        if abs(v.imag) > 1e-9 * max(1.0, abs(v.real)) or v.real <= 0:
+            continue
+        err = abs(v.real ** int(L) - target) / target
+        if best is None or err < best[0]:
+            best = (err, r)
+    if best is None or best[0] > 1e-6:
+        return None
+    return sympy.radsimp(best[1] ** int(L))
+
+
+__all__ = ["crossing", "crossing_root", "power_root", "at_reference"]
