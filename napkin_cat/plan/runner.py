@@ -396,7 +396,7 @@ class Machine:
         table, states = self.tables[s.index]
         return states[tuple(frame.nominal[index] for index, _ in table.indices)]
 
-    def _full(self, s, frame):
+    def left_out(self, s, frame):
         """What the trip leaves out where its mask allows every pair, as a kernel runs it (the printers'
         ``trip_variants``): the data's BlockSkip where its table says full, the FullTrips where the positions say
         so; None: as written (inside a full trip already, a nested loop's trips run as written)."""
@@ -416,7 +416,7 @@ class Machine:
             if s.data is not None and self.tables is not None and self._state(s, inner) == NONE:
                 continue      # no pair of the trip's tiles allowed by the data's block mask: it changes nothing
             outer = self.whole
-            self.whole = outer if outer is not None else self._full(s, inner)
+            self.whole = outer if outer is not None else self.left_out(s, inner)
             try:
                 self.block(s.body, inner)
             finally:

@@ -111,6 +111,12 @@ class Curve:
                 self._search = self.cost
         return self._search
 
+    @property
+    def costed(self) -> bool:
+        """Whether a cost record of the candidate has been built (the search's or sympy's): the skips that
+        answer without costing (:meth:`least`) leave it False."""
+        return self._search is not None or self._sympy is not None
+
     def _built(self):
         """A record already built (the search's first), else the search's: what the structure is read off (the
         groups, streams, tiles and the columns' symbols are the same in both)."""

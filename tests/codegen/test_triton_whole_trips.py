@@ -79,18 +79,18 @@ def tiled(d, n: int):
 def runner_made(d, n: int, arrays) -> int:
     """The trips the plan's counting runner runs with the mask made (a stream with full trips, not full here)."""
     made = []
-    full = Machine._full
+    full = Machine.left_out
 
     def counting(self, s, frame):
         found = full(self, s, frame)
         if s.full_trips is not None and self.whole is None and found is None:
             made.append(s.index)
         return found
-    Machine._full = counting
+    Machine.left_out = counting
     try:
         tiled(d, n).run(*arrays)
     finally:
-        Machine._full = full
+        Machine.left_out = full
     return len(made)
 
 

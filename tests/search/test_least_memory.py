@@ -71,7 +71,7 @@ def test_a_candidate_ruled_out_fits_no_tiling():
                 curve = Curve(v)
                 assert curve.at_all(sizes, [memory]) == [(None, {})], (what, v.describe(), memory)
                 assert curve.at(sizes, memory) == (None, {})
-                assert curve._search is None and curve._sympy is None, (what, "costed although ruled out")
+                assert not curve.costed, (what, "costed although ruled out")
                 costed = Curve(v)
                 if costed.grouped:     # the integer search over the tiles of the costed record
                     assert optimum_values(costed.search_cost, [memory], 1, sizes=sizes) == [None], \
