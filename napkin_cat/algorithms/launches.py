@@ -67,6 +67,19 @@ def tiles_of_axis(n, tiles) -> sympy.Expr:
     return sympy.floor(n / g) * tiles_of_axis(g, rest) + sympy.ceiling(r / g) * tiles_of_axis(r, rest)
 
 
+def in_every_state(axis: str, reducers) -> bool:
+    """Whether every state array of ``reducers`` (a stream's, :class:`~.schedule.Reducer`) has ``axis``: a row of a
+    split stream's combine (``rows(K)`` above; the plan's combine, :func:`napkin_cat.plan.partials.split_stream`).
+
+    >>> from napkin_cat.algorithms.streaming import analyse
+    >>> import napkin_cat as nc
+    >>> reducers = analyse(nc.library.attention(), "x").reducers        # μ, z over q; o over q d
+    >>> in_every_state("q", reducers), in_every_state("d", reducers)
+    (True, False)
+    """
+    return all(axis in s.array.names for r in reducers for s in r.state)
+
+
 def split_of(kernel: Kernel):
     """The split stream that is the whole of ``kernel`` (up to wiring), else None: only such a stream's parts
     run as blocks (the plan cuts its kernel in a launch of the parts and one of the combine)."""
@@ -117,10 +130,9 @@ class KernelLaunch:
     def rows(self) -> sympy.Expr:
         """``Π_a n(a)`` over the axes its Grids cut that every reducer's state has: the blocks of a split kernel's
         combine, one per row of the groups (:func:`napkin_cat.plan.partials.fission`); 1 without a split."""
-        held = ([set(s.array.names) for r in self.split.plan.reducers for s in r.state]
-                if self.split is not None else [])
+        reducers = self.split.plan.reducers if self.split is not None else ()
         return sympy.Mul(*{g.axis: sympy.sympify(g.full_size()) for g in reversed(self.grids)
-                           if all(g.axis in h for h in held)}.values())
+                           if in_every_state(g.axis, reducers)}.values())
 
     @property
     def launches(self) -> tuple:
@@ -173,4 +185,4 @@ def blocks(algorithm, sizes) -> int:
     return int(n)
 
 
-__all__ = ["KernelLaunch", "kernel_launches", "split_of", "tiles_of_axis", "narrowest", "blocks"]
+__all__ = ["KernelLaunch", "kernel_launches", "in_every_state", "split_of", "tiles_of_axis", "narrowest", "blocks"]

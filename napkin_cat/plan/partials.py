@@ -38,6 +38,7 @@ from dataclasses import replace
 
 import sympy
 
+from napkin_cat.algorithms.launches import in_every_state
 from napkin_cat.algorithms.schedule import Phases, schedule_of
 from napkin_cat.syntax.adapter import Ty
 from napkin_cat.syntax.relabel import map_arrays
@@ -110,8 +111,7 @@ def _rows(e, node) -> dict:
     each (the Grid law at tile 1).  An axis some state lacks (d of attention's m, l where the Grid cuts d) is no
     row: one block per row would load that state once per row, which the cost functor counts once."""
     sizes = {(a.name, a.size) for arr in (*node.region.dom.inside, *node.region.cod.inside) for a in arr.axes}
-    held = [set(s.array.names) for r in node.reducers for s in r.state]
-    return {a: rng for a, rng in e.context.items() if (a, rng.tile) in sizes and all(a in h for h in held)}
+    return {a: rng for a, rng in e.context.items() if (a, rng.tile) in sizes and in_every_state(a, node.reducers)}
 
 
 def _combine_by_rows(e, node, box, rows: dict, ins, partials, sink, dests, pa, P):
