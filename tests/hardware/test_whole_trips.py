@@ -59,7 +59,7 @@ def test_the_mask_is_charged_only_where_it_is_not_whole(kind, monkeypatch):
         (k,) = predict_cpu(d, "epyc-zen3-dev", sizes).kernels
         assert k.flops == {p: float(run.flops.get(p, 0)) for p in ("tensor", "special", "general")}
         with monkeypatch.context() as m:        # every trip as written: the mask made on each
-            m.setattr(Machine, "_full", lambda self, s, frame: None)
+            m.setattr(Machine, "left_out", lambda self, s, frame: None)
             out_written, written = _run(d, sizes)
         np.testing.assert_allclose(out, out_written, rtol=1e-12, atol=1e-12)
         assert written.flops["tensor"] == run.flops["tensor"] and written.transfers == run.transfers
@@ -99,7 +99,7 @@ def test_a_block_mask_from_data_charges_its_mask_only_on_partial_blocks(monkeypa
     c = nc.cost(d, sizes=sizes, block_mask=bm)
     assert (c.flops, c.H) == (run.flops, run.transfers)
     with monkeypatch.context() as m:
-        m.setattr(Machine, "_full", lambda self, s, frame: None)
+        m.setattr(Machine, "left_out", lambda self, s, frame: None)
         out_written, written = p.run(Q, K, V, ids, ids, block_mask=bm)
     np.testing.assert_allclose(out, out_written, rtol=1e-12, atol=1e-12)
     area = _whole_area(lambda q, x: allowed[q, x], sizes)
