@@ -70,31 +70,39 @@ def top_columns(prog) -> tuple:
     return H, binding(tops), free, ones
 
 
-@functools.lru_cache(maxsize=512)
-def options(prog, M, most: int | None = None) -> tuple:
-    """The KKT points of the top-degree model of ``prog`` (module docstring) binding at most ``most`` columns (all
-    the sets of up to as many columns as free tiles where None): ``((set, H, tiles), …)``, ``set`` the indices of
-    the columns of :func:`top_columns` it binds, ``H`` its transfers (a sum of powers of ``M`` where it is one),
-    ``tiles`` every tile of ``prog`` (free ones in ``M``, the others 1 or as the program fixes them); empty where
-    no column holds a free tile or no set has a closed-form point."""
+def options(prog, M, sets=None) -> tuple:
+    """The KKT points of the top-degree model of ``prog`` (module docstring) that bind the column sets ``sets``
+    (tuples of indices of the columns of :func:`top_columns`; None: each column alone): ``((set, H, tiles), …)``,
+    ``H`` its transfers (a sum of powers of ``M`` where it is one), ``tiles`` every tile of ``prog`` (free ones in
+    ``M``, the others 1 or as the program fixes them); empty where no column holds a free tile."""
+    _, tops, _, _ = top_columns(prog)
+    if sets is None:
+        sets = tuple((j,) for j in range(len(tops)))
+    return tuple(p for s in sets for p in _solved(prog, M, s))
+
+
+def all_sets(prog) -> tuple:
+    """Every set of up to as many columns as free tiles (at most :data:`MOST_SETS`), smallest first."""
+    _, tops, free, _ = top_columns(prog)
+    top = min(len(tops), len(free))
+    return tuple(s for k in range(1, top + 1) for s in itertools.combinations(range(len(tops)), k))[:MOST_SETS]
+
+
+@functools.lru_cache(maxsize=2048)
+def _solved(prog, M, s: tuple) -> tuple:
+    """The KKT points of the columns ``s`` of :func:`top_columns` (each ``T_j = M``) with positive tiles."""
     H, tops, free, ones = top_columns(prog)
-    if not tops:
-        return ()
-    top = min(len(tops), len(free), len(free) if most is None else most)
-    sets = [s for k in range(1, top + 1) for s in itertools.combinations(range(len(tops)), k)]
     out = []
-    for s in sets[:MOST_SETS]:
-        points = kkt_points(H, [tops[j] for j in s], list(free), M)
-        for p in points or ():
-            tiles = {g: p[str(g)] for g in free}
-            Hstar = sympy.expand(H.subs(tiles))
-            try:
-                Hform = sympy.Add(*[a * M ** (-b) for a, b in power_terms(Hstar, M)])
-            except NapkinError:
-                Hform = tidy(Hstar)
-            tiles.update({t: sympy.Integer(1) for t in ones})
-            tiles.update(dict(prog.fixed))
-            out.append((s, Hform, tiles))
+    for p in kkt_points(H, [tops[j] for j in s], list(free), M) or ():
+        tiles = {g: p[str(g)] for g in free}
+        Hstar = sympy.expand(H.subs(tiles))
+        try:
+            Hform = sympy.Add(*[a * M ** (-b) for a, b in power_terms(Hstar, M)])
+        except NapkinError:
+            Hform = tidy(Hstar)
+        tiles.update({t: sympy.Integer(1) for t in ones})
+        tiles.update(dict(prog.fixed))
+        out.append((s, Hform, tiles))
     return tuple(out)
 
 
@@ -114,8 +122,8 @@ def top_form(prog, M, K, ref: dict, at: float):
     chosen = _chosen(prog, M, pairs, k_at, float(at))
     if chosen is None:
         return None
-    most, i, end = chosen
-    found = options(prog, M, most)
+    sets, i, end = chosen
+    found = options(prog, M, sets)
     _, H, tiles = found[i]
     if end is None:
         return H, tiles, None
@@ -125,15 +133,15 @@ def top_form(prog, M, K, ref: dict, at: float):
 
 
 @functools.lru_cache(maxsize=512)
-def _numeric(prog, M, pairs: tuple, most):
-    """Per option of ``options(prog, M, most)``: its ``H``, its free tiles and the columns ``T_j`` as float
+def _numeric(prog, M, pairs: tuple, sets):
+    """Per option of ``options(prog, M, sets)``: its ``H``, its free tiles and the columns ``T_j`` as float
     functions at the reference sizes ``pairs`` (of ``M − K``, of the tiles)."""
     _, tops, free, _ = top_columns(prog)
     env = dict(pairs)
     Mp = sympy.Dummy("Mp", positive=True)
     cols = [sympy.lambdify(list(free), sympy.sympify(T).xreplace(env), "math") for T in tops]
     out = []
-    for _, H, tiles in options(prog, M, most):
+    for _, H, tiles in options(prog, M, sets):
         ts = [sympy.sympify(tiles[g]).xreplace(env).subs(M, Mp) for g in free]
         out.append((sympy.lambdify(Mp, sympy.sympify(H).xreplace(env).subs(M, Mp), "math"),
                     sympy.lambdify(Mp, ts, "math"), cols))
@@ -142,18 +150,27 @@ def _numeric(prog, M, pairs: tuple, most):
 
 @functools.lru_cache(maxsize=2048)
 def _chosen(prog, M, pairs: tuple, k_at: float, at: float):
-    """``(most, i, end)``: the option of ``options(prog, M, most)`` chosen just above ``at`` and ``(j, memory)``
+    """``(sets, i, end)``: the option of ``options(prog, M, sets)`` chosen just above ``at`` and ``(j, memory)``
     where option ``j`` takes over (None if none does): a scan of ``M`` on a geometric grid, then bisection (a pure
-    function of its key); None where the model has no point."""
-    if not options(prog, M, 1):
+    function of its key); None where the model has no point.  The columns one at a time first; where no such point
+    satisfies every column at a memory of the scan, also each column with those its points there exceed (the set
+    that binds where one column's point stops satisfying another), and every set only if that leaves one uncovered."""
+    if not options(prog, M):
         return None
     start = max(at, 1.0) * (1 + 1e-6)
     grid = [start * 2 ** (k / STEPS) for k in range(int(STEPS * max(0.0, LAST - math.log2(start))) + 2)]
-    for most in (1, None):
-        fs = _numeric(prog, M, pairs, most)
+    sets = None
+    fs = _numeric(prog, M, pairs, sets)
+    picks = [_best(fs, m - k_at) for m in grid]
+    if any(p is None for p in picks):
+        joined = {c for m, p in zip(grid, picks) if p is None for c in _joined(fs, prog, M, m - k_at)}
+        sets = tuple((j,) for j in range(len(top_columns(prog)[1]))) + tuple(sorted(joined - {None}))
+        fs = _numeric(prog, M, pairs, sets)
         picks = [_best(fs, m - k_at) for m in grid]
-        if most is None or all(p is not None for p in picks if p is not False):
-            break
+        if any(p is None for p in picks):
+            sets = all_sets(prog)
+            fs = _numeric(prog, M, pairs, sets)
+            picks = [_best(fs, m - k_at) for m in grid]
     chosen = next((p for p in picks if p is not None and p is not False), 0)
     lo = grid[0]
     for m, b in zip(grid, picks):
@@ -171,8 +188,24 @@ def _chosen(prog, M, pairs: tuple, k_at: float, at: float):
                 lo = mid
             else:
                 hi = mid
-        return most, chosen, (b, hi)
-    return most, chosen, None
+        return sets, chosen, (b, hi)
+    return sets, chosen, None
+
+
+def _joined(fs, prog, M, mp: float) -> set:
+    """The sets ``(j, k)`` (sorted) of each column ``j`` whose point (its own alone) is real and positive at
+    ``M − K = mp`` and each column ``k`` it exceeds there."""
+    out = set()
+    for (s, _, _), (_, t, cols) in zip(options(prog, M), fs):
+        try:
+            tv = [complex(x) for x in t(mp)]
+        except (ValueError, ZeroDivisionError, OverflowError, TypeError):
+            continue
+        if any(abs(x.imag) > 1e-9 * max(1.0, abs(x.real)) or not x.real > 0 for x in tv):
+            continue
+        tv = [x.real for x in tv]
+        out |= {tuple(sorted({s[0], k})) for k, c in enumerate(cols) if k != s[0] and c(*tv) > mp * (1 + 1e-9)}
+    return out
 
 
 def _best(fs, mp: float):
