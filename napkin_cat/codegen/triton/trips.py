@@ -1,8 +1,9 @@
 """A stream's trips in Triton: the range its mask reaches, the trips its mask allows whole, each trip's variant.
 
 A stream loop whose trips a mask skips runs over the trips its test allows: where the test is one range of the loop
-index (:meth:`~TritonTripsMixin.index_bounds`; causal: ``i_x ≤ i_q``), the loop's range (``range(0, i_q + 1)``:
-FlashAttention's causal loop, which the compiler pipelines); otherwise every trip, each under the test.
+index (:meth:`~TritonTripsMixin.index_bounds`, :mod:`.ranges`; causal: ``i_x ≤ i_q``), the loop's range
+(``range(0, i_q + 1)``: FlashAttention's causal loop, which the compiler pipelines); otherwise every trip, each under
+the test, and a comment in the source says why.
 
 Where a mask from positions is true on every pair of some trips (the plan's
 :class:`~napkin_cat.plan.skips.FullTrips`) and those trips are one range ``[start, end)`` of the index, the stream is
@@ -12,9 +13,12 @@ up to three loops, the state carried through them::
     for i in range(start, end):    body − made     (whole trips: the mask not made, read as true)
     for i in range(end, stop):     body
 
-with ``first ≤ start ≤ end ≤ stop`` (clamped), so the trips run, in order, are those of one loop; elsewhere (a ragged
-last tile in the condition) each trip tests the condition.  The law, on a whole trip: ``body − made`` computes what
-``body`` computes (``where(true, s, −∞) = s``).  A trip by the data's block mask reads its state from the block table
+with ``first ≤ start ≤ end ≤ stop`` (clamped), so the trips run, in order, are those of one loop.  A ragged last
+tile is no exception: its extent ``Min(T, n − T·i)`` in the condition is split (:mod:`.ranges`), so the last trip
+runs in the whole loop where the mask is true on every pair of it, in a partial one otherwise.  Elsewhere (the whole
+trips two ranges with a gap between, a condition not linear in the index) each trip tests the condition, and a
+comment above the loop says why.  The law, on a whole trip: ``body − made`` computes what ``body`` computes
+(``where(true, s, −∞) = s``).  A trip by the data's block mask reads its state from the block table
 (:meth:`~napkin_cat.codegen.printer.CodePrinter.trip_variants`).
 
 >>> import napkin_cat as nc
@@ -24,6 +28,9 @@ last tile in the condition) each trip tests the condition.  The law, on a whole 
 ...     print(line.split(":   #")[0].strip())
 for i_x in range(0, nc_partial_i_x)
 for i_x in range(nc_partial_i_x, tl.minimum((x + 15) // 16, (16*i_q + 31) // 16))
+>>> ragged = src.split("def nc_kernel0_ragged(")[1]       # launched where 16 does not divide q or x
+>>> [line.split("; ")[-1] for line in ragged.splitlines() if "for i_x in range(" in line]
+['the mask is true on every pair: not made, read as true', 'some pairs allowed: the mask made and applied']
 """
 from __future__ import annotations
 
