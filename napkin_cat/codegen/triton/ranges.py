@@ -67,7 +67,11 @@ def fold(xs, f: str) -> str:
 
 
 def quotient(n: str, a: int) -> str:
-    """``n // a`` printed (``n`` alone where ``a`` is 1)."""
+    """``n // a`` printed (``n`` alone where ``a`` is 1): Triton's quotient, truncated towards 0.
+
+    >>> quotient("8*i_q + 1", 8), quotient("i_q", 1)
+    ('(8*i_q + 1) // 8', 'i_q')
+    """
     return n if a == 1 else f"({n}) // {a}"
 
 
