@@ -68,6 +68,17 @@ def test_a_whole_output_off_by_1e_3_is_rejected_in_fp32_at_any_size():
     assert not v and v.rtol == 2.0 ** -12
 
 
+def test_an_fp16_algorithm_is_compared_in_fp16():
+    """P and V cast to fp16: the derived algorithm rounds other values than the function (1.6e-4 off), which
+    float64's tolerance (and the old 1e-6) rejected; a 10% error is still rejected."""
+    f, sizes = nc.library.attention(formats={"P": "fp16", "V": "fp16"}), {"q": 32, "x": 48, "d": 16}
+    algorithm = nc.derive(f, 256, sizes=sizes).diagram
+    v = nc.equivalent(f, algorithm, sizes=sizes)
+    assert v and v.precision.format == "fp16" and v.max_error > 1e-5
+    assert not nc.equivalent(f, algorithm, sizes=sizes, rtol=1e-6, atol=1e-8)
+    assert not nc.equivalent(f, _scaled(algorithm, 1.1), sizes=sizes)
+
+
 # --------------------------------------------------------------------------- float64: nothing rounds
 def test_float64_keeps_a_tight_tolerance():
     f = nc.library.attention()
