@@ -155,8 +155,12 @@ CASES = {
     "block own names": (NUM, f"f = own_block(); sizes = {OWNS}", f"memory=[7, 1500, {BIG}], sizes=sizes", 7),
     "block lib names": (NUM, f"f = L.transformer_block(); sizes = {LIBS}", f"memory=[7, 1500, {BIG}], sizes=sizes",
                         7),
-    "vocab v=131072": (COST, "f = vocab_prob(); sizes = {'n': 3, 'v': 131072}", f"memory=[3, 4096, {BIG}], sizes=sizes"),
-    "vocab v=131071": (COST, "f = vocab_prob(); sizes = {'n': 3, 'v': 131071}", f"memory=[3, 4096, {BIG}], sizes=sizes"),
+    "vocab v=131072": (COST, "f = vocab_prob(); sizes = {'n': 3, 'v': 131072}",
+                       f"memory=[3, 4096, {BIG}], sizes=sizes"),
+    "vocab v=131071": (COST, "f = vocab_prob(); sizes = {'n': 3, 'v': 131071}",
+                       f"memory=[3, 4096, {BIG}], sizes=sizes"),
+    "block issue sizes": (COST, "f = L.transformer_block(); sizes = {'n': 64, 'e': 64, 'h': 4, 'd': 16, 'f': 128}",
+                          f"memory=[4096, 65536, {BIG}], sizes=sizes"),
     # symbolic
     "sym xattn pad": (SYM, f"f = xattn_pad(); sizes = {PAD}", "memory='M', reference=sizes"),
     "sym rms+swiglu": (SYM, f"f = rms_swiglu_block(); sizes = {RMSW}", "memory='M', reference=sizes"),
@@ -203,7 +207,7 @@ CASES = {
 }
 
 CHECKS = {
-    NUM: "num_rows(f, r, sizes, {extra!r})", COST: "cost_only(f, r, sizes)", SYM: "sym_rows(f, r, sizes)",
+    NUM: "num_rows(f, r, sizes, {extra!r})", COST: "cost_rows(f, r, sizes)", SYM: "sym_rows(f, r, sizes)",
     HW: "hw_rows(f, r, sizes, {extra!r})", ERR: "None",
 }
 
@@ -216,8 +220,17 @@ def num_rows(f, r, sizes, least):
     if below:
         notes.append(f"H {below} BELOW COMPULSORY {comp}")
     ok, more = least_check(f, sizes, least)
-    notes += more + [f"M = {reg.memory}: H {reg.H}, tiles {tiles_of(reg)}" for reg in regimes(r)]
+    notes += more + [f"M = {reg.memory}: H {reg.H}, tiles {tiles_of(reg)}" for reg in regimes(r)] + everything(r, comp)
     return total, counted and not below and ok, equal, notes
+
+def everything(r, comp):
+    """At a memory that holds every value (2**50), one kernel moves each input and output once: H = compulsory."""
+    return [f"M = {reg.memory}: H {reg.H} ABOVE COMPULSORY {comp} (one kernel of everything moves {comp})"
+            for reg in regimes(r) if reg.memory >= 2 ** 50 and reg.H > comp]
+
+def cost_rows(f, r, sizes):
+    _, ok, ran, notes = cost_only(f, r, sizes)
+    return None, ok, ran, notes + everything(r, compulsory(f, {nc.symbol(k): v for k, v in sizes.items()}))
 
 def hw_rows(f, r, sizes, hardware):
     if not hardware.startswith("epyc"):
