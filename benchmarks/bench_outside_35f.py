@@ -13,8 +13,8 @@ the load it states.  Only the public surface is used.  Kinds of row:
 * **cost** (a row whose runner would loop too long): ``H`` = ``nc.cost`` at the answer's tiles ≥ compulsory;
 * **sym** (``memory="M"``, ``reference=`` the row's sizes): at a memory inside every piece, the envelope's ``H``
   against a numeric derive there.  The envelope minimises over real tiles, so it is a lower bound of the numeric
-  answer of the same candidates: ``sym ≤ num`` (``ABOVE NUMERIC`` flags the opposite), and ``sym ≥`` the
-  compulsory transfers (``BELOW COMPULSORY``);
+  answer of the same candidates: ``sym ≤ num`` (``ABOVE NUMERIC`` flags the opposite), ``sym ≥`` the
+  compulsory transfers (``BELOW COMPULSORY``), and it does not rise as the memory grows (``RISES WITH M``);
 * **hw** (``hardware=`` a shipped GPU or CPU model): tiles divide their axes, each kernel fits the GPU model
   (``bench_outside_modes.gpu_check``), ``H`` = runner = cost functor, algorithm = f;
 * **err** (bad input): the error's type and message (typed errors name the fault and what is legal);
@@ -33,7 +33,6 @@ against the same block with the library's names.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import time
 
@@ -243,9 +242,18 @@ def hw_rows(f, r, sizes, hardware):
 def sym_rows(f, r, sizes):
     """sym_pieces, flagging an envelope above the numeric answer (the envelope is the real-tile lower bound)."""
     n, worst, bad, rows = sym_pieces(f, r, sizes)
-    for row in rows:
-        if "sym/num" in row and float(row.split("sym/num ")[1].split()[0]) > 1 + 1e-9:
-            bad.append(row + " ABOVE NUMERIC")
+    last = None
+    for i, row in enumerate(rows):
+        if "sym/num" not in row:
+            continue
+        if float(row.split("sym/num ")[1].split()[0]) > 1 + 1e-9:
+            rows[i] += " ABOVE NUMERIC"
+            bad.append(rows[i])
+        h = float(row.split(": sym ")[1].split()[0])
+        if last is not None and h > last * (1 + 1e-9):
+            rows[i] += " RISES WITH M"
+            bad.append(rows[i])
+        last = h
     return n, worst, bad, rows
 '''
 
@@ -320,40 +328,38 @@ def product_tree(n: int):
     return b.build(level[0][0])
 
 
-def scaling(runs: int = 3):
-    """ms per box of ``nc.cost`` (sympy's cache emptied before every run, as ``bench_cost.scaling``), symbolic and at
-    concrete sizes, at about 50, 200, 800, 2,000 boxes; 'vs first': the ratio to the smallest (flat: linear)."""
+def scaling():
+    """ms per box of ``nc.cost`` at about 50, 200, 800, 2,000 boxes, symbolic and at concrete sizes: the first call on
+    a diagram built afresh (cold: sympy's cache emptied, no column total met before) and the same call again (warm:
+    the functor's memo of column totals by value answers); 'vs first': the ratio to the smallest (flat: linear)."""
     from bench_cost import clear_sympy, count_boxes
     nc, p = _programs()
     shapes = {
         "deep MLP, own width per layer": lambda n: p["deep_mlp"](max(1, n // 2)),
-        "unfused deep MLP, own widths": lambda n: nc.unfused(p["deep_mlp"](max(1, n // 2))),
+        "unfused deep MLP, own widths": lambda n: nc.unfused(p["deep_mlp"](max(1, n // 8))),
         "balanced tree of matrix products": lambda n: product_tree(n + 1),
     }
     nc.cost(p["deep_mlp"](2))
-    print(f"{'cost functor, per box':34s} {'boxes':>6s} {'build s':>8s} {'sym ms/box':>10s} {'vs first':>8s} "
-          f"{'sized ms/box':>12s} {'vs first':>8s}", flush=True)
+    print(f"{'cost functor, ms per box':34s} {'boxes':>6s} {'sym cold':>9s} {'vs':>5s} {'warm':>7s} {'vs':>5s} "
+          f"{'sized cold':>10s} {'vs':>5s} {'warm':>7s} {'vs':>5s}", flush=True)
     for name, make in shapes.items():
         base = {}
         for n in (50, 200, 800, 2000):
-            t = time.process_time()
-            d = make(n)
-            built = time.process_time() - t
-            boxes = count_boxes(d)
-            sizes = {a.name: 8 + 4 * (k % 5) for k, a in enumerate(
-                sorted({ax for arr in (*d.dom.inside, *d.cod.inside) for ax in arr.axes}, key=lambda a: a.name))}
-            row = f"{name:34s} {boxes:6d} {built:8.2f}"
+            row = ""
             for mode in ("sym", "sized"):
-                ts = []
-                for _ in range(runs):
+                d = make(n)
+                boxes = count_boxes(d)
+                sizes = {a.name: 8 + 4 * (k % 5) for k, a in enumerate(
+                    sorted({ax for arr in (*d.dom.inside, *d.cod.inside) for ax in arr.axes}, key=lambda a: a.name))}
+                for run in ("cold", "warm"):
                     clear_sympy()
                     t = time.process_time()
                     nc.cost(d) if mode == "sym" else nc.cost(d, sizes=sizes)
-                    ts.append(time.process_time() - t)
-                per_box = 1000 * statistics.median(ts) / boxes
-                base.setdefault(mode, per_box)
-                row += f" {per_box:{10 if mode == 'sym' else 12}.3f} {per_box / base[mode]:8.2f}"
-            print(row, flush=True)
+                    per_box = 1000 * (time.process_time() - t) / boxes
+                    base.setdefault((mode, run), per_box)
+                    row += f" {per_box:{9 if run == 'cold' else 7}.3f} {per_box / base[mode, run]:5.2f}"
+            print(f"{name:34s} {boxes:6d}{row}", flush=True)
+    print("(sym: nc.cost(d); sized: nc.cost(d, sizes=…), every axis a number; CPU seconds, one sample each)")
 
 
 def line(case: str, s: dict) -> list[str]:
