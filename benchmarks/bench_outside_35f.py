@@ -180,8 +180,8 @@ CASES = {
                         "hardware='h800', sizes=sizes", "h800"),
     "h100-pcie mlp2 grad": (HW, "f = nc.grad(mlp2(), wrt=[0, 1, 2]); sizes = {'t': 128, 'u': 128, 'v': 256, 'w': 64}",
                             "hardware='h100-pcie', sizes=sizes", "h100-pcie"),
-    "zen4 deep mlp 16": (HW, "f = deep_mlp(16); sizes = {'n': 256, **{f'c{i}': 64 for i in range(17)}}",
-                         "hardware='epyc-zen4', sizes=sizes", "epyc-zen4"),
+    "zen3 deep mlp 16": (HW, "f = deep_mlp(16); sizes = {'n': 256, **{f'c{i}': 64 for i in range(17)}}",
+                         "hardware='epyc-zen3-dev', sizes=sizes", "epyc-zen3-dev"),
     "zen3 vocab": (HW, "f = vocab_prob(); sizes = {'n': 16, 'v': 32768}", "hardware='epyc-zen3-dev', sizes=sizes",
                    "epyc-zen3-dev"),
     # bad input
@@ -199,6 +199,7 @@ CASES = {
     "err M 2**70": (ERR, f"f = stream2d(); sizes = {S2D}", "memory=2**70, sizes=sizes"),
     "err hw unknown": (ERR, f"f = stream2d(); sizes = {S2D}", "hardware='h100', sizes=sizes"),
     "err hw cpu typo": (ERR, f"f = stream2d(); sizes = {S2D}", "hardware='epyc-zen5', sizes=sizes"),
+    "err hw zen4 format 1": (ERR, f"f = deep_mlp(16); sizes = {DEEP}", "hardware='epyc-zen4', sizes=sizes"),
     "err hw primes": (ERR, f"f = rms_swiglu_block(); sizes = {RMSW}", "hardware='h100-sxm5', sizes=sizes"),
     "err level 17": (ERR, f"f = stream2d(); sizes = {S2D}", "memory=512, level=17, sizes=sizes"),
     "err level 2": (ERR, f"f = stream2d(); sizes = {S2D}", "memory=512, level=2, sizes=sizes"),
