@@ -114,12 +114,27 @@ def _simplified(diagram, book) -> Form:
     share, fold, join = "share" in book.roles, "recompute" in book.roles, "join" in book.roles
     once = "compute_once" in book.roles
     rules = tuple(rule for role in ("simplify", "normalise") if role in book.roles for rule in book.role(role))
-    if not rules:
+    if not rules and "apart" not in book.roles:
         return Form(diagram, share=share, fold=fold, join=join, once=once)
-    net = to_netlist(diagram)
-    axes = sum(len(w.array.axes) for w in net.wires.values())
-    net, steps = fixpoint(net, rules, (len(net.nodes) + len(net.wires) + 1) * (axes + 1))
+    net, steps = to_netlist(diagram), []
+    if rules:
+        axes = sum(len(w.array.axes) for w in net.wires.values())
+        net, steps = fixpoint(net, rules, (len(net.nodes) + len(net.wires) + 1) * (axes + 1))
+    net, steps = _apart(net, list(steps), book)
     return Form(net, tuple(steps), tuple(s.rule for s in steps), share, fold=fold, join=join, once=once)
+
+
+def _apart(net, steps: list, book):
+    """The book's ``apart`` rule once on the whole function (axes one block's after another's named apart,
+    :mod:`napkin_cat.rewriting.apart`), where it has a match: ``(netlist, steps)``."""
+    if "apart" not in book.roles:
+        return net, steps
+    rule = book.role("apart")
+    first = next((m for m in rule.lazy_candidates(net) if rule.failure(m) is None), None)
+    if first is None:
+        return net, steps
+    after = rule.fill(first)
+    return after, steps + [Step.of(rule, first, net, after)]
 
 
 def prepared_forms(diagram, book, depth: int = 2, limit: int = 6, *, sizes: dict | None = None) -> list:
