@@ -45,10 +45,24 @@ def _everything(net, nodes) -> dict:
     return {f"n{nid}": nid for nid in net.nodes if nid not in nodes.values()}
 
 
-def _names(m):
-    """The occurrences renamed apart, bound as ``names``; None (no match) where none is."""
+def _seams(m) -> tuple:
+    """The parameter ``seams`` (node ids, written ``"12 40"``: a trace keeps it as text) as node ids."""
+    text = m.params.get("seams", "")
     try:
-        found = apart_names(m.net)
+        found = tuple(int(s) for s in str(text).split())
+    except ValueError:
+        return None
+    return found if all(s in m.net.nodes for s in found) else None
+
+
+def _names(m):
+    """The occurrences renamed apart (within the parts the ``seams`` cut), bound as ``names``; None (no match) where
+    none is."""
+    seams = _seams(m)
+    if seams is None:
+        return None
+    try:
+        found = apart_names(m.net, seams)
     except RewriteError:
         return None
     return {"names": found} if found else None

@@ -16,12 +16,16 @@ axes share a name can stream neither alone: the names restrict the search.  But 
 where a kernel may treat them as one (a group along ``d`` of the projections ``Q, K, V`` that read one ``X``): where
 neither class's boxes come before all of the other's.  Where every box of class ``B`` is computed from every box of
 class ``A`` (``A ≪ B``: block 2's ``f`` after block 1's), a kernel holding both reduces ``A``'s axis on the way to
-``B``, so it can neither group nor stream them as one; :func:`apart_names` renames those apart, and only those::
+``B``, so it can neither group nor stream them as one.  :func:`apart_names` renames those apart, and only those whose
+axis reaches no output of the function (an output's axis, attention's ``d`` of ``V`` after the ``d`` that ``Q Kᵀ``
+sums, is the function's own: its name is kept)::
 
-    A ≪ B  ⟺  every box of B is a descendant of every box of A;  B keeps A's name iff B is not ≫ some class of it
+    A ≪ B  ⟺  every box of B is a descendant of every box of A
+    B is renamed apart from A's name-class  ⟺  B reaches no output and B ≫ every class of that name-class
 
 Classes of one name are taken in the order of their first box; each joins the first name-class (the original name,
-then ``f'2``, ``f'3``, …) holding a class it is not ``≫``, else starts a new one.
+then ``f'2``, ``f'3``, …) holding a class it is not ``≫`` (or the original one, for a class an output reaches), else
+starts a new one.  Applied again, it renames nothing (``apart(apart(f)) is apart(f)``).
 
 >>> import napkin_cat as nc
 >>> from napkin_cat.rewriting.netlist import to_netlist
@@ -33,7 +37,7 @@ then ``f'2``, ``f'3``, …) holding a class it is not ``≫``, else starts a new
 >>> d = apart(two)
 >>> d.dom == two.dom, d.cod == two.cod, [b.name for b in d.boxes].count("rename"), bool(nc.equivalent(d, two))
 (True, True, 5, True)
->>> apart_names(to_netlist(nc.library.attention()))                       # one class per name: nothing apart
+>>> apart_names(to_netlist(nc.library.attention()))           # V's d (after the d Q Kᵀ sums) reaches the output
 {}
 """
 from __future__ import annotations
@@ -44,7 +48,7 @@ from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.construct import renaming
-from napkin_cat.syntax.relabel import rename_axis
+from napkin_cat.syntax.relabel import map_arrays
 
 #: the node kinds a function's netlist may hold here (a region or a merge: not a function diagram)
 KINDS = ("box", "copy", "discard")
@@ -83,9 +87,14 @@ def axis_classes(net: Netlist) -> list:
     return list(classes.values())
 
 
-def apart_names(net: Netlist) -> dict:
+def apart_names(net: Netlist, seams=()) -> dict:
     """``{(wire id, name): new name}`` for every occurrence of a class renamed apart (module docstring: a class of a
-    name that comes wholly after every class of each name-class before it); empty where no name needs it."""
+    name that comes wholly after every class of each name-class before it); empty where no name needs it.
+
+    ``seams`` (node ids, each downstream of the one before): the function cut into parts there, part ``k`` the nodes
+    downstream of ``k`` seams; classes are renamed apart within their part only (a class's part: its first node's),
+    numbered from ``f'2`` in each part, so parts alike are named alike (the search cuts a large function at such
+    seams and solves alike parts once: :mod:`napkin_cat.search.segments`)."""
     bad = {n.kind for n in net.nodes.values()} - set(KINDS)
     if bad:
         raise RewriteError(f"axes are renamed apart in a function diagram; this one holds {sorted(bad)} nodes")
@@ -99,17 +108,19 @@ def apart_names(net: Netlist) -> dict:
             if src != INPUT:
                 mask |= ancestors[src] | 1 << pos[src]
         ancestors[n] = mask
+    cuts = [1 << pos[s] for s in seams]
     by_name: dict = {}
     for cls in axis_classes(net):
         nodes = {e[0] for w, _ in cls for e in (net.wires[w].src, net.wires[w].dst) if e[0] not in (INPUT, OUTPUT)}
         if nodes:
-            name = next(iter(cls))[1]
+            first = min(nodes, key=pos.__getitem__)
+            part = sum(1 for c in cuts if ancestors[first] & c)
             private = all(net.wires[w].dst[0] != OUTPUT for w, _ in cls)
-            by_name.setdefault(name, []).append((min(pos[n] for n in nodes), cls,
-                                                 sum(1 << pos[n] for n in nodes), nodes, private))
+            by_name.setdefault((next(iter(cls))[1], part), []).append(
+                (pos[first], cls, sum(1 << pos[n] for n in nodes), nodes, private))
     used = {a for w in net.wires.values() for a in w.array.names}
     out = {}
-    for name, found in by_name.items():
+    for (name, _), found in by_name.items():
         if len(found) < 2:
             continue
         found.sort(key=lambda t: t[0])
@@ -117,7 +128,7 @@ def apart_names(net: Netlist) -> dict:
         for _, cls, mask, nodes, private in found:
             after = [private and all(ancestors[n] & m == m for n in nodes) for g in groups for m in g[1]]
             k = 0
-            for gi, g in enumerate(groups):
+            for g in groups:
                 if not all(after[k:k + len(g[1])]):
                     g[1].append(mask)
                     new = g[0]
@@ -125,7 +136,6 @@ def apart_names(net: Netlist) -> dict:
                 k += len(g[1])
             else:
                 new = name if not groups else _fresh(name, len(groups) + 1, used)
-                used.add(new)
                 groups.append((new, [mask]))
             if new != name:
                 out.update((occ, new) for occ in cls)
@@ -133,8 +143,8 @@ def apart_names(net: Netlist) -> dict:
 
 
 def _fresh(name: str, k: int, used: set) -> str:
-    """``f'2`` for the second name-class of ``f`` (a name no array uses; ``'`` is legal in an axis name, never in
-    a name the constructors make from an einsum string)."""
+    """``f'2`` for the second name-class of ``f`` (a name no array of the function uses; ``'`` is legal in an axis
+    name, never in a name the constructors make from an einsum string)."""
     new = f"{name}'{k}"
     while new in used:
         new += "'"
@@ -169,10 +179,10 @@ def renamed(net: Netlist, names: dict, input_wires=None, output_wires=None) -> D
         if node.kind == "discard":
             continue
         box = Diagram.id(node.box.dom).then(node.box)
-        new = {a.name: (names[(w, a.name)], a.size) for w in (*net.ins[nid], *net.outs[nid])
-               for a in net.wires[w].array.axes if (w, a.name) in names}
-        for old, (to, size) in new.items():
-            box = rename_axis(box, old, to, size)
+        new = {a: names[(w, a)] for w in (*net.ins[nid], *net.outs[nid]) for a in net.wires[w].array.names
+               if (w, a) in names}
+        if new:
+            box = _renamed_box(box, tuple(sorted(new.items())))
         got = b(box, *ins)
         wire.update(zip(net.outs[nid], got if isinstance(got, tuple) else (got,)))
     outs = []
@@ -180,6 +190,19 @@ def renamed(net: Netlist, names: dict, input_wires=None, output_wires=None) -> D
         arr, was = array(w), net.wires[w].array
         outs.append(wire[w] if arr is was else b(view(arr, was), wire[w]))
     return b.build(*outs)
+
+
+def _renamed_box(box: Diagram, new: tuple) -> Diagram:
+    """``box`` (one box) with its axes renamed by ``new`` (``((old, new), …)``), sizes kept: the functor
+    :func:`~napkin_cat.syntax.relabel.map_arrays` remembers per box and array (keyed by ``new``), so a box met again
+    under one renaming (a block's boxes, alike in every block) is renamed once."""
+    to = dict(new)
+
+    def fa(arr):
+        if not any(a.name in to for a in arr.axes):
+            return arr
+        return arr.replace(axes=tuple(Axis(to[a.name], a.size) if a.name in to else a for a in arr.axes))
+    return map_arrays(box, fa, lambda n: to.get(n, n), key=("apart", new))
 
 
 def apart(diagram: Diagram) -> Diagram:

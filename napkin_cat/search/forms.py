@@ -120,21 +120,29 @@ def _simplified(diagram, book) -> Form:
     if rules:
         axes = sum(len(w.array.axes) for w in net.wires.values())
         net, steps = fixpoint(net, rules, (len(net.nodes) + len(net.wires) + 1) * (axes + 1))
-    net, steps = _apart(net, list(steps), book)
-    return Form(net, tuple(steps), tuple(s.rule for s in steps), share, fold=fold, join=join, once=once)
-
-
-def _apart(net, steps: list, book):
-    """The book's ``apart`` rule once on the whole function (axes one block's after another's named apart,
-    :mod:`napkin_cat.rewriting.apart`), where it has a match: ``(netlist, steps)``."""
+    form = Form(net, tuple(steps), tuple(s.rule for s in steps), share, fold=fold, join=join, once=once)
     if "apart" not in book.roles:
-        return net, steps
+        return form
+    step = _apart(form, book)
+    if step is None:
+        return form
+    return Form(step.after_net, form.steps + (step,), form.prepared + (step.rule,), share, fold=fold, join=join,
+                once=once)
+
+
+def _apart(form, book):
+    """The step of the book's ``apart`` rule on the whole function (axes one block's after another's named apart,
+    :mod:`napkin_cat.rewriting.apart`), or None where it has no match.  A function the search cuts into segments
+    (:mod:`.segments`) is renamed apart within each segment (``seams=``): kernels do not cross them, and alike
+    segments stay alike, so each kind is solved once."""
     rule = book.role("apart")
-    first = next((m for m in rule.lazy_candidates(net) if rule.failure(m) is None), None)
+    cut = form.cut
+    if cut:
+        rule = rule.using(seams=" ".join(str(form.graph.nodes[p]) for p in cut[1]))
+    first = next((m for m in rule.lazy_candidates(form.net) if rule.failure(m) is None), None)
     if first is None:
-        return net, steps
-    after = rule.fill(first)
-    return after, steps + [Step.of(rule, first, net, after)]
+        return None
+    return Step.of(rule, first, form.net, rule.fill(first))
 
 
 def prepared_forms(diagram, book, depth: int = 2, limit: int = 6, *, sizes: dict | None = None) -> list:
