@@ -114,7 +114,8 @@ axes_apart = Rule(
     oriented=True,
     doc="""f(…, A[f], …, B[f], …) → f(…, A[f], …, B[f'2], …): an axis class B that comes wholly after another class A
     of its name (every box of B computed from every box of A) and reaches no output is renamed apart, over the whole
-    function, the inputs and outputs keeping their names through views.
+    function, the inputs and outputs keeping their names through views.  With ``seams=`` (node ids, ``"12 40"``)
+    classes are renamed apart within the parts those cut only, numbered alike in each part (the search's segments).
 
     α-conversion (an axis is the class of occurrences its boxes see together, not its name): each box computes
     what it did, its signature renamed throughout, sizes kept.  Exact in floating point.  Cost claim: H, M and

@@ -49,7 +49,8 @@ _loaded = False
 #: operation written by hand becomes the primitive the other rules know, a SoftMax written as max, exp, sum and
 #: divide the SoftMax; optional), ``apart`` (a rule applied once after those, on the whole function: axes that share
 #: a name but are two axes, one block's after another's, renamed apart, so that a kernel may partition each alone;
-#: :mod:`napkin_cat.rewriting.apart`; optional: without it, names are kept).  The device search (:mod:`napkin_cat.search.devices`, ``nc.derive`` on a cluster)
+#: takes ``seams=``, the node ids the search cuts a large function at; :mod:`napkin_cat.rewriting.apart`; optional:
+#: without it, names are kept).  The device search (:mod:`napkin_cat.search.devices`, ``nc.derive`` on a cluster)
 #: reads nine more, each optional (a book without them offers no device forms of that kind): ``shard`` (a box woven
 #: over an axis run on each device's shard of it; takes ``axis=`` and ``devices=``), ``shard_reduce`` (a box that
 #: reduces the axis: each device's partial merged by an all-reduce; same parameters), ``shard_fuse`` (two device

@@ -89,3 +89,18 @@ def test_random_programs(seed):
     if d is not p.diagram:
         assert nc.equivalent(p.diagram, d, sizes=p.sizes)
         assert nc.cost(d, sizes=p.sizes).H == nc.cost(p.diagram, sizes=p.sizes).H
+
+
+def test_within_parts_alike_parts_are_named_alike():
+    """Cut at the residual adds after blocks 2 and 4 (``seams``): six blocks in three parts of two, each part's second
+    block renamed ``f'2`` and its first kept, so the parts read alike; without seams, f'2 … f'6."""
+    f = residual_stack(6)
+    net = to_netlist(f)
+    adds = [nid for nid, n in net.nodes.items() if n.kind == "box" and n.box.name == "add"
+            and n.dom[0].names == ("n", "e") and len(n.dom) == 2 and n.dom[1].names == ("n", "e")]
+    assert len(adds) == 6
+    whole = apart_names(net)
+    assert sorted(set(whole.values())) == [f"f'{i}" for i in range(2, 7)]
+    parts = apart_names(net, (adds[1], adds[3]))
+    assert sorted(set(parts.values())) == ["f'2"]
+    assert len({w for w, _ in parts}) == 3 * len({w for w, _ in whole}) // 5     # 3 of the 5 renamed classes
