@@ -11,8 +11,9 @@ An axis is a class of occurrences that boxes see together, not a name; two class
 (each block of a stack built from one block names its hidden axis ``f``).  The search partitions kernels by name, so
 a kernel holding two such blocks could not stream one block's ``f`` without the other's.  The rule renames apart every
 class that comes wholly after another of its name (:func:`napkin_cat.rewriting.apart.apart_names`): once, over the
-whole function, as the search's normal form does (the role ``apart``).  Renaming is free: the values, the transfers
-and the FLOPs are those of the function (the inputs and outputs keep their names through views, which move nothing).
+whole function (the role ``apart``: the search compares the normal form so renamed beside the others).  Renaming is
+free: the values, the transfers and the FLOPs are those of the function (the inputs and outputs keep their names
+through views, which move nothing).
 
 >>> import napkin_cat as nc
 >>> stack = nc.library.transformer_stack(2)

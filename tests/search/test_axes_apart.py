@@ -1,6 +1,6 @@
 """Shared axis names across blocks do not restrict the search (issue joins-35): a stack whose blocks name their
 hidden axes alike derives what the same stack with its own names per block derives (the axes renamed apart,
-:mod:`napkin_cat.rewriting.apart`, by the rule book's ``apart`` rule in the search's normal form).
+:mod:`napkin_cat.rewriting.apart`, by the rule book's ``apart`` rule: one more form the search compares).
 
 Second routes: the own-names stack's derive (the answer the shared one must reach); the plan's runner counting the
 transfers and the cost functor at the answer's tiles; ``nc.equivalent`` and the trace's replay.  The book without its
