@@ -95,7 +95,9 @@ class Candidate:
         self.made, self.whole, self.note = made, whole or [() for _ in made.parts], note
         self._ref, self._H_ref = ref, None
         parts = _parts(made, M, self.whole, {} if forms is None else forms, ref)
-        self.H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env))
+        # (expanded part by part: a part recurs across the candidates that hold its kernel, expanded once)
+        self.H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env)) if env else \
+            sympy.Add(*[sympy.expand(h) for h, _ in parts])
         self.tiles = {}
         for _, t in parts:
             self.tiles.update({k: sympy.sympify(v).subs(env) for k, v in t.items()})
