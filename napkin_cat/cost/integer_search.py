@@ -85,7 +85,12 @@ def undominated(columns) -> tuple:
     >>> undominated(C) == (C[1], C[2])
     True
     """
-    terms = [dict(zip(exps, coeffs)) for coeffs, exps in columns]
+    terms = []
+    for coeffs, exps in columns:
+        t: dict = {}
+        for a, e in zip(coeffs, exps):     # (a monomial written twice: its coefficients add)
+            t[e] = t.get(e, 0) + a
+        terms.append(t)
     positive = [all(a > 0 for a in t.values()) for t in terms]
     keep = []
     for i, a in enumerate(terms):
