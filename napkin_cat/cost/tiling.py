@@ -238,8 +238,12 @@ def tiled_streams(c, level: int, streams=None) -> list:
     return out
 
 
+@lru_cache(maxsize=4096)
 def rereads(H, s) -> bool:
     """Whether the transfers ``H`` fall as the stream size ``s`` grows (a term with ``s`` in its denominator).
+
+    A pure function of its two arguments, compared by value (the process's memo, bounded: a record's program is
+    framed again each time it is asked for, :func:`program`).
 
     ``H`` is expanded over all its symbols in exact arithmetic (:func:`~.exact_arithmetic.monomials_at`), or by
     sympy where it is not a sum of monomials (a ceiling, a root).
