@@ -8,7 +8,11 @@
    candidate's smallest memory (every tile 1) up.  A kernel that holds, whatever its free tiles, terms of its
    columns' leading degree (a whole tile's intermediate ``a·c`` beside the ``c·g_e`` weight tile of a fused chain)
    has its free tiles solved for the memory less those terms, ``K`` (:mod:`~napkin_cat.search.held_alike`:
-   ``g_e = (M − ac)/c``, ``H(M − K)``), so a form leaves out only terms of lower degree than ``M``'s.
+   ``g_e = (M − ac)/c``, ``H(M − K)``), so a form leaves out only terms of lower degree than ``M``'s.  The free
+   tiles are solved against the top-degree part of the kernel's exact columns (:mod:`~.top_columns`: swiglu's
+   ``2·g_n·g_f``, not the paper's ``g_n·g_f``); where the column that binds changes with ``M`` (the fused chain's
+   ``c·(g_a + g_e)`` below ``≈ 4c²``, ``g_a·g_e`` above) the form ends there and the next one, the same tiles free,
+   starts (:func:`clamped_candidates` with no tile set whole).
 3. **Envelope.** Ordered at the reference sizes, the cheapest candidate wins on each interval of ``M``;
    an interval ends where the next winner starts to fit (its smallest memory) or where the two closed
    forms cross.  A crossing ``H_A(M) = H_B(M)`` is solved symbolically: with ``u = M^{1/L}`` (``L`` the
@@ -33,11 +37,10 @@
 **What the mode promises** (at the reference sizes, which order the candidates): each piece at ``M`` is an algorithm
 (the regime's diagram, its tiles the piece's) whose ``H`` the piece states, and whose memory by the cost functor's
 exact columns exceeds ``M`` only by terms of lower degree than ``M``'s (a whole tile's row or column beside it:
-matmul's all-whole ``ab + ac + bc`` from ``ac``, its algorithm needs ``ac + a + c``), except what the paper's
-memory model leaves out of a form whose tiles grow with ``M`` (a group's temporaries: swiglu's gate and up tiles
-``2n·g_f`` where its model holds ``n·g_f``; a fused chain's intermediate ``c·g_a`` beside the output ``g_a·g_e``),
-which the forms keep as the paper writes them.  Every constant piece (every tile whole or 1) starts where its
-algorithm fits up to such lower-order terms (``tests/search/test_symbolic_exact_need.py``).
+matmul's all-whole ``ab + ac + bc`` from ``ac``, its algorithm needs ``ac + a + c``; a growing form's ``g_n + g_f``
+beside its ``2·g_n·g_f``).  Every constant piece (every tile whole or 1) starts where its algorithm fits up to such
+lower-order terms (``tests/search/test_symbolic_exact_need.py``), and every growing piece's algorithm at its tiles
+fits in ``M`` up to them (``tests/search/test_symbolic_growing_need.py``).
 
 The result is ``Piecewise((nan, M < smallest), (H₁, M < b₁), …, (H_k, True))``: ``nan`` where nothing fits.
 """
@@ -59,6 +62,7 @@ from napkin_cat.search.crossings import at_reference, crossing, crossing_root
 from napkin_cat.search.held_alike import held_alike, leading_need, shifted
 from napkin_cat.search.results import Derivation, Later, Regime
 from napkin_cat.search.space import Makers, check_sizes, select
+from napkin_cat.search.top_columns import top_form
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 
 #: Memories at which the reference search runs: 1 … 2⁴⁰ in steps of 2.
@@ -87,25 +91,30 @@ class Candidate:
     ``whole``: per kernel, the tiles (the block's names) set to their axes (:func:`clamped_candidates`);
     ``smallest``: where such a form starts to hold (its parent's :attr:`until`, a
     :class:`~napkin_cat.search.breakpoints.Breakpoint`).  ``until``: the memory where the first tile that still
-    grows with ``M`` reaches its axis at the reference sizes (``oo`` if none does); ``reaching``: that tile per
+    grows with ``M`` reaches its axis at the reference sizes (``oo`` if none does), or, before it, where a kernel's
+    binding column changes (:mod:`.top_columns`; no tile reaches its axis there); ``reaching``: that tile per
     kernel.  ``start`` and ``end``: the two as breakpoints (``at``: the value at the reference sizes, what the
     envelope orders by; the closed form read only where a piece of the answer ends there)."""
 
     def __init__(self, made, M, sizes, env, ref, whole=None, smallest=None, note=None, forms=None):
         self.made, self.whole, self.note = made, whole or [() for _ in made.parts], note
         self._ref, self._H_ref = ref, None
-        parts = _parts(made, M, self.whole, {} if forms is None else forms, ref)
+        if smallest is None:
+            first = sympy.sympify(column_max(made.smallest(sizes), exact=False)).subs(env)
+            smallest = Breakpoint(at_reference(first, ref), first)
+        self.start = smallest
+        switch = []     # where a kernel's form stops being its top-degree model's optimum (:mod:`.top_columns`)
+        parts = _parts(made, M, self.whole, {} if forms is None else forms, ref, smallest.at, switch)
         # (expanded part by part: a part recurs across the candidates that hold its kernel, expanded once)
         self.H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env)) if env else \
             sympy.Add(*[sympy.expand(h) for h, _ in parts])
         self.tiles = {}
         for _, t in parts:
             self.tiles.update({k: sympy.sympify(v).subs(env) for k, v in t.items()})
-        if smallest is None:
-            first = sympy.sympify(column_max(made.smallest(sizes), exact=False)).subs(env)
-            smallest = Breakpoint(at_reference(first, ref), first)
-        self.start = smallest
         self.end, self.reaching, self.past = _until(made.parts, parts, self.whole, M, env, ref, smallest)
+        if switch and not self.past and (self.end is None or min(b.at for b in switch) < self.end.at):
+            self.end = min(switch, key=lambda b: b.at)      # the same tiles free past it, another form
+            self.reaching = [() for _ in made.parts]
 
     @property
     def note(self):
@@ -138,21 +147,38 @@ class Candidate:
         return math.inf if self.end is None else self.end.at
 
 
-def _parts(made, M, whole, forms: dict, ref):
+def _parts(made, M, whole, forms: dict, ref, at: float = 1.0, switch: list | None = None):
     """Per kernel ``(H*, tiles)`` in the large-M form, the tiles of ``whole[k]`` set to their axes, the free tiles
     solved for the memory the kernel does not hold whatever they are (:func:`~.held_alike.shifted`).  ``forms``: the
     call's large-M forms of a block's curve with some tiles whole, by the curve and those tiles (a block's curve is
-    shared by the candidates that hold its kernel, and each of their clamped forms asks for it again)."""
+    shared by the candidates that hold its kernel, and each of their clamped forms asks for it again).
+
+    A grouped kernel's free tiles are solved against the top-degree part of its exact columns
+    (:func:`~.top_columns.top_form`, the optimum just above ``at`` at the reference sizes); where that optimum
+    changes (another column binds), the breakpoint is appended to ``switch``."""
     out = []
-    for (curve, names), fixed, (h, t) in zip(made.parts, whole, made.symbolic_parts(M)):
+    for (curve, names), fixed in zip(made.parts, whole):
         if curve.grouped:
             key = (id(curve), tuple(map(str, fixed)), "alike")
             if key not in forms:
                 prog = program(curve.cost, curve.level)
-                forms[key] = (curve, held_alike(clamped(prog, fixed) if fixed else prog, ref))
-            K = forms[key][1]
+                prog = clamped(prog, fixed) if fixed else prog
+                forms[key] = (curve, held_alike(prog, ref), prog)
+            _, K, prog = forms[key]
+            top = top_form(prog, M, K, ref, at)
+            if top is not None:
+                H, sizes, end = top
+                if end is not None and switch is not None:
+                    switch.append(end)
+                h = H.xreplace(names) if names else H
+                t = {names.get(k, k): (sympy.sympify(v).xreplace(names) if names else v) for k, v in sizes.items()}
+                out.append(shifted(h, t, K, M))
+                continue
         else:
             K = 0
+        h, t = curve.symbolic_optimum(M)
+        h = h.xreplace(names) if names else h
+        t = {names.get(k, k): (sympy.sympify(v).xreplace(names) if names else v) for k, v in t.items()}
         if fixed:
             key = (id(curve), tuple(map(str, fixed)))
             if key not in forms:
@@ -433,7 +459,8 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
     regimes, args = [], [(sympy.nan, M < pieces[0][1])]
     for w, lower, upper, note in pieces:
         c = cands[w]
-        notes = ["sum of each kernel's large-M optimum (the paper's memory model)"] + ([note] if note else [])
+        notes = ["sum of each kernel's large-M optimum (the top-degree part of its exact columns)"]
+        notes += [note] if note else []
         if any(c.whole):
             notes.append("past the memory where their large-M forms reach their axes, these tiles are whole: "
                          + ", ".join(f"{t} = {c.tiles.get(t)}" for t in dict.fromkeys(

@@ -21,9 +21,8 @@ Routes that do not go through the envelope, at the reference sizes:
   need inside the piece: its algorithm fits there, so the numeric optimum is at most its ``H`` and the symbolic ``H``
   is at least the numeric one, with no tolerance (a constant piece has no tile to round to an integer).
 
-Not asserted: pieces whose tiles grow with ``M`` keep the paper's memory model, which leaves out a group's
-temporaries of the leading degree (swiglu's gate and up tiles: ``2n·g_f`` held where the form says ``n·g_f``) —
-their own issue.
+Pieces whose tiles grow with ``M`` (solved against the top-degree part of the exact columns since symmem-35):
+``tests/search/test_symbolic_growing_need.py``.
 """
 from __future__ import annotations
 

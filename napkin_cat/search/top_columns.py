@@ -1,0 +1,248 @@
+"""A growing form's tiles solved against the top-degree part of its exact memory columns (issue 35, symmem-35).
+
+The cost functor's peak of a kernel is the ``Max`` of its columns ``C_j`` (every value live at one moment).  The
+paper's memory model (what a group holds, :func:`~napkin_cat.cost.tiling.held`) leaves out a group's temporaries
+of the leading degree: swiglu's fused kernel holds its gate and up tiles, ``2·g_n·g_f``, where that model holds
+``g_n·g_f``; the fused chain ``X·W₁·W₂`` holds ``c·g_a + c·g_e`` (the intermediate tile and the ``W₂`` tile) at one
+moment and ``g_a·g_e`` (the output tile) at another, and the model kept one.  A form solved against it needs up to
+2-3× the memory it claims.
+
+**Law.** Let ``T_j`` be the terms of column ``j`` (free tiles; the others as the program sets them) that hold a
+tile and are of the highest total degree any such term has, the columns with ``T_j ≠ 0`` that no other dominates
+(:func:`~napkin_cat.cost.tiling.binding`).  A form is ``min H  s.t.  T_j ≤ M − K`` for every ``j`` (``K``: the
+tile-free terms of that degree, :mod:`.held_alike`); every column is then within ``M`` up to terms of lower degree.
+It is a convex program in log-tiles (a geometric program): at each ``M`` its optimum is the KKT point of its
+active columns.  Each set ``S`` of columns (at most as many as free tiles) has its KKT points of ``T_j = M`` for
+``j`` in ``S`` (:func:`~napkin_cat.cost.lagrange.kkt_points`, closed forms in ``M`` and the sizes); at a memory,
+the optimum is the cheapest point that satisfies every column there (a feasible point costs at least the optimum,
+and the active set's point is feasible).  Which point that is changes with ``M`` (the chain near ``M = 4c²`` at
+its default sizes: ``c·(g_a + g_e)`` binds below, ``g_a·g_e`` above, both between), so a form is one point, chosen
+at the reference sizes at the memory where it starts (:func:`top_form`), and holds up to where another becomes the
+optimum (a :class:`~napkin_cat.search.breakpoints.Breakpoint`, in closed form where sympy solves where a column
+joins or leaves: ``T_j(t_A(M)) = M − K`` for ``A`` the smaller of the two sets).
+
+>>> import napkin_cat as nc
+>>> from napkin_cat.cost.tiling import TilingProgram
+>>> f, n, e, g, h, M = (nc.symbol(s) for s in ("f", "n", "e", "g_f", "g_n", "M"))
+>>> swiglu = TilingProgram(2 * e * f * n / h + e * f * n / g + f * n,
+...                        (g * h, 2 * g * h + 2 * g + h), (g, h), ("f", "n"), (f, n))
+>>> H, tiles, end = top_form(swiglu, M, 0, {f: 72, n: 64, e: 68}, 16.0)
+>>> H, tiles[g], end          # 2·g_f·g_n = M, what the kernel holds; the paper's model held g_f·g_n
+(f*n + 4*e*f*n/sqrt(M), sqrt(M)/2, None)
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+
+import sympy
+
+from napkin_cat.cost.growth import total_degree
+from napkin_cat.cost.lagrange import kkt_points, tidy
+from napkin_cat.cost.optimum_record import power_terms
+from napkin_cat.cost.tiling import binding
+from napkin_cat.errors import NapkinError
+from napkin_cat.search.breakpoints import Breakpoint, solved_root
+
+#: the memories scanned for where a form stops being the optimum: ``start · 2^(k/STEPS)`` up to ``2^LAST``
+STEPS, LAST = 16, 44
+#: at most this many column sets are solved (the sets of up to as many columns as free tiles, smallest first)
+MOST_SETS = 40
+
+
+def top_columns(prog) -> tuple:
+    """``(H, tops, free, ones)``: the restricted program (:meth:`~napkin_cat.cost.tiling.TilingProgram.restricted`)
+    and ``tops``, the top-degree tile terms ``T_j`` of its binding columns (module docstring; empty where no column
+    holds a free tile)."""
+    H, columns, free, ones = prog.restricted()
+    free_set = set(free)
+    terms = [[t for t in sympy.Add.make_args(sympy.expand(col)) if t.free_symbols & free_set] for col in columns]
+    degrees = [total_degree(t) for ts in terms for t in ts]
+    if not degrees:
+        return H, (), free, ones
+    top = max(degrees)
+    tops = []
+    for ts in terms:
+        part = sympy.Add(*[t for t in ts if total_degree(t) == top])
+        if part != 0 and part not in tops:
+            tops.append(part)
+    return H, binding(tops), free, ones
+
+
+def options(prog, M, sets=None) -> tuple:
+    """The KKT points of the top-degree model of ``prog`` (module docstring) that bind the column sets ``sets``
+    (tuples of indices of the columns of :func:`top_columns`; None: each column alone): ``((set, H, tiles), …)``,
+    ``H`` its transfers (a sum of powers of ``M`` where it is one), ``tiles`` every tile of ``prog`` (free ones in
+    ``M``, the others 1 or as the program fixes them); empty where no column holds a free tile."""
+    _, tops, _, _ = top_columns(prog)
+    if sets is None:
+        sets = tuple((j,) for j in range(len(tops)))
+    return tuple(p for s in sets for p in _solved(prog, M, s))
+
+
+def all_sets(prog) -> tuple:
+    """Every set of up to as many columns as free tiles (at most :data:`MOST_SETS`), smallest first."""
+    _, tops, free, _ = top_columns(prog)
+    top = min(len(tops), len(free))
+    return tuple(s for k in range(1, top + 1) for s in itertools.combinations(range(len(tops)), k))[:MOST_SETS]
+
+
+@functools.lru_cache(maxsize=2048)
+def _solved(prog, M, s: tuple) -> tuple:
+    """The KKT points of the columns ``s`` of :func:`top_columns` (each ``T_j = M``) with positive tiles."""
+    H, tops, free, ones = top_columns(prog)
+    out = []
+    for p in kkt_points(H, [tops[j] for j in s], list(free), M) or ():
+        tiles = {g: p[str(g)] for g in free}
+        Hstar = sympy.expand(H.subs(tiles))
+        try:
+            Hform = sympy.Add(*[a * M ** (-b) for a, b in power_terms(Hstar, M)])
+        except NapkinError:
+            Hform = tidy(Hstar)
+        tiles.update({t: sympy.Integer(1) for t in ones})
+        tiles.update(dict(prog.fixed))
+        out.append((s, Hform, tiles))
+    return tuple(out)
+
+
+def top_form(prog, M, K, ref: dict, at: float):
+    """``(H, tiles, end)``: the form of ``prog`` that is the top-degree model's optimum just above the memory
+    ``at`` at the reference sizes ``ref`` (symbols → numbers), its tiles solved for ``M`` (the caller shifts them
+    by ``K``, :func:`~.held_alike.shifted`); ``end``: the :class:`~napkin_cat.search.breakpoints.Breakpoint` (in
+    ``M``, ``K`` counted) where another form becomes the optimum, None if none does up to ``2^44``.  None where
+    the model has no point (:func:`options` empty): the caller keeps the paper's form.  Where no point satisfies
+    every column at ``at`` (``M − K`` too small for any tile) the first that does on the scan is taken.
+
+    A point that binds one column and satisfies the others is the optimum there (it minimises the program with
+    that column alone, a relaxation); the sets of several columns are solved only where, on the scan from ``at``,
+    no such point satisfies every column."""
+    pairs = tuple(sorted(((k, sympy.sympify(v)) for k, v in ref.items()), key=lambda kv: str(kv[0])))
+    k_at = float(sympy.sympify(K).xreplace(dict(pairs)))
+    chosen = _chosen(prog, M, pairs, k_at, float(at))
+    if chosen is None:
+        return None
+    sets, i, end = chosen
+    found = options(prog, M, sets)
+    _, H, tiles = found[i]
+    if end is None:
+        return H, tiles, None
+    j, at_end = end
+    return H, tiles, Breakpoint(at_end, solve=functools.partial(_where, found[i], found[j], prog, M, K, pairs,
+                                                                at_end))
+
+
+@functools.lru_cache(maxsize=512)
+def _numeric(prog, M, pairs: tuple, sets):
+    """Per option of ``options(prog, M, sets)``: its ``H``, its free tiles and the columns ``T_j`` as float
+    functions at the reference sizes ``pairs`` (of ``M − K``, of the tiles)."""
+    _, tops, free, _ = top_columns(prog)
+    env = dict(pairs)
+    Mp = sympy.Dummy("Mp", positive=True)
+    cols = [sympy.lambdify(list(free), sympy.sympify(T).xreplace(env), "math") for T in tops]
+    out = []
+    for _, H, tiles in options(prog, M, sets):
+        ts = [sympy.sympify(tiles[g]).xreplace(env).subs(M, Mp) for g in free]
+        out.append((sympy.lambdify(Mp, sympy.sympify(H).xreplace(env).subs(M, Mp), "math"),
+                    sympy.lambdify(Mp, ts, "math"), cols))
+    return out
+
+
+@functools.lru_cache(maxsize=2048)
+def _chosen(prog, M, pairs: tuple, k_at: float, at: float):
+    """``(sets, i, end)``: the option of ``options(prog, M, sets)`` chosen just above ``at`` and ``(j, memory)``
+    where option ``j`` takes over (None if none does): a scan of ``M`` on a geometric grid, then bisection (a pure
+    function of its key); None where the model has no point.  The columns one at a time first; where no such point
+    satisfies every column at a memory of the scan, also each column with those its points there exceed (the set
+    that binds where one column's point stops satisfying another), and every set only if that leaves one uncovered."""
+    if not options(prog, M):
+        return None
+    start = max(at, 1.0) * (1 + 1e-6)
+    grid = [start * 2 ** (k / STEPS) for k in range(int(STEPS * max(0.0, LAST - math.log2(start))) + 2)]
+    sets = None
+    fs = _numeric(prog, M, pairs, sets)
+    picks = [_best(fs, m - k_at) for m in grid]
+    if any(p is None for p in picks):
+        joined = {c for m, p in zip(grid, picks) if p is None for c in _joined(fs, prog, M, m - k_at)}
+        sets = tuple((j,) for j in range(len(top_columns(prog)[1]))) + tuple(sorted(joined - {None}))
+        fs = _numeric(prog, M, pairs, sets)
+        picks = [_best(fs, m - k_at) for m in grid]
+        if any(p is None for p in picks):
+            sets = all_sets(prog)
+            fs = _numeric(prog, M, pairs, sets)
+            picks = [_best(fs, m - k_at) for m in grid]
+    chosen = next((p for p in picks if p is not None and p is not False), 0)
+    lo = grid[0]
+    for m, b in zip(grid, picks):
+        if b is None or b is False:
+            continue
+        if b == chosen:
+            lo = m
+            continue
+        hi = m
+        for _ in range(80):
+            mid = 0.5 * (lo + hi)
+            if not lo < mid < hi:
+                break
+            if _best(fs, mid - k_at) == chosen:
+                lo = mid
+            else:
+                hi = mid
+        return sets, chosen, (b, hi)
+    return sets, chosen, None
+
+
+def _joined(fs, prog, M, mp: float) -> set:
+    """The sets ``(j, k)`` (sorted) of each column ``j`` whose point (its own alone) is real and positive at
+    ``M − K = mp`` and each column ``k`` it exceeds there."""
+    out = set()
+    for (s, _, _), (_, t, cols) in zip(options(prog, M), fs):
+        try:
+            tv = [complex(x) for x in t(mp)]
+        except (ValueError, ZeroDivisionError, OverflowError, TypeError):
+            continue
+        if any(abs(x.imag) > 1e-9 * max(1.0, abs(x.real)) or not x.real > 0 for x in tv):
+            continue
+        tv = [x.real for x in tv]
+        out |= {tuple(sorted({s[0], k})) for k, c in enumerate(cols) if k != s[0] and c(*tv) > mp * (1 + 1e-9)}
+    return out
+
+
+def _best(fs, mp: float):
+    """The index of the cheapest option that satisfies every column at ``M − K = mp``; None where none does, False
+    where ``mp ≤ 0`` (no memory for the tiles)."""
+    if not mp > 0:
+        return False
+    out = None
+    for i, (h, t, cols) in enumerate(fs):
+        try:
+            tv = [complex(x) for x in t(mp)]
+            if any(abs(x.imag) > 1e-9 * max(1.0, abs(x.real)) or not x.real > 0 for x in tv):
+                continue
+            tv = [x.real for x in tv]
+            if any(c(*tv) > mp * (1 + 1e-9) for c in cols):
+                continue
+            v = complex(h(mp))
+        except (ValueError, ZeroDivisionError, OverflowError, TypeError):
+            continue
+        if abs(v.imag) > 1e-9 * max(1.0, abs(v.real)):
+            continue
+        if out is None or v.real < out[0] * (1 - 1e-12):
+            out = (v.real, i)
+    return None if out is None else out[1]
+
+
+def _where(old, new, prog, M, K, pairs, at: float):
+    """The closed form of the memory where option ``new`` takes over from ``old``: where the column one of them
+    binds and the other does not joins the smaller set (``T_j(t_A(M − K)) = M − K``, sympy's root that takes the
+    scanned value ``at``); ``at`` as a number where the sets differ by more than one column or sympy has no root."""
+    _, tops, _, _ = top_columns(prog)
+    (s_old, _, t_old), (s_new, _, t_new) = old, new
+    extra = set(s_old) ^ set(s_new)
+    if len(extra) != 1:
+        return sympy.Float(at, 15)
+    (j,) = extra
+    tiles = t_old if len(s_old) < len(s_new) else t_new
+    shift = {M: M - K}
+    ratio = sympy.sympify(tops[j]).xreplace({g: sympy.sympify(v).xreplace(shift) for g, v in tiles.items()}) / (M - K)
+    return solved_root(ratio, sympy.Integer(1), M, dict(pairs), at)
