@@ -9,6 +9,7 @@ The mutant: a view bound to its input's values in another order (the heads axis 
 """
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -53,6 +54,7 @@ CASES = {   # name → (diagram, sizes, memory)
 }
 
 
+@functools.cache
 def derived(name):
     make, sizes, memory = CASES[name]
     f = make()
