@@ -165,13 +165,15 @@ def host(printer, launches) -> list[str]:
                            "run time; pass runtime=False or name the sizes the inputs carry")
     device = f"{ins[0]}.device" if ins else '"cpu"'
     for v in printer.globals_():
-        if v.role == "input":
+        if v.role == "input" or v.name in printer.aliases:
             continue
         shape = ", ".join(printer.code(e) for _, e in v.shape)
         if v.dtype not in printer.torch_dtypes:
             raise CodegenError(f"the triton launcher allocates no {v.dtype!r} global arrays ({v.name})")
         lines.append(line(1, f"{printer.ident(v.name)} = torch.empty(({shape}{',' if len(v.shape) == 1 else ''}), "
                              f"dtype={printer.torch_dtypes[v.dtype]}, device={device})"))
+    for view, src in printer.aliases.items():      # a view between kernels: the input's buffer (.views)
+        lines.append(line(1, f"{printer.ident(view)} = {printer.ident(src)}   # view of {src}, no copy"))
     for t in printer.block_tables.values():
         shape = ", ".join(str(n) for n in t.shape)
         lines.append(line(1, f"if {t.name} is None:"))

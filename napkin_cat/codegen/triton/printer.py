@@ -25,6 +25,8 @@ contraction        ``tl.dot`` for a matrix product: on 16-bit (or fp8) operands 
                    (``"ieee"``: exact fp32 products, ``"tf32"``); else a broadcast product summed
                    over the contracted axes
 SoftMax family     ``tl.max`` / ``tl.exp`` / ``tl.sum`` per row, masked scores at −∞, the −∞-safe δ
+views between      no kernel: the launcher binds a rename's output to its input's buffer
+kernels            (:mod:`~napkin_cat.codegen.triton.views`); anything else outside a kernel is refused
 =================  ===========================================================================
 
 Every value computed is set to 0 outside its mask, so padding never reaches a sum; a reduction
@@ -51,6 +53,7 @@ from napkin_cat.codegen.printer import CodePrinter, ident
 from napkin_cat.codegen.triton.indices import TritonIndexKindsMixin
 from napkin_cat.codegen.triton.structures import TritonKindsMixin
 from napkin_cat.codegen.triton.trips import TritonTripsMixin
+from napkin_cat.codegen.triton.views import aliases, is_kernel_launch
 from napkin_cat.plan.ir import GridLoop, Load, Ref, StreamLoop, walk, reads, writes
 from napkin_cat.syntax.dtype import as_dtype
 
@@ -123,6 +126,8 @@ class TritonPrinter(TritonTripsMixin, TritonIndexKindsMixin, TritonKindsMixin, C
                                f"{PRECISIONS}")
         super().__init__(plan, precision=precision)
         self.precision = precision
+        #: views between kernels, output → input: the launcher binds the output to the input's buffer (:mod:`.views`)
+        self.aliases = aliases(self.plan)
         self.temps = 0
         self.runtime = host.runtime_sizes(self.plan, runtime)
         fixed = {e for t in self.block_tables.values() for _, start, extent in t.loop.data.box
@@ -368,21 +373,24 @@ class TritonPrinter(TritonTripsMixin, TritonIndexKindsMixin, TritonKindsMixin, C
         order = {"input": 0, "output": 1}
         return sorted(vs, key=lambda v: order.get(v.role, 2))
 
+    def kernel_launches(self) -> list:
+        """The plan's launches that run a kernel (its views between kernels are the launcher's aliases)."""
+        return [launch for launch in launches(self.plan) if is_kernel_launch(launch)]
+
     def signature(self) -> dict:
         """Per kernel printed (ragged variants included): its parameters' Triton types."""
         types = [f"*{SIGNATURE[v.dtype]}" for v in self.globals_()] + ["*i8"] * len(self.block_tables) + \
             ["i32"] * len(self.runtime)
         out = {}
-        for launch in launches(self.plan):
+        for launch in self.kernel_launches():
             out[launch.name] = types
             if launch.name in self.assumed:
                 out[launch.name + "_ragged"] = types
         return out
 
     def _print_Launch(self, launch, depth=0, name=None):
-        if not any(s for s in launch.body if type(s).__name__ == "Kernel"):
-            raise CodegenError("the triton backend runs kernels: the plan has statements outside any kernel ("
-                               f"{', '.join(type(s).__name__ for s in launch.body)}); wrap the diagram in nc.kernel")
+        if not is_kernel_launch(launch):     # views were aliased and anything else refused in __init__ (.views)
+            raise CodegenError(f"launch {launch.name} runs no kernel: the launcher aliases views, it prints no kernel")
         params = ", ".join([ident(v.name) for v in self.globals_()] + [t.name for t in self.block_tables.values()] +
                            [ident(s.name) for s in self.runtime])
         lines = ["@triton.jit", f"def {name or launch.name}({params}):"]
@@ -426,7 +434,7 @@ class TritonPrinter(TritonTripsMixin, TritonIndexKindsMixin, TritonKindsMixin, C
     def doprint_plan(self) -> str:
         """The kernels (each launch even, and ragged where the even one assumed a division), then the launcher."""
         parts = [PRELUDE]
-        ls = launches(self.plan)
+        ls = self.kernel_launches()
         for launch in ls:
             self.even, self._assumed = True, set()
             parts.append("\n".join(self._print_Launch(launch)))
