@@ -63,7 +63,7 @@ class Obligation:
     asserting the rule's cost claim; ``structural(lhs, rhs) -> bool`` (e.g. isomorphism).
 
     Both sides agree as :func:`~napkin_cat.semantics.equivalent.equivalent`'s outputs do, by one rule
-    (:func:`~napkin_cat.semantics.precision.agreement`): the tolerance follows the precision the comparison evaluates
+    (:func:`~napkin_cat.semantics.precision.agreements`): the tolerance follows the precision the comparison evaluates
     in (the narrowest format either side casts to or declares, else float64) and the axes' lengths,
     ``rtol = min(C·(n + κ)·u, √u)`` (``κ``: the rounding errors' growth past ``n``, measured where float64 fails),
     ``atol = rtol·max|b|``; ``rtol`` or ``atol`` given (a rule exact by construction gives 0) replaces its default."""
