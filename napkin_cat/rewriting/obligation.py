@@ -25,6 +25,7 @@ from napkin_cat.errors import NapkinError, ObligationError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.equivalent import free_sizes, tile_sizes
 from napkin_cat.semantics.evaluate import evaluate
+from napkin_cat.semantics.precision import agreements, axes_length, comparison_precision
 from napkin_cat.rewriting.variants import vary
 from napkin_cat.syntax.sizes import Sizes
 
@@ -59,7 +60,13 @@ class Obligation:
     """What proves a rule: random lhs ``instances(rng) -> Diagram`` rewritten at each match and
     compared on inputs ``inputs(rng, diagram, sizes) -> arrays`` (default: normal values);
     ``symbolic`` sympy checks (callables raising AssertionError); ``cost(lhs, rhs, match)``
-    asserting the rule's cost claim; ``structural(lhs, rhs) -> bool`` (e.g. isomorphism)."""
+    asserting the rule's cost claim; ``structural(lhs, rhs) -> bool`` (e.g. isomorphism).
+
+    Both sides agree as :func:`~napkin_cat.semantics.equivalent.equivalent`'s outputs do, by one rule
+    (:func:`~napkin_cat.semantics.precision.agreements`): the tolerance follows the precision the comparison evaluates
+    in (the narrowest format either side casts to or declares, else float64) and the axes' lengths,
+    ``rtol = min(C·(n + κ)·u, √u)`` (``κ``: the rounding errors' growth past ``n``, measured where float64 fails),
+    ``atol = rtol·max|b|``; ``rtol`` or ``atol`` given (a rule exact by construction gives 0) replaces its default."""
 
     instances: Callable
     inputs: Callable | None = None
@@ -67,8 +74,8 @@ class Obligation:
     cost: Callable | None = None
     structural: Callable | None = None
     trials: int = 12
-    rtol: float = 1e-6
-    atol: float = 1e-8
+    rtol: float | None = None
+    atol: float | None = None
 
     def check_instance(self, rule, seed: int, *, varied: bool = False) -> dict:
         """Rewrite one random instance (``varied``: a random variant of it) at each of its first three matches;
@@ -119,17 +126,19 @@ class Obligation:
             y1 = y1 if isinstance(y1, tuple) else (y1,)
             y2 = y2 if isinstance(y2, tuple) else (y2,)
             worst = 0.0
-            for j, (a, b) in enumerate(zip(y1, y2)):
-                a, b = np.asarray(a, float), np.asarray(b, float)
-                same_nan = np.array_equal(np.isnan(a), np.isnan(b))
-                ok = a.shape == b.shape and same_nan and np.allclose(a, b, rtol=self.rtol, atol=self.atol,
-                                                                     equal_nan=True)
-                fin = np.isfinite(a) & np.isfinite(b) if a.shape == b.shape else np.zeros(0, bool)
-                err = float(np.max(np.abs(a - b)[fin])) if fin.any() else 0.0
+            precision = comparison_precision(lhs, rhs, y1, y2)
+            n = axes_length((lhs, rhs), Sizes(sizes).env)
+            def rerun():        # both sides again, every value moved by δ
+                return tuple(evaluate(d, *xs, sizes=Sizes(sizes).restrict(d), perturb=seed) for d in (lhs, rhs))
+            got = agreements(y1, y2, precision, n, self.rtol, self.atol, rerun)
+            for j, (a, b, agree) in enumerate(zip(y1, y2, got)):
+                ok, err = bool(agree), agree.error
                 if not ok:
                     shapes = [tuple(x.shape) for x in xs]
-                    what = f"differs by up to {err:.3g}" if same_nan else \
-                        f"is NaN where the other side is not (finite entries differ by up to {err:.3g})"
+                    what = (f"differs by up to {err:.3g} (tolerance in {precision}: rtol {agree.rtol:.3g}, atol "
+                            f"{agree.atol:.3g}{f', κ {agree.kappa:.3g}' if agree.kappa else ''})" if agree.specials else
+                            f"has shape {np.shape(a)} where the other side has {np.shape(b)}"
+                            if np.shape(a) != np.shape(b) else "has NaN/inf where the other side does not")
                     raise ObligationError(
                         f"rule {rule.name!r} is unsound: counterexample ({where}) at {m.describe()}: "
                         f"output {j} {what} at sizes {sizes} (input shapes {shapes})",

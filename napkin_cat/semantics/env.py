@@ -44,9 +44,12 @@ class Env(dict):
     stream's trips on which a mask makes the contribution neutral are skipped (they change nothing).  ``maps``:
     an axis whose values are not consecutive positions (a device's pieces under a non-contiguous order,
     :mod:`~napkin_cat.algorithms.orders`) → the position of each of its indices; its tiles are then indices into it.
+    ``noise``: a numpy Generator with which every primitive's floating-point result is moved by a random relative
+    ``δ`` (:func:`~napkin_cat.semantics.precision.perturbed`), or None.
     """
 
     counters = None
+    noise = None
     tiles: dict = {}
     maps: dict = {}
     skip = True
@@ -54,7 +57,7 @@ class Env(dict):
     def child(self) -> "Env":
         """A copy for the inside of a region (new bindings stay inside; counters are shared)."""
         e = Env(self)
-        e.counters, e.tiles, e.skip, e.maps = self.counters, self.tiles, self.skip, self.maps
+        e.counters, e.tiles, e.skip, e.maps, e.noise = self.counters, self.tiles, self.skip, self.maps, self.noise
         return e
 
     def interval(self, axis: str, size) -> tuple:

@@ -15,9 +15,11 @@ check, whatever its seed and however few its trials, makes the strictest trial:
 A verdict with no finite output entry compared is a failure: NaN everywhere certifies nothing.
 
 Finite entries agree within a tolerance that follows the precision the comparison evaluates in
-(:mod:`napkin_cat.semantics.precision`): ``|a − b| ≤ rtol·|b| + atol`` with ``rtol = min(C·n·u, √u)`` (``u`` the unit
-roundoff of the narrowest format either diagram's casts round to, float64's when none does; ``n`` the sum of the
-axes' lengths at the trial) and ``atol = rtol·max|b|``; an explicit ``rtol`` or ``atol`` replaces its default.
+(:mod:`napkin_cat.semantics.precision`, the one place it is stated; a rule's proof obligation reads it too):
+``|a − b| ≤ rtol·|b| + atol`` with ``rtol = min(C·(n + κ)·u, √u)`` (``u`` the unit roundoff of the narrowest format
+either diagram's casts round to or its arrays declare, float64's when none does; ``n`` the sum of the axes' lengths
+at the trial; ``κ`` how far the rounding errors grow past ``n``, measured by perturbing where a float64 comparison
+fails without it) and ``atol = rtol·max|b|``; an explicit ``rtol`` or ``atol`` replaces its default.
 
 >>> import napkin_cat as nc
 >>> v = equivalent(nc.einsum("a b -> b a"), nc.einsum("a b -> b a"))
@@ -42,7 +44,7 @@ from napkin_cat.errors import AxisError, NapkinError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.semantics.footprint import check_diagrams, largest_array, value_at
-from napkin_cat.semantics.precision import Precision, default_rtol, precision_of, precision_of_values
+from napkin_cat.semantics.precision import Precision, agreements, axes_length, comparison_precision
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.sizes import Sizes, as_sizes, names_of, symbols_of
@@ -240,13 +242,6 @@ def _evaluated(d: Diagram, xs: list, named: dict, evaluations: dict | None):
     return evaluations[key]
 
 
-def _axes_length(diagrams, env: dict) -> int:
-    """The sum of the lengths of the distinct axes the diagrams' inputs and outputs carry, at the bindings
-    ``env``: the ``n`` of the default tolerance (every sum a diagram takes runs along some of them)."""
-    axes = {(a.name, a.size) for d in diagrams for arr in (*d.dom.inside, *d.cod.inside) for a in arr.axes}
-    return sum(value_at(env, size) or 1 for _, size in axes)
-
-
 def _tolerance(name: str, value):
     """An explicit tolerance: a non-negative finite number (None: the precision's default)."""
     if value is None:
@@ -267,8 +262,9 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
     integer input (an index, a segment id) gets integers in ``[0, high]``, a mask random booleans.
     NaN and ±inf must sit in the same places; finite entries must agree to ``rtol``/``atol``; and
     some finite entry must have been compared.  By default the tolerance follows the precision the comparison
-    evaluates in (the narrowest format either diagram's casts round to, else float64) and the sizes:
-    ``rtol = min(C·n·u, √u)``, ``atol = rtol·max|b|`` (:mod:`napkin_cat.semantics.precision`, which says why); an
+    evaluates in (the narrowest format either diagram's casts round to or its arrays declare, else float64) and the
+    sizes: ``rtol = min(C·(n + κ)·u, √u)``, ``atol = rtol·max|b|`` (:mod:`napkin_cat.semantics.precision`, which
+    says why and what ``κ`` is); an
     explicit ``rtol`` or ``atol`` (a number ≥ 0) replaces its default.  The verdict says the precision and the
     largest tolerances applied.  ``evaluations``: a dict in which each diagram's outputs are kept
     by (the diagram, its sizes, its inputs' bytes) and looked up again, for comparisons along a chain
@@ -302,8 +298,7 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
     tiled = bool(list(tile_sizes(d1)) or list(tile_sizes(d2)))
     kinds = TRIAL_KINDS if tiled else UNTILED_KINDS     # the strictest first: every check makes it
     worst, compared, entries, tried = 0.0, 0, 0, []
-    precision = precision_of(d1, "first").narrowest(precision_of(d2, "second"))
-    rtols, atols = [0.0], [0.0]
+    rtols, atols, precision = [0.0], [0.0], comparison_precision(d1, d2)
     for t in range(trials):
         kind = kinds[t % len(kinds)]
         env = _trial_sizes(rng, fixed, d1, d2, kind, low, high)
@@ -324,30 +319,21 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
             y2 = y1 if d2 is d1 else _evaluated(d2, xs, named, evaluations)
         y1 = y1 if isinstance(y1, tuple) else (y1,)
         y2 = y2 if isinstance(y2, tuple) else (y2,)
-        precision = precision.narrowest(precision_of_values(y1, "first")).narrowest(precision_of_values(y2, "second"))
-        r = rtol if rtol is not None else default_rtol(precision, _axes_length((d1, d2), env))
-        for j, (a, b) in enumerate(zip(y1, y2)):
-            a, b = np.asarray(a, float), np.asarray(b, float)
-            # NaN and ±inf must sit in the same places; the error is taken over finite entries
-            same_specials = (a.shape == b.shape and np.array_equal(np.isnan(a), np.isnan(b))
-                             and np.array_equal(np.where(np.isinf(a), a, 0), np.where(np.isinf(b), b, 0)))
-            finite = np.isfinite(a) & np.isfinite(b) if a.shape == b.shape else np.zeros(0, bool)
-            gap = np.abs(a[finite] - b[finite]) if a.shape == b.shape else np.zeros(0)
-            err = float(gap.max()) if gap.size else 0.0
-            magnitude = float(np.abs(b[finite]).max()) if gap.size else 0.0
-            at = atol if atol is not None else r * magnitude
-            rtols.append(r)
-            atols.append(at)
-            # np.allclose(a, b, rtol, atol, equal_nan=True) where the specials agree: NaN and ±inf in the same places
-            # are equal, and every finite pair is within atol + rtol·|b| (its test, on the gaps taken once)
-            if not same_specials or not np.all(gap <= at + r * np.abs(b[finite])):
-                if not same_specials:
-                    err = float("nan")
-                what = ("has NaN/inf in other places" if not same_specials else
-                        f"differs by up to {err:.3g} (tolerance in {precision}: rtol {r:.3g}, atol {at:.3g})")
+        precision = comparison_precision(d1, d2, y1, y2)
+        n = axes_length((d1, d2), env)
+        def rerun(xs=xs, named=named, t=t):     # both evaluations again, every value moved by δ
+            return tuple(evaluate(d, *xs, sizes=Sizes(named).restrict(d), perturb=seed + t) for d in (d1, d2))
+        for j, (a, agree) in enumerate(zip(y1, agreements(y1, y2, precision, n, rtol, atol, rerun))):
+            rtols.append(agree.rtol)
+            atols.append(agree.atol)
+            if not agree:
+                what = ("has NaN/inf in other places" if not agree.specials else
+                        f"differs by up to {agree.error:.3g} (tolerance in {precision}: rtol {agree.rtol:.3g}, "
+                        f"atol {agree.atol:.3g}{f', κ {agree.kappa:.3g}' if agree.kappa else ''})")
                 return Equivalence(False, f"output {j} {what} at sizes {named} (trial {t}, {kind} tiles, "
-                                   f"seed {seed})", j, err, named, t + 1, seed, tried, precision, r, at)
-            worst, compared, entries = max(worst, err), compared + int(finite.sum()), entries + a.size
+                                   f"seed {seed})", j, agree.error, named, t + 1, seed, tried, precision, agree.rtol,
+                                   agree.atol)
+            worst, compared, entries = max(worst, agree.error), compared + agree.compared, entries + np.size(a)
     if entries and not compared:
         return Equivalence(False, f"no finite output was compared: every output entry is NaN or ±inf in all "
                            f"{trials} trial(s) (seed {seed}), so agreement certifies nothing",

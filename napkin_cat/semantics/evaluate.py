@@ -23,6 +23,7 @@ from napkin_cat.errors import NapkinError, ShapeError
 from napkin_cat.semantics.devices import first_device_insides
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.footprint import check_diagrams
+from napkin_cat.semantics.precision import perturbed
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.semantics.regions import run_region
 from napkin_cat.syntax.adapter import Bubble, Diagram
@@ -36,19 +37,23 @@ def interpret(diagram: Diagram, xs: list, env: Env) -> list:
     def on_box(step):
         if isinstance(step.box, Bubble):
             return run_region(step.box, step.ins, env, interpret)
-        return run_primitive(step.box, step.ins, env)
+        outs = run_primitive(step.box, step.ins, env)
+        noise = getattr(env, "noise", None)
+        return outs if noise is None else perturbed(outs, noise)
     return traverse(diagram, xs, on_box)
 
 
 def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dict | None = None,
-             skip: bool = True):
+             skip: bool = True, perturb: int | None = None):
     """Evaluate ``diagram`` on numpy arrays; one output gives an array, several a tuple.
 
     ``sizes`` binds sizes the inputs do not show (tile sizes such as ``g_q``; a
     :class:`~napkin_cat.syntax.sizes.Sizes` or names → positive ints, each one of the diagram's);
     ``counters``, a dict, receives the values moved per level by the Loads/Saves run;
     ``skip=False`` runs every trip of a masked stream, those its mask skips included (they change nothing:
-    :mod:`napkin_cat.algorithms.skipping`).  An intermediate array larger than this machine's memory is refused
+    :mod:`napkin_cat.algorithms.skipping`); ``perturb``, a seed, moves every primitive's floating-point result by a
+    random relative ``δ`` (:func:`~napkin_cat.semantics.precision.perturbed`: what a tolerance measures its rounding
+    error's growth with).  An intermediate array larger than this machine's memory is refused
     before anything runs (:mod:`napkin_cat.semantics.footprint`).
     """
     if not isinstance(diagram, Diagram):
@@ -58,6 +63,8 @@ def evaluate(diagram: Diagram, *arrays, sizes: dict | None = None, counters: dic
                          f"got {len(arrays)}")
     env = Env(as_sizes(sizes).of(diagram).env)
     env.counters, env.skip = counters, bool(skip)
+    if perturb is not None:
+        env.noise = np.random.default_rng(perturb)
     xs = []
     for i, (arr, x) in enumerate(zip(diagram.dom.inside, arrays)):
         x = np.asarray(x)

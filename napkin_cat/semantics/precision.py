@@ -3,8 +3,8 @@
 The numpy functor computes in float64 (:func:`~napkin_cat.semantics.equivalent.equivalent` draws float64 inputs);
 a conversion box (a kind whose record says ``conversion``: a cast) rounds its operand to its output's number
 format, and whatever is computed from the rounded value carries that error.  An evaluation's unit roundoff ``u`` is
-that of the narrowest floating-point format a conversion in it rounds to (or its outputs' numpy type, when
-narrower), else float64's::
+that of the narrowest floating-point format a conversion in it rounds to, or an array of it declares (below), or
+its outputs' numpy type, when narrower; else float64's::
 
     u(format) = 2^-(mantissa bits + 1)        float64 2^-53, fp32 2^-24, fp16 2^-11, bf16 2^-8, fp8 2^-4
 
@@ -13,7 +13,8 @@ every finite output entry satisfies::
 
     |a − b| ≤ rtol·|b| + atol,     rtol = min(C·n·u, √u),   atol = rtol·max|b|,   C = SAFETY = 4
 
-with ``n`` the sum of the lengths of the axes the diagrams' inputs and outputs carry at the trial's sizes.  Why:
+with ``n`` the sum of the lengths of the axes the diagrams' inputs and outputs carry at the trial's sizes (plus
+``κ``, below, where that is not enough).  Why:
 
 * a sum of ``n`` terms, added in any order, is within ``γ_n·Σ|xᵢ|`` of its exact value, ``γ_n = n·u/(1 − n·u)``
   (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §4.2); a chain of sums along several
@@ -28,6 +29,22 @@ with ``n`` the sum of the lengths of the axes the diagrams' inputs and outputs c
   1e-3 is therefore always rejected, at any sizes (its largest entry: ``1e-3 > 2·√u``).  In bf16 and fp8 the cap
   is loose (``2·√u`` is 12.5% and 50% of the output's scale; attention with P and V cast to bf16 is 0.15% off its
   function at q = 32, x = 48, d = 16, and one 10% off still passes): there, pass ``rtol=`` to ask for more.
+
+**Declared formats.**  A format an array declares (``formats={"P": "fp16"}``, ``dtype="bf16"``) is what the kernels
+store it in, so the function is defined to that format's precision: a kernel holding a value (a constant, a
+partial sum, ``O``) rounded once more to it is a correct implementation.  Evaluation does not round there (the
+numpy functor rounds at casts only), so the declared format's ``u`` sets the tolerance: the comparison is made in
+the narrowest format declared anywhere in either diagram (inputs, every box's outputs, inside regions).  The format
+an array gets when none is named (:data:`UNDECLARED`, fp32) declares nothing: a diagram whose arrays all carry it
+compares in float64, as it evaluates (a cast to fp32 makes it fp32).  Rounding where a format is declared instead
+(evaluating as the kernels store) would give the same tolerance and change what ``nc.evaluate`` computes.
+
+**Growth past n** (``κ``, :func:`agreements`).  ``n`` bounds the growth of a sum's rounding errors; others grow
+past it: ``exp(x − LSE)`` rounds ``LSE`` at the logits' magnitude before the exponential, ``|LSE|·u`` off where the
+one-pass SoftMax is not.  Where a float64 comparison fails by ``n``, both evaluations are run again with every
+value they compute moved by a random relative ``δ`` (``evaluate(..., perturb=seed)``), and how far each output
+moves, in units of ``δ`` and of its scale, is ``κ``: ``rtol = min(C·(n + κ)·u, √u)``.  A wrong algorithm is off by
+its error whatever ``κ``; the √u cap holds.
 
 Measured on the library's own checks (tests/semantics, rewriting, search, library, algorithms, testing, syntax, io:
 11,470 comparisons in float64 that agree): the largest ``|a − b| / ((|b| + max|b|)·n·u)`` is 0.64, against the
@@ -46,11 +63,14 @@ about 1e-5 (non-causal ALiBi at q = 61, x = 139, d = 20: 5e-6 off, rtol 5.2e-5).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import astuple, dataclass
 
 import numpy as np
 
+from napkin_cat.semantics.footprint import value_at
 from napkin_cat.syntax.adapter import Bubble, Diagram
+from napkin_cat.syntax.array import Array
 from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.primitive import converts
 
@@ -59,6 +79,9 @@ from napkin_cat.syntax.primitive import converts
 SAFETY = 4
 #: the format the numpy functor computes in when nothing rounds: float64, 52 mantissa bits
 EVALUATION_FORMAT, EVALUATION_MANTISSA = "float64", 52
+#: the format an array gets when none is named (the library's default, fp32): it declares nothing, so a diagram
+#: whose arrays all carry it compares in float64, as its evaluation computes
+UNDECLARED = Array().dtype
 
 
 @dataclass(frozen=True)
@@ -102,16 +125,28 @@ def precision_of(diagram: Diagram, who: str = "") -> Precision:
 
 
 def _narrowest_conversion(diagram: Diagram) -> Precision:
+    """The narrowest of the formats ``diagram``'s casts round to and of those it declares (:func:`declared`)."""
     best = Precision()
+    for i, arr in enumerate(diagram.dom.inside):
+        best = best.narrowest(_declared(arr, f"input {i}"))
     for _, box in layers(diagram):
         if isinstance(box, Bubble):
             for inside in box.size_parts()[1]:
                 best = best.narrowest(_narrowest_conversion(inside))
-        elif converts(getattr(getattr(box, "data", None), "kind", None)):
-            for arr in box.cod.inside:
-                if arr.dtype.family == "float":
-                    best = best.narrowest(Precision(arr.dtype.name, arr.dtype.mantissa, box.name))
+            continue
+        cast = converts(getattr(getattr(box, "data", None), "kind", None))
+        for arr in box.cod.inside:
+            if cast and arr.dtype.family == "float":
+                best = best.narrowest(Precision(arr.dtype.name, arr.dtype.mantissa, box.name))
+            best = best.narrowest(_declared(arr, f"{box.name}'s output"))
     return best
+
+
+def _declared(arr, what: str) -> Precision:
+    """The format ``arr`` declares, where it is a floating-point format narrower than :data:`UNDECLARED`."""
+    if arr.dtype.family == "float" and arr.dtype.mantissa < UNDECLARED.mantissa:
+        return Precision(arr.dtype.name, arr.dtype.mantissa, f"declared on {what}")
+    return Precision()
 
 
 def precision_of_values(values, who: str = "") -> Precision:
@@ -143,3 +178,167 @@ def default_rtol(precision: Precision, n: int) -> float:
     """
     u = precision.unit_roundoff
     return min(SAFETY * max(int(n), 1) * u, u ** 0.5)
+
+
+def comparison_precision(d1: Diagram, d2: Diagram, y1=(), y2=()) -> Precision:
+    """The precision a comparison of ``d1`` with ``d2`` evaluates in: the narrowest of their casts'
+    (:func:`precision_of`) and of their outputs' numpy types ``y1``, ``y2`` (:func:`precision_of_values`).
+
+    >>> import napkin_cat as nc
+    >>> f = nc.cast("a", to="fp16") >> nc.cast("a", to="fp32", dtype="fp16")
+    >>> str(comparison_precision(nc.elementwise("exp", "a"), f))
+    'fp16 (cast in the second diagram)'
+    """
+    return (precision_of(d1, "first").narrowest(precision_of(d2, "second"))
+            .narrowest(precision_of_values(y1, "first")).narrowest(precision_of_values(y2, "second")))
+
+
+def axes_length(diagrams, env: dict) -> int:
+    """The ``n`` of the default tolerance: the sum of the lengths of the distinct axes the diagrams' inputs and
+    outputs carry at the bindings ``env`` (symbol → int; a length they do not determine counts 1); every sum a
+    diagram takes runs along some of them.
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.syntax.sizes import Sizes
+    >>> axes_length([nc.einsum("a b -> b")], Sizes({"a": 3, "b": 5}).env)
+    8
+    """
+    axes = {(a.name, a.size) for d in diagrams for arr in (*d.dom.inside, *d.cod.inside) for a in arr.axes}
+    return sum(value_at(env, size) or 1 for _, size in axes)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How one output of two evaluations compares (:func:`agreement`); truthy when within tolerance.
+
+    ``specials``: NaN and ±inf sit in the same places (and the shapes agree); ``error``: the largest gap between
+    finite entries; ``compared``: how many finite pairs there were; ``rtol``, ``atol``: the tolerance applied;
+    ``kappa``: the condition number it allowed for (:func:`agreements`; 0 when not measured)."""
+
+    ok: bool
+    specials: bool
+    error: float
+    compared: int
+    rtol: float
+    atol: float
+    kappa: float = 0.0
+
+    def __bool__(self):
+        return self.ok
+
+
+def agreement(a, b, precision: Precision, n: int, rtol: float | None = None,
+              atol: float | None = None) -> Agreement:
+    """Compare ``a`` (an evaluation) with ``b`` (the reference): NaN and ±inf in the same places, and every finite
+    pair within ``|a − b| ≤ rtol·|b| + atol`` — the law of this module: ``rtol = min(C·n·u, √u)`` with ``u`` the
+    ``precision``'s unit roundoff, ``atol = rtol·max|b|`` over the finite entries; an explicit ``rtol`` or
+    ``atol`` replaces its default (what ``np.allclose(a, b, rtol, atol, equal_nan=True)`` checks, where the specials
+    agree).
+
+    >>> import numpy as np
+    >>> b = np.array([1.0, 2.0, np.inf])
+    >>> ok = agreement(b * (1 + 1e-15), b, Precision(), 3)
+    >>> bool(ok), ok.compared, f"{ok.rtol:.2e}"
+    (True, 2, '1.33e-15')
+    >>> bool(agreement(b * (1 + 1e-7), b, Precision(), 3)), bool(agreement(b * (1 + 1e-7), b, Precision("fp32", 23), 3))
+    (False, True)
+    """
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    r = default_rtol(precision, n) if rtol is None else float(rtol)
+    if a.shape != b.shape:
+        return Agreement(False, False, float("nan"), 0, r, 0.0 if atol is None else float(atol))
+    specials = bool(np.array_equal(np.isnan(a), np.isnan(b))
+                    and np.array_equal(np.where(np.isinf(a), a, 0), np.where(np.isinf(b), b, 0)))
+    finite = np.isfinite(a) & np.isfinite(b)
+    gap = np.abs(a[finite] - b[finite])
+    error = float(gap.max()) if gap.size else 0.0
+    at = (r * float(np.abs(b[finite]).max()) if gap.size else 0.0) if atol is None else float(atol)
+    ok = specials and bool(np.all(gap <= at + r * np.abs(b[finite])))
+    return Agreement(ok, specials, error if specials else float("nan"), int(finite.sum()), r, at)
+
+
+#: the relative perturbation that measures how an evaluation's rounding errors grow: √u of float64, so that the
+#: response stands well above float64's own rounding while staying first order
+PERTURBATION = 2.0 ** -26
+
+
+def perturbed(xs, rng=0) -> list:
+    """``xs`` with every floating-point entry moved by a relative ``δ·r`` (``δ`` = :data:`PERTURBATION`, ``r``
+    uniform in [−1, 1] from ``rng``, a numpy Generator or a seed); integer and boolean arrays (indices, masks)
+    unchanged.  ``evaluate(..., perturb=seed)`` applies it to every primitive's results: a model of rounding each
+    value once, ``δ`` in place of ``u``.
+
+    >>> import numpy as np
+    >>> x, i = perturbed([np.ones(3), np.arange(3)])
+    >>> bool(np.all(np.abs(x - 1) <= PERTURBATION)), i.tolist()
+    (True, [0, 1, 2])
+    """
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    out = []
+    for x in xs:
+        x = np.asarray(x)
+        if np.issubdtype(x.dtype, np.floating):
+            with np.errstate(invalid="ignore", over="ignore"):
+                x = x * (1 + PERTURBATION * rng.uniform(-1.0, 1.0, size=x.shape))
+        out.append(x)
+    return out
+
+
+def growth(y, moved) -> float:
+    """``κ = max|ỹ − y| / (δ·max|y|)`` over the finite entries of each output pair (``y`` an evaluation's outputs,
+    ``moved`` those of the same evaluation with its values :func:`perturbed`), the largest over the outputs: how many
+    times the relative error of one rounding its outputs carry, relative to their scale.
+
+    >>> import numpy as np
+    >>> x = np.full(1000, 20.0)                 # exp at 20: a relative error δ of x is one of 20·δ of exp(x)
+    >>> round(growth([np.exp(x)], [np.exp(perturbed([x])[0])]))
+    20
+    """
+    kappa = 0.0
+    for a, b in zip(y, moved):
+        a, b = np.asarray(a, float), np.asarray(b, float)
+        if a.shape != b.shape:
+            continue
+        finite = np.isfinite(a) & np.isfinite(b)
+        if finite.any():
+            scale = float(np.abs(a[finite]).max())
+            if scale > 0:
+                kappa = max(kappa, float(np.abs(b[finite] - a[finite]).max()) / (PERTURBATION * scale))
+    return kappa
+
+
+def agreements(y1, y2, precision: Precision, n: int, rtol: float | None = None, atol: float | None = None,
+               rerun=None) -> list:
+    """The :func:`agreement` of each output pair of ``y1`` with ``y2`` (two evaluations' outputs), by the law
+    ``rtol = min(C·(n + κ)·u, √u)``.  ``κ = κ₁ + κ₂`` is how much each evaluation's rounding errors grow
+    (:func:`growth`), measured by ``rerun()``: both evaluations again, every value they compute moved by a
+    relative ``δ`` (``evaluate(..., perturb=seed)``).  A sum's errors grow by its length (``n`` covers them);
+    others grow past it: ``exp(x − LSE)`` with ``LSE`` rounded at a magnitude of 300 is ``300·u`` off, where the
+    one-pass SoftMax is not.  ``κ ≥ 0`` only widens the tolerance, so it is measured only where a pair disagrees
+    without it, in float64 (a cast to a narrower format turns a perturbation into a step of that format's ulp, so
+    ``κ`` is 0 there), with the default ``rtol`` and a ``rerun`` given.
+
+    >>> import numpy as np
+    >>> x = np.array([300.0, 299.0, 298.5])     # logits of 300: SoftMax, and exp(x − LSE) which rounds LSE first
+    >>> def one(x, r=lambda v: v):
+    ...     e = r(np.exp(r(x - x.max())))
+    ...     return (r(e / r(e.sum())),)
+    >>> def two(x, r=lambda v: v):
+    ...     lse = r(x.max() + r(np.log(r(r(np.exp(r(x - x.max()))).sum()))))
+    ...     return (r(np.exp(r(x - lse))),)
+    >>> [bool(a) for a in agreements(one(x), two(x), Precision(), 3)]        # n·u alone: 7.7e-15 is too far
+    [False]
+    >>> rng = np.random.default_rng(0)
+    >>> r = lambda v: perturbed([v], rng)[0]
+    >>> [(bool(a), a.kappa > 50) for a in agreements(one(x), two(x), Precision(), 3,
+    ...                                               rerun=lambda: (one(x, r), two(x, r)))]
+    [(True, True)]
+    """
+    got = [agreement(a, b, precision, n, rtol, atol) for a, b in zip(y1, y2)]
+    if all(got) or rerun is None or rtol is not None or precision.mantissa < EVALUATION_MANTISSA:
+        return got
+    with np.errstate(all="ignore"):
+        m1, m2 = rerun()
+    kappa = growth(y1, m1 if isinstance(m1, tuple) else (m1,)) + growth(y2, m2 if isinstance(m2, tuple) else (m2,))
+    return [Agreement(*astuple(agreement(a, b, precision, n + math.ceil(kappa), rtol, atol))[:-1], kappa)
+            for a, b in zip(y1, y2)]
