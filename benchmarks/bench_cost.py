@@ -55,6 +55,23 @@ where a layer changed its terms (a map puts back the monomial it took; napkin_ca
 ``derive``: 0.274/0.268/0.267 ms per box at 1/8/32 blocks; the 2.8-3.2 s one call takes after a derive is the
 cyclic collector walking the 2.9 million objects the derive left (1.9 s with it disabled, 2.2 s after gc.freeze()).
 
+``--only scaling`` (lin-35, cold: a fresh diagram per run, sympy's cache and the functor's memos by value emptied;
+CPU ms per box, median of 3, main 40e1a85 one run; 2 cores shared): ratio of the 2,000-box row to the 50-box row,
+symbolic / at sizes:
+
+    shape                              main sym   main sized    lin-35 sym  lin-35 sized   (ms/box at ~2,000, lin-35)
+    stacked transformer blocks           0.49        0.66          0.55        0.24          0.031 / 0.013
+    n maps beside n wires (q d)          0.58        0.84          0.74        0.92          0.016 / 0.021
+    n maps beside n wires (p_k each)     0.69        0.97          1.02        1.00          0.024 / 0.034
+    deep MLP, own width per layer       10.05       16.36          1.21        1.01          0.118 / 0.115
+    balanced tree of matrix products    26.66       34.90          1.71        1.21          0.244 / 0.202
+    random wide/deep shape               1.04        1.45          0.57        0.59          0.026 / 0.026
+
+A changed level's sympy total was ``sympy.Add`` of every live monomial, sorted afresh (``Basic.compare``): it now
+keeps its terms in sympy's order (napkin_cat/cost/ordered_sum.py), the changed ones placed by bisection (what is
+left grows as log k, and the new total's tuple and hash, in C, as k).  At sizes every symbolic column was
+evaluated (a walk over all its terms): the live data is a running number per level (napkin_cat/cost/live_at.py).
+
 A stream's columns were read value by value at every step of its expansion, so a stream whose trip keeps many
 values live (the weights not yet added) cost work per box growing with its length; they are now kept up to date
 (napkin_cat/cost/columns.py).  The tiles of kernels separated by global memory are independent problems: the
@@ -253,6 +270,7 @@ def scaling(runs: int):
         "n maps beside n wires (q d)": beside,
         "n maps beside n wires (p_k each)": lambda n: beside(n, distinct=True),
         "deep MLP, own width per layer": lambda n: deep_mlp(max(1, n // 2)),
+        "unfused deep MLP, own widths": lambda n: nc.unfused(deep_mlp(max(1, n // 8))),
         "balanced tree of matrix products": lambda n: product_tree(n + 1),
         "random wide/deep shape": lambda n: random_shape(max(8, round(n / 1.4))),
     }

@@ -214,50 +214,81 @@ class Live:
             found = TOTALS.put(key, _summed_afresh(self._total, key[1]))
         return found
 
-    def _resummed(self, level, t: dict):
-        """The total of a level whose terms changed: a sympy total built from its ordered terms (no sort: linear in
-        its terms, in C), pooled by value (:data:`TOTALS`); another arithmetic's summed from its terms."""
-        if self._ordered is None:
-            return self._summed(t)
-        kept = self._ordered.get(level)
-        v = kept.total() if kept is not None else None
+    def _pooled(self, v):
+        """A sympy total (or None) as the one object kept for its value (:data:`TOTALS`)."""
         if v is None:
             return None
         key = (self._total, v)
         found = TOTALS.get(key)
         return found if found is not None else TOTALS.put(key, v)
 
-    def column(self, without=()) -> dict:
-        """Level → live data (expanded); ``without``: values on wires about to be consumed, left out."""
-        terms = self.terms
-        if without:
-            terms = {l: dict(t) for l, t in terms.items()}
-            on_them = {}
-            for vid, arr in without:
-                on_them[vid] = on_them.get(vid, 0) + 1
-            for vid, arr in dict(without).items():
-                if self.wires[vid] == on_them[vid]:
-                    self._shift(arr, -1, terms)
-            out = {}
-            for l, t in terms.items():
-                v = self._summed(t)
-                if v is not None:
-                    out[l] = v
-            return out
-        sums, ordered = self._sums, self._ordered
+    def _resummed(self, level, t: dict):
+        """The total of a level whose terms changed: a sympy total built from its ordered terms (no sort: linear in
+        its terms, in C), pooled by value (:data:`TOTALS`); another arithmetic's summed from its terms."""
+        if self._ordered is None:
+            return self._summed(t)
+        kept = self._ordered.get(level)
+        return self._pooled(kept.total() if kept is not None else None)
+
+    def _settle(self) -> None:
+        """The terms changed since the last read moved in their levels' ordered sums (``log k`` each), and the totals
+        of the levels whose terms are not back where they were forgotten."""
+        terms, sums, ordered = self.terms, self._sums, self._ordered
         for l, was in self._was.items():   # a level whose touched terms are back where they were: its sum stands
             t = terms[l]
             changed = [m for m, c in was.items() if t.get(m, 0) != c]
             if not changed:
                 continue
             sums.pop(l, None)
-            if ordered is not None:       # the changed terms moved in the level's ordered sum (log k each)
+            if ordered is not None:
                 kept = ordered.get(l)
                 if kept is None:
                     kept = ordered[l] = OrderedSum()
                 for m in changed:
                     kept.set(_MONOMIALS[m], t.get(m, 0))
         self._was = {}
+
+    def _without(self, gone) -> dict:
+        """The column with the values ``gone`` (arrays, each held once) left out: a level they do not touch is its
+        total as it stands; one they touch, its ordered sum copied and their terms taken out (or, in another
+        arithmetic, its terms summed)."""
+        levels = {arr.level for arr in gone}
+        terms = {l: (dict(t) if l in levels else t) for l, t in self.terms.items()}
+        for arr in gone:
+            self._shift(arr, -1, terms)
+        out = {}
+        if self._ordered is None:
+            for l, t in terms.items():
+                v = self._summed(t)
+                if v is not None:
+                    out[l] = v
+            return out
+        self._settle()
+        sums, touched = self._sums, {}
+        for arr in gone:
+            touched.setdefault(arr.level, set()).update(m for m, _ in self._numbered_terms(arr))
+        for l, t in terms.items():
+            if l not in touched:
+                v = sums[l] if l in sums else sums.setdefault(l, self._resummed(l, t))
+            else:
+                kept = self._ordered.get(l).copy()
+                for m in touched[l]:
+                    kept.set(_MONOMIALS[m], t.get(m, 0))
+                v = self._pooled(kept.total())
+            if v is not None:
+                out[l] = v
+        return out
+
+    def column(self, without=()) -> dict:
+        """Level → live data (expanded); ``without``: values on wires about to be consumed, left out."""
+        terms = self.terms
+        if without:
+            on_them = {}
+            for vid, arr in without:
+                on_them[vid] = on_them.get(vid, 0) + 1
+            return self._without([arr for vid, arr in dict(without).items() if self.wires[vid] == on_them[vid]])
+        self._settle()
+        sums = self._sums
         out = {}
         for l, t in terms.items():   # a level no layer changed since the last column: its sum as it was
             if l in sums:
@@ -285,12 +316,13 @@ class Resummed(Live):
     {0: d*q + p}
     """
 
+    def __init__(self, terms_of=None, total=None):
+        super().__init__(terms_of, total)
+        self._ordered = None        # every total summed afresh from its terms (sympy sorts them)
+
     def column(self, without=()) -> dict:
         self._sums = {}
         return super().column(without)
-
-    def _resummed(self, level, t: dict):
-        return self._summed(t)
 
     def _summed(self, t: dict):
         items = [item for item in t.items() if item[1]]

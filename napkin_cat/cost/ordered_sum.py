@@ -68,6 +68,12 @@ class OrderedSum:
         else:
             self.terms.insert(bisect_left(self.terms, ORDER(new), key=ORDER), new)
 
+    def copy(self) -> "OrderedSum":
+        """Another ordered sum of the same terms (their lists copied, in C), to change apart."""
+        out = OrderedSum()
+        out.of, out.terms, out.number = dict(self.of), list(self.terms), self.number
+        return out
+
     def total(self):
         """The sum of the terms (``sympy.Add`` of them, unsorted: they are in its order), or None where none is
         left."""
