@@ -92,7 +92,8 @@ def _symbolic_work_per_box(d, monkeypatch) -> float:
 @pytest.mark.parametrize("shape", SHAPES)
 def test_symbolic_columns_cost_what_changed_not_what_is_live(shape, monkeypatch):
     """Four times as deep, no more terms placed per box (before: a column summed every live monomial, so the work
-    per box grew with the depth); each box changes a few terms (and a kernel reads its column without its inputs), so a few per box."""
+    per box grew with the depth); each box changes a few terms (and a kernel reads its column without its inputs),
+    so a few per box."""
     make, per = SHAPES[shape]
     short, long = (_symbolic_work_per_box(make(n), monkeypatch) for n in (10 * per, 40 * per))
     assert 0 < long <= 1.25 * short and long <= 16, (short, long)
