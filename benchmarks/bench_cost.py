@@ -55,17 +55,18 @@ where a layer changed its terms (a map puts back the monomial it took; napkin_ca
 ``derive``: 0.274/0.268/0.267 ms per box at 1/8/32 blocks; the 2.8-3.2 s one call takes after a derive is the
 cyclic collector walking the 2.9 million objects the derive left (1.9 s with it disabled, 2.2 s after gc.freeze()).
 
-``--only scaling`` (lin-35, cold: a fresh diagram per run, sympy's cache and the functor's memos by value emptied;
-CPU ms per box, median of 3, main 40e1a85 one run; 2 cores shared): ratio of the 2,000-box row to the 50-box row,
-symbolic / at sizes:
+``--only scaling`` (lin-35 at 4e1c3e3, cold: a fresh diagram per run, sympy's cache and the functor's memos by value
+emptied; CPU ms per box, median of 3; main 40e1a85 one run; 2 cores shared): ratio of the ~2,000-box row to the
+~50-box row, symbolic / at sizes:
 
     shape                              main sym   main sized    lin-35 sym  lin-35 sized   (ms/box at ~2,000, lin-35)
-    stacked transformer blocks           0.49        0.66          0.55        0.24          0.031 / 0.013
-    n maps beside n wires (q d)          0.58        0.84          0.74        0.92          0.016 / 0.021
-    n maps beside n wires (p_k each)     0.69        0.97          1.02        1.00          0.024 / 0.034
-    deep MLP, own width per layer       10.05       16.36          1.21        1.01          0.118 / 0.115
-    balanced tree of matrix products    26.66       34.90          1.71        1.21          0.244 / 0.202
-    random wide/deep shape               1.04        1.45          0.57        0.59          0.026 / 0.026
+    stacked transformer blocks           0.49        0.66          0.55        0.25          0.034 / 0.014
+    n maps beside n wires (q d)          0.58        0.84          0.61        0.73          0.017 / 0.023
+    n maps beside n wires (p_k each)     0.69        0.97          0.84        0.90          0.027 / 0.037
+    deep MLP, own width per layer       10.05       16.36          1.28        0.96          0.130 / 0.118
+    unfused deep MLP, own widths         2.02        2.69          0.98        1.01          0.096 / 0.092
+    balanced tree of matrix products    26.66       34.90          1.42        1.07          0.241 / 0.204
+    random wide/deep shape               1.04        1.45          0.46        0.72          0.022 / 0.030
 
 A changed level's sympy total was ``sympy.Add`` of every live monomial, sorted afresh (``Basic.compare``): it now
 keeps its terms in sympy's order (napkin_cat/cost/ordered_sum.py), the changed ones placed by bisection (what is
