@@ -55,6 +55,24 @@ where a layer changed its terms (a map puts back the monomial it took; napkin_ca
 ``derive``: 0.274/0.268/0.267 ms per box at 1/8/32 blocks; the 2.8-3.2 s one call takes after a derive is the
 cyclic collector walking the 2.9 million objects the derive left (1.9 s with it disabled, 2.2 s after gc.freeze()).
 
+``--only scaling`` (lin-35 at 4e1c3e3, cold: a fresh diagram per run, sympy's cache and the functor's memos by value
+emptied; CPU ms per box, median of 3; main 40e1a85 one run; 2 cores shared): ratio of the ~2,000-box row to the
+~50-box row, symbolic / at sizes:
+
+    shape                              main sym   main sized    lin-35 sym  lin-35 sized   (ms/box at ~2,000, lin-35)
+    stacked transformer blocks           0.49        0.66          0.55        0.25          0.034 / 0.014
+    n maps beside n wires (q d)          0.58        0.84          0.61        0.73          0.017 / 0.023
+    n maps beside n wires (p_k each)     0.69        0.97          0.84        0.90          0.027 / 0.037
+    deep MLP, own width per layer       10.05       16.36          1.28        0.96          0.130 / 0.118
+    unfused deep MLP, own widths         2.02        2.69          0.98        1.01          0.096 / 0.092
+    balanced tree of matrix products    26.66       34.90          1.42        1.07          0.241 / 0.204
+    random wide/deep shape               1.04        1.45          0.46        0.72          0.022 / 0.030
+
+A changed level's sympy total was ``sympy.Add`` of every live monomial, sorted afresh (``Basic.compare``): it now
+keeps its terms in sympy's order (napkin_cat/cost/ordered_sum.py), the changed ones placed by bisection (what is
+left grows as log k, and the new total's tuple and hash, in C, as k).  At sizes every symbolic column was
+evaluated (a walk over all its terms): the live data is a running number per level (napkin_cat/cost/live_at.py).
+
 A stream's columns were read value by value at every step of its expansion, so a stream whose trip keeps many
 values live (the weights not yet added) cost work per box growing with its length; they are now kept up to date
 (napkin_cat/cost/columns.py).  The tiles of kernels separated by global memory are independent problems: the
@@ -136,6 +154,11 @@ def clear_sympy():
         terms = getattr(sys.modules.get(module), name, None)
         if hasattr(terms, "cache_clear"):
             terms.cache_clear()
+    for module, name in (("napkin_cat.cost.live", "TOTALS"), ("napkin_cat.cost.boxes", "PIECES"),
+                         ("napkin_cat.cost.polynomial", "NUMELS"), ("napkin_cat.cost.scope", "TRIPS")):
+        memo = getattr(sys.modules.get(module), name, None)     # the functor's memos by value (absent in older trees)
+        if hasattr(memo, "clear"):
+            memo.clear()
 
 
 def stacked(runs: int):
@@ -178,29 +201,101 @@ def beside(n: int, distinct: bool = False):
     return nc.Diagram.id(left) @ nc.Diagram.id(boxes[0].dom).then(*boxes) @ nc.Diagram.id(right)
 
 
+def deep_mlp(k: int, act: str = "relu"):
+    """``k`` dense layers n×c0 → n×c1 → … → n×ck, ``act`` between them: each layer a width axis of its own (its
+    weights, all of distinct sizes, live beside the chain until used)."""
+    b = nc.Builder(nc.types(", ".join(["n c0"] + [f"c{i} c{i + 1}" for i in range(k)])))
+    x, *ws = b.inputs
+    for i, w in enumerate(ws):
+        x = b(nc.einsum(f"n c{i}, c{i} c{i + 1} -> n c{i + 1}"), x, w)
+        if i < k - 1:
+            x = b(nc.elementwise(act, f"n c{i + 1}"), x)
+    return b.build(x)
+
+
+def product_tree(n: int):
+    """A balanced tree of matrix products of the inputs c_i × c_{i+1}, i < n, level by level (every level's
+    products live beside the next level's: each layer changes the column's monomials)."""
+    b = nc.Builder(nc.types(", ".join(f"c{i} c{i + 1}" for i in range(n))))
+    level = [(x, i, i + 1) for i, x in enumerate(b.inputs)]
+    while len(level) > 1:
+        nxt = [(b(nc.einsum(f"c{a} c{m}, c{m} c{z} -> c{a} c{z}"), x, y), a, z)
+               for (x, a, m), (y, _, z) in zip(level[0::2], level[1::2])]
+        level = nxt + (level[-1:] if len(level) % 2 else [])
+    return b.build(level[0][0])
+
+
+def random_shape(n: int, seed: int = 0):
+    """A random wide and deep diagram of ``n`` boxes over ``n/6`` axes of distinct sizes: ``n/8`` matrix inputs,
+    then maps and contractions of values made lately (most read once, some again later), so values of many distinct
+    sizes are live at once and come and go irregularly."""
+    import random
+    rng = random.Random(seed)
+    axes = [f"a{k}" for k in range(max(4, n // 6))]
+    ins = [tuple(rng.sample(axes, 2)) for _ in range(max(2, n // 8))]
+    b = nc.Builder(nc.types(", ".join(f"{p} {q}" for p, q in ins)))
+    vals = list(zip(b.inputs, ins))
+    for _ in range(n):
+        i = len(vals) - 1 - min(int(rng.expovariate(0.5)), len(vals) - 1)
+        x, (p, q) = vals[i]
+        partners = [j for j, (_, t) in enumerate(vals) if j != i and q in t and p not in t]
+        if rng.random() < 0.5 and partners:
+            j = rng.choice(partners)
+            y, t = vals[j]
+            r = t[0] if t[1] == q else t[1]
+            out, t_out, used = b(nc.einsum(f"{p} {q}, {t[0]} {t[1]} -> {p} {r}"), x, y), (p, r), (i, j)
+        else:
+            out, t_out, used = b(nc.elementwise(rng.choice(["relu", "exp"]), f"{p} {q}"), x), (p, q), (i,)
+        for k in sorted(used, reverse=True):
+            if rng.random() < 0.8:
+                vals.pop(k)
+        vals.append((out, t_out))
+    return b.build(vals[-1][0])
+
+
+def axis_sizes(d) -> dict:
+    """Every axis of ``d``'s inputs and outputs a number (8 … 24)."""
+    names = sorted({a.name for arr in (*d.dom.inside, *d.cod.inside) for a in arr.axes})
+    return {name: 8 + 4 * (k % 5) for k, name in enumerate(names)}
+
+
 def scaling(runs: int):
-    """The cost functor's time per box at about 50, 200, 800 and 2,000 boxes (cold: sympy's cache emptied before
-    every run), and its ratio to the smallest: flat when the functor is linear in the boxes (issue 35, item 4).
-    The live wires beside a layer are kept as a running total (:class:`~napkin_cat.cost.live.Live`), not re-summed."""
+    """The cost functor's time per box at about 50, 200, 800 and 2,000 boxes, symbolic and at concrete sizes, and its
+    ratio to the smallest: flat when the functor is linear in the boxes (issue 35, item 4).  Cold: every run on a
+    diagram built afresh, sympy's cache and the functor's memos by value emptied (a repeat on one diagram is served
+    by them and looks flatter than a first call is); CPU seconds, the median of ``runs``.  The live wires beside a
+    layer are a running total (:class:`~napkin_cat.cost.live.Live`: a level's sympy sum keeps its terms in order,
+    :class:`~napkin_cat.cost.ordered_sum.OrderedSum`; at sizes a number, :class:`~napkin_cat.cost.live_at.LiveAt`)."""
     shapes = {
-        "function: stacked transformer blocks": lambda n: stacked_blocks(max(1, round(n / 48))),
+        "stacked transformer blocks": lambda n: stacked_blocks(max(1, round(n / 48))),
         "n maps beside n wires (q d)": beside,
         "n maps beside n wires (p_k each)": lambda n: beside(n, distinct=True),
+        "deep MLP, own width per layer": lambda n: deep_mlp(max(1, n // 2)),
+        "unfused deep MLP, own widths": lambda n: nc.unfused(deep_mlp(max(1, n // 8))),
+        "balanced tree of matrix products": lambda n: product_tree(n + 1),
+        "random wide/deep shape": lambda n: random_shape(max(8, round(n / 1.4))),
     }
     nc.cost(beside(4))                  # the first call's imports and set-up: not a box's time
-    print(f"{'cost functor, per box':36s} {'boxes':>6s} {'ms/box':>8s} {'vs first':>8s}")
+    nc.cost(beside(4), sizes={"q": 2, "d": 3})
+    print(f"{'cost functor, per box (cold)':36s} {'boxes':>6s} {'sym ms/box':>10s} {'vs first':>8s} "
+          f"{'sized ms/box':>12s} {'vs first':>8s}")
     for name, make in shapes.items():
-        base = None
+        base = {}
         for n in (50, 200, 800, 2000):
-            d = make(n)
-            boxes = count_boxes(d)
-            t = median_time(lambda: (clear_sympy(), nc.cost(d)), runs)
-            if not isinstance(t, float):
-                print(f"{name:36s} {boxes:6d} {t}")
-                break
-            per_box = 1000 * t / boxes
-            base = base or per_box
-            print(f"{name:36s} {boxes:6d} {per_box:8.3f} {per_box / base:8.2f}", flush=True)
+            boxes, row = count_boxes(make(n)), ""
+            for mode in ("sym", "sized"):
+                ts = []
+                for _ in range(runs):
+                    d = make(n)
+                    sizes = axis_sizes(d) if mode == "sized" else None
+                    clear_sympy()
+                    t = time.process_time()
+                    nc.cost(d) if sizes is None else nc.cost(d, sizes=sizes)
+                    ts.append(time.process_time() - t)
+                per_box = 1000 * statistics.median(ts) / boxes
+                base.setdefault(mode, per_box)
+                row += f" {per_box:{10 if mode == 'sym' else 12}.3f} {per_box / base[mode]:8.2f}"
+            print(f"{name:36s} {boxes:6d}{row}", flush=True)
     print()
 
 

@@ -68,7 +68,7 @@ def box_pieces(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> tuple:
         if any(x is not y for x, y in zip((*images[0], *images[1]), (*dom, *cod))):
             (dom, cod), key = images, tuple(map(id, (*images[0], *images[1])))
     seen = box.__dict__.setdefault("_cost_pieces", {})
-    if arithmetic is not SYMPY:
+    if arithmetic.name != SYMPY.name:
         key = (key, arithmetic.name)
     cached = seen.get(key)
     if cached is not None:

@@ -235,7 +235,7 @@ def _phases(parts: list, trips, role: str, arithmetic=SYMPY) -> list:
     where ``b/s_b · (a·s_b + …)`` would stay a product); in exact polynomials ``k·Σp = Σ k·p``, so the phase is
     summed once and scaled once (fewer products, one record), where no part runs on devices (their links scale
     apart)."""
-    if arithmetic is not SYMPY and len(parts) > 1 and all(p.link is None for p in parts):
+    if arithmetic.name != SYMPY.name and len(parts) > 1 and all(p.link is None for p in parts):
         return [Cost().absorb_all(parts).scaled(trips, role=role)]
     return [p.scaled(trips, role=role) for p in parts]
 

@@ -22,6 +22,7 @@ from functools import lru_cache
 import sympy
 
 from napkin_cat.cost.by_value import ByValue
+from napkin_cat.cost.ordered_sum import OrderedSum
 from napkin_cat.syntax.array import Array
 
 
@@ -103,7 +104,11 @@ class Live:
     read: a layer that takes a value and puts one of the same size (a map) touches a term and puts it back, so a
     chain of maps beside ``n`` wires of distinct sizes costs no ``n``-term sum per box (:class:`Resummed`, the
     specification, sums every read), and a column whose every total is the last column's is that very dict (a
-    reader that pools columns by value may skip it by identity: ``live.column() is last``).  The monomials are held by
+    reader that pools columns by value may skip it by identity: ``live.column() is last``).  A sympy total summed again
+    is built from the level's terms kept in sympy's order (:class:`~napkin_cat.cost.ordered_sum.OrderedSum`: the
+    terms that changed placed, ``log k`` comparisons each, none sorted), so a column whose many live monomials a layer
+    barely changed (a deep MLP's weights of distinct sizes, a tree's products) costs what changed, not what is live
+    (issue 35, item 4, its second part).  The monomials are held by
     number (``_NUMBERS``: an array's numbered terms
     kept on it, per arithmetic), so a layer's update hashes ints, not tuples of sympy symbols.
     """
@@ -117,6 +122,8 @@ class Live:
         self._terms_of, self._total = terms_of or array_terms, total or polynomial_total
         self._arithmetic = getattr(self._terms_of, "__func__", self._terms_of)   # (a bound method's function)
         self._last = None   # the column last read, handed out again while no level's total changed
+        # level -> its sympy total's terms kept in sympy's order (:class:`OrderedSum`), where the totals are sympy's
+        self._ordered = {} if self._total is polynomial_total else None
 
     def _numbered_terms(self, arr: Array) -> tuple:
         """``self._terms_of(arr)`` numbered (:func:`_numbered`), kept on the array per arithmetic (its ``terms_of``
@@ -207,37 +214,87 @@ class Live:
             found = TOTALS.put(key, _summed_afresh(self._total, key[1]))
         return found
 
-    def column(self, without=()) -> dict:
-        """Level → live data (expanded); ``without``: values on wires about to be consumed, left out."""
-        terms = self.terms
-        if without:
-            terms = {l: dict(t) for l, t in terms.items()}
-            on_them = {}
-            for vid, arr in without:
-                on_them[vid] = on_them.get(vid, 0) + 1
-            for vid, arr in dict(without).items():
-                if self.wires[vid] == on_them[vid]:
-                    self._shift(arr, -1, terms)
-            out = {}
+    def _pooled(self, v):
+        """A sympy total (or None) as the one object kept for its value (:data:`TOTALS`)."""
+        if v is None:
+            return None
+        key = (self._total, v)
+        found = TOTALS.get(key)
+        return found if found is not None else TOTALS.put(key, v)
+
+    def _resummed(self, level, t: dict):
+        """The total of a level whose terms changed: a sympy total built from its ordered terms (no sort: linear in
+        its terms, in C), pooled by value (:data:`TOTALS`); another arithmetic's summed from its terms."""
+        if self._ordered is None:
+            return self._summed(t)
+        kept = self._ordered.get(level)
+        return self._pooled(kept.total() if kept is not None else None)
+
+    def _settle(self) -> None:
+        """The terms changed since the last read moved in their levels' ordered sums (``log k`` each), and the totals
+        of the levels whose terms are not back where they were forgotten."""
+        terms, sums, ordered = self.terms, self._sums, self._ordered
+        for l, was in self._was.items():   # a level whose touched terms are back where they were: its sum stands
+            t = terms[l]
+            changed = [m for m, c in was.items() if t.get(m, 0) != c]
+            if not changed:
+                continue
+            sums.pop(l, None)
+            if ordered is not None:
+                kept = ordered.get(l)
+                if kept is None:
+                    kept = ordered[l] = OrderedSum()
+                for m in changed:
+                    kept.set(_MONOMIALS[m], t.get(m, 0))
+        self._was = {}
+
+    def _without(self, gone) -> dict:
+        """The column with the values ``gone`` (arrays, each held once) left out: a level they do not touch is its
+        total as it stands; one they touch, its ordered sum copied and their terms taken out (or, in another
+        arithmetic, its terms summed)."""
+        levels = {arr.level for arr in gone}
+        terms = {l: (dict(t) if l in levels else t) for l, t in self.terms.items()}
+        for arr in gone:
+            self._shift(arr, -1, terms)
+        out = {}
+        if self._ordered is None:
             for l, t in terms.items():
                 v = self._summed(t)
                 if v is not None:
                     out[l] = v
             return out
+        self._settle()
+        sums, touched = self._sums, {}
+        for arr in gone:
+            touched.setdefault(arr.level, set()).update(m for m, _ in self._numbered_terms(arr))
+        for l, t in terms.items():
+            if l not in touched:
+                v = sums[l] if l in sums else sums.setdefault(l, self._resummed(l, t))
+            else:
+                kept = self._ordered.get(l).copy()
+                for m in touched[l]:
+                    kept.set(_MONOMIALS[m], t.get(m, 0))
+                v = self._pooled(kept.total())
+            if v is not None:
+                out[l] = v
+        return out
+
+    def column(self, without=()) -> dict:
+        """Level → live data (expanded); ``without``: values on wires about to be consumed, left out."""
+        terms = self.terms
+        if without:
+            on_them = {}
+            for vid, arr in without:
+                on_them[vid] = on_them.get(vid, 0) + 1
+            return self._without([arr for vid, arr in dict(without).items() if self.wires[vid] == on_them[vid]])
+        self._settle()
         sums = self._sums
-        for l, was in self._was.items():   # a level whose touched terms are back where they were: its sum stands
-            t = terms[l]
-            for m, c in was.items():
-                if t.get(m, 0) != c:
-                    sums.pop(l, None)
-                    break
-        self._was = {}
         out = {}
         for l, t in terms.items():   # a level no layer changed since the last column: its sum as it was
             if l in sums:
                 v = sums[l]
             else:
-                v = sums[l] = self._summed(t)
+                v = sums[l] = self._resummed(l, t)
             if v is not None:
                 out[l] = v
         last = self._last
@@ -258,6 +315,10 @@ class Resummed(Live):
     >>> spec = Resummed(); spec.put([(0, a), (1, b)]); spec.take([(1, b)]); spec.put([(2, b)]); spec.column()
     {0: d*q + p}
     """
+
+    def __init__(self, terms_of=None, total=None):
+        super().__init__(terms_of, total)
+        self._ordered = None        # every total summed afresh from its terms (sympy sorts them)
 
     def column(self, without=()) -> dict:
         self._sums = {}

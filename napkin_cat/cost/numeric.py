@@ -37,6 +37,7 @@ from napkin_cat.cost.at_sizes import (At, add, counts_kept, integer, reads_posit
                                       tile_extents, whole_slices)
 from napkin_cat.cost.devices_at import DevicesAt, collective_link, largest_shards
 from napkin_cat.cost.iocost import box_pieces, cost
+from napkin_cat.cost.live_at import SympyAt
 from napkin_cat.cost.record import Cost, Density
 from napkin_cat.errors import ArgumentError, AxisError, ShapeError
 from napkin_cat.syntax.adapter import Bubble, Diagram
@@ -295,6 +296,7 @@ def at(diagram: Diagram, sizes, *, strict: bool = False, block_mask=None, densit
         block_mask.check({str(k): v for k, v in env.items()}, "the sizes")
     out = folded(diagram, env, block_mask, rho, ring_tiles)
     out.assumptions = tuple(a if a.value is not None else Density(a.symbol, 1) for a in assumed.assumptions)
-    out.columns = {l: [max(integer(col, env) for col in cols)]
-                   for l, cols in cost(largest_shards(diagram, env)).columns.items()}
+    # the symbolic columns at the sizes, each level's live data a running number (LiveAt: linear in the boxes)
+    columns = cost(largest_shards(diagram, env), arithmetic=SympyAt(env), ops=False).columns
+    out.columns = {l: [max(integer(col, env) for col in cols)] for l, cols in columns.items()}
     return out

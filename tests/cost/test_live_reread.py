@@ -15,6 +15,7 @@ import random
 import pytest
 
 import napkin_cat as nc
+from napkin_cat.cost.ordered_sum import OrderedSum
 from napkin_cat.cost.polynomial import POLYNOMIAL, SYMPY
 
 live = importlib.import_module("napkin_cat.cost.live")
@@ -97,22 +98,26 @@ def beside(n: int) -> nc.Diagram:
 
 
 def _terms_summed_per_box(diagram, monkeypatch) -> float:
-    """How many monomials the fold adds into a level's total, per box (its work on the column sums)."""
+    """How many monomials the fold adds into a level's total, per box (its work on the column sums): each term a
+    total summed afresh adds, and each term a level's ordered sum moves (:class:`~napkin_cat.cost.ordered_sum.
+    OrderedSum`, the sympy totals since item 4's second part)."""
     count = [0]
-    real = live.polynomial_total
+    real, real_set = live._summed_afresh, OrderedSum.set
 
-    def counting(terms):
-        count[0] += len(terms)
-        return real(terms)
+    def counting(total, items):
+        items = list(items)
+        count[0] += len(items)
+        return real(total, items)
+
+    def placing(self, m, c):
+        count[0] += 1
+        return real_set(self, m, c)
     with monkeypatch.context() as m:
-        m.setattr(live, "polynomial_total", counting)
-        m.setattr(live.Live, "__init__", lambda self, terms_of=None, total=None: real_init(self, terms_of,
-                                                                                        total or counting))
+        m.setattr(live, "_summed_afresh", counting)
+        m.setattr(OrderedSum, "set", placing)
+        live.TOTALS.clear()
         nc.cost(diagram)
     return count[0] / len(diagram.inside)
-
-
-real_init = live.Live.__init__
 
 
 def test_maps_beside_distinct_wires_sum_no_more_terms_per_box_when_wider(monkeypatch):
