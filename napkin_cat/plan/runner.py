@@ -36,7 +36,7 @@ from sympy.printing.pycode import PythonCodePrinter
 from napkin_cat.algorithms.blockmask import FULL, NONE
 from napkin_cat.cost.record import Cost
 from napkin_cat.plan.blocks import block_tables
-from napkin_cat.plan.ir import Compute, Free, PlanError
+from napkin_cat.plan.ir import Compute, Free, Load, PlanError, Store
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.primitives import run_primitive
 from napkin_cat.syntax.axis import Axis
@@ -93,6 +93,52 @@ def _compiled(e):
         f = _LAMBDAS[e] = (syms, sympy.lambdify(syms, e, modules=[_MINMAX, "math"], dummify=False,
                                                       printer=_EXACT))
     return f
+
+
+class _NamedPrinter(_ExactPrinter):
+    """:class:`_ExactPrinter` with each symbol printed as the local name given it (``v0``, ``v1``, …): a symbol may
+    bear a keyword's or a builtin's name."""
+
+    def __init__(self, names: dict):
+        super().__init__({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True,
+                          "user_functions": {k: k for k in _MINMAX}})
+        self.names = names
+
+    def _print_Symbol(self, e):
+        return self.names[e]
+
+
+#: the names a printed index reads (``floor``, ``ceil``, … from :mod:`math`, ``Min``, ``Max``, ``Fraction``)
+_NAMESPACE = {**{k: getattr(math, k) for k in dir(math) if not k.startswith("_")}, **_MINMAX}
+
+
+def indexer(ranges):
+    """The index of a view as one function of a binding (symbol → int), its Python source printed once: per axis
+    ``slice(start, min(start + tile, end))`` of its :class:`~napkin_cat.plan.ir.Range` (``None``: the whole axis),
+    then ``...``; each bound is :func:`number`'s value of its expression.
+
+    >>> i, g, n = sympy.symbols("i g n")
+    >>> from napkin_cat.plan.ir import Range
+    >>> indexer((Range(g * i, g, n), None))({i: 2, g: 4, n: 10})
+    (slice(8, 10, None), slice(None, None, None), Ellipsis)
+    """
+    ranges = tuple(ranges)
+    syms = sorted(set().union(*(sympy.sympify(e).free_symbols for r in ranges if r is not None
+                                for e in (r.start, r.tile, r.end))), key=str)
+    names = {x: f"v{k}" for k, x in enumerate(syms)}
+    printed = _NamedPrinter(names).doprint
+    lines = ["def index(nominal):"] + [f"    v{k} = nominal[S{k}]" for k in range(len(syms))]
+    parts = []
+    for j, r in enumerate(ranges):
+        if r is None:
+            parts.append("slice(None)")
+            continue
+        lines.append(f"    b{j} = int({printed(r.start)})")
+        parts.append(f"slice(b{j}, min(b{j} + int({printed(r.tile)}), int({printed(r.end)})))")
+    lines.append(f"    return ({', '.join(parts + ['...'])},)")
+    namespace = {**_NAMESPACE, "min": min, "int": int, "slice": slice, **{f"S{k}": x for k, x in enumerate(syms)}}
+    exec("\n".join(lines), namespace)     # noqa: S102 -- source printed from the plan's own expressions
+    return namespace["index"]
 
 
 def number(e, env: dict) -> int:
@@ -176,6 +222,7 @@ class Machine:
         self.flops_at: dict = {}   # (id(Compute), operand shapes, result shapes) -> its measured FLOPs
         self.slices: dict = {}   # id(Ref) -> (the Ref, per axis of its variable None or its range's evaluators)
         self.moves: dict = {}    # id(Load/Store) -> (the statement, what _move reads of its variables)
+        self.compiled: dict = {}   # id(block) -> (the block, its steps)
 
     # ------------------------------------------------------------------ values
     def view(self, ref, frame):
@@ -260,16 +307,170 @@ class Machine:
         return frame.values
 
     def block(self, stmts, frame):
+        """Run ``stmts``: their steps, compiled once per block (the plan holds its blocks; the entry holds ``stmts``
+        too, so that a block made for one call is never mistaken for another made later at its address)."""
+        got = self.compiled.get(id(stmts))
+        if got is None:
+            got = self.compiled[id(stmts)] = (stmts, self._compile(stmts))
+        for step in got[1]:
+            step(frame)
+
+    def _compile(self, stmts) -> list:
+        """The steps of a block, each a function of the trip's frame: a Free, Load, Store or Compute as one closure
+        over what it reads of its statement (its views' index functions, types, level, prepared box), any other
+        statement by its ``_run_<Type>``; counting, the live values sampled before each statement but a Free."""
+        steps = []
         for s in stmts:
             if isinstance(s, Free):
-                self.free(s.var, frame)
+                free = self._free_step(s.var)
+                if free is not None:
+                    steps.append(free)
                 continue
-            self.sample()
-            if self.whole is not None and self.counters is not None and isinstance(s, Compute) \
-                    and self.whole.omits(s):
+            if self.counters is not None:
+                steps.append(self._sample_step())
+            if isinstance(s, (Load, Store)):
+                steps.append(self._move_step(s))
+            elif isinstance(s, Compute):
+                steps.append(self._compute_step(s))
+            else:
+                steps.append(lambda frame, s=s: self._step(s, frame))
+        return steps
+
+    def _sample_step(self):
+        live, peak = self.live, self.peak
+
+        def sample(frame):
+            for lvl, n in live.items():
+                if lvl > 0 and n > peak.get(lvl, 0):
+                    peak[lvl] = n
+        return sample
+
+    def _free_step(self, var):
+        lvl = self.levels[var]
+        if self.counters is None:       # nothing is live when not counting: a Free drops an on-chip value only
+            if lvl == 0:
+                return None
+            return lambda frame: frame.values.pop(var, None)
+        live = self.live
+
+        def free(frame):
+            if var in frame.live:
+                frame.live.discard(var)
+                live[lvl] -= int(np.size(frame.values[var]))
+            if lvl > 0:
+                frame.values.pop(var, None)
+        return free
+
+    def _reader(self, ref):
+        """``frame -> value`` of a view (a numpy view of its variable), its index function made once."""
+        var = ref.var
+        if ref.whole:
+            return lambda frame: frame.values[var]
+        index = indexer(map(ref.range, self.vars[var].axes))
+        return lambda frame: frame.values[var][index(frame.nominal)]
+
+    def _writer(self, ref):
+        """``(frame, y) -> None`` writing ``y`` to a view: into its slice, or as the variable's new value (counting,
+        the live values grown by the difference)."""
+        var = ref.var
+        if ref.index:
+            index = indexer(map(ref.range, self.vars[var].axes))
+
+            def into(frame, y):
+                frame.values[var][index(frame.nominal)] = y
+            return into
+        if self.counters is None:
+            def new(frame, y):
+                frame.values[var] = y
+            return new
+        lvl, live = self.levels[var], self.live
+
+        def counted(frame, y):
+            values = frame.values
+            old = int(np.size(values[var])) if var in frame.live else 0
+            values[var] = y
+            frame.live.add(var)
+            live[lvl] = live.get(lvl, 0) - old + int(np.size(y))
+        return counted
+
+    def _move_step(self, s):
+        """A Load or Store: the view copied at the destination's type (its axes moved, or a split's unit part axis
+        dropped), its values and bytes counted at its level."""
+        read, write = self._reader(s.src), self._writer(s.dst)
+        src, dst = tuple(self.vars[s.src.var].axes), tuple(self.vars[s.dst.var].axes)
+        perm = [src.index(a) for a in dst] if src != dst and sorted(src) == sorted(dst) else None
+        dtype, rank, width, level = self.numpy_dtype(s.dst.var), len(dst), as_dtype(self.vars[s.dst.var].dtype).bytes, \
+            s.level
+        reshape = s.dst.whole and perm is None
+        counters, var = self.counters, s.dst.var
+
+        def move(frame):
+            x = np.array(read(frame), dtype=dtype)
+            if perm is not None:     # a woven transfer that also moves its axes: by name
+                x = x.transpose(perm)
+            elif reshape and x.ndim != rank:       # one part of a split's partials: its unit part axis dropped
+                x = x.reshape(self.shape(var, frame))
+            if counters is not None:
+                n = x.size
+                counters.transfers[level] = counters.transfers.get(level, 0) + n
+                counters.bytes[level] = counters.bytes.get(level, 0) + n * width
+            write(frame, x)
+        return move
+
+    def _applier(self, s):
+        """``frame -> outputs`` of a Compute: its operands read (an inlined computation applied, its FLOPs counted),
+        its box run as prepared once, its FLOPs counted (measured once per shape met)."""
+        operands = [self._applier(r) if isinstance(r, Compute) else self._reader(r) for r in s.ins]
+        operands = [(lambda frame, f=f: f(frame)[0]) if isinstance(r, Compute) else f for r, f in zip(s.ins, operands)]
+        fast = _prepare(s.box, self.plan.sizes)
+        counters, flops_at, box = self.counters, {}, s.box
+        at = tuple((a, evaluator(start)) for a, start in s.at)
+
+        def apply(frame):
+            xs = [f(frame) for f in operands]
+            if callable(fast):
+                ys = fast(xs)
+            else:
+                env = frame.env()
+                if at:       # a position or a gather: where its tile starts on the whole axis
+                    env.tiles = {a: (start(frame.nominal), None) for a, start in at}
+                ys = run_primitive(fast, xs, env)
+            if counters is not None:
+                key = (tuple([np.shape(x) for x in xs]), tuple([np.shape(y) for y in ys]))
+                flops = flops_at.get(key)
+                if flops is None:
+                    flops = flops_at[key] = tuple(measured_flops(box, xs, ys).items())
+                table = counters.flops
+                for p, n in flops:
+                    table[p] = table.get(p, 0) + n
+            return ys
+        return apply
+
+    def _compute_step(self, s):
+        """A Compute: applied, its outputs written (or folded into its state by its kind's accumulator); a
+        computation the full trip being run leaves out runs uncounted (:meth:`_quietly`)."""
+        apply = self._applier(s)
+        if s.accumulate:
+            combine, read, write = kind_of(s.kind).accumulator.combine, self._reader(s.outs[0]), \
+                self._writer(s.outs[0])
+
+            def run(frame):
+                write(frame, combine(read(frame), apply(frame)[0]))
+        else:
+            writers = [self._writer(r) for r in s.outs]
+
+            def run(frame):
+                for w, y in zip(writers, apply(frame)):
+                    w(frame, y)
+        if self.counters is None:
+            return run
+
+        def step(frame):
+            if self.whole is not None and self.whole.omits(s):
                 self._quietly(s, frame)
-                continue
-            self._step(s, frame)
+            else:
+                run(frame)
+        return step
 
     def _step(self, s, frame):
         """Run one statement by its type's ``_run_<Type>`` (looked up once per type)."""
@@ -409,8 +610,12 @@ class Machine:
 
     def _run_StreamLoop(self, s, frame):
         self.block(s.head, frame)
+        inner = frame.trip(s, 0, 0, carried=True)      # one frame for every trip: its index and extent rebound
+        nominal, extents, tile = inner.nominal, inner.extents, s.tile if isinstance(s.tile, sympy.Symbol) else None
         for t, extent in self._trips(s, frame):
-            inner = frame.trip(s, t, extent, carried=True)
+            nominal[s.index] = t
+            if tile is not None:
+                extents[tile] = extent
             if s.when is not sympy.true and not truth(s.when, inner.nominal):
                 continue      # a trip the mask skips: it would change nothing
             if s.data is not None and self.tables is not None and self._state(s, inner) == NONE:
