@@ -198,6 +198,16 @@ def measured_flops(box, xs, ys) -> dict:
     return {p: int(f) * items for p, f in per_item.items()}
 
 
+def size(x) -> int:
+    """``np.size(x)`` as an int, an array's own ``size`` read directly."""
+    return x.size if type(x) is np.ndarray else int(np.size(x))
+
+
+def shape(x) -> tuple:
+    """``np.shape(x)``, an array's own ``shape`` read directly."""
+    return x.shape if type(x) is np.ndarray else np.shape(x)
+
+
 class Machine:
     """Executes a plan: ``run(arrays) -> (outputs, counters)``; counters are None when not instrumented."""
 
@@ -309,11 +319,15 @@ class Machine:
     def block(self, stmts, frame):
         """Run ``stmts``: their steps, compiled once per block (the plan holds its blocks; the entry holds ``stmts``
         too, so that a block made for one call is never mistaken for another made later at its address)."""
+        for step in self.steps(stmts):
+            step(frame)
+
+    def steps(self, stmts) -> list:
+        """The steps of a block, compiled on first use."""
         got = self.compiled.get(id(stmts))
         if got is None:
             got = self.compiled[id(stmts)] = (stmts, self._compile(stmts))
-        for step in got[1]:
-            step(frame)
+        return got[1]
 
     def _compile(self, stmts) -> list:
         """The steps of a block, each a function of the trip's frame: a Free, Load, Store or Compute as one closure
@@ -356,7 +370,7 @@ class Machine:
         def free(frame):
             if var in frame.live:
                 frame.live.discard(var)
-                live[lvl] -= int(np.size(frame.values[var]))
+                live[lvl] -= size(frame.values[var])
             if lvl > 0:
                 frame.values.pop(var, None)
         return free
@@ -386,11 +400,11 @@ class Machine:
         lvl, live = self.levels[var], self.live
 
         def counted(frame, y):
-            values = frame.values
-            old = int(np.size(values[var])) if var in frame.live else 0
+            values, held = frame.values, frame.live
+            old = size(values[var]) if var in held else 0
             values[var] = y
-            frame.live.add(var)
-            live[lvl] = live.get(lvl, 0) - old + int(np.size(y))
+            held.add(var)
+            live[lvl] = live.get(lvl, 0) - old + size(y)
         return counted
 
     def _move_step(self, s):
@@ -402,7 +416,8 @@ class Machine:
         dtype, rank, width, level = self.numpy_dtype(s.dst.var), len(dst), as_dtype(self.vars[s.dst.var].dtype).bytes, \
             s.level
         reshape = s.dst.whole and perm is None
-        counters, var = self.counters, s.dst.var
+        counted, var = self.counters is not None, s.dst.var
+        transfers, moved = (self.counters.transfers, self.counters.bytes) if counted else (None, None)
 
         def move(frame):
             x = np.array(read(frame), dtype=dtype)
@@ -410,10 +425,10 @@ class Machine:
                 x = x.transpose(perm)
             elif reshape and x.ndim != rank:       # one part of a split's partials: its unit part axis dropped
                 x = x.reshape(self.shape(var, frame))
-            if counters is not None:
+            if counted:
                 n = x.size
-                counters.transfers[level] = counters.transfers.get(level, 0) + n
-                counters.bytes[level] = counters.bytes.get(level, 0) + n * width
+                transfers[level] = transfers.get(level, 0) + n
+                moved[level] = moved.get(level, 0) + n * width
             write(frame, x)
         return move
 
@@ -423,7 +438,7 @@ class Machine:
         operands = [self._applier(r) if isinstance(r, Compute) else self._reader(r) for r in s.ins]
         operands = [(lambda frame, f=f: f(frame)[0]) if isinstance(r, Compute) else f for r, f in zip(s.ins, operands)]
         fast = _prepare(s.box, self.plan.sizes)
-        counters, flops_at, box = self.counters, {}, s.box
+        table, flops_at, box = None if self.counters is None else self.counters.flops, {}, s.box
         at = tuple((a, evaluator(start)) for a, start in s.at)
 
         def apply(frame):
@@ -435,12 +450,11 @@ class Machine:
                 if at:       # a position or a gather: where its tile starts on the whole axis
                     env.tiles = {a: (start(frame.nominal), None) for a, start in at}
                 ys = run_primitive(fast, xs, env)
-            if counters is not None:
-                key = (tuple([np.shape(x) for x in xs]), tuple([np.shape(y) for y in ys]))
+            if table is not None:
+                key = (tuple([shape(x) for x in xs]), tuple([shape(y) for y in ys]))
                 flops = flops_at.get(key)
                 if flops is None:
                     flops = flops_at[key] = tuple(measured_flops(box, xs, ys).items())
-                table = counters.flops
                 for p, n in flops:
                     table[p] = table.get(p, 0) + n
             return ys
@@ -612,14 +626,22 @@ class Machine:
         self.block(s.head, frame)
         inner = frame.trip(s, 0, 0, carried=True)      # one frame for every trip: its index and extent rebound
         nominal, extents, tile = inner.nominal, inner.extents, s.tile if isinstance(s.tile, sympy.Symbol) else None
+        when, data = s.when is not sympy.true, s.data is not None and self.tables is not None
+        # nothing left out on any trip (left_out's None), checked once: no mask from data, none from positions
+        plain = self.whole is not None or (s.data is None and s.full_trips is None)
+        body = self.steps(s.body)
         for t, extent in self._trips(s, frame):
             nominal[s.index] = t
             if tile is not None:
                 extents[tile] = extent
-            if s.when is not sympy.true and not truth(s.when, inner.nominal):
+            if when and not truth(s.when, nominal):
                 continue      # a trip the mask skips: it would change nothing
-            if s.data is not None and self.tables is not None and self._state(s, inner) == NONE:
+            if data and self._state(s, inner) == NONE:
                 continue      # no pair of the trip's tiles allowed by the data's block mask: it changes nothing
+            if plain:
+                for step in body:
+                    step(inner)
+                continue
             outer = self.whole
             self.whole = outer if outer is not None else self.left_out(s, inner)
             try:
