@@ -25,6 +25,7 @@ True
 """
 from __future__ import annotations
 
+import functools
 import math
 from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
@@ -113,7 +114,8 @@ _NAMESPACE = {**{k: getattr(math, k) for k in dir(math) if not k.startswith("_")
 
 
 def indexer(ranges):
-    """The index of a view as one function of a binding (symbol → int), its Python source printed once: per axis
+    """The index of a view as one function of a binding (symbol → int), its Python source printed once per ranges
+    (remembered: every run of a plan, and every plan with these ranges, shares it): per axis
     ``slice(start, min(start + tile, end))`` of its :class:`~napkin_cat.plan.ir.Range` (``None``: the whole axis),
     then ``...``; each bound is :func:`number`'s value of its expression.
 
@@ -122,7 +124,11 @@ def indexer(ranges):
     >>> indexer((Range(g * i, g, n), None))({i: 2, g: 4, n: 10})
     (slice(8, 10, None), slice(None, None, None), Ellipsis)
     """
-    ranges = tuple(ranges)
+    return _printed_index(tuple(ranges))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _printed_index(ranges: tuple):
     syms = sorted(set().union(*(sympy.sympify(e).free_symbols for r in ranges if r is not None
                                 for e in (r.start, r.tile, r.end))), key=str)
     names = {x: f"v{k}" for k, x in enumerate(syms)}
@@ -151,6 +157,10 @@ def number(e, env: dict) -> int:
     """
     if isinstance(e, int):
         return e
+    if isinstance(e, sympy.Symbol):     # (no function printed for a symbol alone, nor for a number)
+        return int(env[e])
+    if isinstance(e, sympy.Integer):
+        return int(e)
     syms, fn = _compiled(e)
     return int(fn(*(env[s] for s in syms)))
 
