@@ -11,7 +11,7 @@ import sympy
 import napkin_cat as nc
 from napkin_cat.cost.numeric import at
 from napkin_cat.plan.ir import Range
-from napkin_cat.plan.runner import indexer, number
+from napkin_cat.plan.expressions import indexer, number
 
 
 def _run(alg, sizes, seed=0):
