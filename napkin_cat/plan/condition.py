@@ -43,7 +43,8 @@ from napkin_cat.algorithms.blockmask import FULL, NONE, PARTIAL, BlockMask
 from napkin_cat.errors import BlockMaskError
 from napkin_cat.plan.blocks import block_tables
 from napkin_cat.plan.ir import Alloc, Fill, Free, LOOPS, PlanError, blocks, defs, reads, uses, walk, walk_scoped, writes
-from napkin_cat.plan.runner import Machine, number
+from napkin_cat.plan.expressions import number
+from napkin_cat.plan.runner import Machine
 from napkin_cat.plan.recent import Recent
 
 _STATE = {NONE: "none", PARTIAL: "partial", FULL: "full"}

@@ -103,7 +103,7 @@ class Plan:
             if not (np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.bool_)):
                 raise ShapeError(f"argument {k} ({name}): expected a numeric array, got dtype {x.dtype}")
             v = self.variable_map[name]
-            want = tuple(int(sympy.sympify(e).subs(self.sizes)) for _, e in v.shape)
+            want = tuple(_whole_at(e, self.sizes) for _, e in v.shape)
             if x.shape != want:
                 bad = [f"{a}: {w} (got {g})" for (a, _), w, g in zip(v.shape, want, x.shape) if w != g] \
                     if x.ndim == len(want) else [f"rank {len(want)} (got {x.ndim})"]
@@ -117,7 +117,7 @@ class Plan:
         that cannot hold one is refused before any is made (:mod:`napkin_cat.semantics.footprint`)."""
         if not self._fits:
             for v in self.variables:
-                check_room(math.prod(int(sympy.sympify(e).subs(self.sizes)) for _, e in v.shape),
+                check_room(math.prod(_whole_at(e, self.sizes) for _, e in v.shape),
                            f"the variable {v.name}[{'×'.join(v.axes)}]")
             self._fits = True
 
@@ -178,6 +178,13 @@ class Plan:
                                "bytes": str(v.bytes), "bytes_at_sizes": int(sympy.sympify(v.bytes).subs(self.sizes)),
                                "origin": v.origin} for v in self.variables],
                 "peak": {str(k): v for k, v in self.peak.items()}, "smem_bytes": self.smem_bytes}
+
+
+def _whole_at(e, sizes) -> int:
+    """``int(e.subs(sizes))`` of a size expression (a variable's extent), exact and without sympy's ``subs`` where
+    ``e`` is a number at ``sizes`` (:func:`~napkin_cat.cost.exact_arithmetic.rational_at`)."""
+    got = rational_at(e, sizes)
+    return int(got) if got is not None else int(sympy.sympify(e).subs(sizes))
 
 
 def _ragged(loop, sizes) -> bool:
