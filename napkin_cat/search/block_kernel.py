@@ -30,7 +30,8 @@ from napkin_cat.syntax.primitive import kind_of
 class BlockKernels:
     """A block's kernel as a function diagram (:meth:`subdiagram`) and its canonical key (:meth:`key`), for a graph
     of operations with ``net``, ``nodes``, ``folded``, ``share``, ``once``, ``sources``, ``final_readers``,
-    ``_source``, ``_through_views`` and a memo ``_keys`` (:class:`~napkin_cat.search.blocks.OpGraph`; see the module docstring)."""
+    ``_source``, ``_through_views`` and a memo ``_keys`` (:class:`~napkin_cat.search.blocks.OpGraph`; see the module
+    docstring)."""
 
     def subdiagram(self, block: int) -> Diagram:
         """The block's operations as a function diagram: per-port inputs, outputs read outside."""
@@ -58,7 +59,8 @@ class BlockKernels:
             nid = self.nodes[i]
             node = self.net.nodes[nid]
             args = [feed[(nid, p)] if (nid, p) in feed else self._made(b, src, made) if src[0] not in self.folded
-                    else self._closed(b, w, seen) for p, (src, w) in enumerate(zip(self.sources(nid), self.net.ins[nid]))]
+                    else self._closed(b, w, seen)
+                    for p, (src, w) in enumerate(zip(self.sources(nid), self.net.ins[nid]))]
             got = apply_once(b, node, args, seen)
             for port, (w, wire) in enumerate(zip(self.net.outs[nid], got)):
                 made[(nid, port)] = wire
