@@ -29,8 +29,9 @@ from napkin_cat.syntax.primitive import kind_of
 
 class BlockKernels:
     """A block's kernel as a function diagram (:meth:`subdiagram`) and its canonical key (:meth:`key`), for a graph
-    of operations with ``net``, ``nodes``, ``folded``, ``share``, ``once``, ``sources``, ``readers``, ``_source`` and
-    a memo ``_keys`` (:class:`~napkin_cat.search.blocks.OpGraph`; see the module docstring)."""
+    of operations with ``net``, ``nodes``, ``folded``, ``share``, ``once``, ``sources``, ``final_readers``,
+    ``_source``, ``_through_views`` and a memo ``_keys`` (:class:`~napkin_cat.search.blocks.OpGraph`; see the module
+    docstring)."""
 
     def subdiagram(self, block: int) -> Diagram:
         """The block's operations as a function diagram: per-port inputs, outputs read outside."""
@@ -43,7 +44,7 @@ class BlockKernels:
         for i in ops:
             nid = self.nodes[i]
             for p, src in enumerate(self.sources(nid)):
-                if src[0] not in inside and src[0] not in self.folded:
+                if self._through_views(src)[0] not in inside and src[0] not in self.folded:
                     key = src if self.share else (nid, p)
                     value[(nid, p)] = key
                     if key not in ports:
@@ -57,14 +58,25 @@ class BlockKernels:
         for i in ops:
             nid = self.nodes[i]
             node = self.net.nodes[nid]
-            args = [feed[(nid, p)] if (nid, p) in feed else made[src] if src in made else self._closed(b, w, seen)
+            args = [feed[(nid, p)] if (nid, p) in feed else self._made(b, src, made) if src[0] not in self.folded
+                    else self._closed(b, w, seen)
                     for p, (src, w) in enumerate(zip(self.sources(nid), self.net.ins[nid]))]
             got = apply_once(b, node, args, seen)
             for port, (w, wire) in enumerate(zip(self.net.outs[nid], got)):
                 made[(nid, port)] = wire
-                if any(r[0] == OUTPUT or r[0] not in inside for r in self.readers(w)):
+                if any(r[0] == OUTPUT or r[0] not in inside for r in self.final_readers(w)):
                     outs.append(wire)
         return b.build(*outs), tuple(ports)
+
+    def _made(self, b, src, made):
+        """The wire of value ``src`` made in ``b``: an operation's output (in ``made``), or a view of one that the
+        block holds inside (:meth:`~napkin_cat.search.blocks.OpGraph.absorbed`), its rename applied once in ``b``
+        (kept in ``made`` under the view's port)."""
+        if src not in made:
+            node = self.net.nodes[src[0]]
+            got = b(Diagram.id(node.box.dom).then(node.box), self._made(b, self._source(self.net.ins[src[0]][0]), made))
+            made.update({(src[0], p): w for p, w in enumerate(got if isinstance(got, tuple) else (got,))})
+        return made[src]
 
     def _closed(self, b, wid, seen=None):
         """The folded value on wire ``wid`` computed in ``b`` (its closed boxes once for this port; once for the
@@ -76,6 +88,14 @@ class BlockKernels:
     def _closed_key(self, wid) -> tuple:
         nid, port = self._source(wid)
         return self.net.nodes[nid].label, port, tuple(self._closed_key(w) for w in self.net.ins[nid])
+
+    def _view_key(self, src, local) -> tuple:
+        """The key of a view held inside a block (its label, port and what it renames), down to the block's
+        operation whose value it is."""
+        if src[0] in local:
+            return local[src[0]], src[1]
+        node = self.net.nodes[src[0]]
+        return "view", node.label, src[1], self._view_key(self._source(self.net.ins[src[0]][0]), local)
 
     def key(self, block: int) -> "BlockKey":
         """A canonical key of the block's kernel: its operations' labels and wiring in topological order.
@@ -98,9 +118,10 @@ class BlockKernels:
             node = self.net.nodes[nid]
             srcs = tuple((local[s[0]], s[1]) if s[0] in local else
                          ("closed", self._closed_key(w)) if s[0] in self.folded else
+                         self._view_key(s, local) if self._through_views(s)[0] in local else
                          ("in", outside.setdefault(s if self.share else (nid, p), len(outside)))
                          for p, (s, w) in enumerate(zip(self.sources(nid), self.net.ins[nid])))
-            read = tuple(any(r[0] == OUTPUT or r[0] not in local for r in self.readers(w))
+            read = tuple(any(r[0] == OUTPUT or r[0] not in local for r in self.final_readers(w))
                          for w in self.net.outs[nid])
             out.append((node.label, srcs, read))
         return (*out, ("computed once",)) if self.once else tuple(out)   # a kernel of one value fewer, once

@@ -26,12 +26,16 @@ copy law, paper §2), so that the search counts the FLOPs of the kernel the cons
 the block's key are :mod:`napkin_cat.search.block_kernel`'s (:class:`OpGraph` inherits them); sets of operations
 are bit masks (:func:`~napkin_cat.search.bitsets.bits`, importable from here too).
 
-A rename (:func:`~napkin_cat.syntax.primitive.is_view`) is no operation: it is a *view*, the values of its input in
-global memory under new axis names, left at level 0 between the kernel that makes the value and those that read it
-renamed.  The order goes through it (its readers come after its producer); a kernel's data flow does not (a block
-never holds both ends of a view: the kernel would read back what it writes), so the producer is partitioned along
-its name for the axis and each reader along the other: a tile of a rename's input is a tile of its output
-(``kernel(f ; rename_{n→m}) ≡ Grid_n(kernel(f)) ; rename_{n→m}``, ``proofs/test_rename_views.py``).
+A rename (:func:`~napkin_cat.syntax.primitive.is_view`) is no operation: it is a *view*, the values of its input
+under new axis names.  Between kernels it is left at level 0, in global memory, between the kernel that makes the
+value and those that read it renamed, so the producer is partitioned along its name for the axis and each reader
+along the other: a tile of a rename's input is a tile of its output (``kernel(f ; rename_{n→m}) ≡ Grid_n(kernel(f))
+; rename_{n→m}``, ``proofs/test_rename_views.py``).  The order goes through it (its readers come after its
+producer).  A block may hold both ends of a view only where it holds every reader of the view and nothing else
+reads it (no output of the function is the view): the kernel then holds the rename inside (:meth:`OpGraph.absorbed`,
+the rename folded into its indexing; its partitions are the kernel's, which never cut a rename along the axis it
+renames), and neither loads the view nor writes the value for it.  A block holding both ends of a view read also
+outside it is no kernel: the view would be both inside and in global memory (:meth:`OpGraph.connected`).
 
 >>> import napkin_cat as nc
 >>> g = OpGraph(nc.engine.to_netlist(nc.library.attention()))
@@ -64,8 +68,13 @@ its name for the axis and each reader along the other: a tile of a rename's inpu
 >>> renamed = nc.Builder(nc.types("h n")); (X,) = renamed.inputs                 # rename_{n→m}(exp x), then exp
 >>> Y = renamed(nc.renaming("h n -> h m"), renamed(nc.elementwise("exp", "h n"), X))
 >>> g = OpGraph(nc.engine.to_netlist(renamed.build(renamed(nc.elementwise("exp", "h m", m="n"), Y))))
->>> len(g), len(g.views), g.preds[1], g.connected(0b11), g.subdiagram(0b10).dom
+>>> len(g), len(g.views), g.preds[1], g.direct(0b11), g.subdiagram(0b10).dom
 (2, 1, 1, False, Ty(Array(h×m[n])))
+>>> g.connected(0b11), [b.name for b in g.subdiagram(0b11).boxes], g.subdiagram(0b11).dom, g.absorbed(0b11) == g.views
+(True, ['exp', 'rename', 'exp'], Ty(Array(h×n)), True)
+>>> out = renamed.build(Y, renamed(nc.elementwise("exp", "h m", m="n"), Y))   # the view is an output too
+>>> nc.engine.to_netlist(out) and OpGraph(nc.engine.to_netlist(out)).connected(0b11)
+False
 """
 from __future__ import annotations
 
@@ -84,7 +93,8 @@ class OpGraph(BlockKernels):
     Operations are numbered in the netlist's topological order; a set of operations is a bit mask.
     ``share``: a block reads each outside value through one input; ``fold``: closed values are computed by each
     port that reads them, not operations; ``join``: operations that read one value are linked; ``once``: a block's
-    kernel computes each value once (see the module docstring).  Renames are :attr:`views`, not operations.
+    kernel computes each value once (see the module docstring).  Renames are :attr:`views`, not operations (a block
+    holding a view's producer and all its readers holds it inside, :meth:`absorbed`).
     """
 
     def __init__(self, net: Netlist, *, share: bool = False, fold: bool = False, join: bool = False,
@@ -104,7 +114,7 @@ class OpGraph(BlockKernels):
         self.preds = [0] * len(self.nodes)
         self.succs = [0] * len(self.nodes)
         self.flows = [0] * len(self.nodes)     # data flow not through a view: what a kernel can fuse along
-        self.apart = [0] * len(self.nodes)     # the ends of a view: never in one kernel (the view is in global memory)
+        self.apart = [0] * len(self.nodes)     # the ends of a view: one kernel only where it holds the view inside
         readers = {}
         for i, nid in enumerate(self.nodes):
             for src in self.sources(nid):
@@ -132,10 +142,19 @@ class OpGraph(BlockKernels):
                 for i in bits(mask):
                     self.siblings[i] |= mask & ~(1 << i)
         self._viewing = sum(1 << i for i, a in enumerate(self.apart) if a)   # the operations at a view's ends
+        # per view: (the bit of the operation whose value it renames, 0 for an input; the operations reading it,
+        # through further views; whether anything else reads it: an output of the function)
+        self.view_ends = {v: self._view_ends(v) for v in self.views}
+        self._viewed = [[] for _ in self.nodes]    # per operation: (readers, whole) of the views of its values
+        for producer, readers, outside in self.view_ends.values():
+            if producer:
+                self._viewed[producer.bit_length() - 1].append((readers, not outside))
         self._moved = {}   # block -> the arrays its kernel moves whole (:meth:`moved`)
         self.compulsory = {}   # (block or array, sizes) -> the values of :meth:`moved` (or the array) at the sizes
         self._ends = None  # per operation: its ports' values and its outputs' readers (:meth:`moved`, made once)
         self._linked = [f | s for f, s in zip(self.flows, self.siblings)]   # data flow or a value read together
+        self._through_links = {False: [f | a for f, a in zip(self.flows, self.apart)],
+                               True: [f | a for f, a in zip(self._linked, self.apart)]}
 
     def __len__(self):
         return len(self.nodes)
@@ -180,6 +199,33 @@ class OpGraph(BlockKernels):
         while src[0] != INPUT and src[0] in self.views:
             src = self._source(self.net.ins[src[0]][0])
         return src
+
+    def _view_ends(self, v) -> tuple:
+        producer = self._through_views(self._source(self.net.ins[v][0]))
+        bit = 1 << self.index[producer[0]] if producer[0] != INPUT and producer[0] in self.index else 0
+        readers, outside = 0, False
+        for r in self.final_readers(self.net.outs[v][0]):
+            if r[0] != OUTPUT and r[0] in self.index:
+                readers |= 1 << self.index[r[0]]
+            else:
+                outside = True
+        return bit, readers, outside
+
+    def absorbed(self, block: int) -> set:
+        """The views a kernel of ``block`` holds inside: those of a value it makes that it reads (a block that
+        holds both ends of a view holds all its readers, :meth:`linked`), renamed in the kernel's indexing."""
+        return {v for v, (producer, readers, _) in self.view_ends.items() if producer & block and readers & block}
+
+    def final_readers(self, wid) -> list:
+        """:meth:`readers` seen through views: a view's readers in its place (an output of the function that a
+        view of the value is, as ``("out", j)``)."""
+        out = []
+        for r in self.readers(wid):
+            if r[0] != OUTPUT and r[0] in self.views:
+                out += [x for w in self.net.outs[r[0]] for x in self.final_readers(w)]
+            else:
+                out.append(r)
+        return out
 
     def sources(self, nid) -> list:
         """The producer of each input port of node ``nid`` (through copies)."""
@@ -255,31 +301,44 @@ class OpGraph(BlockKernels):
         return sorted(seen, key=lambda m: (m.bit_count(), m))
 
     def connected(self, block: int) -> bool:
-        """The operations of ``block`` are connected by data flow inside it (undirected)."""
-        return self._spans(block, False)
+        """The operations of ``block`` are connected by data flow inside it (undirected), through the views it holds
+        inside (:meth:`absorbed`); False where it holds both ends of a view that is also read outside it."""
+        return self._spans(block, 1)
 
     def linked(self, block: int) -> bool:
-        """The operations of ``block`` are connected by data flow or, in a graph built with ``join``, by reading one
-        value (two independent parts that read one value make one kernel: sibling fusion)."""
-        return self._spans(block, True)
+        """:meth:`connected`, or, in a graph built with ``join``, linked by reading one value (two independent parts
+        that read one value make one kernel: sibling fusion)."""
+        return self._spans(block, 2)
 
-    def _spans(self, block: int, siblings: bool) -> bool:
-        """Whether ``block`` is one component (through siblings too, with ``siblings``); kept per block, as the
-        space asks it of each extension under every down-set it grows from."""
-        found = self._spanned.get((block, siblings))
+    def direct(self, block: int) -> bool:
+        """The operations of ``block`` are connected by data flow that passes no view, and it holds no view inside:
+        the blocks a :class:`~napkin_cat.search.paths.Space` sizes its cap by (those a view links are costed under
+        the budget of blocks linked otherwise than by data flow, as sibling fusion's)."""
+        return self._spans(block, 0)
+
+    def _spans(self, block: int, how: int) -> bool:
+        """Whether ``block`` is one component (``how``: 0 by data flow passing no view, 1 through the views it holds
+        inside too, 2 through siblings too); kept per block, as the space asks it of each extension under every
+        down-set it grows from."""
+        found = self._spanned.get((block, how))
         if found is None:
-            found = self._spanned[(block, siblings)] = self._spans_now(block, siblings)
+            found = self._spanned[(block, how)] = self._spans_now(block, how)
         return found
 
-    def _spans_now(self, block: int, siblings: bool) -> bool:
+    def _spans_now(self, block: int, how: int) -> bool:
+        links = self._linked if how == 2 else self.flows
         if block & self._viewing:    # (only operations at a view's end can hold both of its ends)
             rest = block & self._viewing
             while rest:
                 low = rest & -rest
-                if self.apart[low.bit_length() - 1] & block:
-                    return False   # it would read a view of a value it makes: the view stands between kernels
+                if how == 0 and self.apart[low.bit_length() - 1] & block:
+                    return False       # a view inside
+                for readers, whole in self._viewed[low.bit_length() - 1]:
+                    if readers & block and (not whole or readers & ~block):
+                        return False   # a view of a value it makes that is also read outside: between kernels
                 rest ^= low
-        links = self._linked if siblings else self.flows
+            if how:
+                links = self._through_links[how == 2]   # a view held inside links its ends
         seen = todo = block & -block
         while todo:     # the component of the lowest operation, one set bit at a time (no list of bits made)
             low = todo & -todo
@@ -325,9 +384,9 @@ class OpGraph(BlockKernels):
 
     def _port_ends(self):
         """Per operation ``(ports, outputs)``: each port read from outside some block as ``(key, array, producer)``
-        (the key its value is loaded under, ``producer`` the bit of the operation making it, 0 for an input or a
-        view), each output as ``(array, readers, outside)`` (``readers`` the operations reading it, ``outside``
-        whether anything else does: an output of the function, a view); False where a box reads or makes a bool."""
+        (the key its value is loaded under, ``producer`` the bit of the operation making it, through views, 0 for
+        an input), each output as ``(array, readers, outside)`` (``readers`` the operations reading it, through views,
+        ``outside`` whether anything else does: an output of the function); False where a box reads or makes a bool."""
         boxes = [n for n in self.net.nodes.values() if n.kind == "box"]
         if any(a.dtype == BOOL for n in boxes for a in (*n.dom, *n.cod)):
             return False
@@ -338,12 +397,13 @@ class OpGraph(BlockKernels):
             for p, src in enumerate(self.sources(nid)):
                 if src[0] in self.folded:
                     continue               # a closed value: computed inside, never loaded
-                producer = 1 << self.index[src[0]] if src[0] in self.index else 0
+                made_by = self._through_views(src)      # (a view of a value the block makes is not loaded)
+                producer = 1 << self.index[made_by[0]] if made_by[0] in self.index else 0
                 ports.append((src if self.share else (nid, p), node.dom[p], producer))
             made = []
             for port, w in enumerate(self.net.outs[nid]):
                 readers, outside = 0, False
-                for r in self.readers(w):
+                for r in self.final_readers(w):
                     if r[0] != OUTPUT and r[0] in self.index:
                         readers |= 1 << self.index[r[0]]
                     else:

@@ -176,7 +176,7 @@ def make(form, graph, path, book, level: int):
     join_rule = book.role("join") if "join" in book.roles else None
     mk = Maker(graph.net)       # the form's netlist, whose node ids name the graph's operations
     for k, (mask, variant, names) in enumerate(path):
-        ops = {graph.nodes[i] for i in bits(mask)}
+        ops = {graph.nodes[i] for i in bits(mask)} | graph.absorbed(mask)   # (the views it holds inside too)
         mine = set()
         # 1. every operation of the block its own kernel
         while True:

@@ -31,17 +31,20 @@ def playable(roles):
 
 #: Blocks (distinct kernels) a form may cost exactly; beyond, kernels are capped in size and grown greedily.
 BUDGET = 100
-#: Blocks linked only by a value their parts read (sibling fusion) a form may cost besides, smallest first.
+#: Blocks linked only by a value their parts read (sibling fusion) or a view they hold inside a form may cost
+#: besides, smallest first.
 SIBLING_BUDGET = 25
 
 
 class Space:
     """The kernel splits of one form (or of the operations ``within`` it, a segment): edges ``(D, D', block)``
     between down-sets, blocks of at most ``cap`` operations (plus the whole, so that full fusion is always
-    tried).  A block is connected by data flow; in a graph built with ``join``, blocks linked only by a value
-    their parts read (sibling fusion) are edges too, under a budget of their own (:data:`SIBLING_BUDGET`), where
-    the data-flow blocks fit the budget (the space is exact): the data-flow blocks, the cap and exactness are
-    what they are without them, and a capped space (grown greedily from its best split) is unchanged.
+    tried).  A block is connected by data flow passing no view (:meth:`~napkin_cat.search.blocks.OpGraph.direct`);
+    blocks linked otherwise, by a value their parts read (sibling fusion, in a graph built with ``join``) or by a
+    view they hold inside (its producer and every reader), are edges too, under a budget of their own
+    (:data:`SIBLING_BUDGET`), where the data-flow blocks fit the budget (the space is exact): the data-flow blocks,
+    the cap and exactness are what they are without them, and a capped space (grown greedily from its best split,
+    whose joins may hold a view inside) is unchanged but for the whole, tried where it is one kernel.
 
     The edges are grown from each down-set one operation at a time (``D'`` = ``D`` and operations whose inputs
     are computed), size by size, until the kernels of the next size would pass the budget of distinct kernels:
@@ -63,7 +66,8 @@ class Space:
         rank = {d: k for k, d in enumerate(self.downs)}
         frontier = {d: {0} for d in self.downs if allowed is None or d in allowed}
         edges, keys, self.cap, self.exact, size = [], set(), 0, True, 0
-        joined, joining, linked = set(), any(graph.siblings), []   # blocks linked only by a value read: own budget
+        # blocks linked otherwise than by data flow passing no view (by a value read, or a view held inside): own budget
+        joined, joining, linked = set(), any(graph.siblings) or bool(graph.views), []
         takes = {}       # a down-set -> the steps it can take next (a function of the down-set alone)
         connected = {}   # an extension -> whether data flow connects it (graph.connected)
         linking = {}     # an extension data flow does not connect -> whether a value read links it (graph.linked)
@@ -88,7 +92,7 @@ class Space:
                             continue
                         flows = connected.get(e)
                         if flows is None:   # (asked under every down-set the extension grows from)
-                            flows = connected[e] = graph.connected(e)
+                            flows = connected[e] = graph.direct(e)
                             if flows:
                                 more.add(graph.key(e))
                         if flows:
