@@ -48,7 +48,7 @@ def mha_split_merged():
 
 CASES = {   # name → (diagram, sizes, memory)
     "block-128": (L.transformer_block, BLOCK, 128),
-    "block-1024": (L.transformer_block, BLOCK, 1024),
+    "block-64": (L.transformer_block, BLOCK, 64),
     "mlp-stack": (lambda: stack(["gelu"] * 3, own=False), {"n": 8, "e": 8, "f": 16}, 256),
     "mha": (mha_split_merged, {"n": 8, "e": 8, "h": 2, "d": 4}, 128),
 }
@@ -64,10 +64,11 @@ def derived(name):
 
 
 def launch_lines(k) -> tuple[list, list]:
-    """Line numbers (from 1) of the launcher's kernel calls and of each kernel's ``tl.program_id``."""
+    """Line numbers (from 1) of the launcher's kernel calls and of each kernel's first body line (run once per
+    program, whether the kernel reads ``tl.program_id`` or is a single program without a grid)."""
     rows = k.source.splitlines()
     calls = [i + 1 for i, t in enumerate(rows) if t.lstrip().startswith(("kernel[", "nc_kernel")) and "](" in t]
-    programs = [i + 1 for i, t in enumerate(rows) if "tl.program_id(0)" in t]
+    programs = [i + 2 for i, t in enumerate(rows) if t.startswith("def nc_kernel")]
     return calls, programs
 
 
@@ -89,6 +90,25 @@ def test_views_between_kernels_are_aliases(name):
     assert sum(counts.get(n, 0) for n in calls) == kernels == len(kernels_of(d))
     assert sum(counts.get(n, 0) for n in programs) == sum(launch.blocks for launch in launches(p)
                                                           if any(isinstance(s, Kernel) for s in launch.body))
+
+
+def test_renames_inside_one_kernel():
+    """At a memory that holds the block (fusion joins kernels across a rename view whose readers it holds, fuse-35)
+    the renames run inside the one kernel: no alias is left, one launch, values = numpy float64 = the runner."""
+    f = L.transformer_block()
+    r = nc.derive(f, memory=1024, sizes=BLOCK)
+    tiles = {str(k): int(v) for k, v in (r.optimum.exact_sizes or r.optimum.sizes).items() if str(k) not in BLOCK}
+    p = nc.plan(r.diagram, {**BLOCK, **tiles})
+    k = nc.codegen.triton(p)
+    assert not k.printer.aliases and len(kernels_of(r.diagram)) == 1
+    assert "rename(" in k.source, "the renames are inside the kernel"
+    xs = inputs(p, seed=7)
+    y, counts = k.executions(*xs)
+    want = nc.evaluate(f, *(x.astype(np.float64) for x in xs), sizes=BLOCK)
+    np.testing.assert_allclose(np.asarray(y), want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(p(*xs)), want, rtol=1e-4, atol=1e-4)
+    calls, _ = launch_lines(k)
+    assert sum(counts.get(n, 0) for n in calls) == 1
 
 
 def test_a_view_with_the_wrong_strides_is_caught():
