@@ -108,6 +108,8 @@ from rewrites.siblings import RULES as SIBLINGS
 from rewrites.siblings import sibling_fusion
 from rewrites.compute_once import RULES as COMPUTE_ONCE
 from rewrites.compute_once import kernel_common_value
+from rewrites.axes_apart import RULES as APART
+from rewrites.axes_apart import axes_apart
 from rewrites.logsumexp_from_state import RULES as LSE_STATE
 from rewrites.logsumexp_from_state import logsumexp_from_softmax
 from rewrites.softmax import RULES as SOFTMAX
@@ -123,7 +125,7 @@ UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_co
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
 ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + INNER + SHARING + SIBLINGS + COMPUTE_ONCE + LSE_STATE + DECOMPOSE \
     + CONTRACTION + NORMALISERS + SPLITS + RECOMPUTE + STATISTICS + NORMAL_FORM + LOG_FORM + _SUM_RULES + SCALE_FORM \
-    + VARIANCE_FORM + DEVICES
+    + VARIANCE_FORM + DEVICES + APART
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
 
@@ -139,7 +141,7 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                     roles={"kernel": "kernel_formation", "fuse": "kernel_fusion", "stream": "stream_partition",
                            "sweep": "sliced_stream", "split": "split_stream", "nest": "inner_stream",
                            "group": "group_partition", "share": "shared_load", "join": "sibling_fusion",
-                           "compute_once": "kernel_common_value",
+                           "compute_once": "kernel_common_value", "apart": "axes_apart",
                            "recompute": ("softmax_to_logsumexp", "recompute"),
                            "prepare": ("softmax_contraction_to_unscaled", "logsumexp_from_softmax",
                                        "contraction_reassociation", "pairwise_contraction", "softmax_statistics_pass",
@@ -162,7 +164,7 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "flash_attention", "tiled_matmul", "kernel_formation", "kernel_fusion", "stream_partition", "sliced_stream",
            "group_partition", "INNER", "inner_stream", "RECOMPUTE", "recompute", "softmax_to_logsumexp",
            "SHARING", "shared_load", "SIBLINGS", "sibling_fusion", "COMPUTE_ONCE", "kernel_common_value",
-           "LSE_STATE", "logsumexp_from_softmax",
+           "LSE_STATE", "logsumexp_from_softmax", "APART", "axes_apart",
            "DECOMPOSE", "group_split_join",
            "stream_decomposition",
            "online_softmax_decomposition",

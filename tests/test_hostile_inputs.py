@@ -210,7 +210,7 @@ C_FLASH = nc.cost(FLASH)
     (lambda: nc.optimal(C_FLASH, memory="(1).__class__"), nc.MemoryLimitError, r"Attribute is not part of a memory"),
     (lambda: nc.optimal(C_FLASH, memory=""), nc.MemoryLimitError, r"memory '' is not a number or an expression"),
     (lambda: nc.optimal(C_FLASH, memory="nan"), nc.MemoryLimitError, r"memory 'nan' is not a number"),
-    (lambda: nc.optimal(C_FLASH, memory=2.0), nc.MemoryLimitError, r"memory 2\.0 is not a whole number of values"),
+    (lambda: nc.optimal(C_FLASH, memory=2.0), nc.MemoryLimitError, r"memory 2\.0 is a float: give the int 2"),
     (lambda: nc.optimal(C_FLASH, memory="9**9**9**9"), nc.MemoryLimitError, r"more than any level holds"),
     (lambda: nc.optimal(C_FLASH, level=True), nc.LevelError, r"the level of the optimum must be a whole number"),
     (lambda: nc.optimal(nc.cost(nc.group(nc.group(nc.group(nc.kernel(nc.einsum("a b c e -> a b c")), "a", "g_a"),

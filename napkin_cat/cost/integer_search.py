@@ -73,6 +73,35 @@ def check_grid(values, names=()) -> None:
                         f"tiles (candidates=)")
 
 
+def undominated(columns) -> tuple:
+    """``columns`` (posynomials as ``(coeffs, exponents)``) less each one another bounds term by term: ``A`` is
+    dropped where some other column ``B`` has every monomial of ``A`` with at least its coefficient, every
+    coefficient of ``A`` positive and none of ``B`` negative, so ``B(g) ≥ A(g)`` at every positive tiling and the
+    largest column, the memory a tiling needs, is the same at every tiling; the tiles each kept column reads cover
+    the dropped one's (:func:`independent` splits the tiles alike).  Order kept; of equal columns the first.
+
+    >>> one = Fraction(1)
+    >>> C = [((one,), ((1, 1),)), ((one, one), ((1, 1), (1, 0))), ((one,), ((0, 2),))]   # ab, ab + a, b²
+    >>> undominated(C) == (C[1], C[2])
+    True
+    """
+    terms = []
+    for coeffs, exps in columns:
+        t: dict = {}
+        for a, e in zip(coeffs, exps):     # (a monomial written twice: its coefficients add)
+            t[e] = t.get(e, 0) + a
+        terms.append(t)
+    positive = [all(a > 0 for a in t.values()) for t in terms]
+    keep = []
+    for i, a in enumerate(terms):
+        if positive[i] and any(
+                j != i and positive[j] and len(b) >= len(a) and (a != b or j < i)
+                and all(b.get(e, 0) >= k for e, k in a.items()) for j, b in enumerate(terms)):
+            continue
+        keep.append(columns[i])
+    return tuple(keep)
+
+
 def _exact(poly, combo) -> Fraction:
     """``Σ α_k Π g_i^{e_ki}`` at the tiles ``combo``, exact: summed as one numerator over one denominator in
     integers (a tile with a negative exponent divides), reduced once at the end.

@@ -79,6 +79,9 @@ def memory_limit(memory, *, text: bool = False) -> sympy.Expr:
         raise MemoryLimitError(f"memory must be positive, got {memory}: {LEGAL}")
     if M.is_number:
         _check_magnitude(M, memory)
+        if not M.is_Integer and M.is_extended_real and (M - sympy.floor(M)).is_zero:
+            raise MemoryLimitError(f"memory {memory!r} is a float: give the int {int(M)} (a level's capacity is a "
+                                   f"whole number of values)")
         if not M.is_Integer or isinstance(memory, (float, sympy.Float)):
             raise MemoryLimitError(f"memory {memory!r} is not a whole number of values (an int): {LEGAL}")
     if M.has(sympy.oo, sympy.zoo):

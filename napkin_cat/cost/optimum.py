@@ -176,6 +176,14 @@ def clamped(prog: TilingProgram, whole) -> TilingProgram:
     names = {str(w) for w in whole}
     if not names:
         return prog
+    return _clamped(prog, frozenset(names))
+
+
+@lru_cache(maxsize=512)
+def _clamped(prog: TilingProgram, names: frozenset) -> TilingProgram:
+    """:func:`clamped` of the tiles named ``names``: a pure function of the frozen program and the names (the
+    process's memo, bounded: a symbolic derive asks for a block's program with the same tiles whole once per
+    candidate that holds it)."""
     unknown = sorted(names - {str(t) for t in prog.tiles})
     if unknown:
         raise NapkinError(f"whole={unknown}: not tiles of this program; its tiles are {[str(t) for t in prog.tiles]}")

@@ -44,7 +44,8 @@ def compiled(prog: TilingProgram, sizes: tuple):
 
     Each expression is expanded at the sizes in exact arithmetic (:func:`.exact_arithmetic.monomials_at`, its
     streams fixed as ``prog.fixed`` says), or, where it is not a sum of monomials there, by sympy, whose error
-    names what is wrong.  Columns equal at the sizes are pooled (the largest is what binds).
+    names what is wrong.  Columns equal at the sizes are pooled, and a column another bounds term by term is dropped
+    (:func:`~.integer_search.undominated`: the largest is what binds, the same at every tiling).
 
     Why this memo is the process's, not a call's (issue 35: a cache belongs to the call unless its result is a pure
     function of its key): the answer reads nothing but its two arguments, and the key is both whole.  ``prog`` is a
@@ -77,7 +78,7 @@ def compiled(prog: TilingProgram, sizes: tuple):
         m = monomials(sympy.sympify(expr).xreplace(dict(prog.fixed)), prog.tiles)
         return tuple(_fraction(sympy.sympify(sympy.sympify(a).xreplace(env)), what) for a in m.coeffs), m.exponents
     H = exact(prog.H, "a transfer coefficient")
-    cols = tuple(dict.fromkeys(exact(col, "a memory coefficient") for col in prog.columns))
+    cols = integer_search.undominated(tuple(dict.fromkeys(exact(col, "a memory coefficient") for col in prog.columns)))
     smallest = max((sum(a for a in col[0]) for col in cols), default=Fraction(0))
     return H, cols, tuple(fulls), smallest
 

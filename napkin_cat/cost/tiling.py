@@ -148,20 +148,34 @@ def held(c, level: int) -> tuple:
     >>> held(nc.cost(att), 1)
     (2*d*g_q + 2*d*s_x,)
     """
+    return _held(_held_key(c, level))
+
+
+def _held_key(c, level: int):
+    """What :func:`held` reads of ``c``: ``(relabelling, what each group holds)`` as it is in the record, or None
+    where the model is empty (a streamed axis with a concrete size, a group with nothing held at ``level``)."""
     relabel = {}
     for rec in c.streams:
         _, size, full = rec
         if getattr(rec, "level", 1) != level:
             continue
         if not isinstance(sympy.sympify(full), sympy.Symbol):
-            return ()
+            return None
         relabel[sympy.sympify(full)] = sympy.sympify(size)
     out = []
     for grp in _groups_at(c, level):
         if level not in grp.H_g:
-            return ()
-        out.append(sympy.expand(sympy.sympify(grp.H_g[level]).subs(relabel)))
-    return tuple(out)
+            return None
+        out.append(grp.H_g[level])
+    return tuple(relabel.items()), tuple(out)
+
+
+def _held(key) -> tuple:
+    """:func:`held` of its :func:`_held_key`."""
+    if key is None:
+        return ()
+    relabel = dict(key[0])
+    return tuple(sympy.expand(sympy.sympify(h).subs(relabel)) for h in key[1])
 
 
 def program(c, level: int, streams=1) -> TilingProgram:
@@ -172,8 +186,8 @@ def program(c, level: int, streams=1) -> TilingProgram:
     tile of the program, at most its axis, unless ``streams`` names it; every other stream is fixed.
     """
     tiles, axes, fulls, fixed = _frame(c, level, streams)
-    key = (c.H[level], tuple(c.columns.get(level, ())), tiles, axes, fulls, fixed, held(c, level))
-    return _program(*key)
+    key = (c.H[level], tuple(c.columns.get(level, ())), tiles, axes, fulls, fixed, _held_key(c, level))
+    return _program(*key)     # (what each group holds expanded on a miss only: a program asked for again is read)
 
 
 def unexpanded(c, level: int, streams=1) -> TilingProgram:
@@ -224,8 +238,12 @@ def tiled_streams(c, level: int, streams=None) -> list:
     return out
 
 
+@lru_cache(maxsize=4096)
 def rereads(H, s) -> bool:
     """Whether the transfers ``H`` fall as the stream size ``s`` grows (a term with ``s`` in its denominator).
+
+    A pure function of its two arguments, compared by value (the process's memo, bounded: a record's program is
+    framed again each time it is asked for, :func:`program`).
 
     ``H`` is expanded over all its symbols in exact arithmetic (:func:`~.exact_arithmetic.monomials_at`), or by
     sympy where it is not a sum of monomials (a ceiling, a root).
@@ -260,7 +278,8 @@ def _groups_at(c, level: int) -> list:
 
 
 @lru_cache(maxsize=512)
-def _program(H, columns, tiles, axes, fulls, fixed, kept) -> TilingProgram:
+def _program(H, columns, tiles, axes, fulls, fixed, held_key) -> TilingProgram:
+    kept = _held(held_key)
     subs = dict(fixed)
     cols = []
     for col in columns:

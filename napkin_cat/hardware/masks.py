@@ -1,10 +1,11 @@
 """What a prediction assumes of the masks from positions in an algorithm: the cost at sizes and the counting runner
 charge a mask's maps only on the trips it does not allow whole (:meth:`napkin_cat.algorithms.skipping.Skip.whole`),
 as the C and Triton kernels run them (the Triton kernel's whole trips in a loop of their own where they are one range
-of the loop's index, else under a per-trip test: ``tests/codegen/test_triton_whole_trips.py`` counts the masks it
-makes against the runner's).  Of a mask read from data a prediction states the density it was given
-(:func:`bound_densities`: ``rho[…]`` → a number in 0 … 1, 1 where none is given) or the block mask's measured density
-at the kernel's tiles (:func:`density_assumptions`).
+of the loop's index, a ragged last tile included, else under a per-trip test:
+``tests/codegen/test_triton_whole_trips.py`` counts the masks it makes against numpy's partial tile pairs and the
+runner's, at sizes the tiles divide and at primes).  Of a mask read from data a prediction states the density it was
+given (:func:`bound_densities`: ``rho[…]`` → a number in 0 … 1, 1 where none is given) or the block mask's measured
+density at the kernel's tiles (:func:`density_assumptions`).
 
 >>> import napkin_cat as nc
 >>> masked_by_positions(nc.stream(nc.library.causal_attention(), "x", "s_x"))
@@ -25,9 +26,9 @@ from napkin_cat.syntax.flat import layers
 #: what a GPU prediction of an algorithm with a mask from positions assumes besides (:func:`density_assumptions`)
 MASK_LEFT_OUT_ON_WHOLE_TRIPS = (
     "a mask from positions is made only on the trips that run and that it does not allow whole, as the plan's "
-    "counting runner and the Triton kernel run it (the trips it allows whole in a loop of their own, or under a "
-    "per-trip test where the tiles are ragged); on those trips the select that applies it is still charged, which "
-    "the kernel folds away")
+    "counting runner and the Triton kernel run it (the trips it allows whole in a loop of their own, the ragged last "
+    "tile included, where they are one range of the loop's index, else under a per-trip test); on those trips the "
+    "select that applies it is still charged, which the kernel folds away")
 
 
 def masked_by_positions(algorithm) -> bool:

@@ -30,14 +30,21 @@ napkin_cat.errors.NapkinError: derive(hardware=...) derives at the memories the 
 Traceback (most recent call last):
 ...
 napkin_cat.errors.NapkinError: derive(hardware=epyc-zen3-dev) got ['overlap']: a CPU model's time model takes ...
+>>> derive(mm, sizes=sizes, hardware="epyc-zen5")
+Traceback (most recent call last):
+...
+napkin_cat.errors.HardwareError: no hardware model called 'epyc-zen5'; shipped GPU models are a100, ..., CPU models ...
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from napkin_cat.cost.at_sizes import counts_kept
 from napkin_cat.cost.collector import collector_paused
-from napkin_cat.errors import ArgumentError, AxisError, NapkinError
+from napkin_cat.errors import ArgumentError, AxisError, HardwareError, NapkinError
 from napkin_cat.hardware.clustered import TIME_OPTIONS as CLUSTER_TIME_OPTIONS, derive_for_cluster
 from napkin_cat.hardware.devices import Cluster
+from napkin_cat.hardware.model import models
 from napkin_cat.hardware.cpu import CPU, THIS_CPU, cpus, load_cpu
 from napkin_cat.hardware.cputime import derive_for_cpu_time
 from napkin_cat.hardware.timed import derive_for_time
@@ -58,6 +65,17 @@ def is_cpu(hardware) -> bool:
     """Whether ``hardware`` names a CPU model: a :class:`~napkin_cat.hardware.cpu.CPU`, a shipped CPU model's name
     or ``"this-cpu"``."""
     return isinstance(hardware, CPU) or (isinstance(hardware, str) and hardware.lower() in (*cpus(), THIS_CPU))
+
+
+def _known(hardware) -> None:
+    """A name that is neither a shipped GPU model, a shipped CPU model nor a file is a HardwareError listing both
+    (``derive`` takes either kind; the GPU loader alone would name only its own)."""
+    if not isinstance(hardware, str) or hardware.endswith(".toml") or "/" in hardware or is_cpu(hardware):
+        return
+    if hardware.lower() not in models() and not Path(hardware).exists():
+        raise HardwareError(f"no hardware model called {hardware.lower()!r}; shipped GPU models are "
+                            f"{', '.join(models())}, CPU models {', '.join(cpus())} and {THIS_CPU!r} (or give the "
+                            f"path of a .toml file)")
 
 
 @collector_paused
@@ -84,6 +102,7 @@ def derive(diagram, memory="M", level: int = 1, sizes: dict | None = None, *, ha
     if not (isinstance(memory, str) and memory == "M"):
         raise NapkinError(f"derive(hardware=...) derives at the memories the model's shared memory holds: drop "
                           f"memory={memory!r} (memory is the model's)")
+    _known(hardware)
     cpu = is_cpu(hardware)
     own, alien = (CPU_OPTIONS, TIME_OPTIONS) if cpu else (TIME_OPTIONS, CPU_OPTIONS)
     model = load_cpu(hardware) if cpu else hardware

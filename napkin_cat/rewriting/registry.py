@@ -47,7 +47,11 @@ _loaded = False
 #: ``simplify`` (a tuple of terminating clean-up rules applied to a fixpoint first: dead code, identities) and
 #: ``normalise`` (a tuple of rules that each shrink the netlist, applied to a fixpoint with ``simplify``: an
 #: operation written by hand becomes the primitive the other rules know, a SoftMax written as max, exp, sum and
-#: divide the SoftMax; optional).  The device search (:mod:`napkin_cat.search.devices`, ``nc.derive`` on a cluster)
+#: divide the SoftMax; optional), ``apart`` (a rule applied once to the normal form, on the whole function, making one
+#: more form: axes that share a name but are two axes, one block's after another's, renamed apart, so that a kernel
+#: may partition each alone;
+#: takes ``seams=``, the node ids the search cuts a large function at; :mod:`napkin_cat.rewriting.apart`; optional:
+#: without it, names are kept).  The device search (:mod:`napkin_cat.search.devices`, ``nc.derive`` on a cluster)
 #: reads nine more, each optional (a book without them offers no device forms of that kind): ``shard`` (a box woven
 #: over an axis run on each device's shard of it; takes ``axis=`` and ``devices=``), ``shard_reduce`` (a box that
 #: reduces the axis: each device's partial merged by an all-reduce; same parameters), ``shard_fuse`` (two device
@@ -63,7 +67,7 @@ _loaded = False
 #: all-gather, all-gathers moved past the boxes local to their axis and left out at the outputs: sequence
 #: parallelism).
 ROLES = ("kernel", "fuse", "stream", "sweep", "split", "nest", "group", "share", "join", "compute_once", "recompute",
-         "prepare",
+         "prepare", "apart",
          "simplify", "normalise", "shard", "shard_reduce", "shard_fuse", "shard_gather", "shard_generate", "ring",
          "ring_gathered", "reshard", "scatter")
 

@@ -179,7 +179,8 @@ class Curve:
                 self._smallest[key] = sympy.sympify(max((value(c, env) for c in cols), default=0))
             else:
                 cols = self.cost.columns.get(self.level, [])
-                vals = [sympy.expand(sympy.sympify(c).subs(env)) for c in cols]
+                at = {k: sympy.sympify(v) for k, v in env.items()}      # (symbols to numbers: xreplace, as subs)
+                vals = [sympy.expand(sympy.sympify(c).xreplace(at)) for c in cols]
                 self._smallest[key] = (max(vals) if all(v.is_number for v in vals) else
                                        column_max(vals, exact=False)) if vals else sympy.Integer(0)
         return self._smallest[key]

@@ -105,8 +105,11 @@ class Candidate:
 
     def __init__(self, made, M, sizes, env, ref, whole=None, smallest=None, note=None, forms=None):
         self.made, self.whole, self.note = made, whole or [() for _ in made.parts], note
+        self._ref, self._H_ref = ref, None
         parts = _parts(made, M, self.whole, {} if forms is None else forms, ref)
-        self.H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env))
+        # (expanded part by part: a part recurs across the candidates that hold its kernel, expanded once)
+        self.H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env)) if env else \
+            sympy.Add(*[sympy.expand(h) for h, _ in parts])
         self.tiles = {}
         for _, t in parts:
             self.tiles.update({k: sympy.sympify(v).subs(env) for k, v in t.items()})
@@ -126,6 +129,13 @@ class Candidate:
     @note.setter
     def note(self, value):
         self._note = value
+
+    @property
+    def H_ref(self):
+        """``H`` at the reference sizes, a form in ``M`` alone (:func:`at_reference_sizes`), made once."""
+        if self._H_ref is None:
+            self._H_ref = at_reference_sizes(self.H, self._ref)
+        return self._H_ref
 
     @property
     def smallest(self):
@@ -202,6 +212,20 @@ def _until(curves, parts, whole, M, env, ref, start):
     return root, reaching_, False
 
 
+def at_reference_sizes(expr, ref, M=None, at=None):
+    """``expr.subs(ref)``, then ``.subs(M, at)`` where ``M`` is given, by ``xreplace`` (every key a symbol, every
+    value a number: the same expression, without ``subs``'s pattern matching; in two steps as the two ``subs``, so a
+    float memory meets the same exact form).
+
+    >>> import napkin_cat as nc
+    >>> M, d = nc.symbol("M"), nc.symbol("d")
+    >>> at_reference_sizes((M - 2 * d) / d, {d: 64}), at_reference_sizes((M - 2 * d) / d, {d: 64}, M, 256.0)
+    (M/64 - 2, 2.00000000000000)
+    """
+    out = sympy.sympify(expr).xreplace({k: sympy.sympify(v) for k, v in ref.items()})
+    return out if M is None else out.xreplace({M: sympy.sympify(at)})
+
+
 def past_at(curves, parts, whole, M, env, ref, at: float) -> list:
     """Per kernel, the tiles of its program (the block's names; not yet in ``whole``) whose large-M form exceeds
     the tile's axis at ``M = at`` at the reference sizes ``ref``: the law ``t(at) ≤ n`` is what a tile of an
@@ -209,7 +233,7 @@ def past_at(curves, parts, whole, M, env, ref, at: float) -> list:
     over = [() for _ in curves]
     for k, tile, t, n in open_tiles(curves, parts, whole, env):
         try:
-            tv, nv = complex(t.subs(ref).subs(M, at)), complex(n.subs(ref))
+            tv, nv = complex(at_reference_sizes(t, ref, M, at)), complex(at_reference_sizes(n, ref))
         except (TypeError, ValueError):
             continue
         if abs(tv.imag) <= 1e-9 * abs(tv) and abs(nv.imag) <= 1e-9 * abs(nv) and tv.real > nv.real * (1 + 1e-9):
@@ -244,10 +268,10 @@ def clamped_candidates(cand, M, sizes, env, ref, forms=None):
         whole = [tuple(f) + tuple(r) for f, r in zip(c.whole, c.reaching)]
         start = start_whole(c, whole, sizes, env, ref)
         at = c.end.at
-        before = c.H.subs(ref).subs(M, at)
+        before = c.H_ref.xreplace({M: sympy.sympify(at)})
         nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, forms=forms)
         at = max(at, start.at)
-        after = nxt.H.subs(ref).subs(M, at)     # (where it starts: a form shifted by what it holds, at its own)
+        after = nxt.H_ref.xreplace({M: sympy.sympify(at)})   # (where it starts: a form shifted by what it holds)
         if c.past:
             nxt.note = _whole_from_start(c.reaching)
         elif abs(float(after - before)) > 1e-9 * max(1.0, abs(float(before))):
@@ -352,7 +376,7 @@ def _guarded(f):
 
 def envelope(cands, M, ref):
     """``[(candidate index, lower, upper)]``: the cheapest candidate per interval of ``M`` (module docstring)."""
-    fs = [_guarded(sympy.lambdify(M, c.H.subs(ref), "math")) for c in cands]
+    fs = [_guarded(sympy.lambdify(M, c.H_ref, "math")) for c in cands]
     ts = [c.start.at for c in cands]
     us = [c.until_at for c in cands]
     start = min(ts)

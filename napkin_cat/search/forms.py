@@ -114,12 +114,36 @@ def _simplified(diagram, book) -> Form:
     share, fold, join = "share" in book.roles, "recompute" in book.roles, "join" in book.roles
     once = "compute_once" in book.roles
     rules = tuple(rule for role in ("simplify", "normalise") if role in book.roles for rule in book.role(role))
-    if not rules:
+    if not rules and "apart" not in book.roles:
         return Form(diagram, share=share, fold=fold, join=join, once=once)
-    net = to_netlist(diagram)
-    axes = sum(len(w.array.axes) for w in net.wires.values())
-    net, steps = fixpoint(net, rules, (len(net.nodes) + len(net.wires) + 1) * (axes + 1))
+    net, steps = to_netlist(diagram), []
+    if rules:
+        axes = sum(len(w.array.axes) for w in net.wires.values())
+        net, steps = fixpoint(net, rules, (len(net.nodes) + len(net.wires) + 1) * (axes + 1))
     return Form(net, tuple(steps), tuple(s.rule for s in steps), share, fold=fold, join=join, once=once)
+
+
+def apart_forms(form, book) -> list:
+    """The normal form ``form`` with its axes renamed apart by the book's ``apart`` rule (axes one block's after
+    another's, :mod:`napkin_cat.rewriting.apart`), as one more form: ``[]`` where the book has no such rule or it
+    has no match.  A function the search cuts into segments (:mod:`.segments`) is renamed apart within each segment
+    (``seams=``): kernels do not cross them, and alike segments stay alike, so each kind is solved once.
+
+    The renamed form joins the forms the search compares (it is not prepared further): the search over the forms
+    with names kept is the one it was, so the answer is never worse, and where names kept two blocks' axes as one
+    the renamed form's kernels partition each alone (a stack sharing names derives as the stack with its own)."""
+    if "apart" not in book.roles:
+        return []
+    rule = book.role("apart")
+    cut = form.cut
+    if cut:
+        rule = rule.using(seams=" ".join(str(form.graph.nodes[p]) for p in cut[1]))
+    first = next((m for m in rule.lazy_candidates(form.net) if rule.failure(m) is None), None)
+    if first is None:
+        return []
+    step = Step.of(rule, first, form.net, rule.fill(first))
+    return [Form(step.after_net, form.steps + (step,), form.prepared + (step.rule,), form.share, fold=form.fold,
+                 join=form.join, once=form.once)]
 
 
 def prepared_forms(diagram, book, depth: int = 2, limit: int = 6, *, sizes: dict | None = None) -> list:
@@ -129,9 +153,15 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6, *, sizes: dict
     segment) is prepared one rule at a time at every place it applies, so that its alike blocks are prepared alike,
     and is not given recomputed forms (:func:`~napkin_cat.search.recomputation.recomputed_forms`; the others are).
     There one choice is taken at each place: the one whose replacement does the least work at ``sizes`` (axis name →
-    size; the rule's own order where ``sizes`` are not given or tie), :func:`least_work_first`."""
+    size; the rule's own order where ``sizes`` are not given or tie), :func:`least_work_first`.  Last, where the
+    book's ``apart`` rule renames some axes apart, the normal form so renamed (:func:`apart_forms`)."""
     rules = book.role("prepare") if "prepare" in book.roles else ()
     forms = [_simplified(diagram, book)]
+    return _prepared(forms, rules, book, depth, limit, sizes) + apart_forms(forms[0], book)
+
+
+def _prepared(forms, rules, book, depth, limit, sizes) -> list:
+    """:func:`prepared_forms` of the normal form ``forms[0]``, but the one its axes renamed apart."""
     if len(forms[0].graph) > segments_module.SEGMENT_AT:
         return _prepared_everywhere(forms, rules, depth, limit, sizes)
     queue = [forms[0]]

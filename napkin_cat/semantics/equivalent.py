@@ -14,6 +14,11 @@ check, whatever its seed and however few its trials, makes the strictest trial:
 
 A verdict with no finite output entry compared is a failure: NaN everywhere certifies nothing.
 
+Finite entries agree within a tolerance that follows the precision the comparison evaluates in
+(:mod:`napkin_cat.semantics.precision`): ``|a − b| ≤ rtol·|b| + atol`` with ``rtol = min(C·n·u, √u)`` (``u`` the unit
+roundoff of the narrowest format either diagram's casts round to, float64's when none does; ``n`` the sum of the
+axes' lengths at the trial) and ``atol = rtol·max|b|``; an explicit ``rtol`` or ``atol`` replaces its default.
+
 >>> import napkin_cat as nc
 >>> v = equivalent(nc.einsum("a b -> b a"), nc.einsum("a b -> b a"))
 >>> bool(v), v.seed, len(v.tried), v.tried[0]["tiles"]
@@ -37,6 +42,7 @@ from napkin_cat.errors import AxisError, NapkinError
 from napkin_cat.semantics.env import Env
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.semantics.footprint import check_diagrams, largest_array, value_at
+from napkin_cat.semantics.precision import Precision, default_rtol, precision_of, precision_of_values
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.sizes import Sizes, as_sizes, names_of, symbols_of
@@ -56,7 +62,9 @@ class Equivalence:
     """The verdict of :func:`equivalent`; truthy when the diagrams agree.
 
     ``seed`` and ``tried`` (per trial: its number, kind of tiles and sizes) say what was compared;
-    on disagreement ``message``, ``output``, ``max_error`` and ``sizes`` say where.
+    on disagreement ``message``, ``output``, ``max_error`` and ``sizes`` say where.  ``precision`` is the format
+    the comparison evaluated in (its narrowest: :mod:`napkin_cat.semantics.precision`), ``rtol`` and ``atol``
+    the largest tolerances applied (they follow the precision and the sizes unless given).
     """
 
     ok: bool
@@ -67,12 +75,16 @@ class Equivalence:
     trials: int = 0
     seed: int | None = None
     tried: list = field(default_factory=list)
+    precision: Precision = field(default_factory=Precision)
+    rtol: float = 0.0
+    atol: float = 0.0
 
     def __bool__(self):
         return self.ok
 
     def __repr__(self):
-        said = self.message or (f"{self.trials} trial(s), seed {self.seed}, max error {self.max_error:.3g}"
+        said = self.message or (f"{self.trials} trial(s), seed {self.seed}, max error {self.max_error:.3g} "
+                                f"(in {self.precision}: rtol {self.rtol:.3g}, atol {self.atol:.3g})"
                                 if self.seed is not None else "")
         tried = "; ".join(f"trial {t['trial']} ({t['tiles']}) {t['sizes']}" for t in self.tried)
         return f"Equivalence({self.ok}{': ' + said if said else ''}{' [' + tried + ']' if tried else ''})"
@@ -228,15 +240,37 @@ def _evaluated(d: Diagram, xs: list, named: dict, evaluations: dict | None):
     return evaluations[key]
 
 
+def _axes_length(diagrams, env: dict) -> int:
+    """The sum of the lengths of the distinct axes the diagrams' inputs and outputs carry, at the bindings
+    ``env``: the ``n`` of the default tolerance (every sum a diagram takes runs along some of them)."""
+    axes = {(a.name, a.size) for d in diagrams for arr in (*d.dom.inside, *d.cod.inside) for a in arr.axes}
+    return sum(value_at(env, size) or 1 for _, size in axes)
+
+
+def _tolerance(name: str, value):
+    """An explicit tolerance: a non-negative finite number (None: the precision's default)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) or \
+            not 0 <= float(value) < float("inf"):
+        raise NapkinError(f"{name} must be a finite number ≥ 0 (or None: the default, which follows the precision "
+                          f"the diagrams evaluate in), got {value!r}")
+    return float(value)
+
+
 def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, sizes: dict | None = None,
-               low: int = 1, high: int = 7, rtol: float = 1e-6, atol: float = 1e-8,
+               low: int = 1, high: int = 7, rtol: float | None = None, atol: float | None = None,
                scale: float = 1.0, evaluations: dict | None = None) -> Equivalence:
     """Compare two diagrams on random inputs (and random sizes and tiles for symbolic ones).
 
     ``sizes`` fixes some sizes (name → int); the others are drawn per trial (see the module doc).  An
     integer input (an index, a segment id) gets integers in ``[0, high]``, a mask random booleans.
     NaN and ±inf must sit in the same places; finite entries must agree to ``rtol``/``atol``; and
-    some finite entry must have been compared.  ``evaluations``: a dict in which each diagram's outputs are kept
+    some finite entry must have been compared.  By default the tolerance follows the precision the comparison
+    evaluates in (the narrowest format either diagram's casts round to, else float64) and the sizes:
+    ``rtol = min(C·n·u, √u)``, ``atol = rtol·max|b|`` (:mod:`napkin_cat.semantics.precision`, which says why); an
+    explicit ``rtol`` or ``atol`` (a number ≥ 0) replaces its default.  The verdict says the precision and the
+    largest tolerances applied.  ``evaluations``: a dict in which each diagram's outputs are kept
     by (the diagram, its sizes, its inputs' bytes) and looked up again, for comparisons along a chain
     ``d₀ ≟ d₁ ≟ d₂ …`` that meet a diagram twice at the same trial (:meth:`~napkin_cat.rewriting.trace.Trace.check`);
     the caller owns it and keeps the diagrams alive while it does.
@@ -245,6 +279,9 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
     >>> v = equivalent(nc.reduce("sum", "a -> "), nc.reduce("max", "a -> "), sizes={"a": 3})
     >>> bool(v), v.sizes
     (False, {'a': 3})
+    >>> v = equivalent(nc.library.alibi_attention(0.3, causal=False), nc.library.alibi_attention(0.3, causal=False))
+    >>> str(v.precision), v.rtol < 1e-4
+    ('fp32 (cast in the first diagram)', True)
     """
     for name, d in (("first", d1), ("second", d2)):
         if not isinstance(d, Diagram):
@@ -257,6 +294,7 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
                               f"got {bound!r}")
     if high < low:
         raise NapkinError(f"random sizes are drawn from low … high: low = {low} is above high = {high}")
+    rtol, atol = _tolerance("rtol", rtol), _tolerance("atol", atol)
     if d1.dom != d2.dom or d1.cod != d2.cod:
         return Equivalence(False, f"types differ: {d1.dom} → {d1.cod} vs {d2.dom} → {d2.cod}", seed=seed)
     rng = np.random.default_rng(seed)
@@ -264,6 +302,8 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
     tiled = bool(list(tile_sizes(d1)) or list(tile_sizes(d2)))
     kinds = TRIAL_KINDS if tiled else UNTILED_KINDS     # the strictest first: every check makes it
     worst, compared, entries, tried = 0.0, 0, 0, []
+    precision = precision_of(d1, "first").narrowest(precision_of(d2, "second"))
+    rtols, atols = [0.0], [0.0]
     for t in range(trials):
         kind = kinds[t % len(kinds)]
         env = _trial_sizes(rng, fixed, d1, d2, kind, low, high)
@@ -284,6 +324,8 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
             y2 = y1 if d2 is d1 else _evaluated(d2, xs, named, evaluations)
         y1 = y1 if isinstance(y1, tuple) else (y1,)
         y2 = y2 if isinstance(y2, tuple) else (y2,)
+        precision = precision.narrowest(precision_of_values(y1, "first")).narrowest(precision_of_values(y2, "second"))
+        r = rtol if rtol is not None else default_rtol(precision, _axes_length((d1, d2), env))
         for j, (a, b) in enumerate(zip(y1, y2)):
             a, b = np.asarray(a, float), np.asarray(b, float)
             # NaN and ±inf must sit in the same places; the error is taken over finite entries
@@ -292,17 +334,23 @@ def equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, size
             finite = np.isfinite(a) & np.isfinite(b) if a.shape == b.shape else np.zeros(0, bool)
             gap = np.abs(a[finite] - b[finite]) if a.shape == b.shape else np.zeros(0)
             err = float(gap.max()) if gap.size else 0.0
+            magnitude = float(np.abs(b[finite]).max()) if gap.size else 0.0
+            at = atol if atol is not None else r * magnitude
+            rtols.append(r)
+            atols.append(at)
             # np.allclose(a, b, rtol, atol, equal_nan=True) where the specials agree: NaN and ±inf in the same places
             # are equal, and every finite pair is within atol + rtol·|b| (its test, on the gaps taken once)
-            if not same_specials or not np.all(gap <= atol + rtol * np.abs(b[finite])):
+            if not same_specials or not np.all(gap <= at + r * np.abs(b[finite])):
                 if not same_specials:
                     err = float("nan")
-                what = "has NaN/inf in other places" if not same_specials else f"differs by up to {err:.3g}"
+                what = ("has NaN/inf in other places" if not same_specials else
+                        f"differs by up to {err:.3g} (tolerance in {precision}: rtol {r:.3g}, atol {at:.3g})")
                 return Equivalence(False, f"output {j} {what} at sizes {named} (trial {t}, {kind} tiles, "
-                                   f"seed {seed})", j, err, named, t + 1, seed, tried)
+                                   f"seed {seed})", j, err, named, t + 1, seed, tried, precision, r, at)
             worst, compared, entries = max(worst, err), compared + int(finite.sum()), entries + a.size
     if entries and not compared:
         return Equivalence(False, f"no finite output was compared: every output entry is NaN or ±inf in all "
                            f"{trials} trial(s) (seed {seed}), so agreement certifies nothing",
-                           None, 0.0, tried[-1]["sizes"] if tried else {}, trials, seed, tried)
-    return Equivalence(True, "", None, worst, {}, trials, seed, tried)
+                           None, 0.0, tried[-1]["sizes"] if tried else {}, trials, seed, tried, precision,
+                           max(rtols), max(atols))
+    return Equivalence(True, "", None, worst, {}, trials, seed, tried, precision, max(rtols), max(atols))

@@ -22,10 +22,11 @@ from napkin_cat.syntax.adapter import Diagram
 
 
 def assert_equivalent(d1: Diagram, d2: Diagram, *, seed: int = 0, trials: int = 3, sizes: dict | None = None,
-                      rtol: float = 1e-6, atol: float = 1e-8, **options):
+                      rtol: float | None = None, atol: float | None = None, **options):
     """Assert that ``d1`` and ``d2`` compute the same function (:func:`napkin_cat.equivalent` with the same
-    keywords); on failure the message names the sizes, the kind of tiles, the seed, the output and the
-    largest difference, and lists every trial made.  Returns the :class:`~napkin_cat.Equivalence`."""
+    keywords: the tolerance follows the precision the diagrams evaluate in unless ``rtol``/``atol`` are given); on
+    failure the message names the sizes, the kind of tiles, the seed, the output and the largest difference, and
+    lists every trial made.  Returns the :class:`~napkin_cat.Equivalence`."""
     for name, d in (("first", d1), ("second", d2)):
         if not isinstance(d, Diagram):
             raise NapkinError(f"assert_equivalent: the {name} argument is a {type(d).__name__}, not a diagram")

@@ -67,10 +67,10 @@ def test_the_library_computes_the_mathematics(name, scratch_kinds):
     d = REFERENCES[name][0]()
     ref = _reference(name, d)
     fixed = {"v": 8} if "entropy" in name else {}      # targets in [0, 7]: every one a row's column
-    # atol: a bias is cast to the scores' format (fp32) and scaled by √d there, so √d·bias is rounded to float32
-    # (about 5e-8 at d = 2, the strict trials' size; exact at d = 1 or 4) -- a follow-up of issue 25
-    assert nc.equivalent(d, ref, trials=4, sizes=fixed, atol=1e-6)
-    assert nc.equivalent(_partitioned(d), ref, trials=4, sizes=fixed, atol=1e-6)     # a ragged trial among them
+    # a bias is cast to the scores' format (fp32) and scaled by √d there, so √d·bias is rounded to float32: the
+    # comparison's tolerance follows (nc.semantics.precision), no atol given
+    assert nc.equivalent(d, ref, trials=4, sizes=fixed)
+    assert nc.equivalent(_partitioned(d), ref, trials=4, sizes=fixed)     # a ragged trial among them
 
 
 @pytest.mark.parametrize("name", list(REFERENCES))

@@ -1,8 +1,9 @@
 """A stream's trips in Triton: the range its mask reaches, the trips its mask allows whole, each trip's variant.
 
 A stream loop whose trips a mask skips runs over the trips its test allows: where the test is one range of the loop
-index (:meth:`~TritonTripsMixin.index_bounds`; causal: ``i_x ≤ i_q``), the loop's range (``range(0, i_q + 1)``:
-FlashAttention's causal loop, which the compiler pipelines); otherwise every trip, each under the test.
+index (:meth:`~TritonTripsMixin.index_bounds`, :mod:`.ranges`; causal: ``i_x ≤ i_q``), the loop's range
+(``range(0, i_q + 1)``: FlashAttention's causal loop, which the compiler pipelines); otherwise every trip, each under
+the test, and a comment in the source says why.
 
 Where a mask from positions is true on every pair of some trips (the plan's
 :class:`~napkin_cat.plan.skips.FullTrips`) and those trips are one range ``[start, end)`` of the index, the stream is
@@ -12,9 +13,12 @@ up to three loops, the state carried through them::
     for i in range(start, end):    body − made     (whole trips: the mask not made, read as true)
     for i in range(end, stop):     body
 
-with ``first ≤ start ≤ end ≤ stop`` (clamped), so the trips run, in order, are those of one loop; elsewhere (a ragged
-last tile in the condition) each trip tests the condition.  The law, on a whole trip: ``body − made`` computes what
-``body`` computes (``where(true, s, −∞) = s``).  A trip by the data's block mask reads its state from the block table
+with ``first ≤ start ≤ end ≤ stop`` (clamped), so the trips run, in order, are those of one loop.  A ragged last
+tile is no exception: its extent ``Min(T, n − T·i)`` in the condition is split (:mod:`.ranges`), so the last trip
+runs in the whole loop where the mask is true on every pair of it, in a partial one otherwise.  Elsewhere (the whole
+trips two ranges with a gap between, a condition not linear in the index) each trip tests the condition, and a
+comment above the loop says why.  The law, on a whole trip: ``body − made`` computes what ``body`` computes
+(``where(true, s, −∞) = s``).  A trip by the data's block mask reads its state from the block table
 (:meth:`~napkin_cat.codegen.printer.CodePrinter.trip_variants`).
 
 >>> import napkin_cat as nc
@@ -24,23 +28,15 @@ last tile in the condition) each trip tests the condition.  The law, on a whole 
 ...     print(line.split(":   #")[0].strip())
 for i_x in range(0, nc_partial_i_x)
 for i_x in range(nc_partial_i_x, tl.minimum((x + 15) // 16, (16*i_q + 31) // 16))
+>>> ragged = src.split("def nc_kernel0_ragged(")[1]       # launched where 16 does not divide q or x
+>>> [line.split("; ")[-1] for line in ragged.splitlines() if "for i_x in range(" in line]
+['the mask is true on every pair: not made, read as true', 'some pairs allowed: the mask made and applied']
 """
 from __future__ import annotations
 
-import sympy
-
 from napkin_cat.codegen.printer import ident
+from napkin_cat.codegen.triton.ranges import Bounds, Unstated, fold, index_bounds
 from napkin_cat.plan.ir import StreamLoop
-
-
-def _fold(xs: list, f: str) -> str:
-    """``f(x₀, f(x₁, …))`` of the printed expressions ``xs`` (``x₀`` alone)."""
-    return xs[0] if len(xs) == 1 else f"{f}({xs[0]}, {_fold(xs[1:], f)})"
-
-
-def _quotient(n: str, a: int) -> str:
-    """``n // a`` printed (``n`` alone where ``a`` is 1)."""
-    return n if a == 1 else f"({n}) // {a}"
 
 
 class TritonTripsMixin:
@@ -55,7 +51,8 @@ class TritonTripsMixin:
     end_if = ""
 
     #: a trip on which a mask from positions is true on every pair, where those trips are not one range of the loop's
-    #: index (:meth:`_print_StreamLoop`; a ragged last tile in the test): the body without the mask under a test
+    #: index (:meth:`_print_StreamLoop`; two ranges with a gap, a test not linear in it): the body without the mask
+    #: under a test
     if_positions = "if {condition}:   {comment} the mask is true on every pair of this trip: not made, read as true"
     else_positions = "else:   {comment} some pairs allowed: the mask made and applied"
 
@@ -68,75 +65,53 @@ class TritonTripsMixin:
         return [self.line(depth, f"{state} = tl.load({table.name} + {self.code(table.offset())})   "
                                  f"{self.comment} the block mask here: 0 none, 1 partial, 2 full")]
 
-    def index_bounds(self, condition, loop):
-        """``(lows, highs)``, printed expressions with ``condition`` ⟺ ``every low ≤ i < every high`` on the trips of
-        ``loop`` (index ``i``, from 0), or None where it is not one range of ``i``.  A relation ``a·i + b ≤ 0`` (``a``
-        a nonzero integer, ``b`` free of ``i``) bounds ``i`` on one side; a conjunction is every bound; a
-        disjunction of bounds all on one side is the loosest of them (``i < h₁ ∨ i < h₂ ⟺ i < max(h₁, h₂)``).
-        Triton's ``//`` truncates towards 0: each bound is printed as a quotient that is exact where it is
-        positive and at most 0 where the exact bound is (``i ≤ ⌊m/a⌋ ⟺ i < ⌊(m + a)/a⌋``), so clamped to the
-        loop's trips (from 0) it is exact."""
-        i = loop.index
-        if condition is sympy.true:
-            return [], []
-        if isinstance(condition, sympy.Or):
-            parts = [self.index_bounds(c, loop) for c in condition.args]
-            if any(p is None for p in parts) or any(not lo and not hi for lo, hi in parts):
-                return None
-            if all(not lo for lo, _ in parts):
-                return [], [_fold([_fold(hi, "tl.minimum") for _, hi in parts], "tl.maximum")]
-            if all(not hi for _, hi in parts):
-                return [_fold([_fold(lo, "tl.maximum") for lo, _ in parts], "tl.minimum")], []
-            return None
-        lows, highs = [], []
-        for rel in (condition.args if isinstance(condition, sympy.And) else (condition,)):
-            if not isinstance(rel, (sympy.Le, sympy.Lt, sympy.Ge, sympy.Gt)):
-                return None
-            e = rel.lhs - rel.rhs if isinstance(rel, (sympy.Le, sympy.Lt)) else rel.rhs - rel.lhs
-            e = sympy.expand(e + (1 if isinstance(rel, (sympy.Lt, sympy.Gt)) else 0))    # integers: a < b ⟺ a + 1 ≤ b
-            a = e.coeff(i)
-            rest = sympy.expand(e - a * i)
-            if not a.is_Integer or a == 0 or rest.has(i):
-                return None
-            if a > 0:        # i ≤ ⌊−rest/a⌋ ⟺ i < ⌊(a − rest)/a⌋
-                highs.append(_quotient(self.code(sympy.expand(a - rest)), int(a)))
-            else:            # i ≥ ⌈rest/|a|⌉ = ⌊(rest + |a| − 1)/|a|⌋
-                lows.append(_quotient(self.code(sympy.expand(rest - a - 1)), int(-a)))
-        return lows, highs
+    def index_bounds(self, condition, loop) -> Bounds | Unstated:
+        """``condition`` on the trips of ``loop`` as one range of its index (:func:`.ranges.index_bounds`: linear
+        bounds, a tile's ragged extent split, a relation free of the index as every trip or none), or
+        :class:`~.ranges.Unstated` with the reason."""
+        return index_bounds(self.tidy(self.nominal(condition)), loop.index, self.code, self.code(self.trips(loop)))
 
-    def trip_range(self, loop):
-        """``(first, stop)`` of the trips a skipping loop runs, as printed expressions, or None when its test is
-        not one range of its index (:meth:`index_bounds`)."""
-        found = self.index_bounds(self.tidy(self.nominal(loop.when)), loop)
-        if found is None:
-            return None
-        lows, highs = found
-        return _fold(["0"] + lows, "tl.maximum"), _fold([self.code(self.trips(loop))] + highs, "tl.minimum")
+    def trip_range(self, loop) -> tuple | Unstated:
+        """``(first, stop)`` of the trips a skipping loop runs, as printed expressions, or why its test is not one
+        range of its index (:meth:`index_bounds`)."""
+        found = self.index_bounds(loop.when, loop)
+        if isinstance(found, Unstated):
+            return found
+        return fold(("0",) + found.lows, "tl.maximum"), fold((self.code(self.trips(loop)),) + found.highs,
+                                                             "tl.minimum")
 
-    def whole_range(self, loop, first: str, stop: str):
+    def whole_range(self, loop, first: str, stop: str) -> tuple | Unstated:
         """``(start, end)``: printed bounds of the trips of ``loop`` in ``range(first, stop)`` on which its mask from
         positions is true on every pair (its ``full_trips.when``, :meth:`index_bounds`), clamped so that
         ``[first, start)``, ``[start, end)``, ``[end, stop)`` partition the trips; ``start`` is ``first`` where no
-        low bound holds, ``end`` is ``stop`` where no high bound does; None where they are not one range."""
-        found = self.index_bounds(self.tidy(self.nominal(loop.full_trips.when)), loop)
-        if found is None:
-            return None
-        lows, highs = found
-        start = f"tl.minimum({_fold([first] + lows, 'tl.maximum')}, {stop})" if lows else first
-        end = f"tl.minimum({_fold(highs + [start], 'tl.maximum')}, {stop})" if highs else stop
+        low bound holds, ``end`` is ``stop`` where no high bound does; or why they are not one range."""
+        found = self.index_bounds(loop.full_trips.when, loop)
+        if isinstance(found, Unstated):
+            return found
+        lows, highs = found.lows, found.highs
+        start = f"tl.minimum({fold((first,) + lows, 'tl.maximum')}, {stop})" if lows else first
+        end = f"tl.minimum({fold(highs + (start,), 'tl.maximum')}, {stop})" if highs else stop
         return start, end
 
     def _print_StreamLoop(self, s, depth):
         out = []
         if s.head:
             out += [self.line(depth, "# head")] + self._lines(s.head, depth)
+        i = ident(s.index.name)
         bounds = self.trip_range(s) if getattr(s, "skips", False) else None
+        if isinstance(bounds, Unstated):
+            out.append(self.line(depth, f"# the trips the mask reaches are not one range of {i} ({bounds.reason}): "
+                                        "each trip tests it"))
+            bounds = None
         first, stop = bounds or ("0", self.code(self.trips(s)))
         reach = ", the trips the mask reaches" if bounds else ""
-        i = ident(s.index.name)
         whole = None
         if s.full_trips is not None and self.full_trip is None and s.index not in self.block_tables:
             whole = self.whole_range(s, first, stop)
+            if isinstance(whole, Unstated):
+                out.append(self.line(depth, f"# the trips on which the mask is true on every pair are not one range "
+                                            f"of {i} ({whole.reason}): each trip tests it"))
+                whole = None
         if whole is None:      # every trip in one loop (each under a test where a mask from positions may be whole)
             out.append(self.line(depth, f"for {i} in range({first}, {stop}):   # {self.loop_comment(s)}{reach}"))
             out += self._trip(s, depth + 1, tested=bounds is None)

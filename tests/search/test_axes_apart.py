@@ -1,0 +1,146 @@
+"""Shared axis names across blocks do not restrict the search (issue joins-35): a stack whose blocks name their
+hidden axes alike derives what the same stack with its own names per block derives (the axes renamed apart,
+:mod:`napkin_cat.rewriting.apart`, by the rule book's ``apart`` rule: one more form the search compares).
+
+Second routes: the own-names stack's derive (the answer the shared one must reach); the plan's runner counting the
+transfers and the cost functor at the answer's tiles; ``nc.equivalent`` and the trace's replay.  The book without its
+``apart`` role is the mutant: there the shared stack's H is worse than the own-names one's (the bug, measured).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import napkin_cat as nc
+from napkin_cat.rewriting.registry import rulebook
+from napkin_cat.search.context import KernelCache
+
+L = nc.library
+
+
+def _block(kind: str, name: str):
+    if kind == "swiglu":
+        m = nc.rename_axis(L.swiglu_mlp(), "o", "e")
+    else:
+        m = nc.rename_axis(nc.rename_axis(L.mlp(activation=kind), "i", "e"), "o", "e")
+    return m if name == "f" else nc.rename_axis(m, "f", name)
+
+
+def stack(kinds, *, own: bool):
+    """Residual blocks in a row on ``n e`` (an MLP of the activation ``kind``, or a SwiGLU MLP), hidden axis ``f``
+    in each (``own``: ``f0``, ``f1``, …, the same sizes)."""
+    blocks = [_block(k, f"f{i}" if own else "f") for i, k in enumerate(kinds)]
+    ins = [blocks[0].dom.inside[0]]
+    for m in blocks:
+        ins.extend(m.dom.inside[1:])
+    b = nc.Builder(nc.Ty(*ins))
+    x, w = b.inputs[0], list(b.inputs[1:])
+    for m in blocks:
+        per = len(m.dom.inside) - 1
+        x = b(nc.elementwise("add", "n e, n e -> n e"), x, b(m, x, *w[:per]))
+        w = w[per:]
+    return b.build(x)
+
+
+def own_stack(k: int):
+    """k transformer blocks, block i with its own d{i} and f{i}."""
+    blocks = [nc.rename_axis(nc.rename_axis(L.transformer_block(), "d", f"d{i}"), "f", f"f{i}") for i in range(k)]
+    ins = [blocks[0].dom.inside[0]]
+    for tb in blocks:
+        ins.extend(tb.dom.inside[1:])
+    b = nc.Builder(nc.Ty(*ins))
+    x, w = b.inputs[0], b.inputs[1:]
+    for i, tb in enumerate(blocks):
+        x = b(tb, x, *w[12 * i:12 * (i + 1)])
+    return b.build(x)
+
+
+CASES = {   # name → (the blocks' kinds, memory)
+    "gelu x3": (("gelu",) * 3, 256),        # the issue's case: H 1,224 shared against 1,096 own before the fix
+    "gelu x2": (("gelu",) * 2, 256),
+    "relu x4": (("relu",) * 4, 512),
+    "swiglu x2": (("swiglu",) * 2, 256),
+    "gelu, swiglu, relu": (("gelu", "swiglu", "relu"), 256),
+    "gelu x8": (("gelu",) * 8, 512),        # cut into segments (two blocks each): renamed apart within each
+    "swiglu x6": (("swiglu",) * 6, 384),
+}
+NE = {"n": 8, "e": 8, "f": 16}
+
+
+def _derive(f, sizes, memory, book=None, cache=None):
+    return nc.derive(f, memory=memory, sizes=sizes, cache=KernelCache() if cache is None else cache, book=book)
+
+
+def _own_sizes(k):
+    return {"n": 8, "e": 8, **{f"f{i}": 16 for i in range(k)}}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_shared_names_derive_as_own_names(case):
+    kinds, memory = CASES[case]
+    shared = _derive(stack(kinds, own=False), NE, memory)
+    own = _derive(stack(kinds, own=True), _own_sizes(len(kinds)), memory)
+    assert shared.H == own.H
+    ts = shared.optimum.exact_sizes or shared.optimum.sizes
+    to = own.optimum.exact_sizes or own.optimum.sizes
+    assert sorted(int(v) for k, v in ts.items() if str(k) not in NE) == \
+        sorted(int(v) for k, v in to.items() if str(k) not in _own_sizes(len(kinds)))
+
+
+def _without_apart():
+    book = rulebook()
+    return replace(book, roles={r: n for r, n in book.roles.items() if r != "apart"})
+
+
+@pytest.mark.parametrize("case", ["gelu x3", "swiglu x2", "gelu x8"])
+def test_names_kept_restrict_the_search(case):
+    """The mutant (the book without ``apart``, names kept): the shared stack derives worse than the own-names one,
+    so the test above fails without the renaming (and the shared stack's answer is the better one with it)."""
+    kinds, memory = CASES[case]
+    kept = _derive(stack(kinds, own=False), NE, memory, book=_without_apart())
+    apart = _derive(stack(kinds, own=False), NE, memory)
+    own = _derive(stack(kinds, own=True), _own_sizes(len(kinds)), memory, book=_without_apart())
+    assert apart.H == own.H < kept.H
+
+
+def test_the_issue_case_numbers():
+    """The 3-block residual MLP (n 8, e 8, f 16, M 256): 1,096 shared and own (1,224 shared with names kept)."""
+    f = stack(("gelu",) * 3, own=False)
+    assert _derive(f, NE, 256).H == 1096
+    assert _derive(f, NE, 256, book=_without_apart()).H == 1224
+
+
+@pytest.mark.parametrize("case", ["gelu x3", "gelu, swiglu, relu"])
+def test_the_answer_runs_counts_and_replays(case):
+    """H = the runner's count = the cost functor at the tiles; the algorithm computes f; its trace (the renaming
+    first) replays from f to it."""
+    kinds, memory = CASES[case]
+    f = stack(kinds, own=False)
+    r = _derive(f, NE, memory)
+    assert r.trace.steps[0].rule == "axes_apart"
+    tiles = {str(k): int(v) for k, v in (r.optimum.exact_sizes or r.optimum.sizes).items() if str(k) not in NE}
+    at = {**NE, **tiles}
+    rng = np.random.default_rng(0)
+    xs = [rng.normal(size=tuple(at[a.name] if a.name in at else at[str(a.size)] for a in arr.axes))
+          for arr in f.dom.inside]
+    out, ran = nc.plan(r.diagram, at).run(*xs)
+    assert ran.transfers.get(1, 0) == r.H == nc.cost(r.diagram, sizes=at).H.get(1, 0)
+    assert np.allclose(out, nc.evaluate(f, *xs))
+    assert nc.equivalent(f, r.diagram, sizes=at)
+    assert nc.isomorphic(r.trace.replay(f), r.diagram)
+
+
+def test_transformer_stacks_agree():
+    """Two transformer blocks sharing d, f (and h, m) against two with their own d, f: one H.  The search cuts them
+    into segments (norm | attention | MLP) that hold no two classes of one name, so nothing is renamed: the answer
+    is the one with names kept (one cache: the second search reads the first's kernels)."""
+    ts = {"n": 8, "e": 8, "h": 2, "d": 4, "f": 16}
+    own = {"n": 8, "e": 8, "h": 2, "d0": 4, "d1": 4, "f0": 16, "f1": 16}
+    cache = KernelCache()
+    shared = _derive(L.transformer_stack(2), ts, 512, cache=cache)
+    assert "axes_apart" not in [s.rule for s in shared.trace]
+    kept = _derive(L.transformer_stack(2), ts, 512, book=_without_apart(), cache=cache)
+    assert shared.H == kept.H == _derive(own_stack(2), own, 512, cache=cache).H
+    assert nc.dumps(shared.diagram) == nc.dumps(kept.diagram)
