@@ -64,7 +64,7 @@ from napkin_cat.search.bounds import lower_bound
 from napkin_cat.search.breakpoints import Breakpoint, reaching
 from napkin_cat.search.crossings import at_reference, crossing, crossing_root
 from napkin_cat.search.held_alike import held_alike, leading_need, shifted
-from napkin_cat.search.probes import envelope_at, probe_memories
+from napkin_cat.search.probes import envelope_at, probe_memories, spans_at
 from napkin_cat.search.results import Derivation, Later, Regime
 from napkin_cat.search.space import Makers, check_sizes, select
 from napkin_cat.syntax.sizes import Sizes, as_sizes
@@ -105,7 +105,7 @@ class Candidate:
 
     def __init__(self, made, M, sizes, env, ref, whole=None, smallest=None, note=None, forms=None):
         self.made, self.whole, self.note = made, whole or [() for _ in made.parts], note
-        self._ref, self._H_ref = ref, None
+        self._ref, self._H_ref, self._at_ref, self._M = ref, None, None, M
         parts = _parts(made, M, self.whole, {} if forms is None else forms, ref)
         # (expanded part by part: a part recurs across the candidates that hold its kernel, expanded once)
         self.H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env)) if env else \
@@ -136,6 +136,14 @@ class Candidate:
         if self._H_ref is None:
             self._H_ref = at_reference_sizes(self.H, self._ref)
         return self._H_ref
+
+    @property
+    def at_ref(self):
+        """:attr:`H_ref` as a float function of the memory (``inf`` where it is not a non-negative number), made
+        once."""
+        if self._at_ref is None:
+            self._at_ref = _guarded(sympy.lambdify(self._M, self.H_ref, "math"))
+        return self._at_ref
 
     @property
     def smallest(self):
@@ -376,7 +384,7 @@ def _guarded(f):
 
 def envelope(cands, M, ref):
     """``[(candidate index, lower, upper)]``: the cheapest candidate per interval of ``M`` (module docstring)."""
-    fs = [_guarded(sympy.lambdify(M, c.H_ref, "math")) for c in cands]
+    fs = [c.at_ref for c in cands]
     ts = [c.start.at for c in cands]
     us = [c.until_at for c in cands]
     start = min(ts)
@@ -447,17 +455,18 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
     pieces = envelope(cands, M, ref_env)
     probed, below = set(GRID), set()
     for _ in range(PROBE_ROUNDS):    # an algorithm that wins only between grid memories (:mod:`.probes`)
-        probes = sorted((set(probe_memories(pieces, ref_env)) | below) - probed)
+        spans = spans_at(pieces, ref_env)
+        probes = sorted((set(probe_memories(spans)) | below) - probed)
         if not probes:
             break
         probed.update(probes)
-        first = len(cands)
+        first, fs = len(cands), [c.at_ref for c in cands]
         for m, b in zip(probes, select(prepared, search, ref_sizes, probes, roles=roles)):
             made = None if b is None else makers.get_made(diagram, *b, book, level)
             if made is None or id(made) in seen:
                 continue
             h = made.numeric(ref_sizes, m, probes)[0]
-            if h is not None and h < envelope_at(pieces, [c.H for c in cands], M, ref_env, m) * (1 - PROBE_GAIN):
+            if h is not None and h < envelope_at(spans, fs, m) * (1 - PROBE_GAIN):
                 add(b)
         if len(cands) == first:
             break

@@ -12,11 +12,13 @@ the reference sizes, at every probed memory ``m``::
     envelope(m) ≤ H_search(m)        (the search's optimum at integer tiles; the envelope's forms relax them)
 
 >>> import sympy
->>> M = sympy.Symbol("M")
 >>> pieces = [(0, sympy.Integer(4), sympy.Integer(100), None), (1, sympy.Integer(100), sympy.oo, None)]
->>> probe_memories(pieces, {})
+>>> spans = spans_at(pieces, {})
+>>> spans
+[(0, 4.0, 100.0), (1, 100.0, inf)]
+>>> probe_memories(spans)
 [4, 20, 99, 100, 142]
->>> envelope_at(pieces, [sympy.Integer(7) + 100 / M, sympy.Integer(9)], M, {}, 20)
+>>> envelope_at(spans, [lambda m: 7 + 100 / m, lambda m: 9.0], 20)
 12.0
 """
 from __future__ import annotations
@@ -28,20 +30,22 @@ import sympy
 from napkin_cat.search.crossings import at_reference
 
 
-def _bounds(lower, upper, ref) -> tuple:
-    """A piece's ends as floats at the reference sizes ``ref`` (``inf`` for an open end)."""
-    lo = at_reference(lower, ref)
-    hi = math.inf if upper == sympy.oo else at_reference(upper, ref)
-    return lo, hi
+def spans_at(pieces, ref) -> list:
+    """The envelope's ``pieces`` (``(candidate, lower, upper, note)``, ends in the sizes) as ``(candidate, lower,
+    upper)`` floats at the reference sizes ``ref`` (``inf`` for an open end): worked out once per drawing."""
+    out = []
+    for w, lower, upper, _ in pieces:
+        lo = at_reference(lower, ref)
+        out.append((w, lo, math.inf if upper == sympy.oo else at_reference(upper, ref)))
+    return out
 
 
-def probe_memories(pieces, ref) -> list:
-    """The integer memories at which the envelope's ``pieces`` (``(candidate, lower, upper, note)``, ends in the sizes)
-    are probed: each piece's first integer memory, the geometric middle of its ends and its last integer memory; for
-    the last piece (open above) its first memory and ``√2`` times it.  Sorted, each once."""
+def probe_memories(spans) -> list:
+    """The integer memories at which the envelope's ``spans`` (:func:`spans_at`) are probed: each piece's first
+    integer memory, the geometric middle of its ends and its last integer memory; for the last piece (open above)
+    its first memory and ``√2`` times it.  Sorted, each once."""
     out = set()
-    for _, lower, upper, _ in pieces:
-        lo, hi = _bounds(lower, upper, ref)
+    for _, lo, hi in spans:
         first = max(1, math.ceil(lo))
         if hi == math.inf:
             out.update((first, math.ceil(first * math.sqrt(2))))
@@ -53,11 +57,10 @@ def probe_memories(pieces, ref) -> list:
     return sorted(out)
 
 
-def envelope_at(pieces, forms, M, ref, m: float) -> float:
-    """The envelope's ``H`` at memory ``m`` at the reference sizes: the form ``forms[candidate]`` of the piece that
-    holds ``m`` (``inf`` below the first piece, where nothing fits)."""
-    for w, lower, upper, _ in pieces:
-        lo, hi = _bounds(lower, upper, ref)
+def envelope_at(spans, fs, m: float) -> float:
+    """The envelope's ``H`` at memory ``m`` at the reference sizes: ``fs[candidate](m)`` (a float function of the
+    memory) of the span that holds ``m`` (:func:`spans_at`; ``inf`` below the first, where nothing fits)."""
+    for w, lo, hi in spans:
         if lo <= m < hi:
-            return at_reference(sympy.sympify(forms[w]).subs(M, m), ref)
+            return fs[w](m)
     return math.inf
