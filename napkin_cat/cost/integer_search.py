@@ -32,6 +32,10 @@ import sympy
 from napkin_cat.errors import AxisError
 
 CHUNK = 1 << 16
+#: A candidate grid of at most this many tilings keeps its scores between searches (:func:`_kept_scores`) ...
+KEPT_ROWS = 1 << 16
+#: ... and at most this many such grids are kept.
+KEPT_GRIDS = 2048
 NEAR = 64   # candidates within rounding of the best that best_many settles exactly
 #: the most tilings one search scores (the product of the tiles' legal values, per independent group): forty times
 #: the largest grid of the library's searches (92,575: multi-head attention at any tile, g_x × g_q × g_h); 2^24
@@ -375,19 +379,10 @@ def _searched(H, columns, values, memories, fulls, caps) -> tuple:
     return tuple(_best_many(H, list(columns), [list(v) for v in values], list(memories), fulls, caps))
 
 
-def _best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
-    """The search of :func:`best_many` without a counting ``exact``."""
-    parts = None if caps else _parts(H, columns, len(values))
-    if parts is not None:
-        found = [_best_many(h, cols, [values[i] for i in g], memories,
-                            None if fulls is None else tuple(fulls[i] for i in g)) for g, h, cols in parts]
-        return [_combined(parts, [f[j] for f in found], len(values)) for j in range(len(memories))]
+def _scored(H, columns, values, fulls, caps):
+    """Per block of the candidate grid (:func:`_blocks`): ``(tiles, peak, H, within the caps, the largest and the
+    least peak within them)`` as floats, whatever the memory."""
     lists = [np.array(sorted(v), dtype=float) for v in values]
-    limits = [Fraction(m) for m in memories]
-    floats = [float(m) for m in limits]
-    found = [None] * len(limits)
-    exact_H = _by_seen(H, exact_at(H) if fulls is None else (lambda combo: _exact_ragged(H, combo, fulls)))
-    at_columns = None     # each column's exact evaluator, made when a peak is first settled exactly
     for block in _blocks(lists):
         logs = np.log(block)
         peak = np.zeros(len(block))
@@ -404,6 +399,40 @@ def _best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
             capped &= _scores(cap, trip_logs) <= 1 + 1e-12
         top = peak[capped].max() if capped.any() else None
         least = peak[capped].min() if capped.any() else None
+        yield block, peak, scores, capped, top, least
+
+
+@lru_cache(maxsize=KEPT_GRIDS)
+def _kept_scores(H, columns, values, fulls, caps) -> tuple:
+    """:func:`_scored` of a grid of at most :data:`KEPT_ROWS` tilings, kept: a search asked again at other memories
+    (a symbolic derive's probes between its grid memories, :mod:`napkin_cat.search.probes`) scores no candidate
+    twice.
+
+    Why this memo is the process's (issue 35): the scores are a pure function of the key, all numbers compared by
+    value (the posynomials' exact coefficients and integer exponents, the legal values, the axis sizes of a ragged
+    search, the caps); the memory is applied after.  Bounded: at most :data:`KEPT_GRIDS` grids of at most
+    :data:`KEPT_ROWS` rows, least recently used first out, and locked (``lru_cache``); the arrays are read, never
+    written.  The bound is by count, not bytes: a kept grid of ``r`` rows and ``k`` tiles holds about ``(k + 3)·8·r``
+    bytes, so the worst case is gigabytes, while a symbolic transformer block keeps 554 grids and its peak resident
+    memory grows by about 26 MiB (276 → 302)."""
+    return tuple(_scored(H, columns, values, fulls, caps))
+
+
+def _best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
+    """The search of :func:`best_many` without a counting ``exact``."""
+    parts = None if caps else _parts(H, columns, len(values))
+    if parts is not None:
+        found = [_best_many(h, cols, [values[i] for i in g], memories,
+                            None if fulls is None else tuple(fulls[i] for i in g)) for g, h, cols in parts]
+        return [_combined(parts, [f[j] for f in found], len(values)) for j in range(len(memories))]
+    limits = [Fraction(m) for m in memories]
+    floats = [float(m) for m in limits]
+    found = [None] * len(limits)
+    exact_H = _by_seen(H, exact_at(H) if fulls is None else (lambda combo: _exact_ragged(H, combo, fulls)))
+    at_columns = None     # each column's exact evaluator, made when a peak is first settled exactly
+    key = (H, tuple(columns), tuple(tuple(v) for v in values), None if fulls is None else tuple(fulls), tuple(caps))
+    blocks = _kept_scores(*key) if math.prod(len(v) for v in values) <= KEPT_ROWS else _scored(*key)
+    for block, peak, scores, capped, top, least in blocks:
         every = None     # the block's best where every candidate fits clearly (the same for every such memory)
         known = {}       # row -> [tiles, within the caps, exact H, exact peak]: pure functions of the row
         ints, peaks = block.astype(np.int64), peak.tolist()

@@ -38,7 +38,7 @@ def _fraction(value, what) -> Fraction:
     return Fraction(int(value.p), int(value.q)) if isinstance(value, sympy.Rational) else Fraction(value)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=2048)
 def compiled(prog: TilingProgram, sizes: tuple):
     """The program at concrete sizes: exact posynomials over the tiles, and each tile's axis size.
 

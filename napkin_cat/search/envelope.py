@@ -34,6 +34,13 @@
    such a tile.  A form past a clamp starts where the one before it stops only where what its algorithm needs
    there exceeds that memory by terms of lower degree (:func:`start_whole`); else where its algorithm runs.
 
+5. **Probed between the grid memories.** An algorithm that wins the reference search only between two memories of
+   the grid is no candidate of steps 1-4 (the 2-layer MLP's backward at ``n, i, f, o = 40, 24, 72, 24``: two from
+   ``M = 2984`` and ``3104``, both between ``2¹¹`` and ``2¹²``, 1.2-1.4× below the envelope there).  So the search
+   runs again at each piece's first, middle and last memory and just below where each algorithm found so starts
+   (:mod:`.probes`); one that moves less there than the envelope states by more than :data:`PROBE_GAIN` is a
+   candidate, and the envelope is drawn again, until a round finds none (at most :data:`PROBE_ROUNDS`).
+
 **What the mode promises** (at the reference sizes, which order the candidates): each piece at ``M`` is an algorithm
 (the regime's diagram, its tiles the piece's) whose ``H`` the piece states, and whose memory by the cost functor's
 exact columns exceeds ``M`` only by terms of lower degree than ``M``'s (a whole tile's row or column beside it:
@@ -60,6 +67,7 @@ from napkin_cat.search.bounds import lower_bound
 from napkin_cat.search.breakpoints import Breakpoint, reaching
 from napkin_cat.search.crossings import at_reference, crossing, crossing_root
 from napkin_cat.search.held_alike import held_alike, leading_need, shifted
+from napkin_cat.search.probes import envelope_at, probe_memories, spans_at
 from napkin_cat.search.results import Derivation, Later, Regime
 from napkin_cat.search.space import Makers, check_sizes, select
 from napkin_cat.search.top_columns import top_form
@@ -70,6 +78,10 @@ GRID = [2 ** k for k in range(0, 41)]
 #: Default reference sizes: 1024, 1088, 1152, … (1024·(1 + k/16) for the k-th axis in order of appearance):
 #: alike, so that no axis dominates the ordering, and distinct, so that no breakpoint degenerates.
 REFERENCE_SIZES = tuple(1024 + 64 * k for k in range(16))
+#: At most this many times the envelope is probed between grid memories and drawn again (:mod:`.probes`).
+PROBE_ROUNDS = 4
+#: A probe's algorithm joins the candidates where it moves less than the envelope states there (beyond rounding).
+PROBE_GAIN = 1e-9
 
 
 def boundary_names(diagram) -> list:
@@ -98,7 +110,7 @@ class Candidate:
 
     def __init__(self, made, M, sizes, env, ref, whole=None, smallest=None, note=None, forms=None):
         self.made, self.whole, self.note = made, whole or [() for _ in made.parts], note
-        self._ref, self._H_ref = ref, None
+        self._ref, self._H_ref, self._at_ref, self._M = ref, None, None, M
         if smallest is None:
             first = sympy.sympify(column_max(made.smallest(sizes), exact=False)).subs(env)
             smallest = Breakpoint(at_reference(first, ref), first)
@@ -133,6 +145,14 @@ class Candidate:
         if self._H_ref is None:
             self._H_ref = at_reference_sizes(self.H, self._ref)
         return self._H_ref
+
+    @property
+    def at_ref(self):
+        """:attr:`H_ref` as a float function of the memory (``inf`` where it is not a non-negative number), made
+        once."""
+        if self._at_ref is None:
+            self._at_ref = _guarded(sympy.lambdify(self._M, self.H_ref, "math"))
+        return self._at_ref
 
     @property
     def smallest(self):
@@ -390,7 +410,7 @@ def _guarded(f):
 
 def envelope(cands, M, ref):
     """``[(candidate index, lower, upper)]``: the cheapest candidate per interval of ``M`` (module docstring)."""
-    fs = [_guarded(sympy.lambdify(M, c.H_ref, "math")) for c in cands]
+    fs = [c.at_ref for c in cands]
     ts = [c.start.at for c in cands]
     us = [c.until_at for c in cands]
     start = min(ts)
@@ -435,25 +455,49 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
     ref = Sizes(ref_sizes).env
     ref[M] = M
     ref_env = {k: v for k, v in ref.items() if k != M}
-    best = select(forms, search, ref_sizes, GRID, roles=tuple(book.roles))
+    prepared, roles = forms, tuple(book.roles)
     makers, cands, seen, forms = Makers(), [], {}, {}
-    for b in best:
-        if b is None:
-            continue
+
+    def add(b):
+        """The winner ``b`` (form, path) and its clamped forms as candidates, once."""
         made = makers.get_made(diagram, *b, book, level)
-        if id(made) not in seen:
-            seen[id(made)] = len(cands)
-            try:
-                with remembered(search.closed):    # steps alike across the candidates' programs worked out once
-                    cand = Candidate(made, M, sizes or {}, env, ref_env)
-                    cands += [c for c in [cand] + clamped_candidates(cand, M, sizes or {}, env, ref_env, forms)
-                              if not c.past]       # (a form past an axis from its first memory: no algorithm)
-            except NapkinError:     # a winner at some reference memory with no closed large-M form (a masked
-                continue            # kernel's trips can grow with its tile): the envelope is made of the others
+        if id(made) in seen:
+            return
+        seen[id(made)] = len(cands)
+        try:
+            with remembered(search.closed):    # steps alike across the candidates' programs worked out once
+                cand = Candidate(made, M, sizes or {}, env, ref_env)
+                cands.extend(c for c in [cand] + clamped_candidates(cand, M, sizes or {}, env, ref_env, forms)
+                             if not c.past)        # (a form past an axis from its first memory: no algorithm)
+        except NapkinError:     # a winner at some reference memory with no closed large-M form (a masked
+            return              # kernel's trips can grow with its tile): the envelope is made of the others
+
+    for b in select(prepared, search, ref_sizes, GRID, roles=roles):
+        if b is not None:
+            add(b)
     if not cands:
         raise MemoryLimitError(f"no algorithm for this diagram fits level {level} with any memory up to 2^40 at "
                                f"the reference sizes {ref_sizes}")
     pieces = envelope(cands, M, ref_env)
+    probed, below = set(GRID), set()
+    for _ in range(PROBE_ROUNDS):    # an algorithm that wins only between grid memories (:mod:`.probes`)
+        spans = spans_at(pieces, ref_env)
+        probes = sorted((set(probe_memories(spans)) | below) - probed)
+        if not probes:
+            break
+        probed.update(probes)
+        first, fs = len(cands), [c.at_ref for c in cands]
+        for m, b in zip(probes, select(prepared, search, ref_sizes, probes, roles=roles)):
+            made = None if b is None else makers.get_made(diagram, *b, book, level)
+            if made is None or id(made) in seen:
+                continue
+            h = made.numeric(ref_sizes, m, probes)[0]
+            if h is not None and h < envelope_at(spans, fs, m) * (1 - PROBE_GAIN):
+                add(b)
+        if len(cands) == first:
+            break
+        below = {math.ceil(c.start.at) - 1 for c in cands[first:] if c.start.at > 1}   # just below a new one starts
+        pieces = envelope(cands, M, ref_env)
     bound = lower_bound(diagram, M)
     bexpr = bound.H.subs(env) if bound.structural else None
     regimes, args = [], [(sympy.nan, M < pieces[0][1])]

@@ -129,12 +129,20 @@ def test_constant_pieces_start_where_their_algorithm_fits_slow(name):
 
 def test_the_chains_clamped_form_holds_what_its_whole_tile_makes():
     """The chain's form with its row tile whole solves ``g_e`` for ``M − ac`` (the whole intermediate), so ``g_e``
-    reaches ``e`` at ``ce + ac`` and the all-whole piece starts there (its algorithm needs ``ce + ac + c + a``)."""
+    reaches ``e`` at ``ce + ac`` and the all-whole piece starts there (its algorithm needs ``ce + ac + c + a``).
+
+    That form is a candidate: per tile of ``e`` the chain streams ``b`` and reads ``A`` and ``W₁`` again, so
+    ``H = ce + ae + (e/g_e)(ab + bc)`` at ``g_e = (M − ac)/c``.  (Since symbwd-35 it wins no piece at these sizes:
+    the envelope probed between its grid memories finds the chain fused and streamed along ``c``, ``e`` whole, whose
+    form is below it there.)"""
     r = nc.derive(chain(), memory="M", reference={"a": 64, "b": 68, "c": 72, "e": 76})
-    a, c, e = (nc.symbol(k) for k in "ace")
+    a, b, c, e = (nc.symbol(k) for k in "abce")
     assert sympy.expand(r.regimes[-1].lower - (c * e + a * c)) == 0
-    shifted = [g for g in r.regimes if sympy.sympify(g.optimum.sizes.get(nc.symbol("g_e"), 0)).has(M - a * c)]
-    assert shifted and all(sympy.expand(g.optimum.sizes[nc.symbol("g_e")] - (M - a * c) / c) == 0 for g in shifted)
+    shifted = c * e + a * e + e / ((M - a * c) / c) * (a * b + b * c)
+    assert [v for v, H in r.candidates if sympy.simplify(sympy.sympify(H) - shifted) == 0]
+    for g in r.regimes:     # wherever a piece has g_e solved for M − ac, it is that
+        if sympy.sympify(g.optimum.sizes.get(nc.symbol("g_e"), 0)).has(M - a * c):
+            assert sympy.expand(g.optimum.sizes[nc.symbol("g_e")] - (M - a * c) / c) == 0
 
 
 @pytest.mark.parametrize("seed", [1, 3, 4])

@@ -74,8 +74,11 @@ def test_grouped_query_envelope_near_the_integer_optimum():
 
 def test_matmul_keeps_its_pieces():
     """Where a form ran up to the memory its tile reaches its axis, the next form starts there (matmul's
-    ``ab + ac + bc`` from ``ac``: what the whole tiles need beyond it, ``a + c``, is a lower-order term)."""
+    ``ab + ac + bc`` from ``ac``: what the whole tiles need beyond it, ``a + c``, is a lower-order term; B whole and
+    A's rows streamed, found between the grid's memories since symbwd-35, likewise from ``bc``)."""
     sizes = {"a": 96, "b": 80, "c": 56}
     r, env = _check_whole_forms_run(L.matmul(), sizes)
-    a, c = nc.symbol("a"), nc.symbol("c")
-    assert [(g.lower, g.upper) for g in r.regimes][1:] == [(c ** 2, a * c), (a * c, sympy.oo)]
+    a, b, c = nc.symbol("a"), nc.symbol("b"), nc.symbol("c")
+    cross = a * c * (b - c) / (a - c)
+    assert [(g.lower, g.upper) for g in r.regimes][1:] == [(c ** 2, cross), (cross, b * c), (b * c, a * c),
+                                                           (a * c, sympy.oo)]

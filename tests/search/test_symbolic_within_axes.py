@@ -95,7 +95,12 @@ def test_matmul_pieces_end_where_each_group_tile_reaches_its_axis():
     sizes = {"a": 96, "b": 80, "c": 56}
     r = check(L.matmul(), sizes)
     a, b, c = (nc.symbol(k) for k in "abc")
-    assert [(g.lower, g.upper) for g in r.regimes] == [(3, c ** 2), (c ** 2, a * c), (a * c, sympy.oo)]
+    # between c² and ac, B whole and A's rows streamed (``group c · sweep a``, found by the probes between the grid's
+    # memories, symbwd-35): its form ``ac + bc + ab²c/M`` crosses ``ab + ac + abc²/M`` at ``ac(b − c)/(a − c)``,
+    # and its g_c reaches c at bc (the numeric derive moves 17,536 at M = 4800, where ab + ac + abc²/M is 18,074)
+    cross = a * c * (b - c) / (a - c)
+    assert [(g.lower, g.upper) for g in r.regimes] == [(3, c ** 2), (c ** 2, cross), (cross, b * c), (b * c, a * c),
+                                                         (a * c, sympy.oo)]
     assert sympy.expand(r.regimes[-1].H - (a * b + a * c + b * c)) == 0
     # continuous where g_c reaches c (the form with g_c whole is its own large-M form in g_a)
     assert sympy.simplify((r.regimes[0].H - r.regimes[1].H).subs(M, c ** 2)) == 0
@@ -103,7 +108,7 @@ def test_matmul_pieces_end_where_each_group_tile_reaches_its_axis():
     assert sympy.sympify(r.H).subs({a: 96, b: 80, c: 56, M: 10 ** 5}) == compulsory(L.matmul(), sizes)
     # the same shape with the roles of a and c swapped: the first tile to reach its axis is g_a
     r2 = nc.derive(L.matmul(), memory="M", reference={"a": 56, "b": 80, "c": 96})
-    assert [g.upper for g in r2.regimes] == [a ** 2, a * c, sympy.oo]
+    assert [g.upper for g in r2.regimes] == [a ** 2, a * c * (a - b) / (a - c), a * b, a * c, sympy.oo]
 
 
 @pytest.mark.parametrize("name", ["attention", "causal", "rms_norm+matmul"])
