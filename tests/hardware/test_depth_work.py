@@ -1,9 +1,10 @@
-"""The CPU time model's kernel forms grow linearly with a kernel's depth (issue 35, hwdepth-35).
+"""The time models' kernel forms grow with a kernel's depth no faster than their own size (issue 35, hwdepth-35).
 
 ``nc.derive(deep_mlp(k), hardware="epyc-zen3-dev")`` took 0.63 / 2.6 / 18.3 CPU s at k = 4 / 8 / 16: each of the k
 contraction records of the one fused kernel built a sympy ``Min`` over the product dimensions of every same-named
 box (3k arguments, compared pairwise), cubic in k.  The minima are now taken numerically at each env: the work the
 form does symbolically is counted here (no timing), and its numbers checked against the dimensions by a second route.
+On a GPU model the on-chip forms of every partition timed summed each column term by term (a Python ``sum``).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sympy
 import napkin_cat as nc
 from napkin_cat.hardware import load_cpu
 from napkin_cat.hardware.cputime import CPUKernelForm, product_dims
+from napkin_cat.hardware.on_chip import chip_forms
 from napkin_cat.hardware.predict import environment, kernels_of
 from napkin_cat.hardware.toy import primitive_boxes
 
@@ -65,3 +67,41 @@ def test_each_contraction_records_smallest_dimension_and_call_are_the_least_of_i
     assert len(products) == 3 * k
     assert {int(products[i + 1]) for i in range(0, 3 * k, 3)} == {min(min(d) for d in dims)}
     assert {int(products[i + 2]) for i in range(0, 3 * k, 3)} == {min(2 * a * b * c for a, b, c in dims)}
+
+
+def terms_flattened(build) -> int:
+    """The terms of every sum sympy builds while ``build()`` runs (the arguments of each Add it makes, counted where
+    it flattens them): a Python ``sum`` of n terms makes Adds of 2, 3, … n arguments, ``Add(*terms)`` one."""
+    count = [0]
+    flatten = sympy.Add.flatten.__func__
+
+    def counted(cls, seq):
+        out = flatten(cls, seq)
+        count[0] += len(out[0])
+        return out
+    sympy.Add.flatten = classmethod(counted)
+    try:
+        build()
+    finally:
+        sympy.Add.flatten = classmethod(flatten)
+    return count[0]
+
+
+def test_a_kernels_chip_forms_sum_each_column_once():
+    """Work count: the terms sympy flattens building a fused deep_mlp kernel's on-chip forms
+    (:func:`~napkin_cat.hardware.on_chip.chip_forms`, read for every partition the GPU derive times) at depth 16
+    are at most 4.5 times those at depth 8 (114 → 406 here: ~k columns, each summed once over its ~k variables);
+    a Python sum per column, as before, flattens 2, 3, … terms per column (298 → 1722, 5.8 times)."""
+    def build(k):
+        box = one_kernel(k)
+        sample = environment({"n": 64, "g_n": 16, **{f"c{i}": 64 for i in range(k + 1)}})
+        plan_done = []
+
+        def run():
+            plan_done.append(chip_forms(box, 1, sample))
+        return run
+    sympy.core.cache.clear_cache()
+    t8 = terms_flattened(build(8))
+    sympy.core.cache.clear_cache()
+    t16 = terms_flattened(build(16))
+    assert t16 <= 4.5 * t8, (t8, t16)
