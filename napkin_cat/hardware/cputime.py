@@ -106,14 +106,21 @@ class CPUKernelForm:
         self.box, self.cpu, self.level = box, cpu.require_rates(), level
         c = cost(box).at_density(1)        # a mask read from data counted dense (the prediction says so)
         self.estimated = c.estimated       # a masked stream's trips that run: counted at each env instead
-        smallest, per_call = {}, {}
+        # per box name: the product dimensions of every contraction box of that name, and the FLOPs of one call
+        # of each (a record names its box, so a record's smallest dimension is the least over the boxes of its
+        # name, its FLOPs per call the least too).  The minima are taken at each env, not as sympy Min: a Min of
+        # the 3k dimensions of k same-named boxes, built once per record, compares every pair of its arguments
+        # symbolically, cubic in a kernel's depth (issue 35: a 16-layer MLP's one kernel took 100 s here)
+        dims, per_call = {}, {}
         for b in primitive_boxes(box):
             if "tensor" in kind_pipelines(b):
-                dims = product_dims(b)
-                smallest.setdefault(b.name, []).append(sympy.Min(*dims))
-                per_call.setdefault(b.name, []).append(2 * sympy.Mul(*dims))
+                d = product_dims(b)
+                dims.setdefault(b.name, []).extend(x for x in d if x not in dims.get(b.name, ()))
+                call = 2 * sympy.Mul(*d)
+                if call not in per_call.setdefault(b.name, []):
+                    per_call[b.name].append(call)
         self.pipes = {p: sympy.Integer(0) for p in PIPELINES}
-        self.products = []                 # (FLOPs, smallest dimension, FLOPs per call) of each contraction's record
+        flops, names = [], []              # each contraction record's FLOPs and its box's name
         for op in c.ops:
             if op.pipeline not in PIPELINES:
                 raise HardwareError(f"{op.label}: pipeline {op.pipeline!r} has no rate in a CPU model (it has "
@@ -121,14 +128,25 @@ class CPUKernelForm:
             n = sympy.sympify(op.flops * op.trips)
             self.pipes[op.pipeline] += n
             if op.pipeline == "tensor":
-                if op.label not in smallest:
+                if op.label not in dims:
                     raise HardwareError(f"{op.label}: a tensor-pipeline operation that is not a box of its kernel")
-                self.products.append((n, sympy.Min(*smallest[op.label]), sympy.Min(*per_call[op.label])))
+                flops.append(n)
+                names.append(op.label)
         columns = [sympy.sympify(col) for col in c.columns.get(level, [])] or [sympy.Integer(0)]
         self._columns = len(columns)
         exprs = [sympy.sympify(c.H_bytes.get(level, 0)), boundary_bytes(box.dom) + boundary_bytes(box.cod),
                  narrowest(box), sympy.sympify(c.H.get(level, 0)), *columns, *(self.pipes[p] for p in PIPELINES),
-                 *(e for triple in self.products for e in triple)]
+                 *flops]
+        self._head = len(exprs)
+        self._minima = {}                  # box name → (its dimensions' slice, its calls' slice) of the values
+        for name in dict.fromkeys(names):
+            start = len(exprs)
+            exprs += dims[name]
+            middle = len(exprs)
+            exprs += per_call[name]
+            self._minima[name] = (slice(start, middle), slice(middle, len(exprs)))
+        self._names = names
+        self.expressions = tuple(exprs)    # what :meth:`values` evaluates (the minima then taken over their slices)
         self.symbols = sorted(set().union(*(sympy.sympify(e).free_symbols for e in exprs)), key=str)
         self._values = sympy.lambdify(self.symbols, exprs, modules=[{"ceiling": math.ceil}, "math"],
                                       docstring_limit=0)   # (no docstring: printing it took a third of the time)
@@ -139,7 +157,10 @@ class CPUKernelForm:
         missing = [s for s in self.symbols if s not in env]
         if missing:
             raise HardwareError(f"{self.box.name}: sizes {sorted(map(str, missing))} are missing")
-        return self._values(*(env[s] for s in self.symbols))
+        v = self._values(*(env[s] for s in self.symbols))
+        first = self._head - len(self._names)
+        least = {name: (min(v[d]), min(v[c])) for name, (d, c) in self._minima.items()}
+        return [*v[:first], *(e for n, name in zip(v[first:self._head], self._names) for e in (n, *least[name]))]
 
     def fits(self, values: list, memory: int) -> bool:
         """Whether the kernel's level-1 columns at these :meth:`values` hold at most ``memory`` values."""

@@ -60,11 +60,20 @@ def chip_forms(box, level: int, sample: dict) -> ChipForms:
     streamed = {st.dst.var for loop in walk(p.body) if isinstance(loop, StreamLoop)
                 for st in loop.body if isinstance(st, Load)}
     # a stream's loads are double-buffered (the next slice arrives while this one is used: §5 step 5)
-    extra = sum((p.variable_map[n].bytes for n in streamed if p.variable_map[n].level == level), sympy.Integer(0))
+    # each column one Add of its terms (a Python sum rebuilds the Add at every term: quadratic in a column's
+    # variables, and a deep kernel has as many columns as variables, issue 35); the same canonical expression
+    # and each variable's bytes read once (a variable lives in many columns: read per column, ~k² products)
+    held, kept = {}, {}
+    for col in columns:
+        for v in col:
+            if v.name not in held:
+                held[v.name] = v.bytes
+                kept[v.name] = v.size * (4 if v.role == "state" else as_dtype(v.dtype).bytes) \
+                    if v.role != "tile" else None
+    extra = sympy.Add(*(p.variable_map[n].bytes for n in streamed if p.variable_map[n].level == level))
     return ChipForms(
-        tuple(sum((v.bytes for v in col), sympy.Integer(0)) + extra for col in columns),
-        tuple(sum((v.size * (4 if v.role == "state" else as_dtype(v.dtype).bytes) for v in col if v.role != "tile"),
-                  sympy.Integer(0)) for col in columns))
+        tuple(sympy.Add(*(held[v.name] for v in col), extra) for col in columns),
+        tuple(sympy.Add(*(kept[v.name] for v in col if kept[v.name] is not None)) for col in columns))
 
 
 def growing(expr) -> bool:
