@@ -68,7 +68,7 @@ def _by_sympy(node, env):
     return _exact(sympy.sympify(node.xreplace({s: sympy.sympify(v) for s, v in values.items()})))
 
 
-def _walk(node, env):
+def walk(node, env):
     if node.is_Symbol:
         return env[node]
     if node.is_Rational:          # Integer included
@@ -76,23 +76,23 @@ def _walk(node, env):
     if node.is_Add:
         total = 0
         for a in node.args:
-            total = total + _walk(a, env)
+            total = total + walk(a, env)
         return total
     if node.is_Mul:
         total = 1
         for a in node.args:
-            total = total * _walk(a, env)
+            total = total * walk(a, env)
         return total
     if node.is_Pow and node.exp.is_Integer:
-        b, n = _walk(node.base, env), int(node.exp)
+        b, n = walk(node.base, env), int(node.exp)
         if n >= 0:
             return b ** n
         return (Fraction(1, b) if isinstance(b, int) else 1 / b) ** -n
     if isinstance(node, (sympy.ceiling, sympy.floor)):
-        return _rounded(_walk(node.args[0], env), math.ceil if isinstance(node, sympy.ceiling) else math.floor,
+        return _rounded(walk(node.args[0], env), math.ceil if isinstance(node, sympy.ceiling) else math.floor,
                         type(node).__name__)
     if isinstance(node, (sympy.Max, sympy.Min)):
-        return (max if isinstance(node, sympy.Max) else min)(_walk(a, env) for a in node.args)
+        return (max if isinstance(node, sympy.Max) else min)(walk(a, env) for a in node.args)
     return _by_sympy(node, env)
 
 
@@ -103,7 +103,7 @@ def value(expr, env):
     :class:`Laurent` for a tile, say).  A :class:`~napkin_cat.cost.polynomial.Poly` is evaluated term by term."""
     expr = expr if isinstance(expr, Poly) else sympy.sympify(expr)
     try:
-        return _exact(expr.evaluate(env) if isinstance(expr, Poly) else _walk(expr, env))
+        return _exact(expr.evaluate(env) if isinstance(expr, Poly) else walk(expr, env))
     except KeyError:
         missing = sorted(str(s) for s in expr.free_symbols if s not in env)
         raise NapkinError(f"give sizes for {missing} (sizes={{'name': …}}); the expression is {expr}") from None

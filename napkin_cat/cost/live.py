@@ -83,7 +83,7 @@ def _numbered(terms: tuple) -> tuple:
     return tuple(out)
 
 
-def _summed_afresh(total, items) -> object:
+def summed_afresh(total, items) -> object:
     """``total`` of the numbered ``(monomial, coefficient)`` items: the sum itself."""
     return total({_MONOMIALS[m]: c for m, c in items})
 
@@ -136,7 +136,7 @@ class Live:
             found = kept[self._arithmetic] = _numbered(self._terms_of(arr))
         return found
 
-    def _shift(self, arr: Array, sign: int, terms=None):
+    def shift(self, arr: Array, sign: int, terms=None):
         level = (self.terms if terms is None else terms).setdefault(arr.level, {})
         was = self._was.setdefault(arr.level, {}) if terms is None else None
         for m, c in self._numbered_terms(arr):
@@ -150,7 +150,7 @@ class Live:
                 del level[m]
 
     def _shift_all(self, arrays, sign: int):
-        """:meth:`_shift` of each of ``arrays`` into the live terms (the lookups it repeats made once)."""
+        """:meth:`shift` of each of ``arrays`` into the live terms (the lookups it repeats made once)."""
         terms, touched, numbered, arithmetic = self.terms, self._was, self._numbered_terms, self._arithmetic
         for arr in arrays:
             kept = arr.__dict__.get("_live_numbered")
@@ -211,7 +211,7 @@ class Live:
         key = (self._total, frozenset(t.items()))    # (no zero coefficient is kept: _shift_all)
         found = TOTALS.get(key)
         if found is None:
-            found = TOTALS.put(key, _summed_afresh(self._total, key[1]))
+            found = TOTALS.put(key, summed_afresh(self._total, key[1]))
         return found
 
     def _pooled(self, v):
@@ -255,7 +255,7 @@ class Live:
         levels = {arr.level for arr in gone}
         terms = {l: (dict(t) if l in levels else t) for l, t in self.terms.items()}
         for arr in gone:
-            self._shift(arr, -1, terms)
+            self.shift(arr, -1, terms)
         out = {}
         if self._ordered is None:
             for l, t in terms.items():
@@ -326,4 +326,4 @@ class Resummed(Live):
 
     def _summed(self, t: dict):
         items = [item for item in t.items() if item[1]]
-        return _summed_afresh(self._total, items) if items else None
+        return summed_afresh(self._total, items) if items else None

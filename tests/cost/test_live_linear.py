@@ -68,9 +68,9 @@ SHAPES = {"deep mlp": (deep_mlp, 2), "product tree": (product_tree, 1), "unfused
 
 def _symbolic_work_per_box(d, monkeypatch) -> float:
     """Terms the functor places or sums into its columns' totals, per box: each term an ordered sum moves, and each
-    term of a total summed afresh (:func:`~napkin_cat.cost.live._summed_afresh`)."""
+    term of a total summed afresh (:func:`~napkin_cat.cost.live.summed_afresh`)."""
     count = [0]
-    real_set, real_afresh = OrderedSum.set, live._summed_afresh
+    real_set, real_afresh = OrderedSum.set, live.summed_afresh
 
     def placing(self, m, c):
         count[0] += 1
@@ -82,7 +82,7 @@ def _symbolic_work_per_box(d, monkeypatch) -> float:
         return real_afresh(total, items)
     with monkeypatch.context() as m:
         m.setattr(OrderedSum, "set", placing)
-        m.setattr(live, "_summed_afresh", afresh)
+        m.setattr(live, "summed_afresh", afresh)
         live.TOTALS.clear()
         c = nc.cost(d)
     assert c.columns[0]
@@ -102,13 +102,13 @@ def test_symbolic_columns_cost_what_changed_not_what_is_live(shape, monkeypatch)
 def _walked_per_box(d, monkeypatch) -> float:
     """Nodes of size expressions the cost at sizes evaluates (:mod:`~napkin_cat.cost.exact_arithmetic`), per box."""
     count = [0]
-    real = exact._walk
+    real = exact.walk
 
     def walking(node, env):
         count[0] += 1
         return real(node, env)
     with monkeypatch.context() as m:
-        m.setattr(exact, "_walk", walking)
+        m.setattr(exact, "walk", walking)
         c = nc.cost(d, sizes=sizes_of(d))
     assert c.M[0] > 0
     return count[0] / len(d.inside)

@@ -102,7 +102,7 @@ def _terms_summed_per_box(diagram, monkeypatch) -> float:
     total summed afresh adds, and each term a level's ordered sum moves (:class:`~napkin_cat.cost.ordered_sum.
     OrderedSum`, the sympy totals since item 4's second part)."""
     count = [0]
-    real, real_set = live._summed_afresh, OrderedSum.set
+    real, real_set = live.summed_afresh, OrderedSum.set
 
     def counting(total, items):
         items = list(items)
@@ -113,7 +113,7 @@ def _terms_summed_per_box(diagram, monkeypatch) -> float:
         count[0] += 1
         return real_set(self, m, c)
     with monkeypatch.context() as m:
-        m.setattr(live, "_summed_afresh", counting)
+        m.setattr(live, "summed_afresh", counting)
         m.setattr(OrderedSum, "set", placing)
         live.TOTALS.clear()
         nc.cost(diagram)
