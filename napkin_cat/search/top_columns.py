@@ -51,6 +51,7 @@ STEPS, LAST = 16, 44
 MOST_SETS = 40
 
 
+@functools.lru_cache(maxsize=2048)
 def top_columns(prog) -> tuple:
     """``(H, tops, free, ones)``: the restricted program (:meth:`~napkin_cat.cost.tiling.TilingProgram.restricted`)
     and ``tops``, the top-degree tile terms ``T_j`` of its binding columns (module docstring; empty where no column
@@ -96,14 +97,24 @@ def _solved(prog, M, s: tuple) -> tuple:
     for p in kkt_points(H, [tops[j] for j in s], list(free), M) or ():
         tiles = {g: p[str(g)] for g in free}
         Hstar = sympy.expand(H.subs(tiles))
-        try:
-            Hform = sympy.Add(*[a * M ** (-b) for a, b in power_terms(Hstar, M)])
-        except NapkinError:
-            Hform = tidy(Hstar)
+        Hform = _as_powers(Hstar, M)
         tiles.update({t: sympy.Integer(1) for t in ones})
         tiles.update(dict(prog.fixed))
         out.append((s, Hform, tiles))
     return tuple(out)
+
+
+def _as_powers(Hstar, M):
+    """``Hstar`` (expanded) as ``Σ α M^-β`` (:func:`~napkin_cat.cost.optimum_record.power_terms`) where it is one,
+    else tidied (:func:`~napkin_cat.cost.lagrange.tidy`).  Where a term's coefficient holds ``M`` (a radical in
+    ``M``: the two-tile points of a column with a cross term), ``power_terms`` would raise after expanding
+    ``Hstar`` again (a tenth of a second on the block's largest point); that is read off the terms first."""
+    if any(t.as_coeff_exponent(M)[0].has(M) for t in sympy.Add.make_args(Hstar)):
+        return tidy(Hstar)
+    try:
+        return sympy.Add(*[a * M ** (-b) for a, b in power_terms(Hstar, M)])
+    except NapkinError:
+        return tidy(Hstar)
 
 
 def top_form(prog, M, K, ref: dict, at: float):
@@ -136,16 +147,33 @@ def top_form(prog, M, K, ref: dict, at: float):
 def _numeric(prog, M, pairs: tuple, sets):
     """Per option of ``options(prog, M, sets)``: its ``H``, its free tiles and the columns ``T_j`` as float
     functions at the reference sizes ``pairs`` (of ``M − K``, of the tiles)."""
+    cols = _numeric_columns(prog, pairs)
+    if sets is None:
+        sets = tuple((j,) for j in range(len(top_columns(prog)[1])))
+    return [(h, t, cols) for s in sets for h, t in _numeric_set(prog, M, pairs, s)]
+
+
+@functools.lru_cache(maxsize=512)
+def _numeric_columns(prog, pairs: tuple) -> list:
+    """The columns ``T_j`` of :func:`top_columns` as float functions of the free tiles at the sizes ``pairs``."""
     _, tops, free, _ = top_columns(prog)
     env = dict(pairs)
+    return [sympy.lambdify(list(free), sympy.sympify(T).xreplace(env), "math") for T in tops]
+
+
+@functools.lru_cache(maxsize=2048)
+def _numeric_set(prog, M, pairs: tuple, s: tuple) -> tuple:
+    """``((H, tiles), …)`` per point of :func:`_solved` for the column set ``s``: float functions of ``M − K`` at
+    the sizes ``pairs`` (kept per set: a scan that widens its sets reads the single columns' again)."""
+    _, _, free, _ = top_columns(prog)
+    env = dict(pairs)
     Mp = sympy.Dummy("Mp", positive=True)
-    cols = [sympy.lambdify(list(free), sympy.sympify(T).xreplace(env), "math") for T in tops]
     out = []
-    for _, H, tiles in options(prog, M, sets):
+    for _, H, tiles in _solved(prog, M, s):
         ts = [sympy.sympify(tiles[g]).xreplace(env).subs(M, Mp) for g in free]
         out.append((sympy.lambdify(Mp, sympy.sympify(H).xreplace(env).subs(M, Mp), "math"),
-                    sympy.lambdify(Mp, ts, "math"), cols))
-    return out
+                    sympy.lambdify(Mp, ts, "math")))
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=2048)
