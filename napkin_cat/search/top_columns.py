@@ -51,6 +51,7 @@ STEPS, LAST = 16, 44
 MOST_SETS = 40
 
 
+@functools.lru_cache(maxsize=2048)
 def top_columns(prog) -> tuple:
     """``(H, tops, free, ones)``: the restricted program (:meth:`~napkin_cat.cost.tiling.TilingProgram.restricted`)
     and ``tops``, the top-degree tile terms ``T_j`` of its binding columns (module docstring; empty where no column
@@ -96,14 +97,24 @@ def _solved(prog, M, s: tuple) -> tuple:
     for p in kkt_points(H, [tops[j] for j in s], list(free), M) or ():
         tiles = {g: p[str(g)] for g in free}
         Hstar = sympy.expand(H.subs(tiles))
-        try:
-            Hform = sympy.Add(*[a * M ** (-b) for a, b in power_terms(Hstar, M)])
-        except NapkinError:
-            Hform = tidy(Hstar)
+        Hform = _as_powers(Hstar, M)
         tiles.update({t: sympy.Integer(1) for t in ones})
         tiles.update(dict(prog.fixed))
         out.append((s, Hform, tiles))
     return tuple(out)
+
+
+def _as_powers(Hstar, M):
+    """``Hstar`` (expanded) as ``Σ α M^-β`` (:func:`~napkin_cat.cost.optimum_record.power_terms`) where it is one,
+    else tidied (:func:`~napkin_cat.cost.lagrange.tidy`).  Where a term's coefficient holds ``M`` (a radical in
+    ``M``: the two-tile points of a column with a cross term), ``power_terms`` would raise after expanding
+    ``Hstar`` again (a tenth of a second on the block's largest point); that is read off the terms first."""
+    if any(t.as_coeff_exponent(M)[0].has(M) for t in sympy.Add.make_args(Hstar)):
+        return tidy(Hstar)
+    try:
+        return sympy.Add(*[a * M ** (-b) for a, b in power_terms(Hstar, M)])
+    except NapkinError:
+        return tidy(Hstar)
 
 
 def top_form(prog, M, K, ref: dict, at: float):
@@ -122,8 +133,7 @@ def top_form(prog, M, K, ref: dict, at: float):
     chosen = _chosen(prog, M, pairs, k_at, float(at))
     if chosen is None:
         return None
-    sets, i, end = chosen
-    found = options(prog, M, sets)
+    found, i, end = chosen
     _, H, tiles = found[i]
     if end is None:
         return H, tiles, None
@@ -136,41 +146,127 @@ def top_form(prog, M, K, ref: dict, at: float):
 def _numeric(prog, M, pairs: tuple, sets):
     """Per option of ``options(prog, M, sets)``: its ``H``, its free tiles and the columns ``T_j`` as float
     functions at the reference sizes ``pairs`` (of ``M − K``, of the tiles)."""
+    cols = _numeric_columns(prog, pairs)
+    if sets is None:
+        sets = tuple((j,) for j in range(len(top_columns(prog)[1])))
+    return [(s, h, t, cols) for s in sets for h, t in _numeric_set(prog, M, pairs, s)]
+
+
+@functools.lru_cache(maxsize=512)
+def _numeric_at_sets(prog, M, pairs: tuple, sets) -> list:
+    """:func:`_numeric` of the points solved at the sizes ``pairs`` (:func:`_numeric_at`), not in them."""
+    cols = _numeric_columns(prog, pairs)
+    if sets is None:
+        sets = tuple((j,) for j in range(len(top_columns(prog)[1])))
+    return [(s, h, t, cols) for s in sets for h, t in _numeric_at(prog, M, pairs, s)]
+
+
+@functools.lru_cache(maxsize=2048)
+def _numeric_at(prog, M, pairs: tuple, s: tuple) -> tuple:
+    """``((H, tiles), …)``: the KKT points of the columns ``s`` (each ``T_j = M``) solved with the sizes ``pairs``
+    put in first (:func:`~napkin_cat.cost.lagrange.kkt_points` of numbers and ``M``), as float functions of
+    ``M − K``: what the scan reads of :func:`_numeric_set` at a fraction of its symbolic work."""
+    H, tops, free, _ = top_columns(prog)
+    env = dict(pairs)
+    Hn = sympy.sympify(H).xreplace(env)
+    Mp = sympy.Dummy("Mp", positive=True)
+    out = []
+    for p in kkt_points(Hn, [sympy.sympify(tops[j]).xreplace(env) for j in s], list(free), M) or ():
+        ts = [sympy.sympify(p[str(g)]).subs(M, Mp) for g in free]
+        out.append((sympy.lambdify(Mp, Hn.xreplace(dict(zip(free, ts))), "math"), sympy.lambdify(Mp, ts, "math")))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=512)
+def _numeric_columns(prog, pairs: tuple) -> list:
+    """The columns ``T_j`` of :func:`top_columns` as float functions of the free tiles at the sizes ``pairs``."""
     _, tops, free, _ = top_columns(prog)
     env = dict(pairs)
+    return [sympy.lambdify(list(free), sympy.sympify(T).xreplace(env), "math") for T in tops]
+
+
+@functools.lru_cache(maxsize=2048)
+def _numeric_set(prog, M, pairs: tuple, s: tuple) -> tuple:
+    """``((H, tiles), …)`` per point of :func:`_solved` for the column set ``s``: float functions of ``M − K`` at
+    the sizes ``pairs`` (kept per set: a scan that widens its sets reads the single columns' again)."""
+    _, _, free, _ = top_columns(prog)
+    env = dict(pairs)
     Mp = sympy.Dummy("Mp", positive=True)
-    cols = [sympy.lambdify(list(free), sympy.sympify(T).xreplace(env), "math") for T in tops]
     out = []
-    for _, H, tiles in options(prog, M, sets):
+    for _, H, tiles in _solved(prog, M, s):
         ts = [sympy.sympify(tiles[g]).xreplace(env).subs(M, Mp) for g in free]
         out.append((sympy.lambdify(Mp, sympy.sympify(H).xreplace(env).subs(M, Mp), "math"),
-                    sympy.lambdify(Mp, ts, "math"), cols))
-    return out
+                    sympy.lambdify(Mp, ts, "math")))
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=2048)
 def _chosen(prog, M, pairs: tuple, k_at: float, at: float):
-    """``(sets, i, end)``: the option of ``options(prog, M, sets)`` chosen just above ``at`` and ``(j, memory)``
-    where option ``j`` takes over (None if none does): a scan of ``M`` on a geometric grid, then bisection (a pure
-    function of its key); None where the model has no point.  The columns one at a time first; where no such point
-    satisfies every column at a memory of the scan, also each column with those its points there exceed (the set
-    that binds where one column's point stops satisfying another), and every set only if that leaves one uncovered."""
+    """``(found, i, end)``: the option ``found[i]`` (``found``: options of :func:`options`) chosen just above ``at``
+    and ``(j, memory)`` where ``found[j]`` takes over (None if none does): :func:`_scanned` (a pure function of its
+    key); None where the model has no point.
+
+    Where the program has several columns, the scan runs first on the points solved at the reference sizes
+    (:func:`_numeric_at`: the sizes put in before the elimination, a fraction of the symbolic work) and only the
+    sets of the chosen point and of the one that takes over are solved in the sizes; the scan over those two
+    chooses as the scan over all does (where one option is the cheapest that satisfies every column among all, it
+    is among any set of options that holds it).  Where the two scans do not agree (a point the numeric elimination
+    finds and the symbolic one does not, or a choice where no point fits), every set is solved in the sizes and
+    scanned, as with one column."""
+    _, tops, free, _ = top_columns(prog)
+    if len(tops) > 1 and len(free) > 1:     # (one tile: the symbolic point is solved directly, no cheaper)
+        first = _scanned(lambda sets: _numeric_at_sets(prog, M, pairs, sets), len(tops), k_at, at, prog)
+        if first is not None and first[3]:
+            sets, i, end, _ = first
+            fs = _numeric_at_sets(prog, M, pairs, sets)
+            keep = tuple(dict.fromkeys([fs[i][0]] + ([fs[end[0]][0]] if end else [])))
+            second = _scanned(lambda _: _numeric(prog, M, pairs, keep), 0, k_at, at, prog)
+            if second is not None and second[3] and _agree(fs[i], _numeric(prog, M, pairs, keep)[second[1]],
+                                                          end, second[2], k_at, at):
+                return options(prog, M, keep), second[1], second[2]
     if not options(prog, M):
         return None
+    sets, i, end, _ = _scanned(lambda sets: _numeric(prog, M, pairs, sets), len(tops), k_at, at, prog)
+    return options(prog, M, sets), i, end
+
+
+def _agree(a, b, end_a, end_b, k_at: float, at: float) -> bool:
+    """Whether the options ``a`` and ``b`` (``(set, H, tiles, columns)`` float functions) take the same ``H`` just
+    above ``at`` and the two scans end at the same memory (to 1e-9)."""
+    m = max(at, 1.0) * (1 + 1e-6) - k_at
+    try:
+        ha, hb = complex(a[1](m)), complex(b[1](m))
+    except (ValueError, ZeroDivisionError, OverflowError, TypeError):
+        return False
+    if not abs(ha - hb) <= 1e-9 * abs(ha):
+        return False
+    if (end_a is None) != (end_b is None):
+        return False
+    return end_a is None or abs(end_a[1] - end_b[1]) <= 1e-9 * end_a[1]
+
+
+def _scanned(numeric, ncols: int, k_at: float, at: float, prog):
+    """``(sets, i, end, fits)``: the scan of ``M`` on a geometric grid from ``at``, then bisection, over the options
+    ``numeric(sets)`` (``(set, H, tiles, columns)`` float functions); ``fits``: whether some option satisfies every
+    column at a memory of the scan.  The columns one at a time first (``sets`` None); where no such point satisfies
+    every column at a memory of the scan, also each column with those its points there exceed (the set that binds
+    where one column's point stops satisfying another), and every set only if that leaves one uncovered
+    (``ncols`` columns; 0: ``numeric``'s options only, no widening)."""
     start = max(at, 1.0) * (1 + 1e-6)
     grid = [start * 2 ** (k / STEPS) for k in range(int(STEPS * max(0.0, LAST - math.log2(start))) + 2)]
     sets = None
-    fs = _numeric(prog, M, pairs, sets)
+    fs = numeric(sets)
     picks = [_best(fs, m - k_at) for m in grid]
-    if any(p is None for p in picks):
-        joined = {c for m, p in zip(grid, picks) if p is None for c in _joined(fs, prog, M, m - k_at)}
-        sets = tuple((j,) for j in range(len(top_columns(prog)[1]))) + tuple(sorted(joined - {None}))
-        fs = _numeric(prog, M, pairs, sets)
+    if ncols and any(p is None for p in picks):
+        joined = {c for m, p in zip(grid, picks) if p is None for c in _joined(fs, m - k_at)}
+        sets = tuple((j,) for j in range(ncols)) + tuple(sorted(joined - {None}))
+        fs = numeric(sets)
         picks = [_best(fs, m - k_at) for m in grid]
         if any(p is None for p in picks):
             sets = all_sets(prog)
-            fs = _numeric(prog, M, pairs, sets)
+            fs = numeric(sets)
             picks = [_best(fs, m - k_at) for m in grid]
+    fits = any(p is not None and p is not False for p in picks)
     chosen = next((p for p in picks if p is not None and p is not False), 0)
     lo = grid[0]
     for m, b in zip(grid, picks):
@@ -188,15 +284,17 @@ def _chosen(prog, M, pairs: tuple, k_at: float, at: float):
                 lo = mid
             else:
                 hi = mid
-        return sets, chosen, (b, hi)
-    return sets, chosen, None
+        return sets, chosen, (b, hi), fits
+    return sets, chosen, None, fits
 
 
-def _joined(fs, prog, M, mp: float) -> set:
-    """The sets ``(j, k)`` (sorted) of each column ``j`` whose point (its own alone) is real and positive at
-    ``M − K = mp`` and each column ``k`` it exceeds there."""
+def _joined(fs, mp: float) -> set:
+    """The sets ``(j, k)`` (sorted) of each column ``j`` whose point (its own alone, an option of ``fs``) is real
+    and positive at ``M − K = mp`` and each column ``k`` it exceeds there."""
     out = set()
-    for (s, _, _), (_, t, cols) in zip(options(prog, M), fs):
+    for s, _, t, cols in fs:
+        if len(s) != 1:
+            continue
         try:
             tv = [complex(x) for x in t(mp)]
         except (ValueError, ZeroDivisionError, OverflowError, TypeError):
@@ -214,7 +312,7 @@ def _best(fs, mp: float):
     if not mp > 0:
         return False
     out = None
-    for i, (h, t, cols) in enumerate(fs):
+    for i, (_, h, t, cols) in enumerate(fs):
         try:
             tv = [complex(x) for x in t(mp)]
             if any(abs(x.imag) > 1e-9 * max(1.0, abs(x.real)) or not x.real > 0 for x in tv):
