@@ -21,7 +21,6 @@ searched alone and the optima add up, ``H* = Σ_k H*_k`` with every column of ke
 """
 from __future__ import annotations
 
-import itertools
 import math
 from fractions import Fraction
 from functools import lru_cache
@@ -29,13 +28,9 @@ from functools import lru_cache
 import numpy as np
 import sympy
 
+from napkin_cat.cost.grid_scores import KEPT_ROWS, grid_blocks, kept_scores, posynomial_scores, scored
 from napkin_cat.errors import AxisError
 
-CHUNK = 1 << 16
-#: A candidate grid of at most this many tilings keeps its scores between searches (:func:`_kept_scores`) ...
-KEPT_ROWS = 1 << 16
-#: ... and at most this many such grids are kept.
-KEPT_GRIDS = 2048
 NEAR = 64   # candidates within rounding of the best that best_many settles exactly
 #: the most tilings one search scores (the product of the tiles' legal values, per independent group): forty times
 #: the largest grid of the library's searches (92,575: multi-head attention at any tile, g_x × g_q × g_h); 2^24
@@ -158,23 +153,6 @@ def exact_at(poly):
     return at
 
 
-def _scores(poly, logs):
-    coeffs, exps = poly
-    alpha = np.array([float(a) for a in coeffs])
-    E = np.array(exps, dtype=float).reshape(len(coeffs), logs.shape[1])
-    return np.exp(logs @ E.T) @ alpha
-
-
-def _blocks(lists):
-    """The candidate grid in blocks of at most ``CHUNK`` rows (the leading tiles looped, the rest meshed)."""
-    split = len(lists)
-    while split > 0 and np.prod([len(x) for x in lists[split - 1:]]) <= CHUNK:
-        split -= 1
-    for head in itertools.product(*lists[:split]):
-        mesh = np.meshgrid(*([np.array([h]) for h in head] + lists[split:]), indexing="ij")
-        yield np.stack(mesh, axis=-1).reshape(-1, len(lists))
-
-
 def independent(H, columns, n: int) -> list:
     """The tiles ``0 … n-1`` in independent groups: two tiles are in one group when a term of ``H`` or a column
     involves both (a column is one constraint on all its tiles; ``H`` is a sum over its terms).
@@ -257,12 +235,12 @@ def best(H, columns, values, memory, names=(), exact=None):
     lists = [np.array(sorted(v), dtype=float) for v in values]
     limit = Fraction(memory)
     found = None
-    for block in _blocks(lists):
+    for block in grid_blocks(lists):
         logs = np.log(block)
         fits = np.ones(len(block), dtype=bool)
         for col in columns:
-            fits &= _scores(col, logs) <= float(limit) * (1 + 1e-12)
-        scores = _scores(H, logs)
+            fits &= posynomial_scores(col, logs) <= float(limit) * (1 + 1e-12)
+        scores = posynomial_scores(H, logs)
         while fits.any():
             # rounding can only blur the float ranking near its floor: settle those exactly
             near = np.flatnonzero(fits & (scores <= scores[fits].min() * (1 + 1e-9)))
@@ -310,14 +288,6 @@ def _exact_ragged(poly, combo, fulls) -> Fraction:
     return total
 
 
-def _scores_ragged(poly, logs, logc):
-    coeffs, exps = poly
-    alpha = np.array([float(a) for a in coeffs])
-    E = np.array(exps, dtype=float).reshape(len(coeffs), logs.shape[1])
-    trips = (E == -1).astype(float)
-    return np.exp(logs @ (E + trips).T + logc @ trips.T) @ alpha
-
-
 def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact=None) -> list:
     """:func:`best` for several memory sizes at once: the candidates are scored once.
 
@@ -343,7 +313,7 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
     ...           caps=[((Fraction(6, 64),), ((1, 1),))])    # 6 groups: ⌈8/4⌉·⌈8/3⌉ (8/4·8/3 would be short)
     [(Fraction(5, 8), (4, 3))]
 
-    Without ``exact`` the answer is remembered by value (every argument but ``names``, :func:`_searched`): kernels
+    Without ``exact`` the answer is remembered by value (every argument but ``names``, :func:`searched`): kernels
     whose programs are equal at the sizes are searched once.
 
     ``exact``: ``exact(tiles) -> Fraction``, the transfers counted at a candidate where ``H`` only estimates them
@@ -361,12 +331,12 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
         parts = None if caps else _parts(H, columns, len(values))
         for group in (range(len(values)),) if parts is None else (g for g, _, _ in parts):   # naming the tiles
             check_grid([values[i] for i in group], [names[i] for i in group] if names else ())
-    return list(_searched(H, tuple(columns), tuple(tuple(v) for v in values), tuple(memories),
+    return list(searched(H, tuple(columns), tuple(tuple(v) for v in values), tuple(memories),
                           None if fulls is None else tuple(fulls), tuple(caps)))
 
 
 @lru_cache(maxsize=2048)
-def _searched(H, columns, values, memories, fulls, caps) -> tuple:
+def searched(H, columns, values, memories, fulls, caps) -> tuple:
     """:func:`best_many` without a counting ``exact``: a pure function of its arguments, all of them numbers.
 
     Why this memo is the process's (issue 35: a cache belongs to the call unless its result is a pure function of its
@@ -377,45 +347,6 @@ def _searched(H, columns, values, memories, fulls, caps) -> tuple:
     bounded (2,048, least recently used) and locked (``lru_cache``).
     """
     return tuple(_best_many(H, list(columns), [list(v) for v in values], list(memories), fulls, caps))
-
-
-def _scored(H, columns, values, fulls, caps):
-    """Per block of the candidate grid (:func:`_blocks`): ``(tiles, peak, H, within the caps, the largest and the
-    least peak within them)`` as floats, whatever the memory."""
-    lists = [np.array(sorted(v), dtype=float) for v in values]
-    for block in _blocks(lists):
-        logs = np.log(block)
-        peak = np.zeros(len(block))
-        for col in columns:
-            peak = np.maximum(peak, _scores(col, logs))
-        if fulls is None:
-            scores = _scores(H, logs)
-        else:
-            n = np.array(fulls, dtype=float)
-            scores = _scores_ragged(H, logs, np.log(np.ceil(n / block) / n))
-        capped = np.ones(len(block), dtype=bool)
-        trip_logs = logs if fulls is None else np.log(np.array(fulls, dtype=float) / np.ceil(np.array(fulls) / block))
-        for cap in caps:
-            capped &= _scores(cap, trip_logs) <= 1 + 1e-12
-        top = peak[capped].max() if capped.any() else None
-        least = peak[capped].min() if capped.any() else None
-        yield block, peak, scores, capped, top, least
-
-
-@lru_cache(maxsize=KEPT_GRIDS)
-def _kept_scores(H, columns, values, fulls, caps) -> tuple:
-    """:func:`_scored` of a grid of at most :data:`KEPT_ROWS` tilings, kept: a search asked again at other memories
-    (a symbolic derive's probes between its grid memories, :mod:`napkin_cat.search.probes`) scores no candidate
-    twice.
-
-    Why this memo is the process's (issue 35): the scores are a pure function of the key, all numbers compared by
-    value (the posynomials' exact coefficients and integer exponents, the legal values, the axis sizes of a ragged
-    search, the caps); the memory is applied after.  Bounded: at most :data:`KEPT_GRIDS` grids of at most
-    :data:`KEPT_ROWS` rows, least recently used first out, and locked (``lru_cache``); the arrays are read, never
-    written.  The bound is by count, not bytes: a kept grid of ``r`` rows and ``k`` tiles holds about ``(k + 3)·8·r``
-    bytes, so the worst case is gigabytes, while a symbolic transformer block keeps 554 grids and its peak resident
-    memory grows by about 26 MiB (276 → 302)."""
-    return tuple(_scored(H, columns, values, fulls, caps))
 
 
 def _best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
@@ -431,7 +362,7 @@ def _best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
     exact_H = _by_seen(H, exact_at(H) if fulls is None else (lambda combo: _exact_ragged(H, combo, fulls)))
     at_columns = None     # each column's exact evaluator, made when a peak is first settled exactly
     key = (H, tuple(columns), tuple(tuple(v) for v in values), None if fulls is None else tuple(fulls), tuple(caps))
-    blocks = _kept_scores(*key) if math.prod(len(v) for v in values) <= KEPT_ROWS else _scored(*key)
+    blocks = kept_scores(*key) if math.prod(len(v) for v in values) <= KEPT_ROWS else scored(*key)
     for block, peak, scores, capped, top, least in blocks:
         every = None     # the block's best where every candidate fits clearly (the same for every such memory)
         known = {}       # row -> [tiles, within the caps, exact H, exact peak]: pure functions of the row
@@ -520,14 +451,14 @@ def _counted_many(columns, values, memories, caps, exact) -> list:
     found = [None] * len(limits)
     counted: dict = {}
     lists = [np.array(sorted(v), dtype=float) for v in values]
-    for block in _blocks(lists):
+    for block in grid_blocks(lists):
         logs = np.log(block)
         peak = np.zeros(len(block))
         for col in columns:
-            peak = np.maximum(peak, _scores(col, logs))
+            peak = np.maximum(peak, posynomial_scores(col, logs))
         capped = np.ones(len(block), dtype=bool)
         for cap in caps:
-            capped &= _scores(cap, logs) <= 1 + 1e-12
+            capped &= posynomial_scores(cap, logs) <= 1 + 1e-12
         for k in np.flatnonzero(capped & (peak <= float(max(limits)) * (1 + 1e-12))):
             combo = tuple(int(g) for g in block[k])
             if any(_exact(cap, combo) > 1 for cap in caps):
