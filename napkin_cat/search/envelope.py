@@ -65,8 +65,9 @@ from napkin_cat.cost.tiling import program
 from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.search.bounds import lower_bound
 from napkin_cat.search.breakpoints import Breakpoint, reaching
-from napkin_cat.search.crossings import at_reference, crossing, crossing_root
+from napkin_cat.search.crossings import at_reference
 from napkin_cat.search.held_alike import held_alike, leading_need, shifted
+from napkin_cat.search.lower_envelope import guarded, lower_envelope
 from napkin_cat.search.probes import envelope_at, probe_memories, spans_at
 from napkin_cat.search.results import Derivation, Later, Regime
 from napkin_cat.search.space import Makers, check_sizes, select
@@ -151,7 +152,7 @@ class Candidate:
         """:attr:`H_ref` as a float function of the memory (``inf`` where it is not a non-negative number), made
         once."""
         if self._at_ref is None:
-            self._at_ref = _guarded(sympy.lambdify(self._M, self.H_ref, "math"))
+            self._at_ref = guarded(sympy.lambdify(self._M, self.H_ref, "math"))
         return self._at_ref
 
     @property
@@ -381,67 +382,6 @@ def _largest(col, sized) -> float:
     return float(col.xreplace(sized))
 
 
-def _winner(cands, fs, ts, m, us=None):
-    """The cheapest candidate that fits at ``m`` (and whose form holds there, ``us``: where each stops holding)."""
-    if us is not None:
-        held = _winner(cands, fs, [t if m <= u else math.inf for t, u in zip(ts, us)], m)
-        if held is not None:
-            return held
-    best = None
-    for i, (f, t) in enumerate(zip(fs, ts)):
-        if t <= m:
-            v = f(m)
-            if best is None or v < best[0] * (1 - 1e-12):
-                best = (v, i)
-    return None if best is None else best[1]
-
-
-def _guarded(f):
-    """``f`` where it evaluates to a count, else ``inf`` (a form shifted by what it holds, :mod:`.held_alike`, at or
-    below that memory: its tiles have nothing left, no algorithm)."""
-    def at(m):
-        try:
-            v = f(m)
-        except (ValueError, ZeroDivisionError):
-            return math.inf
-        return v if v >= 0 else math.inf
-    return at
-
-
-def envelope(cands, M, ref):
-    """``[(candidate index, lower, upper)]``: the cheapest candidate per interval of ``M`` (module docstring)."""
-    fs = [c.at_ref for c in cands]
-    ts = [c.start.at for c in cands]
-    us = [c.until_at for c in cands]
-    start = min(ts)
-    grid = [start * (2 ** 44 / start) ** (k / 4000) for k in range(4001)] if start < 2 ** 44 else [start]
-    seq = []
-    for m in grid:
-        w = _winner(cands, fs, ts, m, us)
-        if w is not None and (not seq or seq[-1][0] != w):
-            seq.append((w, m))
-    pieces, lower = [], cands[seq[0][0]].smallest
-    for j, (w, m) in enumerate(seq):
-        if j + 1 == len(seq):
-            pieces.append((w, lower, sympy.oo, None))
-            break
-        nxt, m_next = seq[j + 1]
-        prev_m = grid[grid.index(m_next) - 1]
-        note = None
-        if prev_m < us[w] <= m_next:
-            upper = cands[w].until
-        elif ts[nxt] > prev_m and fs[nxt](ts[nxt]) <= fs[w](ts[nxt]):
-            upper = cands[nxt].smallest
-        else:
-            target = crossing(fs[w], fs[nxt], prev_m, m_next)
-            upper = crossing_root(cands[w].H, cands[nxt].H, M, ref, target)
-            if upper is None:
-                upper, note = sympy.Float(target, 6), "breakpoint found numerically at the reference sizes"
-        pieces.append((w, lower, upper, note))
-        lower = upper
-    return pieces
-
-
 def symbolic(diagram, forms, book, search, M, sizes, reference):
     """Symbolic mode of :func:`napkin_cat.search.derivation.derive` (module docstring), in the derivation's
     :class:`~napkin_cat.search.context.Search`."""
@@ -478,7 +418,7 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
     if not cands:
         raise MemoryLimitError(f"no algorithm for this diagram fits level {level} with any memory up to 2^40 at "
                                f"the reference sizes {ref_sizes}")
-    pieces = envelope(cands, M, ref_env)
+    pieces = lower_envelope(cands, M, ref_env)
     probed, below = set(GRID), set()
     for _ in range(PROBE_ROUNDS):    # an algorithm that wins only between grid memories (:mod:`.probes`)
         spans = spans_at(pieces, ref_env)
@@ -497,7 +437,7 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
         if len(cands) == first:
             break
         below = {math.ceil(c.start.at) - 1 for c in cands[first:] if c.start.at > 1}   # just below a new one starts
-        pieces = envelope(cands, M, ref_env)
+        pieces = lower_envelope(cands, M, ref_env)
     bound = lower_bound(diagram, M)
     bexpr = bound.H.subs(env) if bound.structural else None
     regimes, args = [], [(sympy.nan, M < pieces[0][1])]
