@@ -93,7 +93,60 @@ def summed_afresh(total, items) -> object:
 TOTALS = ByValue()
 
 
-class Live:
+class Wires:
+    """Values on wires, counted: a value enters the live data with its first wire (:meth:`put`) and leaves with its
+    last (:meth:`take`); :meth:`hold` and :meth:`drop` count values held once, without wires.  What entering and
+    leaving does to the totals is the subclass's :meth:`shift_all` (:class:`Live`: monomials;
+    :class:`~napkin_cat.cost.live_at.LiveAt`: numbers at the sizes).
+
+    >>> class Count(Wires):
+    ...     def __init__(self): self.wires, self.n = {}, 0
+    ...     def shift_all(self, arrays, sign): self.n += sign * len(arrays)
+    >>> c = Count(); c.put([(0, "a"), (0, "a"), (1, "b")]); c.n
+    2
+    >>> c.take([(0, "a")]); c.n, c.wires
+    (2, {0: 1, 1: 1})
+    """
+    wires: dict     # value id -> number of wires carrying it
+
+    def shift_all(self, arrays, sign: int) -> None:
+        """Count ``arrays`` in (``sign`` 1) or out (-1) of the totals."""
+        raise NotImplementedError
+
+    def put(self, values) -> None:
+        """Count ``values`` (value id, array) on one more wire each; a value on its first wire enters the totals."""
+        wires, born = self.wires, []
+        for vid, arr in values:
+            n = wires.get(vid, 0)
+            wires[vid] = n + 1
+            if n == 0:
+                born.append(arr)
+        if born:
+            self.shift_all(born, 1)
+
+    def take(self, values) -> None:
+        """A wire of each of ``values`` consumed; a value on no wire left leaves the totals."""
+        wires, dead = self.wires, []
+        for vid, arr in values:
+            n = wires[vid] - 1
+            if n == 0:
+                del wires[vid]
+                dead.append(arr)
+            else:
+                wires[vid] = n
+        if dead:
+            self.shift_all(dead, -1)
+
+    def hold(self, arrays) -> None:
+        """Count ``arrays``, each a value on one wire (a liveness walk holds each value once: no wires to count)."""
+        self.shift_all(arrays, 1)
+
+    def drop(self, arrays) -> None:
+        """Stop counting ``arrays``, each held once by :meth:`hold`."""
+        self.shift_all(arrays, -1)
+
+
+class Live(Wires):
     """The data live on a diagram's wires, per level, kept up to date layer by layer.
 
     A value copied onto several wires is one variable: it is counted once, while any wire carries it.
@@ -149,7 +202,7 @@ class Live:
             else:       # (a level's terms hold no zero coefficient: its terms are its total's key, TOTALS)
                 del level[m]
 
-    def _shift_all(self, arrays, sign: int):
+    def shift_all(self, arrays, sign: int):
         """:meth:`shift` of each of ``arrays`` into the live terms (the lookups it repeats made once)."""
         terms, touched, numbered, arithmetic = self.terms, self._was, self._numbered_terms, self._arithmetic
         for arr in arrays:
@@ -172,43 +225,13 @@ class Live:
                 else:
                     del level[m]
 
-    def put(self, values):
-        wires, born = self.wires, []
-        for vid, arr in values:
-            n = wires.get(vid, 0)
-            wires[vid] = n + 1
-            if n == 0:
-                born.append(arr)
-        if born:
-            self._shift_all(born, 1)
-
-    def take(self, values):
-        wires, dead = self.wires, []
-        for vid, arr in values:
-            n = wires[vid] - 1
-            if n == 0:
-                del wires[vid]
-                dead.append(arr)
-            else:
-                wires[vid] = n
-        if dead:
-            self._shift_all(dead, -1)
-
-    def hold(self, arrays) -> None:
-        """Count ``arrays``, each a value on one wire (a liveness walk holds each value once: no wires to count)."""
-        self._shift_all(arrays, 1)
-
-    def drop(self, arrays) -> None:
-        """Stop counting ``arrays``, each held once by :meth:`hold`."""
-        self._shift_all(arrays, -1)
-
     def _summed(self, t: dict):
         """The total of one level's terms (numbered monomials), or None where every coefficient is 0: built once
         per distinct terms and arithmetic (:data:`TOTALS`), so equal columns of any walk are one object (its hash
         kept on it: pooling it again costs an identity test)."""
         if not t:
             return None
-        key = (self._total, frozenset(t.items()))    # (no zero coefficient is kept: _shift_all)
+        key = (self._total, frozenset(t.items()))    # (no zero coefficient is kept: shift_all)
         found = TOTALS.get(key)
         if found is None:
             found = TOTALS.put(key, summed_afresh(self._total, key[1]))

@@ -25,7 +25,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from napkin_cat.cost.exact_arithmetic import value
-from napkin_cat.cost.live import numel
+from napkin_cat.cost.live import Wires, numel
 from napkin_cat.cost.polynomial import Sympy
 
 
@@ -33,7 +33,7 @@ def _whole(v):
     return v.numerator if isinstance(v, Fraction) and v.denominator == 1 else v
 
 
-class LiveAt:
+class LiveAt(Wires):
     """:class:`~napkin_cat.cost.live.Live`'s interface (``put``, ``take``, ``hold``, ``drop``, ``column``) at the
     sizes ``env`` (symbol → number): per level a running total and a count of the values held, updated by the values
     that enter and leave (module docstring).  An array's size at ``env`` is evaluated once per walk."""
@@ -51,7 +51,7 @@ class LiveAt:
             found = self._sizes[id(arr)] = (arr, value(numel(arr), self.env))
         return found[1]
 
-    def _shift(self, arrays, sign: int, totals=None) -> None:
+    def shift_all(self, arrays, sign: int, totals=None) -> None:
         totals = self.totals if totals is None else totals
         for arr in arrays:
             level = totals.get(arr.level)
@@ -59,36 +59,6 @@ class LiveAt:
                 level = totals[arr.level] = [0, 0]
             level[0] += sign
             level[1] += sign * self._size(arr)
-
-    def put(self, values) -> None:
-        wires, born = self.wires, []
-        for vid, arr in values:
-            n = wires.get(vid, 0)
-            wires[vid] = n + 1
-            if n == 0:
-                born.append(arr)
-        if born:
-            self._shift(born, 1)
-
-    def take(self, values) -> None:
-        wires, dead = self.wires, []
-        for vid, arr in values:
-            n = wires[vid] - 1
-            if n == 0:
-                del wires[vid]
-                dead.append(arr)
-            else:
-                wires[vid] = n
-        if dead:
-            self._shift(dead, -1)
-
-    def hold(self, arrays) -> None:
-        """Count ``arrays``, each a value on one wire."""
-        self._shift(arrays, 1)
-
-    def drop(self, arrays) -> None:
-        """Stop counting ``arrays``, each held once by :meth:`hold`."""
-        self._shift(arrays, -1)
 
     def column(self, without=()) -> dict:
         """Level → the number of values live at the sizes (a level holding none left out); ``without``: values on
@@ -98,7 +68,7 @@ class LiveAt:
             on_them = {}
             for vid, arr in without:
                 on_them[vid] = on_them.get(vid, 0) + 1
-            self._shift([arr for vid, arr in dict(without).items() if self.wires[vid] == on_them[vid]], -1, totals)
+            self.shift_all([arr for vid, arr in dict(without).items() if self.wires[vid] == on_them[vid]], -1, totals)
             return {l: _whole(t[1]) for l, t in totals.items() if t[0]}
         out = {l: _whole(t[1]) for l, t in self.totals.items() if t[0]}
         last = self._last
