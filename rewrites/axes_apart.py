@@ -81,16 +81,7 @@ def _instance(rng):
                          "o", "e")
     glu = nc.rename_axis(nc.library.swiglu_mlp(), "o", "e")
     kinds = [mlp if rng.random() < 0.5 else glu for _ in range(int(rng.integers(2, 5)))]
-    ins = [kinds[0].dom.inside[0]]
-    for k in kinds:
-        ins.extend(k.dom.inside[1:])
-    b = nc.Builder(nc.Ty(*ins))
-    x, w = b.inputs[0], list(b.inputs[1:])
-    for k in kinds:
-        per = len(k.dom.inside) - 1
-        x = b(nc.elementwise("add", "n e, n e -> n e"), x, b(k, x, *w[:per]))
-        w = w[per:]
-    return b.build(x)
+    return nc.library.in_a_row(kinds, residual=True)
 
 
 def _cost_claim(lhs, rhs, m):

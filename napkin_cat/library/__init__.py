@@ -18,7 +18,7 @@ from napkin_cat.library.masked import (alibi_attention, causal_attention, docume
                                        prefix_lm_attention, sliding_window_attention, softcap_attention)
 from napkin_cat.library.masks import alibi_bias, causal_mask, document_mask, prefix_lm_mask, window_mask
 from napkin_cat.library.norms import layer_norm, rms_norm
-from napkin_cat.library.transformer import transformer_block, transformer_stack
+from napkin_cat.library.transformer import in_a_row, transformer_block, transformer_stack
 
 #: constructors of parts (masks, biases, β) and of families (a mask given): not algorithms by themselves
 HELPERS = ("inverse_temperature", "masked_attention", "causal_mask", "window_mask", "prefix_lm_mask", "document_mask",
@@ -26,7 +26,7 @@ HELPERS = ("inverse_temperature", "masked_attention", "causal_mask", "window_mas
 
 __all__ = ["matmul", "attention", "multi_head_attention", "grouped_query_attention", "linear", "mlp", "swiglu",
            "swiglu_mlp",
-           "layer_norm", "rms_norm", "transformer_block", "transformer_stack", "inverse_temperature",
+           "layer_norm", "rms_norm", "transformer_block", "transformer_stack", "in_a_row", "inverse_temperature",
            "masked_attention", "causal_attention", "sliding_window_attention", "prefix_lm_attention",
            "softcap_attention", "alibi_attention", "document_attention",
            "causal_mask", "window_mask", "prefix_lm_mask", "document_mask", "alibi_bias", "cross_entropy",

@@ -13,6 +13,7 @@ from napkin_cat.library.sizing import Sized, given_sizes
 from napkin_cat.syntax.adapter import Diagram, Ty
 from napkin_cat.syntax.axis import Axis
 from napkin_cat.syntax.builder import Builder
+from napkin_cat.syntax.construct import elementwise
 from napkin_cat.syntax.relabel import rename_axis
 
 
@@ -58,10 +59,38 @@ def transformer_stack(blocks: int, n=None, e=None, h=None, d=None, f=None, *, ac
     if not isinstance(blocks, int) or isinstance(blocks, bool) or blocks < 1:
         raise ArgumentError(f"transformer_stack: blocks must be a positive int (a count of blocks), got {blocks!r}")
     tb = transformer_block(n, e, h, d, f, activation=activation, eps=eps)
-    ins = list(tb.dom.inside)
-    per = len(ins) - 1
-    b = Builder(Ty(ins[0], *ins[1:] * blocks))
-    x, w = b.inputs[0], b.inputs[1:]
-    for i in range(blocks):
-        x = b(tb, x, *w[per * i:per * (i + 1)])
+    return in_a_row([tb] * blocks)
+
+
+def in_a_row(blocks, *, residual: bool = False) -> Diagram:
+    """Blocks in a row, each with its own weights: ``x_{i+1} = block_i(x_i, θ_i)``, or with ``residual``
+    ``x_{i+1} = x_i + block_i(x_i, θ_i)``.  Each block's first input is the running ``x`` and its output is one
+    array of that type; inputs of the row, in order: ``x_0``, then block 0's weights, block 1's, …
+
+    >>> from napkin_cat.library.dense import mlp
+    >>> block = rename_axis(rename_axis(mlp(), "i", "e"), "o", "e")
+    >>> row = in_a_row([block, block], residual=True)
+    >>> len(row.dom) == 1 + 2 * (len(block.dom) - 1), len(row.cod)
+    (True, 1)
+    >>> in_a_row([])
+    Traceback (most recent call last):
+    ...
+    napkin_cat.errors.ArgumentError: in_a_row: give at least one block, got none
+    """
+    blocks = list(blocks)
+    if not blocks:
+        raise ArgumentError("in_a_row: give at least one block, got none")
+    x_type = blocks[0].dom.inside[0]
+    for i, block in enumerate(blocks):
+        if len(block.cod) != 1 or block.dom.inside[0] != x_type or block.cod.inside[0] != x_type:
+            raise ArgumentError(f"in_a_row: block {i} maps {block.dom} → {block.cod}; each block takes the running "
+                                f"x ({x_type}) first and returns one array of that type")
+    b = Builder(Ty(x_type, *(w for block in blocks for w in block.dom.inside[1:])))
+    x, w = b.inputs[0], list(b.inputs[1:])
+    names = " ".join(a.name for a in x_type.axes)
+    for block in blocks:
+        per = len(block.dom.inside) - 1
+        y = b(block, x, *w[:per])
+        x = b(elementwise("add", f"{names}, {names} -> {names}"), x, y) if residual else y
+        w = w[per:]
     return b.build(x)

@@ -31,30 +31,13 @@ def _block(kind: str, name: str):
 def stack(kinds, *, own: bool):
     """Residual blocks in a row on ``n e`` (an MLP of the activation ``kind``, or a SwiGLU MLP), hidden axis ``f``
     in each (``own``: ``f0``, ``f1``, …, the same sizes)."""
-    blocks = [_block(k, f"f{i}" if own else "f") for i, k in enumerate(kinds)]
-    ins = [blocks[0].dom.inside[0]]
-    for m in blocks:
-        ins.extend(m.dom.inside[1:])
-    b = nc.Builder(nc.Ty(*ins))
-    x, w = b.inputs[0], list(b.inputs[1:])
-    for m in blocks:
-        per = len(m.dom.inside) - 1
-        x = b(nc.elementwise("add", "n e, n e -> n e"), x, b(m, x, *w[:per]))
-        w = w[per:]
-    return b.build(x)
+    return L.in_a_row([_block(k, f"f{i}" if own else "f") for i, k in enumerate(kinds)], residual=True)
 
 
 def own_stack(k: int):
     """k transformer blocks, block i with its own d{i} and f{i}."""
-    blocks = [nc.rename_axis(nc.rename_axis(L.transformer_block(), "d", f"d{i}"), "f", f"f{i}") for i in range(k)]
-    ins = [blocks[0].dom.inside[0]]
-    for tb in blocks:
-        ins.extend(tb.dom.inside[1:])
-    b = nc.Builder(nc.Ty(*ins))
-    x, w = b.inputs[0], b.inputs[1:]
-    for i, tb in enumerate(blocks):
-        x = b(tb, x, *w[12 * i:12 * (i + 1)])
-    return b.build(x)
+    return L.in_a_row(nc.rename_axis(nc.rename_axis(L.transformer_block(), "d", f"d{i}"), "f", f"f{i}")
+                      for i in range(k))
 
 
 CASES = {   # name → (the blocks' kinds, memory)

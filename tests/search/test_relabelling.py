@@ -29,14 +29,7 @@ def own_names(k: int):
     block 0 keeps d and f, so a test may share its kernels with the shared stack's and search the rest)."""
     blocks = [L.transformer_block()] + [nc.rename_axis(nc.rename_axis(L.transformer_block(), "d", f"d{i}"), "f",
                                                        f"f{i}") for i in range(1, k)]
-    ins = [blocks[0].dom.inside[0]]
-    for tb in blocks:
-        ins.extend(tb.dom.inside[1:])
-    b = nc.Builder(nc.Ty(*ins))
-    x, w = b.inputs[0], b.inputs[1:]
-    for i, tb in enumerate(blocks):
-        x = b(tb, x, *w[12 * i:12 * (i + 1)])
-    return b.build(x)
+    return L.in_a_row(blocks)
 
 
 def _derive(f, sizes, monkeypatch, cache, memory=512):
