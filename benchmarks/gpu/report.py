@@ -121,10 +121,12 @@ def staleness(result) -> dict:
     commit, _ = measured_commit(result)
     if not commit or _git("cat-file", "-e", f"{commit}^{{commit}}") is None:
         return {"stale": None, "first": None, "itself": None}
-    log = _git("log", "--format=%ct %h %cs", f"{commit}..HEAD", "--", *STALE_PATHS)
+    log = _git("log", "--format=%ct %H %cs", f"{commit}..HEAD", "--", *STALE_PATHS)
     if log is None:
         return {"stale": None, "first": None, "itself": None}
     first = min((line.split() for line in log.splitlines()), key=lambda f: (int(f[0]), f[1]), default=None)
+    # the full sha cut to 7: git's own abbreviation grows with the clone's object count (7 here, 8 in CI)
+    first = (first[0], first[1][:7], first[2]) if first else None
     itself = _git("diff-tree", "--no-commit-id", "--name-only", "-r", commit, "--", *STALE_PATHS)
     return {"stale": bool(log), "first": tuple(first[1:]) if first else None, "itself": bool(itself)}
 
