@@ -258,9 +258,11 @@ def _check_partition(box, env):
                             f"tile's exact size, so the plan cannot mask the last tile; legal sizes are {legal}")
 
 
-def plan(diagram: Diagram, sizes, *, memory: dict | int | None = None, accumulate: bool = True) -> Plan:
+def plan(diagram: Diagram, sizes=None, *, memory: dict | int | None = None, accumulate: bool = True) -> Plan:
     """The plan of ``diagram`` at ``sizes`` (a :class:`~napkin_cat.syntax.sizes.Sizes`, or axis and tile names or
-    their symbols → ints: ``nc.plan(d, nc.optimal(c, memory=m, sizes=s).sizes)``).
+    their symbols → ints: ``nc.plan(d, nc.optimal(c, memory=m, sizes=s).sizes)``).  ``diagram`` may be a
+    derivation at numbers: ``nc.plan(nc.derive(f, memory=m, sizes=s))`` plans its algorithm at its tiles (``memory=``
+    picks one of a list's memories and is checked as below; ``sizes=`` may choose other tiles).
 
     ``accumulate``: a sum a step reads at an addend of an in-place state update is computed into it
     (:mod:`napkin_cat.algorithms.reuse`); ``False`` stores it first.
@@ -268,8 +270,13 @@ def plan(diagram: Diagram, sizes, *, memory: dict | int | None = None, accumulat
     ``memory``: capacity in values per level (``{1: 65536}``, or an int for level 1); a plan whose
     peak exceeds it raises :class:`~napkin_cat.errors.MemoryLimitError` naming the level.
     """
+    if callable(getattr(diagram, "planned", None)):     # a derivation (nc.derive's answer): its algorithm, tiles
+        diagram, sizes = diagram.planned(sizes, memory if isinstance(memory, int) else None)
+    elif sizes is None:
+        raise PlanError("nc.plan(diagram, sizes) needs the sizes of the diagram's axes and tiles (only a "
+                        "derivation, nc.plan(nc.derive(...)), carries its own)")
     if not isinstance(diagram, Diagram):
-        raise PlanError(f"nc.plan takes a napkin_cat Diagram, got {type(diagram).__name__}")
+        raise PlanError(f"nc.plan takes a napkin_cat Diagram or a derivation, got {type(diagram).__name__}")
     _, parts = sizes_needed(diagram)
     env = as_sizes(sizes).require(diagram, "the plan").env
     for box in parts:

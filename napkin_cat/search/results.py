@@ -164,6 +164,40 @@ class Derivation(_Derivation):
         raise NapkinError(f"no regime for memory {memory}; this derivation has "
                           f"{[r.memory for r in self.regimes]}")
 
+    @property
+    def tiles(self) -> dict:
+        """The tiles of the last regime (the largest memory), as :attr:`Regime.tiles`."""
+        if not self.regimes:
+            raise NapkinError("this derivation holds no regime, so no tiles")
+        return self.regimes[-1].tiles
+
+    def planned(self, sizes=None, memory=None) -> tuple:
+        """``(diagram, sizes)`` for :func:`napkin_cat.plan.plan`: the algorithm derived for ``memory`` (needed where
+        this derivation holds several memories) with its axes' sizes and its chosen tiles; ``sizes`` may add names
+        or choose other tiles, never other axis sizes (the algorithm was derived for these).  ``nc.plan(r)`` calls it.
+
+        >>> import napkin_cat as nc
+        >>> r = nc.derive(nc.library.attention(), memory=256, sizes={"q": 64, "x": 64, "d": 16})
+        >>> d, s = r.planned()
+        >>> d is r.diagram, s["q"], s["g_q"] == r.tiles["g_q"]
+        (True, 64, True)
+        """
+        if self.sizes is None or any(r.memory is None for r in self.regimes):
+            raise NapkinError("nc.plan of a symbolic derivation: its tiles are formulas in the memory, not numbers; "
+                              "plan a derivation at numbers, nc.derive(f, memory=<an int>, sizes={...})")
+        if memory is None and len(self.regimes) > 1:
+            raise NapkinError(f"this derivation holds {len(self.regimes)} memories "
+                              f"{[r.memory for r in self.regimes]}: give nc.plan(r, memory=) one of them")
+        chosen = self.regimes[-1] if memory is None else self.at(memory).regimes[0]
+        axes = {str(k): v for k, v in self.sizes.items()}
+        given = {str(k): v for k, v in (sizes or {}).items()}
+        changed = sorted(k for k in given if k in axes and given[k] != axes[k])
+        if changed:
+            raise NapkinError(f"sizes {', '.join(f'{k}={given[k]} (derived at {axes[k]})' for k in changed)} differ "
+                              f"from the derivation's: derive again at those sizes; sizes= may only add names or "
+                              f"choose other tiles {sorted(chosen.tiles)}")
+        return chosen.diagram, {**axes, **chosen.tiles, **given}
+
     def table(self) -> list:
         """Rows ``(M, variant, H*, tiles, bound ratio)``, one per regime."""
         return [(r.memory if r.memory is not None else (r.lower, r.upper), str(r.variant), r.H, r.tiles, r.gap)
