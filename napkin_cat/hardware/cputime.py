@@ -14,7 +14,9 @@ at concrete sizes (the cost functor's counts, ceil-aware), on ``T`` threads of a
     T_c      = Σ_c F_c / rate(s_c) + C_c · t_call
                                                c: each contraction box; F_c its FLOPs; s_c = min(m, n, k) at the
                                                tiles (m, n: the output's axes one operand alone carries; k: the
-                                               contracted axes; batch axes aside); rate: the model's table;
+                                               contracted axes; batch axes aside), c's own (read off the arrays
+                                               its cost record carries, not off its name: two products "·" of
+                                               one kernel keep their shapes); rate: the model's table;
                                                C_c = F_c / (2 m n k) its cblas_sgemm calls (one per batch index
                                                and trip); t_call: the model's contraction_call
     T_s, T_g = F_special / special,  F_general / general

@@ -5,6 +5,7 @@ own smallest dimension and cblas_sgemm calls, not at the least over every box of
 from __future__ import annotations
 
 import pytest
+import sympy
 
 import napkin_cat as nc
 from napkin_cat.cost.iocost import cost
@@ -75,15 +76,21 @@ def test_a_wide_layer_beside_a_narrow_head_is_not_timed_at_the_heads_width():
     assert fused.terms["tensor"] < narrow
 
 
-def test_each_record_carries_its_own_boxs_dimensions_through_the_tiles():
-    """Each tensor record's arrays give the dimensions of its own box at the tiles (second route: the kernel's
-    primitive boxes, in the same order, read by product_dims), through a group and a stream."""
-    d = nc.stream(grouped(mlp(3)), "c0", "s_c0")
+@pytest.mark.parametrize("relabelled", [True, False])
+def test_each_record_carries_its_own_boxs_dimensions_through_the_tiles(relabelled):
+    """Each tensor record's arrays give the dimensions of its own box at the tiles, through a group and a stream:
+    2·m·n·k is the record's FLOPs per execution (each of the three shapes differs), and, where the partitions are
+    built (relabelled), the kernel's primitive boxes read by product_dims, in the same order, agree (second route).
+    A partition record (``relabelled=False``) draws its inside as it was: the record's arrays are the boxes seen
+    through the tiles (the walk's relabelling), not the boxes as drawn."""
+    d = nc.group(nc.stream(nc.kernel(mlp(3)), "c0", "s_c0", relabelled=relabelled), "n", "g_n",
+                 relabelled=relabelled)
     (box,) = kernels_of(d)
     records = [o for o in cost(box).ops if o.pipeline == "tensor"]
-    boxes = [b for b in primitive_boxes(box) if b.name == "·"]
-    assert len(records) == len(boxes) == 3
-    assert [matrix_dims(*o.arrays) for o in records] == [product_dims(b) for b in boxes]
-    assert len({matrix_dims(*o.arrays) for o in records}) == 3        # three shapes: a by-name key would merge them
-    assert nc.symbol("s_c0") in matrix_dims(*records[0].arrays)[2].free_symbols
-
+    assert len(records) == 3
+    shapes = [matrix_dims(*o.arrays) for o in records]
+    assert [2 * sympy.Mul(*s) for s in shapes] == [o.flops for o in records]
+    assert len(set(shapes)) == 3                     # three shapes: a key by name would merge them
+    assert nc.symbol("g_n") in shapes[0][0].free_symbols and nc.symbol("s_c0") in shapes[0][2].free_symbols
+    if relabelled:
+        assert shapes == [product_dims(b) for b in primitive_boxes(box) if b.name == "·"]
