@@ -42,7 +42,7 @@ def box_cost(box, view: Relabelling = PLAIN, arithmetic=SYMPY, *, ops: bool = Tr
     occurrence = next(_OCCURRENCES)
     return Cost(dict(H), dict(H_bytes), {}, dict(flops),
                 ops=[OpCost(o.label, o.kind, o.pipeline, o.flops, o.trips, dtype=o.dtype, operands=o.operands,
-                            index=occurrence) for o in records], link=box_link(box))
+                            index=occurrence, arrays=o.arrays) for o in records], link=box_link(box))
 
 
 def box_pieces(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> tuple:
@@ -90,7 +90,8 @@ def box_pieces(box, view: Relabelling = PLAIN, arithmetic=SYMPY) -> tuple:
     for p, f in per_item.items():    # the pipelines of one box are distinct: each is set once
         f = arithmetic.of(f) * weave
         flops[p] = f
-        ops.append(OpCost(box.name, spec.kind, p, f, arithmetic.one, dtype=dtype, operands=operands))
+        ops.append(OpCost(box.name, spec.kind, p, f, arithmetic.one, dtype=dtype, operands=operands,
+                          arrays=(tuple(dom), tuple(cod))))
     if spec.kind in ("load", "save"):
         src, dst = dom[0], cod[0]
         lvl, n = max(src.level, dst.level), arithmetic.numel(src)

@@ -45,7 +45,10 @@ class OpCost:
     the box's part of its innermost stream (``'head'``, ``'body'``, ``'tail'``; ``''`` outside one),
     ``dtype`` the name of its output's number format, ``operands`` the formats of its inputs (a tensor
     core's rate is set by them), ``index`` the box's occurrence (records of one box share it; numbered
-    in the order of the walk; not compared, so that ``cost(f >> g).ops == cost(f).then(cost(g)).ops``).
+    in the order of the walk; not compared, so that ``cost(f >> g).ops == cost(f).then(cost(g)).ops``),
+    ``arrays`` the box's ``(inputs, outputs)`` as the record counts them (seen through the relabelling the walk saw
+    the box through: the axes' sizes are those its ``flops`` multiply; not compared): what a time model reads a
+    box's own shape off (a matrix product's ``m, n, k``), where boxes of one ``label`` differ.
     """
 
     label: str
@@ -58,6 +61,7 @@ class OpCost:
     dtype: str = ""
     operands: tuple = ()
     index: int = field(default=-1, compare=False)   # bookkeeping: which records are one box, not a cost
+    arrays: tuple = field(default=((), ()), compare=False, repr=False)   # the box's (inputs, outputs), not a cost
 
 
 @dataclass
@@ -330,7 +334,7 @@ class Cost:
         prefix = (region,) if region else ()
         ops = [o if not prefix and (o.role or not role) and times is _same else
                OpCost(o.label, o.kind, o.pipeline, o.flops, times(o.trips), prefix + o.region, o.role or role,
-                      o.dtype, o.operands, o.index) for o in self.ops]
+                      o.dtype, o.operands, o.index, o.arrays) for o in self.ops]
         return Cost({l: times(h) for l, h in self.H.items()}, {l: times(h) for l, h in self.H_bytes.items()},
                     {l: list(c) for l, c in self.columns.items()}, {p: times(f) for p, f in self.flops.items()},
                     [replace(g, N_g=times(g.N_g)) for g in self.groups], list(self.streams), ops,

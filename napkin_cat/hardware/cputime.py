@@ -14,7 +14,9 @@ at concrete sizes (the cost functor's counts, ceil-aware), on ``T`` threads of a
     T_c      = Σ_c F_c / rate(s_c) + C_c · t_call
                                                c: each contraction box; F_c its FLOPs; s_c = min(m, n, k) at the
                                                tiles (m, n: the output's axes one operand alone carries; k: the
-                                               contracted axes; batch axes aside); rate: the model's table;
+                                               contracted axes; batch axes aside), c's own (read off the arrays
+                                               its cost record carries, not off its name: two products "·" of
+                                               one kernel keep their shapes); rate: the model's table;
                                                C_c = F_c / (2 m n k) its cblas_sgemm calls (one per batch index
                                                and trip); t_call: the model's contraction_call
     T_s, T_g = F_special / special,  F_general / general
@@ -59,7 +61,6 @@ from napkin_cat.hardware.predict import (PIPELINES, KernelTime, Prediction, boun
                                          environment, kernels_of)
 from napkin_cat.hardware.structures import derived_at, structure_memories
 from napkin_cat.hardware.timed import fastest, split_parts, tile_fulls
-from napkin_cat.hardware.toy import primitive_boxes
 from napkin_cat.search.forms import Preparation
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.dtype import as_dtype
@@ -74,14 +75,32 @@ SMALLEST_MEMORY = 2 ** 10
 def product_dims(box) -> tuple:
     """The matrix-product dimensions of a contraction box: for each operand, the product of the output's axes that
     operand alone carries (``m``, ``n``), then the product of the contracted axes (``k``); axes the output shares
-    with several operands are a batch, left aside.
+    with several operands are a batch, left aside (:func:`matrix_dims` of its arrays).
 
     >>> import napkin_cat as nc
+    >>> from napkin_cat.hardware.toy import primitive_boxes
     >>> (box,) = list(primitive_boxes(nc.einsum("q d, x d -> q x")))
     >>> product_dims(box)
     (q, x, d)
     """
-    out, ins = box.cod.inside[0], box.dom.inside
+    return matrix_dims(box.dom.inside, box.cod.inside)
+
+
+def matrix_dims(ins, outs) -> tuple:
+    """:func:`product_dims` of a contraction read off its input and output arrays (``ins``, ``outs``: one output),
+    as a cost record carries them (``OpCost.arrays``, at the sizes its FLOPs count): each operand's ``m``/``n``,
+    then ``k``.
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.cost.iocost import cost
+    >>> d = nc.group(nc.library.matmul(), "a", "g_a")
+    >>> (op,) = [o for o in cost(d).ops if o.pipeline == "tensor"]
+    >>> matrix_dims(*op.arrays)
+    (g_a, c, b)
+    """
+    if len(outs) != 1:
+        raise HardwareError(f"a contraction has one output, this one has {len(outs)}: {list(outs)}")
+    out = outs[0]
     dims = []
     for i, a in enumerate(ins):
         others = {n for j, b in enumerate(ins) if j != i for n in b.names}
@@ -106,21 +125,8 @@ class CPUKernelForm:
         self.box, self.cpu, self.level = box, cpu.require_rates(), level
         c = cost(box).at_density(1)        # a mask read from data counted dense (the prediction says so)
         self.estimated = c.estimated       # a masked stream's trips that run: counted at each env instead
-        # per box name: the product dimensions of every contraction box of that name, and the FLOPs of one call
-        # of each (a record names its box, so a record's smallest dimension is the least over the boxes of its
-        # name, its FLOPs per call the least too).  The minima are taken at each env, not as sympy Min: a Min of
-        # the 3k dimensions of k same-named boxes, built once per record, compares every pair of its arguments
-        # symbolically, cubic in a kernel's depth (issue 35: a 16-layer MLP's one kernel took 100 s here)
-        dims, per_call = {}, {}
-        for b in primitive_boxes(box):
-            if "tensor" in kind_pipelines(b):
-                d = product_dims(b)
-                dims.setdefault(b.name, []).extend(x for x in d if x not in dims.get(b.name, ()))
-                call = 2 * sympy.Mul(*d)
-                if call not in per_call.setdefault(b.name, []):
-                    per_call[b.name].append(call)
         self.pipes = {p: sympy.Integer(0) for p in PIPELINES}
-        flops, names = [], []              # each contraction record's FLOPs and its box's name
+        flops, shapes = [], []             # each contraction record's FLOPs, and its own box's (m, n, k)
         for op in c.ops:
             if op.pipeline not in PIPELINES:
                 raise HardwareError(f"{op.label}: pipeline {op.pipeline!r} has no rate in a CPU model (it has "
@@ -128,39 +134,45 @@ class CPUKernelForm:
             n = sympy.sympify(op.flops * op.trips)
             self.pipes[op.pipeline] += n
             if op.pipeline == "tensor":
-                if op.label not in dims:
-                    raise HardwareError(f"{op.label}: a tensor-pipeline operation that is not a box of its kernel")
+                ins, outs = op.arrays
+                if not ins or not outs:
+                    raise HardwareError(f"{op.label}: a tensor-pipeline record that does not carry its box's arrays "
+                                        "(OpCost.arrays): its matrix dimensions are unknown")
                 flops.append(n)
-                names.append(op.label)
+                shapes.append(matrix_dims(ins, outs))
         columns = [sympy.sympify(col) for col in c.columns.get(level, [])] or [sympy.Integer(0)]
         self._columns = len(columns)
         exprs = [sympy.sympify(c.H_bytes.get(level, 0)), boundary_bytes(box.dom) + boundary_bytes(box.cod),
                  narrowest(box), sympy.sympify(c.H.get(level, 0)), *columns, *(self.pipes[p] for p in PIPELINES),
                  *flops]
         self._head = len(exprs)
-        self._minima = {}                  # box name → (its dimensions' slice, its calls' slice) of the values
-        for name in dict.fromkeys(names):
-            start = len(exprs)
-            exprs += dims[name]
-            middle = len(exprs)
-            exprs += per_call[name]
-            self._minima[name] = (slice(start, middle), slice(middle, len(exprs)))
-        self._names = names
-        self.expressions = tuple(exprs)    # what :meth:`values` evaluates (the minima then taken over their slices)
+        # each record's own box: its dimensions and the FLOPs of one call 2·m·n·k, as positions of the values (equal
+        # expressions evaluated once).  Its smallest dimension is taken at each env, not as a sympy Min (whose
+        # building compares its arguments symbolically: issue 35)
+        position: dict = {}
+
+        def place(e):
+            if e not in position:
+                position[e] = len(exprs)
+                exprs.append(e)
+            return position[e]
+        self._products = [(tuple(place(d) for d in dims), place(2 * sympy.Mul(*dims))) for dims in shapes]
+        self.expressions = tuple(exprs)    # what :meth:`values` evaluates (the minima then taken per record)
         self.symbols = sorted(set().union(*(sympy.sympify(e).free_symbols for e in exprs)), key=str)
         self._values = sympy.lambdify(self.symbols, exprs, modules=[{"ceiling": math.ceil}, "math"],
                                       docstring_limit=0)   # (no docstring: printing it took a third of the time)
 
     def values(self, env: dict) -> list:
         """The forms at ``env``: bytes moved, compulsory bytes, blocks, values moved, the level-1 columns, then
-        FLOPs per pipeline and (FLOPs, smallest dimension, FLOPs per call) per contraction record."""
+        FLOPs per pipeline and (FLOPs, smallest dimension, FLOPs per call) per contraction record, each of its own
+        box."""
         missing = [s for s in self.symbols if s not in env]
         if missing:
             raise HardwareError(f"{self.box.name}: sizes {sorted(map(str, missing))} are missing")
         v = self._values(*(env[s] for s in self.symbols))
-        first = self._head - len(self._names)
-        least = {name: (min(v[d]), min(v[c])) for name, (d, c) in self._minima.items()}
-        return [*v[:first], *(e for n, name in zip(v[first:self._head], self._names) for e in (n, *least[name]))]
+        first = self._head - len(self._products)
+        return [*v[:first], *(e for n, (dims, call) in zip(v[first:self._head], self._products)
+                              for e in (n, min(v[d] for d in dims), v[call]))]
 
     def fits(self, values: list, memory: int) -> bool:
         """Whether the kernel's level-1 columns at these :meth:`values` hold at most ``memory`` values."""
