@@ -134,6 +134,7 @@ class TritonPrinter(TritonTripsMixin, TritonIndexKindsMixin, TritonKindsMixin, C
     and_template = "({0} & {1})"
     or_template = "({0} | {1})"
     not_template = "(not {0})"
+    where_template = "tl.where({0}, {1}, {2})"
     comment = "#"
     ident = staticmethod(ident)
     dot_formats = DOT_FORMATS
