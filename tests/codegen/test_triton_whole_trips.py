@@ -17,13 +17,14 @@ Second routes:
   trip tests the condition (no fallback) in either kernel, also where the whole trips are two ranges (attention sinks
   beside a window: a gap between the sinks and the window, a loop per range).
 
-Mutations caught: the whole trips' loop printed with the mask left in (``full=s.full_trips if full else False`` →
-``False`` in ``_print_StreamLoop``, ``codegen/triton/trips.py``: the counts become every trip that runs); a high
-bound printed as the truncated quotient plus one (``(a − rest) // a`` → ``(−rest) // a + 1`` in
-``ranges._Reader.relation``: on the first query tile the diagonal trip runs unmasked, the causal output differs); the ragged
-last tile's whole trip dropped from the whole loop (``tl.where(c, stop, H)`` → ``H`` in ``ranges._Reader.union``: the
-ragged kernel makes the mask on a trip numpy counts whole); the clamp of the whole range's end to the loop's stop
-left out (``trips._Chain.pieces``: a trip past the keys runs).
+Mutations caught: the whole trips' loop printed with the mask left in (``full_of``'s ``"whole"`` → False,
+``codegen/trips.py``: the counts become every trip that runs); a high bound printed as the truncated quotient plus
+one (``(a − rest) // a`` → ``(−rest) // a + 1`` in ``ranges._Reader.relation``: on the first query tile the diagonal
+trip runs unmasked, the causal output differs); the ragged last tile's whole trip dropped from the whole loop
+(``tl.where(c, stop, H)`` → ``H`` in ``ranges._Reader.union``: the ragged kernel makes the mask on a trip numpy
+counts whole); the clamp of a piece's end to the loop's stop left out (``trips._Chain.pieces``: a trip past the keys
+runs); the gaps between whole pieces not cut by the reached ranges (``trip_loops``: the sinks' gap trips run with the
+mask made, the counts exceed numpy's partial tiles).
 """
 from __future__ import annotations
 
