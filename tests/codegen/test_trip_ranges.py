@@ -3,8 +3,8 @@ skip test and the whole trips' test into unions of ranges, ``codegen/trips.py`` 
 and the Triton printer names its kernels consecutively and prints no ragged variant it never launches.
 
 Routes: each kernel's output = numpy's masked attention in float64 from the mask's formula = the plan's runner, on
-causal, sliding-window, sinks beside a window (two ranges with a gap), two windows (two ranges bounded below, ordered
-at run time), prefix-LM and document masks (segment ids: no position, every trip as written), at ragged sizes (the
+causal, sliding-window, sinks beside a window (two ranges with a gap), two crossing windows (two ranges bounded
+below, ordered at run time), prefix-LM and document masks (segment ids: no position, every trip as written), at ragged sizes (the
 last tile of ``q``, of ``x`` or both short); the printed source counted: no trip tests a condition (``continue`` in
 C, a per-trip ``if`` in Triton) where the conditions are ranges, and each stream with whole trips has a whole loop
 per range.
@@ -30,9 +30,9 @@ from napkin_cat.syntax.builder import Builder
 from napkin_cat.syntax.construct import elementwise
 from napkin_cat.syntax.dtype import INT32
 from napkin_cat.syntax.indices import compare, logical, position
-from kernels_common import needs_cc, needs_triton
+from kernels_common import needs_cc, needs_nvcc, needs_triton
 
-D, SINKS, WINDOW, LAG, PREFIX = 8, 4, 5, 14, 6
+D, SINKS, WINDOW, CROSS, PREFIX = 8, 4, 5, 30, 6
 
 
 def window(b, qi, xi, lo: int, hi: int):
@@ -54,12 +54,14 @@ def sinks_and_window():
 
 
 def two_windows():
-    """``|q − x| ≤ WINDOW ∨ |q − LAG − x| ≤ WINDOW``: two ranges each bounded below (their order decided at run
-    time)."""
+    """``|x − q| ≤ WINDOW ∨ |x − (CROSS − q)| ≤ WINDOW``: a window on the diagonal and one on the anti-diagonal, two
+    ranges each bounded below whose order changes with ``q`` (they cross at ``q = CROSS/2``): ordered at run time."""
     b = Builder(Ty())
     qi, xi = b(position("q")), b(position("x"))
+    mirrored = b(elementwise("shift", "q", const=CROSS, dtype=INT32), b(elementwise("scale", "q", const=-1,
+                                                                                     dtype=INT32), qi))
     return b.build(b(logical("or", "q x, q x -> q x"), window(b, qi, xi, -WINDOW, WINDOW),
-                     window(b, qi, xi, -LAG - WINDOW, -LAG + WINDOW)))
+                     window(b, mirrored, xi, -WINDOW, WINDOW)))
 
 
 MASKS = {    # name → (attention, numpy's mask over (q, x) positions and the segment ids)
@@ -68,7 +70,7 @@ MASKS = {    # name → (attention, numpy's mask over (q, x) positions and the s
     "sinks+window": (lambda: nc.library.masked_attention(sinks_and_window()),
                      lambda q, x, s, t: (x < SINKS) | (abs(q - x) <= WINDOW)),
     "two windows": (lambda: nc.library.masked_attention(two_windows()),
-                    lambda q, x, s, t: (abs(q - x) <= WINDOW) | (abs(q - LAG - x) <= WINDOW)),
+                    lambda q, x, s, t: (abs(q - x) <= WINDOW) | (abs(CROSS - q - x) <= WINDOW)),
     "prefix-lm": (lambda: nc.library.prefix_lm_attention(PREFIX), lambda q, x, s, t: (x <= q) | (x < PREFIX)),
     "document": (nc.library.document_attention, lambda q, x, s, t: s[:, None] == t[None, :]),
 }
@@ -174,3 +176,26 @@ def test_no_ragged_variant_where_the_divisions_hold_at_every_size():
     rng = np.random.default_rng(5)
     x, w = rng.standard_normal((5, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
     np.testing.assert_allclose(np.asarray(k(x, w)), x.astype(np.float64) @ w, rtol=1e-5, atol=1e-5)
+
+
+@needs_triton
+@pytest.mark.parametrize("kind", ["sinks+window", "two windows"])
+def test_the_ranged_triton_kernels_compile_for_the_gpu(kind):
+    """``triton.compile`` (sm_90, no GPU needed) takes the bounds of ranges (``tl.where`` of scalar tests, run-time
+    order included) as loop bounds, in the ragged variant."""
+    k = nc.codegen.triton(planned(kind, 32, 32))
+    assert not re.search(r"\n\s+if \(", k.source) and "each trip tests" not in k.source
+    assert k.source.count("the mask is true on every pair: not made") >= 3      # whole loops in both variants
+    assert set(k.compile(arch=90, kernels=["nc_kernel0_ragged"])["kernels"]) == {"nc_kernel0_ragged"}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("kind", ["sinks+window", "two windows"])
+def test_the_ranged_cuda_kernels_compile(kind):
+    """The CUDA kernel reads the same ranges (its trips as written within them: no whole loops): nvcc compiles it
+    with the plan's shared memory; no trip tests the skip condition."""
+    p = planned(kind, 29, 37)
+    k = nc.codegen.cuda(p)
+    assert "the trips the mask reaches" in k.source and "continue;" not in k.source
+    assert "not made, read as true" not in k.source
+    assert k.compile(arch=90)["smem"] == p.smem_bytes

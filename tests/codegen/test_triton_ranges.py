@@ -8,12 +8,14 @@ from the forms the plan writes (a relation linear in the index, a tile's ragged 
 relation free of the index, conjunctions and disjunctions of them) at every value of the outer index and the size
 in a grid that includes ragged sizes and negative quotients.
 
-Mutations caught: a union's parts bounded below both kept where one bounded above alone is merged away
-(``below``/``above`` merged as one range in ``_Reader.union``); the run-time order of two ranges bounded below
-dropped (``trips._Chain.pieces``: the sweep loses the part of the later range); the free part of a disjunction dropped (``tl.where(c, stop, H)`` → ``H`` in ``_union``); a
-``Min`` split as a conjunction where it is a disjunction (``isinstance(m, sympy.Max) == (k > 0)`` → ``!=``); a low
-bound's ceiling off by one (``rest − a − 1`` → ``rest − a`` in ``_relation``); a high bound printed as the
-truncated quotient plus one (``(a − rest) // a`` → ``(−rest) // a + 1``: wrong where ``−rest`` is negative).
+Mutations caught: a union cut to its first part (``merged[:1]`` in ``_Reader.union``); the run-time order of two
+ranges bounded below dropped (``trips._Chain.pieces``: the sweep loses the part of the later range); a piece's low
+not clamped to the end of the one before (``_Chain.pieces``: overlapping pieces run a trip twice); the gaps between
+whole pieces not cut by the reached ranges (``trip_loops``: trips outside the reach run); the free part of a
+disjunction dropped (``tl.where(c, stop, H)`` → ``H``); a ``Min`` split as a conjunction where it is a disjunction
+(``isinstance(m, sympy.Max) == (k > 0)`` → ``!=``); a low bound's ceiling off by one (``rest − a − 1`` →
+``rest − a`` in ``_Reader.relation``); a high bound printed as the truncated quotient plus one (``(a − rest) // a`` →
+``(−rest) // a + 1``: wrong where ``−rest`` is negative).
 """
 from __future__ import annotations
 
