@@ -4,10 +4,10 @@ and the Triton printer names its kernels consecutively and prints no ragged vari
 
 Routes: each kernel's output = numpy's masked attention in float64 from the mask's formula = the plan's runner, on
 causal, sliding-window, sinks beside a window (two ranges with a gap), two crossing windows (two ranges bounded
-below, ordered at run time), prefix-LM and document masks (segment ids: no position, every trip as written), at ragged sizes (the
-last tile of ``q``, of ``x`` or both short); the printed source counted: no trip tests a condition (``continue`` in
-C, a per-trip ``if`` in Triton) where the conditions are ranges, and each stream with whole trips has a whole loop
-per range.
+below, ordered at run time), prefix-LM and document masks (segment ids: no position, every trip as written), at
+ragged sizes (the last tile of ``q``, of ``x`` or both short); the printed source counted: no trip tests a condition
+(``continue`` in C, a per-trip ``if`` in Triton) where the conditions are ranges, and each stream with whole trips
+has a whole loop per range.
 
 Mutations caught: the C printer's whole loops switched off (``whole_loops`` → False: each trip tests
 ``if (full)`` again, the count fails); the run-time order of two ranges bounded below dropped (``_Chain.pieces``

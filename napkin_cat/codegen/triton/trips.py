@@ -46,9 +46,8 @@ class TritonTripsMixin(TripLoopsMixin):
     otherwise = "elif {state} == 1:   {comment} some pairs allowed: the mask made and applied"
     end_if = ""
 
-    #: a trip on which a mask from positions is true on every pair, where those trips are not one range of the loop's
-    #: index (:meth:`_print_StreamLoop`; two ranges with a gap, a test not linear in it): the body without the mask
-    #: under a test
+    #: a trip on which a mask from positions is true on every pair, where those trips are not ranges of the loop's
+    #: index (:meth:`_print_StreamLoop`; a test not linear in it): the body without the mask under a test
     if_positions = "if {condition}:   {comment} the mask is true on every pair of this trip: not made, read as true"
     else_positions = "else:   {comment} some pairs allowed: the mask made and applied"
 
