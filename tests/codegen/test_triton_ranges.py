@@ -206,7 +206,7 @@ def test_the_loops_run_the_reached_trips_once_in_order_the_whole_ones_whole():
     (numpy's route: the conditions evaluated by sympy on every trip)."""
     rng = np.random.default_rng(37)
     checked = gaps = 0
-    for _ in range(300):
+    for _ in range(200):
         reach_c = condition(rng)
         whole_c = sympy.And(condition(rng), reach_c)
         reach = index_ranges(reach_c, I, code, "stop", TRITON)
@@ -220,9 +220,9 @@ def test_the_loops_run_the_reached_trips_once_in_order_the_whole_ones_whole():
         checked += 1
         gaps += len(reach.parts) > 1 or len(whole.parts) > 1
         reached, whole_at = truth(reach_c), truth(whole_c)
-        for u, n in GRID[::3]:
+        for u, n in GRID[::4]:
             ran = looped(loops, u, n)
             trips = [i for i, _ in ran]
             assert trips == sorted(reached(u, n)), (reach_c, whole_c, u, n, ran)
             assert {i for i, kind in ran if kind == "whole"} == whole_at(u, n), (reach_c, whole_c, u, n, ran)
-    assert checked >= 100 and gaps >= 30, (checked, gaps)
+    assert checked >= 70 and gaps >= 20, (checked, gaps)

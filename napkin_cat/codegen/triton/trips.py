@@ -35,6 +35,7 @@ from napkin_cat.codegen.printer import ident
 from napkin_cat.codegen.trips import WHAT, TripLoopsMixin, full_of
 from napkin_cat.plan.ir import StreamLoop
 
+
 class TritonTripsMixin(TripLoopsMixin):
     """The loops of the Triton printer and the variants of their trips (see the module docstring)."""
 
