@@ -127,6 +127,8 @@ class CodePrinter(RecordForms, Printer):
     and_template = "({0} && {1})"
     or_template = "({0} || {1})"
     not_template = "!({0})"
+    #: a choice between two integers on a scalar condition (a loop's bounds, :mod:`napkin_cat.codegen.ranges`)
+    where_template = "(({0}) ? ({1}) : ({2}))"
     comment = "//"
     indent = "    "
     #: lay out on-chip values so that no output takes bytes its statement reads (see ``layout(unstaged=)``)

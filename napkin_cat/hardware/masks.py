@@ -1,7 +1,7 @@
 """What a prediction assumes of the masks from positions in an algorithm: the cost at sizes and the counting runner
 charge a mask's maps only on the trips it does not allow whole (:meth:`napkin_cat.algorithms.skipping.Skip.whole`),
-as the C and Triton kernels run them (the Triton kernel's whole trips in a loop of their own where they are one range
-of the loop's index, a ragged last tile included, else under a per-trip test:
+as the C and Triton kernels run them (their whole trips in loops of their own where they are ranges of the loop's
+index, :mod:`napkin_cat.codegen.trips`, a ragged last tile included, else under a per-trip test:
 ``tests/codegen/test_triton_whole_trips.py`` counts the masks it makes against numpy's partial tile pairs and the
 runner's, at sizes the tiles divide and at primes).  Of a mask read from data a prediction states the density it was
 given (:func:`bound_densities`: ``rho[…]`` → a number in 0 … 1, 1 where none is given) or the block mask's measured
@@ -26,8 +26,8 @@ from napkin_cat.syntax.flat import layers
 #: what a GPU prediction of an algorithm with a mask from positions assumes besides (:func:`density_assumptions`)
 MASK_LEFT_OUT_ON_WHOLE_TRIPS = (
     "a mask from positions is made only on the trips that run and that it does not allow whole, as the plan's "
-    "counting runner and the Triton kernel run it (the trips it allows whole in a loop of their own, the ragged last "
-    "tile included, where they are one range of the loop's index, else under a per-trip test); on those trips the "
+    "counting runner and the Triton kernel run it (the trips it allows whole in loops of their own, the ragged last "
+    "tile included, where they are ranges of the loop's index, else under a per-trip test); on those trips the "
     "select that applies it is still charged, which the kernel folds away")
 
 

@@ -5,7 +5,7 @@ The derived causal, sliding-window and prefix-LM forwards (``nc.derive``), tiled
 (skipped, whole, partial): at 8 on ``q`` and ``x``, and at 4 on ``q`` and 8 on ``x``; printed for Triton and run
 under its interpreter (``k.executions``: the times each line runs counted) at sizes the tiles divide (the even
 kernel) and at primes (the ragged kernel: the last tile of ``q``, of ``x``, or of both ragged).  Both kernels run the
-whole trips as a loop of their own between loops over partial trips (``codegen/triton/ranges.py``: the ragged last
+whole trips as a loop of their own between loops over partial trips (``codegen/ranges.py``: the ragged last
 tile's extent ``Min(T, n − T·i)`` in the condition split, so the ragged last trip runs whole where it is whole).
 Second routes:
 
@@ -14,16 +14,17 @@ Second routes:
   tile) pairs on which the formula allows some pair but not every one, enumerated in numpy, and against the plan's
   counting runner (the trips it runs with the mask made);
 * the printed source: the loop over whole trips never assigns the mask, the loops over partial trips do, and no
-  trip tests the condition (no fallback) in either kernel; where the whole trips are not one range (attention sinks
-  beside a window: a gap between the sinks and the window), the source says why and each trip tests it.
+  trip tests the condition (no fallback) in either kernel, also where the whole trips are two ranges (attention sinks
+  beside a window: a gap between the sinks and the window, a loop per range).
 
-Mutations caught: the whole trips' loop printed with the mask left in (``full=s.full_trips if full else False`` →
-``False`` in ``_print_StreamLoop``, ``codegen/triton/trips.py``: the counts become every trip that runs); a high
-bound printed as the truncated quotient plus one (``(a − rest) // a`` → ``(−rest) // a + 1`` in
-``ranges._relation``: on the first query tile the diagonal trip runs unmasked, the causal output differs); the ragged
-last tile's whole trip dropped from the whole loop (``tl.where(c, stop, H)`` → ``H`` in ``ranges._union``: the
-ragged kernel makes the mask on a trip numpy counts whole); the clamp of the whole range's end to the loop's stop
-left out (``whole_range``: a trip past the keys runs).
+Mutations caught: the whole trips' loop printed with the mask left in (``full_of``'s ``"whole"`` → False,
+``codegen/trips.py``: the counts become every trip that runs); a high bound printed as the truncated quotient plus
+one (``(a − rest) // a`` → ``(−rest) // a + 1`` in ``ranges._Reader.relation``: on the first query tile the diagonal
+trip runs unmasked, the causal output differs); the ragged last tile's whole trip dropped from the whole loop
+(``tl.where(c, stop, H)`` → ``H`` in ``ranges._Reader.union``: the ragged kernel makes the mask on a trip numpy
+counts whole); the clamp of a piece's end to the loop's stop left out (``trips._Chain.pieces``: a trip past the keys
+runs); the gaps between whole pieces not cut by the reached ranges (``trip_loops``: the sinks' gap trips run with the
+mask made, the counts exceed numpy's partial tiles).
 """
 from __future__ import annotations
 
@@ -212,17 +213,23 @@ def sink_window_mask(sinks: int, window: int):
 
 
 @needs_triton
-def test_where_the_whole_trips_have_a_gap_each_trip_tests_them_and_the_source_says_why():
-    """Sinks [0, 4) and a window of 6 at tiles of 4: the whole trips are the sinks' and the window's inside, two
-    ranges with a gap between; the kernels fall back to the per-trip test, correct and counted alike."""
+def test_where_the_whole_trips_have_a_gap_each_range_is_a_loop_and_no_trip_tests_the_mask():
+    """Sinks [0, 4) and a window of 6 at tiles of 4: the trips reached and the whole ones are two ranges each with a
+    gap between (``codegen/ranges.py``: a union of ranges); the kernels loop over each range (``codegen/trips.py``),
+    the sinks' whole trips and the window's apart from the partial ones, no trip testing a condition, correct and
+    counted alike."""
     d = nc.group(nc.stream(nc.kernel(nc.library.masked_attention(sink_window_mask(4, 6))), "x", "s_x"), "q", "g_q")
     k = nc.codegen.triton(tiled(d, EVEN, (4, 4)))
     (full,) = [s.full_trips for s in walk(k.plan.body) if isinstance(s, StreamLoop)]
-    why = "# the trips on which the mask is true on every pair are not one range of i_x (a union of ranges of i_x " \
-          "bounded on both sides, which may have a gap): each trip tests it"
+    cond = nc.codegen.printer.ident(full.mask.condition)
     for name in ("nc_kernel0", "nc_kernel0_ragged"):
-        assert why in kernel_text(k.source, name) and "the mask is true on every pair of this trip" in \
-            kernel_text(k.source, name)
+        text = kernel_text(k.source, name)
+        assert "each trip tests it" not in text and not re.search(r"\n\s+if \(", text), name
+        loops = re.split(r"\n    for ", text)[1:]
+        whole = [body for body in loops if "the mask is true on every pair: not made" in body.splitlines()[0]]
+        assert len(whole) == 2 and len(loops) == 6, (name, len(whole), len(loops))     # a whole loop per range
+        assert not any(re.search(rf"\n\s+{cond} = ", b) for b in whole), name
+        assert all(re.search(rf"\n\s+{cond} = ", b) for b in loops if b not in whole), name
     rng = np.random.default_rng(3)
     for n in (EVEN, RAGGED):
         arrays = [rng.standard_normal((n, D)).astype(np.float32) for _ in range(3)]
@@ -232,7 +239,7 @@ def test_where_the_whole_trips_have_a_gap_each_trip_tests_them_and_the_source_sa
         np.testing.assert_allclose(y, reference(*(a.astype(np.float64) for a in arrays), allowed), rtol=1e-4,
                                    atol=1e-5)
         (launched,) = k.launched({"q": n, "x": n})
-        lines = mask_lines(k.source, launched, nc.codegen.printer.ident(full.mask.condition))
+        lines = mask_lines(k.source, launched, cond)
         b = blocks(allowed, 4)
         assert 0 < b["partial"] and b["every"] > 0
         assert sum(counts.get(line, 0) for line in lines) == b["partial"] == runner_made(d, n, arrays, (4, 4))

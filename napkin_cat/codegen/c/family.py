@@ -29,12 +29,13 @@ import sympy
 from napkin_cat.codegen.c.structures import KindsMixin
 from napkin_cat.codegen.fusion import inlined, value_of
 from napkin_cat.codegen.printer import CodePrinter, ident
+from napkin_cat.codegen.trips import WHAT, TripLoopsMixin, full_of
 from napkin_cat.codegen.errors import CodegenError
 from napkin_cat.plan.ir import Compute, Ref, StreamLoop, reads, walk, writes
 from napkin_cat.syntax.primitive import kind_of
 
 
-class CFamilyPrinter(KindsMixin, CodePrinter):
+class CFamilyPrinter(TripLoopsMixin, KindsMixin, CodePrinter):
     """Statements of a block in C syntax; subclasses say how element loops spread and what a launch is."""
 
     min_template = "NC_MIN({0}, {1})"
@@ -314,28 +315,51 @@ class CFamilyPrinter(KindsMixin, CodePrinter):
 
     # ------------------------------------------------------------------ loops inside a block
     def _print_StreamLoop(self, s, depth):
+        """The stream's trips as loops over ranges of its index (:meth:`~napkin_cat.codegen.trips.TripLoopsMixin.
+        stream_loops`: the trips its skip test reaches, the whole ones apart where the dialect runs them so), their
+        bounds in a block of their own; a trip tests the skip condition only where it is not ranges (the same test in
+        every thread of a block: no barrier is split)."""
         out = []
         if s.head:
             out += [self.line(depth, f"{self.comment} head")] + self._lines(s.head, depth)
-        out.append(self.line(depth, f"for (int {ident(s.index.name)} = 0; {ident(s.index.name)} < "
-                                    f"{self.code(self.trips(s))}; ++{ident(s.index.name)}) {{   "
-                                    f"{self.comment} {self.loop_comment(s)}"))
-        if getattr(s, "skips", False):     # the same test in every thread of a block: no barrier is split
-            out.append(self.line(depth + 1, f"if (!{self.code(s.when)}) continue;   {self.comment} the mask is "
-                                            f"never true on this trip"))
-        out += self._trip(s, depth + 1)
-        out.append(self.line(depth, "}"))
+        i = ident(s.index.name)
+        notes, loops, tested = self.stream_loops(s)
+        out += [self.line(depth, f"{self.comment} {note}") for note in notes]
+        inner = depth + 1 if loops.defs else depth
+        if loops.defs:
+            out.append(self.line(depth, f"{{   {self.comment} the trips of {i}: bounds of ranges"))
+            out += [self.line(inner, f"const int {name} = {value};") for name, value in loops.defs]
+        reach = ", the trips the mask reaches" if getattr(s, "skips", False) and not tested else ""
+        for lo, hi, kind in loops.loops:
+            out.append(self.line(inner, f"for (int {i} = {lo}; {i} < {hi}; ++{i}) {{   "
+                                        f"{self.comment} {self.loop_comment(s)}{reach}{WHAT[kind]}"))
+            if tested:
+                out.append(self.line(inner + 1, f"if (!{self.code(s.when)}) continue;   {self.comment} the mask is "
+                                                f"never true on this trip"))
+            out += self._trip(s, inner + 1, full=full_of(kind, s))
+            out.append(self.line(inner, "}"))
+        if loops.defs:
+            out.append(self.line(depth, "}"))
         if s.tail:
             out += [self.line(depth, f"{self.comment} tail")] + self._lines(s.tail, depth)
         return out
 
-    def _trip(self, s, depth):
+    def _trip(self, s, depth, full=None):
+        """A trip of loop ``s``: its extent bound; ``full``: the :class:`~napkin_cat.plan.skips.FullTrips` of a loop
+        over whole trips (the body without the mask), False for one over partial trips (as written), None: by the
+        trip's state (:meth:`trip_variants`)."""
         saved = self.extents.get(s.tile)
         bound = self.enter(s)
         lines = []
         if bound is not None:
             lines.append(self.line(depth, f"const int {ident(bound[0].name)} = {self.code(bound[1])};"))
-        if isinstance(s, StreamLoop):
+        if full is not None:
+            self.full_trip = full or None
+            try:
+                lines += self._lines(s.body, depth)
+            finally:
+                self.full_trip = None
+        elif isinstance(s, StreamLoop):
             lines += self.trip_variants(s, depth, lambda at: self._lines(s.body, at))
         else:
             lines += self._lines(s.body, depth)

@@ -129,7 +129,8 @@ class CPrinter(GemmMixin, RowsMixin, CFamilyPrinter):
     helpers = {**FLOAT.helpers, "max": "nc_fmax", "min": "nc_fmin", "exp": "nc_exp"}
     # a CPU thread stages an aliased output by copying it: a few more arena bytes cost less than that pass
     unstaged_layout = True
-    # a trip on which a mask from positions is true on every pair runs without it (FullTrips)
+    # a trip on which a mask from positions is true on every pair runs without it (FullTrips): in loops of their own
+    # where those trips are ranges of the loop's index (codegen/trips.py), else under this test
     if_positions = "if ({condition}) {{   {comment} the mask is true on every pair of this trip: not made, read as true"
 
     def __init__(self, plan, *, blas: bool | None = None, poison: bool = False, real: str = "float"):

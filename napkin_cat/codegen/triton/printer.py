@@ -44,6 +44,8 @@ True
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import sympy
 
 from napkin_cat.codegen.triton import host
@@ -85,6 +87,23 @@ MAX_STAGES = 16
 SIGNATURE = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8e4nv", "int32": "i32", "bool": "i1"}
 
 
+def divides_always(full, tile: int) -> bool:
+    """Whether ``tile`` divides ``full`` (a polynomial in sizes with integer coefficients) at every integer value of
+    its sizes: every coefficient a multiple of ``tile`` (sufficient; a tile of 1 always divides).
+
+    >>> n, m = sympy.symbols("n m", integer=True)
+    >>> divides_always(4*n + 8*m, 4), divides_always(n, 1), divides_always(2*n + 1, 2), divides_always(n, 4)
+    (True, True, False, False)
+    """
+    if tile == 1:
+        return True
+    try:
+        poly = sympy.Poly(sympy.expand(full), *sorted(full.free_symbols, key=str))
+    except sympy.PolynomialError:
+        return False
+    return all(c.is_Integer and int(c) % tile == 0 for c in poly.coeffs())
+
+
 def padded(n: int) -> int:
     """A block side: the next power of two, at least 16."""
     p = 16
@@ -115,6 +134,7 @@ class TritonPrinter(TritonTripsMixin, TritonIndexKindsMixin, TritonKindsMixin, C
     and_template = "({0} & {1})"
     or_template = "({0} | {1})"
     not_template = "(not {0})"
+    where_template = "tl.where({0}, {1}, {2})"
     comment = "#"
     ident = staticmethod(ident)
     dot_formats = DOT_FORMATS
@@ -157,11 +177,15 @@ class TritonPrinter(TritonTripsMixin, TritonIndexKindsMixin, TritonKindsMixin, C
 
     # ------------------------------------------------------------------ sizes: runtime, even, extents
     def _divides(self, full, tile) -> bool:
-        """Whether ``tile`` divides ``full`` in the variant being printed (runtime sizes: as at the plan's)."""
+        """Whether ``tile`` divides ``full`` in the variant being printed (runtime sizes: as at the plan's).  A
+        division that holds at every value of the runtime sizes (:func:`divides_always`: a tile of 1, ``2·n`` by 2)
+        is no assumption: the even variant alone is printed where it made no other."""
         if not (tile.is_Integer and full.is_number is not None):
             return False
         if full.is_Integer:
             return int(full) % int(tile) == 0
+        if divides_always(full, int(tile)):
+            return True
         if self.even and full.free_symbols <= set(self.runtime):
             at_plan = full.subs(self.plan.sizes)
             if at_plan.is_Integer and int(at_plan) % int(tile) == 0:
@@ -374,8 +398,10 @@ class TritonPrinter(TritonTripsMixin, TritonIndexKindsMixin, TritonKindsMixin, C
         return sorted(vs, key=lambda v: order.get(v.role, 2))
 
     def kernel_launches(self) -> list:
-        """The plan's launches that run a kernel (its views between kernels are the launcher's aliases)."""
-        return [launch for launch in launches(self.plan) if is_kernel_launch(launch)]
+        """The plan's launches that run a kernel (its views between kernels are the launcher's aliases), numbered
+        consecutively (``nc_kernel0``, ``nc_kernel1``, … in launch order: a view between them takes no number)."""
+        kernels = [launch for launch in launches(self.plan) if is_kernel_launch(launch)]
+        return [replace(launch, index=k) for k, launch in enumerate(kernels)]
 
     def signature(self) -> dict:
         """Per kernel printed (ragged variants included): its parameters' Triton types."""
