@@ -100,9 +100,8 @@ class DevicesAt:
             for lane, part in enumerate(lanes(node, mine)):
                 tiles = {**ctx.tiles, **{a: (s[0], s[1] - s[0]) for a, s in part.items() if not isinstance(s, Pieces)}}
                 inside = device_inside(node, part, mycuts, lambda key: nil.setdefault(key, empty_symbol(key)))
-                self.device_boxes(node, inside, marks, tiles, spans,
-                                  At({**env, **{x: 0 for x in nil.values()}}, {}, 1, (p, active, empty, lane), ctx.view),
-                                  total)
+                at = At({**env, **{x: 0 for x in nil.values()}}, {}, 1, (p, active, empty, lane), ctx.view)
+                self.device_boxes(node, inside, marks, tiles, spans, at, total)
             per.append(total)
             rings = [] if d is None else [ring_held(b, env) for _, b in layers(d) if isinstance(b, Ring)]
             held.append(0 if d is None else max([integer(c, env) for c in held_columns(node, mine, mycuts)]
