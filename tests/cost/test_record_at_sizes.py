@@ -18,8 +18,9 @@ and the same on random partitions of the library's algorithms at random, often r
 
 Mutations caught: the fold counting each box as drawn (``box_pieces(box)``, the old path: every case); a record's
 shorter last concrete tile seen at the full tile (the concrete-tile cases); the tiles of a record inside a record of
-its axis cut from the axis as drawn, not the outer tile (the two-level cases); a stream record's head and tail
-counted as drawn (the stream cases: its loads of whole inputs).
+its axis cut from the axis as drawn, not the outer tile (the two-level cases).  Not caught: a stream record's head
+and tail counted through the enclosing view alone, not the stream's own (no box there carries the streamed axis: an
+input that does is streamed; the fold sees them as the symbolic functor does, for the law's sake).
 """
 from __future__ import annotations
 
