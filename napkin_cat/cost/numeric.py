@@ -279,6 +279,16 @@ def _partitions(diagram: Diagram):
             yield from _partitions(box.arg)
 
 
+def _seen_partitions(diagram: Diagram, view: Relabelling = PLAIN):
+    """``(partition, view)``: :func:`_partitions` each with the relabelling it is seen through (a record's inside is
+    seen through its own: a group inside a record of its axis partitions the outer tile, as the built one does)."""
+    for _, box in layers(diagram):
+        if isinstance(box, (Grid, Stream)):
+            yield box, view
+        if isinstance(box, Region) and not isinstance(box, Shard):
+            yield from _seen_partitions(box.arg, inside_at(box, view))
+
+
 def bind(diagram: Diagram, sizes, *, strict: bool = True) -> dict:
     """``sizes`` (a :class:`~napkin_cat.syntax.sizes.Sizes`, or names or symbols → positive ints) as an env,
     checked: every size given, every value a positive int; ``strict``: every name one of the diagram's axes or
@@ -286,8 +296,8 @@ def bind(diagram: Diagram, sizes, *, strict: bool = True) -> dict:
     algorithm given for one of its kernels, :meth:`~napkin_cat.syntax.sizes.Sizes.restrict`)."""
     given = as_sizes(sizes)
     env = (given if strict else given.restrict(diagram)).require(diagram, "the cost at concrete sizes").env
-    for box in _partitions(diagram) if strict else ():
-        full, tile = integer(box.full_size(), env), integer(box.size, env)
+    for box, view in _seen_partitions(diagram) if strict else ():
+        full, tile = integer(box.seen(view)[1], env), integer(box.size, env)
         if tile > full:
             what = "group" if isinstance(box, Grid) else "stream"
             raise AxisError(f"the {what} size of {box.axis!r} ({box.size} = {tile}) exceeds the axis "

@@ -18,7 +18,8 @@ and the same on random partitions of the library's algorithms at random, often r
 
 Mutations caught: the fold counting each box as drawn (``box_pieces(box)``, the old path: every case); a record's
 shorter last concrete tile seen at the full tile (the concrete-tile cases); the tiles of a record inside a record of
-its axis cut from the axis as drawn, not the outer tile (the two-level cases).  Not caught: a stream record's head
+its axis cut from the axis as drawn, not the outer tile (the two-level cases); ``bind`` checking such a tile
+against the axis as drawn (a record's tile larger than the outer tile accepted: the refusal test).  Not caught: a stream record's head
 and tail counted through the enclosing view alone, not the stream's own (no box there carries the streamed axis: an
 input that does is streamed; the fold sees them as the symbolic functor does, for the law's sake).
 """
@@ -30,7 +31,7 @@ import sympy
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import napkin_cat as nc
-from napkin_cat.errors import NapkinError, PlanError
+from napkin_cat.errors import AxisError, NapkinError, PlanError
 from napkin_cat.hardware import predict_cpu
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.syntax.sizes import symbols_of
@@ -257,3 +258,11 @@ def test_predict_cpu_on_a_record_is_its_built_partition(name):
     assert a.time == pytest.approx(b.time, rel=1e-12)
     for x, y in zip(a.kernels, b.kernels):
         assert x.terms == pytest.approx(y.terms, rel=1e-12) and (x.bytes, x.flops) == (y.bytes, y.flops)
+
+
+@pytest.mark.parametrize("relabelled", [True, False])
+def test_a_tile_larger_than_the_outer_tile_is_refused_on_a_record_as_on_the_built(relabelled):
+    """Two levels: the level-2 groups (``g_a``) partition the level-1 tile (``h_a``), record or built."""
+    d = drawn(L.matmul, [K(2), K(1), G("a", "g_a"), G("a", "h_a")], relabelled)
+    with pytest.raises(AxisError, match=r"the group size of 'a' \(g_a = 4\) exceeds the axis \(a = 2\)"):
+        nc.cost(d, sizes=dict(a=8, b=3, c=4, g_a=4, h_a=2))
