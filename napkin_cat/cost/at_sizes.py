@@ -35,6 +35,7 @@ from napkin_cat.cost.record import Cost, join_links
 from napkin_cat.errors import NapkinError
 from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.interval import negate
+from napkin_cat.syntax.relabel import PLAIN, Relabelling
 
 __all__ = ["COUNTS_KEPT", "MAX_TILES", "PAIRS", "At", "RunningCounts", "add", "count_key", "count_running",
            "counts_kept", "integer", "kept_counts", "reads_positions_inside", "running_area", "running_slices",
@@ -83,10 +84,23 @@ class At:
     #: ``lane``: which piece of the region's axis, under a non-contiguous order: its rings' link counted on lane 0), or
     #: None
     device = None
+    #: the relabelling the boxes counted here are seen through (:class:`~napkin_cat.syntax.relabel.Relabelling`):
+    #: inside a partition record (:attr:`~napkin_cat.algorithms.bubbles.Partition.relabelled`) its axis read as its
+    #: tile, as the symbolic functor reads it (:mod:`napkin_cat.cost.scope`); none (``PLAIN``) outside every record
+    view = PLAIN
 
-    def __init__(self, env: dict, tiles: dict | None = None, count: int = 1, device=None):
+    def __init__(self, env: dict, tiles: dict | None = None, count: int = 1, device=None, view: Relabelling = PLAIN):
         self.env, self.total, self.tiles, self.count = env, Cost(), dict(tiles or {}), count
-        self.device = device
+        self.device, self.view = device, view
+
+    def seeing(self, view: Relabelling) -> "At":
+        """This context (its sizes, tiles, count and running total: what is counted in it adds to this one's total)
+        with its boxes seen through ``view``; itself where ``view`` is its own."""
+        if view is self.view:
+            return self
+        out = At(self.env, self.tiles, self.count, self.device, view)
+        out.total = self.total
+        return out
 
     def bound(self, region, extent: int, start=None) -> "At":
         """A context for a tile of ``extent`` (at ``start`` within the enclosing tile, if it matters): the
@@ -97,7 +111,7 @@ class At:
             env[region.size] = extent
         tiles, count = dict(self.tiles), self.count
         if start is None:
-            return At(env, tiles, count, self.device)
+            return At(env, tiles, count, self.device, self.view)
         base = self.tiles.get(region.axis, (0, None))[0]
         if isinstance(start, range):
             if len(start) * count > MAX_TILES:
@@ -110,18 +124,19 @@ class At:
             tiles = {a: (_repeated(s, k), e) for a, (s, e) in tiles.items()}
             base, start, count = _repeated(base, k), np.tile(start, count), count * k
         tiles[region.axis] = (base + start, extent)
-        return At(env, tiles, count, self.device)
+        return At(env, tiles, count, self.device, self.view)
 
     def running(self, keep) -> "At":
         """The context of the tiles where ``keep`` (a bool, or an array over this context's tiles) holds."""
         keep = np.broadcast_to(np.asarray(keep, dtype=bool), (self.count,))
         return At(self.env, {a: (s[keep] if isinstance(s, np.ndarray) else s, e)
-                             for a, (s, e) in self.tiles.items()}, int(np.count_nonzero(keep)), self.device)
+                             for a, (s, e) in self.tiles.items()}, int(np.count_nonzero(keep)), self.device,
+                  self.view)
 
     def counting(self, count: int) -> "At":
         """This context standing for ``count`` tiles whose starts nothing reads."""
         return At(self.env, {a: t for a, t in self.tiles.items() if not isinstance(t[0], np.ndarray)}, count,
-                  self.device)
+                  self.device, self.view)
 
     def tile_of(self, axis: str, size) -> tuple:
         """The tile ``axis`` is in: its partition's ``(start, extent)``, or the whole axis."""
@@ -150,9 +165,11 @@ def skip_axes(region, *, data: bool = False) -> frozenset:
     return cached
 
 
-def tile_extents(region, env) -> list:
+def tile_extents(region, env, full=None) -> list:
     """``[(extent, starts)]`` of a partition's tiles at ``env``: the full tiles, then the shorter last one (the
     starts within the enclosing tile, as a ``range``: nothing is held per tile until a mask reads where they lie).
+    ``full``: the partitioned axis's size as the region is seen (:meth:`~napkin_cat.algorithms.bubbles.Partition.
+    seen`: a record inside another record of its axis sees the outer tile); by default as drawn.
 
     >>> from napkin_cat.algorithms.bubbles import Grid
     >>> import napkin_cat as nc
@@ -160,7 +177,8 @@ def tile_extents(region, env) -> list:
     >>> tile_extents(g, {sympy.Symbol(n, positive=True, integer=True): v for n, v in [("a", 2**62), ("g_a", 3)]})
     [(3, range(0, 4611686018427387903, 3)), (1, range(4611686018427387903, 4611686018427387904))]
     """
-    full, tile = integer(region.full_size(), env), integer(region.size, env)
+    full = integer(region.full_size() if full is None else full, env)
+    tile = integer(region.size, env)
     whole = full // tile * tile
     out = [(tile, range(0, whole, tile))] if whole else []
     if full % tile:
@@ -194,7 +212,7 @@ def running_slices(skip, ctx: At, region, extent: int, starts, positions: bool, 
     arrays = [a for a, (s, _) in first.tiles.items() if isinstance(s, np.ndarray)]
     tiles = dict(first.tiles)
     tiles.update({a: (np.concatenate([p.tiles[a][0] for p in parts]), first.tiles[a][1]) for a in arrays})
-    return At(first.env, tiles, sum(p.count for p in parts), first.device)
+    return At(first.env, tiles, sum(p.count for p in parts), first.device, first.view)
 
 
 #: the most counts one call keeps (:class:`RunningCounts`; a search counts one tiling once per structure and assignment)

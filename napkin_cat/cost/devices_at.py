@@ -100,8 +100,8 @@ class DevicesAt:
             for lane, part in enumerate(lanes(node, mine)):
                 tiles = {**ctx.tiles, **{a: (s[0], s[1] - s[0]) for a, s in part.items() if not isinstance(s, Pieces)}}
                 inside = device_inside(node, part, mycuts, lambda key: nil.setdefault(key, empty_symbol(key)))
-                self.device_boxes(node, inside, marks, tiles, spans,
-                                  At({**env, **{x: 0 for x in nil.values()}}, {}, 1, (p, active, empty, lane)), total)
+                at = At({**env, **{x: 0 for x in nil.values()}}, {}, 1, (p, active, empty, lane), ctx.view)
+                self.device_boxes(node, inside, marks, tiles, spans, at, total)
             per.append(total)
             rings = [] if d is None else [ring_held(b, env) for _, b in layers(d) if isinstance(b, Ring)]
             held.append(0 if d is None else max([integer(c, env) for c in held_columns(node, mine, mycuts)]
@@ -135,7 +135,7 @@ class DevicesAt:
             for a, size in seen - own:
                 lo, hi = spans[a, size]
                 mine[a] = (mine.get(a, (0, None))[0] + lo, hi - lo)
-            inner = At(ctx.env, mine, 1, ctx.device)
+            inner = At(ctx.env, mine, 1, ctx.device, ctx.view)
             if isinstance(box, Bubble):
                 fold_region(box, self, [None] * len(box.dom), inner)
             else:
@@ -160,7 +160,7 @@ class DevicesAt:
         lane = ctx.device[3] if len(ctx.device) > 3 else 0
         masks = node.masks if node.masks is not None and node.masks.active(self.block_mask) else None
         positions = masks is not None or reads_positions_inside(box, self.block_mask is not None)
-        base = At(env, {a: t for a, t in ctx.tiles.items() if a != box.axis}, ctx.count, ctx.device)
+        base = At(env, {a: t for a, t in ctx.tiles.items() if a != box.axis}, ctx.count, ctx.device, ctx.view)
         vals = run.head(ins, ctx)
         states = run.init(ctx)
         trips, work = [], []

@@ -39,9 +39,11 @@ from napkin_cat.cost.devices_at import DevicesAt, collective_link, largest_shard
 from napkin_cat.cost.iocost import box_pieces, cost
 from napkin_cat.cost.live_at import SympyAt
 from napkin_cat.cost.record import Cost, Density
+from napkin_cat.cost.scope import inside_view, interned
 from napkin_cat.errors import ArgumentError, AxisError, ShapeError
 from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.flat import layers
+from napkin_cat.syntax.relabel import PLAIN, Relabelling
 from napkin_cat.syntax.sizes import as_sizes
 from napkin_cat.syntax.wiring import computes
 
@@ -83,8 +85,9 @@ class Concrete(DevicesAt):
         self.block_mask, self.density = block_mask, dict(density or {})
         self.ring_tiles = dict(ring_tiles) if ring_tiles else None
 
-    def box(self, box, ctx: At):
-        H, H_bytes, flops, _ = box_pieces(box)
+    def box(self, box, ctx: At, view: Relabelling | None = None):
+        """``box`` run ``ctx.count`` times, seen through ``ctx.view`` (or ``view``, where given)."""
+        H, H_bytes, flops, _ = box_pieces(box, ctx.view if view is None else view)
         env = ctx.env
         add(ctx.total, Cost({l: integer(h, env) for l, h in H}, {l: integer(h, env) for l, h in H_bytes}, {},
                             {p: integer(f, env) for p, f in flops}, link=collective_link(box, ctx)), ctx.count)
@@ -98,12 +101,13 @@ class Concrete(DevicesAt):
                     self.box(box, ctx)
 
     def _tiled(self, region, ctx: At, run_tile):
-        """``run_tile(inner ctx, extent)`` once per distinct extent, counted per tile.  Where a mask inside reads
-        the positions of the region's axis (its trips that run depend on the tile), the inner context stands
-        for every tile of that extent at once (:meth:`At.bound` with their starts)."""
+        """``run_tile(inner ctx, extent)`` once per distinct extent, counted per tile, the inner context seeing the
+        inside as the tile holds it (:func:`inside_at`).  Where a mask inside reads the positions of the region's
+        axis (its trips that run depend on the tile), the inner context stands for every tile of that extent at
+        once (:meth:`At.bound` with their starts)."""
         positions = region.axis in skip_axes(region, data=self.block_mask is not None)
-        for extent, starts in tile_extents(region, ctx.env):
-            inner = ctx.bound(region, extent, starts if positions else None)
+        for extent, starts in tile_extents(region, ctx.env, region.seen(ctx.view)[1]):
+            inner = ctx.bound(region, extent, starts if positions else None).seeing(inside_at(region, ctx.view, extent))
             run_tile(inner, extent)
             add(ctx.total, inner.total, 1 if positions else len(starts))
 
@@ -119,8 +123,8 @@ class Concrete(DevicesAt):
         return dests
 
     def grid(self, node, ins, ctx, dests):
-        short = lambda e: node.inside if e == node.tile or not isinstance(node.tile, int) \
-            else relabelled(node.region, e).arg  # noqa: E731
+        short = lambda e: node.inside if e == node.tile or not isinstance(node.tile, int) or is_record(node.region) \
+            else relabelled(node.region, e).arg  # noqa: E731       (a record's short tile: its view, inside_at)
         self._tiled(node.region, ctx, lambda inner, e: self.diagram(short(e), inner))
         return dests
 
@@ -133,7 +137,7 @@ class Concrete(DevicesAt):
             outer, ctx.total = ctx.total, Cost()
 
         def trip(inner, e):
-            r = run if e == node.region.size or not isinstance(node.region.size, int) \
+            r = run if e == node.region.size or not isinstance(node.region.size, int) or is_record(node.region) \
                 else Phases(schedule_of(relabelled(node.region, e)), self)
             made.update(r.trip(vals, states, inner)[1])
             return r.schedule
@@ -141,8 +145,9 @@ class Concrete(DevicesAt):
             self._tiled(node.region, ctx, trip)
         else:         # each slice runs on the tiles where the mask may be true: one test over every pair
             positions = reads_positions_inside(node.region, self.block_mask is not None)
-            for e, starts in tile_extents(node.region, ctx.env):
-                inner = running_slices(skip, ctx, node.region, e, starts, positions, self.block_mask)
+            for e, starts in tile_extents(node.region, ctx.env, node.region.seen(ctx.view)[1]):
+                inner = running_slices(skip, ctx, node.region, e, starts, positions, self.block_mask) \
+                    .seeing(inside_at(node.region, ctx.view, e))
                 if inner.count:
                     self._whole(skip, trip(inner, e), ctx, inner, node.region, e, starts)
                     add(ctx.total, inner.total)
@@ -165,7 +170,7 @@ class Concrete(DevicesAt):
         n = whole_slices(skip, whole, ctx, inner, region, extent, starts, self.block_mask)
         if not n:
             return
-        less = At(inner.env, count=n, device=inner.device)
+        less = At(inner.env, count=n, device=inner.device, view=inner.view)
         for k in whole.ops:
             self.box(items[k].box, less)
         for mine, theirs in ((inner.total.H, less.total.H), (inner.total.H_bytes, less.total.H_bytes),
@@ -174,19 +179,20 @@ class Concrete(DevicesAt):
                 mine[k] = mine.get(k, 0) - v
 
     def stream(self, node, ins, ctx, dests, run):
-        vals = run.head(ins, ctx)
-        states = run.init(ctx)
+        within = ctx.seeing(inside_at(node.region, ctx.view))     # head, finish and tail: the inside as drawn there
+        vals = run.head(ins, within)
+        states = run.init(within)
         self._trips(node, vals, states, ctx, run, node.skip)
         if node.parts is not None:      # a split stream (.splits): P heads, P partials moved, P − 1 merges
             parts = integer(node.parts, ctx.env)
             part_bounds(1, parts)
             for _ in range(parts - 1):
-                run.head(ins, ctx)
-                run.merge(states, states, ctx)
+                run.head(ins, within)
+                run.merge(states, states, within)
             for _ in range(parts):
                 for b in partial_moves(node):
-                    self.box(b, ctx)
-        return run.tail(run.finish(vals, states, ctx), ctx)
+                    self.box(b, within)
+        return run.tail(run.finish(vals, states, within), within)
 
     def merge(self, r, diagram, a, b, ctx):
         self.diagram(diagram, ctx)
@@ -211,16 +217,19 @@ class Concrete(DevicesAt):
         advance(node.child, self, state, ins, ctx)
         for s in node.state:
             for direction in ("load", "save"):
-                for step in state_moves(s.array, node.level, direction):
-                    self.box(step, ctx)
+                for step in state_moves(ctx.view.array(s.array), node.level, direction):
+                    self.box(step, ctx, PLAIN)      # (made on the array as seen)
         return state
 
     def advance_grid(self, node, state, ins, ctx):
-        self._tiled(node.region, ctx, lambda inner, e: advance(node.short_child(e), self, state, ins, inner))
+        record = is_record(node.region)
+        self._tiled(node.region, ctx, lambda inner, e: advance(node.child if record else node.short_child(e), self,
+                                                               state, ins, inner))
         return state
 
     def advance_loop(self, node, state, ins, ctx, run):
-        vals = run.head(ins, ctx)
+        within = ctx if node.region is None else ctx.seeing(inside_at(node.region, ctx.view))
+        vals = run.head(ins, within)
         parts = node.split(state)
         if node.region is None:
             run.trip(vals, parts, ctx)
@@ -232,6 +241,35 @@ class Concrete(DevicesAt):
 CONCRETE = Concrete()
 
 
+def is_record(region) -> bool:
+    """Whether ``region`` is a partition record (:attr:`~napkin_cat.algorithms.bubbles.Partition.relabelled` False):
+    its inside drawn as it was, seen through the relabelling it stands for."""
+    return not getattr(region, "relabelled", True)
+
+
+def inside_at(region, view: Relabelling, extent: int | None = None) -> Relabelling:
+    """The relabelling ``region``'s inside is seen through, where the region is seen through ``view``, in a tile of
+    ``extent`` (None: a whole tile, or what runs once inside a stream).  ``view`` itself but for a partition record,
+    whose inside is seen as the partition built holds it (:func:`~napkin_cat.cost.scope.inside_view`, the symbolic
+    functor's view): its axis read as its tile, bound to the extent at sizes, or a concrete tile's shorter last one
+    read as ``extent`` (where the built partition's last tile is its inside relabelled to it)::
+
+        box_pieces(b, inside_at(record, v, e)) == box_pieces(b')     (b' the box in the built partition's tile)
+
+    >>> import napkin_cat as nc
+    >>> g = nc.group(nc.kernel(nc.library.matmul()), "a", 4, relabelled=False).boxes[0]
+    >>> x = g.arg.dom.inside[0]
+    >>> inside_at(g, PLAIN).array(x), inside_at(g, PLAIN, 3).array(x), inside_at(g.arg.boxes[0], PLAIN) is PLAIN
+    (Array(a[4]×b), Array(a[3]×b), True)
+    """
+    if not is_record(region):
+        return region.inside_view(view)
+    if extent is None or not isinstance(region.size, int) or extent == region.size:
+        return inside_view(region, view)
+    full = region.seen(view)[1]
+    return interned(view.then(region.axis, extent, full if region.carrier == "cod" else None))
+
+
 def _partitions(diagram: Diagram):
     """The Grids and Streams of ``diagram``, not those inside a device region (each device's are on its shard)."""
     for _, box in layers(diagram):
@@ -241,6 +279,16 @@ def _partitions(diagram: Diagram):
             yield from _partitions(box.arg)
 
 
+def _seen_partitions(diagram: Diagram, view: Relabelling = PLAIN):
+    """``(partition, view)``: :func:`_partitions` each with the relabelling it is seen through (a record's inside is
+    seen through its own: a group inside a record of its axis partitions the outer tile, as the built one does)."""
+    for _, box in layers(diagram):
+        if isinstance(box, (Grid, Stream)):
+            yield box, view
+        if isinstance(box, Region) and not isinstance(box, Shard):
+            yield from _seen_partitions(box.arg, inside_at(box, view))
+
+
 def bind(diagram: Diagram, sizes, *, strict: bool = True) -> dict:
     """``sizes`` (a :class:`~napkin_cat.syntax.sizes.Sizes`, or names or symbols → positive ints) as an env,
     checked: every size given, every value a positive int; ``strict``: every name one of the diagram's axes or
@@ -248,8 +296,8 @@ def bind(diagram: Diagram, sizes, *, strict: bool = True) -> dict:
     algorithm given for one of its kernels, :meth:`~napkin_cat.syntax.sizes.Sizes.restrict`)."""
     given = as_sizes(sizes)
     env = (given if strict else given.restrict(diagram)).require(diagram, "the cost at concrete sizes").env
-    for box in _partitions(diagram) if strict else ():
-        full, tile = integer(box.full_size(), env), integer(box.size, env)
+    for box, view in _seen_partitions(diagram) if strict else ():
+        full, tile = integer(box.seen(view)[1], env), integer(box.size, env)
         if tile > full:
             what = "group" if isinstance(box, Grid) else "stream"
             raise AxisError(f"the {what} size of {box.axis!r} ({box.size} = {tile}) exceeds the axis "

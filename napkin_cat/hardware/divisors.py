@@ -237,14 +237,35 @@ def uses_of(diagram, hierarchy) -> tuple:
             if any(lv.coalesced_with and h.level(lv.coalesced_with) in levels for lv in levels):
                 names = tuple(_tile(a.size) or str(a.size) for a in src.axes)
                 arrays.append(ArrayUse(f"{box.data.kind} of {src}", names, src.dtype.name, moved=True))
-        elif "tensor" in pipelines_of(box) and len(box.dom.inside) == 2:
-            out, (x, y) = box.cod.inside[0], box.dom.inside
-            contracted = [a for a in x.axes if a.name not in out.names]
-            rows = [a for a in out.axes if a.name in x.names and a.name not in y.names]
-            cols = [a for a in out.axes if a.name in y.names and a.name not in x.names]
-            if rows and cols and len(contracted) == 1:   # batch axes (in all three) aside
-                m, n = (JOIN.join(_tile(a.size) or str(a.size) for a in side) for side in (rows, cols))
-                k = _tile(contracted[0].size) or str(contracted[0].size)
-                wide = max((a.dtype for a in box.dom.inside), key=lambda d: d.bytes)
-                matmuls.append(MatmulUse(box.name, m, n, k, wide.name))
+        elif "tensor" in pipelines_of(box):
+            mm = matmul_use(box.name, box.dom.inside, box.cod.inside)
+            if mm is not None:
+                matmuls.append(mm)
     return arrays, matmuls
+
+
+def matmul_use(name: str, ins, outs) -> MatmulUse | None:
+    """The :class:`MatmulUse` of a contraction ``name`` of the arrays ``ins`` into ``outs``, or None where it is no
+    two-operand matrix product (one contracted axis, rows and columns each carried by one operand; axes all three
+    carry are a batch).  ``ins``, ``outs``: a box's, or a cost record's own (``OpCost.arrays``, seen through the
+    relabelling of the partition records around it: its sides are the tiles the record's FLOPs multiply).
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.cost.iocost import cost
+    >>> d = nc.group(nc.stream(nc.kernel(nc.library.attention()), "x", "s_x", relabelled=False), "q", "g_q",
+    ...              relabelled=False)
+    >>> [matmul_use(o.label, *o.arrays).n for o in cost(d).ops if o.pipeline == "tensor"]
+    ['s_x', 'd']
+    """
+    if len(ins) != 2 or len(outs) != 1:
+        return None
+    out, (x, y) = outs[0], ins
+    contracted = [a for a in x.axes if a.name not in out.names]
+    rows = [a for a in out.axes if a.name in x.names and a.name not in y.names]
+    cols = [a for a in out.axes if a.name in y.names and a.name not in x.names]
+    if not (rows and cols and len(contracted) == 1):
+        return None
+    m, n = (JOIN.join(_tile(a.size) or str(a.size) for a in side) for side in (rows, cols))
+    k = _tile(contracted[0].size) or str(contracted[0].size)
+    wide = max((a.dtype for a in ins), key=lambda d: d.bytes)
+    return MatmulUse(name, m, n, k, wide.name)

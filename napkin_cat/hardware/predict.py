@@ -91,7 +91,6 @@ from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.dtype import as_dtype
 from napkin_cat.syntax.primitive import is_view
 from napkin_cat.syntax.sizes import Sizes, as_sizes
-from napkin_cat.hardware.divisors import uses_of
 
 #: lambdify's modules for a kernel's forms (``ceiling`` as ``math.ceil``: an int, as the cost functor counts)
 _MODULES = [{"ceiling": math.ceil}, "math"]
@@ -180,7 +179,7 @@ class KernelForm:
         chip = chip_forms(box, level, sample) if chip is None else chip
         for i, (col, regs) in enumerate(zip(chip.columns, chip.registers)):
             named[f"column:{i}"], named[f"registers:{i}"] = col, regs
-        rows = {side(mm, "m") for mm in uses_of(box, gpu.hierarchy)[1]}
+        rows = {side(p.use, "m") for p in self.products}      # each product's rows, as its record counts them
         named["rows"] = sympy.Max(*rows) if rows else sympy.Integer(0)
         self.names = list(named)
         exprs = [sympy.sympify(e) for e in named.values()]

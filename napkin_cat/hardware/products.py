@@ -40,7 +40,8 @@ from dataclasses import dataclass
 
 import sympy
 
-from napkin_cat.hardware.divisors import tensor_shapes, uses_of
+from napkin_cat.hardware.divisors import matmul_use, tensor_shapes
+from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU
 from napkin_cat.syntax.axis import symbol
 
@@ -52,7 +53,7 @@ class Product:
     """One matrix product of a kernel as the time model sees it: its cost record ``op`` (pipeline ``tensor``), its
     sides ``m, n, k`` (tile names), its FLOPs ``F``, the padding factor ``pad``, the seconds of each placement and
     ``joint``: the most axes of one side cut above 1 (more than 1: no ``tl.dot`` in the printed kernels, the CUDA
-    cores only) (expressions in the sizes and tiles)."""
+    cores only) (expressions in the sizes and tiles); ``use``: its sides (the record's own product)."""
 
     name: str
     op: object
@@ -61,6 +62,7 @@ class Product:
     tensor: sympy.Expr
     cuda: sympy.Expr
     joint: sympy.Expr = sympy.Integer(1)
+    use: object = None       # its sides by tile names (:class:`~napkin_cat.hardware.divisors.MatmulUse`)
 
 
 def _factor(name: str) -> sympy.Expr:
@@ -98,22 +100,22 @@ def rate(gpu: GPU, ceilings: dict, pipeline: str, op) -> float:
 
 
 def products_of(box, ops, gpu: GPU, ceilings: dict) -> list:
-    """The :class:`Product` of each tensor-pipeline cost record of ``box`` that is a matrix product of
-    :func:`~napkin_cat.hardware.divisors.uses_of` (records and products of one label paired in the order of the
-    walk; a record with no such product stays on the tensor cores unpadded)."""
-    mms: dict = {}
-    for mm in uses_of(box, gpu.hierarchy)[1]:
-        mms.setdefault(mm.name, []).append(mm)
-    seen: dict = {}
+    """The :class:`Product` of each tensor-pipeline cost record of ``box`` (its cost's ``ops``) that is a matrix
+    product: read off the record's own arrays (``OpCost.arrays``, the product it counts, seen through the
+    relabelling of the partition records around it: :func:`~napkin_cat.hardware.divisors.matmul_use`), so records
+    of one label with different shapes are each their own product, in any order and number.  A record that is no
+    matrix product stays on the tensor cores unpadded; one that carries no arrays is refused, naming it."""
     out = []
     for op in ops:
         if op.pipeline != "tensor":
             continue
-        i = seen[op.label] = seen.get(op.label, -1) + 1
-        mine = mms.get(op.label, [])
-        if len(mine) != sum(1 for o in ops if o.pipeline == "tensor" and o.label == op.label) or i >= len(mine):
+        ins, outs = op.arrays
+        if not ins or not outs:
+            raise HardwareError(f"{box.name}: the tensor-pipeline record {op.label!r} does not carry its box's arrays "
+                                "(OpCost.arrays): its matrix sides are unknown")
+        mm = matmul_use(op.label, ins, outs)
+        if mm is None:
             continue
-        mm = mine[i]
         shape = tensor_shapes(mm, gpu)[0]
         pad = sympy.Integer(1)
         for dim in ("m", "n", "k"):
@@ -125,7 +127,7 @@ def products_of(box, ops, gpu: GPU, ceilings: dict) -> list:
         flops = sympy.sympify(op.flops * op.trips)
         out.append(Product(f"{op.label} ({mm.m}×{mm.n}·k {mm.k})", op, flops, pad,
                            flops * pad / sympy.Float(rate(gpu, ceilings, "tensor", op)),
-                           flops / sympy.Float(rate(gpu, ceilings, "general", op)), joint))
+                           flops / sympy.Float(rate(gpu, ceilings, "general", op)), joint, mm))
     return out
 
 
