@@ -166,7 +166,7 @@ class Live(Wires):
     kept on it, per arithmetic), so a layer's update hashes ints, not tuples of sympy symbols.
     """
 
-    def __init__(self, terms_of=None, total=None):
+    def __init__(self, terms_of=None, total=None, running=None):
         self.wires = {}     # value id -> number of wires carrying it
         self.terms = {}     # level -> {monomial number: coefficient}
         self._sums = {}     # level -> its total when last read, while its terms are unchanged
@@ -175,8 +175,10 @@ class Live(Wires):
         self._terms_of, self._total = terms_of or array_terms, total or polynomial_total
         self._arithmetic = getattr(self._terms_of, "__func__", self._terms_of)   # (a bound method's function)
         self._last = None   # the column last read, handed out again while no level's total changed
-        # level -> its sympy total's terms kept in sympy's order (:class:`OrderedSum`), where the totals are sympy's
-        self._ordered = {} if self._total is polynomial_total else None
+        # level -> its total kept as its terms change: ``running()`` makes one (sympy's totals: their terms kept in
+        # sympy's order, :class:`OrderedSum`; another arithmetic's its own, or None: summed afresh)
+        self._running = running or (OrderedSum if self._total is polynomial_total else None)
+        self._ordered = {} if self._running is not None else None
 
     def _numbered_terms(self, arr: Array) -> tuple:
         """``self._terms_of(arr)`` numbered (:func:`_numbered`), kept on the array per arithmetic (its ``terms_of``
@@ -266,7 +268,7 @@ class Live(Wires):
             if ordered is not None:
                 kept = ordered.get(l)
                 if kept is None:
-                    kept = ordered[l] = OrderedSum()
+                    kept = ordered[l] = self._running()
                 for m in changed:
                     kept.set(_MONOMIALS[m], t.get(m, 0))
         self._was = {}
