@@ -9,9 +9,7 @@ number, when it becomes the number::
 
     column_max(cols).subs(sizes) == sympy.Max(*cols).subs(sizes)        (any sizes, in one linear pass)
 
->>> from fractions import Fraction
-
-import sympy
+>>> import sympy
 >>> from napkin_cat.syntax.axis import symbol
 >>> a, b, c = symbol("a"), symbol("b"), symbol("c")
 >>> m = column_max([a * b, b * c, a * c])
@@ -21,6 +19,8 @@ import sympy
 15
 """
 from __future__ import annotations
+
+from fractions import Fraction
 
 import sympy
 
@@ -177,9 +177,9 @@ def column_max(columns, *, exact: bool = True):
 
     A few columns (at most :data:`SIMPLIFY_AT_MOST`) go through sympy's ``Max``, so the result is the ``Max``
     sympy makes.  Of more, the columns that another column bounds coefficient by coefficient are dropped first
-    (:func:`undominated`: each against the few maxima that could bound it or that it could bound), and what is left goes through sympy's ``Max`` only if it is a few.  With
-    ``exact=False`` sympy's ``Max`` is never asked (its comparisons of expressions take up to 10 ms each): the
-    columns left after the pruning are the arguments."""
+    (:func:`undominated`: each against the few maxima that could bound it or that it could bound), and what is
+    left goes through sympy's ``Max`` only if it is a few.  With ``exact=False`` sympy's ``Max`` is never asked
+    (its comparisons of expressions take up to 10 ms each): the columns left after the pruning are the arguments."""
     flat = []
     for c in map(sympy.sympify, columns):
         flat += list(c.args) if isinstance(c, sympy.Max) else [c]     # a Max of Maxes is one Max

@@ -66,8 +66,8 @@ SAME_AS_FROZENSET = _checked()
 
 class PolySum:
     """The terms of a polynomial (monomial → coefficient, no zero kept) and the hash of their items' frozenset, kept
-    as terms change.  ``make(terms, hash)`` builds the total (:meth:`Poly.hashed <napkin_cat.cost.polynomial.Poly.hashed>`
-    of the terms and their hash, or None); :attr:`placed` counts the terms taken out or put in (the work of :meth:`set`)."""
+    as terms change.  ``make(terms, hash)`` builds the total (:meth:`~napkin_cat.cost.polynomial.Poly.hashed` of the
+    terms and their hash, or None); :attr:`placed` counts the terms taken out or put in (the work of :meth:`set`)."""
 
     __slots__ = ("of", "mixed", "placed", "make")
 

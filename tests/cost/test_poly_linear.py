@@ -16,11 +16,13 @@ import random
 import sys
 
 import pytest
+import sympy
 
 from napkin_cat.cost.iocost import cost
-from napkin_cat.cost.maxima import undominated
+from napkin_cat.cost.maxima import column_max, undominated
 from napkin_cat.cost.poly_sum import SAME_AS_FROZENSET, PolySum
 from napkin_cat.cost.polynomial import POLYNOMIAL, Poly
+from napkin_cat.syntax.axis import symbol
 from tests.cost.test_live_linear import deep_mlp, product_tree, unfused_deep_mlp
 
 live = importlib.import_module("napkin_cat.cost.live")
@@ -127,3 +129,34 @@ def test_memory_compares_each_column_with_a_few_maxima(monkeypatch):
     comparisons per column (before: every pair)."""
     short, long = (_comparisons_per_column(deep_mlp(n), monkeypatch) for n in (20, 80))
     assert long <= 1.25 * short and long <= 4, (short, long)
+
+
+def _reference_max(cols) -> list:
+    """The columns ``column_max(cols, exact=False)`` kept before: each expanded by sympy, compared pairwise in sympy's
+    arithmetic."""
+    def terms(c):
+        out = sympy.expand(c).as_coefficients_dict()
+        return out if all(k == 1 or k.is_positive for k in out) else None
+
+    def below(b, a):
+        return a is not None and b is not None and all(a.get(m, 0) - b.get(m, 0) >= 0 for m in set(a) | set(b))
+    ts = [terms(c) for c in cols]
+    return [c for i, c in enumerate(cols)
+            if not any(j != i and below(ts[i], ts[j]) and (not below(ts[j], ts[i]) or j < i) for j in range(len(ts)))]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_column_max_keeps_the_columns_it_kept(seed):
+    """Random columns, expanded or not (a product of sums), with rational coefficients: the same arguments."""
+    rng = random.Random(seed)
+    a, b, c = symbol("a"), symbol("b"), symbol("c")
+    pieces = [a, b, c, a * b, b * c, a / c, sympy.Integer(1)]
+    cols = []
+    for _ in range(rng.randint(9, 30)):
+        col = sum(rng.choice([1, 2, sympy.Rational(1, 2), sympy.Rational(3, 2)]) * p
+                  for p in rng.sample(pieces, rng.randint(1, 4)))
+        cols.append(col if rng.random() < 0.7 else sympy.Mul(col, a + 1, evaluate=False))
+    cols = list(dict.fromkeys(cols))
+    got = column_max(cols, exact=False)
+    want = _reference_max(cols)
+    assert len(want) > 1 and isinstance(got, sympy.Max) and set(got.args) == set(want) and len(got.args) == len(want)
