@@ -260,11 +260,14 @@ def axis_sizes(d) -> dict:
 
 
 def scaling(runs: int):
-    """The cost functor's time per box at about 50, 200, 800 and 2,000 boxes, symbolic and at concrete sizes, and its
-    ratio to the smallest: flat when the functor is linear in the boxes (issue 35, item 4).  Cold: every run on a
-    diagram built afresh, sympy's cache and the functor's memos by value emptied (a repeat on one diagram is served
-    by them and looks flatter than a first call is); CPU seconds, the median of ``runs``.  The live wires beside a
-    layer are a running total (:class:`~napkin_cat.cost.live.Live`: a level's sympy sum keeps its terms in order,
+    """The cost functor's time per box at about 50, 200, 800 and 2,000 boxes, symbolic, at concrete sizes, in the
+    search's arithmetic (:class:`~napkin_cat.cost.polynomial.Poly`) and its ``M`` (the max of the symbolic columns),
+    and its ratio to the smallest: flat when the functor is linear in the boxes (issue 35, item 4); ``M`` per term of
+    the columns (µs: a deep MLP's columns hold a term per layer each, so their size grows as the square of the
+    depth, and the max reads each term once).  Cold: every run on a diagram built afresh, sympy's cache and the
+    functor's memos by value emptied (a repeat on one diagram is served by them and looks flatter than a first call
+    is); CPU seconds, the median of ``runs``.  The live wires beside a layer are a running total
+    (:class:`~napkin_cat.cost.live.Live`: a level's sympy sum keeps its terms in order,
     :class:`~napkin_cat.cost.ordered_sum.OrderedSum`; at sizes a number, :class:`~napkin_cat.cost.live_at.LiveAt`)."""
     shapes = {
         "stacked transformer blocks": lambda n: stacked_blocks(max(1, round(n / 48))),
@@ -277,26 +280,57 @@ def scaling(runs: int):
     }
     nc.cost(beside(4))                  # the first call's imports and set-up: not a box's time
     nc.cost(beside(4), sizes={"q": 2, "d": 3})
-    print(f"{'cost functor, per box (cold)':36s} {'boxes':>6s} {'sym ms/box':>10s} {'vs first':>8s} "
-          f"{'sized ms/box':>12s} {'vs first':>8s}")
+    modes = ("sym", "sized", "poly", "M")
+    units = {"M": "M us/term"}
+    print(f"{'cost functor, per box (cold)':36s} {'boxes':>6s}" + "".join(
+        f" {units.get(m, m + ' ms/box'):>13s} {'vs first':>8s}" for m in modes))
     for name, make in shapes.items():
-        base = {}
+        base, stopped = {}, set()
         for n in (50, 200, 800, 2000):
             boxes, row = count_boxes(make(n)), ""
-            for mode in ("sym", "sized"):
+            for mode in modes:
+                if mode in stopped:
+                    row += f" {'-':>13s} {'':8s}"
+                    continue
                 ts = []
                 for _ in range(runs):
-                    d = make(n)
-                    sizes = axis_sizes(d) if mode == "sized" else None
-                    clear_sympy()
-                    t = time.process_time()
-                    nc.cost(d) if sizes is None else nc.cost(d, sizes=sizes)
-                    ts.append(time.process_time() - t)
-                per_box = 1000 * statistics.median(ts) / boxes
+                    t = _scaling_run(make(n), mode)
+                    ts.append(t)
+                    if t > SLOW:
+                        stopped.add(mode)       # (one run; the larger sizes not run)
+                        break
+                per_box = 1000 * statistics.median(ts) / boxes if mode != "M" else \
+                    1e6 * statistics.median(ts) / column_terms(make(n))
                 base.setdefault(mode, per_box)
-                row += f" {per_box:{10 if mode == 'sym' else 12}.3f} {per_box / base[mode]:8.2f}"
+                row += f" {per_box:13.3f} {per_box / base[mode]:8.2f}"
             print(f"{name:36s} {boxes:6d}{row}", flush=True)
     print()
+
+
+def column_terms(d) -> int:
+    """The terms of ``d``'s symbolic columns, every level (what its ``M`` reads)."""
+    return sum(len(c.args) if c.is_Add else 1 for cols in nc.cost(d).columns.values() for c in cols)
+
+
+def _scaling_run(d, mode: str) -> float:
+    """CPU seconds of one cold run of ``mode`` on ``d``: ``nc.cost`` symbolic (``sym``), at sizes (``sized``), in the
+    search's arithmetic (``poly``: :data:`~napkin_cat.cost.polynomial.POLYNOMIAL`), or the symbolic cost's ``M``
+    (``M``: the max of its columns, the cost itself not timed)."""
+    from napkin_cat.cost.iocost import cost
+    from napkin_cat.cost.polynomial import POLYNOMIAL
+    sizes = axis_sizes(d) if mode == "sized" else None
+    record = nc.cost(d) if mode == "M" else None
+    clear_sympy()
+    t = time.process_time()
+    if mode == "sym":
+        nc.cost(d)
+    elif mode == "sized":
+        nc.cost(d, sizes=sizes)
+    elif mode == "poly":
+        cost(d, arithmetic=POLYNOMIAL)
+    else:
+        record.M
+    return time.process_time() - t
 
 
 def three_matrices():

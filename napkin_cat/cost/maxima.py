@@ -20,6 +20,7 @@ number, when it becomes the number::
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from fractions import Fraction
 
 import sympy
@@ -123,19 +124,19 @@ def undominated(terms: list, counter=None) -> list:
         i kept  ⇔  no j ≠ i with terms[i] ≤ terms[j] and (terms[j] ≰ terms[i] or j < i)
 
     Each column is compared with the current maxima only, and only with those that could bound it (hold its rarest
-    positive monomial among the maxima) or that it could bound (whose rarest positive monomial it holds): a column
-    of distinct sizes meets a few, so the work is the columns' terms, not their pairs (``counter``, a list: its
-    first entry counts the comparisons).
+    positive monomial among the maxima) or that it could bound (whose positive monomial held by the fewest later
+    columns it holds): a column meets a few, so the work is the columns' terms, not their pairs (``counter``, a
+    list: its first entry counts the comparisons).
 
     >>> a, b, c = {"x": 1}, {"x": 2, "y": 1}, {"z": 1}
     >>> undominated([a, b, c, dict(b), None])
     [1, 2, 4]
     """
-    freq: dict = {}
-    for t in terms:
+    holders: dict = {}     # monomial -> the columns with a positive coefficient of it, in order
+    for i, t in enumerate(terms):
         for m, c in (t or {}).items():
             if c > 0:
-                freq[m] = freq.get(m, 0) + 1
+                holders.setdefault(m, []).append(i)
     maxima: dict = {}      # index -> its terms, the columns no column seen yet bounds
     posting: dict = {}     # monomial -> the maxima with a positive coefficient of it
     bucket: dict = {}      # a maximum's rarest positive monomial (None: it has none) -> those maxima
@@ -149,8 +150,13 @@ def undominated(terms: list, counter=None) -> list:
             above = posting.get(min(pos, key=lambda m: len(posting.get(m, ()))), ())
         else:
             above = list(maxima)
-        compared += len(above)
-        if any(dominated(t, maxima[j]) for j in above):
+        bounded = False
+        for j in above:
+            compared += 1
+            if dominated(t, maxima[j]):
+                bounded = True
+                break
+        if bounded:
             continue
         below = set(bucket.get(None, ()))
         for m in pos:
@@ -165,7 +171,9 @@ def undominated(terms: list, counter=None) -> list:
         maxima[i] = t
         for m in pos:
             posting.setdefault(m, set()).add(i)
-        key = rarest[i] = min(pos, key=freq.__getitem__) if pos else None
+        # (the columns after i look for the maxima they bound by their positive monomials: i is filed under the one
+        # the fewest of them hold)
+        key = rarest[i] = min(pos, key=lambda m: len(holders[m]) - bisect_right(holders[m], i)) if pos else None
         bucket.setdefault(key, set()).add(i)
     if counter is not None:
         counter[0] += compared
