@@ -161,7 +161,9 @@ class Live(Wires):
     is built from the level's terms kept in sympy's order (:class:`~napkin_cat.cost.ordered_sum.OrderedSum`: the
     terms that changed placed, ``log k`` comparisons each, none sorted), so a column whose many live monomials a layer
     barely changed (a deep MLP's weights of distinct sizes, a tree's products) costs what changed, not what is live
-    (issue 35, item 4, its second part).  The monomials are held by
+    (issue 35, item 4, its second part); a :class:`~napkin_cat.cost.polynomial.Poly` total (the search's arithmetic)
+    from the level's terms kept with the hash of their frozenset (:class:`~napkin_cat.cost.poly_sum.PolySum`: the
+    terms that changed rehashed, the rest copied in C), so pooling it hashes nothing again.  The monomials are held by
     number (``_NUMBERS``: an array's numbered terms
     kept on it, per arithmetic), so a layer's update hashes ints, not tuples of sympy symbols.
     """
