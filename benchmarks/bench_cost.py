@@ -79,6 +79,7 @@ values live (the weights not yet added) cost work per box growing with its lengt
 integer search scores the sum of their candidate grids, not the product (napkin_cat/cost/integer_search.py).
 """
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -321,6 +322,7 @@ def _scaling_run(d, mode: str) -> float:
     sizes = axis_sizes(d) if mode == "sized" else None
     record = nc.cost(d) if mode == "M" else None
     clear_sympy()
+    gc.collect()        # (a full collection the allocations before set off, inside a short run, is not its boxes' time)
     t = time.process_time()
     if mode == "sym":
         nc.cost(d)
