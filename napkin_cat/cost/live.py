@@ -250,8 +250,9 @@ class Live(Wires):
         return found if found is not None else TOTALS.put(key, v)
 
     def _resummed(self, level, t: dict):
-        """The total of a level whose terms changed: a sympy total built from its ordered terms (no sort: linear in
-        its terms, in C), pooled by value (:data:`TOTALS`); another arithmetic's summed from its terms."""
+        """The total of a level whose terms changed: built from its running sum (sympy's from its ordered terms, no
+        sort; a :class:`~napkin_cat.cost.polynomial.Poly` from its terms and their hash: linear in its terms, in C),
+        pooled by value (:data:`TOTALS`); an arithmetic without a running sum (:class:`Resummed`) sums its terms."""
         if self._ordered is None:
             return self._summed(t)
         kept = self._ordered.get(level)
