@@ -73,6 +73,25 @@ keeps its terms in sympy's order (napkin_cat/cost/ordered_sum.py), the changed o
 left grows as log k, and the new total's tuple and hash, in C, as k).  At sizes every symbolic column was
 evaluated (a walk over all its terms): the live data is a running number per level (napkin_cat/cost/live_at.py).
 
+``--only scaling --runs 1`` (poly-35 at 9885b7b against main e0e2321, two alternating fresh-interpreter runs each,
+medians; CPU ms per box, ~50 → ~2,000 boxes; 2 cores shared): the search's arithmetic (``poly``: ``cost(d,
+arithmetic=POLYNOMIAL)``) and ``M`` (µs per term of the columns, "-": a run past 20 s, not repeated):
+
+    shape                              main poly        poly-35 poly       main M us/term      poly-35 M us/term
+    deep MLP, own width per layer      0.099 → 0.359    0.090 → 0.100      103 → 291 (799)     42 → 3.2
+    unfused deep MLP, own widths       0.064 → 0.079    0.076 → 0.071      2238 → 216          2333 → 2.4
+    balanced tree of matrix products   0.187 → 1.628    0.141 → 0.348      62 → 170 (800)      13 → 4.5
+    stacked transformer blocks         0.052 → 0.017    0.051 → 0.017      851 → 112           765 → 50
+
+A changed level's Poly total was built afresh from its terms (a Python dict of every live term, a frozenset of them
+as its memo key, and a term-by-term hash when the record pooled it): each level's terms are now kept with the hash
+of their frozenset (napkin_cat/cost/poly_sum.py).  The tree's 2,000-box row is the cyclic collector: 0.107/0.123 ms
+per box at 800/2,000 with it disabled.  ``M`` compared every pair of columns (sympy ``>=`` on their coefficients):
+each column is now compared with the current maxima that could bound it or that it could bound
+(napkin_cat/cost/maxima.py ``undominated``); ``M`` of a deep MLP of 25/50/100/200/400 layers 0.035/0.10/0.55/3.3/24.6
+s → 0.018/0.020/0.041/0.104/0.31 s.  What is left reads each column's terms once (the columns of a deep MLP hold a
+term per layer each: their size, not the work per term, grows as the square of the depth).
+
 A stream's columns were read value by value at every step of its expansion, so a stream whose trip keeps many
 values live (the weights not yet added) cost work per box growing with its length; they are now kept up to date
 (napkin_cat/cost/columns.py).  The tiles of kernels separated by global memory are independent problems: the
