@@ -73,12 +73,32 @@ keeps its terms in sympy's order (napkin_cat/cost/ordered_sum.py), the changed o
 left grows as log k, and the new total's tuple and hash, in C, as k).  At sizes every symbolic column was
 evaluated (a walk over all its terms): the live data is a running number per level (napkin_cat/cost/live_at.py).
 
+``--only scaling --runs 1`` (poly-35 at 9885b7b against main e0e2321, two alternating fresh-interpreter runs each,
+medians; CPU ms per box, ~50 → ~2,000 boxes; 2 cores shared): the search's arithmetic (``poly``: ``cost(d,
+arithmetic=POLYNOMIAL)``) and ``M`` (µs per term of the columns, "-": a run past 20 s, not repeated):
+
+    shape                              main poly        poly-35 poly       main M us/term      poly-35 M us/term
+    deep MLP, own width per layer      0.099 → 0.359    0.090 → 0.100      103 → 291 (799)     42 → 3.2
+    unfused deep MLP, own widths       0.064 → 0.079    0.076 → 0.071      2238 → 216          2333 → 2.4
+    balanced tree of matrix products   0.187 → 1.628    0.141 → 0.348      62 → 170 (800)      13 → 4.5
+    stacked transformer blocks         0.052 → 0.017    0.051 → 0.017      851 → 112           765 → 50
+
+A changed level's Poly total was built afresh from its terms (a Python dict of every live term, a frozenset of them
+as its memo key, and a term-by-term hash when the record pooled it): each level's terms are now kept with the hash
+of their frozenset (napkin_cat/cost/poly_sum.py).  The tree's 2,000-box row is the cyclic collector: 0.107/0.123 ms
+per box at 800/2,000 with it disabled.  ``M`` compared every pair of columns (sympy ``>=`` on their coefficients):
+each column is now compared with the current maxima that could bound it or that it could bound
+(napkin_cat/cost/maxima.py ``undominated``); ``M`` of a deep MLP of 25/50/100/200/400 layers 0.035/0.10/0.55/3.3/24.6
+s → 0.018/0.020/0.041/0.104/0.31 s.  What is left reads each column's terms once (the columns of a deep MLP hold a
+term per layer each: their size, not the work per term, grows as the square of the depth).
+
 A stream's columns were read value by value at every step of its expansion, so a stream whose trip keeps many
 values live (the weights not yet added) cost work per box growing with its length; they are now kept up to date
 (napkin_cat/cost/columns.py).  The tiles of kernels separated by global memory are independent problems: the
 integer search scores the sum of their candidate grids, not the product (napkin_cat/cost/integer_search.py).
 """
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -260,11 +280,14 @@ def axis_sizes(d) -> dict:
 
 
 def scaling(runs: int):
-    """The cost functor's time per box at about 50, 200, 800 and 2,000 boxes, symbolic and at concrete sizes, and its
-    ratio to the smallest: flat when the functor is linear in the boxes (issue 35, item 4).  Cold: every run on a
-    diagram built afresh, sympy's cache and the functor's memos by value emptied (a repeat on one diagram is served
-    by them and looks flatter than a first call is); CPU seconds, the median of ``runs``.  The live wires beside a
-    layer are a running total (:class:`~napkin_cat.cost.live.Live`: a level's sympy sum keeps its terms in order,
+    """The cost functor's time per box at about 50, 200, 800 and 2,000 boxes, symbolic, at concrete sizes, in the
+    search's arithmetic (:class:`~napkin_cat.cost.polynomial.Poly`) and its ``M`` (the max of the symbolic columns),
+    and its ratio to the smallest: flat when the functor is linear in the boxes (issue 35, item 4); ``M`` per term of
+    the columns (µs: a deep MLP's columns hold a term per layer each, so their size grows as the square of the
+    depth, and the max reads each term once).  Cold: every run on a diagram built afresh, sympy's cache and the
+    functor's memos by value emptied (a repeat on one diagram is served by them and looks flatter than a first call
+    is); CPU seconds, the median of ``runs``.  The live wires beside a layer are a running total
+    (:class:`~napkin_cat.cost.live.Live`: a level's sympy sum keeps its terms in order,
     :class:`~napkin_cat.cost.ordered_sum.OrderedSum`; at sizes a number, :class:`~napkin_cat.cost.live_at.LiveAt`)."""
     shapes = {
         "stacked transformer blocks": lambda n: stacked_blocks(max(1, round(n / 48))),
@@ -277,26 +300,58 @@ def scaling(runs: int):
     }
     nc.cost(beside(4))                  # the first call's imports and set-up: not a box's time
     nc.cost(beside(4), sizes={"q": 2, "d": 3})
-    print(f"{'cost functor, per box (cold)':36s} {'boxes':>6s} {'sym ms/box':>10s} {'vs first':>8s} "
-          f"{'sized ms/box':>12s} {'vs first':>8s}")
+    modes = ("sym", "sized", "poly", "M")
+    units = {"M": "M us/term"}
+    print(f"{'cost functor, per box (cold)':36s} {'boxes':>6s}" + "".join(
+        f" {units.get(m, m + ' ms/box'):>13s} {'vs first':>8s}" for m in modes))
     for name, make in shapes.items():
-        base = {}
+        base, stopped = {}, set()
         for n in (50, 200, 800, 2000):
             boxes, row = count_boxes(make(n)), ""
-            for mode in ("sym", "sized"):
+            for mode in modes:
+                if mode in stopped:
+                    row += f" {'-':>13s} {'':8s}"
+                    continue
                 ts = []
                 for _ in range(runs):
-                    d = make(n)
-                    sizes = axis_sizes(d) if mode == "sized" else None
-                    clear_sympy()
-                    t = time.process_time()
-                    nc.cost(d) if sizes is None else nc.cost(d, sizes=sizes)
-                    ts.append(time.process_time() - t)
-                per_box = 1000 * statistics.median(ts) / boxes
+                    t = _scaling_run(make(n), mode)
+                    ts.append(t)
+                    if t > SLOW:
+                        stopped.add(mode)       # (one run; the larger sizes not run)
+                        break
+                per_box = 1000 * statistics.median(ts) / boxes if mode != "M" else \
+                    1e6 * statistics.median(ts) / column_terms(make(n))
                 base.setdefault(mode, per_box)
-                row += f" {per_box:{10 if mode == 'sym' else 12}.3f} {per_box / base[mode]:8.2f}"
+                row += f" {per_box:13.3f} {per_box / base[mode]:8.2f}"
             print(f"{name:36s} {boxes:6d}{row}", flush=True)
     print()
+
+
+def column_terms(d) -> int:
+    """The terms of ``d``'s symbolic columns, every level (what its ``M`` reads)."""
+    return sum(len(c.args) if c.is_Add else 1 for cols in nc.cost(d).columns.values() for c in cols)
+
+
+def _scaling_run(d, mode: str) -> float:
+    """CPU seconds of one cold run of ``mode`` on ``d``: ``nc.cost`` symbolic (``sym``), at sizes (``sized``), in the
+    search's arithmetic (``poly``: :data:`~napkin_cat.cost.polynomial.POLYNOMIAL`), or the symbolic cost's ``M``
+    (``M``: the max of its columns, the cost itself not timed)."""
+    from napkin_cat.cost.iocost import cost
+    from napkin_cat.cost.polynomial import POLYNOMIAL
+    sizes = axis_sizes(d) if mode == "sized" else None
+    record = nc.cost(d) if mode == "M" else None
+    clear_sympy()
+    gc.collect()        # (a full collection the allocations before set off, inside a short run, is not its boxes' time)
+    t = time.process_time()
+    if mode == "sym":
+        nc.cost(d)
+    elif mode == "sized":
+        nc.cost(d, sizes=sizes)
+    elif mode == "poly":
+        cost(d, arithmetic=POLYNOMIAL)
+    else:
+        record.M
+    return time.process_time() - t
 
 
 def three_matrices():

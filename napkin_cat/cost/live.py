@@ -161,12 +161,14 @@ class Live(Wires):
     is built from the level's terms kept in sympy's order (:class:`~napkin_cat.cost.ordered_sum.OrderedSum`: the
     terms that changed placed, ``log k`` comparisons each, none sorted), so a column whose many live monomials a layer
     barely changed (a deep MLP's weights of distinct sizes, a tree's products) costs what changed, not what is live
-    (issue 35, item 4, its second part).  The monomials are held by
+    (issue 35, item 4, its second part); a :class:`~napkin_cat.cost.polynomial.Poly` total (the search's arithmetic)
+    from the level's terms kept with the hash of their frozenset (:class:`~napkin_cat.cost.poly_sum.PolySum`: the
+    terms that changed rehashed, the rest copied in C), so pooling it hashes nothing again.  The monomials are held by
     number (``_NUMBERS``: an array's numbered terms
     kept on it, per arithmetic), so a layer's update hashes ints, not tuples of sympy symbols.
     """
 
-    def __init__(self, terms_of=None, total=None):
+    def __init__(self, terms_of=None, total=None, running=None):
         self.wires = {}     # value id -> number of wires carrying it
         self.terms = {}     # level -> {monomial number: coefficient}
         self._sums = {}     # level -> its total when last read, while its terms are unchanged
@@ -175,8 +177,10 @@ class Live(Wires):
         self._terms_of, self._total = terms_of or array_terms, total or polynomial_total
         self._arithmetic = getattr(self._terms_of, "__func__", self._terms_of)   # (a bound method's function)
         self._last = None   # the column last read, handed out again while no level's total changed
-        # level -> its sympy total's terms kept in sympy's order (:class:`OrderedSum`), where the totals are sympy's
-        self._ordered = {} if self._total is polynomial_total else None
+        # level -> its total kept as its terms change: ``running()`` makes one (sympy's totals: their terms kept in
+        # sympy's order, :class:`OrderedSum`; another arithmetic's its own, or None: summed afresh)
+        self._running = running or (OrderedSum if self._total is polynomial_total else None)
+        self._ordered = {} if self._running is not None else None
 
     def _numbered_terms(self, arr: Array) -> tuple:
         """``self._terms_of(arr)`` numbered (:func:`_numbered`), kept on the array per arithmetic (its ``terms_of``
@@ -246,8 +250,9 @@ class Live(Wires):
         return found if found is not None else TOTALS.put(key, v)
 
     def _resummed(self, level, t: dict):
-        """The total of a level whose terms changed: a sympy total built from its ordered terms (no sort: linear in
-        its terms, in C), pooled by value (:data:`TOTALS`); another arithmetic's summed from its terms."""
+        """The total of a level whose terms changed: built from its running sum (sympy's from its ordered terms, no
+        sort; a :class:`~napkin_cat.cost.polynomial.Poly` from its terms and their hash: linear in its terms, in C),
+        pooled by value (:data:`TOTALS`); an arithmetic without a running sum (:class:`Resummed`) sums its terms."""
         if self._ordered is None:
             return self._summed(t)
         kept = self._ordered.get(level)
@@ -266,7 +271,7 @@ class Live(Wires):
             if ordered is not None:
                 kept = ordered.get(l)
                 if kept is None:
-                    kept = ordered[l] = OrderedSum()
+                    kept = ordered[l] = self._running()
                 for m in changed:
                     kept.set(_MONOMIALS[m], t.get(m, 0))
         self._was = {}

@@ -20,6 +20,9 @@ number, when it becomes the number::
 """
 from __future__ import annotations
 
+from bisect import bisect_right
+from fractions import Fraction
+
 import sympy
 
 
@@ -73,17 +76,108 @@ def _lazy(args):
 SIMPLIFY_AT_MOST = 8
 
 
+def _is_monomial(x) -> bool:
+    """Whether ``x`` is a number times powers of symbols (a term ``expand`` leaves as it is)."""
+    if x.is_Mul:
+        return all(f.is_Number or f.is_Symbol or (f.is_Pow and f.base.is_Symbol and f.exp.is_Integer) for f in x.args)
+    return x.is_Symbol or x.is_Number or (x.is_Pow and x.base.is_Symbol and x.exp.is_Integer)
+
+
+def _exact(c):
+    """A sympy rational coefficient as a Python number (compared in C, not through sympy's ``__ge__``)."""
+    if c.is_Integer:
+        return int(c)
+    if c.is_Rational:
+        return Fraction(int(c.p), int(c.q))
+    return c
+
+
 def _terms(expr):
-    """``{monomial: coefficient}`` of ``expr`` when every monomial is positive (sizes are positive), else None."""
-    out = sympy.expand(expr).as_coefficients_dict()
-    return out if all(k == 1 or k.is_positive for k in out) else None
+    """``{monomial: coefficient}`` of ``expr`` expanded, when every monomial is positive (sizes are positive), else
+    None.  A sum of monomials is its own expansion (a cost's columns are held expanded): read without ``expand``."""
+    flat = all(map(_is_monomial, expr.args)) if expr.is_Add else _is_monomial(expr)
+    out = (expr if flat else sympy.expand(expr)).as_coefficients_dict()
+    if not all(k == 1 or k.is_positive for k in out):
+        return None
+    return {k: _exact(c) for k, c in out.items()}
 
 
-def _dominated(b, a) -> bool:
-    """``b ≤ a`` for all positive sizes, shown monomial by monomial (every coefficient of ``a − b`` ≥ 0)."""
+def dominated(b, a) -> bool:
+    """``b ≤ a`` for all positive sizes, shown monomial by monomial (every coefficient of ``a − b`` ≥ 0); never where
+    either is None (a column with a monomial not known positive).
+
+    >>> dominated({"x": 1}, {"x": 2, "y": 1}), dominated({"x": 1, "z": 1}, {"x": 2}), dominated({"x": 1}, None)
+    (True, False, False)
+    """
     if a is None or b is None:
         return False
-    return all(a.get(m, 0) - b.get(m, 0) >= 0 for m in set(a) | set(b))
+    for m, c in b.items():
+        if not a.get(m, 0) >= c:
+            return False
+    return all(c >= 0 for m, c in a.items() if m not in b)
+
+
+def undominated(terms: list, counter=None) -> list:
+    """The indices of the columns (``{monomial: coefficient}``, or None: never compared) that no other column bounds
+    coefficient by coefficient, the first of equal ones, in order::
+
+        i kept  ⇔  no j ≠ i with terms[i] ≤ terms[j] and (terms[j] ≰ terms[i] or j < i)
+
+    Each column is compared with the current maxima only, and only with those that could bound it (hold its rarest
+    positive monomial among the maxima) or that it could bound (whose positive monomial held by the fewest later
+    columns it holds): a column meets a few, so the work is the columns' terms, not their pairs (``counter``, a
+    list: its first entry counts the comparisons).
+
+    >>> a, b, c = {"x": 1}, {"x": 2, "y": 1}, {"z": 1}
+    >>> undominated([a, b, c, dict(b), None])
+    [1, 2, 4]
+    """
+    holders: dict = {}     # monomial -> the columns with a positive coefficient of it, in order
+    for i, t in enumerate(terms):
+        for m, c in (t or {}).items():
+            if c > 0:
+                holders.setdefault(m, []).append(i)
+    maxima: dict = {}      # index -> its terms, the columns no column seen yet bounds
+    posting: dict = {}     # monomial -> the maxima with a positive coefficient of it
+    bucket: dict = {}      # a maximum's rarest positive monomial (None: it has none) -> those maxima
+    rarest: dict = {}      # index of a maximum -> its key in ``bucket``
+    compared = 0
+    for i, t in enumerate(terms):
+        if t is None:
+            continue
+        pos = [m for m, c in t.items() if c > 0]
+        if pos:     # a maximum that bounds t holds each of t's positive monomials: look among its rarest's holders
+            above = posting.get(min(pos, key=lambda m: len(posting.get(m, ()))), ())
+        else:
+            above = list(maxima)
+        bounded = False
+        for j in above:
+            compared += 1
+            if dominated(t, maxima[j]):
+                bounded = True
+                break
+        if bounded:
+            continue
+        below = set(bucket.get(None, ()))
+        for m in pos:
+            below.update(bucket.get(m, ()))
+        compared += len(below)
+        for j in below:
+            if dominated(maxima[j], t):       # (strictly: no maximum bounds t)
+                for m, c in maxima.pop(j).items():
+                    if c > 0:
+                        posting[m].discard(j)
+                bucket[rarest.pop(j)].discard(j)
+        maxima[i] = t
+        for m in pos:
+            posting.setdefault(m, set()).add(i)
+        # (the columns after i look for the maxima they bound by their positive monomials: i is filed under the one
+        # the fewest of them hold)
+        key = rarest[i] = min(pos, key=lambda m: len(holders[m]) - bisect_right(holders[m], i)) if pos else None
+        bucket.setdefault(key, set()).add(i)
+    if counter is not None:
+        counter[0] += compared
+    return [i for i, t in enumerate(terms) if t is None or i in maxima]
 
 
 def column_max(columns, *, exact: bool = True):
@@ -91,9 +185,9 @@ def column_max(columns, *, exact: bool = True):
 
     A few columns (at most :data:`SIMPLIFY_AT_MOST`) go through sympy's ``Max``, so the result is the ``Max``
     sympy makes.  Of more, the columns that another column bounds coefficient by coefficient are dropped first
-    (a linear pass per column), and what is left goes through sympy's ``Max`` only if it is a few.  With
-    ``exact=False`` sympy's ``Max`` is never asked (its comparisons of expressions take up to 10 ms each): the
-    columns left after the pruning are the arguments."""
+    (:func:`undominated`: each against the few maxima that could bound it or that it could bound), and what is
+    left goes through sympy's ``Max`` only if it is a few.  With ``exact=False`` sympy's ``Max`` is never asked
+    (its comparisons of expressions take up to 10 ms each): the columns left after the pruning are the arguments."""
     flat = []
     for c in map(sympy.sympify, columns):
         flat += list(c.args) if isinstance(c, sympy.Max) else [c]     # a Max of Maxes is one Max
@@ -103,13 +197,7 @@ def column_max(columns, *, exact: bool = True):
     if all(c.is_number for c in cols) or (exact and len(cols) <= SIMPLIFY_AT_MOST):
         m = sympy.Max(*cols)     # a few columns: exactly the Max sympy makes
         return Max(*m.args, evaluate=False) if isinstance(m, sympy.Max) else m
-    terms = [_terms(c) for c in cols]
-    keep = []
-    for i, (c, t) in enumerate(zip(cols, terms)):
-        if any(j != i and _dominated(t, terms[j]) and (not _dominated(terms[j], t) or j < i)
-               for j in range(len(cols))):
-            continue
-        keep.append(c)
+    keep = [cols[i] for i in undominated([_terms(c) for c in cols])]
     if exact and len(keep) <= SIMPLIFY_AT_MOST:
         m = sympy.Max(*keep)
         if not isinstance(m, sympy.Max):

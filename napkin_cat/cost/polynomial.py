@@ -38,6 +38,7 @@ import sympy
 
 from napkin_cat.cost.by_value import ByValue
 from napkin_cat.cost.live import Live, numel
+from napkin_cat.cost.poly_sum import PolySum
 from napkin_cat.errors import NotPolynomialError
 
 
@@ -113,6 +114,16 @@ class Poly:
     def __init__(self, terms: dict):
         self.terms = terms
         self._hash = None
+
+    @classmethod
+    def hashed(cls, terms: dict, h=None) -> "Poly":
+        """The polynomial of ``terms`` (no zero coefficient) whose hash is known: ``h``, the hash it would compute
+        (:class:`~napkin_cat.cost.poly_sum.PolySum`'s, kept as the terms changed), or None (it hashes itself).  A
+        constant hashes as its number, always computed."""
+        out = cls(terms)
+        if h is not None and not (len(terms) == 1 and () in terms):
+            out._hash = h
+        return out
 
     @classmethod
     def variable(cls, symbol) -> "Poly":
@@ -368,11 +379,17 @@ class Polynomial:
         return Poly({m: c for m, c in terms.items() if c})
 
     def live(self) -> Live:
-        """The live data of a walk, its totals :class:`Poly` (:class:`~napkin_cat.cost.live.Live`)."""
-        return Live(self.terms_of, self.total)
+        """The live data of a walk, its totals :class:`Poly` (:class:`~napkin_cat.cost.live.Live`), each level's kept
+        as its terms change (:class:`~napkin_cat.cost.poly_sum.PolySum`: a column costs what changed in it)."""
+        return Live(self.terms_of, self.total, running=_running_poly)
 
     def expand(self, v):
         return v
+
+
+def _running_poly() -> PolySum:
+    """A level's running :class:`Poly` total (:class:`Live`'s, in this arithmetic)."""
+    return PolySum(Poly.hashed)
 
 
 def _walk(node) -> Poly:
