@@ -106,7 +106,7 @@ def apart_names(net: Netlist, seams=()) -> dict:
             private = all(net.wires[w].dst[0] != OUTPUT for w, _ in cls)
             by_name.setdefault((next(iter(cls))[1], part), []).append(
                 (pos[first], cls, sum(1 << pos[n] for n in nodes), nodes, private))
-    return _grouped(net, by_name, ancestors)
+    return _grouped(by_name, ancestors, _names_used(net))
 
 
 def apart_within(net: Netlist, nodes) -> dict:
@@ -129,18 +129,38 @@ def apart_within(net: Netlist, nodes) -> dict:
     >>> sorted(set(apart_within(net, boxes).values())), apart_within(net, boxes[:len(boxes) // 2])
     (["f'2"], {})
     """
-    pos, ancestors = _order(net)
-    inside = set(nodes)
-    by_name: dict = {}
-    for cls in axis_classes(net):
-        ends = [e for w, _ in cls for e in (net.wires[w].src, net.wires[w].dst)]
-        boxes = {n for n, _ in ends if n not in (INPUT, OUTPUT) and net.nodes[n].kind == "box"}
-        seen = boxes & inside
-        if seen:
-            whole = boxes <= inside and all(n != OUTPUT for n, _ in ends)
-            by_name.setdefault((next(iter(cls))[1],), []).append(
+    return Classes(net).within(nodes)
+
+
+class Classes:
+    """A function netlist's axis classes read once (:func:`axis_classes`, with each class's boxes and whether an output
+    of the function carries it, and the netlist's order), so that :meth:`within` answers each kernel of the function
+    by the classes its boxes see alone: ``Classes(net).within(nodes) == apart_within(net, nodes)``."""
+
+    def __init__(self, net: Netlist):
+        self.net = net
+        self.pos, self.ancestors = _order(net)
+        self.used = _names_used(net)
+        self.classes = []        # (name, occurrences, boxes, whether an output carries it)
+        self.by_box = {}         # box node id -> the indices of the classes it sees
+        for cls in axis_classes(net):
+            ends = [e for w, _ in cls for e in (net.wires[w].src, net.wires[w].dst)]
+            boxes = {n for n, _ in ends if n not in (INPUT, OUTPUT) and net.nodes[n].kind == "box"}
+            for n in boxes:
+                self.by_box.setdefault(n, []).append(len(self.classes))
+            self.classes.append((next(iter(cls))[1], cls, boxes, any(n == OUTPUT for n, _ in ends)))
+
+    def within(self, nodes) -> dict:
+        """:func:`apart_within` of ``nodes``."""
+        inside, pos = set(nodes), self.pos
+        by_name: dict = {}
+        for k in sorted({k for n in inside for k in self.by_box.get(n, ())}):
+            name, cls, boxes, out = self.classes[k]
+            seen = boxes & inside
+            whole = not out and boxes <= inside
+            by_name.setdefault((name,), []).append(
                 (min(pos[n] for n in seen), cls, sum(1 << pos[n] for n in seen), seen, whole))
-    return _grouped(net, by_name, ancestors)
+        return _grouped(by_name, self.ancestors, self.used)
 
 
 def _order(net: Netlist) -> tuple:
@@ -162,11 +182,15 @@ def _order(net: Netlist) -> tuple:
     return pos, ancestors
 
 
-def _grouped(net: Netlist, by_name: dict, ancestors: dict) -> dict:
+def _names_used(net: Netlist) -> set:
+    return {a for w in net.wires.values() for a in w.array.names}
+
+
+def _grouped(by_name: dict, ancestors: dict, used: set) -> dict:
     """The renaming of :func:`apart_names`: per name (key ``(name, …)``), its classes ``(first, class,
     mask, nodes, private)`` taken in the order of their first node, each joining the first name-class it is not
-    wholly after (or the original one, where not ``private``), else starting a new one under a fresh name."""
-    used = {a for w in net.wires.values() for a in w.array.names}
+    wholly after (or the original one, where not ``private``), else starting a new one under a fresh name (not in
+    ``used``)."""
     out = {}
     for key, found in by_name.items():
         name = key[0]
@@ -269,5 +293,5 @@ def apart(diagram: Diagram) -> Diagram:
     return renamed(net, names) if names else diagram
 
 
-__all__ = ["KINDS", "axis_classes", "apart_names", "apart_within", "renamed", "node_box", "renamed_array",
+__all__ = ["KINDS", "axis_classes", "apart_names", "apart_within", "Classes", "renamed", "node_box", "renamed_array",
            "renamed_box", "apart"]

@@ -79,7 +79,7 @@ False
 from __future__ import annotations
 
 from napkin_cat.errors import RewriteError
-from napkin_cat.rewriting.apart import apart_within
+from napkin_cat.rewriting.apart import Classes
 from napkin_cat.rewriting.closed import folded
 from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist
 from napkin_cat.search.bitsets import bits
@@ -110,6 +110,7 @@ class OpGraph(BlockKernels):
         self.flags = {"share": share, "fold": fold, "join": join, "once": once}   # (a graph of a renamed net alike)
         self.segments = ()   # the cut the search solves the graph in (:meth:`cut_at`): kernels across it renamed apart
         self._renames = {}   # block -> its kernel's occurrences renamed apart (:meth:`renamed_apart`)
+        self._classes = None  # the function's axis classes (:class:`~napkin_cat.rewriting.apart.Classes`), once
         self.folded = folded(net) if fold else set()
         self.views = {nid for nid, n in net.nodes.items() if n.kind == "box" and is_view(n.box)}
         self.nodes = [nid for nid, n in net.nodes.items()
@@ -186,7 +187,9 @@ class OpGraph(BlockKernels):
             return {}
         found = self._renames.get(block)
         if found is None:
-            found = self._renames[block] = apart_within(self.net, self.block_nodes(block))
+            if self._classes is None:
+                self._classes = Classes(self.net)       # (the function's classes, read once per graph)
+            found = self._renames[block] = self._classes.within(self.block_nodes(block))
         return found
 
     def distinct(self) -> int:

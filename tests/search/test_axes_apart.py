@@ -120,9 +120,10 @@ def test_transformer_stacks_agree(memory):
     """Two transformer blocks sharing d, f (and h, m) against two with their own d, f: one H.  The search cuts them
     into segments (norm | attention | MLP) that hold no two classes of one name, so the form renames nothing; where
     seam fusion joins a kernel across the two blocks (at 512 and 1024: block 1 with block 2's attention; at 4096 the
-    whole stack, for nothing) that kernel renames its own axes apart (``OpGraph.renamed_apart``, built by ``axes_apart`` with ``within=``): names kept, it
-    treated the two blocks' d as one axis (1520 against 1392 at 512, 1392 against 1264 at 1024).  The answer runs,
-    counts H and replays (one cache: the later searches read the first's kernels)."""
+    whole stack, for nothing) that kernel renames its own axes apart (``OpGraph.renamed_apart``, built by
+    ``axes_apart`` with ``within=``): names kept, it treated the two blocks' d as one axis (1520 against 1392 at
+    512, 1392 against 1264 at 1024).  The answer runs, counts H and replays (one cache: the later searches read the
+    first's kernels)."""
     ts = {"n": 8, "e": 8, "h": 2, "d": 4, "f": 16}
     own = {"n": 8, "e": 8, "h": 2, "d0": 4, "d1": 4, "f0": 16, "f1": 16}
     cache = KernelCache()
@@ -133,8 +134,8 @@ def test_transformer_stacks_agree(memory):
     within = [dict(s.params).get("within") for s in shared.trace if s.rule == "axes_apart"]
     assert (memory in (512, 1024)) == (shared.H < kept.H)      # the names kept cost more there (the bug)
     assert within if shared.H < kept.H else True               # ... and a kernel renamed its own axes apart
-    tiles = {str(k): int(v) for k, v in (shared.optimum.exact_sizes or shared.optimum.sizes).items() if str(k) not in ts}
-    at = {**ts, **tiles}
+    at = {**ts, **{str(k): int(v) for k, v in (shared.optimum.exact_sizes or shared.optimum.sizes).items()
+                   if str(k) not in ts}}
     rng = np.random.default_rng(1)
     xs = [rng.normal(size=tuple(at[str(a.size)] for a in arr.axes)) * 0.3 for arr in f.dom.inside]
     out, ran = nc.plan(shared.diagram, at).run(*xs)
