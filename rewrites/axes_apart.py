@@ -4,7 +4,8 @@
 rule            lhs → rhs
 ==============  ===================================================================================================
 ``axes_apart``  f(…, A[f], …, B[f], …) → f(…, A[f], …, B[f'2], …)   B ≫ A: every box of B computed from every box
-                of A, B on no output; the boundary renamed back by views
+                of A, B on no output; the boundary renamed back by views (``within=``: the classes one kernel alone
+                sees, renamed apart within it)
 ==============  ===================================================================================================
 
 An axis is a class of occurrences that boxes see together, not a name; two classes of one name are two axes

@@ -131,7 +131,9 @@ def apart_forms(form, book) -> list:
     """The normal form ``form`` with its axes renamed apart by the book's ``apart`` rule (axes one block's after
     another's, :mod:`napkin_cat.rewriting.apart`), as one more form: ``[]`` where the book has no such rule or it
     has no match.  A function the search cuts into segments (:mod:`.segments`) is renamed apart within each segment
-    (``seams=``): kernels do not cross them, and alike segments stay alike, so each kind is solved once.
+    (``seams=``): alike segments stay alike, so each kind is solved once; a kernel that seam fusion joins across
+    segments renames its own axes apart (:meth:`~napkin_cat.search.blocks.OpGraph.renamed_apart`, the form's
+    ``apart`` flag), so names decide nothing there either.
 
     The renamed form joins the forms the search compares (it is not prepared further): the search over the forms
     with names kept is the one it was, so the answer is never worse, and where names kept two blocks' axes as one
