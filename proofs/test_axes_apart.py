@@ -32,3 +32,23 @@ def test_nothing_to_rename_nothing_offered_and_a_match_replays():
     assert [s.rule for s in r.trace] == ["axes_apart"]
     assert nc.isomorphic(Trace(r.trace.steps, r.trace.rules).replay(f), r.diagram)
     assert nc.equivalent(f, r.diagram)
+
+
+@proves("axes_apart")
+def test_within_a_kernel_is_alpha_conversion():
+    """``within=`` (one kernel's nodes: block 1's MLP and all of block 2): the classes that kernel alone sees are
+    renamed apart (block 2's d, h, f, m), nothing it shares with the rest (e, n; block 1's d) is; the function, its
+    type and its cost are kept; a node id the netlist has not is no match."""
+    from napkin_cat.rewriting.netlist import to_netlist
+    f = nc.library.transformer_stack(2)
+    net = to_netlist(f)
+    boxes = [n for n, node in net.nodes.items() if node.kind == "box"]
+    rule = axes_apart.using(within=" ".join(str(n) for n in boxes[len(boxes) // 4:]))
+    (m,) = rule.matches(f)
+    after = rule.apply(f, m)
+    names = {a for b in after.boxes for y in b.cod.inside for a in y.names}
+    assert {"d'2", "f'2", "h'2"} <= names and {"d", "f", "h", "n", "e"} <= names
+    assert after.dom == f.dom and after.cod == f.cod and nc.equivalent(f, after)
+    before, now = nc.cost(f), nc.cost(after)
+    assert before.H == now.H and before.flops == now.flops
+    assert axes_apart.using(within=str(max(net.nodes) + 1)).matches(f) == []

@@ -4,7 +4,8 @@
 rule            lhs → rhs
 ==============  ===================================================================================================
 ``axes_apart``  f(…, A[f], …, B[f], …) → f(…, A[f], …, B[f'2], …)   B ≫ A: every box of B computed from every box
-                of A, B on no output; the boundary renamed back by views
+                of A, B on no output; the boundary renamed back by views (``within=``: the classes one kernel alone
+                sees, renamed apart within it)
 ==============  ===================================================================================================
 
 An axis is a class of occurrences that boxes see together, not a name; two classes of one name are two axes
@@ -31,7 +32,7 @@ import sympy
 import napkin_cat as nc
 from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting import Obligation, Rule, RuleSet
-from napkin_cat.rewriting.apart import KINDS, apart_names, renamed
+from napkin_cat.rewriting.apart import KINDS, apart_names, apart_within, renamed
 from napkin_cat.rewriting.match import Pattern, where
 
 
@@ -56,14 +57,32 @@ def _seams(m) -> tuple:
     return found if all(s in m.net.nodes for s in found) else None
 
 
+def _within(m):
+    """The parameter ``within`` (kernels' node ids, a kernel's ids apart by ``|``: ``"3 4 5|20 21"``) as sets of node
+    ids; ``()`` where not given, None where it names a node the netlist has not."""
+    text = str(m.params.get("within", "")).strip()
+    if not text:
+        return ()
+    try:
+        groups = tuple({int(s) for s in part.split()} for part in text.split("|"))
+    except ValueError:
+        return None
+    return groups if all(g and g <= m.net.nodes.keys() for g in groups) else None
+
+
 def _names(m):
-    """The occurrences renamed apart (within the parts the ``seams`` cut), bound as ``names``; None (no match) where
-    none is."""
-    seams = _seams(m)
-    if seams is None:
+    """The occurrences renamed apart (within the parts the ``seams`` cut, or within each kernel ``within`` names),
+    bound as ``names``; None (no match) where none is."""
+    seams, within = _seams(m), _within(m)
+    if seams is None or within is None:
         return None
     try:
-        found = apart_names(m.net, seams)
+        if within:
+            found = {}
+            for nodes in within:      # (each kernel's renamed classes are its own: disjoint from the others')
+                found.update(apart_within(m.net, nodes))
+        else:
+            found = apart_names(m.net, seams)
     except RewriteError:
         return None
     return {"names": found} if found else None
@@ -108,6 +127,8 @@ axes_apart = Rule(
     of its name (every box of B computed from every box of A) and reaches no output is renamed apart, over the whole
     function, the inputs and outputs keeping their names through views.  With ``seams=`` (node ids, ``"12 40"``)
     classes are renamed apart within the parts those cut only, numbered alike in each part (the search's segments).
+    With ``within=`` (kernels' node ids, ``"3 4 5|20 21"``) the classes each kernel alone sees are renamed apart
+    within it (:func:`~napkin_cat.rewriting.apart.apart_within`: a kernel the search joins across segments).
 
     α-conversion (an axis is the class of occurrences its boxes see together, not its name): each box computes
     what it did, its signature renamed throughout, sizes kept.  Exact in floating point.  Cost claim: H, M and

@@ -95,6 +95,77 @@ def apart_names(net: Netlist, seams=()) -> dict:
     downstream of ``k`` seams; classes are renamed apart within their part only (a class's part: its first node's),
     numbered from ``f'2`` in each part, so parts alike are named alike (the search cuts a large function at such
     seams and solves alike parts once: :mod:`napkin_cat.search.segments`)."""
+    pos, ancestors = _order(net)
+    cuts = [1 << pos[s] for s in seams]
+    by_name: dict = {}
+    for cls in axis_classes(net):
+        nodes = {e[0] for w, _ in cls for e in (net.wires[w].src, net.wires[w].dst) if e[0] not in (INPUT, OUTPUT)}
+        if nodes:
+            first = min(nodes, key=pos.__getitem__)
+            part = sum(1 for c in cuts if ancestors[first] & c)
+            private = all(net.wires[w].dst[0] != OUTPUT for w, _ in cls)
+            by_name.setdefault((next(iter(cls))[1], part), []).append(
+                (pos[first], cls, sum(1 << pos[n] for n in nodes), nodes, private))
+    return _grouped(by_name, ancestors, _names_used(net))
+
+
+def apart_within(net: Netlist, nodes) -> dict:
+    """``{(wire id, name): new name}`` renaming apart the axes of one kernel: :func:`apart_names`'s law with the
+    boxes ``nodes`` (node ids: a kernel's operations and the views it holds) in place of the function.
+
+    Among the classes those boxes see, a class is renamed apart where every box that sees it is among ``nodes`` and
+    none of its wires is an output of the function (the kernel sees all of it: renaming it is α-conversion of the
+    function that touches no other kernel, its inputs renamed by views in global memory), and where it comes wholly
+    after every class of a name-class before it *as the kernel sees them* (``B ≫ A∩nodes``).  A kernel that the
+    search makes across two segments (:mod:`napkin_cat.search.segments`: seam fusion) holds two blocks' classes of one
+    name that the renaming within segments left alike; so renamed, it partitions each alone::
+
+        apart_within(net, every box) ⊇ apart_names(net)      (an output's class aside: the function's own name)
+
+    >>> import napkin_cat as nc
+    >>> mlp = nc.rename_axis(nc.rename_axis(nc.library.mlp(), "i", "e"), "o", "e")
+    >>> net = to_netlist(nc.library.in_a_row([mlp, mlp], residual=True))
+    >>> boxes = [n for n, node in net.nodes.items() if node.kind == "box"]
+    >>> sorted(set(apart_within(net, boxes).values())), apart_within(net, boxes[:len(boxes) // 2])
+    (["f'2"], {})
+    """
+    return Classes(net).within(nodes)
+
+
+class Classes:
+    """A function netlist's axis classes read once (:func:`axis_classes`, with each class's boxes and whether an output
+    of the function carries it, and the netlist's order), so that :meth:`within` answers each kernel of the function
+    by the classes its boxes see alone: ``Classes(net).within(nodes) == apart_within(net, nodes)``."""
+
+    def __init__(self, net: Netlist):
+        self.net = net
+        self.pos, self.ancestors = _order(net)
+        self.used = _names_used(net)
+        self.classes = []        # (name, occurrences, boxes, whether an output carries it)
+        self.by_box = {}         # box node id -> the indices of the classes it sees
+        for cls in axis_classes(net):
+            ends = [e for w, _ in cls for e in (net.wires[w].src, net.wires[w].dst)]
+            boxes = {n for n, _ in ends if n not in (INPUT, OUTPUT) and net.nodes[n].kind == "box"}
+            for n in boxes:
+                self.by_box.setdefault(n, []).append(len(self.classes))
+            self.classes.append((next(iter(cls))[1], cls, boxes, any(n == OUTPUT for n, _ in ends)))
+
+    def within(self, nodes) -> dict:
+        """:func:`apart_within` of ``nodes``."""
+        inside, pos = set(nodes), self.pos
+        by_name: dict = {}
+        for k in sorted({k for n in inside for k in self.by_box.get(n, ())}):
+            name, cls, boxes, out = self.classes[k]
+            seen = boxes & inside
+            whole = not out and boxes <= inside
+            by_name.setdefault((name,), []).append(
+                (min(pos[n] for n in seen), cls, sum(1 << pos[n] for n in seen), seen, whole))
+        return _grouped(by_name, self.ancestors, self.used)
+
+
+def _order(net: Netlist) -> tuple:
+    """``(position, ancestors)``: each node's place in the netlist's order and the mask of the nodes it is computed
+    from (a function diagram's nodes only)."""
     bad = {n.kind for n in net.nodes.values()} - set(KINDS)
     if bad:
         raise RewriteError(f"axes are renamed apart in a function diagram; this one holds {sorted(bad)} nodes")
@@ -108,19 +179,21 @@ def apart_names(net: Netlist, seams=()) -> dict:
             if src != INPUT:
                 mask |= ancestors[src] | 1 << pos[src]
         ancestors[n] = mask
-    cuts = [1 << pos[s] for s in seams]
-    by_name: dict = {}
-    for cls in axis_classes(net):
-        nodes = {e[0] for w, _ in cls for e in (net.wires[w].src, net.wires[w].dst) if e[0] not in (INPUT, OUTPUT)}
-        if nodes:
-            first = min(nodes, key=pos.__getitem__)
-            part = sum(1 for c in cuts if ancestors[first] & c)
-            private = all(net.wires[w].dst[0] != OUTPUT for w, _ in cls)
-            by_name.setdefault((next(iter(cls))[1], part), []).append(
-                (pos[first], cls, sum(1 << pos[n] for n in nodes), nodes, private))
-    used = {a for w in net.wires.values() for a in w.array.names}
+    return pos, ancestors
+
+
+def _names_used(net: Netlist) -> set:
+    return {a for w in net.wires.values() for a in w.array.names}
+
+
+def _grouped(by_name: dict, ancestors: dict, used: set) -> dict:
+    """The renaming of :func:`apart_names`: per name (key ``(name, …)``), its classes ``(first, class,
+    mask, nodes, private)`` taken in the order of their first node, each joining the first name-class it is not
+    wholly after (or the original one, where not ``private``), else starting a new one under a fresh name (not in
+    ``used``)."""
     out = {}
-    for (name, _), found in by_name.items():
+    for key, found in by_name.items():
+        name = key[0]
         if len(found) < 2:
             continue
         found.sort(key=lambda t: t[0])
@@ -159,9 +232,7 @@ def renamed(net: Netlist, names: dict, input_wires=None, output_wires=None) -> D
     output_wires = net.outputs if output_wires is None else tuple(output_wires)
 
     def array(w):
-        arr = net.wires[w].array
-        axes = tuple(Axis(names[(w, a.name)], a.size) if (w, a.name) in names else a for a in arr.axes)
-        return arr if axes == arr.axes else arr.replace(axes=axes)
+        return renamed_array(net.wires[w].array, w, names)
 
     def view(arr, to):
         sig = " ".join(arr.names) + " -> " + " ".join(to.names)
@@ -178,12 +249,7 @@ def renamed(net: Netlist, names: dict, input_wires=None, output_wires=None) -> D
             continue
         if node.kind == "discard":
             continue
-        box = Diagram.id(node.box.dom).then(node.box)
-        new = {a: names[(w, a)] for w in (*net.ins[nid], *net.outs[nid]) for a in net.wires[w].array.names
-               if (w, a) in names}
-        if new:
-            box = _renamed_box(box, tuple(sorted(new.items())))
-        got = b(box, *ins)
+        got = b(node_box(net, nid, names), *ins)
         wire.update(zip(net.outs[nid], got if isinstance(got, tuple) else (got,)))
     outs = []
     for w in output_wires:
@@ -192,7 +258,22 @@ def renamed(net: Netlist, names: dict, input_wires=None, output_wires=None) -> D
     return b.build(*outs)
 
 
-def _renamed_box(box: Diagram, new: tuple) -> Diagram:
+def node_box(net: Netlist, nid, names: dict) -> Diagram:
+    """The box of node ``nid`` as a diagram, its axes renamed by the occurrences ``names`` (``{(wire id, name): new}``,
+    :func:`apart_names`) on its wires; the box itself where none is renamed."""
+    box = Diagram.id(net.nodes[nid].box.dom).then(net.nodes[nid].box)
+    new = {a: names[(w, a)] for w in (*net.ins[nid], *net.outs[nid]) for a in net.wires[w].array.names
+           if (w, a) in names}
+    return renamed_box(box, tuple(sorted(new.items()))) if new else box
+
+
+def renamed_array(array, wire, names: dict):
+    """``array`` (the one on wire ``wire``) with the occurrences ``names`` renamed (sizes kept)."""
+    axes = tuple(Axis(names[(wire, a.name)], a.size) if (wire, a.name) in names else a for a in array.axes)
+    return array if axes == array.axes else array.replace(axes=axes)
+
+
+def renamed_box(box: Diagram, new: tuple) -> Diagram:
     """``box`` (one box) with its axes renamed by ``new`` (``((old, new), …)``), sizes kept: the functor
     :func:`~napkin_cat.syntax.relabel.map_arrays` remembers per box and array (keyed by ``new``), so a box met again
     under one renaming (a block's boxes, alike in every block) is renamed once."""
@@ -212,4 +293,5 @@ def apart(diagram: Diagram) -> Diagram:
     return renamed(net, names) if names else diagram
 
 
-__all__ = ["KINDS", "axis_classes", "apart_names", "renamed", "apart"]
+__all__ = ["KINDS", "axis_classes", "apart_names", "apart_within", "Classes", "renamed", "node_box", "renamed_array",
+           "renamed_box", "apart"]

@@ -20,6 +20,7 @@ law is::
 """
 from __future__ import annotations
 
+from napkin_cat.rewriting.apart import node_box, renamed_array
 from napkin_cat.rewriting.netlist import OUTPUT
 from napkin_cat.search.bitsets import bits
 from napkin_cat.syntax.adapter import Diagram, Ty
@@ -40,6 +41,7 @@ class BlockKernels:
     def _sub(self, block: int):
         ops = bits(block)
         inside = {self.nodes[i] for i in ops}
+        names = self.renamed_apart(block)      # the kernel's own axes renamed apart (a kernel across segments)
         ports, dom, value = [], [], {}
         for i in ops:
             nid = self.nodes[i]
@@ -49,7 +51,7 @@ class BlockKernels:
                     value[(nid, p)] = key
                     if key not in ports:
                         ports.append(key)
-                        dom.append(self.net.nodes[nid].dom[p])
+                        dom.append(renamed_array(self.net.nodes[nid].dom[p], self.net.ins[nid][p], names))
         b = Builder(Ty(*dom))
         wires = dict(zip(ports, b.inputs))
         feed = {port: wires[key] for port, key in value.items()}
@@ -58,23 +60,23 @@ class BlockKernels:
         for i in ops:
             nid = self.nodes[i]
             node = self.net.nodes[nid]
-            args = [feed[(nid, p)] if (nid, p) in feed else self._made(b, src, made) if src[0] not in self.folded
-                    else self._closed(b, w, seen)
+            args = [feed[(nid, p)] if (nid, p) in feed else self._made(b, src, made, names)
+                    if src[0] not in self.folded else self._closed(b, w, seen)
                     for p, (src, w) in enumerate(zip(self.sources(nid), self.net.ins[nid]))]
-            got = apply_once(b, node, args, seen)
+            got = apply_once(b, node, args, seen, node_box(self.net, nid, names) if names else None)
             for port, (w, wire) in enumerate(zip(self.net.outs[nid], got)):
                 made[(nid, port)] = wire
                 if any(r[0] == OUTPUT or r[0] not in inside for r in self.final_readers(w)):
                     outs.append(wire)
         return b.build(*outs), tuple(ports)
 
-    def _made(self, b, src, made):
+    def _made(self, b, src, made, names=None):
         """The wire of value ``src`` made in ``b``: an operation's output (in ``made``), or a view of one that the
         block holds inside (:meth:`~napkin_cat.search.blocks.OpGraph.absorbed`), its rename applied once in ``b``
-        (kept in ``made`` under the view's port)."""
+        (kept in ``made`` under the view's port; its axes renamed by ``names`` as the kernel's)."""
         if src not in made:
-            node = self.net.nodes[src[0]]
-            got = b(Diagram.id(node.box.dom).then(node.box), self._made(b, self._source(self.net.ins[src[0]][0]), made))
+            got = b(node_box(self.net, src[0], names or {}),
+                    self._made(b, self._source(self.net.ins[src[0]][0]), made, names))
             made.update({(src[0], p): w for p, w in enumerate(got if isinstance(got, tuple) else (got,))})
         return made[src]
 
@@ -124,11 +126,19 @@ class BlockKernels:
             read = tuple(any(r[0] == OUTPUT or r[0] not in local for r in self.final_readers(w))
                          for w in self.net.outs[nid])
             out.append((node.label, srcs, read))
+        names = self.renamed_apart(block)
+        if names:     # the kernel's axes renamed apart: which occurrences, by op and port (equal keys, equal kernels)
+            out.append(("apart", tuple(sorted((k, side, p, a, names[(w, a)]) for k, i in enumerate(ops)
+                                              for side, ws in (("in", self.net.ins[self.nodes[i]]),
+                                                               ("out", self.net.outs[self.nodes[i]]))
+                                              for p, w in enumerate(ws) for a in self.net.wires[w].array.names
+                                              if (w, a) in names))))
         return (*out, ("computed once",)) if self.once else tuple(out)   # a kernel of one value fewer, once
 
 
-def apply_once(b, node, args, seen) -> tuple:
-    """The outputs of ``node``'s box applied in ``b`` to the wires ``args``; with a memo ``seen`` (a dict), the
+def apply_once(b, node, args, seen, box=None) -> tuple:
+    """The outputs of ``node``'s box (or ``box``: it renamed) applied in ``b`` to the wires ``args``; with a memo
+    ``seen`` (a dict), the
     outputs of the box of one label applied to the same wires before, if any (one value computed once: boxes are
     deterministic, paper §2), the operands of a kind that commutes compared as a set where they are of one array
     type (as ``common_value`` compares them)."""
@@ -140,7 +150,7 @@ def apply_once(b, node, args, seen) -> tuple:
         key = (node.label, reads)
         if key in seen:
             return seen[key]
-    got = b(Diagram.id(node.box.dom).then(node.box), *args)
+    got = b(Diagram.id(node.box.dom).then(node.box) if box is None else box, *args)
     got = got if isinstance(got, tuple) else (got,)
     if key is not None:
         seen[key] = got

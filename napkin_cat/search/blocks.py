@@ -79,6 +79,7 @@ False
 from __future__ import annotations
 
 from napkin_cat.errors import RewriteError
+from napkin_cat.rewriting.apart import Classes
 from napkin_cat.rewriting.closed import folded
 from napkin_cat.rewriting.netlist import INPUT, OUTPUT, Netlist
 from napkin_cat.search.bitsets import bits
@@ -106,6 +107,10 @@ class OpGraph(BlockKernels):
         if "merge" in kinds:
             raise RewriteError("the derivation search does not handle merge nodes; remove them first")
         self.net, self.share, self.once = net, share, once
+        self.flags = {"share": share, "fold": fold, "join": join, "once": once}   # (a graph of a renamed net alike)
+        self.segments = ()   # the cut the search solves the graph in (:meth:`cut_at`): kernels across it renamed apart
+        self._renames = {}   # block -> its kernel's occurrences renamed apart (:meth:`renamed_apart`)
+        self._classes = None  # the function's axis classes (:class:`~napkin_cat.rewriting.apart.Classes`), once
         self.folded = folded(net) if fold else set()
         self.views = {nid for nid, n in net.nodes.items() if n.kind == "box" and is_view(n.box)}
         self.nodes = [nid for nid, n in net.nodes.items()
@@ -158,6 +163,34 @@ class OpGraph(BlockKernels):
 
     def __len__(self):
         return len(self.nodes)
+
+    def cut_at(self, segments) -> None:
+        """The search solves this graph segment by segment (``segments``: masks, :mod:`.segments`), the function's
+        axes renamed apart within each segment at most (the book's ``apart`` rule with ``seams``); a block across two
+        or more is then a kernel of its own axes renamed apart (:meth:`renamed_apart`)."""
+        self.segments = tuple(segments)
+        self._keys, self._renames = {}, {}
+
+    def block_nodes(self, block: int) -> set:
+        """The node ids of the block's kernel: its operations and the views it holds inside (:meth:`absorbed`)."""
+        return {self.nodes[i] for i in bits(block)} | self.absorbed(block)
+
+    def renamed_apart(self, block: int) -> dict:
+        """``{(wire id, name): new}``: the axes the block's kernel renames apart where it spans two or more of the
+        graph's :attr:`segments` (:func:`~napkin_cat.rewriting.apart.apart_within`: the classes of a name that it
+        alone sees and that come wholly after another it sees: two blocks' ``d`` in one kernel are two axes), so
+        that a kernel seam fusion joins is partitioned as it would be were every block's axes named apart; empty
+        within a segment (renamed apart there already, by the form) and in a graph not cut.  Its :meth:`subdiagram`
+        and :meth:`key` are the kernel so renamed; the construction renames them in the function first (the rule
+        playing ``apart`` with ``within=``, :func:`~napkin_cat.search.construct.make`)."""
+        if len(self.segments) < 2 or sum(1 for s in self.segments if s & block) < 2:
+            return {}
+        found = self._renames.get(block)
+        if found is None:
+            if self._classes is None:
+                self._classes = Classes(self.net)       # (the function's classes, read once per graph)
+            found = self._renames[block] = self._classes.within(self.block_nodes(block))
+        return found
 
     def distinct(self) -> int:
         """The operations that compute distinct values: with ``once``, two of one label reading the same values

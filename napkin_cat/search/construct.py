@@ -29,7 +29,7 @@ from napkin_cat.rewriting.closed import folded
 from napkin_cat.rewriting.match import near
 from napkin_cat.rewriting.netlist import Netlist, to_netlist
 from napkin_cat.rewriting.trace import Step
-from napkin_cat.search.blocks import bits
+from napkin_cat.search.blocks import OpGraph, bits
 from napkin_cat.search.fusion_order import FusionQueue
 from napkin_cat.search.variants import parts_key
 
@@ -161,6 +161,29 @@ def _once(mk, rule, region):
     return _region_among(mk.net, new)
 
 
+def _renamed_apart(mk, graph, path, book):
+    """Step 0: where the search's kernel of a block renames its own axes apart (a kernel across segments,
+    :meth:`~napkin_cat.search.blocks.OpGraph.renamed_apart`), the rule playing ``apart`` renames those classes in the
+    function (``within=`` each such block's nodes: α-conversion, the inputs renamed by views in global memory), and the
+    graph of the renamed function (its operations in the same order: each block's kernel is then the one the search
+    costed, under the names its partition was chosen by) is the one the blocks are built on."""
+    groups = [graph.block_nodes(mask) for mask, _, _ in path if graph.renamed_apart(mask)]
+    if not groups:
+        return graph
+    if "apart" not in book.roles:
+        raise ConstructionError("the search renamed a kernel's axes apart but the rule book plays no 'apart' rule")
+    rule = book.role("apart").using(within="|".join(" ".join(str(n) for n in sorted(g)) for g in groups))
+    first = _first_legal(rule, mk.net, lambda m: True)
+    if first is None:
+        raise ConstructionError(f"rule {rule.name!r} does not rename apart the axes of the {len(groups)} kernel(s) "
+                                f"the search renamed")
+    mk.apply(rule, first)
+    renamed = OpGraph(mk.net, **graph.flags)
+    if [renamed.name(i) for i in range(len(renamed))] != [graph.name(i) for i in range(len(graph))]:
+        raise ConstructionError("renaming axes apart changed the order of the function's operations")
+    return renamed
+
+
 def make(form, graph, path, book, level: int):
     """``(diagram, steps)``: ``form`` (whose ops are ``graph``'s) partitioned as ``path`` by the book's rules.
 
@@ -175,6 +198,7 @@ def make(form, graph, path, book, level: int):
     own = own[-1] if isinstance(own, tuple) else own
     join_rule = book.role("join") if "join" in book.roles else None
     mk = Maker(graph.net)       # the form's netlist, whose node ids name the graph's operations
+    graph = _renamed_apart(mk, graph, path, book)
     for k, (mask, variant, names) in enumerate(path):
         ops = {graph.nodes[i] for i in bits(mask)} | graph.absorbed(mask)   # (the views it holds inside too)
         mine = set()

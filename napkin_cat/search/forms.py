@@ -47,6 +47,7 @@ class Form:
     units: bool = False   # each operation read by one operation alone shares its reader's kernel
     fold: bool = False    # closed values computed by each reader (the book plays ``recompute``: :mod:`.blocks`)
     once: bool = False    # a kernel computes each value once (the book plays ``compute_once``: :mod:`.blocks`)
+    apart: bool = False   # a kernel across segments renames its own axes apart (the book plays ``apart``)
 
     def __post_init__(self):
         given = self.__dict__.pop("_given")
@@ -74,6 +75,8 @@ class Form:
             large = len(self.graph) > segments_module.SEGMENT_AT
             parts = cut(self.graph) if large else ([self.graph.full], [])
             self._cut = parts if len(parts[0]) > 1 else False
+            if self._cut and self.apart:     # kernels seam fusion joins across segments: their own axes apart
+                self.graph.cut_at(parts[0])
         return self._cut or None
 
 
@@ -112,22 +115,25 @@ def _simplified(diagram, book) -> Form:
     (``centred_statistics_pass``) computes x − μ twice on purpose: the normal form merges the user's copies, the
     prepared forms keep theirs."""
     share, fold, join = "share" in book.roles, "recompute" in book.roles, "join" in book.roles
-    once = "compute_once" in book.roles
+    once, apart = "compute_once" in book.roles, "apart" in book.roles
     rules = tuple(rule for role in ("simplify", "normalise") if role in book.roles for rule in book.role(role))
     if not rules and "apart" not in book.roles:
-        return Form(diagram, share=share, fold=fold, join=join, once=once)
+        return Form(diagram, share=share, fold=fold, join=join, once=once, apart=apart)
     net, steps = to_netlist(diagram), []
     if rules:
         axes = sum(len(w.array.axes) for w in net.wires.values())
         net, steps = fixpoint(net, rules, (len(net.nodes) + len(net.wires) + 1) * (axes + 1))
-    return Form(net, tuple(steps), tuple(s.rule for s in steps), share, fold=fold, join=join, once=once)
+    return Form(net, tuple(steps), tuple(s.rule for s in steps), share, fold=fold, join=join, once=once,
+                apart=apart)
 
 
 def apart_forms(form, book) -> list:
     """The normal form ``form`` with its axes renamed apart by the book's ``apart`` rule (axes one block's after
     another's, :mod:`napkin_cat.rewriting.apart`), as one more form: ``[]`` where the book has no such rule or it
     has no match.  A function the search cuts into segments (:mod:`.segments`) is renamed apart within each segment
-    (``seams=``): kernels do not cross them, and alike segments stay alike, so each kind is solved once.
+    (``seams=``): alike segments stay alike, so each kind is solved once; a kernel that seam fusion joins across
+    segments renames its own axes apart (:meth:`~napkin_cat.search.blocks.OpGraph.renamed_apart`, the form's
+    ``apart`` flag), so names decide nothing there either.
 
     The renamed form joins the forms the search compares (it is not prepared further): the search over the forms
     with names kept is the one it was, so the answer is never worse, and where names kept two blocks' axes as one
@@ -143,7 +149,7 @@ def apart_forms(form, book) -> list:
         return []
     step = Step.of(rule, first, form.net, rule.fill(first))
     return [Form(step.after_net, form.steps + (step,), form.prepared + (step.rule,), form.share, fold=form.fold,
-                 join=form.join, once=form.once)]
+                 join=form.join, once=form.once, apart=form.apart)]
 
 
 def prepared_forms(diagram, book, depth: int = 2, limit: int = 6, *, sizes: dict | None = None) -> list:
@@ -179,7 +185,7 @@ def _prepared(forms, rules, book, depth, limit, sizes) -> list:
                 continue
             step = Step.of(rule, m, net, after)
             g = Form(new, f.steps + (step,) + tuple(t for t, _ in tidy), f.prepared + (rule.name,), f.share,
-                     fold=f.fold, join=f.join, once=f.once)
+                     fold=f.fold, join=f.join, once=f.once, apart=f.apart)
             forms.append(g)
             queue.append(g)
             if len(forms) >= limit:
@@ -334,7 +340,7 @@ def _everywhere(f: Form, rule, sizes=None, works=None):
     if not steps:
         return None
     return Form(net, f.steps + tuple(steps), f.prepared + (rule.name,), f.share, fold=f.fold, join=f.join,
-                once=f.once)
+                once=f.once, apart=f.apart)
 
 
 def _prepared_everywhere(forms, rules, depth, limit, sizes=None) -> list:
