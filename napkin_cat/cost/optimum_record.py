@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import sympy
 
@@ -116,19 +117,66 @@ class Optimum:
 def power_terms(expr, M) -> list:
     """``[(α_t, β_t)]`` with ``expr = Σ α_t M^-β_t`` (β_t ≥ 0, zero-exponent terms included), each ``α_t`` factored.
 
+    A pure function of ``(expr, M)`` (sympy expressions compare by structure), so the process keeps its answers
+    (:func:`_terms_of`, bounded): the same large-M form is read again by each candidate that shares a kernel and
+    by the crossings of the envelope.  Where ``expr`` is not such a sum the :class:`NapkinError` names it; its
+    message is printed only when read (printing a large form cost more than reading it off, issue 35).
+
     >>> import napkin_cat as nc
     >>> M, a, c = nc.symbol("M"), nc.symbol("a"), nc.symbol("c")
     >>> power_terms(a * c + 2 * a * c / M + c / M, M)
     [(a*c, 0), (c*(2*a + 1), 1)]
+    >>> try:
+    ...     power_terms(sympy.sqrt(M + a), M)
+    ... except NapkinError as e:
+    ...     print(e)
+    sqrt(M + a) is not a sum of powers of M
     """
+    expr = sympy.sympify(expr)
+    terms = _terms_of(expr, M)
+    if terms is None:
+        raise NapkinError(Printed(lambda: f"{expr} is not a sum of powers of {M}"))
+    return list(terms)
+
+
+class Printed:
+    """A message made when first printed (``make()``, called once): an error whose text prints a large expression
+    is raised and caught on the search's path far more often than it is read.
+
+    >>> import pickle
+    >>> m = Printed(lambda: "made")
+    >>> str(m), repr(m), str(NapkinError(m)), pickle.loads(pickle.dumps(NapkinError(m))).args
+    ('made', "'made'", 'made', ('made',))
+    """
+
+    __slots__ = ("make", "text")
+
+    def __init__(self, make):
+        self.make, self.text = make, None
+
+    def __str__(self):
+        if self.text is None:
+            self.text, self.make = self.make(), None
+        return self.text
+
+    def __repr__(self):
+        return repr(str(self))
+
+    def __reduce__(self):          # pickled (an error sent between processes) as its text
+        return str, (str(self),)
+
+
+@lru_cache(maxsize=4096)
+def _terms_of(expr, M):
+    """:func:`power_terms` of ``expr`` as a tuple, or None where ``expr`` is not a sum of powers of ``M``."""
     out = {}
     for term in sympy.Add.make_args(sympy.expand(expr)):
         coeff, exp = term.as_coeff_exponent(M)
         if coeff.has(M):
-            raise NapkinError(f"{expr} is not a sum of powers of {M}")
+            return None
         beta = -exp if exp.is_Rational else sympy.nsimplify(-exp)
         out[beta] = out.get(beta, 0) + coeff
-    return sorted(((a if is_monomial(a) else sympy.factor(a), b) for b, a in out.items()), key=lambda t: t[1])
+    return tuple(sorted(((a if is_monomial(a) else sympy.factor(a), b) for b, a in out.items()), key=lambda t: t[1]))
 
 
 def is_monomial(expr) -> bool:

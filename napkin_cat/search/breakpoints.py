@@ -168,8 +168,23 @@ def _scanned(t, n, M, ref: tuple):
     return at, tuple(ys)
 
 
-def _monotone(ys) -> bool:
-    return all(a <= b for a, b in zip(ys, ys[1:])) or all(a >= b for a, b in zip(ys, ys[1:]))
+#: a step of the scanned difference against its trend this small, relative to the values, is the float's rounding
+ROUNDING = 1e-12
+
+
+def monotone(ys) -> bool:
+    """Whether the scanned values ``ys`` never rise or never fall, up to rounding: a step against the trend of at most
+    :data:`ROUNDING` of the larger value counts as level (``√(M + h²) − h`` at ``M = 2^-33`` is ``h`` to the last
+    bit, and ``t(M) − n`` there steps down one unit in the last place of ``n`` before it rises: the difference is
+    monotone, its float is not).
+
+    >>> monotone([-1088.0, -1088.0000000000002, -1087.5, 3.0]), monotone([1.0, 0.5, 1.0])
+    (True, False)
+    """
+    def level(a, b) -> bool:
+        return abs(a - b) <= ROUNDING * max(abs(a), abs(b))
+    return (all(a <= b or level(a, b) for a, b in zip(ys, ys[1:]))
+            or all(a >= b or level(a, b) for a, b in zip(ys, ys[1:])))
 
 
 def no_crossing(t, n, M, ref: tuple) -> bool:
@@ -185,7 +200,7 @@ def no_crossing(t, n, M, ref: tuple) -> bool:
     (False, False)
     """
     _, ys = _scanned(t, n, M, ref)
-    return ys is not None and _monotone(ys) and (all(y < 0 for y in ys) or all(y > 0 for y in ys))
+    return ys is not None and monotone(ys) and (all(y < 0 for y in ys) or all(y > 0 for y in ys))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -200,7 +215,7 @@ def bracketed(t, n, M, ref: tuple):
     (13.0, None)
     """
     at, ys = _scanned(t, n, M, ref)
-    if ys is None or not _monotone(ys):
+    if ys is None or not monotone(ys):
         return None
     zeros = [k for k, y in zip(SCAN, ys) if y == 0]
     if zeros:

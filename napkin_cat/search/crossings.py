@@ -14,6 +14,7 @@ a
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import sympy
@@ -58,27 +59,87 @@ def crossing(fa, fb, lo: float, hi: float) -> float:
 def crossing_root(Ha, Hb, M, ref, target):
     """The symbolic root of ``Ha = Hb`` in ``M`` that equals ``target`` at the reference sizes, or None.  Forms
     whose memory is shifted by one ``K`` (:func:`~.held_alike.shifted`; the other form's too, or constant) are
-    solved in ``M − K`` and the root shifted back."""
-    ks = {sympy.expand(M - a) for h in (Ha, Hb) for a in sympy.sympify(h).atoms(sympy.Add) if M in a.args}
-    ks = [k for k in ks if not k.has(M)]
+    solved in ``M − K`` and the root shifted back.
+
+    A pure function of its arguments (sympy expressions compare by structure): the process keeps its answers
+    (bounded), as the envelope asks the same crossing again each time it is rebuilt with more candidates."""
+    pairs = tuple(sorted(ref.items(), key=lambda kv: str(kv[0])))
+    return _crossing_root(sympy.sympify(Ha), sympy.sympify(Hb), M, pairs, float(target))
+
+
+@functools.lru_cache(maxsize=1024)
+def _crossing_root(Ha, Hb, M, pairs: tuple, target: float):
+    """:func:`crossing_root` of the sorted ``(symbol, number)`` pairs ``pairs``."""
+    ref = dict(pairs)
+    ks = [k for k in shifts(Ha, M) | shifts(Hb, M) if not k.has(M)]
     if len(ks) == 1:
         at = {M: M + ks[0]}
-        root = power_root(sympy.sympify(Ha).xreplace(at), sympy.sympify(Hb).xreplace(at), M, ref,
-                             target - at_reference(ks[0], ref))
+        root = power_root(Ha.xreplace(at), Hb.xreplace(at), M, ref, target - at_reference(ks[0], ref))
         return None if root is None else root + ks[0]
     return power_root(Ha, Hb, M, ref, target)
+
+
+@functools.lru_cache(maxsize=1024)
+def shifts(H, M) -> frozenset:
+    """``{M − a}`` for each sum ``a`` in ``H`` with ``M`` among its terms: the memory shifts ``K`` of ``M − K``
+    (expanded) that :func:`crossing_root` may solve in (one form's, memoised: a form meets several others).
+
+    >>> import sympy
+    >>> M, K = sympy.symbols("M K", positive=True)
+    >>> sorted(shifts(1 / (M - K) + sympy.sqrt(M + 1), M), key=str)
+    [-1, K]
+    """
+    return frozenset(sympy.expand(M - a) for a in sympy.sympify(H).atoms(sympy.Add) if M in a.args)
+
+
+@functools.lru_cache(maxsize=1024)
+def off_powers(H, M) -> tuple:
+    """The terms of ``H`` expanded that are no power of ``M`` times a coefficient free of it, as ``(x, c)``: the
+    term ``c·x`` with ``c`` its number (``as_coeff_Mul``), sorted by ``x``'s sort key; one form's, memoised.
+
+    ``Ha − Hb`` expanded is a sum of powers of ``M`` exactly where these cancel: expanding distributes over the
+    sum, and sympy adds the terms of ``expand(Ha) − expand(Hb)`` by their ``x`` (summing their numbers), so a
+    term ``x`` no power of ``M`` survives in the difference unless its numbers on the two sides are equal.  So
+    :func:`power_root` reads the two forms' lists, each expanded once, before it expands their difference.
+
+    >>> import sympy
+    >>> M, a = sympy.symbols("M a", positive=True)
+    >>> off_powers(a / M + 3 * a * sympy.sqrt(M + 1), M)
+    ((a*sqrt(M + 1), 3),)
+    """
+    out: dict = {}
+    for term in sympy.Add.make_args(sympy.expand(H)):
+        if term.as_coeff_exponent(M)[0].has(M):
+            c, x = term.as_coeff_Mul()
+            out[x] = out.get(x, sympy.Integer(0)) + c
+    return tuple(sorted(out.items(), key=lambda xc: xc[0].sort_key()))
+
+
+def cancel(a: tuple, b: tuple) -> bool:
+    """Whether two forms' :func:`off_powers` cancel in their difference: the same terms with equal numbers.
+
+    >>> import sympy
+    >>> x = sympy.Symbol("x")
+    >>> cancel(((x, sympy.Integer(2)),), ((x, sympy.Integer(2)),)), cancel(((x, sympy.Integer(2)),), ())
+    (True, False)
+    """
+    da, db = dict(a), dict(b)
+    return all((da.get(x, 0) - db.get(x, 0)).is_zero for x in {*da, *db})
 
 
 def power_root(Ha, Hb, M, ref, target):
     """:func:`crossing_root` of two sums of powers of ``M``: with ``u = M^(1/L)`` (L the least common denominator of
     the exponents) ``Ha − Hb`` is a polynomial in ``u`` of degree ≤ 4, solved by radicals; the positive real root
-    within 1e-6 of ``target`` at the reference sizes, or None.
+    within 1e-6 of ``target`` at the reference sizes, or None (at once where the two forms' terms that are no
+    power of ``M`` do not cancel, :func:`off_powers`: their difference is no such sum).
 
     >>> import sympy
     >>> M, n = sympy.symbols("M n", positive=True)
     >>> power_root(n ** 2 / M, n, M, {n: 8}, 8.0)        # n²/M = n at M = n
     n
     """
+    if not cancel(off_powers(Ha, M), off_powers(Hb, M)):
+        return None
     try:
         terms = power_terms(sympy.expand(Ha - Hb), M)
     except NapkinError:
@@ -115,4 +176,4 @@ def power_root(Ha, Hb, M, ref, target):
     return sympy.radsimp(best[1] ** int(L))
 
 
-__all__ = ["crossing", "crossing_root", "power_root", "at_reference"]
+__all__ = ["crossing", "crossing_root", "power_root", "at_reference", "shifts", "off_powers", "cancel"]

@@ -104,3 +104,26 @@ def test_a_breakpoint_solves_once():
 def test_the_bracket_refuses_a_difference_that_turns():
     # (M − 100)²/M − 1 falls, then rises: two positive roots; the first of sympy's is the envelope's to pick
     assert bracketed((M - 100) ** 2 / M, n, M, ((n, 1),)) is None
+
+
+def test_a_difference_monotone_but_for_its_floats_rounding_is_bracketed(monkeypatch):
+    """A two-tile point of the block (its row tile ``g`` against ``n``): ``t(M) − n`` at ``M = 2^-33`` steps one unit
+    in the last place of ``n`` against its trend, so the strict monotone check sent it to sympy's solver at once
+    (0.4 s of the block's derive, with the tile ``g_e`` it makes).  Read as rounding (:data:`.breakpoints.ROUNDING`),
+    it is bracketed, and the value and closed form are sympy's root's (the second route)."""
+    from napkin_cat.search import breakpoints
+    t = (-2 * M * d ** 2 + 2 * sympy.sqrt(d) * sympy.sqrt(n) * (M + d ** 2) * sympy.sqrt(M + d * n)
+         - 2 * d ** 3 * n) / (2 * M * n - 2 * d ** 3 + 4 * d ** 2 * n)
+    ref = {d: 1216, n: 1024}
+    f = sympy.lambdify(M, (t - n).subs(ref), "math")
+    ys = [f(2.0 ** k) for k in breakpoints.SCAN]
+    against = [(a, b) for a, b in zip(ys, ys[1:]) if b < a]
+    assert against and all(a - b <= 1e-15 * abs(a) for a, b in against)     # the float steps back, by rounding
+    solved = []
+    real = breakpoints.sympy_roots
+    monkeypatch.setattr(breakpoints, "sympy_roots", lambda *a: solved.append(a) or real.__wrapped__(*a))
+    b = reaching(t, n, M, ref)
+    assert solved == []                      # bracketed: sympy is not asked until the closed form is read
+    root, value = by_sympy(t, n, ref)
+    assert abs(b.at - value) <= 1e-12 * value
+    assert sympy.srepr(b.expr) == sympy.srepr(root) and len(solved) == 1
