@@ -142,3 +142,14 @@ def test_a_partial_trip_only_on_the_short_slice_is_held_at_its_extent():
     sizes = {"q": 9, "x": 4, "d": 2, "s_x": 3}
     c, counted = counts(alg, sizes)
     assert c.M[1] == counted.peak[1] == 114
+
+
+
+def test_the_peak_may_be_held_on_a_short_tile():
+    """Sinks and a window, sub-looped by 1: a partial trip runs only on the short slice, and what it holds there (the
+    mask made on the short slice) is the peak, above every column of the full tiles (which run whole): the
+    columns walked at the full sizes alone say 129, the runner holds 133."""
+    alg = PARTITIONS["sub-loop"](MASKS["sinks+window"]())
+    sizes = {"q": 9, "x": 3, "d": 3, "s_x": 2, "g_q": 9, "u_x": 1}
+    c, counted = counts(alg, sizes)
+    assert c.M[1] == counted.peak[1] == 133
