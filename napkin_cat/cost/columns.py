@@ -52,6 +52,10 @@ class Items:
         self.arrays[n] = self.view.array(arr)
         return n
 
+    def named(self, v):
+        """The name value ``v`` has in this context (:meth:`name`'s, nothing recorded)."""
+        return (self.tag, v) if self.tag else v
+
     def seen(self, arrays: dict) -> dict:
         """``arrays`` as this context sees them."""
         return {n: self.view.array(a) for n, a in arrays.items()} if self.view else arrays
@@ -97,7 +101,7 @@ class Columns:
         states = run.init(inner)
         head, inner.items = inner.items, []
         run.trip(vals, states, inner)
-        body, inner.items = inner.items, []
+        body, inner.items = _as_run(inner.items, node, op.box, inner), []
         if node.parts is None:
             outs = run.tail(run.finish(vals, states, inner), inner)
             ctx.items += head + _looped(body) + inner.items
@@ -114,6 +118,7 @@ class Columns:
         ctx.items = body
         _, made = run.trip(vals, states, ctx)
         vals.update((v, made[v]) for v in node.sliced)     # a sliced output: made by the trips
+        body = _as_run(body, node, node.region, ctx)
         if node.parts is not None:
             return self._split(node, vals, ctx, run, head, body, states)
         ctx.items = tail
@@ -223,7 +228,10 @@ class Columns:
         vals = run.head(ins, inner)
         head, inner.items = inner.items, []
         run.trip(vals, node.split(state), inner)
-        ctx.items += head + (_looped(inner.items) if node.region is not None else inner.items)
+        if node.region is None:
+            ctx.items += head + inner.items
+        else:
+            ctx.items += head + _looped(_as_run(inner.items, node.schedule, node.region, inner))
         return state
 
 
@@ -241,6 +249,31 @@ def stream_columns(node, view: Relabelling = PLAIN, arithmetic=SYMPY, rows: dict
     ctx.arrays.update(ctx.seen(node.arrays))
     fold(node, COLUMNS, list(node.dom), ctx)
     return ctx.columns
+
+
+def _as_run(body: list, schedule, region, ctx: Items) -> list:
+    """The items of a loop's trip (``body``, of ``schedule``, the loop ``region``'s, named in ``ctx``) as its trips
+    run at the sizes (``ctx.arithmetic.trip_kinds``, :meth:`~napkin_cat.cost.trip_kinds.TripKinds.at`): none where no
+    trip runs; where every trip that runs is whole, without the maps that make only the mask (:meth:`~napkin_cat.
+    algorithms.skipping.Skip.whole`) and without the mask read (a kernel reads it as true there); else as written::
+
+        live(whole trip) = live(trip) − what only the mask's maps make          (never made on such a trip)
+
+    What those maps read from outside the trip (the head's positions) stays live through the loop, as the plan
+    holds it: a map left out keeps its reads of such values and makes nothing."""
+    kinds = getattr(ctx.arithmetic, "trip_kinds", None)
+    kind = None if kinds is None or region is None else kinds.kind(region)
+    if kind is None:
+        return body
+    if kind == "none":
+        return []
+    whole = schedule.skip.whole(schedule.trip) if schedule.skip is not None else None
+    if whole is None:
+        return body
+    gone = {ctx.named(v) for k in whole.ops for v in schedule.trip[k].outs}
+    # a map left out still reads, as written, what is made outside the trip (the plan frees it where it is written)
+    return [([v for v in uses if v not in gone], [] if defs and set(defs) <= gone else defs, *rest)
+            for uses, defs, *rest in body]
 
 
 def _accumulated(items: list, sums: list) -> list:

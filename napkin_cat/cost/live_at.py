@@ -80,10 +80,12 @@ class LiveAt(Wires):
 
 class SympyAt(Sympy):
     """The symbolic functor's arithmetic (sympy expressions, the same name: the same kept pieces) whose live data
-    is counted at the sizes ``env`` (:class:`LiveAt`): its columns numbers, its transfers and FLOPs symbolic."""
+    is counted at the sizes ``env`` (:class:`LiveAt`): its columns numbers, its transfers and FLOPs symbolic.
+    ``trip_kinds`` (:meth:`~napkin_cat.cost.trip_kinds.TripKinds.at`, its ``kind(loop)``): which trips each masked
+    loop runs at the sizes, which its columns read (:mod:`napkin_cat.cost.columns`); None: every trip as written."""
 
-    def __init__(self, env: dict):
-        self.env = env
+    def __init__(self, env: dict, trip_kinds=None):
+        self.env, self.trip_kinds = env, trip_kinds
 
     def live(self) -> LiveAt:
         return LiveAt(self.env)

@@ -40,6 +40,7 @@ from napkin_cat.cost.iocost import box_pieces, cost
 from napkin_cat.cost.live_at import SympyAt
 from napkin_cat.cost.record import Cost, Density
 from napkin_cat.cost.scope import inside_view, interned
+from napkin_cat.cost.trip_kinds import TripKinds
 from napkin_cat.errors import ArgumentError, AxisError, ShapeError
 from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.flat import layers
@@ -81,9 +82,10 @@ class Concrete(DevicesAt):
     it lets run: ``ρ`` of them (a fraction, not a count: the cost then says what it assumes).  A device region
     and a ring are counted on each device (:class:`~napkin_cat.cost.devices_at.DevicesAt`)."""
 
-    def __init__(self, block_mask=None, density=None, ring_tiles=None):
+    def __init__(self, block_mask=None, density=None, ring_tiles=None, kinds: TripKinds | None = None):
         self.block_mask, self.density = block_mask, dict(density or {})
         self.ring_tiles = dict(ring_tiles) if ring_tiles else None
+        self.kinds = kinds      # where given, each masked loop's trips noted (:class:`~.trip_kinds.TripKinds`)
 
     def box(self, box, ctx: At, view: Relabelling | None = None):
         """``box`` run ``ctx.count`` times, seen through ``ctx.view`` (or ``view``, where given)."""
@@ -148,9 +150,12 @@ class Concrete(DevicesAt):
             for e, starts in tile_extents(node.region, ctx.env, node.region.seen(ctx.view)[1]):
                 inner = running_slices(skip, ctx, node.region, e, starts, positions, self.block_mask) \
                     .seeing(inside_at(node.region, ctx.view, e))
+                whole = 0
                 if inner.count:
-                    self._whole(skip, trip(inner, e), ctx, inner, node.region, e, starts)
+                    whole = self._whole(skip, trip(inner, e), ctx, inner, node.region, e, starts)
                     add(ctx.total, inner.total)
+                if self.kinds is not None:
+                    self.kinds.note(node.region, inner.env, partial=inner.count > whole, whole=whole > 0)
         if rho != 1:
             trips, ctx.total = ctx.total, outer
             for mine, theirs in ((outer.H, trips.H), (outer.H_bytes, trips.H_bytes), (outer.flops, trips.flops)):
@@ -161,15 +166,17 @@ class Concrete(DevicesAt):
     def _whole(self, skip, schedule, ctx: At, inner: At, region, extent: int, starts):
         """The ops a trip makes only for its mask taken back from ``inner``'s total on the running trips the mask
         allows whole (:meth:`~napkin_cat.algorithms.skipping.Skip.whole`): a kernel runs those without the mask
-        (the plan's full trips, the C kernel's ``if``), so they are charged on the partial trips only."""
+        (the plan's full trips, the C kernel's ``if``), so they are charged on the partial trips only.  How many
+        trips ran whole (0: every trip as written)."""
         items = schedule.trip
         whole = (schedule.skip or skip).whole(items)      # a ragged slice's schedule numbers its own values
-        if whole is not None and not whole.data and skip.data and self.block_mask is not None:
-            return    # the data's table decides the trip (a kernel reading it tests no positions): as written
-            return
+        if whole is None:
+            return 0
+        if not whole.data and skip.data and self.block_mask is not None:
+            return 0  # the data's table decides the trip (a kernel reading it tests no positions): as written
         n = whole_slices(skip, whole, ctx, inner, region, extent, starts, self.block_mask)
         if not n:
-            return
+            return 0
         less = At(inner.env, count=n, device=inner.device, view=inner.view)
         for k in whole.ops:
             self.box(items[k].box, less)
@@ -177,6 +184,7 @@ class Concrete(DevicesAt):
                              (inner.total.flops, less.total.flops)):
             for k, v in theirs.items():
                 mine[k] = mine.get(k, 0) - v
+        return n
 
     def stream(self, node, ins, ctx, dests, run):
         within = ctx.seeing(inside_at(node.region, ctx.view))     # head, finish and tail: the inside as drawn there
@@ -305,15 +313,18 @@ def bind(diagram: Diagram, sizes, *, strict: bool = True) -> dict:
     return env
 
 
-def folded(diagram: Diagram, env: dict, block_mask=None, density=None, ring_tiles=None) -> Cost:
+def folded(diagram: Diagram, env: dict, block_mask=None, density=None, ring_tiles=None,
+           kinds: TripKinds | None = None) -> Cost:
     """The transfers (values and bytes) and FLOPs of ``diagram`` at an environment already bound (:func:`bind`),
     without its memory: what a search that counts many tilings of one algorithm calls, binding its sizes once.
     ``block_mask``: the data's, for the masks read from data; else ``density`` (``{symbol: number}``) scales the
-    trips they let run; ``ring_tiles``: the tiles a ring's folds are charged by in ``Link.work`` (:class:`Concrete`)."""
+    trips they let run; ``ring_tiles``: the tiles a ring's folds are charged by in ``Link.work`` (:class:`Concrete`);
+    ``kinds`` (a :class:`~napkin_cat.cost.trip_kinds.TripKinds`): where given, which trips each masked loop runs, noted
+    there (what the memory at the sizes reads)."""
     ctx = At(env)
-    plain = block_mask is None and not density and not ring_tiles
+    plain = block_mask is None and not density and not ring_tiles and kinds is None
     with counts_kept():      # a masked stream's running counts: the enclosing call's store, else this fold's
-        (CONCRETE if plain else Concrete(block_mask, density, ring_tiles)).diagram(diagram, ctx)
+        (CONCRETE if plain else Concrete(block_mask, density, ring_tiles, kinds)).diagram(diagram, ctx)
     out = ctx.total
     out.H = {l: v for l, v in out.H.items() if v}
     out.H_bytes = {l: v for l, v in out.H_bytes.items() if v}
@@ -342,9 +353,16 @@ def at(diagram: Diagram, sizes, *, strict: bool = False, block_mask=None, densit
             raise ShapeError(f"the block mask is over axes {list(block_mask.axes)}; the masks read from data of this "
                             f"algorithm are over {list(axes) or 'no axis (it has none: give no block mask)'}")
         block_mask.check({str(k): v for k, v in env.items()}, "the sizes")
-    out = folded(diagram, env, block_mask, rho, ring_tiles)
+    kinds = TripKinds()
+    out = folded(diagram, env, block_mask, rho, ring_tiles, kinds)
     out.assumptions = tuple(a if a.value is not None else Density(a.symbol, 1) for a in assumed.assumptions)
-    # the symbolic columns at the sizes, each level's live data a running number (LiveAt: linear in the boxes)
-    columns = cost(largest_shards(diagram, env), arithmetic=SympyAt(env), ops=False).columns
-    out.columns = {l: [max(integer(col, env) for col in cols)] for l, cols in columns.items()}
+    # the symbolic columns at the sizes, each level's live data a running number (LiveAt: linear in the boxes); a
+    # masked loop's trip counted as its trips run at the sizes (none, or whole only: without the mask's maps)
+    # masked loop's trip counted as it runs there (none, or whole only: without the mask's maps); walked again at the
+    # extents of each short tile a masked loop ran in (TripKinds: each column held is in the walk at its extents)
+    out.columns = {}
+    for walk in kinds.walks(env):
+        columns = cost(largest_shards(diagram, walk), arithmetic=SympyAt(walk, kinds.at(walk, env)), ops=False).columns
+        for l, cols in columns.items():
+            out.columns[l] = [max([integer(col, walk) for col in cols] + out.columns.get(l, []))]
     return out

@@ -273,24 +273,31 @@ class Expander:
         into = {v: self.slice(dest_of[v], node.axis, rng) for v in node.sliced}
         with self.within(node.axis, rng):
             _, made = run.trip({**vals, **dict(zip(node.dom, sliced))}, states, body, into)
-            when = sympy.true if node.skip is None else _condition(sympy.Not(node.skip.skipped(self.tile_of)))
-            data = None
-            if node.skip is not None and node.skip.data:
-                box = tuple((a, *self.tile_of(a, n)) for a, n in node.skip.data_axes)
-                # the block mask is of the first mask from data (each alone makes a trip neutral where never true);
-                # its table is derived from exactly that mask (:mod:`napkin_cat.plan.condition`), so a full trip
-                # reads it as true and makes the others as written
-                first = node.skip.data[0]
-                mask = made.get(first.value)
-                copies = [getattr(made.get(v), "var", None) for v in first.copies]
-                data = BlockSkip.of(box, getattr(mask, "var", None), tuple(body), copies)
-            full_trips = self._full_trips(node.skip, made, tuple(body), data)
+            when, data, full_trips = self._skips(node.skip, made, tuple(body))
         vals.update((v, dest_of[v]) for v in node.sliced)
         outs = run.tail(run.finish(vals, states, tail, dest_of), tail, dest_of)
         tail += self.copies_out(node.cod, dict(zip(node.cod, outs)), dests)
         sink.append(StreamLoop(node.axis, tile, extent, index, tuple(head), tuple(body), tuple(tail), self.origin(""),
                                when, data, full_trips))
         return dests
+
+    def _skips(self, skip, made: dict, body: tuple) -> tuple:
+        """``(when, data, full_trips)`` of a stream loop (its own, or a sub-loop's) whose trip ``body`` makes
+        ``made`` (value id → ref), with the tiles as they are now entered: the trips ``skip`` leaves out, the data's
+        block test, the trips run whole.  One test for a stream and a sub-loop: a sub-loop's trip the mask never
+        allows is as neutral as a stream's (:mod:`napkin_cat.algorithms.skipping`), and is left out alike."""
+        when = sympy.true if skip is None else _condition(sympy.Not(skip.skipped(self.tile_of)))
+        data = None
+        if skip is not None and skip.data:
+            box = tuple((a, *self.tile_of(a, n)) for a, n in skip.data_axes)
+            # the block mask is of the first mask from data (each alone makes a trip neutral where never true);
+            # its table is derived from exactly that mask (:mod:`napkin_cat.plan.condition`), so a full trip
+            # reads it as true and makes the others as written
+            first = skip.data[0]
+            mask = made.get(first.value)
+            copies = [getattr(made.get(v), "var", None) for v in first.copies]
+            data = BlockSkip.of(box, getattr(mask, "var", None), body, copies)
+        return when, data, self._full_trips(skip, made, body, data)
 
     def _full_trips(self, skip, made: dict, body: tuple, data) -> FullTrips | None:
         """The trips on which the first mask from positions of ``skip`` is true on every pair (interval arithmetic
@@ -394,6 +401,8 @@ class Expander:
             head, body = [], []
             with self.within(region.axis, rng):
                 vals = run.head(ins, head)
-                run.trip({**vals, **dict(zip(node.schedule.dom, sliced))}, node.split(state), body)
-            sink.append(StreamLoop(region.axis, tile, full, index, tuple(head), tuple(body), (), self.origin("")))
+                _, made = run.trip({**vals, **dict(zip(node.schedule.dom, sliced))}, node.split(state), body)
+                when, data, full_trips = self._skips(node.schedule.skip, made, tuple(body))
+            sink.append(StreamLoop(region.axis, tile, full, index, tuple(head), tuple(body), (), self.origin(""),
+                                   when, data, full_trips))
         return state
