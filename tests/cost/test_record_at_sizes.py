@@ -18,10 +18,10 @@ and the same on random partitions of the library's algorithms at random, often r
 
 Mutations caught: the fold counting each box as drawn (``box_pieces(box)``, the old path: every case); a record's
 shorter last concrete tile seen at the full tile (the concrete-tile cases); the tiles of a record inside a record of
-its axis cut from the axis as drawn, not the outer tile (the two-level cases); ``bind`` checking such a tile
-against the axis as drawn (a record's tile larger than the outer tile accepted: the refusal test).  Not caught: a
-stream record's head and tail counted through the enclosing view alone, not the stream's own (no box there carries the streamed axis: an
-input that does is streamed; the fold sees them as the symbolic functor does, for the law's sake).
+its axis cut from the axis as drawn, not the outer tile (the two-level cases); ``bind`` checking such a tile against
+the axis as drawn (a record's tile larger than the outer tile accepted: the refusal test). Not caught: a stream
+record's head and tail counted through the enclosing view alone, not the stream's own (no box there carries the
+streamed axis: an input that does is streamed; the fold sees them as the symbolic functor does, for the law's sake).
 """
 from __future__ import annotations
 
