@@ -44,6 +44,8 @@ ruleset            rules
                    times_reciprocal, mean_of_sum (an operation written by hand as the primitive that names it)
 ``LOG_FORM``       log_of_softmax, gather_before_maps (log SoftMax as x − LSE; a gather taken before the
                    pointwise maps it reads: cross-entropy reads its logits once)
+``GATHERED``       softmax_of_gathered (a SoftMax read only by a gather along its axes as exp(βx − LSE), the gather
+                   taken first: a picked probability reads the logits once; offered, role ``prepare``)
 ``SUM_FORM``       sum_of_contraction, own_axes_first (a sum is a one-operand contraction, summed as early as
                    its axes allow); with contraction_into_readers (a contraction merged into each reader)
 ``SCALE_FORM``     scale_through_contraction, scales_multiply (a scale taken after the contractions that read
@@ -80,6 +82,8 @@ from rewrites.normal_form import NORMAL_FORM
 from rewrites.normal_form import (mean_of_sum, product_with_itself, scale_into_softmax, times_reciprocal,
                                   unshifted_softmax, written_logsumexp, written_softmax)
 from rewrites.log_probability import LOG_FORM, gather_before_maps, log_of_softmax
+from rewrites.gathered_probability import RULES as GATHERED
+from rewrites.gathered_probability import softmax_of_gathered
 from rewrites.sum_normal_form import RULES as _SUM_RULES
 from rewrites.sum_normal_form import SUM_FORM, contraction_into_readers, own_axes_first, sum_of_contraction
 from rewrites.scale_normal_form import SCALE_FORM, scale_through_contraction, scales_multiply
@@ -124,8 +128,8 @@ UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_co
 
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
 ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + INNER + SHARING + SIBLINGS + COMPUTE_ONCE + LSE_STATE + DECOMPOSE \
-    + CONTRACTION + NORMALISERS + SPLITS + RECOMPUTE + STATISTICS + NORMAL_FORM + LOG_FORM + _SUM_RULES + SCALE_FORM \
-    + VARIANCE_FORM + DEVICES + APART
+    + CONTRACTION + NORMALISERS + SPLITS + RECOMPUTE + STATISTICS + NORMAL_FORM + LOG_FORM + GATHERED + _SUM_RULES \
+    + SCALE_FORM + VARIANCE_FORM + DEVICES + APART
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
 
@@ -145,7 +149,7 @@ RULEBOOK = Rulebook("paper", ALL_RULES, {"flash_attention": flash_attention, "ti
                            "recompute": ("softmax_to_logsumexp", "recompute"),
                            "prepare": ("softmax_contraction_to_unscaled", "logsumexp_from_softmax",
                                        "contraction_reassociation", "pairwise_contraction", "softmax_statistics_pass",
-                                       "centred_statistics_pass", "contraction_into_readers"),
+                                       "centred_statistics_pass", "contraction_into_readers", "softmax_of_gathered"),
                            "simplify": tuple(SIMPLIFY.names),
                            "normalise": ("common_value",) + tuple(NORMAL_FORM.names) + tuple(LOG_FORM.names)
                            + tuple(SUM_FORM.names) + tuple(SCALE_FORM.names) + tuple(VARIANCE_FORM.names)
@@ -176,7 +180,7 @@ __all__ = ["RULEBOOK", "ALL_RULES", "BASIC", "SOFTMAX", "FUSION", "SIMPLIFY", "U
            "centred_statistics_pass", "SPLITS", "split_stream", "device_ring", "device_ring_gathered",
            "NORMAL_FORM", "written_softmax",
            "written_logsumexp", "scale_into_softmax", "product_with_itself", "times_reciprocal", "mean_of_sum",
-           "unshifted_softmax", "LOG_FORM", "log_of_softmax", "gather_before_maps",
+           "unshifted_softmax", "LOG_FORM", "log_of_softmax", "gather_before_maps", "GATHERED", "softmax_of_gathered",
            "SUM_FORM", "sum_of_contraction", "own_axes_first", "contraction_into_readers",
            "SCALE_FORM", "scale_through_contraction", "scales_multiply",
            "VARIANCE_FORM", "uncentred_variance", "DEVICES", "device_partition", "device_reduction", "device_fusion",

@@ -309,18 +309,20 @@ def test_fuzz_count(capsys):
     # and no mean centred, squared and averaged (a variance), which proofs/test_normalisers.py fuzzes over LayerNorms,
     # nor an operation written by hand (a SoftMax, x · x), which proofs/test_normal_form.py fuzzes, nor sums moved
     # through contractions, which proofs/test_sum_normal_form.py fuzzes, nor a log SoftMax or a gather, which
-    # proofs/test_log_probability.py fuzzes, nor scales moved through reductions (proofs/test_scale_normal_form.py)
+    # proofs/test_log_probability.py fuzzes, nor a SoftMax read by a gather (proofs/test_gathered_probability.py),
+    # nor scales moved through reductions (proofs/test_scale_normal_form.py)
     # nor a variance written E[x²] − E[x]² (proofs/test_variance_normal_form.py), nor a program over devices (the
     # device rules apply only given devices=: proofs/test_devices.py), nor blocks in a row that name an axis alike
     # (axes_apart: proofs/test_axes_apart.py)
-    from rewrites import (APART, COMPUTE_ONCE, CONTRACTION, DECOMPOSE, DEVICES, INNER, LOG_FORM, NORMAL_FORM,
-                          PARTITION, SHARING, SIBLINGS, SPLITS)
+    from rewrites import (APART, COMPUTE_ONCE, CONTRACTION, DECOMPOSE, DEVICES, GATHERED, INNER, LOG_FORM,
+                          NORMAL_FORM, PARTITION, SHARING, SIBLINGS, SPLITS)
     from rewrites.scale_normal_form import RULES as SCALES
     from rewrites.sum_normal_form import RULES as SUMS
     from rewrites.variance_normal_form import RULES as VARIANCE
     assert set(FUZZ["rules"]) >= {r.name for r in ALL_RULES} - {r.name for r in PARTITION + INNER + SHARING + SIBLINGS
                                                                  + DECOMPOSE + CONTRACTION + SPLITS + NORMAL_FORM
-                                                                 + LOG_FORM + SUMS + SCALES + VARIANCE + DEVICES
+                                                                 + LOG_FORM + GATHERED + SUMS + SCALES + VARIANCE
+                                                                 + DEVICES
                                                                  + COMPUTE_ONCE + APART} \
         - {"centred_statistics_pass"}
 
