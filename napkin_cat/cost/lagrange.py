@@ -189,7 +189,7 @@ def _eliminate(eqs, unknowns, order, assigned, budget):
         if value.is_positive is False or value.has(sympy.I):
             continue
         budget[0] -= 1
-        rest_eqs = [e.subs(x, value) for j, e in enumerate(normal) if j != k]
+        rest_eqs = [e.xreplace({x: value}) for j, e in enumerate(normal) if j != k]   # (a symbol: as subs)
         sub = _eliminate(rest_eqs, unknowns - {x}, order, assigned + [(x, value)], budget)
         if sub is None:
             return None
@@ -197,25 +197,28 @@ def _eliminate(eqs, unknowns, order, assigned, budget):
     return out
 
 
-def kkt_points(H, active, free, M):
+def kkt_points(H, active, free, M, *, tidied: bool = True):
     """The KKT points of ``min H  s.t.  C = M`` (C in ``active``) with multipliers > 0, in closed form.
 
     Each point maps every free tile's name, and ``"lambda_j"``, to its value (an expression in the
     sizes and ``M``); ``None`` if the system is beyond the bounded elimination.  One tile under one
     column linear in it is solved directly (:func:`direct_point`); the rest by elimination.
+    ``tidied=False``: the tiles as the elimination leaves them, not :func:`tidy`'d (equal values; for a caller
+    that only evaluates them, e.g. at numbers: tidying a large radical is most of its solve).
     """
+    # H's terms free of the tiles: no part in ∂H/∂g
     moving = sympy.Add(*[t for t in sympy.Add.make_args(H) if t.has(*free)]) if free else H
-    points = _kkt_points(moving, tuple(active), tuple(free), M)   # H's terms free of the tiles: no part in ∂H/∂g
+    points = _kkt_points(moving, tuple(active), tuple(free), M, tidied)
     return None if points is None else [dict(p) for p in points]
 
 
 @kept
-def _kkt_points(H, active, free, M):
+def _kkt_points(H, active, free, M, tidied=True):
     if len(free) == 1 and len(active) == 1:
-        point = direct_point(H, active[0], free[0], M)
+        point = direct_point(H, active[0], free[0], M)     # (a linear tile: tidied either way, cheap)
         if point is not None:
             return [] if any(v.is_positive is False for v in point.values()) else [point]
-    return _eliminated(H, list(active), list(free), M)
+    return _eliminated(H, list(active), list(free), M, tidied)
 
 
 def direct_point(H, C, g, M):
@@ -246,8 +249,9 @@ def direct_point(H, C, g, M):
     return {str(g): value, "lambda_0": slope.subs(g, value) / coeff}
 
 
-def _eliminated(H, active, free, M):
-    """:func:`kkt_points` by the bounded elimination (:func:`_eliminate`)."""
+def _eliminated(H, active, free, M, tidied=True):
+    """:func:`kkt_points` by the bounded elimination (:func:`_eliminate`); the tiles :func:`tidy`'d where
+    ``tidied``."""
     lams = [sympy.Dummy(f"lambda_{j}", positive=True) for j in range(len(active))]
     eqs = [sympy.diff(H, g) + sum(lam * sympy.diff(C, g) for lam, C in zip(lams, active)) for g in free]
     eqs += [C - M for C in active]
@@ -259,8 +263,8 @@ def _eliminated(H, active, free, M):
     for assignment in solutions:
         values = {}
         for x, v in reversed(assignment):
-            values[x] = v.subs(values)
-        point = {str(g): tidy(values[g]) for g in free}
+            values[x] = v.xreplace(values)     # (symbols, each value free of the others: as subs)
+        point = {str(g): tidy(values[g]) if tidied else values[g] for g in free}
         point.update({f"lambda_{j}": values[lam] for j, lam in enumerate(lams)})   # only its sign is used
         if any(v.is_positive is False for v in point.values()):
             continue
@@ -280,13 +284,19 @@ def tidy(expr):
     ops = sympy.count_ops(expr)
     if ops > MAX_TIDY_OPS:
         return expr
-    forms = [expr, sympy.factor(expr), sympy.cancel(expr)]
+    forms = [sympy.factor(expr), sympy.cancel(expr)]
     roots = [p for p in expr.atoms(sympy.Pow) if p.exp == sympy.Rational(1, 2)]
     if roots and ops <= MAX_RADICAL_OPS:
         forms.append(sympy.radsimp(expr))
-        forms += [sympy.collect(sympy.expand(expr), r) for r in roots]
-        forms += [sympy.factor(sympy.collect(sympy.expand(expr), r)) for r in roots]
-    return min(forms, key=sympy.count_ops)
+        expanded = sympy.expand(expr)
+        collected = [sympy.collect(expanded, r) for r in roots]
+        forms += collected + [sympy.factor(c) for c in collected]
+    best, fewest = expr, ops                 # the first of the fewest operations: expr where it ties
+    for form in forms:
+        n = sympy.count_ops(form)
+        if n < fewest:
+            best, fewest = form, n
+    return best
 
 
 @kept
