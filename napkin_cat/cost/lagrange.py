@@ -116,11 +116,15 @@ def _factors(eq, unknowns):
 
 
 def _linear_pair(eqs, unknowns, order):
-    """An equation and an unknown in which it is linear with a coefficient free of that unknown."""
-    best = None
-    for k, eq in enumerate(eqs):
-        for x in order:
-            if x not in unknowns or not eq.has(x):
+    """An equation and an unknown in which it is linear with a coefficient free of that unknown: the first unknown
+    of ``order`` that has one, and among its equations the one with the fewest unknowns, then the smallest
+    coefficient (the first on ties).  Later unknowns are not tried once one has a pair (no ``Poly`` built)."""
+    for x in order:
+        if x not in unknowns:
+            continue
+        best = None
+        for k, eq in enumerate(eqs):
+            if not eq.has(x):
                 continue
             poly = sympy.Poly(eq, x)
             if poly.degree() != 1:
@@ -129,7 +133,9 @@ def _linear_pair(eqs, unknowns, order):
             rank = (order.index(x), len(eq.free_symbols & unknowns), sympy.count_ops(coeff))
             if best is None or rank < best[0]:
                 best = (rank, k, x, coeff, rest)
-    return best
+        if best is not None:
+            return best
+    return None
 
 
 def _roots(eq, x):

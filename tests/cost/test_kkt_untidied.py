@@ -104,3 +104,60 @@ def test_tidy_keeps_the_first_of_the_fewest_operations():
     for expr in exprs:
         assert sympy.srepr(tidy(expr)) == sympy.srepr(reference_tidy(expr)), expr
     assert sympy.srepr(tidy(2 * (n + 1))) == sympy.srepr(2 * (n + 1))
+
+
+def reference_linear_pair(eqs, unknowns, order):
+    """``_linear_pair`` as it was before kkt-35: every equation against every unknown, the least rank."""
+    best = None
+    for k, eq in enumerate(eqs):
+        for x in order:
+            if x not in unknowns or not eq.has(x):
+                continue
+            poly = sympy.Poly(eq, x)
+            if poly.degree() != 1:
+                continue
+            coeff, rest = poly.all_coeffs()
+            rank = (order.index(x), len(eq.free_symbols & unknowns), sympy.count_ops(coeff))
+            if best is None or rank < best[0]:
+                best = (rank, k, x, coeff, rest)
+    return best
+
+
+class CountingPoly:
+    """``sympy`` as ``lagrange`` reads it, counting the ``Poly``s built."""
+
+    def __init__(self):
+        self.built = 0
+
+    def Poly(self, *args):
+        self.built += 1
+        return sympy.Poly(*args)
+
+    def __getattr__(self, name):
+        return getattr(sympy, name)
+
+
+def test_the_linear_pair_is_the_least_rank_and_stops_at_the_first_unknown(monkeypatch):
+    rng = random.Random(7)
+    x, y, z = (sympy.Dummy(k, positive=True) for k in "xyz")
+    order = [x, y, z]
+    saved = 0
+    for _ in range(60):
+        eqs = []
+        for _ in range(rng.randint(1, 4)):
+            terms = [rng.randint(-3, 3) * sympy.Mul(*[v ** rng.randint(0, 2) for v in order]) * rng.choice((1, d, n))
+                     for _ in range(rng.randint(1, 4))]
+            eq = sympy.expand(sum(terms))
+            if eq.free_symbols & set(order):
+                eqs.append(eq)
+        unknowns = set(rng.sample(order, rng.randint(1, 3)))
+        expected = reference_linear_pair(eqs, unknowns, order)
+        counting = CountingPoly()
+        with monkeypatch.context() as m:
+            m.setattr(lagrange, "sympy", counting)
+            got = lagrange._linear_pair(eqs, unknowns, order)
+        assert got == expected
+        every = sum(1 for eq in eqs for v in order if v in unknowns and eq.has(v))
+        assert counting.built <= every
+        saved += every - counting.built
+    assert saved > 0                                               # later unknowns skipped: Polys not built
