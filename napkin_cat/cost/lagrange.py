@@ -203,28 +203,26 @@ def _eliminate(eqs, unknowns, order, assigned, budget):
     return out
 
 
-def kkt_points(H, active, free, M, *, tidied: bool = True):
+def kkt_points(H, active, free, M):
     """The KKT points of ``min H  s.t.  C = M`` (C in ``active``) with multipliers > 0, in closed form.
 
     Each point maps every free tile's name, and ``"lambda_j"``, to its value (an expression in the
     sizes and ``M``); ``None`` if the system is beyond the bounded elimination.  One tile under one
     column linear in it is solved directly (:func:`direct_point`); the rest by elimination.
-    ``tidied=False``: the tiles as the elimination leaves them, not :func:`tidy`'d (equal values; for a caller
-    that only evaluates them, e.g. at numbers: tidying a large radical is most of its solve).
     """
     # H's terms free of the tiles: no part in ∂H/∂g
     moving = sympy.Add(*[t for t in sympy.Add.make_args(H) if t.has(*free)]) if free else H
-    points = _kkt_points(moving, tuple(active), tuple(free), M, tidied)
+    points = _kkt_points(moving, tuple(active), tuple(free), M)
     return None if points is None else [dict(p) for p in points]
 
 
 @kept
-def _kkt_points(H, active, free, M, tidied=True):
+def _kkt_points(H, active, free, M):
     if len(free) == 1 and len(active) == 1:
-        point = direct_point(H, active[0], free[0], M)     # (a linear tile: tidied either way, cheap)
+        point = direct_point(H, active[0], free[0], M)
         if point is not None:
             return [] if any(v.is_positive is False for v in point.values()) else [point]
-    return _eliminated(H, list(active), list(free), M, tidied)
+    return _eliminated(H, list(active), list(free), M)
 
 
 def direct_point(H, C, g, M):
@@ -255,9 +253,8 @@ def direct_point(H, C, g, M):
     return {str(g): value, "lambda_0": slope.subs(g, value) / coeff}
 
 
-def _eliminated(H, active, free, M, tidied=True):
-    """:func:`kkt_points` by the bounded elimination (:func:`_eliminate`); the tiles :func:`tidy`'d where
-    ``tidied``."""
+def _eliminated(H, active, free, M):
+    """:func:`kkt_points` by the bounded elimination (:func:`_eliminate`)."""
     lams = [sympy.Dummy(f"lambda_{j}", positive=True) for j in range(len(active))]
     eqs = [sympy.diff(H, g) + sum(lam * sympy.diff(C, g) for lam, C in zip(lams, active)) for g in free]
     eqs += [C - M for C in active]
@@ -270,7 +267,7 @@ def _eliminated(H, active, free, M, tidied=True):
         values = {}
         for x, v in reversed(assignment):
             values[x] = v.xreplace(values)     # (symbols, each value free of the others: as subs)
-        point = {str(g): tidy(values[g]) if tidied else values[g] for g in free}
+        point = {str(g): tidy(values[g]) for g in free}
         point.update({f"lambda_{j}": values[lam] for j, lam in enumerate(lams)})   # only its sign is used
         if any(v.is_positive is False for v in point.values()):
             continue

@@ -171,7 +171,7 @@ def _numeric_at(prog, M, pairs: tuple, s: tuple) -> tuple:
     Hn = sympy.sympify(H).xreplace(env)
     Mp = sympy.Dummy("Mp", positive=True)
     out = []
-    for p in kkt_points(Hn, [sympy.sympify(tops[j]).xreplace(env) for j in s], list(free), M, tidied=False) or ():
+    for p in kkt_points(Hn, [sympy.sympify(tops[j]).xreplace(env) for j in s], list(free), M) or ():
         ts = [sympy.sympify(p[str(g)]).xreplace({M: Mp}) for g in free]
         out.append((sympy.lambdify(Mp, Hn.xreplace(dict(zip(free, ts))), "math"), sympy.lambdify(Mp, ts, "math")))
     return tuple(out)
