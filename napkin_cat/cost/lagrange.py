@@ -116,11 +116,15 @@ def _factors(eq, unknowns):
 
 
 def _linear_pair(eqs, unknowns, order):
-    """An equation and an unknown in which it is linear with a coefficient free of that unknown."""
-    best = None
-    for k, eq in enumerate(eqs):
-        for x in order:
-            if x not in unknowns or not eq.has(x):
+    """An equation and an unknown in which it is linear with a coefficient free of that unknown: the first unknown
+    of ``order`` that has one, and among its equations the one with the fewest unknowns, then the smallest
+    coefficient (the first on ties).  Later unknowns are not tried once one has a pair (no ``Poly`` built)."""
+    for x in order:
+        if x not in unknowns:
+            continue
+        best = None
+        for k, eq in enumerate(eqs):
+            if not eq.has(x):
                 continue
             poly = sympy.Poly(eq, x)
             if poly.degree() != 1:
@@ -129,7 +133,9 @@ def _linear_pair(eqs, unknowns, order):
             rank = (order.index(x), len(eq.free_symbols & unknowns), sympy.count_ops(coeff))
             if best is None or rank < best[0]:
                 best = (rank, k, x, coeff, rest)
-    return best
+        if best is not None:
+            return best
+    return None
 
 
 def _roots(eq, x):
@@ -189,7 +195,7 @@ def _eliminate(eqs, unknowns, order, assigned, budget):
         if value.is_positive is False or value.has(sympy.I):
             continue
         budget[0] -= 1
-        rest_eqs = [e.subs(x, value) for j, e in enumerate(normal) if j != k]
+        rest_eqs = [e.xreplace({x: value}) for j, e in enumerate(normal) if j != k]   # (a symbol: as subs)
         sub = _eliminate(rest_eqs, unknowns - {x}, order, assigned + [(x, value)], budget)
         if sub is None:
             return None
@@ -204,8 +210,9 @@ def kkt_points(H, active, free, M):
     sizes and ``M``); ``None`` if the system is beyond the bounded elimination.  One tile under one
     column linear in it is solved directly (:func:`direct_point`); the rest by elimination.
     """
+    # H's terms free of the tiles: no part in ∂H/∂g
     moving = sympy.Add(*[t for t in sympy.Add.make_args(H) if t.has(*free)]) if free else H
-    points = _kkt_points(moving, tuple(active), tuple(free), M)   # H's terms free of the tiles: no part in ∂H/∂g
+    points = _kkt_points(moving, tuple(active), tuple(free), M)
     return None if points is None else [dict(p) for p in points]
 
 
@@ -259,7 +266,7 @@ def _eliminated(H, active, free, M):
     for assignment in solutions:
         values = {}
         for x, v in reversed(assignment):
-            values[x] = v.subs(values)
+            values[x] = v.xreplace(values)     # (symbols, each value free of the others: as subs)
         point = {str(g): tidy(values[g]) for g in free}
         point.update({f"lambda_{j}": values[lam] for j, lam in enumerate(lams)})   # only its sign is used
         if any(v.is_positive is False for v in point.values()):
@@ -280,13 +287,19 @@ def tidy(expr):
     ops = sympy.count_ops(expr)
     if ops > MAX_TIDY_OPS:
         return expr
-    forms = [expr, sympy.factor(expr), sympy.cancel(expr)]
+    forms = [sympy.factor(expr), sympy.cancel(expr)]
     roots = [p for p in expr.atoms(sympy.Pow) if p.exp == sympy.Rational(1, 2)]
     if roots and ops <= MAX_RADICAL_OPS:
         forms.append(sympy.radsimp(expr))
-        forms += [sympy.collect(sympy.expand(expr), r) for r in roots]
-        forms += [sympy.factor(sympy.collect(sympy.expand(expr), r)) for r in roots]
-    return min(forms, key=sympy.count_ops)
+        expanded = sympy.expand(expr)
+        collected = [sympy.collect(expanded, r) for r in roots]
+        forms += collected + [sympy.factor(c) for c in collected]
+    best, fewest = expr, ops                 # the first of the fewest operations: expr where it ties
+    for form in forms:
+        n = sympy.count_ops(form)
+        if n < fewest:
+            best, fewest = form, n
+    return best
 
 
 @kept

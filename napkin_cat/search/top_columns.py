@@ -96,7 +96,7 @@ def _solved(prog, M, s: tuple) -> tuple:
     out = []
     for p in kkt_points(H, [tops[j] for j in s], list(free), M) or ():
         tiles = {g: p[str(g)] for g in free}
-        Hstar = sympy.expand(H.subs(tiles))
+        Hstar = sympy.expand(H.xreplace(tiles))     # (tiles free of one another: as subs)
         Hform = _as_powers(Hstar, M)
         tiles.update({t: sympy.Integer(1) for t in ones})
         tiles.update(dict(prog.fixed))
@@ -172,7 +172,7 @@ def _numeric_at(prog, M, pairs: tuple, s: tuple) -> tuple:
     Mp = sympy.Dummy("Mp", positive=True)
     out = []
     for p in kkt_points(Hn, [sympy.sympify(tops[j]).xreplace(env) for j in s], list(free), M) or ():
-        ts = [sympy.sympify(p[str(g)]).subs(M, Mp) for g in free]
+        ts = [sympy.sympify(p[str(g)]).xreplace({M: Mp}) for g in free]
         out.append((sympy.lambdify(Mp, Hn.xreplace(dict(zip(free, ts))), "math"), sympy.lambdify(Mp, ts, "math")))
     return tuple(out)
 
@@ -194,8 +194,8 @@ def _numeric_set(prog, M, pairs: tuple, s: tuple) -> tuple:
     Mp = sympy.Dummy("Mp", positive=True)
     out = []
     for _, H, tiles in _solved(prog, M, s):
-        ts = [sympy.sympify(tiles[g]).xreplace(env).subs(M, Mp) for g in free]
-        out.append((sympy.lambdify(Mp, sympy.sympify(H).xreplace(env).subs(M, Mp), "math"),
+        ts = [sympy.sympify(tiles[g]).xreplace(env).xreplace({M: Mp}) for g in free]
+        out.append((sympy.lambdify(Mp, sympy.sympify(H).xreplace(env).xreplace({M: Mp}), "math"),
                     sympy.lambdify(Mp, ts, "math")))
     return tuple(out)
 
