@@ -396,7 +396,7 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
     ref[M] = M
     ref_env = {k: v for k, v in ref.items() if k != M}
     prepared, roles = forms, tuple(book.roles)
-    makers, cands, seen, forms = Makers(), [], {}, {}
+    makers, cands, seen, forms, drawn = Makers(), [], {}, {}, {}   # drawn: the envelope's folds so far
 
     def add(b):
         """The winner ``b`` (form, path) and its clamped forms as candidates, once."""
@@ -418,7 +418,7 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
     if not cands:
         raise MemoryLimitError(f"no algorithm for this diagram fits level {level} with any memory up to 2^40 at "
                                f"the reference sizes {ref_sizes}")
-    pieces = lower_envelope(cands, M, ref_env)
+    pieces = lower_envelope(cands, M, ref_env, drawn)
     probed, below = set(GRID), set()
     for _ in range(PROBE_ROUNDS):    # an algorithm that wins only between grid memories (:mod:`.probes`)
         spans = spans_at(pieces, ref_env)
@@ -437,7 +437,7 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
         if len(cands) == first:
             break
         below = {math.ceil(c.start.at) - 1 for c in cands[first:] if c.start.at > 1}   # just below a new one starts
-        pieces = lower_envelope(cands, M, ref_env)
+        pieces = lower_envelope(cands, M, ref_env, drawn)
     bound = lower_bound(diagram, M)
     bexpr = bound.H.subs(env) if bound.structural else None
     regimes, args = [], [(sympy.nan, M < pieces[0][1])]
