@@ -31,7 +31,7 @@ from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.optimum import optimal
 from napkin_cat.cost.sized_optimum import optimum_values
 from napkin_cat.cost.polynomial import POLYNOMIAL, SYMPY, sympified
-from napkin_cat.cost.tiling import tiled_streams, unexpanded
+from napkin_cat.cost.tiling import program, tiled_streams, unexpanded
 from napkin_cat.algorithms.partition_facts import KernelFacts
 from napkin_cat.errors import NapkinError, NotPolynomialError
 from napkin_cat.search.least_memory import least_held
@@ -65,7 +65,7 @@ class Curve:
         self.density = density
         self._search = self._sympy = self._streams = None
         self._at, self._smallest, self._symbolic, self._capped, self._all = {}, {}, {}, {}, {}
-        self._grouped = self._symbols = None
+        self._grouped = self._symbols = self._program = None
         self._least = {}
         self.between = 0    # memories answered between two searched alike (:meth:`at_all`), not searched
         self._points = {}   # (sizes, tiles, count) -> {memory: answer}: :attr:`_at` by the rest of its key
@@ -145,6 +145,14 @@ class Curve:
         bubbles (axes, tiles, parts) are the built partition's (only the insides are left as they were), or the
         partition itself.  What its launches and split parts are read off (:mod:`.parallelism`)."""
         return self.partition.record if isinstance(self.partition, Variant) else self.partition
+
+    @property
+    def program(self):
+        """The tiling program of :attr:`cost` at the curve's level (:func:`~napkin_cat.cost.tiling.program`), made
+        once: the symbolic envelope reads it for each candidate that holds this kernel, and for each tile."""
+        if self._program is None:
+            self._program = program(self.cost, self.level)
+        return self._program
 
     @property
     def H(self):
