@@ -217,7 +217,9 @@ class Curve:
     def at_all(self, sizes: dict, memories, tiles: str = "divisors", caps=(), count: bool = True) -> list:
         """:meth:`at` for every memory of ``memories`` (one pass over the tile candidates; the list is kept, as
         the search asks it once per memory).  ``caps``: expressions in the tiles that must stay at most 1 (a
-        requirement, :mod:`.parallelism`); only for a grouped kernel.  ``count``: as :meth:`at`'s."""
+        requirement, :mod:`.parallelism`); only for a grouped kernel.  ``count``: as :meth:`at`'s.  A memory between
+        two this curve answered alike (or below one with no tiling) is read off them, not searched
+        (:meth:`_between`): the symbolic mode's probes ask between the memories its grid searched."""
         skey = tuple(sorted(sizes.items()))
         if caps:
             key = (skey, tuple(int(m) for m in memories), tiles, tuple(caps), count)   # (sympy: structural equality)
