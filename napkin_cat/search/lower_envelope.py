@@ -54,7 +54,8 @@ def guarded(f):
 def folded(fs, ts, us, grid, memo=None) -> list:
     """:func:`winner` at each memory of ``grid`` (``us`` given), the candidates folded in in order: per memory the
     best that holds there and the best that fits, each ``(value, index)``, the later replacing the earlier only
-    where cheaper beyond rounding, as :func:`winner` compares.  ``memo`` keeps the folds of the candidates so far
+    where cheaper beyond rounding, as :func:`winner` compares (the best that fits is read only while none holds: a
+    memory where one holds keeps one, and :func:`winner` reads no other there).  ``memo`` keeps the folds so far
     under the grid's first memory; a call with more candidates on the same grid folds in only the new ones (the
     same answers: a fold is its prefix's fold continued).
 
@@ -71,9 +72,9 @@ def folded(fs, ts, us, grid, memo=None) -> list:
     for k, m in enumerate(grid):
         h, a = held[k], fits[k]
         for i in new:
-            if ts[i] <= m:
+            if ts[i] <= m and (h is None or m <= us[i]):   # (once one holds, one always holds: no fit read)
                 v = fs[i](m)
-                if a is None or v < a[0] * (1 - 1e-12):
+                if h is None and (a is None or v < a[0] * (1 - 1e-12)):
                     a = (v, i)
                 if m <= us[i] and (h is None or v < h[0] * (1 - 1e-12)):
                     h = (v, i)
