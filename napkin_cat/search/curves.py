@@ -21,6 +21,8 @@ largest column.
 """
 from __future__ import annotations
 
+import bisect
+
 import sympy
 
 from napkin_cat.cost.exact_arithmetic import value
@@ -29,7 +31,7 @@ from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.optimum import optimal
 from napkin_cat.cost.sized_optimum import optimum_values
 from napkin_cat.cost.polynomial import POLYNOMIAL, SYMPY, sympified
-from napkin_cat.cost.tiling import tiled_streams, unexpanded
+from napkin_cat.cost.tiling import program, tiled_streams, unexpanded
 from napkin_cat.algorithms.partition_facts import KernelFacts
 from napkin_cat.errors import NapkinError, NotPolynomialError
 from napkin_cat.search.least_memory import least_held
@@ -63,8 +65,10 @@ class Curve:
         self.density = density
         self._search = self._sympy = self._streams = None
         self._at, self._smallest, self._symbolic, self._capped, self._all = {}, {}, {}, {}, {}
-        self._grouped = self._symbols = None
+        self._grouped = self._symbols = self._program = None
         self._least = {}
+        self.between = 0    # memories answered between two searched alike (:meth:`at_all`), not searched
+        self._points = {}   # (sizes, tiles, count) -> {memory: answer}: :attr:`_at` by the rest of its key
 
     def least(self, sizes: dict) -> int:
         """A lower bound of the memory every tiling of the partition needs at ``sizes``, read off the function
@@ -143,6 +147,14 @@ class Curve:
         return self.partition.record if isinstance(self.partition, Variant) else self.partition
 
     @property
+    def program(self):
+        """The tiling program of :attr:`cost` at the curve's level (:func:`~napkin_cat.cost.tiling.program`), made
+        once: the symbolic envelope reads it for each candidate that holds this kernel, and for each tile."""
+        if self._program is None:
+            self._program = program(self.cost, self.level)
+        return self._program
+
+    @property
     def H(self):
         return sympified(self.search_cost.H.get(self.level, 0))
 
@@ -194,13 +206,20 @@ class Curve:
         """
         key = (tuple(sorted(sizes.items())), int(memory), tiles, count)
         if key not in self._at:
-            self._at[key] = self._solve(sizes, memory, tiles, count)
+            self._put(key, self._solve(sizes, memory, tiles, count))
         return self._at[key]
+
+    def _put(self, key, answer) -> None:
+        """The point ``key`` (sizes, memory, tiles, count) answered: kept under its key and by its memory."""
+        self._at[key] = answer
+        self._points.setdefault((key[0], key[2], key[3]), {})[key[1]] = answer
 
     def at_all(self, sizes: dict, memories, tiles: str = "divisors", caps=(), count: bool = True) -> list:
         """:meth:`at` for every memory of ``memories`` (one pass over the tile candidates; the list is kept, as
         the search asks it once per memory).  ``caps``: expressions in the tiles that must stay at most 1 (a
-        requirement, :mod:`.parallelism`); only for a grouped kernel.  ``count``: as :meth:`at`'s."""
+        requirement, :mod:`.parallelism`); only for a grouped kernel.  ``count``: as :meth:`at`'s.  A memory between
+        two this curve answered alike (or below one with no tiling) is read off them, not searched
+        (:meth:`_between`): the symbolic mode's probes ask between the memories its grid searched."""
         skey = tuple(sorted(sizes.items()))
         if caps:
             key = (skey, tuple(int(m) for m in memories), tiles, tuple(caps), count)   # (sympy: structural equality)
@@ -217,14 +236,46 @@ class Curve:
         if todo:     # a memory below the least any tiling needs: no fit, and nothing costed for it
             least = self.least(sizes)
             for m in [m for m in todo if least > m]:
-                self._at[(skey, int(m), tiles, count)] = (None, {})
+                self._put((skey, int(m), tiles, count), (None, {}))
             todo = [m for m in todo if least <= m]
+        if todo and self.grouped:     # a memory between two answered alike: their answer, unsearched (between)
+            todo = self._between(skey, todo, tiles, count)
         if todo and self.grouped:
             for m, o in zip(todo, optimum_values(self.search_cost, todo, self.level, sizes=sizes, tiles=tiles,
                                                  count=count)):
-                self._at[(skey, int(m), tiles, count)] = (None, {}) if o is None else (int(o[0]), o[1])
-        found = self._all[whole] = [self.at(sizes, m, tiles, count) for m in memories]
+                self._put((skey, int(m), tiles, count), (None, {}) if o is None else (int(o[0]), o[1]))
+        at = self._at     # (each point read under its key, made once here: :meth:`at` where not yet solved)
+        found = self._all[whole] = [at.get((skey, int(m), tiles, count)) or self.at(sizes, m, tiles, count)
+                                    for m in memories]
         return found
+
+    def _between(self, skey, todo, tiles, count) -> list:
+        """The memories of ``todo`` still to search: each answered already at the nearest memories searched on
+        either side is given their answer (a copy), without a search (the curve's :attr:`between` counts them).
+
+        **Law.** The integer search answers at ``m`` the least tiling, by a key that does not read ``m``
+        (:func:`~napkin_cat.cost.integer_search.best_many`: the transfers, then the peak, then the later tiles),
+        among the tilings whose every column is within ``m``: a set that only grows with ``m``.  So for
+        ``lo < m < hi``: where ``hi`` has no tiling, neither has ``m``; where ``lo`` and ``hi`` answer the same
+        tiling ``T``, ``T`` fits at ``m`` (it fits at ``lo``) and no tiling that fits at ``m`` beats it (it fits
+        at ``hi``, where ``T`` is the least): ``m``'s answer is ``T``."""
+        points = self._points.get((skey, tiles, count))
+        if not points:
+            return todo
+        at = sorted(points)
+        left, found = [], []
+        for m in todo:
+            i = bisect.bisect_left(at, int(m))
+            hi = points[at[i]] if i < len(at) else None
+            lo = points[at[i - 1]] if i > 0 else None
+            if hi is not None and (hi[0] is None or (lo is not None and lo[0] == hi[0] and lo[1] == hi[1])):
+                found.append((m, hi))
+            else:
+                left.append(m)
+        for m, hi in found:    # (kept after the walk: each answer read off the memories searched)
+            self._put((skey, int(m), tiles, count), (hi[0], dict(hi[1])))
+            self.between += 1
+        return left
 
     def _solve(self, sizes, memory, tiles="divisors", count=True):
         if self.least(sizes) > memory:      # no tiling fits (:meth:`least`): not costed

@@ -61,7 +61,6 @@ import sympy
 from napkin_cat.cost.lagrange import remembered
 from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.optimum import Optimum, clamped, optimal
-from napkin_cat.cost.tiling import program
 from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.search.bounds import lower_bound
 from napkin_cat.search.breakpoints import Breakpoint, reaching
@@ -182,7 +181,7 @@ def _parts(made, M, whole, forms: dict, ref, at: float = 1.0, switch: list | Non
         if curve.grouped:
             key = (id(curve), tuple(map(str, fixed)), "alike")
             if key not in forms:
-                prog = program(curve.cost, curve.level)
+                prog = curve.program
                 prog = clamped(prog, fixed) if fixed else prog
                 forms[key] = (curve, held_alike(prog, ref), prog)
             _, K, prog = forms[key]
@@ -284,7 +283,7 @@ def open_tiles(curves, parts, whole, env):
     for k, ((curve, names), (_, tiles), fixed) in enumerate(zip(curves, parts, whole)):
         if not curve.grouped:
             continue
-        prog = program(curve.cost, curve.level)
+        prog = curve.program
         done = {str(w) for w in fixed}
         for tile, full in zip(prog.tiles, prog.fulls):
             if str(tile) in done or full == sympy.oo:
@@ -355,7 +354,7 @@ def start_whole(c, whole, sizes, env, ref):
     ran = c.start.at <= c.end.at and not c.past
     least, grows = [], False
     for (curve, _), fixed, first in zip(c.made.parts, whole, c.made.smallest(sizes)):
-        prog = clamped(program(curve.cost, curve.level), fixed) if curve.grouped else None
+        prog = clamped(curve.program, fixed) if curve.grouped else None
         grows = grows or (prog is not None and bool(prog.restricted()[2]))      # a tile left to grow with M
         if not fixed:
             least.append(first)
@@ -396,7 +395,7 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
     ref[M] = M
     ref_env = {k: v for k, v in ref.items() if k != M}
     prepared, roles = forms, tuple(book.roles)
-    makers, cands, seen, forms = Makers(), [], {}, {}
+    makers, cands, seen, forms, drawn = Makers(), [], {}, {}, {}   # drawn: the envelope's folds so far
 
     def add(b):
         """The winner ``b`` (form, path) and its clamped forms as candidates, once."""
@@ -418,7 +417,7 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
     if not cands:
         raise MemoryLimitError(f"no algorithm for this diagram fits level {level} with any memory up to 2^40 at "
                                f"the reference sizes {ref_sizes}")
-    pieces = lower_envelope(cands, M, ref_env)
+    pieces = lower_envelope(cands, M, ref_env, drawn)
     probed, below = set(GRID), set()
     for _ in range(PROBE_ROUNDS):    # an algorithm that wins only between grid memories (:mod:`.probes`)
         spans = spans_at(pieces, ref_env)
@@ -437,7 +436,7 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
         if len(cands) == first:
             break
         below = {math.ceil(c.start.at) - 1 for c in cands[first:] if c.start.at > 1}   # just below a new one starts
-        pieces = lower_envelope(cands, M, ref_env)
+        pieces = lower_envelope(cands, M, ref_env, drawn)
     bound = lower_bound(diagram, M)
     bexpr = bound.H.subs(env) if bound.structural else None
     regimes, args = [], [(sympy.nan, M < pieces[0][1])]

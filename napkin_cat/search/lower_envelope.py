@@ -51,16 +51,52 @@ def guarded(f):
 
 
 
-def lower_envelope(cands, M, ref):
-    """``[(candidate index, lower, upper)]``: the cheapest candidate per interval of ``M`` (module docstring)."""
+def folded(fs, ts, us, grid, memo=None) -> list:
+    """:func:`winner` at each memory of ``grid`` (``us`` given), the candidates folded in in order: per memory the
+    best that holds there and the best that fits, each ``(value, index)``, the later replacing the earlier only
+    where cheaper beyond rounding, as :func:`winner` compares (the best that fits is read only while none holds: a
+    memory where one holds keeps one, and :func:`winner` reads no other there).  ``memo`` keeps the folds so far
+    under the grid's first memory; a call with more candidates on the same grid folds in only the new ones (the
+    same answers: a fold is its prefix's fold continued).
+
+    >>> fs, ts, us, memo = [lambda m: 10 / m, lambda m: 5 / m], [1, 4], [16, 64], {}
+    >>> folded(fs[:1], ts[:1], us[:1], [2, 8, 32], memo), folded(fs, ts, us, [2, 8, 32], memo)
+    ([0, 0, 0], [0, 1, 1])
+    >>> [winner([0, 1], fs, ts, m, us) for m in (2, 8, 32)]
+    [0, 1, 1]
+    """
+    kept = None if memo is None else memo.get(grid[0])
+    n, held, fits = kept if kept is not None and len(kept[1]) == len(grid) else (0, [None] * len(grid),
+                                                                                 [None] * len(grid))
+    new = range(n, len(fs))
+    for k, m in enumerate(grid):
+        h, a = held[k], fits[k]
+        for i in new:
+            if ts[i] <= m and (h is None or m <= us[i]):   # (once one holds, one always holds: no fit read)
+                v = fs[i](m)
+                if h is None and (a is None or v < a[0] * (1 - 1e-12)):
+                    a = (v, i)
+                if m <= us[i] and (h is None or v < h[0] * (1 - 1e-12)):
+                    h = (v, i)
+        held[k], fits[k] = h, a
+    if memo is not None:
+        memo.clear()
+        memo[grid[0]] = (len(fs), held, fits)
+    return [h[1] if h is not None else a[1] if a is not None else None for h, a in zip(held, fits)]
+
+
+def lower_envelope(cands, M, ref, memo=None):
+    """``[(candidate index, lower, upper)]``: the cheapest candidate per interval of ``M`` (module docstring).
+
+    ``memo`` (a dict the caller keeps between calls on one list of candidates that only grows): each grid memory's
+    winner so far, so that a call after candidates were appended folds only the new ones in (:func:`folded`)."""
     fs = [c.at_ref for c in cands]
     ts = [c.start.at for c in cands]
     us = [c.until_at for c in cands]
     start = min(ts)
     grid = [start * (2 ** 44 / start) ** (k / 4000) for k in range(4001)] if start < 2 ** 44 else [start]
     seq = []
-    for m in grid:
-        w = winner(cands, fs, ts, m, us)
+    for m, w in zip(grid, folded(fs, ts, us, grid, memo)):
         if w is not None and (not seq or seq[-1][0] != w):
             seq.append((w, m))
     pieces, lower = [], cands[seq[0][0]].smallest
