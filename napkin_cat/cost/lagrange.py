@@ -32,6 +32,7 @@ import contextvars
 import itertools
 
 import sympy
+from napkin_cat.cost.seeded import factor, factor_list
 
 MAX_DEGREE = 2        # univariate equations are solved in radicals up to this degree
 MAX_BRANCHES = 32     # factor and root branches followed per active set
@@ -146,7 +147,7 @@ def _roots(eq, x):
         a, b = poly.all_coeffs()
         return [-b / a]
     a, b, c = poly.all_coeffs()
-    disc = sympy.factor(b ** 2 - 4 * a * c)
+    disc = factor(b ** 2 - 4 * a * c)
     return [(-b + s * sympy.sqrt(disc)) / (2 * a) for s in (1, -1)]
 
 
@@ -287,13 +288,13 @@ def tidy(expr):
     ops = sympy.count_ops(expr)
     if ops > MAX_TIDY_OPS:
         return expr
-    forms = [sympy.factor(expr), sympy.cancel(expr)]
+    forms = [factor(expr), sympy.cancel(expr)]
     roots = [p for p in expr.atoms(sympy.Pow) if p.exp == sympy.Rational(1, 2)]
     if roots and ops <= MAX_RADICAL_OPS:
         forms.append(sympy.radsimp(expr))
         expanded = sympy.expand(expr)
         collected = [sympy.collect(expanded, r) for r in roots]
-        forms += collected + [sympy.factor(c) for c in collected]
+        forms += collected + [factor(c) for c in collected]
     best, fewest = expr, ops                 # the first of the fewest operations: expr where it ties
     for form in forms:
         n = sympy.count_ops(form)
@@ -309,7 +310,7 @@ def _factor_list(expr):
     if expr.is_number:
         return expr, []
     try:
-        return sympy.factor_list(expr)
+        return factor_list(expr)
     except sympy.PolynomialError:
         return sympy.Integer(1), [(expr, 1)]
 

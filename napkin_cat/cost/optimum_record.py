@@ -17,6 +17,7 @@ import sympy
 from napkin_cat.cost.exact import ExactOptimum
 from napkin_cat.errors import NapkinError
 from napkin_cat.syntax.axis import symbol
+from napkin_cat.cost.seeded import factor
 
 
 class _PowerTerms:
@@ -176,7 +177,7 @@ def _terms_of(expr, M):
             return None
         beta = -exp if exp.is_Rational else sympy.nsimplify(-exp)
         out[beta] = out.get(beta, 0) + coeff
-    return tuple(sorted(((a if is_monomial(a) else sympy.factor(a), b) for b, a in out.items()), key=lambda t: t[1]))
+    return tuple(sorted(((a if is_monomial(a) else factor(a), b) for b, a in out.items()), key=lambda t: t[1]))
 
 
 def is_monomial(expr) -> bool:

@@ -38,6 +38,7 @@ import functools
 
 import sympy
 from sympy.logic.boolalg import BooleanFalse, BooleanTrue, to_nnf
+from napkin_cat.cost.seeded import factor
 
 #: the position a tile of one index holds, for reading the active positions off a mask
 POINT = sympy.Symbol("X_pos", integer=True)
@@ -124,7 +125,7 @@ def per_tile(running, X, slice_size, axis_range):
     hi = _tightest(uppers, sympy.sympify(start + extent - 1), "min")
     if lo is None or hi is None:
         return None
-    return sympy.factor(sympy.expand((hi - lo + 1) / slice_size))
+    return factor(sympy.expand((hi - lo + 1) / slice_size))
 
 
 def power_sum(k: int, n):
@@ -188,7 +189,7 @@ def _periods(count, index, trips):
     period, pieces = 1 / alpha, sympy.simplify(trips * alpha)
     if period.is_number and not (period.is_integer and period.is_positive):
         return None                                     # a tile across pieces: no affine range per tile
-    if not pieces.is_positive or not sympy.factor(beta).is_nonnegative or _sign(alpha - beta) != "positive":
+    if not pieces.is_positive or not factor(beta).is_nonnegative or _sign(alpha - beta) != "positive":
         return None
     m, j = sympy.Dummy("m", integer=True, nonnegative=True), sympy.Dummy("j", integer=True, nonnegative=True)
     inner = sympy.expand(count.xreplace({f: m}).subs(index, period * m + j))
@@ -214,7 +215,7 @@ def _averaged(count, indices: tuple):
     for index, trips in indices:
         if count.has(index):
             count = mean_over(count, index, trips)
-    return sympy.factor(count)
+    return factor(count)
 
 
 def running_trips(skip, axis: str, slice_size, full, tiles):
