@@ -57,7 +57,7 @@ import napkin_cat as nc
 from napkin_cat.errors import RewriteError
 from napkin_cat.rewriting import Condition, Obligation, Rule, RuleSet
 from napkin_cat.rewriting.match import Pattern, kind
-from rewrites.log_probability import gather_before_maps, gather_of_map, index_inputs
+from rewrites.log_probability import gather_before_maps, gather_of_map, index_inputs, scores_less_lse
 from rewrites.normal_form_boxes import box_like, reduced
 
 
@@ -92,16 +92,9 @@ def _one_format(m):
 
 def _gathered_softmax_rhs(m):
     s, g = m.node("s"), m.node("g")
-    x, probs = s.dom[0], s.cod[0]
-    beta = sympy.sympify(s.spec.param("beta", 1))
+    probs = s.cod[0]
     b, ins = m.wiring()
-    scores = ins[("s", 0)]
-    if beta != 1:
-        scores = b(box_like("scale", [x], x, params={"c": beta}), scores)
-    over = reduced(s)
-    rows = x.replace(axes=tuple(a for a in x.axes if a.name not in over))
-    lse = b(box_like("reduce_logsumexp", [x], rows), scores)
-    logp = b(box_like("sub", [x, rows], probs), scores, lse)
+    logp = scores_less_lse(b, s, ins[("s", 0)], probs)
     p = b(box_like("exp", [probs], probs), logp)
     hole = m.finish(b, {("g", 0): b(g.box, p, ins[("g", 1)])})
     return gathered_first(hole)

@@ -89,18 +89,24 @@ def log_of_exp_over_sum():
         assert sympy.simplify(written - (beta * x - sympy.log(z))) == 0, x
 
 
-def _log_softmax_rhs(m):
-    s, lg = m.node("s"), m.node("lg")
-    x, out = s.dom[0], lg.cod[0]
+def scores_less_lse(b, s, scores, out):
+    """βx − LSE_A(βx) wired in the builder ``b`` from ``scores`` (what the SoftMax box ``s`` reads) into an array
+    like ``out``: log SoftMax_{A,β}(x), the right-hand side of ``log_of_softmax`` (and, exponentiated, the SoftMax
+    itself: :mod:`rewrites.gathered_probability`)."""
+    x = s.dom[0]
     beta = sympy.sympify(s.spec.param("beta", 1))
-    b, ins = m.wiring()
-    scores = ins[("s", 0)]
     if beta != 1:
         scores = b(box_like("scale", [x], x, params={"c": beta}), scores)
     over = reduced(s)
     rows = x.replace(axes=tuple(a for a in x.axes if a.name not in over))
     lse = b(box_like("reduce_logsumexp", [x], rows), scores)
-    return m.finish(b, {("lg", 0): b(box_like("sub", [x, rows], out), scores, lse)})
+    return b(box_like("sub", [x, rows], out), scores, lse)
+
+
+def _log_softmax_rhs(m):
+    s, lg = m.node("s"), m.node("lg")
+    b, ins = m.wiring()
+    return m.finish(b, {("lg", 0): scores_less_lse(b, s, ins[("s", 0)], lg.cod[0])})
 
 
 def _fewer_special_flops(lhs, rhs, m):

@@ -116,7 +116,7 @@ def _factors(eq, unknowns):
     return [f for f, _ in factors if f.free_symbols & unknowns and sign_of(f) is None]
 
 
-def _linear_pair(eqs, unknowns, order):
+def linear_pair(eqs, unknowns, order):
     """An equation and an unknown in which it is linear with a coefficient free of that unknown: the first unknown
     of ``order`` that has one, and among its equations the one with the fewest unknowns, then the smallest
     coefficient (the first on ties).  Later unknowns are not tried once one has a pair (no ``Poly`` built)."""
@@ -176,7 +176,7 @@ def _eliminate(eqs, unknowns, order, assigned, budget):
         return [assigned] if not normal else []
     if not normal:
         return None                        # a continuum of solutions: not a closed form
-    pair = _linear_pair(normal, unknowns, order)
+    pair = linear_pair(normal, unknowns, order)
     if pair is not None:
         _, k, x, coeff, rest = pair
         value = -rest / coeff

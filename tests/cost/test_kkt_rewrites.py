@@ -56,7 +56,7 @@ def test_tidy_keeps_the_first_of_the_fewest_operations(monkeypatch):
 
 
 def reference_linear_pair(eqs, unknowns, order):
-    """``_linear_pair`` as it was before kkt-35: every equation against every unknown, the least rank."""
+    """``linear_pair`` as it was before kkt-35: every equation against every unknown, the least rank."""
     best = None
     for k, eq in enumerate(eqs):
         for x in order:
@@ -104,7 +104,7 @@ def test_the_linear_pair_is_the_least_rank_and_stops_at_the_first_unknown(monkey
         counting = CountingPoly()
         with monkeypatch.context() as m:
             m.setattr(lagrange, "sympy", counting)
-            got = lagrange._linear_pair(eqs, unknowns, order)
+            got = lagrange.linear_pair(eqs, unknowns, order)
         assert got == expected
         every = sum(1 for eq in eqs for v in order if v in unknowns and eq.has(v))
         assert counting.built <= every
