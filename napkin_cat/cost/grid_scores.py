@@ -52,15 +52,22 @@ def posynomial_scores_ragged(poly, logs, logc):
     return np.exp(logs @ (E + trips).T + logc @ trips.T) @ alpha
 
 
-def scored(H, columns, values, fulls, caps):
-    """Per block of the candidate grid (:func:`grid_blocks`): ``(tiles, peak, H, within the caps, the largest and the
-    least peak within them)`` as floats, whatever the memory."""
+def peaked_blocks(columns, values):
+    """Per block of the grid of ``values`` (:func:`grid_blocks`): ``(tiles, their logs, the peak of the memory
+    columns at each)``, the loop every scoring of the grid starts from."""
     lists = [np.array(sorted(v), dtype=float) for v in values]
     for block in grid_blocks(lists):
         logs = np.log(block)
         peak = np.zeros(len(block))
         for col in columns:
             peak = np.maximum(peak, posynomial_scores(col, logs))
+        yield block, logs, peak
+
+
+def scored(H, columns, values, fulls, caps):
+    """Per block of the candidate grid (:func:`grid_blocks`): ``(tiles, peak, H, within the caps, the largest and the
+    least peak within them)`` as floats, whatever the memory."""
+    for block, logs, peak in peaked_blocks(columns, values):
         if fulls is None:
             scores = posynomial_scores(H, logs)
         else:

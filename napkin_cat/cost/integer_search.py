@@ -28,7 +28,7 @@ from functools import lru_cache
 import numpy as np
 import sympy
 
-from napkin_cat.cost.grid_scores import KEPT_ROWS, grid_blocks, kept_scores, posynomial_scores, scored
+from napkin_cat.cost.grid_scores import KEPT_ROWS, grid_blocks, kept_scores, peaked_blocks, posynomial_scores, scored
 from napkin_cat.errors import AxisError
 
 NEAR = 64   # candidates within rounding of the best that best_many settles exactly
@@ -450,12 +450,7 @@ def _counted_many(columns, values, memories, caps, exact) -> list:
     limits = [Fraction(m) for m in memories]
     found = [None] * len(limits)
     counted: dict = {}
-    lists = [np.array(sorted(v), dtype=float) for v in values]
-    for block in grid_blocks(lists):
-        logs = np.log(block)
-        peak = np.zeros(len(block))
-        for col in columns:
-            peak = np.maximum(peak, posynomial_scores(col, logs))
+    for block, logs, peak in peaked_blocks(columns, values):
         capped = np.ones(len(block), dtype=bool)
         for cap in caps:
             capped &= posynomial_scores(cap, logs) <= 1 + 1e-12
