@@ -105,6 +105,7 @@ import sys
 import time
 
 import napkin_cat as nc
+from napkin_cat.testing.scaling import deep_mlp
 
 SLOW = 20.0
 
@@ -219,18 +220,6 @@ def beside(n: int, distinct: bool = False):
     shapes = [f"p{k}" if distinct else "q d" for k in range(n)]
     left, right = nc.types(", ".join(shapes[:n // 2])), nc.types(", ".join(shapes[n // 2:]))
     return nc.Diagram.id(left) @ nc.Diagram.id(boxes[0].dom).then(*boxes) @ nc.Diagram.id(right)
-
-
-def deep_mlp(k: int, act: str = "relu"):
-    """``k`` dense layers n×c0 → n×c1 → … → n×ck, ``act`` between them: each layer a width axis of its own (its
-    weights, all of distinct sizes, live beside the chain until used)."""
-    b = nc.Builder(nc.types(", ".join(["n c0"] + [f"c{i} c{i + 1}" for i in range(k)])))
-    x, *ws = b.inputs
-    for i, w in enumerate(ws):
-        x = b(nc.einsum(f"n c{i}, c{i} c{i + 1} -> n c{i + 1}"), x, w)
-        if i < k - 1:
-            x = b(nc.elementwise(act, f"n c{i + 1}"), x)
-    return b.build(x)
 
 
 def product_tree(n: int):
@@ -434,7 +423,6 @@ def chains():
         t = median_time(lambda: nc.cost(d), 3)
         print(f"{n:20d} {t:14.4f} {1000 * t / n:12.3f}")
     print()
-
 
 
 def weighted_chain(n):

@@ -58,15 +58,7 @@ def xattn_pad():
     """Cross attention (decoder queries q, encoder keys x) under the padding mask from data; inputs Q, K, V, len."""
     return L.masked_attention(pad_mask())
 
-def deep_mlp(k, act="relu"):
-    """k dense layers: n×c0 → n×c1 → … → n×ck, act between them (each layer a width axis c_i of its own)."""
-    b = nc.Builder(nc.types(", ".join(["n c0"] + [f"c{i} c{i + 1}" for i in range(k)])))
-    x, *ws = b.inputs
-    for i, w in enumerate(ws):
-        x = b(nc.einsum(f"n c{i}, c{i} c{i + 1} -> n c{i + 1}"), x, w)
-        if i < k - 1:
-            x = b(nc.elementwise(act, f"n c{i + 1}"), x)
-    return b.build(x)
+from napkin_cat.testing.scaling import deep_mlp
 
 def rms_swiglu_block():
     """LLaMA's FFN half-block: y = x + SwiGLU-MLP(RMSNorm(x)) over e (the MLP's output axis is e)."""

@@ -25,21 +25,11 @@ from napkin_cat.cost.ordered_sum import OrderedSum
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.testing.checks import algorithm, size_env
 from napkin_cat.testing.programs import random_program
+from napkin_cat.testing.scaling import deep_mlp
 
 live = importlib.import_module("napkin_cat.cost.live")
 exact = importlib.import_module("napkin_cat.cost.exact_arithmetic")
 ordered_sum = importlib.import_module("napkin_cat.cost.ordered_sum")
-
-
-def deep_mlp(k: int) -> nc.Diagram:
-    """``k`` dense layers n×c0 → … → n×ck, relu between them: each layer a width axis of its own."""
-    b = nc.Builder(nc.types(", ".join(["n c0"] + [f"c{i} c{i + 1}" for i in range(k)])))
-    x, *ws = b.inputs
-    for i, w in enumerate(ws):
-        x = b(nc.einsum(f"n c{i}, c{i} c{i + 1} -> n c{i + 1}"), x, w)
-        if i < k - 1:
-            x = b(nc.elementwise("relu", f"n c{i + 1}"), x)
-    return b.build(x)
 
 
 def product_tree(n: int) -> nc.Diagram:

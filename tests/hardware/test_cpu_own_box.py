@@ -13,19 +13,9 @@ from napkin_cat.hardware import load_cpu, predict_cpu
 from napkin_cat.hardware.cputime import matrix_dims, product_dims
 from napkin_cat.hardware.predict import kernels_of
 from napkin_cat.hardware.toy import primitive_boxes
+from napkin_cat.testing.scaling import deep_mlp as mlp
 
 DEV = "epyc-zen3-dev"
-
-
-def mlp(k):
-    """k dense layers n×c0 → … → n×ck (relu between), each product named "·"."""
-    b = nc.Builder(nc.types(", ".join(["n c0"] + [f"c{i} c{i + 1}" for i in range(k)])))
-    x, *ws = b.inputs
-    for i, w in enumerate(ws):
-        x = b(nc.einsum(f"n c{i}, c{i} c{i + 1} -> n c{i + 1}"), x, w)
-        if i < k - 1:
-            x = b(nc.elementwise("relu", f"n c{i + 1}"), x)
-    return b.build(x)
 
 
 def layer(i):

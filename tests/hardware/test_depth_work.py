@@ -16,16 +16,7 @@ from napkin_cat.hardware.cputime import CPUKernelForm, product_dims
 from napkin_cat.hardware.on_chip import chip_forms
 from napkin_cat.hardware.predict import environment, kernels_of
 from napkin_cat.hardware.toy import primitive_boxes
-
-
-def deep_mlp(k):
-    b = nc.Builder(nc.types(", ".join(["n c0"] + [f"c{i} c{i + 1}" for i in range(k)])))
-    x, *ws = b.inputs
-    for i, w in enumerate(ws):
-        x = b(nc.einsum(f"n c{i}, c{i} c{i + 1} -> n c{i + 1}"), x, w)
-        if i < k - 1:
-            x = b(nc.elementwise("relu", f"n c{i + 1}"), x)
-    return b.build(x)
+from napkin_cat.testing.scaling import deep_mlp
 
 
 def one_kernel(k):

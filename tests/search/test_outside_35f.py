@@ -21,6 +21,7 @@ import pytest
 import sympy
 
 import napkin_cat as nc
+from napkin_cat.testing.scaling import deep_mlp
 
 L = nc.library
 
@@ -53,16 +54,6 @@ def stream2d():
     X, W1, W2 = b.inputs
     h = b(nc.elementwise("gelu", "b t f"), b(nc.einsum("b t e, e f -> b t f"), X, W1))
     return b.build(b(nc.elementwise("add", "b t e, b t e -> b t e"), X, b(nc.einsum("b t f, f e -> b t e"), h, W2)))
-
-
-def deep_mlp(k):
-    b = nc.Builder(nc.types(", ".join(["n c0"] + [f"c{i} c{i + 1}" for i in range(k)])))
-    x, *ws = b.inputs
-    for i, w in enumerate(ws):
-        x = b(nc.einsum(f"n c{i}, c{i} c{i + 1} -> n c{i + 1}"), x, w)
-        if i < k - 1:
-            x = b(nc.elementwise("relu", f"n c{i + 1}"), x)
-    return b.build(x)
 
 
 def own_block():
