@@ -44,6 +44,9 @@ def loop_skip(schedule):
     >>> loop_skip(outer).skipped(lambda a, n: (4, 4) if a == "x" else (0, 2)), loop_skip(outer).skipped(
     ...     lambda a, n: (0, 4) if a == "x" else (2, 2))
     (True, False)
+    >>> loop_skip(schedule_of(nc.stream(nc.stream(nc.library.attention(q=8, x=8, d=2), "x", 4), "x", 2)
+    ...                       .boxes[0].arg.boxes[0])) is None                      # no mask: every trip runs
+    True
     """
     found = schedule.__dict__.get("_loop_skip", _UNSET)
     if found is _UNSET:
