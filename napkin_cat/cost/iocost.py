@@ -47,6 +47,7 @@ from napkin_cat.cost.partials import partial_values
 from napkin_cat.cost.polynomial import SYMPY
 from napkin_cat.cost.record import ZERO, Cost, Density, GroupCost, OpCost, StreamRecord
 from napkin_cat.cost.scope import Sink, trips as trips_of
+from napkin_cat.cost.trip_kinds import loop_skip
 from napkin_cat.cost.trips import running_trips
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.flat import layers
@@ -271,8 +272,9 @@ class Symbolic(Devices):
         """Head and tail once, the trip ``b/s`` times, each reducer's finish once; memory: the columns of the
         stream's expansion in the order it runs (:mod:`napkin_cat.cost.columns`): the head's, then each trip's
         with the reducers' state (e.g. μ, z and o for online softmax) and the values the trip re-reads, the
-        step diagram's own intermediates included, then the tail's.  A masked stream (``node.skip``) runs
-        only the trips its mask does not skip: :func:`~napkin_cat.cost.trips.running_trips` per tile."""
+        step diagram's own intermediates included, then the tail's.  A masked stream (``node.skip``), or one whose
+        sub-loops' masks skip its trips (:func:`~napkin_cat.cost.trip_kinds.loop_skip`, as the plan and the cost at
+        sizes skip them), runs only the trips not skipped: :func:`~napkin_cat.cost.trips.running_trips` per tile."""
         head, body, tail = sink.within(node.region), sink.inside(node.region), sink.within(node.region)
         vals = run.head(ins, head)
         states = run.init(head)
@@ -290,9 +292,10 @@ class Symbolic(Devices):
                 total.add_column(col, expanded=True)
         size, full = node.region.seen(sink.view)
         trips = trips_of(size, full, arithmetic)
-        density = None if node.skip is None else node.skip.density
-        if node.skip is not None:
-            counted = running_trips(node.skip, node.axis, sympy.sympify(size), sympy.sympify(full), sink.tiles)
+        skip = loop_skip(node)
+        density = None if skip is None else skip.density
+        if skip is not None:
+            counted = running_trips(skip, node.axis, sympy.sympify(size), sympy.sympify(full), sink.tiles)
             trips = trips if counted is None else arithmetic.of(counted)
         if density is not None:     # a mask from data: a fraction of the trips the positions allow, stated
             trips = arithmetic.of(density) * trips
@@ -306,7 +309,7 @@ class Symbolic(Devices):
                          + _phases(merges, parts - 1, "combine", arithmetic) + _phases(tail, 1, "tail", arithmetic))
         if density is not None:
             total.assumptions = (Density(density),)
-        sink.append(_in_stream(total, node.region, sink.view, masked=node.skip is not None, density=density))
+        sink.append(_in_stream(total, node.region, sink.view, masked=skip is not None, density=density))
         return dests
 
     def merge(self, r, diagram, a, b, sink):
@@ -350,13 +353,31 @@ class Symbolic(Devices):
         return state
 
     def advance_loop(self, node, state, ins, sink, run):
-        """A sub-loop's head once and its trip ``b/u`` times (a diagram's: once)."""
+        """A sub-loop's head once and its trip ``b/u`` times (a diagram's: once), on each trip of the loop around it
+        that runs.  A masked sub-loop's trips are counted by the loop around it: that loop skips a trip where every
+        sub-trip is skipped (:func:`~napkin_cat.cost.trip_kinds.loop_skip`: the masks' range on its trip is the union
+        of theirs) and counts its running trips by the masks (:func:`~napkin_cat.cost.trips.running_trips`), so::
+
+            trips(outer) · s/u == (U − L + 1)/u       (per enclosing tile: a stream's count with slices of u)
+
+        the closed form of a stream along the axis in slices of ``u`` (causal, a window: exact where the slices line
+        up with the active positions' ends, as a stream's is; :mod:`napkin_cat.cost.trips`), times the density of its
+        masks from data.  Where the masks have no such form (a union of bounds: prefix-LM, sinks with a window), or
+        some reducer of the outer loop is not a masked sub-loop's, every trip is counted, an upper bound of the cost
+        at sizes.  The trips a sub-loop runs whole are charged the mask's maps, as a stream's are."""
         scope = sink if node.region is None else sink.within(node.region)
         head, body = scope.again(), scope.again()
         run.trip(run.head(ins, head), node.split(state), body)
         trips = trips_of(*node.region.seen(sink.view), sink.arithmetic) if node.region is not None else 1
+        skip = loop_skip(node.schedule) if node.region is not None else None
+        density = None if skip is None else skip.density
+        if density is not None:     # a mask from data: a fraction of the sub-trips, stated (as a stream's)
+            trips = sink.arithmetic.of(density) * trips
         c = Cost().absorb_all(_phases(head, 1, "head", sink.arithmetic) + _phases(body, trips, "body", sink.arithmetic))
-        sink.append(_in_stream(c, node.region, sink.view) if node.region is not None else c)
+        if density is not None:
+            c.assumptions = tuple(dict.fromkeys(c.assumptions + (Density(density),)))
+        sink.append(_in_stream(c, node.region, sink.view, masked=skip is not None, density=density)
+                    if node.region is not None else c)
         return state
 
 

@@ -40,7 +40,7 @@ from napkin_cat.cost.iocost import box_pieces, cost
 from napkin_cat.cost.live_at import SympyAt
 from napkin_cat.cost.record import Cost, Density
 from napkin_cat.cost.scope import inside_view, interned
-from napkin_cat.cost.trip_kinds import TripKinds
+from napkin_cat.cost.trip_kinds import TripKinds, loop_skip
 from napkin_cat.errors import ArgumentError, AxisError, ShapeError
 from napkin_cat.syntax.adapter import Bubble, Diagram
 from napkin_cat.syntax.flat import layers
@@ -132,7 +132,9 @@ class Concrete(DevicesAt):
 
     def _trips(self, node, vals, states, ctx, run, skip=None):
         """Each distinct slice's trip, counted per slice; ``vals`` gets the sliced outputs the trips make.
-        With ``skip`` (a stream's :class:`~napkin_cat.algorithms.skipping.Skip`), the slices it skips are not."""
+        With ``skip`` (the loop's :func:`~napkin_cat.cost.trip_kinds.loop_skip`, which the plan reads too: its masks'
+        :class:`~napkin_cat.algorithms.skipping.Skip`, or its sub-loops' :class:`~napkin_cat.cost.trip_kinds.
+        SubLoops`), the slices it skips are not."""
         made = {}
         rho = self.density.get(skip.density, 1) if skip is not None and self.block_mask is None else 1
         if rho != 1:            # the trips' totals apart, then ρ of them added (a fraction of the trips run)
@@ -190,7 +192,7 @@ class Concrete(DevicesAt):
         within = ctx.seeing(inside_at(node.region, ctx.view))     # head, finish and tail: the inside as drawn there
         vals = run.head(ins, within)
         states = run.init(within)
-        self._trips(node, vals, states, ctx, run, node.skip)
+        self._trips(node, vals, states, ctx, run, loop_skip(node))
         if node.parts is not None:      # a split stream (.splits): P heads, P partials moved, P − 1 merges
             parts = integer(node.parts, ctx.env)
             part_bounds(1, parts)
@@ -242,7 +244,7 @@ class Concrete(DevicesAt):
         if node.region is None:
             run.trip(vals, parts, ctx)
         else:
-            self._trips(node.schedule, vals, parts, ctx, run, node.schedule.skip)
+            self._trips(node.schedule, vals, parts, ctx, run, loop_skip(node.schedule))
         return state
 
 

@@ -1,4 +1,9 @@
-"""Which trips a masked loop runs at concrete sizes, and at which tile extents: what the memory at sizes reads.
+"""Which trips a masked loop runs: the trips it skips (:func:`loop_skip`, one test for the plan, the cost at sizes
+and the symbolic cost), and at concrete sizes at which tile extents it runs them (:class:`TripKinds`).
+
+A loop whose every reducer advances a masked sub-loop skips a trip on which every such sub-loop skips all of its
+own: the trip's range along the sub-loop's axis is the union of its sub-trips' ranges, and interval arithmetic is
+inclusion-monotone, so a mask never true on the union is never true on a sub-trip (:class:`SubLoops`).
 
 The cost at sizes (:mod:`napkin_cat.cost.numeric`) decides each masked loop's trips on every tile
 (:func:`~napkin_cat.cost.at_sizes.running_slices`); its memory is the symbolic columns at the sizes
@@ -9,7 +14,102 @@ each extent where something ran, each loop's trip counted as it runs there.
 """
 from __future__ import annotations
 
-__all__ = ["TripKinds"]
+from dataclasses import dataclass
+
+from napkin_cat.algorithms.schedule import AdvanceGrid, AdvanceKernel
+from napkin_cat.syntax.interval import all_of, any_of
+
+__all__ = ["SubLoops", "TripKinds", "loop_skip"]
+
+
+def loop_skip(schedule):
+    """The trips the loop ``schedule`` (a :class:`~napkin_cat.algorithms.schedule.StreamSchedule`: a stream's, a
+    sub-loop's, or a diagram's run once inside a nested region) skips: its own masks' (:attr:`~napkin_cat.algorithms.
+    schedule.StreamSchedule.skip`, a :class:`~napkin_cat.algorithms.skipping.Skip`); else, where every reducer
+    advances (through kernels and groups) a loop that skips trips by masks from positions, those loops'
+    (:class:`SubLoops`); else None: every trip runs.  Cached on the schedule.  The law::
+
+        trip(state, tile) == state   where   ∀ reducer r: loop_skip(r's sub-loop).skipped(tile)
+
+    (the tile's range along a sub-loop's axis the union of its sub-trips': each sub-trip is skipped, so neutral, and
+    the trip's other ops only feed its reducers).  A split stream's (its parts each need a trip) and a sliced one's
+    (every trip writes its slice) are None, as :func:`~napkin_cat.algorithms.skipping.skip_of` has them.
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.algorithms.schedule import schedule_of
+    >>> sub = nc.stream(nc.stream(nc.library.causal_attention(q=8, x=8, d=2), "x", 4), "x", 2)
+    >>> outer = schedule_of(sub.boxes[0].arg.boxes[0])
+    >>> outer.skip is None, type(loop_skip(outer)).__name__
+    (True, 'SubLoops')
+    >>> loop_skip(outer).skipped(lambda a, n: (4, 4) if a == "x" else (0, 2)), loop_skip(outer).skipped(
+    ...     lambda a, n: (0, 4) if a == "x" else (2, 2))
+    (True, False)
+    >>> loop_skip(schedule_of(nc.stream(nc.stream(nc.library.attention(q=8, x=8, d=2), "x", 4), "x", 2)
+    ...                       .boxes[0].arg.boxes[0])) is None                      # no mask: every trip runs
+    True
+    """
+    found = schedule.__dict__.get("_loop_skip", _UNSET)
+    if found is _UNSET:
+        found = schedule.__dict__["_loop_skip"] = _loop_skip(schedule)
+    return found
+
+
+_UNSET = object()
+
+
+def _loop_skip(schedule):
+    own = schedule.skip if schedule.region is not None else None
+    if own is not None or schedule.parts is not None or schedule.sliced or not schedule.reducers:
+        return own
+    inner = []
+    for r in schedule.reducers:
+        node = r.advance if r.kind == "nested" else None
+        while isinstance(node, (AdvanceKernel, AdvanceGrid)):
+            node = node.child
+        skip = loop_skip(node.schedule) if node is not None else None
+        if skip is None or not skip.axes:
+            return None           # a reducer no mask from positions makes neutral: every trip may change it
+        inner.append(skip)
+    return SubLoops(schedule.axis, tuple(inner))
+
+
+@dataclass(frozen=True)
+class SubLoops:
+    """The trips of a loop along ``axis`` skipped by its reducers' sub-loops (:func:`loop_skip`): ``inner``, each
+    reducer's sub-loop's skip (a :class:`~napkin_cat.algorithms.skipping.Skip`, or a ``SubLoops`` again).  A trip is
+    skipped where every one of them is skipped on the trip's tiles, and runs on every part of a block of trips where
+    some one has every mask always true there (:meth:`verdict`, monotone as each inner one is).  It reads the masks
+    from positions only: a mask from data decides a sub-loop's own trips by the data's table, never an outer trip.
+    The trip makes no mask of its own: it never runs whole (:meth:`whole`), its masks are in ``inner``."""
+
+    axis: str
+    inner: tuple
+    masks = ()              # (the trip's own: none; a plan's full trips need one the trip makes)
+    data = ()
+    data_axes = ()
+    density = None
+
+    @property
+    def axes(self) -> frozenset:
+        """The axes whose positions decide a skipped trip: the sub-loops' masks'."""
+        return frozenset().union(*(s.axes for s in self.inner))
+
+    def active(self, block_mask=None) -> bool:
+        return True
+
+    def verdict(self, tile_of, block_mask=None) -> tuple:
+        """``(skipped, everywhere)`` on the tiles ``tile_of`` gives (:meth:`~napkin_cat.algorithms.skipping.Skip.
+        verdict`): every sub-loop skips all its trips there; some sub-loop runs every one of its trips there."""
+        verdicts = [s.verdict(tile_of) for s in self.inner]
+        return all_of(*(v[0] for v in verdicts)), any_of(*(v[1] for v in verdicts))
+
+    def skipped(self, tile_of, block_mask=None):
+        """Whether the trip on the tiles ``tile_of`` gives is skipped (every sub-loop skips all of its trips)."""
+        return self.verdict(tile_of)[0]
+
+    def whole(self, trip) -> None:
+        """None: no mask of the trip's own is made in it, so none is left out of it."""
+        return None
 
 
 class TripKinds:

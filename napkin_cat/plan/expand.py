@@ -39,6 +39,7 @@ from napkin_cat.algorithms.launches import split_of
 from napkin_cat.algorithms.nesting import state_moves
 from napkin_cat.algorithms.reuse import accumulated_addends, finish_in_place, step_in_place
 from napkin_cat.algorithms.schedule import advance, fold_region
+from napkin_cat.cost.trip_kinds import loop_skip
 from napkin_cat.plan.ir import (Alloc, Compute, Copy, Fill, GridLoop, Kernel as KernelNode, Load, Range, Ref, Store,
                                 StreamLoop, Variable, loop_index)
 from napkin_cat.plan.skips import BlockSkip, FullTrips
@@ -273,7 +274,7 @@ class Expander:
         into = {v: self.slice(dest_of[v], node.axis, rng) for v in node.sliced}
         with self.within(node.axis, rng):
             _, made = run.trip({**vals, **dict(zip(node.dom, sliced))}, states, body, into)
-            when, data, full_trips = self._skips(node.skip, made, tuple(body))
+            when, data, full_trips = self._skips(loop_skip(node), made, tuple(body))
         vals.update((v, dest_of[v]) for v in node.sliced)
         outs = run.tail(run.finish(vals, states, tail, dest_of), tail, dest_of)
         tail += self.copies_out(node.cod, dict(zip(node.cod, outs)), dests)
@@ -285,7 +286,9 @@ class Expander:
         """``(when, data, full_trips)`` of a stream loop (its own, or a sub-loop's) whose trip ``body`` makes
         ``made`` (value id → ref), with the tiles as they are now entered: the trips ``skip`` leaves out, the data's
         block test, the trips run whole.  One test for a stream and a sub-loop: a sub-loop's trip the mask never
-        allows is as neutral as a stream's (:mod:`napkin_cat.algorithms.skipping`), and is left out alike."""
+        allows is as neutral as a stream's (:mod:`napkin_cat.algorithms.skipping`), and is left out alike; ``skip``
+        is the loop's :func:`~napkin_cat.cost.trip_kinds.loop_skip` (the cost at sizes reads the same), so a loop
+        whose sub-loops skip every trip on its tile is skipped whole."""
         when = sympy.true if skip is None else _condition(sympy.Not(skip.skipped(self.tile_of)))
         data = None
         if skip is not None and skip.data:
@@ -402,7 +405,7 @@ class Expander:
             with self.within(region.axis, rng):
                 vals = run.head(ins, head)
                 _, made = run.trip({**vals, **dict(zip(node.schedule.dom, sliced))}, node.split(state), body)
-                when, data, full_trips = self._skips(node.schedule.skip, made, tuple(body))
+                when, data, full_trips = self._skips(loop_skip(node.schedule), made, tuple(body))
             sink.append(StreamLoop(region.axis, tile, full, index, tuple(head), tuple(body), (), self.origin(""),
                                    when, data, full_trips))
         return state

@@ -1,10 +1,11 @@
 """The cost at sizes is what the counting runner counts on masked attention, partitioned every way: transfers, FLOPs
 by kind and peak memory, at ragged sizes.  A masked trip is skipped where the mask is never true on its tile and run
-without the mask's maps where it is always true, in a stream and in a sub-loop alike (``nc.plan`` and
-``nc.cost(d, sizes=…)`` decide both by one test); a trip that never runs, or runs only whole, never holds the mask.
+without the mask's maps where it is always true, in a stream and in a sub-loop alike, and a stream's trip whose every
+sub-trip is skipped is skipped whole (``nc.plan`` and ``nc.cost(d, sizes=…)`` decide all three by one test,
+:func:`~napkin_cat.cost.trip_kinds.loop_skip`); a trip that never runs, or runs only whole, never holds the mask.
 
-A second route: a plain numpy loop over the sub-loop's tiles counts the trips that run and run whole, and so the
-contraction FLOPs a causal sub-loop must do."""
+A second route: a plain numpy loop over the tiles counts the trips that run and run whole, the contraction FLOPs a
+causal sub-loop must do, and the keys and values the outer stream must load."""
 import numpy as np
 import pytest
 
@@ -37,6 +38,11 @@ PARTITIONS = {
     "stream": lambda a: nc.stream(a, "x", "s_x"),
     "group": lambda a: nc.group(nc.stream(a, "x", "s_x"), "q", "g_q"),
     "sub-loop": lambda a: nc.group(nc.stream(nc.stream(a, "x", "s_x"), "x", "u_x"), "q", "g_q"),
+    "sub-loop alone": lambda a: nc.stream(nc.stream(a, "x", "s_x"), "x", "u_x"),
+    "sub-loops two deep": lambda a: nc.group(nc.stream(nc.stream(nc.stream(a, "x", "s_x"), "x", "u_x"), "x", "v_x"),
+                                             "q", "g_q"),
+    "sub-loop in a level-2 group": lambda a: nc.stream(
+        nc.group(nc.kernel(nc.group(nc.stream(a, "x", "s_x"), "q", "g_q"), level=2), "q", "h_q"), "x", "u_x"),
     "2-D stream": lambda a: nc.group(nc.stream(nc.stream(a, "x", "s_x"), "d", "s_d"), "q", "g_q"),
 }
 
@@ -47,10 +53,14 @@ def _sizes(seed: int, partition: str) -> dict:
     q, x, d = (int(v) for v in rng.integers(1, 10, 3))
     s_x = int(rng.integers(1, x + 1))
     out = {"q": q, "x": x, "d": d, "s_x": s_x}
-    if partition != "stream":
+    if partition not in ("stream", "sub-loop alone"):
         out["g_q"] = int(rng.integers(1, q + 1))
-    if partition == "sub-loop":
+    if partition.startswith("sub-loop"):
         out["u_x"] = int(rng.integers(1, s_x + 1))
+    if partition == "sub-loops two deep":
+        out["v_x"] = int(rng.integers(1, out["u_x"] + 1))
+    if partition == "sub-loop in a level-2 group":
+        out["h_q"] = int(rng.integers(1, out["g_q"] + 1))
     if partition == "2-D stream":
         out["s_d"] = int(rng.integers(1, d + 1))
     return out
@@ -76,7 +86,7 @@ def counts(alg, sizes: dict, seed: int = 0):
 @pytest.mark.parametrize("mask", list(MASKS))
 def test_the_cost_at_ragged_sizes_is_what_the_runner_counts(mask, partition):
     alg = PARTITIONS[partition](MASKS[mask]())
-    for seed in range(4):
+    for seed in range(6 if partition.startswith("sub-loop") else 4):
         sizes = _sizes(seed, partition)
         c, counted = counts(alg, sizes, seed)
         assert c.H == counted.transfers and c.H_bytes == counted.bytes, sizes
@@ -118,7 +128,40 @@ def test_a_causal_sub_loop_skips_the_trips_its_mask_never_allows(sizes):
     if sizes["q"] == 8:
         assert (trips, run, whole, tensor) == (16, 10, 6, 480)
     p = nc.plan(_causal_subloop(), sizes)
-    assert str(p).count("skip unless") == 1 and "the mask is true on every pair" in str(p)
+    assert str(p).count("skip unless") == 2 and "the mask is true on every pair" in str(p)     # the stream's, its
+    assert str(p).count("the mask is true on every pair") == 1                           # sub-loop's; one whole
+
+
+def _outer_loads(sizes: dict) -> tuple:
+    """A numpy loop over the outer stream's tiles of causal attention (each group of queries by each slice of keys):
+    ``(trips, trips run, values moved)``, a trip running where some pair of its tiles is allowed (a query at or after
+    a key), loading its slice of keys and of values (``2·d`` per key); each group loads its queries and stores its
+    output once (``2·d`` per query)."""
+    q, x, d, g, s = (sizes[k] for k in ("q", "x", "d", "g_q", "s_x"))
+    trips = run = 0
+    moved = 2 * q * d
+    for i in range(0, q, g):
+        qs = np.arange(i, min(i + g, q))
+        for j in range(0, x, s):
+            xs = np.arange(j, min(j + s, x))
+            trips += 1
+            if (xs[None, :] <= qs[:, None]).any():
+                run, moved = run + 1, moved + 2 * len(xs) * d
+    return trips, run, moved
+
+
+@pytest.mark.parametrize("sizes", [{"q": 8, "x": 8, "d": 3, "g_q": 2, "s_x": 4, "u_x": 2},
+                                   {"q": 7, "x": 9, "d": 2, "g_q": 3, "s_x": 4, "u_x": 3},
+                                   {"q": 5, "x": 11, "d": 2, "g_q": 2, "s_x": 3, "u_x": 2}])
+def test_a_stream_whose_sub_trips_are_all_masked_out_skips_the_trip(sizes):
+    """The issue's case (the first sizes): the outer stream around a causal sub-loop loaded keys and values on all 8 of
+    its trips, 240 values moved, where 6 trips have a pair the mask allows: 192."""
+    c, counted = counts(_causal_subloop(), sizes)
+    trips, run, moved = _outer_loads(sizes)
+    assert run < trips
+    assert c.H[1] == counted.transfers[1] == moved
+    if sizes["q"] == 8:
+        assert (trips, run, moved) == (8, 6, 192)
 
 
 def test_a_trip_that_runs_only_whole_never_holds_the_mask():
