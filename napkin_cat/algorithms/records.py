@@ -11,7 +11,9 @@ relabellings to the drawing, outermost first, so that it is the partition the pa
 
 a record's inside relabelled by :func:`~napkin_cat.syntax.relabel.tile_relabel` (its axis to its size: every array's
 for a Stream, the arrays of the full size its outputs carry for a Grid, as seen through the records around it), then
-the records inside it built in turn; ``cost(built(d)) == cost(d)`` field by field, as for the record and its built
+the records inside it built in turn, each partition inside keeping the size it was drawn with (a partition drawn
+inside another was drawn after it, in its terms: :meth:`~napkin_cat.algorithms.bubbles.Partition.seen`, a sub-loop's
+``u_b`` in the slices ``s_b``); ``cost(built(d)) == cost(d)`` field by field, as for the record and its built
 partition.  A diagram without records is returned as it is (the same object).
 
 >>> import napkin_cat as nc

@@ -239,7 +239,9 @@ def assumptions(cpu: CPU, threads: int, masked: bool = False) -> tuple:
 
 def predict_cpu(algorithm, hardware, sizes: dict | None = None, *, threads: int = 1) -> Prediction:
     """The predicted time of ``algorithm`` (a plan, or an algorithm diagram with ``sizes``: axes and tiles) on a CPU
-    model (format 2, or its name) on ``threads`` threads; see the module docstring."""
+    model (format 2, or its name) on ``threads`` threads; see the module docstring.  A partition record
+    (``relabelled=False``) is timed as the partition it stands for, as :func:`~napkin_cat.hardware.predict.predict`
+    times it."""
     cpu = load_cpu(hardware).require_rates()
     threads = _threads(threads)
     if hasattr(algorithm, "variable_map"):           # a plan: its diagram at its sizes

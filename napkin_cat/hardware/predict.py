@@ -355,7 +355,9 @@ def predict(algorithm, hardware, sizes: dict | None = None, *, overlap: str = "s
             ceilings: dict | None = None, launch: float = LAUNCH, density=None, block_mask=None) -> Prediction:
     """The predicted time of ``algorithm`` (a plan, or an algorithm diagram with ``sizes``: axes and tiles)
     on ``hardware`` (a GPU model or its name); ``density`` / ``block_mask``: what its masks read from data let run
-    (:func:`bound_densities`; default dense); see the module docstring."""
+    (:func:`bound_densities`; default dense); see the module docstring.  A partition record (``relabelled=False``)
+    is timed as the partition it stands for (:func:`~napkin_cat.algorithms.records.built`: each kernel's plan and
+    state are the built partition's), so ``predict(record) == predict(built(record))``."""
     gpu = hardware if isinstance(hardware, GPU) else load(hardware)
     if overlap not in OVERLAPS:
         raise HardwareError(f"overlap {overlap!r}: one of {OVERLAPS} (§5.7)")

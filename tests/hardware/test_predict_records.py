@@ -18,12 +18,16 @@ constraint), ``configure`` raised PlanError.  Each now reads ``built(record)``:
   an algorithm (``tile_values``) and ``configure``.
 
 Mutations caught: ``built`` mapping a nested partition's size through the outer relabelling (the sub-loop's ``u_b``
-read as ``s_b``: the sub-loop case of the first test), or building inside out (the same case); ``KernelForm`` not
-building its kernel (chip_forms building alone: a split stream's combine then reads the record's partial state at
-the full group, the split-stream cases); ``chip_forms`` not building (PlanError: every GPU case); ``uses_of`` not
-building (the tile values test); ``configure`` not building (PlanError: the configure test).
+read as ``s_b``: the sub-loop cases); ``KernelForm`` not building its kernel (a split stream's combine then reads the
+record's partial state at the full group: the split-stream cases by their numbers, every GPU case by its kernels'
+names); ``chip_forms`` not building (PlanError: the chip forms test; ``predict`` builds before it); ``uses_of`` not
+building (the tile values and search-record tests); ``configure`` not building (PlanError: the configure test);
+``CPUKernelForm`` not building (the CPU cases by their kernels' names only: the cost at sizes, which the CPU model
+reads, already counts a record as its partition).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -32,10 +36,12 @@ import napkin_cat as nc
 from napkin_cat.algorithms.records import built, built_region, has_records
 from napkin_cat.errors import NapkinError
 from napkin_cat.hardware import configure, load, predict, predict_cpu
+from napkin_cat.hardware.on_chip import chip_forms
 from napkin_cat.hardware.timed import tile_values
 from napkin_cat.search.variants import variants
 from napkin_cat.syntax.sizes import symbols_of
 from tests.cost.test_record_at_sizes import CASES, FUNCTIONS, PAIRS, STEPS, drawn
+from typed_attention import VARIANTS, typed_attention
 
 GPU, CPU = "h100-sxm5", "epyc-zen3-dev"
 
@@ -58,6 +64,11 @@ def _answer(fn, d, hardware, sizes):
         return type(e), str(e)
 
 
+def _numbers(p) -> tuple:
+    """What a prediction charges, each launch without its name."""
+    return p.time, tuple(replace(k, label="", combine=k.combine and replace(k.combine, label="")) for k in p.kernels)
+
+
 @pytest.mark.parametrize("name,k", PAIRS)
 @pytest.mark.parametrize("hardware", [GPU, CPU])
 def test_predict_on_a_record_is_its_built_partition(name, k, hardware):
@@ -69,7 +80,8 @@ def test_predict_on_a_record_is_its_built_partition(name, k, hardware):
     if isinstance(b, tuple):            # the built partition has no prediction: the record the same typed error
         assert a == b and hardware == GPU and "does not divide" in b[1], b
         return
-    assert a == b                       # every field: time, each launch's terms, bytes, FLOPs, blocks, placements
+    assert _numbers(a) == _numbers(b)   # time, each launch's terms, bytes, FLOPs, blocks, placements
+    assert a == b                       # and its name (the built partition's)
     if hardware == GPU:                 # a second route, no building: the cost functor's counts of the record
         c = nc.cost(rec, sizes=sizes)
         launches = [x for kt in a.kernels for x in (kt, kt.combine) if x is not None]
@@ -120,13 +132,22 @@ def test_tile_values_of_a_record_are_its_built_partitions():
 
 
 def test_configure_reads_a_record_as_its_built_partition():
-    from tests.hardware.typed_attention import VARIANTS, typed_attention
     f = lambda rel: nc.group(nc.stream(nc.kernel(typed_attention(*VARIANTS["paper"])), "x", "s_x",  # noqa
                                        relabelled=rel), "q", "g_q", relabelled=rel)
     sizes = {"w_q": 128, "t_q": 1, "s_x": 64, "d": 128, "g_q": 3 * 128}
     a, b = (configure(f(rel), "hopper", sizes, axis="q") for rel in (False, True))
     assert a.plan.diagram == b.plan.diagram and str(a) == str(b)
     assert a.table(load(GPU), strict=False).to_text() == b.table(load(GPU), strict=False).to_text()
+
+
+@pytest.mark.parametrize("name", ["matmul stream, group", "attention split stream", "matmul sub-loop"])
+def test_chip_forms_of_a_record_kernel_are_its_built_partitions(name):
+    """The bytes on chip the search reads off a kernel (``chip_forms``, called on the kernels of a structure): a
+    record's are its built partition's (its plan's)."""
+    f, steps, all_sizes = CASES[name]
+    env = {nc.symbol(k): v for k, v in all_sizes[0].items()}
+    (rec,), (want,) = drawn(f, steps, False).boxes, drawn(f, steps, True).boxes
+    assert chip_forms(rec, 1, env) == chip_forms(want, 1, env)
 
 
 def test_built_region_of_a_record_and_of_a_kernel_without_one():
