@@ -44,6 +44,7 @@ from napkin_cat.syntax.primitive import converts
 from napkin_cat.syntax.sizes import Sizes
 from napkin_cat.algorithms.bubbles import Grid, Stream
 from napkin_cat.algorithms.partitions import stream
+from napkin_cat.algorithms.records import built
 from napkin_cat.errors import RewriteError
 from napkin_cat.hardware.divisors import ArrayUse, MatmulUse, constraints
 
@@ -212,7 +213,8 @@ def configure(algorithm, hierarchy, sizes: dict, *, axis: str | None = None, spl
     if isinstance(algorithm, Plan):
         base = algorithm
     elif isinstance(algorithm, Diagram):
-        algorithm = _with_subloops(algorithm, subloops or {})
+        # partition records (relabelled=False): the partitions they stand for, which a plan reads
+        algorithm = _with_subloops(built(algorithm), subloops or {})
         # a sum accumulated in place (o ← fma(o, δ, P·V)) is stored first here: recolouring puts the
         # contraction on the tensor cores and the rest on the threads, and a value lives on one level
         base = make_plan(algorithm, _planning_sizes(algorithm, sizes, splits, subloops or {}, h), accumulate=False)

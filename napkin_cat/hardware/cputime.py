@@ -50,6 +50,7 @@ import math
 
 import sympy
 
+from napkin_cat.algorithms.records import built_region
 from napkin_cat.algorithms.launches import blocks as launched, narrowest
 from napkin_cat.cost.at_sizes import counts_kept
 from napkin_cat.cost.iocost import box_cost, cost
@@ -122,6 +123,7 @@ class CPUKernelForm:
     evaluates them at concrete sizes (the search times many tile assignments of one structure this way)."""
 
     def __init__(self, box, cpu: CPU, *, level: int = 1):
+        box = built_region(box)       # a partition record: the partition it stands for, as KernelForm reads it
         self.box, self.cpu, self.level = box, cpu.require_rates(), level
         c = cost(box).at_density(1)        # a mask read from data counted dense (the prediction says so)
         self.estimated = c.estimated       # a masked stream's trips that run: counted at each env instead
@@ -237,7 +239,9 @@ def assumptions(cpu: CPU, threads: int, masked: bool = False) -> tuple:
 
 def predict_cpu(algorithm, hardware, sizes: dict | None = None, *, threads: int = 1) -> Prediction:
     """The predicted time of ``algorithm`` (a plan, or an algorithm diagram with ``sizes``: axes and tiles) on a CPU
-    model (format 2, or its name) on ``threads`` threads; see the module docstring."""
+    model (format 2, or its name) on ``threads`` threads; see the module docstring.  A partition record
+    (``relabelled=False``) is timed as the partition it stands for, as :func:`~napkin_cat.hardware.predict.predict`
+    times it."""
     cpu = load_cpu(hardware).require_rates()
     threads = _threads(threads)
     if hasattr(algorithm, "variable_map"):           # a plan: its diagram at its sizes

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
+from napkin_cat.algorithms.records import built
 from napkin_cat.hardware.errors import DivisorError, HardwareError
 from napkin_cat.hardware.toy import TRANSFERS, primitive_boxes, load_hierarchy, pipelines_of
 from napkin_cat.syntax.dtype import as_dtype
@@ -230,7 +231,7 @@ def uses_of(diagram, hierarchy) -> tuple:
     the other operand as one product's rows do."""
     h = load_hierarchy(hierarchy)
     arrays, matmuls = [], []
-    for box in primitive_boxes(diagram):
+    for box in primitive_boxes(built(diagram)):      # a partition record's boxes as the partition holds them
         if box.data.kind in TRANSFERS:
             src, dst = box.dom.inside[0], box.cod.inside[0]
             levels = {h.level(src.level), h.level(dst.level)}

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import sympy
 
+from napkin_cat.algorithms.records import built_region
 from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.plan import plan
 from napkin_cat.plan.ir import Load, StreamLoop, walk
@@ -55,6 +56,7 @@ class ChipForms:
 def chip_forms(box, level: int, sample: dict) -> ChipForms:
     """The on-chip forms of kernel ``box`` at ``level``, read off its plan at ``sample`` (symbols → ints; the sizes
     the kernel reads, as :class:`~napkin_cat.hardware.predict.KernelForm` reads them)."""
+    box = built_region(box)        # a partition record: the plan is of the partition it stands for
     p = plan(box, Sizes(sample).restrict(box))
     columns = [[p.variable_map[n] for n in col if p.variable_map[n].level == level] for col in live_columns(p)]
     streamed = {st.dst.var for loop in walk(p.body) if isinstance(loop, StreamLoop)

@@ -71,6 +71,7 @@ from dataclasses import replace
 import sympy
 
 from napkin_cat.algorithms.bubbles import Region
+from napkin_cat.algorithms.records import built_region
 from napkin_cat.algorithms.launches import kernel_launches, narrowest
 from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.algorithms.splits import partial_moves
@@ -133,6 +134,7 @@ class KernelForm:
 
     def __init__(self, box, gpu: GPU, *, overlap: str, ceilings: dict, level: int, sample: dict, density=None,
                  chip: ChipForms | None = None):
+        box = built_region(box)       # a partition record is timed as the partition it stands for (its plan, state)
         self.box, self.gpu, self.overlap, self.ceilings, self.level = box, gpu, overlap, ceilings, level
         #: each density of a mask from data of this kernel → the value its trips are counted at (1: dense)
         self.density = {s: (density or {}).get(s, 1) for s in densities(box)}
@@ -353,7 +355,9 @@ def predict(algorithm, hardware, sizes: dict | None = None, *, overlap: str = "s
             ceilings: dict | None = None, launch: float = LAUNCH, density=None, block_mask=None) -> Prediction:
     """The predicted time of ``algorithm`` (a plan, or an algorithm diagram with ``sizes``: axes and tiles)
     on ``hardware`` (a GPU model or its name); ``density`` / ``block_mask``: what its masks read from data let run
-    (:func:`bound_densities`; default dense); see the module docstring."""
+    (:func:`bound_densities`; default dense); see the module docstring.  A partition record (``relabelled=False``)
+    is timed as the partition it stands for (:func:`~napkin_cat.algorithms.records.built`: each kernel's plan and
+    state are the built partition's), so ``predict(record) == predict(built(record))``."""
     gpu = hardware if isinstance(hardware, GPU) else load(hardware)
     if overlap not in OVERLAPS:
         raise HardwareError(f"overlap {overlap!r}: one of {OVERLAPS} (§5.7)")
