@@ -24,6 +24,7 @@ import sympy
 
 from napkin_cat.algorithms.bubbles import Grid, Region, Stream
 from napkin_cat.algorithms.blockmask import BlockMask
+from napkin_cat.algorithms.records import built
 from napkin_cat.cost.exact_arithmetic import rational_at
 from napkin_cat.cost.memory import LARGEST_MEMORY
 from napkin_cat.errors import BlockMaskError, LevelError, MemoryLimitError, ShapeError
@@ -231,12 +232,7 @@ def sizes_needed(diagram: Diagram) -> tuple[set, list]:
 
 
 def _check_partition(box, env):
-    """A tile must fit its axis; an edge tile is masked unless the inside depends on the tile's exact size.  A
-    partition record (its inside not relabelled) is only costed: the plan needs the partition built."""
-    if not box.relabelled:
-        raise PlanError(f"{box.name} is a partition record (relabelled=False: its inside is drawn as it was, for the "
-                        f"cost functor only); plan the partition built by nc.group / nc.stream with relabelled=True "
-                        f"(a search variant's .diagram)")
+    """A tile must fit its axis; an edge tile is masked unless the inside depends on the tile's exact size."""
     axis, tile = box.axis, sympy.sympify(box.size)
     full, t = int(sympy.sympify(box.full_size()).subs(env)), int(tile.subs(env))
     what = f"the {'group' if isinstance(box, Grid) else 'stream'} size of {axis!r} ({tile} = {t})"
@@ -262,7 +258,9 @@ def plan(diagram: Diagram, sizes=None, *, memory: dict | int | None = None, accu
     """The plan of ``diagram`` at ``sizes`` (a :class:`~napkin_cat.syntax.sizes.Sizes`, or axis and tile names or
     their symbols → ints: ``nc.plan(d, nc.optimal(c, memory=m, sizes=s).sizes)``).  ``diagram`` may be a
     derivation at numbers: ``nc.plan(nc.derive(f, memory=m, sizes=s))`` plans its algorithm at its tiles (``memory=``
-    picks one of a list's memories and is checked as below; ``sizes=`` may choose other tiles).
+    picks one of a list's memories and is checked as below; ``sizes=`` may choose other tiles).  A partition record
+    (``nc.group`` / ``nc.stream`` with ``relabelled=False``, a search variant's ``record``) is planned as the partition
+    it stands for (:func:`~napkin_cat.algorithms.records.built`; its counts are the record's cost).
 
     ``accumulate``: a sum a step reads at an addend of an in-place state update is computed into it
     (:mod:`napkin_cat.algorithms.reuse`); ``False`` stores it first.
@@ -277,6 +275,7 @@ def plan(diagram: Diagram, sizes=None, *, memory: dict | int | None = None, accu
                         "derivation, nc.plan(nc.derive(...)), carries its own)")
     if not isinstance(diagram, Diagram):
         raise PlanError(f"nc.plan takes a napkin_cat Diagram or a derivation, got {type(diagram).__name__}")
+    diagram = built(diagram)
     _, parts = sizes_needed(diagram)
     env = as_sizes(sizes).require(diagram, "the plan").env
     for box in parts:

@@ -10,6 +10,7 @@ exercise every kind of candidate (a sweep, a 2-D loop, a masked stream, several 
 * the candidates found through records are the ones found by building: each stream choice and each group that the
   relabelling partitions accept, enumerated here again with ``relabelled=True``.
 """
+import numpy as np
 import pytest
 import sympy
 
@@ -167,8 +168,32 @@ def test_records_in_records_cost_what_is_built(name):
     assert_same_cost(nc.cost(record), nc.cost(built), name)
 
 
-def test_a_record_is_costed_not_planned():
-    record = nc.group(nc.kernel(nc.library.matmul()), "a", "g_a", relabelled=False)
-    with pytest.raises(nc.PlanError, match="partition record"):
-        nc.plan(record, {"a": 8, "b": 8, "c": 4, "g_a": 4})
-    assert nc.plan(nc.group(nc.kernel(nc.library.matmul()), "a", "g_a"), {"a": 8, "b": 8, "c": 4, "g_a": 4})
+#: the function a sequence partitions, and the sizes of the axes and tiles at which its record is planned
+PLANNED = {"stream, sub-loop": (nc.library.matmul, {"a": 8, "b": 8, "c": 6, "s_b": 4, "u_b": 2, "g_a": 4}),
+           "groups of groups": (nc.library.matmul, {"a": 8, "b": 5, "c": 6, "g_a": 4, "g_c": 3, "h_a": 2}),
+           "sweep": (nc.library.attention, {"q": 8, "x": 6, "d": 3, "s_q": 2}),
+           "two levels": (nc.library.matmul, {"a": 8, "b": 5, "c": 6, "t_a": 2, "g_a": 4})}
+
+
+@pytest.mark.parametrize("name", sorted(PLANNED))
+def test_a_record_is_planned_as_the_partition_it_stands_for(name):
+    """``nc.plan(record)`` plans the partition the record stands for: its counts are the built partition's (a plan of
+    its own, run on the same inputs) and the record's cost at those sizes; its outputs are the function's."""
+    make, steps = SEQUENCES[name]
+    built = record = f = make()
+    for kind, axis, tile in steps:
+        if kind == "group":
+            built, record = nc.group(built, axis, tile), nc.group(record, axis, tile, relabelled=False)
+        else:
+            built = nc.stream(built, axis, tile, sliced=kind == "sweep")
+            record = nc.stream(record, axis, tile, sliced=kind == "sweep", relabelled=False)
+    function, sizes = PLANNED[name]
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(tuple(sizes[a] for a in arr.names)) for arr in f.dom.inside]
+    p, q = nc.plan(record, sizes), nc.plan(built, sizes)
+    assert any(not b.relabelled for b in _partitions(record)) and all(b.relabelled for b in _partitions(p.diagram))
+    (out_p, counted_p), (out_q, counted_q) = p.run(*xs), q.run(*xs)
+    assert counted_p.transfers == counted_q.transfers
+    assert counted_p.transfers[1] == nc.cost(record, sizes=sizes).H[1]
+    np.testing.assert_allclose(out_p, nc.evaluate(function(), *xs), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(out_q, out_p, rtol=1e-12, atol=1e-12)
