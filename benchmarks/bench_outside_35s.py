@@ -390,6 +390,9 @@ def main(argv=None):
             print(x, flush=True)
     print(f"load at the end {os.getloadavg()[0]:.1f}")
     if args.baseline:
+        for path in (ROOT, args.baseline):     # .pyc made before timing: a derive imports modules lazily
+            subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(path, "napkin_cat")],
+                           capture_output=True)
         print(f"\npaired CPU s of the first derive: this {commit_of(ROOT)} against {commit_of(args.baseline)} "
               f"({args.baseline}), {args.pairs} pairs alternating, median [min-max]")
         for case in cases:
