@@ -212,7 +212,11 @@ def _chosen(prog, M, pairs: tuple, k_at: float, at: float):
     chooses as the scan over all does (where one option is the cheapest that satisfies every column among all, it
     is among any set of options that holds it).  Where the two scans do not agree (a point the numeric elimination
     finds and the symbolic one does not, or a choice where no point fits), every set is solved in the sizes and
-    scanned, as with one column."""
+    scanned, as with one column.
+
+    Where the program has one column and it one point, that point is the choice and no option takes over: the scan
+    (:func:`_scanned`) would pick among that one option (each wider set is that column alone again) and a memory
+    where it does not fit ends nothing; the scan and its float functions (:func:`_numeric_set`) are not made."""
     _, tops, free, _ = top_columns(prog)
     if len(tops) > 1 and len(free) > 1:     # (one tile: the symbolic point is solved directly, no cheaper)
         first = _scanned(lambda sets: _numeric_at_sets(prog, M, pairs, sets), len(tops), k_at, at, prog)
@@ -224,8 +228,11 @@ def _chosen(prog, M, pairs: tuple, k_at: float, at: float):
             if second is not None and second[3] and _agree(fs[i], _numeric(prog, M, pairs, keep)[second[1]],
                                                           end, second[2], k_at, at):
                 return options(prog, M, keep), second[1], second[2]
-    if not options(prog, M):
+    found = options(prog, M)
+    if not found:
         return None
+    if len(tops) == 1 and len(found) == 1:
+        return found, 0, None       # one column, one point: what the scan would choose (docstring), unscanned
     sets, i, end, _ = _scanned(lambda sets: _numeric(prog, M, pairs, sets), len(tops), k_at, at, prog)
     return options(prog, M, sets), i, end
 
