@@ -165,13 +165,15 @@ def _numeric_at_sets(prog, M, pairs: tuple, sets) -> list:
 def _numeric_at(prog, M, pairs: tuple, s: tuple) -> tuple:
     """``((H, tiles), …)``: the KKT points of the columns ``s`` (each ``T_j = M``) solved with the sizes ``pairs``
     put in first (:func:`~napkin_cat.cost.lagrange.kkt_points` of numbers and ``M``), as float functions of
-    ``M − K``: what the scan reads of :func:`_numeric_set` at a fraction of its symbolic work."""
+    ``M − K``: what the scan reads of :func:`_numeric_set` at a fraction of its symbolic work.  The points are
+    read as numbers only, so their tiles are not tidied (``kkt_points(…, tidied=False)``, half the work); the
+    forms stated are the symbolic points', solved in the sizes (:func:`_solved`)."""
     H, tops, free, _ = top_columns(prog)
     env = dict(pairs)
     Hn = sympy.sympify(H).xreplace(env)
     Mp = sympy.Dummy("Mp", positive=True)
     out = []
-    for p in kkt_points(Hn, [sympy.sympify(tops[j]).xreplace(env) for j in s], list(free), M) or ():
+    for p in kkt_points(Hn, [sympy.sympify(tops[j]).xreplace(env) for j in s], list(free), M, tidied=False) or ():
         ts = [sympy.sympify(p[str(g)]).xreplace({M: Mp}) for g in free]
         out.append((sympy.lambdify(Mp, Hn.xreplace(dict(zip(free, ts))), "math"), sympy.lambdify(Mp, ts, "math")))
     return tuple(out)
