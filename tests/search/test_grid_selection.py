@@ -115,8 +115,8 @@ def test_a_block_many_memories_answer_as_each_alone():
 
 def test_a_curve_is_searched_once_for_all_memories(monkeypatch):
     """Counted: over a list of memories each grouped curve's integer search runs once (``Curve._values``, its
-    prepared search or ``optimum_values``, over the list), whatever the number of memories — over the memories its least memory admits (``Curve.least``: below it
-    no tiling fits and nothing is costed)."""
+    prepared search or ``optimum_values``, over the list), whatever the number of memories — over the memories its
+    least memory admits (``Curve.least``: below it no tiling fits and nothing is costed)."""
     calls, passes = [], []
     values, at_all = curves.Curve._values, curves.Curve.at_all   # (_values: every integer search of a curve, sel-35)
 
