@@ -84,7 +84,7 @@ def _sign(d) -> str | None:
     (a difference of affine bounds: its terms' signs decide), then factored (a common factor's sign, ``g·(x − 1)``).
     Not simplified: on random affine masks' bounds and clamps (symbolic and at numbers, 463 signs), ``simplify``
     decided no sign that these two did not, at many times their time."""
-    for form in (sympy.expand, sympy.factor):
+    for form in (sympy.expand, factor):      # (factor: sympy's, its points seeded)
         e = form(d)
         if e.is_zero:
             return "zero"
