@@ -11,7 +11,7 @@ least memory, then to the smallest later tiles.
 Tiles that no term of ``H`` and no column share are independent problems (the kernels of an algorithm
 separated by global memory: each has its own tiles, its own columns, its own transfers): each group is
 searched alone and the optima add up, ``H* = Σ_k H*_k`` with every column of kernel ``k`` within memory
-(:func:`independent`), so the candidates are the sum, not the product, of the kernels' grids.
+(:mod:`~napkin_cat.cost.independent_tiles`), so the candidates are the sum, not the product, of the kernels' grids.
 
 >>> from fractions import Fraction
 >>> H = ((Fraction(1), Fraction(1)), ((-1, 0), (0, -1)))      # 1/g_a + 1/g_c
@@ -29,6 +29,7 @@ from functools import lru_cache
 import numpy as np
 import sympy
 
+from napkin_cat.cost.independent_tiles import combined, independent_parts
 from napkin_cat.cost.grid_scores import KEPT_ROWS, grid_blocks, kept_scores, peaked_blocks, posynomial_scores, scored
 from napkin_cat.cost.stairs import NEAR, kept_stairs
 from napkin_cat.errors import AxisError
@@ -78,7 +79,8 @@ def undominated(columns) -> tuple:
     dropped where some other column ``B`` has every monomial of ``A`` with at least its coefficient, every
     coefficient of ``A`` positive and none of ``B`` negative, so ``B(g) ≥ A(g)`` at every positive tiling and the
     largest column, the memory a tiling needs, is the same at every tiling; the tiles each kept column reads cover
-    the dropped one's (:func:`independent` splits the tiles alike).  Order kept; of equal columns the first.
+    the dropped one's (:mod:`~napkin_cat.cost.independent_tiles` splits the tiles alike).  Order kept; of equal
+    columns the first.
 
     >>> one = Fraction(1)
     >>> C = [((one,), ((1, 1),)), ((one, one), ((1, 1), (1, 0))), ((one,), ((0, 2),))]   # ab, ab + a, b²
@@ -154,83 +156,19 @@ def exact_at(poly):
     return at
 
 
-def independent(H, columns, n: int) -> list:
-    """The tiles ``0 … n-1`` in independent groups: two tiles are in one group when a term of ``H`` or a column
-    involves both (a column is one constraint on all its tiles; ``H`` is a sum over its terms).
-
-    >>> H = ((1, 1, 1), ((-1, 0, 0), (0, -1, 0), (0, 0, -1)))       # 1/g₀ + 1/g₁ + 1/g₂
-    >>> independent(H, [((1,), ((1, 1, 0),)), ((1,), ((0, 0, 1),))], 3)   # g₀g₁ ≤ M, g₂ ≤ M
-    [(0, 1), (2,)]
-    """
-    parent = list(range(n))
-
-    def root(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    def join(tiles):
-        for t in tiles[1:]:
-            parent[root(t)] = root(tiles[0])
-    for e in H[1]:
-        join([i for i, k in enumerate(e) if k])
-    for col in columns:
-        join(sorted({i for e in col[1] for i, k in enumerate(e) if k}))
-    groups: dict = {}
-    for i in range(n):
-        groups.setdefault(root(i), []).append(i)
-    return sorted(tuple(g) for g in groups.values())
-
-
-def _restrict(poly, group, first: bool):
-    """The terms of ``poly`` over the tiles of ``group`` (exponents restricted to them); a term with no tile goes
-    with the ``first`` group."""
-    coeffs, exps = [], []
-    for alpha, e in zip(*poly):
-        tiles = [i for i, k in enumerate(e) if k]
-        if (tiles and set(tiles) <= set(group)) or (not tiles and first):
-            coeffs.append(alpha)
-            exps.append(tuple(e[i] for i in group))
-    return tuple(coeffs), tuple(exps)
-
-
-def _parts(H, columns, n: int):
-    """Per independent group: ``(tiles, H over them, their columns)``; None when the tiles are one group."""
-    groups = independent(H, columns, n)
-    if len(groups) < 2:
-        return None
-    out = []
-    for k, g in enumerate(groups):
-        cols = [c for c in (_restrict(col, g, k == 0) for col in columns) if c[0]]
-        out.append((g, _restrict(H, g, k == 0), cols))
-    return out
-
-
-def _combined(parts, found: list, n: int):
-    """The groups' optima ``(H*_k, tiles_k)`` as one: the sum, the tiles in place (None if a group has none)."""
-    if any(f is None for f in found):
-        return None
-    combo = [0] * n
-    for (g, _, _), (_, tiles) in zip(parts, found):
-        for i, t in zip(g, tiles):
-            combo[i] = t
-    return sum((f[0] for f in found), Fraction(0)), tuple(combo)
-
-
 def best(H, columns, values, memory, names=(), exact=None):
     """``(H*, tiles)`` exactly, or ``None`` if no tiling fits; polynomials as ``(coeffs, exponents)``.
 
     ``values``: per tile, its legal values; ``coeffs`` are exact numbers (``int``/``Fraction``);
-    ``memory`` a number.  Independent groups of tiles are searched apart (:func:`independent`), each over at most
-    :data:`MAX_CANDIDATES` tilings (:func:`check_grid`; ``names``: the tiles', for its message).
+    ``memory`` a number.  Independent groups of tiles are searched apart
+    (:mod:`~napkin_cat.cost.independent_tiles`), each over at most :data:`MAX_CANDIDATES` tilings (:func:`check_grid`; ``names``: the tiles', for its message).
     ``exact``: the transfers counted at a candidate, where ``H`` only estimates them (:func:`best_many`).
     """
     if exact is not None:
         return best_many(H, columns, values, [memory], names=names, exact=exact)[0]
-    parts = _parts(H, columns, len(values))
+    parts = independent_parts(H, columns, len(values))
     if parts is not None:
-        return _combined(parts, [best(h, cols, [values[i] for i in g], memory, [names[i] for i in g] if names else ())
+        return combined(parts, [best(h, cols, [values[i] for i in g], memory, [names[i] for i in g] if names else ())
                                  for g, h, cols in parts], len(values))
     check_grid(values, names)
     lists = [np.array(sorted(v), dtype=float) for v in values]
@@ -329,7 +267,7 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
         check_grid(values, names)
         return _counted_many(columns, values, memories, caps, exact)
     if math.prod(len(v) for v in values) > MAX_CANDIDATES:    # (each independent group's grid is at most this)
-        parts = None if caps else _parts(H, columns, len(values))
+        parts = None if caps else independent_parts(H, columns, len(values))
         for group in (range(len(values)),) if parts is None else (g for g, _, _ in parts):   # naming the tiles
             check_grid([values[i] for i in group], [names[i] for i in group] if names else ())
     return list(searched(H, tuple(columns), tuple(tuple(v) for v in values), tuple(memories),
@@ -361,11 +299,11 @@ def _best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
     among those that fit wins; where none does, they are dropped and the next are settled.  A block's answer at a
     memory where no tiling settled first is near it reads the memory only through how many tilings fit, and is kept
     so (:attr:`~.stairs.Stair.answers`)."""
-    parts = None if caps else _parts(H, columns, len(values))
+    parts = None if caps else independent_parts(H, columns, len(values))
     if parts is not None:
         found = [_best_many(h, cols, [values[i] for i in g], memories,
                             None if fulls is None else tuple(fulls[i] for i in g)) for g, h, cols in parts]
-        return [_combined(parts, [f[j] for f in found], len(values)) for j in range(len(memories))]
+        return [combined(parts, [f[j] for f in found], len(values)) for j in range(len(memories))]
     limits = [m if type(m) is int else Fraction(m) for m in memories]    # (an int compares exactly as it is)
     floats = [float(m) for m in limits]
     found = [None] * len(limits)
