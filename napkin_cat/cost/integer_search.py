@@ -161,7 +161,8 @@ def best(H, columns, values, memory, names=(), exact=None):
 
     ``values``: per tile, its legal values; ``coeffs`` are exact numbers (``int``/``Fraction``);
     ``memory`` a number.  Independent groups of tiles are searched apart
-    (:mod:`~napkin_cat.cost.independent_tiles`), each over at most :data:`MAX_CANDIDATES` tilings (:func:`check_grid`; ``names``: the tiles', for its message).
+    (:mod:`~napkin_cat.cost.independent_tiles`), each over at most :data:`MAX_CANDIDATES` tilings
+    (:func:`check_grid`; ``names``: the tiles', for its message).
     ``exact``: the transfers counted at a candidate, where ``H`` only estimates them (:func:`best_many`).
     """
     if exact is not None:
