@@ -28,6 +28,7 @@ import sympy
 from napkin_cat.cost.hierarchy import Hierarchy, Level
 from napkin_cat.cost.iocost import cost
 from napkin_cat.cost.optimum import optimal
+from napkin_cat.cost.seeded import solve
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import load
 from napkin_cat.hardware.tables import decimal, dumps, exact, number, text_table
@@ -118,9 +119,9 @@ def matmul_intensity(gpu, *, dtype: str = "fp16", derived=None) -> IntensityTabl
     levels = []
     for index, weight, memory in h.effective():
         ratio = 1 / (weight * rate)
-        min_M = sympy.solve(sympy.limit(f, b, sympy.oo) - ratio, M)[0]
-        min_b = sympy.solve(sympy.limit(f, M, sympy.oo) - ratio, b)[0]
-        at = sympy.solve(f.subs(M, memory) - ratio, b)
+        min_M = solve(sympy.limit(f, b, sympy.oo) - ratio, M)[0]
+        min_b = solve(sympy.limit(f, M, sympy.oo) - ratio, b)[0]
+        at = solve(f.subs(M, memory) - ratio, b)
         at = at[0] if at and at[0].is_positive else None
         levels.append(LevelIntensity(names[index], exact(1 / weight), memory, ratio, min_M, min_b, at))
     notes = [f"M_L2 = N_SM · M_SM = {gpu.sm_count} · {m_sm} values (intermediate caching, Appendix A.2); "
