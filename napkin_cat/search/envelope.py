@@ -306,6 +306,14 @@ def clamped_candidates(cand, M, sizes, env, ref, forms=None):
         nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, forms=forms)
         at = max(at, start.at)
         after = nxt.H_ref.xreplace({M: sympy.sympify(at)})   # (where it starts: a form shifted by what it holds)
+        if after.is_finite is False:    # its pole: the tiles, solved for M less what it holds, are 0 there (no
+            start = runs_from(c, whole, sizes, env, ref)[0]     # algorithm): it starts where its algorithm runs
+            if start.at <= at:
+                raise NapkinError(f"the form of {c.made.variant} past M = {at:.6g} has a pole where its algorithm "
+                                  f"runs (at the reference sizes): no closed large-M form there")
+            nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, forms=forms)
+            at = start.at
+            after = nxt.H_ref.xreplace({M: sympy.sympify(at)})
         if c.past:
             nxt.note = _whole_from_start(c.reaching)
         elif abs(float(after - before)) > 1e-9 * max(1.0, abs(float(before))):
@@ -352,6 +360,20 @@ def start_whole(c, whole, sizes, env, ref):
     algorithm needs beyond it is the large-M form's lower-order memory terms, as everywhere in this mode).
     """
     ran = c.start.at <= c.end.at and not c.past
+    runs, grows, least = runs_from(c, whole, sizes, env, ref)
+    sized = {k: sympy.sympify(v) for k, v in {**ref, **env}.items()}
+    if not grows and runs.at < c.end.at:       # a constant form holds from where its algorithm fits
+        return runs
+    if ran and max(leading_need(col, sized) for col in least) <= c.end.at * (1 + 1e-9):
+        return c.end
+    return runs if runs.at > c.end.at else c.end
+
+
+def runs_from(c, whole, sizes, env, ref):
+    """``(start, grows, least)``: the least memory that runs the form of ``c.made`` with the tiles of ``whole`` (per
+    kernel, the block's names) at their axes, every other tile and stream 1 (by the exact columns, a
+    :class:`~napkin_cat.search.breakpoints.Breakpoint` at the reference sizes ``ref``); whether a tile is left to
+    grow with ``M``; and the columns (per kernel) whose largest is that memory."""
     least, grows = [], False
     for (curve, _), fixed, first in zip(c.made.parts, whole, c.made.smallest(sizes)):
         prog = clamped(curve.program, fixed) if curve.grouped else None
@@ -362,15 +384,10 @@ def start_whole(c, whole, sizes, env, ref):
         ones = {t: 1 for t in prog.tiles}
         least += [sympy.expand(sympy.sympify(col).xreplace(ones)) for col in prog.columns]
     sized = {k: sympy.sympify(v) for k, v in {**ref, **env}.items()}
-    at = max(_largest(col, sized) for col in least)
 
     def need():
         return sympy.sympify(column_max(least, exact=False)).subs(env)
-    if not grows and at < c.end.at:       # a constant form holds from where its algorithm fits
-        return Breakpoint(at, solve=need)
-    if ran and max(leading_need(col, sized) for col in least) <= c.end.at * (1 + 1e-9):
-        return c.end
-    return Breakpoint(at, solve=need) if at > c.end.at else c.end
+    return Breakpoint(max(_largest(col, sized) for col in least), solve=need), grows, least
 
 
 def _largest(col, sized) -> float:

@@ -9,12 +9,15 @@ answers of ``nc.derive(f, memory="M")`` found there, kept as strict xfails until
   derives numerically from ``M = 26`` (H 77,736 there, the runner's count = the cost functor's, the plan computes
   f), but its symbolic answer is one piece from ``M = 916``: ``nan`` on [26, 916).
 """
+import math
+
 import pytest
 import sympy
 
 import napkin_cat as nc
 
 L = nc.library
+M = nc.symbol("M")
 
 
 def projected_attention():
@@ -35,10 +38,18 @@ def least_memory(f, sizes) -> int:
     return int(str(e.value).split("smallest memory that works is ")[1].split()[0])
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="envelope.clamped_candidates: float(zoo) at a form's pole")
 def test_symbolic_block_answers_at_n12_e20_h4_d5():
-    r = nc.derive(L.transformer_block(), memory="M", reference={"n": 12, "e": 20, "h": 4, "d": 5, "f": 44})
-    assert r.regimes
+    """The form past ``g_n``'s clamp at ``M = 480`` holds ``480`` whatever its tiles (``g_d = (M − 480)/60``): at
+    ``480`` it has a pole (tiles 0, no algorithm), so it starts where its algorithm runs; every piece is a finite
+    count from its first memory on."""
+    sizes = {"n": 12, "e": 20, "h": 4, "d": 5, "f": 44}
+    r = nc.derive(L.transformer_block(), memory="M", reference=sizes)
+    env = {nc.symbol(k): v for k, v in sizes.items()}
+    for g in r.regimes:
+        lower = sympy.Float(sympy.N(sympy.sympify(g.lower).subs(env)))
+        h = complex(sympy.N(sympy.sympify(g.H).xreplace({**{k: sympy.Float(v) for k, v in env.items()}, M: lower})))
+        assert math.isfinite(h.real) and abs(h.imag) <= 1e-9 * abs(h.real) and h.real > 0, \
+            f"piece from M = {lower}: H = {h}"
 
 
 @pytest.mark.xfail(strict=True, reason="symbolic answer nan on [26, 916) where numeric derives")
