@@ -71,6 +71,7 @@ from napkin_cat.search.probes import envelope_at, probe_memories, spans_at
 from napkin_cat.search.results import Derivation, Later, Regime
 from napkin_cat.search.space import Makers, check_sizes, select
 from napkin_cat.search.top_columns import top_form
+from napkin_cat.search.unbound_tiles import unbound
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 
 #: Memories at which the reference search runs: 1 … 2⁴⁰ in steps of 2.
@@ -196,10 +197,11 @@ def _parts(made, M, whole, forms: dict, ref, at: float = 1.0, switch: list | Non
                 continue
         else:
             K = 0
-        h, t = curve.symbolic_optimum(M)
-        h = h.xreplace(names) if names else h
-        t = {names.get(k, k): (sympy.sympify(v).xreplace(names) if names else v) for k, v in t.items()}
-        if fixed:
+        if not fixed:
+            h, t = curve.symbolic_optimum(M)
+            h = h.xreplace(names) if names else h
+            t = {names.get(k, k): (sympy.sympify(v).xreplace(names) if names else v) for k, v in t.items()}
+        else:
             key = (id(curve), tuple(map(str, fixed)))
             if key not in forms:
                 o = optimal(curve.cost, memory=M, level=curve.level, exact=False, whole=fixed)
@@ -425,8 +427,17 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
                 cand = Candidate(made, M, sizes or {}, env, ref_env)
                 cands.extend(c for c in [cand] + clamped_candidates(cand, M, sizes or {}, env, ref_env, forms)
                              if not c.past)        # (a form past an axis from its first memory: no algorithm)
-        except NapkinError:     # a winner at some reference memory with no closed large-M form (a masked
-            return              # kernel's trips can grow with its tile): the envelope is made of the others
+        except NapkinError:     # a winner at some reference memory with no closed large-M form
+            whole = unbound(made, M)    # a tile its leading memory model does not bind: whole from the start
+            if not any(whole):          # (a masked kernel's trips can grow with its tile): the envelope is made
+                return                  # of the others
+            try:
+                with remembered(search.closed):
+                    cand = Candidate(made, M, sizes or {}, env, ref_env, whole=whole)
+                    cands.extend(c for c in [cand] + clamped_candidates(cand, M, sizes or {}, env, ref_env, forms)
+                                 if not c.past)
+            except NapkinError:
+                return
 
     for b in select(prepared, search, ref_sizes, GRID, roles=roles):
         if b is not None:

@@ -1,5 +1,5 @@
-"""Issue 35's symbolic mode from outside (``benchmarks/bench_outside_35s.py`` runs these and more, timed): two wrong
-answers of ``nc.derive(f, memory="M")`` found there, kept as strict xfails until fixed.
+"""Issue 35's symbolic mode from outside (``benchmarks/bench_outside_35s.py`` runs these and more, timed): wrong answers
+of ``nc.derive(f, memory="M")`` found there (a strict xfail for what is not fixed yet).
 
 * A symbolic derive answers or raises a typed error: the library's transformer block at ``n 12 e 20 h 4 d 5``
   raises an untyped ``TypeError`` (``search/envelope.py`` ``clamped_candidates`` evaluates the next form,
@@ -52,7 +52,24 @@ def test_symbolic_block_answers_at_n12_e20_h4_d5():
             f"piece from M = {lower}: H = {h}"
 
 
-@pytest.mark.xfail(strict=True, reason="symbolic answer nan on [26, 916) where numeric derives")
+def test_a_tile_no_leading_memory_term_holds_is_whole_from_the_first_memory():
+    """The output projection's kernel grouped along ``n`` and ``h``, streamed along ``e``, holds ``g_n·h·n``
+    whatever ``g_e``, and moves ``e·h·n²/g_e``: its large-M optimum has no KKT point (``g_e`` unbounded), and at
+    25fb088 its algorithms were left out, the answer ``nan`` below 916.  ``g_e`` is whole from the first memory on
+    (:mod:`napkin_cat.search.unbound_tiles`): a piece from ``max(dn + n², 3dn + 3d + n, eh + en + hn² + hn)`` = 508,
+    ``g_e = e`` there; at 560 the symbolic ``H`` is below what the numeric derive finds (the second route)."""
+    f, sizes = projected_attention(), {"n": 10, "e": 24, "h": 2, "d": 12}
+    env = {nc.symbol(k): v for k, v in sizes.items()}
+    r = nc.derive(f, memory="M", reference=sizes)
+    first = r.regimes[0]
+    assert sympy.sympify(first.lower).subs(env) == 508
+    assert first.optimum.sizes[nc.symbol("g_e")] == nc.symbol("e")
+    sym = sympy.sympify(r.H).subs(env).subs(M, 560)
+    assert 0 < sym <= nc.derive(f, memory=560, sizes=sizes).H
+
+
+@pytest.mark.xfail(strict=True, reason="symbolic answer nan on [26, 508) where numeric derives: two winners there "
+                                       "have large-M programs whose optimum lies on a tile's lower bound 1")
 def test_symbolic_first_piece_starts_at_the_least_memory():
     f, sizes = projected_attention(), {"n": 10, "e": 24, "h": 2, "d": 12}
     least = least_memory(f, sizes)
