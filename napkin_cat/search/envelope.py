@@ -65,6 +65,7 @@ from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.search.bounds import lower_bound
 from napkin_cat.search.breakpoints import Breakpoint, reaching
 from napkin_cat.search.crossings import at_reference
+from napkin_cat.search.held_on import HeldOn
 from napkin_cat.search.held_alike import held_alike, leading_need, shifted
 from napkin_cat.search.lower_envelope import guarded, lower_envelope
 from napkin_cat.search.probes import envelope_at, probe_memories, spans_at
@@ -320,6 +321,9 @@ def clamped_candidates(cand, M, sizes, env, ref, forms=None):
             nxt.note = _whole_from_start(c.reaching)
         elif abs(float(after - before)) > 1e-9 * max(1.0, abs(float(before))):
             nxt.note = functools.partial(_jump, float(before), float(after), start, c.reaching)
+        if not c.past and c.start.at <= c.end.at and (start.at > c.end.at * (1 + 1e-12) or float(after) > float(
+                before) * (1 + 1e-9)):   # H would rise past c's end: the algorithm there still runs (held_on)
+            out.append(HeldOn(c, M))
         while nxt.end is not None and nxt.end.at <= at * (1 + 1e-12):
             whole = [tuple(f) + tuple(r) for f, r in zip(nxt.whole, nxt.reaching)]
             if nxt.past:        # a tile past its axis where it starts: whole from there, where that algorithm runs

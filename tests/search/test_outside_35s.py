@@ -78,3 +78,36 @@ def test_symbolic_first_piece_starts_at_the_least_memory():
     r = nc.derive(f, memory="M", reference=sizes)
     first = sympy.sympify(r.regimes[0].lower).subs({nc.symbol(k): v for k, v in sizes.items()})
     assert first <= least, f"symbolic answer nan below M = {first}, numeric derives from {least}"
+
+
+def gqa_proj():
+    """Grouped-query attention, then its output projection ``h g q d, h g d e -> q e``."""
+    att = L.grouped_query_attention()
+    b = nc.Builder(nc.Ty(*att.dom.inside, *nc.types("h g d e").inside))
+    Q, K, V, Wo = b.inputs
+    return b.build(b(nc.einsum("h g q d, h g d e -> q e"), b(att, Q, K, V), Wo))
+
+
+def rises(r, sizes, points=3000) -> list:
+    """The memories ``(m₁, H₁, m₂, H₂)`` of a geometric grid from the first piece to 4096× it where the symbolic
+    ``H`` rises from one to the next (beyond rounding)."""
+    env = {nc.symbol(k): v for k, v in sizes.items()}
+    h = sympy.lambdify(M, sympy.sympify(r.H).subs(env), "math")
+    lo = float(sympy.N(sympy.sympify(r.regimes[0].lower).subs(env)))
+    grid = [lo * 4096 ** (k / points) for k in range(points + 1)]
+    vals = [h(m) for m in grid]
+    return [(grid[k], vals[k], grid[k + 1], vals[k + 1]) for k in range(points)
+            if vals[k + 1] > vals[k] * (1 + 1e-9)]
+
+
+@pytest.mark.parametrize("name", ["gqa + W_o", "gqa", "mha", "projected attention"])
+def test_symbolic_H_never_rises_with_M(name):
+    """An algorithm that fits at ``M`` fits at every larger ``M``: past a clamp where the next form's ``H`` jumps up
+    (gqa + W_o: 5,936 just below ``M = 216``, 7,200 at it, at 25fb088) the algorithm at the lower form's end is a
+    candidate with that ``H`` (:mod:`napkin_cat.search.held_on`), and ``H`` is non-increasing on a fine grid."""
+    f, sizes = {"gqa + W_o": (gqa_proj(), {"q": 20, "x": 36, "d": 6, "h": 2, "g": 3, "e": 16}),
+                "gqa": (L.grouped_query_attention(), {"q": 96, "x": 120, "d": 24, "h": 3, "g": 2}),
+                "mha": (L.multi_head_attention(), {"h": 3, "q": 40, "x": 48, "d": 8}),
+                "projected attention": (projected_attention(), {"n": 10, "e": 24, "h": 2, "d": 12})}[name]
+    r = nc.derive(f, memory="M", reference=sizes)
+    assert rises(r, sizes) == []
