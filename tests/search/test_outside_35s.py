@@ -7,7 +7,11 @@ of ``nc.derive(f, memory="M")`` found there (a strict xfail for what is not fixe
 * The symbolic answer is ``nan`` ("nothing fits") only below the least memory, the one a numeric derive's refusal
   names: self-attention with its projections ``(X W_q, X W_k, X W_v) → MHA → · W_o`` at ``n 10 e 24 h 2 d 12``
   derives numerically from ``M = 26`` (H 77,736 there, the runner's count = the cost functor's, the plan computes
-  f), but its symbolic answer is one piece from ``M = 916``: ``nan`` on [26, 916).
+  f), but its symbolic answer is one piece from ``M = 916``: ``nan`` on [26, 916).  Fixed in part: a tile no
+  leading memory term holds is whole from the first memory on (first piece from 508); below 508 the winners' large-M
+  programs have their optimum on a tile's lower bound 1 (no KKT point), still left out (strict xfail).
+* ``H*(M)`` never rises with ``M`` (an algorithm that fits at ``M`` fits at every larger ``M``): gqa + W_o at
+  ``q 20 x 36 d 6 h 2 g 3 e 16`` rose from 5,954 at ``M = 215`` to 7,200 at 216 where a clamp jumps up.
 """
 import math
 
