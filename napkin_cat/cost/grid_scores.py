@@ -84,9 +84,9 @@ def scored(H, columns, values, fulls, caps):
 
 @lru_cache(maxsize=KEPT_GRIDS)
 def kept_scores(H, columns, values, fulls, caps) -> tuple:
-    """:func:`scored` of a grid of at most :data:`KEPT_ROWS` tilings, kept: a search asked again at other memories
-    (a symbolic derive's probes between its grid memories, :mod:`napkin_cat.search.probes`) scores no candidate
-    twice.
+    """:func:`scored` of a grid of at most :data:`KEPT_ROWS` tilings, kept: what the search reads where it must look
+    past a block's staircase (:mod:`.stairs`, which it reads first, and which is kept for a grid of any size), so a
+    search asked again at other memories scores no candidate twice.
 
     Why this memo is the process's (issue 35): the scores are a pure function of the key, all numbers compared by
     value (the posynomials' exact coefficients and integer exponents, the legal values, the axis sizes of a ragged

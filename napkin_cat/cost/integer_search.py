@@ -11,7 +11,7 @@ least memory, then to the smallest later tiles.
 Tiles that no term of ``H`` and no column share are independent problems (the kernels of an algorithm
 separated by global memory: each has its own tiles, its own columns, its own transfers): each group is
 searched alone and the optima add up, ``H* = Σ_k H*_k`` with every column of kernel ``k`` within memory
-(:func:`independent`), so the candidates are the sum, not the product, of the kernels' grids.
+(:mod:`~napkin_cat.cost.independent_tiles`), so the candidates are the sum, not the product, of the kernels' grids.
 
 >>> from fractions import Fraction
 >>> H = ((Fraction(1), Fraction(1)), ((-1, 0), (0, -1)))      # 1/g_a + 1/g_c
@@ -21,6 +21,7 @@ searched alone and the optima add up, ``H* = Σ_k H*_k`` with every column of ke
 """
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 from functools import lru_cache
@@ -28,10 +29,11 @@ from functools import lru_cache
 import numpy as np
 import sympy
 
+from napkin_cat.cost.independent_tiles import combined, independent_parts
 from napkin_cat.cost.grid_scores import KEPT_ROWS, grid_blocks, kept_scores, peaked_blocks, posynomial_scores, scored
+from napkin_cat.cost.stairs import NEAR, kept_stairs
 from napkin_cat.errors import AxisError
 
-NEAR = 64   # candidates within rounding of the best that best_many settles exactly
 #: the most tilings one search scores (the product of the tiles' legal values, per independent group): forty times
 #: the largest grid of the library's searches (92,575: multi-head attention at any tile, g_x × g_q × g_h); 2^24
 #: tilings took 48 s on a loaded two-core machine.  Sizes with very many divisors (720720 has 240) over three tiles
@@ -77,7 +79,8 @@ def undominated(columns) -> tuple:
     dropped where some other column ``B`` has every monomial of ``A`` with at least its coefficient, every
     coefficient of ``A`` positive and none of ``B`` negative, so ``B(g) ≥ A(g)`` at every positive tiling and the
     largest column, the memory a tiling needs, is the same at every tiling; the tiles each kept column reads cover
-    the dropped one's (:func:`independent` splits the tiles alike).  Order kept; of equal columns the first.
+    the dropped one's (:mod:`~napkin_cat.cost.independent_tiles` splits the tiles alike).  Order kept; of equal
+    columns the first.
 
     >>> one = Fraction(1)
     >>> C = [((one,), ((1, 1),)), ((one, one), ((1, 1), (1, 0))), ((one,), ((0, 2),))]   # ab, ab + a, b²
@@ -153,83 +156,20 @@ def exact_at(poly):
     return at
 
 
-def independent(H, columns, n: int) -> list:
-    """The tiles ``0 … n-1`` in independent groups: two tiles are in one group when a term of ``H`` or a column
-    involves both (a column is one constraint on all its tiles; ``H`` is a sum over its terms).
-
-    >>> H = ((1, 1, 1), ((-1, 0, 0), (0, -1, 0), (0, 0, -1)))       # 1/g₀ + 1/g₁ + 1/g₂
-    >>> independent(H, [((1,), ((1, 1, 0),)), ((1,), ((0, 0, 1),))], 3)   # g₀g₁ ≤ M, g₂ ≤ M
-    [(0, 1), (2,)]
-    """
-    parent = list(range(n))
-
-    def root(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    def join(tiles):
-        for t in tiles[1:]:
-            parent[root(t)] = root(tiles[0])
-    for e in H[1]:
-        join([i for i, k in enumerate(e) if k])
-    for col in columns:
-        join(sorted({i for e in col[1] for i, k in enumerate(e) if k}))
-    groups: dict = {}
-    for i in range(n):
-        groups.setdefault(root(i), []).append(i)
-    return sorted(tuple(g) for g in groups.values())
-
-
-def _restrict(poly, group, first: bool):
-    """The terms of ``poly`` over the tiles of ``group`` (exponents restricted to them); a term with no tile goes
-    with the ``first`` group."""
-    coeffs, exps = [], []
-    for alpha, e in zip(*poly):
-        tiles = [i for i, k in enumerate(e) if k]
-        if (tiles and set(tiles) <= set(group)) or (not tiles and first):
-            coeffs.append(alpha)
-            exps.append(tuple(e[i] for i in group))
-    return tuple(coeffs), tuple(exps)
-
-
-def _parts(H, columns, n: int):
-    """Per independent group: ``(tiles, H over them, their columns)``; None when the tiles are one group."""
-    groups = independent(H, columns, n)
-    if len(groups) < 2:
-        return None
-    out = []
-    for k, g in enumerate(groups):
-        cols = [c for c in (_restrict(col, g, k == 0) for col in columns) if c[0]]
-        out.append((g, _restrict(H, g, k == 0), cols))
-    return out
-
-
-def _combined(parts, found: list, n: int):
-    """The groups' optima ``(H*_k, tiles_k)`` as one: the sum, the tiles in place (None if a group has none)."""
-    if any(f is None for f in found):
-        return None
-    combo = [0] * n
-    for (g, _, _), (_, tiles) in zip(parts, found):
-        for i, t in zip(g, tiles):
-            combo[i] = t
-    return sum((f[0] for f in found), Fraction(0)), tuple(combo)
-
-
 def best(H, columns, values, memory, names=(), exact=None):
     """``(H*, tiles)`` exactly, or ``None`` if no tiling fits; polynomials as ``(coeffs, exponents)``.
 
     ``values``: per tile, its legal values; ``coeffs`` are exact numbers (``int``/``Fraction``);
-    ``memory`` a number.  Independent groups of tiles are searched apart (:func:`independent`), each over at most
-    :data:`MAX_CANDIDATES` tilings (:func:`check_grid`; ``names``: the tiles', for its message).
+    ``memory`` a number.  Independent groups of tiles are searched apart
+    (:mod:`~napkin_cat.cost.independent_tiles`), each over at most :data:`MAX_CANDIDATES` tilings
+    (:func:`check_grid`; ``names``: the tiles', for its message).
     ``exact``: the transfers counted at a candidate, where ``H`` only estimates them (:func:`best_many`).
     """
     if exact is not None:
         return best_many(H, columns, values, [memory], names=names, exact=exact)[0]
-    parts = _parts(H, columns, len(values))
+    parts = independent_parts(H, columns, len(values))
     if parts is not None:
-        return _combined(parts, [best(h, cols, [values[i] for i in g], memory, [names[i] for i in g] if names else ())
+        return combined(parts, [best(h, cols, [values[i] for i in g], memory, [names[i] for i in g] if names else ())
                                  for g, h, cols in parts], len(values))
     check_grid(values, names)
     lists = [np.array(sorted(v), dtype=float) for v in values]
@@ -328,7 +268,7 @@ def best_many(H, columns, values, memories, fulls=None, caps=(), names=(), exact
         check_grid(values, names)
         return _counted_many(columns, values, memories, caps, exact)
     if math.prod(len(v) for v in values) > MAX_CANDIDATES:    # (each independent group's grid is at most this)
-        parts = None if caps else _parts(H, columns, len(values))
+        parts = None if caps else independent_parts(H, columns, len(values))
         for group in (range(len(values)),) if parts is None else (g for g, _, _ in parts):   # naming the tiles
             check_grid([values[i] for i in group], [names[i] for i in group] if names else ())
     return list(searched(H, tuple(columns), tuple(tuple(v) for v in values), tuple(memories),
@@ -350,72 +290,132 @@ def searched(H, columns, values, memories, fulls, caps) -> tuple:
 
 
 def _best_many(H, columns, values, memories, fulls=None, caps=()) -> list:
-    """The search of :func:`best_many` without a counting ``exact``."""
-    parts = None if caps else _parts(H, columns, len(values))
+    """The search of :func:`best_many` without a counting ``exact``: each block of the grid read at each memory
+    through its staircase (:mod:`.stairs`: the tilings that can be settled first, kept between searches), and the
+    whole block only where every tiling settled first is refused exactly (then the next best are settled, and so on).
+
+    Per block and memory, the tilings that fit in floats (``peak ≤ m (1 + 10⁻¹²)``, within the caps) are ranked
+    by their float transfers; those within rounding of the least are settled exactly (the caps at the tiles, the
+    peak exactly where it is near the memory, the transfers), and the least of ``(H, peak, later tiles first)``
+    among those that fit wins; where none does, they are dropped and the next are settled.  A block's answer at a
+    memory where no tiling settled first is near it reads the memory only through how many tilings fit, and is kept
+    so (:attr:`~.stairs.Stair.answers`)."""
+    parts = None if caps else independent_parts(H, columns, len(values))
     if parts is not None:
         found = [_best_many(h, cols, [values[i] for i in g], memories,
                             None if fulls is None else tuple(fulls[i] for i in g)) for g, h, cols in parts]
-        return [_combined(parts, [f[j] for f in found], len(values)) for j in range(len(memories))]
-    limits = [Fraction(m) for m in memories]
+        return [combined(parts, [f[j] for f in found], len(values)) for j in range(len(memories))]
+    limits = [m if type(m) is int else Fraction(m) for m in memories]    # (an int compares exactly as it is)
     floats = [float(m) for m in limits]
     found = [None] * len(limits)
-    exact_H = _by_seen(H, exact_at(H) if fulls is None else (lambda combo: _exact_ragged(H, combo, fulls)))
-    at_columns = None     # each column's exact evaluator, made when a peak is first settled exactly
     key = (H, tuple(columns), tuple(tuple(v) for v in values), None if fulls is None else tuple(fulls), tuple(caps))
-    blocks = kept_scores(*key) if math.prod(len(v) for v in values) <= KEPT_ROWS else scored(*key)
-    for block, peak, scores, capped, top, least in blocks:
-        every = None     # the block's best where every candidate fits clearly (the same for every such memory)
-        known = {}       # row -> [tiles, within the caps, exact H, exact peak]: pure functions of the row
-        ints, peaks = block.astype(np.int64), peak.tolist()
+    settle = _Settling(H, columns, fulls, caps)
+    for b, stair in enumerate(kept_stairs(*key)):
+        least, top = stair.least, stair.top
         for j, limit in enumerate(limits):
             fl = floats[j]
             if least is None or least > fl * (1 + 1e-12):
                 continue     # no candidate of the block fits this memory (the test below would find none)
-            clear = top is not None and top <= fl * (1 - 1e-9)
-            if clear and every is not None:
-                if found[j] is None or every < found[j]:
-                    found[j] = every
-                continue
-            fits = (peak <= fl * (1 + 1e-12)) & capped
-            mine = None
-            while fits.any():
-                near = np.flatnonzero(fits & (scores <= scores[fits].min() * (1 + 1e-9)))
-                if len(near) > NEAR:   # many ties (tiles the transfers do not see): settle the first by float order
-                    order = np.lexsort(tuple(block[near, ::-1].T) + (peak[near], scores[near]))
-                    near = near[order[:NEAR]]
-                for k in near.tolist():
-                    row = known.get(k)
-                    if row is None:
-                        combo = tuple(ints[k].tolist())
-                        trips = combo if fulls is None else tuple(Fraction(n, -(-n // g)) for g, n in zip(combo, fulls))
-                        row = known[k] = [combo, not any(_exact(cap, trips) > 1 for cap in caps), None, None]
-                    combo = row[0]
-                    if not row[1]:
-                        fits[k] = False
-                        continue
-                    if peak[k] > fl * (1 - 1e-9):   # near the limit: settle the memory exactly
-                        if row[3] is None:
-                            if at_columns is None:
-                                at_columns = [exact_at(col) for col in columns]
-                            row[3] = max((at(combo) for at in at_columns), default=Fraction(0))
-                        exact_peak = row[3]
-                        if exact_peak > limit:
-                            fits[k] = False
-                            continue
-                    else:
-                        exact_peak = peaks[k]   # (a float orders against a Fraction exactly, as Fraction(peak))
-                    if row[2] is None:
-                        row[2] = exact_H(combo)
-                    key = (row[2], exact_peak, combo[::-1])
-                    if mine is None or key < mine:
-                        mine = key
-                if fits[near].any():
-                    break
-            if clear:
-                every = mine
+            clear = top <= fl * (1 - 1e-9)    # every tiling fits clearly: the block's best is the same memory on
+            if clear and stair.every is not None:
+                mine = stair.every
+            else:
+                mine = _on_stair(stair, fl, limit, settle)
+                if mine is _PAST:
+                    mine = _in_block(key, b, stair.known, fl, limit, settle)
+                if clear:
+                    stair.every = mine
             if mine is not None and (found[j] is None or mine < found[j]):
                 found[j] = mine
     return [None if f is None else (f[0], f[2][::-1]) for f in found]
+
+
+_PAST = object()     # every tiling settled first is refused: the block is read whole
+
+
+class _Settling:
+    """The exact reading of a tiling (a row of a block): ``row(known, k, tiles)`` is ``[tiles, within the caps, exact
+    H, exact peak]`` (the last two found on first use), kept in ``known``; ``peak(tiles)``, ``H(tiles)`` exactly."""
+
+    def __init__(self, H, columns, fulls, caps):
+        self.columns, self.fulls, self.caps = columns, fulls, caps
+        self.H = _by_seen(H, exact_at(H) if fulls is None else (lambda combo: _exact_ragged(H, combo, fulls)))
+        self._at = None
+
+    def row(self, known, k, combo):
+        found = known.get(k)
+        if found is None:
+            fulls = self.fulls
+            trips = combo if fulls is None else tuple(Fraction(n, -(-n // g)) for g, n in zip(combo, fulls))
+            found = known[k] = [combo, not any(_exact(cap, trips) > 1 for cap in self.caps), None, None]
+        return found
+
+    def peak(self, combo) -> Fraction:
+        if self._at is None:     # each column's exact evaluator, made when a peak is first settled exactly
+            self._at = [exact_at(col) for col in self.columns]
+        return max((at(combo) for at in self._at), default=Fraction(0))
+
+
+def _settled(row, peak, fl, limit, settle):
+    """A row's key ``(exact H, peak, later tiles first)`` at a memory, or None where it is refused exactly (the caps,
+    or its peak settled exactly where its float is near the memory)."""
+    if not row[1]:
+        return None
+    if peak > fl * (1 - 1e-9):   # near the limit: settle the memory exactly
+        if row[3] is None:
+            row[3] = settle.peak(row[0])
+        if row[3] > limit:
+            return None
+        peak = row[3]
+    if row[2] is None:        # (a float peak orders against a Fraction exactly, as Fraction(peak))
+        row[2] = settle.H(row[0])
+    return (row[2], peak, row[0][::-1])
+
+
+def _on_stair(stair, fl, limit, settle):
+    """The block's best at a memory read off its staircase, or :data:`_PAST` where every tiling settled first is
+    refused (the search goes on past them)."""
+    count = stair.fitting(fl * (1 + 1e-12))
+    if not count:
+        return None
+    near, top = stair.near(count)
+    quiet = top <= fl * (1 - 1e-9)      # no tiling settled first is near the memory: the answer reads the count only
+    if quiet and count in stair.answers:
+        return stair.answers[count]
+    mine, known = None, stair.known
+    for k, combo, peak in near:
+        key = _settled(settle.row(known, k, combo), peak, fl, limit, settle)
+        if key is not None and (mine is None or key < mine):
+            mine = key
+    if mine is None:
+        return _PAST
+    if quiet:
+        stair.answers[count] = mine
+    return mine
+
+
+def _in_block(key, b, known, fl, limit, settle):
+    """The best of the ``b``-th block of the grid ``key`` at a memory, read whole: the tilings that fit in floats,
+    those within rounding of the least transfers settled exactly, dropped where refused, until one fits."""
+    blocks = kept_scores(*key) if math.prod(len(v) for v in key[2]) <= KEPT_ROWS else scored(*key)
+    block, peak, scores, capped, _, _ = next(itertools.islice(blocks, b, None))
+    ints, peaks = block.astype(np.int64), peak.tolist()
+    fits = (peak <= fl * (1 + 1e-12)) & capped
+    mine = None
+    while fits.any():
+        near = np.flatnonzero(fits & (scores <= scores[fits].min() * (1 + 1e-9)))
+        if len(near) > NEAR:   # many ties (tiles the transfers do not see): settle the first by float order
+            order = np.lexsort(tuple(block[near, ::-1].T) + (peak[near], scores[near]))
+            near = near[order[:NEAR]]
+        for k in near.tolist():
+            got = _settled(settle.row(known, k, tuple(ints[k].tolist())), peaks[k], fl, limit, settle)
+            if got is None:
+                fits[k] = False
+            elif mine is None or got < mine:
+                mine = got
+        if fits[near].any():
+            break
+    return mine
 
 
 def _by_seen(poly, at):

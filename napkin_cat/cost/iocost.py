@@ -47,8 +47,9 @@ from napkin_cat.cost.partials import partial_values
 from napkin_cat.cost.polynomial import SYMPY
 from napkin_cat.cost.record import ZERO, Cost, Density, GroupCost, OpCost, StreamRecord
 from napkin_cat.cost.scope import Sink, trips as trips_of
+from napkin_cat.cost.seeded import factor
 from napkin_cat.cost.trip_kinds import loop_skip
-from napkin_cat.cost.trips import running_trips
+from napkin_cat.cost.trips import running_trips, whole_trips
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.flat import layers
 from napkin_cat.syntax.relabel import PLAIN, Relabelling
@@ -254,7 +255,8 @@ class Symbolic(Devices):
     are counted per device (:class:`~napkin_cat.cost.devices.Devices`)."""
 
     def op(self, op, ins, sink, dests):
-        sink.append(_op_cost(op.box, sink))
+        masked = getattr(sink, "mask_ops", None)     # a masked trip's maps that make only its mask: apart (.stream)
+        (masked[1] if masked is not None and id(op) in masked[0] else sink).append(_op_cost(op.box, sink))
         return [None] * len(op.outs)
 
     def kernel(self, node, ins, sink, dests):
@@ -274,11 +276,26 @@ class Symbolic(Devices):
         with the reducers' state (e.g. μ, z and o for online softmax) and the values the trip re-reads, the
         step diagram's own intermediates included, then the tail's.  A masked stream (``node.skip``), or one whose
         sub-loops' masks skip its trips (:func:`~napkin_cat.cost.trip_kinds.loop_skip`, as the plan and the cost at
-        sizes skip them), runs only the trips not skipped: :func:`~napkin_cat.cost.trips.running_trips` per tile."""
+        sizes skip them), runs only the trips not skipped: :func:`~napkin_cat.cost.trips.running_trips` per tile; the
+        maps that make only its mask (:meth:`~napkin_cat.algorithms.skipping.Skip.whole`, which the plan and the cost
+        at sizes leave out of a trip the mask allows whole) run on those less the trips it allows whole
+        (:func:`~napkin_cat.cost.trips.whole_trips`)::
+
+            flops(mask's maps) = (running − whole) · flops(one trip's maps)     (causal: the diagonal blocks)
+
+        exact at sizes where the tiles line up with the slices (``s_x | g_q``, ``s_x ≥ 2``) and the mask's offsets are
+        within one position; elsewhere fewer whole trips are counted (a numeric window's or prefix's offsets, a union
+        of bounds: none), never more: the mask's FLOPs are an upper bound of those its running trips make."""
         head, body, tail = sink.within(node.region), sink.inside(node.region), sink.within(node.region)
         vals = run.head(ins, head)
         states = run.init(head)
+        skip = loop_skip(node)
+        whole = node.skip.whole(node.trip) if node.skip is not None and skip is node.skip else None
+        mask = sink.again(body.view)
+        if whole is not None:     # the maps that make only the mask, counted apart: a trip run whole leaves them out
+            body.mask_ops = (frozenset(id(node.trip[k]) for k in whole.ops), mask)
         _, made = run.trip(vals, states, body)
+        body.mask_ops = None
         vals.update((v, made[v]) for v in node.sliced)     # a sliced output: made by the trips
         run.tail(run.finish(vals, states, tail), tail)
         total = Cost()
@@ -292,20 +309,24 @@ class Symbolic(Devices):
                 total.add_column(col, expanded=True)
         size, full = node.region.seen(sink.view)
         trips = trips_of(size, full, arithmetic)
-        skip = loop_skip(node)
         density = None if skip is None else skip.density
+        counted = None
         if skip is not None:
             counted = running_trips(skip, node.axis, sympy.sympify(size), sympy.sympify(full), sink.tiles)
             trips = trips if counted is None else arithmetic.of(counted)
+        partial = trips
+        if mask:     # the trips it allows whole run without the mask's maps (as the plan and the cost at sizes)
+            w = whole_trips(whole, node.axis, sympy.sympify(size), sympy.sympify(full), sink.tiles)
+            partial = trips - arithmetic.of(w) if counted is None else arithmetic.of(factor(counted - w))
         if density is not None:     # a mask from data: a fraction of the trips the positions allow, stated
-            trips = arithmetic.of(density) * trips
+            trips, partial = arithmetic.of(density) * trips, arithmetic.of(density) * partial
         parts = arithmetic.one if node.parts is None else arithmetic.of(node.parts)
         moves, merges = sink.again(head.view), sink.again(head.view)
         if node.parts is not None:     # each part's state written and read back, P − 1 merges (.splits)
             moves.extend(_op_cost(b, sink.again(head.view, ())) for b in partial_moves(node))
             run.merge(states, states, merges)
         total.absorb_all(_phases(head, parts, "head", arithmetic) + _phases(body, trips, "body", arithmetic)
-                         + _phases(moves, parts, "partials", arithmetic)
+                         + _phases(mask, partial, "body", arithmetic) + _phases(moves, parts, "partials", arithmetic)
                          + _phases(merges, parts - 1, "combine", arithmetic) + _phases(tail, 1, "tail", arithmetic))
         if density is not None:
             total.assumptions = (Density(density),)
@@ -364,7 +385,8 @@ class Symbolic(Devices):
         up with the active positions' ends, as a stream's is; :mod:`napkin_cat.cost.trips`), times the density of its
         masks from data.  Where the masks have no such form (a union of bounds: prefix-LM, sinks with a window), or
         some reducer of the outer loop is not a masked sub-loop's, every trip is counted, an upper bound of the cost
-        at sizes.  The trips a sub-loop runs whole are charged the mask's maps, as a stream's are."""
+        at sizes.  The sub-trips its mask allows whole are charged the mask's maps (a stream's are not,
+        :func:`~napkin_cat.cost.trips.whole_trips`): an upper bound of the mask's FLOPs."""
         scope = sink if node.region is None else sink.within(node.region)
         head, body = scope.again(), scope.again()
         run.trip(run.head(ins, head), node.split(state), body)

@@ -204,29 +204,44 @@ def _eliminate(eqs, unknowns, order, assigned, budget):
     return out
 
 
-def kkt_points(H, active, free, M):
+def kkt_points(H, active, free, M, tidied: bool = True):
     """The KKT points of ``min H  s.t.  C = M`` (C in ``active``) with multipliers > 0, in closed form.
 
     Each point maps every free tile's name, and ``"lambda_j"``, to its value (an expression in the
     sizes and ``M``); ``None`` if the system is beyond the bounded elimination.  One tile under one
     column linear in it is solved directly (:func:`direct_point`); the rest by elimination.
+
+    ``tidied=False``: the tiles as the elimination leaves them, not made shortest (:func:`tidy`, about half the
+    work of a point solved with the sizes put in as numbers): equal in value to the tidied ones, for a caller
+    that only reads them as numbers.  A point whose tile is not positive is dropped where sympy sees it on the
+    form it has, so the untidied points may keep one the tidied drop (never positive there: the reader drops it).
+
+    >>> import napkin_cat as nc
+    >>> M, d, n, g, h = (nc.symbol(s) for s in ("M", "d", "n", "g_e", "g_n"))
+    >>> H, C = d * n / h + d * n ** 2 / (g * h) + n ** 2 / g, d * g + d * h + g * h
+    >>> tidied, raw = (kkt_points(H, [C], [g, h], M, tidied=t) for t in (True, False))
+    >>> at = {M: 4096, d: 48, n: 64}
+    >>> [abs(complex(p["g_e"].subs(at)) - complex(q["g_e"].subs(at))) < 1e-9 for p, q in zip(tidied, raw)]
+    [True, True]
+    >>> tidied[1]["g_e"] == raw[1]["g_e"]
+    False
     """
     # H's terms free of the tiles: no part in ∂H/∂g
     moving = sympy.Add(*[t for t in sympy.Add.make_args(H) if t.has(*free)]) if free else H
-    points = _kkt_points(moving, tuple(active), tuple(free), M)
+    points = _kkt_points(moving, tuple(active), tuple(free), M, bool(tidied))
     return None if points is None else [dict(p) for p in points]
 
 
 @kept
-def _kkt_points(H, active, free, M):
+def _kkt_points(H, active, free, M, tidied=True):
     if len(free) == 1 and len(active) == 1:
-        point = direct_point(H, active[0], free[0], M)
+        point = direct_point(H, active[0], free[0], M, tidied)
         if point is not None:
             return [] if any(v.is_positive is False for v in point.values()) else [point]
-    return _eliminated(H, list(active), list(free), M)
+    return _eliminated(H, list(active), list(free), M, tidied)
 
 
-def direct_point(H, C, g, M):
+def direct_point(H, C, g, M, tidied: bool = True):
     """The KKT point of ``min H  s.t.  C = M`` for one tile ``g`` and ``C = a·g + b`` with ``a > 0`` free of ``g``:
     ``g* = (M − b)/a`` and ``λ = −(∂H/∂g)(g*)/a``, as :func:`kkt_points` maps them; ``None`` for any other ``C``,
     and where ``−∂H/∂g`` is not a sum of positive terms (then λ's sign is the elimination's to decide).
@@ -250,12 +265,12 @@ def direct_point(H, C, g, M):
     slope = -sympy.diff(H, g)
     if sign_of(coeff) != 1 or sign_of(slope) != 1:
         return None                        # λ's sign is not read off the terms: the elimination decides
-    value = tidy(-rest / coeff)
+    value = tidy(-rest / coeff) if tidied else -rest / coeff
     return {str(g): value, "lambda_0": slope.subs(g, value) / coeff}
 
 
-def _eliminated(H, active, free, M):
-    """:func:`kkt_points` by the bounded elimination (:func:`_eliminate`)."""
+def _eliminated(H, active, free, M, tidied=True):
+    """:func:`kkt_points` by the bounded elimination (:func:`_eliminate`); the tiles tidied where ``tidied``."""
     lams = [sympy.Dummy(f"lambda_{j}", positive=True) for j in range(len(active))]
     eqs = [sympy.diff(H, g) + sum(lam * sympy.diff(C, g) for lam, C in zip(lams, active)) for g in free]
     eqs += [C - M for C in active]
@@ -268,7 +283,7 @@ def _eliminated(H, active, free, M):
         values = {}
         for x, v in reversed(assignment):
             values[x] = v.xreplace(values)     # (symbols, each value free of the others: as subs)
-        point = {str(g): tidy(values[g]) for g in free}
+        point = {str(g): tidy(values[g]) if tidied else values[g] for g in free}
         point.update({f"lambda_{j}": values[lam] for j, lam in enumerate(lams)})   # only its sign is used
         if any(v.is_positive is False for v in point.values()):
             continue

@@ -1,5 +1,5 @@
 """sympy's factorisation made deterministic: the same expression factored the same way, in the same time, in every
-process.
+process, whether factored by ``factor`` itself or inside ``solve`` and ``roots``.
 
 sympy factors a polynomial in several symbols by Wang's algorithm, which maps all but one symbol to random integers
 (``sympy.core.random.rng``, seeded from the operating system at import) and lifts the univariate factors back.  The
@@ -19,6 +19,11 @@ back as it found it::
 b*(a - b)*(a + b)
 >>> rng.getstate() == before
 True
+
+sympy's ``solve`` and ``roots`` factor too (a polynomial whose coefficients are in the sizes, by the same algorithm):
+:func:`solve` and :func:`roots` are theirs with the points drawn from :data:`SEED` and the generator given back::
+
+    solve(e, x) == sympy.solve(e, x)        roots(p) == sympy.roots(p)        (the roots do not depend on the points)
 """
 from __future__ import annotations
 
@@ -52,3 +57,34 @@ def factor_list(expr, **hints):
     """``sympy.factor_list(expr)`` with the evaluation points drawn from :data:`SEED`."""
     with seeded_points():
         return sympy.factor_list(expr, **hints)
+
+
+def solve(f, *symbols, **flags):
+    """``sympy.solve(f, *symbols, **flags)`` with the evaluation points of the factorisations inside drawn from
+    :data:`SEED` (see the module).
+
+    >>> import sympy
+    >>> from sympy.core.random import rng
+    >>> M, a, b = sympy.symbols("M a b", positive=True)
+    >>> before = rng.getstate()
+    >>> sorted(solve(sympy.expand((M - a * b) * (M - a - b)), M), key=str)
+    [a + b, a*b]
+    >>> rng.getstate() == before
+    True
+    """
+    with seeded_points():
+        return sympy.solve(f, *symbols, **flags)
+
+
+def roots(f, *gens, **flags):
+    """``sympy.roots(f, *gens, **flags)`` with the evaluation points of the factorisations inside drawn from
+    :data:`SEED` (see the module).
+
+    >>> import sympy
+    >>> u, a, b = sympy.symbols("u a b", positive=True)
+    >>> roots(sympy.Poly(sympy.expand((u ** 2 - a * b) * (u - a - b)), u)) == {a + b: 1, sympy.sqrt(a * b): 1,
+    ...                                                                        -sympy.sqrt(a * b): 1}
+    True
+    """
+    with seeded_points():
+        return sympy.roots(f, *gens, **flags)

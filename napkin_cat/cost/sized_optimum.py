@@ -178,40 +178,12 @@ def optimum_values(c, memories, level: int = 1, *, sizes: dict, streams=1, tiles
 def _answers(c, memories, level, sizes, streams, tiles, caps, count, plain=False):
     """``([(M, answer or None)], note)``: the integer search of :func:`optima` at each memory, each distinct answer
     ``(H, tiles, tiles and fixed streams)`` made once (H a sympy number, or a Fraction where ``plain``)."""
-    level = as_level(level, least=1, what="the level of the optimum")
-    if level not in c.H:
-        raise LevelError(f"the algorithm moves nothing at level {level}; levels with transfers: {sorted(c.H)}")
-    if not c.groups and not tiled_streams(c, level):
-        raise NapkinError("the algorithm has no group partition to optimise: apply nc.group first")
-    prog = unexpanded(c, level, streams)     # expanded at the sizes, in exact arithmetic (compiled)
+    _checked(c, level)
     Ms = [memory_limit(m) for m in memories]
     if not all(M.is_number for M in Ms):
         raise MemoryLimitError(f"the exact integer search needs numbers for the memory limits, got {memories}")
-    if tiles not in ("divisors", "any"):
-        raise NapkinError(f"tiles must be 'divisors' (each tile divides its axis) or 'any' (a shorter last "
-                          f"tile), got {tiles!r}")
-    H, cols, fulls, _ = compiled(prog, tuple(sorted(sizes.items())))
-    env = Sizes(tuple(sorted(sizes.items()))).env
-    caps = [(tuple(_fraction(sympy.sympify(a).subs(env), "a requirement's coefficient") for a in m.coeffs),
-             m.exponents) for m in (monomials(_trip_factors(cap).subs(dict(prog.fixed)), prog.tiles) for cap in caps)]
-    exact = counted(c, prog, level, sizes) if count else None
-    if tiles == "any":
-        if exact is None and any(e not in (-1, 0, 1) for exps in H[1] for e in exps):
-            raise NapkinError(f"the transfers {as_expr(prog.H.xreplace(dict(prog.fixed)))} are not linear in "
-                              f"each tile's trips; use tiles='divisors'")
-        values = [integer_search.ragged_values(n) for n in fulls]
-    else:
-        values = _legal_values(prog, fulls, ())
-    found = integer_search.best_many(H, cols, values, [_fraction(M, "the memory limit") for M in Ms],
-                                     fulls=fulls if tiles == "any" else None, caps=caps,
-                                     names=[str(t) for t in prog.tiles], exact=exact)
-    note = ("exact integer search over the divisors of every tile's axis" if tiles == "divisors" else
-            "exact integer search over every tile size (a shorter last tile; ⌈n/g⌉ trips)")
-    if exact is not None:
-        note += ", each ranked by the transfers counted at it (a masked stream's trips that run)"
-    elif c.estimated:
-        note += ", ranked by the estimate of a masked stream's trips (count=False: not counted)"
-    note += ", every column within memory"
+    search = _Prepared(c, level, sizes, streams, tiles, caps, count)
+    found = search.found([_fraction(M, "the memory limit") for M in Ms])
     made: dict = {}     # an answer found at several memories (every tiling fits) made into sympy numbers once
     out = []
     for M, f in zip(Ms, found):
@@ -221,10 +193,92 @@ def _answers(c, memories, level, sizes, streams, tiles, caps, count, plain=False
         if f not in made:
             h, combo = f
             h = h if plain else sympy.Rational(h.numerator, h.denominator)
-            exact_sizes = {t: sympy.Integer(g) for t, g in zip(prog.tiles, combo)}
-            made[f] = h, exact_sizes, {**exact_sizes, **dict(prog.fixed)}
+            exact_sizes = {t: sympy.Integer(g) for t, g in zip(search.prog.tiles, combo)}
+            made[f] = h, exact_sizes, {**exact_sizes, **dict(search.prog.fixed)}
         out.append((M, made[f]))
-    return out, note
+    return out, search.note
+
+
+def _checked(c, level) -> int:
+    """The level, checked: one ``c`` moves something at, with tiles to search."""
+    level = as_level(level, least=1, what="the level of the optimum")
+    if level not in c.H:
+        raise LevelError(f"the algorithm moves nothing at level {level}; levels with transfers: {sorted(c.H)}")
+    if not c.groups and not tiled_streams(c, level):
+        raise NapkinError("the algorithm has no group partition to optimise: apply nc.group first")
+    return level
+
+
+class _Prepared:
+    """What the integer search of a cost record at sizes reads whatever the memory (the program compiled at the
+    sizes, each tile's legal values, the caps, the counting of a masked stream's trips), checked and made once;
+    :meth:`found` searches it at memories (Fractions)."""
+
+    def __init__(self, c, level, sizes, streams, tiles, caps, count):
+        level = _checked(c, level)
+        prog = self.prog = unexpanded(c, level, streams)     # expanded at the sizes, in exact arithmetic (compiled)
+        if tiles not in ("divisors", "any"):
+            raise NapkinError(f"tiles must be 'divisors' (each tile divides its axis) or 'any' (a shorter last "
+                              f"tile), got {tiles!r}")
+        self.H, self.cols, fulls, _ = compiled(prog, tuple(sorted(sizes.items())))
+        env = Sizes(tuple(sorted(sizes.items()))).env
+        self.caps = [(tuple(_fraction(sympy.sympify(a).subs(env), "a requirement's coefficient") for a in m.coeffs),
+                      m.exponents) for m in (monomials(_trip_factors(cap).subs(dict(prog.fixed)), prog.tiles)
+                                             for cap in caps)]
+        self.exact = exact = counted(c, prog, level, sizes) if count else None
+        if tiles == "any":
+            if exact is None and any(e not in (-1, 0, 1) for exps in self.H[1] for e in exps):
+                raise NapkinError(f"the transfers {as_expr(prog.H.xreplace(dict(prog.fixed)))} are not linear in "
+                                  f"each tile's trips; use tiles='divisors'")
+            self.values = [integer_search.ragged_values(n) for n in fulls]
+        else:
+            self.values = _legal_values(prog, fulls, ())
+        self.fulls = fulls if tiles == "any" else None
+        note = ("exact integer search over the divisors of every tile's axis" if tiles == "divisors" else
+                "exact integer search over every tile size (a shorter last tile; ⌈n/g⌉ trips)")
+        if exact is not None:
+            note += ", each ranked by the transfers counted at it (a masked stream's trips that run)"
+        elif c.estimated:
+            note += ", ranked by the estimate of a masked stream's trips (count=False: not counted)"
+        self.note = note + ", every column within memory"
+        self._made: dict = {}
+
+    def found(self, limits) -> list:
+        """Per memory (a Fraction): ``(H, tiles)`` of :func:`~.integer_search.best_many`, or None."""
+        return integer_search.best_many(self.H, self.cols, self.values, limits, fulls=self.fulls, caps=self.caps,
+                                        names=[str(t) for t in self.prog.tiles], exact=self.exact)
+
+    def values_at(self, memories) -> list:
+        """:func:`optimum_values` at the int ``memories``: per memory None, or ``(H, tiles and fixed streams)``,
+        each memory its own dict (each distinct answer's sympy numbers made once, kept)."""
+        out = []
+        for f in self.found(list(memories)):     # (ints: exact, as the Fractions of optimum_values)
+            if f is None:
+                out.append(None)
+                continue
+            made = self._made.get(f)
+            if made is None:
+                made = self._made[f] = {**{t: sympy.Integer(g) for t, g in zip(self.prog.tiles, f[1])},
+                                        **dict(self.prog.fixed)}
+            out.append((f[0], dict(made)))
+        return out
+
+
+def prepared(c, level: int = 1, *, sizes: dict, tiles: str = "divisors", count: bool = True):
+    """The integer search of ``c`` at ``sizes`` prepared for any memory, or None where the transfers are counted at
+    each tiling (a masked stream's trips with ``count``: :func:`optimum_values` counts them in a store of its call):
+    ``p.values_at(memories)`` is ``optimum_values(c, memories, level, sizes=sizes, tiles=tiles, count=count)`` for int
+    memories, whatever memories it was asked at before (the program is compiled and checked once: a caller asking at
+    new memories keeps it).
+
+    >>> import napkin_cat as nc
+    >>> mm = nc.group(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"), "c", "g_c")
+    >>> p = prepared(nc.cost(mm), sizes={"a": 64, "b": 64, "c": 64})
+    >>> p.values_at([2, 1024]) == optimum_values(nc.cost(mm), [2, 1024], sizes={"a": 64, "b": 64, "c": 64})
+    True
+    """
+    found = _Prepared(c, level, sizes, 1, tiles, (), count)
+    return None if found.exact is not None else found
 
 
 def integer_optimum(prog: TilingProgram, M, level, sizes, legal=(), exact=None) -> Optimum:

@@ -23,6 +23,18 @@ tile and slice as a run does, and the integer search (``nc.optimal`` and ``nc.de
 each candidate tiling by that count (:func:`napkin_cat.cost.optimum.counted`), so what they report is what the
 algorithm moves at its tiles.  Symbolic mode reports the estimate and says so in its notes.
 
+Of the trips that run, those on which the mask is always true run without the maps that make only the mask (the
+plan's full trips; :meth:`~napkin_cat.algorithms.skipping.Skip.whole`, as the cost at sizes counts them):
+:func:`whole_trips` counts them alike, the slices whose first position ``X`` makes the mask always true on a slice
+of ``s`` positions, ``⌊(U − start)/s⌋ − ⌈(L − start)/s⌉ + 1`` read on the slices' grid so that it is never more than
+the slices that lie there (:func:`slices_within`); the mask's maps are charged on the trips that run less those.
+
+Where the slices do not line up (``s ∤ g``, a band whose ends are off the grid, as a window's ``q ± w`` in slices that
+do not divide ``w``) the count is below the trips a run makes: ``n`` active positions meet at least ``⌈n/s⌉`` slices
+(on random causal tilings with ``x ≥ q``, ``s_x ∤ g_q``: 27 of 27 below the cost at sizes, every FLOP kind); where a
+band passes an end of the axis that sympy cannot order (``x < q``, a window's first tiles) it is above.  So it is
+neither bound in general: an estimate, and the cost record says so.
+
 >>> import sympy
 >>> from napkin_cat.syntax.axis import symbol
 >>> i, g, s, q = sympy.Symbol("i_q", integer=True, nonnegative=True), symbol("g_q"), symbol("s_x"), symbol("q")
@@ -72,7 +84,7 @@ def _sign(d) -> str | None:
     (a difference of affine bounds: its terms' signs decide), then factored (a common factor's sign, ``g·(x − 1)``).
     Not simplified: on random affine masks' bounds and clamps (symbolic and at numbers, 463 signs), ``simplify``
     decided no sign that these two did not, at many times their time."""
-    for form in (sympy.expand, sympy.factor):
+    for form in (sympy.expand, factor):      # (factor: sympy's, its points seeded)
         e = form(d)
         if e.is_zero:
             return "zero"
@@ -242,4 +254,81 @@ def running_trips(skip, axis: str, slice_size, full, tiles):
     return averaged(count, [(t[3], t[4]) for t in reversed(tiles)])
 
 
-__all__ = ["POINT", "per_tile", "averaged", "running_trips"]
+__all__ = ["POINT", "per_tile", "averaged", "running_trips", "slices_within", "whole_trips"]
+
+
+def _on_grid(bound, start, slice_size, down: bool):
+    """``⌊(bound − start)/s⌋`` (``down``) or ``⌈(bound − start)/s⌉``: the slices of ``s`` from ``start`` up to a bound,
+    never more slices than lie there.  The bound's symbolic part (``i·g_q``, ``x − s_x``) is taken to lie on the
+    slices' grid, as the symbolic cost takes a tile to divide what it tiles; its constant ``c`` (the ``+1`` of
+    ``x ≤ q`` on a slice, a window's ``w + 1``) rounds, for a symbolic ``s``, to the bound of ``⌊c/s⌋`` from below
+    (0 for ``c ≥ 0``, ``c`` for ``c < 0``) and of ``⌈c/s⌉`` from above (0 for ``c ≤ 0``, ``c`` for ``c > 0``): exact
+    where ``|c| ≤ 1`` and ``s ≥ 2`` (causal), else fewer (a numeric window's or prefix's ``c``, not known to be a
+    multiple of ``s``); at a number of ``s`` exactly.  None where ``c`` is no integer."""
+    c, rest = sympy.expand(bound - start).as_coeff_Add()
+    if not c.is_integer:
+        return None
+    s = sympy.sympify(slice_size)
+    if s.is_number:
+        return rest / s + (sympy.floor(c / s) if down else sympy.ceiling(c / s))
+    if down:
+        return rest / s + (0 if c >= 0 else c)
+    return rest / s + (0 if c <= 0 else c)
+
+
+@functools.lru_cache(maxsize=CACHED)
+def slices_within(always, X, slice_size, axis_range):
+    """The slices of ``s`` (from the axis' start, on its grid) lying where ``always`` holds, a condition on the first
+    position ``X`` of a slice: ``⌊(U − start)/s⌋ − ⌈(L − start)/s⌉ + 1`` for its bounds ``[L, U]`` on ``X`` (within
+    the axis: ``start ≤ X ≤ start + extent − s``), each read on the slices' grid by :func:`_on_grid` (never more
+    slices than lie there).  0 where ``always`` is no conjunction of bounds on ``X`` (a union: prefix-LM's
+    ``x < P ∨ x ≤ q``), or the count is negative (bounds that cross: a band narrower than a tile and a slice); a count
+    whose sign sympy cannot tell (a window ``(2w − g_q)/s_x``) is kept, below the slices where it is negative.
+
+    >>> from napkin_cat.syntax.axis import symbol
+    >>> i, g, s = sympy.Symbol("i_q", integer=True, nonnegative=True), symbol("g_q"), symbol("s_x")
+    >>> slices_within(sympy.Le(POINT + s - 1, i * g), POINT, s, (0, symbol("x")))   # causal: x ≤ the tile's first q
+    g_q*i_q/s_x
+    """
+    if isinstance(always, BooleanFalse):
+        return sympy.Integer(0)
+    found = _bounds(to_nnf(always), X)
+    if found is None:
+        return sympy.Integer(0)
+    lowers, uppers = found
+    start, extent = axis_range
+    lo = _tightest(lowers, sympy.sympify(start), "max")
+    hi = _tightest(uppers, sympy.sympify(start + extent - slice_size), "min")
+    if lo is None or hi is None:
+        return sympy.Integer(0)
+    up, down = _on_grid(hi, start, slice_size, True), _on_grid(lo, start, slice_size, False)
+    if up is None or down is None:
+        return sympy.Integer(0)
+    count = factor(sympy.expand(up - down + 1))
+    return sympy.Integer(0) if _sign(count) == "negative" else count     # bounds that cross: no slice
+
+
+def whole_trips(whole, axis: str, slice_size, full, tiles):
+    """The trips per enclosing tile of a stream along ``axis`` that its mask ``whole`` (a
+    :class:`~napkin_cat.algorithms.skipping.Whole`, :meth:`~napkin_cat.algorithms.skipping.Skip.whole`: the trips run
+    without the mask's maps, as the plan and the cost at sizes run them) allows on every pair: the slices on which
+    interval arithmetic finds the mask always true (:func:`slices_within`), averaged over ``tiles`` as
+    :func:`running_trips`.  0 for a mask from data (decided by its table at sizes only) or one that is no conjunction
+    of bounds on the slice; never more than the trips that run whole where the symbolic parts lie on the slices' grid.
+    """
+    if whole is None or whole.data:
+        return sympy.Integer(0)
+    own = [t for t in tiles if t[0] == axis]
+    axis_range = (own[-1][1], own[-1][2]) if own else (0, full)
+    latest = {t[0]: t for t in tiles}
+
+    def tile_of(a, size):
+        if a == axis:
+            return POINT, slice_size
+        if a in latest:
+            return latest[a][1], latest[a][2]
+        return 0, size
+    always = whole.always(tile_of)
+    always = sympy.sympify(always) if isinstance(always, bool) else always
+    count = slices_within(always, POINT, slice_size, axis_range)
+    return averaged(count, [(t[3], t[4]) for t in reversed(tiles)])

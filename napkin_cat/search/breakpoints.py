@@ -36,6 +36,7 @@ import math
 import sympy
 
 from napkin_cat.cost.optimum import power_terms
+from napkin_cat.cost.seeded import solve as seeded_solve
 from napkin_cat.errors import NapkinError
 
 #: the memories scanned for a sign change of ``t(M) − n``: ``2^k`` for k in this range
@@ -140,8 +141,9 @@ def sympy_roots(t, n, M) -> tuple:
     """sympy's roots of ``t = n`` in ``M`` (sympy expressions are values: the same equation is met once per kernel
     shape that recurs across candidates).  Unchecked by sympy (``check=False``: its ``checksol`` simplifies every
     root, 30 of 35 s profiled in a gelu MLP's symbolic derive): a root is kept only where it meets the bracketed
-    value at the reference sizes (:func:`_first_meeting`)."""
-    return tuple(sympy.solve(sympy.Eq(t, n), M, check=False))
+    value at the reference sizes (:func:`_first_meeting`).  Its factorisations' points seeded
+    (:func:`napkin_cat.cost.seeded.solve`): the same time in every process."""
+    return tuple(seeded_solve(sympy.Eq(t, n), M, check=False))
 
 
 @functools.lru_cache(maxsize=1024)

@@ -29,7 +29,7 @@ from napkin_cat.cost.exact_arithmetic import value
 from napkin_cat.cost.iocost import cost
 from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.optimum import optimal
-from napkin_cat.cost.sized_optimum import optimum_values
+from napkin_cat.cost.sized_optimum import optimum_values, prepared
 from napkin_cat.cost.polynomial import POLYNOMIAL, SYMPY, sympified
 from napkin_cat.cost.tiling import program, tiled_streams, unexpanded
 from napkin_cat.algorithms.partition_facts import KernelFacts
@@ -64,11 +64,12 @@ class Curve:
         self.partition, self.level, self.role, self.sliced = partition, level, role, sliced
         self.density = density
         self._search = self._sympy = self._streams = None
-        self._at, self._smallest, self._symbolic, self._capped, self._all = {}, {}, {}, {}, {}
+        self._smallest, self._symbolic, self._capped, self._all = {}, {}, {}, {}
         self._grouped = self._symbols = self._program = None
         self._least = {}
+        self._flat, self._prepared = {}, {}   # per sizes: a kernel's transfers without tiles; its prepared search
         self.between = 0    # memories answered between two searched alike (:meth:`at_all`), not searched
-        self._points = {}   # (sizes, tiles, count) -> {memory: answer}: :attr:`_at` by the rest of its key
+        self._points = {}   # (sizes, tiles, count) -> {memory: (H*, tiles)}: the points answered
 
     def least(self, sizes: dict) -> int:
         """A lower bound of the memory every tiling of the partition needs at ``sizes``, read off the function
@@ -204,15 +205,18 @@ class Curve:
         the transfers are an estimate (a masked stream), each tiling ranked by the transfers counted at it (True),
         or by the estimate (False: :func:`~napkin_cat.cost.optimum.optima`'s ``count``); part of the point's key.
         """
-        key = (tuple(sorted(sizes.items())), int(memory), tiles, count)
-        if key not in self._at:
-            self._put(key, self._solve(sizes, memory, tiles, count))
-        return self._at[key]
+        points = self._points_of(tuple(sorted(sizes.items())), tiles, count)
+        found = points.get(int(memory))
+        if found is None:
+            found = points[int(memory)] = self._solve(sizes, memory, tiles, count)
+        return found
 
-    def _put(self, key, answer) -> None:
-        """The point ``key`` (sizes, memory, tiles, count) answered: kept under its key and by its memory."""
-        self._at[key] = answer
-        self._points.setdefault((key[0], key[2], key[3]), {})[key[1]] = answer
+    def _points_of(self, skey, tiles, count) -> dict:
+        """``{memory: (H*, tiles)}`` answered at the sizes ``skey`` (sorted pairs), tile grid and ``count``."""
+        found = self._points.get((skey, tiles, count))
+        if found is None:
+            found = self._points[(skey, tiles, count)] = {}
+        return found
 
     def at_all(self, sizes: dict, memories, tiles: str = "divisors", caps=(), count: bool = True) -> list:
         """:meth:`at` for every memory of ``memories`` (one pass over the tile candidates; the list is kept, as
@@ -232,24 +236,23 @@ class Curve:
         found = self._all.get(whole)
         if found is not None:
             return found
-        todo = [m for m in memories if (skey, int(m), tiles, count) not in self._at]
+        points = self._points_of(skey, tiles, count)
+        todo = [m for m in memories if int(m) not in points]
         if todo:     # a memory below the least any tiling needs: no fit, and nothing costed for it
             least = self.least(sizes)
-            for m in [m for m in todo if least > m]:
-                self._put((skey, int(m), tiles, count), (None, {}))
+            for m in todo:
+                if least > m:
+                    points[int(m)] = (None, {})
             todo = [m for m in todo if least <= m]
         if todo and self.grouped:     # a memory between two answered alike: their answer, unsearched (between)
-            todo = self._between(skey, todo, tiles, count)
+            todo = self._between(points, todo)
         if todo and self.grouped:
-            for m, o in zip(todo, optimum_values(self.search_cost, todo, self.level, sizes=sizes, tiles=tiles,
-                                                 count=count)):
-                self._put((skey, int(m), tiles, count), (None, {}) if o is None else (int(o[0]), o[1]))
-        at = self._at     # (each point read under its key, made once here: :meth:`at` where not yet solved)
-        found = self._all[whole] = [at.get((skey, int(m), tiles, count)) or self.at(sizes, m, tiles, count)
-                                    for m in memories]
+            for m, o in zip(todo, self._values(sizes, skey, todo, tiles, count)):
+                points[int(m)] = (None, {}) if o is None else (int(o[0]), o[1])
+        found = self._all[whole] = [points.get(int(m)) or self.at(sizes, m, tiles, count) for m in memories]
         return found
 
-    def _between(self, skey, todo, tiles, count) -> list:
+    def _between(self, points, todo) -> list:
         """The memories of ``todo`` still to search: each answered already at the nearest memories searched on
         either side is given their answer (a copy), without a search (the curve's :attr:`between` counts them).
 
@@ -258,8 +261,8 @@ class Curve:
         among the tilings whose every column is within ``m``: a set that only grows with ``m``.  So for
         ``lo < m < hi``: where ``hi`` has no tiling, neither has ``m``; where ``lo`` and ``hi`` answer the same
         tiling ``T``, ``T`` fits at ``m`` (it fits at ``lo``) and no tiling that fits at ``m`` beats it (it fits
-        at ``hi``, where ``T`` is the least): ``m``'s answer is ``T``."""
-        points = self._points.get((skey, tiles, count))
+        at ``hi``, where ``T`` is the least): ``m``'s answer is ``T``.  ``points``: the curve's answers at the sizes,
+        tile grid and count asked (:meth:`_points_of`), where the answers found are put."""
         if not points:
             return todo
         at = sorted(points)
@@ -273,19 +276,36 @@ class Curve:
             else:
                 left.append(m)
         for m, hi in found:    # (kept after the walk: each answer read off the memories searched)
-            self._put((skey, int(m), tiles, count), (hi[0], dict(hi[1])))
+            points[int(m)] = (hi[0], dict(hi[1]))
             self.between += 1
         return left
 
     def _solve(self, sizes, memory, tiles="divisors", count=True):
         if self.least(sizes) > memory:      # no tiling fits (:meth:`least`): not costed
             return None, {}
+        skey = tuple(sorted(sizes.items()))
         if not self.grouped:
             if self.smallest(sizes) > memory:
                 return None, {}
-            return int(value(self.H, {**self._fixed(), **_env(sizes)})), {s: sympy.Integer(1) for s in self.streams}
-        (o,) = optimum_values(self.search_cost, [memory], self.level, sizes=sizes, tiles=tiles, count=count)
+            found = self._flat.get(skey)     # (the transfers of a kernel without tiles: the same at every memory)
+            if found is None:
+                found = self._flat[skey] = int(value(self.H, {**self._fixed(), **_env(sizes)}))
+            return found, {s: sympy.Integer(1) for s in self.streams}
+        (o,) = self._values(sizes, skey, [memory], tiles, count)
         return (None, {}) if o is None else (int(o[0]), o[1])
+
+    def _values(self, sizes, skey, memories, tiles, count) -> list:
+        """:func:`~napkin_cat.cost.sized_optimum.optimum_values` of the search record at ``memories``: through the
+        search prepared once per sizes, tile grid and ``count`` (:func:`~napkin_cat.cost.sized_optimum.prepared`),
+        kept, where it can be (int memories, transfers not counted per tiling)."""
+        key = (skey, tiles, count)
+        found = self._prepared.get(key, self)
+        if found is self:
+            found = self._prepared[key] = prepared(self.search_cost, self.level, sizes=sizes, tiles=tiles,
+                                                   count=count)
+        if found is None or not all(type(m) is int for m in memories):
+            return optimum_values(self.search_cost, list(memories), self.level, sizes=sizes, tiles=tiles, count=count)
+        return found.values_at(memories)
 
     def symbolic(self, M):
         """The large-M form of ``H*`` (a sum of powers of ``M``), or ``H`` itself for a kernel without tiles."""

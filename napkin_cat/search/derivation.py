@@ -192,7 +192,9 @@ def _assuming(d: Derivation, density) -> Derivation:
     one (:func:`masked_by_data`); elsewhere they assume nothing and stay unmade."""
     found = {a.symbol: None for r in (d.regimes or (d,)) if _masked(r)
              for a in (r.cost.assumptions if r.cost is not None else ())}
-    found.update((s, None) for s in densities(d.diagram))
+    later = held(d, "diagram")    # (a symbolic derive's algorithm, not made: its facts say whether it has one)
+    if not (isinstance(later, Later) and later.facts.get("masked") is False):
+        found.update((s, None) for s in densities(d.diagram))
     return replaced(d, assumptions=tuple(Density(s, density) for s in found))
 
 

@@ -69,7 +69,7 @@ from napkin_cat.search.held_on import HeldOn
 from napkin_cat.search.held_alike import held_alike, leading_need, shifted
 from napkin_cat.search.lower_envelope import guarded, lower_envelope
 from napkin_cat.search.probes import envelope_at, probe_memories, spans_at
-from napkin_cat.search.results import Derivation, Later, Regime
+from napkin_cat.search.results import Derivation, Later, Regime, held
 from napkin_cat.search.space import Makers, check_sizes, select
 from napkin_cat.search.top_columns import top_form
 from napkin_cat.search.unbound_tiles import unbound
@@ -367,10 +367,10 @@ def start_whole(c, whole, sizes, env, ref):
     """
     ran = c.start.at <= c.end.at and not c.past
     runs, grows, least = runs_from(c, whole, sizes, env, ref)
-    sized = {k: sympy.sympify(v) for k, v in {**ref, **env}.items()}
+    sized = tuple(sorted(((k, sympy.sympify(v)) for k, v in {**ref, **env}.items()), key=lambda kv: str(kv[0])))
     if not grows and runs.at < c.end.at:       # a constant form holds from where its algorithm fits
         return runs
-    if ran and max(leading_need(col, sized) for col in least) <= c.end.at * (1 + 1e-9):
+    if ran and max(_leading(col, sized) for col in least) <= c.end.at * (1 + 1e-9):
         return c.end
     return runs if runs.at > c.end.at else c.end
 
@@ -389,19 +389,29 @@ def runs_from(c, whole, sizes, env, ref):
             continue
         ones = {t: 1 for t in prog.tiles}
         least += [sympy.expand(sympy.sympify(col).xreplace(ones)) for col in prog.columns]
-    sized = {k: sympy.sympify(v) for k, v in {**ref, **env}.items()}
+    sized = tuple(sorted(((k, sympy.sympify(v)) for k, v in {**ref, **env}.items()), key=lambda kv: str(kv[0])))
 
     def need():
         return sympy.sympify(column_max(least, exact=False)).subs(env)
     return Breakpoint(max(_largest(col, sized) for col in least), solve=need), grows, least
 
 
-def _largest(col, sized) -> float:
-    """A column (or a ``Max`` of columns) at the sizes ``sized``, as a number."""
+@functools.lru_cache(maxsize=4096)
+def _largest(col, sized: tuple) -> float:
+    """A column (or a ``Max`` of columns) at the sizes ``sized`` (sorted ``(symbol, number)`` pairs), as a number (a
+    pure function of its key: the clamped forms of one algorithm share most columns, read once per process, bounded).
+    """
     col = sympy.sympify(col)
     if isinstance(col, sympy.Max):
         return max(_largest(a, sized) for a in col.args)
-    return float(col.xreplace(sized))
+    return float(col.xreplace(dict(sized)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _leading(col, sized: tuple) -> float:
+    """:func:`~.held_alike.leading_need` of a column at the sizes ``sized`` (sorted ``(symbol, number)`` pairs),
+    memoised as :func:`_largest`."""
+    return leading_need(col, dict(sized))
 
 
 def symbolic(diagram, forms, book, search, M, sizes, reference):
@@ -498,6 +508,6 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
         args.append((c.H, M < upper) if upper != sympy.oo else (c.H, True))
     H = sympy.Piecewise(*args)
     last = regimes[-1]
-    return Derivation(diagram, last.diagram, last.trace, H=H, cost=cost, optimum=last.optimum,
+    return Derivation(diagram, held(last, "diagram"), held(last, "trace"), H=H, cost=cost, optimum=last.optimum,
                       variant=last.variant, regimes=tuple(regimes), memory=M, level=level, sizes=sizes,
                       bound=bound, gap=last.gap, candidates=tuple((str(c.made.variant), c.H) for c in cands))

@@ -136,8 +136,13 @@ class Derivation(_Derivation):
     ``optimum``, ``gap`` are those of the last regime (the largest memory).  ``bound`` is the known
     lower bound (:mod:`.bounds`).  With ``hardware=``, ``prediction`` and ``timings`` (the time model's
     choice of tiles and variant, :mod:`napkin_cat.hardware.timed`).  ``blocks`` (numeric mode): the thread
-    blocks the narrowest kernel launches at the chosen tiles (``nc.derive(..., min_blocks=B)`` makes it ≥ B)."""
+    blocks the narrowest kernel launches at the chosen tiles (``nc.derive(..., min_blocks=B)`` makes it ≥ B).
 
+    ``diagram`` and ``trace`` may be given as :class:`Later` s (a symbolic derive's: its last piece's algorithm, made
+    by the rules where read), as ``cost``: read or not, the same values."""
+
+    diagram: Diagram = _Deferred()   # (a Later is made on first read)
+    trace: Trace = _Deferred()
     H: object = None
     cost: object = _Deferred(None)   # (a Later is made on first read)
     optimum: Optimum | None = None

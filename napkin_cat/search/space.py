@@ -202,7 +202,7 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
         if form.cut is not None:
             parts, joints = form.cut
             shortest = segmented_shortest(form.graph, parts, joints, search, memories, evaluate, lower, context,
-                                          options, tie, sizes)
+                                          options, tie, sizes, rows)
         else:
             shortest = shortest_splits(form.space, search, memories, evaluate, lower, options, tie, rows)
             if not form.space.exact:   # kernels capped in size: grown by cost-guided fusion (and joins of siblings)

@@ -165,13 +165,15 @@ def _numeric_at_sets(prog, M, pairs: tuple, sets) -> list:
 def _numeric_at(prog, M, pairs: tuple, s: tuple) -> tuple:
     """``((H, tiles), …)``: the KKT points of the columns ``s`` (each ``T_j = M``) solved with the sizes ``pairs``
     put in first (:func:`~napkin_cat.cost.lagrange.kkt_points` of numbers and ``M``), as float functions of
-    ``M − K``: what the scan reads of :func:`_numeric_set` at a fraction of its symbolic work."""
+    ``M − K``: what the scan reads of :func:`_numeric_set` at a fraction of its symbolic work.  The points are
+    read as numbers only, so their tiles are not tidied (``kkt_points(…, tidied=False)``, half the work); the
+    forms stated are the symbolic points', solved in the sizes (:func:`_solved`)."""
     H, tops, free, _ = top_columns(prog)
     env = dict(pairs)
     Hn = sympy.sympify(H).xreplace(env)
     Mp = sympy.Dummy("Mp", positive=True)
     out = []
-    for p in kkt_points(Hn, [sympy.sympify(tops[j]).xreplace(env) for j in s], list(free), M) or ():
+    for p in kkt_points(Hn, [sympy.sympify(tops[j]).xreplace(env) for j in s], list(free), M, tidied=False) or ():
         ts = [sympy.sympify(p[str(g)]).xreplace({M: Mp}) for g in free]
         out.append((sympy.lambdify(Mp, Hn.xreplace(dict(zip(free, ts))), "math"), sympy.lambdify(Mp, ts, "math")))
     return tuple(out)
@@ -212,7 +214,11 @@ def _chosen(prog, M, pairs: tuple, k_at: float, at: float):
     chooses as the scan over all does (where one option is the cheapest that satisfies every column among all, it
     is among any set of options that holds it).  Where the two scans do not agree (a point the numeric elimination
     finds and the symbolic one does not, or a choice where no point fits), every set is solved in the sizes and
-    scanned, as with one column."""
+    scanned, as with one column.
+
+    Where the program has one column and it one point, that point is the choice and no option takes over: the scan
+    (:func:`_scanned`) would pick among that one option (each wider set is that column alone again) and a memory
+    where it does not fit ends nothing; the scan and its float functions (:func:`_numeric_set`) are not made."""
     _, tops, free, _ = top_columns(prog)
     if len(tops) > 1 and len(free) > 1:     # (one tile: the symbolic point is solved directly, no cheaper)
         first = _scanned(lambda sets: _numeric_at_sets(prog, M, pairs, sets), len(tops), k_at, at, prog)
@@ -224,8 +230,11 @@ def _chosen(prog, M, pairs: tuple, k_at: float, at: float):
             if second is not None and second[3] and _agree(fs[i], _numeric(prog, M, pairs, keep)[second[1]],
                                                           end, second[2], k_at, at):
                 return options(prog, M, keep), second[1], second[2]
-    if not options(prog, M):
+    found = options(prog, M)
+    if not found:
         return None
+    if len(tops) == 1 and len(found) == 1:
+        return found, 0, None       # one column, one point: what the scan would choose (docstring), unscanned
     sets, i, end, _ = _scanned(lambda sets: _numeric(prog, M, pairs, sets), len(tops), k_at, at, prog)
     return options(prog, M, sets), i, end
 

@@ -1,5 +1,6 @@
-"""A tiling grid's scores are kept between searches (cost/grid_scores.kept_scores, symbwd2-35): the symbolic
-derive's probes ask the same kernels again at other memories, and each grid is scored once.
+"""A tiling grid's scores are kept between searches (cost/grid_scores.kept_scores, symbwd2-35; since sel-35 as each
+block's staircase, cost/stairs.kept_stairs): the symbolic derive's probes ask the same kernels again at other memories,
+and each grid is scored once.
 
 The law: a search at memories asked one call at a time, after others, answers as one fresh search over all of
 them (the scores are a pure function of the posynomials, the legal values, the axis sizes of a ragged search and
@@ -10,7 +11,7 @@ from __future__ import annotations
 import itertools
 from fractions import Fraction
 
-from napkin_cat.cost import grid_scores, integer_search
+from napkin_cat.cost import grid_scores, integer_search, stairs
 from napkin_cat.cost.integer_search import best_many, divisors, ragged_values
 
 F = Fraction
@@ -26,6 +27,7 @@ MEMORIES = [3, 20, 45, 99, 100, 150, 500]
 def fresh(values, memories, h=H, **kw):
     integer_search.searched.cache_clear()
     grid_scores.kept_scores.cache_clear()
+    stairs.kept_stairs.cache_clear()
     return best_many(h, C, values, memories, **kw)
 
 
@@ -60,11 +62,12 @@ def test_one_memory_at_a_time_answers_as_one_fresh_search():
     assert len({tuple(e) for e in expected}) == 6          # the six programs differ: a shared score would show
     integer_search.searched.cache_clear()
     grid_scores.kept_scores.cache_clear()
+    stairs.kept_stairs.cache_clear()
     for m in reversed(MEMORIES):             # every case asked in turn, one memory a call: the scores kept
         for (values, kw), e in zip(cases, expected):
             rest = {k: v for k, v in kw.items() if k != "h"}
             assert best_many(kw.get("h", H), C, values, [m], **rest) == [e[MEMORIES.index(m)]]
-    assert grid_scores.kept_scores.cache_info().hits > 0
+    assert stairs.kept_stairs.cache_info().hits > 0
     for (values, kw), e in zip(cases, expected):      # and each answer is the least over every tiling
         h = kw.get("h", H)
         assert [x and x[0] for x in e] == [brute(h, values, m, kw.get("fulls"), kw.get("caps", ())) for m in MEMORIES]

@@ -18,7 +18,8 @@ import sympy
 import napkin_cat as nc
 from napkin_cat.cost.optimum import power_terms
 from napkin_cat.errors import NapkinError
-from napkin_cat.search.crossings import cancel, crossing_root, off_powers
+from napkin_cat.search import crossings
+from napkin_cat.search.crossings import cancel, crossing_root, off_power, off_powers
 
 S = nc.symbol
 M, a, b, d, n = (S(k) for k in "Mabdn")
@@ -84,8 +85,8 @@ def test_a_form_is_expanded_once_and_a_crossing_solved_once(monkeypatch):
     c = random.Random().randint(10 ** 3, 10 ** 6)             # a form no other call asked for
     Hc = c * sympy.sqrt(M + d * n) * (a + b) + a * b / (M + a)     # (two shifts of M: solved in M itself)
     expanded = []
-    real = sympy.expand
-    monkeypatch.setattr(sympy, "expand", lambda e, *x, **k: expanded.append(e) or real(e, *x, **k))
+    real = crossings.expanded           # (sympy.expand, each repeated subexpression once: napkin_cat.cost.expanded)
+    monkeypatch.setattr(crossings, "expanded", lambda e: expanded.append(e) or real(e))
     ref = {a: 40, b: 3, d: 7, n: 11}
     assert crossing_root(Hc, a ** 2 / M, M, ref, 10.0) is None
     assert crossing_root(b ** 2 / M, Hc, M, ref, 10.0) is None
@@ -104,3 +105,31 @@ def test_a_crossing_asked_again_is_not_solved_again(monkeypatch):
     monkeypatch.setattr(sympy, "roots", lambda *x, **k: solved.append(x) or real(*x, **k))
     ref = {a: 40, d: 7, n: 11}
     assert [crossing_root(Ha, Hb, M, ref, 40.0) for _ in range(2)] == [a, a] and len(solved) == 1
+
+
+def by_collecting(term) -> bool:
+    """The second route of :func:`off_power`: sympy's ``as_coeff_exponent`` (a ``collect``), its coefficient's ``M``."""
+    return bool(term.as_coeff_exponent(M)[0].has(M))
+
+
+def test_a_term_is_off_the_powers_as_sympys_coefficient_says():
+    """Every term of the random forms above, of their shifts, and of the forms a symbolic derive of attention,
+    grouped-query attention and a SwiGLU MLP compares, expanded: :func:`off_power` (its factors read) is what
+    ``as_coeff_exponent`` says; and on terms whose sums collect to a power of ``M`` (an integer power, a radical).
+    Mutations (``collected_power``): every sum read as one in ``M`` fails on grouped-query attention's
+    ``1/(−M√g + Mg)``; a radical of a sum that collects to ``M^k``·more split whatever the rest's sign fails on
+    ``√(Ma − M)``."""
+    rng = random.Random(36)
+    forms = [form(rng, [(rng.randint(1, 3), x) for x in rng.sample(ODD, rng.randint(0, 3))]) for _ in range(30)]
+    for f in (nc.library.attention(), nc.library.grouped_query_attention(), nc.library.swiglu_mlp()):
+        forms += [sympy.sympify(H) for _, H in nc.derive(f, memory="M").candidates]
+    forms += [H.xreplace({M: M + d * n}) for H in forms[:10]]
+    terms = [t for H in forms for t in sympy.Add.make_args(sympy.expand(H))]
+    terms += [a * sympy.sqrt(M * a - M), d * sympy.sqrt(M * a + M * b), n / (M * a - M * b) ** 2, sympy.log(M) * a,
+              d / (M * sympy.sqrt(M + n) + M * a), M ** a * d]     # (sums in M collected, a radical's sign unknown)
+    kinds = [by_collecting(t) for t in terms]
+    assert [off_power(t, M) for t in terms] == kinds
+    assert sum(kinds) >= 30 and len(kinds) - sum(kinds) >= 30        # both answers met
+    m, y = sympy.symbols("m y")     # signs unknown: a radical of m·(y − 1) is not split, a square is
+    for t in (a * sympy.sqrt(m * y - m), d / (m * y - m * b) ** 2, d * sympy.sqrt(m * a + m * b)):
+        assert off_power(t, m) == bool(t.as_coeff_exponent(m)[0].has(m))

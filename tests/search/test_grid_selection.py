@@ -114,15 +114,15 @@ def test_a_block_many_memories_answer_as_each_alone():
 
 
 def test_a_curve_is_searched_once_for_all_memories(monkeypatch):
-    """Counted: over a list of memories each grouped curve's integer search runs once (``optimum_values`` over the
-    list), whatever the number of memories — over the memories its least memory admits (``Curve.least``: below it
-    no tiling fits and nothing is costed)."""
+    """Counted: over a list of memories each grouped curve's integer search runs once (``Curve._values``, its
+    prepared search or ``optimum_values``, over the list), whatever the number of memories — over the memories its
+    least memory admits (``Curve.least``: below it no tiling fits and nothing is costed)."""
     calls, passes = [], []
-    values, at_all = curves.optimum_values, curves.Curve.at_all
+    values, at_all = curves.Curve._values, curves.Curve.at_all   # (_values: every integer search of a curve, sel-35)
 
-    def counting_values(c, memories, *args, **kwargs):
+    def counting_values(self, sizes, skey, memories, *args, **kwargs):
         calls.append(len(memories))
-        return values(c, memories, *args, **kwargs)
+        return values(self, sizes, skey, memories, *args, **kwargs)
 
     def counting_at_all(self, sizes, memories, *args, **kwargs):
         if self.grouped and (id(self), tuple(memories)) not in seen:
@@ -132,7 +132,7 @@ def test_a_curve_is_searched_once_for_all_memories(monkeypatch):
                 passes.append(admitted)
         return at_all(self, sizes, memories, *args, **kwargs)
     seen: set = set()
-    monkeypatch.setattr(curves, "optimum_values", counting_values)
+    monkeypatch.setattr(curves.Curve, "_values", counting_values)
     monkeypatch.setattr(curves.Curve, "at_all", counting_at_all)
     f, sizes, _ = _library("swiglu_mlp")
     nc.derive(f, MEMORIES, sizes=sizes, cache=KernelCache())

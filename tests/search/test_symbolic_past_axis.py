@@ -40,8 +40,15 @@ def compulsory(diagram, sizes) -> int:
 def axes(diagram, sizes) -> dict:
     """Every axis of the diagram's boxes (inner ones too: the block's ``m``, sized ``n``) at ``sizes``."""
     env = {nc.symbol(k): v for k, v in sizes.items()}
-    return {a.name: float(sympy.sympify(a.size).subs(env)) for box in diagram.boxes
-            for arr in (*box.dom.inside, *box.cod.inside) for a in arr.axes}
+    found = {}
+    for box in diagram.boxes:
+        for a in (a for arr in (*box.dom.inside, *box.cod.inside) for a in arr.axes):
+            size = sympy.sympify(a.size).subs(env)
+            if a.name not in found and size.is_number:      # (inside a partition: the tile, not the axis)
+                found[a.name] = float(size)
+        if isinstance(box, nc.Region):
+            found = {**axes(box.arg, sizes), **found}
+    return found
 
 
 def axis_of(tile: str) -> str:
@@ -60,9 +67,9 @@ def samples(lo: float, hi: float) -> list:
 def pieces_within_axes(r, sizes) -> list:
     """``[(piece, M, tile, value, axis)]`` where a piece's tile exceeds its axis at a memory of its interval."""
     env = {nc.symbol(k): v for k, v in sizes.items()}
-    n = axes(r.diagram, sizes)
     bad = []
     for i, g in enumerate(r.regimes):
+        n = {**axes(r.diagram, sizes), **axes(g.diagram, sizes)}       # (a kernel's axes renamed apart too)
         lo, hi = float(sympy.sympify(g.lower).subs(env)), float(sympy.sympify(g.upper).subs(env))
         for m in samples(lo, hi):
             for tile, t in g.optimum.sizes.items():

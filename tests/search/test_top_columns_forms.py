@@ -120,3 +120,62 @@ def test_the_scan_on_points_solved_at_the_sizes_chooses_as_on_all_symbolic_point
     (first, end), (second, _), (third, _) = seen
     assert end is not None and 2.0 ** 12 < end.at < 2.0 ** 24        # where no single column's point fits any more
     assert first != second and second == third
+
+
+def _counting_lambdify(monkeypatch):
+    """``sympy.lambdify`` counted: the float functions the scan of :func:`top_form` is made of."""
+    made = []
+    real = sympy.lambdify
+
+    def counted(*args, **kwargs):
+        made.append(args[0])
+        return real(*args, **kwargs)
+    monkeypatch.setattr(sympy, "lambdify", counted)
+    return made
+
+
+def _brute(prog, sizes, mp):
+    """The cheapest of every point of :func:`options` that satisfies every column at ``M = mp`` at ``sizes``
+    (sympy's numbers, no float functions): the choice the scan makes, by a second route."""
+    _, tops, free, _ = top_columns(prog)
+    env = {k: sympy.Integer(v) for k, v in sizes.items()}
+    best = None
+    for _, Hform, tiles in options(prog, M):
+        tv = [complex(sympy.sympify(tiles[t]).xreplace(env).subs(M, mp).evalf()) for t in free]
+        if any(abs(x.imag) > 1e-9 * abs(x) or not x.real > 0 for x in tv):
+            continue
+        at = dict(zip(free, [x.real for x in tv]))
+        if any(float(sympy.sympify(T).xreplace(env).subs(at)) > mp * (1 + 1e-9) for T in tops):
+            continue
+        v = float(sympy.sympify(Hform).xreplace(env).subs(M, mp))
+        if best is None or v < best[0] * (1 - 1e-12):
+            best = (v, Hform)
+    return best[1]
+
+
+def test_one_column_with_one_point_is_taken_unscanned(monkeypatch):
+    """kkt-35b: a program of one column whose set has one point states that point, ending nowhere, without the
+    scan's float functions (none made); the brute-force choice at sympy's numbers agrees, below and above."""
+    sizes = {f: 71, n: 63, e: 67, d: 47, h: 3}       # (sizes of its own: no call before it kept the choice)
+    for prog in (swiglu(), one_tile()):
+        made = _counting_lambdify(monkeypatch)
+        for at in (2.0 ** 12 + 0.25, 2.0 ** 20 + 0.25, 2.0 ** 30 + 0.25):
+            H, tiles, end = top_form(prog, M, 0, dict(sizes), at)
+            assert end is None
+            assert H == _brute(prog, sizes, at * (1 + 1e-6))
+            assert [tiles[t] for t in top_columns(prog)[2]] == [options(prog, M)[0][2][t] for t in top_columns(prog)[2]]
+        assert made == []                             # no scan: the work the shortcut saves
+        monkeypatch.undo()
+
+
+def test_one_column_with_two_points_is_still_scanned(monkeypatch):
+    """The shortcut is for one point only: a column whose set has two (``cross``: a quadratic's two roots) is
+    scanned (float functions made) and states the brute-force choice."""
+    prog = cross()
+    assert len(options(prog, M)) == 2
+    sizes = {f: 73, n: 65, e: 69, d: 49, h: 5}
+    made = _counting_lambdify(monkeypatch)
+    for at in (2.0 ** 12 + 0.25, 2.0 ** 24 + 0.25):
+        H, _, end = top_form(prog, M, 0, dict(sizes), at)
+        assert H == _brute(prog, sizes, at * (1 + 1e-6))
+    assert made                                       # the scan ran
