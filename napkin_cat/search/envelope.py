@@ -65,12 +65,14 @@ from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.search.bounds import lower_bound
 from napkin_cat.search.breakpoints import Breakpoint, reaching
 from napkin_cat.search.crossings import at_reference
+from napkin_cat.search.held_on import HeldOn
 from napkin_cat.search.held_alike import held_alike, leading_need, shifted
 from napkin_cat.search.lower_envelope import guarded, lower_envelope
 from napkin_cat.search.probes import envelope_at, probe_memories, spans_at
 from napkin_cat.search.results import Derivation, Later, Regime, held
 from napkin_cat.search.space import Makers, check_sizes, select
 from napkin_cat.search.top_columns import top_form
+from napkin_cat.search.unbound_tiles import unbound
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 
 #: Memories at which the reference search runs: 1 … 2⁴⁰ in steps of 2.
@@ -196,10 +198,11 @@ def _parts(made, M, whole, forms: dict, ref, at: float = 1.0, switch: list | Non
                 continue
         else:
             K = 0
-        h, t = curve.symbolic_optimum(M)
-        h = h.xreplace(names) if names else h
-        t = {names.get(k, k): (sympy.sympify(v).xreplace(names) if names else v) for k, v in t.items()}
-        if fixed:
+        if not fixed:
+            h, t = curve.symbolic_optimum(M)
+            h = h.xreplace(names) if names else h
+            t = {names.get(k, k): (sympy.sympify(v).xreplace(names) if names else v) for k, v in t.items()}
+        else:
             key = (id(curve), tuple(map(str, fixed)))
             if key not in forms:
                 o = optimal(curve.cost, memory=M, level=curve.level, exact=False, whole=fixed)
@@ -306,10 +309,21 @@ def clamped_candidates(cand, M, sizes, env, ref, forms=None):
         nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, forms=forms)
         at = max(at, start.at)
         after = nxt.H_ref.xreplace({M: sympy.sympify(at)})   # (where it starts: a form shifted by what it holds)
+        if after.is_finite is False:    # its pole: the tiles, solved for M less what it holds, are 0 there (no
+            start = runs_from(c, whole, sizes, env, ref)[0]     # algorithm): it starts where its algorithm runs
+            if start.at <= at:
+                raise NapkinError(f"the form of {c.made.variant} past M = {at:.6g} has a pole where its algorithm "
+                                  f"runs (at the reference sizes): no closed large-M form there")
+            nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, forms=forms)
+            at = start.at
+            after = nxt.H_ref.xreplace({M: sympy.sympify(at)})
         if c.past:
             nxt.note = _whole_from_start(c.reaching)
         elif abs(float(after - before)) > 1e-9 * max(1.0, abs(float(before))):
             nxt.note = functools.partial(_jump, float(before), float(after), start, c.reaching)
+        if not c.past and c.start.at <= c.end.at and (start.at > c.end.at * (1 + 1e-12) or float(after) > float(
+                before) * (1 + 1e-9)):   # H would rise past c's end: the algorithm there still runs (held_on)
+            out.append(HeldOn(c, M))
         while nxt.end is not None and nxt.end.at <= at * (1 + 1e-12):
             whole = [tuple(f) + tuple(r) for f, r in zip(nxt.whole, nxt.reaching)]
             if nxt.past:        # a tile past its axis where it starts: whole from there, where that algorithm runs
@@ -352,6 +366,20 @@ def start_whole(c, whole, sizes, env, ref):
     algorithm needs beyond it is the large-M form's lower-order memory terms, as everywhere in this mode).
     """
     ran = c.start.at <= c.end.at and not c.past
+    runs, grows, least = runs_from(c, whole, sizes, env, ref)
+    sized = tuple(sorted(((k, sympy.sympify(v)) for k, v in {**ref, **env}.items()), key=lambda kv: str(kv[0])))
+    if not grows and runs.at < c.end.at:       # a constant form holds from where its algorithm fits
+        return runs
+    if ran and max(_leading(col, sized) for col in least) <= c.end.at * (1 + 1e-9):
+        return c.end
+    return runs if runs.at > c.end.at else c.end
+
+
+def runs_from(c, whole, sizes, env, ref):
+    """``(start, grows, least)``: the least memory that runs the form of ``c.made`` with the tiles of ``whole`` (per
+    kernel, the block's names) at their axes, every other tile and stream 1 (by the exact columns, a
+    :class:`~napkin_cat.search.breakpoints.Breakpoint` at the reference sizes ``ref``); whether a tile is left to
+    grow with ``M``; and the columns (per kernel) whose largest is that memory."""
     least, grows = [], False
     for (curve, _), fixed, first in zip(c.made.parts, whole, c.made.smallest(sizes)):
         prog = clamped(curve.program, fixed) if curve.grouped else None
@@ -362,15 +390,10 @@ def start_whole(c, whole, sizes, env, ref):
         ones = {t: 1 for t in prog.tiles}
         least += [sympy.expand(sympy.sympify(col).xreplace(ones)) for col in prog.columns]
     sized = tuple(sorted(((k, sympy.sympify(v)) for k, v in {**ref, **env}.items()), key=lambda kv: str(kv[0])))
-    at = max(_largest(col, sized) for col in least)
 
     def need():
         return sympy.sympify(column_max(least, exact=False)).subs(env)
-    if not grows and at < c.end.at:       # a constant form holds from where its algorithm fits
-        return Breakpoint(at, solve=need)
-    if ran and max(_leading(col, sized) for col in least) <= c.end.at * (1 + 1e-9):
-        return c.end
-    return Breakpoint(at, solve=need) if at > c.end.at else c.end
+    return Breakpoint(max(_largest(col, sized) for col in least), solve=need), grows, least
 
 
 @functools.lru_cache(maxsize=4096)
@@ -418,8 +441,17 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
                 cand = Candidate(made, M, sizes or {}, env, ref_env)
                 cands.extend(c for c in [cand] + clamped_candidates(cand, M, sizes or {}, env, ref_env, forms)
                              if not c.past)        # (a form past an axis from its first memory: no algorithm)
-        except NapkinError:     # a winner at some reference memory with no closed large-M form (a masked
-            return              # kernel's trips can grow with its tile): the envelope is made of the others
+        except NapkinError:     # a winner at some reference memory with no closed large-M form
+            whole = unbound(made, M)    # a tile its leading memory model does not bind: whole from the start
+            if not any(whole):          # (a masked kernel's trips can grow with its tile): the envelope is made
+                return                  # of the others
+            try:
+                with remembered(search.closed):
+                    cand = Candidate(made, M, sizes or {}, env, ref_env, whole=whole)
+                    cands.extend(c for c in [cand] + clamped_candidates(cand, M, sizes or {}, env, ref_env, forms)
+                                 if not c.past)
+            except NapkinError:
+                return
 
     for b in select(prepared, search, ref_sizes, GRID, roles=roles):
         if b is not None:
