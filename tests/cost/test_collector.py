@@ -7,6 +7,7 @@ outside a paused call starts collections, inside none.
 from __future__ import annotations
 
 import gc
+import weakref
 
 import pytest
 
@@ -60,3 +61,56 @@ def test_no_collection_inside_a_derive(collections):
     assert gc.isenabled()
     _ = [[k] for k in range(100)]
     assert len(collections) > paused, "enabled again after"
+
+
+class Node:
+    """A container in a reference cycle (``self.me = self``), weakly referenceable."""
+
+    def __init__(self):
+        self.me = self
+
+
+def test_what_a_paused_call_leaves_is_aged_not_walked_young():
+    """What a paused call made and kept is in the oldest generation when it ends (the next young collections do not
+    walk it: the work saved, ``gc.get_objects(generation)``), and a cycle it dropped is still collected
+    (``gc.collect()``: nothing leaks frozen).  Mutations: ``AGE_ON_EXIT = False`` (kept in generation 0), freezing
+    without ``gc.unfreeze()`` (the cycle never collected, the freeze count grows)."""
+    from napkin_cat.cost.collector import collector_paused
+    frozen = gc.get_freeze_count() > 0                # (the suite's conftest freezes what collecting made)
+    gc.unfreeze()
+    try:
+        assert gc.isenabled()
+        with collector_paused:
+            kept = [Node() for _ in range(100)]
+            dropped = weakref.ref(Node())
+        assert gc.isenabled() and gc.get_freeze_count() == 0
+        young = {id(o) for o in gc.get_objects(generation=0)} | {id(o) for o in gc.get_objects(generation=1)}
+        assert not any(id(k) in young for k in kept)
+        old = {id(o) for o in gc.get_objects(generation=2)}
+        assert all(id(k) in old for k in kept)
+        assert dropped() is not None                  # a cycle: no reference count frees it
+        gc.collect()
+        assert dropped() is None
+    finally:
+        if frozen:
+            gc.collect()
+            gc.freeze()
+
+
+def test_a_process_s_own_freeze_is_left_alone():
+    """A process that froze objects keeps them frozen through a paused call (nothing is aged then: the call's objects
+    stay young, as without the pause's aging).  Mutation: the ``gc.get_freeze_count() == 0`` guard dropped."""
+    from napkin_cat.cost.collector import collector_paused
+    was = gc.get_freeze_count()
+    gc.collect()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with collector_paused:
+            kept = [Node() for _ in range(10)]
+        assert gc.get_freeze_count() == frozen
+        assert all(any(k is o for o in gc.get_objects(generation=0)) for k in kept[:2])
+    finally:
+        if not was:
+            gc.unfreeze()
