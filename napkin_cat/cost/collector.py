@@ -19,7 +19,10 @@ collection walks them once, as it walks every long-lived object::
     with the collector enabled after the pause:  gc.collect() frees every cycle the paused call left  (none leaks)
 
 The price: a cycle the call left (or left young before it) is freed by the next full collection (or
-``gc.collect()``), no longer by the next young one (the block's derive: ~90,000 objects, 7 MiB).  A process that
+``gc.collect()``), no longer by the next young one (the block's derive: ~90,000 objects, 7 MiB).  A loop of paused
+calls never lets the interpreter's own full collection come (it counts only what generation 1 hands on), so the
+pause counts what it aged since the last full collection (anyone's) and, past :data:`AGED_LIMIT`, collects in full
+as the last call leaves: what the calls drop in cycles is bounded by that many objects.  A process that
 froze objects of its own (``gc.get_freeze_count() > 0``, e.g. before forking) keeps them frozen: then nothing is
 aged, and the first young collection walks what the call left, as before.
 
@@ -43,10 +46,13 @@ import contextlib
 import gc
 import threading
 
-__all__ = ["CollectorPause", "collector_paused", "AGE_ON_EXIT"]
+__all__ = ["CollectorPause", "collector_paused", "AGE_ON_EXIT", "AGED_LIMIT"]
 
 #: whether the last call to leave moves every tracked object into the oldest generation (module docstring)
 AGE_ON_EXIT = True
+#: the most young objects aged since the last full collection (~2 M: what two symbolic derives of a transformer block
+#: keep); past it the last call to leave collects in full instead, so what paused calls drop in cycles stays bounded
+AGED_LIMIT = 1 << 21
 
 
 class CollectorPause(contextlib.ContextDecorator):
@@ -57,6 +63,14 @@ class CollectorPause(contextlib.ContextDecorator):
         self._lock = threading.Lock()
         self._running = 0
         self._enable = False
+        self.aged = 0           # young objects aged unwalked since the last full collection (:meth:`_collected`)
+        self.full = 0           # full collections this pause made (past :data:`AGED_LIMIT`)
+        gc.callbacks.append(self._collected)
+
+    def _collected(self, phase, info):
+        """A full collection (anyone's) walked what was aged: counted afresh from it."""
+        if phase == "stop" and info["generation"] == len(gc.get_count()) - 1:
+            self.aged = 0
 
     def __enter__(self):
         with self._lock:
@@ -71,8 +85,14 @@ class CollectorPause(contextlib.ContextDecorator):
             self._running -= 1
             if self._running == 0 and self._enable:
                 if AGE_ON_EXIT and gc.get_freeze_count() == 0:
-                    gc.freeze()            # every tracked object into the permanent generation (gen 0's count reset) ...
-                    gc.unfreeze()          # ... and back into the oldest: the next full collection walks them once
+                    young = gc.get_count()[0]      # (tracked objects made less those freed since the last collection)
+                    if self.aged + young > AGED_LIMIT:
+                        self.full += 1
+                        gc.collect()               # the cycles aged so far, freed (and the count starts again)
+                    else:
+                        self.aged += young
+                        gc.freeze()        # every tracked object into the permanent generation (gen 0's count reset) ...
+                        gc.unfreeze()      # ... and back into the oldest: the next full collection walks them once
                 gc.enable()
         return False
 

@@ -114,3 +114,28 @@ def test_a_process_s_own_freeze_is_left_alone():
     finally:
         if not was:
             gc.unfreeze()
+
+
+def test_a_loop_of_paused_calls_frees_its_cycles(monkeypatch):
+    """Aging is bounded: a loop of paused calls, each dropping cycles, collects in full once the objects aged since
+    the last full collection pass ``AGED_LIMIT`` (here 2,000), so at most that many of its cycles are alive at once
+    (the interpreter's own full collection never comes: nothing passes through generation 1).  Mutation: the limit
+    not checked (aged forever: the cycles pile up, 5,000 of them); a full collection not counted afresh (one per call
+    past the limit: 400 walks of the whole heap)."""
+    from napkin_cat.cost import collector
+    monkeypatch.setattr(collector, "AGED_LIMIT", 2_000)
+    frozen = gc.get_freeze_count() > 0
+    gc.unfreeze()
+    try:
+        gc.collect()
+        full, alive = collector.collector_paused.full, []
+        for _ in range(500):
+            with collector.collector_paused:
+                alive += [weakref.ref(Node()) for _ in range(10)]
+            alive = [r for r in alive if r() is not None]
+            assert len(alive) <= 2_000
+        assert 0 < collector.collector_paused.full - full <= 50     # one per ~2,000 aged, not one per call
+    finally:
+        if frozen:
+            gc.collect()
+            gc.freeze()
