@@ -81,19 +81,21 @@ class CollectorPause(contextlib.ContextDecorator):
         return self
 
     def __exit__(self, *exc):
+        collect = False
         with self._lock:
             self._running -= 1
             if self._running == 0 and self._enable:
                 if AGE_ON_EXIT and gc.get_freeze_count() == 0:
                     young = gc.get_count()[0]      # (tracked objects made less those freed since the last collection)
-                    if self.aged + young > AGED_LIMIT:
-                        self.full += 1
-                        gc.collect()               # the cycles aged so far, freed (and the count starts again)
-                    else:
+                    collect = self.aged + young > AGED_LIMIT
+                    if not collect:
                         self.aged += young
                         gc.freeze()        # every tracked object into the permanent generation (gen 0's count reset) ...
                         gc.unfreeze()      # ... and back into the oldest: the next full collection walks them once
                 gc.enable()
+        if collect:                        # (outside the lock: a finalizer it runs may enter a paused call)
+            self.full += 1
+            gc.collect()                   # the cycles aged so far, freed (and the count starts again)
         return False
 
 

@@ -139,3 +139,33 @@ def test_a_loop_of_paused_calls_frees_its_cycles(monkeypatch):
         if frozen:
             gc.collect()
             gc.freeze()
+
+
+class Finalized:
+    """A cycle whose finalizer makes a paused call (``nc.cost``) as the pause's full collection frees it."""
+
+    def __init__(self, seen):
+        self.me, self.seen = self, seen
+
+    def __del__(self):
+        self.seen.append(nc.cost(nc.library.matmul()).H)
+
+
+def test_a_finalizer_may_call_a_paused_function_as_the_pause_collects(monkeypatch):
+    """The full collection past ``AGED_LIMIT`` runs outside the pause's lock: a finalizer it runs that calls
+    ``nc.cost`` (entering the pause again) completes.  Mutation: ``gc.collect()`` under the lock (a deadlock: the
+    test never ends, under pytest's timeout where one is set)."""
+    from napkin_cat.cost import collector
+    monkeypatch.setattr(collector, "AGED_LIMIT", 0)
+    frozen = gc.get_freeze_count() > 0
+    gc.unfreeze()
+    seen = []
+    try:
+        gc.collect()
+        with collector.collector_paused:
+            Finalized(seen)
+        assert len(seen) == 1 and gc.isenabled()
+    finally:
+        if frozen:
+            gc.collect()
+            gc.freeze()
