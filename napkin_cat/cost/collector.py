@@ -90,7 +90,7 @@ class CollectorPause(contextlib.ContextDecorator):
                     collect = self.aged + young > AGED_LIMIT
                     if not collect:
                         self.aged += young
-                        gc.freeze()        # every tracked object into the permanent generation (gen 0's count reset) ...
+                        gc.freeze()        # every tracked object into the permanent generation (gen 0 count reset) ...
                         gc.unfreeze()      # ... and back into the oldest: the next full collection walks them once
                 gc.enable()
         if collect:                        # (outside the lock: a finalizer it runs may enter a paused call)
