@@ -197,9 +197,17 @@ def ref_form(parts, env, ref):
     >>> ref_form([d * (d + M), d ** 2 / M], {}, {d: 4})
     4*M + 16 + 16/M
     """
-    out = sympy.Add(*parts)
-    out = out.subs(env) if env else out
-    return sympy.expand(at_reference_sizes(out, ref))
+    if env:
+        return sympy.expand(at_reference_sizes(sympy.Add(*parts).subs(env), ref))
+    pairs = tuple(sorted(((k, sympy.sympify(v)) for k, v in ref.items()), key=lambda kv: str(kv[0])))
+    return sympy.Add(*[_part_at(h, pairs) for h in parts])    # (like terms gathered exactly: rational coefficients)
+
+
+@functools.lru_cache(maxsize=4096)
+def _part_at(h, pairs: tuple):
+    """A part of a candidate's form, expanded, at the sizes ``pairs`` (sorted ``(symbol, number)`` pairs): a pure
+    function of its key (a part recurs across the candidates that hold its kernel: put at the sizes once)."""
+    return at_reference_sizes(sympy.expand(h), dict(pairs))
 
 
 def _parts(made, M, whole, forms: dict, ref, at: float = 1.0, switch: list | None = None):
