@@ -119,12 +119,7 @@ class Candidate:
         self.start = smallest
         switch = []     # where a kernel's form stops being its top-degree model's optimum (:mod:`.top_columns`)
         parts = _parts(made, M, self.whole, {} if forms is None else forms, ref, smallest.at, switch)
-        # (expanded part by part: a part recurs across the candidates that hold its kernel, expanded once)
-        self.H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env)) if env else \
-            sympy.Add(*[sympy.expand(h) for h, _ in parts])
-        self.tiles = {}
-        for _, t in parts:
-            self.tiles.update({k: sympy.sympify(v).subs(env) for k, v in t.items()})
+        self._parts, self._env, self._H, self._tiles = parts, env, None, None
         self.end, self.reaching, self.past = _until(made.parts, parts, self.whole, M, env, ref, smallest)
         if switch and not self.past and (self.end is None or min(b.at for b in switch) < self.end.at):
             self.end = min(switch, key=lambda b: b.at)      # the same tiles free past it, another form
@@ -142,10 +137,35 @@ class Candidate:
         self._note = value
 
     @property
+    def H(self):
+        """The closed form: the sum of the kernels' forms (:func:`_parts`), the sizes given put in, expanded; made
+        where read (a piece of the answer, a crossing that ends one, ``Derivation.candidates``), once.  The
+        envelope orders the candidates by :attr:`H_ref`, made from the parts without it."""
+        if self._H is None:
+            parts, env = self._parts, self._env
+            # (expanded part by part: a part recurs across the candidates that hold its kernel, expanded once)
+            self._H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env)) if env else \
+                sympy.Add(*[sympy.expand(h) for h, _ in parts])
+        return self._H
+
+    @property
+    def tiles(self) -> dict:
+        """The tiles of every kernel (the kernels' names → forms in ``M``, the sizes given put in), made where read,
+        once."""
+        if self._tiles is None:
+            self._tiles = {}
+            for _, t in self._parts:
+                self._tiles.update({k: sympy.sympify(v).subs(self._env) for k, v in t.items()})
+        return self._tiles
+
+    @property
     def H_ref(self):
-        """``H`` at the reference sizes, a form in ``M`` alone (:func:`at_reference_sizes`), made once."""
+        """``H`` at the reference sizes, a form in ``M`` alone, made once: where :attr:`H` is made, it at the sizes
+        (:func:`at_reference_sizes`); else the parts at the sizes, expanded (:func:`ref_form`: the same expression,
+        ``tests/search/test_lazy_candidates.py``), and ``H`` is not made."""
         if self._H_ref is None:
-            self._H_ref = at_reference_sizes(self.H, self._ref)
+            self._H_ref = at_reference_sizes(self._H, self._ref) if self._H is not None else \
+                ref_form([h for h, _ in self._parts], self._env, self._ref)
         return self._H_ref
 
     @property
@@ -167,6 +187,29 @@ class Candidate:
     @property
     def until_at(self) -> float:
         return math.inf if self.end is None else self.end.at
+
+
+def ref_form(parts, env, ref):
+    """The sum of ``parts`` (forms in ``M`` and the sizes) with the sizes given (``env``) and then the reference
+    sizes (``ref``) put in, expanded: ``at_reference_sizes(expand(Σ parts .subs(env)), ref)`` made without expanding
+    the sum in the sizes (a polynomial in the sizes' symbols expands to many terms; at numbers, few).
+
+    >>> import napkin_cat as nc
+    >>> M, d = nc.symbol("M"), nc.symbol("d")
+    >>> ref_form([d * (d + M), d ** 2 / M], {}, {d: 4})
+    4*M + 16 + 16/M
+    """
+    if env:
+        return sympy.expand(at_reference_sizes(sympy.Add(*parts).subs(env), ref))
+    pairs = tuple(sorted(((k, sympy.sympify(v)) for k, v in ref.items()), key=lambda kv: str(kv[0])))
+    return sympy.Add(*[_part_at(h, pairs) for h in parts])    # (like terms gathered exactly: rational coefficients)
+
+
+@functools.lru_cache(maxsize=4096)
+def _part_at(h, pairs: tuple):
+    """A part of a candidate's form, expanded, at the sizes ``pairs`` (sorted ``(symbol, number)`` pairs): a pure
+    function of its key (a part recurs across the candidates that hold its kernel: put at the sizes once)."""
+    return at_reference_sizes(sympy.expand(h), dict(pairs))
 
 
 def _parts(made, M, whole, forms: dict, ref, at: float = 1.0, switch: list | None = None):
@@ -510,4 +553,9 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
     last = regimes[-1]
     return Derivation(diagram, held(last, "diagram"), held(last, "trace"), H=H, cost=cost, optimum=last.optimum,
                       variant=last.variant, regimes=tuple(regimes), memory=M, level=level, sizes=sizes,
-                      bound=bound, gap=last.gap, candidates=tuple((str(c.made.variant), c.H) for c in cands))
+                      bound=bound, gap=last.gap, candidates=Later(functools.partial(_labelled, cands)))
+
+
+def _labelled(cands) -> tuple:
+    """``((variant, H), …)`` of the candidates (``Derivation.candidates``): each closed form made here, where read."""
+    return tuple((str(c.made.variant), c.H) for c in cands)

@@ -74,6 +74,8 @@ class _Deferred:
         return held
 
     def __set__(self, obj, value):
+        if value is self:       # (``field(default=_Deferred(x))``: the dataclass passes the descriptor as the default)
+            value = self.default[0]
         obj.__dict__[self.slot] = value
 
     def held(self, obj):
@@ -153,7 +155,9 @@ class Derivation(_Derivation):
     sizes: dict | None = None
     bound: Bound | None = None
     gap: object = None
-    candidates: tuple = field(default=(), repr=False)   # (label, {M: H or None}) numeric; variants, symbolic
+    #: (label, {M: H or None}) numeric; (variant, H) symbolic (may be given as a :class:`Later`: a symbolic derive's
+    #: closed forms made where read)
+    candidates: tuple = field(default=_Deferred(()), repr=False)
     prediction: object = None       # with hardware=: the model's time at the chosen tiles (nc.hardware.predict)
     timings: tuple = field(default=(), repr=False)      # with hardware=: (variant, tiles, seconds, H), fastest first
     blocks: int | None = None   # numeric mode: the thread blocks the narrowest kernel launches (at the tiles chosen)
