@@ -65,6 +65,7 @@ from napkin_cat.errors import MemoryLimitError, NapkinError
 from napkin_cat.search.bounds import lower_bound
 from napkin_cat.search.breakpoints import Breakpoint, reaching
 from napkin_cat.search.crossings import at_reference
+from napkin_cat.search.faces import on_face
 from napkin_cat.search.held_on import HeldOn
 from napkin_cat.search.held_alike import held_alike, leading_need, shifted
 from napkin_cat.search.lower_envelope import guarded, lower_envelope
@@ -231,6 +232,8 @@ def _parts(made, M, whole, forms: dict, ref, at: float = 1.0, switch: list | Non
                 forms[key] = (curve, held_alike(prog, ref), prog)
             _, K, prog = forms[key]
             top = top_form(prog, M, K, ref, at)
+            if top is None and (face := on_face(curve, prog, fixed, M, ref, at)) is not None:
+                top, K = face[:3], face[3]      # no closed form: the cheapest face of its box (:mod:`.faces`)
             if top is not None:
                 H, sizes, end = top
                 if end is not None and switch is not None:
@@ -364,15 +367,16 @@ def clamped_candidates(cand, M, sizes, env, ref, forms=None):
             nxt.note = _whole_from_start(c.reaching)
         elif abs(float(after - before)) > 1e-9 * max(1.0, abs(float(before))):
             nxt.note = functools.partial(_jump, float(before), float(after), start, c.reaching)
-        if not c.past and c.start.at <= c.end.at and (start.at > c.end.at * (1 + 1e-12) or float(after) > float(
-                before) * (1 + 1e-9)):   # H would rise past c's end: the algorithm there still runs (held_on)
-            out.append(HeldOn(c, M))
+        hold = not c.past and c.start.at <= c.end.at and (start.at > c.end.at * (1 + 1e-12) or float(after) > float(
+            before) * (1 + 1e-9))   # H would rise past c's end: the algorithm there still runs (held_on)
         while nxt.end is not None and nxt.end.at <= at * (1 + 1e-12):
             whole = [tuple(f) + tuple(r) for f, r in zip(nxt.whole, nxt.reaching)]
             if nxt.past:        # a tile past its axis where it starts: whole from there, where that algorithm runs
                 start = start_whole(nxt, whole, sizes, env, ref)
                 at = max(at, start.at)
             nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, note=nxt._note, forms=forms)
+        if hold or (not c.past and c.start.at <= c.end.at < nxt.start.at / (1 + 1e-12)):
+            out.append(HeldOn(c, M))    # (also where the form past c's end was passed over to a later start)
         out.append(nxt)
         c = nxt
     return out
