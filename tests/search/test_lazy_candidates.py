@@ -1,7 +1,7 @@
 """A symbolic derive's candidates: each closed form ``H`` (the sum of its kernels' forms, expanded in the sizes) is
 made where read (a piece of the answer, a crossing that ends one, a note, ``Derivation.candidates``), not for every
 candidate; the envelope orders them by ``H_ref``, made from the parts at the reference sizes
-(:func:`~napkin_cat.search.envelope.ref_form`).  Checked against the exact route (``H`` made, then the reference sizes
+(:func:`~napkin_cat.search.candidates.ref_form`).  Checked against the exact route (``H`` made, then the reference sizes
 put in): the same expression (srepr), so the order, the crossings and the answer are the same; and by a count of
 the closed forms the derive made."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sympy
 
 import napkin_cat as nc
 from napkin_cat.search import envelope
-from napkin_cat.search.envelope import Candidate, at_reference_sizes, ref_form
+from napkin_cat.search.candidates import Candidate, at_reference_sizes, ref_form
 from napkin_cat.search.results import Derivation, Later, held
 
 M, d, n = nc.symbol("M"), nc.symbol("d"), nc.symbol("n")

@@ -4,7 +4,7 @@ from the form's first memory on (issue 35, found by sym-kkt-35e).
 A large-M form holds until one of its tiles reaches its axis (:mod:`napkin_cat.search.breakpoints`); a form whose
 tile is *already* past its axis at its first memory has no crossing to find (the transformer block's
 ``g_n ≥ d > n`` at every memory), and used to stay in the envelope, describing no algorithm.  Now such a form is
-replaced by its clamped form from the start (:func:`napkin_cat.search.envelope.past_at`).
+replaced by its clamped form from the start (:func:`napkin_cat.search.candidates.past_at`).
 
 Routes that do not go through the envelope:
 

@@ -12,7 +12,8 @@ import functools
 import sympy
 
 import napkin_cat as nc
-from napkin_cat.search.envelope import at_reference_sizes, reference_sizes
+from napkin_cat.search.candidates import at_reference_sizes
+from napkin_cat.search.envelope import reference_sizes
 
 L = nc.library
 M = nc.symbol("M")
