@@ -29,8 +29,8 @@
    smallest memory never held (the paper's memory model left out what every group holds alike: GQA's whole K and
    V): the form past it starts where its algorithm runs (:func:`start_whole`).  Likewise a form with a tile already
    past its axis at its first memory (:func:`~.candidates.past_at`; the transformer block's
-   ``g_n = √(d(M + dn)/n) ≥ d > n`` at every memory, so no crossing to find) describes no algorithm anywhere: it is left out, and its clamped form (the
-   tiles past their axes whole) takes its place from where that algorithm runs, again while the clamped form has
+   ``g_n = √(d(M + dn)/n) ≥ d > n`` at every memory, so no crossing to find) describes no algorithm anywhere: it
+   is left out, and its clamped form (the tiles past their axes whole) takes its place from where that algorithm runs, again while the clamped form has
    such a tile.  A form past a clamp starts where the one before it stops only where what its algorithm needs
    there exceeds that memory by terms of lower degree (:func:`start_whole`); else where its algorithm runs.
 
