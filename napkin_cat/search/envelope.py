@@ -18,21 +18,21 @@
    forms cross.  A crossing ``H_A(M) = H_B(M)`` is solved symbolically: with ``u = M^{1/L}`` (``L`` the
    common denominator of the exponents) it is a polynomial in ``u``, whose positive root that matches
    the reference crossing is the breakpoint, in the sizes (``d``, ``q``, ``x`` for attention).
-4. **Within the axes.** A form holds only up to the memory where one of its tiles (a group's, or a stream that is
-   a tile) reaches its axis (``g_c = √M`` reaches ``c`` at ``M = c²``); past it the same algorithm with that tile
-   whole is the next candidate (:func:`clamped_candidates`: its own large-M form in the other tiles,
-   :func:`~napkin_cat.cost.optimum.clamped`; a constant once every tile is whole), so ``H`` never falls below
-   reading the inputs and writing the outputs once (matmul: ``ac + 2abc/√M`` up to ``c²``, ``ab + ac + abc²/M`` up
-   to ``ac``, then ``ab + ac + bc``).  The two forms agree where the tile reaches its axis when the leading memory
-   terms stay the same; where not, the piece's notes say how far ``H`` jumps there.  A candidate past the memory
-   where it stops holding wins only where no other candidate holds.  A form that reaches its axis below its own
-   smallest memory never held (the paper's memory model left out what every group holds alike: GQA's whole K and
-   V): the form past it starts where its algorithm runs (:func:`start_whole`).  Likewise a form with a tile already
-   past its axis at its first memory (:func:`~.candidates.past_at`; the transformer block's
-   ``g_n = √(d(M + dn)/n) ≥ d > n`` at every memory, so no crossing to find) describes no algorithm anywhere: it
-   is left out, and its clamped form (the tiles past their axes whole) takes its place from where that algorithm runs, again while the clamped form has
-   such a tile.  A form past a clamp starts where the one before it stops only where what its algorithm needs
-   there exceeds that memory by terms of lower degree (:func:`start_whole`); else where its algorithm runs.
+4. **Within the axes.** A form holds only up to the memory where one of its tiles (a group's, or a stream that is a
+   tile) reaches its axis (``g_c = √M`` reaches ``c`` at ``M = c²``); past it the same algorithm with that tile whole
+   is the next candidate (:func:`clamped_candidates`: its own large-M form in the other tiles,
+   :func:`~napkin_cat.cost.optimum.clamped`; a constant once every tile is whole), so ``H`` never falls below reading
+   the inputs and writing the outputs once (matmul: ``ac + 2abc/√M`` up to ``c²``, ``ab + ac + abc²/M`` up to ``ac``,
+   then ``ab + ac + bc``).  The two forms agree where the tile reaches its axis when the leading memory terms stay
+   the same; where not, the piece's notes say how far ``H`` jumps there.  A candidate past the memory where it stops
+   holding wins only where no other candidate holds.  A form that reaches its axis below its own smallest memory
+   never held (the paper's memory model left out what every group holds alike: GQA's whole K and V): the form past it
+   starts where its algorithm runs (:func:`start_whole`).  Likewise a form with a tile already past its axis at its
+   first memory (:func:`~.candidates.past_at`; the transformer block's ``g_n = √(d(M + dn)/n) ≥ d > n`` at every
+   memory, so no crossing to find) describes no algorithm anywhere: it is left out, and its clamped form (the tiles
+   past their axes whole) takes its place from where that algorithm runs, again while the clamped form has such a
+   tile.  A form past a clamp starts where the one before it stops only where what its algorithm needs there exceeds
+   that memory by terms of lower degree (:func:`start_whole`); else where its algorithm runs.
 
 5. **Probed between the grid memories.** An algorithm that wins the reference search only between two memories of
    the grid is no candidate of steps 1-4 (the 2-layer MLP's backward at ``n, i, f, o = 40, 24, 72, 24``: two from
