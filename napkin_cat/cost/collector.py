@@ -7,9 +7,9 @@ M = 2^16: 8.1 s of CPU with the collector, 6.1 s without; one transformer block 
 181 → 213 MB), and ``nc.cost`` of a 32-block derive's winner, called after it, paid ~1 s of full collections over
 the heap the derive left (``benchmarks/bench_cost.py``).
 
-**What the pause leaves is aged, not walked young** (:data:`AGE_ON_EXIT`).  Every object a paused call made and
-kept is young when the collector comes back (generation 0 is only counted, never collected, while it is paused), so
-the first collection after it walked them all, and the one after that walked them again in generation 1, before
+**What the pause leaves may be aged, not walked young** (:data:`AGE_ON_EXIT`, off by default).  Every object a paused
+call made and kept is young when the collector comes back (generation 0 is only counted, never collected, while it
+is paused), so the first collection after it walked them all, and the one after that walked them again in generation 1, before
 they reached the oldest generation that they belong to (a symbolic derive of the transformer block keeps ~1 M
 tracked objects, 0.76 M of them its kernels in :data:`~napkin_cat.search.context.KERNELS`: 0.6 CPU s at the end of
 the derive, 0.6 s more in the next generation-1 collection).  The last call to leave moves every tracked object
@@ -48,8 +48,11 @@ import threading
 
 __all__ = ["CollectorPause", "collector_paused", "AGE_ON_EXIT", "AGED_LIMIT"]
 
-#: whether the last call to leave moves every tracked object into the oldest generation (module docstring)
-AGE_ON_EXIT = True
+#: whether the last call to leave moves every tracked object into the oldest generation (module docstring).  Off by
+#: default: in a long-lived process with a large heap (a test session, a notebook) the full collections it triggers
+#: every AGED_LIMIT aged objects walk the whole heap, and cost more than the young walks they save (tests/library,
+#: autodiff, algorithms, distributed: 23.5 s off, 38.3 s on); one symbolic derive in a fresh process is ~1.1× faster on
+AGE_ON_EXIT = False
 #: the most young objects aged since the last full collection (~2 M: what two symbolic derives of a transformer block
 #: keep); past it the last call to leave collects in full instead, so what paused calls drop in cycles stays bounded
 AGED_LIMIT = 1 << 21

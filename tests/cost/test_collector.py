@@ -12,6 +12,13 @@ import weakref
 import pytest
 
 import napkin_cat as nc
+from napkin_cat.cost import collector
+
+
+@pytest.fixture(autouse=True)
+def aging(monkeypatch):
+    """The aging on leaving (off by default: ``collector.AGE_ON_EXIT``) switched on for this file's tests of it."""
+    monkeypatch.setattr(collector, "AGE_ON_EXIT", True)
 
 
 @pytest.fixture
