@@ -8,13 +8,13 @@ M = 2^16: 8.1 s of CPU with the collector, 6.1 s without; one transformer block 
 the heap the derive left (``benchmarks/bench_cost.py``).
 
 **What the pause leaves may be aged, not walked young** (:data:`AGE_ON_EXIT`, off by default).  Every object a paused
-call made and kept is young when the collector comes back (generation 0 is only counted, never collected, while it
-is paused), so the first collection after it walked them all, and the one after that walked them again in generation 1, before
-they reached the oldest generation that they belong to (a symbolic derive of the transformer block keeps ~1 M
-tracked objects, 0.76 M of them its kernels in :data:`~napkin_cat.search.context.KERNELS`: 0.6 CPU s at the end of
-the derive, 0.6 s more in the next generation-1 collection).  The last call to leave moves every tracked object
-into the oldest generation (``gc.freeze()`` and at once ``gc.unfreeze()``: nothing stays frozen), so the next full
-collection walks them once, as it walks every long-lived object::
+call made and kept is young when the collector comes back (generation 0 is only counted, never collected, while it is
+paused), so the first collection after it walked them all, and the one after that walked them again in generation 1,
+before they reached the oldest generation that they belong to (a symbolic derive of the transformer block keeps ~1 M
+tracked objects, 0.76 M of them its kernels in :data:`~napkin_cat.search.context.KERNELS`: 0.6 CPU s at the end of the
+derive, 0.6 s more in the next generation-1 collection).  The last call to leave moves every tracked object into the
+oldest generation (``gc.freeze()`` and at once ``gc.unfreeze()``: nothing stays frozen), so the next full collection
+walks them once, as it walks every long-lived object::
 
     with the collector enabled after the pause:  gc.collect() frees every cycle the paused call left  (none leaks)
 
