@@ -179,6 +179,28 @@ def clamped(prog: TilingProgram, whole) -> TilingProgram:
     return _clamped(prog, frozenset(names))
 
 
+def fixed_at(prog: TilingProgram, at: dict) -> TilingProgram:
+    """``prog`` with the tiles of ``at`` set to its values (an axis size: clamped; 1: pinned to a face): they leave
+    the free tiles for the program's fixed ones, ``H``, the columns (equal ones once) and the held terms substituted.
+
+    >>> import napkin_cat as nc
+    >>> g, h, M = nc.symbol("g"), nc.symbol("h"), nc.symbol("M")
+    >>> p = fixed_at(TilingProgram(1 / g + 1 / h, (g * h,), (g, h), ("a", "b"), (8, 8)), {h: sympy.Integer(1)})
+    >>> p.H, p.columns, p.tiles
+    (1 + 1/g, (g,), (g,))
+    """
+    keep = [i for i, t in enumerate(prog.tiles) if t not in at]
+    cols = []
+    for col in prog.columns:
+        col = sympy.expand(sympy.sympify(col).xreplace(at))
+        if col not in cols:
+            cols.append(col)
+    return TilingProgram(sympy.expand(sympy.sympify(prog.H).xreplace(at)), tuple(cols),
+                         tuple(prog.tiles[i] for i in keep), tuple(prog.axes[i] for i in keep),
+                         tuple(prog.fulls[i] for i in keep), tuple(prog.fixed) + tuple(at.items()),
+                         tuple(sympy.expand(sympy.sympify(k).xreplace(at)) for k in prog.held))
+
+
 @lru_cache(maxsize=512)
 def _clamped(prog: TilingProgram, names: frozenset) -> TilingProgram:
     """:func:`clamped` of the tiles named ``names``: a pure function of the frozen program and the names (the
@@ -191,16 +213,7 @@ def _clamped(prog: TilingProgram, names: frozenset) -> TilingProgram:
     infinite = [str(t) for t, n in at.items() if n == sympy.oo]
     if infinite:
         raise NapkinError(f"whole={infinite}: these tiles have no axis size to be set to")
-    keep = [i for i, t in enumerate(prog.tiles) if t not in at]
-    cols = []
-    for col in prog.columns:
-        col = sympy.expand(sympy.sympify(col).xreplace(at))
-        if col not in cols:
-            cols.append(col)
-    return TilingProgram(sympy.expand(sympy.sympify(prog.H).xreplace(at)), tuple(cols),
-                         tuple(prog.tiles[i] for i in keep), tuple(prog.axes[i] for i in keep),
-                         tuple(prog.fulls[i] for i in keep), tuple(prog.fixed) + tuple(at.items()),
-                         tuple(sympy.expand(k.xreplace(at)) for k in prog.held))
+    return fixed_at(prog, at)
 
 
 def _paper_memory(prog: TilingProgram, columns, free, at_one) -> list:

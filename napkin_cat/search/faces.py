@@ -34,11 +34,10 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from dataclasses import replace
 
 import sympy
 
-from napkin_cat.cost.optimum import clamped, optimal
+from napkin_cat.cost.optimum import clamped, fixed_at, optimal
 from napkin_cat.errors import NapkinError
 from napkin_cat.search.breakpoints import Breakpoint
 from napkin_cat.search.held_alike import held_alike, shifted
@@ -66,17 +65,7 @@ def pinned(prog, names):
 
 @functools.lru_cache(maxsize=512)
 def _pinned(prog, names: frozenset):
-    at = {t: sympy.Integer(1) for t in prog.tiles if str(t) in names}
-    keep = [i for i, t in enumerate(prog.tiles) if t not in at]
-    cols = []
-    for col in prog.columns:
-        col = sympy.expand(sympy.sympify(col).xreplace(at))
-        if col not in cols:
-            cols.append(col)
-    return replace(prog, H=sympy.expand(sympy.sympify(prog.H).xreplace(at)), columns=tuple(cols),
-                   tiles=tuple(prog.tiles[i] for i in keep), axes=tuple(prog.axes[i] for i in keep),
-                   fulls=tuple(prog.fulls[i] for i in keep), fixed=tuple(prog.fixed) + tuple(at.items()),
-                   held=tuple(sympy.expand(sympy.sympify(k).xreplace(at)) for k in prog.held))
+    return fixed_at(prog, {t: sympy.Integer(1) for t in prog.tiles if str(t) in names})
 
 
 def faces(prog, size: int):
