@@ -196,9 +196,9 @@ class Finalized:
 
 
 def test_a_finalizer_may_call_a_paused_function_as_the_pause_collects(monkeypatch, unfrozen):
-    """The full collection the pause makes (here at every call) runs outside the pause's lock: a finalizer it runs that calls
-    ``nc.cost`` (entering the pause again) completes.  Mutation: ``gc.collect()`` under the lock (a deadlock: the
-    test never ends, under pytest's timeout where one is set)."""
+    """The full collection the pause makes (here at every call) runs outside the pause's lock: a finalizer it runs
+    that calls ``nc.cost`` (entering the pause again) completes.  Mutation: ``gc.collect()`` under the lock (a
+    deadlock: the test never ends, under pytest's timeout where one is set)."""
     monkeypatch.setattr(collector, "full_collection_due", lambda aged, survivors: True)
     seen = []
     gc.collect()

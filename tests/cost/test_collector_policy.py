@@ -83,7 +83,7 @@ def test_a_large_old_heap_is_not_collected_every_limit():
     limit (``4 * aged > 4 * AGED_LIMIT``): ~50 full collections over the large heap."""
     large = loop(400_000, 100, 500)
     assert large["full"] <= 2 and large["full"] == large["made"], large
-    assert all(large["tracked"] <= s <= large["tracked"] + 50_000 for s in large["counted"]), large
+    assert all(abs(s - large["tracked"]) <= 1_000 for s in large["counted"]), large     # (the survivors, counted)
     small = loop(0, 100, 500)
     assert small["full"] >= 20, small
 
