@@ -108,21 +108,21 @@ def sign_of(expr):
 
 
 def laurent_part(eq):
-    """``eq`` (a sum of terms ``c·Π x^k``, ``c`` an integer, ``x`` symbols, ``k`` integers of any sign) divided by
-    its terms' greatest common monomial and integer: ``{exponents: coefficient}`` over ``gens`` (its symbols), as
+    """``eq`` (a sum of terms ``c·Π x^k``, ``c`` rational, ``x`` symbols, ``k`` integers of any sign) times the
+    least common denominator of the ``c`` and divided by its terms' greatest common monomial and integer: ``{exponents: coefficient}`` over ``gens`` (its symbols), as
     ``(gens, terms)``; ``None`` for any other ``eq``.  Its factors are those of ``eq``'s numerator but monomials
     and integers, which are positive for positive symbols.
 
     >>> import sympy
     >>> x, y = sympy.symbols("x y", positive=True)
-    >>> gens, terms = laurent_part(2 * y / x ** 2 + 4 * y ** 2)
+    >>> gens, terms = laurent_part(y / x ** 2 / 3 + 2 * y ** 2 / 3)
     >>> gens, sorted(terms.items())
     ((x, y), [((0, 0), 1), ((2, 1), 2)])
     """
     terms = {}
     for term in sympy.Add.make_args(eq):
         coeff, rest = term.as_coeff_Mul()
-        if not coeff.is_Integer:
+        if not coeff.is_Rational:
             return None
         powers = {}
         for factor in sympy.Mul.make_args(rest):
@@ -130,12 +130,14 @@ def laurent_part(eq):
             if not (base.is_Symbol and exp.is_Integer) or base in powers:
                 return None
             powers[base] = int(exp)
-        terms[frozenset(powers.items())] = int(coeff)
+        terms[frozenset(powers.items())] = coeff
     if len(terms) != len(sympy.Add.make_args(eq)):
         return None
     gens = tuple(sorted({x for mono in terms for x, _ in mono}, key=sympy.default_sort_key))
     rows = [(tuple(dict(mono).get(x, 0) for x in gens), c) for mono, c in terms.items()]
     low = [min(e[i] for e, _ in rows) for i in range(len(gens))]
+    scale = math.lcm(*(int(c.q) for _, c in rows))
+    rows = [(e, int(c * scale)) for e, c in rows]
     content = math.gcd(*(c for _, c in rows))
     return gens, {tuple(k - m for k, m in zip(e, low)): c // content for e, c in rows}
 
@@ -145,6 +147,8 @@ def _certain_factors(eq, unknowns):
     irreducible (:func:`~napkin_cat.cost.seeded.linear_irreducible`): then it is the only factor that can vanish,
     with sympy's sign (a positive leading coefficient); ``False`` where this does not apply."""
     part = laurent_part(eq)
+    if part is None:
+        part = laurent_part(sympy.expand(eq))       # (expanded, its denominators are those of eq's terms)
     if part is None:
         return False
     gens, terms = part
