@@ -125,7 +125,7 @@ def laurent_part(eq):
         if not coeff.is_Rational:
             return None
         powers = {}
-        for factor in sympy.Mul.make_args(rest):
+        for factor in () if rest is sympy.S.One else sympy.Mul.make_args(rest):
             base, exp = factor.as_base_exp()
             if not (base.is_Symbol and exp.is_Integer) or base in powers:
                 return None
