@@ -109,9 +109,9 @@ def sign_of(expr):
 
 def laurent_part(eq):
     """``eq`` (a sum of terms ``c·Π x^k``, ``c`` rational, ``x`` symbols, ``k`` integers of any sign) times the
-    least common denominator of the ``c`` and divided by its terms' greatest common monomial and integer: ``{exponents: coefficient}`` over ``gens`` (its symbols), as
-    ``(gens, terms)``; ``None`` for any other ``eq``.  Its factors are those of ``eq``'s numerator but monomials
-    and integers, which are positive for positive symbols.
+    least common denominator of the ``c`` and divided by its terms' greatest common monomial and integer:
+    ``{exponents: coefficient}`` over ``gens`` (its symbols), as ``(gens, terms)``; ``None`` for any other ``eq``.
+    Its factors are those of ``eq``'s numerator but monomials and integers, which are positive for positive symbols.
 
     >>> import sympy
     >>> x, y = sympy.symbols("x y", positive=True)
@@ -125,8 +125,8 @@ def laurent_part(eq):
         if not coeff.is_Rational:
             return None
         powers = {}
-        for factor in () if rest is sympy.S.One else sympy.Mul.make_args(rest):
-            base, exp = factor.as_base_exp()
+        for part in () if rest is sympy.S.One else sympy.Mul.make_args(rest):
+            base, exp = part.as_base_exp()
             if not (base.is_Symbol and exp.is_Integer) or base in powers:
                 return None
             powers[base] = int(exp)
@@ -152,6 +152,8 @@ def _certain_factors(eq, unknowns):
     if part is None:
         return False
     gens, terms = part
+    if not all(x.is_positive for x in gens):
+        return False                       # a monomial factor can vanish: the exact route decides
     if len(terms) == 1:
         return []                          # a monomial: never zero for positive symbols
     if not linear_irreducible(terms):

@@ -117,7 +117,8 @@ def test_laurent_part_is_the_numerator_past_monomials():
         gens, terms = laurent_part(eq)
         poly = sympy.Poly.from_dict(terms, *gens).as_expr()
         ratio = sympy.cancel(sympy.numer(sympy.together(eq)) / poly)
-        assert all(f.is_number or f.is_Symbol or f.is_Pow and f.base.is_Symbol for f in sympy.Mul.make_args(ratio)), ratio
+        monomial = (f.is_number or f.is_Symbol or f.is_Pow and f.base.is_Symbol for f in sympy.Mul.make_args(ratio))
+        assert all(monomial), ratio
     assert laurent_part(1 / (d + 1) + e) is None
 
 
@@ -165,3 +166,17 @@ def test_kkt_points_equal_the_exact_routes(seed, monkeypatch):
                     slow = kkt_points(H, cols, list(tiles), M, tidied=tidied)
             assert points_text(fast) == points_text(slow), (H, cols)
     assert fast_used[0] > 0
+
+
+def test_symbols_of_unknown_sign_take_the_exact_route(monkeypatch):
+    x, y, a = sympy.symbols("x y a")               # no assumptions: a monomial factor may vanish
+    eq = a * x * y ** 2 + 3 * x * y
+    assert lagrange._certain_factors(eq, {x, y}) is False
+    H, C = a / x + 2 * a / (x * y), x * y + a * x
+    with remembered({}):
+        fast = kkt_points(H, [C], [x, y], M)
+    with monkeypatch.context() as m:
+        m.setattr(seeded, "linear_irreducible", lambda terms: False)
+        with remembered({}):
+            slow = kkt_points(H, [C], [x, y], M)
+    assert points_text(fast) == points_text(slow)
