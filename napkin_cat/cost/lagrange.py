@@ -30,9 +30,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import itertools
+import math
 
 import sympy
-from napkin_cat.cost.seeded import factor, factor_list
+from napkin_cat.cost.seeded import factor, factor_list, linear_irreducible
 
 MAX_DEGREE = 2        # univariate equations are solved in radicals up to this degree
 MAX_BRANCHES = 32     # factor and root branches followed per active set
@@ -106,9 +107,78 @@ def sign_of(expr):
     return None
 
 
+def laurent_part(eq):
+    """``eq`` (a sum of terms ``c·Π x^k``, ``c`` rational, ``x`` symbols, ``k`` integers of any sign) times the
+    least common denominator of the ``c`` and divided by its terms' greatest common monomial and integer:
+    ``{exponents: coefficient}`` over ``gens`` (its symbols), as ``(gens, terms)``; ``None`` for any other ``eq``.
+    Its factors are those of ``eq``'s numerator but monomials and integers, which are positive for positive symbols.
+
+    >>> import sympy
+    >>> x, y = sympy.symbols("x y", positive=True)
+    >>> gens, terms = laurent_part(y / x ** 2 / 3 + 2 * y ** 2 / 3)
+    >>> gens, sorted(terms.items())
+    ((x, y), [((0, 0), 1), ((2, 1), 2)])
+    """
+    terms = {}
+    for term in sympy.Add.make_args(eq):
+        coeff, rest = term.as_coeff_Mul()
+        if not coeff.is_Rational:
+            return None
+        powers = {}
+        for part in () if rest is sympy.S.One else sympy.Mul.make_args(rest):
+            base, exp = part.as_base_exp()
+            if not (base.is_Symbol and exp.is_Integer) or base in powers:
+                return None
+            powers[base] = int(exp)
+        terms[frozenset(powers.items())] = coeff
+    if len(terms) != len(sympy.Add.make_args(eq)):
+        return None
+    gens = tuple(sorted({x for mono in terms for x, _ in mono}, key=sympy.default_sort_key))
+    rows = [(tuple(dict(mono).get(x, 0) for x in gens), c) for mono, c in terms.items()]
+    low = [min(e[i] for e, _ in rows) for i in range(len(gens))]
+    scale = math.lcm(*(int(c.q) for _, c in rows))
+    rows = [(e, int(c * scale)) for e, c in rows]
+    content = math.gcd(*(c for _, c in rows))
+    return gens, {tuple(k - m for k, m in zip(e, low)): c // content for e, c in rows}
+
+
+def _certain_factors(eq, unknowns):
+    """:func:`_factors` where the numerator's part past its monomial and integer (:func:`laurent_part`) is certainly
+    irreducible (:func:`~napkin_cat.cost.seeded.linear_irreducible`): then it is the only factor that can vanish,
+    with sympy's sign (a positive leading coefficient); ``False`` where this does not apply."""
+    part = laurent_part(eq)
+    if part is None:
+        part = laurent_part(sympy.expand(eq))       # (expanded, its denominators are those of eq's terms)
+    if part is None:
+        return False
+    gens, terms = part
+    if not all(x.is_positive for x in gens):
+        return False                       # a monomial factor can vanish: the exact route decides
+    if len(terms) == 1:
+        return []                          # a monomial: never zero for positive symbols
+    if not linear_irreducible(terms):
+        return False
+    poly = sympy.Poly.from_dict(terms, *gens)
+    poly = sympy.Poly(poly.as_expr())      # its own generators, ordered as sympy orders them
+    if poly.LC() < 0:
+        poly = -poly
+    f = poly.as_expr()
+    return [f] if f.free_symbols & unknowns and sign_of(f) is None else []
+
+
 @kept
 def _factors(eq, unknowns):
     """The factors of ``eq``'s numerator that can vanish for positive unknowns (``[]``: it never vanishes)."""
+    if eq != 0:
+        certain = _certain_factors(eq, unknowns)
+        if certain is not False:
+            return certain
+    return _slow_factors(eq, unknowns)
+
+
+def _slow_factors(eq, unknowns):
+    """:func:`_factors` by sympy's ``together`` and ``factor_list`` (the exact route :func:`_certain_factors`
+    shortens)."""
     num = sympy.numer(sympy.together(eq))
     if num == 0:
         return None
