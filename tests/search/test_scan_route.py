@@ -1,4 +1,4 @@
-"""scan-35: which column sets a growing form's scan solves in closed form (:func:`napkin_cat.search.top_columns._chosen`).
+"""scan-35: which column sets a growing form's scan solves in closed form (``top_columns._chosen``).
 
 Where a kernel's top-degree model has more columns than the scan keeps (``KEPT``: the chosen set and the one that
 takes over), the scan runs on points solved at the reference sizes and only the kept sets are solved in the sizes;
