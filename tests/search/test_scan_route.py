@@ -72,7 +72,8 @@ def random_program(rng):
 def test_random_programs_state_the_all_symbolic_form(seed):
     """On random programs of three columns in two tiles, at memories from small to large, the route on points
     solved at the sizes states what the all-symbolic scan does (mutation: keep only the chosen set, dropping the
-    one that takes over, and ``end`` differs)."""
+    one that takes over, with ``_agree`` always true: every seed fails; with ``_agree`` as it is, the fallback
+    restores the form and the block test's count of symbolic solves fails instead)."""
     prog, ref = random_program(np.random.default_rng(seed))
     met = 0
     for at in (2.0 ** 8, 2.0 ** 14, 2.0 ** 20):
@@ -84,8 +85,9 @@ def test_random_programs_state_the_all_symbolic_form(seed):
 
 def test_the_block_kernel_states_the_all_symbolic_form_and_solves_fewer_sets():
     """The block's four-column kernel: the same form and end by both routes, and the route on points solved at the
-    sizes solves fewer sets in the sizes (``_solved`` misses) than the all-symbolic scan (mutation: ``KEPT = 4``,
-    the numeric route never runs, and the counts are equal)."""
+    sizes solves fewer sets in the sizes (``_solved`` misses) than the all-symbolic scan (mutations: ``KEPT = 4``,
+    the numeric route never runs, and the counts are equal; the set that takes over left out of those kept, the
+    scans disagree, every set is solved on the fallback, and the counts are equal)."""
     prog, ref = four_columns()
     for at in (2.0 ** 12, 2.0 ** 24):
         assert _stated(prog, 0, ref, at, tc.KEPT) == _stated(prog, 0, ref, at, 99)
