@@ -29,7 +29,7 @@ def _clear():
 
 def _stated(prog, K, ref, at, kept):
     """``top_form`` with the scan's route set by ``KEPT = kept`` (0: on points solved at the sizes wherever the
-    program has several columns and tiles; 99: never), caches cleared; ``(H, tiles, end.at, end.expr)``."""
+    program has several columns and tiles; 99: never), caches cleared; ``(H, tiles, end.expr, end.at)``."""
     old = tc.KEPT
     tc.KEPT = kept
     try:
@@ -41,7 +41,18 @@ def _stated(prog, K, ref, at, kept):
     if got is None:
         return None
     H, tiles, end = got
-    return H, tiles, None if end is None else (end.at, end.expr)
+    return H, tiles, None if end is None else (end.expr, end.at)
+
+
+def _same(x, y):
+    """Two :func:`_stated` alike: the form, its tiles and its end's closed form identical, the end's value at the
+    sizes to 1e-6 (the scan over the kept sets bisects among fewer options: where a third one meets the two at the
+    switch, the last digits differ; gqa's two-column kernel forced on this route: 1524169.405 vs 1524168.972)."""
+    if x is None or y is None:
+        return x is y
+    if x[:2] != y[:2] or (x[2] is None) != (y[2] is None):
+        return False
+    return x[2] is None or (x[2][0] == y[2][0] and abs(x[2][1] - y[2][1]) <= 1e-6 * y[2][1])
 
 
 def four_columns():
@@ -78,7 +89,7 @@ def test_random_programs_state_the_all_symbolic_form(seed):
     met = 0
     for at in (2.0 ** 8, 2.0 ** 14, 2.0 ** 20):
         sym = _stated(prog, 0, ref, at, 99)
-        assert _stated(prog, 0, ref, at, 0) == sym
+        assert _same(_stated(prog, 0, ref, at, 0), sym)
         met += sym is not None
     assert met
 
@@ -90,7 +101,7 @@ def test_the_block_kernel_states_the_all_symbolic_form_and_solves_fewer_sets():
     scans disagree, every set is solved on the fallback, and the counts are equal)."""
     prog, ref = four_columns()
     for at in (2.0 ** 12, 2.0 ** 24):
-        assert _stated(prog, 0, ref, at, tc.KEPT) == _stated(prog, 0, ref, at, 99)
+        assert _same(_stated(prog, 0, ref, at, tc.KEPT), _stated(prog, 0, ref, at, 99))
     tc._solved.cache_clear()
     tc.top_form(prog, M, 0, ref, 2.0 ** 12)
     numeric_first = tc._solved.cache_info().misses
@@ -157,7 +168,7 @@ def test_every_choice_the_derives_meet_is_the_all_symbolic_one_without_a_fallbac
     monkeypatch.setattr(tc, "_agree", counted)
     for prog, pairs, k_at, at in met:
         K = sympy.Float(k_at) if k_at else 0      # (the scan reads K only at the sizes)
-        assert _stated(prog, K, dict(pairs), at, 0) == _stated(prog, K, dict(pairs), at, 99)
+        assert _same(_stated(prog, K, dict(pairs), at, 0), _stated(prog, K, dict(pairs), at, 99))
     assert verdicts and all(verdicts)
 
 
