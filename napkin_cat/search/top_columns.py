@@ -47,6 +47,10 @@ from napkin_cat.search.breakpoints import Breakpoint, solved_root
 
 #: the memories scanned for where a form stops being the optimum: ``start · 2^(k/STEPS)`` up to ``2^LAST``
 STEPS, LAST = 16, 44
+#: the column sets the scan keeps of the points solved at the sizes (the chosen one, the one that takes over)
+KEPT = 2
+#: how near the scans on points solved at the sizes and on symbolic points agree (:func:`_agree`)
+AGREE = 1e-6
 #: at most this many column sets are solved (the sets of up to as many columns as free tiles, smallest first)
 MOST_SETS = 40
 
@@ -208,27 +212,31 @@ def _chosen(prog, M, pairs: tuple, k_at: float, at: float):
     and ``(j, memory)`` where ``found[j]`` takes over (None if none does): :func:`_scanned` (a pure function of its
     key); None where the model has no point.
 
-    Where the program has several columns, the scan runs first on the points solved at the reference sizes
-    (:func:`_numeric_at`: the sizes put in before the elimination, a fraction of the symbolic work) and only the
-    sets of the chosen point and of the one that takes over are solved in the sizes; the scan over those two
-    chooses as the scan over all does (where one option is the cheapest that satisfies every column among all, it
-    is among any set of options that holds it).  Where the two scans do not agree (a point the numeric elimination
-    finds and the symbolic one does not, or a choice where no point fits), every set is solved in the sizes and
-    scanned, as with one column.
+    Where the program has more columns than the scan keeps (the chosen set and the one that takes over: more than
+    two) and several free tiles, the scan runs first on the points solved at the reference sizes
+    (:func:`_numeric_at`: the sizes put in before the elimination) and only the sets of the chosen point and of the
+    one that takes over are solved in the sizes; the scan over those two chooses as the scan over all does (where
+    one option is the cheapest that satisfies every column among all, it is among any set of options that holds
+    it).  An elimination at the sizes costs about one in them (``M`` stays a symbol: the block's attention kernel
+    0.3 s of 0.5 s), so it saves work only where the sets it passes over outnumber those it solved at the sizes
+    again: with one or two columns every single column is solved in the sizes either way, and the scan runs on
+    them at once.  Where the two scans do not agree (:func:`_agree`: another set chosen, or another one taking
+    over, or elsewhere; a point the numeric elimination finds and the symbolic one does not, or a choice where no
+    point fits), every set is solved in the sizes and scanned, as with two columns.
 
     Where the program has one column and it one point, that point is the choice and no option takes over: the scan
     (:func:`_scanned`) would pick among that one option (each wider set is that column alone again) and a memory
     where it does not fit ends nothing; the scan and its float functions (:func:`_numeric_set`) are not made."""
     _, tops, free, _ = top_columns(prog)
-    if len(tops) > 1 and len(free) > 1:     # (one tile: the symbolic point is solved directly, no cheaper)
+    if len(tops) > KEPT and len(free) > 1:     # (one tile: the symbolic point is solved directly, no cheaper)
         first = _scanned(lambda sets: _numeric_at_sets(prog, M, pairs, sets), len(tops), k_at, at, prog)
         if first is not None and first[3]:
             sets, i, end, _ = first
             fs = _numeric_at_sets(prog, M, pairs, sets)
             keep = tuple(dict.fromkeys([fs[i][0]] + ([fs[end[0]][0]] if end else [])))
             second = _scanned(lambda _: _numeric(prog, M, pairs, keep), 0, k_at, at, prog)
-            if second is not None and second[3] and _agree(fs[i], _numeric(prog, M, pairs, keep)[second[1]],
-                                                          end, second[2], k_at, at):
+            if second is not None and second[3] and _agree(fs, i, end, _numeric(prog, M, pairs, keep), second[1],
+                                                          second[2], k_at, at):
                 return options(prog, M, keep), second[1], second[2]
     found = options(prog, M)
     if not found:
@@ -239,19 +247,27 @@ def _chosen(prog, M, pairs: tuple, k_at: float, at: float):
     return options(prog, M, sets), i, end
 
 
-def _agree(a, b, end_a, end_b, k_at: float, at: float) -> bool:
-    """Whether the options ``a`` and ``b`` (``(set, H, tiles, columns)`` float functions) take the same ``H`` just
-    above ``at`` and the two scans end at the same memory (to 1e-9)."""
+def _agree(fa, i, end_a, fb, j, end_b, k_at: float, at: float) -> bool:
+    """Whether the scans over the options ``fa`` (points solved at the sizes) and ``fb`` (the symbolic points of the
+    sets kept) choose alike: ``fa[i]`` and ``fb[j]`` of one column set and one ``H`` just above ``at``, the options
+    that take over (``end_a``, ``end_b``: ``(index, memory)`` or None) of one set and at one memory.  To
+    :data:`AGREE` relative: a point solved at the sizes is not tidied (``kkt_points(…, tidied=False)``), and its
+    radicals lose digits to cancellation (mlp's two-column kernel: ``H`` 2e-8 apart at ``M = 4610``; gqa's: the
+    memory where a set takes over 3e-7 apart), while another point of a set or another set taking over differs
+    in its leading digits."""
     m = max(at, 1.0) * (1 + 1e-6) - k_at
+    a, b = fa[i], fb[j]
+    if a[0] != b[0]:
+        return False
     try:
         ha, hb = complex(a[1](m)), complex(b[1](m))
     except (ValueError, ZeroDivisionError, OverflowError, TypeError):
         return False
-    if not abs(ha - hb) <= 1e-9 * abs(ha):
+    if not abs(ha - hb) <= AGREE * abs(ha):
         return False
     if (end_a is None) != (end_b is None):
         return False
-    return end_a is None or abs(end_a[1] - end_b[1]) <= 1e-9 * end_a[1]
+    return end_a is None or (fa[end_a[0]][0] == fb[end_b[0]][0] and abs(end_a[1] - end_b[1]) <= AGREE * end_a[1])
 
 
 def _scanned(numeric, ncols: int, k_at: float, at: float, prog):
