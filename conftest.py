@@ -110,12 +110,14 @@ APART = ("tests/test_notebooks.py::test_notebook_runs",)
 #: were the last seven units of the run (durations of the cold run at a78e9f8, ``--durations=60``).  Notebook 08
 #: comes well after tests/torch/test_gpt_train.py, which compiles three of its four ops at the same sizes and memory:
 #: it reads their derivations back from the cache folder (napkin_cat/torch/stored.py) instead of searching them again
-#: beside it on the other worker.
+#: beside it on the other worker.  The outside checks of issue 35 (test_outside_35s: 29 CPU s in seven tests,
+#: test_outside_35f: ~15 s in 22) came after every file of more tests, the last units of the run (suite-35).
 NOTEBOOK = "tests/test_notebooks.py::test_notebook_runs[{}]"
 FIRST = ("tests/search/test_derive_backward", NOTEBOOK.format("07_backward"),
          "tests/rewriting/test_rewrite.py",
-         "tests/paper/test_reproduce.py", "tests/search/test_heldout.py", "tests/testing/test_fuzz.py",
-         "tests/search/test_fuzz.py", "proofs/", "tests/search/test_derive_masked.py", "tests/test_gpu_benchmark.py",
+         "tests/paper/test_reproduce.py", "tests/search/test_outside_35s.py", "tests/search/test_heldout.py",
+         "tests/testing/test_fuzz.py", "tests/search/test_fuzz.py", "proofs/", "tests/search/test_derive_masked.py",
+         "tests/search/test_outside_35f.py", "tests/test_gpu_benchmark.py",
          "tests/test_docs.py", "tests/torch/test_flex.py", "tests/torch/test_compile.py", "tests/distributed/",
          "tests/torch/test_gpt_train.py", "tests/codegen/test_triton.py",
          "tests/rewriting/test_rules_rewrite_what_they_offer.py", NOTEBOOK.format("02_deriving_flash_attention"),
