@@ -111,7 +111,7 @@ APART = ("tests/test_notebooks.py::test_notebook_runs",)
 #: comes well after tests/torch/test_gpt_train.py, which compiles three of its four ops at the same sizes and memory:
 #: it reads their derivations back from the cache folder (napkin_cat/torch/stored.py) instead of searching them again
 #: beside it on the other worker.  The outside checks of issue 35 (test_outside_35s: 29 CPU s in seven tests,
-#: test_outside_35f: ~15 s in 22) came after every file of more tests, the last units of the run (suite-35).
+#: test_outside_35f: 12 s in 23) came after every file of more tests, the last units of the run (suite-35).
 NOTEBOOK = "tests/test_notebooks.py::test_notebook_runs[{}]"
 FIRST = ("tests/search/test_derive_backward", NOTEBOOK.format("07_backward"),
          "tests/rewriting/test_rewrite.py",
@@ -128,7 +128,7 @@ FIRST = ("tests/search/test_derive_backward", NOTEBOOK.format("07_backward"),
          NOTEBOOK.format("05_hopper_configuration"), NOTEBOOK.format("01_tour"))
 
 
-class _Queue(OrderedDict):
+class FirstQueue(OrderedDict):
     """xdist's queue of work units (scope → its tests), those of :data:`FIRST` kept in front, in its order."""
 
     def __setitem__(self, scope, unit):
@@ -146,7 +146,7 @@ if LoadFileScheduling is not None:
 
         def __init__(self, config, log=None):
             super().__init__(config, log)
-            self.workqueue = _Queue()
+            self.workqueue = FirstQueue()
 
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.startswith(APART):
