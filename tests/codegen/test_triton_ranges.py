@@ -19,6 +19,7 @@ disjunction dropped (``tl.where(c, stop, H)`` → ``H``); a ``Min`` split as a c
 """
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -114,6 +115,13 @@ def code(e) -> str:
     return TritonLike().doprint(e)
 
 
+@functools.lru_cache(maxsize=None)
+def compiled(source: str):
+    """A printed bound or loop limit compiled once: the grids below evaluate each at ~300 points (compiling the text
+    at every point was half of this file's CPU)."""
+    return compile(source, "<printed>", "eval")
+
+
 def selected(found, u: int, n: int) -> set:
     """The trips ``max(0, lows) ≤ i < min(stop, highs)`` of each part (:class:`Bounds` or :class:`Ranges`) with the
     printed bounds evaluated at ``u``, ``n``."""
@@ -121,8 +129,8 @@ def selected(found, u: int, n: int) -> set:
     env = {"Int": Int, "tl": tl, "u": Int(u), "n": Int(n), "stop": Int(stop)}
     out = set()
     for bounds in (found.parts if isinstance(found, Ranges) else (found,)):
-        lo = max([0] + [Int(eval(b, env)).v for b in bounds.lows])
-        hi = min([stop] + [Int(eval(b, env)).v for b in bounds.highs])
+        lo = max([0] + [Int(eval(compiled(b), env)).v for b in bounds.lows])
+        hi = min([stop] + [Int(eval(compiled(b), env)).v for b in bounds.highs])
         out |= set(range(lo, hi))
     return out
 
@@ -132,8 +140,9 @@ def looped(loops, u: int, n: int) -> list:
     stop = -(-n // TILE)
     env = {"Int": Int, "tl": tl, "u": Int(u), "n": Int(n), "stop": Int(stop)}
     for name, value in loops.defs:
-        env[name] = Int(eval(value, env))
-    return [(i, kind) for lo, hi, kind in loops.loops for i in range(Int(eval(lo, env)).v, Int(eval(hi, env)).v)]
+        env[name] = Int(eval(compiled(value), env))
+    return [(i, kind) for lo, hi, kind in loops.loops
+            for i in range(Int(eval(compiled(lo), env)).v, Int(eval(compiled(hi), env)).v)]
 
 
 def truth(condition):
