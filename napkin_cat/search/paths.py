@@ -21,6 +21,9 @@ from napkin_cat.errors import RewriteError
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.choice import Block, Choice, counted  # noqa: F401  (Choice, counted: read from here too)
 
+_UNREAD = object()    # a partition of a block in shortest_splits' tables whose rows are not read yet
+
+
 def playable(roles):
     """Whether a partition's curve is one the rule book can build (a sweep needs a rule playing ``sweep``, a
     2-D loop one playing ``nest``, a split stream one playing ``split``, and a sweep too when its outer stream
@@ -131,7 +134,8 @@ class Space:
             self.into[b].append((a, block))
 
 
-def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: ch.options, tie=None, rows=None):
+def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: ch.options, tie=None, rows=None,
+                    fits=None):
     """Per point k: ``(H, kernels, path)`` with ``path = [(block, variant, curve)]``, or None if nothing fits.
 
     Each point's answer is the least ``(H, kernels, tie)`` over the space's chains, whatever other points are
@@ -146,7 +150,12 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
     counted H alike); without it, the partition tried first.  ``rows(curve)``: ``(evaluate row, tie row)``, the
     lists of ``evaluate(curve, k)`` and ``tie(curve, k)`` over the points, where the caller keeps them as tables (one
     look-up per partition, not one per partition and point); the tie row may be a function returning it, called
-    only where the curve fits at a point reached.
+    only where the curve fits at a point reached.  ``fits(curve, k)``: False where the partition cannot fit at point k
+    (a memory below the least any of its tilings needs, read off the function before it is costed:
+    :meth:`~napkin_cat.search.curves.Curve.least`), where ``evaluate`` is None; a partition that fits at none of the
+    points an edge's bound leaves open is not costed for that edge (the answer is the same: it sets nothing at those
+    points, and at a point the bound closes no partition of the block beats the best, ``lower`` being at most each
+    one's H).
 
     >>> from types import SimpleNamespace as NS
     >>> space = NS(graph=None, downs=[0, 1], into={1: [(0, 1)]}, full=1)
@@ -187,16 +196,19 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
         for _, e, a, block in order:
             da = dist[a]
             ch, lb = choices[block]
-            if all(da[k] == inf or (da[k][0] + lb, da[k][1] + 1) > dist[b][k][:2] for k in range(n)):
+            open_ = [k for k in range(n) if da[k] != inf and (da[k][0] + lb, da[k][1] + 1) <= dist[b][k][:2]]
+            if not open_:
                 continue    # (H, kernels) at its bound cannot beat the best path anywhere: a tie it could win is kept
-            live = [k for k in range(n) if da[k] != inf]
             table = tables.get(block)
-            if table is None:   # the block's partitions and their rows, read once for every edge into it
-                table = tables[block] = [[v, curve, *(rows(curve) if rows is not None else (None, None))]
-                                         for v, curve in options(ch)]
+            if table is None:   # the block's partitions, each one's rows read once for every edge into it
+                table = tables[block] = [[v, curve, _UNREAD, None] for v, curve in options(ch)]
             for o, entry in enumerate(table):
                 v, curve, hs, ts = entry
-                for k in live:
+                if hs is _UNREAD:
+                    if fits is not None and not any(fits(curve, k) for k in open_):
+                        continue    # it fits at none of the points its bound leaves open: not costed (here)
+                    hs, ts = entry[2], entry[3] = rows(curve) if rows is not None else (None, None)
+                for k in open_:     # (a point its bound closes: no candidate of the block beats the best there)
                     h = evaluate(curve, k) if hs is None else hs[k]
                     if h is None:
                         continue

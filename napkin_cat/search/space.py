@@ -168,13 +168,22 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
     points: dict = {}    # each curve's points at every memory, read once per curve in this call
     zeros = [0] * len(memories)
     for rank, form in enumerate(forms):
-        def evaluate(curve, k):    # a table per curve: its H* at every memory (None: unplayable, or no fit)
+        def table(curve):      # a curve's H* at every memory (None: unplayable, or no fit), made once per call
+            found = points[curve] = (
+                [None] * len(memories) if not ok(curve) else need.column(curve) if need is not None
+                else [h for h, _ in curve.at_all(sizes, memories, tiles, count=count)])
+            return found
+
+        def evaluate(curve, k):    # (a memory below the least its tilings need: None, and the curve not costed)
             found = points.get(curve)
             if found is None:
-                found = points[curve] = (
-                    [None] * len(memories) if not ok(curve) else need.column(curve) if need is not None
-                    else [h for h, _ in curve.at_all(sizes, memories, tiles, count=count)])
+                if need is None and memories[k] < curve.least(sizes):
+                    return None
+                found = table(curve)
             return found[k]
+
+        def fits(curve, k):    # the partition may fit at memories[k] (playable, Curve.least: read uncosted)
+            return ok(curve) and memories[k] >= curve.least(sizes)
 
         def tie(curve, k):     # what both rankings share: the estimate (exact where nothing is masked)
             if need is not None:
@@ -190,8 +199,7 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
         def rows(curve):      # evaluate's and tie's rows over the memories (tie's read where the curve fits)
             hs = points.get(curve)
             if hs is None:
-                evaluate(curve, 0)
-                hs = points[curve]
+                hs = table(curve)
             if need is not None:
                 return hs, zeros
             return hs, lambda: (hs if not count or not curve.search_cost.estimated
@@ -202,9 +210,10 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
         if form.cut is not None:
             parts, joints = form.cut
             shortest = segmented_shortest(form.graph, parts, joints, search, memories, evaluate, lower, context,
-                                          options, tie, sizes, rows)
+                                          options, tie, sizes, rows, fits if need is None else None)
         else:
-            shortest = shortest_splits(form.space, search, memories, evaluate, lower, options, tie, rows)
+            shortest = shortest_splits(form.space, search, memories, evaluate, lower, options, tie, rows,
+                                       fits if need is None else None)
             if not form.space.exact:   # kernels capped in size: grown by cost-guided fusion (and joins of siblings)
                 grown = [g and grow(form.graph, search, g, evaluate, k, lower) for k, g in enumerate(shortest)]
                 shortest = [join_siblings(form.graph, search, g, evaluate, k, lower)   # (before comparing)
