@@ -70,7 +70,7 @@ from napkin_cat.search.held_alike import leading_need
 from napkin_cat.search.lower_envelope import lower_envelope
 from napkin_cat.search.probes import envelope_at, probe_memories, spans_at
 from napkin_cat.search.results import Derivation, Later, Regime, held
-from napkin_cat.search.space import Makers, check_sizes, select
+from napkin_cat.search.space import Makers, check_sizes, select, smallest_memory
 from napkin_cat.search.unbound_tiles import unbound
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 
@@ -133,7 +133,7 @@ def clamped_candidates(cand, M, sizes, env, ref, forms=None):
                 at = max(at, start.at)
             nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, note=nxt._note, forms=forms)
         if hold or (not c.past and c.start.at <= c.end.at < nxt.start.at / (1 + 1e-12)):
-            out.append(HeldOn(c, M))    # (also where the form past c's end was passed over to a later start)
+            out.append(HeldOn(c, M, ref))    # (also where the form past c's end was passed over to a later start)
         out.append(nxt)
         c = nxt
     return out
@@ -263,8 +263,12 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
     if not cands:
         raise MemoryLimitError(f"no algorithm for this diagram fits level {level} with any memory up to 2^40 at "
                                f"the reference sizes {ref_sizes}")
-    pieces = lower_envelope(cands, M, ref_env, drawn)
+    anchor = min(c.start.at for c in cands)     # (the grid of the first drawing, continued below where needed)
+    pieces = lower_envelope(cands, M, ref_env, drawn, anchor)
     probed, below = set(GRID), set()
+    least = min(smallest_memory(f, search, ref_sizes) for f in prepared)   # what a numeric derive's refusal names
+    if least < spans_at(pieces, ref_env)[0][1]:
+        below.add(least)        # (an algorithm that fits only between grid memories below the first piece)
     for _ in range(PROBE_ROUNDS):    # an algorithm that wins only between grid memories (:mod:`.probes`)
         spans = spans_at(pieces, ref_env)
         probes = sorted((set(probe_memories(spans)) | below) - probed)
@@ -282,7 +286,7 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
         if len(cands) == first:
             break
         below = {math.ceil(c.start.at) - 1 for c in cands[first:] if c.start.at > 1}   # just below a new one starts
-        pieces = lower_envelope(cands, M, ref_env, drawn)
+        pieces = lower_envelope(cands, M, ref_env, drawn, anchor)
     bound = lower_bound(diagram, M)
     bexpr = bound.H.subs(env) if bound.structural else None
     regimes, args = [], [(sympy.nan, M < pieces[0][1])]
