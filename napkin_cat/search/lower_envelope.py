@@ -141,8 +141,9 @@ def lower_envelope(cands, M, ref, memo=None, anchor=None):
 
     The winner is read on the geometric grid and, where a winner stops holding between two grid memories, there and
     just past it (:func:`handed`): a form that stops holding hands over to the one that is cheapest just past it
-    (the algorithm one tile whole, or another), never to the one cheapest a grid step on (the renamed block at ``seq 12 dm 20 nh 4 dh 5 hid 44``: a form ending at ``M = 120``, 12,442.4, handed to one
-    at 12,442.6 there, where its own clamped form goes on from 12,442.4: ``H`` rose).
+    (the algorithm one tile whole, or another), never to the one cheapest a grid step on (the renamed block at
+    ``seq 12 dm 20 nh 4 dh 5 hid 44``: a form ending at ``M = 120``, 12,442.4, handed to one at 12,442.6 there,
+    where its own clamped form goes on from 12,442.4: ``H`` rose).  Pieces empty at the reference sizes are left out.
 
     ``memo`` (a dict the caller keeps between calls on one list of candidates that only grows): each grid memory's
     winner so far, so that a call after candidates were appended folds only the new ones in (:func:`folded`).
