@@ -39,7 +39,10 @@
    ``M = 2984`` and ``3104``, both between ``2¹¹`` and ``2¹²``, 1.2-1.4× below the envelope there).  So the search
    runs again at each piece's first, middle and last memory and just below where each algorithm found so starts
    (:mod:`.probes`); one that moves less there than the envelope states by more than :data:`PROBE_GAIN` is a
-   candidate, and the envelope is drawn again, until a round finds none (at most :data:`PROBE_ROUNDS`).
+   candidate, and the envelope is drawn again, until a round finds none (at most :data:`PROBE_ROUNDS`).  The first
+   round also probes the least memory that runs any algorithm (what a numeric derive's refusal names) where the
+   envelope starts above it: an algorithm that fits only between the grid's memories below its first piece (swiglu
+   at its default reference sizes from 3, the grid's 2 and 4 aside), so the answer starts where a numeric derive does.
 
 **What the mode promises** (at the reference sizes, which order the candidates): each piece at ``M`` is an algorithm
 (the regime's diagram, its tiles the piece's) whose ``H`` the piece states, and whose memory by the cost functor's
