@@ -39,7 +39,10 @@
    ``M = 2984`` and ``3104``, both between ``2¹¹`` and ``2¹²``, 1.2-1.4× below the envelope there).  So the search
    runs again at each piece's first, middle and last memory and just below where each algorithm found so starts
    (:mod:`.probes`); one that moves less there than the envelope states by more than :data:`PROBE_GAIN` is a
-   candidate, and the envelope is drawn again, until a round finds none (at most :data:`PROBE_ROUNDS`).
+   candidate, and the envelope is drawn again, until a round finds none (at most :data:`PROBE_ROUNDS`).  The first
+   round also probes the least memory that runs any algorithm (what a numeric derive's refusal names) where the
+   envelope starts above it: an algorithm that fits only between the grid's memories below its first piece (swiglu
+   at its default reference sizes from 3, the grid's 2 and 4 aside), so the answer starts where a numeric derive does.
 
 **What the mode promises** (at the reference sizes, which order the candidates): each piece at ``M`` is an algorithm
 (the regime's diagram, its tiles the piece's) whose ``H`` the piece states, and whose memory by the cost functor's
@@ -70,7 +73,7 @@ from napkin_cat.search.held_alike import leading_need
 from napkin_cat.search.lower_envelope import lower_envelope
 from napkin_cat.search.probes import envelope_at, probe_memories, spans_at
 from napkin_cat.search.results import Derivation, Later, Regime, held
-from napkin_cat.search.space import Makers, check_sizes, select
+from napkin_cat.search.space import Makers, check_sizes, select, smallest_memory
 from napkin_cat.search.unbound_tiles import unbound
 from napkin_cat.syntax.sizes import Sizes, as_sizes
 
@@ -133,7 +136,7 @@ def clamped_candidates(cand, M, sizes, env, ref, forms=None):
                 at = max(at, start.at)
             nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, note=nxt._note, forms=forms)
         if hold or (not c.past and c.start.at <= c.end.at < nxt.start.at / (1 + 1e-12)):
-            out.append(HeldOn(c, M))    # (also where the form past c's end was passed over to a later start)
+            out.append(HeldOn(c, M, ref))    # (also where the form past c's end was passed over to a later start)
         out.append(nxt)
         c = nxt
     return out
@@ -263,8 +266,12 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
     if not cands:
         raise MemoryLimitError(f"no algorithm for this diagram fits level {level} with any memory up to 2^40 at "
                                f"the reference sizes {ref_sizes}")
-    pieces = lower_envelope(cands, M, ref_env, drawn)
+    anchor = min(c.start.at for c in cands)     # (the grid of the first drawing, continued below where needed)
+    pieces = lower_envelope(cands, M, ref_env, drawn, anchor)
     probed, below = set(GRID), set()
+    least = min(smallest_memory(f, search, ref_sizes) for f in prepared)   # what a numeric derive's refusal names
+    if least < spans_at(pieces, ref_env)[0][1]:
+        below.add(least)        # (an algorithm that fits only between grid memories below the first piece)
     for _ in range(PROBE_ROUNDS):    # an algorithm that wins only between grid memories (:mod:`.probes`)
         spans = spans_at(pieces, ref_env)
         probes = sorted((set(probe_memories(spans)) | below) - probed)
@@ -282,7 +289,7 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
         if len(cands) == first:
             break
         below = {math.ceil(c.start.at) - 1 for c in cands[first:] if c.start.at > 1}   # just below a new one starts
-        pieces = lower_envelope(cands, M, ref_env, drawn)
+        pieces = lower_envelope(cands, M, ref_env, drawn, anchor)
     bound = lower_bound(diagram, M)
     bexpr = bound.H.subs(env) if bound.structural else None
     regimes, args = [], [(sympy.nan, M < pieces[0][1])]

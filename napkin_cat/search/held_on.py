@@ -34,14 +34,27 @@ class HeldOn:
 
     past, reaching, end, until = False, None, None, sympy.oo
 
-    def __init__(self, c, M):
-        self._c, self._M = c, M
+    def __init__(self, c, M, ref=None):
+        self._c, self._M, self._ref = c, M, ref or {}
         self.made, self.whole, self.start = c.made, c.whole, c.end
         value = c.at_ref(c.end.at)
         self.at_ref = lambda m: value
         self._H = self._tiles = None
-        self.note = (f"the algorithm of the piece before at M = {c.end.at:.6g} (at the reference sizes), its tiles "
-                     f"fixed there: it fits at every larger memory, H constant")
+        self._note = None
+
+    @property
+    def note(self) -> str:
+        """What this piece is, and where its algorithm needs more than its first memory by the exact columns at the
+        reference sizes (the lower form's terms of lower degree, carried on: stated, written where read)."""
+        if self._note is None:
+            at = self._c.end.at
+            self._note = (f"the algorithm of the piece before at M = {at:.6g} (at the reference sizes), its tiles "
+                          f"fixed there: it fits at every larger memory, H constant")
+            need = exact_need(self._c.made, self._c.tiles, self._M, at, self._ref) if self._ref else None
+            if need is not None and need > at * (1 + 1e-9):
+                self._note += (f"; by the exact columns its algorithm needs {need:.6g} there (terms of lower degree "
+                               f"than M's, {need / at:.3g}× M at the reference sizes)")
+        return self._note
 
     @property
     def H(self):
@@ -63,3 +76,28 @@ class HeldOn:
     @property
     def until_at(self) -> float:
         return math.inf
+
+
+def exact_need(made, tiles: dict, M, at: float, ref: dict):
+    """The largest exact column of the grouped kernels of ``made`` (``made.parts``: each its curve and the renaming
+    of its program's tiles to the algorithm's) at the algorithm's ``tiles`` (forms in ``M``) at ``M = at`` and the
+    reference sizes ``ref``, a float; None where a column is not a number there."""
+    at_m = {M: sympy.Float(at)}
+    ref = {k: sympy.sympify(v) for k, v in ref.items()}
+    best = 0.0
+    for curve, names in made.parts:
+        if not curve.grouped:
+            continue
+        prog = curve.program
+        sub = {}
+        for t in prog.tiles:
+            v = tiles.get(names.get(t, t) if names else t, 1)
+            sub[t] = sympy.sympify(v).xreplace(at_m)
+        for col in prog.columns:
+            c = sympy.sympify(col).xreplace(sub)
+            c = c.xreplace(names) if names else c
+            try:
+                best = max(best, float(c.xreplace(ref).xreplace(at_m)))
+            except TypeError:
+                return None
+    return best

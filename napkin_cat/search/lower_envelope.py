@@ -19,7 +19,7 @@ import math
 
 import sympy
 
-from napkin_cat.search.crossings import crossing, crossing_root
+from napkin_cat.search.crossings import at_reference, crossing, crossing_root
 
 
 def winner(cands, fs, ts, m, us=None):
@@ -85,29 +85,89 @@ def folded(fs, ts, us, grid, memo=None) -> list:
     return [h[1] if h is not None else a[1] if a is not None else None for h, a in zip(held, fits)]
 
 
-def lower_envelope(cands, M, ref, memo=None):
+def handed(at: dict, fs, ts, us) -> dict:
+    """``at`` (memory → the winner there, :func:`winner`) with the memories where a winner stops holding between two
+    of its memories added, and just past them, wherever the winner just past is not the one at the next memory: a
+    form that stops holding hands over to the cheapest just past its end (its own form one tile whole, or
+    another), not to the cheapest a grid step on.  Repeated until no hand-over is missed (a winner added may stop
+    holding before the next memory too).
+
+    >>> fs = [lambda m: 100 / m, lambda m: 100 / m + 0.001, lambda m: 101 / m - 0.099]     # 2 crosses 1 at 10
+    >>> ts, us = [1, 1, 1], [8, 64, 64]
+    >>> sorted(handed({4: 0, 16: 2}, fs, ts, us).items())
+    [(4, 0), (8, 0), (8.000000008, 1), (16, 2)]
+    """
+    every = range(len(fs))
+    while True:
+        points, added = sorted(at), {}
+        for a, b in zip(points, points[1:]):
+            w = at[a]
+            if w is None or at[b] == w or not a < us[w] < b:
+                continue
+            past = us[w] * (1 + 1e-9)
+            v = winner(every, fs, ts, past, us)
+            if v is not None and v != at[b]:
+                added[us[w]], added[past] = winner(every, fs, ts, us[w], us), v
+        if not added:
+            return at
+        at.update(added)
+
+
+def memories(start: float, anchor: float | None = None) -> list:
+    """The geometric grid of 4,001 memories from ``anchor`` to 2⁴⁴ (``anchor``: ``start`` where not given or not
+    below it), continued below ``anchor`` at the same ratio down to ``start``: a candidate found later that starts
+    lower (:mod:`.probes`) adds memories below, and the memories above stay those of the first drawing.
+
+    >>> memories(2.0 ** 44), len(memories(1.0)), memories(1.0)[-1] == 2 ** 44
+    ([17592186044416.0], 4001, True)
+    >>> g = memories(10.0, 12.0)
+    >>> g[0], g[-4001:] == memories(12.0), len(g)
+    (10.0, True, 4028)
+    """
+    anchor = start if anchor is None or anchor <= start else anchor
+    if anchor >= 2 ** 44:
+        return [start]
+    ratio = (2 ** 44 / anchor) ** (1 / 4000)
+    grid = [anchor * (2 ** 44 / anchor) ** (k / 4000) for k in range(4001)]
+    below, m = [], anchor / ratio
+    while m > start * (1 + 1e-12):
+        below.append(m)
+        m /= ratio
+    return ([start] if start < anchor else []) + below[::-1] + grid
+
+
+def lower_envelope(cands, M, ref, memo=None, anchor=None):
     """``[(candidate index, lower, upper)]``: the cheapest candidate per interval of ``M`` (module docstring).
 
+    The winner is read on the geometric grid and, where a winner stops holding between two grid memories, there and
+    just past it (:func:`handed`): a form that stops holding hands over to the one that is cheapest just past it
+    (the algorithm one tile whole, or another), never to the one cheapest a grid step on (the renamed block at
+    ``seq 12 dm 20 nh 4 dh 5 hid 44``: a form ending at ``M = 120``, 12,442.4, handed to one at 12,442.6 there,
+    where its own clamped form goes on from 12,442.4: ``H`` rose).  Pieces empty at the reference sizes are left out.
+
     ``memo`` (a dict the caller keeps between calls on one list of candidates that only grows): each grid memory's
-    winner so far, so that a call after candidates were appended folds only the new ones in (:func:`folded`)."""
+    winner so far, so that a call after candidates were appended folds only the new ones in (:func:`folded`).
+    ``anchor``: where the grid starts (:func:`memories`; the least start of the first drawing's candidates)."""
     fs = [c.at_ref for c in cands]
     ts = [c.start.at for c in cands]
     us = [c.until_at for c in cands]
-    start = min(ts)
-    grid = [start * (2 ** 44 / start) ** (k / 4000) for k in range(4001)] if start < 2 ** 44 else [start]
+    grid = memories(min(ts), anchor)
+    at = handed(dict(zip(grid, folded(fs, ts, us, grid, memo))), fs, ts, us)
+    points = sorted(at)
     seq = []
-    for m, w in zip(grid, folded(fs, ts, us, grid, memo)):
+    for k, m in enumerate(points):
+        w = at[m]
         if w is not None and (not seq or seq[-1][0] != w):
-            seq.append((w, m))
+            seq.append((w, m, k))
     pieces, lower = [], cands[seq[0][0]].smallest
-    for j, (w, m) in enumerate(seq):
+    for j, (w, m, _) in enumerate(seq):
         if j + 1 == len(seq):
             pieces.append((w, lower, sympy.oo, None))
             break
-        nxt, m_next = seq[j + 1]
-        prev_m = grid[grid.index(m_next) - 1]
+        nxt, m_next, k_next = seq[j + 1]
+        prev_m = points[k_next - 1]
         note = None
-        if prev_m < us[w] <= m_next:
+        if prev_m <= us[w] < m_next:
             upper = cands[w].until
         elif ts[nxt] > prev_m and fs[nxt](ts[nxt]) <= fs[w](ts[nxt]):
             upper = cands[nxt].smallest
@@ -116,6 +176,19 @@ def lower_envelope(cands, M, ref, memo=None):
             upper = crossing_root(cands[w].H, cands[nxt].H, M, ref, target)
             if upper is None:
                 upper, note = sympy.Float(target, 6), "breakpoint found numerically at the reference sizes"
-        pieces.append((w, lower, upper, note))
-        lower = upper
+        if not empty(lower, upper, ref):    # (an event memory where one form hands straight on to the next)
+            pieces.append((w, lower, upper, note))
+            lower = upper
     return pieces
+
+
+def empty(lower, upper, ref) -> bool:
+    """Whether the interval ``[lower, upper)`` is empty at the reference sizes ``ref``.
+
+    >>> n = sympy.Symbol("n")
+    >>> empty(n ** 2, 4 * n, {n: 4}), empty(n, 4 * n, {n: 4})
+    (True, False)
+    """
+    if lower == upper:
+        return True
+    return at_reference(upper, ref) <= at_reference(lower, ref)
