@@ -32,11 +32,15 @@ joins or leaves: ``T_j(t_A(M)) = M − K`` for ``A`` the smaller of the two sets
 """
 from __future__ import annotations
 
+import builtins
 import functools
 import itertools
+import keyword
 import math
 
 import sympy
+from sympy.printing.lambdarepr import LambdaPrinter
+from sympy.printing.pycode import PythonCodePrinter
 
 from napkin_cat.cost.growth import total_degree
 from napkin_cat.cost.lagrange import kkt_points, tidy
@@ -175,12 +179,12 @@ def _numeric_at(prog, M, pairs: tuple, s: tuple) -> tuple:
     H, tops, free, _ = top_columns(prog)
     env = dict(pairs)
     Hn = sympy.sympify(H).xreplace(env)
-    Mp = sympy.Dummy("Mp", positive=True)
-    out = []
+    exprs = []
     for p in kkt_points(Hn, [sympy.sympify(tops[j]).xreplace(env) for j in s], list(free), M, tidied=False) or ():
-        ts = [sympy.sympify(p[str(g)]).xreplace({M: Mp}) for g in free]
-        out.append((sympy.lambdify(Mp, Hn.xreplace(dict(zip(free, ts))), "math"), sympy.lambdify(Mp, ts, "math")))
-    return tuple(out)
+        ts = [sympy.sympify(p[str(g)]) for g in free]
+        exprs += [Hn.xreplace(dict(zip(free, ts))), ts]
+    fs = memory_functions(M, exprs)
+    return tuple(zip(fs[::2], fs[1::2]))
 
 
 @functools.lru_cache(maxsize=512)
@@ -188,7 +192,7 @@ def _numeric_columns(prog, pairs: tuple) -> list:
     """The columns ``T_j`` of :func:`top_columns` as float functions of the free tiles at the sizes ``pairs``."""
     _, tops, free, _ = top_columns(prog)
     env = dict(pairs)
-    return [sympy.lambdify(list(free), sympy.sympify(T).xreplace(env), "math") for T in tops]
+    return float_functions(list(free), [sympy.sympify(T).xreplace(env) for T in tops])
 
 
 @functools.lru_cache(maxsize=2048)
@@ -197,13 +201,85 @@ def _numeric_set(prog, M, pairs: tuple, s: tuple) -> tuple:
     the sizes ``pairs`` (kept per set: a scan that widens its sets reads the single columns' again)."""
     _, _, free, _ = top_columns(prog)
     env = dict(pairs)
-    Mp = sympy.Dummy("Mp", positive=True)
-    out = []
+    exprs = []
     for _, H, tiles in _solved(prog, M, s):
-        ts = [sympy.sympify(tiles[g]).xreplace(env).xreplace({M: Mp}) for g in free]
-        out.append((sympy.lambdify(Mp, sympy.sympify(H).xreplace(env).xreplace({M: Mp}), "math"),
-                    sympy.lambdify(Mp, ts, "math")))
-    return tuple(out)
+        exprs += [sympy.sympify(H).xreplace(env), [sympy.sympify(tiles[g]).xreplace(env) for g in free]]
+    fs = memory_functions(M, exprs)
+    return tuple(zip(fs[::2], fs[1::2]))
+
+
+def memory_functions(M, exprs: list) -> list:
+    """:func:`float_functions` of ``M`` of ``exprs`` (expressions and lists of them), ``M`` put in as
+    ``sympy.lambdify`` puts a dummy argument: in an expression a symbol without assumptions of a name it does not
+    hold, in a list a dummy without assumptions.  The expressions are rebuilt as lambdify rebuilds them and so
+    print alike, factors in one order (the block's tiles hold products of ``sqrt`` of sums in ``M`` whose order,
+    and so the last bits of the float, follow the argument's kind).
+
+    >>> M = sympy.Symbol("M", positive=True)
+    >>> H, tiles = memory_functions(M, [1 / sympy.sqrt(M) + 1, [sympy.sqrt(M) / 2, M]])
+    >>> H(16.0), tiles(16.0)
+    (1.25, [2.0, 16.0])
+    """
+    taken = {str(x) for e in exprs for y in (e if isinstance(e, list) else [e]) for x in sympy.sympify(y).free_symbols}
+    name = next(n for n in (f"Dummy_{k}" for k in itertools.count()) if n not in taken)
+    m, d = sympy.Symbol(name), sympy.Dummy()
+    one = float_functions([m], [sympy.sympify(e).xreplace({M: m}) for e in exprs if not isinstance(e, list)])
+    many = float_functions([d], [[sympy.sympify(x).xreplace({M: d}) for x in e] for e in exprs if isinstance(e, list)])
+    one, many = iter(one), iter(many)
+    return [next(many) if isinstance(e, list) else next(one) for e in exprs]
+
+
+def float_functions(args: list, exprs: list) -> list:
+    """Per expression of ``exprs`` (a sympy expression or a list of them), a float function of ``args`` (symbols)
+    whose code is ``sympy.lambdify(args, e, "math")``'s: the same printer (``PythonCodePrinter``, lambdify's
+    settings for ``"math"``) prints each expression, and one source of all of them is compiled once in lambdify's
+    namespace for ``"math"``.  **Law:** the same printed expression evaluates to the same floats, bit for bit;
+    lambdify's per call work around it (a docstring that prints the expression again, the arguments swapped for
+    dummies, the namespace rebuilt) is not done.  Arguments that are not Python identifiers (or a name the
+    expressions or Python already use) go to ``sympy.lambdify`` as they are.
+
+    >>> x, y = sympy.symbols("x y", positive=True)
+    >>> f, g = float_functions([x, y], [sympy.sqrt(x) + y / 3, [x * y, x - y]])
+    >>> f(4.0, 3.0), g(2.0, 5.0)
+    (3.0, [10.0, -3.0])
+    """
+    args = list(args)
+    names = [_ARG(a) for a in args]
+    if not all(n.isidentifier() and not keyword.iskeyword(n) and n not in _MATH for n in names) \
+            or len(set(names)) != len(names):
+        return [sympy.lambdify(args, e, "math") for e in exprs]
+    printer = PythonCodePrinter({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True,
+                                 "user_functions": {}})
+    namespace = dict(_MATH)
+    lines = []
+    for k, e in enumerate(exprs):
+        body = _printed(printer, e, namespace)
+        lines += [f"def f{k}({', '.join(names)}):", f"    return {body}"]
+    for mod, keys in (printer.module_imports or {}).items():
+        for key in keys:
+            if key not in namespace:
+                exec(f"from {mod} import {key}", {}, namespace)     # (as lambdify: what the printer imports)
+    namespace.update({"builtins": builtins, "range": range})
+    found = {}
+    exec(compile("\n".join(lines) + "\n", "<float_functions>", "exec"), namespace, found)
+    return [found[f"f{k}"] for k in range(len(exprs))]
+
+
+def _printed(printer, e, namespace: dict) -> str:
+    """``e`` (an expression or a list of them) as lambdify's ``return`` prints it; its symbols put in
+    ``namespace`` as lambdify puts them."""
+    if isinstance(e, list):
+        return "[" + ", ".join(_printed(printer, x, namespace) for x in e) + "]"
+    e = sympy.sympify(e)
+    namespace.update({str(t): t for t in e.atoms(sympy.Symbol)})
+    out = printer.doprint(e)
+    return f"({out})" if "\n" in out else out
+
+
+#: lambdify's namespace for ``"math"`` (the module, sympy's names for its functions, builtins)
+_MATH = dict(sympy.lambdify([], 0, "math").__globals__)
+#: how lambdify prints an argument (a dummy as ``_Dummy_<index>``)
+_ARG = LambdaPrinter().doprint
 
 
 @functools.lru_cache(maxsize=2048)

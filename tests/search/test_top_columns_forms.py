@@ -12,6 +12,7 @@ from napkin_cat.cost.lagrange import tidy
 from napkin_cat.cost.optimum_record import power_terms
 from napkin_cat.cost.tiling import TilingProgram
 from napkin_cat.errors import NapkinError
+from napkin_cat.search import top_columns as top_columns_module
 from napkin_cat.search.top_columns import options, top_columns, top_form
 
 M = nc.symbol("M")
@@ -123,14 +124,15 @@ def test_the_scan_on_points_solved_at_the_sizes_chooses_as_on_all_symbolic_point
 
 
 def _counting_lambdify(monkeypatch):
-    """``sympy.lambdify`` counted: the float functions the scan of :func:`top_form` is made of."""
+    """``top_columns.float_functions`` counted (lamb-35: what replaced ``sympy.lambdify`` there): the float
+    functions the scan of :func:`top_form` is made of."""
     made = []
-    real = sympy.lambdify
+    real = top_columns_module.float_functions
 
     def counted(*args, **kwargs):
         made.append(args[0])
         return real(*args, **kwargs)
-    monkeypatch.setattr(sympy, "lambdify", counted)
+    monkeypatch.setattr(top_columns_module, "float_functions", counted)
     return made
 
 
