@@ -382,16 +382,41 @@ def join_siblings(graph, search, found, evaluate, k, lower=None):
 
 
 def least_fitting_memory(space, search, sizes):
-    """The least memory at which some kernel split fits (a bottleneck shortest path over the down-sets)."""
+    """The least memory at which some kernel split fits (a bottleneck shortest path over the down-sets).
+
+    An edge whose source already needs as much as the best way into its target improves nothing and is not read;
+    a block's partitions are read in the order of their uncosted lower bound (:meth:`~.curves.Curve.least`
+    ``≤ smallest``), and those whose bound reaches the least found (or the best way in) are not costed: the answer
+    is the bottleneck path's over every partition (``tests/search/test_least_fitting.py``)."""
     best = {0: 0}
     for b in space.downs[1:]:
         best[b] = math.inf
         for a, block in space.into[b]:
-            if best.get(a, math.inf) == math.inf:
+            if best.get(a, math.inf) >= best[b]:    # max(best[a], need) ≥ best[a]: nothing better through a
                 continue
-            need = min((int(c.smallest(sizes)) for _, c in search.choice(space.graph, block).options),
-                       default=math.inf)
-            best[b] = min(best[b], max(best[a], need))
+            best[b] = min(best[b], max(best[a], least_need(search.choice(space.graph, block).options, sizes,
+                                                            best[b])))
     return best[space.full]
+
+
+def least_need(options, sizes, above) -> float:
+    """``min(int(c.smallest(sizes)))`` over the partitions ``options`` where it is below ``above``, else ``above``
+    or more: the partitions read by their lower bound ``least`` first, none costed whose bound reaches the least
+    found so far (``least ≤ smallest``, and the least found is an integer).
+
+    >>> class Part:                          # a partition: its uncosted bound and its least memory (costed)
+    ...     def __init__(self, least, smallest): self._least, self._smallest, self.costed = least, smallest, False
+    ...     def least(self, sizes): return self._least
+    ...     def smallest(self, sizes): self.costed = True; return self._smallest
+    >>> parts = [Part(0, 40), Part(9, 12), Part(30, 31)]
+    >>> least_need([(None, p) for p in parts], {}, float("inf")), [p.costed for p in parts]
+    (12, [True, True, False])
+    """
+    need = above
+    for bound, c in sorted(((c.least(sizes), c) for _, c in options), key=lambda bc: bc[0]):
+        if bound >= need:
+            break
+        need = min(need, int(c.smallest(sizes)))
+    return need
 
 
