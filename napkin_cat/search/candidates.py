@@ -27,7 +27,7 @@ from napkin_cat.search.crossings import at_reference
 from napkin_cat.search.faces import on_face
 from napkin_cat.search.held_alike import held_alike, shifted
 from napkin_cat.search.lower_envelope import guarded
-from napkin_cat.search.top_columns import top_form
+from napkin_cat.search.top_columns import float_functions, top_form
 
 
 class Candidate:
@@ -102,9 +102,9 @@ class Candidate:
     @property
     def at_ref(self):
         """:attr:`H_ref` as a float function of the memory (``inf`` where it is not a non-negative number), made
-        once."""
+        once (:func:`~.top_columns.float_functions`: ``sympy.lambdify(M, H_ref, "math")``'s code, bit for bit)."""
         if self._at_ref is None:
-            self._at_ref = guarded(sympy.lambdify(self._M, self.H_ref, "math"))
+            self._at_ref = guarded(float_functions([self._M], [self.H_ref])[0])
         return self._at_ref
 
     @property
