@@ -205,6 +205,25 @@ def no_crossing(t, n, M, ref: tuple) -> bool:
     return ys is not None and monotone(ys) and (all(y < 0 for y in ys) or all(y > 0 for y in ys))
 
 
+def bisected(holds, lo: float, hi: float, steps: int = 80) -> float:
+    """Where ``holds`` stops holding between ``lo`` (where it holds) and ``hi`` (where it does not): bisection to
+    the float's precision or ``steps`` halvings; the upper end of the last bracket (a memory where it no longer
+    holds).  What a scan reads where the choice it made at a memory changes (:mod:`.top_columns`, :mod:`.faces`).
+
+    >>> bisected(lambda m: m * m < 2, 1.0, 2.0)
+    1.4142135623730951
+    """
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        if not lo < mid < hi:
+            break
+        if holds(mid):
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
 @functools.lru_cache(maxsize=1024)
 def bracketed(t, n, M, ref: tuple):
     """The one ``M > 0`` where ``t(M) = n`` at the reference sizes ``ref`` (sorted ``(symbol, number)`` pairs), to

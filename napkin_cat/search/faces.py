@@ -39,7 +39,7 @@ import sympy
 
 from napkin_cat.cost.optimum import clamped, fixed_at, optimal
 from napkin_cat.errors import NapkinError
-from napkin_cat.search.breakpoints import Breakpoint
+from napkin_cat.search.breakpoints import Breakpoint, bisected
 from napkin_cat.search.held_alike import held_alike, shifted
 from napkin_cat.search.top_columns import top_form
 
@@ -178,16 +178,7 @@ def _overtaken(solved, i, M, ref, start: float, fulls):
         if not c:
             lo = m
             continue
-        hi = m
-        for _ in range(80):
-            mid = 0.5 * (lo + hi)
-            if not lo < mid < hi:
-                break
-            if cheaper(mid):
-                hi = mid
-            else:
-                lo = mid
-        return hi
+        return bisected(lambda mid: not cheaper(mid), lo, m)
     return None
 
 

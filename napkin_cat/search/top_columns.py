@@ -47,7 +47,7 @@ from napkin_cat.cost.lagrange import kkt_points, tidy
 from napkin_cat.cost.optimum_record import power_terms
 from napkin_cat.cost.tiling import binding
 from napkin_cat.errors import NapkinError
-from napkin_cat.search.breakpoints import Breakpoint, solved_root
+from napkin_cat.search.breakpoints import Breakpoint, bisected, solved_root
 
 #: the memories scanned for where a form stops being the optimum: ``start · 2^(k/STEPS)`` up to ``2^LAST``
 STEPS, LAST = 16, 44
@@ -376,16 +376,7 @@ def _scanned(numeric, ncols: int, k_at: float, at: float, prog):
         if b == chosen:
             lo = m
             continue
-        hi = m
-        for _ in range(80):
-            mid = 0.5 * (lo + hi)
-            if not lo < mid < hi:
-                break
-            if _best(fs, mid - k_at) == chosen:
-                lo = mid
-            else:
-                hi = mid
-        return sets, chosen, (b, hi), fits
+        return sets, chosen, (b, bisected(lambda mid: _best(fs, mid - k_at) == chosen, lo, m)), fits
     return sets, chosen, None, fits
 
 
