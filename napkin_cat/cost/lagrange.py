@@ -142,10 +142,15 @@ def laurent_part(eq):
     return gens, {tuple(k - m for k, m in zip(e, low)): c // content for e, c in rows}
 
 
-def _certain_factors(eq, unknowns):
+def certain_factors(eq, unknowns):
     """:func:`_factors` where the numerator's part past its monomial and integer (:func:`laurent_part`) is certainly
     irreducible (:func:`~napkin_cat.cost.seeded.linear_irreducible`): then it is the only factor that can vanish,
-    with sympy's sign (a positive leading coefficient); ``False`` where this does not apply."""
+    with sympy's sign (a positive leading coefficient); ``False`` where this does not apply.
+
+    >>> x, y, z = sympy.Symbol("x", positive=True), sympy.Symbol("y", positive=True), sympy.Symbol("z")
+    >>> certain_factors(x - 4 / y, {x}), certain_factors(z * y + 1, {z})    # (z of unknown sign: the exact route)
+    ([x*y - 4], False)
+    """
     part = laurent_part(eq)
     if part is None:
         part = laurent_part(sympy.expand(eq))       # (expanded, its denominators are those of eq's terms)
@@ -170,14 +175,14 @@ def _certain_factors(eq, unknowns):
 def _factors(eq, unknowns):
     """The factors of ``eq``'s numerator that can vanish for positive unknowns (``[]``: it never vanishes)."""
     if eq != 0:
-        certain = _certain_factors(eq, unknowns)
+        certain = certain_factors(eq, unknowns)
         if certain is not False:
             return certain
     return _slow_factors(eq, unknowns)
 
 
 def _slow_factors(eq, unknowns):
-    """:func:`_factors` by sympy's ``together`` and ``factor_list`` (the exact route :func:`_certain_factors`
+    """:func:`_factors` by sympy's ``together`` and ``factor_list`` (the exact route :func:`certain_factors`
     shortens)."""
     num = sympy.numer(sympy.together(eq))
     if num == 0:

@@ -5,7 +5,7 @@
 * :func:`~napkin_cat.cost.seeded.factor_list` / ``factor`` (Wang's algorithm skipped on certified polynomials)
   equal to sympy's ``factor_list`` / ``factor`` run without the shortcut, ``srepr`` for ``srepr``;
 * :func:`~napkin_cat.cost.lagrange.kkt_points` with the KKT equations' factors read off their Laurent form
-  (``_certain_factors``) equal to the points of the exact route (``together`` + ``factor_list``), ``srepr`` for
+  (``certain_factors``) equal to the points of the exact route (``together`` + ``factor_list``), ``srepr`` for
   ``srepr``, on random GP-like programs of one to three tiles under one or two columns.
 """
 import random
@@ -144,7 +144,7 @@ def points_text(points):
 def test_kkt_points_equal_the_exact_routes(seed, monkeypatch):
     rng = random.Random(seed)
     fast_used = [0]
-    certain = lagrange._certain_factors
+    certain = lagrange.certain_factors
 
     def counted(eq, unknowns):
         out = certain(eq, unknowns)
@@ -156,11 +156,11 @@ def test_kkt_points_equal_the_exact_routes(seed, monkeypatch):
         H, cols = gp_program(rng, tiles)
         for tidied in (True, False):
             with monkeypatch.context() as m:
-                m.setattr(lagrange, "_certain_factors", counted)
+                m.setattr(lagrange, "certain_factors", counted)
                 with remembered({}):
                     fast = kkt_points(H, cols, list(tiles), M, tidied=tidied)
             with monkeypatch.context() as m:
-                m.setattr(lagrange, "_certain_factors", lambda eq, unknowns: False)
+                m.setattr(lagrange, "certain_factors", lambda eq, unknowns: False)
                 m.setattr(seeded, "linear_irreducible", lambda terms: False)
                 with remembered({}):
                     slow = kkt_points(H, cols, list(tiles), M, tidied=tidied)
@@ -171,7 +171,7 @@ def test_kkt_points_equal_the_exact_routes(seed, monkeypatch):
 def test_symbols_of_unknown_sign_take_the_exact_route(monkeypatch):
     x, y, a = sympy.symbols("x y a")               # no assumptions: a monomial factor may vanish
     eq = a * x * y ** 2 + 3 * x * y
-    assert lagrange._certain_factors(eq, {x, y}) is False
+    assert lagrange.certain_factors(eq, {x, y}) is False
     H, C = a / x + 2 * a / (x * y), x * y + a * x
     with remembered({}):
         fast = kkt_points(H, [C], [x, y], M)
