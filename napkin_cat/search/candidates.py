@@ -100,6 +100,11 @@ class Candidate:
         return self._H_ref
 
     @property
+    def ref(self) -> dict:
+        """The reference sizes (symbols → numbers) that order the candidates: :attr:`H_ref` is ``H`` there."""
+        return self._ref
+
+    @property
     def at_ref(self):
         """:attr:`H_ref` as a float function of the memory (``inf`` where it is not a non-negative number), made
         once (:func:`~.top_columns.float_functions`: ``sympy.lambdify(M, H_ref, "math")``'s code, bit for bit)."""

@@ -59,7 +59,7 @@ def test_candidates_ordered_without_their_closed_forms(monkeypatch):
     assert pieces <= {sympy.srepr(h) for _, h in cands}
     assert read == {id(c) for c in made}     # made where read
     for c in made:                           # the order's form = the closed form at the sizes (the slow route)
-        assert sympy.srepr(c.H_ref) == sympy.srepr(at_reference_sizes(c.H, c._ref))
+        assert sympy.srepr(c.H_ref) == sympy.srepr(at_reference_sizes(c.H, c.ref))
 
 
 def test_lazy_forms_state_the_same_answer(monkeypatch):
