@@ -131,13 +131,15 @@ class Asking:
 
     def __init__(self):
         self.asked = 0
+        self.answers = []
 
     def __getattr__(self, name):
         return getattr(gc, name)
 
     def get_freeze_count(self):
         self.asked += 1
-        return gc.get_freeze_count()
+        self.answers.append(gc.get_freeze_count())
+        return self.answers[-1]
 
 
 def test_a_frozen_heap_is_asked_about_once(monkeypatch):
@@ -156,7 +158,10 @@ def test_a_frozen_heap_is_asked_about_once(monkeypatch):
         for _ in range(50):
             with collector.collector_paused:
                 kept = [Node() for _ in range(10)]
-        assert asking.asked == 1 and collector.collector_paused.frozen == frozen
+        # the memo is the count the one asking returned: a frozen object freed by its reference count in between
+        # (CI saw 3 of 11.5 million) lowers the count, so it is compared with the answer, not with ``frozen``
+        assert asking.asked == 1 and collector.collector_paused.frozen == asking.answers[0]
+        assert 0 < frozen - 1000 < asking.answers[0] <= frozen
         assert any(kept[0] is o for o in gc.get_objects(generation=0)), "not aged under the process's freeze"
     finally:
         if not was:
