@@ -41,7 +41,7 @@ from napkin_cat.cost.optimum import clamped, fixed_at, optimal
 from napkin_cat.errors import NapkinError
 from napkin_cat.search.breakpoints import Breakpoint, bisected
 from napkin_cat.search.held_alike import held_alike, shifted
-from napkin_cat.search.top_columns import top_form
+from napkin_cat.search.top_columns import memory_functions, top_form
 
 #: the memories scanned for where another face becomes the cheaper: ``at · 2^(k/STEPS)`` up to ``2^LAST``
 STEPS, LAST = 16, 44
@@ -136,10 +136,9 @@ def _solved_face(prog, ones, wholes, M, ref, at, fulls):
         H, tiles, end = face.restricted()[0], dict(face.fixed), None
         tiles.update({t: sympy.Integer(1) for t in face.tiles})
     Hs, ts = shifted(H, tiles, K, M)
-    Mp = sympy.Dummy("Mp", positive=True)
     keys = [t for t in ts if t in fulls]
-    h = sympy.lambdify(Mp, sympy.sympify(Hs).xreplace(ref).xreplace({M: Mp}), "math")
-    t = sympy.lambdify(Mp, [sympy.sympify(ts[k]).xreplace(ref).xreplace({M: Mp}) for k in keys], "math")
+    # (lambdify's code for M swapped for a positive dummy, bit for bit, compiled once: top_columns.memory_functions)
+    h, t = memory_functions(M, [sympy.sympify(Hs).xreplace(ref), [sympy.sympify(ts[k]).xreplace(ref) for k in keys]])
     return H, tiles, end, K, (h, t, [fulls[k] for k in keys])
 
 
