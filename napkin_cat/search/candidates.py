@@ -167,7 +167,7 @@ def _parts(made, M, whole, forms: dict, ref, at: float = 1.0, switch: list | Non
                 forms[key] = (curve, held_alike(prog, ref), prog)
             _, K, prog = forms[key]
             top = top_form(prog, M, K, ref, at)
-            if top is None and (face := on_face(curve, prog, fixed, M, ref, at)) is not None:
+            if top is None and (face := on_face(curve, prog, fixed, M, ref, at, forms)) is not None:
                 top, K = face[:3], face[3]      # no closed form: the cheapest face of its box (:mod:`.faces`)
             if top is not None:
                 H, sizes, end = top
