@@ -167,7 +167,7 @@ def _parts(made, M, whole, forms: dict, ref, at: float = 1.0, switch: list | Non
                 forms[key] = (curve, held_alike(prog, ref), prog)
             _, K, prog = forms[key]
             top = top_form(prog, M, K, ref, at)
-            if top is None and (face := on_face(curve, prog, fixed, M, ref, at)) is not None:
+            if top is None and (face := on_face(curve, prog, fixed, M, ref, at, forms)) is not None:
                 top, K = face[:3], face[3]      # no closed form: the cheapest face of its box (:mod:`.faces`)
             if top is not None:
                 H, sizes, end = top
@@ -249,14 +249,31 @@ def past_at(curves, parts, whole, M, env, ref, at: float) -> list:
     the tile's axis at ``M = at`` at the reference sizes ``ref``: the law ``t(at) ≤ n`` is what a tile of an
     algorithm keeps (``tests/search/test_symbolic_past_axis.py``)."""
     over = [() for _ in curves]
+    pairs = tuple(sorted(((k, sympy.sympify(v)) for k, v in ref.items()), key=lambda kv: str(kv[0])))
+    at_ = sympy.sympify(at)
     for k, tile, t, n in open_tiles(curves, parts, whole, env):
         try:
-            tv, nv = complex(at_reference_sizes(t, ref, M, at)), complex(at_reference_sizes(n, ref))
+            tv, nv = complex(at_sizes(t, pairs).xreplace({M: at_})), complex(at_sizes(n, pairs))
         except (TypeError, ValueError):
             continue
         if abs(tv.imag) <= 1e-9 * abs(tv) and abs(nv.imag) <= 1e-9 * abs(nv) and tv.real > nv.real * (1 + 1e-9):
             over[k] += (tile,)
     return over
+
+
+@functools.lru_cache(maxsize=4096)
+def at_sizes(expr, pairs: tuple):
+    """``at_reference_sizes(expr, dict(pairs))`` (``pairs``: sorted ``(symbol, number)`` pairs), kept: a pure function
+    of its key (a kernel's tile and axis recur in every candidate that holds the kernel; :func:`past_at` reads them
+    at each one's first memory).  **Law:** ``at_sizes(e, pairs).xreplace({M: at})`` is
+    ``at_reference_sizes(e, dict(pairs), M, at)`` (its two steps, the first kept; ``tests/search/test_at_sizes.py``).
+
+    >>> import napkin_cat as nc
+    >>> M, d = nc.symbol("M"), nc.symbol("d")
+    >>> at_sizes((M - 2 * d) / d, ((d, sympy.Integer(64)),)).xreplace({M: sympy.Float(256.0)})
+    2.00000000000000
+    """
+    return at_reference_sizes(expr, dict(pairs))
 
 
 def open_tiles(curves, parts, whole, env):

@@ -41,7 +41,7 @@ from napkin_cat.cost.optimum import clamped, fixed_at, optimal
 from napkin_cat.errors import NapkinError
 from napkin_cat.search.breakpoints import Breakpoint, bisected
 from napkin_cat.search.held_alike import held_alike, shifted
-from napkin_cat.search.top_columns import top_form
+from napkin_cat.search.top_columns import memory_functions, top_form
 
 #: the memories scanned for where another face becomes the cheaper: ``at · 2^(k/STEPS)`` up to ``2^LAST``
 STEPS, LAST = 16, 44
@@ -136,10 +136,9 @@ def _solved_face(prog, ones, wholes, M, ref, at, fulls):
         H, tiles, end = face.restricted()[0], dict(face.fixed), None
         tiles.update({t: sympy.Integer(1) for t in face.tiles})
     Hs, ts = shifted(H, tiles, K, M)
-    Mp = sympy.Dummy("Mp", positive=True)
     keys = [t for t in ts if t in fulls]
-    h = sympy.lambdify(Mp, sympy.sympify(Hs).xreplace(ref).xreplace({M: Mp}), "math")
-    t = sympy.lambdify(Mp, [sympy.sympify(ts[k]).xreplace(ref).xreplace({M: Mp}) for k in keys], "math")
+    # (lambdify's code for M swapped for a positive dummy, bit for bit, compiled once: top_columns.memory_functions)
+    h, t = memory_functions(M, [sympy.sympify(Hs).xreplace(ref), [sympy.sympify(ts[k]).xreplace(ref) for k in keys]])
     return H, tiles, end, K, (h, t, [fulls[k] for k in keys])
 
 
@@ -182,17 +181,29 @@ def _overtaken(solved, i, M, ref, start: float, fulls):
     return None
 
 
-def on_face(curve, prog, whole, M, ref: dict, at: float):
+def on_face(curve, prog, whole, M, ref: dict, at: float, known: dict | None = None):
     """:func:`face_form` of a kernel's program ``prog`` (its block's ``curve``, the tiles ``whole`` set whole) where
     neither its top-degree model nor its large-M optimum has a closed form (the kernel would be left out); None
-    where one has (the answer as before) or no face is feasible."""
+    where one has (the answer as before) or no face is feasible.  ``known``: a dict the caller owns (a derivation's
+    call) keeping whether the curve with those tiles whole has a closed large-M optimum (:func:`closed_form`, a
+    pure function of them), so the candidates that hold the kernel ask it once."""
+    if known is None:
+        closed = closed_form(curve, whole, M)
+    else:
+        key = (id(curve), tuple(map(str, whole)), M, "closed")
+        if key not in known:
+            known[key] = (curve, closed_form(curve, whole, M))     # (the curve kept: its id stays its own)
+        closed = known[key][1]
+    return None if closed else face_form(prog, M, ref, at)
+
+
+def closed_form(curve, whole, M) -> bool:
+    """Whether the kernel's large-M optimum has a closed form with the tiles ``whole`` set whole
+    (:func:`~napkin_cat.cost.optimum.optimal`; none whole: the curve's own, ``curve.symbolic_optimum``)."""
     try:
         if whole:
-            if optimal(curve.cost, memory=M, level=curve.level, exact=False, whole=whole).H is not None:
-                return None
-        else:
-            curve.symbolic_optimum(M)
-            return None
+            return optimal(curve.cost, memory=M, level=curve.level, exact=False, whole=whole).H is not None
+        curve.symbolic_optimum(M)
+        return True
     except NapkinError:
-        pass
-    return face_form(prog, M, ref, at)
+        return False
