@@ -8,7 +8,8 @@ general rule of the envelope (:mod:`napkin_cat.search.envelope`, :mod:`~napkin_c
 * the first piece starts at the least memory a numeric derive names (swiglu at its default reference sizes started at
   4, a numeric derive runs from 3);
 * a piece that carries an algorithm on (:class:`~napkin_cat.search.held_on.HeldOn`) states what that algorithm needs
-  by the exact columns where it is more than the piece's first memory (gqa + W_o: 536 from ``M = 216``).
+  by the exact columns where it is more than the piece's first memory (gqa + W_o: 536 from ``M = 216``), and is the
+  piece before's algorithm at that piece's end (its need is the piece before's as ``M`` reaches 216).
 """
 import math
 import re
@@ -105,3 +106,34 @@ def test_a_held_algorithm_states_its_exact_need():
         assert all(float(v).is_integer() for v in tiles.values()), tiles
         at = {**sizes, **{k: int(v) for k, v in tiles.items()}}
         assert nc.cost(g.diagram, sizes=at).M[1] == need > first
+
+
+def test_a_held_algorithm_is_the_piece_before_at_its_end():
+    """gqa + W_o at ``q 20 x 36 d 6 h 2 g 3 e 16``: the held piece from ``M = 216`` is the algorithm of the piece before
+    at that piece's end (the same diagram; its tiles the piece before's at ``M = 216``), so its exact need (536) is
+    what the piece before's algorithm needs as ``M`` reaches 216: the held piece is as sound as the form it carries on,
+    over its first memory by the same terms of lower degree.  (Starting it at 536 instead, where it fits, leaves the
+    piece before as far over and makes ``H`` rise at 216, 5,936 to 7,200: the forms' own tiles would have to be solved
+    against the full columns.)  Second route: the cost functor's memory and ``H`` of both at those tiles."""
+    sizes = {"q": 20, "x": 36, "d": 6, "h": 2, "g": 3, "e": 16}
+    env = {nc.symbol(k): v for k, v in sizes.items()}
+    r = nc.derive(gqa_proj(), memory="M", reference=sizes)
+    checked = 0
+    for before, held in zip(r.regimes, r.regimes[1:]):
+        if not any("its tiles fixed there" in n for n in held.optimum.notes):
+            continue
+        b = float(sympy.sympify(held.lower).subs(env))
+        assert float(sympy.sympify(before.upper).subs(env)) == b
+        assert str(before.variant) == str(held.variant)
+        at = {str(k): float(sympy.sympify(v).subs(env).subs(M, b)) for k, v in before.optimum.sizes.items()}
+        kept = {str(k): float(sympy.sympify(v).subs(env).subs(M, b)) for k, v in held.optimum.sizes.items()}
+        assert at == kept
+        if not all(v.is_integer() for v in at.values()):
+            continue
+        tiles = {**sizes, **{k: int(v) for k, v in at.items()}}
+        a, h = nc.cost(before.diagram, sizes=tiles), nc.cost(held.diagram, sizes=tiles)
+        assert a.M[1] == h.M[1] and a.H[1] == h.H[1]
+        end = float(sympy.sympify(before.H).subs(env).subs(M, b))
+        assert float(sympy.sympify(held.H).subs(env)) == pytest.approx(end)
+        checked += 1
+    assert checked, "no held piece with integer tiles at its start"
