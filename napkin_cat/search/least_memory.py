@@ -12,14 +12,14 @@ writes it out.  Hence, at any tiles (divisors or not) and for any partition alon
 
 where each value (an input of ``f`` or one a box makes) is counted once per box, and ``tile₁(x)`` is ``x``'s values
 with every axis of ``P`` at 1: before a box runs every value it reads is held at once, whatever order the partition
-runs the boxes in (a stream's head, trip and tail), and an output is held once made.  (Not all outputs at once: a
-stream writes what its head makes before its trips run.)  A candidate whose
-``least_held`` passes the memory fits at no tiling: the search answers "does not fit" for it without costing it
-(:meth:`~napkin_cat.search.curves.Curve.at_all`), exactly as the integer search over its tiles would.  (Only what
-the function shows is claimed: a stream's running state, and what its trip holds besides, are left out.)  The cost
-functor's columns are the second route (``tests/search/test_least_memory.py``: the bound is at most
-:meth:`~napkin_cat.search.curves.Curve.smallest` on every partition of every block a search costs, and a candidate
-it rules out has no fitting tiling in :func:`~napkin_cat.cost.sized_optimum.optimum_values`).
+runs the boxes in (a stream's head, trip and tail), and an output is held once made.  Not all outputs at once (a
+stream writes what its head makes before its trips run), nor what a box makes beside a value a later box reads (a
+sweep reorders them): only these two are claimed, not a stream's running state.  A candidate whose ``least_held``
+passes the memory fits at no tiling: the search answers "does not fit" for it without costing it
+(:meth:`~napkin_cat.search.curves.Curve.at_all`), exactly as the integer search over its tiles would.  The cost
+functor's columns are the second route (``tests/search/test_least_memory.py``, ``test_least_held_values.py``: the
+bound is at most :meth:`~napkin_cat.search.curves.Curve.smallest` on every partition of every block a search costs,
+and a candidate it rules out has no fitting tiling in :func:`~napkin_cat.cost.sized_optimum.optimum_values`).
 
 >>> import napkin_cat as nc
 >>> att = nc.library.attention()                  # Q (q d), K (x d), V (x d) -> O (q d)
