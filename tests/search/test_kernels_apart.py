@@ -63,22 +63,35 @@ def _derive(f, sizes, memory):
     return nc.derive(f, memory=memory, sizes=sizes, cache=KernelCache())
 
 
+@pytest.fixture(scope="module")
+def derived():
+    """``derived(case, own)``: the case's stack (shared or own names) derived once for the module, each with a
+    cache of its own as before (the runs below read the first test's shared derives instead of repeating them; the
+    mutant derives afresh under its patch)."""
+    made = {}
+
+    def derive(case, own):
+        if (case, own) not in made:
+            build, memory, _ = CASES[case]
+            f, sizes = build(own)
+            made[case, own] = f, sizes, _derive(f, sizes, memory)
+        return made[case, own]
+    return derive
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_stacks_across_segments_derive_as_own_names(case):
-    build, memory, before = CASES[case]
-    (f, s), (g, o) = build(False), build(True)
-    shared, own = _derive(f, s, memory), _derive(g, o, memory)
+def test_stacks_across_segments_derive_as_own_names(case, derived):
+    _, _, before = CASES[case]
+    (_, _, shared), (_, _, own) = derived(case, False), derived(case, True)
     assert shared.H == own.H < before
     assert any(dict(st.params).get("within") for st in shared.trace if st.rule == "axes_apart")
 
 
 @pytest.mark.parametrize("case", ["transformer x3 at 512", "gelu x6 residual at 1024"])
-def test_the_answer_runs_counts_and_replays(case):
+def test_the_answer_runs_counts_and_replays(case, derived):
     """H = the runner's count = the cost functor at the tiles; the algorithm computes f; the trace (the kernels'
     renaming among its steps) replays from f to it."""
-    build, memory, _ = CASES[case]
-    f, sizes = build(False)
-    r = _derive(f, sizes, memory)
+    f, sizes, r = derived(case, False)
     at = {**sizes, **{str(k): int(v) for k, v in (r.optimum.exact_sizes or r.optimum.sizes).items()
                       if str(k) not in sizes}}
     rng = np.random.default_rng(2)
