@@ -59,22 +59,24 @@ CASES = {   # name → (build(own) → (f, sizes), memory, H before the fix with
 }
 
 
-def _derive(f, sizes, memory):
-    return nc.derive(f, memory=memory, sizes=sizes, cache=KernelCache())
+def _derive(f, sizes, memory, cache=None):
+    return nc.derive(f, memory=memory, sizes=sizes, cache=KernelCache() if cache is None else cache)
 
 
 @pytest.fixture(scope="module")
 def derived():
-    """``derived(case, own)``: the case's stack (shared or own names) derived once for the module, each with a
-    cache of its own as before (the runs below read the first test's shared derives instead of repeating them; the
-    mutant derives afresh under its patch)."""
-    made = {}
+    """``derived(case, own)``: the case's stack (shared or own names) derived once for the module (the runs below
+    read the first test's shared derives instead of repeating them), the stacks' searches sharing one kernel cache
+    (costed once per canonical form and level, a kernel across segments keyed with its renaming: the blocks of the
+    two, three and four transformer stacks are costed once, not per stack; the mutant derives cold under its
+    patch)."""
+    made, kernels = {}, KernelCache()
 
     def derive(case, own):
         if (case, own) not in made:
             build, memory, _ = CASES[case]
             f, sizes = build(own)
-            made[case, own] = f, sizes, _derive(f, sizes, memory)
+            made[case, own] = f, sizes, _derive(f, sizes, memory, kernels)
         return made[case, own]
     return derive
 
