@@ -52,7 +52,10 @@ def _check(prog):
             expected = sympy.Add(*[a * M ** (-b) for a, b in power_terms(direct, M)])
             forms.append("powers")
         except NapkinError:
-            expected = tidy(direct)
+            expected = tidy(direct)      # (kkt-35e: or the point as put in where that is shorter)
+            put_in = H.xreplace({t: tiles[t] for t in free})
+            if sympy.count_ops(put_in) < sympy.count_ops(expected):
+                expected = put_in
             forms.append("tidy")
         assert Hform == expected
     return forms

@@ -1,0 +1,56 @@
+"""kkt-35e: the two-tile points of the block's attention columns with a cross term hold ``sqrt(M + …)``; their
+``H`` expanded has ~2,000-7,000 operations, as the tiles put in ~220.  :func:`~napkin_cat.search.top_columns.options`
+keeps the shorter (:func:`~napkin_cat.search.top_columns.kept_form`); checked here against the expanded ``H`` at
+the point (the route before) by value, at random sizes and memories, 30 digits."""
+from __future__ import annotations
+
+import random
+
+import sympy
+
+import napkin_cat as nc
+from napkin_cat.cost.tiling import TilingProgram
+from napkin_cat.search.top_columns import kept_form, options, top_columns
+
+M = nc.symbol("M")
+n, e, d, h = (nc.symbol(s) for s in ("n", "e", "d", "h"))
+ge, gn = nc.symbol("g_e"), nc.symbol("g_n")
+
+
+def block_attention(k):
+    """The block's attention kernels whose first column ``k·g_e·g_n`` binds at a cross-term point (as the block's
+    symbolic derive builds them; ``k`` = 1, 2: the two largest points of its derive)."""
+    cols = (k * ge * gn, d * ge + d * gn + k * ge * gn)
+    return TilingProgram(d * e * h * n / gn + d * e * h * n ** 2 / (ge * gn) + k * e * n + e * h * n ** 2 / ge,
+                         cols, (ge, gn), ("e", "n"), (e, n), fixed=(), held=(d * ge + d + k * ge * gn + gn,))
+
+
+def _close(a, b, tol=1e-12):
+    return abs(complex(a) - complex(b)) <= tol * abs(complex(b))
+
+
+def test_the_kept_form_of_the_blocks_large_points_is_their_expanded_H_in_value():
+    rng = random.Random(35)
+    points = 0
+    for k in (1, 2):
+        prog = block_attention(k)
+        H, _, free, _ = top_columns(prog)
+        for _, Hform, tiles in options(prog, M, ((0,),)):
+            expanded = sympy.expand(H.xreplace({t: tiles[t] for t in free}))
+            assert sympy.count_ops(Hform) * 5 < sympy.count_ops(expanded)      # the short form is the one kept
+            for _ in range(50):
+                env = {s: sympy.Integer(rng.randint(1, 300)) for s in (n, e, d, h)}
+                env[M] = sympy.Float(10 ** rng.uniform(1, 9), 30)
+                a, b = (sympy.N(x.xreplace(env), 30) for x in (Hform, expanded))
+                assert _close(a, b), (k, env, a, b)
+            points += 1
+    assert points >= 2
+
+
+def test_a_power_sum_is_kept_expanded_and_a_short_expansion_is_kept():
+    a, t = sympy.symbols("a t", positive=True)
+    assert kept_form(a * (1 + t / M) ** 2, M) == a + 2 * a * t / M + a * t ** 2 / M ** 2
+    root = sympy.sqrt(M + a)
+    assert kept_form(root * (root + 1), M) == M + a + root                  # expanded is shorter: it is kept
+    big = (a + root) ** 6 / (a + 1)
+    assert kept_form(big, M) == big                                           # as put in: shorter than expanded
