@@ -113,14 +113,19 @@ APART = ("tests/test_notebooks.py::test_notebook_runs",)
 #: beside it on the other worker.  Files added since, measured in CPU s (one process, suite-35): the outside checks
 #: of issue 35 (test_outside_35s 29 s in seven tests, test_outside_35f 12 s in 23), test_symbolic_probes 14 s in
 #: three, test_symbolic_made 9 s in five, then files of one to four tests taking 4 s to 8 s: xdist's order put each
-#: after every file of more tests, among the last units of the run.
+#: after every file of more tests, among the last units of the run.  Files added or grown since, measured in CPU s
+#: (tests/search in one process, fresh caches, suite-36): test_kernels_apart 31 s in twelve tests, test_scan_route
+#: 31 s in eight, test_axes_apart 20 s in eighteen, then 5 s to 13 s in two to sixteen tests (symbolic_within_axes,
+#: symbolic_growing_need, grid_shortcuts, gathered_softmax, symbolic_exact_need, two_pass, joins_make_one_kernel,
+#: crossings; tests/torch: searched_code 8 s in eleven, flex_registry 5 s in two).
 NOTEBOOK = "tests/test_notebooks.py::test_notebook_runs[{}]"
 FIRST = ("tests/search/test_derive_backward", NOTEBOOK.format("07_backward"),
          "tests/rewriting/test_rewrite.py",
-         "tests/paper/test_reproduce.py", "tests/search/test_outside_35s.py", "tests/search/test_heldout.py",
+         "tests/paper/test_reproduce.py", "tests/search/test_outside_35s.py", "tests/search/test_kernels_apart.py",
+         "tests/search/test_scan_route.py", "tests/search/test_heldout.py",
          "tests/testing/test_fuzz.py", "tests/search/test_fuzz.py", "proofs/", "tests/search/test_derive_masked.py",
          "tests/search/test_outside_35f.py", "tests/search/test_symbolic_probes.py",
-         "tests/search/test_symbolic_made.py", "tests/test_gpu_benchmark.py",
+         "tests/search/test_symbolic_made.py", "tests/search/test_axes_apart.py", "tests/test_gpu_benchmark.py",
          "tests/test_docs.py", "tests/torch/test_flex.py", "tests/torch/test_compile.py", "tests/distributed/",
          "tests/torch/test_gpt_train.py", "tests/codegen/test_triton.py",
          "tests/rewriting/test_rules_rewrite_what_they_offer.py", NOTEBOOK.format("02_deriving_flash_attention"),
@@ -131,7 +136,12 @@ FIRST = ("tests/search/test_derive_backward", NOTEBOOK.format("07_backward"),
          NOTEBOOK.format("05_hopper_configuration"), NOTEBOOK.format("01_tour"), "tests/codegen/test_triton_ranges.py",
          "tests/torch/test_flex_modules.py", "tests/torch/test_flex_literals.py",
          "tests/search/test_symbolic_reference_values.py", "tests/torch/test_negative_indices.py",
-         "tests/torch/test_flex_lse_grad.py")
+         "tests/torch/test_flex_lse_grad.py", "tests/search/test_symbolic_within_axes.py",
+         "tests/search/test_symbolic_growing_need.py", "tests/search/test_grid_shortcuts.py",
+         "tests/search/test_gathered_softmax.py", "tests/search/test_symbolic_exact_need.py",
+         "tests/search/test_two_pass.py", "tests/torch/test_searched_code.py",
+         "tests/search/test_joins_make_one_kernel.py", "tests/search/test_crossings.py",
+         "tests/torch/test_flex_registry.py")
 
 
 class FirstQueue(OrderedDict):

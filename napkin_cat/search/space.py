@@ -166,7 +166,14 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
     context = (tuple(sorted((str(k), int(v)) for k, v in sizes.items())), tuple(memories), tiles, tuple(roles),
                None if need is None else need.blocks, count)
     points: dict = {}    # each curve's points at every memory, read once per curve in this call
+    lows: dict = {}      # each curve's least memory at the sizes (Curve.least), read once per curve in this call
     zeros = [0] * len(memories)
+
+    def least(curve):
+        found = lows.get(curve)
+        if found is None:
+            found = lows[curve] = curve.least(sizes)
+        return found
     for rank, form in enumerate(forms):
         def table(curve):      # a curve's H* at every memory (None: unplayable, or no fit), made once per call
             found = points[curve] = (
@@ -177,13 +184,13 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
         def evaluate(curve, k):    # (a memory below the least its tilings need: None, and the curve not costed)
             found = points.get(curve)
             if found is None:
-                if need is None and memories[k] < curve.least(sizes):
+                if need is None and memories[k] < least(curve):
                     return None
                 found = table(curve)
             return found[k]
 
         def fits(curve, k):    # the partition may fit at memories[k] (playable, Curve.least: read uncosted)
-            return ok(curve) and memories[k] >= curve.least(sizes)
+            return ok(curve) and memories[k] >= least(curve)
 
         def tie(curve, k):     # what both rankings share: the estimate (exact where nothing is masked)
             if need is not None:

@@ -118,7 +118,9 @@ def test_a_process_s_own_freeze_is_left_alone(monkeypatch):
         assert frozen > 0
         with collector.collector_paused:
             kept = [Node() for _ in range(10)]
-        assert gc.get_freeze_count() == frozen
+        # none aged in (the guard dropped, the exit's freeze + unfreeze leaves 0); a frozen object freed by its
+        # reference count in between lowers the count (CI: 3 of 11.3 million), so it is read within 1,000 below
+        assert 0 < frozen - 1000 < gc.get_freeze_count() <= frozen
         assert all(any(k is o for o in gc.get_objects(generation=0)) for k in kept[:2])
     finally:
         if not was:

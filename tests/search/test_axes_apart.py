@@ -60,11 +60,27 @@ def _own_sizes(k):
     return {"n": 8, "e": 8, **{f"f{i}": 16 for i in range(k)}}
 
 
+@pytest.fixture(scope="module")
+def derived():
+    """``derived(kinds, own=, memory=, apart=)``: the stack's derive (each with a cache of its own, as before), made
+    once for the module: the tests below only read the answers, and asked the same derive up to three times (the
+    issue's case, the kept-names mutant and the runs read the first test's; 11 of 22 derives were repeats)."""
+    made = {}
+
+    def derive(kinds, *, own, memory, apart=True):
+        key = (kinds, own, memory, apart)
+        if key not in made:
+            sizes = _own_sizes(len(kinds)) if own else NE
+            made[key] = _derive(stack(kinds, own=own), sizes, memory, book=None if apart else _without_apart())
+        return made[key]
+    return derive
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_shared_names_derive_as_own_names(case):
+def test_shared_names_derive_as_own_names(case, derived):
     kinds, memory = CASES[case]
-    shared = _derive(stack(kinds, own=False), NE, memory)
-    own = _derive(stack(kinds, own=True), _own_sizes(len(kinds)), memory)
+    shared = derived(kinds, own=False, memory=memory)
+    own = derived(kinds, own=True, memory=memory)
     assert shared.H == own.H
     ts = shared.optimum.exact_sizes or shared.optimum.sizes
     to = own.optimum.exact_sizes or own.optimum.sizes
@@ -78,30 +94,29 @@ def _without_apart():
 
 
 @pytest.mark.parametrize("case", ["gelu x3", "swiglu x2", "gelu x8"])
-def test_names_kept_restrict_the_search(case):
+def test_names_kept_restrict_the_search(case, derived):
     """The mutant (the book without ``apart``, names kept): the shared stack derives worse than the own-names one,
     so the test above fails without the renaming (and the shared stack's answer is the better one with it)."""
     kinds, memory = CASES[case]
-    kept = _derive(stack(kinds, own=False), NE, memory, book=_without_apart())
-    apart = _derive(stack(kinds, own=False), NE, memory)
-    own = _derive(stack(kinds, own=True), _own_sizes(len(kinds)), memory, book=_without_apart())
+    kept = derived(kinds, own=False, memory=memory, apart=False)
+    apart = derived(kinds, own=False, memory=memory)
+    own = derived(kinds, own=True, memory=memory, apart=False)
     assert apart.H == own.H < kept.H
 
 
-def test_the_issue_case_numbers():
+def test_the_issue_case_numbers(derived):
     """The 3-block residual MLP (n 8, e 8, f 16, M 256): 1,096 shared and own (1,224 shared with names kept)."""
-    f = stack(("gelu",) * 3, own=False)
-    assert _derive(f, NE, 256).H == 1096
-    assert _derive(f, NE, 256, book=_without_apart()).H == 1224
+    assert derived(("gelu",) * 3, own=False, memory=256).H == 1096
+    assert derived(("gelu",) * 3, own=False, memory=256, apart=False).H == 1224
 
 
 @pytest.mark.parametrize("case", ["gelu x3", "gelu, swiglu, relu"])
-def test_the_answer_runs_counts_and_replays(case):
+def test_the_answer_runs_counts_and_replays(case, derived):
     """H = the runner's count = the cost functor at the tiles; the algorithm computes f; its trace (the renaming
     first) replays from f to it."""
     kinds, memory = CASES[case]
     f = stack(kinds, own=False)
-    r = _derive(f, NE, memory)
+    r = derived(kinds, own=False, memory=memory)
     assert r.trace.steps[0].rule == "axes_apart"
     tiles = {str(k): int(v) for k, v in (r.optimum.exact_sizes or r.optimum.sizes).items() if str(k) not in NE}
     at = {**NE, **tiles}
@@ -115,18 +130,26 @@ def test_the_answer_runs_counts_and_replays(case):
     assert nc.isomorphic(r.trace.replay(f), r.diagram)
 
 
+@pytest.fixture(scope="module")
+def transformer_kernels():
+    """One kernel cache for the five memories' searches: a kernel's costed partitions and curves do not depend on
+    the memory (:class:`~napkin_cat.search.context.KernelCache` keys them by form and level alone), so the later
+    memories read the earlier ones' kernels instead of costing the same three stacks' kernels again."""
+    return KernelCache()
+
+
 @pytest.mark.parametrize("memory", [256, 384, 512, 1024, 4096])
-def test_transformer_stacks_agree(memory):
+def test_transformer_stacks_agree(memory, transformer_kernels):
     """Two transformer blocks sharing d, f (and h, m) against two with their own d, f: one H.  The search cuts them
     into segments (norm | attention | MLP) that hold no two classes of one name, so the form renames nothing; where
     seam fusion joins a kernel across the two blocks (at 512 and 1024: block 1 with block 2's attention; at 4096 the
     whole stack, for nothing) that kernel renames its own axes apart (``OpGraph.renamed_apart``, built by
     ``axes_apart`` with ``within=``): names kept, it treated the two blocks' d as one axis (1520 against 1392 at
-    512, 1392 against 1264 at 1024).  The answer runs, counts H and replays (one cache: the later searches read the
-    first's kernels)."""
+    512, 1392 against 1264 at 1024).  The answer runs, counts H and replays (one cache for the module: the later
+    searches read the earlier ones' kernels)."""
     ts = {"n": 8, "e": 8, "h": 2, "d": 4, "f": 16}
     own = {"n": 8, "e": 8, "h": 2, "d0": 4, "d1": 4, "f0": 16, "f1": 16}
-    cache = KernelCache()
+    cache = transformer_kernels
     f = L.transformer_stack(2)
     shared = _derive(f, ts, memory, cache=cache)
     kept = _derive(f, ts, memory, book=_without_apart(), cache=cache)

@@ -59,26 +59,41 @@ CASES = {   # name → (build(own) → (f, sizes), memory, H before the fix with
 }
 
 
-def _derive(f, sizes, memory):
-    return nc.derive(f, memory=memory, sizes=sizes, cache=KernelCache())
+def _derive(f, sizes, memory, cache=None):
+    return nc.derive(f, memory=memory, sizes=sizes, cache=KernelCache() if cache is None else cache)
+
+
+@pytest.fixture(scope="module")
+def derived():
+    """``derived(case, own)``: the case's stack (shared or own names) derived once for the module (the runs below
+    read the first test's shared derives instead of repeating them), the stacks' searches sharing one kernel cache
+    (costed once per canonical form and level, a kernel across segments keyed with its renaming: the blocks of the
+    two, three and four transformer stacks are costed once, not per stack; the mutant derives cold under its
+    patch)."""
+    made, kernels = {}, KernelCache()
+
+    def derive(case, own):
+        if (case, own) not in made:
+            build, memory, _ = CASES[case]
+            f, sizes = build(own)
+            made[case, own] = f, sizes, _derive(f, sizes, memory, kernels)
+        return made[case, own]
+    return derive
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_stacks_across_segments_derive_as_own_names(case):
-    build, memory, before = CASES[case]
-    (f, s), (g, o) = build(False), build(True)
-    shared, own = _derive(f, s, memory), _derive(g, o, memory)
+def test_stacks_across_segments_derive_as_own_names(case, derived):
+    _, _, before = CASES[case]
+    (_, _, shared), (_, _, own) = derived(case, False), derived(case, True)
     assert shared.H == own.H < before
     assert any(dict(st.params).get("within") for st in shared.trace if st.rule == "axes_apart")
 
 
 @pytest.mark.parametrize("case", ["transformer x3 at 512", "gelu x6 residual at 1024"])
-def test_the_answer_runs_counts_and_replays(case):
+def test_the_answer_runs_counts_and_replays(case, derived):
     """H = the runner's count = the cost functor at the tiles; the algorithm computes f; the trace (the kernels'
     renaming among its steps) replays from f to it."""
-    build, memory, _ = CASES[case]
-    f, sizes = build(False)
-    r = _derive(f, sizes, memory)
+    f, sizes, r = derived(case, False)
     at = {**sizes, **{str(k): int(v) for k, v in (r.optimum.exact_sizes or r.optimum.sizes).items()
                       if str(k) not in sizes}}
     rng = np.random.default_rng(2)
