@@ -220,9 +220,9 @@ def power_root(Ha, Hb, M, ref, target):
     the exponents) ``Ha − Hb`` is a polynomial in ``u`` of degree ≤ 4, solved by radicals; the positive real root
     within 1e-6 of ``target`` at the reference sizes, or None (at once where the two forms' terms that are no
     power of ``M`` do not cancel, :func:`off_powers`: their difference is no such sum).  Of degree 1, ``a·u + b``,
-    the root is ``−b/a`` as it stands: sympy's ``roots`` would ``simplify`` it where ``a``, ``b`` hold radicals, 8
-    CPU s on one crossing of a transformer block at small sizes, and a longer form (243k characters of ``srepr``
-    against 3.7k, the same number).
+    the root is ``−b/a``, factored as sympy's ``roots`` factors it where ``a`` and ``b`` are polynomials, as it stands
+    where they hold radicals (sympy's would ``simplify`` it: 8 CPU s on one crossing of a transformer block at small
+    sizes, and a longer form, 243k characters of ``srepr`` against 3.7k, the same number).
 
     >>> import sympy
     >>> M, n = sympy.symbols("M n", positive=True)
@@ -247,8 +247,8 @@ def power_root(Ha, Hb, M, ref, target):
         p = sympy.Poly(poly, u)
         if p.degree() > 4:
             return None
-        if p.degree() == 1:
-            roots = [-p.nth(0) / p.nth(1)]
+        if p.degree() == 1 and not (p.get_domain().is_Numerical or p.get_domain().is_Composite):
+            roots = [-p.nth(0) / p.nth(1)]            # (radicals in its coefficients: sympy would simplify)
         else:
             roots = list(seeded_roots(p))     # (sympy's, its factorisation's points seeded)
     except (NotImplementedError, ValueError, sympy.PolynomialError):

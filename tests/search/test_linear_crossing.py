@@ -1,5 +1,6 @@
-"""A crossing whose polynomial in ``u = M^(1/L)`` is of degree 1 is solved as ``−b/a``, without sympy's ``roots``
-(whose ``roots_linear`` runs ``simplify`` on radicals: 8 CPU s on one crossing of a renamed transformer block).
+"""A crossing whose polynomial in ``u = M^(1/L)`` is of degree 1 with radicals in its coefficients is solved as
+``−b/a``, without sympy's ``roots`` (whose ``roots_linear`` runs ``simplify`` on them: 8 CPU s on one crossing of a
+renamed transformer block); with polynomial coefficients sympy's ``roots`` factors it, as before.
 Checked against sympy's ``roots`` on forms with nested radicals in their coefficients, each root's value at random
 sizes equal to 1e-12, and that ``roots`` is not asked of a degree-1 polynomial (mutation: the degree-1 branch removed:
 the count test fails; ``−a/b`` for ``−b/a``: the value tests fail)."""
@@ -19,7 +20,7 @@ REF = {n: 12, e: 20, d: 5}
 def _forms():
     r = sympy.sqrt(n * e + sympy.sqrt(d * n)) + sympy.sqrt(e)
     return [
-        (r * n * e + 3 * n ** 2 * e / M, (r + 1) * n * e),                  # A + B/M against a constant
+        (r * n ** 2 * e / M + n * e, 2 * n * e),                            # A + B/M against a constant
         (n * e * d / sympy.sqrt(M) + r, 2 * r),                             # in u = √M
         (n ** 2 * e / M + sympy.sqrt(d) * n, (1 + sympy.sqrt(n * d)) * n),
     ]
@@ -50,6 +51,7 @@ def test_roots_is_not_asked_of_a_linear_polynomial(monkeypatch):
         target = sympy.nsolve((Ha - Hb).subs(REF), M, 50)
         assert crossings.power_root(Ha, Hb, M, REF, float(target)) is not None
     assert asked == []
-    # a quadratic still goes to roots: n³/M² − n + n²/M … has u² in it
+    # a quadratic still goes to roots (n³/M² + n²/M − 2n has u² in it), and a linear one with polynomial coefficients
     crossings.power_root(n ** 3 / M ** 2 + n ** 2 / M, 2 * n, M, REF, 1.0)
-    assert len(asked) == 1
+    crossings.power_root(n ** 2 * e / M + n, 2 * n * d, M, REF, 1.0)
+    assert len(asked) == 2
