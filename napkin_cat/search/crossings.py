@@ -219,7 +219,10 @@ def power_root(Ha, Hb, M, ref, target):
     """:func:`crossing_root` of two sums of powers of ``M``: with ``u = M^(1/L)`` (L the least common denominator of
     the exponents) ``Ha − Hb`` is a polynomial in ``u`` of degree ≤ 4, solved by radicals; the positive real root
     within 1e-6 of ``target`` at the reference sizes, or None (at once where the two forms' terms that are no
-    power of ``M`` do not cancel, :func:`off_powers`: their difference is no such sum).
+    power of ``M`` do not cancel, :func:`off_powers`: their difference is no such sum).  Of degree 1, ``a·u + b``,
+    the root is ``−b/a``, factored as sympy's ``roots`` factors it where ``a`` and ``b`` are polynomials, as it stands
+    where they hold radicals (sympy's would ``simplify`` it: 8 CPU s on one crossing of a transformer block at small
+    sizes, and a longer form, 243k characters of ``srepr`` against 3.7k, the same number).
 
     >>> import sympy
     >>> M, n = sympy.symbols("M n", positive=True)
@@ -240,10 +243,14 @@ def power_root(Ha, Hb, M, ref, target):
     top = max(beta for _, beta in terms)
     u = sympy.Dummy("u", positive=True)
     poly = sympy.Add(*[alpha * u ** int(L * (top - beta)) for alpha, beta in terms])
-    if sympy.degree(poly, u) > 4:
-        return None
     try:
-        roots = list(seeded_roots(sympy.Poly(poly, u)))     # (sympy's, its factorisation's points seeded)
+        p = sympy.Poly(poly, u)
+        if p.degree() > 4:
+            return None
+        if p.degree() == 1 and not (p.get_domain().is_Numerical or p.get_domain().is_Composite):
+            roots = [-p.nth(0) / p.nth(1)]            # (radicals in its coefficients: sympy would simplify)
+        else:
+            roots = list(seeded_roots(p))     # (sympy's, its factorisation's points seeded)
     except (NotImplementedError, ValueError, sympy.PolynomialError):
         return None
     best = None
