@@ -22,15 +22,10 @@ from napkin_cat.search import curves, paths
 from napkin_cat.search.context import KernelCache
 
 from fuzzing import random_function
+from shared import counted_costings, ln_matmul
 
 L = nc.library
 MEMORIES = [2 ** k for k in range(4, 25, 2)]
-
-
-def _ln_matmul():
-    b = nc.Builder(nc.types("n d, d, d, d e"))
-    X, g, be, W = b.inputs
-    return b.build(b(nc.einsum("n d, d e -> n e"), b(L.layer_norm(), X, g, be), W))
 
 
 def _answers(f, memory, sizes=None):
@@ -43,18 +38,6 @@ def _answers(f, memory, sizes=None):
         str(getattr(r, "variant", None))
 
 
-def _counted(monkeypatch):
-    """Count the partitions costed (the search's cost records built: ``iocost.cost`` through the curves)."""
-    calls = [0]
-    real = curves.cost
-
-    def counting(*a, **k):
-        calls[0] += 1
-        return real(*a, **k)
-    monkeypatch.setattr(curves, "cost", counting)
-    return calls
-
-
 def _exact_route(monkeypatch):
     """Every least memory read as 0: nothing is skipped as not fitting (the search without the shortcut)."""
     monkeypatch.setattr(curves.Curve, "least", lambda self, sizes: 0)
@@ -63,7 +46,7 @@ def _exact_route(monkeypatch):
 PROGRAMS = {
     "attention": lambda: (L.attention(), {"q": 96, "x": 80, "d": 24}),
     "mlp": lambda: (L.mlp(), None),
-    "ln_matmul": lambda: (_ln_matmul(), None),
+    "ln_matmul": lambda: (ln_matmul(), None),
     "causal": lambda: (L.causal_attention(), {"q": 64, "x": 64, "d": 16}),
     "random 5": lambda: (random_function(np.random.default_rng(1), 5, concrete=False), None),
     "random 6": lambda: (random_function(np.random.default_rng(7), 6, concrete=False), None),
@@ -81,7 +64,7 @@ def test_numeric_answers_are_the_exact_routes(name, monkeypatch):
     no more partitions costed."""
     f, given = PROGRAMS[name]()
     sizes = _sizes(f, given)
-    calls = _counted(monkeypatch)
+    calls = counted_costings(monkeypatch)
     fast = _answers(f, MEMORIES, sizes)
     fast_calls = calls[0]
     with monkeypatch.context() as m:
@@ -108,8 +91,8 @@ def test_symbolic_answers_are_the_exact_routes(name, monkeypatch):
 def test_fewer_partitions_costed_in_a_symbolic_derive(monkeypatch):
     """The work saved, counted: the symbolic derive of layer_norm → matmul costs fewer partitions than the exact
     route (the grid's smallest memories fit no fused kernel's least, and their edges are the ones left open there)."""
-    f = _ln_matmul()
-    calls = _counted(monkeypatch)
+    f = ln_matmul()
+    calls = counted_costings(monkeypatch)
     fast = _answers(f, "M")
     fast_calls = calls[0]
     with monkeypatch.context() as m:

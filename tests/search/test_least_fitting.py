@@ -18,20 +18,16 @@ from napkin_cat.search.forms import Preparation
 from napkin_cat.search.paths import least_need
 from napkin_cat.search.space import smallest_memory
 
+from shared import ln_matmul
+
 L = nc.library
-
-
-def _ln_matmul():
-    b = nc.Builder(nc.types("n d, d, d, d e"))
-    X, g, be, W = b.inputs
-    return b.build(b(nc.einsum("n d, d e -> n e"), b(L.layer_norm(), X, g, be), W))
 
 
 PROGRAMS = {
     "attention": (L.attention, {"q": 32, "x": 48, "d": 8}),
     "causal": (L.causal_attention, None),
     "mlp": (L.mlp, None),
-    "ln matmul": (_ln_matmul, {"n": 24, "d": 16, "e": 20}),
+    "ln matmul": (ln_matmul, {"n": 24, "d": 16, "e": 20}),
     "swiglu": (L.swiglu, None),
     "mha": (L.multi_head_attention, None),
 }

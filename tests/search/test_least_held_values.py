@@ -32,20 +32,15 @@ from napkin_cat.syntax.wiring import trace_values
 from napkin_cat.testing.programs import random_program
 
 from fuzzing import random_function
+from shared import counted_costings, ln_matmul
 
 L = nc.library
-
-
-def _ln_matmul():
-    b = nc.Builder(nc.types("n d, d, d, d e"))
-    X, g, be, W = b.inputs
-    return b.build(b(nc.einsum("n d, d e -> n e"), b(L.layer_norm(), X, g, be), W))
 
 
 PROGRAMS = {
     "attention": (L.attention, {"q": 64, "x": 48, "d": 16}),
     "causal": (L.causal_attention, {"q": 40, "x": 40, "d": 8}),
-    "ln_matmul": (_ln_matmul, {"n": 24, "d": 16, "e": 20}),
+    "ln_matmul": (ln_matmul, {"n": 24, "d": 16, "e": 20}),
     "linear cross-entropy": (L.linear_cross_entropy, {"n": 64, "e": 32, "v": 128}),
     "block": (L.transformer_block, {"n": 32, "e": 16, "h": 2, "d": 8, "f": 32}),
 }
@@ -128,13 +123,7 @@ def test_the_search_costs_fewer_partitions_with_the_same_answers(monkeypatch):
     f = L.transformer_block()
     sizes = {str(k): int(v) for k, v in reference_sizes(f).items()}
     memories = [2 ** k for k in range(12, 31, 3)]
-    calls = [0]
-    real = curves.cost
-
-    def counting(*a, **k):
-        calls[0] += 1
-        return real(*a, **k)
-    monkeypatch.setattr(curves, "cost", counting)
+    calls = counted_costings(monkeypatch)
 
     def answers():
         calls[0] = 0
