@@ -53,21 +53,13 @@ def polynomials(seed, count):
     return out
 
 
-def exact_factor_list(expr):
-    """sympy's ``factor_list`` without the shortcut (its generator seeded, as :mod:`seeded` seeds it)."""
+def exact(factoring, expr):
+    """sympy's ``factoring`` (``factor`` or ``factor_list``) without the shortcut (its generator seeded, as
+    :mod:`seeded` seeds it)."""
     state = sympy_rng.getstate()
     sympy_rng.seed(seeded.SEED)
     try:
-        return sympy.factor_list(expr)
-    finally:
-        sympy_rng.setstate(state)
-
-
-def exact_factor(expr):
-    state = sympy_rng.getstate()
-    sympy_rng.seed(seeded.SEED)
-    try:
-        return sympy.factor(expr)
+        return factoring(expr)
     finally:
         sympy_rng.setstate(state)
 
@@ -80,7 +72,7 @@ def test_certified_polynomials_are_irreducible(seed):
         if not linear_irreducible(dict(poly.terms())):
             continue
         certified += 1
-        coeff, factors = exact_factor_list(p)
+        coeff, factors = exact(sympy.factor_list, p)
         assert len(factors) == 1 and factors[0][1] == 1, (p, factors)
         assert sympy.expand(coeff * factors[0][0] - p) == 0
     assert certified >= 10                 # the law is exercised, not skipped
@@ -96,8 +88,8 @@ def test_certificate_refuses_what_it_cannot_prove():
 def test_factor_list_and_factor_equal_sympys(seed):
     for p in polynomials(100 + seed, 25):
         for q in (p, p / 3, p * (d + 1)):
-            assert sympy.srepr(seeded.factor_list(q)) == sympy.srepr(exact_factor_list(q)), q
-            assert sympy.srepr(seeded.factor(q)) == sympy.srepr(exact_factor(q)), q
+            assert sympy.srepr(seeded.factor_list(q)) == sympy.srepr(exact(sympy.factor_list, q)), q
+            assert sympy.srepr(seeded.factor(q)) == sympy.srepr(exact(sympy.factor, q)), q
 
 
 def test_shortcut_leaves_sympy_as_it_was():
