@@ -148,9 +148,9 @@ FIRST = ("tests/cost/test_collector.py", "tests/search/test_derive_backward", NO
          "tests/search/test_two_pass.py", "tests/torch/test_searched_code.py",
          "tests/search/test_joins_make_one_kernel.py", "tests/search/test_crossings.py",
          "tests/torch/test_flex_registry.py", "tests/codegen/test_nested.py",
-         "tests/hardware/test_offered_forms_timed.py", "tests/hardware/test_cluster_zigzag.py", "napkin_cat/torch/flexgraph.py",
-         "tests/hardware/test_cluster_ring_gathered.py", "tests/search/test_symbolic_past_axis.py",
-         "tests/hardware/test_device_memory_steers.py")
+         "tests/hardware/test_offered_forms_timed.py", "tests/hardware/test_cluster_zigzag.py",
+         "napkin_cat/torch/flexgraph.py", "tests/hardware/test_cluster_ring_gathered.py",
+         "tests/search/test_symbolic_past_axis.py", "tests/hardware/test_device_memory_steers.py")
 
 
 class FirstQueue(OrderedDict):
