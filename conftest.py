@@ -120,7 +120,10 @@ APART = ("tests/test_notebooks.py::test_notebook_runs",)
 #: crossings; tests/torch: searched_code 8 s in eleven, flex_registry 5 s in two).  tests/cost/test_collector.py
 #: first of all: its tests unfreeze, collect and walk the worker's whole heap (``gc.get_objects``), which grows with
 #: what the worker ran (the search's memos, sympy's caches): run late, 155 s of one worker (a cold run at 6a7f323,
-#: ``--durations=40``); in isolation 1.5 s.
+#: ``--durations=40``); in isolation 1.5 s.  Last, files of one to three tests taking 6 s to 10 s that ran in the last
+#: 150 s of a cold run at 36d497c (its junit, in the order the reports came): test_nested, test_offered_forms_timed,
+#: test_cluster_zigzag, the flexgraph doctest, test_cluster_ring_gathered, test_symbolic_past_axis,
+#: test_device_memory_steers.
 NOTEBOOK = "tests/test_notebooks.py::test_notebook_runs[{}]"
 FIRST = ("tests/cost/test_collector.py", "tests/search/test_derive_backward", NOTEBOOK.format("07_backward"),
          "tests/rewriting/test_rewrite.py",
@@ -144,7 +147,10 @@ FIRST = ("tests/cost/test_collector.py", "tests/search/test_derive_backward", NO
          "tests/search/test_gathered_softmax.py", "tests/search/test_symbolic_exact_need.py",
          "tests/search/test_two_pass.py", "tests/torch/test_searched_code.py",
          "tests/search/test_joins_make_one_kernel.py", "tests/search/test_crossings.py",
-         "tests/torch/test_flex_registry.py")
+         "tests/torch/test_flex_registry.py", "tests/codegen/test_nested.py",
+         "tests/hardware/test_offered_forms_timed.py", "tests/hardware/test_cluster_zigzag.py",
+         "napkin_cat/torch/flexgraph.py", "tests/hardware/test_cluster_ring_gathered.py",
+         "tests/search/test_symbolic_past_axis.py", "tests/hardware/test_device_memory_steers.py")
 
 
 class FirstQueue(OrderedDict):

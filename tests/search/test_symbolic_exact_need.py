@@ -139,7 +139,13 @@ def test_the_chains_clamped_form_holds_what_its_whole_tile_makes():
     a, b, c, e = (nc.symbol(k) for k in "abce")
     assert sympy.expand(r.regimes[-1].lower - (c * e + a * c)) == 0
     shifted = c * e + a * e + e / ((M - a * c) / c) * (a * b + b * c)
-    assert [v for v, H in r.candidates if sympy.simplify(sympy.sympify(H) - shifted) == 0]
+    # simplify (2 s a candidate) only where the difference is not clearly nonzero at a point (an identity is 0 there)
+    point = {a: 61, b: 67, c: 71, e: 73, M: sympy.Rational(10 ** 7, 3)}
+
+    def off_at_point(H) -> bool:
+        v = (sympy.sympify(H) - shifted).xreplace(point)
+        return v.is_number and abs(sympy.N(v, 50)) > 1e-30
+    assert [v for v, H in r.candidates if not off_at_point(H) and sympy.simplify(sympy.sympify(H) - shifted) == 0]
     for g in r.regimes:     # wherever a piece has g_e solved for M − ac, it is that
         if sympy.sympify(g.optimum.sizes.get(nc.symbol("g_e"), 0)).has(M - a * c):
             assert sympy.expand(g.optimum.sizes[nc.symbol("g_e")] - (M - a * c) / c) == 0
