@@ -135,7 +135,7 @@ class Space:
 
 
 def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: ch.options, tie=None, rows=None,
-                    fits=None):
+                    fits=None, whole=False):
     """Per point k: ``(H, kernels, path)`` with ``path = [(block, variant, curve)]``, or None if nothing fits.
 
     Each point's answer is the least ``(H, kernels, tie)`` over the space's chains, whatever other points are
@@ -155,7 +155,9 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
     :meth:`~napkin_cat.search.curves.Curve.least`), where ``evaluate`` is None; a partition that fits at none of the
     points an edge's bound leaves open is not costed for that edge (the answer is the same: it sets nothing at those
     points, and at a point the bound closes no partition of the block beats the best, ``lower`` being at most each
-    one's H).
+    one's H).  ``whole``: ``lower`` is superadditive (the compulsory transfers read off the graph): at a point where a
+    partition of the whole meets its bound the answer is that one kernel, and nothing else is searched there
+    (:func:`whole_at_bound`, its law).
 
     >>> from types import SimpleNamespace as NS
     >>> space = NS(graph=None, downs=[0, 1], into={1: [(0, 1)]}, full=1)
@@ -180,6 +182,9 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
     tie = tie or (lambda curve, k: 0)
     dist, back = {0: [(0, 0, 0)] * n}, {0: [None] * n}
     choices, tables, least = {}, {}, {0: 0}   # least[a]: the least H into a at any point (None: none reached)
+    settled = whole_at_bound(space, search, n, evaluate, lower, options, tie, rows, fits, choices, tables) if whole \
+        else {}
+    todo = [k for k in range(n) if k not in settled]     # (the points the kernel splits are searched at)
     for b in space.downs[1:]:
         dist[b], back[b] = [inf] * n, [None] * n
         order, first = [], [None] * n    # first[k]: the (edge, option) rank of the best candidate found into b
@@ -196,7 +201,7 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
         for _, e, a, block in order:
             da = dist[a]
             ch, lb = choices[block]
-            open_ = [k for k in range(n) if da[k] != inf and (da[k][0] + lb, da[k][1] + 1) <= dist[b][k][:2]]
+            open_ = [k for k in todo if da[k] != inf and (da[k][0] + lb, da[k][1] + 1) <= dist[b][k][:2]]
             if not open_:
                 continue    # (H, kernels) at its bound cannot beat the best path anywhere: a tie it could win is kept
             table = tables.get(block)
@@ -225,6 +230,9 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
         least[b] = min(reached) if reached else None
     out = []
     for k in range(n):
+        if k in settled:
+            out.append(settled[k])
+            continue
         if dist[space.full][k] == inf:
             out.append(None)
             continue
@@ -235,6 +243,70 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
             node = a
         out.append((dist[space.full][k][0], dist[space.full][k][1], path[::-1]))
     return out
+
+
+def whole_at_bound(space, search, n, evaluate, lower, options=lambda ch: ch.options, tie=None, rows=None, fits=None,
+                   choices=None, tables=None) -> dict:
+    """``{k: (H, 1, path)}``: the points ``k`` (of ``n``) where a partition of the whole (``space.full`` as one kernel,
+    an edge of the space) moves no more than the whole's bound ``lower``, and the one-kernel split there:
+    :func:`shortest_splits`' answer at those points when the bound is superadditive (``whole``).
+
+    **Law.** Let ``lower`` be at most the H of each partition of a block, and superadditive: the bounds of the blocks
+    of a split add up to at least the bound of their union (the compulsory transfers,
+    :meth:`~napkin_cat.search.choice.Block.compulsory_at`, read off the graph: an array the union reads from outside,
+    or writes for outside, is read or written so by one of its blocks, so it is counted there).  Then every split's
+    ``(H, kernels)`` is at least ``(lower(whole), 1)``, and only the one-kernel split has one kernel: where a
+    partition of the whole meets the bound, the least ``(H, kernels, tie)`` is the whole at the partition of least
+    tie among those at the bound, the first of equal ties (the search's order, as :func:`shortest_splits` keeps it).
+    Nothing else is searched there.
+
+    ``choices``, ``tables``: :func:`shortest_splits`' stores (the whole's bound and rows read into them).  Every
+    partition of the whole that fits at some point is costed either way: the edge from nothing into the whole is
+    open at every point until a one-kernel split is found.
+
+    >>> from types import SimpleNamespace as NS
+    >>> space = NS(graph=None, downs=[0, 1, 3], into={1: [(0, 1)], 3: [(1, 2), (0, 3)]}, full=3)
+    >>> search = NS(choice=lambda graph, block: NS(options=[(block, block)], bound=10 if block == 3 else 5))
+    >>> H = {1: [5, 5], 2: [5, 5], 3: [12, 10]}           # the whole at point 1 moves its bound
+    >>> whole_at_bound(space, search, 2, lambda c, k: H[c][k], lambda ch: ch.bound)
+    {1: (10, 1, [(3, 3, 3)])}
+    >>> [p[:2] for p in shortest_splits(space, search, [0, 1], lambda c, k: H[c][k], lambda ch: ch.bound, whole=True)]
+    [(10, 2), (10, 1)]
+    """
+    full = space.full
+    tie = tie or (lambda curve, k: 0)
+    choices = {} if choices is None else choices
+    tables = {} if tables is None else tables
+    if not any(a == 0 and block == full for a, block in space.into.get(full, ())):
+        return {}
+    found = choices.get(full)
+    if found is None:
+        ch = Block(search, space.graph, full)
+        found = choices[full] = (ch, lower(ch))
+    ch, lb = found
+    table = tables.get(full)
+    if table is None:
+        table = tables[full] = [[v, curve, _UNREAD, None] for v, curve in options(ch)]
+    best = {}
+    for entry in table:
+        v, curve, hs, ts = entry
+        if hs is _UNREAD:
+            if fits is not None and not any(fits(curve, k) for k in range(n)):
+                continue     # (shortest_splits leaves it uncosted alike)
+            hs, ts = entry[2], entry[3] = rows(curve) if rows is not None else (None, None)
+        for k in range(n):
+            h = evaluate(curve, k) if hs is None else hs[k]
+            if h is None or h != lb:
+                continue
+            if ts is None:
+                t = tie(curve, k)
+            else:
+                if callable(ts):       # the tie row, read once the curve meets the bound at a point
+                    ts = entry[3] = ts()
+                t = ts[k]
+            if k not in best or t < best[k][0]:      # (of equal ties, the first partition)
+                best[k] = (t, v, curve)
+    return {k: (lb, 1, [(full, v, curve)]) for k, (t, v, curve) in sorted(best.items())}
 
 
 def best_option(graph, block, search, evaluate, k):
