@@ -20,6 +20,7 @@ import math
 from napkin_cat.errors import RewriteError
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.choice import Block, Choice, counted  # noqa: F401  (Choice, counted: read from here too)
+from napkin_cat.search.least_memory import least_fitting_memory, least_need  # noqa: F401  (read from here too)
 
 _UNREAD = object()    # a partition of a block in shortest_splits' tables whose rows are not read yet
 
@@ -309,13 +310,24 @@ def whole_at_bound(space, search, n, evaluate, lower, options=lambda ch: ch.opti
     return {k: (lb, 1, [(full, v, curve)]) for k, (t, v, curve) in sorted(best.items())}
 
 
-def best_option(graph, block, search, evaluate, k):
-    """``(H, variant, curve)`` of ``block``'s cheapest partition at point ``k``, or None if none fits."""
+def best_option(graph, block, search, evaluate, k, floor=None):
+    """``(H, variant, curve)`` of ``block``'s cheapest partition at point ``k`` (the first of equal H), or None if none
+    fits.  ``floor``: at most the H of every partition of the block (its compulsory transfers): a partition that
+    moves only that is the answer, and the partitions after it are not read (none moves less).
+
+    >>> from types import SimpleNamespace as NS
+    >>> read = []
+    >>> search = NS(choice=lambda graph, block: NS(options=[("a", 7), ("b", 5), ("c", 5)]))
+    >>> best_option(None, 1, search, lambda c, k: read.append(c) or c, 0, floor=5), read
+    ((5, 'b', 5), [7, 5])
+    """
     best = None
     for v, curve in search.choice(graph, block).options:
         h = evaluate(curve, k)
         if h is not None and (best is None or h < best[0]):
             best = (h, v, curve)
+            if h == floor:
+                break
     return best
 
 
@@ -386,16 +398,17 @@ def best_join(graph, search, pairs, evaluate, k, lower=None, admissible=lambda t
     ...           lower=lambda ch: ch.compulsory_at(nc.Sizes(sizes))) == (saved, tag, merged)
     True
     """
-    order = range(len(pairs))
+    order, floor = range(len(pairs)), [None] * len(pairs)
     if lower is not None:
-        bound = [both - lower(Block(search, graph, x | y)) for x, y, both, _ in pairs]
+        floor = [lower(Block(search, graph, x | y)) for x, y, _, _ in pairs]
+        bound = [both - f for (_, _, both, _), f in zip(pairs, floor)]
         order = sorted(order, key=lambda n: (-bound[n], n))   # (bound, -n) decreasing: what the best is compared on
     best = None   # (saved, n, tag, merged)
     for n in order:
         x, y, both, tag = pairs[n]
         if lower is not None and (bound[n] <= 0 or (best is not None and (bound[n], -n) < (best[0], -best[1]))):
             break   # neither this pair nor any after it can save more (or as much, earlier)
-        got = best_option(graph, x | y, search, evaluate, k)
+        got = best_option(graph, x | y, search, evaluate, k, floor[n])
         if got is None:
             continue
         saved = both - got[0]
@@ -451,44 +464,3 @@ def join_siblings(graph, search, found, evaluate, k, lower=None):
         return found
     return _join_greedily(graph, search, found, evaluate, k, lambda i, j, x, y: i < j and graph.read_together(x, y)
                           and not feeds(graph, x, y) and not feeds(graph, y, x), lower)
-
-
-def least_fitting_memory(space, search, sizes):
-    """The least memory at which some kernel split fits (a bottleneck shortest path over the down-sets).
-
-    An edge whose source already needs as much as the best way into its target improves nothing and is not read;
-    a block's partitions are read in the order of their uncosted lower bound (:meth:`~.curves.Curve.least`
-    ``≤ smallest``), and those whose bound reaches the least found (or the best way in) are not costed: the answer
-    is the bottleneck path's over every partition (``tests/search/test_least_fitting.py``)."""
-    best = {0: 0}
-    for b in space.downs[1:]:
-        best[b] = math.inf
-        for a, block in space.into[b]:
-            if best.get(a, math.inf) >= best[b]:    # max(best[a], need) ≥ best[a]: nothing better through a
-                continue
-            best[b] = min(best[b], max(best[a], least_need(search.choice(space.graph, block).options, sizes,
-                                                            best[b])))
-    return best[space.full]
-
-
-def least_need(options, sizes, above) -> float:
-    """``min(int(c.smallest(sizes)))`` over the partitions ``options`` where it is below ``above``, else ``above``
-    or more: the partitions read by their lower bound ``least`` first, none costed whose bound reaches the least
-    found so far (``least ≤ smallest``, and the least found is an integer).
-
-    >>> class Part:                          # a partition: its uncosted bound and its least memory (costed)
-    ...     def __init__(self, least, smallest): self._least, self._smallest, self.costed = least, smallest, False
-    ...     def least(self, sizes): return self._least
-    ...     def smallest(self, sizes): self.costed = True; return self._smallest
-    >>> parts = [Part(0, 40), Part(9, 12), Part(30, 31)]
-    >>> least_need([(None, p) for p in parts], {}, float("inf")), [p.costed for p in parts]
-    (12, [True, True, False])
-    """
-    need = above
-    for bound, c in sorted(((c.least(sizes), c) for _, c in options), key=lambda bc: bc[0]):
-        if bound >= need:
-            break
-        need = min(need, int(c.smallest(sizes)))
-    return need
-
-

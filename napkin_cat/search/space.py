@@ -21,8 +21,8 @@ from napkin_cat.rewriting.trace import Trace
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.construct import make
 from napkin_cat.search.curves import Curve
-from napkin_cat.search.paths import (Space, best_option, grow, join_siblings, least_fitting_memory, playable,
-                                     shortest_splits)
+from napkin_cat.search.least_memory import least_fitting_memory
+from napkin_cat.search.paths import Space, best_option, grow, join_siblings, playable, shortest_splits
 from napkin_cat.search.schedule import KernelChoice, Schedule
 from napkin_cat.search.segments import segmented_shortest
 from napkin_cat.search.variants import axis_names, parts_key

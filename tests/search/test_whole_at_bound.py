@@ -10,6 +10,8 @@ law fires on most of them, and the transformer block's grid select costs fewer p
 """
 from __future__ import annotations
 
+from types import SimpleNamespace as NS
+
 import numpy as np
 import pytest
 
@@ -80,15 +82,20 @@ class _Stop(Exception):
     pass
 
 
-def _selected(f, monkeypatch, law: bool):
+def _selected(f, monkeypatch, law: bool, floor: bool = True):
     """The symbolic derive's grid select (:data:`~napkin_cat.search.envelope.GRID` at the reference sizes, cold):
     per memory the form's steps, its kernels' blocks, partitions and ``(H, tiles)``; with the law or without it (the
-    exact route); and the partitions costed."""
+    exact route), with a joined block's partitions read past one at its bound or not (``floor``); and the partitions
+    costed."""
     sizes = {str(k): int(v) for k, v in reference_sizes(f).items()}
     got = []
+    real = paths.best_option
     with monkeypatch.context() as m:
         if not law:
             m.setattr(paths, "whole_at_bound", lambda *a, **k: {})
+        if not floor:
+            m.setattr(paths, "best_option", lambda graph, block, search, evaluate, k, floor=None:
+                      real(graph, block, search, evaluate, k))
         costed = counted_costings(m)
 
         def first(forms, search, sizes_, memories, *a, **k):
@@ -127,13 +134,33 @@ def test_select_agrees_with_the_exact_route(name, monkeypatch):
 
 
 def test_block_grid_costs_fewer_partitions(monkeypatch):
-    """The transformer block's grid select (segments, seam joins): the same answers, fewer partitions costed (the
-    segments are one kernel at their bound from 2²² or so on: 699 -> 682 at 36d497c)."""
+    """The transformer block's grid select (segments, seam joins): the same answers, fewer partitions costed with each
+    shortcut (the segments are one kernel at their bound from 2²² or so on; a seam join's block has a partition at its
+    bound there: 699 -> 682 -> 670 at 36d497c)."""
     f = L.transformer_block()
-    law, fewer = _selected(f, monkeypatch, True)
+    both, fewest = _selected(f, monkeypatch, True)
     exact, more = _selected(f, monkeypatch, False)
-    assert law == exact
-    assert fewer < more, (fewer, more)
+    unfloored, more_joined = _selected(f, monkeypatch, True, floor=False)
+    assert both == exact == unfloored
+    assert fewest < more and fewest < more_joined, (fewest, more, more_joined)
+
+
+def test_best_option_floor():
+    """``best_option(floor=)`` against reading every partition: on random partition lists (ties, partitions that do
+    not fit) with a floor at most each one's H, the same answer; fewer partitions read where one meets the floor."""
+    rng = np.random.default_rng(3)
+    fewer = 0
+    for _ in range(300):
+        hs = [None if rng.random() < 0.2 else int(rng.integers(4, 9)) for _ in range(int(rng.integers(1, 6)))]
+        fitting = [h for h in hs if h is not None]
+        floor = int(rng.integers(0, min(fitting) + 1)) if fitting else 4
+        options = [(f"p{i}", i) for i in range(len(hs))]
+        search = NS(choice=lambda graph, block: NS(options=options))
+        read = []
+        got = paths.best_option(None, 1, search, lambda c, k: read.append(c) or hs[c], 0, floor=floor)
+        assert got == paths.best_option(None, 1, search, lambda c, k: hs[c], 0), (hs, floor)
+        fewer += len(read) < len(hs)
+    assert fewer > 10, fewer     # (24 of 300, measured)
 
 
 @pytest.mark.parametrize("name", ["attention", "ln_matmul", "random 6"])
