@@ -28,6 +28,9 @@ and a candidate it rules out has no fitting tiling in :func:`~napkin_cat.cost.si
 528384
 >>> least_held(att, {"q", "x"}, sizes)            # grouped along q, streamed along x: slices of d values
 256
+
+The least memory of a whole form (:func:`least_fitting_memory`, what a numeric derive's refusal names) reads each
+block's partitions by this bound first (:func:`least_need`), costing none whose bound reaches the least found.
 """
 from __future__ import annotations
 
@@ -79,4 +82,43 @@ def least_held(function: Diagram, partitioned, sizes, level: int = 1) -> int:
     return max((sum(tiles[v] for v in held) for held in sets), default=0)
 
 
-__all__ = ["least_held"]
+def least_fitting_memory(space, search, sizes):
+    """The least memory at which some kernel split fits (a bottleneck shortest path over the down-sets).
+
+    An edge whose source already needs as much as the best way into its target improves nothing and is not read;
+    a block's partitions are read in the order of their uncosted lower bound (:meth:`~.curves.Curve.least`
+    ``≤ smallest``), and those whose bound reaches the least found (or the best way in) are not costed: the answer
+    is the bottleneck path's over every partition (``tests/search/test_least_fitting.py``)."""
+    best = {0: 0}
+    for b in space.downs[1:]:
+        best[b] = math.inf
+        for a, block in space.into[b]:
+            if best.get(a, math.inf) >= best[b]:    # max(best[a], need) ≥ best[a]: nothing better through a
+                continue
+            best[b] = min(best[b], max(best[a], least_need(search.choice(space.graph, block).options, sizes,
+                                                            best[b])))
+    return best[space.full]
+
+
+def least_need(options, sizes, above) -> float:
+    """``min(int(c.smallest(sizes)))`` over the partitions ``options`` where it is below ``above``, else ``above``
+    or more: the partitions read by their lower bound ``least`` first, none costed whose bound reaches the least
+    found so far (``least ≤ smallest``, and the least found is an integer).
+
+    >>> class Part:                          # a partition: its uncosted bound and its least memory (costed)
+    ...     def __init__(self, least, smallest): self._least, self._smallest, self.costed = least, smallest, False
+    ...     def least(self, sizes): return self._least
+    ...     def smallest(self, sizes): self.costed = True; return self._smallest
+    >>> parts = [Part(0, 40), Part(9, 12), Part(30, 31)]
+    >>> least_need([(None, p) for p in parts], {}, float("inf")), [p.costed for p in parts]
+    (12, [True, True, False])
+    """
+    need = above
+    for bound, c in sorted(((c.least(sizes), c) for _, c in options), key=lambda bc: bc[0]):
+        if bound >= need:
+            break
+        need = min(need, int(c.smallest(sizes)))
+    return need
+
+
+__all__ = ["least_held", "least_fitting_memory", "least_need"]

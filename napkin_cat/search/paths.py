@@ -20,6 +20,7 @@ import math
 from napkin_cat.errors import RewriteError
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.choice import Block, Choice, counted  # noqa: F401  (Choice, counted: read from here too)
+from napkin_cat.search.least_memory import least_fitting_memory, least_need  # noqa: F401  (read from here too)
 
 _UNREAD = object()    # a partition of a block in shortest_splits' tables whose rows are not read yet
 
@@ -135,7 +136,7 @@ class Space:
 
 
 def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: ch.options, tie=None, rows=None,
-                    fits=None):
+                    fits=None, whole=False):
     """Per point k: ``(H, kernels, path)`` with ``path = [(block, variant, curve)]``, or None if nothing fits.
 
     Each point's answer is the least ``(H, kernels, tie)`` over the space's chains, whatever other points are
@@ -155,7 +156,9 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
     :meth:`~napkin_cat.search.curves.Curve.least`), where ``evaluate`` is None; a partition that fits at none of the
     points an edge's bound leaves open is not costed for that edge (the answer is the same: it sets nothing at those
     points, and at a point the bound closes no partition of the block beats the best, ``lower`` being at most each
-    one's H).
+    one's H).  ``whole``: ``lower`` is superadditive (the compulsory transfers read off the graph): at a point where a
+    partition of the whole meets its bound the answer is that one kernel, and nothing else is searched there
+    (:func:`whole_at_bound`, its law).
 
     >>> from types import SimpleNamespace as NS
     >>> space = NS(graph=None, downs=[0, 1], into={1: [(0, 1)]}, full=1)
@@ -180,6 +183,9 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
     tie = tie or (lambda curve, k: 0)
     dist, back = {0: [(0, 0, 0)] * n}, {0: [None] * n}
     choices, tables, least = {}, {}, {0: 0}   # least[a]: the least H into a at any point (None: none reached)
+    settled = whole_at_bound(space, search, n, evaluate, lower, options, tie, rows, fits, choices, tables) if whole \
+        else {}
+    todo = [k for k in range(n) if k not in settled]     # (the points the kernel splits are searched at)
     for b in space.downs[1:]:
         dist[b], back[b] = [inf] * n, [None] * n
         order, first = [], [None] * n    # first[k]: the (edge, option) rank of the best candidate found into b
@@ -196,7 +202,7 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
         for _, e, a, block in order:
             da = dist[a]
             ch, lb = choices[block]
-            open_ = [k for k in range(n) if da[k] != inf and (da[k][0] + lb, da[k][1] + 1) <= dist[b][k][:2]]
+            open_ = [k for k in todo if da[k] != inf and (da[k][0] + lb, da[k][1] + 1) <= dist[b][k][:2]]
             if not open_:
                 continue    # (H, kernels) at its bound cannot beat the best path anywhere: a tie it could win is kept
             table = tables.get(block)
@@ -225,6 +231,9 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
         least[b] = min(reached) if reached else None
     out = []
     for k in range(n):
+        if k in settled:
+            out.append(settled[k])
+            continue
         if dist[space.full][k] == inf:
             out.append(None)
             continue
@@ -237,13 +246,88 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
     return out
 
 
-def best_option(graph, block, search, evaluate, k):
-    """``(H, variant, curve)`` of ``block``'s cheapest partition at point ``k``, or None if none fits."""
+def whole_at_bound(space, search, n, evaluate, lower, options=lambda ch: ch.options, tie=None, rows=None, fits=None,
+                   choices=None, tables=None) -> dict:
+    """``{k: (H, 1, path)}``: the points ``k`` (of ``n``) where a partition of the whole (``space.full`` as one kernel,
+    an edge of the space) moves no more than the whole's bound ``lower``, and the one-kernel split there:
+    :func:`shortest_splits`' answer at those points when the bound is superadditive (``whole``).
+
+    **Law.** Let ``lower`` be at most the H of each partition of a block, and superadditive: the bounds of the blocks
+    of a split add up to at least the bound of their union (the compulsory transfers,
+    :meth:`~napkin_cat.search.choice.Block.compulsory_at`, read off the graph: an array the union reads from outside,
+    or writes for outside, is read or written so by one of its blocks, so it is counted there).  Then every split's
+    ``(H, kernels)`` is at least ``(lower(whole), 1)``, and only the one-kernel split has one kernel: where a
+    partition of the whole meets the bound, the least ``(H, kernels, tie)`` is the whole at the partition of least
+    tie among those at the bound, the first of equal ties (the search's order, as :func:`shortest_splits` keeps it).
+    Nothing else is searched there.
+
+    ``choices``, ``tables``: :func:`shortest_splits`' stores (the whole's bound and rows read into them).  Every
+    partition of the whole that fits at some point is costed either way: the edge from nothing into the whole is
+    open at every point until a one-kernel split is found.
+
+    >>> from types import SimpleNamespace as NS
+    >>> space = NS(graph=None, downs=[0, 1, 3], into={1: [(0, 1)], 3: [(1, 2), (0, 3)]}, full=3)
+    >>> search = NS(choice=lambda graph, block: NS(options=[(block, block)], bound=10 if block == 3 else 5))
+    >>> H = {1: [5, 5], 2: [5, 5], 3: [12, 10]}           # the whole at point 1 moves its bound
+    >>> whole_at_bound(space, search, 2, lambda c, k: H[c][k], lambda ch: ch.bound)
+    {1: (10, 1, [(3, 3, 3)])}
+    >>> [p[:2] for p in shortest_splits(space, search, [0, 1], lambda c, k: H[c][k], lambda ch: ch.bound, whole=True)]
+    [(10, 2), (10, 1)]
+    """
+    full = space.full
+    tie = tie or (lambda curve, k: 0)
+    choices = {} if choices is None else choices
+    tables = {} if tables is None else tables
+    if not any(a == 0 and block == full for a, block in space.into.get(full, ())):
+        return {}
+    found = choices.get(full)
+    if found is None:
+        ch = Block(search, space.graph, full)
+        found = choices[full] = (ch, lower(ch))
+    ch, lb = found
+    table = tables.get(full)
+    if table is None:
+        table = tables[full] = [[v, curve, _UNREAD, None] for v, curve in options(ch)]
+    best = {}
+    for entry in table:
+        v, curve, hs, ts = entry
+        if hs is _UNREAD:
+            if fits is not None and not any(fits(curve, k) for k in range(n)):
+                continue     # (shortest_splits leaves it uncosted alike)
+            hs, ts = entry[2], entry[3] = rows(curve) if rows is not None else (None, None)
+        for k in range(n):
+            h = evaluate(curve, k) if hs is None else hs[k]
+            if h is None or h != lb:
+                continue
+            if ts is None:
+                t = tie(curve, k)
+            else:
+                if callable(ts):       # the tie row, read once the curve meets the bound at a point
+                    ts = entry[3] = ts()
+                t = ts[k]
+            if k not in best or t < best[k][0]:      # (of equal ties, the first partition)
+                best[k] = (t, v, curve)
+    return {k: (lb, 1, [(full, v, curve)]) for k, (t, v, curve) in sorted(best.items())}
+
+
+def best_option(graph, block, search, evaluate, k, floor=None):
+    """``(H, variant, curve)`` of ``block``'s cheapest partition at point ``k`` (the first of equal H), or None if none
+    fits.  ``floor``: at most the H of every partition of the block (its compulsory transfers): a partition that
+    moves only that is the answer, and the partitions after it are not read (none moves less).
+
+    >>> from types import SimpleNamespace as NS
+    >>> read = []
+    >>> search = NS(choice=lambda graph, block: NS(options=[("a", 7), ("b", 5), ("c", 5)]))
+    >>> best_option(None, 1, search, lambda c, k: read.append(c) or c, 0, floor=5), read
+    ((5, 'b', 5), [7, 5])
+    """
     best = None
     for v, curve in search.choice(graph, block).options:
         h = evaluate(curve, k)
         if h is not None and (best is None or h < best[0]):
             best = (h, v, curve)
+            if h == floor:
+                break
     return best
 
 
@@ -314,16 +398,17 @@ def best_join(graph, search, pairs, evaluate, k, lower=None, admissible=lambda t
     ...           lower=lambda ch: ch.compulsory_at(nc.Sizes(sizes))) == (saved, tag, merged)
     True
     """
-    order = range(len(pairs))
+    order, floor = range(len(pairs)), [None] * len(pairs)
     if lower is not None:
-        bound = [both - lower(Block(search, graph, x | y)) for x, y, both, _ in pairs]
+        floor = [lower(Block(search, graph, x | y)) for x, y, _, _ in pairs]
+        bound = [both - f for (_, _, both, _), f in zip(pairs, floor)]
         order = sorted(order, key=lambda n: (-bound[n], n))   # (bound, -n) decreasing: what the best is compared on
     best = None   # (saved, n, tag, merged)
     for n in order:
         x, y, both, tag = pairs[n]
         if lower is not None and (bound[n] <= 0 or (best is not None and (bound[n], -n) < (best[0], -best[1]))):
             break   # neither this pair nor any after it can save more (or as much, earlier)
-        got = best_option(graph, x | y, search, evaluate, k)
+        got = best_option(graph, x | y, search, evaluate, k, floor[n])
         if got is None:
             continue
         saved = both - got[0]
@@ -379,44 +464,3 @@ def join_siblings(graph, search, found, evaluate, k, lower=None):
         return found
     return _join_greedily(graph, search, found, evaluate, k, lambda i, j, x, y: i < j and graph.read_together(x, y)
                           and not feeds(graph, x, y) and not feeds(graph, y, x), lower)
-
-
-def least_fitting_memory(space, search, sizes):
-    """The least memory at which some kernel split fits (a bottleneck shortest path over the down-sets).
-
-    An edge whose source already needs as much as the best way into its target improves nothing and is not read;
-    a block's partitions are read in the order of their uncosted lower bound (:meth:`~.curves.Curve.least`
-    ``≤ smallest``), and those whose bound reaches the least found (or the best way in) are not costed: the answer
-    is the bottleneck path's over every partition (``tests/search/test_least_fitting.py``)."""
-    best = {0: 0}
-    for b in space.downs[1:]:
-        best[b] = math.inf
-        for a, block in space.into[b]:
-            if best.get(a, math.inf) >= best[b]:    # max(best[a], need) ≥ best[a]: nothing better through a
-                continue
-            best[b] = min(best[b], max(best[a], least_need(search.choice(space.graph, block).options, sizes,
-                                                            best[b])))
-    return best[space.full]
-
-
-def least_need(options, sizes, above) -> float:
-    """``min(int(c.smallest(sizes)))`` over the partitions ``options`` where it is below ``above``, else ``above``
-    or more: the partitions read by their lower bound ``least`` first, none costed whose bound reaches the least
-    found so far (``least ≤ smallest``, and the least found is an integer).
-
-    >>> class Part:                          # a partition: its uncosted bound and its least memory (costed)
-    ...     def __init__(self, least, smallest): self._least, self._smallest, self.costed = least, smallest, False
-    ...     def least(self, sizes): return self._least
-    ...     def smallest(self, sizes): self.costed = True; return self._smallest
-    >>> parts = [Part(0, 40), Part(9, 12), Part(30, 31)]
-    >>> least_need([(None, p) for p in parts], {}, float("inf")), [p.costed for p in parts]
-    (12, [True, True, False])
-    """
-    need = above
-    for bound, c in sorted(((c.least(sizes), c) for _, c in options), key=lambda bc: bc[0]):
-        if bound >= need:
-            break
-        need = min(need, int(c.smallest(sizes)))
-    return need
-
-

@@ -129,7 +129,7 @@ def _absolute(rel, segment) -> list:
 
 
 def solve_segment(graph, segment, search, points, evaluate, lower, context, options=lambda ch: ch.options,
-                  tie=None, sizes=None, rows=None, fits=None) -> list:
+                  tie=None, sizes=None, rows=None, fits=None, whole=False) -> list:
     """Per point: ``(H, kernels, path)`` of the cheapest kernel split of ``segment`` alone, or None; solved once
     per kind of segment in a derivation (kept in ``search.solved``, :class:`~napkin_cat.search.context.Search`;
     ``context``: what else the costs depend on, e.g. the book's roles, sizes, memories and a requirement;
@@ -151,7 +151,7 @@ def solve_segment(graph, segment, search, points, evaluate, lower, context, opti
             found = _renamed(graph, segment, search, moved, evaluate, options)
             search.renamed += found is not None
         if found is None:
-            found = _solve(graph, segment, search, points, evaluate, lower, options, tie, rows, fits)
+            found = _solve(graph, segment, search, points, evaluate, lower, options, tie, rows, fits, whole)
             search.searched += 1
             if alike is not None and alike not in search.solved:
                 search.solved[alike] = [None if f is None else (f[0], f[1], _placed(graph, segment, search, f[2],
@@ -161,11 +161,11 @@ def solve_segment(graph, segment, search, points, evaluate, lower, context, opti
     return [None if f is None else (f[0], f[1], _absolute(f[2], segment)) for f in found]
 
 
-def _solve(graph, segment, search, points, evaluate, lower, options, tie, rows=None, fits=None) -> list:
+def _solve(graph, segment, search, points, evaluate, lower, options, tie, rows=None, fits=None, whole=False) -> list:
     space = graph.segment_spaces.get((segment, SEGMENT_BUDGET))
     if space is None:     # a segment's space depends on the graph, the segment and the budget alone
         space = graph.segment_spaces[(segment, SEGMENT_BUDGET)] = Space(graph, budget=SEGMENT_BUDGET, within=segment)
-    got = shortest_splits(space, search, points, evaluate, lower, options, tie, rows, fits)
+    got = shortest_splits(space, search, points, evaluate, lower, options, tie, rows, fits, whole)
     if not space.exact:     # kernels capped in size inside the segment: grown by cost-guided fusion
         got = [g if g is None else grow(graph, search, g, evaluate, k, lower) for k, g in enumerate(got)]
     return [None if g is None else (g[0], g[1], _relative(g[2], segment)) for g in got]
@@ -208,10 +208,10 @@ def _renamed(graph, segment, search, moved, evaluate, options):
 
 
 def segmented_shortest(graph, parts, joints, search, points, evaluate, lower, context,
-                       options=lambda ch: ch.options, tie=None, sizes=None, rows=None, fits=None) -> list:
+                       options=lambda ch: ch.options, tie=None, sizes=None, rows=None, fits=None, whole=False) -> list:
     """Per point: ``(H, kernels, path)`` over the segments ``parts``, joined at the seams ``joints`` (the seam
     operation between each two) where that saves; ``sizes``, ``rows``, ``fits``: as :func:`solve_segment`."""
-    per = [solve_segment(graph, s, search, points, evaluate, lower, context, options, tie, sizes, rows, fits)
+    per = [solve_segment(graph, s, search, points, evaluate, lower, context, options, tie, sizes, rows, fits, whole)
            for s in parts]
     out = []
     for k in range(len(points)):

@@ -21,8 +21,8 @@ from napkin_cat.rewriting.trace import Trace
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.construct import make
 from napkin_cat.search.curves import Curve
-from napkin_cat.search.paths import (Space, best_option, grow, join_siblings, least_fitting_memory, playable,
-                                     shortest_splits)
+from napkin_cat.search.least_memory import least_fitting_memory
+from napkin_cat.search.paths import Space, best_option, grow, join_siblings, playable, shortest_splits
 from napkin_cat.search.schedule import KernelChoice, Schedule
 from napkin_cat.search.segments import segmented_shortest
 from napkin_cat.search.variants import axis_names, parts_key
@@ -214,13 +214,14 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
 
         def lower(ch):
             return ch.compulsory_at(given)
+        whole = _superadditive(form.graph)
         if form.cut is not None:
             parts, joints = form.cut
             shortest = segmented_shortest(form.graph, parts, joints, search, memories, evaluate, lower, context,
-                                          options, tie, sizes, rows, fits if need is None else None)
+                                          options, tie, sizes, rows, fits if need is None else None, whole)
         else:
             shortest = shortest_splits(form.space, search, memories, evaluate, lower, options, tie, rows,
-                                       fits if need is None else None)
+                                       fits if need is None else None, whole)
             if not form.space.exact:   # kernels capped in size: grown by cost-guided fusion (and joins of siblings)
                 grown = [g and grow(form.graph, search, g, evaluate, k, lower) for k, g in enumerate(shortest)]
                 shortest = [join_siblings(form.graph, search, g, evaluate, k, lower)   # (before comparing)
@@ -246,6 +247,14 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
             if better:
                 best[k] = (key, form, found, evaluate)
     return [None if b is None else (b[1], b[2][2]) for b in best]
+
+
+def _superadditive(graph) -> bool:
+    """Whether every block's bound (:meth:`~napkin_cat.search.choice.Block.compulsory_at`) is read off the graph's
+    arrays (:meth:`~napkin_cat.search.blocks.OpGraph.moved`: no box reads or makes a mask), so the bounds of a split's
+    blocks add up to at least the bound of their union (``shortest_splits(whole=True)``)."""
+    moved = getattr(graph, "moved", None)
+    return moved is not None and moved(graph.full) is not None
 
 
 def _flops_at(path, sizes, memory, tiles, env, chosen_of=None, count=True) -> float:
