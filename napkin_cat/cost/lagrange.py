@@ -33,6 +33,7 @@ import itertools
 import math
 
 import sympy
+from napkin_cat.cost.op_count import count_ops
 from napkin_cat.cost.seeded import factor, factor_list, linear_irreducible
 
 MAX_DEGREE = 2        # univariate equations are solved in radicals up to this degree
@@ -97,7 +98,7 @@ def kept(fn):
 @kept
 def sign_of(expr):
     """+1 or -1 if every term of ``expr`` has that strict sign for positive symbols, else ``None``."""
-    if sympy.count_ops(expr) > MAX_TIDY_OPS:
+    if count_ops(expr) > MAX_TIDY_OPS:
         return None                        # expanding large radical expressions has no useful bound
     terms = sympy.Add.make_args(sympy.expand(expr))
     if all(t.is_positive for t in terms):
@@ -206,7 +207,7 @@ def linear_pair(eqs, unknowns, order):
             if poly.degree() != 1:
                 continue
             coeff, rest = poly.all_coeffs()
-            rank = (order.index(x), len(eq.free_symbols & unknowns), sympy.count_ops(coeff))
+            rank = (order.index(x), len(eq.free_symbols & unknowns), count_ops(coeff))
             if best is None or rank < best[0]:
                 best = (rank, k, x, coeff, rest)
         if best is not None:
@@ -375,7 +376,7 @@ def tidy(expr):
     ones it has no useful time bound (minutes on the three-matrix chain).
     """
     expr = sympy.sympify(expr)
-    ops = sympy.count_ops(expr)
+    ops = count_ops(expr)
     if ops > MAX_TIDY_OPS:
         return expr
     forms = [factor(expr), sympy.cancel(expr)]
@@ -387,7 +388,7 @@ def tidy(expr):
         forms += collected + [factor(c) for c in collected]
     best, fewest = expr, ops                 # the first of the fewest operations: expr where it ties
     for form in forms:
-        n = sympy.count_ops(form)
+        n = count_ops(form)
         if n < fewest:
             best, fewest = form, n
     return best
@@ -410,7 +411,7 @@ def condition(expr, M):
 
     ``None`` if ``expr`` is too large to work on within bounds.
     """
-    if sympy.count_ops(expr) > MAX_TIDY_OPS:
+    if count_ops(expr) > MAX_TIDY_OPS:
         return None                        # too large to decide or print: no closed form
     num, den = sympy.fraction(sympy.together(expr))
     if num == 0:

@@ -111,7 +111,8 @@ def clamped_candidates(cand, M, sizes, env, ref, forms=None):
         whole = [tuple(f) + tuple(r) for f, r in zip(c.whole, c.reaching)]
         start = start_whole(c, whole, sizes, env, ref)
         at = c.end.at
-        before = c.H_ref.xreplace({M: sympy.sympify(at)})
+        # (H before, read only for a form that held: a form past an axis from its first memory is no candidate)
+        before = None if c.past else c.H_ref.xreplace({M: sympy.sympify(at)})
         nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, forms=forms)
         at = max(at, start.at)
         after = nxt.H_ref.xreplace({M: sympy.sympify(at)})   # (where it starts: a form shifted by what it holds)

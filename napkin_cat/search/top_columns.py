@@ -44,6 +44,7 @@ from sympy.printing.pycode import PythonCodePrinter
 
 from napkin_cat.cost.growth import total_degree
 from napkin_cat.cost.lagrange import kkt_points, tidy
+from napkin_cat.cost.op_count import count_ops
 from napkin_cat.cost.optimum_record import power_terms
 from napkin_cat.cost.tiling import binding
 from napkin_cat.errors import NapkinError
@@ -133,7 +134,7 @@ def kept_form(Hpoint, M):
         except NapkinError:
             pass
     expanded = tidy(Hstar)
-    return Hpoint if sympy.count_ops(Hpoint) < sympy.count_ops(expanded) else expanded
+    return Hpoint if count_ops(Hpoint) < count_ops(expanded) else expanded
 
 
 def top_form(prog, M, K, ref: dict, at: float):
