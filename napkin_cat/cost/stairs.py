@@ -83,7 +83,9 @@ class Stair:
             if len(at) > NEAR:
                 order = np.lexsort(tuple(self.tiles[at, ::-1].T) + (np.asarray(self.peaks)[at], self.scores[at]))
                 at = at[order[:NEAR]]
-            rows = [(int(self.rows[i]), tuple(self.tiles[i].tolist()), self.peaks[i]) for i in at.tolist()]
+            peaks = self.peaks    # (numpy's rows read as Python ints at once, not one element at a time)
+            rows = [(r, tuple(t), peaks[i]) for r, t, i in zip(self.rows[at].tolist(), self.tiles[at].tolist(),
+                                                                at.tolist())]
             found = self.first[count] = (rows, max(p for _, _, p in rows))
         return found
 
