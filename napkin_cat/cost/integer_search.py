@@ -97,9 +97,9 @@ def undominated(columns) -> tuple:
     positive = [all(a > 0 for a in t.values()) for t in terms]
     keep = []
     for i, a in enumerate(terms):
-        if positive[i] and any(
-                j != i and positive[j] and len(b) >= len(a) and (a != b or j < i)
-                and all(b.get(e, 0) >= k for e, k in a.items()) for j, b in enumerate(terms)):
+        if positive[i] and any(    # (every monomial of A in B: its keys a subset, checked first, in C)
+                j != i and positive[j] and a.keys() <= b.keys() and (a != b or j < i)
+                and all(b[e] >= k for e, k in a.items()) for j, b in enumerate(terms)):
             continue
         keep.append(columns[i])
     return tuple(keep)
