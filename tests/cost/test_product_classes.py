@@ -164,3 +164,25 @@ def test_settled_once_per_class_product_and_the_same_answer(n, monkeypatch):
     # and there were ties to save: more tilings share a class product than were evaluated
     grid = list(itertools.product(*values))
     assert len({class_products([H], c) for c in grid}) < len(grid)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_short_prefix_read_in_lists_as_in_numpy(seed, monkeypatch):
+    """A staircase's prefix of at most ``SHORT`` tilings is read in Python lists (cost-35): the same tilings settled
+    first, in the same order, as numpy reads them (``SHORT = 0``), at every prefix; transfers that tie within
+    rounding (more than ``NEAR`` at once)."""
+    rng = np.random.default_rng(seed)
+    n = 600
+    peak = rng.random(n)
+    scores = (np.round(rng.random(n), 2) + (0.01 if seed % 2 else 0)) * (1 + rng.choice([-1e-13, 0, 1e-13], n))
+    if seed >= 2:      # every transfer one of three: ties past NEAR
+        scores = rng.choice([1.0, 1.0 + 1e-12, 2.0], n)
+    block = rng.integers(1, 9, size=(n, 3)).astype(float)
+    capped = rng.random(n) < 0.9
+    fast = stairs.Stair(block, peak, scores, capped)
+    counts = range(1, len(fast.peaks) + 1)
+    got = [fast.near(c) for c in counts]
+    monkeypatch.setattr(stairs, "SHORT", 0)
+    slow = stairs.Stair(block, peak, scores, capped)
+    assert got == [slow.near(c) for c in counts]
+    assert any(len(rows) > 1 for rows, _ in got)
