@@ -25,7 +25,6 @@ import itertools
 import math
 from fractions import Fraction
 from functools import lru_cache
-from operator import itemgetter
 
 import numpy as np
 import sympy
@@ -33,6 +32,7 @@ import sympy
 from napkin_cat.cost.independent_tiles import combined, independent_parts
 from napkin_cat.cost.grid_scores import KEPT_ROWS, grid_blocks, kept_scores, peaked_blocks, posynomial_scores, scored
 from napkin_cat.cost.stairs import NEAR, kept_stairs
+from napkin_cat.cost.tied_tiles import by_products, by_seen
 from napkin_cat.errors import AxisError
 
 #: the most tilings one search scores (the product of the tiles' legal values, per independent group): forty times
@@ -341,8 +341,8 @@ class _Settling:
     def __init__(self, H, columns, fulls, caps):
         self.columns, self.fulls, self.caps = columns, fulls, caps
         # (a ragged trip count ⌈n/g⌉ reads its own tile, not a product: there, only the tiles H does not see)
-        self.H = _by_products([H], exact_at(H)) if fulls is None else \
-            _by_seen(H, lambda combo: _exact_ragged(H, combo, fulls))
+        self.H = by_products([H], exact_at(H)) if fulls is None else \
+            by_seen(H, lambda combo: _exact_ragged(H, combo, fulls))
         self._peak = None
 
     def row(self, known, k, combo):
@@ -356,7 +356,7 @@ class _Settling:
     def peak(self, combo) -> Fraction:
         if self._peak is None:     # each column's exact evaluator, made when a peak is first settled exactly
             ats = [exact_at(col) for col in self.columns]
-            self._peak = _by_products(self.columns, lambda c: max((at(c) for at in ats), default=Fraction(0)))
+            self._peak = by_products(self.columns, lambda c: max((at(c) for at in ats), default=Fraction(0)))
         return self._peak(combo)
 
 
@@ -420,71 +420,6 @@ def _in_block(key, b, known, fl, limit, settle):
         if fits[near].any():
             break
     return mine
-
-
-def _by_seen(poly, at):
-    """``at`` (a function of the tiles that reads them through ``poly``'s terms) remembered by the tiles ``poly``
-    sees (a non-zero exponent in some term): tilings that differ only in tiles it does not see have one value,
-    found once (the transfers tie across such tiles, and the search settles each tiling of the tie exactly).
-
-    >>> poly = ((Fraction(3), Fraction(1)), ((-1, 0), (0, 0)))      # 3/g₀ + 1: g₁ unseen
-    >>> calls = []
-    >>> at = _by_seen(poly, lambda combo: calls.append(combo) or exact_at(poly)(combo))
-    >>> at((4, 1)), at((4, 8)), at((2, 8)), len(calls)
-    (Fraction(7, 4), Fraction(7, 4), Fraction(5, 2), 2)
-    """
-    width = len(poly[1][0]) if poly[1] else 0
-    seen = tuple(i for i in range(width) if any(e[i] for e in poly[1]))
-    if len(seen) == width:
-        return at
-    done: dict = {}
-
-    def value(combo):
-        key = tuple(combo[i] for i in seen)
-        found = done.get(key)
-        if found is None:
-            found = done[key] = at(combo)
-        return found
-    return value
-
-
-def _by_products(polys, at):
-    """``at`` (a function of the tiles that reads them through the terms of ``polys`` alone, as :func:`exact_at`
-    does) remembered by the products of the tiles that every term of every poly reads alike.
-
-    **Law.** Tiles ``i, j`` whose exponents are equal in every term (``e_ki = e_kj`` for all ``k``) enter each
-    monomial through their product, ``g_i^e · g_j^e = (g_i g_j)^e``, and a tile no term reads (every exponent 0)
-    enters none; so each poly, and ``at``, is a function of the products of each class of such tiles (the unread
-    tiles left out): tilings with equal products are one value, found once.  (A symbolic block's fused kernels group
-    ``d, m, h`` and ``e, n`` of one program alike: their ties in transfers and peak are thousands of tilings of few
-    products.)  Not for a ragged count ``⌈n/g⌉``, which reads each tile apart (:func:`_by_seen`).
-
-    >>> poly = ((Fraction(3), Fraction(1)), ((-1, -1, 0), (0, 0, 0)))      # 3/(g₀ g₁) + 1: g₂ unseen
-    >>> calls = []
-    >>> at = _by_products([poly], lambda combo: calls.append(combo) or exact_at(poly)(combo))
-    >>> at((4, 1, 1)), at((2, 2, 8)), at((1, 4, 3)), at((2, 8, 1)), len(calls)
-    (Fraction(7, 4), Fraction(7, 4), Fraction(7, 4), Fraction(19, 16), 2)
-    """
-    exps = [e for poly in polys for e in poly[1]]
-    width = len(exps[0]) if exps else 0
-    classes: dict = {}
-    for i in range(width):
-        column = tuple(e[i] for e in exps)
-        if any(column):
-            classes.setdefault(column, []).append(i)
-    if len(classes) == width:
-        return at
-    # each class's tiles read at once (a class of one: a slice, a tuple of one)
-    getters = [itemgetter(*g) if len(g) > 1 else itemgetter(slice(g[0], g[0] + 1)) for g in classes.values()]
-    prod, done = math.prod, {}
-
-    def value(combo):
-        key = tuple([prod(get(combo)) for get in getters])
-        found = done.get(key)
-        if found is None:
-            found = done[key] = at(combo)
-        return found
-    return value
 
 
 def _counted_many(columns, values, memories, caps, exact) -> list:

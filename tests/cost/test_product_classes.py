@@ -1,8 +1,9 @@
 """The exact integer search settles a tiling once per product of its tile classes (cost-35).
 
-The law (:mod:`napkin_cat.cost.integer_search`, the settling's memo): tiles whose exponents are equal in every term of
-the transfers (or of every memory column) enter each monomial through their product, so the exact transfers (the
-exact peak) of a tiling are a function of the products of each such class; tilings that tie there are evaluated once.
+The law (:mod:`napkin_cat.cost.tied_tiles`, the search's settling memo): tiles whose exponents are equal in every
+term of the transfers (or of every memory column) enter each monomial through their product, so the exact transfers
+(the exact peak) of a tiling are a function of the products of each such class; tilings that tie there are evaluated
+once.
 A symbolic transformer block's fused kernel reads ``g_d g_m g_h`` and ``g_e g_n`` alike in its transfers and columns:
 its 5-tile grid of 569,184 tilings settled thousands of tilings of few products one by one.
 
