@@ -32,6 +32,7 @@ import sympy
 from napkin_cat.cost.independent_tiles import combined, independent_parts
 from napkin_cat.cost.grid_scores import KEPT_ROWS, grid_blocks, kept_scores, peaked_blocks, posynomial_scores, scored
 from napkin_cat.cost.stairs import NEAR, kept_stairs
+from napkin_cat.cost.tied_tiles import by_products, by_seen
 from napkin_cat.errors import AxisError
 
 #: the most tilings one search scores (the product of the tiles' legal values, per independent group): forty times
@@ -96,9 +97,9 @@ def undominated(columns) -> tuple:
     positive = [all(a > 0 for a in t.values()) for t in terms]
     keep = []
     for i, a in enumerate(terms):
-        if positive[i] and any(
-                j != i and positive[j] and len(b) >= len(a) and (a != b or j < i)
-                and all(b.get(e, 0) >= k for e, k in a.items()) for j, b in enumerate(terms)):
+        if positive[i] and any(    # (every monomial of A in B: its keys a subset, checked first, in C)
+                j != i and positive[j] and a.keys() <= b.keys() and (a != b or j < i)
+                and all(b[e] >= k for e, k in a.items()) for j, b in enumerate(terms)):
             continue
         keep.append(columns[i])
     return tuple(keep)
@@ -339,8 +340,10 @@ class _Settling:
 
     def __init__(self, H, columns, fulls, caps):
         self.columns, self.fulls, self.caps = columns, fulls, caps
-        self.H = _by_seen(H, exact_at(H) if fulls is None else (lambda combo: _exact_ragged(H, combo, fulls)))
-        self._at = None
+        # (a ragged trip count ⌈n/g⌉ reads its own tile, not a product: there, only the tiles H does not see)
+        self.H = by_products([H], exact_at(H)) if fulls is None else \
+            by_seen(H, lambda combo: _exact_ragged(H, combo, fulls))
+        self._peak = None
 
     def row(self, known, k, combo):
         found = known.get(k)
@@ -351,9 +354,10 @@ class _Settling:
         return found
 
     def peak(self, combo) -> Fraction:
-        if self._at is None:     # each column's exact evaluator, made when a peak is first settled exactly
-            self._at = [exact_at(col) for col in self.columns]
-        return max((at(combo) for at in self._at), default=Fraction(0))
+        if self._peak is None:     # each column's exact evaluator, made when a peak is first settled exactly
+            ats = [exact_at(col) for col in self.columns]
+            self._peak = by_products(self.columns, lambda c: max((at(c) for at in ats), default=Fraction(0)))
+        return self._peak(combo)
 
 
 def _settled(row, peak, fl, limit, settle):
@@ -416,32 +420,6 @@ def _in_block(key, b, known, fl, limit, settle):
         if fits[near].any():
             break
     return mine
-
-
-def _by_seen(poly, at):
-    """``at`` (a function of the tiles that reads them through ``poly``'s terms) remembered by the tiles ``poly``
-    sees (a non-zero exponent in some term): tilings that differ only in tiles it does not see have one value,
-    found once (the transfers tie across such tiles, and the search settles each tiling of the tie exactly).
-
-    >>> poly = ((Fraction(3), Fraction(1)), ((-1, 0), (0, 0)))      # 3/g₀ + 1: g₁ unseen
-    >>> calls = []
-    >>> at = _by_seen(poly, lambda combo: calls.append(combo) or exact_at(poly)(combo))
-    >>> at((4, 1)), at((4, 8)), at((2, 8)), len(calls)
-    (Fraction(7, 4), Fraction(7, 4), Fraction(5, 2), 2)
-    """
-    width = len(poly[1][0]) if poly[1] else 0
-    seen = tuple(i for i in range(width) if any(e[i] for e in poly[1]))
-    if len(seen) == width:
-        return at
-    done: dict = {}
-
-    def value(combo):
-        key = tuple(combo[i] for i in seen)
-        found = done.get(key)
-        if found is None:
-            found = done[key] = at(combo)
-        return found
-    return value
 
 
 def _counted_many(columns, values, memories, caps, exact) -> list:

@@ -85,6 +85,8 @@ def compiled(prog: TilingProgram, sizes: tuple):
 
 def _legal_values(prog: TilingProgram, fulls, legal) -> list:
     """Per tile: ``candidates[tile]`` (checked to divide the axis), else the divisors of the axis."""
+    if not legal:     # (every tile's divisors: no tile's name read)
+        return [integer_search.divisors(n) for n in fulls]
     given = dict(legal)
     unknown = sorted(set(given) - {str(t) for t in prog.tiles})
     if unknown:
@@ -220,11 +222,14 @@ class _Prepared:
         if tiles not in ("divisors", "any"):
             raise NapkinError(f"tiles must be 'divisors' (each tile divides its axis) or 'any' (a shorter last "
                               f"tile), got {tiles!r}")
-        self.H, self.cols, fulls, _ = compiled(prog, tuple(sorted(sizes.items())))
-        env = Sizes(tuple(sorted(sizes.items()))).env
+        skey = tuple(sorted(sizes.items()))
+        self.H, self.cols, fulls, _ = compiled(prog, skey)
+        env = Sizes(skey).env if caps else {}
         self.caps = [(tuple(_fraction(sympy.sympify(a).subs(env), "a requirement's coefficient") for a in m.coeffs),
                       m.exponents) for m in (monomials(_trip_factors(cap).subs(dict(prog.fixed)), prog.tiles)
                                              for cap in caps)]
+        # the tiles' names (they word a refusal of too large a grid): a plain symbol's name is what str prints
+        self.names = [t.name if type(t) is sympy.Symbol else str(t) for t in prog.tiles]
         self.exact = exact = counted(c, prog, level, sizes) if count else None
         if tiles == "any":
             if exact is None and any(e not in (-1, 0, 1) for exps in self.H[1] for e in exps):
@@ -246,7 +251,7 @@ class _Prepared:
     def found(self, limits) -> list:
         """Per memory (a Fraction): ``(H, tiles)`` of :func:`~.integer_search.best_many`, or None."""
         return integer_search.best_many(self.H, self.cols, self.values, limits, fulls=self.fulls, caps=self.caps,
-                                        names=[str(t) for t in self.prog.tiles], exact=self.exact)
+                                        names=self.names, exact=self.exact)
 
     def values_at(self, memories) -> list:
         """:func:`optimum_values` at the int ``memories``: per memory None, or ``(H, tiles and fixed streams)``,

@@ -35,6 +35,9 @@ from napkin_cat.cost.grid_scores import KEPT_GRIDS, scored
 
 #: candidates within rounding of the best that a search settles exactly (:mod:`.integer_search`'s ``NEAR``)
 NEAR = 64
+#: the longest prefix of a staircase :meth:`Stair.near` reads in Python lists (numpy's per-call cost exceeds a short
+#: list's; a longer prefix is read in numpy)
+SHORT = 256
 
 
 class Stair:
@@ -46,7 +49,7 @@ class Stair:
     where every tiling fits clearly)."""
 
     __slots__ = ("rows", "tiles", "peaks", "scores", "least_score", "top", "least", "known", "first", "answers",
-                 "every")
+                 "every", "_lists")
 
     def __init__(self, block, peak, scores, capped):
         order = np.argsort(peak, kind="stable")
@@ -65,6 +68,7 @@ class Stair:
         self.top = peak[capped].max() if capped.any() else None
         self.least = peak[capped].min() if capped.any() else None
         self.known, self.first, self.answers, self.every = {}, {}, {}, None
+        self._lists = None    # (scores, least scores, rows, tiles) as Python lists, made on the first short prefix
 
     def fitting(self, within: float) -> int:
         """How many of the staircase's tilings have a peak of at most ``within`` (its prefix in ``F(m)``)."""
@@ -77,15 +81,36 @@ class Stair:
         block orders them.  Kept per ``count``."""
         found = self.first.get(count)
         if found is None:
-            scores = self.scores[:count]
-            at = np.flatnonzero(scores <= self.least_score[count - 1] * (1 + 1e-9))
-            at = at[np.argsort(self.rows[at], kind="stable")]
+            peaks = self.peaks
+            at = self._short(count) if count <= SHORT else None
+            if at is None:
+                scores = self.scores[:count]
+                at = np.flatnonzero(scores <= self.least_score[count - 1] * (1 + 1e-9))
+                at = at[np.argsort(self.rows[at], kind="stable")]
             if len(at) > NEAR:
-                order = np.lexsort(tuple(self.tiles[at, ::-1].T) + (np.asarray(self.peaks)[at], self.scores[at]))
+                at = np.asarray(at, dtype=np.intp)
+                order = np.lexsort(tuple(self.tiles[at, ::-1].T) + (np.asarray(peaks)[at], self.scores[at]))
                 at = at[order[:NEAR]]
-            rows = [(int(self.rows[i]), tuple(self.tiles[i].tolist()), self.peaks[i]) for i in at.tolist()]
+            if isinstance(at, list):
+                _, _, rows, tiles = self._lists
+                rows = [(rows[i], tuple(tiles[i]), peaks[i]) for i in at]
+            else:     # (numpy's rows read as Python ints at once, not one element at a time)
+                rows = [(r, tuple(t), peaks[i]) for r, t, i in zip(self.rows[at].tolist(), self.tiles[at].tolist(),
+                                                                    at.tolist())]
             found = self.first[count] = (rows, max(p for _, _, p in rows))
         return found
+
+    def _short(self, count: int) -> list:
+        """The positions :meth:`near` reads first at a prefix of at most :data:`SHORT` tilings, in Python floats (the
+        same doubles and comparisons as numpy's, without its per-call cost on a few dozen): those within rounding of
+        the prefix's least transfers, by row (rows are distinct: a stable sort's order)."""
+        if self._lists is None:
+            self._lists = tuple(a[:SHORT].tolist() for a in (self.scores, self.least_score, self.rows, self.tiles))
+        scores, least, rows, _ = self._lists
+        limit = least[count - 1] * (1 + 1e-9)
+        at = [i for i in range(count) if scores[i] <= limit]
+        at.sort(key=rows.__getitem__)
+        return at
 
 
 @lru_cache(maxsize=KEPT_GRIDS)
@@ -105,4 +130,4 @@ def kept_stairs(H, columns, values, fulls, caps) -> tuple:
                  scored(H, columns, values, fulls, caps))
 
 
-__all__ = ["NEAR", "Stair", "kept_stairs"]
+__all__ = ["NEAR", "SHORT", "Stair", "kept_stairs"]
