@@ -85,7 +85,8 @@ class Stair:
             at = self._short(count) if count <= SHORT else None
             if at is None:
                 scores = self.scores[:count]
-                at = np.flatnonzero(scores <= self.least_score[count - 1] * (1 + 1e-9))
+                least = self.least_score[count - 1]
+                at = np.flatnonzero(scores <= max(least, least * (1 + 1e-9)))   # (as the staircase's)
                 at = at[np.argsort(self.rows[at], kind="stable")]
             if len(at) > NEAR:
                 at = np.asarray(at, dtype=np.intp)
@@ -107,7 +108,7 @@ class Stair:
         if self._lists is None:
             self._lists = tuple(a[:SHORT].tolist() for a in (self.scores, self.least_score, self.rows, self.tiles))
         scores, least, rows, _ = self._lists
-        limit = least[count - 1] * (1 + 1e-9)
+        limit = max(least[count - 1], least[count - 1] * (1 + 1e-9))
         at = [i for i in range(count) if scores[i] <= limit]
         at.sort(key=rows.__getitem__)
         return at

@@ -18,70 +18,15 @@ import math
 import random
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
-from napkin_cat.cost import integer_search
-from napkin_cat.cost.integer_search import best_many, divisors
-import numpy as np
-
-from napkin_cat.cost import grid_scores, stairs
-from napkin_cat.cost.integer_search import exact_at
-from napkin_cat.cost.stairs import NEAR
+from napkin_cat.cost import integer_search, stairs
+from napkin_cat.cost.integer_search import divisors
+from stair_routes import brute, fresh, whole_blocks
 
 F = Fraction
 
-
-# (the routes of tests/cost/test_stairs.py, copied: the search that settles every tiling on its own, brute force)
-def whole_blocks(H, C, values, memories, fulls=None, caps=()):
-    """Each memory's answer, every block read whole (the search as it read each memory before sel-35): the tilings
-    that fit in floats, those within rounding of the least transfers settled exactly (the caps, the peak where near
-    the memory, the transfers; the first NEAR by float order where more tie), dropped where refused, until one fits."""
-    key = (H, tuple(C), tuple(tuple(v) for v in values), fulls, tuple(caps))
-    at_H, at_cols, at_caps = exact_at(H), [exact_at(c) for c in C], [exact_at(c) for c in caps]
-
-    def trips(combo):
-        return combo if fulls is None else tuple(F(n, -(-n // g)) for g, n in zip(combo, fulls))
-    out = []
-    for m in memories:
-        fl, best = float(m), None
-        for block, peak, scores, capped, top, least in grid_scores.scored(*key):
-            fits = (peak <= fl * (1 + 1e-12)) & capped
-            while fits.any():
-                near = np.flatnonzero(fits & (scores <= scores[fits].min() * (1 + 1e-9)))
-                if len(near) > NEAR:
-                    near = near[np.lexsort(tuple(block[near, ::-1].T) + (peak[near], scores[near]))[:NEAR]]
-                for k in near.tolist():
-                    combo = tuple(int(g) for g in block[k])
-                    p = float(peak[k])
-                    if p > fl * (1 - 1e-9):
-                        p = max(a(combo) for a in at_cols)
-                    if any(c(trips(combo)) > 1 for c in at_caps) or p > m:
-                        fits[k] = False
-                        continue
-                    got = (at_H(trips(combo)), p, combo[::-1])
-                    best = got if best is None or got < best else best
-                if fits[near].any():
-                    break
-        out.append(None if best is None else (best[0], best[2][::-1]))
-    return out
-
-def fresh(*args, **kw):
-    integer_search.searched.cache_clear()
-    stairs.kept_stairs.cache_clear()
-    grid_scores.kept_scores.cache_clear()
-    return best_many(*args, **kw)
-
-def brute(H, C, values, memory, fulls=None, caps=()):
-    def at(poly, tiles):
-        return sum((F(a) * np.prod([F(t) ** k for t, k in zip(tiles, e)]) for a, e in zip(*poly)), F(0))
-    best = None
-    for combo in itertools.product(*values):
-        read = combo if fulls is None else tuple(F(n, -(-n // g)) for g, n in zip(combo, fulls))
-        if any(at(col, combo) > memory for col in C) or any(at(cap, read) > 1 for cap in caps):
-            continue
-        v = at(H, read)
-        best = v if best is None or v < best else best
-    return best
 
 def memories_of(H, C, values, kw):
     """Every memory where some tiling's peak sits (the band: settled exactly), one below and one above, and a few
