@@ -168,7 +168,7 @@ class Curve:
         return self._grouped
 
     def _fixed(self) -> dict:
-        return {s: 1 for s in self.streams}
+        return {s: 1 for s in sorted(self.streams, key=str)}
 
     def _ones(self) -> dict:
         """Every stream and tile 1: the kernel at its least memory."""
@@ -290,7 +290,7 @@ class Curve:
             found = self._flat.get(skey)     # (the transfers of a kernel without tiles: the same at every memory)
             if found is None:
                 found = self._flat[skey] = int(value(self.H, {**self._fixed(), **_env(sizes)}))
-            return found, {s: sympy.Integer(1) for s in self.streams}
+            return found, {s: sympy.Integer(1) for s in sorted(self.streams, key=str)}
         (o,) = self._values(sizes, skey, [memory], tiles, count)
         return (None, {}) if o is None else (int(o[0]), o[1])
 
@@ -317,7 +317,7 @@ class Curve:
             symbolic = self.cost
             if not self.grouped:
                 self._symbolic[M] = (sympy.expand(sympy.sympify(symbolic.H.get(self.level, 0)).subs(self._fixed())),
-                                     {s: sympy.Integer(1) for s in self.streams})
+                                     {s: sympy.Integer(1) for s in sorted(self.streams, key=str)})
             else:
                 o = optimal(symbolic, memory=M, level=self.level, exact=False)
                 if o.H is None:
