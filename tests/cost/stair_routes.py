@@ -1,6 +1,6 @@
 """The second routes of the exact integer search (tests/cost/test_stairs.py, test_product_classes.py): the search
 that settles every tiling on its own, every block read whole (``whole_blocks``), the search with its memos cleared
-(``fresh``), and the least over every tiling by brute force (``brute``)."""
+(``fresh``), the least over every tiling by brute force (``brute``), and the memories to ask (``memories_of``)."""
 from __future__ import annotations
 
 import itertools
@@ -67,3 +67,17 @@ def brute(H, C, values, memory, fulls=None, caps=()):
         v = at(H, read)
         best = v if best is None or v < best else best
     return best
+
+
+def memories_of(H, C, values, kw):
+    """Every memory where some tiling's peak sits (the band: settled exactly), one below and one above, and a few
+    between."""
+    peaks = set()
+    for combo in itertools.product(*values):
+        p = max(sum(F(a) * np.prod([F(t) ** k for t, k in zip(combo, e)]) for a, e in zip(*col)) for col in C)
+        peaks.add(p)
+    ms = set()
+    for p in sorted(peaks)[:: max(1, len(peaks) // 40)] + sorted(peaks)[-3:]:
+        n = int(p)
+        ms.update((max(1, n - 1), max(1, n), n + 1))
+    return sorted(ms)

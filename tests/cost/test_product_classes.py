@@ -23,23 +23,10 @@ import pytest
 
 from napkin_cat.cost import integer_search, stairs
 from napkin_cat.cost.integer_search import divisors
-from stair_routes import brute, fresh, whole_blocks
+from stair_routes import brute, fresh, memories_of, whole_blocks
 
 F = Fraction
 
-
-def memories_of(H, C, values, kw):
-    """Every memory where some tiling's peak sits (the band: settled exactly), one below and one above, and a few
-    between."""
-    peaks = set()
-    for combo in itertools.product(*values):
-        p = max(sum(F(a) * np.prod([F(t) ** k for t, k in zip(combo, e)]) for a, e in zip(*col)) for col in C)
-        peaks.add(p)
-    ms = set()
-    for p in sorted(peaks)[:: max(1, len(peaks) // 40)] + sorted(peaks)[-3:]:
-        n = int(p)
-        ms.update((max(1, n - 1), max(1, n), n + 1))
-    return sorted(ms)
 
 K = F(3, 2)
 #: the block's kernel in small: K (1/(g0 g1 g2) + 1/(g3 g4) + 1), columns g3 g4 + g0 g1 g2 and g0 g1 g2 g3 g4

@@ -11,7 +11,6 @@ rows settled when a grid is asked again at other memories.
 """
 from __future__ import annotations
 
-import itertools
 import random
 from fractions import Fraction
 
@@ -22,7 +21,7 @@ from napkin_cat.cost import grid_scores, integer_search, stairs
 from napkin_cat.cost.integer_search import best_many, divisors, ragged_values
 from napkin_cat.cost.stairs import Stair
 
-from stair_routes import brute, fresh, whole_blocks
+from stair_routes import brute, fresh, memories_of, whole_blocks
 
 F = Fraction
 
@@ -59,20 +58,6 @@ def cases():
                                                                  for _ in range(3)))]
         out.append((H, C, [divisors(rng.choice((12, 16, 30, 36))) for _ in range(3)], {}))
     return out
-
-
-def memories_of(H, C, values, kw):
-    """Every memory where some tiling's peak sits (the band: settled exactly), one below and one above, and a few
-    between."""
-    peaks = set()
-    for combo in itertools.product(*values):
-        p = max(sum(F(a) * np.prod([F(t) ** k for t, k in zip(combo, e)]) for a, e in zip(*col)) for col in C)
-        peaks.add(p)
-    ms = set()
-    for p in sorted(peaks)[:: max(1, len(peaks) // 40)] + sorted(peaks)[-3:]:
-        n = int(p)
-        ms.update((max(1, n - 1), max(1, n), n + 1))
-    return sorted(ms)
 
 
 @pytest.mark.parametrize("n", range(10))

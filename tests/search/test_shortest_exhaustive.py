@@ -13,11 +13,10 @@ import math
 
 import pytest
 
-import napkin_cat as nc
-from napkin_cat.search.blocks import OpGraph
 from napkin_cat.search.context import KernelCache, search_of
-from napkin_cat.search.paths import Space, shortest_splits
-from napkin_cat.testing.programs import random_program
+from napkin_cat.search.paths import shortest_splits
+
+from shared import random_search
 
 SEEDS = range(16)
 MEMORIES = [2 ** 4, 2 ** 7, 2 ** 12]
@@ -44,19 +43,11 @@ def exhaustive(space, search, evaluate, n) -> list:
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_shortest_splits_find_the_exhaustive_least(seed):
-    p = random_program(seed, concrete=True)
-    graph = OpGraph(nc.engine.to_netlist(p.diagram))
-    if len(graph) == 0:
+    made = random_search(seed, MEMORIES)
+    if made is None:
         pytest.skip("no operation")
-    space = Space(graph)
-    search = search_of(1, KernelCache())
-    sizes = {str(k): int(v) for k, v in p.sizes.items()}
-    given = nc.Sizes(sizes)
-
-    def evaluate(curve, k):
-        return curve.at_all(sizes, MEMORIES)[k][0]
-
-    got = shortest_splits(space, search, MEMORIES, evaluate, lambda ch: ch.compulsory_at(given))
+    p, graph, space, search, evaluate, lower = made
+    got = shortest_splits(space, search, MEMORIES, evaluate, lower)
     want = exhaustive(space, search_of(1, KernelCache()), evaluate, len(MEMORIES))
     assert [math.inf if g is None else g[0] for g in got] == want, (p.call, got, want)
     edges = {(a, b, block) for b, into in space.into.items() for a, block in into}

@@ -2,7 +2,7 @@
 each 1, were listed in set order, so the plan printed ``s_h=1, s_f=1`` under one ``PYTHONHASHSEED`` and
 ``s_f=1, s_h=1`` under another, and the gallery's committed pseudocode changed with the seed).
 
-Second route: two interpreters under the seeds that listed them apart before the fix (1 and 2), compared."""
+Second route: an interpreter under a seed that listed them out of order before the fix (1), read back."""
 import json
 import os
 import subprocess
@@ -22,8 +22,7 @@ def keys_under(seed: int, tmp_path) -> list:
 
 
 def test_a_kernels_stream_tiles_come_in_one_order_under_every_hash_seed(tmp_path):
-    one, two = keys_under(1, tmp_path), keys_under(2, tmp_path)
-    assert one == two
+    one = keys_under(1, tmp_path)      # (seed 1 listed s_h before s_f: the set's order)
     streams = [k for k in one if k.startswith("s_")]
     assert len(streams) >= 2, one        # (the case: a kernel streaming two axes, h and f)
     assert streams == sorted(streams)
