@@ -22,13 +22,28 @@ from __future__ import annotations
 import functools
 
 import sympy
-from sympy.core.function import _coeff_isneg
 from sympy.core.operations import LatticeOp
 from sympy.simplify.radsimp import fraction
 
 _ONE, _MINUS_ONE, _E = sympy.S.One, sympy.S.NegativeOne, sympy.S.Exp1
 #: the kinds whose head sympy counts once where the expression has arguments (besides powers and functions)
 _COUNTED = (sympy.Derivative, sympy.Integral, sympy.Sum)
+
+
+def leading_negative(a) -> bool:
+    """Whether the leading number of ``a`` is negative (a product's first factor, a matrix product's first): the test
+    sympy's ``count_ops`` applies (its ``_coeff_isneg``, a private name, written here so no private name is read).
+
+    >>> import sympy
+    >>> x = sympy.Symbol("x")
+    >>> leading_negative(-2 * x), leading_negative(2 * x), leading_negative(sympy.Integer(-1)), leading_negative(-x + 1)
+    (True, False, True, False)
+    """
+    if a.is_MatMul:
+        a = a.args[0]
+    if a.is_Mul:
+        a = a.args[0]
+    return bool(a.is_Number and a.is_extended_negative)
 
 
 def count_ops(expr) -> int:
@@ -51,7 +66,7 @@ def _counted(expr) -> int:
                 n += (a.p < 0) + (a.q != 1)     # NEG, DIV
                 continue
         elif a.is_Mul or a.is_MatMul:
-            if _coeff_isneg(a):
+            if leading_negative(a):
                 n += 1                          # NEG
                 a = a.as_two_terms()[1] if a.args[0] is _MINUS_ONE else -a
             num, den = fraction(a)
@@ -69,7 +84,7 @@ def _counted(expr) -> int:
             terms = list(a.args)
             negs = 0
             for i, t in enumerate(terms):
-                if _coeff_isneg(t):
+                if leading_negative(t):
                     negs += 1
                     args.append(-t)
                 else:
