@@ -129,10 +129,12 @@ class Curve:
             else self.search_cost
 
     @property
-    def streams(self) -> set:
-        """The kernel's stream sizes (symbols)."""
+    def streams(self) -> tuple:
+        """The kernel's stream sizes (symbols), in name order: the tiles each is answered with (1) come in one order
+        whatever the hash seed (tests/search/test_tile_order.py)."""
         if self._streams is None:
-            self._streams = {s for _, s, _ in self._built().streams if isinstance(s, sympy.Symbol)}
+            self._streams = tuple(sorted({s for _, s, _ in self._built().streams if isinstance(s, sympy.Symbol)},
+                                         key=str))
         return self._streams
 
     @property
@@ -168,7 +170,7 @@ class Curve:
         return self._grouped
 
     def _fixed(self) -> dict:
-        return {s: 1 for s in sorted(self.streams, key=str)}
+        return {s: 1 for s in self.streams}
 
     def _ones(self) -> dict:
         """Every stream and tile 1: the kernel at its least memory."""
@@ -290,7 +292,7 @@ class Curve:
             found = self._flat.get(skey)     # (the transfers of a kernel without tiles: the same at every memory)
             if found is None:
                 found = self._flat[skey] = int(value(self.H, {**self._fixed(), **_env(sizes)}))
-            return found, {s: sympy.Integer(1) for s in sorted(self.streams, key=str)}
+            return found, {s: sympy.Integer(1) for s in self.streams}
         (o,) = self._values(sizes, skey, [memory], tiles, count)
         return (None, {}) if o is None else (int(o[0]), o[1])
 
@@ -317,7 +319,7 @@ class Curve:
             symbolic = self.cost
             if not self.grouped:
                 self._symbolic[M] = (sympy.expand(sympy.sympify(symbolic.H.get(self.level, 0)).subs(self._fixed())),
-                                     {s: sympy.Integer(1) for s in sorted(self.streams, key=str)})
+                                     {s: sympy.Integer(1) for s in self.streams})
             else:
                 o = optimal(symbolic, memory=M, level=self.level, exact=False)
                 if o.H is None:
