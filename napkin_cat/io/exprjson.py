@@ -21,6 +21,21 @@ import sympy
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.errors import SerialisationError
 
+def _answered(name: str) -> bool:
+    """Whether sympy's assumption system answers ``name``: a ``Symbol`` made with ``name=True`` says
+    ``is_<name>`` is True (sympy stores any keyword it is given, so an unknown one is read back as no answer, and
+    one it does not take as an assumption, ``comparable``, as False)."""
+    return getattr(sympy.Symbol("x", **{name: True}), "is_" + name, None) is True
+
+
+#: The assumptions a ``Symbol`` may carry: its ``is_`` properties (the assumption system makes one per fact; the
+#: class's constant flags, ``is_Symbol``, ``is_scalar``, are plain attributes) that :func:`_answered` answers.
+#:
+#: >>> {"positive", "integer"} <= ASSUMPTIONS and not {"evil", "comparable"} & ASSUMPTIONS
+#: True
+ASSUMPTIONS = frozenset(n[3:] for n in dir(sympy.Symbol) if n.startswith("is_")
+                        and isinstance(getattr(sympy.Symbol, n), property) and _answered(n[3:]))
+
 LEGAL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
 _MAX_PRECISION = 1024  # bits of a Float
 _MAX_NUMERIC_EXPONENT = 1024  # |p|, |q| of an exponent applied to a number (no 10**10**9)
@@ -202,11 +217,10 @@ def _expr(tree, path: str):
         assumptions = args[1]
         if not isinstance(assumptions, dict):
             fail_at(f"{path}[2]", f"expected an object of assumptions, got {show_value(assumptions)}")
-        from sympy.core.assumptions import _assume_defined
         for k, v in assumptions.items():
-            if k not in _assume_defined:
+            if k not in ASSUMPTIONS:
                 fail_at(f"{path}[2].{k}",
-                        f"unknown assumption; legal assumptions are {sorted(_assume_defined)}")
+                        f"unknown assumption; legal assumptions are {sorted(ASSUMPTIONS)}")
             if not isinstance(v, bool):
                 fail_at(f"{path}[2].{k}", f"an assumption is true or false, got {show_value(v)}")
         try:
