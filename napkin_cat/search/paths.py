@@ -21,7 +21,6 @@ from napkin_cat.errors import RewriteError
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.choice import Block, Choice, counted  # noqa: F401  (Choice, counted: read from here too)
 from napkin_cat.search.least_memory import least_fitting_memory, least_need  # noqa: F401  (read from here too)
-from napkin_cat.search.replay import Replays
 
 _UNREAD = object()    # a partition of a block in shortest_splits' tables whose rows are not read yet
 
@@ -425,13 +424,7 @@ def _join_greedily(graph, search, found, evaluate, k, may_join, lower=None):
     H* the most first (the joined block at its best partition, the first pair of equal savings; :func:`best_join`,
     with ``lower``), while one does."""
     H, _, path = found
-    saved, path = _greedy_joins(graph, search, path, evaluate, k, may_join, lower)
-    return (H - saved, len(path), path)
-
-
-def _greedy_joins(graph, search, path, evaluate, k, may_join, lower=None) -> tuple:
-    """``(H saved, path)`` of :func:`_join_greedily` (it reads the point only through ``evaluate``)."""
-    path, total = list(path), 0
+    path = list(path)
     while True:
         pairs = []
         for i in range(len(path)):
@@ -447,35 +440,12 @@ def _greedy_joins(graph, search, path, evaluate, k, may_join, lower=None) -> tup
             return ordered(graph, rest) is not None
         best = best_join(graph, search, pairs, evaluate, k, lower, admissible)
         if best is None:
-            return total, path
+            return (H, len(path), path)
         saved, (i, j), merged = best
         rest = {p[0]: p for n, p in enumerate(path) if n not in (i, j)}
         rest[merged[0]] = merged
         path = [rest[b] for b in ordered(graph, list(rest))]
-        total += saved
-
-
-def grow_each(graph, search, found, evaluate, lower=None, replay=True) -> list:
-    """:func:`grow` at every point ``k`` of ``found`` (a list of ``(H, kernels, path)`` or None per point); ``replay``:
-    a point whose path is one grown at another point, and whose joins would read the same H there, is given that
-    point's joins unrun (:class:`~napkin_cat.search.replay.Replays`, its law; False: each point grown, the same answer).
-    """
-    memo, out = Replays(), []
-
-    def may_join(i, j, x, y):
-        return feeds(graph, x, y)
-    for k, g in enumerate(found):
-        if g is None:
-            out.append(None)
-            continue
-        H, _, path = g
-
-        def step(ev, k, path=path):
-            return _greedy_joins(graph, search, path, ev, k, may_join, lower)
-        key = tuple((block, id(v), id(curve)) for block, v, curve in path)
-        saved, path = memo.answer(key, evaluate, k, step) if replay else step(evaluate, k)
-        out.append((H - saved, len(path), list(path)))
-    return out
+        H -= saved
 
 
 def grow(graph, search, found, evaluate, k, lower=None):

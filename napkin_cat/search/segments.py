@@ -34,8 +34,7 @@ from __future__ import annotations
 
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.relabelling import relabelled
-from napkin_cat.search.replay import Replays
-from napkin_cat.search.paths import Space, best_join, grow_each, is_convex, ordered, shortest_splits
+from napkin_cat.search.paths import Space, best_join, is_convex, grow, ordered, shortest_splits
 
 #: forms with more operations than this are searched segment by segment
 SEGMENT_AT = 24
@@ -168,7 +167,7 @@ def _solve(graph, segment, search, points, evaluate, lower, options, tie, rows=N
         space = graph.segment_spaces[(segment, SEGMENT_BUDGET)] = Space(graph, budget=SEGMENT_BUDGET, within=segment)
     got = shortest_splits(space, search, points, evaluate, lower, options, tie, rows, fits, whole)
     if not space.exact:     # kernels capped in size inside the segment: grown by cost-guided fusion
-        got = grow_each(graph, search, got, evaluate, lower)
+        got = [g if g is None else grow(graph, search, g, evaluate, k, lower) for k, g in enumerate(got)]
     return [None if g is None else (g[0], g[1], _relative(g[2], segment)) for g in got]
 
 
@@ -209,28 +208,19 @@ def _renamed(graph, segment, search, moved, evaluate, options):
 
 
 def segmented_shortest(graph, parts, joints, search, points, evaluate, lower, context,
-                       options=lambda ch: ch.options, tie=None, sizes=None, rows=None, fits=None, whole=False,
-                       replay=True) -> list:
+                       options=lambda ch: ch.options, tie=None, sizes=None, rows=None, fits=None, whole=False) -> list:
     """Per point: ``(H, kernels, path)`` over the segments ``parts``, joined at the seams ``joints`` (the seam
-    operation between each two) where that saves; ``sizes``, ``rows``, ``fits``: as :func:`solve_segment`.
-    ``replay``: a point whose segments' path is one seen at another point, and whose seam joins would read the same H
-    there, is given that point's joins unrun (:class:`~napkin_cat.search.replay.Replays`, its law; False: every point's
-    joins run, the same answer)."""
+    operation between each two) where that saves; ``sizes``, ``rows``, ``fits``: as :func:`solve_segment`."""
     per = [solve_segment(graph, s, search, points, evaluate, lower, context, options, tie, sizes, rows, fits, whole)
            for s in parts]
-    out, memo = [], Replays()   # (a point whose seam joins read what another's did: its answer, replayed)
+    out = []
     for k in range(len(points)):
         if any(sol[k] is None for sol in per):
             out.append(None)
             continue
         H = sum(sol[k][0] for sol in per)
         path = [entry for sol in per for entry in sol[k][2]]
-        key = tuple((block, id(v), id(curve)) for block, v, curve in path)
-
-        def step(ev, k, path=path):
-            return _seam_joins(graph, joints, search, path, ev, k, lower)
-        saved, path = memo.answer(key, evaluate, k, step) if replay else step(evaluate, k)
-        out.append((H - saved, len(path), list(path)))
+        out.append(_join_seams(graph, joints, search, (H, len(path), path), evaluate, k, lower))
     return out
 
 
@@ -241,13 +231,7 @@ def _join_seams(graph, joints, search, found, evaluate, k, lower=None):
     each seam are looked at, so this is linear in the seams; ``lower`` spares costing joins that cannot win
     (:func:`~napkin_cat.search.paths.best_join`)."""
     H, _, path = found
-    saved, path = _seam_joins(graph, joints, search, path, evaluate, k, lower)
-    return H - saved, len(path), path
-
-
-def _seam_joins(graph, joints, search, path, evaluate, k, lower=None) -> tuple:
-    """``(H saved, path)`` of :func:`_join_seams` (it reads the point only through ``evaluate``)."""
-    path, total = list(path), 0
+    path = list(path)
     for p in joints:
         while True:
             entry = {i: n for n, (block, _, _) in enumerate(path) for i in bits(block)}
@@ -267,5 +251,5 @@ def _seam_joins(graph, joints, search, path, evaluate, k, lower=None) -> tuple:
             if order is None:
                 break
             path[lo:hi + 1] = [by[b] for b in order]
-            total += saved
-    return total, path
+            H -= saved
+    return H, len(path), path

@@ -22,7 +22,7 @@ from napkin_cat.search.blocks import bits
 from napkin_cat.search.construct import make
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.least_memory import least_fitting_memory
-from napkin_cat.search.paths import Space, best_option, grow_each, join_siblings, playable, shortest_splits
+from napkin_cat.search.paths import Space, best_option, grow, join_siblings, playable, shortest_splits
 from napkin_cat.search.schedule import KernelChoice, Schedule
 from napkin_cat.search.segments import segmented_shortest
 from napkin_cat.search.variants import axis_names, parts_key
@@ -223,7 +223,7 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
             shortest = shortest_splits(form.space, search, memories, evaluate, lower, options, tie, rows,
                                        fits if need is None else None, whole)
             if not form.space.exact:   # kernels capped in size: grown by cost-guided fusion (and joins of siblings)
-                grown = grow_each(form.graph, search, shortest, evaluate, lower)
+                grown = [g and grow(form.graph, search, g, evaluate, k, lower) for k, g in enumerate(shortest)]
                 shortest = [join_siblings(form.graph, search, g, evaluate, k, lower)   # (before comparing)
                             for k, g in enumerate(grown)]
         fine = None     # the form's operations (compute_once counting one value once): read once per form
