@@ -66,10 +66,9 @@ True
 from napkin_cat.rewriting import Derivation, RuleSet, rewrite
 from napkin_cat.rewriting.registry import Rulebook
 from rewrites.basic import RULES as BASIC
-from rewrites.contraction import RULES as _CONTRACTION
+from rewrites import contraction, contraction_order, devices, sum_normal_form
 from rewrites.contraction import (contracted_axis_renaming, contraction_merge, contraction_reassociation,
                                   contraction_split)
-from rewrites.contraction_order import RULES as _ORDER
 from rewrites.contraction_order import pairwise_contraction
 from rewrites.basic import common_value, copy_discard, delete_pure_box, remove_identity
 from rewrites.fusion import RULES as FUSION
@@ -84,7 +83,6 @@ from rewrites.normal_form import (mean_of_sum, product_with_itself, scale_into_s
 from rewrites.log_probability import LOG_FORM, gather_before_maps, log_of_softmax
 from rewrites.gathered_probability import RULES as GATHERED
 from rewrites.gathered_probability import softmax_of_gathered
-from rewrites.sum_normal_form import RULES as _SUM_RULES
 from rewrites.sum_normal_form import SUM_FORM, contraction_into_readers, own_axes_first, sum_of_contraction
 from rewrites.scale_normal_form import SCALE_FORM, scale_through_contraction, scales_multiply
 from rewrites.variance_normal_form import VARIANCE_FORM, uncentred_variance
@@ -97,7 +95,6 @@ from rewrites.decompose import group_split_join, online_softmax_decomposition, s
 from rewrites.partition import RULES as PARTITION
 from rewrites.partition import group_partition, kernel_formation, kernel_fusion, sliced_stream, stream_partition
 from rewrites.splits import RULES as SPLITS
-from rewrites.devices import RULES as _DEVICE_RULES
 from rewrites.generation import device_generation
 from rewrites.ring import device_ring
 from rewrites.ring_gathered import device_ring_gathered
@@ -120,16 +117,16 @@ from rewrites.softmax import RULES as SOFTMAX
 from rewrites.softmax import (auxiliary_to_unscaled, divide_after_contraction, softmax_contraction_to_unscaled,
                               softmax_to_auxiliary)
 
-CONTRACTION = _CONTRACTION + _ORDER
-DEVICES = _DEVICE_RULES + RuleSet((device_generation, device_ring, device_ring_gathered, device_ulysses,
+CONTRACTION = contraction.RULES + contraction_order.RULES
+DEVICES = devices.RULES + RuleSet((device_generation, device_ring, device_ring_gathered, device_ulysses,
                                    device_local_fusion, device_scatter, device_gather_later, device_gather_output))
 SIMPLIFY = RuleSet((copy_discard, delete_pure_box, remove_identity, save_load_elimination))
 UNSCALED = RuleSet((softmax_to_auxiliary, auxiliary_to_unscaled, divide_after_contraction)) + SIMPLIFY
 
 # A new family adds its RuleSet here; proofs/test_meta.py then demands a passing proof for each rule.
 ALL_RULES = BASIC + SOFTMAX + FUSION + PARTITION + INNER + SHARING + SIBLINGS + COMPUTE_ONCE + LSE_STATE + DECOMPOSE \
-    + CONTRACTION + NORMALISERS + SPLITS + RECOMPUTE + STATISTICS + NORMAL_FORM + LOG_FORM + GATHERED + _SUM_RULES \
-    + SCALE_FORM + VARIANCE_FORM + DEVICES + APART
+    + CONTRACTION + NORMALISERS + SPLITS + RECOMPUTE + STATISTICS + NORMAL_FORM + LOG_FORM + GATHERED \
+    + sum_normal_form.RULES + SCALE_FORM + VARIANCE_FORM + DEVICES + APART
 from rewrites.derive import flash_attention, tiled_matmul  # noqa: E402  (derivations use the rules)
 
 

@@ -23,7 +23,7 @@ from napkin_cat.hardware.configured import configure
 from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import load
 from napkin_cat.hardware.toy import hierarchy_of
-from napkin_cat.paper.throughput import FORMATS as _THROUGHPUT_FORMATS
+from napkin_cat.paper import throughput
 from napkin_cat.rewriting.registry import rulebook
 from napkin_cat.cost.iocost import cost
 from napkin_cat.hardware.clock import clock_table_of
@@ -32,7 +32,7 @@ from napkin_cat.plan.ir import Compute, Load, walk
 
 #: number formats: the paper's configuration (Table 1), the same in FP16 throughout (what a GPU without FP8
 #: tensor cores runs), and FlashAttention-3's (§6)
-FORMATS = {**_THROUGHPUT_FORMATS,
+FORMATS = {**throughput.FORMATS,
            "fp16": {"Q": "fp16", "K": "fp16", "S": "fp16", "P": "fp16", "V": "fp16", "O": "fp16"}}
 #: Table 1's caption (w_q is the scaling unit's threads times t_q: 128 on Hopper)
 SIZES = {"t_q": 1, "s_x": 64, "u_x": 64, "d": 128, "d'": 32, "d''": 8}

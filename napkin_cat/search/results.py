@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, fields
 
 from napkin_cat.cost.optimum import Optimum
 from napkin_cat.errors import NapkinError
-from napkin_cat.rewriting.trace import Derivation as _Derivation, Trace
+import napkin_cat.rewriting.trace as rewriting_trace
+from napkin_cat.rewriting.trace import Trace
 from napkin_cat.search.bounds import Bound
 from napkin_cat.search.schedule import Schedule
 from napkin_cat.syntax.adapter import Diagram
@@ -131,7 +132,7 @@ class Regime:
 
 
 @dataclass(frozen=True)
-class Derivation(_Derivation):
+class Derivation(rewriting_trace.Derivation):
     """A derived algorithm (``start`` → ``diagram`` by ``trace``) with its optimum transfers ``H`` at
     ``level`` for ``memory``: an int (one memory), ``{M: H}`` (a list of memories) or a ``Piecewise``
     in M (symbolic).  ``regimes`` are the pieces; ``diagram``, ``trace``, ``variant``, ``cost``,
