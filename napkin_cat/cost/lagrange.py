@@ -34,6 +34,7 @@ import math
 
 import sympy
 from napkin_cat.cost.op_count import count_ops
+from napkin_cat.cost.point_sign import not_positive
 from napkin_cat.cost.seeded import factor, factor_list, linear_irreducible
 
 MAX_DEGREE = 2        # univariate equations are solved in radicals up to this degree
@@ -227,8 +228,9 @@ def _roots(eq, x):
     return [(-b + s * sympy.sqrt(disc)) / (2 * a) for s in (1, -1)]
 
 
-def _eliminate(eqs, unknowns, order, assigned, budget):
-    """Every solution of ``eqs = 0`` in positive ``unknowns``, as lists of assignments; None past the bounds."""
+def _eliminate(eqs, unknowns, order, assigned, budget, large=None):
+    """Every solution of ``eqs = 0`` in positive ``unknowns``, as lists of assignments; None past the bounds.  A value
+    sympy reads as not positive is dropped (:func:`~napkin_cat.cost.point_sign.not_positive`, ``large``: ``M``)."""
     if budget[0] <= 0:
         return None
     normal = []
@@ -242,7 +244,7 @@ def _eliminate(eqs, unknowns, order, assigned, budget):
             out = []
             for f in fs:                   # a product vanishes where one factor does
                 budget[0] -= 1
-                sub = _eliminate([f] + eqs[:i] + eqs[i + 1:], unknowns, order, assigned, budget)
+                sub = _eliminate([f] + eqs[:i] + eqs[i + 1:], unknowns, order, assigned, budget, large)
                 if sub is None:
                     return None
                 out += sub
@@ -269,11 +271,11 @@ def _eliminate(eqs, unknowns, order, assigned, budget):
             return None
     out = []
     for value in candidates:
-        if value.is_positive is False or value.has(sympy.I):
+        if not_positive(value, large) or value.has(sympy.I):
             continue
         budget[0] -= 1
         rest_eqs = [e.xreplace({x: value}) for j, e in enumerate(normal) if j != k]   # (a symbol: as subs)
-        sub = _eliminate(rest_eqs, unknowns - {x}, order, assigned + [(x, value)], budget)
+        sub = _eliminate(rest_eqs, unknowns - {x}, order, assigned + [(x, value)], budget, large)
         if sub is None:
             return None
         out += sub
@@ -313,7 +315,7 @@ def _kkt_points(H, active, free, M, tidied=True):
     if len(free) == 1 and len(active) == 1:
         point = direct_point(H, active[0], free[0], M, tidied)
         if point is not None:
-            return [] if any(v.is_positive is False for v in point.values()) else [point]
+            return [] if any(not_positive(v, M) for v in point.values()) else [point]
     return _eliminated(H, list(active), list(free), M, tidied)
 
 
@@ -351,7 +353,7 @@ def _eliminated(H, active, free, M, tidied=True):
     eqs = [sympy.diff(H, g) + sum(lam * sympy.diff(C, g) for lam, C in zip(lams, active)) for g in free]
     eqs += [C - M for C in active]
     order = lams + list(free)
-    solutions = _eliminate(eqs, set(order), order, [], [MAX_BRANCHES])
+    solutions = _eliminate(eqs, set(order), order, [], [MAX_BRANCHES], M)
     if solutions is None:
         return None
     points = []
@@ -361,7 +363,7 @@ def _eliminated(H, active, free, M, tidied=True):
             values[x] = v.xreplace(values)     # (symbols, each value free of the others: as subs)
         point = {str(g): tidy(values[g]) if tidied else values[g] for g in free}
         point.update({f"lambda_{j}": values[lam] for j, lam in enumerate(lams)})   # only its sign is used
-        if any(v.is_positive is False for v in point.values()):
+        if any(not_positive(v, M) for v in point.values()):
             continue
         if point not in points:
             points.append(point)
