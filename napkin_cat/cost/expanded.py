@@ -22,9 +22,10 @@ True
 from __future__ import annotations
 
 import sympy
+from sympy.core.cache import cacheit
 from sympy.core.expr import Expr
 
-__all__ = ["expanded", "HINTS"]
+__all__ = ["expanded", "HINTS", "expand", "laurent", "ACTING"]
 
 #: ``sympy.expand``'s default hints (``deep``, no ``modulus``): the only expansion :func:`expanded` makes
 HINTS = dict(power_base=True, power_exp=True, mul=True, log=True, multinomial=True, basic=True)
@@ -74,3 +75,67 @@ def expanded(expr):
             expr = walked(expr, "_eval_expand_" + hint)[0]
         if expr == was:
             return expr
+
+
+#: the hints of ``sympy.expand`` that can act on a :func:`laurent` form: ``log`` (``log._eval_expand_log``),
+#: ``power_exp`` (``Pow._eval_expand_power_exp`` rewrites only an ``Add`` exponent or ``E`` to a ``Sum``;
+#: ``ExpBase``'s) and ``basic`` (``ExprWithLimits._eval_expand_basic``: ``Sum``, ``Product``, ``Integral``) act on none
+ACTING = dict(power_base=True, mul=True, multinomial=True, log=False, power_exp=False, basic=False)
+
+
+def laurent(expr) -> bool:
+    """Whether ``expr`` is built of ``Symbol``\\ s and numbers (``Integer``, ``Rational``, ``Float``) by ``Add``,
+    ``Mul`` and ``Pow`` with a number exponent: a Laurent polynomial in symbols with rational powers of sums (the
+    cost and KKT forms of a search).  The class is closed under ``multinomial``, ``mul`` and ``power_base`` (they
+    rebuild ``Add``, ``Mul`` and ``Pow`` of its subexpressions with products and sums of its exponents), and holds
+    no ``log``, no ``exp`` (nor ``E``, which ``E**r`` makes one), no ``Sum`` and no ``Add`` exponent.
+
+    >>> import sympy
+    >>> a, b = sympy.symbols("a b", positive=True)
+    >>> laurent(sympy.sqrt(a + b) / a - 2.5 * b ** -3), laurent(a ** b), laurent(sympy.log(a)), laurent(sympy.E * a)
+    (True, False, False, False)
+    """
+    seen, todo = set(), [expr]
+    while todo:
+        e = todo.pop()
+        if e.is_Atom:
+            if not (e.is_Symbol or e.is_Number):
+                return False
+        elif e.is_Pow:
+            if not e.exp.is_Number:
+                return False
+            todo.append(e.base)
+        elif e.is_Add or e.is_Mul:
+            for a in e.args:
+                if a not in seen:
+                    seen.add(a)
+                    todo.append(a)
+        else:
+            return False
+    return True
+
+
+@cacheit
+def expand(expr):
+    """``sympy.expand(expr)``, without the hints that act on no node of a :func:`laurent` form::
+
+        expand(e) == sympy.expand(e)                       (the same tree: srepr equal)
+        expand(e) is sympy.expand(e, **ACTING)             when laurent(e)
+
+    A hint that acts on no node returns the same tree (``Expr._expand_hint`` rebuilds a node only when a method
+    changed one below it), and each kept hint's method reads only ``force``, ``exact`` and ``deep`` of the hints, so
+    dropping ``log``, ``power_exp`` and ``basic`` changes no step of the others: each of sympy's walks (six, then
+    three per round until nothing changes) costs one walk of the tree; three and one per round are saved, for one
+    walk of :func:`laurent`.  Any other expression is given to ``sympy.expand`` whole.  Answers are kept in sympy's
+    cache (as ``Expr.expand``'s are), so an expression expanded again is not walked again.
+
+    >>> import sympy
+    >>> M, d = sympy.symbols("M d", positive=True)
+    >>> e = (M + d) ** 2 / sympy.sqrt(M * d + 1) + (M - d) * (M + 2) / d ** 2
+    >>> expand(e) == sympy.expand(e), expand(sympy.log(M * d) * (M + 1)) == sympy.expand(sympy.log(M * d) * (M + 1))
+    (True, True)
+    """
+    expr = sympy.sympify(expr)
+    if isinstance(expr, Expr) and laurent(expr):
+        return expr.expand(**ACTING)
+    return sympy.expand(expr)

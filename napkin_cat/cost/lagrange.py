@@ -36,6 +36,7 @@ import sympy
 from napkin_cat.cost.op_count import count_ops
 from napkin_cat.cost.point_sign import not_positive
 from napkin_cat.cost.seeded import factor, factor_list, linear_irreducible
+from napkin_cat.cost.expanded import expand
 
 MAX_DEGREE = 2        # univariate equations are solved in radicals up to this degree
 MAX_BRANCHES = 32     # factor and root branches followed per active set
@@ -101,7 +102,7 @@ def sign_of(expr):
     """+1 or -1 if every term of ``expr`` has that strict sign for positive symbols, else ``None``."""
     if count_ops(expr) > MAX_TIDY_OPS:
         return None                        # expanding large radical expressions has no useful bound
-    terms = sympy.Add.make_args(sympy.expand(expr))
+    terms = sympy.Add.make_args(expand(expr))
     if all(t.is_positive for t in terms):
         return 1
     if all(t.is_negative for t in terms):
@@ -155,7 +156,7 @@ def certain_factors(eq, unknowns):
     """
     part = laurent_part(eq)
     if part is None:
-        part = laurent_part(sympy.expand(eq))       # (expanded, its denominators are those of eq's terms)
+        part = laurent_part(expand(eq))       # (expanded, its denominators are those of eq's terms)
     if part is None:
         return False
     gens, terms = part
@@ -249,7 +250,7 @@ def _eliminate(eqs, unknowns, order, assigned, budget, large=None):
                     return None
                 out += sub
             return out
-        normal.append(sympy.expand(fs[0]))
+        normal.append(expand(fs[0]))
     if not unknowns:
         return [assigned] if not normal else []
     if not normal:
@@ -385,7 +386,7 @@ def tidy(expr):
     roots = [p for p in expr.atoms(sympy.Pow) if p.exp == sympy.Rational(1, 2)]
     if roots and ops <= MAX_RADICAL_OPS:
         forms.append(sympy.radsimp(expr))
-        expanded = sympy.expand(expr)
+        expanded = expand(expr)
         collected = [sympy.collect(expanded, r) for r in roots]
         forms += collected + [factor(c) for c in collected]
     best, fewest = expr, ops                 # the first of the fewest operations: expr where it ties
@@ -399,7 +400,7 @@ def tidy(expr):
 @kept
 def _factor_list(expr):
     """``(coefficient, [(factor, power)])``; an expression sympy cannot factor is its own factor."""
-    expr = sympy.expand(expr)
+    expr = expand(expr)
     if expr.is_number:
         return expr, []
     try:
@@ -438,7 +439,7 @@ def condition(expr, M):
         slope = sign_of(sign * a)
         if slope is not None:
             bound = sympy.cancel(-b / a)
-            bound = sympy.expand(bound) if bound.is_polynomial() else tidy(bound)
+            bound = expand(bound) if bound.is_polynomial() else tidy(bound)
             return sympy.Le(M, bound) if slope > 0 else sympy.Ge(M, bound)
     return sympy.Le(sign * body, 0)
 
@@ -446,7 +447,7 @@ def condition(expr, M):
 def _tightest(conds, M):
     """Drop a bound ``M ≥ e`` (``M ≤ e``) implied by another ``M ≥ e'`` with ``e' − e ≥ 0`` (``≤ 0``)."""
     def implied(c, other, way):
-        diff = sympy.expand(way * (other.rhs - c.rhs))
+        diff = expand(way * (other.rhs - c.rhs))
         return diff == 0 or sign_of(diff) == 1
     out = []
     for i, c in enumerate(conds):

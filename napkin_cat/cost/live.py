@@ -24,6 +24,7 @@ import sympy
 from napkin_cat.cost.by_value import ByValue
 from napkin_cat.cost.ordered_sum import OrderedSum
 from napkin_cat.syntax.array import Array
+from napkin_cat.cost.expanded import expand
 
 
 def numel(arr: Array):
@@ -42,7 +43,7 @@ EXPANDED_LIMIT = 2 ** 16
 def _expanded(arr: Array) -> tuple:
     """``numel(arr)`` expanded, as ``(monomial, coefficient)`` pairs (computed once per equal arrays, the least
     recently used forgotten past :data:`EXPANDED_LIMIT`; an array also keeps its own, :func:`array_terms`)."""
-    return tuple((m, int(c) if c.is_Integer else c) for m, c in sympy.expand(numel(arr)).as_coefficients_dict().items())
+    return tuple((m, int(c) if c.is_Integer else c) for m, c in expand(numel(arr)).as_coefficients_dict().items())
 
 
 def array_terms(arr: Array) -> tuple:

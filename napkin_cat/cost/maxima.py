@@ -24,6 +24,7 @@ from bisect import bisect_right
 from fractions import Fraction
 
 import sympy
+from napkin_cat.cost.expanded import expand
 
 
 class Max(sympy.Max):
@@ -96,7 +97,7 @@ def _terms(expr):
     """``{monomial: coefficient}`` of ``expr`` expanded, when every monomial is positive (sizes are positive), else
     None.  A sum of monomials is its own expansion (a cost's columns are held expanded): read without ``expand``."""
     flat = all(map(_is_monomial, expr.args)) if expr.is_Add else _is_monomial(expr)
-    out = (expr if flat else sympy.expand(expr)).as_coefficients_dict()
+    out = (expr if flat else expand(expr)).as_coefficients_dict()
     if not all(k == 1 or k.is_positive for k in out):
         return None
     return {k: _exact(c) for k, c in out.items()}

@@ -41,14 +41,15 @@ from napkin_cat.cost.tiling import dominates, TilingProgram, program, tiled_stre
 from napkin_cat.errors import LevelError, NapkinError
 from napkin_cat.syntax.array import as_level
 from napkin_cat.syntax.sizes import Sizes, as_sizes
+from napkin_cat.cost.expanded import expand
 
 
 @kept
 def _leading(expr, tiles):
     """The terms of highest total degree among those that involve a tile symbol."""
-    poly_terms = [t for t in sympy.Add.make_args(sympy.expand(expr)) if t.free_symbols & set(tiles)]
+    poly_terms = [t for t in sympy.Add.make_args(expand(expr)) if t.free_symbols & set(tiles)]
     if not poly_terms:
-        return sympy.expand(expr)
+        return expand(expr)
 
     degrees = [total_degree(t) for t in poly_terms]
     top = max(degrees)
@@ -72,7 +73,7 @@ def dominant_column(columns, tiles):
                 best = (col, key)
             continue
         for x, y in zip(a, b):
-            diff = sympy.expand(x - y)
+            diff = expand(x - y)
             if diff.is_positive:
                 best = (col, key)
                 break
@@ -192,13 +193,13 @@ def fixed_at(prog: TilingProgram, at: dict) -> TilingProgram:
     keep = [i for i, t in enumerate(prog.tiles) if t not in at]
     cols = []
     for col in prog.columns:
-        col = sympy.expand(sympy.sympify(col).xreplace(at))
+        col = expand(sympy.sympify(col).xreplace(at))
         if col not in cols:
             cols.append(col)
-    return TilingProgram(sympy.expand(sympy.sympify(prog.H).xreplace(at)), tuple(cols),
+    return TilingProgram(expand(sympy.sympify(prog.H).xreplace(at)), tuple(cols),
                          tuple(prog.tiles[i] for i in keep), tuple(prog.axes[i] for i in keep),
                          tuple(prog.fulls[i] for i in keep), tuple(prog.fixed) + tuple(at.items()),
-                         tuple(sympy.expand(sympy.sympify(k).xreplace(at)) for k in prog.held))
+                         tuple(expand(sympy.sympify(k).xreplace(at)) for k in prog.held))
 
 
 @lru_cache(maxsize=512)
@@ -251,7 +252,7 @@ def symbolic_optimum(prog: TilingProgram, M, exact: bool = True) -> Optimum:
     points = kkt_points(H, leads, list(free), M) if free else [{}]
     if points:
         sizes = {g: points[0][str(g)] for g in free}
-        Hstar = sympy.expand(H.subs(sizes))
+        Hstar = expand(H.subs(sizes))
         try:
             terms = power_terms(Hstar, M)
             Hform = sympy.Add(*[a * M ** (-b) for a, b in terms])

@@ -18,6 +18,7 @@ from napkin_cat.cost.exact import ExactOptimum
 from napkin_cat.errors import NapkinError
 from napkin_cat.syntax.axis import symbol
 from napkin_cat.cost.seeded import factor
+from napkin_cat.cost.expanded import expand
 
 
 class _PowerTerms:
@@ -171,7 +172,7 @@ class Printed:
 def _terms_of(expr, M):
     """:func:`power_terms` of ``expr`` as a tuple, or None where ``expr`` is not a sum of powers of ``M``."""
     out = {}
-    for term in sympy.Add.make_args(sympy.expand(expr)):
+    for term in sympy.Add.make_args(expand(expr)):
         coeff, exp = term.as_coeff_exponent(M)
         if coeff.has(M):
             return None

@@ -20,6 +20,7 @@ from napkin_cat.algorithms.schedule import schedule_of
 from napkin_cat.cost.record import ZERO
 from napkin_cat.syntax.adapter import Diagram
 from napkin_cat.syntax.flat import layers
+from napkin_cat.cost.expanded import expand
 
 __all__ = ["partial_values"]
 
@@ -60,7 +61,7 @@ def partial_values(region) -> sympy.Expr:
                         total += parts * sympy.Mul(*[inner.get(a.name, sympy.sympify(a.size)) for a in s.array.axes])
             visit(box.arg, inner)
     visit(region, {})
-    return sympy.expand(total)
+    return expand(total)
 
 
 def _splits(region) -> bool:

@@ -12,7 +12,7 @@ values live in an *arithmetic*, the ring the fold computes in, given to the fold
 
 Both compute the same cost::
 
-    POLYNOMIAL.of(e).as_expr() == sympy.expand(e)            (e a Laurent polynomial in the sizes)
+    POLYNOMIAL.of(e).as_expr() == expand(e)            (e a Laurent polynomial in the sizes)
     value(cost(d, arithmetic=POLYNOMIAL).H[ℓ], env) == cost(d).H[ℓ].subs(env)
 
 A value outside the polynomials (a ceiling of a tile, a ``Min``, a root) is a :class:`~napkin_cat.errors.
@@ -40,6 +40,7 @@ from napkin_cat.cost.by_value import ByValue
 from napkin_cat.cost.live import Live, numel
 from napkin_cat.cost.poly_sum import PolySum
 from napkin_cat.errors import NotPolynomialError
+from napkin_cat.cost.expanded import expand
 
 
 def _number(v):
@@ -287,7 +288,7 @@ def sympified(x):
 
 def as_expr(x) -> sympy.Expr:
     """A value of either arithmetic as a sympy expression, expanded (what a message shows)."""
-    return x.as_expr() if isinstance(x, Poly) else sympy.expand(x)
+    return x.as_expr() if isinstance(x, Poly) else expand(x)
 
 
 def add_all(values: list):
@@ -320,7 +321,7 @@ class Sympy:
         return Live()
 
     def expand(self, v):
-        return sympy.expand(v)
+        return expand(v)
 
 
 class Polynomial:

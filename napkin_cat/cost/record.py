@@ -32,6 +32,7 @@ import sympy
 from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.polynomial import Poly, add_all
 from napkin_cat.errors import ArgumentError, DeviceError
+from napkin_cat.cost.expanded import expand
 
 ZERO = sympy.Integer(0)
 ONE = sympy.Integer(1)
@@ -421,7 +422,7 @@ class Cost:
                 if not v.terms:
                     continue
             else:
-                v = v if expanded else sympy.expand(v)
+                v = v if expanded else expand(v)
                 if v == 0:
                     continue
             self._add(l, v)

@@ -26,6 +26,7 @@ import sympy
 from napkin_cat.cost.exact_arithmetic import monomials_at
 from napkin_cat.cost.polynomial import sympified
 from napkin_cat.errors import NapkinError
+from napkin_cat.cost.expanded import expand
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Monomials:
 def monomials(expr, tiles) -> Monomials:
     """``expr`` as a sum of monomials in ``tiles`` (integer exponents; coefficients free of tiles)."""
     coeffs, exps = {}, []
-    for term in sympy.Add.make_args(sympy.expand(expr)):
+    for term in sympy.Add.make_args(expand(expr)):
         powers = term.as_powers_dict()
         e = tuple(powers.get(t, 0) for t in tiles)
         if any(not sympy.sympify(k).is_integer for k in e):
@@ -63,7 +64,7 @@ def monomials(expr, tiles) -> Monomials:
 
 def dominates(big, small) -> bool:
     """``small ≤ big`` for all positive sizes and tiles: every term of ``big − small`` is non-negative."""
-    diff = sympy.expand(big - small)
+    diff = expand(big - small)
     return all(t.is_nonnegative for t in sympy.Add.make_args(diff))
 
 
@@ -175,7 +176,7 @@ def _held(key) -> tuple:
     if key is None:
         return ()
     relabel = dict(key[0])
-    return tuple(sympy.expand(sympy.sympify(h).subs(relabel)) for h in key[1])
+    return tuple(expand(sympy.sympify(h).subs(relabel)) for h in key[1])
 
 
 def program(c, level: int, streams=1) -> TilingProgram:
@@ -260,7 +261,7 @@ def rereads(H, s) -> bool:
     try:
         _, exponents = monomials_at(H, symbols, {})
     except NapkinError:
-        return any(sympy.sympify(t).as_powers_dict().get(s, 0) < 0 for t in sympy.Add.make_args(sympy.expand(H)))
+        return any(sympy.sympify(t).as_powers_dict().get(s, 0) < 0 for t in sympy.Add.make_args(expand(H)))
     i = symbols.index(s)
     return any(e[i] < 0 for e in exponents)
 
@@ -283,11 +284,11 @@ def _program(H, columns, tiles, axes, fulls, fixed, held_key) -> TilingProgram:
     subs = dict(fixed)
     cols = []
     for col in columns:
-        col = sympy.expand(sympy.sympify(col).subs(subs))
+        col = expand(sympy.sympify(col).subs(subs))
         if col not in cols:
             cols.append(col)
-    kept = tuple(sympy.expand(k.subs(subs)) for k in kept)
-    return TilingProgram(sympy.expand(H.subs(subs)), tuple(cols), tiles, axes, fulls, fixed, kept)
+    kept = tuple(expand(k.subs(subs)) for k in kept)
+    return TilingProgram(expand(H.subs(subs)), tuple(cols), tiles, axes, fulls, fixed, kept)
 
 
 @lru_cache(maxsize=512)
@@ -296,7 +297,7 @@ def _restricted(prog: TilingProgram) -> tuple:
     at_one = {t: sympy.Integer(1) for t in ones}
     columns = []
     for col in prog.columns:
-        col = sympy.expand(col.subs(at_one))
+        col = expand(col.subs(at_one))
         if col not in columns:
             columns.append(col)
-    return sympy.expand(prog.H.subs(at_one)), tuple(columns), free, ones
+    return expand(prog.H.subs(at_one)), tuple(columns), free, ones

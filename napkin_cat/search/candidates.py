@@ -28,6 +28,7 @@ from napkin_cat.search.faces import on_face
 from napkin_cat.search.held_alike import held_alike, shifted
 from napkin_cat.search.lower_envelope import guarded
 from napkin_cat.search.top_columns import float_functions, top_form
+from napkin_cat.cost.expanded import expand
 
 
 class Candidate:
@@ -75,8 +76,8 @@ class Candidate:
         if self._H is None:
             parts, env = self._parts, self._env
             # (expanded part by part: a part recurs across the candidates that hold its kernel, expanded once)
-            self._H = sympy.expand(sympy.Add(*[h for h, _ in parts]).subs(env)) if env else \
-                sympy.Add(*[sympy.expand(h) for h, _ in parts])
+            self._H = expand(sympy.Add(*[h for h, _ in parts]).subs(env)) if env else \
+                sympy.Add(*[expand(h) for h, _ in parts])
         return self._H
 
     @property
@@ -136,7 +137,7 @@ def ref_form(parts, env, ref):
     4*M + 16 + 16/M
     """
     if env:
-        return sympy.expand(at_reference_sizes(sympy.Add(*parts).subs(env), ref))
+        return expand(at_reference_sizes(sympy.Add(*parts).subs(env), ref))
     pairs = tuple(sorted(((k, sympy.sympify(v)) for k, v in ref.items()), key=lambda kv: str(kv[0])))
     return sympy.Add(*[_part_at(h, pairs) for h in parts])    # (like terms gathered exactly: rational coefficients)
 
@@ -145,7 +146,7 @@ def ref_form(parts, env, ref):
 def _part_at(h, pairs: tuple):
     """A part of a candidate's form, expanded, at the sizes ``pairs`` (sorted ``(symbol, number)`` pairs): a pure
     function of its key (a part recurs across the candidates that hold its kernel: put at the sizes once)."""
-    return at_reference_sizes(sympy.expand(h), dict(pairs))
+    return at_reference_sizes(expand(h), dict(pairs))
 
 
 def _parts(made, M, whole, forms: dict, ref, at: float = 1.0, switch: list | None = None):

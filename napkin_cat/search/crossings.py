@@ -19,7 +19,7 @@ import math
 
 import sympy
 
-from napkin_cat.cost.expanded import expanded
+from napkin_cat.cost.expanded import expand, expanded
 from napkin_cat.cost.optimum import power_terms
 from napkin_cat.cost.seeded import roots as seeded_roots
 from napkin_cat.errors import NapkinError
@@ -111,7 +111,7 @@ def shifts(H, M) -> frozenset:
     >>> sorted(shifts(1 / (M - K) + sympy.sqrt(M + 1), M), key=str)
     [-1, K]
     """
-    return frozenset(sympy.expand(M - a) for a in sympy.sympify(H).atoms(sympy.Add) if M in a.args)
+    return frozenset(expand(M - a) for a in sympy.sympify(H).atoms(sympy.Add) if M in a.args)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -37,6 +37,7 @@ from napkin_cat.errors import NapkinError, NotPolynomialError
 from napkin_cat.search.least_memory import least_held
 from napkin_cat.search.variants import Variant
 from napkin_cat.syntax.sizes import Sizes
+from napkin_cat.cost.expanded import expand
 
 
 def _env(sizes: dict) -> dict:
@@ -195,7 +196,7 @@ class Curve:
             else:
                 cols = self.cost.columns.get(self.level, [])
                 at = {k: sympy.sympify(v) for k, v in env.items()}      # (symbols to numbers: xreplace, as subs)
-                vals = [sympy.expand(sympy.sympify(c).xreplace(at)) for c in cols]
+                vals = [expand(sympy.sympify(c).xreplace(at)) for c in cols]
                 self._smallest[key] = (max(vals) if all(v.is_number for v in vals) else
                                        column_max(vals, exact=False)) if vals else sympy.Integer(0)
         return self._smallest[key]
@@ -318,7 +319,7 @@ class Curve:
         if M not in self._symbolic:
             symbolic = self.cost
             if not self.grouped:
-                self._symbolic[M] = (sympy.expand(sympy.sympify(symbolic.H.get(self.level, 0)).subs(self._fixed())),
+                self._symbolic[M] = (expand(sympy.sympify(symbolic.H.get(self.level, 0)).subs(self._fixed())),
                                      {s: sympy.Integer(1) for s in self.streams})
             else:
                 o = optimal(symbolic, memory=M, level=self.level, exact=False)

@@ -76,6 +76,7 @@ from napkin_cat.search.results import Derivation, Later, Regime, held
 from napkin_cat.search.space import Makers, check_sizes, select, smallest_memory
 from napkin_cat.search.unbound_tiles import unbound
 from napkin_cat.syntax.sizes import Sizes, as_sizes
+from napkin_cat.cost.expanded import expand
 
 #: Memories at which the reference search runs: 1 … 2⁴⁰ in steps of 2.
 GRID = [2 ** k for k in range(0, 41)]
@@ -196,7 +197,7 @@ def runs_from(c, whole, sizes, env, ref):
             least.append(first)
             continue
         ones = {t: 1 for t in prog.tiles}
-        least += [sympy.expand(sympy.sympify(col).xreplace(ones)) for col in prog.columns]
+        least += [expand(sympy.sympify(col).xreplace(ones)) for col in prog.columns]
     sized = tuple(sorted(((k, sympy.sympify(v)) for k, v in {**ref, **env}.items()), key=lambda kv: str(kv[0])))
 
     def need():

@@ -33,6 +33,7 @@ from __future__ import annotations
 import sympy
 
 from napkin_cat.cost.growth import total_degree
+from napkin_cat.cost.expanded import expand
 
 
 def held_alike(prog, ref: dict):
@@ -40,7 +41,7 @@ def held_alike(prog, ref: dict):
     degree, the column whose ``K`` is largest at the reference sizes ``ref`` (symbols → numbers); 0 if none."""
     _, columns, free, _ = prog.restricted()
     free = set(free)
-    terms = [[t for t in sympy.Add.make_args(sympy.expand(col)) if not t.is_Number] for col in columns]
+    terms = [[t for t in sympy.Add.make_args(expand(col)) if not t.is_Number] for col in columns]
     degrees = [total_degree(t) for ts in terms for t in ts]
     if not degrees:
         return sympy.Integer(0)
@@ -82,7 +83,7 @@ def leading_need(need, at: dict) -> float:
     need = sympy.sympify(need)
     if isinstance(need, sympy.Max):
         return max(leading_need(a, at) for a in need.args)
-    terms = [t for t in sympy.Add.make_args(sympy.expand(need)) if not t.is_Number]
+    terms = [t for t in sympy.Add.make_args(expand(need)) if not t.is_Number]
     if not terms:
         return float(need)
     top = max(total_degree(t) for t in terms)

@@ -49,6 +49,7 @@ from napkin_cat.cost.optimum_record import power_terms
 from napkin_cat.cost.tiling import binding
 from napkin_cat.errors import NapkinError
 from napkin_cat.search.breakpoints import Breakpoint, bisected, solved_root
+from napkin_cat.cost.expanded import expand
 
 #: the memories scanned for where a form stops being the optimum: ``start · 2^(k/STEPS)`` up to ``2^LAST``
 STEPS, LAST = 16, 44
@@ -67,7 +68,7 @@ def top_columns(prog) -> tuple:
     holds a free tile)."""
     H, columns, free, ones = prog.restricted()
     free_set = set(free)
-    terms = [[t for t in sympy.Add.make_args(sympy.expand(col)) if t.free_symbols & free_set] for col in columns]
+    terms = [[t for t in sympy.Add.make_args(expand(col)) if t.free_symbols & free_set] for col in columns]
     degrees = [total_degree(t) for ts in terms for t in ts]
     if not degrees:
         return H, (), free, ones
@@ -127,7 +128,7 @@ def kept_form(Hpoint, M):
     >>> kept_form((a + sympy.sqrt(M + a)) ** 4 / (a + 1), M)
     (a + sqrt(M + a))**4/(a + 1)
     """
-    Hstar = sympy.expand(Hpoint)
+    Hstar = expand(Hpoint)
     if not any(t.as_coeff_exponent(M)[0].has(M) for t in sympy.Add.make_args(Hstar)):
         try:
             return sympy.Add(*[a * M ** (-b) for a, b in power_terms(Hstar, M)])
