@@ -33,7 +33,8 @@ HINTS = dict(power_base=True, power_exp=True, mul=True, log=True, multinomial=Tr
 
 def expanded(expr):
     """``sympy.expand(expr)`` (its default hints), each distinct subexpression expanded once per hint (module
-    docstring); an expression whose class has an ``expand`` of its own is given to ``sympy.expand``.
+    docstring), only the hints that can act on it walked (:func:`expand`'s law: a :func:`laurent` form, the
+    :data:`ACTING` ones); an expression whose class has an ``expand`` of its own is given to ``sympy.expand``.
 
     >>> import sympy
     >>> a, b = sympy.symbols("a b")
@@ -67,12 +68,14 @@ def expanded(expr):
         memo[(e, hint)] = found
         return found
 
-    for hint in sorted(HINTS, key=lambda h: "mulz" if h == "mul" else h):     # (sympy's order: multinomial first)
+    acting = [h for h, on in (ACTING if laurent(expr) else HINTS).items() if on]   # (the others act on no node)
+    for hint in sorted(acting, key=lambda h: "mulz" if h == "mul" else h):    # (sympy's order: multinomial first)
         expr = walked(expr, "_eval_expand_" + hint)[0]
     while True:
         was = expr
         for hint in ("multinomial", "mul", "log"):
-            expr = walked(expr, "_eval_expand_" + hint)[0]
+            if hint in acting:
+                expr = walked(expr, "_eval_expand_" + hint)[0]
         if expr == was:
             return expr
 
