@@ -373,7 +373,8 @@ def _eliminated(H, active, free, M, tidied=True):
 
 @kept
 def tidy(expr):
-    """The shortest of a few equivalent forms (``(M+1)/sqrt(M+1) - 1`` → ``sqrt(M + 1) - 1``).
+    """The shortest of a few equivalent forms (``(M+1)/sqrt(M+1) - 1`` → ``sqrt(M + 1) - 1``); of forms that tie,
+    the first (the radicals collected in sympy's canonical order: the same form under every hash seed).
 
     Rewriting radicals (``radsimp``, collecting) is tried on small expressions only: on large
     ones it has no useful time bound (minutes on the three-matrix chain).
@@ -383,7 +384,8 @@ def tidy(expr):
     if ops > MAX_TIDY_OPS:
         return expr
     forms = [factor(expr), sympy.cancel(expr)]
-    roots = [p for p in expr.atoms(sympy.Pow) if p.exp == sympy.Rational(1, 2)]
+    # (sympy's canonical order, not a set's: a tie goes to one form in every process, whatever PYTHONHASHSEED)
+    roots = sorted((p for p in expr.atoms(sympy.Pow) if p.exp == sympy.Rational(1, 2)), key=sympy.default_sort_key)
     if roots and ops <= MAX_RADICAL_OPS:
         forms.append(sympy.radsimp(expr))
         expanded = expand(expr)
@@ -477,8 +479,9 @@ def piecewise_optimum(H, columns, free, M):
         for point in points:
             tiles = {g: point[str(g)] for g in free}
             # real first: where a root's radicand is negative, this fails before anything compares complex values
-            radicands = {p.base for v in point.values() for p in sympy.sympify(v).atoms(sympy.Pow)
-                         if not p.exp.is_integer and p.base.is_nonnegative is not True}
+            radicands = sorted({p.base for v in point.values() for p in sympy.sympify(v).atoms(sympy.Pow)
+                                if not p.exp.is_integer and p.base.is_nonnegative is not True},
+                               key=sympy.default_sort_key)     # (_tightest keeps the first of two alike)
             conds = [condition(-r, M) for r in radicands]
             conds += [condition(-g, M) for g in tiles.values()]
             conds += [condition(-point[f"lambda_{j}"], M) for j in range(len(active))]
