@@ -40,7 +40,6 @@ import math
 
 import sympy
 from sympy.printing.lambdarepr import LambdaPrinter
-from sympy.printing.pycode import PythonCodePrinter
 
 from napkin_cat.cost.growth import total_degree
 from napkin_cat.cost.lagrange import kkt_points, tidy
@@ -49,6 +48,7 @@ from napkin_cat.cost.optimum_record import power_terms
 from napkin_cat.cost.tiling import binding
 from napkin_cat.errors import NapkinError
 from napkin_cat.search.breakpoints import Breakpoint, bisected, solved_root
+from napkin_cat.search.printed import printed, python_printer
 from napkin_cat.cost.expanded import expand
 
 #: the memories scanned for where a form stops being the optimum: ``start · 2^(k/STEPS)`` up to ``2^LAST``
@@ -246,7 +246,8 @@ def float_functions(args: list, exprs: list) -> list:
     """Per expression of ``exprs`` (a sympy expression or a list of them), a float function of ``args`` (symbols)
     whose code is ``sympy.lambdify(args, e, "math")``'s: the same printer (``PythonCodePrinter``, lambdify's
     settings for ``"math"``) prints each expression, and one source of all of them is compiled once in lambdify's
-    namespace for ``"math"``.  **Law:** the same printed expression evaluates to the same floats, bit for bit;
+    namespace for ``"math"`` (each expression's text written by :func:`~napkin_cat.search.printed.printed`, that
+    printer's text without its walk).  **Law:** the same printed expression evaluates to the same floats, bit for bit;
     lambdify's per call work around it (a docstring that prints the expression again, the arguments swapped for
     dummies, the namespace rebuilt) is not done.  Arguments that are not Python identifiers (or a name the
     expressions or Python already use) go to ``sympy.lambdify`` as they are.
@@ -261,8 +262,7 @@ def float_functions(args: list, exprs: list) -> list:
     if not all(n.isidentifier() and not keyword.iskeyword(n) and n not in _MATH for n in names) \
             or len(set(names)) != len(names):
         return [sympy.lambdify(args, e, "math") for e in exprs]
-    printer = PythonCodePrinter({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True,
-                                 "user_functions": {}})
+    printer = python_printer()
     namespace = dict(_MATH)
     lines = []
     for k, e in enumerate(exprs):
@@ -285,7 +285,7 @@ def _printed(printer, e, namespace: dict) -> str:
         return "[" + ", ".join(_printed(printer, x, namespace) for x in e) + "]"
     e = sympy.sympify(e)
     namespace.update({str(t): t for t in e.atoms(sympy.Symbol)})
-    out = printer.doprint(e)
+    out = printed(e, printer)
     return f"({out})" if "\n" in out else out
 
 
