@@ -17,7 +17,7 @@ import sympy
 from napkin_cat.cost.exact import ExactOptimum
 from napkin_cat.errors import NapkinError
 from napkin_cat.syntax.axis import symbol
-from napkin_cat.cost.seeded import factor
+from napkin_cat.cost.content_factor import factored
 from napkin_cat.cost.expanded import expand
 
 
@@ -117,7 +117,9 @@ class Optimum:
 
 
 def power_terms(expr, M) -> list:
-    """``[(α_t, β_t)]`` with ``expr = Σ α_t M^-β_t`` (β_t ≥ 0, zero-exponent terms included), each ``α_t`` factored.
+    """``[(α_t, β_t)]`` with ``expr = Σ α_t M^-β_t`` (β_t ≥ 0, zero-exponent terms included), each ``α_t`` factored
+    (``sympy.factor``'s tree; a content times an evidently irreducible sum read off its terms,
+    :func:`~napkin_cat.cost.content_factor.factored`).
 
     A pure function of ``(expr, M)`` (sympy expressions compare by structure), so the process keeps its answers
     (:func:`_terms_of`, bounded): the same large-M form is read again by each candidate that shares a kernel and
@@ -178,7 +180,7 @@ def _terms_of(expr, M):
             return None
         beta = -exp if exp.is_Rational else sympy.nsimplify(-exp)
         out[beta] = out.get(beta, 0) + coeff
-    return tuple(sorted(((a if is_monomial(a) else factor(a), b) for b, a in out.items()), key=lambda t: t[1]))
+    return tuple(sorted(((a if is_monomial(a) else factored(a), b) for b, a in out.items()), key=lambda t: t[1]))
 
 
 def is_monomial(expr) -> bool:

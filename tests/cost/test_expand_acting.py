@@ -25,20 +25,25 @@ def _fresh(f):
 @pytest.fixture(scope="module")
 def derived_forms():
     """Every distinct expression attention's and an MLP's symbolic derives expand by the fast route (recorded at
-    ``Expr.expand`` called with ``ACTING``)."""
-    seen, real = {}, Expr.expand
+    ``Expr.expand`` called with ``ACTING``, and at the walk that expands a form repeating a subexpression once)."""
+    seen, real, real_walk = {}, Expr.expand, X._walked_once
 
     def spy(self, *args, **hints):
         if hints == X.ACTING:
             seen[self] = None
         return real(self, *args, **hints)
 
-    Expr.expand = spy
+    def spy_walk(e, hints):
+        if hints == X.ACTING:
+            seen[e] = None
+        return real_walk(e, hints)
+
+    Expr.expand, X._walked_once = spy, spy_walk
     try:
         for f in (nc.library.attention(), nc.library.mlp()):
             nc.derive(_fresh(f), memory="M")
     finally:
-        Expr.expand = real
+        Expr.expand, X._walked_once = real, real_walk
     return list(seen)
 
 

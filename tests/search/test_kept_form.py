@@ -63,3 +63,46 @@ def test_a_power_sum_is_kept_expanded_and_a_short_expansion_is_kept():
     assert kept_form(root * (root + 1), M) == M + a + root                  # expanded is shorter: it is kept
     big = (a + root) ** 6 / (a + 1)
     assert kept_form(big, M) == big                                           # as put in: shorter than expanded
+
+
+def _kept_form_by_sympy(Hpoint, M):
+    """The route before (kept_form with ``sympy.expand``): what :func:`kept_form` must return, tree for tree."""
+    from napkin_cat.cost.lagrange import tidy
+    from napkin_cat.cost.op_count import count_ops
+    from napkin_cat.cost.optimum_record import power_terms
+    from napkin_cat.errors import NapkinError
+    Hstar = sympy.expand(Hpoint)
+    if not any(t.as_coeff_exponent(M)[0].has(M) for t in sympy.Add.make_args(Hstar)):
+        try:
+            return sympy.Add(*[a * M ** (-b) for a, b in power_terms(Hstar, M)])
+        except NapkinError:
+            pass
+    tidied = tidy(Hstar)
+    return Hpoint if count_ops(Hpoint) < count_ops(tidied) else tidied
+
+
+def test_the_kept_form_is_the_one_sympys_expansion_gives_tree_for_tree():
+    """kept_form expands each repeated subexpression of a point once (cost/expanded.expanded): on the block's
+    cross-term points (1,900-7,350 operations expanded) and on seeded random points with repeated radicals and
+    quotients in ``M``, the point's expansion and the form kept are srepr-identical to sympy's route.  Mutations:
+    the memo answers a repeated subexpression unexpanded, or kept_form reads a tree one hint short: this fails."""
+    from napkin_cat.cost.expanded import expanded
+    points = []
+    for k in (1, 2):
+        prog = block_attention(k)
+        H, _, free, _ = top_columns(prog)
+        points += [H.xreplace({t: tiles[t] for t in free}) for _, _, tiles in options(prog, M, ((0,),))]
+    a, t = sympy.symbols("a t", positive=True)
+    rng = random.Random(35)
+    for _ in range(12):
+        r = sympy.sqrt(M + rng.randint(1, 3) * a * t)
+        q = 1 / (M - a + r * (M + t) / (2 * a + rng.randint(1, 3)))
+        points.append(sympy.Add(*(rng.randint(1, 5) * a ** rng.randint(0, 2) * q ** rng.choice([1, 2]) * (a + r)
+                                  ** rng.choice([1, 2]) for _ in range(rng.randint(2, 4)))) + a * t / M)
+    for _ in range(12):
+        g = (a + t) * M ** sympy.Rational(rng.randint(-2, 0), 2)
+        points.append(sympy.Add(*(rng.randint(1, 4) * a ** rng.randint(0, 2) * g ** rng.choice([-1, 1, 2])
+                                  * (1 + t / M) ** rng.randint(1, 2) for _ in range(3))))
+    assert len(points) >= 26
+    assert [sympy.srepr(expanded(p)) for p in points] == [sympy.srepr(sympy.expand(p)) for p in points]
+    assert [sympy.srepr(kept_form(p, M)) for p in points] == [sympy.srepr(_kept_form_by_sympy(p, M)) for p in points]
