@@ -110,8 +110,34 @@ class Candidate:
         """:attr:`H_ref` as a float function of the memory (``inf`` where it is not a non-negative number), made
         once (:func:`~.top_columns.float_functions`: ``sympy.lambdify(M, H_ref, "math")``'s code, bit for bit)."""
         if self._at_ref is None:
-            self._at_ref = guarded(float_functions([self._M], [self.H_ref])[0])
+            self._at_ref = guarded(self._float_ref)
         return self._at_ref
+
+    @functools.cached_property
+    def _float_ref(self):
+        """:attr:`H_ref`'s float function of the memory, unguarded (it raises where the form is no real number)."""
+        return float_functions([self._M], [self.H_ref])[0]
+
+    def value_at(self, at: float):
+        """:attr:`H_ref` at ``M = at`` as a sympy ``Float``: by its float function where that gives a finite real
+        number (sympy's value there, to rounding), else sympy's own (a pole: ``zoo``) — what
+        :func:`~.envelope.clamped_candidates` compares where one form hands over to the next, without evaluating
+        the form in sympy (:attr:`at_ref` reads the same float function).
+
+        >>> import napkin_cat as nc
+        >>> M = nc.symbol("M")
+        >>> c = Candidate.__new__(Candidate)
+        >>> c._M, c._H_ref, c._H, c._at_ref = M, 16 / (M - 4), None, None
+        >>> c.value_at(8.0), c.value_at(4.0)
+        (4.00000000000000, zoo)
+        """
+        try:
+            v = self._float_ref(at)
+        except (ValueError, ZeroDivisionError, OverflowError, TypeError):
+            v = None
+        if isinstance(v, float) and math.isfinite(v):
+            return sympy.Float(v)
+        return self.H_ref.xreplace({self._M: sympy.sympify(at)})
 
     @property
     def smallest(self):

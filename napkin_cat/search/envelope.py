@@ -113,10 +113,10 @@ def clamped_candidates(cand, M, sizes, env, ref, forms=None):
         start = start_whole(c, whole, sizes, env, ref)
         at = c.end.at
         # (H before, read only for a form that held: a form past an axis from its first memory is no candidate)
-        before = None if c.past else c.H_ref.xreplace({M: sympy.sympify(at)})
+        before = None if c.past else c.value_at(at)
         nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, forms=forms)
         at = max(at, start.at)
-        after = nxt.H_ref.xreplace({M: sympy.sympify(at)})   # (where it starts: a form shifted by what it holds)
+        after = nxt.value_at(at)   # (where it starts: a form shifted by what it holds)
         if after.is_finite is False:    # its pole: the tiles, solved for M less what it holds, are 0 there (no
             start = runs_from(c, whole, sizes, env, ref)[0]     # algorithm): it starts where its algorithm runs
             if start.at <= at:
@@ -124,7 +124,7 @@ def clamped_candidates(cand, M, sizes, env, ref, forms=None):
                                   f"runs (at the reference sizes): no closed large-M form there")
             nxt = Candidate(c.made, M, sizes, env, ref, whole=whole, smallest=start, forms=forms)
             at = start.at
-            after = nxt.H_ref.xreplace({M: sympy.sympify(at)})
+            after = nxt.value_at(at)
         if c.past:
             nxt.note = _whole_from_start(c.reaching)
         elif abs(float(after - before)) > 1e-9 * max(1.0, abs(float(before))):
