@@ -25,7 +25,7 @@ import sympy
 from sympy.core.cache import cacheit
 from sympy.core.expr import Expr
 
-__all__ = ["expanded", "HINTS", "expand", "laurent", "ACTING"]
+__all__ = ["expanded", "HINTS", "expand", "laurent", "ACTING", "walked_once"]
 
 #: ``sympy.expand``'s default hints (``deep``, no ``modulus``): the only expansion :func:`expanded` makes
 HINTS = dict(power_base=True, power_exp=True, mul=True, log=True, multinomial=True, basic=True)
@@ -44,12 +44,20 @@ def expanded(expr):
     expr = sympy.sympify(expr)
     if not isinstance(expr, Expr) or type(expr).expand is not Expr.expand:
         return sympy.expand(expr)
-    return _walked_once(expr, ACTING if laurent(expr) else HINTS)
+    return walked_once(expr, ACTING if laurent(expr) else HINTS)
 
 
-def _walked_once(expr, hints: dict):
+def walked_once(expr, hints: dict):
     """sympy's expansion of ``expr`` by the hints on in ``hints`` (in sympy's order, to its fixed point), each
-    ``(subexpression, hint)`` walked once."""
+    ``(subexpression, hint)`` walked once: ``walked_once(e, HINTS) == sympy.expand(e)`` (the same tree), and
+    ``walked_once(e, ACTING)`` too where :func:`laurent` holds (:func:`expand`).
+
+    >>> import sympy
+    >>> a, b = sympy.symbols("a b", positive=True)
+    >>> q = (a + b) / sympy.sqrt(a + 1)
+    >>> walked_once(q * (a + q), ACTING) == sympy.expand(q * (a + q))
+    True
+    """
     memo: dict = {}
 
     def walked(e, hint):
@@ -160,7 +168,7 @@ def expand(expr):
     if isinstance(expr, Expr):
         lau, repeats = _shape(expr)
         if lau and repeats:
-            return _walked_once(expr, ACTING)
+            return walked_once(expr, ACTING)
         if lau:
             return expr.expand(**ACTING)
     return sympy.expand(expr)

@@ -26,7 +26,7 @@ def _fresh(f):
 def derived_forms():
     """Every distinct expression attention's and an MLP's symbolic derives expand by the fast route (recorded at
     ``Expr.expand`` called with ``ACTING``, and at the walk that expands a form repeating a subexpression once)."""
-    seen, real, real_walk = {}, Expr.expand, X._walked_once
+    seen, real, real_walk = {}, Expr.expand, X.walked_once
 
     def spy(self, *args, **hints):
         if hints == X.ACTING:
@@ -38,12 +38,12 @@ def derived_forms():
             seen[e] = None
         return real_walk(e, hints)
 
-    Expr.expand, X._walked_once = spy, spy_walk
+    Expr.expand, X.walked_once = spy, spy_walk
     try:
         for f in (nc.library.attention(), nc.library.mlp()):
             nc.derive(_fresh(f), memory="M")
     finally:
-        Expr.expand, X._walked_once = real, real_walk
+        Expr.expand, X.walked_once = real, real_walk
     return list(seen)
 
 

@@ -58,6 +58,14 @@ def test_a_repeated_subexpression_is_expanded_once(monkeypatch):
     copy, :func:`expanded` once per distinct product.  Mutation: the memo keyed by the subexpression alone (not its
     hint) answers one hint with another's expansion (the srepr tests fail); no memo at all: as many calls as sympy's
     (fails here)."""
+    ours, theirs, n_ours, n_sympy = _mul_expansions(monkeypatch, expanded)
+    assert ours == theirs
+    assert n_ours < n_sympy / 2
+
+
+def _mul_expansions(monkeypatch, expand_):
+    """``(expand_(e), sympy.expand(e), products expand_ distributed, products sympy distributed)`` for a form that
+    repeats a quotient of radicals in eleven terms, each from a cold sympy cache."""
     e = GIVEN[1] + sympy.sqrt(M + d * n) * GIVEN[1]
     calls = []
     real = sympy.Mul._eval_expand_mul
@@ -67,9 +75,8 @@ def test_a_repeated_subexpression_is_expanded_once(monkeypatch):
     n_sympy = len(calls)
     calls.clear()
     sympy.core.cache.clear_cache()
-    ours = expanded(e)
-    assert ours == theirs
-    assert len(calls) < n_sympy / 2
+    ours = expand_(e)
+    return ours, theirs, len(calls), n_sympy
 
 
 def test_expand_walks_a_form_that_repeats_a_subexpression_once(monkeypatch):
@@ -79,19 +86,10 @@ def test_expand_walks_a_form_that_repeats_a_subexpression_once(monkeypatch):
     Mutations: repeats never seen (as many ``Mul`` expansions as sympy's: fails here), the memo answering a
     repeated subexpression unexpanded (the srepr check fails)."""
     from napkin_cat.cost.expanded import expand
-    e = GIVEN[1] + sympy.sqrt(M + d * n) * GIVEN[1]
     plain = (a + b) ** 2 * (M + d) + sympy.sqrt(M + n) * (a - d)
-    calls = []
-    real = sympy.Mul._eval_expand_mul
-    monkeypatch.setattr(sympy.Mul, "_eval_expand_mul", lambda self, **h: calls.append(self) or real(self, **h))
-    sympy.core.cache.clear_cache()
-    theirs = sympy.expand(e)
-    n_sympy = len(calls)
-    calls.clear()
-    sympy.core.cache.clear_cache()
-    ours = expand(e)
+    ours, theirs, n_ours, n_sympy = _mul_expansions(monkeypatch, expand)
     assert sympy.srepr(ours) == sympy.srepr(theirs)
-    assert len(calls) < n_sympy / 2
+    assert n_ours < n_sympy / 2
     rng = random.Random(36)
     forms = [random_form(rng) for _ in range(40)] + [plain, plain * Q, Q * sympy.sqrt(M + d * n) + Q ** 2 * (a + b)]
     sympy.core.cache.clear_cache()
