@@ -28,7 +28,7 @@ import sys as _sys
 import types as _types
 import warnings as _warnings
 
-from napkin_cat.syntax import ops as _ops  # noqa: F401  (registers the built-in primitive kinds)
+from napkin_cat.syntax import ops  # noqa: F401  (registers the built-in primitive kinds)
 from napkin_cat.errors import *  # noqa: F401,F403  (every error: nc.AxisError, nc.PlanError, ...)
 from napkin_cat import errors
 from napkin_cat.syntax.array import Array
@@ -40,8 +40,8 @@ from napkin_cat.syntax.construct import (Id, apply, cast, einsum, elementwise, j
 from napkin_cat.syntax.dtype import BF16, DTYPES, FP8, FP16, FP32, DType
 from napkin_cat.syntax.primitive import Accumulator, declare
 from napkin_cat.syntax.printed import Fold, Structured, Template
-from napkin_cat.syntax import logsumexp as _logsumexp  # noqa: F401  (log-sum-exp and its online step)
-from napkin_cat.syntax import division as _division  # noqa: F401  (floor division and remainder)
+from napkin_cat.syntax import logsumexp  # noqa: F401  (log-sum-exp and its online step)
+from napkin_cat.syntax import division  # noqa: F401  (floor division and remainder)
 from napkin_cat.syntax.indices import compare, gather, logical, position, select, where
 from napkin_cat.syntax.dtype import BOOL, INT32
 from napkin_cat.syntax.weave import weave
@@ -53,8 +53,8 @@ from napkin_cat.algorithms.partitions import group, kernel, stream, unfused
 from napkin_cat.algorithms.devices import Shard, shard
 from napkin_cat.algorithms.ring import Ring, ring
 from napkin_cat.syntax.collectives import all_gather, all_reduce, all_to_all, reduce_scatter
-from napkin_cat.algorithms import online as _online  # noqa: F401  (registers log-sum-exp's online form)
-from napkin_cat.algorithms import moments as _moments  # noqa: F401  (registers the mean's and variance's forms)
+from napkin_cat.algorithms import online  # noqa: F401  (registers log-sum-exp's online form)
+from napkin_cat.algorithms import moments  # noqa: F401  (registers the mean's and variance's forms)
 from napkin_cat.semantics.evaluate import evaluate
 from napkin_cat.semantics.equivalent import Equivalence, equivalent
 from napkin_cat.algorithms.blockmask import BlockMask
@@ -73,8 +73,9 @@ from napkin_cat.io.serial import dumps, loads
 from napkin_cat import hardware
 from napkin_cat import codegen
 from napkin_cat.render.draw import draw, to_tikz
-from napkin_cat.render import strip as _strip  # noqa: F401  (registers the derivation-strip drawer)
+from napkin_cat.render import strip  # noqa: F401  (registers the derivation-strip drawer)
 from napkin_cat import engine
+del ops, logsumexp, division, online, moments, strip     # (imported for their registrations: no names of nc)
 
 
 def _folders_under_functions() -> None:

@@ -30,10 +30,11 @@ import functools
 
 import sympy
 from sympy.core.exprtools import decompose_power
+from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.pycode import PythonCodePrinter
 
-#: sympy's precedences (``sympy.printing.precedence.PRECEDENCE``) of the nodes printed here
-ADD, MUL, POW, ATOM = 40, 50, 60, 1000
+#: sympy's precedences of the nodes printed here (read from its table, not restated)
+ADD, MUL, POW, ATOM = (PRECEDENCE[k] for k in ("Add", "Mul", "Pow", "Atom"))
 #: at most this many nodes' texts are kept (then the memo starts again)
 KEPT = 1 << 16
 #: the sympy release whose printer's rules this module follows (any other prints by sympy's printer)
