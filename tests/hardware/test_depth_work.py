@@ -8,6 +8,11 @@ On a GPU model the on-chip forms of every partition timed summed each column ter
 """
 from __future__ import annotations
 
+import os
+import pathlib
+import subprocess
+import sys
+
 import sympy
 
 import napkin_cat as nc
@@ -80,21 +85,26 @@ def terms_flattened(build) -> int:
     return count[0]
 
 
+def chip_form_terms(k: int) -> int:
+    """:func:`terms_flattened` building one fused deep_mlp kernel's on-chip forms at depth ``k`` from a cold sympy
+    cache."""
+    box = one_kernel(k)
+    sample = environment({"n": 64, "g_n": 16, **{f"c{i}": 64 for i in range(k + 1)}})
+    sympy.core.cache.clear_cache()
+    return terms_flattened(lambda: chip_forms(box, 1, sample))
+
+
 def test_a_kernels_chip_forms_sum_each_column_once():
     """Work count: the terms sympy flattens building a fused deep_mlp kernel's on-chip forms
     (:func:`~napkin_cat.hardware.on_chip.chip_forms`, read for every partition the GPU derive times) at depth 16
-    are at most 4.5 times those at depth 8 (114 → 406 here: ~k columns, each summed once over its ~k variables);
-    a Python sum per column, as before, flattens 2, 3, … terms per column (298 → 1722, 5.8 times)."""
-    def build(k):
-        box = one_kernel(k)
-        sample = environment({"n": 64, "g_n": 16, **{f"c{i}": 64 for i in range(k + 1)}})
-        plan_done = []
+    are at most 4.5 times those at depth 8 (114 → 396: ~k columns, each summed once over its ~k variables);
+    a Python sum per column, as before, flattens 2, 3, … terms per column (298 → 1722, 5.8 times).
 
-        def run():
-            plan_done.append(chip_forms(box, 1, sample))
-        return run
-    sympy.core.cache.clear_cache()
-    t8 = terms_flattened(build(8))
-    sympy.core.cache.clear_cache()
-    t16 = terms_flattened(build(16))
+    Counted in a fresh process under one hash seed: the count follows the process (the seed orders sympy's sets,
+    101-114 at depth 8 under seeds 0-3, and earlier tests' kept work lowers it: 88 → 401 once in the suite)."""
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); import test_depth_work as t; "
+              "print(t.chip_form_terms(8), t.chip_form_terms(16))")
+    out = subprocess.run([sys.executable, "-c", script, str(pathlib.Path(__file__).parent)], check=True,
+                         capture_output=True, text=True, env=dict(os.environ, PYTHONHASHSEED="0")).stdout
+    t8, t16 = map(int, out.split())
     assert t16 <= 4.5 * t8, (t8, t16)
