@@ -7,7 +7,8 @@ Every sample is the first ``nc.derive`` in a fresh interpreter (import and build
 checkout's compiled modules cached apart, after one untimed sample per case, so no sample compiles a module), the
 baseline's and this checkout's samples alternating, so a busy machine slows both alike; each row prints the medians,
 the spread (min … max), the ratio baseline / this, the answers (``H``, which must agree) and the peak resident
-memory of the process (``ru_maxrss``):
+memory of the process (``ru_maxrss``).  A first line times a fixed Python loop (:data:`MACHINE`): the targets are absolute
+seconds, and machines differ:
 
 * **block**: one transformer block (``bench_scale.py --only stack --blocks 1``: n = 512, e = 256, h = 4, d = 64,
   f = 1024, memory 2¹⁶), target ≤ 2 s;
@@ -92,6 +93,22 @@ def _env(root: str) -> dict:
     return env
 
 
+#: a fixed pure-Python workload, timed as the cases are (fresh interpreters): how fast this machine runs Python, so
+#: that rows measured on machines of different speeds can be read side by side (the targets are absolute seconds;
+#: between two sessions the same commit's symbolic derive measured 5.2 s and 8.3 s: the machines differ)
+MACHINE = "import time\nc0 = time.process_time()\ns = 0\nfor i in range(10 ** 7):\n    s += i * i\n" \
+          "print(time.process_time() - c0)"
+
+
+def machine(runs: int) -> list:
+    """CPU seconds of :data:`MACHINE`, one fresh interpreter per run."""
+    out = []
+    for _ in range(runs):
+        done = subprocess.run([sys.executable, "-c", MACHINE], capture_output=True, text=True, check=True)
+        out.append(float(done.stdout.split()[-1]))
+    return out
+
+
 def commit(root: str) -> str:
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=root)
     return out.stdout.strip() or "?"
@@ -106,6 +123,9 @@ def main(argv=None):
     base = os.path.abspath(args.baseline)
     print(f"baseline {commit(base)} ({base}) against {commit(ROOT)} ({ROOT}); medians of {args.runs}, fresh "
           f"interpreters, alternating")
+    speed = machine(max(3, args.runs))
+    print(f"machine: a Python loop of 10^7 multiply-adds takes {statistics.median(speed):.2f} CPU s "
+          f"({min(speed):.2f}-{max(speed):.2f}, {len(speed)} fresh interpreters)")
     print(f"{'case':10} {'wall s: baseline (min-max)':>27} {'this (min-max)':>20} {'ratio':>6} "
           f"{'cpu s: baseline (min-max)':>26} {'this (min-max)':>20} {'ratio':>6} {'target':>6} {'H same':>6} "
           f"{'peak MiB':>11}")

@@ -27,7 +27,7 @@ from napkin_cat.search.crossings import at_reference
 from napkin_cat.search.faces import on_face
 from napkin_cat.search.held_alike import held_alike, shifted
 from napkin_cat.search.lower_envelope import guarded
-from napkin_cat.search.top_columns import float_functions, top_form
+from napkin_cat.search.top_columns import beyond_closed_forms, float_functions, top_columns, top_form
 from napkin_cat.cost.expanded import expand
 
 
@@ -50,7 +50,12 @@ class Candidate:
             smallest = Breakpoint(at_reference(first, ref), first)
         self.start = smallest
         switch = []     # where a kernel's form stops being its top-degree model's optimum (:mod:`.top_columns`)
-        parts = _parts(made, M, self.whole, {} if forms is None else forms, ref, smallest.at, switch)
+        bounds = []     # the kernels whose interior point has no closed form here (:func:`_parts`)
+        parts = _parts(made, M, self.whole, {} if forms is None else forms, ref, smallest.at, switch, bounds)
+        self.beyond = tuple(dict.fromkeys(bounds))     # its kernels' programs whose interior point is not solved
+        if bounds:      # (a note written when read, as :func:`_jump`'s: the prior one read first)
+            prior = self._note
+            self.note = lambda: _beyond_note(bounds, prior() if callable(prior) else prior)
         self._parts, self._env, self._H, self._tiles = parts, env, None, None
         self.end, self.reaching, self.past = _until(made.parts, parts, self.whole, M, env, ref, smallest)
         if switch and not self.past and (self.end is None or min(b.at for b in switch) < self.end.at):
@@ -175,7 +180,17 @@ def _part_at(h, pairs: tuple):
     return at_reference_sizes(expand(h), dict(pairs))
 
 
-def _parts(made, M, whole, forms: dict, ref, at: float = 1.0, switch: list | None = None):
+def _beyond_note(bounds: list, prior=None) -> str:
+    """The note of a form holding kernels whose interior point is beyond the closed forms (:func:`_parts`)."""
+    text = ("an upper bound where these kernels' interior optimum is a root the closed forms do not reach "
+            "(napkin_cat.search.top_columns.beyond_closed_forms): their form is the cheapest face of the tile box or "
+            "another column's point, and the optimum of their relaxed program can lie below it: "
+            + "; ".join(dict.fromkeys(bounds)))
+    return text if not prior else f"{prior}; {text}"
+
+
+def _parts(made, M, whole, forms: dict, ref, at: float = 1.0, switch: list | None = None,
+           bounds: list | None = None):
     """Per kernel ``(H*, tiles)`` in the large-M form, the tiles of ``whole[k]`` set to their axes, the free tiles
     solved for the memory the kernel does not hold whatever they are (:func:`~.held_alike.shifted`).  ``forms``: the
     call's large-M forms of a block's curve with some tiles whole, by the curve and those tiles (a block's curve is
@@ -194,6 +209,8 @@ def _parts(made, M, whole, forms: dict, ref, at: float = 1.0, switch: list | Non
                 forms[key] = (curve, held_alike(prog, ref), prog)
             _, K, prog = forms[key]
             top = top_form(prog, M, K, ref, at)
+            if top is None and bounds is not None and beyond_closed_forms(prog, M):   # (its columns solved: kept)
+                bounds.append(f"{top_columns(prog)[0]} with {' or '.join(map(str, top_columns(prog)[1]))} = M")
             if top is None and (face := on_face(curve, prog, fixed, M, ref, at, forms)) is not None:
                 top, K = face[:3], face[3]      # no closed form: the cheapest face of its box (:mod:`.faces`)
             if top is not None:

@@ -61,7 +61,7 @@ import math
 
 import sympy
 
-from napkin_cat.cost.lagrange import remembered
+from napkin_cat.cost.lagrange import MAX_DEGREE, remembered
 from napkin_cat.cost.maxima import column_max
 from napkin_cat.cost.optimum import Optimum, clamped
 from napkin_cat.errors import MemoryLimitError, NapkinError
@@ -323,7 +323,22 @@ def symbolic(diagram, forms, book, search, M, sizes, reference):
     last = regimes[-1]
     return Derivation(diagram, held(last, "diagram"), held(last, "trace"), H=H, cost=cost, optimum=last.optimum,
                       variant=last.variant, regimes=tuple(regimes), memory=M, level=level, sizes=sizes,
-                      bound=bound, gap=last.gap, candidates=Later(functools.partial(_labelled, cands)))
+                      bound=bound, gap=last.gap, candidates=Later(functools.partial(_labelled, cands)),
+                      notes=_unsolved(cands))
+
+
+def _unsolved(cands) -> tuple:
+    """The derivation's note where some candidate holds a kernel whose interior KKT point is beyond the closed forms
+    (:func:`~napkin_cat.search.top_columns.beyond_closed_forms`): that candidate's form is a face of its tile box, so
+    the envelope can state more than the optimum wherever the kernel's interior point would have won (causal
+    attention at the reference sizes: up to 1.24x the numeric search's H from M = 4096 to 2^16.5)."""
+    kernels = tuple(dict.fromkeys(k for c in cands for k in c.beyond))
+    if not kernels:
+        return ()
+    return (f"an upper bound, not the optimum, wherever these kernels' interior optimum would win: its stationarity "
+            f"equation is past the closed forms solved (univariate degree <= {MAX_DEGREE}), so their algorithms "
+            f"enter the envelope on a face of the tile box only; nc.derive with a number for memory= and sizes= "
+            f"searches the tiles exactly: " + "; ".join(kernels),)
 
 
 def _labelled(cands) -> tuple:

@@ -41,6 +41,7 @@ class HeldOn:
         self.at_ref = lambda m: value
         self._H = self._tiles = None
         self._note = None
+        self.beyond = ()        # (its tiles held, not solved: the candidate it continues names its own)
 
     @property
     def note(self) -> str:

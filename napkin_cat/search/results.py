@@ -165,6 +165,9 @@ class Derivation(rewriting_trace.Derivation):
     #: the densities of masks from data its costs assume (:class:`~napkin_cat.cost.record.Density`, bound to
     #: ``nc.derive(..., density=)``; empty where the algorithm has none)
     assumptions: tuple = ()
+    #: what the answer as a whole does not guarantee (a symbolic derive: the kernels whose large-M optimum has no
+    #: closed form, so the envelope can lie above the optimum wherever their algorithms would win); empty otherwise
+    notes: tuple = ()
 
     def at(self, memory) -> "Derivation":
         """The single-memory derivation for one of the memories of a numeric range."""

@@ -92,6 +92,26 @@ def options(prog, M, sets=None) -> tuple:
     return tuple(p for s in sets for p in _solved(prog, M, s))
 
 
+def beyond_closed_forms(prog, M) -> bool:
+    """Whether the elimination gave up (:func:`~napkin_cat.cost.lagrange.kkt_points` is None: an equation past the
+    degree it solves in radicals) on one column of the top-degree model of ``prog``: its interior point, where it
+    is the optimum, has no closed form here, and the form :func:`top_form` falls back on (a face of the tile box,
+    :mod:`.faces`) bounds the optimum from above.  Causal attention's fused kernel ``d·q²/(2g_q) + d·q·g_q/(2g_d)
+    + d·q²/(2g_d)`` s.t. ``g_d·g_q = M``: stationarity is the cubic ``2g_q³ + q·g_q² − q·M = 0``.
+
+    >>> import napkin_cat as nc
+    >>> from napkin_cat.cost.tiling import TilingProgram
+    >>> d, q, M, gd, gq = (nc.symbol(s) for s in ("d", "q", "M", "g_d", "g_q"))
+    >>> causal = TilingProgram(d * q ** 2 / (2 * gq) + d * q * gq / (2 * gd) + d * q ** 2 / (2 * gd),
+    ...                        (gd * gq,), (gd, gq), ("d", "q"), (d, q))
+    >>> dense = TilingProgram(d * q ** 2 / gq + d * q ** 2 / gd, (gd * gq,), (gd, gq), ("d", "q"), (d, q))
+    >>> beyond_closed_forms(causal, M), beyond_closed_forms(dense, M)
+    (True, False)
+    """
+    H, tops, free, _ = top_columns(prog)
+    return any(kkt_points(H, [T], list(free), M) is None for T in tops)
+
+
 def all_sets(prog) -> tuple:
     """Every set of up to as many columns as free tiles (at most :data:`MOST_SETS`), smallest first."""
     _, tops, free, _ = top_columns(prog)
