@@ -7,8 +7,8 @@ Every sample is the first ``nc.derive`` in a fresh interpreter (import and build
 checkout's compiled modules cached apart, after one untimed sample per case, so no sample compiles a module), the
 baseline's and this checkout's samples alternating, so a busy machine slows both alike; each row prints the medians,
 the spread (min … max), the ratio baseline / this, the answers (``H``, which must agree) and the peak resident
-memory of the process (``ru_maxrss``).  A first line times a fixed Python loop (:data:`MACHINE`): the targets are absolute
-seconds, and machines differ:
+memory of the process (``ru_maxrss``).  A first line times a fixed Python loop (:data:`MACHINE`): the targets are
+absolute seconds, and machines differ:
 
 * **block**: one transformer block (``bench_scale.py --only stack --blocks 1``: n = 512, e = 256, h = 4, d = 64,
   f = 1024, memory 2¹⁶), target ≤ 2 s;
