@@ -179,6 +179,9 @@ def cmd_search(args, label, d, memory=None):
     text.append(f"ratio: H* over the lower bound ({r.bound.source})")
     if isinstance(r.H, sympy.Piecewise):
         text.append(f"H* = {r.H}")
+    if r.notes:             # what the answer as a whole does not guarantee (a symbolic envelope's upper bounds)
+        data["notes"] = list(r.notes)
+        text += [f"note: {n}" for n in r.notes]
     if args.plot:
         writable_folder(os.path.dirname(os.path.abspath(args.plot)))
         plot_derivation(r, args.plot)

@@ -182,3 +182,15 @@ def test_version(capsys):
         main(["--version"])
     assert e.value.code == 0
     assert capsys.readouterr().out.strip() == f"napkin {metadata.version('napkin-cat')}"
+
+
+def test_a_symbolic_search_prints_what_its_answer_does_not_guarantee(capsys):
+    """The derivation's notes reach the text and the JSON (causal attention's envelope is an upper bound where its
+    fused kernel's cubic is not solved: tests/search/test_beyond_closed.py); dense attention prints none."""
+    assert main(["derive", "causal_attention", "--memory", "M"]) == 0
+    out = capsys.readouterr().out
+    assert "note: an upper bound" in out and "g_d*g_q = M" in out
+    assert main(["derive", "causal_attention", "--memory", "M", "--json"]) == 0
+    assert "upper bound" in json.loads(capsys.readouterr().out)["notes"][0]
+    assert main(["derive", "attention", "--memory", "M", "--json"]) == 0
+    assert "notes" not in json.loads(capsys.readouterr().out)
