@@ -210,7 +210,8 @@ def _parts(made, M, whole, forms: dict, ref, at: float = 1.0, switch: list | Non
             _, K, prog = forms[key]
             top = top_form(prog, M, K, ref, at)
             if top is None and bounds is not None and beyond_closed_forms(prog, M):   # (its columns solved: kept)
-                bounds.append(f"{top_columns(prog)[0]} with {' or '.join(map(str, top_columns(prog)[1]))} = M")
+                restricted, tops, _, _ = top_columns(prog)
+                bounds.append(f"{restricted} with {' or '.join(map(str, tops))} = M")
             if top is None and (face := on_face(curve, prog, fixed, M, ref, at, forms)) is not None:
                 top, K = face[:3], face[3]      # no closed form: the cheapest face of its box (:mod:`.faces`)
             if top is not None:
