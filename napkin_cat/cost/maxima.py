@@ -30,6 +30,23 @@ from napkin_cat.cost.expanded import expand
 class Max(sympy.Max):
     """sympy's ``Max`` whose substitutions are lazy until every argument is a number (module docstring)."""
 
+    def __new__(cls, *args, evaluate=True, **assumptions):
+        """Made as sympy's ``Max`` makes it (a number where every argument is one), kept of this class where a ``Max``
+        is left; ``evaluate=False``: the arguments as they are.  sympy's own comparison of the arguments names
+        ``Max`` and ``Min`` by identity, so made for a subclass it kept the first of two numbers (``Max(3, 4)`` was
+        3, and ``xreplace``, ``evalf(subs=…)`` and unpickling, which rebuild through here, read a peak too small):
+
+        >>> from napkin_cat.syntax.axis import symbol
+        >>> d = symbol("d")
+        >>> peak = column_max([3 * d + 5, 4 * d + 3], exact=False)
+        >>> Max(3, 4, 2), peak.xreplace({d: 1088}), peak.evalf(subs={d: 1088}), peak.subs({d: 1088})
+        (4, 4355, 4355.00000000000, 4355)
+        """
+        if not evaluate:
+            return super().__new__(cls, *args, evaluate=False, **assumptions)
+        made = sympy.Max(*args, **assumptions)
+        return super().__new__(cls, *made.args, evaluate=False) if isinstance(made, sympy.Max) else made
+
     def _eval_subs(self, old, new):
         return _lazy([a._subs(old, new) for a in self.args])
 
