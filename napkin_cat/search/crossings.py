@@ -20,6 +20,7 @@ import math
 import sympy
 
 from napkin_cat.cost.expanded import expand, expanded
+from napkin_cat.cost.op_count import count_ops
 from napkin_cat.cost.optimum import power_terms
 from napkin_cat.cost.seeded import roots as seeded_roots
 from napkin_cat.errors import NapkinError
@@ -52,11 +53,27 @@ def _at_pairs(expr, pairs: tuple) -> float:
 
 
 def _evaluated(expr, env: dict) -> float:
-    v = expr.subs(env)
+    v = expr.xreplace(put_in(env)) if numbers_for_symbols(env) else expr.subs(env)
     try:
         return float(v)
     except TypeError:
         raise NapkinError(f"cannot evaluate {expr} at the reference sizes {env}") from None
+
+
+def numbers_for_symbols(env: dict) -> bool:
+    """Whether every key of ``env`` is a symbol and every value a number: then ``expr.subs(env)`` is
+    ``expr.xreplace(put_in(env))``, every symbol replaced at once (``subs`` puts in one symbol at a time and makes each
+    partly numeric form again: a quartic crossing's ``Piecewise`` of 9,000 characters took 0.7 s, by ``xreplace`` 0.1).
+
+    >>> numbers_for_symbols({sympy.Symbol("n"): 3}), numbers_for_symbols({sympy.Symbol("n"): sympy.Symbol("m")})
+    (True, False)
+    """
+    return all(isinstance(k, sympy.Symbol) and sympy.sympify(v).is_number for k, v in env.items())
+
+
+def put_in(env: dict) -> dict:
+    """``env``'s values as sympy numbers (``xreplace`` takes sympy objects only)."""
+    return {k: sympy.sympify(v) for k, v in env.items()}
 
 
 def crossing(fa, fb, lo: float, hi: float) -> float:
@@ -218,7 +235,8 @@ def cancel(a: tuple, b: tuple) -> bool:
 def power_root(Ha, Hb, M, ref, target):
     """:func:`crossing_root` of two sums of powers of ``M``: with ``u = M^(1/L)`` (L the least common denominator of
     the exponents) ``Ha − Hb`` is a polynomial in ``u`` of degree ≤ 4, solved by radicals; the positive real root
-    within 1e-6 of ``target`` at the reference sizes, or None (at once where the two forms' terms that are no
+    within 1e-6 of ``target`` at the reference sizes (to the power ``L``, rationalised where it is small,
+    :data:`MAX_RADSIMP_OPS`), or None (at once where the two forms' terms that are no
     power of ``M`` do not cancel, :func:`off_powers`: their difference is no such sum).  Of degree 1, ``a·u + b``,
     the root is ``−b/a``, factored as sympy's ``roots`` factors it where ``a`` and ``b`` are polynomials, as it stands
     where they hold radicals (sympy's would ``simplify`` it: 8 CPU s on one crossing of a transformer block at small
@@ -256,7 +274,8 @@ def power_root(Ha, Hb, M, ref, target):
     best = None
     for r in roots:
         try:
-            v = complex(sympy.sympify(r).subs(ref).evalf())
+            r_at = sympy.sympify(r)
+            v = complex((r_at.xreplace(put_in(ref)) if numbers_for_symbols(ref) else r_at.subs(ref)).evalf())
         except (TypeError, ValueError):
             continue
         if v != v:   # nan: the root degenerates at the reference sizes
@@ -268,7 +287,13 @@ def power_root(Ha, Hb, M, ref, target):
             best = (err, r)
     if best is None or best[0] > 1e-6:
         return None
-    return sympy.radsimp(best[1] ** int(L))
+    root = best[1] ** int(L)
+    return sympy.radsimp(root) if count_ops(root) <= MAX_RADSIMP_OPS else root
+
+
+#: a crossing's root is rationalised (``sympy.radsimp``) only up to this many operations: a quartic's root by radicals
+#: (causal attention's crossings, 828 operations) came out 3.3x longer for 0.4 s each, the same number
+MAX_RADSIMP_OPS = 400
 
 
 __all__ = ["crossing", "crossing_root", "power_root", "at_reference", "shifts", "off_powers", "off_power",
