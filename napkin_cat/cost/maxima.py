@@ -75,6 +75,21 @@ def _numbers(args):
         pairs = list(args[0])
     else:
         return None
+    return numbers_for(pairs)
+
+
+def numbers_for(pairs):
+    """``{symbol: number}`` (sympy objects) of ``pairs`` (a dict or ``(key, value)`` pairs) when every key is a symbol
+    and every value a number, else None.  Then ``expr.subs(pairs)`` is ``expr.xreplace(numbers_for(pairs))``, every
+    symbol replaced at once: ``subs`` puts in one at a time and makes each partly numeric form again (a ``Max`` of
+    columns, seconds; a quartic crossing's ``Piecewise`` of 9,000 characters, 0.7 s against 0.1).
+
+    >>> n = sympy.Symbol("n")
+    >>> numbers_for({n: 3}), numbers_for({n: sympy.Symbol("m")})
+    ({n: 3}, None)
+    """
+    if isinstance(pairs, dict):
+        pairs = pairs.items()
     try:
         out = {sympy.sympify(k): sympy.sympify(v) for k, v in pairs}
     except (sympy.SympifyError, TypeError, ValueError):

@@ -20,6 +20,7 @@ import math
 import sympy
 
 from napkin_cat.cost.expanded import expand, expanded
+from napkin_cat.cost.maxima import numbers_for
 from napkin_cat.cost.op_count import count_ops
 from napkin_cat.cost.optimum import power_terms
 from napkin_cat.cost.seeded import roots as seeded_roots
@@ -53,27 +54,12 @@ def _at_pairs(expr, pairs: tuple) -> float:
 
 
 def _evaluated(expr, env: dict) -> float:
-    v = expr.xreplace(put_in(env)) if numbers_for_symbols(env) else expr.subs(env)
+    at = numbers_for(env)      # (symbols to numbers: every one at once)
+    v = expr.xreplace(at) if at is not None else expr.subs(env)
     try:
         return float(v)
     except TypeError:
         raise NapkinError(f"cannot evaluate {expr} at the reference sizes {env}") from None
-
-
-def numbers_for_symbols(env: dict) -> bool:
-    """Whether every key of ``env`` is a symbol and every value a number: then ``expr.subs(env)`` is
-    ``expr.xreplace(put_in(env))``, every symbol replaced at once (``subs`` puts in one symbol at a time and makes each
-    partly numeric form again: a quartic crossing's ``Piecewise`` of 9,000 characters took 0.7 s, by ``xreplace`` 0.1).
-
-    >>> numbers_for_symbols({sympy.Symbol("n"): 3}), numbers_for_symbols({sympy.Symbol("n"): sympy.Symbol("m")})
-    (True, False)
-    """
-    return all(isinstance(k, sympy.Symbol) and sympy.sympify(v).is_number for k, v in env.items())
-
-
-def put_in(env: dict) -> dict:
-    """``env``'s values as sympy numbers (``xreplace`` takes sympy objects only)."""
-    return {k: sympy.sympify(v) for k, v in env.items()}
 
 
 def crossing(fa, fb, lo: float, hi: float) -> float:
@@ -271,11 +257,10 @@ def power_root(Ha, Hb, M, ref, target):
             roots = list(seeded_roots(p))     # (sympy's, its factorisation's points seeded)
     except (NotImplementedError, ValueError, sympy.PolynomialError):
         return None
-    best = None
+    best, at = None, numbers_for(ref)
     for r in roots:
         try:
-            r_at = sympy.sympify(r)
-            v = complex((r_at.xreplace(put_in(ref)) if numbers_for_symbols(ref) else r_at.subs(ref)).evalf())
+            v = complex((sympy.sympify(r).xreplace(at) if at is not None else sympy.sympify(r).subs(ref)).evalf())
         except (TypeError, ValueError):
             continue
         if v != v:   # nan: the root degenerates at the reference sizes

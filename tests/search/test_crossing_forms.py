@@ -47,7 +47,7 @@ def test_a_large_root_is_kept_as_solved_and_is_radsimps_number(causal):
         assert float(b.subs(ref)) == pytest.approx(float(rationalised.subs(ref)), rel=1e-12)
 
 
-def test_the_envelope_at_its_bounds_is_continuous_or_noted(causal):
+def test_the_pieces_meeting_at_a_quartic_crossing_state_one_H_there(causal):
     """At each quartic crossing both pieces state one H (the crossing is where two forms are equal)."""
     f, r = causal
     ref = {nc.symbol(k): v for k, v in reference_sizes(f).items()}
