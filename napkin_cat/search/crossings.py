@@ -53,9 +53,14 @@ def _at_pairs(expr, pairs: tuple) -> float:
     return _evaluated(expr, dict(pairs))
 
 
+def _put_in(expr, env, at):
+    """``expr.subs(env)``, by ``xreplace`` of ``at`` (:func:`~napkin_cat.cost.maxima.numbers_for` of ``env``, read once
+    by the caller) where every key is a symbol and every value a number: every one put in at once."""
+    return expr.xreplace(at) if at is not None else expr.subs(env)
+
+
 def _evaluated(expr, env: dict) -> float:
-    at = numbers_for(env)      # (symbols to numbers: every one at once)
-    v = expr.xreplace(at) if at is not None else expr.subs(env)
+    v = _put_in(expr, env, numbers_for(env))
     try:
         return float(v)
     except TypeError:
@@ -260,7 +265,7 @@ def power_root(Ha, Hb, M, ref, target):
     best, at = None, numbers_for(ref)
     for r in roots:
         try:
-            v = complex((sympy.sympify(r).xreplace(at) if at is not None else sympy.sympify(r).subs(ref)).evalf())
+            v = complex(_put_in(sympy.sympify(r), ref, at).evalf())
         except (TypeError, ValueError):
             continue
         if v != v:   # nan: the root degenerates at the reference sizes
