@@ -34,35 +34,27 @@ True
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
 import sympy
 
 import napkin_cat as nc
 from napkin_cat.rewriting import Obligation, Rule, RuleSet
 from napkin_cat.rewriting.closed import readers, source
 from napkin_cat.rewriting.match import INPUT, Pattern, where
+from napkin_cat.syntax.sizes import vanishes
 from rewrites.softmax import INIT, softmax_contraction_to_unscaled
-
-
-@lru_cache(maxsize=1024)
-def _vanishes(expr) -> bool:
-    """Whether sympy simplifies ``expr`` to 0, remembered per expression: a symbolic β (``1/√d``) asked at every
-    match took a simplification each time (40 ms)."""
-    return sympy.simplify(expr) == 0
 
 
 def _scaled_by(net, wire, beta):
     """The value ``wire`` carries seen through copies and, where β ≠ 1, through a ``scale`` by β: the value the
     log-sum-exp's β·x scales (None where it is another value)."""
     src = source(net, wire)
-    if _vanishes(sympy.sympify(beta) - 1):
+    if vanishes(sympy.sympify(beta) - 1):
         return src
     node = net.nodes.get(src[0]) if src[0] != INPUT else None
     if node is None or node.kind != "box" or node.spec.kind != "scale":
         return None
     c = node.box.data.param("c", None)
-    if c is None or not _vanishes(sympy.sympify(c) - sympy.sympify(beta)):
+    if c is None or not vanishes(sympy.sympify(c) - sympy.sympify(beta)):
         return None
     return source(net, net.ins[src[0]][0])
 
@@ -96,7 +88,7 @@ def _absorbed(net, nodes) -> dict:
     if src[0] != INPUT and net.nodes[src[0]].kind == "box" and net.nodes[src[0]].spec.kind == "scale" \
             and [r[0] for w in net.outs[src[0]] for r in readers(net, w)] == [nodes["l"]] \
             and _scaled_by(net, net.ins[nodes["l"]][0], net.nodes[out["s"]].box.data.param("beta", 1)) is not None \
-            and not _vanishes(sympy.sympify(net.nodes[out["s"]].box.data.param("beta", 1)) - 1):
+            and not vanishes(sympy.sympify(net.nodes[out["s"]].box.data.param("beta", 1)) - 1):
         out["c"] = src[0]
     return out
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 import sympy
 
 from napkin_cat.syntax.array import Array
+from napkin_cat.syntax.sizes import vanishes
 
 
 class Saved:
@@ -77,8 +78,8 @@ class Saved:
             if u == s and beta == 1:
                 return v, u
             scale = self._made(u, "scale")
-            if scale is not None and scale[1] == [s] and sympy.simplify(
-                    sympy.sympify(scale[0].data.param("c", 1)) - beta) == 0:
+            if scale is not None and scale[1] == [s] and vanishes(
+                    sympy.sympify(scale[0].data.param("c", 1)) - beta):
                 return v, u
         return None
 
