@@ -147,3 +147,19 @@ def test_the_cli_cost_at_sizes_is_nc_cost_at_sizes(capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["H"] == {str(l): str(h) for l, h in nc.cost(d, sizes=sizes).H.items()}
     assert not nc.cost(d).H[1].subs(Sizes(sizes).env).is_Integer       # the formula at ragged tiles is no count
+
+
+def test_vanishes_agrees_with_simplify_and_reads_no_witness_a_symbol_refuses():
+    """``vanishes`` is ``simplify(e) == 0``: settled by a value only where the point meets every assumption (an
+    even ``k`` or a negative ``n`` is never put 10007, at which ``(−1)^k − 1`` and ``|n| + n``, written unevaluated,
+    are not 0 though they vanish for every even k and negative n), and a non-zero value at a legal point is a
+    witness."""
+    import sympy
+    from napkin_cat.syntax.sizes import vanishes
+    k, n = sympy.Symbol("k", even=True, positive=True), sympy.Symbol("n", negative=True)
+    d = nc.symbol("d")
+    cases = [sympy.Add(sympy.Pow(-1, k, evaluate=False), -1, evaluate=False),
+             sympy.Add(sympy.Abs(n, evaluate=False), n, evaluate=False), 1 / sympy.sqrt(d) - 1, sympy.sqrt(d) ** 2 - d,
+             (d + 1) ** 2 - d ** 2 - 2 * d - 1, sympy.Rational(1, 3) - 0.3, sympy.log(d) - sympy.log(d + 0)]
+    assert [vanishes(e) for e in cases] == [sympy.simplify(e) == 0 for e in cases] \
+        == [True, True, False, True, True, False, True]
