@@ -136,7 +136,7 @@ class Space:
 
 
 def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: ch.options, tie=None, rows=None,
-                    fits=None, whole=False):
+                    fits=None, whole=False, ceiling=None):
     """Per point k: ``(H, kernels, path)`` with ``path = [(block, variant, curve)]``, or None if nothing fits.
 
     Each point's answer is the least ``(H, kernels, tie)`` over the space's chains, whatever other points are
@@ -158,7 +158,16 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
     points, and at a point the bound closes no partition of the block beats the best, ``lower`` being at most each
     one's H).  ``whole``: ``lower`` is superadditive (the compulsory transfers read off the graph): at a point where a
     partition of the whole meets its bound the answer is that one kernel, and nothing else is searched there
-    (:func:`whole_at_bound`, its law).
+    (:func:`whole_at_bound`, its law).  ``ceiling``: per point, an H no answer of interest exceeds (the best another
+    form found, :func:`~napkin_cat.search.space.select`): an edge is not costed at a point where the H into its start
+    plus its bound exceeds it.
+
+    **Law (ceiling).** Each point's answer is unchanged wherever some split moves at most ``ceiling[k]``; elsewhere it
+    moves more than ``ceiling[k]`` (or is None).  A split ``P`` with ``H_P ≤ ceiling[k]`` keeps every edge open: by
+    induction along ``P``, the least H found into an edge's start is at most ``P``'s prefix there, the bound at most
+    what ``P``'s kernel moves, and the rest of ``P`` moves at least 0, so the sum is at most ``H_P``.  An edge closed
+    at ``k`` lies on no such split, and the least ``(H, kernels, tie)`` into a down-set changes only where every
+    split through it moves more than ``ceiling[k]`` (its best prefix and best suffix already do).
 
     >>> from types import SimpleNamespace as NS
     >>> space = NS(graph=None, downs=[0, 1], into={1: [(0, 1)]}, full=1)
@@ -202,7 +211,8 @@ def shortest_splits(space, search, points, evaluate, lower, options=lambda ch: c
         for _, e, a, block in order:
             da = dist[a]
             ch, lb = choices[block]
-            open_ = [k for k in todo if da[k] != inf and (da[k][0] + lb, da[k][1] + 1) <= dist[b][k][:2]]
+            open_ = [k for k in todo if da[k] != inf and (da[k][0] + lb, da[k][1] + 1) <= dist[b][k][:2]
+                     and (ceiling is None or da[k][0] + lb <= ceiling[k])]
             if not open_:
                 continue    # (H, kernels) at its bound cannot beat the best path anywhere: a tie it could win is kept
             table = tables.get(block)

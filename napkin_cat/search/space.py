@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import sympy
@@ -149,8 +150,10 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
     the book plays ``compute_once``, :meth:`~napkin_cat.search.blocks.OpGraph.distinct`), then to fewer rewrites,
     then to the earlier form.
     A form whose kernels are capped in size (its space is not exact) is compared once grown by cost-guided fusion
-    and joins of independent kernels that read one value (``join``).  Only partitions the rule book's ``roles``
-    can build are considered.  ``need``
+    and joins of independent kernels that read one value (``join``).  An exact form is searched under the best H
+    the forms before it found at each memory (``shortest_splits(ceiling=)``): a split that moves more loses on H
+    whatever its kernels and FLOPs, so it is not searched for, and every answer stays what it was.  Only
+    partitions the rule book's ``roles`` can build are considered.  ``need``
     (:class:`~napkin_cat.search.parallelism.Requirement`): every kernel launches enough thread blocks, split
     streams included among the partitions (segment by segment too: the requirement is part of a segment's
     problem).  ``count``: where a kernel's transfers are an estimate (a masked stream), its tilings ranked by the
@@ -220,8 +223,11 @@ def select(forms, search, sizes, memories, tiles="divisors", roles=("sweep", "ne
             shortest = segmented_shortest(form.graph, parts, joints, search, memories, evaluate, lower, context,
                                           options, tie, sizes, rows, fits if need is None else None, whole)
         else:
+            # (an exact space's split moving more than the best another form found loses to it: not searched for;
+            # a capped space is grown from its best split, whatever that moves, so it is searched whole)
+            ceiling = [math.inf if b is None else b[0][0] for b in best] if form.space.exact else None
             shortest = shortest_splits(form.space, search, memories, evaluate, lower, options, tie, rows,
-                                       fits if need is None else None, whole)
+                                       fits if need is None else None, whole, ceiling)
             if not form.space.exact:   # kernels capped in size: grown by cost-guided fusion (and joins of siblings)
                 grown = [g and grow(form.graph, search, g, evaluate, k, lower) for k, g in enumerate(shortest)]
                 shortest = [join_siblings(form.graph, search, g, evaluate, k, lower)   # (before comparing)
