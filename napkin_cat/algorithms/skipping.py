@@ -37,6 +37,7 @@ False
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 
 import sympy
@@ -168,23 +169,8 @@ class Skip:
         """The trips this stream runs whole (:class:`Whole`) given its ``trip`` (the schedule's trip items: ops
         with ``box``, ``ins``, ``outs``; reducers with ``inputs``): the first mask from data where the trip makes
         it, else the first from positions where the trip makes it; None where neither is made in the trip or
-        nothing is made only for it."""
-        items = [(tuple(getattr(it, "ins", None) or getattr(it, "inputs", ())), tuple(getattr(it, "outs", ())),
-                  hasattr(it, "box") and getattr(it.box, "data", None) is not None) for it in trip]
-        written = {v for _, w, _ in items for v in w}
-        for data, masks in ((True, self.data), (False, self.masks)):
-            if not masks:
-                continue
-            first = masks[0]
-            if first.value not in written:
-                if data:
-                    continue          # the plan's test by the data's table then has no condition: positions decide
-                return None
-            made = made_only_for(items, {first.value, *first.copies})
-            ops = tuple(k for k, (_, w, simple) in enumerate(items) if simple and w and set(w) <= made
-                        and trip[k].box.data.kind not in ("load", "save"))    # its maps (loads counted as run)
-            return Whole(first, data, ops) if ops else None
-        return None
+        nothing is made only for it.  Kept per skip and trip (both immutable: the cost at sizes asks it per tiling)."""
+        return _whole(self, tuple(trip))
 
     def verdict(self, tile_of, block_mask=None) -> tuple:
         """``(skipped, everywhere)`` on the tiles ``tile_of`` gives: some mask is never true there, and every mask
@@ -196,6 +182,27 @@ class Skip:
         if self.data:
             truths.append(MAYBE if block_mask is None else block_mask.truth(tile_of))
         return any_of(*(negate(t.possibly) for t in truths)), all_of(*(t.always for t in truths))
+
+
+@functools.lru_cache(maxsize=4096)
+def _whole(skip, trip: tuple) -> Whole | None:
+    """:meth:`Skip.whole`, made once per skip and trip."""
+    items = [(tuple(getattr(it, "ins", None) or getattr(it, "inputs", ())), tuple(getattr(it, "outs", ())),
+              hasattr(it, "box") and getattr(it.box, "data", None) is not None) for it in trip]
+    written = {v for _, w, _ in items for v in w}
+    for data, masks in ((True, skip.data), (False, skip.masks)):
+        if not masks:
+            continue
+        first = masks[0]
+        if first.value not in written:
+            if data:
+                continue          # the plan's test by the data's table then has no condition: positions decide
+            return None
+        made = made_only_for(items, {first.value, *first.copies})
+        ops = tuple(k for k, (_, w, simple) in enumerate(items) if simple and w and set(w) <= made
+                    and trip[k].box.data.kind not in ("load", "save"))    # its maps (loads counted as run)
+        return Whole(first, data, ops) if ops else None
+    return None
 
 
 def made_only_for(items, seeds) -> frozenset:
