@@ -57,7 +57,7 @@ def integer(expr, env) -> int:
         except KeyError:
             at = None
         if at is not None and all(type(v) is int for v in at):
-            v = _value_at(expr, at)
+            v = _value_at(expr, reads, at)
             if type(v) is int:
                 return v
     v = value(expr, env)
@@ -73,9 +73,9 @@ def _reads(expr) -> tuple:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _value_at(expr, at: tuple):
-    """``expr``'s exact value where the symbols it reads (:func:`_reads`) are ``at``."""
-    return value(expr, dict(zip(_reads(expr), at)))
+def _value_at(expr, reads: tuple, at: tuple):
+    """``expr``'s exact value where the symbols it reads, ``reads``, are ``at``."""
+    return value(expr, dict(zip(reads, at)))
 
 
 def add(total: Cost, part: Cost, times: int = 1) -> Cost:
