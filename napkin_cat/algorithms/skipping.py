@@ -68,8 +68,8 @@ def _kept_hash(self) -> int:
 
 
 def _state(self) -> dict:
-    """What pickles of a record with a kept hash: its fields, not the hash."""
-    return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+    """What pickles of a record with a kept hash: its fields, not what is kept on it (the hash, a skip's reads)."""
+    return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
 
 
 @dataclass(frozen=True)
@@ -136,6 +136,27 @@ class Skip:
     def axes(self) -> frozenset:
         """The axes whose positions decide a skip by interval arithmetic."""
         return frozenset().union(*(m.axes for m in self.masks))
+
+    @property
+    def reads(self) -> tuple:
+        """``((axis, size), …)``: the axes the masks from positions read and the size each is read at, in the order
+        first read: a probe of :meth:`verdict` (every mask's truth is asked, on a tile ``(0, 1)`` of each axis, so
+        what is read is a fact of the masks alone), kept on the skip (a count at each tiling asks it,
+        :func:`~napkin_cat.cost.at_sizes.count_key`).
+
+        >>> Skip("x", ()).reads
+        ()
+        """
+        found = self.__dict__.get("_reads")
+        if found is None:
+            read: dict = {}
+
+            def probe(axis, size):
+                read.setdefault(axis, size)
+                return (0, 1)
+            self.verdict(probe)
+            found = self.__dict__["_reads"] = tuple(read.items())
+        return found
 
     @property
     def data_axes(self) -> tuple:

@@ -21,7 +21,6 @@ the runner decides it (:func:`running_slices`)::
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import threading
 from contextvars import ContextVar
@@ -39,43 +38,20 @@ from napkin_cat.syntax.interval import negate
 from napkin_cat.syntax.relabel import PLAIN, Relabelling
 
 __all__ = ["COUNTS_KEPT", "MAX_TILES", "PAIRS", "At", "RunningCounts", "add", "count_key", "count_running",
-           "counts_kept", "integer", "kept_counts", "mask_reads", "reads_positions_inside", "running_area",
-           "running_slices", "skip_axes", "tile_extents", "whole_slices"]
+           "counts_kept", "integer", "kept_counts", "reads_positions_inside", "running_area", "running_slices",
+           "skip_axes", "tile_extents", "whole_slices"]
 
 
 def integer(expr, env) -> int:
     """``expr`` at ``env``, an int: evaluated in exact Python arithmetic (:func:`.exact_arithmetic.value`, no
-    sympy substitution per tiling); a size missing, or a value that is not an integer, is refused.  A sympy
-    expression's value is kept per the values of the symbols it reads (a box's transfers read a tile or two, and the
-    tilings a search counts differ in the others)."""
+    sympy substitution per tiling, the value kept per the ints the expression reads); a size missing, or a value that
+    is not an integer, is refused."""
     if isinstance(expr, int):
         return expr
-    if isinstance(expr, sympy.Basic):
-        reads = _reads(expr)
-        try:
-            at = tuple(env[s] for s in reads)
-        except KeyError:
-            at = None
-        if at is not None and all(type(v) is int for v in at):
-            v = _value_at(expr, reads, at)
-            if type(v) is int:
-                return v
     v = value(expr, env)
     if not isinstance(v, int):
         raise NapkinError(f"{expr} is {v} at the sizes {env}, not an integer: a size is missing or not an int")
     return v
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _reads(expr) -> tuple:
-    """The symbols ``expr`` reads, in one order kept for it."""
-    return tuple(expr.free_symbols)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _value_at(expr, reads: tuple, at: tuple):
-    """``expr``'s exact value where the symbols it reads, ``reads``, are ``at``."""
-    return value(expr, dict(zip(reads, at)))
 
 
 def add(total: Cost, part: Cost, times: int = 1) -> Cost:
@@ -313,30 +289,12 @@ def _digest(start) -> object:
     return int(start)
 
 
-@functools.lru_cache(maxsize=4096)
-def mask_reads(skip) -> tuple:
-    """``((axis, size), …)``: the axes the masks of ``skip`` read and the size each is read at, in the order first
-    read, found by a probe of :meth:`~napkin_cat.algorithms.skipping.Skip.verdict` (every mask's truth is asked, each
-    probed tile ``(0, 1)``, so what is read is a function of the masks alone: kept per skip).
-
-    >>> from napkin_cat.algorithms.skipping import Skip
-    >>> mask_reads(Skip("x", ()))
-    ()
-    """
-    read: dict = {}
-
-    def probe(axis, size):
-        read.setdefault(axis, size)
-        return (0, 1)
-    skip.verdict(probe)
-    return tuple(read.items())
-
-
 def count_key(skip, ctx: At, region, extent: int, starts):
     """What :func:`count_running`'s answer depends on (without a block mask): the masks, and the tile each axis they
-    read is in over the tiles ``ctx`` stands for (the axes read, :func:`mask_reads`; an axis not tiled by its size at
-    ``ctx.env``), the slices' axis, extent and starts, and how many tiles ``ctx`` stands for."""
-    read = dict(mask_reads(skip))
+    read is in over the tiles ``ctx`` stands for (the axes read, :attr:`~napkin_cat.algorithms.skipping.Skip.reads`;
+    an axis not tiled by its size at ``ctx.env``), the slices' axis, extent and starts, and how many tiles ``ctx``
+    stands for."""
+    read = dict(skip.reads)
     tiles = []
     for axis in sorted(set(read) | set(skip.axes) | {region.axis}):
         if axis in ctx.tiles:

@@ -32,6 +32,7 @@ napkin_cat.errors.NapkinError: give sizes for ['d', 'g_q', 'x'] (sizes={'name': 
 """
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -100,13 +101,35 @@ def value(expr, env):
     """The exact value (``int``, :class:`Fraction`) of ``expr`` at ``env`` (symbol → value), walking the tree once
     with Python's arithmetic; a missing symbol is a :class:`~napkin_cat.errors.NapkinError` naming every one
     that is missing.  Any value that has ``+``, ``*`` and integer powers may stand for a symbol (a
-    :class:`Laurent` for a tile, say).  A :class:`~napkin_cat.cost.polynomial.Poly` is evaluated term by term."""
+    :class:`Laurent` for a tile, say).  A :class:`~napkin_cat.cost.polynomial.Poly` is evaluated term by term.
+    Where every symbol the expression reads is an ``int`` the value is kept per those values (the cost at sizes asks
+    a box's transfers at every tiling a search counts, and they read a tile or two of them)."""
     expr = expr if isinstance(expr, Poly) else sympy.sympify(expr)
+    if not isinstance(expr, Poly):
+        reads = _reads(expr)
+        try:
+            at = tuple(env[s] for s in reads)
+        except KeyError:
+            at = None
+        if at is not None and all(type(v) is int for v in at):
+            return _value_at(expr, reads, at)
     try:
         return _exact(expr.evaluate(env) if isinstance(expr, Poly) else walk(expr, env))
     except KeyError:
         missing = sorted(str(s) for s in expr.free_symbols if s not in env)
         raise NapkinError(f"give sizes for {missing} (sizes={{'name': …}}); the expression is {expr}") from None
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _reads(expr) -> tuple:
+    """The symbols ``expr`` reads, in one order kept for it."""
+    return tuple(expr.free_symbols)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _value_at(expr, reads: tuple, at: tuple):
+    """``expr``'s exact value where the symbols it reads, ``reads``, are the ints ``at``."""
+    return _exact(walk(expr, dict(zip(reads, at))))
 
 
 def rational_at(expr, env):

@@ -173,9 +173,9 @@ def test_a_derived_rms_norm_then_matmul_at_ragged_tiles():
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 9), st.integers(1, 9), st.integers(1, 9)), min_size=2, max_size=6))
 def test_a_box_value_kept_per_the_symbols_it_reads_is_the_value_at_the_sizes(points):
-    """``at_sizes.integer`` keeps a sympy expression's value per the values of the symbols it reads: over sizes that
-    change one symbol it does not read (``c``), the kept value stays, and one that it reads changes it, each equal
-    to the walk of ``exact_arithmetic.value`` (second route: sympy's own substitution)."""
+    """``at_sizes.integer`` (``exact_arithmetic.value``, which keeps a sympy expression's value per the ints of the
+    symbols it reads): over sizes that change a symbol it does not read (``c``) and ones it reads, each value is
+    sympy's own substitution (a value kept under the wrong symbols would be read back at the wrong sizes)."""
     from napkin_cat.cost.at_sizes import integer
     a, b, c = symbol("a"), symbol("b"), symbol("c")
     exprs = [a * b + 2 * a, sympy.ceiling(a / b) * b, a ** 2 * b, sympy.Max(a, b) + 1]
@@ -188,14 +188,15 @@ def test_a_box_value_kept_per_the_symbols_it_reads_is_the_value_at_the_sizes(poi
 
 
 def test_the_axes_a_skip_reads_are_its_masks_axes():
-    """``at_sizes.mask_reads`` (kept per skip): the axes the masks of a causal and a sliding-window stream read are
-    the query and key axes, each at its size, what a probe of the masks' verdict reads."""
+    """``Skip.reads`` (kept on the skip, what ``at_sizes.count_key`` reads at every tiling): the axes the masks of a
+    causal and a sliding-window stream read are the query and key axes, each at its size, what a probe of the masks'
+    verdict reads; not pickled with the skip."""
+    import pickle
     from napkin_cat.algorithms.schedule import schedule_of
-    from napkin_cat.cost.at_sizes import mask_reads
     for f in (nc.library.causal_attention(), nc.library.sliding_window_attention(8)):
         region = nc.stream(f, "x", "s_x").boxes[0].arg.boxes[0]
         skip = schedule_of(region).skip
         read: dict = {}
         skip.verdict(lambda axis, size: read.setdefault(axis, size) and (0, 1) or (0, 1))
-        assert dict(mask_reads(skip)) == read and set(read) == {"q", "x"}
-        assert mask_reads(skip) is mask_reads(skip)
+        assert dict(skip.reads) == read and set(read) == {"q", "x"}
+        assert skip.reads is skip.reads and "_reads" not in pickle.loads(pickle.dumps(skip)).__dict__
