@@ -3,6 +3,7 @@ reproducible); local runs draw fresh examples each time and so keep exploring.  
 (``--fuzz``, ``--fuzz-long``), and the scheduling of its files over pytest-xdist's workers."""
 import compileall
 import gc
+import json
 import os
 import sys
 from collections import OrderedDict
@@ -104,80 +105,77 @@ except ImportError:                     # xdist not installed: `-n` is then unkn
 TOGETHER = ("proofs/", "tests/search/test_derive_backward", "tests/distributed/")
 #: Tests each of whose cases is a work unit of its own (no module fixture shared): a notebook runs in its kernel.
 APART = ("tests/test_notebooks.py::test_notebook_runs",)
-#: The longest work units (measured: 30 s to 70 s each on 2 cores), handed out first, longest first, so that
-#: no worker is left running one of them alone at the end; then those of few tests that take 4 s to 20 s (a notebook,
-#: a file of one to eleven tests), which xdist's order (most tests first, for the rest) put last: the seven notebooks
-#: were the last seven units of the run (durations of the cold run at a78e9f8, ``--durations=60``).  Notebook 08
-#: comes well after tests/torch/test_gpt_train.py, which compiles three of its four ops at the same sizes and memory:
-#: it reads their derivations back from the cache folder (napkin_cat/torch/stored.py) instead of searching them again
-#: beside it on the other worker.  Files added since, measured in CPU s (one process, suite-35): the outside checks
-#: of issue 35 (test_outside_35s 29 s in seven tests, test_outside_35f 12 s in 23), test_symbolic_probes 14 s in
-#: three, test_symbolic_made 9 s in five, then files of one to four tests taking 4 s to 8 s: xdist's order put each
-#: after every file of more tests, among the last units of the run.  Files added or grown since, measured in CPU s
-#: (tests/search in one process, fresh caches, suite-36): test_kernels_apart 31 s in twelve tests, test_scan_route
-#: 31 s in eight, test_axes_apart 20 s in eighteen, then 5 s to 13 s in two to sixteen tests (symbolic_within_axes,
-#: symbolic_growing_need, grid_shortcuts, gathered_softmax, symbolic_exact_need, two_pass, joins_make_one_kernel,
-#: crossings; tests/torch: searched_code 8 s in eleven, flex_registry 5 s in two).  tests/cost/test_collector.py
-#: first of all: its tests unfreeze, collect and walk the worker's whole heap (``gc.get_objects``), which grows with
-#: what the worker ran (the search's memos, sympy's caches): run late, 155 s of one worker (a cold run at 6a7f323,
-#: ``--durations=40``); in isolation 1.5 s.  Last, files of one to three tests taking 6 s to 10 s that ran in the last
-#: 150 s of a cold run at 36d497c (its junit, in the order the reports came): test_nested, test_offered_forms_timed,
-#: test_cluster_zigzag, the flexgraph doctest, test_cluster_ring_gathered, test_symbolic_past_axis,
-#: test_device_memory_steers.
-NOTEBOOK = "tests/test_notebooks.py::test_notebook_runs[{}]"
-FIRST = ("tests/cost/test_collector.py", "tests/search/test_derive_backward", NOTEBOOK.format("07_backward"),
-         "tests/rewriting/test_rewrite.py",
-         "tests/paper/test_reproduce.py", "tests/search/test_outside_35s.py", "tests/search/test_kernels_apart.py",
-         "tests/search/test_scan_route.py", "tests/search/test_heldout.py",
-         "tests/testing/test_fuzz.py", "tests/search/test_fuzz.py", "proofs/", "tests/search/test_derive_masked.py",
-         "tests/search/test_outside_35f.py", "tests/search/test_symbolic_probes.py",
-         "tests/search/test_symbolic_made.py", "tests/search/test_axes_apart.py", "tests/test_gpu_benchmark.py",
-         "tests/test_docs.py", "tests/torch/test_flex.py", "tests/torch/test_compile.py", "tests/distributed/",
-         "tests/torch/test_gpt_train.py", "tests/codegen/test_triton.py",
-         "tests/rewriting/test_rules_rewrite_what_they_offer.py", NOTEBOOK.format("02_deriving_flash_attention"),
-         "tests/codegen/test_property.py", "tests/codegen/test_c_block_mask_backward.py",
-         "tests/torch/test_flex_known.py", "tests/hardware/test_estimate_ranking.py",
-         NOTEBOOK.format("08_training_a_gpt"), NOTEBOOK.format("03_performance_models"),
-         NOTEBOOK.format("04_plans_and_kernels"), "napkin_cat/torch/flex.py", NOTEBOOK.format("06_masks_and_losses"),
-         NOTEBOOK.format("05_hopper_configuration"), NOTEBOOK.format("01_tour"), "tests/codegen/test_triton_ranges.py",
-         "tests/torch/test_flex_modules.py", "tests/torch/test_flex_literals.py",
-         "tests/search/test_symbolic_reference_values.py", "tests/torch/test_negative_indices.py",
-         "tests/torch/test_flex_lse_grad.py", "tests/search/test_symbolic_within_axes.py",
-         "tests/search/test_symbolic_growing_need.py", "tests/search/test_grid_shortcuts.py",
-         "tests/search/test_gathered_softmax.py", "tests/search/test_symbolic_exact_need.py",
-         "tests/search/test_two_pass.py", "tests/torch/test_searched_code.py",
-         "tests/search/test_joins_make_one_kernel.py", "tests/search/test_crossings.py",
-         "tests/torch/test_flex_registry.py", "tests/codegen/test_nested.py",
-         "tests/hardware/test_offered_forms_timed.py", "tests/hardware/test_cluster_zigzag.py",
-         "napkin_cat/torch/flexgraph.py", "tests/hardware/test_cluster_ring_gathered.py",
-         "tests/search/test_symbolic_past_axis.py", "tests/hardware/test_device_memory_steers.py")
+#: Units handed out before every other, for a reason their weight does not give: ``tests/cost/test_collector.py``
+#: first of all, because its tests unfreeze, collect and walk the worker's whole heap (``gc.get_objects``), which grows
+#: with what the worker ran (run late, 155 s of one worker in a cold run at 6a7f323; 1.5 s in isolation); then
+#: ``tests/torch/test_gpt_train.py``, which compiles three of notebook 08's four ops at its sizes and memory, so that
+#: the notebook (handed out later, by its weight) reads their derivations back from the cache folder
+#: (``napkin_cat/torch/stored.py``) instead of searching them again beside it on the other worker.
+FIRST = ("tests/cost/test_collector.py", "tests/torch/test_gpt_train.py")
+
+
+#: The measured weight of each work unit (``.ci/weights.json``, written by ``.ci/weights.py`` from a run's
+#: ``--durations=0``): after the units of :data:`FIRST`, the others are handed out heaviest first, so that the run does
+#: not end on one worker running a long unit while the other has nothing left.  xdist's own order, most tests first,
+#: puts the units of few long tests last (the notebooks; ``tests/test_docs.py``, 61 s in ten tests); the hand-kept list
+#: that moved them in front had gone stale as files were added (``tests/codegen/test_triton_whole_trips.py``, 37 s in
+#: eight tests, and ``test_trip_ranges.py``, 35 s in fifteen, were not on it).  A unit not weighed yet counts its
+#: tests at the run's mean seconds per test.
+WEIGHTS = Path(__file__).resolve().parent / ".ci" / "weights.json"
+
+
+def unit_of(nodeid: str) -> str:
+    """The work unit of a test: its file, or the unit of :data:`TOGETHER` that holds it, or the case itself where
+    :data:`APART` names it (``tests/test_notebooks.py::test_notebook_runs[01_tour]``)."""
+    if nodeid.startswith(APART):
+        return nodeid
+    scope = nodeid.split("::", 1)[0]
+    return next((t for t in TOGETHER if scope.startswith(t)), scope)
+
+
+def _weights(path: Path = WEIGHTS) -> tuple:
+    """``(units, per_test)`` of the weights file; none (every unit weighed by its tests) where it is missing."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}, 1.0
+    return dict(data["units"]), float(data["per_test"])
 
 
 class FirstQueue(OrderedDict):
-    """xdist's queue of work units (scope → its tests), those of :data:`FIRST` kept in front, in its order."""
+    """xdist's queue of work units (scope → its tests), kept in the order they are handed out in: those of
+    :data:`FIRST` in front, in its order; then the others heaviest first by :data:`WEIGHTS` (of equal weight, in
+    the order xdist filled them in)."""
+
+    def __init__(self, *args, weights=None):
+        self.units, self.per_test = _weights() if weights is None else weights
+        self.ranks: dict = {}
+        super().__init__(*args)
+
+    def rank(self, scope, unit) -> tuple:
+        """``(0, place in FIRST)`` for a unit of :data:`FIRST`; else ``(1, −weight)``."""
+        if scope in FIRST:
+            return 0, FIRST.index(scope)
+        return 1, -self.units.get(scope, len(unit) * self.per_test)
 
     def __setitem__(self, scope, unit):
         super().__setitem__(scope, unit)
-        if scope in FIRST:
-            for s in sorted((s for s in self if s in FIRST and FIRST.index(s) <= FIRST.index(scope)),
-                            key=FIRST.index, reverse=True):
-                self.move_to_end(s, last=False)
+        rank = self.ranks[scope] = self.rank(scope, unit)
+        for s in [s for s in self if self.ranks[s] > rank]:     # (the queue stays in rank order)
+            self.move_to_end(s)
 
 
 if LoadFileScheduling is not None:
     class FileScheduling(LoadFileScheduling):
         """``--dist loadfile`` (a file's tests in one worker, so that a module fixture is built once), with the
-        units of :data:`TOGETHER` and :data:`APART`, those of :data:`FIRST` handed out first."""
+        units of :data:`TOGETHER` and :data:`APART`, handed out in :class:`FirstQueue`'s order."""
 
         def __init__(self, config, log=None):
             super().__init__(config, log)
             self.workqueue = FirstQueue()
 
         def _split_scope(self, nodeid: str) -> str:
-            if nodeid.startswith(APART):
-                return nodeid
-            scope = super()._split_scope(nodeid)
-            return next((t for t in TOGETHER if scope.startswith(t)), scope)
+            return unit_of(nodeid)
 
 
 @pytest.hookimpl(optionalhook=True)
