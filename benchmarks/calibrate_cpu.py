@@ -167,7 +167,22 @@ def calibrate(repeats: int) -> dict:
             "general_gflops": general, "l3_copy_gbs": l3, "dram_copy_gbs": dram}
 
 
+def _call_line(us: float) -> str:
+    """The model's ``contraction_call`` line for an intercept of ``us`` microseconds; where the fit found none (``0``:
+    the small product ran at least as fast per FLOP as the large one, :func:`call_cost`'s ``max(0, c)``) a comment
+    instead, since a model's quantities are positive and a model without the line charges no call cost (0).
+
+    >>> _call_line(3.8), _call_line(0.0)
+    ('contraction_call = "3.8 us"\\n', "# contraction_call left out (0): the fit's intercept was not positive\\n")
+    """
+    if us > 0:
+        return f'contraction_call = "{us:.3g} us"\n'
+    return "# contraction_call left out (0): the fit's intercept was not positive\n"
+
+
 def toml_block(m: dict, where: str) -> str:
+    """The ``[bandwidth]`` and ``[compute]`` tables of a format-2 CPU model (:mod:`napkin_cat.hardware.cpu`) from the
+    measurements ``m`` (:func:`calibrate`'s), each rate the median of its repeats; ``where`` names the script."""
     c = m["contraction_gflops_by_smallest_dimension"]
     rows = ", ".join(f'"{s}" = "{c[s]["gflops"]:.3g} GFLOP/s"' for s in c)
     return (f'[bandwidth]      # one core copying 64 KiB tiles (memcpy); measured by {where}\n'
@@ -175,8 +190,8 @@ def toml_block(m: dict, where: str) -> str:
             f'dram = "{m["dram_copy_gbs"]["median"]:.3g} GB/s"\n\n'
             f'[compute]        # one core, fp32; measured by {where}\n'
             f'contraction = {{ {rows} }}\n'
-            f'contraction_call = "{m["contraction_call_us"]["median"]:.3g} us"\n'
-            f'special = "{m["special_gflops"]["median"]:.3g} GFLOP/s"\n'
+            + _call_line(m["contraction_call_us"]["median"])
+            + f'special = "{m["special_gflops"]["median"]:.3g} GFLOP/s"\n'
             f'general = "{m["general_gflops"]["median"]:.3g} GFLOP/s"\n')
 
 
