@@ -10,10 +10,14 @@ script's block is read by the library's loader, its rates and call cost compared
 from __future__ import annotations
 
 import importlib.util
+import math
+import os
 import pathlib
+import shutil
 
 import pytest
 
+from napkin_cat.codegen.c import blas_available
 from napkin_cat.errors import HardwareError
 from napkin_cat.hardware import load_cpu
 
@@ -68,3 +72,15 @@ def test_a_zero_call_cost_written_out_is_what_the_loader_refuses(tmp_path):
     path.write_text(HEAD + block)
     with pytest.raises(HardwareError, match="contraction_call: '0 us' is not positive"):
         load_cpu(str(path))
+
+
+@pytest.mark.skipif(not blas_available() or shutil.which(os.environ.get("CC", "cc")) is None,
+                    reason="the calibration compiles C against OpenBLAS: a C compiler and cblas.h (libopenblas-dev)")
+def test_the_calibration_compiles_and_times_every_loop_it_reports(tmp_path):
+    """The calibration's C (the scalar loops the model reads and the lane forms printed beside them) compiles with the
+    kernel's flags and each loop answers a positive, finite time per value (no timing compared: what the rates are
+    is the script's to print)."""
+    lib = _script().build(tmp_path)
+    for name in ("special", "general", "special_lanes", "general_lanes"):
+        seconds = getattr(lib, name)(256)
+        assert 0 < seconds < 1e-3 and math.isfinite(seconds), (name, seconds)
