@@ -18,8 +18,9 @@ second, measured with the C kernel's own compiler flags, BLAS and ``nc_exp``.
 ``special`` and ``general`` are written as scalar loops whose sum and maximum each wait on the previous value (no
 ``-ffast-math``: gcc keeps their order).  The C kernel's loops run vectorised: its sums in lanes
 (``napkin_cat/codegen/c/rows.py``: ``NC_LANES`` partial results, one vector, added after the loop), its element-wise
-maps as gcc vectorises them; the script times the same two loops written in lanes beside them (``special_lanes_gflops``, ``general_lanes_gflops``, in the JSON and the printout, not in the TOML block:
-the model does not read them).  On a Zen 4 guest (2026-12-04,
+maps as gcc vectorises them; the script times the same two loops written in lanes beside them
+(``special_lanes_gflops``, ``general_lanes_gflops``, in the JSON and the printout, not in the TOML block: the model
+does not read them).  On a Zen 4 guest (2026-12-04,
 ``benchmarks/results/cpu_calibration-zen4-vm-2026-12-04-lanes.json``) the lanes ran 3.6× (special: 4.23 against 1.17
 G/s) and 9.2× (general: 33.1 against 3.61 G/s) as fast as the scalar loops: the model's special and general terms
 charge the kernel's vectorised loops at a latency bound (``benchmarks/README.md``, the C backward's section).
