@@ -46,7 +46,7 @@ import tempfile
 from pathlib import Path
 
 from napkin_cat.codegen.c.openmp import EXP, FLAGS
-from napkin_cat.codegen.c.rows import LANES
+from napkin_cat.codegen.c.rows import LANES, PRELUDE as ROWS_PRELUDE
 from napkin_cat.hardware import this_cpu
 
 SMALL = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -105,7 +105,8 @@ double general(int n) {
 }
 
 /* the same two loops as the C kernel prints them (napkin_cat/codegen/c/rows.py): the partial results in NC_LANES
-   lanes, one vector, added after the loop; reported beside the rates above, not read by the model */
+   lanes, one vector, added after the loop (a sum by the kernel's own nc_sum_lanes); reported beside the rates above,
+   not read by the model */
 double special_lanes(int n) {
     float *x = malloc(sizeof(float) * n);
     for (int i = 0; i < n; i++) x[i] = -1e-3f * (i %% 101);
@@ -115,7 +116,7 @@ double special_lanes(int n) {
         for (int j0 = 0; j0 + NC_LANES <= n; j0 += NC_LANES)
             #pragma omp simd
             for (int l = 0; l < NC_LANES; l++) zl[l] += nc_exp(x[j0 + l] - 0.5f);
-        for (int l = 0; l < NC_LANES; l++) z += zl[l];
+        z += nc_sum_lanes(zl);
         values += n;
     } while ((t = now() - t0) < 0.02);
     volatile float keep = z; (void)keep;
@@ -163,7 +164,7 @@ double copy(long total, long tile) {
 def build(folder: Path) -> ctypes.CDLL:
     """The calibration's C functions, compiled with the C kernel's flags and OpenBLAS."""
     src = folder / "calibrate.c"
-    src.write_text(f"#define NC_LANES {LANES}\n" + SOURCE % {"exp": EXP["float"]})
+    src.write_text(ROWS_PRELUDE.format(lanes=LANES, real="float") + SOURCE % {"exp": EXP["float"]})
     lib = folder / "calibrate.so"
     subprocess.run([os.environ.get("CC", "cc"), *FLAGS, str(src), "-o", str(lib), "-lopenblas", "-lm"], check=True)
     out = ctypes.CDLL(str(lib))
