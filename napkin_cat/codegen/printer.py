@@ -426,8 +426,13 @@ class CodePrinter(RecordForms, Printer):
             if w and not isinstance(s, Alloc) and all(v in self.layout.dead for v in w):
                 out.append(self.line(depth, f"{self.comment} {', '.join(w)}: never read"))
                 continue
-            out += self.doprint(s, depth)
+            out += self.timed(s, self.doprint(s, depth), depth)
         return out
+
+    def timed(self, s, lines: list, depth: int) -> list:
+        """The printed ``lines`` of the statement ``s``, timed where the dialect times its statements (the C
+        kernel's ``profile=True``, :mod:`napkin_cat.codegen.c.profile`); here as printed."""
+        return lines
 
     def trip_variants(self, s, depth, body_of) -> list[str]:
         """A stream loop's trip by its block's state, where its skip test reads the data's block mask: skipped

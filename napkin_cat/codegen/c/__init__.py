@@ -8,7 +8,8 @@
 * :mod:`~napkin_cat.codegen.c.real`: the C type of the real values (``float`` or ``double``), spelled in one place;
 * :mod:`~napkin_cat.codegen.c.blas`: contractions that are matrix products as BLAS ``gemm`` calls;
 * :mod:`~napkin_cat.codegen.c.openmp`: the C/OpenMP printer (``c(plan)``);
-* :mod:`~napkin_cat.codegen.c.kernel`: the kernel object, compiled by ``cc`` and called by ctypes.
+* :mod:`~napkin_cat.codegen.c.kernel`: the kernel object, compiled by ``cc`` and called by ctypes;
+* :mod:`~napkin_cat.codegen.c.profile`: its statements timed (``c(plan, profile=True)``, ``k.statement_times()``).
 
 >>> import napkin_cat as nc
 >>> from napkin_cat.codegen.c import c
@@ -19,5 +20,6 @@ True
 from napkin_cat.codegen.c.blas import blas_available
 from napkin_cat.codegen.c.kernel import CKernel
 from napkin_cat.codegen.c.openmp import CPrinter, c
+from napkin_cat.codegen.c.profile import StatementTime
 
-__all__ = ["c", "CKernel", "CPrinter", "blas_available"]
+__all__ = ["c", "CKernel", "CPrinter", "StatementTime", "blas_available"]

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from napkin_cat.codegen.c.blas import blas_available
+from napkin_cat.codegen.c.profile import StatementTime
 from napkin_cat.codegen.c.workspace import Workspaces
 from napkin_cat.codegen.errors import CodegenError, ToolNotFoundError
 from napkin_cat.codegen.kernel import GeneratedKernel, cache_dir, digest, tool
@@ -134,6 +135,21 @@ class CKernel(GeneratedKernel):
             if h is not y:
                 np.not_equal(h, 0, out=y)
         return ys[0] if len(ys) == 1 else tuple(ys)
+
+    def statement_times(self) -> list:
+        """Per statement timed (a kernel printed with ``profile=True``), its seconds since the last read, the
+        threads' summed, as :class:`~napkin_cat.codegen.c.profile.StatementTime` records in print order; the
+        timings reset (:mod:`~napkin_cat.codegen.c.profile`)."""
+        if self.printer.profiled is None:
+            raise CodegenError("this kernel times no statement: print it with nc.codegen.c(plan, profile=True)")
+        self.function()
+        n = max(len(self.printer.profiled), 1)
+        out = (ctypes.c_double * n)()
+        read = self._lib.nc_profile_read
+        read.argtypes, read.restype = [ctypes.c_void_p], None
+        read(ctypes.addressof(out))
+        return [StatementTime(label, s, launch, float(out[k]))
+                for k, (label, s, launch) in enumerate(self.printer.profiled)]
 
     def launcher(self) -> str:
         ins, outs = self.shapes()

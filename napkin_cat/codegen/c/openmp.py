@@ -42,6 +42,7 @@ from __future__ import annotations
 from napkin_cat.codegen.c.blas import NO_BLAS_ENV, GemmMixin, blas_available, tell_blas_missing
 from napkin_cat.codegen.c.family import CFamilyPrinter
 from napkin_cat.codegen.c.kernel import FLAGS, LAUNCHER, MAX_THREADS, REAL_NUMPY, CKernel
+from napkin_cat.codegen.c.profile import ProfileMixin
 from napkin_cat.codegen.c.real import FLOAT, REALS
 from napkin_cat.codegen.c.rows import LANES, PRELUDE as ROWS_PRELUDE, RowsMixin
 from napkin_cat.codegen.errors import CodegenError
@@ -114,11 +115,12 @@ static inline float nc_exp(float x) {
 }""",
        "double": "static inline double nc_exp(double x) { return exp(x); }"}
 
-class CPrinter(GemmMixin, RowsMixin, CFamilyPrinter):
+class CPrinter(ProfileMixin, GemmMixin, RowsMixin, CFamilyPrinter):
     """C99 with OpenMP; ``blas``: contractions that are matrix products by ``cblas_sgemm``; ``poison``: fill each
     block's arena with NaN first (a test's check that no value is read before it is written); ``real``: the C
     type of every real value (``"float"``, or ``"double"``: fp32 arrays held, computed and exchanged as double,
-    libm's double functions, ``cblas_dgemm``; :mod:`~napkin_cat.codegen.c.real`)."""
+    libm's double functions, ``cblas_dgemm``; :mod:`~napkin_cat.codegen.c.real`); ``profile``: each statement
+    timed (:mod:`~napkin_cat.codegen.c.profile`)."""
 
     backend = "c"
     dtypes = {"fp32": "float", "fp16": "_Float16", "int32": "int", "bool": "int"}
@@ -133,7 +135,8 @@ class CPrinter(GemmMixin, RowsMixin, CFamilyPrinter):
     # where those trips are ranges of the loop's index (codegen/trips.py), else under this test
     if_positions = "if ({condition}) {{   {comment} the mask is true on every pair of this trip: not made, read as true"
 
-    def __init__(self, plan, *, blas: bool | None = None, poison: bool = False, real: str = "float"):
+    def __init__(self, plan, *, blas: bool | None = None, poison: bool = False, real: str = "float",
+                 profile: bool = False):
         if real not in REALS:
             raise CodegenError(f"real={real!r}: the C kernel computes real values as {' or '.join(map(repr, REALS))}")
         if blas is None:
@@ -141,6 +144,7 @@ class CPrinter(GemmMixin, RowsMixin, CFamilyPrinter):
             if not blas:
                 tell_blas_missing()
         self.real = REALS[real]
+        self.profile_setup(profile)
         super().__init__(plan, blas=blas, poison=poison, real=real)
         self.blas, self.poison = blas, poison
         self.views = load_views(self)
@@ -183,6 +187,7 @@ class CPrinter(GemmMixin, RowsMixin, CFamilyPrinter):
     def _print_Launch(self, launch, depth=0):
         self.stage_values = self.row_values = 0
         inner = 2 if launch.grids else 1
+        first = self.launch_locals(launch, inner)      # (before the body: its statements name this launch)
         at = depth + inner + (1 if launch.grids else 0)
         body = [self.line(at, f"memset({self.arena_name(lvl)}, 0xff, {max(self.arena_bytes(launch, lvl), 1)});"
                               f"   {self.comment} poison: NaN until written") for lvl in self.levels(launch)
@@ -190,7 +195,7 @@ class CPrinter(GemmMixin, RowsMixin, CFamilyPrinter):
         for name, value in self.decode(launch, "nc_b"):
             body.append(self.line(at, f"const int {name} = (int)({value});"))
         body += self.block_body(launch, at)
-        alloc, release = [], []
+        alloc, release = first, []
         for level in self.levels(launch):
             name = self.arena_name(level)
             size = self.arena_bytes(launch, level)
@@ -217,10 +222,12 @@ class CPrinter(GemmMixin, RowsMixin, CFamilyPrinter):
         """The whole source: prelude, one function per launch, and ``nc_run`` (the entry point)."""
         r = self.real
         parts = [PRELUDE.format(blas_include="#include <cblas.h>" if self.blas else "", real=r.ctype, f=r.suffix,
-                                exp=EXP[r.ctype]) + ROWS_PRELUDE.format(lanes=LANES, real=r.ctype)]
+                                exp=EXP[r.ctype]) + ROWS_PRELUDE.format(lanes=LANES, real=r.ctype) +
+                 self.profile_declaration()]
         ls = launches(self.plan)
         for launch in ls:
             parts.append("\n".join(self._print_Launch(launch)))
+        parts += [self.profile_definitions()] if self.profiled is not None else []
         work = self.workspace()
         within = [f"void nc_run_in({self.parameters('restrict ')}, int nc_threads) {{   {self.comment} the "
                   "workspace given (the caller keeps it between runs: napkin_cat.codegen.c.workspace)"]
@@ -275,7 +282,8 @@ def load_views(printer) -> dict:
     return out
 
 
-def c(plan, *, blas: bool | None = None, poison: bool = False, real: str = "float") -> CKernel:
-    """The C/OpenMP kernel of ``plan`` (see the module docstring); ``real="double"``: in double precision."""
-    printer = CPrinter(plan, blas=blas, poison=poison, real=real)
+def c(plan, *, blas: bool | None = None, poison: bool = False, real: str = "float", profile: bool = False) -> CKernel:
+    """The C/OpenMP kernel of ``plan`` (see the module docstring); ``real="double"``: in double precision;
+    ``profile=True``: each statement timed (:mod:`~napkin_cat.codegen.c.profile`, ``k.statement_times()``)."""
+    printer = CPrinter(plan, blas=blas, poison=poison, real=real, profile=profile)
     return CKernel(plan, printer.doprint_plan(), printer)

@@ -1,0 +1,55 @@
+"""``benchmarks/cpu_terms.py`` without measuring anything: its ``--quick`` run (the backward derived for a CPU model,
+its profiled kernel's statements sorted into the model's terms, per kernel), and the sorting itself on a plan
+whose statements are known."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import napkin_cat as nc
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "cpu_terms.py"
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler")
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("cpu_terms_benchmark", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_quick_run_reports_each_kernels_terms_beside_the_models(bench, tmp_path):
+    result = bench.main(["--quick", "--cpu", "epyc-zen3-dev", "--out", str(tmp_path)])
+    assert [(e["mask"], e["N"]) for e in result["rows"]] == [("dense", 128), ("causal", 128)]
+    for e in result["rows"]:
+        assert e["profiled_equals_plain"] is True
+        assert e["kernels"] and all(k["predicted_ms"] is not None for k in e["kernels"])   # one kernel per launch
+        for k in e["kernels"]:
+            assert set(k["measured_ms"]) == set(k["predicted_ms"]) == set(bench.TERMS)
+            assert all(v >= 0 for v in k["measured_ms"].values())
+            assert sum(k["measured_ms"]["contractions"] for k in e["kernels"]) > 0
+        assert e["predicted_ms"] == pytest.approx(sum(k["predicted_total_ms"] for k in e["kernels"]))
+    written = json.loads(next(tmp_path.glob("cpu_terms-quick-*.json")).read_text())
+    assert written["rows"] == json.loads(json.dumps(result["rows"]))
+    table = next(tmp_path.glob("cpu_terms-quick-*.md")).read_text()
+    assert all(f"| {e['mask']} | 128 | {k['launch']} |" in table for e in result["rows"] for k in e["kernels"])
+
+
+def test_statements_are_sorted_into_the_models_terms(bench):
+    """A grouped, streamed matmul: its product a contraction, its tile copies transfers, its zero fill an element
+    loop (the model's terms: io, tensor, special + general)."""
+    p = nc.plan(nc.group(nc.stream(nc.library.matmul(), "b", "s_b"), "a", "g_a"),
+                {"a": 64, "b": 64, "c": 32, "s_b": 16, "g_a": 32})
+    k = nc.codegen.c(p, blas=False, profile=True)
+    k(np.ones((64, 64), np.float32), np.ones((64, 32), np.float32))
+    sorted_ = {(t.kind, bench.category(t)) for t in k.statement_times()}
+    assert sorted_ == {("Load", "transfers"), ("Store", "transfers"), ("Compute", "contractions"),
+                       ("Fill", "element loops")}
