@@ -15,6 +15,13 @@ second, measured with the C kernel's own compiler flags, BLAS and ``nc_exp``.
 * ``[bandwidth] l3``, ``dram``: one core copying 64 KiB tiles (``memcpy``, as the kernel loads a tile into its
   arena) out of an array of 8 MiB (in L3) and of 512 MiB (in DRAM), bytes per second.
 
+Beside the table, in the JSON and the printout only (the model does not read it): ``cblas_sgemm`` at shapes whose
+two smallest dimensions are ``s ≤ t`` (each of 1, 2, 4, …, 256) and whose third is 256, every placement of the three
+(``contraction_gflops_by_two_smallest``).  On the Zen 4 guest (2026-12-04,
+``benchmarks/results/cpu_calibration-zen4-vm-2026-12-04-pairs.json``) ``256×16×64`` ran at 105 GFLOP/s, where the
+backward's ``1024×16×64`` products (``B`` transposed, ``benchmarks/cpu_terms.py``) ran at 72-82: a product's two
+small dimensions in cache do not explain what the kernel's products lose.
+
 ``special`` and ``general`` are written as scalar loops whose sum and maximum each wait on the previous value (no
 ``-ffast-math``: gcc keeps their order).  The C kernel's loops run vectorised: its sums in lanes
 (``napkin_cat/codegen/c/rows.py``: ``NC_LANES`` partial results, one vector, added after the loop), its element-wise
@@ -37,6 +44,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import datetime
+import itertools
 import json
 import os
 import platform
@@ -211,6 +219,14 @@ def calibrate(repeats: int) -> dict:
                 placements[where] = timed(lambda: flops / lib.gemm(*shape) / 1e9, repeats)
             contraction[s] = {"placements": placements,
                               "gflops": statistics.median(p["median"] for p in placements.values())}
+        pairs = {}
+        for a, b in itertools.combinations_with_replacement(SMALL, 2):
+            placements = {}
+            for shape in sorted(set(itertools.permutations((a, b, OTHER)))):
+                flops = 2 * shape[0] * shape[1] * shape[2]
+                placements["x".join(map(str, shape))] = timed(lambda: flops / lib.gemm(*shape) / 1e9, repeats)
+            pairs[f"{a}x{b}"] = {"placements": placements,
+                                 "gflops": statistics.median(p["median"] for p in placements.values())}
         call = timed(lambda: call_cost(lib), repeats)
         special = timed(lambda: 1 / lib.special(4096) / 1e9, repeats)
         general = timed(lambda: 2 / lib.general(4096) / 1e9, repeats)
@@ -218,7 +234,8 @@ def calibrate(repeats: int) -> dict:
                  "general_lanes_gflops": timed(lambda: 2 / lib.general_lanes(4096) / 1e9, repeats)}
         l3 = timed(lambda: 1 / lib.copy(8 << 20, 64 << 10) / 1e9, repeats)
         dram = timed(lambda: 1 / lib.copy(512 << 20, 64 << 10) / 1e9, repeats)
-    return {"contraction_gflops_by_smallest_dimension": contraction, "contraction_call_us": call,
+    return {"contraction_gflops_by_smallest_dimension": contraction, "contraction_gflops_by_two_smallest": pairs,
+            "contraction_call_us": call,
             "special_gflops": special,
             "general_gflops": general, "l3_copy_gbs": l3, "dram_copy_gbs": dram, **lanes}
 
@@ -269,6 +286,9 @@ def main(argv=None):
         p = row["placements"]
         print(f"| {s} | {row['gflops']:.2f} | " + " | ".join(
             f"{p[w]['median']:.2f} ({p[w]['min']:.2f}-{p[w]['max']:.2f})" for w in "mnk") + " |")
+    pairs = measured["contraction_gflops_by_two_smallest"]
+    print("two smallest dimensions, GFLOP/s (median of placements; the third 256): " +
+          ", ".join(f"{k} {v['gflops']:.1f}" for k, v in pairs.items()))
     for key in ("contraction_call_us", "special_gflops", "general_gflops", "l3_copy_gbs", "dram_copy_gbs",
                 "special_lanes_gflops", "general_lanes_gflops"):
         v = measured[key]

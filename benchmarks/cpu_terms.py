@@ -18,13 +18,14 @@ Per configuration (mask × N, eight heads, d = 64, fp32): attention's backward f
 (``nc.grad(attention(lse=True), wrt=[0, 1, 2], saved=True, aux=1)``, the causal attention's for causal), derived
 for the CPU model by its predicted time (``nc.derive(g, sizes=, hardware=cpu, threads=T)``), printed with
 ``profile=True`` and run ``--repeats`` times on O and L from numpy; medians of each kernel's terms, beside the
-model's.  The unprofiled kernel is timed in alternation with the profiled one: the clock reads' overhead is the
-ratio of their medians.  Results: ``benchmarks/results/cpu_terms-<commit>.json`` and ``.md``.  ``--quick``:
+model's (``predict_cpu`` at the kernel's tiles: ``--set`` sets some of them, to see a term move with a tile).
+The unprofiled kernel is timed in alternation with the profiled one: the clock reads' overhead is the ratio of
+their medians.  Results: ``benchmarks/results/cpu_terms-<commit>.json`` and ``.md``.  ``--quick``:
 N = 128, two heads, one round (the pipeline, not a measurement; what ``tests/test_cpu_terms_benchmark.py`` runs).
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/cpu_terms.py [--masks dense causal] [--sizes 1024 2048 4096]
         [--heads 8] [--threads 1] [--cpu benchmarks/results/cpu-zen4-vm-2026-12-04.toml] [--repeats 5]
-        [--out benchmarks/results] [--quick]
+        [--set g_q=512 ...] [--out benchmarks/results] [--quick]
 """
 from __future__ import annotations
 
@@ -75,14 +76,20 @@ def saved_forward(Q, K, V, causal: bool):
     return O, L
 
 
-def row(mask: str, n: int, heads: int, threads: int, cpu, repeats: int) -> dict:
-    """One configuration: the backward derived for ``cpu``, its profiled kernel's terms per kernel beside the
-    model's, medians of ``repeats`` runs."""
+def row(mask: str, n: int, heads: int, threads: int, cpu, repeats: int, tiles: dict | None = None) -> dict:
+    """One configuration: the backward derived for ``cpu`` (its tiles, those named in ``tiles`` set as given), its
+    profiled kernel's terms per kernel beside the model's at those tiles, medians of ``repeats`` runs."""
     _, g = functions(mask, heads, 64)
     sizes = {"q": n, "x": n, **({"h": heads} if heads > 1 else {})}
     r = nc.derive(g, sizes=sizes, hardware=cpu, threads=threads)
     at = {**sizes, **{str(k): int(v) for k, v in r.optimum.exact_sizes.items()}}
+    unknown = sorted(set(tiles or {}) - (set(at) - set(sizes)))
+    if unknown:
+        raise SystemExit(f"--set {', '.join(unknown)}: not a tile of the derived {mask} backward at N = {n}; its "
+                         f"tiles are {sorted(set(at) - set(sizes))}")
+    at.update(tiles or {})
     plan = nc.plan(r.diagram, at)
+    prediction = nc.hardware.predict_cpu(plan, cpu, threads=threads)
     profiled, plain = nc.codegen.c(plan, profile=True), nc.codegen.c(plan)
     rng = np.random.default_rng(0)
     shape = (heads, n, 64)
@@ -107,7 +114,7 @@ def row(mask: str, n: int, heads: int, threads: int, cpu, repeats: int) -> dict:
             per[(st.launch, category(st))] += st.seconds
         runs.append(per)
     kernels = []
-    predicted = r.prediction.kernels if len(r.prediction.kernels) == len(launches) else [None] * len(launches)
+    predicted = prediction.kernels if len(prediction.kernels) == len(launches) else [None] * len(launches)
     for launch, kt in zip(launches, predicted):
         measured = {c: statistics.median(run[(launch, c)] for run in runs) * 1e3 for c in TERMS}
         model = None if kt is None else {c: sum(kt.terms.get(p, 0.0) for p in ps) * 1e3 for c, ps in TERMS.items()}
@@ -121,7 +128,8 @@ def row(mask: str, n: int, heads: int, threads: int, cpu, repeats: int) -> dict:
             "tiles": {k: v for k, v in at.items() if k not in sizes}, "kernels": kernels,
             "profiled_wall_ms": wall, "plain_wall_ms": statistics.median(plains) * 1e3,
             "unattributed_ms": wall - attributed if threads == 1 else None,
-            "predicted_ms": r.prediction.time * 1e3, "profiled_equals_plain": agree, "runs": repeats}
+            "set": dict(tiles or {}), "predicted_ms": prediction.time * 1e3, "profiled_equals_plain": agree,
+            "runs": repeats}
 
 
 def markdown(result: dict) -> str:
@@ -156,8 +164,16 @@ def main(argv=None):
                     help="a CPU model with rates (format 2): a shipped name or a .toml file")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--set", nargs="*", default=[], metavar="TILE=VALUE",
+                    help="a tile of the derived backward set as given (e.g. g_q=512), the model's prediction at it")
     ap.add_argument("--quick", action="store_true", help="N = 128, two heads, one round: the pipeline only")
     args = ap.parse_args(argv)
+    tiles = {}
+    for item in args.set:
+        name, _, value = item.partition("=")
+        if not value.isdigit():
+            ap.error(f"--set {item!r}: write TILE=VALUE, a whole number (g_q=512)")
+        tiles[name] = int(value)
     if args.quick:
         args.sizes, args.heads, args.repeats = [128], 2, 1
     cpu = nc.hardware.load_cpu(args.cpu)
@@ -167,13 +183,14 @@ def main(argv=None):
               "command": " ".join(sys.argv), "rows": []}
     for n in args.sizes:
         for mask in args.masks:
-            e = row(mask, n, args.heads, args.threads, cpu, args.repeats)
+            e = row(mask, n, args.heads, args.threads, cpu, args.repeats, tiles)
             result["rows"].append(e)
             print(f"{mask} N={n}: plain {e['plain_wall_ms']:.1f} ms, profiled {e['profiled_wall_ms']:.1f}, "
                   f"predicted {e['predicted_ms']:.1f}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"cpu_terms-{'quick-' if args.quick else ''}{commit}"
+    label = "".join(f"-{k}{v}" for k, v in tiles.items())
+    stem = out / f"cpu_terms-{'quick-' if args.quick else ''}{commit}{label}"
     stem.with_suffix(".json").write_text(json.dumps(result, indent=1))
     stem.with_suffix(".md").write_text(markdown(result))
     print(markdown(result))
