@@ -20,7 +20,8 @@ two smallest dimensions are ``s ≤ t`` (each of 1, 2, 4, …, 256) and whose th
 (``contraction_gflops_by_two_smallest``).  On the Zen 4 guest (2026-12-04,
 ``benchmarks/results/cpu_calibration-zen4-vm-2026-12-04-pairs.json``) ``256×16×64`` ran at 105 GFLOP/s, where the
 backward's ``1024×16×64`` products (``B`` transposed, ``benchmarks/cpu_terms.py``) ran at 72-82: a product's two
-small dimensions in cache do not explain what the kernel's products lose.
+small dimensions in cache do not explain what the kernel's products lose.  So the script also times the backward's
+own product forms (:data:`KERNEL_FORMS`), ``B`` as stored and transposed (``contraction_gflops_of_kernel_forms``).
 
 ``special`` and ``general`` are written as scalar loops whose sum and maximum each wait on the previous value (no
 ``-ffast-math``: gcc keeps their order).  The C kernel's loops run vectorised: its sums in lanes
@@ -59,6 +60,9 @@ from napkin_cat.hardware import this_cpu
 
 SMALL = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 OTHER = 256
+#: (m, n, k) of the attention backward's products (``benchmarks/cpu_terms.py``), each timed with B as stored and
+#: transposed (``contraction_gflops_of_kernel_forms``: in the JSON and printout, not read by the model)
+KERNEL_FORMS = ((1024, 16, 64), (256, 16, 64), (128, 16, 64), (1024, 64, 16))
 #: the two products whose times' intercept against their FLOPs is one call's cost (the same smallest dimension)
 CALL_SHAPES = ((64, 64, 64), (256, 256, 64))
 
@@ -81,6 +85,20 @@ double gemm(int m, int n, int k) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
     long calls = 0; double t0 = now(), t;
     do { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 1.0f, c, n); calls++; }
+    while ((t = now() - t0) < 0.02);
+    volatile float keep = c[0]; (void)keep;
+    free(a); free(b); free(c);
+    return t / calls;
+}
+
+/* the same with B stored n×k and read transposed (CblasTrans), as the C kernel calls S = Q Kᵀ */
+double gemm_bt(int m, int n, int k) {
+    float *a = malloc(sizeof(float) * m * k), *b = malloc(sizeof(float) * k * n), *c = malloc(sizeof(float) * m * n);
+    for (long i = 0; i < (long)m * k; i++) a[i] = 1e-3f * (i %% 7);
+    for (long i = 0; i < (long)k * n; i++) b[i] = 1e-3f * (i %% 5);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, 0.0f, c, n);
+    long calls = 0; double t0 = now(), t;
+    do { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, 1.0f, c, n); calls++; }
     while ((t = now() - t0) < 0.02);
     volatile float keep = c[0]; (void)keep;
     free(a); free(b); free(c);
@@ -176,7 +194,8 @@ def build(folder: Path) -> ctypes.CDLL:
     lib = folder / "calibrate.so"
     subprocess.run([os.environ.get("CC", "cc"), *FLAGS, str(src), "-o", str(lib), "-lopenblas", "-lm"], check=True)
     out = ctypes.CDLL(str(lib))
-    for name, args in (("gemm", [ctypes.c_int] * 3), ("special", [ctypes.c_int]), ("general", [ctypes.c_int]),
+    for name, args in (("gemm", [ctypes.c_int] * 3), ("gemm_bt", [ctypes.c_int] * 3),
+                       ("special", [ctypes.c_int]), ("general", [ctypes.c_int]),
                        ("special_lanes", [ctypes.c_int]), ("general_lanes", [ctypes.c_int]),
                        ("copy", [ctypes.c_long] * 2)):
         getattr(out, name).restype = ctypes.c_double
@@ -227,6 +246,10 @@ def calibrate(repeats: int) -> dict:
                 placements["x".join(map(str, shape))] = timed(lambda: flops / lib.gemm(*shape) / 1e9, repeats)
             pairs[f"{a}x{b}"] = {"placements": placements,
                                  "gflops": statistics.median(p["median"] for p in placements.values())}
+        forms = {}
+        for m, n, k in KERNEL_FORMS:
+            for name, fn in (("plain", lib.gemm), ("b_transposed", lib.gemm_bt)):
+                forms[f"{m}x{n}x{k} {name}"] = timed(lambda: 2 * m * n * k / fn(m, n, k) / 1e9, repeats)
         call = timed(lambda: call_cost(lib), repeats)
         special = timed(lambda: 1 / lib.special(4096) / 1e9, repeats)
         general = timed(lambda: 2 / lib.general(4096) / 1e9, repeats)
@@ -235,6 +258,7 @@ def calibrate(repeats: int) -> dict:
         l3 = timed(lambda: 1 / lib.copy(8 << 20, 64 << 10) / 1e9, repeats)
         dram = timed(lambda: 1 / lib.copy(512 << 20, 64 << 10) / 1e9, repeats)
     return {"contraction_gflops_by_smallest_dimension": contraction, "contraction_gflops_by_two_smallest": pairs,
+            "contraction_gflops_of_kernel_forms": forms,
             "contraction_call_us": call,
             "special_gflops": special,
             "general_gflops": general, "l3_copy_gbs": l3, "dram_copy_gbs": dram, **lanes}
@@ -289,6 +313,8 @@ def main(argv=None):
     pairs = measured["contraction_gflops_by_two_smallest"]
     print("two smallest dimensions, GFLOP/s (median of placements; the third 256): " +
           ", ".join(f"{k} {v['gflops']:.1f}" for k, v in pairs.items()))
+    print("the backward's product forms, GFLOP/s: " + ", ".join(
+        f"{k} {v['median']:.1f}" for k, v in measured["contraction_gflops_of_kernel_forms"].items()))
     for key in ("contraction_call_us", "special_gflops", "general_gflops", "l3_copy_gbs", "dram_copy_gbs",
                 "special_lanes_gflops", "general_lanes_gflops"):
         v = measured[key]

@@ -84,3 +84,6 @@ def test_the_calibration_compiles_and_times_every_loop_it_reports(tmp_path):
     for name in ("special", "general", "special_lanes", "general_lanes"):
         seconds = getattr(lib, name)(256)
         assert 0 < seconds < 1e-3 and math.isfinite(seconds), (name, seconds)
+    for name in ("gemm", "gemm_bt"):          # a product as stored and with B transposed, per call
+        seconds = getattr(lib, name)(32, 16, 8)
+        assert 0 < seconds < 1e-2 and math.isfinite(seconds), (name, seconds)
