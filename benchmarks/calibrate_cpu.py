@@ -18,7 +18,7 @@ second, measured with the C kernel's own compiler flags, BLAS and ``nc_exp``.
 Beside the table, in the JSON and the printout only (the model does not read it): ``cblas_sgemm`` at shapes whose
 two smallest dimensions are ``s ≤ t`` (each of 1, 2, 4, …, 256) and whose third is 256, every placement of the three
 (``contraction_gflops_by_two_smallest``).  On the Zen 4 guest (2026-12-04,
-``benchmarks/results/cpu_calibration-zen4-vm-2026-12-04-pairs.json``) ``256×16×64`` ran at 105 GFLOP/s, where the
+``benchmarks/results/cpu_calibration-zen4-vm-2026-12-04-pairs.json``) ``256×16×64`` ran at 105-111 GFLOP/s, where the
 backward's ``1024×16×64`` products (``B`` transposed, ``benchmarks/cpu_terms.py``) ran at 72-82: a product's two
 small dimensions in cache do not explain what the kernel's products lose.  So the script also times the backward's
 own product forms (:data:`KERNEL_FORMS`), ``B`` as stored and transposed (``contraction_gflops_of_kernel_forms``).
