@@ -77,33 +77,25 @@ SOURCE = r"""
 
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
 
-/* seconds per call of cblas_sgemm (row-major, A m×k, B k×n), repeated for at least 20 ms */
-double gemm(int m, int n, int k) {
+/* seconds per call of cblas_sgemm (row-major, A m×k; B k×n, or stored n×k and read transposed where bt, as the C
+   kernel calls S = Q Kᵀ), repeated for at least 20 ms */
+double gemm_as(int m, int n, int k, int bt) {
     float *a = malloc(sizeof(float) * m * k), *b = malloc(sizeof(float) * k * n), *c = malloc(sizeof(float) * m * n);
     for (long i = 0; i < (long)m * k; i++) a[i] = 1e-3f * (i %% 7);
     for (long i = 0; i < (long)k * n; i++) b[i] = 1e-3f * (i %% 5);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+    const CBLAS_TRANSPOSE tb = bt ? CblasTrans : CblasNoTrans;
+    const int ldb = bt ? k : n;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0f, a, k, b, ldb, 0.0f, c, n);
     long calls = 0; double t0 = now(), t;
-    do { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 1.0f, c, n); calls++; }
+    do { cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0f, a, k, b, ldb, 1.0f, c, n); calls++; }
     while ((t = now() - t0) < 0.02);
     volatile float keep = c[0]; (void)keep;
     free(a); free(b); free(c);
     return t / calls;
 }
 
-/* the same with B stored n×k and read transposed (CblasTrans), as the C kernel calls S = Q Kᵀ */
-double gemm_bt(int m, int n, int k) {
-    float *a = malloc(sizeof(float) * m * k), *b = malloc(sizeof(float) * k * n), *c = malloc(sizeof(float) * m * n);
-    for (long i = 0; i < (long)m * k; i++) a[i] = 1e-3f * (i %% 7);
-    for (long i = 0; i < (long)k * n; i++) b[i] = 1e-3f * (i %% 5);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, 0.0f, c, n);
-    long calls = 0; double t0 = now(), t;
-    do { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, 1.0f, c, n); calls++; }
-    while ((t = now() - t0) < 0.02);
-    volatile float keep = c[0]; (void)keep;
-    free(a); free(b); free(c);
-    return t / calls;
-}
+double gemm(int m, int n, int k) { return gemm_as(m, n, k, 0); }
+double gemm_bt(int m, int n, int k) { return gemm_as(m, n, k, 1); }
 
 /* seconds per value of SoftMax's exp loop: z += exp(x - m) over a row of n */
 double special(int n) {
