@@ -227,7 +227,7 @@ class CPrinter(ProfileMixin, GemmMixin, RowsMixin, CFamilyPrinter):
         ls = launches(self.plan)
         for launch in ls:
             parts.append("\n".join(self._print_Launch(launch)))
-        parts += [self.profile_definitions()] if self.profiled is not None else []
+        parts += self.profile_definitions()
         work = self.workspace()
         within = [f"void nc_run_in({self.parameters('restrict ')}, int nc_threads) {{   {self.comment} the "
                   "workspace given (the caller keeps it between runs: napkin_cat.codegen.c.workspace)"]
