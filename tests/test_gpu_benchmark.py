@@ -112,10 +112,10 @@ def test_the_dry_run_goes_through_every_step(tmp_path):
     assert mm["candidates"][0]["tiles"] == {str(k): int(v) for k, v in r.optimum.exact_sizes.items()}
 
 
-def _training(tmp_path, kinds) -> list[dict]:
+def _training(tmp_path, kinds, more=()) -> list[dict]:
     """The dry run of ``kinds`` (forward+backward rows): every row derived, printed, run under the interpreter and
     compiled for sm_90, forward and backward; its gate, errors and predictions checked; the rows returned."""
-    status = _module("run").main(["--dry-run", "--out", str(tmp_path), "--only", ",".join(kinds)])
+    status = _module("run").main(["--dry-run", "--out", str(tmp_path), "--only", ",".join(kinds), *more])
     (path,) = tmp_path.glob("dry-run-*.json")
     rows = json.loads(path.read_text())["rows"]
     for row in rows:
@@ -141,7 +141,10 @@ def test_the_training_steps_dry_run_derives_runs_and_gates_forward_and_backward(
     """Dense attention's forward+backward and the fused linear cross-entropy.  The reference's gradients are
     torch.autograd's in float64; that they are right is checked apart: torch's own SDPA backward and its fp32
     logits' cross-entropy (their math, not the reference's) land within the tolerance of them."""
-    rows = {row["kind"]: row for row in _training(tmp_path, TRAINING)}
+    pre = _module("prederived")       # the loss's two derivations searched before, read by the run (below)
+    folder = tmp_path / "derived"
+    assert pre.main(["--dry-run", "--models", "h100-sxm5", "--only", "flce", "--out", str(folder)]) == 0
+    rows = {row["kind"]: row for row in _training(tmp_path, TRAINING, ["--derived", str(folder)])}
     back = rows["backward"]["candidates"][0]["backward"]          # FlashAttention-2's dQ, and dK with dV
     assert back["kernels"] == 2 and back["variant"].count("stream") == 2, back["variant"]
     assert len(back["triton_compiled"]) == 2
@@ -152,6 +155,20 @@ def test_the_training_steps_dry_run_derives_runs_and_gates_forward_and_backward(
     assert flce["flops"] == 6.0 * flce["n"] * flce["e"] * flce["v"]
     (torch_path,) = [b for b in flce["baselines"] if b["path"].startswith("torch")]
     assert sorted(torch_path["errors"]) == ["dH", "dW", "mean loss"] and torch_path["error"] < 1e-2
+    # derivations searched before (prederived.py, under the tree's source hash) are read instead of searched, and
+    # the row says from where; the store's check is the second route (the algorithm read back moves the stored H
+    # at its tiles by the cost functor); a row the folder holds nothing for searches and says so
+    index = json.loads((folder / "index.json").read_text())
+    assert sorted(v["pass"] for v in index.values()) == ["backward", "forward"]
+    assert all(v["code"] == pre.source_hash() and v["seconds"] > 0 for v in index.values())
+    for p in ("forward", "backward"):
+        where = flce["derived"][p]
+        assert where["from"] == "prederived" and index[where["file"][:-len(".json")]]["pass"] == p
+        assert rows["backward"]["derived"][p]["from"] == "searched in this run"
+    (f, g), sizes, density = pre.functions(flce)     # a folder of another tree's code is not read
+    r, where = pre.Prederived(folder, code="sha256:another tree").derive(f, sizes, "h100-sxm5", density)
+    assert where["from"] == "searched in this run" and "another tree" in where["prederived"]
+    assert {str(k): int(v) for k, v in r.optimum.exact_sizes.items()} == flce["candidates"][0]["forward"]["tiles"]
 
 
 @needs_kernels

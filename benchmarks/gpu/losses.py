@@ -27,6 +27,7 @@ import torch
 
 import napkin_cat as nc
 import measure
+import prederived
 from training import Pass
 
 OUTPUTS = ("loss", "dH", "dW")
@@ -66,10 +67,11 @@ def run_case(cfg, env) -> dict:
     sizes = {a: cfg[a] for a in ("n", "e", "v")}
     f = nc.library.linear_cross_entropy(dtype="bf16")
     t0 = time.perf_counter()
-    rf = nc.derive(f, sizes=sizes, hardware=env["model"])
-    rb = nc.derive(nc.grad(f, wrt=[0, 1]), sizes=sizes, hardware=env["model"])
+    (rf, wf), (rb, wb) = (prederived.derive(fn, sizes, env["model"], folder=env.get("derived"))
+                          for fn in (f, nc.grad(f, wrt=[0, 1])))
     row = {**cfg, "pass": "forward+backward", "sizes": sizes, "flops": 6.0 * cfg["n"] * cfg["e"] * cfg["v"],
-           "derive_s": time.perf_counter() - t0, "variant": f"{rf.variant} | {rb.variant}"}
+           "derive_s": time.perf_counter() - t0, "derived": {"forward": wf, "backward": wb},
+           "variant": f"{rf.variant} | {rb.variant}"}
     x = inputs(cfg, env)
     ref = reference(x)
     fwd, bwd = Pass("forward", rf, sizes, env), Pass("backward", rb, sizes, env)

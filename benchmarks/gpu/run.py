@@ -1,6 +1,6 @@
 """The GPU benchmark: kernels derived for the machine's hardware model, against torch, beside the time model.
 
-    python benchmarks/gpu/run.py [--out DIR] [--quick] [--dry-run]
+    python benchmarks/gpu/run.py [--out DIR] [--quick] [--dry-run] [--only KINDS] [--derived DIR]
 
 For each configuration (attention forward at d = 64 and 128, N = 1,024 … 16,384, bf16, batch × heads
 filling the GPU as in FlashAttention-2's benchmark: batch·N = 16k tokens, 2,048/d heads; grouped-query
@@ -11,7 +11,8 @@ softcap, FlexAttention compiled beside each) and ``losses.py`` (fused linear cro
 Liger-Kernel beside it)):
 
 1. ``nc.derive(f, sizes=..., hardware=<the machine's model>)`` picks the variant and tiles of least
-   predicted time (``nc.hardware.timed``): that pick (``"pick": "derived"``) is the library's result.  Beside
+   predicted time (``nc.hardware.timed``): that pick (``"pick": "derived"``) is the library's result (a training
+   row's may be read from ``--derived DIR``, searched before by ``prederived.py`` for this tree).  Beside
    it, the next fastest tile assignments of the same structure by the model (``"pick": "autotune"``; k = 3 in
    all, one with ``--quick``) are timed too: the fastest of the k is *autotuning* (the measurement picks,
    not the model), reported as such, and it tests the model's ranking;
@@ -179,8 +180,14 @@ def main(argv=None):
     ap.add_argument("--only", help="comma-separated kinds to run (attention, causal, decode, gqa, matmul, cuda; "
                                    f"forward+backward: {', '.join(training.KINDS)}, flce)")
     ap.add_argument("--tag", help="a suffix for the results file names (<device>-<date>-<tag>.json)")
+    ap.add_argument("--derived", help="a folder of derivations searched before (prederived.py): the training rows "
+                                      "read theirs there where it holds them for this tree, else search")
     args = ap.parse_args(argv)
+    if args.derived is not None and not Path(args.derived).is_dir():
+        ap.error(f"--derived {args.derived}: no such folder (python benchmarks/gpu/prederived.py --out "
+                 f"{args.derived} writes one)")
     env = measure.environment(dry=args.dry_run)
+    env["derived"] = args.derived
     print(f"device: {env['device']} → model {env['model']}; ceilings {env['ceilings']}", flush=True)
     rows = []
     kinds = set(args.only.split(",")) if args.only else None

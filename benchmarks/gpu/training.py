@@ -32,6 +32,7 @@ import torch
 
 import napkin_cat as nc
 import measure
+import prederived
 import zoo
 
 KINDS = zoo.MASKS
@@ -86,12 +87,13 @@ def errors(got: dict, ref: dict) -> dict:
     return {k: measure.error(got[k].double(), ref[k]) for k in OUTPUTS if k in got}
 
 
-def derived(kind, cfg, sizes, model, density) -> tuple:
-    """``(forward derivation, backward derivation)`` for ``model`` at ``sizes``."""
+def derived(kind, cfg, sizes, model, density, folder=None) -> tuple:
+    """``(forward derivation, backward derivation, where each came from)`` for ``model`` at ``sizes``: searched,
+    or read from ``folder`` where it holds them for this tree (:mod:`prederived`)."""
     f = zoo.forward(kind, cfg, FORMATS)
     g = nc.grad(f, wrt=[0, 1, 2], saved=True, aux=1)
-    more = {"density": density} if density < 1 else {}
-    return (nc.derive(f, sizes=sizes, hardware=model, **more), nc.derive(g, sizes=sizes, hardware=model, **more))
+    (rf, wf), (rb, wb) = (prederived.derive(fn, sizes, model, density, folder) for fn in (f, g))
+    return rf, rb, {"forward": wf, "backward": wb}
 
 
 def _module(path):
@@ -158,9 +160,9 @@ def run_case(cfg, env) -> dict:
     x = inputs(cfg, env)
     allowed = zoo.allowed(kind, cfg, None if "ids" not in x else x["ids"].cpu())
     t0 = time.perf_counter()
-    rf, rb = derived(kind, cfg, sizes, env["model"], allowed)
+    rf, rb, where = derived(kind, cfg, sizes, env["model"], allowed, env.get("derived"))
     row = {**cfg, "pass": "forward+backward", "sizes": sizes, "allowed": allowed, "flops": flops_of(cfg, allowed),
-           "derive_s": time.perf_counter() - t0, "variant": f"{rf.variant} | {rb.variant}"}
+           "derive_s": time.perf_counter() - t0, "derived": where, "variant": f"{rf.variant} | {rb.variant}"}
     ref = reference(cfg, x)
     ids = [x["ids"], x["ids"]] if "ids" in x else []
     fwd, bwd = Pass("forward", rf, sizes, env), Pass("backward", rb, sizes, env)

@@ -230,7 +230,7 @@ class KernelForm:
             for p in list(flops):
                 n = flops[p] + (sum(x["flops"] for x in products) if p == "tensor" else 0)
                 if n and exact.flops.get(p, 0) != n:
-                    ratio = exact.flops.get(p, 0) / n
+                    ratio = float(exact.flops.get(p, 0)) / float(n)   # (counts at a density: exact, sympy's)
                     seconds[p], flops[p] = seconds[p] * ratio, flops[p] * ratio
                     for x in products if p == "tensor" else ():
                         x.update(flops=x["flops"] * ratio, tensor=x["tensor"] * ratio, cuda=x["cuda"] * ratio)
@@ -280,8 +280,8 @@ class KernelForm:
         gpu = self.gpu
         hbm = float(self.ceilings.get("hbm", gpu.hbm))
         l2 = float(self.ceilings.get("l2", gpu.l2_to_smem or gpu.hbm))
-        terms = {"hbm": compulsory / hbm, "l2": moved / l2}
-        terms.update({p: seconds.get(p, 0.0) for p in PIPELINES})
+        terms = {"hbm": float(compulsory) / hbm, "l2": float(moved) / l2}
+        terms.update({p: float(seconds.get(p, 0.0)) for p in PIPELINES})   # (plain floats: the record is JSON)
         pipes = [terms[p] for p in PIPELINES]
         comp = sum(pipes) if self.overlap == "sequential" else max(pipes)
         waves = math.ceil(B / (gpu.sm_count * r))
@@ -291,7 +291,8 @@ class KernelForm:
             bound = max(PIPELINES, key=lambda p: terms[p])
         terms["launch"] = launch
         return KernelTime(label, max(terms["hbm"], terms["l2"], comp) / u + launch, terms, bound, B, r, waves, u,
-                          {"compulsory": int(compulsory), "moved": int(moved), **on_chip}, dict(flops))
+                          {"compulsory": int(compulsory), "moved": int(moved), **on_chip},
+                          {p: float(n) for p, n in flops.items()})
 
 
 def _bytes_expr(ty) -> sympy.Expr:

@@ -18,6 +18,12 @@ and read with checks: its format, key and fingerprint as expected, the algorithm
 at its tiles; a file that fails one is ignored with a :class:`StoredDerivationWarning` naming it and why, and the op
 searches again (and rewrites it). ``NAPKIN_DERIVATION_CACHE=off`` turns the store off (``on``, or unset: on).
 
+A store may name the code itself (``DerivationStore(folder, code=...)``: a hash of the source files, say): its keys
+and checks then read that name instead of this process's fingerprint, so derivations made on one machine are read
+on another whose Python or library versions differ (a GPU benchmark's, searched on a CPU machine and carried), and
+the caller vouches that the name covers what the search runs.  A derivation with a mask from data at ``density`` of
+its trips is keyed with it (``key(..., density=)``).
+
 What is read back is a :class:`~napkin_cat.search.Derivation` with what the op reads and what its user inspects:
 the algorithm, its trace (rule names and positions: it replays, without each step's diagrams), ``H``, the
 variant, the tiles (``optimum``), memory, level, sizes, blocks and, for a derivation by predicted time, the
@@ -52,6 +58,7 @@ import sympy
 from napkin_cat.codegen.kernel import cache_root
 from napkin_cat.cost.functor import cost
 from napkin_cat.cost.optimum import Optimum
+from napkin_cat.cost.record import Density
 from napkin_cat.errors import ArgumentError, NapkinError
 from napkin_cat.hardware.cpu import CPU
 from napkin_cat.hardware.model import GPU
@@ -113,20 +120,32 @@ def _names(mapping) -> dict:
 class DerivationStore:
     """Derivations in a folder, one JSON file per key (see the module docstring)."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, code: str | None = None):
         self.folder = Path(folder)
+        if code is not None and (not isinstance(code, str) or not code):
+            raise ArgumentError(f"a derivation store's code is a non-empty str naming the code that derives (a hash "
+                                f"of its files, say), or None for this process's fingerprint; got {code!r}")
+        self.code = code
 
     def __repr__(self):
-        return f"DerivationStore({str(self.folder)!r})"
+        return f"DerivationStore({str(self.folder)!r}" + (f", code={self.code!r})" if self.code else ")")
+
+    def _code(self, book) -> str:
+        """What names the code that derives: the store's ``code`` where given (the caller vouches for it: a hash of
+        the source files, the same on another machine and Python), else :func:`fingerprint` of this process."""
+        return self.code if self.code is not None else fingerprint(book)
 
     def key(self, function, sizes: dict, memory, *, depth: int, threads: int | None = None,
-            value_bytes: int | None = None, book=None) -> str:
+            value_bytes: int | None = None, book=None, density=1) -> str:
         """The hash of everything a derivation of ``function`` at ``sizes`` and ``memory`` (an int, or the CPU
-        model it is timed on with ``threads`` and ``value_bytes``, or a GPU model) depends on."""
+        model it is timed on with ``threads`` and ``value_bytes``, or a GPU model) depends on; ``density``: the
+        fraction of a masked stream's trips a mask from data lets run (``nc.derive``'s; 1 is left out of the key)."""
         book = rulebook() if book is None else book
-        parts = [FORMAT, fingerprint(book), dumps(function), sorted(_names(sizes).items()),
+        parts = [FORMAT, self._code(book), dumps(function), sorted(_names(sizes).items()),
                  _memory_key(memory, threads, value_bytes), depth, LEVEL,
                  book.name, sorted(book.rules.names), sorted((k, str(v)) for k, v in book.roles.items())]
+        if density != 1:
+            parts.append(("density", str(density)))
         return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
     def path(self, key: str) -> Path:
@@ -137,7 +156,7 @@ class DerivationStore:
         written is a warning (the op runs on, searching again next time)."""
         path = self.path(key)
         try:
-            record = {"napkin_cat_derivation": FORMAT, "key": key, "fingerprint": fingerprint(rulebook()),
+            record = {"napkin_cat_derivation": FORMAT, "key": key, "fingerprint": self._code(rulebook()),
                       "derivation": _to_record(r)}
         except (TypeError, ValueError, AttributeError, NapkinError) as e:
             warnings.warn(f"could not store the derivation in {path}: {e}", StoredDerivationWarning, stacklevel=3)
@@ -164,8 +183,9 @@ class DerivationStore:
                 raise ValueError(f"not a stored derivation of format {FORMAT}")
             if record.get("key") != key:
                 raise ValueError("it was stored under another key")
-            if record.get("fingerprint") != fingerprint(rulebook() if book is None else book):
-                raise ValueError("it was derived by other code (napkin-cat, its rules or its libraries changed)")
+            if record.get("fingerprint") != self._code(rulebook() if book is None else book):
+                raise ValueError("it was derived by other code (napkin-cat, its rules or its libraries changed)"
+                                 if self.code is None else f"it was derived by other code than {self.code}")
             return _from_record(record["derivation"], function, path)
         except (OSError, ValueError, KeyError, TypeError, AttributeError, NapkinError) as e:
             warnings.warn(f"ignoring the stored derivation {path}: {e}; searching again", StoredDerivationWarning,
@@ -181,7 +201,8 @@ def _to_record(r: Derivation) -> dict:
             "optimum": {"sizes": _names(opt.sizes), "memory": None if opt.memory is None else int(opt.memory),
                         "exact_sizes": None if opt.exact_sizes is None else _names(opt.exact_sizes),
                         "notes": [str(n) for n in opt.notes]},
-            "blocks": r.blocks, "prediction": None if r.prediction is None else r.prediction.to_dict()}
+            "blocks": r.blocks, "prediction": None if r.prediction is None else r.prediction.to_dict(),
+            "densities": [[str(a.symbol), None if a.value is None else str(a.value)] for a in r.assumptions]}
 
 
 def _from_record(d: dict, function, path: Path) -> Derivation:
@@ -195,7 +216,8 @@ def _from_record(d: dict, function, path: Path) -> Derivation:
     optimum = Optimum(sympy.Integer(H), Sizes(_names(o["sizes"])), [(sympy.Integer(H), sympy.Integer(0))],
                       None if o["memory"] is None else sympy.Integer(o["memory"]), sympy.Integer(H), exact, None, None,
                       [*o["notes"], f"read back from {path}"])
-    counted = cost(diagram, sizes=optimum.sizes).H[level]
+    bound = {n: sympy.Rational(v) for n, v in d.get("densities", ()) if v is not None}  # (a mask from data: H there)
+    counted = cost(diagram, sizes=optimum.sizes, density=bound or None).H[level]
     if int(counted) != H:
         raise ValueError(f"its algorithm moves {counted} values at level {level} at its tiles, not the {H} stored")
     trace, variant = Trace.loads(d["trace"]), Schedule.from_json(d["variant"])
@@ -204,7 +226,8 @@ def _from_record(d: dict, function, path: Path) -> Derivation:
     regime = Regime(variant, H, diagram, trace, c, optimum, memory=memory if isinstance(memory, int) else None)
     prediction = None if d["prediction"] is None else Prediction.from_dict(d["prediction"])
     return Derivation(function, diagram, trace, H=H, cost=c, optimum=optimum, variant=variant, regimes=(regime,),
-                      memory=memory, level=level, sizes=sizes, blocks=d["blocks"], prediction=prediction)
+                      memory=memory, level=level, sizes=sizes, blocks=d["blocks"], prediction=prediction,
+                      assumptions=tuple(Density(a.symbol, bound.get(str(a.symbol))) for a in c.assumptions))
 
 
 __all__ = ["DerivationStore", "StoredDerivationWarning", "enabled", "fingerprint", "store", "FORMAT", "SWITCH"]

@@ -123,3 +123,26 @@ def test_derive_for_time_ranks_at_the_density_and_states_it():
         nc.derive(f, sizes=sizes, hardware="h100-sxm5", density=4)
     with pytest.raises(NapkinError, match="the CPU time model counts a mask read from data dense"):
         nc.derive(f, sizes=sizes, hardware="epyc-zen3-dev", density=0.25)
+
+
+@pytest.mark.parametrize("rho", [sympy.Rational(1, 4), 0.28125])
+def test_a_prediction_at_a_density_is_plain_json_numbers(rho):
+    """What a results file and a stored derivation write (``Prediction.to_dict``, "JSON-ready numbers"): every term,
+    FLOP count and time a float or int, not sympy's number (json refused those; a writer that fell back on ``int()``
+    wrote a term of 6e-10 s as 0).  Second route: the same terms from the cost functor's counts through the rates."""
+    import json
+    from napkin_cat.hardware.prediction import Prediction
+    p = predict(_flash(), "h100-sxm5", SIZES, density=rho, ceilings=CEILINGS)
+    d = p.to_dict()
+
+    def numbers(o):
+        if isinstance(o, dict):
+            return [x for v in o.values() for x in numbers(v)]
+        if isinstance(o, (list, tuple)):
+            return [x for v in o for x in numbers(v)]
+        return [o] if not isinstance(o, (str, bool)) and o is not None else []
+    assert all(type(x) in (int, float) for x in numbers(d)), [type(x) for x in numbers(d)]
+    assert Prediction.from_dict(json.loads(json.dumps(d))) == p
+    (kt,) = p.kernels
+    for name, value in _terms_from(nc.cost(_flash(), sizes=SIZES, density=rho)).items():
+        assert kt.terms[name] == pytest.approx(value, rel=1e-12) and kt.terms[name] > 0, name

@@ -15,6 +15,7 @@ import sys
 import warnings
 
 import pytest
+import sympy
 
 torch = pytest.importorskip("torch", reason="torch is the `kernels` extra (pip install 'napkin-cat[kernels]')")
 
@@ -221,3 +222,42 @@ def test_a_folder_it_cannot_write_is_a_warning_and_the_op_runs_on(cold):
     torch.testing.assert_close(C, A @ B, rtol=1e-12, atol=1e-12)
     with pytest.warns(stored.StoredDerivationWarning):
         assert run(f, memory=16)[0].searched == 1
+
+
+def test_a_store_named_by_its_code_reads_back_what_that_code_wrote_and_nothing_else(tmp_path):
+    """``DerivationStore(folder, code=...)``: keys and the check read that name, not this process's fingerprint (a
+    GPU benchmark's derivations, searched on a CPU machine, read on the device whose Python and libraries differ).
+    Another name is another key (nothing read), and a file written under another name is refused with a warning."""
+    f, sizes = nc.library.matmul(), {"a": 8, "b": 6, "c": 4}
+    r = nc.derive(f, memory=64, sizes=sizes)
+    mine, other = stored.DerivationStore(tmp_path, code="sha256:aa"), stored.DerivationStore(tmp_path, code="b")
+    key = mine.key(f, sizes, 64, depth=2)
+    assert key != other.key(f, sizes, 64, depth=2) != stored.DerivationStore(tmp_path).key(f, sizes, 64, depth=2)
+    mine.save(key, r)
+    back = mine.load(key, f)
+    assert back.diagram == r.diagram and back.H == r.H and back.optimum.exact_sizes == r.optimum.exact_sizes
+    assert other.load(other.key(f, sizes, 64, depth=2), f) is None
+    with pytest.warns(stored.StoredDerivationWarning, match="other code than b"):
+        assert other.load(key, f) is None       # (the file of mine's key, read by a store of another code)
+    with pytest.raises(nc.ArgumentError, match="non-empty str"):
+        stored.DerivationStore(tmp_path, code="")
+
+
+def test_a_derivation_at_a_density_is_keyed_by_it_and_read_back_with_it(tmp_path):
+    """A mask from data at density ρ: its H is the count at ρ (nc.derive(density=)), so the check recounts at the
+    stored density (at 1 it would count more and refuse the file), the key holds ρ (a derivation at another density
+    is another file; 1 keeps the dense key), and what is read back states ρ as the search did."""
+    f, sizes = nc.library.document_attention(), {"q": 64, "x": 64, "d": 16}
+    half = nc.derive(f, memory=4096, sizes=sizes, density=0.5)
+    dense_H = nc.cost(half.diagram, sizes=half.optimum.sizes).H[1]
+    assert half.H < dense_H       # (else the recount could not tell the densities apart)
+    store = stored.DerivationStore(tmp_path, code="test")
+    keys = {rho: store.key(f, sizes, 4096, depth=2, density=rho) for rho in (1, 0.5, 0.25)}
+    assert len(set(keys.values())) == 3 and keys[1] == store.key(f, sizes, 4096, depth=2)
+    store.save(keys[0.5], half)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        back = store.load(keys[0.5], f)
+    assert back.H == half.H and back.diagram == half.diagram
+    assert [(str(a.symbol), a.value) for a in back.assumptions] == [(str(a.symbol), a.value) for a in half.assumptions]
+    assert [a.value for a in back.assumptions] == [sympy.Rational(1, 2)]
