@@ -256,6 +256,19 @@ def test_the_kernels_a_run_launches_are_those_whose_divisions_hold_at_its_sizes(
 
 # ------------------------------------------------------------------------------------------------ gate, spread
 @needs_kernels
+@needs_kernels
+def test_a_results_file_writes_every_number_as_it_is():
+    """``run.py`` writes what json cannot (sympy's and numpy's numbers) as an int where it is one, else a float: it
+    wrote them with ``int()``, and a sympy term of 6e-10 s became 0; not finite: null; anything else: its text."""
+    import sympy
+    jsonable = _module("run")._jsonable
+    row = {"term": sympy.Float(5.96e-10), "flops": sympy.Float(589824.0), "rho": sympy.Rational(9, 32),
+           "n": np.int64(7), "x": np.float32(0.5), "inf": sympy.oo, "what": sympy.Symbol("g_q")}
+    back = json.loads(json.dumps(row, default=jsonable))
+    assert back == {"term": 5.96e-10, "flops": 589824, "rho": 0.28125, "n": 7, "x": 0.5, "inf": None, "what": "g_q"}
+    assert type(back["n"]) is int and type(back["term"]) is float
+
+
 def test_nothing_wrong_is_timed_and_what_is_timed_keeps_its_spread():
     import torch
     measure = _module("measure")

@@ -223,12 +223,19 @@ def main(argv=None):
 
 
 def _jsonable(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
+    """What json cannot write itself: an integer as an int (numpy's, sympy's Integer), another number as a float
+    (never truncated: a sympy Float of 6e-10 s is 6e-10, not 0), one not finite as None, anything else as text."""
     try:
-        return int(x)
+        f = float(x)
     except (TypeError, ValueError):
         return str(x)
+    if not math.isfinite(f):
+        return None
+    try:
+        i = int(x)
+    except (TypeError, ValueError, OverflowError):
+        return f
+    return i if i == x else f
 
 
 if __name__ == "__main__":
