@@ -25,7 +25,6 @@ import time
 
 import torch
 
-import napkin_cat as nc
 import measure
 import prederived
 from training import Pass
@@ -65,10 +64,9 @@ def errors(got, ref) -> dict:
 
 def run_case(cfg, env) -> dict:
     sizes = {a: cfg[a] for a in ("n", "e", "v")}
-    f = nc.library.linear_cross_entropy(dtype="bf16")
     t0 = time.perf_counter()
-    (rf, wf), (rb, wb) = (prederived.derive(fn, sizes, env["model"], folder=env.get("derived"))
-                          for fn in (f, nc.grad(f, wrt=[0, 1])))
+    (f, g), _ = prederived.functions(cfg)      # (the functions prederived.py derives)
+    (rf, wf), (rb, wb) = (prederived.derive(fn, sizes, env["model"], folder=env.get("derived")) for fn in (f, g))
     row = {**cfg, "pass": "forward+backward", "sizes": sizes, "flops": 6.0 * cfg["n"] * cfg["e"] * cfg["v"],
            "derive_s": time.perf_counter() - t0, "derived": {"forward": wf, "backward": wb},
            "variant": f"{rf.variant} | {rb.variant}"}

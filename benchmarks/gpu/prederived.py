@@ -8,8 +8,8 @@ on a two-core machine, 2026-12-04); on the device those seconds are the session'
 Each derivation is the benchmark's own call, ``nc.derive(f, sizes=..., hardware=<model>)`` of a row's forward or
 backward (a mask from data at the density its data lets through), kept in a
 :class:`~napkin_cat.torch.stored.DerivationStore` whose code is named by :func:`source_hash`: the bytes of every
-file the search and the rows' diagrams read (``napkin_cat/``, ``rewrites/``, the zoo and the rows' modules), the
-same on the device whatever its Python and library versions.  The device reads a derivation only where its own
+file of the library and its rules (``napkin_cat/``, ``rewrites/``; the function searched is in the key, as JSON),
+the same on the device whatever its Python and library versions.  The device reads a derivation only where its own
 tree has that hash and the algorithm moves the stored ``H`` at its tiles (the store's check); else it searches, as
 without the folder.  ``index.json`` says, per file, the host, Python and sympy it was searched with and how long it
 took; a row records where its derivations came from (``derived``).
@@ -35,9 +35,8 @@ sys.path.insert(0, str(HERE))
 import napkin_cat as nc   # noqa: E402
 from napkin_cat.torch.stored import DerivationStore   # noqa: E402
 
-#: what the derivations read: the library, its rules, and the modules that build the rows' diagrams
-SOURCES = ("napkin_cat", "rewrites", "benchmarks/gpu/zoo.py", "benchmarks/gpu/training.py",
-           "benchmarks/gpu/losses.py")
+#: the code a search runs: the library and its rules (what it searches, the function, is in the key itself)
+SOURCES = ("napkin_cat", "rewrites")
 #: ``nc.derive``'s default number of prepare rewrites, the one the rows derive with
 DEPTH = 2
 INDEX = "index.json"
@@ -98,17 +97,25 @@ def derive(f, sizes: dict, model: str, density: float = 1.0, folder=None) -> tup
 
 
 def functions(cfg: dict) -> tuple:
-    """``((f, g), sizes, density)``: a training row's forward and backward functions, sizes and density, as
-    ``training.run_case`` and ``losses.run_case`` derive them."""
+    """``((f, g), sizes)``: a training row's forward and backward functions and sizes, as ``training.run_case`` and
+    ``losses.run_case`` derive them (they call this)."""
     import training
     import zoo
     if cfg["kind"] == "flce":
         f = nc.library.linear_cross_entropy(dtype="bf16")
-        return (f, nc.grad(f, wrt=[0, 1])), {a: cfg[a] for a in ("n", "e", "v")}, 1.0
+        return (f, nc.grad(f, wrt=[0, 1])), {a: cfg[a] for a in ("n", "e", "v")}
     f = zoo.forward(cfg["kind"], cfg, training.FORMATS)
     sizes = {"q": cfg["N"], "x": cfg["N"], "d": cfg["d"], "h": cfg["batch"] * cfg["heads"]}
-    ids = zoo.documents(cfg) if cfg["kind"] == "document" else None
-    return (f, nc.grad(f, wrt=[0, 1, 2], saved=True, aux=1)), sizes, zoo.allowed(cfg["kind"], cfg, ids)
+    return (f, nc.grad(f, wrt=[0, 1, 2], saved=True, aux=1)), sizes
+
+
+def row_density(cfg: dict) -> float:
+    """The fraction of pairs a row's mask lets through, as ``training.run_case`` reads it off the row's data (the
+    document ids, :func:`zoo.documents`); 1 for the loss."""
+    import zoo
+    if cfg["kind"] == "flce":
+        return 1.0
+    return zoo.allowed(cfg["kind"], cfg, zoo.documents(cfg) if cfg["kind"] == "document" else None)
 
 
 def main(argv=None) -> int:
@@ -133,13 +140,14 @@ def main(argv=None) -> int:
             "code": store.store.code}
     for model in args.models:
         for cfg in rows:
-            (f, g), sizes, density = functions(cfg)
+            (f, g), sizes = functions(cfg)
+            rho = row_density(cfg)
             for name, fn in (("forward", f), ("backward", g)):
-                key = store.key(fn, sizes, model, density)
+                key = store.key(fn, sizes, model, rho)
                 if store.store.load(key, fn) is not None:
                     print(f"{model:10} {cfg['kind']:9} {name:8} kept", flush=True)
                     continue
-                r, where = searched(fn, sizes, model, density)
+                r, where = searched(fn, sizes, model, rho)
                 store.store.save(key, r)
                 store.index[key] = {**host, "model": model, "row": cfg, "pass": name, "seconds": where["seconds"]}
                 (folder / INDEX).write_text(json.dumps(store.index, indent=1))

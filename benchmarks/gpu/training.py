@@ -90,8 +90,7 @@ def errors(got: dict, ref: dict) -> dict:
 def derived(kind, cfg, sizes, model, density, folder=None) -> tuple:
     """``(forward derivation, backward derivation, where each came from)`` for ``model`` at ``sizes``: searched,
     or read from ``folder`` where it holds them for this tree (:mod:`prederived`)."""
-    f = zoo.forward(kind, cfg, FORMATS)
-    g = nc.grad(f, wrt=[0, 1, 2], saved=True, aux=1)
+    (f, g), _ = prederived.functions({**cfg, "kind": kind})    # (the functions prederived.py derives)
     (rf, wf), (rb, wb) = (prederived.derive(fn, sizes, model, density, folder) for fn in (f, g))
     return rf, rb, {"forward": wf, "backward": wb}
 
