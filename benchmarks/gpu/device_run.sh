@@ -12,7 +12,8 @@
 # A derivation is read only where the device's tree has the source hash it was searched under (prederived.py);
 # every row records where its derivations came from ("derived"), and searches where the folder has none.
 #
-# Two phases, each one run.py call under its own limit (a slow phase leaves the other's results): 1. forward+backward
+# Two phases, each one run.py call under its own limit within one budget (a slow phase leaves the other's results,
+# and the masks get the time the first leaves): 1. forward+backward
 # of dense attention (--quick: d = 64, 128; N = 1,024, 4,096, 16,384) and the fused linear cross-entropy at a 128k
 # vocabulary (Liger-Kernel and torch beside it); 2. the mask zoo at N = 4,096 (FlexAttention compiled beside each).
 # Every row first derives for the device's hardware model (read from benchmarks/gpu/derived where carried, else
@@ -35,9 +36,15 @@ python3 -c "import torch, triton; print(torch.__version__, triton.__version__, t
     > "$OUT/versions.txt" 2>&1
 DERIVED=()
 if [ -d benchmarks/gpu/derived ]; then DERIVED=(--derived benchmarks/gpu/derived); fi
-timeout "${PHASE1_S:-340}" python3 benchmarks/gpu/run.py --quick --only backward,flce --tag training \
+# one budget for both phases (BUDGET_S, within the call's limit): the masks get what the training rows leave, at
+# least PHASE2_MIN_S; phase 1 stops at PHASE1_S (each row is written as it finishes: a stopped phase keeps its rows)
+BUDGET_S=${BUDGET_S:-540}
+timeout "${PHASE1_S:-300}" python3 benchmarks/gpu/run.py --quick --only backward,flce --tag training \
     --out "$OUT/results" ${DERIVED[@]+"${DERIVED[@]}"} > "$OUT/results/phase1-training.log" 2>&1
-timeout "${PHASE2_S:-200}" python3 benchmarks/gpu/run.py --quick --only window,prefix-lm,document,alibi,softcap \
+LEFT=$(( BUDGET_S - SECONDS ))
+if [ "$LEFT" -lt "${PHASE2_MIN_S:-200}" ]; then LEFT=${PHASE2_MIN_S:-200}; fi
+echo "phase 2 (masks): ${LEFT} s left of ${BUDGET_S} s after ${SECONDS} s" > "$OUT/results/budget.txt"
+timeout "$LEFT" python3 benchmarks/gpu/run.py --quick --only window,prefix-lm,document,alibi,softcap \
     --tag masks --out "$OUT/results" ${DERIVED[@]+"${DERIVED[@]}"} > "$OUT/results/phase2-masks.log" 2>&1
 tail -n 40 "$OUT/results/phase1-training.log" "$OUT/results/phase2-masks.log"
 ls -l "$OUT/results"
