@@ -227,7 +227,8 @@ def _from_record(d: dict, function, path: Path) -> Derivation:
     prediction = None if d["prediction"] is None else Prediction.from_dict(d["prediction"])
     return Derivation(function, diagram, trace, H=H, cost=c, optimum=optimum, variant=variant, regimes=(regime,),
                       memory=memory, level=level, sizes=sizes, blocks=d["blocks"], prediction=prediction,
-                      assumptions=tuple(Density(a.symbol, bound.get(str(a.symbol))) for a in c.assumptions))
+                      assumptions=tuple(Density(a.symbol, bound.get(str(a.symbol), sympy.Integer(1)))
+                                        for a in c.assumptions))   # (a density not stored: the search's 1)
 
 
 __all__ = ["DerivationStore", "StoredDerivationWarning", "enabled", "fingerprint", "store", "FORMAT", "SWITCH"]
