@@ -165,8 +165,8 @@ def test_the_training_steps_dry_run_derives_runs_and_gates_forward_and_backward(
         where = flce["derived"][p]
         assert where["from"] == "prederived" and index[where["file"][:-len(".json")]]["pass"] == p
         assert rows["backward"]["derived"][p]["from"] == "searched in this run"
-    (f, g), sizes = pre.functions(flce)     # a folder of another tree's code is not read
-    r, where = pre.Prederived(folder, code="sha256:another tree").derive(f, sizes, "h100-sxm5", pre.row_density(flce))
+    (f, g), sizes, rho = pre.functions(flce)     # a folder of another tree's code is not read
+    r, where = pre.Prederived(folder, code="sha256:another tree").derive(f, sizes, "h100-sxm5", rho)
     assert where["from"] == "searched in this run" and "another tree" in where["prederived"]
     assert {str(k): int(v) for k, v in r.optimum.exact_sizes.items()} == flce["candidates"][0]["forward"]["tiles"]
 

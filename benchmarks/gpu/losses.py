@@ -25,8 +25,8 @@ import time
 
 import torch
 
+import napkin_cat as nc
 import measure
-import prederived
 from training import Pass
 
 OUTPUTS = ("loss", "dH", "dW")
@@ -37,6 +37,12 @@ def configurations(dry: bool, quick: bool) -> list[dict]:
     if dry:
         return [{"kind": "flce", "n": 128, "e": 32, "v": 512}]
     return [{"kind": "flce", "n": n, "e": 4096, "v": 128256} for n in ((8192,) if quick else (4096, 8192))]
+
+
+def functions(cfg) -> tuple:
+    """``((f, g), sizes)``: the per-row losses and their gradient in H and W, and the sizes."""
+    f = nc.library.linear_cross_entropy(dtype="bf16")
+    return (f, nc.grad(f, wrt=[0, 1])), {a: cfg[a] for a in ("n", "e", "v")}
 
 
 def inputs(cfg, env) -> dict:
@@ -65,8 +71,9 @@ def errors(got, ref) -> dict:
 def run_case(cfg, env) -> dict:
     sizes = {a: cfg[a] for a in ("n", "e", "v")}
     t0 = time.perf_counter()
-    (f, g), _ = prederived.functions(cfg)      # (the functions prederived.py derives)
-    (rf, wf), (rb, wb) = (prederived.derive(fn, sizes, env["model"], folder=env.get("derived")) for fn in (f, g))
+    derive = env.get("derive", measure.searched)        # (a run given --derived: those searched before)
+    (f, g), _ = functions(cfg)
+    (rf, wf), (rb, wb) = (derive(fn, sizes, env["model"], 1.0) for fn in (f, g))
     row = {**cfg, "pass": "forward+backward", "sizes": sizes, "flops": 6.0 * cfg["n"] * cfg["e"] * cfg["v"],
            "derive_s": time.perf_counter() - t0, "derived": {"forward": wf, "backward": wb},
            "variant": f"{rf.variant} | {rb.variant}"}

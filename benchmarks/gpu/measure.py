@@ -18,6 +18,7 @@ import math
 import shutil
 import statistics
 import subprocess
+import time
 from pathlib import Path
 
 import torch
@@ -45,6 +46,15 @@ TOLERANCE = {"bf16": 1e-2, "fp32": 1e-4}
 TIMING = ("triton.testing.do_bench(warmup=25, rep=100, return_mode='all'): CUDA events, L2 flushed before each "
           "run; the median of the runs, with min, 10th and 90th percentile, max and count")
 ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def searched(f, sizes: dict, model: str, density: float = 1.0) -> tuple:
+    """``(nc.derive(f, sizes=sizes, hardware=model[, density=]), where)``: a row's derivation searched in this
+    process (``where`` says so, and how long it took); ``env["derive"]`` where a run reads derivations searched
+    before (``prederived.py``)."""
+    t0 = time.perf_counter()
+    r = nc.derive(f, sizes=sizes, hardware=model, **({"density": density} if density < 1 else {}))
+    return r, {"from": "searched in this run", "seconds": time.perf_counter() - t0}
 
 
 def spread(times_s) -> dict:

@@ -34,6 +34,9 @@ sys.path.insert(0, str(HERE))
 
 import napkin_cat as nc   # noqa: E402
 from napkin_cat.torch.stored import DerivationStore   # noqa: E402
+import losses    # noqa: E402
+import measure   # noqa: E402
+import training  # noqa: E402
 
 #: the code a search runs: the library and its rules (what it searches, the function, is in the key itself)
 SOURCES = ("napkin_cat", "rewrites")
@@ -77,50 +80,21 @@ class Prederived:
         if r is not None:
             return r, {"from": "prederived", "file": f"{key}.json", "read_s": time.perf_counter() - t0,
                        **self.index.get(key, {})}
-        r, where = searched(f, sizes, model, density)
+        r, where = measure.searched(f, sizes, model, density)
         where["prederived"] = (f"none of this tree's code ({self.store.code}) in {self.folder}" if self.index else
                                f"{self.folder} holds none")
         return r, where
 
 
-def searched(f, sizes: dict, model: str, density: float = 1.0) -> tuple:
-    """``(nc.derive(f, sizes=sizes, hardware=model[, density=]), where)``: searched in this process."""
-    t0 = time.perf_counter()
-    r = nc.derive(f, sizes=sizes, hardware=model, **({"density": density} if density < 1 else {}))
-    return r, {"from": "searched in this run", "seconds": time.perf_counter() - t0}
-
-
-def derive(f, sizes: dict, model: str, density: float = 1.0, folder=None) -> tuple:
-    """:meth:`Prederived.derive` of ``folder`` (``None``: :func:`searched`)."""
-    return searched(f, sizes, model, density) if folder is None else Prederived(folder).derive(f, sizes, model,
-                                                                                                density)
-
-
 def functions(cfg: dict) -> tuple:
-    """``((f, g), sizes)``: a training row's forward and backward functions and sizes, as ``training.run_case`` and
-    ``losses.run_case`` derive them (they call this)."""
-    import training
-    import zoo
+    """``((f, g), sizes, density)``: a row's forward and backward functions, sizes and density, as its module's
+    ``run_case`` derives them (``training.functions``, ``losses.functions``)."""
     if cfg["kind"] == "flce":
-        f = nc.library.linear_cross_entropy(dtype="bf16")
-        return (f, nc.grad(f, wrt=[0, 1])), {a: cfg[a] for a in ("n", "e", "v")}
-    f = zoo.forward(cfg["kind"], cfg, training.FORMATS)
-    sizes = {"q": cfg["N"], "x": cfg["N"], "d": cfg["d"], "h": cfg["batch"] * cfg["heads"]}
-    return (f, nc.grad(f, wrt=[0, 1, 2], saved=True, aux=1)), sizes
-
-
-def row_density(cfg: dict) -> float:
-    """The fraction of pairs a row's mask lets through, as ``training.run_case`` reads it off the row's data (the
-    document ids, :func:`zoo.documents`); 1 for the loss."""
-    import zoo
-    if cfg["kind"] == "flce":
-        return 1.0
-    return zoo.allowed(cfg["kind"], cfg, zoo.documents(cfg) if cfg["kind"] == "document" else None)
+        return (*losses.functions(cfg), 1.0)
+    return (*training.functions(cfg), training.density(cfg))
 
 
 def main(argv=None) -> int:
-    import losses
-    import training
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="+", default=["h100-sxm5", "h200"], help="the GPU models to derive for")
     ap.add_argument("--only", help="comma-separated kinds (default: every training row, "
@@ -140,14 +114,13 @@ def main(argv=None) -> int:
             "code": store.store.code}
     for model in args.models:
         for cfg in rows:
-            (f, g), sizes = functions(cfg)
-            rho = row_density(cfg)
+            (f, g), sizes, rho = functions(cfg)
             for name, fn in (("forward", f), ("backward", g)):
                 key = store.key(fn, sizes, model, rho)
                 if store.store.load(key, fn) is not None:
                     print(f"{model:10} {cfg['kind']:9} {name:8} kept", flush=True)
                     continue
-                r, where = searched(fn, sizes, model, rho)
+                r, where = measure.searched(fn, sizes, model, rho)
                 store.store.save(key, r)
                 store.index[key] = {**host, "model": model, "row": cfg, "pass": name, "seconds": where["seconds"]}
                 (folder / INDEX).write_text(json.dumps(store.index, indent=1))

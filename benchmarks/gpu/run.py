@@ -54,6 +54,7 @@ if "--dry-run" in sys.argv:
 
 import napkin_cat as nc   # noqa: E402
 import measure            # noqa: E402
+import prederived         # noqa: E402
 import report             # noqa: E402
 import training           # noqa: E402
 import losses             # noqa: E402
@@ -187,7 +188,8 @@ def main(argv=None):
         ap.error(f"--derived {args.derived}: no such folder (python benchmarks/gpu/prederived.py --out "
                  f"{args.derived} writes one)")
     env = measure.environment(dry=args.dry_run)
-    env["derived"] = args.derived
+    if args.derived is not None:     # the training rows read their derivations searched before (prederived.py)
+        env["derive"] = prederived.Prederived(args.derived).derive
     print(f"device: {env['device']} → model {env['model']}; ceilings {env['ceilings']}", flush=True)
     rows = []
     kinds = set(args.only.split(",")) if args.only else None

@@ -32,7 +32,6 @@ import torch
 
 import napkin_cat as nc
 import measure
-import prederived
 import zoo
 
 KINDS = zoo.MASKS
@@ -87,11 +86,26 @@ def errors(got: dict, ref: dict) -> dict:
     return {k: measure.error(got[k].double(), ref[k]) for k in OUTPUTS if k in got}
 
 
-def derived(kind, cfg, sizes, model, density, folder=None) -> tuple:
-    """``(forward derivation, backward derivation, where each came from)`` for ``model`` at ``sizes``: searched,
-    or read from ``folder`` where it holds them for this tree (:mod:`prederived`)."""
-    (f, g), _ = prederived.functions({**cfg, "kind": kind})    # (the functions prederived.py derives)
-    (rf, wf), (rb, wb) = (prederived.derive(fn, sizes, model, density, folder) for fn in (f, g))
+def functions(cfg) -> tuple:
+    """``((f, g), sizes)``: the row's forward (O and L over ``h`` = batch·heads) and its backward, and the sizes."""
+    f = zoo.forward(cfg["kind"], cfg, FORMATS)
+    sizes = {"q": cfg["N"], "x": cfg["N"], "d": cfg["d"], "h": cfg["batch"] * cfg["heads"]}
+    return (f, nc.grad(f, wrt=[0, 1, 2], saved=True, aux=1)), sizes
+
+
+def density(cfg, ids=None) -> float:
+    """The fraction of pairs the row's mask lets through, on its document ids (:func:`zoo.documents` where not
+    given)."""
+    if ids is None and cfg["kind"] == "document":
+        ids = zoo.documents(cfg)
+    return zoo.allowed(cfg["kind"], cfg, ids)
+
+
+def derived(cfg, model, density, derive=measure.searched) -> tuple:
+    """``(forward derivation, backward derivation, where each came from)`` for ``model``: ``derive(f, sizes, model,
+    density)`` (searched; a run given ``--derived`` reads those searched before, ``prederived.py``)."""
+    (f, g), sizes = functions(cfg)
+    (rf, wf), (rb, wb) = (derive(fn, sizes, model, density) for fn in (f, g))
     return rf, rb, {"forward": wf, "backward": wb}
 
 
@@ -157,9 +171,9 @@ def run_case(cfg, env) -> dict:
     h = cfg["batch"] * cfg["heads"]
     sizes = {"q": cfg["N"], "x": cfg["N"], "d": cfg["d"], "h": h}
     x = inputs(cfg, env)
-    allowed = zoo.allowed(kind, cfg, None if "ids" not in x else x["ids"].cpu())
+    allowed = density(cfg, None if "ids" not in x else x["ids"].cpu())
     t0 = time.perf_counter()
-    rf, rb, where = derived(kind, cfg, sizes, env["model"], allowed, env.get("derived"))
+    rf, rb, where = derived(cfg, env["model"], allowed, env.get("derive", measure.searched))
     row = {**cfg, "pass": "forward+backward", "sizes": sizes, "allowed": allowed, "flops": flops_of(cfg, allowed),
            "derive_s": time.perf_counter() - t0, "derived": where, "variant": f"{rf.variant} | {rb.variant}"}
     ref = reference(cfg, x)
