@@ -143,7 +143,8 @@ def test_the_training_steps_dry_run_derives_runs_and_gates_forward_and_backward(
     logits' cross-entropy (their math, not the reference's) land within the tolerance of them."""
     pre = _module("prederived")       # the loss's two derivations searched before, read by the run (below)
     folder = tmp_path / "derived"
-    assert pre.main(["--dry-run", "--models", "h100-sxm5", "--only", "flce", "--out", str(folder)]) == 0
+    assert _module("run").main(["--dry-run", "--prederive", "--derived", str(folder), "--models", "h100-sxm5",
+                                "--only", "flce"]) == 0
     rows = {row["kind"]: row for row in _training(tmp_path, TRAINING, ["--derived", str(folder)])}
     back = rows["backward"]["candidates"][0]["backward"]          # FlashAttention-2's dQ, and dK with dV
     assert back["kernels"] == 2 and back["variant"].count("stream") == 2, back["variant"]
@@ -155,7 +156,7 @@ def test_the_training_steps_dry_run_derives_runs_and_gates_forward_and_backward(
     assert flce["flops"] == 6.0 * flce["n"] * flce["e"] * flce["v"]
     (torch_path,) = [b for b in flce["baselines"] if b["path"].startswith("torch")]
     assert sorted(torch_path["errors"]) == ["dH", "dW", "mean loss"] and torch_path["error"] < 1e-2
-    # derivations searched before (prederived.py, under the tree's source hash) are read instead of searched, and
+    # derivations searched before (run.py --prederive, under the tree's source hash) are read instead of searched, and
     # the row says from where; the store's check is the second route (the algorithm read back moves the stored H
     # at its tiles by the cost functor); a row the folder holds nothing for searches and says so
     index = json.loads((folder / "index.json").read_text())
@@ -165,7 +166,7 @@ def test_the_training_steps_dry_run_derives_runs_and_gates_forward_and_backward(
         where = flce["derived"][p]
         assert where["from"] == "prederived" and index[where["file"][:-len(".json")]]["pass"] == p
         assert rows["backward"]["derived"][p]["from"] == "searched in this run"
-    (f, g), sizes, rho = pre.functions(flce)     # a folder of another tree's code is not read
+    (_, f, sizes, rho), _ = _module("run").functions(flce)     # a folder of another tree's code is not read
     r, where = pre.Prederived(folder, code="sha256:another tree").derive(f, sizes, "h100-sxm5", rho)
     assert where["from"] == "searched in this run" and "another tree" in where["prederived"]
     assert {str(k): int(v) for k, v in r.optimum.exact_sizes.items()} == flce["candidates"][0]["forward"]["tiles"]

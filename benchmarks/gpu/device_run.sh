@@ -6,7 +6,8 @@
 #   python3 -m pip download --no-deps --only-binary=:all: -d .whl discopy==1.2.2 liger-kernel==0.8.5
 # and, at the commit to measure, the rows' derivations for both models (about 4 CPU minutes here, 2026-12-04; on the
 # device each row would search its own, tens of seconds of device time a row; benchmarks/gpu/derived is ignored):
-#   python benchmarks/gpu/prederived.py --quick --out benchmarks/gpu/derived
+#   python benchmarks/gpu/run.py --quick --only backward,flce,window,prefix-lm,document,alibi,softcap \
+#       --prederive --derived benchmarks/gpu/derived
 # Then one call:
 #   run(command="bash benchmarks/gpu/device_run.sh", carry=[".whl", "benchmarks/gpu/derived"], timeout_s=590)
 # A derivation is read only where the device's tree has the source hash it was searched under (prederived.py);

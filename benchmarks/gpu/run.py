@@ -1,6 +1,7 @@
 """The GPU benchmark: kernels derived for the machine's hardware model, against torch, beside the time model.
 
     python benchmarks/gpu/run.py [--out DIR] [--quick] [--dry-run] [--only KINDS] [--derived DIR]
+    python benchmarks/gpu/run.py --prederive --derived DIR [--models M ...] [--quick] [--dry-run] [--only KINDS]
 
 For each configuration (attention forward at d = 64 and 128, N = 1,024 … 16,384, bf16, batch × heads
 filling the GPU as in FlashAttention-2's benchmark: batch·N = 16k tokens, 2,048/d heads; grouped-query
@@ -11,8 +12,8 @@ softcap, FlexAttention compiled beside each) and ``losses.py`` (fused linear cro
 Liger-Kernel beside it)):
 
 1. ``nc.derive(f, sizes=..., hardware=<the machine's model>)`` picks the variant and tiles of least
-   predicted time (``nc.hardware.timed``): that pick (``"pick": "derived"``) is the library's result (a training
-   row's may be read from ``--derived DIR``, searched before by ``prederived.py`` for this tree).  Beside
+   predicted time (``nc.hardware.timed``): that pick (``"pick": "derived"``) is the library's result (read from
+   ``--derived DIR`` where it was searched before for this tree, ``--prederive``: :mod:`prederived`).  Beside
    it, the next fastest tile assignments of the same structure by the model (``"pick": "autotune"``; k = 3 in
    all, one with ``--quick``) are timed too: the fastest of the k is *autotuning* (the measurement picks,
    not the model), reported as such, and it tests the model's ranking;
@@ -136,12 +137,15 @@ def run_case(cfg, env, args) -> dict:
     if cfg["kind"] == "flce":               # fused linear cross-entropy, forward+backward: losses.py
         return losses.run_case(cfg, env)
     diagram, sizes = diagram_of(cfg)
+    k = 1 if (args.quick or env["dry"] or cfg["kind"] == "cuda") else 3
+    # (k > 1: the model's next tiles are the search's timings, which a derivation searched before does not keep)
+    derive = env.get("derive", measure.searched) if k == 1 else measure.searched
     t0 = time.perf_counter()
-    r = nc.derive(diagram, sizes=sizes, hardware=env["model"])
-    row = {**cfg, "sizes": sizes, "flops": flops_of(cfg), "derive_s": time.perf_counter() - t0,
+    r, where = derive(diagram, sizes, env["model"], 1.0)
+    row = {**cfg, "sizes": sizes, "flops": flops_of(cfg), "derive_s": time.perf_counter() - t0, "derived": where,
            "variant": str(r.variant), "candidates": []}
     inputs, reference = measure.inputs_and_reference(cfg, env)
-    for cand in candidates(r, 1 if (args.quick or env["dry"] or cfg["kind"] == "cuda") else 3):
+    for cand in candidates(r, k):
         p = nc.plan(r.diagram, {**sizes, **cand["tiles"]})
         ceilinged = nc.hardware.predict(p, env["model"], ceilings=env["ceilings"]) if env["ceilings"] else None
         predicted = nc.hardware.predict(p, env["model"])        # once: each kernel's form is built from sympy
@@ -169,6 +173,40 @@ def run_case(cfg, env, args) -> dict:
     return row
 
 
+def functions(cfg) -> list:
+    """``[(pass, f, sizes, density)]``: what a row derives (a forward row one function, a forward+backward row two;
+    a mask from data at the density of the row's data)."""
+    if cfg["kind"] in training.KINDS:
+        (f, g), sizes = training.functions(cfg)
+        rho = training.density(cfg)
+        return [("forward", f, sizes, rho), ("backward", g, sizes, rho)]
+    if cfg["kind"] == "flce":
+        (f, g), sizes = losses.functions(cfg)
+        return [("forward", f, sizes, 1.0), ("backward", g, sizes, 1.0)]
+    f, sizes = diagram_of(cfg)
+    return [("forward", f, sizes, 1.0)]
+
+
+def prederive(args, kinds) -> int:
+    """``--prederive``: the derivations of the rows a run would run (``--quick``, ``--dry-run``, ``--only``) searched
+    for each of ``--models`` and kept in ``--derived`` (:mod:`prederived`); no GPU.  A forward row's are read only
+    where it times one candidate (``--quick``, the dry run, the CUDA row): not searched otherwise."""
+    store = prederived.Prederived(args.derived)
+    for model in args.models:
+        for cfg in configurations(args.dry_run, args.quick):
+            if kinds and cfg["kind"] not in kinds:
+                continue
+            if not (args.quick or args.dry_run) and cfg["kind"] not in (*training.KINDS, "flce", "cuda"):
+                print(f"{model:10} {cfg['kind']:9} not kept: without --quick the row reads the search's timings",
+                      flush=True)
+                continue
+            for name, f, sizes, rho in functions(cfg):
+                r, seconds = store.keep(f, sizes, model, rho, {"row": cfg, "pass": name})
+                took = "kept already" if seconds is None else f"{seconds:6.1f} s"
+                print(f"{model:10} {cfg['kind']:9} {name:8} {took}  {r.variant}", flush=True)
+    return 0
+
+
 def _ms(t) -> str:
     return "    —    " if not t else f"{t * 1e3:8.3f} ms"
 
@@ -181,18 +219,25 @@ def main(argv=None):
     ap.add_argument("--only", help="comma-separated kinds to run (attention, causal, decode, gqa, matmul, cuda; "
                                    f"forward+backward: {', '.join(training.KINDS)}, flce)")
     ap.add_argument("--tag", help="a suffix for the results file names (<device>-<date>-<tag>.json)")
-    ap.add_argument("--derived", help="a folder of derivations searched before (prederived.py): the training rows "
-                                      "read theirs there where it holds them for this tree, else search")
+    ap.add_argument("--derived", help="a folder of derivations searched before (prederived.py): each row reads "
+                                      "its own there where the folder holds them for this tree, else searches")
+    ap.add_argument("--prederive", action="store_true", help="search the rows' derivations for --models and keep "
+                                                             "them in --derived (no GPU), instead of running them")
+    ap.add_argument("--models", nargs="+", default=["h100-sxm5", "h200"], help="the GPU models --prederive "
+                                                                                 "derives for")
     args = ap.parse_args(argv)
+    kinds = set(args.only.split(",")) if args.only else None
+    if args.prederive:
+        if args.derived is None:
+            ap.error("--prederive writes into the folder --derived names: give --derived DIR")
+        return prederive(args, kinds)
     if args.derived is not None and not Path(args.derived).is_dir():
-        ap.error(f"--derived {args.derived}: no such folder (python benchmarks/gpu/prederived.py --out "
-                 f"{args.derived} writes one)")
+        ap.error(f"--derived {args.derived}: no such folder (run.py --prederive --derived {args.derived} writes one)")
     env = measure.environment(dry=args.dry_run)
-    if args.derived is not None:     # the training rows read their derivations searched before (prederived.py)
+    if args.derived is not None:     # each row reads its derivations searched before (prederived.py)
         env["derive"] = prederived.Prederived(args.derived).derive
     print(f"device: {env['device']} → model {env['model']}; ceilings {env['ceilings']}", flush=True)
     rows = []
-    kinds = set(args.only.split(",")) if args.only else None
     date = datetime.date.today().isoformat()
     stem = f"{'dry-run' if args.dry_run else env['slug']}-{date}" + (f"-{args.tag}" if args.tag else "")
     out = Path(args.out)
