@@ -69,10 +69,9 @@ def errors(got, ref) -> dict:
 
 
 def run_case(cfg, env) -> dict:
-    sizes = {a: cfg[a] for a in ("n", "e", "v")}
     t0 = time.perf_counter()
     derive = env.get("derive", measure.searched)        # (a run given --derived: those searched before)
-    (f, g), _ = functions(cfg)
+    (f, g), sizes = functions(cfg)
     (rf, wf), (rb, wb) = (derive(fn, sizes, env["model"], 1.0) for fn in (f, g))
     row = {**cfg, "pass": "forward+backward", "sizes": sizes, "flops": 6.0 * cfg["n"] * cfg["e"] * cfg["v"],
            "derive_s": time.perf_counter() - t0, "derived": {"forward": wf, "backward": wb},

@@ -94,6 +94,5 @@ class Prederived:
         self.store.save(key, r)
         self.index[key] = {**about, "model": model, "host": platform.node(), "python": platform.python_version(),
                            "sympy": version("sympy"), "code": self.store.code, "seconds": where["seconds"]}
-        self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / INDEX).write_text(json.dumps(self.index, indent=1))
         return r, where["seconds"]

@@ -131,13 +131,19 @@ def candidates(r, k: int) -> list[dict]:
     return out
 
 
+def timed_candidates(cfg, quick: bool, dry: bool) -> int:
+    """How many tile assignments a forward row times: 1 with ``--quick``, in the dry run and for the CUDA row, else
+    3 (the derived pick and the model's next two, read off the search's timings)."""
+    return 1 if (quick or dry or cfg["kind"] == "cuda") else 3
+
+
 def run_case(cfg, env, args) -> dict:
     if cfg["kind"] in training.KINDS:       # forward+backward: training.py
         return training.run_case(cfg, env)
     if cfg["kind"] == "flce":               # fused linear cross-entropy, forward+backward: losses.py
         return losses.run_case(cfg, env)
     diagram, sizes = diagram_of(cfg)
-    k = 1 if (args.quick or env["dry"] or cfg["kind"] == "cuda") else 3
+    k = timed_candidates(cfg, args.quick, env["dry"])
     # (k > 1: the model's next tiles are the search's timings, which a derivation searched before does not keep)
     derive = env.get("derive", measure.searched) if k == 1 else measure.searched
     t0 = time.perf_counter()
@@ -196,7 +202,7 @@ def prederive(args, kinds) -> int:
         for cfg in configurations(args.dry_run, args.quick):
             if kinds and cfg["kind"] not in kinds:
                 continue
-            if not (args.quick or args.dry_run) and cfg["kind"] not in (*training.KINDS, "flce", "cuda"):
+            if cfg["kind"] not in (*training.KINDS, "flce") and timed_candidates(cfg, args.quick, args.dry_run) > 1:
                 print(f"{model:10} {cfg['kind']:9} not kept: without --quick the row reads the search's timings",
                       flush=True)
                 continue

@@ -101,12 +101,12 @@ def density(cfg, ids=None) -> float:
     return zoo.allowed(cfg["kind"], cfg, ids)
 
 
-def derived(cfg, model, density, derive=measure.searched) -> tuple:
-    """``(forward derivation, backward derivation, where each came from)`` for ``model``: ``derive(f, sizes, model,
-    density)`` (searched; a run given ``--derived`` reads those searched before, ``prederived.py``)."""
+def derived(cfg, model, rho, derive=measure.searched) -> tuple:
+    """``(forward derivation, backward derivation, where each came from, sizes)`` for ``model``: ``derive(f, sizes,
+    model, rho)`` (searched; a run given ``--derived`` reads those searched before, ``prederived.py``)."""
     (f, g), sizes = functions(cfg)
-    (rf, wf), (rb, wb) = (derive(fn, sizes, model, density) for fn in (f, g))
-    return rf, rb, {"forward": wf, "backward": wb}
+    (rf, wf), (rb, wb) = (derive(fn, sizes, model, rho) for fn in (f, g))
+    return rf, rb, {"forward": wf, "backward": wb}, sizes
 
 
 def _module(path):
@@ -168,12 +168,10 @@ class Pass:
 def run_case(cfg, env) -> dict:
     """One forward+backward row (see the module docstring)."""
     kind = cfg["kind"]
-    h = cfg["batch"] * cfg["heads"]
-    sizes = {"q": cfg["N"], "x": cfg["N"], "d": cfg["d"], "h": h}
     x = inputs(cfg, env)
     allowed = density(cfg, None if "ids" not in x else x["ids"].cpu())
     t0 = time.perf_counter()
-    rf, rb, where = derived(cfg, env["model"], allowed, env.get("derive", measure.searched))
+    rf, rb, where, sizes = derived(cfg, env["model"], allowed, env.get("derive", measure.searched))
     row = {**cfg, "pass": "forward+backward", "sizes": sizes, "allowed": allowed, "flops": flops_of(cfg, allowed),
            "derive_s": time.perf_counter() - t0, "derived": where, "variant": f"{rf.variant} | {rb.variant}"}
     ref = reference(cfg, x)
