@@ -175,6 +175,23 @@ def run_case(cfg, env) -> dict:
     row = {**cfg, "pass": "forward+backward", "sizes": sizes, "allowed": allowed, "flops": flops_of(cfg, allowed),
            "derive_s": time.perf_counter() - t0, "derived": where, "variant": f"{rf.variant} | {rb.variant}"}
     ref = reference(cfg, x)
+    try:
+        cand = _derived_pick(cfg, row, rf, rb, sizes, x, ref, env)
+    except Exception as e:      # a pick that cannot be printed or run is a result: recorded, the baselines still run
+        import traceback
+        cand = {"pick": "derived", "variant": row["variant"], "time_s": None,
+                "failed": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
+        print(f"  {kind:9} derived  failed: {cand['failed'][:300]}", flush=True)
+    row["candidates"] = [cand]
+    row["baselines"] = baselines(cfg, x, ref, env)
+    timed = [b for b in row["baselines"] if b.get("time_s")]
+    if timed:
+        row["baseline"] = min(timed, key=lambda b: b["time_s"])
+    return row
+
+
+def _derived_pick(cfg, row, rf, rb, sizes, x, ref, env) -> dict:
+    """The derived pick's candidate: both passes printed as Triton, run, gated against ``ref``, timed on a GPU."""
     ids = [x["ids"], x["ids"]] if "ids" in x else []
     fwd, bwd = Pass("forward", rf, sizes, env), Pass("backward", rb, sizes, env)
     fargs = [x["Q"], x["K"], x["V"], *ids]
@@ -198,14 +215,9 @@ def run_case(cfg, env) -> dict:
             cand[p]["time_s"] = cand[p]["spread"]["median"]
         cand["time_s"] = cand["forward"]["time_s"] + cand["backward"]["time_s"]
         cand["tflops"] = row["flops"] / cand["time_s"] / 1e12
-    row["candidates"] = [cand]
-    print(f"  {kind:9} derived  fwd {fwd.tiles} bwd {bwd.tiles} model {cand['predicted_s'] * 1e3:8.3f} ms  "
+    print(f"  {cfg['kind']:9} derived  fwd {fwd.tiles} bwd {bwd.tiles} model {cand['predicted_s'] * 1e3:8.3f} ms  "
           f"err {cand['error']:.1e}{'  ' + cand['gate'] if cand.get('gate') else ''}", flush=True)
-    row["baselines"] = baselines(cfg, x, ref, env)
-    timed = [b for b in row["baselines"] if b.get("time_s")]
-    if timed:
-        row["baseline"] = min(timed, key=lambda b: b["time_s"])
-    return row
+    return cand
 
 
 def baselines(cfg, x, ref, env) -> list[dict]:
