@@ -15,9 +15,11 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import math
+import os
 import shutil
 import statistics
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -104,6 +106,7 @@ def provenance(*, dry: bool) -> dict:
     out = {"commit": _git("rev-parse", "HEAD")}
     status = _git("status", "--porcelain", "--untracked-files=no")
     out["dirty"] = status if status.startswith("not recorded") else bool(status.strip())
+    out["tree"] = working_tree()
     if dry:
         why = "not recorded: a CPU dry run (no GPU)"
         return {**out, "driver": why, "clocks": why}
@@ -127,9 +130,27 @@ def gpu_state() -> dict:
     return {"driver": values.pop("driver_version", "not recorded"), "clocks": values}
 
 
-def _git(*args) -> str:
+def working_tree() -> str:
+    """The git tree id of the tracked files as they are on disk (``git write-tree`` over a copy of the index with
+    their changes added): equal to ``git rev-parse <commit>^{tree}`` for the commit whose files were measured, even
+    where the copy's git metadata names another commit (the device receives the working tree, not the history)."""
+    index = _git("rev-parse", "--git-path", "index")
+    if index.startswith("not recorded"):
+        return index
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "index"
+        try:
+            shutil.copyfile(ROOT / index if not Path(index).is_absolute() else index, copy)
+        except OSError as e:
+            return f"not recorded: no git index ({type(e).__name__})"
+        added = _git("add", "-u", env={"GIT_INDEX_FILE": str(copy)})
+        return added if added.startswith("not recorded") else _git("write-tree", env={"GIT_INDEX_FILE": str(copy)})
+
+
+def _git(*args, env=None) -> str:
     try:
-        run = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=30)
+        run = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=30,
+                             env={**os.environ, **env} if env else None)
     except (OSError, subprocess.SubprocessError) as e:
         return f"not recorded: git failed ({type(e).__name__})"
     return run.stdout.strip() if run.returncode == 0 else f"not recorded: git {args[0]} failed"

@@ -131,12 +131,24 @@ def staleness(result) -> dict:
     return {"stale": bool(log), "first": tuple(first[1:]) if first else None, "itself": bool(itself)}
 
 
+def tree_commit(tree) -> str | None:
+    """The commit in this clone's history whose files are the git tree ``tree`` (the run's ``provenance.tree``: the
+    files measured), or None (not recorded, or no such commit)."""
+    if not tree or str(tree).startswith(NOT_RECORDED):
+        return None
+    log = _git("log", "--all", "--format=%H %T") or ""
+    return next((c for c, t in (line.split() for line in log.splitlines()) if t == tree), None)
+
+
 def header(path, result) -> str:
     """The line above a file's table: device, date, model, versions, ceilings, commit, driver, clocks, staleness."""
     p, v, c = result["provenance"], result["versions"], result["ceilings"]
     commit, recorded = measured_commit(result)
     s = staleness(result)
-    if recorded:
+    tree = tree_commit(p.get("tree"))
+    if recorded and tree and p.get("dirty") is True:
+        at = f"commit `{commit[:7]}`'s metadata, the files of commit `{tree[:7]}` (their git tree)"
+    elif recorded:
         at = f"commit `{commit[:7]}`" + (" with uncommitted changes" if p.get("dirty") is True else "")
     else:
         at = f"commit {NOT_RECORDED} (results committed in `{str(commit)[:7]}`"
@@ -211,6 +223,11 @@ def table(result) -> str:
             lines.append(f"| {label(row)} | failed: {row['failed'][:80]} |" + " |" * (len(COLUMNS) - 2))
             continue
         c, best, f, fastest = derived(row), best_of_k(row), flash(row), row.get("baseline")
+        if "failed" in c:           # the derived pick could not be printed or run; torch's paths still were
+            cells = [label(row), f"failed: {c['failed'][:120]}", *[""] * 10, (fastest or {}).get("path", "—"),
+                     _ms(fastest), "—"]
+            lines.append("| " + " | ".join(cells) + " |")
+            continue
         k = len(row["candidates"])
         reference = row["kind"] == "cuda"
         acc = "— (reference backend)" if reference else (f"{accuracy(c):.2f}" if accuracy(c) else "—")
@@ -271,6 +288,7 @@ def summary(results) -> str:
     if mm:
         out[-1] += (f" The products: the derived pick at {span([ratio(row['baseline'], derived(row)) for row in mm])}"
                     "× cuBLAS's speed.")
+    out += training_step(rows)
     misses = [(r, row) for r, row in rows if row["kind"] != "cuda" and accuracy(derived(row))
               and abs(accuracy(derived(row)) - 1) > MISS]
     judged = [row for _, row in rows if row["kind"] != "cuda" and accuracy(derived(row))]
@@ -283,6 +301,49 @@ def summary(results) -> str:
         out += ["", f"{len(stale)} of {len(results)} results files predate later changes to codegen, the plan or "
                     "the time model (marked **stale** above): their numbers describe the code as it was then."]
     return "\n".join(out)
+
+
+def baseline_named(row, prefix: str):
+    """The timed baseline whose path starts with ``prefix`` (e.g. ``"flex_attention"``, ``"liger"``), or None."""
+    return next((b for b in row.get("baselines", ()) if b["path"].startswith(prefix) and b.get("time_s")), None)
+
+
+#: the training step's groups: (kinds, words, the baseline each is judged against: None for torch's fastest path)
+STEP_GROUPS = ((("backward",), "dense attention forward+backward", None),
+               (("window", "prefix-lm", "document", "alibi", "softcap"), "masked attention forward+backward",
+                "flex_attention"),
+               (("decode",), "decoding at q = 1", None), (("flce",), "fused linear cross-entropy", "liger"))
+
+
+def training_step(rows) -> list[str]:
+    """The README's words on the training step's rows (issue 36): per group the derived pick against its baseline
+    (as many times as fast: the baseline's time over ours), the rows whose derived pick failed, and peak memory
+    where it was recorded.  Only rows of the groups of :data:`STEP_GROUPS` are read."""
+    out = []
+    for kinds, words, against in STEP_GROUPS:
+        group = [row for _, row in rows if row["kind"] in kinds and row.get("candidates")]
+        if not group:
+            continue
+        judged = [(row, base, derived(row)) for row in group
+                  for base in [baseline_named(row, against) if against else row.get("baseline")] if base]
+        timed = [(row, base, c) for row, base, c in judged if c.get("time_s")]
+        named = ", ".join(dict.fromkeys(base["path"].split(",")[0] for _, base, _ in judged)) or "none timed"
+        line = f"- {words} ({len(group)} configuration{'s' * (len(group) > 1)}; against {named}):"
+        if timed:
+            each = "; ".join(f"{row['kind']} N={row['N']} d={row['d']}: {ratio(base, c):.2f}×" if "N" in row
+                             else f"{ratio(base, c):.2f}×" for row, base, c in timed)
+            line += f" the derived pick **{span([ratio(base, c) for _, base, c in timed])}×** ({each})"
+        failed = [row for row in group if "failed" in derived(row)]
+        if failed:
+            line += (f"; the derived pick failed in {len(failed)} ("
+                     + "; ".join(f"{label(row)}: {derived(row)['failed'].split(':')[0]}" for row in failed) + ")")
+        memory = [(row, base, c) for row, base, c in judged if c.get("peak_bytes") and base.get("peak_bytes")]
+        if memory:
+            line += "; peak memory " + "; ".join(f"{c['peak_bytes'] / 2 ** 30:.1f} GiB against "
+                                                 f"{base['peak_bytes'] / 2 ** 30:.1f} GiB" for _, base, c in memory)
+        out.append(line + ".")
+    return (["", "The training step (forward+backward; decoding), as many times as fast as the baseline named:", "",
+             *out] if out else [])
 
 
 # ------------------------------------------------------------------------------------------------ the plot
@@ -300,8 +361,8 @@ def plot(result, path):
             continue
         ns = [r["N"] for r in rows]
 
-        def rate(c, row):
-            return row["flops"] / c["time_s"] / 1e12 if c and c.get("time_s") else 0
+        def rate(c, row):       # nan where nothing was timed (a gap in the line, not a zero)
+            return row["flops"] / c["time_s"] / 1e12 if c and c.get("time_s") else float("nan")
         a.plot(ns, [rate(derived(r), r) for r in rows], "o-", color=colour, label=f"derived pick, d={d}")
         if any(len(r["candidates"]) > 1 for r in rows):
             a.plot(ns, [rate(best_of_k(r), r) for r in rows], "o:", color=colour, alpha=0.5,
@@ -309,8 +370,8 @@ def plot(result, path):
         a.plot(ns, [rate(r.get("baseline"), r) for r in rows], "s--", color=colour, alpha=0.6,
                label=f"torch fastest path, d={d}")
         a.plot(ns, [rate(flash(r), r) for r in rows], "^-.", color=colour, alpha=0.4, label=f"torch sdpa flash, d={d}")
-        pred = [r["flops"] / (derived(r).get("predicted_measured_ceilings_s") or derived(r)["predicted_s"]) / 1e12
-                for r in rows]
+        pred = [r["flops"] / p / 1e12 if p else float("nan")      # nan: a derived pick that failed has no plan
+                for r in rows for p in [derived(r).get("predicted_measured_ceilings_s") or derived(r).get("predicted_s")]]
         a.plot(ns, pred, ":", color=colour, alpha=0.6, label=f"model, derived pick (measured ceilings), d={d}")
     a.set_xscale("log", base=2)
     a.set_xlabel("sequence length N")
