@@ -176,7 +176,8 @@ def _short(field) -> str:
 
 
 def _timing(result) -> str:
-    spreads = [c.get("spread") for row in result["rows"] for c in row.get("candidates", ())]
+    spreads = [s for row in result["rows"] for c in row.get("candidates", ())      # a pass's own, on a training row
+               for s in (c.get("spread"), *(c.get(p, {}).get("spread") for p in ("forward", "backward")))]
     recorded = any(isinstance(s, dict) for s in spreads)
     return "median, 10th-90th percentile in brackets" if recorded else f"medians, their spread {NOT_RECORDED}"
 
@@ -371,7 +372,8 @@ def plot(result, path):
                label=f"torch fastest path, d={d}")
         a.plot(ns, [rate(flash(r), r) for r in rows], "^-.", color=colour, alpha=0.4, label=f"torch sdpa flash, d={d}")
         pred = [r["flops"] / p / 1e12 if p else float("nan")      # nan: a derived pick that failed has no plan
-                for r in rows for p in [derived(r).get("predicted_measured_ceilings_s") or derived(r).get("predicted_s")]]
+                for r in rows
+                for p in [derived(r).get("predicted_measured_ceilings_s") or derived(r).get("predicted_s")]]
         a.plot(ns, pred, ":", color=colour, alpha=0.6, label=f"model, derived pick (measured ceilings), d={d}")
     a.set_xscale("log", base=2)
     a.set_xlabel("sequence length N")
