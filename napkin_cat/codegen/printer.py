@@ -54,7 +54,7 @@ from napkin_cat.plan.ir import Alloc, Free, StreamLoop, writes
 from napkin_cat.plan.accumulate import separated
 from napkin_cat.plan.blocks import block_tables
 from napkin_cat.plan.printer import Printer
-from napkin_cat.plan.program import Plan
+from napkin_cat.plan.program import LARGEST_INDEX, Plan
 from napkin_cat.syntax.adapter import Diagram
 
 _GREEK = {"μ": "mu", "δ": "delta", "σ": "sigma", "β": "beta", "·": "dot", "'": "p", "′": "p"}
@@ -100,17 +100,14 @@ def substituted(e, *mappings) -> sympy.Expr:
     return e.replace(_HeldCeiling, lambda x: sympy.ceiling(x, evaluate=False))
 
 
-#: the largest element index a kernel computes (its indices and extents are 32-bit ints)
-LARGEST_INDEX = 2 ** 31 - 1
-
-
 def _check_index_range(plan):
-    """Refuse a plan whose arrays have more elements than a 32-bit index reaches (the loops would wrap)."""
-    for v in plan.variables:
-        n = sympy.sympify(v.size).subs(plan.sizes)
-        if n.is_Integer and int(n) > LARGEST_INDEX:
-            raise CodegenError(f"variable {v.name!r} has {int(n)} elements at sizes {dict(plan.sizes)}, more than "
-                               f"a kernel's 32-bit indices reach ({LARGEST_INDEX}); choose smaller sizes")
+    """Refuse a plan whose arrays have more elements than a 32-bit index reaches (the loops would wrap): the plan's
+    :attr:`~napkin_cat.plan.program.Plan.widest` against :data:`~napkin_cat.plan.program.LARGEST_INDEX` (the
+    hardware search offers no such plan, :mod:`napkin_cat.hardware.timed`)."""
+    name, n = plan.widest
+    if n > LARGEST_INDEX:
+        raise CodegenError(f"variable {name!r} has {n} elements at sizes {dict(plan.sizes)}, more than "
+                           f"a kernel's 32-bit indices reach ({LARGEST_INDEX}); choose smaller sizes")
 
 
 class CodePrinter(RecordForms, Printer):

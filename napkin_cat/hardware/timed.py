@@ -74,6 +74,8 @@ from napkin_cat.hardware.model import GPU, load
 from napkin_cat.hardware.on_chip import ChipForms, chip_forms, least_on_chip
 from napkin_cat.hardware.separable import assembled, components
 from napkin_cat.hardware.structures import derived_at, structure_memories
+from napkin_cat.plan import plan
+from napkin_cat.plan.program import LARGEST_INDEX
 from napkin_cat.cost.record import Density
 from napkin_cat.hardware.predict import (LAUNCH, OVERLAPS, KernelForm, Prediction, assumptions, bound_densities,
                                          check_ceilings, density_assumptions, environment, kernels_of)
@@ -281,23 +283,44 @@ def fastest(timings: list, sizes: dict, why: str) -> tuple:
     return t, H, regime, tiles, kts, chosen, opt
 
 
-def fitting(timings: list, sizes: dict, limit: int) -> tuple:
-    """The fastest of ``timings`` (as :func:`fastest` orders them) whose structure holds at most ``limit`` values at
-    level 0 at its tiles (``nc.cost``'s ``M[0]``: global memory), each structure's memory counted once per tiles;
-    MemoryLimitError naming level 0, the limit and the fastest's need where none does."""
+def admissible(timings: list, sizes: dict, limit: int | None = None) -> tuple:
+    """The fastest of ``timings`` (as :func:`fastest` orders them) that the printers can print: every array of its
+    plan holds at most :data:`~napkin_cat.plan.program.LARGEST_INDEX` elements (their 32-bit indices; the plan's
+    arrays are one list per structure, their sizes read at each assignment's tiles); and, given ``limit``, whose
+    structure holds at most ``limit`` values at level 0 at its tiles (``nc.cost``'s ``M[0]``: global memory), each
+    structure's memory counted once per tiles.  MemoryLimitError naming the limit broken (level 0, or the index
+    range and the array) and the fastest's need where none is admissible."""
     timings.sort(key=lambda e: e[:3])
-    seen = {}
+    arrays, widest, held = {}, {}, {}
     for entry in timings:
-        regime, tiles = entry[4], entry[5]
-        key = (entry[3], tuple(sorted((str(k), v) for k, v in tiles.items())))
-        if key not in seen:
-            seen[key] = int(at(regime.diagram, Sizes(sizes) | tiles).M.get(0, 0))
-        if seen[key] <= limit:
-            return entry
-    need = seen[(timings[0][3], tuple(sorted((str(k), v) for k, v in timings[0][5].items())))]
-    raise MemoryLimitError(f"no algorithm of the {len({e[3] for e in timings})} structures timed holds at most "
-                           f"{limit} values at level 0 (global memory) at sizes {sizes}: the fastest holds {need}; "
-                           f"least over them {min(seen.values())}")
+        label, regime, tiles = entry[3], entry[4], entry[5]
+        key = (label, tuple(sorted((str(k), v) for k, v in tiles.items())))
+        if label not in arrays:              # the same variables at every tiling of a structure
+            arrays[label] = [(v.name, sympy.sympify(v.size)) for v in plan(regime.diagram,
+                                                                           Sizes(sizes) | tiles).variables]
+        if key not in widest:                # each array's elements at these sizes and tiles (named as the plan's)
+            named = {str(k): v for k, v in (Sizes(sizes) | tiles).items()}
+            widest[key] = max(((name, int(n.subs({s: named[str(s)] for s in n.free_symbols})))
+                               for name, n in arrays[label]), key=lambda e: e[1], default=("", 0))
+        if widest[key][1] > LARGEST_INDEX:
+            continue
+        if limit is not None:
+            if key not in held:
+                held[key] = int(at(regime.diagram, Sizes(sizes) | tiles).M.get(0, 0))
+            if held[key] > limit:
+                continue
+        return entry
+    first = (timings[0][3], tuple(sorted((str(k), v) for k, v in timings[0][5].items())))
+    name, n = widest[first]
+    if n > LARGEST_INDEX and (limit is None or all(w[1] > LARGEST_INDEX for w in widest.values())):
+        raise MemoryLimitError(f"no algorithm of the {len(arrays)} structures timed can be printed at sizes {sizes}: "
+                               f"each has an array of more than {LARGEST_INDEX} elements, the printers' 32-bit "
+                               f"indices (the fastest's {name!r} has {n}); give smaller sizes")
+    need = held.get(first)
+    raise MemoryLimitError(f"no algorithm of the {len(arrays)} structures timed holds at most {limit} values at "
+                           f"level 0 (global memory) at sizes {sizes} and can be printed"
+                           + (f": the fastest holds {need}" if need is not None else "")
+                           + (f"; least over them {min(held.values())}" if held else ""))
 
 
 def legal_partitions(regime, seconds, memo: dict):
@@ -417,11 +440,9 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
                                f"for example: {why}")
     why = (f"least predicted time on the {gpu.name} over {len(timings)} tile assignments of {len(structures)} "
            "structures (each group of kernels sharing tiles timed on its own)")
-    if global_memory is None:
-        t, H, regime, tiles, kts, chosen, opt = fastest(timings, sizes, why)
-    else:
-        t, H, regime, tiles, kts, chosen, opt = fastest([fitting(timings, sizes, global_memory)], sizes,
-                                                        why + f", holding at most {global_memory} values at level 0")
+    why += (", every array within the printers' 32-bit indices"
+            + (f", holding at most {global_memory} values at level 0" if global_memory is not None else ""))
+    t, H, regime, tiles, kts, chosen, opt = fastest([admissible(timings, sizes, global_memory)], sizes, why)
     t = float(t)                 # the exact sum of the kernels' times, rounded once
     rho = bound_densities(regime.diagram, density)
     pred = Prediction(t, tuple(kts), gpu.name, dict(chosen), overlap,

@@ -43,6 +43,11 @@ from napkin_cat.syntax.primitive import kind_of
 from napkin_cat.syntax.sizes import as_sizes, symbols_of
 
 
+#: the most elements an array of a printed kernel may hold: the printers index in 32 bits (C ``int``, CUDA ``int``,
+#: Triton ``int32``), so a larger array's indices would wrap
+LARGEST_INDEX = 2 ** 31 - 1
+
+
 class Plan:
     """An executable plan: ``body`` (statements), ``variables``, ``inputs``/``outputs`` (names), ``sizes``."""
 
@@ -78,6 +83,19 @@ class Plan:
     def smem_bytes(self) -> int:
         """Bytes the plan keeps at level 1 per thread block (one index of the Grid loops)."""
         return self._static()[1].get(1, 0)
+
+    @property
+    def widest(self) -> tuple:
+        """``(name, elements)`` of the array with the most elements at the plan's sizes (``("", 0)`` if none is
+        numeric): a kernel printed from the plan indexes it, so it must hold at most :data:`LARGEST_INDEX`.
+
+        >>> import napkin_cat as nc
+        >>> plan(nc.library.matmul(), {"a": 4, "b": 8, "c": 16}).widest
+        ('x1', 128)
+        """
+        sized = [(v.name, int(n)) for v in self.variables
+                 for n in [sympy.sympify(v.size).subs(self.sizes)] if n.is_Integer]
+        return max(sized, key=lambda e: e[1], default=("", 0))
 
     def pseudocode(self) -> str:
         return Printer(self.variable_map, self.masked).block(self.body)

@@ -6,7 +6,8 @@ A mask is built from the positions of one or two axes ``a``, ``b`` (``nc.positio
 a comparison of two terms (``nc.compare``), and the patterns attention uses: causal ``b ≤ a``, a band
 ``a − w ≤ b ≤ a + w``, a prefix ``b < P`` (written ``b < a % 1 + P``: a comparison takes two arrays), a
 block-causal ``b // c ≤ a // c``; joined by ``and`` / ``or`` and negated by ``not`` (``nc.logical``).  A mask
-from data compares two arrays of numbers (``nc.compare(..., dtype="fp32")``).  A mask is applied by
+from data compares two arrays of numbers the program reads (its inputs: a comparison of computed numbers turns on
+their last bit) (``nc.compare(..., dtype="fp32")``).  A mask is applied by
 
 ===================  ===========================================================================
 ``where``            ``m ? v : other`` (``other`` ∈ {0, −1.5}; −∞ only as a SoftMax's scores)

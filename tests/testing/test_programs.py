@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 
 import napkin_cat as nc
 from napkin_cat.testing import assert_equivalent, eval_source, programs, random_program, run_checks
@@ -13,6 +13,7 @@ from napkin_cat.testing.checks import CheckFailed, Failure
 
 @settings(max_examples=60, deadline=None)
 @given(programs())
+@example(random_program(1956346407, n_ops=3))     # a data mask once compared computed numbers (below)
 def test_a_program_computes_its_numpy_reference(p):
     xs = p.arrays(np.random.default_rng(0))
     with np.errstate(all="ignore"):
@@ -22,6 +23,24 @@ def test_a_program_computes_its_numpy_reference(p):
     assert len(got) == len(want) == len(p.diagram.cod)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-7, atol=1e-9, equal_nan=True)
+
+
+def test_a_mask_from_data_compares_what_the_program_reads():
+    """``=`` of computed numbers turns on their last bit: ``random_program(1956346407, n_ops=3)`` (before this
+    rule) compared a scalar input s with s·Σ SoftMax, true in numpy's order of summation and false in the
+    library's, so the masked SoftMax was all 0 in one and the SoftMax in the other, both correct.  A data mask's
+    comparison reads inputs only (the program's source names its operands: ``v[i]``, inputs first)."""
+    import re
+    data_masks = 0
+    for seed in range(300):
+        p = random_program(seed)
+        n_in = len(p.arrays(np.random.default_rng(0)))
+        for line in p.source.splitlines():
+            if "nc.compare(" in line and "dtype='fp32'" in line:
+                operands = [int(i) for i in re.findall(r"v\[(\d+)\]", line.split("nc.compare(", 1)[1])]
+                assert len(operands) == 2 and max(operands) < n_in, (p.call, line)
+                data_masks += 1
+    assert data_masks >= 5          # the rule is exercised (data masks are drawn, from inputs)
 
 
 #: the programs whose kernel is compared (their seeds; 254 draws ``sqrt`` of a scalar input)
