@@ -504,3 +504,20 @@ def test_a_run_records_the_git_tree_of_the_files_it_measured(tmp_path, monkeypat
     monkeypatch.setattr(report, "ROOT", repo)
     assert report.tree_commit(changed) == git("rev-parse", "HEAD")
     assert report.tree_commit("not recorded: no git") is None
+
+
+@needs_kernels
+def test_prederive_compiles_what_the_device_would_print(monkeypatch):
+    """``--prederive`` prints each derivation as Triton and compiles it for its model's architecture here
+    (``run.compiled``): None where it compiles, else why: the printers' refusal (run 5 met one on the device: an
+    array past their 32-bit indices), named before any device time is spent."""
+    import napkin_cat as nc
+    run = _module("run")
+    f = nc.einsum("a b, b c -> a c", dtype="bf16", out_dtype="bf16")
+    sizes = {"a": 256, "b": 256, "c": 256}
+    r = nc.derive(f, sizes=sizes, hardware="h200")
+    assert run.compiled(r, sizes, "h200") is None
+    printer = importlib.import_module("napkin_cat.codegen.printer")
+    monkeypatch.setattr(printer, "LARGEST_INDEX", 1000)      # every array of the product past it
+    why = run.compiled(r, sizes, "h200")
+    assert why.startswith("CodegenError") and "32-bit indices reach (1000)" in why

@@ -4,10 +4,16 @@
 # Once, here (the device has torch, Triton and sympy, not discopy or liger-kernel: both pure Python wheels):
 #   echo /.whl/ >> "$(git rev-parse --git-common-dir)/info/exclude"
 #   python3 -m pip download --no-deps --only-binary=:all: -d .whl discopy==1.2.2 liger-kernel==0.8.5
+# and napkin-cat's own wheel, for its entry points (the rule book, the accumulators: without them every row fails
+# with "no rule book is registered", as the first call of 2026-12-04 did; the code run is the tree's, run.py puts
+# it first on the path):
+#   pip wheel --no-deps -w .whl .
 # and, at the commit to measure, the rows' derivations for both models (about 4 CPU minutes here, 2026-12-04; on the
 # device each row would search its own, tens of seconds of device time a row; benchmarks/gpu/derived is ignored):
 #   python benchmarks/gpu/run.py --quick --only backward,flce,window,prefix-lm,document,alibi,softcap,decode,gqa \
-#       --prederive --derived benchmarks/gpu/derived
+#       --prederive --derived benchmarks/gpu/derived --models h200     # the device's kind (status says which)
+# which also prints and compiles every kernel for the model's architecture with Triton here (no GPU) and exits 1
+# naming any it cannot (run 5 met two such on the device: the search now offers only printable ones)
 # Then one call:
 #   run(command="bash benchmarks/gpu/device_run.sh", carry=[".whl", "benchmarks/gpu/derived"], timeout_s=590)
 # A derivation is read only where the device's tree has the source hash it was searched under (prederived.py);
@@ -30,6 +36,11 @@ set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/results"
+if ! ls .whl/napkin_cat-*.whl > /dev/null 2>&1; then
+    echo "no napkin_cat wheel in .whl: its entry points register the rule book (pip wheel --no-deps -w .whl .)" \
+        | tee "$OUT/results/budget.txt"
+    exit 1
+fi
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
         || exit 1

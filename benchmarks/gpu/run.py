@@ -196,8 +196,9 @@ def functions(cfg) -> list:
 def prederive(args, kinds) -> int:
     """``--prederive``: the derivations of the rows a run would run (``--quick``, ``--dry-run``, ``--only``) searched
     for each of ``--models`` and kept in ``--derived`` (:mod:`prederived`); no GPU.  A forward row's are read only
-    where it times one candidate (``--quick``, the dry run, the CUDA row): not searched otherwise."""
-    store = prederived.Prederived(args.derived)
+    where it times one candidate (``--quick``, the dry run, the CUDA row): not searched otherwise.  Each is printed
+    and compiled for its model's architecture (:func:`compiled`); exit status 1 where one cannot be, each named."""
+    store, refused = prederived.Prederived(args.derived), []
     for model in args.models:
         for cfg in configurations(args.dry_run, args.quick):
             if kinds and cfg["kind"] not in kinds:
@@ -210,7 +211,30 @@ def prederive(args, kinds) -> int:
                 r, seconds = store.keep(f, sizes, model, rho, {"row": cfg, "pass": name})
                 took = "kept already" if seconds is None else f"{seconds:6.1f} s"
                 print(f"{model:10} {cfg['kind']:9} {name:8} {took}  {r.variant}", flush=True)
-    return 0
+                if not args.dry_run and cfg["kind"] != "cuda":     # the dry run's rows compile their own
+                    why = compiled(r, sizes, model)
+                    if why:
+                        refused.append(f"{model} {cfg} {name}: {why}")
+                        print(f"{'':10} {'':9} {name:8} not printable: {why[:300]}", flush=True)
+    for line in refused:
+        print(f"refused before the device: {line[:500]}", flush=True)
+    return 1 if refused else 0
+
+
+def compiled(r, sizes: dict, model: str) -> str | None:
+    """Print ``r`` at its tiles as Triton and compile every kernel a run at ``sizes`` launches for ``model``'s
+    architecture (``triton.compile`` for the GPU target, here on the CPU; no GPU): None, or why it cannot be (the
+    printer's refusal, Triton's error, shared memory over the model's).  What the device would meet first, at
+    no device time."""
+    tiles = {str(a): int(v) for a, v in r.optimum.exact_sizes.items()}
+    arch = nc.hardware.load(model).compute_capability.replace(".", "")
+    try:
+        k = nc.codegen.triton(nc.plan(r.diagram, {**sizes, **tiles}))
+        k.compile(arch=int(arch), num_warps=k.printer.num_warps, num_stages=k.printer.num_stages,
+                  kernels=k.launched())
+    except Exception as e:        # a refusal is the answer: reported, the others go on
+        return f"{type(e).__name__}: {e}"
+    return None
 
 
 def _ms(t) -> str:
