@@ -24,6 +24,9 @@
 # of dense attention (--quick: d = 64, 128; N = 1,024, 4,096, 16,384) and the fused linear cross-entropy at a 128k
 # vocabulary (Liger-Kernel and torch beside it); 2. the mask zoo at N = 4,096 (FlexAttention compiled beside each);
 # 3. decoding at q = 1 (N = 4,096, 32,768, 131,072; GQA) and GQA at N = 4,096, SDPA's backends beside them.
+# QUICK= (empty) runs every size of the issue instead of --quick's three (N = 1,024 … 16,384 for the training rows and
+# each mask, decoding at N = 4,096 … 131,072 with the model's next tiles timed beside the pick): prederive without
+# --quick first. Run 5 took 62 + 59 + 32 s for the --quick phases; the full rows are about 3× as many.
 # What comes back is at most 8 files (the device tool's limit): the versions and clocks in one file, each phase's
 # JSON and log, the budget; the plots are redrawn here (report.py --plots).
 # Every row first derives for the device's hardware model (read from benchmarks/gpu/derived where carried, else
@@ -59,7 +62,7 @@ phase() {   # phase NAME KINDS MIN_S LATER_MIN_S: one run.py call under what is 
     local left=$(( BUDGET_S - SECONDS - $4 ))
     if [ "$left" -lt "$3" ]; then left=$3; fi
     echo "phase $1 ($2): ${left} s of ${BUDGET_S} s after ${SECONDS} s" >> "$OUT/results/budget.txt"
-    timeout "$left" python3 benchmarks/gpu/run.py --quick --only "$2" --tag "$1" --out "$OUT/results" \
+    timeout "$left" python3 benchmarks/gpu/run.py ${QUICK---quick} --only "$2" --tag "$1" --out "$OUT/results" \
         ${DERIVED[@]+"${DERIVED[@]}"} > "$OUT/results/$1.log" 2>&1
     echo "phase $1 exit $? at ${SECONDS} s" >> "$OUT/results/budget.txt"
 }
