@@ -32,7 +32,8 @@ trips pay the per-trip rescaling and how many tensor-core instructions a trip is
    (:mod:`~napkin_cat.hardware.separable`, where the law that this finds the same winner as the whole product is
    proved);
 4. the fastest wins (ties: fewer transfers, then larger tiles; the time compared is the exact sum of the
-   kernels' times).
+   kernels' times) among the assignments the printers can print: every array of the plan within their 32-bit
+   indices (:func:`admissible`; and within ``global_memory`` where given).
 
 The winner keeps its structure's trace (made by the rules), so ``r.trace.replay(f)`` still gives
 ``r.diagram``; ``r.optimum.sizes`` are the sizes with the chosen tiles (``r.optimum.exact_sizes`` the tiles
@@ -378,7 +379,10 @@ def derive_for_time(diagram, hardware, sizes: dict, *, level: int = 1, overlap: 
     the algorithm may hold in global memory (level 0: its inputs, outputs and what its kernels write between them,
     ``nc.cost(...).M[0]`` at its tiles), a device's capacity: the fastest assignment whose structure holds at most
     that (the fastest of all may write what the device cannot hold: attention's scores); MemoryLimitError naming
-    level 0 and the limit where none of the structures timed does."""
+    level 0 and the limit where none of the structures timed does.  Always: the fastest assignment whose every array
+    the printers can index (:func:`admissible`: at most ``LARGEST_INDEX`` elements, their 32-bit indices), so that
+    what derive returns for a GPU is what ``nc.codegen.triton`` prints (the attention backward at d = 64, N = 4,096,
+    128 heads on the H200: the fastest writes a dS of 2^31 elements; the pick recomputes it)."""
     gpu = hardware if isinstance(hardware, GPU) else load(hardware)
     if overlap not in OVERLAPS:
         raise HardwareError(f"overlap {overlap!r}: one of {OVERLAPS} (§5.7)")
