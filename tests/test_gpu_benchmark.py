@@ -521,3 +521,15 @@ def test_prederive_compiles_what_the_device_would_print(monkeypatch):
     monkeypatch.setattr(printer, "LARGEST_INDEX", 1000)      # every array of the product past it
     why = run.compiled(r, sizes, "h200")
     assert why.startswith("CodegenError") and "32-bit indices reach (1000)" in why
+
+
+def test_the_device_call_refuses_to_start_without_napkin_cats_wheel(tmp_path):
+    """Run 5's first call spent device time on rows that all failed ("no rule book is registered": the device runs
+    the tree without installing it, so the entry points come from napkin-cat's wheel): ``device_run.sh`` now stops
+    first, says why, and writes it where the call's files come back."""
+    out = tmp_path / "out"
+    run = subprocess.run(["bash", str(GPU / "device_run.sh")], cwd=tmp_path, env={**os.environ, "OUT": str(out)},
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert "no napkin_cat wheel in .whl" in run.stdout
+    assert "pip wheel --no-deps -w .whl ." in (out / "results" / "budget.txt").read_text()
