@@ -226,10 +226,9 @@ def compiled(r, sizes: dict, model: str) -> str | None:
     architecture (``triton.compile`` for the GPU target, here on the CPU; no GPU): None, or why it cannot be (the
     printer's refusal, Triton's error, shared memory over the model's).  What the device would meet first, at
     no device time."""
-    tiles = {str(a): int(v) for a, v in r.optimum.exact_sizes.items()}
     arch = nc.hardware.load(model).compute_capability.replace(".", "")
     try:
-        k = nc.codegen.triton(nc.plan(r.diagram, {**sizes, **tiles}))
+        k = training.Pass("compiled", r, sizes, env={}).kernel     # the plan and kernel a row prints
         k.compile(arch=int(arch), num_warps=k.printer.num_warps, num_stages=k.printer.num_stages,
                   kernels=k.launched())
     except Exception as e:        # a refusal is the answer: reported, the others go on

@@ -296,13 +296,10 @@ def admissible(timings: list, sizes: dict, limit: int | None = None) -> tuple:
     for entry in timings:
         label, regime, tiles = entry[3], entry[4], entry[5]
         key = (label, tuple(sorted((str(k), v) for k, v in tiles.items())))
-        if label not in arrays:              # the same variables at every tiling of a structure
-            arrays[label] = [(v.name, sympy.sympify(v.size)) for v in plan(regime.diagram,
-                                                                           Sizes(sizes) | tiles).variables]
-        if key not in widest:                # each array's elements at these sizes and tiles (named as the plan's)
-            named = {str(k): v for k, v in (Sizes(sizes) | tiles).items()}
-            widest[key] = max(((name, int(n.subs({s: named[str(s)] for s in n.free_symbols})))
-                               for name, n in arrays[label]), key=lambda e: e[1], default=("", 0))
+        if label not in arrays:              # the same variables at every tiling of a structure: one plan
+            arrays[label] = plan(regime.diagram, Sizes(sizes) | tiles)
+        if key not in widest:
+            widest[key] = arrays[label].widest_at(Sizes(sizes) | tiles)
         if widest[key][1] > LARGEST_INDEX:
             continue
         if limit is not None:

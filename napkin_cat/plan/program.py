@@ -93,8 +93,15 @@ class Plan:
         >>> plan(nc.library.matmul(), {"a": 4, "b": 8, "c": 16}).widest
         ('x1', 128)
         """
-        sized = [(v.name, int(n)) for v in self.variables
-                 for n in [sympy.sympify(v.size).subs(self.sizes)] if n.is_Integer]
+        return self.widest_at(self.sizes)
+
+    def widest_at(self, sizes) -> tuple:
+        """:attr:`widest` at other ``sizes`` (names or symbols to numbers): the same arrays (a structure's at another
+        tiling: the hardware search reads one plan per structure), each size read at them; an array whose size
+        ``sizes`` does not fix is left out."""
+        named = {str(k): v for k, v in dict(sizes).items()}
+        sized = [(v.name, int(n)) for v in self.variables for e in [sympy.sympify(v.size)]
+                 for n in [e.subs({s: named[str(s)] for s in e.free_symbols if str(s) in named})] if n.is_Integer]
         return max(sized, key=lambda e: e[1], default=("", 0))
 
     def pseudocode(self) -> str:
