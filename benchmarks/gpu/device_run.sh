@@ -19,6 +19,7 @@
 # A derivation is read only where the device's tree has the source hash it was searched under (prederived.py);
 # every row records where its derivations came from ("derived"), and searches where the folder has none.
 #
+# PHASES (default "training masks decode"; "sweep" is a fourth) names the phases run.
 # Three phases, each one run.py call under its own limit within one budget (a slow phase leaves the others' results,
 # and each later phase gets the time the earlier leave, at least its minimum): 1. forward+backward
 # of dense attention (--quick: d = 64, 128; N = 1,024, 4,096, 16,384) and the fused linear cross-entropy at a 128k
@@ -58,17 +59,24 @@ if [ -d benchmarks/gpu/derived ]; then DERIVED=(--derived benchmarks/gpu/derived
 # the later phases' minimums, and at least its own minimum (each row is written as it finishes: a stopped phase keeps
 # its rows)
 BUDGET_S=${BUDGET_S:-560}
-phase() {   # phase NAME KINDS MIN_S LATER_MIN_S: one run.py call under what is left
-    local left=$(( BUDGET_S - SECONDS - $4 ))
-    if [ "$left" -lt "$3" ]; then left=$3; fi
-    echo "phase $1 ($2): ${left} s of ${BUDGET_S} s after ${SECONDS} s" >> "$OUT/results/budget.txt"
-    timeout "$left" python3 benchmarks/gpu/run.py ${QUICK---quick} --only "$2" --tag "$1" --out "$OUT/results" \
-        ${DERIVED[@]+"${DERIVED[@]}"} > "$OUT/results/$1.log" 2>&1
-    echo "phase $1 exit $? at ${SECONDS} s" >> "$OUT/results/budget.txt"
+PHASES=${PHASES:-training masks decode}
+phase() {   # phase NAME KINDS MIN_S LATER_MIN_S [run.py options]: one run.py call under what is left
+    case " $PHASES " in *" $1 "*) ;; *) return ;; esac
+    local name=$1 kinds=$2 least=$3 later=$4
+    shift 4
+    local left=$(( BUDGET_S - SECONDS - later ))
+    if [ "$left" -lt "$least" ]; then left=$least; fi
+    echo "phase $name ($kinds): ${left} s of ${BUDGET_S} s after ${SECONDS} s" >> "$OUT/results/budget.txt"
+    timeout "$left" python3 benchmarks/gpu/run.py ${QUICK---quick} --only "$kinds" --tag "$name" --out "$OUT/results" \
+        ${DERIVED[@]+"${DERIVED[@]}"} "$@" > "$OUT/results/$name.log" 2>&1
+    echo "phase $name exit $? at ${SECONDS} s" >> "$OUT/results/budget.txt"
 }
 phase training backward,flce 120 "${LATER_S:-260}"
 phase masks window,prefix-lm,document,alibi,softcap 180 "${DECODE_MIN_S:-70}"
 phase decode decode,gqa "${DECODE_MIN_S:-70}" 0
+# PHASES=sweep: the tile assignments around the pick, one tile changed at a time (run.neighbours), for decoding
+# and the dense backward at d = 128: what a change to the time model is fitted on and tested against
+phase sweep decode,backward 120 0 --where N=4096,32768,131072 --where d=128 --sweep "${SWEEP_K:-10}"
 rm -f "$OUT"/results/*.png
 tail -n 30 "$OUT"/results/*.log
 cat "$OUT/results/budget.txt"

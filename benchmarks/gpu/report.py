@@ -66,9 +66,14 @@ def derived(row) -> dict:
     return c
 
 
+def whole(row) -> list[dict]:
+    """The candidates that time the row's whole work (a ``"sweep:backward"`` candidate times one pass of it)."""
+    return [c for c in row["candidates"] if c["pick"] != "sweep:backward"]
+
+
 def best_of_k(row) -> dict | None:
     """The fastest timed candidate (autotuning over the k timed); None if none was timed."""
-    timed = [c for c in row["candidates"] if c.get("time_s")]
+    timed = [c for c in whole(row) if c.get("time_s")]
     return min(timed, key=lambda c: c["time_s"]) if timed else None
 
 
@@ -229,13 +234,15 @@ def table(result) -> str:
                      _ms(fastest), "—"]
             lines.append("| " + " | ".join(cells) + " |")
             continue
-        k = len(row["candidates"])
+        k = len(whole(row))
         reference = row["kind"] == "cuda"
         acc = "— (reference backend)" if reference else (f"{accuracy(c):.2f}" if accuracy(c) else "—")
         pred = f"{c['predicted_s'] * 1e3:.3f} / " + (f"{c['predicted_measured_ceilings_s'] * 1e3:.3f}"
                                                       if c.get("predicted_measured_ceilings_s") else "—")
         if k == 1:
             autotuned = ["— (k = 1: only the derived pick timed)", "", "", ""]
+        elif best is None:
+            autotuned = [f"k = {k}: none timed", "", "", ""]
         elif best is c:
             autotuned = [f"k = {k}: the derived pick", "", "", ""]
         else:
@@ -271,7 +278,7 @@ def summary(results) -> str:
             devices = ", ".join(dict.fromkeys(r["device"] for r, _ in group))
             line = (f"- {words}, d = {d} ({len(group)} configurations; {devices}): the derived pick "
                     f"**{span([ratio(flash(row), derived(row)) for _, row in group])}×**")
-            ks = {len(row["candidates"]) for _, row in group}
+            ks = {len(whole(row)) for _, row in group}
             if ks == {1}:
                 line += " (only the derived pick timed)"
             else:
@@ -365,7 +372,7 @@ def plot(result, path):
         def rate(c, row):       # nan where nothing was timed (a gap in the line, not a zero)
             return row["flops"] / c["time_s"] / 1e12 if c and c.get("time_s") else float("nan")
         a.plot(ns, [rate(derived(r), r) for r in rows], "o-", color=colour, label=f"derived pick, d={d}")
-        if any(len(r["candidates"]) > 1 for r in rows):
+        if any(len(whole(r)) > 1 for r in rows):
             a.plot(ns, [rate(best_of_k(r), r) for r in rows], "o:", color=colour, alpha=0.5,
                    label=f"best of k (autotuned), d={d}")
         a.plot(ns, [rate(r.get("baseline"), r) for r in rows], "s--", color=colour, alpha=0.6,

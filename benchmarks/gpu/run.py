@@ -131,6 +131,37 @@ def candidates(r, k: int) -> list[dict]:
     return out
 
 
+def neighbours(r, k: int) -> list[dict]:
+    """The derived pick, then tile assignments of its variant that differ from it in exactly one tile (the search's
+    timings: ``r.timings``), ``k`` in all, taken a tile at a time in turn (``"pick": "sweep"``): a sweep around the
+    pick that times the model's ranking along each tile, what a change to the model is fitted and tested on.
+
+    >>> class R: pass
+    >>> r = R(); r.variant = "v"; r.H = 1
+    >>> import sympy; r.optimum = R(); r.optimum.exact_sizes = {sympy.Symbol("a"): 2, sympy.Symbol("b"): 8}
+    >>> r.prediction = R(); r.prediction.time = 1.0
+    >>> r.timings = [("v", {"a": 2, "b": 8}, 1.0, 1), ("v", {"a": 4, "b": 8}, 2.0, 1), ("v", {"a": 2, "b": 4}, 3.0, 1),
+    ...              ("v", {"a": 4, "b": 4}, 4.0, 1), ("w", {"a": 1, "b": 8}, 5.0, 1), ("v", {"a": 8, "b": 8}, 6.0, 1)]
+    >>> [c["tiles"] for c in neighbours(r, 4)]
+    [{'a': 2, 'b': 8}, {'a': 4, 'b': 8}, {'a': 2, 'b': 4}, {'a': 8, 'b': 8}]
+    """
+    out = candidates(r, 1)
+    pick = out[0]["tiles"]
+    by_tile: dict = {}
+    for label, tiles, seconds, H in r.timings:
+        t = {str(a): int(v) for a, v in tiles.items()}
+        differ = [a for a in t if t[a] != pick.get(a)]
+        if label == str(r.variant) and len(differ) == 1 and t.keys() == pick.keys():
+            by_tile.setdefault(differ[0], {})[t[differ[0]]] = {"pick": "sweep", "variant": label, "tiles": t,
+                                                               "model_s": seconds, "H": H}
+    lanes = [[c for _, c in sorted(by_tile[a].items())] for a in sorted(by_tile)]
+    while len(out) < k and any(lanes):
+        for lane in lanes:
+            if lane and len(out) < k:
+                out.append(lane.pop(0))
+    return out
+
+
 def timed_candidates(cfg, quick: bool, dry: bool) -> int:
     """How many tile assignments a forward row times: 1 with ``--quick``, in the dry run and for the CUDA row, else
     3 (the derived pick and the model's next two, read off the search's timings)."""
@@ -139,11 +170,11 @@ def timed_candidates(cfg, quick: bool, dry: bool) -> int:
 
 def run_case(cfg, env, args) -> dict:
     if cfg["kind"] in training.KINDS:       # forward+backward: training.py
-        return training.run_case(cfg, env)
+        return training.run_case(cfg, env, sweep=args.sweep)
     if cfg["kind"] == "flce":               # fused linear cross-entropy, forward+backward: losses.py
         return losses.run_case(cfg, env)
     diagram, sizes = diagram_of(cfg)
-    k = timed_candidates(cfg, args.quick, env["dry"])
+    k = args.sweep or timed_candidates(cfg, args.quick, env["dry"])
     # (k > 1: the model's next tiles are the search's timings, which a derivation searched before does not keep)
     derive = env.get("derive", measure.searched) if k == 1 else measure.searched
     t0 = time.perf_counter()
@@ -151,7 +182,7 @@ def run_case(cfg, env, args) -> dict:
     row = {**cfg, "sizes": sizes, "flops": flops_of(cfg), "derive_s": time.perf_counter() - t0, "derived": where,
            "variant": str(r.variant), "candidates": []}
     inputs, reference = measure.inputs_and_reference(cfg, env)
-    for cand in candidates(r, k):
+    for cand in (neighbours if args.sweep else candidates)(r, k):
         p = nc.plan(r.diagram, {**sizes, **cand["tiles"]})
         ceilinged = nc.hardware.predict(p, env["model"], ceilings=env["ceilings"]) if env["ceilings"] else None
         predicted = nc.hardware.predict(p, env["model"])        # once: each kernel's form is built from sympy
@@ -236,6 +267,33 @@ def compiled(r, sizes: dict, model: str) -> str | None:
     return None
 
 
+def selection(clauses: list, ap=None):
+    """``--where KEY=V1,V2 ...`` as a test of a row: each KEY one of its values (an integer where it reads as one);
+    a KEY no row has is an error naming the keys rows have.
+
+    >>> where = selection(["N=4096,131072", "d=128"])
+    >>> where({"N": 4096, "d": 128}), where({"N": 1024, "d": 128}), where({"N": 4096, "d": 64})
+    (True, False, False)
+    """
+    wanted = {}
+    for clause in clauses:
+        key, eq, values = clause.partition("=")
+        if not eq or not values:
+            msg = f"--where {clause!r}: write KEY=V1,V2 (a row's key, e.g. N=4096,16384)"
+            if ap is not None:
+                ap.error(msg)
+            raise ValueError(msg)
+        wanted[key] = {int(v) if v.lstrip("-").isdigit() else v for v in values.split(",")}
+    known = {k for c in configurations(False, False) + configurations(True, False) for k in c}
+    unknown = sorted(set(wanted) - known)
+    if unknown:
+        msg = f"--where: no row has the key(s) {unknown}; rows have {sorted(known)}"
+        if ap is not None:
+            ap.error(msg)
+        raise ValueError(msg)
+    return lambda cfg: all(cfg.get(k) in vs for k, vs in wanted.items())
+
+
 def _ms(t) -> str:
     return "    —    " if not t else f"{t * 1e3:8.3f} ms"
 
@@ -247,6 +305,11 @@ def main(argv=None):
     ap.add_argument("--dry-run", action="store_true", help="CPU, tiny sizes, Triton's interpreter, untimed")
     ap.add_argument("--only", help="comma-separated kinds to run (attention, causal, decode, gqa, matmul, cuda; "
                                    f"forward+backward: {', '.join(training.KINDS)}, flce)")
+    ap.add_argument("--sweep", type=int, default=0, metavar="K",
+                    help="time K tile assignments around each row's derived pick, one tile changed at a time (a "
+                         "forward+backward row: its backward pass's), searched in the run (neighbours())")
+    ap.add_argument("--where", action="append", default=[], metavar="KEY=V1,V2",
+                    help="run only the rows whose KEY (N, d, …) is one of the values (repeatable)")
     ap.add_argument("--tag", help="a suffix for the results file names (<device>-<date>-<tag>.json)")
     ap.add_argument("--derived", help="a folder of derivations searched before (prederived.py): each row reads "
                                       "its own there where the folder holds them for this tree, else searches")
@@ -265,7 +328,8 @@ def main(argv=None):
     env = measure.environment(dry=args.dry_run)
     if args.derived is not None:     # each row reads its derivations searched before (prederived.py)
         env["derive"] = prederived.Prederived(args.derived).derive
-    print(f"device: {env['device']} → model {env['model']}; ceilings {env['ceilings']}", flush=True)
+    print(f"device: {env['device']} → model {env['model']}; ceilings {env['ceilings']}; probes "
+          f"{env.get('probes', {})}", flush=True)
     rows = []
     date = datetime.date.today().isoformat()
     stem = f"{'dry-run' if args.dry_run else env['slug']}-{date}" + (f"-{args.tag}" if args.tag else "")
@@ -276,9 +340,11 @@ def main(argv=None):
         return {"schema": 2, "device": env["device"], "model": env["model"], "date": date, "dry_run": args.dry_run,
                 "provenance": {**env["provenance"], "clocks_after": after},
                 "versions": {**env["versions"], "python": platform.python_version()},
-                "tolerance": measure.TOLERANCE, "timing": measure.TIMING, "ceilings": env["ceilings"], "rows": rows}
+                "tolerance": measure.TOLERANCE, "timing": measure.TIMING, "ceilings": env["ceilings"],
+                "probes": env.get("probes", {}), "rows": rows}
+    where = selection(args.where, ap)
     for cfg in configurations(args.dry_run, args.quick):
-        if kinds and cfg["kind"] not in kinds:
+        if (kinds and cfg["kind"] not in kinds) or not where(cfg):
             continue
         print(f"{cfg}", flush=True)
         try:

@@ -119,9 +119,9 @@ def _module(path):
 class Pass:
     """One derived pass (forward or backward): its plan, Triton kernel, prediction, and how to run it."""
 
-    def __init__(self, name, r, sizes, env):
+    def __init__(self, name, r, sizes, env, tiles=None):
         self.name, self.r = name, r
-        self.tiles = {str(a): int(v) for a, v in r.optimum.exact_sizes.items()}
+        self.tiles = tiles or {str(a): int(v) for a, v in r.optimum.exact_sizes.items()}
         self.plan = nc.plan(r.diagram, {**sizes, **self.tiles})
         self.kernel = nc.codegen.triton(self.plan)
         self.env = env
@@ -165,13 +165,15 @@ class Pass:
         return out
 
 
-def run_case(cfg, env) -> dict:
-    """One forward+backward row (see the module docstring)."""
+def run_case(cfg, env, sweep: int = 0) -> dict:
+    """One forward+backward row (see the module docstring); ``sweep``: also time that many tile assignments of the
+    backward pass around its pick (:func:`run.neighbours`; searched in the run, which keeps the search's timings)."""
     kind = cfg["kind"]
     x = inputs(cfg, env)
     allowed = density(cfg, None if "ids" not in x else x["ids"].cpu())
     t0 = time.perf_counter()
-    rf, rb, where, sizes = derived(cfg, env["model"], allowed, env.get("derive", measure.searched))
+    rf, rb, where, sizes = derived(cfg, env["model"], allowed,
+                                   measure.searched if sweep else env.get("derive", measure.searched))
     row = {**cfg, "pass": "forward+backward", "sizes": sizes, "allowed": allowed, "flops": flops_of(cfg, allowed),
            "derive_s": time.perf_counter() - t0, "derived": where, "variant": f"{rf.variant} | {rb.variant}"}
     ref = reference(cfg, x)
@@ -183,11 +185,45 @@ def run_case(cfg, env) -> dict:
                 "failed": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
         print(f"  {kind:9} derived  failed: {cand['failed'][:300]}", flush=True)
     row["candidates"] = [cand]
+    if sweep and cand.get("forward"):
+        row["candidates"] += swept(cfg, rf, rb, sizes, x, ref, env, sweep)
     row["baselines"] = baselines(cfg, x, ref, env)
     timed = [b for b in row["baselines"] if b.get("time_s")]
     if timed:
         row["baseline"] = min(timed, key=lambda b: b["time_s"])
     return row
+
+
+def swept(cfg, rf, rb, sizes, x, ref, env, k: int) -> list[dict]:
+    """The backward pass at the tile assignments around its pick (:func:`run.neighbours`, the pick itself left
+    out), each on the derived forward's O and L, gated on dQ, dK, dV and timed: ``{"pick": "sweep:backward",
+    "backward": ...}``."""
+    from run import neighbours
+    ids = [x["ids"], x["ids"]] if "ids" in x else []
+    (O, L), _ = Pass("forward", rf, sizes, env).run([x["Q"], x["K"], x["V"], *ids])
+    bargs = [x["Q"], x["K"], x["V"], *ids, O.to(torch.bfloat16), L.float(), x["dO"]]
+    out = []
+    for c in neighbours(rb, k)[1:]:
+        c["pick"] = "sweep:backward"
+        try:
+            bwd = Pass("backward", rb, sizes, env, tiles=c["tiles"])
+            (dQ, dK, dV), brun = bwd.run(bargs)
+            errs = errors({"dQ": dQ, "dK": dK, "dV": dV}, ref)
+            c.update(backward=bwd.describe(bargs), errors=errs, error=max(errs.values()), time_s=None)
+            why = measure.gated(c["error"], "bf16")
+            if why:
+                c["gate"] = why
+            elif not env["dry"]:
+                c["backward"]["spread"] = measure.bench(brun)
+                c["backward"]["time_s"] = c["backward"]["spread"]["median"]
+        except Exception as e:      # an assignment that cannot be printed or run is recorded, the others go on
+            c["failed"] = f"{type(e).__name__}: {str(e)[:500]}"
+        b = c.get("backward", {})
+        print(f"  {cfg['kind']:9} sweep    bwd {c['tiles']} model {c['model_s'] * 1e3:8.3f} ms  measured "
+              f"{(b.get('time_s') or float('nan')) * 1e3:8.3f} ms  {c.get('gate') or c.get('failed') or ''}",
+              flush=True)
+        out.append(c)
+    return out
 
 
 def _derived_pick(cfg, row, rf, rb, sizes, x, ref, env) -> dict:
