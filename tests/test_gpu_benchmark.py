@@ -238,6 +238,50 @@ def test_the_derived_pick_comes_first_and_the_others_are_the_same_structures_nex
     assert all(c["variant"] == str(r.variant) for c in cands)
 
 
+@needs_kernels
+def test_the_sweep_changes_one_tile_of_the_pick_at_a_time_over_every_tile():
+    """``--sweep K``: the pick, then assignments of its variant that differ from it in exactly one tile, taken a
+    tile at a time in turn, each as the search timed it; checked against the search's own timings."""
+    import napkin_cat as nc
+    run = _module("run")
+    cfg = {"kind": "decode", "q": 1, "d": 128, "N": 32768, "batch": 1, "heads": 32}
+    f, sizes = run.diagram_of(cfg)
+    r = nc.derive(f, sizes=sizes, hardware="h200")
+    cands = run.neighbours(r, 8)
+    pick = cands[0]["tiles"]
+    assert cands[0]["pick"] == "derived" and pick == {str(k): int(v) for k, v in r.optimum.exact_sizes.items()}
+    assert len(cands) == 8 and all(c["pick"] == "sweep" and c["variant"] == str(r.variant) for c in cands[1:])
+    changed = [[a for a in c["tiles"] if c["tiles"][a] != pick[a]] for c in cands[1:]]
+    assert all(len(a) == 1 for a in changed)
+    assert len({a[0] for a in changed}) >= 2            # more than one tile swept: s_x and p_x both vary here
+    timed = {json.dumps({str(k): int(v) for k, v in t.items()}, sort_keys=True): s for label, t, s, _ in r.timings
+             if label == str(r.variant)}
+    assert all(timed[json.dumps(c["tiles"], sort_keys=True)] == c["model_s"] for c in cands[1:])
+    assert len({json.dumps(c["tiles"], sort_keys=True) for c in cands}) == 8
+
+
+def test_where_selects_rows_by_their_keys_and_names_an_unknown_key():
+    run = _module("run")
+    rows = [c for c in run.configurations(False, True) if run.selection(["N=32768,131072", "kind=decode"])(c)]
+    assert [c["N"] for c in rows] == [32768, 131072] and {c["kind"] for c in rows} == {"decode"}
+    with pytest.raises(ValueError, match=r"no row has the key\(s\) \['size'\]; rows have \[.*'N'"):
+        run.selection(["size=4096"])
+    with pytest.raises(ValueError, match="write KEY=V1,V2"):
+        run.selection(["N"])
+
+
+@needs_kernels
+def test_the_dry_run_sweeps_decoding_around_its_pick(tmp_path):
+    """``run.py --dry-run --only decode --sweep 3``: the pick and two neighbours printed, run under the
+    interpreter and gated; the report counts k = 3 and says none was timed (the CPU times nothing)."""
+    assert _module("run").main(["--dry-run", "--out", str(tmp_path), "--only", "decode", "--sweep", "3"]) == 0
+    (path,) = tmp_path.glob("dry-run-*.json")
+    (row,) = json.loads(path.read_text())["rows"]
+    assert [c["pick"] for c in row["candidates"]] == ["derived", "sweep", "sweep"]
+    assert all(c["error"] < 2e-2 and c.get("time_s") is None for c in row["candidates"])
+    assert "k = 3: none timed" in _module("report").table(json.loads(path.read_text()))
+
+
 def test_the_kernels_a_run_launches_are_those_whose_divisions_hold_at_its_sizes():
     """What the dry run compiles (``k.launched()``): per launch, the even variant where every tile divides its size
     at the run's sizes, else the ragged one; the divisions checked here by plain arithmetic on the tiles."""

@@ -55,4 +55,20 @@ def issuing_threads(gpu: GPU, rows: int) -> int:
     return per_unit * max(1, min(max(1, ISSUING_THREADS // per_unit), rows // m))
 
 
-__all__ = ["ROWS_PER_WARPGROUP", "ISSUING_THREADS", "warpgroups", "scaling_unit", "issuing_threads"]
+#: fp32 values of a kernel's largest on-chip tensor one warp holds where the kernel has no tensor-core products
+VALUES_PER_WARP = 2048
+
+
+def register_warps(largest: int) -> int:
+    """Warps of a thread block without tensor-core products (its tiles in its threads' registers): one per
+    :data:`VALUES_PER_WARP` values of its largest on-chip tensor, 4 to 8 (the printed kernels' launch, and the
+    threads the time model spreads those tiles over).
+
+    >>> register_warps(128 * 128), register_warps(64 * 64)
+    (8, 4)
+    """
+    return 8 if largest > 4 * VALUES_PER_WARP else 4
+
+
+__all__ = ["ROWS_PER_WARPGROUP", "ISSUING_THREADS", "VALUES_PER_WARP", "warpgroups", "scaling_unit",
+           "issuing_threads", "register_warps"]

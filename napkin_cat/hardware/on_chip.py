@@ -45,12 +45,16 @@ from napkin_cat.syntax.sizes import Sizes
 
 @dataclass(frozen=True)
 class ChipForms:
-    """A kernel's on-chip forms: per live column, its bytes at the level (``columns``, a stream's loads twice) and
-    the bytes of its block tensors other than loaded tiles, state in fp32 (``registers``), expressions in the
-    kernel's sizes and tiles."""
+    """A kernel's on-chip forms: per live column, its bytes at the level (``columns``, a stream's loads twice),
+    the bytes of its block tensors other than loaded tiles, state in fp32 (``registers``), and the bytes of all of
+    them, loaded tiles once (``in_registers``: a kernel without tensor-core products keeps its tiles in its
+    threads' registers, nothing staged in shared memory); and the values of its largest on-chip tensor
+    (``largest``); expressions in the kernel's sizes and tiles."""
 
     columns: tuple
     registers: tuple
+    in_registers: tuple = ()
+    largest: object = 0
 
 
 def chip_forms(box, level: int, sample: dict) -> ChipForms:
@@ -65,17 +69,19 @@ def chip_forms(box, level: int, sample: dict) -> ChipForms:
     # each column one Add of its terms (a Python sum rebuilds the Add at every term: quadratic in a column's
     # variables, and a deep kernel has as many columns as variables, issue 35); the same canonical expression
     # and each variable's bytes read once (a variable lives in many columns: read per column, ~k² products)
-    held, kept = {}, {}
+    held, kept, sizes = {}, {}, {}
     for col in columns:
         for v in col:
             if v.name not in held:
-                held[v.name] = v.bytes
+                held[v.name], sizes[v.name] = v.bytes, v.size
                 kept[v.name] = v.size * (4 if v.role == "state" else as_dtype(v.dtype).bytes) \
                     if v.role != "tile" else None
     extra = sympy.Add(*(p.variable_map[n].bytes for n in streamed if p.variable_map[n].level == level))
     return ChipForms(
         tuple(sympy.Add(*(held[v.name] for v in col), extra) for col in columns),
-        tuple(sympy.Add(*(kept[v.name] for v in col if kept[v.name] is not None)) for col in columns))
+        tuple(sympy.Add(*(kept[v.name] for v in col if kept[v.name] is not None)) for col in columns),
+        tuple(sympy.Add(*(held[v.name] if kept[v.name] is None else kept[v.name] for v in col)) for col in columns),
+        sympy.Max(*sizes.values()) if sizes else sympy.Integer(0))
 
 
 def growing(expr) -> bool:

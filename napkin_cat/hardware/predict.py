@@ -17,8 +17,12 @@ goes.  Per kernel ``k`` (a top-level box of the algorithm: Grids around a Kernel
                    GPU's hierarchy per instruction's m rows: a warpgroup per 64 on Hopper, a warp per 16
                    on Ampere; at least one, at most 256 threads) and take at most half of each
                    thread's (else the assignment is refused)
+             = max(1, ⌊regs_per_sm / 2R'⌋)  where no product is printed as tl.dot: nothing is staged in
+               shared memory (Triton stages only what feeds a tl.dot), R' = every tile and tensor of the block
+               (loads once) in the registers of one warp per 2,048 values of its largest tensor, 4 to 8 warps
     waves    = ⌈B / (N · r)⌉,  u = B / (waves · N · r)          B thread blocks: the tail of the last wave
-    T(k)     = max(T_hbm, T_l2, T_comp) / u + launch            memory overlapped with compute
+    T(k)     = max(T_hbm, T_l2, T_comp) / u + waves · λ + launch     memory overlapped with compute; λ = WAVE,
+               the seconds a wave of blocks waits before its work overlaps (its first loads, its last stores)
     T        = Σ_k T(k)
 
 ``B`` is the one count of thread blocks, :func:`napkin_cat.algorithms.launches.narrowest` (the groups of the
@@ -82,7 +86,8 @@ from napkin_cat.hardware.errors import HardwareError
 from napkin_cat.hardware.model import GPU, load
 from napkin_cat.hardware.on_chip import ChipForms, chip_forms
 from napkin_cat.hardware.products import TENSOR, placement, products_of, rate, side
-from napkin_cat.hardware.issuing import ISSUING_THREADS, ROWS_PER_WARPGROUP, issuing_threads, scaling_unit
+from napkin_cat.hardware.issuing import (ISSUING_THREADS, ROWS_PER_WARPGROUP, VALUES_PER_WARP, issuing_threads,
+                                         register_warps, scaling_unit)
 from napkin_cat.hardware.lambdas import Lambdas
 # the records and the sentences of masks, public here where they were before (cputime, timed and tests read them)
 from napkin_cat.hardware.masks import bound_densities, density_assumptions
@@ -101,6 +106,10 @@ OVERLAPS = ("sequential", "pipelines")
 #: seconds from one kernel's launch to the next's on the same stream (a measured order of magnitude on
 #: Hopper with PyTorch/Triton launchers: 3-6 µs); an assumption, listed in every prediction
 LAUNCH = 4e-6
+#: seconds each wave of thread blocks waits before its work overlaps (its blocks start together: their first loads
+#: wait the memory's latency, their last stores drain); fitted to run 6's decoding sweep on an H200 (2026-12-04:
+#: one-trip blocks, 1.75 µs a wave) and measured by ``benchmarks/gpu/probes.py`` beside it (ceiling ``"wave"``)
+WAVE = 1.75e-6
 
 
 def kernels_of(algorithm: Diagram) -> list:
@@ -162,7 +171,7 @@ class KernelForm:
         for i, p in enumerate(self.products):
             named.update({f"product:{i}:flops": p.flops, f"product:{i}:pad": p.pad,
                           f"product:{i}:tensor": p.tensor, f"product:{i}:cuda": p.cuda,
-                          f"product:{i}:joint": p.joint})
+                          f"product:{i}:joint": p.joint, f"product:{i}:least": p.least})
         self.split = split is not None
         if split is not None:
             state = sum((numel(b.cod.inside[0]) * as_dtype(b.cod.inside[0].dtype).bytes
@@ -181,6 +190,9 @@ class KernelForm:
         chip = chip_forms(box, level, sample) if chip is None else chip
         for i, (col, regs) in enumerate(zip(chip.columns, chip.registers)):
             named[f"column:{i}"], named[f"registers:{i}"] = col, regs
+        for i, held in enumerate(chip.in_registers):
+            named[f"in_registers:{i}"] = held
+        named["largest"] = chip.largest
         rows = {side(p.use, "m") for p in self.products}      # each product's rows, as its record counts them
         named["rows"] = sympy.Max(*rows) if rows else sympy.Integer(0)
         self.names = list(named)
@@ -203,9 +215,12 @@ class KernelForm:
                "rows": int(v["rows"]), "flops": by_pipeline("flops:"), "seconds": by_pipeline("seconds:"),
                "on_chip": int(max((x for k, x in v.items() if k.startswith("column:")), default=0)),
                "registers": int(max((x for k, x in v.items() if k.startswith("registers:")), default=0)),
+               "in_registers": int(max((x for k, x in v.items() if k.startswith("in_registers:")), default=0)),
+               "largest": int(v["largest"]),
                "products": [{"flops": v[f"product:{i}:flops"], "pad": v[f"product:{i}:pad"],
                              "tensor": v[f"product:{i}:tensor"], "cuda": v[f"product:{i}:cuda"],
-                             "joint": int(round(v[f"product:{i}:joint"]))}
+                             "joint": int(round(v[f"product:{i}:joint"])),
+                             "least": int(round(v[f"product:{i}:least"]))}
                             for i in range(len(self.products))]}
         out["busy"] = v.get("busy", out["blocks"])
         if self.split:
@@ -220,7 +235,6 @@ class KernelForm:
         trips: a masked kernel's are counted at ``env``).  Its padded products are placed where the kernel runs
         fastest (ties, where memory bounds the kernel: the placement of less compute time, then the tensor cores);
         a split kernel's combine is a second launch."""
-        gpu = self.gpu
         v = self.values(env)
         if exact is None and self.estimated:
             exact = folded(self.box, env, density=self.density)
@@ -234,24 +248,19 @@ class KernelForm:
                     seconds[p], flops[p] = seconds[p] * ratio, flops[p] * ratio
                     for x in products if p == "tensor" else ():
                         x.update(flops=x["flops"] * ratio, tensor=x["tensor"] * ratio, cuda=x["cuda"] * ratio)
-        B, M, R = v["blocks"], v["on_chip"], v["registers"]
-        if M > gpu.smem_per_block:
-            raise HardwareError(f"{self.box.name}: {M} B on chip per thread block, over the {gpu.name}'s "
-                                f"{gpu.smem_per_block} B (memory.smem_per_block): choose smaller tiles")
-        threads = issuing_threads(gpu, v["rows"])
-        per_thread = R / (threads * gpu.register_bytes)
-        if per_thread > -(-gpu.registers_per_thread // 2):
-            raise HardwareError(f"{self.box.name}: {R} B of block tensors in registers over {threads} threads is "
-                                f"{per_thread:.0f} registers per thread, over half the {gpu.name}'s "
-                                f"{gpu.registers_per_thread} (the rest holds addresses and temporaries): choose "
-                                "smaller tiles")
-        r = max(1, min(gpu.smem_per_sm // max(M, 1), gpu.registers_per_sm * gpu.register_bytes // max(2 * R, 1)))
+        B = v["blocks"]
+        staged = any(p.printed_dot(x["least"], x["joint"]) for p, x in zip(self.products, products))
+        try:
+            r, on_chip = self.residency(v, staged=staged)
+        except HardwareError:           # tiles over the registers: timed as staged (a kernel that spills)
+            if staged:
+                raise
+            r, on_chip = self.residency(v, staged=True)
         combine = v.get("combine")
         if combine is not None:     # the combine's work leaves the parts' launch
             moved -= combine["moved"]
             for p, s in combine["seconds"].items():
                 seconds[p], flops[p] = seconds[p] - s, flops[p] - combine["flops"][p]
-        on_chip = {"on_chip_per_block": M, "registers_per_block": R, "threads": threads}
         best = None
         for where in itertools.product(*([1] if x["joint"] > 1 else [0] if x["pad"] == 1 else [0, 1]
                                          for x in products)):
@@ -270,13 +279,46 @@ class KernelForm:
         if combine is None:
             return replace(kt, products=products)
         c = self._launch(f"{self.box.name} (combine)", combine["moved"], combine["compulsory"], combine["seconds"],
-                         combine["flops"], combine["blocks"], r, launch, on_chip)
+                         combine["flops"], combine["blocks"], r, launch, on_chip, waits=False)
         return replace(kt, time=kt.time + c.time, products=products, combine=c)
 
-    def _launch(self, label, moved, compulsory, seconds, flops, B, r, launch, on_chip, busy=None) -> KernelTime:
-        """One launch of ``B`` blocks, ``r`` resident per SM: ``max(T_hbm, T_l2, T_comp) / u + launch``, ``u`` the
-        share of the waves' slots the work fills: ``busy`` blocks' worth (a split's parts: ``groups · T/⌈T/P⌉``, its
-        work spread over the parts that hold slices, the busiest setting the time; else ``B``)."""
+    def residency(self, v: dict, *, staged: bool) -> tuple:
+        """``(r, on_chip)``: blocks resident per SM and what each holds, for the forms' values ``v``.  ``staged``
+        (some product printed as ``tl.dot``: :meth:`~napkin_cat.hardware.products.Product.printed_dot`): the
+        stream's loads staged in shared memory (the plan's level-1 bytes
+        ``M``, a stream's loads twice) and the block's other tensors in the registers of the threads issuing the
+        products (``R``); else every tile in registers (``in_registers``, loads once: Triton stages no load that
+        feeds no ``tl.dot``), spread over :func:`~napkin_cat.hardware.issuing.register_warps` warps (:meth:`at`
+        times a kernel whose tiles do not fit there as staged).  A HardwareError where the tiles do not fit::
+
+            staged:  r = max(1, min(⌊smem_per_sm / M⌋, ⌊regs_per_sm / 2R⌋))      M ≤ smem_per_block
+            else:    r = max(1, ⌊regs_per_sm / 2R'⌋),  R' = in_registers           R' per thread ≤ half a thread's
+        """
+        gpu = self.gpu
+        if staged:
+            M, R = v["on_chip"], v["registers"]
+            if M > gpu.smem_per_block:
+                raise HardwareError(f"{self.box.name}: {M} B on chip per thread block, over the {gpu.name}'s "
+                                    f"{gpu.smem_per_block} B (memory.smem_per_block): choose smaller tiles")
+            threads = issuing_threads(gpu, v["rows"])
+        else:
+            M, R = 0, v["in_registers"]
+            threads = register_warps(v["largest"]) * gpu.threads("warp")
+        per_thread = R / (threads * gpu.register_bytes)
+        if per_thread > -(-gpu.registers_per_thread // 2):
+            raise HardwareError(f"{self.box.name}: {R} B of block tensors in registers over {threads} threads is "
+                                f"{per_thread:.0f} registers per thread, over half the {gpu.name}'s "
+                                f"{gpu.registers_per_thread} (the rest holds addresses and temporaries): choose "
+                                "smaller tiles")
+        r = max(1, min(gpu.smem_per_sm // max(M, 1), gpu.registers_per_sm * gpu.register_bytes // max(2 * R, 1)))
+        return r, {"on_chip_per_block": M, "registers_per_block": R, "threads": threads}
+
+    def _launch(self, label, moved, compulsory, seconds, flops, B, r, launch, on_chip, busy=None,
+                waits=True) -> KernelTime:
+        """One launch of ``B`` blocks, ``r`` resident per SM: ``max(T_hbm, T_l2, T_comp) / u + waves · λ + launch``,
+        ``u`` the share of the waves' slots the work fills: ``busy`` blocks' worth (a split's parts: ``groups ·
+        T/⌈T/P⌉``, its work spread over the parts that hold slices, the busiest setting the time; else ``B``).
+        ``waits=False`` (a split's combine: one small block per row, its residency not modelled) charges no λ."""
         gpu = self.gpu
         hbm = float(self.ceilings.get("hbm", gpu.hbm))
         l2 = float(self.ceilings.get("l2", gpu.l2_to_smem or gpu.hbm))
@@ -290,9 +332,21 @@ class KernelForm:
         if bound == "compute":
             bound = max(PIPELINES, key=lambda p: terms[p])
         terms["launch"] = launch
-        return KernelTime(label, max(terms["hbm"], terms["l2"], comp) / u + launch, terms, bound, B, r, waves, u,
+        terms["wave"] = waves * float(self.ceilings.get("wave", WAVE)) if waits else 0.0
+        return KernelTime(label, max(terms["hbm"], terms["l2"], comp) / u + terms["wave"] + launch, terms, bound, B,
+                          r, waves, u,
                           {"compulsory": int(compulsory), "moved": int(moved), **on_chip},
                           {p: float(n) for p, n in flops.items()})
+
+
+def register_cap(gpu: GPU) -> int:
+    """The most bytes a thread block without tensor-core products holds in registers: half of each thread's, over
+    the most warps :func:`~napkin_cat.hardware.issuing.register_warps` gives (8).
+
+    >>> register_cap(load("h100-sxm5"))
+    131072
+    """
+    return register_warps(2 ** 62) * gpu.threads("warp") * -(-gpu.registers_per_thread // 2) * gpu.register_bytes
 
 
 def _bytes_expr(ty) -> sympy.Expr:
@@ -319,10 +373,10 @@ def check_ceilings(ceilings) -> dict:
     {'hbm': 3000000000000.0}
     """
     ceilings = dict(ceilings or {})
-    unknown = [k for k in ceilings if k not in ("hbm", "l2") and k.split(":")[0] not in PIPELINES]
+    unknown = [k for k in ceilings if k not in ("hbm", "l2", "wave") and k.split(":")[0] not in PIPELINES]
     if unknown:
-        raise HardwareError(f"unknown ceilings {unknown}: give 'hbm', 'l2' (bytes/s) or '<pipeline>:<dtype>' "
-                            f"(FLOP/s) with pipeline in {PIPELINES}")
+        raise HardwareError(f"unknown ceilings {unknown}: give 'hbm', 'l2' (bytes/s), 'wave' (seconds a wave of "
+                            f"blocks waits, WAVE) or '<pipeline>:<dtype>' (FLOP/s) with pipeline in {PIPELINES}")
     return ceilings
 
 
@@ -342,14 +396,19 @@ def assumptions(gpu: GPU, ceilings: dict, overlap: str, launch: float, kernels: 
         f"threads that issue the tensor-core products ({scaling_unit(gpu.hierarchy)}s of the {gpu.name}, one "
         f"per {gpu.tensor_shapes[0].m if gpu.tensor_shapes else ROWS_PER_WARPGROUP} rows, at most "
         f"{ISSUING_THREADS} threads) and take at most half of each thread's",
+        "a kernel with no product printed as tl.dot (each side longer than 1, one axis each) stages nothing in "
+        "shared memory: its tiles (loaded once) and "
+        f"tensors live in the registers of one warp per {VALUES_PER_WARP} values of its largest tensor (4 to 8 warps) "
+        "and take at most half of each thread's",
         "blocks resident per SM: the fewest that shared memory and the register file allow",
+        f"each wave of blocks waits {float(ceilings.get('wave', WAVE)) * 1e6:g} µs before its work overlaps",
         f"{launch * 1e6:g} µs per kernel launch",
     ) + (("matrix products with a side shorter than the tensor-core instruction's run padded to it on the tensor "
           "cores (charged the padded FLOPs) or on the CUDA cores (the general pipeline's rate, on the output's "
           "format), whichever is predicted faster: " + "; ".join(placed),) if placed else ()) + (
         ("a split stream's combine is its own launch of one block per row of the groups after the parts' launch, "
          "at the parts' residency: it reads the P partial states back through L2 (T_l2), merges them and writes the "
-         "outputs (T_hbm)",) if split else ())
+         "outputs (T_hbm); its blocks are not charged the wave's wait",) if split else ())
 
 
 def predict(algorithm, hardware, sizes: dict | None = None, *, overlap: str = "sequential",

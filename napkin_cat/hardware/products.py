@@ -63,6 +63,13 @@ class Product:
     cuda: sympy.Expr
     joint: sympy.Expr = sympy.Integer(1)
     use: object = None       # its sides by tile names (:class:`~napkin_cat.hardware.divisors.MatmulUse`)
+    least: sympy.Expr = sympy.Integer(16)   # its shortest side
+
+    def printed_dot(self, least: float, joint: float) -> bool:
+        """Whether the printed kernel computes it with ``tl.dot`` (given its ``least`` side and ``joint`` at the
+        tiles): every side longer than 1 and one axis each (a side of 1 is dropped: a vector, not a block).  Its
+        operands are then staged in shared memory, whichever pipeline the time model charges it to."""
+        return least > 1 and joint <= 1
 
 
 def _factor(name: str) -> sympy.Expr:
@@ -127,7 +134,8 @@ def products_of(box, ops, gpu: GPU, ceilings: dict) -> list:
         flops = sympy.sympify(op.flops * op.trips)
         out.append(Product(f"{op.label} ({mm.m}×{mm.n}·k {mm.k})", op, flops, pad,
                            flops * pad / sympy.Float(rate(gpu, ceilings, "tensor", op)),
-                           flops / sympy.Float(rate(gpu, ceilings, "general", op)), joint, mm))
+                           flops / sympy.Float(rate(gpu, ceilings, "general", op)), joint, mm,
+                           _lazy(sympy.Min, [side(mm, dim) for dim in ("m", "n", "k")])))
     return out
 
 

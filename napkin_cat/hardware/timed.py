@@ -79,7 +79,7 @@ from napkin_cat.plan import plan
 from napkin_cat.plan.program import LARGEST_INDEX
 from napkin_cat.cost.record import Density
 from napkin_cat.hardware.predict import (LAUNCH, OVERLAPS, KernelForm, Prediction, assumptions, bound_densities,
-                                         check_ceilings, density_assumptions, environment, kernels_of)
+                                         check_ceilings, density_assumptions, environment, kernels_of, register_cap)
 from napkin_cat.search.alternatives import partition_of
 from napkin_cat.search.forms import Preparation
 from napkin_cat.syntax.flat import layers
@@ -204,7 +204,8 @@ def structure_timings(algorithm, gpu, env, *, overlap, ceilings, level, largest,
     if over is not None:                 # every tiling refused: no cost read, no terms compiled
         if refusals is not None:
             e = HardwareError(f"{over[0].name}: at least {over[1]} B on chip per thread block at its least tiles, "
-                              f"over the {gpu.name}'s {gpu.smem_per_block} B (memory.smem_per_block)")
+                              f"over the {gpu.name}'s {gpu.smem_per_block} B (memory.smem_per_block) staged and "
+                              f"its {register_cap(gpu)} B of a block's registers held in them")
             refusals.setdefault(re.sub(r"[\d.]+", "#", str(e)), str(e))
         return []
     forms = kernel_forms(boxes, gpu, memo, overlap=overlap, ceilings=ceilings, level=level, sample=first,
@@ -251,11 +252,12 @@ def kernel_forms(boxes, gpu, memo: dict, *, overlap, ceilings, level, sample: di
 def over_block(boxes, gpu, memo: dict, *, level: int, sample: dict):
     """``(kernel, least bytes)`` of the first kernel of ``boxes`` whose least bytes on chip at ``sample`` (its tiles
     each the least the hardware allows: :func:`~napkin_cat.hardware.on_chip.least_on_chip`) exceed ``gpu``'s shared
-    memory per block, or None: where one does, the model refuses every tiling of the structure."""
+    memory per block, staged, and its register file, held in registers (:func:`~napkin_cat.hardware.predict.
+    register_cap`), or None: where one does, the model refuses every tiling of the structure."""
     for box in boxes:                   # one by one: the kernels after the first over it are not read
         (chip,) = kernel_chips([box], memo, level=level, sample=sample)
         least = least_on_chip(chip.columns, sample)
-        if least > gpu.smem_per_block:
+        if least > gpu.smem_per_block and least_on_chip(chip.in_registers, sample) > register_cap(gpu):
             return box, least
     return None
 

@@ -12,7 +12,7 @@ import pytest
 
 import napkin_cat as nc
 from napkin_cat.hardware.errors import HardwareError
-from napkin_cat.hardware.predict import LAUNCH, KernelForm, kernels_of
+from napkin_cat.hardware.predict import LAUNCH, WAVE, KernelForm, kernels_of
 
 GPU = nc.hardware.load("h100-sxm5")
 BF16 = {"Q": "bf16", "K": "bf16", "S": "fp32", "P": "bf16", "V": "bf16", "O": "bf16"}
@@ -112,8 +112,10 @@ def test_the_combine_is_its_own_launch(decode):
     busy = groups * T / -(-T // P)                                 # the busiest part runs ⌈T/P⌉ slices
     waves = -(-k.blocks // (GPU.sm_count * k.resident))
     assert k.utilisation == pytest.approx(busy / (waves * GPU.sm_count * k.resident))
+    assert k.terms["wave"] == waves * WAVE and c.terms["wave"] == 0
     assert k.time == pytest.approx(max(k.terms["hbm"], k.terms["l2"], sum(k.terms[p] for p in
-                                   ("tensor", "special", "general"))) / k.utilisation + LAUNCH + c.time)
+                                   ("tensor", "special", "general"))) / k.utilisation + waves * WAVE + LAUNCH
+                                   + c.time)
     assert decode.prediction.time == pytest.approx(k.time)
 
 

@@ -31,7 +31,7 @@ import sympy
 
 from napkin_cat.codegen.errors import CodegenError
 from napkin_cat.plan.ir import Compute, GridLoop, Load, StreamLoop, walk
-from napkin_cat.hardware.issuing import warpgroups
+from napkin_cat.hardware.issuing import register_warps, warpgroups
 from napkin_cat.syntax.dtype import as_dtype
 
 #: shared memory per thread block assumed when no hardware model is given (Hopper, opt-in maximum)
@@ -110,7 +110,7 @@ def num_warps(printer) -> int:
             for side in printer.shape(v.name):
                 n *= side
             largest = max(largest, n)
-    return 8 if largest > 4 * 2048 else 4
+    return register_warps(largest)
 
 
 def num_stages(printer, smem_per_block: int = SMEM_PER_BLOCK) -> int:
