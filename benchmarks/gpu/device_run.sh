@@ -19,7 +19,8 @@
 # A derivation is read only where the device's tree has the source hash it was searched under (prederived.py);
 # every row records where its derivations came from ("derived"), and searches where the folder has none.
 #
-# PHASES (default "training masks decode"; "sweep" is a fourth) names the phases run.
+# PHASES (default "training masks decode"; "sweep" is a fourth) names the phases run; RUN (e.g. run7) prefixes their
+# files' tags, so that a second call on one day does not reuse the first's names.
 # Three phases, each one run.py call under its own limit within one budget (a slow phase leaves the others' results,
 # and each later phase gets the time the earlier leave, at least its minimum): 1. forward+backward
 # of dense attention (--quick: d = 64, 128; N = 1,024, 4,096, 16,384) and the fused linear cross-entropy at a 128k
@@ -29,7 +30,7 @@
 # each mask, decoding at N = 4,096 … 131,072 with the model's next tiles timed beside the pick): prederive without
 # --quick first. Run 5 took 62 + 59 + 32 s for the --quick phases; the full rows are about 3× as many.
 # What comes back is at most 8 files (the device tool's limit): the versions and clocks in one file, each phase's
-# JSON and log, the budget; the plots are redrawn here (report.py --plots).
+# JSON, the phases' logs in one file (phases.txt), the budget; the plots are redrawn here (report.py --plots).
 # Every row first derives for the device's hardware model (read from benchmarks/gpu/derived where carried, else
 # searched there: CPU time, tens of seconds a row), then gates and times.
 # Afterwards, here: copy the returned results/*.json, .png and the logs into benchmarks/gpu/results/, commit them,
@@ -67,7 +68,7 @@ phase() {   # phase NAME KINDS MIN_S LATER_MIN_S [run.py options]: one run.py ca
     local left=$(( BUDGET_S - SECONDS - later ))
     if [ "$left" -lt "$least" ]; then left=$least; fi
     echo "phase $name ($kinds): ${left} s of ${BUDGET_S} s after ${SECONDS} s" >> "$OUT/results/budget.txt"
-    timeout "$left" python3 benchmarks/gpu/run.py ${QUICK---quick} --only "$kinds" --tag "$name" --out "$OUT/results" \
+    timeout "$left" python3 benchmarks/gpu/run.py ${QUICK---quick} --only "$kinds" --tag "${RUN:+$RUN-}$name" --out "$OUT/results" \
         ${DERIVED[@]+"${DERIVED[@]}"} "$@" > "$OUT/results/$name.log" 2>&1
     echo "phase $name exit $? at ${SECONDS} s" >> "$OUT/results/budget.txt"
 }
@@ -79,5 +80,8 @@ phase decode decode,gqa "${DECODE_MIN_S:-70}" 0
 phase sweep decode,backward 120 0 --where N=4096,32768,131072 --where d=128 --sweep "${SWEEP_K:-10}"
 rm -f "$OUT"/results/*.png
 tail -n 30 "$OUT"/results/*.log
+# at most 8 files come back: the phases' logs as one file (each under its name), beside each phase's JSON
+for log in "$OUT"/results/*.log; do echo "===== $(basename "$log")"; cat "$log"; done > "$OUT/phases.txt"
+rm -f "$OUT"/results/*.log
 cat "$OUT/results/budget.txt"
-ls -l "$OUT/results"
+ls -l "$OUT" "$OUT/results"
