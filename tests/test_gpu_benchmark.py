@@ -436,12 +436,26 @@ def _flash_over(row, pick) -> float:
     return flash["time_s"] / c["time_s"]
 
 
+def _current_rows(report) -> list[dict]:
+    """The rows the words read, chosen here by the rule the README states: per device and configuration, the first
+    measurement in a results file that is not stale (path order), else every stale one."""
+    files = [(json.loads(f.read_text()), report.staleness(json.loads(f.read_text()))["stale"])
+             for f in report.result_files()]
+    fresh = {}
+    for r, stale in files:
+        for row in r["rows"]:
+            if "failed" not in row and not stale:
+                fresh.setdefault((r["device"], report.label(row)), id(row))
+    return [row for r, stale in files for row in r["rows"] if "failed" not in row
+            and fresh.get((r["device"], report.label(row)), id(row)) == id(row)]
+
+
 def test_the_readmes_words_are_the_results_derived_pick_and_best_of_k_apart(report):
     """The ranges in the words under the tables, recomputed here from the raw files: the derived pick's (what
     ``nc.derive`` returns) and, apart, the best of k (autotuned); the old "1.3-1.45×" (the best of three,
     called the derived kernels, its low end 1.275 rounded up) is gone."""
     words = _section(report)
-    rows = [row for f in report.result_files() for row in json.loads(f.read_text())["rows"] if "failed" not in row]
+    rows = _current_rows(report)
     for kind, name in (("attention", "attention"), ("gqa", "grouped-query attention")):
         for d in sorted({row["d"] for row in rows if row["kind"] == kind}):
             group = [row for row in rows if row["kind"] == kind and row["d"] == d]
@@ -476,6 +490,10 @@ def test_results_measured_before_a_change_to_codegen_plan_or_time_model_are_mark
         r = json.loads(f.read_text())
         p = r["provenance"]
         since = p["commit"] if not p["commit"].startswith("not recorded") else p["committed_in"]
+        files_of = report.tree_commit(p.get("tree"), since) if not p["commit"].startswith("not recorded") else None
+        if files_of:         # the commit whose files were measured (the device's git metadata may be older)
+            assert p["tree"] in (_git("rev-parse", f"{files_of}^{{tree}}"), report.tree_on_paths(since, files_of))
+            since = files_of
         later = _git("rev-list", f"{since}..HEAD", "--", *report.STALE_PATHS)
         (head,) = [ln for ln in words.splitlines() if f"({f.relative_to(ROOT)})" in ln]
         assert ("**Stale**" in head) == bool(later), head
@@ -496,7 +514,7 @@ def test_the_readmes_training_step_words_are_the_raw_rows_ratios(report):
     time over the derived pick's (forward's plus backward's medians); the loss against Liger-Kernel, with both
     peak memories; every row whose derived pick failed is named, its torch paths still in its table row."""
     words = _section(report)
-    rows = [row for f in report.result_files() for row in json.loads(f.read_text())["rows"] if "failed" not in row]
+    rows = _current_rows(report)
     masked = [row for row in rows if row["kind"] in ("window", "prefix-lm", "document", "alibi", "softcap")]
     if not masked:
         pytest.skip("no masked forward+backward row is committed yet (issue 36's GPU run)")
@@ -548,6 +566,21 @@ def test_a_run_records_the_git_tree_of_the_files_it_measured(tmp_path, monkeypat
     monkeypatch.setattr(report, "ROOT", repo)
     assert report.tree_commit(changed) == git("rev-parse", "HEAD")
     assert report.tree_commit("not recorded: no git") is None
+    # the device's copy: the git metadata of an earlier commit (its index), the files of a later one that adds a file
+    base = git("rev-parse", "HEAD")
+    (repo / "a.py").write_text("x = 3\n")
+    (repo / "b.py").write_text("y = 1\n")
+    git("add", "a.py", "b.py")
+    git("commit", "-qm", "three")
+    three = git("rev-parse", "HEAD")
+    git("branch", "measured", three)          # in history, as the commits measured are on main
+    git("reset", "-q", "--mixed", base)       # base's index: a.py changed, b.py untracked, as on the device
+    assert measure.working_tree() == git("rev-parse", f"{three}^{{tree}}")    # the new file is measured too
+    # a run recorded with `git add -u` (before new files were added) wrote the tree of base's paths only: no
+    # commit has it; the commit after base whose files on those paths give it is the one measured
+    old = report.tree_on_paths(base, three)
+    assert old != git("rev-parse", f"{three}^{{tree}}")
+    assert report.tree_commit(old) is None and report.tree_commit(old, base) == three
 
 
 @needs_kernels

@@ -131,9 +131,10 @@ def gpu_state() -> dict:
 
 
 def working_tree() -> str:
-    """The git tree id of the tracked files as they are on disk (``git write-tree`` over a copy of the index with
-    their changes added): equal to ``git rev-parse <commit>^{tree}`` for the commit whose files were measured, even
-    where the copy's git metadata names another commit (the device receives the working tree, not the history)."""
+    """The git tree id of the files as they are on disk, every one git does not ignore (``git write-tree`` over a copy
+    of the index with every change and new file added): equal to ``git rev-parse <commit>^{tree}`` for the commit
+    whose files were measured, even where the copy's git metadata names an earlier commit (the device receives the
+    working tree, not the history; files that commit added are untracked there)."""
     index = _git("rev-parse", "--git-path", "index")
     if index.startswith("not recorded"):
         return index
@@ -143,7 +144,7 @@ def working_tree() -> str:
             shutil.copyfile(ROOT / index if not Path(index).is_absolute() else index, copy)
         except OSError as e:
             return f"not recorded: no git index ({type(e).__name__})"
-        added = _git("add", "-u", env={"GIT_INDEX_FILE": str(copy)})
+        added = _git("add", "-A", env={"GIT_INDEX_FILE": str(copy)})
         return added if added.startswith("not recorded") else _git("write-tree", env={"GIT_INDEX_FILE": str(copy)})
 
 

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -99,9 +101,10 @@ def accuracy(c) -> float | None:
 
 
 # ------------------------------------------------------------------------------------------------ provenance
-def _git(*args) -> str | None:
+def _git(*args, env=None, stdin=None) -> str | None:
     try:
-        run = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=60)
+        run = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=60,
+                             input=stdin, env={**os.environ, **env} if env else None)
     except (OSError, subprocess.SubprocessError):
         return None
     return run.stdout.strip() if run.returncode == 0 else None
@@ -112,7 +115,7 @@ def measured_commit(result) -> tuple[str | None, bool]:
     measured is at most that one: the measurement cannot have included a later commit)."""
     p = result["provenance"]
     if not str(p.get("commit", "")).startswith(NOT_RECORDED):
-        return p["commit"], True
+        return tree_commit(p.get("tree"), p["commit"]) or p["commit"], True
     return p.get("committed_in"), False
 
 
@@ -136,13 +139,34 @@ def staleness(result) -> dict:
     return {"stale": bool(log), "first": tuple(first[1:]) if first else None, "itself": bool(itself)}
 
 
-def tree_commit(tree) -> str | None:
+def tree_commit(tree, base: str | None = None) -> str | None:
     """The commit in this clone's history whose files are the git tree ``tree`` (the run's ``provenance.tree``: the
-    files measured), or None (not recorded, or no such commit)."""
+    files measured), or None (not recorded, or no such commit).  ``base``: the commit the run's git metadata named;
+    a run recorded before ``measure.working_tree`` added new files wrote the tree of ``base``'s paths only (``git add
+    -u`` over ``base``'s index), so a commit after ``base`` whose files on those paths give ``tree`` is the one
+    measured (:func:`tree_on_paths`)."""
     if not tree or str(tree).startswith(NOT_RECORDED):
         return None
     log = _git("log", "--all", "--format=%H %T") or ""
-    return next((c for c, t in (line.split() for line in log.splitlines()) if t == tree), None)
+    exact = next((c for c, t in (line.split() for line in log.splitlines()) if t == tree), None)
+    if exact or not base or _git("cat-file", "-e", f"{base}^{{commit}}") is None:
+        return exact
+    later = (_git("rev-list", "--all", f"^{base}") or "").split()
+    return next((c for c in later if tree_on_paths(base, c) == tree), None)
+
+
+def tree_on_paths(base: str, commit: str) -> str | None:
+    """The git tree of ``commit``'s files on the paths ``base`` tracks (a path ``commit`` lacks left out): what
+    ``git add -u`` over ``base``'s index writes from ``commit``'s working tree."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        paths = set((_git("ls-tree", "-r", "--name-only", base) or "").splitlines())
+        entries = [line for line in (_git("ls-tree", "-r", commit) or "").splitlines()
+                   if line.split("\t", 1)[1] in paths]
+        if _git("read-tree", "--empty", env=env) is None or \
+                _git("update-index", "--index-info", env=env, stdin="\n".join(entries) + "\n") is None:
+            return None
+        return _git("write-tree", env=env)
 
 
 def header(path, result) -> str:
@@ -150,7 +174,7 @@ def header(path, result) -> str:
     p, v, c = result["provenance"], result["versions"], result["ceilings"]
     commit, recorded = measured_commit(result)
     s = staleness(result)
-    tree = tree_commit(p.get("tree"))
+    tree = tree_commit(p.get("tree"), p.get("commit"))
     if recorded and tree and p.get("dirty") is True:
         at = f"commit `{commit[:7]}`'s metadata, the files of commit `{tree[:7]}` (their git tree)"
     elif recorded:
@@ -265,9 +289,28 @@ def span(values) -> str:
 GROUPS = (("attention", "attention"), ("gqa", "grouped-query attention"), ("causal", "causal attention"))
 
 
+def current(results) -> list[tuple]:
+    """``[(result, row)]`` the words read: per configuration (device and :func:`label`) measured in a results file
+    that is not stale, that measurement alone (the first such file's, in path order: a later phase of one run, such
+    as a sweep, times the same pick again); a configuration measured only in stale files, each of them, as before.
+    Rows that failed as a whole are left out."""
+    rows = [(r, row, staleness(r)["stale"]) for _, r in results for row in r["rows"] if "failed" not in row]
+    fresh, out = {}, []
+    for r, row, stale in rows:
+        if not stale:
+            fresh.setdefault((r["device"], label(row)), (r, row))
+    for r, row, stale in rows:
+        key = (r["device"], label(row))
+        if key not in fresh:
+            out.append((r, row))
+        elif fresh[key] == (r, row):
+            out.append((r, row))
+    return out
+
+
 def summary(results) -> str:
     """The README's words under the tables, every number computed from ``results`` (``[(path, result)]``)."""
-    rows = [(r, row) for _, r in results for row in r["rows"] if "failed" not in row]
+    rows = current(results)
     out = ["Against torch's FlashAttention-2 backend (`sdpa flash`, the same inputs in the same process), as "
            "many times as fast (flash's time over ours):", ""]
     for kind, words in GROUPS:
@@ -307,7 +350,9 @@ def summary(results) -> str:
     stale = [p for p, r in results if staleness(r)["stale"]]
     if stale:
         out += ["", f"{len(stale)} of {len(results)} results files predate later changes to codegen, the plan or "
-                    "the time model (marked **stale** above): their numbers describe the code as it was then."]
+                    "the time model (marked **stale** above): their numbers describe the code as it was then. The "
+                    "words above read each configuration's measurement in a file that is not stale where one is "
+                    "(one per device), else its stale ones."]
     return "\n".join(out)
 
 

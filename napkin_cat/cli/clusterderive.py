@@ -8,7 +8,7 @@ and where it changes; ``--plot`` draws the sweep (:func:`napkin_cat.render.sweep
 >>> main(["derive", "matmul", "--cluster", "h100-sxm5:2:nvlink4", "--sizes", "a=256,b=256,c=256",
 ...       "--compute", "transfers"]) == 0
 form ...
-chosen: one device  (39.81 µs, compute-bound, 524288 B per device on 2 × h100-sxm5 over nvlink4)
+chosen: one device  (41.56 µs, compute-bound, 524288 B per device on 2 × h100-sxm5 over nvlink4)
 True
 >>> main(["derive", "matmul", "--cluster", "h100-sxm5:two:nvlink4", "--sizes", "a=256,b=256,c=256"])
 2
