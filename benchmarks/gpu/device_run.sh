@@ -75,7 +75,7 @@ phase() {   # phase NAME KINDS MIN_S LATER_MIN_S [run.py options]: one run.py ca
 phase training backward,flce 120 "${LATER_S:-260}"
 phase masks window,prefix-lm,document,alibi,softcap 180 "${DECODE_MIN_S:-70}"
 phase decode decode,gqa "${DECODE_MIN_S:-70}" 0
-# PHASES=sweep: the tile assignments around the pick, one tile changed at a time (run.neighbours), for decoding
+# PHASES=sweep: the tile assignments around the pick, one tile changed at a time (picks.neighbours), for decoding
 # and the dense backward at d = 128: what a change to the time model is fitted on and tested against
 phase sweep decode,backward 120 0 --where N=4096,32768,131072 --where d=128 --sweep "${SWEEP_K:-10}"
 rm -f "$OUT"/results/*.png

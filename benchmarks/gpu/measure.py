@@ -170,10 +170,6 @@ def environment(*, dry: bool) -> dict:
     env = {"dry": False, "device": name, "slug": name.lower().replace(" ", "-"), "model": model_for(name),
            "versions": versions, "where": "cuda", "provenance": provenance(dry=False)}
     env["ceilings"] = {"hbm": _copy_bandwidth(2 ** 30), "tensor:bf16": _matmul_rate(8192)}
-    import probes        # Triton kernels of the device's own (no GPU here: the dry run has none to probe)
-    env["probes"] = probes.probes(env["ceilings"]["hbm"])
-    if isinstance(env["probes"].get("wave_s"), float) and env["probes"]["wave_s"] > 0:
-        env["ceilings"]["wave"] = env["probes"]["wave_s"]     # the model's WAVE, measured (probes.wave_seconds)
     return env
 
 

@@ -58,6 +58,7 @@ import measure            # noqa: E402
 import prederived         # noqa: E402
 import report             # noqa: E402
 import training           # noqa: E402
+from picks import candidates, neighbours   # noqa: E402,F401  (run.candidates, run.neighbours: the rows' picks)
 import losses             # noqa: E402
 
 FORMATS = {"Q": "bf16", "K": "bf16", "S": "fp32", "P": "bf16", "V": "bf16", "O": "bf16"}
@@ -111,55 +112,6 @@ def flops_of(cfg) -> float:
         return 2.0 * cfg["a"] * cfg["b"] * cfg["c"]
     full = 4.0 * cfg["batch"] * cfg["heads"] * cfg.get("q", cfg["N"]) * cfg["N"] * cfg["d"]
     return full / 2 if cfg["kind"] == "causal" else full       # causal: the half at or below the diagonal
-
-
-def candidates(r, k: int) -> list[dict]:
-    """What ``r = nc.derive(..., hardware=)`` returns (its tiles: ``r.optimum.exact_sizes``), then the next fastest
-    distinct tile assignments of the same structure by the model, ``k`` in all (fewer if it has fewer).  ``r.timings``
-    holds, per group of kernels sharing tiles, that group's assignments with the others at their best: the second
-    and third fastest of a structure are always among them (one differing in two groups is slower than the two
-    that differ in one of those groups each), a fourth may not be."""
-    derived = {str(a): int(v) for a, v in r.optimum.exact_sizes.items()}
-    out = [{"pick": "derived", "variant": str(r.variant), "tiles": derived,
-            "model_s": r.prediction.time, "H": int(r.H)}]
-    for label, tiles, seconds, H in r.timings:
-        t = {str(a): int(v) for a, v in tiles.items()}
-        if len(out) == k:
-            break
-        if label == str(r.variant) and t not in [c["tiles"] for c in out]:
-            out.append({"pick": "autotune", "variant": label, "tiles": t, "model_s": seconds, "H": H})
-    return out
-
-
-def neighbours(r, k: int) -> list[dict]:
-    """The derived pick, then tile assignments of its variant that differ from it in exactly one tile (the search's
-    timings: ``r.timings``), ``k`` in all, taken a tile at a time in turn (``"pick": "sweep"``): a sweep around the
-    pick that times the model's ranking along each tile, what a change to the model is fitted and tested on.
-
-    >>> class R: pass
-    >>> r = R(); r.variant = "v"; r.H = 1
-    >>> import sympy; r.optimum = R(); r.optimum.exact_sizes = {sympy.Symbol("a"): 2, sympy.Symbol("b"): 8}
-    >>> r.prediction = R(); r.prediction.time = 1.0
-    >>> r.timings = [("v", {"a": 2, "b": 8}, 1.0, 1), ("v", {"a": 4, "b": 8}, 2.0, 1), ("v", {"a": 2, "b": 4}, 3.0, 1),
-    ...              ("v", {"a": 4, "b": 4}, 4.0, 1), ("w", {"a": 1, "b": 8}, 5.0, 1), ("v", {"a": 8, "b": 8}, 6.0, 1)]
-    >>> [c["tiles"] for c in neighbours(r, 4)]
-    [{'a': 2, 'b': 8}, {'a': 4, 'b': 8}, {'a': 2, 'b': 4}, {'a': 8, 'b': 8}]
-    """
-    out = candidates(r, 1)
-    pick = out[0]["tiles"]
-    by_tile: dict = {}
-    for label, tiles, seconds, H in r.timings:
-        t = {str(a): int(v) for a, v in tiles.items()}
-        differ = [a for a in t if t[a] != pick.get(a)]
-        if label == str(r.variant) and len(differ) == 1 and t.keys() == pick.keys():
-            by_tile.setdefault(differ[0], {})[t[differ[0]]] = {"pick": "sweep", "variant": label, "tiles": t,
-                                                               "model_s": seconds, "H": H}
-    lanes = [[c for _, c in sorted(by_tile[a].items())] for a in sorted(by_tile)]
-    while len(out) < k and any(lanes):
-        for lane in lanes:
-            if lane and len(out) < k:
-                out.append(lane.pop(0))
-    return out
 
 
 def timed_candidates(cfg, quick: bool, dry: bool) -> int:
@@ -326,6 +278,11 @@ def main(argv=None):
     if args.derived is not None and not Path(args.derived).is_dir():
         ap.error(f"--derived {args.derived}: no such folder (run.py --prederive --derived {args.derived} writes one)")
     env = measure.environment(dry=args.dry_run)
+    if not args.dry_run:            # the device's probes beside the ceilings (probes.py), λ as the ceiling "wave"
+        import probes               # (Triton kernels: the dry run never imports Triton in this process)
+        env["probes"] = probes.probes(env["ceilings"]["hbm"])
+        if isinstance(env["probes"].get("wave_s"), float) and env["probes"]["wave_s"] > 0:
+            env["ceilings"]["wave"] = env["probes"]["wave_s"]
     if args.derived is not None:     # each row reads its derivations searched before (prederived.py)
         env["derive"] = prederived.Prederived(args.derived).derive
     print(f"device: {env['device']} → model {env['model']}; ceilings {env['ceilings']}; probes "

@@ -33,6 +33,7 @@ import torch
 import napkin_cat as nc
 import measure
 import zoo
+from picks import neighbours
 
 KINDS = zoo.MASKS
 FORMATS = {"Q": "bf16", "K": "bf16", "S": "fp32", "P": "bf16", "V": "bf16", "O": "bf16"}
@@ -167,7 +168,7 @@ class Pass:
 
 def run_case(cfg, env, sweep: int = 0) -> dict:
     """One forward+backward row (see the module docstring); ``sweep``: also time that many tile assignments of the
-    backward pass around its pick (:func:`run.neighbours`; searched in the run, which keeps the search's timings)."""
+    backward pass around its pick (:func:`picks.neighbours`; searched in the run, which keeps the search's timings)."""
     kind = cfg["kind"]
     x = inputs(cfg, env)
     allowed = density(cfg, None if "ids" not in x else x["ids"].cpu())
@@ -195,10 +196,9 @@ def run_case(cfg, env, sweep: int = 0) -> dict:
 
 
 def swept(cfg, rf, rb, sizes, x, ref, env, k: int) -> list[dict]:
-    """The backward pass at the tile assignments around its pick (:func:`run.neighbours`, the pick itself left
+    """The backward pass at the tile assignments around its pick (:func:`picks.neighbours`, the pick itself left
     out), each on the derived forward's O and L, gated on dQ, dK, dV and timed: ``{"pick": "sweep:backward",
     "backward": ...}``."""
-    from run import neighbours
     ids = [x["ids"], x["ids"]] if "ids" in x else []
     (O, L), _ = Pass("forward", rf, sizes, env).run([x["Q"], x["K"], x["V"], *ids])
     bargs = [x["Q"], x["K"], x["V"], *ids, O.to(torch.bfloat16), L.float(), x["dO"]]
