@@ -20,7 +20,8 @@
 # every row records where its derivations came from ("derived"), and searches where the folder has none.
 #
 # PHASES (default "training masks decode"; "sweep" is a fourth) names the phases run; RUN (e.g. run7) prefixes their
-# files' tags, so that a second call on one day does not reuse the first's names.
+# files' tags, so that a second call on one day does not reuse the first's names; WHERE_TRAINING, WHERE_MASKS,
+# WHERE_DECODE (e.g. N=2048,8192) give a phase run.py's --where (with QUICK= : the sizes a quick run left out).
 # Three phases, each one run.py call under its own limit within one budget (a slow phase leaves the others' results,
 # and each later phase gets the time the earlier leave, at least its minimum): 1. forward+backward
 # of dense attention (--quick: d = 64, 128; N = 1,024, 4,096, 16,384) and the fused linear cross-entropy at a 128k
@@ -72,9 +73,9 @@ phase() {   # phase NAME KINDS MIN_S LATER_MIN_S [run.py options]: one run.py ca
         ${DERIVED[@]+"${DERIVED[@]}"} "$@" > "$OUT/results/$name.log" 2>&1
     echo "phase $name exit $? at ${SECONDS} s" >> "$OUT/results/budget.txt"
 }
-phase training backward,flce 120 "${LATER_S:-260}"
-phase masks window,prefix-lm,document,alibi,softcap 180 "${DECODE_MIN_S:-70}"
-phase decode decode,gqa "${DECODE_MIN_S:-70}" 0
+phase training backward,flce 120 "${LATER_S:-260}" ${WHERE_TRAINING:+--where "$WHERE_TRAINING"}
+phase masks window,prefix-lm,document,alibi,softcap 180 "${DECODE_MIN_S:-70}" ${WHERE_MASKS:+--where "$WHERE_MASKS"}
+phase decode decode,gqa "${DECODE_MIN_S:-70}" 0 ${WHERE_DECODE:+--where "$WHERE_DECODE"}
 # PHASES=sweep: the tile assignments around the pick, one tile changed at a time (picks.neighbours), for decoding
 # and the dense backward at d = 128: what a change to the time model is fitted on and tested against
 phase sweep decode,backward 120 0 --where N=4096,32768,131072 --where d=128 --sweep "${SWEEP_K:-10}"

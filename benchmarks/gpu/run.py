@@ -177,21 +177,27 @@ def functions(cfg) -> list:
 
 
 def prederive(args, kinds) -> int:
-    """``--prederive``: the derivations of the rows a run would run (``--quick``, ``--dry-run``, ``--only``) searched
-    for each of ``--models`` and kept in ``--derived`` (:mod:`prederived`); no GPU.  A forward row's are read only
-    where it times one candidate (``--quick``, the dry run, the CUDA row): not searched otherwise.  Each is printed
-    and compiled for its model's architecture (:func:`compiled`); exit status 1 where one cannot be, each named."""
-    store, refused = prederived.Prederived(args.derived), []
+    """``--prederive``: the derivations of the rows a run would run (``--quick``, ``--dry-run``, ``--only``,
+    ``--where``) searched for each of ``--models`` and kept in ``--derived`` (:mod:`prederived`); no GPU.  A forward
+    row's are read only where it times one candidate (``--quick``, the dry run, the CUDA row): not searched
+    otherwise.  Each is printed and compiled for its model's architecture (:func:`compiled`); exit status 1 where
+    one cannot be, each named."""
+    store, refused, where = prederived.Prederived(args.derived), [], selection(args.where)
     for model in args.models:
         for cfg in configurations(args.dry_run, args.quick):
-            if kinds and cfg["kind"] not in kinds:
+            if (kinds and cfg["kind"] not in kinds) or not where(cfg):
                 continue
             if cfg["kind"] not in (*training.KINDS, "flce") and timed_candidates(cfg, args.quick, args.dry_run) > 1:
                 print(f"{model:10} {cfg['kind']:9} not kept: without --quick the row reads the search's timings",
                       flush=True)
                 continue
             for name, f, sizes, rho in functions(cfg):
-                r, seconds = store.keep(f, sizes, model, rho, {"row": cfg, "pass": name})
+                try:
+                    r, seconds = store.keep(f, sizes, model, rho, {"row": cfg, "pass": name})
+                except nc.errors.NapkinError as e:     # nothing derivable to print here: named, the others go on
+                    refused.append(f"{model} {cfg} {name}: {type(e).__name__}: {e}")
+                    print(f"{model:10} {cfg['kind']:9} {name:8} not derived: {str(e)[:300]}", flush=True)
+                    continue
                 took = "kept already" if seconds is None else f"{seconds:6.1f} s"
                 print(f"{model:10} {cfg['kind']:9} {name:8} {took}  {r.variant}", flush=True)
                 if not args.dry_run and cfg["kind"] != "cuda":     # the dry run's rows compile their own
