@@ -40,6 +40,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 BEGIN, END = "<!-- gpu-table -->", "<!-- /gpu-table -->"
+#: recorded trees resolved by hand: ``{tree: {"commit", "why"}}`` (a run whose copy held files git did not ignore)
+TREES = HERE / "trees.json"
 #: the results files' format this report reads (``run.py`` writes it; ``relabel.py`` brought the older files to it)
 SCHEMA = 2
 #: the paths whose change makes a measurement stale: the printers, the plan the kernels are printed from, and the
@@ -144,13 +146,19 @@ def tree_commit(tree, base: str | None = None) -> str | None:
     files measured), or None (not recorded, or no such commit).  ``base``: the commit the run's git metadata named;
     a run recorded before ``measure.working_tree`` added new files wrote the tree of ``base``'s paths only (``git add
     -u`` over ``base``'s index), so a commit after ``base`` whose files on those paths give ``tree`` is the one
-    measured (:func:`tree_on_paths`)."""
+    measured (:func:`tree_on_paths`).  A tree that is neither, explained by hand, is in :data:`TREES` (the commit, and
+    why its files and the tree differ)."""
     if not tree or str(tree).startswith(NOT_RECORDED):
         return None
     log = _git("log", "--all", "--format=%H %T") or ""
     exact = next((c for c, t in (line.split() for line in log.splitlines()) if t == tree), None)
-    if exact or not base or _git("cat-file", "-e", f"{base}^{{commit}}") is None:
+    if exact:
         return exact
+    known = json.loads(TREES.read_text()).get(str(tree)) if TREES.exists() else None
+    if known and _git("cat-file", "-e", f"{known['commit']}^{{commit}}") is not None:
+        return _git("rev-parse", known["commit"])
+    if not base or _git("cat-file", "-e", f"{base}^{{commit}}") is None:
+        return None
     later = (_git("rev-list", "--all", f"^{base}") or "").split()
     return next((c for c in later if tree_on_paths(base, c) == tree), None)
 
@@ -176,7 +184,10 @@ def header(path, result) -> str:
     s = staleness(result)
     tree = tree_commit(p.get("tree"), p.get("commit"))
     if recorded and tree and p.get("dirty") is True:
-        at = f"commit `{commit[:7]}`'s metadata, the files of commit `{tree[:7]}` (their git tree)"
+        by_hand = str(p.get("tree")) in (json.loads(TREES.read_text()) if TREES.exists() else {})
+        at = (f"commit `{p['commit'][:7]}`'s metadata, the files of commit `{tree[:7]}` "
+              + ("(and files git did not ignore there: `benchmarks/gpu/trees.json`)" if by_hand else
+                 "(their git tree)"))
     elif recorded:
         at = f"commit `{commit[:7]}`" + (" with uncommitted changes" if p.get("dirty") is True else "")
     else:
