@@ -81,7 +81,7 @@ def chip_forms(box, level: int, sample: dict) -> ChipForms:
         tuple(sympy.Add(*(held[v.name] for v in col), extra) for col in columns),
         tuple(sympy.Add(*(kept[v.name] for v in col if kept[v.name] is not None)) for col in columns),
         tuple(sympy.Add(*(held[v.name] if kept[v.name] is None else kept[v.name] for v in col)) for col in columns),
-        sympy.Max(*sizes.values()) if sizes else sympy.Integer(0))
+        sympy.Max(*sizes.values(), evaluate=False) if sizes else sympy.Integer(0))
 
 
 def growing(expr) -> bool:
