@@ -165,7 +165,18 @@ def tree_commit(tree, base: str | None = None) -> str | None:
 
 def tree_on_paths(base: str, commit: str) -> str | None:
     """The git tree of ``commit``'s files on the paths ``base`` tracks (a path ``commit`` lacks left out): what
-    ``git add -u`` over ``base``'s index writes from ``commit``'s working tree."""
+    ``git add -u`` over ``base``'s index writes from ``commit``'s working tree (kept per repository and pair: both
+    commits' files never change)."""
+    key = (str(ROOT), _git("rev-parse", base), _git("rev-parse", commit))
+    if key not in _ON_PATHS:
+        _ON_PATHS[key] = _tree_on_paths(base, commit)
+    return _ON_PATHS[key]
+
+
+_ON_PATHS: dict = {}
+
+
+def _tree_on_paths(base: str, commit: str) -> str | None:
     with tempfile.TemporaryDirectory() as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         paths = set((_git("ls-tree", "-r", "--name-only", base) or "").splitlines())
@@ -305,7 +316,8 @@ def current(results) -> list[tuple]:
     that is not stale, that measurement alone (the first such file's, in path order: a later phase of one run, such
     as a sweep, times the same pick again); a configuration measured only in stale files, each of them, as before.
     Rows that failed as a whole are left out."""
-    rows = [(r, row, staleness(r)["stale"]) for _, r in results for row in r["rows"] if "failed" not in row]
+    stale = [staleness(r)["stale"] for _, r in results]        # once per file: git answers it
+    rows = [(r, row, old) for (_, r), old in zip(results, stale) for row in r["rows"] if "failed" not in row]
     fresh, out = {}, []
     for r, row, stale in rows:
         if not stale:
