@@ -496,7 +496,8 @@ def test_results_measured_before_a_change_to_codegen_plan_or_time_model_are_mark
             assert p["tree"] in (_git("rev-parse", f"{files_of}^{{tree}}"), report.tree_on_paths(since, files_of)) \
                 or _git("rev-parse", by_hand.get("commit", "-")) == files_of, f
             since = files_of
-        later = _git("rev-list", f"{since}..HEAD", "--", *report.STALE_PATHS)
+        later = _git("rev-list", f"{since}..HEAD", "--", *report.STALE_PATHS,
+                     *(f":(exclude){p}" for p in report.NOT_STALE))
         (head,) = [ln for ln in words.splitlines() if f"({f.relative_to(ROOT)})" in ln]
         assert ("**Stale**" in head) == bool(later), head
         if p["commit"].startswith("not recorded"):
@@ -612,3 +613,30 @@ def test_the_device_call_refuses_to_start_without_napkin_cats_wheel(tmp_path):
     assert run.returncode == 1
     assert "no napkin_cat wheel in .whl" in run.stdout
     assert "pip wheel --no-deps -w .whl ." in (out / "results" / "budget.txt").read_text()
+
+
+def test_a_change_to_the_triton_worker_alone_leaves_a_measurement_current(tmp_path, monkeypatch):
+    """The Triton worker interprets and compiles printed kernels off the device (``report.NOT_STALE``): a commit that
+    changes it alone leaves a run current; one that changes a printer marks it stale, from that commit."""
+    report = _module("report")
+    repo = tmp_path / "repo"
+    (repo / "napkin_cat" / "codegen" / "triton").mkdir(parents=True)
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    def commit(path, text):
+        (repo / path).write_text(text)
+        git("add", path)
+        git("commit", "-qm", path)
+        return git("rev-parse", "HEAD")
+    git("init", "-q")
+    measured = commit("napkin_cat/codegen/triton/printer.py", "a = 1\n")
+    commit("napkin_cat/codegen/triton/worker.py", "b = 1\n")
+    monkeypatch.setattr(report, "ROOT", repo)
+    result = {"provenance": {"commit": measured, "tree": None}}
+    assert report.staleness(result)["stale"] is False
+    printer = commit("napkin_cat/codegen/triton/printer.py", "a = 2\n")
+    s = report.staleness(result)
+    assert s["stale"] is True and s["first"][0] == printer[:7]

@@ -15,8 +15,8 @@ What each configuration reports, and in which words:
   fastest by the model): a choice the measurement made, not the model, shown beside the derived pick;
 * **provenance**: the commit measured, the driver and the clocks, or ``not recorded`` where a results file
   does not hold them (files written before ``run.py`` recorded them: ``relabel.py``); and **stale** when a
-  commit after the one measured changed :data:`STALE_PATHS` (codegen, the plan, the time model), computed
-  from git history (:func:`staleness`), until the configuration is measured again.
+  commit after the one measured changed :data:`STALE_PATHS` (codegen but its Triton worker, the plan, the time
+  model), computed from git history (:func:`staleness`), until the configuration is measured again.
 
 A range ``a-b`` is the least and the largest value, each to two decimals as the table prints them (:func:`span`):
 its ends are cells of the tables.
@@ -49,6 +49,12 @@ SCHEMA = 2
 STALE_PATHS = ("napkin_cat/codegen", "napkin_cat/plan", "napkin_cat/hardware/predict.py",
                "napkin_cat/hardware/timed.py", "napkin_cat/hardware/model.py", "napkin_cat/hardware/models",
                "napkin_cat/hardware/divisors.py")
+#: paths under :data:`STALE_PATHS` that change no measurement: the Triton worker runs a printed kernel only under the
+#: interpreter and compiles one for a report, off the device (on a GPU ``measure.triton_kernel`` imports the printed
+#: module and launches its ``nc_run`` itself)
+NOT_STALE = ("napkin_cat/codegen/triton/worker.py",)
+#: the pathspecs of :data:`STALE_PATHS` less :data:`NOT_STALE`, as git reads them
+STALE_SPECS = STALE_PATHS + tuple(f":(exclude){p}" for p in NOT_STALE)
 #: a prediction "misses" when it is off the measured time by more than this fraction
 MISS = 0.25
 NOT_RECORDED = "not recorded"
@@ -123,21 +129,21 @@ def measured_commit(result) -> tuple[str | None, bool]:
 
 def staleness(result) -> dict:
     """``{"stale": bool | None, "first": (sha, date) | None}``: whether a commit not in the measured tree (in
-    ``measured..HEAD``) changed :data:`STALE_PATHS`, and the earliest such by commit date (a later commit does
-    not change which, so the README's mark stays put); ``itself``:
+    ``measured..HEAD``) changed :data:`STALE_PATHS` (less :data:`NOT_STALE`), and the earliest such by commit date (a
+    later commit does not change which, so the README's mark stays put); ``itself``:
     whether that commit changes them too (for a file whose measured commit was not recorded, the commit that added
     it may hold changes made after the measurement).  ``stale`` is None where git cannot tell (no repository, or
     the commit is not in this clone's history)."""
     commit, _ = measured_commit(result)
     if not commit or _git("cat-file", "-e", f"{commit}^{{commit}}") is None:
         return {"stale": None, "first": None, "itself": None}
-    log = _git("log", "--format=%ct %H %cs", f"{commit}..HEAD", "--", *STALE_PATHS)
+    log = _git("log", "--format=%ct %H %cs", f"{commit}..HEAD", "--", *STALE_SPECS)
     if log is None:
         return {"stale": None, "first": None, "itself": None}
     first = min((line.split() for line in log.splitlines()), key=lambda f: (int(f[0]), f[1]), default=None)
     # the full sha cut to 7: git's own abbreviation grows with the clone's object count (7 here, 8 in CI)
     first = (first[0], first[1][:7], first[2]) if first else None
-    itself = _git("diff-tree", "--no-commit-id", "--name-only", "-r", commit, "--", *STALE_PATHS)
+    itself = _git("diff-tree", "--no-commit-id", "--name-only", "-r", commit, "--", *STALE_SPECS)
     return {"stale": bool(log), "first": tuple(first[1:]) if first else None, "itself": bool(itself)}
 
 

@@ -58,8 +58,8 @@ def run(req):
 
 
 def compile_(req):
-    """Compile each of the request's kernels for the architecture asked (a ptxas report per kernel: shared memory,
-    registers, spills), without running them.
+    """Compile each of the request's kernels for the architecture asked (per kernel: shared memory, warps, stages,
+    registers and spilled bytes per thread, :func:`_resources`), without running them.
     """
     import triton
     from triton.backends.compiler import GPUTarget
@@ -72,8 +72,36 @@ def compile_(req):
         c = triton.compile(src, target=GPUTarget("cuda", int(req["arch"]), 32),
                            options={"num_warps": int(req["warps"]), "num_stages": int(req["stages"])})
         out[name] = {"smem": int(c.metadata.shared), "num_warps": int(c.metadata.num_warps),
-                     "num_stages": int(c.metadata.num_stages), "registers": int(getattr(c, "n_regs", 0) or 0)}
+                     "num_stages": int(c.metadata.num_stages), **_resources(c)}
     return {"kernels": out}
+
+
+def _resources(c) -> dict:
+    """``registers`` (per thread) and ``stack`` (spilled bytes per thread) of a compiled kernel, and where they were
+    read (``resources_from``): the loaded kernel's (``n_regs``, ``n_spills``: set only where a GPU loaded it), else
+    the cubin's resource table (``cuobjdump --dump-resource-usage``, the one Triton ships beside its ptxas: no GPU
+    needed), else None for both, with the reason."""
+    import re
+    import subprocess
+    import tempfile
+    if getattr(c, "n_regs", None):
+        return {"registers": int(c.n_regs), "stack": int(getattr(c, "n_spills", 0) or 0) * 4,
+                "resources_from": "the loaded kernel"}
+    try:
+        from triton.backends.nvidia import __file__ as nvidia
+        tool = os.path.join(os.path.dirname(nvidia), "bin", "cuobjdump")
+        with tempfile.NamedTemporaryFile("wb", suffix=".cubin") as f:
+            f.write(c.asm["cubin"])
+            f.flush()
+            table = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True,
+                                   check=True).stdout
+        regs, stack = (re.search(rf"{key}:(\d+)", table) for key in ("REG", "STACK"))
+        if regs is None:
+            raise ValueError(f"no REG in cuobjdump's table: {table.strip()[:200]!r}")
+        return {"registers": int(regs.group(1)), "stack": int(stack.group(1)) if stack else 0,
+                "resources_from": "cuobjdump --dump-resource-usage"}
+    except Exception as e:       # (a Triton without the tool, or no cubin: said, never 0)
+        return {"registers": None, "stack": None, "resources_from": f"unread: {type(e).__name__}: {e}"}
 
 
 def _bf16_dot_for_the_interpreter():
