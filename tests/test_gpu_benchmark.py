@@ -145,10 +145,13 @@ def test_the_training_steps_dry_run_derives_runs_and_gates_forward_and_backward(
     folder = tmp_path / "derived"
     assert _module("run").main(["--dry-run", "--prederive", "--derived", str(folder), "--models", "h100-sxm5",
                                 "--only", "flce"]) == 0
-    rows = {row["kind"]: row for row in _training(tmp_path, TRAINING, ["--derived", str(folder)])}
+    rows = {row["kind"]: row for row in _training(tmp_path, TRAINING, ["--derived", str(folder), "--relaunch"])}
     back = rows["backward"]["candidates"][0]["backward"]          # FlashAttention-2's dQ, and dK with dV
     assert back["kernels"] == 2 and back["variant"].count("stream") == 2, back["variant"]
     assert len(back["triton_compiled"]) == 2
+    again = back["relaunched"]         # --relaunch: the launch shapes the model times, beside the printed ones
+    assert sorted(again["launch_shapes"]) == sorted(again["printed_shapes"]) == ["nc_kernel0", "nc_kernel1"]
+    assert again.get("same") or again["changed_lines"] >= 1
     dense = {b["path"]: b for b in rows["backward"]["baselines"]}
     sdpa = dense["sdpa default dispatch, forward+backward, 4-D"]
     assert sorted(sdpa["errors"]) == ["O", "dK", "dQ", "dV"] and sdpa["error"] < 1e-2
@@ -640,3 +643,27 @@ def test_a_change_to_the_triton_worker_alone_leaves_a_measurement_current(tmp_pa
     printer = commit("napkin_cat/codegen/triton/printer.py", "a = 2\n")
     s = report.staleness(result)
     assert s["stale"] is True and s["first"][0] == printer[:7]
+
+
+@needs_kernels
+def test_a_backward_relaunched_at_the_models_threads_changes_only_its_launch_options():
+    """``relaunch.py``: at g_q = 64 the printer launches both kernels of attention's d = 128 backward with 4 warps (its
+    largest product's rows), where the time model times the dK, dV kernel at 256 threads; the relaunched source
+    differs from the printed one in that kernel's launch options alone (its even and ragged variants' one call)."""
+    import napkin_cat as nc
+    training, relaunch = _module("training"), _module("relaunch")
+    (_, g), sizes = training.functions({"kind": "backward", "N": 2048, "d": 128, "batch": 1, "heads": 16})
+    r = nc.derive(g, sizes=sizes, hardware="h200")
+    tiles = {**{str(k): int(v) for k, v in r.optimum.exact_sizes.items()}, "g_q": 64}
+    p = nc.plan(r.diagram, {**sizes, **tiles})
+    k = nc.codegen.triton(p)
+    shapes, why = relaunch.model_shapes(p, k, "h200")
+    threads = [kt.bytes["threads"] for kt in nc.hardware.predict(p, "h200").kernels]
+    assert why == "" and [w * 32 for w, _ in shapes.values()] == threads == [128, 256]
+    assert k.printer.num_warps == 4
+    source = relaunch.relaunched(k.source, shapes)
+    changed = [(a, b) for a, b in zip(k.source.splitlines(), source.splitlines()) if a != b]
+    assert len(changed) == 1 and "num_warps=4" in changed[0][0] and "num_warps=8" in changed[0][1]
+    assert len(source.splitlines()) == len(k.source.splitlines())
+    with pytest.raises(KeyError, match="no launch shape for nc_kernel1"):
+        relaunch.relaunched(k.source, {"nc_kernel0": (4, 3)})

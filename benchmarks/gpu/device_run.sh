@@ -19,7 +19,7 @@
 # A derivation is read only where the device's tree has the source hash it was searched under (prederived.py);
 # every row records where its derivations came from ("derived"), and searches where the folder has none.
 #
-# PHASES (default "training masks decode"; "sweep" is a fourth) names the phases run; RUN (e.g. run7) prefixes their
+# PHASES (default "training masks decode"; "sweep" and "launch" are others) names the phases run; RUN (e.g. run7) prefixes their
 # files' tags, so that a second call on one day does not reuse the first's names; WHERE_TRAINING, WHERE_MASKS,
 # WHERE_DECODE (e.g. N=2048,8192) give a phase run.py's --where (with QUICK= : the sizes a quick run left out).
 # Three phases, each one run.py call under its own limit within one budget (a slow phase leaves the others' results,
@@ -79,6 +79,10 @@ phase decode decode,gqa "${DECODE_MIN_S:-70}" 0 ${WHERE_DECODE:+--where "$WHERE_
 # PHASES=sweep: the tile assignments around the pick, one tile changed at a time (picks.neighbours), for decoding
 # and the dense backward at d = 128: what a change to the time model is fitted on and tested against
 phase sweep decode,backward 120 0 --where N=4096,32768,131072 --where d=128 --sweep "${SWEEP_K:-10}"
+# PHASES=launch: the dense backward at N = 4,096 (d = 64, 128), its pick and the assignments around it, each also
+# timed with its kernels launched at the time model's threads (relaunch.py: the printer launches every kernel of a
+# plan with one num_warps, the model times each at its own; benchmarks/gpu/README.md item 10)
+phase launch backward 120 0 --where N=4096 --where d=64,128 --sweep "${SWEEP_K:-4}" --relaunch
 rm -f "$OUT"/results/*.png
 tail -n 30 "$OUT"/results/*.log
 # at most 8 files come back: the phases' logs as one file (each under its name), beside each phase's JSON

@@ -266,6 +266,9 @@ def main(argv=None):
     ap.add_argument("--sweep", type=int, default=0, metavar="K",
                     help="time K tile assignments around each row's derived pick, one tile changed at a time (a "
                          "forward+backward row: its backward pass's), searched in the run (neighbours())")
+    ap.add_argument("--relaunch", action="store_true",
+                    help="also time each backward pass with its kernels launched at the time model's threads "
+                         "(relaunch.py: the printer launches every kernel of a plan with one num_warps)")
     ap.add_argument("--where", action="append", default=[], metavar="KEY=V1,V2",
                     help="run only the rows whose KEY (N, d, …) is one of the values (repeatable)")
     ap.add_argument("--tag", help="a suffix for the results file names (<device>-<date>-<tag>.json)")
@@ -284,6 +287,7 @@ def main(argv=None):
     if args.derived is not None and not Path(args.derived).is_dir():
         ap.error(f"--derived {args.derived}: no such folder (run.py --prederive --derived {args.derived} writes one)")
     env = measure.environment(dry=args.dry_run)
+    env["relaunch"] = args.relaunch
     if not args.dry_run:            # the device's probes beside the ceilings (probes.py), λ as the ceiling "wave"
         import probes               # (Triton kernels: the dry run never imports Triton in this process)
         env["probes"] = probes.probes(env["ceilings"]["hbm"])

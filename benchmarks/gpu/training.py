@@ -34,6 +34,7 @@ import napkin_cat as nc
 import measure
 import zoo
 from picks import neighbours
+from relaunch import model_shapes, relaunched
 
 KINDS = zoo.MASKS
 FORMATS = {"Q": "bf16", "K": "bf16", "S": "fp32", "P": "bf16", "V": "bf16", "O": "bf16"}
@@ -146,6 +147,38 @@ class Pass:
         torch.cuda.synchronize()
         return (out if isinstance(out, tuple) else (out,)), (lambda: fn(*args, *ts))
 
+    def relaunch(self, args, ref) -> dict:
+        """This pass with each kernel launched at the time model's threads (:mod:`relaunch`): its launch shapes,
+        and on a GPU its errors (gated against ``ref`` as the pass is) and time; in the dry run its source only."""
+        shapes, why = model_shapes(self.plan, self.kernel, self.env["model"])
+        if shapes is None:
+            return {"skipped": why}
+        printed = {n: (self.kernel.printer.num_warps, self.kernel.printer.num_stages) for n in shapes}
+        rec = {"launch_shapes": {n: list(ws) for n, ws in shapes.items()},
+               "printed_shapes": {n: list(ws) for n, ws in printed.items()}, "time_s": None}
+        if shapes == printed:
+            rec["same"] = True
+            return rec
+        source = relaunched(self.kernel.source, shapes)
+        rec["changed_lines"] = sum(a != b for a, b in zip(source.splitlines(), self.kernel.source.splitlines()))
+        if self.env["dry"]:
+            return rec
+        path = self.kernel.path().with_name(self.kernel.path().stem + "_relaunched.py")
+        path.write_text(source)
+        fn = _module(path).nc_run
+        tables = [torch.from_numpy(np.asarray(t)).to(args[0].device) for t in self.tables(args)]
+        out = fn(*args, *tables)
+        torch.cuda.synchronize()
+        errs = errors(dict(zip(("dQ", "dK", "dV"), out)), ref)
+        rec.update(errors=errs, error=max(errs.values()))
+        why = measure.gated(rec["error"], "bf16")
+        if why:
+            rec["gate"] = why
+            return rec
+        rec["spread"] = measure.bench(lambda: fn(*args, *tables))
+        rec["time_s"] = rec["spread"]["median"]
+        return rec
+
     def describe(self, args) -> dict:
         """What the row records of this pass: variant, tiles, launch shape, prediction (the tables' density)."""
         tables = self.tables(args)
@@ -216,6 +249,8 @@ def swept(cfg, rf, rb, sizes, x, ref, env, k: int) -> list[dict]:
             elif not env["dry"]:
                 c["backward"]["spread"] = measure.bench(brun)
                 c["backward"]["time_s"] = c["backward"]["spread"]["median"]
+            if env.get("relaunch") and not why:
+                c["backward"]["relaunched"] = bwd.relaunch(bargs, ref)
         except Exception as e:      # an assignment that cannot be printed or run is recorded, the others go on
             c["failed"] = f"{type(e).__name__}: {str(e)[:500]}"
         b = c.get("backward", {})
@@ -251,6 +286,8 @@ def _derived_pick(cfg, row, rf, rb, sizes, x, ref, env) -> dict:
             cand[p]["time_s"] = cand[p]["spread"]["median"]
         cand["time_s"] = cand["forward"]["time_s"] + cand["backward"]["time_s"]
         cand["tflops"] = row["flops"] / cand["time_s"] / 1e12
+    if env.get("relaunch") and not why:
+        cand["backward"]["relaunched"] = bwd.relaunch(bargs, ref)
     print(f"  {cfg['kind']:9} derived  fwd {fwd.tiles} bwd {bwd.tiles} model {cand['predicted_s'] * 1e3:8.3f} ms  "
           f"err {cand['error']:.1e}{'  ' + cand['gate'] if cand.get('gate') else ''}", flush=True)
     return cand
