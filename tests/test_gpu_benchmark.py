@@ -667,3 +667,23 @@ def test_a_backward_relaunched_at_the_models_threads_changes_only_its_launch_opt
     assert len(source.splitlines()) == len(k.source.splitlines())
     with pytest.raises(KeyError, match="no launch shape for nc_kernel1"):
         relaunch.relaunched(k.source, {"nc_kernel0": (4, 3)})
+
+
+@needs_kernels
+def test_the_dry_run_sweeps_the_backward_on_the_picks_saved_forward(tmp_path):
+    """``run.py --dry-run --only backward --sweep 3 --relaunch``: the pick, then two backward passes one tile away,
+    each run under the interpreter on what the pick's forward saved (its O and L) and gated on dQ, dK and dV against
+    the float64 reference; each says how the time model would launch it."""
+    assert _module("run").main(["--dry-run", "--out", str(tmp_path), "--only", "backward", "--sweep", "3",
+                                "--relaunch"]) == 0
+    (path,) = tmp_path.glob("dry-run-*.json")
+    (row,) = json.loads(path.read_text())["rows"]
+    pick, *around = row["candidates"]
+    assert [c["pick"] for c in around] == ["sweep:backward"] * 2
+    for c in around:
+        assert "failed" not in c and "gate" not in c, c
+        assert sorted(c["errors"]) == ["dK", "dQ", "dV"] and c["error"] < 1e-2
+        differ = [t for t in c["tiles"] if c["tiles"][t] != pick["backward"]["tiles"].get(t)]
+        assert len(differ) == 1, (c["tiles"], pick["backward"]["tiles"])
+        again = c["backward"]["relaunched"]
+        assert again.get("same") or again["changed_lines"] >= 1

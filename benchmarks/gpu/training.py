@@ -212,7 +212,7 @@ def run_case(cfg, env, sweep: int = 0) -> dict:
            "derive_s": time.perf_counter() - t0, "derived": where, "variant": f"{rf.variant} | {rb.variant}"}
     ref = reference(cfg, x)
     try:
-        cand = _derived_pick(cfg, row, rf, rb, sizes, x, ref, env)
+        cand, saved = _derived_pick(cfg, row, rf, rb, sizes, x, ref, env)
     except Exception as e:      # a pick that cannot be printed or run is a result: recorded, the baselines still run
         import traceback
         cand = {"pick": "derived", "variant": row["variant"], "time_s": None,
@@ -220,7 +220,7 @@ def run_case(cfg, env, sweep: int = 0) -> dict:
         print(f"  {kind:9} derived  failed: {cand['failed'][:300]}", flush=True)
     row["candidates"] = [cand]
     if sweep and cand.get("forward"):
-        row["candidates"] += swept(cfg, rf, rb, sizes, x, ref, env, sweep)
+        row["candidates"] += swept(cfg, rb, sizes, x, ref, env, sweep, saved)
     row["baselines"] = baselines(cfg, x, ref, env)
     timed = [b for b in row["baselines"] if b.get("time_s")]
     if timed:
@@ -228,12 +228,12 @@ def run_case(cfg, env, sweep: int = 0) -> dict:
     return row
 
 
-def swept(cfg, rf, rb, sizes, x, ref, env, k: int) -> list[dict]:
+def swept(cfg, rb, sizes, x, ref, env, k: int, saved) -> list[dict]:
     """The backward pass at the tile assignments around its pick (:func:`picks.neighbours`, the pick itself left
-    out), each on the derived forward's O and L, gated on dQ, dK, dV and timed: ``{"pick": "sweep:backward",
-    "backward": ...}``."""
+    out), each on what the derived forward saved (``saved``: its O and L, as the pick's backward read them), gated
+    on dQ, dK, dV and timed: ``{"pick": "sweep:backward", "backward": ...}``."""
     ids = [x["ids"], x["ids"]] if "ids" in x else []
-    (O, L), _ = Pass("forward", rf, sizes, env).run([x["Q"], x["K"], x["V"], *ids])
+    O, L = saved
     bargs = [x["Q"], x["K"], x["V"], *ids, O.to(torch.bfloat16), L.float(), x["dO"]]
     out = []
     for c in neighbours(rb, k)[1:]:
@@ -261,8 +261,9 @@ def swept(cfg, rf, rb, sizes, x, ref, env, k: int) -> list[dict]:
     return out
 
 
-def _derived_pick(cfg, row, rf, rb, sizes, x, ref, env) -> dict:
-    """The derived pick's candidate: both passes printed as Triton, run, gated against ``ref``, timed on a GPU."""
+def _derived_pick(cfg, row, rf, rb, sizes, x, ref, env) -> tuple:
+    """``(candidate, (O, L))``: the derived pick, both passes printed as Triton, run, gated against ``ref``, timed on
+    a GPU; and what its forward saved, which the sweep's backward passes read (:func:`swept`)."""
     ids = [x["ids"], x["ids"]] if "ids" in x else []
     fwd, bwd = Pass("forward", rf, sizes, env), Pass("backward", rb, sizes, env)
     fargs = [x["Q"], x["K"], x["V"], *ids]
@@ -290,7 +291,7 @@ def _derived_pick(cfg, row, rf, rb, sizes, x, ref, env) -> dict:
         cand["backward"]["relaunched"] = bwd.relaunch(bargs, ref)
     print(f"  {cfg['kind']:9} derived  fwd {fwd.tiles} bwd {bwd.tiles} model {cand['predicted_s'] * 1e3:8.3f} ms  "
           f"err {cand['error']:.1e}{'  ' + cand['gate'] if cand.get('gate') else ''}", flush=True)
-    return cand
+    return cand, (O, L)
 
 
 def baselines(cfg, x, ref, env) -> list[dict]:
