@@ -11,8 +11,11 @@ on one SM (:func:`compiled_residency`).  Each row prints both, and the registers
 model does not know.
 
 The kernels: FlashDecoding at q = 1 (a split stream, no ``tl.dot``: its tiles held in registers) at 16 … 128-key
-tiles, the derived forward of dense attention and its backward (dQ; dK with dV) at the tiles GPU run 7 swept.  Writes
-``residency-<commit>.md`` and ``.json`` under ``--out``.  Needs triton (the ``kernels`` extra).
+tiles, the derived forward of dense attention and its backward (dQ; dK with dV) at the tiles GPU run 7 swept, and
+the derived picks of causal attention, grouped-query decoding and attention, and the two matrix products of
+``run.py``.  Writes
+``residency-<commit>.md`` and ``.json`` under ``--out``, naming the Triton that compiled them (a device's Triton of
+another version may allocate registers otherwise).  Needs triton (the ``kernels`` extra).
 """
 from __future__ import annotations
 
@@ -76,6 +79,16 @@ def kernels(quick: bool) -> list:
         t = {**bt, **change}
         out.append((f"backward d = 128, N = 4,096, {', '.join(f'{k} = {v}' for k, v in t.items() if v != 1)}",
                     rb.diagram, sizes, t))
+    import run          # (the forward rows' diagrams: run.py's; imported here, it imports the benchmark's modules)
+    for cfg in ({"kind": "causal", "d": 128, "N": 4096, "batch": 4, "heads": 16},
+                {"kind": "gqa", "q": 1, "d": 128, "N": 32768, "batch": 1, "heads": 32, "kv_heads": 8},
+                {"kind": "gqa", "d": 128, "N": 4096, "batch": 4, "heads": 32, "kv_heads": 8},
+                {"kind": "matmul", "a": 4096, "b": 4096, "c": 4096},
+                {"kind": "matmul", "a": 128, "b": 8192, "c": 8192}):
+        diagram, sz = run.diagram_of(cfg)
+        r = nc.derive(diagram, sizes=sz, hardware="h200")
+        label = f"{cfg['kind']} " + ", ".join(f"{k} = {v:,}" for k, v in sz.items())
+        out.append((f"{label} (the pick)", r.diagram, sz, {str(k): int(v) for k, v in r.optimum.exact_sizes.items()}))
     return out
 
 
@@ -118,6 +131,16 @@ def table(rows) -> str:
     return "\n".join(out)
 
 
+def summary(rows) -> str:
+    """How many launches the model gives the compiler's blocks per SM, more, fewer; which spill."""
+    timed = [x for x in rows if not x["combine"]]
+    more = sum(x["model_resident"] > x["compiled_resident"] for x in timed)
+    fewer = sum(x["model_resident"] < x["compiled_resident"] for x in timed)
+    spills = [f"{x['row']} {x['kernel']} ({x['stack']} B)" for x in rows if x["stack"]]
+    return (f"Of {len(timed)} launches the model times, it gives {len(timed) - more - fewer} the compiler's blocks per "
+            f"SM, {more} more and {fewer} fewer. Spilling (bytes a thread): {'; '.join(spills) or 'none'}.")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="h200")
@@ -128,14 +151,17 @@ def main(argv=None):
     rows = [x for k in kernels(args.quick) for x in audit(*k, gpu)]
     commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
                             cwd=HERE).stdout.strip() or "unknown"
-    text = table(rows)
+    text = table(rows) + "\n\n" + summary(rows)
     print(text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    import triton
     (out / f"residency-{commit}.json").write_text(json.dumps({"commit": commit, "model": args.model,
-                                                              "rows": rows}, indent=1))
-    (out / f"residency-{commit}.md").write_text(f"# Blocks per SM: the time model's and the compiler's ({args.model}, "
-                                                f"sm_90, at {commit})\n\n{text}\n")
+                                                              "triton": triton.__version__, "rows": rows}, indent=1))
+    (out / f"residency-{commit}.md").write_text(
+        f"# Blocks per SM: the time model's and the compiler's ({args.model}, sm_90, Triton {triton.__version__}, at "
+        f"{commit})\n\n`python benchmarks/gpu/residency.py`. The compiler is this machine's Triton: a device's "
+        f"Triton of another version may allocate registers otherwise.\n\n{text}\n")
 
 
 if __name__ == "__main__":
