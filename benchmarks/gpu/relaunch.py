@@ -4,7 +4,7 @@ The printer launches every kernel of a plan with one ``num_warps``. It takes the
 (``codegen/triton/host.num_warps``). The time model times each kernel at its own issuing threads. Its rows are the
 product's rows as its cost record orders the operands (``predict.KernelForm``). The two disagree on the backward's
 dK, dV kernel: the model gives it 256 threads; at the dQ kernel's g_q = 64 the printer launches it with 4 warps
-(``results/residency-961804173320.md``). ``run.py --relaunch`` times each backward pass both ways. It runs the same
+(``results/residency-3b7d25755447.md``). ``run.py --relaunch`` times each backward pass both ways. It runs the same
 printed kernels with only the launcher's options rewritten (:func:`relaunched`), and gates them as the pass itself
 is gated. That is what decides whether the printer should follow the model or the model the printer.
 
