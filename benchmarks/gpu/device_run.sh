@@ -19,8 +19,8 @@
 # A derivation is read only where the device's tree has the source hash it was searched under (prederived.py);
 # every row records where its derivations came from ("derived"), and searches where the folder has none.
 #
-# PHASES (default "training masks decode"; "sweep" and "launch" are others) names the phases run; RUN (e.g. run7) prefixes their
-# files' tags, so that a second call on one day does not reuse the first's names; WHERE_TRAINING, WHERE_MASKS,
+# PHASES (default "training masks decode"; "sweep" and "launch" are others) names the phases run; RUN (e.g. run7)
+# prefixes their files' tags, so that a second call on one day does not reuse the first's names; WHERE_TRAINING, WHERE_MASKS,
 # WHERE_DECODE (e.g. N=2048,8192) give a phase run.py's --where (with QUICK= : the sizes a quick run left out).
 # Three phases, each one run.py call under its own limit within one budget (a slow phase leaves the others' results,
 # and each later phase gets the time the earlier leave, at least its minimum): 1. forward+backward
