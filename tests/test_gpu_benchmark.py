@@ -599,7 +599,9 @@ def test_prederive_compiles_what_the_device_would_print(monkeypatch):
     f = nc.einsum("a b, b c -> a c", dtype="bf16", out_dtype="bf16")
     sizes = {"a": 256, "b": 256, "c": 256}
     r = nc.derive(f, sizes=sizes, hardware="h200")
-    assert run.compiled(r, sizes, "h200") is None
+    resources = {}
+    assert run.compiled(r, sizes, "h200", resources) is None
+    assert list(resources) == ["nc_kernel0"] and 0 < resources["nc_kernel0"]["registers"] <= 255
     printer = importlib.import_module("napkin_cat.codegen.printer")
     monkeypatch.setattr(printer, "LARGEST_INDEX", 1000)      # every array of the product past it
     why = run.compiled(r, sizes, "h200")

@@ -201,27 +201,35 @@ def prederive(args, kinds) -> int:
                 took = "kept already" if seconds is None else f"{seconds:6.1f} s"
                 print(f"{model:10} {cfg['kind']:9} {name:8} {took}  {r.variant}", flush=True)
                 if not args.dry_run and cfg["kind"] != "cuda":     # the dry run's rows compile their own
-                    why = compiled(r, sizes, model)
+                    resources = {}
+                    why = compiled(r, sizes, model, resources)
                     if why:
                         refused.append(f"{model} {cfg} {name}: {why}")
                         print(f"{'':10} {'':9} {name:8} not printable: {why[:300]}", flush=True)
+                    else:          # what the compiler gives each kernel here (residency.py): spills named early
+                        print(f"{'':10} {'':9} {name:8} registers a thread: " + ", ".join(
+                            f"{k} {v['registers']}" + (f" ({v['stack']} B spilled)" if v["stack"] else "")
+                            for k, v in resources.items()), flush=True)
     for line in refused:
         print(f"refused before the device: {line[:500]}", flush=True)
     return 1 if refused else 0
 
 
-def compiled(r, sizes: dict, model: str) -> str | None:
+def compiled(r, sizes: dict, model: str, resources: dict | None = None) -> str | None:
     """Print ``r`` at its tiles as Triton and compile every kernel a run at ``sizes`` launches for ``model``'s
     architecture (``triton.compile`` for the GPU target, here on the CPU; no GPU): None, or why it cannot be (the
     printer's refusal, Triton's error, shared memory over the model's).  What the device would meet first, at
-    no device time."""
+    no device time.  ``resources``: a dict given is filled with each compiled kernel's (its registers and spilled
+    bytes a thread: ``TritonKernel.compile``)."""
     arch = nc.hardware.load(model).compute_capability.replace(".", "")
     try:
         k = training.Pass("compiled", r, sizes, env={}).kernel     # the plan and kernel a row prints
-        k.compile(arch=int(arch), num_warps=k.printer.num_warps, num_stages=k.printer.num_stages,
-                  kernels=k.launched())
+        info = k.compile(arch=int(arch), num_warps=k.printer.num_warps, num_stages=k.printer.num_stages,
+                         kernels=k.launched())
     except Exception as e:        # a refusal is the answer: reported, the others go on
         return f"{type(e).__name__}: {e}"
+    if resources is not None:
+        resources.update(info["kernels"])
     return None
 
 
