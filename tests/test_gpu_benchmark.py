@@ -689,3 +689,16 @@ def test_the_dry_run_sweeps_the_backward_on_the_picks_saved_forward(tmp_path):
         assert len(differ) == 1, (c["tiles"], pick["backward"]["tiles"])
         again = c["backward"]["relaunched"]
         assert again.get("same") or again["changed_lines"] >= 1
+
+
+@needs_kernels
+def test_the_decoding_profile_runs_each_split_and_checks_it_first(capsys):
+    """``profile_decode.py --dry-run`` (what ``device_run.sh PHASES=profile`` runs under ncu): the derived decoding at
+    each split count, printed, run under the interpreter and checked against float64 before anything is profiled;
+    ``--metrics`` is the list ncu reads."""
+    prof = _module("profile_decode")
+    assert prof.main(["--dry-run"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("p_x = ")]
+    assert [ln.split(":")[0] for ln in lines] == ["p_x = 2", "p_x = 4"]
+    assert all(float(ln.rsplit("error ", 1)[1].split()[0]) < 1e-2 for ln in lines)
+    assert prof.main(["--metrics"]) == 0 and capsys.readouterr().out.strip() == ",".join(prof.METRICS)

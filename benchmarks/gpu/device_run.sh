@@ -19,7 +19,7 @@
 # A derivation is read only where the device's tree has the source hash it was searched under (prederived.py);
 # every row records where its derivations came from ("derived"), and searches where the folder has none.
 #
-# PHASES (default "training masks decode"; "sweep" and "launch" are others) names the phases run; RUN (e.g. run7)
+# PHASES (default "training masks decode"; "sweep", "launch", "profile" are others) names the phases run; RUN (e.g. run7)
 # prefixes their files' tags, so that a second call on one day does not reuse the first's names; WHERE_TRAINING, WHERE_MASKS,
 # WHERE_DECODE (e.g. N=2048,8192) give a phase run.py's --where (with QUICK= : the sizes a quick run left out).
 # Three phases, each one run.py call under its own limit within one budget (a slow phase leaves the others' results,
@@ -83,6 +83,15 @@ phase sweep decode,backward 120 0 --where N=4096,32768,131072 --where d=128 --sw
 # timed with its kernels launched at the time model's threads (relaunch.py: the printer launches every kernel of a
 # plan with one num_warps, the model times each at its own; benchmarks/gpu/README.md item 10)
 phase launch backward 120 0 --where N=4096 --where d=64,128 --sweep "${SWEEP_K:-4}" --relaunch
+# PHASES=profile: decoding's parts kernel under Nsight Compute at p_x = 4, 8, 16 (N = 131,072, 128-key tiles): what
+# sets their time where the model gives them alike (profile_decode.py; ncu's CSV in profile.log, in phases.txt)
+case " $PHASES " in *" profile "*)
+    echo "phase profile: ${PROFILE_S:-150} s after ${SECONDS} s" >> "$OUT/results/budget.txt"
+    timeout "${PROFILE_S:-150}" ncu --csv --metrics "$(python3 benchmarks/gpu/profile_decode.py --metrics)" \
+        --kernel-name regex:nc_kernel0 python3 benchmarks/gpu/profile_decode.py --N 131072 --parts 4 8 16 \
+        > "$OUT/results/profile.log" 2>&1
+    echo "phase profile exit $? at ${SECONDS} s" >> "$OUT/results/budget.txt" ;;
+esac
 rm -f "$OUT"/results/*.png
 tail -n 30 "$OUT"/results/*.log
 # at most 8 files come back: the phases' logs as one file (each under its name), beside each phase's JSON
