@@ -224,7 +224,8 @@ def error(out, ref) -> float:
     return float((out - ref).norm() / ref.norm())
 
 
-def _module(path):
+def printed_module(path):
+    """The printed Triton module at ``path``, imported (its ``nc_run`` launches the kernels on a GPU)."""
     spec = importlib.util.spec_from_file_location(f"nc_bench_{path.stem}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -243,7 +244,7 @@ def triton_kernel(k, inputs, reference, env) -> dict:
         return {**checked_and_timed(None, out, reference, "bf16", env), "triton_smem": info["smem"],
                 "triton_compiled": sorted(info["kernels"]), "plan_smem": info["plan_smem"],
                 "source_lines": len(k.source.splitlines())}
-    fn = _module(k.path()).nc_run
+    fn = printed_module(k.path()).nc_run
     out = fn(*inputs)
     out = out[0] if isinstance(out, tuple) else out
     torch.cuda.synchronize()

@@ -78,7 +78,7 @@ def main(argv=None) -> int:
         if args.dry_run:
             out = k(Q.cpu(), K.cpu(), V.cpu())
         else:
-            fn = _launcher(k.path())
+            fn = measure.printed_module(k.path()).nc_run
             out = fn(Q, K, V)
             torch.cuda.synchronize()
         out = out[0] if isinstance(out, tuple) else out
@@ -94,15 +94,6 @@ def main(argv=None) -> int:
                 fn(Q, K, V)
             torch.cuda.synchronize()
     return 1 if failed else 0
-
-
-def _launcher(path):
-    """The printed module's ``nc_run``, imported from ``path``."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(f"nc_profile_{path.stem}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.nc_run
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ For a row of kind ``k`` (``cfg``: ``d``, ``N``, ``batch``, ``heads``):
 """
 from __future__ import annotations
 
-import importlib.util
 import time
 
 import numpy as np
@@ -111,13 +110,6 @@ def derived(cfg, model, rho, derive=measure.searched) -> tuple:
     return rf, rb, {"forward": wf, "backward": wb}, sizes
 
 
-def _module(path):
-    spec = importlib.util.spec_from_file_location(f"nc_bench_{path.stem}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 class Pass:
     """One derived pass (forward or backward): its plan, Triton kernel, prediction, and how to run it."""
 
@@ -141,7 +133,7 @@ class Pass:
         if self.env["dry"]:
             out = self.kernel(*[a.cpu() for a in args], **({"block_mask": "data"} if tables else {}))
             return (out if isinstance(out, tuple) else (out,)), None
-        fn = _module(self.kernel.path()).nc_run
+        fn = measure.printed_module(self.kernel.path()).nc_run
         ts = [torch.from_numpy(np.asarray(t)).to(args[0].device) for t in tables]
         out = fn(*args, *ts)
         torch.cuda.synchronize()
@@ -165,7 +157,7 @@ class Pass:
             return rec
         path = self.kernel.path().with_name(self.kernel.path().stem + "_relaunched.py")
         path.write_text(source)
-        fn = _module(path).nc_run
+        fn = measure.printed_module(path).nc_run
         tables = [torch.from_numpy(np.asarray(t)).to(args[0].device) for t in self.tables(args)]
         out = fn(*args, *tables)
         torch.cuda.synchronize()
