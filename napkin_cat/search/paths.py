@@ -64,15 +64,13 @@ class Space:
         if not full:   # (no block to split: nc.derive refuses such a diagram before it asks for a space)
             raise RewriteError(f"a kernel split needs an operation; {'the form' if within is None else 'within=0'} "
                                f"has none (a rename or a view alone is no operation: there is nothing to derive)")
-        self.downs = graph.downsets(within, units)
+        self.downs, steps, takes = graph.grown(within, units)
         allowed = None if units is None else set(self.downs)
-        steps = graph.steps(within, units)
         rank = {d: k for k, d in enumerate(self.downs)}
         frontier = {d: {0} for d in self.downs if allowed is None or d in allowed}
         edges, keys, self.cap, self.exact, size = [], set(), 0, True, 0
         # blocks linked otherwise than by data flow passing no view (by a value read, or a view held inside): own budget
         joined, joining, linked = set(), any(graph.siblings) or bool(graph.views), []
-        takes = {}       # a down-set -> the steps it can take next (a function of the down-set alone)
         connected = {}   # an extension -> whether data flow connects it (graph.connected)
         linking = {}     # an extension data flow does not connect -> whether a value read links it (graph.linked)
         while frontier:
@@ -83,12 +81,8 @@ class Space:
             for d, exts in frontier.items():
                 out = set()
                 for e in exts:
-                    done = d | e
-                    can = takes.get(done)
-                    if can is None:   # (few distinct: one per down-set, met under many (d, e) with d | e = done)
-                        can = takes[done] = [u for u, need in steps if not u & done and not need & ~done]
-                    for u in can:
-                        out.add(e | u)
+                    for k in bits(takes[d | e]):     # (the steps the down-set d | e can take next)
+                        out.add(e | steps[k][0])
                 if out:
                     grown[d] = out
                     for e in out:
@@ -342,25 +336,14 @@ def best_option(graph, block, search, evaluate, k, floor=None):
 
 
 def feeds(graph, x: int, y: int) -> bool:
-    """Some operation of ``x`` feeds one of ``y`` directly."""
-    return any(graph.succs[i] & y for i in bits(x))
+    """Some operation of ``x`` feeds one of ``y`` directly (:meth:`~napkin_cat.search.blocks.OpGraph.successors`)."""
+    return bool(graph.successors(x) & y)
 
 
 def is_convex(graph, block: int) -> bool:
-    """No path leaves ``block`` and comes back into it."""
-    out = 0
-    for i in bits(block):
-        out |= graph.succs[i] & ~block
-    seen = 0
-    while out:
-        seen |= out
-        nxt = 0
-        for i in bits(out):
-            if graph.succs[i] & block:
-                return False
-            nxt |= graph.succs[i]
-        out = nxt & ~seen & ~block
-    return True
+    """No path leaves ``block`` and comes back into it (:meth:`~napkin_cat.search.blocks.OpGraph.convex`, kept per
+    block on the graph)."""
+    return graph.convex(block)
 
 
 def ordered(graph, blocks) -> list | None:
@@ -427,19 +410,27 @@ def best_join(graph, search, pairs, evaluate, k, lower=None, admissible=lambda t
     return None if best is None else (best[0], best[2], best[3])
 
 
-def _join_greedily(graph, search, found, evaluate, k, may_join, lower=None):
+def _join_greedily(graph, search, found, evaluate, k, may_join, lower=None, partners=None):
     """Join two kernels of a path, the ``i``-th and ``j``-th where ``may_join(i, j, x, y)`` for their blocks and the
     union is convex and one kernel can hold it (:meth:`~napkin_cat.search.blocks.OpGraph.linked`, as the exact space
     asks of its blocks: never both ends of a view, which the construction cannot fuse across), the join that lowers
     H* the most first (the joined block at its best partition, the first pair of equal savings; :func:`best_join`,
-    with ``lower``), while one does."""
+    with ``lower``), while one does.
+
+    ``partners(x)``: a mask every ``y`` that ``may_join`` a block ``x`` meets (``may_join`` false elsewhere), so
+    only the kernels holding one of its operations are asked, in the order of the path (the pairs, and so the
+    first of equal savings, are those asking every ``j`` gives); None: every kernel."""
     H, _, path = found
     path = list(path)
     while True:
         pairs = []
-        for i in range(len(path)):
-            for j in range(len(path)):
-                x, y = path[i][0], path[j][0]
+        owner = {o: n for n, p in enumerate(path) for o in bits(p[0])} if partners is not None else None
+        every = range(len(path))
+        for i in every:
+            x = path[i][0]
+            js = every if owner is None else sorted({owner[o] for o in bits(partners(x)) if o in owner})
+            for j in js:
+                y = path[j][0]
                 if i == j or not may_join(i, j, x, y) or not is_convex(graph, x | y) or not graph.linked(x | y):
                     continue    # (linked: never both ends of a view in one kernel, OpGraph.apart)
                 pairs.append((x, y, evaluate(path[i][2], k) + evaluate(path[j][2], k), (i, j)))
@@ -462,7 +453,8 @@ def grow(graph, search, found, evaluate, k, lower=None):
     """Greedy fusion past the cap: join two kernels where one feeds the other and their union is convex, the
     join that lowers H* the most first, while one does (cost-guided ``fuse`` steps).  ``lower``: a lower bound of a
     block's partitions, which spares costing joins that cannot win (:func:`best_join`; the answer is the same)."""
-    return _join_greedily(graph, search, found, evaluate, k, lambda i, j, x, y: feeds(graph, x, y), lower)
+    return _join_greedily(graph, search, found, evaluate, k, lambda i, j, x, y: feeds(graph, x, y), lower,
+                          partners=graph.successors)
 
 
 def join_siblings(graph, search, found, evaluate, k, lower=None):
