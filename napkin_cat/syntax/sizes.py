@@ -71,11 +71,12 @@ class Sizes(Mapping):
     (True, True)
     """
 
-    __slots__ = ("_values", "_env")
+    __slots__ = ("_values", "_env", "_hash")
 
     def __init__(self, sizes=None, /, **named):
+        self._hash = None      # (made on first use: the search keys its tables by sizes)
         if isinstance(sizes, Sizes) and not named:
-            self._values, self._env = sizes._values, sizes._env
+            self._values, self._env, self._hash = sizes._values, sizes._env, sizes._hash
             return
         values = {}
         items = list(sizes.items() if isinstance(sizes, Mapping) else (sizes or ())) + list(named.items())
@@ -101,6 +102,8 @@ class Sizes(Mapping):
         return len(self._values)
 
     def __eq__(self, other):
+        if isinstance(other, Sizes):
+            return self._values == other._values
         if not isinstance(other, Mapping):
             return NotImplemented
         try:
@@ -109,7 +112,9 @@ class Sizes(Mapping):
             return False
 
     def __hash__(self):
-        return hash(frozenset(self._values.items()))
+        if self._hash is None:
+            self._hash = hash(frozenset(self._values.items()))
+        return self._hash
 
     def __or__(self, other) -> "Sizes":
         return Sizes({**self._values, **Sizes(other)._values})

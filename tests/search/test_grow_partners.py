@@ -135,3 +135,39 @@ def test_down_sets_and_their_next_steps_are_the_searched_ones(name):
         assert downs == want and g.downsets(within, units) == want
         assert {d: [steps[k][0] for k in bits(takes[d])] for d in downs} == want_takes
     assert len(downs) > 2
+
+
+def scanned_order(graph, blocks):
+    """The order of a scan from the front for a block whose reads are done (a second route to ``paths.ordered``)."""
+    left, out, done = list(blocks), [], 0
+    while left:
+        for k, b in enumerate(left):
+            need = 0
+            for i in bits(b):
+                need |= graph.preds[i]
+            if need & ~b & ~done == 0:
+                out.append(b)
+                done |= b
+                del left[k]
+                break
+        else:
+            return None
+    return out
+
+
+@pytest.mark.parametrize("name", list(GRAPHS))
+def test_ordered_is_the_scans_order(name):
+    g = OpGraph(nc.engine.to_netlist(GRAPHS[name]()))
+    rng = random.Random(11)
+    n, answers = len(g.nodes), set()
+    for _ in range(300):
+        cuts = sorted(rng.sample(range(1, n), min(n - 1, rng.randint(0, 5)))) if n > 1 else []
+        ops = list(range(n)) if rng.random() < 0.5 else topological(g, rng)      # runs of a random or topological
+        blocks = [sum(1 << i for i in ops[a:b]) for a, b in zip([0] + cuts, cuts + [n])]
+        rng.shuffle(blocks)
+        if rng.random() < 0.2 and len(blocks) > 1:
+            blocks.pop()           # an operation no block holds
+        got = paths.ordered(g, blocks)
+        assert got == scanned_order(g, blocks)
+        answers.add(got is None)
+    assert answers == {True, False}       # both orders and refusals met
