@@ -32,7 +32,7 @@ class Choice:
     partition of it moves whole, read or written once (:func:`~napkin_cat.search.bounds.moved_whole` at the
     search's ``density``: its inputs and outputs, or only its outputs where a mask may skip trips).  So
     :attr:`compulsory` is at most the H of every partition of the block, at every memory: the search's prune
-    (:func:`~napkin_cat.search.paths.shortest_splits`, :func:`~napkin_cat.search.paths.best_join`) may skip on it.
+    (:func:`~napkin_cat.search.paths.shortest_splits`, :func:`~napkin_cat.search.growth.best_join`) may skip on it.
 
     A value of its kernel and level: what it builds on first use is built whole and then kept (a thread that
     finds a part either finds it complete or builds its own), so a Choice may be shared between threads."""

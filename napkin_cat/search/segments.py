@@ -34,7 +34,8 @@ from __future__ import annotations
 
 from napkin_cat.search.blocks import bits
 from napkin_cat.search.relabelling import relabelled
-from napkin_cat.search.paths import Space, best_join, is_convex, grow, ordered, shortest_splits
+from napkin_cat.search.growth import best_join, grow, is_convex, ordered
+from napkin_cat.search.paths import Space, shortest_splits
 
 #: forms with more operations than this are searched segment by segment
 SEGMENT_AT = 24
@@ -229,7 +230,7 @@ def _join_seams(graph, joints, search, found, evaluate, k, lower=None):
     kernel (convex, one kernel can hold it: :meth:`~napkin_cat.search.blocks.OpGraph.linked`, never a reader
     through a view; costed at its best partition) moves less; repeated while one does.  Only the kernels at
     each seam are looked at, so this is linear in the seams; ``lower`` spares costing joins that cannot win
-    (:func:`~napkin_cat.search.paths.best_join`)."""
+    (:func:`~napkin_cat.search.growth.best_join`)."""
     H, _, path = found
     path = list(path)
     for p in joints:

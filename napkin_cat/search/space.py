@@ -23,7 +23,8 @@ from napkin_cat.search.blocks import bits
 from napkin_cat.search.construct import make
 from napkin_cat.search.curves import Curve
 from napkin_cat.search.least_memory import least_fitting_memory
-from napkin_cat.search.paths import Space, best_option, grow, join_siblings, playable, shortest_splits
+from napkin_cat.search.growth import grow, join_siblings
+from napkin_cat.search.paths import Space, best_option, playable, shortest_splits
 from napkin_cat.search.schedule import KernelChoice, Schedule
 from napkin_cat.search.segments import segmented_shortest
 from napkin_cat.search.variants import axis_names, parts_key

@@ -1,4 +1,4 @@
-"""``paths.best_join``: the cost-guided join that saves the most, with joins that cannot win left uncosted.
+"""``growth.best_join``: the cost-guided join that saves the most, with joins that cannot win left uncosted.
 
 Checked against a brute force written here (every admissible pair costed, the largest saving, the earliest pair of
 equal savings) on seeded random pair lists with ties, joins that do not fit and inadmissible pairs; the lower bound
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from napkin_cat.search.paths import best_join
+from napkin_cat.search.growth import best_join
 
 
 class Block:

@@ -4,7 +4,7 @@ symbolic derive of a transformer block's gradient, whose forms are capped, spent
 * :meth:`~napkin_cat.search.blocks.OpGraph.convex` (read off each operation's reach, kept per block) is what a
   breadth-first search from the block's outside successors says (a second route, written here), on runs of random
   topological orders (convex) and on random sets of operations, of several programs;
-* :func:`~napkin_cat.search.paths.grow` pairing a kernel only with those holding an operation it feeds
+* :func:`~napkin_cat.search.growth.grow` pairing a kernel only with those holding an operation it feeds
   (``partners``) answers as pairing it with every kernel does: the same ``(H, kernels, path)`` at every memory of
   derives whose spaces are capped (the budget lowered so that small programs' are), and grow is called there.
 """
@@ -15,7 +15,7 @@ import random
 import pytest
 
 import napkin_cat as nc
-from napkin_cat.search import paths
+from napkin_cat.search import growth, paths
 from napkin_cat.search.blocks import OpGraph, bits
 from napkin_cat.search.context import KernelCache
 from napkin_cat.testing.programs import random_program
@@ -78,7 +78,7 @@ def test_convex_is_the_breadth_first_searchs_answer(name):
 
 def test_grow_with_partners_answers_as_pairing_every_kernel(monkeypatch):
     monkeypatch.setattr(paths, "BUDGET", 6)      # small programs' spaces capped: their winners are grown
-    real, calls = paths._join_greedily, []
+    real, calls = growth._join_greedily, []
 
     def both(graph, search, found, evaluate, k, may_join, lower=None, partners=None):
         got = real(graph, search, found, evaluate, k, may_join, lower, partners)
@@ -87,7 +87,7 @@ def test_grow_with_partners_answers_as_pairing_every_kernel(monkeypatch):
             assert (got[0], got[1], [p[0] for p in got[2]]) == (every[0], every[1], [p[0] for p in every[2]])
             calls.append(len(found[2]) - got[1])     # the joins made
         return got
-    monkeypatch.setattr(paths, "_join_greedily", both)
+    monkeypatch.setattr(growth, "_join_greedily", both)
     f = nc.grad(nc.library.attention(lse=True), wrt=[0, 1, 2], saved=True, aux=1)
     r = nc.derive(f, memory=[2 ** 12, 2 ** 16, 2 ** 20], sizes={"q": 256, "x": 256, "d": 32}, cache=KernelCache())
     assert r.H
@@ -138,7 +138,7 @@ def test_down_sets_and_their_next_steps_are_the_searched_ones(name):
 
 
 def scanned_order(graph, blocks):
-    """The order of a scan from the front for a block whose reads are done (a second route to ``paths.ordered``)."""
+    """The order of a scan from the front for a block whose reads are done (a second route to ``growth.ordered``)."""
     left, out, done = list(blocks), [], 0
     while left:
         for k, b in enumerate(left):
@@ -167,7 +167,29 @@ def test_ordered_is_the_scans_order(name):
         rng.shuffle(blocks)
         if rng.random() < 0.2 and len(blocks) > 1:
             blocks.pop()           # an operation no block holds
-        got = paths.ordered(g, blocks)
+        got = growth.ordered(g, blocks)
         assert got == scanned_order(g, blocks)
         answers.add(got is None)
     assert answers == {True, False}       # both orders and refusals met
+
+
+@pytest.mark.parametrize("name", list(GRAPHS))
+def test_a_join_is_admissible_where_the_joined_split_orders(name):
+    g = OpGraph(nc.engine.to_netlist(GRAPHS[name]()))
+    rng = random.Random(5)
+    n, answers = len(g.nodes), set()
+    for _ in range(100):
+        order = topological(g, rng)
+        cuts = sorted(rng.sample(range(1, n), min(n - 1, rng.randint(1, 6)))) if n > 1 else []
+        blocks = [sum(1 << i for i in order[a:b]) for a, b in zip([0] + cuts, cuts + [n])]
+        if rng.random() < 0.15 and len(blocks) > 2:
+            blocks.pop(0)        # a block reads an operation no block holds: nothing orders
+        blocks = growth.ordered(g, blocks) or blocks
+        ok = growth.joinable(g, blocks)
+        for i in range(len(blocks)):
+            for j in range(len(blocks)):
+                if i != j:
+                    rest = [b for m, b in enumerate(blocks) if m not in (i, j)] + [blocks[i] | blocks[j]]
+                    assert ok((i, j)) == (scanned_order(g, rest) is not None), (blocks, i, j)
+                    answers.add(ok((i, j)))
+    assert answers == {True, False}

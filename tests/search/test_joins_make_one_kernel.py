@@ -1,5 +1,5 @@
 """Every kernel the numeric search chooses is one the construction can make (issue 31: a search offers only what it
-performs).  The search's joins past the exact space (cost-guided fusion, :func:`~napkin_cat.search.paths.grow`, and
+performs).  The search's joins past the exact space (cost-guided fusion, :func:`~napkin_cat.search.growth.grow`, and
 seam fusion, ``_join_seams`` in :mod:`napkin_cat.search.segments`) joined two kernels where one reads the other's
 value through a rename, a view in global memory: ``nc.derive(transformer_block, memory=58112)`` (an H100's shared
 memory per block in fp32 values, the one-device form ``time_form(compute="transfers")`` times) chose one kernel of
@@ -59,7 +59,8 @@ def test_cost_guided_fusion_never_joins_the_ends_of_a_view_read_outside_however_
     kept apart.)"""
     from napkin_cat.search.blocks import OpGraph
     from napkin_cat.search.context import KernelCache, Search
-    from napkin_cat.search.paths import best_option, grow
+    from napkin_cat.search.growth import grow
+    from napkin_cat.search.paths import best_option
 
     def two_exps(rename: bool):
         b = nc.Builder(nc.types("h n"))

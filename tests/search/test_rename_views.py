@@ -119,7 +119,7 @@ def test_the_time_search_times_a_rename_as_nothing():
 
 
 def test_cost_guided_fusion_of_a_capped_space_makes_the_kernel_it_chose(monkeypatch):
-    """Where every kernel fits, cost-guided fusion past a capped space (:func:`~napkin_cat.search.paths.grow`) makes
+    """Where every kernel fits, cost-guided fusion past a capped space (:func:`~napkin_cat.search.growth.grow`) makes
     one kernel of everything, both renames held inside (sym-35: it chose one kernel of both ends of a view, which
     the rules could not make then; fuse-35: the rename is folded into the kernel), moving the compulsory traffic."""
     from napkin_cat.search import paths
