@@ -3,9 +3,9 @@
 For one form, a kernel split is a chain of down-sets (:mod:`.blocks`); :class:`Space` holds the edges between
 down-sets (a block of at most ``cap`` operations each), :func:`shortest_splits` the cheapest chain per memory, and
 :func:`~napkin_cat.search.growth.grow` the cost-guided fusion of a winner whose kernels were capped.  A block's
-partitions and cost curves (:class:`Choice`) are costed once per canonical form: the functions here take the derivation's
-:class:`~napkin_cat.search.context.Search` and ask it for a block's Choice (``search.choice(graph, block)``), so
-equal kernels anywhere share one, in every call that shares the search's kernel cache.
+partitions and cost curves (:class:`Choice`) are costed once per canonical form: the functions here take the
+derivation's :class:`~napkin_cat.search.context.Search` and ask it for a block's Choice (``search.choice(graph,
+block)``), so equal kernels anywhere share one, in every call that shares the search's kernel cache.
 
 >>> import napkin_cat as nc
 >>> from napkin_cat.search.blocks import OpGraph
