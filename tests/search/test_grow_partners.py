@@ -155,15 +155,24 @@ def scanned_order(graph, blocks):
     return out
 
 
-@pytest.mark.parametrize("name", list(GRAPHS))
-def test_ordered_is_the_scans_order(name):
-    g = OpGraph(nc.engine.to_netlist(GRAPHS[name]()))
-    rng = random.Random(11)
-    n, answers = len(g.nodes), set()
+def split(ops: list, rng, most: int) -> list:
+    """The operations ``ops`` (in their order) cut into up to ``most + 1`` runs, as masks."""
+    n = len(ops)
+    cuts = sorted(rng.sample(range(1, n), min(n - 1, rng.randint(0, most)))) if n > 1 else []
+    return [sum(1 << i for i in ops[a:b]) for a, b in zip([0] + cuts, cuts + [n])]
+
+
+@pytest.fixture(params=list(GRAPHS))
+def graph(request):
+    return OpGraph(nc.engine.to_netlist(GRAPHS[request.param]()))
+
+
+def test_ordered_is_the_scans_order(graph):
+    g, rng, answers = graph, random.Random(11), set()
+    n = len(g.nodes)
     for _ in range(300):
-        cuts = sorted(rng.sample(range(1, n), min(n - 1, rng.randint(0, 5)))) if n > 1 else []
         ops = list(range(n)) if rng.random() < 0.5 else topological(g, rng)      # runs of a random or topological
-        blocks = [sum(1 << i for i in ops[a:b]) for a, b in zip([0] + cuts, cuts + [n])]
+        blocks = split(ops, rng, 5)
         rng.shuffle(blocks)
         if rng.random() < 0.2 and len(blocks) > 1:
             blocks.pop()           # an operation no block holds
@@ -173,15 +182,10 @@ def test_ordered_is_the_scans_order(name):
     assert answers == {True, False}       # both orders and refusals met
 
 
-@pytest.mark.parametrize("name", list(GRAPHS))
-def test_a_join_is_admissible_where_the_joined_split_orders(name):
-    g = OpGraph(nc.engine.to_netlist(GRAPHS[name]()))
-    rng = random.Random(5)
-    n, answers = len(g.nodes), set()
+def test_a_join_is_admissible_where_the_joined_split_orders(graph):
+    g, rng, answers = graph, random.Random(5), set()
     for _ in range(100):
-        order = topological(g, rng)
-        cuts = sorted(rng.sample(range(1, n), min(n - 1, rng.randint(1, 6)))) if n > 1 else []
-        blocks = [sum(1 << i for i in order[a:b]) for a, b in zip([0] + cuts, cuts + [n])]
+        blocks = split(topological(g, rng), rng, 6)
         if rng.random() < 0.15 and len(blocks) > 2:
             blocks.pop(0)        # a block reads an operation no block holds: nothing orders
         blocks = growth.ordered(g, blocks) or blocks
