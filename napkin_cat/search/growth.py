@@ -32,9 +32,10 @@ def is_convex(graph, block: int) -> bool:
     return graph.convex(block)
 
 
-def ordered(graph, blocks) -> list | None:
+def ordered(graph, blocks, done: int = 0) -> list | None:
     """The blocks in an order where each comes after those it reads (None if their quotient has a cycle, or a block
-    reads an operation no block holds): of the blocks whose reads are done, the earliest in ``blocks`` first.
+    reads an operation no block holds and ``done`` does not): of the blocks whose reads are done, the earliest in
+    ``blocks`` first.  ``done``: the operations computed before (a sub-range of a split: the kernels before it).
 
     Kahn's order on the quotient, the ready blocks kept in a heap by their place in ``blocks``: each block's reads
     are gathered once, so the order costs the operations and the quotient's edges, not a scan of every block left
@@ -43,8 +44,8 @@ def ordered(graph, blocks) -> list | None:
     >>> import napkin_cat as nc
     >>> from napkin_cat.search.blocks import OpGraph
     >>> g = OpGraph(nc.engine.to_netlist(nc.library.attention()))      # Q·Kᵀ (1), softmax (2), ·V (4)
-    >>> ordered(g, [0b100, 0b001, 0b010]), ordered(g, [0b101, 0b010])
-    ([1, 2, 4], None)
+    >>> ordered(g, [0b100, 0b001, 0b010]), ordered(g, [0b101, 0b010]), ordered(g, [4, 2]), ordered(g, [4, 2], done=1)
+    ([1, 2, 4], None, None, [2, 4])
     """
     owner = {i: n for n, b in enumerate(blocks) for i in bits(b)}
     waiting, readers = [0] * len(blocks), [[] for _ in blocks]
@@ -52,7 +53,7 @@ def ordered(graph, blocks) -> list | None:
         need = 0
         for i in bits(b):
             need |= graph.preds[i]
-        need &= ~b
+        need &= ~b & ~done
         reads = set()
         for i in bits(need):
             if i not in owner:

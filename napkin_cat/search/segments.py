@@ -248,7 +248,10 @@ def _join_seams(graph, joints, search, found, evaluate, k, lower=None):
             lo, hi = min(i, j), max(i, j)
             by = {q[0]: q for n, q in enumerate(path[lo:hi + 1], lo) if n not in (i, j)}
             by[merged[0]] = merged
-            order = ordered(graph, list(by))
+            before = 0     # (the kernels before the range are computed before it)
+            for q in path[:lo]:
+                before |= q[0]
+            order = ordered(graph, list(by), before)
             if order is None:
                 break
             path[lo:hi + 1] = [by[b] for b in order]

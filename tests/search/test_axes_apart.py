@@ -144,9 +144,12 @@ def test_transformer_stacks_agree(memory, transformer_kernels):
     into segments (norm | attention | MLP) that hold no two classes of one name, so the form renames nothing; where
     seam fusion joins a kernel across the two blocks (at 512 and 1024: block 1 with block 2's attention; at 4096 the
     whole stack, for nothing) that kernel renames its own axes apart (``OpGraph.renamed_apart``, built by
-    ``axes_apart`` with ``within=``): names kept, it treated the two blocks' d as one axis (1520 against 1392 at
-    512, 1392 against 1264 at 1024).  The answer runs, counts H and replays (one cache for the module: the later
-    searches read the earlier ones' kernels)."""
+    ``axes_apart`` with ``within=``): names kept, it treats the two blocks' d as one axis (1392 against 1264 at
+    1024).  At 512 the names kept cost 1520 against 1392 while seam fusion refused every join whose range of kernels
+    read a kernel before it (``growth.ordered`` found no holder for what it read); ordered with the kernels before
+    the range computed, the names kept reach 1392 there by other joins, and 256 and 384 move less too (1840, 1392:
+    were 2032, 1520).  The answer runs, counts H and replays (one cache for the module: the later searches read the
+    earlier ones' kernels)."""
     ts = {"n": 8, "e": 8, "h": 2, "d": 4, "f": 16}
     own = {"n": 8, "e": 8, "h": 2, "d0": 4, "d1": 4, "f0": 16, "f1": 16}
     cache = transformer_kernels
@@ -155,7 +158,7 @@ def test_transformer_stacks_agree(memory, transformer_kernels):
     kept = _derive(f, ts, memory, book=_without_apart(), cache=cache)
     assert shared.H == _derive(own_stack(2), own, memory, cache=cache).H <= kept.H
     within = [dict(s.params).get("within") for s in shared.trace if s.rule == "axes_apart"]
-    assert (memory in (512, 1024)) == (shared.H < kept.H)      # the names kept cost more there (the bug)
+    assert (memory == 1024) == (shared.H < kept.H)      # the names kept cost more there (the bug)
     assert within if shared.H < kept.H else True               # ... and a kernel renamed its own axes apart
     at = {**ts, **{str(k): int(v) for k, v in (shared.optimum.exact_sizes or shared.optimum.sizes).items()
                    if str(k) not in ts}}
