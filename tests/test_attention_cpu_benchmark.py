@@ -3,13 +3,13 @@ and torch's CPU backends, gated against float64 autograd; the table's shape), th
 differences, and the ratio it reports (ours over the fastest torch backward) on a row made here."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
 from pathlib import Path
 
 import pytest
+from tests.scripts import load_script
 
 torch = pytest.importorskip("torch", reason="the benchmark needs torch (pip install '.[kernels]')")
 
@@ -21,10 +21,7 @@ needs_cc = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("attention_cpu_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "attention_cpu_benchmark")
 
 
 def test_help_names_every_flag(bench, capsys):

@@ -3,7 +3,6 @@ its profiled kernel's statements sorted into the model's terms, per kernel), and
 whose statements are known."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -12,6 +11,7 @@ import numpy as np
 import pytest
 
 import napkin_cat as nc
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "cpu_terms.py"
@@ -20,10 +20,7 @@ pytestmark = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("cpu_terms_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "cpu_terms_benchmark")
 
 
 def test_the_quick_run_reports_each_kernels_terms_beside_the_models(bench, tmp_path):

@@ -10,11 +10,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.scripts import import_beside
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU = ROOT / "benchmarks" / "gpu"
@@ -36,11 +36,7 @@ needs_history = pytest.mark.skipif(not HISTORY, reason="needs this repository's 
 
 
 def _module(name):
-    sys.path.insert(0, str(GPU))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(GPU))
+    return import_beside("benchmarks/gpu", name)
 
 
 @pytest.fixture(scope="module")

@@ -8,22 +8,16 @@ import importlib
 import importlib.util
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from tests.scripts import import_beside
 
-GPU = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu"
 HAVE = all(importlib.util.find_spec(m) for m in ("torch", "triton"))
 needs_kernels = pytest.mark.skipif(not HAVE, reason="the benchmark needs torch and triton (pip install '.[kernels]')")
 
 
 def _module(name):
-    sys.path.insert(0, str(GPU))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(GPU))
+    return import_beside("benchmarks/gpu", name)
 
 
 def test_a_change_to_the_triton_worker_alone_leaves_a_measurement_current(tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,13 +77,9 @@ def test_the_committed_weights_load_and_a_missing_file_weighs_units_by_their_tes
 
 def _weights_script(scheduling, monkeypatch):
     """``.ci/weights.py`` loaded with the root conftest pytest loaded as its ``conftest`` (not executed again)."""
-    import importlib.util
     import sys
     monkeypatch.setitem(sys.modules, "conftest", scheduling)
-    spec = importlib.util.spec_from_file_location("ci_weights", ROOT / ".ci" / "weights.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(".ci/weights.py", "ci_weights")
 
 
 def test_the_weights_script_adds_a_reports_durations_per_unit(scheduling, monkeypatch):

@@ -2,10 +2,10 @@
 the ratio it reports (ours over the fastest torch path) on a row made here."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from tests.scripts import load_script
 
 torch = pytest.importorskip("torch", reason="the benchmark needs torch (pip install '.[kernels]')")
 
@@ -15,10 +15,7 @@ SCRIPT = ROOT / "benchmarks" / "torch_ops.py"
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("torch_ops_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "torch_ops_benchmark")
 
 
 def test_help_names_every_flag(bench, capsys):

@@ -9,10 +9,8 @@ script's block is read by the library's loader, its rates and call cost compared
 """
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
-import pathlib
 import shutil
 
 import pytest
@@ -20,8 +18,8 @@ import pytest
 from napkin_cat.codegen.c import blas_available
 from napkin_cat.errors import HardwareError
 from napkin_cat.hardware import load_cpu
+from tests.scripts import load_script
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 HEAD = """format = 2
 name = "calibrated"
 description = "a model assembled from calibrate_cpu.py's block"
@@ -39,10 +37,7 @@ vector = "64 B"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("calibrate_cpu", ROOT / "benchmarks" / "calibrate_cpu.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/calibrate_cpu.py")
 
 
 def measured(call_us: float) -> dict:

@@ -4,16 +4,14 @@ consistent with the model's own bounds: an attention step no faster than the GPU
 useful FLOPs, every chosen form within a device's memory, every form refused for memory over it."""
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import napkin_cat as nc
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("cluster_scale", ROOT / "benchmarks" / "cluster_scale.py")
-script = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(script)
+script = load_script("benchmarks/cluster_scale.py")
 
 
 def results() -> dict:

@@ -5,17 +5,13 @@ size, are numpy's count of the 128 × 128 tiles the causal mask leaves non-empty
 against their mean (every step compute-bound, as the table's last column says)."""
 from __future__ import annotations
 
-import importlib.util
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("zigzag_published", ROOT / "benchmarks" / "zigzag_published.py")
-script = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(script)
+script = load_script("benchmarks/zigzag_published.py")
 
 
 def tile_efficiency(n: int, tile: int, P: int, zigzag: bool) -> float:

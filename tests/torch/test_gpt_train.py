@@ -13,16 +13,15 @@ on fresh batches run with ``NAPKIN_SLOW=1``.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import pathlib
-import sys
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is the `kernels` extra (pip install 'napkin-cat[kernels]')")
 
 import napkin_cat as nc  # noqa: E402
+from tests.scripts import load_script  # noqa: E402
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "gpt.py"
 TOLERANCE = 1e-4            # the issue's: relative, at every step, in float64
@@ -32,11 +31,7 @@ FLOAT64 = 1e-10
 
 
 def load_example():
-    spec = importlib.util.spec_from_file_location("napkin_gpt_example", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module         # dataclasses resolve the module of their annotations
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXAMPLE, "napkin_gpt_example", register=True)   # (dataclasses resolve their module)
 
 
 gpt = load_example()
