@@ -160,7 +160,15 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6, *, sizes: dict
     and is not given recomputed forms (:func:`~napkin_cat.search.recomputation.recomputed_forms`; the others are).
     There one choice is taken at each place: the one whose replacement does the least work at ``sizes`` (axis name →
     size; the rule's own order where ``sizes`` are not given or tie), :func:`least_work_first`.  Last, where the
-    book's ``apart`` rule renames some axes apart, the normal form so renamed (:func:`apart_forms`)."""
+    book's ``apart`` rule renames some axes apart, the normal form so renamed (:func:`apart_forms`).
+
+    A function searched whole is also given the forms of one rule at every place (:func:`_prepared_everywhere`), after
+    the breadth-first ones (so a tie still goes to those): where a rule applies at more places than the limit leaves
+    forms for, breadth first would never apply it at all of them.  The normal form merges each contraction into its
+    one reader; a three-operand contraction alone needs a large memory (its partitions keep two operands' tiles
+    beside its output's), so a chain ``x·W₁·W₂ → relu → ·W₃·W₄`` with one of its two merges left in every form moved
+    4.3× what its four products and the relu each alone move at ``M = 4096``
+    (``tests/search/test_prepared_everywhere.py``)."""
     rules = book.role("prepare") if "prepare" in book.roles else ()
     forms = [_simplified(diagram, book)]
     return _prepared(forms, rules, book, depth, limit, sizes) + apart_forms(forms[0], book)
@@ -169,7 +177,17 @@ def prepared_forms(diagram, book, depth: int = 2, limit: int = 6, *, sizes: dict
 def _prepared(forms, rules, book, depth, limit, sizes) -> list:
     """:func:`prepared_forms` of the normal form ``forms[0]``, but the one its axes renamed apart."""
     if len(forms[0].graph) > segments_module.SEGMENT_AT:
-        return _prepared_everywhere(forms, rules, depth, limit, sizes)
+        return _prepared_everywhere(forms, rules, depth, limit, sizes, book)
+    forms = _breadth_first(forms, rules, book, depth, limit)
+    for g in _prepared_everywhere([forms[0]], rules, depth, limit, sizes, book)[1:]:
+        if not any(isomorphic(g.net, h.net) for h in forms):
+            forms.append(g)
+    return forms + recomputed_forms(forms, book, depth, limit)
+
+
+def _breadth_first(forms, rules, book, depth, limit) -> list:
+    """The forms of up to ``depth`` rewrites from ``forms[0]`` and up to ``limit`` in all, breadth first, one place
+    at a time (:func:`in_turn`), each tidied, isomorphic ones once."""
     queue = [forms[0]]
     while queue and len(forms) < limit:
         f = queue.pop(0)
@@ -189,8 +207,8 @@ def _prepared(forms, rules, book, depth, limit, sizes) -> list:
             forms.append(g)
             queue.append(g)
             if len(forms) >= limit:
-                return forms + recomputed_forms(forms, book, depth, limit)
-    return forms + recomputed_forms(forms, book, depth, limit)
+                return forms
+    return forms
 
 
 class Preparation:
@@ -314,10 +332,11 @@ def _branch_of_new_copy(before, after, n) -> bool:
     return src not in before.nodes or len(before.outs[src]) != len(after.outs[src])
 
 
-def _everywhere(f: Form, rule, sizes=None, works=None):
+def _everywhere(f: Form, rule, sizes=None, works=None, book=None):
     """``f`` with ``rule`` applied at each place it legally applies (found in one scan, applied one after the
     other where the place is still there; at each, the choice :func:`least_work_first` puts first that still
-    applies), or None where it applies nowhere."""
+    applies), each step tidied by the ``book``'s simplify rules as the breadth-first forms are (:func:`tidied`), or
+    None where it applies nowhere."""
     net = f.net
     places: dict = {}
     for m in rule.matches(net):
@@ -335,7 +354,9 @@ def _everywhere(f: Form, rule, sizes=None, works=None):
                 continue
             after = rule.fill(m)
             steps.append(Step.of(rule, m, net, after))
-            net = after
+            tidy = tidied(net, after, book) if book is not None else []
+            steps += [t for t, _ in tidy]
+            net = tidy[-1][1] if tidy else after
             break
     if not steps:
         return None
@@ -343,14 +364,14 @@ def _everywhere(f: Form, rule, sizes=None, works=None):
                 once=f.once, apart=f.apart)
 
 
-def _prepared_everywhere(forms, rules, depth, limit, sizes=None) -> list:
+def _prepared_everywhere(forms, rules, depth, limit, sizes=None, book=None) -> list:
     queue, works = [forms[0]], {}     # the replacements' FLOPs, by diagram, for this call
     while queue and len(forms) < limit:
         f = queue.pop(0)
         if len(f.prepared) - len(forms[0].prepared) >= depth:
             continue
         for rule in rules:
-            g = _everywhere(f, rule, sizes, works)
+            g = _everywhere(f, rule, sizes, works, book)
             if g is None or any(isomorphic(g.net, h.net) for h in forms):
                 continue
             forms.append(g)
