@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 import pytest
 
 import napkin_cat as nc
@@ -20,6 +19,7 @@ from napkin_cat.search import growth, paths
 from napkin_cat.search.blocks import OpGraph, bits
 from napkin_cat.search.context import KernelCache
 from napkin_cat.testing.programs import random_program
+from tests.answers import assert_runs_counts_and_replays
 
 
 def searched_convex(graph, block: int) -> bool:
@@ -219,11 +219,4 @@ def test_seam_fusion_orders_a_range_that_reads_the_kernels_before_it(blocks, mem
     sizes = {"n": 16, "e": 8, "h": 2, "d": 4, "f": 16}
     r = nc.derive(f, memory=memory, sizes=sizes, cache=KernelCache())
     assert refused and not any(refused) and any(ranges)
-    at = {**sizes, **{str(k): int(v) for k, v in (r.optimum.exact_sizes or r.optimum.sizes).items()
-                      if str(k) not in sizes}}
-    rng = np.random.default_rng(0)
-    xs = [rng.normal(size=tuple(at[str(a.size)] for a in arr.axes)) * 0.3 for arr in f.dom.inside]
-    out, ran = nc.plan(r.diagram, at).run(*xs)
-    assert ran.transfers.get(1, 0) == r.H
-    assert np.allclose(out, nc.evaluate(f, *xs))
-    assert nc.isomorphic(r.trace.replay(f), r.diagram)
+    assert_runs_counts_and_replays(f, r, sizes, scale=0.3, seed=0)

@@ -15,7 +15,6 @@ rename nothing brings the gap back (:func:`test_without_the_kernel_renaming_the_
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import napkin_cat as nc
@@ -24,6 +23,7 @@ from napkin_cat.rewriting.netlist import to_netlist
 from napkin_cat.search.blocks import OpGraph
 from napkin_cat.search.context import KernelCache
 from napkin_cat.search.segments import cut as cut_of
+from tests.answers import assert_runs_counts_and_replays
 
 L = nc.library
 T = {"n": 8, "e": 8, "h": 2, "d": 4, "f": 16}
@@ -94,14 +94,8 @@ def test_the_answer_runs_counts_and_replays(case, derived):
     """H = the runner's count = the cost functor at the tiles; the algorithm computes f; the trace (the kernels'
     renaming among its steps) replays from f to it."""
     f, sizes, r = derived(case, False)
-    at = {**sizes, **{str(k): int(v) for k, v in (r.optimum.exact_sizes or r.optimum.sizes).items()
-                      if str(k) not in sizes}}
-    rng = np.random.default_rng(2)
-    xs = [rng.normal(size=tuple(at[str(a.size)] for a in arr.axes)) * 0.3 for arr in f.dom.inside]
-    out, ran = nc.plan(r.diagram, at).run(*xs)
-    assert ran.transfers.get(1, 0) == r.H == nc.cost(r.diagram, sizes=at).H.get(1, 0)
-    assert np.allclose(out, nc.evaluate(f, *xs))
-    assert nc.isomorphic(r.trace.replay(f), r.diagram)
+    at, ran = assert_runs_counts_and_replays(f, r, sizes, scale=0.3, seed=2)
+    assert ran.transfers.get(1, 0) == nc.cost(r.diagram, sizes=at).H.get(1, 0)
 
 
 @pytest.mark.parametrize("case", ["transformer x2 at 1024", "gelu x6 residual at 1024"])

@@ -8,11 +8,11 @@ The second route: each operation as written derived alone, its value written out
 algorithm of the whole function; the derive of the whole must move at most their sum."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import napkin_cat as nc
 from napkin_cat.search.envelope import boundary_names
+from tests.answers import assert_runs_counts_and_replays
 
 SIZE = 512
 
@@ -54,11 +54,4 @@ def test_every_merge_split_runs_counts_what_it_states_and_computes_the_function(
     r = nc.derive(f, memory=2 ** 9, sizes=small)
     rules = [s.rule for s in r.trace.steps]
     assert rules.count("contraction_merge") == rules.count("pairwise_contraction") == 2   # both merges split
-    at = {**small, **{str(k): int(v) for k, v in (r.optimum.exact_sizes or r.optimum.sizes).items()
-                      if str(k) not in small}}
-    rng = np.random.default_rng(1)
-    xs = [rng.normal(size=tuple(at[str(a.size)] for a in arr.axes)) * 0.2 for arr in f.dom.inside]
-    out, ran = nc.plan(r.diagram, at).run(*xs)
-    assert ran.transfers.get(1, 0) == r.H
-    assert np.allclose(out, nc.evaluate(f, *xs))
-    assert nc.isomorphic(r.trace.replay(f), r.diagram)
+    assert_runs_counts_and_replays(f, r, small, scale=0.2, seed=1)
