@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 
@@ -29,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import napkin_cat as nc  # noqa: E402
 import napkin_cat.search.segments as segments  # noqa: E402
 from bench_scale import STACK  # noqa: E402
+from bench_targets import commit  # noqa: E402
 
 TB = {"n": 512, "e": 256, "h": 4, "d": 64, "f": 1024}
 
@@ -53,9 +53,7 @@ def main(argv=None):
     scope = {"nc": nc}
     exec(STACK, scope)
     f = scope["stack"](args.blocks)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip() or "?"
-    print(f"{args.blocks} transformer block(s) at {TB}, commit {commit}; SEGMENT_AT = {segments.SEGMENT_AT}")
+    print(f"{args.blocks} transformer block(s) at {TB}, commit {commit(ROOT)}; SEGMENT_AT = {segments.SEGMENT_AT}")
     print(f"{'M':>9} {'H cut (derive)':>15} {'H whole':>12} {'cut / whole':>11} {'s cut':>6} {'s whole':>7}")
     rows = []
     for m in args.memories:
